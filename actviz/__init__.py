@@ -1,0 +1,36 @@
+"""actviz: a desktop activation explorer for PyTorch.
+
+Public API: :func:`capture`, :func:`module_tree`, :func:`load_model`, :func:`load_input`,
+:func:`explore`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["capture", "module_tree", "load_model", "load_input", "explore", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import capture
+    from actviz.core.tree import module_tree
+    from actviz.io.inputs import load_input
+    from actviz.io.models import load_model
+    from actviz.ui.explore import explore
+
+# Imported lazily so `import actviz` stays cheap and never pulls in Qt for scripts.
+_LAZY = {
+    "capture": "actviz.core.capture",
+    "module_tree": "actviz.core.tree",
+    "load_model": "actviz.io.models",
+    "load_input": "actviz.io.inputs",
+    "explore": "actviz.ui.explore",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'actviz' has no attribute {name!r}")

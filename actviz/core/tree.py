@@ -1,0 +1,171 @@
+"""The module tree of a model, from ``named_modules()``, with parameter counts and shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from actviz.core.capture import Capture
+
+__all__ = ["ModuleNode", "ModuleTree", "ParamInfo", "module_tree"]
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A parameter or buffer of one module (its own, not its children's)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    norm: float
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass
+class ModuleNode:
+    """One entry of ``named_modules()``."""
+
+    name: str
+    type_name: str
+    depth: int
+    parent: str | None
+    children: list[str] = field(default_factory=list)
+    is_leaf: bool = True
+    own_params: int = 0
+    total_params: int = 0
+    parameters: list[ParamInfo] = field(default_factory=list)
+    buffers: list[ParamInfo] = field(default_factory=list)
+    training: bool = False
+    output_shape: tuple[int, ...] | None = None
+    calls: int = 0
+    extra_repr: str = ""
+
+    @property
+    def short_name(self) -> str:
+        """The last component of the qualified name ("(model)" for the root)."""
+        return self.name.rsplit(".", 1)[-1] if self.name else "(model)"
+
+
+class ModuleTree:
+    """Every module of a model in ``named_modules()`` order (root first)."""
+
+    def __init__(self, nodes: list[ModuleNode]):
+        self.nodes = nodes
+        self._by_name = {n.name: n for n in nodes}
+
+    def __getitem__(self, name: str) -> ModuleNode:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[ModuleNode]:
+        return iter(self.nodes)
+
+    @property
+    def root(self) -> ModuleNode:
+        return self.nodes[0]
+
+    def leaves(self) -> list[str]:
+        """Names of the modules without children."""
+        return [n.name for n in self.nodes if n.is_leaf]
+
+    def descendants(self, name: str, leaves_only: bool = False) -> list[str]:
+        """Names below ``name`` (not including it), in tree order."""
+        prefix = f"{name}." if name else ""
+        return [
+            n.name
+            for n in self.nodes
+            if n.name != name and n.name.startswith(prefix) and (n.is_leaf or not leaves_only)
+        ]
+
+    def names_of_type(self, type_name: str) -> list[str]:
+        """Names of every module whose class name is ``type_name``."""
+        return [n.name for n in self.nodes if n.type_name == type_name]
+
+    def types(self) -> list[str]:
+        """Distinct class names, sorted."""
+        return sorted({n.type_name for n in self.nodes})
+
+
+def _info(name: str, t: torch.Tensor) -> ParamInfo:
+    with torch.no_grad():
+        if t.numel() and (t.is_floating_point() or t.is_complex()):
+            norm = float(torch.linalg.vector_norm(t.detach().float()))
+        else:
+            norm = float("nan") if t.numel() == 0 else float(t.detach().double().norm())
+    return ParamInfo(
+        name, tuple(t.shape), str(t.dtype).replace("torch.", ""), t.requires_grad, norm
+    )
+
+
+def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
+    """Build the module tree of ``model``.
+
+    Parameters
+    ----------
+    model
+        Any ``nn.Module`` (TorchScript modules too: their tree shows even though their layers
+        cannot be hooked).
+    capture
+        A :class:`~actviz.core.capture.Capture` of this model; fills ``output_shape`` and
+        ``calls`` for the layers it recorded.
+
+    Returns
+    -------
+    ModuleTree
+        One node per ``named_modules()`` entry, root (name ``""``) first.
+    """
+    named = list(model.named_modules())
+    ids = {id(m): name for name, m in named}
+    nodes: list[ModuleNode] = []
+    by_name: dict[str, ModuleNode] = {}
+    for name, mod in named:
+        parent = name.rsplit(".", 1)[0] if "." in name else ("" if name else None)
+        own = [_info(p_name, p) for p_name, p in mod.named_parameters(recurse=False)]
+        bufs = [_info(b_name, b) for b_name, b in mod.named_buffers(recurse=False) if b is not None]
+        children = [ids[id(c)] for c in mod.children() if id(c) in ids]
+        try:
+            extra = mod.extra_repr()
+        except Exception:  # noqa: BLE001 - a user's extra_repr must not break the tree
+            extra = ""
+        node = ModuleNode(
+            name=name,
+            type_name=type(mod).__name__,
+            depth=0 if not name else name.count(".") + 1,
+            parent=parent,
+            children=children,
+            is_leaf=next(mod.children(), None) is None,
+            own_params=sum(p.numel for p in own),
+            total_params=sum(p.numel() for p in mod.parameters()),
+            parameters=own,
+            buffers=bufs,
+            training=mod.training,
+            extra_repr=extra,
+        )
+        if capture is not None and name in capture:
+            calls = capture.calls(name)
+            t = calls[0].tensor
+            node.output_shape = tuple(t.shape) if t is not None else None
+            node.calls = len(calls)
+        nodes.append(node)
+        by_name[name] = node
+    # A child registered under a name whose parent path is not itself a module name (rare,
+    # e.g. shared modules) still needs a parent that exists.
+    for node in nodes:
+        if node.parent is not None and node.parent not in by_name:
+            node.parent = ""
+    return ModuleTree(nodes)

@@ -1,0 +1,30 @@
+"""Passive pyqtgraph panels of the desktop window: typed setters in, signals out, no torch.
+
+Every panel is a QWidget with ``clear()`` and ``export_png(path)``; the data they show is
+numpy, prepared by ``actviz.core.views`` off the GUI thread.
+"""
+
+from __future__ import annotations
+
+from actviz.ui.panels.channel_view import ChannelView
+from actviz.ui.panels.colormaps import COLORMAPS, lut
+from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.panels.grad_flow import GradFlowPanel
+from actviz.ui.panels.histogram import HistogramPanel
+from actviz.ui.panels.input_preview import InputPreview
+from actviz.ui.panels.overlay import OverlayPanel
+from actviz.ui.panels.prediction import PredictionPanel
+from actviz.ui.panels.stats_table import StatsTable
+
+__all__ = [
+    "COLORMAPS",
+    "ChannelView",
+    "GradFlowPanel",
+    "HistogramPanel",
+    "InputPreview",
+    "LayerPanel",
+    "OverlayPanel",
+    "PredictionPanel",
+    "StatsTable",
+    "lut",
+]

@@ -1,0 +1,1 @@
+"""Bundled data: demo weights, sample inputs, icons (installed as ``actviz.resources``)."""
