@@ -49,6 +49,11 @@ __all__ = [
 # Modules found (at run time) to modify their input in place although they have no
 # ``inplace=True`` attribute; they get a cloned input next time. Weak, so models can be freed.
 _DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+# Modules whose recorded tensors were written to later in the forward (by an in-place ReLU,
+# ``out += identity``...). Their values are copied when the hook fires; every other record
+# keeps a reference, checked against the tensor's version counter after the forward pass.
+_NEEDS_COPY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+_MAX_ATTEMPTS = 3
 
 
 class CaptureCancelled(RuntimeError):
@@ -378,16 +383,34 @@ class _Recorder:
         # Tensors whose gradient autograd.grad is asked for, so every hooked node runs.
         self.grad_requests: list[tuple[torch.Tensor, int]] = []
         self.retry_needed = False
+        self.copy_all = False
+        self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
         self.thread = threading.get_ident()
 
     # -- values
-    def snapshot(self, t: torch.Tensor) -> torch.Tensor:
+    def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
+        """The value of ``t`` now, shared with any earlier snapshot of the same tensor version.
+
+        A copy only where needed: for modules known to see their tensors changed later, and
+        for views into a larger storage (a reference would pin all of it). Otherwise a
+        reference, verified after the forward pass (see :meth:`stale_owners`).
+        """
         entry = self._snaps.get(id(t))
         version = t._version
         if entry is not None and entry[0]() is t and entry[1] == version:
             return entry[2]
-        snap = t.detach().clone()
-        self.nbytes += snap.numel() * snap.element_size()
+        nbytes = t.numel() * t.element_size()
+        if (
+            self.copy_all
+            or owner in _NEEDS_COPY
+            or t.untyped_storage().nbytes() > nbytes
+            or t.requires_grad and t.is_leaf
+        ):
+            snap = t.detach().clone()
+        else:
+            snap = t.detach()  # shares the version counter, so a later write is detectable
+            self.verify.append((snap, version, owner))
+        self.nbytes += nbytes
         if self.max_bytes is not None and self.nbytes > self.max_bytes:
             raise CaptureTooLarge(
                 f"the selected layers need more than {_fmt_bytes(self.max_bytes)} "
@@ -395,6 +418,10 @@ class _Recorder:
             )
         self._snaps[id(t)] = (weakref.ref(t), version, snap)
         return snap
+
+    def stale_owners(self) -> list[nn.Module]:
+        """Modules whose referenced (uncopied) tensors were modified after being recorded."""
+        return [owner for snap, version, owner in self.verify if snap._version != version]
 
     def register_input(self, arg: torch.Tensor, copy: torch.Tensor) -> None:
         self._snaps[id(arg)] = (weakref.ref(arg), arg._version, copy)
@@ -412,7 +439,8 @@ class _Recorder:
         inputs: tuple = ()
         if self.keep_inputs:
             inputs = tuple(
-                self.snapshot(a) if isinstance(a, torch.Tensor) else _simple(a) for a in args
+                self.snapshot(a, module) if isinstance(a, torch.Tensor) else _simple(a)
+                for a in args
             )
         taps: list = []
         new_args = None
@@ -463,7 +491,7 @@ class _Recorder:
                     self.grad_requests.append((t, t._version))
                 out_slots.append(holder)
             self.pending.append((rec, out_slots, in_slots))
-        rec.output = map_tensors(replaced, self.snapshot)
+        rec.output = map_tensors(replaced, lambda t: self.snapshot(t, module))
         if name not in self.records:
             self.records[name] = []
             self.order.append(name)
@@ -669,7 +697,7 @@ def capture(
             ]
     names = resolve_layers(model, layers)
     start = time.perf_counter()
-    for attempt in range(2):
+    for attempt in range(_MAX_ATTEMPTS):
         try:
             # Inside a caller's inference_mode, tensors made here could not join autograd.
             with torch.inference_mode(False):
@@ -685,11 +713,12 @@ def capture(
                     should_stop,
                     warnings,
                     start,
+                    copy_all=attempt == _MAX_ATTEMPTS - 1,
                 )
         except _Retry:
-            log.info("a hooked module modified its input in place; capturing again")
-            if attempt == 1:  # pragma: no cover - the retry clones those inputs
-                raise RuntimeError("capture could not isolate an in-place module") from None
+            # A recorded tensor was written to after its hook (or a module wrote into its
+            # input): the modules responsible are now known and get copies; run again.
+            log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -717,11 +746,13 @@ def _capture_once(
     should_stop: Callable[[], bool] | None,
     warnings_in: list[str],
     start: float,
+    copy_all: bool = False,
 ) -> Capture:
     warnings = list(warnings_in)
     modules = dict(model.named_modules())
     by_module = {modules[n]: n for n in names}
     recorder = _Recorder(by_module, gradients, keep_inputs, max_bytes, should_stop)
+    recorder.copy_all = copy_all
     scripted = isinstance(model, torch.jit.ScriptModule)
     state = _ModelState(model)
     handles: list[Any] = []
@@ -743,7 +774,9 @@ def _capture_once(
         unregistered = _Unregistered(model, recorder)
         with torch.inference_mode(False), torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
-        if recorder.retry_needed:
+        stale = recorder.stale_owners()
+        if stale or recorder.retry_needed:
+            _NEEDS_COPY.update(stale)
             raise _Retry()
         # The hooks must not stay registered during backward or while results are built.
         for h in handles:

@@ -7,6 +7,7 @@ straight to pyqtgraph and an exporter straight to PIL. No Qt here.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,7 +183,8 @@ def mosaic(
             lo_c, hi_c = flat.min(axis=1), flat.max(axis=1)
         else:
             masked = np.where(finite.reshape(c, -1), flat, np.nan)
-            with np.errstate(all="ignore"):
+            with warnings.catch_warnings():  # all-NaN channels are expected here
+                warnings.simplefilter("ignore", RuntimeWarning)
                 lo_c = np.nan_to_num(np.nanmin(masked, axis=1), nan=0.0)
                 hi_c = np.nan_to_num(np.nanmax(masked, axis=1), nan=0.0)
         span_c = hi_c - lo_c

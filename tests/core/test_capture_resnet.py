@@ -75,7 +75,9 @@ def test_every_leaf_matches_reference(resnet, image):
             assert rec.call_index == i
             assert torch.equal(rec.output, outs[name][i].detach()), name
             assert torch.allclose(rec.grad_output, grad_out[(name, i)], atol=1e-6, rtol=1e-4), name
-            assert torch.allclose(rec.grad_inputs[0], grads_in[(name, i)], atol=1e-6, rtol=1e-4), name
+            assert torch.allclose(rec.grad_inputs[0], grads_in[(name, i)], atol=1e-6, rtol=1e-4), (
+                name
+            )
     assert torch.allclose(cap.input_grads, input_grad, atol=1e-6, rtol=1e-4)
 
 

@@ -52,9 +52,7 @@ def test_seed_mlp_matches_full_backward_hook():
     net = SeedMLP()
     seen: dict[str, tuple] = {}
     handles = [
-        mod.register_full_backward_hook(
-            lambda m, gi, go, n=name: seen.__setitem__(n, (gi, go))
-        )
+        mod.register_full_backward_hook(lambda m, gi, go, n=name: seen.__setitem__(n, (gi, go)))
         for name, mod in net.named_children()
     ]
     x = torch.tensor([0.05, 0.1], requires_grad=True)

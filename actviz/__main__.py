@@ -1,0 +1,5 @@
+"""python -m actviz -> the actviz command line."""
+
+from actviz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Capture overhead on ResNet-18/50 versus bare PyTorch, measured side by side."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+
+from actviz.bench.timing import Paired, paired
+from actviz.core.capture import capture, leaf_names
+
+
+def block_names(model: torch.nn.Module) -> list[str]:
+    """The stem, every residual block, the pool and the head: what a user ticks first."""
+    names = ["conv1", "bn1", "relu", "maxpool"]
+    for stage in ("layer1", "layer2", "layer3", "layer4"):
+        names += [f"{stage}.{i}" for i in range(len(getattr(model, stage)))]
+    return names + ["avgpool", "fc"]
+
+
+def run(
+    models: tuple[str, ...] = ("resnet18", "resnet50"), pairs: int = 15, size: int = 224
+) -> dict:
+    """Measure forward, every-leaf and gradient overheads; returns ratios and rows."""
+    torch.manual_seed(0)
+    results: dict = {"rows": []}
+    for arch in models:
+        model = torchvision.models.get_model(arch, weights=None).eval()
+        x = torch.randn(1, 3, size, size)
+        blocks = block_names(model)
+        leaves = leaf_names(model)
+
+        def bare_fwd() -> None:
+            with torch.no_grad():
+                model(x)
+
+        def bare_grad() -> None:
+            xi = x.clone().requires_grad_(True)
+            out = model(xi)
+            top = out.detach().argmax(1)
+            torch.autograd.grad(out.gather(1, top[:, None]).sum(), [xi])
+
+        r_fwd = paired(
+            f"{arch} fwd: {len(blocks)} blocks / bare",
+            bare_fwd,
+            lambda: capture(model, x, blocks, gradients=False),
+            pairs,
+        )
+        r_all = paired(
+            f"{arch} fwd: all {len(leaves)} leaves / bare",
+            bare_fwd,
+            lambda: capture(model, x, None, gradients=False),
+            pairs,
+        )
+        r_grad = paired(
+            f"{arch} fwd+grad: {len(blocks)} blocks / bare",
+            bare_grad,
+            lambda: capture(model, x, blocks, gradients=True),
+            pairs,
+        )
+        cap = capture(model, x, blocks, gradients=False)
+        expected = sum(r.tensor.numel() * r.tensor.element_size() for r in cap.all_records())
+        results[arch] = {
+            "fwd_ratio": r_fwd.ratio,
+            "all_ratio": r_all.ratio,
+            "grad_ratio": r_grad.ratio,
+            "bytes": cap.nbytes,
+            "bytes_ratio": cap.nbytes / expected,
+        }
+        results["rows"] += [r_fwd, r_all, r_grad]
+    first = models[0]
+    results["capture_fwd_ratio"] = max(results[m]["fwd_ratio"] for m in models)
+    results["capture_all_ratio"] = max(results[m]["all_ratio"] for m in models)
+    results["capture_grad_ratio"] = max(results[m]["grad_ratio"] for m in models)
+    results["capture_bytes_ratio"] = results[first]["bytes_ratio"]
+    return results
+
+
+def print_table(results: dict) -> None:
+    rows: list[Paired] = results["rows"]
+    print(
+        f"{'capture overhead (median of paired runs)':<44} {'bare ms':>9} {'actviz ms':>9} {'ratio':>8}"
+    )
+    for r in rows:
+        print(r.row())

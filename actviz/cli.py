@@ -1,0 +1,264 @@
+"""The ``actviz`` command: ``gui`` (default), ``info``, ``export`` and ``bench``.
+
+Errors print one line and exit non-zero; ``--debug`` shows the traceback. Progress for slow
+work goes to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_ERROR = 2
+_COMMANDS = ("gui", "info", "export", "bench")
+
+
+def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument(
+        "--model",
+        "-m",
+        required=required,
+        help="torchvision name (resnet18), checkpoint / TorchScript / .pt2 / .safetensors file, "
+        "file.py:Class, package.module:factory, or 'demo'",
+    )
+    p.add_argument(
+        "--arch", help="architecture for a bare state_dict (torchvision name or file.py:Class)"
+    )
+    p.add_argument(
+        "--weights",
+        default="DEFAULT",
+        help="torchvision weights: DEFAULT (pretrained when cached or downloadable), none, or a weights name",
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="allow opening a full pickle (runs code stored in the file: only for files you trust)",
+    )
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="actviz",
+        description="Desktop activation explorer for PyTorch. With no command, opens the window "
+        "(on the bundled demo model when no --model is given).",
+    )
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command")
+
+    gui = sub.add_parser("gui", help="open the explorer window (default)")
+    _add_model_args(gui, required=False)
+    gui.add_argument(
+        "--input", "-i", help="image, tensor file (.pt/.npy/.npz) or random:1x3x224x224"
+    )
+
+    info = sub.add_parser("info", help="print the module tree")
+    _add_model_args(info, required=True)
+    info.add_argument("--input", "-i", help="also run it and print each module's output shape")
+
+    exp = sub.add_parser("export", help="write feature maps, gradients, saliency, Grad-CAM, arrays")
+    _add_model_args(exp, required=True)
+    exp.add_argument("--input", "-i", required=True, help="image, tensor file or random:NxCxHxW")
+    exp.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
+    exp.add_argument("--out", "-o", required=True, help="output folder")
+    exp.add_argument("--target", "-t", help="class index or class name (default: top-1)")
+    exp.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
+    exp.add_argument("--cmap", default="viridis", help="colormap of the feature maps")
+    exp.add_argument("--no-gradients", action="store_true", help="forward only")
+
+    bench = sub.add_parser("bench", help="run the benchmark suite (python -m actviz.bench)")
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _weights(value: str) -> Any:
+    return None if value.lower() in ("none", "random") else value
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from actviz.io.models import open_model
+
+    t0 = time.perf_counter()
+    _progress(f"opening {args.model} ...")
+    loaded = open_model(
+        args.model,
+        arch=args.arch,
+        weights=_weights(args.weights),
+        trust=args.trust,
+        device=args.device,
+    )
+    _progress(f"opened {loaded.name} ({loaded.kind}) in {time.perf_counter() - t0:.1f} s")
+    for w in loaded.warnings:
+        _progress(f"warning: {w}")
+    return loaded
+
+
+def _parse_target(text: str | None, categories: list[str] | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    from actviz.io.errors import ActvizError
+
+    if not categories:
+        raise ActvizError(f"--target {text!r}: this model has no class names; give a class index")
+    lowered = [c.lower() for c in categories]
+    if text.lower() in lowered:
+        return lowered.index(text.lower())
+    partial = [i for i, c in enumerate(lowered) if text.lower() in c]
+    if len(partial) == 1:
+        return partial[0]
+    close = difflib.get_close_matches(text.lower(), lowered, n=3, cutoff=0.6)
+    options = [categories[lowered.index(c)] for c in close] or [categories[i] for i in partial[:5]]
+    hint = f"; did you mean {', '.join(repr(o) for o in options)}?" if options else ""
+    raise ActvizError(f"--target {text!r}: no such class name{hint}")
+
+
+def _fmt_count(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
+    if n >= 10_000:
+        return f"{n / 1e3:.1f}k"
+    return str(n)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    import actviz
+
+    loaded = _open(args)
+    cap = None
+    if args.input:
+        from actviz.io.inputs import open_input
+
+        inp = open_input(args.input, loaded_model=loaded)
+        _progress(f"running {inp.description} ...")
+        every = [name for name, _ in loaded.model.named_modules()]
+        cap = actviz.capture(loaded.model, inp.value, every, gradients=False, keep_inputs=False)
+        for w in cap.warnings:
+            _progress(f"warning: {w}")
+    tree = actviz.module_tree(loaded.model, cap)
+    rows = []
+    for node in tree:
+        label = "  " * node.depth + (node.short_name if node.name else loaded.name)
+        shape = "" if node.output_shape is None else "x".join(str(s) for s in node.output_shape)
+        if node.calls > 1:
+            shape += f" ({node.calls} calls)"
+        params = _fmt_count(node.total_params) if not node.is_leaf or node.own_params else "-"
+        rows.append((label, node.type_name, params, node.name or "(model)", shape))
+    header = ("module", "type", "params", "qualified name", "output" if cap is not None else "")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for row in [header, *rows]:
+        cells = [
+            f"{c:>{w}}" if i == 2 else f"{c:<{w}}"
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip())
+    total = tree.root.total_params
+    trainable = sum(p.numel() for p in loaded.model.parameters() if p.requires_grad)
+    print(
+        f"{len(tree)} modules, {len(tree.leaves())} leaves, {total:,} parameters ({trainable:,} trainable)"
+    )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import actviz
+    from actviz.io.export import export_capture
+    from actviz.io.inputs import open_input
+
+    loaded = _open(args)
+    inp = open_input(args.input, loaded_model=loaded)
+    layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
+    target = _parse_target(args.target, loaded.categories)
+    _progress(f"capturing {inp.description} ...")
+    cap = actviz.capture(
+        loaded.model, inp.value, layers, target=target, gradients=not args.no_gradients
+    )
+    _progress(
+        f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
+    )
+    for w in cap.warnings:
+        _progress(f"warning: {w}")
+
+    def progress(done: int, total: int, what: str) -> None:
+        if done < total:
+            _progress(f"[{done + 1}/{total}] writing {what or '(model)'}")
+
+    files = export_capture(
+        cap,
+        args.out,
+        image=inp.image,
+        categories=loaded.categories,
+        model_name=loaded.name,
+        input_name=str(args.input),
+        cmap=args.cmap,
+        gradcam_layer=args.gradcam_layer,
+        progress=progress,
+    )
+    print(f"wrote {len(files)} files to {args.out}")
+    return 0
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    from actviz.ui.app import run_app
+
+    return run_app(
+        model=getattr(args, "model", None),
+        arch=getattr(args, "arch", None),
+        input=getattr(args, "input", None),
+        trust=getattr(args, "trust", False),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``actviz`` console script and ``python -m actviz``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Bare options (`actviz --model x`) mean the GUI, the default command.
+    first_cmd = next((a for a in argv if not a.startswith("-")), None)
+    if first_cmd not in _COMMANDS and not {"-h", "--help"} & set(argv):
+        insert_at = 1 if argv[:1] == ["--debug"] else 0
+        argv.insert(insert_at, "gui")
+    elif not argv:
+        argv = ["gui"]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "bench":
+        from actviz.bench.cli import main as bench_main
+
+        return bench_main(args.bench_args)
+    handler = {"info": cmd_info, "export": cmd_export}.get(args.command, cmd_gui)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("actviz: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one readable line, the traceback on --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"actviz: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _one_line(exc: BaseException) -> str:
+    from actviz.io.errors import ActvizError
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if not isinstance(exc, (ActvizError, ValueError)):
+        text = f"{type(exc).__name__}: {text}"
+    return text

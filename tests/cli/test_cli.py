@@ -1,0 +1,125 @@
+"""The headless CLI, run as a user would: python -m actviz in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from PIL import Image
+
+from tests.core.seed_models import SeedMLP
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ACTVIZ_OFFLINE="1", QT_QPA_PLATFORM="offscreen")
+    return subprocess.run(
+        [sys.executable, "-m", "actviz", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def test_export_resnet18_state_dict_with_image(tmp_path):
+    torch.manual_seed(0)
+    import torchvision
+
+    model = torchvision.models.resnet18(weights=None)
+    ckpt = tmp_path / "model.pt"
+    torch.save({"state_dict": {f"module.{k}": v for k, v in model.state_dict().items()}}, ckpt)
+    img = tmp_path / "photo.png"
+    Image.new("RGB", (80, 60), (200, 30, 30)).save(img)
+    out = tmp_path / "out"
+    proc = run(
+        "export",
+        "--model",
+        str(ckpt),
+        "--arch",
+        "resnet18",
+        "--input",
+        str(img),
+        "--layers",
+        "layer1,layer4",
+        "--out",
+        str(out),
+        "--target",
+        "tiger shark",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stdout and "[1/3] writing layer1" in proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["target"]["index"] == 3 and summary["target"]["label"] == "tiger shark"
+    assert summary["input_shapes"] == [1, 3, 224, 224]
+    assert summary["layers"]["layer4"]["shape"] == [1, 512, 7, 7]
+    for name in ("layer1_features.png", "layer4_grad.png", "saliency.png", "gradcam.png"):
+        assert Image.open(out / name).size[0] > 100
+
+
+def test_info_prints_tree_with_shapes(tmp_path):
+    proc = run("info", "--model", "resnet18", "--weights", "none", "--input", "random:1x3x64x64")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    conv = next(line for line in lines if line.split()[:1] == ["conv1"])
+    assert "Conv2d" in conv and "9408" in conv and "1x64x32x32" in conv
+    assert any("layer1.0.relu" in line and "(2 calls)" in line for line in lines)
+    assert lines[-1].startswith("68 modules, 52 leaves, 11,689,512 parameters")
+
+
+def test_info_on_code_reference(tmp_path):
+    src = tmp_path / "mlp.py"
+    src.write_text("from tests.core.seed_models import SeedMLP as Net\n")
+    proc = run("info", "--model", f"{src}:Net", cwd=os.getcwd())
+    assert proc.returncode == 0, proc.stderr
+    assert "fc1" in proc.stdout and "Linear" in proc.stdout
+
+
+def test_errors_are_one_line_without_traceback(tmp_path):
+    proc = run("info", "--model", str(tmp_path / "missing.pt"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("actviz: error:")
+    assert "missing.pt" in proc.stderr and "Traceback" not in proc.stderr
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x00not a checkpoint" * 10)
+    proc = run("export", "--model", str(bad), "--input", "random:1x3", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "bad.pt" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run("--debug", "info", "--model", str(tmp_path / "missing.pt"))
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+    proc = run(
+        "export",
+        "--model",
+        "resnet18",
+        "--weights",
+        "none",
+        "--input",
+        "random:1x3x32x32",
+        "--layers",
+        "layer9",
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert proc.returncode == 2 and "unknown layer 'layer9'" in proc.stderr
+
+
+def test_seed_mlp_export_from_pickled_module_needs_trust(tmp_path):
+    path = tmp_path / "whole.pt"
+    torch.save(SeedMLP(), path)
+    tensor = tmp_path / "x.pt"
+    torch.save(torch.tensor([0.05, 0.1]), tensor)
+    out = tmp_path / "o"
+    proc = run("export", "--model", str(path), "--input", str(tensor), "--out", str(out))
+    assert proc.returncode == 2 and "--trust" in proc.stderr and not out.exists()
+    proc = run("export", "--model", str(path), "--input", str(tensor), "--out", str(out), "--trust")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["layers"]["s2"]["max"] == pytest_approx(0.7729)
+
+
+def pytest_approx(v: float):
+    import pytest
+
+    return pytest.approx(v, abs=1e-4)

@@ -1,0 +1,98 @@
+"""export_capture writes readable PNGs, raw arrays and a summary with real values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PIL import Image
+
+import actviz
+from actviz.io.export import export_capture, pick_gradcam_layer, render_layer_png
+from tests.core.seed_models import SeedMLP
+
+
+@pytest.fixture(scope="module")
+def resnet_cap():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.rand(1, 3, 64, 64)
+    cap = actviz.capture(model, x, ["conv1", "layer1.0.relu", "layer4", "fc"], target=5)
+    image = (x[0].permute(1, 2, 0).numpy() * 255).astype(np.uint8)
+    return cap, image
+
+
+def test_export_files_and_summary(resnet_cap, tmp_path):
+    cap, image = resnet_cap
+    seen = []
+    files = export_capture(
+        cap,
+        tmp_path,
+        image=image,
+        categories=[f"c{i}" for i in range(1000)],
+        model_name="resnet18",
+        input_name="random",
+        progress=lambda d, t, w: seen.append((d, t)),
+    )
+    names = {p.name for p in files}
+    for layer in ("conv1", "layer1.0.relu", "layer4", "fc"):
+        assert {f"{layer}_features.png", f"{layer}_grad.png", f"{layer}.npz"} <= names
+    assert {"saliency.png", "gradcam.png", "summary.json", "input.png"} <= names
+    assert files[-1].name == "summary.json" and seen[-1] == (5, 5)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["target"] == {
+        "description": "class 5",
+        "value": pytest.approx(cap.target_value),
+        "index": 5,
+        "label": "c5",
+    }
+    assert summary["attribution"]["gradcam_layer"] == "layer4"
+    conv1 = summary["layers"]["conv1"]
+    assert conv1["shape"] == [1, 64, 32, 32]
+    assert conv1["mean"] == pytest.approx(float(cap["conv1"].output.mean()), rel=1e-5)
+    assert summary["layers"]["layer1.0.relu"]["calls"] == 2
+    assert len(summary["prediction"]) == 5 and summary["prediction"][0]["label"].startswith("c")
+    # raw arrays are the exact captured values; a reused module keeps every call
+    arrs = np.load(tmp_path / "layer1.0.relu.npz")
+    assert set(arrs.files) >= {"call0_output", "call1_output", "call0_grad_output"}
+    assert np.array_equal(arrs["call1_output"], cap.calls("layer1.0.relu")[1].output.numpy())
+    assert np.array_equal(np.load(tmp_path / "conv1.npz")["output"], cap["conv1"].output.numpy())
+    sal = np.load(tmp_path / "saliency.npy")
+    assert sal.shape == (64, 64) and sal.max() == pytest.approx(1.0)
+
+
+def test_pngs_are_readable_not_grey_noise(resnet_cap, tmp_path):
+    cap, image = resnet_cap
+    export_capture(cap, tmp_path, image=image)
+    feat = np.asarray(Image.open(tmp_path / "conv1_features.png").convert("RGB"))
+    # a colormap (not grey): many distinct hues, and the image is larger than the raw 32x32 tiles
+    assert feat.shape[0] > 300 and feat.shape[1] > 300
+    sat = feat.max(axis=2).astype(int) - feat.min(axis=2)
+    assert (sat > 60).mean() > 0.3
+    cam = np.asarray(Image.open(tmp_path / "gradcam.png").convert("RGB"))
+    assert cam.shape[0] >= 256
+
+
+def test_seed_mlp_exports_bar_charts(tmp_path):
+    cap = actviz.capture(SeedMLP(), torch.tensor([0.05, 0.1]))
+    files = export_capture(cap, tmp_path)
+    assert (tmp_path / "s2_features.png").exists() and (tmp_path / "fc1_grad.png").exists()
+    assert "gradcam.png" not in {p.name for p in files}  # no spatial layer
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["layers"]["s2"]["max"] == pytest.approx(0.7729, abs=1e-4)
+    assert pick_gradcam_layer(cap) is None
+    img = render_layer_png(cap["s1"].output, "s1")
+    assert img.width >= 200
+
+
+def test_nan_layer_exports(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU())
+    with torch.no_grad():
+        model[0].weight.fill_(float("nan"))
+    cap = actviz.capture(model, torch.rand(1, 1, 8, 8))
+    export_capture(cap, tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["layers"]["0"]["nan"] == 72
