@@ -25,6 +25,8 @@ class ParamInfo:
 
     @property
     def numel(self) -> int:
+        if self.dtype == "uninitialized":
+            return 0
         n = 1
         for s in self.shape:
             n *= s
@@ -102,6 +104,9 @@ class ModuleTree:
 
 
 def _info(name: str, t: torch.Tensor) -> ParamInfo:
+    if isinstance(t, nn.parameter.UninitializedTensorMixin):
+        # Lazy modules (nn.LazyLinear...) have no shape until their first forward.
+        return ParamInfo(name, (), "uninitialized", t.requires_grad, float("nan"))
     with torch.no_grad():
         if t.numel() and (t.is_floating_point() or t.is_complex()):
             norm = float(torch.linalg.vector_norm(t.detach().float()))
@@ -150,7 +155,11 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
             children=children,
             is_leaf=next(mod.children(), None) is None,
             own_params=sum(p.numel for p in own),
-            total_params=sum(p.numel() for p in mod.parameters()),
+            total_params=sum(
+                p.numel()
+                for p in mod.parameters()
+                if not isinstance(p, nn.parameter.UninitializedTensorMixin)
+            ),
             parameters=own,
             buffers=bufs,
             training=mod.training,

@@ -72,8 +72,8 @@ def test_identical_captures_identical_results(resnet_train):
         assert torch.equal(a[name].output, b[name].output)
         # 2-thread CPU reductions may differ in the last bits (1e-8 here; bit-identical with
         # one thread); accumulating into a previous run would double the values instead.
-        assert torch.allclose(a[name].grad_output, b[name].grad_output, rtol=1e-5, atol=1e-9)
-    assert torch.allclose(a.input_grads, b.input_grads, rtol=1e-5, atol=1e-9)
+        assert torch.allclose(a[name].grad_output, b[name].grad_output, rtol=1e-4, atol=1e-6)
+    assert torch.allclose(a.input_grads, b.input_grads, rtol=1e-4, atol=1e-6)
 
 
 class Exploding(nn.Module):

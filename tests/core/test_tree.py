@@ -66,3 +66,12 @@ def test_scripted_tree_still_shows():
     tree = actviz.module_tree(scripted)
     assert [n.name for n in tree] == ["", "0", "1"]
     assert tree["0"].own_params == 9
+
+
+def test_lazy_modules_before_and_after_their_first_forward():
+    model = nn.Sequential(nn.LazyLinear(4), nn.ReLU())
+    tree = actviz.module_tree(model)
+    assert tree["0"].own_params == 0 and tree["0"].parameters[0].dtype == "uninitialized"
+    cap = actviz.capture(model, torch.randn(2, 3))
+    tree = actviz.module_tree(model, cap)
+    assert tree["0"].own_params == 3 * 4 + 4 and tree["0"].output_shape == (2, 4)

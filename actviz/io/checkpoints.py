@@ -1,0 +1,463 @@
+"""Reading checkpoint files safely: format sniffing, guarded unpickling, state_dict fitting.
+
+The format of a file is decided from its content, not its extension: users rename files
+freely (``.pth``, ``.bin``, ``.ckpt`` all hold the same zip written by ``torch.save``).
+Pickled data is always read with ``torch.load(weights_only=True)`` first; only a caller
+that has the user's explicit consent (``trust=True``) may fall back to full unpickling.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import pickle
+import re
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io.errors import ModelLoadError, UntrustedFileError
+
+__all__ = [
+    "FileFormat",
+    "sniff_format",
+    "torch_load_guarded",
+    "extract_weights",
+    "fit_state_dict",
+    "apply_state_dict",
+    "export_needs_trust",
+    "one_line",
+]
+
+log = logging.getLogger(__name__)
+
+
+class FileFormat:
+    """Names of the file formats :func:`sniff_format` recognises."""
+
+    EMPTY = "empty"
+    TORCH_ZIP = "torch-zip"  # torch.save (>= 1.6): zip holding data.pkl + tensor storages
+    TORCHSCRIPT = "torchscript"  # torch.jit.save: zip with code/ and constants.pkl
+    EXPORT = "torch-export"  # torch.export.save (.pt2): zip with archive_format + models/*.json
+    NPZ = "npz"  # numpy.savez: zip of .npy members
+    ZIP_OTHER = "zip"  # a zip, but none of the above
+    BAD_ZIP = "bad-zip"  # zip signature but unreadable (truncated, damaged)
+    SAFETENSORS = "safetensors"
+    NPY = "npy"
+    PICKLE = "pickle"  # legacy torch.save or a plain pickle
+    UNKNOWN = "unknown"
+
+
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+_NPY_MAGIC = b"\x93NUMPY"
+# Above this a safetensors header would be implausible (the format itself caps it at 100 MB).
+_SAFETENSORS_MAX_HEADER = 100_000_000
+
+
+def one_line(exc: BaseException | str, limit: int = 300) -> str:
+    """Reduce an exception message to one short line for user-facing errors.
+
+    Parameters
+    ----------
+    exc
+        Exception or message text.
+    limit
+        Maximum number of characters kept.
+
+    Returns
+    -------
+    str
+        The first non-empty line, without ANSI escapes, truncated to ``limit``.
+    """
+    text = str(exc) if not isinstance(exc, str) else exc
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if not first and isinstance(exc, BaseException):
+        first = type(exc).__name__
+    if len(first) > limit:
+        first = first[: limit - 3] + "..."
+    return first
+
+
+def sniff_format(path: str | os.PathLike[str]) -> str:
+    """Tell a file's format from its first bytes (and, for zips, its member names).
+
+    Parameters
+    ----------
+    path
+        File to inspect.
+
+    Returns
+    -------
+    str
+        One of the :class:`FileFormat` constants.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        return FileFormat.EMPTY
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if head[:4] in _ZIP_MAGICS:
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = zf.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return FileFormat.BAD_ZIP
+        return _classify_zip(names)
+    if head.startswith(_NPY_MAGIC):
+        return FileFormat.NPY
+    if _looks_like_safetensors(path, head, size):
+        return FileFormat.SAFETENSORS
+    # A pickle stream starts with PROTO (0x80) and a protocol number; legacy torch.save
+    # files are a sequence of protocol-2 pickles.
+    if len(head) >= 2 and head[0] == 0x80 and 1 <= head[1] <= 5:
+        return FileFormat.PICKLE
+    return FileFormat.UNKNOWN
+
+
+def _classify_zip(names: list[str]) -> str:
+    if any(n.endswith("/constants.pkl") or "/code/__torch__/" in n for n in names):
+        return FileFormat.TORCHSCRIPT
+    if any(n.endswith("/archive_format") for n in names) or any(
+        "/models/" in n and n.endswith(".json") for n in names
+    ):
+        return FileFormat.EXPORT
+    if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+        return FileFormat.TORCH_ZIP
+    if names and all(n.endswith(".npy") for n in names):
+        return FileFormat.NPZ
+    return FileFormat.ZIP_OTHER
+
+
+def _looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
+    # Layout: 8-byte little-endian header length N, then N bytes of JSON, then raw data.
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    if n < 2 or n > min(size - 8, _SAFETENSORS_MAX_HEADER) or head[8:9] != b"{":
+        return False
+    with path.open("rb") as fh:
+        fh.seek(8)
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(header, dict)
+
+
+def _unsafe_detail(exc: BaseException) -> str:
+    """What the refused pickle referenced, from torch's weights_only error text."""
+    match = re.search(r"GLOBAL\s+([\w.]+)", str(exc), flags=re.IGNORECASE)
+    if match:
+        return f"it refers to {match.group(1)}, which plain weights never need"
+    return "it is a full Python pickle, not plain tensors"
+
+
+def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> Any:
+    """``torch.load`` a file on CPU, unpickling arbitrary objects only when trusted.
+
+    Parameters
+    ----------
+    path
+        A ``torch.save`` file (zip or legacy pickle).
+    trust
+        Allow full unpickling (which runs code stored in the file) when the restricted
+        ``weights_only=True`` loader refuses the file.
+
+    Returns
+    -------
+    Any
+        The unpickled object.
+
+    Raises
+    ------
+    UntrustedFileError
+        The file needs full unpickling and ``trust`` is False.
+    ModelLoadError
+        The file is empty, truncated or otherwise unreadable.
+    """
+    path = os.fspath(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        # torch turns every refusal of its restricted unpickler into UnpicklingError.
+        if not trust:
+            raise UntrustedFileError(path, _unsafe_detail(exc)) from exc
+        log.info("%s: loading with full unpickling because the user trusts it", path)
+    except EOFError as exc:
+        raise ModelLoadError(f"{path}: file ends too early (truncated or empty)") from exc
+    except (RuntimeError, ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise ModelLoadError(f"{path}: corrupt or truncated checkpoint ({one_line(exc)})") from exc
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # arbitrary code ran: any error type is possible
+        raise ModelLoadError(
+            f"{path}: could not unpickle ({type(exc).__name__}: {one_line(exc)})"
+        ) from exc
+
+
+def export_needs_trust(path: str | os.PathLike[str]) -> str:
+    """Check whether ``torch.export.load`` would unpickle arbitrary objects from a .pt2 file.
+
+    ``torch.export.load`` reads tensors stored as raw bytes safely, but payloads flagged
+    ``use_pickle`` go through ``torch.load(weights_only=False)`` and opaque constants
+    through ``pickle.loads``. Those payloads are checked here with the restricted loader.
+
+    Parameters
+    ----------
+    path
+        A ``torch.export.save`` archive.
+
+    Returns
+    -------
+    str
+        "" when the archive only holds plain tensors, else why it needs trusting.
+    """
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        configs = [
+            n
+            for n in names
+            if ("/data/weights/" in n or "/data/constants/" in n) and n.endswith("_config.json")
+        ]
+        if not configs:
+            # Older archive layouts keep weights as one pickled .pt file.
+            return "it uses an older torch.export layout whose weights are pickled"
+        for cfg_name in configs:
+            folder = cfg_name.rsplit("/", 1)[0]
+            try:
+                config = json.loads(zf.read(cfg_name)).get("config", {})
+            except (ValueError, KeyError) as exc:
+                return f"its payload index {cfg_name} is unreadable ({one_line(exc)})"
+            is_weights = "/data/weights/" in cfg_name
+            for fqn, meta in config.items():
+                payload = meta.get("path_name", "")
+                if not is_weights and not payload.startswith("tensor_"):
+                    # custom_obj_* / opaque_obj_* constants are Python or TorchBind objects.
+                    return f"constant {fqn} is a pickled object, not a tensor"
+                if not meta.get("use_pickle"):
+                    continue  # raw tensor bytes: nothing to unpickle
+                try:
+                    data = zf.read(f"{folder}/{payload}")
+                    torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+                except pickle.UnpicklingError as exc:
+                    return f"{fqn}: {_unsafe_detail(exc)}"
+                except (KeyError, RuntimeError, EOFError) as exc:
+                    return f"{fqn} is unreadable ({one_line(exc)})"
+    return ""
+
+
+# Keys under which training scripts commonly nest the model's weights, most specific first.
+_WEIGHT_KEYS = (
+    "state_dict",
+    "model_state_dict",
+    "model_state",
+    "model",
+    "module",
+    "net",
+    "network",
+    "weights",
+)
+
+
+def _is_state_dict(obj: Any) -> bool:
+    if not isinstance(obj, Mapping) or not obj:
+        return False
+    tensors = 0
+    for key, value in obj.items():
+        if not isinstance(key, str):
+            return False
+        if isinstance(value, torch.Tensor):
+            tensors += 1
+        elif not key.endswith("_extra_state"):
+            return False
+    return tensors > 0
+
+
+def extract_weights(obj: Any, path: str) -> tuple[nn.Module | dict[str, torch.Tensor], str]:
+    """Find the model (or its state_dict) inside whatever a checkpoint file held.
+
+    Parameters
+    ----------
+    obj
+        The unpickled content: a module, a state_dict, or a training dict such as
+        ``{"state_dict": ...}``, ``{"model_state_dict": ...}``, ``{"model": ...}`` or a
+        Lightning checkpoint.
+    path
+        File name, for error messages.
+
+    Returns
+    -------
+    tuple
+        ``(module_or_state_dict, where)`` where ``where`` is the key path it was found
+        under ("" for the top level, e.g. "['state_dict']").
+
+    Raises
+    ------
+    ModelLoadError
+        Nothing that looks like a model or weights is inside.
+    """
+    found = _search_weights(obj, depth=0)
+    if found is not None:
+        return found
+    if isinstance(obj, Mapping) and not obj:
+        raise ModelLoadError(f"{path}: holds an empty dict, no model weights")
+    if isinstance(obj, Mapping):
+        keys = ", ".join(repr(k) for k in list(obj)[:8])
+        more = ", ..." if len(obj) > 8 else ""
+        raise ModelLoadError(
+            f"{path}: no model weights found; top-level keys are {keys}{more} "
+            f"(expected a state_dict or one of 'state_dict', 'model_state_dict', 'model')"
+        )
+    raise ModelLoadError(
+        f"{path}: holds a {type(obj).__name__}, not a model, a state_dict or a training checkpoint"
+    )
+
+
+def _search_weights(obj: Any, depth: int) -> tuple[Any, str] | None:
+    if isinstance(obj, nn.Module):
+        return obj, ""
+    if _is_state_dict(obj):
+        return dict(obj), ""
+    if not isinstance(obj, Mapping) or depth >= 3:
+        return None
+    for key in _WEIGHT_KEYS:
+        if key in obj:
+            inner = _search_weights(obj[key], depth + 1)
+            if inner is not None:
+                return inner[0], f"[{key!r}]{inner[1]}"
+    return None
+
+
+def _drop_compile_prefix(key: str) -> str:
+    # torch.compile wraps the model as OptimizedModule and stores it under `_orig_mod`,
+    # possibly below a DDP/Lightning prefix: drop that path segment wherever it appears.
+    parts = [p for p in key.split(".") if p != "_orig_mod"]
+    return ".".join(parts)
+
+
+def fit_state_dict(
+    state_dict: Mapping[str, torch.Tensor], model_keys: set[str] | list[str]
+) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Strip wrapper prefixes so checkpoint keys line up with the model's keys.
+
+    Handles ``_orig_mod.`` (torch.compile), ``module.`` (DataParallel / DDP) and Lightning's
+    ``model.`` (or any other attribute name the training wrapper used): the prefix, up to
+    three segments deep, whose removal matches the most model keys wins; no prefix wins
+    ties, so models whose own keys start with ``model.`` keep them.
+
+    Parameters
+    ----------
+    state_dict
+        Checkpoint weights.
+    model_keys
+        Keys of the target model's ``state_dict()``.
+
+    Returns
+    -------
+    tuple
+        ``(fitted_state_dict, notes)``; notes say which prefix was removed and which
+        entries outside it were ignored.
+    """
+    model_keys = set(model_keys)
+    cleaned: dict[str, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        cleaned[_drop_compile_prefix(key)] = value
+    notes: list[str] = []
+    if len(cleaned) < len(state_dict):
+        notes.append("some keys collided after removing '_orig_mod.'")
+    elif any("_orig_mod" in k.split(".") for k in state_dict):
+        notes.append("removed torch.compile prefix '_orig_mod.'")
+
+    scores: dict[str, int] = {"": sum(1 for k in cleaned if k in model_keys)}
+    for key in cleaned:
+        parts = key.split(".")
+        for depth in range(1, min(3, len(parts) - 1) + 1):
+            rest = ".".join(parts[depth:])
+            if rest in model_keys:
+                prefix = ".".join(parts[:depth]) + "."
+                scores[prefix] = scores.get(prefix, 0) + 1
+    best = max(scores, key=lambda p: (scores[p], p == "", -len(p)))
+    if not best or scores[best] <= scores[""]:
+        return cleaned, notes
+    fitted = {k[len(best) :]: v for k, v in cleaned.items() if k.startswith(best)}
+    outside = [k for k in cleaned if not k.startswith(best)]
+    notes.append(f"removed prefix {best!r}")
+    if outside:
+        example = ", ".join(outside[:3])
+        notes.append(f"ignored {len(outside)} entries outside {best!r} (e.g. {example})")
+    return fitted, notes
+
+
+def _shape(t: Any) -> str:
+    shape = tuple(getattr(t, "shape", ()))
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _listing(items: list[str], limit: int = 3) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def apply_state_dict(
+    model: nn.Module, state_dict: Mapping[str, torch.Tensor], path: str, arch_label: str
+) -> list[str]:
+    """Load fitted weights into ``model`` strictly, explaining any mismatch.
+
+    Parameters
+    ----------
+    model
+        The freshly built architecture.
+    state_dict
+        Checkpoint weights (prefixes not yet stripped).
+    path
+        Checkpoint file, for messages.
+    arch_label
+        How the architecture is named in messages (e.g. "resnet18").
+
+    Returns
+    -------
+    list of str
+        Notes about the prefixes that were stripped.
+
+    Raises
+    ------
+    ModelLoadError
+        Missing keys, unexpected keys or shape mismatches, with a few of each listed.
+    """
+    target = model.state_dict()
+    fitted, notes = fit_state_dict(state_dict, target.keys())
+    missing = [k for k in target if k not in fitted]
+    unexpected = [k for k in fitted if k not in target]
+    mismatched = [
+        f"{k}: checkpoint {_shape(fitted[k])} vs model {_shape(target[k])}"
+        for k in target
+        if k in fitted and tuple(fitted[k].shape) != tuple(target[k].shape)
+    ]
+    if missing or unexpected or mismatched:
+        parts = []
+        if mismatched:
+            parts.append(f"{len(mismatched)} shape mismatches ({_listing(mismatched)})")
+        if missing:
+            parts.append(f"{len(missing)} missing keys ({_listing(missing)})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected keys ({_listing(unexpected)})")
+        raise ModelLoadError(
+            f"{path}: weights do not fit architecture {arch_label}: " + "; ".join(parts)
+        )
+    try:
+        model.load_state_dict(fitted, strict=True)
+    except RuntimeError as exc:
+        raise ModelLoadError(
+            f"{path}: weights do not fit architecture {arch_label}: {one_line(exc)}"
+        ) from exc
+    return notes

@@ -1,0 +1,46 @@
+"""Errors raised by actviz when a model or an input cannot be opened.
+
+Every message is a single readable line that names the file (or source string) and the
+cause, so the CLI can print it as is and the GUI can show it in a dialog.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["ActvizError", "ModelLoadError", "UntrustedFileError", "InputError"]
+
+
+class ActvizError(Exception):
+    """Base class of the errors actviz reports to users (one line: file and cause)."""
+
+
+class ModelLoadError(ActvizError):
+    """A model source (file, name, ``module:attr``) could not be turned into a model."""
+
+
+class UntrustedFileError(ActvizError):
+    """Opening the file would execute code stored in it (a full pickle).
+
+    Parameters
+    ----------
+    path
+        The file that needs trusting.
+    detail
+        What the file references that needs real unpickling (e.g. a class name).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:
+        self.path = os.fspath(path)
+        self.detail = detail
+        name = os.path.basename(self.path) or self.path
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"{self.path}: opening this file would run code stored in it{why}; "
+            f"only open {name} if you trust where it came from: pass trust=True in Python, "
+            "--trust on the command line, or confirm the dialog in the GUI"
+        )
+
+
+class InputError(ActvizError):
+    """An input (image, tensor file, random spec) cannot be read or does not fit the model."""

@@ -1,0 +1,444 @@
+"""Opening a model from whatever the user names: the demo, a torchvision name, code, or a file.
+
+``open_model`` is the one entry point (the CLI, the GUI and scripts all use it); it returns
+the model in eval mode on the requested device, together with what is known about its
+preprocessing and labels, and any warnings the user should see.
+
+Sources, in the order they are tried:
+
+* ``"demo"`` - the bundled demo CNN (:mod:`actviz.io.demo`).
+* an existing file - its format is read from its content: state_dict / training checkpoint /
+  Lightning ``.ckpt`` (needs ``arch=``), ``.safetensors`` (needs ``arch=``), TorchScript,
+  ``torch.export`` ``.pt2``, or a whole pickled module (needs ``trust=True``).
+* ``"path/file.py:Name"`` or ``"package.module:name"`` - code the user points at.
+* a torchvision model name (``resnet18``, ``vit_b_16``, ...).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import warnings as pywarnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io import zoo
+from actviz.io.checkpoints import (
+    FileFormat,
+    apply_state_dict,
+    export_needs_trust,
+    extract_weights,
+    one_line,
+    sniff_format,
+    torch_load_guarded,
+)
+from actviz.io.errors import ModelLoadError, UntrustedFileError
+from actviz.io.user_code import build_from_code, module_classes_in_file, parse_code_ref
+
+__all__ = ["LoadedModel", "open_model", "load_model", "resolve_device"]
+
+log = logging.getLogger(__name__)
+
+_MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pt2", ".pkl", ".tar", ".py"}
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to explore, with what is known about how to feed it.
+
+    Attributes
+    ----------
+    model
+        The module, in eval mode, on the requested device.
+    name
+        Short display name (e.g. ``"resnet18"``, ``"model.pt (resnet18)"``).
+    source
+        The source string as given.
+    kind
+        ``"demo"``, ``"torchvision"``, ``"code"``, ``"module"``, ``"state_dict"``,
+        ``"safetensors"``, ``"torchscript"``, ``"export"`` or ``"pickle"``.
+    categories
+        Class names indexed like the output logits, when known.
+    transforms
+        Preprocessing callable (PIL image or tensor -> tensor (C, H, W)), when known.
+    input_size
+        ``(height, width)`` the model expects, when known.
+    warnings
+        Things the user should be told (random weights, no hooks in TorchScript, ...).
+    input_shape
+        Full input shape when the file records it (``torch.export`` programs), else None.
+    """
+
+    model: nn.Module
+    name: str
+    source: str
+    kind: str
+    categories: list[str] | None = None
+    transforms: Callable[..., Any] | None = None
+    input_size: tuple[int, int] | None = None
+    warnings: list[str] = field(default_factory=list)
+    input_shape: tuple[int, ...] | None = None
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """Check that ``device`` exists on this machine.
+
+    Parameters
+    ----------
+    device
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a ``torch.device``; None means CPU.
+
+    Returns
+    -------
+    torch.device
+
+    Raises
+    ------
+    ModelLoadError
+        Unknown device string, or an accelerator that is not available.
+    """
+    try:
+        dev = torch.device(device if device is not None else "cpu")
+    except (RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"device {device!r}: not a device name ({one_line(exc)})") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                f"device {device!r}: CUDA is not available on this machine (use device='cpu')"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(
+                f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+            )
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ModelLoadError(f"device {device!r}: MPS is not available on this machine")
+    return dev
+
+
+def load_model(
+    source: str | os.PathLike[str] | nn.Module,
+    *,
+    arch: str | None = None,
+    weights: Any = "DEFAULT",
+    trust: bool = False,
+    device: str | torch.device = "cpu",
+) -> nn.Module:
+    """Open a model and return only the module; see :func:`open_model`."""
+    return open_model(source, arch=arch, weights=weights, trust=trust, device=device).model
+
+
+def open_model(
+    source: str | os.PathLike[str] | nn.Module,
+    *,
+    arch: str | None = None,
+    weights: Any = "DEFAULT",
+    trust: bool = False,
+    device: str | torch.device = "cpu",
+) -> LoadedModel:
+    """Open a model from a name, code reference or file.
+
+    Parameters
+    ----------
+    source
+        ``"demo"``; a torchvision model name; ``"file.py:Class"`` or ``"pkg.mod:factory"``;
+        a checkpoint file (state_dict, training dict, Lightning ckpt, safetensors,
+        TorchScript, torch.export ``.pt2``, pickled module); or an ``nn.Module``.
+    arch
+        Architecture for files that hold only weights: a torchvision name or a
+        ``file.py:Class`` / ``pkg.mod:factory`` reference.
+    weights
+        For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
+    trust
+        Allow files that run code when unpickled (whole pickled modules, training dicts
+        holding Python objects). Only for files from a trusted source.
+    device
+        Where the model goes (``"cpu"`` by default).
+
+    Returns
+    -------
+    LoadedModel
+        The model is in eval mode on ``device``.
+
+    Raises
+    ------
+    ModelLoadError
+        Any failure; the message names the source and the cause.
+    UntrustedFileError
+        The file needs ``trust=True``.
+    """
+    dev = resolve_device(device)
+    if isinstance(source, nn.Module):
+        loaded = LoadedModel(source, type(source).__name__, type(source).__name__, "module")
+    else:
+        src = os.fspath(source)
+        loaded = _open_source(src, arch=arch, weights=weights, trust=trust)
+    try:
+        loaded.model.to(dev)
+    except Exception as exc:  # exotic modules (TorchScript, quantized) refuse some devices
+        raise ModelLoadError(
+            f"{loaded.source}: cannot move the model to {dev} ({one_line(exc)})"
+        ) from exc
+    _set_eval(loaded)
+    # Callers show .warnings themselves (CLI on stderr, GUI in its status bar); logging them
+    # at WARNING too would print each one twice through logging's last-resort handler.
+    for message in loaded.warnings:
+        log.info("%s", message)
+    return loaded
+
+
+def _set_eval(loaded: LoadedModel) -> None:
+    try:
+        loaded.model.eval()
+    except (NotImplementedError, RuntimeError) as exc:
+        loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
+
+
+def _open_source(src: str, *, arch: str | None, weights: Any, trust: bool) -> LoadedModel:
+    if src == "demo":
+        return _ignore_arch(_open_demo(), arch)
+    path = Path(src)
+    if path.exists():
+        if path.is_dir():
+            raise ModelLoadError(f"{src}: is a folder; give a model file, a name or file.py:Class")
+        if path.suffix == ".py":
+            classes = module_classes_in_file(path)
+            hint = f" (classes in it: {', '.join(classes[:8])})" if classes else ""
+            raise ModelLoadError(
+                f"{src}: name the model inside the file as {src}:ClassName or "
+                f"{src}:factory_function{hint}"
+            )
+        return _open_file(path, src, arch=arch, trust=trust)
+    ref = parse_code_ref(src)
+    if ref is not None:
+        model = build_from_code(ref)
+        return _ignore_arch(LoadedModel(model, f"{ref.attr} ({ref.target})", src, "code"), arch)
+    names = zoo.torchvision_names()
+    lowered = src.lower()
+    if lowered in names:
+        return _ignore_arch(_open_torchvision(lowered, src, weights), arch)
+    if path.suffix.lower() in _MODEL_SUFFIXES or os.sep in src or "/" in src:
+        raise ModelLoadError(f"{src}: file not found")
+    close = difflib.get_close_matches(lowered, [*names, "demo"], n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ModelLoadError(
+        f"{src}: unknown model: not a file, 'demo', 'file.py:Class', 'package.module:name' "
+        f"or a torchvision model name{hint}"
+    )
+
+
+def _ignore_arch(loaded: LoadedModel, arch: str | None) -> LoadedModel:
+    if arch:
+        loaded.warnings.append(f"arch={arch!r} ignored: {loaded.source} already defines the model")
+    return loaded
+
+
+def _open_demo() -> LoadedModel:
+    from actviz.io import demo
+
+    try:
+        model = demo.load_demo_model()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ModelLoadError(
+            f"demo: the bundled demo model is unavailable ({one_line(exc)})"
+        ) from exc
+    return LoadedModel(
+        model,
+        "demo",
+        "demo",
+        "demo",
+        categories=list(demo.DEMO_CLASSES),
+        transforms=getattr(demo, "demo_transform", None),
+        input_size=tuple(demo.DEMO_INPUT_SIZE),
+    )
+
+
+def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
+    built = zoo.build_torchvision(name, weights)
+    suffix = built.weights_name.rsplit(".", 1)[-1] if built.weights_name else "random init"
+    return LoadedModel(
+        built.model,
+        f"{name} ({suffix})",
+        src,
+        "torchvision",
+        categories=built.categories,
+        transforms=built.transforms,
+        input_size=built.input_size,
+        warnings=list(built.warnings),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------------
+
+
+def _open_file(path: Path, src: str, *, arch: str | None, trust: bool) -> LoadedModel:
+    fmt = sniff_format(path)
+    if fmt == FileFormat.EMPTY:
+        raise ModelLoadError(f"{src}: file is empty")
+    if fmt == FileFormat.BAD_ZIP:
+        raise ModelLoadError(f"{src}: damaged or truncated zip archive (cannot read its index)")
+    if fmt in (FileFormat.UNKNOWN, FileFormat.ZIP_OTHER, FileFormat.NPY, FileFormat.NPZ):
+        what = {
+            FileFormat.NPY: "a numpy array (an input, not a model)",
+            FileFormat.NPZ: "numpy arrays (an input, not a model)",
+            FileFormat.ZIP_OTHER: "a zip archive of another kind",
+        }.get(fmt, "unrecognised content")
+        raise ModelLoadError(
+            f"{src}: not a model file ({what}); expected a torch.save checkpoint, safetensors, "
+            "TorchScript or torch.export .pt2 file"
+        )
+    if fmt == FileFormat.TORCHSCRIPT:
+        return _ignore_arch(_open_torchscript(path, src), arch)
+    if fmt == FileFormat.EXPORT:
+        return _ignore_arch(_open_export(path, src, trust=trust), arch)
+    if fmt == FileFormat.SAFETENSORS:
+        return _open_safetensors(path, src, arch=arch)
+    obj = torch_load_guarded(path, trust=trust)
+    return _from_checkpoint_object(obj, path, src, arch=arch)
+
+
+def _from_checkpoint_object(obj: Any, path: Path, src: str, *, arch: str | None) -> LoadedModel:
+    found, where = extract_weights(obj, src)
+    if isinstance(found, nn.Module):
+        name = f"{path.name} ({type(found).__name__})"
+        if where:
+            log.info("%s: model taken from %s", src, where)
+        return _ignore_arch(LoadedModel(found, name, src, "pickle"), arch)
+    if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
+        stored = obj["arch"]
+        if stored.lower() in zoo.torchvision_names():
+            arch = stored.lower()
+            log.info("%s: using the architecture recorded in the file: %s", src, arch)
+    if where:
+        log.info("%s: weights taken from %s", src, where)
+    return _build_with_weights(found, path, src, arch=arch, kind="state_dict")
+
+
+def _build_with_weights(
+    state_dict: dict[str, torch.Tensor], path: Path, src: str, *, arch: str | None, kind: str
+) -> LoadedModel:
+    if not arch:
+        raise ModelLoadError(
+            f"{src}: holds only weights ({len(state_dict)} tensors), not the architecture; "
+            "pass the architecture with --arch on the command line or arch= in Python "
+            "(a torchvision name such as resnet18, or file.py:ClassName)"
+        )
+    loaded = _build_arch(arch)
+    notes = apply_state_dict(loaded.model, state_dict, src, arch)
+    loaded.name = f"{path.name} ({arch})"
+    loaded.source = src
+    loaded.kind = kind
+    if notes:
+        log.info("%s: %s", src, "; ".join(notes))
+    return loaded
+
+
+def _build_arch(arch: str) -> LoadedModel:
+    ref = parse_code_ref(arch)
+    if ref is not None:
+        return LoadedModel(build_from_code(ref), arch, arch, "code")
+    name = arch.lower()
+    names = zoo.torchvision_names()
+    if name in names:
+        built = zoo.build_torchvision(name, None)
+        return LoadedModel(
+            built.model,
+            name,
+            arch,
+            "torchvision",
+            categories=built.categories,
+            transforms=built.transforms,
+            input_size=built.input_size,
+        )
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ModelLoadError(
+        f"arch {arch!r}: unknown architecture: give a torchvision model name or "
+        f"file.py:ClassName{hint}"
+    )
+
+
+def _open_safetensors(path: Path, src: str, *, arch: str | None) -> LoadedModel:
+    try:
+        from safetensors.torch import load_file
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"{src}: reading .safetensors needs the 'safetensors' package (pip install safetensors)"
+        ) from exc
+    try:
+        state_dict = load_file(str(path), device="cpu")
+    except Exception as exc:  # safetensors raises its own SafetensorError for damaged files
+        raise ModelLoadError(f"{src}: corrupt safetensors file ({one_line(exc)})") from exc
+    return _build_with_weights(state_dict, path, src, arch=arch, kind="safetensors")
+
+
+def _open_torchscript(path: Path, src: str) -> LoadedModel:
+    try:
+        with pywarnings.catch_warnings():
+            # torch.jit is deprecated upstream, but existing files still deserve to open.
+            pywarnings.simplefilter("ignore", FutureWarning)
+            model = torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
+        raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
+    loaded = LoadedModel(model, f"{path.name} (TorchScript)", src, "torchscript")
+    loaded.warnings.append(
+        f"{path.name} is TorchScript: layer hooks cannot fire inside compiled code, so only the "
+        "model output and the input gradients are available; its module tree still shows"
+    )
+    return loaded
+
+
+def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
+    reason = export_needs_trust(path)
+    if reason and not trust:
+        raise UntrustedFileError(src, reason)
+    try:
+        program = torch.export.load(str(path))
+    except Exception as exc:  # deserialisation errors come from many layers
+        raise ModelLoadError(f"{src}: cannot read torch.export program ({one_line(exc)})") from exc
+    try:
+        # unflatten restores the original submodule hierarchy, so hooks fire per layer.
+        model = torch.export.unflatten(program)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{src}: cannot rebuild the module tree of the exported program ({one_line(exc)})"
+        ) from exc
+    input_shape = _export_input_shape(program)
+    input_size = input_shape[-2:] if input_shape is not None and len(input_shape) == 4 else None
+    loaded = LoadedModel(
+        model,
+        f"{path.name} (torch.export)",
+        src,
+        "export",
+        input_size=input_size,
+        input_shape=input_shape,
+    )
+    loaded.warnings.append(
+        f"{path.name} is a torch.export program: it replays the graph recorded at export time "
+        "(train/eval mode is fixed, inputs must match the exported shapes)"
+    )
+    return loaded
+
+
+def _export_input_shape(program: Any) -> tuple[int, ...] | None:
+    """Shape of the first user input of an exported program, if static."""
+    try:
+        user_inputs = list(program.graph_signature.user_inputs)
+        if not user_inputs:
+            return None
+        for node in program.graph.nodes:
+            if node.op == "placeholder" and node.name == user_inputs[0]:
+                val = node.meta.get("val")
+                return tuple(int(s) for s in val.shape)
+    except Exception:  # symbolic (dynamic) sizes cannot become ints
+        return None
+    return None

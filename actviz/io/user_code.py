@@ -1,0 +1,188 @@
+"""Building a model from code the user named: ``path/file.py:Name`` or ``pkg.module:name``.
+
+Importing runs that code, which is the point: the user asked for it by name. Nothing here
+imports a file the user did not name.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from actviz.io.checkpoints import one_line
+from actviz.io.errors import ModelLoadError
+
+__all__ = ["CodeRef", "parse_code_ref", "build_from_code", "module_classes_in_file"]
+
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class CodeRef:
+    """A parsed ``target:attr`` reference; ``is_file`` tells a .py path from a module name."""
+
+    def __init__(self, target: str, attr: str, is_file: bool) -> None:
+        self.target = target
+        self.attr = attr
+        self.is_file = is_file
+
+    def __str__(self) -> str:
+        return f"{self.target}:{self.attr}"
+
+
+def parse_code_ref(source: str) -> CodeRef | None:
+    """Parse ``file.py:Name`` / ``package.module:factory``; None when it is not that shape.
+
+    Parameters
+    ----------
+    source
+        The user's source string.
+
+    Returns
+    -------
+    CodeRef or None
+    """
+    target, sep, attr = source.rpartition(":")
+    if not sep or not target or not _DOTTED.match(attr):
+        return None
+    if target.endswith(".py"):
+        return CodeRef(target, attr, is_file=True)
+    if _DOTTED.match(target):
+        return CodeRef(target, attr, is_file=False)
+    return None
+
+
+def module_classes_in_file(path: str | os.PathLike[str]) -> list[str]:
+    """Names of top-level classes in a .py file, read with ``ast`` (the file is not run).
+
+    Used to suggest ``file.py:Class`` when the user gave only the file.
+    """
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+
+
+def _import_file(path: Path) -> Any:
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:8]
+    stem = re.sub(r"\W", "_", path.stem)
+    # A private, unique name: a user file called "torch.py" must not shadow the real one.
+    # Executed afresh on every call so an edited file is picked up when reloading.
+    mod_name = f"_actviz_user_{stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, resolved)
+    if spec is None or spec.loader is None:
+        raise ModelLoadError(f"{path}: cannot be imported as Python code")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before exec so dataclasses/pickle can find the module by name.
+    sys.modules[mod_name] = module
+    # The file's folder goes on sys.path while it runs, so `import sibling` works.
+    folder = str(resolved.parent)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code may raise anything
+        sys.modules.pop(mod_name, None)
+        raise ModelLoadError(
+            f"{path}: importing it failed ({type(exc).__name__}: {one_line(exc)})"
+        ) from exc
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return module
+
+
+def _import_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = name.split(".")[0]
+        if exc.name != top or os.getcwd() in sys.path:
+            raise ModelLoadError(f"{name}: cannot import module ({one_line(exc)})") from exc
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{name}: importing it failed ({type(exc).__name__}: {one_line(exc)})"
+        ) from exc
+    # The CLI's sys.path[0] is its script folder, not the working directory the user
+    # typed the module name in: retry from there.
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{name}: cannot import module ({type(exc).__name__}: {one_line(exc)})"
+        ) from exc
+    finally:
+        try:
+            sys.path.remove(os.getcwd())
+        except ValueError:
+            pass
+
+
+def build_from_code(ref: CodeRef) -> nn.Module:
+    """Import the referenced code and return the model it names.
+
+    The attribute may be an ``nn.Module`` subclass or a factory function (called with no
+    arguments), or an ``nn.Module`` instance (used as is).
+
+    Parameters
+    ----------
+    ref
+        Parsed reference.
+
+    Returns
+    -------
+    nn.Module
+
+    Raises
+    ------
+    ModelLoadError
+        File/module/attribute missing, constructor failing, or a result that is not a module.
+    """
+    if ref.is_file:
+        path = Path(ref.target)
+        if not path.is_file():
+            raise ModelLoadError(f"{ref.target}: file not found")
+        module = _import_file(path)
+    else:
+        module = _import_module(ref.target)
+    obj: Any = module
+    for part in ref.attr.split("."):
+        if not hasattr(obj, part):
+            names = [n for n in dir(module) if not n.startswith("_")]
+            candidates = [
+                n
+                for n in names
+                if isinstance(getattr(module, n), type)
+                and issubclass(getattr(module, n), nn.Module)
+            ]
+            hint = f"; it defines {', '.join(candidates[:8])}" if candidates else ""
+            raise ModelLoadError(f"{ref}: {ref.target} has no attribute {part!r}{hint}")
+        obj = getattr(obj, part)
+    if isinstance(obj, nn.Module):
+        return obj
+    if not callable(obj):
+        raise ModelLoadError(f"{ref}: is a {type(obj).__name__}, not a model class or factory")
+    try:
+        model = obj()
+    except Exception as exc:  # the user's constructor may raise anything
+        raise ModelLoadError(
+            f"{ref}: calling {ref.attr}() with no arguments failed "
+            f"({type(exc).__name__}: {one_line(exc)}); name a factory function that takes none"
+        ) from exc
+    if not isinstance(model, nn.Module):
+        raise ModelLoadError(
+            f"{ref}: {ref.attr}() returned a {type(model).__name__}, not a nn.Module"
+        )
+    return model

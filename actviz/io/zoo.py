@@ -1,0 +1,247 @@
+"""torchvision models by name: weights resolution, cache check, offline fallback.
+
+Pretrained weights come through torchvision's own download path (``torch.hub`` cache,
+progress bar on stderr). Before any download the cache is checked and the network probed
+with a short timeout, so a machine without network falls back to random weights at once
+instead of hanging on a socket.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import socket
+import urllib.error
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import torch
+from torch import nn
+
+from actviz.io.checkpoints import one_line
+from actviz.io.errors import ModelLoadError
+
+__all__ = [
+    "OFFLINE_ENV",
+    "ZooModel",
+    "torchvision_names",
+    "is_torchvision_name",
+    "resolve_weights",
+    "cached_weights_file",
+    "network_available",
+    "build_torchvision",
+    "weights_meta",
+]
+
+log = logging.getLogger(__name__)
+
+#: Set to 1/true/yes to forbid any download attempt.
+OFFLINE_ENV = "ACTVIZ_OFFLINE"
+#: Seconds the connectivity probe may take before the machine counts as offline.
+PROBE_TIMEOUT_S = 3.0
+_DEFAULT_HOST = "download.pytorch.org"
+
+
+@dataclass
+class ZooModel:
+    """A torchvision model with what its weights enum says about preprocessing."""
+
+    model: nn.Module
+    weights_name: str | None  # e.g. "ResNet18_Weights.IMAGENET1K_V1"; None when random init
+    categories: list[str] | None
+    transforms: Callable[..., Any] | None
+    input_size: tuple[int, int] | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def torchvision_names() -> list[str]:
+    """All model names torchvision can build (``torchvision.models.list_models()``)."""
+    import torchvision.models
+
+    return list(torchvision.models.list_models())
+
+
+def is_torchvision_name(name: str) -> bool:
+    """Whether ``name`` is a torchvision model name."""
+    return name in torchvision_names()
+
+
+def _offline_by_env() -> bool:
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def resolve_weights(name: str, weights: Any) -> Any:
+    """Turn the ``weights=`` argument into a torchvision ``WeightsEnum`` member or None.
+
+    Parameters
+    ----------
+    name
+        torchvision model name.
+    weights
+        ``"DEFAULT"``, a member name (``"IMAGENET1K_V2"``), a full name
+        (``"ResNet50_Weights.IMAGENET1K_V2"``), a ``WeightsEnum`` member, or None /
+        ``"random"`` / ``"none"`` for random initialisation.
+
+    Returns
+    -------
+    WeightsEnum member or None
+
+    Raises
+    ------
+    ModelLoadError
+        Unknown weights name; the message lists the available ones.
+    """
+    from torchvision.models import get_model_weights
+
+    if weights is None or weights is False:
+        return None
+    if not isinstance(weights, str):
+        return weights  # already a WeightsEnum member
+    if weights.strip().lower() in {"none", "random", ""}:
+        return None
+    try:
+        enum = get_model_weights(name)
+    except (ValueError, KeyError) as exc:
+        raise ModelLoadError(f"{name}: torchvision has no pretrained weights for it") from exc
+    member = weights.rsplit(".", 1)[-1]
+    if member.upper() == "DEFAULT":
+        return enum.DEFAULT
+    try:
+        return enum[member]
+    except KeyError:
+        available = ", ".join(["DEFAULT", *enum.__members__])
+        raise ModelLoadError(
+            f"{name}: unknown weights {weights!r}; available: {available}"
+        ) from None
+
+
+def weights_meta(
+    weights: Any,
+) -> tuple[list[str] | None, Callable[..., Any] | None, tuple[int, int] | None]:
+    """Categories, preprocessing transform and input size from a weights enum member.
+
+    All of it lives in the enum itself, so nothing is downloaded.
+
+    Parameters
+    ----------
+    weights
+        A torchvision ``WeightsEnum`` member, or None.
+
+    Returns
+    -------
+    tuple
+        ``(categories, transforms, input_size)``; each None where unknown.
+    """
+    if weights is None:
+        return None, None, None
+    categories = weights.meta.get("categories")
+    transforms = weights.transforms()
+    crop = getattr(transforms, "crop_size", None)
+    input_size: tuple[int, int] | None = None
+    if crop:
+        crop = list(crop)
+        input_size = (int(crop[0]), int(crop[-1]))
+    return (list(categories) if categories else None), transforms, input_size
+
+
+def cached_weights_file(weights: Any) -> Path:
+    """Where ``torch.hub`` keeps (or would keep) the file for ``weights``."""
+    filename = os.path.basename(urlparse(weights.url).path)
+    return Path(torch.hub.get_dir()) / "checkpoints" / filename
+
+
+def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """Probe whether ``host:443`` is reachable, honouring ``ACTVIZ_OFFLINE``.
+
+    Parameters
+    ----------
+    host
+        Host the weights would come from.
+    timeout
+        Seconds before giving up; keeps a dead network from hanging the caller.
+
+    Returns
+    -------
+    bool
+    """
+    if _offline_by_env():
+        return False
+    try:
+        conn = socket.create_connection((host, 443), timeout=timeout)
+    except OSError:
+        return False
+    conn.close()
+    return True
+
+
+def _random_init(name: str) -> nn.Module:
+    from torchvision.models import get_model, get_model_builder
+
+    kwargs: dict[str, Any] = {"weights": None}
+    # Detection/segmentation builders default to downloading an ImageNet backbone.
+    if "weights_backbone" in inspect.signature(get_model_builder(name)).parameters:
+        kwargs["weights_backbone"] = None
+    return get_model(name, **kwargs)
+
+
+def build_torchvision(name: str, weights: Any = "DEFAULT") -> ZooModel:
+    """Build a torchvision model, pretrained when the weights can be had without hanging.
+
+    Parameters
+    ----------
+    name
+        A name from ``torchvision.models.list_models()``.
+    weights
+        See :func:`resolve_weights`. With pretrained weights requested, the cached file is
+        used if present; otherwise they are downloaded when the network answers within a
+        few seconds (and ``ACTVIZ_OFFLINE`` is not set). Failing that the model keeps its
+        random initialisation and a warning says so.
+
+    Returns
+    -------
+    ZooModel
+        Categories/transforms/input size come from the weights enum (the ``DEFAULT`` one
+        when initialised randomly), so they are known even offline.
+    """
+    from torchvision.models import get_model, get_model_weights
+
+    wanted = resolve_weights(name, weights)
+    meta_source = wanted
+    if meta_source is None:
+        try:
+            meta_source = get_model_weights(name).DEFAULT
+        except (ValueError, KeyError, AttributeError):
+            meta_source = None
+    categories, transforms, input_size = weights_meta(meta_source)
+    if wanted is None:
+        return ZooModel(_random_init(name), None, categories, transforms, input_size)
+
+    label = f"{type(wanted).__name__}.{wanted.name}"
+    cached = cached_weights_file(wanted)
+    warnings: list[str] = []
+    if not cached.is_file():
+        host = urlparse(wanted.url).hostname or _DEFAULT_HOST
+        if not network_available(host):
+            why = f"{OFFLINE_ENV} is set" if _offline_by_env() else f"{host} unreachable"
+            msg = f"no network ({why}): {name} uses random weights; predictions are meaningless"
+            model = _random_init(name)
+            return ZooModel(model, None, categories, transforms, input_size, [msg])
+        log.info("downloading %s weights to %s", label, cached)
+    try:
+        model = get_model(name, weights=wanted)
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        msg = (
+            f"could not download {label} ({one_line(exc)}): {name} uses random weights; "
+            "predictions are meaningless"
+        )
+        return ZooModel(_random_init(name), None, categories, transforms, input_size, [msg])
+    except (RuntimeError, OSError, EOFError, ValueError) as exc:
+        raise ModelLoadError(
+            f"{cached}: cached {label} weights are unreadable ({one_line(exc)}); "
+            "delete the file to download it again"
+        ) from exc
+    return ZooModel(model, label, categories, transforms, input_size, warnings)

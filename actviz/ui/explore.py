@@ -1,0 +1,133 @@
+"""``actviz.explore(model, inputs)``: open the explorer on an in-memory model from a script."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QEventLoop
+from PySide6.QtWidgets import QApplication
+
+from actviz.ui.main_window import MainWindow
+from actviz.ui.settings import ensure_app_identity
+
+log = logging.getLogger(__name__)
+
+# Windows opened with block=False stay referenced here until closed, so a notebook cell that
+# drops the return value does not garbage-collect the window.
+_OPEN_WINDOWS: list[MainWindow] = []
+
+
+def ensure_app() -> QApplication:
+    """Return the running QApplication, creating one (named "actviz") if there is none."""
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv[:1] or ["actviz"])
+    ensure_app_identity()
+    return app  # type: ignore[return-value]
+
+
+def explore(
+    model: Any,
+    inputs: Any = None,
+    layers: Sequence[str] | None = None,
+    *,
+    block: bool = True,
+    categories: Sequence[str] | None = None,
+) -> MainWindow | None:
+    """Open the actviz explorer on ``model``.
+
+    Parameters
+    ----------
+    model
+        An ``nn.Module`` (or any source ``actviz.io.models.open_model`` accepts, e.g.
+        ``"resnet18"`` or a checkpoint path).
+    inputs
+        A tensor, a tuple/list of tensors, a dict of tensors, or a path / ``"random:..."``
+        spec opened with ``actviz.io.inputs.open_input``. None: open the window without an
+        input (drop one on it, or pick a sample).
+    layers
+        Module names (from ``named_modules()``) to tick; None ticks a few block outputs.
+    block
+        True: run the Qt event loop until the window is closed, like ``plt.show()``. False:
+        show the window and return it at once (notebooks with ``%gui qt``, tests).
+    categories
+        Class names of the output logits, for the prediction panel and the target selector.
+
+    Returns
+    -------
+    MainWindow or None
+        The window when ``block`` is False; None after a blocking call returns.
+
+    Raises
+    ------
+    ValueError
+        A name in ``layers`` is not in ``model.named_modules()`` (with suggestions).
+    """
+    from torch import nn
+
+    ensure_app()
+    window = MainWindow()
+    try:
+        if isinstance(model, nn.Module):
+            window.set_model(model, categories=categories, layers=layers)
+        else:
+            if not window.open_model_source(os.fspath(model)):
+                raise ValueError(window.banner.texts()[-1] if window.banner.texts() else model)
+            if categories:
+                window.session.categories = list(categories)
+            if layers is not None:
+                window.session.replace_ticked(_checked_layers(window, layers))
+        if inputs is not None:
+            _set_inputs(window, inputs)
+    except Exception:
+        window.shutdown()
+        window.deleteLater()
+        raise
+    window.show()
+    window.raise_()
+    if window.session.can_run():
+        window.run()
+    if not block:
+        _OPEN_WINDOWS.append(window)
+        window.closed.connect(lambda: _forget(window))
+        return window
+    # A local loop ends with this window (not with the last window of the app) and also works
+    # when an application event loop is already running (IPython's %gui qt).
+    loop = QEventLoop()
+    window.closed.connect(loop.quit)
+    loop.exec()
+    return None
+
+
+def _checked_layers(window: MainWindow, layers: Sequence[str]) -> list[str]:
+    from actviz.core.capture import resolve_layers
+
+    return resolve_layers(window.session.model, list(layers))
+
+
+def _set_inputs(window: MainWindow, inputs: Any) -> None:
+    import torch
+
+    if isinstance(inputs, (str, os.PathLike)):
+        if not window.open_input_source(os.fspath(inputs), remember=False):
+            raise ValueError(window.banner.texts()[-1])
+        return
+    if isinstance(inputs, torch.Tensor) or isinstance(inputs, (tuple, list, dict)):
+        window.set_input(inputs)
+        return
+    # numpy arrays, PIL images: let open_input adapt them to the model.
+    from actviz.io.inputs import open_input
+
+    loaded = open_input(
+        inputs, model=window.session.model, loaded_model=window.session.loaded_model
+    )
+    window.session.set_loaded_input(loaded)
+
+
+def _forget(window: MainWindow) -> None:
+    if window in _OPEN_WINDOWS:
+        _OPEN_WINDOWS.remove(window)

@@ -1,0 +1,106 @@
+"""Behaviour every panel shares: a framed widget with a title and PNG export."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels.style import SELECTION, title_label
+
+logger = logging.getLogger(__name__)
+
+# Size a never-shown panel gets when exported, so a PNG from a headless script is legible.
+_EXPORT_FALLBACK_SIZE = QtCore.QSize(480, 320)
+
+
+def export_widget_png(widget: QtWidgets.QWidget, path: str | Path) -> None:
+    """Render ``widget`` (and its children) to a PNG file.
+
+    A widget that was never shown has no real geometry yet; it is laid out at its size hint
+    (at least 480x320) first so the file is not a few pixels wide.
+
+    Parameters
+    ----------
+    widget
+        The widget to render.
+    path
+        Destination file; parent folders must exist.
+
+    Raises
+    ------
+    OSError
+        If Qt could not write the file.
+    """
+    path = Path(path)
+    if not widget.isVisible() and not widget.testAttribute(QtCore.Qt.WidgetAttribute.WA_Resized):
+        widget.resize(widget.sizeHint().expandedTo(_EXPORT_FALLBACK_SIZE))
+    if widget.layout() is not None:
+        widget.layout().activate()
+    pixmap = widget.grab()
+    if pixmap.isNull() or not pixmap.save(str(path), "PNG"):
+        raise OSError(f"could not write PNG to {path}")
+    logger.debug(
+        "exported %s (%dx%d) to %s", type(widget).__name__, pixmap.width(), pixmap.height(), path
+    )
+
+
+class PanelBase(QtWidgets.QFrame):
+    """A framed panel with a bold title line on top and a content layout below it.
+
+    Subclasses add their widgets to ``self.content`` (a QVBoxLayout) and implement
+    :meth:`clear`.
+    """
+
+    def __init__(self, title: str = "", parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QtWidgets.QFrame.Shape.StyledPanel)
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(6, 4, 6, 4)
+        outer.setSpacing(2)
+        self.title_label = title_label(title)
+        outer.addWidget(self.title_label)
+        self.content = QtWidgets.QVBoxLayout()
+        self.content.setContentsMargins(0, 0, 0, 0)
+        self.content.setSpacing(2)
+        outer.addLayout(self.content, 1)
+        self._selected = False
+
+    def set_title(self, text: str) -> None:
+        """Replace the panel's title line."""
+        self.title_label.setText(text)
+
+    def title(self) -> str:
+        """The panel's current title line."""
+        return self.title_label.text()
+
+    def set_selected(self, selected: bool) -> None:
+        """Draw (or remove) a highlight border, e.g. for the selected layer of a grid.
+
+        Painted directly rather than via a style sheet, which would re-polish every child
+        widget of every panel on each selection change.
+        """
+        if bool(selected) != self._selected:
+            self._selected = bool(selected)
+            self.update()
+
+    def is_selected(self) -> bool:
+        """Whether the highlight border is drawn."""
+        return self._selected
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        super().paintEvent(event)
+        if self._selected:
+            painter = QtGui.QPainter(self)
+            pen = QtGui.QPen(QtGui.QColor(SELECTION), 2)
+            painter.setPen(pen)
+            painter.drawRect(QtCore.QRectF(self.rect()).adjusted(1, 1, -1, -1))
+
+    def clear(self) -> None:  # pragma: no cover - every subclass overrides
+        """Forget the data shown and return to the empty state."""
+        raise NotImplementedError
+
+    def export_png(self, path: str | Path) -> None:
+        """Render this panel to a PNG file at ``path`` (see :func:`export_widget_png`)."""
+        export_widget_png(self, path)

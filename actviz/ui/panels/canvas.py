@@ -1,0 +1,439 @@
+"""Reusable pyqtgraph canvases the panels are built from.
+
+- :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it.
+- :class:`BarCanvas`: a bar chart of a 1-D vector (positive and negative bars coloured apart).
+
+Both can be *passive* (for cells of a scrollable grid): mouse wheel events are left to the
+scroll area instead of zooming, and there is no context menu.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels import style
+from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, lut
+
+_COLORBAR_WIDTH = 10
+_COLORBAR_AXIS_WIDTH = 46
+
+
+class ClickableImageItem(pg.ImageItem):
+    """An ImageItem that reports left clicks in image pixel coordinates (x = column, y = row)."""
+
+    sigClicked = QtCore.Signal(float, float)
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        # Shrinking with nearest-neighbour drops whole rows, so some 1-px tile separators of a
+        # mosaic vanish; filter when shrinking, keep crisp pixels when enlarging.
+        transform = painter.deviceTransform()
+        scale = max(abs(transform.m11()), abs(transform.m12()))
+        painter.setRenderHint(QtGui.QPainter.RenderHint.SmoothPixmapTransform, scale < 1.0)
+        super().paint(painter, *args)
+
+    def mouseClickEvent(self, ev) -> None:  # noqa: N802 - pyqtgraph's name
+        if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.image is not None:
+            ev.accept()
+            pos = ev.pos()
+            self.sigClicked.emit(float(pos.x()), float(pos.y()))
+        else:
+            ev.ignore()
+
+
+class _GradientStrip(pg.GraphicsWidget):
+    """The coloured strip of a colour bar: the LUT painted bottom (low) to top (high)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.setFixedWidth(width)
+        self._image: QtGui.QImage | None = None
+
+    def set_lut(self, table: np.ndarray) -> None:
+        rgba = np.ascontiguousarray(table[::-1, None, :4], dtype=np.uint8)  # high values on top
+        self._buffer = rgba  # QImage does not own the memory
+        self._image = QtGui.QImage(
+            rgba.data, 1, rgba.shape[0], 4, QtGui.QImage.Format.Format_RGBA8888
+        )
+        self.update()
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        if self._image is None:
+            return
+        rect = self.boundingRect()
+        painter.drawImage(rect, self._image)
+        painter.setPen(pg.mkPen(style.AXIS_PEN))
+        painter.drawRect(rect)
+
+
+class ColorBar(pg.GraphicsLayout):
+    """A light colour bar: the colour map as a strip with a value axis beside it.
+
+    pyqtgraph's ColorBarItem is a full PlotItem (about 40 ms to build, with menus); this is a
+    strip and one AxisItem (a few ms), which matters for a grid of dozens of layers.
+    """
+
+    def __init__(self, width: int = _COLORBAR_WIDTH, axis_width: int = _COLORBAR_AXIS_WIDTH):
+        super().__init__()
+        self.layout.setContentsMargins(0, 4, 0, 4)
+        self.layout.setSpacing(0)
+        self.strip = _GradientStrip(width)
+        self.axis = pg.AxisItem("right")
+        style.style_axis(self.axis)
+        self.axis.setWidth(axis_width)
+        self.addItem(self.strip, row=0, col=0)
+        self.addItem(self.axis, row=0, col=1)
+        self._levels = (0.0, 1.0)
+        self.axis.setRange(*self._levels)
+
+    def setColorMap(self, name: str) -> None:  # noqa: N802 - mirrors pg.ColorBarItem
+        """Paint the strip with colour map ``name``."""
+        self.strip.set_lut(lut(name))
+
+    def setLevels(self, values: tuple[float, float]) -> None:  # noqa: N802 - mirrors pg.ColorBarItem
+        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top)."""
+        self._levels = (float(values[0]), float(values[1]))
+        self.axis.setRange(*self._levels)
+
+    def levels(self) -> tuple[float, float]:
+        """The (low, high) values written on the bar."""
+        return self._levels
+
+
+class ImageCanvas(pg.GraphicsLayoutWidget):
+    """A single ImageItem with a colour bar, updated in place.
+
+    Parameters
+    ----------
+    parent
+        Parent widget.
+    passive
+        True for grid cells: no zoom/pan, and wheel events scroll the surrounding area.
+    colorbar
+        Show a colour bar (with value ticks) to the right of the image.
+    cmap
+        Initial colour map name.
+
+    Signals
+    -------
+    hovered(float, float)
+        The mouse is over image pixel (x, y) (x = column, y = row, fractional).
+    hover_left()
+        The mouse left the image.
+    clicked(float, float)
+        Left click on image pixel (x, y).
+    """
+
+    hovered = QtCore.Signal(float, float)
+    hover_left = QtCore.Signal()
+    clicked = QtCore.Signal(float, float)
+
+    def __init__(
+        self,
+        parent: QtWidgets.QWidget | None = None,
+        *,
+        passive: bool = True,
+        colorbar: bool = True,
+        cmap: str = DEFAULT_ACTIVATION_CMAP,
+    ) -> None:
+        super().__init__(parent)
+        self._passive = passive
+        self._shape: tuple[int, ...] | None = None
+        self._inside = False
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.setContentsMargins(1, 1, 1, 1)
+        self.ci.setSpacing(2)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
+        )
+        self.setMinimumSize(90, 80)
+
+        # No context menu: building a ViewBox menu costs ~12 ms per canvas.
+        self.view = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
+        self.addItem(self.view, row=0, col=0)
+        self.view.setMouseEnabled(x=not passive, y=not passive)
+        self.view.disableAutoRange()
+        # autoDownsample: a 2048-channel mosaic is far larger than a grid cell; downsampling
+        # before colouring is faster, and with NaN propagating the 1-px tile padding survives
+        # as a visible grid line instead of vanishing under nearest-neighbour scaling.
+        self.image = ClickableImageItem(axisOrder="row-major", autoDownsample=True)
+        self.view.addItem(self.image)
+        self.image.sigClicked.connect(self.clicked)
+
+        self.colorbar: ColorBar | None = None
+        if colorbar:
+            self.colorbar = ColorBar()
+            self.addItem(self.colorbar, row=0, col=1)
+        self._cmap = ""
+        self.set_colormap(cmap)
+
+    # -- data ------------------------------------------------------------------------------
+    def set_image(
+        self,
+        image: np.ndarray,
+        levels: tuple[float, float],
+        bar_range: tuple[float, float] | None = None,
+        *,
+        lock_aspect: bool = True,
+    ) -> None:
+        """Show ``image`` (row-major 2-D float32 or (H, W, 3|4) uint8) with fixed ``levels``.
+
+        The existing ImageItem is updated in place; the view range is reset only when the
+        image shape changes, so repeated updates neither flicker nor lose a user's zoom.
+
+        Parameters
+        ----------
+        image
+            C-contiguous array; NaN pixels are drawn transparent.
+        levels
+            (low, high) display levels for a 2-D image.
+        bar_range
+            Values written on the colour bar; defaults to ``levels``.
+        lock_aspect
+            Keep square pixels (mosaics, pictures) or let the image fill the canvas (heatmaps).
+        """
+        self.image.setImage(image, autoLevels=False, levels=levels)
+        shape = tuple(image.shape[:2])
+        if shape != self._shape:
+            self._shape = shape
+            self.view.setAspectLocked(lock_aspect)
+            self.reset_view()
+        if self.colorbar is not None:
+            low, high = bar_range if bar_range is not None else levels
+            if not (np.isfinite(low) and np.isfinite(high)):
+                low, high = 0.0, 1.0
+            if high <= low:
+                # A constant map still needs a readable bar: widen it symmetrically.
+                span = abs(low) * 0.01 or 1.0
+                low, high = low - span, high + span
+            self.colorbar.setLevels((float(low), float(high)))
+
+    def reset_view(self) -> None:
+        """Fit the whole image in the view."""
+        if self._shape is None:
+            return
+        height, width = self._shape
+        self.view.setRange(QtCore.QRectF(0, 0, width, height), padding=0.0)
+
+    def mouseDoubleClickEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        # A zoomable canvas needs a way back: double click fits the image again.
+        if not self._passive:
+            self.reset_view()
+        super().mouseDoubleClickEvent(event)
+
+    def set_colormap(self, name: str) -> None:
+        """Use colour map ``name`` for the image and its colour bar."""
+        if name == self._cmap:
+            return
+        self._cmap = name
+        self.image.setLookupTable(lut(name))
+        if self.colorbar is not None:
+            self.colorbar.setColorMap(name)
+
+    def colormap_name(self) -> str:
+        """Name of the colour map in use."""
+        return self._cmap
+
+    def clear_image(self) -> None:
+        """Remove the image (the canvas stays, empty)."""
+        self.image.clear()
+        self._shape = None
+
+    def image_shape(self) -> tuple[int, ...] | None:
+        """(rows, cols) of the image shown, or None."""
+        return self._shape
+
+    def image_to_widget(self, x: float, y: float) -> QtCore.QPoint:
+        """Map image pixel (x, y) to a point in this widget's viewport (for tests and tools)."""
+        scene_point = self.image.mapToScene(QtCore.QPointF(x, y))
+        return self.mapFromScene(scene_point)
+
+    # -- mouse -----------------------------------------------------------------------------
+    def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        super().mouseMoveEvent(event)
+        # The scene's sigMouseMoved is rate-limited and can drop the last move before the
+        # mouse stops, leaving a stale read-out; every view event is handled here instead.
+        self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
+
+    def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
+        if self._shape is None:
+            self._leave()
+            return
+        point = self.image.mapFromScene(scene_pos)
+        x, y = point.x(), point.y()
+        height, width = self._shape
+        if 0.0 <= x < width and 0.0 <= y < height:
+            self._inside = True
+            self.hovered.emit(x, y)
+        else:
+            self._leave()
+
+    def _leave(self) -> None:
+        if self._inside:
+            self._inside = False
+            self.hover_left.emit()
+
+    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        self._leave()
+        super().leaveEvent(event)
+
+    def wheelEvent(self, event: QtGui.QWheelEvent) -> None:  # noqa: N802 - Qt name
+        if self._passive:
+            # Let the enclosing scroll area scroll instead of the ViewBox swallowing the wheel.
+            event.ignore()
+            return
+        super().wheelEvent(event)
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(240, 180)
+
+
+class BarCanvas(pg.GraphicsLayoutWidget):
+    """A bar chart of a vector, one bar per entry, redrawn in place.
+
+    Positive and negative entries are two BarGraphItems with one brush each, which keeps
+    updates cheap for thousands of bars (no per-bar brush list). Built from a ViewBox and two
+    AxisItems rather than a PlotItem, whose menus make it ~5x slower to construct.
+
+    Signals
+    -------
+    hovered(int)
+        The mouse is over bar ``i``.
+    hover_left()
+        The mouse left the bars.
+    """
+
+    hovered = QtCore.Signal(int)
+    hover_left = QtCore.Signal()
+
+    def __init__(
+        self,
+        parent: QtWidgets.QWidget | None = None,
+        *,
+        passive: bool = True,
+        x_label: str = "unit",
+        y_label: str = "value",
+        positive_color: str = style.BAR_POSITIVE,
+        negative_color: str = style.BAR_NEGATIVE,
+    ) -> None:
+        super().__init__(parent)
+        self._passive = passive
+        self._count = 0
+        self._inside = False
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.setContentsMargins(2, 4, 6, 2)
+        self.ci.setSpacing(0)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
+        )
+        self.setMinimumSize(90, 80)
+        self.view = pg.ViewBox(enableMenu=False)
+        self.view.setMouseEnabled(x=not passive, y=not passive)
+        self.view.disableAutoRange()
+        self.left_axis = pg.AxisItem("left")
+        self.bottom_axis = pg.AxisItem("bottom")
+        for axis, label in ((self.left_axis, y_label), (self.bottom_axis, x_label)):
+            style.style_axis(axis, label)
+            axis.linkToView(self.view)
+        self.left_axis.setGrid(int(255 * style.GRID_ALPHA))
+        self.addItem(self.left_axis, row=0, col=0)
+        self.addItem(self.view, row=0, col=1)
+        self.addItem(self.bottom_axis, row=1, col=1)
+        self.zero_line = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen(style.AXIS_PEN))
+        self.view.addItem(self.zero_line)
+        empty = np.zeros(0)
+        # A cosmetic 1-px outline in the fill colour: with more bars than pixels (1000 logits
+        # in a grid cell) unoutlined bars narrower than a pixel would simply not be drawn.
+        self.positive = pg.BarGraphItem(
+            x=empty,
+            height=empty,
+            width=0.8,
+            brush=positive_color,
+            pen=pg.mkPen(positive_color, width=0),
+        )
+        self.negative = pg.BarGraphItem(
+            x=empty,
+            height=empty,
+            width=0.8,
+            brush=negative_color,
+            pen=pg.mkPen(negative_color, width=0),
+        )
+        self.view.addItem(self.positive)
+        self.view.addItem(self.negative)
+
+    def set_values(self, values: np.ndarray) -> None:
+        """Draw one bar per entry of the 1-D array ``values`` (NaN entries draw no bar)."""
+        values = np.asarray(values, dtype=np.float32).reshape(-1)
+        count = values.size
+        self._count = count
+        x = np.arange(count, dtype=np.float64)
+        clean = np.where(np.isfinite(values), values, 0.0)
+        # Bars are thinner when there are few of them so two bars do not look like a wall.
+        width = 0.6 if count <= 4 else 0.8
+        self.positive.setOpts(x=x, height=np.clip(clean, 0.0, None), width=width)
+        self.negative.setOpts(x=x, height=np.clip(clean, None, 0.0), width=width)
+
+        bottom_axis = self.bottom_axis
+        if 0 < count <= 16:
+            bottom_axis.setTicks([[(float(i), str(i)) for i in range(count)]])
+        else:
+            bottom_axis.setTicks(None)
+        if count == 0:
+            self.view.setRange(xRange=(-0.5, 0.5), yRange=(0.0, 1.0), padding=0.0)
+            return
+        low = min(0.0, float(clean.min()))
+        high = max(0.0, float(clean.max()))
+        if high == low:
+            high = low + 1.0
+        margin = 0.08 * (high - low)
+        self.view.setRange(
+            xRange=(-0.6, count - 0.4),
+            yRange=(low - (margin if low < 0 else 0.0), high + (margin if high > 0 else 0.0)),
+            padding=0.0,
+        )
+
+    def bar_heights(self) -> np.ndarray:
+        """The signed bar heights drawn, one per entry (for tests and export)."""
+        positive = np.asarray(self.positive.opts["height"], dtype=np.float64)
+        negative = np.asarray(self.negative.opts["height"], dtype=np.float64)
+        return positive + negative
+
+    def count(self) -> int:
+        """Number of bars drawn."""
+        return self._count
+
+    def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        super().mouseMoveEvent(event)
+        # The scene's sigMouseMoved is rate-limited and can drop the last move before the
+        # mouse stops, leaving a stale read-out; every view event is handled here instead.
+        self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
+
+    def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
+        if self._count == 0 or not self.view.sceneBoundingRect().contains(scene_pos):
+            self._leave()
+            return
+        index = int(round(self.view.mapSceneToView(scene_pos).x()))
+        if 0 <= index < self._count:
+            self._inside = True
+            self.hovered.emit(index)
+        else:
+            self._leave()
+
+    def _leave(self) -> None:
+        if self._inside:
+            self._inside = False
+            self.hover_left.emit()
+
+    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        self._leave()
+        super().leaveEvent(event)
+
+    def wheelEvent(self, event: QtGui.QWheelEvent) -> None:  # noqa: N802 - Qt name
+        if self._passive:
+            event.ignore()
+            return
+        super().wheelEvent(event)
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(240, 180)

@@ -1,0 +1,369 @@
+"""LayerPanel: one layer's activation (and gradient magnitude) in a cell of the layer grid."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from actviz.ui.panels import style
+from actviz.ui.panels.base import PanelBase
+from actviz.ui.panels.canvas import BarCanvas, ImageCanvas
+from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP
+
+if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
+    from actviz.core.views import LayerView, Mosaic
+
+logger = logging.getLogger(__name__)
+
+MIN_PANEL_HEIGHT = 220
+
+
+@dataclass(frozen=True)
+class _Location:
+    """Where the mouse is, in the data of a view (not in mosaic pixels)."""
+
+    kind: str  # "maps" | "heatmap" | "bars"
+    channel: int | None = None  # maps: channel; bars: unit
+    x: int = 0
+    y: int = 0
+
+
+def _locate_in_mosaic(view: LayerView, mosaic: Mosaic, x: float, y: float) -> _Location | None:
+    """Map mosaic pixel (x, y) to (channel, column, row) in ``view.data`` (C, H, W)."""
+    channel = mosaic.channel_at(x, y)
+    if channel is None or channel >= view.data.shape[0]:
+        return None
+    height, width = view.data.shape[1], view.data.shape[2]
+    y0, x0 = mosaic.tile_origin(channel)
+    # Tiles can be downsampled (max_tile): one tile pixel covers scale x scale data pixels.
+    scale = getattr(mosaic, "scale", None)
+    if scale is None:
+        scale_y, scale_x = height / mosaic.tile_h, width / mosaic.tile_w
+    else:
+        scale_y = scale_x = scale
+    data_y = min(int(int(y - y0) * scale_y), height - 1)
+    data_x = min(int(int(x - x0) * scale_x), width - 1)
+    if data_y < 0 or data_x < 0:
+        return None
+    return _Location("maps", channel, data_x, data_y)
+
+
+def _value_at(view: LayerView | None, loc: _Location) -> float | None:
+    """Raw value of ``view`` at ``loc`` if the view has that kind and the index exists."""
+    if view is None or view.kind != loc.kind:
+        return None
+    data = view.data
+    try:
+        if loc.kind == "maps":
+            return float(data[loc.channel, loc.y, loc.x])
+        if loc.kind == "heatmap":
+            return float(data[loc.y, loc.x])
+        if loc.kind == "bars":
+            return float(data[loc.channel])
+    except IndexError:
+        return None
+    return None
+
+
+def _data_shape(view: LayerView) -> tuple[int, ...]:
+    """Per-sample shape for titles: the original shape without its batch dimension."""
+    if view.kind == "scalar":
+        return ()
+    shape = tuple(int(d) for d in view.shape)
+    return shape[1:] if len(shape) >= 2 else shape
+
+
+class _ViewSlot(QtWidgets.QWidget):
+    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases.
+
+    Canvases are created on first use and then only updated, so a layer that always shows
+    maps owns exactly one ImageItem for its whole life.
+    """
+
+    hovered = QtCore.Signal(object)  # _Location
+    hover_left = QtCore.Signal()
+    clicked = QtCore.Signal(object)  # _Location
+
+    def __init__(self, caption: str, bar_color: str, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(1)
+        self.caption = style.caption_label(caption)
+        layout.addWidget(self.caption)
+        self.stack = QtWidgets.QStackedWidget()
+        layout.addWidget(self.stack, 1)
+        self.placeholder = style.caption_label("no data")
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.stack.addWidget(self.placeholder)
+        self._bar_color = bar_color
+        self._cmap = DEFAULT_ACTIVATION_CMAP
+        self.image_canvas: ImageCanvas | None = None
+        self.bar_canvas: BarCanvas | None = None
+        self.scalar_label: QtWidgets.QLabel | None = None
+        self.view: LayerView | None = None
+        self.mosaic: Mosaic | None = None
+
+    # -- lazily built pages ------------------------------------------------------------------
+    def _images(self) -> ImageCanvas:
+        if self.image_canvas is None:
+            self.image_canvas = ImageCanvas(passive=True, cmap=self._cmap)
+            self.image_canvas.hovered.connect(self._on_image_hovered)
+            self.image_canvas.hover_left.connect(self.hover_left)
+            self.image_canvas.clicked.connect(self._on_image_clicked)
+            self.stack.addWidget(self.image_canvas)
+        return self.image_canvas
+
+    def _bars(self) -> BarCanvas:
+        if self.bar_canvas is None:
+            self.bar_canvas = BarCanvas(passive=True, positive_color=self._bar_color)
+            self.bar_canvas.hovered.connect(
+                lambda index: self.hovered.emit(_Location("bars", int(index)))
+            )
+            self.bar_canvas.hover_left.connect(self.hover_left)
+            self.stack.addWidget(self.bar_canvas)
+        return self.bar_canvas
+
+    def _scalar(self) -> QtWidgets.QLabel:
+        if self.scalar_label is None:
+            self.scalar_label = QtWidgets.QLabel()
+            font = self.scalar_label.font()
+            font.setPointSize(22)
+            font.setBold(True)
+            self.scalar_label.setFont(font)
+            self.scalar_label.setStyleSheet(f"color: {style.TEXT};")
+            self.scalar_label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            self.scalar_label.setTextInteractionFlags(
+                QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
+            )
+            self.stack.addWidget(self.scalar_label)
+        return self.scalar_label
+
+    # -- data ----------------------------------------------------------------------------------
+    def show_view(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
+        self.view, self.mosaic = view, mosaic
+        if view is None:
+            self.stack.setCurrentWidget(self.placeholder)
+            return
+        if view.kind == "maps":
+            if mosaic is None:
+                logger.warning("maps view without a mosaic: nothing to draw")
+                self.placeholder.setText("no mosaic")
+                self.stack.setCurrentWidget(self.placeholder)
+                return
+            canvas = self._images()
+            canvas.set_image(mosaic.image, mosaic.levels, mosaic.value_range, lock_aspect=True)
+            self.stack.setCurrentWidget(canvas)
+        elif view.kind == "heatmap":
+            data = np.ascontiguousarray(view.data, dtype=np.float32)
+            levels = style.finite_range(data) or (0.0, 1.0)
+            if levels[1] <= levels[0]:
+                levels = (levels[0], levels[0] + 1.0)
+            canvas = self._images()
+            canvas.set_image(data, levels, levels, lock_aspect=False)
+            self.stack.setCurrentWidget(canvas)
+        elif view.kind == "bars":
+            canvas = self._bars()
+            canvas.set_values(view.data)
+            self.stack.setCurrentWidget(canvas)
+        elif view.kind == "scalar":
+            label = self._scalar()
+            label.setText(f"{float(np.asarray(view.data).reshape(-1)[0]):.6g}")
+            self.stack.setCurrentWidget(label)
+        else:
+            logger.warning("unknown view kind %r", view.kind)
+            self.placeholder.setText(f"cannot show {view.kind!r}")
+            self.stack.setCurrentWidget(self.placeholder)
+
+    def set_colormap(self, name: str) -> None:
+        self._cmap = name
+        if self.image_canvas is not None:
+            self.image_canvas.set_colormap(name)
+
+    def clear(self) -> None:
+        self.view = self.mosaic = None
+        if self.image_canvas is not None:
+            self.image_canvas.clear_image()
+        if self.bar_canvas is not None:
+            self.bar_canvas.set_values(np.zeros(0, dtype=np.float32))
+        self.placeholder.setText("no data")
+        self.stack.setCurrentWidget(self.placeholder)
+
+    def locate(self, x: float, y: float) -> _Location | None:
+        """Map a pixel of the image canvas to a location in the view's data."""
+        view = self.view
+        if view is None:
+            return None
+        if view.kind == "maps" and self.mosaic is not None:
+            return _locate_in_mosaic(view, self.mosaic, x, y)
+        if view.kind == "heatmap":
+            rows, cols = view.data.shape
+            if 0 <= int(y) < rows and 0 <= int(x) < cols:
+                return _Location("heatmap", None, int(x), int(y))
+        return None
+
+    def _on_image_hovered(self, x: float, y: float) -> None:
+        loc = self.locate(x, y)
+        if loc is None:
+            self.hover_left.emit()
+        else:
+            self.hovered.emit(loc)
+
+    def _on_image_clicked(self, x: float, y: float) -> None:
+        loc = self.locate(x, y)
+        if loc is not None:
+            self.clicked.emit(loc)
+
+
+class LayerPanel(PanelBase):
+    """One layer of the grid: its activation and, beside it, its gradient magnitude.
+
+    Parameters
+    ----------
+    name
+        Qualified module name (as in ``named_modules()``); sent back in ``channel_clicked``.
+    parent
+        Parent widget.
+    module_type
+        Module class name for the title (e.g. "Conv2d"); can be set later with
+        :meth:`set_module_type`.
+
+    Signals
+    -------
+    channel_clicked(str, int)
+        The user clicked channel ``c`` of a mosaic (activation or gradient side).
+    """
+
+    channel_clicked = QtCore.Signal(str, int)
+
+    def __init__(
+        self, name: str, parent: QtWidgets.QWidget | None = None, *, module_type: str = ""
+    ) -> None:
+        super().__init__(name, parent)
+        self.name = name
+        self._module_type = module_type
+        self._shape_text = ""
+        self._gradients_visible = True
+        self.setMinimumHeight(MIN_PANEL_HEIGHT)
+        self.title_label.setToolTip(name)
+
+        row = QtWidgets.QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(6)
+        self.activation_slot = _ViewSlot("activation", style.BAR_POSITIVE)
+        self.gradient_slot = _ViewSlot("|gradient|", style.BAR_GRADIENT)
+        row.addWidget(self.activation_slot, 1)
+        row.addWidget(self.gradient_slot, 1)
+        self.content.addLayout(row, 1)
+        self.status_label = style.readout_label()
+        self.content.addWidget(self.status_label)
+
+        for slot in (self.activation_slot, self.gradient_slot):
+            slot.hovered.connect(self._on_slot_hovered)
+            slot.hover_left.connect(self._show_description)
+            slot.clicked.connect(self._on_slot_clicked)
+        self._update_title()
+        self._update_gradient_visibility()
+
+    # -- public setters ------------------------------------------------------------------------
+    def set_module_type(self, type_name: str) -> None:
+        """Set the module class name shown in the title (e.g. "Conv2d")."""
+        self._module_type = type_name
+        self._update_title()
+
+    def set_activation(self, view: LayerView, mosaic: Mosaic | None) -> None:
+        """Show the layer's activation.
+
+        Parameters
+        ----------
+        view
+            The activation as prepared by ``actviz.core.views.layer_view``; ``view.data`` is kept
+            to read raw values under the mouse.
+        mosaic
+            The mosaic of ``view.data`` for kind "maps" (ignored for other kinds).
+        """
+        self.activation_slot.show_view(view, mosaic)
+        self._shape_text = style.format_shape(_data_shape(view))
+        self._update_title()
+        self._show_description()
+
+    def set_gradient(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
+        """Show the gradient magnitude beside the activation; ``None`` hides the gradient side."""
+        if view is None:
+            self.gradient_slot.clear()
+        else:
+            self.gradient_slot.show_view(view, mosaic)
+        self._update_gradient_visibility()
+        self._show_description()
+
+    def set_colormap(self, name: str) -> None:
+        """Use colour map ``name`` (see ``colormaps.COLORMAPS``) for both sides."""
+        self.activation_slot.set_colormap(name)
+        self.gradient_slot.set_colormap(name)
+
+    def set_gradients_visible(self, visible: bool) -> None:
+        """Show or hide the gradient side (it stays hidden while there is no gradient)."""
+        self._gradients_visible = bool(visible)
+        self._update_gradient_visibility()
+
+    def gradient_shown(self) -> bool:
+        """Whether the gradient side is currently part of the panel."""
+        return not self.gradient_slot.isHidden()
+
+    def clear(self) -> None:
+        """Forget both views and show the empty panel."""
+        self.activation_slot.clear()
+        self.gradient_slot.clear()
+        self._shape_text = ""
+        self._update_title()
+        self._update_gradient_visibility()
+        self.status_label.setText("")
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _update_title(self) -> None:
+        parts = [self.name or "(model)"]
+        if self._module_type:
+            parts.append(self._module_type)
+        if self._shape_text:
+            parts.append(self._shape_text)
+        self.set_title(" · ".join(parts))
+
+    def _update_gradient_visibility(self) -> None:
+        show = self._gradients_visible and self.gradient_slot.view is not None
+        self.gradient_slot.setHidden(not show)
+        # With one side only, its caption says nothing the title does not.
+        self.activation_slot.caption.setHidden(not show)
+        self.gradient_slot.caption.setHidden(not show)
+
+    def _show_description(self) -> None:
+        view = self.activation_slot.view
+        self.status_label.setText(view.description if view is not None else "")
+
+    def hover_text(self, loc: _Location) -> str:
+        """The read-out for a data location, e.g. ``ch 12  (x=3, y=7)  value 0.532``."""
+        if loc.kind == "maps":
+            where = f"ch {loc.channel}  (x={loc.x}, y={loc.y})"
+        elif loc.kind == "heatmap":
+            where = f"(row={loc.y}, col={loc.x})"
+        else:
+            where = f"unit {loc.channel}"
+        parts = [where]
+        value = _value_at(self.activation_slot.view, loc)
+        if value is not None:
+            parts.append(f"value {style.format_value(value)}")
+        if self.gradient_shown():
+            grad = _value_at(self.gradient_slot.view, loc)
+            if grad is not None:
+                parts.append(f"|grad| {style.format_value(grad)}")
+        return "  ".join(parts)
+
+    def _on_slot_hovered(self, loc: _Location) -> None:
+        self.status_label.setText(self.hover_text(loc))
+
+    def _on_slot_clicked(self, loc: _Location) -> None:
+        if loc.kind == "maps" and loc.channel is not None:
+            self.channel_clicked.emit(self.name, int(loc.channel))

@@ -1,0 +1,142 @@
+"""PredictionPanel: the model's top classes as a horizontal bar chart with their labels."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels import style
+from actviz.ui.panels.base import PanelBase
+
+
+class ProbabilityBar(QtWidgets.QWidget):
+    """A painted horizontal bar for a probability in [0, 1] (style-independent, unlike QProgressBar)."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._value = 0.0
+        self._color = QtGui.QColor(style.BAR_POSITIVE)
+        self.setMinimumSize(60, 14)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+
+    def set_value(self, value: float, color: str) -> None:
+        """Fill ``value`` (clipped to [0, 1]; NaN draws nothing) of the bar in ``color``."""
+        self._value = 0.0 if math.isnan(value) else min(max(float(value), 0.0), 1.0)
+        self._color = QtGui.QColor(color)
+        self.update()
+
+    def value(self) -> float:
+        """The fraction drawn."""
+        return self._value
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtGui.QPainter(self)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        rect = QtCore.QRectF(self.rect()).adjusted(0.5, 2.5, -0.5, -2.5)
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        painter.setBrush(QtGui.QColor("#e8eaed"))
+        painter.drawRoundedRect(rect, 3, 3)
+        if self._value > 0:
+            filled = QtCore.QRectF(
+                rect.x(), rect.y(), max(rect.width() * self._value, 2.0), rect.height()
+            )
+            painter.setBrush(self._color)
+            painter.drawRoundedRect(filled, 3, 3)
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(160, 18)
+
+
+class _Row:
+    """The widgets of one prediction row."""
+
+    def __init__(self, grid: QtWidgets.QGridLayout, row: int) -> None:
+        self.index = style.caption_label()
+        self.index.setAlignment(
+            QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
+        )
+        self.label = style.ElidedLabel()
+        self.bar = ProbabilityBar()
+        self.percent = QtWidgets.QLabel()
+        self.percent.setAlignment(
+            QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter
+        )
+        font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
+        self.percent.setFont(font)
+        self.percent.setMinimumWidth(self.percent.fontMetrics().horizontalAdvance("100.0 %") + 4)
+        for column, widget in enumerate((self.index, self.label, self.bar, self.percent)):
+            grid.addWidget(widget, row, column)
+
+    def widgets(self) -> tuple[QtWidgets.QWidget, ...]:
+        return (self.index, self.label, self.bar, self.percent)
+
+    def set_visible(self, visible: bool) -> None:
+        for widget in self.widgets():
+            widget.setVisible(visible)
+
+
+class PredictionPanel(PanelBase):
+    """Top-k predictions: class index, label, a bar for the probability, and the percentage.
+
+    The first row is drawn in a stronger colour: it is the model's answer.
+    """
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__("Prediction", parent)
+        self.target_label = style.caption_label()
+        self.target_label.setWordWrap(True)
+        self.content.addWidget(self.target_label)
+        self._grid = QtWidgets.QGridLayout()
+        self._grid.setContentsMargins(0, 2, 0, 0)
+        self._grid.setHorizontalSpacing(6)
+        self._grid.setVerticalSpacing(2)
+        self._grid.setColumnStretch(1, 3)
+        self._grid.setColumnStretch(2, 2)
+        self.content.addLayout(self._grid)
+        self.content.addStretch(1)
+        self.placeholder = style.caption_label("no prediction yet")
+        self.content.addWidget(self.placeholder)
+        self._rows: list[_Row] = []
+        self._data: list[tuple[int, str, float]] = []
+        self.clear()
+
+    def set_predictions(self, rows: list[tuple[int, str, float]]) -> None:
+        """Show ``rows`` (class index, label, probability in [0, 1]) in the given order."""
+        self._data = [(int(i), str(label), float(p)) for i, label, p in rows]
+        while len(self._rows) < len(self._data):
+            self._rows.append(_Row(self._grid, len(self._rows)))
+        for position, row in enumerate(self._rows):
+            if position >= len(self._data):
+                row.set_visible(False)
+                continue
+            index, label, probability = self._data[position]
+            row.index.setText(str(index))
+            row.label.setText(label)
+            row.label.setToolTip(f"class {index}: {label}")
+            row.bar.set_value(probability, style.BAR_POSITIVE if position == 0 else "#8fb3d9")
+            row.percent.setText(
+                "nan" if math.isnan(probability) else f"{100.0 * probability:.1f} %"
+            )
+            row.set_visible(True)
+        self.placeholder.setVisible(not self._data)
+
+    def set_target_text(self, text: str) -> None:
+        """Describe the gradient target, e.g. "target: class 3 (top-1 logit)"."""
+        self.target_label.setText(text)
+        self.target_label.setVisible(bool(text))
+
+    def predictions(self) -> list[tuple[int, str, float]]:
+        """The rows currently shown."""
+        return list(self._data)
+
+    def row_texts(self) -> list[str]:
+        """The label text of every visible row, top first (what the user reads)."""
+        return [row.label.text() for row in self._rows[: len(self._data)]]
+
+    def clear(self) -> None:
+        """Show no prediction."""
+        self.set_predictions([])
+        self.set_target_text("")

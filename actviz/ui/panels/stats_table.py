@@ -1,0 +1,233 @@
+"""StatsTable: per-layer statistics in a sortable table; NaN/Inf rows stand out in red."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels import style
+from actviz.ui.panels.base import PanelBase
+
+_Qt = QtCore.Qt
+
+
+@dataclass(frozen=True)
+class _Column:
+    key: str
+    header: str
+    numeric: bool
+    tooltip: str
+
+
+COLUMNS: list[_Column] = [
+    _Column("name", "layer", False, "qualified module name"),
+    _Column("shape", "shape", False, "output shape"),
+    _Column("mean", "mean", True, "mean of the output"),
+    _Column("std", "std", True, "standard deviation of the output"),
+    _Column("min", "min", True, "minimum of the output"),
+    _Column("max", "max", True, "maximum of the output"),
+    _Column("zero_frac", "zeros", True, "fraction of exact zeros (dead units after ReLU)"),
+    _Column("nan", "NaN", True, "number of NaN values"),
+    _Column("inf", "Inf", True, "number of infinite values"),
+    _Column("grad_norm", "‖grad‖", True, "L2 norm of the gradient at the output"),
+]
+
+
+def _as_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_bad(row: dict) -> bool:
+    return bool((_as_float(row.get("nan")) or 0) > 0 or (_as_float(row.get("inf")) or 0) > 0)
+
+
+def _display(key: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if key == "shape":
+        if isinstance(value, (tuple, list)):
+            return style.format_shape(value)
+        return str(value)
+    if key == "name":
+        return str(value) or "(model)"
+    if key in ("nan", "inf"):
+        number = _as_float(value)
+        return str(int(number)) if number is not None and math.isfinite(number) else str(value)
+    number = _as_float(value)
+    if number is None:
+        return str(value)
+    if key == "zero_frac":
+        return f"{100.0 * number:.1f} %"
+    return style.format_value(number)
+
+
+class StatsModel(QtCore.QAbstractTableModel):
+    """Table model over a list of row dicts (keys as in ``actviz.core.views.layer_stats``)."""
+
+    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self._rows: list[dict] = []
+        self._bad_brush = QtGui.QBrush(QtGui.QColor(style.ROW_BAD_BACKGROUND))
+
+    def set_rows(self, rows: list[dict]) -> None:
+        self.beginResetModel()
+        self._rows = [dict(row) for row in rows]
+        self.endResetModel()
+
+    def row_dict(self, row: int) -> dict:
+        return self._rows[row]
+
+    def rowCount(self, parent: QtCore.QModelIndex = QtCore.QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: QtCore.QModelIndex = QtCore.QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def data(self, index: QtCore.QModelIndex, role: int = _Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row = self._rows[index.row()]
+        column = COLUMNS[index.column()]
+        value = row.get(column.key)
+        if role == _Qt.ItemDataRole.DisplayRole:
+            return _display(column.key, value)
+        if role == _Qt.ItemDataRole.UserRole:
+            return value
+        if role == _Qt.ItemDataRole.BackgroundRole:
+            return self._bad_brush if _is_bad(row) else None
+        if role == _Qt.ItemDataRole.ForegroundRole:
+            return QtGui.QBrush(QtGui.QColor(style.TEXT)) if _is_bad(row) else None
+        if role == _Qt.ItemDataRole.TextAlignmentRole:
+            if column.numeric:
+                return int(_Qt.AlignmentFlag.AlignRight | _Qt.AlignmentFlag.AlignVCenter)
+            return int(_Qt.AlignmentFlag.AlignLeft | _Qt.AlignmentFlag.AlignVCenter)
+        if role == _Qt.ItemDataRole.ToolTipRole:
+            if column.key == "name":
+                return str(row.get("name", ""))
+            if column.numeric and value is not None:
+                return repr(value)
+        return None
+
+    def headerData(
+        self, section: int, orientation: _Qt.Orientation, role: int = _Qt.ItemDataRole.DisplayRole
+    ) -> Any:  # noqa: N802
+        if orientation != _Qt.Orientation.Horizontal or not 0 <= section < len(COLUMNS):
+            return None
+        if role == _Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section].header
+        if role == _Qt.ItemDataRole.ToolTipRole:
+            return COLUMNS[section].tooltip
+        return None
+
+    def sort(self, column: int, order: _Qt.SortOrder = _Qt.SortOrder.AscendingOrder) -> None:
+        """Sort rows by ``column``; missing and NaN values always go last."""
+        if not 0 <= column < len(COLUMNS):
+            return
+        key = COLUMNS[column].key
+        numeric = COLUMNS[column].numeric
+        present, missing = [], []
+        for row in self._rows:
+            value = row.get(key)
+            if numeric:
+                number = _as_float(value)
+                (missing if number is None or math.isnan(number) else present).append(row)
+            else:
+                present.append(row)
+        if numeric:
+            present.sort(key=lambda r: _as_float(r.get(key)))
+        else:
+            present.sort(key=lambda r: _display(key, r.get(key)).lower())
+        if order == _Qt.SortOrder.DescendingOrder:
+            present.reverse()
+        self.layoutAboutToBeChanged.emit()
+        self._rows = present + missing
+        self.layoutChanged.emit()
+
+
+class StatsTable(PanelBase):
+    """Per-layer statistics, sortable by any column; selecting a row emits ``layer_selected``.
+
+    Signals
+    -------
+    layer_selected(str)
+        The user selected the row of this layer.
+    """
+
+    layer_selected = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__("Layer statistics", parent)
+        self.model = StatsModel(self)
+        self.view = QtWidgets.QTableView()
+        self.view.setModel(self.model)
+        self.view.setSortingEnabled(True)
+        self.view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.view.setAlternatingRowColors(True)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
+        header = self.view.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        for column in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        header.setSortIndicatorShown(True)
+        # Start unsorted (execution order) until the user clicks a header.
+        header.setSortIndicator(-1, _Qt.SortOrder.AscendingOrder)
+        self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.content.addWidget(self.view, 1)
+        self.summary_label = style.caption_label()
+        self.content.addWidget(self.summary_label)
+        self._emit_selection = True
+
+    def set_rows(self, rows: list[dict]) -> None:
+        """Show ``rows`` (dicts with name, shape, mean, std, min, max, zero_frac, nan, inf, grad_norm).
+
+        The rows keep the current sort column and order, if the user chose one.
+        """
+        self.model.set_rows(rows)
+        header = self.view.horizontalHeader()
+        if header.sortIndicatorSection() >= 0:
+            self.model.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
+        bad = sum(1 for row in rows if _is_bad(row))
+        text = f"{len(rows)} layers"
+        if bad:
+            text += f" · {bad} with NaN/Inf"
+        self.summary_label.setText(text)
+
+    def names(self) -> list[str]:
+        """Layer names in the order the table shows them."""
+        return [str(self.model.row_dict(r).get("name", "")) for r in range(self.model.rowCount())]
+
+    def select_layer(self, name: str) -> None:
+        """Select ``name``'s row without emitting ``layer_selected`` (to follow other views)."""
+        names = self.names()
+        if name not in names:
+            self.view.clearSelection()
+            return
+        self._emit_selection = False
+        try:
+            self.view.selectRow(names.index(name))
+        finally:
+            self._emit_selection = True
+
+    def clear(self) -> None:
+        """Show an empty table."""
+        self.set_rows([])
+        self.summary_label.setText("no capture")
+
+    def _on_selection_changed(
+        self, selected: QtCore.QItemSelection, deselected: QtCore.QItemSelection
+    ) -> None:
+        rows = self.view.selectionModel().selectedRows()
+        if rows and self._emit_selection:
+            self.layer_selected.emit(str(self.model.row_dict(rows[0].row()).get("name", "")))

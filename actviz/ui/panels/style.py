@@ -1,0 +1,173 @@
+"""The panels' shared look: light plot backgrounds, dark text, small readable fonts.
+
+Panels style their own pyqtgraph items here instead of touching ``pg.setConfigOptions``,
+so the look does not depend on (or leak into) global pyqtgraph state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+PLOT_BACKGROUND = "#ffffff"
+TEXT = "#202124"
+MUTED_TEXT = "#5f6368"
+AXIS_PEN = "#9aa0a6"
+GRID_ALPHA = 0.25
+
+BAR_POSITIVE = "#3b6ea5"
+BAR_NEGATIVE = "#c0504d"
+BAR_GRADIENT = "#e07b39"
+BAR_BAD = "#d93025"
+BAR_ZERO = "#bdc1c6"
+ROW_BAD_BACKGROUND = "#f8d7da"
+SELECTION = "#3b6ea5"
+
+TICK_POINT_SIZE = 8
+LABEL_POINT_SIZE = 9
+
+
+def tick_font() -> QtGui.QFont:
+    """Font for axis ticks and colour bar values."""
+    font = QtGui.QFont()
+    font.setPointSize(TICK_POINT_SIZE)
+    return font
+
+
+def style_axis(axis: pg.AxisItem, label: str | None = None) -> None:
+    """Give ``axis`` dark tick labels on a light background and an optional label."""
+    axis.setPen(pg.mkPen(AXIS_PEN))
+    axis.setTextPen(pg.mkPen(TEXT))
+    axis.setTickFont(tick_font())
+    # SI prefixes turn 0.7 into "700 (x0.001)", which misreads as a different value.
+    axis.enableAutoSIPrefix(False)
+    if label is not None:
+        axis.setLabel(label, color=MUTED_TEXT, **{"font-size": f"{LABEL_POINT_SIZE}pt"})
+
+
+def style_plot(
+    plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | None = None
+) -> None:
+    """Style a PlotItem: light look, no context menu or autoscale button, labelled axes."""
+    plot.setMenuEnabled(False)
+    plot.hideButtons()
+    style_axis(plot.getAxis("bottom"), x_label)
+    style_axis(plot.getAxis("left"), y_label)
+
+
+class ElidedLabel(QtWidgets.QLabel):
+    """A one-line label that shortens its text with "…" instead of widening the layout.
+
+    A plain QLabel's minimum width is its whole text, so one long layer name would widen
+    every cell of a grid. ``text()`` keeps the full text, which is also the tooltip when
+    the label is too narrow to show it.
+    """
+
+    def __init__(
+        self,
+        text: str = "",
+        parent: QtWidgets.QWidget | None = None,
+        *,
+        mode: QtCore.Qt.TextElideMode = QtCore.Qt.TextElideMode.ElideRight,
+    ) -> None:
+        super().__init__(text, parent)
+        self._mode = mode
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
+        )
+        self.setMinimumWidth(40)
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtGui.QPainter(self)
+        painter.setFont(self.font())
+        painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
+        rect = self.contentsRect()
+        shown = self.fontMetrics().elidedText(self.text(), self._mode, rect.width())
+        painter.drawText(rect, int(self.alignment() | QtCore.Qt.AlignmentFlag.AlignVCenter), shown)
+        elided = shown != self.text()
+        if elided != bool(self.toolTip()):
+            self.setToolTip(self.text() if elided else "")
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(40, self.fontMetrics().height())
+
+
+def _set_color(label: QtWidgets.QLabel, color: str) -> None:
+    # A palette (not a style sheet) so ElidedLabel's own painting picks the colour up.
+    palette = label.palette()
+    palette.setColor(QtGui.QPalette.ColorRole.WindowText, QtGui.QColor(color))
+    label.setPalette(palette)
+
+
+def title_label(text: str = "", *, point_size: int = 10) -> ElidedLabel:
+    """A bold one-line title; long titles are shortened in the middle (name start, shape end)."""
+    label = ElidedLabel(text, mode=QtCore.Qt.TextElideMode.ElideMiddle)
+    font = label.font()
+    font.setPointSize(point_size)
+    font.setBold(True)
+    label.setFont(font)
+    _set_color(label, TEXT)
+    return label
+
+
+def caption_label(text: str = "") -> QtWidgets.QLabel:
+    """A small muted label for captions and notes."""
+    label = QtWidgets.QLabel(text)
+    font = label.font()
+    font.setPointSize(LABEL_POINT_SIZE)
+    label.setFont(font)
+    _set_color(label, MUTED_TEXT)
+    return label
+
+
+def readout_label() -> ElidedLabel:
+    """A one-line fixed-pitch label for hover read-outs (digits do not jiggle as values change)."""
+    label = ElidedLabel()
+    font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
+    font.setPointSize(LABEL_POINT_SIZE)
+    label.setFont(font)
+    _set_color(label, MUTED_TEXT)
+    # Reserve the line even when empty so the layout does not jump while hovering.
+    label.setMinimumHeight(label.fontMetrics().height())
+    return label
+
+
+def format_value(value: float) -> str:
+    """Format a number for read-outs: fixed point for ordinary magnitudes, else scientific.
+
+    Examples
+    --------
+    >>> format_value(0.5321)
+    '0.532'
+    >>> format_value(1.5e-05)
+    '1.500e-05'
+    """
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    magnitude = abs(value)
+    if magnitude == 0.0 or 1e-3 <= magnitude < 1e4:
+        return f"{value:.3f}"
+    return f"{value:.3e}"
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    """Format a shape as ``64×56×56``; an empty shape is ``scalar``."""
+    if len(shape) == 0:
+        return "scalar"
+    return "×".join(str(int(dim)) for dim in shape)
+
+
+def finite_range(values) -> tuple[float, float] | None:
+    """Return (min, max) over the finite entries of ``values``, or None if there are none."""
+    array = np.asarray(values, dtype=np.float64)
+    finite = array[np.isfinite(array)]
+    if finite.size == 0:
+        return None
+    return float(finite.min()), float(finite.max())

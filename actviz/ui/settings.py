@@ -1,0 +1,137 @@
+"""Persistent view settings (QSettings): colormap, normalisation, gradients, geometry, recents.
+
+The window reads these once at start and writes them back when the user changes them, so they
+survive restarts. Tests inject a ``QSettings`` pointing at a file under ``tmp_path`` so they never
+touch the user's real settings.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, QCoreApplication, QSettings
+
+ORGANIZATION = "actviz"
+APPLICATION = "actviz"
+DEFAULT_COLORMAP = "viridis"
+NORMALIZATIONS = ("channel", "shared")
+MAX_RECENT = 10
+
+
+def ensure_app_identity() -> None:
+    """Name the application so ``QSettings()`` lands in an actviz-specific location."""
+    if not QCoreApplication.organizationName():
+        QCoreApplication.setOrganizationName(ORGANIZATION)
+    if not QCoreApplication.applicationName():
+        QCoreApplication.setApplicationName(APPLICATION)
+
+
+class AppSettings:
+    """Typed accessors over a ``QSettings`` store.
+
+    Parameters
+    ----------
+    store
+        The backing store. ``None`` uses ``QSettings()`` under the actviz organisation and
+        application names (the user's real settings).
+    """
+
+    def __init__(self, store: QSettings | None = None) -> None:
+        if store is None:
+            ensure_app_identity()
+            store = QSettings()
+        self.store = store
+
+    # -- view settings ---------------------------------------------------------------------
+    @property
+    def colormap(self) -> str:
+        value = self.store.value("view/colormap", DEFAULT_COLORMAP)
+        return str(value) if value else DEFAULT_COLORMAP
+
+    @colormap.setter
+    def colormap(self, name: str) -> None:
+        self.store.setValue("view/colormap", name)
+
+    @property
+    def normalize(self) -> str:
+        value = str(self.store.value("view/normalize", NORMALIZATIONS[0]))
+        return value if value in NORMALIZATIONS else NORMALIZATIONS[0]
+
+    @normalize.setter
+    def normalize(self, mode: str) -> None:
+        if mode not in NORMALIZATIONS:
+            raise ValueError(f"normalisation must be one of {NORMALIZATIONS}, not {mode!r}")
+        self.store.setValue("view/normalize", mode)
+
+    @property
+    def show_gradients(self) -> bool:
+        return _as_bool(self.store.value("view/show_gradients", True))
+
+    @show_gradients.setter
+    def show_gradients(self, visible: bool) -> None:
+        self.store.setValue("view/show_gradients", bool(visible))
+
+    # -- window ----------------------------------------------------------------------------
+    @property
+    def geometry(self) -> QByteArray | None:
+        value = self.store.value("window/geometry")
+        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
+
+    @geometry.setter
+    def geometry(self, data: QByteArray) -> None:
+        self.store.setValue("window/geometry", data)
+
+    @property
+    def window_state(self) -> QByteArray | None:
+        value = self.store.value("window/state")
+        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
+
+    @window_state.setter
+    def window_state(self, data: QByteArray) -> None:
+        self.store.setValue("window/state", data)
+
+    # -- recents ---------------------------------------------------------------------------
+    def recent_models(self) -> list[str]:
+        """Most recent first: model sources as typed (zoo names or file paths)."""
+        return self._list("recent/models")
+
+    def recent_inputs(self) -> list[str]:
+        """Most recent first: input file paths."""
+        return self._list("recent/inputs")
+
+    def add_recent_model(self, source: str, arch: str | None = None) -> None:
+        """Remember a model source; ``arch`` is kept as ``source|arch`` so reopening restores it."""
+        self._push("recent/models", f"{source}|{arch}" if arch else source)
+
+    def add_recent_input(self, source: str) -> None:
+        """Remember an input file."""
+        self._push("recent/inputs", source)
+
+    def sync(self) -> None:
+        """Flush to disk."""
+        self.store.sync()
+
+    def _list(self, key: str) -> list[str]:
+        value = self.store.value(key, [])
+        if value is None:
+            return []
+        if isinstance(value, str):  # QSettings collapses one-element lists to a string (INI)
+            return [value] if value else []
+        return [str(v) for v in value if v]
+
+    def _push(self, key: str, item: str) -> None:
+        items = [item] + [v for v in self._list(key) if v != item]
+        self.store.setValue(key, items[:MAX_RECENT])
+
+
+def split_recent_model(entry: str) -> tuple[str, str | None]:
+    """Split a recent-model entry ``source|arch`` back into ``(source, arch)``."""
+    source, sep, arch = entry.rpartition("|")
+    if not sep:
+        return entry, None
+    return source, arch or None
+
+
+def _as_bool(value: object) -> bool:
+    # INI stores bools as the strings "true"/"false".
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)

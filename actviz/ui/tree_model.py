@@ -1,0 +1,271 @@
+"""Qt item model over :func:`actviz.module_tree`, with check boxes bound to the session's ticks.
+
+Like napari's ``_qt/containers/_base_item_model.py``, this is a thin adapter: the tree and the
+ticked set live in the :class:`~actviz.ui.session.Session`; ``CheckStateRole`` reads and writes
+that set directly and the model listens to the session to repaint rows ticked elsewhere
+(context actions, ``explore(layers=...)``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.tree import ModuleNode, ModuleTree
+    from actviz.ui.session import Session
+
+COLUMNS = ("Name", "Type", "Output shape", "Params")
+NAME, TYPE, SHAPE, PARAMS = range(4)
+#: Role returning a row's qualified module name ("" for the model itself).
+NameRole = Qt.ItemDataRole.UserRole + 1
+#: Role returning a row's module class name.
+TypeRole = Qt.ItemDataRole.UserRole + 2
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def format_shape(shape: tuple[int, ...] | None) -> str:
+    """``(1, 64, 56, 56)`` -> ``"1×64×56×56"``; None -> ``""``."""
+    if shape is None:
+        return ""
+    return "×".join(str(s) for s in shape) if shape else "scalar"
+
+
+def format_count(n: int) -> str:
+    """Human-sized parameter count: 950, 12.3K, 11.7M."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}K"
+    if n < 1_000_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    return f"{n / 1_000_000_000:.2f}B"
+
+
+class ModuleTreeModel(QAbstractItemModel):
+    """Tree of ``named_modules()``: one row per module, root (the model itself) on top.
+
+    Parameters
+    ----------
+    session
+        Supplies the tree (``session.tree``) and the ticked set.
+    """
+
+    def __init__(self, session: Session, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._session = session
+        self._tree: ModuleTree | None = None
+        self._row_of: dict[str, int] = {}
+        self._id_of: dict[str, int] = {}
+        self._reload()
+        session.model_changed.connect(self._on_session_model_changed)
+        session.ticks_changed.connect(self._on_session_ticks_changed)
+
+    def detach(self) -> None:
+        """Stop listening to the session (the window calls this before it goes away)."""
+        self._session.model_changed.disconnect(self._on_session_model_changed)
+        self._session.ticks_changed.disconnect(self._on_session_ticks_changed)
+
+    # -- structure -----------------------------------------------------------------------------
+    @property
+    def tree(self) -> ModuleTree | None:
+        return self._tree
+
+    def _reload(self) -> None:
+        self._tree = self._session.tree
+        self._row_of.clear()
+        self._id_of.clear()
+        if self._tree is None:
+            return
+        for i, node in enumerate(self._tree.nodes):
+            self._id_of[node.name] = i
+            siblings = self._tree[node.parent].children if node.parent is not None else [""]
+            self._row_of[node.name] = siblings.index(node.name) if node.name in siblings else 0
+
+    def _node(self, index: _Index) -> ModuleNode | None:
+        if not index.isValid() or self._tree is None:
+            return None
+        return self._tree.nodes[index.internalId()]
+
+    def index_of(self, name: str, column: int = 0) -> QModelIndex:
+        """The index of module ``name`` (invalid if unknown)."""
+        if self._tree is None or name not in self._id_of:
+            return QModelIndex()
+        return self.createIndex(self._row_of[name], column, self._id_of[name])
+
+    def name_of(self, index: _Index) -> str | None:
+        node = self._node(index)
+        return node.name if node is not None else None
+
+    def index(self, row: int, column: int, parent: _Index = QModelIndex()) -> QModelIndex:  # noqa: B008
+        if self._tree is None or not (0 <= column < len(COLUMNS)):
+            return QModelIndex()
+        if not parent.isValid():
+            names = [""]
+        else:
+            node = self._node(parent)
+            names = node.children if node is not None else []
+        if not 0 <= row < len(names):
+            return QModelIndex()
+        return self.createIndex(row, column, self._id_of[names[row]])
+
+    def parent(self, index: _Index = QModelIndex()) -> QModelIndex:  # type: ignore[override]  # noqa: B008
+        node = self._node(index)
+        if node is None or node.parent is None:
+            return QModelIndex()
+        return self.index_of(node.parent)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+        if self._tree is None:
+            return 0
+        if not parent.isValid():
+            return 1
+        if parent.column() != 0:
+            return 0
+        node = self._node(parent)
+        return len(node.children) if node is not None else 0
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+        return len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    # -- data ----------------------------------------------------------------------------------
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        node = self._node(index)
+        if node is None:
+            return None
+        column = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if column == NAME:
+                if not node.name:
+                    return f"(model) {self._session.model_name or node.type_name}"
+                return node.short_name
+            if column == TYPE:
+                return node.type_name
+            if column == SHAPE:
+                text = format_shape(node.output_shape)
+                return f"{text}  ({node.calls} calls)" if node.calls > 1 else text
+            if column == PARAMS:
+                return format_count(node.total_params) if node.total_params else ""
+        elif role == Qt.ItemDataRole.CheckStateRole and column == NAME:
+            return (
+                Qt.CheckState.Checked
+                if self._session.is_ticked(node.name)
+                else Qt.CheckState.Unchecked
+            )
+        elif role == Qt.ItemDataRole.ToolTipRole:
+            label = node.name or "(the model itself)"
+            lines = [f"{label} · {node.type_name}"]
+            if node.extra_repr:
+                lines.append(node.extra_repr)
+            lines.append(f"{node.own_params:,} own parameters, {node.total_params:,} in total")
+            if node.output_shape is not None:
+                lines.append(f"output {format_shape(node.output_shape)}")
+            return "\n".join(lines)
+        elif role == NameRole:
+            return node.name
+        elif role == TypeRole:
+            return node.type_name
+        elif role == Qt.ItemDataRole.TextAlignmentRole and column == PARAMS:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
+        node = self._node(index)
+        if node is None or role != Qt.ItemDataRole.CheckStateRole or index.column() != NAME:
+            return False
+        checked = _is_checked(value)
+        # The session emits ticks_changed, which repaints this row (and any other view).
+        self._session.set_ticked([node.name], checked)
+        return True
+
+    def flags(self, index: _Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        flags = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+        if index.column() == NAME:
+            flags |= Qt.ItemFlag.ItemIsUserCheckable
+        return flags
+
+    # -- updates -------------------------------------------------------------------------------
+    def update_tree(self, tree: ModuleTree) -> None:
+        """Adopt a tree with output shapes (after a run) without resetting the view.
+
+        The structure must be the one shown (same names in the same order); otherwise the
+        model is reset.
+        """
+        old = self._tree
+        if old is None or [n.name for n in old.nodes] != [n.name for n in tree.nodes]:
+            self.beginResetModel()
+            self._tree = tree
+            self._reload()
+            self.endResetModel()
+            return
+        self._tree = tree
+        for node in tree.nodes:
+            self._emit_row_changed(node.name, SHAPE, PARAMS)
+
+    def _emit_row_changed(self, name: str, first: int = NAME, last: int = NAME) -> None:
+        left = self.index_of(name, first)
+        if left.isValid():
+            self.dataChanged.emit(left, self.index_of(name, last))
+
+    def _on_session_model_changed(self) -> None:
+        self.beginResetModel()
+        self._reload()
+        self.endResetModel()
+
+    def _on_session_ticks_changed(self, names: set[str]) -> None:
+        for name in names:
+            self._emit_row_changed(name)
+
+
+def _is_checked(value: Any) -> bool:
+    if isinstance(value, Qt.CheckState):
+        return value == Qt.CheckState.Checked
+    try:
+        return int(value) == Qt.CheckState.Checked.value
+    except (TypeError, ValueError):
+        return bool(value)
+
+
+class ModuleFilterProxy(QSortFilterProxyModel):
+    """Keeps rows whose qualified name or type contains the filter text (case-insensitive),
+    plus their ancestors so the matches stay in context."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.setRecursiveFilteringEnabled(True)
+        self._text = ""
+
+    def set_text(self, text: str) -> None:
+        # Qt 6.10 deprecates invalidateFilter() in favour of begin/endFilterChange.
+        if hasattr(self, "beginFilterChange"):
+            self.beginFilterChange()
+            self._text = text.strip().lower()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:  # pragma: no cover - Qt < 6.10
+            self._text = text.strip().lower()
+            self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:  # noqa: N802
+        if not self._text:
+            return True
+        model = self.sourceModel()
+        index = model.index(source_row, 0, source_parent)
+        name = str(model.data(index, NameRole) or "").lower()
+        type_name = str(model.data(index, TypeRole) or "").lower()
+        return self._text in name or self._text in type_name

@@ -1,0 +1,205 @@
+"""``actviz.explore`` from a script, ``run_app`` for the CLI, and the open-model dialog."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+from torch import nn
+
+import actviz
+from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.ui import explore as explore_module
+from actviz.ui.app import run_app
+from actviz.ui.dialogs import OpenModelDialog
+from actviz.ui.main_window import MainWindow
+from actviz.ui.settings import AppSettings, split_recent_model
+from tests.ui.test_main_window import demo_resources  # noqa: F401 - fixture
+
+RUN_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path, monkeypatch):
+    """explore/run_app build their own window: point the default QSettings at tmp_path."""
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "cfg"))
+    yield
+    for window in list(explore_module._OPEN_WINDOWS):
+        window.close()
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 3),
+    ).eval()
+
+
+def test_explore_non_blocking_returns_a_running_window(qtbot):
+    model = _model()
+    x = torch.randn(1, 3, 12, 12)
+    window = actviz.explore(model, x, layers=["0", "4"], block=False, categories=["a", "b", "c"])
+    qtbot.addWidget(window)
+    assert isinstance(window, MainWindow)
+    assert window.isVisible()
+    assert "actviz" in window.windowTitle()
+    assert window in explore_module._OPEN_WINDOWS
+    qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert list(window.layer_panels) == ["0", "4"]
+    assert window.result.layers["0"].view.data.shape == (4, 12, 12)
+    assert {label for _, label, _ in window.prediction_panel.predictions()} == {"a", "b", "c"}
+    window.close()
+    assert window not in explore_module._OPEN_WINDOWS
+    for module in model.modules():
+        assert not module._forward_hooks and not module._forward_pre_hooks
+
+
+def test_explore_checks_layer_names(qtbot):
+    with pytest.raises(ValueError, match="did you mean"):
+        actviz.explore(_model(), torch.randn(1, 3, 8, 8), layers=["4x"], block=False)
+    assert explore_module._OPEN_WINDOWS == []
+
+
+def test_explore_without_inputs_waits_for_one(qtbot):
+    window = actviz.explore(_model(), block=False)
+    qtbot.addWidget(window)
+    assert window.session.input is None
+    assert window.result is None
+    assert not window.run_action.isEnabled()
+    assert window.run() is None
+    assert any("input" in t for t in window.banner.texts())
+
+
+def test_explore_with_an_image_path(qtbot, tmp_path):
+    path = tmp_path / "star.png"
+    generate_image("star", np.random.default_rng(0)).save(path)
+    torch.manual_seed(0)
+    window = actviz.explore(
+        build_demo_model().eval(), str(path), block=False, categories=DEMO_CLASSES
+    )
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert window.result.image.shape == (64, 64, 3)
+    assert window.result.layers["features.block1"].view.data.shape == (16, 64, 64)
+
+
+def test_explore_blocks_until_the_window_closes(qtbot):
+    closed = []
+
+    def close_soon():
+        for window in QApplication.topLevelWidgets():
+            if isinstance(window, MainWindow) and window.isVisible():
+                closed.append(window)
+                window.close()
+
+    QTimer.singleShot(300, close_soon)
+    assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
+    assert len(closed) == 1
+
+
+def test_run_app_opens_a_model_and_returns_the_exit_code(qtbot, tmp_path):
+    path = tmp_path / "scripted.pt"
+    torch.jit.script(_model()).save(str(path))
+    seen = []
+
+    def close_soon():
+        for window in QApplication.topLevelWidgets():
+            if isinstance(window, MainWindow) and window.isVisible():
+                seen.append((window.windowTitle(), window.banner.texts()))
+                window.close()
+
+    QTimer.singleShot(300, close_soon)
+    assert run_app(model=str(path), input="random:1x3x8x8") == 0
+    ((title, banner),) = seen
+    assert "actviz" in title
+    assert any("TorchScript" in t for t in banner)
+
+
+def test_run_app_with_a_broken_model_still_opens_the_window(qtbot, tmp_path):
+    seen = []
+
+    def close_soon():
+        for window in QApplication.topLevelWidgets():
+            if isinstance(window, MainWindow) and window.isVisible():
+                seen.append(window.banner.texts())
+                window.close()
+
+    QTimer.singleShot(300, close_soon)
+    assert run_app(model=str(tmp_path / "missing.pt")) == 0
+    assert any("missing.pt" in t for t in seen[0])
+
+
+@pytest.mark.usefixtures("demo_resources")
+def test_run_app_without_arguments_opens_the_demo_already_run(qtbot):
+    seen = []
+
+    def check():
+        for window in QApplication.topLevelWidgets():
+            if isinstance(window, MainWindow) and window.isVisible():
+                if window.result is None:
+                    QTimer.singleShot(100, check)
+                    return
+                seen.append((window.windowTitle(), list(window.layer_panels)))
+                window.close()
+
+    QTimer.singleShot(200, check)
+    assert run_app() == 0
+    title, panels = seen[0]
+    assert "actviz" in title and len(panels) == 5
+
+
+# -------------------------------------------------------------------------------- dialog
+def test_open_model_dialog_search_and_specs(qtbot):
+    dialog = OpenModelDialog(recent=["resnet18", "/tmp/w.safetensors|resnet50"])
+    qtbot.addWidget(dialog)
+    assert dialog.tabs.currentIndex() == 2  # recents first when there are some
+    dialog.recent_list.setCurrentRow(1)
+    spec = dialog.spec()
+    assert (spec.source, spec.arch) == ("/tmp/w.safetensors", "resnet50")
+    dialog.tabs.setCurrentIndex(0)
+    dialog.search_edit.setText("Wide_ResNet")
+    assert dialog.visible_names() == ["wide_resnet101_2", "wide_resnet50_2"]
+    assert dialog.spec().source == "wide_resnet101_2"  # first match selected
+    dialog.search_edit.setText("resnet1")
+    assert {"resnet101", "resnet152", "resnet18", "fcn_resnet101"} <= set(dialog.visible_names())
+    assert "vgg11" not in dialog.visible_names()
+    dialog.zoo_list.setCurrentItem(dialog.zoo_list.findItems("resnet18", Qt_MatchExactly())[0])
+    dialog.random_check.setChecked(True)
+    spec = dialog.spec()
+    assert (spec.source, spec.arch, spec.weights) == ("resnet18", None, None)
+    dialog.search_edit.setText("DEM")
+    assert dialog.visible_names() == ["demo"]
+    dialog.tabs.setCurrentIndex(1)
+    assert dialog.spec() is None
+    dialog.file_edit.setText("/data/ckpt.pth")
+    dialog.arch_combo.setEditText("vit_b_16")
+    spec = dialog.spec()
+    assert (spec.source, spec.arch) == ("/data/ckpt.pth", "vit_b_16")
+
+
+def Qt_MatchExactly():  # noqa: N802 - reads like the enum it returns
+    from PySide6.QtCore import Qt
+
+    return Qt.MatchFlag.MatchExactly
+
+
+def test_recent_entries_round_trip(tmp_path):
+    settings = AppSettings(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    settings.add_recent_model("a.pt", "resnet18")
+    settings.add_recent_model("resnet50")
+    settings.add_recent_model("a.pt", "resnet18")  # moves to the front, no duplicate
+    assert settings.recent_models() == ["a.pt|resnet18", "resnet50"]
+    assert split_recent_model(settings.recent_models()[0]) == ("a.pt", "resnet18")
+    assert split_recent_model("resnet50") == ("resnet50", None)
+    for i in range(15):
+        settings.add_recent_input(f"img{i}.png")
+    assert len(settings.recent_inputs()) == 10 and settings.recent_inputs()[0] == "img14.png"
+    with pytest.raises(ValueError):
+        settings.normalize = "bogus"

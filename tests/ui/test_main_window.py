@@ -1,0 +1,715 @@
+"""The explorer window, driven with qtbot on real tiny models and a random-init ResNet-18."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PIL import Image
+from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+from torch import nn
+
+from actviz.core.capture import capture
+from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
+from actviz.ui.main_window import MainWindow
+from actviz.ui.settings import AppSettings
+from actviz.ui.tree_model import NameRole
+from tests.core.seed_models import SeedMLP
+
+RUN_TIMEOUT_MS = 60_000
+LEFT = Qt.MouseButton.LeftButton
+HOOK_ATTRS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+)
+
+
+class TinyCNN(nn.Module):
+    """conv1 (4 ch, 16x16) -> relu -> conv2 (6 ch, 8x8) -> pool -> flatten -> fc (5 classes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(4, 6, 3, stride=2, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(6, 5)
+        self.fail = False
+        self.poison = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fail:
+            raise RuntimeError("kaputt: the forward pass raised on purpose")
+        out = self.fc(self.flatten(self.pool(self.conv2(self.relu(self.conv1(x))))))
+        if self.poison:
+            out = out * float("nan")
+        return out
+
+
+def _tiny() -> TinyCNN:
+    torch.manual_seed(0)
+    return TinyCNN().eval()
+
+
+def _x(seed: int = 1, shape=(1, 3, 16, 16)) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _assert_no_hooks(model: nn.Module) -> None:
+    for name, module in model.named_modules():
+        for attr in HOOK_ATTRS:
+            assert not getattr(module, attr, None), f"{name or '(model)'} still has {attr}"
+    assert not nn.modules.module._global_forward_pre_hooks
+    assert not nn.modules.module._global_forward_hooks
+
+
+@pytest.fixture
+def demo_resources(tmp_path_factory, monkeypatch):
+    """The bundled demo when its weights are built; otherwise the same network with random
+    weights and generated samples put where ``actviz.io.demo`` looks, so the demo flows run."""
+    from actviz.io import demo
+
+    if demo_weights_path().is_file() and demo.demo_samples():
+        return True
+    folder = tmp_path_factory.mktemp("demo")
+    torch.manual_seed(0)
+    torch.save(build_demo_model().state_dict(), folder / "demo_cnn.pt")
+    samples = []
+    for i, name in enumerate(("circle", "square", "star")):
+        path = folder / f"{name}.png"
+        generate_image(name, np.random.default_rng(i)).save(path)
+        samples.append(path)
+    monkeypatch.setattr(demo, "demo_weights_path", lambda: folder / "demo_cnn.pt")
+    monkeypatch.setattr(demo, "demo_samples", lambda: list(samples))
+    return False
+
+
+@pytest.fixture
+def settings(tmp_path) -> QSettings:
+    return QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def make_window(qtbot, settings):
+    def make(**kwargs) -> MainWindow:
+        kwargs.setdefault("debounce_ms", 20)
+        window = MainWindow(settings=settings, **kwargs)
+        qtbot.addWidget(window)
+        window.resize(1400, 900)
+        window.show()
+        qtbot.waitExposed(window)
+        return window
+
+    return make
+
+
+def run_and_wait(qtbot, window: MainWindow) -> None:
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.run() is not None
+
+
+@pytest.fixture
+def tiny_window(qtbot, make_window):
+    window = make_window()
+    model = _tiny()
+    window.set_model(model, layers=["conv1", "conv2", "fc"])
+    window.set_input(_x())
+    run_and_wait(qtbot, window)
+    return window, model
+
+
+# -------------------------------------------------------------------------------- basics
+def test_title_tree_and_exactly_the_ticked_panels(qtbot, tiny_window):
+    window, model = tiny_window
+    assert "actviz" in window.windowTitle() and "TinyCNN" in window.windowTitle()
+    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
+    result = window.result
+    expected = capture(model, _x(), ["conv1", "conv2", "fc"])
+    shapes = {"conv1": (4, 16, 16), "conv2": (6, 8, 8), "fc": (5,)}
+    for name, shape in shapes.items():
+        layer = result.layers[name]
+        panel = window.layer_panels[name]
+        assert layer.view.data.shape == shape
+        assert panel.activation_slot.view is layer.view
+        np.testing.assert_allclose(layer.view.data, expected[name].tensor[0].numpy(), rtol=1e-5)
+        np.testing.assert_allclose(
+            layer.grad_view.data, expected[name].grad[0].abs().numpy(), rtol=1e-5, atol=1e-8
+        )
+    assert result.layers["conv1"].mosaic.channels == 4
+    assert result.layers["fc"].view.kind == "bars" and result.layers["fc"].mosaic is None
+    # The tree shows output shapes after the run.
+    tm = window.tree_model
+    assert tm.index_of("conv2", 2).data() == "1×6×8×8"
+    # Overview: top-5 of 5 classes, stats per layer, gradient flow per layer.
+    assert len(window.prediction_panel.predictions()) == 5
+    assert window.stats_table.names() == ["conv1", "conv2", "fc"]
+    assert window.grad_flow_panel.names == ["conv1", "conv2", "fc"]
+    assert np.all(window.grad_flow_panel.norms > 0)
+    assert window.saliency_panel.heat.shape == (16, 16)
+    assert window.gradcam_panel.current_layer() == "conv2"
+    assert "ms" in window.timing_label.text() and "held" in window.timing_label.text()
+    _assert_no_hooks(model)
+
+
+def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, tiny_window):
+    window, _ = tiny_window
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.tick(["relu"])  # no explicit run: the debounce timer starts it
+    assert list(window.layer_panels) == ["conv1", "relu", "conv2", "fc"]
+    assert window.result.layers["relu"].view.data.min() >= 0
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.tick(["conv1", "fc"], False)
+    assert list(window.layer_panels) == ["relu", "conv2"]
+
+
+def test_quick_changes_are_debounced_into_one_run(qtbot, tiny_window):
+    window, _ = tiny_window
+    started = []
+    window.run_started.connect(lambda: started.append(1))
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.tick(["relu"])
+        window.tick(["pool"])
+        window.set_target_text("2")
+    qtbot.wait(100)
+    assert started == [1]
+    assert "relu" in window.layer_panels and "pool" in window.layer_panels
+    assert window.result.target_index == 2
+
+
+def test_stale_results_are_discarded(qtbot, tiny_window):
+    window, _ = tiny_window
+    finished = []
+    window.run_finished.connect(lambda: finished.append(window.result.target_index))
+    window.run()
+    window.session.target = 1
+    window.run()
+    window.session.target = 3
+    window.run()
+    qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
+    qtbot.wait(50)
+    assert finished[-1] == 3
+    assert len(finished) == 1
+
+
+def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, tiny_window):
+    window, _ = tiny_window
+    panel = window.layer_panels["conv2"]
+    mosaic = panel.activation_slot.mosaic
+    canvas = panel.activation_slot.image_canvas
+    window.layers_scroll.ensureWidgetVisible(panel)
+    qtbot.wait(20)
+    y0, x0 = mosaic.tile_origin(4)
+    point = canvas.image_to_widget(x0 + 2.5, y0 + 3.5)
+    with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
+        qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
+    assert window.channel_box.isVisible()
+    layer = window.result.layers["conv2"]
+    assert window.channel_view.channel == 4
+    np.testing.assert_array_equal(window.channel_view.activation, layer.view.data[4])
+    np.testing.assert_array_equal(window.channel_view.gradient, layer.grad_view.data[4])
+    assert window.selected_layer == "conv2"
+    assert window.histogram_panel.counts.sum() == 6 * 8 * 8
+
+
+def test_changing_the_target_changes_the_gradients(qtbot, tiny_window):
+    window, _ = tiny_window
+    before = window.result
+    auto = before.target_index
+    other = (auto + 1) % 5
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.set_target_text(str(other))
+    after = window.result
+    assert after.target_index == other
+    assert f"class {other}" in after.target_text
+    np.testing.assert_array_equal(after.layers["conv1"].view.data, before.layers["conv1"].view.data)
+    assert not np.allclose(
+        after.layers["conv1"].grad_view.data, before.layers["conv1"].grad_view.data
+    )
+    # The fc gradient is one-hot on the target class.
+    fc_grad = after.layers["fc"].grad_view.data
+    assert fc_grad[other] == pytest.approx(1.0) and fc_grad.sum() == pytest.approx(1.0)
+
+
+def test_target_by_class_name(qtbot, make_window):
+    window = make_window()
+    torch.manual_seed(0)
+    window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
+    window.set_input(_x(shape=(1, 3, 64, 64)))
+    run_and_wait(qtbot, window)
+    assert window.target_combo.count() == 1 + len(DEMO_CLASSES)
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.set_target_text("star")
+    assert window.result.target_index == DEMO_CLASSES.index("star")
+    assert window.result.target_text.endswith(": star")
+    assert window.target_combo.currentText() == f"{DEMO_CLASSES.index('star')}: star"
+    # An unknown name leaves the target as it was and says why.
+    assert not window.set_target_text("hexagon")
+    assert window.session.target == DEMO_CLASSES.index("star")
+    assert any("hexagon" in t for t in window.banner.texts())
+    # Back to auto via the combo's first entry.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.target_combo.activated.emit(0)
+    assert window.session.target is None
+
+
+def test_resnet18_random_init(qtbot, make_window):
+    window = make_window()
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    window.set_model(model)
+    window.set_input(_x(shape=(1, 3, 64, 64)))
+    run_and_wait(qtbot, window)
+    assert list(window.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
+    layers = window.result.layers
+    assert layers["layer1"].view.data.shape == (64, 16, 16)
+    assert layers["layer3"].view.data.shape == (256, 4, 4)
+    assert layers["layer4"].mosaic.channels == 256 and layers["layer4"].mosaic.total_channels == 512
+    assert layers["fc"].view.data.shape == (1000,)
+    assert window.result.gradcam_default == "layer4"
+    assert window.gradcam_panel.heat.shape == (64, 64)
+    # Tree: one row per named module, shapes filled for the captured ones.
+    assert window.tree_model.index_of("layer2", 2).data() == "1×128×8×8"
+    _assert_no_hooks(model)
+
+
+def test_seed_mlp_two_units_per_layer(qtbot, make_window):
+    window = make_window()
+    model = SeedMLP()
+    window.set_model(model)
+    window.set_input(torch.tensor([0.05, 0.1]))
+    run_and_wait(qtbot, window)
+    assert list(window.layer_panels) == ["fc1", "s1", "fc2", "s2"]
+    for name in ("fc1", "s1", "fc2", "s2"):
+        layer = window.result.layers[name]
+        assert layer.view.kind == "bars" and layer.view.data.shape == (2,)
+        assert window.layer_panels[name].activation_slot.bar_canvas.count() == 2
+    np.testing.assert_allclose(window.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5)
+    assert len(window.prediction_panel.predictions()) == 2
+    assert window.result.saliency is None  # a 1-D input has no image to overlay
+
+
+def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, make_window):
+    class Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 6)
+            self.act = nn.GELU()
+            self.score = nn.Linear(6, 1)
+
+        def forward(self, x):
+            return self.score(self.act(self.proj(x))).mean()
+
+    window = make_window()
+    torch.manual_seed(0)
+    window.set_model(Seq(), layers=["proj", "score", ""])
+    window.set_input(torch.randn(1, 5, 8))
+    run_and_wait(qtbot, window)
+    layers = window.result.layers
+    assert layers["proj"].view.kind == "heatmap" and layers["proj"].view.data.shape == (5, 6)
+    assert layers["score"].view.kind == "heatmap" and layers["score"].view.data.shape == (5, 1)
+    assert layers[""].view.kind == "scalar"
+    assert float(layers[""].view.data) == pytest.approx(float(window.result.capture.output))
+    assert window.layer_panels[""].activation_slot.scalar_label.text() != ""
+    assert window.result.predictions == []  # a scalar output has no classes
+    assert "single output" in window.result.target_text
+
+
+# -------------------------------------------------------------------------------- bad input
+def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, tiny_window):
+    window, model = tiny_window
+    previous = window.result
+    with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as blocker:
+        window.set_input(torch.randn(1, 5, 16, 16))
+        window.run()
+    assert "Run failed" in blocker.args[0]
+    assert any("Run failed" in t and "channels" in t for t in window.banner.texts())
+    assert window.banner.isVisible()
+    assert window.result is previous
+    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
+    _assert_no_hooks(model)
+    window.set_input(_x(2))
+    run_and_wait(qtbot, window)
+    assert not any("Run failed" in t for t in window.banner.texts())
+
+
+def test_a_forward_that_raises_shows_a_message(qtbot, tiny_window):
+    window, model = tiny_window
+    model.fail = True
+    with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
+        window.run()
+    assert any("kaputt" in t for t in window.banner.texts())
+    _assert_no_hooks(model)
+    model.fail = False
+    run_and_wait(qtbot, window)
+
+
+def test_nan_outputs_are_reported_and_highlighted(qtbot, tiny_window):
+    window, model = tiny_window
+    model.poison = True
+    run_and_wait(qtbot, window)
+    assert any("NaN" in t for t in window.banner.texts())
+    assert window.banner.messages()[0][0] == "error"
+    stats = {row["name"]: row for row in window.result.stats_rows()}
+    assert stats["conv1"]["nan"] == 0
+    # Predictions survive NaN logits: no crash, no NaN probabilities shown.
+    assert all(np.isfinite(p) for _, _, p in window.prediction_panel.predictions())
+    model.poison = False
+    run_and_wait(qtbot, window)
+    assert not any("NaN" in t for t in window.banner.texts())
+
+
+def test_corrupt_checkpoint_keeps_the_current_model(qtbot, tiny_window, tmp_path):
+    window, model = tiny_window
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(b"PK\x03\x04 this is not really a checkpoint")
+    assert window.open_model_source(str(broken)) is False
+    assert any("broken.pt" in t for t in window.banner.texts())
+    assert window.session.model is model
+    run_and_wait(qtbot, window)
+
+
+def test_unreadable_input_file_keeps_the_current_input(qtbot, tiny_window, tmp_path):
+    window, _ = tiny_window
+    bad = tmp_path / "noise.png"
+    bad.write_bytes(b"\x89PNG definitely not an image")
+    value = window.session.input.value
+    assert window.open_input_source(str(bad)) is False
+    assert any("noise.png" in t for t in window.banner.texts())
+    assert window.session.input.value is value
+
+
+def test_cancel_keeps_the_previous_result(qtbot, make_window):
+    class Slow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(40))
+            self.delay = 0.0
+
+        def forward(self, x):
+            for layer in self.layers:
+                time.sleep(self.delay)
+                x = layer(x)
+            return x
+
+    window = make_window()
+    model = Slow()
+    window.set_model(model, layers=["layers.0"])
+    window.set_input(torch.randn(1, 4))
+    run_and_wait(qtbot, window)
+    previous = window.result
+    model.delay = 0.05
+    with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
+        window.run()
+        qtbot.wait(100)
+        assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
+        window.cancel()
+    assert window.result is previous
+    assert not window.progress_bar.isVisible()
+    _assert_no_hooks(model)
+
+
+# -------------------------------------------------------------------------------- model / input
+def test_untrusted_pickle_asks_before_unpickling(qtbot, tiny_window, tmp_path):
+    window, model = tiny_window
+    path = tmp_path / "whole_model.pt"
+    torch.save(_tiny(), path)
+    asked = []
+    window.confirm_untrusted = lambda parent, p, msg: asked.append(p) or False
+    assert window.open_model_source(str(path)) is False
+    assert asked == [str(path)]
+    assert window.session.model is model
+    assert any("not trusted" in t for t in window.banner.texts())
+    window.confirm_untrusted = lambda parent, p, msg: asked.append(p) or True
+    assert window.open_model_source(str(path)) is True
+    assert len(asked) == 2
+    assert type(window.session.model).__name__ == "TinyCNN" and window.session.model is not model
+
+
+def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, make_window, tmp_path, settings):
+    window = make_window()
+    path = tmp_path / "scripted.pt"
+    torch.jit.script(_tiny()).save(str(path))
+    assert window.open_model_source(str(path))
+    assert window.banner.isVisible()
+    assert any("TorchScript" in t for t in window.banner.texts())
+    assert AppSettings(settings).recent_models()[0] == str(path)
+    assert window.recent_models_menu.actions()[0].text() == str(path)
+
+
+def test_state_dict_needs_the_architecture_field(qtbot, make_window, tmp_path):
+    window = make_window()
+    source = _tiny()
+    path = tmp_path / "weights.pt"
+    torch.save(source.state_dict(), path)
+    assert window.open_model_source(str(path)) is False
+    assert any("weights.pt" in t and "arch" in t for t in window.banner.texts())
+    assert window.open_model_source(str(path), arch="tests.ui.test_main_window:TinyCNN")
+    loaded = window.session.model
+    assert torch.equal(loaded.conv1.weight, source.conv1.weight)
+    assert AppSettings(window.settings.store).recent_models()[0] == (
+        f"{path}|tests.ui.test_main_window:TinyCNN"
+    )
+
+
+def test_unregistered_modules_warning_is_a_visible_banner(qtbot, make_window):
+    from tests.core.seed_models import PowLogListModel
+
+    window = make_window()
+    window.set_model(PowLogListModel())
+    window.set_input((torch.tensor([2.0, 3.0]), torch.tensor([2.0, 2.0])))
+    run_and_wait(qtbot, window)
+    assert window.banner.isVisible()
+    assert any("not registered" in t for t in window.banner.texts())
+
+
+def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, tiny_window, tmp_path):
+    window, _ = tiny_window
+    path = tmp_path / "dropped.png"
+    generate_image("star", np.random.default_rng(0)).resize((16, 16)).save(path)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    enter = QDragEnterEvent(
+        QPoint(20, 20), Qt.DropAction.CopyAction, mime, LEFT, Qt.KeyboardModifier.NoModifier
+    )
+    QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(
+        QPointF(20, 20), Qt.DropAction.CopyAction, mime, LEFT, Qt.KeyboardModifier.NoModifier
+    )
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        QApplication.sendEvent(window, drop)
+    assert window.session.input.source == str(path)
+    assert window.result.image.shape == (16, 16, 3)
+    expected = np.asarray(Image.open(path).convert("RGB"))
+    np.testing.assert_array_equal(window.result.image, expected)
+    # Text drags are refused.
+    text = QMimeData()
+    text.setText("hello")
+    refused = QDragEnterEvent(
+        QPoint(20, 20), Qt.DropAction.CopyAction, text, LEFT, Qt.KeyboardModifier.NoModifier
+    )
+    QApplication.sendEvent(window, refused)
+    assert not refused.isAccepted()
+
+
+def test_module_details_and_train_mode(qtbot, make_window):
+    window = make_window()
+    model = _tiny()
+    model.conv2.train()
+    window.set_model(model, layers=["conv1"])
+    proxy_index = window.tree_proxy.mapFromSource(window.tree_model.index_of("conv1"))
+    window.tree_view.setCurrentIndex(proxy_index)
+    rows = window.details.row_texts()
+    assert [r[:4] for r in rows] == [
+        ["weight", "parameter", "4×3×3×3", "float32"],
+        ["bias", "parameter", "4", "float32"],
+    ]
+    assert float(rows[0][4]) == pytest.approx(float(model.conv1.weight.detach().norm()), rel=1e-3)
+    assert "eval mode" in window.details.header.text()
+    window.tree_view.setCurrentIndex(
+        window.tree_proxy.mapFromSource(window.tree_model.index_of("conv2"))
+    )
+    assert "train mode" in window.details.header.text()
+
+
+def test_tree_context_actions_and_filter(qtbot, make_window):
+    window = make_window()
+    window.auto_run = False
+    torch.manual_seed(0)
+    window.set_model(torchvision.models.resnet18(weights=None).eval())
+    actions = {
+        a.text(): a for a in window.tree_context_menu("layer1.0.conv1").actions() if a.text()
+    }
+    assert set(actions) == {
+        "Tick all leaves below layer1.0.conv1", "Tick all Conv2d modules",
+        "Untick layer1.0.conv1 and below", "Untick all",
+    }  # fmt: skip
+    actions["Untick all"].trigger()
+    assert window.session.ticked == []
+    actions["Tick all Conv2d modules"].trigger()
+    assert len(window.session.ticked) == 20
+    menu = window.tree_context_menu("layer2.1")
+    next(a for a in menu.actions() if a.text().startswith("Tick all leaves")).trigger()
+    assert "layer2.1.bn2" in window.session.ticked and "layer2.1" not in window.session.ticked
+    window.filter_edit.setText("bn2")
+    proxy = window.tree_proxy
+
+    def visible(parent=None):
+        from PySide6.QtCore import QModelIndex
+
+        parent = parent or QModelIndex()
+        out = []
+        for r in range(proxy.rowCount(parent)):
+            idx = proxy.index(r, 0, parent)
+            out.append(idx.data(NameRole))
+            out += visible(idx)
+        return out
+
+    shown = visible()
+    assert [n for n in shown if n.endswith("bn2")] == [
+        f"layer{i}.{j}.bn2" for i in range(1, 5) for j in (0, 1)
+    ]
+    assert "layer1.0.conv1" not in shown
+
+
+def test_bundled_sample_picker(qtbot, demo_resources, make_window):
+    window = make_window()
+    assert window.sample_combo.isEnabled() and window.sample_combo.count() >= 3
+    torch.manual_seed(0)
+    window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.sample_combo.activated.emit(2)
+    assert window.session.input.source == str(window._samples[1])
+    assert window.result.image.shape == (64, 64, 3)
+    assert window.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
+
+
+# -------------------------------------------------------------------------------- view settings
+def test_view_settings_apply_and_persist(qtbot, make_window, settings):
+    window = make_window()
+    model = _tiny()
+    window.set_model(model, layers=["conv1", "conv2"])
+    window.set_input(_x())
+    run_and_wait(qtbot, window)
+    window.colormap_combo.setCurrentText("magma")
+    assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
+    window.gradients_action.setChecked(False)
+    assert not window.layer_panels["conv1"].gradient_shown()
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
+    assert window.result.layers["conv1"].mosaic.normalize == "shared"
+    window.resize(1111, 777)
+    window.close()
+    again = MainWindow(settings=settings)
+    qtbot.addWidget(again)
+    assert again.colormap == "magma"
+    assert again._colormap_actions["magma"].isChecked()
+    assert again.normalize_combo.currentData() == "shared"
+    assert again.gradients_visible is False
+    assert AppSettings(settings).geometry is not None
+    # (The offscreen platform clamps restored sizes to its small virtual screen.)
+    assert again.restoreGeometry(AppSettings(settings).geometry)
+    assert again.height() == pytest.approx(777, abs=10)
+
+
+def test_shortcuts(qtbot, tiny_window):
+    window, _ = tiny_window
+    keys = {a.text(): a.shortcut().toString() for a in window.actions()}
+    assert keys["Open model…"] == "Ctrl+O"
+    assert keys["Run"] == "Ctrl+R"
+    assert keys["Export everything…"] == "Ctrl+E"
+    assert keys["Quit"] == "Ctrl+Q"
+    window.activateWindow()
+    with qtbot.waitSignal(window.run_started, timeout=5000):
+        qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
+
+
+def test_gradcam_layer_is_selectable(qtbot, tiny_window):
+    window, _ = tiny_window
+    assert set(window.result.grad_cams) == {"conv1", "conv2"}
+    window.gradcam_panel.layer_changed.emit("conv1")
+    np.testing.assert_array_equal(window.gradcam_panel.heat, window.result.grad_cams["conv1"])
+    assert window.session.gradcam_layer == "conv1"
+
+
+# -------------------------------------------------------------------------------- export
+def test_export_png_and_npy(qtbot, tiny_window, tmp_path):
+    window, model = tiny_window
+    window.select_layer("conv2")
+    png = window.export_panel_png(tmp_path / "panel.png")
+    assert png is not None and png.is_file()
+    with Image.open(png) as image:
+        assert image.width > 100 and image.height > 100
+    paths = window.export_layer_npy(tmp_path / "arrays")
+    assert sorted(p.name for p in paths) == ["conv2.activation.npy", "conv2.gradient.npy"]
+    expected = capture(model, _x(), ["conv2"])["conv2"]
+    np.testing.assert_allclose(
+        np.load(tmp_path / "arrays" / "conv2.activation.npy"), expected.tensor.numpy(), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.load(tmp_path / "arrays" / "conv2.gradient.npy"), expected.grad.numpy(), rtol=1e-5
+    )
+    window.tabs.setCurrentWidget(window.overview_tab)
+    overview = window.export_panel_png(tmp_path / "overview.png")
+    with Image.open(overview) as image:
+        assert image.width > 300
+
+
+def test_export_everything(qtbot, tiny_window, tmp_path):
+    pytest.importorskip("actviz.io.export")
+    window, _ = tiny_window
+    paths = window.export_all(tmp_path / "all")
+    assert paths and all(p.exists() for p in paths)
+    assert any(p.suffix == ".npy" for p in paths)
+
+
+# -------------------------------------------------------------------------------- lifecycle
+@pytest.mark.slow
+def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
+    model = _tiny()
+    x = _x()
+    for i in range(50):
+        window = MainWindow(settings=settings, debounce_ms=5)
+        window.set_model(model, layers=["conv1", "conv2", "fc"])
+        window.set_input(x)
+        window.show()
+        if i % 5 == 4:
+            window.run()  # close while the capture may still be running
+        else:
+            with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+                window.run()
+        window.close()
+        assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
+        window.deleteLater()
+        qtbot.wait(1)
+        _assert_no_hooks(model)
+    assert not model.training
+
+
+def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, make_window, tmp_path):
+    window = make_window()
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.load_demo()
+    qtbot.wait(50)
+    shot = tmp_path / "main_window.png"
+    assert window.grab().save(str(shot), "PNG")
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
+    assert pixels.shape[0] >= 600 and pixels.shape[1] >= 1000
+    assert pixels.std() > 20
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 500  # colour maps, not flat widgets
+    # The first layer panel's mosaic is rendered (not an empty canvas).
+    canvas = next(iter(window.layer_panels.values())).activation_slot.image_canvas
+    tile = tmp_path / "canvas.png"
+    assert canvas.grab().save(str(tile), "PNG")
+    assert np.asarray(Image.open(tile).convert("RGB"), dtype=np.int16).std() > 20
+
+
+def test_demo_opens_run_with_labels(qtbot, demo_resources, make_window):
+    window = make_window()
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.load_demo()
+    assert list(window.layer_panels) == [
+        "features.block1", "features.block2", "features.block3", "features.block4", "fc",
+    ]  # fmt: skip
+    labels = [label for _, label, _ in window.prediction_panel.predictions()]
+    assert set(labels) <= set(DEMO_CLASSES)
+    assert window.result.gradcam_default == "features.block4"
+    assert window.session.input.image is not None
+    assert window.session.input.source == str(window._samples[0])
+    assert window.windowTitle() == "actviz — demo"
+    assert window.banner.texts() == []
+    # The demo's categories feed the target selector: a class name re-runs on that class.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.set_target_text("ring")
+    assert window.result.target_index == DEMO_CLASSES.index("ring")

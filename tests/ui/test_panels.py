@@ -1,0 +1,476 @@
+"""The passive panels of actviz.ui.panels, fed real captures of tiny models."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from PySide6 import QtCore, QtGui
+from torch import nn
+
+from actviz.core.capture import capture
+from actviz.core.views import (
+    grad_cam,
+    gradient_flow,
+    histogram,
+    layer_stats,
+    layer_view,
+    magnitude,
+    mosaic,
+    top_k,
+)
+from actviz.ui.panels import (
+    COLORMAPS,
+    ChannelView,
+    GradFlowPanel,
+    HistogramPanel,
+    InputPreview,
+    LayerPanel,
+    OverlayPanel,
+    PredictionPanel,
+    StatsTable,
+    lut,
+)
+from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
+from tests.core.seed_models import SeedMLP
+
+LEFT = QtCore.Qt.MouseButton.LeftButton
+
+
+class TinyConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flat(self.pool(self.conv2(self.relu(self.conv1(x))))))
+
+
+class SqrtOfInput(nn.Module):
+    """sqrt of a signed input: NaN wherever the input is negative."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(self.lin(x))
+
+
+@pytest.fixture(scope="module")
+def conv_capture():
+    torch.manual_seed(0)
+    model = TinyConvNet()
+    x = torch.randn(1, 3, 16, 16)
+    return capture(model, x)
+
+
+@pytest.fixture(scope="module")
+def mlp_capture():
+    return capture(SeedMLP(), torch.tensor([[0.05, 0.1]]))
+
+
+def _show(qtbot, widget, width: int = 560, height: int = 260):
+    qtbot.addWidget(widget)
+    widget.resize(width, height)
+    widget.show()
+    qtbot.waitExposed(widget)
+    QtCore.QCoreApplication.processEvents()
+    return widget
+
+
+def _maps_panel(qtbot, cap, name: str = "conv1") -> tuple[LayerPanel, object, object]:
+    panel = LayerPanel(name, module_type=cap[name].module_type)
+    view = layer_view(cap[name].tensor)
+    tiles = mosaic(view.data)
+    panel.set_activation(view, tiles)
+    _show(qtbot, panel)
+    return panel, view, tiles
+
+
+def _mosaic_point(panel: LayerPanel, tiles, channel: int, x: int, y: int) -> QtCore.QPoint:
+    """Viewport position of data pixel (x, y) of ``channel`` in the activation mosaic."""
+    y0, x0 = tiles.tile_origin(channel)
+    canvas = panel.activation_slot.image_canvas
+    return canvas.image_to_widget(x0 + x + 0.5, y0 + y + 0.5)
+
+
+# -- LayerPanel ------------------------------------------------------------------------------
+def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    canvas = panel.activation_slot.image_canvas
+    np.testing.assert_array_equal(canvas.image.image, tiles.image)
+    assert tuple(canvas.image.levels) == pytest.approx(tiles.levels)
+    assert canvas.colorbar.levels() == pytest.approx(tiles.value_range)
+    assert panel.title() == "conv1 · Conv2d · 8×16×16"
+    assert panel.status_label.text() == view.description
+    assert panel.minimumHeight() >= 220
+    assert not panel.gradient_shown()
+
+
+def test_layer_panel_updates_in_place_without_new_items(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    canvas = panel.activation_slot.image_canvas
+    item = canvas.image
+    items_before = len(canvas.scene().items())
+    doubled = mosaic(view.data * 2.0, normalize="shared")
+    panel.set_activation(view, doubled)
+    assert panel.activation_slot.image_canvas is canvas
+    assert canvas.image is item
+    assert len(canvas.scene().items()) == items_before
+    np.testing.assert_array_equal(item.image, doubled.image)
+    assert canvas.colorbar.levels() == pytest.approx(doubled.value_range)
+
+
+def test_layer_panel_hover_reports_channel_pixel_and_raw_value(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    canvas = panel.activation_slot.image_canvas
+    qtbot.mouseMove(canvas.viewport(), _mosaic_point(panel, tiles, 5, 3, 7))
+    expected = f"ch 5  (x=3, y=7)  value {format_value(view.data[5, 7, 3])}"
+    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=2000)
+    # Over the padding between tiles there is no channel: the description comes back.
+    y0, x0 = tiles.tile_origin(0)
+    gap = canvas.image_to_widget(x0 + tiles.tile_w + 0.5, y0 + 2.5)
+    qtbot.mouseMove(canvas.viewport(), gap)
+    qtbot.waitUntil(lambda: panel.status_label.text() == view.description, timeout=2000)
+
+
+def test_layer_panel_hover_adds_the_gradient_value(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    grad_view = layer_view(magnitude(conv_capture["conv1"].grad))
+    panel.set_gradient(grad_view, mosaic(grad_view.data))
+    QtCore.QCoreApplication.processEvents()
+    qtbot.mouseMove(
+        panel.activation_slot.image_canvas.viewport(), _mosaic_point(panel, tiles, 2, 10, 4)
+    )
+    expected = (
+        f"ch 2  (x=10, y=4)  value {format_value(view.data[2, 4, 10])}"
+        f"  |grad| {format_value(grad_view.data[2, 4, 10])}"
+    )
+    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=2000)
+
+
+def test_layer_panel_click_on_a_tile_emits_channel_clicked(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    canvas = panel.activation_slot.image_canvas
+    with qtbot.waitSignal(panel.channel_clicked, timeout=2000) as blocker:
+        qtbot.mouseClick(canvas.viewport(), LEFT, pos=_mosaic_point(panel, tiles, 6, 8, 8))
+    assert blocker.args == ["conv1", 6]
+    with qtbot.waitSignal(panel.channel_clicked, timeout=2000) as blocker:
+        qtbot.mouseClick(canvas.viewport(), LEFT, pos=_mosaic_point(panel, tiles, 0, 0, 0))
+    assert blocker.args == ["conv1", 0]
+
+
+def test_layer_panel_bars_for_the_two_unit_seed_mlp(qtbot, mlp_capture):
+    panel = LayerPanel("fc1", module_type="Linear")
+    view = layer_view(mlp_capture["fc1"].tensor)
+    assert view.kind == "bars"
+    panel.set_activation(view, None)
+    _show(qtbot, panel)
+    bars = panel.activation_slot.bar_canvas
+    assert bars.count() == 2
+    np.testing.assert_allclose(bars.bar_heights(), [0.3775, 0.3925], atol=1e-4)
+    assert panel.title() == "fc1 · Linear · 2"
+    # Both bars inside the view with margin, ticks labelled by unit index, y from zero.
+    (x_low, x_high), (y_low, y_high) = bars.view.viewRange()
+    assert x_low < -0.3 and 1.3 < x_high < 2.0
+    assert y_low == pytest.approx(0.0) and y_high > 0.3925
+    assert bars.positive.opts["width"] <= 0.6
+    ticks = bars.bottom_axis._tickLevels
+    assert ticks == [[(0.0, "0"), (1.0, "1")]]
+    point = bars.mapFromScene(bars.view.mapViewToScene(QtCore.QPointF(1.0, 0.1)))
+    qtbot.mouseMove(bars.viewport(), point)
+    qtbot.waitUntil(lambda: panel.status_label.text() == "unit 1  value 0.392", timeout=2000)
+
+
+def test_layer_panel_heatmap_and_scalar(qtbot):
+    torch.manual_seed(1)
+    tokens = torch.randn(1, 6, 20)
+    tokens[0, 2, 3] = float("nan")
+    panel = LayerPanel("encoder.norm", module_type="LayerNorm")
+    view = layer_view(tokens)
+    assert view.kind == "heatmap"
+    panel.set_activation(view, None)
+    _show(qtbot, panel)
+    canvas = panel.activation_slot.image_canvas
+    np.testing.assert_array_equal(canvas.image.image, view.data)
+    finite = view.data[np.isfinite(view.data)]
+    assert tuple(canvas.image.levels) == pytest.approx((finite.min(), finite.max()))
+    assert panel.title() == "encoder.norm · LayerNorm · 6×20"
+
+    scalar = LayerPanel("loss")
+    scalar.set_activation(layer_view(torch.tensor(0.25)), None)
+    _show(qtbot, scalar)
+    assert scalar.activation_slot.scalar_label.text() == "0.25"
+    assert scalar.title() == "loss · scalar"
+
+
+def test_layer_panel_gradient_visibility_and_colormap(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    grad_view = layer_view(magnitude(conv_capture["conv1"].grad))
+    grad_tiles = mosaic(grad_view.data)
+    panel.set_gradient(grad_view, grad_tiles)
+    assert panel.gradient_shown()
+    np.testing.assert_array_equal(panel.gradient_slot.image_canvas.image.image, grad_tiles.image)
+    panel.set_gradients_visible(False)
+    assert not panel.gradient_shown()
+    panel.set_gradients_visible(True)
+    assert panel.gradient_shown()
+    panel.set_gradient(None, None)
+    assert not panel.gradient_shown()
+    assert panel.gradient_slot.view is None
+
+    panel.set_colormap("magma")
+    np.testing.assert_array_equal(panel.activation_slot.image_canvas.image.lut, lut("magma"))
+    assert panel.activation_slot.image_canvas.colormap_name() == "magma"
+    panel.clear()
+    assert panel.activation_slot.image_canvas.image.image is None
+    assert panel.title() == "conv1 · Conv2d"
+
+
+def test_colormaps_load_offline_as_256_entry_luts():
+    assert COLORMAPS[:5] == ["viridis", "inferno", "magma", "plasma", "gray"]
+    for name in COLORMAPS:
+        table = lut(name)
+        assert table.shape == (256, 4) and table.dtype == np.uint8
+        assert len({tuple(row) for row in table}) > 100
+    np.testing.assert_array_equal(lut("gray")[[0, -1], :3], [[0, 0, 0], [255, 255, 255]])
+    with pytest.raises(ValueError):
+        lut("no-such-map")
+
+
+def test_panels_never_import_torch():
+    code = "import sys, actviz.ui.panels; sys.exit('torch' in sys.modules)"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
+
+
+# -- ChannelView -------------------------------------------------------------------------------
+def test_channel_view_shows_channel_and_gradient(qtbot, conv_capture):
+    act = layer_view(conv_capture["conv1"].tensor).data[3]
+    grad = layer_view(magnitude(conv_capture["conv1"].grad)).data[3]
+    panel = ChannelView()
+    panel.set_channel("conv1", 3, act, grad)
+    _show(qtbot, panel, 600, 320)
+    np.testing.assert_array_equal(panel.activation_canvas.image.image, act)
+    np.testing.assert_array_equal(panel.gradient_canvas.image.image, grad)
+    assert tuple(panel.activation_canvas.image.levels) == pytest.approx((act.min(), act.max()))
+    assert panel.title() == "conv1 · ch 3 · 16×16"
+    point = panel.activation_canvas.image_to_widget(5.5, 9.5)
+    qtbot.mouseMove(panel.activation_canvas.viewport(), point)
+    expected = f"(x=5, y=9)  value {format_value(act[9, 5])}  |grad| {format_value(grad[9, 5])}"
+    qtbot.waitUntil(lambda: panel.status_label.text() == expected, timeout=2000)
+    panel.set_channel("conv1", 4, act, None)
+    assert panel.gradient_canvas.image.image is None
+    assert panel._grad_box.isHidden()
+
+
+# -- PredictionPanel ---------------------------------------------------------------------------
+def test_prediction_panel_rows_in_order(qtbot, conv_capture):
+    labels = [f"category {i}" for i in range(10)]
+    rows = top_k(conv_capture.output, k=5, categories=labels)
+    panel = PredictionPanel()
+    panel.set_predictions(rows)
+    panel.set_target_text(f"target: {conv_capture.target_description}")
+    _show(qtbot, panel, 360, 220)
+    probs = torch.softmax(conv_capture.output[0].double(), 0)
+    order = torch.argsort(probs, descending=True)[:5].tolist()
+    assert panel.row_texts() == [labels[i] for i in order]
+    first = panel._rows[0]
+    assert first.index.text() == str(order[0])
+    assert first.percent.text() == f"{100 * float(probs[order[0]]):.1f} %"
+    assert first.bar.value() == pytest.approx(float(probs[order[0]]))
+    assert panel.target_label.text() == f"target: {conv_capture.target_description}"
+    assert panel.target_label.isVisible()
+    panel.set_predictions(rows[:2])
+    assert panel.row_texts() == [labels[i] for i in order[:2]]
+    assert all(row.label.isHidden() for row in panel._rows[2:])
+
+
+# -- OverlayPanel ------------------------------------------------------------------------------
+def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
+    panel = OverlayPanel("Grad-CAM", with_layer_selector=True)
+    _show(qtbot, panel, 320, 380)
+    with qtbot.assertNotEmitted(panel.layer_changed):
+        panel.set_layers(["conv1", "conv2"], "conv2")
+    assert panel.current_layer() == "conv2"
+    with qtbot.waitSignal(panel.layer_changed, timeout=1000) as blocker:
+        panel.layer_combo.setCurrentIndex(0)
+    assert blocker.args == ["conv1"]
+
+    rgb = np.zeros((16, 16, 3), np.uint8)
+    rgb[..., 0] = np.arange(16, dtype=np.uint8)[None, :] * 16
+    cam = grad_cam(conv_capture["conv2"].tensor, conv_capture["conv2"].grad)
+    assert cam.shape == (8, 8)
+    panel.set_image(rgb)
+    panel.set_heat(cam)
+    np.testing.assert_array_equal(panel.rgb_item.image, rgb)
+    np.testing.assert_array_equal(panel.heat_item.image, cam)
+    # The 8x8 heat map is stretched over the 16x16 picture.
+    rect = panel.heat_item.mapRectToParent(panel.heat_item.boundingRect())
+    assert (rect.width(), rect.height()) == pytest.approx((16.0, 16.0))
+    panel.set_opacity(0.25)
+    assert panel.heat_item.opacity() == pytest.approx(0.25)
+    panel.set_message("Grad-CAM needs a layer with a spatial output")
+    assert panel.message_label.isVisible()
+    panel.set_heat(None)
+    assert panel.heat_item.image is None
+
+
+# -- GradFlowPanel -----------------------------------------------------------------------------
+def test_grad_flow_panel_log_scale_with_zero_and_nan(qtbot, conv_capture):
+    names, norms = gradient_flow(conv_capture)
+    names = [*names, "dead", "broken"]
+    norms = np.concatenate([norms, [0.0, np.nan]])
+    panel = GradFlowPanel()
+    panel.set_norms(names, norms)
+    _show(qtbot, panel, 520, 260)
+    assert panel.plot.getAxis("left").logMode
+    good = np.isfinite(norms) & (norms > 0)
+    np.testing.assert_allclose(panel.finite_bars.opts["y1"], np.log10(norms[good]), rtol=1e-6)
+    np.testing.assert_array_equal(panel.zero_bars.opts["x"], [len(names) - 2])
+    np.testing.assert_array_equal(panel.bad_bars.opts["x"], [len(names) - 1])
+    assert panel.floor < np.log10(norms[good]).min()
+    assert "1 NaN/Inf" in panel.status_label.text()
+    assert panel.hover_text(len(names) - 2) == f"{len(names) - 2}: dead  ‖grad‖ 0 (no gradient)"
+    panel.set_norms(["a", "b"], np.array([0.0, np.nan]))  # nothing positive at all
+    assert panel.finite_bars.opts["x"].size == 0
+    with pytest.raises(ValueError):
+        panel.set_norms(["a"], np.array([1.0, 2.0]))
+
+
+# -- StatsTable --------------------------------------------------------------------------------
+def test_stats_table_highlights_nan_rows_sorts_and_selects(qtbot, conv_capture):
+    torch.manual_seed(2)
+    bad = capture(SqrtOfInput(), torch.randn(3, 4), layers=["lin"], gradients=False)
+    sqrt_stats = layer_stats(bad["lin"])
+    rows = [layer_stats(conv_capture[name]) for name in conv_capture.names]
+    nan_row = {**sqrt_stats, "name": "sqrt", "nan": 5, "grad_norm": None}
+    table = StatsTable()
+    table.set_rows([*rows, nan_row])
+    _show(qtbot, table, 700, 300)
+    model = table.model
+    assert model.rowCount() == len(rows) + 1
+    names = table.names()
+    bad_row = names.index("sqrt")
+    background = model.data(model.index(bad_row, 0), QtCore.Qt.ItemDataRole.BackgroundRole)
+    assert isinstance(background, QtGui.QBrush)
+    assert background.color() == QtGui.QColor(ROW_BAD_BACKGROUND)
+    assert model.data(model.index(0, 0), QtCore.Qt.ItemDataRole.BackgroundRole) is None
+    assert "1 with NaN/Inf" in table.summary_label.text()
+
+    mean_column = 2
+    table.view.sortByColumn(mean_column, QtCore.Qt.SortOrder.DescendingOrder)
+    all_rows = [*rows, nan_row]
+    expected = [r["name"] for r in sorted(all_rows, key=lambda r: r["mean"], reverse=True)]
+    assert table.names() == expected
+    grad_column = 9
+    table.view.sortByColumn(grad_column, QtCore.Qt.SortOrder.AscendingOrder)
+    assert table.names()[-1] == "sqrt"  # missing gradient norms sort last
+    assert model.data(model.index(len(all_rows) - 1, grad_column)) == "—"
+
+    cell = table.view.visualRect(model.index(1, 3)).center()
+    with qtbot.waitSignal(table.layer_selected, timeout=1000) as blocker:
+        qtbot.mouseClick(table.view.viewport(), LEFT, pos=cell)
+    assert blocker.args == [table.names()[1]]
+    with qtbot.assertNotEmitted(table.layer_selected):
+        table.select_layer("conv2")
+    assert table.view.selectionModel().selectedRows()[0].row() == table.names().index("conv2")
+
+
+# -- HistogramPanel ----------------------------------------------------------------------------
+def test_histogram_panel_counts(qtbot, conv_capture):
+    values = conv_capture["relu"].tensor
+    counts, edges = histogram(values, bins=32)
+    panel = HistogramPanel()
+    panel.set_histogram("relu · activation", counts, edges)
+    _show(qtbot, panel, 420, 280)
+    x, y = panel.curve.getData()
+    np.testing.assert_array_equal(y, counts)
+    np.testing.assert_array_equal(x, edges)
+    assert counts.sum() == values.numel()
+    assert panel.title() == "relu · activation"
+    assert panel.status_label.text().startswith(f"{values.numel()} values in 32 bins")
+    with pytest.raises(ValueError):
+        panel.set_histogram("bad", counts, edges[:-1])
+
+
+# -- InputPreview ------------------------------------------------------------------------------
+def test_input_preview_image_and_placeholder(qtbot):
+    rgb = np.zeros((12, 20, 3), np.uint8)
+    rgb[:, 10:, 2] = 255
+    panel = InputPreview()
+    panel.set_image(rgb, "1×3×12×20")
+    _show(qtbot, panel, 260, 260)
+    np.testing.assert_array_equal(panel.canvas.image.image, rgb)
+    assert panel.stack.currentWidget() is panel.canvas
+    assert panel.caption_label.text() == "1×3×12×20"
+    panel.set_image(None, "")
+    assert panel.stack.currentWidget() is panel.placeholder
+    with pytest.raises(ValueError):
+        panel.set_image(np.zeros((4, 4), np.float32), "")
+
+
+# -- export ------------------------------------------------------------------------------------
+def _colours(path) -> int:
+    with Image.open(path) as image:
+        return len(image.convert("RGB").getcolors(maxcolors=1 << 20) or [])
+
+
+def test_layer_panel_export_png_is_not_blank(qtbot, conv_capture, tmp_path):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    path = tmp_path / "conv1.png"
+    panel.export_png(path)
+    with Image.open(path) as image:
+        assert image.size == (panel.width(), panel.height())
+    assert _colours(path) > 50  # a viridis mosaic, not a flat fill
+
+
+def test_selected_panel_draws_a_highlight_border(qtbot, conv_capture):
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    corner = (1, panel.height() // 2)  # on the frame, left of the content margins
+    before = panel.grab().toImage().pixelColor(*corner)
+    panel.set_selected(True)
+    assert panel.is_selected()
+    assert panel.grab().toImage().pixelColor(*corner) == QtGui.QColor(SELECTION)
+    panel.set_selected(False)
+    assert panel.grab().toImage().pixelColor(*corner) == before
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        ChannelView,
+        PredictionPanel,
+        GradFlowPanel,
+        HistogramPanel,
+        StatsTable,
+        InputPreview,
+        lambda: OverlayPanel("Saliency"),
+    ],
+    ids=["channel", "prediction", "gradflow", "histogram", "stats", "input", "overlay"],
+)
+def test_every_panel_exports_a_png_even_unshown(qtbot, conv_capture, tmp_path, factory):
+    panel = factory()
+    qtbot.addWidget(panel)
+    if isinstance(panel, GradFlowPanel):
+        panel.set_norms(*gradient_flow(conv_capture))
+    elif isinstance(panel, HistogramPanel):
+        panel.set_histogram("conv1", *histogram(conv_capture["conv1"].tensor))
+    elif isinstance(panel, PredictionPanel):
+        panel.set_predictions(top_k(conv_capture.output))
+    path = tmp_path / "panel.png"
+    panel.export_png(path)
+    with Image.open(path) as image:
+        assert image.size[0] >= 160 and image.size[1] >= 160
+    assert _colours(path) > 1

@@ -1,0 +1,184 @@
+"""The capture worker: results, errors, stale results dropped, cooperative cancel, one thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from actviz.core.capture import CaptureCancelled
+from actviz.ui.session import RunRequest, run_job
+from actviz.ui.worker import Worker
+
+
+@pytest.fixture
+def worker(qtbot):
+    w = Worker()
+    yield w
+    w.shutdown()
+
+
+def test_finished_carries_the_jobs_result(qtbot, worker):
+    with qtbot.waitSignal(worker.signals.finished, timeout=5000) as blocker:
+        gen = worker.submit(lambda stop, progress: 6 * 7)
+    assert blocker.args == [gen, 42]
+    assert not worker.is_busy()
+
+
+def test_errors_are_emitted_not_swallowed(qtbot, worker):
+    def job(stop, progress):
+        raise ZeroDivisionError("boom")
+
+    with qtbot.waitSignal(worker.signals.errored, timeout=5000) as blocker:
+        gen = worker.submit(job)
+    assert blocker.args[0] == gen
+    assert isinstance(blocker.args[1], ZeroDivisionError)
+    assert str(blocker.args[1]) == "boom"
+
+
+def test_progress_is_forwarded(qtbot, worker):
+    messages = []
+    worker.signals.progress.connect(lambda gen, msg: messages.append(msg))
+
+    def job(stop, progress):
+        progress("half way")
+        return 1
+
+    with qtbot.waitSignal(worker.signals.finished, timeout=5000):
+        worker.submit(job)
+    assert messages == ["half way"]
+
+
+def test_stale_results_are_dropped_and_the_stale_job_is_asked_to_stop(qtbot, worker):
+    release = threading.Event()
+    started = threading.Event()
+    saw_stop = []
+
+    def slow(stop, progress):
+        started.set()
+        release.wait(5)
+        saw_stop.append(stop())
+        return "old"
+
+    finished = []
+    worker.signals.finished.connect(lambda gen, result: finished.append((gen, result)))
+    first = worker.submit(slow)
+    assert started.wait(5)
+    second = worker.submit(lambda stop, progress: "new")
+    assert second == first + 1
+    release.set()
+    qtbot.waitUntil(lambda: bool(finished), timeout=5000)
+    qtbot.wait(50)  # give a (wrong) stale emission time to arrive
+    assert finished == [(second, "new")]
+    assert saw_stop == [True]
+
+
+def test_cancel_stops_a_capture_between_modules(qtbot, worker):
+    entered = threading.Event()
+
+    class Slow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(50))
+
+        def forward(self, x):
+            for layer in self.layers:
+                entered.set()
+                time.sleep(0.02)
+                x = layer(x)
+            return x
+
+    model = Slow()
+    request = RunRequest(model=model, inputs=torch.randn(1, 4), layers=["layers.0", "layers.49"])
+    cancelled, finished = [], []
+    worker.signals.cancelled.connect(cancelled.append)
+    worker.signals.finished.connect(lambda gen, r: finished.append(gen))
+    gen = worker.submit(lambda stop, progress: run_job(request, stop, progress))
+    assert entered.wait(5)
+    start = time.perf_counter()
+    assert worker.cancel()
+    qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
+    assert cancelled == [gen]
+    assert finished == []
+    # Cancelled well before the 50 x 20 ms forward could have finished.
+    assert time.perf_counter() - start < 0.6
+    for module in model.modules():
+        assert not module._forward_hooks and not module._forward_pre_hooks
+
+
+def test_cancelled_job_reports_cancelled_even_if_it_ignores_should_stop(qtbot, worker):
+    release = threading.Event()
+
+    def stubborn(stop, progress):
+        release.wait(5)
+        return "done anyway"
+
+    events = []
+    worker.signals.cancelled.connect(lambda gen: events.append(("cancelled", gen)))
+    worker.signals.finished.connect(lambda gen, r: events.append(("finished", gen)))
+    gen = worker.submit(stubborn)
+    worker.cancel()
+    release.set()
+    qtbot.waitUntil(lambda: bool(events), timeout=5000)
+    assert events == [("cancelled", gen)]
+
+
+def test_jobs_never_overlap(qtbot, worker):
+    active = []
+    overlap = []
+    lock = threading.Lock()
+
+    def job(stop, progress):
+        with lock:
+            active.append(1)
+            overlap.append(len(active))
+        time.sleep(0.01)
+        with lock:
+            active.pop()
+        return threading.get_ident()
+
+    results = []
+    worker.signals.finished.connect(lambda gen, r: results.append(r))
+    for _ in range(5):
+        worker.submit(job)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert max(overlap) == 1
+    assert len(results) == 1  # only the latest generation is reported
+    assert results[0] != threading.get_ident()  # ran off the GUI thread
+
+
+def test_a_job_superseded_before_it_starts_never_runs(qtbot, worker):
+    release = threading.Event()
+    ran = []
+
+    def blocker(stop, progress):
+        release.wait(5)
+
+    worker.submit(blocker)
+    worker.submit(lambda stop, progress: ran.append("middle"))
+    last = worker.submit(lambda stop, progress: "last")
+    finished = []
+    worker.signals.finished.connect(lambda gen, r: finished.append((gen, r)))
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert ran == []
+    assert finished == [(last, "last")]
+
+
+def test_cancel_without_a_job_is_a_no_op(worker):
+    assert worker.cancel() is False
+
+
+def test_capture_cancelled_is_reported_as_cancel_not_error(qtbot, worker):
+    def job(stop, progress):
+        raise CaptureCancelled("stop")
+
+    errors, cancelled = [], []
+    worker.signals.errored.connect(lambda gen, e: errors.append(e))
+    worker.signals.cancelled.connect(cancelled.append)
+    gen = worker.submit(job)
+    qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
+    assert cancelled == [gen] and errors == []
