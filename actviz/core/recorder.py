@@ -1,0 +1,245 @@
+"""The hooks of a capture: snapshots of values, taps for gradients, and their bookkeeping.
+
+See :mod:`actviz.core.capture` for why values are referenced or copied and how gradients reach
+the records exactly, in-place operations included.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
+from actviz.core.structures import iter_tensors, map_tensors
+
+__all__ = ["DISCOVERED_INPLACE", "NEEDS_COPY", "Recorder", "Retry", "format_bytes"]
+
+# Modules found (at run time) to modify their input in place although they have no
+# ``inplace=True`` attribute; they get a cloned input next time. Weak, so models can be freed.
+DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+# Modules whose recorded tensors were written to later in the forward (by an in-place ReLU,
+# ``out += identity``...). Their values are copied when the hook fires; every other record
+# keeps a reference, checked against the tensor's version counter after the forward pass.
+NEEDS_COPY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+
+class Retry(Exception):
+    """Internal: a module modified its input in place; run again with cloned inputs for it."""
+
+
+@dataclass
+class _Frame:
+    index: int
+    inputs: tuple
+    taps: list[tuple[torch.Tensor, int, bool, list] | None]  # (tap, version, is_view, holder)
+    grad_slots: list[torch.Tensor | None]
+
+
+def _simple(value: Any) -> Any:
+    return value if value is None or isinstance(value, (int, float, bool, str)) else None
+
+
+class Recorder:
+    def __init__(
+        self,
+        names: dict[nn.Module, str],
+        gradients: bool,
+        keep_inputs: bool,
+        max_bytes: int | None,
+        should_stop: Callable[[], bool] | None,
+    ):
+        self.names = names
+        self.gradients = gradients
+        self.keep_inputs = keep_inputs
+        self.max_bytes = max_bytes
+        self.should_stop = should_stop
+        self.records: dict[str, list[LayerRecord]] = {}
+        self.order: list[str] = []
+        self.nbytes = 0
+        self._snaps: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
+        self._stacks: dict[int, list[_Frame]] = {}
+        # (record, per-output grad slots, per-input grad slots)
+        self.pending: list[tuple[LayerRecord, list, list | None]] = []
+        # Tensors whose gradient autograd.grad is asked for, so every hooked node runs.
+        self.grad_requests: list[tuple[torch.Tensor, int]] = []
+        self.retry_needed = False
+        self.copy_all = False
+        self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
+
+    # -- values
+    def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
+        """The value of ``t`` now, shared with any earlier snapshot of the same tensor version.
+
+        A copy only where needed: for modules known to see their tensors changed later, and
+        for views into a larger storage (a reference would pin all of it). Otherwise a
+        reference, verified after the forward pass (see :meth:`stale_owners`).
+        """
+        entry = self._snaps.get(id(t))
+        version = t._version
+        if entry is not None and entry[0]() is t and entry[1] == version:
+            return entry[2]
+        nbytes = t.numel() * t.element_size()
+        if (
+            self.copy_all
+            or owner in NEEDS_COPY
+            or t.untyped_storage().nbytes() > nbytes
+            or t.requires_grad
+            and t.is_leaf
+        ):
+            snap = t.detach().clone()
+        else:
+            snap = t.detach()  # shares the version counter, so a later write is detectable
+            self.verify.append((snap, version, owner))
+        self.nbytes += nbytes
+        if self.max_bytes is not None and self.nbytes > self.max_bytes:
+            raise CaptureTooLarge(
+                f"the selected layers need more than {format_bytes(self.max_bytes)} "
+                f"(the memory budget); tick fewer layers or raise the budget"
+            )
+        self._snaps[id(t)] = (weakref.ref(t), version, snap)
+        return snap
+
+    def stale_owners(self) -> list[nn.Module]:
+        """Modules whose referenced (uncopied) tensors were modified after being recorded."""
+        return [owner for snap, version, owner in self.verify if snap._version != version]
+
+    def register_input(self, arg: torch.Tensor, copy: torch.Tensor) -> None:
+        self._snaps[id(arg)] = (weakref.ref(arg), arg._version, copy)
+
+    def check_stop(self) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise CaptureCancelled("capture cancelled")
+
+    # -- hooks
+    def pre_hook(self, module: nn.Module, args: tuple) -> tuple | None:
+        self.check_stop()
+        name = self.names[module]
+        stack = self._stacks.setdefault(id(module), [])
+        index = len(self.records.get(name, ())) + len(stack)
+        inputs: tuple = ()
+        if self.keep_inputs:
+            inputs = tuple(
+                self.snapshot(a, module) if isinstance(a, torch.Tensor) else _simple(a)
+                for a in args
+            )
+        taps: list = []
+        new_args = None
+        if self.gradients:
+            clone_input = getattr(module, "inplace", False) is True or module in DISCOVERED_INPLACE
+            for i, a in enumerate(args):
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    # A fresh node per module input: its gradient is what flows through this
+                    # module only. A view is free; in-place modules need a clone, because a hook
+                    # on a view that is then modified in place never fires. The hook goes on
+                    # before the module runs, so it sees the gradient of the value it received.
+                    tap = a.clone() if clone_input else a.view_as(a)
+                    holder: list = [None]
+                    tap.register_hook(functools.partial(_store_grad, holder))
+                    if new_args is None:
+                        new_args = list(args)
+                    new_args[i] = tap
+                    taps.append((tap, tap._version, not clone_input, holder))
+                else:
+                    taps.append(None)
+        stack.append(_Frame(index, inputs, taps, []))
+        return tuple(new_args) if new_args is not None else None
+
+    def forward_hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
+        name = self.names[module]
+        frame = self._stacks[id(module)].pop()
+        rec = LayerRecord(name, frame.index, type(module).__name__, frame.inputs)
+        replaced = output
+        if self.gradients:
+            replaced = self._track_output(output)
+            in_slots: list = []
+            for tap_info in frame.taps:
+                if tap_info is None:
+                    in_slots.append(None)
+                    continue
+                tap, version, is_view, holder = tap_info
+                if is_view and tap._version != version:
+                    # The module wrote into its input view, so that view's hook is lost.
+                    DISCOVERED_INPLACE.add(module)
+                    self.retry_needed = True
+                in_slots.append(holder)
+                self.grad_requests.append((tap, tap._version))
+            out_slots: list = []
+            for t in iter_tensors(replaced):
+                holder = [None]
+                if t.requires_grad:
+                    t.register_hook(functools.partial(_store_grad, holder))
+                    self.grad_requests.append((t, t._version))
+                out_slots.append(holder)
+            self.pending.append((rec, out_slots, in_slots))
+        rec.output = map_tensors(replaced, lambda t: self.snapshot(t, module))
+        if name not in self.records:
+            self.records[name] = []
+            self.order.append(name)
+        self.records[name].append(rec)
+        return replaced if replaced is not output else None
+
+    def _track_output(self, output: Any) -> Any:
+        """Make every float output differentiable and safe from in-place ops downstream."""
+
+        def fix(t: torch.Tensor) -> torch.Tensor:
+            if not t.is_floating_point():
+                return t
+            if not t.requires_grad:
+                # Nothing upstream requires grad (integer inputs, frozen weights): start the
+                # graph here so gradients still reach this and every later layer.
+                return t.detach().requires_grad_(True).clone()
+            if t._is_view():
+                # A hook on a view that is later modified in place never fires: hand the
+                # rest of the model a copy and keep the view for ourselves.
+                return t.clone()
+            return t
+
+        if isinstance(output, torch.Tensor):
+            return fix(output)
+        changed = False
+
+        def fix_tracked(t: torch.Tensor) -> torch.Tensor:
+            nonlocal changed
+            new = fix(t)
+            changed |= new is not t
+            return new
+
+        rebuilt = _rebuild(output, fix_tracked)
+        return rebuilt if changed else output
+
+
+def _rebuild(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """Like map_tensors but keeps every non-tensor leaf and the container types."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_rebuild(v, fn) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_rebuild(v, fn) for v in obj)
+    if isinstance(obj, dict):
+        try:
+            return type(obj)((k, _rebuild(v, fn)) for k, v in obj.items())
+        except TypeError:
+            return {k: _rebuild(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _store_grad(holder: list, grad: torch.Tensor) -> None:
+    # Keep the gradient object itself: holding a reference stops autograd from accumulating
+    # into it in place, so it is not changed later.
+    holder[0] = grad if holder[0] is None else holder[0] + grad
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``: bytes for people (B, KiB, MiB, GiB)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

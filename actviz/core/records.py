@@ -1,0 +1,118 @@
+"""What a capture returns: one :class:`LayerRecord` per module call, gathered in a :class:`Capture`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from actviz.core.structures import first_tensor
+
+__all__ = ["Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord"]
+
+
+class CaptureCancelled(RuntimeError):
+    """Raised when ``should_stop()`` returned True during a capture."""
+
+
+class CaptureTooLarge(RuntimeError):
+    """Raised when the recorded tensors would exceed ``max_bytes``."""
+
+
+@dataclass
+class LayerRecord:
+    """One call of one hooked module.
+
+    All tensors are detached CPU tensors holding the values at the moment the module ran.
+
+    Attributes
+    ----------
+    name
+        Qualified name from ``named_modules()`` ("" is the model itself).
+    call_index
+        0 for the module's first call in the forward pass, 1 for the second, ...
+    module_type
+        Class name, e.g. ``"Conv2d"``.
+    inputs
+        Positional inputs (tensors; plain scalars kept; other objects become None).
+    output
+        The module's output: a tensor, or a tuple/list/dict mirrored with tensors snapshotted.
+    grad_output
+        d target / d output, same structure as ``output``; None without gradients.
+    grad_inputs
+        d target / d each positional input, through this module only; None entries where no
+        gradient exists (non-float inputs, inputs that do not require grad).
+    """
+
+    name: str
+    call_index: int
+    module_type: str
+    inputs: tuple = ()
+    output: Any = None
+    grad_output: Any = None
+    grad_inputs: tuple | None = None
+
+    @property
+    def tensor(self) -> torch.Tensor | None:
+        """The first tensor of :attr:`output` (what views display)."""
+        return first_tensor(self.output)
+
+    @property
+    def grad(self) -> torch.Tensor | None:
+        """The first tensor of :attr:`grad_output`."""
+        return first_tensor(self.grad_output)
+
+    def __repr__(self) -> str:
+        t = self.tensor
+        shape = tuple(t.shape) if t is not None else None
+        return (
+            f"LayerRecord({self.name!r}, call={self.call_index}, type={self.module_type}, "
+            f"output={shape}, grad={'yes' if self.grad is not None else 'no'})"
+        )
+
+
+@dataclass
+class Capture:
+    """The result of :func:`capture`: per-layer records plus the model-level results."""
+
+    names: list[str]
+    records: dict[str, list[LayerRecord]]
+    output: Any
+    input_grads: Any
+    target_value: float | None
+    target_index: int | None
+    target_description: str
+    warnings: list[str]
+    inputs: Any
+    nbytes: int
+    elapsed_s: float
+    gradients: bool = True
+    mode: str = "eval"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> LayerRecord:
+        try:
+            return self.records[name][0]
+        except KeyError:
+            raise KeyError(f"layer {name!r} was not captured (captured: {self.names})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.records
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def calls(self, name: str) -> list[LayerRecord]:
+        """Every call of layer ``name`` in execution order (one record per call)."""
+        if name not in self.records:
+            raise KeyError(f"layer {name!r} was not captured (captured: {self.names})")
+        return list(self.records[name])
+
+    def all_records(self) -> list[LayerRecord]:
+        """Every record of every layer, layers in execution order."""
+        return [rec for name in self.names for rec in self.records[name]]
