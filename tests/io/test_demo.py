@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,11 @@ def model() -> DemoNet:
 def _in_box(x: float, y: float, box: tuple[int, ...]) -> bool:
     x0, y0, x1, y1 = box
     return x0 <= x < x1 and y0 <= y < y1
+
+
+def _grow(box: tuple[int, ...], margin: int) -> tuple[int, ...]:
+    x0, y0, x1, y1 = box
+    return (x0 - margin, y0 - margin, x1 + margin, y1 + margin)
 
 
 def _cam_peak_and_centroid(cam: np.ndarray) -> tuple[tuple[int, int], tuple[float, float]]:
@@ -149,7 +155,7 @@ def test_sample_objects_are_off_centre() -> None:
         assert (x1 - x0) * (y1 - y0) < 0.4 * h * w, name
 
 
-def test_grad_cam_peak_lands_on_the_object_in_every_sample(model: DemoNet) -> None:
+def test_grad_cam_lands_on_the_object_in_every_sample(model: DemoNet) -> None:
     boxes = demo_sample_boxes()
     checked = 0
     for path in demo_samples():
@@ -159,10 +165,13 @@ def test_grad_cam_peak_lands_on_the_object_in_every_sample(model: DemoNet) -> No
         x, _ = demo_sample_tensor(path.name)
         cam = _demo_cam(model, x, DEMO_CLASSES.index(path.stem))
         assert cam.shape == DEMO_INPUT_SIZE
-        (px, py), centroid = _cam_peak_and_centroid(cam)
+        (px, py), (cx, cy) = _cam_peak_and_centroid(cam)
         box = boxes[path.name]
-        assert _in_box(px, py, box), f"{path.name}: CAM peak {(px, py)} outside {box}"
-        # Most of the CAM is on the object: its mean inside the box beats the mean outside.
+        assert _in_box(cx, cy, box), f"{path.name}: CAM centroid {(cx, cy)} outside {box}"
+        # The peak may sit on the outline (round shapes light up at their edges); one CAM cell
+        # is 8 input pixels, so allow half a cell around the box.
+        assert _in_box(px, py, _grow(box, 4)), f"{path.name}: CAM peak {(px, py)} off {box}"
+        # The CAM is concentrated on the object, not spread over the image.
         x0, y0, x1, y1 = box
         inside = np.zeros(cam.shape, dtype=bool)
         inside[y0:y1, x0:x1] = True
@@ -171,7 +180,7 @@ def test_grad_cam_peak_lands_on_the_object_in_every_sample(model: DemoNet) -> No
 
 
 def test_grad_cam_lands_on_the_object_in_fresh_images(model: DemoNet) -> None:
-    # Images the model never saw (a seed the training script does not use), 4 per class.
+    # Off-centre images the model never saw (a seed the training script does not use).
     rng = np.random.default_rng(12345)
     shapes = [c for c in DEMO_CLASSES if c != "background"]
     examples = [generate_example(c, rng, min_offset=10.0) for _ in range(4) for c in shapes]
@@ -179,36 +188,54 @@ def test_grad_cam_lands_on_the_object_in_fresh_images(model: DemoNet) -> None:
     with torch.no_grad():
         correct = (model(x).argmax(1) == torch.tensor([e.label for e in examples])).float()
     assert float(correct.mean()) >= 0.9
-    hits = 0
+    centroid_hits = peak_hits = 0
     for i, example in enumerate(examples):
         cam = _demo_cam(model, x[i : i + 1], example.label)
         (px, py), (cx, cy) = _cam_peak_and_centroid(cam)
-        hits += _in_box(px, py, example.box) or _in_box(cx, cy, example.box)
-    assert hits / len(examples) >= 0.85
+        centroid_hits += _in_box(cx, cy, example.box)
+        peak_hits += _in_box(px, py, _grow(example.box, 4))
+    assert centroid_hits / len(examples) >= 0.9
+    assert peak_hits / len(examples) >= 0.85
 
 
-def test_first_conv_feature_maps_show_structure(model: DemoNet) -> None:
-    example = generate_example("star", np.random.default_rng(3), min_offset=10.0)
-    x = demo_transform(example.image)[None]
-    fmap = actviz.capture(model, x, layers=["features.block1.conv"], gradients=False)[
-        "features.block1.conv"
-    ].tensor[0]
-    assert fmap.shape == (16, *DEMO_INPUT_SIZE)
-    spatial_std = fmap.flatten(1).std(dim=1)
-    # Nearly every filter responds to something in the image (no dead, flat channels) ...
-    assert int((spatial_std > 0.02).sum()) >= 12
-    # ... and the maps tell the object from the background: for most channels the mean
-    # response on the object differs from the background's by a good fraction of the spread.
-    mask = torch.from_numpy(example.mask)
-    contrast = (fmap[:, mask].mean(1) - fmap[:, ~mask].mean(1)).abs() / spatial_std
-    assert int((contrast > 0.5).sum()) >= 8
-    # Edges: some filters respond far more on the object's outline than away from it (on the
-    # flat inside of the object or on the background).
-    band = torch.from_numpy(_dilate(example.mask) & ~_erode(example.mask))
-    away = ~torch.from_numpy(_dilate(_dilate(example.mask)) & ~_erode(_erode(example.mask)))
-    response = fmap.abs()
-    edge_ratio = response[:, band].mean(1) / response[:, away].mean(1).clamp_min(1e-6)
-    assert int((edge_ratio > 2.0).sum()) >= 3
+def test_background_image_is_not_taken_for_a_shape(model: DemoNet) -> None:
+    rng = np.random.default_rng(99)
+    x = torch.stack([demo_transform(generate_image("background", rng)) for _ in range(8)])
+    with torch.no_grad():
+        predicted = model(x).argmax(1)
+    assert int((predicted == DEMO_CLASSES.index("background")).sum()) >= 7
+
+
+def test_first_block_feature_maps_show_structure(model: DemoNet) -> None:
+    # What the mosaic shows for features.block1 (after its ReLU), one off-centre image per shape.
+    rng = np.random.default_rng(3)
+    examples = [
+        generate_example(c, rng, min_offset=10.0) for c in DEMO_CLASSES if c != "background"
+    ]
+    x = torch.stack([demo_transform(e.image) for e in examples])
+    fmaps = actviz.capture(model, x, layers=["features.block1"], gradients=False)[
+        "features.block1"
+    ].tensor
+    assert fmaps.shape == (len(examples), 16, *DEMO_INPUT_SIZE)
+    edge_counts = []
+    for example, fmap in zip(examples, fmaps, strict=True):
+        name = DEMO_CLASSES[example.label]
+        # Most channels respond to something in the image (a random init leaves about half of
+        # them flat on these images).
+        assert int((fmap.flatten(1).std(dim=1) > 0.02).sum()) >= 12, name
+        # Edge channels: a large share of their activation sits on the object's outline, a band
+        # covering only 4-10 % of the image.
+        band_np = _dilate(example.mask) & ~_erode(example.mask)
+        band = torch.from_numpy(band_np)
+        on_band = fmap[:, band].sum(1) / fmap.flatten(1).sum(1).clamp_min(1e-6)
+        edge_counts.append(int((on_band > 3 * band_np.mean()).sum()))
+        # Region channels: the object's inside and the background far from it light up
+        # differently (colour/brightness detectors).
+        inside = fmap[:, torch.from_numpy(example.mask & ~band_np)].mean(1)
+        outside = fmap[:, torch.from_numpy(~example.mask & ~band_np)].mean(1)
+        ratio = torch.maximum(inside / outside.clamp_min(1e-6), outside / inside.clamp_min(1e-6))
+        assert int((ratio > 3).sum()) >= 5, name
+    assert min(edge_counts) >= 5 and np.mean(edge_counts) >= 7, edge_counts
 
 
 def _shifts(mask: np.ndarray) -> list[np.ndarray]:
@@ -285,9 +312,9 @@ def test_demo_sample_tensor_matches_the_file() -> None:
 
 
 @pytest.mark.slow
-def test_wheel_ships_the_demo_resources(tmp_path: Path) -> None:
-    # Build a wheel from a copy of the sources (the repository itself is never written to) and
-    # check that the weights, samples and boxes are inside, under actviz/resources/demo.
+def test_demo_resources_survive_a_non_editable_install(tmp_path: Path) -> None:
+    # Build a wheel from a copy of the sources (the repository itself is never written to),
+    # install it into a plain directory and load the demo from there in a fresh interpreter.
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -296,16 +323,39 @@ def test_wheel_ships_the_demo_resources(tmp_path: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "actviz", src / "actviz", ignore=ignore)
     shutil.copytree(REPO / "resources", src / "resources", ignore=ignore)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+
+    def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+        result = subprocess.run(args, capture_output=True, text=True, timeout=300, **kwargs)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
     dist = tmp_path / "dist"
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-    result = subprocess.run(
-        [*cmd, "-w", str(dist), str(src)], capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)])
     (wheel,) = dist.glob("actviz-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {"actviz/resources/demo/demo_cnn.pt", "actviz/resources/demo/samples/boxes.json"}
     expected |= {f"actviz/resources/demo/samples/{p.name}" for p in demo_samples()}
     assert expected <= names
-    boxes = json.loads(zipfile.ZipFile(wheel).read("actviz/resources/demo/samples/boxes.json"))
-    assert boxes == {k: list(v) for k, v in demo_sample_boxes().items()}
+
+    site = tmp_path / "site"
+    run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)])
+    script = (
+        "import json, actviz, torch\n"
+        "from actviz.io import demo\n"
+        "m = demo.load_demo_model()\n"
+        "x, _ = demo.demo_sample_tensor('star')\n"
+        "print(json.dumps({'file': actviz.__file__,\n"
+        "    'weights': str(demo.demo_weights_path()),\n"
+        "    'samples': [p.name for p in demo.demo_samples()],\n"
+        "    'boxes': {k: v and list(v) for k, v in demo.demo_sample_boxes().items()},\n"
+        "    'star': demo.DEMO_CLASSES[int(m(x).argmax())]}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = json.loads(run([sys.executable, "-c", script], env=env, cwd=tmp_path).stdout)
+    # The installed copy was imported, not the editable checkout.
+    assert Path(out["file"]).is_relative_to(site)
+    assert Path(out["weights"]).is_relative_to(site)
+    assert out["samples"] == [p.name for p in demo_samples()]
+    assert out["boxes"] == {k: v and list(v) for k, v in demo_sample_boxes().items()}
+    assert out["star"] == "star"
