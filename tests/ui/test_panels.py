@@ -111,7 +111,10 @@ def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv
     canvas = panel.activation_slot.image_canvas
     np.testing.assert_array_equal(canvas.image.image, tiles.image)
     assert tuple(canvas.image.levels) == pytest.approx(tiles.levels)
-    assert canvas.colorbar.levels() == pytest.approx(tiles.value_range)
+    # per-channel tiles have no common value range: the bar says so instead of lying
+    assert tiles.normalize == "channel"
+    assert canvas.colorbar.levels() == (0.0, 1.0)
+    assert [label for _, label in canvas.colorbar.axis._tickLevels[0]] == ["ch min", "ch max"]
     assert panel.title() == "conv1 · Conv2d · 8×16×16"
     assert panel.status_label.text() == view.description
     assert panel.minimumHeight() >= 220
@@ -130,6 +133,7 @@ def test_layer_panel_updates_in_place_without_new_items(qtbot, conv_capture):
     assert len(canvas.scene().items()) == items_before
     np.testing.assert_array_equal(item.image, doubled.image)
     assert canvas.colorbar.levels() == pytest.approx(doubled.value_range)
+    assert canvas.colorbar.axis._tickLevels is None  # shared scale: real numbers again
 
 
 def test_layer_panel_hover_reports_channel_pixel_and_raw_value(qtbot, conv_capture):

@@ -91,10 +91,20 @@ class ColorBar(pg.GraphicsLayout):
         """Paint the strip with colour map ``name``."""
         self.strip.set_lut(lut(name))
 
-    def setLevels(self, values: tuple[float, float]) -> None:  # noqa: N802 - mirrors pg.ColorBarItem
-        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top)."""
+    def setLevels(  # noqa: N802 - mirrors pg.ColorBarItem
+        self, values: tuple[float, float], labels: tuple[str, str] | None = None
+    ) -> None:
+        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top).
+
+        ``labels`` replaces the numbers with words at both ends, for scales that are not one
+        value range (per-channel normalisation: each tile has its own min and max).
+        """
         self._levels = (float(values[0]), float(values[1]))
         self.axis.setRange(*self._levels)
+        if labels is None:
+            self.axis.setTicks(None)
+        else:
+            self.axis.setTicks([[(self._levels[0], labels[0]), (self._levels[1], labels[1])]])
 
     def levels(self) -> tuple[float, float]:
         """The (low, high) values written on the bar."""
@@ -176,6 +186,7 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         bar_range: tuple[float, float] | None = None,
         *,
         lock_aspect: bool = True,
+        bar_labels: tuple[str, str] | None = None,
     ) -> None:
         """Show ``image`` (row-major 2-D float32 or (H, W, 3|4) uint8) with fixed ``levels``.
 
@@ -207,7 +218,7 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
                 # A constant map still needs a readable bar: widen it symmetrically.
                 span = abs(low) * 0.01 or 1.0
                 low, high = low - span, high + span
-            self.colorbar.setLevels((float(low), float(high)))
+            self.colorbar.setLevels((float(low), float(high)), bar_labels)
 
     def reset_view(self) -> None:
         """Fit the whole image in the view."""

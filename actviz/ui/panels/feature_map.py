@@ -156,7 +156,17 @@ class _ViewSlot(QtWidgets.QWidget):
                 self.stack.setCurrentWidget(self.placeholder)
                 return
             canvas = self._images()
-            canvas.set_image(mosaic.image, mosaic.levels, mosaic.value_range, lock_aspect=True)
+            if getattr(mosaic, "normalize", "shared") == "channel":
+                # Every tile has its own scale: one value range on the bar would mislead.
+                canvas.set_image(
+                    mosaic.image,
+                    mosaic.levels,
+                    (0.0, 1.0),
+                    lock_aspect=True,
+                    bar_labels=("ch min", "ch max"),
+                )
+            else:
+                canvas.set_image(mosaic.image, mosaic.levels, mosaic.value_range, lock_aspect=True)
             self.stack.setCurrentWidget(canvas)
         elif view.kind == "heatmap":
             data = np.ascontiguousarray(view.data, dtype=np.float32)

@@ -14,8 +14,11 @@ _MAX_NAMED_TICKS = 6
 
 
 def _short(name: str) -> str:
+    # Only the last component fits under a bar; a bare index ("layer1.0") keeps its parent.
     parts = name.split(".")
-    return ".".join(parts[-2:]) if len(parts) > 2 else name
+    if len(parts) > 1 and parts[-1].isdigit():
+        return ".".join(parts[-2:])
+    return parts[-1] or "(model)"
 
 
 class GradFlowPanel(PanelBase):
