@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from actviz.core.allocator import keep_freed_memory
 from actviz.core.guards import ModelState, UnregisteredModules
 from actviz.core.recorder import NEEDS_COPY, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
@@ -231,6 +232,7 @@ def capture(
                 _strip(n, "_orig_mod.") for n in ([layers] if isinstance(layers, str) else layers)
             ]
     names = resolve_layers(model, layers)
+    keep_freed_memory()
     start = time.perf_counter()
     for attempt in range(_MAX_ATTEMPTS):
         try:

@@ -84,7 +84,7 @@ class Exploding(nn.Module):
         self.head = nn.Linear(4, 2)
 
     def forward(self, x):
-        y = self.bn(self.conv(x))
+        self.bn(self.conv(x))  # BatchNorm ran (and updated its stats) before the error
         raise RuntimeError("boom in forward")
 
 
