@@ -39,17 +39,17 @@ def run_app(
     """
     app = ensure_app()
     window = MainWindow()
+    # Everything opens in the background while the window is already on screen; an input
+    # waits for the model being opened, and the automatic run starts once both are in.
     if model is None:
         window.load_demo()
     else:
         window.open_model_source(model, arch=arch, trust=trust)
     if input is not None:
-        window.open_input_source(input)
-    elif model is not None and window.session.model is not None:
+        window.open_input_source(input)  # replaces the demo's own sample
+    elif model is not None:
         window.open_default_input()
     window.show()
-    if window.session.can_run():
-        window.run()
     code = app.exec()
     window.shutdown()
     return int(code)

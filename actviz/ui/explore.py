@@ -75,7 +75,8 @@ def explore(
         if isinstance(model, nn.Module):
             window.set_model(model, categories=categories, layers=layers)
         else:
-            if not window.open_model_source(os.fspath(model)):
+            # Scripts expect the model to be there on return: wait for the background load.
+            if not window.open_model_source(os.fspath(model), wait=True):
                 raise ValueError(window.banner.texts()[-1] if window.banner.texts() else model)
             if categories:
                 window.session.categories = list(categories)
@@ -113,7 +114,7 @@ def _set_inputs(window: MainWindow, inputs: Any) -> None:
     import torch
 
     if isinstance(inputs, (str, os.PathLike)):
-        if not window.open_input_source(os.fspath(inputs), remember=False):
+        if not window.open_input_source(os.fspath(inputs), remember=False, wait=True):
             raise ValueError(window.banner.texts()[-1])
         return
     if isinstance(inputs, torch.Tensor) or isinstance(inputs, (tuple, list, dict)):

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 #: At most this many channels go into one mosaic (the rest are summarised by the stats).
 MAX_MOSAIC_CHANNELS = 256
+#: Tiles at most this many pixels on a side are laid out without padding: one NaN pixel between
+#: 2x2 tiles (ResNet's layer4 on a small input) turns the mosaic into speckle.
+TINY_TILE_PX = 3
 #: Default ticks are capped at this many layers so the first run stays quick to look at.
 DEFAULT_TICK_LIMIT = 8
 #: Generic containers: their outputs are their last child's output, so they are walked through.
@@ -261,6 +264,12 @@ def prepare_result(
     )
 
 
+def mosaic_pad(shape: Sequence[int]) -> int:
+    """Padding between the tiles of a ``(C, H, W)`` map: 0 for tiny tiles, else 1 pixel."""
+    h, w = (int(shape[-2]), int(shape[-1])) if len(shape) >= 2 else (1, 1)
+    return 0 if max(h, w) <= TINY_TILE_PX else 1
+
+
 def prepare_layer(cap: Capture, name: str, normalize: str = "channel") -> PreparedLayer:
     """Views, mosaics, stats and histogram of one captured layer (first call)."""
     from actviz.core import views
@@ -277,14 +286,22 @@ def prepare_layer(cap: Capture, name: str, normalize: str = "channel") -> Prepar
             tensor = tensor.float()
         view = views.layer_view(tensor)
         if view.kind == "maps":
-            mosaic = views.mosaic(view.data, normalize=normalize, max_channels=MAX_MOSAIC_CHANNELS)
+            mosaic = views.mosaic(
+                view.data,
+                normalize=normalize,
+                max_channels=MAX_MOSAIC_CHANNELS,
+                pad=mosaic_pad(view.data.shape),
+            )
         hist = views.histogram(tensor)
         grad = rec.grad
         if grad is not None and grad.shape == tensor.shape:
             grad_view = views.layer_view(views.magnitude(grad))
             if grad_view.kind == "maps":
                 grad_mosaic = views.mosaic(
-                    grad_view.data, normalize=normalize, max_channels=MAX_MOSAIC_CHANNELS
+                    grad_view.data,
+                    normalize=normalize,
+                    max_channels=MAX_MOSAIC_CHANNELS,
+                    pad=mosaic_pad(grad_view.data.shape),
                 )
     stats.setdefault("shape", tuple(tensor.shape) if tensor is not None else None)
     return PreparedLayer(

@@ -1,8 +1,9 @@
-"""One background thread for captures, with stale results dropped and cooperative cancel.
+"""Background jobs with stale results dropped and cooperative cancel.
 
 Hooks are per-module state, so two captures on one model at the same time would mix their
-records: the worker owns a single-thread ``QThreadPool`` and runs jobs strictly one after the
-other. Each :meth:`Worker.submit` bumps a generation counter; a job whose generation is no longer
+records: a capture worker owns a single-thread ``QThreadPool`` and runs jobs strictly one after
+the other. Loading a model builds a new module nobody else holds yet, so the window's model
+loader may use two threads: a new load starts at once while a stale one finishes unseen. Each :meth:`Worker.submit` bumps a generation counter; a job whose generation is no longer
 current is asked to stop (its ``should_stop`` turns True, which ``actviz.capture`` polls before
 every module call) and whatever it returns is dropped, so the window only ever shows the result
 of the latest request. Errors are emitted, never swallowed (the superqt worker pattern).
@@ -90,13 +91,16 @@ class Worker(QObject):
     ----------
     parent
         Qt parent (the window), so the worker dies with it.
+    max_threads
+        Jobs that may run at once. Keep 1 for captures (one model, one worker: hooks are
+        per-module state); jobs that touch no shared model (loading a new one) may use more.
     """
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, *, max_threads: int = 1) -> None:
         super().__init__(parent)
         self.signals = WorkerSignals(self)
         self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(1)  # one model, one worker: hooks are per-module state
+        self._pool.setMaxThreadCount(max(1, int(max_threads)))
         self._lock = threading.Lock()
         self._generation = 0
         self._cancelled: set[int] = set()
@@ -113,6 +117,12 @@ class Worker(QObject):
     def is_busy(self) -> bool:
         """True while any job (current or stale) is queued or running."""
         return bool(self._runners)
+
+    def has_current_job(self) -> bool:
+        """True while the latest submitted job is queued or running (stale ones aside)."""
+        with self._lock:
+            gen = self._generation
+        return gen in self._running
 
     def is_current(self, generation: int) -> bool:
         with self._lock:
@@ -148,16 +158,27 @@ class Worker(QObject):
             self._cancelled.add(gen)
             return True
 
+    def drop(self) -> None:
+        """Make every queued or running job stale: none of them reports anything."""
+        with self._lock:
+            self._generation += 1
+
     def shutdown(self, timeout_ms: int = 30000) -> bool:
         """Cancel everything and wait for the thread to finish (the model's hooks are then gone).
+
+        Parameters
+        ----------
+        timeout_ms
+            How long to wait; 0 does not wait (jobs that hold no hooks, like loads).
 
         Returns
         -------
         bool
-            False if the job was still running after ``timeout_ms``.
+            False if a job was still running after ``timeout_ms``.
         """
-        with self._lock:
-            self._generation += 1  # makes every queued/running job stale
+        self.drop()
+        if timeout_ms <= 0:
+            return self._pool.activeThreadCount() == 0
         done = self._pool.waitForDone(timeout_ms)
         if not done:
             log.warning("a capture was still running after %d ms", timeout_ms)

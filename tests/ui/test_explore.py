@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -104,55 +106,84 @@ def test_explore_blocks_until_the_window_closes(qtbot):
     assert len(closed) == 1
 
 
-def test_run_app_opens_a_model_and_returns_the_exit_code(qtbot, tmp_path):
+def _close_when(ready, seen, timeout_s: float = 30.0):
+    """Poll the visible explorer window; once ``ready(window)`` (or after ``timeout_s``, so a
+    broken flow fails its assertions instead of hanging the event loop), record and close it."""
+    deadline = time.monotonic() + timeout_s
+
+    def check():
+        for window in QApplication.topLevelWidgets():
+            if isinstance(window, MainWindow) and window.isVisible():
+                if not ready(window) and time.monotonic() < deadline:
+                    QTimer.singleShot(50, check)
+                    return
+                seen.append(
+                    (window.windowTitle(), window.banner.texts(), list(window.layer_panels),
+                     window.session.input.source if window.session.input else None)
+                )  # fmt: skip
+                window.close()
+                return
+        QTimer.singleShot(50, check)
+
+    QTimer.singleShot(50, check)
+
+
+def test_run_app_opens_a_model_in_the_background_and_returns_the_exit_code(qtbot, tmp_path):
     path = tmp_path / "scripted.pt"
     torch.jit.script(_model()).save(str(path))
     seen = []
-
-    def close_soon():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                seen.append((window.windowTitle(), window.banner.texts()))
-                window.close()
-
-    QTimer.singleShot(300, close_soon)
+    # The input waits for the model; the automatic run follows once both are in.
+    _close_when(lambda w: w.result is not None, seen)
     assert run_app(model=str(path), input="random:1x3x8x8") == 0
-    ((title, banner),) = seen
-    assert "actviz" in title
+    ((title, banner, _, source),) = seen
+    assert "actviz" in title and "scripted" in title
     assert any("TorchScript" in t for t in banner)
+    assert source == "random:1x3x8x8"
 
 
 def test_run_app_with_a_broken_model_still_opens_the_window(qtbot, tmp_path):
     seen = []
-
-    def close_soon():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                seen.append(window.banner.texts())
-                window.close()
-
-    QTimer.singleShot(300, close_soon)
+    _close_when(lambda w: not w.is_loading() and bool(w.banner.texts()), seen)
     assert run_app(model=str(tmp_path / "missing.pt")) == 0
-    assert any("missing.pt" in t for t in seen[0])
+    assert any("missing.pt" in t for t in seen[0][1])
 
 
 @pytest.mark.usefixtures("demo_resources")
 def test_run_app_without_arguments_opens_the_demo_already_run(qtbot):
     seen = []
-
-    def check():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                if window.result is None:
-                    QTimer.singleShot(100, check)
-                    return
-                seen.append((window.windowTitle(), list(window.layer_panels)))
-                window.close()
-
-    QTimer.singleShot(200, check)
+    _close_when(lambda w: w.result is not None, seen)
     assert run_app() == 0
-    title, panels = seen[0]
+    title, _, panels, source = seen[0]
     assert "actviz" in title and len(panels) == 5
+    assert source.endswith(".png")
+
+
+@pytest.mark.usefixtures("demo_resources")
+def test_run_app_demo_with_an_input_uses_that_input(qtbot, tmp_path):
+    path = tmp_path / "ring.png"
+    generate_image("ring", np.random.default_rng(3)).save(path)
+    seen = []
+    _close_when(lambda w: w.result is not None and w.session.input.source == str(path), seen)
+    assert run_app(input=str(path)) == 0
+    assert seen[0][3] == str(path)
+
+
+def test_explore_a_model_by_name_waits_for_the_background_load(qtbot):
+    window = actviz.explore("resnet18", "random:1x3x32x32", layers=["layer1"], block=False)
+    qtbot.addWidget(window)
+    # On return the model and input are there (explore waited for both loads).
+    assert type(window.session.model).__name__ == "ResNet"
+    assert tuple(window.session.input.value.shape) == (1, 3, 32, 32)
+    assert window.session.ticked == ["layer1"]
+    qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert list(window.layer_panels) == ["layer1"]
+    window.close()
+
+
+def test_explore_a_missing_file_raises_with_the_reason(qtbot, tmp_path):
+    with pytest.raises(ValueError, match="nope.pt"):
+        actviz.explore(str(tmp_path / "nope.pt"), block=False)
+    assert explore_module._OPEN_WINDOWS == []
 
 
 # -------------------------------------------------------------------------------- dialog

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -19,18 +20,12 @@ from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, ge
 from actviz.ui.main_window import MainWindow
 from actviz.ui.settings import AppSettings
 from actviz.ui.tree_model import NameRole
+from tests.conftest import assert_no_hooks
 from tests.core.seed_models import SeedMLP
 
 RUN_TIMEOUT_MS = 60_000
+LOAD_TIMEOUT_MS = 30_000
 LEFT = Qt.MouseButton.LeftButton
-HOOK_ATTRS = (
-    "_forward_hooks",
-    "_forward_pre_hooks",
-    "_backward_hooks",
-    "_backward_pre_hooks",
-    "_forward_hooks_with_kwargs",
-    "_forward_pre_hooks_with_kwargs",
-)
 
 
 class TinyCNN(nn.Module):
@@ -63,14 +58,6 @@ def _tiny() -> TinyCNN:
 
 def _x(seed: int = 1, shape=(1, 3, 16, 16)) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _assert_no_hooks(model: nn.Module) -> None:
-    for name, module in model.named_modules():
-        for attr in HOOK_ATTRS:
-            assert not getattr(module, attr, None), f"{name or '(model)'} still has {attr}"
-    assert not nn.modules.module._global_forward_pre_hooks
-    assert not nn.modules.module._global_forward_hooks
 
 
 @pytest.fixture
@@ -158,7 +145,7 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, tiny_window):
     assert window.saliency_panel.heat.shape == (16, 16)
     assert window.gradcam_panel.current_layer() == "conv2"
     assert "ms" in window.timing_label.text() and "held" in window.timing_label.text()
-    _assert_no_hooks(model)
+    assert_no_hooks(model)
 
 
 def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, tiny_window):
@@ -274,12 +261,21 @@ def test_resnet18_random_init(qtbot, make_window):
     assert layers["layer1"].view.data.shape == (64, 16, 16)
     assert layers["layer3"].view.data.shape == (256, 4, 4)
     assert layers["layer4"].mosaic.channels == 256 and layers["layer4"].mosaic.total_channels == 512
+    # Tiles of 4 px or less (layer3 4x4, layer4 2x2) are packed without NaN padding.
+    assert [layers[n].mosaic.pad for n in ("layer1", "layer2", "layer3", "layer4")] == [1, 1, 0, 0]
+    tiles = layers["layer4"].mosaic
+    assert tiles.image.shape == (tiles.rows * 2, tiles.cols * 2)
+    # NaN only in the unused grid cells after channel 255, none between tiles.
+    assert np.isnan(tiles.image).sum() == (tiles.rows * tiles.cols - 256) * 4
+    assert tiles.channel_at(*reversed(tiles.tile_origin(255))) == 255
+    assert layers["layer4"].grad_mosaic.pad == 0
+    assert np.isnan(layers["layer2"].mosaic.image).any()  # 8x8 tiles keep their 1 px gap
     assert layers["fc"].view.data.shape == (1000,)
     assert window.result.gradcam_default == "layer4"
     assert window.gradcam_panel.heat.shape == (64, 64)
     # Tree: one row per named module, shapes filled for the captured ones.
     assert window.tree_model.index_of("layer2", 2).data() == "1×128×8×8"
-    _assert_no_hooks(model)
+    assert_no_hooks(model)
 
 
 def test_seed_mlp_two_units_per_layer(qtbot, make_window):
@@ -336,7 +332,7 @@ def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, 
     assert window.banner.isVisible()
     assert window.result is previous
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
-    _assert_no_hooks(model)
+    assert_no_hooks(model)
     window.set_input(_x(2))
     run_and_wait(qtbot, window)
     assert not any("Run failed" in t for t in window.banner.texts())
@@ -348,7 +344,7 @@ def test_a_forward_that_raises_shows_a_message(qtbot, tiny_window):
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
         window.run()
     assert any("kaputt" in t for t in window.banner.texts())
-    _assert_no_hooks(model)
+    assert_no_hooks(model)
     model.fail = False
     run_and_wait(qtbot, window)
 
@@ -372,10 +368,15 @@ def test_corrupt_checkpoint_keeps_the_current_model(qtbot, tiny_window, tmp_path
     window, model = tiny_window
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"PK\x03\x04 this is not really a checkpoint")
-    assert window.open_model_source(str(broken)) is False
+    with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        assert window.open_model_source(str(broken)) is True  # started in the background
+    assert "broken.pt" in failed.args[0]
     assert any("broken.pt" in t for t in window.banner.texts())
     assert window.session.model is model
+    assert not window.progress_bar.isVisible() and not window.is_loading()
     run_and_wait(qtbot, window)
+    assert window.open_model_source(str(broken), wait=True) is False
+    assert window.session.model is model
 
 
 def test_unreadable_input_file_keeps_the_current_input(qtbot, tiny_window, tmp_path):
@@ -383,9 +384,12 @@ def test_unreadable_input_file_keeps_the_current_input(qtbot, tiny_window, tmp_p
     bad = tmp_path / "noise.png"
     bad.write_bytes(b"\x89PNG definitely not an image")
     value = window.session.input.value
-    assert window.open_input_source(str(bad)) is False
+    with qtbot.waitSignal(window.input_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        window.open_input_source(str(bad))
+    assert "noise.png" in failed.args[0]
     assert any("noise.png" in t for t in window.banner.texts())
     assert window.session.input.value is value
+    assert window.open_input_source(str(bad), wait=True) is False
 
 
 def test_cancel_keeps_the_previous_result(qtbot, make_window):
@@ -415,7 +419,7 @@ def test_cancel_keeps_the_previous_result(qtbot, make_window):
         window.cancel()
     assert window.result is previous
     assert not window.progress_bar.isVisible()
-    _assert_no_hooks(model)
+    assert_no_hooks(model)
 
 
 # -------------------------------------------------------------------------------- model / input
@@ -423,23 +427,44 @@ def test_untrusted_pickle_asks_before_unpickling(qtbot, tiny_window, tmp_path):
     window, model = tiny_window
     path = tmp_path / "whole_model.pt"
     torch.save(_tiny(), path)
-    asked = []
-    window.confirm_untrusted = lambda parent, p, msg: asked.append(p) or False
-    assert window.open_model_source(str(path)) is False
-    assert asked == [str(path)]
+    asked, trusts = [], []
+    real_loader = window.model_loader
+
+    def loader(source, **kwargs):
+        trusts.append((kwargs["trust"], threading.current_thread() is threading.main_thread()))
+        return real_loader(source, **kwargs)
+
+    def ask(answer):
+        def confirm(parent, p, msg):
+            # Asked on the GUI thread, before anything is unpickled.
+            asked.append((p, threading.current_thread() is threading.main_thread()))
+            return answer
+
+        return confirm
+
+    window.model_loader = loader
+    window.confirm_untrusted = ask(False)
+    with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
+        window.open_model_source(str(path))
+    assert asked == [(str(path), True)]
+    assert trusts == [(False, False)]  # loaded once, off the GUI thread, without trust
     assert window.session.model is model
     assert any("not trusted" in t for t in window.banner.texts())
-    window.confirm_untrusted = lambda parent, p, msg: asked.append(p) or True
-    assert window.open_model_source(str(path)) is True
-    assert len(asked) == 2
+    window.confirm_untrusted = ask(True)
+    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+        window.open_model_source(str(path))
+    assert loaded.args == [str(path)]
+    assert len(asked) == 2 and asked[1] == (str(path), True)
+    assert trusts[1:] == [(False, False), (True, False)]  # asked, then loaded with trust
     assert type(window.session.model).__name__ == "TinyCNN" and window.session.model is not model
+    assert window.session.model_kind == "pickle"
 
 
 def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, make_window, tmp_path, settings):
     window = make_window()
     path = tmp_path / "scripted.pt"
     torch.jit.script(_tiny()).save(str(path))
-    assert window.open_model_source(str(path))
+    assert window.open_model_source(str(path), wait=True)
     assert window.banner.isVisible()
     assert any("TorchScript" in t for t in window.banner.texts())
     assert AppSettings(settings).recent_models()[0] == str(path)
@@ -451,9 +476,9 @@ def test_state_dict_needs_the_architecture_field(qtbot, make_window, tmp_path):
     source = _tiny()
     path = tmp_path / "weights.pt"
     torch.save(source.state_dict(), path)
-    assert window.open_model_source(str(path)) is False
+    assert window.open_model_source(str(path), wait=True) is False
     assert any("weights.pt" in t and "arch" in t for t in window.banner.texts())
-    assert window.open_model_source(str(path), arch="tests.ui.test_main_window:TinyCNN")
+    assert window.open_model_source(str(path), arch="tests.ui.test_main_window:TinyCNN", wait=True)
     loaded = window.session.model
     assert torch.equal(loaded.conv1.weight, source.conv1.weight)
     assert AppSettings(window.settings.store).recent_models()[0] == (
@@ -520,6 +545,79 @@ def test_module_details_and_train_mode(qtbot, make_window):
         window.tree_proxy.mapFromSource(window.tree_model.index_of("conv2"))
     )
     assert "train mode" in window.details.header.text()
+
+
+def _named(*names: str) -> nn.Module:
+    model = nn.Sequential()
+    for name in names:
+        model.add_module(name, nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+    return model
+
+
+def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, make_window):
+    window = make_window()
+    view, header = window.tree_view, window.tree_view.header()
+    assert header.sectionSize(0) == 170  # before any model
+    # On a first start the dock opens wider than its 380 px minimum.
+    assert window.model_dock.width() == 460
+    window.resizeDocks([window.model_dock], [700], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: view.viewport().width() > 600, timeout=2000)
+    fm = view.fontMetrics()
+    cap = int(view.viewport().width() * 0.6)
+    # A name wider than 170 px but inside 60 % of the tree: the column fits it exactly.
+    target = (170 + cap) // 2 - 4 * view.indentation()
+    medium = "e" * max(1, target // max(fm.horizontalAdvance("e"), 1))
+    window.set_model(_named(medium, "head"))
+    wanted = view.sizeHintForColumn(0)
+    assert 170 < wanted < cap
+    assert header.sectionSize(0) == wanted
+    assert header.sectionSize(0) >= fm.horizontalAdvance(medium) + view.indentation()
+    # A name wider than the tree is capped at 60 % of it.
+    window.set_model(_named("x" * 400))
+    assert view.sizeHintForColumn(0) > cap
+    assert header.sectionSize(0) == cap
+    assert window.model_dock.fit_name_column(max_fraction=0.3) == max(140, int(cap / 0.6 * 0.3))
+
+
+def test_a_model_set_before_show_is_fitted_once_shown(qtbot, settings):
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    window.set_model(_named("y" * 60, "head"))
+    window.resize(1400, 900)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: not window.model_dock._fit_pending, timeout=2000)
+    view = window.tree_view
+    wanted = view.sizeHintForColumn(0)
+    assert wanted > 170
+    assert view.header().sectionSize(0) == min(wanted, int(view.viewport().width() * 0.6))
+
+
+def test_default_size_fits_a_1600_by_1000_screen(qtbot, settings):
+    from PySide6.QtCore import QSize
+
+    from actviz.ui.window_layout import default_window_size
+
+    size = default_window_size(QSize(1600, 960))  # 1600x1000 less a 40 px task bar
+    assert size.width() <= 1600 * 0.9 and size.height() <= 960 * 0.9
+    assert size.width() >= 1200 and size.height() >= 800
+    small = default_window_size(QSize(1280, 720))
+    assert (small.width(), small.height()) == (1152, 648)
+    window = MainWindow(settings=settings)
+    qtbot.addWidget(window)
+    hint = window.minimumSizeHint()
+    assert hint.width() <= size.width() and hint.height() <= size.height()
+
+
+def test_banner_dismiss_button_clears_it(qtbot, make_window):
+    from PySide6.QtWidgets import QToolButton
+
+    window = make_window()
+    window.show_error("first")
+    window.show_warning("second", source="model")
+    assert window.banner.texts() == ["first", "second"] and window.banner.isVisible()
+    window.banner.findChild(QToolButton).click()
+    assert window.banner.texts() == [] and not window.banner.isVisible()
 
 
 def test_tree_context_actions_and_filter(qtbot, make_window):
@@ -646,12 +744,38 @@ def test_export_png_and_npy(qtbot, tiny_window, tmp_path):
         assert image.width > 300
 
 
-def test_export_everything(qtbot, tiny_window, tmp_path):
-    pytest.importorskip("actviz.io.export")
+def test_export_everything_runs_in_the_background(qtbot, tiny_window, tmp_path):
     window, _ = tiny_window
-    paths = window.export_all(tmp_path / "all")
-    assert paths and all(p.exists() for p in paths)
-    assert any(p.suffix == ".npy" for p in paths)
+    threads = []
+    import actviz.io.export as export_module
+
+    real = export_module.export_capture
+
+    def export_capture(*args, **kwargs):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    export_module.export_capture = export_capture
+    try:
+        with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS) as done:
+            assert window.export_all(tmp_path / "all") is True
+            assert window.progress_bar.isVisible() and "Exporting" in window.status_label.text()
+    finally:
+        export_module.export_capture = real
+    paths = done.args[0]
+    assert threads == [False]  # written off the GUI thread
+    assert paths == window.last_export and all(p.exists() for p in paths)
+    assert {"conv1", "conv2", "fc"} <= {p.name.split(".")[0] for p in paths if p.suffix == ".npz"}
+    assert paths[-1].name == "summary.json"
+    assert f"Exported {len(paths)} files" in window.status_label.text()
+    assert not window.progress_bar.isVisible()
+    # Blocking form (scripts), and the failure path: a file where the folder should be.
+    assert window.export_all(tmp_path / "again", wait=True) is True
+    (tmp_path / "blocked").write_text("not a folder")
+    with qtbot.waitSignal(window.export_failed, timeout=LOAD_TIMEOUT_MS) as failed:
+        window.export_all(tmp_path / "blocked" / "sub")
+    assert "Export failed" in failed.args[0]
+    assert any("Export failed" in t for t in window.banner.texts())
 
 
 # -------------------------------------------------------------------------------- lifecycle
@@ -673,8 +797,11 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
         assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
         window.deleteLater()
         qtbot.wait(1)
-        _assert_no_hooks(model)
+        assert_no_hooks(model)
     assert not model.training
+    # Closing mid-capture leaves no global hooks either (the helper checks module hooks).
+    assert not nn.modules.module._global_forward_hooks
+    assert not nn.modules.module._global_forward_pre_hooks
 
 
 def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, make_window, tmp_path):

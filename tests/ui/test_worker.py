@@ -182,3 +182,56 @@ def test_capture_cancelled_is_reported_as_cancel_not_error(qtbot, worker):
     gen = worker.submit(job)
     qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
     assert cancelled == [gen] and errors == []
+
+
+def test_a_loader_worker_starts_a_new_job_while_a_stale_one_still_runs(qtbot):
+    worker = Worker(max_threads=2)
+    release = threading.Event()
+    started = threading.Event()
+
+    def stale(stop, progress):
+        started.set()
+        release.wait(5)
+        return "stale"
+
+    finished = []
+    worker.signals.finished.connect(lambda gen, r: finished.append(r))
+    worker.submit(stale)
+    assert started.wait(5)
+    worker.submit(lambda stop, progress: "fresh")
+    # With two threads the fresh job does not wait for the stale one.
+    qtbot.waitUntil(lambda: finished == ["fresh"], timeout=5000)
+    assert worker.is_busy() and not worker.has_current_job()
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.wait(50)
+    assert finished == ["fresh"]
+    worker.shutdown()
+
+
+def test_drop_silences_the_running_job_and_has_current_job_tracks_it(qtbot, worker):
+    release = threading.Event()
+    events = []
+    for signal in ("finished", "errored", "cancelled"):
+        getattr(worker.signals, signal).connect(lambda *args, s=signal: events.append(s))
+    worker.submit(lambda stop, progress: release.wait(5))
+    assert worker.has_current_job()
+    worker.drop()
+    assert not worker.has_current_job() and worker.is_busy()
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    qtbot.wait(50)
+    assert events == []
+
+
+def test_shutdown_without_waiting_returns_at_once(qtbot):
+    worker = Worker()
+    release = threading.Event()
+    started = threading.Event()
+    worker.submit(lambda stop, progress: started.set() or release.wait(5))
+    assert started.wait(5)
+    start = time.perf_counter()
+    assert worker.shutdown(timeout_ms=0) is False  # still running, not waited for
+    assert time.perf_counter() - start < 0.5
+    release.set()
+    assert worker.shutdown() is True

@@ -1,0 +1,416 @@
+"""Opening models and inputs off the GUI thread: menus, recents, samples, drops, the demo.
+
+A load runs on a loader :class:`~actviz.ui.worker.Worker` while the window stays usable; the
+status bar says "Opening resnet18…" beside a busy bar. Only the latest request is adopted
+(opening another model meanwhile makes the first one stale), a failure goes to the banner and
+the previous model stays. A full pickle is first loaded without trust; the loader raises
+``UntrustedFileError`` and the question is asked here, on the GUI thread, before the same
+request is loaded again with ``trust=True``.
+
+An input asked for while a model is loading waits for that model (its transforms decide the
+size and normalisation); an input being read when a new model arrives is read again for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from actviz.ui.loaders import (
+    InputRequest,
+    ModelRequest,
+    describe_error,
+    local_files,
+    short_source,
+)
+from actviz.ui.settings import split_recent_model
+
+log = logging.getLogger(__name__)
+
+#: Files dropped with these suffixes open as models; anything else opens as an input.
+MODEL_SUFFIXES = {".pt2", ".safetensors", ".pth", ".ckpt", ".ts", ".torchscript"}
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
+TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
+INPUT_HINT = "Open an input (Ctrl+I), drop a file on the window, or pick a sample."
+
+
+class FileOpening:
+    """The model / input half of :class:`~actviz.ui.main_window.MainWindow` (a mixin).
+
+    It relies on the window's ``session``, ``settings``, ``banner``, ``model_loads``,
+    ``input_loads``, ``model_loader``, ``input_loader``, ``confirm_untrusted``, its signals
+    ``model_loaded``/``model_load_failed``/``input_loaded``/``input_load_failed`` and its
+    helpers ``_refresh_busy``, ``_wait_until``, ``_stop_current_run`` and ``_run_if_due``.
+    """
+
+    _model_request: ModelRequest | None
+    _input_request: InputRequest | None
+
+    # ========================================================================== public API
+    def open_model_source(
+        self,
+        source: str,
+        *,
+        arch: str | None = None,
+        weights: str | None = "DEFAULT",
+        trust: bool = False,
+        wait: bool = False,
+    ) -> bool:
+        """Open a model (zoo name, file, ``module:attr`` or "demo") in the background.
+
+        Parameters
+        ----------
+        source, arch, weights, trust
+            As for :func:`actviz.io.models.open_model`.
+        wait
+            Block (running a local event loop, so the window keeps painting) until the model
+            is adopted or the load failed. Scripts (``explore``) use it; the window does not.
+
+        Returns
+        -------
+        bool
+            Without ``wait``: True when the load started (False only on a closed window).
+            With ``wait``: True when the model was adopted. The outcome is also announced by
+            ``model_loaded(source)`` or ``model_load_failed(message)``; on failure the banner
+            says why and the previous model stays.
+        """
+        if self._closed:
+            return False
+        request = ModelRequest(
+            str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
+        )
+        self._start_model_load(request)
+        if not wait:
+            return True
+        self._wait_until(lambda: request.succeeded is not None)
+        return bool(request.succeeded)
+
+    def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
+        """Open an image or tensor file (or any source ``open_input`` knows) in the background.
+
+        Returns
+        -------
+        bool
+            Without ``wait``: True when the load started (or waits for a model being opened).
+            With ``wait``: True when the input was adopted. ``input_loaded(source)`` or
+            ``input_load_failed(message)`` follows; on failure the old input stays.
+        """
+        if self._closed:
+            return False
+        request = InputRequest(str(source), remember=remember)
+        self._request_input(request)
+        if not wait:
+            return True
+        self._wait_until(lambda: request.succeeded is not None)
+        return bool(request.succeeded)
+
+    def load_demo(self, sample: str | None = None) -> bool:
+        """Open the bundled demo model and one of its samples (the first when None).
+
+        Both load in the background (the sample waits for the model); returns False only
+        when the window is closed.
+        """
+        if not self.open_model_source("demo"):
+            return False
+        try:
+            from actviz.io.demo import demo_samples
+
+            samples = demo_samples()
+        except Exception:  # noqa: BLE001 - the model alone is still worth showing
+            log.exception("no demo samples")
+            samples = []
+        if samples:
+            path = samples[0]
+            if sample is not None:
+                path = next((p for p in samples if sample in (p.name, p.stem)), path)
+            self.open_input_source(str(path), remember=False)
+        return True
+
+    def open_default_input(self) -> bool:
+        """Open the first bundled sample for the current (or loading) model, quietly.
+
+        Used at start-up when no input was given: when the sample does not fit the model a
+        hint replaces the error. Returns True when the load started.
+        """
+        if not self._samples or (self.session.model is None and self._model_request is None):
+            return False
+        request = InputRequest(str(self._samples[0]), remember=False, quiet=True)
+        self._request_input(request)
+        return True
+
+    def open_dropped(self, path: str | Path) -> bool:
+        """Open a dropped file: models by suffix, anything else as an input."""
+        path = Path(path)
+        if path.suffix.lower() in MODEL_SUFFIXES:
+            return self.open_model_source(str(path))
+        return self.open_input_source(str(path))
+
+    def is_loading(self) -> bool:
+        """True while a model or an input is being opened."""
+        return self._model_request is not None or self._input_request is not None
+
+    # ========================================================================== model loads
+    def _start_model_load(self, request: ModelRequest) -> None:
+        previous = self._model_request
+        if previous is not None and previous is not request:
+            previous.succeeded = False  # superseded: its result will be dropped
+        self._model_request = request
+        loader = self.model_loader
+        source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
+        request.generation = self.model_loads.submit(
+            lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
+        )
+        self._refresh_busy(f"Opening {short_source(source)}…")
+
+    def _drop_model_load(self, status: str = "") -> None:
+        request = self._model_request
+        if request is None:
+            return
+        self.model_loads.drop()
+        self._fail_model_load(request, status or "", level=None)
+
+    def _on_model_load_finished(self, gen: int, loaded: Any) -> None:
+        request = self._model_request
+        if request is None or gen != request.generation:
+            return
+        self._model_request = None
+        request.succeeded = True
+        self._adopt_model(loaded)
+        if request.remember:
+            self.settings.add_recent_model(request.source, request.arch)
+            self._refresh_recent_menus()
+        self._refresh_busy(f"Opened {loaded.name}")
+        self.model_loaded.emit(request.source)
+
+    def _on_model_load_errored(self, gen: int, error: BaseException) -> None:
+        from actviz.io.errors import UntrustedFileError
+
+        request = self._model_request
+        if request is None or gen != request.generation:
+            return
+        if isinstance(error, UntrustedFileError) and not request.trust:
+            trusted = self.confirm_untrusted(self, error.path, str(error))
+            if self._model_request is not request:
+                return  # another model was opened while the question was up
+            if trusted:
+                request.trust = True
+                self._start_model_load(request)
+                return
+            self._fail_model_load(
+                request, f"Not opened: {error.path} was not trusted.", level="warning"
+            )
+            return
+        log.info("could not open model %r: %s", request.source, error)
+        text = f"Could not open model {request.source!r}: {describe_error(error)}"
+        self._fail_model_load(request, text, level="error")
+
+    def _on_model_load_cancelled(self, gen: int) -> None:
+        request = self._model_request
+        if request is not None and gen == request.generation:
+            self._fail_model_load(request, "", level=None)
+
+    def _fail_model_load(self, request: ModelRequest, text: str, *, level: str | None) -> None:
+        self._model_request = None
+        request.succeeded = False
+        if not text:
+            text = f"Opening {short_source(request.source)} was cancelled; the model stays."
+        if level == "error":
+            self.show_error(text)
+        elif level == "warning":
+            self.show_warning(text)
+        self._refresh_busy(text)
+        self.model_load_failed.emit(text)
+        pending = self._input_request
+        if pending is not None and pending.generation == 0:
+            # It waited for the model that failed: read it for the current one instead.
+            if pending.quiet and self.session.model is None:
+                self._input_request = None
+                pending.succeeded = False
+            else:
+                self._start_input_load(pending)
+
+    def _adopt_model(self, loaded: Any) -> None:
+        self._stop_current_run()
+        self.banner.clear()
+        gradcam = None
+        if loaded.source == "demo" or loaded.kind == "demo":
+            from actviz.io.demo import DEMO_GRADCAM_LAYER
+
+            gradcam = DEMO_GRADCAM_LAYER
+        # The input is re-read so the new model's transforms (size, normalisation) apply. The
+        # request is registered before the model changes, so the automatic run waits for it.
+        reread = self._input_request
+        if reread is None and self.session.input_path is not None:
+            reread = InputRequest(str(self.session.input_path), remember=False)
+        self._input_request = reread
+        self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
+        if reread is not None:
+            self._start_input_load(reread)
+
+    # ========================================================================== input loads
+    def _request_input(self, request: InputRequest) -> None:
+        previous = self._input_request
+        if previous is not None and previous is not request:
+            previous.succeeded = False
+        self._input_request = request
+        if self._model_request is not None:
+            # Wait for the model being opened: its transforms decide how the input is read.
+            self.input_loads.drop()
+            request.generation = 0
+            return
+        self._start_input_load(request)
+
+    def _start_input_load(self, request: InputRequest) -> None:
+        self._input_request = request
+        loader = self.input_loader
+        model, loaded_model = self.session.model, self.session.loaded_model
+        request.model = model
+        source = request.source
+        request.generation = self.input_loads.submit(
+            lambda stop, progress: loader(source, model=model, loaded_model=loaded_model)
+        )
+        self._refresh_busy(f"Opening {short_source(source)}…")
+
+    def _drop_input_load(self, text: str = "") -> None:
+        """Forget the input being opened; with ``text``, report it as cancelled."""
+        request = self._input_request
+        if request is None:
+            return
+        self.input_loads.drop()
+        self._input_request = None
+        request.succeeded = False
+        if text:
+            self._refresh_busy(text)
+            self.input_load_failed.emit(text)
+
+    def _on_input_load_finished(self, gen: int, loaded: Any) -> None:
+        request = self._input_request
+        if request is None or gen != request.generation:
+            return
+        if request.model is not self.session.model:
+            # The model changed while the input was read: read it again for the new one.
+            self._start_input_load(request)
+            return
+        self._input_request = None
+        request.succeeded = True
+        self.banner.clear("action")
+        self.session.set_loaded_input(loaded)
+        if request.remember:
+            self.settings.add_recent_input(request.source)
+            self._refresh_recent_menus()
+        self._refresh_busy(f"Opened {short_source(request.source)}")
+        self.input_loaded.emit(request.source)
+        self._run_if_due()
+
+    def _on_input_load_errored(self, gen: int, error: BaseException) -> None:
+        request = self._input_request
+        if request is None or gen != request.generation:
+            return
+        self._input_request = None
+        request.succeeded = False
+        if request.quiet:
+            log.info("no default input: %s", error)
+            text = INPUT_HINT
+            self.show_warning(text)
+        else:
+            text = f"Could not open input {request.source!r}: {describe_error(error)}"
+            self.show_error(text)
+        self._refresh_busy(text)
+        self.input_load_failed.emit(text)
+        self._run_if_due()
+
+    def _on_input_load_cancelled(self, gen: int) -> None:
+        request = self._input_request
+        if request is not None and gen == request.generation:
+            self._drop_input_load(f"Opening {short_source(request.source)} was cancelled.")
+            self._run_if_due()
+
+    # ========================================================================== menus, dialogs
+    def _on_open_model_triggered(self) -> None:
+        from actviz.ui.dialogs import OpenModelDialog
+
+        dialog = OpenModelDialog(self, recent=self.settings.recent_models())
+        if dialog.exec() != OpenModelDialog.DialogCode.Accepted:
+            return
+        spec = dialog.spec()
+        if spec is not None:
+            self.open_model_source(spec.source, arch=spec.arch, weights=spec.weights)
+
+    def _on_open_input_triggered(self) -> None:
+        start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Open input",
+            str(Path(start).parent) if start else "",
+            ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
+        )
+        if path:
+            self.open_input_source(path)
+
+    def _on_sample_activated(self, index: int) -> None:
+        if index <= 0 or index > len(self._samples):
+            return
+        self.open_input_source(str(self._samples[index - 1]), remember=False)
+        self.sample_combo.setCurrentIndex(0)
+
+    def _refresh_recent_menus(self) -> None:
+        self.recent_models_menu.clear()
+        for entry in self.settings.recent_models():
+            source, arch = split_recent_model(entry)
+            text = f"{source}  (arch {arch})" if arch else source
+            self.recent_models_menu.addAction(
+                text, lambda s=source, a=arch: self.open_model_source(s, arch=a)
+            )
+        self.recent_models_menu.setEnabled(not self.recent_models_menu.isEmpty())
+        self.recent_inputs_menu.clear()
+        for source in self.settings.recent_inputs():
+            self.recent_inputs_menu.addAction(source, lambda s=source: self.open_input_source(s))
+        self.recent_inputs_menu.setEnabled(not self.recent_inputs_menu.isEmpty())
+
+    def _fill_samples(self) -> None:
+        try:
+            from actviz.io.demo import demo_samples
+
+            self._samples = demo_samples()
+        except Exception:  # noqa: BLE001 - no samples is fine
+            self._samples = []
+        self.sample_combo.clear()
+        self.sample_combo.addItem("Sample…")
+        for path in self._samples:
+            self.sample_combo.addItem(path.stem)
+        self.sample_combo.setEnabled(bool(self._samples))
+
+    # ========================================================================== drag and drop
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: Any) -> None:  # noqa: N802
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        files = local_files(event.mimeData())
+        if not files:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        # Defer: an untrusted pickle asks a question, and the drag source waits for this return.
+        QTimer.singleShot(0, lambda: self.open_dropped(files[0]))
+
+
+def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
+    """Default untrusted-pickle confirmation: a Yes/No question, No by default."""
+    from actviz.ui.dialogs import confirm_untrusted_file
+
+    return confirm_untrusted_file(parent, path, message)
+
+
+__all__ = ["FileOpening", "MODEL_SUFFIXES", "ask_untrusted"]

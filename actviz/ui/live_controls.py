@@ -1,0 +1,466 @@
+"""The "Live" dock: source, transport, perturbation sliders, fps / timing / memory read-outs.
+
+A thin view over a :class:`~actviz.ui.live_mode.LiveController`: widgets call the controller,
+the controller's signals update the widgets. File choosers are injectable callables so tests
+never open a blocking dialog.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDockWidget,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSlider,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.live import Perturbation, webcam_status
+from actviz.ui.live_mode import LiveController, LiveStatus
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LiveControls", "OcclusionPad", "SOURCE_ITEMS"]
+
+#: Entries of the source selector, in order.
+SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
+_STILL, _FOLDER, _TENSOR, _WEBCAM = range(4)
+
+#: ``chooser(parent) -> path or ""``
+Chooser = Callable[[QWidget], str]
+
+
+def _ask_folder(parent: QWidget) -> str:
+    return QFileDialog.getExistingDirectory(parent, "Play the images of a folder")
+
+
+def _ask_tensor_file(parent: QWidget) -> str:
+    path, _ = QFileDialog.getOpenFileName(
+        parent,
+        "Play the frames of a tensor",
+        "",
+        "Tensors (*.pt *.pth *.npy *.npz *.safetensors);;All files (*)",
+    )
+    return path
+
+
+class OcclusionPad(QWidget):
+    """The current frame, with the occlusion patch outlined; press and drag to move the patch.
+
+    Signals
+    -------
+    moved(float, float)
+        New patch centre as fractions of the image width and height.
+    """
+
+    moved = Signal(float, float)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._rgb: np.ndarray | None = None
+        self._qimage: QImage | None = None
+        self._centre: tuple[float, float] | None = None
+        self._size = 0.25
+        self.setMinimumSize(160, 160)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setCursor(Qt.CursorShape.CrossCursor)
+        self.setToolTip("Press and drag to move the occlusion patch over the input")
+
+    def set_image(self, rgb: np.ndarray | None) -> None:
+        """Show ``rgb`` ((H, W, 3) uint8) or nothing."""
+        if rgb is None:
+            self._rgb = self._qimage = None
+        else:
+            self._rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
+            h, w = self._rgb.shape[:2]
+            # QImage does not own the buffer: self._rgb keeps it alive.
+            self._qimage = QImage(self._rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888)
+        self.update()
+
+    def set_patch(self, centre: tuple[float, float] | None, size: float) -> None:
+        self._centre, self._size = centre, size
+        self.update()
+
+    def image_rect(self) -> QRectF:
+        """Where the picture is drawn (aspect kept, centred)."""
+        if self._rgb is None:
+            return QRectF(self.rect())
+        h, w = self._rgb.shape[:2]
+        scale = min(self.width() / w, self.height() / h)
+        dw, dh = w * scale, h * scale
+        return QRectF((self.width() - dw) / 2, (self.height() - dh) / 2, dw, dh)
+
+    def to_fraction(self, pos: QPointF) -> tuple[float, float]:
+        r = self.image_rect()
+        fx = (pos.x() - r.x()) / max(r.width(), 1e-9)
+        fy = (pos.y() - r.y()) / max(r.height(), 1e-9)
+        return min(max(fx, 0.0), 1.0), min(max(fy, 0.0), 1.0)
+
+    def from_fraction(self, fx: float, fy: float) -> QPointF:
+        r = self.image_rect()
+        return QPointF(r.x() + fx * r.width(), r.y() + fy * r.height())
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), QColor("#202124"))
+        r = self.image_rect()
+        if self._qimage is not None:
+            painter.drawImage(r, self._qimage)
+        if self._centre is not None and self._rgb is not None:
+            h, w = self._rgb.shape[:2]
+            side = self._size * min(h, w) * r.width() / w
+            c = self.from_fraction(*self._centre)
+            painter.setPen(QPen(QColor("#ff5252"), 2))
+            painter.drawRect(QRectF(c.x() - side / 2, c.y() - side / 2, side, side))
+        painter.end()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.moved.emit(*self.to_fraction(event.position()))
+            event.accept()
+        else:
+            super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
+        if event.buttons() & Qt.MouseButton.LeftButton:
+            self.moved.emit(*self.to_fraction(event.position()))
+            event.accept()
+        else:
+            super().mouseMoveEvent(event)
+
+
+def _slider(lo: int, hi: int, value: int, tip: str) -> QSlider:
+    s = QSlider(Qt.Orientation.Horizontal)
+    s.setRange(lo, hi)
+    s.setValue(value)
+    s.setToolTip(tip)
+    return s
+
+
+class LiveControls(QDockWidget):
+    """The live-mode dock.
+
+    Parameters
+    ----------
+    controller
+        The :class:`LiveController` it drives.
+    parent
+        The main window.
+    choose_folder, choose_tensor_file
+        ``(parent) -> path or ""``; default to file dialogs (tests inject their own).
+    """
+
+    def __init__(
+        self,
+        controller: LiveController,
+        parent: QWidget | None = None,
+        *,
+        choose_folder: Chooser | None = None,
+        choose_tensor_file: Chooser | None = None,
+    ) -> None:
+        super().__init__("Live", parent)
+        self.setObjectName("liveDock")
+        self.controller = controller
+        self.choose_folder: Chooser = choose_folder or _ask_folder
+        self.choose_tensor_file: Chooser = choose_tensor_file or _ask_tensor_file
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self._build_source())
+        layout.addWidget(self._build_transport())
+        layout.addWidget(self._build_perturbation(), 1)
+        layout.addWidget(self._build_readouts())
+        self.setWidget(body)
+        self.setMinimumWidth(280)
+
+        c = controller
+        c.status_changed.connect(self._on_controller_status_changed)
+        c.frame_changed.connect(self._on_controller_frame_changed)
+        c.base_image_changed.connect(self._on_controller_base_image_changed)
+        c.playing_changed.connect(self._on_controller_playing_changed)
+        c.source_changed.connect(self._on_controller_source_changed)
+        c.message.connect(self._on_controller_message)
+        self._sync_transport()
+        inp = c.window.session.input
+        self.pad.set_image(inp.image if inp is not None else None)
+        c.window.session.input_changed.connect(self._on_session_input_changed)
+        c.window.closed.connect(self._on_window_closed)
+
+    # ------------------------------------------------------------------ construction
+    def _build_source(self) -> QWidget:
+        box = QGroupBox("Source")
+        form = QVBoxLayout(box)
+        self.source_combo = QComboBox()
+        self.source_combo.addItems(SOURCE_ITEMS)
+        self.source_combo.setToolTip("What live mode plays: the opened input, or a sequence")
+        ok, why = webcam_status()
+        self.webcam_available = ok
+        item = self.source_combo.model().item(_WEBCAM)
+        if not ok:
+            item.setEnabled(False)
+            item.setToolTip(why)
+            self.source_combo.setItemText(_WEBCAM, f"Webcam ({why})")
+        self.source_combo.activated.connect(self._on_source_activated)
+        form.addWidget(self.source_combo)
+        self.webcam_label = QLabel("" if ok else why)
+        self.webcam_label.setWordWrap(True)
+        self.webcam_label.setStyleSheet("color: #5f6368;")
+        self.webcam_label.setVisible(not ok)
+        form.addWidget(self.webcam_label)
+        self.source_label = QLabel("the opened input")
+        self.source_label.setWordWrap(True)
+        form.addWidget(self.source_label)
+        return box
+
+    def _build_transport(self) -> QWidget:
+        box = QGroupBox("Playback")
+        v = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.back_button = QToolButton()
+        self.back_button.setText("⏮")
+        self.back_button.setToolTip("Previous frame")
+        self.back_button.clicked.connect(lambda: self.controller.step(-1))
+        self.play_button = QToolButton()
+        self.play_button.setText("▶")
+        self.play_button.setToolTip("Play / pause")
+        self.play_button.clicked.connect(self.controller.toggle)
+        self.next_button = QToolButton()
+        self.next_button.setText("⏭")
+        self.next_button.setToolTip("Next frame")
+        self.next_button.clicked.connect(lambda: self.controller.step(1))
+        for b in (self.back_button, self.play_button, self.next_button):
+            row.addWidget(b)
+        self.frame_slider = QSlider(Qt.Orientation.Horizontal)
+        self.frame_slider.setRange(0, 0)
+        self.frame_slider.setToolTip("Frame")
+        self.frame_slider.valueChanged.connect(self._on_frame_slider_changed)
+        row.addWidget(self.frame_slider, 1)
+        v.addLayout(row)
+        row2 = QHBoxLayout()
+        self.frame_label = QLabel("frame 1/1")
+        row2.addWidget(self.frame_label, 1)
+        row2.addWidget(QLabel("speed"))
+        self.speed_spin = QDoubleSpinBox()
+        self.speed_spin.setRange(0.25, 60.0)
+        self.speed_spin.setDecimals(2)
+        self.speed_spin.setSuffix(" fps")
+        self.speed_spin.setValue(self.controller.player.fps)
+        self.speed_spin.setToolTip(
+            "Playback speed; frames the model cannot keep up with are skipped"
+        )
+        self.speed_spin.valueChanged.connect(self.controller.set_speed)
+        row2.addWidget(self.speed_spin)
+        self.loop_check = QCheckBox("loop")
+        self.loop_check.setChecked(self.controller.player.loop)
+        self.loop_check.toggled.connect(self.controller.set_loop)
+        row2.addWidget(self.loop_check)
+        v.addLayout(row2)
+        return box
+
+    def _build_perturbation(self) -> QWidget:
+        box = QGroupBox("Perturb the input")
+        v = QVBoxLayout(box)
+        self.pad = OcclusionPad()
+        self.pad.moved.connect(self._on_pad_moved)
+        v.addWidget(self.pad, 1)
+        form = QFormLayout()
+        p = self.controller.perturbation
+        self.occlusion_check = QCheckBox("occlusion patch")
+        self.occlusion_check.setToolTip("Grey out a square; drag it over the picture above")
+        self.occlusion_check.toggled.connect(self._on_occlusion_toggled)
+        self.size_slider = _slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
+        self.size_slider.valueChanged.connect(self._on_size_changed)
+        form.addRow(self.occlusion_check, self.size_slider)
+        self.noise_slider = _slider(0, 200, 0, "Gaussian noise, % of the input's std")
+        self.noise_slider.valueChanged.connect(
+            lambda v: self.controller.update_perturbation(noise=v / 100.0)
+        )
+        form.addRow("noise", self.noise_slider)
+        self.brightness_slider = _slider(-100, 100, 0, "Brightness shift, % of the value range")
+        self.brightness_slider.valueChanged.connect(
+            lambda v: self.controller.update_perturbation(brightness=v / 100.0)
+        )
+        form.addRow("brightness", self.brightness_slider)
+        self.contrast_slider = _slider(0, 300, 100, "Contrast, % (100 = unchanged)")
+        self.contrast_slider.valueChanged.connect(
+            lambda v: self.controller.update_perturbation(contrast=v / 100.0)
+        )
+        form.addRow("contrast", self.contrast_slider)
+        v.addLayout(form)
+        self.reset_button = QPushButton("Reset perturbation")
+        self.reset_button.clicked.connect(self.reset_perturbation)
+        v.addWidget(self.reset_button)
+        return box
+
+    def _build_readouts(self) -> QWidget:
+        box = QGroupBox("Performance")
+        v = QVBoxLayout(box)
+        self.stats_label = QLabel("not running")
+        self.stats_label.setWordWrap(True)
+        v.addWidget(self.stats_label)
+        self.memory_label = QLabel("")
+        self.memory_label.setWordWrap(True)
+        v.addWidget(self.memory_label)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("memory budget"))
+        self.budget_spin = QSpinBox()
+        self.budget_spin.setRange(16, 1 << 20)
+        self.budget_spin.setSingleStep(256)
+        self.budget_spin.setSuffix(" MiB")
+        self.budget_spin.setValue(max(16, self.controller.memory_budget >> 20))
+        self.budget_spin.setToolTip(
+            "A capture that would hold more than this is refused instead of running out of memory"
+        )
+        self.budget_spin.valueChanged.connect(
+            lambda mib: self.controller.set_memory_budget(int(mib) << 20)
+        )
+        row.addWidget(self.budget_spin)
+        v.addLayout(row)
+        self.message_label = QLabel("")
+        self.message_label.setWordWrap(True)
+        self.message_label.setStyleSheet("color: #842029;")
+        self.message_label.setVisible(False)
+        v.addWidget(self.message_label)
+        return box
+
+    # ------------------------------------------------------------------ actions
+    def reset_perturbation(self) -> None:
+        """Back to the unperturbed input (sliders and patch reset)."""
+        for w, value in (
+            (self.noise_slider, 0),
+            (self.brightness_slider, 0),
+            (self.contrast_slider, 100),
+        ):
+            with QSignalBlocker(w):
+                w.setValue(value)
+        with QSignalBlocker(self.occlusion_check):
+            self.occlusion_check.setChecked(False)
+        self.controller.reset_perturbation()
+        self._sync_patch()
+
+    def _on_source_activated(self, index: int) -> None:
+        c = self.controller
+        ok = True
+        if index == _STILL:
+            c.set_source(None)
+        elif index == _FOLDER:
+            path = self.choose_folder(self)
+            ok = bool(path) and c.open_folder(path)
+        elif index == _TENSOR:
+            path = self.choose_tensor_file(self)
+            ok = bool(path) and c.open_tensor_file(path)
+        elif index == _WEBCAM:
+            ok = c.open_webcam()
+        if not ok:
+            # Keep showing what is really playing.
+            with QSignalBlocker(self.source_combo):
+                self.source_combo.setCurrentIndex(self._source_index())
+        self._sync_transport()
+
+    def _source_index(self) -> int:
+        from actviz.ui.live import ImageFolder, TensorFrames, WebcamSource
+
+        src = self.controller.source
+        if isinstance(src, ImageFolder):
+            return _FOLDER
+        if isinstance(src, TensorFrames):
+            return _TENSOR
+        if isinstance(src, WebcamSource):
+            return _WEBCAM
+        return _STILL
+
+    def _on_frame_slider_changed(self, value: int) -> None:
+        if value != self.controller.player.index:
+            self.controller.seek(value)
+
+    def _on_occlusion_toggled(self, on: bool) -> None:
+        p = self.controller.perturbation
+        centre = (p.occlusion or (0.5, 0.5)) if on else None
+        self.controller.update_perturbation(occlusion=centre)
+        self._sync_patch()
+
+    def _on_size_changed(self, value: int) -> None:
+        self.controller.update_perturbation(occlusion_size=value / 100.0)
+        self._sync_patch()
+
+    def _on_pad_moved(self, fx: float, fy: float) -> None:
+        if not self.occlusion_check.isChecked():
+            with QSignalBlocker(self.occlusion_check):
+                self.occlusion_check.setChecked(True)
+        self.controller.update_perturbation(occlusion=(fx, fy))
+        self._sync_patch()
+
+    def _sync_patch(self) -> None:
+        p: Perturbation = self.controller.perturbation
+        self.pad.set_patch(p.occlusion, p.occlusion_size)
+
+    def _sync_transport(self) -> None:
+        c = self.controller
+        n = c.player.length
+        sequence = c.source is not None and n > 1
+        for w in (self.back_button, self.play_button, self.next_button, self.frame_slider):
+            w.setEnabled(sequence)
+        with QSignalBlocker(self.frame_slider):
+            self.frame_slider.setRange(0, max(0, n - 1))
+            self.frame_slider.setValue(c.player.index)
+        self.frame_label.setText(f"frame {c.player.index + 1}/{n}")
+        self.play_button.setText("⏸" if c.playing else "▶")
+
+    # ------------------------------------------------------------------ controller events
+    def _on_controller_status_changed(self, status: LiveStatus) -> None:
+        self.stats_label.setText(status.text())
+        self.memory_label.setText(status.memory_text())
+
+    def _on_controller_frame_changed(self, index: int, length: int, label: str) -> None:
+        with QSignalBlocker(self.frame_slider):
+            self.frame_slider.setRange(0, max(0, length - 1))
+            self.frame_slider.setValue(index)
+        self.frame_label.setText(f"frame {index + 1}/{length} · {label}")
+
+    def _on_controller_base_image_changed(self, image: Any) -> None:
+        if image is not None:
+            self.pad.set_image(image)
+
+    def _on_controller_playing_changed(self, playing: bool) -> None:
+        self.play_button.setText("⏸" if playing else "▶")
+
+    def _on_controller_source_changed(self, text: str) -> None:
+        self.source_label.setText(text or "the opened input")
+        with QSignalBlocker(self.source_combo):
+            self.source_combo.setCurrentIndex(self._source_index())
+        self._sync_transport()
+
+    def _on_controller_message(self, text: str) -> None:
+        self.message_label.setText(text)
+        self.message_label.setVisible(bool(text))
+
+    def _on_session_input_changed(self) -> None:
+        if self.controller.source is None:
+            inp = self.controller.window.session.input
+            self.pad.set_image(inp.image if inp is not None else None)
+
+    def _on_window_closed(self) -> None:
+        self.controller.window.session.input_changed.disconnect(self._on_session_input_changed)
+
+    def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt name
+        # Closing the dock pauses playback; perturbations stay until reset.
+        self.controller.pause()
+        super().closeEvent(event)

@@ -1,0 +1,743 @@
+"""Live mode: play frame sequences and perturb the input, with the window's panels following.
+
+:func:`install_live_mode` attaches a :class:`LiveController` and its dock
+(:class:`~actviz.ui.live_controls.LiveControls`) to an existing
+:class:`~actviz.ui.main_window.MainWindow`, using only the window's public parts:
+
+* frames run on ``window.worker`` (one model, one worker: hooks are per-module state), as jobs
+  that load the frame, perturb it, capture and prepare (:func:`~actviz.ui.live_prepare.
+  prepare_live`); the window's own ``finished`` slot puts each result on the panels, exactly as
+  for a normal run;
+* the layers, target, normalisation and Grad-CAM layer come from ``window.session`` at each
+  submit, so ticking a layer while playing takes effect on the next frame;
+* the session's input is left alone: a live frame is shown (input preview, panels, export of
+  the result) but does not replace the opened input.
+
+Coalescing: at most one live frame is in flight and one waits; a newer request replaces the
+waiting one (dropped). Starts are spaced by ``1 / max_fps`` so the panels repaint at most ~30
+times a second. A run the window starts itself (Run, a tick change) while live mode is engaged
+is superseded by the live frame, so Run means "refresh the live frame".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+
+from actviz.ui.live import (
+    Coalescer,
+    FrameSource,
+    ImageFolder,
+    Perturbation,
+    Player,
+    RateMeter,
+    StillFrame,
+    TensorFrames,
+    WebcamSource,
+    estimate_bytes,
+    webcam_status,
+)
+from actviz.ui.live_prepare import prepare_live, torch_threads
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.main_window import MainWindow
+    from actviz.ui.session import RunRequest, RunResult
+
+log = logging.getLogger(__name__)
+
+#: Default memory budget of one capture; ``ACTVIZ_MEMORY_BUDGET`` (bytes, or e.g. "2GiB") overrides.
+DEFAULT_MEMORY_BUDGET = 1 << 30
+DEFAULT_MAX_FPS = 30.0
+
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET",
+    "FrameTiming",
+    "LiveController",
+    "LiveStatus",
+    "install_live_mode",
+    "parse_bytes",
+    "rss_bytes",
+]
+
+
+def parse_bytes(text: str) -> int:
+    """``"1073741824"``, ``"512MiB"``, ``"2 GiB"``, ``"1.5G"`` -> bytes.
+
+    Raises
+    ------
+    ValueError
+        For text that is not a size.
+    """
+    units = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    s = text.strip().lower().replace(" ", "")
+    for suffix in ("ib", "b"):
+        if s.endswith(suffix) and s[: -len(suffix)][-1:].isalpha():
+            s = s[: -len(suffix)]
+            break
+    unit = s[-1] if s and s[-1].isalpha() else ""
+    number = s[:-1] if unit else s
+    if unit not in units:
+        raise ValueError(f"not a size: {text!r} (write e.g. 1073741824, 512MiB or 2GiB)")
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (write e.g. 1073741824, 512MiB or 2GiB)") from None
+    if value <= 0:
+        raise ValueError(f"a memory budget must be positive, got {text!r}")
+    return int(value * units[unit])
+
+
+def default_budget() -> int:
+    """:data:`DEFAULT_MEMORY_BUDGET`, or ``ACTVIZ_MEMORY_BUDGET`` when set and valid."""
+    text = os.environ.get("ACTVIZ_MEMORY_BUDGET", "")
+    if text:
+        try:
+            return parse_bytes(text)
+        except ValueError as exc:
+            log.warning("ignoring ACTVIZ_MEMORY_BUDGET: %s", exc)
+    return DEFAULT_MEMORY_BUDGET
+
+
+def rss_bytes() -> int | None:
+    """Resident memory of this process (Linux ``/proc/self/status`` VmRSS), None elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+@dataclass
+class FrameTiming:
+    """Where one live frame's time went (milliseconds)."""
+
+    index: int = 0
+    load_ms: float = 0.0  # reading the frame and perturbing it (worker)
+    capture_ms: float = 0.0  # actviz.capture (worker)
+    prepare_ms: float = 0.0  # prepare_live (worker)
+    shown_ms: float = 0.0  # job end -> the window has put it on the panels (GUI)
+    total_ms: float = 0.0  # submit -> shown
+
+
+@dataclass
+class LiveStatus:
+    """What the controls display."""
+
+    fps: float = 0.0
+    frames: int = 0
+    dropped: int = 0
+    last: FrameTiming | None = None
+    held_bytes: int = 0
+    rss_bytes: int | None = None
+    budget_bytes: int = DEFAULT_MEMORY_BUDGET
+    playing: bool = False
+
+    def text(self) -> str:
+        """e.g. ``"2.1 fps · capture 410 ms · prepare 55 ms · shown +20 ms · dropped 3"``."""
+        parts = [f"{self.fps:.1f} fps"]
+        if self.last is not None:
+            t = self.last
+            parts.append(f"capture {t.capture_ms:.0f} ms")
+            parts.append(f"prepare {t.prepare_ms:.0f} ms")
+            if t.load_ms >= 1:
+                parts.append(f"load {t.load_ms:.0f} ms")
+            parts.append(f"shown +{t.shown_ms:.0f} ms")
+        parts.append(f"{self.frames} frames")
+        if self.dropped:
+            parts.append(f"dropped {self.dropped}")
+        return " · ".join(parts)
+
+    def memory_text(self) -> str:
+        return (
+            f"held {fmt_bytes(self.held_bytes)} of {fmt_bytes(self.budget_bytes)} budget"
+            f" · process {fmt_bytes(self.rss_bytes)}"
+        )
+
+
+@dataclass
+class _Spec:
+    """One requested frame and what its job reports back (written on the worker thread)."""
+
+    index: int
+    perturbation: Perturbation
+    submitted: float = 0.0
+    timing: dict[str, float] = field(default_factory=dict)
+    frame: Any = None
+    image: np.ndarray | None = None
+    base_image: np.ndarray | None = None
+
+
+class LiveController(QObject):
+    """Drives live frames through a window's worker; see the module docstring.
+
+    Parameters
+    ----------
+    window
+        The :class:`~actviz.ui.main_window.MainWindow` (public attributes only: ``session``,
+        ``worker``, ``input_preview``, ``result``, ``selected_layer``, ``run_started``,
+        ``closed``).
+    max_fps
+        Upper bound of frames started per second (and so of repaints).
+    prepare_threads
+        torch threads while preparing a frame's views (1 keeps a core for the GUI).
+    capture_threads
+        torch threads while capturing (None: leave the global setting).
+    memory_budget
+        Bytes one capture may hold; larger selections are refused with a message.
+
+    Signals
+    -------
+    status_changed(LiveStatus)
+        After every shown frame, and when the state changes.
+    frame_changed(int, int, str)
+        Index, frame count and label of the frame now shown.
+    base_image_changed(object)
+        The shown frame's picture *before* perturbation ((H, W, 3) uint8 or None).
+    playing_changed(bool)
+    source_changed(str)
+        A description of the new source ("" when back to the still input).
+    message(str)
+        A refusal or error for the controls ("" clears).
+    """
+
+    status_changed = Signal(object)
+    frame_changed = Signal(int, int, str)
+    base_image_changed = Signal(object)
+    playing_changed = Signal(bool)
+    source_changed = Signal(str)
+    message = Signal(str)
+
+    def __init__(
+        self,
+        window: MainWindow,
+        *,
+        max_fps: float = DEFAULT_MAX_FPS,
+        prepare_threads: int | None = 1,
+        capture_threads: int | None = None,
+        memory_budget: int | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent if parent is not None else window)
+        self.window = window
+        self.worker = window.worker
+        self.prepare_threads = prepare_threads
+        self.capture_threads = capture_threads
+        self.memory_budget = memory_budget if memory_budget is not None else default_budget()
+        self.source: FrameSource | None = None
+        self.perturbation = Perturbation()
+        self.player = Player()
+        self.coalescer = Coalescer(1.0 / max_fps)
+        self.rate = RateMeter()
+        self.frames_shown = 0
+        self.last_timing: FrameTiming | None = None
+        self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
+        self._inflight: tuple[int, _Spec] | None = None
+        self._shown_index = 0
+        self._closed = False
+        self._webcam: WebcamSource | None = None
+
+        self._play_timer = QTimer(self)
+        self._play_timer.timeout.connect(self._on_play_timer)
+        self._pump_timer = QTimer(self)
+        self._pump_timer.setSingleShot(True)
+        self._pump_timer.timeout.connect(self._pump)
+
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        window.run_started.connect(self._on_window_run_started)
+        window.closed.connect(self.shutdown)
+        window.session.input_changed.connect(self._on_session_input_changed)
+        window.session.model_changed.connect(self._on_session_model_changed)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def engaged(self) -> bool:
+        """Whether live frames replace the window's own runs (a sequence, or a perturbation)."""
+        return not self._closed and (
+            (self.source is not None and not isinstance(self.source, StillFrame))
+            or not self.perturbation.is_identity()
+        )
+
+    @property
+    def playing(self) -> bool:
+        return self.player.playing
+
+    @property
+    def max_fps(self) -> float:
+        return 1.0 / self.coalescer.min_interval_s
+
+    def set_max_fps(self, fps: float) -> None:
+        self.coalescer.min_interval_s = 1.0 / max(fps, 0.1)
+
+    def set_memory_budget(self, nbytes: int) -> None:
+        if nbytes <= 0:
+            raise ValueError("the memory budget must be positive")
+        self.memory_budget = int(nbytes)
+        self._emit_status()
+
+    def status(self) -> LiveStatus:
+        result = self.window.result
+        return LiveStatus(
+            fps=self.rate.rate(),
+            frames=self.frames_shown,
+            dropped=self.coalescer.dropped,
+            last=self.last_timing,
+            held_bytes=result.nbytes if result is not None else 0,
+            rss_bytes=rss_bytes(),
+            budget_bytes=self.memory_budget,
+            playing=self.player.playing,
+        )
+
+    # ------------------------------------------------------------------ sources
+    def set_source(self, source: FrameSource | None) -> None:
+        """Play ``source`` (None: back to the window's own input)."""
+        self.pause()
+        self._stop_webcam()
+        self.source = source
+        self.player.set_length(len(source) if source is not None else 1)
+        self.player.seek(0)
+        self.rate.reset()
+        self.coalescer.clear()
+        self.source_changed.emit(source.describe() if source is not None else "")
+        self.message.emit("")
+        if source is not None:
+            self.request(0)
+        elif self.perturbation.is_identity() and self.window.session.can_run():
+            self.window.run()
+        self._emit_status()
+
+    def open_folder(self, folder: str | Path) -> bool:
+        """Play the images of ``folder``; False (and a message) when it holds none."""
+        s = self.window.session
+        try:
+            source = ImageFolder(folder, s.model, s.loaded_model)
+        except ValueError as exc:
+            self.message.emit(str(exc))
+            return False
+        self.set_source(source)
+        return True
+
+    def open_tensor_file(self, path: str | Path) -> bool:
+        """Play the frames of a ``(T, C, H, W)`` tensor file; False (and a message) if not one."""
+        try:
+            source = TensorFrames.from_file(path, self.window.session.model)
+        except Exception as exc:  # noqa: BLE001 - InputError, ValueError: shown, not raised
+            self.message.emit(f"Could not open {Path(path).name} as frames: {exc}")
+            return False
+        self.set_source(source)
+        return True
+
+    def open_webcam(self) -> bool:
+        """Use the camera; False (and the reason) where QtMultimedia or a camera is missing."""
+        ok, why = webcam_status()
+        if not ok:
+            self.message.emit(why)
+            return False
+        s = self.window.session
+        try:
+            cam = WebcamSource(s.model, s.loaded_model)
+        except Exception as exc:  # noqa: BLE001 - a camera that fails to open is reported
+            self.message.emit(f"webcam: {exc}")
+            return False
+        self.set_source(cam)
+        self._webcam = cam
+        cam.listeners.append(lambda: self.request(0) if self.player.playing else None)
+        cam.start()
+        self.player.playing = True  # a camera is always "playing" while it is the source
+        self.playing_changed.emit(True)
+        return True
+
+    def _stop_webcam(self) -> None:
+        if self._webcam is not None:
+            self._webcam.stop()
+            self._webcam = None
+
+    def _still_source(self) -> StillFrame | None:
+        inp = self.window.session.input
+        if inp is None:
+            return None
+        return StillFrame(inp.value, inp.image, Path(inp.source).name if inp.source else "input")
+
+    def _on_session_input_changed(self) -> None:
+        if self.source is None or isinstance(self.source, StillFrame):
+            self.source = None  # rebuilt from the new input on the next request
+
+    def _on_session_model_changed(self) -> None:
+        # Frames were prepared for the old model (size, transforms): back to the still input.
+        self.pause()
+        self._stop_webcam()
+        self.coalescer.clear()
+        if self.source is not None:
+            self.source = None
+            self.player.set_length(1)
+            self.source_changed.emit("")
+
+    # ------------------------------------------------------------------ transport
+    def play(self) -> None:
+        if self.source is None or len(self.source) < 2:
+            return
+        self.player.play()
+        self.rate.reset()
+        self._play_timer.start(self.player.interval_ms)
+        self.playing_changed.emit(True)
+        self._emit_status()
+
+    def pause(self) -> None:
+        was = self.player.playing
+        self.player.pause()
+        self._play_timer.stop()
+        if was:
+            self.playing_changed.emit(False)
+            self._emit_status()
+
+    def toggle(self) -> None:
+        if self.player.playing:
+            self.pause()
+        else:
+            self.play()
+
+    def step(self, delta: int = 1) -> None:
+        """Show the frame ``delta`` away (pauses playback)."""
+        self.pause()
+        self.request(self.player.step(delta))
+
+    def seek(self, index: int) -> None:
+        self.request(self.player.seek(index))
+
+    def set_speed(self, fps: float) -> None:
+        """Playback speed in frames per second (frames the model cannot keep up with drop)."""
+        self.player.set_fps(fps)
+        if self._play_timer.isActive():
+            self._play_timer.setInterval(self.player.interval_ms)
+
+    def set_loop(self, loop: bool) -> None:
+        self.player.loop = bool(loop)
+
+    def _on_play_timer(self) -> None:
+        index = self.player.advance()
+        if index is None:
+            self.pause()
+            return
+        if self._webcam is None:
+            self.request(index)
+
+    # ------------------------------------------------------------------ perturbation
+    def set_perturbation(self, perturbation: Perturbation) -> None:
+        """Apply ``perturbation`` to the current frame (re-run at once, coalesced)."""
+        if perturbation == self.perturbation:
+            return
+        was_engaged = self.engaged
+        self.perturbation = perturbation
+        if self.engaged or was_engaged:
+            self.request()
+
+    def update_perturbation(self, **changes: Any) -> None:
+        """Change some fields of the perturbation, e.g. ``occlusion=(0.5, 0.5)``."""
+        self.set_perturbation(dataclasses.replace(self.perturbation, **changes))
+
+    def reset_perturbation(self) -> None:
+        self.set_perturbation(Perturbation(seed=self.perturbation.seed))
+
+    # ------------------------------------------------------------------ requests
+    def request(self, index: int | None = None) -> None:
+        """Ask for frame ``index`` (default: the current one) with the current perturbation.
+
+        While a frame is computing, the request waits; a later request replaces it.
+        """
+        if self._closed:
+            return
+        if index is None:
+            index = self.player.index
+        self.coalescer.offer(_Spec(int(index), self.perturbation))
+        self._pump()
+
+    def _pump(self) -> None:
+        if self._closed:
+            return
+        if self._inflight is not None and self._inflight[0] != self.worker.generation:
+            # Another job replaced ours (a window run, Worker.drop): its result will never come.
+            self._inflight = None
+            self.coalescer.finish()
+        ok, spec = self.coalescer.take()
+        if ok:
+            self._submit(spec)
+            return
+        if self.coalescer.has_pending and not self.coalescer.busy:
+            self._pump_timer.start(max(1, int(self.coalescer.wait_s() * 1000) + 1))
+
+    def _base_request(self) -> RunRequest | None:
+        from actviz.ui.session import RunRequest
+
+        s = self.window.session
+        if s.model is None:
+            self.message.emit("Open a model first.")
+            return None
+        if s.input is not None:
+            return s.make_request()
+        layers = s.ticked
+        extra = [s.gradcam_layer] if s.gradcam_layer and s.gradcam_layer not in layers else []
+        return RunRequest(
+            model=s.model,
+            inputs=None,
+            layers=layers,
+            target=s.target,
+            normalize=s.normalize,
+            extra_layers=extra,
+            image=None,
+            categories=s.categories,
+            gradcam_layer=s.gradcam_layer,
+        )
+
+    def _submit(self, spec: _Spec) -> None:
+        source = self.source
+        if source is None:
+            source = self._still_source()
+            if source is None:
+                self.coalescer.finish()
+                self.message.emit("Open an input or a frame sequence first.")
+                return
+            self.source = source
+        base = self._base_request()
+        if base is None:
+            self.coalescer.finish()
+            return
+        layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
+        result = self.window.result
+        if result is not None:
+            need = estimate_bytes(result.output_shapes, layers)
+            if need is not None and need > self.memory_budget:
+                self.coalescer.finish()
+                self.coalescer.clear()
+                self.pause()
+                self.message.emit(
+                    f"Refused: the {len(layers)} selected layers need about {fmt_bytes(need)}, "
+                    f"over the {fmt_bytes(self.memory_budget)} memory budget. Untick some layers "
+                    "or raise the budget."
+                )
+                return
+        job = self._make_job(spec, source, base, layers, result)
+        spec.submitted = time.perf_counter()
+        gen = self.worker.submit(job)
+        self._inflight = (gen, spec)
+
+    def _make_job(
+        self,
+        spec: _Spec,
+        source: FrameSource,
+        base: RunRequest,
+        layers: list[str],
+        previous: RunResult | None,
+    ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
+        from actviz.core.capture import capture
+
+        previous_shapes = previous.output_shapes if previous is not None else None
+        selected = self.window.selected_layer
+        eager = [selected] if selected else []
+        budget = self.memory_budget
+        prepare_threads, capture_threads = self.prepare_threads, self.capture_threads
+
+        def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> RunResult:
+            t0 = time.perf_counter()
+            frame = source.frame(spec.index)
+            value, image = spec.perturbation.apply(frame.value, frame.image)
+            t1 = time.perf_counter()
+            with torch_threads(capture_threads):
+                cap = capture(
+                    base.model,
+                    value,
+                    layers,
+                    target=base.target,
+                    should_stop=should_stop,
+                    max_bytes=budget,
+                )
+            t2 = time.perf_counter()
+            request = dataclasses.replace(base, inputs=value, image=image)
+            result = prepare_live(
+                cap,
+                request,
+                previous_shapes=previous_shapes,
+                eager_hist=eager,
+                threads=prepare_threads,
+                should_stop=should_stop,
+            )
+            t3 = time.perf_counter()
+            spec.frame = frame
+            spec.base_image = frame.image
+            spec.image = result.image
+            spec.timing.update(load=t1 - t0, capture=t2 - t1, prepare=t3 - t2, end=t3)
+            return result
+
+        return job
+
+    # ------------------------------------------------------------------ worker events
+    def _take_inflight(self, gen: int) -> _Spec | None:
+        """The spec of ``gen`` if it is our frame; a newer generation means ours was superseded."""
+        if self._inflight is None:
+            return None
+        ours, spec = self._inflight
+        if gen == ours:
+            self._inflight = None
+            self.coalescer.finish()
+            return spec
+        if gen > ours:
+            # A run the window started replaced our frame; its result was dropped.
+            self._inflight = None
+            self.coalescer.finish()
+            self._pump()
+        return None
+
+    def _on_worker_finished(self, gen: int, result: Any) -> None:
+        spec = self._take_inflight(gen)
+        if spec is None:
+            return
+        now = time.perf_counter()
+        t = spec.timing
+        timing = FrameTiming(
+            index=spec.index,
+            load_ms=t.get("load", 0.0) * 1e3,
+            capture_ms=t.get("capture", 0.0) * 1e3,
+            prepare_ms=t.get("prepare", 0.0) * 1e3,
+            shown_ms=(now - t.get("end", now)) * 1e3,
+            total_ms=(now - spec.submitted) * 1e3,
+        )
+        self.last_timing = timing
+        self.timings.append(timing)
+        del self.timings[:-500]
+        self.frames_shown += 1
+        self.rate.tick(now)
+        self._shown_index = spec.index
+        label = spec.frame.label if spec.frame is not None else ""
+        length = len(self.source) if self.source is not None else 1
+        caption = label if length == 1 else f"frame {spec.index + 1}/{length} · {label}"
+        if not spec.perturbation.is_identity():
+            caption += f" · {spec.perturbation.describe()}"
+        if spec.image is not None:
+            self.window.input_preview.set_image(spec.image, caption)
+        self.frame_changed.emit(spec.index, length, label)
+        self.base_image_changed.emit(spec.base_image)
+        self._emit_status()
+        self._pump()
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        spec = self._take_inflight(gen)
+        if spec is None:
+            return
+        from actviz.core.capture import CaptureTooLarge
+
+        self.pause()
+        self.coalescer.clear()
+        if isinstance(error, CaptureTooLarge):
+            self.message.emit(
+                f"Refused: {error}. The memory budget is {fmt_bytes(self.memory_budget)}; "
+                "untick some layers or raise the budget."
+            )
+        else:
+            self.message.emit(
+                f"Live frame {spec.index + 1} failed: {type(error).__name__}: {error}"
+            )
+        self._emit_status()
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if self._take_inflight(gen) is not None:
+            self._pump()
+
+    def _on_window_run_started(self) -> None:
+        # Our frame in flight (if any) is superseded by the window's run; while engaged, the
+        # live frame supersedes the window's run in turn ("Run" refreshes the live frame).
+        if self._inflight is not None and self._inflight[0] < self.worker.generation:
+            self._inflight = None
+            self.coalescer.finish()
+        if self.engaged:
+            self.request()
+
+    def _emit_status(self) -> None:
+        self.status_changed.emit(self.status())
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        """Stop timers and the camera, and let go of the window's signals."""
+        if self._closed:
+            return
+        self._closed = True
+        self._play_timer.stop()
+        self._pump_timer.stop()
+        self._stop_webcam()
+        signals = self.worker.signals
+        for sig, slot in (
+            (signals.finished, self._on_worker_finished),
+            (signals.errored, self._on_worker_errored),
+            (signals.cancelled, self._on_worker_cancelled),
+            (self.window.run_started, self._on_window_run_started),
+        ):
+            try:
+                sig.disconnect(slot)
+            except (RuntimeError, TypeError):  # already gone with the window
+                pass
+        self.window.session.input_changed.disconnect(self._on_session_input_changed)
+        self.window.session.model_changed.disconnect(self._on_session_model_changed)
+
+
+def install_live_mode(
+    window: MainWindow,
+    *,
+    area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
+    **kwargs: Any,
+) -> LiveController:
+    """Attach live mode to ``window``: a :class:`LiveController` and its "Live" dock.
+
+    Parameters
+    ----------
+    window
+        The explorer window.
+    area
+        Dock area of the live controls.
+    **kwargs
+        Passed to :class:`LiveController` (``max_fps``, ``memory_budget``, ...).
+
+    Returns
+    -------
+    LiveController
+        Also stored as ``window.live`` and its dock as ``window.live_dock``.
+    """
+    from PySide6.QtWidgets import QLabel
+
+    from actviz.ui.live_controls import LiveControls
+
+    controller = LiveController(window, **kwargs)
+    dock = LiveControls(controller, window)
+    window.addDockWidget(area, dock)
+    # The fps and memory held stay visible in the status bar even with the dock closed.
+    label = QLabel("")
+    label.setObjectName("liveStatusLabel")
+    window.statusBar().addPermanentWidget(label)
+    controller.status_changed.connect(
+        lambda st: label.setText(f"live {st.fps:.1f} fps" if st.frames else "")
+    )
+    window.live = controller  # type: ignore[attr-defined]
+    window.live_dock = dock  # type: ignore[attr-defined]
+    window.live_status_label = label  # type: ignore[attr-defined]
+    return controller

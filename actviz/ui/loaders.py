@@ -1,0 +1,123 @@
+"""What the window's background loads run, and the requests that track them.
+
+The window never calls :func:`actviz.io.models.open_model` or
+:func:`actviz.io.inputs.open_input` on its own thread: a torchvision name may probe the network
+for a few seconds and a large checkpoint takes a while to unpickle. The functions here run on a
+loader thread; they receive everything they need as arguments (no Qt, no window), so a test can
+swap in a deliberately slow or failing loader through ``MainWindow.model_loader`` /
+``MainWindow.input_loader``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: ``model_loader(source, *, arch, weights, trust) -> LoadedModel``; raises on failure
+#: (``UntrustedFileError`` when a full pickle needs ``trust=True``).
+ModelLoader = Callable[..., Any]
+#: ``input_loader(source, *, model, loaded_model) -> LoadedInput``; raises on failure.
+InputLoader = Callable[..., Any]
+
+
+def load_model_source(
+    source: str, *, arch: str | None = None, weights: str | None = "DEFAULT", trust: bool = False
+) -> Any:
+    """Default model loader: :func:`actviz.io.models.open_model` (runs on a loader thread)."""
+    from actviz.io.models import open_model
+
+    return open_model(source, arch=arch, weights=weights, trust=trust)
+
+
+def load_input_source(source: str, *, model: Any = None, loaded_model: Any = None) -> Any:
+    """Default input loader: :func:`actviz.io.inputs.open_input` (runs on a loader thread).
+
+    It reads only the model's parameters' dtype/device and first convolution, never runs it, so
+    it may overlap a capture on that model.
+    """
+    from actviz.io.inputs import open_input
+
+    return open_input(source, model=model, loaded_model=loaded_model)
+
+
+@dataclass(eq=False)
+class ModelRequest:
+    """One "open this model" request, from the click until it is adopted or fails.
+
+    Attributes
+    ----------
+    remember
+        Add it to the recent models when it opens.
+    generation
+        The loader generation running it (a retry after the trust question gets a new one).
+    succeeded
+        None while pending, then True or False.
+    """
+
+    source: str
+    arch: str | None = None
+    weights: str | None = "DEFAULT"
+    trust: bool = False
+    remember: bool = True
+    generation: int = 0
+    succeeded: bool | None = None
+
+
+@dataclass(eq=False)
+class InputRequest:
+    """One "open this input" request.
+
+    Attributes
+    ----------
+    quiet
+        A start-up default: failure shows a hint, not an error.
+    model
+        The model it is being read for (None while it waits for a model being opened).
+    """
+
+    source: str
+    remember: bool = True
+    quiet: bool = False
+    model: Any = None
+    generation: int = 0
+    succeeded: bool | None = None
+
+
+def short_source(source: str) -> str:
+    """What the status bar calls a source: a file's name, or the source as given."""
+    text = str(source)
+    if "/" in text or "\\" in text:
+        return Path(text).name or text
+    return text
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for the banner: actviz errors as they are, others with their type."""
+    from actviz.io.errors import ActvizError
+
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, ActvizError):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+def local_files(mime: Any) -> list[str]:
+    """Local file paths carried by a drag's ``QMimeData`` (empty for text or remote URLs)."""
+    if mime is None or not mime.hasUrls():
+        return []
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile() and url.toLocalFile()]
+
+
+__all__ = [
+    "InputLoader",
+    "InputRequest",
+    "ModelLoader",
+    "ModelRequest",
+    "describe_error",
+    "load_input_source",
+    "load_model_source",
+    "local_files",
+    "short_source",
+]

@@ -1,0 +1,207 @@
+"""The "Model" dock: the filterable module tree with tick boxes, the selected module's details
+and the input preview."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, QSize, Qt, Signal
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QHeaderView,
+    QLineEdit,
+    QMenu,
+    QSplitter,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.module_details import ModuleDetails
+from actviz.ui.panels.input_preview import InputPreview
+from actviz.ui.tree_model import ModuleFilterProxy, ModuleTreeModel, NameRole
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.tree import ModuleTree
+    from actviz.ui.session import Session
+
+#: The Name column may take at most this share of the tree's width after fitting its contents.
+NAME_COLUMN_MAX_FRACTION = 0.6
+#: ... and at least this many pixels.
+NAME_COLUMN_MIN_PX = 140
+#: Width the dock asks for on first start (a restored layout wins): room for
+#: "(model) resnet18 (random init)" beside the Type and Shape columns.
+PREFERRED_WIDTH = 460
+#: Trees up to this many modules open two levels deep; bigger ones show only the top level.
+EXPAND_LIMIT = 400
+
+
+class ModelDock(QDockWidget):
+    """Module tree (ticks bound to the session), details of the current row, input preview.
+
+    Parameters
+    ----------
+    session
+        Supplies the tree and the ticked set; the context menu's actions change it.
+
+    Signals
+    -------
+    module_selected(str)
+        A row became current; its qualified module name ("" for the model itself).
+    """
+
+    module_selected = Signal(str)
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__("Model", parent)
+        self.session = session
+        self.setObjectName("modelDock")
+        self.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
+        panel = _WidePanel()
+        layout = QVBoxLayout(panel)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter modules by name or type, e.g. Conv2d")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self._on_filter_changed)
+        layout.addWidget(self.filter_edit)
+        self.tree_model = ModuleTreeModel(session, self)
+        self.tree_proxy = ModuleFilterProxy(self)
+        self.tree_proxy.setSourceModel(self.tree_model)
+        self.tree_view = QTreeView()
+        self.tree_view.setModel(self.tree_proxy)
+        self.tree_view.setUniformRowHeights(True)
+        self.tree_view.setAlternatingRowColors(True)
+        self.tree_view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree_view.customContextMenuRequested.connect(self._on_tree_context_menu)
+        self.tree_view.selectionModel().currentChanged.connect(self._on_tree_current_changed)
+        header = self.tree_view.header()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        header.resizeSection(0, 170)
+        header.resizeSection(1, 110)
+        header.resizeSection(2, 90)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.tree_view)
+        self.details = ModuleDetails()
+        splitter.addWidget(self.details)
+        preview_box = QWidget()
+        preview_layout = QVBoxLayout(preview_box)
+        preview_layout.setContentsMargins(0, 0, 0, 0)
+        self.input_preview = InputPreview()
+        preview_layout.addWidget(self.input_preview)
+        splitter.addWidget(preview_box)
+        splitter.setStretchFactor(0, 5)
+        splitter.setStretchFactor(1, 2)
+        splitter.setStretchFactor(2, 2)
+        layout.addWidget(splitter, 1)
+        self.setWidget(panel)
+        self.setMinimumWidth(380)
+        # A model set before the window is shown is fitted once the tree has its real width.
+        self._fit_pending = False
+        self.tree_view.installEventFilter(self)
+
+    # -- called by the window ------------------------------------------------------------------
+    def show_model(self) -> None:
+        """After a new model: expand the tree, fit the Name column, show the model's details."""
+        tree = self.session.tree
+        self.tree_view.expandToDepth(1 if tree is not None and len(tree) < EXPAND_LIMIT else 0)
+        self._fit_pending = True
+        if self.tree_view.isVisible():
+            self.fit_name_column()
+        self.details.show_node(tree[""] if tree is not None else None)
+
+    def update_tree(self, tree: ModuleTree) -> None:
+        """A run's tree (output shapes, call counts): refresh the rows and the details."""
+        self.tree_model.update_tree(tree)
+        self.show_current_details()
+
+    def fit_name_column(self, max_fraction: float = NAME_COLUMN_MAX_FRACTION) -> int:
+        """Widen the Name column to its visible contents, at most ``max_fraction`` of the view.
+
+        Returns
+        -------
+        int
+            The new width in pixels.
+        """
+        view = self.tree_view
+        width = view.viewport().width() or view.width()
+        cap = max(NAME_COLUMN_MIN_PX, int(width * max_fraction))
+        wanted = max(view.sizeHintForColumn(0), view.header().sectionSizeHint(0))
+        size = min(max(wanted, NAME_COLUMN_MIN_PX), cap)
+        view.header().resizeSection(0, size)
+        self._fit_pending = False
+        return size
+
+    def tree_context_menu(self, name: str | None) -> QMenu:
+        """The module tree's context menu for row ``name`` (built, not shown)."""
+        menu = QMenu(self)
+        tree = self.session.tree
+        if name is not None and tree is not None and name in tree:
+            node = tree[name]
+            label = name or "the model"
+            menu.addAction(
+                f"Tick all leaves below {label}", lambda: self.session.tick_leaves_below(name)
+            )
+            menu.addAction(
+                f"Tick all {node.type_name} modules", lambda: self.session.tick_type(node.type_name)
+            )
+            below = [name, *tree.descendants(name)]
+            menu.addAction(
+                f"Untick {label} and below", lambda: self.session.set_ticked(below, False)
+            )
+            menu.addSeparator()
+        menu.addAction("Untick all", self.session.untick_all)
+        return menu
+
+    def show_current_details(self) -> None:
+        """Show the current row's parameters (nothing changes when no row is current)."""
+        index = self.tree_view.currentIndex()
+        tree = self.tree_model.tree
+        name = index.data(NameRole) if index.isValid() else None
+        if tree is None or name is None or name not in tree:
+            return
+        self.details.show_node(tree[name])
+
+    def detach(self) -> None:
+        """Stop listening to the session (the window calls this before it goes away)."""
+        self.tree_model.detach()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if (
+            watched is self.tree_view
+            and self._fit_pending
+            and event.type() in (QEvent.Type.Show, QEvent.Type.Resize)
+            and self.tree_view.isVisible()
+        ):
+            self.fit_name_column()
+        return super().eventFilter(watched, event)
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _on_filter_changed(self, text: str) -> None:
+        self.tree_proxy.set_text(text)
+        if text:
+            self.tree_view.expandAll()
+
+    def _on_tree_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        self.show_current_details()
+        name = current.data(NameRole) if current.isValid() else None
+        if name is not None:
+            self.module_selected.emit(name)
+
+    def _on_tree_context_menu(self, pos: QPoint) -> None:
+        index = self.tree_view.indexAt(pos)
+        menu = self.tree_context_menu(index.data(NameRole) if index.isValid() else None)
+        menu.exec(self.tree_view.viewport().mapToGlobal(pos))
+
+
+class _WidePanel(QWidget):
+    # The dock area sizes a new dock from its contents' size hint; a restored layout wins.
+    def sizeHint(self) -> QSize:  # noqa: N802
+        hint = super().sizeHint()
+        return QSize(max(hint.width(), PREFERRED_WIDTH), hint.height())
+
+
+__all__ = ["ModelDock"]

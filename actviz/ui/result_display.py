@@ -1,0 +1,215 @@
+"""Pushing a finished run into the panels: layer mosaics, overview, channel view, selection.
+
+Only numpy from a :class:`~actviz.ui.session.RunResult` reaches a widget, through the panels'
+typed ``set_`` methods; the raw capture stays in the result for export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtWidgets import QWidget
+
+from actviz.core.capture import format_bytes
+from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.session import RunResult
+
+#: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
+MAPS_PANEL_MIN_HEIGHT = 300
+
+
+class ResultDisplay:
+    """The result half of :class:`~actviz.ui.main_window.MainWindow` (a mixin).
+
+    It relies on the window's ``session``, ``banner``, ``layer_panels``, the layers tab
+    (``layers_grid``, ``layers_scroll``, ``layers_placeholder``, ``layers_splitter``,
+    ``channel_box``, ``channel_view``), the overview panels, ``model_dock`` and the status
+    labels built by :mod:`actviz.ui.window_layout`.
+    """
+
+    def select_layer(self, name: str | None) -> None:
+        """Make ``name`` the selected layer: histogram, export target, tree selection."""
+        self._selected_layer = name
+        for panel_name, panel in self.layer_panels.items():
+            panel.setProperty("selected", panel_name == name)
+            panel.setStyleSheet(
+                "LayerPanel { border: 2px solid #3b6ea5; }" if panel_name == name else ""
+            )
+        self._update_histogram()
+        if name is not None and name in self.layer_panels:
+            self.layers_scroll.ensureWidgetVisible(self.layer_panels[name])
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude."""
+        result = self.session.result
+        if result is None or name not in result.layers:
+            return False
+        layer = result.layers[name]
+        view = layer.view
+        if view is None or view.kind != "maps" or not 0 <= channel < view.data.shape[0]:
+            return False
+        grad = None
+        if layer.grad_view is not None and layer.grad_view.kind == "maps":
+            grad = layer.grad_view.data[channel]
+        self.channel_view.set_channel(name, channel, view.data[channel], grad)
+        self._open_channel = (name, channel)
+        if not self.channel_box.isVisible():
+            self.channel_box.setVisible(True)
+            width = max(self.layers_splitter.width(), 600)
+            self.layers_splitter.setSizes([width * 3 // 5, width * 2 // 5])
+        self.select_layer(name)
+        return True
+
+    # ========================================================================== results
+    def _apply_result(self, result: RunResult) -> None:
+        self.session.set_result(result)
+        messages = [("error", e) for e in result.errors]
+        messages += [("warning", w) for w in result.warnings]
+        self.banner.set_messages("run", messages)
+        if result.tree is not None:
+            self.model_dock.update_tree(result.tree)
+
+        # Layer panels: exactly the ticked layers that ran, in execution order.
+        for name in [n for n in self.layer_panels if n not in result.layers]:
+            panel = self.layer_panels.pop(name)
+            self.layers_grid.removeWidget(panel)
+            panel.setParent(None)
+            panel.deleteLater()
+        for name in result.shown:
+            layer = result.layers[name]
+            panel = self.layer_panels.get(name)
+            if panel is None:
+                panel = LayerPanel(name, module_type=layer.module_type)
+                panel.channel_clicked.connect(self._on_panel_channel_clicked)
+                self.layer_panels[name] = panel
+            else:
+                panel.set_module_type(layer.module_type)
+            panel.set_colormap(self.colormap)
+            # Mosaics need room to read; bars and numbers are fine at the panel's own minimum.
+            if layer.view is not None and layer.view.kind in ("maps", "heatmap"):
+                panel.setMinimumHeight(MAPS_PANEL_MIN_HEIGHT)
+            if layer.view is not None:
+                panel.set_activation(layer.view, layer.mosaic)
+                panel.set_gradient(layer.grad_view, layer.grad_mosaic)
+            else:
+                panel.clear()
+            panel.set_gradients_visible(self.gradients_visible)
+        self.layer_panels = {name: self.layer_panels[name] for name in result.shown}
+        self._layout_panels(result.shown)
+
+        # Overview.
+        self.prediction_panel.set_predictions(result.predictions)
+        self.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
+        for panel in (self.saliency_panel, self.gradcam_panel):
+            if result.image is not None:
+                panel.set_image(result.image)
+            else:
+                panel.clear()  # no stale picture from an earlier image input
+        inp = self.session.input
+        if inp is not None and inp.image is None and result.image is not None:
+            # A tensor input that looks like an image: preview it as the overlays show it.
+            self.input_preview.set_image(result.image, inp.description or "tensor input")
+        if result.saliency is not None:
+            self.saliency_panel.set_heat(result.saliency)
+        else:
+            self.saliency_panel.set_heat(None)
+            self.saliency_panel.set_message(result.saliency_message)
+        self.gradcam_panel.set_layers(list(result.grad_cams), result.gradcam_default)
+        self._show_gradcam(result.gradcam_default)
+        self.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms)
+        self.stats_table.set_rows(result.stats_rows())
+        if self._selected_layer not in result.layers:
+            self._selected_layer = result.shown[-1] if result.shown else None
+        self.select_layer(self._selected_layer)
+        if self.channel_box.isVisible() and self._open_channel is not None:
+            # Keep the opened channel in step with the new values (or close it if it is gone).
+            if not self.open_channel(*self._open_channel):
+                self.channel_box.setVisible(False)
+                self._open_channel = None
+
+        took = (
+            f"ran in {result.elapsed_s * 1000:.0f} ms"
+            if result.elapsed_s < 10
+            else (f"ran in {result.elapsed_s:.1f} s")
+        )
+        self.timing_label.setText(f"{took} · {format_bytes(result.nbytes)} held")
+        self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
+
+    def _layout_panels(self, order: Sequence[str]) -> None:
+        while self.layers_grid.count():
+            self.layers_grid.takeAt(0)
+        self.layers_placeholder.setVisible(not order)
+        if not order:
+            self.layers_grid.addWidget(self.layers_placeholder, 0, 0)
+            return
+        columns = 2 if self.layers_scroll.viewport().width() >= 1300 else 1
+        for i, name in enumerate(order):
+            self.layers_grid.addWidget(self.layer_panels[name], i // columns, i % columns)
+            self.layer_panels[name].setVisible(True)
+
+    def _clear_panels(self) -> None:
+        for panel in self.layer_panels.values():
+            self.layers_grid.removeWidget(panel)
+            panel.setParent(None)
+            panel.deleteLater()
+        self.layer_panels.clear()
+        self._layout_panels([])
+        self.channel_box.setVisible(False)
+        self._selected_layer = None
+        for panel in (
+            self.prediction_panel,
+            self.saliency_panel,
+            self.gradcam_panel,
+            self.grad_flow_panel,
+            self.stats_table,
+            self.histogram_panel,
+        ):
+            panel.clear()
+        self.timing_label.clear()
+
+    def _show_gradcam(self, name: str | None) -> None:
+        result = self.session.result
+        if result is None:
+            return
+        if name is None or name not in result.grad_cams:
+            self.gradcam_panel.set_heat(None)
+            self.gradcam_panel.set_message(
+                "Grad-CAM needs a ticked layer with a spatial (N, C, H, W) output and an image input."
+            )
+            return
+        self.gradcam_panel.set_heat(result.grad_cams[name])
+
+    def _update_histogram(self) -> None:
+        result = self.session.result
+        name = self._selected_layer
+        if result is None or name is None or name not in result.layers:
+            self.histogram_panel.clear()
+            return
+        layer = result.layers[name]
+        if layer.hist is None:
+            self.histogram_panel.clear()
+            return
+        counts, edges = layer.hist
+        self.histogram_panel.set_histogram(f"{name} · values", counts, edges)
+
+    def _selected_panel(self) -> QWidget:
+        if self.tabs.currentWidget() is self.layers_splitter:
+            if self._selected_layer in self.layer_panels:
+                return self.layer_panels[self._selected_layer]
+            return self.layers_scroll.widget()
+        return self.tabs.currentWidget()
+
+    # ========================================================================== panel events
+    def _on_panel_channel_clicked(self, name: str, channel: int) -> None:
+        self.open_channel(name, channel)
+
+    def _on_stats_layer_selected(self, name: str) -> None:
+        self.select_layer(name)
+
+    def _on_gradcam_layer_changed(self, name: str) -> None:
+        if name:
+            self.session.gradcam_layer = name
+            self._show_gradcam(name)
+
+
+__all__ = ["MAPS_PANEL_MIN_HEIGHT", "ResultDisplay"]
