@@ -298,7 +298,7 @@ def _capture_once(
         if isinstance(arg, torch.Tensor) and isinstance(copy, torch.Tensor):
             recorder.register_input(arg, copy)
     try:
-        model.train(mode == "train")
+        state.apply(train=mode == "train")
         if scripted:
             warnings.append(
                 "TorchScript model: its layers run inside the compiled graph, so layer hooks "

@@ -14,27 +14,51 @@ __all__ = ["ModelState", "UnregisteredModules"]
 
 
 class ModelState:
-    """Training flags and buffers, saved before a capture and put back after it."""
+    """Training flags, ``inplace`` flags and buffers, saved before a capture, put back after.
 
-    def __init__(self, model: nn.Module):
-        self.flags = [(m, m.training) for m in model.modules()]
+    While a capture runs, torch.nn's in-place modules (``ReLU(inplace=True)``, ``Dropout``...)
+    run out of place: the values are identical, and the tensor they would have overwritten (the
+    previous layer's output, which a record holds) stays intact without a copy. A module that
+    writes into its input some other way is still caught by the version checks of the recorder.
+    """
+
+    def __init__(self, model: nn.Module, out_of_place: bool = True):
+        modules = list(model.modules())
+        self.flags = [(m, m.training) for m in modules]
+        self.inplace = [m for m in modules if out_of_place and _torch_inplace(m)]
         # Always copied back: kernels such as batch_norm update running statistics without
         # bumping the version counter, so "unchanged version" proves nothing.
         self.buffers: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]] = []
         with torch.no_grad():
-            for mod in model.modules():
+            for mod in modules:
                 for name, buf in mod._buffers.items():
                     if buf is not None and not buf.is_inference():
                         self.buffers.append((mod, name, buf, buf.detach().clone()))
 
+    def apply(self, train: bool) -> None:
+        """Put the model in the capture's state: ``train`` mode, in-place modules out of place."""
+        for mod, _ in self.flags:
+            mod.training = train
+        for mod in self.inplace:
+            mod.inplace = False
+
     def restore(self) -> None:
         for mod, flag in self.flags:
             mod.training = flag
+        for mod in self.inplace:
+            mod.inplace = True
         with torch.no_grad():
             for mod, name, buf, saved in self.buffers:
                 if mod._buffers.get(name) is not buf:
                     mod._buffers[name] = buf  # the forward reassigned it
                 buf.copy_(saved)
+
+
+def _torch_inplace(module: nn.Module) -> bool:
+    # Only torch.nn's own modules: there ``inplace`` is known to mean exactly this.
+    return getattr(module, "inplace", None) is True and type(module).__module__.startswith(
+        "torch.nn."
+    )
 
 
 class UnregisteredModules:

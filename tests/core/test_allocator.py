@@ -13,7 +13,7 @@ SCRIPT = r"""
 import resource, sys, torch, torchvision, actviz
 torch.set_num_threads(1)
 model = torchvision.models.resnet18(weights=None).eval()
-x = torch.randn(1, 3, 160, 160)
+x = torch.randn(1, 3, 320, 320)
 for _ in range(2):
     actviz.capture(model, x, None, gradients=False)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -16,7 +16,13 @@ from tests.conftest import assert_no_hooks
 from tests.core.seed_models import BufferModel, SeedMLP
 
 
+INPLACE_NAMES: dict[int, set[str]] = {}
+
+
 def snapshot(model: nn.Module):
+    INPLACE_NAMES[id(model)] = {
+        n for n, m in model.named_modules() if getattr(m, "inplace", False) is True
+    }
     return (
         {k: v.clone() for k, v in model.state_dict().items()},
         [(n, m.training) for n, m in model.named_modules()],
@@ -34,6 +40,10 @@ def assert_same(model: nn.Module, before) -> None:
     for k, v in state.items():
         assert torch.equal(v, after[k]), f"state_dict entry {k} changed"
     assert flags == [(n, m.training) for n, m in model.named_modules()]
+    # in-place modules run out of place during a capture; their flag is back afterwards
+    for name, m in model.named_modules():
+        if isinstance(m, nn.ReLU) and name in INPLACE_NAMES.get(id(model), ()):
+            assert m.inplace, f"{name}.inplace not restored"
     for (n, rg, g), (n2, p) in zip(params, model.named_parameters(), strict=True):
         assert n == n2 and p.requires_grad == rg, n
         assert (g is None and p.grad is None) or torch.equal(g, p.grad), f"{n}.grad changed"
@@ -81,10 +91,11 @@ class Exploding(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(3, 4, 3)
         self.bn = nn.BatchNorm2d(4)
+        self.act = nn.ReLU(inplace=True)
         self.head = nn.Linear(4, 2)
 
     def forward(self, x):
-        self.bn(self.conv(x))  # BatchNorm ran (and updated its stats) before the error
+        self.act(self.bn(self.conv(x)))  # BatchNorm ran (and updated its stats) before the error
         raise RuntimeError("boom in forward")
 
 
@@ -94,6 +105,7 @@ def test_untouched_after_forward_raises():
     with pytest.raises(RuntimeError, match="boom in forward"):
         actviz.capture(model, torch.randn(2, 3, 8, 8), mode="train")
     assert_same(model, before)  # BatchNorm running stats restored too
+    assert model.act.inplace
     assert not torch.nn.modules.module._global_forward_pre_hooks
 
 
