@@ -1,12 +1,28 @@
-"""Command line of the benchmark suite: tables on stdout, one JSON object as the last line."""
+"""Command line of the benchmark suite: tables on stdout, one JSON object as the last line.
+
+``python -m actviz.bench`` runs every figure of the performance targets:
+
+* capture overhead against bare PyTorch (ResNet-18/50), and again with the explorer window open;
+* rendering one layer's mosaic (``render_p95_ms``);
+* live mode on ResNet-50 with 20 ticked layers: GUI timer lag (``ui_lag_*``) and throughput
+  against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved;
+* start-up against ``import torch, torchvision`` (``startup_ratio``), interleaved processes;
+* resident memory after 100 live frames against after 10 (``memory_growth_ratio``).
+
+``--quick`` runs fewer repetitions and smaller models where the figure allows it (under two
+minutes on a 2-core machine). These are benchmarks: nothing here asserts a time.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import platform
+import time
 
 import torch
+
+SECTIONS = ("capture", "render", "live", "startup", "memory")
 
 
 def machine() -> str:
@@ -16,25 +32,107 @@ def machine() -> str:
     )
 
 
+def _round(value: object) -> object:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def _capture(pairs: int, quick: bool, summary: dict) -> None:
+    from actviz.bench import capture_bench
+
+    models = ("resnet18",) if quick else ("resnet18", "resnet50")
+    results = capture_bench.run(models, pairs=pairs, size=224)
+    capture_bench.print_table(results)
+    summary.update(
+        {k: v for k, v in results.items() if k.startswith("capture_") and isinstance(v, float)}
+    )
+    # The same figures with the explorer window open (idle, a model loaded).
+    from actviz.bench.ui_bench import ensure_qt_app, scratch_settings
+    from actviz.ui.main_window import MainWindow
+
+    app = ensure_qt_app()
+    window = MainWindow(settings=scratch_settings(), auto_run=False)
+    window.show()
+    window.set_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)))
+    app.processEvents()
+    try:
+        with_window = capture_bench.run(("resnet18",), pairs=pairs, size=224)
+    finally:
+        window.close()
+        window.deleteLater()
+        app.processEvents()
+    print("capture overhead with the explorer window open:")
+    for row in with_window["rows"]:
+        print(row.row())
+    for key in ("capture_fwd_ratio", "capture_all_ratio", "capture_grad_ratio"):
+        summary[key.replace("capture_", "capture_window_")] = with_window[key]
+
+
+def _render(quick: bool, summary: dict) -> None:
+    from actviz.bench import render_bench
+
+    results = render_bench.run(repeats=15 if quick else 40)
+    render_bench.print_table(results)
+    summary["render_p95_ms"] = results["render_p95_ms"]
+    summary["render_max_any_ms"] = results["render_max_any_ms"]
+
+
+def _live(quick: bool, summary: dict) -> None:
+    from actviz.bench import live_bench
+
+    r = live_bench.run("resnet50", 224, 20, pairs=2 if quick else 5, frames=3 if quick else 5)
+    live_bench.print_table(r)
+    for key in ("live_throughput_ratio", "ui_lag_p50_ms", "ui_lag_p99_ms", "ui_lag_max_ms"):
+        summary[key] = r[key]
+    summary["live_fps"] = r["live_fps"]
+    summary["bare_capture_fps"] = r["bare_fps"]
+
+
+def _startup(quick: bool, summary: dict) -> None:
+    from actviz.bench import startup_bench
+
+    r = startup_bench.run(pairs=2 if quick else 5, warmup=not quick)
+    startup_bench.print_table(r)
+    summary["startup_ratio"] = r.ratio
+    summary["startup_s"] = r.app_s
+
+
+def _memory(quick: bool, summary: dict) -> None:
+    from actviz.bench import memory_bench
+
+    arch, size = ("resnet18", 112) if quick else ("resnet50", 224)
+    r = memory_bench.run(arch, size, 20)
+    memory_bench.print_table(r)
+    summary["memory_growth_ratio"] = r.ratio
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m actviz.bench", description=__doc__)
-    parser.add_argument("what", nargs="?", default="all", choices=["all", "capture"])
+    parser.add_argument("what", nargs="?", default="all", choices=["all", *SECTIONS])
     parser.add_argument("--quick", action="store_true", help="fewer pairs, smaller models")
-    parser.add_argument("--pairs", type=int, default=None, help="paired runs per figure")
+    parser.add_argument("--pairs", type=int, default=None, help="paired runs per capture figure")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from actviz.bench import capture_bench
 
     pairs = args.pairs or (5 if args.quick else 15)
-    models = ("resnet18",) if args.quick else ("resnet18", "resnet50")
     print(f"machine: {machine()}")
-    results = capture_bench.run(models, pairs=pairs, size=224)
-    capture_bench.print_table(results)
-    summary = {
-        k: round(v, 4)
-        for k, v in results.items()
-        if k.startswith("capture_") and isinstance(v, float)
-    }
-    print(json.dumps(summary))
+    summary: dict = {}
+    started = time.perf_counter()
+    wanted = SECTIONS if args.what == "all" else (args.what,)
+    for section in wanted:
+        t0 = time.perf_counter()
+        if section == "capture":
+            _capture(pairs, args.quick, summary)
+        elif section == "render":
+            _render(args.quick, summary)
+        elif section == "live":
+            _live(args.quick, summary)
+        elif section == "startup":
+            _startup(args.quick, summary)
+        elif section == "memory":
+            _memory(args.quick, summary)
+        print(f"({section}: {time.perf_counter() - t0:.0f} s)")
+        print()
+    print(f"total {time.perf_counter() - started:.0f} s")
+    print(json.dumps({k: _round(v) for k, v in summary.items()}))
     return 0

@@ -322,8 +322,9 @@ class Perturbation:
             return None
         side = max(1, round(self.occlusion_size * min(height, width)))
         cx, cy = self.occlusion[0] * width, self.occlusion[1] * height
-        x0 = int(round(cx - side / 2))
-        y0 = int(round(cy - side / 2))
+        # floor(... + 0.5): plain rounding, not Python's round-half-to-even.
+        x0 = math.floor(cx - side / 2 + 0.5)
+        y0 = math.floor(cy - side / 2 + 0.5)
         x0c, y0c = max(0, x0), max(0, y0)
         x1c, y1c = min(width, x0 + side), min(height, y0 + side)
         if x1c <= x0c or y1c <= y0c:

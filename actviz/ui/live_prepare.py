@@ -147,14 +147,15 @@ def fast_stats(t: torch.Tensor) -> dict[str, Any]:
     centred values (relative error ~1e-6, far below the 4 digits shown; float64 casts cost 5x).
     Tensors with NaN/Inf take the exact NumPy path.
     """
-    f = _as_float(t).reshape(-1)
+    data = _as_float(t)
+    f = data.reshape(-1)
     n = f.numel()
     if n == 0:
-        return views.tensor_stats(f)
+        return views.tensor_stats(data)
     mn, mx = torch.aminmax(f)
     lo, hi = float(mn), float(mx)
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        return views.tensor_stats(f)
+        return views.tensor_stats(data)
     mean = float(f.sum()) / n
     centred = f - mean
     var = float(torch.dot(centred, centred)) / n
@@ -243,6 +244,10 @@ class LazyGradCams(dict):
 
     def items(self) -> list[tuple[str, np.ndarray]]:  # type: ignore[override]
         return [(name, self[name]) for name in self]
+
+    def set_computed(self, name: str, value: np.ndarray) -> None:
+        """Store a map computed elsewhere (on the device)."""
+        super().__setitem__(name, value)
 
     def computed(self) -> list[str]:
         """Names whose map exists already."""
@@ -435,6 +440,7 @@ def prepare_live(
     threads: int | None = 1,
     max_pixels: int = MAX_MOSAIC_PIXELS,
     should_stop: Callable[[], bool] | None = None,
+    device_path: bool | None = None,
 ) -> RunResult:
     """Turn a capture into panel-ready arrays, computing only what is on screen.
 
@@ -455,6 +461,9 @@ def prepare_live(
         Pixel budget of one mosaic (tiles are downsampled above it).
     should_stop
         Polled between layers; True raises ``CaptureCancelled``.
+    device_path
+        Reduce with :func:`reduce_on_device` (one host copy per frame); None: when the records
+        are not on the CPU.
 
     Returns
     -------
@@ -464,7 +473,7 @@ def prepare_live(
     """
     with torch_threads(threads):
         return _prepare_live(
-            cap, request, previous_shapes, set(eager_hist), max_pixels, should_stop
+            cap, request, previous_shapes, set(eager_hist), max_pixels, should_stop, device_path
         )
 
 
@@ -475,6 +484,7 @@ def _prepare_live(
     eager_hist: set[str],
     max_pixels: int,
     should_stop: Callable[[], bool] | None,
+    device_path: bool | None = None,
 ) -> RunResult:
     from actviz.core.tree import module_tree
 
@@ -484,15 +494,52 @@ def _prepare_live(
 
     shown = [n for n in request.layers if n in cap]
     order = [n for n in cap.names if n in shown]
-    on_device = any((t := cap[n].tensor) is not None and t.device.type != "cpu" for n in order)
+    image = display_image(cap.inputs, request.image)
+    size = image.shape[:2] if image is not None else None
+
+    def compute_cam(name: str) -> np.ndarray:
+        rec = cap[name]
+        try:
+            return views.grad_cam(rec.tensor, rec.grad, size=size)
+        except (ValueError, RuntimeError) as exc:
+            log.debug("no Grad-CAM for %s: %s", name, exc)
+            return np.zeros(size or (1, 1), dtype=np.float32)
+
+    grad_cams = LazyGradCams(_gradcam_candidates(cap, image), compute_cam)
+    gradcam_default = request.gradcam_layer if request.gradcam_layer in grad_cams else None
+    if gradcam_default is None and grad_cams:
+        spatial_shown = [n for n in order if n in grad_cams]
+        gradcam_default = (spatial_shown or list(grad_cams))[-1]
+
+    on_device = device_path
+    if on_device is None:
+        on_device = any((t := cap[n].tensor) is not None and t.device.type != "cpu" for n in order)
     device_layers: dict[str, DeviceLayer] = {}
+    saliency_map: np.ndarray | None = None
+    saliency_message = ""
     if on_device:
-        device_layers = reduce_on_device(
+        # Everything the panels show travels in one device-to-host copy.
+        extras: dict[str, torch.Tensor] = {}
+        if gradcam_default is not None:
+            rec = cap[gradcam_default]
+            extras["gradcam"] = _device_grad_cam(rec.tensor, rec.grad, size)
+        in_grad = views_first_tensor(cap.input_grads)
+        if in_grad is not None and in_grad.dim() in (3, 4) and image is not None:
+            extras["saliency"] = _device_saliency(in_grad, image.shape[:2])
+        reduced = reduce_on_device(
             [(n, cap[n].tensor, cap[n].grad) for n in order],
             normalize=request.normalize,
             max_pixels=max_pixels,
             hist_names=[n for n in order if n in eager_hist],
+            extras=extras,
         )
+        device_layers = reduced.layers
+        if "gradcam" in reduced.extras:
+            grad_cams.set_computed(gradcam_default, reduced.extras["gradcam"])
+        if "saliency" in reduced.extras:
+            saliency_map = reduced.extras["saliency"]
+    if saliency_map is None:
+        saliency_map, saliency_message = _saliency(cap.input_grads, image)
     layers: dict[str, PreparedLayer] = {}
     for name in order:
         check()
@@ -531,23 +578,6 @@ def _prepare_live(
     if cap.target_index is not None and request.categories:
         if 0 <= cap.target_index < len(request.categories):
             target_text += f": {request.categories[cap.target_index]}"
-    image = display_image(cap.inputs, request.image)
-    saliency_map, saliency_message = _saliency(cap.input_grads, image)
-    size = image.shape[:2] if image is not None else None
-
-    def compute_cam(name: str) -> np.ndarray:
-        rec = cap[name]
-        try:
-            return views.grad_cam(rec.tensor, rec.grad, size=size)
-        except (ValueError, RuntimeError) as exc:
-            log.debug("no Grad-CAM for %s: %s", name, exc)
-            return np.zeros(size or (1, 1), dtype=np.float32)
-
-    grad_cams = LazyGradCams(_gradcam_candidates(cap, image), compute_cam)
-    gradcam_default = request.gradcam_layer if request.gradcam_layer in grad_cams else None
-    if gradcam_default is None and grad_cams:
-        spatial_shown = [n for n in order if n in grad_cams]
-        gradcam_default = (spatial_shown or list(grad_cams))[-1]
     if gradcam_default is not None:
         check()
         _ = grad_cams[gradcam_default]  # the one on screen: computed here, off the GUI thread
@@ -782,6 +812,44 @@ def _device_normalise(
     return norm.contiguous(), rng, scale
 
 
+def _device_grad_cam(
+    activation: torch.Tensor, gradient: torch.Tensor, size: tuple[int, int] | None
+) -> torch.Tensor:
+    """:func:`actviz.core.views.grad_cam` (sample 0) on the tensors' device, without syncs."""
+    a, g = _as_float(activation), _as_float(gradient)
+    if a.dim() == 4:
+        a, g = a[0], g[0]
+    weights = g.mean(dim=(1, 2))
+    cam = torch.relu((weights[:, None, None] * a).sum(dim=0))
+    cam = torch.nan_to_num(cam, nan=0.0, posinf=0.0, neginf=0.0)
+    if size is not None and tuple(cam.shape) != tuple(size):
+        cam = F.interpolate(cam[None, None], size=size, mode="bilinear", align_corners=False)[0, 0]
+        cam = cam.clamp_min(0)
+    peak = cam.max()
+    return torch.where(peak > 0, cam / torch.where(peak > 0, peak, 1.0), torch.zeros_like(cam))
+
+
+def _device_saliency(input_grad: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The window's saliency map (max over channels of |grad|, scaled, resized) on the device."""
+    g = _as_float(input_grad).abs()
+    if g.dim() == 4:
+        g = g[0]
+    g = torch.nan_to_num(g.amax(dim=0), nan=0.0, posinf=0.0, neginf=0.0)
+    peak = g.max()
+    g = torch.where(peak > 0, g / torch.where(peak > 0, peak, 1.0), torch.zeros_like(g))
+    if tuple(g.shape) != tuple(size):
+        g = F.interpolate(g[None, None], size=size, mode="bilinear", align_corners=False)[0, 0]
+    return g
+
+
+@dataclass
+class DeviceReduction:
+    """What :func:`reduce_on_device` brought to the host."""
+
+    layers: dict[str, DeviceLayer]
+    extras: dict[str, np.ndarray]
+
+
 def _to_host(buffer: torch.Tensor) -> torch.Tensor:
     """The frame's single device-to-host copy (a seam the tests count)."""
     return buffer.cpu()
@@ -795,7 +863,8 @@ def reduce_on_device(
     max_pixels: int = MAX_MOSAIC_PIXELS,
     hist_names: Sequence[str] = (),
     bins: int = HIST_BINS,
-) -> dict[str, DeviceLayer]:
+    extras: dict[str, torch.Tensor] | None = None,
+) -> DeviceReduction:
     """Reduce layers where they live and bring the results to the host in one copy.
 
     For each ``(name, output, gradient)`` the statistics, the gradient norm, the mosaic
@@ -815,11 +884,13 @@ def reduce_on_device(
         Layers whose histogram is computed here.
     bins
         Histogram bins.
+    extras
+        More float tensors to bring along in the same copy (Grad-CAM, saliency).
 
     Returns
     -------
-    dict
-        ``name -> DeviceLayer`` (numpy arrays on the host).
+    DeviceReduction
+        ``layers``: ``name -> DeviceLayer``; ``extras``: the extra tensors as numpy arrays.
     """
     f64: list[torch.Tensor] = []
     f32: list[torch.Tensor] = []
@@ -864,10 +935,15 @@ def reduce_on_device(
                 f32.append(_as_float(grad).abs().contiguous())
                 entry["grad"] = len(f32) - 1
         plan.append(entry)
-    if not plan:
-        return {}
-    parts = [p.reshape(-1).to(torch.float64).view(torch.uint8) for p in f64]
-    parts += [p.reshape(-1).view(torch.uint8) for p in f32]
+    extra_index: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for key, value in (extras or {}).items():
+        f32.append(_as_float(value).contiguous())
+        extra_index[key] = (len(f32) - 1, tuple(value.shape))
+    if not f32 and not f64:
+        return DeviceReduction({}, {})
+    device = (f64 or f32)[0].device  # parts from elsewhere (a CPU extra) join it first
+    parts = [p.reshape(-1).to(device, torch.float64).view(torch.uint8) for p in f64]
+    parts += [p.reshape(-1).to(device).view(torch.uint8) for p in f32]
     host = _to_host(torch.cat(parts)).numpy()
     # Slice the host buffer back into arrays (float64 parts first keeps every part aligned).
     out64: list[np.ndarray] = []
@@ -900,7 +976,8 @@ def reduce_on_device(
             h = out64[entry["hist"]]
             layer.hist = (h[:bins].astype(np.float32), h[bins:].astype(np.float32))
         result[entry["name"]] = layer
-    return result
+    extras_out = {key: out32[i].reshape(shape).copy() for key, (i, shape) in extra_index.items()}
+    return DeviceReduction(result, extras_out)
 
 
 def _stats_dict(shape: tuple[int, ...], s: dict[str, float]) -> dict[str, Any]:

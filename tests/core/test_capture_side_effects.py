@@ -15,7 +15,6 @@ from actviz.core.capture import CaptureCancelled, CaptureTooLarge
 from tests.conftest import assert_no_hooks
 from tests.core.seed_models import BufferModel, SeedMLP
 
-
 INPLACE_NAMES: dict[int, set[str]] = {}
 
 
