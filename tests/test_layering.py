@@ -41,8 +41,8 @@ def test_importing_core_and_io_loads_no_qt():
         "    for m in pkgutil.iter_modules(pkg.__path__):\n"
         "        importlib.import_module(pkg.__name__ + '.' + m.name)\n"
         "import actviz; actviz.capture; actviz.module_tree\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in %r)\n"
-        "print(bad); sys.exit(1 if bad else 0)\n" % (QT,)
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {QT!r})\n"
+        "print(bad); sys.exit(1 if bad else 0)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

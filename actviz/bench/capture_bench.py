@@ -26,53 +26,58 @@ def run(
     for arch in models:
         model = torchvision.models.get_model(arch, weights=None).eval()
         x = torch.randn(1, 3, size, size)
-        blocks = block_names(model)
-        leaves = leaf_names(model)
-
-        def bare_fwd() -> None:
-            with torch.no_grad():
-                model(x)
-
-        def bare_grad() -> None:
-            xi = x.clone().requires_grad_(True)
-            out = model(xi)
-            top = out.detach().argmax(1)
-            torch.autograd.grad(out.gather(1, top[:, None]).sum(), [xi])
-
-        r_fwd = paired(
-            f"{arch} fwd: {len(blocks)} blocks / bare",
-            bare_fwd,
-            lambda: capture(model, x, blocks, gradients=False),
-            pairs,
-        )
-        r_all = paired(
-            f"{arch} fwd: all {len(leaves)} leaves / bare",
-            bare_fwd,
-            lambda: capture(model, x, None, gradients=False),
-            pairs,
-        )
-        r_grad = paired(
-            f"{arch} fwd+grad: {len(blocks)} blocks / bare",
-            bare_grad,
-            lambda: capture(model, x, blocks, gradients=True),
-            pairs,
-        )
-        cap = capture(model, x, blocks, gradients=False)
-        expected = sum(r.tensor.numel() * r.tensor.element_size() for r in cap.all_records())
-        results[arch] = {
-            "fwd_ratio": r_fwd.ratio,
-            "all_ratio": r_all.ratio,
-            "grad_ratio": r_grad.ratio,
-            "bytes": cap.nbytes,
-            "bytes_ratio": cap.nbytes / expected,
-        }
-        results["rows"] += [r_fwd, r_all, r_grad]
+        results[arch], rows = _measure(arch, model, x, pairs)
+        results["rows"] += rows
     first = models[0]
     results["capture_fwd_ratio"] = max(results[m]["fwd_ratio"] for m in models)
     results["capture_all_ratio"] = max(results[m]["all_ratio"] for m in models)
     results["capture_grad_ratio"] = max(results[m]["grad_ratio"] for m in models)
     results["capture_bytes_ratio"] = results[first]["bytes_ratio"]
     return results
+
+
+def _measure(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int) -> tuple[dict, list]:
+    blocks = block_names(model)
+    leaves = leaf_names(model)
+
+    def bare_fwd() -> None:
+        with torch.no_grad():
+            model(x)
+
+    def bare_grad() -> None:
+        xi = x.clone().requires_grad_(True)
+        out = model(xi)
+        top = out.detach().argmax(1)
+        torch.autograd.grad(out.gather(1, top[:, None]).sum(), [xi])
+
+    r_fwd = paired(
+        f"{arch} fwd: {len(blocks)} blocks / bare",
+        bare_fwd,
+        lambda: capture(model, x, blocks, gradients=False),
+        pairs,
+    )
+    r_all = paired(
+        f"{arch} fwd: all {len(leaves)} leaves / bare",
+        bare_fwd,
+        lambda: capture(model, x, None, gradients=False),
+        pairs,
+    )
+    r_grad = paired(
+        f"{arch} fwd+grad: {len(blocks)} blocks / bare",
+        bare_grad,
+        lambda: capture(model, x, blocks, gradients=True),
+        pairs,
+    )
+    cap = capture(model, x, blocks, gradients=False)
+    expected = sum(r.tensor.numel() * r.tensor.element_size() for r in cap.all_records())
+    figures = {
+        "fwd_ratio": r_fwd.ratio,
+        "all_ratio": r_all.ratio,
+        "grad_ratio": r_grad.ratio,
+        "bytes": cap.nbytes,
+        "bytes_ratio": cap.nbytes / expected,
+    }
+    return figures, [r_fwd, r_all, r_grad]
 
 
 def print_table(results: dict) -> None:
