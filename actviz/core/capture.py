@@ -172,6 +172,7 @@ def capture(
     keep_inputs: bool = True,
     max_bytes: int | None = None,
     should_stop: Callable[[], bool] | None = None,
+    keep_on_device: bool = False,
 ) -> Capture:
     """Run ``model`` on ``inputs`` and record the chosen layers' values and gradients.
 
@@ -201,6 +202,10 @@ def capture(
         Refuse (``CaptureTooLarge``) once the recorded tensors would exceed this many bytes.
     should_stop
         Polled before every module call; returning True raises ``CaptureCancelled``.
+    keep_on_device
+        Leave the records on the model's device (CUDA...) instead of copying each to the CPU,
+        so a display can reduce them there and copy once per frame. ``cap.output`` and
+        ``cap.input_grads`` are on the CPU either way.
 
     Returns
     -------
@@ -251,6 +256,7 @@ def capture(
                     warnings,
                     start,
                     copy_all=attempt == _MAX_ATTEMPTS - 1,
+                    keep_on_device=keep_on_device,
                 )
         except Retry:
             # A recorded tensor was written to after its hook (or a module wrote into its
@@ -284,6 +290,7 @@ def _capture_once(
     warnings_in: list[str],
     start: float,
     copy_all: bool = False,
+    keep_on_device: bool = False,
 ) -> Capture:
     warnings = list(warnings_in)
     modules = dict(model.named_modules())
@@ -343,7 +350,7 @@ def _capture_once(
                 )
         out_cpu = map_tensors(output, lambda t: t.detach().cpu())
         on_cpu = _model_device(model) in (None, torch.device("cpu"))
-        records = recorder.records if on_cpu else _to_cpu(recorder)
+        records = recorder.records if on_cpu or keep_on_device else _to_cpu(recorder)
         for w in warnings:
             log.info("capture warning: %s", w)
         return Capture(

@@ -24,6 +24,7 @@ __all__ = [
     "colorize",
     "grad_cam",
     "gradient_flow",
+    "grid_shape",
     "histogram",
     "layer_stats",
     "layer_view",
@@ -108,7 +109,8 @@ class Mosaic:
         return ty * self.scale, tx * self.scale
 
 
-def _grid(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
+def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
+    """``(rows, cols)`` of the mosaic grid :func:`mosaic` uses for ``channels`` tiles."""
     # Columns chosen so the whole mosaic is about `aspect` times wider than tall.
     cols = max(1, round(math.sqrt(channels * tile_h * aspect / max(tile_w, 1))))
     cols = min(cols, channels)
@@ -196,7 +198,7 @@ def mosaic(
     )
     if not all_finite:
         norm[~finite] = np.nan
-    rows, cols = _grid(c, h, w)
+    rows, cols = grid_shape(c, h, w)
     tiles = np.full((rows * cols, h + pad, w + pad), np.nan, dtype=np.float32)
     tiles[:c, :h, :w] = norm
     image = tiles.reshape(rows, cols, h + pad, w + pad).transpose(0, 2, 1, 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from actviz.ui.explore import ensure_app
+from actviz.ui.live_mode import install_live_mode
 from actviz.ui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ def run_app(
     """
     app = ensure_app()
     window = MainWindow()
+    install_live_mode(window)
     # Everything opens in the background while the window is already on screen; an input
     # waits for the model being opened, and the automatic run starts once both are in.
     if model is None:

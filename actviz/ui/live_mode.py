@@ -46,7 +46,7 @@ from actviz.ui.live import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.live_prepare import prepare_live, torch_threads
+from actviz.ui.live_prepare import prepare_live, shown_mosaics, torch_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.main_window import MainWindow
@@ -182,11 +182,20 @@ class _Spec:
 
     index: int
     perturbation: Perturbation
+    full: bool = False  # every mosaic, not only the panels on screen
+    partial: bool = False  # set at submit: some off-screen mosaics were reused
     submitted: float = 0.0
     timing: dict[str, float] = field(default_factory=dict)
     frame: Any = None
     image: np.ndarray | None = None
     base_image: np.ndarray | None = None
+    payload: dict[str, Any] | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Drop what the job would have needed (it ended, or will never run)."""
+        if self.payload is not None:
+            self.payload.clear()
+            self.payload = None
 
 
 class LiveController(QObject):
@@ -245,6 +254,7 @@ class LiveController(QObject):
         self.prepare_threads = prepare_threads
         self.capture_threads = capture_threads
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
+        self.window.session.memory_budget = self.memory_budget
         self.source: FrameSource | None = None
         self.perturbation = Perturbation()
         self.player = Player()
@@ -297,6 +307,8 @@ class LiveController(QObject):
         if nbytes <= 0:
             raise ValueError("the memory budget must be positive")
         self.memory_budget = int(nbytes)
+        # Ordinary runs (Run, Ctrl+R, re-runs after a tick) obey the same budget.
+        self.window.session.memory_budget = self.memory_budget
         self._emit_status()
 
     def status(self) -> LiveStatus:
@@ -463,23 +475,33 @@ class LiveController(QObject):
         self.set_perturbation(Perturbation(seed=self.perturbation.seed))
 
     # ------------------------------------------------------------------ requests
-    def request(self, index: int | None = None) -> None:
+    def request(self, index: int | None = None, *, full: bool = False) -> None:
         """Ask for frame ``index`` (default: the current one) with the current perturbation.
 
-        While a frame is computing, the request waits; a later request replaces it.
+        While a frame is computing, the request waits; a later request replaces it. Frames
+        build the mosaics of the panels on screen only (off-screen ones keep the previous
+        frame's) unless ``full``; once nothing more is coming, a full frame follows.
         """
         if self._closed:
             return
         if index is None:
             index = self.player.index
-        self.coalescer.offer(_Spec(int(index), self.perturbation))
+        self.coalescer.offer(_Spec(int(index), self.perturbation, full=full))
         self._pump()
+
+    def _visible_layers(self) -> set[str] | None:
+        """Layers whose panel is on screen now (None: unknown, build every mosaic)."""
+        panels = getattr(self.window, "layer_panels", None)
+        if not isinstance(panels, dict) or not panels:
+            return None
+        return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
 
     def _pump(self) -> None:
         if self._closed:
             return
         if self._inflight is not None and self._inflight[0] != self.worker.generation:
             # Another job replaced ours (a window run, Worker.drop): its result will never come.
+            self._inflight[1].release()
             self._inflight = None
             self.coalescer.finish()
         ok, spec = self.coalescer.take()
@@ -539,7 +561,9 @@ class LiveController(QObject):
                     "or raise the budget."
                 )
                 return
-        job = self._make_job(spec, source, base, layers, result)
+        visible = None if spec.full else self._visible_layers()
+        spec.partial = visible is not None and bool(set(layers) - visible)
+        job = self._make_job(spec, source, base, layers, result, visible)
         spec.submitted = time.perf_counter()
         gen = self.worker.submit(job)
         self._inflight = (gen, spec)
@@ -551,44 +575,70 @@ class LiveController(QObject):
         base: RunRequest,
         layers: list[str],
         previous: RunResult | None,
+        visible: set[str] | None,
     ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
-        from actviz.core.capture import capture
+        from actviz.core.capture import CaptureCancelled, capture
 
-        previous_shapes = previous.output_shapes if previous is not None else None
         selected = self.window.selected_layer
-        eager = [selected] if selected else []
-        budget = self.memory_budget
-        prepare_threads, capture_threads = self.prepare_threads, self.capture_threads
+        # Everything the job needs travels in a one-shot dict that is emptied when the job
+        # starts (and by the controller when the frame is dropped before it ran): the
+        # worker's thread pool keeps finished runnables, and so this closure, alive, and the
+        # closure must not pin frames, requests or mosaics.
+        payload: dict[str, Any] = {
+            "spec": spec,
+            "source": source,
+            "base": base,
+            "layers": layers,
+            "previous_shapes": previous.output_shapes if previous is not None else None,
+            # Only the mosaics, not the result: the previous capture must be free to go.
+            "previous_mosaics": shown_mosaics(previous) if visible is not None else None,
+            "visible": visible,
+            "eager": [selected] if selected else [],
+            "budget": self.memory_budget,
+            "prepare_threads": self.prepare_threads,
+            "capture_threads": self.capture_threads,
+        }
+        spec.payload = payload
 
         def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> RunResult:
+            p = dict(payload)
+            payload.clear()
+            if not p:
+                raise CaptureCancelled("the live frame was dropped before it started")
+            spec_: _Spec = p["spec"]
+            base_: RunRequest = p["base"]
             t0 = time.perf_counter()
-            frame = source.frame(spec.index)
-            value, image = spec.perturbation.apply(frame.value, frame.image)
+            frame = p["source"].frame(spec_.index)
+            value, image = spec_.perturbation.apply(frame.value, frame.image)
             t1 = time.perf_counter()
-            with torch_threads(capture_threads):
+            with torch_threads(p["capture_threads"]):
                 cap = capture(
-                    base.model,
+                    base_.model,
                     value,
-                    layers,
-                    target=base.target,
+                    p["layers"],
+                    target=base_.target,
                     should_stop=should_stop,
-                    max_bytes=budget,
+                    max_bytes=p["budget"],
+                    # On a GPU, prepare_live reduces there and copies once per frame.
+                    keep_on_device=True,
                 )
             t2 = time.perf_counter()
-            request = dataclasses.replace(base, inputs=value, image=image)
+            request = dataclasses.replace(base_, inputs=value, image=image)
             result = prepare_live(
                 cap,
                 request,
-                previous_shapes=previous_shapes,
-                eager_hist=eager,
-                threads=prepare_threads,
+                previous_shapes=p["previous_shapes"],
+                eager_hist=p["eager"],
+                threads=p["prepare_threads"],
                 should_stop=should_stop,
+                mosaic_layers=p["visible"],
+                previous_mosaics=p["previous_mosaics"],
             )
             t3 = time.perf_counter()
-            spec.frame = frame
-            spec.base_image = frame.image
-            spec.image = result.image
-            spec.timing.update(load=t1 - t0, capture=t2 - t1, prepare=t3 - t2, end=t3)
+            spec_.frame = frame
+            spec_.base_image = frame.image
+            spec_.image = result.image
+            spec_.timing.update(load=t1 - t0, capture=t2 - t1, prepare=t3 - t2, end=t3)
             return result
 
         return job
@@ -601,11 +651,13 @@ class LiveController(QObject):
         ours, spec = self._inflight
         if gen == ours:
             self._inflight = None
+            spec.release()
             self.coalescer.finish()
             return spec
         if gen > ours:
             # A run the window started replaced our frame; its result was dropped.
             self._inflight = None
+            spec.release()
             self.coalescer.finish()
             self._pump()
         return None
@@ -640,6 +692,9 @@ class LiveController(QObject):
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self._emit_status()
+        if spec.partial and not self.player.playing and not self.coalescer.has_pending:
+            # Settled: bring the off-screen panels up to date too (one more frame).
+            self.coalescer.offer(_Spec(spec.index, spec.perturbation, full=True))
         self._pump()
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
@@ -669,6 +724,7 @@ class LiveController(QObject):
         # Our frame in flight (if any) is superseded by the window's run; while engaged, the
         # live frame supersedes the window's run in turn ("Run" refreshes the live frame).
         if self._inflight is not None and self._inflight[0] < self.worker.generation:
+            self._inflight[1].release()
             self._inflight = None
             self.coalescer.finish()
         if self.engaged:
@@ -730,6 +786,13 @@ def install_live_mode(
     controller = LiveController(window, **kwargs)
     dock = LiveControls(controller, window)
     window.addDockWidget(area, dock)
+    # Show/hide it from the View menu, like any dock.
+    for action in window.menuBar().actions():
+        menu = action.menu()
+        if menu is not None and action.text().replace("&", "") == "View":
+            menu.addSeparator()
+            menu.addAction(dock.toggleViewAction())
+            break
     # The fps and memory held stay visible in the status bar even with the dock closed.
     label = QLabel("")
     label.setObjectName("liveStatusLabel")

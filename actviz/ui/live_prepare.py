@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_MOSAIC_PIXELS",
+    "ShownMosaics",
     "DeviceLayer",
     "LazyGradCams",
     "LazyHistLayer",
@@ -64,6 +65,7 @@ __all__ = [
     "max_tile_for",
     "prepare_live",
     "reduce_on_device",
+    "shown_mosaics",
     "torch_threads",
 ]
 
@@ -259,10 +261,42 @@ class LazyGradCams(dict):
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ShownMosaics:
+    """A layer's mosaics as shown now: stand-ins while its panel is off screen.
+
+    Holds no tensor and no capture, so keeping it does not keep the previous frame alive.
+    """
+
+    shape: tuple[int, ...] | None
+    mosaic: views.Mosaic
+    grad_mosaic: views.Mosaic | None
+
+
+def shown_mosaics(result: RunResult | None) -> dict[str, ShownMosaics]:
+    """The mosaics of ``result``'s layers (for :func:`prepare_live`'s ``previous_mosaics``)."""
+    if result is None:
+        return {}
+    return {
+        name: ShownMosaics(layer.shape, layer.mosaic, layer.grad_mosaic)
+        for name, layer in result.layers.items()
+        if layer.mosaic is not None
+    }
+
+
 def _prepare_maps_layer(
-    cap: Capture, name: str, normalize: str, eager_hist: bool, max_pixels: int
+    cap: Capture,
+    name: str,
+    normalize: str,
+    eager_hist: bool,
+    max_pixels: int,
+    previous: ShownMosaics | None = None,
 ) -> PreparedLayer | None:
-    """The fast path for a 4-D float output; None when the layer needs the general path."""
+    """The fast path for a 4-D float output; None when the layer needs the general path.
+
+    With ``previous`` (a layer off screen), its mosaics are reused instead of recomputed when
+    the shapes match; views, statistics and histogram are always this frame's.
+    """
     rec = cap[name]
     tensor = rec.tensor
     if tensor is None or tensor.dim() != 4 or not tensor.is_floating_point():
@@ -275,13 +309,17 @@ def _prepare_maps_layer(
     view = views.layer_view(tensor)
     c, h, w = view.data.shape
     tile = max_tile_for(c, h, w, max_pixels=max_pixels)
-    mosaic = _mosaic(view.data, normalize, tile)
+    reuse = previous is not None and previous.shape == tuple(tensor.shape)
+    mosaic = previous.mosaic if reuse else _mosaic(view.data, normalize, tile)
     grad_view = grad_mosaic = None
     if grad is not None and grad.shape == tensor.shape:
         # |gradient| of the sample shown only (views.magnitude would copy the whole batch).
         g0 = _as_float(grad[0]).abs()
         grad_view = views.LayerView("maps", g0.numpy(), tuple(grad.shape), view.description)
-        grad_mosaic = _mosaic(grad_view.data, normalize, tile)
+        if reuse and previous.grad_mosaic is not None:  # type: ignore[union-attr]
+            grad_mosaic = previous.grad_mosaic
+        else:
+            grad_mosaic = _mosaic(grad_view.data, normalize, tile)
     layer = LazyHistLayer(
         hist_source=tensor,
         name=name,
@@ -322,7 +360,7 @@ def fast_mosaic(maps: np.ndarray, normalize: str = "channel", pad: int = 1) -> v
     and metadata as ``views.mosaic(maps, normalize=..., pad=...)``; returns None when the map
     holds NaN/Inf (the caller then uses ``views.mosaic``, which masks them).
     """
-    from actviz.core.views import _grid  # the layout must be exactly views.mosaic's
+    from actviz.core.views import grid_shape  # the layout must be exactly views.mosaic's
 
     c, h, w = maps.shape
     if c == 0 or h == 0 or w == 0:
@@ -344,7 +382,7 @@ def fast_mosaic(maps: np.ndarray, normalize: str = "channel", pad: int = 1) -> v
         scale = scale.astype(np.float32)
     else:
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
-    rows, cols = _grid(c, h, w)
+    rows, cols = grid_shape(c, h, w)
     grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
 
     def fill(dst: np.ndarray, src: np.ndarray, lo_: np.ndarray, sc: np.ndarray) -> None:
@@ -426,9 +464,13 @@ def _gradcam_candidates(cap: Capture, image: np.ndarray | None) -> list[str]:
 
 
 def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
-    from actviz.ui.session import _saliency as session_saliency
-
-    return session_saliency(input_grads, image)
+    """The saliency map at the picture's size, or None and why (as the window words it)."""
+    grad = _first_tensor(input_grads)
+    if grad is None:
+        return None, "No input gradient: the input is not a float tensor or nothing depends on it."
+    if grad.dim() not in (3, 4) or image is None:
+        return None, f"Saliency needs an image-like input; this one is {tuple(grad.shape)}."
+    return _device_saliency(grad, image.shape[:2]).numpy(), ""
 
 
 def prepare_live(
@@ -441,6 +483,8 @@ def prepare_live(
     max_pixels: int = MAX_MOSAIC_PIXELS,
     should_stop: Callable[[], bool] | None = None,
     device_path: bool | None = None,
+    mosaic_layers: Collection[str] | None = None,
+    previous_mosaics: dict[str, ShownMosaics] | None = None,
 ) -> RunResult:
     """Turn a capture into panel-ready arrays, computing only what is on screen.
 
@@ -464,6 +508,12 @@ def prepare_live(
     device_path
         Reduce with :func:`reduce_on_device` (one host copy per frame); None: when the records
         are not on the CPU.
+    mosaic_layers
+        Layers whose panels are on screen: only their mosaics are built; the others reuse
+        ``previous_mosaics`` (same shape and normalisation) until they scroll into view.
+        None builds every mosaic.
+    previous_mosaics
+        :func:`shown_mosaics` of the result shown now.
 
     Returns
     -------
@@ -473,7 +523,15 @@ def prepare_live(
     """
     with torch_threads(threads):
         return _prepare_live(
-            cap, request, previous_shapes, set(eager_hist), max_pixels, should_stop, device_path
+            cap,
+            request,
+            previous_shapes,
+            set(eager_hist),
+            max_pixels,
+            should_stop,
+            device_path,
+            None if mosaic_layers is None else set(mosaic_layers),
+            previous_mosaics,
         )
 
 
@@ -485,6 +543,8 @@ def _prepare_live(
     max_pixels: int,
     should_stop: Callable[[], bool] | None,
     device_path: bool | None = None,
+    mosaic_layers: set[str] | None = None,
+    previous_mosaics: dict[str, ShownMosaics] | None = None,
 ) -> RunResult:
     from actviz.core.tree import module_tree
 
@@ -523,7 +583,7 @@ def _prepare_live(
         if gradcam_default is not None:
             rec = cap[gradcam_default]
             extras["gradcam"] = _device_grad_cam(rec.tensor, rec.grad, size)
-        in_grad = views_first_tensor(cap.input_grads)
+        in_grad = _first_tensor(cap.input_grads)
         if in_grad is not None and in_grad.dim() in (3, 4) and image is not None:
             extras["saliency"] = _device_saliency(in_grad, image.shape[:2])
         reduced = reduce_on_device(
@@ -547,8 +607,13 @@ def _prepare_live(
         if name in device_layers:
             layer = device_layers[name].prepared(cap, name)
         else:
+            stand_in = None
+            if mosaic_layers is not None and name not in mosaic_layers and previous_mosaics:
+                stand_in = previous_mosaics.get(name)
+                if stand_in is not None and stand_in.mosaic.normalize != request.normalize:
+                    stand_in = None
             layer = _prepare_maps_layer(
-                cap, name, request.normalize, name in eager_hist, max_pixels
+                cap, name, request.normalize, name in eager_hist, max_pixels, stand_in
             )
         if layer is None:
             layer = prepare_layer(cap, name, request.normalize)
@@ -566,7 +631,7 @@ def _prepare_live(
 
     check()
     errors: list[str] = []
-    out = views_first_tensor(cap.output)
+    out = _first_tensor(cap.output)
     if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
         bad = int((~torch.isfinite(out)).sum())
         errors.append(
@@ -607,7 +672,7 @@ def _prepare_live(
     )
 
 
-def views_first_tensor(obj: Any) -> torch.Tensor | None:
+def _first_tensor(obj: Any) -> torch.Tensor | None:
     from actviz.core.structures import first_tensor
 
     return first_tensor(obj)

@@ -85,6 +85,7 @@ class RunRequest:
     image: np.ndarray | None = None
     categories: list[str] | None = None
     gradcam_layer: str | None = None
+    max_bytes: int | None = None
 
 
 @dataclass
@@ -152,7 +153,12 @@ def run_job(
     report("running forward and backward")
     layers = list(dict.fromkeys([*request.layers, *request.extra_layers]))
     cap = capture(
-        request.model, request.inputs, layers, target=request.target, should_stop=should_stop
+        request.model,
+        request.inputs,
+        layers,
+        target=request.target,
+        should_stop=should_stop,
+        max_bytes=request.max_bytes,
     )
     return prepare_result(cap, request, should_stop=should_stop, progress=progress)
 
@@ -497,6 +503,12 @@ class InputState:
     description: str
 
 
+def _default_budget() -> int:
+    from actviz.ui.live_mode import default_budget
+
+    return default_budget()
+
+
 class Session:
     """Pure-Python explorer state shared by the window, the tree model and the worker.
 
@@ -519,6 +531,9 @@ class Session:
         self.input: InputState | None = None
         self.target: int | None = None
         self.normalize = "channel"
+        # Bytes one capture may hold; a bigger selection is refused with a message (the live
+        # dock edits it; ACTVIZ_MEMORY_BUDGET sets the default).
+        self.memory_budget: int | None = _default_budget()
         self.gradcam_layer: str | None = None
         self.result: RunResult | None = None
         self._ticked: set[str] = set()
@@ -703,6 +718,7 @@ class Session:
             image=self.input.image,
             categories=self.categories,
             gradcam_layer=self.gradcam_layer,
+            max_bytes=self.memory_budget,
         )
 
     def set_result(self, result: RunResult | None) -> None:

@@ -56,6 +56,10 @@ class _RunnerSignals(QObject):
     done = Signal(int, object, object, float)  # generation, result, exception, seconds
 
 
+def _stopped() -> bool:
+    return True
+
+
 class _Runner(QRunnable):
     def __init__(self, generation: int, job: Job, should_stop: Callable[[], bool]) -> None:
         super().__init__()
@@ -199,7 +203,12 @@ class Worker(QObject):
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
         from actviz.core.capture import CaptureCancelled
 
-        self._runners.pop(gen, None)
+        runner = self._runners.pop(gen, None)
+        if runner is not None:
+            # Qt's pool keeps finished runnables (autoDelete is off): drop what the job holds
+            # (its request, input tensors, images) or every run would stay in memory.
+            runner.job = None
+            runner.should_stop = _stopped
         self._running.discard(gen)
         with self._lock:
             current = gen == self._generation

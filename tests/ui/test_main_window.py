@@ -840,3 +840,26 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, make_window):
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         assert window.set_target_text("ring")
     assert window.result.target_index == DEMO_CLASSES.index("ring")
+
+
+def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp_path):
+    """An ordinary Run obeys the session's memory budget: a message, no crash, no result."""
+    import torch
+    from torch import nn
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    model = nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)
+    )
+    window.set_model(model)
+    window.set_input(torch.randn(1, 3, 64, 64))
+    window.session.memory_budget = 200_000  # one 64x64x64 map is 1 MiB
+    with qtbot.waitSignal(window.run_failed, timeout=30_000):
+        window.run()
+    assert any("memory budget" in t for t in window.banner.texts())
+    window.session.memory_budget = 1 << 30
+    with qtbot.waitSignal(window.run_finished, timeout=30_000):
+        window.run()
+    assert window.result is not None
+    window.shutdown()

@@ -235,3 +235,26 @@ def test_shutdown_without_waiting_returns_at_once(qtbot):
     assert time.perf_counter() - start < 0.5
     release.set()
     assert worker.shutdown() is True
+
+
+def test_finished_jobs_release_what_they_hold(qtbot, worker):
+    """Qt's pool keeps finished runnables: the job (and its input tensors) must not stay alive."""
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    refs = []
+    for _ in range(3):
+        payload = Payload()
+        refs.append(weakref.ref(payload))
+
+        def job(should_stop, progress, held=payload):
+            return 1
+
+        with qtbot.waitSignal(worker.signals.finished, timeout=10_000):
+            worker.submit(job)
+        del payload, job
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]

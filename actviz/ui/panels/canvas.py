@@ -85,6 +85,7 @@ class ColorBar(pg.GraphicsLayout):
         self.addItem(self.strip, row=0, col=0)
         self.addItem(self.axis, row=0, col=1)
         self._levels = (0.0, 1.0)
+        self._labels: tuple[str, str] | None = None
         self.axis.setRange(*self._levels)
 
     def setColorMap(self, name: str) -> None:  # noqa: N802 - mirrors pg.ColorBarItem
@@ -99,7 +100,13 @@ class ColorBar(pg.GraphicsLayout):
         ``labels`` replaces the numbers with words at both ends, for scales that are not one
         value range (per-channel normalisation: each tile has its own min and max).
         """
-        self._levels = (float(values[0]), float(values[1]))
+        low, high = float(values[0]), float(values[1])
+        if labels == self._labels and self._close_to_shown(low, high):
+            # Re-laying out the axis costs ~5 ms per canvas; live frames mostly repeat the
+            # same range, and a change under 1% of the span is not readable on the ticks.
+            return
+        self._levels = (low, high)
+        self._labels = labels
         self.axis.setRange(*self._levels)
         if labels is None:
             self.axis.setTicks(None)
@@ -109,6 +116,12 @@ class ColorBar(pg.GraphicsLayout):
     def levels(self) -> tuple[float, float]:
         """The (low, high) values written on the bar."""
         return self._levels
+
+    def _close_to_shown(self, low: float, high: float) -> bool:
+        """Whether (low, high) is within 1% of the span of the range already on the bar."""
+        shown_low, shown_high = self._levels
+        tolerance = 0.01 * max(abs(shown_high - shown_low), abs(high - low))
+        return abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
 
 
 class ImageCanvas(pg.GraphicsLayoutWidget):

@@ -1,0 +1,183 @@
+"""Live mode: throughput against bare ``actviz.capture``, and the GUI timer lag meanwhile.
+
+One window, one model, one set of ticked layers. Each pair runs ``frames`` bare captures on the
+GUI thread with the window idle, then lets live mode play ``frames`` frames of a tensor
+sequence (as fast as the model allows) while a 5 ms Qt timer records its lag; the order flips
+every pair. The throughput ratio is the median over pairs of (live frames per second) / (bare
+captures per second); the lag figures pool every live block.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from actviz.bench.ui_bench import LagProbe, ensure_qt_app, lag_summary, scratch_settings, wait_until
+
+
+def pick_layers(model: torch.nn.Module, n: int) -> list[str]:
+    """``n`` layers a user would tick on a ResNet: stem and blocks first, then more leaves."""
+    from actviz.bench.capture_bench import block_names
+    from actviz.core.capture import leaf_names
+
+    names = [m for m in block_names(model) if m in dict(model.named_modules())]
+    names = names[:n]
+    for leaf in leaf_names(model):
+        if len(names) >= n:
+            break
+        if leaf not in names:
+            names.append(leaf)
+    return names
+
+
+@dataclass
+class LiveRig:
+    """A shown window with live mode on a torchvision model and a tensor frame sequence."""
+
+    arch: str
+    size: int
+    n_layers: int
+    n_frames: int = 8
+    window: Any = None
+    live: Any = None
+    model: Any = None
+    layers: list[str] = field(default_factory=list)
+    frames: Any = None
+
+    def __post_init__(self) -> None:
+        import torchvision
+
+        from actviz.ui.live import TensorFrames
+        from actviz.ui.live_mode import install_live_mode
+        from actviz.ui.main_window import MainWindow
+
+        self.app = ensure_qt_app()
+        torch.manual_seed(0)
+        self.model = torchvision.models.get_model(self.arch, weights=None).eval()
+        self.layers = pick_layers(self.model, self.n_layers)
+        self.frames = torch.randn(self.n_frames, 3, self.size, self.size)
+        self.window = MainWindow(settings=scratch_settings(), auto_run=False)
+        self.window.resize(1400, 900)
+        self.window.show()
+        self.window.set_model(self.model, layers=self.layers)
+        self.window.set_input(self.frames[:1].clone())
+        self.live = install_live_mode(self.window)
+        self.live.set_source(TensorFrames(self.frames, "bench"))
+        self.live.set_speed(60.0)
+        self.wait_idle(120.0)  # the first frame: panels built, tree updated
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        return wait_until(
+            lambda: not self.window.worker.is_busy() and not self.live.coalescer.busy, timeout_s
+        )
+
+    def bare(self, count: int) -> float:
+        """Seconds for ``count`` bare captures (gradients, same layers, same frames)."""
+        from actviz.core.capture import capture
+
+        t0 = time.perf_counter()
+        for i in range(count):
+            capture(self.model, self.frames[i % self.n_frames : i % self.n_frames + 1], self.layers)
+        return time.perf_counter() - t0
+
+    def live_block(self, count: int, probe: LagProbe | None, timeout_s: float) -> float:
+        """Seconds for ``count`` live frames in steady state (first frame after play excluded)."""
+        live = self.live
+        start_frames = live.frames_shown
+        live.play()
+        ok = wait_until(lambda: live.frames_shown >= start_frames + 1, timeout_s)
+        if probe is not None:
+            probe.start()
+        t0 = time.perf_counter()
+        first = live.frames_shown
+        ok = ok and wait_until(lambda: live.frames_shown >= first + count, timeout_s)
+        dt = time.perf_counter() - t0
+        if probe is not None:
+            probe.stop()
+        live.pause()
+        self.wait_idle(timeout_s)
+        if not ok:
+            raise TimeoutError(f"live mode showed {live.frames_shown - first} of {count} frames")
+        return dt
+
+    def close(self) -> None:
+        self.live.shutdown()
+        self.window.close()
+        self.window.deleteLater()
+        self.app.processEvents()
+
+
+def run(
+    arch: str = "resnet50",
+    size: int = 224,
+    n_layers: int = 20,
+    pairs: int = 3,
+    frames: int = 4,
+    timeout_s: float = 300.0,
+) -> dict:
+    """Interleaved bare-capture / live blocks; returns throughput ratio and lag figures."""
+    rig = LiveRig(arch, size, n_layers)
+    probe = LagProbe(5)
+    ratios: list[float] = []
+    bare_fps: list[float] = []
+    live_fps: list[float] = []
+    try:
+        rig.bare(1)  # warm-up
+        for i in range(pairs):
+            order = ("bare", "live") if i % 2 == 0 else ("live", "bare")
+            got: dict[str, float] = {}
+            for what in order:
+                gc.collect()
+                if what == "bare":
+                    got[what] = frames / rig.bare(frames)
+                else:
+                    got[what] = frames / rig.live_block(frames, probe, timeout_s)
+            bare_fps.append(got["bare"])
+            live_fps.append(got["live"])
+            ratios.append(got["live"] / got["bare"])
+        timings = list(rig.live.timings)
+    finally:
+        rig.close()
+    lag = lag_summary(probe.lags)
+    shown = [t.shown_ms for t in timings]
+    return {
+        "arch": arch,
+        "size": size,
+        "layers": n_layers,
+        "bare_fps": statistics.median(bare_fps),
+        "live_fps": statistics.median(live_fps),
+        "live_throughput_ratio": statistics.median(ratios),
+        "ratios": ratios,
+        "ui_lag_p50_ms": lag["p50_ms"],
+        "ui_lag_p99_ms": lag["p99_ms"],
+        "ui_lag_max_ms": lag["max_ms"],
+        "lag_samples": lag["n"],
+        "capture_ms": statistics.median(t.capture_ms for t in timings) if timings else 0.0,
+        "prepare_ms": statistics.median(t.prepare_ms for t in timings) if timings else 0.0,
+        "shown_ms": statistics.median(shown) if shown else 0.0,
+        "shown_max_ms": max(shown) if shown else 0.0,
+    }
+
+
+def print_table(r: dict) -> None:
+    print(
+        f"live mode: {r['arch']} {r['size']}px, {r['layers']} ticked layers, "
+        f"ratios per pair {', '.join(f'{x:.3f}' for x in r['ratios'])}"
+    )
+    print(
+        f"{'  bare capture fps / live fps / ratio':<44} {r['bare_fps']:9.2f} {r['live_fps']:9.2f} "
+        f"{r['live_throughput_ratio']:7.3f}x"
+    )
+    print(
+        f"{'  per frame: capture / prepare / shown ms':<44} {r['capture_ms']:9.0f} "
+        f"{r['prepare_ms']:9.0f} {r['shown_ms']:7.0f} (max shown {r['shown_max_ms']:.0f})"
+    )
+    print(
+        f"{'  GUI timer lag p50 / p99 / max ms':<44} {r['ui_lag_p50_ms']:9.1f} "
+        f"{r['ui_lag_p99_ms']:9.1f} {r['ui_lag_max_ms']:7.1f} ({r['lag_samples']} samples)"
+    )

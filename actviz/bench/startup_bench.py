@@ -1,0 +1,142 @@
+"""Start-up: from process start to the window having painted the demo's first results.
+
+Two fresh Python processes per pair, order flipped every pair:
+
+* the baseline, ``python -c "import torch, torchvision"``, prints the wall-clock time right
+  after the imports;
+* the app, ``python -m actviz.bench.startup_bench --child``, does what ``actviz`` (no
+  arguments) does -- ``run_app``: a window, the demo model and its first sample loading in the
+  background, the automatic first run -- and prints the wall-clock time once the first result
+  is on the panels and the window has painted it, then exits without the Qt teardown.
+
+Each time is measured from just before the parent starts the process; the figure is the
+median over pairs of app / baseline.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+MARK = "ACTVIZ_FIRST_PAINT"
+BASELINE = f"import time, torch, torchvision; print('{MARK}', repr(time.time()), flush=True)"
+
+
+@dataclass
+class StartupResult:
+    baseline_s: float
+    app_s: float
+    ratio: float
+    pairs: int
+    ratios: list[float]
+    note: str = ""
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("ACTVIZ_OFFLINE", "1")
+    if sys.platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    return env
+
+
+def _time_process(args: list[str], timeout_s: float) -> float:
+    t0 = time.time()
+    proc = subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout_s, env=_child_env(), check=False
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            return float(line.split()[1]) - t0
+    raise RuntimeError(
+        f"{' '.join(args[:3])}... printed no {MARK} line (exit {proc.returncode}):\n"
+        f"{proc.stdout[-800:]}\n{proc.stderr[-2000:]}"
+    )
+
+
+def run(pairs: int = 3, timeout_s: float = 180.0, warmup: bool = True) -> StartupResult:
+    """Median of ``pairs`` interleaved (baseline, app) start-ups.
+
+    ``warmup`` first runs each once unmeasured, so both start with the file cache warm.
+    """
+    python = sys.executable
+    base_cmd = [python, "-c", BASELINE]
+    app_cmd = [python, "-m", "actviz.bench.startup_bench", "--child"]
+    if warmup:
+        _time_process(base_cmd, timeout_s)
+        _time_process(app_cmd, timeout_s)
+    base: list[float] = []
+    app: list[float] = []
+    for i in range(pairs):
+        order = [(base_cmd, base), (app_cmd, app)]
+        if i % 2:
+            order.reverse()
+        for cmd, out in order:
+            out.append(_time_process(cmd, timeout_s))
+    ratios = [a / b for a, b in zip(app, base, strict=True)]
+    return StartupResult(
+        statistics.median(base), statistics.median(app), statistics.median(ratios), pairs, ratios
+    )
+
+
+def print_table(r: StartupResult) -> None:
+    print(
+        f"{'start-up (median of interleaved processes)':<44} {'torch s':>9} {'actviz s':>9} {'ratio':>8}"
+    )
+    print(
+        f"{'  import torch, torchvision / demo painted':<44} {r.baseline_s:9.2f} {r.app_s:9.2f} "
+        f"{r.ratio:7.3f}x"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# child: the app, reporting its first painted result
+# --------------------------------------------------------------------------------------------
+
+
+def child_main() -> int:  # pragma: no cover - runs in a subprocess
+    """``run_app()`` with no arguments, printing :data:`MARK` and the time at the first paint."""
+    from PySide6.QtCore import QSettings, QTimer
+
+    from actviz.ui.explore import ensure_app
+    from actviz.ui.main_window import MainWindow
+
+    app = ensure_app()
+    import tempfile
+
+    handle, ini = tempfile.mkstemp(prefix="actviz-startup-", suffix=".ini")
+    os.close(handle)
+    # A scratch settings file: no restored geometry or recent files change what is measured.
+    window = MainWindow(settings=QSettings(ini, QSettings.Format.IniFormat))
+    state = {"done": False}
+
+    def painted() -> None:
+        if state["done"]:
+            return
+        state["done"] = True
+        window.repaint()  # the panels just filled: draw them now, synchronously
+        print(MARK, repr(time.time()), flush=True)
+        os.remove(ini)
+        os._exit(0)  # the figure is "up and drawing"; interpreter teardown is not part of it
+
+    def failed(text: str) -> None:
+        print("run failed:", text, file=sys.stderr, flush=True)
+        os._exit(2)
+
+    window.run_finished.connect(lambda: QTimer.singleShot(0, painted))
+    window.run_failed.connect(failed)
+    window.load_demo()
+    window.show()
+    QTimer.singleShot(120_000, lambda: failed("no result within 120 s"))
+    return int(app.exec())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if "--child" in sys.argv:
+        raise SystemExit(child_main())
+    result = run()
+    print_table(result)

@@ -1,0 +1,107 @@
+"""The GUI thread's responsiveness: Qt timer lag while live frames run, plus the Qt set-up
+the other UI benchmarks share (one QApplication, offscreen when headless, scratch settings)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def ensure_qt_app() -> Any:
+    """The running QApplication, creating one (offscreen without a display)."""
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0] if sys.argv else "actviz-bench"])
+    return app
+
+
+def scratch_settings() -> Any:
+    """A QSettings in a temporary file, so benchmarks neither read nor change the user's."""
+    from PySide6.QtCore import QSettings
+
+    handle, path = tempfile.mkstemp(prefix="actviz-bench-", suffix=".ini")
+    os.close(handle)
+    return QSettings(path, QSettings.Format.IniFormat)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, step_ms: int = 2) -> bool:
+    """Run the Qt event loop until ``condition()`` holds or ``timeout_s`` passes."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    if condition():
+        return True
+    loop = QEventLoop()
+    deadline = time.perf_counter() + timeout_s
+    timer = QTimer()
+    timer.setInterval(step_ms)
+
+    def check() -> None:
+        if condition() or time.perf_counter() > deadline:
+            loop.quit()
+
+    timer.timeout.connect(check)
+    timer.start()
+    loop.exec()
+    timer.stop()
+    return bool(condition())
+
+
+class LagProbe:
+    """A repeating Qt timer that records how late each timeout fires.
+
+    Each lag is ``(time since the previous timeout) - interval``: the time the event loop was
+    busy (painting, applying a result) or starved (GIL, CPU) beyond the interval.
+    """
+
+    def __init__(self, interval_ms: int = 5) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.interval_s = interval_ms / 1000.0
+        self.lags: list[float] = []
+        self._last: float | None = None
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._on_timeout)
+
+    def start(self) -> None:
+        self._last = None
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+        self._last = None
+
+    def _on_timeout(self) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.lags.append(max(0.0, now - self._last - self.interval_s))
+        self._last = now
+
+    def summary(self) -> dict[str, float]:
+        """p50 / p99 / max lag in milliseconds and the number of samples."""
+        return lag_summary(self.lags)
+
+
+def lag_summary(lags: list[float]) -> dict[str, float]:
+    if not lags:
+        return {"p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan"), "n": 0}
+    s = sorted(lags)
+    p99 = s[min(len(s) - 1, int(round(0.99 * (len(s) - 1))))]
+    return {
+        "p50_ms": statistics.median(s) * 1e3,
+        "p99_ms": p99 * 1e3,
+        "max_ms": s[-1] * 1e3,
+        "n": len(s),
+    }

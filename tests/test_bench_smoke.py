@@ -1,0 +1,100 @@
+"""The benchmark suite's pieces run and report sane figures (tiny sizes; no time is asserted).
+
+``python -m actviz.bench --quick`` takes about two minutes here, so CI runs it once on its own;
+these tests drive each section with small models so a broken benchmark is caught quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+
+from actviz.bench import cli, live_bench, memory_bench, render_bench, startup_bench
+from actviz.bench.ui_bench import LagProbe, ensure_qt_app, lag_summary, wait_until
+
+
+def test_lag_summary_reports_percentiles_in_ms():
+    lags = [0.001] * 98 + [0.02, 0.05]
+    s = lag_summary(lags)
+    assert s["n"] == 100 and s["p50_ms"] == pytest.approx(1.0)
+    assert s["p99_ms"] == pytest.approx(20.0) and s["max_ms"] == pytest.approx(50.0)
+    assert math.isnan(lag_summary([])["p99_ms"])
+
+
+def test_lag_probe_sees_a_blocked_event_loop(qtbot):
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    ensure_qt_app()
+    probe = LagProbe(5)
+    probe.start()
+    QTimer.singleShot(30, lambda: time.sleep(0.08))  # the GUI thread stalls for 80 ms
+    done = []
+    QTimer.singleShot(250, lambda: done.append(1))
+    wait_until(lambda: bool(done), 5.0)
+    probe.stop()
+    assert probe.summary()["max_ms"] >= 60
+    assert probe.summary()["p50_ms"] < 20
+
+
+def test_render_bench_times_every_case():
+    r = render_bench.run(repeats=2, panel_size=(400, 300))
+    assert len(r["rows"]) == len(render_bench.CASES)
+    assert all(row.p95_ms > 0 for row in r["rows"])
+    assert r["render_p95_ms"] == max(row.p95_ms for row in r["rows"] if row.target)
+    shapes = {row.name: row.image_shape for row in r["rows"]}
+    # Live limits bound the pixels of a huge layer; the window's own path caps channels only.
+    assert math.prod(shapes["1 ch of 1024x1024 (live limits)"]) <= 512 * 512
+    assert shapes["1 ch of 1024x1024 (window limits)"] == (1024, 1024)
+
+
+def test_live_bench_measures_throughput_and_lag_on_a_small_resnet():
+    r = live_bench.run("resnet18", 32, 6, pairs=1, frames=2, timeout_s=120)
+    assert r["bare_fps"] > 0 and r["live_fps"] > 0
+    assert r["live_throughput_ratio"] == pytest.approx(r["live_fps"] / r["bare_fps"])
+    assert r["lag_samples"] > 0 and r["ui_lag_max_ms"] >= r["ui_lag_p99_ms"] >= 0
+    assert r["capture_ms"] > 0 and r["prepare_ms"] > 0
+
+
+def test_pick_layers_fills_up_with_leaves():
+    import torchvision
+
+    model = torchvision.models.resnet18(weights=None)
+    names = live_bench.pick_layers(model, 20)
+    assert len(names) == 20 == len(set(names))
+    assert names[:4] == ["conv1", "bn1", "relu", "maxpool"]
+    assert "layer4.1" in names and "fc" in names
+
+
+def test_memory_bench_reads_rss_at_both_checkpoints():
+    r = memory_bench.run("resnet18", 32, 6, checkpoints=(2, 6), timeout_s=120)
+    assert set(r.rss_at) == {2, 6} and all(v > 0 for v in r.rss_at.values())
+    assert 0.5 < r.ratio < 2.0
+    assert r.held_bytes > 0
+
+
+def test_startup_bench_reads_the_childs_timestamp():
+    cmd = [sys.executable, "-c", f"import time; print('{startup_bench.MARK}', time.time())"]
+    assert 0 < startup_bench._time_process(cmd, 60) < 60
+    with pytest.raises(RuntimeError, match="printed no"):
+        startup_bench._time_process([sys.executable, "-c", "pass"], 60)
+
+
+@pytest.mark.slow
+def test_the_app_child_reports_its_first_painted_result():
+    app_cmd = [sys.executable, "-m", "actviz.bench.startup_bench", "--child"]
+    seconds = startup_bench._time_process(app_cmd, 180)
+    assert 0 < seconds < 180
+
+
+def test_cli_prints_a_table_and_a_json_last_line(capsys):
+    assert cli.main(["render", "--quick"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("machine:")
+    summary = json.loads(out[-1])
+    assert summary["render_p95_ms"] > 0
+    assert any("set_activation + paint" in line for line in out)

@@ -1,0 +1,742 @@
+"""Live mode: frame sources, perturbations, coalescing, the fast per-frame preparation, the
+device-side reduction, and the controller driving a real window on tiny models."""
+
+from __future__ import annotations
+
+import gc
+import math
+import weakref
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from PySide6.QtCore import QPointF, QSettings, Qt
+from torch import nn
+
+from actviz.core import views
+from actviz.core.capture import capture
+from actviz.ui import live_prepare
+from actviz.ui.live import (
+    WEBCAM_MISSING,
+    Coalescer,
+    ImageFolder,
+    Perturbation,
+    Player,
+    RateMeter,
+    StillFrame,
+    TensorFrames,
+    estimate_bytes,
+    webcam_status,
+)
+from actviz.ui.live_mode import LiveStatus, install_live_mode, parse_bytes
+from actviz.ui.live_prepare import (
+    LazyGradCams,
+    LazyHistLayer,
+    fast_mosaic,
+    fast_stats,
+    max_tile_for,
+    prepare_live,
+    reduce_on_device,
+)
+from actviz.ui.main_window import MainWindow
+from actviz.ui.session import RunRequest, prepare_result
+
+RUN_TIMEOUT_MS = 60_000
+
+
+class TinyCNN(nn.Module):
+    """conv1 (4 ch, 16x16) -> relu -> conv2 (6 ch, 8x8) -> pool -> flatten -> fc (5 classes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(4, 6, 3, stride=2, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flatten(self.pool(self.conv2(self.relu(self.conv1(x))))))
+
+
+def _tiny() -> TinyCNN:
+    torch.manual_seed(0)
+    return TinyCNN().eval()
+
+
+def _frames(t: int = 5, seed: int = 0, size: int = 16) -> torch.Tensor:
+    return torch.randn(t, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+# ============================================================================ perturbations
+def test_identity_perturbation_returns_the_same_objects():
+    x = _frames(1)
+    img = np.zeros((16, 16, 3), np.uint8)
+    value, image = Perturbation().apply(x, img)
+    assert value is x and image is img
+
+
+def test_occlusion_fills_the_patch_with_each_channels_mean_and_leaves_the_rest():
+    x = _frames(1)
+    before = x.clone()
+    p = Perturbation(occlusion=(0.25, 0.5), occlusion_size=0.25)
+    assert p.patch_box(16, 16) == (6, 10, 2, 6)
+    out, _ = p.apply(x)
+    assert torch.equal(x, before)  # never in place
+    mean = x.mean(dim=(2, 3))
+    for c in range(3):
+        assert torch.allclose(out[0, c, 6:10, 2:6], mean[0, c].expand(4, 4))
+    mask = torch.ones(16, 16, dtype=torch.bool)
+    mask[6:10, 2:6] = False
+    assert torch.equal(out[0][:, mask], x[0][:, mask])
+
+
+def test_patch_is_clipped_at_the_border_and_vanishes_outside():
+    p = Perturbation(occlusion=(0.0, 1.0), occlusion_size=0.5)
+    assert p.patch_box(20, 10) == (18, 20, 0, 3)  # side 5 centred on the corner (0, 20)
+    assert Perturbation(occlusion=(2.0, 0.5)).patch_box(8, 8) is None
+    assert Perturbation(occlusion=(0.5, 0.5), occlusion_size=0.5).patch_box(8, 8) == (2, 6, 2, 6)
+
+
+def test_noise_is_one_fixed_pattern_scaled_by_the_level():
+    x = _frames(1)
+    a, _ = Perturbation(noise=0.2, seed=3).apply(x)
+    b, _ = Perturbation(noise=0.4, seed=3).apply(x)
+    c, _ = Perturbation(noise=0.2, seed=4).apply(x)
+    torch.testing.assert_close(b - x, 2 * (a - x), rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(a, c)
+    # The amplitude is relative to the frame's own spread.
+    assert float((a - x).std()) == pytest.approx(0.2 * float(x.std()), rel=0.15)
+
+
+def test_brightness_and_contrast_are_relative_to_the_frame():
+    x = _frames(1)
+    span = float(x.amax() - x.amin())
+    bright, _ = Perturbation(brightness=0.1).apply(x)
+    torch.testing.assert_close(bright - x, torch.full_like(x, 0.1 * span))
+    flat, _ = Perturbation(contrast=0.0).apply(x)
+    torch.testing.assert_close(flat, x.mean(dim=(2, 3), keepdim=True).expand_as(x))
+    double, _ = Perturbation(contrast=2.0).apply(x)
+    torch.testing.assert_close(double.mean(dim=(2, 3)), x.mean(dim=(2, 3)), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(double.std(dim=(2, 3)), 2 * x.std(dim=(2, 3)), rtol=1e-4, atol=1e-5)
+
+
+def test_the_picture_gets_the_same_patch_and_noise_pattern():
+    x = _frames(1)
+    img = (np.arange(16 * 16 * 3) % 251).astype(np.uint8).reshape(16, 16, 3)
+    p = Perturbation(occlusion=(0.5, 0.5), occlusion_size=0.25)
+    _, out = p.apply(x, img)
+    mean = img.reshape(-1, 3).mean(axis=0)
+    assert np.array_equal(
+        out[6:10, 6:10], np.broadcast_to(np.round(mean).astype(np.uint8), (4, 4, 3))
+    )
+    assert np.array_equal(out[:6], img[:6])
+    # Noise: the picture moves where the tensor moved (same field).
+    noisy, nimg = Perturbation(noise=0.5, seed=1).apply(x, img)
+    dz = (noisy - x)[0, 0].numpy()
+    di = nimg[..., 0].astype(np.float32) - img[..., 0]
+    inside = (img[..., 0] > 40) & (img[..., 0] < 215)  # away from clipping
+    assert np.corrcoef(dz[inside], di[inside])[0, 1] > 0.95
+
+
+def test_tuple_and_dict_inputs_perturb_their_image_tensor_only():
+    x = _frames(1)
+    ids = torch.arange(4)
+    p = Perturbation(brightness=0.5)
+    out_t, _ = p.apply((ids, x))
+    assert out_t[0] is ids and not torch.equal(out_t[1], x)
+    out_d, _ = p.apply({"ids": ids, "pixels": x})
+    assert out_d["ids"] is ids and not torch.equal(out_d["pixels"], x)
+    assert p.apply(ids)[0] is ids  # nothing image-like: unchanged
+
+
+# ============================================================================ player / rate / coalescer
+def test_player_steps_wraps_clamps_and_stops_at_the_end():
+    p = Player(3, fps=40, loop=True)
+    assert p.interval_ms == 25
+    assert [p.step(1) for _ in range(4)] == [1, 2, 0, 1]
+    assert p.step(-2) == 2
+    p.loop = False
+    assert p.step(5) == 2 and p.step(-7) == 0
+    p.seek(1)
+    p.play()
+    assert p.advance() == 2 and p.advance() is None and not p.playing
+    p.play()  # at the end of a non-looping run, play starts over
+    assert p.index == 0 and p.playing
+    p.set_fps(1000)
+    assert p.fps == Player.MAX_FPS
+    assert not Player(1).toggle()  # one frame: nothing to play
+
+
+def test_rate_meter_counts_events_in_its_window():
+    now = [0.0]
+    meter = RateMeter(window_s=1.0, clock=lambda: now[0])
+    for t in (0.0, 0.1, 0.2, 0.3, 0.4):
+        meter.tick(t)
+    now[0] = 0.4
+    assert meter.rate() == pytest.approx(10.0)
+    now[0] = 1.35  # only 0.4 is left in the window
+    assert meter.rate() == 0.0
+
+
+def test_coalescer_keeps_only_the_latest_waiting_item_and_spaces_starts():
+    now = [10.0]
+    c = Coalescer(min_interval_s=0.1, clock=lambda: now[0])
+    c.offer("a")
+    assert c.take() == (True, "a")
+    for item in ("b", "c", "d"):
+        c.offer(item)
+    assert c.take() == (False, None)  # "a" still in flight
+    assert c.dropped == 2
+    c.finish()
+    assert c.take() == (False, None) and c.wait_s() == pytest.approx(0.1)
+    now[0] += 0.1
+    assert c.take() == (True, "d")
+    assert not c.has_pending and c.started == 2 and c.offered == 4
+
+
+# ============================================================================ sources
+def test_tensor_frames_give_one_batch_of_one_per_frame(tmp_path):
+    frames = _frames(4)
+    src = TensorFrames(frames, "clip")
+    assert len(src) == 4
+    f = src.frame(6)  # wraps
+    assert f.index == 2 and torch.equal(f.value, frames[2:3]) and f.label == "clip[2]"
+    assert f.image.shape == (16, 16, 3) and f.image.dtype == np.uint8
+    path = tmp_path / "clip.pt"
+    torch.save(frames, path)
+    loaded = TensorFrames.from_file(path, _tiny())
+    assert len(loaded) == 4 and torch.equal(loaded.frame(1).value, frames[1:2])
+    torch.save((frames, frames), tmp_path / "pair.pt")
+    with pytest.raises(ValueError, match=r"\(T, C, H, W\)"):
+        TensorFrames.from_file(tmp_path / "pair.pt")
+    with pytest.raises(ValueError):
+        TensorFrames(torch.zeros(3))
+
+
+def test_image_folder_plays_images_in_name_order_at_the_models_size(tmp_path):
+    for name, colour in (("b.png", (0, 255, 0)), ("a.png", (255, 0, 0)), ("c.jpg", (0, 0, 255))):
+        Image.new("RGB", (20, 12), colour).save(tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not an image")
+    src = ImageFolder(tmp_path, _tiny())
+    assert [p.name for p in src.files] == ["a.png", "b.png", "c.jpg"]
+    first = src.frame(0)
+    assert first.label == "a.png" and first.value.shape[:2] == (1, 3)
+    assert first.image[..., 0].mean() > 200 and first.image[..., 1].mean() < 50
+    assert src.frame(0) is first  # cached
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no images"):
+        ImageFolder(empty)
+
+
+def test_webcam_is_reported_missing_without_qtmultimedia(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert webcam_status() == (False, WEBCAM_MISSING)
+    assert WEBCAM_MISSING == "webcam needs PySide6-Addons (QtMultimedia)"
+
+
+def test_memory_estimate_and_budget_parsing():
+    shapes = {"a": (1, 4, 8, 8), "b": (1, 10)}
+    assert estimate_bytes(shapes, ["a", "b"]) == (256 + 10) * 4 * 2
+    assert estimate_bytes(shapes, ["a"], gradients=False) == 1024
+    assert estimate_bytes(shapes, ["a", "zzz"]) is None
+    assert parse_bytes("512MiB") == 512 << 20
+    assert parse_bytes("2 GiB") == 2 << 30
+    assert parse_bytes("1.5G") == int(1.5 * (1 << 30))
+    assert parse_bytes("4096") == 4096
+    for bad in ("lots", "-1G", "3Q"):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)
+
+
+# ============================================================================ per-frame preparation
+def _capture_tiny(batch: int = 1):
+    model = _tiny()
+    x = _frames(batch, seed=5)
+    layers = ["conv1", "relu", "conv2", "fc"]
+    cap = capture(model, x, layers)
+    request = RunRequest(model=model, inputs=x, layers=layers)
+    return model, cap, request
+
+
+def test_fast_stats_match_the_exact_statistics():
+    t = torch.randn(2, 8, 9, 9) * 3 + 1
+    t[0, 0, 0, :4] = 0
+    fast, exact = fast_stats(t), views.tensor_stats(t)
+    assert fast.keys() == exact.keys()
+    for key in ("shape", "numel", "nan", "inf", "zero_frac", "min", "max"):
+        assert fast[key] == exact[key]
+    assert fast["mean"] == pytest.approx(exact["mean"], rel=1e-5, abs=1e-6)
+    assert fast["std"] == pytest.approx(exact["std"], rel=1e-5)
+    t[1, 2, 3, 4] = float("nan")
+    assert fast_stats(t) == views.tensor_stats(t)  # the exact path handles NaN
+
+
+@pytest.mark.parametrize("normalize", ["channel", "shared"])
+@pytest.mark.parametrize("shape", [(7, 5, 6), (1, 9, 4), (12, 3, 3), (5, 2, 2)])
+def test_fast_mosaic_is_views_mosaic(normalize, shape):
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(shape).astype(np.float32)
+    data[min(2, shape[0] - 1)] = 0.5  # a constant channel
+    for pad in (0, 1):
+        ref = views.mosaic(data, normalize=normalize, pad=pad)
+        got = fast_mosaic(data, normalize, pad)
+        np.testing.assert_allclose(got.image, ref.image, rtol=1e-6, atol=1e-7, equal_nan=True)
+        for field in ("rows", "cols", "tile_h", "tile_w", "pad", "channels", "value_range"):
+            assert getattr(got, field) == getattr(ref, field)
+    bad = data.copy()
+    bad[0, 0, 0] = np.inf
+    assert fast_mosaic(bad, normalize) is None
+
+
+def test_max_tile_keeps_the_mosaic_under_the_pixel_budget():
+    assert max_tile_for(64, 56, 56, max_pixels=512 * 512) is None
+    tile = max_tile_for(256, 56, 56, max_pixels=256 * 256)
+    scale = math.ceil(56 / tile)
+    assert 256 * math.ceil(56 / scale) ** 2 <= 256 * 256
+    big = max_tile_for(1, 1024, 1024)
+    assert math.ceil(1024 / math.ceil(1024 / big)) ** 2 <= live_prepare.MAX_MOSAIC_PIXELS
+
+
+def test_live_mosaic_downsamples_like_views_mosaic_with_max_tile():
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((300, 16, 16)).astype(np.float32)
+    got = live_prepare._mosaic(data, "channel", 8)
+    ref = views.mosaic(data, normalize="channel", max_channels=256, max_tile=8)
+    assert (got.scale, got.total_channels, got.channels) == (2, 300, 256)
+    assert got.image.shape == ref.image.shape
+    np.testing.assert_allclose(got.image, ref.image, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_prepare_live_shows_what_prepare_result_shows():
+    model, cap, request = _capture_tiny(batch=2)
+    full = prepare_result(cap, request)
+    live = prepare_live(cap, request, eager_hist=["conv2"])
+    assert live.shown == full.shown and live.predictions == full.predictions
+    assert live.target_text == full.target_text and live.gradcam_default == full.gradcam_default
+    assert live.tree is not None  # first frame: the tree gets output shapes
+    assert isinstance(live.layers["conv1"], LazyHistLayer)
+    assert live.layers["conv2"].hist_ready and not live.layers["relu"].hist_ready
+    for name in full.shown:
+        a, b = live.layers[name], full.layers[name]
+        np.testing.assert_allclose(a.view.data, b.view.data)
+        if b.mosaic is not None:
+            np.testing.assert_allclose(a.mosaic.image, b.mosaic.image, atol=1e-6, equal_nan=True)
+            np.testing.assert_allclose(
+                a.grad_mosaic.image, b.grad_mosaic.image, atol=1e-6, equal_nan=True
+            )
+            np.testing.assert_allclose(a.grad_view.data, b.grad_view.data, rtol=1e-6)
+        for key in ("mean", "std", "min", "max", "zero_frac", "grad_norm"):
+            assert a.stats[key] == pytest.approx(b.stats[key], rel=1e-5, abs=1e-6), (name, key)
+        np.testing.assert_array_equal(a.hist[0], b.hist[0])  # computed on first read
+    # Grad-CAM: the shown layer is computed, the others on first read, equal to the full path.
+    assert isinstance(live.grad_cams, LazyGradCams)
+    assert live.grad_cams.computed() == [live.gradcam_default]
+    assert sorted(live.grad_cams) == sorted(full.grad_cams)
+    for name in full.grad_cams:
+        np.testing.assert_allclose(live.grad_cams[name], full.grad_cams[name], atol=1e-6)
+    np.testing.assert_allclose(live.saliency, full.saliency)
+    again = prepare_live(cap, request, previous_shapes=live.output_shapes)
+    assert again.tree is None  # same shapes: the window keeps its tree
+
+
+def test_off_screen_layers_keep_their_mosaics_until_shown():
+    from actviz.ui.live_prepare import shown_mosaics
+
+    model, cap, request = _capture_tiny()
+    first = prepare_live(cap, request)
+    cap2 = capture(model, _frames(1, seed=6), request.layers)
+    second = prepare_live(
+        cap2, request, mosaic_layers={"conv1"}, previous_mosaics=shown_mosaics(first)
+    )
+    assert second.layers["conv2"].mosaic is first.layers["conv2"].mosaic  # off screen: reused
+    assert second.layers["conv2"].grad_mosaic is first.layers["conv2"].grad_mosaic
+    fresh = prepare_live(cap2, request)
+    np.testing.assert_allclose(
+        second.layers["conv1"].mosaic.image, fresh.layers["conv1"].mosaic.image
+    )
+    # Views and statistics are always the new frame's.
+    np.testing.assert_allclose(second.layers["conv2"].view.data, fresh.layers["conv2"].view.data)
+    assert second.layers["conv2"].stats["mean"] == fresh.layers["conv2"].stats["mean"]
+    # Another normalisation cannot reuse them.
+    shared = RunRequest(model=model, inputs=None, layers=request.layers, normalize="shared")
+    third = prepare_live(cap2, shared, mosaic_layers=set(), previous_mosaics=shown_mosaics(first))
+    assert third.layers["conv2"].mosaic is not first.layers["conv2"].mosaic
+    assert third.layers["conv2"].mosaic.normalize == "shared"
+
+
+# ============================================================================ device-side reduction
+def _device_case(device: str):
+    model, cap, request = _capture_tiny(batch=2)
+    names = ["conv1", "conv2", "fc"]
+    layers = [
+        (n, cap[n].tensor.to(device), cap[n].grad.to(device) if cap[n].grad is not None else None)
+        for n in names
+    ]
+    return cap, names, layers
+
+
+def _check_device_layers(cap, names, reduced, normalize="channel"):
+    for name in names:
+        rec = cap[name]
+        got = reduced[name]
+        exact = views.layer_stats(rec)
+        for key in ("numel", "nan", "inf", "min", "max"):
+            assert got.stats[key] == exact[key]
+        for key in ("mean", "std", "zero_frac", "grad_norm"):
+            assert got.stats[key] == pytest.approx(exact[key], rel=1e-5, abs=1e-7)
+        if rec.tensor.dim() == 4:
+            ref = views.mosaic(rec.tensor[0], normalize=normalize)
+            act_m, grad_m = got.mosaics()
+            np.testing.assert_allclose(act_m.image, ref.image, atol=1e-6, equal_nan=True)
+            assert act_m.value_range == pytest.approx(ref.value_range)
+            gref = views.mosaic(views.magnitude(rec.grad)[0], normalize=normalize)
+            np.testing.assert_allclose(grad_m.image, gref.image, atol=1e-6, equal_nan=True)
+            np.testing.assert_allclose(got.act, rec.tensor[0].numpy())
+        else:
+            np.testing.assert_allclose(got.act, rec.tensor.numpy())
+
+
+def test_device_reduction_matches_the_host_views_with_one_copy(monkeypatch):
+    cap, names, layers = _device_case("cpu")
+    copies = []
+    real = live_prepare._to_host
+    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(b.numel()) or real(b))
+    reduced = reduce_on_device(layers, hist_names=["conv2"], normalize="shared").layers
+    assert len(copies) == 1
+    _check_device_layers(cap, names, reduced, normalize="shared")
+    counts, edges = reduced["conv2"].hist
+    ref_counts, ref_edges = views.histogram(cap["conv2"].tensor)
+    assert counts.sum() == ref_counts.sum()
+    assert np.abs(counts - ref_counts).sum() <= 2  # float64 vs numpy's edge correction
+    np.testing.assert_allclose(edges, ref_edges, rtol=1e-6)
+    assert reduced["conv1"].hist is None
+
+
+def test_device_reduction_handles_nan_without_branching():
+    t = torch.randn(1, 3, 4, 4)
+    t[0, 1, 2, 2] = float("nan")
+    t[0, 2] = float("inf")
+    got = reduce_on_device([("x", t, None)]).layers["x"]
+    exact = views.tensor_stats(t)
+    assert (got.stats["nan"], got.stats["inf"]) == (1, 16)
+    assert got.stats["mean"] == pytest.approx(exact["mean"], rel=1e-6)
+    assert got.stats["grad_norm"] is None
+    ref = views.mosaic(t[0])
+    act_m, _ = got.mosaics()
+    np.testing.assert_allclose(act_m.image, ref.image, atol=1e-6, equal_nan=True)
+
+
+def test_the_device_path_of_prepare_live_shows_the_same_as_the_host_path(monkeypatch):
+    model, cap, request = _capture_tiny(batch=2)
+    copies = []
+    real = live_prepare._to_host
+    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(1) or real(b))
+    host = prepare_live(cap, request, device_path=False)
+    assert copies == []
+    dev = prepare_live(cap, request, device_path=True, eager_hist=["conv1"])
+    assert copies == [1]
+    assert dev.grad_cams.computed() == [dev.gradcam_default]
+    np.testing.assert_allclose(
+        dev.grad_cams[dev.gradcam_default], host.grad_cams[host.gradcam_default], atol=1e-5
+    )
+    np.testing.assert_allclose(dev.saliency, host.saliency, atol=1e-6)
+    for name in host.shown:
+        a, b = dev.layers[name], host.layers[name]
+        np.testing.assert_allclose(a.view.data, b.view.data)
+        if b.mosaic is not None:
+            np.testing.assert_allclose(a.mosaic.image, b.mosaic.image, atol=1e-6, equal_nan=True)
+        for key in ("mean", "std", "min", "max", "zero_frac", "grad_norm"):
+            assert a.stats[key] == pytest.approx(b.stats[key], rel=1e-5, abs=1e-6), (name, key)
+    assert np.abs(dev.layers["conv1"].hist[0] - host.layers["conv1"].hist[0]).sum() <= 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_device_reduction_on_cuda_copies_once_per_frame(monkeypatch):
+    cap, names, layers = _device_case("cuda")
+    copies = []
+    real = live_prepare._to_host
+    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(b.device) or real(b))
+    reduced = reduce_on_device(layers, hist_names=["conv1"]).layers
+    assert len(copies) == 1 and copies[0].type == "cuda"
+    _check_device_layers(cap, names, reduced)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_prepare_live_uses_the_device_path_for_cuda_records(monkeypatch):
+    model, cap, request = _capture_tiny()
+    for name in cap.names:
+        for rec in cap.calls(name):
+            rec.output = rec.output.cuda()
+            rec.grad_output = rec.grad_output.cuda()
+    cap.input_grads = cap.input_grads.cuda()
+    copies = []
+    real = live_prepare._to_host
+    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(1) or real(b))
+    live = prepare_live(cap, request)
+    assert len(copies) == 1
+    assert live.layers["conv1"].mosaic.channels == 4
+
+
+# ============================================================================ controller + window
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings, debounce_ms=20)
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    model = _tiny()
+    w.set_model(model, layers=["conv1", "conv2", "fc"])
+    w.set_input(_frames(1, seed=9))
+    with qtbot.waitSignal(w.run_finished, timeout=RUN_TIMEOUT_MS):
+        w.run()
+    yield w
+    w.close()
+
+
+def _wait_frames(qtbot, live, count: int) -> None:
+    qtbot.waitUntil(lambda: live.frames_shown >= count, timeout=RUN_TIMEOUT_MS)
+
+
+def _wait_idle(qtbot, live) -> None:
+    qtbot.waitUntil(
+        lambda: not live.coalescer.busy and not live.coalescer.has_pending, timeout=RUN_TIMEOUT_MS
+    )
+
+
+def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window):
+    live = install_live_mode(window)
+    frames = _frames(6, seed=2)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    seen = {}
+    live.frame_changed.connect(
+        lambda i, n, label: seen.setdefault(i, window.result.layers["conv1"].view.data.copy())
+    )
+    live.set_speed(60)
+    live.play()
+    assert live.playing
+    qtbot.waitUntil(lambda: len(seen) >= 3, timeout=RUN_TIMEOUT_MS)
+    live.pause()
+    _wait_idle(qtbot, live)
+    model = window.session.model
+    for index, data in list(seen.items())[:3]:
+        expected = capture(model, frames[index : index + 1], ["conv1"])["conv1"].tensor[0]
+        np.testing.assert_allclose(data, expected.numpy(), rtol=1e-5, atol=1e-6)
+    assert "frame" in window.input_preview.caption_label.text()
+    status = live.status()
+    assert status.frames >= 3 and status.last.capture_ms > 0
+    assert "fps" in window.live_dock.stats_label.text()
+    assert "held" in window.live_dock.memory_label.text()
+    assert "fps" in window.live_status_label.text()
+    view_menu = next(a.menu() for a in window.menuBar().actions() if "View" in a.text())
+    assert window.live_dock.toggleViewAction() in view_menu.actions()
+    # The session keeps the opened input: live frames do not replace it.
+    assert window.session.input.value.shape == (1, 3, 16, 16)
+
+
+def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):
+    live = install_live_mode(window)
+    frames = _frames(4, seed=3)
+    live.set_source(TensorFrames(frames))
+    _wait_frames(qtbot, live, 1)
+    live.step(2)
+    _wait_frames(qtbot, live, 2)
+    _wait_idle(qtbot, live)
+    np.testing.assert_allclose(
+        window.result.capture.inputs.numpy(), frames[2:3].numpy(), rtol=0, atol=0
+    )
+    live.seek(1)
+    _wait_frames(qtbot, live, 3)
+    assert live.player.index == 1 and window.live_dock.frame_slider.value() == 1
+
+
+def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot, window):
+    live = install_live_mode(window)
+    dock = window.live_dock
+    pad = dock.pad
+    pad.resize(160, 160)
+    x = window.session.input.value
+    start = live.frames_shown
+    # A drag: many moves while one frame computes; only the last position is guaranteed.
+    qtbot.mousePress(pad, Qt.MouseButton.LeftButton, pos=pad.from_fraction(0.2, 0.2).toPoint())
+    for f in np.linspace(0.2, 0.75, 12):
+        p = pad.from_fraction(float(f), float(f)).toPoint()
+        qtbot.mouseMove(pad, p)
+        pad.mouseMoveEvent(_move_event(p))
+    _wait_idle(qtbot, live)
+    assert dock.occlusion_check.isChecked()
+    fx, fy = live.perturbation.occlusion
+    assert fx == pytest.approx(0.75, abs=0.02) and fy == pytest.approx(0.75, abs=0.02)
+    assert live.frames_shown > start
+    assert live.frames_shown - start < 13  # coalesced, not one run per move
+    shown = window.result.capture.inputs
+    expected, _ = live.perturbation.apply(x)
+    torch.testing.assert_close(shown, expected)
+    y0, y1, x0, x1 = live.perturbation.patch_box(16, 16)
+    assert torch.allclose(shown[0, :, y0:y1, x0:x1], x.mean(dim=(2, 3))[0, :, None, None])
+    # The prediction changed with the input (a real forward ran on the occluded picture).
+    ref = capture(window.session.model, expected, ["fc"])
+    torch.testing.assert_close(window.result.capture.output, ref.output)
+    # Reset brings the original input back.
+    dock.reset_perturbation()
+    _wait_idle(qtbot, live)
+    qtbot.waitUntil(lambda: torch.equal(window.result.capture.inputs, x), timeout=RUN_TIMEOUT_MS)
+
+
+def _move_event(point):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QMouseEvent
+
+    return QMouseEvent(
+        QEvent.Type.MouseMove,
+        QPointF(point),
+        QPointF(point),
+        Qt.MouseButton.NoButton,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+
+
+def test_sliders_perturb_the_current_input(qtbot, window):
+    live = install_live_mode(window)
+    dock = window.live_dock
+    x = window.session.input.value
+    dock.noise_slider.setValue(50)
+    dock.brightness_slider.setValue(20)
+    dock.contrast_slider.setValue(150)
+    _wait_idle(qtbot, live)
+    p = live.perturbation
+    assert (p.noise, p.brightness, p.contrast) == (0.5, 0.2, 1.5)
+    expected, _ = p.apply(x)
+    qtbot.waitUntil(
+        lambda: torch.allclose(window.result.capture.inputs, expected), timeout=RUN_TIMEOUT_MS
+    )
+
+
+def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, window):
+    live = install_live_mode(window, memory_budget=1024)
+    live.set_source(TensorFrames(_frames(3)))
+    _wait_idle(qtbot, live)
+    text = window.live_dock.message_label.text()
+    assert "Refused" in text and "budget" in text
+    assert not live.playing and window.isVisible()
+    # Raising the budget lets the next frame through.
+    window.live_dock.budget_spin.setValue(64)
+    assert live.memory_budget == 64 << 20
+    before = live.frames_shown
+    live.step(1)
+    _wait_frames(qtbot, live, before + 1)
+
+
+def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, window):
+    live = install_live_mode(window)
+    # No earlier shapes to estimate from: the capture itself refuses.
+    window.session.result = None
+    live.memory_budget = 512
+    live.set_source(TensorFrames(_frames(2)))
+    qtbot.waitUntil(
+        lambda: "Refused" in window.live_dock.message_label.text(), timeout=RUN_TIMEOUT_MS
+    )
+    assert "512 B" in window.live_dock.message_label.text()
+
+
+def test_run_while_perturbing_refreshes_the_live_frame(qtbot, window):
+    live = install_live_mode(window)
+    live.update_perturbation(brightness=0.3)
+    _wait_idle(qtbot, live)
+    shown = live.frames_shown
+    window.run()
+    _wait_frames(qtbot, live, shown + 1)
+    _wait_idle(qtbot, live)
+    expected, _ = live.perturbation.apply(window.session.input.value)
+    torch.testing.assert_close(window.result.capture.inputs, expected)
+
+
+def test_only_the_latest_capture_is_kept(qtbot, window):
+    live = install_live_mode(window)
+    live.set_source(TensorFrames(_frames(6)))
+    _wait_frames(qtbot, live, 1)
+    refs = [weakref.ref(window.result.capture)]
+    for _ in range(3):
+        n = live.frames_shown
+        live.step(1)
+        _wait_frames(qtbot, live, n + 1)
+        _wait_idle(qtbot, live)
+        refs.append(weakref.ref(window.result.capture))
+    gc.collect()
+    alive = [r() is not None for r in refs]
+    assert alive[-1] and not any(alive[:-1])
+    # Nor the frames and requests of finished jobs (the worker's pool keeps its runnables).
+    from actviz.ui.live_mode import _Spec
+
+    assert not [o for o in gc.get_objects() if type(o) is _Spec]
+
+
+def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window):
+    live = install_live_mode(window)
+    window.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
+    qtbot.wait(10)
+    assert live._visible_layers() == set()
+    before = len(live.timings)
+    old = window.result.layers["conv1"].mosaic
+    live.update_perturbation(brightness=0.2)
+    qtbot.waitUntil(lambda: len(live.timings) >= before + 2, timeout=RUN_TIMEOUT_MS)
+    _wait_idle(qtbot, live)
+    # The settling frame rebuilt every mosaic for the perturbed input.
+    expected, _ = live.perturbation.apply(window.session.input.value)
+    ref = capture(window.session.model, expected, ["conv1"])["conv1"].tensor[0]
+    mosaic = window.result.layers["conv1"].mosaic
+    assert mosaic is not old
+    np.testing.assert_allclose(mosaic.image, views.mosaic(ref).image, atol=1e-6, equal_nan=True)
+
+
+def test_the_webcam_entry_says_why_it_is_missing(qtbot, window, monkeypatch):
+    from actviz.ui import live_controls
+
+    monkeypatch.setattr(live_controls, "webcam_status", lambda: (False, WEBCAM_MISSING))
+    live = install_live_mode(window)
+    dock = window.live_dock
+    item = dock.source_combo.model().item(live_controls._WEBCAM)
+    assert not item.isEnabled() and WEBCAM_MISSING in item.text()
+    assert dock.webcam_label.text() == WEBCAM_MISSING
+    monkeypatch.setattr("actviz.ui.live_mode.webcam_status", lambda: (False, WEBCAM_MISSING))
+    assert not live.open_webcam()
+    assert dock.message_label.text() == WEBCAM_MISSING
+
+
+def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, window, tmp_path):
+    from actviz.ui import live_controls
+
+    for i in range(3):
+        Image.new("RGB", (16, 16), (80 * i, 40, 200)).save(tmp_path / f"f{i}.png")
+    live = install_live_mode(window)
+    dock = window.live_dock
+    dock.choose_folder = lambda parent: str(tmp_path)
+    dock._on_source_activated(live_controls._FOLDER)
+    assert isinstance(live.source, ImageFolder) and len(live.source) == 3
+    _wait_frames(qtbot, live, 1)
+    assert dock.play_button.isEnabled() and dock.frame_slider.maximum() == 2
+    bad = tmp_path / "bad.pt"
+    torch.save({"x": torch.zeros(2)}, bad)
+    dock.choose_tensor_file = lambda parent: str(bad)
+    dock._on_source_activated(live_controls._TENSOR)
+    assert "Could not open bad.pt" in dock.message_label.text()
+    assert isinstance(live.source, ImageFolder)  # what plays stays
+    assert dock.source_combo.currentIndex() == live_controls._FOLDER
+    dock._on_source_activated(live_controls._STILL)
+    assert live.source is None and not live.engaged
+
+
+def test_still_frame_source_and_status_text():
+    frame = StillFrame(torch.zeros(1, 3, 4, 4), None, "x.png").frame(3)
+    assert frame.index == 0 and frame.label == "x.png"
+    st = LiveStatus(fps=2.5, frames=7, dropped=1, held_bytes=3 << 20, budget_bytes=1 << 30)
+    assert st.text().startswith("2.5 fps") and "dropped 1" in st.text()
+    assert "3.0 MiB of 1.0 GiB" in st.memory_text()
