@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QIcon, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QComboBox,
     QDockWidget,
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSlider,
     QSpinBox,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -235,15 +237,16 @@ class LiveControls(QDockWidget):
         v = QVBoxLayout(box)
         row = QHBoxLayout()
         self.back_button = QToolButton()
-        self.back_button.setText("⏮")
+        # Standard icons: the media glyphs (⏮ ▶ ⏭) are missing from many fonts.
+        self.back_button.setIcon(_icon("SP_MediaSkipBackward"))
         self.back_button.setToolTip("Previous frame")
         self.back_button.clicked.connect(lambda: self.controller.step(-1))
         self.play_button = QToolButton()
-        self.play_button.setText("▶")
+        self.play_button.setIcon(_icon("SP_MediaPlay"))
         self.play_button.setToolTip("Play / pause")
         self.play_button.clicked.connect(self.controller.toggle)
         self.next_button = QToolButton()
-        self.next_button.setText("⏭")
+        self.next_button.setIcon(_icon("SP_MediaSkipForward"))
         self.next_button.setToolTip("Next frame")
         self.next_button.clicked.connect(lambda: self.controller.step(1))
         for b in (self.back_button, self.play_button, self.next_button):
@@ -422,7 +425,7 @@ class LiveControls(QDockWidget):
             self.frame_slider.setRange(0, max(0, n - 1))
             self.frame_slider.setValue(c.player.index)
         self.frame_label.setText(f"frame {c.player.index + 1}/{n}")
-        self.play_button.setText("⏸" if c.playing else "▶")
+        self.play_button.setIcon(_icon("SP_MediaPause" if c.playing else "SP_MediaPlay"))
 
     # ------------------------------------------------------------------ controller events
     def _on_controller_status_changed(self, status: LiveStatus) -> None:
@@ -440,7 +443,7 @@ class LiveControls(QDockWidget):
             self.pad.set_image(image)
 
     def _on_controller_playing_changed(self, playing: bool) -> None:
-        self.play_button.setText("⏸" if playing else "▶")
+        self.play_button.setIcon(_icon("SP_MediaPause" if playing else "SP_MediaPlay"))
 
     def _on_controller_source_changed(self, text: str) -> None:
         self.source_label.setText(text or "the opened input")
@@ -464,3 +467,8 @@ class LiveControls(QDockWidget):
         # Closing the dock pauses playback; perturbations stay until reset.
         self.controller.pause()
         super().closeEvent(event)
+
+
+def _icon(name: str) -> QIcon:
+    """One of Qt's standard media icons (drawn by the style, so always available)."""
+    return QApplication.style().standardIcon(getattr(QStyle.StandardPixmap, name))

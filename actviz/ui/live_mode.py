@@ -786,6 +786,8 @@ def install_live_mode(
     controller = LiveController(window, **kwargs)
     dock = LiveControls(controller, window)
     window.addDockWidget(area, dock)
+    # Narrow by default: the layer panels are what the window is for.
+    window.resizeDocks([dock], [300], Qt.Orientation.Horizontal)
     # Show/hide it from the View menu, like any dock.
     for action in window.menuBar().actions():
         menu = action.menu()
