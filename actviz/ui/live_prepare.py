@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 from actviz.core import views
 from actviz.core.capture import Capture, CaptureCancelled
+from actviz.core.structures import first_tensor
 from actviz.ui.session import (
     MAX_MOSAIC_CHANNELS,
     PreparedLayer,
@@ -465,7 +466,7 @@ def _gradcam_candidates(cap: Capture, image: np.ndarray | None) -> list[str]:
 
 def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
     """The saliency map at the picture's size, or None and why (as the window words it)."""
-    grad = _first_tensor(input_grads)
+    grad = first_tensor(input_grads)
     if grad is None:
         return None, "No input gradient: the input is not a float tensor or nothing depends on it."
     if grad.dim() not in (3, 4) or image is None:
@@ -583,7 +584,7 @@ def _prepare_live(
         if gradcam_default is not None:
             rec = cap[gradcam_default]
             extras["gradcam"] = _device_grad_cam(rec.tensor, rec.grad, size)
-        in_grad = _first_tensor(cap.input_grads)
+        in_grad = first_tensor(cap.input_grads)
         if in_grad is not None and in_grad.dim() in (3, 4) and image is not None:
             extras["saliency"] = _device_saliency(in_grad, image.shape[:2])
         reduced = reduce_on_device(
@@ -631,7 +632,7 @@ def _prepare_live(
 
     check()
     errors: list[str] = []
-    out = _first_tensor(cap.output)
+    out = first_tensor(cap.output)
     if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
         bad = int((~torch.isfinite(out)).sum())
         errors.append(
@@ -670,12 +671,6 @@ def _prepare_live(
         capture=cap,
         tree=tree,
     )
-
-
-def _first_tensor(obj: Any) -> torch.Tensor | None:
-    from actviz.core.structures import first_tensor
-
-    return first_tensor(obj)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.core.structures import first_tensor
+
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
     from actviz.core.tree import ModuleTree
@@ -213,7 +215,7 @@ def prepare_result(
 
     check()
     errors: list[str] = []
-    out = _first_tensor(cap.output)
+    out = first_tensor(cap.output)
     if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
         bad = int((~torch.isfinite(out)).sum())
         errors.append(
@@ -346,7 +348,7 @@ def top_predictions(
 def display_image(inputs: Any, image: np.ndarray | None) -> np.ndarray | None:
     """The RGB image overlays are drawn on: the loaded image when it matches the input tensor's
     size, else one rebuilt from an image-like input tensor (min-max scaled), else None."""
-    x = _first_tensor(inputs)
+    x = first_tensor(inputs)
     if x is None or not x.is_floating_point():
         return image
     if x.dim() == 4:
@@ -368,7 +370,7 @@ def display_image(inputs: Any, image: np.ndarray | None) -> np.ndarray | None:
 def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
     from actviz.core import views
 
-    grad = _first_tensor(input_grads)
+    grad = first_tensor(input_grads)
     if grad is None:
         return None, "No input gradient: the input is not a float tensor or nothing depends on it."
     if grad.dim() not in (3, 4) or image is None:
@@ -383,12 +385,6 @@ def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | 
         )
         heat = np.ascontiguousarray(resized[0, 0].numpy(), dtype=np.float32)
     return heat, ""
-
-
-def _first_tensor(obj: Any) -> torch.Tensor | None:
-    from actviz.core.structures import first_tensor
-
-    return first_tensor(obj)
 
 
 # --------------------------------------------------------------------------------------------
