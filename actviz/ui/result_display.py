@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.session import RunResult
+from actviz.ui.session import PreparedLayer, RunResult
 
 #: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
+#: Layer panels updated per event-loop pass when a result arrives.
+PANELS_PER_PASS = 3
 
 
 class ResultDisplay:
@@ -31,10 +34,9 @@ class ResultDisplay:
         """Make ``name`` the selected layer: histogram, export target, tree selection."""
         self._selected_layer = name
         for panel_name, panel in self.layer_panels.items():
-            panel.setProperty("selected", panel_name == name)
-            panel.setStyleSheet(
-                "LayerPanel { border: 2px solid #3b6ea5; }" if panel_name == name else ""
-            )
+            # set_selected repaints only a panel whose state changes; a style sheet would
+            # re-polish every child of every panel on each result.
+            panel.set_selected(panel_name == name)
         self._update_histogram()
         if name is not None and name in self.layer_panels:
             self.layers_scroll.ensureWidgetVisible(self.layer_panels[name])
@@ -70,6 +72,7 @@ class ResultDisplay:
             self.model_dock.update_tree(result.tree)
 
         # Layer panels: exactly the ticked layers that ran, in execution order.
+        new: set[str] = set()
         for name in [n for n in self.layer_panels if n not in result.layers]:
             panel = self.layer_panels.pop(name)
             self.layers_grid.removeWidget(panel)
@@ -82,20 +85,25 @@ class ResultDisplay:
                 panel = LayerPanel(name, module_type=layer.module_type)
                 panel.channel_clicked.connect(self._on_panel_channel_clicked)
                 self.layer_panels[name] = panel
+                new.add(name)
             else:
                 panel.set_module_type(layer.module_type)
             panel.set_colormap(self.colormap)
             # Mosaics need room to read; bars and numbers are fine at the panel's own minimum.
             if layer.view is not None and layer.view.kind in ("maps", "heatmap"):
                 panel.setMinimumHeight(MAPS_PANEL_MIN_HEIGHT)
-            if layer.view is not None:
-                panel.set_activation(layer.view, layer.mosaic)
-                panel.set_gradient(layer.grad_view, layer.grad_mosaic)
-            else:
-                panel.clear()
-            panel.set_gradients_visible(self.gradients_visible)
         self.layer_panels = {name: self.layer_panels[name] for name in result.shown}
         self._layout_panels(result.shown)
+        # New panels are filled now (they have no geometry yet to tell whether they are on
+        # screen); existing ones are filled a few per event-loop pass, on-screen first, so
+        # one result does not paint every canvas in a single event.
+        pending = {}
+        for name in result.shown:
+            if name in new:
+                self._update_panel(self.layer_panels[name], result.layers[name])
+            else:
+                pending[name] = result.layers[name]
+        self._queue_panel_updates(pending)
 
         # Overview.
         self.prediction_panel.set_predictions(result.predictions)
@@ -135,6 +143,72 @@ class ResultDisplay:
         self.timing_label.setText(f"{took} · {format_bytes(result.nbytes)} held")
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
 
+    # ========================================================================== panel updates
+    def _update_panel(self, panel: LayerPanel, layer: PreparedLayer) -> None:
+        if layer.view is not None:
+            panel.set_activation(layer.view, layer.mosaic)
+            panel.set_gradient(layer.grad_view, layer.grad_mosaic)
+        else:
+            panel.clear()
+        panel.set_gradients_visible(self.gradients_visible)
+
+    def _queue_panel_updates(self, pending: dict[str, PreparedLayer]) -> None:
+        """Replace the panel updates still waiting (an older result's) with ``pending``."""
+        if not getattr(self, "_panel_scroll_hooked", False):
+            self._panel_scroll_hooked = True
+            for bar in (
+                self.layers_scroll.verticalScrollBar(),
+                self.layers_scroll.horizontalScrollBar(),
+            ):
+                bar.valueChanged.connect(self._schedule_panel_updates)
+                # A resized window changes the range: it may bring waiting panels on screen.
+                bar.rangeChanged.connect(self._schedule_panel_updates)
+        self._pending_panels = pending
+        self._pending_generation = getattr(self, "_pending_generation", 0) + 1
+        self._pending_scheduled = False
+        self._schedule_panel_updates()
+
+    def panel_updates_pending(self) -> bool:
+        """Whether some layer panels still show an older result than ``session.result``."""
+        return bool(getattr(self, "_pending_panels", None))
+
+    def flush_panel_updates(self) -> None:
+        """Bring every layer panel up to date now (on screen or not), e.g. before an export."""
+        pending = getattr(self, "_pending_panels", None) or {}
+        self._pending_panels = {}
+        for name, layer in pending.items():
+            if name in self.layer_panels:
+                self._update_panel(self.layer_panels[name], layer)
+
+    def _panel_on_screen(self, panel: QWidget) -> bool:
+        return panel.isVisible() and not panel.visibleRegion().isEmpty()
+
+    def _schedule_panel_updates(self, *_args: object) -> None:
+        pending = getattr(self, "_pending_panels", None)
+        if not pending or getattr(self, "_pending_scheduled", False):
+            return
+        self._pending_scheduled = True
+        generation = self._pending_generation
+        QTimer.singleShot(0, lambda: self._apply_panel_chunk(generation))
+
+    def _apply_panel_chunk(self, generation: int) -> None:
+        if generation != getattr(self, "_pending_generation", None):
+            return  # a newer result replaced these updates
+        self._pending_scheduled = False
+        pending = self._pending_panels
+        on_screen = [
+            name
+            for name in list(pending)
+            if name in self.layer_panels and self._panel_on_screen(self.layer_panels[name])
+        ]
+        for name in [n for n in pending if n not in self.layer_panels]:
+            del pending[name]
+        # Off-screen panels wait until they are scrolled into view (scroll bar signal).
+        for name in on_screen[:PANELS_PER_PASS]:
+            self._update_panel(self.layer_panels[name], pending.pop(name))
+        if len(on_screen) > PANELS_PER_PASS:
+            self._schedule_panel_updates()
+
     def _layout_panels(self, order: Sequence[str]) -> None:
         while self.layers_grid.count():
             self.layers_grid.takeAt(0)
@@ -148,6 +222,7 @@ class ResultDisplay:
             self.layer_panels[name].setVisible(True)
 
     def _clear_panels(self) -> None:
+        self._pending_panels = {}
         for panel in self.layer_panels.values():
             self.layers_grid.removeWidget(panel)
             panel.setParent(None)
@@ -193,6 +268,7 @@ class ResultDisplay:
         self.histogram_panel.set_histogram(f"{name} · values", counts, edges)
 
     def _selected_panel(self) -> QWidget:
+        self.flush_panel_updates()  # an export shows the current result, not an older one
         if self.tabs.currentWidget() is self.layers_splitter:
             if self._selected_layer in self.layer_panels:
                 return self.layer_panels[self._selected_layer]
@@ -212,4 +288,4 @@ class ResultDisplay:
             self._show_gradcam(name)
 
 
-__all__ = ["MAPS_PANEL_MIN_HEIGHT", "ResultDisplay"]
+__all__ = ["MAPS_PANEL_MIN_HEIGHT", "PANELS_PER_PASS", "ResultDisplay"]

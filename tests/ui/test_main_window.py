@@ -103,6 +103,8 @@ def make_window(qtbot, settings):
 def run_and_wait(qtbot, window: MainWindow) -> None:
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         assert window.run() is not None
+    # Existing panels are refreshed a few per event-loop pass; off-screen ones on scrolling.
+    window.flush_panel_updates()
 
 
 @pytest.fixture
@@ -863,3 +865,41 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp
         window.run()
     assert window.result is not None
     window.shutdown()
+
+
+def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, tiny_window):
+    window, _ = tiny_window
+    # after a run the last layer shown is selected
+    assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["fc"]
+    window.select_layer("conv2")
+    assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["conv2"]
+    assert all(p.styleSheet() == "" for p in window.layer_panels.values())
+    window.select_layer(None)
+    assert not any(p.is_selected() for p in window.layer_panels.values())
+
+
+def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(qtbot, tiny_window):
+    window, _ = tiny_window
+    window.resize(900, 420)  # room for about one layer panel: the others are off screen
+    qtbot.waitUntil(lambda: not window.panel_updates_pending(), timeout=2000)
+    window.set_input(_x(seed=7))
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.run() is not None
+    result = window.session.result
+
+    def current(name: str) -> bool:
+        return window.layer_panels[name].activation_slot.view is result.layers[name].view
+
+    def on_screen(name: str) -> bool:
+        return not window.layer_panels[name].visibleRegion().isEmpty()
+
+    names = list(window.layer_panels)
+    qtbot.waitUntil(lambda: all(current(n) for n in names if on_screen(n)), timeout=2000)
+    hidden = [n for n in names if not on_screen(n)]
+    assert hidden, "the test needs an off-screen panel"
+    assert not any(current(n) for n in hidden)  # not painted while nobody can see them
+    assert window.panel_updates_pending()
+    window.layers_scroll.ensureWidgetVisible(window.layer_panels[hidden[-1]])
+    qtbot.waitUntil(lambda: current(hidden[-1]), timeout=2000)
+    window.flush_panel_updates()
+    assert all(current(n) for n in names) and not window.panel_updates_pending()

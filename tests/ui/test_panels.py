@@ -36,6 +36,8 @@ from actviz.ui.panels import (
     StatsTable,
     lut,
 )
+from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.colormaps import PAD_INDEX, indexed_lut, to_indices
 from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
 from tests.core.seed_models import SeedMLP
 
@@ -109,8 +111,14 @@ def _mosaic_point(panel: LayerPanel, tiles, channel: int, x: int, y: int) -> QtC
 def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv_capture):
     panel, view, tiles = _maps_panel(qtbot, conv_capture)
     canvas = panel.activation_slot.image_canvas
-    np.testing.assert_array_equal(canvas.image.image, tiles.image)
-    assert tuple(canvas.image.levels) == pytest.approx(tiles.levels)
+    assert canvas.source_image() is tiles.image
+    # drawn as uint8 indices of a 256-entry table: padding (NaN) is the transparent entry
+    np.testing.assert_array_equal(canvas.image.image, to_indices(tiles.image, tiles.levels))
+    assert canvas.image.image.dtype == np.uint8
+    np.testing.assert_array_equal(canvas.image.image == PAD_INDEX, np.isnan(tiles.image))
+    assert canvas.image.image.max() < PAD_INDEX or np.isnan(tiles.image).any()
+    assert canvas.levels() == pytest.approx(tiles.levels)
+    assert canvas.image.levels is None  # the indices need no scaling
     # per-channel tiles have no common value range: the bar says so instead of lying
     assert tiles.normalize == "channel"
     assert canvas.colorbar.levels() == (0.0, 1.0)
@@ -131,7 +139,8 @@ def test_layer_panel_updates_in_place_without_new_items(qtbot, conv_capture):
     assert panel.activation_slot.image_canvas is canvas
     assert canvas.image is item
     assert len(canvas.scene().items()) == items_before
-    np.testing.assert_array_equal(item.image, doubled.image)
+    assert canvas.source_image() is doubled.image
+    np.testing.assert_array_equal(item.image, to_indices(doubled.image, doubled.levels))
     assert canvas.colorbar.levels() == pytest.approx(doubled.value_range)
     assert canvas.colorbar.axis._tickLevels is None  # shared scale: real numbers again
 
@@ -207,9 +216,13 @@ def test_layer_panel_heatmap_and_scalar(qtbot):
     panel.set_activation(view, None)
     _show(qtbot, panel)
     canvas = panel.activation_slot.image_canvas
-    np.testing.assert_array_equal(canvas.image.image, view.data)
+    np.testing.assert_array_equal(canvas.source_image(), view.data)
     finite = view.data[np.isfinite(view.data)]
-    assert tuple(canvas.image.levels) == pytest.approx((finite.min(), finite.max()))
+    assert canvas.levels() == pytest.approx((finite.min(), finite.max()))
+    indices = canvas.image.image
+    assert indices[2, 3] == PAD_INDEX  # the NaN token
+    assert indices[np.isfinite(view.data)].min() == 0
+    assert indices[np.isfinite(view.data)].max() == PAD_INDEX - 1
     assert panel.title() == "encoder.norm · LayerNorm · 6×20"
 
     scalar = LayerPanel("loss")
@@ -225,7 +238,9 @@ def test_layer_panel_gradient_visibility_and_colormap(qtbot, conv_capture):
     grad_tiles = mosaic(grad_view.data)
     panel.set_gradient(grad_view, grad_tiles)
     assert panel.gradient_shown()
-    np.testing.assert_array_equal(panel.gradient_slot.image_canvas.image.image, grad_tiles.image)
+    np.testing.assert_array_equal(
+        panel.gradient_slot.image_canvas.image.image, to_indices(grad_tiles.image, (0.0, 1.0))
+    )
     panel.set_gradients_visible(False)
     assert not panel.gradient_shown()
     panel.set_gradients_visible(True)
@@ -235,7 +250,10 @@ def test_layer_panel_gradient_visibility_and_colormap(qtbot, conv_capture):
     assert panel.gradient_slot.view is None
 
     panel.set_colormap("magma")
-    np.testing.assert_array_equal(panel.activation_slot.image_canvas.image.lut, lut("magma"))
+    table = panel.activation_slot.image_canvas.image.lut
+    np.testing.assert_array_equal(table, indexed_lut("magma"))
+    np.testing.assert_array_equal(table[[0, PAD_INDEX - 1]], lut("magma")[[0, -1]])
+    assert table[PAD_INDEX, 3] == 0  # padding shows the background
     assert panel.activation_slot.image_canvas.colormap_name() == "magma"
     panel.clear()
     assert panel.activation_slot.image_canvas.image.image is None
@@ -253,6 +271,33 @@ def test_colormaps_load_offline_as_256_entry_luts():
         lut("no-such-map")
 
 
+def test_to_indices_maps_levels_to_the_colour_entries_and_non_finite_to_padding():
+    image = np.array([[0.0, 0.5, 1.0], [-3.0, 7.0, np.nan], [np.inf, -np.inf, 0.999]], np.float32)
+    indices = to_indices(image, (0.0, 1.0))
+    assert indices.dtype == np.uint8 and indices.flags.c_contiguous
+    np.testing.assert_array_equal(indices, [[0, 127, 254], [0, 254, 255], [255, 255, 254]])
+    # a constant image (no span) still gets a colour, not the padding entry
+    np.testing.assert_array_equal(to_indices(np.full((2, 2), 3.0, np.float32), (3.0, 3.0)), 0)
+
+
+def test_colour_bar_is_left_alone_when_the_range_barely_moves(qtbot):
+    canvas = ImageCanvas()
+    qtbot.addWidget(canvas)
+    image = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+    canvas.set_image(image, (0.0, 1.0), (-2.0, 6.0))
+    assert canvas.colorbar.levels() == (-2.0, 6.0)
+    calls = []
+    canvas.colorbar.axis.setRange = lambda *a: calls.append(a)  # type: ignore[method-assign]
+    canvas.set_image(image, (0.0, 1.0), (-2.01, 6.05))  # under 1% of the span of 8
+    assert calls == [] and canvas.colorbar.levels() == (-2.0, 6.0)
+    canvas.set_image(image, (0.0, 1.0), (-2.0, 7.0))
+    assert calls == [(-2.0, 7.0)] and canvas.colorbar.levels() == (-2.0, 7.0)
+    canvas.set_image(image, (0.0, 1.0), (0.0, 1.0), bar_labels=("ch min", "ch max"))
+    assert calls[-1] == (0.0, 1.0)
+    labels = [label for _, label in canvas.colorbar.axis._tickLevels[0]]
+    assert labels == ["ch min", "ch max"]
+
+
 def test_panels_never_import_torch():
     code = "import sys, actviz.ui.panels; sys.exit('torch' in sys.modules)"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
@@ -266,9 +311,11 @@ def test_channel_view_shows_channel_and_gradient(qtbot, conv_capture):
     panel = ChannelView()
     panel.set_channel("conv1", 3, act, grad)
     _show(qtbot, panel, 600, 320)
-    np.testing.assert_array_equal(panel.activation_canvas.image.image, act)
-    np.testing.assert_array_equal(panel.gradient_canvas.image.image, grad)
-    assert tuple(panel.activation_canvas.image.levels) == pytest.approx((act.min(), act.max()))
+    np.testing.assert_array_equal(panel.activation_canvas.source_image(), act)
+    np.testing.assert_array_equal(panel.gradient_canvas.source_image(), grad)
+    levels = panel.activation_canvas.levels()
+    assert levels == pytest.approx((act.min(), act.max()))
+    np.testing.assert_array_equal(panel.activation_canvas.image.image, to_indices(act, levels))
     assert panel.title() == "conv1 · ch 3 · 16×16"
     point = panel.activation_canvas.image_to_widget(5.5, 9.5)
     qtbot.mouseMove(panel.activation_canvas.viewport(), point)
@@ -319,7 +366,8 @@ def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
     panel.set_image(rgb)
     panel.set_heat(cam)
     np.testing.assert_array_equal(panel.rgb_item.image, rgb)
-    np.testing.assert_array_equal(panel.heat_item.image, cam)
+    np.testing.assert_array_equal(panel.canvas.source_image(), cam)
+    np.testing.assert_array_equal(panel.heat_item.image, to_indices(cam, (0.0, 1.0)))
     # The 8x8 heat map is stretched over the 16x16 picture.
     rect = panel.heat_item.mapRectToParent(panel.heat_item.boundingRect())
     assert (rect.width(), rect.height()) == pytest.approx((16.0, 16.0))

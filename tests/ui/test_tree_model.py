@@ -260,3 +260,24 @@ def test_format_helpers():
     assert format_shape(None) == ""
     assert format_count(999) == "999"
     assert format_count(11_689_512) == "11.7M"
+
+
+def test_update_tree_emits_one_change_per_parent_and_none_when_nothing_changed(qtbot):
+    model = _tiny_cnn()
+    session = _session(model)
+    tm = ModuleTreeModel(session)
+    spans = []
+    tm.dataChanged.connect(
+        lambda top, bottom, roles=(): spans.append(
+            (top.data(NameRole), bottom.data(NameRole), top.column(), bottom.column())
+        )
+    )
+    cap = capture(model, torch.randn(1, 3, 8, 8), ["0", "2", "5"])
+    tm.update_tree(module_tree(model, cap))
+    # "0", "2" and "5" are siblings under the root module: one signal over rows 0..5
+    assert spans == [("0", "5", SHAPE, PARAMS)]
+    spans.clear()
+    tm.update_tree(module_tree(model, capture(model, torch.randn(1, 3, 8, 8), ["0", "2", "5"])))
+    assert spans == []  # same shapes: no repaint at all
+    tm.update_tree(module_tree(model, capture(model, torch.randn(1, 3, 6, 6), ["0"])))
+    assert spans and tm.index_of("0", SHAPE).data() == "1×4×6×6"

@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
-from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, lut
+from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut, to_indices
 
 _COLORBAR_WIDTH = 10
 _COLORBAR_AXIS_WIDTH = 46
@@ -32,6 +32,15 @@ class ClickableImageItem(pg.ImageItem):
         scale = max(abs(transform.m11()), abs(transform.m12()))
         painter.setRenderHint(QtGui.QPainter.RenderHint.SmoothPixmapTransform, scale < 1.0)
         super().paint(painter, *args)
+
+    def render(self) -> None:
+        super().render()
+        qimage = self.qimage
+        if qimage is not None and qimage.format() == QtGui.QImage.Format.Format_Indexed8:
+            # pyqtgraph turns a uint8 image with a table into an indexed QImage; Qt draws that
+            # through its slow generic path (converting on every scaled draw, ~5-10 ms for a
+            # large mosaic). Converting once per update to premultiplied ARGB is ~1 ms.
+            self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
 
     def mouseClickEvent(self, ev) -> None:  # noqa: N802 - pyqtgraph's name
         if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.image is not None:
@@ -177,10 +186,14 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         self.addItem(self.view, row=0, col=0)
         self.view.setMouseEnabled(x=not passive, y=not passive)
         self.view.disableAutoRange()
-        # autoDownsample: a 2048-channel mosaic is far larger than a grid cell; downsampling
-        # before colouring is faster, and with NaN propagating the 1-px tile padding survives
-        # as a visible grid line instead of vanishing under nearest-neighbour scaling.
-        self.image = ClickableImageItem(axisOrder="row-major", autoDownsample=True)
+        # 2-D images are drawn as uint8 indices into a 256-entry table (an indexed QImage, no
+        # per-pixel float work in pyqtgraph). They are not downsampled: averaging indices
+        # would blend the transparent padding index into colours; the item's paint filters
+        # when shrinking instead, which keeps the 1-px tile padding visible as a grid line.
+        self.image = ClickableImageItem(axisOrder="row-major")
+        self._source: np.ndarray | None = None
+        self._levels: tuple[float, float] | None = None
+        self._indexed = True
         self.view.addItem(self.image)
         self.image.sigClicked.connect(self.clicked)
 
@@ -209,7 +222,9 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         Parameters
         ----------
         image
-            C-contiguous array; NaN pixels are drawn transparent.
+            C-contiguous array; NaN pixels are drawn transparent. A 2-D float image is shown
+            as uint8 indices (see :func:`~actviz.ui.panels.colormaps.to_indices`); a 2-D
+            uint8 image is taken to be such indices already (255 = transparent).
         levels
             (low, high) display levels for a 2-D image.
         bar_range
@@ -217,7 +232,18 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         lock_aspect
             Keep square pixels (mosaics, pictures) or let the image fill the canvas (heatmaps).
         """
-        self.image.setImage(image, autoLevels=False, levels=levels)
+        if image.ndim == 2:
+            self._source = image
+            self._levels = (float(levels[0]), float(levels[1]))
+            indices = image if image.dtype == np.uint8 else to_indices(image, levels)
+            self._use_indexed_lut(True)
+            self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
+        else:
+            self._source = None
+            self._levels = (float(levels[0]), float(levels[1]))
+            self._use_indexed_lut(False)
+            # Pictures may be far larger than the canvas: downsample before converting.
+            self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
         shape = tuple(image.shape[:2])
         if shape != self._shape:
             self._shape = shape
@@ -251,9 +277,27 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         if name == self._cmap:
             return
         self._cmap = name
-        self.image.setLookupTable(lut(name))
+        self.image.setLookupTable(self._table())
         if self.colorbar is not None:
             self.colorbar.setColorMap(name)
+
+    def _table(self) -> np.ndarray | None:
+        if not self._cmap:
+            return None
+        return indexed_lut(self._cmap) if self._indexed else lut(self._cmap)
+
+    def _use_indexed_lut(self, indexed: bool) -> None:
+        if indexed != self._indexed:
+            self._indexed = indexed
+            self.image.setLookupTable(self._table())
+
+    def source_image(self) -> np.ndarray | None:
+        """The 2-D image last given to :meth:`set_image` (before conversion to indices)."""
+        return self._source
+
+    def levels(self) -> tuple[float, float] | None:
+        """The (low, high) display levels of the image shown, or None."""
+        return self._levels
 
     def colormap_name(self) -> str:
         """Name of the colour map in use."""
@@ -263,6 +307,8 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         """Remove the image (the canvas stays, empty)."""
         self.image.clear()
         self._shape = None
+        self._source = None
+        self._levels = None
 
     def image_shape(self) -> tuple[int, ...] | None:
         """(rows, cols) of the image shown, or None."""
