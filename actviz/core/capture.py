@@ -293,12 +293,13 @@ def _capture_once(
     keep_on_device: bool = False,
 ) -> Capture:
     warnings = list(warnings_in)
-    modules = dict(model.named_modules())
+    modules = dict(model.named_modules())  # walked once, shared by the guards below
+    module_list = list(modules.values())
     by_module = {modules[n]: n for n in names}
     recorder = Recorder(by_module, gradients, keep_inputs, max_bytes, should_stop)
     recorder.copy_all = copy_all
     scripted = isinstance(model, torch.jit.ScriptModule)
-    state = ModelState(model)
+    state = ModelState(model, modules=module_list)
     handles: list[Any] = []
     prepared = _prepare_inputs(inputs, gradients, _model_device(model))
     for arg, copy in zip(prepared.args, _flat_copies(prepared.copies), strict=False):
@@ -315,7 +316,7 @@ def _capture_once(
             for module, _name in by_module.items():
                 handles.append(module.register_forward_pre_hook(recorder.pre_hook))
                 handles.append(module.register_forward_hook(recorder.forward_hook))
-        unregistered = UnregisteredModules(model, recorder.check_stop)
+        unregistered = UnregisteredModules(model, recorder.check_stop, module_list)
         with torch.inference_mode(False), torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
         stale = recorder.stale_owners()

@@ -22,8 +22,14 @@ class ModelState:
     writes into its input some other way is still caught by the version checks of the recorder.
     """
 
-    def __init__(self, model: nn.Module, out_of_place: bool = True):
-        modules = list(model.modules())
+    def __init__(
+        self,
+        model: nn.Module,
+        out_of_place: bool = True,
+        modules: list[nn.Module] | None = None,
+    ):
+        # ``modules``: model.modules() when the caller has walked the model already.
+        modules = list(model.modules()) if modules is None else modules
         self.flags = [(m, m.training) for m in modules]
         self.inplace = [m for m in modules if out_of_place and _torch_inplace(m)]
         # Always copied back: kernels such as batch_norm update running statistics without
@@ -64,11 +70,16 @@ def _torch_inplace(module: nn.Module) -> bool:
 class UnregisteredModules:
     """A temporary global hook that notices modules that run but are not in named_modules()."""
 
-    def __init__(self, model: nn.Module, check_stop: Callable[[], None]):
+    def __init__(
+        self,
+        model: nn.Module,
+        check_stop: Callable[[], None],
+        modules: list[nn.Module] | None = None,
+    ):
         self.model = model
         self.check_stop = check_stop
         self.thread = threading.get_ident()
-        self.known = {id(m) for m in model.modules()}
+        self.known = {id(m) for m in (model.modules() if modules is None else modules)}
         self.seen: dict[int, nn.Module] = {}
         self.handle = None
 

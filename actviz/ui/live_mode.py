@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
+from actviz.core.capture import format_bytes
 from actviz.ui.live import (
     Coalescer,
     FrameSource,
@@ -120,13 +121,8 @@ def rss_bytes() -> int | None:
 
 
 def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+    """:func:`actviz.core.capture.format_bytes`, with "?" for an unknown size."""
+    return "?" if n is None else format_bytes(n)
 
 
 @dataclass

@@ -12,7 +12,6 @@ import pytest
 import torch
 from PIL import Image
 from PySide6.QtCore import QPointF, QSettings, Qt
-from torch import nn
 
 from actviz.core import views
 from actviz.core.capture import capture
@@ -41,24 +40,9 @@ from actviz.ui.live_prepare import (
 )
 from actviz.ui.main_window import MainWindow
 from actviz.ui.session import RunRequest, prepare_result
+from tests.ui.tiny_models import TinyCNN
 
 RUN_TIMEOUT_MS = 60_000
-
-
-class TinyCNN(nn.Module):
-    """conv1 (4 ch, 16x16) -> relu -> conv2 (6 ch, 8x8) -> pool -> flatten -> fc (5 classes)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(4, 6, 3, stride=2, padding=1)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.flatten = nn.Flatten()
-        self.fc = nn.Linear(6, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.flatten(self.pool(self.conv2(self.relu(self.conv1(x))))))
 
 
 def _tiny() -> TinyCNN:

@@ -22,33 +22,11 @@ from actviz.ui.settings import AppSettings
 from actviz.ui.tree_model import NameRole
 from tests.conftest import assert_no_hooks
 from tests.core.seed_models import SeedMLP
+from tests.ui.tiny_models import TinyCNN
 
 RUN_TIMEOUT_MS = 60_000
 LOAD_TIMEOUT_MS = 30_000
 LEFT = Qt.MouseButton.LeftButton
-
-
-class TinyCNN(nn.Module):
-    """conv1 (4 ch, 16x16) -> relu -> conv2 (6 ch, 8x8) -> pool -> flatten -> fc (5 classes)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(4, 6, 3, stride=2, padding=1)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.flatten = nn.Flatten()
-        self.fc = nn.Linear(6, 5)
-        self.fail = False
-        self.poison = False
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fail:
-            raise RuntimeError("kaputt: the forward pass raised on purpose")
-        out = self.fc(self.flatten(self.pool(self.conv2(self.relu(self.conv1(x))))))
-        if self.poison:
-            out = out * float("nan")
-        return out
 
 
 def _tiny() -> TinyCNN:

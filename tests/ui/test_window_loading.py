@@ -22,11 +22,11 @@ from tests.ui import test_main_window as base
 from tests.ui.test_main_window import (
     LOAD_TIMEOUT_MS,
     RUN_TIMEOUT_MS,
-    TinyCNN,
     _tiny,
     _x,
     run_and_wait,
 )
+from tests.ui.tiny_models import TinyCNN
 
 # The window fixtures live with the window's own tests; bound here so pytest finds them.
 settings = base.settings

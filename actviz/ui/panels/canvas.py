@@ -133,7 +133,37 @@ class ColorBar(pg.GraphicsLayout):
         return abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
 
 
-class ImageCanvas(pg.GraphicsLayoutWidget):
+class _GridCellCanvas:
+    """What image and bar canvases share as grid cells: hover leave, wheel pass-through, size.
+
+    Mixed in before ``pg.GraphicsLayoutWidget``; the class sets ``_inside``, ``_passive`` and
+    has a ``hover_left`` signal.
+    """
+
+    _inside: bool
+    _passive: bool
+
+    def _leave(self) -> None:
+        if self._inside:
+            self._inside = False
+            self.hover_left.emit()
+
+    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        self._leave()
+        super().leaveEvent(event)
+
+    def wheelEvent(self, event: QtGui.QWheelEvent) -> None:  # noqa: N802 - Qt name
+        if self._passive:
+            # Let the enclosing scroll area scroll instead of the ViewBox swallowing the wheel.
+            event.ignore()
+            return
+        super().wheelEvent(event)
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(240, 180)
+
+
+class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     """A single ImageItem with a colour bar, updated in place.
 
     Parameters
@@ -339,27 +369,8 @@ class ImageCanvas(pg.GraphicsLayoutWidget):
         else:
             self._leave()
 
-    def _leave(self) -> None:
-        if self._inside:
-            self._inside = False
-            self.hover_left.emit()
 
-    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
-        self._leave()
-        super().leaveEvent(event)
-
-    def wheelEvent(self, event: QtGui.QWheelEvent) -> None:  # noqa: N802 - Qt name
-        if self._passive:
-            # Let the enclosing scroll area scroll instead of the ViewBox swallowing the wheel.
-            event.ignore()
-            return
-        super().wheelEvent(event)
-
-    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return QtCore.QSize(240, 180)
-
-
-class BarCanvas(pg.GraphicsLayoutWidget):
+class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     """A bar chart of a vector, one bar per entry, redrawn in place.
 
     Positive and negative entries are two BarGraphItems with one brush each, which keeps
@@ -489,21 +500,3 @@ class BarCanvas(pg.GraphicsLayoutWidget):
             self.hovered.emit(index)
         else:
             self._leave()
-
-    def _leave(self) -> None:
-        if self._inside:
-            self._inside = False
-            self.hover_left.emit()
-
-    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
-        self._leave()
-        super().leaveEvent(event)
-
-    def wheelEvent(self, event: QtGui.QWheelEvent) -> None:  # noqa: N802 - Qt name
-        if self._passive:
-            event.ignore()
-            return
-        super().wheelEvent(event)
-
-    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return QtCore.QSize(240, 180)
