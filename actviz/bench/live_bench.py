@@ -72,9 +72,7 @@ class LiveRig:
         self.wait_idle(120.0)  # the first frame: panels built, tree updated
 
     def wait_idle(self, timeout_s: float) -> bool:
-        return wait_until(
-            lambda: not self.window.worker.is_busy() and not self.live.coalescer.busy, timeout_s
-        )
+        return wait_until(lambda: not self.window.worker.is_busy() and self.live.idle, timeout_s)
 
     def bare(self, count: int) -> float:
         """Seconds for ``count`` bare captures (gradients, same layers, same frames)."""

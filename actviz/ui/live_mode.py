@@ -13,9 +13,14 @@
 * the session's input is left alone: a live frame is shown (input preview, panels, export of
   the result) but does not replace the opened input.
 
-Coalescing: at most one live frame is in flight and one waits; a newer request replaces the
-waiting one (dropped). Starts are spaced by ``1 / max_fps`` so the panels repaint at most ~30
-times a second. A run the window starts itself (Run, a tick change) while live mode is engaged
+Pipelining: a frame's job returns :class:`~actviz.ui.worker.Staged` after its capture, so the
+next frame's capture starts while this one is prepared on the worker's second thread (the
+model is free then; preparing reads only the capture). On two cores that hides most of the
+preparation: one core would otherwise idle while the single-threaded preparation runs.
+
+Coalescing: at most one live frame is captured and one prepared at a time, and one waits; a
+newer request replaces the waiting one (dropped). Starts are spaced by ``1 / max_fps`` so the
+panels repaint at most ~30 times a second. A run the window starts itself (Run, a tick change) while live mode is engaged
 is superseded by the live frame, so Run means "refresh the live frame".
 """
 
@@ -48,6 +53,7 @@ from actviz.ui.live import (
     webcam_status,
 )
 from actviz.ui.live_prepare import prepare_live, shown_mosaics, torch_threads
+from actviz.ui.worker import Staged
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.main_window import MainWindow
@@ -205,10 +211,10 @@ class LiveController(QObject):
         ``closed``).
     max_fps
         Upper bound of frames started per second (and so of repaints).
-    prepare_threads
-        torch threads while preparing a frame's views (1 keeps a core for the GUI).
     capture_threads
-        torch threads while capturing (None: leave the global setting).
+        torch threads while capturing (None: leave the global setting). torch's thread count
+        is global, so the frame being prepared meanwhile uses it too; preparing itself never
+        changes it (that would slow the capture running beside it).
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
 
@@ -239,7 +245,6 @@ class LiveController(QObject):
         window: MainWindow,
         *,
         max_fps: float = DEFAULT_MAX_FPS,
-        prepare_threads: int | None = 1,
         capture_threads: int | None = None,
         memory_budget: int | None = None,
         parent: QObject | None = None,
@@ -247,7 +252,6 @@ class LiveController(QObject):
         super().__init__(parent if parent is not None else window)
         self.window = window
         self.worker = window.worker
-        self.prepare_threads = prepare_threads
         self.capture_threads = capture_threads
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
         self.window.session.memory_budget = self.memory_budget
@@ -259,7 +263,10 @@ class LiveController(QObject):
         self.frames_shown = 0
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
-        self._inflight: tuple[int, _Spec] | None = None
+        # Frames submitted and not yet reported, oldest first (generation -> spec); at most one
+        # is being captured (``_capturing``), the others are being prepared.
+        self._inflight: dict[int, _Spec] = {}
+        self._capturing: int | None = None
         self._shown_index = 0
         self._closed = False
         self._webcam: WebcamSource | None = None
@@ -271,6 +278,7 @@ class LiveController(QObject):
         self._pump_timer.timeout.connect(self._pump)
 
         signals = self.worker.signals
+        signals.staged.connect(self._on_worker_staged)
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
         signals.cancelled.connect(self._on_worker_cancelled)
@@ -291,6 +299,11 @@ class LiveController(QObject):
     @property
     def playing(self) -> bool:
         return self.player.playing
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight and nothing waiting (the panels show the last frame asked for)."""
+        return not (self.coalescer.busy or self.coalescer.has_pending or self._inflight)
 
     @property
     def max_fps(self) -> float:
@@ -495,11 +508,9 @@ class LiveController(QObject):
     def _pump(self) -> None:
         if self._closed:
             return
-        if self._inflight is not None and self._inflight[0] != self.worker.generation:
-            # Another job replaced ours (a window run, Worker.drop): its result will never come.
-            self._inflight[1].release()
-            self._inflight = None
-            self.coalescer.finish()
+        self._forget_stale()
+        if len(self._inflight) >= 2:
+            return  # one frame captured, one prepared: the next waits for the older to show
         ok, spec = self.coalescer.take()
         if ok:
             self._submit(spec)
@@ -561,8 +572,10 @@ class LiveController(QObject):
         spec.partial = visible is not None and bool(set(layers) - visible)
         job = self._make_job(spec, source, base, layers, result, visible)
         spec.submitted = time.perf_counter()
-        gen = self.worker.submit(job)
-        self._inflight = (gen, spec)
+        # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
+        gen = self.worker.submit(job, supersede=not self._inflight)
+        self._inflight[gen] = spec
+        self._capturing = gen
 
     def _make_job(
         self,
@@ -591,12 +604,11 @@ class LiveController(QObject):
             "visible": visible,
             "eager": [selected] if selected else [],
             "budget": self.memory_budget,
-            "prepare_threads": self.prepare_threads,
             "capture_threads": self.capture_threads,
         }
         spec.payload = payload
 
-        def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> RunResult:
+        def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> Staged:
             p = dict(payload)
             payload.clear()
             if not p:
@@ -619,44 +631,71 @@ class LiveController(QObject):
                     keep_on_device=True,
                 )
             t2 = time.perf_counter()
-            request = dataclasses.replace(base_, inputs=value, image=image)
-            result = prepare_live(
-                cap,
-                request,
-                previous_shapes=p["previous_shapes"],
-                eager_hist=p["eager"],
-                threads=p["prepare_threads"],
-                should_stop=should_stop,
-                mosaic_layers=p["visible"],
-                previous_mosaics=p["previous_mosaics"],
-            )
-            t3 = time.perf_counter()
             spec_.frame = frame
             spec_.base_image = frame.image
-            spec_.image = result.image
-            spec_.timing.update(load=t1 - t0, capture=t2 - t1, prepare=t3 - t2, end=t3)
-            return result
+            spec_.timing.update(load=t1 - t0, capture=t2 - t1)
+            request = dataclasses.replace(base_, inputs=value, image=image)
+            # The second stage holds only what it needs (not the source, nor this payload).
+            shapes, eager = p["previous_shapes"], p["eager"]
+            visible_, stand_ins = p["visible"], p["previous_mosaics"]
+            p.clear()
+
+            def finish(
+                should_stop: Callable[[], bool], progress: Callable[[str], None]
+            ) -> RunResult:
+                t3 = time.perf_counter()
+                result = prepare_live(
+                    cap,
+                    request,
+                    previous_shapes=shapes,
+                    eager_hist=eager,
+                    threads=None,  # global in torch: 1 here would slow the capture beside us
+                    should_stop=should_stop,
+                    mosaic_layers=visible_,
+                    previous_mosaics=stand_ins,
+                )
+                t4 = time.perf_counter()
+                spec_.image = result.image
+                spec_.timing.update(prepare=t4 - t3, wait=t3 - t2, end=t4)
+                return result
+
+            return Staged(finish)
 
         return job
 
     # ------------------------------------------------------------------ worker events
+    def _forget(self, gen: int) -> _Spec | None:
+        spec = self._inflight.pop(gen, None)
+        if spec is not None:
+            spec.release()
+        if gen == self._capturing:
+            self._capturing = None
+            self.coalescer.finish()
+        return spec
+
+    def _forget_stale(self) -> None:
+        """Forget frames another job replaced (a window run, Worker.drop): they never report."""
+        for gen in [g for g in self._inflight if self.worker.is_stale(g)]:
+            self._forget(gen)
+
     def _take_inflight(self, gen: int) -> _Spec | None:
         """The spec of ``gen`` if it is our frame; a newer generation means ours was superseded."""
-        if self._inflight is None:
-            return None
-        ours, spec = self._inflight
-        if gen == ours:
-            self._inflight = None
-            spec.release()
-            self.coalescer.finish()
-            return spec
-        if gen > ours:
-            # A run the window started replaced our frame; its result was dropped.
-            self._inflight = None
-            spec.release()
-            self.coalescer.finish()
+        if gen in self._inflight:
+            return self._forget(gen)
+        if self._inflight and gen > max(self._inflight):
+            # A run the window started replaced our frames; their results were dropped.
+            for ours in list(self._inflight):
+                self._forget(ours)
             self._pump()
         return None
+
+    def _on_worker_staged(self, gen: int) -> None:
+        if gen == self._capturing:
+            # Captured: the model is free, so the next frame may start while this one is
+            # prepared.
+            self._capturing = None
+            self.coalescer.finish()
+            self._pump()
 
     def _on_worker_finished(self, gen: int, result: Any) -> None:
         spec = self._take_inflight(gen)
@@ -688,7 +727,12 @@ class LiveController(QObject):
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self._emit_status()
-        if spec.partial and not self.player.playing and not self.coalescer.has_pending:
+        if (
+            spec.partial
+            and not self.player.playing
+            and not self.coalescer.has_pending
+            and not self._inflight
+        ):
             # Settled: bring the off-screen panels up to date too (one more frame).
             self.coalescer.offer(_Spec(spec.index, spec.perturbation, full=True))
         self._pump()
@@ -719,10 +763,7 @@ class LiveController(QObject):
     def _on_window_run_started(self) -> None:
         # Our frame in flight (if any) is superseded by the window's run; while engaged, the
         # live frame supersedes the window's run in turn ("Run" refreshes the live frame).
-        if self._inflight is not None and self._inflight[0] < self.worker.generation:
-            self._inflight[1].release()
-            self._inflight = None
-            self.coalescer.finish()
+        self._forget_stale()
         if self.engaged:
             self.request()
 

@@ -103,7 +103,8 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
     run_started()
         A capture was submitted to the worker.
     run_finished()
-        A result reached the panels.
+        A result reached the panels: the overview is shown; layer panels off screen, and
+        some on screen, follow on later passes (:meth:`flush_panel_updates` shows them now).
     run_failed(str)
         A run raised; the message is also in the banner and the previous panels stay.
     run_cancelled()
@@ -445,7 +446,8 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
             self.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
             self.run_failed.emit(str(exc))
             return
-        self.run_finished.emit()
+        # After the overview's display steps (skipped if a newer result replaces this one).
+        self._defer(self.run_finished.emit)
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
         self._refresh_busy()

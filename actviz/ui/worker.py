@@ -7,6 +7,12 @@ loader may use two threads: a new load starts at once while a stale one finishes
 current is asked to stop (its ``should_stop`` turns True, which ``actviz.capture`` polls before
 every module call) and whatever it returns is dropped, so the window only ever shows the result
 of the latest request. Errors are emitted, never swallowed (the superqt worker pattern).
+
+Pipelining: a job may return :class:`Staged` once it no longer needs the model (live mode
+returns it after the capture). Its ``then`` finishes the job on a second thread, in submission
+order, while the next job's capture starts on the first. A job submitted with
+``supersede=False`` leaves the earlier ones current, so a frame being finished still reports
+while the next one is captured.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
@@ -25,6 +32,21 @@ log = logging.getLogger(__name__)
 Job = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 
 
+@dataclass
+class Staged:
+    """Returned by a job whose first stage is done: ``then`` is run on the worker's second
+    thread and its return value is the job's result.
+
+    Attributes
+    ----------
+    then
+        A :data:`Job` (``then(should_stop, progress)``). It must not touch the model: the next
+        job's capture may run meanwhile.
+    """
+
+    then: Job
+
+
 class WorkerSignals(QObject):
     """What the worker reports, on the GUI thread, for the current generation only.
 
@@ -32,6 +54,8 @@ class WorkerSignals(QObject):
     -------
     started(int)
         A job of that generation began running.
+    staged(int)
+        Its first stage ended (it returned :class:`Staged`): the model is free for the next job.
     progress(int, str)
         Generation and a short status message.
     finished(int, object)
@@ -43,6 +67,7 @@ class WorkerSignals(QObject):
     """
 
     started = Signal(int)
+    staged = Signal(int)
     progress = Signal(int, str)
     finished = Signal(int, object)
     errored = Signal(int, object)
@@ -52,6 +77,7 @@ class WorkerSignals(QObject):
 class _RunnerSignals(QObject):
     # Emitted from the pool thread; received (queued) by the Worker on the GUI thread.
     started = Signal(int)
+    staged = Signal(int)
     progress = Signal(int, str)
     done = Signal(int, object, object, float)  # generation, result, exception, seconds
 
@@ -61,7 +87,16 @@ def _stopped() -> bool:
 
 
 class _Runner(QRunnable):
-    def __init__(self, generation: int, job: Job, should_stop: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        generation: int,
+        job: Job,
+        should_stop: Callable[[], bool],
+        *,
+        second_stage: QThreadPool | None = None,
+        signals: _RunnerSignals | None = None,
+        start: float | None = None,
+    ) -> None:
         super().__init__()
         # The Worker keeps the Python object until its ``done`` is handled; Qt reads
         # autoDelete() before run(), so releasing it then is safe.
@@ -69,11 +104,15 @@ class _Runner(QRunnable):
         self.generation = generation
         self.job = job
         self.should_stop = should_stop
-        self.signals = _RunnerSignals()
+        self.signals = signals if signals is not None else _RunnerSignals()
+        self.second_stage = second_stage
+        self.start_time = start
+        self.continuation: _Runner | None = None
 
     def run(self) -> None:
         gen = self.generation
-        start = time.perf_counter()
+        first_stage = self.start_time is None
+        start = time.perf_counter() if first_stage else self.start_time
         result: Any = None
         error: BaseException | None = None
         try:
@@ -81,15 +120,37 @@ class _Runner(QRunnable):
                 from actviz.core.capture import CaptureCancelled
 
                 raise CaptureCancelled("superseded before it started")
-            self.signals.started.emit(gen)
+            if first_stage:
+                self.signals.started.emit(gen)
             result = self.job(self.should_stop, lambda msg: self.signals.progress.emit(gen, msg))
+            if isinstance(result, Staged):
+                if self.second_stage is None:
+                    raise TypeError("a Staged job's `then` returned Staged again")
+                # Handed over from this thread, not via the GUI thread: a busy event loop
+                # must not delay the next capture.
+                self.continuation = _Runner(
+                    gen, result.then, self.should_stop, signals=self.signals, start=start
+                )
+                self.signals.staged.emit(gen)
+                self.second_stage.start(self.continuation)
+                return
         except BaseException as exc:  # noqa: BLE001 - reported to the GUI, never swallowed
             error = exc
         self.signals.done.emit(gen, result, error, time.perf_counter() - start)
 
+    def release(self) -> None:
+        """Drop what the job holds: Qt's pools keep finished runnables."""
+        self.job = None
+        self.should_stop = _stopped
+        if self.continuation is not None:
+            self.continuation.release()
+
 
 class Worker(QObject):
-    """Runs jobs one at a time off the GUI thread; only the latest generation is reported.
+    """Runs jobs one at a time off the GUI thread; only current generations are reported.
+
+    A job is current from :meth:`submit` until a later ``submit`` (with ``supersede``),
+    :meth:`drop` or :meth:`cancel`. :class:`Staged` second stages run on a second thread.
 
     Parameters
     ----------
@@ -105,8 +166,12 @@ class Worker(QObject):
         self.signals = WorkerSignals(self)
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(max(1, int(max_threads)))
+        # Second stages (Staged.then), one at a time and in order, so results arrive in order.
+        self._second = QThreadPool(self)
+        self._second.setMaxThreadCount(1)
         self._lock = threading.Lock()
         self._generation = 0
+        self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
         self._runners: dict[int, _Runner] = {}
@@ -123,18 +188,34 @@ class Worker(QObject):
         return bool(self._runners)
 
     def has_current_job(self) -> bool:
-        """True while the latest submitted job is queued or running (stale ones aside)."""
+        """True while a current job is queued or running (stale ones aside)."""
         with self._lock:
-            gen = self._generation
-        return gen in self._running
+            floor = self._floor
+        return any(gen >= floor for gen in self._running)
 
     def is_current(self, generation: int) -> bool:
+        """Whether ``generation`` will still report (neither stale nor cancelled)."""
         with self._lock:
-            return generation == self._generation and generation not in self._cancelled
+            return self._floor <= generation <= self._generation and (
+                generation not in self._cancelled
+            )
+
+    def is_stale(self, generation: int) -> bool:
+        """Whether ``generation`` was superseded or dropped (its result will never come)."""
+        with self._lock:
+            return generation < self._floor
 
     # -- control -------------------------------------------------------------------------------
-    def submit(self, job: Job) -> int:
-        """Queue ``job``; every earlier job becomes stale and is asked to stop.
+    def submit(self, job: Job, *, supersede: bool = True) -> int:
+        """Queue ``job``; by default every earlier job becomes stale and is asked to stop.
+
+        Parameters
+        ----------
+        job
+            ``job(should_stop, progress)``; it may return :class:`Staged`.
+        supersede
+            False keeps the earlier current jobs current: they still report, in order
+            (pipelined live frames).
 
         Returns
         -------
@@ -144,8 +225,11 @@ class Worker(QObject):
         with self._lock:
             self._generation += 1
             gen = self._generation
-        runner = _Runner(gen, job, lambda: not self.is_current(gen))
+            if supersede:
+                self._floor = gen
+        runner = _Runner(gen, job, lambda: not self.is_current(gen), second_stage=self._second)
         runner.signals.started.connect(self._on_runner_started)
+        runner.signals.staged.connect(self._on_runner_staged)
         runner.signals.progress.connect(self._on_runner_progress)
         runner.signals.done.connect(self._on_runner_done)
         self._runners[gen] = runner
@@ -154,18 +238,17 @@ class Worker(QObject):
         return gen
 
     def cancel(self) -> bool:
-        """Ask the current job to stop; returns True when one was queued or running."""
+        """Ask the current jobs to stop; returns True when one was queued or running."""
         with self._lock:
-            gen = self._generation
-            if gen not in self._running:
-                return False
-            self._cancelled.add(gen)
-            return True
+            current = {gen for gen in self._running if gen >= self._floor}
+            self._cancelled |= current
+            return bool(current)
 
     def drop(self) -> None:
         """Make every queued or running job stale: none of them reports anything."""
         with self._lock:
             self._generation += 1
+            self._floor = self._generation
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
         """Cancel everything and wait for the thread to finish (the model's hooks are then gone).
@@ -182,8 +265,12 @@ class Worker(QObject):
         """
         self.drop()
         if timeout_ms <= 0:
-            return self._pool.activeThreadCount() == 0
+            return self._pool.activeThreadCount() == 0 and self._second.activeThreadCount() == 0
+        t0 = time.perf_counter()
         done = self._pool.waitForDone(timeout_ms)
+        left = max(1, timeout_ms - int((time.perf_counter() - t0) * 1000))
+        # A first stage may hand its second stage over while the first pool drains.
+        done = self._second.waitForDone(left) and done
         if not done:
             log.warning("a capture was still running after %d ms", timeout_ms)
         return done
@@ -193,6 +280,11 @@ class Worker(QObject):
     def _on_runner_started(self, gen: int) -> None:
         if self.is_current(gen):
             self.signals.started.emit(gen)
+
+    @Slot(int)
+    def _on_runner_staged(self, gen: int) -> None:
+        if self.is_current(gen):
+            self.signals.staged.emit(gen)
 
     @Slot(int, str)
     def _on_runner_progress(self, gen: int, message: str) -> None:
@@ -207,11 +299,10 @@ class Worker(QObject):
         if runner is not None:
             # Qt's pool keeps finished runnables (autoDelete is off): drop what the job holds
             # (its request, input tensors, images) or every run would stay in memory.
-            runner.job = None
-            runner.should_stop = _stopped
+            runner.release()
         self._running.discard(gen)
         with self._lock:
-            current = gen == self._generation
+            current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled
             self._cancelled.discard(gen)
         if not current:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import math
+import time
 import weakref
 
 import numpy as np
@@ -489,9 +490,7 @@ def _wait_frames(qtbot, live, count: int) -> None:
 
 
 def _wait_idle(qtbot, live) -> None:
-    qtbot.waitUntil(
-        lambda: not live.coalescer.busy and not live.coalescer.has_pending, timeout=RUN_TIMEOUT_MS
-    )
+    qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
 
 
 def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window):
@@ -523,6 +522,50 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window)
     assert window.live_dock.toggleViewAction() in view_menu.actions()
     # The session keeps the opened input: live frames do not replace it.
     assert window.session.input.value.shape == (1, 3, 16, 16)
+
+
+def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
+    qtbot, window, monkeypatch
+):
+    from actviz.ui import live_mode
+
+    real_prepare = live_mode.prepare_live
+
+    def slow_prepare(*args, **kwargs):
+        time.sleep(0.05)  # longer than a tiny capture: the next one must start meanwhile
+        return real_prepare(*args, **kwargs)
+
+    monkeypatch.setattr(live_mode, "prepare_live", slow_prepare)
+    live = install_live_mode(window, max_fps=1000)
+    frames = _frames(8, seed=4)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    submits = []
+    real_submit = window.worker.submit
+
+    def submit(job, *, supersede=True):
+        submits.append(supersede)
+        return real_submit(job, supersede=supersede)
+
+    window.worker.submit = submit
+    shown = []
+    live.frame_changed.connect(
+        lambda i, n, label: shown.append((i, window.result.capture.inputs.clone()))
+    )
+    live.set_loop(False)
+    live.set_speed(200)
+    live.play()
+    qtbot.waitUntil(lambda: not live.playing, timeout=RUN_TIMEOUT_MS)
+    _wait_idle(qtbot, live)
+    # Some frames were submitted while the previous one was still being prepared.
+    assert False in submits
+    # Frames arrive in order, each with its own input, and none is lost on the way.
+    indices = [i for i, _ in shown]
+    assert indices == sorted(indices) and indices[-1] == 7
+    for i, inputs in shown:
+        torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
+    assert not window.worker.is_busy()
 
 
 def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):

@@ -11,7 +11,7 @@ from torch import nn
 
 from actviz.core.capture import CaptureCancelled
 from actviz.ui.session import RunRequest, run_job
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Staged, Worker
 
 
 @pytest.fixture
@@ -152,12 +152,16 @@ def test_jobs_never_overlap(qtbot, worker):
 
 def test_a_job_superseded_before_it_starts_never_runs(qtbot, worker):
     release = threading.Event()
+    started = threading.Event()
     ran = []
 
     def blocker(stop, progress):
+        started.set()
         release.wait(5)
 
     worker.submit(blocker)
+    # Superseded before it starts, the blocker itself would never run and free the thread.
+    assert started.wait(5)
     worker.submit(lambda stop, progress: ran.append("middle"))
     last = worker.submit(lambda stop, progress: "last")
     finished = []
@@ -258,3 +262,90 @@ def test_finished_jobs_release_what_they_hold(qtbot, worker):
         del payload, job
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+# ============================================================================ pipelining
+def test_a_staged_job_finishes_on_the_second_thread_while_the_next_one_starts(qtbot, worker):
+    """The second stage of job 1 waits for job 2's first stage: only a pipeline finishes."""
+    second_started = threading.Event()
+    threads = {}
+    order = []
+    worker.signals.staged.connect(lambda gen: order.append(("staged", gen)))
+    worker.signals.finished.connect(lambda gen, r: order.append(("finished", gen, r)))
+
+    def finish_one(stop, progress):
+        threads["then"] = threading.get_ident()
+        assert second_started.wait(5), "the next job did not start while this one finished"
+        return "one"
+
+    def one(stop, progress):
+        threads["first"] = threading.get_ident()
+        return Staged(finish_one)
+
+    def two(stop, progress):
+        second_started.set()
+        return Staged(lambda stop, progress: "two")
+
+    first = worker.submit(one)
+    second = worker.submit(two, supersede=False)
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=10_000)
+    finished = [o for o in order if o[0] == "finished"]
+    assert finished == [("finished", first, "one"), ("finished", second, "two")]
+    assert order.index(("staged", first)) < order.index(("finished", first, "one"))
+    assert threads["then"] != threads["first"]
+
+
+def test_supersede_makes_earlier_staged_jobs_stale(qtbot, worker):
+    release = threading.Event()
+    got = []
+    worker.signals.finished.connect(lambda gen, r: got.append(r))
+
+    def slow_then(stop, progress):
+        release.wait(5)
+        return "old"
+
+    old = worker.submit(lambda stop, progress: Staged(slow_then))
+    qtbot.waitUntil(lambda: worker.has_current_job(), timeout=5000)
+    new = worker.submit(lambda stop, progress: "new")
+    assert worker.is_stale(old) and not worker.is_stale(new)
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert got == ["new"]
+
+
+def test_cancel_stops_every_pipelined_job(qtbot, worker):
+    release = threading.Event()
+    cancelled = []
+    worker.signals.cancelled.connect(cancelled.append)
+
+    def waits(stop, progress):
+        release.wait(5)
+        if stop():
+            raise CaptureCancelled("stopped")
+        return "done"
+
+    a = worker.submit(lambda stop, progress: Staged(waits))
+    b = worker.submit(waits, supersede=False)
+    assert worker.cancel()
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert sorted(cancelled) == [a, b]
+    assert not worker.has_current_job()
+
+
+def test_shutdown_waits_for_second_stages(qtbot):
+    w = Worker()
+    release = threading.Event()
+    done = []
+
+    def then(stop, progress):
+        release.wait(0.3)
+        done.append("then")
+
+    w.submit(lambda stop, progress: Staged(then))
+    qtbot.waitUntil(lambda: w.has_current_job(), timeout=5000)
+    time.sleep(0.05)  # let the first stage hand over
+    assert w.shutdown(5000)
+    # Dropped: the second stage either never started or ran to its end, never cut off.
+    assert done in ([], ["then"])
+    assert w._second.activeThreadCount() == 0
