@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,11 +16,13 @@ import torch
 import torch.nn.functional as F
 
 from actviz.core.capture import Capture, LayerRecord
+from actviz.core.index_images import PAD_INDEX, to_indices
 
 __all__ = [
     "COLORMAPS",
     "LayerView",
     "Mosaic",
+    "PAD_INDEX",
     "colorize",
     "grad_cam",
     "gradient_flow",
@@ -33,6 +35,7 @@ __all__ = [
     "overlay",
     "saliency",
     "tensor_stats",
+    "to_indices",
     "top_k",
 ]
 
@@ -82,6 +85,9 @@ class Mosaic:
     total_channels: int
     normalize: str
     scale: int = 1
+    #: ``image`` as uint8 colour-table indices (:func:`to_indices` of ``image`` at ``levels``)
+    #: when computed ahead, off the GUI thread; None: the panel computes them.
+    indices: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def channel_at(self, x: float, y: float) -> int | None:
         """The channel under image pixel ``(x, y)`` (column, row), or None for padding."""

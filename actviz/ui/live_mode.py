@@ -723,7 +723,8 @@ class LiveController(QObject):
         if not spec.perturbation.is_identity():
             caption += f" · {spec.perturbation.describe()}"
         if spec.image is not None:
-            self.window.input_preview.set_image(spec.image, caption)
+            image, preview = spec.image, self.window.input_preview
+            self.window.defer_display(lambda: preview.set_image(image, caption))
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self._emit_status()

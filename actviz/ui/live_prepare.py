@@ -48,6 +48,7 @@ from actviz.ui.session import (
     PreparedLayer,
     RunRequest,
     RunResult,
+    attach_indices,
     display_image,
     mosaic_pad,
     prepare_layer,
@@ -674,6 +675,7 @@ def _prepare_live(
     tree = None
     if previous_shapes is None or previous_shapes != output_shapes:
         tree = module_tree(request.model, cap)
+    attach_indices(layers.values())
     return RunResult(
         layers=layers,
         shown=order,

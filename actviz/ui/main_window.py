@@ -447,7 +447,7 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
             self.run_failed.emit(str(exc))
             return
         # After the overview's display steps (skipped if a newer result replaces this one).
-        self._defer(self.run_finished.emit)
+        self.defer_display(self.run_finished.emit)
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
         self._refresh_busy()

@@ -27,7 +27,7 @@ from actviz.ui.session import PreparedLayer, RunResult
 #: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
 #: Layer panels updated per event-loop pass when a result arrives.
-PANELS_PER_PASS = 2
+PANELS_PER_PASS = 1
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +127,13 @@ class ResultDisplay:
             self._selected_layer = result.shown[-1] if result.shown else None
         self._display_generation = getattr(self, "_display_generation", 0) + 1
         for step in (
-            lambda: self._show_pictures(result),
+            lambda: self._show_saliency(result),
+            lambda: self._show_gradcam_result(result),
             lambda: self.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms),
             lambda: self.stats_table.set_rows(result.stats_rows()),
             lambda: self._show_selection(result),
         ):
-            self._defer(step)
+            self.defer_display(step)
 
         took = (
             f"ran in {result.elapsed_s * 1000:.0f} ms"
@@ -142,12 +143,14 @@ class ResultDisplay:
         self.timing_label.setText(f"{took} · {format_bytes(result.nbytes)} held")
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
 
-    def _show_pictures(self, result: RunResult) -> None:
-        for panel in (self.saliency_panel, self.gradcam_panel):
-            if result.image is not None:
-                panel.set_image(result.image)
-            else:
-                panel.clear()  # no stale picture from an earlier image input
+    def _show_picture(self, panel: QWidget, result: RunResult) -> None:
+        if result.image is not None:
+            panel.set_image(result.image)  # type: ignore[attr-defined]
+        else:
+            panel.clear()  # type: ignore[attr-defined]  # no stale picture from an earlier input
+
+    def _show_saliency(self, result: RunResult) -> None:
+        self._show_picture(self.saliency_panel, result)
         inp = self.session.input
         if inp is not None and inp.image is None and result.image is not None:
             # A tensor input that looks like an image: preview it as the overlays show it.
@@ -157,6 +160,9 @@ class ResultDisplay:
         else:
             self.saliency_panel.set_heat(None)
             self.saliency_panel.set_message(result.saliency_message)
+
+    def _show_gradcam_result(self, result: RunResult) -> None:
+        self._show_picture(self.gradcam_panel, result)
         self.gradcam_panel.set_layers(list(result.grad_cams), result.gradcam_default)
         self._show_gradcam(result.gradcam_default)
 
@@ -169,11 +175,12 @@ class ResultDisplay:
                 self._open_channel = None
 
     # ========================================================================== display steps
-    def _defer(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
+    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
         """Run ``step`` on a later event-loop pass, after the steps already waiting.
 
         A step is skipped when a newer result arrived meanwhile (unless ``stale_ok``): the
-        newer result's own steps replace it.
+        newer result's own steps replace it. Live mode puts its frame preview here too, so a
+        frame is shown in small steps with timers and input served between them.
         """
         if getattr(self, "_display_steps", None) is None:
             self._display_steps: deque[tuple[int | None, Callable[[], None]]] = deque()
@@ -263,7 +270,7 @@ class ResultDisplay:
             return
         self._pending_scheduled = True
         generation = self._pending_generation
-        self._defer(lambda: self._apply_panel_chunk(generation), stale_ok=True)
+        self.defer_display(lambda: self._apply_panel_chunk(generation), stale_ok=True)
 
     def _apply_panel_chunk(self, generation: int) -> None:
         if generation != getattr(self, "_pending_generation", None):

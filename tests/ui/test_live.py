@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, QSettings, Qt
 
 from actviz.core import views
 from actviz.core.capture import capture
+from actviz.core.index_images import to_indices
 from actviz.ui import live_prepare
 from actviz.ui.live import (
     WEBCAM_MISSING,
@@ -316,6 +317,9 @@ def test_prepare_live_shows_what_prepare_result_shows():
                 a.grad_mosaic.image, b.grad_mosaic.image, atol=1e-6, equal_nan=True
             )
             np.testing.assert_allclose(a.grad_view.data, b.grad_view.data, rtol=1e-6)
+            # Both paths send the panels their colour-table indices, made on the worker.
+            for m in (a.mosaic, a.grad_mosaic, b.mosaic, b.grad_mosaic):
+                np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
         for key in ("mean", "std", "min", "max", "zero_frac", "grad_norm"):
             assert a.stats[key] == pytest.approx(b.stats[key], rel=1e-5, abs=1e-6), (name, key)
         np.testing.assert_array_equal(a.hist[0], b.hist[0])  # computed on first read

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 import torch
 from PIL import Image
@@ -143,6 +145,48 @@ def test_layer_panel_updates_in_place_without_new_items(qtbot, conv_capture):
     np.testing.assert_array_equal(item.image, to_indices(doubled.image, doubled.levels))
     assert canvas.colorbar.levels() == pytest.approx(doubled.value_range)
     assert canvas.colorbar.axis._tickLevels is None  # shared scale: real numbers again
+
+
+def test_indices_computed_ahead_are_drawn_as_given(qtbot, conv_capture, monkeypatch):
+    from actviz.ui.panels import canvas as canvas_module
+
+    panel, view, tiles = _maps_panel(qtbot, conv_capture)
+    ahead = dataclasses.replace(tiles, indices=to_indices(tiles.image, tiles.levels))
+    ahead.indices[0, 0] = 7  # a mark that converting the float image again would erase
+
+    def no_conversion(*args):
+        raise AssertionError("converted on the GUI thread")
+
+    monkeypatch.setattr(canvas_module, "to_indices", no_conversion)
+    panel.set_activation(view, ahead)
+    canvas = panel.activation_slot.image_canvas
+    np.testing.assert_array_equal(canvas.image.image, ahead.indices)
+    assert canvas.source_image() is ahead.image
+
+
+def test_the_fast_indexed_render_paints_what_pyqtgraph_paints(qtbot):
+    from actviz.ui.panels.canvas import ClickableImageItem
+
+    rng = np.random.default_rng(0)
+    indices = rng.integers(0, 256, size=(37, 53), dtype=np.uint8)  # odd width: row padding
+    indices[3, :] = PAD_INDEX
+    table = indexed_lut("viridis")
+    fast = ClickableImageItem(axisOrder="row-major")
+    fast.setLookupTable(table)
+    fast.setImage(indices, autoLevels=False, levels=None)
+    fast.render()
+    assert fast._render_indexed()  # the fast path applies to this image
+    generic = pg.ImageItem(axisOrder="row-major")
+    generic.setLookupTable(table)
+    generic.setImage(indices, autoLevels=False, levels=None)
+    generic.render()
+    fmt = QtGui.QImage.Format.Format_ARGB32_Premultiplied
+    a = fast.qimage.convertToFormat(fmt)
+    b = generic.qimage.convertToFormat(fmt)
+    assert (a.width(), a.height()) == (53, 37) == (b.width(), b.height())
+    assert a == b
+    # Row 3 is padding: fully transparent.
+    assert a.pixel(10, 3) == 0 and QtGui.qAlpha(a.pixel(11, 4)) == 255
 
 
 def test_layer_panel_hover_reports_channel_pixel_and_raw_value(qtbot, conv_capture):

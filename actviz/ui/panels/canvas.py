@@ -34,6 +34,8 @@ class ClickableImageItem(pg.ImageItem):
         super().paint(painter, *args)
 
     def render(self) -> None:
+        if self._render_indexed():
+            return
         super().render()
         qimage = self.qimage
         if qimage is not None and qimage.format() == QtGui.QImage.Format.Format_Indexed8:
@@ -42,6 +44,35 @@ class ClickableImageItem(pg.ImageItem):
             # large mosaic). Converting once per update to premultiplied ARGB is ~1 ms.
             self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
 
+    def _render_indexed(self) -> bool:
+        """Render a uint8 index image through its 256-entry table without pyqtgraph's
+        general path (level checks, a Python colour-table build per render): ~0.3 ms instead
+        of ~1 ms for a 512x512 mosaic, on the GUI thread of every live frame."""
+        image, table = self.image, self.lut
+        if not (
+            isinstance(image, np.ndarray)
+            and image.ndim == 2
+            and image.dtype == np.uint8
+            and image.size
+            and self.levels is None
+            and self.axisOrder == "row-major"
+            and isinstance(table, np.ndarray)
+            and table.shape == (256, 4)
+            and table.dtype == np.uint8
+        ):
+            return False
+        data = np.ascontiguousarray(image)
+        height, width = data.shape
+        indexed = QtGui.QImage(
+            data.data, width, height, data.strides[0], QtGui.QImage.Format.Format_Indexed8
+        )
+        indexed.setColorTable(_color_table(table))
+        # The conversion copies, so ``data`` may go; drawing premultiplied ARGB is the fast path.
+        self.qimage = indexed.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        self._renderRequired = False
+        self._unrenderable = False
+        return True
+
     def mouseClickEvent(self, ev) -> None:  # noqa: N802 - pyqtgraph's name
         if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.image is not None:
             ev.accept()
@@ -49,6 +80,20 @@ class ClickableImageItem(pg.ImageItem):
             self.sigClicked.emit(float(pos.x()), float(pos.y()))
         else:
             ev.ignore()
+
+
+_COLOR_TABLES: dict[bytes, list[int]] = {}
+
+
+def _color_table(table: np.ndarray) -> list[int]:
+    """The QImage colour table (0xAARRGGBB ints) of a (256, 4) RGBA uint8 table, cached."""
+    key = table.tobytes()
+    cached = _COLOR_TABLES.get(key)
+    if cached is None:
+        rgba = table.astype(np.uint32)
+        argb = (rgba[:, 3] << 24) | (rgba[:, 0] << 16) | (rgba[:, 1] << 8) | rgba[:, 2]
+        cached = _COLOR_TABLES[key] = [int(v) for v in argb]
+    return cached
 
 
 class _GradientStrip(pg.GraphicsWidget):
@@ -243,6 +288,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         *,
         lock_aspect: bool = True,
         bar_labels: tuple[str, str] | None = None,
+        indices: np.ndarray | None = None,
     ) -> None:
         """Show ``image`` (row-major 2-D float32 or (H, W, 3|4) uint8) with fixed ``levels``.
 
@@ -261,11 +307,16 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             Values written on the colour bar; defaults to ``levels``.
         lock_aspect
             Keep square pixels (mosaics, pictures) or let the image fill the canvas (heatmaps).
+        bar_labels
+            Words for both ends of the colour bar instead of numbers.
+        indices
+            ``to_indices(image, levels)`` computed ahead (off the GUI thread), for a 2-D image.
         """
         if image.ndim == 2:
             self._source = image
             self._levels = (float(levels[0]), float(levels[1]))
-            indices = image if image.dtype == np.uint8 else to_indices(image, levels)
+            if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
+                indices = image if image.dtype == np.uint8 else to_indices(image, levels)
             self._use_indexed_lut(True)
             self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
         else:

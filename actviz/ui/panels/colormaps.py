@@ -11,6 +11,10 @@ from functools import cache
 import numpy as np
 import pyqtgraph as pg
 
+# Index images are made in the core (off the GUI thread); re-exported for the panels.
+from actviz.core.index_images import PAD_INDEX as PAD_INDEX
+from actviz.core.index_images import to_indices as to_indices
+
 #: Names offered to the user, default first.
 COLORMAPS: list[str] = ["viridis", "inferno", "magma", "plasma", "gray"]
 
@@ -64,10 +68,6 @@ def lut(name: str) -> np.ndarray:
     return _lut_cached(name)
 
 
-#: Index of the transparent entry of :func:`indexed_lut`: padding and non-finite pixels.
-PAD_INDEX = 255
-
-
 @cache
 def _indexed_lut_cached(name: str) -> np.ndarray:
     table = np.zeros((LUT_SIZE, 4), dtype=np.uint8)
@@ -84,36 +84,3 @@ def indexed_lut(name: str) -> np.ndarray:
     :data:`PAD_INDEX` is transparent. The array is shared and read-only.
     """
     return _indexed_lut_cached(name)
-
-
-def to_indices(image: np.ndarray, levels: tuple[float, float]) -> np.ndarray:
-    """Map a 2-D float image to uint8 indices of :func:`indexed_lut`.
-
-    ``levels[0]`` maps to 0 and ``levels[1]`` to 254 (values beyond are clipped); NaN and
-    infinite pixels (mosaic padding, non-finite data) map to :data:`PAD_INDEX`.
-    pyqtgraph draws a uint8 image with a 256-entry table as an indexed QImage, several
-    times faster than its float path with NaN masking.
-
-    Parameters
-    ----------
-    image
-        2-D float array.
-    levels
-        (low, high) values of the first and last colour.
-
-    Returns
-    -------
-    np.ndarray
-        C-contiguous uint8 array of the same shape.
-    """
-    low, high = float(levels[0]), float(levels[1])
-    scale = PAD_INDEX / (high - low) if high > low else 0.0
-    work = np.multiply(image, np.float32(scale), dtype=np.float32)
-    work -= np.float32(low * scale)
-    # Infinite values would survive the clip as the end colours; they are not data.
-    nonfinite = ~np.isfinite(image)
-    np.clip(work, 0.0, PAD_INDEX - 1, out=work)
-    with np.errstate(invalid="ignore"):  # NaN casts to garbage, overwritten next line
-        out = work.astype(np.uint8)
-    out[nonfinite] = PAD_INDEX
-    return out

@@ -164,9 +164,16 @@ class _ViewSlot(QtWidgets.QWidget):
                     (0.0, 1.0),
                     lock_aspect=True,
                     bar_labels=("ch min", "ch max"),
+                    indices=mosaic.indices,
                 )
             else:
-                canvas.set_image(mosaic.image, mosaic.levels, mosaic.value_range, lock_aspect=True)
+                canvas.set_image(
+                    mosaic.image,
+                    mosaic.levels,
+                    mosaic.value_range,
+                    lock_aspect=True,
+                    indices=mosaic.indices,
+                )
             self.stack.setCurrentWidget(canvas)
         elif view.kind == "heatmap":
             data = np.ascontiguousarray(view.data, dtype=np.float32)
