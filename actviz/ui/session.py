@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from actviz.core.structures import first_tensor
+from actviz.ui.memory import default_budget
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
@@ -514,12 +515,6 @@ class InputState:
     description: str
 
 
-def _default_budget() -> int:
-    from actviz.ui.live_mode import default_budget
-
-    return default_budget()
-
-
 class Session:
     """Pure-Python explorer state shared by the window, the tree model and the worker.
 
@@ -544,7 +539,7 @@ class Session:
         self.normalize = "channel"
         # Bytes one capture may hold; a bigger selection is refused with a message (the live
         # dock edits it; ACTVIZ_MEMORY_BUDGET sets the default).
-        self.memory_budget: int | None = _default_budget()
+        self.memory_budget: int | None = default_budget()
         self.gradcam_layer: str | None = None
         self.result: RunResult | None = None
         self._ticked: set[str] = set()

@@ -30,7 +30,7 @@ from actviz.ui.live import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.live_mode import LiveStatus, install_live_mode, parse_bytes
+from actviz.ui.live_mode import LiveStatus, install_live_mode
 from actviz.ui.live_prepare import (
     LazyGradCams,
     LazyHistLayer,
@@ -41,6 +41,7 @@ from actviz.ui.live_prepare import (
     reduce_on_device,
 )
 from actviz.ui.main_window import MainWindow
+from actviz.ui.memory import parse_bytes
 from actviz.ui.session import RunRequest, prepare_result
 from tests.ui.tiny_models import TinyCNN
 
