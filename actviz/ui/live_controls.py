@@ -270,6 +270,7 @@ class LiveControls(QDockWidget):
             "Playback speed; frames the model cannot keep up with are skipped"
         )
         self.speed_spin.valueChanged.connect(self.controller.set_speed)
+        self.controller.speed_changed.connect(self._on_speed_changed)
         row2.addWidget(self.speed_spin)
         self.loop_check = QCheckBox("loop")
         self.loop_check.setChecked(self.controller.player.loop)
@@ -389,6 +390,13 @@ class LiveControls(QDockWidget):
         if isinstance(src, WebcamSource):
             return _WEBCAM
         return _STILL
+
+    def _on_speed_changed(self, fps: float) -> None:
+        # Set from a script or a test: show it without echoing it back to the controller.
+        if abs(self.speed_spin.value() - fps) > 1e-9:
+            self.speed_spin.blockSignals(True)
+            self.speed_spin.setValue(fps)
+            self.speed_spin.blockSignals(False)
 
     def _on_frame_slider_changed(self, value: int) -> None:
         if value != self.controller.player.index:

@@ -175,6 +175,8 @@ class LiveController(QObject):
     base_image_changed(object)
         The shown frame's picture *before* perturbation ((H, W, 3) uint8 or None).
     playing_changed(bool)
+    speed_changed(float)
+        The playback speed (frames per second) was set.
     source_changed(str)
         A description of the new source ("" when back to the still input).
     message(str)
@@ -185,6 +187,7 @@ class LiveController(QObject):
     frame_changed = Signal(int, int, str)
     base_image_changed = Signal(object)
     playing_changed = Signal(bool)
+    speed_changed = Signal(float)
     source_changed = Signal(str)
     message = Signal(str)
 
@@ -250,8 +253,10 @@ class LiveController(QObject):
 
     @property
     def idle(self) -> bool:
-        """Nothing in flight and nothing waiting (the panels show the last frame asked for)."""
-        return not (self.coalescer.busy or self.coalescer.has_pending or self._inflight)
+        """Nothing in flight, nothing waiting, and the last frame fully on screen (its display
+        steps done)."""
+        busy = self.coalescer.busy or self.coalescer.has_pending or self._inflight
+        return not busy and not self.window.display_pending()
 
     @property
     def max_fps(self) -> float:
@@ -402,6 +407,7 @@ class LiveController(QObject):
         self.player.set_fps(fps)
         if self._play_timer.isActive():
             self._play_timer.setInterval(self.player.interval_ms)
+        self.speed_changed.emit(float(self.player.fps))
 
     def set_loop(self, loop: bool) -> None:
         self.player.loop = bool(loop)

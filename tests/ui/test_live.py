@@ -508,6 +508,7 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window)
         lambda i, n, label: seen.setdefault(i, window.result.layers["conv1"].view.data.copy())
     )
     live.set_speed(60)
+    assert window.live_dock.speed_spin.value() == 60  # a speed set in code shows in the dock
     live.play()
     assert live.playing
     qtbot.waitUntil(lambda: len(seen) >= 3, timeout=RUN_TIMEOUT_MS)
