@@ -4,7 +4,8 @@ Each case builds two different mosaics of the same shape and alternates them, so
 really re-renders. The time is ``LayerPanel.set_activation`` plus one ``processEvents`` that
 delivers the scene update and paints the canvas: everything the GUI thread does for one layer
 of one frame. (``QWidget.repaint`` alone is not enough: a QGraphicsView paints its scene
-changes on the next event-loop pass.)
+changes on the next event-loop pass.) The mosaics carry their colour-table indices, as the
+window's and live mode's worker send them (:func:`actviz.ui.session.attach_indices`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class RenderRow:
 
 def _mosaics(c: int, h: int, w: int, how: str, seed: int) -> tuple:
     from actviz.core import views
+    from actviz.core.index_images import to_indices
     from actviz.ui.live_prepare import _mosaic, max_tile_for
     from actviz.ui.session import MAX_MOSAIC_CHANNELS
 
@@ -61,6 +63,7 @@ def _mosaics(c: int, h: int, w: int, how: str, seed: int) -> tuple:
         mosaic = views.mosaic(data, max_channels=MAX_MOSAIC_CHANNELS)
     else:
         mosaic = views.mosaic(data)
+    mosaic.indices = to_indices(mosaic.image, mosaic.levels)  # made on the worker in the app
     return view, mosaic
 
 
