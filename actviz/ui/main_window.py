@@ -105,6 +105,7 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
     run_finished()
         A result reached the panels: the overview is shown; layer panels off screen, and
         some on screen, follow on later passes (:meth:`flush_panel_updates` shows them now).
+        Not emitted for a result that a newer one replaced before it was shown.
     run_failed(str)
         A run raised; the message is also in the banner and the previous panels stay.
     run_cancelled()

@@ -5,7 +5,7 @@ typed ``set_`` methods; the raw capture stays in the result for export.
 
 A result reaches the screen in small steps, one per event-loop pass: first the layer panels'
 layout and the predictions, then the pictures, gradient flow, statistics and histogram, then
-the on-screen layer panels a few at a time. The steps run from a zero-interval timer, not from
+the on-screen layer panels one at a time. The steps run from a zero-interval timer, not from
 posted events: Qt handles every posted event in one go (and with them the scene updates each
 step causes), so timers, input and painting would wait for the whole result. Measured on
 ResNet-50 in live mode, applying everything at once held the event loop for up to ~28 ms.
