@@ -66,7 +66,7 @@ from actviz.ui.settings import AppSettings
 from actviz.ui.tree_model import format_count
 from actviz.ui.window_actions import build_actions, build_menus, build_toolbar
 from actviz.ui.window_layout import build_centre, build_status_bar, default_window_size
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Worker, favour_gui_thread
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,7 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
         self.session.normalize = settings.normalize
         # One capture at a time on the model; loads build objects nobody else holds yet, so a
         # new model load need not wait for a stale one; exports only read finished captures.
+        favour_gui_thread()  # the workers below run Python beside the GUI thread
         self.worker = Worker(self)
         self.model_loads = Worker(self, max_threads=2)
         self.input_loads = Worker(self, max_threads=2)

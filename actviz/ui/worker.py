@@ -18,6 +18,7 @@ while the next one is captured.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,23 @@ log = logging.getLogger(__name__)
 
 #: A job receives ``should_stop()`` and ``progress(message)`` and returns its result.
 Job = Callable[[Callable[[], bool], Callable[[str], None]], Any]
+
+
+#: How long a thread running Python may keep the GIL while another waits for it (seconds).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
+def favour_gui_thread() -> None:
+    """Let the GUI thread take the GIL within ~1 ms while workers run Python.
+
+    With CPython's default 5 ms switch interval, each time the GUI thread needs the GIL while a
+    capture's hooks or a frame's preparation run Python, it may wait up to 5 ms; a paint makes
+    many such entries. Measured on ResNet-50 live (3 paired runs on a noisy 2-core machine):
+    timer lag p99 11.5/6.2/8.4 ms -> 9.4/5.6/6.4 ms, max 37/32/25 ms -> 39/13/18 ms, with no
+    loss of throughput. The interval is process-wide; this only ever lowers it.
+    """
+    if sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
 @dataclass
@@ -195,10 +213,9 @@ class Worker(QObject):
 
     def is_current(self, generation: int) -> bool:
         """Whether ``generation`` will still report (neither stale nor cancelled)."""
-        with self._lock:
-            return self._floor <= generation <= self._generation and (
-                generation not in self._cancelled
-            )
+        # No lock: a capture polls this before every module call, and each read is atomic
+        # under the GIL; a change racing with the read is seen at the next poll.
+        return self._floor <= generation <= self._generation and generation not in self._cancelled
 
     def is_stale(self, generation: int) -> bool:
         """Whether ``generation`` was superseded or dropped (its result will never come)."""

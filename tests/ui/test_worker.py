@@ -349,3 +349,23 @@ def test_shutdown_waits_for_second_stages(qtbot):
     # Dropped: the second stage either never started or ran to its end, never cut off.
     assert done in ([], ["then"])
     assert w._second.activeThreadCount() == 0
+
+
+def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot):
+    import sys
+
+    from actviz.ui.main_window import MainWindow
+    from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)  # CPython's default
+        window = MainWindow()
+        qtbot.addWidget(window)
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
+        sys.setswitchinterval(0.0002)  # a shorter one set by the user is left alone
+        window2 = MainWindow()
+        qtbot.addWidget(window2)
+        assert sys.getswitchinterval() == pytest.approx(0.0002)
+    finally:
+        sys.setswitchinterval(before)
