@@ -234,6 +234,7 @@ class LiveController(QObject):
         signals.errored.connect(self._on_worker_errored)
         signals.cancelled.connect(self._on_worker_cancelled)
         window.run_started.connect(self._on_window_run_started)
+        window.pinned_shown.connect(self.pause)  # the next frame would replace it at once
         window.closed.connect(self.shutdown)
         window.session.input_changed.connect(self._on_session_input_changed)
         window.session.model_changed.connect(self._on_session_model_changed)
@@ -274,13 +275,12 @@ class LiveController(QObject):
         self._emit_status()
 
     def status(self) -> LiveStatus:
-        result = self.window.result
         return LiveStatus(
             fps=self.rate.rate(),
             frames=self.frames_shown,
             dropped=self.coalescer.dropped,
             last=self.last_timing,
-            held_bytes=result.nbytes if result is not None else 0,
+            held_bytes=self.window.session.held_bytes(),  # pinned results included
             rss_bytes=rss_bytes(),
             budget_bytes=self.memory_budget,
             playing=self.player.playing,
@@ -740,6 +740,7 @@ class LiveController(QObject):
             (signals.errored, self._on_worker_errored),
             (signals.cancelled, self._on_worker_cancelled),
             (self.window.run_started, self._on_window_run_started),
+            (self.window.pinned_shown, self.pause),
         ):
             try:
                 sig.disconnect(slot)

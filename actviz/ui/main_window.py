@@ -53,6 +53,7 @@ from actviz.ui.loaders import (
 from actviz.ui.model_dock import ModelDock
 from actviz.ui.module_details import ModuleDetails
 from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.pin_actions import PinActions
 from actviz.ui.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
 from actviz.ui.session import (
     RunRequest,
@@ -77,7 +78,7 @@ DEFAULT_DEBOUNCE_MS = 300
 ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
-class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
+class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWindow):
     """The actviz explorer.
 
     Parameters
@@ -123,11 +124,14 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
         "Export everything" wrote these paths.
     export_failed(str)
         "Export everything" failed or was cancelled (the message).
+    pinned_shown()
+        A pinned result is about to replace the panels' result (live mode pauses).
     closed()
         The window closed and released its worker.
     """
 
     run_started = Signal()
+    pinned_shown = Signal()
     run_finished = Signal()
     run_failed = Signal(str)
     run_cancelled = Signal()
@@ -228,6 +232,7 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
         self.session.input_changed.connect(self._on_session_input_changed)
         self.session.ticks_changed.connect(self._on_session_ticks_changed)
         self.session.target_changed.connect(self._on_session_target_changed)
+        self.session.pins_changed.connect(self._on_session_pins_changed)
 
         geometry = settings.geometry
         if geometry is not None:
@@ -597,6 +602,7 @@ class MainWindow(FileOpening, ExportActions, ResultDisplay, QMainWindow):
             (self.session.input_changed, self._on_session_input_changed),
             (self.session.ticks_changed, self._on_session_ticks_changed),
             (self.session.target_changed, self._on_session_target_changed),
+            (self.session.pins_changed, self._on_session_pins_changed),
         ):
             event.disconnect(slot)
         self.model_dock.detach()

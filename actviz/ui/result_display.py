@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
-from actviz.core.capture import format_bytes
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.session import PreparedLayer, RunResult
 
@@ -135,12 +134,7 @@ class ResultDisplay:
         ):
             self.defer_display(step)
 
-        took = (
-            f"ran in {result.elapsed_s * 1000:.0f} ms"
-            if result.elapsed_s < 10
-            else (f"ran in {result.elapsed_s:.1f} s")
-        )
-        self.timing_label.setText(f"{took} · {format_bytes(result.nbytes)} held")
+        self._refresh_held_text()  # type: ignore[attr-defined]  # timing, memory held, pins
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
 
     def _show_picture(self, panel: QWidget, result: RunResult) -> None:

@@ -21,6 +21,7 @@ from torch import nn
 
 from actviz.core.structures import first_tensor
 from actviz.ui.memory import default_budget
+from actviz.ui.pins import PinBoard
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
@@ -520,7 +521,7 @@ class Session:
 
     Events (plain callbacks, emitted on the thread that changes the session, i.e. the GUI):
     ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
-    ``target_changed()``, ``result_changed()``.
+    ``target_changed()``, ``result_changed()``, ``pins_changed()``.
     """
 
     def __init__(self) -> None:
@@ -548,6 +549,9 @@ class Session:
         self.ticks_changed = Event()
         self.target_changed = Event()
         self.result_changed = Event()
+        self.pins_changed = Event()
+        # Results the user keeps beside the latest one (see actviz.ui.pins).
+        self.pins = PinBoard(self.pins_changed.emit)
 
     # -- model -------------------------------------------------------------------------------
     def set_model(
@@ -579,6 +583,7 @@ class Session:
         self.loaded_model = loaded
         self.tree = module_tree(model)
         self.result = None
+        self.pins.clear()  # captures of another model: their panels would not match the tree
         self.target = None
         self.gradcam_layer = gradcam_layer if gradcam_layer in self.tree else None
         if ticks is None:
@@ -730,3 +735,7 @@ class Session:
     def set_result(self, result: RunResult | None) -> None:
         self.result = result
         self.result_changed.emit()
+
+    def held_bytes(self) -> int:
+        """Bytes the shown result and the pinned ones hold together."""
+        return self.pins.held_bytes(self.result)

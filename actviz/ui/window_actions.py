@@ -58,6 +58,16 @@ def build_actions(window: MainWindow) -> None:
         "Save the selected layer's activation and gradient as .npy files",
     )  # fmt: skip
     window.quit_action = action("Quit", window.close, "Ctrl+Q", "Quit actviz (Ctrl+Q)")
+    window.pin_action = action(
+        "Pin this result", window.pin_result, "Ctrl+P",
+        "Keep the result shown now (with its capture) beside the newer ones (Ctrl+P)",
+    )  # fmt: skip
+    window.unpin_action = action(
+        "Unpin this result", window.unpin_shown, None, "Let the result shown now go"
+    )
+    window.unpin_all_action = action(
+        "Unpin all", window.unpin_all, None, "Let every pinned result go"
+    )
     window.gradients_action = QAction("Gradients", window)
     window.gradients_action.setCheckable(True)
     window.gradients_action.setToolTip("Show the gradient magnitude beside each activation")
@@ -134,7 +144,7 @@ def _target_combo(window: MainWindow) -> QComboBox:
 
 
 def build_menus(window: MainWindow) -> None:
-    """Menu bar: File (open, recents, export, quit), Run (run, cancel, auto), View."""
+    """Menu bar: File (open, recents, export, quit), Run (run, cancel, pins, auto), View."""
     menu = window.menuBar().addMenu("&File")
     menu.addAction(window.open_model_action)
     window.recent_models_menu = menu.addMenu("Recent models")
@@ -149,6 +159,11 @@ def build_menus(window: MainWindow) -> None:
     run_menu = window.menuBar().addMenu("&Run")
     run_menu.addAction(window.run_action)
     run_menu.addAction(window.cancel_action)
+    run_menu.addSeparator()
+    run_menu.addAction(window.pin_action)
+    window.pins_menu = run_menu.addMenu("Pinned results")
+    window._refresh_pins_menu()
+    run_menu.addSeparator()
     window.auto_run_action = run_menu.addAction("Re-run automatically")
     window.auto_run_action.setCheckable(True)
     window.auto_run_action.setChecked(window.auto_run)

@@ -1,0 +1,110 @@
+"""Pinned results: captures the user keeps beside the latest one (no Qt).
+
+The window keeps only the latest result; every earlier capture is freed as soon as a newer one
+is shown, live frames included. A pinned result stays, with its capture, until it is unpinned or
+another model is opened, and can be shown again in the panels. Pins count towards the memory
+the window holds, and a pin that would take the total over the memory budget is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from actviz.core.capture import format_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.session import RunResult
+
+__all__ = ["Pin", "PinBoard", "PinRefused"]
+
+
+class PinRefused(ValueError):
+    """Pinning would take the memory held over the budget (the message says by how much)."""
+
+
+@dataclass(eq=False)
+class Pin:
+    """One pinned result and how the menus name it."""
+
+    label: str
+    result: RunResult = field(repr=False)
+    pinned_at: float = field(default_factory=time.time)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.result.nbytes)
+
+
+class PinBoard:
+    """The pinned results of one session, oldest first.
+
+    Parameters
+    ----------
+    on_change
+        Called (no arguments) after every change.
+    """
+
+    def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
+        self._pins: list[Pin] = []
+        self.on_change = on_change
+
+    def __len__(self) -> int:
+        return len(self._pins)
+
+    def __iter__(self) -> Iterator[Pin]:
+        return iter(list(self._pins))
+
+    def find(self, result: RunResult | None) -> Pin | None:
+        """The pin holding ``result`` (by identity), or None."""
+        return next((p for p in self._pins if p.result is result), None)
+
+    def pin(self, result: RunResult, label: str, *, budget: int | None = None) -> Pin:
+        """Keep ``result``; pinning it again returns the existing pin.
+
+        Raises
+        ------
+        PinRefused
+            When the pins plus ``result`` would hold more than ``budget`` bytes.
+        """
+        existing = self.find(result)
+        if existing is not None:
+            return existing
+        total = self.nbytes + int(result.nbytes)
+        if budget is not None and total > budget:
+            raise PinRefused(
+                f"pinning needs {format_bytes(result.nbytes)} more; the pins would hold "
+                f"{format_bytes(total)}, over the {format_bytes(budget)} memory budget. "
+                "Unpin some results or raise the budget"
+            )
+        pin = Pin(label, result)
+        self._pins.append(pin)
+        self._changed()
+        return pin
+
+    def unpin(self, pin: Pin) -> None:
+        """Let ``pin``'s result go (freed unless the panels show it)."""
+        if pin in self._pins:
+            self._pins.remove(pin)
+            self._changed()
+
+    def clear(self) -> None:
+        if self._pins:
+            self._pins.clear()
+            self._changed()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the pinned captures hold."""
+        return sum(p.nbytes for p in self._pins)
+
+    def held_bytes(self, current: RunResult | None) -> int:
+        """Bytes held by ``current`` and the pins together (a pinned current counted once)."""
+        extra = 0 if current is None or self.find(current) is not None else int(current.nbytes)
+        return self.nbytes + extra
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()

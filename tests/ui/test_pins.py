@@ -1,0 +1,148 @@
+"""Pinned results: kept beside the latest capture, shown again, counted in the memory held."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QSettings
+
+from actviz.core.capture import capture
+from actviz.ui.live import TensorFrames
+from actviz.ui.live_mode import install_live_mode
+from actviz.ui.main_window import MainWindow
+from actviz.ui.pins import PinBoard, PinRefused
+from tests.ui.tiny_models import TinyCNN
+
+RUN_TIMEOUT_MS = 60_000
+
+
+class _Result:
+    """Just what PinBoard reads of a RunResult."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def test_pin_board_counts_each_capture_once_and_refuses_over_budget():
+    changes = []
+    board = PinBoard(lambda: changes.append(len(board)))
+    a, b, c = _Result(100), _Result(250), _Result(700)
+    pin_a = board.pin(a, "a", budget=1000)
+    assert board.pin(a, "again", budget=1000) is pin_a  # pinning twice keeps one pin
+    board.pin(b, "b", budget=1000)
+    assert board.nbytes == 350 and changes == [1, 2]
+    assert board.held_bytes(a) == 350  # the shown result is pinned: counted once
+    assert board.held_bytes(c) == 1050
+    with pytest.raises(PinRefused, match="over the 1000 B memory budget"):
+        board.pin(c, "c", budget=1000)
+    assert len(board) == 2
+    board.unpin(pin_a)
+    assert [p.label for p in board] == ["b"] and board.find(a) is None
+    board.clear()
+    assert len(board) == 0 and changes == [1, 2, 1, 0]
+
+
+def _frame(seed: int) -> torch.Tensor:
+    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    torch.manual_seed(0)
+    w.set_model(TinyCNN().eval(), layers=["conv1", "conv2", "fc"])
+    yield w
+    w.close()
+
+
+def _run(qtbot, window: MainWindow, seed: int) -> None:
+    window.set_input(_frame(seed))
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.run()
+    window.flush_panel_updates()
+
+
+def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
+    _run(qtbot, window, 1)
+    pinned_result = window.result
+    window.pin_action.trigger()  # Ctrl+P
+    assert len(window.session.pins) == 1
+    assert "(1 pinned)" in window.timing_label.text()
+    assert window.pins_menu.title() == "Pinned results (1)"
+    _run(qtbot, window, 2)
+    unpinned = weakref.ref(window.result.capture)
+    _run(qtbot, window, 3)
+    gc.collect()
+    assert unpinned() is None  # the run in between was freed
+    assert window.session.pins.find(pinned_result) is not None
+    held = window.session.held_bytes()
+    assert held == pinned_result.nbytes + window.result.nbytes
+    assert window.timing_label.text().endswith("held (1 pinned)")
+    # Shown again: the panels read the pinned values, not the latest run's.
+    [pin] = list(window.session.pins)
+    show = next(a for a in window.pins_menu.actions() if a.text().startswith(pin.label))
+    show.trigger()
+    window.flush_panel_updates()
+    assert window.result is pinned_result
+    expected = capture(window.session.model, _frame(1), ["conv1"])["conv1"].tensor[0]
+    np.testing.assert_allclose(
+        window.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
+    )
+    assert window.unpin_action.isEnabled()
+    # Unpinning the result on screen keeps it on screen until the next run, then frees it.
+    kept = weakref.ref(pinned_result.capture)
+    del pinned_result, pin, show
+    window.unpin_action.trigger()
+    assert len(window.session.pins) == 0 and "pinned" not in window.timing_label.text()
+    _run(qtbot, window, 4)
+    gc.collect()
+    assert kept() is None
+
+
+def test_pins_over_the_budget_are_refused_with_a_message(qtbot, window):
+    _run(qtbot, window, 1)
+    window.session.memory_budget = window.result.nbytes // 2
+    assert window.pin_result() is None
+    assert len(window.session.pins) == 0
+    assert "over the" in " ".join(window.banner.texts()) and "memory budget" in " ".join(
+        window.banner.texts()
+    )
+
+
+def test_pins_go_with_the_model_they_were_captured_on(qtbot, window):
+    _run(qtbot, window, 1)
+    window.pin_result()
+    torch.manual_seed(1)
+    window.set_model(TinyCNN().eval(), layers=["conv1"])
+    assert len(window.session.pins) == 0
+    assert window.pins_menu.title() == "Pinned results"
+
+
+def test_nothing_to_pin_before_a_run(qtbot, window):
+    assert window.pin_result() is None
+    assert "run the model first" in " ".join(window.banner.texts())
+
+
+def test_showing_a_pin_pauses_live_playback(qtbot, window):
+    _run(qtbot, window, 1)
+    pin = window.pin_result()
+    live = install_live_mode(window)
+    live.set_source(TensorFrames(torch.cat([_frame(s) for s in range(4)]), "clip"))
+    qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
+    live.set_speed(30)
+    live.play()
+    assert live.playing
+    window.show_pinned(pin)
+    assert not live.playing
+    qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
+    # The memory the live dock reports includes the pin.
+    assert live.status().held_bytes == window.session.held_bytes()
+    assert live.status().held_bytes >= pin.nbytes
