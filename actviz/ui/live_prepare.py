@@ -48,11 +48,12 @@ from actviz.ui.session import (
     PreparedLayer,
     RunRequest,
     RunResult,
-    attach_indices,
+    assemble_result,
+    default_gradcam_layer,
     display_image,
     mosaic_pad,
+    output_shapes,
     prepare_layer,
-    top_predictions,
 )
 
 log = logging.getLogger(__name__)
@@ -595,10 +596,7 @@ def _prepare_live(
             return np.zeros(size or (1, 1), dtype=np.float32)
 
     grad_cams = LazyGradCams(_gradcam_candidates(cap, image), compute_cam)
-    gradcam_default = request.gradcam_layer if request.gradcam_layer in grad_cams else None
-    if gradcam_default is None and grad_cams:
-        spatial_shown = [n for n in order if n in grad_cams]
-        gradcam_default = (spatial_shown or list(grad_cams))[-1]
+    gradcam_default = default_gradcam_layer(request.gradcam_layer, grad_cams, order)
 
     on_device = device_path
     if on_device is None:
@@ -647,58 +645,25 @@ def _prepare_live(
         if layer is None:
             layer = prepare_layer(cap, name, request.normalize)
         layers[name] = layer
-    grad_norm_names = list(order)
-    grad_norms = [
-        float("nan") if layers[n].stats.get("grad_norm") is None else layers[n].stats["grad_norm"]
-        for n in order
-    ]
-    output_shapes: dict[str, tuple[int, ...]] = {}
-    for name in cap.names:
-        tensor = cap[name].tensor
-        if tensor is not None:
-            output_shapes[name] = tuple(tensor.shape)
-
+    shapes = output_shapes(cap)
     check()
-    errors: list[str] = []
-    out = first_tensor(cap.output)
-    if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
-        bad = int((~torch.isfinite(out)).sum())
-        errors.append(
-            f"The model output contains {bad} NaN/Inf value(s) of {out.numel()}: predictions and "
-            "gradients are not meaningful (see the statistics table for where they start)."
-        )
-    predictions = top_predictions(out, request.categories)
-    target_text = cap.target_description
-    if cap.target_index is not None and request.categories:
-        if 0 <= cap.target_index < len(request.categories):
-            target_text += f": {request.categories[cap.target_index]}"
     if gradcam_default is not None:
-        check()
         _ = grad_cams[gradcam_default]  # the one on screen: computed here, off the GUI thread
     tree = None
-    if previous_shapes is None or previous_shapes != output_shapes:
+    if previous_shapes is None or previous_shapes != shapes:
         tree = module_tree(request.model, cap)
-    attach_indices(layers.values())
-    return RunResult(
+    return assemble_result(
+        cap,
+        request,
         layers=layers,
-        shown=order,
-        predictions=predictions,
-        target_text=target_text,
-        target_index=cap.target_index,
+        order=order,
         image=image,
         saliency=saliency_map,
         saliency_message=saliency_message,
         grad_cams=grad_cams,
-        gradcam_default=gradcam_default,
-        grad_norm_names=grad_norm_names,
-        grad_norms=np.asarray(grad_norms, dtype=np.float64),
-        output_shapes=output_shapes,
-        warnings=list(cap.warnings),
-        errors=errors,
-        elapsed_s=cap.elapsed_s,
-        nbytes=cap.nbytes,
-        capture=cap,
         tree=tree,
+        shapes=shapes,
+        gradcam_default=gradcam_default,
     )
 
 

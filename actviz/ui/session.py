@@ -199,36 +199,12 @@ def prepare_result(
 
     shown = [n for n in request.layers if n in cap]
     layers: dict[str, PreparedLayer] = {}
-    grad_norm_names: list[str] = []
-    grad_norms: list[float] = []
-    output_shapes: dict[str, tuple[int, ...]] = {}
     order = [n for n in cap.names if n in shown]
     for i, name in enumerate(order):
         check()
         report(f"preparing {name} ({i + 1}/{len(order)})")
         layers[name] = prepare_layer(cap, name, request.normalize)
-        norm = layers[name].stats.get("grad_norm")
-        grad_norm_names.append(name)
-        grad_norms.append(float("nan") if norm is None else float(norm))
-    for name in cap.names:
-        tensor = cap[name].tensor
-        if tensor is not None:
-            output_shapes[name] = tuple(tensor.shape)
-
     check()
-    errors: list[str] = []
-    out = first_tensor(cap.output)
-    if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
-        bad = int((~torch.isfinite(out)).sum())
-        errors.append(
-            f"The model output contains {bad} NaN/Inf value(s) of {out.numel()}: predictions and "
-            "gradients are not meaningful (see the statistics table for where they start)."
-        )
-    predictions = top_predictions(out, request.categories)
-    target_text = cap.target_description
-    if cap.target_index is not None and request.categories:
-        if 0 <= cap.target_index < len(request.categories):
-            target_text += f": {request.categories[cap.target_index]}"
     image = display_image(cap.inputs, request.image)
     saliency_map, saliency_message = _saliency(cap.input_grads, image)
     report("Grad-CAM")
@@ -246,26 +222,93 @@ def prepare_result(
             grad_cams[name] = views.grad_cam(act, grad, size=size)
         except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
             log.debug("no Grad-CAM for %s: %s", name, exc)
-    gradcam_default = request.gradcam_layer if request.gradcam_layer in grad_cams else None
-    if gradcam_default is None and grad_cams:
-        spatial_shown = [n for n in order if n in grad_cams]
-        gradcam_default = (spatial_shown or list(grad_cams))[-1]
-    tree = module_tree(request.model, cap)
-    attach_indices(layers.values())
-    return RunResult(
+    return assemble_result(
+        cap,
+        request,
         layers=layers,
-        shown=order,
-        predictions=predictions,
-        target_text=target_text,
-        target_index=cap.target_index,
+        order=order,
         image=image,
         saliency=saliency_map,
         saliency_message=saliency_message,
         grad_cams=grad_cams,
+        tree=module_tree(request.model, cap),
+    )
+
+
+def output_shapes(cap: Capture) -> dict[str, tuple[int, ...]]:
+    """Output shape of every captured layer (the tree's shape column, memory estimates)."""
+    return {
+        name: tuple(cap[name].tensor.shape) for name in cap.names if cap[name].tensor is not None
+    }
+
+
+def default_gradcam_layer(
+    requested: str | None, candidates: Iterable[str], order: Sequence[str]
+) -> str | None:
+    """The Grad-CAM layer shown first: the requested one if it has a map, else the deepest
+    layer with a panel that has one, else the deepest with one."""
+    names = list(candidates)
+    if requested in names:
+        return requested
+    if not names:
+        return None
+    spatial_shown = [n for n in order if n in names]
+    return (spatial_shown or names)[-1]
+
+
+def assemble_result(
+    cap: Capture,
+    request: RunRequest,
+    *,
+    layers: dict[str, PreparedLayer],
+    order: list[str],
+    image: np.ndarray | None,
+    saliency: np.ndarray | None,
+    saliency_message: str,
+    grad_cams: dict[str, np.ndarray],
+    tree: ModuleTree | None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    gradcam_default: str | None = None,
+) -> RunResult:
+    """The :class:`RunResult` of prepared layers and pictures: what the window path
+    (:func:`prepare_result`) and live mode (``live_prepare.prepare_live``) share.
+
+    Adds what every result needs from the capture (predictions, target text, the NaN/Inf
+    warning of the output, gradient norms, output shapes) and the mosaics' colour-table
+    indices. ``gradcam_default`` None picks :func:`default_gradcam_layer`.
+    """
+    errors: list[str] = []
+    out = first_tensor(cap.output)
+    if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
+        bad = int((~torch.isfinite(out)).sum())
+        errors.append(
+            f"The model output contains {bad} NaN/Inf value(s) of {out.numel()}: predictions and "
+            "gradients are not meaningful (see the statistics table for where they start)."
+        )
+    target_text = cap.target_description
+    if cap.target_index is not None and request.categories:
+        if 0 <= cap.target_index < len(request.categories):
+            target_text += f": {request.categories[cap.target_index]}"
+    if gradcam_default is None:
+        gradcam_default = default_gradcam_layer(request.gradcam_layer, grad_cams, order)
+    norms = [layers[n].stats.get("grad_norm") for n in order]
+    attach_indices(layers.values())
+    return RunResult(
+        layers=layers,
+        shown=order,
+        predictions=top_predictions(out, request.categories),
+        target_text=target_text,
+        target_index=cap.target_index,
+        image=image,
+        saliency=saliency,
+        saliency_message=saliency_message,
+        grad_cams=grad_cams,
         gradcam_default=gradcam_default,
-        grad_norm_names=grad_norm_names,
-        grad_norms=np.asarray(grad_norms, dtype=np.float64),
-        output_shapes=output_shapes,
+        grad_norm_names=list(order),
+        grad_norms=np.asarray(
+            [float("nan") if v is None else float(v) for v in norms], dtype=np.float64
+        ),
+        output_shapes=shapes if shapes is not None else output_shapes(cap),
         warnings=list(cap.warnings),
         errors=errors,
         elapsed_s=cap.elapsed_s,
