@@ -51,6 +51,7 @@ from actviz.ui.session import (
     assemble_result,
     default_gradcam_layer,
     display_image,
+    gradcam_candidates,
     mosaic_pad,
     output_shapes,
     prepare_layer,
@@ -478,21 +479,6 @@ def _mosaic(maps: np.ndarray, normalize: str, max_tile: int | None) -> views.Mos
     return dataclasses.replace(m, total_channels=total, scale=scale)
 
 
-def _gradcam_candidates(cap: Capture, image: np.ndarray | None) -> list[str]:
-    if image is None:
-        return []
-    out = []
-    for name in cap.names:
-        rec = cap[name]
-        act, grad = rec.tensor, rec.grad
-        if act is None or grad is None or act.dim() != 4 or act.shape != grad.shape:
-            continue
-        if act.shape[2] < 1 or act.shape[3] < 1:
-            continue
-        out.append(name)
-    return out
-
-
 def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
     """The saliency map at the picture's size, or None and why (as the window words it)."""
     grad = first_tensor(input_grads)
@@ -595,7 +581,7 @@ def _prepare_live(
             log.debug("no Grad-CAM for %s: %s", name, exc)
             return np.zeros(size or (1, 1), dtype=np.float32)
 
-    grad_cams = LazyGradCams(_gradcam_candidates(cap, image), compute_cam)
+    grad_cams = LazyGradCams(gradcam_candidates(cap, image), compute_cam)
     gradcam_default = default_gradcam_layer(request.gradcam_layer, grad_cams, order)
 
     on_device = device_path

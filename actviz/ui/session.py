@@ -210,16 +210,11 @@ def prepare_result(
     report("Grad-CAM")
     grad_cams: dict[str, np.ndarray] = {}
     size = image.shape[:2] if image is not None else None
-    for name in cap.names:
+    for name in gradcam_candidates(cap, image):
         check()
         rec = cap[name]
-        act, grad = rec.tensor, rec.grad
-        if image is None or act is None or grad is None or act.dim() != 4:
-            continue
-        if act.shape != grad.shape:
-            continue
         try:
-            grad_cams[name] = views.grad_cam(act, grad, size=size)
+            grad_cams[name] = views.grad_cam(rec.tensor, rec.grad, size=size)
         except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
             log.debug("no Grad-CAM for %s: %s", name, exc)
     return assemble_result(
@@ -233,6 +228,21 @@ def prepare_result(
         grad_cams=grad_cams,
         tree=module_tree(request.model, cap),
     )
+
+
+def gradcam_candidates(cap: Capture, image: np.ndarray | None) -> list[str]:
+    """Layers Grad-CAM can use: a spatial ``(N, C, H, W)`` output with a gradient of the same
+    shape, for an image-like input (none otherwise)."""
+    if image is None:
+        return []
+    out = []
+    for name in cap.names:
+        act, grad = cap[name].tensor, cap[name].grad
+        if act is None or grad is None or act.dim() != 4 or act.shape != grad.shape:
+            continue
+        if act.shape[2] >= 1 and act.shape[3] >= 1:
+            out.append(name)
+    return out
 
 
 def output_shapes(cap: Capture) -> dict[str, tuple[int, ...]]:
