@@ -3,10 +3,11 @@
 :func:`actviz.ui.session.prepare_result` prepares everything a result could ever show: a
 histogram and a Grad-CAM for every layer, the module tree, float64 statistics. Live mode runs it
 many times a second, so :func:`prepare_live` builds the same :class:`~actviz.ui.session.RunResult`
-but computes only what is on screen and defers the rest until the user asks for it:
+(through the same :func:`~actviz.ui.session.assemble_result`) but computes only what is on
+screen and defers the rest until the user asks for it:
 
-* statistics with four cheap passes instead of ten (``aminmax`` doubles as the finite check;
-  float64 sums), falling back to :func:`actviz.core.views.tensor_stats` when a layer holds NaN/Inf;
+* statistics in five cheap single-threaded NumPy passes (a finite min and max double as the
+  finite check), falling back to :func:`actviz.core.views.tensor_stats` when a layer holds NaN/Inf;
 * histograms only for the layers named in ``eager_hist`` (the selected one); the others are
   computed when first read (:class:`LazyHistLayer`);
 * Grad-CAM only for the layer shown; the other layers' maps are computed when first read
@@ -14,9 +15,10 @@ but computes only what is on screen and defers the rest until the user asks for 
 * the module tree only when an output shape changed (``tree=None`` otherwise, which the window
   reads as "keep the tree you have");
 * mosaics limited to :data:`MAX_MOSAIC_PIXELS` by downsampling tiles, so painting stays cheap;
-* torch's intra-op pool held at ``threads`` (default 1) while preparing: on a loaded 2-core
-  machine, waking a second OpenMP thread for each small reduction costs more than the work and
-  takes the core the GUI thread needs.
+* torch's intra-op pool held at ``threads`` (default 1) while preparing, for callers that
+  prepare alone: on a loaded 2-core machine, waking a second OpenMP thread for each small
+  reduction costs more than the work. The thread count is global in torch, so live mode, which
+  prepares beside the next capture, passes None and leaves it alone.
 
 When the records are on a GPU, :func:`reduce_on_device` computes the statistics, histograms and
 normalised mosaics there and copies everything to the host in one transfer per frame (not one
