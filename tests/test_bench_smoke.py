@@ -97,4 +97,17 @@ def test_cli_prints_a_table_and_a_json_last_line(capsys):
     assert out[0].startswith("machine:")
     summary = json.loads(out[-1])
     assert summary["render_p95_ms"] > 0
+    assert "steal_frac" in summary  # how much CPU other guests took meanwhile (None off Linux)
+    if summary["steal_frac"] is not None:
+        assert 0.0 <= summary["steal_frac"] <= 1.0 and "taken by other guests" in out[-2]
     assert any("set_activation + paint" in line for line in out)
+
+
+def test_steal_meter_is_the_steal_share_of_all_ticks(monkeypatch):
+    from actviz.bench.timing import StealMeter
+
+    readings = iter([(100, 10_000), (160, 12_000)])  # (steal ticks, all ticks)
+    monkeypatch.setattr(StealMeter, "_read", staticmethod(lambda: next(readings)))
+    assert StealMeter().fraction() == pytest.approx(60 / 2000)
+    monkeypatch.setattr(StealMeter, "_read", staticmethod(lambda: None))
+    assert StealMeter().fraction() is None

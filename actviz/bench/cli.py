@@ -22,6 +22,8 @@ import time
 
 import torch
 
+from actviz.bench.timing import StealMeter
+
 SECTIONS = ("capture", "render", "live", "startup", "memory")
 
 
@@ -106,6 +108,11 @@ def _memory(quick: bool, summary: dict) -> None:
     summary["memory_growth_ratio"] = r.ratio
 
 
+def _steal_text(meter: StealMeter) -> str:
+    frac = meter.fraction()
+    return "" if frac is None else f"; CPU taken by other guests {frac:.0%}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m actviz.bench", description=__doc__)
     parser.add_argument("what", nargs="?", default="all", choices=["all", *SECTIONS])
@@ -120,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {}
     started = time.perf_counter()
     wanted = SECTIONS if args.what == "all" else (args.what,)
+    run_steal = StealMeter()
     for section in wanted:
         t0 = time.perf_counter()
+        steal = StealMeter()
         if section == "capture":
             _capture(pairs, args.quick, summary)
         elif section == "render":
@@ -132,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             _startup(args.quick, summary)
         elif section == "memory":
             _memory(args.quick, summary)
-        print(f"({section}: {time.perf_counter() - t0:.0f} s)")
+        print(f"({section}: {time.perf_counter() - t0:.0f} s{_steal_text(steal)})")
         print()
-    print(f"total {time.perf_counter() - started:.0f} s")
+    summary["steal_frac"] = run_steal.fraction()
+    print(f"total {time.perf_counter() - started:.0f} s{_steal_text(run_steal)}")
     print(json.dumps({k: _round(v) for k, v in summary.items()}))
     return 0

@@ -56,3 +56,33 @@ def paired(
         statistics.median(ratios),
         pairs,
     )
+
+
+class StealMeter:
+    """Share of CPU time the hypervisor gave to other guests (Linux ``/proc/stat`` "steal").
+
+    On a shared virtual machine every timing above moves with it: printed beside each section
+    so a reader can tell a slow figure from a busy neighbour. None where it cannot be read.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as fh:
+                fields = fh.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 9 or fields[0] != "cpu":
+            return None
+        ticks = [int(v) for v in fields[1:9]]  # user .. steal (guest time is inside user)
+        return ticks[7], sum(ticks)
+
+    def fraction(self) -> float | None:
+        """Steal ticks / all ticks since this meter was made."""
+        end = self._read()
+        if self._start is None or end is None or end[1] <= self._start[1]:
+            return None
+        return (end[0] - self._start[0]) / (end[1] - self._start[1])
