@@ -19,7 +19,8 @@ class PinActions:
     """Pin, show and unpin results (a mixin of the main window).
 
     It relies on the window's ``session``, ``pin_action``, ``pins_menu`` (built by
-    :mod:`actviz.ui.window_actions`), ``timing_label``, ``show_warning`` and ``_apply_result``.
+    :mod:`actviz.ui.window_actions`), ``show_warning``, ``_apply_result`` and
+    ``_refresh_held_text``.
     """
 
     def pin_result(self) -> Pin | None:
@@ -85,23 +86,6 @@ class PinActions:
         self.unpin_all_action.setEnabled(bool(pins))
         self.unpin_action.setEnabled(self.session.pins.find(self.session.result) is not None)
         menu.setTitle(f"Pinned results ({len(pins)})" if pins else "Pinned results")
-
-    def _refresh_held_text(self) -> None:
-        """The status bar's timing and memory: ``ran in 53 ms · 1.2 MiB held (2 pinned)``."""
-        result = self.session.result
-        if result is None:
-            self.timing_label.clear()
-            return
-        took = (
-            f"ran in {result.elapsed_s * 1000:.0f} ms"
-            if result.elapsed_s < 10
-            else f"ran in {result.elapsed_s:.1f} s"
-        )
-        text = f"{took} · {format_bytes(self.session.held_bytes())} held"
-        if len(self.session.pins):
-            text += f" ({len(self.session.pins)} pinned)"
-        self.timing_label.setText(text)
-        self.unpin_action.setEnabled(self.session.pins.find(result) is not None)
 
 
 __all__ = ["PinActions"]

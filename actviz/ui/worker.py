@@ -113,7 +113,7 @@ class _Runner(QRunnable):
         *,
         second_stage: QThreadPool | None = None,
         signals: _RunnerSignals | None = None,
-        start: float | None = None,
+        started_at: float | None = None,
     ) -> None:
         super().__init__()
         # The Worker keeps the Python object until its ``done`` is handled; Qt reads
@@ -123,14 +123,16 @@ class _Runner(QRunnable):
         self.job = job
         self.should_stop = should_stop
         self.signals = signals if signals is not None else _RunnerSignals()
+        # A first stage may hand a Staged result to ``second_stage``; a second stage (made by
+        # its first, with the first's signals and start time) may not.
         self.second_stage = second_stage
-        self.start_time = start
+        self.is_second_stage = started_at is not None
+        self.started_at = started_at
         self.continuation: _Runner | None = None
 
     def run(self) -> None:
         gen = self.generation
-        first_stage = self.start_time is None
-        start = time.perf_counter() if first_stage else self.start_time
+        start = self.started_at if self.started_at is not None else time.perf_counter()
         result: Any = None
         error: BaseException | None = None
         try:
@@ -138,7 +140,7 @@ class _Runner(QRunnable):
                 from actviz.core.capture import CaptureCancelled
 
                 raise CaptureCancelled("superseded before it started")
-            if first_stage:
+            if not self.is_second_stage:
                 self.signals.started.emit(gen)
             result = self.job(self.should_stop, lambda msg: self.signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
@@ -147,7 +149,7 @@ class _Runner(QRunnable):
                 # Handed over from this thread, not via the GUI thread: a busy event loop
                 # must not delay the next capture.
                 self.continuation = _Runner(
-                    gen, result.then, self.should_stop, signals=self.signals, start=start
+                    gen, result.then, self.should_stop, signals=self.signals, started_at=start
                 )
                 self.signals.staged.emit(gen)
                 self.second_stage.start(self.continuation)
