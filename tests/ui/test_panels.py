@@ -501,6 +501,43 @@ def test_histogram_panel_counts(qtbot, conv_capture):
         panel.set_histogram("bad", counts, edges[:-1])
 
 
+def _plot_point(panel, x: float, y: float) -> QtCore.QPoint:
+    """Viewport pixel of data point (x, y) in a PlotPanel's plot."""
+    scene = panel.plot.vb.mapViewToScene(QtCore.QPointF(x, y))
+    return panel.plot_widget.mapFromScene(scene)
+
+
+def test_plot_panels_read_out_what_is_under_the_mouse(qtbot, conv_capture):
+    counts, edges = histogram(conv_capture["relu"].tensor, bins=8)
+    hist = _show(qtbot, HistogramPanel(), 420, 280)
+    hist.set_histogram("relu", counts, edges)
+    QtCore.QCoreApplication.processEvents()
+    summary = hist.status_label.text()
+    assert summary.startswith(f"{int(counts.sum())} values in 8 bins")
+    third = (edges[2] + edges[3]) / 2
+    qtbot.mouseMove(hist.plot_widget.viewport(), _plot_point(hist, third, counts.max() / 2))
+    expected = f"[{format_value(edges[2])}, {format_value(edges[3])})  count {int(counts[2])}"
+    qtbot.waitUntil(lambda: hist.status_label.text() == expected, timeout=2000)
+    assert hist.plot_widget.toolTip() == expected
+    assert hist.hover_text(edges[-1] + 1.0) is None  # right of the last bin
+    QtCore.QCoreApplication.sendEvent(
+        hist.plot_widget.viewport(), QtCore.QEvent(QtCore.QEvent.Type.Leave)
+    )
+    assert hist.status_label.text() == summary
+    assert hist.plot_widget.toolTip() == ""
+
+    flow = _show(qtbot, GradFlowPanel(), 520, 260)
+    flow.set_norms(["a", "b.0", "c"], np.array([1e-3, 0.0, 2.5]))
+    QtCore.QCoreApplication.processEvents()
+    assert flow.status_label.text() == "3 layers, 1 with zero gradient"
+    qtbot.mouseMove(flow.plot_widget.viewport(), _plot_point(flow, 2.1, flow.floor + 0.1))
+    expected = f"2: c  ‖grad‖ {format_value(2.5)}"
+    qtbot.waitUntil(lambda: flow.status_label.text() == expected, timeout=2000)
+    assert flow.hover_text(-0.7) is None
+    flow.clear()
+    assert flow.status_label.text() == "no gradients"
+
+
 # -- InputPreview ------------------------------------------------------------------------------
 def test_input_preview_image_and_placeholder(qtbot):
     rgb = np.zeros((12, 20, 3), np.uint8)

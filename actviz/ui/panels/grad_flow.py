@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtWidgets
 
 from actviz.ui.panels import style
-from actviz.ui.panels.base import PanelBase
+from actviz.ui.panels.plot_panel import PlotPanel
 
 # Names fit under the bars only for a handful of layers; beyond, indices + hover/tooltip.
 _MAX_NAMED_TICKS = 6
+
+
+def _bars(colour: str) -> pg.BarGraphItem:
+    """An empty bar series in one colour (filled, no outline)."""
+    empty = np.zeros(0)
+    return pg.BarGraphItem(
+        x=empty, y0=empty, y1=empty, width=0.8, brush=colour, pen=pg.mkPen(colour, width=0)
+    )
 
 
 def _short(name: str) -> str:
@@ -21,7 +29,7 @@ def _short(name: str) -> str:
     return parts[-1] or "(model)"
 
 
-class GradFlowPanel(PanelBase):
+class GradFlowPanel(PlotPanel):
     """Bar chart of the gradient norm of each layer in execution order, y in log10 scale.
 
     Bars are drawn in log10 space from a floor half a decade under the smallest positive
@@ -30,49 +38,17 @@ class GradFlowPanel(PanelBase):
     """
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__("Gradient flow", parent)
-        self.plot_widget = pg.PlotWidget(background=style.PLOT_BACKGROUND)
-        self.plot = self.plot_widget.getPlotItem()
-        style.style_plot(self.plot, x_label="layer (execution order)", y_label="gradient L2 norm")
+        super().__init__("Gradient flow", "layer (execution order)", "gradient L2 norm", parent)
         self.plot.setLogMode(x=False, y=True)
         # Room for "0.0001" plus the rotated label; the auto width lets them overlap.
         self.plot.getAxis("left").setWidth(64)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.disableAutoRange()
-        self.plot.showGrid(x=False, y=True, alpha=style.GRID_ALPHA)
-        empty = np.zeros(0)
-        self.finite_bars = pg.BarGraphItem(
-            x=empty,
-            y0=empty,
-            y1=empty,
-            width=0.8,
-            brush=style.BAR_GRADIENT,
-            pen=pg.mkPen(style.BAR_GRADIENT, width=0),
-        )
-        self.zero_bars = pg.BarGraphItem(
-            x=empty,
-            y0=empty,
-            y1=empty,
-            width=0.8,
-            brush=style.BAR_ZERO,
-            pen=pg.mkPen(style.BAR_ZERO, width=0),
-        )
-        self.bad_bars = pg.BarGraphItem(
-            x=empty,
-            y0=empty,
-            y1=empty,
-            width=0.8,
-            brush=style.BAR_BAD,
-            pen=pg.mkPen(style.BAR_BAD, width=0),
-        )
+        self.finite_bars = _bars(style.BAR_GRADIENT)
+        self.zero_bars = _bars(style.BAR_ZERO)
+        self.bad_bars = _bars(style.BAR_BAD)
         for item in (self.finite_bars, self.zero_bars, self.bad_bars):
             self.plot.addItem(item)
-        self.content.addWidget(self.plot_widget, 1)
-        self.status_label = style.readout_label()
-        self.content.addWidget(self.status_label)
-        # Every move event, not the scene's rate-limited sigMouseMoved (stale last read-out).
-        self._summary = ""
-        self.plot_widget.viewport().installEventFilter(self)
         self.names: list[str] = []
         self.norms = np.zeros(0, dtype=np.float64)
         self.floor = 0.0
@@ -126,42 +102,18 @@ class GradFlowPanel(PanelBase):
             summary += f", {int(zero.sum())} with zero gradient"
         if problems:
             summary += f", {problems} NaN/Inf"
-        self.status_label.setText(summary)
-        self._summary = summary
+        self.set_summary(summary)
 
     def clear(self) -> None:
         """Show no layers."""
         self.set_norms([], np.zeros(0))
-        self.status_label.setText("no gradients")
-        self._summary = "no gradients"
+        self.set_summary("no gradients")
 
-    def hover_text(self, index: int) -> str:
-        """Read-out for bar ``index``: full layer name and its norm."""
+    def hover_text(self, x: float) -> str | None:
+        """Read-out for the bar nearest ``x``: its index, full layer name and norm."""
+        index = int(round(x))
+        if not 0 <= index < len(self.names):
+            return None
         norm = float(self.norms[index])
-        if norm == 0.0:
-            value = "0 (no gradient)"
-        else:
-            value = style.format_value(norm)
+        value = "0 (no gradient)" if norm == 0.0 else style.format_value(norm)
         return f"{index}: {self.names[index]}  ‖grad‖ {value}"
-
-    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
-        if watched is self.plot_widget.viewport():
-            if event.type() == QtCore.QEvent.Type.MouseMove:
-                self._on_mouse_moved(self.plot_widget.mapToScene(event.position().toPoint()))
-            elif event.type() == QtCore.QEvent.Type.Leave:
-                self.status_label.setText(self._summary)
-        return super().eventFilter(watched, event)
-
-    def _on_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
-        vb = self.plot.vb
-        if not self.names or not vb.sceneBoundingRect().contains(scene_pos):
-            self.status_label.setText(self._summary)
-            return
-        index = int(round(vb.mapSceneToView(scene_pos).x()))
-        if 0 <= index < len(self.names):
-            text = self.hover_text(index)
-            self.status_label.setText(text)
-            self.plot_widget.setToolTip(text)
-        else:
-            self.status_label.setText(self._summary)
-            self.plot_widget.setToolTip("")
