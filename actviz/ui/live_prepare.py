@@ -57,6 +57,7 @@ from actviz.ui.session import (
     mosaic_pad,
     output_shapes,
     prepare_layer,
+    saliency_at_image,
 )
 
 log = logging.getLogger(__name__)
@@ -481,16 +482,6 @@ def _mosaic(maps: np.ndarray, normalize: str, max_tile: int | None) -> views.Mos
     return dataclasses.replace(m, total_channels=total, scale=scale)
 
 
-def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
-    """The saliency map at the picture's size, or None and why (as the window words it)."""
-    grad = first_tensor(input_grads)
-    if grad is None:
-        return None, "No input gradient: the input is not a float tensor or nothing depends on it."
-    if grad.dim() not in (3, 4) or image is None:
-        return None, f"Saliency needs an image-like input; this one is {tuple(grad.shape)}."
-    return _device_saliency(grad, image.shape[:2]).numpy(), ""
-
-
 def prepare_live(
     cap: Capture,
     request: RunRequest,
@@ -614,7 +605,7 @@ def _prepare_live(
         if "saliency" in reduced.extras:
             saliency_map = reduced.extras["saliency"]
     if saliency_map is None:
-        saliency_map, saliency_message = _saliency(cap.input_grads, image)
+        saliency_map, saliency_message = saliency_at_image(cap.input_grads, image)
     layers: dict[str, PreparedLayer] = {}
     for name in order:
         check()

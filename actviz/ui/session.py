@@ -206,7 +206,7 @@ def prepare_result(
         layers[name] = prepare_layer(cap, name, request.normalize)
     check()
     image = display_image(cap.inputs, request.image)
-    saliency_map, saliency_message = _saliency(cap.input_grads, image)
+    saliency_map, saliency_message = saliency_at_image(cap.input_grads, image)
     report("Grad-CAM")
     grad_cams: dict[str, np.ndarray] = {}
     size = image.shape[:2] if image is not None else None
@@ -437,7 +437,16 @@ def display_image(inputs: Any, image: np.ndarray | None) -> np.ndarray | None:
     return np.ascontiguousarray(arr.permute(1, 2, 0).numpy())
 
 
-def _saliency(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
+def saliency_at_image(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
+    """The saliency map resized to the picture shown, or None and why (as the window words it).
+
+    Parameters
+    ----------
+    input_grads
+        The capture's input gradients (the first tensor is used).
+    image
+        The input as displayed (:func:`display_image`); None for inputs that are not images.
+    """
     from actviz.core import views
 
     grad = first_tensor(input_grads)
