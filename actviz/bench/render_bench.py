@@ -51,14 +51,14 @@ class RenderRow:
 def _mosaics(c: int, h: int, w: int, how: str, seed: int) -> tuple:
     from actviz.core import views
     from actviz.core.index_images import to_indices
-    from actviz.ui.live_prepare import _mosaic, max_tile_for
+    from actviz.ui.fast_views import live_mosaic, max_tile_for
     from actviz.ui.session import MAX_MOSAIC_CHANNELS
 
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((c, h, w), dtype=np.float32)
     view = views.LayerView("maps", data, (1, c, h, w), f"{c} channels of {h}x{w}")
     if how == "live limits":
-        mosaic = _mosaic(data, "channel", max_tile_for(c, h, w))
+        mosaic = live_mosaic(data, "channel", max_tile_for(c, h, w))
     elif how == "window limits":
         mosaic = views.mosaic(data, max_channels=MAX_MOSAIC_CHANNELS)
     else:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
+from actviz.ui.fast_views import torch_threads
 from actviz.ui.live import (
     Coalescer,
     FrameSource,
@@ -50,7 +51,7 @@ from actviz.ui.live import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.live_prepare import prepare_live, shown_mosaics, torch_threads
+from actviz.ui.live_prepare import prepare_live, shown_mosaics
 from actviz.ui.memory import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,

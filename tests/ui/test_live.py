@@ -17,7 +17,15 @@ from PySide6.QtCore import QPointF, QSettings, Qt
 from actviz.core import views
 from actviz.core.capture import capture
 from actviz.core.index_images import to_indices
-from actviz.ui import live_prepare
+from actviz.ui import device_reduction, fast_views
+from actviz.ui.device_reduction import reduce_on_device
+from actviz.ui.fast_views import (
+    LazyGradCams,
+    LazyHistLayer,
+    fast_mosaic,
+    fast_stats,
+    max_tile_for,
+)
 from actviz.ui.live import (
     WEBCAM_MISSING,
     Coalescer,
@@ -31,15 +39,7 @@ from actviz.ui.live import (
     webcam_status,
 )
 from actviz.ui.live_mode import LiveStatus, install_live_mode
-from actviz.ui.live_prepare import (
-    LazyGradCams,
-    LazyHistLayer,
-    fast_mosaic,
-    fast_stats,
-    max_tile_for,
-    prepare_live,
-    reduce_on_device,
-)
+from actviz.ui.live_prepare import prepare_live
 from actviz.ui.main_window import MainWindow
 from actviz.ui.memory import parse_bytes
 from actviz.ui.session import RunRequest, prepare_result
@@ -287,13 +287,13 @@ def test_max_tile_keeps_the_mosaic_under_the_pixel_budget():
     scale = math.ceil(56 / tile)
     assert 256 * math.ceil(56 / scale) ** 2 <= 256 * 256
     big = max_tile_for(1, 1024, 1024)
-    assert math.ceil(1024 / math.ceil(1024 / big)) ** 2 <= live_prepare.MAX_MOSAIC_PIXELS
+    assert math.ceil(1024 / math.ceil(1024 / big)) ** 2 <= fast_views.MAX_MOSAIC_PIXELS
 
 
 def test_live_mosaic_downsamples_like_views_mosaic_with_max_tile():
     rng = np.random.default_rng(1)
     data = rng.standard_normal((300, 16, 16)).astype(np.float32)
-    got = live_prepare._mosaic(data, "channel", 8)
+    got = fast_views.live_mosaic(data, "channel", 8)
     ref = views.mosaic(data, normalize="channel", max_channels=256, max_tile=8)
     assert (got.scale, got.total_channels, got.channels) == (2, 300, 256)
     assert got.image.shape == ref.image.shape
@@ -395,8 +395,8 @@ def _check_device_layers(cap, names, reduced, normalize="channel"):
 def test_device_reduction_matches_the_host_views_with_one_copy(monkeypatch):
     cap, names, layers = _device_case("cpu")
     copies = []
-    real = live_prepare._to_host
-    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(b.numel()) or real(b))
+    real = device_reduction._to_host
+    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(b.numel()) or real(b))
     reduced = reduce_on_device(layers, hist_names=["conv2"], normalize="shared").layers
     assert len(copies) == 1
     _check_device_layers(cap, names, reduced, normalize="shared")
@@ -425,8 +425,8 @@ def test_device_reduction_handles_nan_without_branching():
 def test_the_device_path_of_prepare_live_shows_the_same_as_the_host_path(monkeypatch):
     model, cap, request = _capture_tiny(batch=2)
     copies = []
-    real = live_prepare._to_host
-    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(1) or real(b))
+    real = device_reduction._to_host
+    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(1) or real(b))
     host = prepare_live(cap, request, device_path=False)
     assert copies == []
     dev = prepare_live(cap, request, device_path=True, eager_hist=["conv1"])
@@ -450,8 +450,8 @@ def test_the_device_path_of_prepare_live_shows_the_same_as_the_host_path(monkeyp
 def test_device_reduction_on_cuda_copies_once_per_frame(monkeypatch):
     cap, names, layers = _device_case("cuda")
     copies = []
-    real = live_prepare._to_host
-    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(b.device) or real(b))
+    real = device_reduction._to_host
+    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(b.device) or real(b))
     reduced = reduce_on_device(layers, hist_names=["conv1"]).layers
     assert len(copies) == 1 and copies[0].type == "cuda"
     _check_device_layers(cap, names, reduced)
@@ -466,8 +466,8 @@ def test_prepare_live_uses_the_device_path_for_cuda_records(monkeypatch):
             rec.grad_output = rec.grad_output.cuda()
     cap.input_grads = cap.input_grads.cuda()
     copies = []
-    real = live_prepare._to_host
-    monkeypatch.setattr(live_prepare, "_to_host", lambda b: copies.append(1) or real(b))
+    real = device_reduction._to_host
+    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(1) or real(b))
     live = prepare_live(cap, request)
     assert len(copies) == 1
     assert live.layers["conv1"].mosaic.channels == 4
