@@ -23,6 +23,7 @@ __all__ = [
     "LayerView",
     "Mosaic",
     "PAD_INDEX",
+    "clamp_first_channel",
     "colorize",
     "grad_cam",
     "gradient_flow",
@@ -66,11 +67,15 @@ class Mosaic:
     value_range
         Finite min and max of the data shown (for a colour bar legend).
     channels
-        Number of channels shown; channel ``i`` sits at row ``i // cols``, column ``i % cols``.
+        Number of channels shown; the ``i``-th shown channel sits at row ``i // cols``, column
+        ``i % cols``.
     total_channels
         Channels in the layer (more than ``channels`` when capped by ``max_channels``).
     scale
         How many source pixels one tile pixel covers (1 unless ``max_tile`` downsampled).
+    first_channel
+        The layer channel of the first tile: a page of a layer with more channels than one
+        mosaic shows holds channels ``first_channel .. first_channel + channels - 1``.
     """
 
     image: np.ndarray
@@ -88,9 +93,15 @@ class Mosaic:
     #: ``image`` as uint8 colour-table indices (:func:`to_indices` of ``image`` at ``levels``)
     #: when computed ahead, off the GUI thread; None: the panel computes them.
     indices: np.ndarray | None = field(default=None, repr=False, compare=False)
+    first_channel: int = 0
+
+    @property
+    def last_channel(self) -> int:
+        """The layer channel of the last tile (``first_channel - 1`` when empty)."""
+        return self.first_channel + self.channels - 1
 
     def channel_at(self, x: float, y: float) -> int | None:
-        """The channel under image pixel ``(x, y)`` (column, row), or None for padding."""
+        """The layer channel under image pixel ``(x, y)`` (column, row), or None for padding."""
         if x < 0 or y < 0:
             return None
         step_x, step_y = self.tile_w + self.pad, self.tile_h + self.pad
@@ -100,10 +111,16 @@ class Mosaic:
         if x - col * step_x >= self.tile_w or y - row * step_y >= self.tile_h:
             return None
         c = row * self.cols + col
-        return c if c < self.channels else None
+        return self.first_channel + c if c < self.channels else None
 
-    def tile_origin(self, c: int) -> tuple[int, int]:
-        """``(y0, x0)`` of channel ``c``'s tile in :attr:`image`."""
+    def tile_origin(self, channel: int) -> tuple[int, int]:
+        """``(y0, x0)`` of layer channel ``channel``'s tile in :attr:`image`."""
+        c = channel - self.first_channel
+        if not 0 <= c < self.channels:
+            raise IndexError(
+                f"channel {channel} is not on this mosaic "
+                f"({self.first_channel}..{self.last_channel})"
+            )
         return (c // self.cols) * (self.tile_h + self.pad), (c % self.cols) * (
             self.tile_w + self.pad
         )
@@ -132,6 +149,7 @@ def mosaic(
     max_channels: int | None = None,
     pad: int = 1,
     value_range: tuple[float, float] | None = None,
+    first_channel: int = 0,
 ) -> Mosaic:
     """Tile the channels of a ``(C, H, W)`` map into one normalised image.
 
@@ -144,11 +162,14 @@ def mosaic(
     max_tile
         Downsample (area average) tiles larger than this many pixels on a side.
     max_channels
-        Show only the first ``max_channels`` channels.
+        Show at most ``max_channels`` channels (one page), starting at ``first_channel``.
     pad
         Pixels of NaN between tiles.
     value_range
         Fixed ``(lo, hi)`` for ``"shared"`` normalisation (e.g. to compare runs).
+    first_channel
+        The first channel shown (a page of a layer with more than ``max_channels``); clamped
+        to the layer's channels.
 
     Returns
     -------
@@ -165,8 +186,11 @@ def mosaic(
     if t.dim() != 3:
         raise ValueError(f"mosaic needs a (C, H, W) map, got shape {tuple(t.shape)}")
     total = t.shape[0]
+    first = clamp_first_channel(first_channel, total)
     if max_channels is not None and total > max_channels:
-        t = t[:max_channels]
+        t = t[first : first + max_channels]
+    elif first:
+        t = t[first:]
     scale = 1
     if max_tile is not None and max(t.shape[1], t.shape[2]) > max_tile:
         scale = math.ceil(max(t.shape[1], t.shape[2]) / max_tile)
@@ -225,7 +249,13 @@ def mosaic(
         total_channels=total,
         normalize=normalize,
         scale=scale,
+        first_channel=first,
     )
+
+
+def clamp_first_channel(first_channel: int, total: int) -> int:
+    """``first_channel`` limited to a layer of ``total`` channels (0 for an empty layer)."""
+    return max(0, min(int(first_channel), int(total) - 1))
 
 
 def magnitude(grad: Any) -> np.ndarray:

@@ -62,6 +62,8 @@ class DeviceLayer:
         Finite min/max of the data the mosaic shows (its colour bar).
     scale
         Tile downsampling factor.
+    first_channel
+        The layer channel of the mosaic's first tile (its page).
     hist
         ``(counts, edges)`` for the layers asked for, else None.
     """
@@ -77,6 +79,7 @@ class DeviceLayer:
     scale: int = 1
     normalize: str = "channel"
     hist: tuple[np.ndarray, np.ndarray] | None = None
+    first_channel: int = 0
 
     def mosaics(self) -> tuple[views.Mosaic | None, views.Mosaic | None]:
         """Tile the normalised maps exactly as :func:`actviz.core.views.mosaic` lays them out."""
@@ -97,6 +100,7 @@ class DeviceLayer:
             normalize=self.normalize,
             total_channels=int(self.act.shape[0]) if self.act.ndim == 3 else m.total_channels,
             scale=self.scale,
+            first_channel=self.first_channel,
         )
 
     def prepared(self, cap: Capture, name: str) -> PreparedLayer:
@@ -195,13 +199,18 @@ def _device_hist(t: torch.Tensor, bins: int) -> torch.Tensor:
 
 
 def _device_normalise(
-    maps: torch.Tensor, normalize: str, max_channels: int, max_tile: int | None
+    maps: torch.Tensor,
+    normalize: str,
+    max_channels: int,
+    max_tile: int | None,
+    first_channel: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Mosaic normalisation of ``(C, H, W)`` on its device, as :func:`views.mosaic` does it.
 
-    Returns the normalised capped maps, ``[lo_all, hi_all]`` (float64) and the tile scale.
+    Returns the normalised page of ``max_channels`` maps from ``first_channel`` (already
+    clamped), ``[lo_all, hi_all]`` (float64) and the tile scale.
     """
-    t = maps[:max_channels]
+    t = maps[first_channel : first_channel + max_channels]
     scale = 1
     if max_tile is not None and max(t.shape[1], t.shape[2]) > max_tile:
         scale = math.ceil(max(t.shape[1], t.shape[2]) / max_tile)
@@ -286,6 +295,7 @@ def reduce_on_device(
     hist_names: Sequence[str] = (),
     bins: int = HIST_BINS,
     extras: dict[str, torch.Tensor] | None = None,
+    first_channels: dict[str, int] | None = None,
 ) -> DeviceReduction:
     """Reduce layers where they live and bring the results to the host in one copy.
 
@@ -308,6 +318,8 @@ def reduce_on_device(
         Histogram bins.
     extras
         More float tensors to bring along in the same copy (Grad-CAM, saliency).
+    first_channels
+        ``{name: first channel}`` of the mosaic page to show (default 0).
 
     Returns
     -------
@@ -332,8 +344,11 @@ def reduce_on_device(
             maps = data[0]
             c, h, w = maps.shape
             tile = max_tile_for(c, h, w, max_channels=max_channels, max_pixels=max_pixels)
-            norm, rng, scale = _device_normalise(maps, normalize, max_channels, tile)
-            entry.update(scale=scale, norm_shape=tuple(norm.shape), act_shape=(c, h, w))
+            first = views.clamp_first_channel((first_channels or {}).get(name, 0), c)
+            norm, rng, scale = _device_normalise(maps, normalize, max_channels, tile, first)
+            entry.update(
+                scale=scale, norm_shape=tuple(norm.shape), act_shape=(c, h, w), first=first
+            )
             f32.append(maps.contiguous())
             entry["act"] = len(f32) - 1
             f32.append(norm)
@@ -342,7 +357,7 @@ def reduce_on_device(
             entry["act_range"] = len(f64) - 1
             if grad is not None and grad.shape == tensor.shape:
                 gmaps = as_float(grad)[0].abs()
-                gnorm, grng, _ = _device_normalise(gmaps, normalize, max_channels, tile)
+                gnorm, grng, _ = _device_normalise(gmaps, normalize, max_channels, tile, first)
                 f32.append(gmaps.contiguous())
                 entry["grad"] = len(f32) - 1
                 f32.append(gnorm)
@@ -388,6 +403,7 @@ def reduce_on_device(
             lo, hi = out64[entry["act_range"]].tolist()
             layer.act_range = (lo, hi)
             layer.scale = entry["scale"]
+            layer.first_channel = entry["first"]
         if "grad" in entry:
             layer.grad = out32[entry["grad"]].reshape(entry["act_shape"]).copy()
         if "grad_norm01" in entry:

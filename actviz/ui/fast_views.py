@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from actviz.core import views
-from actviz.ui.session import MAX_MOSAIC_CHANNELS, PreparedLayer, mosaic_pad
+from actviz.ui.session import MAX_MOSAIC_CHANNELS, PreparedLayer, attach_indices, mosaic_pad
 
 __all__ = [
     "HIST_BINS",
@@ -38,6 +38,7 @@ __all__ = [
     "grad_norm",
     "live_mosaic",
     "max_tile_for",
+    "turn_to_page",
     "torch_threads",
 ]
 
@@ -343,11 +344,15 @@ def fast_mosaic(maps: np.ndarray, normalize: str = "channel", pad: int = 1) -> v
     )
 
 
-def live_mosaic(maps: np.ndarray, normalize: str, max_tile: int | None) -> views.Mosaic:
-    """The mosaic live mode shows: the first :data:`MAX_MOSAIC_CHANNELS` channels, tiles
-    downsampled to ``max_tile``, laid out and normalised like :func:`views.mosaic`."""
+def live_mosaic(
+    maps: np.ndarray, normalize: str, max_tile: int | None, first_channel: int = 0
+) -> views.Mosaic:
+    """The mosaic live mode shows: a page of :data:`MAX_MOSAIC_CHANNELS` channels from
+    ``first_channel``, tiles downsampled to ``max_tile``, laid out and normalised like
+    :func:`views.mosaic`."""
     total = int(maps.shape[0])
-    shown = maps[:MAX_MOSAIC_CHANNELS]
+    first = views.clamp_first_channel(first_channel, total)
+    shown = maps[first : first + MAX_MOSAIC_CHANNELS]
     scale = 1
     if max_tile is not None and max(maps.shape[1], maps.shape[2]) > max_tile:
         scale = math.ceil(max(maps.shape[1], maps.shape[2]) / max_tile)
@@ -361,10 +366,42 @@ def live_mosaic(maps: np.ndarray, normalize: str, max_tile: int | None) -> views
                 pad=mosaic_pad(
                     (math.ceil(maps.shape[1] / scale), math.ceil(maps.shape[2] / scale))
                 ),
+                first_channel=first,
             )
         shown = small
     pad = mosaic_pad(shown.shape)
     m = fast_mosaic(shown, normalize, pad)
     if m is None:
         m = views.mosaic(shown, normalize=normalize, pad=pad)
-    return dataclasses.replace(m, total_channels=total, scale=scale)
+    return dataclasses.replace(m, total_channels=total, scale=scale, first_channel=first)
+
+
+def turn_to_page(layer: PreparedLayer, first_channel: int) -> bool:
+    """Rebuild ``layer``'s mosaics in place to show the channel page from ``first_channel``.
+
+    The views hold every channel, so no capture is needed: the new page keeps the old
+    mosaics' normalisation and tile downsampling and gets its colour-table indices. Returns False, changing nothing, when the
+    layer has no mosaic or already shows that page.
+    """
+    old, view = layer.mosaic, layer.view
+    if old is None or view is None or view.kind != "maps":
+        return False
+    c, h, w = view.data.shape
+    first = views.clamp_first_channel(first_channel, c)
+    if first == old.first_channel:
+        return False
+    tile = _max_tile_of_scale(max(h, w), old.scale)
+    layer.mosaic = live_mosaic(view.data, old.normalize, tile, first)
+    if layer.grad_mosaic is not None and layer.grad_view is not None:
+        layer.grad_mosaic = live_mosaic(layer.grad_view.data, old.normalize, tile, first)
+    attach_indices([layer])
+    return True
+
+
+def _max_tile_of_scale(side: int, scale: int) -> int | None:
+    """The ``max_tile`` that makes :func:`live_mosaic` downsample a ``side``-pixel tile by
+    exactly ``scale`` (None for 1)."""
+    if scale <= 1:
+        return None
+    # scale = ceil(side / max_tile): the largest such tile (scales came from such a tile).
+    return next(t for t in range(side, 0, -1) if math.ceil(side / t) >= scale)

@@ -474,27 +474,12 @@ class LiveController(QObject):
             self._pump_timer.start(max(1, int(self.coalescer.wait_s() * 1000) + 1))
 
     def _base_request(self) -> RunRequest | None:
-        from actviz.ui.session import RunRequest
-
         s = self.window.session
         if s.model is None:
             self.message.emit("Open a model first.")
             return None
-        if s.input is not None:
-            return s.make_request()
-        layers = s.ticked
-        extra = [s.gradcam_layer] if s.gradcam_layer and s.gradcam_layer not in layers else []
-        return RunRequest(
-            model=s.model,
-            inputs=None,
-            layers=layers,
-            target=s.target,
-            normalize=s.normalize,
-            extra_layers=extra,
-            image=None,
-            categories=s.categories,
-            gradcam_layer=s.gradcam_layer,
-        )
+        # Each frame brings its own input: the still input may be missing.
+        return s.make_request(allow_no_input=True)
 
     def _submit(self, spec: _Spec) -> None:
         source = self.source

@@ -102,11 +102,13 @@ def _prepare_maps_layer(
     eager_hist: bool,
     max_pixels: int,
     previous: ShownMosaics | None = None,
+    first_channel: int = 0,
 ) -> PreparedLayer | None:
     """The fast path for a 4-D float output; None when the layer needs the general path.
 
     With ``previous`` (a layer off screen), its mosaics are reused instead of recomputed when
-    the shapes match; views, statistics and histogram are always this frame's.
+    the shapes and the channel page match; views, statistics and histogram are always this
+    frame's.
     """
     rec = cap[name]
     tensor = rec.tensor
@@ -120,8 +122,13 @@ def _prepare_maps_layer(
     view = views.layer_view(tensor)
     c, h, w = view.data.shape
     tile = max_tile_for(c, h, w, max_pixels=max_pixels)
-    reuse = previous is not None and previous.shape == tuple(tensor.shape)
-    mosaic = previous.mosaic if reuse else live_mosaic(view.data, normalize, tile)
+    first = views.clamp_first_channel(first_channel, c)
+    reuse = (
+        previous is not None
+        and previous.shape == tuple(tensor.shape)
+        and previous.mosaic.first_channel == first
+    )
+    mosaic = previous.mosaic if reuse else live_mosaic(view.data, normalize, tile, first)
     grad_view = grad_mosaic = None
     if grad is not None and grad.shape == tensor.shape:
         # |gradient| of the sample shown only (views.magnitude would copy the whole batch).
@@ -130,7 +137,7 @@ def _prepare_maps_layer(
         if reuse and previous.grad_mosaic is not None:  # type: ignore[union-attr]
             grad_mosaic = previous.grad_mosaic
         else:
-            grad_mosaic = live_mosaic(grad_view.data, normalize, tile)
+            grad_mosaic = live_mosaic(grad_view.data, normalize, tile, first)
     layer = LazyHistLayer(
         hist_source=tensor,
         name=name,
@@ -264,6 +271,7 @@ def _prepare_live(
             [(n, cap[n].tensor, cap[n].grad) for n in order],
             normalize=request.normalize,
             max_pixels=max_pixels,
+            first_channels=request.channel_pages,
             hist_names=[n for n in order if n in eager_hist],
             extras=extras,
         )
@@ -287,10 +295,16 @@ def _prepare_live(
                 if stand_in is not None and stand_in.mosaic.normalize != request.normalize:
                     stand_in = None
             layer = _prepare_maps_layer(
-                cap, name, request.normalize, name in eager_hist, max_pixels, stand_in
+                cap,
+                name,
+                request.normalize,
+                name in eager_hist,
+                max_pixels,
+                stand_in,
+                request.first_channel(name),
             )
         if layer is None:
-            layer = prepare_layer(cap, name, request.normalize)
+            layer = prepare_layer(cap, name, request.normalize, request.first_channel(name))
         layers[name] = layer
     shapes = output_shapes(cap)
     check()

@@ -21,8 +21,9 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
+from actviz.ui.fast_views import turn_to_page
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.session import PreparedLayer, RunResult
+from actviz.ui.session import MAX_MOSAIC_CHANNELS, PreparedLayer, RunResult
 
 #: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
@@ -77,6 +78,27 @@ class ResultDisplay:
         self.select_layer(name)
         return True
 
+    def turn_page(self, name: str, step: int) -> bool:
+        """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels.
+
+        A mosaic shows at most :data:`~actviz.ui.session.MAX_MOSAIC_CHANNELS` channels; the
+        page is rebuilt from the result's views at once (no new run) and kept for later runs
+        and live frames of this model. Returns False when there is no such page.
+        """
+        result = self.session.result
+        layer = result.layers.get(name) if result is not None else None
+        if layer is None or layer.mosaic is None:
+            return False
+        first = layer.mosaic.first_channel + step * MAX_MOSAIC_CHANNELS
+        if not 0 <= first < layer.mosaic.total_channels or not turn_to_page(layer, first):
+            return False
+        self.session.channel_pages[name] = first
+        panel = self.layer_panels.get(name)
+        if panel is not None:
+            getattr(self, "_pending_panels", {}).pop(name, None)
+            self._update_panel(panel, layer)
+        return True
+
     # ========================================================================== results
     def _apply_result(self, result: RunResult) -> None:
         self.session.set_result(result)
@@ -99,6 +121,7 @@ class ResultDisplay:
             if panel is None:
                 panel = LayerPanel(name, module_type=layer.module_type)
                 panel.channel_clicked.connect(self._on_panel_channel_clicked)
+                panel.page_requested.connect(self.turn_page)
                 self.layer_panels[name] = panel
                 new.add(name)
             else:
@@ -236,6 +259,8 @@ class ResultDisplay:
 
     # ========================================================================== panel updates
     def _update_panel(self, panel: LayerPanel, layer: PreparedLayer) -> None:
+        # A live frame requested before the user turned a page still shows the old page.
+        turn_to_page(layer, self.session.channel_pages.get(layer.name, 0))
         if layer.view is not None:
             panel.set_activation(layer.view, layer.mosaic)
             panel.set_gradient(layer.grad_view, layer.grad_mosaic)

@@ -78,6 +78,9 @@ class RunRequest:
         Layers with a panel (the ticked ones), in module-tree order.
     extra_layers
         Layers captured only for Grad-CAM (not shown as panels).
+    channel_pages
+        ``{layer: first channel}`` of the mosaic page shown, for layers with more channels
+        than one mosaic holds (:data:`MAX_MOSAIC_CHANNELS`); absent layers show page 0.
     """
 
     model: nn.Module
@@ -90,6 +93,11 @@ class RunRequest:
     categories: list[str] | None = None
     gradcam_layer: str | None = None
     max_bytes: int | None = None
+    channel_pages: dict[str, int] = field(default_factory=dict)
+
+    def first_channel(self, name: str) -> int:
+        """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
+        return self.channel_pages.get(name, 0)
 
 
 @dataclass
@@ -203,7 +211,7 @@ def prepare_result(
     for i, name in enumerate(order):
         check()
         report(f"preparing {name} ({i + 1}/{len(order)})")
-        layers[name] = prepare_layer(cap, name, request.normalize)
+        layers[name] = prepare_layer(cap, name, request.normalize, request.first_channel(name))
     check()
     image = display_image(cap.inputs, request.image)
     saliency_map, saliency_message = saliency_at_image(cap.input_grads, image)
@@ -348,8 +356,14 @@ def mosaic_pad(shape: Sequence[int]) -> int:
     return 0 if max(h, w) <= TINY_TILE_PX else 1
 
 
-def prepare_layer(cap: Capture, name: str, normalize: str = "channel") -> PreparedLayer:
-    """Views, mosaics, stats and histogram of one captured layer (first call)."""
+def prepare_layer(
+    cap: Capture, name: str, normalize: str = "channel", first_channel: int = 0
+) -> PreparedLayer:
+    """Views, mosaics, stats and histogram of one captured layer.
+
+    ``first_channel`` picks the page of a layer with more than :data:`MAX_MOSAIC_CHANNELS`
+    channels; the views always hold every channel.
+    """
     from actviz.core import views
 
     rec = cap[name]
@@ -369,6 +383,7 @@ def prepare_layer(cap: Capture, name: str, normalize: str = "channel") -> Prepar
                 normalize=normalize,
                 max_channels=MAX_MOSAIC_CHANNELS,
                 pad=mosaic_pad(view.data.shape),
+                first_channel=first_channel,
             )
         hist = views.histogram(tensor)
         grad = rec.grad
@@ -380,6 +395,7 @@ def prepare_layer(cap: Capture, name: str, normalize: str = "channel") -> Prepar
                     normalize=normalize,
                     max_channels=MAX_MOSAIC_CHANNELS,
                     pad=mosaic_pad(grad_view.data.shape),
+                    first_channel=first_channel,
                 )
     stats.setdefault("shape", tuple(tensor.shape) if tensor is not None else None)
     return PreparedLayer(
@@ -604,6 +620,9 @@ class Session:
         # dock edits it; ACTVIZ_MEMORY_BUDGET sets the default).
         self.memory_budget: int | None = default_budget()
         self.gradcam_layer: str | None = None
+        # {layer: first channel} of the mosaic page the user turned to (layers with more
+        # channels than one mosaic shows); kept across runs, cleared with the model.
+        self.channel_pages: dict[str, int] = {}
         self.result: RunResult | None = None
         self._ticked: set[str] = set()
         self.model_changed = Event()
@@ -648,6 +667,7 @@ class Session:
         self.pins.clear()  # captures of another model: their panels would not match the tree
         self.target = None
         self.gradcam_layer = gradcam_layer if gradcam_layer in self.tree else None
+        self.channel_pages = {}
         if ticks is None:
             self._ticked = set(default_layers(self.tree))
         else:
@@ -771,11 +791,15 @@ class Session:
     def can_run(self) -> bool:
         return self.model is not None and self.input is not None
 
-    def make_request(self) -> RunRequest:
-        """Snapshot the state for a run; raises RuntimeError when there is no model or input."""
+    def make_request(self, *, allow_no_input: bool = False) -> RunRequest:
+        """Snapshot the state for a run.
+
+        Raises RuntimeError when there is no model, or no input unless ``allow_no_input``
+        (live mode supplies each frame's input itself; ``inputs`` and ``image`` are then None).
+        """
         if self.model is None:
             raise RuntimeError("open a model first")
-        if self.input is None:
+        if self.input is None and not allow_no_input:
             raise RuntimeError("open an input first (an image, a tensor file or a sample)")
         layers = self.ticked
         extra = []
@@ -783,15 +807,16 @@ class Session:
             extra.append(self.gradcam_layer)
         return RunRequest(
             model=self.model,
-            inputs=self.input.value,
+            inputs=self.input.value if self.input is not None else None,
             layers=layers,
             target=self.target,
             normalize=self.normalize,
             extra_layers=extra,
-            image=self.input.image,
+            image=self.input.image if self.input is not None else None,
             categories=self.categories,
             gradcam_layer=self.gradcam_layer,
             max_bytes=self.memory_budget,
+            channel_pages=dict(self.channel_pages),
         )
 
     def set_result(self, result: RunResult | None) -> None:

@@ -52,6 +52,35 @@ def test_mosaic_caps_tiles_and_channels():
     assert m.image.shape[0] * m.image.shape[1] < 1100 * 1100
 
 
+def test_mosaic_pages_through_channels():
+    data = np.random.default_rng(0).normal(size=(10, 3, 3)).astype(np.float32)
+    page = views.mosaic(data, max_channels=4, first_channel=4, pad=0)
+    assert (page.first_channel, page.channels, page.last_channel, page.total_channels) == (
+        4,
+        4,
+        7,
+        10,
+    )
+    alone = views.mosaic(data[4:8], pad=0)
+    np.testing.assert_array_equal(page.image, alone.image)
+    # Tiles answer with the layer's channel, not their place on the page.
+    y0, x0 = page.tile_origin(6)
+    assert (y0, x0) == alone.tile_origin(2)
+    assert page.channel_at(x0 + 1, y0 + 1) == 6
+    np.testing.assert_allclose(
+        page.image[y0 : y0 + 3, x0 : x0 + 3],
+        (data[6] - data[6].min()) / (data[6].max() - data[6].min()),
+        rtol=1e-6,
+    )
+    with pytest.raises(IndexError, match="channel 2 is not on this mosaic"):
+        page.tile_origin(2)
+    last = views.mosaic(data, max_channels=4, first_channel=8)
+    assert (last.first_channel, last.channels) == (8, 2)
+    assert views.mosaic(data, max_channels=4, first_channel=99).first_channel == 9
+    assert views.mosaic(data, max_channels=4, first_channel=-3).first_channel == 0
+    assert views.clamp_first_channel(5, 0) == 0
+
+
 def test_layer_view_kinds_by_rank():
     assert views.layer_view(torch.randn(2, 8, 5, 6)).kind == "maps"
     v = views.layer_view(torch.randn(2, 8, 5, 6), sample=1)

@@ -3,6 +3,7 @@ device-side reduction, and the controller driving a real window on tiny models."
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import time
@@ -13,6 +14,7 @@ import pytest
 import torch
 from PIL import Image
 from PySide6.QtCore import QPointF, QSettings, Qt
+from torch import nn
 
 from actviz.core import views
 from actviz.core.capture import capture
@@ -361,6 +363,56 @@ def test_off_screen_layers_keep_their_mosaics_until_shown():
 
 
 # ============================================================================ device-side reduction
+def test_every_path_shows_the_channel_page_asked_for():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 600, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(1, 3, 12, 12)
+    cap = capture(model, x, ["0", "1"])
+    request = RunRequest(model=model, inputs=x, layers=["0", "1"], channel_pages={"0": 512})
+    assert request.first_channel("0") == 512 and request.first_channel("1") == 0
+    full = prepare_result(cap, request)
+    live = prepare_live(cap, request)
+    dev = prepare_live(cap, request, device_path=True)
+    for result in (full, live, dev):
+        layer = result.layers["0"]
+        m, g = layer.mosaic, layer.grad_mosaic
+        assert (m.first_channel, m.channels, m.total_channels) == (512, 88, 600)
+        assert (g.first_channel, g.channels) == (512, 88)
+        ref = views.mosaic(layer.view.data[512:], pad=1)
+        np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
+        np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
+        assert result.layers["1"].mosaic.first_channel == 0
+        assert layer.view.data.shape[0] == 600  # the view keeps every channel
+    # An off-screen stand-in from another page is not reused.
+    from actviz.ui.live_prepare import shown_mosaics
+
+    page0 = prepare_live(cap, dataclasses.replace(request, channel_pages={}))
+    again = prepare_live(cap, request, mosaic_layers=set(), previous_mosaics=shown_mosaics(page0))
+    assert again.layers["0"].mosaic.first_channel == 512
+    assert again.layers["1"].mosaic is page0.layers["1"].mosaic
+
+
+def test_turn_to_page_rebuilds_the_mosaics_from_the_views():
+    from actviz.ui.fast_views import turn_to_page
+
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(3, 300, 1)).eval()
+    x = torch.randn(1, 3, 40, 40)
+    cap = capture(model, x, ["0"])
+    request = RunRequest(model=model, inputs=x, layers=["0"])
+    layer = prepare_live(cap, request, max_pixels=64 * 64).layers["0"]
+    # 256 tiles of 40x40 in 64x64 pixels: each tile averaged over 10x10 blocks.
+    assert (layer.mosaic.scale, layer.mosaic.channels) == (10, 256)
+    assert not turn_to_page(layer, 0)  # already there
+    assert turn_to_page(layer, 256)
+    m = layer.mosaic
+    assert (m.first_channel, m.channels, m.scale) == (256, 44, 10)  # the same downsampling
+    ref = views.mosaic(layer.view.data[256:], max_tile=4, pad=1)
+    np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
+    assert layer.grad_mosaic.first_channel == 256
+    np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
+
+
 def _device_case(device: str):
     model, cap, request = _capture_tiny(batch=2)
     names = ["conv1", "conv2", "fc"]
@@ -572,6 +624,44 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
     for i, inputs in shown:
         torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
     assert not window.worker.is_busy()
+
+
+def test_a_turned_channel_page_stays_while_frames_play(qtbot, window):
+    torch.manual_seed(0)
+    window.set_model(nn.Sequential(nn.Conv2d(3, 300, 3, padding=1)).eval(), layers=["0"])
+    live = install_live_mode(window)
+    frames = _frames(6, seed=4)
+    live.set_source(TensorFrames(frames))
+    _wait_frames(qtbot, live, 1)
+    live.set_speed(60)
+    live.play()
+    _wait_frames(qtbot, live, 2)
+    panel = window.layer_panels["0"]
+    window.flush_panel_updates()
+    assert panel.page_text() == "ch 0-255 of 300"
+    live.pause()
+    _wait_idle(qtbot, live)
+    pin = window.pin_result()  # a result made on page 0
+    live.play()
+    _wait_frames(qtbot, live, live.frames_shown + 1)
+    assert window.result is not pin.result
+    assert window.turn_page("0", 1)  # while frames requested on page 0 are in flight
+    shown = live.frames_shown
+    _wait_frames(qtbot, live, shown + 3)
+    live.pause()
+    _wait_idle(qtbot, live)
+    window.flush_panel_updates()
+    layer = window.result.layers["0"]
+    assert panel.page_text() == "ch 256-299 of 300"
+    assert panel.activation_slot.mosaic is layer.mosaic
+    assert (layer.mosaic.first_channel, layer.mosaic.channels) == (256, 44)
+    ref = views.mosaic(layer.view.data[256:], pad=1)
+    np.testing.assert_allclose(layer.mosaic.image, ref.image, atol=1e-6, equal_nan=True)
+    # Results made before the turn are shown on the page the user chose.
+    assert window.show_pinned(pin)
+    window.flush_panel_updates()
+    assert pin.result.layers["0"].mosaic.first_channel == 256
+    assert panel.page_text() == "ch 256-299 of 300"
 
 
 def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):

@@ -15,6 +15,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 from torch import nn
 
+from actviz.core import views
 from actviz.core.capture import capture
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
 from actviz.ui.main_window import MainWindow
@@ -186,6 +187,52 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, tiny_window):
     np.testing.assert_array_equal(window.channel_view.gradient, layer.grad_view.data[4])
     assert window.selected_layer == "conv2"
     assert window.histogram_panel.counts.sum() == 6 * 8 * 8
+
+
+def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
+    window = make_window()
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    window.set_model(model, layers=["layer3", "layer4"])
+    window.set_input(_x(shape=(1, 3, 64, 64)))
+    run_and_wait(qtbot, window)
+    narrow, wide = window.layer_panels["layer3"], window.layer_panels["layer4"]
+    assert narrow.page_text() == ""  # 256 channels fit one mosaic
+    assert wide.page_text() == "ch 0-255 of 512"
+    assert not wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
+    window.layers_scroll.ensureWidgetVisible(wide)
+    qtbot.wait(20)
+    qtbot.mouseClick(wide.next_page_button, LEFT)
+    layer = window.result.layers["layer4"]
+    assert wide.page_text() == "ch 256-511 of 512"
+    assert wide.prev_page_button.isEnabled() and not wide.next_page_button.isEnabled()
+    assert window.session.channel_pages == {"layer4": 256}
+    m = layer.mosaic
+    assert wide.activation_slot.mosaic is m and wide.gradient_slot.mosaic is layer.grad_mosaic
+    assert (m.first_channel, m.channels, layer.grad_mosaic.first_channel) == (256, 256, 256)
+    ref = views.mosaic(layer.view.data[256:], pad=0)
+    np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
+    # Hover and click name the layer's channel, not the tile's place on the page.
+    canvas = wide.activation_slot.image_canvas
+    y0, x0 = m.tile_origin(300)
+    point = canvas.image_to_widget(x0 + 0.5, y0 + 0.5)
+    qtbot.mouseMove(canvas.viewport(), point)
+    qtbot.waitUntil(lambda: wide.status_label.text().startswith("ch 300  (x=0, y=0)"), timeout=2000)
+    with qtbot.waitSignal(wide.channel_clicked, timeout=2000):
+        qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
+    assert window.channel_view.channel == 300
+    np.testing.assert_array_equal(window.channel_view.activation, layer.view.data[300])
+    # The page holds for the next run; the first page is one click back.
+    run_and_wait(qtbot, window)
+    assert window.result.layers["layer4"].mosaic.first_channel == 256
+    assert wide.page_text() == "ch 256-511 of 512"
+    qtbot.mouseClick(wide.prev_page_button, LEFT)
+    assert wide.page_text() == "ch 0-255 of 512"
+    assert window.result.layers["layer4"].mosaic.first_channel == 0
+    assert not window.turn_page("layer4", -1)  # no page before the first
+    assert not window.turn_page("layer3", 1)  # one page only
+    window.set_model(_tiny(), layers=["conv1"])
+    assert window.session.channel_pages == {}
 
 
 def test_changing_the_target_changes_the_gradients(qtbot, tiny_window):

@@ -253,9 +253,13 @@ class LayerPanel(PanelBase):
     -------
     channel_clicked(str, int)
         The user clicked channel ``c`` of a mosaic (activation or gradient side).
+    page_requested(str, int)
+        The user asked for the previous (-1) or next (+1) page of channels of a layer with
+        more channels than one mosaic shows.
     """
 
     channel_clicked = QtCore.Signal(str, int)
+    page_requested = QtCore.Signal(str, int)
 
     def __init__(
         self, name: str, parent: QtWidgets.QWidget | None = None, *, module_type: str = ""
@@ -276,8 +280,14 @@ class LayerPanel(PanelBase):
         row.addWidget(self.activation_slot, 1)
         row.addWidget(self.gradient_slot, 1)
         self.content.addLayout(row, 1)
+        bottom = QtWidgets.QHBoxLayout()
+        bottom.setContentsMargins(0, 0, 0, 0)
+        bottom.setSpacing(2)
         self.status_label = style.readout_label()
-        self.content.addWidget(self.status_label)
+        bottom.addWidget(self.status_label, 1)
+        self.page_bar = self._build_page_bar()
+        bottom.addWidget(self.page_bar)
+        self.content.addLayout(bottom)
 
         for slot in (self.activation_slot, self.gradient_slot):
             slot.hovered.connect(self._on_slot_hovered)
@@ -285,6 +295,27 @@ class LayerPanel(PanelBase):
             slot.clicked.connect(self._on_slot_clicked)
         self._update_title()
         self._update_gradient_visibility()
+
+    def _build_page_bar(self) -> QtWidgets.QWidget:
+        bar = QtWidgets.QWidget()
+        layout = QtWidgets.QHBoxLayout(bar)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.prev_page_button = QtWidgets.QToolButton()
+        self.prev_page_button.setArrowType(QtCore.Qt.ArrowType.LeftArrow)
+        self.prev_page_button.setToolTip("Previous channels")
+        self.prev_page_button.setAutoRaise(True)
+        self.prev_page_button.clicked.connect(lambda: self.page_requested.emit(self.name, -1))
+        self.page_label = style.caption_label()
+        self.next_page_button = QtWidgets.QToolButton()
+        self.next_page_button.setArrowType(QtCore.Qt.ArrowType.RightArrow)
+        self.next_page_button.setToolTip("Next channels")
+        self.next_page_button.setAutoRaise(True)
+        self.next_page_button.clicked.connect(lambda: self.page_requested.emit(self.name, 1))
+        for widget in (self.prev_page_button, self.page_label, self.next_page_button):
+            layout.addWidget(widget)
+        bar.setVisible(False)
+        return bar
 
     # -- public setters ------------------------------------------------------------------------
     def set_module_type(self, type_name: str) -> None:
@@ -306,7 +337,12 @@ class LayerPanel(PanelBase):
         self.activation_slot.show_view(view, mosaic)
         self._shape_text = style.format_shape(_data_shape(view))
         self._update_title()
+        self._update_page_bar(mosaic if view.kind == "maps" else None)
         self._show_description()
+
+    def page_text(self) -> str:
+        """The page read-out, e.g. ``ch 256-511 of 2048`` ("" when every channel is shown)."""
+        return self.page_label.text() if not self.page_bar.isHidden() else ""
 
     def set_gradient(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
         """Show the gradient magnitude beside the activation; ``None`` hides the gradient side."""
@@ -338,6 +374,7 @@ class LayerPanel(PanelBase):
         self._shape_text = ""
         self._update_title()
         self._update_gradient_visibility()
+        self._update_page_bar(None)
         self.status_label.setText("")
 
     # -- helpers ---------------------------------------------------------------------------
@@ -348,6 +385,17 @@ class LayerPanel(PanelBase):
         if self._shape_text:
             parts.append(self._shape_text)
         self.set_title(" · ".join(parts))
+
+    def _update_page_bar(self, mosaic: Mosaic | None) -> None:
+        # Only layers with more channels than one mosaic holds get the page bar.
+        if mosaic is None or mosaic.channels >= mosaic.total_channels:
+            self.page_bar.setVisible(False)
+            return
+        first, last, total = mosaic.first_channel, mosaic.last_channel, mosaic.total_channels
+        self.page_label.setText(f"ch {first}-{last} of {total}")
+        self.prev_page_button.setEnabled(first > 0)
+        self.next_page_button.setEnabled(last + 1 < total)
+        self.page_bar.setVisible(True)
 
     def _update_gradient_visibility(self) -> None:
         show = self._gradients_visible and self.gradient_slot.view is not None
