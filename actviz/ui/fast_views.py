@@ -108,6 +108,8 @@ def max_tile_for(
 
 
 def as_float(t: torch.Tensor) -> torch.Tensor:
+    """``t`` detached as a real float32 tensor (complex values by magnitude), copying only
+    when the dtype differs."""
     t = t.detach()
     if t.is_complex():
         return t.abs().float()
@@ -172,6 +174,7 @@ def _sum_of_squares(a: np.ndarray) -> float:
 
 
 def grad_norm(g: torch.Tensor | None) -> float | None:
+    """L2 norm of gradient ``g`` (None for no gradient), single-threaded on CPU float32."""
     if g is None:
         return None
     f = as_float(g)
