@@ -13,7 +13,17 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QIcon,
+    QImage,
+    QKeySequence,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPen,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -186,6 +196,7 @@ class LiveControls(QDockWidget):
         body = QWidget()
         layout = QVBoxLayout(body)
         layout.setContentsMargins(4, 4, 4, 4)
+        self._build_actions()
         layout.addWidget(self._build_source())
         layout.addWidget(self._build_transport())
         layout.addWidget(self._build_perturbation(), 1)
@@ -207,6 +218,28 @@ class LiveControls(QDockWidget):
         c.window.closed.connect(self._on_window_closed)
 
     # ------------------------------------------------------------------ construction
+    def _build_actions(self) -> None:
+        """Playback as window actions, so the keyboard drives it wherever the focus is (the
+        Live menu lists them). Ctrl+arrows, not bare keys: the module tree and the sliders
+        use those."""
+
+        def action(text: str, shortcut: str, slot: Callable[[], None]) -> QAction:
+            act = QAction(text, self)
+            act.setShortcut(QKeySequence(shortcut))
+            act.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            act.triggered.connect(slot)
+            return act
+
+        c = self.controller
+        self.play_action = action("Play / pause", "Ctrl+Space", c.toggle)
+        self.next_action = action("Next frame", "Ctrl+Right", lambda: c.step(1))
+        self.back_action = action("Previous frame", "Ctrl+Left", lambda: c.step(-1))
+        self.reset_action = action("Reset perturbation", "Ctrl+0", self.reset_perturbation)
+
+    def actions_for_menu(self) -> list[QAction]:
+        """The playback actions, in menu order."""
+        return [self.play_action, self.back_action, self.next_action, self.reset_action]
+
     def _build_source(self) -> QWidget:
         box = QGroupBox("Source")
         form = QVBoxLayout(box)
@@ -239,15 +272,15 @@ class LiveControls(QDockWidget):
         self.back_button = QToolButton()
         # Standard icons: the media glyphs (⏮ ▶ ⏭) are missing from many fonts.
         self.back_button.setIcon(_icon("SP_MediaSkipBackward"))
-        self.back_button.setToolTip("Previous frame")
+        self.back_button.setToolTip("Previous frame (Ctrl+Left)")
         self.back_button.clicked.connect(lambda: self.controller.step(-1))
         self.play_button = QToolButton()
         self.play_button.setIcon(_icon("SP_MediaPlay"))
-        self.play_button.setToolTip("Play / pause")
+        self.play_button.setToolTip("Play / pause (Ctrl+Space)")
         self.play_button.clicked.connect(self.controller.toggle)
         self.next_button = QToolButton()
         self.next_button.setIcon(_icon("SP_MediaSkipForward"))
-        self.next_button.setToolTip("Next frame")
+        self.next_button.setToolTip("Next frame (Ctrl+Right)")
         self.next_button.clicked.connect(lambda: self.controller.step(1))
         for b in (self.back_button, self.play_button, self.next_button):
             row.addWidget(b)
@@ -429,6 +462,8 @@ class LiveControls(QDockWidget):
         sequence = c.source is not None and n > 1
         for w in (self.back_button, self.play_button, self.next_button, self.frame_slider):
             w.setEnabled(sequence)
+        for act in (self.play_action, self.next_action, self.back_action):
+            act.setEnabled(sequence)
         with QSignalBlocker(self.frame_slider):
             self.frame_slider.setRange(0, max(0, n - 1))
             self.frame_slider.setValue(c.player.index)

@@ -774,6 +774,13 @@ def install_live_mode(
             menu.addSeparator()
             menu.addAction(dock.toggleViewAction())
             break
+    # Playback from the keyboard (window shortcuts) and from a Live menu.
+    live_menu = window.menuBar().addMenu("&Live")
+    for act in dock.actions_for_menu():
+        window.addAction(act)  # shortcuts work even with the dock closed
+        live_menu.addAction(act)
+    live_menu.addSeparator()
+    live_menu.addAction(dock.toggleViewAction())
     # The fps and memory held stay visible in the status bar even with the dock closed.
     label = QLabel("")
     label.setObjectName("liveStatusLabel")

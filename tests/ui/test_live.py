@@ -680,6 +680,44 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):
     assert live.player.index == 1 and window.live_dock.frame_slider.value() == 1
 
 
+def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, window):
+    live = install_live_mode(window)
+    dock = window.live_dock
+    menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Live")
+    assert [a.text() for a in menu.actions() if a.text()] == [
+        "Play / pause",
+        "Previous frame",
+        "Next frame",
+        "Reset perturbation",
+        "Live",
+    ]
+    assert not dock.play_action.isEnabled()  # one still input: nothing to play
+    live.set_source(TensorFrames(_frames(4, seed=3)))
+    _wait_frames(qtbot, live, 1)
+    assert dock.play_action.isEnabled() and dock.next_action.isEnabled()
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    ctrl = Qt.KeyboardModifier.ControlModifier
+    qtbot.keyClick(window, Qt.Key.Key_Right, ctrl)
+    qtbot.keyClick(window, Qt.Key.Key_Right, ctrl)
+    assert live.player.index == 2
+    qtbot.keyClick(window, Qt.Key.Key_Left, ctrl)
+    assert live.player.index == 1
+    _wait_idle(qtbot, live)
+    np.testing.assert_array_equal(
+        window.result.capture.inputs.numpy(), _frames(4, seed=3)[1:2].numpy()
+    )
+    qtbot.keyClick(window, Qt.Key.Key_Space, ctrl)
+    assert live.playing
+    qtbot.keyClick(window, Qt.Key.Key_Space, ctrl)
+    assert not live.playing
+    live.update_perturbation(noise=0.5)
+    dock.hide()  # the shortcuts do not need the dock
+    qtbot.keyClick(window, Qt.Key.Key_0, ctrl)
+    assert live.perturbation.is_identity and dock.noise_slider.value() == 0
+    _wait_idle(qtbot, live)
+
+
 def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot, window):
     live = install_live_mode(window)
     dock = window.live_dock
