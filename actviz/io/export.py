@@ -24,7 +24,14 @@ from actviz.core import views
 from actviz.core.capture import Capture, LayerRecord
 from actviz.core.structures import first_tensor
 
-__all__ = ["export_capture", "render_layer_png", "safe_name", "pick_gradcam_layer"]
+__all__ = [
+    "EXPORT_PAGE_CHANNELS",
+    "channel_pages",
+    "export_capture",
+    "pick_gradcam_layer",
+    "render_layer_png",
+    "safe_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +41,8 @@ _BG = (255, 255, 255)
 _INK = (30, 30, 30)
 _MIN_TILE_PX = 40  # small maps are upscaled so a person can see them
 _MAX_IMAGE_PX = 2400
+#: Channels per exported mosaic PNG; wider layers are written as several pages.
+EXPORT_PAGE_CHANNELS = 1024
 
 
 def safe_name(layer: str) -> str:
@@ -99,7 +108,7 @@ def _mosaic_png(m: views.Mosaic, title: str, cmap: str, numbers: bool = True) ->
         font = _font(max(8, min(12, step_y // 4)))
         for c in range(m.channels):
             y0, x0 = (c // m.cols) * step_y, (c % m.cols) * step_x
-            label = str(c)
+            label = str(m.first_channel + c)  # the layer's channel, on any page
             w = _text_w(draw, label, font)
             draw.rectangle([x0, y0, x0 + w + 3, y0 + 12], fill=(255, 255, 255))
             draw.text((x0 + 1, y0), label, fill=_INK, font=font)
@@ -148,19 +157,27 @@ def render_layer_png(
     normalize: str = "channel",
     magnitude: bool = False,
     max_tile: int | None = 64,
-    max_channels: int | None = 1024,
+    max_channels: int | None = EXPORT_PAGE_CHANNELS,
+    first_channel: int = 0,
 ) -> Image.Image:
     """Render one layer output (or gradient, with ``magnitude=True``) as a readable image.
 
-    Maps become a channel mosaic with channel numbers and a colour bar; 1-D outputs a bar
-    chart; sequences a heat map; scalars a bar of one.
+    Maps become a channel mosaic with channel numbers and a colour bar (``max_channels`` of
+    them from ``first_channel``: see :func:`channel_pages`); 1-D outputs a bar chart;
+    sequences a heat map; scalars a bar of one.
     """
     view = views.layer_view(tensor)
     data = np.abs(view.data) if magnitude else view.data
     if view.kind == "maps":
-        m = views.mosaic(data, normalize=normalize, max_tile=max_tile, max_channels=max_channels)
+        m = views.mosaic(
+            data,
+            normalize=normalize,
+            max_tile=max_tile,
+            max_channels=max_channels,
+            first_channel=first_channel,
+        )
         shown = (
-            f"{m.channels} of {m.total_channels} channels"
+            f"channels {m.first_channel}-{m.last_channel} of {m.total_channels}"
             if m.channels < m.total_channels
             else view.description
         )
@@ -178,6 +195,20 @@ def render_layer_png(
     values = np.atleast_1d(data).astype(np.float32)
     color = (200, 80, 40) if magnitude else (40, 110, 180)
     return _bars_png(values, f"{title}  ({view.description})", color)
+
+
+def channel_pages(tensor: torch.Tensor, page: int = EXPORT_PAGE_CHANNELS) -> list[tuple[int, str]]:
+    """``(first channel, file-name suffix)`` of each mosaic page of a layer output.
+
+    Maps with more than ``page`` channels are written as several PNGs: the first keeps the
+    plain name, the others say their channels (``_ch1024-2047``). Other outputs: one page.
+    """
+    view = views.layer_view(tensor)
+    total = int(view.data.shape[0]) if view.kind == "maps" else 0
+    pages = [(0, "")]
+    for first in range(page, total, page):
+        pages.append((first, f"_ch{first}-{min(first + page, total) - 1}"))
+    return pages
 
 
 def pick_gradcam_layer(cap: Capture) -> str | None:
@@ -284,21 +315,25 @@ def export_capture(
         if t is not None:
             stats = views.layer_stats(rec)
             entry.update({k: _jsonable(v) for k, v in stats.items() if k not in ("name", "type")})
-            feat = out / f"{base}_features.png"
-            render_layer_png(t, f"{name or '(model)'} · {rec.module_type}", cmap=cmap).save(feat)
-            written.append(feat)
-            entry["files"].append(feat.name)
+            for first, suffix in channel_pages(t):
+                feat = out / f"{base}_features{suffix}.png"
+                title = f"{name or '(model)'} · {rec.module_type}"
+                render_layer_png(t, title, cmap=cmap, first_channel=first).save(feat)
+                written.append(feat)
+                entry["files"].append(feat.name)
         if rec.grad is not None:
-            grad_png = out / f"{base}_grad.png"
-            render_layer_png(
-                rec.grad,
-                f"|d target / d {name or 'output'}|",
-                cmap="inferno",
-                normalize="shared",
-                magnitude=True,
-            ).save(grad_png)
-            written.append(grad_png)
-            entry["files"].append(grad_png.name)
+            for first, suffix in channel_pages(rec.grad):
+                grad_png = out / f"{base}_grad{suffix}.png"
+                render_layer_png(
+                    rec.grad,
+                    f"|d target / d {name or 'output'}|",
+                    cmap="inferno",
+                    normalize="shared",
+                    magnitude=True,
+                    first_channel=first,
+                ).save(grad_png)
+                written.append(grad_png)
+                entry["files"].append(grad_png.name)
         arrays = _record_arrays(recs)
         if arrays:
             npz = out / f"{base}.npz"

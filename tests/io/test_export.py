@@ -11,7 +11,7 @@ import torchvision
 from PIL import Image
 
 import actviz
-from actviz.io.export import export_capture, pick_gradcam_layer, render_layer_png
+from actviz.io.export import channel_pages, export_capture, pick_gradcam_layer, render_layer_png
 from tests.core.seed_models import SeedMLP
 
 
@@ -96,3 +96,45 @@ def test_nan_layer_exports(tmp_path):
     export_capture(cap, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["layers"]["0"]["nan"] == 72
+
+
+def test_a_layer_wider_than_a_page_is_written_as_several_pngs(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2500, 1))
+    cap = actviz.capture(model, torch.rand(1, 1, 2, 2), target=0)
+    assert channel_pages(cap["0"].tensor) == [
+        (0, ""),
+        (1024, "_ch1024-2047"),
+        (2048, "_ch2048-2499"),
+    ]
+    assert channel_pages(torch.zeros(1, 10)) == [(0, "")]
+    files = {p.name for p in export_capture(cap, tmp_path)}
+    for kind in ("features", "grad"):
+        pages = [f"0_{kind}.png", f"0_{kind}_ch1024-2047.png", f"0_{kind}_ch2048-2499.png"]
+        assert set(pages) <= files
+        summary = json.loads((tmp_path / "summary.json").read_text())
+        assert set(pages) <= set(summary["layers"]["0"]["files"])
+        sizes = [Image.open(tmp_path / name).size for name in pages]
+        # Full pages are alike; the last holds 452 channels: a smaller mosaic.
+        assert sizes[0] == sizes[1] and sizes[2][1] < sizes[1][1]
+    # Each page shows its own channels, numbered as in the layer.
+    first = np.asarray(Image.open(tmp_path / "0_features.png").convert("RGB"))
+    third = np.asarray(Image.open(tmp_path / "0_features_ch2048-2499.png").convert("RGB"))
+    assert not np.array_equal(first[40:200, 10:200], third[40:200, 10:200])
+
+
+def test_tiles_are_numbered_with_the_layers_channels(monkeypatch):
+    from PIL import ImageDraw
+
+    labels = []
+    real = ImageDraw.ImageDraw.text
+
+    def record(self, xy, text, *args, **kwargs):
+        labels.append(text)
+        return real(self, xy, text, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", record)
+    maps = torch.rand(1, 30, 8, 8)
+    render_layer_png(maps, "wide", max_channels=10, first_channel=20)
+    assert [t for t in labels if t.isdigit()] == [str(c) for c in range(20, 30)]
+    assert any("channels 20-29 of 30" in t for t in labels)
