@@ -501,7 +501,9 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         if result is None or result.capture is None or request is None:
             return
         # Re-prepare the mosaics from the stored capture: no new forward pass needed.
-        request = dataclasses.replace(request, normalize=mode)
+        request = dataclasses.replace(
+            request, normalize=mode, channel_pages=dict(self.session.channel_pages)
+        )
         self._last_request = request
         self._run_kind = "prepare"
         cap = result.capture

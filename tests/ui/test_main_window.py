@@ -212,6 +212,16 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     assert (m.first_channel, m.channels, layer.grad_mosaic.first_channel) == (256, 256, 256)
     ref = views.mosaic(layer.view.data[256:], pad=0)
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
+    # Another normalisation re-prepares the shown capture on the same page.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
+    window.flush_panel_updates()
+    layer = window.result.layers["layer4"]
+    m = layer.mosaic
+    assert (m.normalize, m.first_channel) == ("shared", 256)
+    assert wide.page_text() == "ch 256-511 of 512"
+    ref = views.mosaic(layer.view.data[256:], normalize="shared", pad=0)
+    np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     # Hover and click name the layer's channel, not the tile's place on the page.
     canvas = wide.activation_slot.image_canvas
     y0, x0 = m.tile_origin(300)
