@@ -121,7 +121,7 @@ class ResultDisplay:
             if panel is None:
                 panel = LayerPanel(name, module_type=layer.module_type)
                 panel.channel_clicked.connect(self._on_panel_channel_clicked)
-                panel.page_requested.connect(self.turn_page)
+                panel.page_requested.connect(self._on_panel_page_requested)
                 self.layer_panels[name] = panel
                 new.add(name)
             else:
@@ -397,6 +397,9 @@ class ResultDisplay:
     # ========================================================================== panel events
     def _on_panel_channel_clicked(self, name: str, channel: int) -> None:
         self.open_channel(name, channel)
+
+    def _on_panel_page_requested(self, name: str, step: int) -> None:
+        self.turn_page(name, step)
 
     def _on_stats_layer_selected(self, name: str) -> None:
         self.select_layer(name)
