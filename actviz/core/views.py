@@ -187,10 +187,7 @@ def mosaic(
         raise ValueError(f"mosaic needs a (C, H, W) map, got shape {tuple(t.shape)}")
     total = t.shape[0]
     first = clamp_first_channel(first_channel, total)
-    if max_channels is not None and total > max_channels:
-        t = t[first : first + max_channels]
-    elif first:
-        t = t[first:]
+    t = t[first : None if max_channels is None else first + max_channels]
     scale = 1
     if max_tile is not None and max(t.shape[1], t.shape[2]) > max_tile:
         scale = math.ceil(max(t.shape[1], t.shape[2]) / max_tile)
