@@ -5,7 +5,7 @@ really re-renders. The time is ``LayerPanel.set_activation`` plus one ``processE
 delivers the scene update and paints the canvas: everything the GUI thread does for one layer
 of one frame. (``QWidget.repaint`` alone is not enough: a QGraphicsView paints its scene
 changes on the next event-loop pass.) The mosaics carry their colour-table indices, as the
-window's and live mode's worker send them (:func:`actviz.ui.session.attach_indices`).
+window's and live mode's worker send them (:func:`actviz.display.mosaic.mosaic` makes them).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ CASES: tuple[tuple[int, int, int, str, bool], ...] = (
     (1, 700, 700, "all channels", True),
     (4096, 14, 14, "live limits", False),  # capped and downsampled as live mode does
     (1, 1024, 1024, "live limits", False),
-    (4096, 14, 14, "window limits", False),  # as session.prepare_layer builds it
+    (4096, 14, 14, "window limits", False),  # as display.prepare's exact variant builds it
     (1, 1024, 1024, "window limits", False),
 )
 
@@ -49,22 +49,19 @@ class RenderRow:
 
 
 def _mosaics(c: int, h: int, w: int, how: str, seed: int) -> tuple:
-    from actviz.core import views
-    from actviz.core.index_images import to_indices
-    from actviz.ui.fast_views import live_mosaic, max_tile_for
-    from actviz.ui.session import MAX_MOSAIC_CHANNELS
+    from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, mosaic
+    from actviz.display.views import LayerView
 
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((c, h, w), dtype=np.float32)
-    view = views.LayerView("maps", data, (1, c, h, w), f"{c} channels of {h}x{w}")
-    if how == "live limits":
-        mosaic = live_mosaic(data, "channel", max_tile_for(c, h, w))
+    view = LayerView("maps", data, (1, c, h, w), f"{c} channels of {h}x{w}")
+    if how == "live limits":  # the fast variant
+        m = mosaic(data, max_channels=MAX_MOSAIC_CHANNELS, max_pixels=MAX_MOSAIC_PIXELS)
     elif how == "window limits":
-        mosaic = views.mosaic(data, max_channels=MAX_MOSAIC_CHANNELS)
+        m = mosaic(data, max_channels=MAX_MOSAIC_CHANNELS)
     else:
-        mosaic = views.mosaic(data)
-    mosaic.indices = to_indices(mosaic.image, mosaic.levels)  # made on the worker in the app
-    return view, mosaic
+        m = mosaic(data)
+    return view, m
 
 
 def run(repeats: int = 30, panel_size: tuple[int, int] = (900, 700)) -> dict:

@@ -1,7 +1,9 @@
 """Writing a capture to disk: readable PNGs, raw arrays and a summary.json.
 
 Per layer: a feature-map mosaic PNG (colormap, channel numbers, colour bar), a gradient-magnitude
-PNG in the same layout, and the raw arrays (``.npz``). For the model: saliency and Grad-CAM
+PNG in the same layout, the same mosaics at one pixel per value (``_1x.png``: exactly the pixels a
+window panel paints for that layer, colour map and normalisation), and the raw arrays (``.npz``).
+Everything shown is prepared by :func:`actviz.display.prepare.prepare`, the window's own path. For the model: saliency and Grad-CAM
 overlaid on the input image, and ``summary.json`` (shapes, statistics, prediction, target,
 warnings, the files written). No Qt here: the GUI and the CLI both call :func:`export_capture`.
 """
@@ -20,9 +22,14 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from actviz.core import views
 from actviz.core.capture import Capture, LayerRecord
 from actviz.core.structures import first_tensor
+from actviz.display import colormaps
+from actviz.display.attribution import default_gradcam_layer, grad_cam, spatial_layers
+from actviz.display.mosaic import Mosaic, mosaic
+from actviz.display.prepare import prepare
+from actviz.display.result import DisplaySpec, PreparedLayer
+from actviz.display.views import LayerView, layer_view, magnitude_view
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",
@@ -83,7 +90,7 @@ def _framed(
     canvas.paste(body, ((width - body.width) // 2, y))
     y += body.height + margin
     bar_w = width - 2 * margin
-    ramp = views.colorize(np.tile(np.linspace(0, 1, bar_w, dtype=np.float32), (bar_h, 1)), cmap)
+    ramp = colormaps.colorize(np.tile(np.linspace(0, 1, bar_w, dtype=np.float32), (bar_h, 1)), cmap)
     canvas.paste(Image.fromarray(ramp), (margin, y))
     draw.rectangle([margin, y, margin + bar_w - 1, y + bar_h - 1], outline=_INK)
     lo_s = lo if isinstance(lo, str) else _fmt(lo)
@@ -95,8 +102,18 @@ def _framed(
     return canvas
 
 
-def _mosaic_png(m: views.Mosaic, title: str, cmap: str, numbers: bool = True) -> Image.Image:
-    rgb = views.colorize(m.image, cmap, background=(235, 235, 235))
+#: Colour of mosaic padding (and of non-finite values) in exported PNGs.
+MOSAIC_BACKGROUND = (235, 235, 235)
+
+
+def mosaic_rgb(m: Mosaic, cmap: str) -> np.ndarray:
+    """The ``(H, W, 3)`` pixels of mosaic ``m`` in map ``cmap``, exactly as a panel paints them
+    (padding in :data:`MOSAIC_BACKGROUND`)."""
+    return colormaps.paint(m.indices, cmap, MOSAIC_BACKGROUND)
+
+
+def _mosaic_png(m: Mosaic, title: str, cmap: str, numbers: bool = True) -> Image.Image:
+    rgb = mosaic_rgb(m, cmap)
     longest = max(rgb.shape[:2])
     scale = max(
         1, min(math.ceil(_MIN_TILE_PX / max(m.tile_h, m.tile_w)), _MAX_IMAGE_PX // max(longest, 1))
@@ -150,13 +167,12 @@ def _titled(body: Image.Image, title: str) -> Image.Image:
 
 
 def render_layer_png(
-    tensor: torch.Tensor,
+    tensor: torch.Tensor | LayerView,
     title: str,
     *,
-    cmap: str = "viridis",
+    cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
     normalize: str = "channel",
     magnitude: bool = False,
-    max_tile: int | None = 64,
     max_channels: int | None = EXPORT_PAGE_CHANNELS,
     first_channel: int = 0,
 ) -> Image.Image:
@@ -164,18 +180,14 @@ def render_layer_png(
 
     Maps become a channel mosaic with channel numbers and a colour bar (``max_channels`` of
     them from ``first_channel``: see :func:`channel_pages`); 1-D outputs a bar chart;
-    sequences a heat map; scalars a bar of one.
+    sequences a heat map; scalars a bar of one. ``tensor`` may be a prepared
+    :class:`~actviz.display.views.LayerView` (of sample 0 of the output).
     """
-    view = views.layer_view(tensor)
-    data = np.abs(view.data) if magnitude else view.data
+    view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
+    if magnitude and not isinstance(tensor, LayerView):
+        view = magnitude_view(view)
     if view.kind == "maps":
-        m = views.mosaic(
-            data,
-            normalize=normalize,
-            max_tile=max_tile,
-            max_channels=max_channels,
-            first_channel=first_channel,
-        )
+        m = page_mosaic(view, normalize, first_channel, max_channels)
         shown = (
             f"channels {m.first_channel}-{m.last_channel} of {m.total_channels}"
             if m.channels < m.total_channels
@@ -189,21 +201,36 @@ def render_layer_png(
             return _framed(body, head, "tile min", "tile max", cmap)
         return _framed(body, f"{title}  ({shown}; one shared scale)", lo, hi, cmap)
     if view.kind == "heatmap":
-        m = views.mosaic(data[None], normalize="shared")
+        m = mosaic(view.data[None], normalize="shared")
         body = _mosaic_png(m, title, cmap, numbers=False)
         return _framed(body, f"{title}  ({view.description})", *m.value_range, cmap)
-    values = np.atleast_1d(data).astype(np.float32)
+    values = np.atleast_1d(view.data).astype(np.float32)
     color = (200, 80, 40) if magnitude else (40, 110, 180)
     return _bars_png(values, f"{title}  ({view.description})", color)
 
 
-def channel_pages(tensor: torch.Tensor, page: int = EXPORT_PAGE_CHANNELS) -> list[tuple[int, str]]:
+def page_mosaic(
+    view: LayerView,
+    normalize: str = "channel",
+    first_channel: int = 0,
+    max_channels: int | None = EXPORT_PAGE_CHANNELS,
+) -> Mosaic:
+    """The exported mosaic of a page of ``view``'s channels: the window's mosaic (same function,
+    full resolution) with pages of ``max_channels``."""
+    return mosaic(
+        view.data, normalize=normalize, first_channel=first_channel, max_channels=max_channels
+    )
+
+
+def channel_pages(
+    tensor: torch.Tensor | LayerView, page: int = EXPORT_PAGE_CHANNELS
+) -> list[tuple[int, str]]:
     """``(first channel, file-name suffix)`` of each mosaic page of a layer output.
 
     Maps with more than ``page`` channels are written as several PNGs: the first keeps the
     plain name, the others say their channels (``_ch1024-2047``). Other outputs: one page.
     """
-    view = views.layer_view(tensor)
+    view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     total = int(view.data.shape[0]) if view.kind == "maps" else 0
     pages = [(0, "")]
     for first in range(page, total, page):
@@ -212,25 +239,59 @@ def channel_pages(tensor: torch.Tensor, page: int = EXPORT_PAGE_CHANNELS) -> lis
 
 
 def pick_gradcam_layer(cap: Capture) -> str | None:
-    """The last captured layer with a spatial ``(N, C, H, W)`` output and a gradient."""
-    for name in reversed(cap.names):
-        rec = cap[name]
-        t = rec.tensor
-        if t is not None and t.dim() == 4 and rec.grad is not None and t.shape[-1] > 1:
-            return name
-    return None
+    """The Grad-CAM layer export uses by default: the one rule of
+    :func:`actviz.display.attribution.default_gradcam_layer` (never a 1x1 layer)."""
+    return default_gradcam_layer(cap, spatial_layers(cap))
 
 
 def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.Image:
+    cmap = colormaps.OVERLAY_CMAP  # the window's overlay colours
     if image is not None:
-        rgb = views.overlay(image, heat, alpha=0.5, cmap="jet")
+        rgb = colormaps.overlay(image, heat, alpha=0.5, cmap=cmap)
     else:
-        rgb = views.colorize(heat, "jet")
+        rgb = colormaps.colorize(heat, cmap)
     img = Image.fromarray(rgb)
     if max(img.size) < 256:
         k = math.ceil(256 / max(img.size))
         img = img.resize((img.width * k, img.height * k), Image.BILINEAR)
-    return _framed(img, title, 0.0, 1.0, "jet")
+    return _framed(img, title, 0.0, 1.0, cmap)
+
+
+def _write_pages(
+    out: Path,
+    base: str,
+    kind: str,
+    layer: PreparedLayer | torch.Tensor,
+    cmap: str,
+    entry: dict[str, Any],
+    title: str | None = None,
+) -> list[Path]:
+    """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages:
+    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic."""
+    if isinstance(layer, PreparedLayer):
+        view = layer.view if kind == "features" else layer.grad_view
+        module_type = layer.module_type
+    else:  # a gradient whose layer has no view (its output is not a tensor)
+        view, module_type = magnitude_view(layer_view(layer)), ""
+    assert view is not None
+    normalize = "channel" if kind == "features" else "shared"
+    if title is None:
+        name = layer.name if isinstance(layer, PreparedLayer) else base
+        title = f"{name or '(model)'} · {module_type}"
+    written = []
+    for first, suffix in channel_pages(view):
+        path = out / f"{base}_{kind}{suffix}.png"
+        render_layer_png(view, title, cmap=cmap, normalize=normalize, first_channel=first).save(
+            path
+        )
+        written.append(path)
+        if view.kind == "maps":
+            raw = out / f"{base}_{kind}{suffix}_1x.png"
+            m = page_mosaic(view, normalize, first)
+            Image.fromarray(mosaic_rgb(m, cmap)).save(raw)
+            written.append(raw)
+    entry["files"] += [p.name for p in written]
+    return written
 
 
 def _record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
@@ -301,6 +362,14 @@ def export_capture(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = list(layers) if layers is not None else list(cap.names)
+    # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
+    spec = DisplaySpec(
+        layers=tuple(names),
+        image=image,
+        categories=tuple(categories) if categories else None,
+        gradcam_layer=gradcam_layer,
+    )
+    prepared = prepare(cap, spec, eager_hist=())
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
     total = len(names) + 1
@@ -311,29 +380,23 @@ def export_capture(
         rec = recs[0]
         base = safe_name(name)
         entry: dict[str, Any] = {"type": rec.module_type, "calls": len(recs), "files": []}
-        t = rec.tensor
-        if t is not None:
-            stats = views.layer_stats(rec)
-            entry.update({k: _jsonable(v) for k, v in stats.items() if k not in ("name", "type")})
-            for first, suffix in channel_pages(t):
-                feat = out / f"{base}_features{suffix}.png"
-                title = f"{name or '(model)'} · {rec.module_type}"
-                render_layer_png(t, title, cmap=cmap, first_channel=first).save(feat)
-                written.append(feat)
-                entry["files"].append(feat.name)
+        layer = prepared.layers.get(name)
+        if layer is not None and layer.view is not None:
+            entry.update(
+                {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
+            )
+            written += _write_pages(out, base, "features", layer, cmap, entry)
         if rec.grad is not None:
-            for first, suffix in channel_pages(rec.grad):
-                grad_png = out / f"{base}_grad{suffix}.png"
-                render_layer_png(
-                    rec.grad,
-                    f"|d target / d {name or 'output'}|",
-                    cmap="inferno",
-                    normalize="shared",
-                    magnitude=True,
-                    first_channel=first,
-                ).save(grad_png)
-                written.append(grad_png)
-                entry["files"].append(grad_png.name)
+            grad_layer = layer if layer is not None and layer.grad_view is not None else None
+            written += _write_pages(
+                out,
+                base,
+                "grad",
+                grad_layer or rec.grad,
+                "inferno",
+                entry,
+                title=f"|d target / d {name or 'output'}|",
+            )
         arrays = _record_arrays(recs)
         if arrays:
             npz = out / f"{base}.npz"
@@ -346,10 +409,14 @@ def export_capture(
     attribution: dict[str, Any] = {}
     first_grad = first_tensor(cap.input_grads)
     if first_grad is not None and first_grad.dim() >= 2:
-        sal = views.saliency(first_grad)
+        sal = prepared.saliency
+        if sal is None:  # not image-shaped: the raw strip
+            from actviz.display.attribution import saliency
+
+            sal = saliency(first_grad)
         path = out / "saliency.png"
         # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
-        backdrop = image if image is not None and sal.shape[0] > 1 else None
+        backdrop = image if image is not None and sal.shape == image.shape[:2] else None
         _heat_png(sal, backdrop, "saliency |d target / d input|").save(path)
         np.save(out / "saliency.npy", sal)
         written += [path, out / "saliency.npy"]
@@ -359,7 +426,11 @@ def export_capture(
         rec = cap[cam_layer]
         size = image.shape[:2] if image is not None else None
         try:
-            cam = views.grad_cam(rec.tensor, rec.grad, size=size)
+            cam = (
+                prepared.grad_cams[cam_layer]
+                if cam_layer in prepared.grad_cams
+                else grad_cam(rec.tensor, rec.grad, size=size)
+            )
         except ValueError as exc:
             attribution["gradcam_error"] = str(exc)
         else:
@@ -387,8 +458,7 @@ def export_capture(
             else None,
         },
         "prediction": [
-            {"index": i, "label": label, "probability": p}
-            for i, label, p in views.top_k(first_tensor(cap.output), 5, categories)
+            {"index": i, "label": label, "probability": p} for i, label, p in prepared.predictions
         ],
         "layers": layer_summary,
         "attribution": attribution,

@@ -101,7 +101,7 @@ class FrameSource:
 
 
 def _display(value: torch.Tensor) -> np.ndarray | None:
-    from actviz.ui.session import display_image
+    from actviz.display.attribution import display_image
 
     return display_image(value, None)
 

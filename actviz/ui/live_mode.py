@@ -5,8 +5,8 @@
 :class:`~actviz.ui.main_window.MainWindow`, using only the window's public parts:
 
 * frames run on ``window.worker`` (one model, one worker: hooks are per-module state), as jobs
-  that load the frame, perturb it, capture and prepare (:func:`~actviz.ui.live_prepare.
-  prepare_live`); the window's own ``finished`` slot puts each result on the panels, exactly as
+  that load the frame, perturb it, capture and prepare (the fast variant of
+  :func:`~actviz.display.prepare.prepare`); the window's own ``finished`` slot puts each result on the panels, exactly as
   for a normal run;
 * the layers, target, normalisation and Grad-CAM layer come from ``window.session`` at each
   submit, so ticking a layer while playing takes effect on the next frame;
@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from actviz.ui.fast_views import torch_threads
+from actviz.core.threads import torch_threads
+from actviz.display.prepare import prepare, reusable_mosaics
 from actviz.ui.live import (
     Coalescer,
     FrameSource,
@@ -51,7 +52,6 @@ from actviz.ui.live import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.live_prepare import prepare_live, shown_mosaics
 from actviz.ui.memory import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
@@ -87,7 +87,7 @@ class FrameTiming:
     index: int = 0
     load_ms: float = 0.0  # reading the frame and perturbing it (worker)
     capture_ms: float = 0.0  # actviz.capture (worker)
-    prepare_ms: float = 0.0  # prepare_live (worker)
+    prepare_ms: float = 0.0  # display.prepare (worker)
     shown_ms: float = 0.0  # job end -> the window has put it on the panels (GUI)
     total_ms: float = 0.0  # submit -> shown
 
@@ -540,7 +540,7 @@ class LiveController(QObject):
             "layers": layers,
             "previous_shapes": previous.output_shapes if previous is not None else None,
             # Only the mosaics, not the result: the previous capture must be free to go.
-            "previous_mosaics": shown_mosaics(previous) if visible is not None else None,
+            "previous_mosaics": reusable_mosaics(previous) if visible is not None else None,
             "visible": visible,
             "eager": [selected] if selected else [],
             "budget": self.memory_budget,
@@ -567,7 +567,7 @@ class LiveController(QObject):
                     target=base_.target,
                     should_stop=should_stop,
                     max_bytes=p["budget"],
-                    # On a GPU, prepare_live reduces there and copies once per frame.
+                    # On a GPU, prepare reduces there and copies once per frame.
                     keep_on_device=True,
                 )
             t2 = time.perf_counter()
@@ -584,15 +584,16 @@ class LiveController(QObject):
                 should_stop: Callable[[], bool], progress: Callable[[str], None]
             ) -> RunResult:
                 t3 = time.perf_counter()
-                result = prepare_live(
+                result = prepare(
                     cap,
-                    request,
+                    request.display_spec(),
+                    fast=True,
+                    model=request.model,
                     previous_shapes=shapes,
                     eager_hist=eager,
-                    threads=None,  # global in torch: 1 here would slow the capture beside us
                     should_stop=should_stop,
                     mosaic_layers=visible_,
-                    previous_mosaics=stand_ins,
+                    reuse=stand_ins,
                 )
                 t4 = time.perf_counter()
                 spec_.image = result.image

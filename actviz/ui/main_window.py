@@ -31,6 +31,7 @@ from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
 
+from actviz.display.prepare import renormalised
 from actviz.ui.banner import MessageBanner
 from actviz.ui.export_actions import ExportActions, ExportRequest
 from actviz.ui.file_opening import (
@@ -59,7 +60,6 @@ from actviz.ui.session import (
     RunRequest,
     RunResult,
     Session,
-    prepare_result,
     run_job,
     target_choices,
 )
@@ -498,18 +498,15 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         if self.worker.is_busy() and self._run_kind == "run":
             self.run()  # a newer capture is on its way: redo it with the new setting
             return
-        if result is None or result.capture is None or request is None:
+        if result is None or request is None:
             return
-        # Re-prepare the mosaics from the stored capture: no new forward pass needed.
-        request = dataclasses.replace(
-            request, normalize=mode, channel_pages=dict(self.session.channel_pages)
-        )
+        # New mosaics from the result's views: no new forward pass, and the result shown
+        # (maybe pinned) is not changed.
+        pages = dict(self.session.channel_pages)
+        request = dataclasses.replace(request, normalize=mode, channel_pages=pages)
         self._last_request = request
         self._run_kind = "prepare"
-        cap = result.capture
-        self.worker.submit(
-            lambda stop, progress: prepare_result(cap, request, should_stop=stop, progress=progress)
-        )
+        self.worker.submit(lambda stop, progress: renormalised(result, mode, pages))
         self._refresh_busy("Updating views…")
 
     def _on_gradients_toggled(self, visible: bool) -> None:

@@ -21,9 +21,10 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
-from actviz.ui.fast_views import turn_to_page
+from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
+from actviz.display.prepare import with_page
+from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.session import MAX_MOSAIC_CHANNELS, PreparedLayer, RunResult
 
 #: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
@@ -81,16 +82,17 @@ class ResultDisplay:
     def turn_page(self, name: str, step: int) -> bool:
         """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels.
 
-        A mosaic shows at most :data:`~actviz.ui.session.MAX_MOSAIC_CHANNELS` channels; the
-        page is rebuilt from the result's views at once (no new run) and kept for later runs
-        and live frames of this model. Returns False when there is no such page.
+        A mosaic shows at most :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS` channels;
+        the page is built from the result's views at once (no new run) as a new layer, so the
+        result itself (maybe pinned) is not changed, and kept for later runs and live frames
+        of this model. Returns False when there is no such page.
         """
         result = self.session.result
         layer = result.layers.get(name) if result is not None else None
         if layer is None or layer.mosaic is None:
             return False
-        first = layer.mosaic.first_channel + step * MAX_MOSAIC_CHANNELS
-        if not 0 <= first < layer.mosaic.total_channels or not turn_to_page(layer, first):
+        first = self.session.channel_pages.get(name, 0) + step * MAX_MOSAIC_CHANNELS
+        if not 0 <= first < layer.mosaic.total_channels:
             return False
         self.session.channel_pages[name] = first
         panel = self.layer_panels.get(name)
@@ -259,8 +261,9 @@ class ResultDisplay:
 
     # ========================================================================== panel updates
     def _update_panel(self, panel: LayerPanel, layer: PreparedLayer) -> None:
-        # A live frame requested before the user turned a page still shows the old page.
-        turn_to_page(layer, self.session.channel_pages.get(layer.name, 0))
+        # The page the user is on (a frame requested before a page turn, or a pinned result
+        # made before it, still holds the old page): a new layer, the result is not changed.
+        layer = with_page(layer, self.session.channel_pages.get(layer.name, 0))
         if layer.view is not None:
             panel.set_activation(layer.view, layer.mosaic)
             panel.set_gradient(layer.grad_view, layer.grad_mosaic)

@@ -2,8 +2,8 @@
 
 The window is a thin layer over one :class:`Session`: widgets change the session, the session
 announces changes through plain-Python :class:`Event` objects (like napari's components), and
-:func:`run_job` turns a :class:`RunRequest` snapshot into a :class:`RunResult` holding only the
-numpy arrays the panels display. ``run_job`` is what the worker thread executes.
+:func:`run_job` captures a :class:`RunRequest` snapshot and hands it to the one preparation path,
+:func:`actviz.display.prepare.prepare`. ``run_job`` is what the worker thread executes.
 """
 
 from __future__ import annotations
@@ -19,22 +19,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from actviz.core.structures import first_tensor
+from actviz.display.prepare import prepare
+from actviz.display.result import DisplaySpec, RunResult
 from actviz.ui.memory import default_budget
 from actviz.ui.pins import PinBoard
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.core.capture import Capture
     from actviz.core.tree import ModuleTree
-    from actviz.core.views import LayerView, Mosaic
 
 log = logging.getLogger(__name__)
 
-#: At most this many channels go into one mosaic (the rest are summarised by the stats).
-MAX_MOSAIC_CHANNELS = 256
-#: Tiles at most this many pixels on a side are laid out without padding: one NaN pixel between
-#: 2x2 tiles (ResNet's layer4 on a small input) turns the mosaic into speckle.
-TINY_TILE_PX = 3
 #: Default ticks are capped at this many layers so the first run stays quick to look at.
 DEFAULT_TICK_LIMIT = 8
 #: Generic containers: their outputs are their last child's output, so they are walked through.
@@ -81,6 +75,8 @@ class RunRequest:
     channel_pages
         ``{layer: first channel}`` of the mosaic page shown, for layers with more channels
         than one mosaic holds (:data:`MAX_MOSAIC_CHANNELS`); absent layers show page 0.
+    sample
+        The batch element the pictures show (see :class:`~actviz.display.result.DisplaySpec`).
     """
 
     model: nn.Module
@@ -94,59 +90,23 @@ class RunRequest:
     gradcam_layer: str | None = None
     max_bytes: int | None = None
     channel_pages: dict[str, int] = field(default_factory=dict)
+    sample: int = 0
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
         return self.channel_pages.get(name, 0)
 
-
-@dataclass
-class PreparedLayer:
-    """Everything one layer panel, its stats row and its histogram display."""
-
-    name: str
-    module_type: str
-    shape: tuple[int, ...] | None
-    calls: int
-    view: LayerView | None
-    mosaic: Mosaic | None
-    grad_view: LayerView | None
-    grad_mosaic: Mosaic | None
-    stats: dict
-    hist: tuple[np.ndarray, np.ndarray] | None
-
-
-@dataclass
-class RunResult:
-    """The output of :func:`run_job`: numpy arrays for the panels plus the raw capture.
-
-    ``capture`` stays here only for export and for re-preparing mosaics with another
-    normalisation; widgets never receive it.
-    """
-
-    layers: dict[str, PreparedLayer]
-    shown: list[str]
-    predictions: list[tuple[int, str, float]]
-    target_text: str
-    target_index: int | None
-    image: np.ndarray | None
-    saliency: np.ndarray | None
-    saliency_message: str
-    grad_cams: dict[str, np.ndarray]
-    gradcam_default: str | None
-    grad_norm_names: list[str]
-    grad_norms: np.ndarray
-    output_shapes: dict[str, tuple[int, ...]]
-    warnings: list[str]
-    errors: list[str]
-    elapsed_s: float
-    nbytes: int
-    capture: Capture | None = None
-    tree: ModuleTree | None = None
-
-    def stats_rows(self) -> list[dict]:
-        """Rows for the statistics table, in execution order."""
-        return [dict(layer.stats, name=name) for name, layer in self.layers.items()]
+    def display_spec(self) -> DisplaySpec:
+        """What :func:`actviz.display.prepare.prepare` needs of this request."""
+        return DisplaySpec(
+            layers=tuple(self.layers),
+            normalize=self.normalize,
+            image=self.image,
+            categories=tuple(self.categories) if self.categories else None,
+            gradcam_layer=self.gradcam_layer,
+            channel_pages=dict(self.channel_pages),
+            sample=self.sample,
+        )
 
 
 def run_job(
@@ -154,7 +114,8 @@ def run_job(
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Capture ``request.model`` on ``request.inputs`` and prepare every panel's arrays.
+    """Capture ``request.model`` on ``request.inputs`` and prepare every panel's arrays
+    (the exact variant of :func:`actviz.display.prepare.prepare`).
 
     Runs on the worker thread. Raises the model's own exceptions, ``CaptureCancelled`` when
     ``should_stop()`` turns True, and ``ValueError`` for bad layer names or targets.
@@ -172,314 +133,9 @@ def run_job(
         should_stop=should_stop,
         max_bytes=request.max_bytes,
     )
-    return prepare_result(cap, request, should_stop=should_stop, progress=progress)
-
-
-def prepare_result(
-    cap: Capture,
-    request: RunRequest,
-    *,
-    should_stop: Callable[[], bool] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> RunResult:
-    """Turn a capture into panel-ready numpy arrays (mosaics, views, stats, saliency, ...).
-
-    Parameters
-    ----------
-    cap
-        The capture to display.
-    request
-        Which layers get panels, the normalisation, the input image and the categories.
-    should_stop
-        Polled between layers; True raises ``CaptureCancelled``.
-    progress
-        Receives short status messages.
-    """
-    from actviz.core import views
-    from actviz.core.capture import CaptureCancelled
-    from actviz.core.tree import module_tree
-
-    report = progress or (lambda _msg: None)
-
-    def check() -> None:
-        if should_stop is not None and should_stop():
-            raise CaptureCancelled("cancelled while preparing the views")
-
-    shown = [n for n in request.layers if n in cap]
-    layers: dict[str, PreparedLayer] = {}
-    order = [n for n in cap.names if n in shown]
-    for i, name in enumerate(order):
-        check()
-        report(f"preparing {name} ({i + 1}/{len(order)})")
-        layers[name] = prepare_layer(cap, name, request.normalize, request.first_channel(name))
-    check()
-    image = display_image(cap.inputs, request.image)
-    saliency_map, saliency_message = saliency_at_image(cap.input_grads, image)
-    report("Grad-CAM")
-    grad_cams: dict[str, np.ndarray] = {}
-    size = image.shape[:2] if image is not None else None
-    for name in gradcam_candidates(cap, image):
-        check()
-        rec = cap[name]
-        try:
-            grad_cams[name] = views.grad_cam(rec.tensor, rec.grad, size=size)
-        except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
-            log.debug("no Grad-CAM for %s: %s", name, exc)
-    return assemble_result(
-        cap,
-        request,
-        layers=layers,
-        order=order,
-        image=image,
-        saliency=saliency_map,
-        saliency_message=saliency_message,
-        grad_cams=grad_cams,
-        tree=module_tree(request.model, cap),
+    return prepare(
+        cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
     )
-
-
-def gradcam_candidates(cap: Capture, image: np.ndarray | None) -> list[str]:
-    """Layers Grad-CAM can use: a spatial ``(N, C, H, W)`` output with a gradient of the same
-    shape, for an image-like input (none otherwise)."""
-    if image is None:
-        return []
-    out = []
-    for name in cap.names:
-        act, grad = cap[name].tensor, cap[name].grad
-        if act is None or grad is None or act.dim() != 4 or act.shape != grad.shape:
-            continue
-        if act.shape[2] >= 1 and act.shape[3] >= 1:
-            out.append(name)
-    return out
-
-
-def output_shapes(cap: Capture) -> dict[str, tuple[int, ...]]:
-    """Output shape of every captured layer (the tree's shape column, memory estimates)."""
-    return {
-        name: tuple(cap[name].tensor.shape) for name in cap.names if cap[name].tensor is not None
-    }
-
-
-def default_gradcam_layer(
-    requested: str | None, candidates: Iterable[str], order: Sequence[str]
-) -> str | None:
-    """The Grad-CAM layer shown first: the requested one if it has a map, else the deepest
-    layer with a panel that has one, else the deepest with one."""
-    names = list(candidates)
-    if requested in names:
-        return requested
-    if not names:
-        return None
-    spatial_shown = [n for n in order if n in names]
-    return (spatial_shown or names)[-1]
-
-
-def assemble_result(
-    cap: Capture,
-    request: RunRequest,
-    *,
-    layers: dict[str, PreparedLayer],
-    order: list[str],
-    image: np.ndarray | None,
-    saliency: np.ndarray | None,
-    saliency_message: str,
-    grad_cams: dict[str, np.ndarray],
-    tree: ModuleTree | None,
-    shapes: dict[str, tuple[int, ...]] | None = None,
-    gradcam_default: str | None = None,
-) -> RunResult:
-    """The :class:`RunResult` of prepared layers and pictures: what the window path
-    (:func:`prepare_result`) and live mode (``live_prepare.prepare_live``) share.
-
-    Adds what every result needs from the capture (predictions, target text, the NaN/Inf
-    warning of the output, gradient norms, output shapes) and the mosaics' colour-table
-    indices. ``gradcam_default`` None picks :func:`default_gradcam_layer`.
-    """
-    errors: list[str] = []
-    out = first_tensor(cap.output)
-    if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
-        bad = int((~torch.isfinite(out)).sum())
-        errors.append(
-            f"The model output contains {bad} NaN/Inf value(s) of {out.numel()}: predictions and "
-            "gradients are not meaningful (see the statistics table for where they start)."
-        )
-    target_text = cap.target_description
-    if cap.target_index is not None and request.categories:
-        if 0 <= cap.target_index < len(request.categories):
-            target_text += f": {request.categories[cap.target_index]}"
-    if gradcam_default is None:
-        gradcam_default = default_gradcam_layer(request.gradcam_layer, grad_cams, order)
-    norms = [layers[n].stats.get("grad_norm") for n in order]
-    attach_indices(layers.values())
-    return RunResult(
-        layers=layers,
-        shown=order,
-        predictions=top_predictions(out, request.categories),
-        target_text=target_text,
-        target_index=cap.target_index,
-        image=image,
-        saliency=saliency,
-        saliency_message=saliency_message,
-        grad_cams=grad_cams,
-        gradcam_default=gradcam_default,
-        grad_norm_names=list(order),
-        grad_norms=np.asarray(
-            [float("nan") if v is None else float(v) for v in norms], dtype=np.float64
-        ),
-        output_shapes=shapes if shapes is not None else output_shapes(cap),
-        warnings=list(cap.warnings),
-        errors=errors,
-        elapsed_s=cap.elapsed_s,
-        nbytes=cap.nbytes,
-        capture=cap,
-        tree=tree,
-    )
-
-
-def attach_indices(layers: Iterable[PreparedLayer]) -> None:
-    """Give every mosaic of ``layers`` its colour-table indices (:attr:`Mosaic.indices`).
-
-    Run on the worker: converting a mosaic costs ~1 ms per 500k pixels, GUI time otherwise.
-    Mosaics that already carry indices (reused from an earlier frame) are left alone.
-    """
-    from actviz.core.index_images import to_indices
-
-    for layer in layers:
-        for m in (layer.mosaic, layer.grad_mosaic):
-            if m is not None and m.indices is None:
-                m.indices = to_indices(m.image, m.levels)
-
-
-def mosaic_pad(shape: Sequence[int]) -> int:
-    """Padding between the tiles of a ``(C, H, W)`` map: 0 for tiny tiles, else 1 pixel."""
-    h, w = (int(shape[-2]), int(shape[-1])) if len(shape) >= 2 else (1, 1)
-    return 0 if max(h, w) <= TINY_TILE_PX else 1
-
-
-def prepare_layer(
-    cap: Capture, name: str, normalize: str = "channel", first_channel: int = 0
-) -> PreparedLayer:
-    """Views, mosaics, stats and histogram of one captured layer.
-
-    ``first_channel`` picks the page of a layer with more than :data:`MAX_MOSAIC_CHANNELS`
-    channels; the views always hold every channel.
-    """
-    from actviz.core import views
-
-    rec = cap[name]
-    tensor = rec.tensor
-    calls = len(cap.calls(name))
-    view = mosaic = grad_view = grad_mosaic = None
-    hist = None
-    stats: dict = {}
-    if tensor is not None:
-        stats = dict(views.layer_stats(rec))
-        if not tensor.is_floating_point():
-            tensor = tensor.float()
-        view = views.layer_view(tensor)
-        if view.kind == "maps":
-            mosaic = views.mosaic(
-                view.data,
-                normalize=normalize,
-                max_channels=MAX_MOSAIC_CHANNELS,
-                pad=mosaic_pad(view.data.shape),
-                first_channel=first_channel,
-            )
-        hist = views.histogram(tensor)
-        grad = rec.grad
-        if grad is not None and grad.shape == tensor.shape:
-            grad_view = views.layer_view(views.magnitude(grad))
-            if grad_view.kind == "maps":
-                grad_mosaic = views.mosaic(
-                    grad_view.data,
-                    normalize=normalize,
-                    max_channels=MAX_MOSAIC_CHANNELS,
-                    pad=mosaic_pad(grad_view.data.shape),
-                    first_channel=first_channel,
-                )
-    stats.setdefault("shape", tuple(tensor.shape) if tensor is not None else None)
-    return PreparedLayer(
-        name=name,
-        module_type=rec.module_type,
-        shape=tuple(tensor.shape) if tensor is not None else None,
-        calls=calls,
-        view=view,
-        mosaic=mosaic,
-        grad_view=grad_view,
-        grad_mosaic=grad_mosaic,
-        stats=stats,
-        hist=hist,
-    )
-
-
-def top_predictions(
-    output: torch.Tensor | None, categories: Sequence[str] | None, k: int = 5
-) -> list[tuple[int, str, float]]:
-    """Top-``k`` ``(index, label, probability)`` of the first row of a classifier output.
-
-    Like :func:`actviz.core.views.top_k`, with NaN logits ranked last so a broken output still
-    gives a readable (all-zero) list instead of NaN probabilities.
-    """
-    from actviz.core import views
-
-    if output is None or not output.is_floating_point():
-        return []
-    if not bool(torch.isfinite(output).all()):
-        # views.top_k works in float32: stay inside its range so the softmax stays finite.
-        big = torch.finfo(torch.float32).max
-        output = torch.nan_to_num(output.float(), nan=-big, posinf=big, neginf=-big)
-    return views.top_k(output, k=k, categories=list(categories) if categories else None)
-
-
-def display_image(inputs: Any, image: np.ndarray | None) -> np.ndarray | None:
-    """The RGB image overlays are drawn on: the loaded image when it matches the input tensor's
-    size, else one rebuilt from an image-like input tensor (min-max scaled), else None."""
-    x = first_tensor(inputs)
-    if x is None or not x.is_floating_point():
-        return image
-    if x.dim() == 4:
-        x = x[0]
-    if x.dim() != 3 or x.shape[0] not in (1, 3):
-        return image if x.dim() != 3 else None
-    h, w = int(x.shape[1]), int(x.shape[2])
-    if image is not None and image.shape[:2] == (h, w):
-        return np.ascontiguousarray(image)
-    arr = x.detach().float()
-    lo, hi = float(arr.min()), float(arr.max())
-    arr = (arr - lo) / (hi - lo) if hi > lo else torch.zeros_like(arr)
-    arr = (arr.clamp(0, 1) * 255).round().to(torch.uint8)
-    if arr.shape[0] == 1:
-        arr = arr.expand(3, h, w)
-    return np.ascontiguousarray(arr.permute(1, 2, 0).numpy())
-
-
-def saliency_at_image(input_grads: Any, image: np.ndarray | None) -> tuple[np.ndarray | None, str]:
-    """The saliency map resized to the picture shown, or None and why (as the window words it).
-
-    Parameters
-    ----------
-    input_grads
-        The capture's input gradients (the first tensor is used).
-    image
-        The input as displayed (:func:`display_image`); None for inputs that are not images.
-    """
-    from actviz.core import views
-
-    grad = first_tensor(input_grads)
-    if grad is None:
-        return None, "No input gradient: the input is not a float tensor or nothing depends on it."
-    if grad.dim() not in (3, 4) or image is None:
-        return None, f"Saliency needs an image-like input; this one is {tuple(grad.shape)}."
-    heat = views.saliency(grad)
-    if heat.shape != image.shape[:2]:
-        resized = torch.nn.functional.interpolate(
-            torch.from_numpy(np.ascontiguousarray(heat))[None, None],
-            size=image.shape[:2],
-            mode="bilinear",
-            align_corners=False,
-        )
-        heat = np.ascontiguousarray(resized[0, 0].numpy(), dtype=np.float32)
-    return heat, ""
 
 
 # --------------------------------------------------------------------------------------------

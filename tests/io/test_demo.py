@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 import actviz
-from actviz.core.views import grad_cam
+from actviz.display.attribution import grad_cam
 from actviz.io.demo import (
     DEMO_CLASSES,
     DEMO_GRADCAM_LAYER,

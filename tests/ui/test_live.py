@@ -1,11 +1,9 @@
-"""Live mode: frame sources, perturbations, coalescing, the fast per-frame preparation, the
-device-side reduction, and the controller driving a real window on tiny models."""
+"""Live mode: frame sources, perturbations, coalescing, and the controller driving a real
+window on tiny models (the per-frame preparation is tested in tests/display)."""
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import math
 import time
 import weakref
 
@@ -16,18 +14,8 @@ from PIL import Image
 from PySide6.QtCore import QPointF, QSettings, Qt
 from torch import nn
 
-from actviz.core import views
 from actviz.core.capture import capture
-from actviz.core.index_images import to_indices
-from actviz.ui import device_reduction, fast_views
-from actviz.ui.device_reduction import reduce_on_device
-from actviz.ui.fast_views import (
-    LazyGradCams,
-    LazyHistLayer,
-    fast_mosaic,
-    fast_stats,
-    max_tile_for,
-)
+from actviz.display.mosaic import mosaic
 from actviz.ui.live import (
     WEBCAM_MISSING,
     Coalescer,
@@ -41,10 +29,8 @@ from actviz.ui.live import (
     webcam_status,
 )
 from actviz.ui.live_mode import LiveStatus, install_live_mode
-from actviz.ui.live_prepare import prepare_live
 from actviz.ui.main_window import MainWindow
 from actviz.ui.memory import parse_bytes
-from actviz.ui.session import RunRequest, prepare_result
 from tests.ui.tiny_models import TinyCNN
 
 RUN_TIMEOUT_MS = 60_000
@@ -243,288 +229,6 @@ def test_memory_estimate_and_budget_parsing():
             parse_bytes(bad)
 
 
-# ============================================================================ per-frame preparation
-def _capture_tiny(batch: int = 1):
-    model = _tiny()
-    x = _frames(batch, seed=5)
-    layers = ["conv1", "relu", "conv2", "fc"]
-    cap = capture(model, x, layers)
-    request = RunRequest(model=model, inputs=x, layers=layers)
-    return model, cap, request
-
-
-def test_fast_stats_match_the_exact_statistics():
-    t = torch.randn(2, 8, 9, 9) * 3 + 1
-    t[0, 0, 0, :4] = 0
-    fast, exact = fast_stats(t), views.tensor_stats(t)
-    assert fast.keys() == exact.keys()
-    for key in ("shape", "numel", "nan", "inf", "zero_frac", "min", "max"):
-        assert fast[key] == exact[key]
-    assert fast["mean"] == pytest.approx(exact["mean"], rel=1e-5, abs=1e-6)
-    assert fast["std"] == pytest.approx(exact["std"], rel=1e-5)
-    t[1, 2, 3, 4] = float("nan")
-    assert fast_stats(t) == views.tensor_stats(t)  # the exact path handles NaN
-
-
-@pytest.mark.parametrize("normalize", ["channel", "shared"])
-@pytest.mark.parametrize("shape", [(7, 5, 6), (1, 9, 4), (12, 3, 3), (5, 2, 2)])
-def test_fast_mosaic_is_views_mosaic(normalize, shape):
-    rng = np.random.default_rng(0)
-    data = rng.standard_normal(shape).astype(np.float32)
-    data[min(2, shape[0] - 1)] = 0.5  # a constant channel
-    for pad in (0, 1):
-        ref = views.mosaic(data, normalize=normalize, pad=pad)
-        got = fast_mosaic(data, normalize, pad)
-        np.testing.assert_allclose(got.image, ref.image, rtol=1e-6, atol=1e-7, equal_nan=True)
-        for field in ("rows", "cols", "tile_h", "tile_w", "pad", "channels", "value_range"):
-            assert getattr(got, field) == getattr(ref, field)
-    bad = data.copy()
-    bad[0, 0, 0] = np.inf
-    assert fast_mosaic(bad, normalize) is None
-
-
-def test_max_tile_keeps_the_mosaic_under_the_pixel_budget():
-    assert max_tile_for(64, 56, 56, max_pixels=512 * 512) is None
-    tile = max_tile_for(256, 56, 56, max_pixels=256 * 256)
-    scale = math.ceil(56 / tile)
-    assert 256 * math.ceil(56 / scale) ** 2 <= 256 * 256
-    big = max_tile_for(1, 1024, 1024)
-    assert math.ceil(1024 / math.ceil(1024 / big)) ** 2 <= fast_views.MAX_MOSAIC_PIXELS
-
-
-def test_live_mosaic_downsamples_like_views_mosaic_with_max_tile():
-    rng = np.random.default_rng(1)
-    data = rng.standard_normal((300, 16, 16)).astype(np.float32)
-    got = fast_views.live_mosaic(data, "channel", 8)
-    ref = views.mosaic(data, normalize="channel", max_channels=256, max_tile=8)
-    assert (got.scale, got.total_channels, got.channels) == (2, 300, 256)
-    assert got.image.shape == ref.image.shape
-    np.testing.assert_allclose(got.image, ref.image, rtol=1e-5, atol=1e-6, equal_nan=True)
-
-
-def test_prepare_live_shows_what_prepare_result_shows():
-    model, cap, request = _capture_tiny(batch=2)
-    full = prepare_result(cap, request)
-    live = prepare_live(cap, request, eager_hist=["conv2"])
-    assert live.shown == full.shown and live.predictions == full.predictions
-    assert live.target_text == full.target_text and live.gradcam_default == full.gradcam_default
-    assert live.tree is not None  # first frame: the tree gets output shapes
-    assert isinstance(live.layers["conv1"], LazyHistLayer)
-    assert live.layers["conv2"].hist_ready and not live.layers["relu"].hist_ready
-    for name in full.shown:
-        a, b = live.layers[name], full.layers[name]
-        np.testing.assert_allclose(a.view.data, b.view.data)
-        if b.mosaic is not None:
-            np.testing.assert_allclose(a.mosaic.image, b.mosaic.image, atol=1e-6, equal_nan=True)
-            np.testing.assert_allclose(
-                a.grad_mosaic.image, b.grad_mosaic.image, atol=1e-6, equal_nan=True
-            )
-            np.testing.assert_allclose(a.grad_view.data, b.grad_view.data, rtol=1e-6)
-            # Both paths send the panels their colour-table indices, made on the worker.
-            for m in (a.mosaic, a.grad_mosaic, b.mosaic, b.grad_mosaic):
-                np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
-        for key in ("mean", "std", "min", "max", "zero_frac", "grad_norm"):
-            assert a.stats[key] == pytest.approx(b.stats[key], rel=1e-5, abs=1e-6), (name, key)
-        np.testing.assert_array_equal(a.hist[0], b.hist[0])  # computed on first read
-    # Grad-CAM: the shown layer is computed, the others on first read, equal to the full path.
-    assert isinstance(live.grad_cams, LazyGradCams)
-    assert live.grad_cams.computed() == [live.gradcam_default]
-    assert sorted(live.grad_cams) == sorted(full.grad_cams)
-    for name in full.grad_cams:
-        np.testing.assert_allclose(live.grad_cams[name], full.grad_cams[name], atol=1e-6)
-    np.testing.assert_allclose(live.saliency, full.saliency)
-    again = prepare_live(cap, request, previous_shapes=live.output_shapes)
-    assert again.tree is None  # same shapes: the window keeps its tree
-
-
-def test_off_screen_layers_keep_their_mosaics_until_shown():
-    from actviz.ui.live_prepare import shown_mosaics
-
-    model, cap, request = _capture_tiny()
-    first = prepare_live(cap, request)
-    cap2 = capture(model, _frames(1, seed=6), request.layers)
-    second = prepare_live(
-        cap2, request, mosaic_layers={"conv1"}, previous_mosaics=shown_mosaics(first)
-    )
-    assert second.layers["conv2"].mosaic is first.layers["conv2"].mosaic  # off screen: reused
-    assert second.layers["conv2"].grad_mosaic is first.layers["conv2"].grad_mosaic
-    fresh = prepare_live(cap2, request)
-    np.testing.assert_allclose(
-        second.layers["conv1"].mosaic.image, fresh.layers["conv1"].mosaic.image
-    )
-    # Views and statistics are always the new frame's.
-    np.testing.assert_allclose(second.layers["conv2"].view.data, fresh.layers["conv2"].view.data)
-    assert second.layers["conv2"].stats["mean"] == fresh.layers["conv2"].stats["mean"]
-    # Another normalisation cannot reuse them.
-    shared = RunRequest(model=model, inputs=None, layers=request.layers, normalize="shared")
-    third = prepare_live(cap2, shared, mosaic_layers=set(), previous_mosaics=shown_mosaics(first))
-    assert third.layers["conv2"].mosaic is not first.layers["conv2"].mosaic
-    assert third.layers["conv2"].mosaic.normalize == "shared"
-
-
-# ============================================================================ device-side reduction
-def test_every_path_shows_the_channel_page_asked_for():
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 600, 3, padding=1), nn.ReLU()).eval()
-    x = torch.randn(1, 3, 12, 12)
-    cap = capture(model, x, ["0", "1"])
-    request = RunRequest(model=model, inputs=x, layers=["0", "1"], channel_pages={"0": 512})
-    assert request.first_channel("0") == 512 and request.first_channel("1") == 0
-    full = prepare_result(cap, request)
-    live = prepare_live(cap, request)
-    dev = prepare_live(cap, request, device_path=True)
-    for result in (full, live, dev):
-        layer = result.layers["0"]
-        m, g = layer.mosaic, layer.grad_mosaic
-        assert (m.first_channel, m.channels, m.total_channels) == (512, 88, 600)
-        assert (g.first_channel, g.channels) == (512, 88)
-        ref = views.mosaic(layer.view.data[512:], pad=1)
-        np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
-        np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
-        assert result.layers["1"].mosaic.first_channel == 0
-        assert layer.view.data.shape[0] == 600  # the view keeps every channel
-    # An off-screen stand-in from another page is not reused.
-    from actviz.ui.live_prepare import shown_mosaics
-
-    page0 = prepare_live(cap, dataclasses.replace(request, channel_pages={}))
-    again = prepare_live(cap, request, mosaic_layers=set(), previous_mosaics=shown_mosaics(page0))
-    assert again.layers["0"].mosaic.first_channel == 512
-    assert again.layers["1"].mosaic is page0.layers["1"].mosaic
-
-
-def test_turn_to_page_rebuilds_the_mosaics_from_the_views():
-    from actviz.ui.fast_views import turn_to_page
-
-    torch.manual_seed(1)
-    model = nn.Sequential(nn.Conv2d(3, 300, 1)).eval()
-    x = torch.randn(1, 3, 40, 40)
-    cap = capture(model, x, ["0"])
-    request = RunRequest(model=model, inputs=x, layers=["0"])
-    layer = prepare_live(cap, request, max_pixels=64 * 64).layers["0"]
-    # 256 tiles of 40x40 in 64x64 pixels: each tile averaged over 10x10 blocks.
-    assert (layer.mosaic.scale, layer.mosaic.channels) == (10, 256)
-    assert not turn_to_page(layer, 0)  # already there
-    assert turn_to_page(layer, 256)
-    m = layer.mosaic
-    assert (m.first_channel, m.channels, m.scale) == (256, 44, 10)  # the same downsampling
-    ref = views.mosaic(layer.view.data[256:], max_tile=4, pad=1)
-    np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
-    assert layer.grad_mosaic.first_channel == 256
-    np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
-
-
-def _device_case(device: str):
-    model, cap, request = _capture_tiny(batch=2)
-    names = ["conv1", "conv2", "fc"]
-    layers = [
-        (n, cap[n].tensor.to(device), cap[n].grad.to(device) if cap[n].grad is not None else None)
-        for n in names
-    ]
-    return cap, names, layers
-
-
-def _check_device_layers(cap, names, reduced, normalize="channel"):
-    for name in names:
-        rec = cap[name]
-        got = reduced[name]
-        exact = views.layer_stats(rec)
-        for key in ("numel", "nan", "inf", "min", "max"):
-            assert got.stats[key] == exact[key]
-        for key in ("mean", "std", "zero_frac", "grad_norm"):
-            assert got.stats[key] == pytest.approx(exact[key], rel=1e-5, abs=1e-7)
-        if rec.tensor.dim() == 4:
-            ref = views.mosaic(rec.tensor[0], normalize=normalize)
-            act_m, grad_m = got.mosaics()
-            np.testing.assert_allclose(act_m.image, ref.image, atol=1e-6, equal_nan=True)
-            assert act_m.value_range == pytest.approx(ref.value_range)
-            gref = views.mosaic(views.magnitude(rec.grad)[0], normalize=normalize)
-            np.testing.assert_allclose(grad_m.image, gref.image, atol=1e-6, equal_nan=True)
-            np.testing.assert_allclose(got.act, rec.tensor[0].numpy())
-        else:
-            np.testing.assert_allclose(got.act, rec.tensor.numpy())
-
-
-def test_device_reduction_matches_the_host_views_with_one_copy(monkeypatch):
-    cap, names, layers = _device_case("cpu")
-    copies = []
-    real = device_reduction._to_host
-    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(b.numel()) or real(b))
-    reduced = reduce_on_device(layers, hist_names=["conv2"], normalize="shared").layers
-    assert len(copies) == 1
-    _check_device_layers(cap, names, reduced, normalize="shared")
-    counts, edges = reduced["conv2"].hist
-    ref_counts, ref_edges = views.histogram(cap["conv2"].tensor)
-    assert counts.sum() == ref_counts.sum()
-    assert np.abs(counts - ref_counts).sum() <= 2  # float64 vs numpy's edge correction
-    np.testing.assert_allclose(edges, ref_edges, rtol=1e-6)
-    assert reduced["conv1"].hist is None
-
-
-def test_device_reduction_handles_nan_without_branching():
-    t = torch.randn(1, 3, 4, 4)
-    t[0, 1, 2, 2] = float("nan")
-    t[0, 2] = float("inf")
-    got = reduce_on_device([("x", t, None)]).layers["x"]
-    exact = views.tensor_stats(t)
-    assert (got.stats["nan"], got.stats["inf"]) == (1, 16)
-    assert got.stats["mean"] == pytest.approx(exact["mean"], rel=1e-6)
-    assert got.stats["grad_norm"] is None
-    ref = views.mosaic(t[0])
-    act_m, _ = got.mosaics()
-    np.testing.assert_allclose(act_m.image, ref.image, atol=1e-6, equal_nan=True)
-
-
-def test_the_device_path_of_prepare_live_shows_the_same_as_the_host_path(monkeypatch):
-    model, cap, request = _capture_tiny(batch=2)
-    copies = []
-    real = device_reduction._to_host
-    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(1) or real(b))
-    host = prepare_live(cap, request, device_path=False)
-    assert copies == []
-    dev = prepare_live(cap, request, device_path=True, eager_hist=["conv1"])
-    assert copies == [1]
-    assert dev.grad_cams.computed() == [dev.gradcam_default]
-    np.testing.assert_allclose(
-        dev.grad_cams[dev.gradcam_default], host.grad_cams[host.gradcam_default], atol=1e-5
-    )
-    np.testing.assert_allclose(dev.saliency, host.saliency, atol=1e-6)
-    for name in host.shown:
-        a, b = dev.layers[name], host.layers[name]
-        np.testing.assert_allclose(a.view.data, b.view.data)
-        if b.mosaic is not None:
-            np.testing.assert_allclose(a.mosaic.image, b.mosaic.image, atol=1e-6, equal_nan=True)
-        for key in ("mean", "std", "min", "max", "zero_frac", "grad_norm"):
-            assert a.stats[key] == pytest.approx(b.stats[key], rel=1e-5, abs=1e-6), (name, key)
-    assert np.abs(dev.layers["conv1"].hist[0] - host.layers["conv1"].hist[0]).sum() <= 2
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_device_reduction_on_cuda_copies_once_per_frame(monkeypatch):
-    cap, names, layers = _device_case("cuda")
-    copies = []
-    real = device_reduction._to_host
-    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(b.device) or real(b))
-    reduced = reduce_on_device(layers, hist_names=["conv1"]).layers
-    assert len(copies) == 1 and copies[0].type == "cuda"
-    _check_device_layers(cap, names, reduced)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_prepare_live_uses_the_device_path_for_cuda_records(monkeypatch):
-    model, cap, request = _capture_tiny()
-    for name in cap.names:
-        for rec in cap.calls(name):
-            rec.output = rec.output.cuda()
-            rec.grad_output = rec.grad_output.cuda()
-    cap.input_grads = cap.input_grads.cuda()
-    copies = []
-    real = device_reduction._to_host
-    monkeypatch.setattr(device_reduction, "_to_host", lambda b: copies.append(1) or real(b))
-    live = prepare_live(cap, request)
-    assert len(copies) == 1
-    assert live.layers["conv1"].mosaic.channels == 4
-
-
 # ============================================================================ controller + window
 @pytest.fixture
 def window(qtbot, tmp_path):
@@ -587,13 +291,13 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
 ):
     from actviz.ui import live_mode
 
-    real_prepare = live_mode.prepare_live
+    real_prepare = live_mode.prepare
 
     def slow_prepare(*args, **kwargs):
         time.sleep(0.05)  # longer than a tiny capture: the next one must start meanwhile
         return real_prepare(*args, **kwargs)
 
-    monkeypatch.setattr(live_mode, "prepare_live", slow_prepare)
+    monkeypatch.setattr(live_mode, "prepare", slow_prepare)
     live = install_live_mode(window, max_fps=1000)
     frames = _frames(8, seed=4)
     live.set_source(TensorFrames(frames, "clip"))
@@ -655,12 +359,13 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, window):
     assert panel.page_text() == "ch 256-299 of 300"
     assert panel.activation_slot.mosaic is layer.mosaic
     assert (layer.mosaic.first_channel, layer.mosaic.channels) == (256, 44)
-    ref = views.mosaic(layer.view.data[256:], pad=1)
+    ref = mosaic(layer.view.data[256:], pad=1)
     np.testing.assert_allclose(layer.mosaic.image, ref.image, atol=1e-6, equal_nan=True)
-    # Results made before the turn are shown on the page the user chose.
+    # Results made before the turn are shown on the page the user chose, and not edited.
     assert window.show_pinned(pin)
     window.flush_panel_updates()
-    assert pin.result.layers["0"].mosaic.first_channel == 256
+    assert pin.result.layers["0"].mosaic.first_channel == 0
+    assert panel.activation_slot.mosaic.first_channel == 256
     assert panel.page_text() == "ch 256-299 of 300"
 
 
@@ -853,9 +558,9 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window)
     # The settling frame rebuilt every mosaic for the perturbed input.
     expected, _ = live.perturbation.apply(window.session.input.value)
     ref = capture(window.session.model, expected, ["conv1"])["conv1"].tensor[0]
-    mosaic = window.result.layers["conv1"].mosaic
-    assert mosaic is not old
-    np.testing.assert_allclose(mosaic.image, views.mosaic(ref).image, atol=1e-6, equal_nan=True)
+    m = window.result.layers["conv1"].mosaic
+    assert m is not old
+    np.testing.assert_allclose(m.image, mosaic(ref).image, atol=1e-6, equal_nan=True)
 
 
 def test_the_webcam_entry_says_why_it_is_missing(qtbot, window, monkeypatch):

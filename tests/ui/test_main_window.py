@@ -15,8 +15,8 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 from torch import nn
 
-from actviz.core import views
 from actviz.core.capture import capture
+from actviz.display.mosaic import mosaic
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
 from actviz.ui.main_window import MainWindow
 from actviz.ui.settings import AppSettings
@@ -207,10 +207,11 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     assert wide.page_text() == "ch 256-511 of 512"
     assert wide.prev_page_button.isEnabled() and not wide.next_page_button.isEnabled()
     assert window.session.channel_pages == {"layer4": 256}
-    m = layer.mosaic
-    assert wide.activation_slot.mosaic is m and wide.gradient_slot.mosaic is layer.grad_mosaic
-    assert (m.first_channel, m.channels, layer.grad_mosaic.first_channel) == (256, 256, 256)
-    ref = views.mosaic(layer.view.data[256:], pad=0)
+    # The result is not edited (it may be pinned): the panel shows a new page of its views.
+    assert layer.mosaic.first_channel == 0
+    m, gm = wide.activation_slot.mosaic, wide.gradient_slot.mosaic
+    assert (m.first_channel, m.channels, gm.first_channel) == (256, 256, 256)
+    ref = mosaic(layer.view.data[256:], pad=0)
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     # Another normalisation re-prepares the shown capture on the same page.
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
@@ -219,8 +220,9 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     layer = window.result.layers["layer4"]
     m = layer.mosaic
     assert (m.normalize, m.first_channel) == ("shared", 256)
+    assert wide.activation_slot.mosaic is m
     assert wide.page_text() == "ch 256-511 of 512"
-    ref = views.mosaic(layer.view.data[256:], normalize="shared", pad=0)
+    ref = mosaic(layer.view.data[256:], normalize="shared", pad=0)
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     # Hover and click name the layer's channel, not the tile's place on the page.
     canvas = wide.activation_slot.image_canvas
@@ -238,7 +240,8 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     assert wide.page_text() == "ch 256-511 of 512"
     qtbot.mouseClick(wide.prev_page_button, LEFT)
     assert wide.page_text() == "ch 0-255 of 512"
-    assert window.result.layers["layer4"].mosaic.first_channel == 0
+    assert wide.activation_slot.mosaic.first_channel == 0
+    assert window.result.layers["layer4"].mosaic.first_channel == 256  # held, not edited
     assert not window.turn_page("layer4", -1)  # no page before the first
     assert not window.turn_page("layer3", 1)  # one page only
     window.set_model(_tiny(), layers=["conv1"])
@@ -353,7 +356,7 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, make_window):
     assert layers[""].view.kind == "scalar"
     assert float(layers[""].view.data) == pytest.approx(float(window.result.capture.output))
     assert window.layer_panels[""].activation_slot.scalar_label.text() != ""
-    assert window.result.predictions == []  # a scalar output has no classes
+    assert window.result.predictions == ()  # a scalar output has no classes
     assert "single output" in window.result.target_text
 
 

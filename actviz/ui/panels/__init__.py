@@ -1,7 +1,7 @@
 """Passive pyqtgraph panels of the desktop window: typed setters in, signals out, no torch.
 
 Every panel is a QWidget with ``clear()`` and ``export_png(path)``; the data they show is
-numpy, prepared by ``actviz.core.views`` off the GUI thread.
+numpy, prepared by ``actviz.display`` off the GUI thread.
 """
 
 from __future__ import annotations

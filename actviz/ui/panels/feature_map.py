@@ -15,7 +15,8 @@ from actviz.ui.panels.canvas import BarCanvas, ImageCanvas
 from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP
 
 if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
-    from actviz.core.views import LayerView, Mosaic
+    from actviz.display.mosaic import Mosaic
+    from actviz.display.views import LayerView
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +330,7 @@ class LayerPanel(PanelBase):
         Parameters
         ----------
         view
-            The activation as prepared by ``actviz.core.views.layer_view``; ``view.data`` is kept
+            The activation as prepared by ``actviz.display.views.layer_view``; ``view.data`` is kept
             to read raw values under the mouse.
         mosaic
             The mosaic of ``view.data`` for kind "maps" (ignored for other kinds).

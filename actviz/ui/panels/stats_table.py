@@ -70,7 +70,7 @@ def _display(key: str, value: Any) -> str:
 
 
 class StatsModel(QtCore.QAbstractTableModel):
-    """Table model over a list of row dicts (keys as in ``actviz.core.views.layer_stats``)."""
+    """Table model over a list of row dicts (keys as in ``actviz.display.stats.layer_stats``)."""
 
     def __init__(self, parent: QtCore.QObject | None = None) -> None:
         super().__init__(parent)

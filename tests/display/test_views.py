@@ -1,4 +1,4 @@
-"""Numpy views: mosaics, layer views, saliency, Grad-CAM, stats, colour."""
+"""The display package's pieces: mosaics, layer views, saliency, Grad-CAM, stats, colour."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ import torch
 import torchvision
 
 import actviz
-from actviz.core import views
+from actviz.display.attribution import grad_cam, gradient_flow, saliency, top_k
+from actviz.display.colormaps import colorize, overlay, table
+from actviz.display.mosaic import clamp_first_channel, mosaic
+from actviz.display.stats import histogram, layer_stats, tensor_stats
+from actviz.display.views import layer_view
 from tests.core.seed_models import SeedMLP
 
 
 def test_mosaic_layout_and_channel_lookup():
     data = np.arange(10 * 4 * 5, dtype=np.float32).reshape(10, 4, 5)
-    m = views.mosaic(data, normalize="channel")
+    m = mosaic(data, normalize="channel")
     assert (m.rows, m.cols, m.tile_h, m.tile_w, m.channels) == (3, 4, 4, 5, 10)
     assert m.image.shape == (3 * 5 - 1, 4 * 6 - 1)
     assert m.image.dtype == np.float32 and m.image.flags.c_contiguous
@@ -35,33 +39,33 @@ def test_mosaic_shared_normalisation_and_nan():
     data = np.stack(
         [np.zeros((2, 2)), np.full((2, 2), 4.0), np.array([[np.nan, 1], [np.inf, 2]])]
     ).astype(np.float32)
-    m = views.mosaic(data, normalize="shared")
+    m = mosaic(data, normalize="shared")
     assert m.value_range == (0.0, 4.0)
     assert m.image[0, 0] == 0.0 and m.image[0, 3] == 1.0
     y0, x0 = m.tile_origin(2)
     assert np.isnan(m.image[y0, x0]) and np.isnan(m.image[y0 + 1, x0])
     assert m.image[y0, x0 + 1] == pytest.approx(0.25)
-    const = views.mosaic(np.ones((2, 3, 3), np.float32))
+    const = mosaic(np.ones((2, 3, 3), np.float32))
     assert np.nanmax(const.image) == 0.0  # a constant channel does not divide by zero
 
 
 def test_mosaic_caps_tiles_and_channels():
     big = torch.randn(4096, 64, 64)
-    m = views.mosaic(big, max_tile=16, max_channels=1024)
+    m = mosaic(big, max_tile=16, max_channels=1024)
     assert m.channels == 1024 and m.total_channels == 4096 and m.tile_h == 16 and m.scale == 4
     assert m.image.shape[0] * m.image.shape[1] < 1100 * 1100
 
 
 def test_mosaic_pages_through_channels():
     data = np.random.default_rng(0).normal(size=(10, 3, 3)).astype(np.float32)
-    page = views.mosaic(data, max_channels=4, first_channel=4, pad=0)
+    page = mosaic(data, max_channels=4, first_channel=4, pad=0)
     assert (page.first_channel, page.channels, page.last_channel, page.total_channels) == (
         4,
         4,
         7,
         10,
     )
-    alone = views.mosaic(data[4:8], pad=0)
+    alone = mosaic(data[4:8], pad=0)
     np.testing.assert_array_equal(page.image, alone.image)
     # Tiles answer with the layer's channel, not their place on the page.
     y0, x0 = page.tile_origin(6)
@@ -74,24 +78,24 @@ def test_mosaic_pages_through_channels():
     )
     with pytest.raises(IndexError, match="channel 2 is not on this mosaic"):
         page.tile_origin(2)
-    last = views.mosaic(data, max_channels=4, first_channel=8)
+    last = mosaic(data, max_channels=4, first_channel=8)
     assert (last.first_channel, last.channels) == (8, 2)
-    assert views.mosaic(data, max_channels=4, first_channel=99).first_channel == 9
-    assert views.mosaic(data, max_channels=4, first_channel=-3).first_channel == 0
-    assert views.clamp_first_channel(5, 0) == 0
+    assert mosaic(data, max_channels=4, first_channel=99).first_channel == 9
+    assert mosaic(data, max_channels=4, first_channel=-3).first_channel == 0
+    assert clamp_first_channel(5, 0) == 0
 
 
 def test_layer_view_kinds_by_rank():
-    assert views.layer_view(torch.randn(2, 8, 5, 6)).kind == "maps"
-    v = views.layer_view(torch.randn(2, 8, 5, 6), sample=1)
+    assert layer_view(torch.randn(2, 8, 5, 6)).kind == "maps"
+    v = layer_view(torch.randn(2, 8, 5, 6), sample=1)
     assert v.data.shape == (8, 5, 6) and "sample 1 of 2" in v.description
-    assert views.layer_view(torch.randn(1, 10)).kind == "bars"
-    seq = views.layer_view(torch.randn(1, 7, 16))
+    assert layer_view(torch.randn(1, 10)).kind == "bars"
+    seq = layer_view(torch.randn(1, 7, 16))
     assert seq.kind == "heatmap" and seq.data.shape == (7, 16)
-    assert views.layer_view(torch.tensor(3.5)).kind == "scalar"
-    assert views.layer_view(torch.randn(1, 4, 3, 5, 5)).data.shape == (4, 5, 5)
+    assert layer_view(torch.tensor(3.5)).kind == "scalar"
+    assert layer_view(torch.randn(1, 4, 3, 5, 5)).data.shape == (4, 5, 5)
     cap = actviz.capture(SeedMLP(), torch.tensor([0.05, 0.1]))
-    bars = views.layer_view(cap["s1"].output)
+    bars = layer_view(cap["s1"].output)
     assert bars.kind == "bars" and np.allclose(bars.data, [0.5933, 0.5969], atol=1e-4)
 
 
@@ -105,48 +109,48 @@ def resnet_capture():
 
 def test_saliency_and_grad_cam(resnet_capture):
     cap = resnet_capture
-    sal = views.saliency(cap.input_grads)
+    sal = saliency(cap.input_grads)
     assert sal.shape == (64, 64) and sal.max() == 1.0 and sal.min() >= 0
     expected = cap.input_grads[0].abs().max(0).values
     assert np.allclose(sal, (expected / expected.max()).numpy(), atol=1e-6)
     rec = cap["layer4"]
-    cam = views.grad_cam(rec.tensor, rec.grad)
+    cam = grad_cam(rec.tensor, rec.grad)
     a, g = rec.tensor[0], rec.grad[0]
     manual = torch.relu((g.mean((1, 2))[:, None, None] * a).sum(0))
     assert np.allclose(cam, (manual / manual.max()).numpy(), atol=1e-6)
-    up = views.grad_cam(rec.tensor, rec.grad, size=(64, 64))
+    up = grad_cam(rec.tensor, rec.grad, size=(64, 64))
     assert up.shape == (64, 64) and up.max() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="spatial"):
-        views.grad_cam(cap["fc"].tensor, cap["fc"].grad)
+        grad_cam(cap["fc"].tensor, cap["fc"].grad)
 
 
 def test_stats_flow_histogram_topk(resnet_capture):
     cap = resnet_capture
-    st = views.layer_stats(cap["layer3.1.bn2"])
+    st = layer_stats(cap["layer3.1.bn2"])
     t = cap["layer3.1.bn2"].output
     assert st["mean"] == pytest.approx(float(t.mean()), rel=1e-5)
     assert st["min"] == float(t.min()) and st["nan"] == 0 and st["shape"] == (1, 256, 4, 4)
     assert st["grad_norm"] == pytest.approx(float(cap["layer3.1.bn2"].grad.norm()), rel=1e-5)
-    names, norms = views.gradient_flow(cap)
+    names, norms = gradient_flow(cap)
     assert names == cap.names and norms.shape == (3,) and np.all(norms > 0)
-    counts, edges = views.histogram(torch.tensor([0.0, 1.0, 1.0, np.nan, np.inf]), bins=2)
+    counts, edges = histogram(torch.tensor([0.0, 1.0, 1.0, np.nan, np.inf]), bins=2)
     assert counts.tolist() == [1, 2] and edges.tolist() == [0.0, 0.5, 1.0]
-    st_nan = views.tensor_stats(np.array([np.nan, np.inf, 0.0, 2.0], np.float32))
+    st_nan = tensor_stats(np.array([np.nan, np.inf, 0.0, 2.0], np.float32))
     assert (st_nan["nan"], st_nan["inf"], st_nan["zero_frac"], st_nan["max"]) == (1, 1, 0.25, 2.0)
-    rows = views.top_k(torch.tensor([[0.0, 3.0, 1.0]]), k=2, categories=["a", "b", "c"])
+    rows = top_k(torch.tensor([[0.0, 3.0, 1.0]]), k=2, categories=["a", "b", "c"])
     assert [r[:2] for r in rows] == [(1, "b"), (2, "c")]
     assert rows[0][2] == pytest.approx(np.exp(3) / (1 + np.exp(3) + np.exp(1)))
 
 
 def test_colorize_and_overlay():
     img = np.array([[0.0, 1.0], [np.nan, 0.5]], np.float32)
-    rgb = views.colorize(img, "gray")
+    rgb = colorize(img, "gray")
     assert rgb.shape == (2, 2, 3) and rgb.dtype == np.uint8
     assert rgb[0, 0].tolist() == [0, 0, 0] and rgb[0, 1].tolist() == [255, 255, 255]
     assert rgb[1, 0].tolist() == [255, 255, 255]  # NaN -> background
-    assert views.lut("viridis")[0].tolist() == [68, 1, 84]
+    assert table("viridis")[0].tolist() == [68, 1, 84]
     base = np.zeros((8, 8, 3), np.uint8)
-    out = views.overlay(base, np.ones((2, 2), np.float32), alpha=0.5, cmap="gray")
+    out = overlay(base, np.ones((2, 2), np.float32), alpha=0.5, cmap="gray")
     assert out.shape == (8, 8, 3) and out.min() == 128
-    with pytest.raises(ValueError, match="unknown colormap"):
-        views.lut("nope")
+    with pytest.raises(ValueError, match="unknown colour map"):
+        table("nope")

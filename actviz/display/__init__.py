@@ -1,0 +1,20 @@
+"""From a capture to what is shown: the one preparation path (no Qt).
+
+Read in this order:
+
+* :mod:`~actviz.display.prepare` -- :func:`~actviz.display.prepare.prepare`, the entry point
+  used by single runs, live frames, pins and export; :func:`~actviz.display.prepare.with_page`
+  and :func:`~actviz.display.prepare.renormalised` make new results for page turns and
+  normalisation changes;
+* :mod:`~actviz.display.views` -- one sample of a layer shaped as maps, bars or a heat map;
+* :mod:`~actviz.display.mosaic` -- channel mosaics: paging, downsampling, **normalisation**;
+* :mod:`~actviz.display.colormaps` -- the one colour registry and the index images painted;
+* :mod:`~actviz.display.stats` -- statistics and histograms (exact or fast);
+* :mod:`~actviz.display.attribution` -- the input picture, saliency, Grad-CAM (and the rule for
+  its default layer), predictions;
+* :mod:`~actviz.display.device` -- one host copy per frame for records on a GPU;
+* :mod:`~actviz.display.result` -- the frozen :class:`~actviz.display.result.RunResult` and
+  :class:`~actviz.display.result.PreparedLayer`.
+
+Imports point one way: ``ui -> io -> display -> core``.
+"""

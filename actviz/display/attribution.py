@@ -1,0 +1,249 @@
+"""Pictures about the whole input: the image shown, saliency, Grad-CAM, predictions.
+
+Saliency and Grad-CAM are written once, in torch, so they run where the tensors live (the
+device path packs their results into its single host copy) and return numpy through thin
+wrappers. The rule for the Grad-CAM layer shown by default lives here too
+(:func:`default_gradcam_layer`), for the window, live mode and export alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from actviz.core.structures import first_tensor
+from actviz.display.stats import as_float
+
+__all__ = [
+    "default_gradcam_layer",
+    "display_image",
+    "grad_cam",
+    "grad_cam_tensor",
+    "gradcam_candidates",
+    "gradient_flow",
+    "saliency",
+    "saliency_at_image",
+    "saliency_tensor",
+    "saliency_unavailable",
+    "spatial_layers",
+    "top_k",
+    "top_predictions",
+]
+
+
+def _pick(t: torch.Tensor, sample: int) -> torch.Tensor:
+    return t[min(sample, t.shape[0] - 1)]
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    """``x`` scaled so its peak is 1 (zeros when there is no positive peak), no host sync."""
+    peak = x.max() if x.numel() else torch.zeros((), dtype=x.dtype, device=x.device)
+    return torch.where(peak > 0, x / torch.where(peak > 0, peak, 1.0), torch.zeros_like(x))
+
+
+def _resize(x: torch.Tensor, size: tuple[int, int] | None) -> torch.Tensor:
+    if size is None or tuple(x.shape) == tuple(size):
+        return x
+    return F.interpolate(x[None, None], size=size, mode="bilinear", align_corners=False)[0, 0]
+
+
+def grad_cam_tensor(
+    activation: torch.Tensor,
+    gradient: torch.Tensor,
+    size: tuple[int, int] | None = None,
+    sample: int = 0,
+) -> torch.Tensor:
+    """Grad-CAM of one sample on the tensors' device: ReLU of the gradient-weighted sum of the
+    channels, resized to ``size``, scaled to [0, 1]. Expects ``(N, C, H, W)`` or ``(C, H, W)``."""
+    a, g = as_float(activation), as_float(gradient)
+    if a.dim() == 4:
+        a, g = _pick(a, sample), _pick(g, sample)
+    weights = g.mean(dim=(1, 2))
+    cam = torch.relu((weights[:, None, None] * a).sum(dim=0))
+    cam = torch.nan_to_num(cam, nan=0.0, posinf=0.0, neginf=0.0)
+    return _unit(_resize(cam, size).clamp_min(0))
+
+
+def grad_cam(
+    activation: Any, gradient: Any, size: tuple[int, int] | None = None, sample: int = 0
+) -> np.ndarray:
+    """Grad-CAM as a float32 ``(H, W)`` array in [0, 1] (see :func:`grad_cam_tensor`).
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or the layer has no spatial output.
+    """
+    a, g = torch.as_tensor(activation), torch.as_tensor(gradient)
+    if a.shape != g.shape:
+        raise ValueError(f"activation {tuple(a.shape)} and gradient {tuple(g.shape)} differ")
+    if a.dim() not in (3, 4) or a.shape[-1] < 1 or a.shape[-2] < 1:
+        raise ValueError(
+            f"Grad-CAM needs a layer with a spatial (N, C, H, W) output, got {tuple(a.shape)}"
+        )
+    cam = grad_cam_tensor(a, g, size, sample)
+    return np.ascontiguousarray(cam.cpu().numpy(), dtype=np.float32)
+
+
+def saliency_tensor(
+    input_grad: torch.Tensor, size: tuple[int, int] | None = None, sample: int = 0
+) -> torch.Tensor:
+    """Saliency of one sample on the gradient's device: max over channels of ``|grad|``, scaled
+    to [0, 1], then resized to ``size``. Other ranks give a 2-D strip."""
+    g = as_float(input_grad).abs()
+    if g.dim() == 4:
+        g = _pick(g, sample)
+    if g.dim() == 3:
+        g = g.amax(dim=0)
+    elif g.dim() == 1:
+        g = g[None]
+    elif g.dim() == 0:
+        g = g.reshape(1, 1)
+    elif g.dim() > 3:
+        g = g.reshape(g.shape[0], -1)
+    g = _unit(torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0))
+    return _resize(g, size)
+
+
+def saliency(input_grad: Any, sample: int = 0) -> np.ndarray:
+    """Saliency map: max over channels of ``|d target / d input|`` of one sample, in [0, 1]."""
+    s = saliency_tensor(torch.as_tensor(input_grad), None, sample)
+    return np.ascontiguousarray(s.cpu().numpy(), dtype=np.float32)
+
+
+def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.ndarray | None:
+    """The RGB image overlays are drawn on: the loaded image when it matches the input tensor's
+    size, else one rebuilt from an image-like input tensor (min-max scaled), else None."""
+    x = first_tensor(inputs)
+    if x is None or not x.is_floating_point():
+        return image
+    if x.dim() == 4:
+        x = _pick(x, sample)
+    if x.dim() != 3 or x.shape[0] not in (1, 3):
+        return image if x.dim() != 3 else None
+    h, w = int(x.shape[1]), int(x.shape[2])
+    if image is not None and image.shape[:2] == (h, w):
+        return np.ascontiguousarray(image)
+    arr = x.detach().float().cpu()
+    lo, hi = float(arr.min()), float(arr.max())
+    arr = (arr - lo) / (hi - lo) if hi > lo else torch.zeros_like(arr)
+    arr = (arr.clamp(0, 1) * 255).round().to(torch.uint8)
+    if arr.shape[0] == 1:
+        arr = arr.expand(3, h, w)
+    return np.ascontiguousarray(arr.permute(1, 2, 0).numpy())
+
+
+def saliency_unavailable(input_grads: Any, image: np.ndarray | None) -> str:
+    """Why there is no saliency picture for these input gradients ("" when there is one)."""
+    grad = first_tensor(input_grads)
+    if grad is None:
+        return "No input gradient: the input is not a float tensor or nothing depends on it."
+    if grad.dim() not in (3, 4) or image is None:
+        return f"Saliency needs an image-like input; this one is {tuple(grad.shape)}."
+    return ""
+
+
+def saliency_at_image(
+    input_grads: Any, image: np.ndarray | None, sample: int = 0
+) -> tuple[np.ndarray | None, str]:
+    """The saliency map at the size of the picture shown, or None and why (as the window words it)."""
+    why = saliency_unavailable(input_grads, image)
+    if why:
+        return None, why
+    grad = first_tensor(input_grads)
+    heat = saliency_tensor(grad, image.shape[:2], sample)  # type: ignore[union-attr]
+    return np.ascontiguousarray(heat.cpu().numpy(), dtype=np.float32), ""
+
+
+def spatial_layers(cap: Any) -> list[str]:
+    """Captured layers with a spatial ``(N, C, H, W)`` output and a gradient of the same shape
+    (the layers Grad-CAM can use), in execution order."""
+    out = []
+    for name in cap.names:
+        act, grad = cap[name].tensor, cap[name].grad
+        if act is None or grad is None or act.dim() != 4 or act.shape != grad.shape:
+            continue
+        out.append(name)
+    return out
+
+
+def gradcam_candidates(cap: Any, image: np.ndarray | None) -> list[str]:
+    """The Grad-CAM layers a window offers: :func:`spatial_layers` for an image-like input,
+    none otherwise (there is no picture to lay the map over)."""
+    return spatial_layers(cap) if image is not None else []
+
+
+def default_gradcam_layer(
+    cap: Any, candidates: Iterable[str], requested: str | None = None
+) -> str | None:
+    """The Grad-CAM layer shown first: ``requested`` when it has a map, else the last captured
+    candidate whose output is larger than 1x1, else None.
+
+    One rule for the window, live mode and export. A 1x1 map (ResNet's ``avgpool``) is one flat
+    colour, so it is never chosen by default; the user can still pick it.
+    """
+    names = list(candidates)
+    if requested in names:
+        return requested
+    for name in reversed(names):
+        shape = cap[name].tensor.shape
+        if shape[-1] * shape[-2] > 1:
+            return name
+    return None
+
+
+def top_k(
+    output: Any, k: int = 5, categories: Sequence[str] | None = None, sample: int = 0
+) -> list[tuple[int, str, float]]:
+    """Top-k classes of a ``(N, C)`` or ``(C,)`` output as ``(index, label, probability)``.
+
+    Probabilities are the softmax of the logits. Returns [] for outputs that are not class
+    scores (other ranks, or a single value).
+    """
+    t = torch.as_tensor(output).detach().cpu()
+    if t.is_complex():
+        t = t.abs()
+    t = t.float()
+    if t.dim() == 2:
+        t = _pick(t, sample)
+    if t.dim() != 1 or t.numel() < 2:
+        return []
+    probs = torch.softmax(t.double(), dim=0)
+    values, idx = torch.topk(probs, min(k, t.numel()))
+    rows = []
+    for p, i in zip(values.tolist(), idx.tolist(), strict=True):
+        label = categories[i] if categories and i < len(categories) else f"class {i}"
+        rows.append((int(i), label, float(p)))
+    return rows
+
+
+def top_predictions(
+    output: torch.Tensor | None, categories: Sequence[str] | None, k: int = 5, sample: int = 0
+) -> list[tuple[int, str, float]]:
+    """:func:`top_k` with NaN logits ranked last, so a broken output still gives a readable
+    (all-zero) list instead of NaN probabilities."""
+    if output is None or not output.is_floating_point():
+        return []
+    if not bool(torch.isfinite(output).all()):
+        # top_k works in float32: stay inside its range so the softmax stays finite.
+        big = torch.finfo(torch.float32).max
+        output = torch.nan_to_num(output.float(), nan=-big, posinf=big, neginf=-big)
+    return top_k(output, k=k, categories=list(categories) if categories else None, sample=sample)
+
+
+def gradient_flow(cap: Any) -> tuple[list[str], np.ndarray]:
+    """Per captured layer (execution order), the L2 norm of d target / d its output."""
+    names, norms = [], []
+    for name in cap.names:
+        g = cap[name].grad
+        names.append(name)
+        norms.append(
+            float(torch.linalg.vector_norm(g.detach(), dtype=torch.float64))
+            if g is not None
+            else np.nan
+        )
+    return names, np.asarray(norms, dtype=np.float32)

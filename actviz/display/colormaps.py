@@ -1,0 +1,165 @@
+"""The one colour-map registry: exact tables shared by the window and the exporter (no Qt).
+
+The tables are sampled once from pyqtgraph's map data (``tools/make_colormaps.py``) and shipped
+in ``resources/colormaps.npz``. Images are painted in two steps everywhere: a float image in
+``[lo, hi]`` becomes uint8 indices (:func:`to_indices`, 0..254, :data:`PAD_INDEX` for padding
+and non-finite pixels), then indices become colours through :func:`indexed_table`. The panels
+hand the same indices and table to pyqtgraph, and the exporter uses :func:`paint`, so an
+exported mosaic has exactly the pixels the panel shows.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+__all__ = [
+    "COLORMAPS",
+    "DEFAULT_ACTIVATION_CMAP",
+    "DEFAULT_GRADIENT_CMAP",
+    "OVERLAY_CMAP",
+    "PAD_INDEX",
+    "colorize",
+    "indexed_table",
+    "overlay",
+    "paint",
+    "table",
+    "to_indices",
+]
+
+#: Index of the transparent entry of an indexed table: mosaic padding and non-finite values.
+PAD_INDEX = 255
+#: Default map for activations and for gradient magnitudes.
+DEFAULT_ACTIVATION_CMAP = "viridis"
+DEFAULT_GRADIENT_CMAP = "inferno"
+#: Map of heat overlays (saliency, Grad-CAM): a smooth jet.
+OVERLAY_CMAP = "turbo"
+
+
+@cache
+def _tables() -> dict[str, np.ndarray]:
+    with resources.files("actviz.resources").joinpath("colormaps.npz").open("rb") as fh:
+        data = np.load(fh)
+        out = {key: np.array(data[key]) for key in data.files}
+    for value in out.values():
+        value.setflags(write=False)
+    return out
+
+
+def _names() -> list[str]:
+    return [str(n) for n in _tables()["names"]]
+
+
+#: Every map's name, in the order offered to the user.
+COLORMAPS: list[str] = _names()
+
+
+def _get(name: str, n: int) -> np.ndarray:
+    key = f"{name}/{n}"
+    tables = _tables()
+    if key not in tables:
+        raise ValueError(f"unknown colour map {name!r}; choose from {', '.join(COLORMAPS)}")
+    return tables[key]
+
+
+def table(name: str) -> np.ndarray:
+    """The ``(256, 3)`` uint8 table of map ``name`` (shared, read-only).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not in :data:`COLORMAPS`.
+    """
+    return _get(name, 256)
+
+
+@cache
+def indexed_table(name: str) -> np.ndarray:
+    """The ``(256, 4)`` RGBA table for index images of map ``name`` (shared, read-only).
+
+    Entries 0..254 run through the map (0 = low end, 254 = high end); entry :data:`PAD_INDEX`
+    is fully transparent.
+    """
+    out = np.zeros((256, 4), dtype=np.uint8)
+    out[:PAD_INDEX, :3] = _get(name, PAD_INDEX)
+    out[:PAD_INDEX, 3] = 255
+    out.setflags(write=False)
+    return out
+
+
+def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+    """Map a 2-D float image to uint8 indices of :func:`indexed_table`.
+
+    ``levels[0]`` maps to 0 and ``levels[1]`` to 254 (values beyond are clipped); NaN and
+    infinite pixels map to :data:`PAD_INDEX`. Drawing uint8 indices through a 256-entry table is
+    several times faster in pyqtgraph than its float path, so the worker computes these.
+
+    Parameters
+    ----------
+    image
+        2-D float array.
+    levels
+        (low, high) values of the first and last colour.
+
+    Returns
+    -------
+    np.ndarray
+        C-contiguous uint8 array of the same shape.
+    """
+    low, high = float(levels[0]), float(levels[1])
+    scale = PAD_INDEX / (high - low) if high > low else 0.0
+    work = np.multiply(image, np.float32(scale), dtype=np.float32)
+    work -= np.float32(low * scale)
+    # Infinite values would survive the clip as the end colours; they are not data.
+    nonfinite = ~np.isfinite(image)
+    np.clip(work, 0.0, PAD_INDEX - 1, out=work)
+    with np.errstate(invalid="ignore"):  # NaN casts to garbage, overwritten next line
+        out = work.astype(np.uint8)
+    out[nonfinite] = PAD_INDEX
+    return out
+
+
+def paint(
+    indices: np.ndarray, cmap: str, background: tuple[int, int, int] = (255, 255, 255)
+) -> np.ndarray:
+    """Colour an index image exactly as the panels do: ``(H, W, 3)`` uint8, padding and
+    non-finite pixels in ``background``."""
+    rgba = indexed_table(cmap)[indices]
+    rgb = np.ascontiguousarray(rgba[..., :3])
+    rgb[indices == PAD_INDEX] = background
+    return rgb
+
+
+def colorize(
+    image01: np.ndarray,
+    cmap: str = DEFAULT_ACTIVATION_CMAP,
+    background: tuple[int, int, int] = (255, 255, 255),
+) -> np.ndarray:
+    """Map a ``(H, W)`` image in [0, 1] to ``(H, W, 3)`` uint8 (NaN in ``background``)."""
+    return paint(to_indices(np.asarray(image01, dtype=np.float32)), cmap, background)
+
+
+def overlay(
+    rgb: np.ndarray, heat01: np.ndarray, alpha: float = 0.5, cmap: str = OVERLAY_CMAP
+) -> np.ndarray:
+    """Blend a ``(h, w)`` heat map in [0, 1] over an ``(H, W, 3)`` uint8 image (the map is
+    resized, bilinear, to the image)."""
+    base = np.asarray(rgb)
+    if base.ndim == 2:
+        base = np.repeat(base[..., None], 3, axis=2)
+    heat = np.asarray(heat01, dtype=np.float32)
+    if heat.ndim != 2:
+        raise ValueError(f"overlay needs a 2-D heat map, got shape {heat.shape}")
+    if heat.shape != base.shape[:2]:
+        import torch
+        import torch.nn.functional as F
+
+        t = torch.from_numpy(np.ascontiguousarray(heat))[None, None]
+        heat = F.interpolate(t, size=base.shape[:2], mode="bilinear", align_corners=False)[
+            0, 0
+        ].numpy()
+    colored = colorize(np.clip(heat, 0, 1), cmap).astype(np.float32)
+    out = (1 - alpha) * base[..., :3].astype(np.float32) + alpha * colored
+    return np.ascontiguousarray(np.clip(out + 0.5, 0, 255).astype(np.uint8))

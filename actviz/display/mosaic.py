@@ -1,0 +1,328 @@
+"""Channel mosaics: every channel of a ``(C, H, W)`` map tiled into one normalised image.
+
+This is the only place a mosaic is normalised. :func:`mosaic` pages (``first_channel``,
+``max_channels``), downsamples large tiles (area average, to a tile size or a pixel budget),
+normalises per channel or over one shared range, tiles with NaN padding, and computes the uint8
+colour-table indices the panels and the exporter paint (:func:`actviz.display.colormaps.to_indices`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from actviz.display.colormaps import to_indices
+
+__all__ = [
+    "MAX_MOSAIC_CHANNELS",
+    "MAX_MOSAIC_PIXELS",
+    "Mosaic",
+    "clamp_first_channel",
+    "downsample",
+    "grid_shape",
+    "max_tile_for",
+    "mosaic",
+    "mosaic_pad",
+]
+
+#: Channels on one mosaic page; the panels page through wider layers.
+MAX_MOSAIC_CHANNELS = 256
+#: The fast (live) variant downsamples a mosaic to stay under this many pixels: a grid cell is
+#: a few hundred pixels wide on screen, so more pixels only cost painting time.
+MAX_MOSAIC_PIXELS = 512 * 512
+#: Tiles at most this many pixels on a side are laid out without padding: one NaN pixel between
+#: 2x2 tiles (ResNet's layer4 on a small input) turns the mosaic into speckle.
+TINY_TILE_PX = 3
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class Mosaic:
+    """A page of a layer's channels tiled into one image (immutable; arrays read-only).
+
+    Attributes
+    ----------
+    image
+        ``(rows*(tile_h+pad)-pad, cols*(tile_w+pad)-pad)`` float32 in [0, 1], NaN in the padding
+        and for non-finite values.
+    levels
+        Display levels of ``image``: always ``(0.0, 1.0)``.
+    value_range
+        Finite min and max of the data shown (for a colour bar legend).
+    channels
+        Number of channels shown; the ``i``-th shown channel sits at row ``i // cols``, column
+        ``i % cols``.
+    total_channels
+        Channels in the layer.
+    scale
+        How many source pixels one tile pixel covers (1 unless downsampled).
+    first_channel
+        The layer channel of the first tile.
+    indices
+        ``image`` as uint8 colour-table indices (what is painted).
+    """
+
+    image: np.ndarray
+    levels: tuple[float, float]
+    value_range: tuple[float, float]
+    rows: int
+    cols: int
+    tile_h: int
+    tile_w: int
+    pad: int
+    channels: int
+    total_channels: int
+    normalize: str
+    scale: int = 1
+    first_channel: int = 0
+    indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        _frozen(self.image)
+        if self.indices is None:
+            object.__setattr__(self, "indices", to_indices(self.image, self.levels))
+        _frozen(self.indices)
+
+    @property
+    def last_channel(self) -> int:
+        """The layer channel of the last tile (``first_channel - 1`` when empty)."""
+        return self.first_channel + self.channels - 1
+
+    def channel_at(self, x: float, y: float) -> int | None:
+        """The layer channel under image pixel ``(x, y)`` (column, row), or None for padding."""
+        if x < 0 or y < 0:
+            return None
+        step_x, step_y = self.tile_w + self.pad, self.tile_h + self.pad
+        col, row = int(x // step_x), int(y // step_y)
+        if col >= self.cols or row >= self.rows:
+            return None
+        if x - col * step_x >= self.tile_w or y - row * step_y >= self.tile_h:
+            return None
+        c = row * self.cols + col
+        return self.first_channel + c if c < self.channels else None
+
+    def tile_origin(self, channel: int) -> tuple[int, int]:
+        """``(y0, x0)`` of layer channel ``channel``'s tile in :attr:`image`."""
+        c = channel - self.first_channel
+        if not 0 <= c < self.channels:
+            raise IndexError(
+                f"channel {channel} is not on this mosaic "
+                f"({self.first_channel}..{self.last_channel})"
+            )
+        return (c // self.cols) * (self.tile_h + self.pad), (c % self.cols) * (
+            self.tile_w + self.pad
+        )
+
+    def pixel_in_tile(self, x: float, y: float) -> tuple[int, int]:
+        """``(ty, tx)`` inside its tile, in source pixels, for image pixel ``(x, y)``."""
+        tx = int(x) % (self.tile_w + self.pad)
+        ty = int(y) % (self.tile_h + self.pad)
+        return ty * self.scale, tx * self.scale
+
+
+def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
+    """``(rows, cols)`` of the mosaic grid for ``channels`` tiles (about ``aspect`` wide:tall)."""
+    cols = max(1, round(math.sqrt(channels * tile_h * aspect / max(tile_w, 1))))
+    cols = min(cols, channels)
+    rows = math.ceil(channels / cols)
+    return rows, cols
+
+
+def clamp_first_channel(first_channel: int, total: int) -> int:
+    """``first_channel`` limited to a layer of ``total`` channels (0 for an empty layer)."""
+    return max(0, min(int(first_channel), int(total) - 1))
+
+
+def mosaic_pad(shape: Any) -> int:
+    """Padding between the tiles of a ``(C, H, W)`` map: 0 for tiny tiles, else 1 pixel."""
+    h, w = (int(shape[-2]), int(shape[-1])) if len(shape) >= 2 else (1, 1)
+    return 0 if max(h, w) <= TINY_TILE_PX else 1
+
+
+def max_tile_for(
+    channels: int,
+    height: int,
+    width: int,
+    *,
+    max_channels: int = MAX_MOSAIC_CHANNELS,
+    max_pixels: int = MAX_MOSAIC_PIXELS,
+) -> int | None:
+    """The ``max_tile`` that keeps a mosaic of ``channels`` maps of ``height x width`` under
+    ``max_pixels`` (None when it already fits; padding not counted)."""
+    shown = max(1, min(channels, max_channels))
+    if shown * height * width <= max_pixels or max(height, width) <= 1:
+        return None
+    scale = math.ceil(math.sqrt(shown * height * width / max_pixels))
+    side = max(height, width)
+    # The scale used is ceil(side / max_tile): find the largest tile giving at least `scale`.
+    tile = max(1, side // scale)
+    while tile > 1 and math.ceil(side / tile) < scale:
+        tile -= 1
+    return tile
+
+
+def downsample(maps: np.ndarray, scale: int) -> np.ndarray:
+    """Area average of ``(C, H, W)`` over ``scale x scale`` blocks (ceil mode at the borders).
+
+    Sides that are multiples of ``scale`` take strided sums (several times faster than
+    ``avg_pool2d`` on one thread); others take ``avg_pool2d(ceil_mode=True)``.
+    """
+    if scale <= 1:
+        return maps
+    c, h, w = maps.shape
+    if h % scale == 0 and w % scale == 0:
+        out = np.zeros((c, h // scale, w // scale), dtype=np.float32)
+        for dy in range(scale):
+            for dx in range(scale):
+                out += maps[:, dy::scale, dx::scale]
+        out *= np.float32(1.0 / (scale * scale))
+        return out
+    t = torch.from_numpy(np.ascontiguousarray(maps, dtype=np.float32))
+    return F.avg_pool2d(t[None], kernel_size=scale, stride=scale, ceil_mode=True)[0].numpy()
+
+
+def _as_maps(fmap: Any) -> np.ndarray:
+    if isinstance(fmap, torch.Tensor):
+        t = fmap.detach()
+        if t.is_complex():
+            t = t.abs()
+        data = t.to("cpu", torch.float32).numpy()
+    else:
+        data = np.asarray(fmap, dtype=np.float32)
+    if data.ndim == 2:
+        data = data[None]
+    if data.ndim != 3:
+        raise ValueError(f"mosaic needs a (C, H, W) map, got shape {tuple(data.shape)}")
+    return data
+
+
+def _channel_ranges(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per-channel finite min and max, and whether every value is finite."""
+    lo_c, hi_c = flat.min(axis=1), flat.max(axis=1)
+    if np.isfinite(lo_c).all() and np.isfinite(hi_c).all():  # min/max propagate NaN and Inf
+        return lo_c, hi_c, True
+    masked = np.where(np.isfinite(flat), flat, np.nan)
+    with warnings.catch_warnings():  # all-NaN channels are expected here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo_c = np.nan_to_num(np.nanmin(masked, axis=1), nan=0.0)
+        hi_c = np.nan_to_num(np.nanmax(masked, axis=1), nan=0.0)
+    return lo_c, hi_c, False
+
+
+def mosaic(
+    fmap: Any,
+    *,
+    normalize: str = "channel",
+    first_channel: int = 0,
+    max_channels: int | None = None,
+    max_tile: int | None = None,
+    max_pixels: int | None = None,
+    pad: int | None = None,
+    value_range: tuple[float, float] | None = None,
+) -> Mosaic:
+    """Tile a page of the channels of a ``(C, H, W)`` map into one normalised image.
+
+    Parameters
+    ----------
+    fmap
+        ``(C, H, W)`` array or tensor (a ``(H, W)`` map counts as one channel).
+    normalize
+        ``"channel"``: each tile stretched to its own min..max; ``"shared"``: one range for all.
+    first_channel, max_channels
+        The page: at most ``max_channels`` channels from ``first_channel`` (clamped).
+    max_tile
+        Downsample (area average) tiles larger than this many pixels on a side.
+    max_pixels
+        Or: downsample so the page stays under this many pixels (the fast variant).
+    pad
+        Pixels of NaN between tiles; default :func:`mosaic_pad` of the (downsampled) tiles.
+    value_range
+        Fixed ``(lo, hi)`` for ``"shared"`` normalisation (e.g. to compare runs).
+
+    Returns
+    -------
+    Mosaic
+    """
+    if normalize not in ("channel", "shared"):
+        raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
+    data = _as_maps(fmap)
+    total, h0, w0 = data.shape
+    first = clamp_first_channel(first_channel, total)
+    shown = data[first : None if max_channels is None else first + max_channels]
+    if max_tile is None and max_pixels is not None:
+        # From the layer's channels, not the page's: every page of a layer gets one scale.
+        cap = max_channels if max_channels is not None else total
+        max_tile = max_tile_for(total, h0, w0, max_channels=cap, max_pixels=max_pixels)
+    scale = 1
+    if max_tile is not None and max(h0, w0) > max_tile:
+        scale = math.ceil(max(h0, w0) / max_tile)
+    shown = downsample(shown, scale)
+    c, h, w = shown.shape
+    pad = mosaic_pad(shown.shape) if pad is None else pad
+    flat = shown.reshape(c, -1)
+    if c and h and w:
+        lo_c, hi_c, finite = _channel_ranges(flat)
+        lo_all, hi_all = float(lo_c.min()), float(hi_c.max())
+        if not finite:
+            # NaN marks what is not data; Inf would otherwise paint as an end colour.
+            shown = np.where(np.isfinite(shown), shown, np.float32(np.nan))
+    else:
+        lo_c = hi_c = np.zeros(c, np.float32)
+        lo_all = hi_all = 0.0
+    if normalize == "shared":
+        lo_s, hi_s = value_range if value_range is not None else (lo_all, hi_all)
+        span = hi_s - lo_s
+        lo = np.full(c, lo_s, np.float32)
+        mul = np.full(c, 1.0 / span if span > 0 else 0.0, np.float32)
+    else:
+        span_c = (hi_c - lo_c).astype(np.float32)
+        lo = lo_c.astype(np.float32)
+        mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
+    rows, cols = grid_shape(c, h, w) if c else (1, 1)
+    grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
+
+    def fill(dst: np.ndarray, src: np.ndarray, lo_: np.ndarray, mul_: np.ndarray) -> None:
+        # Normalised values written straight into the (strided) tile grid, in place.
+        r, k = dst.shape[0], dst.shape[2]
+        s4 = src.reshape(r, k, h, w).transpose(0, 2, 1, 3)
+        np.subtract(s4, lo_.reshape(r, 1, k, 1), out=dst)
+        np.multiply(dst, mul_.reshape(r, 1, k, 1), out=dst)
+        np.clip(dst, 0.0, 1.0, out=dst)
+
+    full = c // cols if c else 0
+    if full:
+        n = full * cols
+        fill(grid[:full, :h, :, :w], shown[:n], lo[:n], mul[:n])
+    rest = c - full * cols
+    if rest:
+        n = full * cols
+        fill(grid[full : full + 1, :h, :rest, :w], shown[n:], lo[n:], mul[n:])
+    image = grid.reshape(rows * (h + pad), cols * (w + pad))
+    image = np.ascontiguousarray(
+        image[: image.shape[0] - pad or None, : image.shape[1] - pad or None]
+    )
+    return Mosaic(
+        image=image,
+        levels=(0.0, 1.0),
+        value_range=(lo_all, hi_all),
+        rows=rows,
+        cols=cols,
+        tile_h=h,
+        tile_w=w,
+        pad=pad,
+        channels=c,
+        total_channels=total,
+        normalize=normalize,
+        scale=scale,
+        first_channel=first,
+    )

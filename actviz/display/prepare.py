@@ -1,0 +1,431 @@
+"""The one path from a capture to what is shown: :func:`prepare`.
+
+Single runs in the window, live frames (records on the CPU or on a device), the CLI's and the
+window's export all call :func:`prepare`; page turns and normalisation changes call
+:func:`with_page` and :func:`renormalised`, which make new objects from the views a result
+already holds (no capture needed, nothing held is edited). The steps, in order:
+
+1. :func:`~actviz.display.attribution.display_image`: the picture of the input (one sample);
+2. records on a device: :func:`~actviz.display.device.copy_to_host` (one copy per frame);
+3. per layer: statistics (:mod:`~actviz.display.stats`), views of the output and of
+   ``|gradient|`` for ``spec.sample`` (:mod:`~actviz.display.views`), mosaics of the page shown
+   (:func:`~actviz.display.mosaic.mosaic`: where normalisation happens), a histogram;
+4. saliency, Grad-CAM (:mod:`~actviz.display.attribution`), predictions, gradient norms.
+
+``fast=False`` (the exact variant: single runs, export) reduces statistics in float64, keeps
+mosaics at full resolution and computes every histogram and Grad-CAM map. ``fast=True`` (live
+frames) takes float32 statistics, keeps mosaics under a pixel budget, and defers histograms and
+Grad-CAM maps nobody looks at until they are read.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.core.structures import first_tensor
+from actviz.display.attribution import (
+    default_gradcam_layer,
+    display_image,
+    grad_cam,
+    grad_cam_tensor,
+    gradcam_candidates,
+    saliency_at_image,
+    saliency_tensor,
+    saliency_unavailable,
+    top_predictions,
+)
+from actviz.display.device import HostLayer, copy_to_host
+from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
+from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
+from actviz.display.stats import histogram, tensor_stats
+from actviz.display.views import LayerView, layer_view, magnitude_view
+
+__all__ = [
+    "ReusableMosaics",
+    "output_shapes",
+    "prepare",
+    "prepare_layer",
+    "renormalised",
+    "reusable_mosaics",
+    "with_page",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReusableMosaics:
+    """A layer's mosaics as shown now, for a panel off screen: no tensor, no capture."""
+
+    shape: tuple[int, ...] | None
+    mosaic: Mosaic
+    grad_mosaic: Mosaic | None
+
+
+def reusable_mosaics(result: RunResult | None) -> dict[str, ReusableMosaics]:
+    """The mosaics of ``result``'s layers (for :func:`prepare`'s ``reuse``)."""
+    if result is None:
+        return {}
+    return {
+        name: ReusableMosaics(layer.shape, layer.mosaic, layer.grad_mosaic)
+        for name, layer in result.layers.items()
+        if layer.mosaic is not None
+    }
+
+
+def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
+    """Output shape of every captured layer (the tree's shape column, memory estimates)."""
+    return {
+        name: tuple(cap[name].tensor.shape) for name in cap.names if cap[name].tensor is not None
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# layers
+# --------------------------------------------------------------------------------------------
+
+
+def _mosaics(
+    view: LayerView | None,
+    grad_view: LayerView | None,
+    normalize: str,
+    first: int,
+    max_tile: int | None = None,
+    max_pixels: int | None = None,
+) -> tuple[Mosaic | None, Mosaic | None]:
+    if view is None or view.kind != "maps":
+        return None, None
+    options = dict(
+        normalize=normalize,
+        first_channel=first,
+        max_channels=MAX_MOSAIC_CHANNELS,
+        max_tile=max_tile,
+        max_pixels=max_pixels,
+    )
+    grad = None
+    if grad_view is not None and grad_view.kind == "maps":
+        grad = mosaic(grad_view.data, **options)  # type: ignore[arg-type]
+    return mosaic(view.data, **options), grad  # type: ignore[arg-type]
+
+
+def prepare_layer(
+    cap: Any,
+    name: str,
+    spec: DisplaySpec,
+    *,
+    fast: bool = False,
+    hist_now: bool = True,
+    max_pixels: int = MAX_MOSAIC_PIXELS,
+    host: HostLayer | None = None,
+    stand_in: ReusableMosaics | None = None,
+) -> PreparedLayer:
+    """Statistics, views, mosaics and histogram of one captured layer.
+
+    Parameters
+    ----------
+    cap
+        The capture.
+    name
+        The layer.
+    spec
+        Normalisation, the page and the sample shown.
+    fast
+        The fast variant (float32 statistics, mosaics under ``max_pixels``).
+    hist_now
+        Compute the histogram now (else on first read).
+    host
+        This layer's numbers already copied from its device (:func:`copy_to_host`).
+    stand_in
+        Mosaics to keep instead of building new ones (a panel off screen), used when the
+        shape, page and normalisation match.
+    """
+    rec = cap[name]
+    tensor = rec.tensor
+    calls = len(cap.calls(name))
+    if tensor is None:
+        return PreparedLayer(
+            name, rec.module_type, None, calls, None, None, None, None, {"shape": None}
+        )
+    shape = tuple(tensor.shape)
+    grad = rec.grad if rec.grad is not None and rec.grad.shape == tensor.shape else None
+    if host is not None:
+        stats = dict(host.stats)
+        view = layer_view(host.sample, spec.sample, full_shape=shape)
+        grad_view = None
+        if host.grad_sample is not None:
+            grad_view = layer_view(host.grad_sample, spec.sample, full_shape=shape)
+        hist = Lazy.of(host.hist) if host.hist is not None else Lazy(lambda: histogram(tensor))
+    else:
+        stats = tensor_stats(tensor, rec.grad, exact=not fast)
+        view = layer_view(tensor, spec.sample)
+        grad_view = magnitude_view(layer_view(grad, spec.sample)) if grad is not None else None
+        hist = Lazy(lambda: histogram(tensor))
+    if hist_now:
+        hist.get()
+    stats.update(name=rec.name, type=rec.module_type)
+    first = spec.first_channel(name)
+    if (
+        stand_in is not None
+        and stand_in.shape == shape
+        and stand_in.mosaic.first_channel == first
+        and stand_in.mosaic.normalize == spec.normalize
+    ):
+        act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic
+        if grad_view is None:
+            grad_m = None
+    else:
+        act_m, grad_m = _mosaics(
+            view, grad_view, spec.normalize, first, max_pixels=max_pixels if fast else None
+        )
+    return PreparedLayer(
+        name=name,
+        module_type=rec.module_type,
+        shape=shape,
+        calls=calls,
+        view=view,
+        mosaic=act_m,
+        grad_view=grad_view,
+        grad_mosaic=grad_m,
+        stats=stats,
+        hist_lazy=hist,
+    )
+
+
+def _max_tile_of_scale(side: int, scale: int) -> int | None:
+    """The ``max_tile`` that downsamples a ``side``-pixel tile by exactly ``scale``."""
+    if scale <= 1:
+        return None
+    return next(t for t in range(side, 0, -1) if math.ceil(side / t) >= scale)
+
+
+def with_page(
+    layer: PreparedLayer, first_channel: int, normalize: str | None = None
+) -> PreparedLayer:
+    """``layer`` showing the channel page from ``first_channel`` (and ``normalize``): a new
+    layer, built from its views with the same tile downsampling; ``layer`` itself when
+    nothing changes or it has no mosaic."""
+    old, view = layer.mosaic, layer.view
+    if old is None or view is None or view.kind != "maps":
+        return layer
+    c, h, w = view.data.shape
+    first = max(0, min(int(first_channel), c - 1))
+    normalize = normalize or old.normalize
+    if first == old.first_channel and normalize == old.normalize:
+        return layer
+    tile = _max_tile_of_scale(max(h, w), old.scale)
+    act_m, grad_m = _mosaics(view, layer.grad_view, normalize, first, max_tile=tile)
+    return replace(layer, mosaic=act_m, grad_mosaic=grad_m)
+
+
+def renormalised(
+    result: RunResult, normalize: str, pages: Mapping[str, int] | None = None
+) -> RunResult:
+    """``result`` with every mosaic normalised by ``normalize`` (and on ``pages``): a new
+    result; ``result`` is left as it is (it may be pinned)."""
+    pages = dict(result.spec.channel_pages) if pages is None else dict(pages)
+    layers = {}
+    for name, layer in result.layers.items():
+        first = pages.get(name, layer.mosaic.first_channel if layer.mosaic else 0)
+        layers[name] = with_page(layer, first, normalize)
+    spec = replace(result.spec, normalize=normalize, channel_pages=pages)
+    return replace(result, layers=layers, spec=spec)
+
+
+# --------------------------------------------------------------------------------------------
+# the whole result
+# --------------------------------------------------------------------------------------------
+
+
+def _cam_or_blank(rec: Any, size: tuple[int, int] | None, sample: int) -> np.ndarray:
+    try:
+        return grad_cam(rec.tensor, rec.grad, size=size, sample=sample)
+    except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
+        log.debug("no Grad-CAM for %s: %s", rec.name, exc)
+        return np.zeros(size or (1, 1), dtype=np.float32)
+
+
+def prepare(
+    cap: Any,
+    spec: DisplaySpec,
+    *,
+    fast: bool = False,
+    model: torch.nn.Module | None = None,
+    previous_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    eager_hist: Collection[str] | None = None,
+    mosaic_layers: Collection[str] | None = None,
+    reuse: Mapping[str, ReusableMosaics] | None = None,
+    device: bool | None = None,
+    max_pixels: int = MAX_MOSAIC_PIXELS,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Turn a capture into panel-ready arrays: the one preparation path.
+
+    Parameters
+    ----------
+    cap
+        The capture (:class:`~actviz.core.capture.Capture`).
+    spec
+        Layers with panels, normalisation, image, categories, Grad-CAM layer, pages, sample.
+    fast
+        The fast variant for live frames (see the module docstring).
+    model
+        The model, for the module tree (``result.tree``); None: no tree.
+    previous_shapes
+        The previous frame's ``output_shapes``: when equal, the tree is not rebuilt.
+    eager_hist
+        Layers whose histogram is computed now; None: every layer.
+    mosaic_layers
+        Layers whose panels are on screen: only their mosaics are built, the others keep
+        ``reuse``'s (same shape, page and normalisation). None builds every mosaic.
+    reuse
+        :func:`reusable_mosaics` of the result shown now.
+    device
+        Reduce on the records' device with one host copy; None: when they are not on the CPU.
+    max_pixels
+        Pixel budget of one mosaic in the fast variant.
+    should_stop
+        Polled between layers; True raises ``CaptureCancelled``.
+    progress
+        Receives short status messages.
+    """
+    from actviz.core.capture import CaptureCancelled
+
+    report = progress or (lambda _msg: None)
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise CaptureCancelled("cancelled while preparing the views")
+
+    shown = set(spec.layers)
+    order = [n for n in cap.names if n in shown]
+    image = display_image(cap.inputs, spec.image, spec.sample)
+    size = image.shape[:2] if image is not None else None
+    candidates = gradcam_candidates(cap, image)
+    cam_default = default_gradcam_layer(cap, candidates, spec.gradcam_layer)
+    hist_names = set(order if eager_hist is None else eager_hist)
+    on_device = device
+    if on_device is None:
+        on_device = any((t := cap[n].tensor) is not None and t.device.type != "cpu" for n in order)
+    cams: dict[str, np.ndarray] = {}
+    sal: np.ndarray | None = None
+    sal_msg = ""
+    hosts: dict[str, HostLayer] = {}
+    if on_device:
+        extras: dict[str, torch.Tensor] = {}
+        if cam_default is not None:
+            rec = cap[cam_default]
+            extras["gradcam"] = grad_cam_tensor(rec.tensor, rec.grad, size, spec.sample)
+        if not saliency_unavailable(cap.input_grads, image):
+            grad = first_tensor(cap.input_grads)
+            extras["saliency"] = saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
+        copied = copy_to_host(
+            [(n, cap[n].tensor, cap[n].grad) for n in order],
+            sample=spec.sample,
+            hist_names=[n for n in order if n in hist_names],
+            extras=extras,
+        )
+        hosts = copied.layers
+        if "gradcam" in copied.extras:
+            cams[cam_default] = copied.extras["gradcam"]  # type: ignore[index]
+        sal = copied.extras.get("saliency")
+    if sal is None:
+        sal, sal_msg = saliency_at_image(cap.input_grads, image, spec.sample)
+    layers: dict[str, PreparedLayer] = {}
+    for i, name in enumerate(order):
+        check()
+        report(f"preparing {name} ({i + 1}/{len(order)})")
+        stand_in = None
+        if mosaic_layers is not None and name not in mosaic_layers and reuse:
+            stand_in = reuse.get(name)
+        layers[name] = prepare_layer(
+            cap,
+            name,
+            spec,
+            fast=fast,
+            hist_now=name in hist_names,
+            max_pixels=max_pixels,
+            host=hosts.get(name),
+            stand_in=stand_in,
+        )
+    check()
+    report("Grad-CAM")
+    grad_cams = LazyMap(
+        {
+            n: Lazy.of(cams[n])
+            if n in cams
+            else Lazy(lambda rec=cap[n]: _cam_or_blank(rec, size, spec.sample))
+            for n in candidates
+        }
+    )
+    for name in candidates if not fast else [cam_default] if cam_default else []:
+        check()
+        _ = grad_cams[name]  # computed here, off the GUI thread
+    shapes = output_shapes(cap)
+    tree = None
+    if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
+        from actviz.core.tree import module_tree
+
+        tree = module_tree(model, cap)
+    return _assemble(
+        cap, spec, layers, order, image, sal, sal_msg, grad_cams, cam_default, tree, shapes
+    )
+
+
+def _assemble(
+    cap: Any,
+    spec: DisplaySpec,
+    layers: dict[str, PreparedLayer],
+    order: list[str],
+    image: np.ndarray | None,
+    saliency: np.ndarray | None,
+    saliency_message: str,
+    grad_cams: LazyMap,
+    gradcam_default: str | None,
+    tree: Any,
+    shapes: dict[str, tuple[int, ...]],
+) -> RunResult:
+    errors: list[str] = []
+    out = first_tensor(cap.output)
+    if out is not None and out.is_floating_point() and not bool(torch.isfinite(out).all()):
+        bad = int((~torch.isfinite(out)).sum())
+        errors.append(
+            f"The model output contains {bad} NaN/Inf value(s) of {out.numel()}: predictions and "
+            "gradients are not meaningful (see the statistics table for where they start)."
+        )
+    target_text = cap.target_description
+    categories = spec.categories
+    if cap.target_index is not None and categories and 0 <= cap.target_index < len(categories):
+        target_text += f": {categories[cap.target_index]}"
+    norms = [layers[n].stats.get("grad_norm") for n in order]
+    return RunResult(
+        layers=layers,
+        shown=tuple(order),
+        predictions=tuple(top_predictions(out, categories, sample=spec.sample)),
+        target_text=target_text,
+        target_index=cap.target_index,
+        image=image,
+        saliency=saliency,
+        saliency_message=saliency_message,
+        grad_cams=grad_cams,
+        gradcam_default=gradcam_default,
+        grad_norm_names=tuple(order),
+        grad_norms=np.asarray(
+            [float("nan") if v is None else float(v) for v in norms], dtype=np.float64
+        ),
+        output_shapes=shapes,
+        warnings=tuple(cap.warnings),
+        errors=tuple(errors),
+        elapsed_s=cap.elapsed_s,
+        nbytes=cap.nbytes,
+        spec=spec,
+        capture=cap,
+        tree=tree,
+    )

@@ -1,0 +1,185 @@
+"""What a prepared run is: frozen layers and results, plus the spec that asks for them.
+
+Results are immutable once made: a page turn or a normalisation change makes a new
+:class:`PreparedLayer` / :class:`RunResult` (:mod:`actviz.display.prepare`), never edits one that
+is held, shown or pinned. Pieces that are costly and rarely looked at (a layer's histogram,
+Grad-CAM maps of layers not on screen) are computed on first read, once: a lazy value is still
+one fixed value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+
+from actviz.display.mosaic import Mosaic
+from actviz.display.views import LayerView
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
+    from actviz.core.tree import ModuleTree
+
+__all__ = ["DisplaySpec", "Lazy", "LazyMap", "PreparedLayer", "RunResult"]
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    """A value computed by ``compute()`` on first :meth:`get`, once (thread-safe)."""
+
+    def __init__(self, compute: Callable[[], T] | None = None, value: T | None = None) -> None:
+        self._compute = compute
+        self._value = value
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, value: T) -> Lazy[T]:
+        """An already computed value."""
+        return cls(None, value)
+
+    def get(self) -> T | None:
+        if self._compute is not None:
+            with self._lock:
+                if self._compute is not None:
+                    self._value = self._compute()
+                    self._compute = None  # drop what the computation held (a tensor)
+        return self._value
+
+    @property
+    def ready(self) -> bool:
+        """Whether the value exists already (tests, diagnostics)."""
+        return self._compute is None
+
+
+class LazyMap(Mapping[str, np.ndarray]):
+    """A read-only ``{name: array}`` whose values are computed on first read."""
+
+    def __init__(self, items: Mapping[str, Lazy[np.ndarray]]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._items[name].get()
+        assert value is not None
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def computed(self) -> list[str]:
+        """Names whose value exists already."""
+        return [n for n, lazy in self._items.items() if lazy.ready]
+
+
+@dataclass(frozen=True)
+class DisplaySpec:
+    """What to prepare from a capture, and how.
+
+    Attributes
+    ----------
+    layers
+        Layers that get a panel.
+    normalize
+        ``"channel"`` or ``"shared"`` mosaic normalisation.
+    image
+        The input as loaded (``(H, W, 3)`` uint8), for overlays; None for tensors.
+    categories
+        Class names of the model's output.
+    gradcam_layer
+        The Grad-CAM layer asked for (None: :func:`~actviz.display.attribution.default_gradcam_layer`).
+    channel_pages
+        ``{layer: first channel}`` of the mosaic page shown (absent: page 0).
+    sample
+        The batch element every per-sample picture shows (maps, |gradient|, saliency,
+        Grad-CAM, predictions). Statistics, histograms and gradient norms cover the batch.
+    """
+
+    layers: tuple[str, ...] = ()
+    normalize: str = "channel"
+    image: np.ndarray | None = field(default=None, compare=False)
+    categories: tuple[str, ...] | None = None
+    gradcam_layer: str | None = None
+    channel_pages: Mapping[str, int] = field(default_factory=dict)
+    sample: int = 0
+
+    def first_channel(self, name: str) -> int:
+        """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
+        return int(self.channel_pages.get(name, 0))
+
+
+@dataclass(frozen=True)
+class PreparedLayer:
+    """Everything one layer panel, its statistics row and its histogram display."""
+
+    name: str
+    module_type: str
+    shape: tuple[int, ...] | None
+    calls: int
+    view: LayerView | None
+    mosaic: Mosaic | None
+    grad_view: LayerView | None
+    grad_mosaic: Mosaic | None
+    stats: Mapping[str, Any]
+    hist_lazy: Lazy[tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=lambda: Lazy.of(None), repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+
+    @property
+    def hist(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(counts, edges)`` of the layer's values (computed on first read)."""
+        return self.hist_lazy.get()
+
+    @property
+    def hist_ready(self) -> bool:
+        """Whether the histogram was computed already."""
+        return self.hist_lazy.ready
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A prepared run: numpy arrays for the panels plus the raw capture (immutable).
+
+    ``capture`` stays only for export and for comparisons; widgets never receive it.
+    """
+
+    layers: Mapping[str, PreparedLayer]
+    shown: tuple[str, ...]
+    predictions: tuple[tuple[int, str, float], ...]
+    target_text: str
+    target_index: int | None
+    image: np.ndarray | None
+    saliency: np.ndarray | None
+    saliency_message: str
+    grad_cams: Mapping[str, np.ndarray]
+    gradcam_default: str | None
+    grad_norm_names: tuple[str, ...]
+    grad_norms: np.ndarray
+    output_shapes: Mapping[str, tuple[int, ...]]
+    warnings: tuple[str, ...]
+    errors: tuple[str, ...]
+    elapsed_s: float
+    nbytes: int
+    spec: DisplaySpec = field(default_factory=DisplaySpec, repr=False, compare=False)
+    capture: Capture | None = field(default=None, repr=False, compare=False)
+    tree: ModuleTree | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))
+        object.__setattr__(self, "output_shapes", MappingProxyType(dict(self.output_shapes)))
+        for arr in (self.saliency, self.grad_norms):  # made here; the image is the input's
+            if arr is not None and arr.flags.writeable:
+                arr.setflags(write=False)
+
+    def stats_rows(self) -> list[dict]:
+        """Rows for the statistics table, in execution order."""
+        return [dict(layer.stats, name=name) for name, layer in self.layers.items()]

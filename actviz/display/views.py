@@ -1,0 +1,105 @@
+"""How one layer's output is shown: maps, bars, a heat map or a scalar, for one sample."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["LayerView", "as_numpy", "layer_view", "magnitude", "magnitude_view"]
+
+
+def as_numpy(x: Any) -> np.ndarray:
+    """``x`` as a float32 host array (complex tensors by magnitude), copying only if needed."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        if x.is_complex():
+            x = x.abs()
+        return x.to("cpu", torch.float32).numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class LayerView:
+    """One sample of a layer output, shaped for display (immutable; ``data`` read-only).
+
+    ``kind`` is ``"maps"`` (``data`` is ``(C, H, W)``), ``"bars"`` (``(C,)``), ``"heatmap"``
+    (2-D, e.g. tokens x features) or ``"scalar"`` (0-d). ``shape`` is the whole output's.
+    """
+
+    kind: str
+    data: np.ndarray
+    shape: tuple[int, ...]
+    description: str
+
+    def __post_init__(self) -> None:
+        if self.data.flags.writeable:
+            # A view of someone else's array (a capture's tensor) must not be frozen in place.
+            object.__setattr__(self, "data", self.data.view())
+            self.data.setflags(write=False)
+
+
+def layer_view(
+    tensor: Any, sample: int = 0, *, full_shape: tuple[int, ...] | None = None
+) -> LayerView:
+    """Pick a display for a layer output by its rank.
+
+    Parameters
+    ----------
+    tensor
+        A layer output (tensor or array). Batched layouts are assumed: ``(N, C, H, W)`` ->
+        maps, ``(N, C)`` -> bars, ``(N, L, D)`` -> heatmap, ``(N, C, D, H, W)`` -> the middle
+        depth slice as maps; 1-D -> bars, one element -> scalar.
+    sample
+        Which batch element to show (clamped to the batch).
+    full_shape
+        When ``tensor`` is already the one-sample slice ``output[sample:sample + 1]`` (the
+        device path copies only that), the whole output's shape.
+
+    Returns
+    -------
+    LayerView
+    """
+    data = as_numpy(tensor)
+    shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)
+    if int(np.prod(shape)) == 1:
+        return LayerView("scalar", np.asarray(data.reshape(()), np.float32), shape, "scalar")
+    if len(shape) == 1:
+        return LayerView("bars", np.ascontiguousarray(data), shape, f"{shape[0]} values")
+    s = min(sample, shape[0] - 1)
+    pick = data[0] if full_shape is not None else data[s]
+    batch = f" (sample {s} of {shape[0]})" if shape[0] > 1 else ""
+    if pick.ndim == 1:
+        return LayerView("bars", np.ascontiguousarray(pick), shape, f"{shape[1]} units{batch}")
+    if pick.ndim == 2:
+        return LayerView(
+            "heatmap", np.ascontiguousarray(pick), shape, f"{shape[1]} x {shape[2]}{batch}"
+        )
+    if pick.ndim == 3:
+        c, h, w = pick.shape
+        return LayerView(
+            "maps", np.ascontiguousarray(pick), shape, f"{c} channels of {h}x{w}{batch}"
+        )
+    if pick.ndim == 4:
+        mid = pick.shape[1] // 2
+        c, _, h, w = pick.shape
+        return LayerView(
+            "maps",
+            np.ascontiguousarray(pick[:, mid]),
+            shape,
+            f"{c} channels of {h}x{w}, depth slice {mid} of {pick.shape[1]}{batch}",
+        )
+    flat = pick.reshape(pick.shape[0], -1)
+    return LayerView("heatmap", np.ascontiguousarray(flat), shape, f"{shape} flattened{batch}")
+
+
+def magnitude_view(view: LayerView) -> LayerView:
+    """The same view of ``|values|`` (a gradient's magnitude), same layout and description."""
+    return LayerView(view.kind, np.abs(view.data), view.shape, view.description)
+
+
+def magnitude(grad: Any) -> np.ndarray:
+    """Absolute value of a gradient, float32, same shape."""
+    return np.ascontiguousarray(np.abs(as_numpy(grad)), dtype=np.float32)
