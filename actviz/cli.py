@@ -15,6 +15,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from actviz.display.text import format_count
+
 EXIT_ERROR = 2
 _COMMANDS = ("gui", "info", "export", "bench")
 
@@ -69,7 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--out", "-o", required=True, help="output folder")
     exp.add_argument("--target", "-t", help="class index or class name (default: top-1)")
     exp.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
-    exp.add_argument("--cmap", default="viridis", help="colormap of the feature maps")
+    exp.add_argument("--cmap", default="viridis", help="colour map of the feature maps")
+    exp.add_argument(
+        "--normalize",
+        choices=("channel", "shared"),
+        default="channel",
+        help="feature-map mosaics: each tile its own min..max (channel) or one range (shared)",
+    )
     exp.add_argument("--no-gradients", action="store_true", help="forward only")
 
     bench = sub.add_parser("bench", help="run the benchmark suite (python -m actviz.bench)")
@@ -126,14 +134,6 @@ def _parse_target(text: str | None, categories: list[str] | None) -> int | None:
     raise ActvizError(f"--target {text!r}: no such class name{hint}")
 
 
-def _fmt_count(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1e6:.2f}M"
-    if n >= 10_000:
-        return f"{n / 1e3:.1f}k"
-    return str(n)
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     import actviz
 
@@ -155,7 +155,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         shape = "" if node.output_shape is None else "x".join(str(s) for s in node.output_shape)
         if node.calls > 1:
             shape += f" ({node.calls} calls)"
-        params = _fmt_count(node.total_params) if not node.is_leaf or node.own_params else "-"
+        params = format_count(node.total_params) if not node.is_leaf or node.own_params else "-"
         rows.append((label, node.type_name, params, node.name or "(model)", shape))
     header = ("module", "type", "params", "qualified name", "output" if cap is not None else "")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -204,6 +204,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         model_name=loaded.name,
         input_name=str(args.input),
         cmap=args.cmap,
+        normalize=args.normalize,
         gradcam_layer=args.gradcam_layer,
         progress=progress,
     )

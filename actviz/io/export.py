@@ -265,6 +265,7 @@ def _write_pages(
     cmap: str,
     entry: dict[str, Any],
     title: str | None = None,
+    normalize: str | None = None,
 ) -> list[Path]:
     """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages:
     the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic."""
@@ -274,7 +275,8 @@ def _write_pages(
     else:  # a gradient whose layer has no view (its output is not a tensor)
         view, module_type = magnitude_view(layer_view(layer)), ""
     assert view is not None
-    normalize = "channel" if kind == "features" else "shared"
+    if normalize is None:
+        normalize = "channel" if kind == "features" else "shared"
     if title is None:
         name = layer.name if isinstance(layer, PreparedLayer) else base
         title = f"{name or '(model)'} · {module_type}"
@@ -326,7 +328,8 @@ def export_capture(
     categories: list[str] | None = None,
     model_name: str = "",
     input_name: str = "",
-    cmap: str = "viridis",
+    cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
+    normalize: str = "channel",
     gradcam_layer: str | None = None,
     layers: Sequence[str] | None = None,
     progress: ProgressFn | None = None,
@@ -347,6 +350,9 @@ def export_capture(
         Recorded in summary.json.
     cmap
         Colormap of the feature-map PNGs.
+    normalize
+        ``"channel"`` (each tile its own min..max) or ``"shared"`` normalisation of the
+        feature-map mosaics (|gradient| mosaics always share one range).
     gradcam_layer
         Layer for Grad-CAM; default: the last captured layer with a spatial output.
     layers
@@ -363,8 +369,15 @@ def export_capture(
     out.mkdir(parents=True, exist_ok=True)
     names = list(layers) if layers is not None else list(cap.names)
     # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
+    if normalize not in ("channel", "shared"):
+        raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
+    if cmap not in colormaps.COLORMAPS:
+        raise ValueError(
+            f"unknown colour map {cmap!r}; choose from {', '.join(colormaps.COLORMAPS)}"
+        )
     spec = DisplaySpec(
         layers=tuple(names),
+        normalize=normalize,
         image=image,
         categories=tuple(categories) if categories else None,
         gradcam_layer=gradcam_layer,
@@ -385,7 +398,7 @@ def export_capture(
             entry.update(
                 {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
             )
-            written += _write_pages(out, base, "features", layer, cmap, entry)
+            written += _write_pages(out, base, "features", layer, cmap, entry, normalize=normalize)
         if rec.grad is not None:
             grad_layer = layer if layer is not None and layer.grad_view is not None else None
             written += _write_pages(

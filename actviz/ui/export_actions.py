@@ -84,6 +84,7 @@ class ExportActions:
             model_name=self.session.model_name,
             input_name=(Path(inp.source).name if inp and inp.source else "tensor"),
             cmap=self.colormap,
+            normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
         )
         cap = result.capture

@@ -19,6 +19,9 @@ from PySide6.QtCore import (
     Qt,
 )
 
+from actviz.display.text import format_count as format_count
+from actviz.display.text import format_shape as format_shape
+
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleNode, ModuleTree
     from actviz.ui.session import Session
@@ -31,24 +34,6 @@ NameRole = Qt.ItemDataRole.UserRole + 1
 TypeRole = Qt.ItemDataRole.UserRole + 2
 
 _Index = QModelIndex | QPersistentModelIndex
-
-
-def format_shape(shape: tuple[int, ...] | None) -> str:
-    """``(1, 64, 56, 56)`` -> ``"1×64×56×56"``; None -> ``""``."""
-    if shape is None:
-        return ""
-    return "×".join(str(s) for s in shape) if shape else "scalar"
-
-
-def format_count(n: int) -> str:
-    """Human-sized parameter count: 950, 12.3K, 11.7M."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}K"
-    if n < 1_000_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    return f"{n / 1_000_000_000:.2f}B"
 
 
 class ModuleTreeModel(QAbstractItemModel):

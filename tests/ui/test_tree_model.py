@@ -258,7 +258,7 @@ def test_format_helpers():
     assert format_shape((1, 64, 56, 56)) == "1×64×56×56"
     assert format_shape(()) == "scalar"
     assert format_shape(None) == ""
-    assert format_count(999) == "999"
+    assert format_count(999) == "999" and format_count(9408) == "9408"
     assert format_count(11_689_512) == "11.7M"
 
 

@@ -7,11 +7,12 @@ so the look does not depend on (or leak into) global pyqtgraph state.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.display.text import format_shape as format_shape
 
 PLOT_BACKGROUND = "#ffffff"
 TEXT = "#202124"
@@ -155,13 +156,6 @@ def format_value(value: float) -> str:
     if magnitude == 0.0 or 1e-3 <= magnitude < 1e4:
         return f"{value:.3f}"
     return f"{value:.3e}"
-
-
-def format_shape(shape: Sequence[int]) -> str:
-    """Format a shape as ``64×56×56``; an empty shape is ``scalar``."""
-    if len(shape) == 0:
-        return "scalar"
-    return "×".join(str(int(dim)) for dim in shape)
 
 
 def finite_range(values) -> tuple[float, float] | None:
