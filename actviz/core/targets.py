@@ -34,7 +34,7 @@ __all__ = [
 #: The first entry of the target selector: no explicit target, the output's default.
 AUTO_TARGET_TEXT = "auto (top-1)"
 _DETECTION_KEYS = ("boxes", "scores", "labels")
-_CALLABLE_HINT = "pass a callable target, e.g. target=lambda out: out[0].sum()"
+_CALLABLE_HINT = "pass a callable target that picks a scalar, target=lambda output: ..."
 
 
 @dataclass(frozen=True)

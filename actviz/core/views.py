@@ -471,6 +471,8 @@ def top_k(
     scores (other ranks, or a single value).
     """
     t = torch.as_tensor(_np(output))
+    if t.dim() == 2 and t.shape[0] == 0:
+        return []  # no rows, e.g. a detector's boxes when it found nothing
     if t.dim() == 2:
         t = t[min(sample, t.shape[0] - 1)]
     if t.dim() != 1 or t.numel() < 2:
