@@ -46,7 +46,7 @@ def forward_takes_list(model: nn.Module) -> bool:
         return False
     annotation = positional[0].annotation
     if isinstance(annotation, str):  # ``from __future__ import annotations`` modules
-        head = annotation.replace("typing.", "").split("[", 1)[0].strip()
+        head = annotation.strip("'\" ").replace("typing.", "").split("[", 1)[0].strip()
         return head in ("list", "List", "Sequence", "Iterable")
     origin = typing.get_origin(annotation)
     return origin is not None and origin in _LIST_TYPES
