@@ -27,7 +27,8 @@ _LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
 
 
 def forward_takes_list(model: nn.Module) -> bool:
-    """Whether ``model.forward``'s first argument is annotated as a list of tensors.
+    """Whether ``model.forward``'s first argument is annotated as a list (``list[Tensor]``,
+    ``List[Tensor]``, ``Sequence[...]``): the model takes a list of images, not a batch.
 
     torchvision's detection models (``images: list[Tensor]``) are; a plain CNN (``x: Tensor``)
     or a forward without annotations is not. Used to read ``inputs=[img]`` as one list
@@ -52,7 +53,7 @@ def forward_takes_list(model: nn.Module) -> bool:
     return origin is not None and origin in _LIST_TYPES
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreparedInputs:
     """The model's arguments and what the capture keeps of them.
 
