@@ -7,7 +7,6 @@ work goes to stderr, results to stdout.
 from __future__ import annotations
 
 import argparse
-import difflib
 import logging
 import sys
 import time
@@ -63,13 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="print the module tree")
     _add_model_args(info, required=True)
     info.add_argument("--input", "-i", help="also run it and print each module's output shape")
+    _add_list_input(info)
 
     exp = sub.add_parser("export", help="write feature maps, gradients, saliency, Grad-CAM, arrays")
     _add_model_args(exp, required=True)
     exp.add_argument("--input", "-i", required=True, help="image, tensor file or random:NxCxHxW")
     exp.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
     exp.add_argument("--out", "-o", required=True, help="output folder")
-    exp.add_argument("--target", "-t", help="class index or class name (default: top-1)")
+    exp.add_argument(
+        "--target",
+        "-t",
+        help="class index or class name; for a detector, a detection index ('detection 2') "
+        "(default: top-1 class, top detection, or a segmenter's top class)",
+    )
+    _add_list_input(exp)
     exp.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
     exp.add_argument("--cmap", default="viridis", help="colour map of the feature maps")
     exp.add_argument(
@@ -112,26 +118,23 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 def _parse_target(text: str | None, categories: list[str] | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
+    from actviz.core.targets import parse_target
     from actviz.io.errors import ActvizError
 
-    if not categories:
-        raise ActvizError(f"--target {text!r}: this model has no class names; give a class index")
-    lowered = [c.lower() for c in categories]
-    if text.lower() in lowered:
-        return lowered.index(text.lower())
-    partial = [i for i, c in enumerate(lowered) if text.lower() in c]
-    if len(partial) == 1:
-        return partial[0]
-    close = difflib.get_close_matches(text.lower(), lowered, n=3, cutoff=0.6)
-    options = [categories[lowered.index(c)] for c in close] or [categories[i] for i in partial[:5]]
-    hint = f"; did you mean {', '.join(repr(o) for o in options)}?" if options else ""
-    raise ActvizError(f"--target {text!r}: no such class name{hint}")
+    try:
+        return parse_target(text, categories)
+    except ValueError as exc:
+        raise ActvizError(f"--target: {exc}") from None
+
+
+def _add_list_input(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--list-input",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give the model a list of (C, H, W) images, as detection models take "
+        "(default: when the model's forward is annotated to take a list)",
+    )
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -142,7 +145,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.input:
         from actviz.io.inputs import open_input
 
-        inp = open_input(args.input, loaded_model=loaded)
+        inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
         _progress(f"running {inp.description} ...")
         every = [name for name, _ in loaded.model.named_modules()]
         cap = actviz.capture(loaded.model, inp.value, every, gradients=False, keep_inputs=False)
@@ -179,7 +182,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from actviz.io.inputs import open_input
 
     loaded = _open(args)
-    inp = open_input(args.input, loaded_model=loaded)
+    inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
     target = _parse_target(args.target, loaded.categories)
     _progress(f"capturing {inp.description} ...")

@@ -12,7 +12,14 @@ import sys
 
 import pytest
 
-from actviz.bench import cli, live_bench, memory_bench, render_bench, startup_bench
+from actviz.bench import (
+    capture_bench,
+    cli,
+    live_bench,
+    memory_bench,
+    render_bench,
+    startup_bench,
+)
 from actviz.bench.ui_bench import LagProbe, ensure_qt_app, lag_summary, wait_until
 
 
@@ -58,6 +65,14 @@ def test_live_bench_measures_throughput_and_lag_on_a_small_resnet():
     assert r["live_throughput_ratio"] == pytest.approx(r["live_fps"] / r["bare_fps"])
     assert r["lag_samples"] > 0 and r["ui_lag_max_ms"] >= r["ui_lag_p99_ms"] >= 0
     assert r["capture_ms"] > 0 and r["prepare_ms"] > 0
+
+
+def test_capture_bench_reports_every_figure_with_gradcam():
+    r = capture_bench.run(("resnet18",), pairs=1, size=32)
+    names = [row.name for row in r["rows"]]
+    assert names[-1] == "resnet18 Grad-CAM layer4 / hook + grad" and len(names) == 4
+    assert r["gradcam_ratio"] == r["resnet18"]["gradcam_ratio"] == r["rows"][-1].ratio > 0
+    assert all(row.base_ms > 0 and row.test_ms > 0 for row in r["rows"])
 
 
 def test_pick_layers_fills_up_with_leaves():

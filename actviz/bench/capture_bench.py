@@ -1,4 +1,10 @@
-"""Capture overhead on ResNet-18/50 versus bare PyTorch, measured side by side."""
+"""Capture overhead on ResNet-18/50 versus bare PyTorch, measured side by side.
+
+``gradcam_ratio`` compares Grad-CAM at ``layer4`` through ``actviz.capture(...,
+input_grads=False)`` with the cheapest method there is (TorchCAM's): a plain forward hook on
+``layer4`` and ``torch.autograd.grad`` of the target with respect to that output only. Both
+sides finish with the same ``views.grad_cam``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,10 @@ import torch
 import torchvision
 
 from actviz.bench.timing import Paired, paired
+from actviz.display import attribution as views
 from actviz.core.capture import capture, leaf_names
+
+GRADCAM_LAYER = "layer4"
 
 
 def block_names(model: torch.nn.Module) -> list[str]:
@@ -33,6 +42,7 @@ def run(
     results["capture_all_ratio"] = max(results[m]["all_ratio"] for m in models)
     results["capture_grad_ratio"] = max(results[m]["grad_ratio"] for m in models)
     results["capture_bytes_ratio"] = results[first]["bytes_ratio"]
+    results["gradcam_ratio"] = max(results[m]["gradcam_ratio"] for m in models)
     return results
 
 
@@ -68,6 +78,7 @@ def _measure(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int) -> 
         lambda: capture(model, x, blocks, gradients=True),
         pairs,
     )
+    r_cam = gradcam_pair(arch, model, x, pairs)
     cap = capture(model, x, blocks, gradients=False)
     expected = sum(r.tensor.numel() * r.tensor.element_size() for r in cap.all_records())
     figures = {
@@ -76,8 +87,33 @@ def _measure(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int) -> 
         "grad_ratio": r_grad.ratio,
         "bytes": cap.nbytes,
         "bytes_ratio": cap.nbytes / expected,
+        "gradcam_ratio": r_cam.ratio,
     }
-    return figures, [r_fwd, r_all, r_grad]
+    return figures, [r_fwd, r_all, r_grad, r_cam]
+
+
+def gradcam_pair(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int) -> Paired:
+    """Grad-CAM at ``layer4`` of class ``k`` (the top-1): actviz against a bare hook."""
+    layer = dict(model.named_modules())[GRADCAM_LAYER]
+    with torch.no_grad():
+        k = int(model(x).argmax(1)[0])
+
+    def bare() -> None:
+        held: list[torch.Tensor] = []
+        handle = layer.register_forward_hook(lambda _m, _a, out: held.append(out))
+        try:
+            out = model(x)
+        finally:
+            handle.remove()
+        (grad,) = torch.autograd.grad(out[:, k].sum(), held[0])
+        views.grad_cam(held[0].detach(), grad)
+
+    def ours() -> None:
+        cap = capture(model, x, [GRADCAM_LAYER], target=k, input_grads=False)
+        rec = cap[GRADCAM_LAYER]
+        views.grad_cam(rec.output, rec.grad_output)
+
+    return paired(f"{arch} Grad-CAM {GRADCAM_LAYER} / hook + grad", bare, ours, pairs)
 
 
 def print_table(results: dict) -> None:

@@ -3,6 +3,7 @@
 ``python -m actviz.bench`` runs every figure of the performance targets:
 
 * capture overhead against bare PyTorch (ResNet-18/50), and again with the explorer window open;
+  Grad-CAM at ``layer4`` against a bare hook + ``autograd.grad`` to that layer (``gradcam_ratio``);
 * rendering one layer's mosaic (``render_p95_ms``);
 * live mode on ResNet-50 with 20 ticked layers: GUI timer lag (``ui_lag_*``) and throughput
   against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved;
@@ -47,6 +48,7 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
     summary.update(
         {k: v for k, v in results.items() if k.startswith("capture_") and isinstance(v, float)}
     )
+    summary["gradcam_ratio"] = results["gradcam_ratio"]
     # The same figures with the explorer window open (idle, a model loaded).
     from actviz.bench.ui_bench import ensure_qt_app, scratch_settings
     from actviz.ui.main_window import MainWindow

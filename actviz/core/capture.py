@@ -25,8 +25,7 @@ from __future__ import annotations
 import difflib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -34,6 +33,7 @@ from torch import nn
 
 from actviz.core.allocator import keep_freed_memory
 from actviz.core.guards import ModelState, UnregisteredModules
+from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.recorder import NEEDS_COPY, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import map_tensors
@@ -99,65 +99,6 @@ def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list
     return out
 
 
-# --------------------------------------------------------------------------- inputs
-
-
-@dataclass
-class _Inputs:
-    args: tuple
-    kwargs: dict
-    leaves: list[torch.Tensor]  # leaves whose gradient is the saliency, in structure order
-    copies: Any  # the inputs as given (our own copies), same structure
-
-
-def _prepare_inputs(inputs: Any, gradients: bool, device: torch.device | None) -> _Inputs:
-    leaves: list[torch.Tensor] = []
-
-    def convert(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if device is not None and t.device != device:
-            t = t.to(device)
-        # Our own copy: the caller's tensor is never modified nor given requires_grad.
-        copy = t.detach().clone()
-        if gradients and copy.is_floating_point():
-            leaf = copy.requires_grad_(True)
-            leaves.append(leaf)
-            # The model gets a non-leaf clone so in-place ops on its input stay legal.
-            return leaf.clone(), leaf
-        leaves.append(None)  # type: ignore[arg-type]
-        return copy.clone(), copy
-
-    if isinstance(inputs, torch.Tensor):
-        arg, copy = convert(inputs)
-        return _Inputs((arg,), {}, leaves, copy.detach())
-    if isinstance(inputs, (list, tuple)):
-        pairs = [convert(t) if isinstance(t, torch.Tensor) else (t, t) for t in inputs]
-        copies = tuple(c.detach() if isinstance(c, torch.Tensor) else c for _, c in pairs)
-        return _Inputs(tuple(a for a, _ in pairs), {}, leaves, copies)
-    if isinstance(inputs, Mapping):
-        kw: dict[str, Any] = {}
-        copies_d: dict[str, Any] = {}
-        for key, value in inputs.items():
-            if isinstance(value, torch.Tensor):
-                kw[key], c = convert(value)
-                copies_d[key] = c.detach()
-            else:
-                kw[key] = copies_d[key] = value
-        return _Inputs((), kw, leaves, copies_d)
-    raise TypeError(
-        f"inputs must be a tensor, a tuple/list of tensors or a dict, not {type(inputs).__name__}"
-    )
-
-
-def _align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
-    """Put the leaf gradients back into the structure the caller gave."""
-    it = iter(grads)
-    if isinstance(copies, torch.Tensor):
-        return next(it)
-    if isinstance(copies, tuple):
-        return tuple(next(it) if isinstance(c, torch.Tensor) else None for c in copies)
-    return {k: (next(it) if isinstance(v, torch.Tensor) else None) for k, v in copies.items()}
-
-
 # --------------------------------------------------------------------------- capture
 
 
@@ -168,6 +109,7 @@ def capture(
     *,
     target: Any = None,
     gradients: bool = True,
+    input_grads: bool = True,
     mode: str = "eval",
     keep_inputs: bool = True,
     max_bytes: int | None = None,
@@ -182,18 +124,33 @@ def capture(
         Any ``nn.Module``. It is left exactly as found: no hooks, ``.grad``, ``training`` flags,
         ``requires_grad`` flags or buffers change, even when its forward raises.
     inputs
-        A tensor, a tuple/list of tensors (positional arguments) or a dict (keyword arguments).
-        The caller's tensors are never modified and never get ``requires_grad`` set.
+        A tensor (one argument), a tuple/list (positional arguments) or a dict (keyword
+        arguments); each argument may nest lists, tuples and dicts of tensors at any depth. A
+        list of tensors is one argument when the model's forward takes a list
+        (:func:`actviz.core.inputs.forward_takes_list`, torchvision's detectors): ``[img]``
+        and ``([img],)`` then mean the same. Every tensor is copied with its strides, so the
+        caller's tensors are never modified and never get ``requires_grad`` set.
     layers
         Qualified names from ``model.named_modules()``; None records every leaf module.
     target
-        What the gradients are of. None: the single output value if there is one element; each
-        row's top-1 logit, summed, for a 2-D ``(N, C)`` output; else the sum of all elements.
-        An int ``k``: class ``k`` (``out[:, k].sum()``, or ``out[k]`` for a 1-D output). A callable
-        ``f(output) -> scalar tensor`` for anything else. For tuple/dict/dataclass outputs the
-        first tensor is used unless the callable picks another.
+        What the gradients are of (see :func:`actviz.core.targets.resolve_target`). None: the
+        single output value if there is one element; each row's top-1 logit, summed, for a
+        2-D ``(N, C)`` output; the top detection's score for a detector (a list of dicts with
+        ``boxes``/``scores``/``labels``); the top class's logit summed over its pixels for a
+        segmenter (a dict with an ``"out"`` map); else the sum of all elements. An int ``k``:
+        class ``k`` (``out[:, k].sum()``, or ``out[k]`` for a 1-D output; over its pixels for
+        a segmenter), or detection ``k`` of image 0 for a detector. A callable
+        ``f(output) -> scalar tensor`` for anything else. For other tuple/dict/dataclass
+        outputs the first tensor is used, and a warning names it. An empty output has no
+        default: ``ValueError``.
     gradients
         False runs forward only, under ``no_grad``; every gradient field is then None.
+    input_grads
+        False: no gradient with respect to inputs, neither the model's (``cap.input_grads``
+        is None) nor each layer's (``grad_inputs`` is None). The backward pass then stops at
+        the earliest recorded output instead of running back to the input: Grad-CAM at a
+        late layer costs about what a bare forward plus its short backward costs.
+        ``grad_output`` is unchanged.
     mode
         ``"eval"`` (default: BatchNorm statistics and dropout untouched) or ``"train"``.
     keep_inputs
@@ -257,6 +214,7 @@ def capture(
                     start,
                     copy_all=attempt == _MAX_ATTEMPTS - 1,
                     keep_on_device=keep_on_device,
+                    input_grads=gradients and input_grads,
                 )
         except Retry:
             # A recorded tensor was written to after its hook (or a module wrote into its
@@ -291,20 +249,24 @@ def _capture_once(
     start: float,
     copy_all: bool = False,
     keep_on_device: bool = False,
+    input_grads: bool = True,
 ) -> Capture:
     warnings = list(warnings_in)
     modules = dict(model.named_modules())  # walked once, shared by the guards below
     module_list = list(modules.values())
     by_module = {modules[n]: n for n in names}
-    recorder = Recorder(by_module, gradients, keep_inputs, max_bytes, should_stop)
+    recorder = Recorder(
+        by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
+    )
     recorder.copy_all = copy_all
     scripted = isinstance(model, torch.jit.ScriptModule)
     state = ModelState(model, modules=module_list)
     handles: list[Any] = []
-    prepared = _prepare_inputs(inputs, gradients, _model_device(model))
-    for arg, copy in zip(prepared.args, _flat_copies(prepared.copies), strict=False):
-        if isinstance(arg, torch.Tensor) and isinstance(copy, torch.Tensor):
-            recorder.register_input(arg, copy)
+    prepared = prepare_inputs(
+        inputs, model=model, gradients=input_grads, device=_model_device(model)
+    )
+    for given, kept in prepared.pairs:
+        recorder.register_input(given, kept)
     try:
         state.apply(train=mode == "train")
         if scripted:
@@ -331,16 +293,22 @@ def _capture_once(
         target_value: float | None = None
         target_index: int | None = None
         description = "no gradients requested"
-        input_grads: Any = None
+        saliency: Any = None
         if gradients:
             with torch.inference_mode(False), torch.enable_grad():
-                scalar, target_index, description = resolve_target(output, target)
-                target_value = float(scalar.detach())
-                input_grads = _backward(scalar, prepared, recorder, warnings)
+                resolved = resolve_target(output, target)
+                target_value = float(resolved.value.detach())
+                target_index, description = resolved.index, resolved.description
+                if resolved.warning:
+                    warnings.append(resolved.warning)
+                saliency = _backward(resolved.value, prepared, recorder, warnings)
+            if not input_grads:
+                saliency = None
         else:
             try:
-                scalar, target_index, description = resolve_target(output, target)
-                target_value = float(scalar.detach())
+                resolved = resolve_target(output, target)
+                target_value = float(resolved.value.detach())
+                target_index, description = resolved.index, resolved.description
             except (ValueError, TypeError, RuntimeError) as exc:
                 description = f"no target ({exc})"
         warnings.extend(unregistered.warnings())
@@ -358,7 +326,7 @@ def _capture_once(
             names=list(recorder.order),
             records=records,
             output=out_cpu,
-            input_grads=input_grads,
+            input_grads=saliency,
             target_value=target_value,
             target_index=target_index,
             target_description=description,
@@ -375,16 +343,8 @@ def _capture_once(
         state.restore()
 
 
-def _flat_copies(copies: Any) -> list:
-    if isinstance(copies, torch.Tensor):
-        return [copies]
-    if isinstance(copies, tuple):
-        return list(copies)
-    return []
-
-
 def _backward(
-    scalar: torch.Tensor, prepared: _Inputs, recorder: Recorder, warnings: list[str]
+    scalar: torch.Tensor, prepared: PreparedInputs, recorder: Recorder, warnings: list[str]
 ) -> Any:
     leaves = [leaf for leaf in prepared.leaves if leaf is not None]
     # Ask for the leaves and every hooked tensor still at its hooked version, so every hooked
@@ -406,11 +366,12 @@ def _backward(
     for rec, out_slots, in_slots in recorder.pending:
         out_grads = iter([h[0] for h in out_slots])
         rec.grad_output = map_tensors(rec.output, lambda _t, g=out_grads: _detach(next(g)))
-        rec.grad_inputs = tuple(None if h is None else _detach(h[0]) for h in (in_slots or []))
+        if in_slots is not None:
+            rec.grad_inputs = tuple(None if h is None else _detach(h[0]) for h in in_slots)
     ordered = [
         None if leaf is None else _detach(leaf_grads.get(id(leaf))) for leaf in prepared.leaves
     ]
-    return _align_grads(prepared.copies, ordered)
+    return align_grads(prepared.copies, ordered)
 
 
 def _detach(t: torch.Tensor | None) -> torch.Tensor | None:

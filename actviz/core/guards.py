@@ -43,14 +43,18 @@ class ModelState:
 
     def apply(self, train: bool) -> None:
         """Put the model in the capture's state: ``train`` mode, in-place modules out of place."""
-        for mod, _ in self.flags:
-            mod.training = train
+        # Only the flags that differ: Module.__setattr__ is slow, and most models are already
+        # in the wanted mode.
+        for mod, flag in self.flags:
+            if flag != train:
+                mod.training = train
         for mod in self.inplace:
             mod.inplace = False
 
     def restore(self) -> None:
         for mod, flag in self.flags:
-            mod.training = flag
+            if mod.training != flag:  # also undoes a forward that switched modes itself
+                mod.training = flag
         for mod in self.inplace:
             mod.inplace = True
         with torch.no_grad():

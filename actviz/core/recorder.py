@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
-from actviz.core.structures import iter_tensors, map_tensors
+from actviz.core.structures import clone_keep_layout, iter_tensors, map_tensors
 
 __all__ = ["DISCOVERED_INPLACE", "NEEDS_COPY", "Recorder", "Retry", "format_bytes"]
 
@@ -53,9 +53,14 @@ class Recorder:
         keep_inputs: bool,
         max_bytes: int | None,
         should_stop: Callable[[], bool] | None,
+        *,
+        input_grads: bool = True,
     ):
         self.names = names
         self.gradients = gradients
+        # Without input gradients no module input is tapped: the backward pass then stops at
+        # the earliest recorded output.
+        self.input_grads = gradients and input_grads
         self.keep_inputs = keep_inputs
         self.max_bytes = max_bytes
         self.should_stop = should_stop
@@ -130,7 +135,7 @@ class Recorder:
             )
         taps: list = []
         new_args = None
-        if self.gradients:
+        if self.input_grads:
             clone_input = getattr(module, "inplace", False) is True or module in DISCOVERED_INPLACE
             for i, a in enumerate(args):
                 if isinstance(a, torch.Tensor) and a.requires_grad:
@@ -138,7 +143,9 @@ class Recorder:
                     # module only. A view is free; in-place modules need a clone, because a hook
                     # on a view that is then modified in place never fires. The hook goes on
                     # before the module runs, so it sees the gradient of the value it received.
-                    tap = a.clone() if clone_input else a.view_as(a)
+                    # alias keeps every stride; view_as would reset those of size-1 dims,
+                    # and convolutions then pick another memory format (other rounding).
+                    tap = clone_keep_layout(a) if clone_input else torch.ops.aten.alias(a)
                     holder: list = [None]
                     tap.register_hook(functools.partial(_store_grad, holder))
                     if new_args is None:
@@ -157,17 +164,17 @@ class Recorder:
         replaced = output
         if self.gradients:
             replaced = self._track_output(output)
-            in_slots: list = []
+            in_slots: list | None = [] if self.input_grads else None
             for tap_info in frame.taps:
                 if tap_info is None:
-                    in_slots.append(None)
+                    in_slots.append(None)  # type: ignore[union-attr]
                     continue
                 tap, version, is_view, holder = tap_info
                 if is_view and tap._version != version:
                     # The module wrote into its input view, so that view's hook is lost.
                     DISCOVERED_INPLACE.add(module)
                     self.retry_needed = True
-                in_slots.append(holder)
+                in_slots.append(holder)  # type: ignore[union-attr]
                 self.grad_requests.append((tap, tap._version))
             out_slots: list = []
             for t in iter_tensors(replaced):
@@ -193,11 +200,11 @@ class Recorder:
             if not t.requires_grad:
                 # Nothing upstream requires grad (integer inputs, frozen weights): start the
                 # graph here so gradients still reach this and every later layer.
-                return t.detach().requires_grad_(True).clone()
+                return clone_keep_layout(t.detach().requires_grad_(True))
             if t._is_view():
                 # A hook on a view that is later modified in place never fires: hand the
-                # rest of the model a copy and keep the view for ourselves.
-                return t.clone()
+                # rest of the model a copy (same strides) and keep the view for ourselves.
+                return clone_keep_layout(t)
             return t
 
         if isinstance(output, torch.Tensor):

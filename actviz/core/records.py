@@ -43,7 +43,8 @@ class LayerRecord:
         d target / d output, same structure as ``output``; None without gradients.
     grad_inputs
         d target / d each positional input, through this module only; None entries where no
-        gradient exists (non-float inputs, inputs that do not require grad).
+        gradient exists (non-float inputs, inputs that do not require grad). None without
+        gradients or with ``capture(..., input_grads=False)``.
     """
 
     name: str

@@ -1,52 +1,174 @@
-"""Turning a ``target`` argument into the scalar whose gradients a capture takes."""
+"""Targets: what a capture's gradients are of, for every kind of output, and how users name them.
+
+One place decides this for the API, the command line and the window:
+
+* :func:`resolve_target` turns ``capture``'s ``target`` argument into the scalar to
+  differentiate. The default depends on the output: a classifier's top-1 logit, a detector's
+  top detection score (a list of dicts with ``boxes``/``scores``/``labels``), a segmenter's
+  top class summed over its pixels (a dict with an ``"out"`` map), else the sum of the output.
+* :func:`parse_target` turns what a user typed (``"207"``, ``"golden retriever"``,
+  ``"detection 3"``, an entry of :func:`target_choices`) into that argument.
+"""
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from actviz.core.structures import first_tensor
+from actviz.core.structures import named_tensors
 
-__all__ = ["resolve_target"]
+__all__ = [
+    "AUTO_TARGET_TEXT",
+    "Target",
+    "detections",
+    "parse_target",
+    "resolve_target",
+    "target_choices",
+]
+
+#: The first entry of the target selector: no explicit target, the output's default.
+AUTO_TARGET_TEXT = "auto (top-1)"
+_DETECTION_KEYS = ("boxes", "scores", "labels")
+_CALLABLE_HINT = "pass a callable target that picks a scalar, target=lambda output: ..."
 
 
-def resolve_target(output: Any, target: Any) -> tuple[torch.Tensor, int | None, str]:
-    """Turn ``target`` into a scalar tensor to differentiate, its class index and a description.
+@dataclass(frozen=True)
+class Target:
+    """The scalar a capture differentiates, and how it is described.
 
-    See :func:`actviz.core.capture.capture` for the meaning of ``target``.
+    Attributes
+    ----------
+    value
+        0-d tensor, part of the autograd graph of the output.
+    index
+        The class it belongs to, when there is one: the class for a classifier or segmenter,
+        the detected label for a detection (index into the model's categories).
+    description
+        One line for people, e.g. ``"class 7"`` or ``"score of detection 0: label 18"``.
+    warning
+        Set when the output holds several tensors and the default picked one of them.
+    """
+
+    value: torch.Tensor
+    index: int | None
+    description: str
+    warning: str | None = None
+
+
+def detections(output: Any) -> list[Mapping[str, torch.Tensor]] | None:
+    """The per-image detection dicts of a detector's output, or None for other outputs.
+
+    A detection output is a non-empty list/tuple of dicts that each hold ``boxes``,
+    ``scores`` and ``labels`` tensors (torchvision's detection models in eval mode).
+    """
+    if not isinstance(output, (list, tuple)) or not output:
+        return None
+    for item in output:
+        if not isinstance(item, Mapping) or not all(
+            isinstance(item.get(key), torch.Tensor) for key in _DETECTION_KEYS
+        ):
+            return None
+    return list(output)
+
+
+def resolve_target(output: Any, target: Any) -> Target:
+    """Turn ``target`` into the scalar to differentiate; see :func:`actviz.core.capture.capture`.
+
+    Parameters
+    ----------
+    output
+        The model's output, still attached to the autograd graph.
+    target
+        None (the output's default), an int, or a callable ``f(output) -> scalar tensor``.
+        An int is a class for classifiers and segmenters and a detection (of image 0) for
+        detectors.
+
+    Raises
+    ------
+    ValueError
+        An empty output (no default exists), an index out of range, a non-float output, or a
+        callable that does not return one element.
+    TypeError
+        A target of another type.
     """
     if callable(target) and not isinstance(target, (int, torch.Tensor)):
         value = target(output)
         if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else ""
             raise ValueError(
-                "a callable target must return a tensor with one element, got "
-                f"{type(value).__name__}{tuple(value.shape) if isinstance(value, torch.Tensor) else ''}"
+                f"a callable target must return a tensor with one element, got "
+                f"{type(value).__name__}{shape}"
             )
         name = getattr(target, "__name__", type(target).__name__)
-        return value.reshape(()), None, f"custom target {name}(output)"
-    out = first_tensor(output)
-    if out is None:
+        return Target(value.reshape(()), None, f"custom target {name}(output)")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
+        raise TypeError(f"target must be None, an int or a callable, not {type(target).__name__}")
+    dets = detections(output)
+    if dets is not None:
+        return _detection_target(dets, target)
+    tensors = list(named_tensors(output))
+    if not tensors:
         raise ValueError(
             "the model output holds no tensor, so there is nothing to take gradients of"
         )
+    path, out = tensors[0]
+    segmentation = isinstance(output, Mapping) and _is_map(output.get("out"))
+    if segmentation:
+        path, out = "output['out']", output["out"]
+    warning = None
+    if len(tensors) > 1:
+        shapes = ", ".join(f"{p} {_shape(t)}" for p, t in tensors[:4])
+        more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
+        warning = (
+            f"the output holds {len(tensors)} tensors ({shapes}{more}); the target uses {path} "
+            f"{_shape(out)} (pass a callable target to use another)"
+        )
     if not out.is_floating_point() and not out.is_complex():
-        raise ValueError(f"the model output has dtype {out.dtype}; gradients need a float output")
-    if target is None:
-        if out.numel() == 1:
-            return out.reshape(()), None, "the model's single output value"
-        if out.dim() == 2:
-            top = out.detach().argmax(dim=1)
-            value = out.gather(1, top[:, None]).sum()
-            rows = out.shape[0]
-            desc = f"top-1 logit (class {int(top[0])})"
-            if rows > 1:
-                desc = f"top-1 logit of each of {rows} rows, summed (row 0: class {int(top[0])})"
-            return value, int(top[0]), desc
-        return out.sum(), None, f"sum of all {out.numel()} output elements"
-    if isinstance(target, bool) or not isinstance(target, int):
-        raise TypeError(f"target must be None, an int or a callable, not {type(target).__name__}")
-    k = int(target)
+        raise ValueError(
+            f"the model output {path} has dtype {out.dtype}; gradients need a float output"
+        )
+    if out.numel() == 0:
+        raise ValueError(
+            f"the model output {path} is empty (shape {_shape(out)}), so it has no value to "
+            f"take gradients of; {_CALLABLE_HINT}"
+        )
+    if segmentation:
+        value, index, description = _segmentation_target(out, target)
+    elif target is None:
+        value, index, description = _default_target(out)
+    else:
+        value, index, description = _class_target(out, int(target))
+    return Target(value.reshape(()), index, description, warning)
+
+
+def _is_map(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[1] > 1
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "(" + ", ".join(str(s) for s in t.shape) + ("," if t.dim() == 1 else "") + ")"
+
+
+def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
+    if out.numel() == 1:
+        return out, None, "the model's single output value"
+    if out.dim() == 2 and out.shape[1] > 0:
+        top = out.detach().argmax(dim=1)
+        value = out.gather(1, top[:, None]).sum()
+        rows = out.shape[0]
+        desc = f"top-1 logit (class {int(top[0])})"
+        if rows > 1:
+            desc = f"top-1 logit of each of {rows} rows, summed (row 0: class {int(top[0])})"
+        return value, int(top[0]), desc
+    return out.sum(), None, f"sum of all {out.numel()} output elements"
+
+
+def _class_target(out: torch.Tensor, k: int) -> tuple[torch.Tensor, int | None, str]:
     if out.dim() == 0:
         raise ValueError(f"target class {k} given, but the model output is a scalar")
     n_classes = out.shape[0] if out.dim() == 1 else out.shape[1]
@@ -54,4 +176,149 @@ def resolve_target(output: Any, target: Any) -> tuple[torch.Tensor, int | None, 
         raise ValueError(f"target class {k} is out of range: the output has {n_classes} classes")
     k = k % n_classes
     value = out[k] if out.dim() == 1 else out[:, k].sum()
-    return value.reshape(()), k, f"class {k}"
+    return value, k, f"class {k}"
+
+
+def _segmentation_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
+    """A class's logit summed over the pixels predicted as that class.
+
+    The default class is the one predicted at the most pixels (over the whole batch).
+    """
+    n_classes = out.shape[1]
+    predicted = out.detach().argmax(dim=1)  # (N, H, W)
+    counts = torch.bincount(predicted.flatten(), minlength=n_classes)
+    if target is None:
+        k = int(counts.argmax())
+    else:
+        k = int(target)
+        if not -n_classes <= k < n_classes:
+            raise ValueError(
+                f"target class {k} is out of range: the output has {n_classes} classes"
+            )
+        k %= n_classes
+    pixels = int(counts[k])
+    if pixels == 0:
+        return out[:, k].sum(), k, f"class {k} logit summed over all pixels (none predicted {k})"
+    value = torch.where(predicted == k, out[:, k], torch.zeros((), dtype=out.dtype)).sum()
+    return value, k, f"class {k} logit summed over its {pixels} pixels"
+
+
+def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None) -> Target:
+    if target is not None:
+        scores, labels = dets[0]["scores"], dets[0]["labels"]
+        n = scores.shape[0] if scores.dim() else 0
+        if n == 0 or not -n <= target < n:
+            raise ValueError(
+                f"target detection {target} is out of range: image 0 has {n} detection"
+                f"{'' if n == 1 else 's'} (boxes {_shape(dets[0]['boxes'])})"
+                + (f"; {_CALLABLE_HINT}" if n == 0 else "")
+            )
+        j = target % n
+        label = int(labels[j])
+        where = " of image 0" if len(dets) > 1 else ""
+        desc = f"score of detection {j}{where}: label {label}"
+        return Target(scores[j].reshape(()), label, desc)
+    tops = [
+        (i, int(d["scores"].detach().argmax()))
+        for i, d in enumerate(dets)
+        if d["scores"].numel() > 0
+    ]
+    if not tops:
+        shapes = ", ".join(f"boxes {_shape(d['boxes'])}" for d in dets[:4])
+        raise ValueError(
+            f"the model detected nothing ({shapes} for {len(dets)} image"
+            f"{'' if len(dets) == 1 else 's'}), so there is no detection score to take "
+            f"gradients of; lower the detector's score threshold or {_CALLABLE_HINT}"
+        )
+    value = torch.stack([dets[i]["scores"][j] for i, j in tops]).sum()
+    first_image, j = tops[0]
+    label = int(dets[first_image]["labels"][j])
+    desc = f"score of detection {j}: label {label}"
+    if len(dets) > 1:
+        desc = (
+            f"top detection score of each of {len(tops)} images, summed (image {first_image}: "
+            f"{desc})"
+        )
+    return Target(value.reshape(()), label, desc)
+
+
+# --------------------------------------------------------------------------------------------
+# What users type
+# --------------------------------------------------------------------------------------------
+
+
+def parse_target(text: str | None, categories: Sequence[str] | None = None) -> int | None:
+    """Turn a typed target into ``capture``'s ``target`` (None = the output's default).
+
+    Accepts ``""``/``None``/``"auto..."`` (None), an integer (``"207"``, a class or, for a
+    detector, a detection), an entry of :func:`target_choices` (``"207: golden retriever"``,
+    ``"score of detection 3: label 18 (dog), 0.912"``), ``"detection 3"``, or a class name
+    searched in ``categories`` (exact match first, case-insensitive, then the only name that
+    contains the text).
+
+    Raises
+    ------
+    ValueError
+        Unknown or ambiguous class name (with the closest names), or a name given for a model
+        without categories.
+    """
+    if text is None:
+        return None
+    text = text.strip()
+    if not text or text.lower().startswith("auto"):
+        return None
+    match = re.match(r"^(-?\d+)\s*(?::.*)?$", text)
+    if match:
+        return int(match.group(1))
+    match = re.match(r"^(?:score\s+of\s+)?detection\s+(\d+)\b", text, flags=re.IGNORECASE)
+    if match:
+        return int(match.group(1))
+    if not categories:
+        raise ValueError(
+            f"{text!r} is not a class index, and this model has no class names to search"
+        )
+    lowered = [c.lower() for c in categories]
+    key = text.lower()
+    if key in lowered:
+        return lowered.index(key)
+    hits = [i for i, c in enumerate(lowered) if key in c]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        close = difflib.get_close_matches(key, lowered, n=3, cutoff=0.6)
+        hint = ", ".join(repr(categories[lowered.index(c)]) for c in close)
+        raise ValueError(
+            f"no class named {text!r} in this model's {len(categories)} categories"
+            + (f"; did you mean {hint}?" if hint else "")
+        )
+    shown = ", ".join(f"{i}: {categories[i]}" for i in hits[:5])
+    raise ValueError(f"{text!r} matches {len(hits)} classes ({shown}...); be more specific")
+
+
+def target_choices(categories: Sequence[str] | None = None, output: Any = None) -> list[str]:
+    """Entries of a target selector; each parses back with :func:`parse_target`.
+
+    Parameters
+    ----------
+    categories
+        Class names, when known.
+    output
+        The last output of the model (optional). For a detector the entries are its
+        detections in image 0, ``"score of detection i: label L (name), score"``; otherwise
+        ``"index: name"`` per category.
+
+    Returns
+    -------
+    list of str
+        :data:`AUTO_TARGET_TEXT` first.
+    """
+    dets = detections(output)
+    if dets is None:
+        return [AUTO_TARGET_TEXT, *(f"{i}: {name}" for i, name in enumerate(categories or []))]
+    scores = dets[0]["scores"].detach().flatten().tolist()
+    labels = [int(v) for v in dets[0]["labels"].flatten().tolist()]
+    entries = ["auto (top detection)"]
+    for i, (score, label) in enumerate(zip(scores, labels, strict=False)):
+        name = f" ({categories[label]})" if categories and 0 <= label < len(categories) else ""
+        entries.append(f"score of detection {i}: label {label}{name}, {score:.3f}")
+    return entries

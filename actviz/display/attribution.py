@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from actviz.core.structures import first_tensor
+from actviz.core.targets import detections
 from actviz.display.stats import as_float
 
 __all__ = [
@@ -208,6 +209,8 @@ def top_k(
     if t.is_complex():
         t = t.abs()
     t = t.float()
+    if t.dim() == 2 and t.shape[0] == 0:
+        return []  # no rows, e.g. a detector's boxes when it found nothing
     if t.dim() == 2:
         t = _pick(t, sample)
     if t.dim() != 1 or t.numel() < 2:
@@ -222,10 +225,30 @@ def top_k(
 
 
 def top_predictions(
-    output: torch.Tensor | None, categories: Sequence[str] | None, k: int = 5, sample: int = 0
+    output: Any, categories: Sequence[str] | None, k: int = 5, sample: int = 0
 ) -> list[tuple[int, str, float]]:
-    """:func:`top_k` with NaN logits ranked last, so a broken output still gives a readable
-    (all-zero) list instead of NaN probabilities."""
+    """The model's top ``k`` answers for one sample as ``(index, label, probability)``.
+
+    A classifier's output (its first tensor): :func:`top_k` with NaN logits ranked last, so a
+    broken output still gives a readable (all-zero) list instead of NaN probabilities. A
+    detector's output: its ``k`` best detections as ``(label, "name (detection i)", score)``.
+    """
+    dets = detections(output)
+    if dets is not None:
+        det = dets[min(sample, len(dets) - 1)]
+        scores = det["scores"].detach().float().cpu()
+        labels = det["labels"].detach().cpu()
+        rows = []
+        for i in torch.argsort(scores, descending=True)[:k].tolist():
+            label = int(labels[i])
+            name = (
+                categories[label]
+                if categories and 0 <= label < len(categories)
+                else f"label {label}"
+            )
+            rows.append((label, f"{name} (detection {i})", float(scores[i])))
+        return rows
+    output = first_tensor(output)
     if output is None or not output.is_floating_point():
         return []
     if not bool(torch.isfinite(output).all()):

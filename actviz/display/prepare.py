@@ -408,7 +408,7 @@ def _assemble(
     return RunResult(
         layers=layers,
         shown=tuple(order),
-        predictions=tuple(top_predictions(out, categories, sample=spec.sample)),
+        predictions=tuple(top_predictions(cap.output, categories, sample=spec.sample)),
         target_text=target_text,
         target_index=cap.target_index,
         image=image,

@@ -1,8 +1,9 @@
 """Opening model inputs: images, tensor files (.pt/.npy/.npz) and seeded random tensors.
 
 ``open_input`` turns a source into exactly what the model's forward takes (a tensor, a
-tuple of positional tensors, or a dict of keyword tensors) and, for images, also keeps the
-picture as the model sees it (after resize/crop, before normalisation) for overlays.
+tuple of positional tensors, a dict of keyword tensors, or a list of ``(C, H, W)`` images for
+models whose forward takes a list, such as torchvision's detectors) and, for images, also
+keeps the picture as the model sees it (after resize/crop, before normalisation) for overlays.
 
 What the model expects is read from the :class:`~actviz.io.models.LoadedModel` when there is
 one (preprocessing transforms, input size) and from the model's first convolution
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.core.inputs import forward_takes_list
 from actviz.io.checkpoints import FileFormat, one_line, sniff_format
 from actviz.io.errors import InputError
 
@@ -33,7 +35,14 @@ if TYPE_CHECKING:
 
     from actviz.io.models import LoadedModel
 
-__all__ = ["LoadedInput", "ExpectedInput", "expected_input", "open_input", "load_input"]
+__all__ = [
+    "LoadedInput",
+    "ExpectedInput",
+    "expected_input",
+    "forward_takes_list",
+    "open_input",
+    "load_input",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +66,8 @@ class LoadedInput:
     Attributes
     ----------
     value
-        Tensor, tuple of tensors (positional inputs) or dict of tensors (keyword inputs).
+        Tensor, tuple of tensors (positional inputs), dict of tensors (keyword inputs), or a
+        list of ``(C, H, W)`` tensors (one list argument, for models that take a list).
     source
         The source as given (file path, ``random:...`` spec, or a description).
     kind
@@ -166,9 +176,12 @@ def load_input(
     model: nn.Module | None = None,
     loaded_model: LoadedModel | None = None,
     size: int | tuple[int, int] | None = None,
+    as_list: bool | None = None,
 ) -> Any:
     """Open an input and return only the value for the model; see :func:`open_input`."""
-    return open_input(source, model=model, loaded_model=loaded_model, size=size).value
+    return open_input(
+        source, model=model, loaded_model=loaded_model, size=size, as_list=as_list
+    ).value
 
 
 def open_input(
@@ -177,6 +190,7 @@ def open_input(
     model: nn.Module | None = None,
     loaded_model: LoadedModel | None = None,
     size: int | tuple[int, int] | None = None,
+    as_list: bool | None = None,
 ) -> LoadedInput:
     """Open an image, a tensor file or a random spec as the model's input.
 
@@ -196,6 +210,11 @@ def open_input(
         demo) preprocess images; its input size sets the resize target.
     size
         ``(H, W)`` (or one int for square) to resize images to when the model does not say.
+    as_list
+        Give the model a list of ``(C, H, W)`` images (one per batch element) instead of an
+        ``(N, C, H, W)`` batch, as torchvision's detectors take. None (default) decides from
+        the model: :func:`forward_takes_list` (its forward's first argument is annotated as a
+        list). A tensor file holding a tuple/list of tensors is then that one list.
 
     Returns
     -------
@@ -208,6 +227,36 @@ def open_input(
         Missing or unreadable file, or data that does not fit the model; the message
         names the file and what was expected.
     """
+    loaded = _open_value(source, model, loaded_model, size)
+    if as_list is None:
+        target = model if model is not None else getattr(loaded_model, "model", None)
+        as_list = target is not None and forward_takes_list(target)
+    return _as_list(loaded) if as_list else loaded
+
+
+def _as_list(loaded: LoadedInput) -> LoadedInput:
+    """The same input as a list of (C, H, W) images: one list argument."""
+    value = loaded.value
+    if isinstance(value, torch.Tensor) and value.ndim >= 2:
+        images = [v.clone() for v in value]  # own storage each, like separate images
+    elif isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        images = list(value)
+    else:
+        return loaded  # a dict of keyword inputs or a scalar: nothing to split
+    image = loaded.image
+    if image is None and images and images[0].ndim == 3:
+        image = _display_image(images[0][None])
+    count = f"{len(images)} image{'' if len(images) == 1 else 's'}"
+    description = f"{loaded.description}, as a list of {count}"
+    return LoadedInput(images, loaded.source, loaded.kind, image, description)
+
+
+def _open_value(
+    source: Any,
+    model: nn.Module | None,
+    loaded_model: LoadedModel | None,
+    size: int | tuple[int, int] | None,
+) -> LoadedInput:
     exp = expected_input(model, loaded_model)
     size = _normalise_size(size)
     transforms = loaded_model.transforms if loaded_model is not None else None

@@ -123,3 +123,35 @@ def pytest_approx(v: float):
     import pytest
 
     return pytest.approx(v, abs=1e-4)
+
+
+DETECTOR_SOURCE = """
+import torch
+from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
+
+
+def build():
+    torch.manual_seed(0)
+    # random init scores ~1/91 each: a zero threshold keeps 100 detections
+    return fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, box_score_thresh=0.0, min_size=128, max_size=128
+    )
+"""
+
+
+def test_export_detector_takes_the_image_as_a_list_and_a_detection_target(tmp_path):
+    (tmp_path / "det.py").write_text(DETECTOR_SOURCE)
+    Image.new("RGB", (120, 90), (200, 30, 30)).save(tmp_path / "photo.png")
+    common = ("--model", "det.py:build", "--input", "photo.png", "--layers", "backbone.body.16")
+    proc = run("export", *common, "--out", "out", "--target", "detection 1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "as a list of 1 image" in proc.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["input_shapes"] == [[3, 90, 120]]  # one (C, H, W) image in a list
+    assert summary["output_shapes"][0]["boxes"] == [100, 4]
+    assert summary["target"]["description"].startswith("score of detection 1: label ")
+    assert summary["target"]["index"] == int(summary["target"]["description"].split()[-1])
+    assert summary["attribution"]["saliency"] == "saliency.png"
+    proc = run("export", *common, "--out", "o2", "--target", "cat", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--target: 'cat' is not a class index, and this model has no class names" in proc.stderr

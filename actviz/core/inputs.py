@@ -1,0 +1,199 @@
+"""What a capture hands the model: its own copies of the caller's inputs, at any depth.
+
+``inputs`` may be a tensor, a tuple/list of positional arguments or a dict of keyword arguments,
+and each argument may itself nest lists, tuples and dicts of tensors (detection models take a
+list of images). Every tensor is copied with its strides kept, so the caller's tensors are never
+written nor given ``requires_grad``, and the model computes on the same memory layout as
+without actviz. Input gradients come back in the caller's structure.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.core.structures import clone_keep_layout
+
+__all__ = ["PreparedInputs", "align_grads", "forward_takes_list", "prepare_inputs"]
+
+_LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
+
+
+def forward_takes_list(model: nn.Module) -> bool:
+    """Whether ``model.forward``'s first argument is annotated as a list (``list[Tensor]``,
+    ``List[Tensor]``, ``Sequence[...]``): the model takes a list of images, not a batch.
+
+    torchvision's detection models (``images: list[Tensor]``) are; a plain CNN (``x: Tensor``)
+    or a forward without annotations is not. Used to read ``inputs=[img]`` as one list
+    argument, and by :func:`actviz.io.inputs.open_input` to load an image as ``[image]``.
+    """
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # TorchScript and builtins may have no signature
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    if not positional or positional[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return False
+    annotation = positional[0].annotation
+    if isinstance(annotation, str):  # ``from __future__ import annotations`` modules
+        head = annotation.strip("'\" ").replace("typing.", "").split("[", 1)[0].strip()
+        return head in ("list", "List", "Sequence", "Iterable")
+    origin = typing.get_origin(annotation)
+    return origin is not None and origin in _LIST_TYPES
+
+
+@dataclass(frozen=True)
+class PreparedInputs:
+    """The model's arguments and what the capture keeps of them.
+
+    Attributes
+    ----------
+    args, kwargs
+        What the model is called with: fresh copies, so in-place writes stay inside them.
+    leaves
+        One entry per tensor of the inputs, in structure order: the tensor whose gradient is
+        that input's saliency, or None (integer tensors, or no input gradients asked for).
+    copies
+        The inputs as given, every tensor replaced by an untouched copy (the caller's structure).
+    pairs
+        ``(tensor handed to the model, its kept copy)`` for every tensor, at every depth.
+    """
+
+    args: tuple
+    kwargs: dict
+    leaves: list[torch.Tensor | None]
+    copies: Any
+    pairs: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def prepare_inputs(
+    inputs: Any,
+    *,
+    model: nn.Module | None = None,
+    gradients: bool = True,
+    device: torch.device | None = None,
+) -> PreparedInputs:
+    """Copy ``inputs`` for one capture; see :func:`actviz.core.capture.capture` for the forms.
+
+    Parameters
+    ----------
+    inputs
+        A tensor (one argument), a tuple/list (positional arguments) or a dict (keyword
+        arguments); a list is one argument instead when ``model``'s forward takes a list
+        (:func:`forward_takes_list`) and the list holds tensors.
+    model
+        The model, to tell a list of images from a list of arguments.
+    gradients
+        Give every floating tensor a leaf whose gradient is its saliency.
+    device
+        Move tensors there (the model's device) before copying.
+
+    Raises
+    ------
+    TypeError
+        For anything else at the top level.
+    """
+    leaves: list[torch.Tensor | None] = []
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def convert(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if device is not None and t.device != device:
+            t = t.to(device)
+        # Our own copy with the caller's strides: never modified nor given requires_grad.
+        copy = clone_keep_layout(t.detach())
+        if gradients and copy.is_floating_point():
+            leaf = copy.requires_grad_(True)
+            leaves.append(leaf)
+            # The model gets a non-leaf copy so in-place ops on its input stay legal.
+            given, kept = clone_keep_layout(leaf), leaf.detach()
+        else:
+            leaves.append(None)
+            given, kept = clone_keep_layout(copy), copy
+        pairs.append((given, kept))
+        return given, kept
+
+    def walk(obj: Any) -> tuple[Any, Any]:
+        """(what the model gets, what is kept), same structure, fresh containers."""
+        if isinstance(obj, torch.Tensor):
+            return convert(obj)
+        if isinstance(obj, Mapping):
+            items = {key: walk(value) for key, value in obj.items()}
+            given = _remake(obj, {k: a for k, (a, _) in items.items()})
+            return given, _remake(obj, {k: c for k, (_, c) in items.items()})
+        if isinstance(obj, (list, tuple)):
+            parts = [walk(value) for value in obj]
+            return _remake(obj, [a for a, _ in parts]), _remake(obj, [c for _, c in parts])
+        return obj, obj
+
+    if isinstance(inputs, torch.Tensor):
+        arg, copy = convert(inputs)
+        return PreparedInputs((arg,), {}, leaves, copy, pairs)
+    if isinstance(inputs, list) and _one_list_argument(inputs, model):
+        arg, copies = walk(inputs)
+        return PreparedInputs((arg,), {}, leaves, copies, pairs)
+    if isinstance(inputs, (list, tuple)):
+        args, copies = walk(inputs)
+        return PreparedInputs(tuple(args), {}, leaves, copies, pairs)
+    if isinstance(inputs, Mapping):
+        kwargs, copies = walk(inputs)
+        return PreparedInputs((), dict(kwargs), leaves, copies, pairs)
+    raise TypeError(
+        "inputs must be a tensor, a tuple/list of arguments or a dict of keyword arguments "
+        f"(nested lists, tuples and dicts of tensors allowed), not {type(inputs).__name__}"
+    )
+
+
+def _one_list_argument(inputs: list, model: nn.Module | None) -> bool:
+    return (
+        model is not None
+        and bool(inputs)
+        and all(isinstance(v, torch.Tensor) for v in inputs)
+        and forward_takes_list(model)
+    )
+
+
+def _remake(template: Any, items: Any) -> Any:
+    """A new container of ``template``'s type holding ``items`` (namedtuples included)."""
+    if isinstance(template, Mapping):
+        try:
+            return type(template)(items)
+        except TypeError:
+            return dict(items)
+    if isinstance(template, tuple) and hasattr(template, "_fields"):
+        return type(template)(*items)
+    if isinstance(template, tuple):
+        return tuple(items)
+    try:
+        return type(template)(items)
+    except TypeError:
+        return list(items)
+
+
+def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
+    """Put the per-tensor gradients (structure order) back into the caller's structure.
+
+    Non-tensor entries become None, so ``input_grads`` mirrors ``inputs`` position by position.
+    """
+    it = iter(grads)
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return next(it)
+        if isinstance(obj, Mapping):
+            return _remake(obj, {key: walk(value) for key, value in obj.items()})
+        if isinstance(obj, (list, tuple)):
+            return _remake(obj, [walk(value) for value in obj])
+        return None
+
+    return walk(copies)
