@@ -12,8 +12,8 @@ import torch
 import torchvision
 
 from actviz.bench.timing import Paired, paired
-from actviz.display import attribution as views
 from actviz.core.capture import capture, leaf_names
+from actviz.display import attribution as views
 
 GRADCAM_LAYER = "layer4"
 
