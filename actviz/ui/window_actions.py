@@ -1,129 +1,181 @@
 """The window's actions, toolbar and menus (built once, like a ``setupUi``).
 
-Each builder creates widgets, stores them on the window under the names its public API
-documents (``run_action``, ``target_combo``, ``recent_models_menu``, ...) and connects them to
-the window's slots.
+:func:`build_actions` puts them into the window and returns them in a :class:`WindowActions`;
+it connects no slot of the window: each part of the window connects the actions it drives
+(file opening the Open actions, exports the Export ones, ...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QComboBox, QCompleter, QLabel, QMenu, QToolButton
+from PySide6.QtWidgets import QComboBox, QCompleter, QLabel, QMainWindow, QMenu, QToolButton
 
 from actviz.ui.session import AUTO_TARGET_TEXT
 from actviz.ui.settings import NORMALIZATIONS
 
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.main_window import MainWindow
+
+@dataclass(eq=False)
+class WindowActions:
+    """The window's actions, its toolbar's widgets and its menus."""
+
+    open_model_action: QAction
+    open_input_action: QAction
+    run_action: QAction
+    cancel_action: QAction
+    export_all_action: QAction
+    export_png_action: QAction
+    export_npy_action: QAction
+    quit_action: QAction
+    pin_action: QAction
+    unpin_action: QAction
+    unpin_all_action: QAction
+    #: Checkable: gradient magnitudes beside the activations.
+    gradients_action: QAction
+    #: Toolbar: bundled sample images ("Sample…" first).
+    sample_combo: QComboBox
+    #: Toolbar: what the gradients are of (editable, completes class names).
+    target_combo: QComboBox
+    colormap_combo: QComboBox
+    #: Toolbar: per-channel or shared scale (the mode is the item's data).
+    normalize_combo: QComboBox
+    export_button: QToolButton
+    recent_models_menu: QMenu
+    recent_inputs_menu: QMenu
+    pins_menu: QMenu
+    #: Checkable: re-run automatically after changes.
+    auto_run_action: QAction
+    #: View > Colour map: one checkable action per colour map, by name.
+    colormap_actions: dict[str, QAction]
+
+    @property
+    def colormap(self) -> str:
+        """The colour map chosen in the toolbar."""
+        return self.colormap_combo.currentText()
 
 
-def build_actions(window: MainWindow) -> None:
-    """Create the window's ``QAction``\\ s (open, run, cancel, export, quit, gradients)."""
+def build_actions(window: QMainWindow, *, auto_run: bool = True) -> WindowActions:
+    """Create the actions, the toolbar and the menu bar of ``window``.
 
-    def action(text: str, slot: Callable, shortcut: Any = None, tip: str = "") -> QAction:
+    Parameters
+    ----------
+    window
+        The window the actions (and their shortcuts), toolbar and menus are added to.
+    auto_run
+        Whether "Re-run automatically" starts checked.
+    """
+    actions = _actions(window)
+    bar = _toolbar(window, actions)
+    menus = _menus(window, actions, bar["colormap_combo"], auto_run)
+    return WindowActions(**actions, **bar, **menus)
+
+
+def _actions(window: QMainWindow) -> dict[str, QAction]:
+    """The ``QAction``\\ s (open, run, cancel, export, quit, pins, gradients), by field name."""
+
+    def action(text: str, shortcut: Any = None, tip: str = "") -> QAction:
         act = QAction(text, window)
         if shortcut is not None:
             act.setShortcut(QKeySequence(shortcut))
         act.setToolTip(tip or text)
-        act.triggered.connect(slot)
         window.addAction(act)  # shortcuts work even when the menu bar is hidden
         return act
 
-    window.open_model_action = action(
-        "Open model…", window._on_open_model_triggered, QKeySequence.StandardKey.Open,
-        "Open a torchvision model or a checkpoint / TorchScript / .pt2 / safetensors file (Ctrl+O)",
+    gradients = QAction("Gradients", window)
+    gradients.setCheckable(True)
+    gradients.setToolTip("Show the gradient magnitude beside each activation")
+    return dict(
+        open_model_action=action(
+            "Open model…", QKeySequence.StandardKey.Open,
+            "Open a torchvision model or a checkpoint / TorchScript / .pt2 / safetensors file (Ctrl+O)",
+        ),
+        open_input_action=action(
+            "Open input…", "Ctrl+I",
+            "Open an image or a tensor file (Ctrl+I); you can also drop files on the window",
+        ),
+        run_action=action("Run", "Ctrl+R", "Run forward and backward (Ctrl+R)"),
+        cancel_action=action(
+            "Cancel", "Esc", "Cancel the running capture, load or export (Esc)"
+        ),
+        export_all_action=action(
+            "Export everything…", "Ctrl+E",
+            "Write every captured array, image and stats file to a folder (Ctrl+E)",
+        ),
+        export_png_action=action(
+            "Export panel as PNG…", "Ctrl+Shift+P",
+            "Save the selected layer's panel (or the current tab) as a PNG",
+        ),
+        export_npy_action=action(
+            "Export layer arrays (.npy)…", "Ctrl+Shift+E",
+            "Save the selected layer's activation and gradient as .npy files",
+        ),
+        quit_action=action("Quit", "Ctrl+Q", "Quit actviz (Ctrl+Q)"),
+        pin_action=action(
+            "Pin this result", "Ctrl+P",
+            "Keep the result shown now (with its capture) beside the newer ones (Ctrl+P)",
+        ),
+        unpin_action=action("Unpin this result", None, "Let the result shown now go"),
+        unpin_all_action=action("Unpin all", None, "Let every pinned result go"),
+        gradients_action=gradients,
     )  # fmt: skip
-    window.open_input_action = action(
-        "Open input…", window._on_open_input_triggered, "Ctrl+I",
-        "Open an image or a tensor file (Ctrl+I); you can also drop files on the window",
-    )  # fmt: skip
-    window.run_action = action("Run", window.run, "Ctrl+R", "Run forward and backward (Ctrl+R)")
-    window.cancel_action = action(
-        "Cancel", window.cancel, "Esc", "Cancel the running capture, load or export (Esc)"
-    )
-    window.export_all_action = action(
-        "Export everything…", window._on_export_all_triggered, "Ctrl+E",
-        "Write every captured array, image and stats file to a folder (Ctrl+E)",
-    )  # fmt: skip
-    window.export_png_action = action(
-        "Export panel as PNG…", window._on_export_png_triggered, "Ctrl+Shift+P",
-        "Save the selected layer's panel (or the current tab) as a PNG",
-    )  # fmt: skip
-    window.export_npy_action = action(
-        "Export layer arrays (.npy)…", window._on_export_npy_triggered, "Ctrl+Shift+E",
-        "Save the selected layer's activation and gradient as .npy files",
-    )  # fmt: skip
-    window.quit_action = action("Quit", window.close, "Ctrl+Q", "Quit actviz (Ctrl+Q)")
-    window.pin_action = action(
-        "Pin this result", window.pin_result, "Ctrl+P",
-        "Keep the result shown now (with its capture) beside the newer ones (Ctrl+P)",
-    )  # fmt: skip
-    window.unpin_action = action(
-        "Unpin this result", window.unpin_shown, None, "Let the result shown now go"
-    )
-    window.unpin_all_action = action(
-        "Unpin all", window.unpin_all, None, "Let every pinned result go"
-    )
-    window.gradients_action = QAction("Gradients", window)
-    window.gradients_action.setCheckable(True)
-    window.gradients_action.setToolTip("Show the gradient magnitude beside each activation")
-    window.gradients_action.toggled.connect(window._on_gradients_toggled)
 
 
-def build_toolbar(window: MainWindow) -> None:
+def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]:
     """Toolbar: open, sample picker, target selector, run/cancel, colour map, scale, export."""
     bar = window.addToolBar("Main")
     bar.setObjectName("mainToolBar")
     bar.setMovable(False)
-    bar.addAction(window.open_model_action)
-    bar.addAction(window.open_input_action)
-    window.sample_combo = QComboBox()
-    window.sample_combo.setToolTip("Pick a bundled sample image")
-    window.sample_combo.setMinimumContentsLength(10)
-    window.sample_combo.activated.connect(window._on_sample_activated)
-    bar.addWidget(window.sample_combo)
-    window._fill_samples()
+    bar.addAction(actions["open_model_action"])
+    bar.addAction(actions["open_input_action"])
+    sample_combo = QComboBox()
+    sample_combo.setToolTip("Pick a bundled sample image")
+    sample_combo.setMinimumContentsLength(10)
+    bar.addWidget(sample_combo)
     bar.addSeparator()
     bar.addWidget(QLabel(" Target "))
-    window.target_combo = _target_combo(window)
-    bar.addWidget(window.target_combo)
+    target_combo = _target_combo()
+    bar.addWidget(target_combo)
     bar.addSeparator()
-    bar.addAction(window.run_action)
-    bar.addAction(window.cancel_action)
+    bar.addAction(actions["run_action"])
+    bar.addAction(actions["cancel_action"])
     bar.addSeparator()
     from actviz.ui.panels.colormaps import COLORMAPS
 
-    window.colormap_combo = QComboBox()
-    window.colormap_combo.addItems(COLORMAPS)
-    window.colormap_combo.setToolTip("Colour map of the feature maps")
-    window.colormap_combo.currentTextChanged.connect(window._on_colormap_changed)
-    bar.addWidget(window.colormap_combo)
-    window.normalize_combo = QComboBox()
+    colormap_combo = QComboBox()
+    colormap_combo.addItems(COLORMAPS)
+    colormap_combo.setToolTip("Colour map of the feature maps")
+    bar.addWidget(colormap_combo)
+    normalize_combo = QComboBox()
     for mode in NORMALIZATIONS:
-        window.normalize_combo.addItem("per-channel" if mode == "channel" else "shared scale", mode)
-    window.normalize_combo.setToolTip(
+        normalize_combo.addItem("per-channel" if mode == "channel" else "shared scale", mode)
+    normalize_combo.setToolTip(
         "Per-channel: each map stretched to its own range; shared: one range for the layer"
     )
-    window.normalize_combo.currentIndexChanged.connect(window._on_normalize_changed)
-    bar.addWidget(window.normalize_combo)
-    bar.addAction(window.gradients_action)
+    bar.addWidget(normalize_combo)
+    bar.addAction(actions["gradients_action"])
     bar.addSeparator()
-    window.export_button = QToolButton()
-    window.export_button.setText("Export")
-    window.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-    export_menu = QMenu(window.export_button)
-    export_menu.addAction(window.export_all_action)
-    export_menu.addAction(window.export_png_action)
-    export_menu.addAction(window.export_npy_action)
-    window.export_button.setMenu(export_menu)
-    bar.addWidget(window.export_button)
+    export_button = QToolButton()
+    export_button.setText("Export")
+    export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    export_menu = QMenu(export_button)
+    export_menu.addAction(actions["export_all_action"])
+    export_menu.addAction(actions["export_png_action"])
+    export_menu.addAction(actions["export_npy_action"])
+    export_button.setMenu(export_menu)
+    bar.addWidget(export_button)
+    return dict(
+        sample_combo=sample_combo,
+        target_combo=target_combo,
+        colormap_combo=colormap_combo,
+        normalize_combo=normalize_combo,
+        export_button=export_button,
+    )
 
 
-def _target_combo(window: MainWindow) -> QComboBox:
+def _target_combo() -> QComboBox:
     combo = QComboBox()
     combo.setEditable(True)
     combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -138,51 +190,54 @@ def _target_combo(window: MainWindow) -> QComboBox:
     completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
     completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
     combo.setCompleter(completer)
-    combo.activated.connect(window._on_target_activated)
-    combo.lineEdit().returnPressed.connect(window._on_target_entered)
     return combo
 
 
-def build_menus(window: MainWindow) -> None:
+def _menus(
+    window: QMainWindow, actions: dict[str, QAction], colormap_combo: QComboBox, auto_run: bool
+) -> dict[str, Any]:
     """Menu bar: File (open, recents, export, quit), Run (run, cancel, pins, auto), View."""
     menu = window.menuBar().addMenu("&File")
-    menu.addAction(window.open_model_action)
-    window.recent_models_menu = menu.addMenu("Recent models")
-    menu.addAction(window.open_input_action)
-    window.recent_inputs_menu = menu.addMenu("Recent inputs")
+    menu.addAction(actions["open_model_action"])
+    recent_models_menu = menu.addMenu("Recent models")
+    menu.addAction(actions["open_input_action"])
+    recent_inputs_menu = menu.addMenu("Recent inputs")
     menu.addSeparator()
-    menu.addAction(window.export_all_action)
-    menu.addAction(window.export_png_action)
-    menu.addAction(window.export_npy_action)
+    menu.addAction(actions["export_all_action"])
+    menu.addAction(actions["export_png_action"])
+    menu.addAction(actions["export_npy_action"])
     menu.addSeparator()
-    menu.addAction(window.quit_action)
+    menu.addAction(actions["quit_action"])
     run_menu = window.menuBar().addMenu("&Run")
-    run_menu.addAction(window.run_action)
-    run_menu.addAction(window.cancel_action)
+    run_menu.addAction(actions["run_action"])
+    run_menu.addAction(actions["cancel_action"])
     run_menu.addSeparator()
-    run_menu.addAction(window.pin_action)
-    window.pins_menu = run_menu.addMenu("Pinned results")
-    window._refresh_pins_menu()
+    run_menu.addAction(actions["pin_action"])
+    pins_menu = run_menu.addMenu("Pinned results")
     run_menu.addSeparator()
-    window.auto_run_action = run_menu.addAction("Re-run automatically")
-    window.auto_run_action.setCheckable(True)
-    window.auto_run_action.setChecked(window.auto_run)
-    window.auto_run_action.toggled.connect(window._on_auto_run_toggled)
+    auto_run_action = run_menu.addAction("Re-run automatically")
+    auto_run_action.setCheckable(True)
+    auto_run_action.setChecked(auto_run)
     view_menu = window.menuBar().addMenu("&View")
-    view_menu.addAction(window.gradients_action)
+    view_menu.addAction(actions["gradients_action"])
     cmap_menu = view_menu.addMenu("Colour map")
     group = QActionGroup(window)
-    window._colormap_actions = {}
-    combo = window.colormap_combo
-    for i in range(combo.count()):
-        name = combo.itemText(i)
+    colormap_actions: dict[str, QAction] = {}
+    for i in range(colormap_combo.count()):
+        name = colormap_combo.itemText(i)
         act = cmap_menu.addAction(name)
         act.setCheckable(True)
-        act.setChecked(name == combo.currentText())
+        act.setChecked(name == colormap_combo.currentText())
         group.addAction(act)
-        window._colormap_actions[name] = act
-        act.triggered.connect(lambda _=False, n=name: combo.setCurrentText(n))
-    window._refresh_recent_menus()
+        colormap_actions[name] = act
+        act.triggered.connect(lambda _=False, n=name: colormap_combo.setCurrentText(n))
+    return dict(
+        recent_models_menu=recent_models_menu,
+        recent_inputs_menu=recent_inputs_menu,
+        pins_menu=pins_menu,
+        auto_run_action=auto_run_action,
+        colormap_actions=colormap_actions,
+    )
 
 
-__all__ = ["build_actions", "build_menus", "build_toolbar"]
+__all__ = ["WindowActions", "build_actions"]

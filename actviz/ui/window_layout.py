@@ -1,18 +1,21 @@
 """The window's central area (banner, Layers and Overview tabs), status bar and default size.
 
-Built once, like a ``setupUi``: widgets are stored on the window under the names its public API
-documents (``banner``, ``tabs``, ``layers_grid``, ``prediction_panel``, ``progress_bar``, ...).
+Built once, like a ``setupUi``: the builders put the widgets into the window and return them in
+small objects (:class:`Centre`, :class:`StatusWidgets`); the window's parts take the widgets
+they drive from these.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QMainWindow,
     QProgressBar,
     QScrollArea,
     QSplitter,
@@ -29,9 +32,6 @@ from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.main_window import MainWindow
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
 PREFERRED_SIZE = QSize(1360, 820)
@@ -53,41 +53,80 @@ def default_window_size(available: QSize | None) -> QSize:
     )
 
 
-def build_centre(window: MainWindow) -> None:
-    """Banner above two tabs: Layers (panel grid | large channel view) and Overview."""
+@dataclass(eq=False)
+class Centre:
+    """The central area's widgets: the banner above the Layers and Overview tabs."""
+
+    banner: MessageBanner
+    tabs: QTabWidget
+    #: Layers tab: scrollable grid of layer panels | the clicked channel, large.
+    layers_splitter: QSplitter
+    layers_scroll: QScrollArea
+    layers_container: QWidget
+    layers_grid: QGridLayout
+    layers_placeholder: QLabel
+    channel_box: QWidget
+    channel_view: ChannelView
+    #: Overview tab: predictions, saliency, Grad-CAM; gradient flow, histogram, statistics.
+    overview_tab: QWidget
+    prediction_panel: PredictionPanel
+    saliency_panel: OverlayPanel
+    gradcam_panel: OverlayPanel
+    grad_flow_panel: GradFlowPanel
+    stats_table: StatsTable
+    histogram_panel: HistogramPanel
+
+
+@dataclass(eq=False)
+class StatusWidgets:
+    """The status bar's widgets."""
+
+    #: What the window is doing or did last.
+    status_label: QLabel
+    #: Busy indicator while a capture, a load or an export runs.
+    progress_bar: QProgressBar
+    #: The last run's timing and the memory held.
+    timing_label: QLabel
+
+
+def build_centre(window: QMainWindow) -> Centre:
+    """Banner above two tabs, Layers (panel grid | large channel view) and Overview, made the
+    central widget of ``window``."""
     central = QWidget()
     layout = QVBoxLayout(central)
     layout.setContentsMargins(4, 4, 4, 4)
     layout.setSpacing(4)
-    window.banner = MessageBanner()
-    layout.addWidget(window.banner)
-    window.tabs = QTabWidget()
-    layout.addWidget(window.tabs, 1)
+    banner = MessageBanner()
+    layout.addWidget(banner)
+    tabs = QTabWidget()
+    layout.addWidget(tabs, 1)
     window.setCentralWidget(central)
-    window.tabs.addTab(_layers_tab(window), "Layers")
-    window.overview_tab = _overview_tab(window)
-    window.tabs.addTab(window.overview_tab, "Overview")
+    layers = _layers_tab()
+    tabs.addTab(layers["layers_splitter"], "Layers")
+    overview = _overview_tab()
+    tabs.addTab(overview["overview_tab"], "Overview")
+    return Centre(banner=banner, tabs=tabs, **layers, **overview)
 
 
-def _layers_tab(window: MainWindow) -> QSplitter:
+def _layers_tab() -> dict[str, Any]:
     # Scrollable grid of LayerPanels | the clicked channel, large.
-    window.layers_splitter = QSplitter(Qt.Orientation.Horizontal)
-    window.layers_scroll = QScrollArea()
-    window.layers_scroll.setWidgetResizable(True)
-    window.layers_container = QWidget()
-    window.layers_grid = QGridLayout(window.layers_container)
-    window.layers_grid.setContentsMargins(2, 2, 2, 2)
-    window.layers_grid.setSpacing(6)
-    window.layers_placeholder = QLabel(
+    splitter = QSplitter(Qt.Orientation.Horizontal)
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    container = QWidget()
+    grid = QGridLayout(container)
+    grid.setContentsMargins(2, 2, 2, 2)
+    grid.setSpacing(6)
+    placeholder = QLabel(
         "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
     )
-    window.layers_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-    window.layers_placeholder.setWordWrap(True)
-    window.layers_grid.addWidget(window.layers_placeholder, 0, 0)
-    window.layers_scroll.setWidget(window.layers_container)
-    window.layers_splitter.addWidget(window.layers_scroll)
-    window.channel_box = QWidget()
-    box_layout = QVBoxLayout(window.channel_box)
+    placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    placeholder.setWordWrap(True)
+    grid.addWidget(placeholder, 0, 0)
+    scroll.setWidget(container)
+    splitter.addWidget(scroll)
+    channel_box = QWidget()
+    box_layout = QVBoxLayout(channel_box)
     box_layout.setContentsMargins(0, 0, 0, 0)
     head = QHBoxLayout()
     head.addWidget(QLabel("Channel"), 1)
@@ -95,57 +134,63 @@ def _layers_tab(window: MainWindow) -> QSplitter:
     close_channel.setText("✕")
     close_channel.setAutoRaise(True)
     close_channel.setToolTip("Close the channel view")
-    close_channel.clicked.connect(lambda: window.channel_box.setVisible(False))
+    close_channel.clicked.connect(lambda: channel_box.setVisible(False))
     head.addWidget(close_channel)
     box_layout.addLayout(head)
-    window.channel_view = ChannelView()
-    box_layout.addWidget(window.channel_view, 1)
-    window.layers_splitter.addWidget(window.channel_box)
-    window.layers_splitter.setStretchFactor(0, 3)
-    window.layers_splitter.setStretchFactor(1, 2)
-    window.channel_box.setVisible(False)
-    return window.layers_splitter
+    channel_view = ChannelView()
+    box_layout.addWidget(channel_view, 1)
+    splitter.addWidget(channel_box)
+    splitter.setStretchFactor(0, 3)
+    splitter.setStretchFactor(1, 2)
+    channel_box.setVisible(False)
+    return dict(
+        layers_splitter=splitter,
+        layers_scroll=scroll,
+        layers_container=container,
+        layers_grid=grid,
+        layers_placeholder=placeholder,
+        channel_box=channel_box,
+        channel_view=channel_view,
+    )
 
 
-def _overview_tab(window: MainWindow) -> QWidget:
+def _overview_tab() -> dict[str, Any]:
     # Predictions, saliency, Grad-CAM on top; gradient flow, histogram, statistics below.
     overview = QWidget()
     grid = QGridLayout(overview)
     grid.setContentsMargins(2, 2, 2, 2)
     grid.setSpacing(6)
-    window.prediction_panel = PredictionPanel()
-    window.saliency_panel = OverlayPanel("Saliency |d target / d input|")
-    window.gradcam_panel = OverlayPanel("Grad-CAM", with_layer_selector=True)
-    window.gradcam_panel.layer_changed.connect(window._on_gradcam_layer_changed)
-    window.grad_flow_panel = GradFlowPanel()
-    window.stats_table = StatsTable()
-    window.stats_table.layer_selected.connect(window._on_stats_layer_selected)
-    window.histogram_panel = HistogramPanel()
-    grid.addWidget(window.prediction_panel, 0, 0)
-    grid.addWidget(window.saliency_panel, 0, 1)
-    grid.addWidget(window.gradcam_panel, 0, 2)
-    grid.addWidget(window.grad_flow_panel, 1, 0)
-    grid.addWidget(window.histogram_panel, 1, 1)
-    grid.addWidget(window.stats_table, 1, 2)
+    panels = dict(
+        prediction_panel=PredictionPanel(),
+        saliency_panel=OverlayPanel("Saliency |d target / d input|"),
+        gradcam_panel=OverlayPanel("Grad-CAM", with_layer_selector=True),
+        grad_flow_panel=GradFlowPanel(),
+        histogram_panel=HistogramPanel(),
+        stats_table=StatsTable(),
+    )
+    for i, panel in enumerate(panels.values()):
+        grid.addWidget(panel, i // 3, i % 3)
     for c in range(3):
         grid.setColumnStretch(c, 1)
     grid.setRowStretch(0, 1)
     grid.setRowStretch(1, 1)
-    return overview
+    return dict(overview_tab=overview, **panels)
 
 
-def build_status_bar(window: MainWindow) -> None:
-    """Status text, a busy bar (runs, loads, exports) and the last run's timing."""
+def build_status_bar(window: QMainWindow) -> StatusWidgets:
+    """Status text, a busy bar (runs, loads, exports) and the last run's timing, in the status
+    bar of ``window``."""
     status = window.statusBar()
-    window.status_label = QLabel("Ready")
-    status.addWidget(window.status_label, 1)
-    window.progress_bar = QProgressBar()
-    window.progress_bar.setRange(0, 0)  # busy indicator: capture has no fraction to report
-    window.progress_bar.setMaximumWidth(140)
-    window.progress_bar.setVisible(False)
-    status.addPermanentWidget(window.progress_bar)
-    window.timing_label = QLabel("")
-    status.addPermanentWidget(window.timing_label)
+    label = QLabel("Ready")
+    status.addWidget(label, 1)
+    progress = QProgressBar()
+    progress.setRange(0, 0)  # busy indicator: capture has no fraction to report
+    progress.setMaximumWidth(140)
+    progress.setVisible(False)
+    status.addPermanentWidget(progress)
+    timing = QLabel("")
+    status.addPermanentWidget(timing)
+    return StatusWidgets(status_label=label, progress_bar=progress, timing_label=timing)
 
 
-__all__ = ["build_centre", "build_status_bar", "default_window_size"]
+__all__ = ["Centre", "StatusWidgets", "build_centre", "build_status_bar", "default_window_size"]

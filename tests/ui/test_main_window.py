@@ -704,7 +704,7 @@ def test_bundled_sample_picker(qtbot, demo_resources, make_window):
     window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         window.sample_combo.activated.emit(2)
-    assert window.session.input.source == str(window._samples[1])
+    assert window.session.input.source == str(window.files.samples[1])
     assert window.result.image.shape == (64, 64, 3)
     assert window.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
 
@@ -728,7 +728,7 @@ def test_view_settings_apply_and_persist(qtbot, make_window, settings):
     again = MainWindow(settings=settings)
     qtbot.addWidget(again)
     assert again.colormap == "magma"
-    assert again._colormap_actions["magma"].isChecked()
+    assert again.commands.colormap_actions["magma"].isChecked()
     assert again.normalize_combo.currentData() == "shared"
     assert again.gradients_visible is False
     assert AppSettings(settings).geometry is not None
@@ -870,7 +870,7 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, make_window):
     assert set(labels) <= set(DEMO_CLASSES)
     assert window.result.gradcam_default == "features.block4"
     assert window.session.input.image is not None
-    assert window.session.input.source == str(window._samples[0])
+    assert window.session.input.source == str(window.files.samples[0])
     assert window.windowTitle() == "actviz — demo"
     assert window.banner.texts() == []
     # The demo's categories feed the target selector: a class name re-runs on that class.
