@@ -53,7 +53,7 @@ class LiveRig:
         import torchvision
 
         from actviz.ui.live import TensorFrames
-        from actviz.ui.live_mode import install_live_mode
+        from actviz.ui.live_controls import install_live_mode
         from actviz.ui.main_window import MainWindow
 
         self.app = ensure_qt_app()

@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication
 
-from actviz.ui.live_mode import install_live_mode
+from actviz.ui.live_controls import install_live_mode
 from actviz.ui.main_window import MainWindow
 from actviz.ui.settings import ensure_app_identity
 

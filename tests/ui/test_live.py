@@ -40,7 +40,8 @@ from actviz.ui.live import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.live_mode import LiveStatus, install_live_mode
+from actviz.ui.live_controls import install_live_mode
+from actviz.ui.live_mode import LiveStatus
 from actviz.ui.live_prepare import prepare_live
 from actviz.ui.main_window import MainWindow
 from actviz.ui.memory import parse_bytes

@@ -12,7 +12,7 @@ from PySide6.QtCore import QSettings
 
 from actviz.core.capture import capture
 from actviz.ui.live import TensorFrames
-from actviz.ui.live_mode import install_live_mode
+from actviz.ui.live_controls import install_live_mode
 from actviz.ui.main_window import MainWindow
 from actviz.ui.pins import PinBoard, PinRefused
 from tests.ui.tiny_models import TinyCNN
