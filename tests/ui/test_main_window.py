@@ -18,9 +18,9 @@ from torch import nn
 from actviz.core import views
 from actviz.core.capture import capture
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
-from actviz.ui.main_window import MainWindow
-from actviz.ui.settings import AppSettings
-from actviz.ui.tree_model import NameRole
+from actviz.ui.tree.model import NameRole
+from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.settings import AppSettings
 from tests.conftest import assert_no_hooks
 from tests.core.seed_models import SeedMLP
 from tests.ui.tiny_models import TinyCNN
@@ -633,7 +633,7 @@ def test_a_model_set_before_show_is_fitted_once_shown(qtbot, settings):
 def test_default_size_fits_a_1600_by_1000_screen(qtbot, settings):
     from PySide6.QtCore import QSize
 
-    from actviz.ui.window_layout import default_window_size
+    from actviz.ui.window.layout import default_window_size
 
     size = default_window_size(QSize(1600, 960))  # 1600x1000 less a 40 px task bar
     assert size.width() <= 1600 * 0.9 and size.height() <= 960 * 0.9

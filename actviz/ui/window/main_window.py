@@ -36,30 +36,8 @@ from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QWidget
 
-from actviz.ui.banner import MessageBanner
-from actviz.ui.export_actions import ExportActions
-from actviz.ui.file_opening import (
-    IMAGE_FILTER,
-    MODEL_SUFFIXES,
-    TENSOR_FILTER,
-    ConfirmUntrusted,
-    FileOpening,
-    ask_untrusted,
-)
-from actviz.ui.loaders import (
-    InputLoader,
-    ModelLoader,
-    describe_error,
-    load_input_source,
-    load_model_source,
-    local_files,
-)
-from actviz.ui.model_dock import ModelDock
-from actviz.ui.module_details import ModuleDetails
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.pin_actions import PinActions
 from actviz.ui.pins import Pin
-from actviz.ui.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
 from actviz.ui.session import (
     RunRequest,
     RunResult,
@@ -68,15 +46,37 @@ from actviz.ui.session import (
     run_job,
     target_choices,
 )
-from actviz.ui.settings import AppSettings
-from actviz.ui.tree_model import format_count
-from actviz.ui.window_actions import build_actions
-from actviz.ui.window_layout import build_centre, build_status_bar, default_window_size
+from actviz.ui.tree.details import ModuleDetails
+from actviz.ui.tree.dock import ModelDock
+from actviz.ui.tree.model import format_count
+from actviz.ui.window.actions import build_actions
+from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.export_actions import ExportActions
+from actviz.ui.window.file_opening import (
+    IMAGE_FILTER,
+    MODEL_SUFFIXES,
+    TENSOR_FILTER,
+    ConfirmUntrusted,
+    FileOpening,
+    ask_untrusted,
+)
+from actviz.ui.window.layout import build_centre, build_status_bar, default_window_size
+from actviz.ui.window.loaders import (
+    InputLoader,
+    ModelLoader,
+    describe_error,
+    load_input_source,
+    load_model_source,
+    local_files,
+)
+from actviz.ui.window.pin_actions import PinActions
+from actviz.ui.window.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
+from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker, favour_gui_thread
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.live_controls import LiveControls
-    from actviz.ui.live_mode import LiveController
+    from actviz.ui.live.controller import LiveController
+    from actviz.ui.live.dock import LiveControls
 
 log = logging.getLogger(__name__)
 

@@ -47,8 +47,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.live import Perturbation, webcam_status
-from actviz.ui.live_mode import LiveController, LiveHost, LiveStatus
+from actviz.ui.live.controller import LiveController, LiveHost, LiveStatus
+from actviz.ui.live.frames import Perturbation, webcam_status
 
 log = logging.getLogger(__name__)
 
@@ -415,7 +415,7 @@ class LiveControls(QDockWidget):
         self._sync_transport()
 
     def _source_index(self) -> int:
-        from actviz.ui.live import ImageFolder, TensorFrames, WebcamSource
+        from actviz.ui.live.frames import ImageFolder, TensorFrames, WebcamSource
 
         src = self.controller.source
         if isinstance(src, ImageFolder):

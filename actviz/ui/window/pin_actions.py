@@ -15,11 +15,11 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from actviz.core.capture import format_bytes
-from actviz.ui.banner import MessageBanner
 from actviz.ui.pins import Pin, PinRefused
-from actviz.ui.result_display import ResultDisplay
 from actviz.ui.session import Session
-from actviz.ui.window_actions import WindowActions
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.result_display import ResultDisplay
 
 
 class PinActions:

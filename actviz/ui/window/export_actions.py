@@ -19,11 +19,11 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.export import safe_name
-from actviz.ui.loaders import describe_error
-from actviz.ui.result_display import ResultDisplay
 from actviz.ui.session import Session
-from actviz.ui.window_actions import WindowActions
-from actviz.ui.window_layout import Centre, StatusWidgets
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.layout import Centre, StatusWidgets
+from actviz.ui.window.loaders import describe_error
+from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QCompleter, QLabel, QMainWindow, QMenu, QToolButton
 
 from actviz.ui.session import AUTO_TARGET_TEXT
-from actviz.ui.settings import NORMALIZATIONS
+from actviz.ui.window.settings import NORMALIZATIONS
 
 
 @dataclass(eq=False)

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.settings import split_recent_model
+from actviz.ui.window.settings import split_recent_model
 
 #: Model files the file picker shows first.
 MODEL_FILE_FILTER = (

@@ -25,13 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.banner import MessageBanner
 from actviz.ui.panels.channel_view import ChannelView
 from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
+from actviz.ui.window.banner import MessageBanner
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
 PREFERRED_SIZE = QSize(1360, 820)

@@ -39,7 +39,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
 
 from actviz.ui.fast_views import torch_threads
-from actviz.ui.live import (
+from actviz.ui.live.frames import (
     Coalescer,
     FrameSource,
     ImageFolder,

@@ -21,8 +21,10 @@ from typing import Any, Protocol
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from actviz.ui.banner import MessageBanner
-from actviz.ui.loaders import (
+from actviz.ui.session import Session
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.loaders import (
     InputLoader,
     InputRequest,
     ModelLoader,
@@ -30,9 +32,7 @@ from actviz.ui.loaders import (
     describe_error,
     short_source,
 )
-from actviz.ui.session import Session
-from actviz.ui.settings import AppSettings, split_recent_model
-from actviz.ui.window_actions import WindowActions
+from actviz.ui.window.settings import AppSettings, split_recent_model
 from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -456,7 +456,7 @@ class FileOpening:
 
     # ========================================================================== menus, dialogs
     def _on_open_model_triggered(self) -> None:
-        from actviz.ui.dialogs import OpenModelDialog
+        from actviz.ui.window.dialogs import OpenModelDialog
 
         dialog = OpenModelDialog(self._parent(), recent=self.settings.recent_models())
         if dialog.exec() != OpenModelDialog.DialogCode.Accepted:
@@ -518,7 +518,7 @@ class FileOpening:
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     """Default untrusted-pickle confirmation: a Yes/No question, No by default."""
-    from actviz.ui.dialogs import confirm_untrusted_file
+    from actviz.ui.window.dialogs import confirm_untrusted_file
 
     return confirm_untrusted_file(parent, path, message)
 

@@ -22,11 +22,11 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
 from actviz.ui.fast_views import turn_to_page
-from actviz.ui.model_dock import ModelDock
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.session import MAX_MOSAIC_CHANNELS, PreparedLayer, RunResult, Session
-from actviz.ui.window_actions import WindowActions
-from actviz.ui.window_layout import Centre, StatusWidgets
+from actviz.ui.tree.dock import ModelDock
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.layout import Centre, StatusWidgets
 
 #: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
