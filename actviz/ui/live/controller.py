@@ -1,8 +1,8 @@
 """Live mode: play frame sequences and perturb the input, with the window's panels following.
 
-:func:`~actviz.ui.live_controls.install_live_mode` attaches a :class:`LiveController` and its
-dock (:class:`~actviz.ui.live_controls.LiveControls`) to an existing
-:class:`~actviz.ui.main_window.MainWindow`, using only the window's public parts
+:func:`~actviz.ui.live.dock.install_live_mode` attaches a :class:`LiveController` and its
+dock (:class:`~actviz.ui.live.dock.LiveControls`) to an existing
+:class:`~actviz.ui.window.main_window.MainWindow`, using only the window's public parts
 (:class:`LiveHost`):
 
 * frames run on ``window.worker`` (one model, one worker: hooks are per-module state), as jobs

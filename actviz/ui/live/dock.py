@@ -1,6 +1,6 @@
 """The "Live" dock: source, transport, perturbation sliders, fps / timing / memory read-outs.
 
-A thin view over a :class:`~actviz.ui.live_mode.LiveController`: widgets call the controller,
+A thin view over a :class:`~actviz.ui.live.controller.LiveController`: widgets call the controller,
 the controller's signals update the widgets. File choosers are injectable callables so tests
 never open a blocking dialog.
 """

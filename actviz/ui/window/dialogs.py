@@ -87,7 +87,7 @@ class OpenModelDialog(QDialog):
     parent
         Parent window.
     recent
-        Recent entries as stored by :class:`~actviz.ui.settings.AppSettings` (``source|arch``).
+        Recent entries as stored by :class:`~actviz.ui.window.settings.AppSettings` (``source|arch``).
     names
         torchvision names to list (default: all of them).
     """

@@ -10,14 +10,14 @@ drive: errors and warnings go to the banner, and the untrusted-pickle question i
 
 The window is composed of plain objects, each built in its constructor from what it drives:
 
-* ``actions`` (:mod:`~actviz.ui.window_actions`) - actions, toolbar, menus;
-* ``centre``, ``status`` (:mod:`~actviz.ui.window_layout`) - banner, Layers and Overview tabs,
+* ``actions`` (:mod:`~actviz.ui.window.actions`) - actions, toolbar, menus;
+* ``centre``, ``status`` (:mod:`~actviz.ui.window.layout`) - banner, Layers and Overview tabs,
   status bar;
-* ``model_dock`` (:mod:`~actviz.ui.model_dock`) - module tree, module details, input preview;
-* ``display`` (:mod:`~actviz.ui.result_display`) - a result into the panels, layer selection;
-* ``files`` (:mod:`~actviz.ui.file_opening`) - opening models / inputs in the background;
-* ``exports`` (:mod:`~actviz.ui.export_actions`) - export everything (background), PNG, .npy;
-* ``pins_ui`` (:mod:`~actviz.ui.pin_actions`) - pin, show and unpin results.
+* ``model_dock`` (:mod:`~actviz.ui.tree.dock`) - module tree, module details, input preview;
+* ``display`` (:mod:`~actviz.ui.window.result_display`) - a result into the panels, layer selection;
+* ``files`` (:mod:`~actviz.ui.window.file_opening`) - opening models / inputs in the background;
+* ``exports`` (:mod:`~actviz.ui.window.export_actions`) - export everything (background), PNG, .npy;
+* ``pins_ui`` (:mod:`~actviz.ui.window.pin_actions`) - pin, show and unpin results.
 
 The widgets keep the names the window has always had (``window.banner``, ``window.run_action``,
 ``window.prediction_panel``, ...): they are the same objects as the parts' fields.
@@ -102,7 +102,7 @@ class MainWindow(QMainWindow):
     auto_run
         Re-run automatically after changes.
     model_loader, input_loader
-        What the loader threads run (see :mod:`actviz.ui.loaders`); tests inject slow or
+        What the loader threads run (see :mod:`actviz.ui.window.loaders`); tests inject slow or
         failing ones. Also settable later as attributes of the same names.
 
     Signals
@@ -213,7 +213,7 @@ class MainWindow(QMainWindow):
             self.session, self.display, self.commands, self.centre.banner,
             self.status.status_label, self.show_warning, self.pinned_shown,
         )  # fmt: skip
-        #: Live mode, once :func:`~actviz.ui.live_controls.install_live_mode` attached it.
+        #: Live mode, once :func:`~actviz.ui.live.dock.install_live_mode` attached it.
         self.live: LiveController | None = None
         self.live_dock: LiveControls | None = None
         self.live_status_label: QLabel | None = None
