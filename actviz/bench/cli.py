@@ -51,7 +51,7 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
     summary["gradcam_ratio"] = results["gradcam_ratio"]
     # The same figures with the explorer window open (idle, a model loaded).
     from actviz.bench.ui_bench import ensure_qt_app, scratch_settings
-    from actviz.ui.main_window import MainWindow
+    from actviz.ui.window.main_window import MainWindow
 
     app = ensure_qt_app()
     window = MainWindow(settings=scratch_settings(), auto_run=False)

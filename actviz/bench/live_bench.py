@@ -52,9 +52,9 @@ class LiveRig:
     def __post_init__(self) -> None:
         import torchvision
 
-        from actviz.ui.live import TensorFrames
-        from actviz.ui.live_mode import install_live_mode
-        from actviz.ui.main_window import MainWindow
+        from actviz.ui.live.dock import install_live_mode
+        from actviz.ui.live.frames import TensorFrames
+        from actviz.ui.window.main_window import MainWindow
 
         self.app = ensure_qt_app()
         torch.manual_seed(0)

@@ -103,7 +103,7 @@ def child_main() -> int:  # pragma: no cover - runs in a subprocess
     from PySide6.QtCore import QSettings, QTimer
 
     from actviz.ui.explore import ensure_app
-    from actviz.ui.main_window import MainWindow
+    from actviz.ui.window.main_window import MainWindow
 
     app = ensure_app()
     import tempfile

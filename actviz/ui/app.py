@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from actviz.ui.explore import ensure_app
-from actviz.ui.live_mode import install_live_mode
-from actviz.ui.main_window import MainWindow
+from actviz.ui.live.dock import install_live_mode
+from actviz.ui.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 

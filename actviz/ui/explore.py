@@ -11,9 +11,9 @@ from typing import Any
 from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication
 
-from actviz.ui.live_mode import install_live_mode
-from actviz.ui.main_window import MainWindow
-from actviz.ui.settings import ensure_app_identity
+from actviz.ui.live.dock import install_live_mode
+from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.settings import ensure_app_identity
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import actviz
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.ui import explore as explore_module
 from actviz.ui.app import run_app
-from actviz.ui.dialogs import OpenModelDialog
-from actviz.ui.main_window import MainWindow
-from actviz.ui.settings import AppSettings, split_recent_model
+from actviz.ui.window.dialogs import OpenModelDialog
+from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.settings import AppSettings, split_recent_model
 from tests.ui.test_main_window import demo_resources  # noqa: F401 - fixture
 
 RUN_TIMEOUT_MS = 60_000

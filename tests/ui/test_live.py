@@ -16,7 +16,9 @@ from torch import nn
 
 from actviz.core.capture import capture
 from actviz.display.mosaic import mosaic
-from actviz.ui.live import (
+from actviz.ui.live.controller import LiveStatus
+from actviz.ui.live.dock import install_live_mode
+from actviz.ui.live.frames import (
     WEBCAM_MISSING,
     Coalescer,
     ImageFolder,
@@ -28,9 +30,8 @@ from actviz.ui.live import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.live_mode import LiveStatus, install_live_mode
-from actviz.ui.main_window import MainWindow
 from actviz.ui.memory import parse_bytes
+from actviz.ui.window.main_window import MainWindow
 from tests.ui.tiny_models import TinyCNN
 
 RUN_TIMEOUT_MS = 60_000
@@ -289,7 +290,7 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window)
 def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
     qtbot, window, monkeypatch
 ):
-    from actviz.ui import live_mode
+    from actviz.ui.live import controller as live_mode
 
     real_prepare = live_mode.prepare
 
@@ -540,7 +541,7 @@ def test_only_the_latest_capture_is_kept(qtbot, window):
     alive = [r() is not None for r in refs]
     assert alive[-1] and not any(alive[:-1])
     # Nor the frames and requests of finished jobs (the worker's pool keeps its runnables).
-    from actviz.ui.live_mode import _Spec
+    from actviz.ui.live.controller import _Spec
 
     assert not [o for o in gc.get_objects() if type(o) is _Spec]
 
@@ -564,7 +565,7 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window)
 
 
 def test_the_webcam_entry_says_why_it_is_missing(qtbot, window, monkeypatch):
-    from actviz.ui import live_controls
+    from actviz.ui.live import dock as live_controls
 
     monkeypatch.setattr(live_controls, "webcam_status", lambda: (False, WEBCAM_MISSING))
     live = install_live_mode(window)
@@ -572,13 +573,13 @@ def test_the_webcam_entry_says_why_it_is_missing(qtbot, window, monkeypatch):
     item = dock.source_combo.model().item(live_controls._WEBCAM)
     assert not item.isEnabled() and WEBCAM_MISSING in item.text()
     assert dock.webcam_label.text() == WEBCAM_MISSING
-    monkeypatch.setattr("actviz.ui.live_mode.webcam_status", lambda: (False, WEBCAM_MISSING))
+    monkeypatch.setattr("actviz.ui.live.controller.webcam_status", lambda: (False, WEBCAM_MISSING))
     assert not live.open_webcam()
     assert dock.message_label.text() == WEBCAM_MISSING
 
 
 def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, window, tmp_path):
-    from actviz.ui import live_controls
+    from actviz.ui.live import dock as live_controls
 
     for i in range(3):
         Image.new("RGB", (16, 16), (80 * i, 40, 200)).save(tmp_path / f"f{i}.png")

@@ -18,9 +18,9 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.display.mosaic import mosaic
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
-from actviz.ui.main_window import MainWindow
-from actviz.ui.settings import AppSettings
-from actviz.ui.tree_model import NameRole
+from actviz.ui.tree.model import NameRole
+from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.settings import AppSettings
 from tests.conftest import assert_no_hooks
 from tests.core.seed_models import SeedMLP
 from tests.ui.tiny_models import TinyCNN
@@ -636,7 +636,7 @@ def test_a_model_set_before_show_is_fitted_once_shown(qtbot, settings):
 def test_default_size_fits_a_1600_by_1000_screen(qtbot, settings):
     from PySide6.QtCore import QSize
 
-    from actviz.ui.window_layout import default_window_size
+    from actviz.ui.window.layout import default_window_size
 
     size = default_window_size(QSize(1600, 960))  # 1600x1000 less a 40 px task bar
     assert size.width() <= 1600 * 0.9 and size.height() <= 960 * 0.9
@@ -707,7 +707,7 @@ def test_bundled_sample_picker(qtbot, demo_resources, make_window):
     window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         window.sample_combo.activated.emit(2)
-    assert window.session.input.source == str(window._samples[1])
+    assert window.session.input.source == str(window.files.samples[1])
     assert window.result.image.shape == (64, 64, 3)
     assert window.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
 
@@ -731,7 +731,7 @@ def test_view_settings_apply_and_persist(qtbot, make_window, settings):
     again = MainWindow(settings=settings)
     qtbot.addWidget(again)
     assert again.colormap == "magma"
-    assert again._colormap_actions["magma"].isChecked()
+    assert again.commands.colormap_actions["magma"].isChecked()
     assert again.normalize_combo.currentData() == "shared"
     assert again.gradients_visible is False
     assert AppSettings(settings).geometry is not None
@@ -873,7 +873,7 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, make_window):
     assert set(labels) <= set(DEMO_CLASSES)
     assert window.result.gradcam_default == "features.block4"
     assert window.session.input.image is not None
-    assert window.session.input.source == str(window._samples[0])
+    assert window.session.input.source == str(window.files.samples[0])
     assert window.windowTitle() == "actviz — demo"
     assert window.banner.texts() == []
     # The demo's categories feed the target selector: a class name re-runs on that class.

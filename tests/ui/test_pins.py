@@ -11,10 +11,10 @@ import torch
 from PySide6.QtCore import QSettings
 
 from actviz.core.capture import capture
-from actviz.ui.live import TensorFrames
-from actviz.ui.live_mode import install_live_mode
-from actviz.ui.main_window import MainWindow
+from actviz.ui.live.dock import install_live_mode
+from actviz.ui.live.frames import TensorFrames
 from actviz.ui.pins import PinBoard, PinRefused
+from actviz.ui.window.main_window import MainWindow
 from tests.ui.tiny_models import TinyCNN
 
 RUN_TIMEOUT_MS = 60_000

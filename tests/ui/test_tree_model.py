@@ -13,7 +13,7 @@ from actviz.core.capture import capture
 from actviz.core.tree import module_tree
 from actviz.io.demo import build_demo_model
 from actviz.ui.session import Session, default_layers, parse_target, target_choices
-from actviz.ui.tree_model import (
+from actviz.ui.tree.model import (
     NAME,
     PARAMS,
     SHAPE,

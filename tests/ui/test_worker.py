@@ -354,7 +354,7 @@ def test_shutdown_waits_for_second_stages(qtbot):
 def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot):
     import sys
 
-    from actviz.ui.main_window import MainWindow
+    from actviz.ui.window.main_window import MainWindow
     from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
 
     before = sys.getswitchinterval()

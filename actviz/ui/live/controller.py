@@ -1,8 +1,9 @@
 """Live mode: play frame sequences and perturb the input, with the window's panels following.
 
-:func:`install_live_mode` attaches a :class:`LiveController` and its dock
-(:class:`~actviz.ui.live_controls.LiveControls`) to an existing
-:class:`~actviz.ui.main_window.MainWindow`, using only the window's public parts:
+:func:`~actviz.ui.live.dock.install_live_mode` attaches a :class:`LiveController` and its
+dock (:class:`~actviz.ui.live.dock.LiveControls`) to an existing
+:class:`~actviz.ui.window.main_window.MainWindow`, using only the window's public parts
+(:class:`LiveHost`):
 
 * frames run on ``window.worker`` (one model, one worker: hooks are per-module state), as jobs
   that load the frame, perturb it, capture and prepare (the fast variant of
@@ -32,14 +33,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
 
 from actviz.core.threads import torch_threads
 from actviz.display.prepare import prepare, reusable_mosaics
-from actviz.ui.live import (
+from actviz.ui.live.frames import (
     Coalescer,
     FrameSource,
     ImageFolder,
@@ -59,22 +60,45 @@ from actviz.ui.memory import (
     parse_bytes,
     rss_bytes,
 )
-from actviz.ui.worker import Staged
+from actviz.ui.worker import Staged, Worker
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.main_window import MainWindow
-    from actviz.ui.session import RunRequest, RunResult
+    from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.panels.input_preview import InputPreview
+    from actviz.ui.session import RunRequest, RunResult, Session
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 30.0
 
+
+class LiveHost(Protocol):
+    """What live mode uses of the window (the main window is one)."""
+
+    session: Session
+    worker: Worker
+    input_preview: InputPreview
+    run_started: SignalInstance
+    pinned_shown: SignalInstance
+    closed: SignalInstance
+
+    @property
+    def result(self) -> RunResult | None: ...
+    @property
+    def selected_layer(self) -> str | None: ...
+    @property
+    def layer_panels(self) -> dict[str, LayerPanel]: ...
+    def run(self) -> int | None: ...
+    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None: ...
+    def display_pending(self) -> bool: ...
+
+
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "FrameTiming",
     "LiveController",
+    "LiveHost",
     "LiveStatus",
-    "install_live_mode",
     "parse_bytes",
     "rss_bytes",
 ]
@@ -155,9 +179,7 @@ class LiveController(QObject):
     Parameters
     ----------
     window
-        The :class:`~actviz.ui.main_window.MainWindow` (public attributes only: ``session``,
-        ``worker``, ``input_preview``, ``result``, ``selected_layer``, ``run_started``,
-        ``closed``).
+        The window whose worker and panels it drives (see :class:`LiveHost`).
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
@@ -194,14 +216,14 @@ class LiveController(QObject):
 
     def __init__(
         self,
-        window: MainWindow,
+        window: LiveHost,
         *,
         max_fps: float = DEFAULT_MAX_FPS,
         capture_threads: int | None = None,
         memory_budget: int | None = None,
         parent: QObject | None = None,
     ) -> None:
-        super().__init__(parent if parent is not None else window)
+        super().__init__(parent if parent is not None else window)  # type: ignore[arg-type]
         self.window = window
         self.worker = window.worker
         self.capture_threads = capture_threads
@@ -455,8 +477,8 @@ class LiveController(QObject):
 
     def _visible_layers(self) -> set[str] | None:
         """Layers whose panel is on screen now (None: unknown, build every mosaic)."""
-        panels = getattr(self.window, "layer_panels", None)
-        if not isinstance(panels, dict) or not panels:
+        panels = self.window.layer_panels
+        if not panels:
             return None
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
 
@@ -735,61 +757,3 @@ class LiveController(QObject):
                 pass
         self.window.session.input_changed.disconnect(self._on_session_input_changed)
         self.window.session.model_changed.disconnect(self._on_session_model_changed)
-
-
-def install_live_mode(
-    window: MainWindow,
-    *,
-    area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
-    **kwargs: Any,
-) -> LiveController:
-    """Attach live mode to ``window``: a :class:`LiveController` and its "Live" dock.
-
-    Parameters
-    ----------
-    window
-        The explorer window.
-    area
-        Dock area of the live controls.
-    **kwargs
-        Passed to :class:`LiveController` (``max_fps``, ``memory_budget``, ...).
-
-    Returns
-    -------
-    LiveController
-        Also stored as ``window.live`` and its dock as ``window.live_dock``.
-    """
-    from PySide6.QtWidgets import QLabel
-
-    from actviz.ui.live_controls import LiveControls
-
-    controller = LiveController(window, **kwargs)
-    dock = LiveControls(controller, window)
-    window.addDockWidget(area, dock)
-    # Narrow by default: the layer panels are what the window is for.
-    window.resizeDocks([dock], [300], Qt.Orientation.Horizontal)
-    # Show/hide it from the View menu, like any dock.
-    for action in window.menuBar().actions():
-        menu = action.menu()
-        if menu is not None and action.text().replace("&", "") == "View":
-            menu.addSeparator()
-            menu.addAction(dock.toggleViewAction())
-            break
-    # Playback from the keyboard (window shortcuts) and from a Live menu.
-    live_menu = window.menuBar().addMenu("&Live")
-    for act in dock.actions_for_menu():
-        window.addAction(act)  # shortcuts work even with the dock closed
-        live_menu.addAction(act)
-    live_menu.addSeparator()
-    live_menu.addAction(dock.toggleViewAction())
-    # The fps and memory held stay visible in the status bar even with the dock closed.
-    label = QLabel("")
-    label.setObjectName("liveStatusLabel")
-    window.statusBar().addPermanentWidget(label)
-    controller.status_changed.connect(
-        lambda st: label.setText(f"live {st.fps:.1f} fps" if st.frames else "")
-    )
-    window.live = controller  # type: ignore[attr-defined]
-    window.live_dock = dock  # type: ignore[attr-defined]
-    window.live_status_label = label  # type: ignore[attr-defined]
-    return controller

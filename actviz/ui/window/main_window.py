@@ -8,14 +8,19 @@ inputs open on loader workers and "export everything" on an export worker, so th
 waits on a file or the network. Nothing here blocks on a modal dialog in a path the tests
 drive: errors and warnings go to the banner, and the untrusted-pickle question is injectable.
 
-The window is composed of:
+The window is composed of plain objects, each built in its constructor from what it drives:
 
-* :mod:`~actviz.ui.window_actions` - actions, toolbar, menus;
-* :mod:`~actviz.ui.window_layout` - banner, Layers and Overview tabs, status bar, size;
-* :mod:`~actviz.ui.model_dock` - module tree, module details, input preview;
-* :mod:`~actviz.ui.file_opening` - opening models / inputs in the background, drops, recents;
-* :mod:`~actviz.ui.export_actions` - export everything (background), PNG, .npy;
-* :mod:`~actviz.ui.result_display` - a result into the panels, layer selection, channels.
+* ``actions`` (:mod:`~actviz.ui.window.actions`) - actions, toolbar, menus;
+* ``centre``, ``status`` (:mod:`~actviz.ui.window.layout`) - banner, Layers and Overview tabs,
+  status bar;
+* ``model_dock`` (:mod:`~actviz.ui.tree.dock`) - module tree, module details, input preview;
+* ``display`` (:mod:`~actviz.ui.window.result_display`) - a result into the panels, layer selection;
+* ``files`` (:mod:`~actviz.ui.window.file_opening`) - opening models / inputs in the background;
+* ``exports`` (:mod:`~actviz.ui.window.export_actions`) - export everything (background), PNG, .npy;
+* ``pins_ui`` (:mod:`~actviz.ui.window.pin_actions`) - pin, show and unpin results.
+
+The widgets keep the names the window has always had (``window.banner``, ``window.run_action``,
+``window.prediction_panel``, ...): they are the same objects as the parts' fields.
 """
 
 from __future__ import annotations
@@ -24,38 +29,16 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QGuiApplication
-from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QWidget
 
 from actviz.display.prepare import renormalised
-from actviz.ui.banner import MessageBanner
-from actviz.ui.export_actions import ExportActions, ExportRequest
-from actviz.ui.file_opening import (
-    IMAGE_FILTER,
-    MODEL_SUFFIXES,
-    TENSOR_FILTER,
-    FileOpening,
-    ask_untrusted,
-)
-from actviz.ui.loaders import (
-    InputLoader,
-    InputRequest,
-    ModelLoader,
-    ModelRequest,
-    describe_error,
-    load_input_source,
-    load_model_source,
-    short_source,
-)
-from actviz.ui.model_dock import ModelDock
-from actviz.ui.module_details import ModuleDetails
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.pin_actions import PinActions
-from actviz.ui.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
+from actviz.ui.pins import Pin
 from actviz.ui.session import (
     RunRequest,
     RunResult,
@@ -63,22 +46,45 @@ from actviz.ui.session import (
     run_job,
     target_choices,
 )
-from actviz.ui.settings import AppSettings
-from actviz.ui.tree_model import format_count
-from actviz.ui.window_actions import build_actions, build_menus, build_toolbar
-from actviz.ui.window_layout import build_centre, build_status_bar, default_window_size
+from actviz.ui.tree.details import ModuleDetails
+from actviz.ui.tree.dock import ModelDock
+from actviz.ui.tree.model import format_count
+from actviz.ui.window.actions import build_actions
+from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.export_actions import ExportActions
+from actviz.ui.window.file_opening import (
+    IMAGE_FILTER,
+    MODEL_SUFFIXES,
+    TENSOR_FILTER,
+    ConfirmUntrusted,
+    FileOpening,
+    ask_untrusted,
+)
+from actviz.ui.window.layout import build_centre, build_status_bar, default_window_size
+from actviz.ui.window.loaders import (
+    InputLoader,
+    ModelLoader,
+    describe_error,
+    load_input_source,
+    load_model_source,
+    local_files,
+)
+from actviz.ui.window.pin_actions import PinActions
+from actviz.ui.window.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
+from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker, favour_gui_thread
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.live.controller import LiveController
+    from actviz.ui.live.dock import LiveControls
 
 log = logging.getLogger(__name__)
 
 MODEL_FILTER = "Models (*.pt *.pth *.ckpt *.pt2 *.safetensors *.ts *.torchscript *.bin)"
 DEFAULT_DEBOUNCE_MS = 300
 
-#: ``confirm_untrusted(parent, path, message) -> bool``: may the file be unpickled?
-ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
-
-class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWindow):
+class MainWindow(QMainWindow):
     """The actviz explorer.
 
     Parameters
@@ -96,7 +102,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
     auto_run
         Re-run automatically after changes.
     model_loader, input_loader
-        What the loader threads run (see :mod:`actviz.ui.loaders`); tests inject slow or
+        What the loader threads run (see :mod:`actviz.ui.window.loaders`); tests inject slow or
         failing ones. Also settable later as attributes of the same names.
 
     Signals
@@ -172,18 +178,10 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self.model_loads = Worker(self, max_threads=2)
         self.input_loads = Worker(self, max_threads=2)
         self.export_worker = Worker(self)
-        self.layer_panels: dict[str, LayerPanel] = {}
-        self.last_export: list[Path] = []
-        self._selected_layer: str | None = None
-        self._open_channel: tuple[str, int] | None = None
         self._last_request: RunRequest | None = None
-        self._model_request: ModelRequest | None = None
-        self._input_request: InputRequest | None = None
-        self._export_request: ExportRequest | None = None
         self._run_kind = "run"
         self._run_due = False
         self._closed = False
-        self._samples: list[Path] = []
         self.setWindowTitle("actviz")
         self.setAcceptDrops(True)
         screen = self.screen() or QGuiApplication.primaryScreen()
@@ -194,45 +192,92 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self._debounce.setInterval(debounce_ms)
         self._debounce.timeout.connect(self._on_debounce_timeout)
 
-        build_actions(self)
-        build_toolbar(self)
-        build_menus(self)
-        build_centre(self)
+        # The parts, each given what it drives; each connects its own actions and workers.
+        self.commands = build_actions(self, auto_run=auto_run)
+        self.centre = build_centre(self)
         self.model_dock = ModelDock(self.session, self)
-        self.model_dock.module_selected.connect(self._on_dock_module_selected)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.model_dock)
-        # The dock's parts under the names the window has always had.
-        self.filter_edit = self.model_dock.filter_edit
-        self.tree_model = self.model_dock.tree_model
-        self.tree_proxy = self.model_dock.tree_proxy
-        self.tree_view = self.model_dock.tree_view
-        self.details = self.model_dock.details
-        self.input_preview = self.model_dock.input_preview
-        build_status_bar(self)
+        self.status = build_status_bar(self)
+        self.display = ResultDisplay(
+            self.session, self.centre, self.status, self.commands, self.model_dock,
+            self.show_error, self,
+        )  # fmt: skip
+        self.files = FileOpening(
+            self, self.model_loads, self.input_loads, self.commands, self.centre.banner,
+            self.status.status_label,
+        )  # fmt: skip
+        self.exports = ExportActions(
+            self, self.export_worker, self.commands, self.centre, self.status, self.display
+        )
+        self.pins_ui = PinActions(
+            self.session, self.display, self.commands, self.centre.banner,
+            self.status.status_label, self.show_warning, self.pinned_shown,
+        )  # fmt: skip
+        #: Live mode, once :func:`~actviz.ui.live.dock.install_live_mode` attached it.
+        self.live: LiveController | None = None
+        self.live_dock: LiveControls | None = None
+        self.live_status_label: QLabel | None = None
+
+        # The widgets under the names the window has always had (the same objects).
+        a, c, st, dock = self.commands, self.centre, self.status, self.model_dock
+        self.open_model_action = a.open_model_action
+        self.open_input_action = a.open_input_action
+        self.run_action = a.run_action
+        self.cancel_action = a.cancel_action
+        self.export_all_action = a.export_all_action
+        self.export_png_action = a.export_png_action
+        self.export_npy_action = a.export_npy_action
+        self.quit_action = a.quit_action
+        self.pin_action = a.pin_action
+        self.unpin_action = a.unpin_action
+        self.unpin_all_action = a.unpin_all_action
+        self.gradients_action = a.gradients_action
+        self.auto_run_action = a.auto_run_action
+        self.sample_combo = a.sample_combo
+        self.target_combo = a.target_combo
+        self.colormap_combo = a.colormap_combo
+        self.normalize_combo = a.normalize_combo
+        self.export_button = a.export_button
+        self.recent_models_menu = a.recent_models_menu
+        self.recent_inputs_menu = a.recent_inputs_menu
+        self.pins_menu = a.pins_menu
+        self.banner = c.banner
+        self.tabs = c.tabs
+        self.layers_splitter = c.layers_splitter
+        self.layers_scroll = c.layers_scroll
+        self.layers_container = c.layers_container
+        self.layers_grid = c.layers_grid
+        self.layers_placeholder = c.layers_placeholder
+        self.channel_box = c.channel_box
+        self.channel_view = c.channel_view
+        self.overview_tab = c.overview_tab
+        self.prediction_panel = c.prediction_panel
+        self.saliency_panel = c.saliency_panel
+        self.gradcam_panel = c.gradcam_panel
+        self.grad_flow_panel = c.grad_flow_panel
+        self.stats_table = c.stats_table
+        self.histogram_panel = c.histogram_panel
+        self.status_label = st.status_label
+        self.progress_bar = st.progress_bar
+        self.timing_label = st.timing_label
+        self.filter_edit = dock.filter_edit
+        self.tree_model = dock.tree_model
+        self.tree_proxy = dock.tree_proxy
+        self.tree_view = dock.tree_view
+        self.details = dock.details
+        self.input_preview = dock.input_preview
+
+        self._connect_commands()
         self._apply_view_settings()
-
-        for worker, slots in (
-            (self.worker, (self._on_worker_finished, self._on_worker_errored,
-                           self._on_worker_cancelled, self._on_worker_progress)),
-            (self.model_loads, (self._on_model_load_finished, self._on_model_load_errored,
-                                self._on_model_load_cancelled, self._on_load_progress)),
-            (self.input_loads, (self._on_input_load_finished, self._on_input_load_errored,
-                                self._on_input_load_cancelled, self._on_load_progress)),
-            (self.export_worker, (self._on_export_finished, self._on_export_errored,
-                                  self._on_export_cancelled, self._on_export_progress)),
-        ):  # fmt: skip
-            finished, errored, cancelled, progress = slots
-            worker.signals.finished.connect(finished)
-            worker.signals.errored.connect(errored)
-            worker.signals.cancelled.connect(cancelled)
-            worker.signals.progress.connect(progress)
-        self.worker.signals.started.connect(self._on_worker_started)
-
-        self.session.model_changed.connect(self._on_session_model_changed)
-        self.session.input_changed.connect(self._on_session_input_changed)
-        self.session.ticks_changed.connect(self._on_session_ticks_changed)
-        self.session.target_changed.connect(self._on_session_target_changed)
-        self.session.pins_changed.connect(self._on_session_pins_changed)
+        self.model_dock.module_selected.connect(self._on_dock_module_selected)
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        signals.progress.connect(self._on_worker_progress)
+        signals.started.connect(self._on_worker_started)
+        for event, slot in self._session_slots():
+            event.connect(slot)
 
         geometry = settings.geometry
         if geometry is not None:
@@ -246,6 +291,28 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
             self._on_session_input_changed()
         self._update_enabled()
 
+    def _connect_commands(self) -> None:
+        a = self.commands
+        a.run_action.triggered.connect(self.run)
+        a.cancel_action.triggered.connect(self.cancel)
+        a.quit_action.triggered.connect(self.close)
+        a.gradients_action.toggled.connect(self._on_gradients_toggled)
+        a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
+        a.target_combo.activated.connect(self._on_target_activated)
+        a.target_combo.lineEdit().returnPressed.connect(self._on_target_entered)
+        a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
+        a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
+
+    def _session_slots(self) -> list[tuple[Any, Callable[..., None]]]:
+        s = self.session
+        return [
+            (s.model_changed, self._on_session_model_changed),
+            (s.input_changed, self._on_session_input_changed),
+            (s.ticks_changed, self._on_session_ticks_changed),
+            (s.target_changed, self._on_session_target_changed),
+            (s.pins_changed, self.pins_ui.on_session_pins_changed),
+        ]
+
     def _apply_view_settings(self) -> None:
         s = self.settings
         for widget in (self.colormap_combo, self.normalize_combo):
@@ -258,7 +325,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self.gradients_action.blockSignals(True)
         self.gradients_action.setChecked(s.show_gradients)
         self.gradients_action.blockSignals(False)
-        current = self._colormap_actions.get(self.colormap_combo.currentText())
+        current = self.commands.colormap_actions.get(self.colormap_combo.currentText())
         if current is not None:
             current.setChecked(True)
 
@@ -266,12 +333,12 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
     @property
     def colormap(self) -> str:
         """The colour map of the feature maps."""
-        return self.colormap_combo.currentText()
+        return self.commands.colormap
 
     @property
     def gradients_visible(self) -> bool:
         """Whether gradient magnitudes are shown beside activations."""
-        return self.gradients_action.isChecked()
+        return self.display.gradients_visible
 
     @property
     def result(self) -> RunResult | None:
@@ -281,7 +348,17 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
     @property
     def selected_layer(self) -> str | None:
         """The layer the histogram and the single-layer exports are about."""
-        return self._selected_layer
+        return self.display.selected_layer
+
+    @property
+    def layer_panels(self) -> dict[str, LayerPanel]:
+        """The layer panels of the result shown, by layer name, in execution order."""
+        return self.display.layer_panels
+
+    @property
+    def last_export(self) -> list[Path]:
+        """Files written by the last finished "export everything"."""
+        return self.exports.last_export
 
     def show_error(self, text: str, source: str = "action") -> None:
         """Show ``text`` as an error in the banner (never a blocking dialog)."""
@@ -304,19 +381,17 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
 
         A model still being opened from a file is dropped: this one is the latest choice.
         """
-        self._stop_current_run()
-        self._drop_model_load("Opening the model was replaced by an in-memory model.")
+        self.stop_current_run()
+        self.files.drop_model_load("Opening the model was replaced by an in-memory model.")
         self.banner.clear()
         self.session.set_model(model, name=name, categories=categories, ticks=layers)
-        pending = self._input_request
-        if pending is not None and pending.generation == 0:
-            self._start_input_load(pending)  # it waited for a model: this is the one
+        self.files.read_waiting_input()
 
     def set_input(
         self, value: Any, *, image: np.ndarray | None = None, description: str = ""
     ) -> None:
         """Use an in-memory tensor (or tuple/dict of tensors) as the input."""
-        self._drop_input_load()
+        self.files.drop_input_load()
         self.session.set_input(
             value, source="", kind="tensor", image=image, description=description
         )
@@ -354,7 +429,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self._last_request = request
         self._run_kind = "run"
         gen = self.worker.submit(lambda stop, progress: run_job(request, stop, progress))
-        self._refresh_busy("Running…")
+        self.refresh_busy("Running…")
         self.run_started.emit()
         return gen
 
@@ -366,14 +441,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self._debounce.stop()
         cancelled = self.worker.cancel()
         cancelled = self.export_worker.cancel() or cancelled
-        if self._model_request is not None:
-            self._drop_model_load()
-            cancelled = True
-        if self._input_request is not None:
-            source = short_source(self._input_request.source)
-            self._drop_input_load(f"Opening {source} was cancelled; the input stays.")
-            self._run_if_due()
-            cancelled = True
+        cancelled = self.files.cancel() or cancelled
         if cancelled and self.worker.has_current_job():
             self.status_label.setText("Cancelling…")
 
@@ -384,7 +452,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         """
         if not (self.auto_run and not self._closed and self.session.can_run()):
             return
-        if self._input_request is not None:
+        if self.files.input_loading():
             self._run_due = True
             return
         self._debounce.start()
@@ -393,11 +461,103 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         """True while a capture, a load or an export is running (stale jobs aside)."""
         return any(w.has_current_job() for w in self._workers()) or self.is_loading()
 
+    # ========================================================================== the parts' API
+    # Short delegations: the window's public methods, as scripts and tests have called them.
+    def open_model_source(
+        self,
+        source: str,
+        *,
+        arch: str | None = None,
+        weights: str | None = "DEFAULT",
+        trust: bool = False,
+        wait: bool = False,
+    ) -> bool:
+        """See :meth:`FileOpening.open_model_source`."""
+        return self.files.open_model_source(
+            source, arch=arch, weights=weights, trust=trust, wait=wait
+        )
+
+    def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
+        """See :meth:`FileOpening.open_input_source`."""
+        return self.files.open_input_source(source, remember=remember, wait=wait)
+
+    def load_demo(self, sample: str | None = None) -> bool:
+        """See :meth:`FileOpening.load_demo`."""
+        return self.files.load_demo(sample)
+
+    def open_default_input(self) -> bool:
+        """See :meth:`FileOpening.open_default_input`."""
+        return self.files.open_default_input()
+
+    def open_dropped(self, path: str | Path) -> bool:
+        """See :meth:`FileOpening.open_dropped`."""
+        return self.files.open_dropped(path)
+
+    def is_loading(self) -> bool:
+        """True while a model or an input is being opened."""
+        return self.files.is_loading()
+
+    def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
+        """See :meth:`ExportActions.export_all`."""
+        return self.exports.export_all(out_dir, wait=wait)
+
+    def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
+        """See :meth:`ExportActions.export_panel_png`."""
+        return self.exports.export_panel_png(path, panel)
+
+    def export_layer_npy(self, out_dir: str | Path, name: str | None = None) -> list[Path]:
+        """See :meth:`ExportActions.export_layer_npy`."""
+        return self.exports.export_layer_npy(out_dir, name)
+
+    def pin_result(self) -> Pin | None:
+        """See :meth:`PinActions.pin_result`."""
+        return self.pins_ui.pin_result()
+
+    def show_pinned(self, pin: Pin) -> bool:
+        """See :meth:`PinActions.show_pinned`."""
+        return self.pins_ui.show_pinned(pin)
+
+    def unpin_shown(self) -> bool:
+        """See :meth:`PinActions.unpin_shown`."""
+        return self.pins_ui.unpin_shown()
+
+    def unpin_all(self) -> None:
+        """See :meth:`PinActions.unpin_all`."""
+        self.pins_ui.unpin_all()
+
+    def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
+        """See :meth:`ResultDisplay.select_layer`."""
+        self.display.select_layer(name, reveal=reveal)
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """See :meth:`ResultDisplay.open_channel`."""
+        return self.display.open_channel(name, channel)
+
+    def turn_page(self, name: str, step: int) -> bool:
+        """See :meth:`ResultDisplay.turn_page`."""
+        return self.display.turn_page(name, step)
+
+    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
+        """See :meth:`ResultDisplay.defer_display`."""
+        self.display.defer_display(step, stale_ok=stale_ok)
+
+    def display_pending(self) -> bool:
+        """See :meth:`ResultDisplay.display_pending`."""
+        return self.display.display_pending()
+
+    def panel_updates_pending(self) -> bool:
+        """See :meth:`ResultDisplay.panel_updates_pending`."""
+        return self.display.panel_updates_pending()
+
+    def flush_panel_updates(self) -> None:
+        """See :meth:`ResultDisplay.flush_panel_updates`."""
+        self.display.flush_panel_updates()
+
     # ========================================================================== session events
     def _on_session_model_changed(self) -> None:
         s = self.session
         self.setWindowTitle(f"actviz — {s.model_name}" if s.model_name else "actviz")
-        self._clear_panels()
+        self.display.clear_panels()
         self.model_dock.show_model()
         self._sync_target_combo(rebuild=True)
         warnings = [("warning", w) for w in s.model_warnings]
@@ -424,30 +584,28 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
 
     # ========================================================================== capture worker
     def _on_debounce_timeout(self) -> None:
-        if self._input_request is not None:
+        if self.files.input_loading():
             self._run_due = True  # the input being opened will start it
             return
         if self.auto_run and self.session.can_run():
             self.run()
 
-    def _run_if_due(self) -> None:
-        if self._run_due and self._input_request is None:
+    def run_if_due(self) -> None:
+        """Schedule the run that waited for an input being opened, once none is."""
+        if self._run_due and not self.files.input_loading():
             self._run_due = False
             self.schedule_run()
 
     def _on_worker_started(self, gen: int) -> None:
-        self._refresh_busy("Running…")
+        self.refresh_busy("Running…")
 
     def _on_worker_progress(self, gen: int, message: str) -> None:
         self.status_label.setText(message)
 
-    def _on_load_progress(self, gen: int, message: str) -> None:
-        self.status_label.setText(message)
-
     def _on_worker_finished(self, gen: int, result: RunResult) -> None:
-        self._refresh_busy()
+        self.refresh_busy()
         try:
-            self._apply_result(result)
+            self.display.apply_result(result)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
             log.exception("could not display the result")
             self.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
@@ -457,7 +615,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self.defer_display(self.run_finished.emit)
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        self._refresh_busy()
+        self.refresh_busy()
         log.error("run failed", exc_info=(type(error), error, error.__traceback__))
         what = "Run failed" if self._run_kind == "run" else "Could not update the views"
         text = f"{what}: {describe_error(error)}. The panels still show the previous result."
@@ -466,7 +624,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self.run_failed.emit(text)
 
     def _on_worker_cancelled(self, gen: int) -> None:
-        self._refresh_busy("Cancelled; the panels show the previous result.")
+        self.refresh_busy("Cancelled; the panels show the previous result.")
         self.run_cancelled.emit()
 
     # ========================================================================== widget slots
@@ -483,12 +641,9 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
 
     def _on_colormap_changed(self, name: str) -> None:
         self.settings.colormap = name
-        if name in self._colormap_actions:
-            self._colormap_actions[name].setChecked(True)
-        for panel in self.layer_panels.values():
-            panel.set_colormap(name)
-        if hasattr(self.channel_view, "set_colormap"):
-            self.channel_view.set_colormap(name)
+        if name in self.commands.colormap_actions:
+            self.commands.colormap_actions[name].setChecked(True)
+        self.display.set_colormap(name)
 
     def _on_normalize_changed(self, _index: int) -> None:
         mode = self.normalize_combo.currentData()
@@ -507,12 +662,11 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self._last_request = request
         self._run_kind = "prepare"
         self.worker.submit(lambda stop, progress: renormalised(result, mode, pages))
-        self._refresh_busy("Updating views…")
+        self.refresh_busy("Updating views…")
 
     def _on_gradients_toggled(self, visible: bool) -> None:
         self.settings.show_gradients = visible
-        for panel in self.layer_panels.values():
-            panel.set_gradients_visible(visible)
+        self.display.set_gradients_visible(visible)
 
     def _on_auto_run_toggled(self, on: bool) -> None:
         self.auto_run = on
@@ -521,7 +675,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
     def _workers(self) -> tuple[Worker, ...]:
         return (self.worker, self.model_loads, self.input_loads, self.export_worker)
 
-    def _refresh_busy(self, text: str = "") -> None:
+    def refresh_busy(self, text: str = "") -> None:
         """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
         busy = self.is_busy()
         self.progress_bar.setVisible(busy)
@@ -529,19 +683,20 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         if text:
             self.status_label.setText(text)
 
-    def _set_busy(self, busy: bool, text: str = "") -> None:
-        # Kept for callers of the earlier name; busy is now read from the workers themselves.
-        self._refresh_busy(text)
+    def is_closed(self) -> bool:
+        """True once the window closed (its workers are shut down)."""
+        return self._closed
 
     def _update_enabled(self) -> None:
         self.run_action.setEnabled(self.session.can_run())
         self.cancel_action.setEnabled(self.is_busy())
 
-    def _stop_current_run(self) -> None:
+    def stop_current_run(self) -> None:
+        """Stop the pending automatic run and cancel the running capture."""
         self._debounce.stop()
         self.worker.cancel()
 
-    def _wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
+    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
         """Run a local event loop until ``done()`` (or the window closes)."""
         if done() or self._closed:
             return
@@ -568,6 +723,26 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
             combo.setEditText(str(target))
         combo.blockSignals(False)
 
+    # ========================================================================== Qt events
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: Any) -> None:  # noqa: N802
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        files = local_files(event.mimeData())
+        if not files:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        # Defer: an untrusted pickle asks a question, and the drag source waits for this return.
+        QTimer.singleShot(0, lambda: self.open_dropped(files[0]))
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if not self._closed:
             self.shutdown()
@@ -586,23 +761,15 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self.worker.shutdown()
         for worker in (self.model_loads, self.input_loads, self.export_worker):
             worker.shutdown(timeout_ms=0)
-        for request in (self._model_request, self._input_request, self._export_request):
-            if request is not None and request.succeeded is None:
-                request.succeeded = False
-        self._model_request = self._input_request = self._export_request = None
+        self.files.abandon()
+        self.exports.abandon()
         try:
             self.settings.geometry = self.saveGeometry()
             self.settings.window_state = self.saveState()
             self.settings.sync()
         except Exception:  # noqa: BLE001 - settings must never block closing
             log.exception("could not save settings")
-        for event, slot in (
-            (self.session.model_changed, self._on_session_model_changed),
-            (self.session.input_changed, self._on_session_input_changed),
-            (self.session.ticks_changed, self._on_session_ticks_changed),
-            (self.session.target_changed, self._on_session_target_changed),
-            (self.session.pins_changed, self._on_session_pins_changed),
-        ):
+        for event, slot in self._session_slots():
             event.disconnect(slot)
         self.model_dock.detach()
         self.closed.emit()

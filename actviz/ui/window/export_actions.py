@@ -9,15 +9,22 @@ the GUI thread (grabbing a widget must).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.export import safe_name
-from actviz.ui.loaders import describe_error
+from actviz.ui.session import Session
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.layout import Centre, StatusWidgets
+from actviz.ui.window.loaders import describe_error
+from actviz.ui.window.result_display import ResultDisplay
+from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +39,73 @@ class ExportRequest:
     paths: list[Path] = field(default_factory=list)
 
 
-class ExportActions:
-    """The export half of :class:`~actviz.ui.main_window.MainWindow` (a mixin).
+class ExportHost(Protocol):
+    """What the exports use of the window (the window is also their dialogs' parent)."""
 
-    It relies on the window's ``session``, ``export_worker``, ``gradcam_panel``, ``colormap``,
-    ``status_label``, its signals ``export_finished``/``export_failed`` and its helpers
-    ``show_error``, ``show_warning``, ``_refresh_busy``, ``_wait_until``, ``_selected_panel``.
+    session: Session
+    export_finished: SignalInstance
+    export_failed: SignalInstance
+
+    def show_error(self, text: str, source: str = "action") -> None: ...
+    def show_warning(self, text: str, source: str = "action") -> None: ...
+    def refresh_busy(self, text: str = "") -> None: ...
+    def wait_until(self, done: Callable[[], bool]) -> None: ...
+
+
+class ExportActions:
+    """Export everything (in the background on ``export_worker``), a panel as PNG, a layer's
+    arrays as .npy; the Export actions are connected here.
+
+    Parameters
+    ----------
+    window
+        The window (see :class:`ExportHost`).
+    export_worker
+        Runs "export everything"; its signals are connected here.
+    actions
+        The Export actions and the colour map.
+    centre, status
+        The Grad-CAM panel (its layer is exported) and the status text.
+    display
+        The selected layer and its panel.
     """
 
-    #: Files written by the last finished "export everything".
-    last_export: list[Path]
-    _export_request: ExportRequest | None
+    def __init__(
+        self,
+        window: ExportHost,
+        export_worker: Worker,
+        actions: WindowActions,
+        centre: Centre,
+        status: StatusWidgets,
+        display: ResultDisplay,
+    ) -> None:
+        self.window = window
+        self.session = window.session
+        self.export_worker = export_worker
+        self.actions = actions
+        self.display = display
+        self.gradcam_panel = centre.gradcam_panel
+        self.status_label = status.status_label
+        self.show_error = window.show_error
+        self.show_warning = window.show_warning
+        self._refresh_busy = window.refresh_busy
+        self._wait_until = window.wait_until
+        #: Files written by the last finished "export everything".
+        self.last_export: list[Path] = []
+        self._export_request: ExportRequest | None = None
+        actions.export_all_action.triggered.connect(self._on_export_all_triggered)
+        actions.export_png_action.triggered.connect(self._on_export_png_triggered)
+        actions.export_npy_action.triggered.connect(self._on_export_npy_triggered)
+        signals = export_worker.signals
+        signals.finished.connect(self._on_export_finished)
+        signals.errored.connect(self._on_export_errored)
+        signals.cancelled.connect(self._on_export_cancelled)
+        signals.progress.connect(self._on_export_progress)
+
+    @property
+    def colormap(self) -> str:
+        """The colour map the exported pictures use (the window's)."""
+        return self.actions.colormap
 
     def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
         """Write everything the CLI's ``export`` writes for the current result to ``out_dir``.
@@ -112,7 +175,7 @@ class ExportActions:
     def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
         """Save ``panel`` (default: the selected layer's panel, else the current tab) as PNG."""
         if panel is None:
-            panel = self._selected_panel()
+            panel = self.display.selected_panel()
         path = Path(path)
         try:
             if hasattr(panel, "export_png"):
@@ -131,7 +194,7 @@ class ExportActions:
         """Save layer ``name``'s (default: the selected layer's) activation and gradient
         (full batch, as captured) as ``<name>.activation.npy`` / ``<name>.gradient.npy``."""
         result = self.session.result
-        name = name if name is not None else self._selected_layer
+        name = name if name is not None else self.display.selected_layer
         if result is None or result.capture is None or name is None or name not in result.capture:
             self.show_warning("Select a captured layer first (click it in the tree or a panel).")
             return []
@@ -148,6 +211,13 @@ class ExportActions:
             written.append(path)
         self.status_label.setText(f"Saved {len(written)} arrays of {name} to {out}")
         return written
+
+    def abandon(self) -> None:
+        """Forget the export running now (the window closes): it ends as not succeeded."""
+        request = self._export_request
+        if request is not None and request.succeeded is None:
+            request.succeeded = False
+        self._export_request = None
 
     # ========================================================================== worker events
     def _on_export_progress(self, gen: int, message: str) -> None:
@@ -168,7 +238,7 @@ class ExportActions:
         request.paths = list(paths)
         self.last_export = list(paths)
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
-        self.export_finished.emit(list(paths))
+        self.window.export_finished.emit(list(paths))
 
     def _on_export_errored(self, gen: int, error: BaseException) -> None:
         if self._settle_export(gen, False) is None:
@@ -177,33 +247,36 @@ class ExportActions:
         text = f"Export failed: {describe_error(error)}"
         self.show_error(text)
         self._refresh_busy(text)
-        self.export_failed.emit(text)
+        self.window.export_failed.emit(text)
 
     def _on_export_cancelled(self, gen: int) -> None:
         if self._settle_export(gen, False) is None:
             return
         text = "Export cancelled; the files written so far stay."
         self._refresh_busy(text)
-        self.export_failed.emit(text)
+        self.window.export_failed.emit(text)
 
     # ========================================================================== dialogs
     def _on_export_all_triggered(self) -> None:
-        out = QFileDialog.getExistingDirectory(self, "Export everything to folder")
+        out = QFileDialog.getExistingDirectory(self._parent(), "Export everything to folder")
         if out:
             self.export_all(out)
 
     def _on_export_png_triggered(self) -> None:
-        name = safe_name(self._selected_layer or "panel")
+        name = safe_name(self.display.selected_layer or "panel")
         path, _ = QFileDialog.getSaveFileName(
-            self, "Save panel as PNG", f"{name}.png", "PNG (*.png)"
+            self._parent(), "Save panel as PNG", f"{name}.png", "PNG (*.png)"
         )
         if path:
             self.export_panel_png(path)
 
     def _on_export_npy_triggered(self) -> None:
-        out = QFileDialog.getExistingDirectory(self, "Save layer arrays to folder")
+        out = QFileDialog.getExistingDirectory(self._parent(), "Save layer arrays to folder")
         if out:
             self.export_layer_npy(out)
 
+    def _parent(self) -> QWidget | None:
+        return self.window if isinstance(self.window, QWidget) else None
 
-__all__ = ["ExportActions", "ExportRequest"]
+
+__all__ = ["ExportActions", "ExportHost", "ExportRequest"]

@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.module_details import ModuleDetails
 from actviz.ui.panels.input_preview import InputPreview
-from actviz.ui.tree_model import ModuleFilterProxy, ModuleTreeModel, NameRole
+from actviz.ui.tree.details import ModuleDetails
+from actviz.ui.tree.model import ModuleFilterProxy, ModuleTreeModel, NameRole
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree

@@ -1,41 +1,83 @@
 """The window's pinned results: Run > Pin this result (Ctrl+P), Run > Pinned results.
 
-A mixin of :class:`~actviz.ui.main_window.MainWindow`; the pins themselves live in
-``session.pins`` (:mod:`actviz.ui.pins`).
+Held by the main window as ``pins_ui``; the pins themselves live in ``session.pins``
+(:mod:`actviz.ui.pins`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel
 
 from actviz.core.capture import format_bytes
 from actviz.ui.pins import Pin, PinRefused
+from actviz.ui.session import Session
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.result_display import ResultDisplay
 
 
 class PinActions:
-    """Pin, show and unpin results (a mixin of the main window).
+    """Pin, show and unpin results.
 
-    It relies on the window's ``session``, ``pin_action``, ``pins_menu`` (built by
-    :mod:`actviz.ui.window_actions`), ``show_warning``, ``_apply_result`` and
-    ``_refresh_held_text``.
+    Parameters
+    ----------
+    session
+        The window's session (its ``pins``).
+    display
+        Shows a pinned result again and the memory held.
+    actions
+        The pin actions and the "Pinned results" menu (connected here).
+    banner, status_label
+        Where "Not pinned: ..." and "Pinned: ..." are said.
+    show_warning
+        ``(text, source)``: the window's warning (in the banner).
+    pinned_shown
+        The window's signal emitted before a pinned result replaces the panels' result.
     """
+
+    def __init__(
+        self,
+        session: Session,
+        display: ResultDisplay,
+        actions: WindowActions,
+        banner: MessageBanner,
+        status_label: QLabel,
+        show_warning: Callable[[str, str], None],
+        pinned_shown: SignalInstance,
+    ) -> None:
+        self.session = session
+        self.display = display
+        self.banner = banner
+        self.status_label = status_label
+        self.show_warning = show_warning
+        self.pinned_shown = pinned_shown
+        self.pins_menu = actions.pins_menu
+        self.unpin_action = actions.unpin_action
+        self.unpin_all_action = actions.unpin_all_action
+        actions.pin_action.triggered.connect(self.pin_result)
+        actions.unpin_action.triggered.connect(self.unpin_shown)
+        actions.unpin_all_action.triggered.connect(self.unpin_all)
+        self.refresh_pins_menu()
 
     def pin_result(self) -> Pin | None:
         """Keep the result shown now (Ctrl+P); None, with a message, when there is none or
         the pins would exceed the memory budget."""
         result = self.session.result
         if result is None:
-            self.show_warning("Nothing to pin yet: run the model first.", source="pins")
+            self.show_warning("Nothing to pin yet: run the model first.", "pins")
             return None
         try:
             pin = self.session.pins.pin(
                 result, self._pin_label(result), budget=self.session.memory_budget
             )
         except PinRefused as exc:
-            self.show_warning(f"Not pinned: {exc}.", source="pins")
+            self.show_warning(f"Not pinned: {exc}.", "pins")
             return None
         self.banner.set_messages("pins", [])
         self.status_label.setText(f"Pinned: {pin.label}")
@@ -46,7 +88,7 @@ class PinActions:
         if pin not in list(self.session.pins):
             return False
         self.pinned_shown.emit()
-        self._apply_result(pin.result)
+        self.display.apply_result(pin.result)
         self.status_label.setText(f"Showing pinned: {pin.label}")
         return True
 
@@ -59,6 +101,7 @@ class PinActions:
         return True
 
     def unpin_all(self) -> None:
+        """Let every pinned result go."""
         self.session.pins.clear()
 
     # ------------------------------------------------------------------ helpers
@@ -67,11 +110,13 @@ class PinActions:
         source = Path(inp.source).name if inp is not None and inp.source else "input"
         return f"{time.strftime('%H:%M:%S')} · {source} · {result.target_text}"
 
-    def _on_session_pins_changed(self) -> None:
-        self._refresh_pins_menu()
-        self._refresh_held_text()
+    def on_session_pins_changed(self) -> None:
+        """The pins changed: refresh the menu and the memory held."""
+        self.refresh_pins_menu()
+        self.display.refresh_held_text()
 
-    def _refresh_pins_menu(self) -> None:
+    def refresh_pins_menu(self) -> None:
+        """Rebuild "Pinned results": one entry per pin, then Unpin this / Unpin all."""
         menu = self.pins_menu
         menu.clear()
         pins = list(self.session.pins)

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.settings import split_recent_model
+from actviz.ui.window.settings import split_recent_model
 
 #: Model files the file picker shows first.
 MODEL_FILE_FILTER = (
@@ -87,7 +87,7 @@ class OpenModelDialog(QDialog):
     parent
         Parent window.
     recent
-        Recent entries as stored by :class:`~actviz.ui.settings.AppSettings` (``source|arch``).
+        Recent entries as stored by :class:`~actviz.ui.window.settings.AppSettings` (``source|arch``).
     names
         torchvision names to list (default: all of them).
     """

@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
@@ -25,6 +25,10 @@ from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
 from actviz.display.prepare import with_page
 from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.session import Session
+from actviz.ui.tree.dock import ModelDock
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.layout import Centre, StatusWidgets
 
 #: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
 MAPS_PANEL_MIN_HEIGHT = 300
@@ -35,13 +39,106 @@ log = logging.getLogger(__name__)
 
 
 class ResultDisplay:
-    """The result half of :class:`~actviz.ui.main_window.MainWindow` (a mixin).
+    """Shows results in the window's panels: the layer panels, the overview, the channel view.
 
-    It relies on the window's ``session``, ``banner``, ``layer_panels``, the layers tab
-    (``layers_grid``, ``layers_scroll``, ``layers_placeholder``, ``layers_splitter``,
-    ``channel_box``, ``channel_view``), the overview panels, ``model_dock`` and the status
-    labels built by :mod:`actviz.ui.window_layout`.
+    Parameters
+    ----------
+    session
+        The window's session: its result is what the panels show.
+    centre
+        The banner, the Layers and Overview tabs and their panels.
+    status
+        The status bar's labels (status text, timing and memory held).
+    actions
+        The window's actions: the colour map, the gradients toggle and "Unpin this result".
+    model_dock
+        The module tree (updated with each result's tree) and the input preview.
+    show_error
+        ``(text, source)``: how a display error reaches the user (the window's banner).
+    parent
+        Owner of the timer that runs the display steps (the window).
     """
+
+    def __init__(
+        self,
+        session: Session,
+        centre: Centre,
+        status: StatusWidgets,
+        actions: WindowActions,
+        model_dock: ModelDock,
+        show_error: Callable[[str, str], None],
+        parent: QObject,
+    ) -> None:
+        self.session = session
+        self.centre = centre
+        self.actions = actions
+        self.model_dock = model_dock
+        self.show_error = show_error
+        # The widgets driven here, under the names they have on the window.
+        self.banner = centre.banner
+        self.tabs = centre.tabs
+        self.layers_splitter = centre.layers_splitter
+        self.layers_scroll = centre.layers_scroll
+        self.layers_grid = centre.layers_grid
+        self.layers_placeholder = centre.layers_placeholder
+        self.channel_box = centre.channel_box
+        self.channel_view = centre.channel_view
+        self.prediction_panel = centre.prediction_panel
+        self.saliency_panel = centre.saliency_panel
+        self.gradcam_panel = centre.gradcam_panel
+        self.grad_flow_panel = centre.grad_flow_panel
+        self.stats_table = centre.stats_table
+        self.histogram_panel = centre.histogram_panel
+        self.input_preview = model_dock.input_preview
+        self.status_label = status.status_label
+        self.timing_label = status.timing_label
+        #: The layer panels of the result shown, in execution order.
+        self.layer_panels: dict[str, LayerPanel] = {}
+        #: The layer the histogram and the single-layer exports are about.
+        self.selected_layer: str | None = None
+        self._open_channel: tuple[str, int] | None = None
+        # Display steps (see the module docstring): each carries the generation of the result
+        # it belongs to (None: shown even after a newer result), run by a zero-interval timer.
+        self._display_steps: deque[tuple[int | None, Callable[[], None]]] = deque()
+        self._display_generation = 0
+        self._display_timer = QTimer(parent)
+        self._display_timer.setInterval(0)
+        self._display_timer.timeout.connect(self._run_display_step)
+        # Layer panels still showing an older result, filled a few per pass, on-screen first.
+        self._pending_panels: dict[str, PreparedLayer] = {}
+        self._pending_generation = 0
+        self._pending_scheduled = False
+        for bar in (
+            self.layers_scroll.verticalScrollBar(),
+            self.layers_scroll.horizontalScrollBar(),
+        ):
+            bar.valueChanged.connect(self._schedule_panel_updates)
+            # A resized window changes the range: it may bring waiting panels on screen.
+            bar.rangeChanged.connect(self._schedule_panel_updates)
+        centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
+        centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
+
+    @property
+    def colormap(self) -> str:
+        """The colour map of the feature maps."""
+        return self.actions.colormap
+
+    @property
+    def gradients_visible(self) -> bool:
+        """Whether gradient magnitudes are shown beside activations."""
+        return self.actions.gradients_action.isChecked()
+
+    def set_colormap(self, name: str) -> None:
+        """Show the feature maps and the channel view in colour map ``name``."""
+        for panel in self.layer_panels.values():
+            panel.set_colormap(name)
+        if hasattr(self.channel_view, "set_colormap"):
+            self.channel_view.set_colormap(name)
+
+    def set_gradients_visible(self, visible: bool) -> None:
+        """Show (or hide) the gradient magnitudes beside the activations."""
+        for panel in self.layer_panels.values():
+            panel.set_gradients_visible(visible)
 
     def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
         """Make ``name`` the selected layer: histogram, export target, tree selection.
@@ -49,7 +146,7 @@ class ResultDisplay:
         ``reveal`` scrolls its panel into view (not done for each new result, so a user
         scrolling through the panels while live frames arrive is not pulled back).
         """
-        self._selected_layer = name
+        self.selected_layer = name
         for panel_name, panel in self.layer_panels.items():
             # set_selected repaints only a panel whose state changes; a style sheet would
             # re-polish every child of every panel on each result.
@@ -97,12 +194,13 @@ class ResultDisplay:
         self.session.channel_pages[name] = first
         panel = self.layer_panels.get(name)
         if panel is not None:
-            getattr(self, "_pending_panels", {}).pop(name, None)
+            self._pending_panels.pop(name, None)
             self._update_panel(panel, layer)
         return True
 
     # ========================================================================== results
-    def _apply_result(self, result: RunResult) -> None:
+    def apply_result(self, result: RunResult) -> None:
+        """Make ``result`` the session's result and show it (in steps, see the module doc)."""
         self.session.set_result(result)
         messages = [("error", e) for e in result.errors]
         messages += [("warning", w) for w in result.warnings]
@@ -148,9 +246,9 @@ class ResultDisplay:
         # Overview: the predictions now, the rest in steps (see the module docstring).
         self.prediction_panel.set_predictions(result.predictions)
         self.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
-        if self._selected_layer not in result.layers:
-            self._selected_layer = result.shown[-1] if result.shown else None
-        self._display_generation = getattr(self, "_display_generation", 0) + 1
+        if self.selected_layer not in result.layers:
+            self.selected_layer = result.shown[-1] if result.shown else None
+        self._display_generation += 1
         for step in (
             lambda: self._show_saliency(result),
             lambda: self._show_gradcam_result(result),
@@ -160,10 +258,10 @@ class ResultDisplay:
         ):
             self.defer_display(step)
 
-        self._refresh_held_text()
+        self.refresh_held_text()
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
 
-    def _refresh_held_text(self) -> None:
+    def refresh_held_text(self) -> None:
         """The status bar's timing and memory: ``ran in 53 ms · 1.2 MiB held (2 pinned)``."""
         result = self.session.result
         if result is None:
@@ -178,7 +276,7 @@ class ResultDisplay:
         if len(self.session.pins):
             text += f" ({len(self.session.pins)} pinned)"
         self.timing_label.setText(text)
-        self.unpin_action.setEnabled(self.session.pins.find(result) is not None)
+        self.actions.unpin_action.setEnabled(self.session.pins.find(result) is not None)
 
     def _show_picture(self, panel: QWidget, result: RunResult) -> None:
         if result.image is not None:
@@ -204,7 +302,7 @@ class ResultDisplay:
         self._show_gradcam(result.gradcam_default)
 
     def _show_selection(self, result: RunResult) -> None:
-        self.select_layer(self._selected_layer, reveal=False)
+        self.select_layer(self.selected_layer, reveal=False)
         if self.channel_box.isVisible() and self._open_channel is not None:
             # Keep the opened channel in step with the new values (or close it if it is gone).
             if not self.open_channel(*self._open_channel):
@@ -219,26 +317,20 @@ class ResultDisplay:
         newer result's own steps replace it. Live mode puts its frame preview here too, so a
         frame is shown in small steps with timers and input served between them.
         """
-        if getattr(self, "_display_steps", None) is None:
-            self._display_steps: deque[tuple[int | None, Callable[[], None]]] = deque()
-            timer = QTimer(self)  # type: ignore[arg-type]
-            timer.setInterval(0)
-            timer.timeout.connect(self._run_display_step)
-            self._display_timer = timer
-        gen = None if stale_ok else getattr(self, "_display_generation", 0)
+        gen = None if stale_ok else self._display_generation
         self._display_steps.append((gen, step))
         if not self._display_timer.isActive():
             self._display_timer.start()
 
     def display_pending(self) -> bool:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""
-        return bool(getattr(self, "_display_steps", None))
+        return bool(self._display_steps)
 
     def _run_display_step(self) -> None:
         steps = self._display_steps
         while steps:
             gen, step = steps.popleft()
-            if gen is not None and gen != getattr(self, "_display_generation", 0):
+            if gen is not None and gen != self._display_generation:
                 continue  # a newer result replaced it
             self._call_step(step)
             break
@@ -250,13 +342,13 @@ class ResultDisplay:
             step()
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
             log.exception("could not display part of the result")
-            self.show_error(f"Could not display the result: {exc}", source="run")  # type: ignore[attr-defined]
+            self.show_error(f"Could not display the result: {exc}", "run")
 
     def _flush_display_steps(self) -> None:
-        steps = getattr(self, "_display_steps", None)
+        steps = self._display_steps
         while steps:
             gen, step = steps.popleft()
-            if gen is None or gen == getattr(self, "_display_generation", 0):
+            if gen is None or gen == self._display_generation:
                 self._call_step(step)
 
     # ========================================================================== panel updates
@@ -273,29 +365,20 @@ class ResultDisplay:
 
     def _queue_panel_updates(self, pending: dict[str, PreparedLayer]) -> None:
         """Replace the panel updates still waiting (an older result's) with ``pending``."""
-        if not getattr(self, "_panel_scroll_hooked", False):
-            self._panel_scroll_hooked = True
-            for bar in (
-                self.layers_scroll.verticalScrollBar(),
-                self.layers_scroll.horizontalScrollBar(),
-            ):
-                bar.valueChanged.connect(self._schedule_panel_updates)
-                # A resized window changes the range: it may bring waiting panels on screen.
-                bar.rangeChanged.connect(self._schedule_panel_updates)
         self._pending_panels = pending
-        self._pending_generation = getattr(self, "_pending_generation", 0) + 1
+        self._pending_generation += 1
         self._pending_scheduled = False
         self._schedule_panel_updates()
 
     def panel_updates_pending(self) -> bool:
         """Whether some layer panels still show an older result than ``session.result``."""
-        return bool(getattr(self, "_pending_panels", None))
+        return bool(self._pending_panels)
 
     def flush_panel_updates(self) -> None:
         """Show the whole result now: every waiting display step and every layer panel (on
         screen or not), e.g. before an export or a test reads the panels."""
         self._flush_display_steps()
-        pending = getattr(self, "_pending_panels", None) or {}
+        pending = self._pending_panels
         self._pending_panels = {}
         for name, layer in pending.items():
             if name in self.layer_panels:
@@ -305,15 +388,15 @@ class ResultDisplay:
         return panel.isVisible() and not panel.visibleRegion().isEmpty()
 
     def _schedule_panel_updates(self, *_args: object) -> None:
-        pending = getattr(self, "_pending_panels", None)
-        if not pending or getattr(self, "_pending_scheduled", False):
+        pending = self._pending_panels
+        if not pending or self._pending_scheduled:
             return
         self._pending_scheduled = True
         generation = self._pending_generation
         self.defer_display(lambda: self._apply_panel_chunk(generation), stale_ok=True)
 
     def _apply_panel_chunk(self, generation: int) -> None:
-        if generation != getattr(self, "_pending_generation", None):
+        if generation != self._pending_generation:
             return  # a newer result replaced these updates
         self._pending_scheduled = False
         pending = self._pending_panels
@@ -342,9 +425,10 @@ class ResultDisplay:
             self.layers_grid.addWidget(self.layer_panels[name], i // columns, i % columns)
             self.layer_panels[name].setVisible(True)
 
-    def _clear_panels(self) -> None:
+    def clear_panels(self) -> None:
+        """Empty every panel (another model was opened)."""
         self._pending_panels = {}
-        self._display_generation = getattr(self, "_display_generation", 0) + 1
+        self._display_generation += 1
         for panel in self.layer_panels.values():
             self.layers_grid.removeWidget(panel)
             panel.setParent(None)
@@ -352,7 +436,7 @@ class ResultDisplay:
         self.layer_panels.clear()
         self._layout_panels([])
         self.channel_box.setVisible(False)
-        self._selected_layer = None
+        self.selected_layer = None
         for panel in (
             self.prediction_panel,
             self.saliency_panel,
@@ -378,7 +462,7 @@ class ResultDisplay:
 
     def _update_histogram(self) -> None:
         result = self.session.result
-        name = self._selected_layer
+        name = self.selected_layer
         if result is None or name is None or name not in result.layers:
             self.histogram_panel.clear()
             return
@@ -389,11 +473,12 @@ class ResultDisplay:
         counts, edges = layer.hist
         self.histogram_panel.set_histogram(f"{name} · values", counts, edges)
 
-    def _selected_panel(self) -> QWidget:
+    def selected_panel(self) -> QWidget:
+        """The selected layer's panel (the current tab without one), as an export shows it."""
         self.flush_panel_updates()  # an export shows the current result, not an older one
         if self.tabs.currentWidget() is self.layers_splitter:
-            if self._selected_layer in self.layer_panels:
-                return self.layer_panels[self._selected_layer]
+            if self.selected_layer in self.layer_panels:
+                return self.layer_panels[self.selected_layer]
             return self.layers_scroll.widget()
         return self.tabs.currentWidget()
 

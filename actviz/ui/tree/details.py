@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.tree_model import format_shape
+from actviz.ui.tree.model import format_shape
 
 
 class ModuleDetails(QWidget):

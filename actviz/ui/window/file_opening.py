@@ -14,21 +14,26 @@ size and normalisation); an input being read when a new model arrives is read ag
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from PySide6.QtCore import QTimer
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtCore import SignalInstance
+from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from actviz.ui.loaders import (
+from actviz.ui.session import Session
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.loaders import (
+    InputLoader,
     InputRequest,
+    ModelLoader,
     ModelRequest,
     describe_error,
-    local_files,
     short_source,
 )
-from actviz.ui.settings import split_recent_model
+from actviz.ui.window.settings import AppSettings, split_recent_model
+from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +43,96 @@ IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
 TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
 INPUT_HINT = "Open an input (Ctrl+I), drop a file on the window, or pick a sample."
 
+#: ``confirm_untrusted(parent, path, message) -> bool``: may the file be unpickled?
+ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
-class FileOpening:
-    """The model / input half of :class:`~actviz.ui.main_window.MainWindow` (a mixin).
 
-    It relies on the window's ``session``, ``settings``, ``banner``, ``model_loads``,
-    ``input_loads``, ``model_loader``, ``input_loader``, ``confirm_untrusted``, its signals
-    ``model_loaded``/``model_load_failed``/``input_loaded``/``input_load_failed`` and its
-    helpers ``_refresh_busy``, ``_wait_until``, ``_stop_current_run`` and ``_run_if_due``.
+class FileHost(Protocol):
+    """What opening files uses of the window (the window is also its dialogs' parent).
+
+    The loaders and the trust question are read from the window at each load: tests and
+    scripts may replace them after the window is built.
     """
 
-    _model_request: ModelRequest | None
-    _input_request: InputRequest | None
+    session: Session
+    settings: AppSettings
+    model_loader: ModelLoader
+    input_loader: InputLoader
+    confirm_untrusted: ConfirmUntrusted
+    model_loaded: SignalInstance
+    model_load_failed: SignalInstance
+    input_loaded: SignalInstance
+    input_load_failed: SignalInstance
+
+    def is_closed(self) -> bool: ...
+    def show_error(self, text: str, source: str = "action") -> None: ...
+    def show_warning(self, text: str, source: str = "action") -> None: ...
+    def refresh_busy(self, text: str = "") -> None: ...
+    def wait_until(self, done: Callable[[], bool]) -> None: ...
+    def stop_current_run(self) -> None: ...
+    def run_if_due(self) -> None: ...
+
+
+class FileOpening:
+    """Opens models and inputs in the background: the Open actions, recents, samples.
+
+    Parameters
+    ----------
+    window
+        The window (see :class:`FileHost`).
+    model_loads, input_loads
+        The loader workers; their signals are connected here.
+    actions
+        The Open actions, the sample picker and the recent menus (connected and filled here).
+    banner, status_label
+        Cleared when a model or an input is adopted; the loaders' progress.
+    """
+
+    def __init__(
+        self,
+        window: FileHost,
+        model_loads: Worker,
+        input_loads: Worker,
+        actions: WindowActions,
+        banner: MessageBanner,
+        status_label: QLabel,
+    ) -> None:
+        self.window = window
+        self.session = window.session
+        self.settings = window.settings
+        self.model_loads = model_loads
+        self.input_loads = input_loads
+        self.banner = banner
+        self.status_label = status_label
+        self.sample_combo = actions.sample_combo
+        self.recent_models_menu = actions.recent_models_menu
+        self.recent_inputs_menu = actions.recent_inputs_menu
+        self.show_error = window.show_error
+        self.show_warning = window.show_warning
+        self._refresh_busy = window.refresh_busy
+        self._wait_until = window.wait_until
+        self._stop_current_run = window.stop_current_run
+        self._run_if_due = window.run_if_due
+        #: The bundled sample images, as the sample picker lists them.
+        self.samples: list[Path] = []
+        self._model_request: ModelRequest | None = None
+        self._input_request: InputRequest | None = None
+        actions.open_model_action.triggered.connect(self._on_open_model_triggered)
+        actions.open_input_action.triggered.connect(self._on_open_input_triggered)
+        actions.sample_combo.activated.connect(self._on_sample_activated)
+        for worker, slots in (
+            (model_loads, (self._on_model_load_finished, self._on_model_load_errored,
+                           self._on_model_load_cancelled, self._on_load_progress)),
+            (input_loads, (self._on_input_load_finished, self._on_input_load_errored,
+                           self._on_input_load_cancelled, self._on_load_progress)),
+        ):  # fmt: skip
+            finished, errored, cancelled, progress = slots
+            worker.signals.finished.connect(finished)
+            worker.signals.errored.connect(errored)
+            worker.signals.cancelled.connect(cancelled)
+            worker.signals.progress.connect(progress)
+        self._fill_samples()
+        self._refresh_recent_menus()
 
     # ========================================================================== public API
     def open_model_source(
@@ -79,7 +162,7 @@ class FileOpening:
             ``model_loaded(source)`` or ``model_load_failed(message)``; on failure the banner
             says why and the previous model stays.
         """
-        if self._closed:
+        if self.window.is_closed():
             return False
         request = ModelRequest(
             str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
@@ -100,7 +183,7 @@ class FileOpening:
             With ``wait``: True when the input was adopted. ``input_loaded(source)`` or
             ``input_load_failed(message)`` follows; on failure the old input stays.
         """
-        if self._closed:
+        if self.window.is_closed():
             return False
         request = InputRequest(str(source), remember=remember)
         self._request_input(request)
@@ -137,9 +220,9 @@ class FileOpening:
         Used at start-up when no input was given: when the sample does not fit the model a
         hint replaces the error. Returns True when the load started.
         """
-        if not self._samples or (self.session.model is None and self._model_request is None):
+        if not self.samples or (self.session.model is None and self._model_request is None):
             return False
-        request = InputRequest(str(self._samples[0]), remember=False, quiet=True)
+        request = InputRequest(str(self.samples[0]), remember=False, quiet=True)
         self._request_input(request)
         return True
 
@@ -154,13 +237,54 @@ class FileOpening:
         """True while a model or an input is being opened."""
         return self._model_request is not None or self._input_request is not None
 
+    def input_loading(self) -> bool:
+        """True while an input is being opened (or waits for the model being opened)."""
+        return self._input_request is not None
+
+    def drop_model_load(self, status: str) -> None:
+        """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
+        self._drop_model_load(status)
+
+    def read_waiting_input(self) -> None:
+        """Read an input that waited for a model being opened for the session's model now."""
+        pending = self._input_request
+        if pending is not None and pending.generation == 0:
+            self._start_input_load(pending)  # it waited for a model: this is the one
+
+    def drop_input_load(self) -> None:
+        """Forget the input being opened (an in-memory input replaced it)."""
+        self._drop_input_load()
+
+    def cancel(self) -> bool:
+        """Cancel the model and input loads; True when one was running.
+
+        A cancelled load keeps the previous model or input.
+        """
+        cancelled = False
+        if self._model_request is not None:
+            self._drop_model_load()
+            cancelled = True
+        if self._input_request is not None:
+            source = short_source(self._input_request.source)
+            self._drop_input_load(f"Opening {source} was cancelled; the input stays.")
+            self._run_if_due()
+            cancelled = True
+        return cancelled
+
+    def abandon(self) -> None:
+        """Forget the loads running now (the window closes): they end as not succeeded."""
+        for request in (self._model_request, self._input_request):
+            if request is not None and request.succeeded is None:
+                request.succeeded = False
+        self._model_request = self._input_request = None
+
     # ========================================================================== model loads
     def _start_model_load(self, request: ModelRequest) -> None:
         previous = self._model_request
         if previous is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
         self._model_request = request
-        loader = self.model_loader
+        loader = self.window.model_loader
         source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
         request.generation = self.model_loads.submit(
             lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
@@ -185,7 +309,7 @@ class FileOpening:
             self.settings.add_recent_model(request.source, request.arch)
             self._refresh_recent_menus()
         self._refresh_busy(f"Opened {loaded.name}")
-        self.model_loaded.emit(request.source)
+        self.window.model_loaded.emit(request.source)
 
     def _on_model_load_errored(self, gen: int, error: BaseException) -> None:
         from actviz.io.errors import UntrustedFileError
@@ -194,7 +318,7 @@ class FileOpening:
         if request is None or gen != request.generation:
             return
         if isinstance(error, UntrustedFileError) and not request.trust:
-            trusted = self.confirm_untrusted(self, error.path, str(error))
+            trusted = self.window.confirm_untrusted(self._parent(), error.path, str(error))
             if self._model_request is not request:
                 return  # another model was opened while the question was up
             if trusted:
@@ -224,7 +348,7 @@ class FileOpening:
         elif level == "warning":
             self.show_warning(text)
         self._refresh_busy(text)
-        self.model_load_failed.emit(text)
+        self.window.model_load_failed.emit(text)
         pending = self._input_request
         if pending is not None and pending.generation == 0:
             # It waited for the model that failed: read it for the current one instead.
@@ -267,7 +391,7 @@ class FileOpening:
 
     def _start_input_load(self, request: InputRequest) -> None:
         self._input_request = request
-        loader = self.input_loader
+        loader = self.window.input_loader
         model, loaded_model = self.session.model, self.session.loaded_model
         request.model = model
         source = request.source
@@ -286,7 +410,7 @@ class FileOpening:
         request.succeeded = False
         if text:
             self._refresh_busy(text)
-            self.input_load_failed.emit(text)
+            self.window.input_load_failed.emit(text)
 
     def _on_input_load_finished(self, gen: int, loaded: Any) -> None:
         request = self._input_request
@@ -304,7 +428,7 @@ class FileOpening:
             self.settings.add_recent_input(request.source)
             self._refresh_recent_menus()
         self._refresh_busy(f"Opened {short_source(request.source)}")
-        self.input_loaded.emit(request.source)
+        self.window.input_loaded.emit(request.source)
         self._run_if_due()
 
     def _on_input_load_errored(self, gen: int, error: BaseException) -> None:
@@ -321,7 +445,7 @@ class FileOpening:
             text = f"Could not open input {request.source!r}: {describe_error(error)}"
             self.show_error(text)
         self._refresh_busy(text)
-        self.input_load_failed.emit(text)
+        self.window.input_load_failed.emit(text)
         self._run_if_due()
 
     def _on_input_load_cancelled(self, gen: int) -> None:
@@ -332,9 +456,9 @@ class FileOpening:
 
     # ========================================================================== menus, dialogs
     def _on_open_model_triggered(self) -> None:
-        from actviz.ui.dialogs import OpenModelDialog
+        from actviz.ui.window.dialogs import OpenModelDialog
 
-        dialog = OpenModelDialog(self, recent=self.settings.recent_models())
+        dialog = OpenModelDialog(self._parent(), recent=self.settings.recent_models())
         if dialog.exec() != OpenModelDialog.DialogCode.Accepted:
             return
         spec = dialog.spec()
@@ -344,7 +468,7 @@ class FileOpening:
     def _on_open_input_triggered(self) -> None:
         start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
         path, _ = QFileDialog.getOpenFileName(
-            self,
+            self._parent(),
             "Open input",
             str(Path(start).parent) if start else "",
             ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
@@ -353,9 +477,9 @@ class FileOpening:
             self.open_input_source(path)
 
     def _on_sample_activated(self, index: int) -> None:
-        if index <= 0 or index > len(self._samples):
+        if index <= 0 or index > len(self.samples):
             return
-        self.open_input_source(str(self._samples[index - 1]), remember=False)
+        self.open_input_source(str(self.samples[index - 1]), remember=False)
         self.sample_combo.setCurrentIndex(0)
 
     def _refresh_recent_menus(self) -> None:
@@ -376,41 +500,27 @@ class FileOpening:
         try:
             from actviz.io.demo import demo_samples
 
-            self._samples = demo_samples()
+            self.samples = demo_samples()
         except Exception:  # noqa: BLE001 - no samples is fine
-            self._samples = []
+            self.samples = []
         self.sample_combo.clear()
         self.sample_combo.addItem("Sample…")
-        for path in self._samples:
+        for path in self.samples:
             self.sample_combo.addItem(path.stem)
-        self.sample_combo.setEnabled(bool(self._samples))
+        self.sample_combo.setEnabled(bool(self.samples))
 
-    # ========================================================================== drag and drop
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
-        if local_files(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+    def _on_load_progress(self, gen: int, message: str) -> None:
+        self.status_label.setText(message)
 
-    def dragMoveEvent(self, event: Any) -> None:  # noqa: N802
-        if local_files(event.mimeData()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
-        files = local_files(event.mimeData())
-        if not files:
-            event.ignore()
-            return
-        event.acceptProposedAction()
-        # Defer: an untrusted pickle asks a question, and the drag source waits for this return.
-        QTimer.singleShot(0, lambda: self.open_dropped(files[0]))
+    def _parent(self) -> QWidget | None:
+        return self.window if isinstance(self.window, QWidget) else None
 
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     """Default untrusted-pickle confirmation: a Yes/No question, No by default."""
-    from actviz.ui.dialogs import confirm_untrusted_file
+    from actviz.ui.window.dialogs import confirm_untrusted_file
 
     return confirm_untrusted_file(parent, path, message)
 
 
-__all__ = ["FileOpening", "MODEL_SUFFIXES", "ask_untrusted"]
+__all__ = ["ConfirmUntrusted", "FileHost", "FileOpening", "MODEL_SUFFIXES", "ask_untrusted"]

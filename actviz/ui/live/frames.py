@@ -1,6 +1,6 @@
 """Live inputs without widgets: frame sources, perturbations, the player and the coalescer.
 
-Everything here is plain logic the live controller (:mod:`actviz.ui.live_mode`) drives:
+Everything here is plain logic the live controller (:mod:`actviz.ui.live.controller`) drives:
 
 * :class:`FrameSource` and its kinds: the frames of a ``(T, C, H, W)`` tensor
   (:class:`TensorFrames`), a folder of images (:class:`ImageFolder`), the current input alone

@@ -1,6 +1,6 @@
 """The "Live" dock: source, transport, perturbation sliders, fps / timing / memory read-outs.
 
-A thin view over a :class:`~actviz.ui.live_mode.LiveController`: widgets call the controller,
+A thin view over a :class:`~actviz.ui.live.controller.LiveController`: widgets call the controller,
 the controller's signals update the widgets. File choosers are injectable callables so tests
 never open a blocking dialog.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
@@ -35,22 +35,24 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QMenuBar,
     QPushButton,
     QSizePolicy,
     QSlider,
     QSpinBox,
+    QStatusBar,
     QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from actviz.ui.live import Perturbation, webcam_status
-from actviz.ui.live_mode import LiveController, LiveStatus
+from actviz.ui.live.controller import LiveController, LiveHost, LiveStatus
+from actviz.ui.live.frames import Perturbation, webcam_status
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LiveControls", "OcclusionPad", "SOURCE_ITEMS"]
+__all__ = ["LiveControls", "LiveWindow", "OcclusionPad", "SOURCE_ITEMS", "install_live_mode"]
 
 #: Entries of the source selector, in order.
 SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
@@ -413,7 +415,7 @@ class LiveControls(QDockWidget):
         self._sync_transport()
 
     def _source_index(self) -> int:
-        from actviz.ui.live import ImageFolder, TensorFrames, WebcamSource
+        from actviz.ui.live.frames import ImageFolder, TensorFrames, WebcamSource
 
         src = self.controller.source
         if isinstance(src, ImageFolder):
@@ -515,3 +517,72 @@ class LiveControls(QDockWidget):
 def _icon(name: str) -> QIcon:
     """One of Qt's standard media icons (drawn by the style, so always available)."""
     return QApplication.style().standardIcon(getattr(QStyle.StandardPixmap, name))
+
+
+class LiveWindow(LiveHost, Protocol):
+    """The window live mode attaches to: a :class:`LiveHost` and a ``QMainWindow`` that keeps
+    its live parts (None until attached) in ``live``, ``live_dock`` and ``live_status_label``."""
+
+    live: LiveController | None
+    live_dock: LiveControls | None
+    live_status_label: QLabel | None
+
+    def addDockWidget(self, area: Qt.DockWidgetArea, dock: QDockWidget) -> None: ...  # noqa: N802
+    def resizeDocks(self, docks: Any, sizes: Any, orientation: Qt.Orientation) -> None: ...  # noqa: N802
+    def menuBar(self) -> QMenuBar: ...  # noqa: N802
+    def statusBar(self) -> QStatusBar: ...  # noqa: N802
+    def addAction(self, action: QAction) -> None: ...  # noqa: N802
+
+
+def install_live_mode(
+    window: LiveWindow,
+    *,
+    area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
+    **kwargs: Any,
+) -> LiveController:
+    """Attach live mode to ``window``: a :class:`LiveController` and its "Live" dock.
+
+    Parameters
+    ----------
+    window
+        The explorer window.
+    area
+        Dock area of the live controls.
+    **kwargs
+        Passed to :class:`LiveController` (``max_fps``, ``memory_budget``, ...).
+
+    Returns
+    -------
+    LiveController
+        Also stored as ``window.live`` and its dock as ``window.live_dock``.
+    """
+    controller = LiveController(window, **kwargs)
+    dock = LiveControls(controller, window)
+    window.addDockWidget(area, dock)
+    # Narrow by default: the layer panels are what the window is for.
+    window.resizeDocks([dock], [300], Qt.Orientation.Horizontal)
+    # Show/hide it from the View menu, like any dock.
+    for action in window.menuBar().actions():
+        menu = action.menu()
+        if menu is not None and action.text().replace("&", "") == "View":
+            menu.addSeparator()
+            menu.addAction(dock.toggleViewAction())
+            break
+    # Playback from the keyboard (window shortcuts) and from a Live menu.
+    live_menu = window.menuBar().addMenu("&Live")
+    for act in dock.actions_for_menu():
+        window.addAction(act)  # shortcuts work even with the dock closed
+        live_menu.addAction(act)
+    live_menu.addSeparator()
+    live_menu.addAction(dock.toggleViewAction())
+    # The fps and memory held stay visible in the status bar even with the dock closed.
+    label = QLabel("")
+    label.setObjectName("liveStatusLabel")
+    window.statusBar().addPermanentWidget(label)
+    controller.status_changed.connect(
+        lambda st: label.setText(f"live {st.fps:.1f} fps" if st.frames else "")
+    )
+    window.live = controller
+    window.live_dock = dock
+    window.live_status_label = label
+    return controller

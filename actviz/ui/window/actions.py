@@ -1,0 +1,243 @@
+"""The window's actions, toolbar and menus (built once, like a ``setupUi``).
+
+:func:`build_actions` puts them into the window and returns them in a :class:`WindowActions`;
+it connects no slot of the window: each part of the window connects the actions it drives
+(file opening the Open actions, exports the Export ones, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QComboBox, QCompleter, QLabel, QMainWindow, QMenu, QToolButton
+
+from actviz.ui.session import AUTO_TARGET_TEXT
+from actviz.ui.window.settings import NORMALIZATIONS
+
+
+@dataclass(eq=False)
+class WindowActions:
+    """The window's actions, its toolbar's widgets and its menus."""
+
+    open_model_action: QAction
+    open_input_action: QAction
+    run_action: QAction
+    cancel_action: QAction
+    export_all_action: QAction
+    export_png_action: QAction
+    export_npy_action: QAction
+    quit_action: QAction
+    pin_action: QAction
+    unpin_action: QAction
+    unpin_all_action: QAction
+    #: Checkable: gradient magnitudes beside the activations.
+    gradients_action: QAction
+    #: Toolbar: bundled sample images ("Sample…" first).
+    sample_combo: QComboBox
+    #: Toolbar: what the gradients are of (editable, completes class names).
+    target_combo: QComboBox
+    colormap_combo: QComboBox
+    #: Toolbar: per-channel or shared scale (the mode is the item's data).
+    normalize_combo: QComboBox
+    export_button: QToolButton
+    recent_models_menu: QMenu
+    recent_inputs_menu: QMenu
+    pins_menu: QMenu
+    #: Checkable: re-run automatically after changes.
+    auto_run_action: QAction
+    #: View > Colour map: one checkable action per colour map, by name.
+    colormap_actions: dict[str, QAction]
+
+    @property
+    def colormap(self) -> str:
+        """The colour map chosen in the toolbar."""
+        return self.colormap_combo.currentText()
+
+
+def build_actions(window: QMainWindow, *, auto_run: bool = True) -> WindowActions:
+    """Create the actions, the toolbar and the menu bar of ``window``.
+
+    Parameters
+    ----------
+    window
+        The window the actions (and their shortcuts), toolbar and menus are added to.
+    auto_run
+        Whether "Re-run automatically" starts checked.
+    """
+    actions = _actions(window)
+    bar = _toolbar(window, actions)
+    menus = _menus(window, actions, bar["colormap_combo"], auto_run)
+    return WindowActions(**actions, **bar, **menus)
+
+
+def _actions(window: QMainWindow) -> dict[str, QAction]:
+    """The ``QAction``\\ s (open, run, cancel, export, quit, pins, gradients), by field name."""
+
+    def action(text: str, shortcut: Any = None, tip: str = "") -> QAction:
+        act = QAction(text, window)
+        if shortcut is not None:
+            act.setShortcut(QKeySequence(shortcut))
+        act.setToolTip(tip or text)
+        window.addAction(act)  # shortcuts work even when the menu bar is hidden
+        return act
+
+    gradients = QAction("Gradients", window)
+    gradients.setCheckable(True)
+    gradients.setToolTip("Show the gradient magnitude beside each activation")
+    return dict(
+        open_model_action=action(
+            "Open model…", QKeySequence.StandardKey.Open,
+            "Open a torchvision model or a checkpoint / TorchScript / .pt2 / safetensors file (Ctrl+O)",
+        ),
+        open_input_action=action(
+            "Open input…", "Ctrl+I",
+            "Open an image or a tensor file (Ctrl+I); you can also drop files on the window",
+        ),
+        run_action=action("Run", "Ctrl+R", "Run forward and backward (Ctrl+R)"),
+        cancel_action=action(
+            "Cancel", "Esc", "Cancel the running capture, load or export (Esc)"
+        ),
+        export_all_action=action(
+            "Export everything…", "Ctrl+E",
+            "Write every captured array, image and stats file to a folder (Ctrl+E)",
+        ),
+        export_png_action=action(
+            "Export panel as PNG…", "Ctrl+Shift+P",
+            "Save the selected layer's panel (or the current tab) as a PNG",
+        ),
+        export_npy_action=action(
+            "Export layer arrays (.npy)…", "Ctrl+Shift+E",
+            "Save the selected layer's activation and gradient as .npy files",
+        ),
+        quit_action=action("Quit", "Ctrl+Q", "Quit actviz (Ctrl+Q)"),
+        pin_action=action(
+            "Pin this result", "Ctrl+P",
+            "Keep the result shown now (with its capture) beside the newer ones (Ctrl+P)",
+        ),
+        unpin_action=action("Unpin this result", None, "Let the result shown now go"),
+        unpin_all_action=action("Unpin all", None, "Let every pinned result go"),
+        gradients_action=gradients,
+    )  # fmt: skip
+
+
+def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]:
+    """Toolbar: open, sample picker, target selector, run/cancel, colour map, scale, export."""
+    bar = window.addToolBar("Main")
+    bar.setObjectName("mainToolBar")
+    bar.setMovable(False)
+    bar.addAction(actions["open_model_action"])
+    bar.addAction(actions["open_input_action"])
+    sample_combo = QComboBox()
+    sample_combo.setToolTip("Pick a bundled sample image")
+    sample_combo.setMinimumContentsLength(10)
+    bar.addWidget(sample_combo)
+    bar.addSeparator()
+    bar.addWidget(QLabel(" Target "))
+    target_combo = _target_combo()
+    bar.addWidget(target_combo)
+    bar.addSeparator()
+    bar.addAction(actions["run_action"])
+    bar.addAction(actions["cancel_action"])
+    bar.addSeparator()
+    from actviz.ui.panels.colormaps import COLORMAPS
+
+    colormap_combo = QComboBox()
+    colormap_combo.addItems(COLORMAPS)
+    colormap_combo.setToolTip("Colour map of the feature maps")
+    bar.addWidget(colormap_combo)
+    normalize_combo = QComboBox()
+    for mode in NORMALIZATIONS:
+        normalize_combo.addItem("per-channel" if mode == "channel" else "shared scale", mode)
+    normalize_combo.setToolTip(
+        "Per-channel: each map stretched to its own range; shared: one range for the layer"
+    )
+    bar.addWidget(normalize_combo)
+    bar.addAction(actions["gradients_action"])
+    bar.addSeparator()
+    export_button = QToolButton()
+    export_button.setText("Export")
+    export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    export_menu = QMenu(export_button)
+    export_menu.addAction(actions["export_all_action"])
+    export_menu.addAction(actions["export_png_action"])
+    export_menu.addAction(actions["export_npy_action"])
+    export_button.setMenu(export_menu)
+    bar.addWidget(export_button)
+    return dict(
+        sample_combo=sample_combo,
+        target_combo=target_combo,
+        colormap_combo=colormap_combo,
+        normalize_combo=normalize_combo,
+        export_button=export_button,
+    )
+
+
+def _target_combo() -> QComboBox:
+    combo = QComboBox()
+    combo.setEditable(True)
+    combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+    combo.setMinimumContentsLength(18)
+    combo.setToolTip(
+        "What the gradients are of: auto (top-1 logit), a class index, or a class name"
+    )
+    combo.addItem(AUTO_TARGET_TEXT)
+    # Typing part of a class name ("retriev") offers the matching "207: golden retriever" rows.
+    completer = QCompleter(combo.model(), combo)
+    completer.setFilterMode(Qt.MatchFlag.MatchContains)
+    completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+    completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+    combo.setCompleter(completer)
+    return combo
+
+
+def _menus(
+    window: QMainWindow, actions: dict[str, QAction], colormap_combo: QComboBox, auto_run: bool
+) -> dict[str, Any]:
+    """Menu bar: File (open, recents, export, quit), Run (run, cancel, pins, auto), View."""
+    menu = window.menuBar().addMenu("&File")
+    menu.addAction(actions["open_model_action"])
+    recent_models_menu = menu.addMenu("Recent models")
+    menu.addAction(actions["open_input_action"])
+    recent_inputs_menu = menu.addMenu("Recent inputs")
+    menu.addSeparator()
+    menu.addAction(actions["export_all_action"])
+    menu.addAction(actions["export_png_action"])
+    menu.addAction(actions["export_npy_action"])
+    menu.addSeparator()
+    menu.addAction(actions["quit_action"])
+    run_menu = window.menuBar().addMenu("&Run")
+    run_menu.addAction(actions["run_action"])
+    run_menu.addAction(actions["cancel_action"])
+    run_menu.addSeparator()
+    run_menu.addAction(actions["pin_action"])
+    pins_menu = run_menu.addMenu("Pinned results")
+    run_menu.addSeparator()
+    auto_run_action = run_menu.addAction("Re-run automatically")
+    auto_run_action.setCheckable(True)
+    auto_run_action.setChecked(auto_run)
+    view_menu = window.menuBar().addMenu("&View")
+    view_menu.addAction(actions["gradients_action"])
+    cmap_menu = view_menu.addMenu("Colour map")
+    group = QActionGroup(window)
+    colormap_actions: dict[str, QAction] = {}
+    for i in range(colormap_combo.count()):
+        name = colormap_combo.itemText(i)
+        act = cmap_menu.addAction(name)
+        act.setCheckable(True)
+        act.setChecked(name == colormap_combo.currentText())
+        group.addAction(act)
+        colormap_actions[name] = act
+        act.triggered.connect(lambda _=False, n=name: colormap_combo.setCurrentText(n))
+    return dict(
+        recent_models_menu=recent_models_menu,
+        recent_inputs_menu=recent_inputs_menu,
+        pins_menu=pins_menu,
+        auto_run_action=auto_run_action,
+        colormap_actions=colormap_actions,
+    )
+
+
+__all__ = ["WindowActions", "build_actions"]

@@ -1,0 +1,196 @@
+"""The window's central area (banner, Layers and Overview tabs), status bar and default size.
+
+Built once, like a ``setupUi``: the builders put the widgets into the window and return them in
+small objects (:class:`Centre`, :class:`StatusWidgets`); the window's parts take the widgets
+they drive from these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.panels.channel_view import ChannelView
+from actviz.ui.panels.grad_flow import GradFlowPanel
+from actviz.ui.panels.histogram import HistogramPanel
+from actviz.ui.panels.overlay import OverlayPanel
+from actviz.ui.panels.prediction import PredictionPanel
+from actviz.ui.panels.stats_table import StatsTable
+from actviz.ui.window.banner import MessageBanner
+
+#: The window never opens larger than this (a 1600x1000 screen keeps room around it).
+PREFERRED_SIZE = QSize(1360, 820)
+#: Share of the screen's available area the window may take at most.
+SCREEN_FRACTION = 0.9
+
+
+def default_window_size(available: QSize | None) -> QSize:
+    """The window's first size on a screen whose available area is ``available``.
+
+    :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen so the title
+    bar and the edges stay on screen (None: no screen known, the preferred size).
+    """
+    if available is None or available.isEmpty():
+        return QSize(PREFERRED_SIZE)
+    return QSize(
+        min(PREFERRED_SIZE.width(), int(available.width() * SCREEN_FRACTION)),
+        min(PREFERRED_SIZE.height(), int(available.height() * SCREEN_FRACTION)),
+    )
+
+
+@dataclass(eq=False)
+class Centre:
+    """The central area's widgets: the banner above the Layers and Overview tabs."""
+
+    banner: MessageBanner
+    tabs: QTabWidget
+    #: Layers tab: scrollable grid of layer panels | the clicked channel, large.
+    layers_splitter: QSplitter
+    layers_scroll: QScrollArea
+    layers_container: QWidget
+    layers_grid: QGridLayout
+    layers_placeholder: QLabel
+    channel_box: QWidget
+    channel_view: ChannelView
+    #: Overview tab: predictions, saliency, Grad-CAM; gradient flow, histogram, statistics.
+    overview_tab: QWidget
+    prediction_panel: PredictionPanel
+    saliency_panel: OverlayPanel
+    gradcam_panel: OverlayPanel
+    grad_flow_panel: GradFlowPanel
+    stats_table: StatsTable
+    histogram_panel: HistogramPanel
+
+
+@dataclass(eq=False)
+class StatusWidgets:
+    """The status bar's widgets."""
+
+    #: What the window is doing or did last.
+    status_label: QLabel
+    #: Busy indicator while a capture, a load or an export runs.
+    progress_bar: QProgressBar
+    #: The last run's timing and the memory held.
+    timing_label: QLabel
+
+
+def build_centre(window: QMainWindow) -> Centre:
+    """Banner above two tabs, Layers (panel grid | large channel view) and Overview, made the
+    central widget of ``window``."""
+    central = QWidget()
+    layout = QVBoxLayout(central)
+    layout.setContentsMargins(4, 4, 4, 4)
+    layout.setSpacing(4)
+    banner = MessageBanner()
+    layout.addWidget(banner)
+    tabs = QTabWidget()
+    layout.addWidget(tabs, 1)
+    window.setCentralWidget(central)
+    layers = _layers_tab()
+    tabs.addTab(layers["layers_splitter"], "Layers")
+    overview = _overview_tab()
+    tabs.addTab(overview["overview_tab"], "Overview")
+    return Centre(banner=banner, tabs=tabs, **layers, **overview)
+
+
+def _layers_tab() -> dict[str, Any]:
+    # Scrollable grid of LayerPanels | the clicked channel, large.
+    splitter = QSplitter(Qt.Orientation.Horizontal)
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    container = QWidget()
+    grid = QGridLayout(container)
+    grid.setContentsMargins(2, 2, 2, 2)
+    grid.setSpacing(6)
+    placeholder = QLabel(
+        "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
+    )
+    placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    placeholder.setWordWrap(True)
+    grid.addWidget(placeholder, 0, 0)
+    scroll.setWidget(container)
+    splitter.addWidget(scroll)
+    channel_box = QWidget()
+    box_layout = QVBoxLayout(channel_box)
+    box_layout.setContentsMargins(0, 0, 0, 0)
+    head = QHBoxLayout()
+    head.addWidget(QLabel("Channel"), 1)
+    close_channel = QToolButton()
+    close_channel.setText("✕")
+    close_channel.setAutoRaise(True)
+    close_channel.setToolTip("Close the channel view")
+    close_channel.clicked.connect(lambda: channel_box.setVisible(False))
+    head.addWidget(close_channel)
+    box_layout.addLayout(head)
+    channel_view = ChannelView()
+    box_layout.addWidget(channel_view, 1)
+    splitter.addWidget(channel_box)
+    splitter.setStretchFactor(0, 3)
+    splitter.setStretchFactor(1, 2)
+    channel_box.setVisible(False)
+    return dict(
+        layers_splitter=splitter,
+        layers_scroll=scroll,
+        layers_container=container,
+        layers_grid=grid,
+        layers_placeholder=placeholder,
+        channel_box=channel_box,
+        channel_view=channel_view,
+    )
+
+
+def _overview_tab() -> dict[str, Any]:
+    # Predictions, saliency, Grad-CAM on top; gradient flow, histogram, statistics below.
+    overview = QWidget()
+    grid = QGridLayout(overview)
+    grid.setContentsMargins(2, 2, 2, 2)
+    grid.setSpacing(6)
+    panels = dict(
+        prediction_panel=PredictionPanel(),
+        saliency_panel=OverlayPanel("Saliency |d target / d input|"),
+        gradcam_panel=OverlayPanel("Grad-CAM", with_layer_selector=True),
+        grad_flow_panel=GradFlowPanel(),
+        histogram_panel=HistogramPanel(),
+        stats_table=StatsTable(),
+    )
+    for i, panel in enumerate(panels.values()):
+        grid.addWidget(panel, i // 3, i % 3)
+    for c in range(3):
+        grid.setColumnStretch(c, 1)
+    grid.setRowStretch(0, 1)
+    grid.setRowStretch(1, 1)
+    return dict(overview_tab=overview, **panels)
+
+
+def build_status_bar(window: QMainWindow) -> StatusWidgets:
+    """Status text, a busy bar (runs, loads, exports) and the last run's timing, in the status
+    bar of ``window``."""
+    status = window.statusBar()
+    label = QLabel("Ready")
+    status.addWidget(label, 1)
+    progress = QProgressBar()
+    progress.setRange(0, 0)  # busy indicator: capture has no fraction to report
+    progress.setMaximumWidth(140)
+    progress.setVisible(False)
+    status.addPermanentWidget(progress)
+    timing = QLabel("")
+    status.addPermanentWidget(timing)
+    return StatusWidgets(status_label=label, progress_bar=progress, timing_label=timing)
+
+
+__all__ = ["Centre", "StatusWidgets", "build_centre", "build_status_bar", "default_window_size"]
