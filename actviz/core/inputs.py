@@ -21,7 +21,7 @@ from torch import nn
 
 from actviz.core.structures import clone_keep_layout
 
-__all__ = ["PreparedInputs", "align_grads", "forward_takes_list", "prepare_inputs"]
+__all__ = ["PreparedInputs", "align_grads", "forward_takes_list", "list_layout", "prepare_inputs"]
 
 _LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
 
@@ -197,3 +197,27 @@ def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
         return None
 
     return walk(copies)
+
+
+def list_layout(value: Any, as_list: bool) -> Any:
+    """``value`` as one list of images (``as_list``) or as one batch tensor.
+
+    A batch tensor ``(N, ...)`` becomes a list of its N samples (each with its own storage,
+    like separate images); a list or tuple of same-shaped tensors becomes their stack. Anything
+    else (a dict of keyword inputs, a scalar, a list of differently sized images asked to be
+    a batch) is returned as it is.
+    """
+    if as_list:
+        if isinstance(value, torch.Tensor) and value.ndim >= 2:
+            return [v.clone() for v in value]
+        if isinstance(value, tuple) and all(isinstance(v, torch.Tensor) for v in value):
+            return list(value)
+        return value
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, torch.Tensor) for v in value)
+        and len({tuple(v.shape) for v in value}) == 1
+    ):
+        return torch.stack(list(value))
+    return value

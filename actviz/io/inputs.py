@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from actviz.core.inputs import forward_takes_list
+from actviz.core.inputs import forward_takes_list, list_layout
 from actviz.io.checkpoints import FileFormat, one_line, sniff_format
 from actviz.io.errors import InputError
 
@@ -236,12 +236,8 @@ def open_input(
 
 def _as_list(loaded: LoadedInput) -> LoadedInput:
     """The same input as a list of (C, H, W) images: one list argument."""
-    value = loaded.value
-    if isinstance(value, torch.Tensor) and value.ndim >= 2:
-        images = [v.clone() for v in value]  # own storage each, like separate images
-    elif isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
-        images = list(value)
-    else:
+    images = list_layout(loaded.value, True)
+    if not isinstance(images, list):
         return loaded  # a dict of keyword inputs or a scalar: nothing to split
     image = loaded.image
     if image is None and images and images[0].ndim == 3:

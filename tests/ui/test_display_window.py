@@ -13,7 +13,7 @@ from PySide6.QtGui import QImage
 
 from actviz.display.mosaic import mosaic
 from actviz.io.export import MOSAIC_BACKGROUND
-from actviz.ui.main_window import MainWindow
+from actviz.ui.window.main_window import MainWindow
 
 RUN_TIMEOUT_MS = 60_000
 
@@ -113,3 +113,48 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(qtbot, window, tmp_path, c
         # And the mosaic is the layer's output, normalised as asked.
         ref = mosaic(window.result.capture[name].tensor[0], normalize=normalize, max_channels=256)
         np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
+
+
+def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, window):
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
+
+    torch.manual_seed(0)
+    model = fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, box_score_thresh=0.0, min_size=128, max_size=128
+    ).eval()
+    window.set_model(model, layers=["backbone.body.1"])
+    image = torch.rand(1, 3, 96, 128, generator=torch.Generator().manual_seed(3))
+    window.set_input(image)
+    # forward(images: List[Tensor]): the batch goes in as a list of one image, and the menu says so.
+    assert window.session.input_as_list and window.commands.input_list_action.isChecked()
+    value = window.session.input.value
+    assert isinstance(value, list) and len(value) == 1 and torch.equal(value[0], image[0])
+    _run(qtbot, window)
+    with torch.no_grad():
+        reference = model([image[0]])[0]
+    combo = window.target_combo
+    assert combo.itemText(0) == "auto (top detection)" and combo.count() == 1 + 100
+    assert combo.itemText(4).startswith(
+        f"score of detection 3: label {int(reference['labels'][3])}"
+    )
+    top = int(reference["scores"].argmax())
+    assert window.result.target_text.startswith(f"score of detection {top}")
+    rows = window.result.predictions
+    assert [
+        r[1].endswith(f"(detection {i})")
+        for r, i in zip(
+            rows, torch.argsort(reference["scores"], descending=True)[:5].tolist(), strict=True
+        )
+    ] == [True] * 5
+    assert rows[0][2] == pytest.approx(float(reference["scores"][top]))
+    # Picking detection 3 makes its score the target.
+    combo.setCurrentIndex(4)
+    combo.activated.emit(4)
+    assert window.session.target == 3
+    _run(qtbot, window)
+    assert window.result.target_text.startswith("score of detection 3")
+    assert window.result.capture.target_value == pytest.approx(float(reference["scores"][3]))
+    assert combo.currentIndex() == 4  # the list was rebuilt for the new result, choice kept
+    # Unticking the menu entry feeds the batch tensor again.
+    window.commands.input_list_action.setChecked(False)
+    assert torch.equal(window.session.input.value, image)

@@ -30,7 +30,7 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.memory import parse_bytes
+from actviz.ui.state.memory import parse_bytes
 from actviz.ui.window.main_window import MainWindow
 from tests.ui.tiny_models import TinyCNN
 

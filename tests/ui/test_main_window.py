@@ -123,7 +123,21 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, tiny_window):
     assert window.stats_table.names() == ["conv1", "conv2", "fc"]
     assert window.grad_flow_panel.names == ["conv1", "conv2", "fc"]
     assert np.all(window.grad_flow_panel.norms > 0)
+    # With the Layers tab shown there is no saliency view: the backward stopped at conv1.
+    assert window.tabs.currentWidget() is window.layers_splitter
+    assert window.result.capture.input_grads is None and window.saliency_panel.heat is None
+    layer_grads = {n: window.result.capture[n].grad.clone() for n in ("conv1", "conv2")}
+    # Showing the Overview re-runs with the input gradient; the layers' gradients are the same.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.tabs.setCurrentWidget(window.overview_tab)
+    cap = window.result.capture
     assert window.saliency_panel.heat.shape == (16, 16)
+    expected = cap.input_grads.abs()[0].amax(0)
+    np.testing.assert_allclose(
+        window.saliency_panel.heat, (expected / expected.max()).numpy(), atol=1e-6
+    )
+    for name, grad in layer_grads.items():
+        torch.testing.assert_close(cap[name].grad, grad, rtol=0, atol=0)
     assert window.gradcam_panel.current_layer() == "conv2"
     assert "ms" in window.timing_label.text() and "held" in window.timing_label.text()
     assert_no_hooks(model)

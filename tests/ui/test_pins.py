@@ -13,7 +13,7 @@ from PySide6.QtCore import QSettings
 from actviz.core.capture import capture
 from actviz.ui.live.dock import install_live_mode
 from actviz.ui.live.frames import TensorFrames
-from actviz.ui.pins import PinBoard, PinRefused
+from actviz.ui.state.pins import PinBoard, PinRefused
 from actviz.ui.window.main_window import MainWindow
 from tests.ui.tiny_models import TinyCNN
 

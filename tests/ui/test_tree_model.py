@@ -12,7 +12,7 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.tree import module_tree
 from actviz.io.demo import build_demo_model
-from actviz.ui.session import Session, default_layers, parse_target, target_choices
+from actviz.ui.state.session import Session, default_layers
 from actviz.ui.tree.model import (
     NAME,
     PARAMS,
@@ -235,23 +235,6 @@ def test_default_ticks_are_block_outputs(resnet):
     )
     picks = default_layers(module_tree(flat))
     assert picks == ["0", "4", "6", "8", "12", "16", "18", "21"]  # first and last conv kept
-
-
-def test_parse_target():
-    cats = ["circle", "square", "star", "starfish"]
-    assert parse_target("auto (top-1)", cats) is None
-    assert parse_target("", cats) is None
-    assert parse_target("3", cats) == 3
-    assert parse_target("2: star", cats) == 2
-    assert parse_target("Star", cats) == 2  # exact name wins over the longer "starfish"
-    assert parse_target("squ", cats) == 1
-    with pytest.raises(ValueError, match="no class named"):
-        parse_target("hexagon", cats)
-    with pytest.raises(ValueError, match="matches 2 classes"):
-        parse_target("sta", cats)
-    with pytest.raises(ValueError, match="no class names"):
-        parse_target("cat", None)
-    assert target_choices(cats)[:3] == ["auto (top-1)", "0: circle", "1: square"]
 
 
 def test_format_helpers():

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from actviz.core.capture import CaptureCancelled
-from actviz.ui.session import RunRequest, run_job
+from actviz.ui.state.session import RunRequest, run_job
 from actviz.ui.worker import Staged, Worker
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
 
+from actviz.core.inputs import list_layout
 from actviz.core.threads import torch_threads
 from actviz.display.prepare import prepare, reusable_mosaics
 from actviz.ui.live.frames import (
@@ -53,7 +54,7 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.memory import (
+from actviz.ui.state.memory import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
     fmt_bytes,
@@ -65,7 +66,7 @@ from actviz.ui.worker import Staged, Worker
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.panels.input_preview import InputPreview
-    from actviz.ui.session import RunRequest, RunResult, Session
+    from actviz.ui.state.session import RunRequest, RunResult, Session
 
 log = logging.getLogger(__name__)
 
@@ -580,6 +581,8 @@ class LiveController(QObject):
             t0 = time.perf_counter()
             frame = p["source"].frame(spec_.index)
             value, image = spec_.perturbation.apply(frame.value, frame.image)
+            if base_.input_as_list:  # a detector takes its frame as a list of one image
+                value = list_layout(value, True)
             t1 = time.perf_counter()
             with torch_threads(p["capture_threads"]):
                 cap = capture(
@@ -591,6 +594,7 @@ class LiveController(QObject):
                     max_bytes=p["budget"],
                     # On a GPU, prepare reduces there and copies once per frame.
                     keep_on_device=True,
+                    input_grads=base_.input_grads,
                 )
             t2 = time.perf_counter()
             spec_.frame = frame

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QCompleter, QLabel, QMainWindow, QMenu, QToolButton
 
-from actviz.ui.session import AUTO_TARGET_TEXT
+from actviz.core.targets import AUTO_TARGET_TEXT
 from actviz.ui.window.settings import NORMALIZATIONS
 
 
@@ -48,6 +48,8 @@ class WindowActions:
     pins_menu: QMenu
     #: Checkable: re-run automatically after changes.
     auto_run_action: QAction
+    #: Checkable: the input goes to the model as one list of images (detectors).
+    input_list_action: QAction
     #: View > Colour map: one checkable action per colour map, by name.
     colormap_actions: dict[str, QAction]
 
@@ -218,6 +220,12 @@ def _menus(
     auto_run_action = run_menu.addAction("Re-run automatically")
     auto_run_action.setCheckable(True)
     auto_run_action.setChecked(auto_run)
+    input_list_action = run_menu.addAction("Feed the input as a list of images")
+    input_list_action.setCheckable(True)
+    input_list_action.setToolTip(
+        "Detection models take a list of (C, H, W) images; checked for models whose forward "
+        "says so"
+    )
     view_menu = window.menuBar().addMenu("&View")
     view_menu.addAction(actions["gradients_action"])
     cmap_menu = view_menu.addMenu("Colour map")
@@ -236,6 +244,7 @@ def _menus(
         recent_inputs_menu=recent_inputs_menu,
         pins_menu=pins_menu,
         auto_run_action=auto_run_action,
+        input_list_action=input_list_action,
         colormap_actions=colormap_actions,
     )
 

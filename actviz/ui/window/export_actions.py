@@ -19,7 +19,7 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.export import safe_name
-from actviz.ui.session import Session
+from actviz.ui.state.session import Session
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
 from actviz.ui.window.loaders import describe_error

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from actviz.ui.session import Session
+from actviz.ui.state.session import Session
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.loaders import (

@@ -1,9 +1,9 @@
-"""The explorer window: a thin Qt layer over a :class:`~actviz.ui.session.Session` and workers.
+"""The explorer window: a thin Qt layer over a :class:`~actviz.ui.state.session.Session` and workers.
 
 Widgets change the session (model, input, ticks, target); the session's events schedule a
 debounced run; the capture :class:`~actviz.ui.worker.Worker` runs
-:func:`~actviz.ui.session.run_job` off the GUI thread and the finished
-:class:`~actviz.ui.session.RunResult` (numpy only) is pushed into passive panels. Models and
+:func:`~actviz.ui.state.session.run_job` off the GUI thread and the finished
+:class:`~actviz.ui.state.session.RunResult` (numpy only) is pushed into passive panels. Models and
 inputs open on loader workers and "export everything" on an export worker, so the window never
 waits on a file or the network. Nothing here blocks on a modal dialog in a path the tests
 drive: errors and warnings go to the banner, and the untrusted-pickle question is injectable.
@@ -36,15 +36,15 @@ from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QWidget
 
+from actviz.core.targets import detections, target_choices
 from actviz.display.prepare import renormalised
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.pins import Pin
-from actviz.ui.session import (
+from actviz.ui.state.pins import Pin
+from actviz.ui.state.session import (
     RunRequest,
     RunResult,
     Session,
     run_job,
-    target_choices,
 )
 from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.dock import ModelDock
@@ -180,6 +180,8 @@ class MainWindow(QMainWindow):
         self.export_worker = Worker(self)
         self._last_request: RunRequest | None = None
         self._run_kind = "run"
+        #: Whether the target list shows a detector's detections (rebuilt with each result).
+        self._detection_targets = False
         self._run_due = False
         self._closed = False
         self.setWindowTitle("actviz")
@@ -270,6 +272,8 @@ class MainWindow(QMainWindow):
         self._connect_commands()
         self._apply_view_settings()
         self.model_dock.module_selected.connect(self._on_dock_module_selected)
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+        self.session.saliency_wanted = self._saliency_shown()
         signals = self.worker.signals
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
@@ -296,6 +300,7 @@ class MainWindow(QMainWindow):
         a.run_action.triggered.connect(self.run)
         a.cancel_action.triggered.connect(self.cancel)
         a.quit_action.triggered.connect(self.close)
+        a.input_list_action.toggled.connect(self._on_input_list_toggled)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
         a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
         a.target_combo.activated.connect(self._on_target_activated)
@@ -560,6 +565,11 @@ class MainWindow(QMainWindow):
         self.display.clear_panels()
         self.model_dock.show_model()
         self._sync_target_combo(rebuild=True)
+        self._detection_targets = False
+        action = self.commands.input_list_action
+        action.blockSignals(True)  # the session already chose from the model's forward
+        action.setChecked(s.input_as_list)
+        action.blockSignals(False)
         warnings = [("warning", w) for w in s.model_warnings]
         self.banner.set_messages("model", warnings)
         self.banner.clear("run")
@@ -611,6 +621,12 @@ class MainWindow(QMainWindow):
             self.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
             self.run_failed.emit(str(exc))
             return
+        # A detector's target list names its detections, which change with every result.
+        output = result.capture.output if result.capture is not None else None
+        found = detections(output) is not None
+        if found or self._detection_targets:
+            self._detection_targets = found
+            self._sync_target_combo(rebuild=True, output=output)
         # After the overview's display steps (skipped if a newer result replaces this one).
         self.defer_display(self.run_finished.emit)
 
@@ -628,6 +644,30 @@ class MainWindow(QMainWindow):
         self.run_cancelled.emit()
 
     # ========================================================================== widget slots
+    def _on_input_list_toggled(self, as_list: bool) -> None:
+        self.session.set_input_as_list(as_list)
+
+    def _saliency_shown(self) -> bool:
+        return self.tabs.currentWidget() is self.overview_tab
+
+    def _on_tab_changed(self, _index: int) -> None:
+        # Without a saliency view on screen, runs stop the backward at the first captured layer
+        # (capture(input_grads=False)); showing it re-runs a result made that way.
+        shown = self._saliency_shown()
+        self.session.saliency_wanted = shown
+        result = self.session.result
+        if (
+            shown
+            and result is not None
+            and result.capture is not None
+            and result.capture.input_grads is None
+            and self._last_request is not None
+            and not self._last_request.input_grads
+        ):
+            self.saliency_panel.set_message("Computing saliency…")
+            if self.auto_run:
+                self.schedule_run()
+
     def _on_dock_module_selected(self, name: str) -> None:
         result = self.session.result
         if result is not None and name in result.layers:
@@ -708,16 +748,17 @@ class MainWindow(QMainWindow):
         loop.exec()
         timer.stop()
 
-    def _sync_target_combo(self, rebuild: bool = False) -> None:
+    def _sync_target_combo(self, rebuild: bool = False, output: object = None) -> None:
         combo = self.target_combo
         combo.blockSignals(True)
         if rebuild:
             combo.clear()
-            combo.addItems(target_choices(self.session.categories))
+            # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
+            combo.addItems(target_choices(self.session.categories, output))
         target = self.session.target
         if target is None:
             combo.setCurrentIndex(0)
-        elif self.session.categories and 0 <= target < len(self.session.categories):
+        elif 0 <= target < combo.count() - 1:
             combo.setCurrentIndex(target + 1)
         else:
             combo.setEditText(str(target))

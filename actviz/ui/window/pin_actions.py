@@ -1,7 +1,7 @@
 """The window's pinned results: Run > Pin this result (Ctrl+P), Run > Pinned results.
 
 Held by the main window as ``pins_ui``; the pins themselves live in ``session.pins``
-(:mod:`actviz.ui.pins`).
+(:mod:`actviz.ui.state.pins`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
 from actviz.core.capture import format_bytes
-from actviz.ui.pins import Pin, PinRefused
-from actviz.ui.session import Session
+from actviz.ui.state.pins import Pin, PinRefused
+from actviz.ui.state.session import Session
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.result_display import ResultDisplay

@@ -1,6 +1,6 @@
 """Pushing a finished run into the panels: layer mosaics, overview, channel view, selection.
 
-Only numpy from a :class:`~actviz.ui.session.RunResult` reaches a widget, through the panels'
+Only numpy from a :class:`~actviz.ui.state.session.RunResult` reaches a widget, through the panels'
 typed ``set_`` methods; the raw capture stays in the result for export.
 
 A result reaches the screen in small steps, one per event-loop pass: first the layer panels'
@@ -25,7 +25,7 @@ from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
 from actviz.display.prepare import with_page
 from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.session import Session
+from actviz.ui.state.session import Session
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets

@@ -8,8 +8,8 @@ announces changes through plain-Python :class:`Event` objects (like napari's com
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +21,8 @@ from torch import nn
 
 from actviz.display.prepare import prepare
 from actviz.display.result import DisplaySpec, RunResult
-from actviz.ui.memory import default_budget
-from actviz.ui.pins import PinBoard
+from actviz.ui.state.memory import default_budget
+from actviz.ui.state.pins import PinBoard
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TICK_LIMIT = 8
 #: Generic containers: their outputs are their last child's output, so they are walked through.
 _CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
-AUTO_TARGET_TEXT = "auto (top-1)"
 
 
 class Event:
@@ -77,6 +76,11 @@ class RunRequest:
         than one mosaic holds (:data:`MAX_MOSAIC_CHANNELS`); absent layers show page 0.
     sample
         The batch element the pictures show (see :class:`~actviz.display.result.DisplaySpec`).
+    input_grads
+        Differentiate back to the input (for saliency); False stops the backward at the
+        earliest captured layer (``capture(input_grads=False)``), as when no saliency is shown.
+    input_as_list
+        The model takes its images as one list (live frames are converted to it).
     """
 
     model: nn.Module
@@ -91,6 +95,8 @@ class RunRequest:
     max_bytes: int | None = None
     channel_pages: dict[str, int] = field(default_factory=dict)
     sample: int = 0
+    input_grads: bool = True
+    input_as_list: bool = False
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
@@ -132,6 +138,7 @@ def run_job(
         target=request.target,
         should_stop=should_stop,
         max_bytes=request.max_bytes,
+        input_grads=request.input_grads,
     )
     return prepare(
         cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
@@ -141,46 +148,6 @@ def run_job(
 # --------------------------------------------------------------------------------------------
 # Targets and default layers
 # --------------------------------------------------------------------------------------------
-
-
-def parse_target(text: str, categories: Sequence[str] | None = None) -> int | None:
-    """Turn the target selector's text into a class index (None = auto top-1).
-
-    Accepts ``""``/``"auto..."`` (None), an integer (``"207"``), an entry of the selector list
-    (``"207: golden retriever"``) or a class name searched in ``categories`` (exact match first,
-    case-insensitive, then the only name containing the text).
-
-    Raises
-    ------
-    ValueError
-        Unknown or ambiguous class name, or a name given for a model without categories.
-    """
-    text = text.strip()
-    if not text or text.lower().startswith("auto"):
-        return None
-    match = re.match(r"^(-?\d+)\s*(?::.*)?$", text)
-    if match:
-        return int(match.group(1))
-    if not categories:
-        raise ValueError(
-            f"{text!r} is not a class index, and this model has no class names to search"
-        )
-    lowered = [c.lower() for c in categories]
-    key = text.lower()
-    if key in lowered:
-        return lowered.index(key)
-    hits = [i for i, c in enumerate(lowered) if key in c]
-    if len(hits) == 1:
-        return hits[0]
-    if not hits:
-        raise ValueError(f"no class named {text!r} in this model's {len(categories)} categories")
-    shown = ", ".join(f"{i}: {categories[i]}" for i in hits[:5])
-    raise ValueError(f"{text!r} matches {len(hits)} classes ({shown}...); be more specific")
-
-
-def target_choices(categories: Sequence[str] | None) -> list[str]:
-    """Entries of the target selector list: auto first, then ``"index: name"`` per category."""
-    return [AUTO_TARGET_TEXT, *(f"{i}: {name}" for i, name in enumerate(categories or []))]
 
 
 def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
@@ -280,6 +247,10 @@ class Session:
         # channels than one mosaic shows); kept across runs, cleared with the model.
         self.channel_pages: dict[str, int] = {}
         self.result: RunResult | None = None
+        #: Feed the input to the model as one list of images (detection models' forward).
+        self.input_as_list = False
+        #: Whether a saliency view is on screen: without one, runs skip the input gradient.
+        self.saliency_wanted = True
         self._ticked: set[str] = set()
         self.model_changed = Event()
         self.input_changed = Event()
@@ -287,7 +258,7 @@ class Session:
         self.target_changed = Event()
         self.result_changed = Event()
         self.pins_changed = Event()
-        # Results the user keeps beside the latest one (see actviz.ui.pins).
+        # Results the user keeps beside the latest one (see actviz.ui.state.pins).
         self.pins = PinBoard(self.pins_changed.emit)
 
     # -- model -------------------------------------------------------------------------------
@@ -306,7 +277,12 @@ class Session:
         gradcam_layer: str | None = None,
         loaded: Any = None,
     ) -> None:
-        """Make ``model`` current; ticks default to :func:`default_layers`."""
+        """Make ``model`` current; ticks default to :func:`default_layers`.
+
+        A model whose ``forward`` takes a list of images (torchvision's detectors) gets the
+        input as a list (:attr:`input_as_list`; :meth:`set_input_as_list` changes it).
+        """
+        from actviz.core.inputs import forward_takes_list
         from actviz.core.tree import module_tree
 
         self.model = model
@@ -334,6 +310,8 @@ class Session:
 
                 resolve_layers(model, unknown)  # raises ValueError with suggestions
             self._ticked = set(ticks)
+        was_list, self.input_as_list = self.input_as_list, forward_takes_list(model)
+        self._fit_input_layout(undo=was_list and not self.input_as_list)
         self.model_changed.emit()
 
     def set_loaded_model(self, loaded: Any, **kwargs: Any) -> None:
@@ -365,7 +343,34 @@ class Session:
         if description == "" and isinstance(value, torch.Tensor):
             description = f"tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
         self.input = InputState(value, source, kind, image, description)
+        self._fit_input_layout()
         self.input_changed.emit()
+
+    def set_input_as_list(self, as_list: bool) -> None:
+        """Feed the input as one list of images (True) or as one batch tensor (False)."""
+        if as_list == self.input_as_list:
+            return
+        self.input_as_list = as_list
+        if self._fit_input_layout(undo=not as_list):
+            self.input_changed.emit()
+
+    def _fit_input_layout(self, undo: bool = False) -> bool:
+        """Give a list-taking model its batch tensor as a list of images (``undo``: stack such
+        a list back into a batch). Tuples and dicts (positional and keyword inputs) are never
+        touched. True if the input changed."""
+        from actviz.core.inputs import list_layout
+
+        value = self.input.value if self.input is not None else None
+        if self.input_as_list and isinstance(value, torch.Tensor):
+            new = list_layout(value, True)
+        elif undo and isinstance(value, list):
+            new = list_layout(value, False)
+        else:
+            return False
+        if new is value:
+            return False
+        self.input = dataclasses.replace(self.input, value=new)  # type: ignore[arg-type]
+        return True
 
     def set_loaded_input(self, loaded: Any) -> None:
         """Adopt an :class:`actviz.io.inputs.LoadedInput`."""
@@ -438,7 +443,9 @@ class Session:
             self.target_changed.emit()
 
     def set_target_text(self, text: str) -> int | None:
-        """Parse ``text`` (see :func:`parse_target`) and make it the target."""
+        """Parse ``text`` (:func:`actviz.core.targets.parse_target`) and make it the target."""
+        from actviz.core.targets import parse_target
+
         target = parse_target(text, self.categories)
         self.set_target(target)
         return target
@@ -473,6 +480,8 @@ class Session:
             gradcam_layer=self.gradcam_layer,
             max_bytes=self.memory_budget,
             channel_pages=dict(self.channel_pages),
+            input_grads=self.saliency_wanted,
+            input_as_list=self.input_as_list,
         )
 
     def set_result(self, result: RunResult | None) -> None:
