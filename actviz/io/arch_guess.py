@@ -332,6 +332,10 @@ def _head_resize(inside: Mapping[str, Shape], sig: _Signature) -> tuple[int, int
     return pairs.pop() if len(pairs) == 1 else None
 
 
+def _verb(count: int, plural: str) -> str:
+    return plural if count != 1 else {"are": "is", "differ": "differs"}[plural]
+
+
 def _example(keys: list[str]) -> str:
     return f" (e.g. {keys[0]})" if keys else ""
 
@@ -362,11 +366,11 @@ def _score(
         score = _NO_FIT * similarity
         parts = [f"{matched} of {len(ckpt)} tensors match"]
         if differ:
-            parts.append(f"{len(differ)} differ in shape{_example(differ)}")
+            parts.append(f"{len(differ)} {_verb(len(differ), 'differ')} in shape{_example(differ)}")
         if missing:
-            parts.append(f"{missing} of the model's are missing")
+            parts.append(f"{missing} of the model's {_verb(missing, 'are')} missing")
         if unexpected:
-            parts.append(f"{unexpected} are not in the model")
+            parts.append(f"{unexpected} {_verb(unexpected, 'are')} not in the model")
         reason = (f"{head_note}; " if head else "") + ", ".join(parts)
     return ArchGuess(
         name=name,

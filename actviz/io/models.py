@@ -385,7 +385,8 @@ def _guess_arch(
     state_dict: dict[str, torch.Tensor], src: str, *, guess: bool
 ) -> tuple[str, tuple[ArchGuess, ...]]:
     """The architecture to use for bare weights, or ArchitectureNeededError with candidates."""
-    lead = f"{src}: holds only weights ({len(state_dict)} tensors), not the architecture"
+    count = f"{len(state_dict)} tensor{'s' if len(state_dict) != 1 else ''}"
+    lead = f"{src}: holds only weights ({count}), not the architecture"
     if not guess:
         raise ArchitectureNeededError(f"{lead}; {_HOW_TO_NAME_ARCH}", src)
     guesses = tuple(guess_architecture(state_dict))
