@@ -280,20 +280,25 @@ _FAMILIES: dict[str, Callable[[], Mapping[str, tuple[str, ...]]]] = {
 _LIMITS = {"timm": TIMM_MAX_CANDIDATES}
 
 
-def _family_overlap(patterns: frozenset[str], representative: str) -> float:
-    sig = _signature(representative, None)
-    if sig is None or not patterns or not sig.patterns:
+def _family_overlap(patterns: frozenset[str], family: tuple[str, ...]) -> float:
+    # The first member that builds stands for the family (a builder may fail on meta).
+    sig = next(
+        (s for s in (_signature(n, None) for n in family[:3]) if s is not None and s.patterns),
+        None,
+    )
+    if sig is None or not patterns:
         return 0.0
     _, matches = best_prefix(patterns, sig.patterns)
     return matches / min(len(patterns), len(sig.patterns))
 
 
 def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
-    """Architectures of the families whose first member's key patterns overlap the checkpoint."""
+    """Architectures of the families whose representative's key patterns overlap the
+    checkpoint's, best overlap first, at most the zoo's limit."""
     families = _FAMILIES[zoo_name]()
     ranked = []
     for names in families.values():
-        overlap = _family_overlap(patterns, names[0])
+        overlap = _family_overlap(patterns, names)
         if overlap >= FAMILY_OVERLAP:
             ranked.append((overlap, names))
     ranked.sort(key=lambda item: -item[0])
