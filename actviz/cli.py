@@ -100,21 +100,37 @@ def _weights(value: str) -> Any:
 
 
 def _open(args: argparse.Namespace) -> Any:
+    from actviz.io.errors import ArchitectureNeededError
     from actviz.io.models import open_model
 
     t0 = time.perf_counter()
     _progress(f"opening {args.model} ...")
-    loaded = open_model(
-        args.model,
-        arch=args.arch,
-        weights=_weights(args.weights),
-        trust=args.trust,
-        device=args.device,
-    )
+    try:
+        loaded = open_model(
+            args.model,
+            arch=args.arch,
+            weights=_weights(args.weights),
+            trust=args.trust,
+            device=args.device,
+        )
+    except ArchitectureNeededError as exc:
+        _print_arch_guesses(exc.candidates)
+        raise
+    if loaded.arch_guesses:
+        _print_arch_guesses(loaded.arch_guesses)
+        name = loaded.arch_guesses[0].name
+        _progress(f"architecture guessed: {name}; pass --arch to choose another")
     _progress(f"opened {loaded.name} ({loaded.kind}) in {time.perf_counter() - t0:.1f} s")
     for w in loaded.warnings:
         _progress(f"warning: {w}")
     return loaded
+
+
+def _print_arch_guesses(guesses: Sequence[Any]) -> None:
+    if guesses:
+        _progress("architectures matching the weights:")
+    for guess in guesses:
+        _progress(f"  {guess.describe()}")
 
 
 def _parse_target(text: str | None, categories: list[str] | None) -> int | None:

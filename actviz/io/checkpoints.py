@@ -15,7 +15,7 @@ import os
 import pickle
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ __all__ = [
     "sniff_format",
     "torch_load_guarded",
     "extract_weights",
+    "drop_compile_prefix",
+    "best_prefix",
     "fit_state_dict",
     "apply_state_dict",
     "export_needs_trust",
@@ -345,15 +347,70 @@ def _drop_compile_prefix(key: str) -> str:
     return ".".join(parts)
 
 
+def drop_compile_prefix(state_dict: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Remove torch.compile's ``_orig_mod`` path segment from every key.
+
+    Parameters
+    ----------
+    state_dict
+        Checkpoint weights.
+
+    Returns
+    -------
+    tuple
+        ``(cleaned_state_dict, notes)``; notes say whether the segment was removed.
+    """
+    cleaned = {_drop_compile_prefix(key): value for key, value in state_dict.items()}
+    notes: list[str] = []
+    if len(cleaned) < len(state_dict):
+        notes.append("some keys collided after removing '_orig_mod.'")
+    elif any("_orig_mod" in k.split(".") for k in state_dict):
+        notes.append("removed torch.compile prefix '_orig_mod.'")
+    return cleaned, notes
+
+
+def best_prefix(keys: Iterable[str], model_keys: set[str] | frozenset[str]) -> tuple[str, int]:
+    """Find the wrapper prefix whose removal lines the most keys up with ``model_keys``.
+
+    Prefixes up to three path segments deep are tried (``module.``, ``model.``,
+    ``model.backbone.``, ...); no prefix wins ties, then the shortest prefix, so models whose
+    own keys start with ``model.`` keep them.
+
+    Parameters
+    ----------
+    keys
+        Checkpoint keys (``_orig_mod`` already dropped).
+    model_keys
+        Keys of the target model's ``state_dict()``.
+
+    Returns
+    -------
+    tuple
+        ``(prefix, matches)``: the prefix ("" for none, else ending in ".") and how many keys
+        match the model once it is removed.
+    """
+    keys = list(keys)
+    scores: dict[str, int] = {"": sum(1 for k in keys if k in model_keys)}
+    for key in keys:
+        parts = key.split(".")
+        for depth in range(1, min(3, len(parts) - 1) + 1):
+            if ".".join(parts[depth:]) in model_keys:
+                prefix = ".".join(parts[:depth]) + "."
+                scores[prefix] = scores.get(prefix, 0) + 1
+    best = max(scores, key=lambda p: (scores[p], p == "", -len(p)))
+    if scores[best] <= scores[""]:
+        best = ""
+    return best, scores[best]
+
+
 def fit_state_dict(
     state_dict: Mapping[str, torch.Tensor], model_keys: set[str] | list[str]
 ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Strip wrapper prefixes so checkpoint keys line up with the model's keys.
 
     Handles ``_orig_mod.`` (torch.compile), ``module.`` (DataParallel / DDP) and Lightning's
-    ``model.`` (or any other attribute name the training wrapper used): the prefix, up to
-    three segments deep, whose removal matches the most model keys wins; no prefix wins
-    ties, so models whose own keys start with ``model.`` keep them.
+    ``model.`` (or any other attribute name the training wrapper used): see
+    :func:`best_prefix`.
 
     Parameters
     ----------
@@ -368,26 +425,9 @@ def fit_state_dict(
         ``(fitted_state_dict, notes)``; notes say which prefix was removed and which
         entries outside it were ignored.
     """
-    model_keys = set(model_keys)
-    cleaned: dict[str, torch.Tensor] = {}
-    for key, value in state_dict.items():
-        cleaned[_drop_compile_prefix(key)] = value
-    notes: list[str] = []
-    if len(cleaned) < len(state_dict):
-        notes.append("some keys collided after removing '_orig_mod.'")
-    elif any("_orig_mod" in k.split(".") for k in state_dict):
-        notes.append("removed torch.compile prefix '_orig_mod.'")
-
-    scores: dict[str, int] = {"": sum(1 for k in cleaned if k in model_keys)}
-    for key in cleaned:
-        parts = key.split(".")
-        for depth in range(1, min(3, len(parts) - 1) + 1):
-            rest = ".".join(parts[depth:])
-            if rest in model_keys:
-                prefix = ".".join(parts[:depth]) + "."
-                scores[prefix] = scores.get(prefix, 0) + 1
-    best = max(scores, key=lambda p: (scores[p], p == "", -len(p)))
-    if not best or scores[best] <= scores[""]:
+    cleaned, notes = drop_compile_prefix(state_dict)
+    best, _ = best_prefix(cleaned, set(model_keys))
+    if not best:
         return cleaned, notes
     fitted = {k[len(best) :]: v for k, v in cleaned.items() if k.startswith(best)}
     outside = [k for k in cleaned if not k.startswith(best)]

@@ -7,8 +7,19 @@ cause, so the CLI can print it as is and the GUI can show it in a dialog.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-__all__ = ["ActvizError", "ModelLoadError", "UntrustedFileError", "InputError"]
+if TYPE_CHECKING:
+    from actviz.io.arch_guess import ArchGuess
+
+__all__ = [
+    "ActvizError",
+    "ModelLoadError",
+    "ArchitectureNeededError",
+    "UntrustedFileError",
+    "InputError",
+]
 
 
 class ActvizError(Exception):
@@ -17,6 +28,29 @@ class ActvizError(Exception):
 
 class ModelLoadError(ActvizError):
     """A model source (file, name, ``module:attr``) could not be turned into a model."""
+
+
+class ArchitectureNeededError(ModelLoadError):
+    """A file holds only weights and their architecture could not be told for sure.
+
+    Parameters
+    ----------
+    message
+        The one-line message (names the file, the best matches and how to pass ``arch``).
+    path
+        The weights file.
+    candidates
+        Architectures that fit best, best first (:class:`actviz.io.arch_guess.ArchGuess`);
+        empty when none is close. A caller asks the user to pick one and opens the file again
+        with ``arch=candidate.name``.
+    """
+
+    def __init__(
+        self, message: str, path: str | os.PathLike[str], candidates: Sequence[ArchGuess] = ()
+    ) -> None:
+        super().__init__(message)
+        self.path = os.fspath(path)
+        self.candidates: tuple[ArchGuess, ...] = tuple(candidates)
 
 
 class UntrustedFileError(ActvizError):

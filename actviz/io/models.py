@@ -8,7 +8,8 @@ Sources, in the order they are tried:
 
 * ``"demo"`` - the bundled demo CNN (:mod:`actviz.io.demo`).
 * an existing file - its format is read from its content: state_dict / training checkpoint /
-  Lightning ``.ckpt`` (needs ``arch=``), ``.safetensors`` (needs ``arch=``), TorchScript,
+  Lightning ``.ckpt`` or ``.safetensors`` (the architecture comes from ``arch=``, else it is
+  guessed from the key names and shapes, see :mod:`actviz.io.arch_guess`), TorchScript,
   ``torch.export`` ``.pt2``, or a whole pickled module (needs ``trust=True``).
 * ``"path/file.py:Name"`` or ``"package.module:name"`` - code the user points at.
 * a torchvision model name (``resnet18``, ``vit_b_16``, ...).
@@ -29,6 +30,12 @@ import torch
 from torch import nn
 
 from actviz.io import zoo
+from actviz.io.arch_guess import (
+    ArchGuess,
+    compare_architecture,
+    confident_guess,
+    guess_architecture,
+)
 from actviz.io.checkpoints import (
     FileFormat,
     apply_state_dict,
@@ -38,7 +45,7 @@ from actviz.io.checkpoints import (
     sniff_format,
     torch_load_guarded,
 )
-from actviz.io.errors import ModelLoadError, UntrustedFileError
+from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
 from actviz.io.user_code import build_from_code, module_classes_in_file, parse_code_ref
 
 __all__ = ["LoadedModel", "open_model", "load_model", "resolve_device"]
@@ -73,6 +80,9 @@ class LoadedModel:
         Things the user should be told (random weights, no hooks in TorchScript, ...).
     input_shape
         Full input shape when the file records it (``torch.export`` programs), else None.
+    arch_guesses
+        When the architecture of a weights-only file was guessed: the ranked guesses, the
+        one used first; empty otherwise.
     """
 
     model: nn.Module
@@ -84,6 +94,7 @@ class LoadedModel:
     input_size: tuple[int, int] | None = None
     warnings: list[str] = field(default_factory=list)
     input_shape: tuple[int, ...] | None = None
+    arch_guesses: tuple[ArchGuess, ...] = ()
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -130,9 +141,12 @@ def load_model(
     weights: Any = "DEFAULT",
     trust: bool = False,
     device: str | torch.device = "cpu",
+    guess: bool = True,
 ) -> nn.Module:
     """Open a model and return only the module; see :func:`open_model`."""
-    return open_model(source, arch=arch, weights=weights, trust=trust, device=device).model
+    return open_model(
+        source, arch=arch, weights=weights, trust=trust, device=device, guess=guess
+    ).model
 
 
 def open_model(
@@ -142,6 +156,7 @@ def open_model(
     weights: Any = "DEFAULT",
     trust: bool = False,
     device: str | torch.device = "cpu",
+    guess: bool = True,
 ) -> LoadedModel:
     """Open a model from a name, code reference or file.
 
@@ -152,8 +167,9 @@ def open_model(
         a checkpoint file (state_dict, training dict, Lightning ckpt, safetensors,
         TorchScript, torch.export ``.pt2``, pickled module); or an ``nn.Module``.
     arch
-        Architecture for files that hold only weights: a torchvision name or a
-        ``file.py:Class`` / ``pkg.mod:factory`` reference.
+        Architecture for files that hold only weights: a torchvision name, ``timm/<name>``
+        or a ``file.py:Class`` / ``pkg.mod:factory`` reference. A torchvision or timm model
+        gets the checkpoint's number of classes when only its classifier head differs.
     weights
         For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
     trust
@@ -161,6 +177,9 @@ def open_model(
         holding Python objects). Only for files from a trusted source.
     device
         Where the model goes (``"cpu"`` by default).
+    guess
+        For weights without ``arch``: guess the architecture from the key names and shapes
+        and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
 
     Returns
     -------
@@ -171,6 +190,9 @@ def open_model(
     ------
     ModelLoadError
         Any failure; the message names the source and the cause.
+    ArchitectureNeededError
+        Weights without ``arch`` whose architecture is not certain; its ``candidates`` are
+        the best guesses, to offer the user.
     UntrustedFileError
         The file needs ``trust=True``.
     """
@@ -179,7 +201,7 @@ def open_model(
         loaded = LoadedModel(source, type(source).__name__, type(source).__name__, "module")
     else:
         src = os.fspath(source)
-        loaded = _open_source(src, arch=arch, weights=weights, trust=trust)
+        loaded = _open_source(src, arch=arch, weights=weights, trust=trust, guess=guess)
     try:
         loaded.model.to(dev)
     except Exception as exc:  # exotic modules (TorchScript, quantized) refuse some devices
@@ -201,7 +223,9 @@ def _set_eval(loaded: LoadedModel) -> None:
         loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
 
 
-def _open_source(src: str, *, arch: str | None, weights: Any, trust: bool) -> LoadedModel:
+def _open_source(
+    src: str, *, arch: str | None, weights: Any, trust: bool, guess: bool
+) -> LoadedModel:
     if src == "demo":
         return _ignore_arch(_open_demo(), arch)
     path = Path(src)
@@ -215,7 +239,7 @@ def _open_source(src: str, *, arch: str | None, weights: Any, trust: bool) -> Lo
                 f"{src}: name the model inside the file as {src}:ClassName or "
                 f"{src}:factory_function{hint}"
             )
-        return _open_file(path, src, arch=arch, trust=trust)
+        return _open_file(path, src, arch=arch, trust=trust, guess=guess)
     ref = parse_code_ref(src)
     if ref is not None:
         model = build_from_code(ref)
@@ -280,7 +304,7 @@ def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
 # --------------------------------------------------------------------------------------------
 
 
-def _open_file(path: Path, src: str, *, arch: str | None, trust: bool) -> LoadedModel:
+def _open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: bool) -> LoadedModel:
     fmt = sniff_format(path)
     if fmt == FileFormat.EMPTY:
         raise ModelLoadError(f"{src}: file is empty")
@@ -301,12 +325,14 @@ def _open_file(path: Path, src: str, *, arch: str | None, trust: bool) -> Loaded
     if fmt == FileFormat.EXPORT:
         return _ignore_arch(_open_export(path, src, trust=trust), arch)
     if fmt == FileFormat.SAFETENSORS:
-        return _open_safetensors(path, src, arch=arch)
+        return _open_safetensors(path, src, arch=arch, guess=guess)
     obj = torch_load_guarded(path, trust=trust)
-    return _from_checkpoint_object(obj, path, src, arch=arch)
+    return _from_checkpoint_object(obj, path, src, arch=arch, guess=guess)
 
 
-def _from_checkpoint_object(obj: Any, path: Path, src: str, *, arch: str | None) -> LoadedModel:
+def _from_checkpoint_object(
+    obj: Any, path: Path, src: str, *, arch: str | None, guess: bool
+) -> LoadedModel:
     found, where = extract_weights(obj, src)
     if isinstance(found, nn.Module):
         name = f"{path.name} ({type(found).__name__})"
@@ -320,37 +346,85 @@ def _from_checkpoint_object(obj: Any, path: Path, src: str, *, arch: str | None)
             log.info("%s: using the architecture recorded in the file: %s", src, arch)
     if where:
         log.info("%s: weights taken from %s", src, where)
-    return _build_with_weights(found, path, src, arch=arch, kind="state_dict")
+    return _build_with_weights(found, path, src, arch=arch, kind="state_dict", guess=guess)
 
 
 def _build_with_weights(
-    state_dict: dict[str, torch.Tensor], path: Path, src: str, *, arch: str | None, kind: str
+    state_dict: dict[str, torch.Tensor],
+    path: Path,
+    src: str,
+    *,
+    arch: str | None,
+    kind: str,
+    guess: bool,
 ) -> LoadedModel:
+    guesses: tuple[ArchGuess, ...] = ()
     if not arch:
-        raise ModelLoadError(
-            f"{src}: holds only weights ({len(state_dict)} tensors), not the architecture; "
-            "pass the architecture with --arch on the command line or arch= in Python "
-            "(a torchvision name such as resnet18, or file.py:ClassName)"
-        )
-    loaded = _build_arch(arch)
+        arch, guesses = _guess_arch(state_dict, src, guess=guess)
+    loaded, fit = _build_arch(arch, state_dict)
     notes = apply_state_dict(loaded.model, state_dict, src, arch)
     loaded.name = f"{path.name} ({arch})"
     loaded.source = src
     loaded.kind = kind
+    loaded.arch_guesses = guesses
+    if fit is not None and fit.num_classes is not None:
+        head = fit.reason.split(";")[0]
+        loaded.warnings.append(f"{path.name}: its {arch} {head}, so the class names are unknown")
     if notes:
         log.info("%s: %s", src, "; ".join(notes))
     return loaded
 
 
-def _build_arch(arch: str) -> LoadedModel:
+_HOW_TO_NAME_ARCH = (
+    "pass the architecture with --arch on the command line or arch= in Python "
+    "(a torchvision name such as resnet18, or file.py:ClassName)"
+)
+
+
+def _guess_arch(
+    state_dict: dict[str, torch.Tensor], src: str, *, guess: bool
+) -> tuple[str, tuple[ArchGuess, ...]]:
+    """The architecture to use for bare weights, or ArchitectureNeededError with candidates."""
+    count = f"{len(state_dict)} tensor{'s' if len(state_dict) != 1 else ''}"
+    lead = f"{src}: holds only weights ({count}), not the architecture"
+    if not guess:
+        raise ArchitectureNeededError(f"{lead}; {_HOW_TO_NAME_ARCH}", src)
+    guesses = tuple(guess_architecture(state_dict))
+    best = confident_guess(guesses)
+    if best is not None:
+        log.info("%s: architecture guessed from the weights: %s", src, best.describe())
+        return best.name, guesses
+    if not guesses:
+        found = "no known architecture matches its keys and shapes"
+    elif guesses[0].fits:
+        tied = [g.name for g in guesses if g.fits and g.score == guesses[0].score]
+        found = f"these fit equally well: {', '.join(tied)}"
+    else:
+        found = "closest: " + ", ".join(f"{g.name} (score {g.score:.2f})" for g in guesses[:3])
+    raise ArchitectureNeededError(f"{lead}; {found}; {_HOW_TO_NAME_ARCH}", src, guesses)
+
+
+def _build_arch(
+    arch: str, state_dict: dict[str, torch.Tensor]
+) -> tuple[LoadedModel, ArchGuess | None]:
+    """Build ``arch`` randomly initialised; for zoo names, sized for the checkpoint's head.
+
+    Returns the model and, for zoo names, how the weights compare with it.
+    """
     ref = parse_code_ref(arch)
     if ref is not None:
-        return LoadedModel(build_from_code(ref), arch, arch, "code")
+        return LoadedModel(build_from_code(ref), arch, arch, "code"), None
     name = arch.lower()
+    if name.startswith(zoo.TIMM_PREFIX):
+        fit = compare_architecture(state_dict, name)
+        model = zoo.construct(name, num_classes=fit.num_classes if fit else None)
+        return LoadedModel(model, name, arch, "timm"), fit
     names = zoo.torchvision_names()
     if name in names:
-        built = zoo.build_torchvision(name, None)
-        return LoadedModel(
+        # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
+        fit = compare_architecture(state_dict, name)
+        built = zoo.build_torchvision(name, None, num_classes=fit.num_classes if fit else None)
+        loaded = LoadedModel(
             built.model,
             name,
             arch,
@@ -359,6 +433,7 @@ def _build_arch(arch: str) -> LoadedModel:
             transforms=built.transforms,
             input_size=built.input_size,
         )
+        return loaded, fit
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ModelLoadError(
@@ -367,7 +442,7 @@ def _build_arch(arch: str) -> LoadedModel:
     )
 
 
-def _open_safetensors(path: Path, src: str, *, arch: str | None) -> LoadedModel:
+def _open_safetensors(path: Path, src: str, *, arch: str | None, guess: bool) -> LoadedModel:
     try:
         from safetensors.torch import load_file
     except ImportError as exc:
@@ -378,7 +453,7 @@ def _open_safetensors(path: Path, src: str, *, arch: str | None) -> LoadedModel:
         state_dict = load_file(str(path), device="cpu")
     except Exception as exc:  # safetensors raises its own SafetensorError for damaged files
         raise ModelLoadError(f"{src}: corrupt safetensors file ({one_line(exc)})") from exc
-    return _build_with_weights(state_dict, path, src, arch=arch, kind="safetensors")
+    return _build_with_weights(state_dict, path, src, arch=arch, kind="safetensors", guess=guess)
 
 
 def _open_torchscript(path: Path, src: str) -> LoadedModel:

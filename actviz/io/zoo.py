@@ -33,6 +33,8 @@ __all__ = [
     "resolve_weights",
     "cached_weights_file",
     "network_available",
+    "TIMM_PREFIX",
+    "construct",
     "build_torchvision",
     "weights_meta",
 ]
@@ -178,17 +180,60 @@ def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_
     return True
 
 
-def _random_init(name: str) -> nn.Module:
+#: Prefix of timm architecture names (``timm/resnet18``), as on the Hugging Face hub.
+TIMM_PREFIX = "timm/"
+
+
+def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
+    """Build an architecture with random weights, without downloading anything.
+
+    Parameters
+    ----------
+    name
+        A torchvision model name, or ``timm/<name>`` for a timm model (timm must be installed).
+    num_classes
+        Size of the classifier head when it differs from the architecture's default.
+
+    Returns
+    -------
+    nn.Module
+
+    Raises
+    ------
+    ModelLoadError
+        timm is asked for but not installed, or the builder rejects ``num_classes``.
+    """
+    kwargs: dict[str, Any] = {}
+    if num_classes is not None:
+        kwargs["num_classes"] = num_classes
+    if name.startswith(TIMM_PREFIX):
+        try:
+            import timm
+        except ImportError as exc:
+            raise ModelLoadError(f"{name}: needs the 'timm' package (pip install timm)") from exc
+        return timm.create_model(name[len(TIMM_PREFIX) :], pretrained=False, **kwargs)
     from torchvision.models import get_model, get_model_builder
 
-    kwargs: dict[str, Any] = {"weights": None}
+    kwargs["weights"] = None
     # Detection/segmentation builders default to downloading an ImageNet backbone.
     if "weights_backbone" in inspect.signature(get_model_builder(name)).parameters:
         kwargs["weights_backbone"] = None
-    return get_model(name, **kwargs)
+    try:
+        return get_model(name, **kwargs)
+    except TypeError as exc:
+        if num_classes is None:
+            raise
+        # A builder without a num_classes argument (e.g. optical flow models).
+        raise ModelLoadError(f"{name}: cannot build it with {num_classes} classes") from exc
 
 
-def build_torchvision(name: str, weights: Any = "DEFAULT") -> ZooModel:
+def _random_init(name: str, num_classes: int | None = None) -> nn.Module:
+    return construct(name, num_classes=num_classes)
+
+
+def build_torchvision(
+    name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None
+) -> ZooModel:
     """Build a torchvision model, pretrained when the weights can be had without hanging.
 
     Parameters
@@ -200,12 +245,16 @@ def build_torchvision(name: str, weights: Any = "DEFAULT") -> ZooModel:
         used if present; otherwise they are downloaded when the network answers within a
         few seconds (and ``ACTVIZ_OFFLINE`` is not set). Failing that the model keeps its
         random initialisation and a warning says so.
+    num_classes
+        Classifier size for a random-init model whose head was retrained (pretrained
+        weights have a fixed head, so this needs ``weights=None``).
 
     Returns
     -------
     ZooModel
         Categories/transforms/input size come from the weights enum (the ``DEFAULT`` one
-        when initialised randomly), so they are known even offline.
+        when initialised randomly), so they are known even offline; categories are None
+        when ``num_classes`` differs from their count.
     """
     from torchvision.models import get_model, get_model_weights
 
@@ -217,8 +266,14 @@ def build_torchvision(name: str, weights: Any = "DEFAULT") -> ZooModel:
         except (ValueError, KeyError, AttributeError):
             meta_source = None
     categories, transforms, input_size = weights_meta(meta_source)
+    if num_classes is not None:
+        if wanted is not None:
+            raise ModelLoadError(f"{name}: pretrained weights cannot have {num_classes} classes")
+        if categories is not None and len(categories) != num_classes:
+            categories = None
     if wanted is None:
-        return ZooModel(_random_init(name), None, categories, transforms, input_size)
+        model = _random_init(name, num_classes)
+        return ZooModel(model, None, categories, transforms, input_size)
 
     label = f"{type(wanted).__name__}.{wanted.name}"
     cached = cached_weights_file(wanted)

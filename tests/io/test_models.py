@@ -551,13 +551,16 @@ def test_state_dict_without_arch_names_the_flag(tmp_path, tiny_ref):
 def test_wrong_architecture_lists_shape_mismatches(tmp_path, r18):
     torch.manual_seed(6)
     ten_class = torchvision.models.resnet18(weights=None, num_classes=10)
+    # A grayscale stem: unlike a 10-class head alone (adapted, see test_arch_guess), no fit.
+    ten_class.conv1 = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
     path = tmp_path / "ft.pt"
     torch.save({"model_state_dict": ten_class.state_dict()}, path)
     with pytest.raises(ModelLoadError) as info:
         open_model(path, arch="resnet18")
     message = str(info.value)
     assert message.startswith(f"{path}: weights do not fit architecture resnet18")
-    assert "2 shape mismatches" in message
+    assert "3 shape mismatches" in message
+    assert "conv1.weight: checkpoint (64, 1, 7, 7) vs model (64, 3, 7, 7)" in message
     assert "fc.weight: checkpoint (10, 512) vs model (1000, 512)" in message
     assert "fc.bias: checkpoint (10,) vs model (1000,)" in message
 

@@ -1,0 +1,495 @@
+"""Guessing the architecture of a bare state_dict from its key names and tensor shapes.
+
+A state_dict names every tensor by its module path (``layer1.0.conv1.weight``) and the shapes
+fix the widths, so comparing them with the *signature* (key -> shape) of each known
+architecture usually identifies the network exactly, even among close relatives (ResNet-18 vs
+34, ViT-B/16 vs B/32, whose keys are the same but whose patch convolution is not).
+
+Signatures are read without allocating weights: models are built on the ``meta`` device with
+their random initialisers skipped, and cached for the life of the process. Architectures are
+grouped by family (the module that defines them); one model per family is built first, and
+only families whose key patterns overlap the checkpoint's are built in full.
+
+Zoos: torchvision (classification, segmentation, detection) always; timm when it is
+installed, through the same family filter and a bounded candidate list.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from actviz.io import zoo
+from actviz.io.checkpoints import best_prefix, drop_compile_prefix
+
+__all__ = [
+    "ArchGuess",
+    "guess_architecture",
+    "compare_architecture",
+    "confident_guess",
+    "signature",
+    "ZOOS",
+]
+
+log = logging.getLogger(__name__)
+
+#: Zoos searched by default, in order of preference when two match equally well.
+ZOOS = ("torchvision", "timm")
+#: Guesses scoring below this are not worth showing.
+MIN_SCORE = 0.2
+#: A family is searched when this share of its key patterns (or the checkpoint's) matches.
+FAMILY_OVERLAP = 0.5
+#: At most this many timm architectures are compared (timm has about a thousand).
+TIMM_MAX_CANDIDATES = 300
+#: Head-size adaptation is only tried for candidates at least this close.
+_HEAD_MIN_SCORE = 0.5
+# Scores: an exact match is 1.0, an exact match once the head is resized is _HEAD_FIT, and
+# anything that would not load is scaled below both so a loadable candidate always ranks first.
+_HEAD_FIT = 0.99
+_NO_FIT = 0.98
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ArchGuess:
+    """How well one architecture fits a state_dict.
+
+    Attributes
+    ----------
+    name
+        The architecture, as ``open_model(arch=...)`` takes it: a torchvision name
+        (``"resnet18"``) or ``"timm/<name>"``.
+    score
+        In [0, 1]: 1.0 only when every key and shape match; 0.99 when they match once the
+        classifier head has ``num_classes`` outputs; at most 0.98 when the weights would not
+        load.
+    matched
+        Checkpoint tensors whose key and shape both match the architecture.
+    keys_matched
+        Checkpoint keys the architecture has, whatever their shape.
+    tensors
+        Tensors in the checkpoint (entries outside ``prefix`` included).
+    expected
+        Tensors the architecture has (with ``num_classes`` applied).
+    prefix
+        Wrapper prefix removed from the checkpoint keys (``"module."``, ``"model."``), or "".
+    num_classes
+        Classifier size the checkpoint needs when it differs from the architecture's default,
+        else None.
+    reason
+        Why, in a few words: ``"all 122 tensors match"``, ``"head has 10 classes instead of
+        1000; all other tensors match"``, ``"118 of 122 tensors match, 4 differ in shape ..."``.
+    zoo
+        ``"torchvision"`` or ``"timm"``.
+    """
+
+    name: str
+    score: float
+    matched: int
+    keys_matched: int
+    tensors: int
+    expected: int
+    prefix: str
+    num_classes: int | None
+    reason: str
+    zoo: str
+
+    @property
+    def fits(self) -> bool:
+        """Whether the weights load into this architecture as they are (head resized)."""
+        return self.matched == self.tensors == self.expected
+
+    def describe(self) -> str:
+        """One line for users: ``resnet18 (score 1.00: all 122 tensors match)``."""
+        return f"{self.name} (score {self.score:.2f}: {self.reason})"
+
+
+@dataclass(frozen=True)
+class _Signature:
+    shapes: Mapping[str, Shape]
+    keys: frozenset[str]
+    patterns: frozenset[str]
+
+
+# --------------------------------------------------------------------------------------------
+# Signatures
+# --------------------------------------------------------------------------------------------
+
+
+def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
+    init = torch.nn.init
+    names = (
+        "uniform_",
+        "normal_",
+        "trunc_normal_",
+        "constant_",
+        "ones_",
+        "zeros_",
+        "eye_",
+        "dirac_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "orthogonal_",
+        "sparse_",
+    )
+    funcs = {getattr(init, n) for n in names if hasattr(init, n)}
+    t = torch.Tensor
+    funcs |= {t.normal_, t.uniform_, t.zero_, t.fill_, t.erfinv_}
+    return frozenset(funcs)
+
+
+class _SkipInit(TorchFunctionMode):
+    """Make random initialisers no-ops: only shapes are read, and on ``meta`` they cost most.
+
+    A torch function mode is per thread, so a model built at the same time on another thread
+    is initialised normally.
+    """
+
+    _skipped = _skipped_initialisers()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if func in self._skipped:
+            return args[0] if args else (kwargs or {}).get("tensor")
+        return func(*args, **(kwargs or {}))
+
+
+def _pattern(key: str) -> str:
+    # Block indices vary with depth (layer1.0 ... layer1.2); the pattern keeps the structure.
+    return ".".join("#" if part.isdigit() else part for part in key.split("."))
+
+
+def _shape(value: Any) -> Shape | None:
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return None
+    return tuple(int(s) for s in shape)
+
+
+@functools.cache
+def _signature(name: str, num_classes: int | None) -> _Signature | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecation notes of builders (GoogLeNet, ...)
+            try:
+                with torch.device("meta"), _SkipInit():
+                    model = zoo.construct(name, num_classes=num_classes)
+            except (NotImplementedError, RuntimeError):
+                # Builders that compute their widths with tensors (RegNet) need real values;
+                # uninitialised CPU memory is never touched, so this stays cheap.
+                with _SkipInit():
+                    model = zoo.construct(name, num_classes=num_classes)
+            shapes = {k: _shape(v) for k, v in model.state_dict().items()}
+    except Exception as exc:  # noqa: BLE001 - any builder may fail; the others still count
+        log.debug("no signature for %s (num_classes=%s): %s", name, num_classes, exc)
+        return None
+    clean = {k: s for k, s in shapes.items() if s is not None}
+    return _Signature(
+        MappingProxyType(clean), frozenset(clean), frozenset(_pattern(k) for k in clean)
+    )
+
+
+def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shape] | None:
+    """The state_dict signature (key -> shape) of an architecture, built without weights.
+
+    Parameters
+    ----------
+    name
+        A torchvision name or ``"timm/<name>"``.
+    num_classes
+        Classifier size, when not the default.
+
+    Returns
+    -------
+    Mapping or None
+        Read-only key -> shape mapping, cached per process; None when it cannot be built.
+    """
+    sig = _signature(name, num_classes)
+    return None if sig is None else sig.shapes
+
+
+# --------------------------------------------------------------------------------------------
+# Candidates: families per zoo
+# --------------------------------------------------------------------------------------------
+
+
+# Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
+_SIZE_WORDS = frozenset(
+    {"t", "s", "m", "b", "l", "h", "small", "large", "tiny", "base", "huge", "mf", "gf"}
+)
+
+
+def _stem(name: str) -> str:
+    """A model name without its sizes: ``fasterrcnn_mobilenet_v3_large_320_fpn`` ->
+    ``fasterrcnn_mobilenet_v_fpn``, ``resnet50`` -> ``resnet``, ``vgg16_bn`` -> ``vgg_bn``."""
+    parts = ("".join(c for c in part if not c.isdigit()) for part in name.split("_"))
+    return "_".join(p for p in parts if p and p not in _SIZE_WORDS)
+
+
+@functools.cache
+def _torchvision_families() -> Mapping[str, tuple[str, ...]]:
+    import torchvision.models as tvm
+
+    names: list[str] = []
+    for module in (tvm, tvm.segmentation, tvm.detection):
+        names.extend(tvm.list_models(module=module))
+    families: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            module_name = tvm.get_model_builder(name).__module__
+        except ValueError:
+            continue
+        # A module can hold several structures (Faster R-CNN on a MobileNet or a ResNet,
+        # VGG with and without batch norm, Swin v1 and v2): the name stem tells them apart.
+        families.setdefault(f"{module_name}:{_stem(name)}", []).append(name)
+    return MappingProxyType({f: tuple(n) for f, n in families.items()})
+
+
+@functools.cache
+def _timm_families() -> Mapping[str, tuple[str, ...]]:
+    try:
+        import timm
+    except ImportError:
+        log.debug("timm is not installed: only torchvision architectures are guessed")
+        return MappingProxyType({})
+    families: dict[str, tuple[str, ...]] = {}
+    try:
+        for module in timm.list_modules():
+            names = tuple(zoo.TIMM_PREFIX + n for n in timm.list_models(module=module))
+            if names:
+                families[module] = names
+    except Exception as exc:  # noqa: BLE001 - an incompatible timm must not break guessing
+        log.debug("cannot list timm models: %s", exc)
+    return MappingProxyType(families)
+
+
+_FAMILIES: dict[str, Callable[[], Mapping[str, tuple[str, ...]]]] = {
+    "torchvision": _torchvision_families,
+    "timm": _timm_families,
+}
+_LIMITS = {"timm": TIMM_MAX_CANDIDATES}
+
+
+def _family_overlap(patterns: frozenset[str], family: tuple[str, ...]) -> float:
+    # The first member that builds stands for the family (a builder may fail on meta).
+    sig = next(
+        (s for s in (_signature(n, None) for n in family[:3]) if s is not None and s.patterns),
+        None,
+    )
+    if sig is None or not patterns:
+        return 0.0
+    _, matches = best_prefix(patterns, sig.patterns)
+    return matches / min(len(patterns), len(sig.patterns))
+
+
+def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
+    """Architectures of the families whose representative's key patterns overlap the
+    checkpoint's, best overlap first, at most the zoo's limit."""
+    families = _FAMILIES[zoo_name]()
+    ranked = []
+    for names in families.values():
+        overlap = _family_overlap(patterns, names)
+        if overlap >= FAMILY_OVERLAP:
+            ranked.append((overlap, names))
+    ranked.sort(key=lambda item: -item[0])
+    limit = _LIMITS.get(zoo_name)
+    chosen: list[str] = []
+    for _, names in ranked:
+        chosen.extend(names)
+        if limit is not None and len(chosen) >= limit:
+            return chosen[:limit]
+    return chosen
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------------------------
+
+
+def _checkpoint_shapes(state_dict: Mapping[str, Any]) -> dict[str, Shape]:
+    cleaned, _ = drop_compile_prefix(state_dict)
+    shapes = {k: _shape(v) for k, v in cleaned.items() if isinstance(k, str)}
+    return {k: s for k, s in shapes.items() if s is not None}
+
+
+def _head_resize(inside: Mapping[str, Shape], sig: _Signature) -> tuple[int, int] | None:
+    """``(checkpoint_classes, default_classes)`` when only the head's output count differs."""
+    pairs = set()
+    for key, shape in inside.items():
+        ref = sig.shapes.get(key)
+        if ref is None or ref == shape:
+            continue
+        if len(ref) != len(shape) or not ref or ref[1:] != shape[1:]:
+            return None
+        pairs.add((shape[0], ref[0]))
+    # All differing tensors (weight and bias of the classifier, an auxiliary classifier)
+    # must agree on one class count.
+    return pairs.pop() if len(pairs) == 1 else None
+
+
+def _verb(count: int, plural: str) -> str:
+    return plural if count != 1 else {"are": "is", "differ": "differs"}[plural]
+
+
+def _example(keys: list[str]) -> str:
+    return f" (e.g. {keys[0]})" if keys else ""
+
+
+def _score(
+    name: str,
+    zoo_name: str,
+    ckpt: Mapping[str, Shape],
+    sig: _Signature,
+    prefix: str,
+    head: tuple[int, int] | None,
+) -> ArchGuess:
+    inside = {k[len(prefix) :]: s for k, s in ckpt.items() if k.startswith(prefix)}
+    common = [k for k in inside if k in sig.shapes]
+    differ = [k for k in common if inside[k] != sig.shapes[k]]
+    matched = len(common) - len(differ)
+    missing = len(sig.shapes) - len(common)
+    unexpected = len(ckpt) - len(common)
+    union = len(ckpt) + len(sig.shapes) - len(common)
+    # Jaccard over tensors; a key found with another shape earns half.
+    similarity = (matched + 0.5 * len(differ)) / union if union else 0.0
+    fits = matched == len(ckpt) == len(sig.shapes)
+    head_note = f"head has {head[0]} classes instead of {head[1]}" if head else ""
+    if fits:
+        score = _HEAD_FIT if head else 1.0
+        reason = f"{head_note}; all other tensors match" if head else f"all {matched} tensors match"
+    else:
+        score = _NO_FIT * similarity
+        parts = [f"{matched} of {len(ckpt)} tensors match"]
+        if differ:
+            parts.append(f"{len(differ)} {_verb(len(differ), 'differ')} in shape{_example(differ)}")
+        if missing:
+            parts.append(f"{missing} of the model's {_verb(missing, 'are')} missing")
+        if unexpected:
+            parts.append(f"{unexpected} {_verb(unexpected, 'are')} not in the model")
+        reason = (f"{head_note}; " if head else "") + ", ".join(parts)
+    return ArchGuess(
+        name=name,
+        score=round(score, 4),
+        matched=matched,
+        keys_matched=len(common),
+        tensors=len(ckpt),
+        expected=len(sig.shapes),
+        prefix=prefix,
+        num_classes=head[0] if head else None,
+        reason=reason,
+        zoo=zoo_name,
+    )
+
+
+def _compare(name: str, zoo_name: str, ckpt: Mapping[str, Shape]) -> ArchGuess | None:
+    sig = _signature(name, None)
+    if sig is None:
+        return None
+    prefix, _ = best_prefix(ckpt, sig.keys)
+    guess = _score(name, zoo_name, ckpt, sig, prefix, None)
+    if guess.fits or guess.score < _HEAD_MIN_SCORE * _NO_FIT:
+        return guess
+    inside = {k[len(prefix) :]: s for k, s in ckpt.items() if k.startswith(prefix)}
+    head = _head_resize(inside, sig)
+    if head is None:
+        return guess
+    resized = _signature(name, head[0])
+    if resized is None:
+        return guess
+    adapted = _score(name, zoo_name, ckpt, resized, prefix, head)
+    return adapted if adapted.matched > guess.matched else guess
+
+
+def _zoo_of(name: str) -> str:
+    return "timm" if name.startswith(zoo.TIMM_PREFIX) else "torchvision"
+
+
+def compare_architecture(state_dict: Mapping[str, Any], name: str) -> ArchGuess | None:
+    """Score one named architecture against a state_dict.
+
+    Parameters
+    ----------
+    state_dict
+        Checkpoint weights (tensors or anything with a ``shape``), prefixes not stripped.
+    name
+        A torchvision name or ``"timm/<name>"``.
+
+    Returns
+    -------
+    ArchGuess or None
+        None when the architecture cannot be built (unknown name, timm missing).
+    """
+    return _compare(name, _zoo_of(name), _checkpoint_shapes(state_dict))
+
+
+def guess_architecture(
+    state_dict: Mapping[str, Any], *, top: int = 5, zoos: Sequence[str] = ZOOS
+) -> list[ArchGuess]:
+    """Rank the known architectures by how well their keys and shapes fit a state_dict.
+
+    Parameters
+    ----------
+    state_dict
+        Checkpoint weights (tensors or anything with a ``shape``); wrapper prefixes such as
+        ``module.``, ``model.`` and ``_orig_mod.`` are allowed.
+    top
+        How many guesses to return at most.
+    zoos
+        Which model zoos to search (see :data:`ZOOS`); a zoo that is not installed is skipped.
+
+    Returns
+    -------
+    list of ArchGuess
+        Best first (ties: the zoo listed first, then the name); only guesses scoring at least
+        :data:`MIN_SCORE`, so a state_dict of an unknown network gives an empty list.
+    """
+    ckpt = _checkpoint_shapes(state_dict)
+    if not ckpt:
+        return []
+    patterns = frozenset(_pattern(k) for k in ckpt)
+    guesses: list[ArchGuess] = []
+    for zoo_name in zoos:
+        if zoo_name not in _FAMILIES:
+            raise ValueError(f"unknown model zoo {zoo_name!r}; known: {', '.join(_FAMILIES)}")
+        for name in _candidates(patterns, zoo_name):
+            guess = _compare(name, zoo_name, ckpt)
+            if guess is not None and guess.score >= MIN_SCORE:
+                guesses.append(guess)
+    order = {z: i for i, z in enumerate(zoos)}
+    guesses.sort(key=lambda g: (-g.score, order[g.zoo], g.name))
+    return guesses[:top]
+
+
+def confident_guess(guesses: Iterable[ArchGuess]) -> ArchGuess | None:
+    """The guess to use without asking: the best one, if it loads and nothing ties with it.
+
+    Parameters
+    ----------
+    guesses
+        Guesses as :func:`guess_architecture` ranks them.
+
+    Returns
+    -------
+    ArchGuess or None
+        None when the best guess would not load, or another architecture from the same zoo
+        fits equally well (the user must choose). Equal fits from a later zoo (timm's copy of
+        a torchvision network) do not count: the preferred zoo's one is used.
+    """
+    ranked = list(guesses)
+    if not ranked or not ranked[0].fits:
+        return None
+    best = ranked[0]
+    for other in ranked[1:]:
+        if other.fits and other.score == best.score and other.zoo == best.zoo:
+            return None
+    return best
