@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from actviz.io.arch_guess import ArchGuess
+from typing import Any
 
 __all__ = [
     "ActvizError",
@@ -46,11 +43,12 @@ class ArchitectureNeededError(ModelLoadError):
     """
 
     def __init__(
-        self, message: str, path: str | os.PathLike[str], candidates: Sequence[ArchGuess] = ()
+        self, message: str, path: str | os.PathLike[str], candidates: Sequence[Any] = ()
     ) -> None:
+        # Typed loosely: errors.py sits below arch_guess.py (which raises it) in the imports.
         super().__init__(message)
         self.path = os.fspath(path)
-        self.candidates: tuple[ArchGuess, ...] = tuple(candidates)
+        self.candidates: tuple[Any, ...] = tuple(candidates)
 
 
 class UntrustedFileError(ActvizError):
