@@ -67,7 +67,7 @@ from actviz.ui.settings import AppSettings
 from actviz.ui.tree_model import format_count
 from actviz.ui.window_actions import build_actions, build_menus, build_toolbar
 from actviz.ui.window_layout import build_centre, build_status_bar, default_window_size
-from actviz.ui.worker import Worker, favour_gui_thread
+from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
 
 log = logging.getLogger(__name__)
 
@@ -587,6 +587,7 @@ class MainWindow(FileOpening, ExportActions, PinActions, ResultDisplay, QMainWin
         self._closed = True
         self._debounce.stop()
         self.worker.shutdown()
+        release_gui_thread()  # the process gets its switch interval back with the last window
         for worker in (self.model_loads, self.input_loads, self.export_worker):
             worker.shutdown(timeout_ms=0)
         for request in (self._model_request, self._input_request, self._export_request):

@@ -24,13 +24,13 @@ RUN_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture(autouse=True)
-def isolated_settings(tmp_path, monkeypatch):
-    """explore/run_app build their own window: point the default QSettings at tmp_path."""
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "cfg"))
+def close_explored_windows():
+    """explore/run_app build their own window (its settings land in the test's own config
+    folder: see ``isolated_user_state`` in tests/conftest.py); close what a test left open."""
     yield
     for window in list(explore_module._OPEN_WINDOWS):
         window.close()
+    assert explore_module._OPEN_WINDOWS == []
 
 
 def _model() -> nn.Module:
@@ -104,6 +104,37 @@ def test_explore_blocks_until_the_window_closes(qtbot):
     QTimer.singleShot(300, close_soon)
     assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
     assert len(closed) == 1
+
+
+def test_explore_gives_the_process_its_switch_interval_back(qtbot):
+    """The window shortens the GIL switch interval while it is open, and only then."""
+    import sys
+
+    from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(0.005)  # CPython's default; the autouse fixture restores the real one
+    window = actviz.explore(_model(), torch.randn(1, 3, 8, 8), block=False)
+    qtbot.addWidget(window)
+    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
+    window.close()
+    assert sys.getswitchinterval() == 0.005
+    # The blocking call, as from a script: short while the window is open, back on return.
+    sys.setswitchinterval(0.004)
+    during = []
+
+    def close_when_open():
+        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
+        shown = [w for w in windows if w.isVisible()]
+        if not shown:
+            QTimer.singleShot(10, close_when_open)
+            return
+        during.append(sys.getswitchinterval())
+        shown[0].close()
+
+    QTimer.singleShot(0, close_when_open)
+    assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
+    assert during == [pytest.approx(GIL_SWITCH_INTERVAL_S)]
+    assert sys.getswitchinterval() == 0.004
 
 
 def _close_when(ready, seen, timeout_s: float = 30.0):
