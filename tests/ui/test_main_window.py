@@ -913,6 +913,39 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp
     window.shutdown()
 
 
+def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
+    qtbot, make_window, monkeypatch, caplog
+):
+    from actviz.ui.live_mode import install_live_mode
+
+    window = make_window()  # ACTVIZ_MEMORY_BUDGET is unset in tests (tests/conftest.py)
+    assert window.session.memory_budget == 1 << 30
+    assert install_live_mode(window).memory_budget == 1 << 30
+    assert window.live_dock.budget_spin.value() == 1024  # MiB
+    window.close()
+    monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "512MiB")
+    window = make_window()
+    assert window.session.memory_budget == 512 << 20
+    assert install_live_mode(window).memory_budget == 512 << 20
+    assert window.live_dock.budget_spin.value() == 512
+    window.close()
+    # A budget from the environment is obeyed: one 64x64x64 map (1 MiB) is over 200 kB.
+    monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")
+    window = make_window()
+    window.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
+    window.set_input(torch.randn(1, 3, 64, 64))
+    with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
+        window.run()
+    assert window.result is None
+    assert any("memory budget" in t for t in window.banner.texts())
+    window.close()
+    # Nonsense is ignored with a warning, not a crash: the default holds.
+    monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "lots")
+    window = make_window()
+    assert window.session.memory_budget == 1 << 30
+    assert any("ignoring ACTVIZ_MEMORY_BUDGET" in r.getMessage() for r in caplog.records)
+
+
 def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, tiny_window):
     window, _ = tiny_window
     # after a run the last layer shown is selected
