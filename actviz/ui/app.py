@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 #: Set to 1, the window exits on its own once its first result is painted (CI, smoke tests).
 EXIT_AFTER_SHOW_ENV = "ACTVIZ_EXIT_AFTER_SHOW"
+EXIT_AFTER_SHOW_TIMEOUT_MS = 300_000
 
 
 def run_app(
@@ -68,7 +69,12 @@ def run_app(
 
 
 def _exit_after_first_result(app, window: MainWindow) -> None:
+    ended: list[int] = []  # the first outcome decides the exit code
+
     def painted() -> None:
+        if ended:
+            return
+        ended.append(0)
         window.flush_panel_updates()
         window.repaint()  # synchronous: the panels are drawn before the loop ends
         print(
@@ -77,6 +83,9 @@ def _exit_after_first_result(app, window: MainWindow) -> None:
         app.exit(0)
 
     def failed(message: str) -> None:
+        if ended:
+            return
+        ended.append(1)
         print(f"actviz: {message}; exiting ({EXIT_AFTER_SHOW_ENV}=1)")
         app.exit(1)
 
@@ -84,3 +93,5 @@ def _exit_after_first_result(app, window: MainWindow) -> None:
     window.run_finished.connect(lambda: QTimer.singleShot(0, painted))
     for signal in (window.run_failed, window.model_load_failed, window.input_load_failed):
         signal.connect(failed)
+    # Never hang a headless machine: no result at all is a failure too.
+    QTimer.singleShot(EXIT_AFTER_SHOW_TIMEOUT_MS, window, lambda: failed("no result in 5 minutes"))
