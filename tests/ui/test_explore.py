@@ -6,13 +6,14 @@ import time
 
 import numpy as np
 import pytest
+import shiboken6
 import torch
 from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QApplication
 from torch import nn
 
 import actviz
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.ui import app as app_module
 from actviz.ui import explore as explore_module
 from actviz.ui.app import run_app
 from actviz.ui.dialogs import OpenModelDialog
@@ -23,13 +24,37 @@ from tests.ui.test_main_window import demo_resources  # noqa: F401 - fixture
 RUN_TIMEOUT_MS = 60_000
 
 
+_OPENED: list[MainWindow] = []
+
+
+class _RecordedWindow(MainWindow):
+    """The window explore/run_app build, remembered so a test can find and close it without
+    walking ``QApplication.topLevelWidgets()`` (which wraps every top-level widget alive, and
+    once crashed the interpreter doing so in a full run)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _OPENED.append(self)
+
+
+def _shown_windows() -> list[MainWindow]:
+    return [w for w in _OPENED if shiboken6.isValid(w) and w.isVisible()]
+
+
 @pytest.fixture(autouse=True)
-def close_explored_windows():
+def close_explored_windows(monkeypatch):
     """explore/run_app build their own window (its settings land in the test's own config
     folder: see ``isolated_user_state`` in tests/conftest.py); close what a test left open."""
-    yield
-    for window in list(explore_module._OPEN_WINDOWS):
-        window.close()
+    monkeypatch.setattr(explore_module, "MainWindow", _RecordedWindow)
+    monkeypatch.setattr(app_module, "MainWindow", _RecordedWindow)
+    try:
+        yield
+    finally:
+        for window in list(explore_module._OPEN_WINDOWS):
+            window.close()
+        for window in _shown_windows():
+            window.close()
+        _OPENED.clear()
     assert explore_module._OPEN_WINDOWS == []
 
 
@@ -96,10 +121,9 @@ def test_explore_blocks_until_the_window_closes(qtbot):
     closed = []
 
     def close_soon():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                closed.append(window)
-                window.close()
+        for window in _shown_windows():
+            closed.append(window)
+            window.close()
 
     QTimer.singleShot(300, close_soon)
     assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
@@ -123,8 +147,7 @@ def test_explore_gives_the_process_its_switch_interval_back(qtbot):
     during = []
 
     def close_when_open():
-        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
-        shown = [w for w in windows if w.isVisible()]
+        shown = _shown_windows()
         if not shown:
             QTimer.singleShot(10, close_when_open)
             return
@@ -143,17 +166,16 @@ def _close_when(ready, seen, timeout_s: float = 30.0):
     deadline = time.monotonic() + timeout_s
 
     def check():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                if not ready(window) and time.monotonic() < deadline:
-                    QTimer.singleShot(50, check)
-                    return
-                seen.append(
-                    (window.windowTitle(), window.banner.texts(), list(window.layer_panels),
-                     window.session.input.source if window.session.input else None)
-                )  # fmt: skip
-                window.close()
+        for window in _shown_windows():
+            if not ready(window) and time.monotonic() < deadline:
+                QTimer.singleShot(50, check)
                 return
+            seen.append(
+                (window.windowTitle(), window.banner.texts(), list(window.layer_panels),
+                 window.session.input.source if window.session.input else None)
+            )  # fmt: skip
+            window.close()
+            return
         QTimer.singleShot(50, check)
 
     QTimer.singleShot(50, check)
