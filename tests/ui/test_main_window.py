@@ -843,8 +843,10 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
                 window.run()
         window.close()
         assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
-        with qtbot.waitSignal(window.destroyed, timeout=5000):
-            window.deleteLater()
+        destroyed = []
+        window.destroyed.connect(lambda *_: destroyed.append(True))
+        window.deleteLater()
+        qtbot.waitUntil(lambda: bool(destroyed), timeout=5000)
         assert_no_hooks(model)
     assert not model.training
     # Closing mid-capture leaves no global hooks either (the helper checks module hooks).
