@@ -833,20 +833,22 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
     x = _x()
     for i in range(50):
         window = MainWindow(settings=settings, debounce_ms=5)
-        window.set_model(model, layers=["conv1", "conv2", "fc"])
-        window.set_input(x)
-        window.show()
-        if i % 5 == 4:
-            window.run()  # close while the capture may still be running
-        else:
-            with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-                window.run()
-        window.close()
+        try:
+            window.set_model(model, layers=["conv1", "conv2", "fc"])
+            window.set_input(x)
+            window.show()
+            if i % 5 == 4:
+                window.run()  # close while the capture may still be running
+            else:
+                with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+                    window.run()
+        finally:
+            window.close()
         assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
-        destroyed = []
-        window.destroyed.connect(lambda *_: destroyed.append(True))
+        destroyed: list[bool] = []
+        window.destroyed.connect(lambda *_, seen=destroyed: seen.append(True))
         window.deleteLater()
-        qtbot.waitUntil(lambda: bool(destroyed), timeout=5000)
+        qtbot.waitUntil(lambda seen=destroyed: bool(seen), timeout=5000)
         assert_no_hooks(model)
     assert not model.training
     # Closing mid-capture leaves no global hooks either (the helper checks module hooks).

@@ -84,27 +84,30 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, tiny_window):
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
     timer.start()
-    assert window.open_model_source("resnet18") is True
-    assert loader.started["resnet18"].wait(5)
-    # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
-    assert window.status_label.text() == "Opening resnet18…"
-    assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
-    assert window.is_loading() and window.is_busy()
-    # The event loop keeps running timers while the load is held at its gate.
-    qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=5000)
-    assert loader.released == [] and window.is_loading()
-    # The previous model stays usable while the new one loads.
-    assert window.session.model is old
-    run_and_wait(qtbot, window)
-    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+    try:
+        assert window.open_model_source("resnet18") is True
+        assert loader.started["resnet18"].wait(5)
+        # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
+        assert window.status_label.text() == "Opening resnet18…"
+        assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
+        assert window.is_loading() and window.is_busy()
+        # The event loop keeps running timers while the load is held at its gate.
+        qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=5000)
+        assert loader.released == [] and window.is_loading()
+        # The previous model stays usable while the new one loads.
+        assert window.session.model is old
+        run_and_wait(qtbot, window)
+        with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+            gate.set()
+        assert loaded.args == ["resnet18"]
+        assert loader.on_gui_thread == [False]
+        assert window.session.model is loader.models["resnet18"]
+        assert window.windowTitle() == "actviz — tiny resnet18"
+        assert not window.progress_bar.isVisible() and not window.is_loading()
+        assert window.settings.recent_models()[0] == "resnet18"
+    finally:
+        timer.stop()
         gate.set()
-    timer.stop()
-    assert loaded.args == ["resnet18"]
-    assert loader.on_gui_thread == [False]
-    assert window.session.model is loader.models["resnet18"]
-    assert window.windowTitle() == "actviz — tiny resnet18"
-    assert not window.progress_bar.isVisible() and not window.is_loading()
-    assert window.settings.recent_models()[0] == "resnet18"
 
 
 def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, tiny_window):
