@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QCoreApplication, QTimer
 
 from actviz.ui.explore import ensure_app
 from actviz.ui.live_mode import install_live_mode
@@ -68,7 +68,8 @@ def run_app(
     return int(code)
 
 
-def _exit_after_first_result(app, window: MainWindow) -> None:
+def _exit_after_first_result(app: QCoreApplication, window: MainWindow) -> None:
+    """Quit ``app`` after ``window`` painted its first result (0) or after a failure (1)."""
     ended: list[int] = []  # the first outcome decides the exit code
 
     def painted() -> None:
