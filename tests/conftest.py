@@ -15,6 +15,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("ACTVIZ_OFFLINE", "1")
 
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -55,10 +56,11 @@ def no_hooks_left():
 def isolated_user_state(tmp_path_factory):
     """Give the test its own home, config folder and QSettings location; restore all after.
 
-    ``HOME`` and the XDG folders point into a fresh temporary folder (so do subprocesses the
-    test starts, which inherit the environment), ``QSettings()`` reads and writes an INI file
-    there, and the environment, QSettings' default format and paths, and
-    ``sys.getswitchinterval()`` are put back when the test ends, whatever it changed.
+    ``HOME``, the XDG folders and ``TMPDIR`` (and :mod:`tempfile`'s folder) point into a fresh
+    temporary folder (so do subprocesses the test starts, which inherit the environment),
+    ``QSettings()`` reads and writes an INI file there, and the environment, QSettings' default
+    format and paths, tempfile's folder and ``sys.getswitchinterval()`` are put back when the
+    test ends, whatever it changed.
 
     Yields
     ------
@@ -67,7 +69,10 @@ def isolated_user_state(tmp_path_factory):
     """
     home = tmp_path_factory.mktemp("home")
     config = home / ".config"
+    scratch = home / "tmp"  # tempfile's folder too, so no temporary file lands outside
+    scratch.mkdir()
     environ = dict(os.environ)
+    tempdir = tempfile.tempdir
     switch_interval = sys.getswitchinterval()
     settings_format = QSettings.defaultFormat()
     for var in ACTVIZ_BEHAVIOUR_VARS:
@@ -77,7 +82,9 @@ def isolated_user_state(tmp_path_factory):
         XDG_CONFIG_HOME=str(config),
         XDG_CACHE_HOME=str(home / ".cache"),
         XDG_DATA_HOME=str(home / ".local" / "share"),
+        TMPDIR=str(scratch),
     )
+    tempfile.tempdir = str(scratch)
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
     for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
         QSettings.setPath(fmt, QSettings.Scope.UserScope, str(config))
@@ -88,5 +95,6 @@ def isolated_user_state(tmp_path_factory):
             QSettings.setPath(fmt, QSettings.Scope.UserScope, _QT_USER_CONFIG)
         QSettings.setDefaultFormat(settings_format)
         sys.setswitchinterval(switch_interval)
+        tempfile.tempdir = tempdir
         os.environ.clear()
         os.environ.update(environ)
