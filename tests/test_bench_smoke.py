@@ -31,21 +31,30 @@ def test_lag_summary_reports_percentiles_in_ms():
     assert math.isnan(lag_summary([])["p99_ms"])
 
 
-def test_lag_probe_sees_a_blocked_event_loop(qtbot):
-    import time
+def test_lag_probe_sees_a_blocked_event_loop(qtbot, monkeypatch):
+    from types import SimpleNamespace
 
-    from PySide6.QtCore import QTimer
+    from actviz.bench import ui_bench
 
     ensure_qt_app()
     probe = LagProbe(5)
+    # Its timer really drives it: a few timeouts arrive while the event loop runs.
     probe.start()
-    QTimer.singleShot(30, lambda: time.sleep(0.08))  # the GUI thread stalls for 80 ms
-    done = []
-    QTimer.singleShot(250, lambda: done.append(1))
-    wait_until(lambda: bool(done), 5.0)
+    assert probe.timer.isActive()
+    assert wait_until(lambda: len(probe.lags) >= 3, 10.0)
     probe.stop()
-    assert probe.summary()["max_ms"] >= 60
-    assert probe.summary()["p50_ms"] < 20
+    assert not probe.timer.isActive()
+    # The lag arithmetic, on a clock the test controls: timeouts due every 5 ms, one 80 ms late.
+    clock = iter([10.000, 10.005, 10.010, 10.095, 10.100])
+    monkeypatch.setattr(ui_bench, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    probe.lags.clear()
+    probe.start()
+    probe.stop()  # only (re)sets the first timeout; the calls below are the timeouts
+    for _ in range(5):
+        probe._on_timeout()
+    assert probe.lags == pytest.approx([0.0, 0.0, 0.080, 0.0], abs=1e-9)
+    s = probe.summary()
+    assert s["n"] == 4 and s["max_ms"] == pytest.approx(80.0) and s["p50_ms"] == pytest.approx(0.0)
 
 
 def test_render_bench_times_every_case():
@@ -92,18 +101,45 @@ def test_memory_bench_reads_rss_at_both_checkpoints():
     assert r.held_bytes > 0
 
 
-def test_startup_bench_reads_the_childs_timestamp():
-    cmd = [sys.executable, "-c", f"import time; print('{startup_bench.MARK}', time.time())"]
-    assert 0 < startup_bench._time_process(cmd, 60) < 60
+def test_startup_bench_reads_the_childs_timestamp(monkeypatch):
+    from types import SimpleNamespace
+
+    # The parent's clock reads 1000.0 when it starts the child; the child says 1012.5.
+    monkeypatch.setattr(startup_bench, "time", SimpleNamespace(time=lambda: 1000.0))
+    cmd = [sys.executable, "-c", f"print('noise'); print('{startup_bench.MARK}', 1012.5)"]
+    assert startup_bench._time_process(cmd, 60) == 12.5
     with pytest.raises(RuntimeError, match="printed no"):
         startup_bench._time_process([sys.executable, "-c", "pass"], 60)
 
 
 @pytest.mark.slow
-def test_the_app_child_reports_its_first_painted_result():
+def test_the_app_child_reports_its_first_painted_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the child's scratch settings go here
     app_cmd = [sys.executable, "-m", "actviz.bench.startup_bench", "--child"]
+    # Raises unless the child printed its mark, which it does only once the demo is painted.
     seconds = startup_bench._time_process(app_cmd, 180)
-    assert 0 < seconds < 180
+    assert math.isfinite(seconds)
+    assert list(tmp_path.iterdir()) == []  # and it removed its scratch settings
+
+
+def test_scratch_settings_leave_nothing_behind(tmp_path, monkeypatch):
+    """Benchmarks write settings only inside their own temporary folder, gone at exit."""
+    import os
+    import subprocess
+
+    code = (
+        "from actviz.bench.ui_bench import scratch_settings\n"
+        "s = scratch_settings(); s.setValue('view/colormap', 'magma'); s.sync()\n"
+        "print(s.fileName())\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    written = proc.stdout.strip().splitlines()[-1]
+    assert written.startswith(str(tmp_path / "actviz-bench-")) and written.endswith(".ini")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_prints_a_table_and_a_json_last_line(capsys):

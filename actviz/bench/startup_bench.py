@@ -100,18 +100,15 @@ def print_table(r: StartupResult) -> None:
 
 def child_main() -> int:  # pragma: no cover - runs in a subprocess
     """``run_app()`` with no arguments, printing :data:`MARK` and the time at the first paint."""
-    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtCore import QTimer
 
+    from actviz.bench.ui_bench import remove_scratch, scratch_settings
     from actviz.ui.explore import ensure_app
     from actviz.ui.window.main_window import MainWindow
 
     app = ensure_app()
-    import tempfile
-
-    handle, ini = tempfile.mkstemp(prefix="actviz-startup-", suffix=".ini")
-    os.close(handle)
     # A scratch settings file: no restored geometry or recent files change what is measured.
-    window = MainWindow(settings=QSettings(ini, QSettings.Format.IniFormat))
+    window = MainWindow(settings=scratch_settings())
     state = {"done": False}
 
     def painted() -> None:
@@ -120,11 +117,12 @@ def child_main() -> int:  # pragma: no cover - runs in a subprocess
         state["done"] = True
         window.repaint()  # the panels just filled: draw them now, synchronously
         print(MARK, repr(time.time()), flush=True)
-        os.remove(ini)
+        remove_scratch()  # os._exit skips atexit
         os._exit(0)  # the figure is "up and drawing"; interpreter teardown is not part of it
 
     def failed(text: str) -> None:
         print("run failed:", text, file=sys.stderr, flush=True)
+        remove_scratch()
         os._exit(2)
 
     window.run_finished.connect(lambda: QTimer.singleShot(0, painted))

@@ -3,7 +3,9 @@ the other UI benchmarks share (one QApplication, offscreen when headless, scratc
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -26,11 +28,33 @@ def ensure_qt_app() -> Any:
     return app
 
 
+_scratch_dir: str | None = None
+
+
+def scratch_dir() -> str:
+    """This process's temporary folder for scratch files; removed when the process exits
+    (:func:`remove_scratch` removes it earlier, e.g. before ``os._exit``)."""
+    global _scratch_dir
+    if _scratch_dir is None:
+        _scratch_dir = tempfile.mkdtemp(prefix="actviz-bench-")
+        atexit.register(remove_scratch)
+    return _scratch_dir
+
+
+def remove_scratch() -> None:
+    """Delete :func:`scratch_dir` and everything in it (nothing if it was never made)."""
+    global _scratch_dir
+    if _scratch_dir is not None:
+        shutil.rmtree(_scratch_dir, ignore_errors=True)
+        _scratch_dir = None
+
+
 def scratch_settings() -> Any:
-    """A QSettings in a temporary file, so benchmarks neither read nor change the user's."""
+    """A QSettings in :func:`scratch_dir`, so benchmarks neither read nor change the user's
+    settings and leave no file behind."""
     from PySide6.QtCore import QSettings
 
-    handle, path = tempfile.mkstemp(prefix="actviz-bench-", suffix=".ini")
+    handle, path = tempfile.mkstemp(prefix="settings-", suffix=".ini", dir=scratch_dir())
     os.close(handle)
     return QSettings(path, QSettings.Format.IniFormat)
 

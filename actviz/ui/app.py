@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
+
+from PySide6.QtCore import QCoreApplication, QTimer
 
 from actviz.ui.explore import ensure_app
 from actviz.ui.live.dock import install_live_mode
 from actviz.ui.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
+
+#: Set to 1, the window exits on its own once its first result is painted (CI, smoke tests).
+EXIT_AFTER_SHOW_ENV = "ACTVIZ_EXIT_AFTER_SHOW"
+EXIT_AFTER_SHOW_TIMEOUT_MS = 300_000
 
 
 def run_app(
@@ -36,7 +43,9 @@ def run_app(
     -------
     int
         The event loop's exit code (0 on a normal close). A model or input that fails to
-        open does not stop the window: the banner says why.
+        open does not stop the window: the banner says why. With ``ACTVIZ_EXIT_AFTER_SHOW=1``
+        the window closes itself after painting its first result (exit 0) or after the first
+        failure (exit 1), so a headless machine can prove the app opens.
     """
     app = ensure_app()
     window = MainWindow()
@@ -51,7 +60,39 @@ def run_app(
         window.open_input_source(input)  # replaces the demo's own sample
     elif model is not None:
         window.open_default_input()
+    if os.environ.get(EXIT_AFTER_SHOW_ENV) == "1":
+        _exit_after_first_result(app, window)
     window.show()
     code = app.exec()
     window.shutdown()
     return int(code)
+
+
+def _exit_after_first_result(app: QCoreApplication, window: MainWindow) -> None:
+    """Quit ``app`` after ``window`` painted its first result (0) or after a failure (1)."""
+    ended: list[int] = []  # the first outcome decides the exit code
+
+    def painted() -> None:
+        if ended:
+            return
+        ended.append(0)
+        window.flush_panel_updates()
+        window.repaint()  # synchronous: the panels are drawn before the loop ends
+        print(
+            f"actviz: painted {len(window.layer_panels)} layer panels; exiting ({EXIT_AFTER_SHOW_ENV}=1)"
+        )
+        app.exit(0)
+
+    def failed(message: str) -> None:
+        if ended:
+            return
+        ended.append(1)
+        print(f"actviz: {message}; exiting ({EXIT_AFTER_SHOW_ENV}=1)")
+        app.exit(1)
+
+    # After the result is applied and the loop has had a pass to lay the panels out.
+    window.run_finished.connect(lambda: QTimer.singleShot(0, painted))
+    for signal in (window.run_failed, window.model_load_failed, window.input_load_failed):
+        signal.connect(failed)
+    # Never hang a headless machine: no result at all is a failure too.
+    QTimer.singleShot(EXIT_AFTER_SHOW_TIMEOUT_MS, window, lambda: failed("no result in 5 minutes"))

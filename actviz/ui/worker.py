@@ -44,10 +44,38 @@ def favour_gui_thread() -> None:
     capture's hooks or a frame's preparation run Python, it may wait up to 5 ms; a paint makes
     many such entries. Measured on ResNet-50 live (3 paired runs on a noisy 2-core machine):
     timer lag p99 11.5/6.2/8.4 ms -> 9.4/5.6/6.4 ms, max 37/32/25 ms -> 39/13/18 ms, with no
-    loss of throughput. The interval is process-wide; this only ever lowers it.
+    loss of throughput. The interval is process-wide; this only ever lowers it, and the last
+    :func:`release_gui_thread` of a window that called this puts the caller's value back.
     """
-    if sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    global _favour_count, _interval_before
+    if _favour_count == 0:
+        _interval_before = sys.getswitchinterval()
+        if _interval_before > GIL_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        else:
+            _interval_before = None  # already short enough: nothing to put back
+    _favour_count += 1
+
+
+def release_gui_thread() -> None:
+    """Undo one :func:`favour_gui_thread`; the last one restores the switch interval.
+
+    A script or notebook that calls ``actviz.explore`` gets its process back as it was. An
+    interval changed by someone else meanwhile is left as they set it.
+    """
+    global _favour_count, _interval_before
+    if _favour_count == 0:
+        return
+    _favour_count -= 1
+    if _favour_count == 0 and _interval_before is not None:
+        if sys.getswitchinterval() == GIL_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(_interval_before)
+        _interval_before = None
+
+
+# Windows (GUI thread only) holding the short interval, and the interval before the first.
+_favour_count = 0
+_interval_before: float | None = None
 
 
 @dataclass

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import torch
 from PIL import Image
 
 from tests.core.seed_models import SeedMLP
 
+# The checkout under test: the child imports this actviz (and tests/) from any working folder.
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ACTVIZ_OFFLINE="1", QT_QPA_PLATFORM="offscreen")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, ACTVIZ_OFFLINE="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=path)
     return subprocess.run(
         [sys.executable, "-m", "actviz", *args],
         capture_output=True,
@@ -56,8 +62,28 @@ def test_export_resnet18_state_dict_with_image(tmp_path):
     assert summary["target"]["index"] == 3 and summary["target"]["label"] == "tiger shark"
     assert summary["input_shapes"] == [1, 3, 224, 224]
     assert summary["layers"]["layer4"]["shape"] == [1, 512, 7, 7]
+    # The files hold what the same model gives on the same input in this process.
+    import actviz
+    from actviz.display import attribution as views
+    from actviz.io.inputs import open_input
+    from actviz.io.models import open_model
+
+    loaded = open_model(str(ckpt), arch="resnet18")
+    inp = open_input(str(img), loaded_model=loaded)
+    cap = actviz.capture(loaded.model, inp.value, ["layer1", "layer4"], target=3)
+    layer4 = np.load(out / "layer4.npz")
+    close = {"rtol": 1e-4, "atol": 1e-6}
+    np.testing.assert_allclose(layer4["output"], cap["layer4"].output.numpy(), **close)
+    np.testing.assert_allclose(layer4["grad_output"], cap["layer4"].grad_output.numpy(), **close)
+    np.testing.assert_allclose(
+        np.load(out / "saliency.npy"), views.saliency(cap.input_grads), **close
+    )
+    cam = views.grad_cam(cap["layer4"].tensor, cap["layer4"].grad, size=inp.image.shape[:2])
+    np.testing.assert_allclose(np.load(out / "gradcam.npy"), cam, **close)
+    assert summary["attribution"]["gradcam_layer"] == "layer4"
+    np.testing.assert_array_equal(np.asarray(Image.open(out / "input.png")), inp.image)
     for name in ("layer1_features.png", "layer4_grad.png", "saliency.png", "gradcam.png"):
-        assert Image.open(out / name).size[0] > 100
+        Image.open(out / name).verify()  # complete PNGs (their pixels: tests/io/test_export.py)
 
 
 def test_info_prints_tree_with_shapes(tmp_path):
@@ -73,7 +99,7 @@ def test_info_prints_tree_with_shapes(tmp_path):
 def test_info_on_code_reference(tmp_path):
     src = tmp_path / "mlp.py"
     src.write_text("from tests.core.seed_models import SeedMLP as Net\n")
-    proc = run("info", "--model", f"{src}:Net", cwd=os.getcwd())
+    proc = run("info", "--model", f"{src}:Net", cwd=tmp_path)  # `tests` comes from PYTHONPATH
     assert proc.returncode == 0, proc.stderr
     assert "fc1" in proc.stdout and "Linear" in proc.stdout
 

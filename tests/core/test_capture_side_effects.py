@@ -261,6 +261,27 @@ def test_scripted_and_compiled_models_warn():
     assert any("TorchScript" in w for w in cap.warnings)
     assert cap.names == []
     assert torch.allclose(cap.output, torch.tensor([0.7514, 0.7729]), atol=1e-4)
+    # A real torch.compile'd module (the eager backend: no compiler needed), already run
+    # compiled once, as a user's would be.
+    compiled = torch.compile(model, backend="eager")
+    assert type(compiled).__name__ == "OptimizedModule"
+    x = torch.tensor([0.05, 0.1])
+    try:
+        assert torch.allclose(compiled(x), torch.tensor([0.7514, 0.7729]), atol=1e-4)
+        cap = actviz.capture(compiled, x, layers=["_orig_mod.fc1", "s2"], target=1)
+        assert [w for w in cap.warnings if "torch.compile" in w] == [
+            "torch.compile'd model: actviz runs its original eager module (same weights) so "
+            "that layer hooks fire"
+        ]
+        # The layer hooks fired on the original module, with the article's exact numbers.
+        assert cap.names == ["fc1", "s2"]
+        assert torch.allclose(cap["fc1"].output, torch.tensor([0.3775, 0.3925]), atol=1e-4)
+        assert torch.allclose(cap["s2"].output, torch.tensor([0.7514, 0.7729]), atol=1e-4)
+        assert cap.target_value == pytest.approx(0.7729, abs=1e-4)
+        assert_no_hooks(model)
+        assert torch.allclose(compiled(x), cap.output)  # still runs compiled afterwards
+    finally:
+        torch._dynamo.reset()  # dynamo's caches are process-wide
 
 
 def test_layer_that_never_runs_is_reported():

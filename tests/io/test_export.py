@@ -11,6 +11,8 @@ import torchvision
 from PIL import Image
 
 import actviz
+from actviz.display.colormaps import OVERLAY_CMAP, table
+from actviz.display.mosaic import mosaic
 from actviz.io.export import channel_pages, export_capture, pick_gradcam_layer, render_layer_png
 from tests.core.seed_models import SeedMLP
 
@@ -138,3 +140,92 @@ def test_tiles_are_numbered_with_the_layers_channels(monkeypatch):
     render_layer_png(maps, "wide", max_channels=10, first_channel=20)
     assert [t for t in labels if t.isdigit()] == [str(c) for c in range(20, 30)]
     assert any("channels 20-29 of 30" in t for t in labels)
+
+
+# -------------------------------------------------------------------- PNGs against their arrays
+def _png_body(path) -> np.ndarray:
+    """The picture an exported PNG frames: the block between its title and its colour bar."""
+    rgb = np.asarray(Image.open(path).convert("RGB")).astype(np.int16)
+    ink = (rgb != 255).any(axis=2)  # the page is white; no colour map reaches pure white
+    rows = np.flatnonzero(ink.any(axis=1))
+    breaks = np.flatnonzero(np.diff(rows) > 1)
+    starts, ends = np.r_[rows[0], rows[breaks + 1]], np.r_[rows[breaks], rows[-1]]
+    assert len(starts) >= 3, "expected a title, a picture and a colour bar"
+    top, bottom = starts[1], ends[1] + 1
+    cols = np.flatnonzero(ink[top:bottom].any(axis=0))
+    return rgb[top:bottom, cols[0] : cols[-1] + 1]
+
+
+def _values(rgb: np.ndarray, cmap: str) -> np.ndarray:
+    """Read colours back through the colour map: the value in [0, 1] whose colour is nearest."""
+    colours = table(cmap).astype(np.int32)
+    dist = ((rgb[..., None, :].astype(np.int32) - colours) ** 2).sum(axis=-1)
+    return dist.argmin(axis=-1) / (len(colours) - 1)
+
+
+def _block_centres(body: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Sample an integer-upscaled picture at the centre of each source pixel."""
+    k = body.shape[0] // shape[0]
+    assert body.shape[:2] == (k * shape[0], k * shape[1]), (body.shape, shape)
+    return body[k // 2 :: k, k // 2 :: k]
+
+
+@pytest.fixture(scope="module")
+def spatial_cap():
+    """No pooling: gradients vary over the map, so every pixel of every PNG is distinct."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(4, 3, 3, padding=1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(3 * 8 * 8, 5),
+    ).eval()
+    return actviz.capture(model, torch.rand(1, 3, 8, 8), ["0", "2"], target=1)
+
+
+def test_saliency_and_gradcam_pngs_show_their_arrays(spatial_cap, tmp_path):
+    cap = spatial_cap
+    export_capture(cap, tmp_path)
+    # The arrays, from first principles: saliency = max over channels of |d target / d x|,
+    # scaled to 1; Grad-CAM = ReLU of the channel-mean-gradient-weighted maps, scaled to 1.
+    sal = cap.input_grads[0].abs().amax(dim=0)
+    sal = (sal / sal.max()).numpy()
+    a, g = cap["2"].output[0], cap["2"].grad_output[0]
+    cam = torch.relu((g.mean(dim=(1, 2))[:, None, None] * a).sum(dim=0))
+    cam = (cam / cam.max()).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "saliency.npy"), sal, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "gradcam.npy"), cam, rtol=1e-5, atol=1e-6)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["attribution"]["gradcam_layer"] == "2"
+    # The pictures are those arrays, through the overlay colour map (8x8, upscaled for reading).
+    for name, heat in (("saliency.png", sal), ("gradcam.png", cam)):
+        shown = _values(_block_centres(_png_body(tmp_path / name), heat.shape), OVERLAY_CMAP)
+        np.testing.assert_allclose(shown, heat, atol=0.03, err_msg=name)
+    # A transposed or flipped map would not pass: the maps are far from symmetric.
+    assert np.abs(sal - sal.T).max() > 0.2 and np.abs(cam - cam[::-1]).max() > 0.2
+
+
+def test_gradient_pngs_show_the_gradient_magnitudes(spatial_cap, tmp_path):
+    cap = spatial_cap
+    export_capture(cap, tmp_path)
+    for name in ("0", "2"):
+        mag = cap[name].grad_output[0].abs().numpy()
+        assert np.array_equal(
+            np.load(tmp_path / f"{name}.npz")["grad_output"][0], cap[name].grad_output[0].numpy()
+        )
+        expected = (mag - mag.min()) / (mag.max() - mag.min())  # one scale for the layer
+        geometry = mosaic(mag, normalize="shared")  # where each channel's tile sits
+        body = _png_body(tmp_path / f"{name}_grad.png")
+        k = body.shape[1] // geometry.image.shape[1]
+        assert body.shape[:2] == (k * geometry.image.shape[0], k * geometry.image.shape[1])
+        _, h, w = mag.shape
+        for c in range(mag.shape[0]):
+            y0, x0 = geometry.tile_origin(c)
+            # the lower half of each tile: the channel number is drawn over its top-left corner
+            rows = np.arange(h // 2, h)
+            tile = body[((y0 + rows) * k + k // 2)[:, None], ((x0 + np.arange(w)) * k + k // 2)]
+            np.testing.assert_allclose(
+                _values(tile, "inferno"), expected[c, h // 2 :], atol=1.5 / 255,
+                err_msg=f"{name} channel {c}",
+            )  # fmt: skip

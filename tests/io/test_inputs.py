@@ -159,9 +159,11 @@ def test_16_bit_grayscale_keeps_precision(tmp_path, rgb_model):
     assert loaded.value.shape == (1, 1, 2, 3)
     expected = torch.from_numpy(deep.astype(np.float32) / 65535.0)
     assert torch.allclose(loaded.value[0, 0], expected, atol=1e-6)
-    # 1000 and 1100 fall in the same 8-bit step (both 4/255): only 16-bit reading keeps them apart.
-    assert round(1000 / 257) == round(1100 / 257)
+    # 1000 and 1100 fall in the same 8-bit step: only 16-bit reading keeps them apart, and the
+    # values are not multiples of 1/255 as an 8-bit reading would give.
     assert loaded.value[0, 0, 1, 1] - loaded.value[0, 0, 0, 1] == pytest.approx(100 / 65535)
+    steps = loaded.value[0, 0] * 255
+    assert not torch.allclose(steps, steps.round(), atol=1e-3)
     loaded = open_input(path, model=rgb_model)
     assert loaded.value.shape == (1, 3, 2, 3)
 

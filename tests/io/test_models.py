@@ -379,14 +379,16 @@ def test_training_dict_holding_a_module_needs_trust(tmp_path, fixed_input):
 
 def test_file_class_factory_and_instance(tiny_file, fixed_input):
     ns = tiny_namespace()
+    reference = [(n, type(m).__name__) for n, m in ns["TinyNet"]().named_modules()]
     for attr in ("TinyNet", "make_tiny", "instance"):
         loaded = open_model(f"{tiny_file}:{attr}")
         assert loaded.kind == "code"
-        assert type(loaded.model).__name__ == "TinyNet"
+        assert [(n, type(m).__name__) for n, m in loaded.model.named_modules()] == reference
         assert not loaded.model.training
         out = loaded.model(fixed_input)
         assert out.shape == (1, 4)
-    assert ns["TinyNet"]().fc.out_features == 4
+        # eval mode for real: Dropout(0.5) is off and BatchNorm uses its running statistics
+        torch.testing.assert_close(loaded.model(fixed_input), out, rtol=0, atol=0)
 
 
 def test_package_module_factory_builds_random_torchvision(offline, r18_x):

@@ -6,13 +6,14 @@ import time
 
 import numpy as np
 import pytest
+import shiboken6
 import torch
 from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QApplication
 from torch import nn
 
 import actviz
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.ui import app as app_module
 from actviz.ui import explore as explore_module
 from actviz.ui.app import run_app
 from actviz.ui.window.dialogs import OpenModelDialog
@@ -23,14 +24,38 @@ from tests.ui.test_main_window import demo_resources  # noqa: F401 - fixture
 RUN_TIMEOUT_MS = 60_000
 
 
+_OPENED: list[MainWindow] = []
+
+
+class _RecordedWindow(MainWindow):
+    """The window explore/run_app build, remembered so a test can find and close it without
+    walking ``QApplication.topLevelWidgets()`` (which wraps every top-level widget alive, and
+    once crashed the interpreter doing so in a full run)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _OPENED.append(self)
+
+
+def _shown_windows() -> list[MainWindow]:
+    return [w for w in _OPENED if shiboken6.isValid(w) and w.isVisible()]
+
+
 @pytest.fixture(autouse=True)
-def isolated_settings(tmp_path, monkeypatch):
-    """explore/run_app build their own window: point the default QSettings at tmp_path."""
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "cfg"))
-    yield
-    for window in list(explore_module._OPEN_WINDOWS):
-        window.close()
+def close_explored_windows(monkeypatch):
+    """explore/run_app build their own window (its settings land in the test's own config
+    folder: see ``isolated_user_state`` in tests/conftest.py); close what a test left open."""
+    monkeypatch.setattr(explore_module, "MainWindow", _RecordedWindow)
+    monkeypatch.setattr(app_module, "MainWindow", _RecordedWindow)
+    try:
+        yield
+    finally:
+        for window in list(explore_module._OPEN_WINDOWS):
+            window.close()
+        for window in _shown_windows():
+            window.close()
+        _OPENED.clear()
+    assert explore_module._OPEN_WINDOWS == []
 
 
 def _model() -> nn.Module:
@@ -96,14 +121,43 @@ def test_explore_blocks_until_the_window_closes(qtbot):
     closed = []
 
     def close_soon():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                closed.append(window)
-                window.close()
+        for window in _shown_windows():
+            closed.append(window)
+            window.close()
 
     QTimer.singleShot(300, close_soon)
     assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
     assert len(closed) == 1
+
+
+def test_explore_gives_the_process_its_switch_interval_back(qtbot):
+    """The window shortens the GIL switch interval while it is open, and only then."""
+    import sys
+
+    from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(0.005)  # CPython's default; the autouse fixture restores the real one
+    window = actviz.explore(_model(), torch.randn(1, 3, 8, 8), block=False)
+    qtbot.addWidget(window)
+    assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
+    window.close()
+    assert sys.getswitchinterval() == 0.005
+    # The blocking call, as from a script: short while the window is open, back on return.
+    sys.setswitchinterval(0.004)
+    during = []
+
+    def close_when_open():
+        shown = _shown_windows()
+        if not shown:
+            QTimer.singleShot(10, close_when_open)
+            return
+        during.append(sys.getswitchinterval())
+        shown[0].close()
+
+    QTimer.singleShot(0, close_when_open)
+    assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
+    assert during == [pytest.approx(GIL_SWITCH_INTERVAL_S)]
+    assert sys.getswitchinterval() == 0.004
 
 
 def _close_when(ready, seen, timeout_s: float = 30.0):
@@ -112,17 +166,16 @@ def _close_when(ready, seen, timeout_s: float = 30.0):
     deadline = time.monotonic() + timeout_s
 
     def check():
-        for window in QApplication.topLevelWidgets():
-            if isinstance(window, MainWindow) and window.isVisible():
-                if not ready(window) and time.monotonic() < deadline:
-                    QTimer.singleShot(50, check)
-                    return
-                seen.append(
-                    (window.windowTitle(), window.banner.texts(), list(window.layer_panels),
-                     window.session.input.source if window.session.input else None)
-                )  # fmt: skip
-                window.close()
+        for window in _shown_windows():
+            if not ready(window) and time.monotonic() < deadline:
+                QTimer.singleShot(50, check)
                 return
+            seen.append(
+                (window.windowTitle(), window.banner.texts(), list(window.layer_panels),
+                 window.session.input.source if window.session.input else None)
+            )  # fmt: skip
+            window.close()
+            return
         QTimer.singleShot(50, check)
 
     QTimer.singleShot(50, check)

@@ -549,8 +549,7 @@ def test_only_the_latest_capture_is_kept(qtbot, window):
 def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window):
     live = install_live_mode(window)
     window.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
-    qtbot.wait(10)
-    assert live._visible_layers() == set()
+    qtbot.waitUntil(lambda: live._visible_layers() == set(), timeout=2000)
     before = len(live.timings)
     old = window.result.layers["conv1"].mosaic
     live.update_perturbation(brightness=0.2)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -158,12 +157,14 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, tiny_window):
     window, _ = tiny_window
     started = []
     window.run_started.connect(lambda: started.append(1))
+    submitted = window.worker.generation
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         window.tick(["relu"])
         window.tick(["pool"])
         window.set_target_text("2")
-    qtbot.wait(100)
-    assert started == [1]
+    # Every change had been made before the timer fired: one capture was ever submitted.
+    assert window.worker.generation == submitted + 1
+    assert started == [1] and not window.worker.is_busy()
     assert "relu" in window.layer_panels and "pool" in window.layer_panels
     assert window.result.target_index == 2
 
@@ -177,10 +178,10 @@ def test_stale_results_are_discarded(qtbot, tiny_window):
     window.run()
     window.session.target = 3
     window.run()
-    qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
-    qtbot.wait(50)
-    assert finished[-1] == 3
-    assert len(finished) == 1
+    # The worker is idle only once all three results reached it: the two stale ones were
+    # dropped there, and the window shows the latest.
+    qtbot.waitUntil(lambda: not window.worker.is_busy() and bool(finished), timeout=RUN_TIMEOUT_MS)
+    assert finished == [3]
 
 
 def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, tiny_window):
@@ -189,7 +190,7 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, tiny_window):
     mosaic = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     window.layers_scroll.ensureWidgetVisible(panel)
-    qtbot.wait(20)
+    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
     y0, x0 = mosaic.tile_origin(4)
     point = canvas.image_to_widget(x0 + 2.5, y0 + 3.5)
     with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
@@ -215,7 +216,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     assert wide.page_text() == "ch 0-255 of 512"
     assert not wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
     window.layers_scroll.ensureWidgetVisible(wide)
-    qtbot.wait(20)
+    qtbot.waitUntil(lambda: not wide.next_page_button.visibleRegion().isEmpty(), timeout=2000)
     qtbot.mouseClick(wide.next_page_button, LEFT)
     layer = window.result.layers["layer4"]
     assert wide.page_text() == "ch 256-511 of 512"
@@ -447,30 +448,40 @@ def test_unreadable_input_file_keeps_the_current_input(qtbot, tiny_window, tmp_p
 
 
 def test_cancel_keeps_the_previous_result(qtbot, make_window):
-    class Slow(nn.Module):
+    class Gated(nn.Module):
+        """Once ``gated``, stops inside its forward until ``release`` is set."""
+
         def __init__(self):
             super().__init__()
             self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(40))
-            self.delay = 0.0
+            self.gated = False
+            self.entered, self.release = threading.Event(), threading.Event()
 
         def forward(self, x):
-            for layer in self.layers:
-                time.sleep(self.delay)
+            for i, layer in enumerate(self.layers):
+                if self.gated and i == 1:
+                    self.entered.set()
+                    assert self.release.wait(10)
                 x = layer(x)
             return x
 
     window = make_window()
-    model = Slow()
+    model = Gated()
     window.set_model(model, layers=["layers.0"])
     window.set_input(torch.randn(1, 4))
     run_and_wait(qtbot, window)
     previous = window.result
-    model.delay = 0.05
-    with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
-        window.run()
-        qtbot.wait(100)
-        assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
-        window.cancel()
+    model.gated = True
+    try:
+        with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
+            window.run()
+            assert model.entered.wait(10)  # the capture is inside the forward
+            qtbot.waitUntil(window.progress_bar.isVisible, timeout=5000)
+            assert window.cancel_action.isEnabled()
+            window.cancel()
+            model.release.set()
+    finally:
+        model.release.set()
     assert window.result is previous
     assert not window.progress_bar.isVisible()
     assert_no_hooks(model)
@@ -839,18 +850,22 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
     x = _x()
     for i in range(50):
         window = MainWindow(settings=settings, debounce_ms=5)
-        window.set_model(model, layers=["conv1", "conv2", "fc"])
-        window.set_input(x)
-        window.show()
-        if i % 5 == 4:
-            window.run()  # close while the capture may still be running
-        else:
-            with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-                window.run()
-        window.close()
+        try:
+            window.set_model(model, layers=["conv1", "conv2", "fc"])
+            window.set_input(x)
+            window.show()
+            if i % 5 == 4:
+                window.run()  # close while the capture may still be running
+            else:
+                with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+                    window.run()
+        finally:
+            window.close()
         assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
+        destroyed: list[bool] = []
+        window.destroyed.connect(lambda *_, seen=destroyed: seen.append(True))
         window.deleteLater()
-        qtbot.wait(1)
+        qtbot.waitUntil(lambda seen=destroyed: bool(seen), timeout=5000)
         assert_no_hooks(model)
     assert not model.training
     # Closing mid-capture leaves no global hooks either (the helper checks module hooks).
@@ -862,7 +877,7 @@ def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, make_wi
     window = make_window()
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         assert window.load_demo()
-    qtbot.wait(50)
+    window.flush_panel_updates()  # grab() below paints synchronously
     shot = tmp_path / "main_window.png"
     assert window.grab().save(str(shot), "PNG")
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
@@ -917,6 +932,39 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp
         window.run()
     assert window.result is not None
     window.shutdown()
+
+
+def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
+    qtbot, make_window, monkeypatch, caplog
+):
+    from actviz.ui.live.dock import install_live_mode
+
+    window = make_window()  # ACTVIZ_MEMORY_BUDGET is unset in tests (tests/conftest.py)
+    assert window.session.memory_budget == 1 << 30
+    assert install_live_mode(window).memory_budget == 1 << 30
+    assert window.live_dock.budget_spin.value() == 1024  # MiB
+    window.close()
+    monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "512MiB")
+    window = make_window()
+    assert window.session.memory_budget == 512 << 20
+    assert install_live_mode(window).memory_budget == 512 << 20
+    assert window.live_dock.budget_spin.value() == 512
+    window.close()
+    # A budget from the environment is obeyed: one 64x64x64 map (1 MiB) is over 200 kB.
+    monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")
+    window = make_window()
+    window.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
+    window.set_input(torch.randn(1, 3, 64, 64))
+    with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
+        window.run()
+    assert window.result is None
+    assert any("memory budget" in t for t in window.banner.texts())
+    window.close()
+    # Nonsense is ignored with a warning, not a crash: the default holds.
+    monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "lots")
+    window = make_window()
+    assert window.session.memory_budget == 1 << 30
+    assert any("ignoring ACTVIZ_MEMORY_BUDGET" in r.getMessage() for r in caplog.records)
 
 
 def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, tiny_window):

@@ -70,11 +70,37 @@ def _run(qtbot, window: MainWindow, seed: int) -> None:
     window.flush_panel_updates()
 
 
+def _press_ctrl_p(qtbot, window: MainWindow) -> None:
+    """A real key press, as a user types it: the shortcut must reach the pin action."""
+    from PySide6.QtCore import Qt
+
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    qtbot.keyClick(window, Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier)
+
+
+def _click_menu_item(qtbot, menu, text: str) -> None:
+    """Open ``menu`` and click its item ``text`` with the mouse."""
+    from PySide6.QtCore import QPoint, Qt
+
+    action = next(a for a in menu.actions() if a.text() == text)
+    assert action.isEnabled(), f"{text!r} is disabled"
+    menu.popup(QPoint(0, 0))
+    qtbot.waitUntil(menu.isVisible, timeout=2000)
+    qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+    qtbot.waitUntil(lambda: not menu.isVisible(), timeout=2000)
+
+
+def _run_menu(window: MainWindow):
+    return next(a.menu() for a in window.menuBar().actions() if a.text().replace("&", "") == "Run")
+
+
 def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
     _run(qtbot, window, 1)
     pinned_result = window.result
-    window.pin_action.trigger()  # Ctrl+P
+    _press_ctrl_p(qtbot, window)
     assert len(window.session.pins) == 1
+    assert window.session.pins.find(pinned_result) is not None
     assert "(1 pinned)" in window.timing_label.text()
     assert window.pins_menu.title() == "Pinned results (1)"
     _run(qtbot, window, 2)
@@ -105,6 +131,33 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
     _run(qtbot, window, 4)
     gc.collect()
     assert kept() is None
+
+
+def test_pins_are_let_go_from_the_run_menu(qtbot, window):
+    """Run > Pinned results > Unpin this result / Unpin all, clicked, free the captures."""
+    pinned = []
+    for seed in (1, 2, 3):
+        _run(qtbot, window, seed)
+        _press_ctrl_p(qtbot, window)
+        pinned.append(weakref.ref(window.result.capture))
+    assert len(window.session.pins) == 3
+    run_menu = _run_menu(window)
+    assert window.pins_menu in [a.menu() for a in run_menu.actions()]
+    assert window.pins_menu.title() == "Pinned results (3)"
+    # The result on screen (seed 3) is pinned: "Unpin this result" lets that one go.
+    _click_menu_item(qtbot, window.pins_menu, "Unpin this result")
+    assert len(window.session.pins) == 2 and window.pins_menu.title() == "Pinned results (2)"
+    assert window.session.pins.find(window.result) is None
+    assert not window.unpin_action.isEnabled()
+    # "Unpin all" lets the other two go: once nothing else holds them, their captures are freed.
+    _click_menu_item(qtbot, window.pins_menu, "Unpin all")
+    assert len(window.session.pins) == 0 and window.pins_menu.title() == "Pinned results"
+    assert not window.unpin_all_action.isEnabled()
+    assert "pinned" not in window.timing_label.text()
+    _run(qtbot, window, 4)
+    gc.collect()
+    assert [ref() is None for ref in pinned] == [True, True, True]
+    assert window.session.held_bytes() == window.result.nbytes
 
 
 def test_pins_over_the_budget_are_refused_with_a_message(qtbot, window):

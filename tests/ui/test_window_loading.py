@@ -47,6 +47,7 @@ class GatedLoader:
         self.gates: dict[str, threading.Event] = {}
         self.started: dict[str, threading.Event] = {}
         self.models: dict[str, TinyCNN] = {}
+        self.released: list[str] = []  # sources whose gate opened (or that had none)
         self.on_gui_thread: list[bool] = []
 
     def gate(self, source: str) -> threading.Event:
@@ -59,6 +60,7 @@ class GatedLoader:
         gate = self.gates.get(source)
         if gate is not None:
             assert gate.wait(10), f"{source} was never released"
+        self.released.append(source)
         if source.startswith("broken"):
             raise ModelLoadError(f"{source}: not a checkpoint")
         self.models[source] = _tiny()
@@ -82,26 +84,30 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, tiny_window):
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
     timer.start()
-    assert window.open_model_source("resnet18") is True
-    assert loader.started["resnet18"].wait(5)
-    # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
-    assert window.status_label.text() == "Opening resnet18…"
-    assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
-    assert window.is_loading() and window.is_busy()
-    qtbot.wait(300)
-    assert len(ticks) >= 10  # the event loop kept running timers during the load
-    # The previous model stays usable while the new one loads.
-    assert window.session.model is old
-    run_and_wait(qtbot, window)
-    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+    try:
+        assert window.open_model_source("resnet18") is True
+        assert loader.started["resnet18"].wait(5)
+        # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
+        assert window.status_label.text() == "Opening resnet18…"
+        assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
+        assert window.is_loading() and window.is_busy()
+        # The event loop keeps running timers while the load is held at its gate.
+        qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=5000)
+        assert loader.released == [] and window.is_loading()
+        # The previous model stays usable while the new one loads.
+        assert window.session.model is old
+        run_and_wait(qtbot, window)
+        with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
+            gate.set()
+        assert loaded.args == ["resnet18"]
+        assert loader.on_gui_thread == [False]
+        assert window.session.model is loader.models["resnet18"]
+        assert window.windowTitle() == "actviz — tiny resnet18"
+        assert not window.progress_bar.isVisible() and not window.is_loading()
+        assert window.settings.recent_models()[0] == "resnet18"
+    finally:
+        timer.stop()
         gate.set()
-    timer.stop()
-    assert loaded.args == ["resnet18"]
-    assert loader.on_gui_thread == [False]
-    assert window.session.model is loader.models["resnet18"]
-    assert window.windowTitle() == "actviz — tiny resnet18"
-    assert not window.progress_bar.isVisible() and not window.is_loading()
-    assert window.settings.recent_models()[0] == "resnet18"
 
 
 def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, tiny_window):
@@ -138,8 +144,9 @@ def test_a_stale_model_load_is_dropped(qtbot, tiny_window):
         window.open_model_source("second")
     assert window.session.model is loader.models["second"]
     first_gate.set()
-    qtbot.waitUntil(lambda: "first" in loader.models, timeout=LOAD_TIMEOUT_MS)
-    qtbot.wait(100)  # time for a (wrong) late adoption to arrive
+    # The loader is idle only once the stale result has reached the window's worker.
+    qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    assert "first" in loader.models  # it did finish loading, and was dropped
     assert seen == ["second"]
     assert window.session.model is loader.models["second"]
     assert window.settings.recent_models()[0] == "second"
@@ -177,8 +184,8 @@ def test_cancel_drops_a_model_load(qtbot, tiny_window):
     assert "cancelled" in failed.args[0]
     assert not window.is_loading() and not window.progress_bar.isVisible()
     gate.set()
-    qtbot.waitUntil(lambda: "slow" in loader.models, timeout=LOAD_TIMEOUT_MS)
-    qtbot.wait(100)
+    qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    assert "slow" in loader.models  # the cancelled load finished and was dropped
     assert window.session.model is old
 
 
@@ -192,8 +199,8 @@ def test_set_model_replaces_a_pending_load(qtbot, tiny_window):
     mine = _tiny()
     window.set_model(mine, layers=["conv1"])
     gate.set()
-    qtbot.waitUntil(lambda: "slow" in loader.models, timeout=LOAD_TIMEOUT_MS)
-    qtbot.wait(100)
+    qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    assert "slow" in loader.models  # the replaced load finished and was dropped
     assert window.session.model is mine
 
 
@@ -204,12 +211,21 @@ def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, make_window):
     assert window.open_model_source("quick", wait=True) is True
     assert window.session.model is loader.models["quick"]
     assert window.open_model_source("broken", wait=True) is False
-    loader.gate("never")
-    QTimer.singleShot(100, window.close)
-    start = time.perf_counter()
-    assert window.open_model_source("never", wait=True) is False
-    assert time.perf_counter() - start < 5
-    loader.gates["never"].set()
+    gate = loader.gate("never")
+
+    def close_once_reading() -> None:
+        if loader.started["never"].is_set():
+            window.close()
+        else:
+            QTimer.singleShot(5, close_once_reading)
+
+    QTimer.singleShot(0, close_once_reading)
+    try:
+        assert window.open_model_source("never", wait=True) is False
+        # The wait ended while the load was still held at its gate: closing ended it.
+        assert loader.started["never"].is_set() and "never" not in loader.released
+    finally:
+        gate.set()
 
 
 # -------------------------------------------------------------------------------- inputs
@@ -287,7 +303,8 @@ def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
         window.open_input_source(str(b))
     assert loaded.args == [str(b)]
     release_a.set()
-    qtbot.wait(150)  # time for a (wrong) late adoption of "a"
+    # Idle only once the stale "a" has reached the window's worker (and been dropped).
+    qtbot.waitUntil(lambda: not window.input_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert window.session.input.source == str(b)
     assert threads == [False, False]
 
@@ -341,7 +358,7 @@ def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, tiny_window, tmp_
     assert "cancelled" in failed.args[0]
     assert not window.is_loading() and not window.progress_bar.isVisible()
     release.set()
-    qtbot.wait(150)
+    qtbot.waitUntil(lambda: not window.input_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert window.session.input.value is value
 
 
@@ -370,3 +387,41 @@ def test_cancel_stops_an_export_between_files(qtbot, tiny_window, tmp_path, monk
     assert "cancelled" in failed.args[0]
     assert written == ["conv1"]  # stopped at the next file
     assert window.last_export == []
+
+
+def test_cancel_stops_a_real_export_between_layers(qtbot, tiny_window, tmp_path, monkeypatch):
+    """The real export_capture, held while it writes conv2's first file, then cancelled."""
+    from PIL import Image
+
+    window, _ = tiny_window
+    cap = window.result.capture
+    out = tmp_path / "out"
+    writing, release = threading.Event(), threading.Event()
+    real_save = Image.Image.save
+
+    def save(self, fp, *args, **kwargs):
+        if str(fp).endswith("conv2_features.png"):
+            writing.set()
+            assert release.wait(10)
+        return real_save(self, fp, *args, **kwargs)
+
+    monkeypatch.setattr(Image.Image, "save", save)
+    failures = []
+    window.export_failed.connect(failures.append)
+    try:
+        assert window.export_all(out) is True
+        assert writing.wait(10)  # conv1 is written, conv2 is being written
+        qtbot.waitUntil(lambda: window.status_label.text() == "Exporting 1/4: conv2", timeout=5000)
+        window.cancel()
+    finally:
+        release.set()
+    qtbot.waitUntil(lambda: bool(failures), timeout=LOAD_TIMEOUT_MS)
+    assert failures == ["Export cancelled; the files written so far stay."]
+    assert not window.is_busy() and window.last_export == []
+    # Stopped before the next layer: conv1 and conv2 are complete, fc and the summary never came.
+    assert sorted(p.name for p in out.iterdir()) == [
+        "conv1.npz", "conv1_features.png", "conv1_grad.png",
+        "conv2.npz", "conv2_features.png", "conv2_grad.png",
+    ]  # fmt: skip
+    np.testing.assert_array_equal(np.load(out / "conv1.npz")["output"], cap["conv1"].output.numpy())
+    Image.open(out / "conv2_features.png").verify()  # the held file was finished, not cut off

@@ -52,7 +52,7 @@ def test_progress_is_forwarded(qtbot, worker):
     assert messages == ["half way"]
 
 
-def test_stale_results_are_dropped_and_the_stale_job_is_asked_to_stop(qtbot, worker):
+def test_stale_results_are_dropped_and_the_stale_job_is_asked_to_stop(qtbot, worker, caplog):
     release = threading.Event()
     started = threading.Event()
     saw_stop = []
@@ -69,42 +69,51 @@ def test_stale_results_are_dropped_and_the_stale_job_is_asked_to_stop(qtbot, wor
     assert started.wait(5)
     second = worker.submit(lambda stop, progress: "new")
     assert second == first + 1
+    caplog.set_level("DEBUG", logger="actviz.ui.worker")
     release.set()
-    qtbot.waitUntil(lambda: bool(finished), timeout=5000)
-    qtbot.wait(50)  # give a (wrong) stale emission time to arrive
+    # Both results reach the worker (it is idle only once every job's result was handled):
+    # the stale one arrived first and was dropped, not merely late.
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
     assert finished == [(second, "new")]
     assert saw_stop == [True]
+    assert f"dropping stale result of generation {first}" in caplog.messages
 
 
 def test_cancel_stops_a_capture_between_modules(qtbot, worker):
-    entered = threading.Event()
+    entered, cancel_sent = threading.Event(), threading.Event()
+    ran = []
 
-    class Slow(nn.Module):
+    class Gated(nn.Module):
+        """Stops after layer 0 until the test has cancelled; records the layers that ran."""
+
         def __init__(self):
             super().__init__()
             self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(50))
 
         def forward(self, x):
-            for layer in self.layers:
-                entered.set()
-                time.sleep(0.02)
+            for i, layer in enumerate(self.layers):
+                if i == 1:
+                    entered.set()
+                    assert cancel_sent.wait(10)
                 x = layer(x)
+                ran.append(i)
             return x
 
-    model = Slow()
+    model = Gated()
     request = RunRequest(model=model, inputs=torch.randn(1, 4), layers=["layers.0", "layers.49"])
     cancelled, finished = [], []
     worker.signals.cancelled.connect(cancelled.append)
     worker.signals.finished.connect(lambda gen, r: finished.append(gen))
     gen = worker.submit(lambda stop, progress: run_job(request, stop, progress))
     assert entered.wait(5)
-    start = time.perf_counter()
     assert worker.cancel()
+    cancel_sent.set()
     qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
     assert cancelled == [gen]
     assert finished == []
-    # Cancelled well before the 50 x 20 ms forward could have finished.
-    assert time.perf_counter() - start < 0.6
+    # Stopped before the next module call (capture polls should_stop before every one):
+    # layer 0 ran before the cancel, none of the other 49 ran after it.
+    assert ran == [0]
     for module in model.modules():
         assert not module._forward_hooks and not module._forward_pre_hooks
 
@@ -200,17 +209,20 @@ def test_a_loader_worker_starts_a_new_job_while_a_stale_one_still_runs(qtbot):
 
     finished = []
     worker.signals.finished.connect(lambda gen, r: finished.append(r))
-    worker.submit(stale)
-    assert started.wait(5)
-    worker.submit(lambda stop, progress: "fresh")
-    # With two threads the fresh job does not wait for the stale one.
-    qtbot.waitUntil(lambda: finished == ["fresh"], timeout=5000)
-    assert worker.is_busy() and not worker.has_current_job()
-    release.set()
-    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    qtbot.wait(50)
-    assert finished == ["fresh"]
-    worker.shutdown()
+    try:
+        worker.submit(stale)
+        assert started.wait(5)
+        worker.submit(lambda stop, progress: "fresh")
+        # With two threads the fresh job does not wait for the stale one.
+        qtbot.waitUntil(lambda: finished == ["fresh"], timeout=5000)
+        assert worker.is_busy() and not worker.has_current_job()
+        release.set()
+        # Idle only once the stale job's result has reached the worker (and been dropped).
+        qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+        assert finished == ["fresh"]
+    finally:
+        release.set()
+        worker.shutdown()
 
 
 def test_drop_silences_the_running_job_and_has_current_job_tracks_it(qtbot, worker):
@@ -223,8 +235,8 @@ def test_drop_silences_the_running_job_and_has_current_job_tracks_it(qtbot, work
     worker.drop()
     assert not worker.has_current_job() and worker.is_busy()
     release.set()
+    # Idle only once the dropped job's result has reached the worker: nothing was reported.
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    qtbot.wait(50)
     assert events == []
 
 
@@ -232,13 +244,17 @@ def test_shutdown_without_waiting_returns_at_once(qtbot):
     worker = Worker()
     release = threading.Event()
     started = threading.Event()
-    worker.submit(lambda stop, progress: started.set() or release.wait(5))
-    assert started.wait(5)
-    start = time.perf_counter()
-    assert worker.shutdown(timeout_ms=0) is False  # still running, not waited for
-    assert time.perf_counter() - start < 0.5
-    release.set()
-    assert worker.shutdown() is True
+    try:
+        worker.submit(lambda stop, progress: started.set() or release.wait(30))
+        assert started.wait(5)
+        # The job is blocked until released: returning False proves shutdown did not wait.
+        assert worker.shutdown(timeout_ms=0) is False
+        assert not release.is_set() and worker.is_busy()
+        release.set()
+        assert worker.shutdown() is True
+    finally:
+        release.set()
+        worker.shutdown()
 
 
 def test_finished_jobs_release_what_they_hold(qtbot, worker):
@@ -335,20 +351,24 @@ def test_cancel_stops_every_pipelined_job(qtbot, worker):
 
 def test_shutdown_waits_for_second_stages(qtbot):
     w = Worker()
-    release = threading.Event()
+    then_started = threading.Event()
+    never = threading.Event()
     done = []
 
     def then(stop, progress):
-        release.wait(0.3)
+        then_started.set()
+        never.wait(0.3)  # busy for a while, whatever stop() says
         done.append("then")
 
-    w.submit(lambda stop, progress: Staged(then))
-    qtbot.waitUntil(lambda: w.has_current_job(), timeout=5000)
-    time.sleep(0.05)  # let the first stage hand over
-    assert w.shutdown(5000)
-    # Dropped: the second stage either never started or ran to its end, never cut off.
-    assert done in ([], ["then"])
-    assert w._second.activeThreadCount() == 0
+    try:
+        w.submit(lambda stop, progress: Staged(then))
+        assert then_started.wait(5)  # handed over: the second stage is running
+        assert w.shutdown(5000)
+        # shutdown returned only after the running second stage ran to its end.
+        assert done == ["then"]
+        assert w._second.activeThreadCount() == 0
+    finally:
+        w.shutdown()
 
 
 def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot):
@@ -357,15 +377,31 @@ def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot)
     from actviz.ui.window.main_window import MainWindow
     from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
 
+    # MainWindow() uses the default QSettings: the test's own config folder (tests/conftest.py).
     before = sys.getswitchinterval()
     try:
         sys.setswitchinterval(0.005)  # CPython's default
         window = MainWindow()
         qtbot.addWidget(window)
         assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
-        sys.setswitchinterval(0.0002)  # a shorter one set by the user is left alone
-        window2 = MainWindow()
+        window2 = MainWindow()  # a second window keeps it short when the first one closes
         qtbot.addWidget(window2)
+        window.close()
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
+        window2.close()  # the last one puts the caller's value back
+        assert sys.getswitchinterval() == 0.005
+        sys.setswitchinterval(0.0002)  # a shorter one set by the user is left alone
+        window3 = MainWindow()
+        qtbot.addWidget(window3)
         assert sys.getswitchinterval() == pytest.approx(0.0002)
+        window3.close()
+        assert sys.getswitchinterval() == pytest.approx(0.0002)
+        sys.setswitchinterval(0.005)
+        window4 = MainWindow()
+        qtbot.addWidget(window4)
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
+        sys.setswitchinterval(0.002)  # changed by someone else while the window is open
+        window4.close()
+        assert sys.getswitchinterval() == 0.002
     finally:
         sys.setswitchinterval(before)

@@ -72,7 +72,7 @@ from actviz.ui.window.loaders import (
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
 from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import Worker, favour_gui_thread
+from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.live.controller import LiveController
@@ -800,6 +800,7 @@ class MainWindow(QMainWindow):
         self._closed = True
         self._debounce.stop()
         self.worker.shutdown()
+        release_gui_thread()  # the process gets its switch interval back with the last window
         for worker in (self.model_loads, self.input_loads, self.export_worker):
             worker.shutdown(timeout_ms=0)
         self.files.abandon()
