@@ -420,8 +420,10 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, tiny_window, tmp_path,
     assert not window.is_busy() and window.last_export == []
     # Stopped before the next layer: conv1 and conv2 are complete, fc and the summary never came.
     assert sorted(p.name for p in out.iterdir()) == [
-        "conv1.npz", "conv1_features.png", "conv1_grad.png",
-        "conv2.npz", "conv2_features.png", "conv2_grad.png",
+        "conv1.npz", "conv1_features.png", "conv1_features_1x.png", "conv1_grad.png",
+        "conv1_grad_1x.png",
+        "conv2.npz", "conv2_features.png", "conv2_features_1x.png", "conv2_grad.png",
+        "conv2_grad_1x.png",
     ]  # fmt: skip
     np.testing.assert_array_equal(np.load(out / "conv1.npz")["output"], cap["conv1"].output.numpy())
     Image.open(out / "conv2_features.png").verify()  # the held file was finished, not cut off
