@@ -115,6 +115,9 @@ class ResultDisplay:
             bar.valueChanged.connect(self._schedule_panel_updates)
             # A resized window changes the range: it may bring waiting panels on screen.
             bar.rangeChanged.connect(self._schedule_panel_updates)
+        # Back on the Layers tab, panels a change made on another tab left waiting come on
+        # screen without scrolling: fill them now (issue 12: stale scale after the Overview).
+        centre.tabs.currentChanged.connect(self._schedule_panel_updates)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
         centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
 
