@@ -141,6 +141,10 @@ def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, window):
     live.pause()
     test_live._wait_idle(qtbot, live)
     assert mismatches == []
+    # Once every display step ran, the preview still names the last frame shown.
+    last = live.status().last.index
+    assert window.input_preview.caption_label.text().startswith(f"frame {last + 1}/6 · clip[")
+    assert np.array_equal(window.input_preview.rgb, source.frame(last).image)
 
 
 def test_read_outs_say_paused_when_paused(qtbot, window):
