@@ -611,5 +611,5 @@ def test_still_frame_source_and_status_text():
     )
     assert st.text().startswith("2.5 fps") and "dropped 1" in st.text()
     assert LiveStatus(fps=2.5, frames=7, sequence=True).text() == "paused · 7 frames"
-    assert LiveStatus(fps=2.5, frames=7).text() == "still · 7 frames"
+    assert LiveStatus(fps=2.5, frames=7).text() == "still input · 7 frames"
     assert "3.0 MiB of 1.0 GiB" in st.memory_text()

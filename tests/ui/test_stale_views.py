@@ -107,6 +107,15 @@ def test_perturbation_sliders_show_their_values(qtbot, window):
     dock = window.live_dock
     assert (dock.noise_value.text(), dock.brightness_value.text()) == ("0%", "+0%")
     assert (dock.contrast_value.text(), dock.size_value.text()) == ("100%", "25%")
+    window.live_dock.show()
+    for slider, label in (
+        (dock.noise_slider, dock.noise_value),
+        (dock.brightness_slider, dock.brightness_value),
+        (dock.contrast_slider, dock.contrast_value),
+        (dock.size_slider, dock.size_value),
+    ):  # next to its slider, on screen
+        qtbot.waitUntil(label.isVisible, timeout=2000)
+        assert label.parent() is slider.parent() and label.width() > 0
     dock.noise_slider.setValue(35)
     dock.brightness_slider.setValue(-20)
     dock.contrast_slider.setValue(150)

@@ -132,11 +132,11 @@ class LiveStatus:
     sequence: bool = False  # the source has several frames (it can play or be paused)
 
     def state_text(self) -> str:
-        """``"2.1 fps"`` while playing, ``"paused"`` for a paused sequence, else ``"still"``:
+        """``"2.1 fps"`` while playing, ``"paused"`` for a paused sequence, else ``"still input"``:
         a rate measured while playing means nothing once it stopped."""
         if self.playing:
             return f"{self.fps:.1f} fps"
-        return "paused" if self.sequence else "still"
+        return "paused" if self.sequence else "still input"
 
     def text(self) -> str:
         """e.g. ``"2.1 fps · capture 410 ms · prepare 55 ms · shown +20 ms · dropped 3"``,

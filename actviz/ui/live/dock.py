@@ -94,7 +94,7 @@ class OcclusionPad(QWidget):
         self._qimage: QImage | None = None
         self._centre: tuple[float, float] | None = None
         self._size = 0.25
-        self.setMinimumSize(160, 160)
+        self.setMinimumSize(120, 120)  # small enough for the dock at 1280x720
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setCursor(Qt.CursorShape.CrossCursor)
         self.setToolTip("Press and drag to move the occlusion patch over the input")
@@ -170,15 +170,19 @@ def _slider(lo: int, hi: int, value: int, tip: str) -> QSlider:
     return s
 
 
-def _with_value(slider: QSlider, label: QLabel, fmt: str) -> QWidget:
-    """``slider`` with ``label`` beside it showing its value (``fmt``), kept in step."""
-    row = QWidget()
+def _with_value(slider: QSlider, label: QLabel, fmt: str, parent: QWidget) -> QWidget:
+    """``slider`` with ``label`` beside it showing its value (``fmt``), kept in step.
+
+    ``parent`` owns the row at once: a form layout not yet on a widget does not, and a row
+    owned by nobody is deleted with its Python reference."""
+    row = QWidget(parent)
     h = QHBoxLayout(row)
     h.setContentsMargins(0, 0, 0, 0)
     h.addWidget(slider, 1)
     # Wide enough for the longest value, so the slider does not jump as the text changes.
     label.setMinimumWidth(label.fontMetrics().horizontalAdvance(fmt.format(-100) + "0"))
     label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    h.addWidget(label)
     slider.valueChanged.connect(lambda v: label.setText(fmt.format(v)))
     label.setText(fmt.format(slider.value()))
     return row
@@ -342,27 +346,29 @@ class LiveControls(QDockWidget):
         self.size_slider = _slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
         self.size_slider.valueChanged.connect(self._on_size_changed)
         self.size_value = QLabel()
-        form.addRow(self.occlusion_check, _with_value(self.size_slider, self.size_value, "{}%"))
+        form.addRow(
+            self.occlusion_check, _with_value(self.size_slider, self.size_value, "{}%", box)
+        )
         self.noise_slider = _slider(0, 200, 0, "Gaussian noise, % of the input's std")
         self.noise_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(noise=v / 100.0)
         )
         self.noise_value = QLabel()
-        form.addRow("noise", _with_value(self.noise_slider, self.noise_value, "{}%"))
+        form.addRow("noise", _with_value(self.noise_slider, self.noise_value, "{}%", box))
         self.brightness_slider = _slider(-100, 100, 0, "Brightness shift, % of the value range")
         self.brightness_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(brightness=v / 100.0)
         )
         self.brightness_value = QLabel()
         form.addRow(
-            "brightness", _with_value(self.brightness_slider, self.brightness_value, "{:+d}%")
+            "brightness", _with_value(self.brightness_slider, self.brightness_value, "{:+d}%", box)
         )
         self.contrast_slider = _slider(0, 300, 100, "Contrast, % (100 = unchanged)")
         self.contrast_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(contrast=v / 100.0)
         )
         self.contrast_value = QLabel()
-        form.addRow("contrast", _with_value(self.contrast_slider, self.contrast_value, "{}%"))
+        form.addRow("contrast", _with_value(self.contrast_slider, self.contrast_value, "{}%", box))
         v.addLayout(form)
         self.reset_button = QPushButton("Reset perturbation")
         self.reset_button.clicked.connect(self.reset_perturbation)
