@@ -172,6 +172,9 @@ class RunResult:
     spec: DisplaySpec = field(default_factory=DisplaySpec, repr=False, compare=False)
     capture: Capture | None = field(default=None, repr=False, compare=False)
     tree: ModuleTree | None = field(default=None, repr=False, compare=False)
+    #: Where the input came from when it is not the opened input (a live frame): ``input``
+    #: (file name), ``path``, ``index`` (None outside a sequence), ``perturbation``.
+    origin: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))

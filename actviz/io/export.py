@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +328,9 @@ def export_capture(
     categories: list[str] | None = None,
     model_name: str = "",
     input_name: str = "",
+    input_path: str = "",
+    frame: int | None = None,
+    perturbation: Mapping[str, Any] | None = None,
     cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
     normalize: str = "channel",
     gradcam_layer: str | None = None,
@@ -347,7 +350,15 @@ def export_capture(
     categories
         Class names for the prediction in summary.json.
     model_name, input_name
-        Recorded in summary.json.
+        Recorded in summary.json (``input_name``: the file of the frame that ran, e.g.
+        ``"frame_007.png"``, not the opened input's when a sequence plays).
+    input_path
+        The input's full path, recorded as ``"input_path"`` ("" when not a file).
+    frame
+        Index of the frame in its sequence, recorded as ``"frame"`` (None: not a sequence).
+    perturbation
+        Every perturbation applied to the input with its value, recorded as
+        ``"perturbation"`` (``{}``: the input as opened), e.g. ``{"noise": 0.2}``.
     cmap
         Colormap of the feature-map PNGs.
     normalize
@@ -460,6 +471,9 @@ def export_capture(
     summary = {
         "model": model_name,
         "input": input_name,
+        "input_path": input_path,
+        "frame": frame,
+        "perturbation": dict(perturbation or {}),
         "input_shapes": _shapes(cap.inputs),
         "output_shapes": _shapes(cap.output),
         "target": {

@@ -278,9 +278,11 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window)
     assert "frame" in window.input_preview.caption_label.text()
     status = live.status()
     assert status.frames >= 3 and status.last.capture_ms > 0
-    assert "fps" in window.live_dock.stats_label.text()
+    # Paused: no stale rate from when it played.
+    assert window.live_dock.stats_label.text().startswith("paused · capture ")
+    assert "fps" not in window.live_dock.stats_label.text()
     assert "held" in window.live_dock.memory_label.text()
-    assert "fps" in window.live_status_label.text()
+    assert window.live_status_label.text() == "live paused"
     view_menu = next(a.menu() for a in window.menuBar().actions() if "View" in a.text())
     assert window.live_dock.toggleViewAction() in view_menu.actions()
     # The session keeps the opened input: live frames do not replace it.
@@ -603,6 +605,10 @@ def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, window, t
 def test_still_frame_source_and_status_text():
     frame = StillFrame(torch.zeros(1, 3, 4, 4), None, "x.png").frame(3)
     assert frame.index == 0 and frame.label == "x.png"
-    st = LiveStatus(fps=2.5, frames=7, dropped=1, held_bytes=3 << 20, budget_bytes=1 << 30)
+    st = LiveStatus(
+        fps=2.5, frames=7, dropped=1, held_bytes=3 << 20, budget_bytes=1 << 30, playing=True
+    )
     assert st.text().startswith("2.5 fps") and "dropped 1" in st.text()
+    assert LiveStatus(fps=2.5, frames=7, sequence=True).text() == "paused · 7 frames"
+    assert LiveStatus(fps=2.5, frames=7).text() == "still input · 7 frames"
     assert "3.0 MiB of 1.0 GiB" in st.memory_text()

@@ -129,10 +129,19 @@ class LiveStatus:
     rss_bytes: int | None = None
     budget_bytes: int = DEFAULT_MEMORY_BUDGET
     playing: bool = False
+    sequence: bool = False  # the source has several frames (it can play or be paused)
+
+    def state_text(self) -> str:
+        """``"2.1 fps"`` while playing, ``"paused"`` for a paused sequence, else ``"still input"``:
+        a rate measured while playing means nothing once it stopped."""
+        if self.playing:
+            return f"{self.fps:.1f} fps"
+        return "paused" if self.sequence else "still input"
 
     def text(self) -> str:
-        """e.g. ``"2.1 fps · capture 410 ms · prepare 55 ms · shown +20 ms · dropped 3"``."""
-        parts = [f"{self.fps:.1f} fps"]
+        """e.g. ``"2.1 fps · capture 410 ms · prepare 55 ms · shown +20 ms · dropped 3"``,
+        ``"paused · capture 410 ms · ..."`` when paused."""
+        parts = [self.state_text()]
         if self.last is not None:
             t = self.last
             parts.append(f"capture {t.capture_ms:.0f} ms")
@@ -198,6 +207,9 @@ class LiveController(QObject):
         Index, frame count and label of the frame now shown.
     base_image_changed(object)
         The shown frame's picture *before* perturbation ((H, W, 3) uint8 or None).
+    input_image_changed(object)
+        The shown frame's picture *as the model received it* (perturbed; (H, W, 3) uint8
+        or None): what the perturbation pad shows.
     playing_changed(bool)
     speed_changed(float)
         The playback speed (frames per second) was set.
@@ -210,6 +222,7 @@ class LiveController(QObject):
     status_changed = Signal(object)
     frame_changed = Signal(int, int, str)
     base_image_changed = Signal(object)
+    input_image_changed = Signal(object)
     playing_changed = Signal(bool)
     speed_changed = Signal(float)
     source_changed = Signal(str)
@@ -308,6 +321,7 @@ class LiveController(QObject):
             rss_bytes=rss_bytes(),
             budget_bytes=self.memory_budget,
             playing=self.player.playing,
+            sequence=(self.source is not None and len(self.source) > 1) or self._webcam is not None,
         )
 
     # ------------------------------------------------------------------ sources
@@ -378,7 +392,9 @@ class LiveController(QObject):
         inp = self.window.session.input
         if inp is None:
             return None
-        return StillFrame(inp.value, inp.image, Path(inp.source).name if inp.source else "input")
+        name = Path(inp.source).name if inp.source else "input"
+        path = inp.source if inp.source and Path(inp.source).is_file() else ""
+        return StillFrame(inp.value, inp.image, name, path)
 
     def _on_session_input_changed(self) -> None:
         if self.source is None or isinstance(self.source, StillFrame):
@@ -568,6 +584,7 @@ class LiveController(QObject):
             "eager": [selected] if selected else [],
             "budget": self.memory_budget,
             "capture_threads": self.capture_threads,
+            "length": len(source),
         }
         spec.payload = payload
 
@@ -599,6 +616,14 @@ class LiveController(QObject):
             t2 = time.perf_counter()
             spec_.frame = frame
             spec_.base_image = frame.image
+            origin = {
+                "input": Path(frame.path).name if frame.path else frame.label,
+                "path": frame.path,
+                "index": frame.index if p["length"] > 1 else None,
+                "frames": p["length"],
+                "label": frame.label,
+                "perturbation": spec_.perturbation.as_dict(),
+            }
             spec_.timing.update(load=t1 - t0, capture=t2 - t1)
             request = dataclasses.replace(base_, inputs=value, image=image)
             # The second stage holds only what it needs (not the source, nor this payload).
@@ -622,6 +647,8 @@ class LiveController(QObject):
                     reuse=stand_ins,
                 )
                 t4 = time.perf_counter()
+                # Export and the read-outs name this frame, not the opened input.
+                result = dataclasses.replace(result, origin=origin)
                 spec_.image = result.image
                 spec_.timing.update(prepare=t4 - t3, wait=t3 - t2, end=t4)
                 return result
@@ -690,10 +717,12 @@ class LiveController(QObject):
         if not spec.perturbation.is_identity():
             caption += f" · {spec.perturbation.describe()}"
         if spec.image is not None:
-            image, preview = spec.image, self.window.input_preview
-            self.window.defer_display(lambda: preview.set_image(image, caption))
+            # At once, not as a display step: a step is skipped when the next frame arrives
+            # first, so while playing the preview would lag the frame counter.
+            self.window.input_preview.set_image(spec.image, caption)
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
+        self.input_image_changed.emit(spec.image)
         self._emit_status()
         if (
             spec.partial

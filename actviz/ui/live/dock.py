@@ -77,7 +77,8 @@ def _ask_tensor_file(parent: QWidget) -> str:
 
 
 class OcclusionPad(QWidget):
-    """The current frame, with the occlusion patch outlined; press and drag to move the patch.
+    """The current frame as the model receives it (perturbed), with the occlusion patch
+    outlined; press and drag to move the patch.
 
     Signals
     -------
@@ -93,7 +94,7 @@ class OcclusionPad(QWidget):
         self._qimage: QImage | None = None
         self._centre: tuple[float, float] | None = None
         self._size = 0.25
-        self.setMinimumSize(160, 160)
+        self.setMinimumSize(120, 120)  # small enough for the dock at 1280x720
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setCursor(Qt.CursorShape.CrossCursor)
         self.setToolTip("Press and drag to move the occlusion patch over the input")
@@ -169,6 +170,24 @@ def _slider(lo: int, hi: int, value: int, tip: str) -> QSlider:
     return s
 
 
+def _with_value(slider: QSlider, label: QLabel, fmt: str, parent: QWidget) -> QWidget:
+    """``slider`` with ``label`` beside it showing its value (``fmt``), kept in step.
+
+    ``parent`` owns the row at once: a form layout not yet on a widget does not, and a row
+    owned by nobody is deleted with its Python reference."""
+    row = QWidget(parent)
+    h = QHBoxLayout(row)
+    h.setContentsMargins(0, 0, 0, 0)
+    h.addWidget(slider, 1)
+    # Wide enough for the longest value, so the slider does not jump as the text changes.
+    label.setMinimumWidth(label.fontMetrics().horizontalAdvance(fmt.format(-100) + "0"))
+    label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    h.addWidget(label)
+    slider.valueChanged.connect(lambda v: label.setText(fmt.format(v)))
+    label.setText(fmt.format(slider.value()))
+    return row
+
+
 class LiveControls(QDockWidget):
     """The live-mode dock.
 
@@ -209,13 +228,12 @@ class LiveControls(QDockWidget):
         c = controller
         c.status_changed.connect(self._on_controller_status_changed)
         c.frame_changed.connect(self._on_controller_frame_changed)
-        c.base_image_changed.connect(self._on_controller_base_image_changed)
+        c.input_image_changed.connect(self._on_controller_input_image_changed)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
         c.message.connect(self._on_controller_message)
         self._sync_transport()
-        inp = c.window.session.input
-        self.pad.set_image(inp.image if inp is not None else None)
+        self._show_still_input()
         c.window.session.input_changed.connect(self._on_session_input_changed)
         c.window.closed.connect(self._on_window_closed)
 
@@ -327,22 +345,30 @@ class LiveControls(QDockWidget):
         self.occlusion_check.toggled.connect(self._on_occlusion_toggled)
         self.size_slider = _slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
         self.size_slider.valueChanged.connect(self._on_size_changed)
-        form.addRow(self.occlusion_check, self.size_slider)
+        self.size_value = QLabel()
+        form.addRow(
+            self.occlusion_check, _with_value(self.size_slider, self.size_value, "{}%", box)
+        )
         self.noise_slider = _slider(0, 200, 0, "Gaussian noise, % of the input's std")
         self.noise_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(noise=v / 100.0)
         )
-        form.addRow("noise", self.noise_slider)
+        self.noise_value = QLabel()
+        form.addRow("noise", _with_value(self.noise_slider, self.noise_value, "{}%", box))
         self.brightness_slider = _slider(-100, 100, 0, "Brightness shift, % of the value range")
         self.brightness_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(brightness=v / 100.0)
         )
-        form.addRow("brightness", self.brightness_slider)
+        self.brightness_value = QLabel()
+        form.addRow(
+            "brightness", _with_value(self.brightness_slider, self.brightness_value, "{:+d}%", box)
+        )
         self.contrast_slider = _slider(0, 300, 100, "Contrast, % (100 = unchanged)")
         self.contrast_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(contrast=v / 100.0)
         )
-        form.addRow("contrast", self.contrast_slider)
+        self.contrast_value = QLabel()
+        form.addRow("contrast", _with_value(self.contrast_slider, self.contrast_value, "{}%", box))
         v.addLayout(form)
         self.reset_button = QPushButton("Reset perturbation")
         self.reset_button.clicked.connect(self.reset_perturbation)
@@ -390,10 +416,15 @@ class LiveControls(QDockWidget):
         ):
             with QSignalBlocker(w):
                 w.setValue(value)
+        # Their signals were blocked: the value labels follow by hand.
+        self.noise_value.setText("0%")
+        self.brightness_value.setText("+0%")
+        self.contrast_value.setText("100%")
         with QSignalBlocker(self.occlusion_check):
             self.occlusion_check.setChecked(False)
         self.controller.reset_perturbation()
         self._sync_patch()
+        self._show_still_input()
 
     def _on_source_activated(self, index: int) -> None:
         c = self.controller
@@ -483,7 +514,7 @@ class LiveControls(QDockWidget):
             self.frame_slider.setValue(index)
         self.frame_label.setText(f"frame {index + 1}/{length} · {label}")
 
-    def _on_controller_base_image_changed(self, image: Any) -> None:
+    def _on_controller_input_image_changed(self, image: Any) -> None:
         if image is not None:
             self.pad.set_image(image)
 
@@ -502,8 +533,19 @@ class LiveControls(QDockWidget):
 
     def _on_session_input_changed(self) -> None:
         if self.controller.source is None:
-            inp = self.controller.window.session.input
-            self.pad.set_image(inp.image if inp is not None else None)
+            self._show_still_input()
+
+    def _show_still_input(self) -> None:
+        """The opened input on the pad as the model will get it (the current perturbation
+        applied), until a frame computed from it arrives."""
+        c = self.controller
+        inp = c.window.session.input
+        if c.source is not None or inp is None:
+            if inp is None and c.source is None:
+                self.pad.set_image(None)
+            return
+        _, image = c.perturbation.apply(inp.value, inp.image)
+        self.pad.set_image(image)
 
     def _on_window_closed(self) -> None:
         self.controller.window.session.input_changed.disconnect(self._on_session_input_changed)
@@ -580,7 +622,7 @@ def install_live_mode(
     label.setObjectName("liveStatusLabel")
     window.statusBar().addPermanentWidget(label)
     controller.status_changed.connect(
-        lambda st: label.setText(f"live {st.fps:.1f} fps" if st.frames else "")
+        lambda st: label.setText(f"live {st.state_text()}" if st.frames else "")
     )
     window.live = controller
     window.live_dock = dock

@@ -50,6 +50,7 @@ __all__ = [
     "TensorFrames",
     "WebcamSource",
     "estimate_bytes",
+    "picture_of",
     "webcam_status",
 ]
 
@@ -76,12 +77,15 @@ class LiveFrame:
         Short text for the controls, e.g. the file name.
     index
         Position in the source.
+    path
+        The file it was read from ("" when none: a camera, an in-memory tensor).
     """
 
     value: Any
     image: np.ndarray | None
     label: str
     index: int
+    path: str = ""
 
 
 class FrameSource:
@@ -109,16 +113,19 @@ def _display(value: torch.Tensor) -> np.ndarray | None:
 class StillFrame(FrameSource):
     """The current input as a one-frame source (perturbations without a sequence)."""
 
-    def __init__(self, value: Any, image: np.ndarray | None = None, label: str = "input") -> None:
+    def __init__(
+        self, value: Any, image: np.ndarray | None = None, label: str = "input", path: str = ""
+    ) -> None:
         self.value = value
         self.image = image
         self.name = label
+        self.path = path
 
     def __len__(self) -> int:
         return 1
 
     def frame(self, index: int) -> LiveFrame:
-        return LiveFrame(self.value, self.image, self.name, 0)
+        return LiveFrame(self.value, self.image, self.name, 0, self.path)
 
 
 class TensorFrames(FrameSource):
@@ -154,6 +161,8 @@ class TensorFrames(FrameSource):
             frames = frames.to(dtype)
         self.frames = frames
         self.name = name
+        #: The file the frames were read from ("" for an in-memory tensor).
+        self.path = ""
         self._images: dict[int, np.ndarray | None] = {}
 
     @classmethod
@@ -183,7 +192,9 @@ class TensorFrames(FrameSource):
                 if p.is_floating_point():
                     dtype = p.dtype
                     break
-        return cls(value, Path(path).name, device=device, dtype=dtype)
+        frames = cls(value, Path(path).name, device=device, dtype=dtype)
+        frames.path = str(path)
+        return frames
 
     def __len__(self) -> int:
         return int(self.frames.shape[0])
@@ -193,7 +204,7 @@ class TensorFrames(FrameSource):
         value = self.frames[index : index + 1]
         if index not in self._images:
             self._images[index] = _display(value) if value.dim() == 4 else None
-        return LiveFrame(value, self._images[index], f"{self.name}[{index}]", index)
+        return LiveFrame(value, self._images[index], f"{self.name}[{index}]", index, self.path)
 
 
 class ImageFolder(FrameSource):
@@ -249,7 +260,7 @@ class ImageFolder(FrameSource):
                 return hit
         path = self.files[index]
         loaded = open_input(str(path), model=self.model, loaded_model=self.loaded_model)
-        frame = LiveFrame(loaded.value, loaded.image, path.name, index)
+        frame = LiveFrame(loaded.value, loaded.image, path.name, index, str(path))
         with self._lock:
             self._cache[index] = frame
             while len(self._cache) > self._cache_size:
@@ -352,12 +363,33 @@ class Perturbation:
             return value, image
         noise_field: torch.Tensor | None = None
         new_value = value
+        new_image = None
         target = _image_tensor(value)
         if target is not None:
             perturbed, noise_field = self._apply_tensor(target)
             new_value = _replace_image_tensor(value, perturbed)
-        new_image = self._apply_image(image, noise_field) if image is not None else None
+            if image is not None:
+                # The picture of exactly the tensor the model gets, in the picture's colours.
+                new_image = picture_of(perturbed, target, image)
+        if new_image is None and image is not None:
+            new_image = self._apply_image(image, noise_field)
         return new_value, new_image
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every perturbation that applies, with its value (``{}`` when none does), e.g.
+        ``{"noise": 0.2, "seed": 0, "brightness": 0.1, "occlusion": {"x": .., "y": .., "size": ..}}``."""
+        out: dict[str, Any] = {}
+        if self.occlusion is not None:
+            x, y = self.occlusion
+            out["occlusion"] = {"x": float(x), "y": float(y), "size": float(self.occlusion_size)}
+        if self.noise:
+            out["noise"] = float(self.noise)
+            out["seed"] = int(self.seed)  # the noise pattern, so the frame can be rebuilt
+        if self.brightness:
+            out["brightness"] = float(self.brightness)
+        if self.contrast != 1.0:
+            out["contrast"] = float(self.contrast)
+        return out
 
     def _apply_tensor(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         squeeze = x.dim() == 3
@@ -408,6 +440,42 @@ class Perturbation:
             y0, y1, x0, x1 = box
             img[y0:y1, x0:x1] = img.mean(axis=(0, 1))
         return np.ascontiguousarray(np.clip(img + 0.5, 0, 255).astype(np.uint8))
+
+
+def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> np.ndarray | None:
+    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``.
+
+    A frame's picture is, channel by channel, an affine map of its tensor (a min-max view,
+    or the model's normalisation undone, rounded to uint8). That map is fitted on the clean
+    pair and applied to ``tensor``, so the picture shows exactly what the model receives:
+    brightness as brighter, noise and the patch where they are. Returns None when ``image``
+    is not such a view of ``clean`` (another size, another picture), so the caller can fall
+    back to perturbing the picture itself.
+    """
+    if tensor.dim() == 4:
+        tensor, clean = tensor[0], clean[0]
+    if tensor.dim() != 3 or clean.shape != tensor.shape or tensor.shape[0] not in (1, 3):
+        return None
+    img = np.asarray(image)
+    if img.ndim != 3 or img.shape[:2] != tuple(tensor.shape[1:]) or img.shape[2] < 3:
+        return None
+    x = clean.detach().to("cpu", torch.float64).numpy()
+    t = tensor.detach().to("cpu", torch.float64).numpy()
+    out = np.empty(img.shape[:2] + (3,), np.uint8)
+    for c in range(3):
+        k = min(c, x.shape[0] - 1)
+        xc, yc = x[k].ravel(), img[..., c].ravel().astype(np.float64)
+        inside = (yc > 0) & (yc < 255)  # clipped pixels say nothing about the map
+        if inside.sum() < 2 or np.ptp(xc[inside]) == 0:
+            return None
+        a, b = np.polyfit(xc[inside], yc[inside], 1)
+        fit = a * xc + b
+        if np.abs(fit[inside] - yc[inside]).max() > 1.0:
+            return None  # not a view of this tensor
+        if np.any(fit[yc == 0] > 1.0) or np.any(fit[yc == 255] < 254.0):
+            return None
+        out[..., c] = np.clip(np.round(a * t[k] + b), 0, 255).astype(np.uint8)
+    return out
 
 
 def _is_image_tensor(t: Any) -> bool:

@@ -1,12 +1,19 @@
-"""Dialogs: open a model (searchable torchvision list, file + architecture, recents) and the
-explicit confirmation before an untrusted pickle is unpickled."""
+"""Dialogs: open a model (searchable torchvision list, file + architecture, recents), the
+explicit confirmation before an untrusted pickle is unpickled, and the export folder.
+
+The Open model dialog, as the window uses it (``keep_open``), stays open while the model
+loads: a failure is shown in it with the path kept, and weights whose architecture is not
+certain list the candidate architectures (score and reason) to choose from.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -90,7 +97,17 @@ class OpenModelDialog(QDialog):
         Recent entries as stored by :class:`~actviz.ui.window.settings.AppSettings` (``source|arch``).
     names
         torchvision names to list (default: all of them).
+    keep_open
+        Open does not close the dialog: it emits ``open_requested(ModelSpec)`` and waits for
+        :meth:`opened` (closes) or :meth:`show_failure` (stays, path kept, says why).
+
+    Signals
+    -------
+    open_requested(ModelSpec)
+        Open was pressed with a choice (``keep_open`` only).
     """
+
+    open_requested = Signal(object)
 
     def __init__(
         self,
@@ -98,8 +115,10 @@ class OpenModelDialog(QDialog):
         *,
         recent: list[str] | None = None,
         names: list[str] | None = None,
+        keep_open: bool = False,
     ) -> None:
         super().__init__(parent)
+        self.keep_open = keep_open
         self.setWindowTitle("Open model — actviz")
         self.resize(560, 520)
         self._names = names if names is not None else torchvision_model_names()
@@ -152,12 +171,21 @@ class OpenModelDialog(QDialog):
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.arch_combo.setCompleter(completer)
         form.addRow("Architecture", self.arch_combo)
-        hint = QLabel(
-            "A state_dict or safetensors file holds only weights: name the architecture they "
-            "belong to. TorchScript, .pt2 and whole pickled models need none."
+        # Candidates for weights whose architecture is not certain (filled by show_failure).
+        self.arch_list = QListWidget()
+        self.arch_list.setToolTip("Architectures whose tensor names and shapes fit the weights")
+        self.arch_list.currentItemChanged.connect(self._on_candidate_changed)
+        self.arch_list.itemDoubleClicked.connect(lambda _item: self.accept())
+        self.arch_list.setVisible(False)
+        form.addRow(self.arch_list)
+        self.hint_label = QLabel(
+            "A state_dict or safetensors file holds only weights: leave the architecture "
+            "empty and actviz recognises it from the tensor names and shapes (asking here "
+            "when unsure), or name it: a torchvision name or path/model.py:ClassName. "
+            "TorchScript, .pt2 and whole pickled models need none."
         )
-        hint.setWordWrap(True)
-        form.addRow(hint)
+        self.hint_label.setWordWrap(True)
+        form.addRow(self.hint_label)
         self.tabs.addTab(file_tab, "File")
 
         # recent
@@ -175,12 +203,95 @@ class OpenModelDialog(QDialog):
         if recent:
             self.tabs.setCurrentIndex(2)
 
-        buttons = QDialogButtonBox(
+        # Why the last attempt failed, or "Opening ..." while it loads.
+        self.message_label = QLabel("")
+        self.message_label.setWordWrap(True)
+        self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message_label.setVisible(False)
+        layout.addWidget(self.message_label)
+        self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel
         )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        layout.addWidget(buttons)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+        self.open_button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+
+    # ------------------------------------------------------------------ keep_open flow
+    def accept(self) -> None:
+        """Open: closes the dialog, or with ``keep_open`` asks for the load (see the class)."""
+        if not self.keep_open:
+            super().accept()
+            return
+        spec = self.spec()
+        if spec is None:
+            what = ("a model from the list", "a file", "a recent model")[self.tabs.currentIndex()]
+            self._say(f"Choose {what} first.", error=True)
+            return
+        self.set_busy(True, f"Opening {Path(spec.source).name or spec.source}…")
+        self.open_requested.emit(spec)
+
+    def opened(self) -> None:
+        """The model asked for opened: close the dialog as accepted."""
+        self.set_busy(False)
+        super().accept()
+
+    def set_busy(self, busy: bool, text: str = "") -> None:
+        """While a load runs: Open disabled and ``text`` shown (Cancel stays: it cancels)."""
+        self.open_button.setEnabled(not busy)
+        if text or busy:
+            self._say(text, error=False)
+
+    def show_failure(self, text: str, *, path: str = "", candidates: Sequence[Any] = ()) -> None:
+        """Opening failed: say why here and keep the path; list ``candidates``
+        (:class:`~actviz.io.arch_guess.ArchGuess`, best first) to choose an architecture."""
+        self.set_busy(False)
+        if path:
+            self.tabs.setCurrentIndex(1)
+            self.file_edit.setText(path)
+        self.set_candidates(candidates)
+        if candidates or path:
+            self.arch_combo.setEditText("")  # the one tried did not work, or none was named
+            self.arch_combo.setFocus()
+        self._say(text, error=True)
+
+    def set_candidates(self, candidates: Sequence[Any]) -> None:
+        """List architectures to choose from, each with its score and reason."""
+        self.arch_list.clear()
+        for guess in candidates:
+            item = QListWidgetItem(f"{guess.name}  —  score {guess.score:.2f}: {guess.reason}")
+            item.setData(Qt.ItemDataRole.UserRole, guess.name)
+            item.setToolTip(guess.describe())
+            self.arch_list.addItem(item)
+        self.arch_list.setVisible(bool(candidates))
+
+    def candidates(self) -> list[str]:
+        """The architectures listed to choose from."""
+        return [
+            self.arch_list.item(i).data(Qt.ItemDataRole.UserRole)
+            for i in range(self.arch_list.count())
+        ]
+
+    def choose_candidate(self, name: str) -> bool:
+        """Select candidate ``name`` (its name goes to the architecture field)."""
+        for i in range(self.arch_list.count()):
+            if self.arch_list.item(i).data(Qt.ItemDataRole.UserRole) == name:
+                self.arch_list.setCurrentRow(i)
+                return True
+        return False
+
+    def message(self) -> str:
+        """The text under the tabs (the last failure, or what is being opened)."""
+        return self.message_label.text() if self.message_label.isVisible() else ""
+
+    def _say(self, text: str, *, error: bool) -> None:
+        self.message_label.setText(text)
+        self.message_label.setStyleSheet("color: #842029;" if error else "")
+        self.message_label.setVisible(bool(text))
+
+    def _on_candidate_changed(self, item: QListWidgetItem | None, _previous: object) -> None:
+        if item is not None:
+            self.arch_combo.setEditText(item.data(Qt.ItemDataRole.UserRole))
 
     def visible_names(self) -> list[str]:
         """Names in the torchvision list that the search keeps."""
@@ -231,3 +342,76 @@ class OpenModelDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILE_FILTER)
         if path:
             self.file_edit.setText(path)
+
+
+class ExportFolderDialog(QDialog):
+    """Where "Export everything" writes: a folder typed or browsed to; it may not exist yet
+    (the export creates it), which a plain folder picker refuses.
+
+    Parameters
+    ----------
+    parent
+        Parent window.
+    start
+        Folder shown at first (e.g. the last export's).
+    """
+
+    def __init__(self, parent: QWidget | None = None, start: str = "") -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Export everything — actviz")
+        self.resize(520, 140)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("Folder to write the pictures, arrays and summary.json into:"))
+        row = QHBoxLayout()
+        self.folder_edit = QLineEdit(start)
+        self.folder_edit.setPlaceholderText("e.g. ~/actviz-export (created if missing)")
+        self.folder_edit.textChanged.connect(self._on_text_changed)
+        row.addWidget(self.folder_edit, 1)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._on_browse_clicked)
+        row.addWidget(browse)
+        layout.addLayout(row)
+        self.note_label = QLabel("")
+        self.note_label.setWordWrap(True)
+        layout.addWidget(self.note_label)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setText("Export")
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+        self._on_text_changed(start)
+
+    def folder(self) -> str:
+        """The folder chosen, with ``~`` expanded ("" when none)."""
+        text = self.folder_edit.text().strip()
+        return str(Path(text).expanduser()) if text else ""
+
+    def _on_text_changed(self, _text: str) -> None:
+        folder = self.folder()
+        path = Path(folder) if folder else None
+        if path is None:
+            note = ""
+        elif path.is_dir():
+            note = "Files already there with the same names are replaced."
+        elif path.exists():
+            note = "This is a file, not a folder."
+        else:
+            note = "This folder does not exist yet: it will be created."
+        self.note_label.setText(note)
+        ok = path is not None and not (path.exists() and not path.is_dir())
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(ok)
+
+    def _on_browse_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export to folder", self.folder())
+        if folder:
+            self.folder_edit.setText(folder)
+
+
+def ask_export_folder(parent: QWidget | None, start: str = "") -> str:
+    """Ask where to export (a new folder is fine); "" when cancelled."""
+    dialog = ExportFolderDialog(parent, start)
+    if dialog.exec() != QDialog.DialogCode.Accepted:
+        return ""
+    return dialog.folder()

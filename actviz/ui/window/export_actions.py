@@ -92,6 +92,9 @@ class ExportActions:
         self._wait_until = window.wait_until
         #: Files written by the last finished "export everything".
         self.last_export: list[Path] = []
+        #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests
+        #: replace it; the default is :func:`~actviz.ui.window.dialogs.ask_export_folder`).
+        self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
         self._export_request: ExportRequest | None = None
         actions.export_all_action.triggered.connect(self._on_export_all_triggered)
         actions.export_png_action.triggered.connect(self._on_export_png_triggered)
@@ -138,14 +141,13 @@ class ExportActions:
         from actviz.core.capture import CaptureCancelled
 
         out = Path(out_dir)
-        inp = self.session.input
         gradcam = self.gradcam_panel.current_layer() or result.gradcam_default
         # Everything the job needs is read here, on the GUI thread.
         kwargs: dict[str, Any] = dict(
             image=result.image,
             categories=self.session.categories,
             model_name=self.session.model_name,
-            input_name=(Path(inp.source).name if inp and inp.source else "tensor"),
+            **self._input_record(result),
             cmap=self.colormap,
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
@@ -171,6 +173,24 @@ class ExportActions:
             return True
         self._wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
+
+    def _input_record(self, result: Any) -> dict[str, Any]:
+        """What summary.json says about the input of ``result``: the live frame it was made
+        from (file, index in its sequence, perturbations) or else the opened input."""
+        origin = getattr(result, "origin", None)
+        if origin is not None:
+            return dict(
+                input_name=origin.get("input") or "tensor",
+                input_path=origin.get("path") or "",
+                frame=origin.get("index"),
+                perturbation=dict(origin.get("perturbation") or {}),
+            )
+        inp = self.session.input
+        source = inp.source if inp is not None and inp.source else ""
+        return dict(
+            input_name=Path(source).name if source else "tensor",
+            input_path=source if source and Path(source).is_file() else "",
+        )
 
     def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
         """Save ``panel`` (default: the selected layer's panel, else the current tab) as PNG."""
@@ -258,9 +278,14 @@ class ExportActions:
 
     # ========================================================================== dialogs
     def _on_export_all_triggered(self) -> None:
-        out = QFileDialog.getExistingDirectory(self._parent(), "Export everything to folder")
+        # A folder that does not exist yet is fine (export creates it): a folder picker
+        # (QFileDialog.getExistingDirectory) refuses one, so the dialog takes a typed path.
+        out = self.choose_export_folder(self._parent(), self._last_folder())
         if out:
             self.export_all(out)
+
+    def _last_folder(self) -> str:
+        return str(self.last_export[0].parent) if self.last_export else ""
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")
@@ -277,6 +302,12 @@ class ExportActions:
 
     def _parent(self) -> QWidget | None:
         return self.window if isinstance(self.window, QWidget) else None
+
+
+def _ask_export_folder(parent: QWidget | None, start: str) -> str:
+    from actviz.ui.window.dialogs import ask_export_folder
+
+    return ask_export_folder(parent, start)
 
 
 __all__ = ["ExportActions", "ExportHost", "ExportRequest"]

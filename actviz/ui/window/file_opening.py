@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
@@ -29,11 +29,15 @@ from actviz.ui.window.loaders import (
     InputRequest,
     ModelLoader,
     ModelRequest,
+    arch_needed_text,
     describe_error,
     short_source,
 )
 from actviz.ui.window.settings import AppSettings, split_recent_model
 from actviz.ui.worker import Worker
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,8 @@ class FileOpening:
         self._run_if_due = window.run_if_due
         #: The bundled sample images, as the sample picker lists them.
         self.samples: list[Path] = []
+        #: The Open model dialog while it is open (None otherwise).
+        self.model_dialog: OpenModelDialog | None = None
         self._model_request: ModelRequest | None = None
         self._input_request: InputRequest | None = None
         actions.open_model_action.triggered.connect(self._on_open_model_triggered)
@@ -304,15 +310,21 @@ class FileOpening:
             return
         self._model_request = None
         request.succeeded = True
+        if request.dialog is not None:
+            request.dialog.opened()
         self._adopt_model(loaded)
         if request.remember:
             self.settings.add_recent_model(request.source, request.arch)
             self._refresh_recent_menus()
-        self._refresh_busy(f"Opened {loaded.name}")
+        guessed = guessed_arch_text(loaded) if not request.arch else ""
+        self._refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
+        if guessed:
+            # The status text changes with the first run; the status bar message stays a while.
+            self._show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
     def _on_model_load_errored(self, gen: int, error: BaseException) -> None:
-        from actviz.io.errors import UntrustedFileError
+        from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
         request = self._model_request
         if request is None or gen != request.generation:
@@ -325,13 +337,41 @@ class FileOpening:
                 request.trust = True
                 self._start_model_load(request)
                 return
-            self._fail_model_load(
-                request, f"Not opened: {error.path} was not trusted.", level="warning"
-            )
+            text = f"Not opened: {error.path} was not trusted."
+            if self._fail_in_dialog(request, text):
+                return
+            self._fail_model_load(request, text, level="warning")
             return
         log.info("could not open model %r: %s", request.source, error)
+        if isinstance(error, ArchitectureNeededError):
+            # Asked in the dialog, never sent to the command line (--arch).
+            in_dialog = self._dialog_of(request) is not None
+            text = arch_needed_text(error, in_dialog=in_dialog)
+            if self._fail_in_dialog(request, text, path=error.path, candidates=error.candidates):
+                return
+            self._fail_model_load(request, text, level="error")
+            return
         text = f"Could not open model {request.source!r}: {describe_error(error)}"
+        if self._fail_in_dialog(request, text, path=request.source):
+            return
         self._fail_model_load(request, text, level="error")
+
+    def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
+        dialog = request.dialog
+        return dialog if dialog is not None and dialog is self.model_dialog else None
+
+    def _fail_in_dialog(
+        self, request: ModelRequest, text: str, *, path: str = "", candidates: Any = ()
+    ) -> bool:
+        """Show a failed load in the dialog it came from (still open); False without one."""
+        dialog = self._dialog_of(request)
+        if dialog is None:
+            return False
+        self._fail_model_load(request, text, level=None)
+        # The path typed or picked stays; a zoo name or a recent entry keeps its own tab.
+        keep = path if path and Path(path).exists() else ""
+        dialog.show_failure(text, path=keep, candidates=candidates)
+        return True
 
     def _on_model_load_cancelled(self, gen: int) -> None:
         request = self._model_request
@@ -456,14 +496,51 @@ class FileOpening:
 
     # ========================================================================== menus, dialogs
     def _on_open_model_triggered(self) -> None:
+        self.open_model_dialog()
+
+    def open_model_dialog(self) -> OpenModelDialog:
+        """Show the Open model dialog (window-modal, not blocking) and return it.
+
+        It stays open while the chosen model loads: it closes when the model opened, and
+        otherwise says why with the path kept, listing candidate architectures for weights
+        whose architecture is not certain.
+        """
         from actviz.ui.window.dialogs import OpenModelDialog
 
-        dialog = OpenModelDialog(self._parent(), recent=self.settings.recent_models())
-        if dialog.exec() != OpenModelDialog.DialogCode.Accepted:
+        if self.model_dialog is not None:
+            self.model_dialog.raise_()
+            return self.model_dialog
+        dialog = OpenModelDialog(
+            self._parent(), recent=self.settings.recent_models(), keep_open=True
+        )
+        dialog.open_requested.connect(lambda spec: self._open_from_dialog(dialog, spec))
+        dialog.finished.connect(lambda code: self._on_model_dialog_finished(dialog, code))
+        self.model_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _open_from_dialog(self, dialog: OpenModelDialog, spec: ModelSpec) -> None:
+        if self.window.is_closed():
             return
-        spec = dialog.spec()
-        if spec is not None:
-            self.open_model_source(spec.source, arch=spec.arch, weights=spec.weights)
+        request = ModelRequest(
+            spec.source, arch=spec.arch, weights=spec.weights, remember=spec.source != "demo"
+        )
+        request.dialog = dialog
+        self._start_model_load(request)
+
+    def _on_model_dialog_finished(self, dialog: OpenModelDialog, code: int) -> None:
+        if self.model_dialog is dialog:
+            self.model_dialog = None
+        request = self._model_request
+        if request is not None and request.dialog is dialog and request.succeeded is None:
+            self._drop_model_load()  # closed (Cancel, Esc) while its model was loading
+        dialog.deleteLater()
+
+    def _show_note(self, text: str) -> None:
+        parent = self._parent()
+        bar = parent.statusBar() if parent is not None and hasattr(parent, "statusBar") else None
+        if bar is not None:
+            bar.showMessage(text, 20_000)
 
     def _on_open_input_triggered(self) -> None:
         start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
@@ -516,6 +593,18 @@ class FileOpening:
         return self.window if isinstance(self.window, QWidget) else None
 
 
+def guessed_arch_text(loaded: Any) -> str:
+    """``"architecture guessed: resnet18 (all 122 tensors match)"`` when ``loaded``'s
+    architecture was recognised from its weights, else ""."""
+    guesses = getattr(loaded, "arch_guesses", ())
+    if not guesses:
+        return ""
+    from actviz.io.arch_guess import confident_guess
+
+    used = confident_guess(guesses)
+    return f"architecture guessed: {used.name} ({used.reason})" if used is not None else ""
+
+
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     """Default untrusted-pickle confirmation: a Yes/No question, No by default."""
     from actviz.ui.window.dialogs import confirm_untrusted_file
@@ -523,4 +612,11 @@ def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
     return confirm_untrusted_file(parent, path, message)
 
 
-__all__ = ["ConfirmUntrusted", "FileHost", "FileOpening", "MODEL_SUFFIXES", "ask_untrusted"]
+__all__ = [
+    "ConfirmUntrusted",
+    "FileHost",
+    "FileOpening",
+    "MODEL_SUFFIXES",
+    "ask_untrusted",
+    "guessed_arch_text",
+]

@@ -54,6 +54,9 @@ class ModelRequest:
         The loader generation running it (a retry after the trust question gets a new one).
     succeeded
         None while pending, then True or False.
+    dialog
+        The Open model dialog it came from (None: a menu, a drop, a script): a failure is
+        shown there, and the dialog stays open to choose again, instead of in the banner.
     """
 
     source: str
@@ -63,6 +66,7 @@ class ModelRequest:
     remember: bool = True
     generation: int = 0
     succeeded: bool | None = None
+    dialog: Any = None
 
 
 @dataclass(eq=False)
@@ -103,6 +107,41 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
+    """What the window says about an ``ArchitectureNeededError`` (no command-line advice).
+
+    ``"weights.pt holds only weights (12 tensors), not the architecture, and these fit
+    equally well: a, b. Choose one in Open model (Ctrl+O)."``; ``in_dialog``: the dialog
+    lists the candidates itself, so the sentence asks to choose from them.
+    """
+    name = Path(error.path).name or error.path
+    candidates = list(getattr(error, "candidates", ()) or ())
+    lead = f"{name} holds only weights, not the architecture"
+    if not candidates:
+        found = "and no known architecture matches its tensor names and shapes"
+        ask = (
+            "Type the architecture it belongs to: a torchvision name (resnet18) or "
+            "path/model.py:ClassName."
+        )
+    else:
+        best = candidates[0]
+        tied = [c.name for c in candidates if c.fits and c.score == best.score]
+        if best.fits and len(tied) > 1:
+            found = f"and {len(tied)} architectures fit it equally well ({', '.join(tied)})"
+        elif best.fits:
+            found = f"and {best.name} fits it ({best.reason})"
+        else:
+            found = f"and none fits exactly; closest: {best.name} ({best.reason})"
+        ask = (
+            "Choose one of the candidates below, or type another architecture."
+            if in_dialog
+            else "Open it from File > Open model (Ctrl+O) to choose among the candidates."
+        )
+    if not candidates and not in_dialog:
+        ask = "Name it in File > Open model (Ctrl+O)."
+    return f"{lead}, {found}. {ask}"
+
+
 def local_files(mime: Any) -> list[str]:
     """Local file paths carried by a drag's ``QMimeData`` (empty for text or remote URLs)."""
     if mime is None or not mime.hasUrls():
@@ -115,6 +154,7 @@ __all__ = [
     "InputRequest",
     "ModelLoader",
     "ModelRequest",
+    "arch_needed_text",
     "describe_error",
     "load_input_source",
     "load_model_source",

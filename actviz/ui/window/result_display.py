@@ -115,6 +115,9 @@ class ResultDisplay:
             bar.valueChanged.connect(self._schedule_panel_updates)
             # A resized window changes the range: it may bring waiting panels on screen.
             bar.rangeChanged.connect(self._schedule_panel_updates)
+        # Back on the Layers tab, panels a change made on another tab left waiting come on
+        # screen without scrolling: fill them now (issue 12: stale scale after the Overview).
+        centre.tabs.currentChanged.connect(self._schedule_panel_updates)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
         centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
 
@@ -287,8 +290,9 @@ class ResultDisplay:
     def _show_saliency(self, result: RunResult) -> None:
         self._show_picture(self.saliency_panel, result)
         inp = self.session.input
-        if inp is not None and inp.image is None and result.image is not None:
-            # A tensor input that looks like an image: preview it as the overlays show it.
+        if inp is not None and inp.image is None and result.image is not None and not result.origin:
+            # A tensor input that looks like an image: preview it as the overlays show it
+            # (a live frame's preview is live mode's: its own frame, not the opened input).
             self.input_preview.set_image(result.image, inp.description or "tensor input")
         if result.saliency is not None:
             self.saliency_panel.set_heat(result.saliency)
