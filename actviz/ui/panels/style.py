@@ -28,6 +28,11 @@ BAR_ZERO = "#bdc1c6"
 ROW_BAD_BACKGROUND = "#f8d7da"
 SELECTION = "#3b6ea5"
 
+#: Margin around a page of panels (the Layers grid, the Overview) and around the banner.
+PAGE_MARGIN = 4
+#: Gap between two panels of a page (grid spacing, splitter handles).
+PANEL_SPACING = 6
+
 TICK_POINT_SIZE = 8
 LABEL_POINT_SIZE = 9
 
