@@ -87,12 +87,16 @@ class ElidedLabel(QtWidgets.QLabel):
         )
         self.setMinimumWidth(40)
 
+    def shown_text(self) -> str:
+        """The text as drawn at the label's current width ("…" where it is shortened)."""
+        return self.fontMetrics().elidedText(self.text(), self._mode, self.contentsRect().width())
+
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
         painter.setFont(self.font())
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
         rect = self.contentsRect()
-        shown = self.fontMetrics().elidedText(self.text(), self._mode, rect.width())
+        shown = self.shown_text()
         painter.drawText(rect, int(self.alignment() | QtCore.Qt.AlignmentFlag.AlignVCenter), shown)
         elided = shown != self.text()
         if elided != bool(self.toolTip()):
