@@ -67,12 +67,16 @@ class LayerAxis(pg.AxisItem):
             return []
         per_bar = size / (maxVal - minVal)
         metrics = self._metrics()
-        widest = max(metrics.horizontalAdvance(_short(name)) for name in self.names)
-        wanted = min(widest, MAX_LABEL_PX) + LABEL_GAP_PX
-        self.step = max(1, math.ceil(wanted / max(per_bar, 1e-9)))
+        # A typical name sets the spacing; longer ones are elided to it (hover names them).
+        widths = sorted(metrics.horizontalAdvance(_short(name)) for name in self.names)
+        typical = min(widths[len(widths) // 2], MAX_LABEL_PX)
+        self.step = max(1, math.ceil((typical + LABEL_GAP_PX) / max(per_bar, 1e-9)))
         self.slot_px = self.step * per_bar - LABEL_GAP_PX
-        first, last = max(0, math.ceil(minVal)), min(n - 1, math.floor(maxVal))
-        values = [float(i) for i in range(first, last + 1) if i % self.step == 0]
+        # pyqtgraph drops a label that sticks out of the axis: keep the first and last inside.
+        half = min(self.slot_px, MAX_LABEL_PX) / 2 / per_bar
+        first = max(0, math.ceil(minVal + half))
+        last = min(n - 1, math.floor(maxVal - half))
+        values = [float(i) for i in range(first, last + 1, self.step)]
         return [(float(self.step), values)]
 
     def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
