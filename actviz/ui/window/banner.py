@@ -119,15 +119,6 @@ class MessageBanner(QFrame):
             self._messages.pop(source, None)
         self._refresh()
 
-    def clear_errors(self, source: str) -> None:
-        """Remove the errors of ``source``, keeping its warnings (after a later success)."""
-        kept = [m for m in self._messages.get(source, []) if m[0] != "error"]
-        if kept:
-            self._messages[source] = kept
-        else:
-            self._messages.pop(source, None)
-        self._refresh()
-
     def messages(self) -> list[tuple[str, str]]:
         """All ``(level, text)`` shown, in display order."""
         order = [s for s in SOURCES if s in self._messages]
