@@ -32,11 +32,13 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QMenuBar,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSlider,
     QSpinBox,
@@ -556,6 +558,12 @@ class LiveControls(QDockWidget):
         super().closeEvent(event)
 
 
+def _show_dock(dock: QDockWidget) -> None:
+    if not dock.isVisible():
+        dock.show()
+    dock.raise_()  # in front when tabbed with another dock
+
+
 def _icon(name: str) -> QIcon:
     """One of Qt's standard media icons (drawn by the style, so always available)."""
     return QApplication.style().standardIcon(getattr(QStyle.StandardPixmap, name))
@@ -570,6 +578,7 @@ class LiveWindow(LiveHost, Protocol):
     live_status_label: QLabel | None
 
     def addDockWidget(self, area: Qt.DockWidgetArea, dock: QDockWidget) -> None: ...  # noqa: N802
+    def restoreDockWidget(self, dock: QDockWidget) -> bool: ...  # noqa: N802
     def resizeDocks(self, docks: Any, sizes: Any, orientation: Qt.Orientation) -> None: ...  # noqa: N802
     def menuBar(self) -> QMenuBar: ...  # noqa: N802
     def statusBar(self) -> QStatusBar: ...  # noqa: N802
@@ -600,14 +609,25 @@ def install_live_mode(
     """
     controller = LiveController(window, **kwargs)
     dock = LiveControls(controller, window)
-    window.addDockWidget(area, dock)
-    # Narrow by default: the layer panels are what the window is for.
-    window.resizeDocks([dock], [300], Qt.Orientation.Horizontal)
+    # Scrolls rather than making the window taller than a laptop screen.
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setWidget(dock.widget())
+    dock.setWidget(scroll)
+    # Where the user left it (a saved layout); else closed until live mode is used (a source
+    # chosen, Play), narrow: the layer panels are what the window is for.
+    if not window.restoreDockWidget(dock):
+        window.addDockWidget(area, dock)
+        window.resizeDocks([dock], [300], Qt.Orientation.Horizontal)
+        dock.hide()
+    controller.source_changed.connect(lambda text: text and _show_dock(dock))
+    controller.playing_changed.connect(lambda playing: playing and _show_dock(dock))
+    dock.play_action.triggered.connect(lambda: _show_dock(dock))
     # Show/hide it from the View menu, like any dock.
     for action in window.menuBar().actions():
         menu = action.menu()
         if menu is not None and action.text().replace("&", "") == "View":
-            menu.addSeparator()
             menu.addAction(dock.toggleViewAction())
             break
     # Playback from the keyboard (window shortcuts) and from a Live menu.

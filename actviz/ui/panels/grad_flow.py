@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.plot_panel import PlotPanel
 
-# Names fit under the bars only for a handful of layers; beyond, indices + hover/tooltip.
-_MAX_NAMED_TICKS = 6
+#: Pixels kept free between two bar labels.
+LABEL_GAP_PX = 8
+#: A label is elided to at most this width, so one long name does not thin out the others.
+MAX_LABEL_PX = 90
 
 
 def _bars(colour: str) -> pg.BarGraphItem:
@@ -29,16 +33,78 @@ def _short(name: str) -> str:
     return parts[-1] or "(model)"
 
 
+class LayerAxis(pg.AxisItem):
+    """A bottom axis naming the bars: every k-th bar, with k the smallest step at which the
+    (short, elided) names fit side by side, so labels never overlap; zooming in shows more.
+    The hover read-out names every bar in full."""
+
+    def __init__(self) -> None:
+        super().__init__("bottom")
+        self.names: list[str] = []
+        #: Width a label may take at the current step (set by :meth:`tickValues`).
+        self.slot_px = float(MAX_LABEL_PX)
+        #: Bars between two labels at the current zoom.
+        self.step = 1
+
+    def set_names(self, names: list[str]) -> None:
+        """Name bar ``i`` after ``names[i]`` (its last dotted component)."""
+        self.names = list(names)
+        # Room for the names from the start: an axis that grows on its first paint moves the
+        # plot under the mouse (pyqtgraph keeps the larger height; 10 px less is tolerated).
+        height = math.ceil(self._metrics().height())
+        if height > self.textHeight:
+            self.textHeight = height
+            self._updateHeight()
+        self.picture = None
+        self.update()
+
+    def _metrics(self) -> QtGui.QFontMetricsF:
+        return QtGui.QFontMetricsF(self.style.get("tickFont") or self.font())
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802, N803
+        n = len(self.names)
+        if n == 0 or maxVal <= minVal or size <= 0:
+            return []
+        per_bar = size / (maxVal - minVal)
+        metrics = self._metrics()
+        # A typical name sets the spacing; longer ones are elided to it (hover names them).
+        widths = sorted(metrics.horizontalAdvance(_short(name)) for name in self.names)
+        typical = min(widths[len(widths) // 2], MAX_LABEL_PX)
+        self.step = max(1, math.ceil((typical + LABEL_GAP_PX) / max(per_bar, 1e-9)))
+        self.slot_px = self.step * per_bar - LABEL_GAP_PX
+        # pyqtgraph drops a label that sticks out of the axis: keep the first and last inside.
+        half = min(self.slot_px, MAX_LABEL_PX) / 2 / per_bar
+        first = max(0, math.ceil(minVal + half))
+        last = min(n - 1, math.floor(maxVal - half))
+        values = [float(i) for i in range(first, last + 1, self.step)]
+        return [(float(self.step), values)]
+
+    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
+        metrics = self._metrics()
+        # Elided a little under the slot: the painter's text box is rounded up to whole pixels.
+        width = max(self.slot_px - 2.0, 0.0)
+        out = []
+        for value in values:
+            index = int(round(value))
+            name = _short(self.names[index]) if 0 <= index < len(self.names) else ""
+            out.append(metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, width))
+        return out
+
+
 class GradFlowPanel(PlotPanel):
     """Bar chart of the gradient norm of each layer in execution order, y in log10 scale.
 
     Bars are drawn in log10 space from a floor half a decade under the smallest positive
     norm; zero norms are grey stubs at the floor and NaN/Inf norms are full-height red bars,
-    so a broken layer is impossible to miss. Hover names the layer and its norm.
+    so a broken layer is impossible to miss. Bars are named under the axis as far as the names
+    fit without overlapping (see :class:`LayerAxis`); hover names the layer and its norm.
     """
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Gradient flow", "layer (execution order)", "gradient L2 norm", parent)
+        self.axis = LayerAxis()
+        self.plot.setAxisItems({"bottom": self.axis})
+        style.style_axis(self.axis, "layer (execution order)")
         self.plot.setLogMode(x=False, y=True)
         # Room for "0.0001" plus the rotated label; the auto width lets them overlap.
         self.plot.getAxis("left").setWidth(64)
@@ -88,11 +154,7 @@ class GradFlowPanel(PlotPanel):
             x=x[zero], y0=np.full(zero.sum(), floor), y1=np.full(zero.sum(), floor + stub)
         )
         self.bad_bars.setOpts(x=x[bad], y0=np.full(bad.sum(), floor), y1=np.full(bad.sum(), top))
-        bottom = self.plot.getAxis("bottom")
-        if 0 < norms.size <= _MAX_NAMED_TICKS:
-            bottom.setTicks([[(float(i), _short(n)) for i, n in enumerate(names)]])
-        else:
-            bottom.setTicks(None)
+        self.axis.set_names(self.names)
         self.plot.setRange(
             xRange=(-0.6, max(norms.size, 1) - 0.4), yRange=(floor, top), padding=0.0
         )

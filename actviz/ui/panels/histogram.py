@@ -4,17 +4,38 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.plot_panel import PlotPanel
 
 
 class HistogramPanel(PlotPanel):
-    """A step histogram (counts per bin) with a hover read-out of the bin under the mouse."""
+    """A step histogram (counts per bin) with a hover read-out of the bin under the mouse, and
+    a selector of the layer it shows above it.
+
+    Signals
+    -------
+    layer_changed(str)
+        The user picked another layer in the selector.
+    """
+
+    layer_changed = QtCore.Signal(str)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Histogram", "value", "count", parent)
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(style.caption_label("layer"))
+        self.layer_combo = QtWidgets.QComboBox()
+        self.layer_combo.setToolTip("The layer whose values the histogram counts")
+        self.layer_combo.setMaxVisibleItems(20)
+        self.layer_combo.setSizeAdjustPolicy(
+            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.layer_combo.setMinimumContentsLength(10)
+        self.layer_combo.activated.connect(self._on_combo_activated)
+        row.addWidget(self.layer_combo, 1)
+        self.content.insertLayout(0, row)
         self.curve = pg.PlotDataItem(
             stepMode="center",
             fillLevel=0,
@@ -47,10 +68,32 @@ class HistogramPanel(PlotPanel):
                 f"{style.format_value(edges[0])} … {style.format_value(edges[-1])}"
             )
 
+    def set_layers(self, names: list[str], current: str | None) -> None:
+        """Offer ``names`` in the selector with ``current`` chosen (no ``layer_changed``)."""
+        combo = self.layer_combo
+        blocked = combo.blockSignals(True)
+        try:
+            if [combo.itemText(i) for i in range(combo.count())] != list(names):
+                combo.clear()
+                combo.addItems(list(names))
+            combo.setCurrentIndex(names.index(current) if current in names else -1)
+        finally:
+            combo.blockSignals(blocked)
+
+    def current_layer(self) -> str | None:
+        """The layer chosen in the selector, or None."""
+        index = self.layer_combo.currentIndex()
+        return self.layer_combo.itemText(index) if index >= 0 else None
+
     def clear(self) -> None:
-        """Show an empty histogram."""
+        """Show an empty histogram and no layers."""
         self.set_histogram("Histogram", np.zeros(0), np.zeros(0))
         self.set_summary("")
+        self.set_layers([], None)
+
+    def _on_combo_activated(self, index: int) -> None:
+        if index >= 0:
+            self.layer_changed.emit(self.layer_combo.itemText(index))
 
     def hover_text(self, x: float) -> str | None:
         """Read-out for value ``x``: the bin holding it and its count (None outside)."""

@@ -9,6 +9,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 
+#: Height of a probability bar under its class name.
+BAR_HEIGHT = 8
+
 
 class ProbabilityBar(QtWidgets.QWidget):
     """A painted horizontal bar for a probability in [0, 1] (style-independent, unlike QProgressBar)."""
@@ -17,7 +20,7 @@ class ProbabilityBar(QtWidgets.QWidget):
         super().__init__(parent)
         self._value = 0.0
         self._color = QtGui.QColor(style.BAR_POSITIVE)
-        self.setMinimumSize(60, 14)
+        self.setMinimumSize(60, BAR_HEIGHT)
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
         )
@@ -35,7 +38,7 @@ class ProbabilityBar(QtWidgets.QWidget):
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
         painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
-        rect = QtCore.QRectF(self.rect()).adjusted(0.5, 2.5, -0.5, -2.5)
+        rect = QtCore.QRectF(self.rect()).adjusted(0.5, 1.0, -0.5, -1.0)
         painter.setPen(QtCore.Qt.PenStyle.NoPen)
         painter.setBrush(QtGui.QColor("#e8eaed"))
         painter.drawRoundedRect(rect, 3, 3)
@@ -51,7 +54,8 @@ class ProbabilityBar(QtWidgets.QWidget):
 
 
 class _Row:
-    """The widgets of one prediction row."""
+    """The widgets of one prediction: index, class name (the row's width, elided at worst,
+    with the full name as tooltip) and percentage on one line, the bar under the name."""
 
     def __init__(self, grid: QtWidgets.QGridLayout, row: int) -> None:
         self.index = style.caption_label()
@@ -67,8 +71,12 @@ class _Row:
         font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
         self.percent.setFont(font)
         self.percent.setMinimumWidth(self.percent.fontMetrics().horizontalAdvance("100.0 %") + 4)
-        for column, widget in enumerate((self.index, self.label, self.bar, self.percent)):
-            grid.addWidget(widget, row, column)
+        self.bar.setFixedHeight(BAR_HEIGHT)
+        line = 2 * row
+        grid.addWidget(self.index, line, 0)
+        grid.addWidget(self.label, line, 1)
+        grid.addWidget(self.percent, line, 2)
+        grid.addWidget(self.bar, line + 1, 1, 1, 2)
 
     def widgets(self) -> tuple[QtWidgets.QWidget, ...]:
         return (self.index, self.label, self.bar, self.percent)
@@ -93,8 +101,7 @@ class PredictionPanel(PanelBase):
         self._grid.setContentsMargins(0, 2, 0, 0)
         self._grid.setHorizontalSpacing(6)
         self._grid.setVerticalSpacing(2)
-        self._grid.setColumnStretch(1, 3)
-        self._grid.setColumnStretch(2, 2)
+        self._grid.setColumnStretch(1, 1)
         self.content.addLayout(self._grid)
         self.content.addStretch(1)
         self.placeholder = style.caption_label("no prediction yet")

@@ -29,7 +29,7 @@ COLUMNS: list[_Column] = [
     _Column("std", "std", True, "standard deviation of the output"),
     _Column("min", "min", True, "minimum of the output"),
     _Column("max", "max", True, "maximum of the output"),
-    _Column("zero_frac", "zeros", True, "fraction of exact zeros (dead units after ReLU)"),
+    _Column("zero_frac", "zero frac", True, "fraction of exact zeros (dead units after ReLU)"),
     _Column("nan", "NaN", True, "number of NaN values"),
     _Column("inf", "Inf", True, "number of infinite values"),
     _Column("grad_norm", "‖grad‖", True, "L2 norm of the gradient at the output"),
@@ -155,6 +155,10 @@ class StatsModel(QtCore.QAbstractTableModel):
 class StatsTable(PanelBase):
     """Per-layer statistics, sortable by any column; selecting a row emits ``layer_selected``.
 
+    The layer names stay in view while the numbers scroll sideways: ``name_view`` is a second
+    view of the same model (same rows, same selection) showing only the name column, laid over
+    the left edge of ``view`` (as in Qt's frozen-column example).
+
     Signals
     -------
     layer_selected(str)
@@ -163,31 +167,99 @@ class StatsTable(PanelBase):
 
     layer_selected = QtCore.Signal(str)
 
+    #: The name column fits its contents within these bounds (pixels; at most this share of
+    #: the table's width), so the numbers keep room beside it.
+    NAME_MIN_PX = 80
+    NAME_MAX_FRACTION = 0.45
+
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Layer statistics", parent)
         self.model = StatsModel(self)
         self.view = QtWidgets.QTableView()
-        self.view.setModel(self.model)
-        self.view.setSortingEnabled(True)
-        self.view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.view.setAlternatingRowColors(True)
-        self.view.verticalHeader().setVisible(False)
-        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
+        self.name_view = QtWidgets.QTableView(self.view)
+        for view in (self.view, self.name_view):
+            view.setModel(self.model)
+            view.setSortingEnabled(True)
+            view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+            view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+            view.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+            view.setAlternatingRowColors(True)
+            view.verticalHeader().setVisible(False)
+            view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
+            view.setHorizontalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
+            view.setVerticalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)
+            header = view.horizontalHeader()
+            header.setStretchLastSection(False)
+            header.setSortIndicatorShown(True)
+            # Start unsorted (execution order) until the user clicks a header.
+            header.setSortIndicator(-1, _Qt.SortOrder.AscendingOrder)
         header = self.view.horizontalHeader()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Interactive)
         for column in range(1, len(COLUMNS)):
             header.setSectionResizeMode(column, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        header.setSortIndicatorShown(True)
-        # Start unsorted (execution order) until the user clicks a header.
-        header.setSortIndicator(-1, _Qt.SortOrder.AscendingOrder)
+        header.resizeSection(0, self.NAME_MIN_PX)
+        # The frozen name column: no scroll bars or frame of its own, one selection.
+        frozen = self.name_view
+        frozen.setFocusPolicy(_Qt.FocusPolicy.NoFocus)
+        frozen.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        frozen.setHorizontalScrollBarPolicy(_Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        frozen.setVerticalScrollBarPolicy(_Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        frozen.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Fixed)
+        frozen.setSelectionModel(self.view.selectionModel())
+        for column in range(1, len(COLUMNS)):
+            frozen.setColumnHidden(column, True)
+        frozen.setStyleSheet("QTableView { border-right: 1px solid palette(mid); }")
+        frozen.verticalScrollBar().valueChanged.connect(self.view.verticalScrollBar().setValue)
+        self.view.verticalScrollBar().valueChanged.connect(frozen.verticalScrollBar().setValue)
+        header.sectionResized.connect(self._on_section_resized)
+        header.sortIndicatorChanged.connect(self._on_sort_changed)
+        frozen.horizontalHeader().sortIndicatorChanged.connect(self._on_frozen_sort_changed)
+        self.view.installEventFilter(self)
         self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.content.addWidget(self.view, 1)
         self.summary_label = style.caption_label()
         self.content.addWidget(self.summary_label)
         self._emit_selection = True
+        self._place_name_view()
+
+    def fit_name_column(self) -> int:
+        """Fit the name column to the names shown, within its bounds; returns its width."""
+        fitted = max(self.view.sizeHintForColumn(0), self.NAME_MIN_PX)
+        cap = max(self.NAME_MIN_PX, int(self.view.width() * self.NAME_MAX_FRACTION))
+        width = min(fitted, cap)
+        self.view.horizontalHeader().resizeSection(0, width)
+        return width
+
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
+        if watched is self.view and event.type() == QtCore.QEvent.Type.Resize:
+            self._place_name_view()
+        return super().eventFilter(watched, event)
+
+    def _place_name_view(self) -> None:
+        view, frame = self.view, self.view.frameWidth()
+        self.name_view.setColumnWidth(0, view.columnWidth(0))
+        self.name_view.horizontalHeader().setFixedHeight(view.horizontalHeader().height())
+        self.name_view.setGeometry(
+            frame,
+            frame,
+            view.columnWidth(0),
+            view.viewport().height() + view.horizontalHeader().height(),
+        )
+
+    def _on_section_resized(self, section: int, _old: int, _new: int) -> None:
+        if section == 0:
+            self._place_name_view()
+
+    def _on_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
+        # The frozen header shows the indicator only when the names are the sort column.
+        frozen = self.name_view.horizontalHeader()
+        blocked = frozen.blockSignals(True)
+        frozen.setSortIndicator(section if section == 0 else -1, order)
+        frozen.blockSignals(blocked)
+
+    def _on_frozen_sort_changed(self, section: int, order: _Qt.SortOrder) -> None:
+        if section >= 0:
+            self.view.horizontalHeader().setSortIndicator(section, order)
 
     def set_rows(self, rows: list[dict]) -> None:
         """Show ``rows`` (dicts with name, shape, mean, std, min, max, zero_frac, nan, inf, grad_norm).
@@ -198,6 +270,8 @@ class StatsTable(PanelBase):
         header = self.view.horizontalHeader()
         if header.sortIndicatorSection() >= 0:
             self.model.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
+        self.fit_name_column()
+        self._place_name_view()
         bad = sum(1 for row in rows if _is_bad(row))
         text = f"{len(rows)} layers"
         if bad:

@@ -28,6 +28,11 @@ BAR_ZERO = "#bdc1c6"
 ROW_BAD_BACKGROUND = "#f8d7da"
 SELECTION = "#3b6ea5"
 
+#: Margin around a page of panels (the Layers grid, the Overview) and around the banner.
+PAGE_MARGIN = 4
+#: Gap between two panels of a page (grid spacing, splitter handles).
+PANEL_SPACING = 6
+
 TICK_POINT_SIZE = 8
 LABEL_POINT_SIZE = 9
 
@@ -82,12 +87,16 @@ class ElidedLabel(QtWidgets.QLabel):
         )
         self.setMinimumWidth(40)
 
+    def shown_text(self) -> str:
+        """The text as drawn at the label's current width ("…" where it is shortened)."""
+        return self.fontMetrics().elidedText(self.text(), self._mode, self.contentsRect().width())
+
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
         painter.setFont(self.font())
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
         rect = self.contentsRect()
-        shown = self.fontMetrics().elidedText(self.text(), self._mode, rect.width())
+        shown = self.shown_text()
         painter.drawText(rect, int(self.alignment() | QtCore.Qt.AlignmentFlag.AlignVCenter), shown)
         elided = shown != self.text()
         if elided != bool(self.toolTip()):

@@ -29,9 +29,12 @@ if TYPE_CHECKING:  # pragma: no cover
 NAME_COLUMN_MAX_FRACTION = 0.6
 #: ... and at least this many pixels.
 NAME_COLUMN_MIN_PX = 140
-#: Width the dock asks for on first start (a restored layout wins): room for
-#: "(model) resnet18 (random init)" beside the Type and Shape columns.
-PREFERRED_WIDTH = 460
+#: Width the dock asks for on first start (a restored layout wins): the Name and Type columns
+#: of a torchvision model; the user widens it (the splitter) or scrolls for the rest. The
+#: layer panels are what the window is for, so they get the room.
+PREFERRED_WIDTH = 300
+#: The dock never forces the window wider than this (a laptop screen must fit).
+MIN_WIDTH = 200
 #: Trees up to this many modules open two levels deep; bigger ones show only the top level.
 EXPAND_LIMIT = 400
 
@@ -57,7 +60,8 @@ class ModelDock(QDockWidget):
         self.session = session
         self.setObjectName("modelDock")
         self.setFeatures(
-            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            QDockWidget.DockWidgetFeature.DockWidgetClosable
+            | QDockWidget.DockWidgetFeature.DockWidgetMovable
             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
         panel = _WidePanel()
@@ -98,7 +102,7 @@ class ModelDock(QDockWidget):
         splitter.setStretchFactor(2, 2)
         layout.addWidget(splitter, 1)
         self.setWidget(panel)
-        self.setMinimumWidth(380)
+        self.setMinimumWidth(MIN_WIDTH)
         # A model set before the window is shown is fitted once the tree has its real width.
         self._fit_pending = False
         self.tree_view.installEventFilter(self)

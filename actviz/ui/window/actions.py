@@ -52,6 +52,10 @@ class WindowActions:
     input_list_action: QAction
     #: View > Colour map: one checkable action per colour map, by name.
     colormap_actions: dict[str, QAction]
+    #: View menu: the docks' show/hide actions are added to it as the docks are made.
+    view_menu: QMenu
+    #: View > Reset window layout: docks back where a first start puts them.
+    reset_layout_action: QAction
 
     @property
     def colormap(self) -> str:
@@ -238,6 +242,12 @@ def _menus(
         group.addAction(act)
         colormap_actions[name] = act
         act.triggered.connect(lambda _=False, n=name: colormap_combo.setCurrentText(n))
+    reset_layout_action = view_menu.addAction("Reset window layout")
+    reset_layout_action.setToolTip(
+        "Put the docks back where a first start puts them (Model on the left, Live closed)"
+    )
+    # The docks' show/hide entries follow (the window and live mode add them).
+    view_menu.addSeparator()
     return dict(
         recent_models_menu=recent_models_menu,
         recent_inputs_menu=recent_inputs_menu,
@@ -245,6 +255,8 @@ def _menus(
         auto_run_action=auto_run_action,
         input_list_action=input_list_action,
         colormap_actions=colormap_actions,
+        view_menu=view_menu,
+        reset_layout_action=reset_layout_action,
     )
 
 

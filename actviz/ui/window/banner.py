@@ -2,13 +2,59 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QStyle,
+    QToolButton,
+    QWidget,
+)
 
 #: Message sources in the banner, shown in this order.
 SOURCES = ("action", "model", "run")
+#: Side of the level icon, in pixels.
+ICON_PX = 16
+#: Runs of this many characters without a space (paths, URLs) get break opportunities.
+_LONG_TOKEN = 24
+# After a path separator, a dot, a comma or an underscore inside such a run.
+_BREAK_AFTER = re.compile(r"([/\\._,:=&?-])")
+_ZERO_WIDTH_SPACE = "\u200b"
+
+
+def level_icon(level: str) -> QIcon:
+    """The style's own icon for a message level ("error", "warning", else information).
+
+    Drawn by the style, so it renders whatever fonts are installed (a glyph like "⛔" is a
+    missing-glyph box in many fonts).
+    """
+    pixmap = {
+        "error": QStyle.StandardPixmap.SP_MessageBoxCritical,
+        "warning": QStyle.StandardPixmap.SP_MessageBoxWarning,
+    }.get(level, QStyle.StandardPixmap.SP_MessageBoxInformation)
+    return QApplication.style().standardIcon(pixmap)
+
+
+def breakable(text: str) -> str:
+    """``text`` with zero-width break opportunities inside long runs without spaces.
+
+    A word-wrapped label is at least as wide as its longest word; a long path in an error
+    would otherwise widen the whole window.
+    """
+
+    def soften(word: str) -> str:
+        if len(word) < _LONG_TOKEN:
+            return word
+        return _BREAK_AFTER.sub(r"\1" + _ZERO_WIDTH_SPACE, word)
+
+    return "\n".join(" ".join(soften(w) for w in line.split(" ")) for line in text.split("\n"))
 
 
 class MessageBanner(QFrame):
@@ -16,6 +62,7 @@ class MessageBanner(QFrame):
 
     Messages are grouped by source ("action": the last thing the user did, "model": load
     warnings, "run": the last run's warnings and errors), so a new run replaces only its own.
+    The banner never widens the window: long texts wrap (paths too).
     """
 
     _COLOURS = {"error": ("#f8d7da", "#842029"), "warning": ("#fff3cd", "#664d03")}
@@ -24,18 +71,33 @@ class MessageBanner(QFrame):
         super().__init__(parent)
         self.setObjectName("messageBanner")
         self._messages: dict[str, list[tuple[str, str]]] = {}
+        #: The level whose icon is shown ("" while hidden).
+        self.level = ""
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(8, 4, 4, 4)
+        layout.setContentsMargins(6, 4, 4, 4)
+        layout.setSpacing(6)
+        self.icon_label = QLabel()
+        self.icon_label.setFixedSize(ICON_PX, ICON_PX)
+        layout.addWidget(self.icon_label, 0, Qt.AlignmentFlag.AlignTop)
         self.label = QLabel()
         self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Ignored: the label's minimum width (its longest word) must not set the window's.
+        policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.label.setSizePolicy(policy)
         layout.addWidget(self.label, 1)
         close = QToolButton()
-        close.setText("✕")
+        close.setIcon(
+            QApplication.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton)
+        )
+        close.setIconSize(QSize(12, 12))
         close.setToolTip("Dismiss")
         close.setAutoRaise(True)
         # Not connected to clear() directly: clicked(bool) would pass False as the source.
         close.clicked.connect(self._on_close_clicked)
+        self.close_button = close
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.setVisible(False)
 
@@ -75,6 +137,8 @@ class MessageBanner(QFrame):
         if not messages:
             self.setVisible(False)
             self.label.clear()
+            self.label.setToolTip("")
+            self.level = ""
             return
         level = "error" if any(lv == "error" for lv, _ in messages) else "warning"
         bg, fg = self._COLOURS[level]
@@ -82,9 +146,20 @@ class MessageBanner(QFrame):
             f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; border-radius: 3px; }}"
             f" #messageBanner QLabel {{ color: {fg}; }}"
         )
-        icons = {"error": "⛔", "warning": "⚠"}
-        self.label.setText("\n".join(f"{icons.get(lv, '•')} {text}" for lv, text in messages))
+        if level != self.level:
+            self.icon_label.setPixmap(level_icon(level).pixmap(ICON_PX, ICON_PX))
+            self.level = level
+        mixed = len({lv for lv, _ in messages}) > 1
+        names = {"error": "Error", "warning": "Warning"}
+        lines = [
+            f"{names.get(lv, lv.capitalize())}: {text}" if mixed else text for lv, text in messages
+        ]
+        if len(lines) > 1 and not mixed:
+            lines = [f"• {line}" for line in lines]
+        full = "\n".join(lines)
+        self.label.setText(breakable(full))
+        self.label.setToolTip(full if len(full) > 200 else "")
         self.setVisible(True)
 
 
-__all__ = ["SOURCES", "MessageBanner"]
+__all__ = ["SOURCES", "MessageBanner", "breakable", "level_icon"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -31,6 +32,7 @@ from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
+from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING
 from actviz.ui.window.banner import MessageBanner
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
@@ -67,14 +69,17 @@ class Centre:
     layers_placeholder: QLabel
     channel_box: QWidget
     channel_view: ChannelView
-    #: Overview tab: predictions, saliency, Grad-CAM; gradient flow, histogram, statistics.
-    overview_tab: QWidget
+    #: Overview tab (a scroll area, the tab's page): predictions, saliency, Grad-CAM; gradient
+    #: flow, histogram, statistics.
+    overview_tab: QScrollArea
     prediction_panel: PredictionPanel
     saliency_panel: OverlayPanel
     gradcam_panel: OverlayPanel
     grad_flow_panel: GradFlowPanel
     stats_table: StatsTable
     histogram_panel: HistogramPanel
+    #: The Overview's splitters: rows (vertical), top row, bottom row.
+    overview_splitters: tuple[QSplitter, QSplitter, QSplitter]
 
 
 @dataclass(eq=False)
@@ -94,8 +99,8 @@ def build_centre(window: QMainWindow) -> Centre:
     central widget of ``window``."""
     central = QWidget()
     layout = QVBoxLayout(central)
-    layout.setContentsMargins(4, 4, 4, 4)
-    layout.setSpacing(4)
+    layout.setContentsMargins(*[PAGE_MARGIN] * 4)
+    layout.setSpacing(PAGE_MARGIN)
     banner = MessageBanner()
     layout.addWidget(banner)
     tabs = QTabWidget()
@@ -115,8 +120,8 @@ def _layers_tab() -> dict[str, Any]:
     scroll.setWidgetResizable(True)
     container = QWidget()
     grid = QGridLayout(container)
-    grid.setContentsMargins(2, 2, 2, 2)
-    grid.setSpacing(6)
+    grid.setContentsMargins(*[PAGE_MARGIN] * 4)
+    grid.setSpacing(PANEL_SPACING)
     placeholder = QLabel(
         "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
     )
@@ -155,11 +160,9 @@ def _layers_tab() -> dict[str, Any]:
 
 
 def _overview_tab() -> dict[str, Any]:
-    # Predictions, saliency, Grad-CAM on top; gradient flow, histogram, statistics below.
-    overview = QWidget()
-    grid = QGridLayout(overview)
-    grid.setContentsMargins(2, 2, 2, 2)
-    grid.setSpacing(6)
+    # Predictions, saliency, Grad-CAM on top; gradient flow, histogram, statistics below, in
+    # splitters the user can drag. The page scrolls when the window is smaller than the panels'
+    # minimum, so the Overview never sets the window's minimum size.
     panels = dict(
         prediction_panel=PredictionPanel(),
         saliency_panel=OverlayPanel("Saliency |d target / d input|"),
@@ -168,13 +171,39 @@ def _overview_tab() -> dict[str, Any]:
         histogram_panel=HistogramPanel(),
         stats_table=StatsTable(),
     )
-    for i, panel in enumerate(panels.values()):
-        grid.addWidget(panel, i // 3, i % 3)
-    for c in range(3):
-        grid.setColumnStretch(c, 1)
-    grid.setRowStretch(0, 1)
-    grid.setRowStretch(1, 1)
-    return dict(overview_tab=overview, **panels)
+    widgets = list(panels.values())
+    rows = _splitter(Qt.Orientation.Vertical)
+    top = _splitter(Qt.Orientation.Horizontal)
+    bottom = _splitter(Qt.Orientation.Horizontal)
+    for panel in widgets[:3]:
+        top.addWidget(panel)
+    for panel in widgets[3:]:
+        bottom.addWidget(panel)
+    rows.addWidget(top)
+    rows.addWidget(bottom)
+    # Shares, not pixels (a splitter scales them to its size); the statistics table has ten
+    # columns, so it gets the widest share of the bottom row.
+    for splitter, shares in ((top, (1, 1, 1)), (bottom, (2, 2, 3)), (rows, (1, 1))):
+        splitter.setSizes([1000 * share for share in shares])
+        for index, share in enumerate(shares):
+            splitter.setStretchFactor(index, share)
+    content = QWidget()
+    box = QVBoxLayout(content)
+    box.setContentsMargins(*[PAGE_MARGIN] * 4)
+    box.addWidget(rows)
+    page = QScrollArea()
+    page.setObjectName("overviewPage")
+    page.setWidgetResizable(True)
+    page.setFrameShape(QFrame.Shape.NoFrame)
+    page.setWidget(content)
+    return dict(overview_tab=page, overview_splitters=(rows, top, bottom), **panels)
+
+
+def _splitter(orientation: Qt.Orientation) -> QSplitter:
+    splitter = QSplitter(orientation)
+    splitter.setHandleWidth(PANEL_SPACING)
+    splitter.setChildrenCollapsible(False)  # a dragged handle never makes a panel vanish
+    return splitter
 
 
 def build_status_bar(window: QMainWindow) -> StatusWidgets:

@@ -47,6 +47,7 @@ from actviz.ui.state.session import (
     run_job,
 )
 from actviz.ui.tree.details import ModuleDetails
+from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.tree.model import format_count
 from actviz.ui.window.actions import build_actions
@@ -198,7 +199,14 @@ class MainWindow(QMainWindow):
         self.commands = build_actions(self, auto_run=auto_run)
         self.centre = build_centre(self)
         self.model_dock = ModelDock(self.session, self)
+        # Docks close, float, tab together and come back from the View menu.
+        self.setDockOptions(
+            QMainWindow.DockOption.AnimatedDocks
+            | QMainWindow.DockOption.AllowNestedDocks
+            | QMainWindow.DockOption.AllowTabbedDocks
+        )
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.model_dock)
+        self.commands.view_menu.addAction(self.model_dock.toggleViewAction())
         self.status = build_status_bar(self)
         self.display = ResultDisplay(
             self.session, self.centre, self.status, self.commands, self.model_dock,
@@ -300,6 +308,7 @@ class MainWindow(QMainWindow):
         a.run_action.triggered.connect(self.run)
         a.cancel_action.triggered.connect(self.cancel)
         a.quit_action.triggered.connect(self.close)
+        a.reset_layout_action.triggered.connect(self.reset_layout)
         a.input_list_action.toggled.connect(self._on_input_list_toggled)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
         a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
@@ -411,6 +420,19 @@ class MainWindow(QMainWindow):
         self.banner.clear("action")
         self._sync_target_combo()
         return True
+
+    def reset_layout(self) -> None:
+        """Put the docks where a first start puts them: Model on the left at its default width,
+        Live (when installed) on the right and closed."""
+        left, right = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
+        self.model_dock.setFloating(False)
+        self.addDockWidget(left, self.model_dock)  # moves it back from wherever it was
+        self.model_dock.show()
+        if self.live_dock is not None:
+            self.live_dock.setFloating(False)
+            self.addDockWidget(right, self.live_dock)
+            self.live_dock.hide()
+        self.resizeDocks([self.model_dock], [MODEL_DOCK_WIDTH], Qt.Orientation.Horizontal)
 
     def tick(self, names: Sequence[str], ticked: bool = True) -> None:
         """Tick (or untick) layers by name."""

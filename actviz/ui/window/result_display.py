@@ -38,6 +38,17 @@ PANELS_PER_PASS = 1
 log = logging.getLogger(__name__)
 
 
+def default_selected_layer(result: RunResult) -> str | None:
+    """The layer selected (histogram, export) after a run that did not keep the selection:
+    the last shown layer with a spatial output larger than 1x1 (a ``fc``'s 8 values make a
+    poor histogram), else the last shown layer."""
+    for name in reversed(result.shown):
+        shape = result.layers[name].shape
+        if shape is not None and len(shape) == 4 and shape[-1] * shape[-2] > 1:
+            return name
+    return result.shown[-1] if result.shown else None
+
+
 class ResultDisplay:
     """Shows results in the window's panels: the layer panels, the overview, the channel view.
 
@@ -120,6 +131,7 @@ class ResultDisplay:
         centre.tabs.currentChanged.connect(self._schedule_panel_updates)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
         centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
+        centre.histogram_panel.layer_changed.connect(self._on_stats_layer_selected)
 
     @property
     def colormap(self) -> str:
@@ -250,7 +262,7 @@ class ResultDisplay:
         self.prediction_panel.set_predictions(result.predictions)
         self.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
         if self.selected_layer not in result.layers:
-            self.selected_layer = result.shown[-1] if result.shown else None
+            self.selected_layer = default_selected_layer(result)
         self._display_generation += 1
         for step in (
             lambda: self._show_saliency(result),
@@ -467,15 +479,13 @@ class ResultDisplay:
     def _update_histogram(self) -> None:
         result = self.session.result
         name = self.selected_layer
-        if result is None or name is None or name not in result.layers:
+        layer = result.layers.get(name) if result is not None and name is not None else None
+        if layer is None or layer.hist is None:
             self.histogram_panel.clear()
-            return
-        layer = result.layers[name]
-        if layer.hist is None:
-            self.histogram_panel.clear()
-            return
-        counts, edges = layer.hist
-        self.histogram_panel.set_histogram(f"{name} · values", counts, edges)
+        else:
+            counts, edges = layer.hist
+            self.histogram_panel.set_histogram(f"{name} · values", counts, edges)
+        self.histogram_panel.set_layers(list(result.layers) if result is not None else [], name)
 
     def selected_panel(self) -> QWidget:
         """The selected layer's panel (the current tab without one), as an export shows it."""
@@ -502,4 +512,4 @@ class ResultDisplay:
             self._show_gradcam(name)
 
 
-__all__ = ["MAPS_PANEL_MIN_HEIGHT", "PANELS_PER_PASS", "ResultDisplay"]
+__all__ = ["MAPS_PANEL_MIN_HEIGHT", "PANELS_PER_PASS", "ResultDisplay", "default_selected_layer"]

@@ -1,0 +1,199 @@
+"""The Overview reads: gradient-flow labels, class names, statistics, histogram (issue 12, 6)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PySide6 import QtCore
+from PySide6.QtCore import QCoreApplication, QSettings
+from PySide6.QtGui import QImage, QPainter
+
+from actviz.core.capture import capture
+from actviz.display.stats import layer_stats
+from actviz.ui.panels.grad_flow import GradFlowPanel, _short
+from actviz.ui.panels.prediction import PredictionPanel
+from actviz.ui.panels.stats_table import COLUMNS, StatsTable
+from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.result_display import default_selected_layer
+
+RUN_TIMEOUT_MS = 60_000
+OWL = "great grey owl, great gray owl, Strix nebulosa"
+
+
+def _show(qtbot, widget, width: int, height: int):
+    qtbot.addWidget(widget)
+    widget.resize(width, height)
+    widget.show()
+    qtbot.waitExposed(widget)
+    QCoreApplication.processEvents()
+    return widget
+
+
+def _resnet_layer_names() -> list[str]:
+    """ResNet-18's modules two levels deep, in execution order (20 names)."""
+    model = torchvision.models.resnet18(weights=None)
+    names = [n for n, _ in model.named_modules() if n and n.count(".") <= 1]
+    names.insert(4, "layer0.stem")  # longer dotted names among them
+    names.append("classifier.projection_head")
+    return names
+
+
+def _label_rects(panel: GradFlowPanel) -> list[tuple[object, str]]:
+    """The bottom axis's tick labels as drawn: (rect in scene coordinates, text)."""
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _axis, _ticks, texts = panel.axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(panel.axis.mapRectToScene(rect), text) for rect, _flags, text in texts]
+
+
+@pytest.mark.parametrize("width", [280, 420, 900])
+def test_gradient_flow_labels_never_overlap(qtbot, width):
+    names = _resnet_layer_names()
+    assert len(names) == 20
+    panel = _show(qtbot, GradFlowPanel(), width, 260)
+    panel.set_norms(names, np.logspace(-4, 0, len(names)))
+    QCoreApplication.processEvents()
+    labels = _label_rects(panel)
+    assert len(labels) >= 3  # some bars are named at every width
+    for (a, _), (b, _) in itertools.combinations(labels, 2):
+        assert not a.intersects(b), (a, b)
+    shorts = [_short(n) for n in names]
+    for rect, text in labels:
+        # Under its own bar, and its bar's name (elided at worst).
+        index = round(panel.plot.vb.mapSceneToView(rect.center()).x())
+        full = shorts[index]
+        assert text == full or (text.endswith("…") and full.startswith(text[:-1])), (text, full)
+    step = panel.axis.step
+    # Zooming in names more bars, still without overlaps.
+    before = step
+    panel.plot.setXRange(-0.6, 5.4, padding=0)
+    QCoreApplication.processEvents()
+    zoomed = _label_rects(panel)
+    assert panel.axis.step <= before
+    for (a, _), (b, _) in itertools.combinations(zoomed, 2):
+        assert not a.intersects(b)
+    # Every bar keeps its full name in the hover read-out.
+    assert panel.hover_text(7.0).startswith(f"7: {names[7]}")
+
+
+def test_gradient_flow_names_every_bar_when_they_fit(qtbot):
+    panel = _show(qtbot, GradFlowPanel(), 700, 260)
+    panel.set_norms(["conv1", "layer1", "fc"], np.array([0.1, 0.2, 0.3]))
+    QCoreApplication.processEvents()
+    assert [text for _, text in _label_rects(panel)] == ["conv1", "layer1", "fc"]
+    assert panel.axis.step == 1
+
+
+def test_long_class_names_elide_with_the_full_name_as_tooltip(qtbot):
+    panel = _show(qtbot, PredictionPanel(), 240, 220)
+    panel.set_predictions([(24, OWL, 0.61), (1, "goldfish", 0.2)])
+    QCoreApplication.processEvents()
+    owl, fish = panel._rows[0].label, panel._rows[1].label
+    assert owl.text() == OWL
+    shown = owl.shown_text()
+    assert shown != OWL and shown.endswith("…") and OWL.startswith(shown[:-1])
+    assert len(shown) >= 12  # the name gets the row's width, not a sliver beside the bar
+    assert OWL in owl.toolTip()
+    assert fish.shown_text() == "goldfish"
+    # Wide enough, the whole name shows.
+    panel.resize(700, 220)
+    QCoreApplication.processEvents()
+    assert owl.shown_text() == OWL
+
+
+@pytest.fixture
+def conv_rows():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 3)
+    )
+    model_names = {"0": "features.block_with_a_long_name.conv", "1": "relu", "2": "head"}
+    cap = capture(model, torch.randn(1, 3, 8, 8), layers=["0", "1", "2"])
+    return [dict(layer_stats(cap[n]), name=model_names[n]) for n in cap.names]
+
+
+def test_statistics_table_columns_and_a_frozen_name_column(qtbot, conv_rows):
+    table = _show(qtbot, StatsTable(), 320, 220)
+    table.set_rows(conv_rows)
+    QCoreApplication.processEvents()
+    horizontal = QtCore.Qt.Orientation.Horizontal
+    headers = [table.model.headerData(i, horizontal) for i in range(table.model.columnCount())]
+    assert headers[:9] == ["layer", "shape", "mean", "std", "min", "max", "zero frac", "NaN", "Inf"]
+    assert [c.key for c in COLUMNS][:7] == [
+        "name",
+        "shape",
+        "mean",
+        "std",
+        "min",
+        "max",
+        "zero_frac",
+    ]
+    view, frozen = table.view, table.name_view
+    bar = view.horizontalScrollBar()
+    assert bar.maximum() > 0  # the numbers do not fit: they scroll
+    bar.setValue(bar.maximum())
+    QCoreApplication.processEvents()
+    assert view.columnViewportPosition(0) < 0  # the main view's name column scrolled away
+    assert frozen.isVisible() and frozen.geometry().left() <= view.frameWidth()
+    assert frozen.width() == view.columnWidth(0) > 0
+    # ... and the frozen one still shows every name, row for row.
+    for row, expected in enumerate(table.names()):
+        rect = frozen.visualRect(table.model.index(row, 0))
+        assert rect.isValid() and frozen.viewport().rect().contains(rect.center())
+        assert table.model.index(row, 0).data() == expected
+    # One selection for both views; sorting by the frozen header sorts the table.
+    table.select_layer("relu")
+    assert frozen.selectionModel() is view.selectionModel()
+    frozen.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)
+    assert table.names() == sorted(r["name"] for r in conv_rows)
+    assert view.horizontalHeader().sortIndicatorSection() == 0
+
+
+@pytest.fixture
+def resnet_window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
+    qtbot.addWidget(window)
+    window.resize(1280, 720)
+    window.show()
+    qtbot.waitExposed(window)
+    torch.manual_seed(0)
+    window.set_model(
+        torchvision.models.resnet18(weights=None).eval(),
+        layers=["layer1", "layer2", "layer3", "layer4", "avgpool", "fc"],
+    )
+    window.set_input(torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1)))
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.run()
+    qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
+    yield window
+    window.close()
+
+
+def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(qtbot, resnet_window):
+    window = resnet_window
+    panel = window.histogram_panel
+    # layer4 is (1, 512, 2, 2); avgpool's 1x1 maps and fc's logits make poor histograms.
+    assert default_selected_layer(window.result) == "layer4"
+    assert window.selected_layer == "layer4"
+    assert panel.current_layer() == "layer4"
+    assert panel.title().startswith("layer4")
+    assert panel.counts.sum() == 512 * 2 * 2
+    combo = panel.layer_combo
+    assert [combo.itemText(i) for i in range(combo.count())] == list(window.result.layers)
+    with qtbot.waitSignal(panel.layer_changed):
+        combo.activated.emit(combo.findText("layer2"))
+    assert panel.current_layer() == "layer2" and window.selected_layer == "layer2"
+    assert panel.counts.sum() == 128 * 8 * 8
+    # A new result keeps the user's choice.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.run()
+    qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
+    assert panel.current_layer() == "layer2" and panel.counts.sum() == 128 * 8 * 8

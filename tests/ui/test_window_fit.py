@@ -1,0 +1,279 @@
+"""The window fits a laptop screen: minimum size, docks, saved layout, banner (issue 12, 1 and 7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow
+
+from actviz.ui.live.dock import install_live_mode
+from actviz.ui.live.frames import TensorFrames
+from actviz.ui.tree.dock import PREFERRED_WIDTH
+from actviz.ui.window.banner import breakable
+from actviz.ui.window.main_window import MainWindow
+from tests.ui.tiny_models import TinyCNN
+
+RUN_TIMEOUT_MS = 60_000
+LOAD_TIMEOUT_MS = 30_000
+#: The largest minimum size allowed (a 1280x720 laptop screen less its panel and title bar).
+MAX_MIN_W, MAX_MIN_H = 1024, 640
+LONG_ERROR = (
+    "Could not open model '/home/someone/experiments/2024-run-17/checkpoints/"
+    "resnet18_finetuned_on_a_very_long_dataset_name_epoch_0099.safetensors': holds only weights "
+    "(122 tensors), not the architecture; " + "and a long explanation of what to do next " * 6
+)
+UNBROKEN = "/very/" + "long_directory_name_without_any_space/" * 12 + "model.pt"
+
+
+@pytest.fixture
+def settings(tmp_path) -> QSettings:
+    return QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+
+
+def _window(qtbot, settings: QSettings, *, live: bool = True, show: bool = True) -> MainWindow:
+    window = MainWindow(settings=settings, debounce_ms=20)
+    qtbot.addWidget(window)
+    if live:
+        install_live_mode(window)
+    if show:
+        window.show()
+        qtbot.waitExposed(window)
+    return window
+
+
+def _run(qtbot, window: MainWindow) -> None:
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.run() is not None
+    window.flush_panel_updates()
+
+
+@pytest.fixture
+def resnet_window(qtbot, settings):
+    window = _window(qtbot, settings)
+    torch.manual_seed(0)
+    window.auto_run = False
+    window.set_model(
+        torchvision.models.resnet18(weights=None).eval(),
+        layers=["layer1", "layer2", "layer3", "layer4", "fc"],
+    )
+    window.set_input(torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1)))
+    _run(qtbot, window)
+    yield window
+    window.close()
+
+
+def _fits(window: QMainWindow) -> tuple[int, int]:
+    hint = window.minimumSizeHint()
+    assert hint.width() <= MAX_MIN_W and hint.height() <= MAX_MIN_H, (
+        hint.width(),
+        hint.height(),
+    )
+    return hint.width(), hint.height()
+
+
+def _resize_to(qtbot, window: QMainWindow, w: int, h: int) -> None:
+    window.resize(w, h)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (w, h), timeout=2000)
+
+
+# ------------------------------------------------------------------------------ point 1
+def test_minimum_size_fits_1024x640_on_every_tab_and_with_any_banner(qtbot, resnet_window):
+    window = resnet_window
+    assert window.live_dock is not None and not window.live_dock.isVisible()
+    for index in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(index)
+        qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
+        _fits(window)
+    for text in (LONG_ERROR, UNBROKEN, "short"):
+        window.show_error(text, source="model")
+        window.show_warning(text, source="run")
+        assert window.banner.isVisible()
+        for index in range(window.tabs.count()):
+            window.tabs.setCurrentIndex(index)
+            _fits(window)
+    # The live dock, once opened, scrolls instead of making the window taller.
+    window.live_dock.show()
+    _fits(window)
+    # And the window really takes that size (no widget forces it larger).
+    _resize_to(qtbot, window, MAX_MIN_W, MAX_MIN_H)
+    assert (window.width(), window.height()) == (MAX_MIN_W, MAX_MIN_H)
+    # The long banner wraps inside the window: its text is fully there, one line per width.
+    banner = window.banner
+    assert banner.width() <= window.width()
+    assert banner.label.height() >= banner.label.heightForWidth(banner.label.width()) - 1
+
+
+def test_a_long_unbroken_path_gets_break_opportunities():
+    soft = breakable(UNBROKEN)
+    assert soft.replace("\u200b", "") == UNBROKEN
+    assert soft.count("\u200b") >= 12  # after each separator of the long run
+    assert breakable("short words stay as they are") == "short words stay as they are"
+
+
+def test_layers_get_sixty_percent_of_the_width_at_1280x720(qtbot, resnet_window):
+    window = resnet_window
+    window.tabs.setCurrentIndex(0)
+    _resize_to(qtbot, window, 1280, 720)
+    qtbot.waitUntil(lambda: window.layers_scroll.width() > 0, timeout=2000)
+    share = window.layers_scroll.width() / window.width()
+    assert share >= 0.6, share
+    # The Model dock opens at its default width, and the user can widen it.
+    assert window.model_dock.width() == PREFERRED_WIDTH
+    window.resizeDocks([window.model_dock], [450], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: window.model_dock.width() == 450, timeout=2000)
+
+
+def _view_menu(window: QMainWindow):
+    return next(a.menu() for a in window.menuBar().actions() if a.text().replace("&", "") == "View")
+
+
+def test_docks_close_reopen_from_view_and_tab_together(qtbot, settings):
+    window = _window(qtbot, settings)
+    model, live = window.model_dock, window.live_dock
+    menu_actions = _view_menu(window).actions()
+    for dock in (model, live):
+        assert dock.features() & QDockWidget.DockWidgetFeature.DockWidgetClosable
+        assert dock.toggleViewAction() in menu_actions
+    assert window.dockOptions() & QMainWindow.DockOption.AllowTabbedDocks
+    assert model.isVisible() and not live.isVisible()
+    model.toggleViewAction().trigger()
+    assert not model.isVisible()
+    model.toggleViewAction().trigger()
+    assert model.isVisible()
+    live.toggleViewAction().trigger()
+    assert live.isVisible()
+    window.tabifyDockWidget(model, live)
+    assert window.tabifiedDockWidgets(model) == [live]
+    # View > Reset window layout: Model on the left at its width, Live closed.
+    window.commands.reset_layout_action.trigger()
+    assert window.dockWidgetArea(model) == Qt.DockWidgetArea.LeftDockWidgetArea
+    assert window.dockWidgetArea(live) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert model.isVisible() and not live.isVisible()
+    assert window.tabifiedDockWidgets(model) == []
+    window.close()
+
+
+def test_live_dock_opens_when_live_mode_is_used(qtbot, settings):
+    window = _window(qtbot, settings)
+    torch.manual_seed(0)
+    window.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.set_input(torch.randn(1, 3, 16, 16))
+    dock, live = window.live_dock, window.live
+    assert not dock.isVisible()
+    frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    live.set_source(TensorFrames(frames, "clip"))  # what the source selector does
+    assert dock.isVisible()
+    dock.hide()
+    dock.play_action.trigger()  # Ctrl+Space or Live > Play, with the dock closed
+    assert live.playing and dock.isVisible()
+    live.pause()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=RUN_TIMEOUT_MS)
+    window.close()
+
+
+def test_window_state_is_restored_from_settings(qtbot, settings):
+    window = _window(qtbot, settings)
+    # Inside the offscreen screen (800x600): a restored geometry is kept on screen.
+    _resize_to(qtbot, window, 760, 540)
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.model_dock)
+    window.live_dock.show()
+    window.tabifyDockWidget(window.model_dock, window.live_dock)
+    qtbot.waitUntil(lambda: window.live_dock.isVisible(), timeout=2000)
+    saved = (window.width(), window.height())
+    assert saved[0] == 760  # (tabbed docks may need a little more height)
+    window.close()
+    settings.sync()
+
+    again = _window(qtbot, settings)
+    assert (again.width(), again.height()) == saved
+    assert again.dockWidgetArea(again.model_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert again.tabifiedDockWidgets(again.model_dock) == [again.live_dock]
+    assert again.dockWidgetArea(again.live_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    again.close()
+
+
+def test_first_start_without_settings_has_live_closed_and_model_left(qtbot, settings):
+    window = _window(qtbot, settings)
+    assert window.dockWidgetArea(window.model_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
+    assert window.model_dock.isVisible() and not window.live_dock.isVisible()
+    window.close()
+
+
+def _margins(layout) -> tuple[int, int, int, int]:
+    m = layout.contentsMargins()
+    return m.left(), m.top(), m.right(), m.bottom()
+
+
+# ------------------------------------------------------------------------------ point 7
+def test_banner_icon_is_drawn_by_the_style_not_a_glyph(qtbot, settings):
+    window = _window(qtbot, settings, live=False)
+    banner = window.banner
+    for level, show in (("error", window.show_error), ("warning", window.show_warning)):
+        banner.clear()
+        show("something happened")
+        assert banner.level == level
+        pixmap = banner.icon_label.pixmap()
+        assert not pixmap.isNull() and pixmap.width() == 16
+        image = pixmap.toImage()
+        # A real icon: more than one colour drawn (a missing-glyph box would be a label).
+        colours = {image.pixel(x, y) for x in range(16) for y in range(16)}
+        assert len(colours) > 3
+        assert not any(ch in banner.label.text() for ch in "⛔⚠✕")
+    assert not banner.close_button.icon().isNull() and banner.close_button.text() == ""
+    window.close()
+
+
+def test_an_error_banner_clears_on_the_next_successful_load(qtbot, settings, tmp_path):
+    window = _window(qtbot, settings, live=False)
+    bad = tmp_path / "broken.pt"
+    bad.write_bytes(b"not a model at all")
+    assert not window.open_model_source(str(bad), wait=True)
+    assert any(level == "error" for level, _ in window.banner.messages())
+    torch.manual_seed(0)
+    good = tmp_path / "tiny.pt"
+    torch.save(TinyCNN().eval().state_dict(), good)
+    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
+        window.open_model_source(str(good), arch="tests.ui.tiny_models:TinyCNN")
+    assert all(level != "error" for level, _ in window.banner.messages())
+    # The same for inputs: a failed input, then one that opens.
+    assert not window.open_input_source(str(tmp_path / "missing.png"), wait=True)
+    assert any(level == "error" for level, _ in window.banner.messages())
+    from PIL import Image
+
+    picture = tmp_path / "ok.png"
+    Image.fromarray(np.full((16, 16, 3), 90, np.uint8)).save(picture)
+    with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS):
+        window.open_input_source(str(picture))
+    assert all(level != "error" for level, _ in window.banner.messages())
+    window.close()
+
+
+def test_overview_panels_share_one_margin_and_spacing(qtbot, resnet_window):
+    from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING
+
+    window = resnet_window
+    window.tabs.setCurrentIndex(1)
+    rows, top, bottom = window.centre.overview_splitters
+    for splitter in (rows, top, bottom):
+        assert splitter.handleWidth() == PANEL_SPACING
+        assert not splitter.childrenCollapsible()
+    assert _margins(window.overview_tab.widget().layout()) == (PAGE_MARGIN,) * 4
+    grid = window.layers_grid
+    assert grid.spacing() == PANEL_SPACING
+    panels = [
+        window.prediction_panel,
+        window.saliency_panel,
+        window.gradcam_panel,
+        window.grad_flow_panel,
+        window.histogram_panel,
+        window.stats_table,
+    ]
+    outer = {_margins(p.layout()) for p in panels}
+    assert len(outer) == 1  # the same inner margins in every Overview panel
+    # Panels of one row line up: same top edge, same height.
+    for row in (panels[:3], panels[3:]):
+        assert len({p.mapTo(window, p.rect().topLeft()).y() for p in row}) == 1
+        assert len({p.height() for p in row}) == 1
