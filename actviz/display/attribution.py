@@ -8,7 +8,7 @@ wrappers. The rule for the Grad-CAM layer shown by default lives here too
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ __all__ = [
     "grad_cam_tensor",
     "gradcam_candidates",
     "gradient_flow",
+    "last_spatial_layer",
     "saliency",
     "saliency_at_image",
     "saliency_tensor",
@@ -190,9 +191,20 @@ def default_gradcam_layer(
     names = list(candidates)
     if requested in names:
         return requested
+    return last_spatial_layer(names, {n: tuple(cap[n].tensor.shape) for n in names})
+
+
+def last_spatial_layer(
+    names: Sequence[str], shapes: Mapping[str, tuple[int, ...] | None]
+) -> str | None:
+    """The last of ``names`` whose output is a spatial ``(N, C, H, W)`` map larger than 1x1.
+
+    The rule behind every "most telling layer" default (Grad-CAM, the selected layer and its
+    histogram): a 1x1 map is one flat colour and a classifier's logits make a poor histogram.
+    """
     for name in reversed(names):
-        shape = cap[name].tensor.shape
-        if shape[-1] * shape[-2] > 1:
+        shape = shapes.get(name)
+        if shape is not None and len(shape) == 4 and shape[-1] * shape[-2] > 1:
             return name
     return None
 

@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
+from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
 from actviz.display.prepare import with_page
 from actviz.display.result import PreparedLayer, RunResult
@@ -42,11 +43,9 @@ def default_selected_layer(result: RunResult) -> str | None:
     """The layer selected (histogram, export) after a run that did not keep the selection:
     the last shown layer with a spatial output larger than 1x1 (a ``fc``'s 8 values make a
     poor histogram), else the last shown layer."""
-    for name in reversed(result.shown):
-        shape = result.layers[name].shape
-        if shape is not None and len(shape) == 4 and shape[-1] * shape[-2] > 1:
-            return name
-    return result.shown[-1] if result.shown else None
+    shapes = {name: result.layers[name].shape for name in result.shown}
+    found = last_spatial_layer(result.shown, shapes)
+    return found or (result.shown[-1] if result.shown else None)
 
 
 class ResultDisplay:
