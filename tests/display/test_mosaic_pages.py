@@ -56,7 +56,9 @@ def test_shared_scale_is_the_layers_on_every_page():
     lo, hi = float(x.min()), float(x.max())
     assert page0.scale_range == pytest.approx((lo, hi))
     y0, x0 = page0.tile_origin(2)
-    np.testing.assert_allclose(page0.image[y0 : y0 + 4, x0 : x0 + 4], (x[2] - lo) / (hi - lo))
+    np.testing.assert_allclose(
+        page0.image[y0 : y0 + 4, x0 : x0 + 4], (x[2] - lo) / (hi - lo), atol=1e-6
+    )
     y1, x1 = whole.tile_origin(2)
     np.testing.assert_array_equal(
         page0.image[y0 : y0 + 4, x0 : x0 + 4], whole.image[y1 : y1 + 4, x1 : x1 + 4]
