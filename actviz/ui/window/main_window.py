@@ -327,6 +327,7 @@ class MainWindow(QMainWindow):
         self.normalize_combo.setCurrentIndex(max(0, self.normalize_combo.findData(s.normalize)))
         for widget in (self.colormap_combo, self.normalize_combo):
             widget.blockSignals(False)
+        self.session.colormap = self.colormap_combo.currentText()  # "auto" shapes mosaics
         self.gradients_action.blockSignals(True)
         self.gradients_action.setChecked(s.show_gradients)
         self.gradients_action.blockSignals(False)
