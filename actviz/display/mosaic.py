@@ -171,6 +171,7 @@ def page_channels_for(
     *,
     min_tile_px: float = MIN_TILE_SCREEN_PX,
     max_channels: int = MAX_MOSAIC_CHANNELS,
+    min_channels: int = 1,
 ) -> int:
     """Channels per page so a mosaic filling ``width_px`` screen pixels has tiles at least
     ``min_tile_px`` wide.
@@ -189,6 +190,7 @@ def page_channels_for(
         Screen pixels the mosaic's width fills.
     """
     limit = max(1, min(int(total), int(max_channels)))
+    floor = max(1, min(int(min_channels), limit))
     best = 1
     for n in range(2, limit + 1):  # the tile only shrinks as n grows (never fewer columns)
         if tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px:
@@ -199,8 +201,8 @@ def page_channels_for(
     cols = grid_shape(best, tile_h, tile_w)[1]
     whole = (best // cols) * cols
     if whole and grid_shape(whole, tile_h, tile_w)[1] == cols:
-        return whole
-    return best
+        best = whole
+    return max(best, floor)
 
 
 def clamp_first_channel(first_channel: int, total: int) -> int:

@@ -282,7 +282,10 @@ def renormalised(
     )
     layers = {}
     for name, layer in result.layers.items():
-        first = pages.get(name, layer.mosaic.first_channel if layer.mosaic else 0)
+        if name in pages:
+            first = spec.first_channel(name)  # the page holding the channel asked for
+        else:
+            first = layer.mosaic.first_channel if layer.mosaic else 0
         layers[name] = with_page(
             layer,
             first,

@@ -96,7 +96,9 @@ class DisplaySpec:
     gradcam_layer
         The Grad-CAM layer asked for (None: :func:`~actviz.display.attribution.default_gradcam_layer`).
     channel_pages
-        ``{layer: first channel}`` of the mosaic page shown (absent: page 0).
+        ``{layer: channel}``: the mosaic page shown is the one holding that channel (the
+        first channel of a page the user turned to, or the channel opened large), so a page
+        size that follows the window's width keeps it in view (absent: page 0).
     page_channels
         ``{layer: channels per page}``: the window picks them from a panel's width so tiles
         are readable (absent: :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS`).
@@ -119,8 +121,10 @@ class DisplaySpec:
     colormap: str = AUTO
 
     def first_channel(self, name: str) -> int:
-        """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
-        return int(self.channel_pages.get(name, 0))
+        """The first channel of layer ``name``'s mosaic page: the page of :meth:`page_size`
+        channels that holds ``channel_pages[name]`` (0 unless the user paged)."""
+        size = self.page_size(name)
+        return (max(0, int(self.channel_pages.get(name, 0))) // size) * size
 
     def page_size(self, name: str) -> int:
         """Channels on one mosaic page of layer ``name``."""

@@ -27,6 +27,9 @@ def test_page_size_keeps_tiles_at_least_32_screen_pixels():
     assert page_channels_for(128, 28, 28, 600) == 128
     assert page_channels_for(4096, 1, 1, 100_000) == MAX_MOSAIC_CHANNELS
     assert page_channels_for(128, 28, 28, 10) == 1
+    # A floor for narrow panels (smaller tiles, but a few to find one's way).
+    assert page_channels_for(128, 28, 28, 10, min_channels=16) == 16
+    assert page_channels_for(8, 28, 28, 10, min_channels=16) == 8
     assert page_channels_for(0, 28, 28, 300) == 1
 
 

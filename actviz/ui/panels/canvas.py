@@ -266,12 +266,20 @@ class TileGrid(pg.GraphicsObject):
     def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 - Qt name
         return QtCore.QRectF(self._rect)
 
+    def _device_transform(self) -> QtGui.QTransform | None:
+        """Image coordinates to the viewport's pixels, as painted now (None: not in a view)."""
+        scene = self.scene()
+        views = scene.views() if scene is not None else []
+        if not views:
+            return None
+        return self.sceneTransform() * views[0].viewportTransform()
+
     def tile_screen_px(self, transform: QtGui.QTransform | None = None) -> float:
         """Screen width of one tile under ``transform`` (default: as the item is drawn now)."""
         if self._tiles is None:
             return 0.0
         if transform is None:
-            transform = self.deviceTransform()
+            transform = self._device_transform()
             if transform is None:
                 return 0.0
         scale = math.hypot(transform.m11(), transform.m12())
@@ -281,7 +289,7 @@ class TileGrid(pg.GraphicsObject):
         """``(channel, screen point of its tile's corner)`` for the numbers drawn now: none
         when tiles are under :data:`LABEL_MIN_TILE_PX`, else the tiles in view (capped)."""
         if transform is None:
-            transform = self.deviceTransform()
+            transform = self._device_transform()
         if self._tiles is None or transform is None:
             return []
         if self.tile_screen_px(transform) < LABEL_MIN_TILE_PX:
@@ -318,7 +326,10 @@ class TileGrid(pg.GraphicsObject):
         for channel, corner in labels:
             text = str(channel)
             rect = QtCore.QRectF(
-                corner.x() + 1, corner.y() + 1, metrics.horizontalAdvance(text) + 4, metrics.height()
+                corner.x() + 1,
+                corner.y() + 1,
+                metrics.horizontalAdvance(text) + 4,
+                metrics.height(),
             )
             painter.fillRect(rect, back)
             painter.setPen(ink)
@@ -572,6 +583,11 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
             self._fit_height()
             self.resized.emit()
+
+    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802 - Qt name
+        super().showEvent(event)
+        # Shown at a size it got while hidden: the width is news to whoever follows it.
+        self.resized.emit()
 
     def reset_view(self) -> None:
         """Fit the whole image in the view."""

@@ -386,7 +386,9 @@ class LayerPanel(PanelBase):
         self.activation_slot.show_view(view, mosaic)
         # A mosaic's canvas asks for its own height (its width decides it); others get room.
         self.set_minimum_panel_height(
-            MIN_MAPS_PANEL_HEIGHT if view.kind == "maps" else max(self._min_height, MIN_PANEL_HEIGHT)
+            MIN_MAPS_PANEL_HEIGHT
+            if view.kind == "maps"
+            else max(self._min_height, MIN_PANEL_HEIGHT)
         )
         self._shape_text = style.format_shape(_data_shape(view))
         self._update_title()

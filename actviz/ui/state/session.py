@@ -107,7 +107,7 @@ class RunRequest:
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
-        return self.channel_pages.get(name, 0)
+        return self.display_spec().first_channel(name)
 
     def display_spec(self) -> DisplaySpec:
         """What :func:`actviz.display.prepare.prepare` needs of this request."""

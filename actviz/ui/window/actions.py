@@ -227,8 +227,7 @@ def _menus(
     input_list_action = run_menu.addAction("Feed the input as a list of images")
     input_list_action.setCheckable(True)
     input_list_action.setToolTip(
-        "Detection models take a list of (C, H, W) images; checked for models whose forward "
-        "says so"
+        "Detection models take a list of (C, H, W) images; checked for models whose forward says so"
     )
     view_menu = window.menuBar().addMenu("&View")
     view_menu.addAction(actions["gradients_action"])

@@ -699,10 +699,17 @@ class MainWindow(QMainWindow):
         # New mosaics from the result's views: no new forward pass, and the result shown
         # (maybe pinned) is not changed.
         pages = dict(self.session.channel_pages)
-        request = dataclasses.replace(request, normalize=mode, channel_pages=pages)
+        sizes, cmap = dict(self.session.page_channels), self.session.colormap
+        request = dataclasses.replace(
+            request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
+        )
         self._last_request = request
         self._run_kind = "prepare"
-        self.worker.submit(lambda stop, progress: renormalised(result, mode, pages))
+        self.worker.submit(
+            lambda stop, progress: renormalised(
+                result, mode, pages, page_channels=sizes, colormap=cmap
+            )
+        )
         self.refresh_busy("Updating views…")
 
     def _on_gradients_toggled(self, visible: bool) -> None:

@@ -33,6 +33,9 @@ from actviz.ui.window.layout import Centre, StatusWidgets
 #: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
 #: as its width needs: the mosaic fills the width).
 MAPS_PANEL_MIN_HEIGHT = 300
+#: A page shows at least this many channels (smaller tiles in a narrow panel, e.g. beside
+#: the channel view), enough to find one's way.
+MIN_PAGE_CHANNELS = 16
 #: Share of the Layers tab's width the channel view takes when it opens.
 CHANNEL_VIEW_SHARE = 0.62
 #: Layer panels updated per event-loop pass when a result arrives.
@@ -111,6 +114,12 @@ class ResultDisplay:
         self._pending_panels: dict[str, PreparedLayer] = {}
         self._pending_generation = 0
         self._pending_scheduled = False
+        # Panels' new mosaic widths, applied together on the next pass.
+        self._new_widths: dict[str, int] = {}
+        self._width_timer = QTimer(parent)
+        self._width_timer.setSingleShot(True)
+        self._width_timer.setInterval(0)
+        self._width_timer.timeout.connect(self._apply_new_widths)
         for bar in (
             self.layers_scroll.verticalScrollBar(),
             self.layers_scroll.horizontalScrollBar(),
@@ -189,6 +198,14 @@ class ResultDisplay:
             image=result.image,
         )
         self._open_channel = (name, channel)
+        # The layer's mosaic shows the page holding the channel opened (keys step past pages).
+        before = self.page_first(name)
+        if self.session.channel_pages.get(name, 0) != channel:
+            self.session.channel_pages[name] = channel
+        panel = self.layer_panels.get(name)
+        if panel is not None and self.page_first(name) != before:
+            self._pending_panels.pop(name, None)
+            self._update_panel(panel, layer)
         if not self.channel_box.isVisible():
             self.channel_box.setVisible(True)
             width = max(self.layers_splitter.width(), 600)
@@ -218,7 +235,7 @@ class ResultDisplay:
         layer = result.layers.get(name) if result is not None else None
         if layer is None or layer.mosaic is None:
             return False
-        first = self.session.channel_pages.get(name, 0) + step * self.page_size(name)
+        first = self.page_first(name) + step * self.page_size(name)
         if not 0 <= first < layer.mosaic.total_channels:
             return False
         self.session.channel_pages[name] = first
@@ -239,21 +256,40 @@ class ResultDisplay:
             size = mosaic.page_size if mosaic is not None else 1
         return max(1, int(size))
 
+    def page_first(self, name: str) -> int:
+        """First channel of the page shown of layer ``name``: the page of :meth:`page_size`
+        channels holding ``session.channel_pages[name]`` (the channel the user turned or
+        stepped to), so a page size that follows the width keeps that channel in view."""
+        size = self.page_size(name)
+        return (max(0, self.session.channel_pages.get(name, 0)) // size) * size
+
     def _on_mosaic_width_changed(self, name: str, width: int) -> None:
-        """A panel's mosaic width changed: pick the page size that keeps tiles readable
-        (at least :data:`~actviz.display.mosaic.MIN_TILE_SCREEN_PX`) and re-page from the
-        result's views (no new run), keeping the first channel shown on the page."""
+        # Handled on the next pass: the width changes while a panel is being filled (its
+        # canvas is shown), and resizing the window sends many in a row.
+        self._new_widths[name] = width
+        if not self._width_timer.isActive():
+            self._width_timer.start()
+
+    def _apply_new_widths(self) -> None:
+        widths, self._new_widths = self._new_widths, {}
+        for name, width in widths.items():
+            self.fit_page_to_width(name, width)
+
+    def fit_page_to_width(self, name: str, width: int) -> None:
+        """Layer ``name``'s mosaic fills ``width`` screen pixels: pick the page size that
+        keeps tiles readable (at least :data:`~actviz.display.mosaic.MIN_TILE_SCREEN_PX`,
+        at least :data:`MIN_PAGE_CHANNELS` channels) and re-page from the result's views (no
+        new run); the page still holds the channel the user turned or stepped to."""
         result = self.session.result
         layer = result.layers.get(name) if result is not None else None
         if layer is None or layer.view is None or layer.view.kind != "maps":
             return
         total, height, tile_w = layer.view.data.shape
-        size = page_channels_for(total, height, tile_w, width)
+        size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
         if size == self.session.page_channels.get(name):
             return
+        # The page shown is still the one holding session.channel_pages[name] (page_first).
         self.session.page_channels[name] = size
-        first = self.session.channel_pages.get(name, 0)
-        self.session.channel_pages[name] = (first // size) * size
         panel = self.layer_panels.get(name)
         if panel is not None:
             layer = self._pending_panels.pop(name, layer)
@@ -421,7 +457,7 @@ class ResultDisplay:
         # The page size chosen for the panel's width and the colour map's symmetric range too.
         layer = with_page(
             layer,
-            self.session.channel_pages.get(layer.name, 0),
+            self.page_first(layer.name),
             page_size=self.session.page_channels.get(layer.name),
             symmetric=symmetric_for(self.colormap, layer.view),
         )
@@ -567,4 +603,10 @@ class ResultDisplay:
             self._show_gradcam(name)
 
 
-__all__ = ["CHANNEL_VIEW_SHARE", "MAPS_PANEL_MIN_HEIGHT", "PANELS_PER_PASS", "ResultDisplay"]
+__all__ = [
+    "CHANNEL_VIEW_SHARE",
+    "MIN_PAGE_CHANNELS",
+    "MAPS_PANEL_MIN_HEIGHT",
+    "PANELS_PER_PASS",
+    "ResultDisplay",
+]
