@@ -128,7 +128,7 @@ def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv
     assert panel.status_label.text() == view.description
     # The canvas asks for the height at which the mosaic fills its width (square pixels).
     rows, cols = tiles.image.shape
-    needed = math.ceil(canvas.image_area_width() * rows / cols) + 2
+    needed = math.ceil(canvas.image_area_width() * rows / cols) + 14
     assert canvas.minimumHeight() == max(needed, 40)
     assert panel.minimumSizeHint().height() >= canvas.minimumHeight()
     assert not panel.gradient_shown()

@@ -22,8 +22,10 @@ from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut
 
 _COLORBAR_WIDTH = 10
 _COLORBAR_AXIS_WIDTH = 46
-#: Canvas margins and the spacing between the image and its colour bar, in pixels.
+#: Canvas margins (left/right, top/bottom: room for the colour bar's end labels) and the
+#: spacing between the image and its colour bar, in pixels.
 _CANVAS_MARGIN = 1
+_CANVAS_MARGIN_V = 7
 _CANVAS_SPACING = 2
 #: Channel numbers are drawn on tiles at least this many screen pixels wide ...
 LABEL_MIN_TILE_PX = 40
@@ -394,12 +396,15 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         Left click on image pixel (x, y).
     resized()
         The canvas changed size (a mosaic's page size follows its width).
+    fitted()
+        The user fitted the image again (double click).
     """
 
     hovered = QtCore.Signal(float, float)
     hover_left = QtCore.Signal()
     clicked = QtCore.Signal(float, float)
     resized = QtCore.Signal()
+    fitted = QtCore.Signal()
 
     def __init__(
         self,
@@ -417,7 +422,9 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self._shape: tuple[int, ...] | None = None
         self._inside = False
         self.setBackground(style.PLOT_BACKGROUND)
-        self.ci.setContentsMargins(_CANVAS_MARGIN, _CANVAS_MARGIN, _CANVAS_MARGIN, _CANVAS_MARGIN)
+        self.ci.setContentsMargins(
+            _CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V
+        )
         self.ci.setSpacing(_CANVAS_SPACING)
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
@@ -555,7 +562,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         if not self._fit_width or self._shape is None or not self._lock_aspect:
             return
         height, width = self._shape
-        needed = math.ceil(self.image_area_width() * height / max(width, 1)) + 2 * _CANVAS_MARGIN
+        needed = math.ceil(self.image_area_width() * height / max(width, 1)) + 2 * _CANVAS_MARGIN_V
         needed = max(needed, 40)
         if abs(needed - self.minimumHeight()) > 1:
             self.setMinimumHeight(needed)
@@ -600,6 +607,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         # A zoomable canvas needs a way back: double click fits the image again.
         if not self._passive:
             self.reset_view()
+            self.fitted.emit()
         super().mouseDoubleClickEvent(event)
 
     def set_colormap(self, name: str) -> None:

@@ -41,6 +41,18 @@ def _levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
     return levels
 
 
+def _close(a: QtCore.QRectF, b: QtCore.QRectF, tol: float = 0.02) -> bool:
+    span = max(a.width(), a.height(), 1e-9)
+    return all(
+        abs(x - y) <= tol * span
+        for x, y in (
+            (a.center().x(), b.center().x()),
+            (a.center().y(), b.center().y()),
+            (min(a.width(), a.height()), min(b.width(), b.height())),
+        )
+    )
+
+
 def channel_stats(data: np.ndarray) -> dict[str, float]:
     """min, max, mean, std (float64, finite values) and the fraction of exact zeros."""
     values = np.asarray(data, dtype=np.float64)
@@ -163,9 +175,18 @@ class ChannelView(PanelBase):
         row.addWidget(self._act_box, 1)
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
-        # Linked ranges: zooming or panning one image does the same to the other.
-        self.gradient_canvas.view.setXLink(self.activation_canvas.view)
-        self.gradient_canvas.view.setYLink(self.activation_canvas.view)
+        # Linked ranges: zooming or panning one image does the same to the other. Not
+        # pyqtgraph's setXLink/setYLink: with both axes linked and aspect locked, each view
+        # copies the other's already widened range and they drift (a stretched, clipped
+        # image). The user's zoom and pan (and a double-click fit) are copied instead.
+        for one, other in (
+            (self.activation_canvas, self.gradient_canvas),
+            (self.gradient_canvas, self.activation_canvas),
+        ):
+            one.view.sigRangeChangedManually.connect(
+                lambda _mask, a=one, b=other: self._copy_range(a, b)
+            )
+            one.fitted.connect(other.reset_view)
         # The input picture under the activation, stretched onto the map (overlay).
         self.backdrop = pg.ImageItem(axisOrder="row-major")
         self.backdrop.setZValue(-1)
@@ -357,6 +378,17 @@ class ChannelView(PanelBase):
         levels = self.gradient_levels.levels()
         self.gradient_canvas.set_image(self.gradient, levels, levels)
         self.gradient_canvas.set_colormap(resolve(self._choice, gradient=True))
+
+    def linked(self) -> bool:
+        """Whether both images show the same region (the zoom and pan are linked)."""
+        a = self.activation_canvas.view.viewRect()
+        b = self.gradient_canvas.view.viewRect()
+        return self.gradient is None or a.center() == b.center() or _close(a, b)
+
+    @staticmethod
+    def _copy_range(source: ImageCanvas, target: ImageCanvas) -> None:
+        if target.image_shape() is not None:
+            target.view.setRange(rect=source.view.viewRect(), padding=0.0)
 
     def _on_activation_levels(self, _low: float, _high: float) -> None:
         self._show_activation()
