@@ -16,7 +16,9 @@ from importlib import resources
 import numpy as np
 
 __all__ = [
+    "AUTO",
     "COLORMAPS",
+    "DIVERGING_CMAP",
     "DEFAULT_ACTIVATION_CMAP",
     "DEFAULT_GRADIENT_CMAP",
     "OVERLAY_CMAP",
@@ -25,6 +27,7 @@ __all__ = [
     "indexed_table",
     "overlay",
     "paint",
+    "resolve",
     "table",
     "to_indices",
 ]
@@ -34,6 +37,10 @@ PAD_INDEX = 255
 #: Default map for activations and for gradient magnitudes.
 DEFAULT_ACTIVATION_CMAP = "viridis"
 DEFAULT_GRADIENT_CMAP = "inferno"
+#: The colour-map choice that picks a map per layer (see :func:`resolve`).
+AUTO = "auto"
+#: Map of signed activations under :data:`AUTO`, shown on a range symmetric about 0.
+DIVERGING_CMAP = "CET-D1"
 #: Map of heat overlays (saliency, Grad-CAM): a smooth jet.
 OVERLAY_CMAP = "turbo"
 
@@ -54,6 +61,22 @@ def _names() -> list[str]:
 
 #: Every map's name, in the order offered to the user.
 COLORMAPS: list[str] = _names()
+
+
+def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str:
+    """The colour map that paints a layer under the user's ``choice``.
+
+    A named map is used as it is. :data:`AUTO` picks per layer: |gradient| maps get the
+    sequential :data:`DEFAULT_GRADIENT_CMAP`, signed activations (a convolution or BatchNorm
+    output before its ReLU) the diverging :data:`DIVERGING_CMAP` (their mosaics are then
+    normalised symmetrically about 0, see :func:`actviz.display.mosaic.mosaic`), non-negative
+    ones the sequential :data:`DEFAULT_ACTIVATION_CMAP`.
+    """
+    if choice != AUTO:
+        return choice
+    if gradient:
+        return DEFAULT_GRADIENT_CMAP
+    return DIVERGING_CMAP if signed else DEFAULT_ACTIVATION_CMAP
 
 
 def _get(name: str, n: int) -> np.ndarray:

@@ -22,6 +22,7 @@ from actviz.display.colormaps import to_indices
 __all__ = [
     "MAX_MOSAIC_CHANNELS",
     "MAX_MOSAIC_PIXELS",
+    "MIN_TILE_SCREEN_PX",
     "Mosaic",
     "clamp_first_channel",
     "downsample",
@@ -29,10 +30,14 @@ __all__ = [
     "max_tile_for",
     "mosaic",
     "mosaic_pad",
+    "page_channels_for",
+    "tile_screen_px",
 ]
 
 #: Channels on one mosaic page; the panels page through wider layers.
 MAX_MOSAIC_CHANNELS = 256
+#: The window picks its page size so a tile is at least this many screen pixels wide.
+MIN_TILE_SCREEN_PX = 32
 #: The fast (live) variant downsamples a mosaic to stay under this many pixels: a grid cell is
 #: a few hundred pixels wide on screen, so more pixels only cost painting time.
 MAX_MOSAIC_PIXELS = 512 * 512
@@ -70,6 +75,15 @@ class Mosaic:
         The layer channel of the first tile.
     indices
         ``image`` as uint8 colour-table indices (what is painted).
+    symmetric
+        Normalised symmetrically about 0 (0 is mid-scale, 0.5 in ``image``): per channel over
+        ``[-max|x|, +max|x|]`` of the tile, shared over ``[-M, M]`` of the layer.
+    page_size
+        The most channels one page of this layer shows (the page asked for).
+    scale_range
+        The values that map to 0 and 1 in ``image``: the layer's range (``"shared"``, or
+        ``[-M, M]`` when symmetric), else the nominal ``(0, 1)`` of every tile's own min..max
+        (``(-1, 1)`` of its own max|x| when symmetric).
     """
 
     image: np.ndarray
@@ -85,6 +99,9 @@ class Mosaic:
     normalize: str
     scale: int = 1
     first_channel: int = 0
+    symmetric: bool = False
+    page_size: int = MAX_MOSAIC_CHANNELS
+    scale_range: tuple[float, float] = (0.0, 1.0)
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -136,6 +153,56 @@ def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> 
     cols = min(cols, channels)
     rows = math.ceil(channels / cols)
     return rows, cols
+
+
+def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> float:
+    """On-screen width of one tile when a page of ``channels`` tiles of ``tile_h x tile_w``
+    (laid out by :func:`grid_shape`, padded by :func:`mosaic_pad`) fills ``width_px`` pixels."""
+    pad = mosaic_pad((tile_h, tile_w))
+    _rows, cols = grid_shape(max(1, channels), tile_h, tile_w)
+    return float(width_px) * tile_w / max(1, cols * (tile_w + pad) - pad)
+
+
+def page_channels_for(
+    total: int,
+    tile_h: int,
+    tile_w: int,
+    width_px: float,
+    *,
+    min_tile_px: float = MIN_TILE_SCREEN_PX,
+    max_channels: int = MAX_MOSAIC_CHANNELS,
+    min_channels: int = 1,
+) -> int:
+    """Channels per page so a mosaic filling ``width_px`` screen pixels has tiles at least
+    ``min_tile_px`` wide.
+
+    The largest page (at most ``max_channels``, and the whole layer when it fits) whose tiles
+    are that large; when the tile size limits it, rounded down to whole grid rows where that
+    keeps the columns, so a page is a full rectangle. At least one channel (a panel narrower than one tile shows one).
+
+    Parameters
+    ----------
+    total
+        Channels of the layer.
+    tile_h, tile_w
+        One map's size in mosaic pixels.
+    width_px
+        Screen pixels the mosaic's width fills.
+    """
+    limit = max(1, min(int(total), int(max_channels)))
+    floor = max(1, min(int(min_channels), limit))
+    best = 1
+    for n in range(2, limit + 1):  # the tile only shrinks as n grows (never fewer columns)
+        if tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px:
+            break
+        best = n
+    if best >= limit:  # the whole layer, or the cap: the tiles are large enough
+        return limit
+    cols = grid_shape(best, tile_h, tile_w)[1]
+    whole = (best // cols) * cols
+    if whole and grid_shape(whole, tile_h, tile_w)[1] == cols:
+        best = whole
+    return max(best, floor)
 
 
 def clamp_first_channel(first_channel: int, total: int) -> int:
@@ -229,6 +296,7 @@ def mosaic(
     max_pixels: int | None = None,
     pad: int | None = None,
     value_range: tuple[float, float] | None = None,
+    symmetric: bool = False,
 ) -> Mosaic:
     """Tile a page of the channels of a ``(C, H, W)`` map into one normalised image.
 
@@ -247,7 +315,12 @@ def mosaic(
     pad
         Pixels of NaN between tiles; default :func:`mosaic_pad` of the (downsampled) tiles.
     value_range
-        Fixed ``(lo, hi)`` for ``"shared"`` normalisation (e.g. to compare runs).
+        Fixed ``(lo, hi)`` for ``"shared"`` normalisation (e.g. to compare runs); default the
+        whole layer's finite range (every page of a layer on one scale).
+    symmetric
+        Normalise symmetrically about 0 (signed maps under a diverging colour map): each
+        channel over ``[-max|x|, +max|x|]``, or ``"shared"`` over ``[-M, M]`` with ``M`` the
+        largest ``|x|`` of the layer (of ``value_range``).
 
     Returns
     -------
@@ -280,14 +353,30 @@ def mosaic(
         lo_c = hi_c = np.zeros(c, np.float32)
         lo_all = hi_all = 0.0
     if normalize == "shared":
-        lo_s, hi_s = value_range if value_range is not None else (lo_all, hi_all)
+        if value_range is not None:
+            lo_s, hi_s = float(value_range[0]), float(value_range[1])
+        elif (c == total and scale == 1) or not data.size:
+            lo_s, hi_s = lo_all, hi_all
+        else:
+            # The layer's range, not the page's: every page (and the export's) on one scale.
+            lo_l, hi_l, _ = _channel_ranges(data.reshape(total, -1))
+            lo_s, hi_s = float(lo_l.min()), float(hi_l.max())
+        if symmetric:
+            bound = max(abs(lo_s), abs(hi_s)) or 1.0  # all zeros: mid-scale
+            lo_s, hi_s = -bound, bound
         span = hi_s - lo_s
         lo = np.full(c, lo_s, np.float32)
         mul = np.full(c, 1.0 / span if span > 0 else 0.0, np.float32)
+        scale_range = (float(lo_s), float(hi_s))
     else:
+        if symmetric:
+            bound_c = np.maximum(np.abs(lo_c), np.abs(hi_c))
+            bound_c = np.where(bound_c > 0, bound_c, 1.0)  # an all-zero tile: mid-scale
+            lo_c, hi_c = -bound_c, bound_c
         span_c = (hi_c - lo_c).astype(np.float32)
         lo = lo_c.astype(np.float32)
         mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
+        scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
     rows, cols = grid_shape(c, h, w) if c else (1, 1)
     grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
 
@@ -325,4 +414,7 @@ def mosaic(
         normalize=normalize,
         scale=scale,
         first_channel=first,
+        symmetric=bool(symmetric),
+        page_size=int(max_channels) if max_channels is not None else max(int(total), 1),
+        scale_range=scale_range,
     )

@@ -41,6 +41,7 @@ from actviz.display.attribution import (
     saliency_unavailable,
     top_predictions,
 )
+from actviz.display.colormaps import AUTO
 from actviz.display.device import HostLayer, copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
 from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
@@ -54,6 +55,7 @@ __all__ = [
     "prepare_layer",
     "renormalised",
     "reusable_mosaics",
+    "symmetric_for",
     "with_page",
 ]
 
@@ -92,6 +94,13 @@ def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
 # --------------------------------------------------------------------------------------------
 
 
+def symmetric_for(colormap: str, view: LayerView | None) -> bool:
+    """Whether the activation mosaic of ``view`` is normalised symmetrically about 0: under
+    the :data:`~actviz.display.colormaps.AUTO` colour map, for a signed layer (painted with
+    the diverging map, :func:`~actviz.display.colormaps.resolve`). |gradient| never is."""
+    return colormap == AUTO and view is not None and view.kind == "maps" and view.signed
+
+
 def _mosaics(
     view: LayerView | None,
     grad_view: LayerView | None,
@@ -99,20 +108,22 @@ def _mosaics(
     first: int,
     max_tile: int | None = None,
     max_pixels: int | None = None,
+    page: int = MAX_MOSAIC_CHANNELS,
+    symmetric: bool = False,
 ) -> tuple[Mosaic | None, Mosaic | None]:
     if view is None or view.kind != "maps":
         return None, None
     options = dict(
         normalize=normalize,
         first_channel=first,
-        max_channels=MAX_MOSAIC_CHANNELS,
+        max_channels=page,
         max_tile=max_tile,
         max_pixels=max_pixels,
     )
     grad = None
     if grad_view is not None and grad_view.kind == "maps":
         grad = mosaic(grad_view.data, **options)  # type: ignore[arg-type]
-    return mosaic(view.data, **options), grad  # type: ignore[arg-type]
+    return mosaic(view.data, symmetric=symmetric, **options), grad  # type: ignore[arg-type]
 
 
 def prepare_layer(
@@ -170,19 +181,28 @@ def prepare_layer(
     if hist_now:
         hist.get()
     stats.update(name=rec.name, type=rec.module_type)
-    first = spec.first_channel(name)
+    first, page = spec.first_channel(name), spec.page_size(name)
+    symmetric = symmetric_for(spec.colormap, view)
     if (
         stand_in is not None
         and stand_in.shape == shape
         and stand_in.mosaic.first_channel == first
         and stand_in.mosaic.normalize == spec.normalize
+        and stand_in.mosaic.page_size == page
+        and stand_in.mosaic.symmetric == symmetric
     ):
         act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic
         if grad_view is None:
             grad_m = None
     else:
         act_m, grad_m = _mosaics(
-            view, grad_view, spec.normalize, first, max_pixels=max_pixels if fast else None
+            view,
+            grad_view,
+            spec.normalize,
+            first,
+            max_pixels=max_pixels if fast else None,
+            page=page,
+            symmetric=symmetric,
         )
     return PreparedLayer(
         name=name,
@@ -206,35 +226,73 @@ def _max_tile_of_scale(side: int, scale: int) -> int | None:
 
 
 def with_page(
-    layer: PreparedLayer, first_channel: int, normalize: str | None = None
+    layer: PreparedLayer,
+    first_channel: int,
+    normalize: str | None = None,
+    *,
+    page_size: int | None = None,
+    symmetric: bool | None = None,
 ) -> PreparedLayer:
-    """``layer`` showing the channel page from ``first_channel`` (and ``normalize``): a new
-    layer, built from its views with the same tile downsampling; ``layer`` itself when
-    nothing changes or it has no mosaic."""
+    """``layer`` showing the channel page from ``first_channel`` (and ``normalize``, pages of
+    ``page_size`` channels, ``symmetric`` normalisation): a new layer, built from its views
+    with the same tile downsampling; ``layer`` itself when nothing changes or it has no
+    mosaic. Unset options keep the layer's."""
     old, view = layer.mosaic, layer.view
     if old is None or view is None or view.kind != "maps":
         return layer
     c, h, w = view.data.shape
     first = max(0, min(int(first_channel), c - 1))
     normalize = normalize or old.normalize
-    if first == old.first_channel and normalize == old.normalize:
+    page = old.page_size if page_size is None else max(1, int(page_size))
+    symmetric = old.symmetric if symmetric is None else bool(symmetric)
+    if (first, normalize, page, symmetric) == (
+        old.first_channel,
+        old.normalize,
+        old.page_size,
+        old.symmetric,
+    ):
         return layer
     tile = _max_tile_of_scale(max(h, w), old.scale)
-    act_m, grad_m = _mosaics(view, layer.grad_view, normalize, first, max_tile=tile)
+    act_m, grad_m = _mosaics(
+        view, layer.grad_view, normalize, first, max_tile=tile, page=page, symmetric=symmetric
+    )
     return replace(layer, mosaic=act_m, grad_mosaic=grad_m)
 
 
 def renormalised(
-    result: RunResult, normalize: str, pages: Mapping[str, int] | None = None
+    result: RunResult,
+    normalize: str,
+    pages: Mapping[str, int] | None = None,
+    *,
+    page_channels: Mapping[str, int] | None = None,
+    colormap: str | None = None,
 ) -> RunResult:
-    """``result`` with every mosaic normalised by ``normalize`` (and on ``pages``): a new
-    result; ``result`` is left as it is (it may be pinned)."""
+    """``result`` with every mosaic normalised by ``normalize`` (on ``pages`` of
+    ``page_channels``, symmetric as ``colormap`` asks: :func:`symmetric_for`): a new result;
+    ``result`` is left as it is (it may be pinned). Unset options keep the result's spec."""
     pages = dict(result.spec.channel_pages) if pages is None else dict(pages)
+    sizes = dict(result.spec.page_channels) if page_channels is None else dict(page_channels)
+    colormap = result.spec.colormap if colormap is None else colormap
+    spec = replace(
+        result.spec,
+        normalize=normalize,
+        channel_pages=pages,
+        page_channels=sizes,
+        colormap=colormap,
+    )
     layers = {}
     for name, layer in result.layers.items():
-        first = pages.get(name, layer.mosaic.first_channel if layer.mosaic else 0)
-        layers[name] = with_page(layer, first, normalize)
-    spec = replace(result.spec, normalize=normalize, channel_pages=pages)
+        if name in pages:
+            first = spec.first_channel(name)  # the page holding the channel asked for
+        else:
+            first = layer.mosaic.first_channel if layer.mosaic else 0
+        layers[name] = with_page(
+            layer,
+            first,
+            normalize,
+            page_size=spec.page_size(name),
+            symmetric=symmetric_for(colormap, layer.view),
+        )
     return replace(result, layers=layers, spec=spec)
 
 

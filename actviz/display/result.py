@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from actviz.display.mosaic import Mosaic
+from actviz.display.colormaps import AUTO
+from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, Mosaic
 from actviz.display.views import LayerView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,7 +96,15 @@ class DisplaySpec:
     gradcam_layer
         The Grad-CAM layer asked for (None: :func:`~actviz.display.attribution.default_gradcam_layer`).
     channel_pages
-        ``{layer: first channel}`` of the mosaic page shown (absent: page 0).
+        ``{layer: channel}``: the mosaic page shown is the one holding that channel (the
+        first channel of a page the user turned to, or the channel opened large), so a page
+        size that follows the window's width keeps it in view (absent: page 0).
+    page_channels
+        ``{layer: channels per page}``: the window picks them from a panel's width so tiles
+        are readable (absent: :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS`).
+    colormap
+        The colour-map choice: :data:`~actviz.display.colormaps.AUTO` normalises signed
+        activation mosaics symmetrically about 0 (for a diverging map); a named map does not.
     sample
         The batch element every per-sample picture shows (maps, |gradient|, saliency,
         Grad-CAM, predictions). Statistics, histograms and gradient norms cover the batch.
@@ -108,10 +117,18 @@ class DisplaySpec:
     gradcam_layer: str | None = None
     channel_pages: Mapping[str, int] = field(default_factory=dict)
     sample: int = 0
+    page_channels: Mapping[str, int] = field(default_factory=dict)
+    colormap: str = AUTO
 
     def first_channel(self, name: str) -> int:
-        """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
-        return int(self.channel_pages.get(name, 0))
+        """The first channel of layer ``name``'s mosaic page: the page of :meth:`page_size`
+        channels that holds ``channel_pages[name]`` (0 unless the user paged)."""
+        size = self.page_size(name)
+        return (max(0, int(self.channel_pages.get(name, 0))) // size) * size
+
+    def page_size(self, name: str) -> int:
+        """Channels on one mosaic page of layer ``name``."""
+        return max(1, int(self.page_channels.get(name, MAX_MOSAIC_CHANNELS)))
 
 
 @dataclass(frozen=True)

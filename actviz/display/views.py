@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,11 @@ class LayerView:
             # A view of someone else's array (a capture's tensor) must not be frozen in place.
             object.__setattr__(self, "data", self.data.view())
             self.data.setflags(write=False)
+
+    @cached_property
+    def signed(self) -> bool:
+        """Whether any value is negative (a convolution's output, not a ReLU's); computed once."""
+        return bool((self.data < 0).any())
 
 
 def layer_view(

@@ -27,7 +27,7 @@ from actviz.core.structures import first_tensor
 from actviz.display import colormaps
 from actviz.display.attribution import default_gradcam_layer, grad_cam, spatial_layers
 from actviz.display.mosaic import Mosaic, mosaic
-from actviz.display.prepare import prepare
+from actviz.display.prepare import prepare, symmetric_for
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.display.views import LayerView, layer_view, magnitude_view
 
@@ -175,19 +175,25 @@ def render_layer_png(
     magnitude: bool = False,
     max_channels: int | None = EXPORT_PAGE_CHANNELS,
     first_channel: int = 0,
+    symmetric: bool | None = None,
 ) -> Image.Image:
     """Render one layer output (or gradient, with ``magnitude=True``) as a readable image.
 
     Maps become a channel mosaic with channel numbers and a colour bar (``max_channels`` of
     them from ``first_channel``: see :func:`channel_pages`); 1-D outputs a bar chart;
     sequences a heat map; scalars a bar of one. ``tensor`` may be a prepared
-    :class:`~actviz.display.views.LayerView` (of sample 0 of the output).
+    :class:`~actviz.display.views.LayerView` (of sample 0 of the output). ``cmap`` may be
+    "auto" (one map per layer, :func:`actviz.display.colormaps.resolve`); ``symmetric``
+    normalises about 0 (None: as "auto" does, for a signed activation).
     """
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     if magnitude and not isinstance(tensor, LayerView):
         view = magnitude_view(view)
+    if symmetric is None:
+        symmetric = not magnitude and symmetric_for(cmap, view)
     if view.kind == "maps":
-        m = page_mosaic(view, normalize, first_channel, max_channels)
+        cmap = colormaps.resolve(cmap, signed=symmetric, gradient=magnitude)
+        m = page_mosaic(view, normalize, first_channel, max_channels, symmetric=symmetric)
         shown = (
             f"channels {m.first_channel}-{m.last_channel} of {m.total_channels}"
             if m.channels < m.total_channels
@@ -197,9 +203,14 @@ def render_layer_png(
         lo, hi = m.value_range
         if normalize == "channel":
             # Each tile has its own scale, so the bar can only say low/high within a tile.
+            if symmetric:
+                head = f"{title}  ({shown}; each tile scaled to its own -max|x|..+max|x|; all data {_fmt(lo)}..{_fmt(hi)})"
+                return _framed(body, head, "-tile max|x|", "+tile max|x|", cmap)
             head = f"{title}  ({shown}; each tile scaled to its own min..max; all data {_fmt(lo)}..{_fmt(hi)})"
             return _framed(body, head, "tile min", "tile max", cmap)
-        return _framed(body, f"{title}  ({shown}; one shared scale)", lo, hi, cmap)
+        lo_s, hi_s = m.scale_range
+        return _framed(body, f"{title}  ({shown}; one shared scale)", lo_s, hi_s, cmap)
+    cmap = colormaps.resolve(cmap, gradient=magnitude)
     if view.kind == "heatmap":
         m = mosaic(view.data[None], normalize="shared")
         body = _mosaic_png(m, title, cmap, numbers=False)
@@ -214,11 +225,17 @@ def page_mosaic(
     normalize: str = "channel",
     first_channel: int = 0,
     max_channels: int | None = EXPORT_PAGE_CHANNELS,
+    *,
+    symmetric: bool = False,
 ) -> Mosaic:
     """The exported mosaic of a page of ``view``'s channels: the window's mosaic (same function,
     full resolution) with pages of ``max_channels``."""
     return mosaic(
-        view.data, normalize=normalize, first_channel=first_channel, max_channels=max_channels
+        view.data,
+        normalize=normalize,
+        first_channel=first_channel,
+        max_channels=max_channels,
+        symmetric=symmetric,
     )
 
 
@@ -281,16 +298,26 @@ def _write_pages(
         name = layer.name if isinstance(layer, PreparedLayer) else base
         title = f"{name or '(model)'} · {module_type}"
     written = []
+    gradient = kind == "grad"
+    # The window's per-layer choice under "auto": signed activations symmetric about 0 in the
+    # diverging map, the others (and |gradient|) in a sequential one.
+    symmetric = not gradient and symmetric_for(cmap, view)
+    painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
     for first, suffix in channel_pages(view):
         path = out / f"{base}_{kind}{suffix}.png"
-        render_layer_png(view, title, cmap=cmap, normalize=normalize, first_channel=first).save(
-            path
-        )
+        render_layer_png(
+            view,
+            title,
+            cmap=painted,
+            normalize=normalize,
+            first_channel=first,
+            symmetric=symmetric,
+        ).save(path)
         written.append(path)
         if view.kind == "maps":
             raw = out / f"{base}_{kind}{suffix}_1x.png"
-            m = page_mosaic(view, normalize, first)
-            Image.fromarray(mosaic_rgb(m, cmap)).save(raw)
+            m = page_mosaic(view, normalize, first, symmetric=symmetric)
+            Image.fromarray(mosaic_rgb(m, painted)).save(raw)
             written.append(raw)
     entry["files"] += [p.name for p in written]
     return written
@@ -360,7 +387,8 @@ def export_capture(
         Every perturbation applied to the input with its value, recorded as
         ``"perturbation"`` (``{}``: the input as opened), e.g. ``{"noise": 0.2}``.
     cmap
-        Colormap of the feature-map PNGs.
+        Colormap of the feature-map PNGs; "auto": per layer as the window does (diverging and
+        symmetric about 0 for signed activations, sequential otherwise).
     normalize
         ``"channel"`` (each tile its own min..max) or ``"shared"`` normalisation of the
         feature-map mosaics (|gradient| mosaics always share one range).
@@ -382,9 +410,10 @@ def export_capture(
     # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
-    if cmap not in colormaps.COLORMAPS:
+    if cmap != colormaps.AUTO and cmap not in colormaps.COLORMAPS:
         raise ValueError(
-            f"unknown colour map {cmap!r}; choose from {', '.join(colormaps.COLORMAPS)}"
+            f"unknown colour map {cmap!r}; choose from "
+            f"{', '.join([colormaps.AUTO, *colormaps.COLORMAPS])}"
         )
     spec = DisplaySpec(
         layers=tuple(names),
@@ -392,6 +421,7 @@ def export_capture(
         image=image,
         categories=tuple(categories) if categories else None,
         gradcam_layer=gradcam_layer,
+        colormap=cmap,
     )
     prepared = prepare(cap, spec, eager_hist=())
     written: list[Path] = []

@@ -159,7 +159,8 @@ def test_fast_variant_agrees_with_the_exact_one_on_a_2048_channel_layer():
     model = nn.Sequential(nn.Conv2d(3, 2048, 3, padding=1), nn.ReLU()).eval()
     x = torch.randn(1, 3, 48, 48)
     cap = capture(model, x, ["0"])
-    spec = DisplaySpec(layers=("0",), channel_pages={"0": 1792})
+    # A named colour map: the signed convolution is stretched min..max, not symmetrically.
+    spec = DisplaySpec(layers=("0",), channel_pages={"0": 1792}, colormap="viridis")
     exact = prepare(cap, spec).layers["0"]
     fast = prepare(cap, spec, fast=True).layers["0"]
     for key in ("mean", "std", "min", "max", "zero_frac", "grad_norm"):
@@ -275,7 +276,10 @@ def test_every_path_shows_the_channel_page_asked_for():
         m, g = layer.mosaic, layer.grad_mosaic
         assert (m.first_channel, m.channels, m.total_channels) == (512, 88, 600)
         assert (g.first_channel, g.channels) == (512, 88)
-        ref = mosaic(layer.view.data[512:], pad=1)
+        # The default "auto" colour map: the signed convolution is symmetric about 0, the
+        # ReLU after it is not.
+        assert m.symmetric and not result.layers["1"].mosaic.symmetric
+        ref = mosaic(layer.view.data[512:], pad=1, symmetric=True)
         np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
         assert result.layers["1"].mosaic.first_channel == 0
         assert layer.view.data.shape[0] == 600  # the view keeps every channel
@@ -318,9 +322,25 @@ def test_with_page_makes_a_new_layer_with_the_same_downsampling():
     assert turned is not layer and layer.mosaic is before  # the old layer is not edited
     m = turned.mosaic
     assert (m.first_channel, m.channels, m.scale) == (256, 44, 10)
-    ref = mosaic(layer.view.data[256:], max_tile=4, pad=1)
+    ref = mosaic(layer.view.data[256:], max_tile=4, pad=1, symmetric=True)
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     assert turned.grad_mosaic.first_channel == 256
+    # A smaller page (the window's panel is narrow) and a named colour map (no symmetric
+    # range): new mosaics from the same views, same downsampling, the old layer untouched.
+    small = with_page(turned, 256, page_size=30, symmetric=False)
+    s = small.mosaic
+    assert (s.first_channel, s.channels, s.page_size, s.scale, s.symmetric) == (
+        256,
+        30,
+        30,
+        10,
+        False,
+    )
+    assert (small.grad_mosaic.channels, small.grad_mosaic.page_size) == (30, 30)
+    ref = mosaic(layer.view.data[256:286], max_tile=4, pad=1)
+    np.testing.assert_allclose(s.image, ref.image, atol=1e-6, equal_nan=True)
+    assert turned.mosaic is m and m.symmetric and m.page_size == 256
+    assert with_page(small, 256, page_size=30) is small
 
 
 def test_results_are_frozen_and_renormalising_makes_a_new_one():

@@ -63,13 +63,18 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, win
         held.grad_mosaic.image.copy(),
     )
     panel = window.layer_panels["layer4"]
+    # The page size follows the panel's width (re-paged from the views, the pin untouched).
+    qtbot.waitUntil(lambda: "layer4" in window.session.page_channels, timeout=5000)
+    window.flush_panel_updates()
+    size = window.session.page_channels["layer4"]
+    assert panel.activation_slot.mosaic.page_size == size and size < 512
     assert window.turn_page("layer4", 1)
-    assert panel.page_text() == "ch 256-511 of 512"
+    assert panel.page_text() == f"ch {size}-{min(2 * size, 512) - 1} of 512"
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
     window.flush_panel_updates()
     shown = panel.activation_slot.mosaic
-    assert (shown.normalize, shown.first_channel) == ("shared", 256)
+    assert (shown.normalize, shown.first_channel) == ("shared", size)
     assert window.result is not pin.result  # the window shows a new result
     # The pin: same objects, same pixels, page 0, per-channel normalisation.
     held = pin.result.layers["layer4"]
@@ -81,38 +86,77 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, win
     assert window.show_pinned(pin)
     window.flush_panel_updates()
     assert (panel.activation_slot.mosaic.first_channel, panel.activation_slot.mosaic.normalize) == (
-        256,
+        size,
         "channel",
     )
     assert pin.result.layers["layer4"].mosaic is before[0]
 
 
-@pytest.mark.parametrize(("cmap", "normalize"), [("magma", "shared"), ("viridis", "channel")])
-def test_exported_mosaic_pixels_are_the_panels_pixels(qtbot, window, tmp_path, cmap, normalize):
-    _resnet(window, ["layer1", "layer2"], size=96)
+def _tile(pixels: np.ndarray, m, channel: int) -> np.ndarray:
+    y0, x0 = m.tile_origin(channel)
+    return pixels[y0 : y0 + m.tile_h, x0 : x0 + m.tile_w]
+
+
+@pytest.mark.parametrize(
+    ("cmap", "normalize", "layers", "painted_with"),
+    [
+        ("magma", "shared", ["layer1", "layer2"], {"layer1": "magma", "layer2": "magma"}),
+        ("viridis", "channel", ["layer1", "layer2"], {"layer1": "viridis", "layer2": "viridis"}),
+        # "auto": the signed convolution diverging about 0, the ReLU'd stage sequential.
+        ("auto", "channel", ["conv1", "layer1"], {"conv1": "CET-D1", "layer1": "viridis"}),
+        ("auto", "shared", ["conv1", "layer1"], {"conv1": "CET-D1", "layer1": "viridis"}),
+    ],
+)
+def test_exported_mosaic_pixels_are_the_panels_pixels(
+    qtbot, window, tmp_path, cmap, normalize, layers, painted_with
+):
+    _resnet(window, layers, size=96)
     window.colormap_combo.setCurrentText(cmap)
     window.normalize_combo.setCurrentIndex(window.normalize_combo.findData(normalize))
     _run(qtbot, window)
+    # Pages sized to the panels' widths (the export writes whole layers: compare tile by tile).
+    qtbot.waitUntil(lambda: set(window.session.page_channels) == set(layers), timeout=5000)
+    window.flush_panel_updates()
     assert window.export_all(tmp_path / "out", wait=True)
-    for name in ("layer1", "layer2"):
+    for name in layers:
         panel = window.layer_panels[name]
         layer = window.result.layers[name]
+        view = layer.view
         m = panel.activation_slot.mosaic
-        assert m is layer.mosaic and m.normalize == normalize
-        assert panel.activation_slot.image_canvas.colormap_name() == cmap
+        signed = painted_with[name] == "CET-D1"
+        assert view.signed == signed and m.symmetric == signed
+        assert m.normalize == normalize and m.page_size == window.session.page_channels[name]
+        assert panel.activation_slot.image_canvas.colormap_name() == painted_with[name]
         painted = _painted(panel.activation_slot.image_canvas)
         exported = np.asarray(
             Image.open(tmp_path / "out" / f"{name}_features_1x.png").convert("RGB")
         )
-        assert exported.shape[:2] == painted.shape[:2] == m.image.shape
+        whole = mosaic(view.data, normalize=normalize, symmetric=signed)
+        assert exported.shape[:2] == whole.image.shape and painted.shape[:2] == m.image.shape
+        for channel in range(m.first_channel, m.last_channel + 1):
+            np.testing.assert_array_equal(
+                _tile(exported, whole, channel), _tile(painted, m, channel)[..., :3]
+            )
         tiles = painted[..., 3] == 255
         pad = painted[..., 3] == 0
         assert tiles.sum() == np.isfinite(m.image).sum() and (tiles | pad).all()
-        np.testing.assert_array_equal(exported[tiles], painted[tiles][:, :3])
-        assert (exported[pad] == MOSAIC_BACKGROUND).all()
+        assert (exported[np.isnan(whole.image)] == MOSAIC_BACKGROUND).all()
         # And the mosaic is the layer's output, normalised as asked.
-        ref = mosaic(window.result.capture[name].tensor[0], normalize=normalize, max_channels=256)
+        ref = mosaic(
+            window.result.capture[name].tensor[0],
+            normalize=normalize,
+            first_channel=m.first_channel,
+            max_channels=m.page_size,
+            symmetric=signed,
+        )
         np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
+        if signed:  # zero is the middle colour: the diverging map's centre
+            bound = float(np.abs(view.data).max())
+            if normalize == "shared":
+                assert m.scale_range == pytest.approx((-bound, bound))
+                assert panel.activation_slot.image_canvas.colorbar.levels() == pytest.approx(
+                    (-bound, bound)
+                )
 
 
 def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, window):

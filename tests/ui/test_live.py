@@ -344,8 +344,13 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, window):
     live.play()
     _wait_frames(qtbot, live, 2)
     panel = window.layer_panels["0"]
+    # The page size follows the panel's width (tiles >= 32 px; the frames ask for it too).
+    qtbot.waitUntil(lambda: "0" in window.session.page_channels, timeout=5000)
+    size = window.session.page_channels["0"]
+    assert 16 <= size < 150
+    qtbot.waitUntil(lambda: window.result.layers["0"].mosaic.page_size == size, timeout=5000)
     window.flush_panel_updates()
-    assert panel.page_text() == "ch 0-255 of 300"
+    assert panel.page_text() == f"ch 0-{size - 1} of 300"
     live.pause()
     _wait_idle(qtbot, live)
     pin = window.pin_result()  # a result made on page 0
@@ -359,17 +364,19 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, window):
     _wait_idle(qtbot, live)
     window.flush_panel_updates()
     layer = window.result.layers["0"]
-    assert panel.page_text() == "ch 256-299 of 300"
+    assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
     assert panel.activation_slot.mosaic is layer.mosaic
-    assert (layer.mosaic.first_channel, layer.mosaic.channels) == (256, 44)
-    ref = mosaic(layer.view.data[256:], pad=1)
+    assert (layer.mosaic.first_channel, layer.mosaic.channels) == (size, size)
+    # The default "auto" colour map: the signed convolution is symmetric about 0.
+    assert layer.mosaic.symmetric
+    ref = mosaic(layer.view.data[size : 2 * size], pad=1, symmetric=True)
     np.testing.assert_allclose(layer.mosaic.image, ref.image, atol=1e-6, equal_nan=True)
     # Results made before the turn are shown on the page the user chose, and not edited.
     assert window.show_pinned(pin)
     window.flush_panel_updates()
     assert pin.result.layers["0"].mosaic.first_channel == 0
-    assert panel.activation_slot.mosaic.first_channel == 256
-    assert panel.page_text() == "ch 256-299 of 300"
+    assert panel.activation_slot.mosaic.first_channel == size
+    assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
 
 
 def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):
@@ -562,7 +569,11 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window)
     ref = capture(window.session.model, expected, ["conv1"])["conv1"].tensor[0]
     m = window.result.layers["conv1"].mosaic
     assert m is not old
-    np.testing.assert_allclose(m.image, mosaic(ref).image, atol=1e-6, equal_nan=True)
+    # "auto" colour map: the signed convolution's mosaic is symmetric about 0.
+    assert m.symmetric
+    np.testing.assert_allclose(
+        m.image, mosaic(ref, symmetric=True).image, atol=1e-6, equal_nan=True
+    )
 
 
 def test_the_webcam_entry_says_why_it_is_missing(qtbot, window, monkeypatch):

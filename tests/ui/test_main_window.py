@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication
 from torch import nn
 
 from actviz.core.capture import capture
-from actviz.display.mosaic import mosaic
+from actviz.display.mosaic import mosaic, page_channels_for
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
 from actviz.ui.tree.model import NameRole
 from actviz.ui.window.main_window import MainWindow
@@ -204,6 +204,18 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, tiny_window):
     assert window.histogram_panel.counts.sum() == 6 * 8 * 8
 
 
+def _page_fits_width(window: MainWindow, name: str) -> int:
+    """Wait-able: the page size layer ``name`` shows once its panel's width is known (0
+    before), checked against the rule: tiles >= 32 px, at least 16 channels."""
+    panel = window.layer_panels[name]
+    m = panel.activation_slot.mosaic
+    width = panel.mosaic_width()
+    if m is None or not width:
+        return 0
+    want = page_channels_for(m.total_channels, m.tile_h, m.tile_w, width, min_channels=16)
+    return want if m.page_size == want else 0
+
+
 def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     window = make_window()
     torch.manual_seed(0)
@@ -212,21 +224,29 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     window.set_input(_x(shape=(1, 3, 64, 64)))
     run_and_wait(qtbot, window)
     narrow, wide = window.layer_panels["layer3"], window.layer_panels["layer4"]
-    assert narrow.page_text() == ""  # 256 channels fit one mosaic
-    assert wide.page_text() == "ch 0-255 of 512"
+    # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
+    qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=5000)
+    qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") > 0, timeout=5000)
+    n3, size = _page_fits_width(window, "layer3"), _page_fits_width(window, "layer4")
+    assert 16 <= n3 < 256 and 16 <= size < 256
+    assert narrow.activation_slot.image_canvas.grid.tile_screen_px() >= 32
+    assert wide.activation_slot.image_canvas.grid.tile_screen_px() >= 32
+    assert window.session.page_channels == {"layer3": n3, "layer4": size}
+    assert narrow.page_text() == f"ch 0-{n3 - 1} of 256"
+    assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert not wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
     window.layers_scroll.ensureWidgetVisible(wide)
     qtbot.waitUntil(lambda: not wide.next_page_button.visibleRegion().isEmpty(), timeout=2000)
     qtbot.mouseClick(wide.next_page_button, LEFT)
     layer = window.result.layers["layer4"]
-    assert wide.page_text() == "ch 256-511 of 512"
-    assert wide.prev_page_button.isEnabled() and not wide.next_page_button.isEnabled()
-    assert window.session.channel_pages == {"layer4": 256}
+    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
+    assert wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
+    assert window.session.channel_pages == {"layer4": size}
     # The result is not edited (it may be pinned): the panel shows a new page of its views.
     assert layer.mosaic.first_channel == 0
     m, gm = wide.activation_slot.mosaic, wide.gradient_slot.mosaic
-    assert (m.first_channel, m.channels, gm.first_channel) == (256, 256, 256)
-    ref = mosaic(layer.view.data[256:], pad=0)
+    assert (m.first_channel, m.channels, gm.first_channel) == (size, size, size)
+    ref = mosaic(layer.view.data[size : 2 * size], pad=0)
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     # Another normalisation re-prepares the shown capture on the same page.
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
@@ -234,33 +254,49 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     window.flush_panel_updates()
     layer = window.result.layers["layer4"]
     m = layer.mosaic
-    assert (m.normalize, m.first_channel) == ("shared", 256)
+    assert (m.normalize, m.first_channel, m.channels) == ("shared", size, size)
     assert wide.activation_slot.mosaic is m
-    assert wide.page_text() == "ch 256-511 of 512"
-    ref = mosaic(layer.view.data[256:], normalize="shared", pad=0)
+    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
+    # One shared scale for the whole layer (every page, and the export, alike).
+    ref = mosaic(layer.view.data, first_channel=size, max_channels=size, normalize="shared", pad=0)
+    assert m.scale_range == (float(layer.view.data.min()), float(layer.view.data.max()))
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     # Hover and click name the layer's channel, not the tile's place on the page.
+    target = size + 5
     canvas = wide.activation_slot.image_canvas
-    y0, x0 = m.tile_origin(300)
+    y0, x0 = m.tile_origin(target)
     point = canvas.image_to_widget(x0 + 0.5, y0 + 0.5)
     qtbot.mouseMove(canvas.viewport(), point)
-    qtbot.waitUntil(lambda: wide.status_label.text().startswith("ch 300  (x=0, y=0)"), timeout=2000)
+    qtbot.waitUntil(
+        lambda: wide.status_label.text().startswith(f"ch {target}  (x=0, y=0)"), timeout=2000
+    )
     with qtbot.waitSignal(wide.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
-    assert window.channel_view.channel == 300
-    np.testing.assert_array_equal(window.channel_view.activation, layer.view.data[300])
+    assert window.channel_view.channel == target
+    np.testing.assert_array_equal(window.channel_view.activation, layer.view.data[target])
+    assert window.session.channel_pages == {"layer4": target}
+    # The channel view takes most of the tab: the mosaic's page follows its narrower width
+    # and still holds the channel opened.
+    qtbot.waitUntil(lambda: 0 < _page_fits_width(window, "layer4") < size, timeout=5000)
+    small = _page_fits_width(window, "layer4")
+    first = target // small * small
+    assert wide.page_text() == f"ch {first}-{first + small - 1} of 512"
+    # Closed again, the page is as wide as before and holds the channel opened.
+    window.channel_view.close_button.click()
+    qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") == size, timeout=5000)
+    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     # The page holds for the next run; the first page is one click back.
     run_and_wait(qtbot, window)
-    assert window.result.layers["layer4"].mosaic.first_channel == 256
-    assert wide.page_text() == "ch 256-511 of 512"
+    assert window.result.layers["layer4"].mosaic.first_channel == size
+    assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     qtbot.mouseClick(wide.prev_page_button, LEFT)
-    assert wide.page_text() == "ch 0-255 of 512"
+    assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert wide.activation_slot.mosaic.first_channel == 0
-    assert window.result.layers["layer4"].mosaic.first_channel == 256  # held, not edited
+    assert window.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
     assert not window.turn_page("layer4", -1)  # no page before the first
-    assert not window.turn_page("layer3", 1)  # one page only
+    assert not window.turn_page("layer3", -1)
     window.set_model(_tiny(), layers=["conv1"])
-    assert window.session.channel_pages == {}
+    assert window.session.channel_pages == {} and window.session.page_channels == {}
 
 
 def test_changing_the_target_changes_the_gradients(qtbot, tiny_window):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import subprocess
 import sys
@@ -116,13 +117,20 @@ def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv
     assert canvas.image.image[~np.isnan(tiles.image)].max() < PAD_INDEX
     assert canvas.levels() == pytest.approx(tiles.levels)
     assert canvas.image.levels is None  # the indices need no scaling
-    # per-channel tiles have no common value range: the bar says so instead of lying
+    # per-channel tiles have no common value range: the bar reads 0..1 of a tile's own range
+    # (numeric ticks) and the legend under the mosaic says so instead of lying
     assert tiles.normalize == "channel"
     assert canvas.colorbar.levels() == (0.0, 1.0)
-    assert [label for _, label in canvas.colorbar.axis._tickLevels[0]] == ["ch min", "ch max"]
+    assert canvas.colorbar.axis._tickLevels is None
+    assert panel.activation_slot.legend.text() == "per-channel: each tile 0-1 of its own min-max"
+    assert panel.activation_slot.legend.isVisible()
     assert panel.title() == "conv1 · Conv2d · 8×16×16"
     assert panel.status_label.text() == view.description
-    assert panel.minimumHeight() >= 220
+    # The canvas asks for the height at which the mosaic fills its width (square pixels).
+    rows, cols = tiles.image.shape
+    needed = math.ceil(canvas.image_area_width() * rows / cols) + 14
+    assert canvas.minimumHeight() == max(needed, 40)
+    assert panel.minimumSizeHint().height() >= canvas.minimumHeight()
     assert not panel.gradient_shown()
 
 
@@ -354,8 +362,16 @@ def test_channel_view_shows_channel_and_gradient(qtbot, conv_capture):
     _show(qtbot, panel, 600, 320)
     np.testing.assert_array_equal(panel.activation_canvas.source_image(), act)
     np.testing.assert_array_equal(panel.gradient_canvas.source_image(), grad)
+    # The default "auto" colour map: a signed channel on a range symmetric about 0 in the
+    # diverging map; a named map shows min..max.
+    bound = float(np.abs(act).max())
+    assert act.min() < 0 and panel.activation_canvas.levels() == pytest.approx((-bound, bound))
+    assert panel.activation_canvas.colormap_name() == "CET-D1"
+    assert panel.gradient_canvas.colormap_name() == "inferno"
+    panel.set_colormap("viridis")
     levels = panel.activation_canvas.levels()
     assert levels == pytest.approx((act.min(), act.max()))
+    assert panel.activation_levels.levels() == pytest.approx(levels)
     np.testing.assert_array_equal(panel.activation_canvas.image.image, to_indices(act, levels))
     assert panel.title() == "conv1 · ch 3 · 16×16"
     point = panel.activation_canvas.image_to_widget(5.5, 9.5)

@@ -1,6 +1,8 @@
 """Reusable pyqtgraph canvases the panels are built from.
 
-- :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it.
+- :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it
+  (as tall as the image), optionally a :class:`TileGrid` over a mosaic (gaps and channel
+  numbers) and a height that follows its width (``fit_width``: the image fills the width).
 - :class:`BarCanvas`: a bar chart of a 1-D vector (positive and negative bars coloured apart).
 
 Both can be *passive* (for cells of a scrollable grid): mouse wheel events are left to the
@@ -8,6 +10,8 @@ scroll area instead of zooming, and there is no context menu.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,6 +22,15 @@ from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut
 
 _COLORBAR_WIDTH = 10
 _COLORBAR_AXIS_WIDTH = 46
+#: Canvas margins (left/right, top/bottom: room for the colour bar's end labels) and the
+#: spacing between the image and its colour bar, in pixels.
+_CANVAS_MARGIN = 1
+_CANVAS_MARGIN_V = 7
+_CANVAS_SPACING = 2
+#: Channel numbers are drawn on tiles at least this many screen pixels wide ...
+LABEL_MIN_TILE_PX = 40
+#: ... on at most this many tiles (those in view).
+MAX_TILE_LABELS = 256
 
 
 class ClickableImageItem(pg.ImageItem):
@@ -130,6 +143,7 @@ class ColorBar(pg.GraphicsLayout):
 
     def __init__(self, width: int = _COLORBAR_WIDTH, axis_width: int = _COLORBAR_AXIS_WIDTH):
         super().__init__()
+        self.margins = (4.0, 4.0)
         self.layout.setContentsMargins(0, 4, 0, 4)
         self.layout.setSpacing(0)
         self.strip = _GradientStrip(width)
@@ -141,6 +155,11 @@ class ColorBar(pg.GraphicsLayout):
         self._levels = (0.0, 1.0)
         self._labels: tuple[str, str] | None = None
         self.axis.setRange(*self._levels)
+
+    def set_margins(self, top: float, bottom: float) -> None:
+        """Space above and below the strip: the canvas makes it span its image exactly."""
+        self.margins = (float(top), float(bottom))
+        self.layout.setContentsMargins(0, top, 0, bottom)
 
     def setColorMap(self, name: str) -> None:  # noqa: N802 - mirrors pg.ColorBarItem
         """Paint the strip with colour map ``name``."""
@@ -176,6 +195,148 @@ class ColorBar(pg.GraphicsLayout):
         shown_low, shown_high = self._levels
         tolerance = 0.01 * max(abs(shown_high - shown_low), abs(high - low))
         return abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
+
+
+class TileGrid(pg.GraphicsObject):
+    """Lines between the tiles of a mosaic and channel numbers on tiles large enough.
+
+    The lines are drawn with a cosmetic pen in the background colour, in the image's own
+    coordinates: a gap of at least one screen pixel at every zoom (the mosaic's one-pixel NaN
+    padding alone vanishes when the image is drawn smaller than its pixels). Channel numbers
+    are drawn in screen pixels at each tile's corner when a tile is at least
+    :data:`LABEL_MIN_TILE_PX` wide on screen (at most :data:`MAX_TILE_LABELS`, those in view);
+    the painter's transform says how large a tile is, so zooming and resizing update them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setZValue(10)
+        self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)
+        self._pen.setCosmetic(True)
+        self._lines: list[QtCore.QLineF] = []
+        self._rect = QtCore.QRectF()
+        self._tiles: tuple[int, int, int, int, int, int, int] | None = None
+        self._font = QtGui.QFont()
+        self._font.setPointSize(style.TICK_POINT_SIZE - 1)
+
+    def set_tiles(
+        self,
+        rows: int,
+        cols: int,
+        tile_h: int,
+        tile_w: int,
+        pad: int,
+        channels: int,
+        first_channel: int,
+    ) -> None:
+        """Lay the grid over a mosaic of ``rows x cols`` tiles of ``tile_h x tile_w`` pixels
+        ``pad`` apart, showing ``channels`` channels from ``first_channel``."""
+        tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
+        if tiles == self._tiles:
+            return
+        self.prepareGeometryChange()
+        self._tiles = tiles
+        width = cols * (tile_w + pad) - pad
+        height = rows * (tile_h + pad) - pad
+        half = pad / 2.0
+        lines = [
+            QtCore.QLineF(c * (tile_w + pad) - half, 0.0, c * (tile_w + pad) - half, height)
+            for c in range(1, cols)
+        ]
+        lines += [
+            QtCore.QLineF(0.0, r * (tile_h + pad) - half, width, r * (tile_h + pad) - half)
+            for r in range(1, rows)
+        ]
+        self._lines = lines
+        self._rect = QtCore.QRectF(0.0, 0.0, float(width), float(height))
+        self.update()
+
+    def clear(self) -> None:
+        """No grid (an image that is not a mosaic)."""
+        if self._tiles is None:
+            return
+        self.prepareGeometryChange()
+        self._tiles = None
+        self._lines = []
+        self._rect = QtCore.QRectF()
+        self.update()
+
+    def lines(self) -> list[QtCore.QLineF]:
+        """The grid lines, in image coordinates."""
+        return list(self._lines)
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 - Qt name
+        return QtCore.QRectF(self._rect)
+
+    def _device_transform(self) -> QtGui.QTransform | None:
+        """Image coordinates to the viewport's pixels, as painted now (None: not in a view)."""
+        scene = self.scene()
+        views = scene.views() if scene is not None else []
+        if not views:
+            return None
+        return self.sceneTransform() * views[0].viewportTransform()
+
+    def tile_screen_px(self, transform: QtGui.QTransform | None = None) -> float:
+        """Screen width of one tile under ``transform`` (default: as the item is drawn now)."""
+        if self._tiles is None:
+            return 0.0
+        if transform is None:
+            transform = self._device_transform()
+            if transform is None:
+                return 0.0
+        scale = math.hypot(transform.m11(), transform.m12())
+        return scale * self._tiles[3]
+
+    def labels(self, transform: QtGui.QTransform | None = None) -> list[tuple[int, QtCore.QPointF]]:
+        """``(channel, screen point of its tile's corner)`` for the numbers drawn now: none
+        when tiles are under :data:`LABEL_MIN_TILE_PX`, else the tiles in view (capped)."""
+        if transform is None:
+            transform = self._device_transform()
+        if self._tiles is None or transform is None:
+            return []
+        if self.tile_screen_px(transform) < LABEL_MIN_TILE_PX:
+            return []
+        rows, cols, tile_h, tile_w, pad, channels, first = self._tiles
+        box = self.getViewBox()
+        visible = box.viewRect() if box is not None else self._rect
+        out: list[tuple[int, QtCore.QPointF]] = []
+        for i in range(channels):
+            x0 = (i % cols) * (tile_w + pad)
+            y0 = (i // cols) * (tile_h + pad)
+            if not visible.intersects(QtCore.QRectF(x0, y0, tile_w, tile_h)):
+                continue
+            out.append((first + i, transform.map(QtCore.QPointF(x0, y0))))
+            if len(out) >= MAX_TILE_LABELS:
+                break
+        return out
+
+    def paint(self, painter: QtGui.QPainter, *args) -> None:
+        if not self._lines and self._tiles is None:
+            return
+        painter.setPen(self._pen)
+        painter.drawLines(self._lines)
+        labels = self.labels(painter.transform())
+        if not labels:
+            return
+        painter.save()
+        painter.resetTransform()
+        painter.setFont(self._font)
+        metrics = QtGui.QFontMetrics(self._font)
+        painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+        back = QtGui.QColor(255, 255, 255, 190)
+        ink = QtGui.QColor(style.TEXT)
+        for channel, corner in labels:
+            text = str(channel)
+            rect = QtCore.QRectF(
+                corner.x() + 1,
+                corner.y() + 1,
+                metrics.horizontalAdvance(text) + 4,
+                metrics.height(),
+            )
+            painter.fillRect(rect, back)
+            painter.setPen(ink)
+            painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
 
 
 class _GridCellCanvas:
@@ -221,6 +382,9 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         Show a colour bar (with value ticks) to the right of the image.
     cmap
         Initial colour map name.
+    fit_width
+        Ask for the height at which an aspect-locked image fills the canvas's width (grid
+        cells in a scroll area: the mosaic grows with the window).
 
     Signals
     -------
@@ -230,11 +394,17 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         The mouse left the image.
     clicked(float, float)
         Left click on image pixel (x, y).
+    resized()
+        The canvas changed size (a mosaic's page size follows its width).
+    fitted()
+        The user fitted the image again (double click).
     """
 
     hovered = QtCore.Signal(float, float)
     hover_left = QtCore.Signal()
     clicked = QtCore.Signal(float, float)
+    resized = QtCore.Signal()
+    fitted = QtCore.Signal()
 
     def __init__(
         self,
@@ -243,14 +413,19 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         passive: bool = True,
         colorbar: bool = True,
         cmap: str = DEFAULT_ACTIVATION_CMAP,
+        fit_width: bool = False,
     ) -> None:
         super().__init__(parent)
         self._passive = passive
+        self._fit_width = fit_width
+        self._lock_aspect = True
         self._shape: tuple[int, ...] | None = None
         self._inside = False
         self.setBackground(style.PLOT_BACKGROUND)
-        self.ci.setContentsMargins(1, 1, 1, 1)
-        self.ci.setSpacing(2)
+        self.ci.setContentsMargins(
+            _CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V
+        )
+        self.ci.setSpacing(_CANVAS_SPACING)
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
         )
@@ -271,11 +446,17 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self._indexed = True
         self.view.addItem(self.image)
         self.image.sigClicked.connect(self.clicked)
+        #: Gaps and channel numbers over a mosaic (empty for other images).
+        self.grid = TileGrid()
+        self.view.addItem(self.grid)
 
         self.colorbar: ColorBar | None = None
         if colorbar:
             self.colorbar = ColorBar()
             self.addItem(self.colorbar, row=0, col=1)
+            # The bar spans the image, not the whole canvas (the image is letterboxed).
+            self.view.sigResized.connect(self._fit_colorbar)
+            self.view.sigRangeChanged.connect(self._fit_colorbar)
         self._cmap = ""
         self.set_colormap(cmap)
 
@@ -328,8 +509,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         shape = tuple(image.shape[:2])
         if shape != self._shape:
             self._shape = shape
+            self._lock_aspect = lock_aspect
             self.view.setAspectLocked(lock_aspect)
             self.reset_view()
+            self._fit_height()
         if self.colorbar is not None:
             low, high = bar_range if bar_range is not None else levels
             if not (np.isfinite(low) and np.isfinite(high)):
@@ -339,6 +522,79 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
                 span = abs(low) * 0.01 or 1.0
                 low, high = low - span, high + span
             self.colorbar.setLevels((float(low), float(high)), bar_labels)
+            self._fit_colorbar()
+
+    def set_tiles(
+        self,
+        rows: int,
+        cols: int,
+        tile_h: int,
+        tile_w: int,
+        pad: int,
+        channels: int,
+        first_channel: int,
+    ) -> None:
+        """Draw the gaps (and channel numbers) of a mosaic over the image: see :class:`TileGrid`."""
+        self.grid.set_tiles(rows, cols, tile_h, tile_w, pad, channels, first_channel)
+
+    def clear_tiles(self) -> None:
+        """Draw no tile grid (the image is not a mosaic)."""
+        self.grid.clear()
+
+    def image_area_width(self) -> int:
+        """Widget pixels the image may fill across: the canvas less its colour bar."""
+        width = self.width() - 2 * _CANVAS_MARGIN
+        if self.colorbar is not None:
+            width -= _COLORBAR_WIDTH + _COLORBAR_AXIS_WIDTH + _CANVAS_SPACING
+        return max(1, width)
+
+    def image_rect_on_screen(self) -> QtCore.QRectF:
+        """The image's rectangle in this widget's pixels (clipped to the view)."""
+        if self._shape is None:
+            return QtCore.QRectF()
+        height, width = self._shape
+        scene = self.view.mapViewToScene(QtCore.QRectF(0, 0, width, height)).boundingRect()
+        scene = scene.intersected(self.view.sceneBoundingRect())
+        return QtCore.QRectF(self.mapFromScene(scene).boundingRect())
+
+    def _fit_height(self) -> None:
+        """``fit_width`` canvases ask for the height at which the image fills their width."""
+        if not self._fit_width or self._shape is None or not self._lock_aspect:
+            return
+        height, width = self._shape
+        needed = math.ceil(self.image_area_width() * height / max(width, 1)) + 2 * _CANVAS_MARGIN_V
+        needed = max(needed, 40)
+        if abs(needed - self.minimumHeight()) > 1:
+            self.setMinimumHeight(needed)
+
+    def _fit_colorbar(self, *_args: object) -> None:
+        bar = self.colorbar
+        if bar is None:
+            return
+        if self._shape is None:
+            bar.set_margins(4.0, 4.0)
+            return
+        height, width = self._shape
+        image = self.view.mapViewToScene(QtCore.QRectF(0, 0, width, height)).boundingRect()
+        image = image.intersected(self.view.sceneBoundingRect())
+        cell = bar.sceneBoundingRect()
+        if image.isEmpty() or cell.isEmpty():
+            return
+        top = max(0.0, image.top() - cell.top())
+        bottom = max(0.0, cell.bottom() - image.bottom())
+        if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
+            bar.set_margins(top, bottom)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
+            self._fit_height()
+            self.resized.emit()
+
+    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802 - Qt name
+        super().showEvent(event)
+        # Shown at a size it got while hidden: the width is news to whoever follows it.
+        self.resized.emit()
 
     def reset_view(self) -> None:
         """Fit the whole image in the view."""
@@ -351,6 +607,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         # A zoomable canvas needs a way back: double click fits the image again.
         if not self._passive:
             self.reset_view()
+            self.fitted.emit()
         super().mouseDoubleClickEvent(event)
 
     def set_colormap(self, name: str) -> None:
@@ -387,9 +644,11 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     def clear_image(self) -> None:
         """Remove the image (the canvas stays, empty)."""
         self.image.clear()
+        self.grid.clear()
         self._shape = None
         self._source = None
         self._levels = None
+        self._fit_colorbar()
 
     def image_shape(self) -> tuple[int, ...] | None:
         """(rows, cols) of the image shown, or None."""

@@ -1,64 +1,266 @@
-"""ChannelView: one channel of a layer, large, beside its gradient magnitude."""
+"""ChannelView: one channel of a layer, large, beside its gradient magnitude.
+
+Both images sit in aspect-locked views whose ranges are linked (zoom or pan one, the other
+follows), each with its own level (contrast) controls; the channel's statistics are listed
+under them; ``[`` ``]``, PageUp/PageDown and Left/Right ask for the previous/next channel; the
+input picture can be shown under the activation (stretched onto the map, the activation
+blended over it).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6 import QtCore, QtWidgets
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
 
+from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
-from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP
+
+#: Opacity of the activation over the input picture when the overlay is on.
+OVERLAY_OPACITY = 0.6
+#: Keys that step to the previous (-1) / next (+1) channel while the view has focus.
+STEP_KEYS = {
+    QtCore.Qt.Key.Key_BracketLeft: -1,
+    QtCore.Qt.Key.Key_BracketRight: 1,
+    QtCore.Qt.Key.Key_PageUp: -1,
+    QtCore.Qt.Key.Key_PageDown: 1,
+    QtCore.Qt.Key.Key_Left: -1,
+    QtCore.Qt.Key.Key_Right: 1,
+}
 
 
-def _levels(data: np.ndarray) -> tuple[float, float]:
+def _levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
     levels = style.finite_range(data) or (0.0, 1.0)
+    if symmetric:
+        bound = max(abs(levels[0]), abs(levels[1])) or 1.0
+        return -bound, bound
     if levels[1] <= levels[0]:
         return levels[0], levels[0] + 1.0
     return levels
 
 
-class ChannelView(PanelBase):
-    """A single channel at full size with colour bars; zoom with the wheel, double click fits.
+def _close(a: QtCore.QRectF, b: QtCore.QRectF, tol: float = 0.02) -> bool:
+    span = max(a.width(), a.height(), 1e-9)
+    return all(
+        abs(x - y) <= tol * span
+        for x, y in (
+            (a.center().x(), b.center().x()),
+            (a.center().y(), b.center().y()),
+            (min(a.width(), a.height()), min(b.width(), b.height())),
+        )
+    )
 
-    Hover shows ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``.
+
+def channel_stats(data: np.ndarray) -> dict[str, float]:
+    """min, max, mean, std (float64, finite values) and the fraction of exact zeros."""
+    values = np.asarray(data, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        nan = float("nan")
+        return {"min": nan, "max": nan, "mean": nan, "std": nan, "zero_frac": nan}
+    return {
+        "min": float(finite.min()),
+        "max": float(finite.max()),
+        "mean": float(finite.mean()),
+        "std": float(finite.std()),
+        "zero_frac": float(np.count_nonzero(values == 0) / values.size),
+    }
+
+
+class LevelControls(QtWidgets.QWidget):
+    """Low and high display levels of an image (two spin boxes) and an "auto" reset.
+
+    Signals
+    -------
+    changed(float, float)
+        The user set new levels.
     """
+
+    changed = QtCore.Signal(float, float)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        row = QtWidgets.QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(3)
+        row.addWidget(style.caption_label("levels"))
+        self.low = self._spin("value drawn in the lowest colour")
+        self.high = self._spin("value drawn in the highest colour")
+        row.addWidget(self.low, 1)
+        row.addWidget(style.caption_label("to"))
+        row.addWidget(self.high, 1)
+        self.auto_button = QtWidgets.QToolButton()
+        self.auto_button.setText("auto")
+        self.auto_button.setToolTip("Back to the channel's own range")
+        self.auto_button.setAutoRaise(True)
+        row.addWidget(self.auto_button)
+        self._auto = (0.0, 1.0)
+        self.auto_button.clicked.connect(lambda: self.set_levels(*self._auto, emit=True))
+        for spin in (self.low, self.high):
+            spin.editingFinished.connect(self._on_edited)
+
+    def _spin(self, tip: str) -> QtWidgets.QDoubleSpinBox:
+        spin = QtWidgets.QDoubleSpinBox()
+        spin.setRange(-1e12, 1e12)
+        spin.setDecimals(6)
+        spin.setStepType(QtWidgets.QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
+        spin.setKeyboardTracking(False)
+        spin.setToolTip(tip)
+        spin.valueChanged.connect(self._on_edited)
+        return spin
+
+    def set_auto(self, low: float, high: float) -> None:
+        """The range "auto" goes back to; also shown now."""
+        self._auto = (float(low), float(high))
+        self.set_levels(low, high)
+
+    def set_levels(self, low: float, high: float, *, emit: bool = False) -> None:
+        for spin, value in ((self.low, low), (self.high, high)):
+            spin.blockSignals(True)
+            spin.setValue(float(value))
+            spin.blockSignals(False)
+        if emit:
+            self._on_edited()
+
+    def levels(self) -> tuple[float, float]:
+        return float(self.low.value()), float(self.high.value())
+
+    def _on_edited(self, *_args: object) -> None:
+        low, high = self.levels()
+        if high > low:
+            self.changed.emit(low, high)
+
+
+class ChannelView(PanelBase):
+    """A single channel large: activation and |gradient| side by side with linked zoom.
+
+    Wheel zooms both images about the mouse (square pixels kept), drag pans, double click fits.
+    Hover shows ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``.
+
+    Signals
+    -------
+    step_requested(int)
+        The previous (-1) or next (+1) channel was asked for (keys or buttons).
+    close_requested()
+        The close button was pressed.
+    """
+
+    step_requested = QtCore.Signal(int)
+    close_requested = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Channel", parent)
         self.name = ""
         self.channel: int | None = None
+        self.channels = 0
         self.activation: np.ndarray | None = None
         self.gradient: np.ndarray | None = None
+        self.image: np.ndarray | None = None
+        self.stats: dict[str, float] = {}
+        self._signed = False
+        self._choice = AUTO
+        self.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
 
+        self.content.addLayout(self._build_controls())
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(6)
-        self._act_box, self.activation_canvas, self._act_caption = self._column("activation")
-        self._grad_box, self.gradient_canvas, self._grad_caption = self._column("|gradient|")
+        self._act_box, self.activation_canvas, self._act_caption, self.activation_levels = (
+            self._column("activation")
+        )
+        self._grad_box, self.gradient_canvas, self._grad_caption, self.gradient_levels = (
+            self._column("|gradient|")
+        )
         row.addWidget(self._act_box, 1)
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
+        # Linked ranges: zooming or panning one image does the same to the other. Not
+        # pyqtgraph's setXLink/setYLink: with both axes linked and aspect locked, each view
+        # copies the other's already widened range and they drift (a stretched, clipped
+        # image). The user's zoom and pan (and a double-click fit) are copied instead.
+        for one, other in (
+            (self.activation_canvas, self.gradient_canvas),
+            (self.gradient_canvas, self.activation_canvas),
+        ):
+            one.view.sigRangeChangedManually.connect(
+                lambda _mask, a=one, b=other: self._copy_range(a, b)
+            )
+            one.fitted.connect(other.reset_view)
+        # The input picture under the activation, stretched onto the map (overlay).
+        self.backdrop = pg.ImageItem(axisOrder="row-major")
+        self.backdrop.setZValue(-1)
+        self.backdrop.setVisible(False)
+        self.activation_canvas.view.addItem(self.backdrop)
+
+        self.stats_label = style.readout_label()
+        self.stats_label.setToolTip("Statistics of this channel's activation")
+        self.content.addWidget(self.stats_label)
         self.status_label = style.readout_label()
         self.content.addWidget(self.status_label)
         for canvas in (self.activation_canvas, self.gradient_canvas):
             canvas.hovered.connect(self._on_canvas_hovered)
             canvas.hover_left.connect(self._show_summary)
+            canvas.installEventFilter(self)
+        self.activation_levels.changed.connect(self._on_activation_levels)
+        self.gradient_levels.changed.connect(self._on_gradient_levels)
         self.setMinimumSize(320, 240)
         self.clear()
 
-    def _column(self, caption: str) -> tuple[QtWidgets.QWidget, ImageCanvas, QtWidgets.QLabel]:
+    # -- building ------------------------------------------------------------------------------
+    def _build_controls(self) -> QtWidgets.QHBoxLayout:
+        row = QtWidgets.QHBoxLayout()
+        row.setSpacing(4)
+        self.prev_button = QtWidgets.QToolButton()
+        self.prev_button.setArrowType(QtCore.Qt.ArrowType.LeftArrow)
+        self.prev_button.setToolTip("Previous channel ([, PageUp, Left)")
+        self.prev_button.clicked.connect(lambda: self.step_requested.emit(-1))
+        self.next_button = QtWidgets.QToolButton()
+        self.next_button.setArrowType(QtCore.Qt.ArrowType.RightArrow)
+        self.next_button.setToolTip("Next channel (], PageDown, Right)")
+        self.next_button.clicked.connect(lambda: self.step_requested.emit(1))
+        self.position_label = style.caption_label()
+        self.overlay_box = QtWidgets.QCheckBox("input overlay")
+        self.overlay_box.setToolTip("Show the input picture under the activation")
+        self.overlay_box.toggled.connect(self._on_overlay_toggled)
+        self.close_button = QtWidgets.QToolButton()
+        self.close_button.setText("✕")
+        self.close_button.setAutoRaise(True)
+        self.close_button.setToolTip("Close the channel view")
+        self.close_button.clicked.connect(self.close_requested)
+        for widget in (self.prev_button, self.position_label, self.next_button):
+            row.addWidget(widget)
+        row.addStretch(1)
+        row.addWidget(self.overlay_box)
+        row.addWidget(self.close_button)
+        return row
+
+    def _column(
+        self, caption: str
+    ) -> tuple[QtWidgets.QWidget, ImageCanvas, QtWidgets.QLabel, LevelControls]:
         box = QtWidgets.QWidget()
         layout = QtWidgets.QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(1)
         label = style.caption_label(caption)
-        canvas = ImageCanvas(passive=False, cmap=DEFAULT_ACTIVATION_CMAP)
+        canvas = ImageCanvas(passive=False)
+        levels = LevelControls()
         layout.addWidget(label)
         layout.addWidget(canvas, 1)
-        return box, canvas, label
+        layout.addWidget(levels)
+        return box, canvas, label, levels
 
+    # -- data ----------------------------------------------------------------------------------
     def set_channel(
-        self, name: str, channel: int, activation: np.ndarray, gradient: np.ndarray | None
+        self,
+        name: str,
+        channel: int,
+        activation: np.ndarray,
+        gradient: np.ndarray | None,
+        *,
+        channels: int = 0,
+        signed: bool | None = None,
+        image: np.ndarray | None = None,
     ) -> None:
         """Show channel ``channel`` of layer ``name``.
 
@@ -72,44 +274,143 @@ class ChannelView(PanelBase):
             (H, W) raw activation of that channel.
         gradient
             (H, W) gradient magnitude of that channel, or None to show the activation only.
+        channels
+            Channels in the layer (for "ch 12 of 128" and the step buttons); 0: unknown.
+        signed
+            Whether the layer has negative values (under the "auto" colour map: a diverging
+            map on a range symmetric about 0); None: this channel's.
+        image
+            The input picture ``(H, W, 3)`` uint8 for the overlay, or None (no overlay).
         """
-        self.name, self.channel = name, int(channel)
-        self.activation = np.ascontiguousarray(activation, dtype=np.float32)
-        if self.activation.ndim != 2:
-            raise ValueError(f"activation must be 2-D (H, W), got shape {self.activation.shape}")
-        levels = _levels(self.activation)
-        self.activation_canvas.set_image(self.activation, levels, levels)
+        activation = np.ascontiguousarray(activation, dtype=np.float32)
+        if activation.ndim != 2:
+            raise ValueError(f"activation must be 2-D (H, W), got shape {activation.shape}")
+        if gradient is not None:
+            gradient = np.ascontiguousarray(gradient, dtype=np.float32)
+            if gradient.ndim != 2:
+                raise ValueError(f"gradient must be 2-D (H, W), got shape {gradient.shape}")
+        self.name, self.channel, self.channels = name, int(channel), int(channels)
+        self.activation, self.gradient = activation, gradient
+        self._signed = bool((activation < 0).any()) if signed is None else bool(signed)
+        self.stats = channel_stats(activation)
+        self.activation_levels.set_auto(*_levels(activation, self._symmetric()))
+        self._show_activation()
         if gradient is None:
-            self.gradient = None
             self.gradient_canvas.clear_image()
         else:
-            self.gradient = np.ascontiguousarray(gradient, dtype=np.float32)
-            if self.gradient.ndim != 2:
-                raise ValueError(f"gradient must be 2-D (H, W), got shape {self.gradient.shape}")
-            grad_levels = _levels(self.gradient)
-            self.gradient_canvas.set_image(self.gradient, grad_levels, grad_levels)
-        self._grad_box.setHidden(self.gradient is None)
-        self._act_caption.setHidden(self.gradient is None)
-        height, width = self.activation.shape
+            self.gradient_levels.set_auto(*_levels(gradient))
+            self._show_gradient()
+        self._grad_box.setHidden(gradient is None)
+        self._act_caption.setHidden(gradient is None)
+        self.set_image(image)
+        height, width = activation.shape
         self.set_title(f"{name} · ch {self.channel} · {height}×{width}")
+        of = f" of {self.channels}" if self.channels else ""
+        self.position_label.setText(f"ch {self.channel}{of}")
+        self.prev_button.setEnabled(self.channel > 0)
+        self.next_button.setEnabled(not self.channels or self.channel + 1 < self.channels)
+        self._show_stats()
         self._show_summary()
 
-    def set_colormap(self, name: str) -> None:
-        """Use colour map ``name`` for both images."""
-        self.activation_canvas.set_colormap(name)
-        self.gradient_canvas.set_colormap(name)
+    def set_image(self, image: np.ndarray | None) -> None:
+        """The input picture the overlay shows under the activation (None: no overlay)."""
+        self.image = None if image is None else np.ascontiguousarray(image)
+        self.overlay_box.setEnabled(self.image is not None)
+        self._update_overlay()
+
+    def set_overlay(self, on: bool) -> None:
+        """Show (or hide) the input picture under the activation."""
+        self.overlay_box.setChecked(bool(on))
+
+    def overlay_shown(self) -> bool:
+        """Whether the input picture is drawn under the activation now."""
+        return self.backdrop.isVisible()
+
+    def set_colormap(self, choice: str) -> None:
+        """Paint with ``choice`` ("auto": per image, see
+        :func:`actviz.display.colormaps.resolve`)."""
+        symmetric_before = self._symmetric()
+        self._choice = choice
+        self.activation_canvas.set_colormap(resolve(choice, signed=self._signed))
+        self.gradient_canvas.set_colormap(resolve(choice, gradient=True))
+        if self.activation is not None and self._symmetric() != symmetric_before:
+            self.activation_levels.set_auto(*_levels(self.activation, self._symmetric()))
+            self._show_activation()
+
+    def levels(self) -> tuple[float, float] | None:
+        """The activation's display levels."""
+        return self.activation_canvas.levels()
+
+    def set_levels(self, low: float, high: float) -> None:
+        """Draw the activation from ``low`` (first colour) to ``high`` (last colour)."""
+        self.activation_levels.set_levels(low, high, emit=True)
 
     def clear(self) -> None:
         """Show no channel."""
-        self.name, self.channel = "", None
-        self.activation = self.gradient = None
+        self.name, self.channel, self.channels = "", None, 0
+        self.activation = self.gradient = self.image = None
+        self.stats = {}
         self.activation_canvas.clear_image()
         self.gradient_canvas.clear_image()
+        self.backdrop.clear()
+        self.backdrop.setVisible(False)
         self._grad_box.setHidden(True)
         self._act_caption.setHidden(True)
         self.set_title("Channel")
+        self.position_label.setText("")
+        self.stats_label.setText("")
         self.status_label.setText("click a channel in the layer grid")
 
+    # -- drawing -------------------------------------------------------------------------------
+    def _symmetric(self) -> bool:
+        return self._choice == AUTO and self._signed
+
+    def _show_activation(self) -> None:
+        if self.activation is None:
+            return
+        levels = self.activation_levels.levels()
+        self.activation_canvas.set_image(self.activation, levels, levels)
+        self.activation_canvas.set_colormap(resolve(self._choice, signed=self._signed))
+
+    def _show_gradient(self) -> None:
+        if self.gradient is None:
+            return
+        levels = self.gradient_levels.levels()
+        self.gradient_canvas.set_image(self.gradient, levels, levels)
+        self.gradient_canvas.set_colormap(resolve(self._choice, gradient=True))
+
+    def linked(self) -> bool:
+        """Whether both images show the same region (the zoom and pan are linked)."""
+        a = self.activation_canvas.view.viewRect()
+        b = self.gradient_canvas.view.viewRect()
+        return self.gradient is None or a.center() == b.center() or _close(a, b)
+
+    @staticmethod
+    def _copy_range(source: ImageCanvas, target: ImageCanvas) -> None:
+        if target.image_shape() is not None:
+            target.view.setRange(rect=source.view.viewRect(), padding=0.0)
+
+    def _on_activation_levels(self, _low: float, _high: float) -> None:
+        self._show_activation()
+
+    def _on_gradient_levels(self, _low: float, _high: float) -> None:
+        self._show_gradient()
+
+    def _on_overlay_toggled(self, _on: bool) -> None:
+        self._update_overlay()
+
+    def _update_overlay(self) -> None:
+        on = self.overlay_box.isChecked() and self.image is not None
+        on = on and self.activation is not None
+        if on:
+            height, width = self.activation.shape  # type: ignore[union-attr]
+            self.backdrop.setImage(self.image, autoLevels=False, levels=(0, 255))
+            # The picture stretched onto the map's pixels: hover, zoom and links unchanged.
+            self.backdrop.setRect(QtCore.QRectF(0, 0, width, height))
+        self.backdrop.setVisible(on)
+        self.activation_canvas.image.setOpacity(OVERLAY_OPACITY if on else 1.0)
+
+    # -- read-outs -----------------------------------------------------------------------------
     def hover_text(self, x: int, y: int) -> str:
         """Read-out for pixel (x, y), e.g. ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``."""
         if self.activation is None:
@@ -129,17 +430,44 @@ class ChannelView(PanelBase):
     def _on_canvas_hovered(self, x: float, y: float) -> None:
         self.status_label.setText(self.hover_text(int(x), int(y)))
 
+    def _show_stats(self) -> None:
+        s = self.stats
+        if not s:
+            self.stats_label.setText("")
+            return
+        f = style.format_value
+        self.stats_label.setText(
+            f"min {f(s['min'])}  max {f(s['max'])}  mean {f(s['mean'])}  std {f(s['std'])}  "
+            f"zeros {100 * s['zero_frac']:.1f} %"
+        )
+
     def _show_summary(self) -> None:
         if self.activation is None:
             return
-        finite = self.activation[np.isfinite(self.activation)]
-        if finite.size == 0:
-            self.status_label.setText("no finite values")
-            return
         self.status_label.setText(
-            f"min {style.format_value(finite.min())}  max {style.format_value(finite.max())}  "
-            f"mean {style.format_value(finite.mean())}"
+            "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
         )
 
+    # -- keys ----------------------------------------------------------------------------------
+    def _step_for(self, event: QtGui.QKeyEvent) -> int:
+        return STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0)
+
+    def keyPressEvent(self, event: QtGui.QKeyEvent) -> None:  # noqa: N802 - Qt name
+        step = self._step_for(event)
+        if step and self.activation is not None:
+            event.accept()
+            self.step_requested.emit(step)
+            return
+        super().keyPressEvent(event)
+
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
+        # The canvases take focus when clicked; their keys step channels too.
+        if event.type() == QtCore.QEvent.Type.KeyPress and self.activation is not None:
+            step = self._step_for(event)  # type: ignore[arg-type]
+            if step:
+                self.step_requested.emit(step)
+                return True
+        return super().eventFilter(watched, event)
+
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return QtCore.QSize(560, 320)
+        return QtCore.QSize(640, 420)

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
+from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import BarCanvas, ImageCanvas
-from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP
 
 if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
     from actviz.display.mosaic import Mosaic
@@ -21,6 +21,19 @@ if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
 logger = logging.getLogger(__name__)
 
 MIN_PANEL_HEIGHT = 220
+#: A panel of mosaics may be this low: its canvases ask for the height their width needs.
+MIN_MAPS_PANEL_HEIGHT = 120
+
+
+def scale_legend(mosaic: Mosaic) -> str:
+    """What a mosaic's colour bar means, in words (shown under the mosaic)."""
+    if mosaic.normalize == "channel":
+        if mosaic.symmetric:
+            return "per-channel: each tile -1..1 of its own max |x| (0 in the middle)"
+        return "per-channel: each tile 0-1 of its own min-max"
+    if mosaic.symmetric:
+        return "shared: one scale for all tiles, symmetric about 0"
+    return "shared: one scale for all tiles"
 
 
 @dataclass(frozen=True)
@@ -88,8 +101,16 @@ class _ViewSlot(QtWidgets.QWidget):
     hovered = QtCore.Signal(object)  # _Location
     hover_left = QtCore.Signal()
     clicked = QtCore.Signal(object)  # _Location
+    resized = QtCore.Signal()
 
-    def __init__(self, caption: str, bar_color: str, parent: QtWidgets.QWidget | None = None):
+    def __init__(
+        self,
+        caption: str,
+        bar_color: str,
+        parent: QtWidgets.QWidget | None = None,
+        *,
+        gradient: bool = False,
+    ):
         super().__init__(parent)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -101,8 +122,14 @@ class _ViewSlot(QtWidgets.QWidget):
         self.placeholder = style.caption_label("no data")
         self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.placeholder)
+        #: What the colour bar means (mosaics only).
+        self.legend = style.caption_label()
+        self.legend.setWordWrap(True)
+        self.legend.setVisible(False)
+        layout.addWidget(self.legend)
         self._bar_color = bar_color
-        self._cmap = DEFAULT_ACTIVATION_CMAP
+        self._gradient = gradient
+        self._choice = AUTO
         self.image_canvas: ImageCanvas | None = None
         self.bar_canvas: BarCanvas | None = None
         self.scalar_label: QtWidgets.QLabel | None = None
@@ -112,7 +139,8 @@ class _ViewSlot(QtWidgets.QWidget):
     # -- lazily built pages ------------------------------------------------------------------
     def _images(self) -> ImageCanvas:
         if self.image_canvas is None:
-            self.image_canvas = ImageCanvas(passive=True, cmap=self._cmap)
+            self.image_canvas = ImageCanvas(passive=True, cmap=self.colormap(), fit_width=True)
+            self.image_canvas.resized.connect(self.resized)
             self.image_canvas.hovered.connect(self._on_image_hovered)
             self.image_canvas.hover_left.connect(self.hover_left)
             self.image_canvas.clicked.connect(self._on_image_clicked)
@@ -157,24 +185,27 @@ class _ViewSlot(QtWidgets.QWidget):
                 self.stack.setCurrentWidget(self.placeholder)
                 return
             canvas = self._images()
-            if getattr(mosaic, "normalize", "shared") == "channel":
-                # Every tile has its own scale: one value range on the bar would mislead.
-                canvas.set_image(
-                    mosaic.image,
-                    mosaic.levels,
-                    (0.0, 1.0),
-                    lock_aspect=True,
-                    bar_labels=("ch min", "ch max"),
-                    indices=mosaic.indices,
-                )
-            else:
-                canvas.set_image(
-                    mosaic.image,
-                    mosaic.levels,
-                    mosaic.value_range,
-                    lock_aspect=True,
-                    indices=mosaic.indices,
-                )
+            canvas.set_colormap(self.colormap())
+            # Shared: the layer's values on the bar. Per channel: every tile has its own
+            # scale, so the bar reads 0..1 (-1..1) of a tile's own range, and the legend says so.
+            canvas.set_image(
+                mosaic.image,
+                mosaic.levels,
+                mosaic.scale_range,
+                lock_aspect=True,
+                indices=mosaic.indices,
+            )
+            canvas.set_tiles(
+                mosaic.rows,
+                mosaic.cols,
+                mosaic.tile_h,
+                mosaic.tile_w,
+                mosaic.pad,
+                mosaic.channels,
+                mosaic.first_channel,
+            )
+            self.legend.setText(scale_legend(mosaic))
+            self.legend.setVisible(True)
             self.stack.setCurrentWidget(canvas)
         elif view.kind == "heatmap":
             data = np.ascontiguousarray(view.data, dtype=np.float32)
@@ -182,7 +213,10 @@ class _ViewSlot(QtWidgets.QWidget):
             if levels[1] <= levels[0]:
                 levels = (levels[0], levels[0] + 1.0)
             canvas = self._images()
+            canvas.clear_tiles()
+            canvas.set_colormap(self.colormap())
             canvas.set_image(data, levels, levels, lock_aspect=False)
+            self.legend.setVisible(False)
             self.stack.setCurrentWidget(canvas)
         elif view.kind == "bars":
             canvas = self._bars()
@@ -197,13 +231,21 @@ class _ViewSlot(QtWidgets.QWidget):
             self.placeholder.setText(f"cannot show {view.kind!r}")
             self.stack.setCurrentWidget(self.placeholder)
 
-    def set_colormap(self, name: str) -> None:
-        self._cmap = name
+    def colormap(self) -> str:
+        """The map this side paints with: the choice, resolved for what it shows."""
+        mosaic = self.mosaic if self.view is not None and self.view.kind == "maps" else None
+        signed = mosaic is not None and mosaic.symmetric
+        return resolve(self._choice, signed=signed, gradient=self._gradient)
+
+    def set_colormap(self, choice: str) -> None:
+        """Paint with ``choice``: a map's name, or "auto" (see :func:`resolve`)."""
+        self._choice = choice
         if self.image_canvas is not None:
-            self.image_canvas.set_colormap(name)
+            self.image_canvas.set_colormap(self.colormap())
 
     def clear(self) -> None:
         self.view = self.mosaic = None
+        self.legend.setVisible(False)
         if self.image_canvas is not None:
             self.image_canvas.clear_image()
         if self.bar_canvas is not None:
@@ -257,10 +299,14 @@ class LayerPanel(PanelBase):
     page_requested(str, int)
         The user asked for the previous (-1) or next (+1) page of channels of a layer with
         more channels than one mosaic shows.
+    mosaic_width_changed(str, int)
+        The activation mosaic may now fill this many screen pixels across (the window picks
+        the channels per page from it).
     """
 
     channel_clicked = QtCore.Signal(str, int)
     page_requested = QtCore.Signal(str, int)
+    mosaic_width_changed = QtCore.Signal(str, int)
 
     def __init__(
         self, name: str, parent: QtWidgets.QWidget | None = None, *, module_type: str = ""
@@ -270,14 +316,16 @@ class LayerPanel(PanelBase):
         self._module_type = module_type
         self._shape_text = ""
         self._gradients_visible = True
-        self.setMinimumHeight(MIN_PANEL_HEIGHT)
+        self._min_height = MIN_PANEL_HEIGHT
         self.title_label.setToolTip(name)
 
         row = QtWidgets.QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(6)
         self.activation_slot = _ViewSlot("activation", style.BAR_POSITIVE)
-        self.gradient_slot = _ViewSlot("|gradient|", style.BAR_GRADIENT)
+        self.gradient_slot = _ViewSlot("|gradient|", style.BAR_GRADIENT, gradient=True)
+        self.activation_slot.resized.connect(self._on_activation_resized)
+        self._mosaic_width = 0
         row.addWidget(self.activation_slot, 1)
         row.addWidget(self.gradient_slot, 1)
         self.content.addLayout(row, 1)
@@ -336,10 +384,41 @@ class LayerPanel(PanelBase):
             The mosaic of ``view.data`` for kind "maps" (ignored for other kinds).
         """
         self.activation_slot.show_view(view, mosaic)
+        # A mosaic's canvas asks for its own height (its width decides it); others get room.
+        self.set_minimum_panel_height(
+            MIN_MAPS_PANEL_HEIGHT
+            if view.kind == "maps"
+            else max(self._min_height, MIN_PANEL_HEIGHT)
+        )
         self._shape_text = style.format_shape(_data_shape(view))
         self._update_title()
         self._update_page_bar(mosaic if view.kind == "maps" else None)
         self._show_description()
+
+    def set_minimum_panel_height(self, height: int) -> None:
+        """The least height of the panel; its canvases may ask for more (mosaics do)."""
+        if height != self._min_height:
+            self._min_height = int(height)
+            self.updateGeometry()
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        # A hint, not setMinimumHeight: an explicit minimum would hide the layout's own
+        # (a mosaic's height follows its width) from the grid around the panel.
+        hint = super().minimumSizeHint()
+        return QtCore.QSize(hint.width(), max(hint.height(), self._min_height))
+
+    def mosaic_width(self) -> int:
+        """Screen pixels the activation mosaic fills across (0 before the panel is laid out)."""
+        canvas = self.activation_slot.image_canvas
+        if canvas is None or not canvas.isVisible():
+            return 0
+        return canvas.image_area_width()
+
+    def _on_activation_resized(self) -> None:
+        width = self.mosaic_width()
+        if width and width != self._mosaic_width:
+            self._mosaic_width = width
+            self.mosaic_width_changed.emit(self.name, width)
 
     def page_text(self) -> str:
         """The page read-out, e.g. ``ch 256-511 of 2048`` ("" when every channel is shown)."""
@@ -354,10 +433,12 @@ class LayerPanel(PanelBase):
         self._update_gradient_visibility()
         self._show_description()
 
-    def set_colormap(self, name: str) -> None:
-        """Use colour map ``name`` (see ``colormaps.COLORMAPS``) for both sides."""
-        self.activation_slot.set_colormap(name)
-        self.gradient_slot.set_colormap(name)
+    def set_colormap(self, choice: str) -> None:
+        """Use colour map ``choice`` (a name of ``colormaps.COLORMAPS``) for both sides, or
+        "auto": per side, the diverging map for a symmetric (signed) mosaic, a sequential one
+        otherwise and for |gradient| (:func:`actviz.display.colormaps.resolve`)."""
+        self.activation_slot.set_colormap(choice)
+        self.gradient_slot.set_colormap(choice)
 
     def set_gradients_visible(self, visible: bool) -> None:
         """Show or hide the gradient side (it stays hidden while there is no gradient)."""

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.display.colormaps import AUTO
 from actviz.display.prepare import prepare
 from actviz.display.result import DisplaySpec, RunResult
 from actviz.ui.state.memory import default_budget
@@ -76,6 +77,10 @@ class RunRequest:
         than one mosaic holds (:data:`MAX_MOSAIC_CHANNELS`); absent layers show page 0.
     sample
         The batch element the pictures show (see :class:`~actviz.display.result.DisplaySpec`).
+    page_channels
+        ``{layer: channels per mosaic page}``, chosen by the window from its panels' widths.
+    colormap
+        The colour-map choice ("auto" makes signed mosaics symmetric about 0).
     input_grads
         Differentiate back to the input (for saliency); False stops the backward at the
         earliest captured layer (``capture(input_grads=False)``), as when no saliency is shown.
@@ -97,10 +102,12 @@ class RunRequest:
     sample: int = 0
     input_grads: bool = True
     input_as_list: bool = False
+    page_channels: dict[str, int] = field(default_factory=dict)
+    colormap: str = AUTO
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
-        return self.channel_pages.get(name, 0)
+        return self.display_spec().first_channel(name)
 
     def display_spec(self) -> DisplaySpec:
         """What :func:`actviz.display.prepare.prepare` needs of this request."""
@@ -112,6 +119,8 @@ class RunRequest:
             gradcam_layer=self.gradcam_layer,
             channel_pages=dict(self.channel_pages),
             sample=self.sample,
+            page_channels=dict(self.page_channels),
+            colormap=self.colormap,
         )
 
 
@@ -246,6 +255,10 @@ class Session:
         # {layer: first channel} of the mosaic page the user turned to (layers with more
         # channels than one mosaic shows); kept across runs, cleared with the model.
         self.channel_pages: dict[str, int] = {}
+        # {layer: channels per page}: the window's choice from its panels' widths.
+        self.page_channels: dict[str, int] = {}
+        #: The colour-map choice of the feature maps ("auto": one per layer).
+        self.colormap = AUTO
         self.result: RunResult | None = None
         #: Feed the input to the model as one list of images (detection models' forward).
         self.input_as_list = False
@@ -300,6 +313,7 @@ class Session:
         self.target = None
         self.gradcam_layer = gradcam_layer if gradcam_layer in self.tree else None
         self.channel_pages = {}
+        self.page_channels = {}
         if ticks is None:
             self._ticked = set(default_layers(self.tree))
         else:
@@ -480,6 +494,8 @@ class Session:
             gradcam_layer=self.gradcam_layer,
             max_bytes=self.memory_budget,
             channel_pages=dict(self.channel_pages),
+            page_channels=dict(self.page_channels),
+            colormap=self.colormap,
             input_grads=self.saliency_wanted,
             input_as_list=self.input_as_list,
         )

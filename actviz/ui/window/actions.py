@@ -148,11 +148,15 @@ def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]
     bar.addAction(actions["run_action"])
     bar.addAction(actions["cancel_action"])
     bar.addSeparator()
+    from actviz.display.colormaps import AUTO
     from actviz.ui.panels.colormaps import COLORMAPS
 
     colormap_combo = QComboBox()
-    colormap_combo.addItems(COLORMAPS)
-    colormap_combo.setToolTip("Colour map of the feature maps")
+    colormap_combo.addItems([AUTO, *COLORMAPS])
+    colormap_combo.setToolTip(
+        "Colour map of the feature maps; auto: diverging about 0 for signed layers, "
+        "sequential for non-negative ones and |gradient|"
+    )
     bar.addWidget(colormap_combo)
     normalize_combo = QComboBox()
     for mode in NORMALIZATIONS:

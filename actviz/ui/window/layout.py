@@ -14,14 +14,12 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
-    QHBoxLayout,
     QLabel,
     QMainWindow,
     QProgressBar,
     QScrollArea,
     QSplitter,
     QTabWidget,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -118,6 +116,9 @@ def _layers_tab() -> dict[str, Any]:
     splitter = QSplitter(Qt.Orientation.Horizontal)
     scroll = QScrollArea()
     scroll.setWidgetResizable(True)
+    # Mosaic heights follow their widths and page sizes follow the widths: a scroll bar that
+    # came and went with the height would change the widths back and forth.
+    scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
     container = QWidget()
     grid = QGridLayout(container)
     grid.setContentsMargins(*[PAGE_MARGIN] * 4)
@@ -133,20 +134,13 @@ def _layers_tab() -> dict[str, Any]:
     channel_box = QWidget()
     box_layout = QVBoxLayout(channel_box)
     box_layout.setContentsMargins(0, 0, 0, 0)
-    head = QHBoxLayout()
-    head.addWidget(QLabel("Channel"), 1)
-    close_channel = QToolButton()
-    close_channel.setText("✕")
-    close_channel.setAutoRaise(True)
-    close_channel.setToolTip("Close the channel view")
-    close_channel.clicked.connect(lambda: channel_box.setVisible(False))
-    head.addWidget(close_channel)
-    box_layout.addLayout(head)
-    channel_view = ChannelView()
+    channel_view = ChannelView()  # its own title, step buttons and close button
+    channel_view.close_requested.connect(lambda: channel_box.setVisible(False))
     box_layout.addWidget(channel_view, 1)
     splitter.addWidget(channel_box)
-    splitter.setStretchFactor(0, 3)
-    splitter.setStretchFactor(1, 2)
+    splitter.setChildrenCollapsible(False)
+    splitter.setStretchFactor(0, 2)
+    splitter.setStretchFactor(1, 3)
     channel_box.setVisible(False)
     return dict(
         layers_splitter=splitter,

@@ -336,6 +336,7 @@ class MainWindow(QMainWindow):
         self.normalize_combo.setCurrentIndex(max(0, self.normalize_combo.findData(s.normalize)))
         for widget in (self.colormap_combo, self.normalize_combo):
             widget.blockSignals(False)
+        self.session.colormap = self.colormap_combo.currentText()  # "auto" shapes mosaics
         self.gradients_action.blockSignals(True)
         self.gradients_action.setChecked(s.show_gradients)
         self.gradients_action.blockSignals(False)
@@ -720,10 +721,17 @@ class MainWindow(QMainWindow):
         # New mosaics from the result's views: no new forward pass, and the result shown
         # (maybe pinned) is not changed.
         pages = dict(self.session.channel_pages)
-        request = dataclasses.replace(request, normalize=mode, channel_pages=pages)
+        sizes, cmap = dict(self.session.page_channels), self.session.colormap
+        request = dataclasses.replace(
+            request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
+        )
         self._last_request = request
         self._run_kind = "prepare"
-        self.worker.submit(lambda stop, progress: renormalised(result, mode, pages))
+        self.worker.submit(
+            lambda stop, progress: renormalised(
+                result, mode, pages, page_channels=sizes, colormap=cmap
+            )
+        )
         self.refresh_busy("Updating views…")
 
     def _on_gradients_toggled(self, visible: bool) -> None:

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
-from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
-from actviz.display.prepare import with_page
+from actviz.display.mosaic import page_channels_for
+from actviz.display.prepare import symmetric_for, with_page
 from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.state.session import Session
@@ -31,8 +31,14 @@ from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
 
-#: Minimum height of a layer panel showing a mosaic or heatmap, in pixels.
+#: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
+#: as its width needs: the mosaic fills the width).
 MAPS_PANEL_MIN_HEIGHT = 300
+#: A page shows at least this many channels (smaller tiles in a narrow panel, e.g. beside
+#: the channel view), enough to find one's way.
+MIN_PAGE_CHANNELS = 16
+#: Share of the Layers tab's width the channel view takes when it opens.
+CHANNEL_VIEW_SHARE = 0.62
 #: Layer panels updated per event-loop pass when a result arrives.
 PANELS_PER_PASS = 1
 
@@ -118,6 +124,12 @@ class ResultDisplay:
         self._pending_panels: dict[str, PreparedLayer] = {}
         self._pending_generation = 0
         self._pending_scheduled = False
+        # Panels' new mosaic widths, applied together on the next pass.
+        self._new_widths: dict[str, int] = {}
+        self._width_timer = QTimer(parent)
+        self._width_timer.setSingleShot(True)
+        self._width_timer.setInterval(0)
+        self._width_timer.timeout.connect(self._apply_new_widths)
         for bar in (
             self.layers_scroll.verticalScrollBar(),
             self.layers_scroll.horizontalScrollBar(),
@@ -129,6 +141,7 @@ class ResultDisplay:
         # screen without scrolling: fill them now (issue 12: stale scale after the Overview).
         centre.tabs.currentChanged.connect(self._schedule_panel_updates)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
+        centre.channel_view.step_requested.connect(self.step_channel)
         centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
         centre.histogram_panel.layer_changed.connect(self._on_stats_layer_selected)
 
@@ -143,11 +156,17 @@ class ResultDisplay:
         return self.actions.gradients_action.isChecked()
 
     def set_colormap(self, name: str) -> None:
-        """Show the feature maps and the channel view in colour map ``name``."""
-        for panel in self.layer_panels.values():
+        """Show the feature maps and the channel view in colour map ``name`` ("auto": one per
+        layer). Mosaics change their normalisation too where "auto" makes them symmetric
+        about 0: new layers from the result's views, no new run; the result is not changed."""
+        self.session.colormap = name
+        result = self.session.result
+        for panel_name, panel in self.layer_panels.items():
             panel.set_colormap(name)
-        if hasattr(self.channel_view, "set_colormap"):
-            self.channel_view.set_colormap(name)
+            if result is not None and panel_name in result.layers:
+                layer = self._pending_panels.pop(panel_name, result.layers[panel_name])
+                self._update_panel(panel, layer)
+        self.channel_view.set_colormap(name)
 
     def set_gradients_visible(self, visible: bool) -> None:
         """Show (or hide) the gradient magnitudes beside the activations."""
@@ -170,7 +189,8 @@ class ResultDisplay:
             self.layers_scroll.ensureWidgetVisible(self.layer_panels[name])
 
     def open_channel(self, name: str, channel: int) -> bool:
-        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude."""
+        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude,
+        with the input picture for its overlay; the channel view takes most of the tab."""
         result = self.session.result
         if result is None or name not in result.layers:
             return False
@@ -181,28 +201,55 @@ class ResultDisplay:
         grad = None
         if layer.grad_view is not None and layer.grad_view.kind == "maps":
             grad = layer.grad_view.data[channel]
-        self.channel_view.set_channel(name, channel, view.data[channel], grad)
+        self.channel_view.set_colormap(self.colormap)
+        self.channel_view.set_channel(
+            name,
+            channel,
+            view.data[channel],
+            grad,
+            channels=int(view.data.shape[0]),
+            signed=view.signed,
+            image=result.image,
+        )
         self._open_channel = (name, channel)
+        # The layer's mosaic shows the page holding the channel opened (keys step past pages).
+        before = self.page_first(name)
+        if self.session.channel_pages.get(name, 0) != channel:
+            self.session.channel_pages[name] = channel
+        panel = self.layer_panels.get(name)
+        if panel is not None and self.page_first(name) != before:
+            self._pending_panels.pop(name, None)
+            self._update_panel(panel, layer)
         if not self.channel_box.isVisible():
             self.channel_box.setVisible(True)
             width = max(self.layers_splitter.width(), 600)
-            self.layers_splitter.setSizes([width * 3 // 5, width * 2 // 5])
+            # The channel large (CHANNEL_VIEW_SHARE of the tab), the mosaics beside it.
+            share = int(width * CHANNEL_VIEW_SHARE)
+            self.layers_splitter.setSizes([width - share, share])
         self.select_layer(name)
         return True
+
+    def step_channel(self, step: int) -> bool:
+        """Open the previous (``step`` -1) or next (+1) channel of the layer in the channel
+        view (its [ ] / PageUp PageDown / arrow keys)."""
+        if self._open_channel is None:
+            return False
+        name, channel = self._open_channel
+        return self.open_channel(name, channel + step)
 
     def turn_page(self, name: str, step: int) -> bool:
         """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels.
 
-        A mosaic shows at most :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS` channels;
-        the page is built from the result's views at once (no new run) as a new layer, so the
-        result itself (maybe pinned) is not changed, and kept for later runs and live frames
-        of this model. Returns False when there is no such page.
+        A page holds :meth:`page_size` channels (chosen from the panel's width); the page is
+        built from the result's views at once (no new run) as a new layer, so the result
+        itself (maybe pinned) is not changed, and kept for later runs and live frames of this
+        model. Returns False when there is no such page.
         """
         result = self.session.result
         layer = result.layers.get(name) if result is not None else None
         if layer is None or layer.mosaic is None:
             return False
-        first = self.session.channel_pages.get(name, 0) + step * MAX_MOSAIC_CHANNELS
+        first = self.page_first(name) + step * self.page_size(name)
         if not 0 <= first < layer.mosaic.total_channels:
             return False
         self.session.channel_pages[name] = first
@@ -211,6 +258,56 @@ class ResultDisplay:
             self._pending_panels.pop(name, None)
             self._update_panel(panel, layer)
         return True
+
+    def page_size(self, name: str) -> int:
+        """Channels per mosaic page of layer ``name``: the window's choice for its panel, else
+        the page of the mosaic shown."""
+        size = self.session.page_channels.get(name)
+        if size is None:
+            result = self.session.result
+            layer = result.layers.get(name) if result is not None else None
+            mosaic = layer.mosaic if layer is not None else None
+            size = mosaic.page_size if mosaic is not None else 1
+        return max(1, int(size))
+
+    def page_first(self, name: str) -> int:
+        """First channel of the page shown of layer ``name``: the page of :meth:`page_size`
+        channels holding ``session.channel_pages[name]`` (the channel the user turned or
+        stepped to), so a page size that follows the width keeps that channel in view."""
+        size = self.page_size(name)
+        return (max(0, self.session.channel_pages.get(name, 0)) // size) * size
+
+    def _on_mosaic_width_changed(self, name: str, width: int) -> None:
+        # Handled on the next pass: the width changes while a panel is being filled (its
+        # canvas is shown), and resizing the window sends many in a row.
+        self._new_widths[name] = width
+        if not self._width_timer.isActive():
+            self._width_timer.start()
+
+    def _apply_new_widths(self) -> None:
+        widths, self._new_widths = self._new_widths, {}
+        for name, width in widths.items():
+            self.fit_page_to_width(name, width)
+
+    def fit_page_to_width(self, name: str, width: int) -> None:
+        """Layer ``name``'s mosaic fills ``width`` screen pixels: pick the page size that
+        keeps tiles readable (at least :data:`~actviz.display.mosaic.MIN_TILE_SCREEN_PX`,
+        at least :data:`MIN_PAGE_CHANNELS` channels) and re-page from the result's views (no
+        new run); the page still holds the channel the user turned or stepped to."""
+        result = self.session.result
+        layer = result.layers.get(name) if result is not None else None
+        if layer is None or layer.view is None or layer.view.kind != "maps":
+            return
+        total, height, tile_w = layer.view.data.shape
+        size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+        if size == self.session.page_channels.get(name):
+            return
+        # The page shown is still the one holding session.channel_pages[name] (page_first).
+        self.session.page_channels[name] = size
+        panel = self.layer_panels.get(name)
+        if panel is not None:
+            layer = self._pending_panels.pop(name, layer)
+            self._update_panel(panel, layer)
 
     # ========================================================================== results
     def apply_result(self, result: RunResult) -> None:
@@ -236,14 +333,16 @@ class ResultDisplay:
                 panel = LayerPanel(name, module_type=layer.module_type)
                 panel.channel_clicked.connect(self._on_panel_channel_clicked)
                 panel.page_requested.connect(self._on_panel_page_requested)
+                panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
                 self.layer_panels[name] = panel
                 new.add(name)
             else:
                 panel.set_module_type(layer.module_type)
             panel.set_colormap(self.colormap)
-            # Mosaics need room to read; bars and numbers are fine at the panel's own minimum.
-            if layer.view is not None and layer.view.kind in ("maps", "heatmap"):
-                panel.setMinimumHeight(MAPS_PANEL_MIN_HEIGHT)
+            # Heatmaps need room to read; a mosaic's canvas asks for the height its width
+            # needs; bars and numbers are fine at the panel's own minimum.
+            if layer.view is not None and layer.view.kind == "heatmap":
+                panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
         self.layer_panels = {name: self.layer_panels[name] for name in result.shown}
         self._layout_panels(result.shown)
         # New panels are filled now (they have no geometry yet to tell whether they are on
@@ -370,7 +469,13 @@ class ResultDisplay:
     def _update_panel(self, panel: LayerPanel, layer: PreparedLayer) -> None:
         # The page the user is on (a frame requested before a page turn, or a pinned result
         # made before it, still holds the old page): a new layer, the result is not changed.
-        layer = with_page(layer, self.session.channel_pages.get(layer.name, 0))
+        # The page size chosen for the panel's width and the colour map's symmetric range too.
+        layer = with_page(
+            layer,
+            self.page_first(layer.name),
+            page_size=self.session.page_channels.get(layer.name),
+            symmetric=symmetric_for(self.colormap, layer.view),
+        )
         if layer.view is not None:
             panel.set_activation(layer.view, layer.mosaic)
             panel.set_gradient(layer.grad_view, layer.grad_mosaic)
@@ -511,4 +616,11 @@ class ResultDisplay:
             self._show_gradcam(name)
 
 
-__all__ = ["MAPS_PANEL_MIN_HEIGHT", "PANELS_PER_PASS", "ResultDisplay", "default_selected_layer"]
+__all__ = [
+    "CHANNEL_VIEW_SHARE",
+    "MIN_PAGE_CHANNELS",
+    "MAPS_PANEL_MIN_HEIGHT",
+    "PANELS_PER_PASS",
+    "ResultDisplay",
+    "default_selected_layer",
+]

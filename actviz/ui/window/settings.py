@@ -11,7 +11,7 @@ from PySide6.QtCore import QByteArray, QCoreApplication, QSettings
 
 ORGANIZATION = "actviz"
 APPLICATION = "actviz"
-DEFAULT_COLORMAP = "viridis"
+DEFAULT_COLORMAP = "auto"  # one map per layer: actviz.display.colormaps.resolve
 NORMALIZATIONS = ("channel", "shared")
 MAX_RECENT = 10
 

@@ -1,0 +1,76 @@
+"""Page sizes chosen from a panel's width, symmetric normalisation, one shared scale per layer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from actviz.display.colormaps import AUTO, resolve
+from actviz.display.mosaic import (
+    MAX_MOSAIC_CHANNELS,
+    grid_shape,
+    mosaic,
+    page_channels_for,
+    tile_screen_px,
+)
+
+
+def test_page_size_keeps_tiles_at_least_32_screen_pixels():
+    # ResNet-18 layer2 at 224 px: 128 maps of 28x28. A 310 px wide mosaic holds 9 columns.
+    n = page_channels_for(128, 28, 28, 310)
+    assert n == 54 and grid_shape(n, 28, 28) == (6, 9)  # a full rectangle
+    assert tile_screen_px(n, 28, 28, 310) == pytest.approx(310 * 28 / (9 * 29 - 1))
+    assert tile_screen_px(n, 28, 28, 310) >= 32
+    # One more column would make the tiles smaller than 32 px.
+    assert tile_screen_px(n + 10, 28, 28, 310) < 32
+    # Wide enough: the whole layer on one page; never more than the cap; never empty.
+    assert page_channels_for(128, 28, 28, 600) == 128
+    assert page_channels_for(4096, 1, 1, 100_000) == MAX_MOSAIC_CHANNELS
+    assert page_channels_for(128, 28, 28, 10) == 1
+    # A floor for narrow panels (smaller tiles, but a few to find one's way).
+    assert page_channels_for(128, 28, 28, 10, min_channels=16) == 16
+    assert page_channels_for(8, 28, 28, 10, min_channels=16) == 8
+    assert page_channels_for(0, 28, 28, 300) == 1
+
+
+def test_symmetric_normalisation_puts_zero_at_mid_scale():
+    x = np.array([[[-2.0, 1.0], [0.0, 0.5]], [[0.0, 4.0], [1.0, 2.0]]], np.float32)
+    per = mosaic(x, symmetric=True, pad=0)
+    # Channel 0 over [-2, 2], channel 1 over [-4, 4].
+    np.testing.assert_allclose(per.image[:, :2], (x[0] + 2) / 4)
+    np.testing.assert_allclose(per.image[:, 2:], (x[1] + 4) / 8)
+    assert per.symmetric and per.scale_range == (-1.0, 1.0)
+    shared = mosaic(x, normalize="shared", symmetric=True, pad=0)
+    np.testing.assert_allclose(shared.image[:, :2], (x[0] + 4) / 8)
+    assert shared.scale_range == (-4.0, 4.0)
+    plain = mosaic(x, normalize="shared", pad=0)
+    assert plain.scale_range == (-2.0, 4.0) and not plain.symmetric
+    # An all-zero channel is mid-scale (0), not the low end.
+    zeros = mosaic(np.zeros((1, 2, 2), np.float32), symmetric=True)
+    np.testing.assert_array_equal(zeros.image, 0.5)
+
+
+def test_shared_scale_is_the_layers_on_every_page():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(10, 4, 4)).astype(np.float32)
+    x[7] *= 10  # the largest values are on the second page
+    page0 = mosaic(x, normalize="shared", max_channels=5)
+    whole = mosaic(x, normalize="shared")
+    lo, hi = float(x.min()), float(x.max())
+    assert page0.scale_range == pytest.approx((lo, hi))
+    y0, x0 = page0.tile_origin(2)
+    np.testing.assert_allclose(
+        page0.image[y0 : y0 + 4, x0 : x0 + 4], (x[2] - lo) / (hi - lo), atol=1e-6
+    )
+    y1, x1 = whole.tile_origin(2)
+    np.testing.assert_array_equal(
+        page0.image[y0 : y0 + 4, x0 : x0 + 4], whole.image[y1 : y1 + 4, x1 : x1 + 4]
+    )
+    assert page0.value_range == pytest.approx((float(x[:5].min()), float(x[:5].max())))
+
+
+def test_auto_colour_map_per_layer():
+    assert resolve(AUTO, signed=True) == "CET-D1"
+    assert resolve(AUTO, signed=False) == "viridis"
+    assert resolve(AUTO, signed=True, gradient=True) == "inferno"
+    assert resolve("magma", signed=True) == "magma"

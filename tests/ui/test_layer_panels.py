@@ -1,0 +1,210 @@
+"""Layer panels that use their space: tiles >= 32 px, square pixels, visible gaps, channel
+numbers, colour bars as tall as the mosaic, and the "auto" colour map per layer (real window)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PySide6.QtCore import QPointF, QSettings
+from torch import nn
+
+from actviz.display.mosaic import MIN_TILE_SCREEN_PX, grid_shape, mosaic, page_channels_for
+from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX
+from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.result_display import MIN_PAGE_CHANNELS
+
+RUN_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path):
+    def make(width: int, height: int) -> MainWindow:
+        settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
+        qtbot.addWidget(window)
+        window.resize(width, height)
+        window.show()
+        qtbot.waitExposed(window)
+        return window
+
+    return make
+
+
+def _run(qtbot, window: MainWindow) -> None:
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.run() is not None
+    window.flush_panel_updates()
+
+
+def _resnet(qtbot, window: MainWindow, layers: list[str], size: int = 224) -> None:
+    torch.manual_seed(0)
+    window.set_model(torchvision.models.resnet18(weights=None).eval(), layers=layers)
+    window.set_input(torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1)))
+    _run(qtbot, window)
+
+
+def _settled(qtbot, window: MainWindow, name: str) -> None:
+    """Wait until layer ``name``'s page is the one its panel's width asks for."""
+    panel = window.layer_panels[name]
+
+    def fits() -> bool:
+        m, width = panel.activation_slot.mosaic, panel.mosaic_width()
+        if m is None or not width:
+            return False
+        want = page_channels_for(
+            m.total_channels, m.tile_h, m.tile_w, width, min_channels=MIN_PAGE_CHANNELS
+        )
+        return m.page_size == want
+
+    qtbot.waitUntil(fits, timeout=5000)
+    window.flush_panel_updates()
+
+
+def _tile_on_screen(canvas, m, channel: int) -> tuple[float, float]:
+    """Width and height in widget pixels of ``channel``'s tile (the view's transform)."""
+    y0, x0 = m.tile_origin(channel)
+    a = canvas.image_to_widget(x0, y0)
+    b = canvas.image_to_widget(x0 + m.tile_w, y0 + m.tile_h)
+    return float(b.x() - a.x()), float(b.y() - a.y())
+
+
+def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, make_window):
+    window = make_window(1280, 720)
+    _resnet(qtbot, window, ["layer2"])
+    _settled(qtbot, window, "layer2")
+    panel = window.layer_panels["layer2"]
+    canvas = panel.activation_slot.image_canvas
+    m = panel.activation_slot.mosaic
+    assert (m.total_channels, m.tile_h, m.tile_w) == (128, 28, 28)
+    # Fewer channels per page than the layer has; the arrows page through the rest.
+    size = m.page_size
+    assert MIN_PAGE_CHANNELS <= size < 128 and m.channels == size
+    assert panel.page_text() == f"ch 0-{size - 1} of 128"
+    assert panel.next_page_button.isEnabled()
+    # Every tile at least 32 screen pixels, square pixels.
+    for channel in (0, size - 1):
+        w, h = _tile_on_screen(canvas, m, channel)
+        assert w >= MIN_TILE_SCREEN_PX and abs(w - h) <= 1.0
+    assert canvas.view.state["aspectLocked"]
+    # The mosaic fills the canvas's width (less its colour bar), and the colour bar is as
+    # tall as the mosaic.
+    rect = canvas.image_rect_on_screen()
+    assert abs(rect.width() - canvas.image_area_width()) <= 3
+    strip = canvas.colorbar.strip
+    strip_rect = canvas.mapFromScene(strip.sceneBoundingRect()).boundingRect()
+    assert abs(strip_rect.height() - rect.height()) <= 3
+    assert abs(strip_rect.top() - rect.top()) <= 3
+    # Tiles are separated: one cosmetic (>= 1 screen pixel at any zoom) line between tiles.
+    rows, cols = grid_shape(size, 28, 28)
+    assert (m.rows, m.cols) == (rows, cols)
+    assert len(canvas.grid.lines()) == (rows - 1) + (cols - 1)
+    assert canvas.grid._pen.isCosmetic() and canvas.grid._pen.widthF() >= 1.0
+    # Channel numbers only on tiles large enough for them.
+    tile_px = canvas.grid.tile_screen_px()
+    assert tile_px == pytest.approx(_tile_on_screen(canvas, m, 0)[0], abs=0.5)
+    assert bool(canvas.grid.labels()) == (tile_px >= LABEL_MIN_TILE_PX)
+    # The hover read-out names the channel.
+    y0, x0 = m.tile_origin(7)
+    qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 3.5, y0 + 2.5))
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 7  (x=3, y=2)"), timeout=2000)
+    # Next page: the layer's channels, still readable.
+    assert window.turn_page("layer2", 1)
+    m2 = panel.activation_slot.mosaic
+    assert m2.first_channel == size and panel.page_text().startswith(f"ch {size}-")
+    np.testing.assert_allclose(
+        m2.image,
+        mosaic(window.result.layers["layer2"].view.data[size : 2 * size]).image,
+        atol=1e-6,
+        equal_nan=True,
+    )
+
+
+def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, make_window):
+    window = make_window(1280, 720)
+    _resnet(qtbot, window, ["layer2"])
+    _settled(qtbot, window, "layer2")
+    panel = window.layer_panels["layer2"]
+    small_width = panel.activation_slot.image_canvas.image_rect_on_screen().width()
+    small_page = window.session.page_channels["layer2"]
+    held = window.result.layers["layer2"].mosaic
+    window.resize(1600, 1000)
+    qtbot.waitUntil(lambda: panel.mosaic_width() > small_width + 50, timeout=5000)
+    _settled(qtbot, window, "layer2")
+    canvas = panel.activation_slot.image_canvas
+    assert canvas.image_rect_on_screen().width() > small_width + 50
+    assert window.session.page_channels["layer2"] > small_page
+    m = panel.activation_slot.mosaic
+    assert _tile_on_screen(canvas, m, 0)[0] >= MIN_TILE_SCREEN_PX
+    # Re-paged from the result's views: the result (and its mosaic) are not changed.
+    assert window.result.layers["layer2"].mosaic is held
+
+
+def test_large_tiles_carry_their_channel_numbers(qtbot, make_window):
+    window = make_window(1280, 720)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU()).eval()
+    window.set_model(model, layers=["0"])
+    window.set_input(torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2)))
+    _run(qtbot, window)
+    _settled(qtbot, window, "0")
+    canvas = window.layer_panels["0"].activation_slot.image_canvas
+    m = window.layer_panels["0"].activation_slot.mosaic
+    assert m.channels == 6 and canvas.grid.tile_screen_px() >= LABEL_MIN_TILE_PX
+    labels = canvas.grid.labels()
+    assert [c for c, _ in labels] == list(range(6))
+    # Each number sits at its tile's corner on screen.
+    for channel, corner in labels:
+        y0, x0 = m.tile_origin(channel)
+        want = canvas.image_to_widget(x0, y0)
+        assert abs(corner.x() - want.x()) <= 1.5 and abs(corner.y() - want.y()) <= 1.5
+    # Zoomed out so far that tiles are small: no numbers.
+    canvas.view.scaleBy((20, 20), center=QPointF(0, 0))
+    assert canvas.grid.tile_screen_px() < LABEL_MIN_TILE_PX and canvas.grid.labels() == []
+
+
+def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(qtbot, make_window):
+    window = make_window(1280, 720)
+    assert window.colormap_combo.currentText() == "auto"  # the default
+    _resnet(qtbot, window, ["conv1", "relu"], size=64)
+    conv, relu = window.layer_panels["conv1"], window.layer_panels["relu"]
+    layer = window.result.layers["conv1"]
+    assert layer.view.data.min() < 0 <= window.result.layers["relu"].view.data.min()
+    # The convolution's output is signed: diverging map, symmetric about 0 (0 mid-scale).
+    m = conv.activation_slot.mosaic
+    assert m.symmetric and conv.activation_slot.image_canvas.colormap_name() == "CET-D1"
+    c = m.first_channel
+    y0, x0 = m.tile_origin(c)
+    tile = m.image[y0 : y0 + m.tile_h, x0 : x0 + m.tile_w]
+    data = layer.view.data[c]
+    bound = np.abs(data).max()
+    np.testing.assert_allclose(tile, (data + bound) / (2 * bound), atol=1e-6)
+    assert conv.activation_slot.legend.text().startswith("per-channel: each tile -1..1")
+    # After the ReLU, and every |gradient|: sequential maps, min..max.
+    rm = relu.activation_slot.mosaic
+    assert not rm.symmetric and relu.activation_slot.image_canvas.colormap_name() == "viridis"
+    assert conv.gradient_slot.image_canvas.colormap_name() == "inferno"
+    assert relu.activation_slot.legend.text() == "per-channel: each tile 0-1 of its own min-max"
+    # Shared scale: the bar shows [-M, M] of the layer, in numbers.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
+    window.flush_panel_updates()
+    bound = float(np.abs(layer.view.data).max())
+    bar = conv.activation_slot.image_canvas.colorbar
+    assert bar.levels() == pytest.approx((-bound, bound)) and bar.axis._tickLevels is None
+    assert conv.activation_slot.legend.text() == (
+        "shared: one scale for all tiles, symmetric about 0"
+    )
+    # A named map overrides: both sides, min..max, no new run.
+    held = window.result
+    window.colormap_combo.setCurrentText("magma")
+    assert window.result is held
+    for panel in (conv, relu):
+        assert panel.activation_slot.image_canvas.colormap_name() == "magma"
+        assert panel.gradient_slot.image_canvas.colormap_name() == "magma"
+        assert not panel.activation_slot.mosaic.symmetric
+    assert held.layers["conv1"].mosaic.symmetric  # the result is not edited
+    window.colormap_combo.setCurrentText("auto")
+    assert conv.activation_slot.mosaic.symmetric
+    assert conv.activation_slot.image_canvas.colormap_name() == "CET-D1"
