@@ -197,3 +197,26 @@ def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(qtbot, 
         window.run()
     qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
     assert panel.current_layer() == "layer2" and panel.counts.sum() == 128 * 8 * 8
+
+
+def test_the_statistics_table_measures_its_names_only_when_shown_and_changed(qtbot, monkeypatch):
+    # Measuring a column asks the model for every cell; live frames arrive many times a second
+    # while the table is often on a hidden tab (this cost ~14 ms of GUI time per frame).
+    from actviz.ui.panels.stats_table import StatsTable
+
+    table = StatsTable()
+    qtbot.addWidget(table)
+    fits = []
+    real = StatsTable.fit_name_column
+    monkeypatch.setattr(StatsTable, "fit_name_column", lambda self: fits.append(1) or real(self))
+    rows = [{"name": f"layer{i}", "shape": (1, 8, 4, 4), "mean": 0.5} for i in range(20)]
+    table.set_rows(rows)  # hidden: not measured
+    assert fits == []
+    table.show()
+    qtbot.waitExposed(table)
+    assert fits == [1]  # shown: measured once
+    for _ in range(3):
+        table.set_rows([dict(r, mean=0.1) for r in rows])  # a new frame, same names
+    assert fits == [1]
+    table.set_rows(rows[:5])  # other names: measured again
+    assert fits == [1, 1] and table.names() == [f"layer{i}" for i in range(5)]

@@ -218,6 +218,10 @@ class TileGrid(pg.GraphicsObject):
         self._tiles: tuple[int, int, int, int, int, int, int] | None = None
         self._font = QtGui.QFont()
         self._font.setPointSize(style.TICK_POINT_SIZE - 1)
+        #: The labels drawn last, as one pixmap and where it goes, keyed by what decides them:
+        #: a new frame's values change nothing here, so painting it only blits the pixmap.
+        self._label_key: tuple | None = None
+        self._label_pixmap: tuple[QtGui.QPixmap, QtCore.QPointF] | None = None
 
     def set_tiles(
         self,
@@ -315,28 +319,68 @@ class TileGrid(pg.GraphicsObject):
             return
         painter.setPen(self._pen)
         painter.drawLines(self._lines)
-        labels = self.labels(painter.transform())
-        if not labels:
+        transform = painter.transform()
+        box = self.getViewBox()
+        view = box.viewRect() if box is not None else self._rect
+        key = (
+            self._tiles,
+            tuple(round(v, 4) for v in (transform.m11(), transform.m12(), transform.m21(),
+                                        transform.m22(), transform.dx(), transform.dy())),
+            (view.x(), view.y(), view.width(), view.height()),
+            painter.device().devicePixelRatioF() if painter.device() is not None else 1.0,
+        )  # fmt: skip
+        if key != self._label_key:
+            self._label_key = key
+            self._label_pixmap = self._render_labels(self.labels(transform), key[-1])
+        if self._label_pixmap is None:
             return
+        pixmap, origin = self._label_pixmap
         painter.save()
         painter.resetTransform()
-        painter.setFont(self._font)
-        metrics = QtGui.QFontMetrics(self._font)
-        painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-        back = QtGui.QColor(255, 255, 255, 190)
-        ink = QtGui.QColor(style.TEXT)
-        for channel, corner in labels:
-            text = str(channel)
-            rect = QtCore.QRectF(
-                corner.x() + 1,
-                corner.y() + 1,
-                metrics.horizontalAdvance(text) + 4,
-                metrics.height(),
-            )
-            painter.fillRect(rect, back)
-            painter.setPen(ink)
-            painter.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        painter.drawPixmap(origin, pixmap)
         painter.restore()
+
+    def _render_labels(
+        self, labels: list[tuple[int, QtCore.QPointF]], ratio: float
+    ) -> tuple[QtGui.QPixmap, QtCore.QPointF] | None:
+        """Draw the channel numbers once into a transparent pixmap (screen pixels)."""
+        if not labels:
+            return None
+        metrics = QtGui.QFontMetrics(self._font)
+        rects = [
+            (
+                str(channel),
+                QtCore.QRectF(
+                    corner.x() + 1,
+                    corner.y() + 1,
+                    metrics.horizontalAdvance(str(channel)) + 4,
+                    metrics.height(),
+                ),
+            )
+            for channel, corner in labels
+        ]
+        bounds = QtCore.QRectF(rects[0][1])
+        for _, rect in rects[1:]:
+            bounds = bounds.united(rect)
+        bounds = bounds.toAlignedRect()
+        pixmap = QtGui.QPixmap(
+            max(1, math.ceil(bounds.width() * ratio)), max(1, math.ceil(bounds.height() * ratio))
+        )
+        pixmap.setDevicePixelRatio(ratio)
+        pixmap.fill(QtCore.Qt.GlobalColor.transparent)
+        p = QtGui.QPainter(pixmap)
+        try:
+            p.translate(-bounds.x(), -bounds.y())
+            p.setFont(self._font)
+            p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+            back = QtGui.QColor(255, 255, 255, 190)
+            p.setPen(QtGui.QColor(style.TEXT))
+            for text, rect in rects:
+                p.fillRect(rect, back)
+                p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        finally:
+            p.end()
+        return pixmap, QtCore.QPointF(bounds.topLeft())
 
 
 class _GridCellCanvas:

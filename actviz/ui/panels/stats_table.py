@@ -220,6 +220,8 @@ class StatsTable(PanelBase):
         self.summary_label = style.caption_label()
         self.content.addWidget(self.summary_label)
         self._emit_selection = True
+        #: The names the name column was last fitted to; None: fit when next shown.
+        self._fitted_names: tuple[str, ...] | None = ()
         self._place_name_view()
 
     def fit_name_column(self) -> int:
@@ -234,6 +236,20 @@ class StatsTable(PanelBase):
         if watched is self.view and event.type() == QtCore.QEvent.Type.Resize:
             self._place_name_view()
         return super().eventFilter(watched, event)
+
+    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802 - Qt name
+        super().showEvent(event)
+        self._fit_if_needed()
+
+    def _fit_if_needed(self) -> None:
+        # Measuring a column asks the model for every cell (~14 ms for 20 layers): done when
+        # the names change and the table is on screen, never for each live frame unseen.
+        names = tuple(self.names())
+        if names == self._fitted_names or not self.isVisible():
+            return
+        self._fitted_names = names
+        self.fit_name_column()
+        self._place_name_view()
 
     def _place_name_view(self) -> None:
         view, frame = self.view, self.view.frameWidth()
@@ -270,8 +286,7 @@ class StatsTable(PanelBase):
         header = self.view.horizontalHeader()
         if header.sortIndicatorSection() >= 0:
             self.model.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
-        self.fit_name_column()
-        self._place_name_view()
+        self._fit_if_needed()
         bad = sum(1 for row in rows if _is_bad(row))
         text = f"{len(rows)} layers"
         if bad:

@@ -1,0 +1,82 @@
+"""Regenerate the README's screenshots of the bundled demo at laptop and desktop sizes.
+
+Run under a real X server or Xvfb for real fonts (``xvfb-run -s "-screen 0 1920x1080x24"
+python tools/screenshots.py``); ``QT_QPA_PLATFORM=offscreen`` also works. Writes
+``resources/screenshot-{layers,channel,overview}-{W}x{H}.png``; user settings are not touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from PySide6.QtCore import QEventLoop, QSettings, QTimer
+
+from actviz.ui.explore import ensure_app
+from actviz.ui.live.dock import install_live_mode
+from actviz.ui.window.main_window import MainWindow
+
+OUT = Path(__file__).resolve().parents[1] / "resources"
+SIZES = ((1280, 720), (1920, 1080))
+
+
+def _wait(app, done, timeout_ms: int = 120_000) -> None:
+    loop, timer, poll = QEventLoop(), QTimer(), QTimer()
+    timer.setSingleShot(True)
+    timer.timeout.connect(loop.quit)
+    poll.timeout.connect(lambda: done() and loop.quit())
+    timer.start(timeout_ms)
+    poll.start(50)
+    loop.exec()
+    poll.stop()
+    for _ in range(20):  # let layouts settle and paint
+        app.processEvents()
+
+
+def shoot(width: int, height: int, folder: Path) -> list[Path]:
+    app = ensure_app()
+    settings = QSettings(str(folder / f"actviz-{width}.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=settings)
+    install_live_mode(window)
+    window.resize(width, height)
+    window.show()
+    finished: list[int] = []
+    window.run_finished.connect(lambda: finished.append(1))
+    window.load_demo()
+    _wait(app, lambda: bool(finished))
+    window.flush_panel_updates()
+    _wait(app, lambda: not window.display_pending(), 5_000)
+    paths = []
+
+    def grab(name: str) -> None:
+        window.flush_panel_updates()
+        for _ in range(20):
+            app.processEvents()
+        path = OUT / f"screenshot-{name}-{width}x{height}.png"
+        window.grab().save(str(path))
+        paths.append(path)
+
+    grab("layers")
+    layer = window.result.shown[1] if len(window.result.shown) > 1 else window.result.shown[0]
+    window.open_channel(layer, 3)
+    grab("channel")
+    window.channel_view.close_requested.emit()
+    count = len(finished)
+    window.tabs.setCurrentWidget(window.overview_tab)  # re-runs for the saliency
+    _wait(app, lambda: len(finished) > count)
+    grab("overview")
+    window.close()
+    return paths
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        for w, h in SIZES:
+            for path in shoot(w, h, Path(tmp)):
+                print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
