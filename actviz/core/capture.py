@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from actviz.core.allocator import keep_freed_memory
-from actviz.core.guards import ModelState, UnregisteredModules
+from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.recorder import NEEDS_COPY, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
@@ -260,7 +260,9 @@ def _capture_once(
     )
     recorder.copy_all = copy_all
     scripted = isinstance(model, torch.jit.ScriptModule)
-    state = ModelState(model, modules=module_list)
+    position = {id(m): i for i, m in enumerate(module_list)}
+    first = min((position[id(m)] for m in by_module), default=0)
+    state = ModelState(model, modules=module_list, inplace_from=first)
     handles: list[Any] = []
     prepared = prepare_inputs(
         inputs, model=model, gradients=input_grads, device=_model_device(model)
@@ -278,7 +280,10 @@ def _capture_once(
             for module, _name in by_module.items():
                 handles.append(module.register_forward_pre_hook(recorder.pre_hook))
                 handles.append(module.register_forward_hook(recorder.forward_hook))
-        unregistered = UnregisteredModules(model, recorder.check_stop, module_list)
+        # A cancellable run keeps the global hook for its stop check between every module.
+        unregistered = UnregisteredCheck(
+            model, recorder.check_stop, module_list, watch=should_stop is not None
+        )
         with torch.inference_mode(False), torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
         stale = recorder.stale_owners()

@@ -4,13 +4,14 @@ global hook that notices modules which run without being registered in ``named_m
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["ModelState", "UnregisteredModules"]
+__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules"]
 
 
 class ModelState:
@@ -18,8 +19,11 @@ class ModelState:
 
     While a capture runs, torch.nn's in-place modules (``ReLU(inplace=True)``, ``Dropout``...)
     run out of place: the values are identical, and the tensor they would have overwritten (the
-    previous layer's output, which a record holds) stays intact without a copy. A module that
-    writes into its input some other way is still caught by the version checks of the recorder.
+    previous layer's output, which a record holds) stays intact without a copy. Only those
+    registered from ``inplace_from`` on (the first captured module) are switched: a module
+    registered before every captured one hardly ever consumes a captured output, and running
+    all of them out of place costs an allocation each (a few % of a one-layer capture). A
+    module that writes into a held tensor anyway is caught by the recorder's version checks.
     """
 
     def __init__(
@@ -27,11 +31,12 @@ class ModelState:
         model: nn.Module,
         out_of_place: bool = True,
         modules: list[nn.Module] | None = None,
+        inplace_from: int = 0,
     ):
         # ``modules``: model.modules() when the caller has walked the model already.
         modules = list(model.modules()) if modules is None else modules
         self.flags = [(m, m.training) for m in modules]
-        self.inplace = [m for m in modules if out_of_place and _torch_inplace(m)]
+        self.inplace = [m for m in modules[inplace_from:] if out_of_place and _torch_inplace(m)]
         # Always copied back: kernels such as batch_norm update running statistics without
         # bumping the version counter, so "unchanged version" proves nothing.
         self.buffers: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]] = []
@@ -114,6 +119,63 @@ class UnregisteredModules:
                 f"nn.ModuleList / nn.ModuleDict (or as an attribute) to see it"
             )
         return out
+
+
+#: Per model: the modules it had and what :class:`UnregisteredModules` found when it last
+#: watched a forward. Weak, so models can be freed.
+_CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class UnregisteredCheck:
+    """:class:`UnregisteredModules` on a model's first capture only, the verdict reused after.
+
+    A global module hook sends every module call through PyTorch's slow hook path: on
+    ResNet-50 it alone cost ~5 % of a Grad-CAM capture. What it finds depends on how the model
+    holds its modules, which does not change between captures, so the hook watches a model's
+    first capture (and again whenever its set of modules changes, or when ``watch`` asks, e.g.
+    a cancellable run that wants a stop check between modules); later captures report the same
+    warnings without it. A forward that runs an unregistered module only for some inputs is
+    reported when it first does so during a watched capture.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        check_stop: Callable[[], None],
+        modules: list[nn.Module],
+        watch: bool = False,
+    ) -> None:
+        self.model = model
+        self.fingerprint = tuple(map(id, modules))
+        cached = _CHECKED.get(model)
+        self.watcher: UnregisteredModules | None = None
+        self.cached: tuple[str, ...] = ()
+        if watch or cached is None or cached[0] != self.fingerprint:
+            self.watcher = UnregisteredModules(model, check_stop, modules)
+        else:
+            self.cached = cached[1]
+
+    def __enter__(self) -> UnregisteredCheck:
+        if self.watcher is not None:
+            self.watcher.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.watcher is not None:
+            self.watcher.__exit__(*exc)
+
+    def warnings(self) -> list[str]:
+        """The warnings of this capture (or of the watched one it reuses)."""
+        if self.watcher is None:
+            return list(self.cached)
+        found = tuple(self.watcher.warnings())
+        try:
+            _CHECKED[self.model] = (self.fingerprint, found)
+        except TypeError:  # a model that cannot be weakly referenced: watch every time
+            pass
+        return list(found)
 
 
 def _inside_any(mod: nn.Module, others: Any) -> bool:

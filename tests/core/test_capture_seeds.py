@@ -105,3 +105,29 @@ def test_modules_in_a_plain_list_are_reported(no_hooks_left):
 def test_registered_model_has_no_unregistered_warning():
     cap = actviz.capture(PowLogModel(), (torch.tensor(5.0), torch.tensor(3.0)))
     assert cap.warnings == []
+
+
+def test_the_unregistered_module_check_watches_a_models_first_capture_only(monkeypatch):
+    from torch.nn.modules import module as torch_module
+
+    hooked = []
+    real = torch_module.register_module_forward_pre_hook
+    monkeypatch.setattr(
+        torch_module, "register_module_forward_pre_hook", lambda h: hooked.append(1) or real(h)
+    )
+    model = PowLogListModel()
+    args = (torch.tensor(5.0), torch.tensor(3.0))
+    first = actviz.capture(model, args)
+    assert len(hooked) == 1 and any("PowModel ran during forward" in w for w in first.warnings)
+    # Same modules: no global hook (it slows every module call), the same warnings.
+    again = actviz.capture(model, args)
+    assert len(hooked) == 1 and again.warnings == first.warnings
+    # A cancellable capture still watches (it checks for a stop between modules).
+    actviz.capture(model, args, should_stop=lambda: False)
+    assert len(hooked) == 2
+    # Another set of modules is watched again: registering the list makes the warning go.
+    model.modelList = torch.nn.ModuleList(model.modelList)
+    fixed = actviz.capture(model, args)
+    assert len(hooked) == 3 and fixed.warnings == []
+    assert fixed.target_value == pytest.approx(first.target_value)
+    assert not torch_module._global_forward_pre_hooks
