@@ -131,3 +131,27 @@ def test_the_unregistered_module_check_watches_a_models_first_capture_only(monke
     assert len(hooked) == 3 and fixed.warnings == []
     assert fixed.target_value == pytest.approx(first.target_value)
     assert not torch_module._global_forward_pre_hooks
+
+
+def test_an_in_place_module_registered_before_the_captured_layer_cannot_overwrite_it():
+    # Only in-place modules registered from the first captured one on run out of place; one
+    # registered earlier that writes into a captured output is caught by the version checks.
+    class ActFirst(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.act = torch.nn.ReLU(inplace=True)  # registered before conv, runs after it
+            self.conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.conv(x)).sum(dim=(2, 3))
+
+    torch.manual_seed(0)
+    model = ActFirst().eval()
+    x = torch.randn(1, 2, 5, 5)
+    with torch.no_grad():
+        expected = model.conv(x)
+    assert (expected < 0).any()  # the ReLU would change it
+    for _ in range(2):  # also once the module is known to need a copy
+        cap = actviz.capture(model, x, ["conv"], target=0)
+        assert torch.equal(cap["conv"].output, expected)
+    assert model.act.inplace is True
