@@ -131,6 +131,7 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, tiny_window):
         window.tabs.setCurrentWidget(window.overview_tab)
     cap = window.result.capture
     assert window.saliency_panel.heat.shape == (16, 16)
+    assert window.saliency_panel.message_label.text() == ""  # not "Computing saliency…"
     expected = cap.input_grads.abs()[0].amax(0)
     np.testing.assert_allclose(
         window.saliency_panel.heat, (expected / expected.max()).numpy(), atol=1e-6

@@ -112,6 +112,7 @@ class OverlayPanel(PanelBase):
             raise ValueError(f"heat must be 2-D (H, W), got shape {heat.shape}")
         self.heat = heat
         self.canvas.set_image(heat, (0.0, 1.0), (0.0, 1.0))
+        self.set_message("")  # a message says why there is no map: there is one now
         self._fit()
 
     def set_layers(self, names: list[str], current: str | None) -> None:
