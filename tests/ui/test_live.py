@@ -629,3 +629,24 @@ def test_still_frame_source_and_status_text():
     assert LiveStatus(fps=2.5, frames=7, sequence=True).text() == "paused · 7 frames"
     assert LiveStatus(fps=2.5, frames=7).text() == "still input · 7 frames"
     assert "3.0 MiB of 1.0 GiB" in st.memory_text()
+
+
+def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, window):
+    live = install_live_mode(window)
+    frames = _frames(3, seed=2)
+    assert window.tabs.currentWidget() is window.layers_splitter
+    live.set_source(TensorFrames(frames))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    assert window.result.capture.input_grads is None and window.result.saliency is None
+    window.tabs.setCurrentWidget(window.overview_tab)
+    shown = live.frames_shown
+    live.step(1)
+    _wait_frames(qtbot, live, shown + 1)
+    _wait_idle(qtbot, live)
+    grads = window.result.capture.input_grads
+    assert grads is not None and grads.shape == frames[:1].shape
+    expected = grads[0].abs().amax(0)
+    np.testing.assert_allclose(
+        window.result.saliency, (expected / expected.max()).numpy(), atol=1e-6
+    )

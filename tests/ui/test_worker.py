@@ -144,7 +144,7 @@ def test_jobs_never_overlap(qtbot, worker):
         with lock:
             active.append(1)
             overlap.append(len(active))
-        time.sleep(0.01)
+        time.sleep(0.01)  # hold the slot: a second job started meanwhile would overlap it
         with lock:
             active.pop()
         return threading.get_ident()
