@@ -197,20 +197,23 @@ class ColorBar(pg.GraphicsLayout):
         return abs(low - shown_low) <= tolerance and abs(high - shown_high) <= tolerance
 
 
-class TileGrid(pg.GraphicsObject):
+class TileGrid:
     """Lines between the tiles of a mosaic and channel numbers on tiles large enough.
 
-    The lines are drawn with a cosmetic pen in the background colour, in the image's own
-    coordinates: a gap of at least one screen pixel at every zoom (the mosaic's one-pixel NaN
-    padding alone vanishes when the image is drawn smaller than its pixels). Channel numbers
-    are drawn in screen pixels at each tile's corner when a tile is at least
-    :data:`LABEL_MIN_TILE_PX` wide on screen (at most :data:`MAX_TILE_LABELS`, those in view);
-    the painter's transform says how large a tile is, so zooming and resizing update them.
+    The lines are one ``QGraphicsPathItem`` with a cosmetic pen in the background colour, in
+    the image's own coordinates: a gap of at least one screen pixel at every zoom (the mosaic's
+    one-pixel NaN padding alone vanishes when the image is drawn smaller than its pixels).
+    Channel numbers are drawn in screen pixels at each tile's corner when a tile is at least
+    :data:`LABEL_MIN_TILE_PX` wide on screen (at most :data:`MAX_TILE_LABELS`, those in view),
+    into one pixmap shown by a ``QGraphicsPixmapItem`` that ignores the view's scaling; it is
+    redrawn when the tiles or the view's transform change, not on every paint.
+
+    Both items are plain Qt items: no Python runs while a scene paints, so a scene painting
+    after its canvas was dropped (a closed window's last paint) cannot call into a freed object.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.setZValue(10)
+    def __init__(self, view: pg.ViewBox) -> None:
+        self._view = view
         self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)
         self._pen.setCosmetic(True)
         self._lines: list[QtCore.QLineF] = []
@@ -218,10 +221,19 @@ class TileGrid(pg.GraphicsObject):
         self._tiles: tuple[int, int, int, int, int, int, int] | None = None
         self._font = QtGui.QFont()
         self._font.setPointSize(style.TICK_POINT_SIZE - 1)
-        #: The labels drawn last, as one pixmap and where it goes, keyed by what decides them:
-        #: a new frame's values change nothing here, so painting it only blits the pixmap.
+        self.path_item = QtWidgets.QGraphicsPathItem()
+        self.path_item.setPen(self._pen)
+        self.path_item.setZValue(10)
+        self.label_item = QtWidgets.QGraphicsPixmapItem()
+        self.label_item.setFlag(
+            QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True
+        )
+        self.label_item.setZValue(11)
+        view.addItem(self.path_item, ignoreBounds=True)
+        view.addItem(self.label_item, ignoreBounds=True)
+        #: What the label pixmap was drawn for: redrawn only when it changes.
         self._label_key: tuple | None = None
-        self._label_pixmap: tuple[QtGui.QPixmap, QtCore.QPointF] | None = None
+        view.sigTransformChanged.connect(self._update_labels)
 
     def set_tiles(
         self,
@@ -238,7 +250,6 @@ class TileGrid(pg.GraphicsObject):
         tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
         if tiles == self._tiles:
             return
-        self.prepareGeometryChange()
         self._tiles = tiles
         width = cols * (tile_w + pad) - pad
         height = rows * (tile_h + pad) - pad
@@ -253,32 +264,34 @@ class TileGrid(pg.GraphicsObject):
         ]
         self._lines = lines
         self._rect = QtCore.QRectF(0.0, 0.0, float(width), float(height))
-        self.update()
+        path = QtGui.QPainterPath()
+        for line in lines:
+            path.moveTo(line.p1())
+            path.lineTo(line.p2())
+        self.path_item.setPath(path)
+        self._update_labels()
 
     def clear(self) -> None:
         """No grid (an image that is not a mosaic)."""
         if self._tiles is None:
             return
-        self.prepareGeometryChange()
         self._tiles = None
         self._lines = []
         self._rect = QtCore.QRectF()
-        self.update()
+        self.path_item.setPath(QtGui.QPainterPath())
+        self._update_labels()
 
     def lines(self) -> list[QtCore.QLineF]:
         """The grid lines, in image coordinates."""
         return list(self._lines)
 
-    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 - Qt name
-        return QtCore.QRectF(self._rect)
-
     def _device_transform(self) -> QtGui.QTransform | None:
         """Image coordinates to the viewport's pixels, as painted now (None: not in a view)."""
-        scene = self.scene()
+        scene = self.path_item.scene()
         views = scene.views() if scene is not None else []
         if not views:
             return None
-        return self.sceneTransform() * views[0].viewportTransform()
+        return self.path_item.sceneTransform() * views[0].viewportTransform()
 
     def tile_screen_px(self, transform: QtGui.QTransform | None = None) -> float:
         """Screen width of one tile under ``transform`` (default: as the item is drawn now)."""
@@ -301,8 +314,7 @@ class TileGrid(pg.GraphicsObject):
         if self.tile_screen_px(transform) < LABEL_MIN_TILE_PX:
             return []
         rows, cols, tile_h, tile_w, pad, channels, first = self._tiles
-        box = self.getViewBox()
-        visible = box.viewRect() if box is not None else self._rect
+        visible = self._view.viewRect()
         out: list[tuple[int, QtCore.QPointF]] = []
         for i in range(channels):
             x0 = (i % cols) * (tile_w + pad)
@@ -314,38 +326,41 @@ class TileGrid(pg.GraphicsObject):
                 break
         return out
 
-    def paint(self, painter: QtGui.QPainter, *args) -> None:
-        if not self._lines and self._tiles is None:
+    def _update_labels(self, *_args: object) -> None:
+        transform = self._device_transform()
+        if transform is None or self._tiles is None:
+            self._label_key = None
+            self.label_item.setPixmap(QtGui.QPixmap())
             return
-        painter.setPen(self._pen)
-        painter.drawLines(self._lines)
-        transform = painter.transform()
-        box = self.getViewBox()
-        view = box.viewRect() if box is not None else self._rect
+        view = self._view.viewRect()
+        scene = self.path_item.scene()
+        ratio = scene.views()[0].devicePixelRatioF() if scene is not None else 1.0
         key = (
             self._tiles,
             tuple(round(v, 4) for v in (transform.m11(), transform.m12(), transform.m21(),
                                         transform.m22(), transform.dx(), transform.dy())),
             (view.x(), view.y(), view.width(), view.height()),
-            painter.device().devicePixelRatioF() if painter.device() is not None else 1.0,
+            ratio,
         )  # fmt: skip
-        if key != self._label_key:
-            self._label_key = key
-            self._label_pixmap = self._render_labels(self.labels(transform), key[-1])
-        if self._label_pixmap is None:
+        if key == self._label_key:
             return
-        pixmap, origin = self._label_pixmap
-        painter.save()
-        painter.resetTransform()
-        painter.drawPixmap(origin, pixmap)
-        painter.restore()
+        self._label_key = key
+        labels = self.labels(transform)
+        if not labels:
+            self.label_item.setPixmap(QtGui.QPixmap())
+            return
+        pixmap, top_left = self._render_labels(labels, ratio)
+        # The item sits at the image's origin and ignores the view's scaling: its own
+        # coordinates are screen pixels from where that origin is drawn.
+        origin = transform.map(QtCore.QPointF(0.0, 0.0))
+        self.label_item.setPos(0.0, 0.0)
+        self.label_item.setOffset(top_left - origin)
+        self.label_item.setPixmap(pixmap)
 
     def _render_labels(
         self, labels: list[tuple[int, QtCore.QPointF]], ratio: float
-    ) -> tuple[QtGui.QPixmap, QtCore.QPointF] | None:
+    ) -> tuple[QtGui.QPixmap, QtCore.QPointF]:
         """Draw the channel numbers once into a transparent pixmap (screen pixels)."""
-        if not labels:
-            return None
         metrics = QtGui.QFontMetrics(self._font)
         rects = [
             (
@@ -491,8 +506,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.view.addItem(self.image)
         self.image.sigClicked.connect(self.clicked)
         #: Gaps and channel numbers over a mosaic (empty for other images).
-        self.grid = TileGrid()
-        self.view.addItem(self.grid)
+        self.grid = TileGrid(self.view)
 
         self.colorbar: ColorBar | None = None
         if colorbar:
