@@ -192,6 +192,9 @@ class RunResult:
     #: Where the input came from when it is not the opened input (a live frame): ``input``
     #: (file name), ``path``, ``index`` (None outside a sequence), ``perturbation``.
     origin: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: The unedited capture of the same input when ``capture`` has edits applied (what-if:
+    #: before/after predictions, difference mosaics); None otherwise.
+    baseline: Capture | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))

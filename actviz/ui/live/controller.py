@@ -612,6 +612,8 @@ class LiveController(QObject):
                     # On a GPU, prepare reduces there and copies once per frame.
                     keep_on_device=True,
                     input_grads=base_.input_grads,
+                    # The Edits dock's edits apply to every frame (actviz.ui.whatif).
+                    **({"edits": base_.edits} if base_.edits else {}),
                 )
             t2 = time.perf_counter()
             spec_.frame = frame

@@ -86,11 +86,30 @@ class ClickableImageItem(pg.ImageItem):
         self._unrenderable = False
         return True
 
+    #: Left click with Ctrl (``extend`` False: toggle) or Shift (``extend`` True: range).
+    sigSelectClicked = QtCore.Signal(float, float, bool)
+    #: Right click at image pixel (x, y), screen position (global pixels).
+    sigContextClicked = QtCore.Signal(float, float, QtCore.QPoint)
+
     def mouseClickEvent(self, ev) -> None:  # noqa: N802 - pyqtgraph's name
-        if ev.button() == QtCore.Qt.MouseButton.LeftButton and self.image is not None:
+        if self.image is None:
+            ev.ignore()
+            return
+        pos = ev.pos()
+        mods = ev.modifiers()
+        if ev.button() == QtCore.Qt.MouseButton.LeftButton:
             ev.accept()
-            pos = ev.pos()
-            self.sigClicked.emit(float(pos.x()), float(pos.y()))
+            shift = bool(mods & QtCore.Qt.KeyboardModifier.ShiftModifier)
+            if shift or mods & QtCore.Qt.KeyboardModifier.ControlModifier:
+                self.sigSelectClicked.emit(float(pos.x()), float(pos.y()), shift)
+            else:
+                self.sigClicked.emit(float(pos.x()), float(pos.y()))
+        elif ev.button() == QtCore.Qt.MouseButton.RightButton:
+            ev.accept()
+            screen = ev.screenPos()
+            self.sigContextClicked.emit(
+                float(pos.x()), float(pos.y()), QtCore.QPoint(int(screen.x()), int(screen.y()))
+            )
         else:
             ev.ignore()
 
@@ -453,6 +472,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         The mouse left the image.
     clicked(float, float)
         Left click on image pixel (x, y).
+    select_clicked(float, float, bool)
+        Ctrl+click (False) or Shift+click (True) on image pixel (x, y).
+    context_requested(float, float, QPoint)
+        Right click on image pixel (x, y), at that screen position.
     resized()
         The canvas changed size (a mosaic's page size follows its width).
     fitted()
@@ -462,6 +485,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     hovered = QtCore.Signal(float, float)
     hover_left = QtCore.Signal()
     clicked = QtCore.Signal(float, float)
+    select_clicked = QtCore.Signal(float, float, bool)
+    context_requested = QtCore.Signal(float, float, QtCore.QPoint)
     resized = QtCore.Signal()
     fitted = QtCore.Signal()
 
@@ -505,8 +530,18 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self._indexed = True
         self.view.addItem(self.image)
         self.image.sigClicked.connect(self.clicked)
+        self.image.sigSelectClicked.connect(self.select_clicked)
+        self.image.sigContextClicked.connect(self.context_requested)
         #: Gaps and channel numbers over a mosaic (empty for other images).
         self.grid = TileGrid(self.view)
+        #: Outlines of marked tiles (selected channels), in image coordinates.
+        self.marks = QtWidgets.QGraphicsPathItem()
+        marks_pen = pg.mkPen(style.TILE_MARK, width=2)
+        marks_pen.setCosmetic(True)
+        self.marks.setPen(marks_pen)
+        self.marks.setZValue(12)
+        self.view.addItem(self.marks, ignoreBounds=True)
+        self._marked: list[QtCore.QRectF] = []
 
         self.colorbar: ColorBar | None = None
         if colorbar:
@@ -598,6 +633,19 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     def clear_tiles(self) -> None:
         """Draw no tile grid (the image is not a mosaic)."""
         self.grid.clear()
+        self.set_marks([])
+
+    def set_marks(self, rects: list[QtCore.QRectF]) -> None:
+        """Outline these rectangles (image coordinates: selected tiles); [] removes them."""
+        self._marked = [QtCore.QRectF(r) for r in rects]
+        path = QtGui.QPainterPath()
+        for rect in self._marked:
+            path.addRect(rect)
+        self.marks.setPath(path)
+
+    def marked(self) -> list[QtCore.QRectF]:
+        """The rectangles outlined now."""
+        return list(self._marked)
 
     def image_area_width(self) -> int:
         """Widget pixels the image may fill across: the canvas less its colour bar."""
@@ -703,6 +751,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         """Remove the image (the canvas stays, empty)."""
         self.image.clear()
         self.grid.clear()
+        self.set_marks([])
         self._shape = None
         self._source = None
         self._levels = None

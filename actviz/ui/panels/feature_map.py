@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
@@ -101,6 +101,8 @@ class _ViewSlot(QtWidgets.QWidget):
     hovered = QtCore.Signal(object)  # _Location
     hover_left = QtCore.Signal()
     clicked = QtCore.Signal(object)  # _Location
+    select_clicked = QtCore.Signal(object, bool)  # _Location, extend (Shift)
+    context_requested = QtCore.Signal(object, QtCore.QPoint)  # _Location, screen position
     resized = QtCore.Signal()
 
     def __init__(
@@ -144,6 +146,8 @@ class _ViewSlot(QtWidgets.QWidget):
             self.image_canvas.hovered.connect(self._on_image_hovered)
             self.image_canvas.hover_left.connect(self.hover_left)
             self.image_canvas.clicked.connect(self._on_image_clicked)
+            self.image_canvas.select_clicked.connect(self._on_image_select_clicked)
+            self.image_canvas.context_requested.connect(self._on_image_context)
             self.stack.addWidget(self.image_canvas)
         return self.image_canvas
 
@@ -278,6 +282,16 @@ class _ViewSlot(QtWidgets.QWidget):
         if loc is not None:
             self.clicked.emit(loc)
 
+    def _on_image_select_clicked(self, x: float, y: float, extend: bool) -> None:
+        loc = self.locate(x, y)
+        if loc is not None:
+            self.select_clicked.emit(loc, extend)
+
+    def _on_image_context(self, x: float, y: float, screen: QtCore.QPoint) -> None:
+        loc = self.locate(x, y)
+        if loc is not None:
+            self.context_requested.emit(loc, screen)
+
 
 class LayerPanel(PanelBase):
     """One layer of the grid: its activation and, beside it, its gradient magnitude.
@@ -302,11 +316,18 @@ class LayerPanel(PanelBase):
     mosaic_width_changed(str, int)
         The activation mosaic may now fill this many screen pixels across (the window picks
         the channels per page from it).
+    channels_context_requested(str, list, QPoint)
+        Right click on a tile: the channels it is about (the selection when the tile is in
+        it, else that tile's channel) and the screen position for a menu.
+    difference_toggled(str, bool)
+        The user switched the "difference" view of this layer on or off.
     """
 
     channel_clicked = QtCore.Signal(str, int)
     page_requested = QtCore.Signal(str, int)
     mosaic_width_changed = QtCore.Signal(str, int)
+    channels_context_requested = QtCore.Signal(str, list, QtCore.QPoint)
+    difference_toggled = QtCore.Signal(str, bool)
 
     def __init__(
         self, name: str, parent: QtWidgets.QWidget | None = None, *, module_type: str = ""
@@ -318,6 +339,12 @@ class LayerPanel(PanelBase):
         self._gradients_visible = True
         self._min_height = MIN_PANEL_HEIGHT
         self.title_label.setToolTip(name)
+        #: Channels picked with Ctrl/Shift+click (the tile menu's edits apply to them).
+        self._selected_channels: list[int] = []
+        self._anchor: int | None = None
+        self._edited = ""
+        self._difference_shown = False
+        self.content.addWidget(self._build_edit_bar())
 
         row = QtWidgets.QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -342,8 +369,39 @@ class LayerPanel(PanelBase):
             slot.hovered.connect(self._on_slot_hovered)
             slot.hover_left.connect(self._show_description)
             slot.clicked.connect(self._on_slot_clicked)
+            slot.select_clicked.connect(self._on_slot_select_clicked)
+            slot.context_requested.connect(self._on_slot_context)
         self._update_title()
         self._update_gradient_visibility()
+
+    def _build_edit_bar(self) -> QtWidgets.QWidget:
+        # "edited: ablate ch 3" and the difference toggle: shown once the layer has edits
+        # (or a run has an unedited twin to subtract).
+        bar = QtWidgets.QWidget()
+        layout = QtWidgets.QHBoxLayout(bar)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        self.edit_badge = QtWidgets.QLabel()
+        self.edit_badge.setStyleSheet(
+            f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
+        )
+        self.edit_badge.setVisible(False)
+        layout.addWidget(self.edit_badge)
+        layout.addStretch(1)
+        self.difference_button = QtWidgets.QToolButton()
+        self.difference_button.setText("difference")
+        self.difference_button.setCheckable(True)
+        self.difference_button.setAutoRaise(True)
+        self.difference_button.setToolTip(
+            "Show the edited activation minus the unedited one (diverging colours, 0 white)"
+        )
+        self.difference_button.toggled.connect(
+            lambda on: self.difference_toggled.emit(self.name, bool(on))
+        )
+        self.difference_button.setVisible(False)
+        layout.addWidget(self.difference_button)
+        bar.setVisible(False)
+        return bar
 
     def _build_page_bar(self) -> QtWidgets.QWidget:
         bar = QtWidgets.QWidget()
@@ -383,7 +441,9 @@ class LayerPanel(PanelBase):
         mosaic
             The mosaic of ``view.data`` for kind "maps" (ignored for other kinds).
         """
+        self._difference_shown = False
         self.activation_slot.show_view(view, mosaic)
+        self._update_marks()
         # A mosaic's canvas asks for its own height (its width decides it); others get room.
         self.set_minimum_panel_height(
             MIN_MAPS_PANEL_HEIGHT
@@ -394,6 +454,96 @@ class LayerPanel(PanelBase):
         self._update_title()
         self._update_page_bar(mosaic if view.kind == "maps" else None)
         self._show_description()
+
+    # -- what-if -------------------------------------------------------------------------------
+    def set_edit_badge(self, text: str) -> None:
+        """Mark the panel as edited (``text``: "ablate ch 3"); "" removes the mark."""
+        if text == self._edited:
+            return
+        self._edited = text
+        self.edit_badge.setText(f"edited: {text}" if text else "")
+        self.edit_badge.setToolTip(text)
+        self.edit_badge.setVisible(bool(text))
+        self._update_edit_bar()
+        self.update()  # the frame colour
+
+    def edit_badge_text(self) -> str:
+        """What the badge says ("" when the layer has no edit switched on)."""
+        return self._edited
+
+    def set_difference_available(self, available: bool, tooltip: str = "") -> None:
+        """Offer the difference toggle (a run with an unedited twin), or grey it out."""
+        self.difference_button.setVisible(True)
+        self.difference_button.setEnabled(available)
+        if tooltip:
+            self.difference_button.setToolTip(tooltip)
+        self._update_edit_bar()
+
+    def hide_difference_toggle(self) -> None:
+        """No difference to offer (no edits at all): the toggle goes, unchecked."""
+        self.difference_button.blockSignals(True)
+        self.difference_button.setChecked(False)
+        self.difference_button.blockSignals(False)
+        self.difference_button.setVisible(False)
+        self._update_edit_bar()
+
+    def difference_wanted(self) -> bool:
+        """Whether the user asked for the difference view."""
+        return self.difference_button.isChecked() and not self.difference_button.isHidden()
+
+    def set_difference(self, view: LayerView, mosaic: Mosaic | None) -> None:
+        """Show ``view`` (edited minus unedited) in the activation side, symmetric about 0
+        in the diverging map whatever the colour-map choice."""
+        slot = self.activation_slot
+        choice = slot._choice
+        slot._choice = AUTO  # a symmetric mosaic under "auto" is the diverging map
+        try:
+            slot.show_view(view, mosaic)
+        finally:
+            slot._choice = choice
+        self._difference_shown = True
+        slot.caption.setText("edited − unedited")
+        slot.caption.setHidden(False)
+        self._update_marks()
+        self._update_page_bar(mosaic if view.kind == "maps" else None)
+
+    def difference_shown(self) -> bool:
+        """Whether the activation side shows the difference now."""
+        return self._difference_shown
+
+    def _update_edit_bar(self) -> None:
+        shown = bool(self._edited) or not self.difference_button.isHidden()
+        self.edit_badge.parentWidget().setVisible(shown)
+
+    def selected_channels(self) -> list[int]:
+        """Channels picked with Ctrl/Shift+click, in order."""
+        return list(self._selected_channels)
+
+    def set_selected_channels(self, channels: list[int]) -> None:
+        """Pick exactly ``channels`` (outlined on the mosaic)."""
+        self._selected_channels = sorted(dict.fromkeys(int(c) for c in channels))
+        self._anchor = self._selected_channels[-1] if self._selected_channels else None
+        self._update_marks()
+
+    def _update_marks(self) -> None:
+        slot = self.activation_slot
+        canvas, mosaic = slot.image_canvas, slot.mosaic
+        if canvas is None:
+            return
+        rects = []
+        if mosaic is not None and slot.view is not None and slot.view.kind == "maps":
+            for channel in self._selected_channels:
+                if mosaic.first_channel <= channel <= mosaic.last_channel:
+                    y0, x0 = mosaic.tile_origin(channel)
+                    rects.append(QtCore.QRectF(x0, y0, mosaic.tile_w, mosaic.tile_h))
+        canvas.set_marks(rects)
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        super().paintEvent(event)
+        if self._edited and not self.is_selected():
+            painter = QtGui.QPainter(self)
+            painter.setPen(QtGui.QPen(QtGui.QColor(style.EDITED), 2))
+            painter.drawRect(QtCore.QRectF(self.rect()).adjusted(1, 1, -1, -1))
 
     def set_minimum_panel_height(self, height: int) -> None:
         """The least height of the panel; its canvases may ask for more (mosaics do)."""
@@ -513,4 +663,32 @@ class LayerPanel(PanelBase):
 
     def _on_slot_clicked(self, loc: _Location) -> None:
         if loc.kind == "maps" and loc.channel is not None:
+            if self._selected_channels:
+                self.set_selected_channels([])
             self.channel_clicked.emit(self.name, int(loc.channel))
+
+    def _on_slot_select_clicked(self, loc: _Location, extend: bool) -> None:
+        if loc.kind != "maps" or loc.channel is None:
+            return
+        channel = int(loc.channel)
+        chosen = list(self._selected_channels)
+        if extend and self._anchor is not None:
+            low, high = sorted((self._anchor, channel))
+            chosen = sorted(set(chosen) | set(range(low, high + 1)))
+            anchor = self._anchor
+        elif channel in chosen:
+            chosen.remove(channel)
+            anchor = channel
+        else:
+            chosen.append(channel)
+            anchor = channel
+        self.set_selected_channels(chosen)
+        self._anchor = anchor
+
+    def _on_slot_context(self, loc: _Location, screen: QtCore.QPoint) -> None:
+        if loc.kind != "maps" or loc.channel is None:
+            return
+        channel = int(loc.channel)
+        if channel not in self._selected_channels:
+            self.set_selected_channels([channel])
+        self.channels_context_requested.emit(self.name, self.selected_channels(), screen)

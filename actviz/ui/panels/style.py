@@ -27,6 +27,10 @@ BAR_BAD = "#d93025"
 BAR_ZERO = "#bdc1c6"
 ROW_BAD_BACKGROUND = "#f8d7da"
 SELECTION = "#3b6ea5"
+#: Outline of selected tiles (a colour no activation or diverging map uses).
+TILE_MARK = "#e0119d"
+#: Frame and badge of a layer panel whose layer has edits switched on.
+EDITED = "#d9480f"
 
 #: Margin around a page of panels (the Layers grid, the Overview) and around the banner.
 PAGE_MARGIN = 4

@@ -24,6 +24,7 @@ from actviz.display.prepare import prepare
 from actviz.display.result import DisplaySpec, RunResult
 from actviz.ui.state.memory import default_budget
 from actviz.ui.state.pins import PinBoard
+from actviz.ui.whatif.board import BaselineCache, EditBoard
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
@@ -86,6 +87,13 @@ class RunRequest:
         earliest captured layer (``capture(input_grads=False)``), as when no saliency is shown.
     input_as_list
         The model takes its images as one list (live frames are converted to it).
+    edits
+        ``{layer: (Edit, ...)}`` applied during the forward (``capture(edits=)``; the
+        window's Edits dock, live frames too).
+    baseline_cache
+        Where the unedited capture of the same input is kept while the user edits (None:
+        no edits made, the run is a plain capture); the result then carries it as
+        ``baseline`` (before/after, differences).
     """
 
     model: nn.Module
@@ -104,6 +112,8 @@ class RunRequest:
     input_as_list: bool = False
     page_channels: dict[str, int] = field(default_factory=dict)
     colormap: str = AUTO
+    edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    baseline_cache: BaselineCache | None = field(default=None, repr=False)
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
@@ -140,18 +150,35 @@ def run_job(
     report = progress or (lambda _msg: None)
     report("running forward and backward")
     layers = list(dict.fromkeys([*request.layers, *request.extra_layers]))
-    cap = capture(
-        request.model,
-        request.inputs,
-        layers,
-        target=request.target,
-        should_stop=should_stop,
-        max_bytes=request.max_bytes,
-        input_grads=request.input_grads,
-    )
-    return prepare(
+    baseline = None
+    if request.edits or request.baseline_cache is not None:
+        from actviz.ui.whatif.runs import capture_pair
+
+        cap, baseline = capture_pair(
+            request.model,
+            request.inputs,
+            layers,
+            edits=request.edits,
+            cache=request.baseline_cache,
+            target=request.target,
+            input_grads=request.input_grads,
+            should_stop=should_stop,
+            max_bytes=request.max_bytes,
+        )
+    else:
+        cap = capture(
+            request.model,
+            request.inputs,
+            layers,
+            target=request.target,
+            should_stop=should_stop,
+            max_bytes=request.max_bytes,
+            input_grads=request.input_grads,
+        )
+    result = prepare(
         cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
     )
+    return dataclasses.replace(result, baseline=baseline) if baseline is not None else result
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +258,7 @@ class Session:
 
     Events (plain callbacks, emitted on the thread that changes the session, i.e. the GUI):
     ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
-    ``target_changed()``, ``result_changed()``, ``pins_changed()``.
+    ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``.
     """
 
     def __init__(self) -> None:
@@ -273,6 +300,11 @@ class Session:
         self.pins_changed = Event()
         # Results the user keeps beside the latest one (see actviz.ui.state.pins).
         self.pins = PinBoard(self.pins_changed.emit)
+        self.edits_changed = Event()
+        #: The user's edits (actviz.ui.whatif.board); runs apply the ones switched on.
+        self.edits = EditBoard(self._on_edits_changed)
+        #: The unedited capture of the current input, kept while there are edits.
+        self.baseline = BaselineCache()
 
     # -- model -------------------------------------------------------------------------------
     def set_model(
@@ -310,6 +342,8 @@ class Session:
         self.tree = module_tree(model)
         self.result = None
         self.pins.clear()  # captures of another model: their panels would not match the tree
+        self.baseline.clear()
+        self.edits.clear()  # edits name this model's layers
         self.target = None
         self.gradcam_layer = gradcam_layer if gradcam_layer in self.tree else None
         self.channel_pages = {}
@@ -498,7 +532,14 @@ class Session:
             colormap=self.colormap,
             input_grads=self.saliency_wanted,
             input_as_list=self.input_as_list,
+            edits=self.edits.request_edits(),
+            baseline_cache=self.baseline if len(self.edits) else None,
         )
+
+    def _on_edits_changed(self) -> None:
+        if not len(self.edits):
+            self.baseline.clear()  # no edits left: nothing to compare with
+        self.edits_changed.emit()
 
     def set_result(self, result: RunResult | None) -> None:
         self.result = result

@@ -50,6 +50,7 @@ from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.tree.model import format_count
+from actviz.ui.whatif.controller import WhatIfController
 from actviz.ui.window.actions import build_actions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.export_actions import ExportActions
@@ -277,6 +278,8 @@ class MainWindow(QMainWindow):
         self.details = dock.details
         self.input_preview = dock.input_preview
 
+        #: Edits from the tiles, the Edits dock, before/after (actviz.ui.whatif).
+        self.whatif = WhatIfController(self)
         self._connect_commands()
         self._apply_view_settings()
         self.model_dock.module_selected.connect(self._on_dock_module_selected)

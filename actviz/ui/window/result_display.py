@@ -113,6 +113,10 @@ class ResultDisplay:
         #: The layer the histogram and the single-layer exports are about.
         self.selected_layer: str | None = None
         self._open_channel: tuple[str, int] | None = None
+        #: Called with each new layer panel, and after a panel shows a layer (what-if: the
+        #: tile menu, the edit badge and the difference view, actviz.ui.whatif).
+        self.panel_created: list[Callable[[LayerPanel], None]] = []
+        self.panel_updated: list[Callable[[LayerPanel, PreparedLayer], None]] = []
         # Display steps (see the module docstring): each carries the generation of the result
         # it belongs to (None: shown even after a newer result), run by a zero-interval timer.
         self._display_steps: deque[tuple[int | None, Callable[[], None]]] = deque()
@@ -336,6 +340,8 @@ class ResultDisplay:
                 panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
                 self.layer_panels[name] = panel
                 new.add(name)
+                for hook in self.panel_created:
+                    hook(panel)
             else:
                 panel.set_module_type(layer.module_type)
             panel.set_colormap(self.colormap)
@@ -482,6 +488,16 @@ class ResultDisplay:
         else:
             panel.clear()
         panel.set_gradients_visible(self.gradients_visible)
+        for hook in self.panel_updated:
+            hook(panel, layer)
+
+    def refresh_panel(self, name: str) -> None:
+        """Show layer ``name`` of the current result in its panel again, now."""
+        result = self.session.result
+        panel = self.layer_panels.get(name)
+        if result is None or panel is None or name not in result.layers:
+            return
+        self._update_panel(panel, self._pending_panels.pop(name, result.layers[name]))
 
     def _queue_panel_updates(self, pending: dict[str, PreparedLayer]) -> None:
         """Replace the panel updates still waiting (an older result's) with ``pending``."""

@@ -1,0 +1,1 @@
+"""What-if in the window: edits from the tiles, the Edits dock, before/after and differences."""

@@ -1,0 +1,191 @@
+"""The window's edits, without widgets: an ordered list of (layer, edit) the user can toggle,
+change and remove (:class:`EditBoard`), and the unedited capture kept for the same input
+(:class:`BaselineCache`).
+
+Edits are frozen :class:`actviz.edits.Edit` objects: changing one (on/off, its factor) replaces
+it in the board by a new one. The board gives a run the edits in the shape
+``actviz.capture(edits=...)`` takes (:meth:`EditBoard.request_edits`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
+    from actviz.core.edits import Edit
+
+__all__ = ["BaselineCache", "BaselineKey", "EditBoard", "EditEntry", "edit_value", "with_value"]
+
+
+@dataclass(frozen=True)
+class EditEntry:
+    """One edit of the board: ``key`` names it while the edit itself is replaced."""
+
+    key: int
+    layer: str
+    edit: Edit
+
+    def describe(self) -> str:
+        """``layer: ablate ch 3`` (what the panels' badges and the dock say)."""
+        return f"{self.layer}: {self.edit.describe()}"
+
+
+def edit_value(edit: Edit) -> float | None:
+    """The number the user may change: a scale's factor (None for other kinds)."""
+    if edit.kind == "scale":
+        return None if edit.factor is None else float(edit.factor)
+    return None
+
+
+def with_value(edit: Edit, value: float) -> Edit:
+    """``edit`` with its number (:func:`edit_value`) set to ``value``: a new edit."""
+    if edit.kind == "scale":
+        return dataclasses.replace(edit, factor=float(value))
+    raise ValueError(f"a {edit.kind} edit has no value to change")
+
+
+class EditBoard:
+    """The edits of one session, in the order they were made.
+
+    Parameters
+    ----------
+    on_change
+        Called (no arguments) after every change.
+    """
+
+    def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
+        self._entries: list[EditEntry] = []
+        self._keys = itertools.count(1)
+        self.on_change = on_change
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[EditEntry]:
+        return iter(list(self._entries))
+
+    @property
+    def entries(self) -> tuple[EditEntry, ...]:
+        return tuple(self._entries)
+
+    def get(self, key: int) -> EditEntry:
+        """The entry named ``key`` (KeyError when it was removed)."""
+        for entry in self._entries:
+            if entry.key == key:
+                return entry
+        raise KeyError(key)
+
+    def add(self, layer: str, edit: Edit) -> EditEntry:
+        """Add ``edit`` on ``layer`` (applied after the layer's earlier edits)."""
+        entry = EditEntry(next(self._keys), layer, edit)
+        self._entries.append(entry)
+        self._changed()
+        return entry
+
+    def replace(self, key: int, edit: Edit) -> EditEntry:
+        """Put ``edit`` in the place of entry ``key`` (same key, same position)."""
+        old = self.get(key)
+        if old.edit == edit:
+            return old
+        new = dataclasses.replace(old, edit=edit)
+        self._entries[self._entries.index(old)] = new
+        self._changed()
+        return new
+
+    def set_enabled(self, key: int, enabled: bool) -> EditEntry:
+        """Switch entry ``key`` on or off (an off edit stays listed; runs skip it)."""
+        entry = self.get(key)
+        return self.replace(key, dataclasses.replace(entry.edit, enabled=bool(enabled)))
+
+    def set_value(self, key: int, value: float) -> EditEntry:
+        """Change entry ``key``'s number (:func:`with_value`)."""
+        return self.replace(key, with_value(self.get(key).edit, value))
+
+    def remove(self, key: int) -> None:
+        self._entries.remove(self.get(key))
+        self._changed()
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries.clear()
+            self._changed()
+
+    def active(self) -> list[EditEntry]:
+        """The entries switched on."""
+        return [e for e in self._entries if e.edit.enabled]
+
+    def request_edits(self) -> dict[str, tuple[Edit, ...]]:
+        """``{layer: (edit, ...)}`` of the edits switched on, as ``capture(edits=)`` takes."""
+        out: dict[str, list[Edit]] = {}
+        for entry in self.active():
+            out.setdefault(entry.layer, []).append(entry.edit)
+        return {layer: tuple(edits) for layer, edits in out.items()}
+
+    def descriptions(self) -> dict[str, str]:
+        """``{layer: "ablate ch 3; scale ch 5 x0.5"}`` of the edits switched on (badges)."""
+        out: dict[str, list[str]] = {}
+        for entry in self.active():
+            out.setdefault(entry.layer, []).append(entry.edit.describe())
+        return {layer: "; ".join(texts) for layer, texts in out.items()}
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+
+@dataclass(frozen=True, eq=False)
+class BaselineKey:
+    """What makes an unedited capture reusable: the same model and input objects, layers,
+    target and input-gradient choice (compared by identity for the model and the input)."""
+
+    model: Any
+    inputs: Any
+    layers: tuple[str, ...]
+    target: Any
+    input_grads: bool
+
+    def matches(self, other: BaselineKey) -> bool:
+        return (
+            self.model is other.model
+            and self.inputs is other.inputs
+            and self.layers == other.layers
+            and self.target == other.target
+            and self.input_grads == other.input_grads
+        )
+
+
+class BaselineCache:
+    """The unedited capture of the latest input, for edited runs to compare with.
+
+    Written on the worker thread, cleared on the GUI thread: a lock guards the one entry.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entry: tuple[BaselineKey, Capture] | None = None
+
+    def get(self, key: BaselineKey) -> Capture | None:
+        with self._lock:
+            if self._entry is not None and self._entry[0].matches(key):
+                return self._entry[1]
+        return None
+
+    def put(self, key: BaselineKey, cap: Capture) -> None:
+        with self._lock:
+            self._entry = (key, cap)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entry = None
+
+    @property
+    def held(self) -> Capture | None:
+        """The capture kept (None when empty)."""
+        with self._lock:
+            return self._entry[1] if self._entry is not None else None

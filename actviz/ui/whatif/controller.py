@@ -1,0 +1,357 @@
+"""What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
+
+:func:`install_whatif` attaches a :class:`WhatIfController` to a
+:class:`~actviz.ui.window.main_window.MainWindow`. It keeps to the window's public parts:
+
+* the edits live in ``session.edits`` (:class:`~actviz.ui.whatif.board.EditBoard`); every run
+  request carries them (``RunRequest.edits``) and the unedited capture of the same input comes
+  back as ``result.baseline`` (:mod:`actviz.ui.whatif.runs`); live frames apply them too;
+* a change of the edits re-runs through the window's own run path (``schedule_run``);
+* layer panels get their tile menu when ``display`` makes them, and their badge and
+  difference view each time ``display`` shows a layer in them (``panel_updated``);
+* the prediction panel gets a before/after table (:class:`PredictionChangeView`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from PySide6.QtCore import QObject, QPoint, Qt, SignalInstance
+from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QMenu, QWidget
+
+from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
+from actviz.ui.whatif.prediction import ChangeRow, PredictionChangeView
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
+    from actviz.display.result import PreparedLayer, RunResult
+    from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.panels.prediction import PredictionPanel
+    from actviz.ui.state.session import Session
+    from actviz.ui.window.result_display import ResultDisplay
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AskFactor", "WhatIfController", "WhatIfHost", "channels_text"]
+
+#: ``(parent, prompt) -> factor`` or None when the user cancels (tests inject an answer).
+AskFactor = Callable[[QWidget, str], "float | None"]
+#: Classes of each run in the before/after table.
+TOP_K = 5
+
+
+class WhatIfHost(Protocol):
+    """What what-if uses of the window (the main window is one; a QMainWindow)."""
+
+    session: Session
+    display: ResultDisplay
+    prediction_panel: PredictionPanel
+    commands: Any  # WindowActions: its view_menu lists the dock
+    run_failed: SignalInstance
+    closed: SignalInstance
+
+    def schedule_run(self) -> None: ...
+    def show_error(self, text: str, source: str = "action") -> None: ...
+    def addDockWidget(self, area: Qt.DockWidgetArea, dock: QDockWidget) -> None: ...  # noqa: N802
+
+
+def ask_factor(parent: QWidget, prompt: str) -> float | None:
+    """Ask for a scale factor (default 0.5)."""
+    value, ok = QInputDialog.getDouble(parent, "Scale channels", prompt, 0.5, -1e6, 1e6, 3)
+    return float(value) if ok else None
+
+
+def channels_text(channels: Sequence[int]) -> str:
+    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels`` (menu entries)."""
+    channels = list(channels)
+    if len(channels) <= 4:
+        return "ch " + ", ".join(str(c) for c in channels)
+    return f"{len(channels)} channels"
+
+
+class WhatIfController(QObject):
+    """Edits made from the window's tiles, listed in the Edits dock, shown before/after.
+
+    Parameters
+    ----------
+    window
+        The explorer window (its session, display, prediction panel and run path are used).
+    """
+
+    def __init__(self, window: WhatIfHost) -> None:
+        super().__init__(window)  # type: ignore[arg-type]
+        self.window = window
+        self.session = window.session
+        self.display = window.display
+        self.ask_factor: AskFactor = ask_factor
+        #: The tile menu shown last (tests trigger its actions).
+        self.menu: QMenu | None = None
+        self._diff_cache: dict[tuple, PreparedLayer] = {}
+        self._closed = False
+
+        main: QMainWindow = window  # type: ignore[assignment]
+        self.dock = EditsDock(main)
+        if not main.restoreDockWidget(self.dock):
+            window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+            main.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
+            self.dock.hide()  # until the first edit
+        window.commands.view_menu.addAction(self.dock.toggleViewAction())
+        self.change_view = PredictionChangeView()
+        panel = window.prediction_panel
+        # Under the bars (which show the edited run), above the panel's stretch.
+        panel.content.insertWidget(max(0, panel.content.count() - 2), self.change_view)
+
+        self.dock.enabled_changed.connect(self._on_dock_enabled_changed)
+        self.dock.value_changed.connect(self._on_dock_value_changed)
+        self.dock.remove_requested.connect(self._on_dock_remove_requested)
+        self.dock.clear_requested.connect(self.clear_edits)
+        self.session.edits_changed.connect(self._on_edits_changed)
+        self.session.result_changed.connect(self._on_result_changed)
+        self.display.panel_created.append(self._on_panel_created)
+        self.display.panel_updated.append(self._on_panel_updated)
+        for panel_ in self.display.layer_panels.values():
+            self._on_panel_created(panel_)
+        window.run_failed.connect(self._on_run_failed)
+        window.closed.connect(self.shutdown)
+
+    # ------------------------------------------------------------------ edits
+    def add_edit(self, layer: str, edit: Any) -> None:
+        """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""
+        self.session.edits.add(layer, edit)
+        self.dock.show()
+        self.dock.raise_()
+
+    def clear_edits(self) -> None:
+        """Remove every edit (the next run is the unedited one)."""
+        self.session.edits.clear()
+
+    def _on_dock_enabled_changed(self, key: int, on: bool) -> None:
+        self.session.edits.set_enabled(key, on)
+
+    def _on_dock_value_changed(self, key: int, value: float) -> None:
+        try:
+            self.session.edits.set_value(key, value)
+        except (KeyError, ValueError) as exc:
+            self.window.show_error(f"Edit: {exc}")
+
+    def _on_dock_remove_requested(self, key: int) -> None:
+        try:
+            self.session.edits.remove(key)
+        except KeyError:
+            pass
+
+    def _on_edits_changed(self) -> None:
+        board = self.session.edits
+        # Rebuilt after the signal that asked for it has returned (a row's own button).
+        self.dock.set_entries(board.entries)
+        self.dock.set_error("")
+        if not len(board):
+            for panel in self.display.layer_panels.values():
+                panel.hide_difference_toggle()
+        self.window.schedule_run()
+
+    # ------------------------------------------------------------------ tile menu
+    def _on_panel_created(self, panel: LayerPanel) -> None:
+        panel.channels_context_requested.connect(self._on_channels_context_requested)
+        panel.difference_toggled.connect(self._on_difference_toggled)
+
+    def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
+        self.menu = self.tile_menu(layer, [int(c) for c in channels])
+        self.menu.popup(pos)
+
+    def tile_menu(self, layer: str, channels: Sequence[int]) -> QMenu:
+        """The menu of a right click on ``channels`` of ``layer`` (built, not shown)."""
+        from actviz.core import edits as E
+
+        channels = tuple(int(c) for c in channels)
+        what = channels_text(channels)
+        menu = QMenu(self.window)
+        menu.setToolTipsVisible(True)
+        menu.addSection(f"{layer} · {what}")
+
+        def adder(make: Callable[[], Any]) -> Callable[[], None]:
+            return lambda: self._add_made(layer, make)
+
+        menu.addAction(f"Ablate {what}", adder(lambda: E.ablate(channels))).setToolTip(
+            "Set these channels to zero during the forward"
+        )
+        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, channels))
+        menu.addAction(f"Keep only {what}", adder(lambda: E.keep(channels))).setToolTip(
+            "Set every other channel of this layer to zero"
+        )
+        pins = [p for p in self.session.pins if p.result.capture is not None]
+        if not pins:
+            action = menu.addAction("Patch from pin")
+            action.setEnabled(False)
+            action.setToolTip(
+                "Pin a run first (Run > Pin this result, Ctrl+P): its values of these "
+                "channels then replace this run's"
+            )
+        else:
+            sub = menu.addMenu("Patch from pin")
+            sub.setToolTipsVisible(True)
+            for pin in pins:
+                cap = pin.result.capture
+                action = sub.addAction(
+                    pin.label, adder(lambda cap=cap: E.patch(cap, channels=channels))
+                )
+                if layer not in cap:
+                    action.setEnabled(False)
+                    action.setToolTip(f"this pinned run did not capture {layer}")
+                else:
+                    action.setToolTip(f"{what} of {layer} take their values in {pin.label}")
+        return menu
+
+    def _ask_and_scale(self, layer: str, channels: tuple[int, ...]) -> None:
+        from actviz.core import edits as E
+
+        factor = self.ask_factor(self.window, f"Multiply {channels_text(channels)} of {layer} by:")
+        if factor is not None:
+            self._add_made(layer, lambda: E.scale(channels, factor))
+
+    def _add_made(self, layer: str, make: Callable[[], Any]) -> None:
+        try:
+            edit = make()
+        except (TypeError, ValueError) as exc:
+            self.window.show_error(f"Could not make the edit: {exc}")
+            return
+        self.add_edit(layer, edit)
+
+    # ------------------------------------------------------------------ results
+    def _on_run_failed(self, text: str) -> None:
+        if len(self.session.edits):
+            self.dock.set_error(text)
+
+    def _on_result_changed(self) -> None:
+        self._diff_cache.clear()
+        result = self.session.result
+        if result is None or result.baseline is None or result.capture is None:
+            self.change_view.clear()
+            self.dock.set_summary("")
+            if result is not None and self.session.edits.active() and result.origin:
+                self.dock.set_summary("Live frames apply the edits (no unedited twin).")
+            return
+        self.dock.set_error("")
+        rows, target = self.prediction_rows(result)
+        self.change_view.set_rows(rows, target)
+        self.dock.set_summary(_summary(rows, target))
+
+    def prediction_rows(self, result: RunResult) -> tuple[list[ChangeRow], ChangeRow | None]:
+        """Before/after rows of ``result`` (edited) against its unedited twin, via
+        :func:`actviz.display.difference.prediction_change`."""
+        from actviz.display.difference import prediction_change
+
+        before, after = result.baseline, result.capture
+        assert before is not None and after is not None
+        target = self.session.target
+        if target is None:
+            target = before.target_index  # the class the unedited model answered
+        change = prediction_change(
+            before.output,
+            after.output,
+            k=TOP_K,
+            categories=self.session.categories,
+            target=target,
+        )
+        return _change_rows(change)
+
+    def _on_panel_updated(self, panel: LayerPanel, layer: PreparedLayer) -> None:
+        result = self.session.result
+        if result is None:
+            return
+        applied = _applied_edits(result.capture)
+        panel.set_edit_badge("; ".join(e.describe() for e in applied.get(panel.name, ())))
+        if result.baseline is not None:
+            panel.set_difference_available(
+                True, "Show the edited activation minus the unedited one (diverging colours)"
+            )
+        elif len(self.session.edits):
+            panel.set_difference_available(
+                False, "No unedited run to subtract (live frames, or the edits are all off)"
+            )
+        else:
+            panel.hide_difference_toggle()
+            return
+        if panel.difference_wanted() and result.baseline is not None:
+            diff = self.difference_layer(result, layer)
+            if diff is not None and diff.view is not None:
+                panel.set_difference(diff.view, diff.mosaic)
+
+    def difference_layer(self, result: RunResult, layer: PreparedLayer) -> PreparedLayer | None:
+        """``layer`` of ``result``, edited minus unedited, on the page the panel shows
+        (:func:`actviz.display.difference.prepare_difference`)."""
+        from actviz.display.difference import prepare_difference
+
+        name = layer.name
+        if result.capture is None or result.baseline is None or name not in result.baseline:
+            return None
+        first = layer.mosaic.first_channel if layer.mosaic is not None else 0
+        page = layer.mosaic.page_size if layer.mosaic is not None else None
+        key = (name, first, page, result.spec.normalize)
+        cached = self._diff_cache.get(key)
+        if cached is not None:
+            return cached
+        spec = dataclasses.replace(
+            result.spec,
+            layers=(name,),
+            channel_pages={name: first},
+            page_channels={name: page} if page else {},
+        )
+        try:
+            diff = prepare_difference(result.capture, result.baseline, spec, layers=[name])
+        except (ValueError, KeyError) as exc:
+            self.window.show_error(f"Difference of {name}: {exc}")
+            return None
+        self._diff_cache[key] = diff[name]
+        return diff[name]
+
+    def _on_difference_toggled(self, name: str, on: bool) -> None:
+        self.display.refresh_panel(name)
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.session.edits_changed.disconnect(self._on_edits_changed)
+        self.session.result_changed.disconnect(self._on_result_changed)
+        for hooks, hook in (
+            (self.display.panel_created, self._on_panel_created),
+            (self.display.panel_updated, self._on_panel_updated),
+        ):
+            if hook in hooks:
+                hooks.remove(hook)
+
+
+def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
+    """The edits a capture was made with (``{}`` for none, or a capture from before edits)."""
+    edits = getattr(cap, "edits", None)
+    return dict(edits) if edits else {}
+
+
+def _change_rows(change: Any) -> tuple[list[ChangeRow], ChangeRow | None]:
+    def as_row(row: Any) -> ChangeRow:
+        if isinstance(row, tuple):
+            return row  # type: ignore[return-value]
+        return (
+            int(row.index), str(row.name), float(row.p_a), float(row.p_b), float(row.dp),
+            float(row.logit_a), float(row.logit_b), float(row.dlogit),
+        )  # fmt: skip
+
+    rows = [as_row(r) for r in change.rows]
+    target = getattr(change, "target", None)
+    return rows, (as_row(target) if target is not None else None)
+
+
+def _summary(rows: Sequence[ChangeRow], target: ChangeRow | None) -> str:
+    """``top class: 2: star 83.1 % → 12.0 % (-71.1 pp)`` for the dock."""
+    if target is None:
+        if not rows:
+            return ""
+        target = rows[0]
+    index, name, p_a, p_b, dp, *_ = target
+    label = f"{index}: {name}" if name and name != str(index) else str(index)
+    return f"Target {label}: {100 * p_a:.1f} % → {100 * p_b:.1f} % ({100 * dp:+.1f} pp)"

@@ -1,0 +1,173 @@
+"""The Edits dock: every edit of the session, with an on/off box, its value and a remove button.
+
+A passive view of an :class:`~actviz.ui.whatif.board.EditBoard`: :meth:`EditsDock.set_entries`
+rebuilds the rows (a handful), and the user's changes come out as signals the
+:class:`~actviz.ui.whatif.controller.WhatIfController` applies to the board.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDockWidget,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.panels import style
+from actviz.ui.whatif.board import EditEntry, edit_value
+
+__all__ = ["EditRow", "EditsDock"]
+
+#: Preferred width of the dock (it shares the right side with Live).
+PREFERRED_WIDTH = 300
+
+
+class EditRow(QWidget):
+    """One edit: ``[x] layer · ablate ch 3   [value]  [remove]``."""
+
+    def __init__(self, entry: EditEntry, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.key = entry.key
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 1, 0, 1)
+        layout.setSpacing(4)
+        self.enabled_box = QCheckBox()
+        self.enabled_box.setChecked(entry.edit.enabled)
+        self.enabled_box.setToolTip("Apply this edit (unticked: listed, not applied)")
+        layout.addWidget(self.enabled_box)
+        self.label = style.ElidedLabel()
+        self.label.setText(entry.describe())
+        self.label.setToolTip(entry.describe())
+        layout.addWidget(self.label, 1)
+        self.value_box: QDoubleSpinBox | None = None
+        value = edit_value(entry.edit)
+        if value is not None:
+            box = QDoubleSpinBox()
+            box.setDecimals(3)
+            box.setRange(-1e6, 1e6)
+            box.setSingleStep(0.1)
+            box.setValue(value)
+            box.setKeyboardTracking(False)  # one change per finished value, not per keystroke
+            box.setToolTip("Factor the channels are multiplied by")
+            box.setMaximumWidth(80)
+            layout.addWidget(box)
+            self.value_box = box
+        self.remove_button = QToolButton()
+        self.remove_button.setText("✕")
+        self.remove_button.setAutoRaise(True)
+        self.remove_button.setToolTip("Remove this edit")
+        layout.addWidget(self.remove_button)
+
+
+class EditsDock(QDockWidget):
+    """The "Edits" dock.
+
+    Signals
+    -------
+    enabled_changed(int, bool)
+        Edit ``key`` was switched on or off.
+    value_changed(int, float)
+        Edit ``key``'s value (a scale's factor) changed.
+    remove_requested(int)
+        Remove edit ``key``.
+    clear_requested()
+        Remove every edit.
+    """
+
+    enabled_changed = Signal(int, bool)
+    value_changed = Signal(int, float)
+    remove_requested = Signal(int)
+    clear_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Edits", parent)
+        self.setObjectName("editsDock")  # saveState/restoreState find it by name
+        body = QWidget()
+        outer = QVBoxLayout(body)
+        outer.setContentsMargins(6, 4, 6, 4)
+        outer.setSpacing(4)
+        self.hint = style.caption_label(
+            "Right-click a tile of a layer to ablate, scale, keep only or patch its channel "
+            "(Ctrl/Shift+click picks several)."
+        )
+        self.hint.setWordWrap(True)
+        outer.addWidget(self.hint)
+        self.rows_box = QWidget()
+        self.rows_layout = QVBoxLayout(self.rows_box)
+        self.rows_layout.setContentsMargins(0, 0, 0, 0)
+        self.rows_layout.setSpacing(0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.rows_box)
+        scroll.setMinimumHeight(60)
+        outer.addWidget(scroll, 1)
+        #: Before -> after of the top class (or why there is none).
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        outer.addWidget(self.summary)
+        #: The last run's error with these edits (bad channel, shape mismatch...).
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet(f"color: {style.BAR_BAD};")
+        self.error_label.setVisible(False)
+        outer.addWidget(self.error_label)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        self.clear_button = QPushButton("Clear all")
+        self.clear_button.setToolTip("Remove every edit and show the unedited run")
+        self.clear_button.clicked.connect(self.clear_requested)
+        buttons.addWidget(self.clear_button)
+        outer.addLayout(buttons)
+        self.setWidget(body)
+        self.rows: list[EditRow] = []
+        self.set_entries(())
+
+    def set_entries(self, entries: Sequence[EditEntry]) -> None:
+        """Show exactly ``entries`` (rebuilt: a few rows)."""
+        for row in self.rows:
+            self.rows_layout.removeWidget(row)
+            row.setParent(None)
+            row.deleteLater()
+        self.rows = []
+        while self.rows_layout.count():
+            self.rows_layout.takeAt(0)
+        for entry in entries:
+            row = EditRow(entry)
+            key = entry.key
+            row.enabled_box.toggled.connect(lambda on, k=key: self.enabled_changed.emit(k, on))
+            if row.value_box is not None:
+                row.value_box.valueChanged.connect(
+                    lambda value, k=key: self.value_changed.emit(k, float(value))
+                )
+            row.remove_button.clicked.connect(lambda _=False, k=key: self.remove_requested.emit(k))
+            self.rows_layout.addWidget(row)
+            self.rows.append(row)
+        self.rows_layout.addStretch(1)
+        self.clear_button.setEnabled(bool(self.rows))
+        self.hint.setVisible(not self.rows)
+        if not self.rows:
+            self.set_summary("")
+            self.set_error("")
+
+    def row(self, key: int) -> EditRow:
+        """The row of edit ``key``."""
+        return next(r for r in self.rows if r.key == key)
+
+    def set_summary(self, text: str) -> None:
+        self.summary.setText(text)
+        self.summary.setVisible(bool(text))
+
+    def set_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))

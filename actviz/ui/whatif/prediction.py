@@ -1,0 +1,135 @@
+"""Before and after the edits, side by side: the prediction panel's comparison table.
+
+Rows are ``(index, name, p_before, p_after, dp, logit_before, logit_after, dlogit)`` as
+:func:`actviz.display.difference.prediction_change` makes them; the target's row comes last,
+in bold. A passive widget: the controller pushes rows in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.panels import style
+
+__all__ = ["COLUMNS", "ChangeRow", "PredictionChangeView", "format_change"]
+
+ChangeRow = tuple[int, str, float, float, float, float, float, float]
+
+COLUMNS = ("class", "before", "after", "Δp", "Δlogit")
+_UP, _DOWN = QColor("#1e7b34"), QColor(style.BAR_BAD)
+
+
+def _percent(p: float) -> str:
+    return "nan" if math.isnan(p) else f"{100.0 * p:.1f} %"
+
+
+def format_change(value: float, *, percent: bool) -> str:
+    """``+12.3 pp`` / ``-0.042``: a signed change (probabilities in percentage points)."""
+    if math.isnan(value):
+        return "nan"
+    if percent:
+        return f"{100.0 * value:+.1f} pp"
+    return f"{value:+.3g}"
+
+
+class PredictionChangeView(QWidget):
+    """A compact table: class, probability before and after the edits, and the changes."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.setSpacing(2)
+        self.caption = style.caption_label("Before → after the edits")
+        layout.addWidget(self.caption)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
+        layout.addWidget(self.table, 1)
+        self.target_label = style.caption_label()
+        self.target_label.setWordWrap(True)
+        layout.addWidget(self.target_label)
+        self._rows: list[ChangeRow] = []
+        self._target: ChangeRow | None = None
+        self.setVisible(False)
+
+    def set_rows(
+        self, rows: Sequence[ChangeRow], target: ChangeRow | None = None, target_text: str = ""
+    ) -> None:
+        """Show ``rows`` (top classes of both runs) and ``target``'s row (bold, last)."""
+        self._rows = [tuple(r) for r in rows]  # type: ignore[misc]
+        self._target = tuple(target) if target is not None else None  # type: ignore[assignment]
+        shown = list(self._rows)
+        if self._target is not None and all(r[0] != self._target[0] for r in shown):
+            shown.append(self._target)
+        self.table.setRowCount(len(shown))
+        bold = QFont(self.font())
+        bold.setBold(True)
+        for i, row in enumerate(shown):
+            index, name, p_a, p_b, dp, _la, _lb, dlogit = row
+            cells = [
+                f"{index}: {name}" if name and name != str(index) else str(index),
+                _percent(p_a),
+                _percent(p_b),
+                format_change(dp, percent=True),
+                format_change(dlogit, percent=False),
+            ]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col:
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                if col >= 3:
+                    value = dp if col == 3 else dlogit
+                    if not math.isnan(value) and value != 0:
+                        item.setForeground(_UP if value > 0 else _DOWN)
+                if self._target is not None and index == self._target[0]:
+                    item.setFont(bold)
+                    item.setToolTip("the gradient target")
+                self.table.setItem(i, col, item)
+        height = self.table.horizontalHeader().height() + 2
+        height += sum(self.table.rowHeight(i) for i in range(len(shown)))
+        self.table.setFixedHeight(height + 2)
+        self.target_label.setText(target_text)
+        self.target_label.setVisible(bool(target_text))
+        self.setVisible(bool(shown))
+
+    def rows(self) -> list[ChangeRow]:
+        """The top-class rows shown (without the target's, unless it is one of them)."""
+        return list(self._rows)
+
+    def target_row(self) -> ChangeRow | None:
+        return self._target
+
+    def cell_texts(self) -> list[list[str]]:
+        """What the table says, row by row (what the user reads)."""
+        return [
+            [self.table.item(r, c).text() for c in range(self.table.columnCount())]
+            for r in range(self.table.rowCount())
+        ]
+
+    def clear(self) -> None:
+        self.set_rows([])
+        self.target_label.clear()

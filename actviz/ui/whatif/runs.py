@@ -1,0 +1,71 @@
+"""An edited run's two captures: the edited one and the unedited one of the same input.
+
+:func:`capture_pair` runs on the worker thread (inside
+:func:`actviz.ui.state.session.run_job`). The unedited capture is taken from the session's
+:class:`~actviz.ui.whatif.board.BaselineCache` while the model, the input, the layers, the
+target and the input-gradient choice stay the same, so toggling an edit costs one forward and
+backward, and switching every edit off shows the very capture seen before the edits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from actviz.ui.whatif.board import BaselineCache, BaselineKey
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
+
+__all__ = ["capture_pair"]
+
+
+def capture_pair(
+    model: Any,
+    inputs: Any,
+    layers: Sequence[str],
+    *,
+    edits: Mapping[str, Sequence[Any]] | None,
+    cache: BaselineCache | None,
+    target: Any = None,
+    input_grads: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+    max_bytes: int | None = None,
+) -> tuple[Capture, Capture | None]:
+    """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one of the
+    same input (None when there are no edits: the capture is the unedited one).
+
+    The unedited capture comes from ``cache`` when it holds one for the same model, input,
+    layers, target and ``input_grads``; a new one is put there. Raises what
+    :func:`actviz.core.capture.capture` raises (bad edits: ``ValueError`` before the forward).
+    """
+    from actviz.core.capture import capture
+
+    def run(with_edits: Mapping[str, Sequence[Any]] | None) -> Capture:
+        kwargs: dict[str, Any] = {"edits": dict(with_edits)} if with_edits else {}
+        return capture(
+            model,
+            inputs,
+            list(layers),
+            target=target,
+            should_stop=should_stop,
+            max_bytes=max_bytes,
+            input_grads=input_grads,
+            **kwargs,
+        )
+
+    key = BaselineKey(model, inputs, tuple(layers), target, bool(input_grads))
+    baseline = cache.get(key) if cache is not None else None
+    if not edits:
+        if baseline is None:
+            baseline = run(None)
+            if cache is not None:
+                cache.put(key, baseline)
+        return baseline, None
+    # The edited capture first: a bad edit fails before the unedited forward is spent.
+    edited = run(edits)
+    if baseline is None:
+        baseline = run(None)
+        if cache is not None:
+            cache.put(key, baseline)
+    return edited, baseline
