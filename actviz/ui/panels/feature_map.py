@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 MIN_PANEL_HEIGHT = 220
 #: A panel of mosaics may be this low: its canvases ask for the height their width needs.
 MIN_MAPS_PANEL_HEIGHT = 120
+#: The "edited: ..." badge is shortened with "…" past this width (its tooltip has it all).
+EDIT_BADGE_MAX_PX = 260
 
 
 def scale_legend(mosaic: Mosaic) -> str:
@@ -344,7 +346,7 @@ class LayerPanel(PanelBase):
         self._anchor: int | None = None
         self._edited = ""
         self._difference_shown = False
-        self.content.addWidget(self._build_edit_bar())
+        self._build_edit_bar()
 
         row = QtWidgets.QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -374,13 +376,18 @@ class LayerPanel(PanelBase):
         self._update_title()
         self._update_gradient_visibility()
 
-    def _build_edit_bar(self) -> QtWidgets.QWidget:
-        # "edited: ablate ch 3" and the difference toggle: shown once the layer has edits
-        # (or a run has an unedited twin to subtract).
-        bar = QtWidgets.QWidget()
-        layout = QtWidgets.QHBoxLayout(bar)
+    def _build_edit_bar(self) -> None:
+        # The title line becomes: title, "edited: ablate ch 3", ..., [difference]; the badge
+        # and the toggle show once the layer has edits (or a run has an unedited twin).
+        outer = self.layout()
+        assert isinstance(outer, QtWidgets.QBoxLayout)
+        position = outer.indexOf(self.title_label)
+        outer.removeWidget(self.title_label)
+        layout = QtWidgets.QHBoxLayout()
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(4)
+        layout.setSpacing(6)
+        layout.addWidget(self.title_label)
+        outer.insertLayout(position, layout)
         self.edit_badge = QtWidgets.QLabel()
         self.edit_badge.setStyleSheet(
             f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
@@ -400,8 +407,6 @@ class LayerPanel(PanelBase):
         )
         self.difference_button.setVisible(False)
         layout.addWidget(self.difference_button)
-        bar.setVisible(False)
-        return bar
 
     def _build_page_bar(self) -> QtWidgets.QWidget:
         bar = QtWidgets.QWidget()
@@ -461,10 +466,13 @@ class LayerPanel(PanelBase):
         if text == self._edited:
             return
         self._edited = text
-        self.edit_badge.setText(f"edited: {text}" if text else "")
+        metrics = self.edit_badge.fontMetrics()
+        shown = metrics.elidedText(
+            f"edited: {text}", QtCore.Qt.TextElideMode.ElideRight, EDIT_BADGE_MAX_PX
+        )
+        self.edit_badge.setText(shown if text else "")
         self.edit_badge.setToolTip(text)
         self.edit_badge.setVisible(bool(text))
-        self._update_edit_bar()
         self.update()  # the frame colour
 
     def edit_badge_text(self) -> str:
@@ -477,7 +485,6 @@ class LayerPanel(PanelBase):
         self.difference_button.setEnabled(available)
         if tooltip:
             self.difference_button.setToolTip(tooltip)
-        self._update_edit_bar()
 
     def hide_difference_toggle(self) -> None:
         """No difference to offer (no edits at all): the toggle goes, unchecked."""
@@ -485,7 +492,6 @@ class LayerPanel(PanelBase):
         self.difference_button.setChecked(False)
         self.difference_button.blockSignals(False)
         self.difference_button.setVisible(False)
-        self._update_edit_bar()
 
     def difference_wanted(self) -> bool:
         """Whether the user asked for the difference view."""
@@ -510,10 +516,6 @@ class LayerPanel(PanelBase):
     def difference_shown(self) -> bool:
         """Whether the activation side shows the difference now."""
         return self._difference_shown
-
-    def _update_edit_bar(self) -> None:
-        shown = bool(self._edited) or not self.difference_button.isHidden()
-        self.edit_badge.parentWidget().setVisible(shown)
 
     def selected_channels(self) -> list[int]:
         """Channels picked with Ctrl/Shift+click, in order."""

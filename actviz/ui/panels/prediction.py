@@ -108,7 +108,16 @@ class PredictionPanel(PanelBase):
         self.content.addWidget(self.placeholder)
         self._rows: list[_Row] = []
         self._data: list[tuple[int, str, float]] = []
+        self._bars_visible = True
         self.clear()
+
+    def set_bars_visible(self, visible: bool) -> None:
+        """Show or hide the bars (a before/after table added below takes their place)."""
+        self._bars_visible = bool(visible)
+        self.set_predictions(self._data)
+
+    def bars_visible(self) -> bool:
+        return self._bars_visible
 
     def set_predictions(self, rows: list[tuple[int, str, float]]) -> None:
         """Show ``rows`` (class index, label, probability in [0, 1]) in the given order."""
@@ -127,8 +136,8 @@ class PredictionPanel(PanelBase):
             row.percent.setText(
                 "nan" if math.isnan(probability) else f"{100.0 * probability:.1f} %"
             )
-            row.set_visible(True)
-        self.placeholder.setVisible(not self._data)
+            row.set_visible(self._bars_visible)
+        self.placeholder.setVisible(not self._data and self._bars_visible)
 
     def set_target_text(self, text: str) -> None:
         """Describe the gradient target, e.g. "target: class 3 (top-1 logit)"."""

@@ -230,6 +230,7 @@ class WhatIfController(QObject):
         result = self.session.result
         if result is None or result.baseline is None or result.capture is None:
             self.change_view.clear()
+            self.window.prediction_panel.set_bars_visible(True)
             self.dock.set_summary("")
             if result is not None and self.session.edits.active() and result.origin:
                 self.dock.set_summary("Live frames apply the edits (no unedited twin).")
@@ -237,6 +238,7 @@ class WhatIfController(QObject):
         self.dock.set_error("")
         rows, target = self.prediction_rows(result)
         self.change_view.set_rows(rows, target)
+        self.window.prediction_panel.set_bars_visible(False)  # the table has "after" too
         self.dock.set_summary(_summary(rows, target))
 
     def prediction_rows(self, result: RunResult) -> tuple[list[ChangeRow], ChangeRow | None]:

@@ -29,7 +29,7 @@ from actviz.ui.whatif.board import EditEntry, edit_value
 __all__ = ["EditRow", "EditsDock"]
 
 #: Preferred width of the dock (it shares the right side with Live).
-PREFERRED_WIDTH = 300
+PREFERRED_WIDTH = 250
 
 
 class EditRow(QWidget):

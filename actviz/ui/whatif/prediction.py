@@ -28,19 +28,26 @@ __all__ = ["COLUMNS", "ChangeRow", "PredictionChangeView", "format_change"]
 ChangeRow = tuple[int, str, float, float, float, float, float, float]
 
 COLUMNS = ("class", "before", "after", "Δp", "Δlogit")
+_TIPS = (
+    "class index: name (bold: the gradient target)",
+    "probability without the edits",
+    "probability with the edits",
+    "change of the probability, in percentage points",
+    "change of the logit (the raw output)",
+)
 _UP, _DOWN = QColor("#1e7b34"), QColor(style.BAR_BAD)
 
 
 def _percent(p: float) -> str:
-    return "nan" if math.isnan(p) else f"{100.0 * p:.1f} %"
+    return "nan" if math.isnan(p) else f"{100.0 * p:.1f}%"
 
 
 def format_change(value: float, *, percent: bool) -> str:
-    """``+12.3 pp`` / ``-0.042``: a signed change (probabilities in percentage points)."""
+    """``+12.3`` (percentage points) / ``-0.042``: a signed change, compact for the table."""
     if math.isnan(value):
         return "nan"
     if percent:
-        return f"{100.0 * value:+.1f} pp"
+        return f"{100.0 * value:+.1f}"
     return f"{value:+.3g}"
 
 
@@ -52,10 +59,16 @@ class PredictionChangeView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.setSpacing(2)
-        self.caption = style.caption_label("Before → after the edits")
+        self.caption = style.caption_label("Before → after the edits (Δp in points)")
+        self.caption.setWordWrap(True)
         layout.addWidget(self.caption)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        for col, tip in enumerate(_TIPS):
+            self.table.horizontalHeaderItem(col).setToolTip(tip)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -105,13 +118,16 @@ class PredictionChangeView(QWidget):
                     value = dp if col == 3 else dlogit
                     if not math.isnan(value) and value != 0:
                         item.setForeground(_UP if value > 0 else _DOWN)
+                if col == 0:
+                    item.setToolTip(f"class {index}: {name}")
                 if self._target is not None and index == self._target[0]:
                     item.setFont(bold)
-                    item.setToolTip("the gradient target")
+                    item.setToolTip(f"class {index}: {name} (the gradient target)")
                 self.table.setItem(i, col, item)
-        height = self.table.horizontalHeader().height() + 2
-        height += sum(self.table.rowHeight(i) for i in range(len(shown)))
-        self.table.setFixedHeight(height + 2)
+        # As tall as its rows: the panel scrolls, not the table.
+        height = self.table.horizontalHeader().sizeHint().height()
+        height += self.table.verticalHeader().defaultSectionSize() * len(shown)
+        self.table.setFixedHeight(height + 2 * self.table.frameWidth())
         self.target_label.setText(target_text)
         self.target_label.setVisible(bool(target_text))
         self.setVisible(bool(shown))
