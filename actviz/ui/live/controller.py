@@ -613,7 +613,7 @@ class LiveController(QObject):
                     keep_on_device=True,
                     input_grads=base_.input_grads,
                     # The Edits dock's edits apply to every frame (actviz.ui.whatif).
-                    **({"edits": base_.edits} if base_.edits else {}),
+                    edits=base_.edits or None,
                 )
             t2 = time.perf_counter()
             spec_.frame = frame

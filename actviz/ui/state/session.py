@@ -91,9 +91,11 @@ class RunRequest:
         ``{layer: (Edit, ...)}`` applied during the forward (``capture(edits=)``; the
         window's Edits dock, live frames too).
     baseline_cache
-        Where the unedited capture of the same input is kept while the user edits (None:
-        no edits made, the run is a plain capture); the result then carries it as
-        ``baseline`` (before/after, differences).
+        Where the unedited capture of the latest input is kept (the session's); an edited
+        run's result carries it as ``baseline`` (before/after, differences).
+    reuse_baseline
+        Without edits switched on, show the cached unedited capture instead of a new one
+        (the user has edits, all off: the run seen before them, exactly).
     """
 
     model: nn.Module
@@ -114,6 +116,7 @@ class RunRequest:
     colormap: str = AUTO
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     baseline_cache: BaselineCache | None = field(default=None, repr=False)
+    reuse_baseline: bool = False
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
@@ -160,6 +163,7 @@ def run_job(
             layers,
             edits=request.edits,
             cache=request.baseline_cache,
+            reuse=request.reuse_baseline,
             target=request.target,
             input_grads=request.input_grads,
             should_stop=should_stop,
@@ -533,12 +537,11 @@ class Session:
             input_grads=self.saliency_wanted,
             input_as_list=self.input_as_list,
             edits=self.edits.request_edits(),
-            baseline_cache=self.baseline if len(self.edits) else None,
+            baseline_cache=self.baseline,
+            reuse_baseline=len(self.edits) > 0,
         )
 
     def _on_edits_changed(self) -> None:
-        if not len(self.edits):
-            self.baseline.clear()  # no edits left: nothing to compare with
         self.edits_changed.emit()
 
     def set_result(self, result: RunResult | None) -> None:

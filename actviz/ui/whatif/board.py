@@ -30,10 +30,13 @@ class EditEntry:
     key: int
     layer: str
     edit: Edit
+    #: Where a patch takes its values (the pin's label), for the dock.
+    note: str = ""
 
     def describe(self) -> str:
-        """``layer: ablate ch 3`` (what the panels' badges and the dock say)."""
-        return f"{self.layer}: {self.edit.describe()}"
+        """``layer: ablate ch 3`` (what the dock says; ``(pin 1)`` after a patch)."""
+        text = f"{self.layer}: {self.edit.describe()}"
+        return f"{text} ({self.note})" if self.note else text
 
 
 def edit_value(edit: Edit) -> float | None:
@@ -81,9 +84,10 @@ class EditBoard:
                 return entry
         raise KeyError(key)
 
-    def add(self, layer: str, edit: Edit) -> EditEntry:
-        """Add ``edit`` on ``layer`` (applied after the layer's earlier edits)."""
-        entry = EditEntry(next(self._keys), layer, edit)
+    def add(self, layer: str, edit: Edit, note: str = "") -> EditEntry:
+        """Add ``edit`` on ``layer`` (applied after the layer's earlier edits); ``note``
+        says where a patch takes its values."""
+        entry = EditEntry(next(self._keys), layer, edit, note)
         self._entries.append(entry)
         self._changed()
         return entry

@@ -118,9 +118,9 @@ class WhatIfController(QObject):
         window.closed.connect(self.shutdown)
 
     # ------------------------------------------------------------------ edits
-    def add_edit(self, layer: str, edit: Any) -> None:
+    def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
         """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""
-        self.session.edits.add(layer, edit)
+        self.session.edits.add(layer, edit, note)
         self.dock.show()
         self.dock.raise_()
 
@@ -172,8 +172,8 @@ class WhatIfController(QObject):
         menu.setToolTipsVisible(True)
         menu.addSection(f"{layer} · {what}")
 
-        def adder(make: Callable[[], Any]) -> Callable[[], None]:
-            return lambda: self._add_made(layer, make)
+        def adder(make: Callable[[], Any], note: str = "") -> Callable[[], None]:
+            return lambda: self._add_made(layer, make, note)
 
         menu.addAction(f"Ablate {what}", adder(lambda: E.ablate(channels))).setToolTip(
             "Set these channels to zero during the forward"
@@ -196,7 +196,8 @@ class WhatIfController(QObject):
             for pin in pins:
                 cap = pin.result.capture
                 action = sub.addAction(
-                    pin.label, adder(lambda cap=cap: E.patch(cap, channels=channels))
+                    pin.label,
+                    adder(lambda cap=cap: E.patch(cap, channels=channels), pin.label),
                 )
                 if layer not in cap:
                     action.setEnabled(False)
@@ -212,13 +213,13 @@ class WhatIfController(QObject):
         if factor is not None:
             self._add_made(layer, lambda: E.scale(channels, factor))
 
-    def _add_made(self, layer: str, make: Callable[[], Any]) -> None:
+    def _add_made(self, layer: str, make: Callable[[], Any], note: str = "") -> None:
         try:
             edit = make()
         except (TypeError, ValueError) as exc:
             self.window.show_error(f"Could not make the edit: {exc}")
             return
-        self.add_edit(layer, edit)
+        self.add_edit(layer, edit, note)
 
     # ------------------------------------------------------------------ results
     def _on_run_failed(self, text: str) -> None:

@@ -27,6 +27,7 @@ def capture_pair(
     *,
     edits: Mapping[str, Sequence[Any]] | None,
     cache: BaselineCache | None,
+    reuse: bool = True,
     target: Any = None,
     input_grads: bool = True,
     should_stop: Callable[[], bool] | None = None,
@@ -36,13 +37,14 @@ def capture_pair(
     same input (None when there are no edits: the capture is the unedited one).
 
     The unedited capture comes from ``cache`` when it holds one for the same model, input,
-    layers, target and ``input_grads``; a new one is put there. Raises what
+    layers, target and ``input_grads``; a new one is put there. Without edits, a cached one
+    is returned only when ``reuse`` (the user has edits, all switched off: the very run seen
+    before them); otherwise the run is a fresh capture, kept in the cache. Raises what
     :func:`actviz.core.capture.capture` raises (bad edits: ``ValueError`` before the forward).
     """
     from actviz.core.capture import capture
 
     def run(with_edits: Mapping[str, Sequence[Any]] | None) -> Capture:
-        kwargs: dict[str, Any] = {"edits": dict(with_edits)} if with_edits else {}
         return capture(
             model,
             inputs,
@@ -51,13 +53,13 @@ def capture_pair(
             should_stop=should_stop,
             max_bytes=max_bytes,
             input_grads=input_grads,
-            **kwargs,
+            edits=dict(with_edits) if with_edits else None,
         )
 
     key = BaselineKey(model, inputs, tuple(layers), target, bool(input_grads))
     baseline = cache.get(key) if cache is not None else None
     if not edits:
-        if baseline is None:
+        if baseline is None or not reuse:
             baseline = run(None)
             if cache is not None:
                 cache.put(key, baseline)

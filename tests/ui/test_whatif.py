@@ -1,0 +1,245 @@
+"""What-if in the window: edits from a right click on a tile, the Edits dock, before/after
+predictions, the difference view and live frames, on the tiny CNN (exact numbers from
+``actviz.capture`` with the same edits)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QSettings, Qt
+
+from actviz.core.capture import capture
+from actviz.display.colormaps import DIVERGING_CMAP
+from actviz.display.mosaic import mosaic
+from actviz.edits import ablate, scale
+from actviz.ui.window.main_window import MainWindow
+from tests.ui.tiny_models import TinyCNN
+
+RUN_TIMEOUT_MS = 60_000
+LAYERS = ["conv1", "conv2", "fc"]
+LEFT, RIGHT = Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton
+
+
+def _x(seed: int = 1) -> torch.Tensor:
+    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings, debounce_ms=20)
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    qtbot.waitExposed(w)
+    torch.manual_seed(0)
+    w.set_model(TinyCNN().eval(), layers=LAYERS)
+    w.set_input(_x())
+    _wait_run(qtbot, w, start=True)
+    yield w
+    w.close()
+
+
+def _wait_run(qtbot, window: MainWindow, *, start: bool = False) -> None:
+    """Wait for the next result on the panels (``start``: start it now)."""
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        if start:
+            assert window.run() is not None
+    window.flush_panel_updates()
+
+
+def _right_click_tile(qtbot, window: MainWindow, layer: str, channel: int):
+    """A real right click on ``channel``'s tile: the menu it pops up."""
+    panel = window.layer_panels[layer]
+    window.layers_scroll.ensureWidgetVisible(panel)
+    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
+    canvas = panel.activation_slot.image_canvas
+    y0, x0 = panel.activation_slot.mosaic.tile_origin(channel)
+    window.whatif.menu = None
+    qtbot.mouseClick(canvas.viewport(), RIGHT, pos=canvas.image_to_widget(x0 + 1.5, y0 + 1.5))
+    qtbot.waitUntil(lambda: window.whatif.menu is not None and window.whatif.menu.isVisible())
+    return window.whatif.menu
+
+
+def _click_menu_item(qtbot, menu, text: str) -> None:
+    action = next(a for a in menu.actions() if a.text() == text)
+    assert action.isEnabled(), f"{text!r} is disabled"
+    qtbot.mouseClick(menu, LEFT, pos=menu.actionGeometry(action).center())
+
+
+def _softmax(t: torch.Tensor) -> np.ndarray:
+    return torch.softmax(t.detach().double()[0], dim=0).numpy()
+
+
+def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_back(qtbot, window):
+    model, x = window.session.model, window.session.input.value
+    first = window.result
+    first_mosaic = window.layer_panels["conv2"].activation_slot.mosaic
+    menu = _right_click_tile(qtbot, window, "conv2", 1)
+    texts = [a.text() for a in menu.actions()]
+    assert texts[1:4] == ["Ablate ch 1", "Scale ch 1…", "Keep only ch 1"]
+    patch = next(a for a in menu.actions() if a.text() == "Patch from pin")
+    assert not patch.isEnabled() and "Pin a run first" in patch.toolTip()
+
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        _click_menu_item(qtbot, menu, "Ablate ch 1")
+    window.flush_panel_updates()
+    result = window.result
+    assert [e.describe() for e in result.capture.edits["conv2"]] == ["ablate ch 1"]
+    # The window's run is the edited network's, exactly; the unedited twin is kept.
+    edited = capture(model, x, LAYERS, edits={"conv2": ablate([1])})
+    plain = capture(model, x, LAYERS)
+    torch.testing.assert_close(result.capture.output, edited.output, rtol=0, atol=0)
+    assert result.baseline is first.capture
+    assert not np.abs(result.layers["conv2"].view.data[1]).any()
+    # Before/after side by side: the rows' numbers are the two runs' probabilities and logits.
+    view = window.whatif.change_view
+    assert not view.isHidden() and not window.prediction_panel.bars_visible()
+    p_a, p_b = _softmax(plain.output), _softmax(edited.output)
+    rows = view.rows()
+    assert {r[0] for r in rows} >= set(np.argsort(-p_a)[:5].tolist())
+    for index, _name, pa, pb, dp, la, lb, dl in rows:
+        assert pa == pytest.approx(p_a[index], abs=1e-6)
+        assert pb == pytest.approx(p_b[index], abs=1e-6)
+        assert dp == pytest.approx(p_b[index] - p_a[index], abs=1e-6)
+        assert la == pytest.approx(float(plain.output[0, index]), abs=1e-5)
+        assert lb == pytest.approx(float(edited.output[0, index]), abs=1e-5)
+        assert dl == pytest.approx(
+            float(edited.output[0, index] - plain.output[0, index]), abs=1e-5
+        )
+    target = view.target_row()
+    assert target is not None and target[0] == plain.target_index
+    assert "→" in window.whatif.dock.summary.text()
+    # Marked: the edited layer's badge, not the others'; the dock lists the edit.
+    panels = window.layer_panels
+    assert panels["conv2"].edit_badge_text() == "ablate ch 1"
+    assert panels["conv1"].edit_badge_text() == ""
+    dock = window.whatif.dock
+    assert dock.isVisible() and [r.label.text() for r in dock.rows] == ["conv2: ablate ch 1"]
+
+    # Off in the dock: the original run is back, exactly (the very capture, re-used).
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        dock.rows[0].enabled_box.click()
+    window.flush_panel_updates()
+    assert window.result.capture is first.capture and window.result.baseline is None
+    shown = panels["conv2"].activation_slot.mosaic
+    assert np.array_equal(shown.image, first_mosaic.image, equal_nan=True)
+    assert panels["conv2"].edit_badge_text() == ""
+    assert window.prediction_panel.bars_visible() and view.isHidden()
+    assert dock.rows[0].label.text() == "conv2: ablate ch 1 (off)"
+
+
+def test_difference_toggle_scale_value_and_selection(qtbot, window):
+    model, x = window.session.model, window.session.input.value
+    # Ctrl+click two tiles of conv1, then right-click one of them: the menu is about both.
+    panel1 = window.layer_panels["conv1"]
+    canvas = panel1.activation_slot.image_canvas
+    m = panel1.activation_slot.mosaic
+    for channel in (0, 2):
+        y0, x0 = m.tile_origin(channel)
+        qtbot.mouseClick(
+            canvas.viewport(),
+            LEFT,
+            Qt.KeyboardModifier.ControlModifier,
+            pos=canvas.image_to_widget(x0 + 1.5, y0 + 1.5),
+        )
+    assert panel1.selected_channels() == [0, 2] and len(canvas.marked()) == 2
+    window.whatif.ask_factor = lambda parent, prompt: 2.0
+    menu = _right_click_tile(qtbot, window, "conv1", 2)
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        _click_menu_item(qtbot, menu, "Scale ch 0, 2…")
+    window.flush_panel_updates()
+    edited = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 2.0)})
+    plain = capture(model, x, LAYERS)
+    torch.testing.assert_close(window.result.capture.output, edited.output, rtol=0, atol=0)
+
+    # The difference of a later layer: edited minus unedited, symmetric, diverging colours.
+    panel2 = window.layer_panels["conv2"]
+    assert panel2.difference_button.isVisible() and panel2.difference_button.isEnabled()
+    window.colormap_combo.setCurrentText("viridis")  # a difference is diverging whatever the map
+    qtbot.mouseClick(panel2.difference_button, LEFT)
+    assert panel2.difference_shown()
+    want = (edited["conv2"].tensor - plain["conv2"].tensor)[0].numpy()
+    slot = panel2.activation_slot
+    np.testing.assert_allclose(slot.view.data, want, rtol=1e-5, atol=1e-6)
+    expected = mosaic(want, normalize="channel", symmetric=True)
+    np.testing.assert_allclose(slot.mosaic.image, expected.image, rtol=1e-5, atol=1e-6)
+    assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIVERGING_CMAP
+    assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
+    # The factor edited in the dock re-runs with the new value; the difference follows.
+    dock = window.whatif.dock
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        dock.rows[0].value_box.setValue(0.5)
+    window.flush_panel_updates()
+    halved = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 0.5)})
+    torch.testing.assert_close(window.result.capture.output, halved.output, rtol=0, atol=0)
+    assert panel2.difference_shown()
+    want = (halved["conv2"].tensor - plain["conv2"].tensor)[0].numpy()
+    np.testing.assert_allclose(slot.view.data, want, rtol=1e-5, atol=1e-6)
+    # Off again: the edited activation itself.
+    qtbot.mouseClick(panel2.difference_button, LEFT)
+    assert not panel2.difference_shown()
+    np.testing.assert_array_equal(slot.view.data, window.result.layers["conv2"].view.data)
+    # Clear all: no edits, no toggle, the plain run.
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(dock.clear_button, LEFT)
+    assert not dock.rows and not window.result.capture.edits
+    assert panel2.difference_button.isHidden()
+
+
+def test_a_bad_edit_is_a_message_not_a_crash(qtbot, window):
+    first = window.result
+    with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as failed:
+        window.whatif.add_edit("conv2", ablate([99]))
+    assert "99" in failed.args[0]
+    assert "99" in " ".join(window.banner.texts()) and "99" in window.whatif.dock.error_label.text()
+    assert window.result is first  # the panels keep the previous result
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.whatif.dock.rows[0].remove_button.click()
+    assert window.result.capture.edits == {}
+    torch.testing.assert_close(window.result.capture.output, first.capture.output)
+    assert window.whatif.dock.error_label.isHidden()
+
+
+def test_patch_from_a_pinned_run(qtbot, window):
+    model = window.session.model
+    pinned = window.pin_result()
+    assert pinned is not None
+    window.set_input(_x(2))
+    _wait_run(qtbot, window)
+    menu = _right_click_tile(qtbot, window, "conv2", 3)
+    sub = next(a for a in menu.actions() if a.text() == "Patch from pin").menu()
+    assert [a.text() for a in sub.actions()] == [pinned.label]
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        sub.actions()[0].trigger()
+    window.flush_panel_updates()
+    source = capture(model, _x(1), LAYERS)
+    edited = capture(model, _x(2), LAYERS)
+    got = window.result.layers["conv2"].view.data
+    np.testing.assert_allclose(got[3], source["conv2"].tensor[0, 3].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got[0], edited["conv2"].tensor[0, 0].numpy(), rtol=1e-6)
+    assert window.whatif.dock.rows[0].label.text().endswith(f"({pinned.label})")
+
+
+def test_live_frames_apply_the_edits(qtbot, window):
+    from actviz.ui.live.dock import install_live_mode
+    from actviz.ui.live.frames import TensorFrames
+
+    model = window.session.model
+    live = install_live_mode(window)
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.whatif.add_edit("conv1", ablate([0, 1]))
+    frames = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
+    shown = live.frames_shown
+    live.set_source(TensorFrames(frames, "clip"))
+    qtbot.waitUntil(lambda: live.frames_shown > shown, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
+    result = window.result
+    assert result.origin is not None  # a live frame
+    assert [e.describe() for e in result.capture.edits["conv1"]] == ["ablate ch 0, 1"]
+    want = capture(model, frames[:1], LAYERS, edits={"conv1": ablate([0, 1])})
+    np.testing.assert_allclose(
+        result.layers["conv2"].view.data, want["conv2"].tensor[0].numpy(), rtol=1e-5, atol=1e-6
+    )
+    assert window.layer_panels["conv1"].edit_badge_text() == "ablate ch 0, 1"
