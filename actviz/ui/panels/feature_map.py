@@ -362,6 +362,7 @@ class LayerPanel(PanelBase):
         bottom.setContentsMargins(0, 0, 0, 0)
         bottom.setSpacing(2)
         self.status_label = style.readout_label()
+        bottom.addWidget(self.edit_badge)
         bottom.addWidget(self.status_label, 1)
         self.page_bar = self._build_page_bar()
         bottom.addWidget(self.page_bar)
@@ -377,8 +378,8 @@ class LayerPanel(PanelBase):
         self._update_gradient_visibility()
 
     def _build_edit_bar(self) -> None:
-        # The title line becomes: title, "edited: ablate ch 3", ..., [difference]; the badge
-        # and the toggle show once the layer has edits (or a run has an unedited twin).
+        # The title line becomes: title ... [difference] (shown while there are edits); the
+        # "edited: ablate ch 3" badge shows on edited layers.
         outer = self.layout()
         assert isinstance(outer, QtWidgets.QBoxLayout)
         position = outer.indexOf(self.title_label)
@@ -386,15 +387,16 @@ class LayerPanel(PanelBase):
         layout = QtWidgets.QHBoxLayout()
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
-        layout.addWidget(self.title_label)
+        layout.addWidget(self.title_label, 1)
         outer.insertLayout(position, layout)
+        # The badge goes on the read-out line at the bottom (see __init__): beside the title
+        # it would squeeze a long layer name to nothing, and a line of its own would change
+        # the panel's height.
         self.edit_badge = QtWidgets.QLabel()
         self.edit_badge.setStyleSheet(
             f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
         )
         self.edit_badge.setVisible(False)
-        layout.addWidget(self.edit_badge)
-        layout.addStretch(1)
         self.difference_button = QtWidgets.QToolButton()
         self.difference_button.setText("difference")
         self.difference_button.setCheckable(True)
@@ -406,6 +408,8 @@ class LayerPanel(PanelBase):
             lambda on: self.difference_toggled.emit(self.name, bool(on))
         )
         self.difference_button.setVisible(False)
+        # No taller than the title: showing it must not change the panel's height.
+        self.difference_button.setFixedHeight(self.title_label.sizeHint().height())
         layout.addWidget(self.difference_button)
 
     def _build_page_bar(self) -> QtWidgets.QWidget:

@@ -27,9 +27,10 @@ __all__ = ["COLUMNS", "ChangeRow", "PredictionChangeView", "format_change"]
 
 ChangeRow = tuple[int, str, float, float, float, float, float, float]
 
-COLUMNS = ("class", "before", "after", "Δp", "Δlogit")
+#: The number columns; each class has its name on a line of its own above its numbers, so a
+#: narrow Overview keeps both readable.
+COLUMNS = ("before", "after", "Δp", "Δlogit")
 _TIPS = (
-    "class index: name (bold: the gradient target)",
     "probability without the edits",
     "probability with the edits",
     "change of the probability, in percentage points",
@@ -52,7 +53,8 @@ def format_change(value: float, *, percent: bool) -> str:
 
 
 class PredictionChangeView(QWidget):
-    """A compact table: class, probability before and after the edits, and the changes."""
+    """A compact table: per class, its name, then its probability before and after the
+    edits and the changes of probability and logit."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -75,9 +77,8 @@ class PredictionChangeView(QWidget):
         self.table.setShowGrid(False)
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col in range(1, len(COLUMNS)):
-            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        for col in range(len(COLUMNS)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
         layout.addWidget(self.table, 1)
         self.target_label = style.caption_label()
@@ -96,13 +97,23 @@ class PredictionChangeView(QWidget):
         shown = list(self._rows)
         if self._target is not None and all(r[0] != self._target[0] for r in shown):
             shown.append(self._target)
-        self.table.setRowCount(len(shown))
+        self.table.clearSpans()
+        self.table.setRowCount(2 * len(shown))
         bold = QFont(self.font())
         bold.setBold(True)
         for i, row in enumerate(shown):
             index, name, p_a, p_b, dp, _la, _lb, dlogit = row
+            is_target = self._target is not None and index == self._target[0]
+            label = f"{index}: {name}" if name and name != str(index) else f"class {index}"
+            title = QTableWidgetItem(label + ("  (target)" if is_target else ""))
+            title.setToolTip(
+                f"class {index}: {name}" + (" - the gradient target" if is_target else "")
+            )
+            if is_target:
+                title.setFont(bold)
+            self.table.setItem(2 * i, 0, title)
+            self.table.setSpan(2 * i, 0, 1, len(COLUMNS))
             cells = [
-                f"{index}: {name}" if name and name != str(index) else str(index),
                 _percent(p_a),
                 _percent(p_b),
                 format_change(dp, percent=True),
@@ -110,23 +121,17 @@ class PredictionChangeView(QWidget):
             ]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if col:
-                    item.setTextAlignment(
-                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-                    )
-                if col >= 3:
-                    value = dp if col == 3 else dlogit
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if col >= 2:
+                    value = dp if col == 2 else dlogit
                     if not math.isnan(value) and value != 0:
                         item.setForeground(_UP if value > 0 else _DOWN)
-                if col == 0:
-                    item.setToolTip(f"class {index}: {name}")
-                if self._target is not None and index == self._target[0]:
+                if is_target:
                     item.setFont(bold)
-                    item.setToolTip(f"class {index}: {name} (the gradient target)")
-                self.table.setItem(i, col, item)
+                self.table.setItem(2 * i + 1, col, item)
         # As tall as its rows: the panel scrolls, not the table.
         height = self.table.horizontalHeader().sizeHint().height()
-        height += self.table.verticalHeader().defaultSectionSize() * len(shown)
+        height += self.table.verticalHeader().defaultSectionSize() * 2 * len(shown)
         self.table.setFixedHeight(height + 2 * self.table.frameWidth())
         self.target_label.setText(target_text)
         self.target_label.setVisible(bool(target_text))
@@ -140,10 +145,12 @@ class PredictionChangeView(QWidget):
         return self._target
 
     def cell_texts(self) -> list[list[str]]:
-        """What the table says, row by row (what the user reads)."""
+        """What the table says, one list per class: its name line, then its numbers."""
+        table = self.table
         return [
-            [self.table.item(r, c).text() for c in range(self.table.columnCount())]
-            for r in range(self.table.rowCount())
+            [table.item(r, 0).text()]
+            + [table.item(r + 1, c).text() for c in range(table.columnCount())]
+            for r in range(0, table.rowCount(), 2)
         ]
 
     def clear(self) -> None:
