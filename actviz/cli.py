@@ -208,6 +208,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     import actviz
     from actviz.io.export import export_capture
     from actviz.io.inputs import open_input
+    from actviz.io.reproduce import run_source
 
     loaded = _open(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
@@ -238,6 +239,16 @@ def cmd_export(args: argparse.Namespace) -> int:
         normalize=args.normalize,
         gradcam_layer=args.gradcam_layer,
         progress=progress,
+        source=run_source(
+            loaded,
+            str(args.input),
+            arch=args.arch,
+            weights=_weights(args.weights),
+            trust=args.trust,
+            device=args.device,
+            list_input=args.list_input,
+            target=target,
+        ),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
