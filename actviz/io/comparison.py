@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from actviz.io.export import (
     render_layer_png,
     safe_name,
 )
+from actviz.io.reproduce import run_source, write_compare_reproduce
 
 __all__ = ["run_compare", "write_comparison"]
 
@@ -187,6 +189,21 @@ def run_compare(
         categories=loaded_a.categories,
         runs=runs,
     )
+    sources = [
+        run_source(
+            loaded,
+            inp_src,
+            arch=args.arch,
+            weights=None if str(args.weights).lower() in ("none", "random") else args.weights,
+            trust=args.trust,
+            device=args.device,
+            list_input=args.list_input,
+        )
+        for loaded, inp_src in ((loaded_a, args.input), (loaded_b, args.input_b or args.input))
+    ]
+    if loaded_b is loaded_a:  # one model: opened once by the script
+        sources[1] = replace(sources[1], state=sources[0].state)
+    files += write_compare_reproduce(args.out, sources[0], sources[1], layers, args.tol)
     first = comparison.first_divergence
     where = "none" if first is None else f"{first.name} (rel. L2 {first.rel_l2:.3g})"
     print(

@@ -33,7 +33,15 @@ import torch
 from actviz.core.edits import Edit
 from actviz.core.records import Capture
 
-__all__ = ["SCRIPT_NAME", "RunSource", "reproduce_script", "run_source", "write_reproduce"]
+__all__ = [
+    "SCRIPT_NAME",
+    "RunSource",
+    "compare_script",
+    "reproduce_script",
+    "run_source",
+    "write_compare_reproduce",
+    "write_reproduce",
+]
 
 #: The file name of the script in an export folder.
 SCRIPT_NAME = "reproduce.py"
@@ -156,6 +164,55 @@ def _importable(fn: Any) -> tuple[str, str] | None:
     return None
 
 
+def _model_lines(
+    source: RunSource, saved: Mapping[str, str], notes: list[str], tag: str
+) -> list[str]:
+    model_var, loaded_var = f"model{tag}", f"loaded{tag}"
+    lines: list[str] = []
+    lines += [
+        f"{loaded_var} = open_model({_absolute(source.model)!r}, "
+        f"arch={_absolute(source.arch)!r}, weights={source.weights!r}, "
+        f"trust={source.trust!r}, device={source.device!r})",
+        f"{model_var} = {loaded_var}.model",
+    ]
+    if f"weights{tag}" in saved:
+        name = saved[f"weights{tag}"]
+        notes.append(f"{model_var} had random weights: they are loaded from {name}")
+        lines.append(f"{model_var}.load_state_dict(torch.load(HERE / {name!r}, weights_only=True))")
+    return lines
+
+
+def _open_lines(
+    source: RunSource,
+    saved: Mapping[str, str],
+    notes: list[str],
+    tag: str = "",
+    same_model_as: str | None = None,
+) -> list[str]:
+    """Lines that open ``loaded{tag}``, ``model{tag}`` and the input ``x{tag}`` (the model
+    of tag ``same_model_as`` again when given)."""
+    lines: list[str] = []
+    model_var, loaded_var, x_var = f"model{tag}", f"loaded{tag}", f"x{tag}"
+    if same_model_as is not None:
+        lines.append(f"{loaded_var}, {model_var} = loaded{same_model_as}, model{same_model_as}")
+    elif source.model is None:
+        notes.append(f"the source of {model_var} is unknown (a module made in Python)")
+        lines.append(
+            'raise SystemExit("reproduce.py: the model was not opened from a name or file; '
+            'write how to open it below")'
+        )
+    if same_model_as is None:
+        lines += _model_lines(source, saved, notes, tag)
+    if f"inputs{tag}" in saved:
+        lines.append(f"{x_var} = torch.load(HERE / {saved[f'inputs{tag}']!r}, weights_only=True)")
+    else:
+        lines.append(
+            f"{x_var} = actviz.load_input({_absolute(source.input)!r}, "
+            f"loaded_model={loaded_var}, as_list={source.list_input!r})"
+        )
+    return lines
+
+
 def reproduce_script(
     cap: Capture,
     source: RunSource | None,
@@ -207,30 +264,7 @@ def reproduce_script(
         'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
         "",
     ]
-    if source.model is None:
-        notes.append("the model's source is unknown (a module made in Python): set MODEL")
-        lines.append(
-            'raise SystemExit("reproduce.py: the model was not opened from a name or file; '
-            'edit MODEL below")'
-        )
-    lines += [
-        f"MODEL = {_absolute(source.model)!r}",
-        f"loaded = open_model(MODEL, arch={_absolute(source.arch)!r}, "
-        f"weights={source.weights!r}, trust={source.trust!r}, device={source.device!r})",
-        "model = loaded.model",
-    ]
-    if "weights" in saved:
-        notes.append("the model had random weights: they are loaded from " + saved["weights"])
-        lines.append(
-            f"model.load_state_dict(torch.load(HERE / {saved['weights']!r}, weights_only=True))"
-        )
-    if "inputs" in saved:
-        lines.append(f"x = torch.load(HERE / {saved['inputs']!r}, weights_only=True)")
-    else:
-        lines.append(
-            f"x = actviz.load_input({_absolute(source.input)!r}, loaded_model=loaded, "
-            f"as_list={source.list_input!r})"
-        )
+    lines += _open_lines(source, saved, notes)
     lines.append("")
     edit_lines: list[str] = []
     fn_defs: list[str] = []
@@ -355,5 +389,82 @@ def write_reproduce(
                 index += 1
     path = out / SCRIPT_NAME
     path.write_text(reproduce_script(cap, source, layers, files=files, saved=saved))
+    written.append(path)
+    return written
+
+
+def compare_script(
+    source_a: RunSource,
+    source_b: RunSource,
+    layers: Sequence[str] | None,
+    tol: float,
+    saved: Mapping[str, str] | None = None,
+) -> str:
+    """The text of the ``reproduce.py`` of ``actviz compare``: both runs, then
+    :func:`actviz.compare`, written as ``OUT/compare.json`` (``Comparison.to_dict()``)."""
+    saved = dict(saved or {})
+    notes: list[str] = []
+    same = source_b.model == source_a.model and source_b.state is source_a.state
+    body = _open_lines(source_a, saved, notes, "_a")
+    body += _open_lines(source_b, saved, notes, "_b", same_model_as="_a" if same else None)
+    body += [
+        "",
+        f"LAYERS = {None if layers is None else list(layers)!r}",
+        "cap_a = actviz.capture(model_a, x_a, LAYERS, gradients=False, keep_inputs=False)",
+        "cap_b = actviz.capture(model_b, x_b, LAYERS, gradients=False, keep_inputs=False)",
+        f"comparison = actviz.compare(cap_a, cap_b, tol={float(tol)!r})",
+        "OUT.mkdir(parents=True, exist_ok=True)",
+        '(OUT / "compare.json").write_text(json.dumps(comparison.to_dict(), indent=2))',
+        "first = comparison.first_divergence",
+        'print("first divergence:", None if first is None else first.name)',
+    ]
+    head = [
+        '"""Rebuild the two runs compared in this folder with actviz\'s public API and write',
+        "their comparison into OUT/compare.json (default: ./reproduced beside this script).",
+        "",
+        "    python reproduce.py [OUT]",
+        "",
+        f"Run A: {source_a.model} on {source_a.input}",
+        f"Run B: {source_b.model} on {source_b.input}",
+    ]
+    if notes:
+        head += ["", "Notes:"] + [f"- {n}" for n in notes]
+    head.append('"""')
+    lines = [
+        "import json",
+        "import sys",
+        "from pathlib import Path",
+        "",
+        "import torch",
+        "",
+        "import actviz",
+        "from actviz.io.models import open_model",
+        "",
+        "HERE = Path(__file__).resolve().parent",
+        'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
+        "",
+    ]
+    return "\n".join(head + [""] + lines + body) + "\n"
+
+
+def write_compare_reproduce(
+    out_dir: str | Path,
+    source_a: RunSource,
+    source_b: RunSource,
+    layers: Sequence[str] | None,
+    tol: float,
+) -> list[Path]:
+    """Write the ``reproduce.py`` of a comparison (and the random weights it loads)."""
+    out = Path(out_dir)
+    written: list[Path] = []
+    saved: dict[str, str] = {}
+    for tag, source in (("_a", source_a), ("_b", source_b)):
+        if source.state is not None and not (tag == "_b" and source.state is source_a.state):
+            path = out / f"reproduce_weights{tag}.pt"
+            torch.save(dict(source.state), path)
+            saved[f"weights{tag}"] = path.name
+            written.append(path)
+    path = out / SCRIPT_NAME
+    path.write_text(compare_script(source_a, source_b, layers, tol, saved))
     written.append(path)
     return written

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import runpy
+import sys
 
 import numpy as np
 import pytest
@@ -88,8 +90,19 @@ def test_two_checkpoints(checkpoints, tmp_path, capsys):
     assert data["files"]["fc"] == ["diff_fc.png"]  # bars: no mosaic
     assert {p.name for p in out.iterdir()} == {
         "compare.json",
+        "reproduce.py",
         *(f for files in data["files"].values() for f in files),
     }
+    # reproduce.py rebuilds both runs and their comparison (run here, in this process)
+    again = tmp_path / "again"
+    argv = sys.argv
+    try:
+        sys.argv = [str(out / "reproduce.py"), str(again)]
+        runpy.run_path(str(out / "reproduce.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    rebuilt = json.loads((again / "compare.json").read_text())
+    assert rebuilt["layers"] == data["layers"] and rebuilt["output"] == data["output"]
 
 
 def test_two_inputs_of_other_sizes_skip_the_mismatched_layers(checkpoints, tmp_path, capsys):
@@ -106,6 +119,11 @@ def test_two_inputs_of_other_sizes_skip_the_mismatched_layers(checkpoints, tmp_p
         {"name": "conv", "call_index": 0, "reason": "shapes differ: (1, 4, 6, 6) vs (1, 4, 7, 7)"}
     ]
     assert data["layers"][0]["cka"] is None  # a batch of one
+    # one model, opened once by reproduce.py, its random weights saved beside it
+    script = (out / "reproduce.py").read_text()
+    assert "loaded_b, model_b = loaded_a, model_a" in script
+    assert (out / "reproduce_weights_a.pt").exists()
+    assert not (out / "reproduce_weights_b.pt").exists()
 
 
 @pytest.mark.parametrize(

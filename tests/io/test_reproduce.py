@@ -91,7 +91,7 @@ def test_script_says_what_it_cannot_rebuild():
 
     cap = actviz.capture(model, torch.randn(1, 3), edits={"0": [twist, ablate(0, call=0)]})
     text = reproduce_script(cap, None, ["0"], files={"0": "0.npz"}, saved={"inputs": "i.pt"})
-    assert "the model's source is unknown" in text and "raise SystemExit(" in text
+    assert "the source of model is unknown" in text and "raise SystemExit(" in text
     assert "def custom_fn0(output):" in text and "NotImplementedError" in text
     assert "the custom edit 'twist' on '0' is Python code" in text
     assert "'0': [custom(custom_fn0), ablate([0], call=0)]" in text
