@@ -280,6 +280,16 @@ def test_no_edits_and_disabled_edits_change_nothing(resnet, x, plain):
                 assert torch.equal(a.tensor, b.tensor) and torch.equal(a.grad, b.grad)
 
 
+def test_edits_that_never_apply_are_reported(resnet, x):
+    cap = actviz.capture(
+        resnet, x, ["fc"], gradients=False, edits={"layer1.0.bn1": ablate(1, call=1)}
+    )
+    assert cap.warnings == [
+        "edit 'ablate ch 1 (call 1)' on layer 'layer1.0.bn1' was not applied: the module ran 1 "
+        "time(s) during this forward pass"
+    ]
+
+
 def test_forward_only_capture_applies_edits(resnet, x):
     cap = actviz.capture(
         resnet, x, ["layer1.0.bn1"], gradients=False, edits={"layer1.0.bn1": keep(2)}
