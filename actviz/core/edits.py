@@ -587,6 +587,21 @@ class EditHooks:
         """Register the hooks; the caller removes the handles (in ``finally``)."""
         return [module.register_forward_hook(self.hook) for module in self.edited]
 
+    def warnings(self) -> list[str]:
+        """Edits that never applied: their module did not run, or ran fewer times."""
+        out = []
+        for module, items in self.edited.items():
+            ran = self.calls.get(module, 0)
+            for applied in items:
+                call = applied.edit.call
+                if ran == 0 or (call is not None and call >= ran):
+                    times = "did not run" if ran == 0 else f"ran {ran} time(s)"
+                    out.append(
+                        f"edit {applied.edit.describe()!r} on layer {applied.name!r} was not "
+                        f"applied: the module {times} during this forward pass"
+                    )
+        return out
+
     def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
         index = self.calls.get(module, 0)
         self.calls[module] = index + 1
