@@ -10,7 +10,7 @@ import torch
 from PySide6.QtCore import QSettings, Qt
 
 from actviz.core.capture import capture
-from actviz.display.colormaps import DIVERGING_CMAP
+from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import mosaic
 from actviz.edits import ablate, scale
 from actviz.ui.window.main_window import MainWindow
@@ -165,7 +165,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
     np.testing.assert_allclose(slot.view.data, want, rtol=1e-5, atol=1e-6)
     expected = mosaic(want, normalize="channel", symmetric=True)
     np.testing.assert_allclose(slot.mosaic.image, expected.image, rtol=1e-5, atol=1e-6)
-    assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIVERGING_CMAP
+    assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIFFERENCE_CMAP
     assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
     # The factor edited in the dock re-runs with the new value; the difference follows.
     dock = window.whatif.dock

@@ -501,12 +501,15 @@ class LayerPanel(PanelBase):
         """Whether the user asked for the difference view."""
         return self.difference_button.isChecked() and not self.difference_button.isHidden()
 
-    def set_difference(self, view: LayerView, mosaic: Mosaic | None) -> None:
-        """Show ``view`` (edited minus unedited) in the activation side, symmetric about 0
-        in the diverging map whatever the colour-map choice."""
+    def set_difference(
+        self, view: LayerView, mosaic: Mosaic | None, colormap: str | None = None
+    ) -> None:
+        """Show ``view`` (edited minus unedited) in the activation side, painted with
+        ``colormap`` (None: the diverging map "auto" gives a symmetric mosaic) whatever the
+        colour-map choice."""
         slot = self.activation_slot
         choice = slot._choice
-        slot._choice = AUTO  # a symmetric mosaic under "auto" is the diverging map
+        slot._choice = colormap or AUTO
         try:
             slot.show_view(view, mosaic)
         finally:

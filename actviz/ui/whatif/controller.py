@@ -27,6 +27,7 @@ from actviz.ui.whatif.prediction import ChangeRow, PredictionChangeView
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
+    from actviz.display.difference import PredictionChange, PredictionRow
     from actviz.display.result import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.panels.prediction import PredictionPanel
@@ -237,14 +238,19 @@ class WhatIfController(QObject):
                 self.dock.set_summary("Live frames apply the edits (no unedited twin).")
             return
         self.dock.set_error("")
-        rows, target = self.prediction_rows(result)
+        rows, target, message = self.prediction_rows(result)
+        if not rows:  # not a classifier: the bars stay, the dock says why there is no table
+            self.change_view.clear()
+            self.window.prediction_panel.set_bars_visible(True)
+            self.dock.set_summary(f"No before/after predictions: {message}" if message else "")
+            return
         self.change_view.set_rows(rows, target)
         self.window.prediction_panel.set_bars_visible(False)  # the table has "after" too
         self.dock.set_summary(_summary(rows, target))
 
-    def prediction_rows(self, result: RunResult) -> tuple[list[ChangeRow], ChangeRow | None]:
-        """Before/after rows of ``result`` (edited) against its unedited twin, via
-        :func:`actviz.display.difference.prediction_change`."""
+    def prediction_rows(self, result: RunResult) -> tuple[list[ChangeRow], ChangeRow | None, str]:
+        """Before/after rows of ``result`` (edited) against its unedited twin, the target's
+        row and why there are none (:func:`actviz.display.difference.prediction_change`)."""
         from actviz.display.difference import prediction_change
 
         before, after = result.baseline, result.capture
@@ -252,14 +258,17 @@ class WhatIfController(QObject):
         target = self.session.target
         if target is None:
             target = before.target_index  # the class the unedited model answered
+        # A is the edited run, B the reference: changes are after minus before.
         change = prediction_change(
-            before.output,
             after.output,
+            before.output,
             k=TOP_K,
             categories=self.session.categories,
             target=target,
+            sample=result.spec.sample,
         )
-        return _change_rows(change)
+        rows, target_row = _change_rows(change)
+        return rows, target_row, change.message
 
     def _on_panel_updated(self, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
@@ -281,7 +290,7 @@ class WhatIfController(QObject):
         if panel.difference_wanted() and result.baseline is not None:
             diff = self.difference_layer(result, layer)
             if diff is not None and diff.view is not None:
-                panel.set_difference(diff.view, diff.mosaic)
+                panel.set_difference(diff.view, diff.mosaic, diff.stats.get("colormap"))
 
     def difference_layer(self, result: RunResult, layer: PreparedLayer) -> PreparedLayer | None:
         """``layer`` of ``result``, edited minus unedited, on the page the panel shows
@@ -335,13 +344,13 @@ def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
     return dict(edits) if edits else {}
 
 
-def _change_rows(change: Any) -> tuple[list[ChangeRow], ChangeRow | None]:
-    def as_row(row: Any) -> ChangeRow:
-        if isinstance(row, tuple):
-            return row  # type: ignore[return-value]
+def _change_rows(change: PredictionChange) -> tuple[list[ChangeRow], ChangeRow | None]:
+    """The view's rows (before, after, change) from ``change`` (A: after, B: before)."""
+
+    def as_row(row: PredictionRow) -> ChangeRow:
         return (
-            int(row.index), str(row.name), float(row.p_a), float(row.p_b), float(row.dp),
-            float(row.logit_a), float(row.logit_b), float(row.dlogit),
+            int(row.index), str(row.name), float(row.p_b), float(row.p_a), float(row.dp),
+            float(row.logit_b), float(row.logit_a), float(row.dlogit),
         )  # fmt: skip
 
     rows = [as_row(r) for r in change.rows]

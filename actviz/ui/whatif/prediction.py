@@ -104,7 +104,8 @@ class PredictionChangeView(QWidget):
         for i, row in enumerate(shown):
             index, name, p_a, p_b, dp, _la, _lb, dlogit = row
             is_target = self._target is not None and index == self._target[0]
-            label = f"{index}: {name}" if name and name != str(index) else f"class {index}"
+            plain = not name or name in (str(index), f"class {index}")
+            label = f"class {index}" if plain else f"{index}: {name}"
             title = QTableWidgetItem(label + ("  (target)" if is_target else ""))
             title.setToolTip(
                 f"class {index}: {name}" + (" - the gradient target" if is_target else "")
