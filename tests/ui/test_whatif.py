@@ -202,6 +202,27 @@ def test_a_bad_edit_is_a_message_not_a_crash(qtbot, window):
     assert window.whatif.dock.error_label.isHidden()
 
 
+def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(qtbot, window):
+    from PySide6.QtCore import QPointF
+
+    panel = window.layer_panels["fc"]
+    window.layers_scroll.ensureWidgetVisible(panel)
+    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
+    bars = panel.activation_slot.bar_canvas
+    height = float(window.result.layers["fc"].view.data[2])
+    point = bars.mapFromScene(bars.view.mapViewToScene(QPointF(2.0, height / 2)))
+    window.whatif.menu = None
+    qtbot.mouseClick(bars.viewport(), RIGHT, pos=point)
+    qtbot.waitUntil(lambda: window.whatif.menu is not None and window.whatif.menu.isVisible())
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        _click_menu_item(qtbot, window.whatif.menu, "Ablate ch 2")
+    assert float(window.result.capture.output[0, 2]) == 0.0
+    after = next(r for r in window.whatif.change_view.rows() if r[0] == 2)
+    assert after[6] == 0.0  # the logit after the edit
+    window.reset_layout()
+    assert window.whatif.dock.isVisible()
+
+
 def test_patch_from_a_pinned_run(qtbot, window):
     model = window.session.model
     pinned = window.pin_result()

@@ -800,10 +800,13 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         The mouse is over bar ``i``.
     hover_left()
         The mouse left the bars.
+    context_requested(int, QPoint)
+        Right click on bar ``i``, at that screen position.
     """
 
     hovered = QtCore.Signal(int)
     hover_left = QtCore.Signal()
+    context_requested = QtCore.Signal(int, QtCore.QPoint)
 
     def __init__(
         self,
@@ -859,6 +862,23 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         )
         self.view.addItem(self.positive)
         self.view.addItem(self.negative)
+        self.scene().sigMouseClicked.connect(self._on_scene_clicked)
+
+    def bar_at(self, scene_pos: QtCore.QPointF) -> int | None:
+        """The bar under a scene point (None: outside the bars)."""
+        if self._count == 0 or not self.view.sceneBoundingRect().contains(scene_pos):
+            return None
+        index = int(round(self.view.mapSceneToView(scene_pos).x()))
+        return index if 0 <= index < self._count else None
+
+    def _on_scene_clicked(self, ev) -> None:
+        if ev.button() != QtCore.Qt.MouseButton.RightButton:
+            return
+        index = self.bar_at(ev.scenePos())
+        if index is not None:
+            ev.accept()
+            screen = ev.screenPos()
+            self.context_requested.emit(index, QtCore.QPoint(int(screen.x()), int(screen.y())))
 
     def set_values(self, values: np.ndarray) -> None:
         """Draw one bar per entry of the 1-D array ``values`` (NaN entries draw no bar)."""
@@ -908,11 +928,8 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
 
     def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
-        if self._count == 0 or not self.view.sceneBoundingRect().contains(scene_pos):
-            self._leave()
-            return
-        index = int(round(self.view.mapSceneToView(scene_pos).x()))
-        if 0 <= index < self._count:
+        index = self.bar_at(scene_pos)
+        if index is not None:
             self._inside = True
             self.hovered.emit(index)
         else:

@@ -160,6 +160,9 @@ class _ViewSlot(QtWidgets.QWidget):
                 lambda index: self.hovered.emit(_Location("bars", int(index)))
             )
             self.bar_canvas.hover_left.connect(self.hover_left)
+            self.bar_canvas.context_requested.connect(
+                lambda index, pos: self.context_requested.emit(_Location("bars", int(index)), pos)
+            )
             self.stack.addWidget(self.bar_canvas)
         return self.bar_canvas
 
@@ -320,7 +323,8 @@ class LayerPanel(PanelBase):
         the channels per page from it).
     channels_context_requested(str, list, QPoint)
         Right click on a tile: the channels it is about (the selection when the tile is in
-        it, else that tile's channel) and the screen position for a menu.
+        it, else that tile's channel) and the screen position for a menu. Right click on a
+        bar (an ``(N, C)`` output): that unit.
     difference_toggled(str, bool)
         The user switched the "difference" view of this layer on or off.
     """
@@ -695,9 +699,12 @@ class LayerPanel(PanelBase):
         self._anchor = anchor
 
     def _on_slot_context(self, loc: _Location, screen: QtCore.QPoint) -> None:
-        if loc.kind != "maps" or loc.channel is None:
+        if loc.channel is None or loc.kind not in ("maps", "bars"):
             return
         channel = int(loc.channel)
+        if loc.kind == "bars":  # a unit of an (N, C) output: its channel
+            self.channels_context_requested.emit(self.name, [channel], screen)
+            return
         if channel not in self._selected_channels:
             self.set_selected_channels([channel])
         self.channels_context_requested.emit(self.name, self.selected_channels(), screen)

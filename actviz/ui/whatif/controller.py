@@ -118,6 +118,14 @@ class WhatIfController(QObject):
         window.run_failed.connect(self._on_run_failed)
         window.closed.connect(self.shutdown)
 
+    def reset_dock(self) -> None:
+        """Put the Edits dock back on the right, at its width; shown while there are edits."""
+        main: QMainWindow = self.window  # type: ignore[assignment]
+        self.dock.setFloating(False)
+        main.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        main.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
+        self.dock.setVisible(len(self.session.edits) > 0)
+
     # ------------------------------------------------------------------ edits
     def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
         """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""

@@ -436,6 +436,7 @@ class MainWindow(QMainWindow):
             self.live_dock.setFloating(False)
             self.addDockWidget(right, self.live_dock)
             self.live_dock.hide()
+        self.whatif.reset_dock()
         self.resizeDocks([self.model_dock], [MODEL_DOCK_WIDTH], Qt.Orientation.Horizontal)
 
     def tick(self, names: Sequence[str], ticked: bool = True) -> None:
