@@ -70,10 +70,49 @@ def shoot(width: int, height: int, folder: Path) -> list[Path]:
     return paths
 
 
+def shoot_ablation(width: int, height: int, folder: Path) -> list[Path]:
+    """The demo with two channels of its second block ablated: the Edits dock, the edited
+    panel's badge, the last block's difference view, and before/after in the Overview."""
+    from actviz.edits import ablate
+
+    app = ensure_app()
+    settings = QSettings(str(folder / f"actviz-edit-{width}.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=settings)
+    window.resize(width, height)
+    window.show()
+    finished: list[int] = []
+    window.run_finished.connect(lambda: finished.append(1))
+    window.load_demo()
+    _wait(app, lambda: bool(finished))
+    maps = [n for n in window.result.shown if window.result.layers[n].mosaic is not None]
+    count = len(finished)
+    window.whatif.add_edit(maps[1], ablate([0, 3]))
+    _wait(app, lambda: len(finished) > count)
+    window.layer_panels[maps[1]].set_selected_channels([0, 3])
+    window.layer_panels[maps[-1]].difference_button.setChecked(True)
+    paths = []
+    for tab, name in (
+        (window.layers_splitter, "ablation"),
+        (window.overview_tab, "ablation-overview"),
+    ):
+        count = len(finished)
+        window.tabs.setCurrentWidget(tab)
+        if tab is window.overview_tab:
+            _wait(app, lambda c=count: len(finished) > c)  # re-runs for the saliency
+        window.flush_panel_updates()
+        for _ in range(20):
+            app.processEvents()
+        path = OUT / f"screenshot-{name}-{width}x{height}.png"
+        window.grab().save(str(path))
+        paths.append(path)
+    window.close()
+    return paths
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for w, h in SIZES:
-            for path in shoot(w, h, Path(tmp)):
+            for path in [*shoot(w, h, Path(tmp)), *shoot_ablation(w, h, Path(tmp))]:
                 print(path)
     return 0
 
