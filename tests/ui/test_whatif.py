@@ -68,6 +68,51 @@ def _click_menu_item(qtbot, menu, text: str) -> None:
     qtbot.mouseClick(menu, LEFT, pos=menu.actionGeometry(action).center())
 
 
+def test_edit_board_keeps_order_keys_and_switches():
+    from actviz.ui.whatif.board import EditBoard
+
+    changes = []
+    board = EditBoard(lambda: changes.append(1))
+    a = board.add("conv1", ablate([0]))
+    b = board.add("conv1", scale([1], 2.0))
+    c = board.add("fc", ablate(3), note="pin 1")
+    assert board.request_edits() == {"conv1": (ablate([0]), scale([1], 2.0)), "fc": (ablate(3),)}
+    board.set_enabled(a.key, False)
+    board.set_value(b.key, 0.25)
+    assert board.request_edits()["conv1"] == (scale([1], 0.25),)
+    assert board.descriptions() == {"conv1": "scale ch 1 x0.25", "fc": "ablate ch 3"}
+    assert board.get(c.key).describe() == "fc: ablate ch 3 (pin 1)"
+    with pytest.raises(ValueError, match="no value"):
+        board.set_value(a.key, 1.0)
+    board.remove(b.key)
+    assert [e.key for e in board] == [a.key, c.key] and len(changes) == 6
+    board.clear()
+    assert board.request_edits() == {} and len(changes) == 7
+
+
+def test_capture_pair_reuses_the_unedited_capture_only_for_the_same_run():
+    from actviz.ui.whatif.board import BaselineCache
+    from actviz.ui.whatif.runs import capture_pair
+
+    torch.manual_seed(0)
+    model, x, cache = TinyCNN().eval(), _x(), BaselineCache()
+    plain, none = capture_pair(model, x, LAYERS, edits=None, cache=cache)
+    assert none is None and cache.held is plain
+    edited, base = capture_pair(model, x, LAYERS, edits={"conv2": (ablate(1),)}, cache=cache)
+    assert base is plain and edited.edits == {"conv2": (ablate(1),)}
+    # All edits off: the very capture (reuse) or a fresh one (no edits at all).
+    assert capture_pair(model, x, LAYERS, edits={}, cache=cache)[0] is plain
+    fresh = capture_pair(model, x, LAYERS, edits={}, cache=cache, reuse=False)[0]
+    assert fresh is not plain and torch.equal(fresh.output, plain.output)
+    # Another input object or target: a new unedited capture.
+    _, other = capture_pair(model, x.clone(), LAYERS, edits={"conv2": (ablate(1),)}, cache=cache)
+    assert other is not fresh and torch.equal(other.output, plain.output)
+    _, target3 = capture_pair(
+        model, x, LAYERS, edits={"conv2": (ablate(1),)}, cache=cache, target=3
+    )
+    assert target3.target_index == 3
+
+
 def _softmax(t: torch.Tensor) -> np.ndarray:
     return torch.softmax(t.detach().double()[0], dim=0).numpy()
 
@@ -90,8 +135,9 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     # The window's run is the edited network's, exactly; the unedited twin is kept.
     edited = capture(model, x, LAYERS, edits={"conv2": ablate([1])})
     plain = capture(model, x, LAYERS)
-    torch.testing.assert_close(result.capture.output, edited.output, rtol=0, atol=0)
+    assert torch.equal(result.capture.output, edited.output)
     assert result.baseline is first.capture
+    assert window.session.held_bytes() == result.capture.nbytes + first.capture.nbytes
     assert not np.abs(result.layers["conv2"].view.data[1]).any()
     # Before/after side by side: the rows' numbers are the two runs' probabilities and logits.
     view = window.whatif.change_view
@@ -152,7 +198,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
     window.flush_panel_updates()
     edited = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 2.0)})
     plain = capture(model, x, LAYERS)
-    torch.testing.assert_close(window.result.capture.output, edited.output, rtol=0, atol=0)
+    assert torch.equal(window.result.capture.output, edited.output)
 
     # The difference of a later layer: edited minus unedited, symmetric, diverging colours.
     panel2 = window.layer_panels["conv2"]
@@ -173,7 +219,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
         dock.rows[0].value_box.setValue(0.5)
     window.flush_panel_updates()
     halved = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 0.5)})
-    torch.testing.assert_close(window.result.capture.output, halved.output, rtol=0, atol=0)
+    assert torch.equal(window.result.capture.output, halved.output)
     assert panel2.difference_shown()
     want = (halved["conv2"].tensor - plain["conv2"].tensor)[0].numpy()
     np.testing.assert_allclose(slot.view.data, want, rtol=1e-5, atol=1e-6)
@@ -198,7 +244,7 @@ def test_a_bad_edit_is_a_message_not_a_crash(qtbot, window):
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         window.whatif.dock.rows[0].remove_button.click()
     assert window.result.capture.edits == {}
-    torch.testing.assert_close(window.result.capture.output, first.capture.output)
+    assert torch.equal(window.result.capture.output, first.capture.output)
     assert window.whatif.dock.error_label.isHidden()
 
 

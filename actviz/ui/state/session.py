@@ -549,5 +549,11 @@ class Session:
         self.result_changed.emit()
 
     def held_bytes(self) -> int:
-        """Bytes the shown result and the pinned ones hold together."""
-        return self.pins.held_bytes(self.result)
+        """Bytes the shown result and the pinned ones hold together, with the unedited
+        capture kept for edits (when it is not the shown capture itself)."""
+        held = self.pins.held_bytes(self.result)
+        baseline = self.baseline.held
+        shown = self.result.capture if self.result is not None else None
+        if baseline is not None and baseline is not shown:
+            held += int(baseline.nbytes)
+        return held
