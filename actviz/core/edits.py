@@ -454,10 +454,11 @@ class _Applied:
         idx = self.cache.get(key)
         if idx is None:
             size = t.shape[dim] if t.ndim else 1
-            chosen = range(size) if self.edit.channels is None else self.edit.channels
+            chosen = torch.zeros(size, dtype=torch.bool)
+            chosen[list(self.edit.channels or range(size))] = True
             if complement:
-                chosen = sorted(set(range(size)) - set(chosen))
-            idx = torch.tensor(list(chosen), dtype=torch.long, device=t.device)
+                chosen = ~chosen
+            idx = torch.nonzero(chosen).flatten().to(t.device)
             self.cache[key] = idx
         return idx
 
