@@ -310,3 +310,22 @@ def test_live_frames_apply_the_edits(qtbot, window):
         result.layers["conv2"].view.data, want["conv2"].tensor[0].numpy(), rtol=1e-5, atol=1e-6
     )
     assert window.layer_panels["conv1"].edit_badge_text() == "ablate ch 0, 1"
+
+
+def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits(
+    qtbot, window, tmp_path
+):
+    from pathlib import Path
+
+    import tests.ui.tiny_models as tiny
+
+    source = f"{Path(tiny.__file__).resolve()}:TinyCNN"
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.open_model_source(source, wait=True)
+    window.tick(["conv2"])
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.whatif.add_edit("conv2", ablate([1]))
+    assert window.session.model_open_args["arch"] is None
+    assert window.export_all(tmp_path / "out", wait=True)
+    script = (tmp_path / "out" / "reproduce.py").read_text()
+    assert "tiny_models.py:TinyCNN" in script and "ablate([1])" in script

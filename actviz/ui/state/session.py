@@ -275,6 +275,8 @@ class Session:
         self.input_size: Any = None
         self.model_warnings: list[str] = []
         self.loaded_model: Any = None
+        #: ``open_model``'s arch, weights and trust for :attr:`loaded_model` (reproduce.py).
+        self.model_open_args: dict[str, Any] = {}
         self.tree: ModuleTree | None = None
         self.input: InputState | None = None
         self.target: int | None = None
@@ -343,6 +345,7 @@ class Session:
         self.input_size = input_size
         self.model_warnings = list(warnings)
         self.loaded_model = loaded
+        self.model_open_args = {}
         self.tree = module_tree(model)
         self.result = None
         self.pins.clear()  # captures of another model: their panels would not match the tree

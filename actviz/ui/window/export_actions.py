@@ -151,6 +151,7 @@ class ExportActions:
             cmap=self.colormap,
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
+            source=self._run_source(result),
         )
         cap = result.capture
 
@@ -173,6 +174,28 @@ class ExportActions:
             return True
         self._wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
+
+    def _run_source(self, result: Any) -> Any:
+        """How the model and input were opened, for ``reproduce.py`` (its edits are the
+        capture's own); None for a model given in memory. A live frame's input is saved
+        beside the script rather than named (it may be perturbed or one of a sequence)."""
+        s = self.session
+        if s.loaded_model is None:
+            return None
+        from actviz.io.reproduce import run_source
+
+        inp = s.input
+        named = getattr(result, "origin", None) is None and inp is not None and inp.source
+        args = s.model_open_args
+        return run_source(
+            s.loaded_model,
+            inp.source if named else None,  # type: ignore[union-attr]
+            arch=args.get("arch"),
+            weights=args.get("weights", "DEFAULT"),
+            trust=bool(args.get("trust", False)),
+            list_input=s.input_as_list,
+            target=s.target,
+        )
 
     def _input_record(self, result: Any) -> dict[str, Any]:
         """What summary.json says about the input of ``result``: the live frame it was made

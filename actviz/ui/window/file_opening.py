@@ -313,6 +313,10 @@ class FileOpening:
         if request.dialog is not None:
             request.dialog.opened()
         self._adopt_model(loaded)
+        # How it was opened, for the export's reproduce.py (actviz.io.reproduce.run_source).
+        self.session.model_open_args = dict(
+            arch=request.arch, weights=request.weights, trust=request.trust
+        )
         if request.remember:
             self.settings.add_recent_model(request.source, request.arch)
             self._refresh_recent_menus()
