@@ -152,11 +152,6 @@ class ExportActions:
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
         )
-        loaded = self.session.loaded_model
-        if loaded is not None:  # reproduce.py: reopen the model; the input tensors are saved
-            from actviz.io.reproduce import run_source
-
-            kwargs["source"] = run_source(loaded, None, target=self.session.target)
         cap = result.capture
 
         def job(should_stop: Any, progress: Any) -> list[Path]:
