@@ -95,51 +95,66 @@ class Comparison:
         }
 
 
-def _flat64(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
+#: Elements converted to float64 at a time: a wide layer of a large batch is reduced in pieces
+#: (a few MiB each) instead of as three float64 copies of the whole tensor.
+CHUNK = 1 << 20
+
+
+def _f64(t: torch.Tensor) -> torch.Tensor:
     if t.is_complex():
         t = t.abs()
     return t.to("cpu", torch.float64)
 
 
-def _cka(a: torch.Tensor, b: torch.Tensor) -> float | None:
-    n = a.shape[0] if a.ndim else 1
-    if n < 2:
-        return None
-    x = a.reshape(n, -1)
-    y = b.reshape(n, -1)
-    x = x - x.mean(0, keepdim=True)
-    y = y - y.mean(0, keepdim=True)
-    # The Gram form: N x N, cheap for wide layers and small batches.
-    k = x @ x.T
-    gram_l = y @ y.T
-    denom = float(torch.linalg.norm(k)) * float(torch.linalg.norm(gram_l))
-    if denom == 0.0 or not math.isfinite(denom):
-        return None
-    return float((k * gram_l).sum()) / denom
-
-
 def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerDiff:
-    """The figures of :mod:`actviz.core.compare` for two tensors of one shape (A, then B)."""
+    """The figures of :mod:`actviz.core.compare` for two tensors of one shape (A, then B).
+
+    Sums are taken in float64 over pieces of :data:`CHUNK` elements (along the features, so
+    the batch-centred Gram matrices of CKA add up piece by piece).
+    """
     if tuple(a.shape) != tuple(b.shape):
         raise ValueError(f"{name!r}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
-    x, y = _flat64(a), _flat64(b)
-    diff = x - y
-    norm_a = float(torch.linalg.vector_norm(x))
-    norm_b = float(torch.linalg.vector_norm(y))
-    norm_d = float(torch.linalg.vector_norm(diff))
+    n = a.shape[0] if a.ndim else 1
+    xa = a.detach().reshape(n, -1)
+    xb = b.detach().reshape(n, -1)
+    width = max(1, CHUNK // max(n, 1))
+    dot = sq_a = sq_b = sq_d = 0.0
+    max_abs = 0.0
+    gram_a = torch.zeros(n, n, dtype=torch.float64)
+    gram_b = torch.zeros(n, n, dtype=torch.float64)
+    for start in range(0, xa.shape[1], width):
+        x = _f64(xa[:, start : start + width])
+        y = _f64(xb[:, start : start + width])
+        d = x - y
+        dot += float((x * y).sum())
+        sq_a += float((x * x).sum())
+        sq_b += float((y * y).sum())
+        sq_d += float((d * d).sum())
+        if d.numel():
+            max_abs = max(max_abs, float(d.abs().max()))
+        if n > 1:
+            xc = x - x.mean(0, keepdim=True)
+            yc = y - y.mean(0, keepdim=True)
+            gram_a += xc @ xc.T
+            gram_b += yc @ yc.T
+    norm_a, norm_b, norm_d = math.sqrt(sq_a), math.sqrt(sq_b), math.sqrt(sq_d)
     if norm_a == 0.0 and norm_b == 0.0:
         cosine = 1.0
     elif norm_a == 0.0 or norm_b == 0.0:
         cosine = 0.0
     else:
-        cosine = float((x * y).sum()) / (norm_a * norm_b)
+        cosine = dot / (norm_a * norm_b)
     if norm_b == 0.0:
         rel = 0.0 if norm_d == 0.0 else math.inf
     else:
         rel = norm_d / norm_b
-    max_abs = float(diff.abs().max()) if diff.numel() else 0.0
-    return LayerDiff(name, call, tuple(a.shape), cosine, rel, max_abs, _cka(x, y))
+    cka = None
+    if n > 1:
+        # Linear CKA in its Gram form: N x N, cheap for wide layers and small batches.
+        denom = float(torch.linalg.norm(gram_a)) * float(torch.linalg.norm(gram_b))
+        if denom != 0.0 and math.isfinite(denom):
+            cka = float((gram_a * gram_b).sum()) / denom
+    return LayerDiff(name, call, tuple(a.shape), cosine, rel, max_abs, cka)
 
 
 def compare(

@@ -101,7 +101,8 @@ def run_source(
         loaded.kind == "torchvision" and "random init" in str(loaded.name)
     )
     return RunSource(
-        model=str(loaded.source),
+        # a module handed over in Python has no source to reopen
+        model=None if loaded.kind == "module" else str(loaded.source),
         arch=arch,
         weights=weights,
         trust=trust,

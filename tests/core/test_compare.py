@@ -95,6 +95,18 @@ def test_figures_against_numpy(pair):
     assert cmp.layer("seq", 1).rel_l2 > 0.5
 
 
+def test_large_layers_are_reduced_in_pieces(monkeypatch, pair):
+    import actviz.core.compare as compare_module
+
+    whole = compare(*pair)
+    monkeypatch.setattr(compare_module, "CHUNK", 7)  # pieces of 1 or a few features
+    pieces = compare(*pair)
+    for d, e in zip(whole.layers, pieces.layers, strict=True):
+        assert (d.name, d.call_index, d.max_abs) == (e.name, e.call_index, e.max_abs)
+        for key in ("cosine", "rel_l2", "cka"):
+            assert getattr(e, key) == pytest.approx(getattr(d, key), rel=1e-12, abs=1e-12)
+
+
 def test_cka_invariances_and_degenerate_cases():
     g = torch.Generator().manual_seed(1)
     a = torch.randn(5, 8, generator=g)
