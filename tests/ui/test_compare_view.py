@@ -75,7 +75,7 @@ def _assert_chart_is(view, expected) -> None:
 
 def test_compare_with_a_pin_and_click_a_point(qtbot, window):
     view = window.compare.view
-    window.tabs.setCurrentWidget(view)
+    window.tabs.setCurrentWidget(window.compare.page)
     _run(qtbot, window, 1)
     # No pin yet: said in red, nothing runs.
     view.set_source(PIN)

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QTabWidget, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QMainWindow,
+    QScrollArea,
+    QTabWidget,
+    QWidget,
+)
 
 from actviz.core.capture import format_bytes
 from actviz.display.colormaps import AUTO
@@ -101,6 +108,13 @@ class CompareController(QObject):
         self.session = window.session
         self.worker = window.worker
         self.view = view or CompareView()
+        #: The tab's page: the view, scrolled when the window is smaller than its minimum
+        #: (as the Overview's), so the Compare tab never sets the window's minimum size.
+        self.page = QScrollArea()
+        self.page.setObjectName("comparePage")
+        self.page.setWidgetResizable(True)
+        self.page.setFrameShape(QFrame.Shape.NoFrame)
+        self.page.setWidget(self.view)
         #: Model loads of the second model (a new module nobody else holds: its own threads).
         self.loads = Worker(self, max_threads=2)
         #: The second model (a ``LoadedModel``), once opened.
@@ -675,5 +689,5 @@ def install_compare(window: QMainWindow) -> CompareController:
     """Add the Compare tab to ``window`` (after its Layers and Overview tabs) and return
     the controller that drives it."""
     controller = CompareController(window)  # type: ignore[arg-type]
-    window.tabs.addTab(controller.view, TAB_TITLE)  # type: ignore[attr-defined]
+    window.tabs.addTab(controller.page, TAB_TITLE)  # type: ignore[attr-defined]
     return controller
