@@ -9,10 +9,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["capture", "module_tree", "load_model", "load_input", "explore", "__version__"]
+__all__ = [
+    "capture",
+    "compare",
+    "edits",
+    "module_tree",
+    "load_model",
+    "load_input",
+    "explore",
+    "__version__",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from actviz import edits
     from actviz.core.capture import capture
+    from actviz.core.compare import compare
     from actviz.core.tree import module_tree
     from actviz.io.inputs import load_input
     from actviz.io.models import load_model
@@ -21,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # Imported lazily so `import actviz` stays cheap and never pulls in Qt for scripts.
 _LAZY = {
     "capture": "actviz.core.capture",
+    "compare": "actviz.core.compare",
     "module_tree": "actviz.core.tree",
     "load_model": "actviz.io.models",
     "load_input": "actviz.io.inputs",
@@ -28,9 +40,17 @@ _LAZY = {
 }
 
 
+#: Public submodules, also imported on first use (``actviz.edits.ablate``).
+_SUBMODULES = ("edits",)
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"actviz.{name}")
     raise AttributeError(f"module 'actviz' has no attribute {name!r}")

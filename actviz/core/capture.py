@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from actviz.core.allocator import keep_freed_memory
+from actviz.core.edits import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.recorder import NEEDS_COPY, Recorder, Retry, format_bytes
@@ -115,6 +116,7 @@ def capture(
     max_bytes: int | None = None,
     should_stop: Callable[[], bool] | None = None,
     keep_on_device: bool = False,
+    edits: Any = None,
 ) -> Capture:
     """Run ``model`` on ``inputs`` and record the chosen layers' values and gradients.
 
@@ -163,6 +165,12 @@ def capture(
         Leave the records on the model's device (CUDA...) instead of copying each to the CPU,
         so a display can reduce them there and copy once per frame. ``cap.output`` and
         ``cap.input_grads`` are on the CPU either way.
+    edits
+        ``{layer: edit or [edits]}`` (:mod:`actviz.edits`: ``ablate``, ``scale``, ``keep``,
+        ``clamp``, ``patch``, or any callable ``f(output) -> output``) applied to those
+        modules' outputs during the forward pass; records, output, target and gradients are
+        the edited network's, and the edited layer's record holds its edited output.
+        Disabled edits are skipped; ``cap.edits`` holds those applied ({} when none).
 
     Returns
     -------
@@ -173,7 +181,8 @@ def capture(
     Raises
     ------
     ValueError
-        Unknown layer names, a bad target, or an invalid ``mode``.
+        Unknown layer names, a bad target, or an invalid ``mode``; ``EditError`` (a
+        ``ValueError``) for an edit that cannot apply (see :mod:`actviz.core.edits`).
     CaptureCancelled, CaptureTooLarge
         See ``should_stop`` and ``max_bytes``. The model's own exceptions propagate unchanged.
     """
@@ -182,7 +191,8 @@ def capture(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     warnings: list[str] = []
-    if hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module):
+    compiled = hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module)
+    if compiled:
         # torch.compile traces submodules away, so their hooks would never fire.
         model = model._orig_mod
         warnings.append(
@@ -194,6 +204,18 @@ def capture(
                 _strip(n, "_orig_mod.") for n in ([layers] if isinstance(layers, str) else layers)
             ]
     names = resolve_layers(model, layers)
+    applied: dict = {}
+    if edits is not None:
+        applied = enabled_edits(normalize_edits(edits))
+        if compiled:  # the compiled model's names, as for ``layers``
+            applied = {_strip(n, "_orig_mod."): e for n, e in applied.items()}
+        if applied and isinstance(model, torch.jit.ScriptModule):
+            raise EditError(
+                "a TorchScript model runs its layers inside the compiled graph, where edits "
+                "(layer hooks) cannot reach them"
+            )
+        if applied:
+            check_edits(dict(model.named_modules()), applied)
     keep_freed_memory()
     start = time.perf_counter()
     for attempt in range(_MAX_ATTEMPTS):
@@ -215,6 +237,7 @@ def capture(
                     copy_all=attempt == _MAX_ATTEMPTS - 1,
                     keep_on_device=keep_on_device,
                     input_grads=gradients and input_grads,
+                    edits=applied,
                 )
         except Retry:
             # A recorded tensor was written to after its hook (or a module wrote into its
@@ -250,6 +273,7 @@ def _capture_once(
     copy_all: bool = False,
     keep_on_device: bool = False,
     input_grads: bool = True,
+    edits: dict | None = None,
 ) -> Capture:
     warnings = list(warnings_in)
     modules = dict(model.named_modules())  # walked once, shared by the guards below
@@ -277,6 +301,9 @@ def _capture_once(
                 "cannot fire; only the model output and input gradients are available"
             )
         else:
+            if edits:
+                # Before the recorder's hooks: records hold the edited outputs.
+                handles.extend(EditHooks(modules, edits).register())
             for module, _name in by_module.items():
                 handles.append(module.register_forward_pre_hook(recorder.pre_hook))
                 handles.append(module.register_forward_hook(recorder.forward_hook))
@@ -341,6 +368,7 @@ def _capture_once(
             elapsed_s=time.perf_counter() - start,
             gradients=gradients,
             mode=mode,
+            edits=dict(edits) if edits else {},
         )
     finally:
         for h in handles:

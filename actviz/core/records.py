@@ -92,6 +92,8 @@ class Capture:
     gradients: bool = True
     mode: str = "eval"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The edits applied (:mod:`actviz.core.edits`): ``{layer: (Edit, ...)}``; {} when none.
+    edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> LayerRecord:
         try:

@@ -1,0 +1,208 @@
+"""Compare two runs layer by layer: ``actviz.compare(cap_a, cap_b)``.
+
+The runs may differ in anything (an edit, the input, the checkpoint): every layer and call both
+captures recorded, with outputs of the same shape, gets four figures, computed in float64 on
+the first tensor of the output (what the window shows), over the whole batch:
+
+* ``cosine``: ``<a, b> / (|a| |b|)`` of the flattened outputs; 1.0 when both are zero, 0.0 when
+  only one is;
+* ``rel_l2``: ``|a - b| / |b|``, the distance relative to run B (the reference: the unedited
+  run, the pin, the first checkpoint); 0.0 when both are zero, ``inf`` when only B is;
+* ``max_abs``: ``max |a - b|``;
+* ``cka``: linear CKA over the batch (Kornblith et al. 2019) when ``N > 1``: with ``X`` and ``Y``
+  the ``(N, features)`` outputs centred over the batch, ``K = X X^T``, ``L = Y Y^T``,
+  ``<K, L>_F / (|K|_F |L|_F)``; None for a batch of one or when either run has no variance
+  over the batch.
+
+``first_divergence`` is the first compared layer, in run A's execution order, whose ``rel_l2``
+exceeds ``tol``. Layers recorded by both runs with different shapes (another input size) are
+listed in ``Comparison.skipped`` with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from actviz.core.records import Capture
+from actviz.core.structures import first_tensor
+
+__all__ = ["Comparison", "LayerDiff", "compare", "layer_diff"]
+
+
+@dataclass(frozen=True)
+class LayerDiff:
+    """How far one layer call (or the model output) of run A is from run B's."""
+
+    name: str
+    call_index: int
+    shape: tuple[int, ...]
+    cosine: float
+    rel_l2: float
+    max_abs: float
+    cka: float | None
+
+    def to_dict(self) -> dict:
+        """JSON-ready: non-finite figures as None (JSON has no inf or NaN)."""
+        out = asdict(self)
+        out["shape"] = list(self.shape)
+        for key in ("cosine", "rel_l2", "max_abs", "cka"):
+            value = out[key]
+            if value is not None and not math.isfinite(value):
+                out[key] = None
+        return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of :func:`compare` (immutable)."""
+
+    layers: tuple[LayerDiff, ...]
+    output: LayerDiff | None
+    tol: float
+    first_divergence: LayerDiff | None
+    #: ``(name, call_index, reason)`` of common layer calls that could not be compared.
+    skipped: tuple[tuple[str, int, str], ...] = ()
+
+    def layer(self, name: str, call: int = 0) -> LayerDiff:
+        """The figures of layer ``name``, call ``call``."""
+        for diff in self.layers:
+            if diff.name == name and diff.call_index == call:
+                return diff
+        known = sorted({d.name for d in self.layers})
+        raise KeyError(f"layer {name!r} call {call} was not compared (compared: {known})")
+
+    def to_dict(self) -> dict:
+        """What ``compare.json`` holds."""
+        first = self.first_divergence
+        return {
+            "tol": self.tol,
+            "metrics": {
+                "cosine": "<a, b> / (|a| |b|) of the flattened outputs",
+                "rel_l2": "|a - b| / |b| (b: run B, the reference)",
+                "max_abs": "max |a - b|",
+                "cka": "linear CKA over the batch (null for a batch of one)",
+            },
+            "first_divergence": None
+            if first is None
+            else {"name": first.name, "call_index": first.call_index, "rel_l2": first.rel_l2},
+            "output": None if self.output is None else self.output.to_dict(),
+            "layers": [d.to_dict() for d in self.layers],
+            "skipped": [{"name": n, "call_index": k, "reason": why} for n, k, why in self.skipped],
+        }
+
+
+def _flat64(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    if t.is_complex():
+        t = t.abs()
+    return t.to("cpu", torch.float64)
+
+
+def _cka(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    n = a.shape[0] if a.ndim else 1
+    if n < 2:
+        return None
+    x = a.reshape(n, -1)
+    y = b.reshape(n, -1)
+    x = x - x.mean(0, keepdim=True)
+    y = y - y.mean(0, keepdim=True)
+    # The Gram form: N x N, cheap for wide layers and small batches.
+    k = x @ x.T
+    gram_l = y @ y.T
+    denom = float(torch.linalg.norm(k)) * float(torch.linalg.norm(gram_l))
+    if denom == 0.0 or not math.isfinite(denom):
+        return None
+    return float((k * gram_l).sum()) / denom
+
+
+def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerDiff:
+    """The figures of :mod:`actviz.core.compare` for two tensors of one shape (A, then B)."""
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{name!r}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
+    x, y = _flat64(a), _flat64(b)
+    diff = x - y
+    norm_a = float(torch.linalg.vector_norm(x))
+    norm_b = float(torch.linalg.vector_norm(y))
+    norm_d = float(torch.linalg.vector_norm(diff))
+    if norm_a == 0.0 and norm_b == 0.0:
+        cosine = 1.0
+    elif norm_a == 0.0 or norm_b == 0.0:
+        cosine = 0.0
+    else:
+        cosine = float((x * y).sum()) / (norm_a * norm_b)
+    if norm_b == 0.0:
+        rel = 0.0 if norm_d == 0.0 else math.inf
+    else:
+        rel = norm_d / norm_b
+    max_abs = float(diff.abs().max()) if diff.numel() else 0.0
+    return LayerDiff(name, call, tuple(a.shape), cosine, rel, max_abs, _cka(x, y))
+
+
+def compare(
+    cap_a: Capture,
+    cap_b: Capture,
+    *,
+    tol: float = 1e-4,
+    layers: Sequence[str] | str | None = None,
+) -> Comparison:
+    """Compare run A with run B (the reference) layer by layer, and their outputs.
+
+    Parameters
+    ----------
+    cap_a, cap_b
+        Two captures (:func:`actviz.capture`) of models with the same layer names: an edited
+        and an unedited run, two inputs, two checkpoints of one architecture.
+    tol
+        ``first_divergence`` is the first layer whose ``rel_l2`` exceeds it.
+    layers
+        Only these layers (each must be in both captures); None: every layer both recorded.
+
+    Returns
+    -------
+    Comparison
+        One :class:`LayerDiff` per common layer and call (in run A's order), the output's,
+        the first divergence, and the layer calls skipped for a shape mismatch.
+
+    Raises
+    ------
+    ValueError
+        A layer asked for that one of the captures lacks, or a negative ``tol``.
+    """
+    if not (isinstance(tol, (int, float)) and tol >= 0):
+        raise ValueError(f"tol must be a number >= 0, not {tol!r}")
+    if layers is None:
+        names = [n for n in cap_a.names if n in cap_b.records]
+    else:
+        names = [layers] if isinstance(layers, str) else list(layers)
+        for name in names:
+            missing = [tag for tag, cap in (("A", cap_a), ("B", cap_b)) if name not in cap.records]
+            if missing:
+                raise ValueError(
+                    f"layer {name!r} is not in run {' and '.join(missing)}'s capture; "
+                    f"compare layers both runs recorded"
+                )
+    diffs: list[LayerDiff] = []
+    skipped: list[tuple[str, int, str]] = []
+    for name in names:
+        calls_a, calls_b = cap_a.records[name], cap_b.records[name]
+        for k in range(max(len(calls_a), len(calls_b))):
+            if k >= len(calls_a) or k >= len(calls_b):
+                skipped.append((name, k, "only one run made this call"))
+                continue
+            ta, tb = first_tensor(calls_a[k].output), first_tensor(calls_b[k].output)
+            if ta is None or tb is None:
+                skipped.append((name, k, "no tensor output"))
+            elif tuple(ta.shape) != tuple(tb.shape):
+                skipped.append((name, k, f"shapes differ: {tuple(ta.shape)} vs {tuple(tb.shape)}"))
+            else:
+                diffs.append(layer_diff(name, k, ta, tb))
+    out_a, out_b = first_tensor(cap_a.output), first_tensor(cap_b.output)
+    output = None
+    if out_a is not None and out_b is not None and out_a.shape == out_b.shape:
+        output = layer_diff("output", 0, out_a, out_b)
+    first = next((d for d in diffs if d.rel_l2 > tol), None)
+    return Comparison(tuple(diffs), output, float(tol), first, tuple(skipped))

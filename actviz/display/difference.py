@@ -1,0 +1,249 @@
+"""Differences between two runs, as shown: the one path to difference pictures and to
+before/after predictions (the window's difference toggle, its compare view, ``actviz compare``).
+
+* :func:`prepare_difference`: ``a - b`` per layer (run A minus run B: edited minus unedited,
+  latest minus pin) as :class:`~actviz.display.result.PreparedLayer` objects, whose mosaics
+  come from the same :func:`~actviz.display.mosaic.mosaic` as every other panel, normalised
+  symmetrically about 0 (``symmetric=True``: 0 is mid-scale) and painted with
+  :data:`DIFFERENCE_CMAP`, a diverging map. Page turns and normalisation changes go through
+  :func:`~actviz.display.prepare.with_page` like any prepared layer (it keeps ``symmetric``).
+* :func:`prediction_change`: the top classes of both outputs with their change in
+  probability and logit, and the target's row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from actviz.core.structures import first_tensor
+from actviz.display.colormaps import DIVERGING_CMAP
+from actviz.display.mosaic import mosaic
+from actviz.display.result import DisplaySpec, Lazy, PreparedLayer
+from actviz.display.stats import histogram, tensor_stats
+from actviz.display.views import layer_view
+
+__all__ = [
+    "DIFFERENCE_CMAP",
+    "PredictionChange",
+    "PredictionRow",
+    "difference_tensor",
+    "prediction_change",
+    "prepare_difference",
+]
+
+#: The colour map of every difference picture (diverging: 0 in the middle).
+DIFFERENCE_CMAP = DIVERGING_CMAP
+
+
+def _tensor(cap: Any, name: str, call: int) -> torch.Tensor | None:
+    calls = cap.records.get(name) if hasattr(cap, "records") else None
+    if not calls or call >= len(calls):
+        return None
+    return first_tensor(calls[call].output)
+
+
+def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch.Tensor | None:
+    """``a - b`` of layer ``name`` (call ``call``) as a float32 CPU tensor; None when either
+    run lacks it or the shapes differ."""
+    a, b = _tensor(cap_a, name, call), _tensor(cap_b, name, call)
+    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
+        return None
+    a = a.detach().to("cpu", torch.float32)
+    b = b.detach().to("cpu", torch.float32)
+    return a - b
+
+
+def prepare_difference(
+    cap_a: Any,
+    cap_b: Any,
+    spec: DisplaySpec,
+    layers: Sequence[str] | None = None,
+    *,
+    call: int = 0,
+) -> dict[str, PreparedLayer]:
+    """Run A minus run B, per layer, ready for a panel or a PNG.
+
+    Parameters
+    ----------
+    cap_a, cap_b
+        The two captures (:func:`actviz.capture`); A is "after" (edited, latest), B the
+        reference (unedited, pin).
+    spec
+        The display spec: normalisation, pages, page sizes and the sample shown. Its
+        ``colormap`` is not used: differences always take :data:`DIFFERENCE_CMAP`.
+    layers
+        The layers (None: ``spec.layers``, or every layer both runs recorded when that is
+        empty). Layers that one run lacks or whose shapes differ are left out.
+    call
+        Which call of a reused module.
+
+    Returns
+    -------
+    dict
+        ``{name: PreparedLayer}`` in the order asked: ``view`` of the difference for
+        ``spec.sample``, ``mosaic`` symmetric about 0 (maps only), ``stats`` of the difference
+        over the batch (:func:`~actviz.display.stats.tensor_stats` plus ``max_abs`` and
+        ``colormap``), the histogram on first read. No gradient views.
+    """
+    if layers is None:
+        layers = spec.layers or [n for n in cap_a.names if n in cap_b.records]
+    out: dict[str, PreparedLayer] = {}
+    for name in layers:
+        diff = difference_tensor(cap_a, cap_b, name, call)
+        if diff is None:
+            continue
+        rec = cap_a.records[name][call]
+        view = layer_view(diff, spec.sample)
+        m = None
+        if view.kind == "maps":
+            m = mosaic(
+                view.data,
+                normalize=spec.normalize,
+                first_channel=spec.first_channel(name),
+                max_channels=spec.page_size(name),
+                symmetric=True,
+            )
+        stats = tensor_stats(diff)
+        stats.update(
+            name=name,
+            type=rec.module_type,
+            max_abs=float(diff.abs().max()) if diff.numel() else 0.0,
+            colormap=DIFFERENCE_CMAP,
+        )
+        out[name] = PreparedLayer(
+            name=name,
+            module_type=rec.module_type,
+            shape=tuple(diff.shape),
+            calls=len(cap_a.records[name]),
+            view=view,
+            mosaic=m,
+            grad_view=None,
+            grad_mosaic=None,
+            stats=stats,
+            hist_lazy=Lazy(lambda d=diff: histogram(d)),
+        )
+    return out
+
+
+class PredictionRow(NamedTuple):
+    """One class in both runs: A's and B's probability and logit, and A minus B."""
+
+    index: int
+    name: str
+    p_a: float
+    p_b: float
+    dp: float
+    logit_a: float
+    logit_b: float
+    dlogit: float
+
+
+@dataclass(frozen=True)
+class PredictionChange:
+    """How the predictions of run A differ from run B's (one sample).
+
+    Attributes
+    ----------
+    rows
+        The union of both runs' top ``k`` classes, by the larger of the two probabilities
+        (highest first).
+    target
+        The target class's row (also when it is not in ``rows``); None without a target.
+    top_a, top_b
+        Each run's top class (None when there are no predictions).
+    message
+        Why there are no rows (an output that is not a classifier's), else "".
+    """
+
+    rows: tuple[PredictionRow, ...]
+    target: PredictionRow | None
+    top_a: int | None
+    top_b: int | None
+    k: int
+    sample: int
+    message: str = ""
+
+    @property
+    def changed(self) -> bool:
+        """Whether the top class differs between the runs."""
+        return self.top_a != self.top_b
+
+
+def _logits(output: Any, sample: int) -> torch.Tensor | None:
+    t = first_tensor(output)
+    if t is None or not t.is_floating_point() or t.ndim not in (1, 2) or t.numel() == 0:
+        return None
+    if t.ndim == 2:
+        t = t[min(max(sample, 0), t.shape[0] - 1)]
+    t = t.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(t).all()):
+        big = torch.finfo(torch.float32).max
+        t = torch.nan_to_num(t, nan=-big, posinf=big, neginf=-big)
+    return t
+
+
+def prediction_change(
+    output_a: Any,
+    output_b: Any,
+    *,
+    k: int = 5,
+    categories: Sequence[str] | None = None,
+    target: int | None = None,
+    sample: int = 0,
+) -> PredictionChange:
+    """Top classes of two classifier outputs side by side, with their changes (A minus B).
+
+    Parameters
+    ----------
+    output_a, output_b
+        Model outputs (their first tensor: ``(N, classes)`` logits or ``(classes,)``).
+    k
+        Each run's top ``k`` go into the rows.
+    categories
+        Class names (else ``"class i"``).
+    target
+        A class index whose row is always given (``PredictionChange.target``).
+    sample
+        The batch element.
+
+    Returns
+    -------
+    PredictionChange
+        Empty rows with a ``message`` when the outputs are not comparable logits.
+    """
+    a, b = _logits(output_a, sample), _logits(output_b, sample)
+    if a is None or b is None:
+        return PredictionChange((), None, None, None, k, sample, "no class scores to compare")
+    if a.shape != b.shape:
+        return PredictionChange(
+            (),
+            None,
+            None,
+            None,
+            k,
+            sample,
+            f"the outputs have different sizes ({a.numel()} vs {b.numel()} classes)",
+        )
+    pa, pb = torch.softmax(a, 0), torch.softmax(b, 0)
+    kk = max(1, min(int(k), a.numel()))
+    chosen = sorted(
+        set(torch.topk(pa, kk).indices.tolist()) | set(torch.topk(pb, kk).indices.tolist())
+    )
+
+    def row(i: int) -> PredictionRow:
+        name = categories[i] if categories and 0 <= i < len(categories) else f"class {i}"
+        p_a, p_b = float(pa[i]), float(pb[i])
+        l_a, l_b = float(a[i]), float(b[i])
+        return PredictionRow(i, name, p_a, p_b, p_a - p_b, l_a, l_b, l_a - l_b)
+
+    rows = sorted((row(i) for i in chosen), key=lambda r: (-max(r.p_a, r.p_b), r.index))
+    target_row = None
+    if target is not None and 0 <= int(target) < a.numel():
+        target_row = row(int(target))
+    return PredictionChange(
+        tuple(rows), target_row, int(torch.argmax(pa)), int(torch.argmax(pb)), kk, sample
+    )

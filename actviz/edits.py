@@ -1,0 +1,37 @@
+"""What-if edits for :func:`actviz.capture`: ``actviz.capture(model, x, edits={...})``.
+
+``ablate(channels)`` sets channels to zero, ``scale(channels, factor)`` multiplies them,
+``keep(channels)`` zeroes every other channel, ``clamp(min, max)`` clamps, ``patch(source)``
+copies the same layer's output from another run's capture, and any callable
+``f(output) -> output`` does anything else. See :mod:`actviz.core.edits` for the details.
+"""
+
+from __future__ import annotations
+
+from actviz.core.edits import (
+    KINDS,
+    Edit,
+    EditError,
+    ablate,
+    channel_dim,
+    clamp,
+    custom,
+    keep,
+    normalize_edits,
+    patch,
+    scale,
+)
+
+__all__ = [
+    "KINDS",
+    "Edit",
+    "EditError",
+    "ablate",
+    "channel_dim",
+    "clamp",
+    "custom",
+    "keep",
+    "normalize_edits",
+    "patch",
+    "scale",
+]
