@@ -105,7 +105,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
     for index, _name, pa, pb, dp, *_ in rows:
         assert pa == pytest.approx(p_a[index], abs=1e-6)
         assert pb == pytest.approx(p_b[index], abs=1e-6)
-        assert dp == pytest.approx(p_b[index] - p_a[index], abs=1e-6)
+        assert dp == pytest.approx(p_a[index] - p_b[index], abs=1e-6)
 
     # Hover names the layer; a click on its point shows its panel in the Layers tab.
     chart = view.chart

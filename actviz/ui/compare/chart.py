@@ -7,7 +7,6 @@ its figures, a click on a point announces its layer (the window goes to its pane
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +35,11 @@ def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:
         symbolPen=pg.mkPen(colour),
         name=name,
     )
+
+
+def fmt(value: float) -> str:
+    """A figure for the read-out (nan and inf as words)."""
+    return style.format_value(float(value))
 
 
 class SimilarityChart(PlotPanel):
@@ -203,12 +207,9 @@ class SimilarityChart(PlotPanel):
         if index is None:
             return None
 
-        def fmt(value: float) -> str:
-            return "nan" if math.isnan(value) else style.format_value(value)
-
         text = (
-            f"{index}: {self._label(index)} · cosine {fmt(float(self.cosine[index]))} · "
-            f"rel L2 {fmt(float(self.rel_l2[index]))} · max |Δ| {fmt(float(self.max_abs[index]))}"
+            f"{index}: {self._label(index)} · cosine {fmt(self.cosine[index])} · "
+            f"rel L2 {fmt(self.rel_l2[index])} · max |Δ| {fmt(self.max_abs[index])}"
         )
         if index == self.divergence:
             text += " · first divergence"

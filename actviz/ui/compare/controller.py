@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from actviz.core.capture import format_bytes
 from actviz.display.colormaps import AUTO
+from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import page_channels_for
 from actviz.display.prepare import with_page
 from actviz.display.result import DisplaySpec, PreparedLayer
@@ -437,10 +438,10 @@ class CompareController(QObject):
         comparison = outcome.comparison
         v.chart.set_comparison(comparison)
         change = outcome.predictions
-        if change is None:
-            v.predictions.set_message(outcome.prediction_message or "No predictions to compare.")
+        if not change.rows:
+            v.predictions.set_message(f"No predictions to compare: {change.message}.")
         else:
-            v.predictions.set_rows(prediction_rows(change), target=_target_of(change))
+            v.predictions.set_change(change)
         order = list(outcome.differences)
         v.layout_diff_panels(order)
         for name in order:
@@ -454,6 +455,11 @@ class CompareController(QObject):
             parts.append(f"no layer differs beyond rel L2 {comparison.tol:g}")
         else:
             parts.append(f"first divergence: {first.name or '(model)'} (rel L2 {first.rel_l2:.3g})")
+        if comparison.output is not None:
+            out = comparison.output
+            parts.append(f"output: cosine {out.cosine:.4g}, rel L2 {out.rel_l2:.3g}")
+        if comparison.skipped:
+            parts.append(f"{len(comparison.skipped)} layer call(s) not comparable (shapes)")
         if outcome.input_description:
             parts.append(f"input B: {outcome.input_description}")
         parts.append(f"B's capture held {format_bytes(outcome.nbytes)} (freed)")
@@ -469,8 +475,7 @@ class CompareController(QObject):
         layer: PreparedLayer = outcome.differences[name]
         panel = self.view.diff_panel(name)
         panel.set_module_type(f"{layer.module_type} · A − B" if layer.module_type else "A − B")
-        # The difference is signed: "auto" paints its symmetric mosaic with the diverging map.
-        panel.set_colormap(AUTO)
+        panel.set_colormap(DIFFERENCE_CMAP)
         layer = with_page(
             layer,
             self._page_first(name, layer),
@@ -660,29 +665,6 @@ class CompareController(QObject):
 
     def _parent(self) -> QWidget | None:
         return self.window if isinstance(self.window, QWidget) else None
-
-
-def prediction_rows(change: Any) -> list[tuple]:
-    """``change``'s rows as ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)``."""
-    rows = []
-    for row in change.rows:
-        if isinstance(row, tuple):
-            rows.append(tuple(row[:8]))
-        else:
-            rows.append(
-                (row.index, row.name, row.p_a, row.p_b, row.dp, row.logit_a, row.logit_b,
-                 row.dlogit)
-            )  # fmt: skip
-    return rows
-
-
-def _target_of(change: Any) -> int | None:
-    target = getattr(change, "target", None)
-    if target is None or isinstance(target, int):
-        return target
-    if isinstance(target, tuple):
-        return int(target[0])
-    return getattr(target, "index", None)
 
 
 def install_compare(window: QMainWindow) -> CompareController:

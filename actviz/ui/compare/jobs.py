@@ -100,8 +100,8 @@ class CompareOutcome:
     differences
         ``{layer: PreparedLayer}`` of A - B (diverging, symmetric), in depth order.
     predictions
-        :class:`actviz.display.difference.PredictionChange`, or None when the outputs are
-        not class scores (``prediction_message`` says why).
+        :class:`actviz.display.difference.PredictionChange` (its ``message`` says why it has
+        no rows when the outputs are not class scores).
     input_description
         :data:`INPUT`: how the input B reads (``"star.png · tensor (1, 3, 64, 64)"``).
     nbytes
@@ -111,7 +111,6 @@ class CompareOutcome:
     comparison: Any
     differences: Mapping[str, PreparedLayer]
     predictions: Any
-    prediction_message: str = ""
     input_description: str = ""
     nbytes: int = 0
     warnings: tuple[str, ...] = field(default=())
@@ -177,21 +176,23 @@ def compare_job(
         )
     report("comparing")
     comparison = compare(cap_a, cap_b)
+    if not comparison.layers:
+        reasons = "; ".join(f"{n or '(model)'}: {why}" for n, _k, why in comparison.skipped[:3])
+        raise LayersMismatch(f"No layer of runs A and B could be compared ({reasons}).")
     shown = [n for n in request.spec.layers if n in common]
     report("preparing the differences")
     differences = prepare_difference(cap_a, cap_b, request.spec, layers=shown)
-    predictions, message = None, ""
-    try:
-        predictions = prediction_change(
-            cap_a.output, cap_b.output, categories=request.categories, target=request.target
-        )
-    except (ValueError, TypeError) as exc:  # outputs that are not class scores
-        message = f"No predictions to compare: {exc}"
+    predictions = prediction_change(
+        cap_a.output,
+        cap_b.output,
+        categories=request.categories,
+        target=request.target,
+        sample=request.spec.sample,
+    )
     return CompareOutcome(
         comparison=comparison,
         differences={n: differences[n] for n in shown if n in differences},
         predictions=predictions,
-        prediction_message=message,
         input_description=description,
         nbytes=int(getattr(cap_b, "nbytes", 0)),
         warnings=tuple(getattr(cap_b, "warnings", ()) or ()),

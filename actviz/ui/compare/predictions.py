@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 
-#: Columns of the table.
-COLUMNS = ("class", "A", "B", "Δp", "Δlogit")
+#: Columns of the table (changes are A minus B: the latest run against the reference).
+COLUMNS = ("class", "A", "B", "Δp A−B", "Δlogit")
 #: Colours of a probability that went up / down.
 UP_COLOUR = "#1e7b34"
 DOWN_COLOUR = "#b3261e"
@@ -34,7 +35,7 @@ def _signed(value: float, *, percent: bool = False) -> str:
 
 class PredictionsCompared(PanelBase):
     """The classes of both runs' top-k (and the target), with A's and B's probability and
-    the change in probability and logit. Each run's top class is in bold."""
+    the change (A minus B) in probability and logit. Each run's top class is in bold."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Predictions: A vs B", parent)
@@ -58,18 +59,40 @@ class PredictionsCompared(PanelBase):
         self.setMinimumWidth(260)
         self.clear()
 
-    def set_rows(self, rows: Sequence[Row], *, target: int | None = None, note: str = "") -> None:
-        """Show ``rows`` in the given order; the ``target`` class's row is marked."""
+    def set_change(self, change: Any) -> None:
+        """Show a :class:`~actviz.display.difference.PredictionChange`: its rows, then the
+        target's row when it is not among them."""
+        rows = [tuple(r) for r in change.rows]
+        target = change.target
+        if target is not None and all(r[0] != target.index for r in rows):
+            rows.append(tuple(target))
+        self.set_rows(
+            rows,  # type: ignore[arg-type]
+            target=target.index if target is not None else None,
+            top_a=change.top_a,
+            top_b=change.top_b,
+        )
+
+    def set_rows(
+        self,
+        rows: Sequence[Row],
+        *,
+        target: int | None = None,
+        top_a: int | None = None,
+        top_b: int | None = None,
+        note: str = "",
+    ) -> None:
+        """Show ``rows`` in the given order; the ``target`` class's row is marked, each run's
+        top class (``top_a``, ``top_b``) in bold."""
         self._rows = [
             (int(r[0]), str(r[1]), *(float(v) for v in r[2:8]))  # type: ignore[misc]
             for r in rows
         ]
         table = self.table
         table.setRowCount(len(self._rows))
-        top_a = max(range(len(self._rows)), key=lambda i: self._rows[i][2], default=None)
-        top_b = max(range(len(self._rows)), key=lambda i: self._rows[i][3], default=None)
         for i, (index, name, p_a, p_b, dp, _la, _lb, dlogit) in enumerate(self._rows):
-            label = f"{index}: {name}" if name and name != str(index) else str(index)
+            label = name if name in ("", f"class {index}") else f"{index}: {name}"
+            label = label or f"class {index}"
             if target is not None and index == target:
                 label += "  (target)"
             cells = [
@@ -87,7 +110,7 @@ class PredictionsCompared(PanelBase):
                     )
                 if column == 0:
                     item.setToolTip(f"class {index}: {name}")
-                if (column == 1 and i == top_a) or (column == 2 and i == top_b):
+                if (column == 1 and index == top_a) or (column == 2 and index == top_b):
                     font = item.font()
                     font.setBold(True)
                     item.setFont(font)
