@@ -95,8 +95,13 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
     assert list(view.diff_panels) == LAYERS
     for name in ("conv1", "conv2"):
         shown = view.diff_panels[name].activation_slot.view.data
-        np.testing.assert_allclose(shown, (cap_a[name].tensor - cap_b[name].tensor)[0].numpy())
+        diff = (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
+        np.testing.assert_allclose(shown, diff)
         assert view.diff_panels[name].activation_slot.mosaic.symmetric
+        # |A - B| beside it, where the Layers tab shows |gradient|.
+        np.testing.assert_allclose(view.diff_panels[name].gradient_slot.view.data, np.abs(diff))
+    # The first divergence's panel is selected and scrolled to.
+    qtbot.waitUntil(lambda: view.diff_panels["conv1"].is_selected(), timeout=2000)
     # Both predictions: A's and B's probabilities of every class listed.
     p_a = torch.softmax(cap_a.output[0].double(), 0).numpy()
     p_b = torch.softmax(cap_b.output[0].double(), 0).numpy()
@@ -133,6 +138,13 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(qtbot
     cap_b = capture(model, open_input("random:1x3x16x16:5", model=model).value, LAYERS)
     _assert_chart_is(view, compare(cap_a, cap_b))
     assert "input B: random" in view.message()
+    # Compared while the Layers tab was shown: the difference panels are filled once the
+    # Compare tab is on screen (a canvas filled while hidden keeps its hidden size's range).
+    assert window.compare.diff_panels_pending()
+    window.tabs.setCurrentWidget(window.compare.page)
+    qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
+    diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
+    np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
     # An input that cannot be read: the reason, in red; the comparison shown stays.
     with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS) as failed:
         window.compare.compare_with_input(str(tmp_path / "missing.png"))
@@ -144,6 +156,7 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     qtbot, window, tmp_path
 ):
     view = window.compare.view
+    window.tabs.setCurrentWidget(window.compare.page)
     _run(qtbot, window, 1)
     other = tmp_path / "other.pt"
     torch.save(OtherNet().state_dict(), other)
@@ -178,6 +191,7 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     assert chart.names == LAYERS
     assert chart.cosine[0] == pytest.approx(1.0) and chart.rel_l2[0] == 0.0
     assert chart.rel_l2[1] > 1e-3 and chart.divergence == 1  # conv2: where weights changed
+    qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
     np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
     cap_b = capture(changed, _frame(1), LAYERS)
     _assert_chart_is(view, compare(window.result.capture, cap_b))

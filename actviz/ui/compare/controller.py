@@ -131,6 +131,9 @@ class CompareController(QObject):
         self._waiting = False
         self._load: dict[str, Any] | None = None
         self._pages: dict[str, int] = {}
+        # Difference panels waiting for the tab to be on screen: a canvas filled while
+        # hidden keeps the view range of its hidden size (margins around the mosaic).
+        self._unpainted: set[str] = set()
         self._page_sizes: dict[str, int] = {}
         self._closed = False
         self._width_timer = QTimer(self)
@@ -154,6 +157,7 @@ class CompareController(QObject):
         signals.started.connect(self._on_worker_started)
         window.run_started.connect(self._check_interrupted)
         window.closed.connect(self.shutdown)
+        window.tabs.currentChanged.connect(self._on_tab_changed)
         ls = self.loads.signals
         ls.finished.connect(self._on_load_finished)
         ls.errored.connect(self._on_load_errored)
@@ -274,6 +278,7 @@ class CompareController(QObject):
     def clear(self, message: str = "") -> None:
         """Forget the comparison shown (its pictures are freed)."""
         self.outcome = None
+        self._unpainted = set()
         self._pages.clear()
         self.view.clear(message)
 
@@ -444,8 +449,9 @@ class CompareController(QObject):
             v.predictions.set_change(change)
         order = list(outcome.differences)
         v.layout_diff_panels(order)
-        for name in order:
-            self._paint(name)
+        self._unpainted = set(order)
+        if self.page.isVisible():
+            self._paint_waiting()
         first = comparison.first_divergence
         parts = [
             f"A: the latest run · B: {self._label_b}",
@@ -468,14 +474,42 @@ class CompareController(QObject):
             text += "\n" + " ".join(outcome.warnings)
         v.set_message(text)
 
+    def _on_tab_changed(self, _index: int) -> None:
+        if self._unpainted and self.window.tabs.currentWidget() is self.page:
+            # On the next pass: the tab's widgets get their geometry first.
+            QTimer.singleShot(0, self._paint_waiting)
+
+    def _paint_waiting(self) -> None:
+        if self._closed or not self.page.isVisible():
+            return
+        names, self._unpainted = self._unpainted, set()
+        for name in self.view.diff_panels:
+            if name in names:
+                self._paint(name)
+        first = self.outcome.comparison.first_divergence if self.outcome is not None else None
+        if first is not None and first.name in names:
+            # Where the runs part is what one looks at first.
+            QTimer.singleShot(0, lambda: self.view.reveal_diff_panel(first.name))
+
+    def diff_panels_pending(self) -> bool:
+        """Whether difference panels wait for the Compare tab to be shown."""
+        return bool(self._unpainted)
+
     def _paint(self, name: str) -> None:
         outcome = self.outcome
         if outcome is None or name not in outcome.differences:
             return
+        if not self.page.isVisible():
+            self._unpainted.add(name)
+            return
         layer: PreparedLayer = outcome.differences[name]
         panel = self.view.diff_panel(name)
         panel.set_module_type(f"{layer.module_type} · A − B" if layer.module_type else "A − B")
-        panel.set_colormap(DIFFERENCE_CMAP)
+        # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
+        panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
+        panel.gradient_slot.set_colormap(AUTO)
+        panel.activation_slot.caption.setText("A − B")
+        panel.gradient_slot.caption.setText("|A − B|")
         layer = with_page(
             layer,
             self._page_first(name, layer),
@@ -486,7 +520,7 @@ class CompareController(QObject):
             panel.clear()
             return
         panel.set_activation(layer.view, layer.mosaic)
-        panel.set_gradient(None, None)
+        panel.set_gradient(layer.grad_view, layer.grad_mosaic)
 
     def _page_size(self, name: str, layer: PreparedLayer) -> int:
         size = self._page_sizes.get(name)
@@ -595,7 +629,8 @@ class CompareController(QObject):
             self._fail_load(dialog, text)
             return
         self.model_b = loaded
-        self.view.set_model_text(f"model B: {loaded.name} ({short_source(load['spec'].source)})")
+        self.view.set_model_text(f"model B: {loaded.name}")
+        self.view.model_label.setToolTip(str(load["spec"].source))
         self.window.refresh_busy(f"Opened model B {loaded.name}")
         if dialog is not None and dialog is self.model_dialog:
             dialog.opened()

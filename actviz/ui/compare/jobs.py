@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torch import nn
 
+from actviz.display.mosaic import mosaic
 from actviz.display.result import DisplaySpec, PreparedLayer
+from actviz.display.views import magnitude_view
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ __all__ = [
     "LayersMismatch",
     "compare_job",
     "layer_mismatch",
+    "with_magnitude",
 ]
 
 #: Where run B comes from.
@@ -191,12 +194,29 @@ def compare_job(
     )
     return CompareOutcome(
         comparison=comparison,
-        differences={n: differences[n] for n in shown if n in differences},
+        differences={n: with_magnitude(differences[n]) for n in shown if n in differences},
         predictions=predictions,
         input_description=description,
         nbytes=int(getattr(cap_b, "nbytes", 0)),
         warnings=tuple(getattr(cap_b, "warnings", ()) or ()),
     )
+
+
+def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
+    """``layer`` (a difference) with ``|A - B|`` beside it, where the gradient magnitude goes
+    in a layer panel: where the runs differ at all, whatever the sign, on a sequential map.
+    Its mosaic pages with the difference's (:func:`~actviz.display.prepare.with_page`)."""
+    view, m = layer.view, layer.mosaic
+    if view is None or m is None or view.kind != "maps":
+        return layer
+    grad_view = magnitude_view(view)
+    grad_mosaic = mosaic(
+        grad_view.data,
+        normalize=m.normalize,
+        first_channel=m.first_channel,
+        max_channels=m.page_size,
+    )
+    return replace(layer, grad_view=grad_view, grad_mosaic=grad_mosaic)
 
 
 def _capture_b(

@@ -163,6 +163,12 @@ class CompareView(QtWidgets.QWidget):
             row.addWidget(widget, 1 if i == len(widgets) - 1 else 0)
         return page
 
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
+        # The page (a scroll area) asks this of a layout with a wrapped label: answer the
+        # least height, so the page scrolls only when the tab is smaller than the minimum
+        # rather than whenever the preferred height does not fit.
+        return self.minimumSizeHint().height()
+
     # ------------------------------------------------------------------ setters
     @property
     def source(self) -> str:
@@ -229,6 +235,13 @@ class CompareView(QtWidgets.QWidget):
             panel.mosaic_width_changed.connect(self.mosaic_width_changed)
             self.diff_panels[name] = panel
         return panel
+
+    def reveal_diff_panel(self, name: str) -> None:
+        """Select layer ``name``'s difference panel and scroll it into view."""
+        for panel_name, panel in self.diff_panels.items():
+            panel.set_selected(panel_name == name)
+        if name in self.diff_panels:
+            self.diff_scroll.ensureWidgetVisible(self.diff_panels[name])
 
     def layout_diff_panels(self, order: Sequence[str]) -> None:
         """Show exactly the panels of ``order`` (one column), the others are deleted."""
