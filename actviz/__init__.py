@@ -1,7 +1,7 @@
 """actviz: a desktop activation explorer for PyTorch.
 
-Public API: :func:`capture`, :func:`module_tree`, :func:`load_model`, :func:`load_input`,
-:func:`explore`.
+Public API: :func:`capture` (with what-if ``edits=`` from :mod:`actviz.edits`),
+:func:`compare`, :func:`module_tree`, :func:`load_model`, :func:`load_input`, :func:`explore`.
 """
 
 from __future__ import annotations

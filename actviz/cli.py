@@ -17,7 +17,7 @@ from typing import Any
 from actviz.display.text import format_count
 
 EXIT_ERROR = 2
-_COMMANDS = ("gui", "info", "export", "bench")
+_COMMANDS = ("gui", "info", "export", "compare", "bench")
 
 
 def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -85,6 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="feature-map mosaics: each tile its own min..max (channel) or one range (shared)",
     )
     exp.add_argument("--no-gradients", action="store_true", help="forward only")
+
+    cmp = sub.add_parser("compare", help="compare two runs layer by layer: compare.json, PNGs")
+    _add_model_args(cmp, required=True)
+    cmp.add_argument("--model-b", help="run B's model (default: --model), same architecture")
+    cmp.add_argument("--input", "-i", required=True, help="image, tensor file or random:NxCxHxW")
+    cmp.add_argument("--input-b", help="run B's input (default: --input)")
+    cmp.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
+    cmp.add_argument("--out", "-o", required=True, help="output folder")
+    cmp.add_argument("--tol", type=float, default=1e-4, help="first divergence: rel. L2 above")
+    cmp.add_argument("--target", "-t", help="class index or name for the predictions' row")
+    cmp.add_argument("--normalize", choices=("channel", "shared"), default="channel")
+    _add_list_input(cmp)
 
     bench = sub.add_parser("bench", help="run the benchmark suite (python -m actviz.bench)")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
@@ -196,6 +208,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     import actviz
     from actviz.io.export import export_capture
     from actviz.io.inputs import open_input
+    from actviz.io.reproduce import run_source
 
     loaded = _open(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
@@ -226,9 +239,25 @@ def cmd_export(args: argparse.Namespace) -> int:
         normalize=args.normalize,
         gradcam_layer=args.gradcam_layer,
         progress=progress,
+        source=run_source(
+            loaded,
+            str(args.input),
+            arch=args.arch,
+            weights=_weights(args.weights),
+            trust=args.trust,
+            device=args.device,
+            list_input=args.list_input,
+            target=target,
+        ),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from actviz.io.comparison import run_compare
+
+    return run_compare(args, _open, _progress, _parse_target)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
@@ -262,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from actviz.bench.cli import main as bench_main
 
         return bench_main(args.bench_args)
-    handler = {"info": cmd_info, "export": cmd_export}.get(args.command, cmd_gui)
+    handler = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare}.get(
+        args.command, cmd_gui
+    )
     try:
         return handler(args)
     except KeyboardInterrupt:

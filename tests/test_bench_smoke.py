@@ -15,6 +15,7 @@ import pytest
 from actviz.bench import (
     capture_bench,
     cli,
+    edits_bench,
     live_bench,
     memory_bench,
     render_bench,
@@ -162,3 +163,9 @@ def test_steal_meter_is_the_steal_share_of_all_ticks(monkeypatch):
     assert StealMeter().fraction() == pytest.approx(60 / 2000)
     monkeypatch.setattr(StealMeter, "_read", staticmethod(lambda: None))
     assert StealMeter().fraction() is None
+
+
+def test_edits_bench_reports_the_ratio():
+    r = edits_bench.run(("resnet18",), pairs=1, size=32)
+    (row,) = r["rows"]
+    assert r["edits_ratio"] == row.ratio > 0 and row.base_ms > 0 and row.test_ms > 0

@@ -4,6 +4,7 @@
 
 * capture overhead against bare PyTorch (ResNet-18/50), and again with the explorer window open;
   Grad-CAM at ``layer4`` against a bare hook + ``autograd.grad`` to that layer (``gradcam_ratio``);
+  a capture with three what-if edits against the same capture without (``edits_ratio``);
 * rendering one layer's mosaic (``render_p95_ms``);
 * live mode on ResNet-50 with 20 ticked layers: GUI timer lag (``ui_lag_*``) and throughput
   against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved;
@@ -49,6 +50,11 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
         {k: v for k, v in results.items() if k.startswith("capture_") and isinstance(v, float)}
     )
     summary["gradcam_ratio"] = results["gradcam_ratio"]
+    from actviz.bench import edits_bench
+
+    edits = edits_bench.run(models, pairs=pairs, size=224)
+    edits_bench.print_table(edits)
+    summary["edits_ratio"] = edits["edits_ratio"]
     # The same figures with the explorer window open (idle, a model loaded).
     from actviz.bench.ui_bench import ensure_qt_app, scratch_settings
     from actviz.ui.window.main_window import MainWindow

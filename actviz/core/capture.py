@@ -288,6 +288,7 @@ def _capture_once(
     first = min((position[id(m)] for m in by_module), default=0)
     state = ModelState(model, modules=module_list, inplace_from=first)
     handles: list[Any] = []
+    editor: EditHooks | None = None
     prepared = prepare_inputs(
         inputs, model=model, gradients=input_grads, device=_model_device(model)
     )
@@ -303,7 +304,8 @@ def _capture_once(
         else:
             if edits:
                 # Before the recorder's hooks: records hold the edited outputs.
-                handles.extend(EditHooks(modules, edits).register())
+                editor = EditHooks(modules, edits)
+                handles.extend(editor.register())
             for module, _name in by_module.items():
                 handles.append(module.register_forward_pre_hook(recorder.pre_hook))
                 handles.append(module.register_forward_hook(recorder.forward_hook))
@@ -344,6 +346,8 @@ def _capture_once(
             except (ValueError, TypeError, RuntimeError) as exc:
                 description = f"no target ({exc})"
         warnings.extend(unregistered.warnings())
+        if editor is not None:
+            warnings.extend(editor.warnings())
         for name in names:
             if name not in recorder.records and not scripted:
                 warnings.append(

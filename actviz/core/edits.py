@@ -454,10 +454,11 @@ class _Applied:
         idx = self.cache.get(key)
         if idx is None:
             size = t.shape[dim] if t.ndim else 1
-            chosen = range(size) if self.edit.channels is None else self.edit.channels
+            chosen = torch.zeros(size, dtype=torch.bool)
+            chosen[list(self.edit.channels or range(size))] = True
             if complement:
-                chosen = sorted(set(range(size)) - set(chosen))
-            idx = torch.tensor(list(chosen), dtype=torch.long, device=t.device)
+                chosen = ~chosen
+            idx = torch.nonzero(chosen).flatten().to(t.device)
             self.cache[key] = idx
         return idx
 
@@ -586,6 +587,21 @@ class EditHooks:
     def register(self) -> list[Any]:
         """Register the hooks; the caller removes the handles (in ``finally``)."""
         return [module.register_forward_hook(self.hook) for module in self.edited]
+
+    def warnings(self) -> list[str]:
+        """Edits that never applied: their module did not run, or ran fewer times."""
+        out = []
+        for module, items in self.edited.items():
+            ran = self.calls.get(module, 0)
+            for applied in items:
+                call = applied.edit.call
+                if ran == 0 or (call is not None and call >= ran):
+                    times = "did not run" if ran == 0 else f"ran {ran} time(s)"
+                    out.append(
+                        f"edit {applied.edit.describe()!r} on layer {applied.name!r} was not "
+                        f"applied: the module {times} during this forward pass"
+                    )
+        return out
 
     def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
         index = self.calls.get(module, 0)

@@ -13,6 +13,8 @@ Read in this order:
 * :mod:`~actviz.display.attribution` -- the input picture, saliency, Grad-CAM (and the rule for
   its default layer), predictions;
 * :mod:`~actviz.display.device` -- one host copy per frame for records on a GPU;
+* :mod:`~actviz.display.difference` -- two runs: run A minus run B as prepared layers
+  (symmetric mosaics, a diverging map) and the change of the predictions;
 * :mod:`~actviz.display.result` -- the frozen :class:`~actviz.display.result.RunResult` and
   :class:`~actviz.display.result.PreparedLayer`.
 

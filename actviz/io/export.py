@@ -30,6 +30,7 @@ from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepare import prepare, symmetric_for
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.display.views import LayerView, layer_view, magnitude_view
+from actviz.io.reproduce import RunSource, write_reproduce
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",
@@ -363,6 +364,7 @@ def export_capture(
     gradcam_layer: str | None = None,
     layers: Sequence[str] | None = None,
     progress: ProgressFn | None = None,
+    source: RunSource | None = None,
 ) -> list[Path]:
     """Write everything about ``cap`` to ``out_dir``.
 
@@ -398,6 +400,10 @@ def export_capture(
         Subset of ``cap.names`` to write (default all).
     progress
         Called as ``progress(done, total, what)`` while writing.
+    source
+        How the model and input were opened, for ``reproduce.py``
+        (:mod:`actviz.io.reproduce`), which rebuilds the run, its target and its edits
+        (``cap.edits``); None: the script says the model is unknown.
 
     Returns
     -------
@@ -426,6 +432,7 @@ def export_capture(
     prepared = prepare(cap, spec, eager_hist=())
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
+    npz_files: dict[str, str] = {}  # for reproduce.py
     total = len(names) + 1
     for i, name in enumerate(names):
         if progress is not None:
@@ -457,6 +464,7 @@ def export_capture(
             np.savez_compressed(npz, **arrays)
             written.append(npz)
             entry["files"].append(npz.name)
+            npz_files[name] = npz.name
         layer_summary[name] = entry
     if progress is not None:
         progress(len(names), total, "saliency and Grad-CAM")
@@ -494,6 +502,7 @@ def export_capture(
             written += [path, out / "gradcam.npy"]
             attribution["gradcam"] = path.name
             attribution["gradcam_layer"] = cam_layer
+    written += write_reproduce(out, cap, source, names, npz_files)
     if image is not None:
         inp = out / "input.png"
         Image.fromarray(np.ascontiguousarray(image)).save(inp)

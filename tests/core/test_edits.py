@@ -224,17 +224,35 @@ def test_in_place_module_before_the_recorded_layers(resnet, x):
     def change(out, _k):
         return out * 3.0
 
+    # and the stem's bn1 output, edited, is then overwritten in place by that ReLU
     record = ["layer1.0.conv1", "fc"]
-    cap = actviz.capture(
-        resnet, x, record, target=TARGET, edits={"relu": scale(None, 3.0), "fc": scale(2, 0.5)}
-    )
+    edits = {"bn1": ablate([2, 9]), "relu": scale(None, 3.0), "fc": scale(2, 0.5)}
+    cap = actviz.capture(resnet, x, record, target=TARGET, edits=edits)
 
     def fc_change(out, _k):
         out = out.clone()
         out[:, 2] = out[:, 2] * 0.5
         return out
 
-    assert_matches(cap, reference(resnet, x, {"relu": change, "fc": fc_change}, record), record)
+    def bn_change(out, _k):
+        out = out.clone()
+        out[:, [2, 9]] = 0
+        return out
+
+    changes = {"bn1": bn_change, "relu": change, "fc": fc_change}
+    assert_matches(cap, reference(resnet, x, changes, record), record)
+
+
+def test_recorded_edited_output_written_in_place_later(resnet, x):
+    # layer2.0.bn2's output gets ``out += identity`` in place: its record must still hold the
+    # edited value the block added (the recorder copies it on a second pass)
+    def change(out, _k):
+        out = out.clone()
+        out[:, CH] = out[:, CH] * -1.5
+        return out
+
+    cap = actviz.capture(resnet, x, RECORD, target=TARGET, edits={"layer2.0.bn2": scale(CH, -1.5)})
+    assert_matches(cap, reference(resnet, x, {"layer2.0.bn2": change}))
 
 
 def test_several_edits_on_one_layer_apply_in_order(resnet, x):
@@ -260,6 +278,16 @@ def test_no_edits_and_disabled_edits_change_nothing(resnet, x, plain):
         for name in RECORD:
             for a, b in zip(cap.calls(name), plain.calls(name), strict=True):
                 assert torch.equal(a.tensor, b.tensor) and torch.equal(a.grad, b.grad)
+
+
+def test_edits_that_never_apply_are_reported(resnet, x):
+    cap = actviz.capture(
+        resnet, x, ["fc"], gradients=False, edits={"layer1.0.bn1": ablate(1, call=1)}
+    )
+    assert cap.warnings == [
+        "edit 'ablate ch 1 (call 1)' on layer 'layer1.0.bn1' was not applied: the module ran 1 "
+        "time(s) during this forward pass"
+    ]
 
 
 def test_forward_only_capture_applies_edits(resnet, x):

@@ -1,0 +1,470 @@
+"""``reproduce.py``: a short script, written into every export, that rebuilds the run.
+
+The script uses only the public API (``actviz.io.models.open_model``, ``actviz.load_input``,
+``actviz.capture``, ``actviz.edits``) to rebuild the same model, input, target, ticked layers
+and edits, and saves the same per-layer arrays the export wrote (``<layer>.npz``: ``output``,
+``grad_output``, ``grad_input<i>``, prefixed ``call<k>_`` for reused modules) into a folder
+of its own, so the two can be compared file by file (``python reproduce.py OUT``).
+
+What cannot be rebuilt from a name is saved beside it and loaded by the script:
+
+* the input tensors (``reproduce_inputs.pt``) when the input has no source to reopen (a live
+  frame, a perturbed input, a tensor made in Python);
+* the weights (``reproduce_weights.pt``, a state_dict) when the model was randomly initialised
+  (a torchvision name without weights, ``file.py:Class``): a fresh random init differs;
+* a patch edit's source run: its input tensors (``reproduce_patch<i>.pt``); the script captures
+  the source run again with the same model (so it assumes the source ran this model; a patch
+  from another checkpoint is said so in the script, and so are edits of the source run).
+
+A custom edit (a Python callable) is imported by its qualified name when it lives in an
+importable module; otherwise the script defines a stand-in that raises, naming the layer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from actviz.core.edits import Edit
+from actviz.core.records import Capture
+
+__all__ = [
+    "SCRIPT_NAME",
+    "RunSource",
+    "compare_script",
+    "reproduce_script",
+    "run_source",
+    "write_compare_reproduce",
+    "write_reproduce",
+]
+
+#: The file name of the script in an export folder.
+SCRIPT_NAME = "reproduce.py"
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """How a run's model and input were opened (what the script needs to open them again).
+
+    Attributes
+    ----------
+    model
+        What :func:`actviz.io.models.open_model` took: a torchvision name, a file,
+        ``file.py:Class``, ``package.module:factory``, ``"demo"``. None: unknown (the script
+        then says so and stops).
+    arch, weights, trust, device
+        ``open_model``'s arguments of the same names.
+    input
+        What :func:`actviz.load_input` took (an image or tensor file, ``random:...``); None:
+        the export saves the input tensors for the script.
+    list_input
+        ``load_input``'s ``as_list``.
+    target
+        The target as given to :func:`actviz.capture` (None: its default), if it is an int,
+        a str or None; a callable target cannot be written (the script says so).
+    state
+        The model's ``state_dict()`` when its weights cannot be reopened (random init): saved
+        beside the script and loaded by it.
+    """
+
+    model: str | None = None
+    arch: str | None = None
+    weights: str | None = "DEFAULT"
+    trust: bool = False
+    device: str = "cpu"
+    input: str | None = None
+    list_input: bool | None = None
+    target: Any = None
+    state: Mapping[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
+
+
+def run_source(
+    loaded: Any,
+    input: str | None,
+    *,
+    arch: str | None = None,
+    weights: Any = "DEFAULT",
+    trust: bool = False,
+    device: str = "cpu",
+    list_input: bool | None = None,
+    target: Any = None,
+) -> RunSource:
+    """The :class:`RunSource` of a model opened with :func:`actviz.io.models.open_model`
+    (``loaded``) with these arguments; its weights are kept when a new open would give other
+    ones (random init: a torchvision name without weights, model code)."""
+    random = loaded.kind == "code" or (
+        loaded.kind == "torchvision" and "random init" in str(loaded.name)
+    )
+    return RunSource(
+        model=str(loaded.source),
+        arch=arch,
+        weights=weights,
+        trust=trust,
+        device=str(device),
+        input=input,
+        list_input=list_input,
+        target=target,
+        state=loaded.model.state_dict() if random else None,
+    )
+
+
+def _absolute(source: str | None) -> str | None:
+    """A file source made absolute, so the script runs from any folder; others as given."""
+    if source is None:
+        return None
+    head = source.split(":", 1)[0] if source.count(":") == 1 and ".py:" in source else source
+    path = Path(head)
+    if path.exists():
+        return source.replace(head, str(path.resolve()), 1)
+    return source
+
+
+def _edit_code(edit: Edit, source_var: str | None, fn_var: str | None) -> str:
+    opts = "" if edit.call is None else f", call={edit.call}"
+    channels = None if edit.channels is None else list(edit.channels)
+    if edit.dim is not None or not edit.enabled:
+        fields = [f"{edit.kind!r}", f"channels={edit.channels!r}"]
+        for name in ("factor", "min", "max", "call", "dim"):
+            if getattr(edit, name) is not None:
+                fields.append(f"{name}={getattr(edit, name)!r}")
+        if edit.kind == "patch":
+            fields.append(f"source={source_var}")
+        if edit.kind == "custom":
+            fields.append(f"fn={fn_var}")
+        return f"Edit({', '.join(fields)})"
+    if edit.kind == "ablate":
+        return f"ablate({channels!r}{opts})"
+    if edit.kind == "keep":
+        return f"keep({channels!r}{opts})"
+    if edit.kind == "scale":
+        return f"scale({channels!r}, {edit.factor!r}{opts})"
+    if edit.kind == "clamp":
+        ch = "" if channels is None else f", channels={channels!r}"
+        return f"clamp({edit.min!r}, {edit.max!r}{ch}{opts})"
+    if edit.kind == "patch":
+        ch = "" if channels is None else f", {channels!r}"
+        return f"patch({source_var}{ch}{opts})"
+    return f"custom({fn_var}{opts})"
+
+
+def _importable(fn: Any) -> tuple[str, str] | None:
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or not name or "<" in name or "." in name:
+        return None
+    try:
+        if getattr(importlib.import_module(module), name, None) is fn:
+            return module, name
+    except ImportError:
+        return None
+    return None
+
+
+def _model_lines(
+    source: RunSource, saved: Mapping[str, str], notes: list[str], tag: str
+) -> list[str]:
+    model_var, loaded_var = f"model{tag}", f"loaded{tag}"
+    lines: list[str] = []
+    lines += [
+        f"{loaded_var} = open_model({_absolute(source.model)!r}, "
+        f"arch={_absolute(source.arch)!r}, weights={source.weights!r}, "
+        f"trust={source.trust!r}, device={source.device!r})",
+        f"{model_var} = {loaded_var}.model",
+    ]
+    if f"weights{tag}" in saved:
+        name = saved[f"weights{tag}"]
+        notes.append(f"{model_var} had random weights: they are loaded from {name}")
+        lines.append(f"{model_var}.load_state_dict(torch.load(HERE / {name!r}, weights_only=True))")
+    return lines
+
+
+def _open_lines(
+    source: RunSource,
+    saved: Mapping[str, str],
+    notes: list[str],
+    tag: str = "",
+    same_model_as: str | None = None,
+) -> list[str]:
+    """Lines that open ``loaded{tag}``, ``model{tag}`` and the input ``x{tag}`` (the model
+    of tag ``same_model_as`` again when given)."""
+    lines: list[str] = []
+    model_var, loaded_var, x_var = f"model{tag}", f"loaded{tag}", f"x{tag}"
+    if same_model_as is not None:
+        lines.append(f"{loaded_var}, {model_var} = loaded{same_model_as}, model{same_model_as}")
+    elif source.model is None:
+        notes.append(f"the source of {model_var} is unknown (a module made in Python)")
+        lines.append(
+            'raise SystemExit("reproduce.py: the model was not opened from a name or file; '
+            'write how to open it below")'
+        )
+    if same_model_as is None:
+        lines += _model_lines(source, saved, notes, tag)
+    if f"inputs{tag}" in saved:
+        lines.append(f"{x_var} = torch.load(HERE / {saved[f'inputs{tag}']!r}, weights_only=True)")
+    else:
+        lines.append(
+            f"{x_var} = actviz.load_input({_absolute(source.input)!r}, "
+            f"loaded_model={loaded_var}, as_list={source.list_input!r})"
+        )
+    return lines
+
+
+def reproduce_script(
+    cap: Capture,
+    source: RunSource | None,
+    layers: Sequence[str],
+    *,
+    files: Mapping[str, str],
+    saved: Mapping[str, str] | None = None,
+) -> str:
+    """The text of ``reproduce.py`` for ``cap``.
+
+    Parameters
+    ----------
+    cap
+        The exported capture (its ``edits``, ``gradients``, ``mode`` are rebuilt).
+    source
+        How model and input were opened.
+    layers
+        The layers whose arrays the export wrote.
+    files
+        ``{layer: npz file name}`` as the export named them.
+    saved
+        What :func:`write_reproduce` saved beside the script: ``"inputs"``, ``"weights"``,
+        ``"patch<i>"`` -> file name.
+    """
+    source = source or RunSource()
+    saved = dict(saved or {})
+    notes: list[str] = []
+    lines: list[str] = []
+    head = [
+        '"""Rebuild the run exported in this folder with actviz\'s public API and save the same',
+        "per-layer arrays (<layer>.npz) into OUT (default: ./reproduced beside this script).",
+        "",
+        "    python reproduce.py [OUT]",
+        "",
+        f"Model: {source.model or '(unknown)'}   Input: {source.input or '(saved tensors)'}",
+    ]
+    lines += [
+        "import sys",
+        "from pathlib import Path",
+        "",
+        "import numpy as np",
+        "import torch",
+        "",
+        "import actviz",
+        "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401",
+        "from actviz.io.models import open_model",
+        "",
+        "HERE = Path(__file__).resolve().parent",
+        'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
+        "",
+    ]
+    lines += _open_lines(source, saved, notes)
+    lines.append("")
+    edit_lines: list[str] = []
+    fn_defs: list[str] = []
+    patch_index = 0
+    custom_index = 0
+    for layer, items in cap.edits.items():
+        codes = []
+        for edit in items:
+            source_var = fn_var = None
+            if edit.kind == "patch":
+                src = edit.source
+                assert src is not None
+                source_var = f"patch_source{patch_index}"
+                key = f"patch{patch_index}"
+                patch_index += 1
+                if src.edits:
+                    notes.append(f"{source_var} had edits of its own, not rebuilt here")
+                src_layers = [layer]
+                lines.append(
+                    f"# {source_var}: the run {layer!r} is patched from, captured again from its "
+                    "input with this model (a source from another checkpoint cannot be rebuilt)"
+                )
+                lines.append(
+                    f"{source_var} = actviz.capture(model, torch.load(HERE / {saved[key]!r}, "
+                    f"weights_only=True), {src_layers!r}, gradients=False, mode={src.mode!r})"
+                )
+            if edit.kind == "custom":
+                fn_var = f"custom_fn{custom_index}"
+                custom_index += 1
+                where = _importable(edit.fn)
+                if where is not None:
+                    lines.append(f"from {where[0]} import {where[1]} as {fn_var}")
+                else:
+                    name = getattr(edit.fn, "__name__", type(edit.fn).__name__)
+                    notes.append(f"the custom edit {name!r} on {layer!r} is Python code: define it")
+                    fn_defs += [
+                        "",
+                        f"def {fn_var}(output):",
+                        f"    # the custom edit {name!r} on {layer!r} was a callable defined in "
+                        "Python: write it here",
+                        f"    raise NotImplementedError({f'define the custom edit {name!r}'!r})",
+                    ]
+            codes.append(_edit_code(edit, source_var, fn_var))
+        edit_lines.append(f"    {layer!r}: [{', '.join(codes)}],")
+    lines += fn_defs
+    if fn_defs:
+        lines.append("")
+    lines.append("edits = {")
+    lines += edit_lines
+    lines.append("}")
+    input_grads = not (cap.gradients and cap.input_grads is None)
+    target = source.target
+    if target is not None and not isinstance(target, (int, str)):
+        notes.append("the target was a Python callable: the default target is used instead")
+        target = None
+    lines += [
+        f"LAYERS = {list(layers)!r}",
+        "cap = actviz.capture(",
+        "    model,",
+        "    x,",
+        "    LAYERS,",
+        f"    target={target!r},",
+        f"    gradients={cap.gradients!r},",
+        f"    input_grads={input_grads!r},",
+        f"    mode={cap.mode!r},",
+        "    edits=edits,",
+        ")",
+        "",
+        f"FILES = {dict(files)!r}",
+        "OUT.mkdir(parents=True, exist_ok=True)",
+        "for name in LAYERS:",
+        "    recs = cap.calls(name)",
+        "    arrays = {}",
+        "    for rec in recs:",
+        '        prefix = "" if len(recs) == 1 else f"call{rec.call_index}_"',
+        "        if rec.tensor is not None:",
+        "            t = rec.tensor",
+        '            arrays[prefix + "output"] = (t.float() if t.is_floating_point() else t).numpy()',
+        "        if rec.grad is not None:",
+        '            arrays[prefix + "grad_output"] = rec.grad.float().numpy()',
+        "        for i, g in enumerate(rec.grad_inputs or ()):",
+        "            if g is not None:",
+        '                arrays[f"{prefix}grad_input{i}"] = g.float().numpy()',
+        "    if arrays:",
+        "        np.savez_compressed(OUT / FILES[name], **arrays)",
+        'print(f"wrote {len(LAYERS)} layers\' arrays to {OUT}")',
+    ]
+    if notes:
+        head += ["", "Not rebuilt exactly:"] + [f"- {n}" for n in notes]
+    head.append('"""')
+    return "\n".join(head + [""] + lines) + "\n"
+
+
+def write_reproduce(
+    out_dir: str | Path,
+    cap: Capture,
+    source: RunSource | None,
+    layers: Sequence[str],
+    files: Mapping[str, str],
+) -> list[Path]:
+    """Write ``reproduce.py`` (and what it loads) into ``out_dir``; returns the files."""
+    out = Path(out_dir)
+    written: list[Path] = []
+    saved: dict[str, str] = {}
+
+    def save(key: str, name: str, obj: Any) -> None:
+        path = out / name
+        torch.save(obj, path)
+        saved[key] = name
+        written.append(path)
+
+    if source is None or source.input is None:
+        save("inputs", "reproduce_inputs.pt", cap.inputs)
+    if source is not None and source.state is not None:
+        save("weights", "reproduce_weights.pt", dict(source.state))
+    index = 0
+    for items in cap.edits.values():
+        for edit in items:
+            if edit.kind == "patch":
+                assert edit.source is not None
+                save(f"patch{index}", f"reproduce_patch{index}.pt", edit.source.inputs)
+                index += 1
+    path = out / SCRIPT_NAME
+    path.write_text(reproduce_script(cap, source, layers, files=files, saved=saved))
+    written.append(path)
+    return written
+
+
+def compare_script(
+    source_a: RunSource,
+    source_b: RunSource,
+    layers: Sequence[str] | None,
+    tol: float,
+    saved: Mapping[str, str] | None = None,
+) -> str:
+    """The text of the ``reproduce.py`` of ``actviz compare``: both runs, then
+    :func:`actviz.compare`, written as ``OUT/compare.json`` (``Comparison.to_dict()``)."""
+    saved = dict(saved or {})
+    notes: list[str] = []
+    same = source_b.model == source_a.model and source_b.state is source_a.state
+    body = _open_lines(source_a, saved, notes, "_a")
+    body += _open_lines(source_b, saved, notes, "_b", same_model_as="_a" if same else None)
+    body += [
+        "",
+        f"LAYERS = {None if layers is None else list(layers)!r}",
+        "cap_a = actviz.capture(model_a, x_a, LAYERS, gradients=False, keep_inputs=False)",
+        "cap_b = actviz.capture(model_b, x_b, LAYERS, gradients=False, keep_inputs=False)",
+        f"comparison = actviz.compare(cap_a, cap_b, tol={float(tol)!r})",
+        "OUT.mkdir(parents=True, exist_ok=True)",
+        '(OUT / "compare.json").write_text(json.dumps(comparison.to_dict(), indent=2))',
+        "first = comparison.first_divergence",
+        'print("first divergence:", None if first is None else first.name)',
+    ]
+    head = [
+        '"""Rebuild the two runs compared in this folder with actviz\'s public API and write',
+        "their comparison into OUT/compare.json (default: ./reproduced beside this script).",
+        "",
+        "    python reproduce.py [OUT]",
+        "",
+        f"Run A: {source_a.model} on {source_a.input}",
+        f"Run B: {source_b.model} on {source_b.input}",
+    ]
+    if notes:
+        head += ["", "Notes:"] + [f"- {n}" for n in notes]
+    head.append('"""')
+    lines = [
+        "import json",
+        "import sys",
+        "from pathlib import Path",
+        "",
+        "import torch",
+        "",
+        "import actviz",
+        "from actviz.io.models import open_model",
+        "",
+        "HERE = Path(__file__).resolve().parent",
+        'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
+        "",
+    ]
+    return "\n".join(head + [""] + lines + body) + "\n"
+
+
+def write_compare_reproduce(
+    out_dir: str | Path,
+    source_a: RunSource,
+    source_b: RunSource,
+    layers: Sequence[str] | None,
+    tol: float,
+) -> list[Path]:
+    """Write the ``reproduce.py`` of a comparison (and the random weights it loads)."""
+    out = Path(out_dir)
+    written: list[Path] = []
+    saved: dict[str, str] = {}
+    for tag, source in (("_a", source_a), ("_b", source_b)):
+        if source.state is not None and not (tag == "_b" and source.state is source_a.state):
+            path = out / f"reproduce_weights{tag}.pt"
+            torch.save(dict(source.state), path)
+            saved[f"weights{tag}"] = path.name
+            written.append(path)
+    path = out / SCRIPT_NAME
+    path.write_text(compare_script(source_a, source_b, layers, tol, saved))
+    written.append(path)
+    return written
