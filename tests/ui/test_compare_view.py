@@ -112,6 +112,22 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
         assert pb == pytest.approx(p_b[index], abs=1e-6)
         assert dp == pytest.approx(p_a[index] - p_b[index], abs=1e-6)
 
+    # A difference tile reads out A - B and |A - B|; a click opens run A's channel large.
+    panel = view.diff_panels["conv2"]
+    view.diff_scroll.ensureWidgetVisible(panel)
+    m, canvas = panel.activation_slot.mosaic, panel.activation_slot.image_canvas
+    y0, x0 = m.tile_origin(3)
+    point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
+    qtbot.mouseMove(canvas.viewport(), point)
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 3"), timeout=2000)
+    assert "A−B " in panel.status_label.text() and "|A−B| " in panel.status_label.text()
+    with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
+        qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert window.tabs.currentWidget() is window.layers_splitter
+    qtbot.waitUntil(window.channel_box.isVisible, timeout=2000)
+    assert (window.channel_view.name, window.channel_view.channel) == ("conv2", 3)
+    window.tabs.setCurrentWidget(window.compare.page)
+
     # Hover names the layer; a click on its point shows its panel in the Layers tab.
     chart = view.chart
     where = chart.point_position(1)

@@ -83,6 +83,7 @@ class CompareHost(Protocol):
     @property
     def layer_panels(self) -> dict[str, Any]: ...
     def select_layer(self, name: str | None, *, reveal: bool = True) -> None: ...
+    def open_channel(self, name: str, channel: int) -> bool: ...
     def refresh_busy(self, text: str = "") -> None: ...
 
 
@@ -150,6 +151,7 @@ class CompareController(QObject):
         v.chart.layer_clicked.connect(self.go_to_layer)
         v.page_requested.connect(self._on_page_requested)
         v.mosaic_width_changed.connect(self._on_width_changed)
+        v.channel_clicked.connect(self.open_channel)
         signals = self.worker.signals
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
@@ -219,7 +221,9 @@ class CompareController(QObject):
             # Run A is the result of the run on its way: wait for it.
             self._waiting = True
             self.view.set_busy(True)
-            self.view.set_message("Waiting for the current run to finish…")
+            self.view.set_message(
+                "Waiting for the current run to finish (live mode: pause it to compare)…"
+            )
             return True
         self._start()
         return True
@@ -239,6 +243,14 @@ class CompareController(QObject):
         # Once the tab is laid out, bring the panel into view for sure.
         QTimer.singleShot(0, lambda: self._reveal(name))
         return True
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """Open channel ``channel`` of run A's layer ``name`` large in the Layers tab (a
+        difference tile's click)."""
+        if name not in self.window.layer_panels:
+            return self.go_to_layer(name)
+        self.window.tabs.setCurrentWidget(self.window.layers_splitter)
+        return bool(self.window.open_channel(name, channel))
 
     def browse_input(self) -> str:
         """Pick input B with a file dialog (the window's image and tensor filters)."""
@@ -508,8 +520,6 @@ class CompareController(QObject):
         # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
         panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
         panel.gradient_slot.set_colormap(AUTO)
-        panel.activation_slot.caption.setText("A − B")
-        panel.gradient_slot.caption.setText("|A − B|")
         layer = with_page(
             layer,
             self._page_first(name, layer),

@@ -26,6 +26,20 @@ NO_DIFFERENCES = "Choose run B above and press Compare to see A − B for every 
 ERROR_COLOUR = "#842029"
 
 
+class DifferencePanel(LayerPanel):
+    """A layer panel of a difference: A - B where the activation goes, |A - B| where the
+    gradient magnitude goes, and read-outs that say so."""
+
+    def __init__(self, name: str, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(name, parent)
+        self.activation_slot.caption.setText("A − B")
+        self.gradient_slot.caption.setText("|A − B|")
+
+    def hover_text(self, loc) -> str:  # noqa: ANN001 - the panel's location type is private
+        """``ch 3  (x=1, y=2)  A−B 0.120  |A−B| 0.120``."""
+        return super().hover_text(loc).replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
+
+
 class CompareView(QtWidgets.QWidget):
     """The Compare tab.
 
@@ -39,13 +53,14 @@ class CompareView(QtWidgets.QWidget):
         "Browse…" beside the input B.
     open_model_requested()
         "Open model B…".
-    page_requested(str, int), mosaic_width_changed(str, int)
+    page_requested(str, int), mosaic_width_changed(str, int), channel_clicked(str, int)
         A difference panel's (see :class:`~actviz.ui.panels.feature_map.LayerPanel`).
     """
 
     compare_requested = QtCore.Signal()
     page_requested = QtCore.Signal(str, int)
     mosaic_width_changed = QtCore.Signal(str, int)
+    channel_clicked = QtCore.Signal(str, int)
     source_changed = QtCore.Signal(str)
     browse_input_requested = QtCore.Signal()
     open_model_requested = QtCore.Signal()
@@ -97,7 +112,7 @@ class CompareView(QtWidgets.QWidget):
         self.splitter.setSizes([2000, 3000])
         outer.addWidget(self.splitter, 1)
         #: The difference panels, by layer, in depth order.
-        self.diff_panels: dict[str, LayerPanel] = {}
+        self.diff_panels: dict[str, DifferencePanel] = {}
 
     def _source_bar(self) -> QtWidgets.QHBoxLayout:
         bar = QtWidgets.QHBoxLayout()
@@ -226,13 +241,14 @@ class CompareView(QtWidgets.QWidget):
         """While a comparison runs, Compare is disabled."""
         self.compare_button.setEnabled(not busy)
 
-    def diff_panel(self, name: str) -> LayerPanel:
+    def diff_panel(self, name: str) -> DifferencePanel:
         """The difference panel of layer ``name`` (made on first use)."""
         panel = self.diff_panels.get(name)
         if panel is None:
-            panel = LayerPanel(name)
+            panel = DifferencePanel(name)
             panel.page_requested.connect(self.page_requested)
             panel.mosaic_width_changed.connect(self.mosaic_width_changed)
+            panel.channel_clicked.connect(self.channel_clicked)
             self.diff_panels[name] = panel
         return panel
 
@@ -275,4 +291,4 @@ class CompareView(QtWidgets.QWidget):
         self.source_changed.emit(self.source)
 
 
-__all__ = ["SOURCES", "CompareView"]
+__all__ = ["SOURCES", "CompareView", "DifferencePanel"]
