@@ -480,7 +480,10 @@ class CompareController(QObject):
             parts.append(f"{len(comparison.skipped)} layer call(s) not comparable (shapes)")
         if outcome.input_description:
             parts.append(f"input B: {outcome.input_description}")
-        parts.append(f"B's capture held {format_bytes(outcome.nbytes)} (freed)")
+        parts.append(
+            f"B's capture took {format_bytes(outcome.nbytes)} (freed), the differences "
+            f"hold {format_bytes(outcome.held_bytes)}"
+        )
         text = " · ".join(parts)
         if outcome.warnings:
             text += "\n" + " ".join(outcome.warnings)

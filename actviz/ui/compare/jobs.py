@@ -118,6 +118,19 @@ class CompareOutcome:
     nbytes: int = 0
     warnings: tuple[str, ...] = field(default=())
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the pictures of this comparison hold (views and mosaics; no capture)."""
+        total = 0
+        for layer in self.differences.values():
+            for view in (layer.view, layer.grad_view):
+                total += int(view.data.nbytes) if view is not None else 0
+            for m in (layer.mosaic, layer.grad_mosaic):
+                if m is not None:
+                    total += int(m.image.nbytes)
+                    total += int(m.indices.nbytes) if m.indices is not None else 0
+        return total
+
 
 def layer_mismatch(cap_a: Any, model: nn.Module, layers: Sequence[str]) -> str:
     """Why ``model`` cannot be compared with run A layer by layer ("" when it can).
