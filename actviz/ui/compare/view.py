@@ -150,7 +150,7 @@ class CompareView(QtWidgets.QWidget):
         self.input_combo.lineEdit().returnPressed.connect(self.compare_requested)
         self.browse_button = QtWidgets.QPushButton("Browse…")
         self.browse_button.clicked.connect(self.browse_input_requested)
-        self.source_stack.addWidget(self._page(self.input_combo, self.browse_button))
+        self.source_stack.addWidget(self._page(self.input_combo, self.browse_button, stretch=0))
 
         self.model_label = style.ElidedLabel()
         self.model_label.setText("no model B opened")
@@ -169,13 +169,15 @@ class CompareView(QtWidgets.QWidget):
         return bar
 
     @staticmethod
-    def _page(*widgets: QtWidgets.QWidget) -> QtWidgets.QWidget:
+    def _page(*widgets: QtWidgets.QWidget, stretch: int = -1) -> QtWidgets.QWidget:
+        """One row of ``widgets``; widget ``stretch`` (by index) takes the room left."""
         page = QtWidgets.QWidget()
         row = QtWidgets.QHBoxLayout(page)
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(4)
+        stretch %= len(widgets)
         for i, widget in enumerate(widgets):
-            row.addWidget(widget, 1 if i == len(widgets) - 1 else 0)
+            row.addWidget(widget, 1 if i == stretch else 0)
         return page
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
@@ -257,7 +259,8 @@ class CompareView(QtWidgets.QWidget):
         for panel_name, panel in self.diff_panels.items():
             panel.set_selected(panel_name == name)
         if name in self.diff_panels:
-            self.diff_scroll.ensureWidgetVisible(self.diff_panels[name])
+            # Its top (title) at the top: a panel is often taller than the area.
+            self.diff_scroll.verticalScrollBar().setValue(self.diff_panels[name].y())
 
     def layout_diff_panels(self, order: Sequence[str]) -> None:
         """Show exactly the panels of ``order`` (one column), the others are deleted."""
