@@ -166,6 +166,18 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(qtbot
         window.compare.compare_with_input(str(tmp_path / "missing.png"))
     assert view.is_error() and "Could not compare" in failed.args[0]
     assert view.chart.names == LAYERS
+    # A run started meanwhile replaces the comparison (never shown): said, not left hanging.
+    assert window.compare.compare_with_input("random:1x3x16x16:6")
+    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+        window.run()
+        assert "A new run replaced the comparison" in view.message()
+    assert not window.compare.is_busy() and view.compare_button.isEnabled()
+    # Cancel (Esc) stops a comparison like a run; the window's panels are not touched.
+    shown = window.result
+    assert window.compare.compare_with_input("random:1x3x16x16:7")
+    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS) as failed:
+        window.cancel()
+    assert "cancelled" in failed.args[0] and window.result is shown
 
 
 def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
