@@ -4,6 +4,9 @@ and a second model opened through the Open model dialog; the chart's figures are
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -223,3 +226,10 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
     cap_b = capture(changed, _frame(1), LAYERS)
     _assert_chart_is(view, compare(window.result.capture, cap_b))
+    # A new run: the comparison shown says it is of an older run A, and holds no capture.
+    old = weakref.ref(window.result.capture)
+    _run(qtbot, window, 2)
+    gc.collect()
+    assert old() is None
+    assert view.message().startswith("Run A changed since this comparison")
+    assert "first divergence: conv2" in view.message()

@@ -20,6 +20,7 @@ only: run B's capture is freed once compared.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +64,8 @@ __all__ = ["CompareController", "CompareHost", "install_compare"]
 
 #: Title of the Compare tab.
 TAB_TITLE = "Compare"
+#: Said above a comparison whose run A is no longer the latest result.
+STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
 
 
 class CompareHost(Protocol):
@@ -126,6 +129,8 @@ class CompareController(QObject):
         #: The Open model B dialog while it is open.
         self.model_dialog: Any = None
         self._label_b = ""
+        # Run A of the comparison shown (weak: a comparison must not keep a capture alive).
+        self._compared_a: weakref.ref[Any] | None = None
         self._gen: int | None = None
         # Every generation submitted here: the window's slots may run after ours.
         self._owned: set[int] = set()
@@ -167,6 +172,7 @@ class CompareController(QObject):
         self.session.pins_changed.connect(self._refresh_pins)
         self.session.model_changed.connect(self._on_session_model_changed)
         self.session.input_changed.connect(self._refresh_input_choices)
+        self.session.result_changed.connect(self._on_session_result_changed)
         self._refresh_pins()
         self._refresh_input_choices()
         v.clear("Run A is the latest run the window shows; choose B and press Compare.")
@@ -305,6 +311,7 @@ class CompareController(QObject):
             (self.session.pins_changed, self._refresh_pins),
             (self.session.model_changed, self._on_session_model_changed),
             (self.session.input_changed, self._refresh_input_choices),
+            (self.session.result_changed, self._on_session_result_changed),
         ):
             event.disconnect(slot)
 
@@ -323,6 +330,7 @@ class CompareController(QObject):
             self._refuse(str(exc))
             return
         self._label_b = label
+        self._compared_a = weakref.ref(self.session.result)
         self.view.set_busy(True)
         self.view.set_message(f"Comparing the latest run (A) with {label} (B)…")
         # supersede=False: a run or a live frame already queued still reports.
@@ -605,6 +613,15 @@ class CompareController(QObject):
         if shape is not None and len(shape):
             choices.append("random:" + "x".join(str(int(d)) for d in shape) + ":1")
         self.view.set_input_choices(choices)
+
+    def _on_session_result_changed(self) -> None:
+        ref = self._compared_a
+        if self.outcome is None or ref is None or self._gen is not None:
+            return
+        if self.session.result is not ref() and not self.view.is_error():
+            self.view.set_message(
+                f"{STALE_NOTE}\n{self.view.message().removeprefix(STALE_NOTE + chr(10))}"
+            )
 
     def _on_session_model_changed(self) -> None:
         # Another model: comparisons of the old one no longer match the tree or the panels.
