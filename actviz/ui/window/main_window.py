@@ -38,6 +38,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QWidget
 
 from actviz.core.targets import detections, target_choices
 from actviz.display.prepare import renormalised
+from actviz.ui.compare.controller import install_compare
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.state.pins import Pin
 from actviz.ui.state.session import (
@@ -293,6 +294,8 @@ class MainWindow(QMainWindow):
         signals.started.connect(self._on_worker_started)
         for event, slot in self._session_slots():
             event.connect(slot)
+        #: The Compare tab (latest run vs a pin, another input or another model).
+        self.compare = install_compare(self)
 
         geometry = settings.geometry
         if geometry is not None:
@@ -634,12 +637,14 @@ class MainWindow(QMainWindow):
             self.schedule_run()
 
     def _on_worker_started(self, gen: int) -> None:
-        self.refresh_busy("Running…")
+        self.refresh_busy("Comparing…" if self.compare.owns(gen) else "Running…")
 
     def _on_worker_progress(self, gen: int, message: str) -> None:
         self.status_label.setText(message)
 
     def _on_worker_finished(self, gen: int, result: RunResult) -> None:
+        if self.compare.owns(gen):
+            return  # a comparison: the Compare tab shows it
         self.refresh_busy()
         try:
             self.display.apply_result(result)
@@ -658,6 +663,8 @@ class MainWindow(QMainWindow):
         self.defer_display(self.run_finished.emit)
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if self.compare.owns(gen):
+            return
         self.refresh_busy()
         log.error("run failed", exc_info=(type(error), error, error.__traceback__))
         what = "Run failed" if self._run_kind == "run" else "Could not update the views"
@@ -667,6 +674,8 @@ class MainWindow(QMainWindow):
         self.run_failed.emit(text)
 
     def _on_worker_cancelled(self, gen: int) -> None:
+        if self.compare.owns(gen):
+            return
         self.refresh_busy("Cancelled; the panels show the previous result.")
         self.run_cancelled.emit()
 

@@ -1,0 +1,240 @@
+"""SimilarityChart: how alike two runs are, layer by layer in depth order.
+
+Cosine similarity and relative L2 distance of every compared layer (a point per layer, joined
+by lines), the first layer past the tolerance marked by a red line; hover names the layer and
+its figures, a click on a point announces its layer (the window goes to its panel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from actviz.ui.panels import style
+from actviz.ui.panels.grad_flow import LayerAxis
+from actviz.ui.panels.plot_panel import PlotPanel
+
+#: Colours of the two series and of the first-divergence mark.
+COSINE_COLOUR = "#3b6ea5"
+DISTANCE_COLOUR = "#e07b39"
+DIVERGENCE_COLOUR = "#d93025"
+#: A click this far (in layers) from a point still picks it.
+CLICK_REACH = 0.5
+
+
+def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:
+    return pg.PlotDataItem(
+        pen=pg.mkPen(colour, width=2),
+        symbol=symbol,
+        symbolSize=8,
+        symbolBrush=colour,
+        symbolPen=pg.mkPen(colour),
+        name=name,
+    )
+
+
+def fmt(value: float) -> str:
+    """A figure for the read-out (nan and inf as words)."""
+    return style.format_value(float(value))
+
+
+class SimilarityChart(PlotPanel):
+    """Cosine similarity and relative L2 distance per layer, in depth order.
+
+    Signals
+    -------
+    layer_clicked(str)
+        A point (or the column of a layer) was clicked: that layer's name.
+    """
+
+    layer_clicked = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__("Similarity by depth", "layer (depth order)", "", parent)
+        self.axis = LayerAxis()
+        self.plot.setAxisItems({"bottom": self.axis})
+        style.style_axis(self.axis, "layer (depth order)")
+        self.plot.getAxis("left").setWidth(40)
+        self.plot.setMouseEnabled(x=True, y=False)
+        self.plot.disableAutoRange()
+        # The key above the plot, not a legend inside it that would cover points.
+        self.key_label = QtWidgets.QLabel(
+            f'<span style="color:{COSINE_COLOUR}">&#9679; cosine similarity</span>'
+            f'&nbsp;&nbsp;&nbsp;<span style="color:{DISTANCE_COLOUR}">&#9632; relative L2 '
+            f"distance</span>&nbsp;&nbsp;&nbsp;"
+            f'<span style="color:{DIVERGENCE_COLOUR}">&#9474; first divergence</span>'
+        )
+        self.key_label.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.content.insertWidget(0, self.key_label)
+        self.cosine_curve = _series(COSINE_COLOUR, "o", "cosine similarity")
+        self.distance_curve = _series(DISTANCE_COLOUR, "s", "relative L2 distance")
+        self.plot.addItem(self.cosine_curve)
+        self.plot.addItem(self.distance_curve)
+        self.divergence_line = pg.InfiniteLine(
+            angle=90,
+            movable=False,
+            pen=pg.mkPen(DIVERGENCE_COLOUR, width=2, style=QtCore.Qt.PenStyle.DashLine),
+        )
+        self.divergence_text = pg.TextItem("", color=DIVERGENCE_COLOUR, anchor=(0, 0))
+        for item in (self.divergence_line, self.divergence_text):
+            item.setVisible(False)
+            self.plot.addItem(item, ignoreBounds=True)
+        self.names: list[str] = []
+        self.calls: list[int] = []
+        self.cosine = np.zeros(0, dtype=np.float64)
+        self.rel_l2 = np.zeros(0, dtype=np.float64)
+        self.max_abs = np.zeros(0, dtype=np.float64)
+        #: Index of the first divergent layer (None: none past the tolerance).
+        self.divergence: int | None = None
+        self.tol = 0.0
+        self.setMinimumHeight(180)
+        self.clear()
+
+    # ------------------------------------------------------------------ data
+    def set_comparison(self, comparison: Any) -> None:
+        """Show ``comparison`` (:class:`actviz.core.compare.Comparison`): one point per
+        layer and call, in its (depth) order."""
+        diffs: Sequence[Any] = tuple(comparison.layers)
+        first = comparison.first_divergence
+        divergence = None
+        if first is not None:
+            divergence = next(
+                (
+                    i
+                    for i, d in enumerate(diffs)
+                    if d.name == first.name and d.call_index == first.call_index
+                ),
+                None,
+            )
+        self.set_values(
+            [d.name for d in diffs],
+            [d.cosine for d in diffs],
+            [d.rel_l2 for d in diffs],
+            [d.max_abs for d in diffs],
+            calls=[d.call_index for d in diffs],
+            divergence=divergence,
+            tol=float(comparison.tol),
+        )
+
+    def set_values(
+        self,
+        names: Sequence[str],
+        cosine: Sequence[float],
+        rel_l2: Sequence[float],
+        max_abs: Sequence[float],
+        *,
+        calls: Sequence[int] | None = None,
+        divergence: int | None = None,
+        tol: float = 0.0,
+    ) -> None:
+        """Show one point per layer (same lengths); ``divergence`` indexes the first layer
+        past ``tol`` (marked), None when the runs agree everywhere."""
+        n = len(names)
+        self.names = list(names)
+        self.calls = list(calls) if calls is not None else [0] * n
+        self.cosine = np.asarray(cosine, dtype=np.float64).reshape(-1)
+        self.rel_l2 = np.asarray(rel_l2, dtype=np.float64).reshape(-1)
+        self.max_abs = np.asarray(max_abs, dtype=np.float64).reshape(-1)
+        if not (self.cosine.size == self.rel_l2.size == self.max_abs.size == n):
+            raise ValueError(f"{n} names but {self.cosine.size} / {self.rel_l2.size} values")
+        self.divergence = divergence if divergence is not None and 0 <= divergence < n else None
+        self.tol = tol
+        x = np.arange(n, dtype=np.float64)
+        # NaN (an empty layer) breaks the line there rather than hiding the whole series.
+        self.cosine_curve.setData(x, self.cosine, connect="finite")
+        self.distance_curve.setData(x, self.rel_l2, connect="finite")
+        self.axis.set_names(self._labels())
+        values = np.concatenate([self.cosine, self.rel_l2])
+        values = values[np.isfinite(values)]
+        low = min(0.0, float(values.min())) if values.size else 0.0
+        high = max(1.0, float(values.max())) if values.size else 1.0
+        pad = 0.06 * (high - low)
+        top = high + 3 * pad  # a band above the points for the divergence's name
+        self.plot.setRange(xRange=(-0.5, max(n, 1) - 0.5), yRange=(low - pad, top), padding=0.0)
+        shown = self.divergence is not None
+        self.divergence_line.setVisible(shown)
+        self.divergence_text.setVisible(shown)
+        if self.divergence is not None:
+            d = float(self.divergence)
+            self.divergence_line.setPos(d)
+            self.divergence_text.setText(f" first divergence: {self._label(self.divergence)}")
+            # Beside the line, on the side with room, at the top of the plot.
+            self.divergence_text.setAnchor((1, 0) if n > 1 and d > (n - 1) / 2 else (0, 0))
+            self.divergence_text.setPos(d, top)
+        self.set_summary(self._summary_text())
+
+    def clear(self) -> None:
+        """Show no comparison."""
+        self.set_values([], [], [], [])
+        self.set_summary("no comparison yet")
+
+    # ------------------------------------------------------------------ read-outs
+    def _label(self, index: int) -> str:
+        name = self.names[index] or "(model)"
+        calls = self.calls
+        repeated = calls.count(calls[index]) < len(calls) and any(c > 0 for c in calls)
+        return f"{name} (call {calls[index]})" if repeated or calls[index] > 0 else name
+
+    def _labels(self) -> list[str]:
+        return [self._label(i) for i in range(len(self.names))]
+
+    def _summary_text(self) -> str:
+        n = len(self.names)
+        if n == 0:
+            return "no layer in common"
+        if self.divergence is None:
+            return f"{n} layers · no layer differs beyond rel L2 {self.tol:g}"
+        d = self.divergence
+        return (
+            f"{n} layers · first divergence at {self._label(d)} "
+            f"(rel L2 {style.format_value(float(self.rel_l2[d]))} > {self.tol:g})"
+        )
+
+    def index_at(self, x: float) -> int | None:
+        """The layer whose point is nearest data x-coordinate ``x`` (None off the points)."""
+        index = int(round(x))
+        if 0 <= index < len(self.names) and abs(x - index) <= CLICK_REACH:
+            return index
+        return None
+
+    def hover_text(self, x: float) -> str | None:
+        """``3: layer2 · cosine 0.981 · rel L2 0.192 · max |Δ| 1.52`` for the layer at ``x``."""
+        index = self.index_at(x)
+        if index is None:
+            return None
+
+        text = (
+            f"{index}: {self._label(index)} · cosine {fmt(self.cosine[index])} · "
+            f"rel L2 {fmt(self.rel_l2[index])} · max |Δ| {fmt(self.max_abs[index])}"
+        )
+        if index == self.divergence:
+            text += " · first divergence"
+        return text + " · click: show in Layers"
+
+    def point_position(self, index: int) -> QtCore.QPoint:
+        """Where layer ``index``'s cosine point is drawn, in the plot widget's viewport
+        (tests click there)."""
+        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(float(index), float(self.cosine[index])))
+        return self.plot_widget.mapFromScene(scene)
+
+    # ------------------------------------------------------------------ events
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
+        if (
+            watched is self.plot_widget.viewport()
+            and event.type() == QtCore.QEvent.Type.MouseButtonPress
+            and event.button() == QtCore.Qt.MouseButton.LeftButton
+        ):
+            scene = self.plot_widget.mapToScene(event.position().toPoint())
+            vb = self.plot.vb
+            if vb.sceneBoundingRect().contains(scene):
+                index = self.index_at(vb.mapSceneToView(scene).x())
+                if index is not None:
+                    self.layer_clicked.emit(self.names[index])
+        return super().eventFilter(watched, event)
+
+
+__all__ = ["SimilarityChart"]

@@ -1,0 +1,740 @@
+"""The Compare tab's logic: choose run B, run the comparison on the capture worker, show it.
+
+Run A is the latest result the window shows (``session.result``, maybe a pin shown again).
+Run B is one of:
+
+* a pinned result: its capture is kept with the pin (pins count in the memory held);
+* another input: the window's model on an input opened by the window's input loader;
+* another model: opened through the window's Open model dialog (the same
+  :class:`~actviz.ui.window.dialogs.OpenModelDialog`, the same model loader and trust
+  question) and run on run A's input. A model without run A's layers is refused in the
+  dialog, which stays open.
+
+Captures go to the window's capture worker (one model, one worker: run B may hook the window's
+own model), submitted without superseding what runs there; the window's worker slots leave
+the generations this controller :meth:`owns` alone. A comparison asked for while a run is on
+its way waits for it, so run A is the newest result. The outcome keeps pictures and figures
+only: run B's capture is freed once compared.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QMainWindow,
+    QScrollArea,
+    QTabWidget,
+    QWidget,
+)
+
+from actviz.core.capture import format_bytes
+from actviz.display.colormaps import AUTO
+from actviz.display.difference import DIFFERENCE_CMAP
+from actviz.display.mosaic import page_channels_for
+from actviz.display.prepare import with_page
+from actviz.display.result import DisplaySpec, PreparedLayer
+from actviz.ui.compare.jobs import (
+    INPUT,
+    MODEL,
+    PIN,
+    CompareOutcome,
+    CompareRequest,
+    compare_job,
+    layer_mismatch,
+)
+from actviz.ui.compare.view import CompareView
+from actviz.ui.state.session import Session
+from actviz.ui.window.file_opening import IMAGE_FILTER, TENSOR_FILTER
+from actviz.ui.window.loaders import arch_needed_text, describe_error, short_source
+from actviz.ui.window.result_display import MIN_PAGE_CHANNELS
+from actviz.ui.window.settings import AppSettings
+from actviz.ui.worker import Worker
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CompareController", "CompareHost", "install_compare"]
+
+#: Title of the Compare tab.
+TAB_TITLE = "Compare"
+#: Said above a comparison whose run A is no longer the latest result.
+STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
+
+
+class CompareHost(Protocol):
+    """What the Compare tab uses of the window."""
+
+    session: Session
+    settings: AppSettings
+    worker: Worker
+    tabs: QTabWidget
+    layers_splitter: QWidget
+    layers_scroll: QScrollArea
+    model_loader: Callable[..., Any]
+    input_loader: Callable[..., Any]
+    confirm_untrusted: Callable[[QWidget, str, str], bool]
+    run_started: SignalInstance
+    closed: SignalInstance
+
+    @property
+    def layer_panels(self) -> dict[str, Any]: ...
+    def select_layer(self, name: str | None, *, reveal: bool = True) -> None: ...
+    def open_channel(self, name: str, channel: int) -> bool: ...
+    def refresh_busy(self, text: str = "") -> None: ...
+
+
+class CompareController(QObject):
+    """Drives the Compare tab of ``window`` (see the module docstring).
+
+    Signals
+    -------
+    compare_finished()
+        A comparison is shown.
+    compare_failed(str)
+        A comparison could not be made (the message, also shown in the tab).
+    model_b_loaded(str)
+        The second model opened from that source (and fits run A's layers).
+    """
+
+    compare_finished = Signal()
+    compare_failed = Signal(str)
+    model_b_loaded = Signal(str)
+
+    def __init__(self, window: CompareHost, view: CompareView | None = None) -> None:
+        super().__init__(window if isinstance(window, QObject) else None)
+        self.window = window
+        self.session = window.session
+        self.worker = window.worker
+        self.view = view or CompareView()
+        #: The tab's page: the view, scrolled when the window is smaller than its minimum
+        #: (as the Overview's), so the Compare tab never sets the window's minimum size.
+        self.page = QScrollArea()
+        self.page.setObjectName("comparePage")
+        self.page.setWidgetResizable(True)
+        self.page.setFrameShape(QFrame.Shape.NoFrame)
+        self.page.setWidget(self.view)
+        #: Model loads of the second model (a new module nobody else holds: its own threads).
+        self.loads = Worker(self, max_threads=2)
+        #: The second model (a ``LoadedModel``), once opened.
+        self.model_b: Any = None
+        #: The comparison shown (None before the first).
+        self.outcome: CompareOutcome | None = None
+        #: The Open model B dialog while it is open.
+        self.model_dialog: Any = None
+        self._label_b = ""
+        # Run A of the comparison shown (weak: a comparison must not keep a capture alive).
+        self._compared_a: weakref.ref[Any] | None = None
+        self._gen: int | None = None
+        # Every generation submitted here: the window's slots may run after ours.
+        self._owned: set[int] = set()
+        self._waiting = False
+        self._load: dict[str, Any] | None = None
+        self._pages: dict[str, int] = {}
+        # Difference panels waiting for the tab to be on screen: a canvas filled while
+        # hidden keeps the view range of its hidden size (margins around the mosaic).
+        self._unpainted: set[str] = set()
+        self._page_sizes: dict[str, int] = {}
+        self._closed = False
+        self._width_timer = QTimer(self)
+        self._width_timer.setSingleShot(True)
+        self._width_timer.setInterval(0)
+        self._width_timer.timeout.connect(self._apply_widths)
+        self._new_widths: dict[str, int] = {}
+
+        v = self.view
+        v.compare_requested.connect(self.compare)
+        v.source_changed.connect(self._on_view_source_changed)
+        v.browse_input_requested.connect(self.browse_input)
+        v.open_model_requested.connect(self.open_model_dialog)
+        v.chart.layer_clicked.connect(self.go_to_layer)
+        v.page_requested.connect(self._on_page_requested)
+        v.mosaic_width_changed.connect(self._on_width_changed)
+        v.channel_clicked.connect(self.open_channel)
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        signals.started.connect(self._on_worker_started)
+        window.run_started.connect(self._check_interrupted)
+        window.closed.connect(self.shutdown)
+        window.tabs.currentChanged.connect(self._on_tab_changed)
+        ls = self.loads.signals
+        ls.finished.connect(self._on_load_finished)
+        ls.errored.connect(self._on_load_errored)
+        ls.cancelled.connect(self._on_load_cancelled)
+        self.session.pins_changed.connect(self._refresh_pins)
+        self.session.model_changed.connect(self._on_session_model_changed)
+        self.session.input_changed.connect(self._refresh_input_choices)
+        self.session.result_changed.connect(self._on_session_result_changed)
+        self._refresh_pins()
+        self._refresh_input_choices()
+        v.clear("Run A is the latest run the window shows; choose B and press Compare.")
+
+    # ========================================================================== public API
+    def owns(self, generation: int) -> bool:
+        """Whether the capture worker's job ``generation`` is a comparison (the window's
+        own slots leave it alone)."""
+        return generation in self._owned
+
+    def is_busy(self) -> bool:
+        """True while a comparison waits for the worker, runs, or model B opens."""
+        return self._gen is not None or self._waiting or self._load is not None
+
+    def compare_with_pin(self, pin: Any) -> bool:
+        """Compare the latest run with ``pin`` (a :class:`~actviz.ui.state.pins.Pin`)."""
+        pins = list(self.session.pins)
+        if pin not in pins:
+            return False
+        self.view.set_source(PIN)
+        self._refresh_pins(current=pins.index(pin))
+        return self.compare()
+
+    def compare_with_input(self, source: str) -> bool:
+        """Compare the latest run with the window's model run on input ``source``."""
+        self.view.set_source(INPUT)
+        self.view.input_combo.setEditText(str(source))
+        return self.compare()
+
+    def compare(self) -> bool:
+        """Start comparing the latest run with the chosen run B.
+
+        Returns False (and says why in the tab) when it cannot start: no run yet, no pin,
+        no input or no second model chosen.
+        """
+        if self._closed:
+            return False
+        result = self.session.result
+        if result is None or result.capture is None:
+            return self._refuse("No run A yet: run the model first (Ctrl+R).")
+        source = self.view.source
+        if source == PIN and not len(self.session.pins):
+            return self._refuse(
+                "No pinned result: pin a run with Run > Pin this result (Ctrl+P), "
+                "change the input or the model's state, run again, then compare."
+            )
+        if source == INPUT and not self.view.input_combo.currentText().strip():
+            return self._refuse("Type or browse to an input for run B.")
+        if source == MODEL and self.model_b is None:
+            return self._refuse("Open model B first (Open model B…).")
+        if self.worker.has_current_job() and self._gen is None:
+            # Run A is the result of the run on its way: wait for it.
+            self._waiting = True
+            self.view.set_busy(True)
+            self.view.set_message(
+                "Waiting for the current run to finish (live mode: pause it to compare)…"
+            )
+            return True
+        self._start()
+        return True
+
+    def go_to_layer(self, name: str) -> bool:
+        """Show layer ``name``'s panel in the Layers tab, selected (a chart point's click)."""
+        panels = self.window.layer_panels
+        if name not in panels:
+            self.view.set_message(
+                f"{name or '(model)'} has no panel in the Layers tab: tick it in the module "
+                "tree to see it there.",
+                error=True,
+            )
+            return False
+        self.window.tabs.setCurrentWidget(self.window.layers_splitter)
+        self.window.select_layer(name)
+        # Once the tab is laid out, bring the panel into view for sure.
+        QTimer.singleShot(0, lambda: self._reveal(name))
+        return True
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """Open channel ``channel`` of run A's layer ``name`` large in the Layers tab (a
+        difference tile's click)."""
+        if name not in self.window.layer_panels:
+            return self.go_to_layer(name)
+        self.window.tabs.setCurrentWidget(self.window.layers_splitter)
+        return bool(self.window.open_channel(name, channel))
+
+    def browse_input(self) -> str:
+        """Pick input B with a file dialog (the window's image and tensor filters)."""
+        recent = self.window.settings.recent_inputs()
+        start = str(Path(recent[0]).parent) if recent else ""
+        path, _ = QFileDialog.getOpenFileName(
+            self._parent(),
+            "Open input B",
+            start,
+            ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
+        )
+        if path:
+            self.compare_with_input(path)
+        return path
+
+    def open_model_dialog(self) -> Any:
+        """Show the window's Open model dialog for model B (window-modal, not blocking).
+
+        It stays open while model B loads, closes once it opened and fits run A's layers,
+        and otherwise says why, path kept (as when opening the main model).
+        """
+        from actviz.ui.window.dialogs import OpenModelDialog
+
+        if self.model_dialog is not None:
+            self.model_dialog.raise_()
+            return self.model_dialog
+        dialog = OpenModelDialog(
+            self._parent(), recent=self.window.settings.recent_models(), keep_open=True
+        )
+        dialog.setWindowTitle("Open model B (to compare) — actviz")
+        dialog.open_requested.connect(lambda spec: self._load_model_b(dialog, spec))
+        dialog.finished.connect(lambda _code: self._on_model_dialog_finished(dialog))
+        self.model_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def clear(self, message: str = "") -> None:
+        """Forget the comparison shown (its pictures are freed)."""
+        self.outcome = None
+        self._unpainted = set()
+        self._pages.clear()
+        self.view.clear(message)
+
+    def shutdown(self) -> None:
+        """The window closes: stop loads, let go of the session's events."""
+        if self._closed:
+            return
+        self._closed = True
+        self._width_timer.stop()
+        self.loads.shutdown(timeout_ms=0)
+        for event, slot in (
+            (self.session.pins_changed, self._refresh_pins),
+            (self.session.model_changed, self._on_session_model_changed),
+            (self.session.input_changed, self._refresh_input_choices),
+            (self.session.result_changed, self._on_session_result_changed),
+        ):
+            event.disconnect(slot)
+
+    # ========================================================================== running
+    def _refuse(self, text: str) -> bool:
+        self.view.set_message(text, error=True)
+        self.compare_failed.emit(text)
+        return False
+
+    def _start(self) -> None:
+        self._waiting = False
+        try:
+            request, label = self._request()
+        except ValueError as exc:
+            self.view.set_busy(False)
+            self._refuse(str(exc))
+            return
+        self._label_b = label
+        self._compared_a = weakref.ref(self.session.result)
+        self.view.set_busy(True)
+        self.view.set_message(f"Comparing the latest run (A) with {label} (B)…")
+        # supersede=False: a run or a live frame already queued still reports.
+        self._gen = self.worker.submit(
+            lambda stop, progress: compare_job(request, stop, progress), supersede=False
+        )
+        self._owned.add(self._gen)
+        self.window.refresh_busy(f"Comparing with {label}…")
+
+    def _request(self) -> tuple[CompareRequest, str]:
+        s = self.session
+        result = s.result
+        assert result is not None and result.capture is not None
+        cap_a = result.capture
+        spec = result.spec
+        spec = DisplaySpec(
+            layers=tuple(n for n in result.shown if n in cap_a),
+            # One scale per layer: per-channel scales would blow float noise in an unchanged
+            # channel up to full colour beside a channel that really changed.
+            normalize="shared",
+            sample=spec.sample,
+            categories=spec.categories,
+            channel_pages=dict(self._pages),
+            page_channels=dict(self._page_sizes),
+            colormap=AUTO,
+        )
+        common = dict(
+            cap_a=cap_a,
+            spec=spec,
+            categories=list(spec.categories) if spec.categories else s.categories,
+            target=result.target_index,
+            max_bytes=s.memory_budget,
+            input_as_list=s.input_as_list,
+        )
+        source = self.view.source
+        if source == PIN:
+            pins = list(s.pins)
+            pin = pins[min(max(self.view.pin_combo.currentIndex(), 0), len(pins) - 1)]
+            if pin.result.capture is None:
+                raise ValueError(f"The pinned result {pin.label} holds no capture to compare.")
+            return CompareRequest(mode=PIN, cap_b=pin.result.capture, **common), (
+                f"pinned {pin.label}"
+            )
+        if source == INPUT:
+            text = self.view.input_combo.currentText().strip()
+            request = CompareRequest(
+                mode=INPUT,
+                model=s.model,
+                input_source=text,
+                input_loader=self.window.input_loader,
+                loaded_model=s.loaded_model,
+                **common,
+            )
+            return request, f"input {short_source(text)}"
+        loaded = self.model_b
+        inputs = cap_a.inputs if cap_a.inputs is not None else s.input.value if s.input else None
+        if inputs is None:
+            raise ValueError("Run A kept no input to run model B on: run the model again.")
+        return CompareRequest(mode=MODEL, model=loaded.model, inputs=inputs, **common), (
+            f"model {loaded.name}"
+        )
+
+    def _on_worker_started(self, gen: int) -> None:
+        self._check_interrupted()
+
+    def _check_interrupted(self) -> None:
+        # A newer run or live frame superseded the comparison: it will never report.
+        gen = self._gen
+        if gen is not None and self.worker.is_stale(gen):
+            self._gen = None
+            self.view.set_busy(False)
+            self._refuse("A new run replaced the comparison: press Compare again.")
+
+    def _on_worker_finished(self, gen: int, outcome: Any) -> None:
+        if gen != self._gen:
+            self._start_if_waiting()
+            return
+        self._gen = None
+        self.view.set_busy(False)
+        self.window.refresh_busy(f"Compared with {self._label_b}")
+        try:
+            self._show(outcome)
+        except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
+            log.exception("could not show the comparison")
+            self._refuse(f"Could not show the comparison: {describe_error(exc)}")
+            return
+        self.compare_finished.emit()
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._gen:
+            self._start_if_waiting()
+            return
+        self._gen = None
+        self.view.set_busy(False)
+        log.info("comparison failed: %s", error)
+        self.window.refresh_busy("Comparison failed")
+        self._refuse(f"Could not compare with {self._label_b}: {describe_error(error)}")
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if gen != self._gen:
+            self._start_if_waiting()
+            return
+        self._gen = None
+        self.view.set_busy(False)
+        self.window.refresh_busy("Comparison cancelled")
+        self._refuse("The comparison was cancelled.")
+
+    def _start_if_waiting(self) -> None:
+        if not self._waiting:
+            return
+        if self.worker.has_current_job():
+            return  # still a run on its way (the next one's signal tries again)
+        result = self.session.result
+        if result is None or result.capture is None:
+            self._waiting = False
+            self.view.set_busy(False)
+            self._refuse("The run failed, so there is no run A to compare.")
+            return
+        # After the window's own slot: the result it just showed is run A.
+        QTimer.singleShot(0, self._start_waiting)
+
+    def _start_waiting(self) -> None:
+        if self._waiting and not self._closed:
+            self._start()
+
+    # ========================================================================== showing
+    def _show(self, outcome: CompareOutcome) -> None:
+        self.outcome = outcome
+        v = self.view
+        comparison = outcome.comparison
+        v.chart.set_comparison(comparison)
+        change = outcome.predictions
+        if not change.rows:
+            v.predictions.set_message(f"No predictions to compare: {change.message}.")
+        else:
+            v.predictions.set_change(change)
+        order = list(outcome.differences)
+        v.layout_diff_panels(order)
+        self._unpainted = set(order)
+        if self.page.isVisible():
+            self._paint_waiting()
+        first = comparison.first_divergence
+        parts = [
+            f"A: the latest run · B: {self._label_b}",
+            f"{len(comparison.layers)} layer(s) compared",
+        ]
+        if first is None:
+            parts.append(f"no layer differs beyond rel L2 {comparison.tol:g}")
+        else:
+            parts.append(f"first divergence: {first.name or '(model)'} (rel L2 {first.rel_l2:.3g})")
+        if comparison.output is not None:
+            out = comparison.output
+            parts.append(f"output: cosine {out.cosine:.4g}, rel L2 {out.rel_l2:.3g}")
+        if comparison.skipped:
+            parts.append(f"{len(comparison.skipped)} layer call(s) not comparable (shapes)")
+        if outcome.input_description:
+            parts.append(f"input B: {outcome.input_description}")
+        parts.append(
+            f"B's capture took {format_bytes(outcome.nbytes)} (freed), the differences "
+            f"hold {format_bytes(outcome.held_bytes)}"
+        )
+        text = " · ".join(parts)
+        if outcome.warnings:
+            text += "\n" + " ".join(outcome.warnings)
+        v.set_message(text)
+
+    def _on_tab_changed(self, _index: int) -> None:
+        if self._unpainted and self.window.tabs.currentWidget() is self.page:
+            # On the next pass: the tab's widgets get their geometry first.
+            QTimer.singleShot(0, self._paint_waiting)
+
+    def _paint_waiting(self) -> None:
+        if self._closed or not self.page.isVisible():
+            return
+        names, self._unpainted = self._unpainted, set()
+        for name in self.view.diff_panels:
+            if name in names:
+                self._paint(name)
+        first = self.outcome.comparison.first_divergence if self.outcome is not None else None
+        if first is not None and first.name in names:
+            # Where the runs part is what one looks at first.
+            QTimer.singleShot(0, lambda: self.view.reveal_diff_panel(first.name))
+
+    def diff_panels_pending(self) -> bool:
+        """Whether difference panels wait for the Compare tab to be shown."""
+        return bool(self._unpainted)
+
+    def _paint(self, name: str) -> None:
+        outcome = self.outcome
+        if outcome is None or name not in outcome.differences:
+            return
+        if not self.page.isVisible():
+            self._unpainted.add(name)
+            return
+        layer: PreparedLayer = outcome.differences[name]
+        panel = self.view.diff_panel(name)
+        panel.set_module_type(f"{layer.module_type} · A − B" if layer.module_type else "A − B")
+        # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
+        panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
+        panel.gradient_slot.set_colormap(AUTO)
+        layer = with_page(
+            layer,
+            self._page_first(name, layer),
+            page_size=self._page_sizes.get(name),
+            symmetric=True,
+        )
+        if layer.view is None:
+            panel.clear()
+            return
+        panel.set_activation(layer.view, layer.mosaic)
+        panel.set_gradient(layer.grad_view, layer.grad_mosaic)
+
+    def _page_size(self, name: str, layer: PreparedLayer) -> int:
+        size = self._page_sizes.get(name)
+        if size is None:
+            size = layer.mosaic.page_size if layer.mosaic is not None else 1
+        return max(1, int(size))
+
+    def _page_first(self, name: str, layer: PreparedLayer) -> int:
+        size = self._page_size(name, layer)
+        return (max(0, self._pages.get(name, 0)) // size) * size
+
+    def _on_page_requested(self, name: str, step: int) -> None:
+        self.turn_page(name, step)
+
+    def turn_page(self, name: str, step: int) -> bool:
+        """Show the previous (-1) or next (+1) page of layer ``name``'s difference mosaic."""
+        outcome = self.outcome
+        layer = outcome.differences.get(name) if outcome is not None else None
+        if layer is None or layer.mosaic is None:
+            return False
+        first = self._page_first(name, layer) + step * self._page_size(name, layer)
+        if not 0 <= first < layer.mosaic.total_channels:
+            return False
+        self._pages[name] = first
+        self._paint(name)
+        return True
+
+    def _on_width_changed(self, name: str, width: int) -> None:
+        self._new_widths[name] = width
+        if not self._width_timer.isActive():
+            self._width_timer.start()
+
+    def _apply_widths(self) -> None:
+        widths, self._new_widths = self._new_widths, {}
+        outcome = self.outcome
+        for name, width in widths.items():
+            layer = outcome.differences.get(name) if outcome is not None else None
+            if layer is None or layer.view is None or layer.view.kind != "maps":
+                continue
+            total, height, tile_w = layer.view.data.shape
+            size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+            if size != self._page_sizes.get(name):
+                self._page_sizes[name] = size
+                self._paint(name)
+
+    def _reveal(self, name: str) -> None:
+        panel = self.window.layer_panels.get(name)
+        if panel is not None and not self._closed:
+            self.window.layers_scroll.ensureWidgetVisible(panel)
+
+    # ========================================================================== choices
+    def _on_view_source_changed(self, source: str) -> None:
+        if source == MODEL and self.model_b is None:
+            self.view.set_message("Open model B: a checkpoint of the same architecture.")
+        else:
+            self.view.set_message("")
+
+    def _refresh_pins(self, current: int | None = None) -> None:
+        self.view.set_pins([p.label for p in self.session.pins], current)
+
+    def _refresh_input_choices(self) -> None:
+        choices: list[str] = []
+        files = getattr(self.window, "files", None)
+        choices += [str(p) for p in getattr(files, "samples", [])]
+        choices += [r for r in self.window.settings.recent_inputs() if r not in choices]
+        inp = self.session.input
+        value = inp.value if inp is not None else None
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape):
+            choices.append("random:" + "x".join(str(int(d)) for d in shape) + ":1")
+        self.view.set_input_choices(choices)
+
+    def _on_session_result_changed(self) -> None:
+        ref = self._compared_a
+        if self.outcome is None or ref is None or self._gen is not None:
+            return
+        if self.session.result is not ref() and not self.view.is_error():
+            self.view.set_message(
+                f"{STALE_NOTE}\n{self.view.message().removeprefix(STALE_NOTE + chr(10))}"
+            )
+
+    def _on_session_model_changed(self) -> None:
+        # Another model: comparisons of the old one no longer match the tree or the panels.
+        self.clear("Another model was opened: compare its runs anew.")
+        self._page_sizes.clear()
+        self._waiting = False
+
+    # ========================================================================== model B
+    def _load_model_b(self, dialog: Any, spec: Any, *, trust: bool = False) -> None:
+        if self._closed:
+            return
+        loader = self.window.model_loader
+        load = dict(dialog=dialog, spec=spec, trust=trust)
+        load["gen"] = self.loads.submit(
+            lambda stop, progress: loader(
+                spec.source, arch=spec.arch, weights=spec.weights, trust=trust
+            )
+        )
+        self._load = load
+        self.window.refresh_busy(f"Opening model B {short_source(spec.source)}…")
+
+    def _current_load(self, gen: int) -> dict[str, Any] | None:
+        load = self._load
+        return load if load is not None and load["gen"] == gen else None
+
+    def _on_load_finished(self, gen: int, loaded: Any) -> None:
+        load = self._current_load(gen)
+        if load is None:
+            return
+        self._load = None
+        dialog = load["dialog"]
+        text = self._mismatch_with_a(loaded.model)
+        if text:
+            self.window.refresh_busy("Model B does not fit run A")
+            self._fail_load(dialog, text)
+            return
+        self.model_b = loaded
+        self.view.set_model_text(f"model B: {loaded.name}")
+        self.view.model_label.setToolTip(str(load["spec"].source))
+        self.window.refresh_busy(f"Opened model B {loaded.name}")
+        if dialog is not None and dialog is self.model_dialog:
+            dialog.opened()
+        self.model_b_loaded.emit(load["spec"].source)
+        self.view.set_source(MODEL)
+        self.compare()
+
+    def _mismatch_with_a(self, model: Any) -> str:
+        result = self.session.result
+        if result is not None and result.capture is not None:
+            return layer_mismatch(result.capture, model, list(result.capture.names))
+        names = self.session.ticked
+        modules = dict(model.named_modules())
+        missing = [n for n in names if n not in modules]
+        if missing:
+            return (
+                "Model B is not the architecture of the window's model: it has no "
+                + ", ".join(repr(n) for n in missing[:5])
+                + ". Open a checkpoint of the same architecture."
+            )
+        return ""
+
+    def _on_load_errored(self, gen: int, error: BaseException) -> None:
+        from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
+
+        load = self._current_load(gen)
+        if load is None:
+            return
+        self._load = None
+        dialog, spec = load["dialog"], load["spec"]
+        if isinstance(error, UntrustedFileError) and not load["trust"]:
+            if self.window.confirm_untrusted(self._parent(), error.path, str(error)):
+                self._load_model_b(dialog, spec, trust=True)
+                return
+            self._fail_load(dialog, f"Not opened: {error.path} was not trusted.")
+            return
+        if isinstance(error, ArchitectureNeededError):
+            text = arch_needed_text(error, in_dialog=dialog is not None)
+            self._fail_load(dialog, text, path=error.path, candidates=error.candidates)
+            return
+        text = f"Could not open model B {spec.source!r}: {describe_error(error)}"
+        self._fail_load(dialog, text, path=spec.source)
+
+    def _on_load_cancelled(self, gen: int) -> None:
+        if self._current_load(gen) is not None:
+            self._load = None
+            self.window.refresh_busy()
+
+    def _fail_load(
+        self, dialog: Any, text: str, *, path: str = "", candidates: Sequence[Any] = ()
+    ) -> None:
+        self.window.refresh_busy(text)
+        if dialog is not None and dialog is self.model_dialog:
+            keep = path if path and Path(path).exists() else ""
+            dialog.show_failure(text, path=keep, candidates=candidates)
+        self._refuse(text)
+
+    def _on_model_dialog_finished(self, dialog: Any) -> None:
+        if self.model_dialog is dialog:
+            self.model_dialog = None
+        load = self._load
+        if load is not None and load["dialog"] is dialog:
+            self.loads.drop()  # closed while model B was loading
+            self._load = None
+            self.window.refresh_busy()
+        dialog.deleteLater()
+
+    def _parent(self) -> QWidget | None:
+        return self.window if isinstance(self.window, QWidget) else None
+
+
+def install_compare(window: QMainWindow) -> CompareController:
+    """Add the Compare tab to ``window`` (after its Layers and Overview tabs) and return
+    the controller that drives it."""
+    controller = CompareController(window)  # type: ignore[arg-type]
+    window.tabs.addTab(controller.page, TAB_TITLE)  # type: ignore[attr-defined]
+    return controller

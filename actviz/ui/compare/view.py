@@ -1,0 +1,297 @@
+"""CompareView: the Compare tab's widgets (passive: the controller fills them).
+
+Top: where run B comes from (a pinned result, another input, another model) and the Compare
+button, then a line saying what is compared or what went wrong. Below, in splitters the user
+can drag: the similarity-by-depth chart beside both predictions, and the difference mosaics
+(A - B) per layer, painted by the same :class:`~actviz.ui.panels.feature_map.LayerPanel` as
+the Layers tab.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6 import QtCore, QtWidgets
+
+from actviz.ui.compare.chart import SimilarityChart
+from actviz.ui.compare.jobs import INPUT, MODEL, PIN
+from actviz.ui.compare.predictions import PredictionsCompared
+from actviz.ui.panels import style
+from actviz.ui.panels.feature_map import LayerPanel
+
+#: The choices of run B, in the source picker's order.
+SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))
+#: Placeholder of the difference area before any comparison.
+NO_DIFFERENCES = "Choose run B above and press Compare to see A − B for every layer here."
+ERROR_COLOUR = "#842029"
+
+
+class DifferencePanel(LayerPanel):
+    """A layer panel of a difference: A - B where the activation goes, |A - B| where the
+    gradient magnitude goes, and read-outs that say so."""
+
+    def __init__(self, name: str, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(name, parent)
+        self.activation_slot.caption.setText("A − B")
+        self.gradient_slot.caption.setText("|A − B|")
+
+    def hover_text(self, loc) -> str:  # noqa: ANN001 - the panel's location type is private
+        """``ch 3  (x=1, y=2)  A−B 0.120  |A−B| 0.120``."""
+        return super().hover_text(loc).replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
+
+
+class CompareView(QtWidgets.QWidget):
+    """The Compare tab.
+
+    Signals
+    -------
+    compare_requested()
+        Compare was pressed.
+    source_changed(str)
+        Another kind of run B was chosen (:data:`~actviz.ui.compare.jobs.PIN`, ...).
+    browse_input_requested()
+        "Browse…" beside the input B.
+    open_model_requested()
+        "Open model B…".
+    page_requested(str, int), mosaic_width_changed(str, int), channel_clicked(str, int)
+        A difference panel's (see :class:`~actviz.ui.panels.feature_map.LayerPanel`).
+    """
+
+    compare_requested = QtCore.Signal()
+    page_requested = QtCore.Signal(str, int)
+    mosaic_width_changed = QtCore.Signal(str, int)
+    channel_clicked = QtCore.Signal(str, int)
+    source_changed = QtCore.Signal(str)
+    browse_input_requested = QtCore.Signal()
+    open_model_requested = QtCore.Signal()
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(*[style.PAGE_MARGIN] * 4)
+        outer.setSpacing(style.PAGE_MARGIN)
+        outer.addLayout(self._source_bar())
+        self.message_label = QtWidgets.QLabel("")
+        self.message_label.setWordWrap(True)
+        self.message_label.setTextInteractionFlags(
+            QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
+        )
+        outer.addWidget(self.message_label)
+
+        self.chart = SimilarityChart()
+        self.predictions = PredictionsCompared()
+        self.top_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.top_splitter.addWidget(self.chart)
+        self.top_splitter.addWidget(self.predictions)
+        self.top_splitter.setStretchFactor(0, 3)
+        self.top_splitter.setStretchFactor(1, 2)
+        self.top_splitter.setSizes([3000, 2000])
+
+        self.diff_scroll = QtWidgets.QScrollArea()
+        self.diff_scroll.setWidgetResizable(True)
+        # As in the Layers tab: widths decide page sizes, so the bar never comes and goes.
+        self.diff_scroll.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
+        container = QtWidgets.QWidget()
+        self.diff_grid = QtWidgets.QGridLayout(container)
+        self.diff_grid.setContentsMargins(*[style.PAGE_MARGIN] * 4)
+        self.diff_grid.setSpacing(style.PANEL_SPACING)
+        self.diff_placeholder = QtWidgets.QLabel(NO_DIFFERENCES)
+        self.diff_placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.diff_placeholder.setWordWrap(True)
+        self.diff_grid.addWidget(self.diff_placeholder, 0, 0)
+        self.diff_scroll.setWidget(container)
+
+        self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.top_splitter)
+        self.splitter.addWidget(self.diff_scroll)
+        for s in (self.splitter, self.top_splitter):
+            s.setChildrenCollapsible(False)
+            s.setHandleWidth(style.PANEL_SPACING)
+        self.splitter.setStretchFactor(0, 2)
+        self.splitter.setStretchFactor(1, 3)
+        self.splitter.setSizes([2000, 3000])
+        outer.addWidget(self.splitter, 1)
+        #: The difference panels, by layer, in depth order.
+        self.diff_panels: dict[str, DifferencePanel] = {}
+
+    def _source_bar(self) -> QtWidgets.QHBoxLayout:
+        bar = QtWidgets.QHBoxLayout()
+        bar.setSpacing(6)
+        bar.addWidget(QtWidgets.QLabel("Compare the latest run (A) with"))
+        self.source_combo = QtWidgets.QComboBox()
+        for key, text in SOURCES:
+            self.source_combo.addItem(text, key)
+        self.source_combo.currentIndexChanged.connect(self._on_source_index_changed)
+        bar.addWidget(self.source_combo)
+        self.source_stack = QtWidgets.QStackedWidget()
+        self.source_stack.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+
+        self.pin_combo = QtWidgets.QComboBox()
+        self.pin_combo.setSizeAdjustPolicy(
+            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.pin_combo.setMinimumContentsLength(18)
+        self.pin_combo.setToolTip("Pin results with Run > Pin this result (Ctrl+P)")
+        self.source_stack.addWidget(self._page(self.pin_combo))
+
+        self.input_combo = QtWidgets.QComboBox()
+        self.input_combo.setEditable(True)
+        self.input_combo.setMinimumContentsLength(18)
+        self.input_combo.setSizeAdjustPolicy(
+            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.input_combo.lineEdit().setPlaceholderText("image / tensor file or random:SEED")
+        self.input_combo.setToolTip(
+            "A sample, a recent input, a file path, or random:1x3x224x224:SEED "
+            "(random:SEED alone takes the model's input shape)"
+        )
+        self.input_combo.lineEdit().returnPressed.connect(self.compare_requested)
+        self.browse_button = QtWidgets.QPushButton("Browse…")
+        self.browse_button.clicked.connect(self.browse_input_requested)
+        self.source_stack.addWidget(self._page(self.input_combo, self.browse_button, stretch=0))
+
+        self.model_label = style.ElidedLabel()
+        self.model_label.setText("no model B opened")
+        self.open_model_button = QtWidgets.QPushButton("Open model B…")
+        self.open_model_button.setToolTip(
+            "Another checkpoint of the same architecture, opened with the Open model dialog"
+        )
+        self.open_model_button.clicked.connect(self.open_model_requested)
+        self.source_stack.addWidget(self._page(self.open_model_button, self.model_label))
+        bar.addWidget(self.source_stack, 1)
+
+        self.compare_button = QtWidgets.QPushButton("Compare")
+        self.compare_button.setDefault(True)
+        self.compare_button.clicked.connect(self.compare_requested)
+        bar.addWidget(self.compare_button)
+        return bar
+
+    @staticmethod
+    def _page(*widgets: QtWidgets.QWidget, stretch: int = -1) -> QtWidgets.QWidget:
+        """One row of ``widgets``; widget ``stretch`` (by index) takes the room left."""
+        page = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(page)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(4)
+        stretch %= len(widgets)
+        for i, widget in enumerate(widgets):
+            row.addWidget(widget, 1 if i == stretch else 0)
+        return page
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
+        # The page (a scroll area) asks this of a layout with a wrapped label: answer the
+        # least height, so the page scrolls only when the tab is smaller than the minimum
+        # rather than whenever the preferred height does not fit.
+        return self.minimumSizeHint().height()
+
+    # ------------------------------------------------------------------ setters
+    @property
+    def source(self) -> str:
+        """The kind of run B chosen."""
+        return str(self.source_combo.currentData())
+
+    def set_source(self, key: str) -> None:
+        """Choose the kind of run B (emits ``source_changed`` when it changes)."""
+        index = self.source_combo.findData(key)
+        if index >= 0:
+            self.source_combo.setCurrentIndex(index)
+
+    def set_pins(self, labels: Sequence[str], current: int | None = None) -> None:
+        """List the pinned results (newest last); ``current`` stays chosen."""
+        combo = self.pin_combo
+        keep = combo.currentIndex() if current is None else current
+        combo.blockSignals(True)
+        combo.clear()
+        if labels:
+            combo.addItems(list(labels))
+            combo.setCurrentIndex(keep if 0 <= keep < len(labels) else len(labels) - 1)
+            combo.setEnabled(True)
+        else:
+            combo.addItem("no pinned result (Ctrl+P pins the one shown)")
+            combo.setEnabled(False)
+        combo.blockSignals(False)
+
+    def set_input_choices(self, sources: Sequence[str]) -> None:
+        """Offer ``sources`` (samples, recent inputs) in the input B box; its text stays."""
+        text = self.input_combo.currentText()
+        self.input_combo.clear()
+        self.input_combo.addItems(list(sources))
+        self.input_combo.setEditText(text)
+
+    def set_model_text(self, text: str) -> None:
+        """Name the second model (or say none is open)."""
+        self.model_label.setText(text)
+        self.model_label.setToolTip(text)
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        """What is compared, or what went wrong (errors in red)."""
+        self.message_label.setText(text)
+        self.message_label.setStyleSheet(f"color: {ERROR_COLOUR};" if error else "")
+        self.message_label.setProperty("error", error)
+
+    def message(self) -> str:
+        """The line under the source bar."""
+        return self.message_label.text()
+
+    def is_error(self) -> bool:
+        """Whether the line under the source bar is an error."""
+        return bool(self.message_label.property("error"))
+
+    def set_busy(self, busy: bool) -> None:
+        """While a comparison runs, Compare is disabled."""
+        self.compare_button.setEnabled(not busy)
+
+    def diff_panel(self, name: str) -> DifferencePanel:
+        """The difference panel of layer ``name`` (made on first use)."""
+        panel = self.diff_panels.get(name)
+        if panel is None:
+            panel = DifferencePanel(name)
+            panel.page_requested.connect(self.page_requested)
+            panel.mosaic_width_changed.connect(self.mosaic_width_changed)
+            panel.channel_clicked.connect(self.channel_clicked)
+            self.diff_panels[name] = panel
+        return panel
+
+    def reveal_diff_panel(self, name: str) -> None:
+        """Select layer ``name``'s difference panel and scroll it into view."""
+        for panel_name, panel in self.diff_panels.items():
+            panel.set_selected(panel_name == name)
+        if name in self.diff_panels:
+            # Its top (title) at the top: a panel is often taller than the area.
+            self.diff_scroll.verticalScrollBar().setValue(self.diff_panels[name].y())
+
+    def layout_diff_panels(self, order: Sequence[str]) -> None:
+        """Show exactly the panels of ``order`` (one column), the others are deleted."""
+        for name in [n for n in self.diff_panels if n not in order]:
+            panel = self.diff_panels.pop(name)
+            self.diff_grid.removeWidget(panel)
+            panel.setParent(None)
+            panel.deleteLater()
+        while self.diff_grid.count():
+            self.diff_grid.takeAt(0)
+        self.diff_placeholder.setVisible(not order)
+        if not order:
+            self.diff_grid.addWidget(self.diff_placeholder, 0, 0)
+            return
+        columns = 2 if self.diff_scroll.viewport().width() >= 1300 else 1
+        for i, name in enumerate(order):
+            panel = self.diff_panel(name)
+            self.diff_grid.addWidget(panel, i // columns, i % columns)
+            panel.setVisible(True)
+        self.diff_panels = {name: self.diff_panels[name] for name in order}
+
+    def clear(self, message: str = "") -> None:
+        """Forget the comparison shown."""
+        self.chart.clear()
+        self.predictions.clear()
+        self.layout_diff_panels([])
+        self.set_message(message)
+
+    def _on_source_index_changed(self, index: int) -> None:
+        self.source_stack.setCurrentIndex(index)
+        self.source_changed.emit(self.source)
+
+
+__all__ = ["SOURCES", "CompareView", "DifferencePanel"]

@@ -1,0 +1,235 @@
+"""The Compare tab, driven in the real window: the latest run against a pin, another input
+and a second model opened through the Open model dialog; the chart's figures are those of
+``actviz.compare`` on the same captures."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+import torch
+import torchvision  # noqa: F401 - the Open model dialog lists its models (imported once per run)
+from PySide6.QtCore import QSettings, Qt
+from torch import nn
+
+from actviz.core.capture import capture
+from actviz.core.compare import compare
+from actviz.io.inputs import open_input
+from actviz.ui.compare.jobs import MODEL, PIN
+from actviz.ui.window.main_window import MainWindow
+from tests.ui.tiny_models import TinyCNN
+
+TIMEOUT_MS = 30_000
+LAYERS = ["conv1", "conv2", "fc"]
+
+
+class OtherNet(nn.Module):
+    """Another architecture: no conv2, a conv1 of another kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Linear(3, 4)
+        self.fc = nn.Linear(4, 5)
+
+
+def _frame(seed: int) -> torch.Tensor:
+    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 720)
+    w.show()
+    torch.manual_seed(0)
+    w.set_model(TinyCNN().eval(), layers=LAYERS)
+    yield w
+    w.close()
+
+
+def _run(qtbot, window: MainWindow, seed: int) -> None:
+    window.set_input(_frame(seed))
+    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+        window.run()
+    window.flush_panel_updates()
+
+
+def _click_compare(qtbot, window: MainWindow) -> None:
+    view = window.compare.view
+    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+        qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
+
+
+def _assert_chart_is(view, expected) -> None:
+    chart = view.chart
+    assert chart.names == [d.name for d in expected.layers]
+    np.testing.assert_allclose(chart.cosine, [d.cosine for d in expected.layers], rtol=1e-12)
+    np.testing.assert_allclose(chart.rel_l2, [d.rel_l2 for d in expected.layers], rtol=1e-12)
+    np.testing.assert_allclose(chart.max_abs, [d.max_abs for d in expected.layers], rtol=1e-12)
+    first = expected.first_divergence
+    index = None if first is None else chart.names.index(first.name)
+    assert chart.divergence == index
+    assert chart.divergence_line.isVisible() == (index is not None)
+
+
+def test_compare_with_a_pin_and_click_a_point(qtbot, window):
+    view = window.compare.view
+    window.tabs.setCurrentWidget(window.compare.page)
+    _run(qtbot, window, 1)
+    # No pin yet: said in red, nothing runs.
+    view.set_source(PIN)
+    qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
+    assert view.is_error() and "No pinned result" in view.message()
+    pin = window.pin_result()
+    assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
+    _run(qtbot, window, 2)
+    _click_compare(qtbot, window)
+
+    cap_a, cap_b = window.result.capture, pin.result.capture
+    expected = compare(cap_a, cap_b)
+    _assert_chart_is(view, expected)
+    assert expected.first_divergence.name == "conv1"  # another input: differs from the start
+    assert not view.is_error() and "first divergence: conv1" in view.message()
+    # A - B of the sample shown, per layer, in the layer panels the Layers tab uses.
+    assert list(view.diff_panels) == LAYERS
+    for name in ("conv1", "conv2"):
+        shown = view.diff_panels[name].activation_slot.view.data
+        diff = (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
+        np.testing.assert_allclose(shown, diff)
+        assert view.diff_panels[name].activation_slot.mosaic.symmetric
+        # |A - B| beside it, where the Layers tab shows |gradient|.
+        np.testing.assert_allclose(view.diff_panels[name].gradient_slot.view.data, np.abs(diff))
+    # The first divergence's panel is selected and scrolled to.
+    qtbot.waitUntil(lambda: view.diff_panels["conv1"].is_selected(), timeout=2000)
+    # Both predictions: A's and B's probabilities of every class listed.
+    p_a = torch.softmax(cap_a.output[0].double(), 0).numpy()
+    p_b = torch.softmax(cap_b.output[0].double(), 0).numpy()
+    rows = view.predictions.rows()
+    assert sorted(r[0] for r in rows) == list(range(5))  # top-5 of 5 classes
+    for index, _name, pa, pb, dp, *_ in rows:
+        assert pa == pytest.approx(p_a[index], abs=1e-6)
+        assert pb == pytest.approx(p_b[index], abs=1e-6)
+        assert dp == pytest.approx(p_a[index] - p_b[index], abs=1e-6)
+
+    # A difference tile reads out A - B and |A - B|; a click opens run A's channel large.
+    panel = view.diff_panels["conv2"]
+    view.diff_scroll.ensureWidgetVisible(panel)
+    m, canvas = panel.activation_slot.mosaic, panel.activation_slot.image_canvas
+    y0, x0 = m.tile_origin(3)
+    point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
+    qtbot.mouseMove(canvas.viewport(), point)
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 3"), timeout=2000)
+    assert "A−B " in panel.status_label.text() and "|A−B| " in panel.status_label.text()
+    with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
+        qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert window.tabs.currentWidget() is window.layers_splitter
+    qtbot.waitUntil(window.channel_box.isVisible, timeout=2000)
+    assert (window.channel_view.name, window.channel_view.channel) == ("conv2", 3)
+    window.tabs.setCurrentWidget(window.compare.page)
+
+    # Hover names the layer; a click on its point shows its panel in the Layers tab.
+    chart = view.chart
+    where = chart.point_position(1)
+    qtbot.mouseMove(chart.plot_widget.viewport(), where)
+    qtbot.waitUntil(lambda: "conv2" in chart.status_label.text(), timeout=2000)
+    qtbot.mouseClick(chart.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=where)
+    assert window.tabs.currentWidget() is window.layers_splitter
+    assert window.selected_layer == "conv2"
+    assert window.layer_panels["conv2"].is_selected()
+
+
+def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(qtbot, window, tmp_path):
+    view = window.compare.view
+    _run(qtbot, window, 1)
+    # Asked while a run is on its way: run A is that run's result.
+    window.set_input(_frame(3))
+    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+        window.run()
+        assert window.compare.compare_with_input("random:1x3x16x16:5")
+        assert "Waiting" in view.message()
+    model = window.session.model
+    cap_a = window.result.capture
+    np.testing.assert_array_equal(cap_a.inputs.numpy(), _frame(3).numpy())
+    cap_b = capture(model, open_input("random:1x3x16x16:5", model=model).value, LAYERS)
+    _assert_chart_is(view, compare(cap_a, cap_b))
+    assert "input B: random" in view.message()
+    # Compared while the Layers tab was shown: the difference panels are filled once the
+    # Compare tab is on screen (a canvas filled while hidden keeps its hidden size's range).
+    assert window.compare.diff_panels_pending()
+    window.tabs.setCurrentWidget(window.compare.page)
+    qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
+    diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
+    np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
+    # An input that cannot be read: the reason, in red; the comparison shown stays.
+    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS) as failed:
+        window.compare.compare_with_input(str(tmp_path / "missing.png"))
+    assert view.is_error() and "Could not compare" in failed.args[0]
+    assert view.chart.names == LAYERS
+    # A run started meanwhile replaces the comparison (never shown): said, not left hanging.
+    assert window.compare.compare_with_input("random:1x3x16x16:6")
+    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+        window.run()
+        assert "A new run replaced the comparison" in view.message()
+    assert not window.compare.is_busy() and view.compare_button.isEnabled()
+    # Cancel (Esc) stops a comparison like a run; the window's panels are not touched.
+    shown = window.result
+    assert window.compare.compare_with_input("random:1x3x16x16:7")
+    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS) as failed:
+        window.cancel()
+    assert "cancelled" in failed.args[0] and window.result is shown
+
+
+def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
+    qtbot, window, tmp_path
+):
+    view = window.compare.view
+    window.tabs.setCurrentWidget(window.compare.page)
+    _run(qtbot, window, 1)
+    other = tmp_path / "other.pt"
+    torch.save(OtherNet().state_dict(), other)
+    changed = TinyCNN().eval()
+    changed.load_state_dict(window.session.model.state_dict())
+    with torch.no_grad():
+        changed.conv2.weight[0] += 0.5  # conv1 stays the same, conv2 and later differ
+    weights = tmp_path / "changed.pt"
+    torch.save(changed.state_dict(), weights)
+
+    qtbot.mouseClick(view.open_model_button, Qt.MouseButton.LeftButton)
+    dialog = window.compare.model_dialog
+    assert dialog is not None and dialog.isVisible()
+    dialog.tabs.setCurrentIndex(1)
+    # Another architecture: refused in the dialog, which stays open with the path.
+    dialog.file_edit.setText(str(other))
+    dialog.arch_combo.setEditText(f"{__name__}:OtherNet")
+    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS):
+        qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    assert dialog.isVisible()
+    assert "not the architecture of run A" in dialog.message()
+    assert "'conv2'" in dialog.message() and "conv1 (Linear, not Conv2d)" in dialog.message()
+    assert window.compare.model_b is None and window.session.model is not None
+
+    dialog.file_edit.setText(str(weights))
+    dialog.arch_combo.setEditText("tests.ui.tiny_models:TinyCNN")
+    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+        qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    assert window.compare.model_dialog is None and view.source == MODEL
+    assert isinstance(window.session.model, TinyCNN)  # the window's model stays
+    chart = view.chart
+    assert chart.names == LAYERS
+    assert chart.cosine[0] == pytest.approx(1.0) and chart.rel_l2[0] == 0.0
+    assert chart.rel_l2[1] > 1e-3 and chart.divergence == 1  # conv2: where weights changed
+    qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
+    np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
+    cap_b = capture(changed, _frame(1), LAYERS)
+    _assert_chart_is(view, compare(window.result.capture, cap_b))
+    # A new run: the comparison shown says it is of an older run A, and holds no capture.
+    old = weakref.ref(window.result.capture)
+    _run(qtbot, window, 2)
+    gc.collect()
+    assert old() is None
+    assert view.message().startswith("Run A changed since this comparison")
+    assert "first divergence: conv2" in view.message()
