@@ -1,0 +1,281 @@
+"""The window's dataset part: Data > Scan a dataset…, the Dataset dock, the channel's top-k.
+
+Built by the window like its other parts (:class:`DatasetScanUI`); the scans run on
+:class:`~actviz.ui.dataset.scans.DatasetScans`' workers, so the window stays usable. When the
+channel view shows a channel of a scanned layer, its top-k images appear under it (made off
+the GUI thread); clicking one opens that image as the window's input. Clicking a row of the
+Dataset dock's table opens the channel (ticking and running its layer first when the result
+shown does not hold it).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+
+from actviz.ui.dataset.dialog import ScanDialog, ScanSpec
+from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock
+from actviz.ui.dataset.scans import DatasetScans
+from actviz.ui.dataset.table import layer_figures
+from actviz.ui.dataset.topk import TopKGrid, source_name
+
+log = logging.getLogger(__name__)
+
+#: The banner's source for scan messages.
+BANNER_SOURCE = "scan"
+#: Skipped files named in the banner; the rest are counted (all are in the tooltip).
+SKIPPED_NAMED = 3
+
+
+class DatasetScanUI(QObject):
+    """Scan dialog, Dataset dock and top-k grid of one window.
+
+    Parameters
+    ----------
+    window
+        The main window (``MainWindow``; not imported here, it imports this module): its
+        session, commands, centre, banner, ``open_channel``, ``open_input_source``, ``run``.
+    """
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.window = window
+        self.session = window.session
+        self.scans = DatasetScans(self.session, self)
+        self.dialog: ScanDialog | None = None
+        self._last_folder = ""
+        self._last_k: int | None = None
+        #: (layer, channel) to open once the run that captures its layer finished.
+        self._pending_open: tuple[str, int] | None = None
+        #: (layer, channel) the grid shows or waits for.
+        self._grid_key: tuple[str, int] | None = None
+
+        self.dock = DatasetDock(window)
+        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        self.dock.hide()
+        window.commands.view_menu.addAction(self.dock.toggleViewAction())
+        self.grid = TopKGrid()
+        self.grid.setVisible(False)
+        self.channel_view = window.centre.channel_view
+        self.channel_view.add_section(self.grid)
+
+        window.commands.scan_dataset_action.triggered.connect(self.open_dialog)
+        self.dock.scan_clicked.connect(self.open_dialog)
+        self.dock.cancel_clicked.connect(self.cancel)
+        self.dock.layer_chosen.connect(self._show_layer)
+        self.dock.table.channel_clicked.connect(self.open_channel)
+        self.grid.source_clicked.connect(self._on_grid_source_clicked)
+        self.channel_view.channel_changed.connect(self._on_channel_changed)
+        s = self.scans
+        s.scan_started.connect(self._on_scan_started)
+        s.scan_progressed.connect(self.dock.show_progress)
+        s.scan_finished.connect(self._on_scan_finished)
+        s.scan_failed.connect(self._on_scan_failed)
+        s.scan_cancelled.connect(self._on_scan_cancelled)
+        s.views_ready.connect(self._on_views_ready)
+        s.views_failed.connect(self._on_views_failed)
+        window.run_finished.connect(self._on_run_finished)
+        self.session.model_changed.connect(self._on_model_changed)
+
+    # -- public --------------------------------------------------------------------------------
+    @property
+    def scan(self) -> Any:
+        """The scan the dock and the grid show (None before one finished)."""
+        return self.scans.scan
+
+    def open_dialog(self) -> ScanDialog | None:
+        """Show the Scan a dataset dialog (non-modal) and return it; None without a model."""
+        if self.session.model is None:
+            self.window.show_warning("Open a model first, then scan a dataset.", BANNER_SOURCE)
+            return None
+        if self.dialog is not None:
+            self.dialog.raise_()
+            return self.dialog
+        layers = [n.name for n in self.session.tree if n.name] if self.session.tree else []
+        spec = self.scans.spec
+        dialog = ScanDialog(
+            self.window,
+            layers,
+            self.session.ticked(),
+            folder=self._last_folder,
+            k=self._last_k or (spec.k if spec else 9),
+        )
+        dialog.scan_requested.connect(self.start)
+        dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
+        self.dialog = dialog
+        dialog.open()
+        return dialog
+
+    def start(self, spec: ScanSpec) -> int:
+        """Scan ``spec`` in the background; returns the scan's generation (0: not started)."""
+        if self.window.is_closed():
+            return 0
+        self._last_folder, self._last_k = spec.folder, spec.k
+        return self.scans.start(spec)
+
+    def cancel(self) -> bool:
+        """Stop the running scan after its batch (what it did is kept; a new scan resumes)."""
+        if not self.scans.cancel():
+            return False
+        self.dock.set_cancelling()
+        return True
+
+    def open_channel(self, layer: str, channel: int) -> bool:
+        """Open ``channel`` of ``layer`` in the channel view (Layers tab).
+
+        When the result shown does not hold the layer, it is ticked and run first; the
+        channel opens when that run finished. Returns True when it opened now.
+        """
+        self.window.tabs.setCurrentIndex(0)
+        if self.window.open_channel(layer, channel):
+            self._pending_open = None
+            return True
+        self._pending_open = (layer, int(channel))
+        if not self.session.is_ticked(layer):
+            self.session.set_ticked([layer], True)
+        if self.window.run() is None:
+            self._pending_open = None
+        return False
+
+    def shutdown(self) -> None:
+        """Stop the scan and views (waited for) and let the session go."""
+        self.scans.shutdown()
+        self.session.model_changed.disconnect(self._on_model_changed)
+        if self.dialog is not None:
+            self.dialog.close()
+
+    # -- scan events ---------------------------------------------------------------------------
+    def _on_scan_started(self, spec: ScanSpec) -> None:
+        self.window.banner.clear(BANNER_SOURCE)
+        self.dock.show()
+        self.dock.raise_()
+        self.dock.set_message("")
+        self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
+        if self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
+            self.window.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
+
+    def _on_scan_finished(self, scan: Any) -> None:
+        self.dock.stop_progress()
+        spec = self.scans.spec
+        folder = Path(spec.folder).name if spec else "dataset"
+        saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
+        layers = tuple(scan.layers)
+        self.dock.set_summary(
+            f"{folder}: {scan.count:,} images · top {scan.k}{saved}",
+            f"{spec.folder if spec else ''}\n{scan.count} images, layers {', '.join(layers)}"
+            + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
+        )
+        skipped = tuple(getattr(scan, "skipped", ()) or ())
+        if skipped:
+            text = skipped_text(skipped)
+            tip = "\n".join(f"{path}: {reason}" for path, reason in skipped)
+            self.dock.set_message(text, error=True, tooltip=tip)
+            self.window.show_warning(text, BANNER_SOURCE)
+        else:
+            self.dock.set_message("")
+        current = self.dock.current_layer()
+        keep = current if current in layers else None
+        if keep is None and self.channel_view.name in layers:
+            keep = self.channel_view.name
+        self.dock.set_layers(layers, keep or (layers[0] if layers else None))
+        self._show_layer(self.dock.current_layer())
+        # The channel open now gets its grid from the new scan.
+        self._grid_key = None
+        if self.channel_view.channel is not None:
+            self._on_channel_changed(self.channel_view.name, self.channel_view.channel)
+
+    def _on_scan_failed(self, text: str) -> None:
+        self.dock.stop_progress()
+        self.dock.set_message(text, error=True)
+        self.window.show_error(text, BANNER_SOURCE)
+
+    def _on_scan_cancelled(self) -> None:
+        self.dock.stop_progress()
+        done, total, _ips = self.scans.progress
+        where = f" after {done:,} of {total:,} images" if total else ""
+        self.dock.set_message(
+            f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
+        )
+
+    def _show_layer(self, layer: str) -> None:
+        scan = self.scans.scan
+        if scan is None or not layer or layer not in tuple(scan.layers):
+            self.dock.set_figures(None)
+            return
+        try:
+            self.dock.set_figures(layer_figures(scan, layer))
+        except Exception as exc:  # noqa: BLE001 - a layer without figures must not break the dock
+            log.exception("no figures for %s", layer)
+            self.dock.set_message(f"No channel figures for {layer}: {exc}", error=True)
+
+    def _on_model_changed(self) -> None:
+        self.scans.forget()
+        self.dock.clear()
+        self._pending_open = None
+        self._grid_key = None
+        self.grid.clear()
+        self.grid.setVisible(False)
+
+    # -- channel view and grid -----------------------------------------------------------------
+    def _on_run_finished(self) -> None:
+        pending, self._pending_open = self._pending_open, None
+        if pending is not None:
+            self.window.open_channel(*pending)
+
+    def _on_channel_changed(self, layer: str, channel: int) -> None:
+        if channel < 0 or not self.scans.covers(layer):
+            self._grid_key = None
+            self.grid.setVisible(False)
+            return
+        key = (layer, int(channel))
+        if key == self._grid_key:
+            return  # the same channel with a new run's values: the dataset's images stay
+        self._grid_key = key
+        self.grid.setVisible(True)
+        self.grid.clear()
+        self.grid.set_message(f"Top {self.scans.scan.k} dataset images of ch {channel}: computing…")
+        self.scans.request_views(layer, channel)
+
+    def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
+        if (layer, channel) != self._grid_key:
+            return
+        scan = self.scans.scan
+        spec = self.scans.spec
+        folder = Path(spec.folder).name if spec else "the dataset"
+        self.grid.set_views(
+            views,
+            f"Top {len(views)} of {scan.count:,} images in {folder} for ch {channel} "
+            "(activation over the crop; click: open as input)",
+        )
+
+    def _on_views_failed(self, layer: str, channel: int, text: str) -> None:
+        if (layer, channel) == self._grid_key:
+            self.grid.set_message(f"Could not make the top images: {text}")
+
+    def _on_grid_source_clicked(self, source: Any) -> None:
+        if isinstance(source, str):
+            self.window.open_input_source(source)
+        else:
+            self.window.show_warning(
+                f"Sample {source_name(source)} is not a file to open.", BANNER_SOURCE
+            )
+
+    def _on_dialog_finished(self, dialog: ScanDialog) -> None:
+        if self.dialog is dialog:
+            self.dialog = None
+        dialog.deleteLater()
+
+
+def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
+    """``"Skipped 2 unreadable files: a.png (cannot identify image file), b.jpg (...)"``."""
+    named = ", ".join(f"{Path(p).name} ({reason})" for p, reason in skipped[:SKIPPED_NAMED])
+    more = len(skipped) - SKIPPED_NAMED
+    rest = f" and {more} more" if more > 0 else ""
+    files = "file" if len(skipped) == 1 else "files"
+    return f"Skipped {len(skipped)} unreadable {files}: {named}{rest}."
+
+
+__all__ = ["BANNER_SOURCE", "DatasetScanUI", "skipped_text"]

@@ -1,0 +1,280 @@
+"""DatasetScans: runs dataset scans and top-k views off the GUI thread (no widgets here).
+
+A scan is long: it runs on its own single-thread :class:`~actviz.ui.worker.Worker` while the
+window keeps running captures on its model. Hooks are per-module state, so the scan runs on a
+private copy of the model (:func:`~actviz.ui.dataset.model_copy.detached_copy`), and the top-k
+views (which re-run the model on k images) on a second copy and worker, so a channel's grid
+can be computed while a scan runs. The engine's ``progress(done, total, images_per_s)`` is
+called on the scan's thread; it reaches the GUI thread through a queued signal. Cancel is
+cooperative: the engine polls ``should_stop`` once per batch, saves what it has and raises
+``ScanCancelled``; scanning the same folder again resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from actviz.ui.dataset.dialog import ScanSpec
+from actviz.ui.dataset.model_copy import detached_copy
+from actviz.ui.state.session import Session
+from actviz.ui.worker import Worker
+
+log = logging.getLogger(__name__)
+
+#: Side of the crops the top-k grid asks the engine for (input pixels are resampled to it).
+VIEW_SIZE = 96
+#: Channels whose top-k views are kept, so stepping back and forth does not re-run the model.
+VIEWS_KEPT = 32
+
+
+class _ScanSignals(QObject):
+    # Emitted on the scan's thread, received (queued) on the GUI thread.
+    progressed = Signal(int, int, int, float)  # generation, done, total, images/s
+
+
+def eta_seconds(done: int, total: int, images_per_s: float) -> float:
+    """Seconds left at ``images_per_s`` (NaN while unknown)."""
+    if images_per_s <= 0 or not math.isfinite(images_per_s) or total <= 0:
+        return math.nan
+    return max(0, total - done) / images_per_s
+
+
+class DatasetScans(QObject):
+    """The window's dataset scans: the current :class:`Scan`, the scan and views workers.
+
+    Parameters
+    ----------
+    session
+        The window's session: its model is copied for each scan; a new model forgets the scan.
+    parent
+        Qt parent (the window).
+
+    Signals
+    -------
+    scan_started(object)
+        A :class:`ScanSpec` began scanning.
+    scan_progressed(int, int, float, float)
+        done, total, images/s, seconds left (NaN: unknown).
+    scan_finished(object)
+        The ``Scan`` (also :attr:`scan`).
+    scan_failed(str)
+        The scan raised: a readable one-line message.
+    scan_cancelled()
+        The scan stopped on request; what it had is saved (a later scan resumes).
+    views_ready(str, int, object)
+        Layer, channel and the engine's ``TopView`` tuple for the channel asked last.
+    views_failed(str, int, str)
+        Layer, channel and why its views could not be made.
+    """
+
+    scan_started = Signal(object)
+    scan_progressed = Signal(int, int, float, float)
+    scan_finished = Signal(object)
+    scan_failed = Signal(str)
+    scan_cancelled = Signal()
+    views_ready = Signal(str, int, object)
+    views_failed = Signal(str, int, str)
+
+    def __init__(self, session: Session, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        #: The last finished scan of the session's model (None before one).
+        self.scan: Any = None
+        #: What :attr:`scan` (or the scan running now) was asked for.
+        self.spec: ScanSpec | None = None
+        #: DataLoader worker processes (None: the engine's choice); tests use 0.
+        self.num_workers: int | None = None
+        self.scan_worker = Worker(self)
+        self.views_worker = Worker(self)
+        self._signals = _ScanSignals(self)
+        self._signals.progressed.connect(self._on_progressed)
+        self._scan_gen = 0
+        self._views_gen = 0
+        self._views_key: tuple[str, int] | None = None
+        self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
+        # Model copies by purpose ("scan", "views"), for the model they were made from.
+        self._copies: dict[str, tuple[Any, Any]] = {}
+        self._copies_lock = threading.Lock()
+        #: The last progress: done, total, images/s.
+        self.progress: tuple[int, int, float] = (0, 0, 0.0)
+        for worker, slots in (
+            (self.scan_worker, (self._on_scan_finished, self._on_scan_errored, self._on_scan_cancelled)),
+            (self.views_worker, (self._on_views_finished, self._on_views_errored, None)),
+        ):  # fmt: skip
+            finished, errored, cancelled = slots
+            worker.signals.finished.connect(finished)
+            worker.signals.errored.connect(errored)
+            if cancelled is not None:
+                worker.signals.cancelled.connect(cancelled)
+
+    # -- state ---------------------------------------------------------------------------------
+    def is_scanning(self) -> bool:
+        """True while a scan is queued or running (a cancelled one until it stopped)."""
+        return self.scan_worker.has_current_job()
+
+    def covers(self, layer: str) -> bool:
+        """Whether the current scan holds ``layer``."""
+        return self.scan is not None and layer in tuple(self.scan.layers)
+
+    # -- scans ---------------------------------------------------------------------------------
+    def start(self, spec: ScanSpec) -> int:
+        """Scan ``spec`` in the background (a running scan is stopped first, keeping its work).
+
+        Returns
+        -------
+        int
+            The scan's generation (0 when the session has no model).
+        """
+        model = self.session.model
+        if model is None:
+            self.scan_failed.emit("Open a model first, then scan a dataset.")
+            return 0
+        self.spec = spec
+        self.progress = (0, 0, 0.0)
+        transform = self.session.transforms
+        num_workers = self.num_workers
+        signals = self._signals
+        holder = [0]
+
+        def job(should_stop: Any, _progress: Any) -> Any:
+            from actviz.data import scan
+
+            copy = self._copy_for("scan", model)
+            return scan(
+                copy,
+                spec.folder,
+                list(spec.layers),
+                k=spec.k,
+                batch_size=spec.batch_size,
+                transform=transform,
+                progress=lambda done, total, ips: signals.progressed.emit(
+                    holder[0], int(done), int(total), float(ips)
+                ),
+                should_stop=should_stop,
+                num_workers=num_workers,
+            )
+
+        gen = self.scan_worker.submit(job)
+        holder[0] = gen
+        self._scan_gen = gen
+        self.scan_started.emit(spec)
+        return gen
+
+    def cancel(self) -> bool:
+        """Ask the running scan to stop after its batch; True when one was running."""
+        return self.scan_worker.cancel()
+
+    def forget(self) -> None:
+        """The model changed: stop the scan and views (unseen) and drop the scan and copies."""
+        self.scan_worker.drop()
+        self.views_worker.drop()
+        self.scan = None
+        self.spec = None
+        self._views_key = None
+        self._views_cache.clear()
+        with self._copies_lock:
+            self._copies.clear()
+
+    def shutdown(self) -> None:
+        """Stop both workers and wait for them (no hook of a copy outlives the window)."""
+        self.scan_worker.shutdown()
+        self.views_worker.shutdown()
+        with self._copies_lock:
+            self._copies.clear()
+
+    def _copy_for(self, purpose: str, model: Any) -> Any:
+        # Called on the workers' threads; each purpose has its own thread, one copy each.
+        with self._copies_lock:
+            held = self._copies.get(purpose)
+            if held is not None and held[0] is model:
+                return held[1]
+        copy = detached_copy(model)
+        with self._copies_lock:
+            self._copies[purpose] = (model, copy)
+        return copy
+
+    def _on_progressed(self, gen: int, done: int, total: int, ips: float) -> None:
+        if gen != self._scan_gen or not self.scan_worker.is_current(gen):
+            return
+        self.progress = (done, total, ips)
+        self.scan_progressed.emit(done, total, ips, eta_seconds(done, total, ips))
+
+    def _on_scan_finished(self, gen: int, scan: Any) -> None:
+        if gen != self._scan_gen:
+            return
+        self.scan = scan
+        self._views_key = None
+        self._views_cache.clear()
+        self.scan_finished.emit(scan)
+
+    def _on_scan_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._scan_gen:
+            return
+        from actviz.ui.window.loaders import describe_error
+
+        log.info("scan failed", exc_info=(type(error), error, error.__traceback__))
+        self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
+
+    def _on_scan_cancelled(self, gen: int) -> None:
+        if gen == self._scan_gen:
+            self.scan_cancelled.emit()
+
+    # -- top-k views ---------------------------------------------------------------------------
+    def request_views(self, layer: str, channel: int) -> bool:
+        """Make channel ``channel`` of ``layer``'s top-k views in the background.
+
+        Returns
+        -------
+        bool
+            False when the current scan does not hold ``layer`` (nothing to show). Views
+            already made arrive at once (``views_ready`` is emitted before this returns).
+        """
+        scan = self.scan
+        if scan is None or layer not in tuple(scan.layers):
+            return False
+        key = (id(scan), layer, int(channel))
+        self._views_key = (layer, int(channel))
+        held = self._views_cache.get(key)
+        if held is not None:
+            self._views_cache.move_to_end(key)
+            self.views_worker.drop()
+            self.views_ready.emit(layer, int(channel), held)
+            return True
+        model = self.session.model
+        if model is None:
+            return False
+
+        def job(_should_stop: Any, _progress: Any) -> Any:
+            from actviz.data import top_views
+
+            copy = self._copy_for("views", model)
+            return key, top_views(copy, scan, layer, int(channel), size=VIEW_SIZE)
+
+        self._views_gen = self.views_worker.submit(job)
+        return True
+
+    def _on_views_finished(self, gen: int, result: Any) -> None:
+        key, views = result
+        self._views_cache[key] = tuple(views)
+        while len(self._views_cache) > VIEWS_KEPT:
+            self._views_cache.popitem(last=False)
+        if gen == self._views_gen and self.scan is not None and key[0] == id(self.scan):
+            self.views_ready.emit(key[1], key[2], tuple(views))
+
+    def _on_views_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._views_gen or self._views_key is None:
+            return
+        from actviz.ui.window.loaders import describe_error
+
+        log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
+        layer, channel = self._views_key
+        self.views_failed.emit(layer, channel, describe_error(error))
+
+
+__all__ = ["VIEW_SIZE", "DatasetScans", "eta_seconds"]

@@ -1,0 +1,163 @@
+"""TopKGrid: a channel's top-k dataset images, each cropped around its maximum, heat overlaid.
+
+A passive widget: :meth:`TopKGrid.set_views` takes the engine's ``TopView`` tuples (numpy
+crops and heat maps); clicking a tile emits the image it came from. The tiles are a
+``QListWidget`` in icon mode, so they wrap to the width, scroll, and keep their caption (value
+and image name) under each picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.display.colormaps import overlay
+from actviz.ui.panels import style
+
+#: Side of a tile on screen (pixels); the crops are drawn scaled to it.
+TILE_PX = 88
+#: Opacity of the activation over the crop.
+HEAT_ALPHA = 0.45
+#: Item data role holding the tile's source (image path or sample index).
+SOURCE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
+
+
+def source_name(source: str | int) -> str:
+    """How a tile names its image: the file name, or ``#12`` for a sample index."""
+    if isinstance(source, (int, np.integer)):
+        return f"#{int(source)}"
+    return Path(str(source)).name
+
+
+def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
+    """The tiles' pictures: each crop with its channel's activation blended over it.
+
+    The heat of all tiles shares one scale, 0 to the largest value over the tiles, so the
+    strongest image looks strongest; negative values show no heat.
+
+    Parameters
+    ----------
+    views
+        ``TopView`` s (``image`` (S, S, 3) uint8, ``heat`` (S, S) float32).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        ``(S, S, 3)`` uint8 pictures, one per view, in order.
+    """
+    peaks = [float(np.nanmax(v.heat)) for v in views if np.size(v.heat)]
+    top = max([p for p in peaks if np.isfinite(p)], default=0.0)
+    scale = top if top > 0 else 1.0
+    out = []
+    for view in views:
+        heat = np.nan_to_num(np.asarray(view.heat, dtype=np.float32) / scale, nan=0.0)
+        out.append(overlay(np.asarray(view.image), np.clip(heat, 0.0, 1.0), alpha=HEAT_ALPHA))
+    return out
+
+
+def _pixmap(rgb: np.ndarray, side: int) -> QtGui.QPixmap:
+    rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
+    height, width = rgb.shape[:2]
+    image = QtGui.QImage(rgb.data, width, height, 3 * width, QtGui.QImage.Format.Format_RGB888)
+    # copy(): the QImage borrows the numpy buffer, which goes away with this frame.
+    pixmap = QtGui.QPixmap.fromImage(image.copy())
+    return pixmap.scaled(
+        side,
+        side,
+        QtCore.Qt.AspectRatioMode.KeepAspectRatio,
+        QtCore.Qt.TransformationMode.FastTransformation,
+    )
+
+
+class TopKGrid(QtWidgets.QWidget):
+    """The top-k images of one channel: caption line above a wrapping grid of tiles.
+
+    Signals
+    -------
+    source_clicked(object)
+        A tile was clicked: its image path (str) or sample index (int).
+    """
+
+    source_clicked = QtCore.Signal(object)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 0)
+        layout.setSpacing(1)
+        self.caption = style.caption_label()
+        self.caption.setWordWrap(False)
+        layout.addWidget(self.caption)
+        self.tiles = QtWidgets.QListWidget()
+        self.tiles.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
+        self.tiles.setIconSize(QtCore.QSize(TILE_PX, TILE_PX))
+        self.tiles.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
+        self.tiles.setMovement(QtWidgets.QListView.Movement.Static)
+        self.tiles.setWrapping(True)
+        self.tiles.setUniformItemSizes(True)
+        self.tiles.setSpacing(2)
+        self.tiles.setWordWrap(True)
+        self.tiles.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+        self.tiles.setToolTip("Click an image to open it as the input")
+        font = self.tiles.font()
+        font.setPointSize(style.LABEL_POINT_SIZE)
+        self.tiles.setFont(font)
+        line = self.tiles.fontMetrics().height()
+        self.tiles.setGridSize(QtCore.QSize(TILE_PX + 12, TILE_PX + 2 * line + 10))
+        self.tiles.itemClicked.connect(self._on_item_clicked)
+        layout.addWidget(self.tiles, 1)
+        #: The views shown (the engine's TopView objects), in tile order.
+        self.views: tuple[Any, ...] = ()
+        self.clear()
+
+    def set_message(self, text: str) -> None:
+        """Show ``text`` on the caption line (the tiles stay)."""
+        self.caption.setText(text)
+
+    def set_views(self, views: Sequence[Any], caption: str = "") -> None:
+        """Show ``views`` (best first) as tiles captioned with value and image name."""
+        self.views = tuple(views)
+        self.tiles.clear()
+        for view, picture in zip(self.views, tile_pictures(self.views), strict=True):
+            entry = view.entry
+            name = source_name(entry.source)
+            item = QtWidgets.QListWidgetItem(
+                QtGui.QIcon(_pixmap(picture, TILE_PX)),
+                f"{style.format_value(entry.value)}\n{name}",
+            )
+            item.setData(SOURCE_ROLE, entry.source)
+            where = (
+                ""
+                if entry.location is None
+                else f" at (y={entry.location[0]}, x={entry.location[1]})"
+            )
+            item.setToolTip(
+                f"{entry.source}\nmax {style.format_value(entry.value)}{where}\nclick: open as input"
+            )
+            item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
+            self.tiles.addItem(item)
+        self.caption.setText(caption)
+
+    def clear(self) -> None:
+        """No tiles."""
+        self.views = ()
+        self.tiles.clear()
+        self.caption.setText("")
+
+    def captions(self) -> list[str]:
+        """The tiles' texts, in order (``"0.532\\nimg_3.png"``)."""
+        return [self.tiles.item(i).text() for i in range(self.tiles.count())]
+
+    def sources(self) -> list[str | int]:
+        """The tiles' sources, in order."""
+        return [self.tiles.item(i).data(SOURCE_ROLE) for i in range(self.tiles.count())]
+
+    def _on_item_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
+        self.source_clicked.emit(item.data(SOURCE_ROLE))
+
+
+__all__ = ["HEAT_ALPHA", "TILE_PX", "TopKGrid", "source_name", "tile_pictures"]
