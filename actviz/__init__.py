@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 __all__ = ["capture", "module_tree", "load_model", "load_input", "explore", "__version__"]
+__all__ += ["scan"]  # dataset scans (actviz.data)
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import capture
     from actviz.core.tree import module_tree
+    from actviz.data.scan import scan
     from actviz.io.inputs import load_input
     from actviz.io.models import load_model
     from actviz.ui.explore import explore
@@ -25,6 +27,7 @@ _LAZY = {
     "load_model": "actviz.io.models",
     "load_input": "actviz.io.inputs",
     "explore": "actviz.ui.explore",
+    "scan": "actviz.data.scan",
 }
 
 
