@@ -159,9 +159,13 @@ class DatasetScanUI(QObject):
 
     def _on_scan_finished(self, scan: Any) -> None:
         self.dock.stop_progress()
+        self._show_scan(scan)
+
+    def _show_scan(self, scan: Any, *, partial: bool = False) -> None:
         spec = self.scans.spec
         folder = Path(spec.folder).name if spec else "dataset"
         saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
+        saved = " (partial)" if partial else saved
         layers = tuple(scan.layers)
         self.dock.set_summary(
             f"{folder}: {scan.count:,} images · top {scan.k}{saved}",
@@ -169,11 +173,13 @@ class DatasetScanUI(QObject):
             + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
         )
         skipped = tuple(getattr(scan, "skipped", ()) or ())
-        if skipped:
-            text = skipped_text(skipped)
-            tip = "\n".join(f"{path}: {reason}" for path, reason in skipped)
+        notes = list(getattr(scan, "warnings", ()) or ())
+        if skipped or notes:
+            text = " ".join(([skipped_text(skipped)] if skipped else []) + notes)
+            tip = "\n".join([f"{path}: {reason}" for path, reason in skipped] + notes)
+            # In the dock (raised when the scan started), not the banner: a few unreadable
+            # files in a large folder are expected and the scan itself succeeded.
             self.dock.set_message(text, error=True, tooltip=tip)
-            self.window.show_warning(text, BANNER_SOURCE)
         else:
             self.dock.set_message("")
         current = self.dock.current_layer()
@@ -196,6 +202,9 @@ class DatasetScanUI(QObject):
         self.dock.stop_progress()
         done, total, _ips = self.scans.progress
         where = f" after {done:,} of {total:,} images" if total else ""
+        scan = self.scans.scan
+        if scan is not None:
+            self._show_scan(scan, partial=True)
         self.dock.set_message(
             f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
         )
@@ -247,8 +256,7 @@ class DatasetScanUI(QObject):
         folder = Path(spec.folder).name if spec else "the dataset"
         self.grid.set_views(
             views,
-            f"Top {len(views)} of {scan.count:,} images in {folder} for ch {channel} "
-            "(activation over the crop; click: open as input)",
+            f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it",
         )
 
     def _on_views_failed(self, layer: str, channel: int, text: str) -> None:
@@ -271,7 +279,11 @@ class DatasetScanUI(QObject):
 
 def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
     """``"Skipped 2 unreadable files: a.png (cannot identify image file), b.jpg (...)"``."""
-    named = ", ".join(f"{Path(p).name} ({reason})" for p, reason in skipped[:SKIPPED_NAMED])
+    # The reason often repeats the full path: the name is enough beside it (tooltip: all).
+    named = ", ".join(
+        f"{Path(p).name} ({reason.replace(p, Path(p).name)})"
+        for p, reason in skipped[:SKIPPED_NAMED]
+    )
     more = len(skipped) - SKIPPED_NAMED
     rest = f" and {more} more" if more > 0 else ""
     files = "file" if len(skipped) == 1 else "files"

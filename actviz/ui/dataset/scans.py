@@ -12,6 +12,7 @@ cooperative: the engine polls ``should_stop`` once per batch, saves what it has 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -66,7 +67,8 @@ class DatasetScans(QObject):
     scan_failed(str)
         The scan raised: a readable one-line message.
     scan_cancelled()
-        The scan stopped on request; what it had is saved (a later scan resumes).
+        The scan stopped on request; what it had is saved (a later scan resumes) and, when
+        it scanned any image, is :attr:`scan` now (partial).
     views_ready(str, int, object)
         Layer, channel and the engine's ``TopView`` tuple for the channel asked last.
     views_failed(str, int, str)
@@ -96,6 +98,8 @@ class DatasetScans(QObject):
         self._signals.progressed.connect(self._on_progressed)
         self._scan_gen = 0
         self._views_gen = 0
+        #: Partial results of cancelled scans, by generation (set on the scan's thread).
+        self._partial: dict[int, Any] = {}
         self._views_key: tuple[str, int] | None = None
         self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
         # Model copies by purpose ("scan", "views"), for the model they were made from.
@@ -137,28 +141,38 @@ class DatasetScans(QObject):
             return 0
         self.spec = spec
         self.progress = (0, 0, 0.0)
+        loaded = self.session.loaded_model
         transform = self.session.transforms
         num_workers = self.num_workers
         signals = self._signals
         holder = [0]
 
         def job(should_stop: Any, _progress: Any) -> Any:
-            from actviz.data import scan
+            from actviz.data import ScanCancelled, scan
 
             copy = self._copy_for("scan", model)
-            return scan(
-                copy,
-                spec.folder,
-                list(spec.layers),
-                k=spec.k,
-                batch_size=spec.batch_size,
-                transform=transform,
-                progress=lambda done, total, ips: signals.progressed.emit(
-                    holder[0], int(done), int(total), float(ips)
-                ),
-                should_stop=should_stop,
-                num_workers=num_workers,
-            )
+            # A loaded model carries its preprocessing (the same as a single run's).
+            target: Any = copy
+            if loaded is not None and loaded.model is model:
+                target = dataclasses.replace(loaded, model=copy)
+            try:
+                return scan(
+                    target,
+                    spec.folder,
+                    list(spec.layers),
+                    k=spec.k,
+                    batch_size=spec.batch_size,
+                    transform=None if target is not copy else transform,
+                    progress=lambda done, total, ips: signals.progressed.emit(
+                        holder[0], int(done), int(total), float(ips)
+                    ),
+                    should_stop=should_stop,
+                    num_workers=num_workers,
+                )
+            except ScanCancelled as exc:
+                # The cancelled signal carries no value: the partial result waits here.
+                self._partial[holder[0]] = exc.partial
+                raise
 
         gen = self.scan_worker.submit(job)
         holder[0] = gen
@@ -222,8 +236,15 @@ class DatasetScans(QObject):
         self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
 
     def _on_scan_cancelled(self, gen: int) -> None:
-        if gen == self._scan_gen:
-            self.scan_cancelled.emit()
+        partial = self._partial.pop(gen, None)
+        if gen != self._scan_gen:
+            return
+        if partial is not None and partial.count > 0:
+            # What was scanned before the cancel is worth showing (it is saved too).
+            self.scan = partial
+            self._views_key = None
+            self._views_cache.clear()
+        self.scan_cancelled.emit()
 
     # -- top-k views ---------------------------------------------------------------------------
     def request_views(self, layer: str, channel: int) -> bool:

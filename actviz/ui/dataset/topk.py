@@ -18,10 +18,13 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.display.colormaps import overlay
 from actviz.ui.panels import style
 
-#: Side of a tile on screen (pixels); the crops are drawn scaled to it.
+#: Side of a tile on screen (pixels) in a tall window, and in a small one.
 TILE_PX = 88
+SMALL_TILE_PX = 72
 #: Opacity of the activation over the crop.
 HEAT_ALPHA = 0.45
+#: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
+TWO_ROWS_MIN_WINDOW_HEIGHT = 900
 #: Item data role holding the tile's source (image path or sample index).
 SOURCE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 
@@ -94,7 +97,6 @@ class TopKGrid(QtWidgets.QWidget):
         layout.addWidget(self.caption)
         self.tiles = QtWidgets.QListWidget()
         self.tiles.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
-        self.tiles.setIconSize(QtCore.QSize(TILE_PX, TILE_PX))
         self.tiles.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
         self.tiles.setMovement(QtWidgets.QListView.Movement.Static)
         self.tiles.setWrapping(True)
@@ -106,12 +108,17 @@ class TopKGrid(QtWidgets.QWidget):
         font = self.tiles.font()
         font.setPointSize(style.LABEL_POINT_SIZE)
         self.tiles.setFont(font)
-        line = self.tiles.fontMetrics().height()
-        self.tiles.setGridSize(QtCore.QSize(TILE_PX + 12, TILE_PX + 2 * line + 10))
+        # The images above keep the height: the tiles take the rows they need, one or two.
+        self.tiles.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+        self.tiles.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.tiles.itemClicked.connect(self._on_item_clicked)
-        layout.addWidget(self.tiles, 1)
+        layout.addWidget(self.tiles)
         #: The views shown (the engine's TopView objects), in tile order.
         self.views: tuple[Any, ...] = ()
+        self._tile_px = 0
+        self._set_tile_size(TILE_PX)
         self.clear()
 
     def set_message(self, text: str) -> None:
@@ -126,7 +133,7 @@ class TopKGrid(QtWidgets.QWidget):
             entry = view.entry
             name = source_name(entry.source)
             item = QtWidgets.QListWidgetItem(
-                QtGui.QIcon(_pixmap(picture, TILE_PX)),
+                QtGui.QIcon(_pixmap(picture, TILE_PX)),  # scaled down to the icon size
                 f"{style.format_value(entry.value)}\n{name}",
             )
             item.setData(SOURCE_ROLE, entry.source)
@@ -141,12 +148,45 @@ class TopKGrid(QtWidgets.QWidget):
             item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
             self.tiles.addItem(item)
         self.caption.setText(caption)
+        self._fit_height()
 
     def clear(self) -> None:
         """No tiles."""
         self.views = ()
         self.tiles.clear()
         self.caption.setText("")
+        self._fit_height()
+
+    def _tall(self) -> bool:
+        window = self.window()
+        return window is not None and window.height() >= TWO_ROWS_MIN_WINDOW_HEIGHT
+
+    def _set_tile_size(self, side: int) -> None:
+        if side == self._tile_px:
+            return
+        self._tile_px = side
+        self.tiles.setIconSize(QtCore.QSize(side, side))
+        line = self.tiles.fontMetrics().height()
+        self.tiles.setGridSize(QtCore.QSize(side + 12, side + 2 * line + 10))
+
+    def rows_shown(self) -> int:
+        """Rows of tiles shown without scrolling (one, or two in a tall window)."""
+        tall = self._tall()
+        grid = self.tiles.gridSize()
+        per_row = max(1, (self.tiles.viewport().width() or self.width()) // max(1, grid.width()))
+        needed = max(1, -(-self.tiles.count() // per_row))
+        return min(needed, 2 if tall else 1)
+
+    def _fit_height(self) -> None:
+        self._set_tile_size(TILE_PX if self._tall() else SMALL_TILE_PX)
+        height = self.rows_shown() * self.tiles.gridSize().height() + 2 * self.tiles.frameWidth()
+        height += 2 * self.tiles.spacing()
+        if self.tiles.height() != height:
+            self.tiles.setFixedHeight(height)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._fit_height()
 
     def captions(self) -> list[str]:
         """The tiles' texts, in order (``"0.532\\nimg_3.png"``)."""
@@ -160,4 +200,4 @@ class TopKGrid(QtWidgets.QWidget):
         self.source_clicked.emit(item.data(SOURCE_ROLE))
 
 
-__all__ = ["HEAT_ALPHA", "TILE_PX", "TopKGrid", "source_name", "tile_pictures"]
+__all__ = ["HEAT_ALPHA", "SMALL_TILE_PX", "TILE_PX", "TopKGrid", "source_name", "tile_pictures"]
