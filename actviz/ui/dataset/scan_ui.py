@@ -99,7 +99,7 @@ class DatasetScanUI(QObject):
         dialog = ScanDialog(
             self.window,
             layers,
-            self.session.ticked(),
+            self.session.ticked,
             folder=self._last_folder,
             k=self._last_k or (spec.k if spec else 9),
         )

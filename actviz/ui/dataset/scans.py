@@ -214,7 +214,8 @@ class DatasetScans(QObject):
         return copy
 
     def _on_progressed(self, gen: int, done: int, total: int, ips: float) -> None:
-        if gen != self._scan_gen or not self.scan_worker.is_current(gen):
+        # A cancelled scan still reports the batch it finished (that work is saved).
+        if gen != self._scan_gen or self.scan_worker.is_stale(gen):
             return
         self.progress = (done, total, ips)
         self.scan_progressed.emit(done, total, ips, eta_seconds(done, total, ips))

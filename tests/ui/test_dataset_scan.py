@@ -1,0 +1,233 @@
+"""Data > Scan a dataset in the real window: dialog, progress, cancel and resume, the channel
+table with dead channels, and the channel's top-k grid (clicking a tile opens the image).
+
+The folder is 16 tiny PNGs written in tmp_path; the model is the bundled demo (its own
+preprocessing, as a single run) or a tiny CNN with a channel made dead on purpose.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from PySide6.QtCore import QSettings, Qt
+from torch import nn
+
+from actviz.data import scan as engine_scan
+from actviz.ui.dataset.dialog import ScanSpec
+from actviz.ui.window.main_window import MainWindow
+from tests.conftest import assert_no_hooks
+
+LEFT = Qt.MouseButton.LeftButton
+TIMEOUT_MS = 30_000
+LAYER = "features.block2"
+IMAGES = 16
+BATCH = 4
+
+
+def write_folder(folder, count: int = IMAGES, *, broken: bool = False):
+    """``count`` random 24x24 PNGs (sorted names), and an unreadable ``broken.png``."""
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(count):
+        path = folder / f"img{i:02d}.png"
+        Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    if broken:
+        (folder / "broken.png").write_bytes(b"not a png at all")
+    return paths
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 720)
+    w.show()
+    qtbot.waitExposed(w)
+    w.dataset.scans.num_workers = 0  # no loader processes for 16 tiny images
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def demo_window(window):
+    assert window.open_model_source("demo", wait=True)
+    return window
+
+
+def _progress(window) -> list[tuple[int, int]]:
+    seen: list[tuple[int, int]] = []
+    window.dataset.scans.scan_progressed.connect(
+        lambda done, total, _ips, _eta: seen.append((done, total))
+    )
+    return seen
+
+
+def _click_row(qtbot, table, row: int) -> None:
+    index = table.proxy.index(row, 0)
+    table.scrollTo(index)
+    qtbot.mouseClick(table.viewport(), LEFT, pos=table.visualRect(index).center())
+
+
+def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
+    qtbot, demo_window, tmp_path
+):
+    window = demo_window
+    folder = tmp_path / "images"
+    write_folder(folder, broken=True)
+    window.commands.scan_dataset_action.trigger()
+    dialog = window.dataset.dialog
+    assert dialog is not None and dialog.isVisible()
+    # The window's ticked layers come first, checked.
+    ticked = window.session.ticked
+    assert dialog.checked_layers() == [n for n in dialog.checked_layers() if n in ticked]
+    assert set(dialog.checked_layers()) == set(ticked)
+    # Nothing chosen: said in the dialog, which stays open.
+    qtbot.mouseClick(dialog.scan_button, LEFT)
+    assert dialog.isVisible() and "folder" in dialog.message_label.text()
+    dialog.folder_edit.setText(str(folder))
+    dialog.set_checked([LAYER])
+    dialog.k_spin.setValue(4)
+    dialog.batch_spin.setValue(BATCH)
+    seen = _progress(window)
+    with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        qtbot.mouseClick(dialog.scan_button, LEFT)
+    scan = done.args[0]
+    assert window.dataset.dialog is None  # closed (and deleted) once the scan started
+    # One report per batch of 4 readable images (the unreadable file counts as done too).
+    assert seen and all(total == IMAGES + 1 for _, total in seen)
+    assert seen[-1][0] == IMAGES + 1 and len(seen) >= IMAGES // BATCH
+    assert (scan.layers, scan.k, scan.count, scan.from_cache) == ((LAYER,), 4, IMAGES, False)
+    # The same result as the engine on the demo (its own preprocessing), without the window.
+    direct = engine_scan("demo", folder, [LAYER], k=4, cache=False, num_workers=0)
+    for channel in (0, 5, 31):
+        assert [(e.source, e.location) for e in scan.top(LAYER, channel)] == [
+            (e.source, e.location) for e in direct.top(LAYER, channel)
+        ]
+    dock = window.dataset.dock
+    assert dock.isVisible() and not dock.progress_box.isVisible()
+    assert f"{IMAGES} images" in dock.summary_label.text()
+    assert dock.message_label.text().startswith("Skipped 1 unreadable file: broken.png")
+    # Channels by mean activation, largest first.
+    table = dock.table
+    stats = scan.stats(LAYER)
+    assert table.proxy.rowCount() == stats.mean.shape[0] == 32
+    order = [table.channel_at(r) for r in range(table.proxy.rowCount())]
+    assert sorted(order) == list(range(32)) and np.all(np.diff(stats.mean[order]) <= 0)
+    first = table.proxy.index(0, 1).data()
+    assert first == f"{stats.mean[order[0]]:.3f}"
+    # Sorting by the best value (the top image's) puts the largest maximum first.
+    table.sortByColumn(4, Qt.SortOrder.DescendingOrder)
+    best = table.channel_at(0)
+    assert scan.top(LAYER, best)[0].value == max(scan.top(LAYER, c)[0].value for c in range(32))
+    # The same folder again: the saved result, no forward pass.
+    with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as again:
+        window.dataset.start(ScanSpec(str(folder), (LAYER,), 4, BATCH))
+    assert again.args[0].from_cache and "saved result" in dock.summary_label.text()
+    assert_no_hooks(window.session.model)
+
+
+class Gate:
+    """A forward pre-hook that holds the first batch until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+        self.active = True
+
+    def __call__(self, _module, _args) -> None:
+        if self.active:
+            self.entered.set()
+            assert self.open.wait(TIMEOUT_MS / 1000)
+
+
+def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, demo_window, tmp_path):
+    window = demo_window
+    folder = tmp_path / "images"
+    write_folder(folder)
+    gate = Gate()
+    # The user's own hooks travel with the scan's copy of the model (capture's do not).
+    handle = window.session.model.register_forward_pre_hook(gate)
+    spec = ScanSpec(str(folder), (LAYER,), 3, BATCH)
+    seen = _progress(window)
+    dock = window.dataset.dock
+    try:
+        window.dataset.start(spec)
+        # The first batch waits at the gate; the window is not blocked meanwhile.
+        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        assert window.dataset.scans.is_scanning() and dock.progress_box.isVisible()
+        assert dock.rate_label.text() == "Scanning images…"
+        with qtbot.waitSignal(window.dataset.scans.scan_cancelled, timeout=TIMEOUT_MS):
+            qtbot.mouseClick(dock.cancel_button, LEFT)
+            assert dock.rate_label.text() == "Cancelling after this batch…"
+            gate.active = False
+            gate.open.set()
+        assert seen == [(4, 16)]  # stopped after the batch it was in
+        assert not dock.progress_box.isVisible()
+        partial = window.dataset.scan
+        assert partial.count == 4 and "partial" in dock.summary_label.text()
+        assert "cancelled after 4 of 16" in dock.message_label.text()
+        # Scanning again resumes at image 5.
+        seen.clear()
+        with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+            window.dataset.start(spec)
+    finally:
+        handle.remove()
+    assert seen == [(8, 16), (12, 16), (16, 16)]
+    resumed = done.args[0]
+    whole = engine_scan("demo", folder, [LAYER], k=3, cache=False, num_workers=0)
+    assert resumed.count == whole.count == IMAGES
+    for channel in range(0, 32, 7):
+        got, want = resumed.top(LAYER, channel), whole.top(LAYER, channel)
+        assert [(e.index, e.location) for e in got] == [(e.index, e.location) for e in want]
+        np.testing.assert_allclose([e.value for e in got], [e.value for e in want], rtol=1e-5)
+    np.testing.assert_allclose(resumed.stats(LAYER).mean, whole.stats(LAYER).mean, rtol=1e-5)
+
+
+class DeadNet(nn.Module):
+    """conv (4 ch) -> relu -> pool -> fc; channel 2's bias keeps it below zero everywhere."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4, 3)
+        with torch.no_grad():
+            self.conv.bias[2] = -100.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pool(self.relu(self.conv(x))).flatten(1))
+
+
+def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path):
+    folder = tmp_path / "images"
+    write_folder(folder)
+    window.set_model(DeadNet().eval(), layers=["relu"])
+    window.set_input(torch.rand(1, 3, 24, 24))
+    with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        window.dataset.start(ScanSpec(str(folder), ("relu",), 3, 8))
+    scan = done.args[0]
+    assert list(scan.dead("relu")) == [2]
+    table = window.dataset.dock.table
+    model = table.table_model
+    dead_column = 5
+    marks = [model.index(c, dead_column).data() for c in range(4)]
+    assert marks == ["", "", "dead", ""]
+    assert model.index(2, 1).data(Qt.ItemDataRole.BackgroundRole) is not None
+    assert model.index(1, 1).data(Qt.ItemDataRole.BackgroundRole) is None
+    assert model.index(2, 3).data() == "0 %"
+    assert "1 dead" in window.dataset.dock.hint_label.text()
+    # A row opens its channel: the layer is run first (nothing was run yet).
+    row = table.row_of(2)
+    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+        _click_row(qtbot, table, row)
+    qtbot.waitUntil(lambda: window.channel_view.channel == 2, timeout=TIMEOUT_MS)
+    assert window.channel_view.name == "relu" and window.channel_box.isVisible()
