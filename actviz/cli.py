@@ -1,4 +1,4 @@
-"""The ``actviz`` command: ``gui`` (default), ``info``, ``export`` and ``bench``.
+"""The ``actviz`` command: ``gui`` (default), ``info``, ``export``, ``scan`` and ``bench``.
 
 Errors print one line and exit non-zero; ``--debug`` shows the traceback. Progress for slow
 work goes to stderr, results to stdout.
@@ -17,7 +17,7 @@ from typing import Any
 from actviz.display.text import format_count
 
 EXIT_ERROR = 2
-_COMMANDS = ("gui", "info", "export", "bench")
+_COMMANDS = ("gui", "info", "export", "bench", "scan")
 
 
 def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -85,6 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="feature-map mosaics: each tile its own min..max (channel) or one range (shared)",
     )
     exp.add_argument("--no-gradients", action="store_true", help="forward only")
+
+    scan = sub.add_parser(
+        "scan", help="scan a dataset: per channel, the images that excite it most"
+    )
+    _add_model_args(scan, required=True)
+    scan.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    scan.add_argument("--layers", "-l", required=True, help="comma-separated layer names")
+    scan.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
+    scan.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
+    scan.add_argument("--batch-size", type=int, help="images per batch (default: memory budget)")
+    scan.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
+    scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
+    scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
     bench = sub.add_parser("bench", help="run the benchmark suite (python -m actviz.bench)")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
@@ -231,6 +244,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scan(args: argparse.Namespace) -> int:
+    from actviz.data.command import cmd_scan as run_scan
+
+    return run_scan(args, _open, _progress)
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from actviz.ui.app import run_app
 
@@ -262,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from actviz.bench.cli import main as bench_main
 
         return bench_main(args.bench_args)
-    handler = {"info": cmd_info, "export": cmd_export}.get(args.command, cmd_gui)
+    handler = {"info": cmd_info, "export": cmd_export, "scan": cmd_scan}.get(args.command, cmd_gui)
     try:
         return handler(args)
     except KeyboardInterrupt:
