@@ -231,3 +231,48 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path
         _click_row(qtbot, table, row)
     qtbot.waitUntil(lambda: window.channel_view.channel == 2, timeout=TIMEOUT_MS)
     assert window.channel_view.name == "relu" and window.channel_box.isVisible()
+
+
+def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(qtbot, demo_window, tmp_path):
+    window = demo_window
+    folder = tmp_path / "images"
+    write_folder(folder)
+    with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        window.dataset.start(ScanSpec(str(folder), (LAYER,), 5, 8))
+    scan = done.args[0]
+    channel = int(np.argmax(scan.stats(LAYER).std))
+    grid = window.dataset.grid
+    # No input is open: the table's row opens the channel's best image, runs the layer and
+    # opens the channel; then its top-k arrive.
+    assert window.session.input is None
+    table = window.dataset.dock.table
+    with qtbot.waitSignal(window.dataset.scans.views_ready, timeout=TIMEOUT_MS) as ready:
+        _click_row(qtbot, table, table.row_of(channel))
+    assert ready.args[:2] == [LAYER, channel]
+    assert window.session.input.source == scan.top(LAYER, channel)[0].source
+    assert (window.channel_view.name, window.channel_view.channel) == (LAYER, channel)
+    assert grid.isVisible()
+    top = scan.top(LAYER, channel)
+    assert len(top) == 5 and grid.tiles.count() == 5
+    assert grid.sources() == [e.source for e in top]
+    assert grid.captions() == [f"{e.value:.3f}\n{e.source.rsplit('/', 1)[-1]}" for e in top]
+    views = grid.views
+    assert [v.entry for v in views] == list(top)
+    assert all(v.image.shape == (96, 96, 3) and v.heat.shape == (96, 96) for v in views)
+    # Each tile's heat peaks at the entry's value (the crop holds the maximum).
+    for view in views:
+        assert view.heat.max() <= view.entry.value + 1e-4
+        assert view.heat.max() >= 0.5 * view.entry.value
+    # Clicking a tile opens that image as the window's input.
+    second = grid.tiles.item(1)
+    rect = grid.tiles.visualItemRect(second)
+    with qtbot.waitSignal(window.input_loaded, timeout=TIMEOUT_MS) as opened:
+        qtbot.mouseClick(grid.tiles.viewport(), LEFT, pos=rect.center())
+    assert opened.args == [top[1].source]
+    assert window.session.input.source == top[1].source
+    # Another channel of a layer the scan does not hold: no grid.
+    window.tick(["features.block1"])
+    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+        window.run()
+    assert window.open_channel("features.block1", 0)
+    assert not grid.isVisible()

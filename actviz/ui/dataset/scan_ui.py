@@ -50,6 +50,8 @@ class DatasetScanUI(QObject):
         self._last_k: int | None = None
         #: (layer, channel) to open once the run that captures its layer finished.
         self._pending_open: tuple[str, int] | None = None
+        #: A channel's top image is being opened as the input, to run and open the channel.
+        self._awaiting_input = False
         #: (layer, channel) the grid shows or waits for.
         self._grid_key: tuple[str, int] | None = None
 
@@ -78,6 +80,8 @@ class DatasetScanUI(QObject):
         s.views_ready.connect(self._on_views_ready)
         s.views_failed.connect(self._on_views_failed)
         window.run_finished.connect(self._on_run_finished)
+        window.input_loaded.connect(self._on_input_loaded)
+        window.input_load_failed.connect(self._on_input_load_failed)
         self.session.model_changed.connect(self._on_model_changed)
 
     # -- public --------------------------------------------------------------------------------
@@ -126,8 +130,9 @@ class DatasetScanUI(QObject):
     def open_channel(self, layer: str, channel: int) -> bool:
         """Open ``channel`` of ``layer`` in the channel view (Layers tab).
 
-        When the result shown does not hold the layer, it is ticked and run first; the
-        channel opens when that run finished. Returns True when it opened now.
+        When the result shown does not hold the layer, it is ticked and run first (on the
+        channel's best image when no input is open yet); the channel opens when that run
+        finished. Returns True when it opened now.
         """
         self.window.tabs.setCurrentIndex(0)
         if self.window.open_channel(layer, channel):
@@ -136,9 +141,22 @@ class DatasetScanUI(QObject):
         self._pending_open = (layer, int(channel))
         if not self.session.is_ticked(layer):
             self.session.set_ticked([layer], True)
+        if self.session.input is None and self._open_top_image(layer, channel):
+            return False  # the run follows the image (see _on_input_loaded)
         if self.window.run() is None:
             self._pending_open = None
         return False
+
+    def _open_top_image(self, layer: str, channel: int) -> bool:
+        """No input yet: open the channel's best image (then run); False when there is none."""
+        scan = self.scans.scan
+        if scan is None or layer not in tuple(scan.layers):
+            return False
+        top = scan.top(layer, channel)
+        if not top or not isinstance(top[0].source, str):
+            return False
+        self._awaiting_input = True
+        return self.window.open_input_source(top[0].source, remember=False)
 
     def shutdown(self) -> None:
         """Stop the scan and views (waited for) and let the session go."""
@@ -224,11 +242,23 @@ class DatasetScanUI(QObject):
         self.scans.forget()
         self.dock.clear()
         self._pending_open = None
+        self._awaiting_input = False
         self._grid_key = None
         self.grid.clear()
         self.grid.setVisible(False)
 
     # -- channel view and grid -----------------------------------------------------------------
+    def _on_input_loaded(self, _source: str) -> None:
+        if self._awaiting_input:
+            self._awaiting_input = False
+            if self._pending_open is not None and self.window.run() is None:
+                self._pending_open = None
+
+    def _on_input_load_failed(self, _text: str) -> None:
+        if self._awaiting_input:
+            self._awaiting_input = False
+            self._pending_open = None
+
     def _on_run_finished(self) -> None:
         pending, self._pending_open = self._pending_open, None
         if pending is not None:

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
+from torch import nn
 
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.dataset.model_copy import detached_copy
@@ -37,6 +38,13 @@ VIEWS_KEPT = 32
 class _ScanSignals(QObject):
     # Emitted on the scan's thread, received (queued) on the GUI thread.
     progressed = Signal(int, int, int, float)  # generation, done, total, images/s
+
+
+def _with_preprocessing(copy: Any, model: Any, loaded: Any) -> Any:
+    """What the engine gets: the loaded model's preprocessing (a single run's) with the copy."""
+    if loaded is not None and loaded.model is model:
+        return dataclasses.replace(loaded, model=copy)
+    return copy
 
 
 def eta_seconds(done: int, total: int, images_per_s: float) -> float:
@@ -150,11 +158,7 @@ class DatasetScans(QObject):
         def job(should_stop: Any, _progress: Any) -> Any:
             from actviz.data import ScanCancelled, scan
 
-            copy = self._copy_for("scan", model)
-            # A loaded model carries its preprocessing (the same as a single run's).
-            target: Any = copy
-            if loaded is not None and loaded.model is model:
-                target = dataclasses.replace(loaded, model=copy)
+            target = _with_preprocessing(self._copy_for("scan", model), model, loaded)
             try:
                 return scan(
                     target,
@@ -162,7 +166,8 @@ class DatasetScans(QObject):
                     list(spec.layers),
                     k=spec.k,
                     batch_size=spec.batch_size,
-                    transform=None if target is not copy else transform,
+                    # An in-memory module: the session's transforms, if it was given any.
+                    transform=transform if isinstance(target, nn.Module) else None,
                     progress=lambda done, total, ips: signals.progressed.emit(
                         holder[0], int(done), int(total), float(ips)
                     ),
@@ -271,12 +276,14 @@ class DatasetScans(QObject):
         model = self.session.model
         if model is None:
             return False
+        loaded = self.session.loaded_model
 
         def job(_should_stop: Any, _progress: Any) -> Any:
             from actviz.data import top_views
 
-            copy = self._copy_for("views", model)
-            return key, top_views(copy, scan, layer, int(channel), size=VIEW_SIZE)
+            # The scan's preprocessing again, so the crops are what the scan saw.
+            target = _with_preprocessing(self._copy_for("views", model), model, loaded)
+            return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
 
         self._views_gen = self.views_worker.submit(job)
         return True
