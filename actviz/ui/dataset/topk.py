@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.display.colormaps import overlay
+from actviz.display.colormaps import OVERLAY_CMAP, colorize
 from actviz.ui.panels import style
 
 #: Side of a tile on screen (pixels) in a tall window, and in a small one.
 TILE_PX = 88
 SMALL_TILE_PX = 72
-#: Opacity of the activation over the crop.
-HEAT_ALPHA = 0.45
+#: Opacity of the activation over the crop where it is strongest (it fades with the value,
+#: so the picture stays visible where the channel is silent).
+HEAT_ALPHA = 0.6
 #: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
 TWO_ROWS_MIN_WINDOW_HEIGHT = 900
 #: Item data role holding the tile's source (image path or sample index).
@@ -39,8 +40,10 @@ def source_name(source: str | int) -> str:
 def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
     """The tiles' pictures: each crop with its channel's activation blended over it.
 
-    The heat of all tiles shares one scale, 0 to the largest value over the tiles, so the
-    strongest image looks strongest; negative values show no heat.
+    Each tile's heat runs from 0 to its own maximum (where the channel fires in that crop;
+    the value under the tile compares the images); negative values show no heat. A pixel's
+    opacity grows with its heat (at most :data:`HEAT_ALPHA`), in the overlay colour map, so
+    the picture stays visible where the channel is silent.
 
     Parameters
     ----------
@@ -52,13 +55,15 @@ def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
     list of numpy.ndarray
         ``(S, S, 3)`` uint8 pictures, one per view, in order.
     """
-    peaks = [float(np.nanmax(v.heat)) for v in views if np.size(v.heat)]
-    top = max([p for p in peaks if np.isfinite(p)], default=0.0)
-    scale = top if top > 0 else 1.0
     out = []
     for view in views:
-        heat = np.nan_to_num(np.asarray(view.heat, dtype=np.float32) / scale, nan=0.0)
-        out.append(overlay(np.asarray(view.image), np.clip(heat, 0.0, 1.0), alpha=HEAT_ALPHA))
+        heat = np.nan_to_num(np.asarray(view.heat, dtype=np.float32), nan=0.0)
+        peak = float(heat.max()) if heat.size else 0.0
+        heat = np.clip(heat / peak, 0.0, 1.0) if peak > 0 else np.zeros_like(heat)
+        base = np.asarray(view.image, dtype=np.float32)[..., :3]
+        alpha = (HEAT_ALPHA * heat)[..., None]
+        blend = (1 - alpha) * base + alpha * colorize(heat, OVERLAY_CMAP).astype(np.float32)
+        out.append(np.clip(blend + 0.5, 0, 255).astype(np.uint8))
     return out
 
 
