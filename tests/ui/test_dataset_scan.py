@@ -252,6 +252,8 @@ def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(qtbot, dem
     assert window.session.input.source == scan.top(LAYER, channel)[0].source
     assert (window.channel_view.name, window.channel_view.channel) == (LAYER, channel)
     assert grid.isVisible()
+    selected = table.selectionModel().selectedRows()
+    assert [table.channel_at(i.row()) for i in selected] == [channel]
     top = scan.top(LAYER, channel)
     assert len(top) == 5 and grid.tiles.count() == 5
     assert grid.sources() == [e.source for e in top]

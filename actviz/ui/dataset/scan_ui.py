@@ -273,10 +273,23 @@ class DatasetScanUI(QObject):
         if key == self._grid_key:
             return  # the same channel with a new run's values: the dataset's images stay
         self._grid_key = key
+        self._select_in_table(layer, channel)
         self.grid.setVisible(True)
         self.grid.clear()
         self.grid.set_message(f"Top {self.scans.scan.k} dataset images of ch {channel}: computing…")
         self.scans.request_views(layer, channel)
+
+    def _select_in_table(self, layer: str, channel: int) -> None:
+        """The table follows the channel view: its layer, the channel's row selected."""
+        if self.dock.current_layer() != layer:
+            self.dock.set_layers(tuple(self.scans.scan.layers), layer)
+            self._show_layer(layer)
+        table = self.dock.table
+        figures = table.figures
+        if figures is not None and figures.layer == layer and 0 <= channel < figures.channels:
+            row = table.row_of(channel)
+            table.selectRow(row)
+            table.scrollTo(table.proxy.index(row, 0))
 
     def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
         if (layer, channel) != self._grid_key:
