@@ -134,15 +134,20 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
 
 
 class Gate:
-    """A forward pre-hook that holds the first batch until the test opens the gate."""
+    """A forward pre-hook that holds the scan's first batch until the test opens the gate.
 
-    def __init__(self) -> None:
+    Registered on the window's model, it travels with the scan's copy (the user's own hooks
+    do; capture's do not) and holds only there: the window's own runs pass.
+    """
+
+    def __init__(self, original: nn.Module) -> None:
+        self.original = original
         self.entered = threading.Event()
         self.open = threading.Event()
         self.active = True
 
-    def __call__(self, _module, _args) -> None:
-        if self.active:
+    def __call__(self, module, _args) -> None:
+        if self.active and module is not self.original:
             self.entered.set()
             assert self.open.wait(TIMEOUT_MS / 1000)
 
@@ -151,18 +156,24 @@ def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, demo_window, tmp_
     window = demo_window
     folder = tmp_path / "images"
     write_folder(folder)
-    gate = Gate()
-    # The user's own hooks travel with the scan's copy of the model (capture's do not).
+    gate = Gate(window.session.model)
     handle = window.session.model.register_forward_pre_hook(gate)
     spec = ScanSpec(str(folder), (LAYER,), 3, BATCH)
     seen = _progress(window)
     dock = window.dataset.dock
     try:
         window.dataset.start(spec)
-        # The first batch waits at the gate; the window is not blocked meanwhile.
+        # The first batch waits at the gate; the window is not blocked meanwhile: it runs
+        # captures on its own model (the scan has a copy, so their hooks never mix).
         qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
         assert window.dataset.scans.is_scanning() and dock.progress_box.isVisible()
         assert dock.rate_label.text() == "Scanning images…"
+        assert dock.summary_label.text() == "images: scanning…"
+        window.set_input(torch.rand(1, 3, 64, 64))
+        with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+            assert window.run() is not None
+        assert set(window.result.layers) == set(window.session.ticked)
+        assert window.dataset.scans.is_scanning() and seen == []
         with qtbot.waitSignal(window.dataset.scans.scan_cancelled, timeout=TIMEOUT_MS):
             qtbot.mouseClick(dock.cancel_button, LEFT)
             assert dock.rate_label.text() == "Cancelling after this batch…"

@@ -171,6 +171,7 @@ class DatasetScanUI(QObject):
         self.dock.show()
         self.dock.raise_()
         self.dock.set_message("")
+        self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
         self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
         if self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
             self.window.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
