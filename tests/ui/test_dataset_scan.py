@@ -131,6 +131,10 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
         window.dataset.start(ScanSpec(str(folder), (LAYER,), 4, BATCH))
     assert again.args[0].from_cache and "saved result" in dock.summary_label.text()
     assert_no_hooks(window.session.model)
+    # View > Reset window layout closes the dock (on the right, where it first opens).
+    window.commands.reset_layout_action.trigger()
+    assert not dock.isVisible()
+    assert window.dockWidgetArea(dock) == Qt.DockWidgetArea.RightDockWidgetArea
 
 
 class Gate:
@@ -242,6 +246,10 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path
         _click_row(qtbot, table, row)
     qtbot.waitUntil(lambda: window.channel_view.channel == 2, timeout=TIMEOUT_MS)
     assert window.channel_view.name == "relu" and window.channel_box.isVisible()
+    # Another model: the scan belongs to the old one and is forgotten.
+    window.set_model(DeadNet().eval(), layers=["relu"])
+    assert window.dataset.scan is None and table.proxy.rowCount() == 0
+    assert window.dataset.dock.summary_label.text() == "No dataset scanned"
 
 
 def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(qtbot, demo_window, tmp_path):

@@ -65,6 +65,7 @@ class DatasetScanUI(QObject):
         self.channel_view.add_section(self.grid)
 
         window.commands.scan_dataset_action.triggered.connect(self.open_dialog)
+        window.commands.reset_layout_action.triggered.connect(self._reset_dock)
         self.dock.scan_clicked.connect(self.open_dialog)
         self.dock.cancel_clicked.connect(self.cancel)
         self.dock.layer_chosen.connect(self._show_layer)
@@ -314,6 +315,12 @@ class DatasetScanUI(QObject):
             self.window.show_warning(
                 f"Sample {source_name(source)} is not a file to open.", BANNER_SOURCE
             )
+
+    def _reset_dock(self) -> None:
+        # View > Reset window layout: where a first start puts it (right, closed).
+        self.dock.setFloating(False)
+        self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        self.dock.hide()
 
     def _on_dialog_finished(self, dialog: ScanDialog) -> None:
         if self.dialog is dialog:
