@@ -20,6 +20,8 @@ Ties between equal values are broken by data order: the image that comes first w
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +35,28 @@ EMPTY_INDEX = 2**62
 
 @dataclass
 class Reduced:
-    """One batch of one layer, reduced per image and channel (all on the CPU)."""
+    """One batch of one layer, reduced per image and channel (all on the CPU).
+
+    ``locate(b, c)`` gives the ``(y, x)`` of the maximum of image ``b``'s channel ``c`` (tensors
+    of equal length -> ``(n, 2)``); it reads the layer's output, so it is only called while
+    that output is alive (in the forward hook), and only for entries that enter a top-k.
+    """
 
     maxima: torch.Tensor  # (B, C) float64
     means: torch.Tensor  # (B, C) float64
-    locations: torch.Tensor | None  # (B, C, 2) int64, or None for non-spatial layers
+    locate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None
     spatial: tuple[int, ...] | None
+
+    def select(self, rows: torch.Tensor) -> Reduced:
+        """The same figures for the images ``rows`` only (indices into the batch)."""
+        locate = self.locate
+        if locate is not None:
+            inner = locate
+
+            def locate(b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+                return inner(rows[b], c)
+
+        return Reduced(self.maxima[rows], self.means[rows], locate, self.spatial)
 
 
 def first_tensor(output: object) -> torch.Tensor | None:
@@ -61,6 +79,10 @@ def first_tensor(output: object) -> torch.Tensor | None:
 def reduce_output(t: torch.Tensor) -> Reduced:
     """Reduce a layer's batch output ``(B, C, ...)`` to per-image, per-channel figures.
 
+    Only two vectorised passes over the map run per batch (``amax`` and ``mean``): the
+    location of a maximum (an ``argmax``, several times slower than ``amax`` on the CPU) is
+    found later, by :attr:`Reduced.locate`, for the few entries that enter a top-k.
+
     Parameters
     ----------
     t
@@ -69,8 +91,8 @@ def reduce_output(t: torch.Tensor) -> Reduced:
     Returns
     -------
     Reduced
-        Maxima, spatial means and ``(y, x)`` of the maxima (``(0, x)`` for 1-D maps; None for
-        ``(B, C)`` layers and maps of more than 2 dimensions).
+        Maxima and spatial means; ``locate`` gives ``(y, x)`` for 2-D maps, ``(0, x)`` for
+        1-D maps, and is None for ``(B, C)`` layers and maps of more than 2 dimensions.
     """
     t = t.detach()
     if t.ndim < 2:
@@ -79,27 +101,30 @@ def reduce_output(t: torch.Tensor) -> Reduced:
         t = t.float()
     b, c = t.shape[0], t.shape[1]
     spatial = tuple(int(s) for s in t.shape[2:])
-    if t.ndim == 2:
-        values = t.to(torch.float64)
-        maxima = torch.nan_to_num(values, nan=-torch.inf)
-        return Reduced(maxima.cpu(), values.cpu(), None, None)
+    if t.ndim == 2 or math.prod(spatial) == 0:
+        values = t.reshape(b, c, -1).mean(-1) if t.ndim > 2 else t
+        values = values.to(torch.float64)
+        return Reduced(torch.nan_to_num(values, nan=-torch.inf).cpu(), values.cpu(), None, None)
     flat = t.reshape(b, c, -1)
-    # NaN never wins: it would hide every real maximum of the channel.
-    clean = torch.nan_to_num(flat, nan=-torch.inf) if flat.isnan().any() else flat
-    arg = clean.argmax(dim=-1)  # documented: the first maximal value wins
-    maxima = clean.gather(-1, arg[..., None])[..., 0].to(torch.float64)
-    means = flat.mean(dim=-1, dtype=torch.float64)
-    locations = None
-    if t.ndim == 4:
-        width = spatial[1]
-        locations = torch.stack((arg // width, arg % width), dim=-1)
-    elif t.ndim == 3:
-        locations = torch.stack((torch.zeros_like(arg), arg), dim=-1)
+    maxima = flat.amax(dim=-1)
+    nan = maxima.isnan()
+    if nan.any():
+        # amax propagates NaN; NaN must never hide a real maximum: recompute those maps only.
+        bb, cc = nan.nonzero(as_tuple=True)
+        maxima[bb, cc] = torch.nan_to_num(flat[bb, cc], nan=-torch.inf).amax(dim=-1)
+    # The mean in the map's own precision: a float64 reduction would copy the whole map.
+    means = flat.mean(dim=-1)
+    locate = None
+    if t.ndim in (3, 4):
+        width = spatial[-1]
+
+        def locate(bi: torch.Tensor, ci: torch.Tensor) -> torch.Tensor:
+            rows = torch.nan_to_num(flat[bi.to(flat.device), ci.to(flat.device)], nan=-torch.inf)
+            arg = rows.argmax(dim=-1).cpu()  # documented: the first maximal value wins
+            return torch.stack((arg // width, arg % width), dim=-1)
+
     return Reduced(
-        maxima.cpu(),
-        means.cpu(),
-        None if locations is None else locations.cpu(),
-        spatial,
+        maxima.to(torch.float64).cpu(), means.to(torch.float64).cpu(), locate, spatial or None
     )
 
 
@@ -145,22 +170,27 @@ class LayerState:
         if reduced.spatial is not None:
             self.spatial = reduced.spatial
         indices = indices.to(torch.int64)
+        k = self.k
         # Top-k: candidates = kept entries + this batch, ordered by value (descending), then
         # data index (ascending): a stable sort by index first, then a stable sort by value.
         cand_values = torch.cat((self.values, maxima.T), dim=1)
         cand_indices = torch.cat((self.indices, indices[None].expand(c, b)), dim=1)
-        if reduced.locations is not None:
-            new_locations = reduced.locations.transpose(0, 1)
-        else:
-            new_locations = torch.full((c, b, 2), -1, dtype=torch.int64)
-        cand_locations = torch.cat((self.locations, new_locations), dim=1)
         by_index = torch.sort(cand_indices, dim=1, stable=True).indices
         cand_values = cand_values.gather(1, by_index)
-        order = torch.sort(cand_values, dim=1, descending=True, stable=True).indices[:, : self.k]
-        final = by_index.gather(1, order)
+        order = torch.sort(cand_values, dim=1, descending=True, stable=True).indices[:, :k]
+        final = by_index.gather(1, order)  # (C, k) positions among the candidates
         self.values = cand_values.gather(1, order)
         self.indices = cand_indices.gather(1, final)
-        self.locations = cand_locations.gather(1, final[..., None].expand(-1, -1, 2))
+        kept = final.clamp(max=k - 1)[..., None].expand(-1, -1, 2)
+        locations = self.locations.gather(1, kept)
+        fresh = final >= k
+        if fresh.any():
+            cc, jj = fresh.nonzero(as_tuple=True)
+            if reduced.locate is None:
+                locations[cc, jj] = -1
+            else:
+                locations[cc, jj] = reduced.locate(final[cc, jj] - k, cc).to(torch.int64)
+        self.locations = locations
         # Statistics: Chan et al.'s parallel merge of (count, mean, M2), in float64.
         batch_mean = means.mean(dim=0)
         batch_m2 = ((means - batch_mean) ** 2).sum(dim=0)

@@ -66,9 +66,8 @@ class _LayerRun:
         if not rows.any():
             return
         if not rows.all():
-            sel = torch.from_numpy(rows)
-            loc = None if reduced.locations is None else reduced.locations[sel]
-            reduced = Reduced(reduced.maxima[sel], reduced.means[sel], loc, reduced.spatial)
+            sel = torch.from_numpy(np.flatnonzero(rows))
+            reduced = reduced.select(sel)
             indices = indices[sel]
         self.state.update(reduced, indices)
         self._mark(indices.tolist(), "D", data)
@@ -260,15 +259,20 @@ def _run(
     device = _model_device(net)
     dtype = spec.expected.dtype
     modules = dict(net.named_modules())
-    reduced: dict[str, Reduced] = {}
+    # The batch being run: its data indices, and the layers whose hook has fired.
+    batch_indices: list[torch.Tensor] = []
+    fired: set[str] = set()
 
-    def make_hook(name: str) -> Callable[..., None]:
+    def make_hook(run: _LayerRun) -> Callable[..., None]:
         def hook(_module: nn.Module, _args: Any, output: Any) -> None:
-            if name in reduced:
+            if run.name in fired:
                 return  # a module called twice in one forward: its first call counts
             t = first_tensor(output)
             if t is not None and t.ndim >= 2:
-                reduced[name] = reduce_output(t)
+                fired.add(run.name)
+                # Merged here, while the output is alive: locations of new top entries are
+                # read from it, and nothing of it is kept.
+                run.add(reduce_output(t), batch_indices[0], items)
 
         return hook
 
@@ -294,7 +298,7 @@ def _run(
             collate_fn=collate,
         )
         for r in runs:
-            handles.append(modules[r.name].register_forward_hook(make_hook(r.name)))
+            handles.append(modules[r.name].register_forward_hook(make_hook(r)))
         start = time.perf_counter()
         processed = 0
         silent: set[str] = set()
@@ -305,15 +309,11 @@ def _run(
                     _result(runs, runs[0].state.k, items, False, _folder(runs), warnings),
                 )
             if batch is not None:
-                reduced.clear()
+                fired.clear()
+                batch_indices[:] = [indices]
                 with torch.no_grad():
                     net(batch.to(device=device, dtype=dtype if batch.is_floating_point() else None))
-                for r in runs:
-                    got = reduced.get(r.name)
-                    if got is None:
-                        silent.add(r.name)
-                        continue
-                    r.add(got, indices, items)
+                silent.update(r.name for r in runs if r.name not in fired)
             for r in runs:
                 r.skip(bad, items)
                 r.save()

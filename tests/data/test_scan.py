@@ -245,3 +245,19 @@ def test_scan_leaves_the_model_as_found(image_folder, no_hooks_left):
     with pytest.raises(KeyError, match="not scanned"):
         result.top("1", 0)
     assert result.stats("4").mean.flags.writeable is False
+
+
+def test_nan_never_hides_a_maximum_and_1d_maps_locate_along_x():
+    net = torch.nn.Sequential(torch.nn.Identity())
+    data = torch.zeros(3, 2, 5)
+    data[0, 0] = torch.tensor([1.0, float("nan"), 3.0, 0.5, 3.0])
+    data[1, 0, 4] = 7.0
+    data[2, 1] = float("nan")
+    result = scan(net, data, ["0"], k=3, cache=False)
+    top = result.top("0", 0)
+    assert [(e.index, e.value, e.location) for e in top] == [
+        (1, 7.0, (0, 4)),
+        (0, 3.0, (0, 2)),  # the first of two equal maxima, NaN skipped
+        (2, 0.0, (0, 0)),
+    ]
+    assert result.top("0", 1)[-1].value == -np.inf  # a map of NaN only ranks last
