@@ -17,7 +17,12 @@ from PySide6.QtCore import QSettings, Qt
 from torch import nn
 
 from actviz.data import scan as engine_scan
+from actviz.display.colormaps import OVERLAY_CMAP, colorize
 from actviz.ui.dataset.dialog import ScanSpec
+from actviz.ui.dataset.dock import format_eta, progress_text
+from actviz.ui.dataset.scan_ui import skipped_text
+from actviz.ui.dataset.scans import eta_seconds
+from actviz.ui.dataset.topk import HEAT_ALPHA, tile_pictures
 from actviz.ui.window.main_window import MainWindow
 from tests.conftest import assert_no_hooks
 
@@ -246,6 +251,16 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path
         _click_row(qtbot, table, row)
     qtbot.waitUntil(lambda: window.channel_view.channel == 2, timeout=TIMEOUT_MS)
     assert window.channel_view.name == "relu" and window.channel_box.isVisible()
+    # A folder without images: said in one line (banner and dock); the scan shown stays.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with qtbot.waitSignal(window.dataset.scans.scan_failed, timeout=TIMEOUT_MS) as failed:
+        window.dataset.start(ScanSpec(str(empty), ("relu",), 3, 8))
+    text = failed.args[0]
+    assert text.startswith("Scan failed: ") and "no images" in text and "\n" not in text
+    assert ("error", text) in window.banner.messages()
+    assert window.dataset.dock.message_label.text() == text
+    assert window.dataset.scan is scan and not window.dataset.dock.progress_box.isVisible()
     # Another model: the scan belongs to the old one and is forgotten.
     window.set_model(DeadNet().eval(), layers=["relu"])
     assert window.dataset.scan is None and table.proxy.rowCount() == 0
@@ -297,3 +312,35 @@ def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(qtbot, dem
         window.run()
     assert window.open_channel("features.block1", 0)
     assert not grid.isVisible()
+
+
+def test_progress_text_eta_and_skipped_files_read_well():
+    assert format_eta(7.4) == "0:07" and format_eta(723) == "12:03"
+    assert format_eta(3723) == "1:02:03" and format_eta(float("nan")) == "—"
+    assert eta_seconds(60, 240, 20.0) == 9.0 and np.isnan(eta_seconds(0, 240, 0.0))
+    assert progress_text(60, 2400, 20.0, 117.0) == "60 / 2,400 images · 20.0 images/s · ETA 1:57"
+    skipped = tuple(
+        (f"/data/x/bad{i}.png", f"cannot identify image file '/data/x/bad{i}.png'")
+        for i in range(5)
+    )
+    assert skipped_text(skipped[:1]) == (
+        "Skipped 1 unreadable file: bad0.png (cannot identify image file 'bad0.png')."
+    )
+    assert skipped_text(skipped).endswith(
+        "bad2.png (cannot identify image file 'bad2.png') and 2 more."
+    )
+
+
+def test_tile_heat_runs_from_zero_to_each_tiles_maximum():
+    from actviz.data import TopEntry, TopView
+
+    image = np.full((4, 4, 3), 100, dtype=np.uint8)
+    heat = np.zeros((4, 4), dtype=np.float32)
+    heat[1, 2] = 5.0
+    heat[0, 0] = -3.0  # below zero: no heat
+    view = TopView(TopEntry("a.png", 0, 5.0, (1, 2)), image, heat, (0, 4, 0, 4))
+    (picture,) = tile_pictures([view])
+    top = colorize(np.ones((1, 1), dtype=np.float32), OVERLAY_CMAP)[0, 0].astype(float)
+    want = np.round((1 - HEAT_ALPHA) * 100 + HEAT_ALPHA * top).astype(np.uint8)
+    np.testing.assert_array_equal(picture[1, 2], want)
+    assert (picture[heat <= 0] == 100).all()  # silent pixels: the picture as it is
