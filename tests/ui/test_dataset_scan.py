@@ -136,6 +136,11 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
         window.dataset.start(ScanSpec(str(folder), (LAYER,), 4, BATCH))
     assert again.args[0].from_cache and "saved result" in dock.summary_label.text()
     assert_no_hooks(window.session.model)
+    # The next dialog (also after a restart: the window's settings) offers the same folder.
+    assert window.settings.store.value("dataset/folder") == str(folder)
+    dialog = window.dataset.open_dialog()
+    assert (dialog.folder_edit.text(), dialog.k_spin.value()) == (str(folder), 4)
+    dialog.reject()
     # View > Reset window layout closes the dock (on the right, where it first opens).
     window.commands.reset_layout_action.trigger()
     assert not dock.isVisible()

@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt
 
-from actviz.ui.dataset.dialog import ScanDialog, ScanSpec
+from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
 from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock
 from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.dataset.table import layer_figures
@@ -26,7 +26,10 @@ log = logging.getLogger(__name__)
 
 #: The banner's source for scan messages.
 BANNER_SOURCE = "scan"
-#: Skipped files named in the banner; the rest are counted (all are in the tooltip).
+#: Settings keys of the last folder scanned and its k.
+FOLDER_KEY = "dataset/folder"
+K_KEY = "dataset/k"
+#: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
 SKIPPED_NAMED = 3
 
 
@@ -46,8 +49,10 @@ class DatasetScanUI(QObject):
         self.session = window.session
         self.scans = DatasetScans(self.session, self)
         self.dialog: ScanDialog | None = None
-        self._last_folder = ""
-        self._last_k: int | None = None
+        # The last folder and k, kept with the window's settings for the next start.
+        self._store = window.settings.store
+        self._last_folder = str(self._store.value(FOLDER_KEY, "") or "")
+        self._last_k = _as_int(self._store.value(K_KEY, DEFAULT_K), DEFAULT_K)
         #: (layer, channel) to open once the run that captures its layer finished.
         self._pending_open: tuple[str, int] | None = None
         #: A channel's top image is being opened as the input, to run and open the channel.
@@ -106,7 +111,7 @@ class DatasetScanUI(QObject):
             layers,
             self.session.ticked,
             folder=self._last_folder,
-            k=self._last_k or (spec.k if spec else 9),
+            k=spec.k if spec else self._last_k,
         )
         dialog.scan_requested.connect(self.start)
         dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
@@ -119,6 +124,8 @@ class DatasetScanUI(QObject):
         if self.window.is_closed():
             return 0
         self._last_folder, self._last_k = spec.folder, spec.k
+        self._store.setValue(FOLDER_KEY, spec.folder)
+        self._store.setValue(K_KEY, spec.k)
         return self.scans.start(spec)
 
     def cancel(self) -> bool:
@@ -326,6 +333,13 @@ class DatasetScanUI(QObject):
         if self.dialog is dialog:
             self.dialog = None
         dialog.deleteLater()
+
+
+def _as_int(value: object, default: int) -> int:
+    try:
+        return max(1, int(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return default
 
 
 def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
