@@ -106,7 +106,7 @@ class TopKGrid(QtWidgets.QWidget):
         self.tiles.setMovement(QtWidgets.QListView.Movement.Static)
         self.tiles.setWrapping(True)
         self.tiles.setUniformItemSizes(True)
-        self.tiles.setSpacing(2)
+        self.tiles.setSpacing(0)  # the grid size holds the gaps: rows fit the height exactly
         self.tiles.setWordWrap(True)
         self.tiles.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
         self.tiles.setToolTip("Click an image to open it as the input")
@@ -185,7 +185,6 @@ class TopKGrid(QtWidgets.QWidget):
     def _fit_height(self) -> None:
         self._set_tile_size(TILE_PX if self._tall() else SMALL_TILE_PX)
         height = self.rows_shown() * self.tiles.gridSize().height() + 2 * self.tiles.frameWidth()
-        height += 2 * self.tiles.spacing()
         if self.tiles.height() != height:
             self.tiles.setFixedHeight(height)
 
