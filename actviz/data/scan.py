@@ -72,6 +72,15 @@ class _LayerRun:
         self.state.update(reduced, indices)
         self._mark(indices.tolist(), "D", data)
 
+    def mark_run(self, indices: torch.Tensor, data: ScanData) -> None:
+        """The images ``indices`` ran but this layer gave nothing to merge."""
+        todo = [i for i in indices.tolist() if not self.done[i]]
+        self._mark(todo, "D", data)
+
+    def scanned(self) -> int:
+        """Images done for this layer, skipped ones excluded."""
+        return int(self.done.sum()) - len(self.skipped)
+
     def skip(self, bad: list[tuple[int, str]], data: ScanData) -> None:
         for i, reason in bad:
             if not self.done[i]:
@@ -198,7 +207,7 @@ def _result(
     return Scan(
         layers=tuple(r.name for r in runs),
         k=k,
-        count=min(r.state.count for r in runs),
+        count=min(r.scanned() for r in runs),
         skipped=tuple((str(sources[i]), skipped[i]) for i in sorted(skipped)),
         sources=sources,
         class_names=items.class_names,
@@ -317,7 +326,12 @@ def _run(
                 batch_indices[:] = [indices]
                 with torch.no_grad():
                     net(batch.to(device=device, dtype=dtype if batch.is_floating_point() else None))
-                silent.update(r.name for r in runs if r.name not in fired)
+                for r in runs:
+                    if r.name not in fired:
+                        # Done all the same: a layer that never runs must not make every
+                        # later scan run the whole data again.
+                        silent.add(r.name)
+                        r.mark_run(indices, items)
             changed = False
             for r in runs:
                 r.skip(bad, items)

@@ -261,3 +261,22 @@ def test_nan_never_hides_a_maximum_and_1d_maps_locate_along_x():
         (2, 0.0, (0, 0)),
     ]
     assert result.top("0", 1)[-1].value == -np.inf  # a map of NaN only ranks last
+
+
+def test_a_layer_that_never_runs_is_reported_and_not_rescanned(image_folder):
+    class Branchy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = tiny_net()
+            self.unused = torch.nn.Conv2d(3, 2, 1)
+
+        def forward(self, x):
+            return self.net(x)
+
+    model = Branchy()
+    first = scan(model, image_folder, ["net.4", "unused"], k=2, num_workers=0)
+    assert first.count == 60 and first.channels("unused") == 0
+    assert any("'unused'" in w and "never ran" in w for w in first.warnings)
+    assert first.top("net.4", 0)
+    again = scan(model, image_folder, ["net.4", "unused"], k=2, num_workers=0)
+    assert again.from_cache and again.count == 60
