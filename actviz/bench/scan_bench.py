@@ -15,7 +15,6 @@ RSS sampled once per batch stands in.
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import statistics
@@ -112,7 +111,6 @@ class _Peak:
     """Peak RSS of a block: VmHWM after a reset, else the largest RSS seen by ``sample()``."""
 
     def __init__(self) -> None:
-        gc.collect()
         self.hwm = _hwm_reset()
         self.peak = _status_kib("VmRSS")
 

@@ -170,10 +170,30 @@ class LayerState:
         if reduced.spatial is not None:
             self.spatial = reduced.spatial
         indices = indices.to(torch.int64)
+        self._merge(reduced, indices)
+        # Statistics: Chan et al.'s parallel merge of (count, mean, M2), in float64.
+        batch_mean = means.mean(dim=0)
+        batch_m2 = ((means - batch_mean) ** 2).sum(dim=0)
+        total = self.count + b
+        delta = batch_mean - self.mean
+        self.mean = self.mean + delta * (b / total)
+        self.m2 = self.m2 + batch_m2 + delta**2 * (self.count * b / total)
+        self.positive = self.positive + (maxima > 0).sum(dim=0)
+        self.count = total
+
+    def _merge(self, reduced: Reduced, indices: torch.Tensor) -> None:
+        maxima = reduced.maxima.T  # (C, B)
+        c, b = maxima.shape
         k = self.k
+        # Once the top-k have filled, most batches beat no kept entry: test that first (an
+        # entry enters when it beats the k-th: a larger value, or an equal one seen earlier).
+        last_v, last_i = self.values[:, -1:], self.indices[:, -1:]
+        enters = (maxima > last_v) | ((maxima == last_v) & (indices[None] < last_i))
+        if not bool(enters.any()):
+            return
         # Top-k: candidates = kept entries + this batch, ordered by value (descending), then
         # data index (ascending): a stable sort by index first, then a stable sort by value.
-        cand_values = torch.cat((self.values, maxima.T), dim=1)
+        cand_values = torch.cat((self.values, maxima), dim=1)
         cand_indices = torch.cat((self.indices, indices[None].expand(c, b)), dim=1)
         by_index = torch.sort(cand_indices, dim=1, stable=True).indices
         cand_values = cand_values.gather(1, by_index)
@@ -191,15 +211,6 @@ class LayerState:
             else:
                 locations[cc, jj] = reduced.locate(final[cc, jj] - k, cc).to(torch.int64)
         self.locations = locations
-        # Statistics: Chan et al.'s parallel merge of (count, mean, M2), in float64.
-        batch_mean = means.mean(dim=0)
-        batch_m2 = ((means - batch_mean) ** 2).sum(dim=0)
-        total = self.count + b
-        delta = batch_mean - self.mean
-        self.mean = self.mean + delta * (b / total)
-        self.m2 = self.m2 + batch_m2 + delta**2 * (self.count * b / total)
-        self.positive = self.positive + (maxima > 0).sum(dim=0)
-        self.count = total
 
     # -- what a Scan keeps
     def std(self) -> np.ndarray:

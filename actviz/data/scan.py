@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Subset
 
 from actviz.core.capture import resolve_layers
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
-from actviz.data.cache import LayerCache, cache_dir, log_line, weights_fingerprint
+from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.result import Scan, ScanCancelled, layer_result
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
@@ -72,6 +72,15 @@ class _LayerRun:
         self.state.update(reduced, indices)
         self._mark(indices.tolist(), "D", data)
 
+    def mark_run(self, indices: torch.Tensor, data: ScanData) -> None:
+        """The images ``indices`` ran but this layer gave nothing to merge."""
+        todo = [i for i in indices.tolist() if not self.done[i]]
+        self._mark(todo, "D", data)
+
+    def scanned(self) -> int:
+        """Images done for this layer, skipped ones excluded."""
+        return int(self.done.sum()) - len(self.skipped)
+
     def skip(self, bad: list[tuple[int, str]], data: ScanData) -> None:
         for i, reason in bad:
             if not self.done[i]:
@@ -85,10 +94,13 @@ class _LayerRun:
             self.log_of_index[i] = base + j
             self.lines.append(log_line(kind, data.sources[i], data.signatures[i], reason))
 
-    def save(self) -> None:
-        if self.cache is not None and self.lines:
+    def save(self) -> bool:
+        """Put what is new into the store (the caller writes it); True when there was some."""
+        new = bool(self.lines)
+        if self.cache is not None and new:
             self.cache.save(self.state, self.lines, self.log_of_index)
         self.lines = []
+        return new
 
 
 def scan(
@@ -166,8 +178,9 @@ def scan(
     folder = None
     if cache is not False and identity is not None:
         folder = cache_dir(weights_fingerprint(net), preprocessing_id(spec), identity)
+    store = ScanStore(folder) if folder is not None else None
     runs = [
-        _LayerRun(name, k, n, LayerCache(folder, name) if folder else None, items) for name in names
+        _LayerRun(name, k, n, LayerCache(store, name) if store else None, items) for name in names
     ]
     pending = np.flatnonzero(~np.logical_and.reduce([r.done for r in runs]))
     warnings: list[str] = []
@@ -194,7 +207,7 @@ def _result(
     return Scan(
         layers=tuple(r.name for r in runs),
         k=k,
-        count=min(r.state.count for r in runs),
+        count=min(r.scanned() for r in runs),
         skipped=tuple((str(sources[i]), skipped[i]) for i in sorted(skipped)),
         sources=sources,
         class_names=items.class_names,
@@ -313,10 +326,18 @@ def _run(
                 batch_indices[:] = [indices]
                 with torch.no_grad():
                     net(batch.to(device=device, dtype=dtype if batch.is_floating_point() else None))
-                silent.update(r.name for r in runs if r.name not in fired)
+                for r in runs:
+                    if r.name not in fired:
+                        # Done all the same: a layer that never runs must not make every
+                        # later scan run the whole data again.
+                        silent.add(r.name)
+                        r.mark_run(indices, items)
+            changed = False
             for r in runs:
                 r.skip(bad, items)
-                r.save()
+                changed |= r.save()
+            if changed and runs[0].cache is not None:
+                runs[0].cache.store.write()  # one atomic write per batch, every layer
             processed += len(indices) + len(bad)
             if progress is not None:
                 rate = processed / max(time.perf_counter() - start, 1e-9)

@@ -19,6 +19,7 @@ from PIL import Image, ImageDraw
 from actviz.data.result import Scan
 from actviz.data.sources import resolve_model
 from actviz.data.views import _load, _square, receptive_field
+from actviz.io.errors import InputError
 from actviz.io.export import _font, _text_w, _titled, safe_name
 
 __all__ = ["contact_sheet", "write_scan"]
@@ -42,7 +43,7 @@ def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[lis
             if entry.source not in shown:
                 try:
                     tensor, picture = _load(spec, entry, data)
-                except (ValueError, OSError):  # file gone since the scan, samples without data
+                except (InputError, ValueError, OSError):  # gone since the scan; no data=
                     shown[entry.source] = None
                     continue
                 shown[entry.source] = picture

@@ -256,7 +256,7 @@ def _folder_files(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
     classes = tuple(sorted(tops)) if files and tops and not flat else None
     if classes is not None and any(rel.count("/") != 1 for rel, _ in files):
         classes = None
-    return [str(Path(full).resolve()) for _, full in files], classes
+    return [full for _, full in files], classes
 
 
 def _tensor_hash(t: torch.Tensor) -> str:
@@ -280,7 +280,7 @@ def open_data(data: Any, spec: ModelSpec) -> ScanData:
         if not path.exists():
             raise InputError(f"{src}: no such folder or file")
         if path.is_dir():
-            files, classes = _folder_files(path)
+            files, classes = _folder_files(path.resolve())
             if not files:
                 raise InputError(
                     f"{src}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder"

@@ -64,9 +64,6 @@ def test_scan_command_writes_sheets_json_and_cache(demo_folder, tmp_path, capsys
     view = top_views(loaded, result, "fc", 0, size=32)[0]
     y, x = 30 + 6 + 14, 8 + 6
     np.testing.assert_array_equal(sheet[y : y + 32, x : x + 32], view.image)
-    # Again: from the cache, nothing run.
-    assert main(args) == 0
-    assert "from the cache" in capsys.readouterr().err
 
 
 def test_scan_command_errors_are_one_line_exit_2(tmp_path, demo_folder, capsys):

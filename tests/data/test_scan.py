@@ -261,3 +261,51 @@ def test_nan_never_hides_a_maximum_and_1d_maps_locate_along_x():
         (2, 0.0, (0, 0)),
     ]
     assert result.top("0", 1)[-1].value == -np.inf  # a map of NaN only ranks last
+
+
+def test_a_layer_that_never_runs_is_reported_and_not_rescanned(image_folder):
+    class Branchy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = tiny_net()
+            self.unused = torch.nn.Conv2d(3, 2, 1)
+
+        def forward(self, x):
+            return self.net(x)
+
+    model = Branchy()
+    first = scan(model, image_folder, ["net.4", "unused"], k=2, num_workers=0)
+    assert first.count == 60 and first.channels("unused") == 0
+    assert any("'unused'" in w and "never ran" in w for w in first.warnings)
+    assert first.top("net.4", 0)
+    again = scan(model, image_folder, ["net.4", "unused"], k=2, num_workers=0)
+    assert again.from_cache and again.count == 60
+
+
+def test_a_dataset_of_images_scans_like_the_files(image_folder):
+    from PIL import Image
+
+    paths = sorted(image_folder.rglob("*.png"), key=lambda p: p.relative_to(image_folder))
+
+    class Pictures(torch.utils.data.Dataset):
+        classes = ["a", "b"]
+
+        def __len__(self):
+            return 20
+
+        def __getitem__(self, i):
+            with Image.open(paths[i]) as img:
+                return img.convert("RGB"), i % 2
+
+    net = tiny_net()
+    from_files = scan(net, [str(p) for p in paths[:20]], ["4"], k=3, cache=False, num_workers=0)
+    from_dataset = scan(net, Pictures(), ["4"], k=3, num_workers=0)
+    assert from_dataset.class_names == ("a", "b") and from_dataset.sources == tuple(range(20))
+    assert from_dataset.cache_path is None  # a Dataset has no identity of its own
+    for c in range(6):
+        assert [(e.index, e.value, e.location) for e in from_dataset.top("4", c)] == [
+            (e.index, e.value, e.location) for e in from_files.top("4", c)
+        ]
+    named = scan(net, Pictures(), ["4"], k=3, num_workers=0, cache="pictures")
+    assert named.cache_path is not None
+    assert scan(net, Pictures(), ["4"], k=3, num_workers=0, cache="pictures").from_cache

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -98,3 +100,18 @@ def test_top_views_of_samples_need_the_data():
         top_views(net, result, "4", 1)
     views = top_views(net, result, "4", 1, size=12, data=data)
     assert [v.entry.source for v in views] == [e.index for e in result.top("4", 1)]
+
+
+def test_contact_sheet_blanks_an_image_deleted_since_the_scan(image_folder):
+    from actviz.data.sheet import contact_sheet
+
+    net = tiny_net()
+    result = scan(net, image_folder, ["4"], k=1, num_workers=0, cache=False)
+    best = result.top("4", 0)[0]
+    full = np.asarray(contact_sheet(net, result, "4", tile=8))
+    Path(best.source).unlink()
+    sheet = np.asarray(contact_sheet(net, result, "4", tile=8))
+    assert sheet.shape == full.shape
+    y, x = 30 + 6 + 14, 8 + 6  # channel 0's tile
+    assert (sheet[y : y + 8, x : x + 8] == 235).all()
+    assert not (full[y : y + 8, x : x + 8] == 235).all()
