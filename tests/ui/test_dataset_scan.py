@@ -136,6 +136,13 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
         window.dataset.start(ScanSpec(str(folder), (LAYER,), 4, BATCH))
     assert again.args[0].from_cache and "saved result" in dock.summary_label.text()
     assert_no_hooks(window.session.model)
+    # Opening the model again (a restart, too: the folder is in the settings) shows the saved
+    # result at once, running nothing.
+    seen.clear()
+    with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
+        assert window.open_model_source("demo", wait=True)
+    assert saved.args[0].from_cache and saved.args[0].count == IMAGES and seen == []
+    assert "saved result" in dock.summary_label.text() and table.proxy.rowCount() == 32
     # The next dialog (also after a restart: the window's settings) offers the same folder.
     assert window.settings.store.value("dataset/folder") == str(folder)
     dialog = window.dataset.open_dialog()
@@ -198,6 +205,11 @@ def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, demo_window, tmp_
         partial = window.dataset.scan
         assert partial.count == 4 and "partial" in dock.summary_label.text()
         assert "cancelled after 4 of 16" in dock.message_label.text()
+        # Opening the model again shows the saved partial scan at once (nothing is run).
+        with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
+            assert window.open_model_source("demo", wait=True)
+        assert saved.args[0].count == 4 and seen == [(4, 16)]
+        assert "partial" in dock.summary_label.text() and "finish" in dock.message_label.text()
         # Scanning again resumes at image 5.
         seen.clear()
         with qtbot.waitSignal(window.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
@@ -266,6 +278,7 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path
     assert ("error", text) in window.banner.messages()
     assert window.dataset.dock.message_label.text() == text
     assert window.dataset.scan is scan and not window.dataset.dock.progress_box.isVisible()
+    assert window.dataset.dock.summary_label.text() == "images: 16 images · top 3"
     # Another model: the scan belongs to the old one and is forgotten.
     window.set_model(DeadNet().eval(), layers=["relu"])
     assert window.dataset.scan is None and table.proxy.rowCount() == 0

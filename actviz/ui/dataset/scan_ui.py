@@ -29,6 +29,7 @@ BANNER_SOURCE = "scan"
 #: Settings keys of the last folder scanned and its k.
 FOLDER_KEY = "dataset/folder"
 K_KEY = "dataset/k"
+LAYERS_KEY = "dataset/layers"
 #: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
 SKIPPED_NAMED = 3
 
@@ -126,6 +127,7 @@ class DatasetScanUI(QObject):
         self._last_folder, self._last_k = spec.folder, spec.k
         self._store.setValue(FOLDER_KEY, spec.folder)
         self._store.setValue(K_KEY, spec.k)
+        self._store.setValue(LAYERS_KEY, ",".join(spec.layers))
         return self.scans.start(spec)
 
     def cancel(self) -> bool:
@@ -187,12 +189,18 @@ class DatasetScanUI(QObject):
     def _on_scan_finished(self, scan: Any) -> None:
         self.dock.stop_progress()
         self._show_scan(scan)
+        if is_partial(scan):  # a saved partial scan, shown when the model opened
+            self.dock.set_message(
+                "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
+            )
+        if not self.dock.isVisible():
+            self.dock.show()
 
-    def _show_scan(self, scan: Any, *, partial: bool = False) -> None:
+    def _show_scan(self, scan: Any) -> None:
         spec = self.scans.spec
         folder = Path(spec.folder).name if spec else "dataset"
         saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
-        saved = " (partial)" if partial else saved
+        saved = " (partial)" if is_partial(scan) else saved
         layers = tuple(scan.layers)
         self.dock.set_summary(
             f"{folder}: {scan.count:,} images · top {scan.k}{saved}",
@@ -222,6 +230,10 @@ class DatasetScanUI(QObject):
 
     def _on_scan_failed(self, text: str) -> None:
         self.dock.stop_progress()
+        if self.scans.scan is not None:
+            self._show_scan(self.scans.scan)  # the scan shown before stays
+        else:
+            self.dock.set_summary("No dataset scanned")
         self.dock.set_message(text, error=True)
         self.window.show_error(text, BANNER_SOURCE)
 
@@ -231,7 +243,7 @@ class DatasetScanUI(QObject):
         where = f" after {done:,} of {total:,} images" if total else ""
         scan = self.scans.scan
         if scan is not None:
-            self._show_scan(scan, partial=True)
+            self._show_scan(scan)
         self.dock.set_message(
             f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
         )
@@ -255,6 +267,24 @@ class DatasetScanUI(QObject):
         self._grid_key = None
         self.grid.clear()
         self.grid.setVisible(False)
+        self.show_saved()
+
+    def show_saved(self) -> int:
+        """Show the last folder's saved scan for the session's model, if there is one.
+
+        Nothing is run: a scan saved for these weights, preprocessing, layers and files
+        appears at once (a partial one says so); otherwise nothing changes. Returns the
+        job's generation (0: no last folder, or its layers are not in this model).
+        """
+        folder = self._last_folder
+        text = str(self._store.value(LAYERS_KEY, "") or "")
+        layers = tuple(n for n in text.split(",") if n)
+        tree = self.session.tree
+        if not folder or not layers or tree is None or not Path(folder).is_dir():
+            return 0
+        if any(name not in tree for name in layers):
+            return 0
+        return self.scans.peek(ScanSpec(folder, layers, self._last_k))
 
     # -- channel view and grid -----------------------------------------------------------------
     def _on_input_loaded(self, _source: str) -> None:
@@ -333,6 +363,11 @@ class DatasetScanUI(QObject):
         if self.dialog is dialog:
             self.dialog = None
         dialog.deleteLater()
+
+
+def is_partial(scan: Any) -> bool:
+    """Whether ``scan`` covers only part of its data (it was cancelled)."""
+    return int(scan.count) + len(scan.skipped) < len(scan.sources)
 
 
 def _as_int(value: object, default: int) -> int:

@@ -40,6 +40,10 @@ class _ScanSignals(QObject):
     progressed = Signal(int, int, int, float)  # generation, done, total, images/s
 
 
+def _always() -> bool:
+    return True
+
+
 def _with_preprocessing(copy: Any, model: Any, loaded: Any) -> Any:
     """What the engine gets: the loaded model's preprocessing (a single run's) with the copy."""
     if loaded is not None and loaded.model is model:
@@ -96,8 +100,9 @@ class DatasetScans(QObject):
         self.session = session
         #: The last finished scan of the session's model (None before one).
         self.scan: Any = None
-        #: What :attr:`scan` (or the scan running now) was asked for.
+        #: What the scan running now (else :attr:`scan`) was asked for.
         self.spec: ScanSpec | None = None
+        self._scan_spec: ScanSpec | None = None  # what :attr:`scan` was asked for
         #: DataLoader worker processes (None: the engine's choice); tests use 0.
         self.num_workers: int | None = None
         self.scan_worker = Worker(self)
@@ -105,6 +110,7 @@ class DatasetScans(QObject):
         self._signals = _ScanSignals(self)
         self._signals.progressed.connect(self._on_progressed)
         self._scan_gen = 0
+        self._peek_gen = 0
         self._views_gen = 0
         #: Partial results of cancelled scans, by generation (set on the scan's thread).
         self._partial: dict[int, Any] = {}
@@ -147,13 +153,40 @@ class DatasetScans(QObject):
         if model is None:
             self.scan_failed.emit("Open a model first, then scan a dataset.")
             return 0
+        gen = self._submit(model, spec, peek=False)
+        self.scan_started.emit(spec)
+        return gen
+
+    def peek(self, spec: ScanSpec) -> int:
+        """Show what is saved for ``spec`` with the session's model, running nothing.
+
+        A scan saved whole arrives as ``scan_finished`` (``from_cache``), one cancelled before
+        as its partial result; nothing saved (or an error): nothing is reported. No image is
+        run through the model (the engine stops before its first batch), so opening a model
+        shows its last scan at once without a scan's cost.
+
+        Returns
+        -------
+        int
+            The job's generation (0 without a model).
+        """
+        model = self.session.model
+        if model is None:
+            return 0
+        return self._submit(model, spec, peek=True)
+
+    def _submit(self, model: Any, spec: ScanSpec, *, peek: bool) -> int:
         self.spec = spec
         self.progress = (0, 0, 0.0)
+        self._partial.clear()  # a superseded scan's partial result is never shown
         loaded = self.session.loaded_model
         transform = self.session.transforms
-        num_workers = self.num_workers
+        num_workers = 0 if peek else self.num_workers
         signals = self._signals
         holder = [0]
+
+        def progress(done: int, total: int, ips: float) -> None:
+            signals.progressed.emit(holder[0], int(done), int(total), float(ips))
 
         def job(should_stop: Any, _progress: Any) -> Any:
             from actviz.data import ScanCancelled, scan
@@ -165,16 +198,18 @@ class DatasetScans(QObject):
                     spec.folder,
                     list(spec.layers),
                     k=spec.k,
-                    batch_size=spec.batch_size,
+                    # A peek loads one image and stops before running it.
+                    batch_size=1 if peek else spec.batch_size,
                     # An in-memory module: the session's transforms, if it was given any.
                     transform=transform if isinstance(target, nn.Module) else None,
-                    progress=lambda done, total, ips: signals.progressed.emit(
-                        holder[0], int(done), int(total), float(ips)
-                    ),
-                    should_stop=should_stop,
+                    progress=None if peek else progress,
+                    should_stop=_always if peek else should_stop,
                     num_workers=num_workers,
                 )
             except ScanCancelled as exc:
+                if peek:
+                    partial = exc.partial
+                    return partial if partial is not None and partial.count > 0 else None
                 # The cancelled signal carries no value: the partial result waits here.
                 self._partial[holder[0]] = exc.partial
                 raise
@@ -182,7 +217,7 @@ class DatasetScans(QObject):
         gen = self.scan_worker.submit(job)
         holder[0] = gen
         self._scan_gen = gen
-        self.scan_started.emit(spec)
+        self._peek_gen = gen if peek else 0
         return gen
 
     def cancel(self) -> bool:
@@ -194,7 +229,8 @@ class DatasetScans(QObject):
         self.scan_worker.drop()
         self.views_worker.drop()
         self.scan = None
-        self.spec = None
+        self.spec = self._scan_spec = None
+        self._partial.clear()
         self._views_key = None
         self._views_cache.clear()
         with self._copies_lock:
@@ -228,13 +264,24 @@ class DatasetScans(QObject):
     def _on_scan_finished(self, gen: int, scan: Any) -> None:
         if gen != self._scan_gen:
             return
+        if scan is None:  # a peek found nothing saved
+            self.spec = self._scan_spec
+            return
+        self._adopt(scan)
+        self.scan_finished.emit(scan)
+
+    def _adopt(self, scan: Any) -> None:
         self.scan = scan
+        self._scan_spec = self.spec
         self._views_key = None
         self._views_cache.clear()
-        self.scan_finished.emit(scan)
 
     def _on_scan_errored(self, gen: int, error: BaseException) -> None:
         if gen != self._scan_gen:
+            return
+        self.spec = self._scan_spec  # the scan shown stays, with what it was asked for
+        if gen == self._peek_gen:  # the last folder is gone or unreadable: nothing to show
+            log.info("no saved scan to show: %s", error)
             return
         from actviz.ui.window.loaders import describe_error
 
@@ -247,9 +294,9 @@ class DatasetScans(QObject):
             return
         if partial is not None and partial.count > 0:
             # What was scanned before the cancel is worth showing (it is saved too).
-            self.scan = partial
-            self._views_key = None
-            self._views_cache.clear()
+            self._adopt(partial)
+        else:
+            self.spec = self._scan_spec
         self.scan_cancelled.emit()
 
     # -- top-k views ---------------------------------------------------------------------------
