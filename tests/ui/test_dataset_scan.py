@@ -18,10 +18,11 @@ from torch import nn
 
 from actviz.data import scan as engine_scan
 from actviz.display.colormaps import OVERLAY_CMAP, colorize
+from actviz.ui.dataset import scans as scans_module
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.dataset.dock import format_eta, progress_text
 from actviz.ui.dataset.scan_ui import skipped_text
-from actviz.ui.dataset.scans import eta_seconds
+from actviz.ui.dataset.scans import eta_seconds, model_bytes
 from actviz.ui.dataset.topk import HEAT_ALPHA, tile_pictures
 from actviz.ui.window.main_window import MainWindow
 from tests.conftest import assert_no_hooks
@@ -244,7 +245,7 @@ class DeadNet(nn.Module):
         return self.fc(self.pool(self.relu(self.conv(x))).flatten(1))
 
 
-def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path):
+def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path, monkeypatch):
     folder = tmp_path / "images"
     write_folder(folder)
     window.set_model(DeadNet().eval(), layers=["relu"])
@@ -283,6 +284,10 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(qtbot, window, tmp_path
     window.set_model(DeadNet().eval(), layers=["relu"])
     assert window.dataset.scan is None and table.proxy.rowCount() == 0
     assert window.dataset.dock.summary_label.text() == "No dataset scanned"
+    # A model too big to copy unasked: its saved scan is not looked up when it opens.
+    assert model_bytes(window.session.model) == (4 * 3 * 9 + 4 + 3 * 4 + 3) * 4
+    monkeypatch.setattr(scans_module, "PEEK_COPY_LIMIT", 500)
+    assert window.dataset.scans.peek(ScanSpec(str(folder), ("relu",), 3)) == 0
 
 
 def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(qtbot, demo_window, tmp_path):

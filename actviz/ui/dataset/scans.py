@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: Side of the crops the top-k grid asks the engine for (input pixels are resampled to it).
 VIEW_SIZE = 96
+#: Models larger than this (parameters and buffers, bytes) are not copied to show a saved scan
+#: when they open; scanning (asked for) still works.
+PEEK_COPY_LIMIT = 1 << 30
 #: Channels whose top-k views are kept, so stepping back and forth does not re-run the model.
 VIEWS_KEPT = 32
 
@@ -38,6 +41,17 @@ VIEWS_KEPT = 32
 class _ScanSignals(QObject):
     # Emitted on the scan's thread, received (queued) on the GUI thread.
     progressed = Signal(int, int, int, float)  # generation, done, total, images/s
+
+
+def model_bytes(model: Any) -> int:
+    """Bytes of ``model``'s parameters and buffers (what a copy of it costs)."""
+    total = 0
+    for t in (*model.parameters(), *model.buffers()):
+        try:
+            total += t.numel() * t.element_size()
+        except (RuntimeError, ValueError):  # a lazy module's parameter has no size yet
+            continue
+    return total
 
 
 def _always() -> bool:
@@ -163,7 +177,8 @@ class DatasetScans(QObject):
         A scan saved whole arrives as ``scan_finished`` (``from_cache``), one cancelled before
         as its partial result; nothing saved (or an error): nothing is reported. No image is
         run through the model (the engine stops before its first batch), so opening a model
-        shows its last scan at once without a scan's cost.
+        shows its last scan at once without a scan's cost. Models over
+        :data:`PEEK_COPY_LIMIT` are skipped (the scan's model copy would double them).
 
         Returns
         -------
@@ -171,8 +186,8 @@ class DatasetScans(QObject):
             The job's generation (0 without a model).
         """
         model = self.session.model
-        if model is None:
-            return 0
+        if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
+            return 0  # a big model is not copied unasked (a scan, asked for, still copies it)
         return self._submit(model, spec, peek=True)
 
     def _submit(self, model: Any, spec: ScanSpec, *, peek: bool) -> int:
@@ -353,4 +368,4 @@ class DatasetScans(QObject):
         self.views_failed.emit(layer, channel, describe_error(error))
 
 
-__all__ = ["VIEW_SIZE", "DatasetScans", "eta_seconds"]
+__all__ = ["PEEK_COPY_LIMIT", "VIEW_SIZE", "DatasetScans", "eta_seconds", "model_bytes"]
