@@ -13,6 +13,7 @@ __all__ = [
     "capture",
     "compare",
     "edits",
+    "scan",
     "module_tree",
     "load_model",
     "load_input",
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import capture
     from actviz.core.compare import compare
     from actviz.core.tree import module_tree
+    from actviz.data.scan import scan
     from actviz.io.inputs import load_input
     from actviz.io.models import load_model
     from actviz.ui.explore import explore
@@ -37,6 +39,7 @@ _LAZY = {
     "load_model": "actviz.io.models",
     "load_input": "actviz.io.inputs",
     "explore": "actviz.ui.explore",
+    "scan": "actviz.data.scan",
 }
 
 

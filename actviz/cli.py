@@ -1,4 +1,4 @@
-"""The ``actviz`` command: ``gui`` (default), ``info``, ``export`` and ``bench``.
+"""The ``actviz`` command: ``gui`` (default), ``info``, ``export``, ``scan`` and ``bench``.
 
 Errors print one line and exit non-zero; ``--debug`` shows the traceback. Progress for slow
 work goes to stderr, results to stdout.
@@ -17,7 +17,7 @@ from typing import Any
 from actviz.display.text import format_count
 
 EXIT_ERROR = 2
-_COMMANDS = ("gui", "info", "export", "compare", "bench")
+_COMMANDS = ("gui", "info", "export", "compare", "scan", "bench")
 
 
 def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -97,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--target", "-t", help="class index or name for the predictions' row")
     cmp.add_argument("--normalize", choices=("channel", "shared"), default="channel")
     _add_list_input(cmp)
+    scan = sub.add_parser(
+        "scan", help="scan a dataset: per channel, the images that excite it most"
+    )
+    _add_model_args(scan, required=True)
+    scan.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    scan.add_argument("--layers", "-l", required=True, help="comma-separated layer names")
+    scan.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
+    scan.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
+    scan.add_argument("--batch-size", type=int, help="images per batch (default: memory budget)")
+    scan.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
+    scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
+    scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
     bench = sub.add_parser("bench", help="run the benchmark suite (python -m actviz.bench)")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
@@ -258,6 +270,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from actviz.io.comparison import run_compare
 
     return run_compare(args, _open, _progress, _parse_target)
+def cmd_scan(args: argparse.Namespace) -> int:
+    from actviz.data.command import cmd_scan as run_scan
+
+    return run_scan(args, _open, _progress)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
@@ -291,9 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from actviz.bench.cli import main as bench_main
 
         return bench_main(args.bench_args)
-    handler = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare}.get(
-        args.command, cmd_gui
-    )
+    commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare, "scan": cmd_scan}
+    handler = commands.get(args.command, cmd_gui)
     try:
         return handler(args)
     except KeyboardInterrupt:

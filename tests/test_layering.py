@@ -28,6 +28,7 @@ QT_FREE = {
     "core": ("actviz.ui", "actviz.io", "actviz.display"),
     "display": ("actviz.ui", "actviz.io"),
     "io": ("actviz.ui",),
+    "data": ("actviz.ui",),  # dataset scans sit at the io level
 }
 
 

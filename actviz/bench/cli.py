@@ -9,7 +9,9 @@
 * live mode on ResNet-50 with 20 ticked layers: GUI timer lag (``ui_lag_*``) and throughput
   against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved;
 * start-up against ``import torch, torchvision`` (``startup_ratio``), interleaved processes;
-* resident memory after 100 live frames against after 10 (``memory_growth_ratio``).
+* resident memory after 100 live frames against after 10 (``memory_growth_ratio``);
+* dataset scan images/s against a bare forward loop (``scan_throughput_ratio``) and its peak
+  memory growth against the model's footprint (``scan_rss_growth_frac``).
 
 ``--quick`` runs fewer repetitions and smaller models where the figure allows it (under two
 minutes on a 2-core machine). These are benchmarks: nothing here asserts a time.
@@ -26,7 +28,7 @@ import torch
 
 from actviz.bench.timing import StealMeter
 
-SECTIONS = ("capture", "render", "live", "startup", "memory")
+SECTIONS = ("capture", "render", "live", "startup", "memory", "scan")
 
 
 def machine() -> str:
@@ -117,6 +119,15 @@ def _memory(quick: bool, summary: dict) -> None:
     summary["memory_growth_ratio"] = r.ratio
 
 
+def _scan(quick: bool, summary: dict) -> None:
+    from actviz.bench import scan_bench
+
+    r = scan_bench.run(("demo", "resnet18"), images=2000, size=112, pairs=1 if quick else 3)
+    scan_bench.print_table(r)
+    for key in ("scan_throughput_ratio", "scan_rss_growth_frac", "scan_rss_growth_mib"):
+        summary[key] = r[key]
+
+
 def _steal_text(meter: StealMeter) -> str:
     frac = meter.fraction()
     return "" if frac is None else f"; CPU taken by other guests {frac:.0%}"
@@ -150,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             _startup(args.quick, summary)
         elif section == "memory":
             _memory(args.quick, summary)
+        elif section == "scan":
+            _scan(args.quick, summary)
         print(f"({section}: {time.perf_counter() - t0:.0f} s{_steal_text(steal)})")
         print()
     summary["steal_frac"] = run_steal.fraction()

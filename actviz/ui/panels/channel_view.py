@@ -145,10 +145,14 @@ class ChannelView(PanelBase):
         The previous (-1) or next (+1) channel was asked for (keys or buttons).
     close_requested()
         The close button was pressed.
+    channel_changed(str, int)
+        A channel was shown (layer name, channel; also again with new values), or ("", -1)
+        when the view was cleared.
     """
 
     step_requested = QtCore.Signal(int)
     close_requested = QtCore.Signal()
+    channel_changed = QtCore.Signal(str, int)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Channel", parent)
@@ -311,6 +315,11 @@ class ChannelView(PanelBase):
         self.next_button.setEnabled(not self.channels or self.channel + 1 < self.channels)
         self._show_stats()
         self._show_summary()
+        self.channel_changed.emit(name, self.channel)
+
+    def add_section(self, widget: QtWidgets.QWidget) -> None:
+        """Add ``widget`` under the images, above the statistics (e.g. the dataset's top-k)."""
+        self.content.insertWidget(self.content.indexOf(self.stats_label), widget)
 
     def set_image(self, image: np.ndarray | None) -> None:
         """The input picture the overlay shows under the activation (None: no overlay)."""
@@ -360,6 +369,7 @@ class ChannelView(PanelBase):
         self.position_label.setText("")
         self.stats_label.setText("")
         self.status_label.setText("click a channel in the layer grid")
+        self.channel_changed.emit("", -1)
 
     # -- drawing -------------------------------------------------------------------------------
     def _symmetric(self) -> bool:

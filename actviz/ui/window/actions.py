@@ -56,6 +56,9 @@ class WindowActions:
     view_menu: QMenu
     #: View > Reset window layout: docks back where a first start puts them.
     reset_layout_action: QAction
+    #: Data > Scan a dataset… (the dataset part connects it).
+    scan_dataset_action: QAction
+    data_menu: QMenu
 
     @property
     def colormap(self) -> str:
@@ -206,7 +209,7 @@ def _target_combo() -> QComboBox:
 def _menus(
     window: QMainWindow, actions: dict[str, QAction], colormap_combo: QComboBox, auto_run: bool
 ) -> dict[str, Any]:
-    """Menu bar: File (open, recents, export, quit), Run (run, cancel, pins, auto), View."""
+    """Menu bar: File (open, recents, export, quit), Run (run, cancel, pins, auto), Data, View."""
     menu = window.menuBar().addMenu("&File")
     menu.addAction(actions["open_model_action"])
     recent_models_menu = menu.addMenu("Recent models")
@@ -232,6 +235,11 @@ def _menus(
     input_list_action.setCheckable(True)
     input_list_action.setToolTip(
         "Detection models take a list of (C, H, W) images; checked for models whose forward says so"
+    )
+    data_menu = window.menuBar().addMenu("&Data")
+    scan_dataset_action = data_menu.addAction("Scan a dataset…")
+    scan_dataset_action.setToolTip(
+        "Run the model over a folder of images and find each channel's top images"
     )
     view_menu = window.menuBar().addMenu("&View")
     view_menu.addAction(actions["gradients_action"])
@@ -261,6 +269,8 @@ def _menus(
         colormap_actions=colormap_actions,
         view_menu=view_menu,
         reset_layout_action=reset_layout_action,
+        scan_dataset_action=scan_dataset_action,
+        data_menu=data_menu,
     )
 
 

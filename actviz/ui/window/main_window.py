@@ -39,6 +39,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QWidget
 from actviz.core.targets import detections, target_choices
 from actviz.display.prepare import renormalised
 from actviz.ui.compare.controller import install_compare
+from actviz.ui.dataset.scan_ui import DatasetScanUI
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.state.pins import Pin
 from actviz.ui.state.session import (
@@ -225,6 +226,8 @@ class MainWindow(QMainWindow):
             self.session, self.display, self.commands, self.centre.banner,
             self.status.status_label, self.show_warning, self.pinned_shown,
         )  # fmt: skip
+        #: Data > Scan a dataset…: the Dataset dock and the channel view's top-k images.
+        self.dataset = DatasetScanUI(self)
         #: Live mode, once :func:`~actviz.ui.live.dock.install_live_mode` attached it.
         self.live: LiveController | None = None
         self.live_dock: LiveControls | None = None
@@ -843,6 +846,7 @@ class MainWindow(QMainWindow):
         self._closed = True
         self._debounce.stop()
         self.worker.shutdown()
+        self.dataset.shutdown()
         release_gui_thread()  # the process gets its switch interval back with the last window
         for worker in (self.model_loads, self.input_loads, self.export_worker):
             worker.shutdown(timeout_ms=0)

@@ -1,0 +1,237 @@
+"""Dataset scan: images/s of ``actviz.scan`` against a bare forward loop, and its extra memory.
+
+The benchmark writes a synthetic folder of small JPEG images into a temporary directory
+(removed after). For each model, pairs of runs alternate: a bare ``torch.no_grad()`` forward
+loop over the very DataLoader a scan uses (same dataset, preprocessing, batch size, workers,
+collate), then ``actviz.scan`` with its cache on (in a scratch cache folder, emptied before each
+scan so that every scan runs in full). ``scan_throughput_ratio`` is the median of the per-pair
+ratios of images/s (target >= 0.90), the worst over the models.
+
+Memory: the peak resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the bare
+loops and of the scans (the largest of each); the growth is their difference, reported against the model's own
+footprint (its parameter and buffer bytes; target <= 10 %). Where the peak cannot be reset,
+RSS sampled once per batch stands in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import nn
+from torch.utils.data import DataLoader
+
+__all__ = ["ScanBenchRow", "make_folder", "print_table", "run"]
+
+_LAYERS = {
+    "demo": ["features.block1", "features.block2", "features.block3", "features.block4", "fc"],
+    "resnet18": ["layer1", "layer2", "layer3", "layer4", "fc"],
+}
+
+
+@dataclass
+class ScanBenchRow:
+    model: str
+    size: int
+    batch_size: int
+    workers: int
+    images: int
+    bare_ips: list[float] = field(default_factory=list)
+    scan_ips: list[float] = field(default_factory=list)
+    ratio: float = float("nan")
+    footprint: int = 0
+    peak_bare: int = 0
+    peak_scan: int = 0
+    peak_method: str = ""
+
+    @property
+    def rss_growth(self) -> int:
+        return self.peak_scan - self.peak_bare
+
+    @property
+    def rss_growth_frac(self) -> float:
+        return self.rss_growth / self.footprint if self.footprint else float("nan")
+
+    def row(self) -> str:
+        return (
+            f"  {self.model:<9} {self.size:>4}px batch {self.batch_size:>3} "
+            f"workers {self.workers}  bare {statistics.median(self.bare_ips):7.1f}/s  "
+            f"scan {statistics.median(self.scan_ips):7.1f}/s  ratio {self.ratio:6.3f}  "
+            f"RSS growth {self.rss_growth / 2**20:+6.1f} MiB "
+            f"({self.rss_growth_frac:+.1%} of the model's {self.footprint / 2**20:.1f} MiB)"
+        )
+
+
+def make_folder(root: Path, count: int, size: int, seed: int = 0) -> Path:
+    """``count`` ``size`` x ``size`` JPEGs (smooth colour fields with noise) in 10 class folders."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    for i in range(count):
+        folder = root / f"class{i % 10}"
+        folder.mkdir(parents=True, exist_ok=True)
+        a, b, c = rng.random(3, dtype=np.float32)
+        base = np.stack([a * xx + (1 - a) * yy, b * yy, c * (1 - xx)], axis=-1) * 255
+        noise = rng.normal(0, 20, (size, size, 3)).astype(np.float32)
+        pixels = np.clip(base + noise, 0, 255).astype(np.uint8)
+        Image.fromarray(pixels).save(folder / f"{i:05d}.jpg", quality=90)
+    return root
+
+
+def _hwm_reset() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _status_kib(key: str) -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class _Peak:
+    """Peak RSS of a block: VmHWM after a reset, else the largest RSS seen by ``sample()``."""
+
+    def __init__(self) -> None:
+        self.hwm = _hwm_reset()
+        self.peak = _status_kib("VmRSS")
+
+    def sample(self) -> None:
+        if not self.hwm:
+            self.peak = max(self.peak, _status_kib("VmRSS"))
+
+    def result(self) -> int:
+        return _status_kib("VmHWM") if self.hwm else max(self.peak, _status_kib("VmRSS"))
+
+
+def _bare(net: nn.Module, loader: DataLoader, on_batch: Callable[[], None] | None = None) -> float:
+    """Images/s of a plain no_grad forward loop over ``loader``."""
+    n = 0
+    start = time.perf_counter()
+    with torch.no_grad():
+        for _indices, batch, _bad in loader:
+            if batch is not None:
+                net(batch)
+                n += len(batch)
+            if on_batch is not None:
+                on_batch()
+    return n / (time.perf_counter() - start)
+
+
+def _model(name: str) -> tuple[nn.Module, Any]:
+    from actviz.io.models import open_model
+
+    if name == "demo":
+        loaded = open_model("demo")
+        return loaded.model, loaded
+    import torchvision
+
+    net = getattr(torchvision.models, name)(weights=None).eval()
+    return net, net  # a bare module: images are fed at their own size (the folder's)
+
+
+def run(
+    models: Sequence[str] = ("demo", "resnet18"),
+    images: int = 2000,
+    size: int = 112,
+    batch_size: int = 32,
+    pairs: int = 3,
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """Measure scan throughput against a bare loop, and the scan's extra peak memory."""
+    from actviz.data.scan import scan
+    from actviz.data.sources import collate, open_data, resolve_model
+
+    workers = min(2, os.cpu_count() or 1) if workers is None else workers
+    tmp = Path(tempfile.mkdtemp(prefix="actviz-scan-bench-"))
+    saved_cache = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")
+    rows: list[ScanBenchRow] = []
+    try:
+        folder = make_folder(tmp / "images", images, size)
+        for name in models:
+            net, source = _model(name)
+            spec = resolve_model(source)
+            data = open_data(folder, spec)
+            loader = DataLoader(
+                data.dataset,
+                batch_size=batch_size,
+                shuffle=False,
+                num_workers=workers,
+                collate_fn=collate,
+            )
+            layers = _LAYERS.get(name) or [n for n, _ in net.named_children()][-1:]
+            footprint = sum(t.numel() * t.element_size() for t in net.state_dict().values())
+            row = ScanBenchRow(name, size, batch_size, workers, images, footprint=footprint)
+
+            def one_scan(progress: Any = None, src: Any = source, ls: list = layers) -> float:
+                shutil.rmtree(tmp / "cache", ignore_errors=True)
+                t0 = time.perf_counter()
+                result = scan(
+                    src,
+                    folder,
+                    ls,
+                    k=9,
+                    batch_size=batch_size,
+                    num_workers=workers,
+                    progress=progress,
+                )
+                return result.count / (time.perf_counter() - t0)
+
+            _bare(net, loader)  # warm-up: page cache, allocator, first-call costs
+            ratios = []
+            for _ in range(pairs):
+                peak = _Peak()
+                bare = _bare(net, loader, peak.sample)
+                row.peak_bare = max(row.peak_bare, peak.result())
+                peak = _Peak()
+                scanned = one_scan(lambda *_, p=peak: p.sample())
+                row.peak_scan = max(row.peak_scan, peak.result())
+                row.peak_method = "VmHWM" if peak.hwm else "RSS per batch"
+                row.bare_ips.append(bare)
+                row.scan_ips.append(scanned)
+                ratios.append(scanned / bare)
+            row.ratio = statistics.median(ratios)
+            rows.append(row)
+    finally:
+        if saved_cache is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved_cache
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "rows": rows,
+        "scan_throughput_ratio": min(r.ratio for r in rows),
+        "scan_rss_growth_frac": max(r.rss_growth_frac for r in rows),
+        "scan_rss_growth_mib": max(r.rss_growth for r in rows) / 2**20,
+    }
+
+
+def print_table(results: dict[str, Any]) -> None:
+    rows = results["rows"]
+    if rows:
+        r = rows[0]
+        print(
+            f"dataset scan: {r.images} synthetic {r.size}px JPEGs, k=9, cache on; "
+            f"peak memory by {r.peak_method}"
+        )
+    for row in rows:
+        print(row.row())

@@ -1,0 +1,34 @@
+"""Dataset scans: per channel, the images of a dataset that excite it most (Qt-free).
+
+Public API: :func:`scan`, :class:`Scan`, :class:`TopEntry`, :class:`ChannelStats`,
+:class:`ScanCancelled`, :func:`receptive_box`, :func:`top_views`, :class:`TopView`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from actviz.data.result import ChannelStats, Scan, ScanCancelled, TopEntry
+from actviz.data.scan import scan
+
+__all__ = [
+    "ChannelStats",
+    "Scan",
+    "ScanCancelled",
+    "TopEntry",
+    "TopView",
+    "receptive_box",
+    "scan",
+    "top_views",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.data.views import TopView, receptive_box, top_views
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("TopView", "receptive_box", "top_views"):
+        from actviz.data import views
+
+        return getattr(views, name)
+    raise AttributeError(f"module 'actviz.data' has no attribute {name!r}")

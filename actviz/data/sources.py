@@ -1,0 +1,353 @@
+"""What a scan reads: a folder of images, a list of paths, N samples in a tensor or file, or any
+``torch.utils.data.Dataset``, each turned into a dataset of preprocessed ``(C, H, W)`` tensors.
+
+Images go through exactly the preprocessing of a single run (:func:`actviz.io.inputs._from_image`
+with the model's transforms and expected input), so a channel's top images in a scan and the
+same image opened alone give the same activations. An unreadable item is not fatal: the
+dataset yields ``None`` with the reason, and the scan counts it as skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from actviz.io.checkpoints import sniff_format
+from actviz.io.errors import InputError
+from actviz.io.inputs import (
+    _TENSOR_FORMATS,
+    ExpectedInput,
+    _fit_tensor,
+    _from_image,
+    _is_pil_image,
+    _open_image,
+    _read_tensor_file,
+    expected_input,
+)
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "ModelSpec",
+    "ScanData",
+    "collate",
+    "open_data",
+    "resolve_model",
+]
+
+#: File suffixes a folder scan picks up (case-insensitive).
+IMAGE_SUFFIXES = frozenset(
+    {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+)
+
+
+@dataclass
+class ModelSpec:
+    """The module to scan and how its inputs are prepared."""
+
+    model: nn.Module
+    transforms: Callable[..., Any] | None
+    expected: ExpectedInput
+    size: tuple[int, int] | None
+    name: str
+
+
+def resolve_model(model: Any, transform: Callable[..., Any] | None = None) -> ModelSpec:
+    """Accept an ``nn.Module``, a :class:`~actviz.io.models.LoadedModel` or a model source.
+
+    Parameters
+    ----------
+    model
+        Module, loaded model (its transforms and input size are used) or anything
+        :func:`actviz.io.models.open_model` opens (``"demo"``, ``"resnet18"``, a file...).
+    transform
+        Replaces the model's own preprocessing: a callable PIL image -> ``(C, H, W)`` tensor.
+    """
+    from actviz.io.models import LoadedModel, open_model
+
+    if isinstance(model, (str, os.PathLike)):
+        model = open_model(model)
+    if isinstance(model, LoadedModel):
+        exp = expected_input(model.model, model)
+        transforms = transform if transform is not None else model.transforms
+        return ModelSpec(model.model, transforms, exp, model.input_size, model.name)
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"model must be an nn.Module, a LoadedModel or a model source, not {type(model).__name__}"
+        )
+    exp = expected_input(model)
+    return ModelSpec(model, transform, exp, exp.size, type(model).__name__)
+
+
+def preprocessing_id(spec: ModelSpec) -> str:
+    """Text that changes whenever the preprocessing does (part of the cache key)."""
+    t = spec.transforms
+    if t is None:
+        what = "none"
+    else:
+        kind = getattr(t, "__qualname__", None) or type(t).__qualname__
+        text = repr(t)
+        # Function reprs hold an address that changes every run; their name says enough.
+        what = f"{getattr(t, '__module__', '')}.{kind}" + ("" if " at 0x" in text else text)
+    return f"{what}|size={spec.size}|channels={spec.expected.channels}"
+
+
+@dataclass
+class ScanData:
+    """Resolved data of a scan.
+
+    Attributes
+    ----------
+    sources
+        Per item: the absolute image path (files) or the sample index.
+    signatures
+        Per item: what identifies its content (``size:mtime_ns`` of a file; ``""`` otherwise).
+    class_names
+        Folder names of an ImageFolder layout, ``dataset.classes``, or None.
+    identity
+        What the data is for the cache key (folder path, tensor hash...), None: not cacheable.
+    dataset
+        Items ``i -> (i, tensor (C, H, W) | None, reason)``.
+    files
+        True when items are read from files (worth worker processes).
+    """
+
+    sources: tuple[str | int, ...]
+    signatures: tuple[str, ...]
+    class_names: tuple[str, ...] | None
+    identity: str | None
+    dataset: Dataset
+    files: bool
+
+
+def collate(items: list[tuple[int, torch.Tensor | None, str]]) -> tuple:
+    """Batch items, leaving out the unreadable ones: ``(indices, batch | None, skipped)``."""
+    good = [(i, t) for i, t, _ in items if t is not None]
+    skipped = [(i, reason) for i, t, reason in items if t is None]
+    indices = torch.tensor([i for i, _ in good], dtype=torch.int64)
+    if not good:
+        return indices, None, skipped
+    tensors = [t for _, t in good]
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) > 1:
+        raise InputError(
+            f"the preprocessing gave inputs of different shapes {sorted(shapes)}; give a "
+            "transform (or a model with an input size) that makes every input the same size"
+        )
+    return indices, torch.stack(tensors), skipped
+
+
+def _reason(exc: BaseException, src: str) -> str:
+    text = str(exc)
+    return text[len(src) + 2 :] if text.startswith(f"{src}: ") else f"{type(exc).__name__}: {text}"
+
+
+class ImageFiles(Dataset):
+    """Image files, opened and preprocessed exactly like a single run's input."""
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        expected: ExpectedInput,
+        transforms: Callable[..., Any] | None,
+        size: tuple[int, int] | None,
+    ) -> None:
+        self.paths = list(paths)
+        # Workers build tensors on the CPU; the scan moves each batch to the model's device.
+        self.expected = replace(expected, device=torch.device("cpu"))
+        self.transforms = transforms
+        self.size = size
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
+        src = self.paths[i]
+        try:
+            img = _open_image(Path(src), src)
+            loaded = _from_image(img, src, self.expected, self.transforms, self.size)
+        except InputError as exc:
+            return i, None, _reason(exc, src)
+        except (OSError, ValueError) as exc:  # vanished file, permissions
+            return i, None, _reason(exc, src)
+        return i, loaded.value[0], ""
+
+
+class Samples(Dataset):
+    """The samples of an ``(N, C, ...)`` tensor."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def __len__(self) -> int:
+        return int(self.tensor.shape[0])
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
+        return i, self.tensor[i], ""
+
+
+class DatasetItems(Dataset):
+    """Items of any dataset: a tensor, a PIL image, or a tuple/list/dict whose first is one."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        expected: ExpectedInput,
+        transforms: Callable[..., Any] | None,
+        size: tuple[int, int] | None,
+    ) -> None:
+        self.dataset = dataset
+        self.expected = replace(expected, device=torch.device("cpu"))
+        self.transforms = transforms
+        self.size = size
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
+        try:
+            item = self.dataset[i]
+            if isinstance(item, dict):
+                item = next(iter(item.values()))
+            elif isinstance(item, (tuple, list)):
+                item = item[0]
+            if _is_pil_image(item):
+                item = _from_image(item, f"<{i}>", self.expected, self.transforms, self.size)
+                return i, item.value[0], ""
+            if isinstance(item, np.ndarray):
+                item = torch.from_numpy(np.ascontiguousarray(item))
+            if not isinstance(item, torch.Tensor):
+                return i, None, f"item is a {type(item).__name__}, not a tensor or image"
+            if item.is_floating_point():
+                item = item.to(self.expected.dtype)
+            return i, item, ""
+        except Exception as exc:  # a user dataset may raise anything for one bad item
+            return i, None, f"{type(exc).__name__}: {exc}"
+
+
+def _signature(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def _folder_files(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
+    files: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in filenames:
+            if not fn.startswith(".") and Path(fn).suffix.lower() in IMAGE_SUFFIXES:
+                full = os.path.join(dirpath, fn)
+                files.append((Path(full).relative_to(root).as_posix(), full))
+    files.sort()
+    # ImageFolder layout: every image one folder below the root; the folders are the classes.
+    tops = {rel.split("/", 1)[0] for rel, _ in files if "/" in rel}
+    flat = [rel for rel, _ in files if "/" not in rel]
+    classes = tuple(sorted(tops)) if files and tops and not flat else None
+    if classes is not None and any(rel.count("/") != 1 for rel, _ in files):
+        classes = None
+    return [full for _, full in files], classes
+
+
+def _tensor_hash(t: torch.Tensor) -> str:
+    h = hashlib.sha1(f"{tuple(t.shape)}|{t.dtype}".encode())
+    h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:20]
+
+
+def open_data(data: Any, spec: ModelSpec) -> ScanData:
+    """Resolve ``data`` for a scan with the model ``spec``.
+
+    Raises
+    ------
+    InputError
+        A missing folder or file, a folder without images, samples that do not fit the model.
+    """
+    exp = spec.expected
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        src = os.fspath(data)
+        if not path.exists():
+            raise InputError(f"{src}: no such folder or file")
+        if path.is_dir():
+            files, classes = _folder_files(path.resolve())
+            if not files:
+                raise InputError(
+                    f"{src}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder"
+                )
+            return _files(files, classes, f"folder:{path.resolve()}", spec)
+        fmt = sniff_format(path)
+        if fmt not in _TENSOR_FORMATS:
+            raise InputError(
+                f"{src}: give a folder of images, a list of image paths, or a .pt/.npy file of "
+                "N samples"
+            )
+        value, word = _read_tensor_file(path, src, fmt)
+        if not isinstance(value, torch.Tensor):
+            raise InputError(f"{src}: holds several tensors; a scan needs one (N, C, H, W) tensor")
+        st = path.stat()
+        return _samples(
+            value, src, word, f"file:{path.resolve()}:{st.st_size}:{st.st_mtime_ns}", exp
+        )
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(np.ascontiguousarray(data))
+    if isinstance(data, torch.Tensor):
+        return _samples(data, "<tensor>", "tensor", None, exp)
+    if isinstance(data, Dataset) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
+        if isinstance(data, (list, tuple)) and all(isinstance(p, (str, os.PathLike)) for p in data):
+            if not data:
+                raise InputError("the list of image paths is empty")
+            files = [str(Path(p).resolve()) for p in data]
+            common = os.path.commonpath(files) if len(files) > 1 else str(Path(files[0]).parent)
+            return _files(files, None, f"files:{common}", spec)
+        classes = getattr(data, "classes", None)
+        names = tuple(str(c) for c in classes) if isinstance(classes, (list, tuple)) else None
+        items = DatasetItems(data, exp, spec.transforms, spec.size)
+        n = len(items)
+        return ScanData(tuple(range(n)), ("",) * n, names, None, items, False)
+    raise InputError(
+        f"data: {type(data).__name__} is not a folder, a list of paths, a tensor or a Dataset"
+    )
+
+
+def _files(
+    files: list[str], classes: tuple[str, ...] | None, identity: str, spec: ModelSpec
+) -> ScanData:
+    size = spec.size
+    if spec.transforms is None and size is None:
+        # Nothing says what size the model wants: the first readable image decides, so that
+        # every image of the batch has one size.
+        size = _first_size(files)
+    dataset = ImageFiles(files, spec.expected, spec.transforms, size)
+    signatures = tuple(_signature(f) for f in files)
+    return ScanData(tuple(files), signatures, classes, identity, dataset, True)
+
+
+def _first_size(files: list[str]) -> tuple[int, int] | None:
+    for f in files:
+        try:
+            img = _open_image(Path(f), f)
+        except (InputError, OSError):
+            continue
+        return (img.size[1], img.size[0])
+    return None
+
+
+def _samples(value: torch.Tensor, src: str, word: str, identity: str | None, exp) -> ScanData:
+    t, _ = _fit_tensor(value, src, word, exp)
+    if t.ndim < 2:
+        raise InputError(f"{src}: a scan needs N samples along the first dimension")
+    if identity is None:
+        identity = f"tensor:{_tensor_hash(t)}"
+    n = int(t.shape[0])
+    return ScanData(tuple(range(n)), ("",) * n, None, identity, Samples(t), False)

@@ -1,0 +1,1 @@
+"""Dataset scan in the window: the scan dialog, progress, per-channel table, top-k grid."""

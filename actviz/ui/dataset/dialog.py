@@ -1,0 +1,180 @@
+"""The "Scan a dataset" dialog: a folder, the layers to scan (the ticked ones first), k.
+
+Non-modal and never blocking: it emits :attr:`ScanDialog.scan_requested` with a
+:class:`ScanSpec` and closes; what is wrong with the choice (no folder, no layer) is said in
+the dialog, which stays open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.panels import style
+
+#: Images kept per channel unless the user asks for another number.
+DEFAULT_K = 9
+MAX_K = 64
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """What to scan: a folder of images, the layers, the images kept per channel.
+
+    ``batch_size`` None lets the engine choose within the memory budget.
+    """
+
+    folder: str
+    layers: tuple[str, ...]
+    k: int = DEFAULT_K
+    batch_size: int | None = None
+
+
+class ScanDialog(QDialog):
+    """Pick a folder, the layers and k, then "Scan".
+
+    Parameters
+    ----------
+    layers
+        Every layer that may be scanned, in model order.
+    ticked
+        The layers ticked in the window: listed first and checked.
+    folder, k
+        The last choice, shown again.
+
+    Signals
+    -------
+    scan_requested(object)
+        A valid :class:`ScanSpec` (the dialog then closes).
+    """
+
+    scan_requested = Signal(object)
+
+    def __init__(
+        self,
+        parent: QWidget | None,
+        layers: Sequence[str],
+        ticked: Sequence[str],
+        *,
+        folder: str = "",
+        k: int = DEFAULT_K,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Scan a dataset")
+        self.setMinimumWidth(460)
+        layout = QVBoxLayout(self)
+        intro = QLabel(
+            "Runs the model over every image of a folder (recursively) and keeps, for each "
+            "channel of the layers ticked below, the images that excite it most. A folder "
+            "scanned before with the same model shows its saved result at once; a cancelled "
+            "scan resumes where it stopped."
+        )
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+        form = QFormLayout()
+        row = QHBoxLayout()
+        self.folder_edit = QLineEdit(folder)
+        self.folder_edit.setPlaceholderText(
+            "a folder of images (an ImageFolder layout names classes)"
+        )
+        self.browse_button = QPushButton("Browse…")
+        self.browse_button.clicked.connect(self._on_browse_clicked)
+        row.addWidget(self.folder_edit, 1)
+        row.addWidget(self.browse_button)
+        form.addRow("Folder", row)
+        self.k_spin = QSpinBox()
+        self.k_spin.setRange(1, MAX_K)
+        self.k_spin.setValue(int(k))
+        self.k_spin.setToolTip("Images kept per channel (the best k)")
+        form.addRow("Top k", self.k_spin)
+        self.batch_spin = QSpinBox()
+        self.batch_spin.setRange(0, 4096)
+        self.batch_spin.setSpecialValueText("auto")
+        self.batch_spin.setToolTip("Images per batch; auto: chosen within the memory budget")
+        form.addRow("Batch size", self.batch_spin)
+        layout.addLayout(form)
+        layout.addWidget(QLabel("Layers"))
+        self.layer_list = QListWidget()
+        ticked_set = set(ticked)
+        order = [n for n in layers if n in ticked_set] + [n for n in layers if n not in ticked_set]
+        for name in order:
+            item = QListWidgetItem(name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(
+                Qt.CheckState.Checked if name in ticked_set else Qt.CheckState.Unchecked
+            )
+            self.layer_list.addItem(item)
+        layout.addWidget(self.layer_list, 1)
+        self.message_label = style.caption_label()
+        self.message_label.setWordWrap(True)
+        layout.addWidget(self.message_label)
+        buttons = QDialogButtonBox()
+        self.scan_button = buttons.addButton("Scan", QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self._on_scan_clicked)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self.scan_button.setDefault(True)
+
+    # -- reading --------------------------------------------------------------------------
+    def checked_layers(self) -> list[str]:
+        """The checked layers, in list order (the window's ticked ones first)."""
+        items = (self.layer_list.item(i) for i in range(self.layer_list.count()))
+        return [it.text() for it in items if it.checkState() == Qt.CheckState.Checked]
+
+    def set_checked(self, names: Sequence[str]) -> None:
+        """Check exactly ``names``."""
+        wanted = set(names)
+        for i in range(self.layer_list.count()):
+            item = self.layer_list.item(i)
+            state = Qt.CheckState.Checked if item.text() in wanted else Qt.CheckState.Unchecked
+            item.setCheckState(state)
+
+    def spec(self) -> ScanSpec | str:
+        """The :class:`ScanSpec` chosen, or why there is none (a sentence)."""
+        folder = self.folder_edit.text().strip()
+        if not folder:
+            return "Pick a folder of images to scan."
+        if not Path(folder).expanduser().is_dir():
+            return f"No folder at {folder}."
+        layers = self.checked_layers()
+        if not layers:
+            return "Tick at least one layer to scan."
+        batch = self.batch_spin.value() or None
+        return ScanSpec(str(Path(folder).expanduser()), tuple(layers), self.k_spin.value(), batch)
+
+    # -- slots ----------------------------------------------------------------------------
+    def _on_browse_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Folder of images", self.folder_edit.text())
+        if folder:
+            self.folder_edit.setText(folder)
+
+    def _on_scan_clicked(self) -> None:
+        spec = self.spec()
+        if isinstance(spec, str):
+            self.message_label.setText(spec)
+            return
+        self.message_label.setText("")
+        self.scan_requested.emit(spec)
+        self.accept()
+
+
+__all__ = ["DEFAULT_K", "ScanDialog", "ScanSpec"]

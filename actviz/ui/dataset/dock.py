@@ -1,0 +1,190 @@
+"""DatasetDock: the scan's summary and progress, and the per-layer channel table.
+
+Passive: the window part (:mod:`actviz.ui.dataset.scan_ui`) pushes the progress and the scan's
+figures in; the dock reports its buttons, the layer chosen and the channel clicked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.dataset.table import ChannelTable, LayerFigures
+from actviz.ui.panels import style
+
+#: Width the dock asks for (the table's six columns stay readable).
+PREFERRED_WIDTH = 330
+
+
+def format_eta(seconds: float) -> str:
+    """``"0:07"``, ``"12:03"``, ``"1:02:03"``; ``"—"`` while unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "—"
+    total = int(round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def progress_text(done: int, total: int, images_per_s: float, eta: float) -> str:
+    """``"120 / 2,000 images · 85.3 images/s · ETA 0:22"``."""
+    rate = f"{images_per_s:.1f} images/s" if images_per_s > 0 else "starting…"
+    return f"{done:,} / {total:,} images · {rate} · ETA {format_eta(eta)}"
+
+
+class DatasetDock(QDockWidget):
+    """Dataset: what was scanned, the running scan's progress and Cancel, channels by mean.
+
+    Signals
+    -------
+    scan_clicked()
+        "Scan a dataset…" was pressed.
+    cancel_clicked()
+        The running scan's Cancel was pressed.
+    layer_chosen(str)
+        Another scanned layer was picked for the table.
+    """
+
+    scan_clicked = Signal()
+    cancel_clicked = Signal()
+    layer_chosen = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Dataset", parent)
+        self.setObjectName("datasetDock")
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
+        top = QHBoxLayout()
+        self.summary_label = style.title_label("No dataset scanned", point_size=9)
+        self.scan_button = QPushButton("Scan…")
+        self.scan_button.setToolTip("Scan a folder of images (Data > Scan a dataset…)")
+        self.scan_button.clicked.connect(self.scan_clicked)
+        top.addWidget(self.summary_label, 1)
+        top.addWidget(self.scan_button)
+        layout.addLayout(top)
+        self.progress_box = QWidget()
+        row = QVBoxLayout(self.progress_box)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(1)
+        bar_row = QHBoxLayout()
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 0)
+        self.progress_bar.setTextVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the scan after its batch; scanning again resumes")
+        self.cancel_button.clicked.connect(self.cancel_clicked)
+        bar_row.addWidget(self.progress_bar, 1)
+        bar_row.addWidget(self.cancel_button)
+        row.addLayout(bar_row)
+        self.rate_label = style.caption_label()
+        row.addWidget(self.rate_label)
+        layout.addWidget(self.progress_box)
+        self.progress_box.setVisible(False)
+        self.message_label = style.caption_label()
+        self.message_label.setWordWrap(True)
+        self.message_label.setVisible(False)
+        layout.addWidget(self.message_label)
+        layer_row = QHBoxLayout()
+        layer_row.addWidget(QLabel("Layer"))
+        self.layer_combo = QComboBox()
+        self.layer_combo.setToolTip("The scanned layer whose channels the table lists")
+        self.layer_combo.currentTextChanged.connect(self._on_layer_changed)
+        layer_row.addWidget(self.layer_combo, 1)
+        layout.addLayout(layer_row)
+        self.table = ChannelTable()
+        self.table.setToolTip(
+            "Channels by mean activation over the scanned images; dead ones (never above "
+            "zero) in red. Click a row to open the channel and its top images."
+        )
+        layout.addWidget(self.table, 1)
+        self.hint_label = style.caption_label("Click a channel: its top images in the channel view")
+        layout.addWidget(self.hint_label)
+        self.setWidget(body)
+        self._quiet = False
+
+    # -- setters -------------------------------------------------------------------------------
+    def set_summary(self, text: str, tooltip: str = "") -> None:
+        self.summary_label.setText(text)
+        self.summary_label.setToolTip(tooltip or text)
+
+    def show_progress(self, done: int, total: int, images_per_s: float, eta: float) -> None:
+        """Show the running scan's progress (a busy bar until the total is known)."""
+        self.progress_box.setVisible(True)
+        if total > 0:
+            self.progress_bar.setRange(0, total)
+            self.progress_bar.setValue(min(done, total))
+        else:
+            self.progress_bar.setRange(0, 0)
+        self.rate_label.setText(progress_text(done, total, images_per_s, eta))
+
+    def start_progress(self, text: str) -> None:
+        """A scan began: busy bar, Cancel enabled, ``text`` under it."""
+        self.progress_box.setVisible(True)
+        self.progress_bar.setRange(0, 0)
+        self.cancel_button.setEnabled(True)
+        self.rate_label.setText(text)
+
+    def stop_progress(self) -> None:
+        self.progress_box.setVisible(False)
+
+    def set_cancelling(self) -> None:
+        self.cancel_button.setEnabled(False)
+        self.rate_label.setText("Cancelling after this batch…")
+
+    def set_message(self, text: str, *, error: bool = False, tooltip: str = "") -> None:
+        """A note under the summary (skipped files, failure); "" hides it."""
+        self.message_label.setText(text)
+        self.message_label.setToolTip(tooltip)
+        colour = style.BAR_BAD if error else style.MUTED_TEXT
+        self.message_label.setStyleSheet(f"color: {colour}")
+        self.message_label.setVisible(bool(text))
+
+    def set_layers(self, layers: Sequence[str], current: str | None = None) -> None:
+        """The scanned layers to choose from (the table follows the chosen one)."""
+        self._quiet = True
+        self.layer_combo.clear()
+        self.layer_combo.addItems(list(layers))
+        if current is not None and current in layers:
+            self.layer_combo.setCurrentText(current)
+        self._quiet = False
+
+    def current_layer(self) -> str:
+        return self.layer_combo.currentText()
+
+    def set_figures(self, figures: LayerFigures | None) -> None:
+        self.table.set_figures(figures)
+        if figures is not None:
+            dead = int(figures.dead.sum())
+            self.hint_label.setText(
+                f"{figures.channels} channels, {dead} dead · click one: its top images"
+            )
+
+    def clear(self) -> None:
+        """No scan (the model changed)."""
+        self.set_summary("No dataset scanned")
+        self.set_layers([])
+        self.table.set_figures(None)
+        self.stop_progress()
+        self.set_message("")
+        self.hint_label.setText("Click a channel: its top images in the channel view")
+
+    def _on_layer_changed(self, name: str) -> None:
+        if not self._quiet and name:
+            self.layer_chosen.emit(name)
+
+
+__all__ = ["PREFERRED_WIDTH", "DatasetDock", "format_eta", "progress_text"]

@@ -1,0 +1,371 @@
+"""DatasetScans: runs dataset scans and top-k views off the GUI thread (no widgets here).
+
+A scan is long: it runs on its own single-thread :class:`~actviz.ui.worker.Worker` while the
+window keeps running captures on its model. Hooks are per-module state, so the scan runs on a
+private copy of the model (:func:`~actviz.ui.dataset.model_copy.detached_copy`), and the top-k
+views (which re-run the model on k images) on a second copy and worker, so a channel's grid
+can be computed while a scan runs. The engine's ``progress(done, total, images_per_s)`` is
+called on the scan's thread; it reaches the GUI thread through a queued signal. Cancel is
+cooperative: the engine polls ``should_stop`` once per batch, saves what it has and raises
+``ScanCancelled``; scanning the same folder again resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from torch import nn
+
+from actviz.ui.dataset.dialog import ScanSpec
+from actviz.ui.dataset.model_copy import detached_copy
+from actviz.ui.state.session import Session
+from actviz.ui.worker import Worker
+
+log = logging.getLogger(__name__)
+
+#: Side of the crops the top-k grid asks the engine for (input pixels are resampled to it).
+VIEW_SIZE = 96
+#: Models larger than this (parameters and buffers, bytes) are not copied to show a saved scan
+#: when they open; scanning (asked for) still works.
+PEEK_COPY_LIMIT = 1 << 30
+#: Channels whose top-k views are kept, so stepping back and forth does not re-run the model.
+VIEWS_KEPT = 32
+
+
+class _ScanSignals(QObject):
+    # Emitted on the scan's thread, received (queued) on the GUI thread.
+    progressed = Signal(int, int, int, float)  # generation, done, total, images/s
+
+
+def model_bytes(model: Any) -> int:
+    """Bytes of ``model``'s parameters and buffers (what a copy of it costs)."""
+    total = 0
+    for t in (*model.parameters(), *model.buffers()):
+        try:
+            total += t.numel() * t.element_size()
+        except (RuntimeError, ValueError):  # a lazy module's parameter has no size yet
+            continue
+    return total
+
+
+def _always() -> bool:
+    return True
+
+
+def _with_preprocessing(copy: Any, model: Any, loaded: Any) -> Any:
+    """What the engine gets: the loaded model's preprocessing (a single run's) with the copy."""
+    if loaded is not None and loaded.model is model:
+        return dataclasses.replace(loaded, model=copy)
+    return copy
+
+
+def eta_seconds(done: int, total: int, images_per_s: float) -> float:
+    """Seconds left at ``images_per_s`` (NaN while unknown)."""
+    if images_per_s <= 0 or not math.isfinite(images_per_s) or total <= 0:
+        return math.nan
+    return max(0, total - done) / images_per_s
+
+
+class DatasetScans(QObject):
+    """The window's dataset scans: the current :class:`Scan`, the scan and views workers.
+
+    Parameters
+    ----------
+    session
+        The window's session: its model is copied for each scan; a new model forgets the scan.
+    parent
+        Qt parent (the window).
+
+    Signals
+    -------
+    scan_started(object)
+        A :class:`ScanSpec` began scanning.
+    scan_progressed(int, int, float, float)
+        done, total, images/s, seconds left (NaN: unknown).
+    scan_finished(object)
+        The ``Scan`` (also :attr:`scan`).
+    scan_failed(str)
+        The scan raised: a readable one-line message.
+    scan_cancelled()
+        The scan stopped on request; what it had is saved (a later scan resumes) and, when
+        it scanned any image, is :attr:`scan` now (partial).
+    views_ready(str, int, object)
+        Layer, channel and the engine's ``TopView`` tuple for the channel asked last.
+    views_failed(str, int, str)
+        Layer, channel and why its views could not be made.
+    """
+
+    scan_started = Signal(object)
+    scan_progressed = Signal(int, int, float, float)
+    scan_finished = Signal(object)
+    scan_failed = Signal(str)
+    scan_cancelled = Signal()
+    views_ready = Signal(str, int, object)
+    views_failed = Signal(str, int, str)
+
+    def __init__(self, session: Session, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        #: The last finished scan of the session's model (None before one).
+        self.scan: Any = None
+        #: What the scan running now (else :attr:`scan`) was asked for.
+        self.spec: ScanSpec | None = None
+        self._scan_spec: ScanSpec | None = None  # what :attr:`scan` was asked for
+        #: DataLoader worker processes (None: the engine's choice); tests use 0.
+        self.num_workers: int | None = None
+        self.scan_worker = Worker(self)
+        self.views_worker = Worker(self)
+        self._signals = _ScanSignals(self)
+        self._signals.progressed.connect(self._on_progressed)
+        self._scan_gen = 0
+        self._peek_gen = 0
+        self._views_gen = 0
+        #: Partial results of cancelled scans, by generation (set on the scan's thread).
+        self._partial: dict[int, Any] = {}
+        self._views_key: tuple[str, int] | None = None
+        self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
+        # Model copies by purpose ("scan", "views"), for the model they were made from.
+        self._copies: dict[str, tuple[Any, Any]] = {}
+        self._copies_lock = threading.Lock()
+        #: The last progress: done, total, images/s.
+        self.progress: tuple[int, int, float] = (0, 0, 0.0)
+        for worker, slots in (
+            (self.scan_worker, (self._on_scan_finished, self._on_scan_errored, self._on_scan_cancelled)),
+            (self.views_worker, (self._on_views_finished, self._on_views_errored, None)),
+        ):  # fmt: skip
+            finished, errored, cancelled = slots
+            worker.signals.finished.connect(finished)
+            worker.signals.errored.connect(errored)
+            if cancelled is not None:
+                worker.signals.cancelled.connect(cancelled)
+
+    # -- state ---------------------------------------------------------------------------------
+    def is_scanning(self) -> bool:
+        """True while a scan is queued or running (a cancelled one until it stopped)."""
+        return self.scan_worker.has_current_job()
+
+    def covers(self, layer: str) -> bool:
+        """Whether the current scan holds ``layer``."""
+        return self.scan is not None and layer in tuple(self.scan.layers)
+
+    # -- scans ---------------------------------------------------------------------------------
+    def start(self, spec: ScanSpec) -> int:
+        """Scan ``spec`` in the background (a running scan is stopped first, keeping its work).
+
+        Returns
+        -------
+        int
+            The scan's generation (0 when the session has no model).
+        """
+        model = self.session.model
+        if model is None:
+            self.scan_failed.emit("Open a model first, then scan a dataset.")
+            return 0
+        gen = self._submit(model, spec, peek=False)
+        self.scan_started.emit(spec)
+        return gen
+
+    def peek(self, spec: ScanSpec) -> int:
+        """Show what is saved for ``spec`` with the session's model, running nothing.
+
+        A scan saved whole arrives as ``scan_finished`` (``from_cache``), one cancelled before
+        as its partial result; nothing saved (or an error): nothing is reported. No image is
+        run through the model (the engine stops before its first batch), so opening a model
+        shows its last scan at once without a scan's cost. Models over
+        :data:`PEEK_COPY_LIMIT` are skipped (the scan's model copy would double them).
+
+        Returns
+        -------
+        int
+            The job's generation (0 without a model).
+        """
+        model = self.session.model
+        if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
+            return 0  # a big model is not copied unasked (a scan, asked for, still copies it)
+        return self._submit(model, spec, peek=True)
+
+    def _submit(self, model: Any, spec: ScanSpec, *, peek: bool) -> int:
+        self.spec = spec
+        self.progress = (0, 0, 0.0)
+        self._partial.clear()  # a superseded scan's partial result is never shown
+        loaded = self.session.loaded_model
+        transform = self.session.transforms
+        num_workers = 0 if peek else self.num_workers
+        signals = self._signals
+        holder = [0]
+
+        def progress(done: int, total: int, ips: float) -> None:
+            signals.progressed.emit(holder[0], int(done), int(total), float(ips))
+
+        def job(should_stop: Any, _progress: Any) -> Any:
+            from actviz.data import ScanCancelled, scan
+
+            target = _with_preprocessing(self._copy_for("scan", model), model, loaded)
+            try:
+                return scan(
+                    target,
+                    spec.folder,
+                    list(spec.layers),
+                    k=spec.k,
+                    # A peek loads one image and stops before running it.
+                    batch_size=1 if peek else spec.batch_size,
+                    # An in-memory module: the session's transforms, if it was given any.
+                    transform=transform if isinstance(target, nn.Module) else None,
+                    progress=None if peek else progress,
+                    should_stop=_always if peek else should_stop,
+                    num_workers=num_workers,
+                )
+            except ScanCancelled as exc:
+                if peek:
+                    partial = exc.partial
+                    return partial if partial is not None and partial.count > 0 else None
+                # The cancelled signal carries no value: the partial result waits here.
+                self._partial[holder[0]] = exc.partial
+                raise
+
+        gen = self.scan_worker.submit(job)
+        holder[0] = gen
+        self._scan_gen = gen
+        self._peek_gen = gen if peek else 0
+        return gen
+
+    def cancel(self) -> bool:
+        """Ask the running scan to stop after its batch; True when one was running."""
+        return self.scan_worker.cancel()
+
+    def forget(self) -> None:
+        """The model changed: stop the scan and views (unseen) and drop the scan and copies."""
+        self.scan_worker.drop()
+        self.views_worker.drop()
+        self.scan = None
+        self.spec = self._scan_spec = None
+        self._partial.clear()
+        self._views_key = None
+        self._views_cache.clear()
+        with self._copies_lock:
+            self._copies.clear()
+
+    def shutdown(self) -> None:
+        """Stop both workers and wait for them (no hook of a copy outlives the window)."""
+        self.scan_worker.shutdown()
+        self.views_worker.shutdown()
+        with self._copies_lock:
+            self._copies.clear()
+
+    def _copy_for(self, purpose: str, model: Any) -> Any:
+        # Called on the workers' threads; each purpose has its own thread, one copy each.
+        with self._copies_lock:
+            held = self._copies.get(purpose)
+            if held is not None and held[0] is model:
+                return held[1]
+        copy = detached_copy(model)
+        with self._copies_lock:
+            self._copies[purpose] = (model, copy)
+        return copy
+
+    def _on_progressed(self, gen: int, done: int, total: int, ips: float) -> None:
+        # A cancelled scan still reports the batch it finished (that work is saved).
+        if gen != self._scan_gen or self.scan_worker.is_stale(gen):
+            return
+        self.progress = (done, total, ips)
+        self.scan_progressed.emit(done, total, ips, eta_seconds(done, total, ips))
+
+    def _on_scan_finished(self, gen: int, scan: Any) -> None:
+        if gen != self._scan_gen:
+            return
+        if scan is None:  # a peek found nothing saved
+            self.spec = self._scan_spec
+            return
+        self._adopt(scan)
+        self.scan_finished.emit(scan)
+
+    def _adopt(self, scan: Any) -> None:
+        self.scan = scan
+        self._scan_spec = self.spec
+        self._views_key = None
+        self._views_cache.clear()
+
+    def _on_scan_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._scan_gen:
+            return
+        self.spec = self._scan_spec  # the scan shown stays, with what it was asked for
+        if gen == self._peek_gen:  # the last folder is gone or unreadable: nothing to show
+            log.info("no saved scan to show: %s", error)
+            return
+        from actviz.ui.window.loaders import describe_error
+
+        log.info("scan failed", exc_info=(type(error), error, error.__traceback__))
+        self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
+
+    def _on_scan_cancelled(self, gen: int) -> None:
+        partial = self._partial.pop(gen, None)
+        if gen != self._scan_gen:
+            return
+        if partial is not None and partial.count > 0:
+            # What was scanned before the cancel is worth showing (it is saved too).
+            self._adopt(partial)
+        else:
+            self.spec = self._scan_spec
+        self.scan_cancelled.emit()
+
+    # -- top-k views ---------------------------------------------------------------------------
+    def request_views(self, layer: str, channel: int) -> bool:
+        """Make channel ``channel`` of ``layer``'s top-k views in the background.
+
+        Returns
+        -------
+        bool
+            False when the current scan does not hold ``layer`` (nothing to show). Views
+            already made arrive at once (``views_ready`` is emitted before this returns).
+        """
+        scan = self.scan
+        if scan is None or layer not in tuple(scan.layers):
+            return False
+        key = (id(scan), layer, int(channel))
+        self._views_key = (layer, int(channel))
+        held = self._views_cache.get(key)
+        if held is not None:
+            self._views_cache.move_to_end(key)
+            self.views_worker.drop()
+            self.views_ready.emit(layer, int(channel), held)
+            return True
+        model = self.session.model
+        if model is None:
+            return False
+        loaded = self.session.loaded_model
+
+        def job(_should_stop: Any, _progress: Any) -> Any:
+            from actviz.data import top_views
+
+            # The scan's preprocessing again, so the crops are what the scan saw.
+            target = _with_preprocessing(self._copy_for("views", model), model, loaded)
+            return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
+
+        self._views_gen = self.views_worker.submit(job)
+        return True
+
+    def _on_views_finished(self, gen: int, result: Any) -> None:
+        key, views = result
+        self._views_cache[key] = tuple(views)
+        while len(self._views_cache) > VIEWS_KEPT:
+            self._views_cache.popitem(last=False)
+        if gen == self._views_gen and self.scan is not None and key[0] == id(self.scan):
+            self.views_ready.emit(key[1], key[2], tuple(views))
+
+    def _on_views_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._views_gen or self._views_key is None:
+            return
+        from actviz.ui.window.loaders import describe_error
+
+        log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
+        layer, channel = self._views_key
+        self.views_failed.emit(layer, channel, describe_error(error))
+
+
+__all__ = ["PEEK_COPY_LIMIT", "VIEW_SIZE", "DatasetScans", "eta_seconds", "model_bytes"]

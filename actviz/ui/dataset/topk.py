@@ -1,0 +1,207 @@
+"""TopKGrid: a channel's top-k dataset images, each cropped around its maximum, heat overlaid.
+
+A passive widget: :meth:`TopKGrid.set_views` takes the engine's ``TopView`` tuples (numpy
+crops and heat maps); clicking a tile emits the image it came from. The tiles are a
+``QListWidget`` in icon mode, so they wrap to the width, scroll, and keep their caption (value
+and image name) under each picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.display.colormaps import OVERLAY_CMAP, colorize
+from actviz.ui.panels import style
+
+#: Side of a tile on screen (pixels) in a tall window, and in a small one.
+TILE_PX = 88
+SMALL_TILE_PX = 72
+#: Opacity of the activation over the crop where it is strongest (it fades with the value,
+#: so the picture stays visible where the channel is silent).
+HEAT_ALPHA = 0.6
+#: Rows of tiles shown without scrolling: one in a window less tall than this, else two.
+TWO_ROWS_MIN_WINDOW_HEIGHT = 900
+#: Item data role holding the tile's source (image path or sample index).
+SOURCE_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
+
+
+def source_name(source: str | int) -> str:
+    """How a tile names its image: the file name, or ``#12`` for a sample index."""
+    if isinstance(source, (int, np.integer)):
+        return f"#{int(source)}"
+    return Path(str(source)).name
+
+
+def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
+    """The tiles' pictures: each crop with its channel's activation blended over it.
+
+    Each tile's heat runs from 0 to its own maximum (where the channel fires in that crop;
+    the value under the tile compares the images); negative values show no heat. A pixel's
+    opacity grows with its heat (at most :data:`HEAT_ALPHA`), in the overlay colour map, so
+    the picture stays visible where the channel is silent.
+
+    Parameters
+    ----------
+    views
+        ``TopView`` s (``image`` (S, S, 3) uint8, ``heat`` (S, S) float32).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        ``(S, S, 3)`` uint8 pictures, one per view, in order.
+    """
+    out = []
+    for view in views:
+        heat = np.nan_to_num(np.asarray(view.heat, dtype=np.float32), nan=0.0)
+        peak = float(heat.max()) if heat.size else 0.0
+        heat = np.clip(heat / peak, 0.0, 1.0) if peak > 0 else np.zeros_like(heat)
+        base = np.asarray(view.image, dtype=np.float32)[..., :3]
+        alpha = (HEAT_ALPHA * heat)[..., None]
+        blend = (1 - alpha) * base + alpha * colorize(heat, OVERLAY_CMAP).astype(np.float32)
+        out.append(np.clip(blend + 0.5, 0, 255).astype(np.uint8))
+    return out
+
+
+def _pixmap(rgb: np.ndarray, side: int) -> QtGui.QPixmap:
+    rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
+    height, width = rgb.shape[:2]
+    image = QtGui.QImage(rgb.data, width, height, 3 * width, QtGui.QImage.Format.Format_RGB888)
+    # copy(): the QImage borrows the numpy buffer, which goes away with this frame.
+    pixmap = QtGui.QPixmap.fromImage(image.copy())
+    return pixmap.scaled(
+        side,
+        side,
+        QtCore.Qt.AspectRatioMode.KeepAspectRatio,
+        QtCore.Qt.TransformationMode.FastTransformation,
+    )
+
+
+class TopKGrid(QtWidgets.QWidget):
+    """The top-k images of one channel: caption line above a wrapping grid of tiles.
+
+    Signals
+    -------
+    source_clicked(object)
+        A tile was clicked: its image path (str) or sample index (int).
+    """
+
+    source_clicked = QtCore.Signal(object)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 0)
+        layout.setSpacing(1)
+        self.caption = style.caption_label()
+        self.caption.setWordWrap(False)
+        layout.addWidget(self.caption)
+        self.tiles = QtWidgets.QListWidget()
+        self.tiles.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
+        self.tiles.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
+        self.tiles.setMovement(QtWidgets.QListView.Movement.Static)
+        self.tiles.setWrapping(True)
+        self.tiles.setUniformItemSizes(True)
+        self.tiles.setSpacing(0)  # the grid size holds the gaps: rows fit the height exactly
+        self.tiles.setWordWrap(True)
+        self.tiles.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+        self.tiles.setToolTip("Click an image to open it as the input")
+        font = self.tiles.font()
+        font.setPointSize(style.LABEL_POINT_SIZE)
+        self.tiles.setFont(font)
+        # The images above keep the height: the tiles take the rows they need, one or two.
+        self.tiles.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+        self.tiles.setVerticalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.tiles.itemClicked.connect(self._on_item_clicked)
+        layout.addWidget(self.tiles)
+        #: The views shown (the engine's TopView objects), in tile order.
+        self.views: tuple[Any, ...] = ()
+        self._tile_px = 0
+        self._set_tile_size(TILE_PX)
+        self.clear()
+
+    def set_message(self, text: str) -> None:
+        """Show ``text`` on the caption line (the tiles stay)."""
+        self.caption.setText(text)
+
+    def set_views(self, views: Sequence[Any], caption: str = "") -> None:
+        """Show ``views`` (best first) as tiles captioned with value and image name."""
+        self.views = tuple(views)
+        self.tiles.clear()
+        for view, picture in zip(self.views, tile_pictures(self.views), strict=True):
+            entry = view.entry
+            name = source_name(entry.source)
+            item = QtWidgets.QListWidgetItem(
+                QtGui.QIcon(_pixmap(picture, TILE_PX)),  # scaled down to the icon size
+                f"{style.format_value(entry.value)}\n{name}",
+            )
+            item.setData(SOURCE_ROLE, entry.source)
+            where = (
+                ""
+                if entry.location is None
+                else f" at (y={entry.location[0]}, x={entry.location[1]})"
+            )
+            item.setToolTip(
+                f"{entry.source}\nmax {style.format_value(entry.value)}{where}\nclick: open as input"
+            )
+            item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
+            self.tiles.addItem(item)
+        self.caption.setText(caption)
+        self._fit_height()
+
+    def clear(self) -> None:
+        """No tiles."""
+        self.views = ()
+        self.tiles.clear()
+        self.caption.setText("")
+        self._fit_height()
+
+    def _tall(self) -> bool:
+        window = self.window()
+        return window is not None and window.height() >= TWO_ROWS_MIN_WINDOW_HEIGHT
+
+    def _set_tile_size(self, side: int) -> None:
+        if side == self._tile_px:
+            return
+        self._tile_px = side
+        self.tiles.setIconSize(QtCore.QSize(side, side))
+        line = self.tiles.fontMetrics().height()
+        self.tiles.setGridSize(QtCore.QSize(side + 12, side + 2 * line + 10))
+
+    def rows_shown(self) -> int:
+        """Rows of tiles shown without scrolling (one, or two in a tall window)."""
+        tall = self._tall()
+        grid = self.tiles.gridSize()
+        per_row = max(1, (self.tiles.viewport().width() or self.width()) // max(1, grid.width()))
+        needed = max(1, -(-self.tiles.count() // per_row))
+        return min(needed, 2 if tall else 1)
+
+    def _fit_height(self) -> None:
+        self._set_tile_size(TILE_PX if self._tall() else SMALL_TILE_PX)
+        height = self.rows_shown() * self.tiles.gridSize().height() + 2 * self.tiles.frameWidth()
+        if self.tiles.height() != height:
+            self.tiles.setFixedHeight(height)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def captions(self) -> list[str]:
+        """The tiles' texts, in order (``"0.532\\nimg_3.png"``)."""
+        return [self.tiles.item(i).text() for i in range(self.tiles.count())]
+
+    def sources(self) -> list[str | int]:
+        """The tiles' sources, in order."""
+        return [self.tiles.item(i).data(SOURCE_ROLE) for i in range(self.tiles.count())]
+
+    def _on_item_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
+        self.source_clicked.emit(item.data(SOURCE_ROLE))
+
+
+__all__ = ["HEAT_ALPHA", "SMALL_TILE_PX", "TILE_PX", "TopKGrid", "source_name", "tile_pictures"]
