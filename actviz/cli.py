@@ -270,6 +270,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from actviz.io.comparison import run_compare
 
     return run_compare(args, _open, _progress, _parse_target)
+
+
 def cmd_scan(args: argparse.Namespace) -> int:
     from actviz.data.command import cmd_scan as run_scan
 
