@@ -46,6 +46,7 @@ from actviz.display.device import HostLayer, copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
 from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
 from actviz.display.stats import histogram, tensor_stats
+from actviz.display.tokens import TokenView, patch_maps, sequence_kind, token_view
 from actviz.display.views import LayerView, layer_view, magnitude_view
 
 __all__ = [
@@ -181,6 +182,19 @@ def prepare_layer(
     if hist_now:
         hist.get()
     stats.update(name=rec.name, type=rec.module_type)
+    tokens: TokenView | None = None
+    kind = sequence_kind(shape, spec.tokens, spec.layout)
+    if kind is not None:
+        # The one place a sequence layer is recognised: ViT tokens become maps on the patch
+        # grid (mosaic path as usual), text tokens a token view instead of a mosaic.
+        values = host.sample if host is not None else tensor
+        grads = host.grad_sample if host is not None else grad
+        pick = 0 if host is not None else spec.sample
+        if kind == "patches":
+            view, grad_view = _patch_views(values, grads, spec, pick, shape)
+        else:
+            tokens = token_view(values, spec.tokens or (), pick, grad=grads)
+            tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
     first, page = spec.first_channel(name), spec.page_size(name)
     symmetric = symmetric_for(spec.colormap, view)
     if (
@@ -204,6 +218,8 @@ def prepare_layer(
             page=page,
             symmetric=symmetric,
         )
+    if tokens is not None:
+        act_m = grad_m = None  # the token panel shows it
     return PreparedLayer(
         name=name,
         module_type=rec.module_type,
@@ -215,7 +231,29 @@ def prepare_layer(
         grad_mosaic=grad_m,
         stats=stats,
         hist_lazy=hist,
+        tokens=tokens,
     )
+
+
+def _patch_views(
+    values: Any, grads: Any, spec: DisplaySpec, pick: int, shape: tuple[int, ...]
+) -> tuple[LayerView, LayerView | None]:
+    """A ViT token layer as ``D`` maps over its patch grid (and ``|gradient|`` the same)."""
+    layout = spec.layout
+    assert layout is not None
+    rows, cols = layout.grid
+    s = min(spec.sample, shape[0] - 1)
+    batch = f" (sample {s} of {shape[0]})" if shape[0] > 1 else ""
+    text = f"{shape[2]} features on the {rows}x{cols} patch grid"
+    if layout.prefix:
+        text += f" ({layout.prefix} prefix token{'s' if layout.prefix > 1 else ''} left out)"
+    view = LayerView("maps", patch_maps(values, layout, pick), shape, text + batch)
+    grad_view = None
+    if grads is not None and tuple(grads.shape)[1:] == shape[1:]:
+        grad_view = magnitude_view(
+            LayerView("maps", patch_maps(grads, layout, pick), shape, text + batch)
+        )
+    return view, grad_view
 
 
 def _max_tile_of_scale(side: int, scale: int) -> int | None:
@@ -426,15 +464,56 @@ def prepare(
     for name in candidates if not fast else [cam_default] if cam_default else []:
         check()
         _ = grad_cams[name]  # computed here, off the GUI thread
+    extras = _sequence_extras(cap, spec, model, image, fast)
     shapes = output_shapes(cap)
     tree = None
     if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
         from actviz.core.tree import module_tree
 
         tree = module_tree(model, cap)
-    return _assemble(
+    result = _assemble(
         cap, spec, layers, order, image, sal, sal_msg, grad_cams, cam_default, tree, shapes
     )
+    return replace(result, **extras) if extras else result
+
+
+def _sequence_extras(
+    cap: Any,
+    spec: DisplaySpec,
+    model: torch.nn.Module | None,
+    image: np.ndarray | None,
+    fast: bool,
+) -> dict[str, Any]:
+    """Attention maps (``cap.extra["attention"]``, recorded by
+    :func:`~actviz.display.attention.capture_attention`), their rollout over the image for a
+    vision transformer, and the logit lens of a language model whose blocks were captured."""
+    from actviz.display.attention import attention_rollout, rollout_map
+
+    extras: dict[str, Any] = {}
+    attention = cap.extra.get("attention") if isinstance(cap.extra, Mapping) else None
+    if attention is not None:
+        extras["attention"] = attention
+        if spec.layout is not None and attention.layers:
+            try:
+                rollout = attention_rollout(attention.stacked(spec.sample))
+                size = image.shape[:2] if image is not None else None
+                extras["rollout"] = rollout_map(rollout, spec.layout, size)
+            except ValueError as exc:  # tokens that are not the patch layout's
+                log.debug("no attention rollout: %s", exc)
+    if model is not None and not fast:
+        from actviz.display.logit_lens import lens_layers, logit_lens
+
+        lens = lens_layers(model)
+        if lens is not None and any(b in cap for b in lens.blocks):
+            extras["logit_lens"] = logit_lens(
+                model,
+                cap,
+                sample=spec.sample,
+                tokenizer=spec.tokenizer,
+                tokens=spec.tokens,
+                layers=lens,
+            )
+    return extras
 
 
 def _assemble(
