@@ -46,6 +46,7 @@ from actviz.ui.state.session import (
     Session,
     run_job,
 )
+from actviz.ui.tokens.views import TokenViews
 from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
@@ -223,6 +224,8 @@ class MainWindow(QMainWindow):
             self.session, self.display, self.commands, self.centre.banner,
             self.status.status_label, self.show_warning, self.pinned_shown,
         )  # fmt: skip
+        #: Text box, Attention tab, rollout (issue 15: token sequences and attention).
+        self.tokens = TokenViews(self)
         #: Live mode, once :func:`~actviz.ui.live.dock.install_live_mode` attached it.
         self.live: LiveController | None = None
         self.live_dock: LiveControls | None = None
