@@ -1,0 +1,112 @@
+"""Token sequences, attention and the logit lens in the real window (tiny GPT-2 and ViT)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QSettings
+
+from actviz.display.attention import attention_rollout, capture_attention, rollout_map
+from actviz.ui.tokens.attention_panel import MEAN
+from actviz.ui.window.main_window import MainWindow
+from tests.display.seq_models import tiny_gpt2, tiny_vit
+
+RUN_TIMEOUT_MS = 60_000
+TOKENS = ["The", " cat", " sat", " on", " a", " mat"]
+IDS = torch.tensor([[5, 17, 33, 2, 9, 21]])
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
+    qtbot.addWidget(win)
+    win.resize(1280, 720)
+    win.show()
+    qtbot.waitExposed(win)
+    return win
+
+
+def _run(qtbot, window: MainWindow) -> None:
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.run() is not None
+    window.flush_panel_updates()
+
+
+def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
+    model = tiny_gpt2()
+    window.set_model(model, layers=["transformer.h.1.mlp", "transformer.ln_f"])
+    window.session.set_input(
+        {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
+    )
+    _run(qtbot, window)
+    result = window.session.result
+    cap = result.capture
+
+    # Token panel: labels on the axis, the layer's values, norms, |gradient|; hover read-out.
+    panel = window.layer_panels["transformer.ln_f"]
+    assert panel.token_view is not None and panel.token_box.isVisible()
+    assert not panel.activation_slot.isVisible()
+    canvas = panel.token_canvas
+    assert canvas.row_labels == tuple(TOKENS)
+    ticks = [label for _pos, label in canvas.plot.getAxis("left")._tickLevels[0]]
+    assert ticks == TOKENS
+    values = cap["transformer.ln_f"].tensor[0].numpy()
+    np.testing.assert_array_equal(canvas.heat, values)
+    np.testing.assert_allclose(canvas.bar_values, np.linalg.norm(values, axis=1), rtol=1e-5)
+    grad = np.abs(cap["transformer.ln_f"].grad[0].numpy())
+    np.testing.assert_array_equal(panel.token_grad_canvas.heat, grad)
+    qtbot.mouseMove(canvas.viewport(), canvas.cell_centre(2, 7))
+    want = f"token 2 ' sat', feature 7: value {values[2, 7]:.4g}"
+    qtbot.waitUntil(lambda: panel.status_label.text() == want, timeout=3000)
+
+    # Attention tab: the model's own attentions, per head and the mean; token labels.
+    tabs = window.tabs
+    index = window.tokens.attention_tab_index
+    assert tabs.isTabVisible(index)
+    own = capture_attention(model, {"input_ids": IDS})
+    att = window.tokens.attention_panel
+    assert [att.layer_combo.itemText(i) for i in range(att.layer_combo.count())] == list(own.layers)
+    assert att.head_combo.itemText(0) == MEAN and att.head_combo.count() == 5
+    np.testing.assert_allclose(att.shown_map(), own.mean(own.layers[0]), rtol=1e-6)
+    att.set_layer("transformer.h.1.attn")
+    att.set_head(2)
+    np.testing.assert_array_equal(att.shown_map(), own.heads("transformer.h.1.attn")[2])
+    assert att.labels == TOKENS
+    assert "head 2" in att.title()
+
+    # Logit lens: one row per block, the last block's top token is the model's prediction.
+    lens = window.tokens.lens_panel
+    assert lens.position() == len(TOKENS) - 1
+    assert lens.table.rowCount() == 2
+    logits = model(input_ids=IDS).logits[0, -1]
+    top = int(logits.argmax())
+    assert lens.table.item(1, 0).data(256) == top  # Qt.UserRole
+    assert lens.cell_text(1, 0).startswith(f"'#{top}' ")
+    lens.set_position(1)
+    assert lens.table.item(1, 0).data(256) == int(model(input_ids=IDS).logits[0, 1].argmax())
+
+
+def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, window):
+    model = tiny_vit()
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+    image = (np.random.default_rng(0).random((32, 32, 3)) * 255).astype(np.uint8)
+    window.set_model(model, layers=["blocks.0"])
+    window.set_input(x, image=image)
+    _run(qtbot, window)
+    panel = window.layer_panels["blocks.0"]
+    assert panel.token_view is None
+    view = panel.activation_slot.view
+    assert view.kind == "maps" and view.data.shape == (48, 2, 2)
+    tokens = window.session.result.capture["blocks.0"].tensor[0]
+    np.testing.assert_array_equal(view.data[3], tokens[1:, 3].reshape(2, 2).numpy())
+    rollout = window.tokens.rollout_panel
+    assert not rollout.isHidden()  # on the Overview tab (not the current one)
+    own = capture_attention(model, x)
+    expected = rollout_map(
+        attention_rollout(own.stacked()), window.session.result.spec.layout, (32, 32)
+    )
+    np.testing.assert_allclose(window.session.result.rollout, expected, atol=1e-6)
+    assert rollout.parentWidget() is window.gradcam_panel.parentWidget()  # the same row
+    assert window.tokens.attention_panel.labels[:2] == ["cls", "(0,0)"]
