@@ -23,9 +23,11 @@ from actviz.display.views import as_numpy
 __all__ = [
     "SequenceLayout",
     "TokenView",
+    "heat_levels",
     "patch_maps",
     "sequence_kind",
     "sequence_layout",
+    "token_labels",
     "token_view",
 ]
 
@@ -190,3 +192,32 @@ def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> n
     rows, cols = layout.grid
     patches = data[layout.prefix :]
     return np.ascontiguousarray(patches.T.reshape(patches.shape[1], rows, cols))
+
+
+def heat_levels(heat: np.ndarray, *, symmetric: bool) -> tuple[float, float]:
+    """Display levels of a token heat map (window and export alike): ``[-M, M]`` of the
+    largest magnitude when ``symmetric`` (a diverging map), else min..max."""
+    finite = heat[np.isfinite(heat)]
+    if finite.size == 0:
+        return (0.0, 1.0)
+    if symmetric:
+        m = float(np.abs(finite).max()) or 1.0
+        return (-m, m)
+    low, high = float(finite.min()), float(finite.max())
+    return (low, high) if high > low else (low, low + 1.0)
+
+
+def token_labels(
+    count: int, tokens: Sequence[str] | None, layout: SequenceLayout | None = None
+) -> list[str]:
+    """Labels of ``count`` positions: the input's tokens when there are as many, a ViT's
+    ``cls`` / ``(row, col)`` patch names under ``layout``, else the positions."""
+    if tokens is not None and len(tokens) == count:
+        return [str(t) for t in tokens]
+    if layout is not None and layout.tokens == count:
+        cols = layout.grid[1]
+        prefix = ["cls"] + [f"reg{i}" for i in range(1, layout.prefix)]
+        return prefix[: layout.prefix] + [
+            f"({i // cols},{i % cols})" for i in range(count - layout.prefix)
+        ]
+    return [str(i) for i in range(count)]

@@ -15,6 +15,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepare import prepare, symmetric_for
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.display.views import LayerView, layer_view, magnitude_view
+from actviz.io.token_export import sequence_inputs, write_sequence_views
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",
@@ -363,6 +365,11 @@ def export_capture(
     gradcam_layer: str | None = None,
     layers: Sequence[str] | None = None,
     progress: ProgressFn | None = None,
+    tokens: Sequence[str] | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
+    logit_lens: Any = None,
+    layout: Any = None,
 ) -> list[Path]:
     """Write everything about ``cap`` to ``out_dir``.
 
@@ -398,6 +405,11 @@ def export_capture(
         Subset of ``cap.names`` to write (default all).
     progress
         Called as ``progress(done, total, what)`` while writing.
+    tokens, model, tokenizer, logit_lens, layout
+        Sequence views (:mod:`actviz.io.token_export`): the input's token strings; the model
+        (its ViT patch layout, attention maps when ``cap.extra`` has none, the logit lens);
+        the tokenizer (lens strings); a logit lens computed already and a ViT patch layout
+        (the window's, which passes no model: its capture worker may be using it).
 
     Returns
     -------
@@ -423,7 +435,12 @@ def export_capture(
         gradcam_layer=gradcam_layer,
         colormap=cmap,
     )
-    prepared = prepare(cap, spec, eager_hist=())
+    cap, spec = sequence_inputs(
+        cap, spec, tokens=tokens, model=model, tokenizer=tokenizer, layout=layout
+    )
+    prepared = prepare(cap, spec, eager_hist=(), model=model)
+    if prepared.logit_lens is None and logit_lens is not None:
+        prepared = replace(prepared, logit_lens=logit_lens)
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
     total = len(names) + 1
@@ -494,6 +511,14 @@ def export_capture(
             written += [path, out / "gradcam.npy"]
             attribution["gradcam"] = path.name
             attribution["gradcam_layer"] = cam_layer
+    sequence_files, sequence_summary = write_sequence_views(prepared, out, names)
+    written += sequence_files
+    if prepared.rollout is not None:
+        path = out / "rollout.png"
+        _heat_png(prepared.rollout, image, "attention rollout").save(path)
+        np.save(out / "rollout.npy", prepared.rollout)
+        written += [path, out / "rollout.npy"]
+        attribution["rollout"] = path.name
     if image is not None:
         inp = out / "input.png"
         Image.fromarray(np.ascontiguousarray(image)).save(inp)
@@ -519,6 +544,7 @@ def export_capture(
         ],
         "layers": layer_summary,
         "attribution": attribution,
+        **sequence_summary,
         "warnings": list(cap.warnings),
         "elapsed_s": cap.elapsed_s,
         "files": [p.name for p in written],

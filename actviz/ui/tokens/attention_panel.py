@@ -13,31 +13,15 @@ import numpy as np
 from PySide6 import QtWidgets
 
 from actviz.display.attention import AttentionMaps
-from actviz.display.tokens import SequenceLayout
+from actviz.display.tokens import SequenceLayout, token_labels
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.tokens.canvas import LabelledHeatCanvas
 
-__all__ = ["MEAN", "AttentionPanel", "token_labels"]
+__all__ = ["MEAN", "AttentionPanel"]
 
 #: The head selector's first entry.
 MEAN = "mean of heads"
-
-
-def token_labels(
-    count: int, tokens: Sequence[str] | None, layout: SequenceLayout | None = None
-) -> list[str]:
-    """Labels of ``count`` positions: the input's tokens when there are as many, a ViT's
-    ``cls`` / ``(row, col)`` patch names under ``layout``, else the positions."""
-    if tokens is not None and len(tokens) == count:
-        return [str(t) for t in tokens]
-    if layout is not None and layout.tokens == count:
-        cols = layout.grid[1]
-        prefix = ["cls"] + [f"reg{i}" for i in range(1, layout.prefix)]
-        return prefix[: layout.prefix] + [
-            f"({i // cols},{i % cols})" for i in range(count - layout.prefix)
-        ]
-    return [str(i) for i in range(count)]
 
 
 class AttentionPanel(PanelBase):

@@ -14,10 +14,11 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from actviz.display.colormaps import resolve
+from actviz.display.tokens import heat_levels
 from actviz.ui.panels import style
 from actviz.ui.panels.colormaps import lut
 
-__all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks", "heat_levels"]
+__all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
 
 #: Most token labels an axis shows; longer sequences label every n-th token.
 MAX_TICKS = 48
@@ -34,18 +35,6 @@ def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[floa
             text = text[: _LABEL_CHARS - 1] + "…"
         out.append((i + 0.5, text))
     return out
-
-
-def heat_levels(heat: np.ndarray, *, symmetric: bool) -> tuple[float, float]:
-    """Display levels: ``[-M, M]`` of the largest magnitude when symmetric, else min..max."""
-    finite = heat[np.isfinite(heat)]
-    if finite.size == 0:
-        return (0.0, 1.0)
-    if symmetric:
-        m = float(np.abs(finite).max()) or 1.0
-        return (-m, m)
-    low, high = float(finite.min()), float(finite.max())
-    return (low, high) if high > low else (low, low + 1.0)
 
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):

@@ -16,7 +16,7 @@ Token layers themselves are shown in the Layers grid by
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
@@ -26,9 +26,6 @@ from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.style import PANEL_SPACING
 from actviz.ui.tokens.attention_panel import AttentionPanel
 from actviz.ui.tokens.lens_panel import LogitLensPanel
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.window.main_window import MainWindow
 
 __all__ = ["TEXT_PREFIX", "TokenViews"]
 
@@ -41,10 +38,11 @@ class TokenViews:
     Parameters
     ----------
     window
-        The main window (its session, centre tabs, Overview and input loading).
+        The main window (:class:`~actviz.ui.window.main_window.MainWindow`, not imported:
+        it imports this module): its session, centre tabs, Overview and input loading.
     """
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:
         self.window = window
         self.session = window.session
         centre = window.centre

@@ -151,6 +151,12 @@ class ExportActions:
             cmap=self.colormap,
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
+            # Sequence views (issue 15): what the run showed; never the model (the capture
+            # worker may be running it).
+            tokens=result.spec.tokens,
+            layout=result.spec.layout,
+            tokenizer=result.spec.tokenizer,
+            logit_lens=result.logit_lens,
         )
         cap = result.capture
 
