@@ -231,8 +231,8 @@ def test_near_miss_asks_with_candidates(tmp_path):
         f"{path}: holds only weights (123 tensors), not the architecture; closest: "
         f"resnet18 (score {best.score:.2f}), resnet34 (score {exc.candidates[1].score:.2f}), "
         f"resnet50 (score {exc.candidates[2].score:.2f}); pass the architecture with --arch "
-        "on the command line or arch= in Python (a torchvision name such as resnet18, or "
-        "file.py:ClassName)"
+        "on the command line or arch= in Python (a torchvision name such as resnet18, "
+        "timm:NAME, or file.py:ClassName)"
     )
     assert best.score == round(0.98 * 122 / 123, 4)
 
