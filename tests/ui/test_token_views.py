@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 
 from actviz.display.attention import attention_rollout, capture_attention, rollout_map
 from actviz.ui.tokens.attention_panel import MEAN
@@ -110,3 +110,46 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, window):
     np.testing.assert_allclose(window.session.result.rollout, expected, atol=1e-6)
     assert rollout.parentWidget() is window.gradcam_panel.parentWidget()  # the same row
     assert window.tokens.attention_panel.labels[:2] == ["cls", "(0,0)"]
+
+
+def _gpt2_folder(folder):
+    """A tiny GPT-2 saved with save_pretrained, with a word-level tokenizer trained here."""
+    transformers = pytest.importorskip("transformers", reason="needs the hf extra")
+    tokenizers = pytest.importorskip("tokenizers", reason="needs the hf extra")
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    words = ["the cat sat on the mat", "a dog sat on a log"]
+    tok.train_from_iterator(words, tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+    model = tiny_gpt2(vocab=len(fast))
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return model
+
+
+def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path):
+    folder = tmp_path / "tiny-gpt2"
+    _gpt2_folder(folder)
+    views = window.tokens
+    assert views.text_bar.isHidden()
+    assert window.open_model_source(str(folder), wait=True)
+    assert not views.text_bar.isHidden() and views.text_action.isEnabled()
+    window.tick(["transformer.h.0"])
+    with qtbot.waitSignal(window.input_loaded, timeout=RUN_TIMEOUT_MS):
+        qtbot.keyClicks(views.text_edit, "the cat sat on a log")
+        qtbot.keyClick(views.text_edit, Qt.Key.Key_Return)
+    assert window.session.input.tokens == ("the", "cat", "sat", "on", "a", "log")
+    _run(qtbot, window)
+    result = window.session.result
+    panel = window.layer_panels["transformer.h.0"]
+    assert panel.token_canvas.row_labels == ("the", "cat", "sat", "on", "a", "log")
+    np.testing.assert_array_equal(
+        panel.token_canvas.heat, result.capture["transformer.h.0"].tensor[0].numpy()
+    )
+    logits = result.capture.output["logits"][0, -1]  # ModelOutput mapped to a dict
+    assert result.target_index == int(logits.argmax())  # the next-token default target
+    assert result.target_text.startswith("next-token logit at the last position")
+    lens = window.tokens.lens_panel
+    assert lens.position_combo.currentText().endswith("'log'")
+    assert lens.cell_text(1, 0)  # the tokenizer's strings, not ids
+    assert not lens.cell_text(1, 0).startswith("'#")
