@@ -55,6 +55,8 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
     values = cap["transformer.ln_f"].tensor[0].numpy()
     np.testing.assert_array_equal(canvas.heat, values)
     np.testing.assert_allclose(canvas.bar_values, np.linalg.norm(values, axis=1), rtol=1e-5)
+    # each bar beside its own row (both plots top-down)
+    assert canvas.bars_plot.vb.yInverted() and canvas.plot.vb.yInverted()
     grad = np.abs(cap["transformer.ln_f"].grad[0].numpy())
     np.testing.assert_array_equal(panel.token_grad_canvas.heat, grad)
     qtbot.mouseMove(canvas.viewport(), canvas.cell_centre(2, 7))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.display.colormaps import resolve
 from actviz.display.tokens import heat_levels
@@ -73,6 +73,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         if bars_label is not None:
             self.bars_plot = self.addPlot(row=0, col=1)
             style.style_plot(self.bars_plot, x_label=bars_label)
+            self.bars_plot.invertY(True)  # row 0 at the top, beside its heat-map row
             self.bars_plot.setYLink(self.plot)
             self.bars_plot.hideAxis("left")
             self.bars_plot.setMouseEnabled(x=False, y=False)
@@ -112,11 +113,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         rows, cols = heat.shape
         self.image.setImage(heat, levels=self.levels, lut=lut(self.colormap_name))
         self.image.setRect(QtCore.QRectF(0, 0, cols, rows))
-        self.plot.getAxis("left").setTicks([axis_ticks(self.row_labels)])
-        if self.col_labels is not None:
-            self.plot.getAxis("bottom").setTicks([axis_ticks(self.col_labels)])
-        else:
-            self.plot.getAxis("bottom").setTicks(None)
+        self._update_ticks()
         self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
         if self.bars_plot is not None:
@@ -135,6 +132,25 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
                 self.bars_plot.addItem(self.bars)
                 peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
                 self.bars_plot.setXRange(0, peak if peak > 0 else 1.0, padding=0.05)
+
+    def _update_ticks(self) -> None:
+        """Token labels on the axes, as many as fit: rows about 12 px apart, columns (wider
+        labels side by side) about 48 px apart."""
+        if getattr(self, "heat", None) is None:  # pyqtgraph resizes while it is built
+            return
+        rect = self.plot.vb.boundingRect()
+        height, width = max(rect.height(), 120.0), max(rect.width(), 160.0)
+        rows = min(MAX_TICKS, max(2, int(height // 12)))
+        self.plot.getAxis("left").setTicks([axis_ticks(self.row_labels, rows)])
+        if self.col_labels is not None:
+            cols = min(MAX_TICKS, max(2, int(width // 48)))
+            self.plot.getAxis("bottom").setTicks([axis_ticks(self.col_labels, cols)])
+        else:
+            self.plot.getAxis("bottom").setTicks(None)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._update_ticks()
 
     def clear_heat(self) -> None:
         """Show nothing."""

@@ -124,6 +124,8 @@ class TokenViews:
             result.attention, spec.tokens, layout=spec.layout, sample=spec.sample
         )
         self.lens_panel.set_lens(result.logit_lens)
+        self.attention_panel.setVisible(result.attention is not None)
+        self.lens_panel.setVisible(result.logit_lens is not None)
         self.tabs.setTabVisible(
             self.attention_tab_index, result.attention is not None or result.logit_lens is not None
         )
