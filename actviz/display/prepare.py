@@ -46,7 +46,13 @@ from actviz.display.device import HostLayer, copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
 from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
 from actviz.display.stats import histogram, tensor_stats
-from actviz.display.tokens import TokenView, patch_maps, sequence_kind, token_view
+from actviz.display.tokens import (
+    TokenView,
+    patch_grid_tensor,
+    patch_maps,
+    sequence_kind,
+    token_view,
+)
 from actviz.display.views import LayerView, layer_view, magnitude_view
 
 __all__ = [
@@ -339,9 +345,19 @@ def renormalised(
 # --------------------------------------------------------------------------------------------
 
 
-def _cam_or_blank(rec: Any, size: tuple[int, int] | None, sample: int) -> np.ndarray:
+def _cam_inputs(rec: Any, layout: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's activation and gradient for Grad-CAM: ViT tokens as maps on the patch grid."""
+    act, grad = rec.tensor, rec.grad
+    if layout is not None and act.dim() == 3:
+        return patch_grid_tensor(act, layout), patch_grid_tensor(grad, layout)
+    return act, grad
+
+
+def _cam_or_blank(
+    rec: Any, size: tuple[int, int] | None, sample: int, layout: Any = None
+) -> np.ndarray:
     try:
-        return grad_cam(rec.tensor, rec.grad, size=size, sample=sample)
+        return grad_cam(*_cam_inputs(rec, layout), size=size, sample=sample)
     except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
         log.debug("no Grad-CAM for %s: %s", rec.name, exc)
         return np.zeros(size or (1, 1), dtype=np.float32)
@@ -404,7 +420,7 @@ def prepare(
     order = [n for n in cap.names if n in shown]
     image = display_image(cap.inputs, spec.image, spec.sample)
     size = image.shape[:2] if image is not None else None
-    candidates = gradcam_candidates(cap, image)
+    candidates = gradcam_candidates(cap, image, spec.layout)
     cam_default = default_gradcam_layer(cap, candidates, spec.gradcam_layer)
     hist_names = set(order if eager_hist is None else eager_hist)
     on_device = device
@@ -418,7 +434,7 @@ def prepare(
         extras: dict[str, torch.Tensor] = {}
         if cam_default is not None:
             rec = cap[cam_default]
-            extras["gradcam"] = grad_cam_tensor(rec.tensor, rec.grad, size, spec.sample)
+            extras["gradcam"] = grad_cam_tensor(*_cam_inputs(rec, spec.layout), size, spec.sample)
         if not saliency_unavailable(cap.input_grads, image):
             grad = first_tensor(cap.input_grads)
             extras["saliency"] = saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
@@ -457,7 +473,7 @@ def prepare(
         {
             n: Lazy.of(cams[n])
             if n in cams
-            else Lazy(lambda rec=cap[n]: _cam_or_blank(rec, size, spec.sample))
+            else Lazy(lambda rec=cap[n]: _cam_or_blank(rec, size, spec.sample, spec.layout))
             for n in candidates
         }
     )

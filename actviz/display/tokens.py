@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from actviz.display.views import as_numpy
@@ -24,6 +25,7 @@ __all__ = [
     "SequenceLayout",
     "TokenView",
     "heat_levels",
+    "patch_grid_tensor",
     "patch_maps",
     "sequence_kind",
     "sequence_layout",
@@ -221,3 +223,13 @@ def token_labels(
             f"({i // cols},{i % cols})" for i in range(count - layout.prefix)
         ]
     return [str(i) for i in range(count)]
+
+
+def patch_grid_tensor(tokens: torch.Tensor, layout: SequenceLayout) -> torch.Tensor:
+    """``(N, T, D)`` ViT tokens as ``(N, D, rows, cols)`` maps on the patch grid (prefix tokens
+    dropped), where they live (Grad-CAM of a vision transformer)."""
+    n, t, d = tokens.shape
+    if t != layout.tokens:
+        raise ValueError(f"{t} tokens do not fit {layout}")
+    patches = tokens[:, layout.prefix :, :]
+    return patches.transpose(1, 2).reshape(n, d, *layout.grid)

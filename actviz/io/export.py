@@ -492,7 +492,8 @@ def export_capture(
         np.save(out / "saliency.npy", sal)
         written += [path, out / "saliency.npy"]
         attribution["saliency"] = path.name
-    cam_layer = gradcam_layer or pick_gradcam_layer(cap)
+    # The window's default (ViT token layers included) when the input is an image.
+    cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
     if cam_layer is not None and cam_layer in cap and cap[cam_layer].grad is not None:
         rec = cap[cam_layer]
         size = image.shape[:2] if image is not None else None

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import actviz
+from actviz.display.attribution import grad_cam
 from actviz.display.logit_lens import lens_layers, logit_lens
 from actviz.display.prepare import prepare
 from actviz.display.result import DisplaySpec
@@ -107,8 +108,8 @@ def test_prepare_shows_vit_tokens_as_patch_maps():
     layout = sequence_layout(model)
     assert layout == SequenceLayout((2, 2), 1)
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
-    cap = actviz.capture(model, x, ["blocks.1"])
-    result = prepare(cap, DisplaySpec(layers=("blocks.1",), layout=layout))
+    cap = actviz.capture(model, x, ["blocks.0", "blocks.1"])
+    result = prepare(cap, DisplaySpec(layers=("blocks.0", "blocks.1"), layout=layout))
     layer = result.layers["blocks.1"]
     assert layer.view.kind == "maps" and layer.view.data.shape == (48, 2, 2)
     np.testing.assert_array_equal(
@@ -116,3 +117,16 @@ def test_prepare_shows_vit_tokens_as_patch_maps():
     )
     assert layer.mosaic is not None and layer.mosaic.total_channels == 48
     assert layer.grad_view is not None and layer.grad_view.data.shape == (48, 2, 2)
+
+    # Grad-CAM on the patch grid; the last block's patch tokens never reach the class-token
+    # head (zero gradient), so only blocks.0 is offered.
+    assert list(result.grad_cams) == ["blocks.0"] and result.gradcam_default == "blocks.0"
+    act, grad = cap["blocks.0"].tensor, cap["blocks.0"].grad
+    grid = (
+        act[:, 1:].transpose(1, 2).reshape(1, 48, 2, 2),
+        grad[:, 1:].transpose(1, 2).reshape(1, 48, 2, 2),
+    )
+    np.testing.assert_allclose(
+        result.grad_cams["blocks.0"], grad_cam(*grid, size=(32, 32)), atol=1e-6
+    )
+    assert prepare(cap, DisplaySpec(layers=("blocks.0",))).grad_cams == {}  # no layout: none
