@@ -20,7 +20,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLineEdit, QPushButton, QSplitter, QToolBar
+from PySide6.QtWidgets import QFrame, QLineEdit, QPushButton, QScrollArea, QSplitter, QToolBar
 
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.style import PANEL_SPACING
@@ -56,7 +56,13 @@ class TokenViews:
         self.attention_tab.addWidget(self.attention_panel)
         self.attention_tab.addWidget(self.lens_panel)
         self.attention_tab.setSizes([3000, 2000])
-        self.attention_tab_index = self.tabs.addTab(self.attention_tab, "Attention")
+        # A scroll area, like the Overview's page: the tab never sets the window's minimum size.
+        self.attention_page = QScrollArea()
+        self.attention_page.setObjectName("attentionPage")
+        self.attention_page.setWidgetResizable(True)
+        self.attention_page.setFrameShape(QFrame.Shape.NoFrame)
+        self.attention_page.setWidget(self.attention_tab)
+        self.attention_tab_index = self.tabs.addTab(self.attention_page, "Attention")
         self.tabs.setTabVisible(self.attention_tab_index, False)
         # Rollout beside Grad-CAM (the Overview's top row).
         self.rollout_panel = OverlayPanel("Attention rollout")
