@@ -98,6 +98,11 @@ def test_prepare_routes_sequence_layers_to_the_token_view():
     lens = prepare(cap, spec, model=model).logit_lens
     assert lens is not None and lens.layers == ("transformer.h.1",)
     np.testing.assert_array_equal(lens.ids[0], logit_lens(model, cap).ids[0])
+    # the device path (one host copy per frame, live mode) gives the same token view
+    host = prepare(cap, spec, device=True).layers["transformer.ln_f"].tokens
+    np.testing.assert_array_equal(host.heat, layer.tokens.heat)
+    np.testing.assert_array_equal(host.grad_heat, layer.tokens.grad_heat)
+    assert host.shape == layer.tokens.shape
     # without tokens: the plain heat map as before
     plain = prepare(cap, DisplaySpec(layers=tuple(layers)))
     assert plain.layers["transformer.ln_f"].tokens is None
@@ -117,6 +122,8 @@ def test_prepare_shows_vit_tokens_as_patch_maps():
     )
     assert layer.mosaic is not None and layer.mosaic.total_channels == 48
     assert layer.grad_view is not None and layer.grad_view.data.shape == (48, 2, 2)
+    host = prepare(cap, DisplaySpec(layers=("blocks.1",), layout=layout), device=True)
+    np.testing.assert_array_equal(host.layers["blocks.1"].view.data, layer.view.data)
 
     # Grad-CAM on the patch grid; the last block's patch tokens never reach the class-token
     # head (zero gradient), so only blocks.0 is offered.

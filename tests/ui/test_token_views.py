@@ -76,6 +76,12 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
     att.set_head(2)
     np.testing.assert_array_equal(att.shown_map(), own.heads("transformer.h.1.attn")[2])
     assert att.labels == TOKENS
+    heat = att.shown_map()
+    tabs.setCurrentIndex(index)
+    qtbot.waitUntil(lambda: att.canvas.isVisible() and att.canvas.plot.vb.width() > 50)
+    qtbot.mouseMove(att.canvas.viewport(), att.canvas.cell_centre(4, 1))
+    want = f"query 4 ' a' -> key 1 ' cat': {float(heat[4, 1]):.4f}"
+    qtbot.waitUntil(lambda: att.status_label.text() == want, timeout=3000)
     assert "head 2" in att.title()
 
     # Logit lens: one row per block, the last block's top token is the model's prediction.
