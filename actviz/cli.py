@@ -226,6 +226,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         normalize=args.normalize,
         gradcam_layer=args.gradcam_layer,
         progress=progress,
+        # Sequence views (token maps, attention, rollout, logit lens): actviz/io/token_export.py
+        tokens=getattr(inp, "tokens", None),
+        model=loaded.model,
+        tokenizer=getattr(loaded, "tokenizer", None),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0

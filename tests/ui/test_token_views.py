@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings, Qt
 from actviz.display.attention import attention_rollout, capture_attention, rollout_map
 from actviz.ui.tokens.attention_panel import MEAN
 from actviz.ui.window.main_window import MainWindow
-from tests.display.seq_models import tiny_gpt2, tiny_vit
+from tests.display.seq_models import gpt2_folder, tiny_gpt2, tiny_vit
 
 RUN_TIMEOUT_MS = 60_000
 TOKENS = ["The", " cat", " sat", " on", " a", " mat"]
@@ -120,24 +120,9 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, window):
     assert window.tokens.attention_panel.labels[:2] == ["cls", "(0,0)"]
 
 
-def _gpt2_folder(folder):
-    """A tiny GPT-2 saved with save_pretrained, with a word-level tokenizer trained here."""
-    transformers = pytest.importorskip("transformers", reason="needs the hf extra")
-    tokenizers = pytest.importorskip("tokenizers", reason="needs the hf extra")
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    words = ["the cat sat on the mat", "a dog sat on a log"]
-    tok.train_from_iterator(words, tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
-    model = tiny_gpt2(vocab=len(fast))
-    model.save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return model
-
-
 def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path):
     folder = tmp_path / "tiny-gpt2"
-    _gpt2_folder(folder)
+    gpt2_folder(folder)
     views = window.tokens
     assert views.text_bar.isHidden()
     assert window.open_model_source(str(folder), wait=True)
@@ -161,3 +146,17 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path)
     assert lens.position_combo.currentText().endswith("'log'")
     assert lens.cell_text(1, 0)  # the tokenizer's strings, not ids
     assert not lens.cell_text(1, 0).startswith("'#")
+
+    # "Export everything" writes the token and attention views of the run shown.
+    out = tmp_path / "export"
+    assert window.exports.export_all(out, wait=True)
+    heat = np.load(out / "transformer.h.0_tokens.npz")
+    np.testing.assert_array_equal(heat["heat"], panel.token_canvas.heat)
+    assert list(heat["tokens"]) == ["the", "cat", "sat", "on", "a", "log"]
+    assert (out / "attention_transformer.h.0.attn.png").is_file()
+    np.testing.assert_array_equal(
+        np.load(out / "attention.npz")["transformer.h.0.attn"],
+        result.attention.probs["transformer.h.0.attn"],
+    )
+    lens_json = (out / "logit_lens.json").read_text()
+    assert '"layers": [' in lens_json and "transformer.h.1" in lens_json

@@ -1,0 +1,33 @@
+"""`actviz export` of a Hugging Face folder with text input writes the sequence views."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from actviz.cli import main
+from tests.display.seq_models import gpt2_folder
+
+
+def test_cli_export_of_text_writes_token_and_attention_files(tmp_path, capsys):
+    folder = tmp_path / "tiny-gpt2"
+    gpt2_folder(folder)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "export", "--model", str(folder), "--input", "text:the cat sat",
+            "--layers", "transformer.h.0,transformer.h.1", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["tokens"] == ["the", "cat", "sat"]
+    saved = np.load(out / "transformer.h.1_tokens.npz")
+    assert saved["heat"].shape == (3, 32)
+    assert summary["attention"]["layers"] == ["transformer.h.0.attn", "transformer.h.1.attn"]
+    probs = np.load(out / "attention.npz")["transformer.h.0.attn"]
+    np.testing.assert_allclose(probs.sum(-1), 1, atol=1e-6)
+    lens = json.loads((out / "logit_lens.json").read_text())
+    assert lens["layers"] == ["transformer.h.0", "transformer.h.1"]
+    assert lens["positions"][-1][-1]["top"][0]["text"]  # the tokenizer's string
