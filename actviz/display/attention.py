@@ -187,6 +187,7 @@ def capture_attention(
     inputs: Any,
     *,
     should_stop: Callable[[], bool] | None = None,
+    max_bytes: int | None = None,
 ) -> AttentionMaps | None:
     """Record the attention probabilities of every attention module of ``model`` on
     ``inputs``: one extra forward pass, without gradients, under :func:`eager_attention`
@@ -200,6 +201,9 @@ def capture_attention(
         As for :func:`actviz.core.capture.capture`.
     should_stop
         Polled before every module call (``CaptureCancelled``).
+    max_bytes
+        Refuse (``CaptureTooLarge``) once the recorded maps would exceed this many bytes
+        (they grow with the square of the sequence length).
     """
     from actviz.core.capture import capture
 
@@ -214,6 +218,7 @@ def capture_attention(
             gradients=False,
             keep_inputs=False,
             should_stop=should_stop,
+            max_bytes=max_bytes,
         )
     probs: dict[str, np.ndarray] = {}
     order: list[str] = []

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from actviz.core.capture import CaptureTooLarge
 from actviz.display.attention import (
     attention_modules,
     attention_rollout,
@@ -59,6 +60,9 @@ def test_gpt2_attention_equals_its_output_attentions(no_hooks_left):
     assert np.triu(heads, 1).max() == 0
     np.testing.assert_allclose(heads.sum(-1), 1, atol=1e-6)
     np.testing.assert_allclose(maps.mean("transformer.h.1.attn"), heads.mean(0))
+    with pytest.raises(CaptureTooLarge):  # the window's memory budget applies
+        capture_attention(model, {"input_ids": IDS}, max_bytes=100)
+    assert model.config._attn_implementation == "sdpa"
     # the unfused path agrees with the model's own (sdpa) outputs to rounding
     torch.testing.assert_close(model(input_ids=IDS).logits, before, rtol=1e-5, atol=1e-5)
 

@@ -159,12 +159,16 @@ def run_job(
         input_grads=request.input_grads,
     )
     if request.attention:
+        from actviz.core.capture import CaptureTooLarge
         from actviz.display.attention import capture_attention
 
         report("recording attention")
-        cap.extra["attention"] = capture_attention(
-            request.model, request.inputs, should_stop=should_stop
-        )
+        try:
+            cap.extra["attention"] = capture_attention(
+                request.model, request.inputs, should_stop=should_stop, max_bytes=request.max_bytes
+            )
+        except CaptureTooLarge as exc:  # T x T per head and layer: long sequences grow fast
+            cap.warnings.append(f"attention maps skipped: {exc}")
     return prepare(
         cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
     )

@@ -92,6 +92,7 @@ class TokenViews:
         self.text_edit.returnPressed.connect(self.submit_text)
         self.text_button.clicked.connect(self.submit_text)
         self.session.model_changed.connect(self._on_session_model_changed)
+        self.session.input_changed.connect(self._on_session_input_changed)
         self.session.result_changed.connect(self._on_session_result_changed)
 
     # -- text ----------------------------------------------------------------------------
@@ -120,6 +121,12 @@ class TokenViews:
         self.rollout_panel.clear()
         self.tabs.setTabVisible(self.attention_tab_index, False)
         self.rollout_panel.setVisible(False)
+
+    def _on_session_input_changed(self) -> None:
+        # A text input opened elsewhere (command line, recent inputs) shows in the text box.
+        source = self.session.input.source if self.session.input is not None else ""
+        if source.startswith(TEXT_PREFIX) and self.text_edit.text() != source[len(TEXT_PREFIX) :]:
+            self.text_edit.setText(source[len(TEXT_PREFIX) :])
 
     def _on_session_result_changed(self) -> None:
         result: Any = self.session.result
