@@ -26,63 +26,17 @@ from actviz.io.errors import (  # noqa: E402
 )
 from actviz.io.inputs import open_input  # noqa: E402
 from actviz.io.models import open_model  # noqa: E402
-
-SENTENCES = [
-    "the cat sat on the mat",
-    "the dog sat on the log",
-    "a cat and a dog",
-    "the mat is red",
-]
-LABELS = {0: "negative", 1: "neutral", 2: "positive"}
-
-
-def _tokenizer(bert: bool):
-    """A word-level tokenizer trained on SENTENCES, as transformers' fast tokenizer."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    special = ["[UNK]", "[PAD]", "[CLS]", "[SEP]"]
-    tok.train_from_iterator(SENTENCES, trainers.WordLevelTrainer(special_tokens=special))
-    if bert:
-        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-        )
-    extra = {"cls_token": "[CLS]", "sep_token": "[SEP]"} if bert else {}
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", **extra
-    )
+from tests.io.hf_tiny import LABELS, save_tiny_bert, save_tiny_gpt2  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("hf") / "tiny-gpt2"
-    tok = _tokenizer(bert=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=2, n_head=2,
-        bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
-    model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_gpt2(tmp_path_factory.mktemp("hf") / "tiny-gpt2")
 
 
 @pytest.fixture(scope="module")
 def bert_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("hf") / "tiny-bert"
-    tok = _tokenizer(bert=True)
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=32, num_labels=3, id2label=LABELS,
-        label2id={v: k for k, v in LABELS.items()},
-    )  # fmt: skip
-    transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("hf") / "tiny-bert")
 
 
 @pytest.fixture(scope="module")
