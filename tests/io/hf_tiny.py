@@ -6,6 +6,9 @@ Shared by the io and CLI tests; importing it needs transformers and tokenizers (
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -64,3 +67,56 @@ def save_tiny_bert(folder: Path) -> Path:
     transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+REMOTE_CODE = """
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+class EvilConfig(GPT2Config):
+    model_type = "evil"
+
+
+class EvilForCausalLM(GPT2LMHeadModel):
+    config_class = EvilConfig
+"""
+
+
+def save_remote_code_model(folder: Path, gpt2_dir: Path) -> Path:
+    """A folder whose config names its own modeling code (``auto_map``): the GPT-2 of
+    ``gpt2_dir`` under a model type transformers does not know."""
+    import json
+    import shutil
+
+    folder.mkdir(parents=True)
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(gpt2_dir / name, folder / name)
+    (folder / "modeling_evil.py").write_text(REMOTE_CODE, encoding="utf-8")
+    config = json.loads((gpt2_dir / "config.json").read_text(encoding="utf-8"))
+    config["model_type"] = "evil"
+    config["architectures"] = ["EvilForCausalLM"]
+    config["auto_map"] = {
+        "AutoConfig": "modeling_evil.EvilConfig",
+        "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM",
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+@contextlib.contextmanager
+def remote_code_sandbox(tmp_path: Path) -> Iterator[None]:
+    """Make transformers copy trusted model code under ``tmp_path`` (not the user's cache),
+    and forget it afterwards (its entry on the import path and its modules)."""
+    from transformers import dynamic_module_utils
+
+    saved_cache, saved_path = dynamic_module_utils.HF_MODULES_CACHE, list(sys.path)
+    before = set(sys.modules)
+    dynamic_module_utils.HF_MODULES_CACHE = str(tmp_path / "hf-modules")
+    try:
+        yield
+    finally:
+        dynamic_module_utils.HF_MODULES_CACHE = saved_cache
+        sys.path[:] = saved_path
+        for name in [m for m in sys.modules if m.startswith("transformers_modules")]:
+            if name not in before:
+                del sys.modules[name]
