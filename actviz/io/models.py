@@ -473,7 +473,7 @@ def _build_with_weights(
         arch, guesses = _guess_arch(state_dict, src, guess=guess)
     loaded, fit = _build_arch(arch, state_dict)
     notes = apply_state_dict(loaded.model, state_dict, src, arch)
-    loaded.name = f"{path.name} ({arch})"
+    loaded.name = f"{path.name} ({loaded.name})"  # the canonical name (timm/NAME)
     loaded.source = src
     loaded.kind = kind
     loaded.arch_guesses = guesses

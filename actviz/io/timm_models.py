@@ -12,7 +12,6 @@ for overlays. timm is imported only here, and only when a timm model is asked fo
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -55,13 +54,13 @@ def timm_available() -> bool:
     return True
 
 
-@functools.cache
 def timm_names() -> tuple[str, ...]:
     """Every architecture timm can build (empty when timm is not installed)."""
     try:
         import timm
     except ImportError:
         return ()
+    # Not cached: listing takes milliseconds, and tests swap timm for a stand-in.
     return tuple(timm.list_models())
 
 
@@ -103,11 +102,8 @@ def resolve_name(text: str, *, bare: bool = True) -> str | None:
 
 
 def _is_timm_model(name: str) -> bool:
-    if not name or not timm_names():
-        return False
-    import timm
-
-    return bool(timm.is_model(name))
+    # A pretrained tag (vit_tiny_patch16_224.augreg_in21k) names weights, not the network.
+    return bool(name) and name.split(".", 1)[0] in set(timm_names())
 
 
 class TimmTransform:
@@ -143,12 +139,16 @@ class TimmTransform:
         return f"TimmTransform({self.config})"
 
 
-def data_transform(model: nn.Module) -> TimmTransform:
-    """timm's eval preprocessing for ``model`` (from its pretrained config)."""
-    from timm.data import create_transform, resolve_data_config
+def data_transform(model: nn.Module) -> TimmTransform | None:
+    """timm's eval preprocessing for ``model`` (from its pretrained config); None if unknown."""
+    try:
+        from timm.data import create_transform, resolve_data_config
 
-    config = resolve_data_config({}, model=model)
-    return TimmTransform(create_transform(**config), config)
+        config = resolve_data_config({}, model=model)
+        return TimmTransform(create_transform(**config), config)
+    except Exception as exc:  # noqa: BLE001 - an odd model or timm version: no preprocessing
+        log.debug("no timm data config for %s: %s", type(model).__name__, exc)
+        return None
 
 
 def imagenet_categories(model: nn.Module) -> list[str] | None:
@@ -219,7 +219,8 @@ def build_timm(name: str, weights: Any = "DEFAULT", *, num_classes: int | None =
             warnings.append(note)
     transforms = data_transform(model)
     categories = imagenet_categories(model)
-    return ZooModel(model, weights_name, categories, transforms, transforms.crop_size, warnings)
+    size = transforms.crop_size if transforms is not None else None
+    return ZooModel(model, weights_name, categories, transforms, size, warnings)
 
 
 def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str]:

@@ -6,7 +6,6 @@ Models are tiny and random (2 layers, width 16), built once per module; nothing 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -26,63 +25,23 @@ from actviz.io.errors import (  # noqa: E402
 )
 from actviz.io.inputs import open_input  # noqa: E402
 from actviz.io.models import open_model  # noqa: E402
-
-SENTENCES = [
-    "the cat sat on the mat",
-    "the dog sat on the log",
-    "a cat and a dog",
-    "the mat is red",
-]
-LABELS = {0: "negative", 1: "neutral", 2: "positive"}
-
-
-def _tokenizer(bert: bool):
-    """A word-level tokenizer trained on SENTENCES, as transformers' fast tokenizer."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    special = ["[UNK]", "[PAD]", "[CLS]", "[SEP]"]
-    tok.train_from_iterator(SENTENCES, trainers.WordLevelTrainer(special_tokens=special))
-    if bert:
-        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-        )
-    extra = {"cls_token": "[CLS]", "sep_token": "[SEP]"} if bert else {}
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", **extra
-    )
+from tests.io.hf_tiny import (  # noqa: E402
+    LABELS,
+    remote_code_sandbox,
+    save_remote_code_model,
+    save_tiny_bert,
+    save_tiny_gpt2,
+)
 
 
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("hf") / "tiny-gpt2"
-    tok = _tokenizer(bert=False)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=2, n_head=2,
-        bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
-    model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_gpt2(tmp_path_factory.mktemp("hf") / "tiny-gpt2")
 
 
 @pytest.fixture(scope="module")
 def bert_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("hf") / "tiny-bert"
-    tok = _tokenizer(bert=True)
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=32, num_labels=3, id2label=LABELS,
-        label2id={v: k for k, v in LABELS.items()},
-    )  # fmt: skip
-    transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_bert(tmp_path_factory.mktemp("hf") / "tiny-bert")
 
 
 @pytest.fixture(scope="module")
@@ -191,20 +150,24 @@ def test_folder_without_weights_or_config_is_refused(tmp_path, gpt2_dir):
         open_model(tmp_path / "empty")
 
 
-def test_remote_code_is_refused_without_trust(tmp_path, gpt2_dir):
-    folder = tmp_path / "remote"
-    folder.mkdir()
-    config = json.loads((gpt2_dir / "config.json").read_text())
-    config["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"}
-    config["architectures"] = ["EvilForCausalLM"]
-    (folder / "config.json").write_text(json.dumps(config))
-    shutil.copy(gpt2_dir / "model.safetensors", folder / "model.safetensors")
+def test_remote_code_is_refused_without_trust_and_runs_with_it(tmp_path, gpt2_dir, gpt2):
+    folder = save_remote_code_model(tmp_path / "remote", gpt2_dir)
     with pytest.raises(TrustNeededError) as info:
         open_model(folder)
     assert isinstance(info.value, UntrustedFileError)  # the window's trust question applies
     assert info.value.path == str(folder)
-    assert "runs Python code shipped with it" in str(info.value)
-    assert "modeling_evil.EvilForCausalLM" in str(info.value)
+    assert str(info.value) == (
+        f"{folder}: this model runs Python code shipped with it (its config.json maps "
+        "AutoModelForCausalLM to modeling_evil.EvilForCausalLM); only open it if you trust "
+        "where it came from: pass trust=True in Python, --trust on the command line, or "
+        "confirm the dialog in the GUI"
+    )
+    with remote_code_sandbox(tmp_path):
+        loaded = open_model(folder, trust=True)
+    assert type(loaded.model).__name__ == "EvilForCausalLM" and loaded.task == "causal-lm"
+    ids = torch.tensor([[4, 5, 6]])
+    with torch.no_grad():
+        assert torch.equal(loaded.model(input_ids=ids).logits, gpt2.model(input_ids=ids).logits)
 
 
 def test_hub_id_opens_only_from_the_local_cache(tmp_path, monkeypatch, gpt2_dir):
