@@ -40,18 +40,3 @@ def tiny_vit(seed: int = 0) -> torch.nn.Module:
         "vit_tiny_patch16_224", pretrained=False, img_size=32, depth=2, embed_dim=48,
         num_heads=3, num_classes=5,
     ).eval()  # fmt: skip
-
-
-def gpt2_folder(folder):
-    """A tiny GPT-2 saved with save_pretrained, with a word-level tokenizer trained here."""
-    transformers = pytest.importorskip("transformers", reason="needs the hf extra")
-    tokenizers = pytest.importorskip("tokenizers", reason="needs the hf extra")
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    words = ["the cat sat on the mat", "a dog sat on a log"]
-    tok.train_from_iterator(words, tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
-    model = tiny_gpt2(vocab=len(fast))
-    model.save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return model

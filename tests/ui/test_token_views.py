@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings, Qt
 from actviz.display.attention import attention_rollout, capture_attention, rollout_map
 from actviz.ui.tokens.attention_panel import MEAN
 from actviz.ui.window.main_window import MainWindow
-from tests.display.seq_models import gpt2_folder, tiny_gpt2, tiny_vit
+from tests.display.seq_models import tiny_gpt2, tiny_vit
 
 RUN_TIMEOUT_MS = 60_000
 TOKENS = ["The", " cat", " sat", " on", " a", " mat"]
@@ -121,8 +121,11 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, window):
 
 
 def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path):
-    folder = tmp_path / "tiny-gpt2"
-    gpt2_folder(folder)
+    pytest.importorskip("transformers", reason="needs the hf extra")
+    pytest.importorskip("tokenizers", reason="needs the hf extra")
+    from tests.io.hf_tiny import save_tiny_gpt2
+
+    folder = save_tiny_gpt2(tmp_path / "tiny-gpt2")
     views = window.tokens
     assert views.text_bar.isHidden()
     assert window.open_model_source(str(folder), wait=True)
