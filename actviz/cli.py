@@ -25,11 +25,13 @@ def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
         "--model",
         "-m",
         required=required,
-        help="torchvision name (resnet18), checkpoint / TorchScript / .pt2 / .safetensors file, "
+        help="torchvision name (resnet18), timm:NAME, Hugging Face model folder (or a hub id "
+        "already in the local cache), checkpoint / TorchScript / .pt2 / .safetensors file, "
         "file.py:Class, package.module:factory, or 'demo'",
     )
     p.add_argument(
-        "--arch", help="architecture for a bare state_dict (torchvision name or file.py:Class)"
+        "--arch",
+        help="architecture for a bare state_dict (torchvision name, timm:NAME or file.py:Class)",
     )
     p.add_argument(
         "--weights",
@@ -39,7 +41,8 @@ def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument(
         "--trust",
         action="store_true",
-        help="allow opening a full pickle (runs code stored in the file: only for files you trust)",
+        help="allow opening a full pickle or a model folder's own code (runs code stored with "
+        "it: only for files you trust)",
     )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps")
 
@@ -61,19 +64,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="print the module tree")
     _add_model_args(info, required=True)
-    info.add_argument("--input", "-i", help="also run it and print each module's output shape")
+    info.add_argument(
+        "--input", "-i", help="also run it (any --input of export) and print each output shape"
+    )
     _add_list_input(info)
 
     exp = sub.add_parser("export", help="write feature maps, gradients, saliency, Grad-CAM, arrays")
     _add_model_args(exp, required=True)
-    exp.add_argument("--input", "-i", required=True, help="image, tensor file or random:NxCxHxW")
+    exp.add_argument(
+        "--input",
+        "-i",
+        required=True,
+        help="image, tensor file, random:NxCxHxW, or text:WORDS for a model with a tokenizer",
+    )
     exp.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
     exp.add_argument("--out", "-o", required=True, help="output folder")
     exp.add_argument(
         "--target",
         "-t",
-        help="class index or class name; for a detector, a detection index ('detection 2') "
-        "(default: top-1 class, top detection, or a segmenter's top class)",
+        help="class index or class name; for a detector, a detection index ('detection 2'); for "
+        "a language model, a token id or text (default: top-1 class, top detection, a "
+        "segmenter's top class, or the next token)",
     )
     _add_list_input(exp)
     exp.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
@@ -157,12 +168,14 @@ def _print_arch_guesses(guesses: Sequence[Any]) -> None:
         _progress(f"  {guess.describe()}")
 
 
-def _parse_target(text: str | None, categories: list[str] | None) -> int | None:
+def _parse_target(
+    text: str | None, categories: list[str] | None, tokenizer: Any = None
+) -> int | None:
     from actviz.core.targets import parse_target
     from actviz.io.errors import ActvizError
 
     try:
-        return parse_target(text, categories)
+        return parse_target(text, categories, tokenizer)
     except ValueError as exc:
         raise ActvizError(f"--target: {exc}") from None
 
@@ -225,7 +238,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     loaded = _open(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
-    target = _parse_target(args.target, loaded.categories)
+    target = _parse_target(args.target, loaded.categories, loaded.tokenizer)
     _progress(f"capturing {inp.description} ...")
     cap = actviz.capture(
         loaded.model, inp.value, layers, target=target, gradients=not args.no_gradients
@@ -261,6 +274,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             list_input=args.list_input,
             target=target,
         ),
+        # Sequence views (token maps, attention, rollout, logit lens): actviz/io/token_export.py
+        tokens=getattr(inp, "tokens", None),
+        model=loaded.model,
+        tokenizer=getattr(loaded, "tokenizer", None),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0

@@ -5,9 +5,11 @@ One place decides this for the API, the command line and the window:
 * :func:`resolve_target` turns ``capture``'s ``target`` argument into the scalar to
   differentiate. The default depends on the output: a classifier's top-1 logit, a detector's
   top detection score (a list of dicts with ``boxes``/``scores``/``labels``), a segmenter's
-  top class summed over its pixels (a dict with an ``"out"`` map), else the sum of the output.
+  top class summed over its pixels (a dict with an ``"out"`` map), a language model's
+  next-token logit at the last position (``logits`` of shape (N, T, V), as Hugging Face
+  ``ModelOutput``s hold them), else the sum of the output.
 * :func:`parse_target` turns what a user typed (``"207"``, ``"golden retriever"``,
-  ``"detection 3"``, an entry of :func:`target_choices`) into that argument.
+  ``"detection 3"``, a token's text, an entry of :func:`target_choices`) into that argument.
 """
 
 from __future__ import annotations
@@ -120,6 +122,10 @@ def resolve_target(output: Any, target: Any) -> Target:
     segmentation = isinstance(output, Mapping) and _is_map(output.get("out"))
     if segmentation:
         path, out = "output['out']", output["out"]
+    logits = _logits(output)
+    if logits is not None:
+        # Hugging Face outputs: attentions and hidden states beside the logits are extras.
+        path, out, tensors = "output['logits']", logits, [("output['logits']", logits)]
     warning = None
     if len(tensors) > 1:
         shapes = ", ".join(f"{p} {_shape(t)}" for p, t in tensors[:4])
@@ -139,11 +145,41 @@ def resolve_target(output: Any, target: Any) -> Target:
         )
     if segmentation:
         value, index, description = _segmentation_target(out, target)
+    elif logits is not None and out.dim() == 3:
+        value, index, description = _sequence_target(out, target)
     elif target is None:
         value, index, description = _default_target(out)
     else:
         value, index, description = _class_target(out, int(target))
     return Target(value.reshape(()), index, description, warning)
+
+
+def _logits(output: Any) -> torch.Tensor | None:
+    """The ``logits`` of a Hugging Face ``ModelOutput`` (or any dict holding them), else None."""
+    if isinstance(output, Mapping):
+        value = output.get("logits")
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            return value
+    return None
+
+
+def _sequence_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
+    """A token's logit at the last position of (N, T, V) logits: the next-token prediction.
+
+    The default token is the top-1 at the last position (summed over the batch rows, each
+    its own top-1), as a classifier's default is its top-1 class.
+    """
+    last = out[:, -1, :]  # (N, V)
+    vocab = last.shape[1]
+    if target is None:
+        top = last.detach().argmax(dim=1)
+        value = last.gather(1, top[:, None]).sum()
+        return value, int(top[0]), f"next-token logit at the last position (token {int(top[0])})"
+    k = int(target)
+    if not -vocab <= k < vocab:
+        raise ValueError(f"target token {k} is out of range: the vocabulary has {vocab} tokens")
+    k %= vocab
+    return last[:, k].sum(), k, f"logit of token {k} at the last position"
 
 
 def _is_map(t: Any) -> bool:
@@ -247,20 +283,24 @@ def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None
 # --------------------------------------------------------------------------------------------
 
 
-def parse_target(text: str | None, categories: Sequence[str] | None = None) -> int | None:
+def parse_target(
+    text: str | None, categories: Sequence[str] | None = None, tokenizer: Any = None
+) -> int | None:
     """Turn a typed target into ``capture``'s ``target`` (None = the output's default).
 
-    Accepts ``""``/``None``/``"auto..."`` (None), an integer (``"207"``, a class or, for a
-    detector, a detection), an entry of :func:`target_choices` (``"207: golden retriever"``,
-    ``"score of detection 3: label 18 (dog), 0.912"``), ``"detection 3"``, or a class name
-    searched in ``categories`` (exact match first, case-insensitive, then the only name that
-    contains the text).
+    Accepts ``""``/``None``/``"auto..."`` (None), an integer (``"207"``, a class, a token id
+    or, for a detector, a detection), an entry of :func:`target_choices` (``"207: golden
+    retriever"``, ``"score of detection 3: label 18 (dog), 0.912"``), ``"detection 3"``, a
+    class name searched in ``categories`` (exact match first, case-insensitive, then the only
+    name that contains the text), or, for a model without categories but with a
+    ``tokenizer`` (a language model), a token's text: a vocabulary entry (``"Ġworld"``) or
+    text that encodes to one token; quote it to keep spaces (``"' world'"``).
 
     Raises
     ------
     ValueError
-        Unknown or ambiguous class name (with the closest names), or a name given for a model
-        without categories.
+        Unknown or ambiguous class name (with the closest names), text that is not one
+        token, or a name given for a model without categories or tokenizer.
     """
     if text is None:
         return None
@@ -273,6 +313,8 @@ def parse_target(text: str | None, categories: Sequence[str] | None = None) -> i
     match = re.match(r"^(?:score\s+of\s+)?detection\s+(\d+)\b", text, flags=re.IGNORECASE)
     if match:
         return int(match.group(1))
+    if not categories and tokenizer is not None:
+        return _token_id(text, tokenizer)
     if not categories:
         raise ValueError(
             f"{text!r} is not a class index, and this model has no class names to search"
@@ -293,6 +335,25 @@ def parse_target(text: str | None, categories: Sequence[str] | None = None) -> i
         )
     shown = ", ".join(f"{i}: {categories[i]}" for i in hits[:5])
     raise ValueError(f"{text!r} matches {len(hits)} classes ({shown}...); be more specific")
+
+
+def _token_id(text: str, tokenizer: Any) -> int:
+    """The id of the one token ``text`` names (a vocabulary entry or text of one token)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]  # quotes keep leading spaces, which byte-level vocabularies mark
+    vocab = tokenizer.get_vocab()
+    if text in vocab:
+        return int(vocab[text])
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    if len(ids) == 1:
+        return int(ids[0])
+    if not ids:
+        raise ValueError(f"{text!r} makes no token with this model's tokenizer")
+    pieces = ", ".join(repr(t) for t in tokenizer.convert_ids_to_tokens(ids)[:6])
+    raise ValueError(
+        f"{text!r} is {len(ids)} tokens ({pieces}), not one; a target is one token: give one "
+        "of them, or its id"
+    )
 
 
 def target_choices(categories: Sequence[str] | None = None, output: Any = None) -> list[str]:

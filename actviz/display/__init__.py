@@ -15,6 +15,11 @@ Read in this order:
 * :mod:`~actviz.display.device` -- one host copy per frame for records on a GPU;
 * :mod:`~actviz.display.difference` -- two runs: run A minus run B as prepared layers
   (symmetric mosaics, a diverging map) and the change of the predictions;
+* :mod:`~actviz.display.tokens` -- token sequences (token x feature views) and ViT patch tokens
+  on their grid (the rule that recognises them: :func:`~actviz.display.tokens.sequence_kind`);
+* :mod:`~actviz.display.attention` -- attention probabilities per head (the model's own, from
+  its unfused path) and attention rollout;
+* :mod:`~actviz.display.logit_lens` -- each block of a decoder LM read out as tokens;
 * :mod:`~actviz.display.result` -- the frozen :class:`~actviz.display.result.RunResult` and
   :class:`~actviz.display.result.PreparedLayer`.
 

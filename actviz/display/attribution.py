@@ -173,10 +173,31 @@ def spatial_layers(cap: Any) -> list[str]:
     return out
 
 
-def gradcam_candidates(cap: Any, image: np.ndarray | None) -> list[str]:
+def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -> list[str]:
     """The Grad-CAM layers a window offers: :func:`spatial_layers` for an image-like input,
-    none otherwise (there is no picture to lay the map over)."""
-    return spatial_layers(cap) if image is not None else []
+    none otherwise (there is no picture to lay the map over). Under a vision transformer's
+    patch ``layout`` (:class:`~actviz.display.tokens.SequenceLayout`), its token layers too,
+    as maps on the patch grid, when their patch tokens have a gradient (a class-token model's
+    last block has none: only its class token reaches the head)."""
+    if image is None:
+        return []
+    spatial = set(spatial_layers(cap))
+    out = []
+    for name in cap.names:
+        if name in spatial:
+            out.append(name)
+        elif layout is not None:
+            act, grad = cap[name].tensor, cap[name].grad
+            if (
+                act is not None
+                and grad is not None
+                and act.dim() == 3
+                and act.shape == grad.shape
+                and act.shape[1] == layout.tokens
+                and bool(grad[:, layout.prefix :].ne(0).any())
+            ):
+                out.append(name)
+    return out
 
 
 def default_gradcam_layer(
@@ -191,7 +212,10 @@ def default_gradcam_layer(
     names = list(candidates)
     if requested in names:
         return requested
-    return last_spatial_layer(names, {n: tuple(cap[n].tensor.shape) for n in names})
+    # A ViT token candidate (N, T, D) is a map on its patch grid: spatial, larger than 1x1.
+    shapes = {n: tuple(cap[n].tensor.shape) for n in names}
+    shapes = {n: (*s[:2], s[1], 1) if len(s) == 3 else s for n, s in shapes.items()}
+    return last_spatial_layer(names, shapes)
 
 
 def last_spatial_layer(

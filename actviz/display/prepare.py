@@ -46,6 +46,13 @@ from actviz.display.device import HostLayer, copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
 from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
 from actviz.display.stats import histogram, tensor_stats
+from actviz.display.tokens import (
+    TokenView,
+    patch_grid_tensor,
+    patch_maps,
+    sequence_kind,
+    token_view,
+)
 from actviz.display.views import LayerView, layer_view, magnitude_view
 
 __all__ = [
@@ -181,6 +188,19 @@ def prepare_layer(
     if hist_now:
         hist.get()
     stats.update(name=rec.name, type=rec.module_type)
+    tokens: TokenView | None = None
+    kind = sequence_kind(shape, spec.tokens, spec.layout)
+    if kind is not None:
+        # The one place a sequence layer is recognised: ViT tokens become maps on the patch
+        # grid (mosaic path as usual), text tokens a token view instead of a mosaic.
+        values = host.sample if host is not None else tensor
+        grads = host.grad_sample if host is not None else grad
+        pick = 0 if host is not None else spec.sample
+        if kind == "patches":
+            view, grad_view = _patch_views(values, grads, spec, pick, shape)
+        else:
+            tokens = token_view(values, spec.tokens or (), pick, grad=grads)
+            tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
     first, page = spec.first_channel(name), spec.page_size(name)
     symmetric = symmetric_for(spec.colormap, view)
     if (
@@ -204,6 +224,8 @@ def prepare_layer(
             page=page,
             symmetric=symmetric,
         )
+    if tokens is not None:
+        act_m = grad_m = None  # the token panel shows it
     return PreparedLayer(
         name=name,
         module_type=rec.module_type,
@@ -215,7 +237,29 @@ def prepare_layer(
         grad_mosaic=grad_m,
         stats=stats,
         hist_lazy=hist,
+        tokens=tokens,
     )
+
+
+def _patch_views(
+    values: Any, grads: Any, spec: DisplaySpec, pick: int, shape: tuple[int, ...]
+) -> tuple[LayerView, LayerView | None]:
+    """A ViT token layer as ``D`` maps over its patch grid (and ``|gradient|`` the same)."""
+    layout = spec.layout
+    assert layout is not None
+    rows, cols = layout.grid
+    s = min(spec.sample, shape[0] - 1)
+    batch = f" (sample {s} of {shape[0]})" if shape[0] > 1 else ""
+    text = f"{shape[2]} features on the {rows}x{cols} patch grid"
+    if layout.prefix:
+        text += f" ({layout.prefix} prefix token{'s' if layout.prefix > 1 else ''} left out)"
+    view = LayerView("maps", patch_maps(values, layout, pick), shape, text + batch)
+    grad_view = None
+    if grads is not None and tuple(grads.shape)[1:] == shape[1:]:
+        grad_view = magnitude_view(
+            LayerView("maps", patch_maps(grads, layout, pick), shape, text + batch)
+        )
+    return view, grad_view
 
 
 def _max_tile_of_scale(side: int, scale: int) -> int | None:
@@ -301,9 +345,19 @@ def renormalised(
 # --------------------------------------------------------------------------------------------
 
 
-def _cam_or_blank(rec: Any, size: tuple[int, int] | None, sample: int) -> np.ndarray:
+def _cam_inputs(rec: Any, layout: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's activation and gradient for Grad-CAM: ViT tokens as maps on the patch grid."""
+    act, grad = rec.tensor, rec.grad
+    if layout is not None and act.dim() == 3:
+        return patch_grid_tensor(act, layout), patch_grid_tensor(grad, layout)
+    return act, grad
+
+
+def _cam_or_blank(
+    rec: Any, size: tuple[int, int] | None, sample: int, layout: Any = None
+) -> np.ndarray:
     try:
-        return grad_cam(rec.tensor, rec.grad, size=size, sample=sample)
+        return grad_cam(*_cam_inputs(rec, layout), size=size, sample=sample)
     except (ValueError, RuntimeError) as exc:  # a layer Grad-CAM cannot use
         log.debug("no Grad-CAM for %s: %s", rec.name, exc)
         return np.zeros(size or (1, 1), dtype=np.float32)
@@ -366,7 +420,7 @@ def prepare(
     order = [n for n in cap.names if n in shown]
     image = display_image(cap.inputs, spec.image, spec.sample)
     size = image.shape[:2] if image is not None else None
-    candidates = gradcam_candidates(cap, image)
+    candidates = gradcam_candidates(cap, image, spec.layout)
     cam_default = default_gradcam_layer(cap, candidates, spec.gradcam_layer)
     hist_names = set(order if eager_hist is None else eager_hist)
     on_device = device
@@ -380,7 +434,7 @@ def prepare(
         extras: dict[str, torch.Tensor] = {}
         if cam_default is not None:
             rec = cap[cam_default]
-            extras["gradcam"] = grad_cam_tensor(rec.tensor, rec.grad, size, spec.sample)
+            extras["gradcam"] = grad_cam_tensor(*_cam_inputs(rec, spec.layout), size, spec.sample)
         if not saliency_unavailable(cap.input_grads, image):
             grad = first_tensor(cap.input_grads)
             extras["saliency"] = saliency_tensor(grad, image.shape[:2], spec.sample)  # type: ignore[union-attr]
@@ -419,22 +473,63 @@ def prepare(
         {
             n: Lazy.of(cams[n])
             if n in cams
-            else Lazy(lambda rec=cap[n]: _cam_or_blank(rec, size, spec.sample))
+            else Lazy(lambda rec=cap[n]: _cam_or_blank(rec, size, spec.sample, spec.layout))
             for n in candidates
         }
     )
     for name in candidates if not fast else [cam_default] if cam_default else []:
         check()
         _ = grad_cams[name]  # computed here, off the GUI thread
+    extras = _sequence_extras(cap, spec, model, image, fast)
     shapes = output_shapes(cap)
     tree = None
     if model is not None and (previous_shapes is None or dict(previous_shapes) != shapes):
         from actviz.core.tree import module_tree
 
         tree = module_tree(model, cap)
-    return _assemble(
+    result = _assemble(
         cap, spec, layers, order, image, sal, sal_msg, grad_cams, cam_default, tree, shapes
     )
+    return replace(result, **extras) if extras else result
+
+
+def _sequence_extras(
+    cap: Any,
+    spec: DisplaySpec,
+    model: torch.nn.Module | None,
+    image: np.ndarray | None,
+    fast: bool,
+) -> dict[str, Any]:
+    """Attention maps (``cap.extra["attention"]``, recorded by
+    :func:`~actviz.display.attention.capture_attention`), their rollout over the image for a
+    vision transformer, and the logit lens of a language model whose blocks were captured."""
+    from actviz.display.attention import attention_rollout, rollout_map
+
+    extras: dict[str, Any] = {}
+    attention = cap.extra.get("attention") if isinstance(cap.extra, Mapping) else None
+    if attention is not None:
+        extras["attention"] = attention
+        if spec.layout is not None and attention.layers:
+            try:
+                rollout = attention_rollout(attention.stacked(spec.sample))
+                size = image.shape[:2] if image is not None else None
+                extras["rollout"] = rollout_map(rollout, spec.layout, size)
+            except ValueError as exc:  # tokens that are not the patch layout's
+                log.debug("no attention rollout: %s", exc)
+    if model is not None and not fast:
+        from actviz.display.logit_lens import lens_layers, logit_lens
+
+        lens = lens_layers(model)
+        if lens is not None and any(b in cap for b in lens.blocks):
+            extras["logit_lens"] = logit_lens(
+                model,
+                cap,
+                sample=spec.sample,
+                tokenizer=spec.tokenizer,
+                tokens=spec.tokens,
+                layers=lens,
+            )
+    return extras
 
 
 def _assemble(

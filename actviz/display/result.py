@@ -24,6 +24,9 @@ from actviz.display.views import LayerView
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
     from actviz.core.tree import ModuleTree
+    from actviz.display.attention import AttentionMaps
+    from actviz.display.logit_lens import LogitLens
+    from actviz.display.tokens import SequenceLayout, TokenView
 
 __all__ = ["DisplaySpec", "Lazy", "LazyMap", "PreparedLayer", "RunResult"]
 
@@ -108,6 +111,13 @@ class DisplaySpec:
     sample
         The batch element every per-sample picture shows (maps, |gradient|, saliency,
         Grad-CAM, predictions). Statistics, histograms and gradient norms cover the batch.
+    tokens
+        The input's token strings (a text input): ``(N, T, D)`` outputs with ``T`` of them
+        get a token view (:mod:`actviz.display.tokens`).
+    layout
+        A vision transformer's patch layout: its token layers are shown as maps on the grid.
+    tokenizer
+        Turns token ids into strings (the logit lens).
     """
 
     layers: tuple[str, ...] = ()
@@ -119,6 +129,9 @@ class DisplaySpec:
     sample: int = 0
     page_channels: Mapping[str, int] = field(default_factory=dict)
     colormap: str = AUTO
+    tokens: tuple[str, ...] | None = None
+    layout: SequenceLayout | None = None
+    tokenizer: Any = field(default=None, compare=False, repr=False)
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page: the page of :meth:`page_size`
@@ -147,6 +160,8 @@ class PreparedLayer:
     hist_lazy: Lazy[tuple[np.ndarray, np.ndarray]] = field(
         default_factory=lambda: Lazy.of(None), repr=False, compare=False
     )
+    #: A token sequence's view (token x feature heat map, norms), shown instead of a mosaic.
+    tokens: TokenView | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
@@ -195,6 +210,12 @@ class RunResult:
     #: The unedited capture of the same input when ``capture`` has edits applied (what-if:
     #: before/after predictions, difference mosaics); None otherwise.
     baseline: Capture | None = field(default=None, repr=False, compare=False)
+    #: Attention probabilities of every attention module (models with attention).
+    attention: AttentionMaps | None = field(default=None, repr=False, compare=False)
+    #: Attention rollout over the image, ``(H, W)`` in [0, 1] (vision transformers).
+    rollout: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: The logit-lens table (decoder language models whose blocks were captured).
+    logit_lens: LogitLens | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))

@@ -11,7 +11,9 @@ grouped by family (the module that defines them); one model per family is built 
 only families whose key patterns overlap the checkpoint's are built in full.
 
 Zoos: torchvision (classification, segmentation, detection) always; timm when it is
-installed, through the same family filter and a bounded candidate list.
+installed, through the same family filter, restricted to :data:`TIMM_SHORTLIST` (popular
+architectures of each family): timm has well over a thousand, and building them all, even
+on ``meta``, takes minutes.
 """
 
 from __future__ import annotations
@@ -47,8 +49,54 @@ ZOOS = ("torchvision", "timm")
 MIN_SCORE = 0.2
 #: A family is searched when this share of its key patterns (or the checkpoint's) matches.
 FAMILY_OVERLAP = 0.5
-#: At most this many timm architectures are compared (timm has about a thousand).
+#: At most this many timm architectures are compared.
 TIMM_MAX_CANDIDATES = 300
+#: The timm architectures a bare state_dict is compared with: the popular members of the
+#: common families, and timm's own tiny test models. Any other timm name opens with
+#: ``arch="timm:NAME"`` (or the ``arch`` key timm's train.py stores in its checkpoints).
+TIMM_SHORTLIST = (
+    *(f"test_{n}" for n in ("vit", "vit2", "convnext", "convnext2", "efficientnet", "resnet")),
+    *(f"resnet{d}" for d in (18, 26, 34, 50, 101, 152)),
+    "resnet50d",
+    "resnext50_32x4d",
+    "seresnet50",
+    "wide_resnet50_2",
+    *(f"efficientnet_b{i}" for i in range(4)),
+    "tf_efficientnet_b0",
+    "tf_efficientnetv2_s",
+    "mobilenetv2_100",
+    "mobilenetv3_small_100",
+    "mobilenetv3_large_100",
+    "mobilenetv4_conv_small",
+    *(f"convnext_{s}" for s in ("atto", "femto", "pico", "nano", "tiny", "small", "base")),
+    "convnextv2_atto",
+    "convnextv2_tiny",
+    *(f"vit_{s}_patch16_224" for s in ("tiny", "small", "base", "large")),
+    "vit_base_patch32_224",
+    "vit_small_patch14_dinov2",
+    "vit_base_patch14_dinov2",
+    *(f"deit_{s}_patch16_224" for s in ("tiny", "small", "base")),
+    *(f"swin_{s}_patch4_window7_224" for s in ("tiny", "small", "base")),
+    "regnety_008",
+    "regnety_016",
+    "regnety_032",
+    "densenet121",
+    "inception_v3",
+    "efficientvit_b0",
+    "levit_128s",
+    "mixer_b16_224",
+    "beit_base_patch16_224",
+    "eva02_tiny_patch14_224",
+    "caformer_s18",
+    "fastvit_t8",
+    "ghostnet_100",
+    "edgenext_small",
+    "mobilevit_s",
+    "repvgg_a2",
+    "rexnet_100",
+    "dla34",
+    "cspdarknet53",
+)
 #: Head-size adaptation is only tried for candidates at least this close.
 _HEAD_MIN_SCORE = 0.5
 # Scores: an exact match is 1.0, an exact match once the head is resized is _HEAD_FIT, and
@@ -265,7 +313,10 @@ def _timm_families() -> Mapping[str, tuple[str, ...]]:
     families: dict[str, tuple[str, ...]] = {}
     try:
         for module in timm.list_modules():
-            names = tuple(zoo.TIMM_PREFIX + n for n in timm.list_models(module=module))
+            listed = set(timm.list_models(module=module))
+            # In shortlist order: a family's first member stands for it, so the small ones
+            # (timm's test models) lead and cost least to build.
+            names = tuple(zoo.TIMM_PREFIX + n for n in TIMM_SHORTLIST if n in listed)
             if names:
                 families[module] = names
     except Exception as exc:  # noqa: BLE001 - an incompatible timm must not break guessing
@@ -445,7 +496,9 @@ def guess_architecture(
     top
         How many guesses to return at most.
     zoos
-        Which model zoos to search (see :data:`ZOOS`); a zoo that is not installed is skipped.
+        Which model zoos to search (see :data:`ZOOS`), in order of preference; a zoo that is
+        not installed is skipped, and a later zoo is searched only when no architecture of
+        the earlier ones fits.
 
     Returns
     -------
@@ -461,13 +514,33 @@ def guess_architecture(
     for zoo_name in zoos:
         if zoo_name not in _FAMILIES:
             raise ValueError(f"unknown model zoo {zoo_name!r}; known: {', '.join(_FAMILIES)}")
+        if any(g.fits for g in guesses):
+            # An earlier zoo's architecture fits: a later zoo can only add its copy or a
+            # look-alike that the earlier one is preferred to, and building costs seconds.
+            break
         for name in _candidates(patterns, zoo_name):
             guess = _compare(name, zoo_name, ckpt)
             if guess is not None and guess.score >= MIN_SCORE:
                 guesses.append(guess)
     order = {z: i for i, z in enumerate(zoos)}
     guesses.sort(key=lambda g: (-g.score, order[g.zoo], g.name))
-    return guesses[:top]
+    return _without_twins(guesses)[:top]
+
+
+def _without_twins(guesses: list[ArchGuess]) -> list[ArchGuess]:
+    """Drop a later zoo's copy of an architecture already listed (timm's ``resnet18`` has
+    torchvision's very keys and shapes): it adds a name, not a choice."""
+    kept: list[ArchGuess] = []
+    seen: dict[frozenset, str] = {}
+    for guess in guesses:
+        sig = _signature(guess.name, guess.num_classes)
+        key = frozenset(sig.shapes.items()) if sig is not None else None
+        if key is not None and seen.get(key, guess.zoo) != guess.zoo:
+            continue
+        if key is not None:
+            seen.setdefault(key, guess.zoo)
+        kept.append(guess)
+    return kept
 
 
 def confident_guess(guesses: Iterable[ArchGuess]) -> ArchGuess | None:

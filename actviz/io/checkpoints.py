@@ -259,7 +259,11 @@ def export_needs_trust(path: str | os.PathLike[str]) -> str:
 
 
 # Keys under which training scripts commonly nest the model's weights, most specific first.
+# EMA weights come first when present (timm's train.py saves both), as timm's own loader
+# prefers them: they are the averaged, usually better, copy of the same network.
 _WEIGHT_KEYS = (
+    "state_dict_ema",
+    "model_ema",
     "state_dict",
     "model_state_dict",
     "model_state",

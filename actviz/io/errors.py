@@ -15,6 +15,7 @@ __all__ = [
     "ModelLoadError",
     "ArchitectureNeededError",
     "UntrustedFileError",
+    "TrustNeededError",
     "InputError",
 ]
 
@@ -71,6 +72,32 @@ class UntrustedFileError(ActvizError):
             f"{self.path}: opening this file would run code stored in it{why}; "
             f"only open {name} if you trust where it came from: pass trust=True in Python, "
             "--trust on the command line, or confirm the dialog in the GUI"
+        )
+
+
+class TrustNeededError(UntrustedFileError):
+    """A model folder (or a cached hub model) ships Python code that opening it would run.
+
+    Hugging Face models whose ``config.json`` has an ``auto_map`` (``trust_remote_code``)
+    are built by code stored beside the weights. It is a kind of :class:`UntrustedFileError`,
+    so every caller that asks before unpickling asks here too.
+
+    Parameters
+    ----------
+    path
+        The model folder.
+    detail
+        Which code would run (e.g. ``"modeling_tiny.TinyForCausalLM"``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], detail: str = "") -> None:
+        super().__init__(path, detail)
+        why = f" ({detail})" if detail else ""
+        # Replace the pickle wording of the base class: here the code is the model's own.
+        self.args = (
+            f"{self.path}: this model runs Python code shipped with it{why}; only open it if "
+            "you trust where it came from: pass trust=True in Python, --trust on the command "
+            "line, or confirm the dialog in the GUI",
         )
 
 

@@ -15,6 +15,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from actviz.display.prepare import prepare, symmetric_for
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.display.views import LayerView, layer_view, magnitude_view
 from actviz.io.reproduce import RunSource, write_reproduce
+from actviz.io.token_export import sequence_inputs, write_sequence_views
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",
@@ -365,6 +367,11 @@ def export_capture(
     layers: Sequence[str] | None = None,
     progress: ProgressFn | None = None,
     source: RunSource | None = None,
+    tokens: Sequence[str] | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
+    logit_lens: Any = None,
+    layout: Any = None,
 ) -> list[Path]:
     """Write everything about ``cap`` to ``out_dir``.
 
@@ -404,6 +411,11 @@ def export_capture(
         How the model and input were opened, for ``reproduce.py``
         (:mod:`actviz.io.reproduce`), which rebuilds the run, its target and its edits
         (``cap.edits``); None: the script says the model is unknown.
+    tokens, model, tokenizer, logit_lens, layout
+        Sequence views (:mod:`actviz.io.token_export`): the input's token strings; the model
+        (its ViT patch layout, attention maps when ``cap.extra`` has none, the logit lens);
+        the tokenizer (lens strings); a logit lens computed already and a ViT patch layout
+        (the window's, which passes no model: its capture worker may be using it).
 
     Returns
     -------
@@ -429,7 +441,12 @@ def export_capture(
         gradcam_layer=gradcam_layer,
         colormap=cmap,
     )
-    prepared = prepare(cap, spec, eager_hist=())
+    cap, spec = sequence_inputs(
+        cap, spec, tokens=tokens, model=model, tokenizer=tokenizer, layout=layout
+    )
+    prepared = prepare(cap, spec, eager_hist=(), model=model)
+    if prepared.logit_lens is None and logit_lens is not None:
+        prepared = replace(prepared, logit_lens=logit_lens)
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
     npz_files: dict[str, str] = {}  # for reproduce.py
@@ -483,7 +500,8 @@ def export_capture(
         np.save(out / "saliency.npy", sal)
         written += [path, out / "saliency.npy"]
         attribution["saliency"] = path.name
-    cam_layer = gradcam_layer or pick_gradcam_layer(cap)
+    # The window's default (ViT token layers included) when the input is an image.
+    cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
     if cam_layer is not None and cam_layer in cap and cap[cam_layer].grad is not None:
         rec = cap[cam_layer]
         size = image.shape[:2] if image is not None else None
@@ -503,6 +521,14 @@ def export_capture(
             attribution["gradcam"] = path.name
             attribution["gradcam_layer"] = cam_layer
     written += write_reproduce(out, cap, source, names, npz_files)
+    sequence_files, sequence_summary = write_sequence_views(prepared, out, names)
+    written += sequence_files
+    if prepared.rollout is not None:
+        path = out / "rollout.png"
+        _heat_png(prepared.rollout, image, "attention rollout").save(path)
+        np.save(out / "rollout.npy", prepared.rollout)
+        written += [path, out / "rollout.npy"]
+        attribution["rollout"] = path.name
     if image is not None:
         inp = out / "input.png"
         Image.fromarray(np.ascontiguousarray(image)).save(inp)
@@ -528,6 +554,7 @@ def export_capture(
         ],
         "layers": layer_summary,
         "attribution": attribution,
+        **sequence_summary,
         "warnings": list(cap.warnings),
         "elapsed_s": cap.elapsed_s,
         "files": [p.name for p in written],

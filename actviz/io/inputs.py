@@ -46,6 +46,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Sources starting with this are text for the model's tokenizer.
+TEXT_PREFIX = "text:"
 #: Seed of ``random:`` inputs when none is given, so runs repeat.
 RANDOM_SEED = 0
 # ITU-R 601-2 luma, the weights PIL's convert("L") uses.
@@ -77,6 +79,9 @@ class LoadedInput:
         crop, before normalisation), for overlays; None when the input is not image-like.
     description
         One line for status bars, e.g. ``"cat.png: RGB 640x480 -> 1x3x224x224 (...)"``.
+    tokens
+        For ``"text"`` inputs: one readable string per position of ``input_ids[0]`` (axis
+        labels of token views); None otherwise.
     """
 
     value: Any
@@ -84,6 +89,7 @@ class LoadedInput:
     kind: str
     image: np.ndarray | None
     description: str
+    tokens: list[str] | None = None
 
 
 @dataclass
@@ -197,14 +203,17 @@ def open_input(
     Parameters
     ----------
     source
-        A path to an image (PNG, JPEG, BMP, TIFF, WebP, ...; any PIL mode including
-        grayscale, palette, RGBA and 16-bit), a tensor file (``.pt`` with a tensor, a
+        ``"text:Some words"`` for a model with a tokenizer (a Hugging Face model folder):
+        the value is the ``{"input_ids", "attention_mask"}`` dict and ``tokens`` holds the
+        token strings. Or a path to an image (PNG, JPEG, BMP, TIFF, WebP, ...; any PIL mode
+        including grayscale, palette, RGBA and 16-bit), a tensor file (``.pt`` with a tensor, a
         tuple/list of tensors or a dict of tensors; ``.npy``; ``.npz``), a spec such as
         ``"random:1x3x224x224"`` (optionally ``"random:1x3x224x224:SEED"``; plain
         ``"random"`` uses the model's expected shape), or an in-memory tensor, numpy array
         or PIL image.
     model
-        The model the input is for (used to adapt channels and check shapes).
+        The model the input is for (used to adapt channels and check shapes), or the
+        :class:`~actviz.io.models.LoadedModel` itself (then it stands for ``loaded_model``).
     loaded_model
         Result of :func:`actviz.io.models.open_model`: its transforms (torchvision weights,
         demo) preprocess images; its input size sets the resize target.
@@ -227,7 +236,12 @@ def open_input(
         Missing or unreadable file, or data that does not fit the model; the message
         names the file and what was expected.
     """
+    if model is not None and not isinstance(model, nn.Module) and hasattr(model, "model"):
+        # open_input(src, model=loaded): what open_model returned, not the module.
+        model, loaded_model = None, loaded_model or model
     loaded = _open_value(source, model, loaded_model, size)
+    if loaded.kind == "text":
+        return loaded
     if as_list is None:
         target = model if model is not None else getattr(loaded_model, "model", None)
         as_list = target is not None and forward_takes_list(target)
@@ -267,6 +281,8 @@ def _open_value(
         raise InputError(f"{source!r}: not an input (give a file path, 'random:...' or a tensor)")
 
     src = os.fspath(source)
+    if src.startswith(TEXT_PREFIX):
+        return _from_text(src, exp, loaded_model)
     if src == "random" or src.startswith("random:"):
         return _from_random(src, exp, size)
     path = Path(src)
@@ -683,3 +699,61 @@ def _from_random(src: str, exp: ExpectedInput, size: tuple[int, int] | None) -> 
     extra = f", {', '.join(notes)}" if notes else ""
     description = f"random: {_summary(value)}, standard normal, seed {seed}{extra}"
     return LoadedInput(value, src, "random", _display_image(value), description)
+
+
+# --------------------------------------------------------------------------------------------
+# Text
+# --------------------------------------------------------------------------------------------
+
+
+def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -> LoadedInput:
+    text = src[len(TEXT_PREFIX) :]
+    tokenizer = getattr(loaded_model, "tokenizer", None)
+    if tokenizer is None:
+        name = f"{loaded_model.name} has" if loaded_model is not None else "no model was given, so"
+        raise InputError(
+            f"{_short(src)}: text input needs the model's tokenizer, and {name} none (open a "
+            "Hugging Face model folder that holds its tokenizer files, and pass "
+            "model=the opened model)"
+        )
+    if not text:
+        raise InputError(f"{src}: the text is empty; write it after 'text:'")
+    try:
+        encoded = tokenizer(text, return_tensors="pt")
+    except Exception as exc:  # tokenizers raise their own error types
+        raise InputError(
+            f"{_short(src)}: the tokenizer failed ({type(exc).__name__}: {one_line(exc)})"
+        ) from exc
+    ids = encoded["input_ids"]
+    if ids.numel() == 0:
+        raise InputError(f"{_short(src)}: the tokenizer made no tokens of this text")
+    mask = encoded.get("attention_mask")
+    if mask is None:
+        mask = torch.ones_like(ids)
+    value = {"input_ids": ids.to(exp.device), "attention_mask": mask.to(exp.device)}
+    tokens = token_strings(tokenizer, ids[0].tolist())
+    count = f"{ids.shape[1]} token{'' if ids.shape[1] == 1 else 's'}"
+    description = f"text {_short(text, 40)!r}: {count} ({_summary(value)})"
+    return LoadedInput(value, src, "text", None, description, tokens)
+
+
+def token_strings(tokenizer: Any, ids: list[int]) -> list[str]:
+    """One readable string per token id, for axis labels.
+
+    Each id is decoded on its own (``" world"``, not byte-level ``"Ġworld"``); where that gives
+    nothing readable (an empty string, or a lone part of a multi-byte character) the
+    tokenizer's own token string is used.
+    """
+    raw = tokenizer.convert_ids_to_tokens(ids)
+    out = []
+    for token_id, token in zip(ids, raw, strict=True):
+        try:
+            text = tokenizer.decode([token_id], clean_up_tokenization_spaces=False)
+        except Exception:  # noqa: BLE001 - decoding a lone id may fail; the raw token remains
+            text = ""
+        out.append(text if text and "\ufffd" not in text else str(token))
+    return out
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

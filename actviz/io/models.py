@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.io import zoo
+from actviz.io import hf_models, timm_models, zoo
 from actviz.io.arch_guess import (
     ArchGuess,
     compare_architecture,
@@ -68,8 +68,9 @@ class LoadedModel:
     source
         The source string as given.
     kind
-        ``"demo"``, ``"torchvision"``, ``"code"``, ``"module"``, ``"state_dict"``,
-        ``"safetensors"``, ``"torchscript"``, ``"export"`` or ``"pickle"``.
+        ``"demo"``, ``"torchvision"``, ``"timm"``, ``"hf"`` (Hugging Face transformers),
+        ``"code"``, ``"module"``, ``"state_dict"``, ``"safetensors"``, ``"torchscript"``,
+        ``"export"`` or ``"pickle"``.
     categories
         Class names indexed like the output logits, when known.
     transforms
@@ -83,6 +84,19 @@ class LoadedModel:
     arch_guesses
         When the architecture of a weights-only file was guessed: the ranked guesses, the
         one used first; empty otherwise.
+    task
+        What the model does, when known: ``"causal-lm"`` (next-token logits), ``"classifier"``,
+        ``"vision"`` (an image model without a classification head), else None. (``kind``
+        above says where the model came from.)
+    tokenizer
+        The Hugging Face tokenizer of the model folder, when it has one: ``text:`` inputs
+        need it (:func:`actviz.io.inputs.open_input`).
+    processor
+        The Hugging Face image processor of the model folder, when it has one (``transforms``
+        then applies it).
+    weights_from
+        Where in a checkpoint the weights were taken from, when not the top level (e.g.
+        ``"['state_dict_ema'] (EMA)"``); "" otherwise.
     """
 
     model: nn.Module
@@ -95,6 +109,10 @@ class LoadedModel:
     warnings: list[str] = field(default_factory=list)
     input_shape: tuple[int, ...] | None = None
     arch_guesses: tuple[ArchGuess, ...] = ()
+    task: str | None = None
+    tokenizer: Any | None = None
+    processor: Any | None = None
+    weights_from: str = ""
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -231,7 +249,7 @@ def _open_source(
     path = Path(src)
     if path.exists():
         if path.is_dir():
-            raise ModelLoadError(f"{src}: is a folder; give a model file, a name or file.py:Class")
+            return _ignore_arch(_open_folder(path, src, trust=trust), arch)
         if path.suffix == ".py":
             classes = module_classes_in_file(path)
             hint = f" (classes in it: {', '.join(classes[:8])})" if classes else ""
@@ -240,6 +258,10 @@ def _open_source(
                 f"{src}:factory_function{hint}"
             )
         return _open_file(path, src, arch=arch, trust=trust, guess=guess)
+    # Before code references: "timm:NAME" has the form of "package.module:name".
+    timm_name = timm_models.resolve_name(src, bare=False)
+    if timm_name is not None:
+        return _ignore_arch(_open_timm(timm_name, src, weights), arch)
     ref = parse_code_ref(src)
     if ref is not None:
         model = build_from_code(ref)
@@ -248,13 +270,91 @@ def _open_source(
     lowered = src.lower()
     if lowered in names:
         return _ignore_arch(_open_torchvision(lowered, src, weights), arch)
+    timm_name = timm_models.resolve_name(src)
+    if timm_name is not None:
+        return _ignore_arch(_open_timm(timm_name, src, weights), arch)
+    if hf_models.looks_like_hub_id(src):
+        return _ignore_arch(_open_hf(src, None, trust=trust), arch)
     if path.suffix.lower() in _MODEL_SUFFIXES or os.sep in src or "/" in src:
         raise ModelLoadError(f"{src}: file not found")
-    close = difflib.get_close_matches(lowered, [*names, "demo"], n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ModelLoadError(unknown_name_message(src, "model"))
+
+
+#: The forms a model or an architecture may be named in, for error messages.
+ACCEPTED_FORMS = (
+    "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
+    "saved with save_pretrained, file.py:ClassName or package.module:factory"
+)
+
+
+def unknown_name_message(name: str, what: str) -> str:
+    """The one-line error for a name that is no known model, with the closest known names.
+
+    Parameters
+    ----------
+    name
+        What the user typed.
+    what
+        ``"model"`` (a source) or ``"architecture"`` (``arch=``).
+    """
+    lowered = name.lower()
+    torchvision = zoo.torchvision_names()
+    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names()]))
+    if what == "model":
+        known.append("demo")
+    close = difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)
+    # timm's names are typed with their prefix where torchvision has no model of that name.
+    shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]
+    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
+    lead = (
+        f"{name}: unknown model: not a file, 'demo', "
+        if what == "model"
+        else f"arch {name!r}: unknown architecture: give "
+    )
+    return f"{lead}{ACCEPTED_FORMS}{hint}"
+
+
+def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
+    if hf_models.is_model_folder(path):
+        return _open_hf(src, path, trust=trust)
+    found = sorted(p.name for p in path.iterdir() if p.suffix in _MODEL_SUFFIXES)[:5]
+    hint = f" (model files in it: {', '.join(found)})" if found else ""
     raise ModelLoadError(
-        f"{src}: unknown model: not a file, 'demo', 'file.py:Class', 'package.module:name' "
-        f"or a torchvision model name{hint}"
+        f"{src}: is a folder without config.json, so not a Hugging Face model folder; "
+        f"give a model file, a name or file.py:Class{hint}"
+    )
+
+
+def _open_hf(src: str, folder: Path | None, *, trust: bool) -> LoadedModel:
+    built = hf_models.open_hf(src, folder=folder, trust=trust)
+    return LoadedModel(
+        built.model,
+        built.name,
+        src,
+        "hf",
+        categories=built.categories,
+        transforms=built.transforms,
+        input_size=built.input_size,
+        warnings=list(built.warnings),
+        task=built.task,
+        tokenizer=built.tokenizer,
+        processor=built.processor,
+    )
+
+
+def _open_timm(name: str, src: str, weights: Any) -> LoadedModel:
+    built = timm_models.build_timm(name, weights)
+    suffix = built.weights_name or "random init"
+    return LoadedModel(
+        built.model,
+        f"{name} ({suffix})",
+        src,
+        "timm",
+        categories=built.categories,
+        transforms=built.transforms,
+        input_size=built.input_size,
+        warnings=list(built.warnings),
+        task="classifier" if built.categories else None,
     )
 
 
@@ -341,12 +441,22 @@ def _from_checkpoint_object(
         return _ignore_arch(LoadedModel(found, name, src, "pickle"), arch)
     if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
         stored = obj["arch"]
+        # timm's training script records its model name there too.
         if stored.lower() in zoo.torchvision_names():
             arch = stored.lower()
+        else:
+            arch = timm_models.resolve_name(stored)
+        if arch is not None:
             log.info("%s: using the architecture recorded in the file: %s", src, arch)
     if where:
         log.info("%s: weights taken from %s", src, where)
-    return _build_with_weights(found, path, src, arch=arch, kind="state_dict", guess=guess)
+    loaded = _build_with_weights(found, path, src, arch=arch, kind="state_dict", guess=guess)
+    if where:
+        loaded.weights_from = where + (" (EMA)" if "ema" in where.lower() else "")
+        if "ema" in where.lower():
+            # Say it where users look: the name shows in the title, status bar and CLI.
+            loaded.name = loaded.name[:-1] + ", EMA weights)"
+    return loaded
 
 
 def _build_with_weights(
@@ -363,7 +473,7 @@ def _build_with_weights(
         arch, guesses = _guess_arch(state_dict, src, guess=guess)
     loaded, fit = _build_arch(arch, state_dict)
     notes = apply_state_dict(loaded.model, state_dict, src, arch)
-    loaded.name = f"{path.name} ({arch})"
+    loaded.name = f"{path.name} ({loaded.name})"  # the canonical name (timm/NAME)
     loaded.source = src
     loaded.kind = kind
     loaded.arch_guesses = guesses
@@ -377,7 +487,7 @@ def _build_with_weights(
 
 _HOW_TO_NAME_ARCH = (
     "pass the architecture with --arch on the command line or arch= in Python "
-    "(a torchvision name such as resnet18, or file.py:ClassName)"
+    "(a torchvision name such as resnet18, timm:NAME, or file.py:ClassName)"
 )
 
 
@@ -411,15 +521,32 @@ def _build_arch(
 
     Returns the model and, for zoo names, how the weights compare with it.
     """
-    ref = parse_code_ref(arch)
-    if ref is not None:
-        return LoadedModel(build_from_code(ref), arch, arch, "code"), None
+    # Before code references: "timm:NAME" has the form of "package.module:name".
+    timm_name = timm_models.resolve_name(arch, bare=False)
+    if timm_name is None:
+        ref = parse_code_ref(arch)
+        if ref is not None:
+            return LoadedModel(build_from_code(ref), arch, arch, "code"), None
     name = arch.lower()
-    if name.startswith(zoo.TIMM_PREFIX):
-        fit = compare_architecture(state_dict, name)
-        model = zoo.construct(name, num_classes=fit.num_classes if fit else None)
-        return LoadedModel(model, name, arch, "timm"), fit
     names = zoo.torchvision_names()
+    if timm_name is None and name not in names:
+        timm_name = timm_models.resolve_name(arch)
+    if timm_name is not None:
+        fit = compare_architecture(state_dict, timm_name)
+        built = timm_models.build_timm(
+            timm_name, None, num_classes=fit.num_classes if fit else None
+        )
+        loaded = LoadedModel(
+            built.model,
+            timm_name,
+            arch,
+            "timm",
+            categories=built.categories,
+            transforms=built.transforms,
+            input_size=built.input_size,
+            task="classifier" if built.categories else None,
+        )
+        return loaded, fit
     if name in names:
         # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
         fit = compare_architecture(state_dict, name)
@@ -434,12 +561,7 @@ def _build_arch(
             input_size=built.input_size,
         )
         return loaded, fit
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ModelLoadError(
-        f"arch {arch!r}: unknown architecture: give a torchvision model name or "
-        f"file.py:ClassName{hint}"
-    )
+    raise ModelLoadError(unknown_name_message(arch, "architecture"))
 
 
 def _open_safetensors(path: Path, src: str, *, arch: str | None, guess: bool) -> LoadedModel:

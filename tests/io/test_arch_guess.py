@@ -213,7 +213,9 @@ def test_explicit_arch_adapts_to_a_retrained_head(tmp_path):
     assert _same_output(loaded.model, ref, x)
 
 
-def test_near_miss_asks_with_candidates(tmp_path):
+def test_near_miss_asks_with_candidates(tmp_path, monkeypatch, fresh_timm_listing):
+    # torchvision's ranking: timm, when installed, adds its own ResNets (resnet26) between.
+    monkeypatch.setitem(sys.modules, "timm", None)
     torch.manual_seed(0)
     state = torchvision.models.resnet18(weights=None).state_dict()
     state["extra_head.weight"] = torch.zeros(5, 512)
@@ -231,8 +233,8 @@ def test_near_miss_asks_with_candidates(tmp_path):
         f"{path}: holds only weights (123 tensors), not the architecture; closest: "
         f"resnet18 (score {best.score:.2f}), resnet34 (score {exc.candidates[1].score:.2f}), "
         f"resnet50 (score {exc.candidates[2].score:.2f}); pass the architecture with --arch "
-        "on the command line or arch= in Python (a torchvision name such as resnet18, or "
-        "file.py:ClassName)"
+        "on the command line or arch= in Python (a torchvision name such as resnet18, "
+        "timm:NAME, or file.py:ClassName)"
     )
     assert best.score == round(0.98 * 122 / 123, 4)
 
@@ -296,7 +298,7 @@ def _fake_timm() -> types.ModuleType:
     widths = {"fakenet_small": 8, "fakenet_big": 16}
     timm = types.ModuleType("timm")
     timm.list_modules = lambda: ["fakenet", "empty"]
-    timm.list_models = lambda module="": list(widths) if module == "fakenet" else []
+    timm.list_models = lambda module="": list(widths) if module in ("fakenet", "") else []
 
     def create_model(name, pretrained=False, num_classes=7):
         assert not pretrained
@@ -310,6 +312,7 @@ def test_timm_models_are_guessed_and_loaded_when_installed(
     tmp_path, monkeypatch, fresh_timm_listing
 ):
     monkeypatch.setitem(sys.modules, "timm", _fake_timm())
+    monkeypatch.setattr(arch_guess, "TIMM_SHORTLIST", ("fakenet_small", "fakenet_big"))
     torch.manual_seed(3)
     ref = _FakeNet(16, 3).eval()
     guesses = guess_architecture(ref.state_dict())

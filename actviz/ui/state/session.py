@@ -117,6 +117,12 @@ class RunRequest:
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     baseline_cache: BaselineCache | None = field(default=None, repr=False)
     reuse_baseline: bool = False
+    #: Token strings of a text input, a ViT's patch layout, the tokenizer (token views, lens).
+    tokens: tuple[str, ...] | None = None
+    layout: Any = None
+    tokenizer: Any = None
+    #: Record attention probabilities too (a model with attention modules).
+    attention: bool = False
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page (0 unless the user paged)."""
@@ -134,6 +140,9 @@ class RunRequest:
             sample=self.sample,
             page_channels=dict(self.page_channels),
             colormap=self.colormap,
+            tokens=self.tokens,
+            layout=self.layout,
+            tokenizer=self.tokenizer,
         )
 
 
@@ -179,6 +188,20 @@ def run_job(
             max_bytes=request.max_bytes,
             input_grads=request.input_grads,
         )
+    if request.attention:
+        from actviz.core.capture import CaptureTooLarge
+        from actviz.display.attention import capture_attention
+
+        report("recording attention")
+        try:
+            cap.extra["attention"] = capture_attention(
+                request.model, request.inputs, should_stop=should_stop, max_bytes=request.max_bytes
+            )
+        except CaptureTooLarge as exc:  # T x T per head and layer: long sequences grow fast
+            cap.warnings.append(f"attention maps skipped: {exc}")
+        if request.edits:
+            # Attention is read from a second, unfused forward that does not apply the edits.
+            cap.warnings.append("attention maps show the unedited model")
     result = prepare(
         cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
     )
@@ -255,6 +278,8 @@ class InputState:
     kind: str
     image: np.ndarray | None
     description: str
+    #: The token strings of a text input (token views' labels).
+    tokens: tuple[str, ...] | None = None
 
 
 class Session:
@@ -393,11 +418,13 @@ class Session:
         kind: str = "tensor",
         image: np.ndarray | None = None,
         description: str = "",
+        tokens: Sequence[str] | None = None,
     ) -> None:
         """Make ``value`` (a tensor, a tuple or a dict of tensors) the current input."""
         if description == "" and isinstance(value, torch.Tensor):
             description = f"tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
-        self.input = InputState(value, source, kind, image, description)
+        tokens = tuple(str(t) for t in tokens) if tokens else None
+        self.input = InputState(value, source, kind, image, description, tokens)
         self._fit_input_layout()
         self.input_changed.emit()
 
@@ -435,6 +462,7 @@ class Session:
             kind=loaded.kind,
             image=loaded.image,
             description=loaded.description,
+            tokens=getattr(loaded, "tokens", None),
         )
 
     @property
@@ -523,6 +551,10 @@ class Session:
         extra = []
         if self.gradcam_layer and self.gradcam_layer not in layers:
             extra.append(self.gradcam_layer)
+        from actviz.ui.tokens.request import sequence_request
+
+        sequence = sequence_request(self, layers)
+        extra += [n for n in sequence.pop("extra_layers") if n not in layers and n not in extra]
         return RunRequest(
             model=self.model,
             inputs=self.input.value if self.input is not None else None,
@@ -542,6 +574,7 @@ class Session:
             edits=self.edits.request_edits(),
             baseline_cache=self.baseline,
             reuse_baseline=len(self.edits) > 0,
+            **sequence,
         )
 
     def _on_edits_changed(self) -> None:

@@ -52,8 +52,11 @@ class ModelSpec:
     weights: str | None = "DEFAULT"
 
 
-def confirm_untrusted_file(parent: QWidget | None, path: str, message: str) -> bool:
-    """Ask before unpickling ``path``; the safe answer (No) is the default.
+def confirm_untrusted_file(
+    parent: QWidget | None, path: str, message: str, *, code: bool = False
+) -> bool:
+    """Ask before unpickling ``path`` (or, with ``code``, before running a model folder's own
+    Python code); the safe answer (No) is the default.
 
     Returns
     -------
@@ -62,12 +65,19 @@ def confirm_untrusted_file(parent: QWidget | None, path: str, message: str) -> b
     """
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
-    box.setWindowTitle("Untrusted file")
-    box.setText(f"Opening {Path(path).name} would run code stored in it.")
-    box.setInformativeText(
-        "Only continue if you trust where this file came from. A pickle can execute "
-        "arbitrary code on this computer when it is loaded."
-    )
+    box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
+    if code:
+        box.setText(f"Opening {Path(path).name} would run the Python code that comes with it.")
+        box.setInformativeText(
+            "Only continue if you trust where this model came from. Its own modeling code "
+            "(trust_remote_code) runs on this computer with your permissions."
+        )
+    else:
+        box.setText(f"Opening {Path(path).name} would run code stored in it.")
+        box.setInformativeText(
+            "Only continue if you trust where this file came from. A pickle can execute "
+            "arbitrary code on this computer when it is loaded."
+        )
     box.setDetailedText(message)
     trust = box.addButton("Trust and open", QMessageBox.ButtonRole.AcceptRole)
     box.addButton(QMessageBox.StandardButton.Cancel)

@@ -152,6 +152,12 @@ class ExportActions:
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
             source=self._run_source(result),
+            # Sequence views (issue 15): what the run showed; never the model (the capture
+            # worker may be running it).
+            tokens=result.spec.tokens,
+            layout=result.spec.layout,
+            tokenizer=result.spec.tokenizer,
+            logit_lens=result.logit_lens,
         )
         cap = result.capture
 

@@ -5,7 +5,8 @@ status bar says "Opening resnet18…" beside a busy bar. Only the latest request
 (opening another model meanwhile makes the first one stale), a failure goes to the banner and
 the previous model stays. A full pickle is first loaded without trust; the loader raises
 ``UntrustedFileError`` and the question is asked here, on the GUI thread, before the same
-request is loaded again with ``trust=True``.
+request is loaded again with ``trust=True``; a Hugging Face model folder whose own code would
+run raises its subclass ``TrustNeededError`` and is asked about the same way.
 
 An input asked for while a model is loading waits for that model (its transforms decide the
 size and normalisation); an input being read when a new model arrives is read again for it.
@@ -233,9 +234,9 @@ class FileOpening:
         return True
 
     def open_dropped(self, path: str | Path) -> bool:
-        """Open a dropped file: models by suffix, anything else as an input."""
+        """Open a dropped file: models by suffix (and model folders), anything else as an input."""
         path = Path(path)
-        if path.suffix.lower() in MODEL_SUFFIXES:
+        if path.suffix.lower() in MODEL_SUFFIXES or (path / "config.json").is_file():
             return self.open_model_source(str(path))
         return self.open_input_source(str(path))
 
@@ -610,10 +611,14 @@ def guessed_arch_text(loaded: Any) -> str:
 
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
-    """Default untrusted-pickle confirmation: a Yes/No question, No by default."""
+    """Default trust confirmation: a Yes/No question, No by default.
+
+    A folder is a Hugging Face model whose own code would run
+    (:class:`actviz.io.errors.TrustNeededError`, raised for the folder); a file is a pickle.
+    """
     from actviz.ui.window.dialogs import confirm_untrusted_file
 
-    return confirm_untrusted_file(parent, path, message)
+    return confirm_untrusted_file(parent, path, message, code=Path(path).is_dir())
 
 
 __all__ = [

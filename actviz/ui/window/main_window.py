@@ -48,6 +48,7 @@ from actviz.ui.state.session import (
     Session,
     run_job,
 )
+from actviz.ui.tokens.views import TokenViews
 from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
@@ -228,6 +229,8 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         #: Data > Scan a dataset…: the Dataset dock and the channel view's top-k images.
         self.dataset = DatasetScanUI(self)
+        #: Text box, Attention tab, rollout (issue 15: token sequences and attention).
+        self.tokens = TokenViews(self)
         #: Live mode, once :func:`~actviz.ui.live.dock.install_live_mode` attached it.
         self.live: LiveController | None = None
         self.live_dock: LiveControls | None = None

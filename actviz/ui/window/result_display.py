@@ -25,8 +25,8 @@ from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import page_channels_for
 from actviz.display.prepare import symmetric_for, with_page
 from actviz.display.result import PreparedLayer, RunResult
-from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.state.session import Session
+from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
@@ -109,7 +109,7 @@ class ResultDisplay:
         self.status_label = status.status_label
         self.timing_label = status.timing_label
         #: The layer panels of the result shown, in execution order.
-        self.layer_panels: dict[str, LayerPanel] = {}
+        self.layer_panels: dict[str, TokenLayerPanel] = {}
         #: The layer the histogram and the single-layer exports are about.
         self.selected_layer: str | None = None
         self._open_channel: tuple[str, int] | None = None
@@ -334,7 +334,7 @@ class ResultDisplay:
             layer = result.layers[name]
             panel = self.layer_panels.get(name)
             if panel is None:
-                panel = LayerPanel(name, module_type=layer.module_type)
+                panel = TokenLayerPanel(name, module_type=layer.module_type)
                 panel.channel_clicked.connect(self._on_panel_channel_clicked)
                 panel.page_requested.connect(self._on_panel_page_requested)
                 panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
@@ -472,7 +472,7 @@ class ResultDisplay:
                 self._call_step(step)
 
     # ========================================================================== panel updates
-    def _update_panel(self, panel: LayerPanel, layer: PreparedLayer) -> None:
+    def _update_panel(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         # The page the user is on (a frame requested before a page turn, or a pinned result
         # made before it, still holds the old page): a new layer, the result is not changed.
         # The page size chosen for the panel's width and the colour map's symmetric range too.
@@ -487,6 +487,7 @@ class ResultDisplay:
             panel.set_gradient(layer.grad_view, layer.grad_mosaic)
         else:
             panel.clear()
+        panel.set_tokens(layer.tokens)  # a token sequence: its token view (ui/tokens)
         panel.set_gradients_visible(self.gradients_visible)
         for hook in self.panel_updated:
             hook(panel, layer)

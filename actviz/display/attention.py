@@ -1,0 +1,303 @@
+"""Attention probabilities per head, and attention rollout.
+
+Fused attention kernels (PyTorch's ``scaled_dot_product_attention``, which Hugging Face's
+``sdpa`` and timm's ``fused_attn`` use) never form the probabilities, so they cannot be hooked.
+:func:`capture_attention` runs the model once more, forward only, with the unfused path its
+authors wrote for exactly this (Hugging Face ``eager`` attention, timm ``fused_attn = False``)
+and records what that path computes:
+
+* Hugging Face: the attention modules the model itself names for ``output_attentions``
+  (``_can_record_outputs["attentions"]``: class, output index, layer name); their output at that
+  index is what ``model(..., output_attentions=True).attentions`` returns, value for value.
+* timm: the output of each ``Attention`` module's ``attn_drop`` (softmax of ``q k^T * scale``;
+  dropout is the identity in eval mode), named by the attention module.
+
+The switch is undone in ``finally`` and the capture run the window shows is never affected: its
+outputs come from the model's own (fused) path. The unfused path agrees with the fused one to
+float32 rounding (about 1e-6 relative on the outputs; the tests check 1e-5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from actviz.display.tokens import SequenceLayout
+from actviz.display.views import as_numpy
+
+__all__ = [
+    "AttentionMaps",
+    "attention_modules",
+    "attention_rollout",
+    "capture_attention",
+    "eager_attention",
+    "rollout_map",
+]
+
+log = logging.getLogger(__name__)
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class AttentionSite:
+    """Where one attention module's probabilities are recorded."""
+
+    name: str  # the attention module (what the window lists)
+    record: str  # the module whose output holds them
+    index: int | None  # position in that output's tuple; None: the output itself
+
+
+def _hf_specs(model: nn.Module) -> list[tuple[type | None, str | None, int, str | None]]:
+    """``(class, class-name suffix, index, layer name)`` of every ``attentions`` recorder the
+    Hugging Face (sub)models of ``model`` declare."""
+    specs = []
+    for module in model.modules():
+        table = getattr(type(module), "_can_record_outputs", None)
+        if not isinstance(table, dict) or "attentions" not in table:
+            continue
+        entries = table["attentions"]
+        for spec in entries if isinstance(entries, list) else [entries]:
+            if isinstance(spec, type):
+                specs.append((spec, None, 1, None))
+            elif isinstance(spec, str):
+                specs.append((None, spec, 1, None))
+            else:  # an OutputRecorder
+                specs.append(
+                    (
+                        getattr(spec, "target_class", None),
+                        getattr(spec, "class_name", None),
+                        int(getattr(spec, "index", 1)),
+                        getattr(spec, "layer_name", None),
+                    )
+                )
+    return specs
+
+
+def attention_modules(model: nn.Module) -> list[AttentionSite]:
+    """The attention modules of ``model`` whose probabilities :func:`capture_attention` can
+    record, in ``named_modules()`` order (Hugging Face and timm; empty for other models)."""
+    sites: list[AttentionSite] = []
+    specs = _hf_specs(model)
+    for name, module in model.named_modules():
+        dotted = f".{name}."
+        for cls, suffix, index, layer in specs:
+            hit = (cls is not None and isinstance(module, cls)) or (
+                suffix is not None and f".{name}".endswith(suffix)
+            )
+            if hit and (layer is None or f".{layer.strip('.')}." in dotted):
+                sites.append(AttentionSite(name, name, index))
+                break
+        else:
+            drop = getattr(module, "attn_drop", None)
+            if hasattr(module, "fused_attn") and isinstance(drop, nn.Module):
+                sites.append(
+                    AttentionSite(name, f"{name}.attn_drop" if name else "attn_drop", None)
+                )
+    return sites
+
+
+def _hf_configs(model: nn.Module) -> list[Any]:
+    seen: dict[int, Any] = {}
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            seen.setdefault(id(config), config)
+            for sub in getattr(config, "sub_configs", {}) or {}:
+                child = getattr(config, sub, None)
+                if child is not None and hasattr(child, "_attn_implementation"):
+                    seen.setdefault(id(child), child)
+    return list(seen.values())
+
+
+@contextlib.contextmanager
+def eager_attention(model: nn.Module) -> Iterator[None]:
+    """Run ``model``'s attention unfused inside the block (Hugging Face ``eager``, timm
+    ``fused_attn = False``); everything is put back as found on exit, also after an error."""
+    configs = _hf_configs(model)
+    saved_configs = [
+        (c, c.__dict__.get("_attn_implementation_internal", _MISSING)) for c in configs
+    ]
+    fused = [m for m in model.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
+    saved_fused = [(m, m.__dict__.get("fused_attn", _MISSING)) for m in fused]
+    try:
+        for config in configs:
+            config._attn_implementation = "eager"
+        for module in fused:
+            module.fused_attn = False
+        yield
+    finally:
+        for config, value in saved_configs:
+            if value is _MISSING:
+                config.__dict__.pop("_attn_implementation_internal", None)
+            else:
+                config.__dict__["_attn_implementation_internal"] = value
+        for module, value in saved_fused:
+            if value is _MISSING:
+                module.__dict__.pop("fused_attn", None)
+            else:
+                module.__dict__["fused_attn"] = value
+
+
+@dataclass(frozen=True)
+class AttentionMaps:
+    """Attention probabilities of every attention module of one run (arrays read-only).
+
+    Attributes
+    ----------
+    layers
+        The attention modules, in the order they ran.
+    probs
+        ``{module: (N, heads, queries, keys)}`` float32; each row sums to 1.
+    """
+
+    layers: tuple[str, ...]
+    probs: Mapping[str, np.ndarray] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "probs", MappingProxyType(dict(self.probs)))
+        for arr in self.probs.values():
+            arr.setflags(write=False)
+
+    def heads(self, name: str, sample: int = 0) -> np.ndarray:
+        """``(heads, T, T)`` maps of one sample."""
+        p = self.probs[name]
+        return p[min(sample, p.shape[0] - 1)]
+
+    def mean(self, name: str, sample: int = 0) -> np.ndarray:
+        """The mean over heads, ``(T, T)``."""
+        return self.heads(name, sample).mean(axis=0)
+
+    def stacked(self, sample: int = 0) -> list[np.ndarray]:
+        """Every layer's ``(heads, T, T)`` of one sample, in order (for rollout)."""
+        return [self.heads(n, sample) for n in self.layers]
+
+
+def capture_attention(
+    model: nn.Module,
+    inputs: Any,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    max_bytes: int | None = None,
+) -> AttentionMaps | None:
+    """Record the attention probabilities of every attention module of ``model`` on
+    ``inputs``: one extra forward pass, without gradients, under :func:`eager_attention`
+    (see the module docstring). None when ``model`` has no attention module it knows.
+
+    Parameters
+    ----------
+    model
+        A Hugging Face or timm model (others: None).
+    inputs
+        As for :func:`actviz.core.capture.capture`.
+    should_stop
+        Polled before every module call (``CaptureCancelled``).
+    max_bytes
+        Refuse (``CaptureTooLarge``) once the recorded maps would exceed this many bytes
+        (they grow with the square of the sequence length).
+    """
+    from actviz.core.capture import capture
+
+    sites = attention_modules(model)
+    if not sites:
+        return None
+    with eager_attention(model):
+        cap = capture(
+            model,
+            inputs,
+            [s.record for s in sites],
+            gradients=False,
+            keep_inputs=False,
+            should_stop=should_stop,
+            max_bytes=max_bytes,
+        )
+    probs: dict[str, np.ndarray] = {}
+    order: list[str] = []
+    for site in sites:
+        if site.record not in cap:
+            continue
+        out = cap[site.record].output
+        if site.index is not None:
+            out = (
+                out[site.index]
+                if isinstance(out, (tuple, list)) and len(out) > site.index
+                else None
+            )
+        if not isinstance(out, torch.Tensor) or out.dim() != 4:
+            log.debug("no attention probabilities at %s", site.name)
+            continue
+        probs[site.name] = np.ascontiguousarray(as_numpy(out))
+        order.append(site.name)
+    if not probs:
+        return None
+    # The order the modules ran in (an encoder-decoder runs its modules out of tree order).
+    ran = {name: i for i, name in enumerate(cap.names)}
+    by_record = {s.name: s.record for s in sites}
+    order.sort(key=lambda n: ran.get(by_record[n], len(ran)))
+    return AttentionMaps(tuple(order), probs)
+
+
+def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020) through the layers given, first to last.
+
+    Each layer's heads are averaged, the identity is added (the residual connection) and the
+    rows renormalised to sum to 1; the layers are multiplied through:
+    ``R = A_L' ... A_2' A_1'``. Row ``i`` of the result says how much each input token
+    contributes to token ``i`` at the last layer.
+
+    Parameters
+    ----------
+    attentions
+        One ``(heads, T, T)`` or ``(T, T)`` array (or tensor) per layer, in forward order.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(T, T)`` float64; each row sums to 1.
+    """
+    if len(attentions) == 0:
+        raise ValueError("attention rollout needs at least one layer")
+    result: np.ndarray | None = None
+    for a in attentions:
+        arr = as_numpy(a).astype(np.float64)
+        if arr.ndim == 3:
+            arr = arr.mean(axis=0)
+        if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+            raise ValueError(f"attention maps must be (heads, T, T) or (T, T), got {arr.shape}")
+        arr = arr + np.eye(arr.shape[0])
+        arr = arr / arr.sum(axis=-1, keepdims=True)
+        if result is not None and result.shape != arr.shape:
+            raise ValueError(f"layers of different lengths: {result.shape} and {arr.shape}")
+        result = arr if result is None else arr @ result
+    assert result is not None
+    return result
+
+
+def rollout_map(
+    rollout: np.ndarray, layout: SequenceLayout, size: tuple[int, int] | None = None
+) -> np.ndarray:
+    """The rollout over the image: the class token's row (the mean row without a prefix
+    token) over the patch tokens, on the patch grid, resized to ``size`` (bilinear, like
+    Grad-CAM) and scaled to [0, 1]."""
+    rows, cols = layout.grid
+    if rollout.shape[0] != layout.tokens:
+        raise ValueError(f"a rollout over {rollout.shape[0]} tokens does not fit {layout}")
+    row = rollout[0] if layout.prefix > 0 else rollout.mean(axis=0)
+    grid = torch.as_tensor(np.asarray(row[layout.prefix :], dtype=np.float32)).reshape(rows, cols)
+    if size is not None and tuple(size) != (rows, cols):
+        grid = F.interpolate(grid[None, None], size=size, mode="bilinear", align_corners=False)[
+            0, 0
+        ]
+    grid = grid - grid.min()
+    peak = float(grid.max())
+    out = grid / peak if peak > 0 else torch.zeros_like(grid)
+    return np.ascontiguousarray(out.numpy(), dtype=np.float32)

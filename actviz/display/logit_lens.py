@@ -1,0 +1,212 @@
+"""The logit lens of a decoder language model: each block's hidden state read out as tokens.
+
+Every block's output goes through the model's own final norm and unembedding (the modules
+themselves, called on the recorded hidden states without gradients), and the top tokens per
+layer and position are kept. The last block's row is the model's own prediction.
+:func:`lens_layers` finds the pieces by structure (Hugging Face ``get_output_embeddings()``,
+the longest ``ModuleList`` of blocks, the last norm after them), so GPT-2, Llama-style and
+similar decoders need nothing model-specific.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from actviz.core.structures import first_tensor
+
+__all__ = ["LensLayers", "LogitLens", "lens_layers", "logit_lens", "token_texts"]
+
+
+@dataclass(frozen=True)
+class LensLayers:
+    """The modules the lens reads: blocks in order, the final norm (if any), the unembedding."""
+
+    blocks: tuple[str, ...]
+    norm: str | None
+    unembed: str
+
+
+def lens_layers(model: nn.Module) -> LensLayers | None:
+    """The blocks, final norm and unembedding of a decoder language model, or None.
+
+    The unembedding is ``model.get_output_embeddings()`` (Hugging Face causal LMs); the blocks
+    are the longest ``nn.ModuleList``; the final norm is the last module whose class name
+    contains ``Norm`` that comes after the blocks and outside them.
+    """
+    getter = getattr(model, "get_output_embeddings", None)
+    head = getter() if callable(getter) else None
+    if not isinstance(head, nn.Module):
+        return None
+    names = {id(m): n for n, m in model.named_modules()}
+    if id(head) not in names:
+        return None
+    lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m)]
+    if not lists:
+        return None
+    list_name, blocks = max(lists, key=lambda item: len(item[1]))
+    block_names = tuple(f"{list_name}.{i}" if list_name else str(i) for i in range(len(blocks)))
+    norm = None
+    after = False
+    for name, module in model.named_modules():
+        if name == list_name:
+            after = True
+            continue
+        if after and not name.startswith(f"{list_name}.") and "Norm" in type(module).__name__:
+            norm = name
+    return LensLayers(block_names, norm, names[id(head)])
+
+
+def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
+    """Readable strings of token ``ids`` (``#id`` without a tokenizer)."""
+    if tokenizer is None:
+        return [f"#{int(i)}" for i in ids]
+    try:
+        return [tokenizer.decode([int(i)]) for i in ids]
+    except Exception:  # noqa: BLE001 - a tokenizer's own failure must not break a view
+        return [f"#{int(i)}" for i in ids]
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    """Top-``k`` tokens of every block at every position (arrays read-only).
+
+    Attributes
+    ----------
+    layers
+        The blocks, in order (rows).
+    ids
+        ``(layers, T, k)`` token ids, most probable first.
+    probs
+        ``(layers, T, k)`` their softmax probabilities.
+    texts
+        ``(layers, T, k)`` their strings.
+    tokens
+        The input's ``T`` token strings (for the position selector), or None.
+    sample
+        The batch element.
+    """
+
+    layers: tuple[str, ...]
+    ids: np.ndarray
+    probs: np.ndarray
+    texts: tuple[tuple[tuple[str, ...], ...], ...]
+    tokens: tuple[str, ...] | None
+    sample: int
+
+    def __post_init__(self) -> None:
+        self.ids.setflags(write=False)
+        self.probs.setflags(write=False)
+
+    @property
+    def positions(self) -> int:
+        return int(self.ids.shape[1])
+
+    def rows(self, position: int = -1) -> list[tuple[str, list[tuple[int, str, float]]]]:
+        """``(layer, [(id, text, probability), ...])`` per layer at ``position``."""
+        p = position % self.positions
+        return [
+            (
+                layer,
+                [
+                    (int(self.ids[i, p, j]), self.texts[i][p][j], float(self.probs[i, p, j]))
+                    for j in range(self.ids.shape[2])
+                ],
+            )
+            for i, layer in enumerate(self.layers)
+        ]
+
+
+def _device(model: nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+def logit_lens(
+    model: nn.Module,
+    cap: Any,
+    position: int | None = None,
+    *,
+    k: int = 5,
+    sample: int = 0,
+    tokenizer: Any = None,
+    tokens: Sequence[str] | None = None,
+    layers: LensLayers | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> LogitLens:
+    """The logit-lens table of a capture that recorded the model's blocks.
+
+    Parameters
+    ----------
+    model
+        The decoder language model.
+    cap
+        A capture holding the output of every block of :func:`lens_layers` (missing blocks
+        are skipped).
+    position
+        Keep only this position (an index, negative from the end); None keeps every one.
+    k
+        Tokens per layer and position.
+    sample
+        The batch element.
+    tokenizer
+        Turns ids into strings (:func:`token_texts`).
+    tokens
+        The input's token strings, kept for labels.
+    layers
+        The lens modules (default :func:`lens_layers`).
+
+    Raises
+    ------
+    ValueError
+        When the model is no decoder LM or the capture holds none of its blocks.
+    """
+    lens = layers or lens_layers(model)
+    if lens is None:
+        raise ValueError(f"{type(model).__name__} has no output embedding and blocks to read")
+    modules = dict(model.named_modules())
+    norm = modules[lens.norm] if lens.norm else nn.Identity()
+    head = modules[lens.unembed]
+    device = _device(model)
+    names, all_ids, all_probs = [], [], []
+    with torch.no_grad():
+        for name in lens.blocks:
+            if should_stop is not None and should_stop():
+                from actviz.core.records import CaptureCancelled
+
+                raise CaptureCancelled("cancelled while reading the logit lens")
+            if name not in cap:
+                continue
+            hidden = first_tensor(cap[name].output)
+            if hidden is None or hidden.dim() != 3:
+                continue
+            h = hidden[min(sample, hidden.shape[0] - 1)].to(device)
+            if position is not None:
+                h = h[position : position + 1] if position != -1 else h[-1:]
+            logits = head(norm(h)).float()
+            probs = torch.softmax(logits, dim=-1)
+            top = torch.topk(probs, min(k, probs.shape[-1]), dim=-1)
+            names.append(name)
+            all_ids.append(top.indices.cpu().numpy())
+            all_probs.append(top.values.cpu().numpy())
+    if not names:
+        raise ValueError("the capture holds none of the model's blocks (capture them first)")
+    ids = np.stack(all_ids).astype(np.int64)
+    texts = tuple(
+        tuple(tuple(token_texts(tokenizer, ids[i, p])) for p in range(ids.shape[1]))
+        for i in range(ids.shape[0])
+    )
+    return LogitLens(
+        layers=tuple(names),
+        ids=ids,
+        probs=np.stack(all_probs).astype(np.float32),
+        texts=texts,
+        tokens=tuple(tokens) if tokens is not None else None,
+        sample=sample,
+    )

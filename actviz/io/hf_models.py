@@ -1,0 +1,369 @@
+"""Hugging Face transformers models: a ``save_pretrained`` folder, or a hub id already cached.
+
+Nothing here downloads: a hub id opens only when its files are in the local Hugging Face
+cache, and every ``from_pretrained`` call gets ``local_files_only=True``. Models whose folder
+ships its own Python code (``auto_map`` in ``config.json``) need ``trust=True``
+(:class:`~actviz.io.errors.TrustNeededError` otherwise).
+
+Models load with the eager attention implementation (``attn_implementation="eager"``): its
+softmax probabilities exist as tensors, so attention maps can be captured, and its outputs
+agree with the default SDPA kernels to float rounding (about 1e-6 on float32).
+
+transformers is imported only when such a model is opened: ``import actviz`` and the base
+install never need it (``pip install actviz[hf]`` adds it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io.checkpoints import one_line
+from actviz.io.errors import ModelLoadError, TrustNeededError
+
+__all__ = [
+    "HFModel",
+    "ProcessorTransform",
+    "cached_hub_folder",
+    "is_model_folder",
+    "looks_like_hub_id",
+    "open_hf",
+    "task_of",
+]
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+)
+_PROCESSOR_FILE = "preprocessor_config.json"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_INSTALL = "pip install 'actviz[hf]' (transformers, tokenizers, safetensors)"
+
+
+@dataclass
+class HFModel:
+    """A transformers model with what its folder says about feeding it.
+
+    Attributes
+    ----------
+    model
+        The module (eval mode is set by the caller).
+    name
+        Display name, e.g. ``"tiny-gpt2 (GPT2LMHeadModel)"``.
+    folder
+        The folder the files were read from (a snapshot folder for hub ids).
+    task
+        ``"causal-lm"``, ``"classifier"``, ``"vision"`` or None (see :func:`task_of`).
+    tokenizer, processor
+        The folder's tokenizer / image processor, when it has one.
+    categories
+        Class names of a classifier (``config.id2label``).
+    transforms, input_size
+        Image preprocessing through the image processor, when there is one.
+    warnings
+        Things the user should be told.
+    """
+
+    model: nn.Module
+    name: str
+    folder: Path
+    task: str | None = None
+    tokenizer: Any | None = None
+    processor: Any | None = None
+    categories: list[str] | None = None
+    transforms: Callable[..., Any] | None = None
+    input_size: tuple[int, int] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def is_model_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder written by ``save_pretrained`` (it holds ``config.json``)."""
+    return path.is_dir() and (path / CONFIG_FILE).is_file()
+
+
+def looks_like_hub_id(text: str) -> bool:
+    """Whether ``text`` has the form of a Hugging Face hub id (``org/name``)."""
+    return bool(_HUB_ID.match(text)) and not text.startswith(("timm/", "./", "../"))
+
+
+def cached_hub_folder(repo_id: str) -> Path | None:
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None.
+
+    Only the cache is read (``HF_HUB_CACHE``, ``HF_HOME``); the network is never asked.
+    """
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(repo_id, CONFIG_FILE)
+    if isinstance(found, str) and Path(found).is_file():
+        return Path(found).parent
+    return None
+
+
+def hub_cache_dir() -> str:
+    """Where the Hugging Face cache is, for messages."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return "~/.cache/huggingface/hub"
+    return str(constants.HF_HUB_CACHE)
+
+
+def task_of(class_name: str) -> str | None:
+    """What a transformers class does, from its name (``GPT2LMHeadModel`` -> ``"causal-lm"``).
+
+    Returns
+    -------
+    str or None
+        ``"causal-lm"`` (next-token prediction), ``"classifier"`` (one label per input),
+        ``"vision"`` (an image model without a classification head) or None.
+    """
+    if class_name.endswith(("ForCausalLM", "LMHeadModel")):
+        return "causal-lm"
+    if re.search(r"For\w*Classification$", class_name) and "Token" not in class_name:
+        return "classifier"
+    if re.match(r"^(ViT|DeiT|BEiT|Swin|ConvNext|Dinov2|ResNet|Siglip|CLIPVision)", class_name):
+        return "vision"
+    return None
+
+
+def _import_transformers(src: str) -> Any:
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ModelLoadError(f"{src}: opening a Hugging Face model needs {_INSTALL}") from exc
+    return transformers
+
+
+def _read_config(folder: Path, src: str) -> dict[str, Any]:
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelLoadError(f"{src}: unreadable {CONFIG_FILE} ({one_line(exc)})") from exc
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{src}: {CONFIG_FILE} does not hold a JSON object")
+    return config
+
+
+def _model_class(
+    transformers: Any, config: dict[str, Any], src: str, trust: bool
+) -> tuple[Any, str, str]:
+    """(class or Auto class, architecture name, code that runs when remote) for the config."""
+    architectures = config.get("architectures") or []
+    arch = str(architectures[0]) if architectures else ""
+    auto_map = config.get("auto_map") or {}
+    if auto_map:
+        # The folder's own code builds the model: pick the Auto class that maps to it.
+        auto_name = next(
+            (k for k, v in auto_map.items() if arch and str(v).endswith(f".{arch}")),
+            next((k for k in auto_map if k.startswith("AutoModel")), "AutoModel"),
+        )
+        code = str(auto_map.get(auto_name, arch or auto_name))
+        if not trust:
+            raise TrustNeededError(src, f"its config.json maps {auto_name} to {code}")
+        return getattr(transformers, auto_name, transformers.AutoModel), arch or code, code
+    model_type = config.get("model_type")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise ModelLoadError(
+            f"{src}: model_type {model_type!r} is unknown to transformers "
+            f"{transformers.__version__} and the folder has no code of its own (auto_map); "
+            "a newer transformers may know it"
+        )
+    if arch and hasattr(transformers, arch):
+        return getattr(transformers, arch), arch, ""
+    if arch:
+        raise ModelLoadError(
+            f"{src}: transformers {transformers.__version__} has no class {arch} "
+            "(named in config.json's architectures); a newer transformers may have it"
+        )
+    return transformers.AutoModel, "AutoModel", ""
+
+
+def _weights_file(folder: Path, src: str) -> str:
+    for name in WEIGHT_FILES:
+        if (folder / name).is_file():
+            return name
+    raise ModelLoadError(
+        f"{src}: has {CONFIG_FILE} but no weights (model.safetensors or pytorch_model.bin); "
+        "save the model with save_pretrained"
+    )
+
+
+def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.Module, str]:
+    """Load with eager attention; fall back to the default for models that lack it."""
+    kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
+    try:
+        return cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs), ""
+    except (ValueError, TypeError) as exc:
+        if "attn" not in str(exc).lower():
+            raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
+        note = f"eager attention unavailable ({one_line(exc)}): attention maps may be missing"
+    except Exception as exc:  # transformers and remote code raise many kinds
+        raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
+    try:
+        return cls.from_pretrained(str(folder), **kwargs), note
+    except Exception as exc:
+        raise ModelLoadError(f"{src}: cannot load the model ({one_line(exc)})") from exc
+
+
+def _has_any(folder: Path, names: tuple[str, ...]) -> bool:
+    return any((folder / n).is_file() for n in names)
+
+
+def _tokenizer(transformers: Any, folder: Path, trust: bool, warnings: list[str]) -> Any:
+    if not _has_any(folder, _TOKENIZER_FILES):
+        return None
+    try:
+        return transformers.AutoTokenizer.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=trust
+        )
+    except Exception as exc:  # a broken tokenizer must not keep the model from opening
+        warnings.append(f"{folder.name}: its tokenizer could not be loaded ({one_line(exc)})")
+        return None
+
+
+def _processor(transformers: Any, folder: Path, trust: bool, warnings: list[str]) -> Any:
+    if not (folder / _PROCESSOR_FILE).is_file():
+        return None
+    try:
+        return transformers.AutoImageProcessor.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=trust
+        )
+    except Exception as exc:  # e.g. a feature extractor for audio: not an image processor
+        warnings.append(f"{folder.name}: its image processor could not be loaded ({one_line(exc)})")
+        return None
+
+
+class ProcessorTransform:
+    """A Hugging Face image processor as actviz preprocessing: PIL image -> ``(C, H, W)``.
+
+    ``mean``/``std``/``crop_size`` are exposed like torchvision presets, so the input
+    pipeline can undo the normalisation for overlays and describe what it did.
+    """
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.mean = getattr(processor, "image_mean", None)
+        self.std = getattr(processor, "image_std", None)
+        self.crop_size = _hw(getattr(processor, "crop_size", None)) or _hw(
+            getattr(processor, "size", None)
+        )
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def __repr__(self) -> str:
+        return f"ProcessorTransform({type(self.processor).__name__})"
+
+
+def _hw(size: Any) -> tuple[int, int] | None:
+    """``(height, width)`` of an image processor's ``size``/``crop_size`` (dict or object)."""
+    if size is None:
+        return None
+    if isinstance(size, int):
+        return (size, size)
+    h, w = (
+        size.get(k) if isinstance(size, dict) else getattr(size, k, None)
+        for k in ("height", "width")
+    )
+    if isinstance(h, int) and isinstance(w, int):
+        return (h, w)
+    return None
+
+
+def _categories(model: nn.Module, task: str | None) -> list[str] | None:
+    config = getattr(model, "config", None)
+    id2label = getattr(config, "id2label", None)
+    if task != "classifier" or not id2label:
+        return None
+    try:
+        return [str(id2label[i]) for i in range(len(id2label))]
+    except KeyError:
+        return None
+
+
+def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFModel:
+    """Open a transformers model from a local folder or a hub id in the local cache.
+
+    Parameters
+    ----------
+    src
+        The source as the user gave it (a folder, or a hub id such as ``"org/name"``).
+    folder
+        The folder to read; None: ``src`` is a hub id, looked up in the local cache.
+    trust
+        Allow the folder's own Python code (``trust_remote_code``) to run.
+
+    Returns
+    -------
+    HFModel
+
+    Raises
+    ------
+    ModelLoadError
+        transformers missing, a hub id not in the cache, no weights, an unknown class.
+    TrustNeededError
+        The model needs its own code and ``trust`` is False.
+    """
+    transformers = _import_transformers(src)
+    if folder is None:
+        folder = cached_hub_folder(src)
+        if folder is None:
+            raise ModelLoadError(
+                f"{src}: not in the local Hugging Face cache ({hub_cache_dir()}), and actviz "
+                f"never downloads models; download it first with `hf download {src}` "
+                "(or save it with save_pretrained and open that folder)"
+            )
+    config = _read_config(folder, src)
+    cls, arch, _ = _model_class(transformers, config, src, trust)
+    weights = _weights_file(folder, src)
+    model, note = _from_pretrained(cls, folder, src, trust)
+    warnings = [note] if note else []
+    inner_config = getattr(model, "config", None)
+    if inner_config is not None and getattr(inner_config, "use_cache", False):
+        # One forward needs no key/value cache; without it the output is just the logits.
+        inner_config.use_cache = False
+    task = task_of(type(model).__name__) or task_of(arch)
+    tokenizer = _tokenizer(transformers, folder, trust, warnings)
+    processor = _processor(transformers, folder, trust, warnings)
+    if task is None and processor is not None and tokenizer is None:
+        task = "vision"
+    transforms = ProcessorTransform(processor) if processor is not None else None
+    label = Path(src).name if folder is not None and Path(src).exists() else src
+    log.info("%s: %s loaded from %s (%s)", src, type(model).__name__, folder, weights)
+    return HFModel(
+        model=model,
+        name=f"{label} ({type(model).__name__})",
+        folder=folder,
+        task=task,
+        tokenizer=tokenizer,
+        processor=processor,
+        categories=_categories(model, task),
+        transforms=transforms,
+        input_size=transforms.crop_size if transforms is not None else None,
+        warnings=warnings,
+    )

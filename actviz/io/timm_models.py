@@ -1,0 +1,256 @@
+"""timm models by name: name forms, timm's own preprocessing, pretrained weights from the cache.
+
+Names are accepted as ``timm:NAME`` or ``timm/NAME`` (the hub's spelling) and, where no
+torchvision model has that name, as a bare ``NAME``; internally they are ``timm/NAME``
+(:data:`actviz.io.zoo.TIMM_PREFIX`), which :func:`actviz.io.zoo.construct` builds.
+
+Preprocessing is timm's: :func:`timm.data.resolve_data_config` and
+:func:`timm.data.create_transform`, wrapped in :class:`TimmTransform` so the input pipeline
+feeds it a PIL image (what timm's transforms are written for) and can undo its normalisation
+for overlays. timm is imported only here, and only when a timm model is asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io.checkpoints import one_line
+from actviz.io.errors import ModelLoadError
+from actviz.io.zoo import (
+    OFFLINE_ENV,
+    TIMM_PREFIX,
+    ZooModel,
+    _offline_by_env,
+    construct,
+    network_available,
+)
+
+__all__ = [
+    "TimmTransform",
+    "build_timm",
+    "data_transform",
+    "imagenet_categories",
+    "resolve_name",
+    "timm_available",
+    "timm_names",
+]
+
+log = logging.getLogger(__name__)
+
+_PREFIXES = ("timm:", TIMM_PREFIX)
+_HUB_HOST = "huggingface.co"
+
+
+def timm_available() -> bool:
+    """Whether timm can be imported."""
+    try:
+        import timm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def timm_names() -> tuple[str, ...]:
+    """Every architecture timm can build (empty when timm is not installed)."""
+    try:
+        import timm
+    except ImportError:
+        return ()
+    # Not cached: listing takes milliseconds, and tests swap timm for a stand-in.
+    return tuple(timm.list_models())
+
+
+def resolve_name(text: str, *, bare: bool = True) -> str | None:
+    """The canonical ``timm/NAME`` for a name the user typed, or None when it is no timm name.
+
+    Parameters
+    ----------
+    text
+        ``timm:NAME``, ``timm/NAME`` (a pretrained tag such as ``.augreg_in21k`` is allowed)
+        or, with ``bare``, a plain ``NAME`` that timm knows.
+    bare
+        Also accept names without a prefix (callers check torchvision names first).
+
+    Raises
+    ------
+    ModelLoadError
+        A prefixed name while timm is not installed, or one timm does not know (with the
+        closest names).
+    """
+    lowered = text.strip().lower()
+    for prefix in _PREFIXES:
+        if lowered.startswith(prefix):
+            name = lowered[len(prefix) :]
+            if not timm_available():
+                raise ModelLoadError(
+                    f"{text}: needs the 'timm' package (pip install 'actviz[timm]')"
+                )
+            if not _is_timm_model(name):
+                import difflib
+
+                close = difflib.get_close_matches(name, timm_names(), n=3, cutoff=0.6)
+                hint = f"; closest: {', '.join('timm:' + c for c in close)}" if close else ""
+                raise ModelLoadError(f"{text}: timm has no model named {name!r}{hint}")
+            return TIMM_PREFIX + name
+    if bare and lowered and ":" not in lowered and "/" not in lowered and _is_timm_model(lowered):
+        return TIMM_PREFIX + lowered
+    return None
+
+
+def _is_timm_model(name: str) -> bool:
+    # A pretrained tag (vit_tiny_patch16_224.augreg_in21k) names weights, not the network.
+    return bool(name) and name.split(".", 1)[0] in set(timm_names())
+
+
+class TimmTransform:
+    """timm's eval transform for a model, as actviz preprocessing: PIL image -> ``(C, H, W)``.
+
+    Attributes
+    ----------
+    transform
+        What :func:`timm.data.create_transform` built from the model's data config.
+    config
+        That data config (``input_size``, ``interpolation``, ``mean``, ``std``, ``crop_pct``).
+    mean, std, crop_size, resize_size
+        Read like a torchvision preset's, to undo the normalisation and describe the steps.
+    """
+
+    def __init__(self, transform: Any, config: dict[str, Any]) -> None:
+        self.transform = transform
+        self.config = dict(config)
+        self.mean = tuple(float(v) for v in config.get("mean", ())) or None
+        self.std = tuple(float(v) for v in config.get("std", ())) or None
+        size = config.get("input_size")
+        self.crop_size = (int(size[-2]), int(size[-1])) if size else None
+        self.resize_size = None
+        for step in getattr(transform, "transforms", ()):
+            if type(step).__name__ == "Resize":
+                value = step.size
+                self.resize_size = [value] if isinstance(value, int) else list(value)
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        return self.transform(image)
+
+    def __repr__(self) -> str:
+        return f"TimmTransform({self.config})"
+
+
+def data_transform(model: nn.Module) -> TimmTransform | None:
+    """timm's eval preprocessing for ``model`` (from its pretrained config); None if unknown."""
+    try:
+        from timm.data import create_transform, resolve_data_config
+
+        config = resolve_data_config({}, model=model)
+        return TimmTransform(create_transform(**config), config)
+    except Exception as exc:  # noqa: BLE001 - an odd model or timm version: no preprocessing
+        log.debug("no timm data config for %s: %s", type(model).__name__, exc)
+        return None
+
+
+def imagenet_categories(model: nn.Module) -> list[str] | None:
+    """Class names when the model's head is an ImageNet head timm knows, else None."""
+    try:
+        from timm.data import ImageNetInfo, infer_imagenet_subset
+
+        subset = infer_imagenet_subset(model)
+        if not subset:
+            return None
+        info = ImageNetInfo(subset)
+        count = int(getattr(model, "num_classes", 0) or 0)
+        # The first synonym, as torchvision writes ImageNet names ("tench").
+        return [info.index_to_description(i).split(",")[0] for i in range(count)] or None
+    except Exception as exc:  # noqa: BLE001 - names are a nicety; never block the model
+        log.debug("no ImageNet class names for %s: %s", type(model).__name__, exc)
+        return None
+
+
+def _cached_weights(model: nn.Module) -> str | None:
+    """The cached pretrained file of a timm model (Hugging Face cache), if any."""
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    hub_id = cfg.get("hf_hub_id")
+    if not hub_id:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        found = try_to_load_from_cache(hub_id, filename)
+        if isinstance(found, str):
+            return found
+    return None
+
+
+def build_timm(name: str, weights: Any = "DEFAULT", *, num_classes: int | None = None) -> ZooModel:
+    """Build a timm model with its preprocessing, pretrained when the weights are at hand.
+
+    Parameters
+    ----------
+    name
+        ``timm/NAME`` (see :func:`resolve_name`).
+    weights
+        ``"DEFAULT"``: pretrained weights from the Hugging Face cache, else downloaded when
+        the network answers and ``ACTVIZ_OFFLINE`` is not set, else random weights with a
+        warning. None / ``"none"`` / ``"random"``: random initialisation.
+    num_classes
+        Classifier size (random init only), for checkpoints with a retrained head.
+
+    Returns
+    -------
+    ZooModel
+        ``weights_name`` says where pretrained weights came from (None: random init).
+    """
+    wanted = not (
+        weights is None
+        or weights is False
+        or (isinstance(weights, str) and weights.strip().lower() in {"none", "random", ""})
+    )
+    bare = name[len(TIMM_PREFIX) :]
+    model = construct(name, num_classes=num_classes)
+    warnings: list[str] = []
+    weights_name: str | None = None
+    if wanted and num_classes is None:
+        model, weights_name, note = _pretrained(bare, model)
+        if note:
+            warnings.append(note)
+    transforms = data_transform(model)
+    categories = imagenet_categories(model)
+    size = transforms.crop_size if transforms is not None else None
+    return ZooModel(model, weights_name, categories, transforms, size, warnings)
+
+
+def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str]:
+    import timm
+
+    cached = _cached_weights(model)
+    try:
+        if cached is not None:
+            built = timm.create_model(
+                bare, pretrained=True, pretrained_cfg_overlay={"file": cached}
+            )
+            return built, f"cached {model.pretrained_cfg.get('hf_hub_id')}", ""
+        if not (model.pretrained_cfg or {}).get("hf_hub_id") and not (
+            model.pretrained_cfg or {}
+        ).get("url"):
+            return model, None, f"timm/{bare} has no pretrained weights: it uses random weights"
+        if network_available(_HUB_HOST):
+            built = timm.create_model(bare, pretrained=True)
+            return built, f"downloaded {model.pretrained_cfg.get('hf_hub_id')}", ""
+    except Exception as exc:  # noqa: BLE001 - hub, network and file errors of many kinds
+        return (
+            model,
+            None,
+            f"could not load pretrained timm/{bare} ({one_line(exc)}): random weights; "
+            "predictions are meaningless",
+        )
+    why = f"{OFFLINE_ENV} is set" if _offline_by_env() else f"{_HUB_HOST} unreachable"
+    return (
+        model,
+        None,
+        f"no network ({why}) and no cached weights: timm/{bare} uses random weights; "
+        "predictions are meaningless",
+    )

@@ -1,0 +1,118 @@
+"""A layer panel that shows a token sequence as a token x feature heat map with norm bars.
+
+:class:`TokenLayerPanel` is a :class:`~actviz.ui.panels.feature_map.LayerPanel` (same signals,
+setters, title and read-out) that also takes :meth:`TokenLayerPanel.set_tokens`: given a
+:class:`~actviz.display.tokens.TokenView` it replaces the mosaic slots by two labelled heat
+maps, values and ``|gradient|``, each with one bar per token (its L2 norm); hover shows the
+token, the feature and the value. ``set_tokens(None)`` returns to the ordinary panel. The
+token maps are built on first use, so ordinary layers pay nothing.
+"""
+
+from __future__ import annotations
+
+from PySide6 import QtWidgets
+
+from actviz.display.tokens import TokenView
+from actviz.ui.panels import style
+from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.tokens.canvas import LabelledHeatCanvas
+
+__all__ = ["MIN_TOKEN_PANEL_HEIGHT", "TokenLayerPanel"]
+
+#: Least height of a panel showing tokens (room for a dozen readable token labels).
+MIN_TOKEN_PANEL_HEIGHT = 300
+
+
+class TokenLayerPanel(LayerPanel):
+    """A :class:`LayerPanel` that can show a token view (see the module docstring)."""
+
+    def __init__(self, name: str, parent: QtWidgets.QWidget | None = None, **kwargs) -> None:
+        super().__init__(name, parent, **kwargs)
+        self.token_view: TokenView | None = None
+        self.token_box: QtWidgets.QWidget | None = None
+        self.token_canvas: LabelledHeatCanvas | None = None
+        self.token_grad_canvas: LabelledHeatCanvas | None = None
+
+    def _build_token_box(self) -> None:
+        box = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(box)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(6)
+        self.token_canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
+        self.token_grad_canvas = LabelledHeatCanvas(
+            x_label="feature", bars_label="|grad| norm", bar_color=style.BAR_GRADIENT
+        )
+        self.token_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, False))
+        self.token_grad_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, True))
+        row.addWidget(self.token_canvas, 1)
+        row.addWidget(self.token_grad_canvas, 1)
+        self.content.insertWidget(0, box, 1)
+        self.token_box = box
+
+    def _slots_stretch(self, stretch: int) -> None:
+        # The row of mosaic slots keeps its stretch even when its widgets are hidden, so it
+        # would take half the panel from the token maps.
+        for i in range(self.content.count()):
+            row = self.content.itemAt(i).layout()
+            if row is not None and row.indexOf(self.activation_slot) >= 0:
+                self.content.setStretch(i, stretch)
+
+    def set_tokens(self, view: TokenView | None) -> None:
+        """Show ``view`` instead of the mosaic slots (None: the ordinary panel)."""
+        self.token_view = view
+        if view is None:
+            if self.token_box is not None:
+                self.token_box.setVisible(False)
+                self._slots_stretch(1)
+                self.activation_slot.setVisible(True)
+                self._update_gradient_visibility()
+            return
+        if self.token_box is None:
+            self._build_token_box()
+        assert self.token_canvas is not None and self.token_grad_canvas is not None
+        self.activation_slot.setVisible(False)
+        self.gradient_slot.setVisible(False)
+        self.token_box.setVisible(True)  # type: ignore[union-attr]
+        self._slots_stretch(0)
+        self.token_canvas.set_heat(view.heat, view.tokens, bars=view.norms)
+        if view.grad_heat is not None:
+            self.token_grad_canvas.set_heat(
+                view.grad_heat, view.tokens, bars=view.grad_norms, symmetric=False, gradient=True
+            )
+        self._update_gradient_visibility()
+        self.set_minimum_panel_height(MIN_TOKEN_PANEL_HEIGHT)
+        self.status_label.setText(self._token_description())
+
+    def _token_description(self) -> str:
+        view = self.token_view
+        if view is None:
+            return ""
+        t, d = view.shape[1], view.shape[2]
+        batch = f" (sample {view.sample} of {view.shape[0]})" if view.shape[0] > 1 else ""
+        return f"{t} tokens x {d} features{batch}"
+
+    def _on_token_hovered(self, row: int, col: int, gradient: bool) -> None:
+        if self.token_view is None:
+            return
+        text = self.token_view.describe(row, col, gradient=gradient) if row >= 0 else ""
+        self.status_label.setText(text or self._token_description())
+
+    def _update_gradient_visibility(self) -> None:
+        super()._update_gradient_visibility()
+        view = getattr(self, "token_view", None)  # None while LayerPanel.__init__ runs
+        if view is not None:
+            self.gradient_slot.setHidden(True)
+            if self.token_grad_canvas is not None:
+                self.token_grad_canvas.setVisible(
+                    self._gradients_visible and view.grad_heat is not None
+                )
+
+    def _show_description(self) -> None:
+        if getattr(self, "token_view", None) is not None:
+            self.status_label.setText(self._token_description())
+        else:
+            super()._show_description()
+
+    def clear(self) -> None:
+        self.set_tokens(None)
+        super().clear()

@@ -1,0 +1,150 @@
+"""The window's sequence views, wired to the session: text box, Attention tab, rollout.
+
+:class:`TokenViews` is built once by the main window. It adds
+
+* a *Text* tool bar (and *File > Type text...*) shown while the model has a tokenizer: the text
+  typed opens as the input ``text:...`` through the window's ordinary input loading
+  (:func:`actviz.io.inputs.open_input` with the loaded model);
+* an *Attention* tab (attention maps with head selector | logit-lens table), shown while a
+  result has either;
+* an *Attention rollout* overlay beside Grad-CAM in the Overview, shown for vision
+  transformers.
+
+Token layers themselves are shown in the Layers grid by
+:class:`~actviz.ui.tokens.token_panel.TokenLayerPanel`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFrame, QLineEdit, QPushButton, QScrollArea, QSplitter, QToolBar
+
+from actviz.ui.panels.overlay import OverlayPanel
+from actviz.ui.panels.style import PANEL_SPACING
+from actviz.ui.tokens.attention_panel import AttentionPanel
+from actviz.ui.tokens.lens_panel import LogitLensPanel
+
+__all__ = ["TEXT_PREFIX", "TokenViews"]
+
+TEXT_PREFIX = "text:"
+
+
+class TokenViews:
+    """See the module docstring.
+
+    Parameters
+    ----------
+    window
+        The main window (:class:`~actviz.ui.window.main_window.MainWindow`, not imported:
+        it imports this module): its session, centre tabs, Overview and input loading.
+    """
+
+    def __init__(self, window: Any) -> None:
+        self.window = window
+        self.session = window.session
+        centre = window.centre
+        self.tabs = centre.tabs
+        # Attention tab: maps | logit lens.
+        self.attention_panel = AttentionPanel()
+        self.lens_panel = LogitLensPanel()
+        self.attention_tab = QSplitter(Qt.Orientation.Horizontal)
+        self.attention_tab.setHandleWidth(PANEL_SPACING)
+        self.attention_tab.setChildrenCollapsible(False)
+        self.attention_tab.addWidget(self.attention_panel)
+        self.attention_tab.addWidget(self.lens_panel)
+        self.attention_tab.setSizes([3000, 2000])
+        # A scroll area, like the Overview's page: the tab never sets the window's minimum size.
+        self.attention_page = QScrollArea()
+        self.attention_page.setObjectName("attentionPage")
+        self.attention_page.setWidgetResizable(True)
+        self.attention_page.setFrameShape(QFrame.Shape.NoFrame)
+        self.attention_page.setWidget(self.attention_tab)
+        self.attention_tab_index = self.tabs.addTab(self.attention_page, "Attention")
+        self.tabs.setTabVisible(self.attention_tab_index, False)
+        # Rollout beside Grad-CAM (the Overview's top row).
+        self.rollout_panel = OverlayPanel("Attention rollout")
+        centre.overview_splitters[1].addWidget(self.rollout_panel)
+        self.rollout_panel.setVisible(False)
+        # Text input.
+        self.text_bar = QToolBar("Text input")
+        self.text_bar.setObjectName("textInputBar")
+        self.text_edit = QLineEdit()
+        self.text_edit.setPlaceholderText("Text for the model: type and press Enter")
+        self.text_edit.setClearButtonEnabled(True)
+        self.text_button = QPushButton("Use text")
+        self.text_bar.addWidget(self.text_edit)
+        self.text_bar.addWidget(self.text_button)
+        window.addToolBarBreak()
+        window.addToolBar(self.text_bar)
+        self.text_bar.setVisible(False)
+        self.text_action = QAction("Type text...", window)
+        self.text_action.setToolTip("Type the input text of a model with a tokenizer")
+        self.text_action.setEnabled(False)
+        file_menu = window.commands.recent_inputs_menu.parentWidget()
+        if file_menu is not None:
+            file_menu.insertAction(  # type: ignore[attr-defined]
+                window.commands.recent_inputs_menu.menuAction(), self.text_action
+            )
+        self.text_action.triggered.connect(self.focus_text)
+        self.text_edit.returnPressed.connect(self.submit_text)
+        self.text_button.clicked.connect(self.submit_text)
+        self.session.model_changed.connect(self._on_session_model_changed)
+        self.session.input_changed.connect(self._on_session_input_changed)
+        self.session.result_changed.connect(self._on_session_result_changed)
+
+    # -- text ----------------------------------------------------------------------------
+    def has_tokenizer(self) -> bool:
+        return getattr(self.session.loaded_model, "tokenizer", None) is not None
+
+    def focus_text(self) -> None:
+        self.text_bar.setVisible(True)
+        self.text_edit.setFocus()
+        self.text_edit.selectAll()
+
+    def submit_text(self, text: str | None = None) -> bool:
+        """Open ``text`` (default: the text box's) as the input; False when there is none."""
+        text = self.text_edit.text() if not isinstance(text, str) else text
+        if not text.strip():
+            return False
+        return self.window.open_input_source(TEXT_PREFIX + text, remember=False)
+
+    # -- session events ------------------------------------------------------------------
+    def _on_session_model_changed(self) -> None:
+        text = self.has_tokenizer()
+        self.text_bar.setVisible(text)
+        self.text_action.setEnabled(text)
+        self.attention_panel.clear()
+        self.lens_panel.clear()
+        self.rollout_panel.clear()
+        self.tabs.setTabVisible(self.attention_tab_index, False)
+        self.rollout_panel.setVisible(False)
+
+    def _on_session_input_changed(self) -> None:
+        # A text input opened elsewhere (command line, recent inputs) shows in the text box.
+        source = self.session.input.source if self.session.input is not None else ""
+        if source.startswith(TEXT_PREFIX) and self.text_edit.text() != source[len(TEXT_PREFIX) :]:
+            self.text_edit.setText(source[len(TEXT_PREFIX) :])
+
+    def _on_session_result_changed(self) -> None:
+        result: Any = self.session.result
+        if result is None:
+            return
+        spec = result.spec
+        self.attention_panel.set_attention(
+            result.attention, spec.tokens, layout=spec.layout, sample=spec.sample
+        )
+        self.lens_panel.set_lens(result.logit_lens)
+        self.attention_panel.setVisible(result.attention is not None)
+        self.lens_panel.setVisible(result.logit_lens is not None)
+        self.tabs.setTabVisible(
+            self.attention_tab_index, result.attention is not None or result.logit_lens is not None
+        )
+        if result.rollout is not None and result.image is not None:
+            self.rollout_panel.setVisible(True)
+            self.rollout_panel.set_image(result.image)
+            self.rollout_panel.set_heat(result.rollout)
+        else:
+            self.rollout_panel.setVisible(False)

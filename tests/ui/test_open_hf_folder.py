@@ -1,0 +1,78 @@
+"""Opening Hugging Face model folders in the window: a folder with its own code asks first,
+with words about model code, and opens only when trusted."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
+pytest.importorskip("tokenizers", reason="needs the hf extra (tokenizers)")
+
+from actviz.ui.window.file_opening import ask_untrusted  # noqa: E402
+from tests.io.hf_tiny import (  # noqa: E402
+    remote_code_sandbox,
+    save_remote_code_model,
+    save_tiny_gpt2,
+)
+from tests.ui import test_main_window as base  # noqa: E402
+from tests.ui.test_main_window import LOAD_TIMEOUT_MS  # noqa: E402
+
+settings = base.settings
+make_window = base.make_window
+
+
+@pytest.fixture
+def remote_folder(tmp_path):
+    return save_remote_code_model(tmp_path / "remote", save_tiny_gpt2(tmp_path / "gpt2"))
+
+
+def test_remote_code_folder_is_asked_about_and_opens_only_when_trusted(
+    qtbot, make_window, remote_folder, tmp_path
+):
+    window = make_window()
+    before = window.session.model
+    asked = []
+
+    def ask(answer):
+        def confirm(parent, path, message):
+            asked.append((path, message.split(";")[0]))
+            return answer
+
+        return confirm
+
+    window.confirm_untrusted = ask(False)
+    with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
+        window.open_model_source(str(remote_folder))
+    first = (str(remote_folder), f"{remote_folder}: this model runs Python code shipped with it")
+    assert [(p, m.split(" (")[0]) for p, m in asked] == [first]
+    assert window.session.model is before
+    assert f"Not opened: {remote_folder} was not trusted." in window.banner.texts()
+    window.confirm_untrusted = ask(True)
+    with remote_code_sandbox(tmp_path):
+        with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
+            window.open_model_source(str(remote_folder))
+    assert len(asked) == 2
+    assert type(window.session.model).__name__ == "EvilForCausalLM"
+
+
+def test_the_default_question_names_model_code_for_a_folder(qtbot, make_window, remote_folder):
+    window = make_window()
+    seen = []
+
+    def answer_cancel():
+        box = QApplication.activeModalWidget()
+        assert isinstance(box, QMessageBox)
+        seen.append((box.windowTitle(), box.text(), box.defaultButton().text().replace("&", "")))
+        box.defaultButton().click()  # Cancel is the default
+
+    QTimer.singleShot(0, answer_cancel)
+    assert ask_untrusted(window, str(remote_folder), "details") is False
+    assert seen == [
+        (
+            "Untrusted model code",
+            "Opening remote would run the Python code that comes with it.",
+            "Cancel",
+        )
+    ]
