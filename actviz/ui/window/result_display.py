@@ -25,6 +25,7 @@ from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import page_channels_for
 from actviz.display.prepare import symmetric_for, with_page
 from actviz.display.result import PreparedLayer, RunResult
+from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.state.session import Session
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock
