@@ -442,3 +442,34 @@ def test_describe_equality_and_normalize():
     assert list(norm) == ["a", "b"]
     assert norm["b"][0].kind == "custom" and norm["b"][0].fn is boost
     assert actviz.edits.ablate is ablate
+
+
+class Attn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(6, 2, batch_first=True)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        out, weights = self.attn(x, x, x)
+        return self.head(out).sum(1) + weights.sum((1, 2))[:, None]
+
+
+def test_tuple_output_edits_its_first_tensor():
+    torch.manual_seed(0)
+    model = Attn().eval()
+    x = torch.randn(2, 4, 6)
+    cap = actviz.capture(model, x, ["attn", "head"], target=1, edits={"attn": ablate([1, 4])})
+
+    def change(out, _k):
+        first = out[0].clone()
+        first[..., [1, 4]] = 0
+        return (first, out[1])
+
+    ref_out, ref_gx, saved = reference(model, x, {"attn": change}, record=["head"], target=1)
+    torch.testing.assert_close(cap.output, ref_out, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(cap.input_grads, ref_gx, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(cap["head"].tensor, saved["head"][0]["value"], rtol=1e-6, atol=1e-6)
+    rec = cap["attn"]
+    assert torch.count_nonzero(rec.output[0][..., [1, 4]]) == 0
+    assert rec.output[1].shape == (2, 4, 4)  # the attention weights as they were

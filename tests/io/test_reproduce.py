@@ -104,3 +104,28 @@ def test_script_says_what_it_cannot_rebuild():
     )
     assert "x = actviz.load_input('cat.png', loaded_model=loaded" in named
     assert "the target was a Python callable" in named and "target=None" in named
+
+
+def test_cli_export_writes_the_script_with_its_sources(tmp_path, capsys):
+    from actviz.cli import main
+
+    code = tmp_path / "twice.py"
+    code.write_text(CODE)
+    out = tmp_path / "out"
+    rc = main(["export", "-m", f"{code}:Twice", "-i", "random:1x3x6x6", "-o", str(out), "-t", "2"])
+    assert rc == 0, capsys.readouterr().err
+    script = (out / "reproduce.py").read_text()
+    assert f"loaded = open_model('{code}:Twice', arch=None, weights='DEFAULT'" in script
+    assert "x = actviz.load_input('random:1x3x6x6', loaded_model=loaded" in script
+    assert "target=2," in script and "edits = {\n}" in script
+    # model code builds random weights: they are saved and loaded back
+    assert "model.load_state_dict(torch.load(HERE / 'reproduce_weights.pt'" in script
+    saved = torch.load(out / "reproduce_weights.pt", weights_only=True)
+    assert set(saved) == {
+        "conv.weight",
+        "conv.bias",
+        "mix.weight",
+        "mix.bias",
+        "fc.weight",
+        "fc.bias",
+    }
