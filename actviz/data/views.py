@@ -458,6 +458,7 @@ def top_views(
     *,
     size: int = 96,
     data: Any = None,
+    transform: Any = None,
 ) -> tuple[TopView, ...]:
     """Crops of a channel's top images around the receptive field of each maximum.
 
@@ -474,6 +475,8 @@ def top_views(
         Side of every crop in pixels.
     data
         The scanned tensor or dataset when the scan's sources are sample indices.
+    transform
+        The ``transform`` the scan was given, if any (the crops must see the same input).
 
     Returns
     -------
@@ -488,7 +491,7 @@ def top_views(
     entries = scan.top(layer, channel)
     if not entries:
         return ()
-    spec = resolve_model(model)
+    spec = resolve_model(model, transform)
     loaded = [_load(spec, e, data) for e in entries]
     batch = torch.stack([t for t, _ in loaded]).to(
         device=spec.expected.device, dtype=spec.expected.dtype
