@@ -29,6 +29,8 @@ import torch
 
 __all__ = ["EMPTY_INDEX", "LayerState", "reduce_output"]
 
+#: Maps gathered at once to find where new top entries peak (bounds the hook's extra memory).
+_LOCATE_ROWS = 64
 #: Index of an empty top-k slot: larger than any data index, so empty slots sort last.
 EMPTY_INDEX = 2**62
 
@@ -117,10 +119,19 @@ def reduce_output(t: torch.Tensor) -> Reduced:
     locate = None
     if t.ndim in (3, 4):
         width = spatial[-1]
+        has_nan = bool(nan.any())
 
         def locate(bi: torch.Tensor, ci: torch.Tensor) -> torch.Tensor:
-            rows = torch.nan_to_num(flat[bi.to(flat.device), ci.to(flat.device)], nan=-torch.inf)
-            arg = rows.argmax(dim=-1).cpu()  # documented: the first maximal value wins
+            # In slices of rows: the maps gathered here sit on top of the model's own
+            # activations (the hook runs mid-forward), so they must stay small.
+            bi, ci = bi.to(flat.device), ci.to(flat.device)
+            args = []
+            for start in range(0, len(bi), _LOCATE_ROWS):
+                rows = flat[bi[start : start + _LOCATE_ROWS], ci[start : start + _LOCATE_ROWS]]
+                if has_nan:
+                    rows = torch.nan_to_num(rows, nan=-torch.inf)
+                args.append(rows.argmax(dim=-1))  # documented: the first maximum wins
+            arg = torch.cat(args).cpu() if args else torch.zeros(0, dtype=torch.int64)
             return torch.stack((arg // width, arg % width), dim=-1)
 
     return Reduced(

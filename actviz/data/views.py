@@ -10,8 +10,9 @@ field of its maximum, with the channel's activation over the crop.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +86,27 @@ class ReceptiveField:
         Per conv/pool on the way, ``(kernel, stride, padding, dilation)`` pairs, first module
         first; None when the layer is not reached through a plain chain (gradient method).
     method
-        ``"analytic"`` or ``"gradient"``.
+        ``"analytic"``: exact boxes from the chain; ``"gradient"``: the input support of the
+        gradient at one position (on an input three times larger, so that no border cuts it),
+        shifted by the layer's stride for the others (exact for convolutions without strides,
+        within a pixel or two of the true support otherwise; :func:`receptive_box` measures
+        each position exactly).
     """
 
     input_hw: tuple[int, int]
     map_hw: tuple[int, int] | None
     chain: tuple[tuple[tuple[int, int], ...], ...] | None
     method: str
-    model: Any = None
+    model_ref: Any = None  # weakref.ref to the model: a remembered field must not keep it alive
     layer: str = ""
     input_shape: tuple[int, ...] = ()
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def model(self) -> nn.Module:
+        model = self.model_ref() if self.model_ref is not None else None
+        if model is None:
+            raise ValueError("the model of this receptive field no longer exists")
+        return model
 
     def box(self, location: tuple[int, int] | None) -> tuple[int, int, int, int]:
         """``(y0, y1, x0, x1)``, half-open, clipped to the input, of what ``location`` sees."""
@@ -110,7 +122,66 @@ class ReceptiveField:
                 x0 = x0 * stride[1] - padding[1]
                 x1 = x1 * stride[1] - padding[1] + dilation[1] * (kernel[1] - 1)
             return (max(0, y0), min(h, y1 + 1), max(0, x0), min(w, x1 + 1))
-        return _gradient_box(self.model, self.layer, self.input_shape, location)
+        template = self._template()
+        if template is None:
+            return _gradient_box(self.model(), self.layer, self.input_shape, location)
+        (yc, xc), (y0, y1, x0, x1), (sy, sx) = template
+        dy, dx = (int(location[0]) - yc) * sy, (int(location[1]) - xc) * sx
+        return (
+            max(0, round(y0 + dy)),
+            min(h, round(y1 + dy)),
+            max(0, round(x0 + dx)),
+            min(w, round(x1 + dx)),
+        )
+
+    def _template(self) -> tuple | None:
+        """The gradient support of one position, measured once and shifted for the others.
+
+        Measured at the centre of the map of an input three times larger, so that the box is
+        not cut by the border (a deep layer can see more than the whole input); each other
+        position gets it shifted by its distance times the layer's stride. None when the model
+        does not take the larger input (each position is then measured on its own).
+        """
+        cached = self._cache.get("template", False)
+        if cached is not False:
+            return cached
+        template = None
+        _, c, h, w = self.input_shape
+        big = (1, c, 3 * h, 3 * w)
+        try:
+            big_map = _map_size(self.model(), self.layer, big)
+            if big_map is not None:
+                yc, xc = big_map[0] // 2, big_map[1] // 2
+                box = _gradient_box(self.model(), self.layer, big, (yc, xc))
+                stride = (big[2] / big_map[0], big[3] / big_map[1])
+                # The same position measured on the big input, moved to the real one: the map
+                # of the real input starts at the same place, so only the centre differs.
+                template = ((yc, xc), box, stride)
+        except Exception:  # noqa: BLE001 - e.g. a model with a fixed input size
+            template = None
+        self._cache["template"] = template
+        return template
+
+
+def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(h, w)`` of the layer's map for an input of ``shape`` (None for a layer without one)."""
+    module = dict(net.named_modules())[layer]
+    got: list[Any] = []
+
+    def hook(_m: nn.Module, _a: tuple, output: Any) -> None:
+        if not got:
+            got.append(tuple(first_tensor(output).shape))
+
+    params = next(net.parameters(), None)
+    dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
+    device = params.device if params is not None else torch.device("cpu")
+    handle = module.register_forward_hook(hook)
+    try:
+        with _Eval(net), torch.no_grad():
+            net(torch.zeros(shape, dtype=dtype, device=device))
+    finally:
+        handle.remove()
+    return (int(got[0][-2]), int(got[0][-1])) if got and len(got[0]) == 4 else None
 
 
 def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]:
@@ -143,8 +214,13 @@ class _Eval:
                 m.training = flag
 
 
+#: Per model, the fields already worked out: the window asks again for every channel it shows.
+_FIELDS: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
+
+
 def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> ReceptiveField:
-    """The :class:`ReceptiveField` of ``layer`` for inputs of ``input_shape``."""
+    """The :class:`ReceptiveField` of ``layer`` for inputs of ``input_shape`` (remembered per
+    model, layer and shape)."""
     spec = resolve_model(model)
     net = spec.model
     modules = dict(net.named_modules())
@@ -153,6 +229,16 @@ def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> Recep
 
         resolve_layers(net, [layer])  # raises with suggestions
     shape = _input_shape(spec, input_shape)
+    known = _FIELDS.setdefault(net, {})
+    key = (layer, shape, len(modules))
+    if key not in known:
+        known[key] = _receptive_field(spec, net, modules, layer, shape)
+    return known[key]
+
+
+def _receptive_field(
+    spec: ModelSpec, net: nn.Module, modules: dict, layer: str, shape: tuple[int, ...]
+) -> ReceptiveField:
     target = modules[layer]
     calls: list[tuple[nn.Module, int, int]] = []  # (module, id(input), id(output))
     keep: list[Any] = []
@@ -190,7 +276,7 @@ def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> Recep
     map_hw = (int(out_shape[-2]), int(out_shape[-1])) if len(out_shape) == 4 else None
     chain = _chain(calls[: layer_out[1]], id(x), layer_out[0], target)
     method = "analytic" if chain is not None else "gradient"
-    return ReceptiveField(input_hw, map_hw, chain, method, net, layer, shape)
+    return ReceptiveField(input_hw, map_hw, chain, method, weakref.ref(net), layer, shape)
 
 
 def _chain(
@@ -244,19 +330,19 @@ def receptive_box(
         ``(y0, y1, x0, x1)``: rows ``y0 <= y < y1`` and columns ``x0 <= x < x1``, clipped to
         the input.
     """
-    field = receptive_field(model, layer, input_shape)
-    if method == "gradient":
-        if location is None or field.map_hw is None:
-            return field.box(None)
-        return _gradient_box(field.model, layer, field.input_shape, location)
-    if method == "analytic" and field.chain is None:
+    rf = receptive_field(model, layer, input_shape)
+    if method == "gradient" or (method == "auto" and rf.chain is None):
+        if location is None or rf.map_hw is None:
+            return rf.box(None)
+        return _gradient_box(rf.model(), layer, rf.input_shape, location)
+    if method == "analytic" and rf.chain is None:
         raise ValueError(
             f"layer {layer!r} is not reached through a plain chain of convolutions and pools; "
             "use method='gradient'"
         )
     if method not in ("auto", "analytic"):
         raise ValueError(f"method must be 'auto', 'analytic' or 'gradient', not {method!r}")
-    return field.box(location)
+    return rf.box(location)
 
 
 def _gradient_box(
@@ -372,6 +458,7 @@ def top_views(
     *,
     size: int = 96,
     data: Any = None,
+    transform: Any = None,
 ) -> tuple[TopView, ...]:
     """Crops of a channel's top images around the receptive field of each maximum.
 
@@ -388,6 +475,8 @@ def top_views(
         Side of every crop in pixels.
     data
         The scanned tensor or dataset when the scan's sources are sample indices.
+    transform
+        The ``transform`` the scan was given, if any (the crops must see the same input).
 
     Returns
     -------
@@ -402,7 +491,7 @@ def top_views(
     entries = scan.top(layer, channel)
     if not entries:
         return ()
-    spec = resolve_model(model)
+    spec = resolve_model(model, transform)
     loaded = [_load(spec, e, data) for e in entries]
     batch = torch.stack([t for t, _ in loaded]).to(
         device=spec.expected.device, dtype=spec.expected.dtype
@@ -413,7 +502,7 @@ def top_views(
         raise ValueError(f"layer {layer!r} gave no (N, C, ...) output")
     maps = out[:, channel].detach().to("cpu", torch.float32)
     hw = (int(batch.shape[-2]), int(batch.shape[-1]))
-    field = receptive_field(spec.model, layer, tuple(batch.shape[1:]))
+    rf = receptive_field(spec.model, layer, tuple(batch.shape[1:]))
     if maps.ndim == 3:
         heat_full = torch.nn.functional.interpolate(
             maps[:, None], size=hw, mode="bilinear", align_corners=False
@@ -422,7 +511,7 @@ def top_views(
         heat_full = maps.reshape(-1, 1, 1).expand(-1, *hw)
     views = []
     for i, (entry, (_, shown)) in enumerate(zip(entries, loaded, strict=True)):
-        box = _square(field.box(entry.location), hw)
+        box = _square(rf.box(entry.location), hw)
         y0, y1, x0, x1 = box
         crop = Image.fromarray(np.ascontiguousarray(shown[y0:y1, x0:x1]))
         image = np.asarray(crop.resize((size, size), Image.BILINEAR), dtype=np.uint8)

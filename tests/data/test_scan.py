@@ -96,13 +96,15 @@ def test_integer_tensor_scan_is_bitwise_exact():
             p.copy_(torch.randint(-2, 3, p.shape, generator=torch.Generator().manual_seed(1)))
     data = torch.randint(0, 4, (60, 3, 8, 8), generator=torch.Generator().manual_seed(2)).float()
     data[30:40] = data[0:10]  # duplicates tie exactly
-    result = scan(net, data, ["4"], k=4, batch_size=7, cache=False)
-    tops, _, _ = brute_force(net, [x[None] for x in data], ["4"], 4)["4"]
-    for c, (order, values, locs) in enumerate(tops):
-        entries = result.top("4", c)
-        assert [(e.source, e.index, e.value, e.location) for e in entries] == list(
-            zip(order, order, values, locs, strict=True)
-        )
+    # k=4 in batches of 7; k=20 in batches of 30 (120 new entries at once: located in slices)
+    for k, batch_size in ((4, 7), (20, 30)):
+        result = scan(net, data, ["4"], k=k, batch_size=batch_size, cache=False)
+        tops, _, _ = brute_force(net, [x[None] for x in data], ["4"], k)["4"]
+        for c, (order, values, locs) in enumerate(tops):
+            entries = result.top("4", c)
+            assert [(e.source, e.index, e.value, e.location) for e in entries] == list(
+                zip(order, order, values, locs, strict=True)
+            )
 
 
 def test_interrupted_scan_resumes_and_equals_one_scan(image_folder):

@@ -63,6 +63,11 @@ def test_gradient_support_gives_the_same_box_without_a_chain():
         assert receptive_box(linear_chain, "1", (1, 20, 20), loc, method="gradient") == (
             receptive_box(linear_chain, "1", (1, 20, 20), loc, method="analytic")
         )
+    # The crops' fast path (one support measured, shifted) agrees for a stride-1 model, and
+    # one measured on a larger input is not cut at the border.
+    rf = receptive_field(net, "c2", (1, 24, 24))
+    assert rf.box((10, 10)) == (7, 14, 7, 14) and rf.box((0, 23)) == (0, 4, 20, 24)
+    assert receptive_field(net, "c2", (1, 24, 24)) is rf  # remembered per model
     with pytest.raises(ValueError, match="not reached through a plain chain"):
         receptive_box(net, "c2", (1, 24, 24), (1, 1), method="analytic")
 
