@@ -31,6 +31,7 @@ from tests.io.hf_tiny import (  # noqa: E402
     save_remote_code_model,
     save_tiny_bert,
     save_tiny_gpt2,
+    save_tiny_vit,
 )
 
 
@@ -185,3 +186,26 @@ def test_hub_id_opens_only_from_the_local_cache(tmp_path, monkeypatch, gpt2_dir)
     (repo / "refs" / "main").write_text("abc123")
     loaded = open_model("someone/tiny-gpt2")
     assert loaded.name == "someone/tiny-gpt2 (GPT2LMHeadModel)" and loaded.tokenizer is not None
+
+
+def test_image_model_folder_preprocesses_with_its_image_processor(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    folder = save_tiny_vit(tmp_path / "tiny-vit")
+    loaded = open_model(folder)
+    assert loaded.task == "classifier" and loaded.categories == ["cat", "dog"]
+    assert loaded.processor is not None and loaded.tokenizer is None
+    assert loaded.input_size == (32, 32)
+    rng = np.random.default_rng(0)
+    img = Image.fromarray(rng.integers(0, 256, (48, 40, 3), dtype=np.uint8), "RGB")
+    inp = open_input(img, model=loaded)
+    expected = loaded.processor(images=img, return_tensors="pt")["pixel_values"]
+    assert torch.equal(inp.value, expected) and inp.image.shape == (32, 32, 3)
+    # The overlay undoes the processor's normalisation: back to the resized picture.
+    resized = np.asarray(img.resize((32, 32), Image.Resampling.BILINEAR), dtype=np.int16)
+    assert np.abs(inp.image.astype(np.int16) - resized).max() <= 1
+    cap = actviz.capture(loaded.model, inp.value, ["vit.layers.0"])
+    with torch.no_grad():
+        logits = loaded.model(inp.value).logits
+    assert cap.target_index == int(logits[0].argmax())
