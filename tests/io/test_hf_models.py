@@ -202,6 +202,9 @@ def test_image_model_folder_preprocesses_with_its_image_processor(tmp_path):
     inp = open_input(img, model=loaded)
     expected = loaded.processor(images=img, return_tensors="pt")["pixel_values"]
     assert torch.equal(inp.value, expected) and inp.image.shape == (32, 32, 3)
+    assert (
+        inp.description == "<image>: RGB 40x48 -> 1x3x32x32 (resize 32x32, mean/std normalisation)"
+    )
     # The overlay undoes the processor's normalisation: back to the resized picture.
     resized = np.asarray(img.resize((32, 32), Image.Resampling.BILINEAR), dtype=np.int16)
     assert np.abs(inp.image.astype(np.int16) - resized).max() <= 1
@@ -209,3 +212,14 @@ def test_image_model_folder_preprocesses_with_its_image_processor(tmp_path):
     with torch.no_grad():
         logits = loaded.model(inp.value).logits
     assert cap.target_index == int(logits[0].argmax())
+
+
+def test_without_transformers_a_folder_says_what_to_install(monkeypatch, gpt2_dir, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers fails
+    with pytest.raises(ModelLoadError, match=r"needs pip install 'actviz\[hf\]'"):
+        open_model(gpt2_dir)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelLoadError, match=r"^someone/tiny: file not found$"):
+        open_model("someone/tiny")
