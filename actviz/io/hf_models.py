@@ -182,7 +182,13 @@ def _model_class(
     """(class or Auto class, architecture name, code that runs when remote) for the config."""
     architectures = config.get("architectures") or []
     arch = str(architectures[0]) if architectures else ""
-    auto_map = config.get("auto_map") or {}
+    # Only the config's and the model's own code builds the model; an auto_map entry for the
+    # tokenizer alone is asked about when the tokenizer loads.
+    auto_map = {
+        k: v
+        for k, v in (config.get("auto_map") or {}).items()
+        if k == "AutoConfig" or k.startswith("AutoModel")
+    }
     if auto_map:
         # The folder's own code builds the model: pick the Auto class that maps to it.
         auto_name = next(

@@ -80,6 +80,11 @@ def test_text_input_round_trip(gpt2):
     assert torch.equal(value["input_ids"], inp.value["input_ids"])
     # Words the tokenizer never saw become its unknown token.
     assert open_input("text:the zebra", model=gpt2).tokens == ["the", "[UNK]"]
+    # An image is refused with what to give instead.
+    from PIL import Image
+
+    with pytest.raises(InputError, match=r"^<image>: tiny-gpt2 \(GPT2LMHeadModel\) reads text"):
+        open_input(Image.new("RGB", (8, 8)), model=gpt2)
 
 
 def test_next_token_target_is_the_top_logit_at_the_last_position(gpt2):
