@@ -92,3 +92,6 @@ def test_a_model_folder_typed_in_the_open_dialog_opens_with_its_tokenizer(
     loaded = window.session.loaded_model
     assert type(loaded.model).__name__ == "GPT2LMHeadModel" and loaded.kind == "hf"
     assert loaded.tokenizer is not None and loaded.task == "causal-lm"
+    # The target box reads a token's text through the model's tokenizer.
+    mat = loaded.tokenizer.get_vocab()["mat"]
+    assert window.session.set_target_text("mat") == mat and window.session.target == mat
