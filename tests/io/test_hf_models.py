@@ -228,3 +228,17 @@ def test_without_transformers_a_folder_says_what_to_install(monkeypatch, gpt2_di
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelLoadError, match=r"^someone/tiny: file not found$"):
         open_model("someone/tiny")
+
+
+def test_a_folder_with_pytorch_model_bin_opens_the_same(tmp_path, gpt2_dir, gpt2):
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(gpt2_dir / name, folder / name)
+    torch.save(load_file(gpt2_dir / "model.safetensors"), folder / "pytorch_model.bin")
+    loaded = open_model(folder)
+    ids = torch.tensor([[4, 5, 6]])
+    with torch.no_grad():
+        assert torch.equal(loaded.model(input_ids=ids).logits, gpt2.model(input_ids=ids).logits)
