@@ -177,7 +177,7 @@ def _read_config(folder: Path, src: str) -> dict[str, Any]:
 
 
 def _model_class(
-    transformers: Any, config: dict[str, Any], src: str, trust: bool
+    transformers: Any, config: dict[str, Any], src: str, folder: Path, trust: bool
 ) -> tuple[Any, str, str]:
     """(class or Auto class, architecture name, code that runs when remote) for the config."""
     architectures = config.get("architectures") or []
@@ -197,7 +197,8 @@ def _model_class(
         )
         code = str(auto_map.get(auto_name, arch or auto_name))
         if not trust:
-            raise TrustNeededError(src, f"its config.json maps {auto_name} to {code}")
+            # The folder (a cache snapshot for a hub id) is what would be trusted.
+            raise TrustNeededError(folder, f"its config.json maps {auto_name} to {code}")
         return getattr(transformers, auto_name, transformers.AutoModel), arch or code, code
     model_type = config.get("model_type")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -363,7 +364,7 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFM
                 f"`hf download {src}` (or save it with save_pretrained and open that folder)"
             )
     config = _read_config(folder, src)
-    cls, arch, _ = _model_class(transformers, config, src, trust)
+    cls, arch, _ = _model_class(transformers, config, src, folder, trust)
     weights = _weights_file(folder, src)
     model, note = _from_pretrained(cls, folder, src, trust)
     warnings = [note] if note else []
