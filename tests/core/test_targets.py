@@ -204,3 +204,12 @@ def test_parse_target_reads_tokens_by_text_or_id():
         parse_target("the cat", None, tok)
     # Class names win for a classifier that also has a tokenizer.
     assert parse_target("square", CATS, tok) == 1
+
+
+def test_masked_lm_logits_are_not_called_next_token():
+    class MaskedLMOutput(dict):  # named like transformers' output class
+        pass
+
+    out = MaskedLMOutput(_lm_output())
+    t = resolve_target(out, None)
+    assert (t.index, t.description) == (3, "top-1 logit at the last position (token 3)")
