@@ -146,7 +146,7 @@ def resolve_target(output: Any, target: Any) -> Target:
     if segmentation:
         value, index, description = _segmentation_target(out, target)
     elif logits is not None and out.dim() == 3:
-        value, index, description = _sequence_target(out, target)
+        value, index, description = _sequence_target(out, target, _next_token(output))
     elif target is None:
         value, index, description = _default_target(out)
     else:
@@ -163,7 +163,16 @@ def _logits(output: Any) -> torch.Tensor | None:
     return None
 
 
-def _sequence_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
+def _next_token(output: Any) -> bool:
+    """Whether (N, T, V) logits predict the next token: not for Hugging Face's masked-LM and
+    token-classification outputs, which score each position itself."""
+    name = type(output).__name__
+    return "MaskedLM" not in name and "TokenClassifier" not in name
+
+
+def _sequence_target(
+    out: torch.Tensor, target: int | None, next_token: bool = True
+) -> tuple[torch.Tensor, int, str]:
     """A token's logit at the last position of (N, T, V) logits: the next-token prediction.
 
     The default token is the top-1 at the last position (summed over the batch rows, each
@@ -174,7 +183,8 @@ def _sequence_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tenso
     if target is None:
         top = last.detach().argmax(dim=1)
         value = last.gather(1, top[:, None]).sum()
-        return value, int(top[0]), f"next-token logit at the last position (token {int(top[0])})"
+        what = "next-token logit" if next_token else "top-1 logit"
+        return value, int(top[0]), f"{what} at the last position (token {int(top[0])})"
     k = int(target)
     if not -vocab <= k < vocab:
         raise ValueError(f"target token {k} is out of range: the vocabulary has {vocab} tokens")

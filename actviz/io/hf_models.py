@@ -6,8 +6,12 @@ ships its own Python code (``auto_map`` in ``config.json``) need ``trust=True``
 (:class:`~actviz.io.errors.TrustNeededError` otherwise).
 
 Models load with the eager attention implementation (``attn_implementation="eager"``): its
-softmax probabilities exist as tensors, so attention maps can be captured, and its outputs
-agree with the default SDPA kernels to float rounding (about 1e-6 on float32).
+softmax probabilities exist as tensors, so attention maps can be captured (add
+``output_attentions=True`` to the input dict, or set ``model.config.output_attentions``: the
+output then holds ``attentions``, one ``(N, heads, T, T)`` tensor per layer, and targets
+still use the ``logits``), and its outputs agree with the default SDPA kernels to float
+rounding (about 1e-6 on float32). ``use_cache`` is switched off: one forward needs no
+key/value cache.
 
 transformers is imported only when such a model is opened: ``import actviz`` and the base
 install never need it (``pip install actviz[hf]`` adds it).
@@ -103,8 +107,13 @@ def is_model_folder(path: Path) -> bool:
 
 
 def looks_like_hub_id(text: str) -> bool:
-    """Whether ``text`` has the form of a Hugging Face hub id (``org/name``)."""
-    return bool(_HUB_ID.match(text)) and not text.startswith(("timm/", "./", "../"))
+    """Whether ``text`` has the form of a Hugging Face hub id (``org/name``) and transformers
+    is installed to open one (without it, such a name is just a missing file)."""
+    if not _HUB_ID.match(text) or text.startswith(("timm/", "./", "../")):
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("transformers") is not None
 
 
 def cached_hub_folder(repo_id: str) -> Path | None:
@@ -168,12 +177,18 @@ def _read_config(folder: Path, src: str) -> dict[str, Any]:
 
 
 def _model_class(
-    transformers: Any, config: dict[str, Any], src: str, trust: bool
+    transformers: Any, config: dict[str, Any], src: str, folder: Path, trust: bool
 ) -> tuple[Any, str, str]:
     """(class or Auto class, architecture name, code that runs when remote) for the config."""
     architectures = config.get("architectures") or []
     arch = str(architectures[0]) if architectures else ""
-    auto_map = config.get("auto_map") or {}
+    # Only the config's and the model's own code builds the model; an auto_map entry for the
+    # tokenizer alone is asked about when the tokenizer loads.
+    auto_map = {
+        k: v
+        for k, v in (config.get("auto_map") or {}).items()
+        if k == "AutoConfig" or k.startswith("AutoModel")
+    }
     if auto_map:
         # The folder's own code builds the model: pick the Auto class that maps to it.
         auto_name = next(
@@ -182,7 +197,8 @@ def _model_class(
         )
         code = str(auto_map.get(auto_name, arch or auto_name))
         if not trust:
-            raise TrustNeededError(src, f"its config.json maps {auto_name} to {code}")
+            # The folder (a cache snapshot for a hub id) is what would be trusted.
+            raise TrustNeededError(folder, f"its config.json maps {auto_name} to {code}")
         return getattr(transformers, auto_name, transformers.AutoModel), arch or code, code
     model_type = config.get("model_type")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -269,9 +285,18 @@ class ProcessorTransform:
         self.processor = processor
         self.mean = getattr(processor, "image_mean", None)
         self.std = getattr(processor, "image_std", None)
-        self.crop_size = _hw(getattr(processor, "crop_size", None)) or _hw(
-            getattr(processor, "size", None)
+        resize = (
+            _hw(getattr(processor, "size", None)) if getattr(processor, "do_resize", True) else None
         )
+        crop = (
+            _hw(getattr(processor, "crop_size", None))
+            if getattr(processor, "do_center_crop", False)
+            else None
+        )
+        self.resize_size = list(resize) if resize else None
+        self.crop_size = crop
+        #: What the model gets, ``(H, W)``, when the processor fixes it.
+        self.input_size = crop or resize
 
     def __call__(self, image: Any) -> torch.Tensor:
         return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
@@ -334,12 +359,12 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFM
         folder = cached_hub_folder(src)
         if folder is None:
             raise ModelLoadError(
-                f"{src}: not in the local Hugging Face cache ({hub_cache_dir()}), and actviz "
-                f"never downloads models; download it first with `hf download {src}` "
-                "(or save it with save_pretrained and open that folder)"
+                f"{src}: no such file or folder, and not in the local Hugging Face cache "
+                f"({hub_cache_dir()}); actviz never downloads models: download it first with "
+                f"`hf download {src}` (or save it with save_pretrained and open that folder)"
             )
     config = _read_config(folder, src)
-    cls, arch, _ = _model_class(transformers, config, src, trust)
+    cls, arch, _ = _model_class(transformers, config, src, folder, trust)
     weights = _weights_file(folder, src)
     model, note = _from_pretrained(cls, folder, src, trust)
     warnings = [note] if note else []
@@ -364,6 +389,6 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFM
         processor=processor,
         categories=_categories(model, task),
         transforms=transforms,
-        input_size=transforms.crop_size if transforms is not None else None,
+        input_size=transforms.input_size if transforms is not None else None,
         warnings=warnings,
     )

@@ -276,6 +276,7 @@ def _open_value(
     if isinstance(source, np.ndarray):
         return _from_value(_array_to_tensor(source, "<array>"), "<array>", "tensor", "array", exp)
     if _is_pil_image(source):
+        _check_takes_images("<image>", loaded_model)
         return _from_image(source, "<image>", exp, transforms, size)
     if not isinstance(source, (str, os.PathLike)):
         raise InputError(f"{source!r}: not an input (give a file path, 'random:...' or a tensor)")
@@ -298,7 +299,20 @@ def _open_value(
         return _from_value(value, src, "tensor", word, exp)
     if fmt in (FileFormat.TORCHSCRIPT, FileFormat.EXPORT):
         raise InputError(f"{src}: is a model file ({fmt}), not an input")
-    return _from_image(_open_image(path, src), src, exp, transforms, size)
+    image = _open_image(path, src)
+    _check_takes_images(src, loaded_model)
+    return _from_image(image, src, exp, transforms, size)
+
+
+def _check_takes_images(src: str, loaded_model: LoadedModel | None) -> None:
+    """Refuse an image for a text model (a tokenizer and no image processor)."""
+    if loaded_model is None or getattr(loaded_model, "tokenizer", None) is None:
+        return
+    if getattr(loaded_model, "processor", None) is None:
+        raise InputError(
+            f"{src}: {loaded_model.name} reads text (it has a tokenizer and no image "
+            f"processor), not images; give text as {TEXT_PREFIX}your words"
+        )
 
 
 def _normalise_size(size: int | tuple[int, int] | None) -> tuple[int, int] | None:

@@ -11,8 +11,12 @@ Sources, in the order they are tried:
   Lightning ``.ckpt`` or ``.safetensors`` (the architecture comes from ``arch=``, else it is
   guessed from the key names and shapes, see :mod:`actviz.io.arch_guess`), TorchScript,
   ``torch.export`` ``.pt2``, or a whole pickled module (needs ``trust=True``).
+* a folder written by ``save_pretrained`` - a Hugging Face transformers model
+  (:mod:`actviz.io.hf_models`), with its tokenizer or image processor.
+* ``"timm:NAME"`` / ``"timm/NAME"`` - a timm model (:mod:`actviz.io.timm_models`).
 * ``"path/file.py:Name"`` or ``"package.module:name"`` - code the user points at.
-* a torchvision model name (``resnet18``, ``vit_b_16``, ...).
+* a torchvision model name (``resnet18``, ``vit_b_16``, ...), else a bare timm name.
+* ``"org/name"`` - a Hugging Face hub id, only when it is in the local cache.
 """
 
 from __future__ import annotations
@@ -181,18 +185,22 @@ def open_model(
     Parameters
     ----------
     source
-        ``"demo"``; a torchvision model name; ``"file.py:Class"`` or ``"pkg.mod:factory"``;
-        a checkpoint file (state_dict, training dict, Lightning ckpt, safetensors,
-        TorchScript, torch.export ``.pt2``, pickled module); or an ``nn.Module``.
+        ``"demo"``; a torchvision model name; ``"timm:NAME"`` (or a bare timm name);
+        ``"file.py:Class"`` or ``"pkg.mod:factory"``; a checkpoint file (state_dict,
+        training dict, Lightning ckpt, safetensors, TorchScript, torch.export ``.pt2``,
+        pickled module); a Hugging Face model folder or a hub id already in the local
+        cache; or an ``nn.Module``.
     arch
-        Architecture for files that hold only weights: a torchvision name, ``timm/<name>``
-        or a ``file.py:Class`` / ``pkg.mod:factory`` reference. A torchvision or timm model
+        Architecture for files that hold only weights: a torchvision name, ``timm:NAME``
+        (or ``timm/NAME``, or a bare timm name) or a ``file.py:Class`` / ``pkg.mod:factory``
+        reference. A torchvision or timm model
         gets the checkpoint's number of classes when only its classifier head differs.
     weights
         For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
     trust
         Allow files that run code when unpickled (whole pickled modules, training dicts
-        holding Python objects). Only for files from a trusted source.
+        holding Python objects), and Hugging Face models that ship their own code. Only for
+        files from a trusted source.
     device
         Where the model goes (``"cpu"`` by default).
     guess
@@ -212,7 +220,8 @@ def open_model(
         Weights without ``arch`` whose architecture is not certain; its ``candidates`` are
         the best guesses, to offer the user.
     UntrustedFileError
-        The file needs ``trust=True``.
+        The file needs ``trust=True`` (:class:`~actviz.io.errors.TrustNeededError`, a
+        subclass, for a model folder's own code).
     """
     dev = resolve_device(device)
     if isinstance(source, nn.Module):

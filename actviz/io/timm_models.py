@@ -229,9 +229,9 @@ def _pretrained(bare: str, model: nn.Module) -> tuple[nn.Module, str | None, str
     cached = _cached_weights(model)
     try:
         if cached is not None:
-            built = timm.create_model(
-                bare, pretrained=True, pretrained_cfg_overlay={"file": cached}
-            )
+            # source="" keeps timm from asking the hub: the cached file is loaded as a file.
+            overlay = {"file": cached, "source": ""}
+            built = timm.create_model(bare, pretrained=True, pretrained_cfg_overlay=overlay)
             return built, f"cached {model.pretrained_cfg.get('hf_hub_id')}", ""
         if not (model.pretrained_cfg or {}).get("hf_hub_id") and not (
             model.pretrained_cfg or {}

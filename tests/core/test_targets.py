@@ -138,3 +138,78 @@ def test_tuple_output_warns_which_tensor_the_default_used():
     assert resolve_target(out, lambda o: o[1].sum()).warning is None
     with pytest.raises(TypeError, match="not str"):
         resolve_target(out, "1")
+
+
+# --------------------------------------------------------------------------------------------
+# Language models: (N, T, V) logits as Hugging Face outputs hold them
+# --------------------------------------------------------------------------------------------
+
+
+def _lm_output() -> dict:
+    logits = torch.tensor(
+        [[[0.0, 1.0, 2.0, 0.5], [3.0, 0.0, 0.0, 0.0], [0.1, 0.2, 0.9, 1.5]]],
+        requires_grad=True,
+    )  # (1, 3 positions, 4 tokens): the last position's top token is 3
+    hidden = torch.zeros(1, 3, 8)
+    return {"logits": logits, "hidden_states": (hidden, hidden)}
+
+
+def test_language_model_default_is_the_next_token_at_the_last_position():
+    out = _lm_output()
+    t = resolve_target(out, None)
+    assert (t.index, float(t.value.detach())) == (3, 1.5)
+    assert t.description == "next-token logit at the last position (token 3)"
+    assert t.warning is None  # hidden states beside the logits are extras, not ambiguity
+    (grad,) = torch.autograd.grad(t.value, out["logits"])
+    assert grad.nonzero().tolist() == [[0, 2, 3]]
+    chosen = resolve_target(out, 1)
+    assert (chosen.index, float(chosen.value.detach())) == (1, pytest.approx(0.2))
+    assert chosen.description == "logit of token 1 at the last position"
+    assert resolve_target(out, -1).index == 3
+    with pytest.raises(ValueError, match="target token 4 is out of range: the vocabulary has 4"):
+        resolve_target(out, 4)
+
+
+def test_classifier_logits_beside_attentions_are_the_target_without_warning():
+    logits = torch.tensor([[0.2, 2.0, -1.0]])
+    out = {"logits": logits, "attentions": (torch.ones(1, 2, 5, 5),)}
+    t = resolve_target(out, None)
+    assert (t.index, float(t.value), t.warning) == (1, 2.0, None)
+    assert t.description == "top-1 logit (class 1)"
+
+
+class _WordTokenizer:
+    """What parse_target uses of a tokenizer: its vocabulary, encode and token strings."""
+
+    vocab = {"the": 0, "cat": 1, "Ġworld": 2, " world": 3}
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+    def encode(self, text, add_special_tokens=False):
+        return [self.vocab[w] for w in text.split()]
+
+    def convert_ids_to_tokens(self, ids):
+        names = {v: k for k, v in self.vocab.items()}
+        return [names[i] for i in ids]
+
+
+def test_parse_target_reads_tokens_by_text_or_id():
+    tok = _WordTokenizer()
+    assert parse_target("cat", None, tok) == 1
+    assert parse_target("Ġworld", None, tok) == 2  # a vocabulary entry as written
+    assert parse_target("' world'", None, tok) == 3  # quotes keep the leading space
+    assert parse_target("17", None, tok) == 17  # ids are ids
+    with pytest.raises(ValueError, match=r"^'the cat' is 2 tokens \('the', 'cat'\), not one"):
+        parse_target("the cat", None, tok)
+    # Class names win for a classifier that also has a tokenizer.
+    assert parse_target("square", CATS, tok) == 1
+
+
+def test_masked_lm_logits_are_not_called_next_token():
+    class MaskedLMOutput(dict):  # named like transformers' output class
+        pass
+
+    out = MaskedLMOutput(_lm_output())
+    t = resolve_target(out, None)
+    assert (t.index, t.description) == (3, "top-1 logit at the last position (token 3)")

@@ -120,3 +120,19 @@ def remote_code_sandbox(tmp_path: Path) -> Iterator[None]:
         for name in [m for m in sys.modules if m.startswith("transformers_modules")]:
             if name not in before:
                 del sys.modules[name]
+
+
+def save_tiny_vit(folder: Path) -> Path:
+    """A 1-layer ViT image classifier on 32x32 images (2 labels) with its image processor."""
+    config = transformers.ViTConfig(
+        image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, num_labels=2, id2label={0: "cat", 1: "dog"},
+        label2id={"cat": 0, "dog": 1},
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.ViTForImageClassification(config).eval().save_pretrained(folder)
+    processor = transformers.ViTImageProcessor(
+        size={"height": 32, "width": 32}, image_mean=[0.5, 0.4, 0.3], image_std=[0.2, 0.25, 0.3]
+    )
+    processor.save_pretrained(folder)
+    return folder

@@ -31,6 +31,7 @@ from tests.io.hf_tiny import (  # noqa: E402
     save_remote_code_model,
     save_tiny_bert,
     save_tiny_gpt2,
+    save_tiny_vit,
 )
 
 
@@ -79,6 +80,11 @@ def test_text_input_round_trip(gpt2):
     assert torch.equal(value["input_ids"], inp.value["input_ids"])
     # Words the tokenizer never saw become its unknown token.
     assert open_input("text:the zebra", model=gpt2).tokens == ["the", "[UNK]"]
+    # An image is refused with what to give instead.
+    from PIL import Image
+
+    with pytest.raises(InputError, match=r"^<image>: tiny-gpt2 \(GPT2LMHeadModel\) reads text"):
+        open_input(Image.new("RGB", (8, 8)), model=gpt2)
 
 
 def test_next_token_target_is_the_top_logit_at_the_last_position(gpt2):
@@ -185,3 +191,54 @@ def test_hub_id_opens_only_from_the_local_cache(tmp_path, monkeypatch, gpt2_dir)
     (repo / "refs" / "main").write_text("abc123")
     loaded = open_model("someone/tiny-gpt2")
     assert loaded.name == "someone/tiny-gpt2 (GPT2LMHeadModel)" and loaded.tokenizer is not None
+
+
+def test_image_model_folder_preprocesses_with_its_image_processor(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    folder = save_tiny_vit(tmp_path / "tiny-vit")
+    loaded = open_model(folder)
+    assert loaded.task == "classifier" and loaded.categories == ["cat", "dog"]
+    assert loaded.processor is not None and loaded.tokenizer is None
+    assert loaded.input_size == (32, 32)
+    rng = np.random.default_rng(0)
+    img = Image.fromarray(rng.integers(0, 256, (48, 40, 3), dtype=np.uint8), "RGB")
+    inp = open_input(img, model=loaded)
+    expected = loaded.processor(images=img, return_tensors="pt")["pixel_values"]
+    assert torch.equal(inp.value, expected) and inp.image.shape == (32, 32, 3)
+    assert (
+        inp.description == "<image>: RGB 40x48 -> 1x3x32x32 (resize 32x32, mean/std normalisation)"
+    )
+    # The overlay undoes the processor's normalisation: back to the resized picture.
+    resized = np.asarray(img.resize((32, 32), Image.Resampling.BILINEAR), dtype=np.int16)
+    assert np.abs(inp.image.astype(np.int16) - resized).max() <= 1
+    cap = actviz.capture(loaded.model, inp.value, ["vit.layers.0"])
+    with torch.no_grad():
+        logits = loaded.model(inp.value).logits
+    assert cap.target_index == int(logits[0].argmax())
+
+
+def test_without_transformers_a_folder_says_what_to_install(monkeypatch, gpt2_dir, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers fails
+    with pytest.raises(ModelLoadError, match=r"needs pip install 'actviz\[hf\]'"):
+        open_model(gpt2_dir)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelLoadError, match=r"^someone/tiny: file not found$"):
+        open_model("someone/tiny")
+
+
+def test_a_folder_with_pytorch_model_bin_opens_the_same(tmp_path, gpt2_dir, gpt2):
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(gpt2_dir / name, folder / name)
+    torch.save(load_file(gpt2_dir / "model.safetensors"), folder / "pytorch_model.bin")
+    loaded = open_model(folder)
+    ids = torch.tensor([[4, 5, 6]])
+    with torch.no_grad():
+        assert torch.equal(loaded.model(input_ids=ids).logits, gpt2.model(input_ids=ids).logits)

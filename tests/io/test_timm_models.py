@@ -84,6 +84,22 @@ def test_pretrained_weights_only_from_the_cache(monkeypatch, tmp_path):
     ]
 
 
+def test_pretrained_weights_come_from_the_hub_cache(monkeypatch, tmp_path, vit_ref):
+    from huggingface_hub import constants
+    from safetensors.torch import save_file
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    repo = tmp_path / "models--timm--test_vit.r160_in1k"
+    (repo / "snapshots" / "abc").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc")
+    save_file(vit_ref.state_dict(), repo / "snapshots" / "abc" / "model.safetensors")
+    loaded = open_model("timm:test_vit")
+    assert loaded.name == "timm/test_vit (cached timm/test_vit.r160_in1k)"
+    assert loaded.warnings == []
+    assert _same_output(loaded.model, vit_ref)
+
+
 def test_checkpoint_with_prefix_ema_and_recorded_arch(tmp_path, vit_ref):
     torch.manual_seed(1)
     other = timm.create_model("test_vit").state_dict()

@@ -4,7 +4,7 @@ with words about model code, and opens only when trusted."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
@@ -76,3 +76,22 @@ def test_the_default_question_names_model_code_for_a_folder(qtbot, make_window, 
             "Cancel",
         )
     ]
+
+
+def test_a_model_folder_typed_in_the_open_dialog_opens_with_its_tokenizer(
+    qtbot, make_window, tmp_path
+):
+    folder = save_tiny_gpt2(tmp_path / "gpt2")
+    window = make_window()
+    dialog = window.files.open_model_dialog()
+    dialog.tabs.setCurrentIndex(1)
+    dialog.file_edit.setText(str(folder))
+    with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
+        qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    assert window.files.model_dialog is None  # closed as opened
+    loaded = window.session.loaded_model
+    assert type(loaded.model).__name__ == "GPT2LMHeadModel" and loaded.kind == "hf"
+    assert loaded.tokenizer is not None and loaded.task == "causal-lm"
+    # The target box reads a token's text through the model's tokenizer.
+    mat = loaded.tokenizer.get_vocab()["mat"]
+    assert window.session.set_target_text("mat") == mat and window.session.target == mat

@@ -529,7 +529,9 @@ class Session:
         """Parse ``text`` (:func:`actviz.core.targets.parse_target`) and make it the target."""
         from actviz.core.targets import parse_target
 
-        target = parse_target(text, self.categories)
+        # A language model's tokenizer reads a token's text as its id.
+        tokenizer = getattr(self.loaded_model, "tokenizer", None)
+        target = parse_target(text, self.categories, tokenizer)
         self.set_target(target)
         return target
 

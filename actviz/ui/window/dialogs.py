@@ -164,7 +164,9 @@ class OpenModelDialog(QDialog):
         form = QFormLayout(file_tab)
         row = QHBoxLayout()
         self.file_edit = QLineEdit()
-        self.file_edit.setPlaceholderText("checkpoint, TorchScript, .pt2 or safetensors file")
+        self.file_edit.setPlaceholderText(
+            "checkpoint, TorchScript, .pt2 or safetensors file; Hugging Face model folder; timm:NAME"
+        )
         row.addWidget(self.file_edit, 1)
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._on_browse_clicked)
@@ -175,7 +177,9 @@ class OpenModelDialog(QDialog):
         self.arch_combo.addItem("")
         self.arch_combo.addItems(self._names)
         self.arch_combo.setCurrentIndex(0)
-        self.arch_combo.lineEdit().setPlaceholderText("resnet18 or path/model.py:ClassName")
+        self.arch_combo.lineEdit().setPlaceholderText(
+            "resnet18, timm:NAME or path/model.py:ClassName"
+        )
         completer = QCompleter(self._names, self.arch_combo)
         completer.setFilterMode(Qt.MatchFlag.MatchContains)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
