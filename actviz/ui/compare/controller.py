@@ -316,6 +316,15 @@ class CompareController(QObject):
             event.disconnect(slot)
 
     # ========================================================================== running
+    def cancel_waiting(self) -> bool:
+        """Esc while a comparison waits for the run before it: it never starts."""
+        if not self._waiting:
+            return False
+        self._waiting = False
+        self.view.set_busy(False)
+        self._refuse("The comparison was cancelled.")
+        return True
+
     def _refuse(self, text: str) -> bool:
         self.view.set_message(text, error=True)
         self.compare_failed.emit(text)

@@ -483,6 +483,7 @@ class MainWindow(QMainWindow):
         cancelled = self.worker.cancel()
         cancelled = self.export_worker.cancel() or cancelled
         cancelled = self.files.cancel() or cancelled
+        cancelled = self.compare.cancel_waiting() or cancelled
         if cancelled and self.worker.has_current_job():
             self.status_label.setText("Cancelling…")
 
