@@ -172,6 +172,8 @@ class ModelDock(QDockWidget):
     def detach(self) -> None:
         """Stop listening to the session (the window calls this before it goes away)."""
         self.tree_model.detach()
+        # A filter left on the view can be called while the dock's Python side is torn down.
+        self.tree_view.removeEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
         if (
