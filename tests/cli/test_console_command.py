@@ -75,7 +75,10 @@ def test_actviz_exits_1_when_the_model_cannot_be_opened(tmp_path):
 def test_actviz_help_and_a_headless_command(tmp_path):
     proc = run_actviz("--help", home=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: actviz") and "{gui,info,export,compare,scan,bench}" in proc.stdout
+    assert (
+        proc.stdout.startswith("usage: actviz")
+        and "{gui,info,export,compare,scan,bench}" in proc.stdout
+    )
     proc = run_actviz("info", "--model", "demo", home=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "features.block4" in proc.stdout
