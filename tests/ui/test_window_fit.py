@@ -277,3 +277,27 @@ def test_overview_panels_share_one_margin_and_spacing(qtbot, resnet_window):
     for row in (panels[:3], panels[3:]):
         assert len({p.mapTo(window, p.rect().topLeft()).y() for p in row}) == 1
         assert len({p.height() for p in row}) == 1
+
+
+def test_every_mosaic_scene_matches_its_canvas_after_the_demo_opens_at_1280x720(qtbot, settings):
+    # A canvas's fitted height, set while a resize was being handled, once left pyqtgraph's
+    # scene at the earlier, taller size: the activation mosaic sat lower than the gradient's
+    # and its last row was cut (the demo's first panel at 1280x720).
+    window = _window(qtbot, settings)
+    window.resize(1280, 720)
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        assert window.load_demo()
+    window.flush_panel_updates()
+    canvases = [
+        slot.image_canvas
+        for panel in window.layer_panels.values()
+        for slot in (panel.activation_slot, panel.gradient_slot)
+        if slot.image_canvas is not None and slot.image_canvas.isVisible()
+    ]
+    assert len(canvases) >= 4
+
+    def scenes_fit() -> bool:
+        return all(c.ci.geometry().size().toSize() == c.size() for c in canvases)
+
+    qtbot.waitUntil(scenes_fit, timeout=2000)
+    window.close()

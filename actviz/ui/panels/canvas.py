@@ -696,6 +696,16 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
             self._fit_height()
             self.resized.emit()
+            # A size set while this event was being handled (the fitted height, the layout
+            # answering it) can leave pyqtgraph's scene at the previous size: the image then
+            # sits off-centre and is cut. Check once control is back in the event loop.
+            QtCore.QTimer.singleShot(0, self, self._sync_scene)
+
+    def _sync_scene(self) -> None:
+        if self.closed or not self.isVisible():
+            return
+        if self.ci.geometry().size().toSize() != self.size():
+            super().resizeEvent(QtGui.QResizeEvent(self.size(), self.size()))
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802 - Qt name
         super().showEvent(event)
