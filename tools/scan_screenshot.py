@@ -18,22 +18,16 @@ import os
 import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, QSettings, QTimer
+from PySide6.QtCore import QSettings
+from screenshots import _wait as wait_settled
 
 
 def _wait(app, done, timeout_ms: int = 120_000) -> None:
-    loop, timer, poll = QEventLoop(), QTimer(), QTimer()
-    timer.setSingleShot(True)
-    timer.timeout.connect(loop.quit)
-    poll.timeout.connect(lambda: done() and loop.quit())
-    timer.start(timeout_ms)
-    poll.start(20)
-    loop.exec()
-    poll.stop()
+    # The README screenshots' one wait (tools/screenshots.py, beside this file), strict here:
+    # a scan that never finishes must not give a screenshot of a half-built grid.
+    wait_settled(app, done, timeout_ms)
     if not done():
         raise TimeoutError("the window did not get there in time")
-    for _ in range(20):  # let layouts settle and paint
-        app.processEvents()
 
 
 def main() -> None:

@@ -17,20 +17,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
 from actviz.core.compare import Comparison, compare
 from actviz.core.records import Capture
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
-from actviz.display.prepare import with_page
 from actviz.display.result import DisplaySpec
 from actviz.io.errors import ActvizError
 from actviz.io.export import (
     EXPORT_PAGE_CHANNELS,
-    channel_pages,
-    mosaic_rgb,
-    render_layer_png,
     safe_name,
+    write_pages,
 )
 from actviz.io.reproduce import run_source, write_compare_reproduce
 
@@ -89,25 +84,21 @@ def write_comparison(
         view = layer.view
         if view is None:
             continue
-        base = f"diff_{safe_name(name)}"
         title = f"{name or '(model)'} · {layer.module_type} · A - B"
-        mine: list[Path] = []
-        for first, suffix in channel_pages(view):
-            path = out / f"{base}{suffix}.png"
-            render_layer_png(
-                view,
-                title,
-                cmap=DIFFERENCE_CMAP,
-                normalize=normalize,
-                first_channel=first,
-                symmetric=True,
-            ).save(path)
-            mine.append(path)
-            if layer.mosaic is not None:
-                page = with_page(layer, first)
-                raw = out / f"{base}{suffix}_1x.png"
-                Image.fromarray(mosaic_rgb(page.mosaic, DIFFERENCE_CMAP)).save(raw)  # type: ignore[arg-type]
-                mine.append(raw)
+        # The export's page writer: readable PNGs and the panel's own pixels (_1x), here
+        # always symmetric about 0 in the difference map.
+        mine = write_pages(
+            out,
+            safe_name(name),
+            "features",
+            layer,
+            DIFFERENCE_CMAP,
+            {"files": []},
+            title,
+            normalize,
+            symmetric=True,
+            stem=f"diff_{safe_name(name)}",
+        )
         written += mine
         files[name] = [p.name for p in mine]
     change = prediction_change(

@@ -41,6 +41,7 @@ __all__ = [
     "pick_gradcam_layer",
     "render_layer_png",
     "safe_name",
+    "write_pages",
 ]
 
 log = logging.getLogger(__name__)
@@ -277,7 +278,7 @@ def _heat_png(heat: np.ndarray, image: np.ndarray | None, title: str) -> Image.I
     return _framed(img, title, 0.0, 1.0, cmap)
 
 
-def _write_pages(
+def write_pages(
     out: Path,
     base: str,
     kind: str,
@@ -286,9 +287,15 @@ def _write_pages(
     entry: dict[str, Any],
     title: str | None = None,
     normalize: str | None = None,
+    *,
+    symmetric: bool | None = None,
+    stem: str | None = None,
 ) -> list[Path]:
     """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages:
-    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic."""
+    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic.
+
+    ``symmetric`` overrides the window's rule (a difference is always symmetric about 0) and
+    ``stem`` the file names' ``<base>_<kind>`` (``actviz compare``'s ``diff_<layer>``)."""
     if isinstance(layer, PreparedLayer):
         view = layer.view if kind == "features" else layer.grad_view
         module_type = layer.module_type
@@ -304,10 +311,12 @@ def _write_pages(
     gradient = kind == "grad"
     # The window's per-layer choice under "auto": signed activations symmetric about 0 in the
     # diverging map, the others (and |gradient|) in a sequential one.
-    symmetric = not gradient and symmetric_for(cmap, view)
+    if symmetric is None:
+        symmetric = not gradient and symmetric_for(cmap, view)
     painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
+    stem = stem or f"{base}_{kind}"
     for first, suffix in channel_pages(view):
-        path = out / f"{base}_{kind}{suffix}.png"
+        path = out / f"{stem}{suffix}.png"
         render_layer_png(
             view,
             title,
@@ -318,7 +327,7 @@ def _write_pages(
         ).save(path)
         written.append(path)
         if view.kind == "maps":
-            raw = out / f"{base}_{kind}{suffix}_1x.png"
+            raw = out / f"{stem}{suffix}_1x.png"
             m = page_mosaic(view, normalize, first, symmetric=symmetric)
             Image.fromarray(mosaic_rgb(m, painted)).save(raw)
             written.append(raw)
@@ -463,10 +472,10 @@ def export_capture(
             entry.update(
                 {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
             )
-            written += _write_pages(out, base, "features", layer, cmap, entry, normalize=normalize)
+            written += write_pages(out, base, "features", layer, cmap, entry, normalize=normalize)
         if rec.grad is not None:
             grad_layer = layer if layer is not None and layer.grad_view is not None else None
-            written += _write_pages(
+            written += write_pages(
                 out,
                 base,
                 "grad",

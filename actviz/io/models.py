@@ -336,35 +336,37 @@ def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
 
 def _open_hf(src: str, folder: Path | None, *, trust: bool) -> LoadedModel:
     built = hf_models.open_hf(src, folder=folder, trust=trust)
-    return LoadedModel(
-        built.model,
+    return _from_built(
+        built,
         built.name,
         src,
         "hf",
-        categories=built.categories,
-        transforms=built.transforms,
-        input_size=built.input_size,
-        warnings=list(built.warnings),
         task=built.task,
         tokenizer=built.tokenizer,
         processor=built.processor,
     )
 
 
-def _open_timm(name: str, src: str, weights: Any) -> LoadedModel:
-    built = timm_models.build_timm(name, weights)
-    suffix = built.weights_name or "random init"
+def _from_built(built: Any, name: str, src: str, kind: str, **extra: Any) -> LoadedModel:
+    """The LoadedModel of a zoo's build result (torchvision, timm, Hugging Face)."""
     return LoadedModel(
         built.model,
-        f"{name} ({suffix})",
+        name,
         src,
-        "timm",
+        kind,
         categories=built.categories,
         transforms=built.transforms,
         input_size=built.input_size,
         warnings=list(built.warnings),
-        task="classifier" if built.categories else None,
+        **extra,
     )
+
+
+def _open_timm(name: str, src: str, weights: Any) -> LoadedModel:
+    built = timm_models.build_timm(name, weights)
+    suffix = built.weights_name or "random init"
+    task = "classifier" if built.categories else None
+    return _from_built(built, f"{name} ({suffix})", src, "timm", task=task)
 
 
 def _ignore_arch(loaded: LoadedModel, arch: str | None) -> LoadedModel:
@@ -396,16 +398,7 @@ def _open_demo() -> LoadedModel:
 def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
     built = zoo.build_torchvision(name, weights)
     suffix = built.weights_name.rsplit(".", 1)[-1] if built.weights_name else "random init"
-    return LoadedModel(
-        built.model,
-        f"{name} ({suffix})",
-        src,
-        "torchvision",
-        categories=built.categories,
-        transforms=built.transforms,
-        input_size=built.input_size,
-        warnings=list(built.warnings),
-    )
+    return _from_built(built, f"{name} ({suffix})", src, "torchvision")
 
 
 # --------------------------------------------------------------------------------------------
