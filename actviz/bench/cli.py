@@ -122,7 +122,7 @@ def _memory(quick: bool, summary: dict) -> None:
 def _scan(quick: bool, summary: dict) -> None:
     from actviz.bench import scan_bench
 
-    r = scan_bench.run(("demo", "resnet18"), images=2000, size=112, pairs=1 if quick else 3)
+    r = scan_bench.run(("demo", "resnet18"), images=2000, size=112, pairs=1 if quick else 5)
     scan_bench.print_table(r)
     for key in ("scan_throughput_ratio", "scan_rss_growth_frac", "scan_rss_growth_mib"):
         summary[key] = r[key]

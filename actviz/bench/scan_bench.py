@@ -3,13 +3,14 @@
 The benchmark writes a synthetic folder of small JPEG images into a temporary directory
 (removed after). For each model, pairs of runs alternate: a bare ``torch.no_grad()`` forward
 loop over the very DataLoader a scan uses (same dataset, preprocessing, batch size, workers,
-collate), then ``actviz.scan`` with its cache on (in a scratch cache folder, emptied before each
-scan so that every scan runs in full). ``scan_throughput_ratio`` is the median of the per-pair
-ratios of images/s (target >= 0.90), the worst over the models.
+collate) and ``actviz.scan`` with its cache on (in a scratch cache folder, emptied before each
+scan so that every scan runs in full), in an order that flips every pair.
+``scan_throughput_ratio`` is the median of the per-pair ratios of images/s (target >= 0.90),
+the worst over the models.
 
 Memory (after one warm-up scan of a few images, so one-off imports are not counted): the peak
-resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the bare
-loops and of the scans (the largest of each); the growth is their difference, reported against the model's own
+resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the bare loops and of the
+scans (the largest of each); the growth is their difference, reported against the model's own
 footprint (its parameter and buffer bytes; target <= 10 %). Where the peak cannot be reset,
 RSS sampled once per batch stands in.
 """
@@ -203,17 +204,22 @@ def run(
             warm = sorted(folder.rglob("*.jpg"))[: 2 * batch_size]
             scan(source, warm, layers, k=9, batch_size=batch_size, num_workers=0, cache=False)
             ratios = []
-            for _ in range(pairs):
-                peak = _Peak()
-                bare = _bare(net, loader, peak.sample)
-                row.peak_bare = max(row.peak_bare, peak.result())
-                peak = _Peak()
-                scanned = one_scan(lambda *_, p=peak: p.sample())
-                row.peak_scan = max(row.peak_scan, peak.result())
-                row.peak_method = "VmHWM" if peak.hwm else "RSS per batch"
-                row.bare_ips.append(bare)
-                row.scan_ips.append(scanned)
-                ratios.append(scanned / bare)
+            for i in range(pairs):
+                got: dict[str, float] = {}
+                # The order flips every pair, so a drift of the machine's speed during the
+                # run does not favour either side.
+                for what in ("bare", "scan") if i % 2 == 0 else ("scan", "bare"):
+                    peak = _Peak()
+                    if what == "bare":
+                        got[what] = _bare(net, loader, peak.sample)
+                        row.peak_bare = max(row.peak_bare, peak.result())
+                    else:
+                        got[what] = one_scan(lambda *_, p=peak: p.sample())
+                        row.peak_scan = max(row.peak_scan, peak.result())
+                        row.peak_method = "VmHWM" if peak.hwm else "RSS per batch"
+                row.bare_ips.append(got["bare"])
+                row.scan_ips.append(got["scan"])
+                ratios.append(got["scan"] / got["bare"])
             row.ratio = statistics.median(ratios)
             rows.append(row)
     finally:

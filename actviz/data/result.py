@@ -231,21 +231,21 @@ def layer_result(state: Any) -> LayerResult:
             None,
             _frozen(np.zeros(0, dtype=np.int64)),
         )
-    indices = state.indices.numpy().copy()
+    indices = state.indices.copy()
     indices[indices == EMPTY_INDEX] = -1
     count = state.count
-    positive = state.positive.numpy().copy()
+    positive = state.positive.copy()
     frac = positive / count if count else np.zeros(len(positive))
     stats = ChannelStats(
-        _frozen(state.mean.numpy().copy()),
+        _frozen(state.mean.copy()),
         _frozen(state.std()),
         _frozen(frac.astype(np.float64)),
         count,
     )
     return LayerResult(
-        _frozen(state.values.numpy().copy()),
+        _frozen(state.values.copy()),
         _frozen(indices),
-        _frozen(state.locations.numpy().copy()),
+        _frozen(state.locations.copy()),
         stats,
         state.spatial,
         _frozen(positive),

@@ -243,12 +243,16 @@ def _signature(path: str) -> str:
 
 def _folder_files(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
     files: list[tuple[str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    base = os.fspath(root)
+    # os.path, not pathlib: listing is part of a scan's time, and pathlib parsed each name
+    # three times (a tenth of a second for 2,000 files).
+    for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = os.path.relpath(dirpath, base)
+        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
         for fn in filenames:
-            if not fn.startswith(".") and Path(fn).suffix.lower() in IMAGE_SUFFIXES:
-                full = os.path.join(dirpath, fn)
-                files.append((Path(full).relative_to(root).as_posix(), full))
+            if not fn.startswith(".") and os.path.splitext(fn)[1].lower() in IMAGE_SUFFIXES:
+                files.append((prefix + fn, os.path.join(dirpath, fn)))
     files.sort()
     # ImageFolder layout: every image one folder below the root; the folders are the classes.
     tops = {rel.split("/", 1)[0] for rel, _ in files if "/" in rel}

@@ -311,3 +311,94 @@ def test_a_dataset_of_images_scans_like_the_files(image_folder):
     named = scan(net, Pictures(), ["4"], k=3, num_workers=0, cache="pictures")
     assert named.cache_path is not None
     assert scan(net, Pictures(), ["4"], k=3, num_workers=0, cache="pictures").from_cache
+
+
+def test_a_torn_state_write_falls_back_to_the_batch_before(image_folder):
+    # Three batches of 10 are saved (slots written in turn), then the newest slot is torn as
+    # a kill in the middle of its write would leave it: the other slot, one batch older, is
+    # used, and only the batch of the torn write is run again.
+    net = tiny_net()
+    with pytest.raises(ScanCancelled):
+        scan(
+            net,
+            image_folder,
+            LAYERS,
+            k=3,
+            batch_size=10,
+            num_workers=0,
+            should_stop=iter([False, False, False, True]).__next__,
+        )
+    slots = sorted(Path.home().joinpath(".cache").rglob("state.*.bin"))
+    assert [p.name for p in slots] == ["state.0.bin", "state.1.bin"]
+    newest = slots[0]  # writes 1 and 3 went to slot 0
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data[: len(data) - 7]))
+    seen = []
+    resumed = scan(
+        net,
+        image_folder,
+        LAYERS,
+        k=3,
+        batch_size=10,
+        num_workers=0,
+        progress=lambda done, total, rate: seen.append(done),
+    )
+    assert seen[0] == 30  # 20 from the cache, then the lost batch again
+    assert_same_scan(resumed, scan(net, image_folder, LAYERS, k=3, num_workers=0, cache=False))
+
+
+def test_inf_beats_nan_and_stays_inf():
+    data = torch.zeros(2, 1, 4)
+    data[0, 0] = torch.tensor([float("nan"), float("inf"), 1.0, float("nan")])
+    data[1, 0] = torch.tensor([2.0, 5.0, float("nan"), 1.0])
+    result = scan(torch.nn.Sequential(torch.nn.Identity()), data, ["0"], k=2, cache=False)
+    assert [(e.index, e.value, e.location) for e in result.top("0", 0)] == [
+        (0, np.inf, (0, 1)),
+        (1, 5.0, (0, 1)),
+    ]
+
+
+def test_a_layer_that_stops_firing_leaves_the_others_exact(image_folder, monkeypatch):
+    import sys
+
+    module = sys.modules["actviz.data.scan"]
+    splits = []
+    dissolve = module._Group.dissolve
+    monkeypatch.setattr(
+        module._Group, "dissolve", lambda g: (splits.append(len(g.runs)), dissolve(g))
+    )
+
+    # Layers are merged together while they all fire; "extra" skips the last, short batch, so
+    # the group is split there and each layer goes on alone.
+    class Sometimes(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = tiny_net()
+            self.extra = torch.nn.Conv2d(3, 2, 3)
+
+        def forward(self, x):
+            if x.shape[0] != 4:  # the scan's last batch (60 = 7 x 8 + 4)
+                self.extra(x)
+            return self.net(x)
+
+    model = Sometimes().eval()
+    layers = ["net.1", "extra", "net.7"]
+    result = scan(model, image_folder, layers, k=4, batch_size=8, num_workers=0, cache=False)
+    paths = sorted(image_folder.rglob("*.png"), key=lambda p: p.relative_to(image_folder))
+    inputs = [open_input(p, model=model.net).value for p in paths]
+    expected = brute_force(model, inputs, ["net.1", "extra", "net.7"], 4)
+    first56 = brute_force(model, inputs[:56], ["extra"], 4)["extra"]
+    for layer, (tops, means, _) in (
+        *((n, expected[n]) for n in ("net.1", "net.7")),
+        ("extra", first56),
+    ):
+        for c, (order, values, locs) in enumerate(tops):
+            entries = result.top(layer, c)
+            assert [(e.index, e.location) for e in entries] == list(zip(order, locs, strict=True))
+            np.testing.assert_allclose([e.value for e in entries], values, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            result.stats(layer).mean, means.mean(axis=0), rtol=1e-6, atol=1e-7
+        )
+    assert result.stats("extra").count == 56 and result.stats("net.1").count == 60
+    assert splits == [3]  # grouped at the first batch, split at the last
