@@ -113,6 +113,8 @@ class PredictionPanel(PanelBase):
 
     def set_bars_visible(self, visible: bool) -> None:
         """Show or hide the bars (a before/after table added below takes their place)."""
+        if bool(visible) == self._bars_visible:
+            return  # asked again on every live frame: redrawing the bars is not free
         self._bars_visible = bool(visible)
         self.set_predictions(self._data)
 

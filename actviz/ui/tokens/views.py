@@ -68,6 +68,7 @@ class TokenViews:
         self.rollout_panel = OverlayPanel("Attention rollout")
         centre.overview_splitters[1].addWidget(self.rollout_panel)
         self.rollout_panel.setVisible(False)
+        self._shown_empty = True  # the panels are cleared and hidden
         # Text input.
         self.text_bar = QToolBar("Text input")
         self.text_bar.setObjectName("textInputBar")
@@ -121,6 +122,7 @@ class TokenViews:
         self.rollout_panel.clear()
         self.tabs.setTabVisible(self.attention_tab_index, False)
         self.rollout_panel.setVisible(False)
+        self._shown_empty = True
 
     def _on_session_input_changed(self) -> None:
         # A text input opened elsewhere (command line, recent inputs) shows in the text box.
@@ -132,6 +134,12 @@ class TokenViews:
         result: Any = self.session.result
         if result is None:
             return
+        empty = result.attention is None and result.logit_lens is None and result.rollout is None
+        if empty and self._shown_empty:
+            # A model without attention (every live frame of a CNN): the panels are already
+            # cleared and hidden; clearing them again cost the GUI thread time each frame.
+            return
+        self._shown_empty = empty
         spec = result.spec
         self.attention_panel.set_attention(
             result.attention, spec.tokens, layout=spec.layout, sample=spec.sample

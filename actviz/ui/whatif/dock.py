@@ -165,9 +165,16 @@ class EditsDock(QDockWidget):
         return next(r for r in self.rows if r.key == key)
 
     def set_summary(self, text: str) -> None:
-        self.summary.setText(text)
-        self.summary.setVisible(bool(text))
+        _set_note(self.summary, text)
 
     def set_error(self, text: str) -> None:
-        self.error_label.setText(text)
-        self.error_label.setVisible(bool(text))
+        _set_note(self.error_label, text)
+
+
+def _set_note(label: QLabel, text: str) -> None:
+    """A label shown only when it says something; untouched when it already says ``text``
+    (every live frame sets the summary)."""
+    if label.text() != text:
+        label.setText(text)
+    if label.isHidden() == bool(text):
+        label.setVisible(bool(text))

@@ -92,8 +92,16 @@ class PredictionChangeView(QWidget):
         self, rows: Sequence[ChangeRow], target: ChangeRow | None = None, target_text: str = ""
     ) -> None:
         """Show ``rows`` (top classes of both runs) and ``target``'s row (bold, last)."""
-        self._rows = [tuple(r) for r in rows]  # type: ignore[misc]
-        self._target = tuple(target) if target is not None else None  # type: ignore[assignment]
+        new_rows = [tuple(r) for r in rows]
+        new_target = tuple(target) if target is not None else None
+        if (new_rows, new_target) == (self._rows, self._target) and (
+            self.target_label.text() == target_text
+        ):
+            # Every live frame clears the table: rebuilding an empty one still relaid out the
+            # panel and cost the GUI thread time each frame.
+            return
+        self._rows = new_rows  # type: ignore[assignment]
+        self._target = new_target  # type: ignore[assignment]
         shown = list(self._rows)
         if self._target is not None and all(r[0] != self._target[0] for r in shown):
             shown.append(self._target)
