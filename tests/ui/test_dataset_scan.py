@@ -174,6 +174,34 @@ class Gate:
             assert self.open.wait(TIMEOUT_MS / 1000)
 
 
+def test_escape_stops_a_scan_too(qtbot, demo_window, tmp_path):
+    window = demo_window
+    folder = tmp_path / "images"
+    write_folder(folder)
+    gate = Gate(window.session.model)
+    handle = window.session.model.register_forward_pre_hook(gate)
+    seen = _progress(window)
+    try:
+        assert not window.cancel_action.isEnabled()  # nothing to cancel yet
+        window.dataset.start(ScanSpec(str(folder), (LAYER,), 3, BATCH))
+        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        # Only a scan runs: the window's busy bar stays hidden, but Esc is live.
+        assert window.cancel_action.isEnabled() and not window.is_busy()
+        assert window.cancel_action.shortcut().toString() == "Esc"
+        with qtbot.waitSignal(window.dataset.scans.scan_cancelled, timeout=TIMEOUT_MS):
+            window.activateWindow()
+            qtbot.keyClick(window, Qt.Key.Key_Escape)
+            assert window.dataset.dock.rate_label.text() == "Cancelling after this batch…"
+            gate.active = False
+            gate.open.set()
+        assert seen == [(4, 16)]
+        assert window.dataset.scan.count == 4
+        qtbot.waitUntil(lambda: not window.cancel_action.isEnabled(), timeout=TIMEOUT_MS)
+    finally:
+        gate.open.set()
+        handle.remove()
+
+
 def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, demo_window, tmp_path):
     window = demo_window
     folder = tmp_path / "images"

@@ -183,10 +183,12 @@ class DatasetScanUI(QObject):
         self.dock.set_message("")
         self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
         self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
+        self.window.refresh_busy()
         if self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
             self.window.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
 
     def _on_scan_finished(self, scan: Any) -> None:
+        self.window.refresh_busy()  # Esc cancels a scan only while one runs
         self.dock.stop_progress()
         self._show_scan(scan)
         if is_partial(scan):  # a saved partial scan, shown when the model opened
@@ -229,6 +231,7 @@ class DatasetScanUI(QObject):
             self._on_channel_changed(self.channel_view.name, self.channel_view.channel)
 
     def _on_scan_failed(self, text: str) -> None:
+        self.window.refresh_busy()
         self.dock.stop_progress()
         if self.scans.scan is not None:
             self._show_scan(self.scans.scan)  # the scan shown before stays
@@ -238,6 +241,7 @@ class DatasetScanUI(QObject):
         self.window.show_error(text, BANNER_SOURCE)
 
     def _on_scan_cancelled(self) -> None:
+        self.window.refresh_busy()
         self.dock.stop_progress()
         done, total, _ips = self.scans.progress
         where = f" after {done:,} of {total:,} images" if total else ""

@@ -107,7 +107,7 @@ def _actions(window: QMainWindow) -> dict[str, QAction]:
         ),
         run_action=action("Run", "Ctrl+R", "Run forward and backward (Ctrl+R)"),
         cancel_action=action(
-            "Cancel", "Esc", "Cancel the running capture, load or export (Esc)"
+            "Cancel", "Esc", "Cancel the running capture, load, export or dataset scan (Esc)"
         ),
         export_all_action=action(
             "Export everything…", "Ctrl+E",

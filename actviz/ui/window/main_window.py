@@ -475,15 +475,17 @@ class MainWindow(QMainWindow):
         return gen
 
     def cancel(self) -> None:
-        """Cancel the running capture, model / input load or export (Esc).
+        """Cancel the running capture, model / input load, export or dataset scan (Esc).
 
-        The panels keep the previous result and a cancelled load keeps the previous model.
+        The panels keep the previous result, a cancelled load keeps the previous model and a
+        cancelled scan keeps what it scanned (scanning again resumes).
         """
         self._debounce.stop()
         cancelled = self.worker.cancel()
         cancelled = self.export_worker.cancel() or cancelled
         cancelled = self.files.cancel() or cancelled
         cancelled = self.compare.cancel_waiting() or cancelled
+        cancelled = self.dataset.cancel() or cancelled
         if cancelled and self.worker.has_current_job():
             self.status_label.setText("Cancelling…")
 
@@ -769,7 +771,7 @@ class MainWindow(QMainWindow):
         """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
         busy = self.is_busy()
         self.progress_bar.setVisible(busy)
-        self.cancel_action.setEnabled(busy)
+        self.cancel_action.setEnabled(self._cancellable())
         if text:
             self.status_label.setText(text)
 
@@ -779,7 +781,13 @@ class MainWindow(QMainWindow):
 
     def _update_enabled(self) -> None:
         self.run_action.setEnabled(self.session.can_run())
-        self.cancel_action.setEnabled(self.is_busy())
+        self.cancel_action.setEnabled(self._cancellable())
+
+    def _cancellable(self) -> bool:
+        # A dataset scan has its own progress in the Dataset dock (not the busy bar), but Esc
+        # stops it too.
+        dataset = getattr(self, "dataset", None)
+        return self.is_busy() or (dataset is not None and dataset.scans.is_scanning())
 
     def stop_current_run(self) -> None:
         """Stop the pending automatic run and cancel the running capture."""
