@@ -12,7 +12,7 @@ from PySide6.QtCore import QSettings, Qt
 from actviz.core.capture import capture
 from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import mosaic
-from actviz.edits import ablate, scale
+from actviz.edits import ablate, clamp, scale
 from actviz.ui.window.main_window import MainWindow
 from tests.ui.tiny_models import TinyCNN
 
@@ -232,6 +232,53 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
         qtbot.mouseClick(dock.clear_button, LEFT)
     assert not dock.rows and not window.result.capture.edits
     assert panel2.difference_button.isHidden()
+
+
+def test_clamp_from_the_tile_menu(qtbot, window):
+    model, x = window.session.model, window.session.input.value
+    asked = []
+
+    def ask(parent, prompt):
+        asked.append(prompt)
+        return (None, 0.05)
+
+    window.whatif.ask_range = ask
+    menu = _right_click_tile(qtbot, window, "conv1", 1)
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        _click_menu_item(qtbot, menu, "Clamp ch 1…")
+    window.flush_panel_updates()
+    assert asked == ["Clamp ch 1 of conv1 to (empty: no bound):"]
+    edited = capture(model, x, LAYERS, edits={"conv1": clamp(None, 0.05, channels=[1])})
+    plain = capture(model, x, LAYERS)
+    got = window.result.capture
+    assert torch.equal(got["conv1"].tensor, edited["conv1"].tensor)
+    assert got["conv1"].tensor[0, 1].max() <= 0.05 < plain["conv1"].tensor[0, 1].max()
+    assert torch.equal(got["conv1"].tensor[0, 0], plain["conv1"].tensor[0, 0])  # others kept
+    assert torch.equal(got.output, edited.output)
+    assert "clamp" in window.layer_panels["conv1"].edit_badge_text()
+
+
+def test_range_dialog_says_what_is_wrong_and_stays_open(qtbot):
+    from actviz.ui.whatif.range_dialog import RangeDialog
+
+    dialog = RangeDialog(None, "Clamp ch 1 of conv1 to:")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    for low, high, said in (
+        ("", "", "Give a lowest or a highest value (or both)."),
+        ("abc", "", "Lowest: 'abc' is not a number."),
+        ("0", "nan", "Highest: 'nan' is not a number."),
+        ("2", "1", "The lowest value (2) is above the highest (1)."),
+    ):
+        dialog.min_edit.setText(low)
+        dialog.max_edit.setText(high)
+        qtbot.mouseClick(dialog.ok_button, LEFT)
+        assert dialog.isVisible() and dialog.message_label.text() == said
+        assert dialog.chosen() is None
+    dialog.min_edit.setText(" -1.5 ")
+    dialog.max_edit.setText("")
+    qtbot.mouseClick(dialog.ok_button, LEFT)
+    assert not dialog.isVisible() and dialog.chosen() == (-1.5, None)
 
 
 def test_a_bad_edit_is_a_message_not_a_crash(qtbot, window):

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QMenu, QWi
 
 from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
 from actviz.ui.whatif.prediction import ChangeRow, PredictionChangeView
+from actviz.ui.whatif.range_dialog import ask_range
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
@@ -88,6 +89,10 @@ class WhatIfController(QObject):
         self.session = window.session
         self.display = window.display
         self.ask_factor: AskFactor = ask_factor
+        #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
+        self.ask_range: Callable[[QWidget, str], tuple[float | None, float | None] | None] = (
+            ask_range
+        )
         #: The tile menu shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         self._diff_cache: dict[tuple, PreparedLayer] = {}
@@ -191,6 +196,9 @@ class WhatIfController(QObject):
         menu.addAction(f"Keep only {what}", adder(lambda: E.keep(channels))).setToolTip(
             "Set every other channel of this layer to zero"
         )
+        menu.addAction(f"Clamp {what}…", lambda: self._ask_and_clamp(layer, channels)).setToolTip(
+            "Limit these channels to a range during the forward (e.g. only positive values)"
+        )
         pins = [p for p in self.session.pins if p.result.capture is not None]
         if not pins:
             action = menu.addAction("Patch from pin")
@@ -221,6 +229,16 @@ class WhatIfController(QObject):
         factor = self.ask_factor(self.window, f"Multiply {channels_text(channels)} of {layer} by:")
         if factor is not None:
             self._add_made(layer, lambda: E.scale(channels, factor))
+
+    def _ask_and_clamp(self, layer: str, channels: tuple[int, ...]) -> None:
+        from actviz.core import edits as E
+
+        bounds = self.ask_range(
+            self.window, f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):"
+        )
+        if bounds is not None:
+            low, high = bounds
+            self._add_made(layer, lambda: E.clamp(low, high, channels=channels))
 
     def _add_made(self, layer: str, make: Callable[[], Any], note: str = "") -> None:
         try:
