@@ -233,3 +233,27 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     assert old() is None
     assert view.message().startswith("Run A changed since this comparison")
     assert "first divergence: conv2" in view.message()
+
+
+def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, window):
+    _run(qtbot, window, 1)
+    first = window.pin_result()
+    _run(qtbot, window, 2)
+    second = window.pin_result()
+    _run(qtbot, window, 3)
+    entries = {a.text(): a for a in window.pins_menu.actions()}
+    sub = entries["Compare the latest run with"].menu()
+    assert [a.text() for a in sub.actions()] == [first.label, second.label]
+    assert window.tabs.currentWidget() is not window.compare.page
+    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+        sub.actions()[0].trigger()
+    view = window.compare.view
+    assert window.tabs.currentWidget() is window.compare.page
+    assert view.source == PIN and view.pin_combo.currentIndex() == 0
+    _assert_chart_is(view, compare(window.result.capture, first.result.capture))
+    # Unpinned, it leaves the menu.
+    window.session.pins.unpin(first)
+    entries = {a.text(): a for a in window.pins_menu.actions()}
+    assert [a.text() for a in entries["Compare the latest run with"].menu().actions()] == [
+        second.label
+    ]

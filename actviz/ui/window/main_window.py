@@ -302,6 +302,8 @@ class MainWindow(QMainWindow):
             event.connect(slot)
         #: The Compare tab (latest run vs a pin, another input or another model).
         self.compare = install_compare(self)
+        self.pins_ui.compare_with = self.compare_with_pin
+        self.pins_ui.refresh_pins_menu()
 
         geometry = settings.geometry
         if geometry is not None:
@@ -500,6 +502,11 @@ class MainWindow(QMainWindow):
             self._run_due = True
             return
         self._debounce.start()
+
+    def compare_with_pin(self, pin: Any) -> bool:
+        """Show the Compare tab comparing the latest run with ``pin`` (Pinned results menu)."""
+        self.tabs.setCurrentWidget(self.compare.page)
+        return self.compare.compare_with_pin(pin)
 
     def is_busy(self) -> bool:
         """True while a capture, a load or an export is running (stale jobs aside)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import SignalInstance
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QMenu
 
 from actviz.core.capture import format_bytes
 from actviz.ui.state.pins import Pin, PinRefused
@@ -58,6 +58,10 @@ class PinActions:
         self.show_warning = show_warning
         self.pinned_shown = pinned_shown
         self.pins_menu = actions.pins_menu
+        #: ``compare_with(pin)``: compare the latest run with a pin (set by the window once its
+        #: Compare tab exists); the menu then offers "Compare the latest run with".
+        self.compare_with: Callable[[Pin], object] | None = None
+        self._compare_menu: QMenu | None = None
         self.unpin_action = actions.unpin_action
         self.unpin_all_action = actions.unpin_all_action
         actions.pin_action.triggered.connect(self.pin_result)
@@ -104,6 +108,10 @@ class PinActions:
         """Let every pinned result go."""
         self.session.pins.clear()
 
+    def _compare(self, pin: Pin) -> None:
+        if self.compare_with is not None:
+            self.compare_with(pin)
+
     # ------------------------------------------------------------------ helpers
     def _pin_label(self, result) -> str:
         inp = self.session.input
@@ -118,12 +126,25 @@ class PinActions:
     def refresh_pins_menu(self) -> None:
         """Rebuild "Pinned results": one entry per pin, then Unpin this / Unpin all."""
         menu = self.pins_menu
+        if self._compare_menu is not None:
+            # Its actions hold the pins: cleared now, so an unpinned capture is freed at once.
+            self._compare_menu.clear()
+            self._compare_menu.deleteLater()
+            self._compare_menu = None
         menu.clear()
         pins = list(self.session.pins)
         for pin in pins:
             act = QAction(f"{pin.label} ({format_bytes(pin.nbytes)})", menu)
             act.triggered.connect(lambda _=False, p=pin: self.show_pinned(p))
             menu.addAction(act)
+        if pins and self.compare_with is not None:
+            menu.addSeparator()
+            sub = self._compare_menu = menu.addMenu("Compare the latest run with")
+            sub.setToolTipsVisible(True)
+            for pin in pins:
+                act = sub.addAction(pin.label)
+                act.setToolTip("Layer by layer, in the Compare tab")
+                act.triggered.connect(lambda _=False, p=pin: self._compare(p))
         if pins:
             menu.addSeparator()
         menu.addAction(self.unpin_action)
