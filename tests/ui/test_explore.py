@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import numpy as np
@@ -16,7 +17,7 @@ from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.ui import app as app_module
 from actviz.ui import explore as explore_module
 from actviz.ui.app import run_app
-from actviz.ui.window.dialogs import OpenModelDialog
+from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.settings import AppSettings, split_recent_model
 from tests.ui.test_main_window import demo_resources  # noqa: F401 - fixture
@@ -287,3 +288,37 @@ def test_recent_entries_round_trip(tmp_path):
     assert len(settings.recent_inputs()) == 10 and settings.recent_inputs()[0] == "img14.png"
     with pytest.raises(ValueError):
         settings.normalize = "bogus"
+
+
+def test_open_model_dialog_lists_timm_models_in_their_own_tab(qtbot, monkeypatch):
+    timm = pytest.importorskip("timm")
+    dialog = OpenModelDialog()
+    qtbot.addWidget(dialog)
+    assert dialog.tabs.tabText(3) == "timm"
+    assert dialog.timm_names() == []  # listed when the tab is first shown, not before
+    dialog.tabs.setCurrentIndex(3)
+    assert dialog.timm_names() == sorted(timm.list_models())
+    dialog.timm_search.setText("ResNet18D")
+    visible = [
+        n for i, n in enumerate(dialog.timm_names()) if not dialog.timm_list.item(i).isHidden()
+    ]
+    assert visible and all("resnet18d" in n for n in visible) and "resnet18d" in visible
+    dialog.timm_list.setCurrentItem(dialog.timm_list.findItems("resnet18d", Qt_MatchExactly())[0])
+    assert dialog.spec() == ModelSpec("timm:resnet18d", None, "DEFAULT")
+    dialog.timm_random_check.setChecked(True)
+    assert dialog.spec() == ModelSpec("timm:resnet18d", None, None)
+    dialog.timm_search.setText("no such model")
+    assert dialog.spec() is None
+
+    # Without timm there is no such tab.
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "timm" else real(n, *a)
+    )
+    plain = OpenModelDialog()
+    qtbot.addWidget(plain)
+    assert [plain.tabs.tabText(i) for i in range(plain.tabs.count())] == [
+        "torchvision",
+        "File",
+        "Recent",
+    ]

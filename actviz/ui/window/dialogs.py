@@ -8,6 +8,7 @@ certain list the candidate architectures (score and reason) to choose from.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +218,30 @@ class OpenModelDialog(QDialog):
         if recent:
             self.tabs.setCurrentIndex(2)
 
+        # timm (an optional extra): its ~1,300 names are listed when the tab is first shown,
+        # as importing timm takes a few tenths of a second.
+        self.timm_list: QListWidget | None = None
+        if importlib.util.find_spec("timm") is not None:
+            timm_tab = QWidget()
+            timm_layout = QVBoxLayout(timm_tab)
+            self.timm_search = QLineEdit()
+            self.timm_search.setPlaceholderText(
+                "Search timm models, e.g. convnext, vit_small, efficientnet"
+            )
+            self.timm_search.setClearButtonEnabled(True)
+            self.timm_list = QListWidget()
+            self.timm_search.textChanged.connect(
+                lambda text: _filter_list(self.timm_list, text)  # type: ignore[arg-type]
+            )
+            self.timm_list.itemDoubleClicked.connect(lambda _item: self.accept())
+            self.timm_random_check = QCheckBox("Random initialisation (no pretrained weights)")
+            self.timm_random_check.setToolTip(self.random_check.toolTip())
+            timm_layout.addWidget(self.timm_search)
+            timm_layout.addWidget(self.timm_list, 1)
+            timm_layout.addWidget(self.timm_random_check)
+            self.tabs.addTab(timm_tab, "timm")
+            self.tabs.currentChanged.connect(self._on_tab_changed)
+
         # Why the last attempt failed, or "Opening ..." while it loads.
         self.message_label = QLabel("")
         self.message_label.setWordWrap(True)
@@ -239,7 +264,9 @@ class OpenModelDialog(QDialog):
             return
         spec = self.spec()
         if spec is None:
-            what = ("a model from the list", "a file", "a recent model")[self.tabs.currentIndex()]
+            what = ("a model from the list", "a file", "a recent model", "a timm model")[
+                self.tabs.currentIndex()
+            ]
             self._say(f"Choose {what} first.", error=True)
             return
         self.set_busy(True, f"Opening {Path(spec.source).name or spec.source}…")
@@ -319,14 +346,9 @@ class OpenModelDialog(QDialog):
         """The choice on the current tab, or None when nothing is chosen."""
         tab = self.tabs.currentIndex()
         if tab == 0:
-            item = self.zoo_list.currentItem()
-            if item is None or item.isHidden():
-                visible = self.visible_names()
-                if len(visible) != 1:
-                    return None
-                name = visible[0]
-            else:
-                name = item.text()
+            name = _chosen_name(self.zoo_list)
+            if name is None:
+                return None
             return ModelSpec(name, None, None if self.random_check.isChecked() else "DEFAULT")
         if tab == 1:
             path = self.file_edit.text().strip()
@@ -334,28 +356,61 @@ class OpenModelDialog(QDialog):
                 return None
             arch = self.arch_combo.currentText().strip() or None
             return ModelSpec(path, arch)
+        if tab == 3 and self.timm_list is not None:
+            name = _chosen_name(self.timm_list)
+            if name is None:
+                return None
+            weights = None if self.timm_random_check.isChecked() else "DEFAULT"
+            return ModelSpec(f"timm:{name}", None, weights)
         item = self.recent_list.currentItem()
         if item is None:
             return None
         source, arch = item.data(Qt.ItemDataRole.UserRole)
         return ModelSpec(source, arch)
 
+    def timm_names(self) -> list[str]:
+        """The names in the timm tab (filled when it is first shown; empty without timm)."""
+        if self.timm_list is None:
+            return []
+        return [self.timm_list.item(i).text() for i in range(self.timm_list.count())]
+
+    def _on_tab_changed(self, index: int) -> None:
+        if index == 3 and self.timm_list is not None and not self.timm_list.count():
+            from actviz.io.timm_models import timm_names
+
+            self.timm_list.addItems(sorted(timm_names()))
+            _filter_list(self.timm_list, self.timm_search.text())
+
     def _on_search_changed(self, text: str) -> None:
-        key = text.strip().lower()
-        first = None
-        for i in range(self.zoo_list.count()):
-            item = self.zoo_list.item(i)
-            hidden = bool(key) and key not in item.text().lower()
-            item.setHidden(hidden)
-            if not hidden and first is None:
-                first = item
-        if first is not None:
-            self.zoo_list.setCurrentItem(first)
+        _filter_list(self.zoo_list, text)
 
     def _on_browse_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILE_FILTER)
         if path:
             self.file_edit.setText(path)
+
+
+def _filter_list(widget: QListWidget, text: str) -> None:
+    """Hide the entries without ``text`` (any case) and select the first one kept."""
+    key = text.strip().lower()
+    first = None
+    for i in range(widget.count()):
+        item = widget.item(i)
+        hidden = bool(key) and key not in item.text().lower()
+        item.setHidden(hidden)
+        if not hidden and first is None:
+            first = item
+    if first is not None:
+        widget.setCurrentItem(first)
+
+
+def _chosen_name(widget: QListWidget) -> str | None:
+    """The selected entry, or the only one the search kept."""
+    item = widget.currentItem()
+    if item is not None and not item.isHidden():
+        return item.text()
+    visible = [widget.item(i) for i in range(widget.count()) if not widget.item(i).isHidden()]
+    return visible[0].text() if len(visible) == 1 else None
 
 
 class ExportFolderDialog(QDialog):
