@@ -19,10 +19,11 @@ install never need it (``pip install actviz[hf]`` adds it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,8 +230,30 @@ def _weights_file(folder: Path, src: str) -> str:
     )
 
 
+@contextlib.contextmanager
+def _no_progress_bar() -> Iterator[None]:
+    """transformers' own "Loading weights" bar off for the block: actviz says what it opens
+    in its own words (the status bar, the CLI's one line), and the bar cluttered stderr."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.Module, str]:
     """Load with eager attention; fall back to the default for models that lack it."""
+    with _no_progress_bar():
+        return _from_pretrained_eager_first(cls, folder, src, trust)
+
+
+def _from_pretrained_eager_first(
+    cls: Any, folder: Path, src: str, trust: bool
+) -> tuple[nn.Module, str]:
     kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
     try:
         return cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs), ""

@@ -66,6 +66,17 @@ def test_gpt2_folder_opens_with_its_tokenizer_and_eager_attention(gpt2, gpt2_dir
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
 
 
+def test_opening_prints_no_progress_bar_of_its_own(gpt2_dir, capfd):
+    from transformers.utils import logging as hf_logging
+
+    assert hf_logging.is_progress_bar_enabled()
+    capfd.readouterr()
+    loaded = open_model(gpt2_dir)
+    err = capfd.readouterr().err
+    assert loaded.kind == "hf" and "Loading weights" not in err and "it/s" not in err
+    assert hf_logging.is_progress_bar_enabled()  # put back for the user's own loads
+
+
 def test_text_input_round_trip(gpt2):
     inp = open_input("text:the cat sat on", model=gpt2)
     assert inp.kind == "text" and inp.image is None
