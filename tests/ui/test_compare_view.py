@@ -114,6 +114,17 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
         assert pa == pytest.approx(p_a[index], abs=1e-6)
         assert pb == pytest.approx(p_b[index], abs=1e-6)
         assert dp == pytest.approx(p_a[index] - p_b[index], abs=1e-6)
+    # Read as A | B | changes A - B (the what-if's table shows before | after instead).
+    table = view.predictions.table
+    headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    assert headers == ["A", "B", "Δp", "Δlogit"]
+    first = rows[0]
+    texts = view.predictions.cell_texts()[0]
+    assert texts[1:4] == [
+        f"{100 * first.p_a:.1f}%",
+        f"{100 * first.p_b:.1f}%",
+        f"{100 * first.dp:+.1f}",
+    ]
 
     # A difference tile reads out A - B and |A - B|; a click opens run A's channel large.
     panel = view.diff_panels["conv2"]

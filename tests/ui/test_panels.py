@@ -405,6 +405,53 @@ def test_prediction_panel_rows_in_order(qtbot, conv_capture):
     assert all(row.label.isHidden() for row in panel._rows[2:])
 
 
+def test_prediction_change_view_orders_bolds_and_skips_repeats(qtbot, monkeypatch):
+    from actviz.display.difference import prediction_change
+    from actviz.ui.panels.prediction_change import PredictionChangeView
+
+    a = torch.tensor([[3.0, 1.0, 0.0, -1.0, 0.5, 2.0]])
+    b = torch.tensor([[0.0, 1.0, 3.0, -1.0, 0.5, 2.0]])
+    change = prediction_change(a, b, k=2, target=3)
+    # The what-if's reading: B (before) first, then A (after); changes stay A - B.
+    view = PredictionChangeView(
+        names=("after", "before"), reference_first=True, caption="before → after", framed=False
+    )
+    _show(qtbot, view, 320, 300)
+    view.set_change(change)
+    table = view.table
+    headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    assert headers == ["before", "after", "Δp", "Δlogit"]
+    assert [r.index for r in view.rows()] == [0, 2, 5] and view.target_row().index == 3
+    texts = view.cell_texts()
+    assert [t[0] for t in texts] == ["class 0", "class 2", "class 5", "class 3  (target)"]
+    p_a, p_b = torch.softmax(a[0], 0), torch.softmax(b[0], 0)
+    assert texts[0][1:] == [
+        f"{100 * float(p_b[0]):.1f}%",
+        f"{100 * float(p_a[0]):.1f}%",
+        f"{100 * float(p_a[0] - p_b[0]):+.1f}",
+        "+3",
+    ]
+    # Each run's top class is bold in its own column; the target's row is bold throughout.
+    assert not table.item(1, 0).font().bold() and table.item(1, 1).font().bold()  # top of A
+    assert table.item(3, 0).font().bold() and not table.item(3, 1).font().bold()  # top of B
+    assert table.item(6, 0).font().bold() and table.item(7, 3).font().bold()
+    # As tall as its rows: no scrolling inside the table.
+    rows_height = table.verticalHeader().defaultSectionSize() * table.rowCount()
+    assert table.height() >= rows_height and table.verticalScrollBar().maximum() == 0
+    # The same change again (a live frame): nothing is rebuilt.
+    calls: list[int] = []
+    monkeypatch.setattr(table, "setRowCount", calls.append)
+    view.set_change(change)
+    assert calls == []
+    monkeypatch.undo()
+    # No rows: the message instead; cleared without an empty text, the view is hidden.
+    view.set_message("no class scores to compare")
+    assert view.message() == "no class scores to compare" and table.isHidden()
+    assert not view.isHidden() and view.caption.isHidden()
+    view.clear()
+    assert view.isHidden() and view.rows() == [] and view.target_row() is None
+
+
 # -- OverlayPanel ------------------------------------------------------------------------------
 def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
     panel = OverlayPanel("Grad-CAM", with_layer_selector=True)

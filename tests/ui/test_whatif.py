@@ -142,18 +142,25 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     # Before/after side by side: the rows' numbers are the two runs' probabilities and logits.
     view = window.whatif.change_view
     assert not view.isHidden() and not window.prediction_panel.bars_visible()
-    p_a, p_b = _softmax(plain.output), _softmax(edited.output)
+    # Run A is the edited run (after), B the unedited one (before): changes are after - before.
+    p_before, p_after = _softmax(plain.output), _softmax(edited.output)
     rows = view.rows()
-    assert {r[0] for r in rows} >= set(np.argsort(-p_a)[:5].tolist())
+    assert {r.index for r in rows} >= set(np.argsort(-p_before)[:5].tolist())
     for index, _name, pa, pb, dp, la, lb, dl in rows:
-        assert pa == pytest.approx(p_a[index], abs=1e-6)
-        assert pb == pytest.approx(p_b[index], abs=1e-6)
-        assert dp == pytest.approx(p_b[index] - p_a[index], abs=1e-6)
-        assert la == pytest.approx(float(plain.output[0, index]), abs=1e-5)
-        assert lb == pytest.approx(float(edited.output[0, index]), abs=1e-5)
+        assert pa == pytest.approx(p_after[index], abs=1e-6)
+        assert pb == pytest.approx(p_before[index], abs=1e-6)
+        assert dp == pytest.approx(p_after[index] - p_before[index], abs=1e-6)
+        assert la == pytest.approx(float(edited.output[0, index]), abs=1e-5)
+        assert lb == pytest.approx(float(plain.output[0, index]), abs=1e-5)
         assert dl == pytest.approx(
             float(edited.output[0, index] - plain.output[0, index]), abs=1e-5
         )
+    # What the user reads: before | after, each run's number in its column.
+    texts = view.cell_texts()
+    top = rows[0]
+    assert texts[0][0].startswith((f"{top.index}: {top.name}", f"class {top.index}"))
+    assert texts[0][1:3] == [f"{100 * top.p_b:.1f}%", f"{100 * top.p_a:.1f}%"]
+    assert texts[0][3] == f"{100 * top.dp:+.1f}"
     target = view.target_row()
     assert target is not None and target[0] == plain.target_index
     assert "→" in window.whatif.dock.summary.text()
@@ -310,8 +317,8 @@ def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         _click_menu_item(qtbot, window.whatif.menu, "Ablate ch 2")
     assert float(window.result.capture.output[0, 2]) == 0.0
-    after = next(r for r in window.whatif.change_view.rows() if r[0] == 2)
-    assert after[6] == 0.0  # the logit after the edit
+    row = next(r for r in window.whatif.change_view.rows() if r.index == 2)
+    assert row.logit_a == 0.0  # the logit after the edit (run A is the edited run)
     window.reset_layout()
     assert window.whatif.dock.isVisible()
 

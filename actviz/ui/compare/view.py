@@ -15,9 +15,9 @@ from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.compare.chart import SimilarityChart
 from actviz.ui.compare.jobs import INPUT, MODEL, PIN
-from actviz.ui.compare.predictions import PredictionsCompared
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.panels.prediction_change import PredictionChangeView
 
 #: The choices of run B, in the source picker's order.
 SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))
@@ -79,10 +79,25 @@ class CompareView(QtWidgets.QWidget):
         outer.addWidget(self.message_label)
 
         self.chart = SimilarityChart()
-        self.predictions = PredictionsCompared()
+        self.predictions = PredictionChangeView(
+            "Predictions: A vs B",
+            tips=("probability in run A (the latest run)", "probability in run B"),
+            caption="Changes are A − B (Δp in percentage points).",
+            empty_text="no comparison yet",
+        )
+        # The table is as tall as its rows (up to both top-5s and the target): the pane
+        # scrolls rather than holding the splitter open to that height.
+        predictions_scroll = QtWidgets.QScrollArea()
+        predictions_scroll.setWidgetResizable(True)
+        predictions_scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        predictions_scroll.setHorizontalScrollBarPolicy(
+            QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+        )
+        predictions_scroll.setMinimumWidth(260)
+        predictions_scroll.setWidget(self.predictions)
         self.top_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.top_splitter.addWidget(self.chart)
-        self.top_splitter.addWidget(self.predictions)
+        self.top_splitter.addWidget(predictions_scroll)
         self.top_splitter.setStretchFactor(0, 3)
         self.top_splitter.setStretchFactor(1, 2)
         self.top_splitter.setSizes([3000, 2000])

@@ -9,7 +9,8 @@
 * a change of the edits re-runs through the window's own run path (``schedule_run``);
 * layer panels get their tile menu when ``display`` makes them, and their badge and
   difference view each time ``display`` shows a layer in them (``panel_updated``);
-* the prediction panel gets a before/after table (:class:`PredictionChangeView`).
+* the prediction panel gets a before/after table
+  (:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`, the Compare tab's too).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import QObject, QPoint, Qt, SignalInstance
 from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QMenu, QWidget
 
+from actviz.ui.panels.prediction_change import PredictionChangeView
 from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
-from actviz.ui.whatif.prediction import ChangeRow, PredictionChangeView
 from actviz.ui.whatif.range_dialog import ask_range
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
-    from actviz.display.difference import PredictionChange, PredictionRow
+    from actviz.display.difference import PredictionChange
     from actviz.display.result import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.panels.prediction import PredictionPanel
@@ -105,7 +106,14 @@ class WhatIfController(QObject):
             main.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
             self.dock.hide()  # until the first edit
         window.commands.view_menu.addAction(self.dock.toggleViewAction())
-        self.change_view = PredictionChangeView()
+        # Run A is the edited run, B its unedited twin: shown before | after.
+        self.change_view = PredictionChangeView(
+            names=("after", "before"),
+            tips=("probability with the edits", "probability without the edits"),
+            reference_first=True,
+            caption="Before → after the edits (Δp in points)",
+            framed=False,
+        )
         panel = window.prediction_panel
         # Under the bars (which show the edited run), above the panel's stretch.
         panel.content.insertWidget(max(0, panel.content.count() - 2), self.change_view)
@@ -264,19 +272,21 @@ class WhatIfController(QObject):
                 self.dock.set_summary("Live frames apply the edits (no unedited twin).")
             return
         self.dock.set_error("")
-        rows, target, message = self.prediction_rows(result)
-        if not rows:  # not a classifier: the bars stay, the dock says why there is no table
+        change = self.prediction_change(result)
+        if not change.rows:  # not a classifier: the bars stay, the dock says why (no table)
             self.change_view.clear()
             self.window.prediction_panel.set_bars_visible(True)
+            message = change.message
             self.dock.set_summary(f"No before/after predictions: {message}" if message else "")
             return
-        self.change_view.set_rows(rows, target)
+        self.change_view.set_change(change)
         self.window.prediction_panel.set_bars_visible(False)  # the table has "after" too
-        self.dock.set_summary(_summary(rows, target))
+        self.dock.set_summary(_summary(change))
 
-    def prediction_rows(self, result: RunResult) -> tuple[list[ChangeRow], ChangeRow | None, str]:
-        """Before/after rows of ``result`` (edited) against its unedited twin, the target's
-        row and why there are none (:func:`actviz.display.difference.prediction_change`)."""
+    def prediction_change(self, result: RunResult) -> PredictionChange:
+        """The predictions of ``result`` (edited, run A) against its unedited twin (run B):
+        rows, the target's row, or why there are none
+        (:func:`actviz.display.difference.prediction_change`)."""
         from actviz.display.difference import prediction_change
 
         before, after = result.baseline, result.capture
@@ -285,7 +295,7 @@ class WhatIfController(QObject):
         if target is None:
             target = before.target_index  # the class the unedited model answered
         # A is the edited run, B the reference: changes are after minus before.
-        change = prediction_change(
+        return prediction_change(
             after.output,
             before.output,
             k=TOP_K,
@@ -293,8 +303,6 @@ class WhatIfController(QObject):
             target=target,
             sample=result.spec.sample,
         )
-        rows, target_row = _change_rows(change)
-        return rows, target_row, change.message
 
     def _on_panel_updated(self, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
@@ -370,26 +378,12 @@ def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
     return dict(edits) if edits else {}
 
 
-def _change_rows(change: PredictionChange) -> tuple[list[ChangeRow], ChangeRow | None]:
-    """The view's rows (before, after, change) from ``change`` (A: after, B: before)."""
-
-    def as_row(row: PredictionRow) -> ChangeRow:
-        return (
-            int(row.index), str(row.name), float(row.p_b), float(row.p_a), float(row.dp),
-            float(row.logit_b), float(row.logit_a), float(row.dlogit),
-        )  # fmt: skip
-
-    rows = [as_row(r) for r in change.rows]
-    target = getattr(change, "target", None)
-    return rows, (as_row(target) if target is not None else None)
-
-
-def _summary(rows: Sequence[ChangeRow], target: ChangeRow | None) -> str:
-    """``top class: 2: star 83.1 % → 12.0 % (-71.1 pp)`` for the dock."""
-    if target is None:
-        if not rows:
-            return ""
-        target = rows[0]
-    index, name, p_a, p_b, dp, *_ = target
-    label = f"{index}: {name}" if name and name != str(index) else str(index)
-    return f"Target {label}: {100 * p_a:.1f} % → {100 * p_b:.1f} % ({100 * dp:+.1f} pp)"
+def _summary(change: PredictionChange) -> str:
+    """``Target 2: star 83.1 % → 12.0 % (-71.1 pp)`` for the dock: before → after (B → A)."""
+    row = change.target if change.target is not None else next(iter(change.rows), None)
+    if row is None:
+        return ""
+    label = (
+        f"{row.index}: {row.name}" if row.name and row.name != str(row.index) else str(row.index)
+    )
+    return f"Target {label}: {100 * row.p_b:.1f} % → {100 * row.p_a:.1f} % ({100 * row.dp:+.1f} pp)"

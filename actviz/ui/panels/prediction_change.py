@@ -1,0 +1,302 @@
+"""PredictionChangeView: the predictions of two runs side by side, with their change.
+
+One table for every before/after of class predictions: the Compare tab (run A against run B)
+and the what-if table under the prediction bars (after the edits against before) both show a
+:class:`~actviz.display.difference.PredictionChange`, as
+:func:`actviz.display.difference.prediction_change` makes it. A passive panel: the controllers
+push changes in.
+
+Each class takes two lines, its name above its numbers, so a narrow panel keeps both readable;
+the table is as tall as its rows (whatever holds the panel scrolls, never the table).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHeaderView,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
+
+from actviz.ui.panels import style
+from actviz.ui.panels.base import PanelBase
+
+if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; panels never do
+    from actviz.display.difference import PredictionChange
+
+__all__ = ["ChangeRow", "PredictionChangeView", "format_change", "format_percent"]
+
+#: One class in both runs, as :class:`~actviz.display.difference.PredictionRow` (a NamedTuple
+#: of these): ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)``, changes A minus B.
+ChangeRow = tuple[int, str, float, float, float, float, float, float]
+
+#: Colours of a change up / down.
+UP_COLOUR = QColor("#1e7b34")
+DOWN_COLOUR = QColor(style.BAR_BAD)
+#: A probability change smaller than this reads "+0.0" (points): it is not coloured.
+_DP_SHOWN = 5e-4
+
+
+def format_percent(p: float) -> str:
+    """``83.1%``: a probability, compact for the table (``nan`` as is)."""
+    return "nan" if math.isnan(p) else f"{100.0 * p:.1f}%"
+
+
+def format_change(value: float, *, percent: bool) -> str:
+    """``+12.3`` (percentage points) / ``-0.042``: a signed change, compact for the table.
+
+    Parameters
+    ----------
+    value
+        The change (a probability difference when ``percent``, else a logit difference).
+    percent
+        Write ``value`` in percentage points (one decimal) rather than with 3 significant
+        digits.
+
+    Returns
+    -------
+    str
+        The text, always signed; ``nan`` for NaN.
+    """
+    if math.isnan(value):
+        return "nan"
+    if percent:
+        return f"{100.0 * value:+.1f}"
+    return f"{value:+.3g}"
+
+
+def _class_label(index: int, name: str) -> str:
+    plain = not name or name in (str(index), f"class {index}")
+    return f"class {index}" if plain else f"{index}: {name}"
+
+
+class PredictionChangeView(PanelBase):
+    """Per class: its name, then its probability in both runs and the changes (A minus B) of
+    probability and logit.
+
+    The target's row is in bold (and added last when it is not among the top classes); so is
+    each run's top class's probability in that run's column. A message line says why there are no rows.
+    With neither rows nor a message the view hides itself, so an empty table takes no room.
+
+    Parameters
+    ----------
+    title
+        The panel's title line; none (and no title line) when empty.
+    names
+        Column headers of run A's and run B's probabilities (B is the reference).
+    tips
+        Tooltips of those two headers.
+    reference_first
+        Show run B's column before run A's (``before | after`` when A is the edited run).
+    caption
+        A line above the table, shown with it (e.g. what the changes are: "A − B").
+    empty_text
+        The message of :meth:`clear`; when empty, a cleared view is hidden.
+    framed
+        Draw the panel's frame and margins; without them the view sits inside another panel.
+    parent
+        The parent widget.
+    """
+
+    def __init__(
+        self,
+        title: str = "",
+        *,
+        names: tuple[str, str] = ("A", "B"),
+        tips: tuple[str, str] = ("probability in run A", "probability in run B"),
+        reference_first: bool = False,
+        caption: str = "",
+        empty_text: str = "",
+        framed: bool = True,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(title, parent)
+        self.title_label.setVisible(bool(title))
+        if not framed:
+            self.setFrameShape(QFrame.Shape.NoFrame)
+            self.layout().setContentsMargins(0, 4, 0, 0)
+            # Inside another panel's layout: as tall as its content, never more.
+            self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self._reference_first = bool(reference_first)
+        self._empty_text = empty_text
+        self.caption = style.caption_label(caption)
+        self.caption.setWordWrap(True)
+        self.caption.setVisible(False)  # it reads the table: shown with it
+        self.content.addWidget(self.caption)
+
+        a, b = names
+        a_tip, b_tip = tips
+        probabilities = [(b, b_tip), (a, a_tip)] if reference_first else [(a, a_tip), (b, b_tip)]
+        columns = [
+            *probabilities,
+            ("Δp", f"change of the probability ({a} − {b}), in percentage points"),
+            ("Δlogit", f"change of the logit, the raw output ({a} − {b})"),
+        ]
+        self.table = QTableWidget(0, len(columns))
+        self.table.setHorizontalHeaderLabels([text for text, _ in columns])
+        for col, (_, tip) in enumerate(columns):
+            self.table.horizontalHeaderItem(col).setToolTip(tip)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        for col in range(len(columns)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 4)
+        self.table.setVisible(False)
+        self.content.addWidget(self.table)
+        self.message_label = style.caption_label(empty_text)
+        self.message_label.setWordWrap(True)
+        self.message_label.setVisible(bool(empty_text))
+        self.content.addWidget(self.message_label)
+        # A panel taller than its table keeps the table at the top, the space below it.
+        self.content.addStretch(1)
+
+        self._rows: list[ChangeRow] = []
+        self._target: ChangeRow | None = None
+        #: What set_rows showed last, to skip a repeat: so far, what clear() shows.
+        self._shown: tuple = ((), None, None, None, empty_text)
+        if not empty_text:
+            # Hidden until there is something to show (hiding a parentless widget is safe;
+            # showing one would open it as a window, so the first show waits for set_rows).
+            self.setVisible(False)
+
+    def set_change(self, change: PredictionChange) -> None:
+        """Show a :class:`~actviz.display.difference.PredictionChange`: its rows, its
+        target's row, each run's top class, or its message when it has no rows."""
+        self.set_rows(
+            change.rows,
+            target=change.target,
+            top_a=change.top_a,
+            top_b=change.top_b,
+            message="" if change.rows else change.message,
+        )
+
+    def set_rows(
+        self,
+        rows: Sequence[ChangeRow],
+        *,
+        target: ChangeRow | None = None,
+        top_a: int | None = None,
+        top_b: int | None = None,
+        message: str = "",
+    ) -> None:
+        """Show ``rows`` in the given order, then ``target``'s row when it is not among them.
+
+        Parameters
+        ----------
+        rows
+            One row per class, changes A minus B (:class:`ChangeRow`).
+        target
+            The target class's row (bold; None for no target).
+        top_a, top_b
+            Each run's top class: its probability in that run's column is in bold.
+        message
+            A line under the table (why there are no rows); hidden when empty.
+        """
+        new_rows = list(rows)
+        shown = (tuple(new_rows), target, top_a, top_b, message)
+        if shown == self._shown:
+            # Live frames call this every frame, mostly with nothing new (a CNN's frames all
+            # clear the table): rebuilding it still relaid out the panel, GUI time per frame.
+            return
+        self._shown = shown
+        self._rows = new_rows
+        self._target = target
+        listed = list(new_rows)
+        if target is not None and all(r[0] != target[0] for r in listed):
+            listed.append(target)
+        self._fill(listed, target[0] if target is not None else None, top_a, top_b)
+        self.message_label.setText(message)
+        self.message_label.setVisible(bool(message))
+        self.setVisible(bool(listed or message))
+
+    def _fill(
+        self, listed: list[ChangeRow], target: int | None, top_a: int | None, top_b: int | None
+    ) -> None:
+        table = self.table
+        columns = table.columnCount()
+        table.clearSpans()
+        table.setRowCount(2 * len(listed))
+        bold = QFont(table.font())
+        bold.setBold(True)
+        right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        for i, (index, name, p_a, p_b, dp, _la, _lb, dlogit) in enumerate(listed):
+            is_target = index == target
+            title = QTableWidgetItem(
+                _class_label(index, name) + ("  (target)" if is_target else "")
+            )
+            title.setToolTip(
+                f"class {index}: {name}" + (" - the target class" if is_target else "")
+            )
+            if is_target:
+                title.setFont(bold)
+            table.setItem(2 * i, 0, title)
+            table.setSpan(2 * i, 0, 1, columns)
+            first, second = ((p_b, top_b), (p_a, top_a))
+            if not self._reference_first:
+                first, second = second, first
+            cells = [
+                (format_percent(first[0]), index == first[1], math.nan),
+                (format_percent(second[0]), index == second[1], math.nan),
+                (format_change(dp, percent=True), False, 0.0 if abs(dp) < _DP_SHOWN else dp),
+                (format_change(dlogit, percent=False), False, dlogit),
+            ]
+            for col, (text, strong, change) in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(right)
+                if strong or is_target:
+                    item.setFont(bold)
+                if not math.isnan(change) and change != 0:
+                    item.setForeground(UP_COLOUR if change > 0 else DOWN_COLOUR)
+                table.setItem(2 * i + 1, col, item)
+        # As tall as its rows: whatever holds the panel scrolls, not the table.
+        height = table.horizontalHeader().sizeHint().height()
+        height += table.verticalHeader().defaultSectionSize() * 2 * len(listed)
+        table.setFixedHeight(height + 2 * table.frameWidth())
+        table.setVisible(bool(listed))
+        self.caption.setVisible(bool(listed) and bool(self.caption.text()))
+
+    def rows(self) -> list[ChangeRow]:
+        """The rows shown, as given (without the target's, unless it is one of them)."""
+        return list(self._rows)
+
+    def target_row(self) -> ChangeRow | None:
+        """The target class's row (None without a target)."""
+        return self._target
+
+    def message(self) -> str:
+        """The message line ("" when none is shown)."""
+        return self.message_label.text()
+
+    def cell_texts(self) -> list[list[str]]:
+        """What the table says, one list per class: its name line, then its numbers."""
+        table = self.table
+        return [
+            [table.item(r, 0).text()]
+            + [table.item(r + 1, c).text() for c in range(table.columnCount())]
+            for r in range(0, table.rowCount(), 2)
+        ]
+
+    def set_message(self, text: str) -> None:
+        """Show ``text`` instead of rows (outputs that are not class scores)."""
+        self.set_rows([], message=text)
+
+    def clear(self) -> None:
+        """Show no rows: the ``empty_text`` message, or nothing (hidden) without one."""
+        self.set_rows([], message=self._empty_text)
