@@ -7,35 +7,28 @@ import numpy as np
 import pytest
 import torch
 import torchvision
-from PySide6.QtCore import QPoint, QPointF, QSettings, Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
 from actviz.display.colormaps import to_indices
 from actviz.ui.panels.channel_view import OVERLAY_OPACITY
 from actviz.ui.window.main_window import MainWindow
+from tests.ui.conftest import wait_run
 
-RUN_TIMEOUT_MS = 60_000
 LEFT = Qt.MouseButton.LeftButton
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 720)
-    w.show()
-    qtbot.waitExposed(w)
+def window(qtbot, new_window):
+    """The default window with resnet18 (conv1, layer2) run on a 96 px image."""
+    w = new_window()
     torch.manual_seed(0)
     w.set_model(torchvision.models.resnet18(weights=None).eval(), layers=["conv1", "layer2"])
     image = (np.random.default_rng(4).random((96, 96, 3)) * 255).astype(np.uint8)
     w.set_input(torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255)
-    with qtbot.waitSignal(w.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert w.run() is not None
-    w.flush_panel_updates()
-    yield w
-    w.close()
+    wait_run(qtbot, w)
+    return w
 
 
 def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:

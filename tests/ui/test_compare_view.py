@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision  # noqa: F401 - the Open model dialog lists its models (imported once per run)
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from torch import nn
 
 from actviz.core.capture import capture
@@ -19,6 +19,7 @@ from actviz.core.compare import compare
 from actviz.io.inputs import open_input
 from actviz.ui.compare.jobs import MODEL, PIN
 from actviz.ui.window.main_window import MainWindow
+from tests.ui.conftest import frame, run_frame
 from tests.ui.tiny_models import TinyCNN
 
 TIMEOUT_MS = 30_000
@@ -34,28 +35,13 @@ class OtherNet(nn.Module):
         self.fc = nn.Linear(4, 5)
 
 
-def _frame(seed: int) -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 720)
-    w.show()
+def window(new_window):
+    """A 1280x720 window (not waited for exposure) with the tiny CNN and no input yet."""
+    w = new_window(exposed=False)
     torch.manual_seed(0)
     w.set_model(TinyCNN().eval(), layers=LAYERS)
-    yield w
-    w.close()
-
-
-def _run(qtbot, window: MainWindow, seed: int) -> None:
-    window.set_input(_frame(seed))
-    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-        window.run()
-    window.flush_panel_updates()
+    return w
 
 
 def _click_compare(qtbot, window: MainWindow) -> None:
@@ -79,14 +65,14 @@ def _assert_chart_is(view, expected) -> None:
 def test_compare_with_a_pin_and_click_a_point(qtbot, window):
     view = window.compare.view
     window.tabs.setCurrentWidget(window.compare.page)
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1, timeout=TIMEOUT_MS)
     # No pin yet: said in red, nothing runs.
     view.set_source(PIN)
     qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
     assert view.is_error() and "No pinned result" in view.message()
     pin = window.pin_result()
     assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
-    _run(qtbot, window, 2)
+    run_frame(qtbot, window, 2, timeout=TIMEOUT_MS)
     _click_compare(qtbot, window)
 
     cap_a, cap_b = window.result.capture, pin.result.capture
@@ -155,16 +141,16 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
 
 def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(qtbot, window, tmp_path):
     view = window.compare.view
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1, timeout=TIMEOUT_MS)
     # Asked while a run is on its way: run A is that run's result.
-    window.set_input(_frame(3))
+    window.set_input(frame(3))
     with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
         window.run()
         assert window.compare.compare_with_input("random:1x3x16x16:5")
         assert "Waiting" in view.message()
     model = window.session.model
     cap_a = window.result.capture
-    np.testing.assert_array_equal(cap_a.inputs.numpy(), _frame(3).numpy())
+    np.testing.assert_array_equal(cap_a.inputs.numpy(), frame(3).numpy())
     cap_b = capture(model, open_input("random:1x3x16x16:5", model=model).value, LAYERS)
     _assert_chart_is(view, compare(cap_a, cap_b))
     assert "input B: random" in view.message()
@@ -199,7 +185,7 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
 ):
     view = window.compare.view
     window.tabs.setCurrentWidget(window.compare.page)
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1, timeout=TIMEOUT_MS)
     other = tmp_path / "other.pt"
     torch.save(OtherNet().state_dict(), other)
     changed = TinyCNN().eval()
@@ -235,11 +221,11 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     assert chart.rel_l2[1] > 1e-3 and chart.divergence == 1  # conv2: where weights changed
     qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
     np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
-    cap_b = capture(changed, _frame(1), LAYERS)
+    cap_b = capture(changed, frame(1), LAYERS)
     _assert_chart_is(view, compare(window.result.capture, cap_b))
     # A new run: the comparison shown says it is of an older run A, and holds no capture.
     old = weakref.ref(window.result.capture)
-    _run(qtbot, window, 2)
+    run_frame(qtbot, window, 2, timeout=TIMEOUT_MS)
     gc.collect()
     assert old() is None
     assert view.message().startswith("Run A changed since this comparison")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from torch import nn
 
 from actviz.data import scan as engine_scan
@@ -24,7 +24,6 @@ from actviz.ui.dataset.dock import format_eta, progress_text
 from actviz.ui.dataset.scan_ui import skipped_text
 from actviz.ui.dataset.scans import eta_seconds, model_bytes
 from actviz.ui.dataset.topk import HEAT_ALPHA, tile_pictures
-from actviz.ui.window.main_window import MainWindow
 from tests.conftest import assert_no_hooks
 
 LEFT = Qt.MouseButton.LeftButton
@@ -49,16 +48,11 @@ def write_folder(folder, count: int = IMAGES, *, broken: bool = False):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 720)
-    w.show()
-    qtbot.waitExposed(w)
+def window(new_window):
+    """The default window, its scans without loader processes."""
+    w = new_window()
     w.dataset.scans.num_workers = 0  # no loader processes for 16 tiny images
-    yield w
-    w.close()
+    return w
 
 
 @pytest.fixture

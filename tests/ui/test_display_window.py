@@ -8,32 +8,18 @@ import pytest
 import torch
 import torchvision
 from PIL import Image
-from PySide6.QtCore import QSettings
 from PySide6.QtGui import QImage
 
 from actviz.display.mosaic import mosaic
 from actviz.io.export import MOSAIC_BACKGROUND
 from actviz.ui.window.main_window import MainWindow
-
-RUN_TIMEOUT_MS = 60_000
+from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    qtbot.waitExposed(w)
-    yield w
-    w.close()
-
-
-def _run(qtbot, window: MainWindow) -> None:
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.run() is not None
-    window.flush_panel_updates()
+def window(new_window):
+    """A 1400x900 window, shown and exposed, with no model yet."""
+    return new_window(size=(1400, 900))
 
 
 def _resnet(window: MainWindow, layers: list[str], size: int = 64) -> None:
@@ -53,7 +39,7 @@ def _painted(canvas) -> np.ndarray:
 
 def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, window):
     _resnet(window, ["layer3", "layer4"])
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     pin = window.pin_result()
     held = pin.result.layers["layer4"]
     before = (
@@ -113,7 +99,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
     _resnet(window, layers, size=96)
     window.colormap_combo.setCurrentText(cmap)
     window.normalize_combo.setCurrentIndex(window.normalize_combo.findData(normalize))
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     # Pages sized to the panels' widths (the export writes whole layers: compare tile by tile).
     qtbot.waitUntil(lambda: set(window.session.page_channels) == set(layers), timeout=5000)
     window.flush_panel_updates()
@@ -173,7 +159,7 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, windo
     assert window.session.input_as_list and window.commands.input_list_action.isChecked()
     value = window.session.input.value
     assert isinstance(value, list) and len(value) == 1 and torch.equal(value[0], image[0])
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     with torch.no_grad():
         reference = model([image[0]])[0]
     combo = window.target_combo
@@ -195,7 +181,7 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, windo
     combo.setCurrentIndex(4)
     combo.activated.emit(4)
     assert window.session.target == 3
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     assert window.result.target_text.startswith("score of detection 3")
     assert window.result.capture.target_value == pytest.approx(float(reference["scores"][3]))
     assert combo.currentIndex() == 4  # the list was rebuilt for the new result, choice kept

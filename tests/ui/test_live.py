@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from PySide6.QtCore import QPointF, QSettings, Qt
+from PySide6.QtCore import QPointF, Qt
 from torch import nn
 
 from actviz.core.capture import capture
@@ -31,10 +31,8 @@ from actviz.ui.live.frames import (
     webcam_status,
 )
 from actviz.ui.state.memory import parse_bytes
-from actviz.ui.window.main_window import MainWindow
+from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
 from tests.ui.tiny_models import TinyCNN
-
-RUN_TIMEOUT_MS = 60_000
 
 
 def _tiny() -> TinyCNN:
@@ -232,19 +230,17 @@ def test_memory_estimate_and_budget_parsing():
 
 # ============================================================================ controller + window
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20)
-    qtbot.addWidget(w)
-    w.resize(1200, 800)
-    w.show()
+def window(qtbot, new_window):
+    """A 1200x800 auto-run window (not waited for exposure) with the tiny CNN run once.
+
+    The run's result is not flushed to the panels.
+    """
+    w = new_window(size=(1200, 800), auto_run=True, exposed=False)
     model = _tiny()
     w.set_model(model, layers=["conv1", "conv2", "fc"])
     w.set_input(_frames(1, seed=9))
-    with qtbot.waitSignal(w.run_finished, timeout=RUN_TIMEOUT_MS):
-        w.run()
-    yield w
-    w.close()
+    wait_run(qtbot, w, flush=False)
+    return w
 
 
 def _wait_frames(qtbot, live, count: int) -> None:

@@ -8,16 +8,14 @@ import weakref
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QSettings
 
 from actviz.core.capture import capture
 from actviz.ui.live.dock import install_live_mode
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.state.pins import PinBoard, PinRefused
 from actviz.ui.window.main_window import MainWindow
+from tests.ui.conftest import RUN_TIMEOUT_MS, frame, run_frame
 from tests.ui.tiny_models import TinyCNN
-
-RUN_TIMEOUT_MS = 60_000
 
 
 class _Result:
@@ -46,28 +44,13 @@ def test_pin_board_counts_each_capture_once_and_refuses_over_budget():
     assert len(board) == 0 and changes == [1, 2, 1, 0]
 
 
-def _frame(seed: int) -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(w)
-    w.resize(1200, 800)
-    w.show()
+def window(new_window):
+    """A 1200x800 window (not waited for exposure) with the tiny CNN and no input yet."""
+    w = new_window(size=(1200, 800), exposed=False)
     torch.manual_seed(0)
     w.set_model(TinyCNN().eval(), layers=["conv1", "conv2", "fc"])
-    yield w
-    w.close()
-
-
-def _run(qtbot, window: MainWindow, seed: int) -> None:
-    window.set_input(_frame(seed))
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.run()
-    window.flush_panel_updates()
+    return w
 
 
 def _press_ctrl_p(qtbot, window: MainWindow) -> None:
@@ -96,16 +79,16 @@ def _run_menu(window: MainWindow):
 
 
 def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1)
     pinned_result = window.result
     _press_ctrl_p(qtbot, window)
     assert len(window.session.pins) == 1
     assert window.session.pins.find(pinned_result) is not None
     assert "(1 pinned)" in window.timing_label.text()
     assert window.pins_menu.title() == "Pinned results (1)"
-    _run(qtbot, window, 2)
+    run_frame(qtbot, window, 2)
     unpinned = weakref.ref(window.result.capture)
-    _run(qtbot, window, 3)
+    run_frame(qtbot, window, 3)
     gc.collect()
     assert unpinned() is None  # the run in between was freed
     assert window.session.pins.find(pinned_result) is not None
@@ -118,7 +101,7 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
     show.trigger()
     window.flush_panel_updates()
     assert window.result is pinned_result
-    expected = capture(window.session.model, _frame(1), ["conv1"])["conv1"].tensor[0]
+    expected = capture(window.session.model, frame(1), ["conv1"])["conv1"].tensor[0]
     np.testing.assert_allclose(
         window.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
     )
@@ -128,7 +111,7 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
     del pinned_result, pin, show
     window.unpin_action.trigger()
     assert len(window.session.pins) == 0 and "pinned" not in window.timing_label.text()
-    _run(qtbot, window, 4)
+    run_frame(qtbot, window, 4)
     gc.collect()
     assert kept() is None
 
@@ -137,7 +120,7 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, window):
     """Run > Pinned results > Unpin this result / Unpin all, clicked, free the captures."""
     pinned = []
     for seed in (1, 2, 3):
-        _run(qtbot, window, seed)
+        run_frame(qtbot, window, seed)
         _press_ctrl_p(qtbot, window)
         pinned.append(weakref.ref(window.result.capture))
     assert len(window.session.pins) == 3
@@ -154,14 +137,14 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, window):
     assert len(window.session.pins) == 0 and window.pins_menu.title() == "Pinned results"
     assert not window.unpin_all_action.isEnabled()
     assert "pinned" not in window.timing_label.text()
-    _run(qtbot, window, 4)
+    run_frame(qtbot, window, 4)
     gc.collect()
     assert [ref() is None for ref in pinned] == [True, True, True]
     assert window.session.held_bytes() == window.result.nbytes
 
 
 def test_pins_over_the_budget_are_refused_with_a_message(qtbot, window):
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1)
     window.session.memory_budget = window.result.nbytes // 2
     assert window.pin_result() is None
     assert len(window.session.pins) == 0
@@ -171,7 +154,7 @@ def test_pins_over_the_budget_are_refused_with_a_message(qtbot, window):
 
 
 def test_pins_go_with_the_model_they_were_captured_on(qtbot, window):
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1)
     window.pin_result()
     torch.manual_seed(1)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
@@ -185,10 +168,10 @@ def test_nothing_to_pin_before_a_run(qtbot, window):
 
 
 def test_showing_a_pin_pauses_live_playback(qtbot, window):
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1)
     pin = window.pin_result()
     live = install_live_mode(window)
-    live.set_source(TensorFrames(torch.cat([_frame(s) for s in range(4)]), "clip"))
+    live.set_source(TensorFrames(torch.cat([frame(s) for s in range(4)]), "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
     live.set_speed(30)
     live.play()

@@ -5,33 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
 from actviz.display.attention import attention_rollout, capture_attention, rollout_map
 from actviz.ui.tokens.attention_panel import MEAN
-from actviz.ui.window.main_window import MainWindow
 from tests.display.seq_models import tiny_gpt2, tiny_vit
+from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
 
-RUN_TIMEOUT_MS = 60_000
 TOKENS = ["The", " cat", " sat", " on", " a", " mat"]
 IDS = torch.tensor([[5, 17, 33, 2, 9, 21]])
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(win)
-    win.resize(1280, 720)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
-
-
-def _run(qtbot, window: MainWindow) -> None:
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.run() is not None
-    window.flush_panel_updates()
 
 
 def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
@@ -40,7 +22,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
     window.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     result = window.session.result
     cap = result.capture
 
@@ -102,7 +84,7 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, window):
     image = (np.random.default_rng(0).random((32, 32, 3)) * 255).astype(np.uint8)
     window.set_model(model, layers=["blocks.0"])
     window.set_input(x, image=image)
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     panel = window.layer_panels["blocks.0"]
     assert panel.token_view is None
     view = panel.activation_slot.view
@@ -135,7 +117,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path)
         qtbot.keyClicks(views.text_edit, "the cat sat on a log")
         qtbot.keyClick(views.text_edit, Qt.Key.Key_Return)
     assert window.session.input.tokens == ("the", "cat", "sat", "on", "a", "log")
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     result = window.session.result
     panel = window.layer_panels["transformer.h.0"]
     assert panel.token_canvas.row_labels == ("the", "cat", "sat", "on", "a", "log")
@@ -175,7 +157,7 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
 
     window.set_model(TinyCNN(), layers=["conv1"])
     window.session.set_input(torch.rand(1, 3, 16, 16))
-    _run(qtbot, window)
+    wait_run(qtbot, window)
     views = window.tokens
     whatif = window.whatif
     calls: list[str] = []
@@ -185,8 +167,8 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
     monkeypatch.setattr(whatif.change_view.table, "setRowCount", lambda n: calls.append("table"))
     bars = window.prediction_panel
     monkeypatch.setattr(bars, "set_predictions", lambda rows, **k: calls.append("bars"))
-    _run(qtbot, window)
-    _run(qtbot, window)
+    wait_run(qtbot, window)
+    wait_run(qtbot, window)
     assert "attention" not in calls and "table" not in calls
     assert calls.count("bars") <= 2  # the window's own update per run, not the what-if's too
     assert not views.tabs.isTabVisible(views.attention_tab_index)

@@ -7,46 +7,29 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
 from actviz.core.capture import capture
 from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import mosaic
 from actviz.edits import ablate, clamp, scale
 from actviz.ui.window.main_window import MainWindow
+from tests.ui.conftest import RUN_TIMEOUT_MS, frame, wait_run
 from tests.ui.tiny_models import TinyCNN
 
-RUN_TIMEOUT_MS = 60_000
 LAYERS = ["conv1", "conv2", "fc"]
 LEFT, RIGHT = Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton
 
 
-def _x(seed: int = 1) -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
 @pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings, debounce_ms=20)
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    qtbot.waitExposed(w)
+def window(qtbot, new_window):
+    """A 1400x900 auto-run window with the tiny CNN run on ``frame(1)``, on the panels."""
+    w = new_window(size=(1400, 900), auto_run=True)
     torch.manual_seed(0)
     w.set_model(TinyCNN().eval(), layers=LAYERS)
-    w.set_input(_x())
-    _wait_run(qtbot, w, start=True)
-    yield w
-    w.close()
-
-
-def _wait_run(qtbot, window: MainWindow, *, start: bool = False) -> None:
-    """Wait for the next result on the panels (``start``: start it now)."""
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        if start:
-            assert window.run() is not None
-    window.flush_panel_updates()
+    w.set_input(frame(1))
+    wait_run(qtbot, w)
+    return w
 
 
 def _right_click_tile(qtbot, window: MainWindow, layer: str, channel: int):
@@ -95,7 +78,7 @@ def test_capture_pair_reuses_the_unedited_capture_only_for_the_same_run():
     from actviz.ui.whatif.runs import capture_pair
 
     torch.manual_seed(0)
-    model, x, cache = TinyCNN().eval(), _x(), BaselineCache()
+    model, x, cache = TinyCNN().eval(), frame(1), BaselineCache()
     plain, none = capture_pair(model, x, LAYERS, edits=None, cache=cache)
     assert none is None and cache.held is plain
     edited, base = capture_pair(model, x, LAYERS, edits={"conv2": (ablate(1),)}, cache=cache)
@@ -327,16 +310,16 @@ def test_patch_from_a_pinned_run(qtbot, window):
     model = window.session.model
     pinned = window.pin_result()
     assert pinned is not None
-    window.set_input(_x(2))
-    _wait_run(qtbot, window)
+    window.set_input(frame(2))
+    wait_run(qtbot, window, start=False)
     menu = _right_click_tile(qtbot, window, "conv2", 3)
     sub = next(a for a in menu.actions() if a.text() == "Patch from pin").menu()
     assert [a.text() for a in sub.actions()] == [pinned.label]
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         sub.actions()[0].trigger()
     window.flush_panel_updates()
-    source = capture(model, _x(1), LAYERS)
-    edited = capture(model, _x(2), LAYERS)
+    source = capture(model, frame(1), LAYERS)
+    edited = capture(model, frame(2), LAYERS)
     got = window.result.layers["conv2"].view.data
     np.testing.assert_allclose(got[3], source["conv2"].tensor[0, 3].numpy(), rtol=1e-6)
     np.testing.assert_allclose(got[0], edited["conv2"].tensor[0, 0].numpy(), rtol=1e-6)
