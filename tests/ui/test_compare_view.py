@@ -233,11 +233,11 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
 
 
 def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, window):
-    _run(qtbot, window, 1)
+    run_frame(qtbot, window, 1)
     first = window.pin_result()
-    _run(qtbot, window, 2)
+    run_frame(qtbot, window, 2)
     second = window.pin_result()
-    _run(qtbot, window, 3)
+    run_frame(qtbot, window, 3)
     entries = {a.text(): a for a in window.pins_menu.actions()}
     sub = entries["Compare the latest run with"].menu()
     assert [a.text() for a in sub.actions()] == [first.label, second.label]
