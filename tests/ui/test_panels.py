@@ -429,7 +429,7 @@ def test_prediction_change_view_orders_bolds_and_skips_repeats(qtbot, monkeypatc
         f"{100 * float(p_b[0]):.1f}%",
         f"{100 * float(p_a[0]):.1f}%",
         f"{100 * float(p_a[0] - p_b[0]):+.1f}",
-        "+3",
+        "+3.00",
     ]
     # Each run's top class is bold in its own column; the target's row is bold throughout.
     assert not table.item(1, 0).font().bold() and table.item(1, 1).font().bold()  # top of A
@@ -667,3 +667,22 @@ def test_every_panel_exports_a_png_even_unshown(qtbot, conv_capture, tmp_path, f
     with Image.open(path) as image:
         assert image.size[0] >= 160 and image.size[1] >= 160
     assert _colours(path) > 1
+
+
+def test_changes_are_short_enough_for_the_narrow_overview_column():
+    from actviz.ui.panels.prediction_change import format_change
+
+    logits = [0.0581, -0.798, 3.0, -12.345, 123.4, float("nan")]
+    assert [format_change(v, percent=False) for v in logits] == [
+        "+0.06",
+        "-0.80",
+        "+3.00",
+        "-12.3",
+        "+123",
+        "nan",
+    ]
+    assert [format_change(v, percent=True) for v in (0.071, -0.0712, 1.0)] == [
+        "+7.1",
+        "-7.1",
+        "+100.0",
+    ]

@@ -53,15 +53,17 @@ def format_percent(p: float) -> str:
 
 
 def format_change(value: float, *, percent: bool) -> str:
-    """``+12.3`` (percentage points) / ``-0.042``: a signed change, compact for the table.
+    """``+12.3`` (percentage points) / ``-0.04``: a signed change, compact for the table.
 
     Parameters
     ----------
     value
         The change (a probability difference when ``percent``, else a logit difference).
     percent
-        Write ``value`` in percentage points (one decimal) rather than with 3 significant
-        digits.
+        Write ``value`` in percentage points (one decimal); else a logit change with two
+        decimals below 10, one below 100, none above: at most six characters, which the
+        Overview's narrow column shows whole at 1280x720 (three significant digits,
+        "+0.0581", were cut to "+0.0...").
 
     Returns
     -------
@@ -72,7 +74,8 @@ def format_change(value: float, *, percent: bool) -> str:
         return "nan"
     if percent:
         return f"{100.0 * value:+.1f}"
-    return f"{value:+.3g}"
+    size = abs(value)
+    return f"{value:+.2f}" if size < 10 else f"{value:+.1f}" if size < 100 else f"{value:+.0f}"
 
 
 def _class_label(index: int, name: str) -> str:
@@ -124,7 +127,7 @@ class PredictionChangeView(PanelBase):
         self.title_label.setVisible(bool(title))
         if not framed:
             self.setFrameShape(QFrame.Shape.NoFrame)
-            self.layout().setContentsMargins(0, 4, 0, 0)
+            self.layout().setContentsMargins(0, 0, 0, 0)
             # Inside another panel's layout: as tall as its content, never more.
             self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self._reference_first = bool(reference_first)
