@@ -39,7 +39,7 @@ from actviz.data.accumulate import EMPTY_INDEX, LayerState
 
 __all__ = ["LayerCache", "ScanStore", "cache_dir", "cache_root", "weights_fingerprint"]
 
-_FORMAT = 2
+_FORMAT = 3
 
 
 def cache_root() -> Path:
@@ -164,38 +164,30 @@ def _read_slot(path: Path) -> tuple[int, dict[str, np.ndarray]] | None:
 
 
 def _pack(arrays: dict[str, np.ndarray]) -> bytes:
-    """Every array in one float64 and one int64 block after a JSON index."""
-    index, floats, ints = [], [], []
-    offsets = {"f": 0, "i": 0}
+    """A JSON index (name, kind, shape, byte offset), then every array's bytes as float64 or
+    int64 (little-endian), each copied once."""
+    index, chunks = [], []
+    offset = 0
     for name, a in arrays.items():
         kind = "f" if a.dtype.kind == "f" else "i"
-        flat = a.astype(np.float64 if kind == "f" else np.int64).ravel()
-        (floats if kind == "f" else ints).append(flat)
-        index.append([name, kind, list(a.shape), offsets[kind]])
-        offsets[kind] += flat.size
-    head = json.dumps({"arrays": index, "floats": offsets["f"], "ints": offsets["i"]}).encode()
-    f = np.concatenate(floats) if floats else np.zeros(0)
-    i = np.concatenate(ints) if ints else np.zeros(0, dtype=np.int64)
-    return b"".join(
-        (struct.pack("<Q", len(head)), head, f.astype("<f8").tobytes(), i.astype("<i8").tobytes())
-    )
+        data = np.ascontiguousarray(a, dtype="<f8" if kind == "f" else "<i8").tobytes()
+        index.append([name, kind, list(a.shape), offset])
+        chunks.append(data)
+        offset += len(data)
+    head = json.dumps(index).encode()
+    return b"".join((struct.pack("<Q", len(head)), head, *chunks))
 
 
 def _unpack(payload: memoryview) -> dict[str, np.ndarray]:
     (n,) = struct.unpack_from("<Q", payload)
-    head = json.loads(bytes(payload[8 : 8 + n]).decode())
+    index = json.loads(bytes(payload[8 : 8 + n]).decode())
     start = 8 + n
-    floats = np.frombuffer(payload, dtype="<f8", count=head["floats"], offset=start)
-    ints = np.frombuffer(
-        payload, dtype="<i8", count=head["ints"], offset=start + 8 * head["floats"]
-    )
     out = {}
-    for name, kind, shape, offset in head["arrays"]:
+    for name, kind, shape, offset in index:
         size = int(np.prod(shape)) if shape else 1
-        source = floats if kind == "f" else ints
-        out[name] = (
-            source[offset : offset + size].reshape(shape).astype(source.dtype.newbyteorder("="))
-        )
+        dtype = np.dtype("<f8" if kind == "f" else "<i8")
+        flat = np.frombuffer(payload, dtype=dtype, count=size, offset=start + offset)
+        out[name] = flat.reshape(shape).astype(dtype.newbyteorder("="))  # own, writable
     return out
 
 

@@ -95,16 +95,22 @@ class _LayerRun:
                 self.skipped[i] = reason
                 self._mark(np.array([i]), "S", data, reason)
 
-    def _mark(self, indices: np.ndarray, kind: str, data: ScanData, reason: str = "") -> None:
+    def _mark(
+        self,
+        indices: np.ndarray,
+        kind: str,
+        data: ScanData,
+        reason: str = "",
+        lines: list[str] | None = None,
+    ) -> None:
+        """``indices`` are done; ``lines``: their log lines when already made (a group's
+        layers share them)."""
         self.done[indices] = True
         if self.cache is None:
             return  # the log lines and their numbers only serve the cache
         base = self.cache.lines + len(self.lines)
         self.log_of_index[indices] = np.arange(base, base + len(indices))
-        sources, signatures = data.sources, data.signatures
-        self.lines.extend(
-            log_line(kind, sources[i], signatures[i], reason) for i in indices.tolist()
-        )
+        self.lines.extend(lines if lines is not None else log_lines(indices, kind, data, reason))
 
     def save(self) -> bool:
         """Put what is new into the store (the caller writes it); True when there was some."""
@@ -113,6 +119,12 @@ class _LayerRun:
             self.cache.save(self.state, self.lines, self.log_of_index)
         self.lines = []
         return new
+
+
+def log_lines(indices: np.ndarray, kind: str, data: ScanData, reason: str = "") -> list[str]:
+    """The log lines of data items ``indices``."""
+    sources, signatures = data.sources, data.signatures
+    return [log_line(kind, sources[i], signatures[i], reason) for i in indices.tolist()]
 
 
 class _Group:
@@ -150,9 +162,10 @@ class _Group:
 
     def add(self, reduced: dict[str, Reduced], indices: np.ndarray, data: ScanData) -> None:
         self.state.update(Reduced.joined([reduced[r.name] for r in self.runs]), indices)
+        lines = log_lines(indices, "D", data) if self.runs[0].cache is not None else None
         for r in self.runs:
             r.spatial = reduced[r.name].spatial or r.spatial
-            r._mark(indices, "D", data)
+            r._mark(indices, "D", data, lines=lines)
 
     def dissolve(self) -> None:
         for r in self.runs:
