@@ -23,7 +23,7 @@ from actviz.ui.panels.prediction_change import PredictionChangeView
 SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))
 #: Placeholder of the difference area before any comparison.
 NO_DIFFERENCES = "Choose run B above and press Compare to see A − B for every layer here."
-ERROR_COLOUR = "#842029"
+ERROR_COLOUR = style.ERROR_TEXT
 
 
 class DifferencePanel(LayerPanel):

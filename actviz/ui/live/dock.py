@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.live.controller import LiveController, LiveHost, LiveStatus
 from actviz.ui.live.frames import Perturbation, webcam_status
+from actviz.ui.panels import style
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +404,7 @@ class LiveControls(QDockWidget):
         v.addLayout(row)
         self.message_label = QLabel("")
         self.message_label.setWordWrap(True)
-        self.message_label.setStyleSheet("color: #842029;")
+        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
         self.message_label.setVisible(False)
         v.addWidget(self.message_label)
         return box

@@ -26,6 +26,8 @@ BAR_GRADIENT = "#e07b39"
 BAR_BAD = "#d93025"
 BAR_ZERO = "#bdc1c6"
 ROW_BAD_BACKGROUND = "#f8d7da"
+#: Text of an error said in place (a dialog's or a dock's message line, the red banner).
+ERROR_TEXT = "#842029"
 SELECTION = "#3b6ea5"
 #: Outline of selected tiles (a colour no activation or diverging map uses).
 TILE_MARK = "#e0119d"

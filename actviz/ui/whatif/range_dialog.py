@@ -39,6 +39,7 @@ class RangeDialog(QDialog):
     def __init__(self, parent: QWidget | None, prompt: str) -> None:
         super().__init__(parent)
         self.setWindowTitle("Clamp channels")
+        self.setMinimumWidth(380)  # the prompt names the layer: on one or two lines, not four
         form = QFormLayout(self)
         intro = QLabel(prompt)
         intro.setWordWrap(True)
@@ -49,8 +50,9 @@ class RangeDialog(QDialog):
             edit.setPlaceholderText("no bound")
         form.addRow("Lowest", self.min_edit)
         form.addRow("Highest", self.max_edit)
-        self.message_label = style.caption_label()
+        self.message_label = QLabel()
         self.message_label.setWordWrap(True)
+        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
         form.addRow(self.message_label)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.panels import style
+
 #: Message sources in the banner, shown in this order.
 SOURCES = ("action", "model", "run")
 #: Side of the level icon, in pixels.
@@ -65,7 +67,10 @@ class MessageBanner(QFrame):
     The banner never widens the window: long texts wrap (paths too).
     """
 
-    _COLOURS = {"error": ("#f8d7da", "#842029"), "warning": ("#fff3cd", "#664d03")}
+    _COLOURS = {
+        "error": (style.ROW_BAD_BACKGROUND, style.ERROR_TEXT),
+        "warning": ("#fff3cd", "#664d03"),
+    }
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

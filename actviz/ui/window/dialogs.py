@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.panels import style
 from actviz.ui.window.settings import split_recent_model
 
 #: Model files the file picker shows first.
@@ -327,7 +328,7 @@ class OpenModelDialog(QDialog):
 
     def _say(self, text: str, *, error: bool) -> None:
         self.message_label.setText(text)
-        self.message_label.setStyleSheet("color: #842029;" if error else "")
+        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};" if error else "")
         self.message_label.setVisible(bool(text))
 
     def _on_candidate_changed(self, item: QListWidgetItem | None, _previous: object) -> None:
