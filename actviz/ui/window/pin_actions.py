@@ -61,7 +61,10 @@ class PinActions:
         #: ``compare_with(pin)``: compare the latest run with a pin (set by the window once its
         #: Compare tab exists); the menu then offers "Compare the latest run with".
         self.compare_with: Callable[[Pin], object] | None = None
-        self._compare_menu: QMenu | None = None
+        # One submenu for the whole window's life, emptied and refilled: no menu is created
+        # and deleted per change of the pins.
+        self._compare_menu = QMenu("Compare the latest run with", self.pins_menu)
+        self._compare_menu.setToolTipsVisible(True)
         self.unpin_action = actions.unpin_action
         self.unpin_all_action = actions.unpin_all_action
         actions.pin_action.triggered.connect(self.pin_result)
@@ -126,11 +129,8 @@ class PinActions:
     def refresh_pins_menu(self) -> None:
         """Rebuild "Pinned results": one entry per pin, then Unpin this / Unpin all."""
         menu = self.pins_menu
-        if self._compare_menu is not None:
-            # Its actions hold the pins: cleared now, so an unpinned capture is freed at once.
-            self._compare_menu.clear()
-            self._compare_menu.deleteLater()
-            self._compare_menu = None
+        # Its actions hold the pins: cleared now, so an unpinned capture is freed at once.
+        self._compare_menu.clear()
         menu.clear()
         pins = list(self.session.pins)
         for pin in pins:
@@ -139,8 +139,8 @@ class PinActions:
             menu.addAction(act)
         if pins and self.compare_with is not None:
             menu.addSeparator()
-            sub = self._compare_menu = menu.addMenu("Compare the latest run with")
-            sub.setToolTipsVisible(True)
+            sub = self._compare_menu
+            menu.addMenu(sub)
             for pin in pins:
                 act = sub.addAction(pin.label)
                 act.setToolTip("Layer by layer, in the Compare tab")
