@@ -157,7 +157,7 @@ def test_killed_scan_loses_at_most_the_last_batch(image_folder):
             num_workers=0,
             should_stop=iter([False, False, True]).__next__,
         )
-    # A kill between the log append and the state rename leaves log lines the state does not
+    # A kill between the log append and the state write leaves log lines the state does not
     # cover: they must be ignored.
     log = next(Path(p) for p in (Path.home() / ".cache").rglob("4.log"))
     with open(log, "a", encoding="utf-8") as fh:
