@@ -145,35 +145,45 @@ def test_interrupted_scan_resumes_and_equals_one_scan(image_folder):
     assert_same_scan(again, resumed, exact=True)
 
 
-def test_killed_scan_loses_at_most_the_last_batch(image_folder):
-    net = tiny_net()
+def _cancel_after(net, folder, layers, batches: int) -> None:
+    """Scan in batches of 10 and cancel after ``batches`` of them (each saved)."""
     with pytest.raises(ScanCancelled):
         scan(
             net,
-            image_folder,
-            ["4"],
+            folder,
+            layers,
             k=3,
             batch_size=10,
             num_workers=0,
-            should_stop=iter([False, False, True]).__next__,
+            should_stop=iter([False] * batches + [True]).__next__,
         )
-    # A kill between the log append and the state write leaves log lines the state does not
-    # cover: they must be ignored.
-    log = next(Path(p) for p in (Path.home() / ".cache").rglob("4.log"))
-    with open(log, "a", encoding="utf-8") as fh:
-        fh.write("D\t/not/scanned.png\t1:2\t\n")
+
+
+def _resume_and_compare(net, folder, layers) -> int:
+    """Scan again (resuming) and compare with one uncached scan; the first progress count."""
     seen = []
     resumed = scan(
         net,
-        image_folder,
-        ["4"],
+        folder,
+        layers,
         k=3,
         batch_size=10,
         num_workers=0,
         progress=lambda done, total, rate: seen.append(done),
     )
-    assert seen[0] == 30
-    assert_same_scan(resumed, scan(net, image_folder, ["4"], k=3, num_workers=0, cache=False))
+    assert_same_scan(resumed, scan(net, folder, layers, k=3, num_workers=0, cache=False))
+    return seen[0]
+
+
+def test_killed_scan_loses_at_most_the_last_batch(image_folder):
+    net = tiny_net()
+    _cancel_after(net, image_folder, ["4"], 2)
+    # A kill between the log append and the state write leaves log lines the state does not
+    # cover: they must be ignored.
+    log = next(Path(p) for p in (Path.home() / ".cache").rglob("4.log"))
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write("D\t/not/scanned.png\t1:2\t\n")
+    assert _resume_and_compare(net, image_folder, ["4"]) == 30
 
 
 def test_added_images_are_scanned_alone(tmp_path):
@@ -318,34 +328,15 @@ def test_a_torn_state_write_falls_back_to_the_batch_before(image_folder):
     # a kill in the middle of its write would leave it: the other slot, one batch older, is
     # used, and only the batch of the torn write is run again.
     net = tiny_net()
-    with pytest.raises(ScanCancelled):
-        scan(
-            net,
-            image_folder,
-            LAYERS,
-            k=3,
-            batch_size=10,
-            num_workers=0,
-            should_stop=iter([False, False, False, True]).__next__,
-        )
+    _cancel_after(net, image_folder, LAYERS, 3)
     slots = sorted(Path.home().joinpath(".cache").rglob("state.*.bin"))
     assert [p.name for p in slots] == ["state.0.bin", "state.1.bin"]
     newest = slots[0]  # writes 1 and 3 went to slot 0
     data = bytearray(newest.read_bytes())
     data[len(data) // 2] ^= 0xFF
     newest.write_bytes(bytes(data[: len(data) - 7]))
-    seen = []
-    resumed = scan(
-        net,
-        image_folder,
-        LAYERS,
-        k=3,
-        batch_size=10,
-        num_workers=0,
-        progress=lambda done, total, rate: seen.append(done),
-    )
-    assert seen[0] == 30  # 20 from the cache, then the lost batch again
-    assert_same_scan(resumed, scan(net, image_folder, LAYERS, k=3, num_workers=0, cache=False))
+    # 20 from the cache, then the lost batch again.
+    assert _resume_and_compare(net, image_folder, LAYERS) == 30
 
 
 def test_inf_beats_nan_and_stays_inf():

@@ -168,12 +168,17 @@ class Gate:
             assert self.open.wait(TIMEOUT_MS / 1000)
 
 
-def test_escape_stops_a_scan_too(qtbot, demo_window, tmp_path):
-    window = demo_window
+def _gated_folder(window, tmp_path):
+    """A folder of images and a :class:`Gate` on the window's model (remove the handle)."""
     folder = tmp_path / "images"
     write_folder(folder)
     gate = Gate(window.session.model)
-    handle = window.session.model.register_forward_pre_hook(gate)
+    return folder, gate, window.session.model.register_forward_pre_hook(gate)
+
+
+def test_escape_stops_a_scan_too(qtbot, demo_window, tmp_path):
+    window = demo_window
+    folder, gate, handle = _gated_folder(window, tmp_path)
     seen = _progress(window)
     try:
         assert not window.cancel_action.isEnabled()  # nothing to cancel yet
@@ -198,10 +203,7 @@ def test_escape_stops_a_scan_too(qtbot, demo_window, tmp_path):
 
 def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, demo_window, tmp_path):
     window = demo_window
-    folder = tmp_path / "images"
-    write_folder(folder)
-    gate = Gate(window.session.model)
-    handle = window.session.model.register_forward_pre_hook(gate)
+    folder, gate, handle = _gated_folder(window, tmp_path)
     spec = ScanSpec(str(folder), (LAYER,), 3, BATCH)
     seen = _progress(window)
     dock = window.dataset.dock

@@ -139,27 +139,12 @@ class OpenModelDialog(QDialog):
         layout.addWidget(self.tabs, 1)
 
         # torchvision list
-        zoo = QWidget()
-        zoo_layout = QVBoxLayout(zoo)
-        self.search_edit = QLineEdit()
-        self.search_edit.setPlaceholderText(
-            "Search torchvision models, e.g. resnet, vit, mobilenet"
+        self.search_edit, self.zoo_list, self.random_check = self._add_list_tab(
+            "torchvision", "Search torchvision models, e.g. resnet, vit, mobilenet"
         )
-        self.search_edit.setClearButtonEnabled(True)
         self.search_edit.textChanged.connect(self._on_search_changed)
-        zoo_layout.addWidget(self.search_edit)
-        self.zoo_list = QListWidget()
         self.zoo_list.addItem("demo")
         self.zoo_list.addItems(self._names)
-        self.zoo_list.itemDoubleClicked.connect(lambda _item: self.accept())
-        zoo_layout.addWidget(self.zoo_list, 1)
-        self.random_check = QCheckBox("Random initialisation (no pretrained weights)")
-        self.random_check.setToolTip(
-            "Unchecked: pretrained weights when they are cached or downloadable; otherwise "
-            "actviz falls back to random weights and says so in the banner."
-        )
-        zoo_layout.addWidget(self.random_check)
-        self.tabs.addTab(zoo, "torchvision")
 
         # file + architecture
         file_tab = QWidget()
@@ -223,24 +208,12 @@ class OpenModelDialog(QDialog):
         # as importing timm takes a few tenths of a second.
         self.timm_list: QListWidget | None = None
         if importlib.util.find_spec("timm") is not None:
-            timm_tab = QWidget()
-            timm_layout = QVBoxLayout(timm_tab)
-            self.timm_search = QLineEdit()
-            self.timm_search.setPlaceholderText(
-                "Search timm models, e.g. convnext, vit_small, efficientnet"
+            self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
+                "timm", "Search timm models, e.g. convnext, vit_small, efficientnet"
             )
-            self.timm_search.setClearButtonEnabled(True)
-            self.timm_list = QListWidget()
             self.timm_search.textChanged.connect(
                 lambda text: _filter_list(self.timm_list, text)  # type: ignore[arg-type]
             )
-            self.timm_list.itemDoubleClicked.connect(lambda _item: self.accept())
-            self.timm_random_check = QCheckBox("Random initialisation (no pretrained weights)")
-            self.timm_random_check.setToolTip(self.random_check.toolTip())
-            timm_layout.addWidget(self.timm_search)
-            timm_layout.addWidget(self.timm_list, 1)
-            timm_layout.addWidget(self.timm_random_check)
-            self.tabs.addTab(timm_tab, "timm")
             self.tabs.currentChanged.connect(self._on_tab_changed)
 
         # Why the last attempt failed, or "Opening ..." while it loads.
@@ -256,6 +229,28 @@ class OpenModelDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
         self.open_button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+
+    def _add_list_tab(
+        self, title: str, placeholder: str
+    ) -> tuple[QLineEdit, QListWidget, QCheckBox]:
+        """A tab of model names: search box, list (double click opens), random-init box."""
+        tab = QWidget()
+        layout = QVBoxLayout(tab)
+        search = QLineEdit()
+        search.setPlaceholderText(placeholder)
+        search.setClearButtonEnabled(True)
+        names = QListWidget()
+        names.itemDoubleClicked.connect(lambda _item: self.accept())
+        random_check = QCheckBox("Random initialisation (no pretrained weights)")
+        random_check.setToolTip(
+            "Unchecked: pretrained weights when they are cached or downloadable; otherwise "
+            "actviz falls back to random weights and says so in the banner."
+        )
+        layout.addWidget(search)
+        layout.addWidget(names, 1)
+        layout.addWidget(random_check)
+        self.tabs.addTab(tab, title)
+        return search, names, random_check
 
     # ------------------------------------------------------------------ keep_open flow
     def accept(self) -> None:
