@@ -8,10 +8,18 @@ scan so that every scan runs in full), in an order that flips every pair.
 ``scan_throughput_ratio`` is the median of the per-pair ratios of images/s (target >= 0.90),
 the worst over the models.
 
+The bare loop runs at torch's default thread count, as a user's loop would. The scan chooses
+its own (it tries fewer threads when its loader workers and torch's threads oversubscribe the
+cores, see :mod:`actviz.data.threads`); when it ends on another count, each pair also runs the
+bare loop at that count, and ``scan_overhead_ratio`` (same median, worst over the models) is
+the scan against that like-for-like loop: what the scan's own work (hooks, reductions, merges,
+cache writes, trial batches) costs.
+
 Memory (after one warm-up scan of a few images, so one-off imports are not counted): the peak
-resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the bare loops and of the
-scans (the largest of each); the growth is their difference, reported against the model's own
-footprint (its parameter and buffer bytes; target <= 10 %). Where the peak cannot be reset,
+resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the like-for-like bare
+loops (at the scan's thread count) and of the scans (the largest of each); the growth is their
+difference, reported against the model's own footprint (its parameter and buffer bytes;
+target <= 10 %). Where the peak cannot be reset,
 RSS sampled once per batch stands in.
 """
 
@@ -50,7 +58,11 @@ class ScanBenchRow:
     images: int
     bare_ips: list[float] = field(default_factory=list)
     scan_ips: list[float] = field(default_factory=list)
+    #: the bare loop at the scan's thread count (== bare_ips where the scan kept the default)
+    same_ips: list[float] = field(default_factory=list)
+    threads: list[int] = field(default_factory=list)
     ratio: float = float("nan")
+    overhead: float = float("nan")
     footprint: int = 0
     peak_bare: int = 0
     peak_scan: int = 0
@@ -69,6 +81,8 @@ class ScanBenchRow:
             f"  {self.model:<9} {self.size:>4}px batch {self.batch_size:>3} "
             f"workers {self.workers}  bare {statistics.median(self.bare_ips):7.1f}/s  "
             f"scan {statistics.median(self.scan_ips):7.1f}/s  ratio {self.ratio:6.3f}  "
+            f"(scan threads {'/'.join(str(t) for t in sorted(set(self.threads)))}; bare at "
+            f"those {statistics.median(self.same_ips):7.1f}/s, ratio {self.overhead:6.3f})  "
             f"RSS growth {self.rss_growth / 2**20:+6.1f} MiB "
             f"({self.rss_growth_frac:+.1%} of the model's {self.footprint / 2**20:.1f} MiB)"
         )
@@ -184,7 +198,9 @@ def run(
             footprint = sum(t.numel() * t.element_size() for t in net.state_dict().values())
             row = ScanBenchRow(name, size, batch_size, workers, images, footprint=footprint)
 
-            def one_scan(progress: Any = None, src: Any = source, ls: list = layers) -> float:
+            def one_scan(
+                progress: Any = None, src: Any = source, ls: list = layers
+            ) -> tuple[float, int]:
                 shutil.rmtree(tmp / "cache", ignore_errors=True)
                 t0 = time.perf_counter()
                 result = scan(
@@ -196,7 +212,7 @@ def run(
                     num_workers=workers,
                     progress=progress,
                 )
-                return result.count / (time.perf_counter() - t0)
+                return result.count / (time.perf_counter() - t0), int(result.threads or 0)
 
             _bare(net, loader)  # warm-up: page cache, allocator, first-call costs
             # The same for the scan: its first call imports the scan's modules (cache, sheets)
@@ -205,24 +221,43 @@ def run(
             # met, and counted, in the measured scans: +0.1 MiB, a third of the demo's 0.2 MiB).
             warm = sorted(folder.rglob("*.jpg"))[: 2 * batch_size]
             scan(source, warm, layers, k=9, batch_size=batch_size, num_workers=0)
-            ratios = []
+            ratios, overheads = [], []
+            default_threads = torch.get_num_threads()
             for i in range(pairs):
                 got: dict[str, float] = {}
+                threads = 0
                 # The order flips every pair, so a drift of the machine's speed during the
                 # run does not favour either side.
+                peaks: dict[str, int] = {}
                 for what in ("bare", "scan") if i % 2 == 0 else ("scan", "bare"):
                     peak = _Peak()
                     if what == "bare":
                         got[what] = _bare(net, loader, peak.sample)
-                        row.peak_bare = max(row.peak_bare, peak.result())
                     else:
-                        got[what] = one_scan(lambda *_, p=peak: p.sample())
-                        row.peak_scan = max(row.peak_scan, peak.result())
+                        got[what], threads = one_scan(lambda *_, p=peak: p.sample())
                         row.peak_method = "VmHWM" if peak.hwm else "RSS per batch"
+                        row.threads.append(threads)
+                    peaks[what] = peak.result()
+                got["same"], peaks["same"] = got["bare"], peaks["bare"]
+                if threads and threads != default_threads:
+                    # Like for like: torch's buffers differ with the thread count (one thread
+                    # peaked some 20 MiB lower on the demo), so memory is compared here too.
+                    torch.set_num_threads(threads)
+                    try:
+                        peak = _Peak()
+                        got["same"] = _bare(net, loader, peak.sample)
+                        peaks["same"] = peak.result()
+                    finally:
+                        torch.set_num_threads(default_threads)
+                row.peak_scan = max(row.peak_scan, peaks["scan"])
+                row.peak_bare = max(row.peak_bare, peaks["same"])
                 row.bare_ips.append(got["bare"])
                 row.scan_ips.append(got["scan"])
+                row.same_ips.append(got["same"])
                 ratios.append(got["scan"] / got["bare"])
+                overheads.append(got["scan"] / got["same"])
             row.ratio = statistics.median(ratios)
+            row.overhead = statistics.median(overheads)
             rows.append(row)
     finally:
         if saved_cache is None:
@@ -233,6 +268,7 @@ def run(
     return {
         "rows": rows,
         "scan_throughput_ratio": min(r.ratio for r in rows),
+        "scan_overhead_ratio": min(r.overhead for r in rows),
         "scan_rss_growth_frac": max(r.rss_growth_frac for r in rows),
         "scan_rss_growth_mib": max(r.rss_growth for r in rows) / 2**20,
     }

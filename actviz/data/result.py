@@ -112,6 +112,9 @@ class Scan:
         The folder the scan is saved in; None when not cached.
     warnings
         Things the user should know (a layer that never ran, ...).
+    threads
+        CPU threads the model's forward passes ran with by the end of the scan (tried and
+        chosen, see :mod:`actviz.data.threads`); None when nothing was run.
     """
 
     layers: tuple[str, ...]
@@ -124,6 +127,7 @@ class Scan:
     cache_path: Path | None
     results: Mapping[str, LayerResult] = field(repr=False, default_factory=dict)
     warnings: tuple[str, ...] = ()
+    threads: int | None = None
 
     def _layer(self, layer: str) -> LayerResult:
         try:
@@ -212,6 +216,7 @@ class Scan:
             "from_cache": self.from_cache,
             "cache_path": str(self.cache_path) if self.cache_path else None,
             "warnings": list(self.warnings),
+            "threads": self.threads,
             "layers": layers,
         }
 

@@ -27,6 +27,7 @@ from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weight
 from actviz.data.result import Scan, ScanCancelled, layer_result
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
+from actviz.data.threads import ThreadTuner
 
 log = logging.getLogger(__name__)
 
@@ -269,11 +270,14 @@ def scan(
     pending = np.flatnonzero(~np.logical_and.reduce([r.done for r in runs]))
     warnings: list[str] = []
     from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
+    threads = None
     if pending.size:
-        _run(spec, items, runs, pending, batch_size, num_workers, progress, should_stop, warnings)
+        threads = _run(
+            spec, items, runs, pending, batch_size, num_workers, progress, should_stop, warnings
+        )
     elif progress is not None:
         progress(n, n, 0.0)
-    return _result(runs, k, items, from_cache, folder, warnings)
+    return _result(runs, k, items, from_cache, folder, warnings, threads)
 
 
 def _result(
@@ -283,6 +287,7 @@ def _result(
     from_cache: bool,
     folder: Any,
     warnings: list[str],
+    threads: int | None = None,
 ) -> Scan:
     skipped: dict[int, str] = {}
     for r in runs:
@@ -299,6 +304,7 @@ def _result(
         cache_path=folder,
         results={r.name: layer_result(r.state) for r in runs},
         warnings=tuple(warnings),
+        threads=threads,
     )
 
 
@@ -351,7 +357,8 @@ def _run(
     progress: Callable[[int, int, float], None] | None,
     should_stop: Callable[[], bool] | None,
     warnings: list[str],
-) -> None:
+) -> int:
+    """Run the pending items; returns the CPU threads the forward passes ended on."""
     net = spec.model
     device = _model_device(net)
     dtype = spec.expected.dtype
@@ -373,6 +380,7 @@ def _run(
 
     training = [(m, m.training) for m in net.modules()]
     handles: list[Any] = []
+    tuner: ThreadTuner | None = None
     n = len(items.sources)
     done_before = n - len(pending)
     try:
@@ -394,6 +402,7 @@ def _run(
         )
         for r in runs:
             handles.append(modules[r.name].register_forward_hook(make_hook(r)))
+        tuner = ThreadTuner(workers, len(loader), device)
         start = time.perf_counter()
         processed = 0
         silent: set[str] = set()
@@ -441,6 +450,7 @@ def _run(
             if changed and runs[0].cache is not None:
                 runs[0].cache.store.write()  # one write per batch, every layer
             processed += len(indices) + len(bad)
+            tuner.batch_done(len(indices))
             if progress is not None:
                 rate = processed / max(time.perf_counter() - start, 1e-9)
                 progress(done_before + processed, n, rate)
@@ -449,7 +459,10 @@ def _run(
                 f"layer {name!r} gave no tensor with a channel dimension during the scan "
                 "(it never ran, or its output is not (N, C, ...)), so nothing was recorded"
             )
+        return tuner.threads
     finally:
+        if tuner is not None:
+            tuner.restore()
         for r in runs:
             if r.cache is not None:
                 r.cache.close()

@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import torch
+
 from actviz.bench import cli, scan_bench
 
 
@@ -17,6 +19,9 @@ def test_scan_bench_reports_ratio_and_memory_and_removes_its_folder(capsys, monk
     assert row.model == "demo" and len(row.bare_ips) == len(row.scan_ips) == 1
     assert row.bare_ips[0] > 0 and row.scan_ips[0] > 0
     assert r["scan_throughput_ratio"] == row.ratio == row.scan_ips[0] / row.bare_ips[0]
+    # No workers: the scan keeps torch's count, so the like-for-like loop is the bare one.
+    assert row.threads == [torch.get_num_threads()] and row.same_ips == row.bare_ips
+    assert r["scan_overhead_ratio"] == row.overhead == row.ratio
     assert row.footprint == sum(
         p.numel() * p.element_size() for p in scan_bench._model("demo")[0].state_dict().values()
     )
@@ -36,6 +41,7 @@ def test_bench_cli_has_a_scan_section(monkeypatch, capsys):
         return {
             "rows": [],
             "scan_throughput_ratio": 0.95,
+            "scan_overhead_ratio": 0.93,
             "scan_rss_growth_frac": 0.01,
             "scan_rss_growth_mib": 0.5,
         }
@@ -45,3 +51,34 @@ def test_bench_cli_has_a_scan_section(monkeypatch, capsys):
     assert calls == [(("demo", "resnet18"), 2000, 112, 1)]
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last["scan_throughput_ratio"] == 0.95 and last["scan_rss_growth_frac"] == 0.01
+    assert last["scan_overhead_ratio"] == 0.93
+
+
+def test_a_scan_on_fewer_threads_is_also_compared_like_for_like(monkeypatch):
+    import dataclasses
+    import sys
+
+    scan_module = sys.modules["actviz.data.scan"]
+    real_scan, real_bare = scan_module.scan, scan_bench._bare
+    before = torch.get_num_threads()
+    monkeypatch.setattr(
+        scan_module, "scan", lambda *a, **k: dataclasses.replace(real_scan(*a, **k), threads=1)
+    )
+    bare_threads = []
+
+    def bare(*a, **k):
+        bare_threads.append(torch.get_num_threads())
+        return real_bare(*a, **k)
+
+    monkeypatch.setattr(scan_bench, "_bare", bare)
+    torch.set_num_threads(2)
+    try:
+        r = scan_bench.run(("demo",), images=16, size=32, batch_size=8, pairs=1, workers=0)
+    finally:
+        torch.set_num_threads(before)
+    (row,) = r["rows"]
+    # warm-up, the default-count loop, then the loop at the scan's count
+    assert bare_threads == [2, 2, 1]
+    assert row.threads == [1] and len(row.same_ips) == 1
+    assert r["scan_overhead_ratio"] == row.overhead == row.scan_ips[0] / row.same_ips[0]
+    assert r["scan_throughput_ratio"] == row.scan_ips[0] / row.bare_ips[0]

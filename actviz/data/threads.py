@@ -1,0 +1,132 @@
+"""How many CPU threads a scan's forward passes use, chosen by trying.
+
+A scan that reads image files runs DataLoader worker processes beside the model. When torch's
+intra-op threads and the workers together want more cores than the machine has, the cores are
+oversubscribed: a forward pass waits at each parallel region for a thread a worker has pushed
+off its core, and OpenMP's idle threads spin while they wait. On the 2-core reference machine a
+bare forward loop of the bundled demo model (2 workers decoding JPEGs) ran 20-25 % *faster*
+with one torch thread than with the default two; ResNet-18, whose forward outweighs the
+decoding, ran 40 % slower with one. No rule read off the model predicts which, so the scan
+tries: a few batches at the current count, a few at ``cores - workers``, and keeps the faster.
+
+``torch.set_num_threads`` under OpenMP sets the count of the calling thread only (a scan on a
+worker thread of the window leaves the window's own count alone); it is restored when the scan
+ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+__all__ = ["ThreadTuner", "available_cores"]
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+class ThreadTuner:
+    """Tries two intra-op thread counts on a scan's first batches and keeps the faster.
+
+    Call :meth:`batch_done` after every batch (with the images it held) and :meth:`restore`
+    when the scan ends. Batches are timed from one call to the next, so the time spent waiting
+    for the loader counts: that wait is what too many threads cause.
+
+    Parameters
+    ----------
+    workers
+        DataLoader worker processes beside the model.
+    batches
+        Batches the scan will run; tuning needs :data:`WARMUP` + 2 x :data:`TRIAL` + 1 of them.
+    device
+        Where the model runs; only a CPU model is tuned.
+    cores
+        Cores available (default: :func:`available_cores`).
+    clock
+        Seconds, monotonic (tests pass their own).
+    """
+
+    #: Batches left out before timing starts (worker start-up, first-call costs).
+    WARMUP = 4
+    #: Batches timed at each count.
+    TRIAL = 4
+    #: The candidate is given up after one batch below this share of the original's rate.
+    GIVE_UP = 0.8
+
+    def __init__(
+        self,
+        workers: int,
+        batches: int,
+        device: torch.device,
+        cores: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._clock = clock
+        self.original = torch.get_num_threads()
+        cores = available_cores() if cores is None else cores
+        fewer = max(1, cores - workers)
+        self.candidate = fewer
+        self.active = (
+            device.type == "cpu"
+            and workers > 0
+            and fewer < self.original
+            and batches >= self.WARMUP + 2 * self.TRIAL + 1
+        )
+        #: the count in use (the scan's choice once tuning is over)
+        self.threads = self.original
+        #: images/s measured at each count tried
+        self.rates: dict[int, float] = {}
+        self._seen = 0
+        self._times: dict[int, list[float]] = {}
+        self._last = clock()
+
+    def batch_done(self, images: int) -> None:
+        """One more batch of ``images`` ran (0 for a batch of unreadable files only)."""
+        now = self._clock()
+        elapsed, self._last = now - self._last, now
+        self._seen += 1
+        if not self.active:
+            return
+        w, t = self.WARMUP, self.TRIAL
+        # Batches 1..w: warm-up (the loader's queue fills); w+1..w+t: timed at the original
+        # count; then up to t at the candidate count, given up after the first if it is far
+        # slower (a forward-bound model such as ResNet-18 on two cores: each batch at the
+        # wrong count costs it 70 %). A batch of unreadable files only is not timed.
+        if self._seen <= w or images == 0:
+            return
+        threads = self.original if self._seen <= w + t else self.candidate
+        self._times.setdefault(threads, []).append(elapsed / images)
+        if self._seen == w + t:
+            self._set(self.candidate)
+        elif self._seen > w + t:
+            # Seconds per image, the median batch: one batch held up by something else
+            # (a page fault storm, another process) does not decide.
+            rate = {n: 1.0 / statistics.median(v) for n, v in self._times.items()}
+            self.rates = rate
+            first = len(self._times[self.candidate]) == 1
+            far_slower = first and rate[self.candidate] < self.GIVE_UP * rate[self.original]
+            if far_slower or self._seen == w + 2 * t:
+                # The faster; on a tie, fewer threads (they leave cores to the rest of the app).
+                self._set(max(rate, key=lambda n: (rate[n], -n)))
+                self.active = False
+
+    def _set(self, threads: int) -> None:
+        if threads != self.threads:
+            torch.set_num_threads(threads)
+            self.threads = threads
+
+    def restore(self) -> int:
+        """Back to the count the scan started with; returns the count the scan ended on."""
+        used = self.threads
+        self.active = False
+        self._set(self.original)
+        return used

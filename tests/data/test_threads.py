@@ -1,0 +1,177 @@
+"""The scan's thread count: tried on its first batches, the faster kept, always restored."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from actviz.data import ScanCancelled, scan
+from actviz.data import threads as threads_module
+from actviz.data.threads import ThreadTuner, available_cores
+from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
+
+CPU = torch.device("cpu")
+
+
+class FakeClock:
+    """A clock the test moves: each batch takes ``per_image[threads] * images`` seconds."""
+
+    def __init__(self, per_image: dict[int, float]) -> None:
+        self.per_image = per_image
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def batch(self, tuner: ThreadTuner, images: int = 8) -> None:
+        self.now += self.per_image[torch.get_num_threads()] * images
+        tuner.batch_done(images)
+
+
+@pytest.fixture
+def four_threads():
+    """torch at 4 threads on this thread for the test (back to what it was after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_batches(tuner: ThreadTuner, clock: FakeClock, count: int) -> list[int]:
+    """Thread counts each batch ran at."""
+    seen = []
+    for _ in range(count):
+        seen.append(torch.get_num_threads())
+        clock.batch(tuner)
+    return seen
+
+
+def test_fewer_threads_kept_when_faster_and_restored_after(four_threads):
+    clock = FakeClock({4: 0.010, 2: 0.008})
+    tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock)
+    assert tuner.active and tuner.candidate == 2
+    seen = run_batches(tuner, clock, 20)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    # Warm-up and the first trial at 4; the second trial and everything after at 2.
+    assert seen == [4] * (w + t) + [2] * (20 - w - t)
+    assert not tuner.active and tuner.threads == 2
+    assert tuner.rates == {4: pytest.approx(100.0), 2: pytest.approx(125.0)}
+    assert tuner.restore() == 2
+    assert torch.get_num_threads() == 4
+
+
+def test_a_far_slower_candidate_is_given_up_after_one_batch(four_threads):
+    clock = FakeClock({4: 0.010, 2: 0.020})  # half as fast: the forward-bound case
+    tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock)
+    seen = run_batches(tuner, clock, 15)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    assert seen == [4] * (w + t) + [2] + [4] * (15 - w - t - 1)
+    assert tuner.threads == 4 and tuner.rates[2] == pytest.approx(50.0)
+
+
+def test_a_slightly_slower_candidate_gets_its_full_trial_then_loses(four_threads):
+    clock = FakeClock({4: 0.010, 2: 0.011})
+    tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock)
+    seen = run_batches(tuner, clock, 15)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    assert seen == [4] * (w + t) + [2] * t + [4] * (15 - w - 2 * t)
+    assert tuner.threads == 4
+
+
+def test_one_slow_batch_does_not_decide(four_threads):
+    clock = FakeClock({4: 0.010, 2: 0.008})
+    tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    clock.per_image[4] = 0.001  # one batch at 4 threads looks 10 times faster
+    run_batches(tuner, clock, w + 1)
+    clock.per_image[4] = 0.010
+    run_batches(tuner, clock, t)  # ... and on at 2 threads
+    clock.per_image[2] = 0.5  # the second batch at 2 held up by something else
+    run_batches(tuner, clock, 1)
+    clock.per_image[2] = 0.008
+    run_batches(tuner, clock, t)
+    assert tuner.threads == 2  # the median batch decides
+    assert tuner.rates == {4: pytest.approx(100.0), 2: pytest.approx(125.0)}
+
+
+def test_batches_of_unreadable_files_only_are_not_timed(four_threads):
+    clock = FakeClock({4: 0.010, 2: 0.008})
+    tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    run_batches(tuner, clock, w + 1)
+    clock.now += 5.0  # a batch of bad files: no images, a long time
+    tuner.batch_done(0)
+    run_batches(tuner, clock, 2 * t)
+    assert tuner.rates == {4: pytest.approx(100.0), 2: pytest.approx(125.0)}
+
+
+@pytest.mark.parametrize(
+    ("workers", "batches", "device", "cores"),
+    [
+        (0, 40, CPU, 4),  # no loader processes to make room for
+        (2, 40, torch.device("meta"), 4),  # not a CPU model
+        (2, 40, CPU, 8),  # 4 threads + 2 workers fit 8 cores
+        (2, 2 * ThreadTuner.TRIAL + ThreadTuner.WARMUP, CPU, 4),  # too short to try
+    ],
+)
+def test_no_trial_where_it_cannot_help(four_threads, workers, batches, device, cores):
+    clock = FakeClock({4: 0.010, 2: 0.001})
+    tuner = ThreadTuner(workers=workers, batches=batches, device=device, cores=cores, clock=clock)
+    assert not tuner.active
+    assert set(run_batches(tuner, clock, 20)) == {4}
+    assert tuner.restore() == 4 and torch.get_num_threads() == 4
+
+
+def test_the_count_is_per_thread():
+    """A scan on a worker thread (the window's) leaves the calling thread's count alone."""
+    before = torch.get_num_threads()
+    seen = []
+
+    def work():
+        torch.set_num_threads(1)
+        seen.append(torch.get_num_threads())
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen == [1] and torch.get_num_threads() == before
+    assert available_cores() >= 1
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """The scan sees two cores whatever the machine: with 2 workers, 1 thread is tried."""
+    monkeypatch.setattr(threads_module, "available_cores", lambda: 2)
+
+
+def test_a_scan_with_workers_restores_the_count_and_stays_exact(tmp_path, four_threads, two_cores):
+    folder = tmp_path / "images"
+    write_images(folder, 60)
+    net = tiny_net()
+    common = dict(k=3, batch_size=4, cache=False)
+    tuned = scan(net, folder, LAYERS, num_workers=2, **common)  # 15 batches: tried
+    assert torch.get_num_threads() == 4
+    assert tuned.threads in (1, 4)
+    plain = scan(net, folder, LAYERS, num_workers=0, **common)
+    assert plain.threads == 4  # no workers: nothing tried
+    assert_same_scan(tuned, plain)
+
+
+def test_a_cancelled_scan_restores_the_count(tmp_path, four_threads, two_cores):
+    folder = tmp_path / "images"
+    write_images(folder, 60)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(torch.get_num_threads())
+        return len(calls) > ThreadTuner.WARMUP + ThreadTuner.TRIAL + 1  # mid-trial
+
+    with pytest.raises(ScanCancelled):
+        scan(tiny_net(), folder, LAYERS, k=3, batch_size=4, num_workers=2, should_stop=stop)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    assert calls[: w + t] == [4] * (w + t) and calls[w + t] == 1  # the trial was on
+    assert torch.get_num_threads() == 4
