@@ -86,6 +86,7 @@ class ThreadTuner:
         #: images/s measured at each count tried
         self.rates: dict[int, float] = {}
         self._seen = 0
+        self._timed = 0
         self._times: dict[int, list[float]] = {}
         self._last = clock()
 
@@ -97,24 +98,25 @@ class ThreadTuner:
         if not self.active:
             return
         w, t = self.WARMUP, self.TRIAL
-        # Batches 1..w: warm-up (the loader's queue fills); w+1..w+t: timed at the original
-        # count; then up to t at the candidate count, given up after the first if it is far
+        # Batches 1..w: warm-up (the loader's queue fills); then t timed at the original
+        # count and up to t at the candidate count, given up after the first if it is far
         # slower (a forward-bound model such as ResNet-18 on two cores: each batch at the
         # wrong count costs it 70 %). A batch of unreadable files only is not timed.
         if self._seen <= w or images == 0:
             return
-        threads = self.original if self._seen <= w + t else self.candidate
+        self._timed += 1
+        threads = self.original if self._timed <= t else self.candidate
         self._times.setdefault(threads, []).append(elapsed / images)
-        if self._seen == w + t:
+        if self._timed == t:
             self._set(self.candidate)
-        elif self._seen > w + t:
+        elif self._timed > t:
             # Seconds per image, the median batch: one batch held up by something else
             # (a page fault storm, another process) does not decide.
             rate = {n: 1.0 / statistics.median(v) for n, v in self._times.items()}
             self.rates = rate
-            first = len(self._times[self.candidate]) == 1
+            first = self._timed == t + 1
             far_slower = first and rate[self.candidate] < self.GIVE_UP * rate[self.original]
-            if far_slower or self._seen == w + 2 * t:
+            if far_slower or self._timed == 2 * t:
                 # The faster; on a tie, fewer threads (they leave cores to the rest of the app).
                 self._set(max(rate, key=lambda n: (rate[n], -n)))
                 self.active = False

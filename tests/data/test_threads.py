@@ -102,11 +102,15 @@ def test_batches_of_unreadable_files_only_are_not_timed(four_threads):
     clock = FakeClock({4: 0.010, 2: 0.008})
     tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock)
     w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
-    run_batches(tuner, clock, w + 1)
-    clock.now += 5.0  # a batch of bad files: no images, a long time
+    run_batches(tuner, clock, w + t - 1)
+    # A batch of bad files where the first trial would end: no images, a long time.
+    clock.now += 5.0
     tuner.batch_done(0)
-    run_batches(tuner, clock, 2 * t)
+    assert torch.get_num_threads() == 4  # the trial at 4 threads is not over
+    seen = run_batches(tuner, clock, t + 1)
+    assert seen == [4] + [2] * t
     assert tuner.rates == {4: pytest.approx(100.0), 2: pytest.approx(125.0)}
+    assert tuner.threads == 2 and not tuner.active
 
 
 @pytest.mark.parametrize(
