@@ -52,6 +52,15 @@ def no_hooks_left():
     return assert_no_hooks
 
 
+@pytest.fixture
+def four_threads():
+    """torch at 4 threads on this thread for the test (back to what it was after)."""
+    from actviz.core.threads import torch_threads
+
+    with torch_threads(4):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def isolated_user_state(tmp_path_factory):
     """Give the test its own home, config folder and QSettings location; restore all after.

@@ -10,7 +10,7 @@ the worst over the models.
 
 The bare loop runs at torch's default thread count, as a user's loop would. The scan chooses
 its own (it tries fewer threads when its loader workers and torch's threads oversubscribe the
-cores, see :mod:`actviz.data.threads`); when it ends on another count, each pair also runs the
+cores, see :mod:`actviz.core.threads`); when it ends on another count, each pair also runs the
 bare loop at that count, and ``scan_overhead_ratio`` (same median, worst over the models) is
 the scan against that like-for-like loop: what the scan's own work (hooks, reductions, merges,
 cache writes, trial batches) costs.

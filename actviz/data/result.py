@@ -114,7 +114,7 @@ class Scan:
         Things the user should know (a layer that never ran, ...).
     threads
         CPU threads the model's forward passes ran with by the end of the scan (tried and
-        chosen, see :mod:`actviz.data.threads`); None when nothing was run.
+        chosen, see :mod:`actviz.core.threads`); None when nothing was run.
     """
 
     layers: tuple[str, ...]

@@ -22,12 +22,12 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 from actviz.core.capture import resolve_layers
+from actviz.core.threads import ThreadTuner
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.result import Scan, ScanCancelled, layer_result
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
-from actviz.data.threads import ThreadTuner
 
 log = logging.getLogger(__name__)
 

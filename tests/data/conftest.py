@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 from torch import nn
 
+from actviz.core.threads import torch_threads
 from actviz.data import Scan
 
 LAYERS = ["1", "4", "7"]
@@ -80,9 +81,5 @@ def assert_same_scan(a: Scan, b: Scan, *, exact: bool = False) -> None:
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """Tiny convolutions on a shared, loaded machine: one thread avoids thread-sync stalls."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(threads)

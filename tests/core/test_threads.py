@@ -1,4 +1,4 @@
-"""The scan's thread count: tried on its first batches, the faster kept, always restored."""
+"""torch's thread count: held for a block, or tried on a loop's first batches, always restored."""
 
 from __future__ import annotations
 
@@ -7,10 +7,7 @@ import threading
 import pytest
 import torch
 
-from actviz.data import ScanCancelled, scan
-from actviz.data import threads as threads_module
-from actviz.data.threads import ThreadTuner, available_cores
-from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
+from actviz.core.threads import ThreadTuner, available_cores, torch_threads
 
 CPU = torch.device("cpu")
 
@@ -28,17 +25,6 @@ class FakeClock:
     def batch(self, tuner: ThreadTuner, images: int = 8) -> None:
         self.now += self.per_image[torch.get_num_threads()] * images
         tuner.batch_done(images)
-
-
-@pytest.fixture
-def four_threads():
-    """torch at 4 threads on this thread for the test (back to what it was after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(4)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def run_batches(tuner: ThreadTuner, clock: FakeClock, count: int) -> list[int]:
@@ -146,36 +132,12 @@ def test_the_count_is_per_thread():
     assert available_cores() >= 1
 
 
-@pytest.fixture
-def two_cores(monkeypatch):
-    """The scan sees two cores whatever the machine: with 2 workers, 1 thread is tried."""
-    monkeypatch.setattr(threads_module, "available_cores", lambda: 2)
-
-
-def test_a_scan_with_workers_restores_the_count_and_stays_exact(tmp_path, four_threads, two_cores):
-    folder = tmp_path / "images"
-    write_images(folder, 60)
-    net = tiny_net()
-    common = dict(k=3, batch_size=4, cache=False)
-    tuned = scan(net, folder, LAYERS, num_workers=2, **common)  # 15 batches: tried
+def test_torch_threads_holds_a_count_for_a_block_and_puts_it_back(four_threads):
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 4
-    assert tuned.threads in (1, 4)
-    plain = scan(net, folder, LAYERS, num_workers=0, **common)
-    assert plain.threads == 4  # no workers: nothing tried
-    assert_same_scan(tuned, plain)
-
-
-def test_a_cancelled_scan_restores_the_count(tmp_path, four_threads, two_cores):
-    folder = tmp_path / "images"
-    write_images(folder, 60)
-    calls = []
-
-    def stop() -> bool:
-        calls.append(torch.get_num_threads())
-        return len(calls) > ThreadTuner.WARMUP + ThreadTuner.TRIAL + 1  # mid-trial
-
-    with pytest.raises(ScanCancelled):
-        scan(tiny_net(), folder, LAYERS, k=3, batch_size=4, num_workers=2, should_stop=stop)
-    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
-    assert calls[: w + t] == [4] * (w + t) and calls[w + t] == 1  # the trial was on
+    with torch_threads(None):
+        assert torch.get_num_threads() == 4
+    with pytest.raises(RuntimeError), torch_threads(2):
+        raise RuntimeError("boom")
     assert torch.get_num_threads() == 4

@@ -1,0 +1,46 @@
+"""A scan tries fewer torch threads beside its loader workers: exact, and the count restored."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from actviz.core import threads as threads_module
+from actviz.core.threads import ThreadTuner
+from actviz.data import ScanCancelled, scan
+from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """The scan sees two cores whatever the machine: with 2 workers, 1 thread is tried."""
+    monkeypatch.setattr(threads_module, "available_cores", lambda: 2)
+
+
+def test_a_scan_with_workers_restores_the_count_and_stays_exact(tmp_path, four_threads, two_cores):
+    folder = tmp_path / "images"
+    write_images(folder, 60)
+    net = tiny_net()
+    common = dict(k=3, batch_size=4, cache=False)
+    tuned = scan(net, folder, LAYERS, num_workers=2, **common)  # 15 batches: tried
+    assert torch.get_num_threads() == 4
+    assert tuned.threads in (1, 4)
+    plain = scan(net, folder, LAYERS, num_workers=0, **common)
+    assert plain.threads == 4  # no workers: nothing tried
+    assert_same_scan(tuned, plain)
+
+
+def test_a_cancelled_scan_restores_the_count(tmp_path, four_threads, two_cores):
+    folder = tmp_path / "images"
+    write_images(folder, 60)
+    calls = []
+
+    def stop() -> bool:
+        calls.append(torch.get_num_threads())
+        return len(calls) > ThreadTuner.WARMUP + ThreadTuner.TRIAL + 1  # mid-trial
+
+    with pytest.raises(ScanCancelled):
+        scan(tiny_net(), folder, LAYERS, k=3, batch_size=4, num_workers=2, should_stop=stop)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    assert calls[: w + t] == [4] * (w + t) and calls[w + t] == 1  # the trial was on
+    assert torch.get_num_threads() == 4
