@@ -19,8 +19,7 @@ Memory (after one warm-up scan of a few images, so one-off imports are not count
 resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the like-for-like bare
 loops (at the scan's thread count) and of the scans (the largest of each); the growth is their
 difference, reported against the model's own footprint (its parameter and buffer bytes;
-target <= 10 %). Where the peak cannot be reset,
-RSS sampled once per batch stands in.
+target <= 10 %). Where the peak cannot be reset, RSS sampled once per batch stands in.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ data is image files), runs the model under ``torch.no_grad()`` with one forward 
 scanned layer, and reduces each layer's output in the hook (see
 :mod:`actviz.data.accumulate`): no activation outlives its batch. After each batch the state is
 saved (see :mod:`actviz.data.cache`), so a cancelled or killed scan resumes where it stopped and
-a folder that grew is scanned for its new images only.
+a folder that grew is scanned for its new images only. With loader worker processes on a CPU
+whose cores they and torch's threads oversubscribe, the first batches try fewer torch threads
+and the faster count is kept for the rest of the scan (see :mod:`actviz.core.threads`).
 """
 
 from __future__ import annotations
@@ -233,6 +235,9 @@ def scan(
         ``Dataset`` (which has no identity of its own) under this name.
     num_workers
         DataLoader worker processes; None: ``min(2, cpu count)`` for image files, else 0.
+        With workers, on a CPU, the scan may run on fewer torch threads than the caller's
+        (tried on its first batches, the faster kept: ``Scan.threads``); the calling thread's
+        count is restored when the scan returns or raises.
 
     Returns
     -------
