@@ -22,9 +22,19 @@ def test_a_scan_with_workers_restores_the_count_and_stays_exact(tmp_path, four_t
     write_images(folder, 60)
     net = tiny_net()
     common = dict(k=3, batch_size=4, cache=False)
-    tuned = scan(net, folder, LAYERS, num_workers=2, **common)  # 15 batches: tried
+    seen = []  # the count after each batch (progress runs on the scan's thread)
+    tuned = scan(
+        net,
+        folder,
+        LAYERS,
+        num_workers=2,
+        progress=lambda *_: seen.append(torch.get_num_threads()),
+        **common,
+    )  # 15 batches: tried
     assert torch.get_num_threads() == 4
-    assert tuned.threads in (1, 4)
+    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
+    assert seen[: w + t - 1] == [4] * (w + t - 1) and seen[w + t - 1] == 1  # the trial ran
+    assert tuned.threads in (1, 4) and seen[-1] == tuned.threads
     plain = scan(net, folder, LAYERS, num_workers=0, **common)
     assert plain.threads == 4  # no workers: nothing tried
     assert_same_scan(tuned, plain)
