@@ -1,4 +1,5 @@
-"""Test-wide settings: Qt offscreen, small torch thread pool, a hook-leak guard, and isolation.
+"""Test-wide settings: Qt offscreen, small torch thread pool, a hook-leak guard, isolation, and
+garbage collection kept out of Qt's event processing.
 
 Every test runs with its own home, config folder and QSettings location (the
 ``isolated_user_state`` fixture below), so no test reads or writes the user's real
@@ -14,12 +15,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Tests never reach the network: torchvision names fall back to random init at once.
 os.environ.setdefault("ACTVIZ_OFFLINE", "1")
 
+import gc  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from PySide6.QtCore import QSettings, QStandardPaths  # noqa: E402
+from PySide6.QtCore import QCoreApplication, QSettings, QStandardPaths  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -29,6 +31,44 @@ _QT_USER_CONFIG = QStandardPaths.writableLocation(
 )
 #: Variables that change what the app does; a test sets them itself when it wants them.
 ACTVIZ_BEHAVIOUR_VARS = ("ACTVIZ_MEMORY_BUDGET", "ACTVIZ_EXIT_AFTER_SHOW", "ACTVIZ_MALLOC_TUNING")
+
+
+#: Fixtures of the tests that build Qt objects (pytest-qt's).
+_QT_FIXTURES = frozenset({"qtbot", "qapp"})
+#: Tests between two full collections once Qt is up (a full one scans half a million objects:
+#: some 300 ms).
+_FULL_COLLECTION_EVERY = 25
+_tests_since_full = 0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Once Qt is up, garbage is collected between tests only, never inside Qt's event handling.
+
+    pytest-qt processes Qt's events after every test body once an application exists. Windows
+    and their pyqtgraph items are held by reference cycles (slots that capture their owners), so
+    only the cyclic collector frees them, and it fires whenever allocations add up: inside that
+    event processing it can destroy items Qt is painting. Two CI runs lost a worker that way
+    (a segfault, "Garbage-collecting" under ``ViewBox.boundingRect`` in pytest-qt's
+    ``_process_events``). So from the first Qt test on, automatic collection stays off; after
+    each test the young generations are collected (everything the test made: a few ms), and
+    every :data:`_FULL_COLLECTION_EVERY` tests all of them, with no Qt code on the stack. Tests
+    that check that something was freed call ``gc.collect()`` themselves, which works with the
+    collector off.
+    """
+    global _tests_since_full
+    qt = QCoreApplication.instance() is not None or _QT_FIXTURES.intersection(item.fixturenames)
+    if not qt:
+        yield
+        return
+    gc.disable()
+    yield
+    _tests_since_full += 1
+    if _tests_since_full >= _FULL_COLLECTION_EVERY:
+        _tests_since_full = 0
+        gc.collect()
+    else:
+        gc.collect(1)
 
 
 def assert_no_hooks(model: torch.nn.Module) -> None:
