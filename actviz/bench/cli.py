@@ -12,7 +12,8 @@
 * resident memory after 100 live frames against after 10 (``memory_growth_ratio``);
 * dataset scan images/s against a bare forward loop (``scan_throughput_ratio``; against one at
   the scan's own thread count: ``scan_overhead_ratio``) and its peak memory growth against the
-  model's footprint (``scan_rss_growth_frac``).
+  model's footprint (``scan_rss_growth_frac``); GUI timer lag while the window scans, idle and
+  beside live mode (``scan_ui_lag_p99_ms``, ``scan_ui_lag_max_ms``).
 
 ``--quick`` runs fewer repetitions and smaller models where the figure allows it (under two
 minutes on a 2-core machine). These are benchmarks: nothing here asserts a time.
@@ -123,7 +124,9 @@ def _memory(quick: bool, summary: dict) -> None:
 def _scan(quick: bool, summary: dict) -> None:
     from actviz.bench import scan_bench
 
-    r = scan_bench.run(("demo", "resnet18"), images=2000, size=112, pairs=1 if quick else 5)
+    r = scan_bench.run(
+        ("demo", "resnet18"), images=2000, size=112, pairs=1 if quick else 5, window=True
+    )
     scan_bench.print_table(r)
     for key in (
         "scan_throughput_ratio",
@@ -132,6 +135,11 @@ def _scan(quick: bool, summary: dict) -> None:
         "scan_rss_growth_mib",
     ):
         summary[key] = r[key]
+    # The worse of the two cases (idle, beside live mode).
+    lags = list(r.get("window_lag", {}).values())
+    if lags:
+        summary["scan_ui_lag_p99_ms"] = max(lag["p99_ms"] for lag in lags)
+        summary["scan_ui_lag_max_ms"] = max(lag["max_ms"] for lag in lags)
 
 
 def _steal_text(meter: StealMeter) -> str:

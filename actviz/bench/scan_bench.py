@@ -170,8 +170,10 @@ def run(
     batch_size: int = 32,
     pairs: int = 3,
     workers: int | None = None,
+    window: bool = False,
 ) -> dict[str, Any]:
-    """Measure scan throughput against a bare loop, and the scan's extra peak memory."""
+    """Measure scan throughput against a bare loop, and the scan's extra peak memory;
+    ``window``: also the GUI timer lag while the window scans the folder (:func:`window_lag`)."""
     from actviz.data.scan import scan
     from actviz.data.sources import collate, open_data, resolve_model
 
@@ -258,6 +260,7 @@ def run(
             row.ratio = statistics.median(ratios)
             row.overhead = statistics.median(overheads)
             rows.append(row)
+        lag = window_lag(folder, batch_size) if window else {}
     finally:
         if saved_cache is None:
             os.environ.pop("XDG_CACHE_HOME", None)
@@ -270,7 +273,65 @@ def run(
         "scan_overhead_ratio": min(r.overhead for r in rows),
         "scan_rss_growth_frac": max(r.rss_growth_frac for r in rows),
         "scan_rss_growth_mib": max(r.rss_growth for r in rows) / 2**20,
+        "window_lag": lag,
     }
+
+
+def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]]:
+    """GUI timer lag while the window scans ``folder`` with the demo model (all its blocks and
+    ``fc``): once with the window idle, once beside live mode on the demo (the case where the
+    scan competes with the window's own work for the cores). Each scan starts afresh (its
+    cache folder, under the benchmark's scratch ``XDG_CACHE_HOME``, is emptied)."""
+    from actviz.bench.ui_bench import LagProbe, ensure_qt_app, scratch_settings, wait_until
+    from actviz.ui.dataset.dialog import ScanSpec
+    from actviz.ui.live.dock import install_live_mode
+    from actviz.ui.live.frames import TensorFrames
+    from actviz.ui.window.main_window import MainWindow
+
+    app = ensure_qt_app()
+    w = MainWindow(settings=scratch_settings(), auto_run=False)
+    live = None
+    out: dict[str, dict[str, float]] = {}
+    try:
+        w.resize(1280, 720)
+        w.show()
+        if not w.open_model_source("demo", wait=True):
+            raise RuntimeError("the demo model did not open")
+        done: list[Any] = []
+        w.dataset.scans.scan_finished.connect(done.append)
+        spec = ScanSpec(str(folder), tuple(_LAYERS["demo"]), k=9, batch_size=batch_size)
+        for case in ("idle", "beside live"):
+            if case == "beside live":
+                live = install_live_mode(w)
+                torch.manual_seed(0)
+                live.set_source(TensorFrames(torch.rand(8, 3, 64, 64), "bench"))
+                live.set_speed(30.0)
+                live.play()
+                wait_until(lambda lv=live: lv.frames_shown >= 2, 60.0)
+            cache = os.environ.get("XDG_CACHE_HOME")
+            if cache:
+                shutil.rmtree(Path(cache) / "actviz", ignore_errors=True)
+            done.clear()
+            probe = LagProbe(5)
+            probe.start()
+            t0 = time.perf_counter()
+            w.dataset.start(spec)
+            finished = wait_until(lambda: bool(done), 600.0)
+            seconds = time.perf_counter() - t0
+            probe.stop()
+            if not finished:
+                raise TimeoutError(f"the window's scan did not finish ({case})")
+            out[case] = {**probe.summary(), "images_per_s": done[0].count / seconds}
+            if live is not None:
+                out[case]["live_frames"] = float(live.frames_shown)
+                live.pause()
+    finally:
+        if live is not None:
+            live.shutdown()
+        w.close()
+        w.deleteLater()
+        app.processEvents()
+    return out
 
 
 def print_table(results: dict[str, Any]) -> None:
@@ -283,3 +344,9 @@ def print_table(results: dict[str, Any]) -> None:
         )
     for row in rows:
         print(row.row())
+    for case, lag in results.get("window_lag", {}).items():
+        print(
+            f"  GUI timer lag while the window scans (demo, {case}): p50 {lag['p50_ms']:.1f} / "
+            f"p99 {lag['p99_ms']:.1f} / max {lag['max_ms']:.1f} ms, "
+            f"{lag['images_per_s']:.0f} images/s ({lag['n']} samples)"
+        )

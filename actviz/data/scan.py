@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 from actviz.core.capture import resolve_layers
-from actviz.core.threads import ThreadTuner
+from actviz.core.threads import ThreadTuner, lower_process_priority
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.result import Scan, ScanCancelled, layer_result
@@ -202,6 +202,7 @@ def scan(
     should_stop: Callable[[], bool] | None = None,
     cache: bool | str = True,
     num_workers: int | None = None,
+    background: bool = False,
 ) -> Scan:
     """Scan a dataset: for each channel of ``layers``, the ``k`` images that excite it most.
 
@@ -238,6 +239,9 @@ def scan(
         With workers, on a CPU, the scan may run on fewer torch threads than the caller's
         (tried on its first batches, the faster kept: ``Scan.threads``); the calling thread's
         count is restored when the scan returns or raises.
+    background
+        Run the loader worker processes at a lower CPU priority, so that interactive work on
+        the same cores (a window, live mode) comes first (the window's scans set it).
 
     Returns
     -------
@@ -278,7 +282,16 @@ def scan(
     threads = None
     if pending.size:
         threads = _run(
-            spec, items, runs, pending, batch_size, num_workers, progress, should_stop, warnings
+            spec,
+            items,
+            runs,
+            pending,
+            batch_size,
+            num_workers,
+            progress,
+            should_stop,
+            warnings,
+            background,
         )
     elif progress is not None:
         progress(n, n, 0.0)
@@ -362,6 +375,7 @@ def _run(
     progress: Callable[[int, int, float], None] | None,
     should_stop: Callable[[], bool] | None,
     warnings: list[str],
+    background: bool = False,
 ) -> int:
     """Run the pending items; returns the CPU threads the forward passes ended on."""
     net = spec.model
@@ -404,6 +418,7 @@ def _run(
             shuffle=False,
             num_workers=workers,
             collate_fn=collate,
+            worker_init_fn=lower_process_priority if background else None,
         )
         for r in runs:
             handles.append(modules[r.name].register_forward_hook(make_hook(r)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -141,3 +142,32 @@ def test_torch_threads_holds_a_count_for_a_block_and_puts_it_back(four_threads):
     with pytest.raises(RuntimeError), torch_threads(2):
         raise RuntimeError("boom")
     assert torch.get_num_threads() == 4
+
+
+def _nice_of_this_thread() -> int:
+    import os
+
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority: Linux")
+def test_a_thread_lowers_its_own_priority_once_and_the_caller_keeps_its_own():
+    from actviz.core.threads import BACKGROUND_NICE, lower_thread_priority
+
+    caller = _nice_of_this_thread()
+    seen = []
+
+    def work():
+        before = _nice_of_this_thread()
+        seen.append(lower_thread_priority())
+        once = _nice_of_this_thread()
+        seen.append(lower_thread_priority())  # already lowered: not again
+        seen.append((before, once, _nice_of_this_thread()))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    first, second, (before, once, twice) = seen
+    assert first is True and second is True
+    assert once == twice == min(19, before + BACKGROUND_NICE)
+    assert _nice_of_this_thread() == caller

@@ -36,10 +36,15 @@ def test_scan_bench_reports_ratio_and_memory_and_removes_its_folder(capsys, monk
 def test_bench_cli_has_a_scan_section(monkeypatch, capsys):
     calls = []
 
-    def fake_run(models, images, size, pairs):
-        calls.append((models, images, size, pairs))
+    def fake_run(models, images, size, pairs, window):
+        calls.append((models, images, size, pairs, window))
+        lag = {"p50_ms": 0.1, "n": 10, "images_per_s": 500.0}
         return {
             "rows": [],
+            "window_lag": {
+                "idle": {**lag, "p99_ms": 3.0, "max_ms": 12.0},
+                "beside live": {**lag, "p99_ms": 6.0, "max_ms": 9.0},
+            },
             "scan_throughput_ratio": 0.95,
             "scan_overhead_ratio": 0.93,
             "scan_rss_growth_frac": 0.01,
@@ -48,10 +53,11 @@ def test_bench_cli_has_a_scan_section(monkeypatch, capsys):
 
     monkeypatch.setattr(scan_bench, "run", fake_run)
     assert cli.main(["scan", "--quick"]) == 0
-    assert calls == [(("demo", "resnet18"), 2000, 112, 1)]
+    assert calls == [(("demo", "resnet18"), 2000, 112, 1, True)]
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last["scan_throughput_ratio"] == 0.95 and last["scan_rss_growth_frac"] == 0.01
     assert last["scan_overhead_ratio"] == 0.93
+    assert (last["scan_ui_lag_p99_ms"], last["scan_ui_lag_max_ms"]) == (6.0, 12.0)
 
 
 def test_a_scan_on_fewer_threads_is_also_compared_like_for_like(monkeypatch):
@@ -82,3 +88,14 @@ def test_a_scan_on_fewer_threads_is_also_compared_like_for_like(monkeypatch):
     assert row.threads == [1] and len(row.same_ips) == 1
     assert r["scan_overhead_ratio"] == row.overhead == row.scan_ips[0] / row.same_ips[0]
     assert r["scan_throughput_ratio"] == row.scan_ips[0] / row.bare_ips[0]
+
+
+def test_window_lag_scans_in_the_window_idle_and_beside_live_mode(qtbot, tmp_path, capsys):
+    folder = scan_bench.make_folder(tmp_path / "images", 16, 32)
+    lag = scan_bench.window_lag(folder, batch_size=8)
+    assert list(lag) == ["idle", "beside live"]
+    for case in lag.values():
+        assert case["n"] > 0 and case["images_per_s"] > 0 and case["max_ms"] >= case["p99_ms"]
+    assert lag["beside live"]["live_frames"] >= 2
+    scan_bench.print_table({"rows": [], "window_lag": lag})
+    assert "beside live" in capsys.readouterr().out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -54,3 +56,31 @@ def test_a_cancelled_scan_restores_the_count(tmp_path, four_threads, two_cores):
     w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
     assert calls[: w + t] == [4] * (w + t) and calls[w + t] == 1  # the trial was on
     assert torch.get_num_threads() == 4
+
+
+class _NiceOfTheLoader(torch.utils.data.Dataset):
+    """Each item: a 1x4x4 map filled with the CPU priority (nice) of the process loading it."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.full((1, 4, 4), float(os.getpriority(os.PRIO_PROCESS, 0)))
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="no os.nice")
+def test_a_background_scan_loads_at_a_lower_priority():
+    from actviz.core.threads import BACKGROUND_NICE
+
+    net = torch.nn.Conv2d(1, 1, 1)
+    with torch.no_grad():
+        net.weight.fill_(1.0)
+        net.bias.zero_()
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    common = dict(k=1, batch_size=2, num_workers=2, cache=False)
+    low = scan(net, _NiceOfTheLoader(), [""], background=True, **common)
+    normal = scan(net, _NiceOfTheLoader(), [""], **common)
+    # The layer's output is its input: the top value is the loader's priority.
+    assert low.top("", 0)[0].value == min(19, ours + BACKGROUND_NICE)
+    assert normal.top("", 0)[0].value == ours
+    assert os.getpriority(os.PRIO_PROCESS, 0) == ours  # this process is left alone

@@ -391,3 +391,34 @@ def test_tile_heat_runs_from_zero_to_each_tiles_maximum():
     want = np.round((1 - HEAT_ALPHA) * 100 + HEAT_ALPHA * top).astype(np.uint8)
     np.testing.assert_array_equal(picture[1, 2], want)
     assert (picture[heat <= 0] == 100).all()  # silent pixels: the picture as it is
+
+
+def test_the_window_scans_in_the_background_priority(qtbot, demo_window, tmp_path, monkeypatch):
+    """The scan's thread and loaders run below the GUI (live lag holds while a scan runs)."""
+    import os
+    import sys
+
+    import actviz.data
+    from actviz.core.threads import BACKGROUND_NICE
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    gui = nice()
+    seen = []
+    real = actviz.data.scan
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs.get("background"), nice(), threading.get_ident()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(actviz.data, "scan", spy)
+    folder = tmp_path / "images"
+    write_folder(folder)
+    with qtbot.waitSignal(demo_window.dataset.scans.scan_finished, timeout=TIMEOUT_MS):
+        demo_window.dataset.start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
+    ((background, scan_nice, ident),) = seen
+    assert background is True and ident != threading.get_ident()
+    if sys.platform.startswith("linux"):
+        assert scan_nice == min(19, gui + BACKGROUND_NICE)
+    assert nice() == gui  # the GUI thread keeps its priority

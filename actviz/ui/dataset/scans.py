@@ -204,8 +204,12 @@ class DatasetScans(QObject):
             signals.progressed.emit(holder[0], int(done), int(total), float(ips))
 
         def job(should_stop: Any, _progress: Any) -> Any:
+            from actviz.core.threads import lower_thread_priority
             from actviz.data import ScanCancelled, scan
 
+            # The GUI thread and live mode come first on shared cores (the pool's threads
+            # run scans only; see actviz.core.threads).
+            lower_thread_priority()
             target = _with_preprocessing(self._copy_for("scan", model), model, loaded)
             try:
                 return scan(
@@ -220,6 +224,7 @@ class DatasetScans(QObject):
                     progress=None if peek else progress,
                     should_stop=_always if peek else should_stop,
                     num_workers=num_workers,
+                    background=True,
                 )
             except ScanCancelled as exc:
                 if peek:
