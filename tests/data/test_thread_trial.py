@@ -84,3 +84,24 @@ def test_a_background_scan_loads_at_a_lower_priority():
     assert low.top("", 0)[0].value == min(19, ours + BACKGROUND_NICE)
     assert normal.top("", 0)[0].value == ours
     assert os.getpriority(os.PRIO_PROCESS, 0) == ours  # this process is left alone
+
+
+@pytest.mark.parametrize(
+    ("cores", "background", "expected"),
+    [(1, False, 1), (2, False, 2), (8, False, 2), (1, True, 1), (2, True, 1), (8, True, 2)],
+)
+def test_a_background_scan_leaves_a_core_to_the_foreground(
+    tmp_path, monkeypatch, cores, background, expected
+):
+    import sys
+
+    from actviz.data.scan import default_workers
+    from actviz.data.sources import open_data, resolve_model
+
+    scan_module = sys.modules["actviz.data.scan"]
+    monkeypatch.setattr(scan_module, "available_cores", lambda: cores)
+    folder = tmp_path / "images"
+    write_images(folder, 12)
+    items = open_data(folder, resolve_model(tiny_net()))
+    assert default_workers(items, 12, 4, background) == expected
+    assert default_workers(items, 8, 4, background) == 0  # two batches: not worth a process
