@@ -1,8 +1,11 @@
 """torch's intra-op thread count (held for a block, or chosen by trying) and background priority.
 
 Under OpenMP (torch's CPU backend in the wheels) ``torch.set_num_threads`` sets the count of
-the *calling* thread only: a count set on a worker thread leaves the others' alone (checked on
-torch 2.14). Both tools here put the count back when they are done.
+the *calling* thread: a count set on a worker thread leaves running threads alone (checked on
+torch 2.14). The last count set anywhere is also what a thread takes at its first parallel op,
+so while a scan runs on fewer threads, a thread started then (a new pool thread of the window)
+runs on as few. Both tools here put the count back when they are done, which puts that default
+back too.
 
 Chosen by trying (:class:`ThreadTuner`, used by dataset scans): a scan that reads image files
 runs DataLoader worker processes beside the model. When torch's intra-op threads and the workers

@@ -125,6 +125,9 @@ def test_the_count_is_per_thread():
     def work():
         torch.set_num_threads(1)
         seen.append(torch.get_num_threads())
+        # The last count set anywhere is also what threads that start parallel work later
+        # begin with (torch's lazy per-thread init): put it back, as every user here does.
+        torch.set_num_threads(before)
 
     t = threading.Thread(target=work)
     t.start()
