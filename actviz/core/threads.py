@@ -21,12 +21,15 @@ Background priority (:func:`lower_thread_priority`, :func:`lower_process_priorit
 scan in the window shares two cores with the GUI thread and live mode. With the scan's thread
 and its loader processes at normal priority, the GUI timer lag while live frames ran beside a
 scan of the demo model read p99 12-23 ms, max 37-149 ms (targets 10 / 50); with the loaders
-niced, 10.6-10.8 / 30 ms; with the scan's thread niced as well, 6.8-7.2 / 18-24 ms.
+niced, 10.6-10.8 / 30 ms; with the scan's thread niced as well, 6.8-7.2 / 18-24 ms. What was
+left, a 15-120 ms stall when the scan forked its loaders from the window's process, went when
+they came from a fork server instead (:mod:`actviz.data.loaders`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import statistics
@@ -43,6 +46,7 @@ __all__ = [
     "BACKGROUND_NICE",
     "ThreadTuner",
     "available_cores",
+    "background_loader_init",
     "lower_process_priority",
     "lower_thread_priority",
     "torch_threads",
@@ -104,14 +108,42 @@ def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
     return True
 
 
-def lower_process_priority(_worker_id: int = 0) -> None:
-    """Lower this process's CPU priority by :data:`BACKGROUND_NICE` (a DataLoader
-    ``worker_init_fn``: loader processes of a background scan). Nothing where ``os.nice`` is
-    missing or refused."""
+def lower_process_priority(_worker_id: int = 0, *, base: int | None = None) -> None:
+    """Lower this process's CPU priority (a DataLoader ``worker_init_fn``: loader processes of
+    a background scan). Nothing where it is missing or refused.
+
+    Parameters
+    ----------
+    _worker_id
+        The DataLoader's worker index (unused).
+    base
+        The priority (nice value) to lower from: the loader then runs at ``base +``
+        :data:`BACKGROUND_NICE` whatever it inherited (a loader forked by a server or by a
+        lowered thread starts lowered already). None: :data:`BACKGROUND_NICE` below what it
+        inherited.
+    """
     try:
-        os.nice(BACKGROUND_NICE)
+        if base is None:
+            os.nice(BACKGROUND_NICE)
+            return
+        target = min(19, base + BACKGROUND_NICE)
+        if os.getpriority(os.PRIO_PROCESS, 0) < target:  # never raised: that needs privileges
+            os.setpriority(os.PRIO_PROCESS, 0, target)
     except (AttributeError, OSError):
         pass
+
+
+def background_loader_init() -> Callable[[int], None]:
+    """A DataLoader ``worker_init_fn`` (it pickles) that runs each loader process
+    :data:`BACKGROUND_NICE` below this process's main thread, whichever process or thread
+    forks it."""
+    try:
+        # PRIO_PROCESS with the pid is the main thread's (Linux: 0 would be the calling
+        # thread's, which a scan's lowered worker thread has raised already).
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    except (AttributeError, OSError):
+        base = None
+    return functools.partial(lower_process_priority, base=base)
 
 
 def available_cores() -> int:

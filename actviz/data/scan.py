@@ -23,9 +23,10 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 from actviz.core.capture import resolve_layers
-from actviz.core.threads import ThreadTuner, available_cores, lower_process_priority
+from actviz.core.threads import ThreadTuner, available_cores, background_loader_init
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
+from actviz.data.loaders import loader_context
 from actviz.data.result import Scan, ScanCancelled, layer_result
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
@@ -241,8 +242,10 @@ def scan(
         count is restored when the scan returns or raises.
     background
         Leave room for interactive work on the same cores (a window, live mode): the loader
-        worker processes run at a lower CPU priority and, by default, one core is left to the
-        foreground (``min(2, cores - 1)`` workers). The window's scans set it.
+        worker processes run at a lower CPU priority, are forked by a small server process
+        rather than by this one (forking a large process stalls its other threads; see
+        :mod:`actviz.data.loaders`) and, by default, one core is left to the foreground
+        (``min(2, cores - 1)`` workers). The window's scans set it.
 
     Returns
     -------
@@ -422,13 +425,17 @@ def _run(
             if num_workers is None
             else max(0, int(num_workers))
         )
+        dataset = Subset(items.dataset, pending.tolist())
         loader = DataLoader(
-            Subset(items.dataset, pending.tolist()),
+            dataset,
             batch_size=batch_size,
             shuffle=False,
             num_workers=workers,
             collate_fn=collate,
-            worker_init_fn=lower_process_priority if background else None,
+            worker_init_fn=background_loader_init() if background else None,
+            # Forking the loaders from a large process stalls its other threads (the GUI):
+            # a background scan has them forked by a small server instead.
+            multiprocessing_context=loader_context(dataset) if background and workers else None,
         )
         for r in runs:
             handles.append(modules[r.name].register_forward_hook(make_hook(r)))

@@ -422,3 +422,43 @@ def test_the_window_scans_in_the_background_priority(qtbot, demo_window, tmp_pat
     if sys.platform.startswith("linux"):
         assert scan_nice == min(19, gui + BACKGROUND_NICE)
     assert nice() == gui  # the GUI thread keeps its priority
+
+
+def test_the_windows_scan_has_its_loaders_forked_by_the_server(
+    qtbot, demo_window, tmp_path, monkeypatch
+):
+    """Forking loader processes from the window's (large) process stalled the GUI thread
+    15-120 ms: the window's scan asks actviz's fork server for them (started while the dialog
+    is open), and its result is the engine's."""
+    import sys
+
+    from actviz.data import loaders
+
+    contexts = []
+
+    def spy(dataset):
+        contexts.append(loaders.loader_context(dataset))
+        return contexts[-1]
+
+    monkeypatch.setattr(sys.modules["actviz.data.scan"], "loader_context", spy)
+    prestarts = []
+    monkeypatch.setattr(loaders, "prestart", lambda: prestarts.append(True))
+    scans = demo_window.dataset.scans
+    demo_window.dataset.open_dialog().reject()
+    assert prestarts == []  # no loader processes (the fixture's num_workers=0): no server
+    scans.num_workers = 1
+    demo_window.dataset.open_dialog().reject()
+    assert prestarts == [True]
+    folder = tmp_path / "images"
+    write_folder(folder)
+    with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        demo_window.dataset.start(ScanSpec(str(folder), (LAYER,), k=3, batch_size=BATCH))
+    # The demo's dataset (its preprocessing included) pickles: it went to the server.
+    assert len(contexts) == 1 and isinstance(contexts[0], loaders.LoaderContext)
+    got = done.args[0]
+    want = engine_scan("demo", folder, [LAYER], k=3, cache=False, num_workers=0)
+    assert got.count == want.count == IMAGES
+    for channel in range(0, 32, 5):
+        assert [(e.index, e.location) for e in got.top(LAYER, channel)] == [
+            (e.index, e.location) for e in want.top(LAYER, channel)
+        ]

@@ -118,6 +118,12 @@ class DatasetScanUI(QObject):
         dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
         self.dialog = dialog
         dialog.open()
+        if self.scans.num_workers != 0:
+            # The scan's loader processes come from a server that imports torch first: start
+            # it while the user picks a folder (a background thread; see actviz.data.loaders).
+            from actviz.data.loaders import prestart
+
+            prestart()
         return dialog
 
     def start(self, spec: ScanSpec) -> int:

@@ -1,0 +1,178 @@
+"""Where a background scan's DataLoader worker processes come from: a small fork server.
+
+A DataLoader forks its worker processes from the calling process. ``fork`` copies the page
+tables of the whole process and makes every page of it copy-on-write, with the address space
+locked meanwhile. In the window (a process of several hundred MB to GBs, whose GUI thread keeps
+writing memory) that stalled the GUI thread at every scan start: 15-20 ms for a 650 MB process,
+35-50 ms with 1 GB more, 120 ms in the benchmark's larger process, growing with the model.
+
+A background scan therefore asks a **fork server** for its loaders: a process of its own,
+started once per session by ``vfork`` + ``exec`` (0.3 ms for the caller, whatever its size),
+which imports torch and actviz's data sources and then forks each loader from itself. The
+caller only pickles the dataset to it.
+
+Two things the standard library's ``forkserver`` start method does are avoided here:
+
+- It re-runs the caller's ``__main__`` in every child (as ``__mp_main__``). A script that calls
+  ``actviz.explore(model)`` without an ``if __name__ == "__main__":`` guard would open a second
+  window in every loader (and fails: "bootstrapping phase"). The children here do not import
+  ``__main__`` at all; a dataset that needs it (a class defined in the script) is not sent.
+- Its server is shared with the caller's own ``forkserver`` use and its preload list is global.
+  This one is a separate server with its own preload list.
+
+Anything that cannot go to the server (a dataset that does not pickle or refers to
+``__main__``, a platform without ``forkserver``, a frozen app) falls back to the DataLoader's
+default: fork.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import pickle
+import sys
+import threading
+from multiprocessing import context, forkserver, process, reduction, spawn, util
+from typing import Any
+
+__all__ = ["LoaderContext", "loader_context", "prestart", "server_pid"]
+
+#: Modules the server imports before it forks anything: what a loader of a scan needs (torch,
+#: the data sources and their preprocessing), so each loader starts without importing.
+PRELOAD = [
+    "torch",
+    "torch.utils.data",
+    "PIL.Image",
+    "torchvision.transforms",
+    "actviz.data.scan",
+]
+
+_available = "forkserver" in multiprocessing.get_all_start_methods() and not getattr(
+    sys, "frozen", False
+)
+
+
+class _Server(forkserver.ForkServer):
+    """A fork server of actviz's own (not the one ``multiprocessing`` shares)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Without "__main__": the server does not import the caller's main module.
+        self.set_forkserver_preload(list(PRELOAD))
+
+    def pid(self) -> int | None:
+        return self._forkserver_pid
+
+
+_SERVER = _Server()
+
+if _available:
+    from multiprocessing import popen_forkserver
+
+    class _Popen(popen_forkserver.Popen):
+        """Starts one process through :data:`_SERVER`, without the caller's ``__main__``.
+
+        The launch is the standard library's (Python 3.9-3.13 send the same two pickles to
+        the server: the preparation data, then the process object), with two differences:
+        the preparation data names no main module to import, and the server is ours.
+        """
+
+        def _launch(self, process_obj: Any) -> None:
+            prep_data = spawn.get_preparation_data(process_obj._name)
+            # The child would run the caller's script again as __mp_main__ (see the module
+            # docstring); what it runs needs nothing from it (loader_context checked).
+            prep_data.pop("init_main_from_path", None)
+            prep_data.pop("init_main_from_name", None)
+            buf = io.BytesIO()
+            context.set_spawning_popen(self)
+            try:
+                reduction.dump(prep_data, buf)
+                reduction.dump(process_obj, buf)
+            finally:
+                context.set_spawning_popen(None)
+            self.sentinel, w = _SERVER.connect_to_new_process(self._fds)
+            # As the standard library does: a duplicate of the data pipe's write end, which
+            # the child watches to learn that its parent has gone.
+            parent_w = os.dup(w)
+            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+            with open(w, "wb", closefd=True) as f:
+                f.write(buf.getbuffer())
+            self.pid = forkserver.read_signed(self.sentinel)
+
+    class _Process(process.BaseProcess):
+        _start_method = "forkserver"
+
+        @staticmethod
+        def _Popen(process_obj: Any) -> _Popen:
+            return _Popen(process_obj)
+
+    class LoaderContext(context.ForkServerContext):
+        """A ``multiprocessing`` context whose processes come from actviz's fork server
+        (pass it as a DataLoader's ``multiprocessing_context``)."""
+
+        Process = _Process  # type: ignore[assignment]
+
+    _CONTEXT: LoaderContext | None = LoaderContext()
+else:  # pragma: no cover - Windows, frozen apps
+
+    class LoaderContext:  # type: ignore[no-redef]
+        """Unavailable here: loaders are forked (or spawned) as the DataLoader does."""
+
+    _CONTEXT = None
+
+
+def loader_context(dataset: Any) -> Any | None:
+    """The context to start ``dataset``'s loader processes from the fork server, or None.
+
+    None (the DataLoader's default, fork) when the platform has no ``forkserver``, when the
+    dataset does not pickle (a lambda in its transform, say) or when its pickle refers to
+    ``__main__`` (the loaders do not import it). The check pickles the dataset once; the
+    DataLoader pickles it again for each loader.
+
+    Parameters
+    ----------
+    dataset
+        What the DataLoader will read (sent whole to every loader process).
+
+    Returns
+    -------
+    LoaderContext or None
+    """
+    if _CONTEXT is None:
+        return None
+    try:
+        blob = pickle.dumps(dataset, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - any failure to pickle means: fork instead
+        return None
+    # Globals are pickled by module name; a name that happens to equal "__main__" in the data
+    # only costs the fork server.
+    if b"__main__" in blob:
+        return None
+    return _CONTEXT
+
+
+def prestart() -> None:
+    """Start the fork server now, on a background thread at lowered priority, so that the
+    first scan does not wait for it to import torch. Nothing where it is unavailable or
+    already running."""
+    if _CONTEXT is None or _SERVER.pid() is not None:
+        return
+
+    def start() -> None:
+        from actviz.core.threads import lower_thread_priority
+
+        # The server inherits this thread's priority (Linux): its imports and the loaders it
+        # forks stay behind the window.
+        lower_thread_priority()
+        try:
+            _SERVER.ensure_running()
+        except OSError:  # the scan falls back to starting it (or reports why it cannot)
+            pass
+
+    threading.Thread(target=start, name="actviz-loader-server", daemon=True).start()
+
+
+def server_pid() -> int | None:
+    """The fork server's process id, None before it is started."""
+    return _SERVER.pid()
