@@ -91,6 +91,8 @@ class DatasetDock(QDockWidget):
         bar_row.addWidget(self.cancel_button)
         row.addLayout(bar_row)
         self.rate_label = style.caption_label()
+        # Wrapped, so a long rate line never widens the dock (that re-lays the panels out).
+        self.rate_label.setWordWrap(True)
         row.addWidget(self.rate_label)
         layout.addWidget(self.progress_box)
         self.progress_box.setVisible(False)
