@@ -30,6 +30,7 @@ import torch
 
 from actviz.bench.timing import StealMeter
 
+# "scan" last: its memory passes pin glibc's allocator for the rest of the process.
 SECTIONS = ("capture", "render", "live", "startup", "memory", "scan")
 
 

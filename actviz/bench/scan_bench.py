@@ -15,15 +15,26 @@ bare loop at that count, and ``scan_overhead_ratio`` (same median, worst over th
 the scan against that like-for-like loop: what the scan's own work (hooks, reductions, merges,
 cache writes, trial batches) costs.
 
-Memory (after one warm-up scan of a few images, so one-off imports are not counted): the peak
-resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) of the like-for-like bare
-loops (at the scan's thread count) and of the scans (the largest of each); the growth is their
-difference, reported against the model's own footprint (its parameter and buffer bytes;
-target <= 10 %). Where the peak cannot be reset, RSS sampled once per batch stands in.
+Memory, measured after the throughput pairs (and the window's lag): glibc's allocator is first
+set to hand freed blocks back to the OS at once (``mallopt``: fixed mmap and trim thresholds).
+With its default, which keeps freed memory cached and moves its thresholds as it goes, the peak
+of identical runs moved between -13 and +10 MiB (two batches of images either way), far more
+than the 20 KiB the demo's target allows; pinned, the same runs agree within 0.1 MiB. The
+setting slows allocation (why throughput is measured first). Then, on the first
+:data:`MEMORY_BATCHES` batches of the folder, after one warm-up of each: pairs of the
+like-for-like bare loop (at the thread count the scan ended on) and a scan, each pass's peak
+resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) above the resident set it
+started from (after a full garbage collection); the growth is the median of the per-pair
+differences (scan's rise - bare loop's rise), reported against the model's own footprint (its parameter and buffer
+bytes; target <= 10 %). Where the peak cannot be reset, RSS sampled once per batch stands in;
+where ``mallopt`` is missing (not glibc), the allocator is left as it is (the row says which).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import os
 import shutil
 import statistics
@@ -40,7 +51,16 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
-__all__ = ["ScanBenchRow", "make_folder", "print_table", "run"]
+from actviz.core.threads import torch_threads
+
+__all__ = ["MEMORY_BATCHES", "ScanBenchRow", "make_folder", "print_table", "run"]
+
+#: Batches of the folder the memory passes read (the growth does not depend on how many: no
+#: per-image state is kept).
+MEMORY_BATCHES = 20
+#: Bytes above which glibc serves a block by ``mmap`` (returned at ``free``) and the heap top
+#: it trims, in the memory passes.
+_PINNED_THRESHOLD = 128 << 10
 
 _LAYERS = {
     "demo": ["features.block1", "features.block2", "features.block3", "features.block4", "fc"],
@@ -63,13 +83,13 @@ class ScanBenchRow:
     ratio: float = float("nan")
     overhead: float = float("nan")
     footprint: int = 0
-    peak_bare: int = 0
-    peak_scan: int = 0
+    #: per memory pair: the scan's peak above its start - the bare loop's
+    growths: list[int] = field(default_factory=list)
     peak_method: str = ""
 
     @property
     def rss_growth(self) -> int:
-        return self.peak_scan - self.peak_bare
+        return int(statistics.median(self.growths)) if self.growths else 0
 
     @property
     def rss_growth_frac(self) -> float:
@@ -83,7 +103,8 @@ class ScanBenchRow:
             f"(scan threads {'/'.join(str(t) for t in sorted(set(self.threads)))}; bare at "
             f"those {statistics.median(self.same_ips):7.1f}/s, ratio {self.overhead:6.3f})  "
             f"RSS growth {self.rss_growth / 2**20:+6.1f} MiB "
-            f"({self.rss_growth_frac:+.1%} of the model's {self.footprint / 2**20:.1f} MiB)"
+            f"({self.rss_growth_frac:+.1%} of the model's {self.footprint / 2**20:.2f} MiB; "
+            f"pairs {', '.join(f'{g / 2**10:+.0f}' for g in self.growths)} KiB)"
         )
 
 
@@ -122,12 +143,32 @@ def _status_kib(key: str) -> int:
     return 0
 
 
+def _pin_allocator() -> bool:
+    """Make glibc return freed blocks to the OS at once (process-wide, for good): the peak
+    resident set then follows what is alive. False where ``mallopt`` is missing."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    return bool(
+        mallopt(m_mmap_threshold, _PINNED_THRESHOLD)
+        and mallopt(m_trim_threshold, _PINNED_THRESHOLD)
+    )
+
+
 class _Peak:
-    """Peak RSS of a block: VmHWM after a reset, else the largest RSS seen by ``sample()``."""
+    """Peak RSS of a block: VmHWM after a reset, else the largest RSS seen by ``sample()``.
+
+    ``start`` is the RSS when the block began, after a full garbage collection (what the
+    previous pass left in reference cycles, the scan's result among it, is freed first).
+    """
 
     def __init__(self) -> None:
+        gc.collect()
         self.hwm = _hwm_reset()
-        self.peak = _status_kib("VmRSS")
+        self.peak = self.start = _status_kib("VmRSS")
 
     def sample(self) -> None:
         if not self.hwm:
@@ -174,93 +215,32 @@ def run(
 ) -> dict[str, Any]:
     """Measure scan throughput against a bare loop, and the scan's extra peak memory;
     ``window``: also the GUI timer lag while the window scans the folder (:func:`window_lag`)."""
-    from actviz.data.scan import scan
-    from actviz.data.sources import collate, open_data, resolve_model
+    from actviz.data.sources import resolve_model
 
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
     tmp = Path(tempfile.mkdtemp(prefix="actviz-scan-bench-"))
     saved_cache = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")
     rows: list[ScanBenchRow] = []
+    models_run: list[tuple[ScanBenchRow, nn.Module, Any, Any, list[str]]] = []
+    cache_root = tmp / "cache"
     try:
         folder = make_folder(tmp / "images", images, size)
         for name in models:
             net, source = _model(name)
             spec = resolve_model(source)
-            data = open_data(folder, spec)
-            loader = DataLoader(
-                data.dataset,
-                batch_size=batch_size,
-                shuffle=False,
-                num_workers=workers,
-                collate_fn=collate,
-            )
             layers = _LAYERS.get(name) or [n for n, _ in net.named_children()][-1:]
             footprint = sum(t.numel() * t.element_size() for t in net.state_dict().values())
             row = ScanBenchRow(name, size, batch_size, workers, images, footprint=footprint)
-
-            def one_scan(
-                progress: Any = None, src: Any = source, ls: list = layers
-            ) -> tuple[float, int]:
-                shutil.rmtree(tmp / "cache", ignore_errors=True)
-                t0 = time.perf_counter()
-                result = scan(
-                    src,
-                    folder,
-                    ls,
-                    k=9,
-                    batch_size=batch_size,
-                    num_workers=workers,
-                    progress=progress,
-                )
-                return result.count / (time.perf_counter() - t0), int(result.threads or 0)
-
-            _bare(net, loader)  # warm-up: page cache, allocator, first-call costs
-            # The same for the scan: its first call imports the scan's modules (cache, sheets)
-            # and sizes its buffers; that one-off cost is not the scan's memory per image. With
-            # its cache on, as the measured scans run (the cache's buffers were otherwise first
-            # met, and counted, in the measured scans: +0.1 MiB, a third of the demo's 0.2 MiB).
-            warm = sorted(folder.rglob("*.jpg"))[: 2 * batch_size]
-            scan(source, warm, layers, k=9, batch_size=batch_size, num_workers=0)
-            ratios, overheads = [], []
-            default_threads = torch.get_num_threads()
-            for i in range(pairs):
-                got: dict[str, float] = {}
-                threads = 0
-                # The order flips every pair, so a drift of the machine's speed during the
-                # run does not favour either side.
-                peaks: dict[str, int] = {}
-                for what in ("bare", "scan") if i % 2 == 0 else ("scan", "bare"):
-                    peak = _Peak()
-                    if what == "bare":
-                        got[what] = _bare(net, loader, peak.sample)
-                    else:
-                        got[what], threads = one_scan(lambda *_, p=peak: p.sample())
-                        row.peak_method = "VmHWM" if peak.hwm else "RSS per batch"
-                        row.threads.append(threads)
-                    peaks[what] = peak.result()
-                got["same"], peaks["same"] = got["bare"], peaks["bare"]
-                if threads and threads != default_threads:
-                    # Like for like: torch's buffers differ with the thread count (one thread
-                    # peaked some 20 MiB lower on the demo), so memory is compared here too.
-                    torch.set_num_threads(threads)
-                    try:
-                        peak = _Peak()
-                        got["same"] = _bare(net, loader, peak.sample)
-                        peaks["same"] = peak.result()
-                    finally:
-                        torch.set_num_threads(default_threads)
-                row.peak_scan = max(row.peak_scan, peaks["scan"])
-                row.peak_bare = max(row.peak_bare, peaks["same"])
-                row.bare_ips.append(got["bare"])
-                row.scan_ips.append(got["scan"])
-                row.same_ips.append(got["same"])
-                ratios.append(got["scan"] / got["bare"])
-                overheads.append(got["scan"] / got["same"])
-            row.ratio = statistics.median(ratios)
-            row.overhead = statistics.median(overheads)
+            _throughput(row, net, source, spec, folder, layers, pairs, cache_root)
             rows.append(row)
+            models_run.append((row, net, source, spec, layers))
         lag = window_lag(folder, batch_size) if window else {}
+        # Last: pinning the allocator slows allocation for the rest of the process.
+        pinned = _pin_allocator()
+        subset = sorted(folder.rglob("*.jpg"))[: MEMORY_BATCHES * batch_size]
+        for row, net, source, spec, layers in models_run:
+            _memory(row, net, source, spec, subset, layers, pairs, cache_root, pinned)
     finally:
         if saved_cache is None:
             os.environ.pop("XDG_CACHE_HOME", None)
@@ -275,6 +255,121 @@ def run(
         "scan_rss_growth_mib": max(r.rss_growth for r in rows) / 2**20,
         "window_lag": lag,
     }
+
+
+def _loader(data: Any, batch_size: int, workers: int) -> DataLoader:
+    from actviz.data.sources import collate
+
+    return DataLoader(
+        data.dataset, batch_size=batch_size, shuffle=False, num_workers=workers, collate_fn=collate
+    )
+
+
+def _scan_pass(
+    source: Any, data: Any, layers: list[str], row: ScanBenchRow, cache_root: Path, peak: Any
+) -> tuple[float, int]:
+    """One full scan (its cache emptied first): images/s and the thread count it ended on."""
+    from actviz.data.scan import scan
+
+    shutil.rmtree(cache_root, ignore_errors=True)
+    t0 = time.perf_counter()
+    result = scan(
+        source,
+        data,
+        layers,
+        k=9,
+        batch_size=row.batch_size,
+        num_workers=row.workers,
+        progress=None if peak is None else (lambda *_: peak.sample()),
+    )
+    return result.count / (time.perf_counter() - t0), int(result.threads or 0)
+
+
+def _throughput(
+    row: ScanBenchRow,
+    net: nn.Module,
+    source: Any,
+    spec: Any,
+    folder: Path,
+    layers: list[str],
+    pairs: int,
+    cache_root: Path,
+) -> None:
+    """Pairs of bare loop and scan over the whole folder (and the bare loop at the scan's
+    thread count where it chose another): the row's images/s and ratios."""
+    from actviz.data.scan import scan
+    from actviz.data.sources import open_data
+
+    loader = _loader(open_data(folder, spec), row.batch_size, row.workers)
+    _bare(net, loader)  # warm-up: page cache, allocator, first-call costs
+    # The same for the scan: its first call imports the scan's modules (cache, sheets).
+    warm = sorted(folder.rglob("*.jpg"))[: 2 * row.batch_size]
+    scan(source, warm, layers, k=9, batch_size=row.batch_size, num_workers=0)
+    ratios, overheads = [], []
+    default_threads = torch.get_num_threads()
+    for i in range(pairs):
+        got: dict[str, float] = {}
+        threads = 0
+        # The order flips every pair, so a drift of the machine's speed during the run does
+        # not favour either side.
+        for what in ("bare", "scan") if i % 2 == 0 else ("scan", "bare"):
+            if what == "bare":
+                got[what] = _bare(net, loader)
+            else:
+                got[what], threads = _scan_pass(source, folder, layers, row, cache_root, None)
+                row.threads.append(threads)
+        got["same"] = got["bare"]
+        if threads and threads != default_threads:
+            with torch_threads(threads):
+                got["same"] = _bare(net, loader)
+        row.bare_ips.append(got["bare"])
+        row.scan_ips.append(got["scan"])
+        row.same_ips.append(got["same"])
+        ratios.append(got["scan"] / got["bare"])
+        overheads.append(got["scan"] / got["same"])
+    row.ratio = statistics.median(ratios)
+    row.overhead = statistics.median(overheads)
+
+
+def _memory(
+    row: ScanBenchRow,
+    net: nn.Module,
+    source: Any,
+    spec: Any,
+    files: list[Path],
+    layers: list[str],
+    pairs: int,
+    cache_root: Path,
+    pinned: bool,
+) -> None:
+    """Pairs of like-for-like bare loop and scan over ``files``, each pass's peak resident
+    set: the row's growths (after one warm-up of each, so one-off imports and buffers sized
+    on first use are not counted)."""
+    from actviz.data.sources import open_data
+
+    paths = [str(p) for p in files]
+    loader = _loader(open_data(paths, spec), row.batch_size, row.workers)
+    # Like for like: torch's buffers differ with the thread count, so the bare loop runs at
+    # the count the scan ended on (the throughput scans' most common at first).
+    threads = statistics.mode(row.threads) if row.threads else torch.get_num_threads()
+    threads = threads or torch.get_num_threads()
+    with torch_threads(threads):
+        _bare(net, loader)
+    _scan_pass(source, paths, layers, row, cache_root, None)
+    for i in range(pairs):
+        peaks: dict[str, int] = {}
+        for what in ("bare", "scan") if i % 2 == 0 else ("scan", "bare"):
+            peak = _Peak()
+            if what == "bare":
+                with torch_threads(threads):
+                    _bare(net, loader, peak.sample)
+            else:
+                threads = _scan_pass(source, paths, layers, row, cache_root, peak)[1] or threads
+            peaks[what] = peak.result() - peak.start
+            row.peak_method = ("VmHWM" if peak.hwm else "RSS per batch") + (
+                ", allocator pinned" if pinned else ", allocator as it is"
+            )
+        row.growths.append(peaks["scan"] - peaks["bare"])
 
 
 def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]]:
@@ -340,7 +435,8 @@ def print_table(results: dict[str, Any]) -> None:
         r = rows[0]
         print(
             f"dataset scan: {r.images} synthetic {r.size}px JPEGs, k=9, cache on; "
-            f"peak memory by {r.peak_method}"
+            f"peak memory by {r.peak_method}, on the first "
+            f"{MEMORY_BATCHES * r.batch_size} images"
         )
     for row in rows:
         print(row.row())

@@ -7,9 +7,16 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 
 from actviz.bench import cli, scan_bench
+
+
+@pytest.fixture(autouse=True)
+def allocator_as_it_is(monkeypatch):
+    """The benchmark pins glibc's allocator for good: not in the test process."""
+    monkeypatch.setattr(scan_bench, "_pin_allocator", lambda: False)
 
 
 def test_scan_bench_reports_ratio_and_memory_and_removes_its_folder(capsys, monkeypatch):
@@ -25,7 +32,8 @@ def test_scan_bench_reports_ratio_and_memory_and_removes_its_folder(capsys, monk
     assert row.footprint == sum(
         p.numel() * p.element_size() for p in scan_bench._model("demo")[0].state_dict().values()
     )
-    assert row.peak_bare > 0 and row.peak_scan > 0
+    assert len(row.growths) == 1 and row.rss_growth == row.growths[0]
+    assert row.peak_method == "VmHWM, allocator as it is"
     assert r["scan_rss_growth_mib"] == row.rss_growth / 2**20
     assert os.environ.get("XDG_CACHE_HOME") == cache_before
     assert not list(Path(tempfile.gettempdir()).glob("actviz-scan-bench-*"))
@@ -83,8 +91,9 @@ def test_a_scan_on_fewer_threads_is_also_compared_like_for_like(monkeypatch):
     finally:
         torch.set_num_threads(before)
     (row,) = r["rows"]
-    # warm-up, the default-count loop, then the loop at the scan's count
-    assert bare_threads == [2, 2, 1]
+    # Throughput: warm-up, the default-count loop, then the loop at the scan's count; memory:
+    # its warm-up and its pair's loop, both at the scan's count.
+    assert bare_threads == [2, 2, 1, 1, 1]
     assert row.threads == [1] and len(row.same_ips) == 1
     assert r["scan_overhead_ratio"] == row.overhead == row.scan_ips[0] / row.same_ips[0]
     assert r["scan_throughput_ratio"] == row.scan_ips[0] / row.bare_ips[0]
@@ -99,3 +108,26 @@ def test_window_lag_scans_in_the_window_idle_and_beside_live_mode(qtbot, tmp_pat
     assert lag["beside live"]["live_frames"] >= 2
     scan_bench.print_table({"rows": [], "window_lag": lag})
     assert "beside live" in capsys.readouterr().out
+
+
+def test_the_memory_passes_pin_glibcs_allocator(tmp_path):
+    """In a process of its own (it is for good): freed blocks go back to the OS at once, so the
+    resident set follows what is alive."""
+    import subprocess
+    import sys
+
+    code = (
+        "import ctypes, numpy as np\n"
+        "from actviz.bench.scan_bench import _pin_allocator, _status_kib\n"
+        "assert _pin_allocator()\n"
+        "before = _status_kib('VmRSS')\n"
+        "for _ in range(50):\n"
+        "    a = np.ones(200_000)  # 1.6 MB: mmap'd, and unmapped when freed\n"
+        "    del a\n"
+        "print((_status_kib('VmRSS') - before) // 1024)\n"
+    )
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc only")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert int(done.stdout.strip()) < 512  # KiB: nothing of the 80 MB freed stays resident
