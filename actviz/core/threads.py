@@ -139,7 +139,7 @@ def background_loader_init() -> Callable[[int], None]:
     forks it."""
     try:
         # PRIO_PROCESS with the pid is the main thread's (Linux: 0 would be the calling
-        # thread's, which a scan's lowered worker thread has raised already).
+        # thread's, and a scan's worker thread runs lowered already).
         base = os.getpriority(os.PRIO_PROCESS, os.getpid())
     except (AttributeError, OSError):
         base = None

@@ -462,3 +462,28 @@ def test_the_windows_scan_has_its_loaders_forked_by_the_server(
         assert [(e.index, e.location) for e in got.top(LAYER, channel)] == [
             (e.index, e.location) for e in want.top(LAYER, channel)
         ]
+
+
+def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(qtbot, demo_window, tmp_path):
+    """Widening the dock at every scan start re-laid out every panel (75-135 ms of the GUI
+    thread beside live mode): it is widened when it opens, never while shown."""
+    from actviz.ui.dataset.dock import PREFERRED_WIDTH
+
+    folder = tmp_path / "images"
+    write_folder(folder)
+    w, dock, scans = demo_window, demo_window.dataset.dock, demo_window.dataset.scans
+    assert not dock.isVisible()
+    with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS):
+        w.dataset.start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
+    assert dock.isVisible() and dock.width() >= PREFERRED_WIDTH  # opened: made readable
+    narrower = PREFERRED_WIDTH - 40  # the user's choice (or the live dock's, sharing the area)
+    w.resizeDocks([dock], [narrower], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: dock.width() == narrower)
+    central = w.centralWidget().size()
+    with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS):
+        w.dataset.start(ScanSpec(str(folder), ("features.block3",), k=2, batch_size=BATCH))
+        # A long progress line wraps rather than widening the dock.
+        dock.show_progress(123_456, 9_876_543, 12_345.6, 86_400.0 * 3)
+        qtbot.wait(50)
+        assert dock.width() == narrower and w.centralWidget().size() == central
+    assert dock.width() == narrower and w.centralWidget().size() == central
