@@ -174,6 +174,27 @@ def test_live_dock_opens_when_live_mode_is_used(qtbot, settings):
     window.close()
 
 
+def test_the_live_dock_is_read_without_scrolling_sideways_at_1280x720(qtbot, settings):
+    """Its source list (sized to its longest item) and its playback row (a frame's name beside
+    speed and loop) made its content 411 px wide in a 300 px dock: clipped, a scroll bar."""
+    window = _window(qtbot, settings)
+    window.resize(1280, 720)
+    torch.manual_seed(0)
+    window.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.set_input(torch.randn(1, 3, 16, 16))
+    frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    window.live.set_source(TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4"))
+    dock = window.live_dock
+    qtbot.waitUntil(lambda: dock.isVisible() and dock.width() > 0)
+    scroll = dock.widget()
+    qtbot.waitUntil(lambda: scroll.widget().width() <= scroll.viewport().width())
+    assert scroll.widget().minimumSizeHint().width() <= dock.width()
+    assert scroll.horizontalScrollBar().maximum() == 0
+    window.live.pause()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=RUN_TIMEOUT_MS)
+    window.close()
+
+
 def test_window_state_is_restored_from_settings(qtbot, settings):
     window = _window(qtbot, settings)
     # Inside the offscreen screen (800x600): a restored geometry is kept on screen.

@@ -277,6 +277,12 @@ class LiveControls(QDockWidget):
             item.setToolTip(why)
             self.source_combo.setItemText(_WEBCAM, f"Webcam ({why})")
         self.source_combo.activated.connect(self._on_source_activated)
+        # Sized to the dock, not to its longest item (the webcam's reason made it 380 px wide,
+        # wider than the dock: clipped, with a scroll bar); the open list shows items in full.
+        self.source_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.source_combo.setMinimumContentsLength(16)
         form.addWidget(self.source_combo)
         self.webcam_label = QLabel("" if ok else why)
         self.webcam_label.setWordWrap(True)
@@ -313,9 +319,12 @@ class LiveControls(QDockWidget):
         self.frame_slider.valueChanged.connect(self._on_frame_slider_changed)
         row.addWidget(self.frame_slider, 1)
         v.addLayout(row)
-        row2 = QHBoxLayout()
+        # The frame on a line of its own: beside the speed and loop its name ("bench[1]", a
+        # file's) made the row wider than the dock.
         self.frame_label = QLabel("frame 1/1")
-        row2.addWidget(self.frame_label, 1)
+        self.frame_label.setWordWrap(True)
+        v.addWidget(self.frame_label)
+        row2 = QHBoxLayout()
         row2.addWidget(QLabel("speed"))
         self.speed_spin = QDoubleSpinBox()
         self.speed_spin.setRange(0.25, 60.0)
@@ -332,6 +341,7 @@ class LiveControls(QDockWidget):
         self.loop_check.setChecked(self.controller.player.loop)
         self.loop_check.toggled.connect(self.controller.set_loop)
         row2.addWidget(self.loop_check)
+        row2.addStretch(1)
         v.addLayout(row2)
         return box
 
