@@ -351,8 +351,7 @@ def _memory(
     paths = [str(p) for p in files]
     # Like for like: torch's buffers differ with the thread count, so the bare loop runs at
     # the count the scan ended on (the throughput scans' most common at first).
-    threads = statistics.mode(row.threads) if row.threads else torch.get_num_threads()
-    threads = threads or torch.get_num_threads()
+    threads = (statistics.mode(row.threads) if row.threads else 0) or torch.get_num_threads()
 
     def bare_pass(peak: _Peak | None) -> None:
         # The bare loop opens its data inside the measured pass, as the scan does: both hold

@@ -108,26 +108,15 @@ def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
     return True
 
 
-def lower_process_priority(_worker_id: int = 0, *, base: int | None = None) -> None:
-    """Lower this process's CPU priority (a DataLoader ``worker_init_fn``: loader processes of
-    a background scan). Nothing where it is missing or refused.
-
-    Parameters
-    ----------
-    _worker_id
-        The DataLoader's worker index (unused).
-    base
-        The priority (nice value) to lower from: the loader then runs at ``base +``
-        :data:`BACKGROUND_NICE` whatever it inherited (a loader forked by a server or by a
-        lowered thread starts lowered already). None: :data:`BACKGROUND_NICE` below what it
-        inherited.
-    """
+def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
+    """Run this process :data:`BACKGROUND_NICE` below the priority (nice value) ``base``, at
+    least (a DataLoader ``worker_init_fn``: loader processes of a background scan). A loader
+    forked by a server or by a lowered thread starts lowered already: its priority is set, not
+    lowered again, and never raised (that needs privileges). Nothing where it is missing or
+    refused."""
+    target = min(19, base + BACKGROUND_NICE)
     try:
-        if base is None:
-            os.nice(BACKGROUND_NICE)
-            return
-        target = min(19, base + BACKGROUND_NICE)
-        if os.getpriority(os.PRIO_PROCESS, 0) < target:  # never raised: that needs privileges
+        if os.getpriority(os.PRIO_PROCESS, 0) < target:
             os.setpriority(os.PRIO_PROCESS, 0, target)
     except (AttributeError, OSError):
         pass
@@ -141,8 +130,8 @@ def background_loader_init() -> Callable[[int], None]:
         # PRIO_PROCESS with the pid is the main thread's (Linux: 0 would be the calling
         # thread's, and a scan's worker thread runs lowered already).
         base = os.getpriority(os.PRIO_PROCESS, os.getpid())
-    except (AttributeError, OSError):
-        base = None
+    except (AttributeError, OSError):  # no priorities here: lower_process_priority does nothing
+        base = 0
     return functools.partial(lower_process_priority, base=base)
 
 
