@@ -18,6 +18,10 @@ __all__ = [
     "load_model",
     "load_input",
     "explore",
+    "visualize",
+    "effects",
+    "atlas",
+    "session",
     "__version__",
 ]
 
@@ -40,11 +44,13 @@ _LAZY = {
     "load_input": "actviz.io.inputs",
     "explore": "actviz.ui.explore",
     "scan": "actviz.data.scan",
+    "visualize": "actviz.analysis.visualize",
+    "effects": "actviz.analysis.effects",
 }
 
 
 #: Public submodules, also imported on first use (``actviz.edits.ablate``).
-_SUBMODULES = ("edits",)
+_SUBMODULES = ("edits", "atlas", "session", "testing")
 
 
 def __getattr__(name: str) -> Any:

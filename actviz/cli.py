@@ -17,7 +17,18 @@ from typing import Any
 from actviz.display.text import format_count
 
 EXIT_ERROR = 2
-_COMMANDS = ("gui", "info", "export", "compare", "scan", "bench")
+_BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "scan", "bench")
+
+#: Commands that live in their feature's own module: ``add_parser(sub, add_model_args)`` adds
+#: the sub-parser, ``run(args, open_model, progress) -> int`` runs it. Each module is imported
+#: only to build the parser, so it keeps torch imports inside ``run``.
+_FEATURE_COMMANDS = {
+    "visualize": "actviz.analysis.visualize_cmd",
+    "effects": "actviz.analysis.effects_cmd",
+    "atlas": "actviz.data.atlas_cmd",
+    "report": "actviz.io.report_cmd",
+}
+_COMMANDS = (*_BUILTIN_COMMANDS, *_FEATURE_COMMANDS)
 
 
 def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -121,9 +132,26 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
+    for module in _feature_modules().values():
+        module.add_parser(sub, _add_model_args)
+
     bench = sub.add_parser("bench", help="run the benchmark suite (python -m actviz.bench)")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     return parser
+
+
+def _feature_modules() -> dict[str, Any]:
+    """The feature command modules that exist in this install, by command name."""
+    import importlib
+
+    found = {}
+    for name, module in _FEATURE_COMMANDS.items():
+        try:
+            found[name] = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return found
 
 
 def _progress(msg: str) -> None:
@@ -327,7 +355,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench_main(args.bench_args)
     commands = {"info": cmd_info, "export": cmd_export, "compare": cmd_compare, "scan": cmd_scan}
-    handler = commands.get(args.command, cmd_gui)
+    features = _feature_modules()
+    if args.command in features:
+        module = features[args.command]
+
+        def handler(args: argparse.Namespace) -> int:
+            return module.run(args, _open, _progress)
+
+    else:
+        handler = commands.get(args.command, cmd_gui)
     try:
         return handler(args)
     except KeyboardInterrupt:

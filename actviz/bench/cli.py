@@ -30,8 +30,17 @@ import torch
 
 from actviz.bench.timing import StealMeter
 
+
+#: Sections whose bench lives in its own module: ``run(quick: bool, summary: dict) -> None``
+#: prints its table and adds its figures to the JSON summary.
+_FEATURE_SECTIONS = {
+    "ui": "actviz.bench.ui_panels_bench",
+    "visualize": "actviz.bench.visualize_bench",
+    "effects": "actviz.bench.effects_bench",
+    "atlas": "actviz.bench.atlas_bench",
+}
 # "scan" last: its memory passes pin glibc's allocator for the rest of the process.
-SECTIONS = ("capture", "render", "live", "startup", "memory", "scan")
+SECTIONS = ("capture", "render", "live", "startup", "memory", *_FEATURE_SECTIONS, "scan")
 
 
 def machine() -> str:
@@ -178,6 +187,17 @@ def main(argv: list[str] | None = None) -> int:
             _memory(args.quick, summary)
         elif section == "scan":
             _scan(args.quick, summary)
+        else:
+            import importlib
+
+            try:
+                module = importlib.import_module(_FEATURE_SECTIONS[section])
+            except ModuleNotFoundError as exc:
+                if exc.name != _FEATURE_SECTIONS[section]:
+                    raise
+                print(f"({section}: not in this install)")
+                continue
+            module.run(args.quick, summary)
         print(f"({section}: {time.perf_counter() - t0:.0f} s{_steal_text(steal)})")
         print()
     summary["steal_frac"] = run_steal.fraction()

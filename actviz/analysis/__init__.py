@@ -1,0 +1,1 @@
+"""Analyses built on captures: feature visualisation and channel effects (torch only, no Qt)."""
