@@ -1,4 +1,7 @@
-"""Imports point one way: ui -> io -> display -> core. core, display and io never import Qt."""
+"""Imports point one way: ui -> workspace / io / data / analysis -> display -> core.
+
+Nothing outside ``ui`` (and the ``testing`` plugin, which drives the window) imports Qt.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ QT_FREE = {
     "display": ("actviz.ui", "actviz.io"),
     "io": ("actviz.ui",),
     "data": ("actviz.ui",),  # dataset scans sit at the io level
+    "analysis": ("actviz.ui", "actviz.workspace"),  # engines scripts call: visualise, effects
+    # The state of an investigation (session, pins, edits, comparisons), below the window.
+    "workspace": ("actviz.ui",),
 }
 
 

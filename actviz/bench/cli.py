@@ -30,7 +30,6 @@ import torch
 
 from actviz.bench.timing import StealMeter
 
-
 #: Sections whose bench lives in its own module: ``run(quick: bool, summary: dict) -> None``
 #: prints its table and adds its figures to the JSON summary.
 _FEATURE_SECTIONS = {

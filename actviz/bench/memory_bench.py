@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from actviz.bench.live_bench import LiveRig
 from actviz.bench.ui_bench import wait_until
-from actviz.ui.state.memory import fmt_bytes, rss_bytes
+from actviz.workspace.budget import fmt_bytes, rss_bytes
 
 
 @dataclass

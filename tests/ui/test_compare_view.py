@@ -17,8 +17,8 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.compare import compare
 from actviz.io.inputs import open_input
-from actviz.ui.compare.jobs import MODEL, PIN
 from actviz.ui.window.main_window import MainWindow
+from actviz.workspace.comparison import MODEL, PIN
 from tests.ui.conftest import frame, run_frame
 from tests.ui.tiny_models import TinyCNN
 

@@ -30,7 +30,7 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.state.memory import parse_bytes
+from actviz.workspace.budget import parse_bytes
 from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
 from tests.ui.tiny_models import TinyCNN
 

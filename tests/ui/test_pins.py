@@ -12,8 +12,8 @@ import torch
 from actviz.core.capture import capture
 from actviz.ui.live.dock import install_live_mode
 from actviz.ui.live.frames import TensorFrames
-from actviz.ui.state.pins import PinBoard, PinRefused
 from actviz.ui.window.main_window import MainWindow
+from actviz.workspace.pins import PinBoard, PinRefused
 from tests.ui.conftest import RUN_TIMEOUT_MS, frame, run_frame
 from tests.ui.tiny_models import TinyCNN
 

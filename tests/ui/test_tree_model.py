@@ -12,7 +12,6 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.tree import module_tree
 from actviz.io.demo import build_demo_model
-from actviz.ui.state.session import Session, default_layers
 from actviz.ui.tree.model import (
     NAME,
     PARAMS,
@@ -24,6 +23,7 @@ from actviz.ui.tree.model import (
     format_count,
     format_shape,
 )
+from actviz.workspace.session import Session, default_layers
 from tests.core.seed_models import SeedMLP
 
 CHECK = Qt.ItemDataRole.CheckStateRole

@@ -52,7 +52,7 @@ def _click_menu_item(qtbot, menu, text: str) -> None:
 
 
 def test_edit_board_keeps_order_keys_and_switches():
-    from actviz.ui.whatif.board import EditBoard
+    from actviz.workspace.edits_board import EditBoard
 
     changes = []
     board = EditBoard(lambda: changes.append(1))
@@ -74,8 +74,8 @@ def test_edit_board_keeps_order_keys_and_switches():
 
 
 def test_capture_pair_reuses_the_unedited_capture_only_for_the_same_run():
-    from actviz.ui.whatif.board import BaselineCache
-    from actviz.ui.whatif.runs import capture_pair
+    from actviz.workspace.edit_runs import capture_pair
+    from actviz.workspace.edits_board import BaselineCache
 
     torch.manual_seed(0)
     model, x, cache = TinyCNN().eval(), frame(1), BaselineCache()

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from actviz.core.capture import CaptureCancelled
-from actviz.ui.state.session import RunRequest, run_job
 from actviz.ui.worker import Staged, Worker
+from actviz.workspace.session import RunRequest, run_job
 
 
 @pytest.fixture

@@ -41,7 +41,13 @@ from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import page_channels_for
 from actviz.display.prepare import with_page
 from actviz.display.result import DisplaySpec, PreparedLayer
-from actviz.ui.compare.jobs import (
+from actviz.ui.compare.view import CompareView
+from actviz.ui.window.file_opening import IMAGE_FILTER, TENSOR_FILTER
+from actviz.ui.window.loaders import arch_needed_text, describe_error, short_source
+from actviz.ui.window.result_display import MIN_PAGE_CHANNELS
+from actviz.ui.window.settings import AppSettings
+from actviz.ui.worker import Worker
+from actviz.workspace.comparison import (
     INPUT,
     MODEL,
     PIN,
@@ -50,13 +56,7 @@ from actviz.ui.compare.jobs import (
     compare_job,
     layer_mismatch,
 )
-from actviz.ui.compare.view import CompareView
-from actviz.ui.state.session import Session
-from actviz.ui.window.file_opening import IMAGE_FILTER, TENSOR_FILTER
-from actviz.ui.window.loaders import arch_needed_text, describe_error, short_source
-from actviz.ui.window.result_display import MIN_PAGE_CHANNELS
-from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import Worker
+from actviz.workspace.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class CompareController(QObject):
         return self._gen is not None or self._waiting or self._load is not None
 
     def compare_with_pin(self, pin: Any) -> bool:
-        """Compare the latest run with ``pin`` (a :class:`~actviz.ui.state.pins.Pin`)."""
+        """Compare the latest run with ``pin`` (a :class:`~actviz.workspace.pins.Pin`)."""
         pins = list(self.session.pins)
         if pin not in pins:
             return False

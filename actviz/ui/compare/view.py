@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.compare.chart import SimilarityChart
-from actviz.ui.compare.jobs import INPUT, MODEL, PIN
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.prediction_change import PredictionChangeView
+from actviz.workspace.comparison import INPUT, MODEL, PIN
 
 #: The choices of run B, in the source picker's order.
 SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))
@@ -48,7 +48,7 @@ class CompareView(QtWidgets.QWidget):
     compare_requested()
         Compare was pressed.
     source_changed(str)
-        Another kind of run B was chosen (:data:`~actviz.ui.compare.jobs.PIN`, ...).
+        Another kind of run B was chosen (:data:`~actviz.workspace.comparison.PIN`, ...).
     browse_input_requested()
         "Browse…" beside the input B.
     open_model_requested()

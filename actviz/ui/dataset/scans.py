@@ -24,8 +24,8 @@ from torch import nn
 
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.dataset.model_copy import detached_copy
-from actviz.ui.state.session import Session
 from actviz.ui.worker import Worker
+from actviz.workspace.session import Session
 
 log = logging.getLogger(__name__)
 

@@ -54,19 +54,19 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.state.memory import (
+from actviz.ui.worker import Staged, Worker
+from actviz.workspace.budget import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
     fmt_bytes,
     parse_bytes,
     rss_bytes,
 )
-from actviz.ui.worker import Staged, Worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.panels.input_preview import InputPreview
-    from actviz.ui.state.session import RunRequest, RunResult, Session
+    from actviz.workspace.session import RunRequest, RunResult, Session
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 :func:`install_whatif` attaches a :class:`WhatIfController` to a
 :class:`~actviz.ui.window.main_window.MainWindow`. It keeps to the window's public parts:
 
-* the edits live in ``session.edits`` (:class:`~actviz.ui.whatif.board.EditBoard`); every run
+* the edits live in ``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`); every run
   request carries them (``RunRequest.edits``) and the unedited capture of the same input comes
-  back as ``result.baseline`` (:mod:`actviz.ui.whatif.runs`); live frames apply them too;
+  back as ``result.baseline`` (:mod:`actviz.workspace.edit_runs`); live frames apply them too;
 * a change of the edits re-runs through the window's own run path (``schedule_run``);
 * layer panels get their tile menu when ``display`` makes them, and their badge and
   difference view each time ``display`` shows a layer in them (``panel_updated``);
@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.result import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.panels.prediction import PredictionPanel
-    from actviz.ui.state.session import Session
     from actviz.ui.window.result_display import ResultDisplay
+    from actviz.workspace.session import Session
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The Edits dock: every edit of the session, with an on/off box, its value and a remove button.
 
-A passive view of an :class:`~actviz.ui.whatif.board.EditBoard`: :meth:`EditsDock.set_entries`
+A passive view of an :class:`~actviz.workspace.edits_board.EditBoard`: :meth:`EditsDock.set_entries`
 rebuilds the rows (a handful), and the user's changes come out as signals the
 :class:`~actviz.ui.whatif.controller.WhatIfController` applies to the board.
 """
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.panels import style
-from actviz.ui.whatif.board import EditEntry, edit_value
+from actviz.workspace.edits_board import EditEntry, edit_value
 
 __all__ = ["EditRow", "EditsDock"]
 

@@ -19,12 +19,12 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.export import safe_name
-from actviz.ui.state.session import Session
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
 from actviz.ui.window.loaders import describe_error
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
+from actviz.workspace.session import Session
 
 log = logging.getLogger(__name__)
 

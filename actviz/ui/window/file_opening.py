@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from actviz.ui.state.session import Session
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.loaders import (
@@ -36,6 +35,7 @@ from actviz.ui.window.loaders import (
 )
 from actviz.ui.window.settings import AppSettings, split_recent_model
 from actviz.ui.worker import Worker
+from actviz.workspace.session import Session
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog

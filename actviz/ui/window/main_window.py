@@ -1,9 +1,9 @@
-"""The explorer window: a thin Qt layer over a :class:`~actviz.ui.state.session.Session` and workers.
+"""The explorer window: a thin Qt layer over a :class:`~actviz.workspace.session.Session` and workers.
 
 Widgets change the session (model, input, ticks, target); the session's events schedule a
 debounced run; the capture :class:`~actviz.ui.worker.Worker` runs
-:func:`~actviz.ui.state.session.run_job` off the GUI thread and the finished
-:class:`~actviz.ui.state.session.RunResult` (numpy only) is pushed into passive panels. Models and
+:func:`~actviz.workspace.session.run_job` off the GUI thread and the finished
+:class:`~actviz.workspace.session.RunResult` (numpy only) is pushed into passive panels. Models and
 inputs open on loader workers and "export everything" on an export worker, so the window never
 waits on a file or the network. Nothing here blocks on a modal dialog in a path the tests
 drive: errors and warnings go to the banner, and the untrusted-pickle question is injectable.
@@ -41,13 +41,6 @@ from actviz.display.prepare import renormalised
 from actviz.ui.compare.controller import install_compare
 from actviz.ui.dataset.scan_ui import DatasetScanUI
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.state.pins import Pin
-from actviz.ui.state.session import (
-    RunRequest,
-    RunResult,
-    Session,
-    run_job,
-)
 from actviz.ui.tokens.views import TokenViews
 from actviz.ui.tree.details import ModuleDetails
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
@@ -78,6 +71,13 @@ from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import MAPS_PANEL_MIN_HEIGHT, ResultDisplay
 from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
+from actviz.workspace.pins import Pin
+from actviz.workspace.session import (
+    RunRequest,
+    RunResult,
+    Session,
+    run_job,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.live.controller import LiveController

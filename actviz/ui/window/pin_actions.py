@@ -1,7 +1,7 @@
 """The window's pinned results: Run > Pin this result (Ctrl+P), Run > Pinned results.
 
 Held by the main window as ``pins_ui``; the pins themselves live in ``session.pins``
-(:mod:`actviz.ui.state.pins`).
+(:mod:`actviz.workspace.pins`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QMenu
 
 from actviz.core.capture import format_bytes
-from actviz.ui.state.pins import Pin, PinRefused
-from actviz.ui.state.session import Session
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.result_display import ResultDisplay
+from actviz.workspace.pins import Pin, PinRefused
+from actviz.workspace.session import Session
 
 
 class PinActions:

@@ -1,6 +1,6 @@
 """Pushing a finished run into the panels: layer mosaics, overview, channel view, selection.
 
-Only numpy from a :class:`~actviz.ui.state.session.RunResult` reaches a widget, through the panels'
+Only numpy from a :class:`~actviz.workspace.session.RunResult` reaches a widget, through the panels'
 typed ``set_`` methods; the raw capture stays in the result for export.
 
 A result reaches the screen in small steps, one per event-loop pass: first the layer panels'
@@ -26,11 +26,11 @@ from actviz.display.mosaic import page_channels_for
 from actviz.display.prepare import symmetric_for, with_page
 from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.state.session import Session
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
+from actviz.workspace.session import Session
 
 #: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
 #: as its width needs: the mosaic fills the width).
