@@ -1,8 +1,8 @@
 """An edited run's two captures: the edited one and the unedited one of the same input.
 
 :func:`capture_pair` runs on the worker thread (inside
-:func:`actviz.ui.state.session.run_job`). The unedited capture is taken from the session's
-:class:`~actviz.ui.whatif.board.BaselineCache` while the model, the input, the layers, the
+:func:`actviz.workspace.session.run_job`). The unedited capture is taken from the session's
+:class:`~actviz.workspace.edits_board.BaselineCache` while the model, the input, the layers, the
 target and the input-gradient choice stay the same, so toggling an edit costs one forward and
 backward, and switching every edit off shows the very capture seen before the edits.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from actviz.ui.whatif.board import BaselineCache, BaselineKey
+from actviz.workspace.edits_board import BaselineCache, BaselineKey
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture

@@ -22,9 +22,9 @@ from torch import nn
 from actviz.display.colormaps import AUTO
 from actviz.display.prepare import prepare
 from actviz.display.result import DisplaySpec, RunResult
-from actviz.ui.state.memory import default_budget
-from actviz.ui.state.pins import PinBoard
-from actviz.ui.whatif.board import BaselineCache, EditBoard
+from actviz.workspace.budget import default_budget
+from actviz.workspace.edits_board import BaselineCache, EditBoard
+from actviz.workspace.pins import PinBoard
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
@@ -164,7 +164,7 @@ def run_job(
     layers = list(dict.fromkeys([*request.layers, *request.extra_layers]))
     baseline = None
     if request.edits or request.baseline_cache is not None:
-        from actviz.ui.whatif.runs import capture_pair
+        from actviz.workspace.edit_runs import capture_pair
 
         cap, baseline = capture_pair(
             request.model,
@@ -329,10 +329,10 @@ class Session:
         self.target_changed = Event()
         self.result_changed = Event()
         self.pins_changed = Event()
-        # Results the user keeps beside the latest one (see actviz.ui.state.pins).
+        # Results the user keeps beside the latest one (see actviz.workspace.pins).
         self.pins = PinBoard(self.pins_changed.emit)
         self.edits_changed = Event()
-        #: The user's edits (actviz.ui.whatif.board); runs apply the ones switched on.
+        #: The user's edits (actviz.workspace.edits_board); runs apply the ones switched on.
         self.edits = EditBoard(self._on_edits_changed)
         #: The unedited capture of the current input, kept while there are edits.
         self.baseline = BaselineCache()
@@ -553,7 +553,7 @@ class Session:
         extra = []
         if self.gradcam_layer and self.gradcam_layer not in layers:
             extra.append(self.gradcam_layer)
-        from actviz.ui.tokens.request import sequence_request
+        from actviz.workspace.tokens import sequence_request
 
         sequence = sequence_request(self, layers)
         extra += [n for n in sequence.pop("extra_layers") if n not in layers and n not in extra]

@@ -1,6 +1,6 @@
 """What a run needs for the sequence views: token strings, patch layout, attention, lens.
 
-Called by :meth:`actviz.ui.state.session.Session.make_request` on the GUI thread; the walk over
+Called by :meth:`actviz.workspace.session.Session.make_request` on the GUI thread; the walk over
 the model's modules happens once per model (cached weakly), not once per run.
 """
 
@@ -46,7 +46,7 @@ def model_sequences(model: nn.Module) -> ModelSequences:
 
 
 def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
-    """The :class:`~actviz.ui.state.session.RunRequest` fields of the sequence views:
+    """The :class:`~actviz.workspace.session.RunRequest` fields of the sequence views:
     ``tokens``, ``layout``, ``tokenizer``, ``attention`` and ``extra_layers`` (the blocks the
     logit lens reads, captured beside the ticked layers)."""
     model = session.model
