@@ -1,0 +1,869 @@
+"""Session files (``.actviz``): an investigation saved whole and opened again exactly. No Qt.
+
+A session file is a zip holding ``manifest.json`` (every setting, as JSON) and ``.npz``
+members (every array: the embedded input, the current capture, pinned captures). It never
+holds a pickle: arrays are read with ``np.load(allow_pickle=False)``, and a member that is not
+the manifest or an ``.npz`` named by it is refused, so opening a session file cannot run code.
+
+:class:`SessionState` is what the window saves and restores (the window turns its session into
+one and back); :func:`save_state` writes it atomically (a temporary file renamed over the
+target, so a failed save leaves the old file as it was) and :func:`load_state` reads it or
+raises :class:`SessionFileError` with one line (an unknown or newer format, a damaged zip, a
+pickle inside, a missing member) without changing anything. :func:`verify_model_source` tells
+whether a checkpoint is still the one the session was saved with (its SHA-256).
+
+Edits are stored as JSON (ablate, scale, keep, clamp; a patch edit names the pin whose capture
+is its source run); custom edits (Python callables) cannot be stored, and
+:func:`unsaved_warnings` says so before saving.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.core.edits import Edit
+from actviz.core.records import Capture, LayerRecord
+from actviz.io.errors import ActvizError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SUFFIX",
+    "InputSource",
+    "ModelCheck",
+    "ModelSource",
+    "PinState",
+    "SessionFileError",
+    "SessionState",
+    "edits_from_json",
+    "edits_to_json",
+    "file_sha256",
+    "input_source_of",
+    "load_state",
+    "model_source_of",
+    "pin_capture_bytes",
+    "save_state",
+    "saved_size",
+    "unsaved_warnings",
+    "verify_model_source",
+]
+
+#: The format this actviz writes (and the newest it reads).
+FORMAT_VERSION = 1
+#: The file name suffix of session files.
+SUFFIX = ".actviz"
+_KIND = "actviz-session"
+_MANIFEST = "manifest.json"
+#: Edit kinds that a session file can hold (custom edits are Python callables).
+_SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch")
+#: Model kinds that come from one file whose bytes can be hashed.
+_FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
+
+
+class SessionFileError(ActvizError):
+    """A session file that cannot be opened or written (one line: the file and the cause)."""
+
+
+# --------------------------------------------------------------------------------------------
+# What a session holds
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """How the model was opened (what :func:`actviz.io.models.open_model` took).
+
+    Attributes
+    ----------
+    source
+        The source string: a torchvision name, ``timm:NAME``, a Hugging Face folder or hub
+        id, a checkpoint path, ``file.py:Class``, ``"demo"``.
+    kind
+        :attr:`actviz.io.models.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``, ...).
+    name
+        The display name.
+    arch, weights, trust
+        ``open_model``'s arguments of the same names.
+    sha256, size
+        The checkpoint file's SHA-256 and byte count when the model came from one file
+        (None otherwise): :func:`verify_model_source` compares them.
+    """
+
+    source: str
+    kind: str = ""
+    name: str = ""
+    arch: str | None = None
+    weights: str | None = "DEFAULT"
+    trust: bool = False
+    sha256: str | None = None
+    size: int | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """The checkpoint file, for a model that came from one (else None)."""
+        return Path(self.source) if self.sha256 is not None else None
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """The input, embedded: the tensors themselves, so the session opens without the file.
+
+    Attributes
+    ----------
+    value
+        What the model was given: a tensor, a tuple/list of tensors or a dict of tensors.
+    source
+        Where it came from (a path, ``random:...``, ``text:...``): shown, not reopened.
+    kind
+        ``"image"``, ``"tensor"``, ``"random"``, ``"text"``.
+    image
+        ``(H, W, 3)`` uint8 picture for overlays, or None.
+    description
+        The status-bar line.
+    tokens
+        Token strings of a text input.
+    """
+
+    value: Any = field(repr=False)
+    source: str = ""
+    kind: str = "tensor"
+    image: np.ndarray | None = field(default=None, repr=False)
+    description: str = ""
+    tokens: tuple[str, ...] | None = None
+
+    @property
+    def text(self) -> str | None:
+        """The text of a ``text:`` input, else None."""
+        return self.source[5:] if self.source.startswith("text:") else None
+
+
+@dataclass(frozen=True)
+class PinState:
+    """A pinned result: its label, when it was pinned and (optionally) its capture."""
+
+    label: str
+    pinned_at: float = 0.0
+    capture: Capture | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """Everything a session file holds (see the module docstring).
+
+    Attributes
+    ----------
+    model, input
+        How to open the model again and the embedded input (None: none was open).
+    ticked
+        Ticked layers, in tree order.
+    target
+        The target class/token index (None: the model's default).
+    colormap, normalize, gradcam_layer, sample, input_as_list
+        The display settings of the same names in the window's session.
+    channel_pages, page_channels
+        ``{layer: first channel}`` of the mosaic pages shown and ``{layer: channels per page}``.
+    channel_view
+        The channel opened large: ``{"layer": str, "channel": int, ...}`` (None: none).
+    edits
+        ``{layer: (Edit, ...)}``; a patch edit's ``source`` is one of ``pins``' captures.
+    pins
+        Pinned results, oldest first.
+    comparison
+        The comparison set-up (JSON: which runs, tolerance, ...), as the window describes it.
+    scan_key
+        The cache key of the dataset scan shown (:mod:`actviz.data.cache`), or None.
+    layout
+        The window layout (Qt's ``saveState()`` bytes), opaque here.
+    capture
+        The current run's capture: opening the session shows its arrays without running.
+    settings
+        Any other JSON-able setting a feature keeps (its own key).
+    actviz_version, torch_version, format_version
+        Filled in when saved: who wrote the file.
+    warnings
+        What loading could not restore (filled by :func:`load_state`).
+    """
+
+    model: ModelSource | None = None
+    input: InputSource | None = None
+    ticked: tuple[str, ...] = ()
+    target: int | None = None
+    colormap: str = "auto"
+    normalize: str = "channel"
+    gradcam_layer: str | None = None
+    sample: int = 0
+    input_as_list: bool = False
+    channel_pages: Mapping[str, int] = field(default_factory=dict)
+    page_channels: Mapping[str, int] = field(default_factory=dict)
+    channel_view: Mapping[str, Any] | None = None
+    edits: Mapping[str, tuple[Edit, ...]] = field(default_factory=dict)
+    pins: tuple[PinState, ...] = ()
+    comparison: Mapping[str, Any] | None = None
+    scan_key: str | None = None
+    layout: bytes | None = field(default=None, repr=False)
+    capture: Capture | None = field(default=None, repr=False, compare=False)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    actviz_version: str = ""
+    torch_version: str = ""
+    format_version: int = FORMAT_VERSION
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# Model and input sources
+# --------------------------------------------------------------------------------------------
+
+
+def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """The SHA-256 of a file's bytes, as hex (read in chunks: checkpoints are large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_source_of(
+    loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
+) -> ModelSource:
+    """The :class:`ModelSource` of an :class:`actviz.io.models.LoadedModel` opened with these
+    ``open_model`` arguments; a model from one file gets the file's SHA-256."""
+    source = str(loaded.source)
+    digest = size = None
+    path = Path(source)
+    if loaded.kind in _FILE_KINDS and path.is_file():
+        source = str(path.resolve())
+        digest, size = file_sha256(path), path.stat().st_size
+    return ModelSource(
+        source=source,
+        kind=str(loaded.kind),
+        name=str(loaded.name),
+        arch=arch,
+        weights=None if weights is None else str(weights),
+        trust=bool(trust),
+        sha256=digest,
+        size=size,
+    )
+
+
+def input_source_of(loaded: Any) -> InputSource:
+    """The :class:`InputSource` of an :class:`actviz.io.inputs.LoadedInput` (its tensors)."""
+    tokens = getattr(loaded, "tokens", None)
+    return InputSource(
+        value=loaded.value,
+        source=str(loaded.source),
+        kind=str(loaded.kind),
+        image=loaded.image,
+        description=str(loaded.description),
+        tokens=tuple(tokens) if tokens else None,
+    )
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """What :func:`verify_model_source` found.
+
+    Attributes
+    ----------
+    status
+        ``"ok"`` (the same file, or nothing to check), ``"changed"`` (its SHA-256 differs:
+        the window names it and lets the user continue) or ``"missing"`` (ask to locate it).
+    message
+        One line for the user ("" when ok).
+    path
+        The checkpoint file (None when the model did not come from one).
+    """
+
+    status: str
+    message: str = ""
+    path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def verify_model_source(
+    state: SessionState, path: str | os.PathLike[str] | None = None
+) -> ModelCheck:
+    """Check that the session's checkpoint is still the file it was saved with.
+
+    Parameters
+    ----------
+    state
+        A loaded session.
+    path
+        Where the user located the checkpoint (default: where it was when saved).
+    """
+    src = state.model
+    if src is None or src.sha256 is None:
+        return ModelCheck("ok")
+    where = Path(path) if path is not None else Path(src.source)
+    if not where.is_file():
+        return ModelCheck(
+            "missing",
+            f"{where}: the session's checkpoint is not there any more; locate it to continue",
+            where,
+        )
+    digest = file_sha256(where)
+    if digest != src.sha256:
+        return ModelCheck(
+            "changed",
+            f"{where}: the checkpoint changed since the session was saved (SHA-256 "
+            f"{digest[:12]}..., saved {src.sha256[:12]}...); its results may differ",
+            where,
+        )
+    return ModelCheck("ok", "", where)
+
+
+# --------------------------------------------------------------------------------------------
+# Edits as JSON
+# --------------------------------------------------------------------------------------------
+
+
+def _pin_of(source: Any, pins: Sequence[PinState]) -> str | None:
+    return next((p.label for p in pins if p.capture is not None and p.capture is source), None)
+
+
+def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
+    """What saving ``state`` would leave out, one line each (shown before saving).
+
+    Custom edits (Python callables) and patch edits whose source run is not a pinned capture
+    that is saved too cannot be stored.
+    """
+    _, warnings = edits_to_json(state.edits, state.pins if pin_captures else ())
+    return warnings
+
+
+def edits_to_json(
+    edits: Mapping[str, Sequence[Edit]], pins: Sequence[PinState] = ()
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``edits`` as JSON-able rows, and a warning per edit that cannot be stored.
+
+    A patch edit is stored with the label of the pin whose capture is its source (by
+    identity); without one it is left out, as custom edits are.
+    """
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for layer, items in edits.items():
+        for edit in items:
+            if edit.kind not in _SAVED_KINDS:
+                warnings.append(
+                    f"edit {edit.describe()!r} on layer {layer!r} is Python code and cannot "
+                    "be saved in a session file; it is left out"
+                )
+                continue
+            row: dict[str, Any] = {"layer": layer, "kind": edit.kind}
+            if edit.kind == "patch":
+                pin = _pin_of(edit.source, pins)
+                if pin is None:
+                    warnings.append(
+                        f"edit {edit.describe()!r} on layer {layer!r}: its source run is not a "
+                        "pinned result saved with the session; it is left out (pin the source "
+                        "run and keep its capture to save it)"
+                    )
+                    continue
+                row["pin"] = pin
+            row["channels"] = None if edit.channels is None else list(edit.channels)
+            for name in ("factor", "min", "max", "call", "dim"):
+                value = getattr(edit, name)
+                if value is not None:
+                    row[name] = value
+            row["enabled"] = bool(edit.enabled)
+            rows.append(row)
+    return rows, warnings
+
+
+def edits_from_json(
+    rows: Sequence[Mapping[str, Any]], pins: Sequence[PinState] = ()
+) -> tuple[dict[str, tuple[Edit, ...]], list[str]]:
+    """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures), and a
+    warning per row that cannot be made again.
+
+    Raises
+    ------
+    SessionFileError
+        A row that is not an edit (unknown kind, bad values).
+    """
+    by_label = {p.label: p.capture for p in pins if p.capture is not None}
+    out: dict[str, list[Edit]] = {}
+    warnings: list[str] = []
+    for row in rows:
+        try:
+            kind = row["kind"]
+            if kind not in _SAVED_KINDS:
+                raise ValueError(f"edit kind {kind!r} cannot be in a session file")
+            source = None
+            if kind == "patch":
+                source = by_label.get(row.get("pin"))
+                if source is None:
+                    warnings.append(
+                        f"patch edit on layer {row['layer']!r}: its source pin "
+                        f"{row.get('pin')!r} has no capture in the file; left out"
+                    )
+                    continue
+            edit = Edit(
+                kind,
+                channels=row.get("channels"),
+                factor=row.get("factor"),
+                min=row.get("min"),
+                max=row.get("max"),
+                source=source,
+                call=row.get("call"),
+                enabled=bool(row.get("enabled", True)),
+                dim=row.get("dim"),
+            )
+            out.setdefault(str(row["layer"]), []).append(edit)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SessionFileError(f"an edit in the session cannot be read: {exc}") from None
+    return {k: tuple(v) for k, v in out.items()}, warnings
+
+
+# --------------------------------------------------------------------------------------------
+# Arrays: nested tensors <-> JSON structure + npz members
+# --------------------------------------------------------------------------------------------
+
+
+class _Arrays:
+    """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ..."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def add(self, a: np.ndarray) -> str:
+        key = f"a{len(self.arrays)}"
+        self.arrays[key] = np.ascontiguousarray(a)
+        return key
+
+    def npz(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez(buf, **self.arrays)
+        return buf.getvalue()
+
+
+def _tensor_node(t: torch.Tensor, store: _Arrays) -> dict[str, Any]:
+    t = t.detach().cpu()
+    dtype = str(t.dtype).replace("torch.", "")
+    # numpy has no bfloat16: widen it, which is exact, and narrow it again when read
+    a = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
+    return {"t": "tensor", "k": store.add(a), "dtype": dtype, "grad": bool(t.requires_grad)}
+
+
+def _encode(obj: Any, store: _Arrays) -> dict[str, Any]:
+    """A nested tensor structure as JSON, its tensors put in ``store``."""
+    if isinstance(obj, torch.Tensor):
+        return _tensor_node(obj, store)
+    if isinstance(obj, np.ndarray):
+        return {"t": "ndarray", "k": store.add(obj)}
+    if isinstance(obj, (list, tuple)):
+        kind = "list" if isinstance(obj, list) else "tuple"
+        return {"t": kind, "items": [_encode(v, store) for v in obj]}
+    if isinstance(obj, dict):
+        return {"t": "dict", "items": [[str(k), _encode(v, store)] for k, v in obj.items()]}
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return {"t": "value", "v": obj}
+    if isinstance(obj, float):
+        return {"t": "float", "v": repr(obj)}  # inf and nan survive JSON this way
+    return {"t": "none", "was": type(obj).__name__}  # an object that is not data
+
+
+def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
+    kind = node["t"]
+    if kind == "tensor":
+        t = torch.from_numpy(np.array(arrays[node["k"]]))
+        dtype = getattr(torch, node["dtype"])
+        if t.dtype != dtype:
+            t = t.to(dtype)
+        return t
+    if kind == "ndarray":
+        return np.array(arrays[node["k"]])
+    if kind in ("list", "tuple"):
+        items = [_decode(v, arrays) for v in node["items"]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: _decode(v, arrays) for k, v in node["items"]}
+    if kind == "value":
+        return node["v"]
+    if kind == "float":
+        return float(node["v"])
+    if kind == "none":
+        return None
+    raise ValueError(f"unknown node type {kind!r}")
+
+
+def _float_json(v: float | None) -> Any:
+    return None if v is None else repr(float(v))
+
+
+def _capture_to_json(cap: Capture, store: _Arrays) -> dict[str, Any]:
+    records = []
+    for name in cap.names:
+        for rec in cap.records[name]:
+            records.append(
+                {
+                    "name": rec.name,
+                    "call": rec.call_index,
+                    "type": rec.module_type,
+                    "inputs": _encode(rec.inputs, store),
+                    "output": _encode(rec.output, store),
+                    "grad_output": _encode(rec.grad_output, store),
+                    "grad_inputs": _encode(rec.grad_inputs, store),
+                }
+            )
+    return {
+        "names": list(cap.names),
+        "records": records,
+        "output": _encode(cap.output, store),
+        "input_grads": _encode(cap.input_grads, store),
+        "inputs": _encode(cap.inputs, store),
+        "target_value": _float_json(cap.target_value),
+        "target_index": cap.target_index,
+        "target_description": cap.target_description,
+        "warnings": list(cap.warnings),
+        "nbytes": int(cap.nbytes),
+        "elapsed_s": float(cap.elapsed_s),
+        "gradients": bool(cap.gradients),
+        "mode": cap.mode,
+        # a capture's own edits (what it ran with) are shown as text only
+        "edits": {k: [e.describe() for e in v] for k, v in cap.edits.items()},
+    }
+
+
+def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Capture:
+    records: dict[str, list[LayerRecord]] = {n: [] for n in d["names"]}
+    for r in d["records"]:
+        records.setdefault(r["name"], []).append(
+            LayerRecord(
+                name=r["name"],
+                call_index=int(r["call"]),
+                module_type=r["type"],
+                inputs=_decode(r["inputs"], arrays),
+                output=_decode(r["output"], arrays),
+                grad_output=_decode(r["grad_output"], arrays),
+                grad_inputs=_decode(r["grad_inputs"], arrays),
+            )
+        )
+    tv = d["target_value"]
+    return Capture(
+        names=list(d["names"]),
+        records=records,
+        output=_decode(d["output"], arrays),
+        input_grads=_decode(d["input_grads"], arrays),
+        target_value=None if tv is None else float(tv),
+        target_index=d["target_index"],
+        target_description=d["target_description"],
+        warnings=list(d["warnings"]),
+        inputs=_decode(d["inputs"], arrays),
+        nbytes=int(d["nbytes"]),
+        elapsed_s=float(d["elapsed_s"]),
+        gradients=bool(d["gradients"]),
+        mode=d["mode"],
+        extra={"saved_edits": dict(d.get("edits", {}))} if d.get("edits") else {},
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Saving
+# --------------------------------------------------------------------------------------------
+
+
+def _versions() -> tuple[str, str]:
+    import actviz
+
+    return actviz.__version__, torch.__version__
+
+
+def _members(
+    state: SessionState, pin_captures: bool
+) -> tuple[dict[str, Any], dict[str, bytes], list[str]]:
+    """The manifest, the ``.npz`` members' bytes and the warnings of saving ``state``."""
+    actviz_version, torch_version = _versions()
+    members: dict[str, bytes] = {}
+    pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
+    labels = [p.label for p in pins]
+    if len(set(labels)) != len(labels):
+        raise SessionFileError("two pins have the same label; rename one before saving")
+    edit_rows, warnings = edits_to_json(state.edits, pins)
+    manifest: dict[str, Any] = {
+        "kind": _KIND,
+        "format": FORMAT_VERSION,
+        "actviz": actviz_version,
+        "torch": torch_version,
+        "model": None if state.model is None else dict(vars(state.model)),
+        "input": None,
+        "ticked": list(state.ticked),
+        "target": state.target,
+        "colormap": state.colormap,
+        "normalize": state.normalize,
+        "gradcam_layer": state.gradcam_layer,
+        "sample": int(state.sample),
+        "input_as_list": bool(state.input_as_list),
+        "channel_pages": {k: int(v) for k, v in state.channel_pages.items()},
+        "page_channels": {k: int(v) for k, v in state.page_channels.items()},
+        "channel_view": None if state.channel_view is None else dict(state.channel_view),
+        "edits": edit_rows,
+        "pins": [],
+        "comparison": None if state.comparison is None else dict(state.comparison),
+        "scan_key": state.scan_key,
+        "layout": None if state.layout is None else base64.b64encode(state.layout).decode(),
+        "capture": None,
+        "settings": dict(state.settings),
+    }
+    if state.input is not None:
+        store = _Arrays()
+        inp = state.input
+        manifest["input"] = {
+            "member": "input.npz",
+            "value": _encode(inp.value, store),
+            "image": None if inp.image is None else _encode(np.asarray(inp.image), store),
+            "source": inp.source,
+            "kind": inp.kind,
+            "description": inp.description,
+            "tokens": None if inp.tokens is None else list(inp.tokens),
+        }
+        members["input.npz"] = store.npz()
+    if state.capture is not None:
+        store = _Arrays()
+        manifest["capture"] = {"member": "capture.npz", **_capture_to_json(state.capture, store)}
+        members["capture.npz"] = store.npz()
+    for i, pin in enumerate(pins):
+        entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
+        if pin.capture is not None:
+            store = _Arrays()
+            member = f"pin{i}.npz"
+            entry["capture"] = {"member": member, **_capture_to_json(pin.capture, store)}
+            members[member] = store.npz()
+        manifest["pins"].append(entry)
+    return manifest, members, warnings
+
+
+def saved_size(state: SessionState, *, pin_captures: bool = True) -> int:
+    """Bytes a session file of ``state`` takes (about: the zip adds a little), to show before
+    saving; with ``pin_captures=False`` the pins are saved without their captures."""
+    manifest, members, _ = _members(state, pin_captures)
+    return len(json.dumps(manifest).encode()) + sum(len(b) for b in members.values())
+
+
+def pin_capture_bytes(state: SessionState) -> int:
+    """Bytes the pinned captures add to the file (what the "keep captures" choice costs)."""
+    return saved_size(state, pin_captures=True) - saved_size(state, pin_captures=False)
+
+
+def save_state(
+    state: SessionState, path: str | os.PathLike[str], *, pin_captures: bool = True
+) -> list[str]:
+    """Write ``state`` to the session file ``path``, atomically.
+
+    Parameters
+    ----------
+    state
+        What to save.
+    path
+        The file (``.actviz`` is the usual suffix); replaced only once the new file is
+        complete.
+    pin_captures
+        Save the pins' captures (False: only their labels; patch edits from them are lost).
+
+    Returns
+    -------
+    list of str
+        What was left out (custom edits, patch edits without a saved source), one line each.
+
+    Raises
+    ------
+    SessionFileError
+        The file cannot be written (the old file, if any, is left as it was).
+    """
+    path = Path(path)
+    manifest, members, warnings = _members(state, pin_captures)
+    text = json.dumps(manifest, indent=1, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with (
+            os.fdopen(fd, "wb") as fh,
+            zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
+        ):
+            zf.writestr(_MANIFEST, text)
+            for name, data in members.items():
+                zf.writestr(name, data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise SessionFileError(f"{path}: cannot save the session: {exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return warnings
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _fail(path: Path, why: str) -> SessionFileError:
+    return SessionFileError(f"{path}: {why}")
+
+
+def _read_npz(path: Path, zf: zipfile.ZipFile, member: str) -> dict[str, np.ndarray]:
+    try:
+        data = zf.read(member)
+    except KeyError:
+        raise _fail(path, f"damaged session file: {member} is missing") from None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            if not isinstance(npz, np.lib.npyio.NpzFile):
+                raise _fail(path, f"{member} is not an .npz archive")
+            out = {n: npz[n] for n in npz.files}
+    except SessionFileError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise _fail(
+                path,
+                f"{member} holds a pickle (Python objects); session files hold only plain "
+                "arrays, so it is not opened",
+            ) from None
+        raise _fail(path, f"damaged session file: {member}: {exc}") from None
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        raise _fail(path, f"damaged session file: {member}: {exc}") from None
+    for key, value in out.items():
+        # NpzFile hands back a member that is not .npy data as raw bytes: refuse it
+        if not isinstance(value, np.ndarray) or value.dtype.hasobject:
+            raise _fail(path, f"{member}: {key} is not a plain array; it is not opened")
+    return out
+
+
+def load_state(path: str | os.PathLike[str]) -> SessionState:
+    """Read a session file.
+
+    Raises
+    ------
+    SessionFileError
+        One line naming the file and the cause: not a session file, a damaged zip, a format
+        newer than this actviz reads, a member that is a pickle or of an unknown type, a
+        missing member. Nothing is changed either way.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise _fail(path, "no such session file")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return _load(path, zf)
+    except zipfile.BadZipFile as exc:
+        raise _fail(path, f"damaged session file (not a readable zip: {exc})") from None
+    except (zlib.error, EOFError, OSError) as exc:
+        raise _fail(path, f"damaged session file ({type(exc).__name__}: {exc})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _fail(path, f"damaged session file: {type(exc).__name__}: {exc}") from None
+
+
+def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
+    names = zf.namelist()
+    if _MANIFEST not in names:
+        raise _fail(path, "not an actviz session file (no manifest.json)")
+    bad = zf.testzip()
+    if bad is not None:
+        raise _fail(path, f"damaged session file: {bad} fails its checksum")
+    try:
+        manifest = json.loads(zf.read(_MANIFEST))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _fail(path, f"damaged session file: manifest.json is not JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != _KIND:
+        raise _fail(path, "not an actviz session file (its manifest is not a session's)")
+    version = manifest.get("format")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _fail(path, f"unknown session format {version!r}")
+    if version > FORMAT_VERSION:
+        raise _fail(
+            path,
+            f"made by a newer actviz ({manifest.get('actviz', '?')}, session format {version}); "
+            f"this actviz reads up to format {FORMAT_VERSION}: update actviz to open it",
+        )
+    # Only the manifest and the .npz members it names: anything else is refused unread.
+    wanted = {_MANIFEST}
+    for section in (manifest.get("input"), manifest.get("capture")):
+        if section is not None:
+            wanted.add(section["member"])
+    for pin in manifest.get("pins", []):
+        if pin.get("capture") is not None:
+            wanted.add(pin["capture"]["member"])
+    for name in names:
+        if name not in wanted:
+            what = "a pickle" if name.endswith((".pkl", ".pickle", ".pt", ".pth")) else "unknown"
+            raise _fail(path, f"{name} is {what} member of a session file; it is not opened")
+    for name in wanted - {_MANIFEST}:
+        if not name.endswith(".npz"):
+            raise _fail(path, f"{name} is not an .npz member; it is not opened")
+        if name not in names:
+            raise _fail(path, f"damaged session file: {name} is missing")
+    loaded = {name: _read_npz(path, zf, name) for name in wanted - {_MANIFEST}}
+
+    def arrays_of(section: Mapping[str, Any]) -> Mapping[str, np.ndarray]:
+        return loaded[section["member"]]
+
+    try:
+        model = None if manifest["model"] is None else ModelSource(**manifest["model"])
+        inp = None
+        if manifest["input"] is not None:
+            m = manifest["input"]
+            arrays = arrays_of(m)
+            inp = InputSource(
+                value=_decode(m["value"], arrays),
+                source=m["source"],
+                kind=m["kind"],
+                image=None if m["image"] is None else _decode(m["image"], arrays),
+                description=m["description"],
+                tokens=None if m["tokens"] is None else tuple(m["tokens"]),
+            )
+        capture = None
+        if manifest["capture"] is not None:
+            capture = _capture_from_json(manifest["capture"], arrays_of(manifest["capture"]))
+        pins = []
+        for p in manifest["pins"]:
+            cap = None
+            if p.get("capture") is not None:
+                cap = _capture_from_json(p["capture"], arrays_of(p["capture"]))
+            pins.append(PinState(p["label"], float(p["pinned_at"]), cap))
+        edits, warnings = edits_from_json(manifest["edits"], pins)
+        layout = manifest["layout"]
+        return SessionState(
+            model=model,
+            input=inp,
+            ticked=tuple(manifest["ticked"]),
+            target=manifest["target"],
+            colormap=manifest["colormap"],
+            normalize=manifest["normalize"],
+            gradcam_layer=manifest["gradcam_layer"],
+            sample=int(manifest["sample"]),
+            input_as_list=bool(manifest["input_as_list"]),
+            channel_pages=dict(manifest["channel_pages"]),
+            page_channels=dict(manifest["page_channels"]),
+            channel_view=manifest["channel_view"],
+            edits=edits,
+            pins=tuple(pins),
+            comparison=manifest["comparison"],
+            scan_key=manifest["scan_key"],
+            layout=None if layout is None else base64.b64decode(layout),
+            capture=capture,
+            settings=dict(manifest.get("settings") or {}),
+            actviz_version=str(manifest.get("actviz", "")),
+            torch_version=str(manifest.get("torch", "")),
+            format_version=version,
+            warnings=tuple(warnings),
+        )
+    except KeyError as exc:
+        raise _fail(path, f"damaged session file: {exc.args[0]!r} is missing") from None
