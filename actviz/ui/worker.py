@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
 log = logging.getLogger(__name__)
 
@@ -132,66 +132,76 @@ def _stopped() -> bool:
     return True
 
 
-class _Runner(QRunnable):
+class _Runner:
+    """One job on a pool thread: started with ``pool.start(runner.run)``, not as a QRunnable.
+
+    PySide6's ``QThreadPool.start(QRunnable)`` ties the runnable to the pool's wrapper for the
+    pool's whole life (Qt keeps a runnable with auto-delete off; one with it on is deleted on
+    the pool thread), so every job would stay alive with its signals. A plain callable is
+    released by PySide once it has run, and the worker drops its own reference when the job's
+    ``done`` is handled: nothing a job made outlives it.
+    """
+
     def __init__(
         self,
         generation: int,
         job: Job,
         should_stop: Callable[[], bool],
+        signals: _RunnerSignals,
         *,
         second_stage: QThreadPool | None = None,
-        signals: _RunnerSignals | None = None,
         started_at: float | None = None,
     ) -> None:
-        super().__init__()
-        # The Worker keeps the Python object until its ``done`` is handled; Qt reads
-        # autoDelete() before run(), so releasing it then is safe.
-        self.setAutoDelete(False)
         self.generation = generation
-        self.job = job
+        self.job: Job | None = job
         self.should_stop = should_stop
-        self.signals = signals if signals is not None else _RunnerSignals()
+        self.signals = signals
         # A first stage may hand a Staged result to ``second_stage``; a second stage (made by
         # its first, with the first's signals and start time) may not.
         self.second_stage = second_stage
         self.is_second_stage = started_at is not None
         self.started_at = started_at
-        self.continuation: _Runner | None = None
 
     def run(self) -> None:
         gen = self.generation
+        signals = self.signals
+        job = self.job
         start = self.started_at if self.started_at is not None else time.perf_counter()
         result: Any = None
         error: BaseException | None = None
         try:
-            if self.should_stop():
+            if job is None or self.should_stop():
                 from actviz.core.capture import CaptureCancelled
 
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
-                self.signals.started.emit(gen)
-            result = self.job(self.should_stop, lambda msg: self.signals.progress.emit(gen, msg))
+                signals.started.emit(gen)
+            result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
-                if self.second_stage is None:
+                second_stage = self.second_stage
+                if second_stage is None:
                     raise TypeError("a Staged job's `then` returned Staged again")
                 # Handed over from this thread, not via the GUI thread: a busy event loop
                 # must not delay the next capture.
-                self.continuation = _Runner(
-                    gen, result.then, self.should_stop, signals=self.signals, started_at=start
+                continuation = _Runner(
+                    gen, result.then, self.should_stop, signals, started_at=start
                 )
-                self.signals.staged.emit(gen)
-                self.second_stage.start(self.continuation)
+                self.release()
+                signals.staged.emit(gen)
+                second_stage.start(continuation.run)
                 return
         except BaseException as exc:  # noqa: BLE001 - reported to the GUI, never swallowed
             error = exc
-        self.signals.done.emit(gen, result, error, time.perf_counter() - start)
+        # Nothing of the job stays with the runner once it has reported.
+        self.release()
+        del job
+        signals.done.emit(gen, result, error, time.perf_counter() - start)
 
     def release(self) -> None:
-        """Drop what the job holds: Qt's pools keep finished runnables."""
+        """Drop what the job holds (its request, input tensors, images) and the pools."""
         self.job = None
         self.should_stop = _stopped
-        if self.continuation is not None:
-            self.continuation.release()
+        self.second_stage = None
 
 
 class Worker(QObject):
@@ -222,7 +232,7 @@ class Worker(QObject):
         self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
-        self._runners: dict[int, _Runner] = {}
+        self._runners: dict[int, _RunnerSignals] = {}  # by generation, until ``done``
         self.last_elapsed_s = 0.0
 
     # -- state ---------------------------------------------------------------------------------
@@ -274,14 +284,19 @@ class Worker(QObject):
             gen = self._generation
             if supersede:
                 self._floor = gen
-        runner = _Runner(gen, job, lambda: not self.is_current(gen), second_stage=self._second)
-        runner.signals.started.connect(self._on_runner_started)
-        runner.signals.staged.connect(self._on_runner_staged)
-        runner.signals.progress.connect(self._on_runner_progress)
-        runner.signals.done.connect(self._on_runner_done)
-        self._runners[gen] = runner
+        # Parented to the worker: a job's last reference to its signals may go on a pool
+        # thread, and a QObject of the GUI thread must be deleted there (deleteLater at done).
+        signals = _RunnerSignals(self)
+        signals.started.connect(self._on_runner_started)
+        signals.staged.connect(self._on_runner_staged)
+        signals.progress.connect(self._on_runner_progress)
+        signals.done.connect(self._on_runner_done)
+        runner = _Runner(
+            gen, job, lambda: not self.is_current(gen), signals, second_stage=self._second
+        )
+        self._runners[gen] = signals
         self._running.add(gen)
-        self._pool.start(runner)
+        self._pool.start(runner.run)
         return gen
 
     def cancel(self) -> bool:
@@ -342,11 +357,10 @@ class Worker(QObject):
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
         from actviz.core.capture import CaptureCancelled
 
-        runner = self._runners.pop(gen, None)
-        if runner is not None:
-            # Qt's pool keeps finished runnables (autoDelete is off): drop what the job holds
-            # (its request, input tensors, images) or every run would stay in memory.
-            runner.release()
+        signals = self._runners.pop(gen, None)
+        if signals is not None:
+            # ``done`` is the last thing a job emits: its signals object can go.
+            signals.deleteLater()
         self._running.discard(gen)
         with self._lock:
             current = self._floor <= gen <= self._generation

@@ -405,3 +405,72 @@ def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot)
         assert sys.getswitchinterval() == 0.002
     finally:
         sys.setswitchinterval(before)
+
+
+# ============================================================================ nothing left alive
+def _live(kind: type) -> int:
+    """How many Python objects of exactly ``kind`` the garbage collector can see."""
+    import gc
+
+    gc.collect()
+    return sum(type(obj) is kind for obj in gc.get_objects())
+
+
+def _flush_deletes() -> None:
+    """Run the deleteLater calls already posted (a test has no event loop of its own)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    for _ in range(3):
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        QCoreApplication.processEvents()
+
+
+def test_a_hundred_jobs_leave_no_runner_or_signals_alive(qtbot, worker):
+    """A job's runner and signals object are freed when it ends, staged ones included."""
+    from actviz.ui.worker import _Runner, _RunnerSignals
+
+    runners, signals = _live(_Runner), _live(_RunnerSignals)
+    for i in range(100):
+        if i % 2:
+            job = lambda stop, progress: Staged(lambda stop, progress: 1)  # noqa: E731
+        else:
+            job = lambda stop, progress: 1  # noqa: E731
+        with qtbot.waitSignal(worker.signals.finished, timeout=10_000):
+            worker.submit(job)
+    assert not worker.is_busy()
+    _flush_deletes()
+    assert _live(_Runner) - runners == 0
+    assert _live(_RunnerSignals) - signals == 0
+
+
+def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, tmp_path):
+    """100 runs over two windows, then both closed: their jobs and pools are all gone."""
+    from PySide6.QtCore import QThreadPool
+
+    from actviz.ui.window.main_window import MainWindow
+    from actviz.ui.worker import _Runner, _RunnerSignals
+    from tests.ui.conftest import frame, scratch_settings, wait_run
+    from tests.ui.tiny_models import TinyCNN
+
+    torch.manual_seed(0)
+    pools = _live(QThreadPool)
+    for _ in range(2):
+        window = MainWindow(settings=scratch_settings(tmp_path), debounce_ms=20, auto_run=False)
+        window.resize(1280, 720)
+        window.show()
+        qtbot.waitExposed(window)
+        window.set_model(TinyCNN().eval(), layers=["conv1", "fc"])
+        window.set_input(frame(0))
+        for _ in range(50):
+            wait_run(qtbot, window, flush=False)
+        window.flush_panel_updates()
+        _flush_deletes()
+        # While the window is open: only the jobs of the last moments may still be pending.
+        assert _live(_Runner) <= 2 and _live(_RunnerSignals) <= 2
+        window.close()
+        window.deleteLater()
+        del window
+        _flush_deletes()
+    assert _live(_Runner) == 0
+    assert _live(_RunnerSignals) == 0
+    assert _live(QThreadPool) - pools == 0
