@@ -29,16 +29,19 @@ from actviz.display import colormaps
 from actviz.display.attribution import default_gradcam_layer, grad_cam, spatial_layers
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepare import prepare, symmetric_for
-from actviz.display.result import DisplaySpec, PreparedLayer
+from actviz.display.result import DisplaySpec, PreparedLayer, RunResult
 from actviz.display.views import LayerView, layer_view, magnitude_view
 from actviz.io.reproduce import RunSource, write_reproduce
 from actviz.io.token_export import sequence_inputs, write_sequence_views
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",
+    "attribution_images",
     "channel_pages",
     "export_capture",
+    "layer_page_images",
     "pick_gradcam_layer",
+    "prepare_export",
     "render_layer_png",
     "safe_name",
     "write_pages",
@@ -292,10 +295,36 @@ def write_pages(
     stem: str | None = None,
 ) -> list[Path]:
     """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages:
-    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic.
+    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic
+    (the pictures of :func:`layer_page_images`).
 
     ``symmetric`` overrides the window's rule (a difference is always symmetric about 0) and
     ``stem`` the file names' ``<base>_<kind>`` (``actviz compare``'s ``diff_<layer>``)."""
+    written = []
+    stem = stem or f"{base}_{kind}"
+    for suffix, picture in layer_page_images(
+        base, kind, layer, cmap, title, normalize, symmetric=symmetric
+    ):
+        path = out / f"{stem}{suffix}.png"
+        picture.save(path)
+        written.append(path)
+    entry["files"] += [p.name for p in written]
+    return written
+
+
+def layer_page_images(
+    base: str,
+    kind: str,
+    layer: PreparedLayer | torch.Tensor,
+    cmap: str,
+    title: str | None = None,
+    normalize: str | None = None,
+    *,
+    symmetric: bool | None = None,
+) -> list[tuple[str, Image.Image]]:
+    """The pictures :func:`write_pages` saves (and the HTML report embeds), with each one's
+    file-name suffix: per page ``""`` (or ``"_ch1024-2047"``) for the readable picture and,
+    for maps, that plus ``"_1x"`` for one pixel per value."""
     if isinstance(layer, PreparedLayer):
         view = layer.view if kind == "features" else layer.grad_view
         module_type = layer.module_type
@@ -307,32 +336,31 @@ def write_pages(
     if title is None:
         name = layer.name if isinstance(layer, PreparedLayer) else base
         title = f"{name or '(model)'} · {module_type}"
-    written = []
+    pictures = []
     gradient = kind == "grad"
     # The window's per-layer choice under "auto": signed activations symmetric about 0 in the
     # diverging map, the others (and |gradient|) in a sequential one.
     if symmetric is None:
         symmetric = not gradient and symmetric_for(cmap, view)
     painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
-    stem = stem or f"{base}_{kind}"
     for first, suffix in channel_pages(view):
-        path = out / f"{stem}{suffix}.png"
-        render_layer_png(
-            view,
-            title,
-            cmap=painted,
-            normalize=normalize,
-            first_channel=first,
-            symmetric=symmetric,
-        ).save(path)
-        written.append(path)
+        pictures.append(
+            (
+                suffix,
+                render_layer_png(
+                    view,
+                    title,
+                    cmap=painted,
+                    normalize=normalize,
+                    first_channel=first,
+                    symmetric=symmetric,
+                ),
+            )
+        )
         if view.kind == "maps":
-            raw = out / f"{stem}{suffix}_1x.png"
             m = page_mosaic(view, normalize, first, symmetric=symmetric)
-            Image.fromarray(mosaic_rgb(m, painted)).save(raw)
-            written.append(raw)
-    entry["files"] += [p.name for p in written]
-    return written
+            pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
+    return pictures
 
 
 def _record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
@@ -434,28 +462,20 @@ def export_capture(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = list(layers) if layers is not None else list(cap.names)
-    # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
-    if normalize not in ("channel", "shared"):
-        raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
-    if cmap != colormaps.AUTO and cmap not in colormaps.COLORMAPS:
-        raise ValueError(
-            f"unknown colour map {cmap!r}; choose from "
-            f"{', '.join([colormaps.AUTO, *colormaps.COLORMAPS])}"
-        )
-    spec = DisplaySpec(
-        layers=tuple(names),
-        normalize=normalize,
+    cap, prepared = prepare_export(
+        cap,
+        names,
         image=image,
-        categories=tuple(categories) if categories else None,
+        categories=categories,
+        cmap=cmap,
+        normalize=normalize,
         gradcam_layer=gradcam_layer,
-        colormap=cmap,
+        tokens=tokens,
+        model=model,
+        tokenizer=tokenizer,
+        logit_lens=logit_lens,
+        layout=layout,
     )
-    cap, spec = sequence_inputs(
-        cap, spec, tokens=tokens, model=model, tokenizer=tokenizer, layout=layout
-    )
-    prepared = prepare(cap, spec, eager_hist=(), model=model)
-    if prepared.logit_lens is None and logit_lens is not None:
-        prepared = replace(prepared, logit_lens=logit_lens)
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
     npz_files: dict[str, str] = {}  # for reproduce.py
@@ -494,50 +514,13 @@ def export_capture(
         layer_summary[name] = entry
     if progress is not None:
         progress(len(names), total, "saliency and Grad-CAM")
-    attribution: dict[str, Any] = {}
-    first_grad = first_tensor(cap.input_grads)
-    if first_grad is not None and first_grad.dim() >= 2:
-        sal = prepared.saliency
-        if sal is None:  # not image-shaped: the raw strip
-            from actviz.display.attribution import saliency
-
-            sal = saliency(first_grad)
-        path = out / "saliency.png"
-        # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
-        backdrop = image if image is not None and sal.shape == image.shape[:2] else None
-        _heat_png(sal, backdrop, "saliency |d target / d input|").save(path)
-        np.save(out / "saliency.npy", sal)
-        written += [path, out / "saliency.npy"]
-        attribution["saliency"] = path.name
-    # The window's default (ViT token layers included) when the input is an image.
-    cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
-    if cam_layer is not None and cam_layer in cap and cap[cam_layer].grad is not None:
-        rec = cap[cam_layer]
-        size = image.shape[:2] if image is not None else None
-        try:
-            cam = (
-                prepared.grad_cams[cam_layer]
-                if cam_layer in prepared.grad_cams
-                else grad_cam(rec.tensor, rec.grad, size=size)
-            )
-        except ValueError as exc:
-            attribution["gradcam_error"] = str(exc)
-        else:
-            path = out / "gradcam.png"
-            _heat_png(cam, image, f"Grad-CAM at {cam_layer}").save(path)
-            np.save(out / "gradcam.npy", cam)
-            written += [path, out / "gradcam.npy"]
-            attribution["gradcam"] = path.name
-            attribution["gradcam_layer"] = cam_layer
+    pictures, attribution = attribution_images(cap, prepared, image, gradcam_layer)
+    for key in ("saliency", "gradcam"):
+        written += _save_attribution(out, key, pictures, attribution)
     written += write_reproduce(out, cap, source, names, npz_files)
     sequence_files, sequence_summary = write_sequence_views(prepared, out, names)
     written += sequence_files
-    if prepared.rollout is not None:
-        path = out / "rollout.png"
-        _heat_png(prepared.rollout, image, "attention rollout").save(path)
-        np.save(out / "rollout.npy", prepared.rollout)
-        written += [path, out / "rollout.npy"]
-        attribution["rollout"] = path.name
+    written += _save_attribution(out, "rollout", pictures, attribution)
     if image is not None:
         inp = out / "input.png"
         Image.fromarray(np.ascontiguousarray(image)).save(inp)
@@ -574,6 +557,116 @@ def export_capture(
     if progress is not None:
         progress(total, total, "done")
     return written
+
+
+def prepare_export(
+    cap: Capture,
+    names: Sequence[str],
+    *,
+    image: np.ndarray | None = None,
+    categories: Sequence[str] | None = None,
+    cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
+    normalize: str = "channel",
+    gradcam_layer: str | None = None,
+    tokens: Sequence[str] | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
+    logit_lens: Any = None,
+    layout: Any = None,
+) -> tuple[Capture, RunResult]:
+    """The capture (with its sequence inputs) and its preparation for export and the HTML
+    report: the window's own path (exact variant) for layers ``names`` (see
+    :func:`export_capture` for the arguments).
+
+    Raises
+    ------
+    ValueError
+        An unknown normalisation or colour map.
+    """
+    # The window's own preparation (exact variant): statistics, views, Grad-CAM layer, saliency.
+    if normalize not in ("channel", "shared"):
+        raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
+    if cmap != colormaps.AUTO and cmap not in colormaps.COLORMAPS:
+        raise ValueError(
+            f"unknown colour map {cmap!r}; choose from "
+            f"{', '.join([colormaps.AUTO, *colormaps.COLORMAPS])}"
+        )
+    spec = DisplaySpec(
+        layers=tuple(names),
+        normalize=normalize,
+        image=image,
+        categories=tuple(categories) if categories else None,
+        gradcam_layer=gradcam_layer,
+        colormap=cmap,
+    )
+    cap, spec = sequence_inputs(
+        cap, spec, tokens=tokens, model=model, tokenizer=tokenizer, layout=layout
+    )
+    prepared = prepare(cap, spec, eager_hist=(), model=model)
+    if prepared.logit_lens is None and logit_lens is not None:
+        prepared = replace(prepared, logit_lens=logit_lens)
+    return cap, prepared
+
+
+def attribution_images(
+    cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
+) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
+    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture (over the
+    input ``image`` when it has one), as export writes them and the HTML report embeds them.
+
+    Returns ``({"saliency" | "gradcam" | "rollout": (picture, values)}, notes)``; ``notes``
+    holds ``gradcam_layer`` or ``gradcam_error``.
+    """
+    pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
+    notes: dict[str, Any] = {}
+    first_grad = first_tensor(cap.input_grads)
+    if first_grad is not None and first_grad.dim() >= 2:
+        sal = prepared.saliency
+        if sal is None:  # not image-shaped: the raw strip
+            from actviz.display.attribution import saliency
+
+            sal = saliency(first_grad)
+        # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
+        backdrop = image if image is not None and sal.shape == image.shape[:2] else None
+        pictures["saliency"] = (_heat_png(sal, backdrop, "saliency |d target / d input|"), sal)
+    # The window's default (ViT token layers included) when the input is an image.
+    cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
+    if cam_layer is not None and cam_layer in cap and cap[cam_layer].grad is not None:
+        rec = cap[cam_layer]
+        size = image.shape[:2] if image is not None else None
+        try:
+            cam = (
+                prepared.grad_cams[cam_layer]
+                if cam_layer in prepared.grad_cams
+                else grad_cam(rec.tensor, rec.grad, size=size)
+            )
+        except ValueError as exc:
+            notes["gradcam_error"] = str(exc)
+        else:
+            pictures["gradcam"] = (_heat_png(cam, image, f"Grad-CAM at {cam_layer}"), cam)
+            notes["gradcam_layer"] = cam_layer
+    if prepared.rollout is not None:
+        pictures["rollout"] = (
+            _heat_png(prepared.rollout, image, "attention rollout"),
+            prepared.rollout,
+        )
+    return pictures, notes
+
+
+def _save_attribution(
+    out: Path,
+    key: str,
+    pictures: Mapping[str, tuple[Image.Image, np.ndarray]],
+    attribution: dict[str, Any],
+) -> list[Path]:
+    if key not in pictures:
+        return []
+    picture, values = pictures[key]
+    path = out / f"{key}.png"
+    picture.save(path)
+    np.save(out / f"{key}.npy", values)
+    attribution[key] = path.name
+    return [path, out / f"{key}.npy"]
 
 
 def _shapes(obj: Any) -> Any:
