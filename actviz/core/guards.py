@@ -3,6 +3,7 @@ global hook that notices modules which run without being registered in ``named_m
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -12,6 +13,8 @@ import torch
 from torch import nn
 
 __all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules"]
+
+log = logging.getLogger(__name__)
 
 
 class ModelState:
@@ -24,6 +27,11 @@ class ModelState:
     registered before every captured one hardly ever consumes a captured output, and running
     all of them out of place costs an allocation each (a few % of a one-layer capture). A
     module that writes into a held tensor anyway is caught by the recorder's version checks.
+
+    Modes are switched with the model's own ``train()`` / ``eval()`` (a model may override
+    them: timm's LeViT clears its attention-bias cache there) and put back the same way, module
+    by module, so a model whose submodules were in mixed modes gets each flag back.
+    TorchScript modules work the same way (their buffers live in an ``OrderedDictWrapper``).
     """
 
     def __init__(
@@ -35,6 +43,7 @@ class ModelState:
     ):
         # ``modules``: model.modules() when the caller has walked the model already.
         modules = list(model.modules()) if modules is None else modules
+        self.model = model
         self.flags = [(m, m.training) for m in modules]
         self.inplace = [m for m in modules[inplace_from:] if out_of_place and _torch_inplace(m)]
         # Always copied back: kernels such as batch_norm update running statistics without
@@ -48,25 +57,41 @@ class ModelState:
 
     def apply(self, train: bool) -> None:
         """Put the model in the capture's state: ``train`` mode, in-place modules out of place."""
-        # Only the flags that differ: Module.__setattr__ is slow, and most models are already
-        # in the wanted mode.
-        for mod, flag in self.flags:
-            if flag != train:
-                mod.training = train
+        # Most models are already in the wanted mode: then no train() call at all.
+        if any(flag != train for _mod, flag in self.flags):
+            _set_mode(self.model, train)
         for mod in self.inplace:
             mod.inplace = False
 
     def restore(self) -> None:
+        """Put flags and buffers back as they were when this state was saved."""
+        # Pre-order: a parent's train() also switches its children, which are checked after it
+        # (and switched back on their own where they differed from their parent).
         for mod, flag in self.flags:
             if mod.training != flag:  # also undoes a forward that switched modes itself
+                _set_mode(mod, flag)
+        for mod, flag in self.flags:  # a module shared by two parents may have moved again
+            if mod.training != flag:
                 mod.training = flag
         for mod in self.inplace:
             mod.inplace = True
         with torch.no_grad():
             for mod, name, buf, saved in self.buffers:
-                if mod._buffers.get(name) is not buf:
-                    mod._buffers[name] = buf  # the forward reassigned it
+                # ``in`` and ``[]``: TorchScript's buffer mapping has no ``get``.
+                buffers = mod._buffers
+                if name not in buffers or buffers[name] is not buf:
+                    buffers[name] = buf  # the forward reassigned it
                 buf.copy_(saved)
+
+
+def _set_mode(module: nn.Module, train: bool) -> None:
+    """``module.train(train)``: the model's own override runs; direct flags if it fails."""
+    try:
+        module.train(train)
+    except Exception:  # an override with another signature: the flags at least are right
+        log.debug("train(%s) failed on %s; setting flags directly", train, type(module).__name__)
+        for mod in module.modules():
+            mod.training = train
 
 
 def _torch_inplace(module: nn.Module) -> bool:
