@@ -1,19 +1,37 @@
-"""The README's Quick start stays true: CI runs exactly its test command."""
+"""The README and docs/ stay true: CI runs the Quick start exactly as written, the README's
+script runs, every command line shown parses, every link and picture exists."""
 
 from __future__ import annotations
 
 import pathlib
 import re
+import shlex
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+#: The README is a front door: what actviz is, the Quick start, a script, the CLI, links.
+README_MAX_LINES = 160
+#: User-guide pages of features that write their own page; the README and the docs index link
+#: them from the start, so a link to one of these may wait for its page.
+PAGES_OF_OTHER_FEATURES = {"visualize.md", "effects.md", "atlas.md", "sessions.md"}
+
+
+def readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def section(text: str, title: str) -> str:
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
 
 
 def quick_start_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```bash\n(.+?)\n```", section)
+    return re.findall(r"```bash\n(.+?)\n```", section(readme(), "Quick start"))
+
+
+def markdown_files() -> list[pathlib.Path]:
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
 
 
 def test_quick_start_has_exactly_two_commands():
@@ -34,17 +52,16 @@ def test_ci_runs_both_readme_commands_as_written():
 
 
 def test_ci_checks_the_system_packages_the_readme_lists():
-    section = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    (readme,) = re.findall(r"`sudo apt-get install -y ([^`]+)`", section)
+    (listed,) = re.findall(r"`sudo apt-get install -y ([^`]+)`", section(readme(), "Quick start"))
     ci = (ROOT / ".ci" / "run").read_text()
     (checked,) = re.findall(r'^PACKAGES="([^"]+)"$', ci, flags=re.MULTILINE)
-    assert readme.split() == checked.split()
+    assert listed.split() == checked.split()
     assert {"python3-venv", "libegl1", "libgl1", "libxkbcommon0", "libfontconfig1"} <= set(
-        readme.split()
+        listed.split()
     )
     # Every library package has the shared object .ci/run looks for.
     sonames = dict(re.findall(r"\[([\w.+-]+)\]=(lib[\w.+-]+\.so\.\d+)", ci))
-    assert set(readme.split()) - {"python3-venv"} == set(sonames)
+    assert set(listed.split()) - {"python3-venv"} == set(sonames)
 
 
 def test_pyproject_pins_what_can_break_ci_and_can_build_offline():
@@ -59,3 +76,155 @@ def test_pyproject_pins_what_can_break_ci_and_can_build_offline():
 def test_pyproject_pins_pyside_below_6_12():
     text = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'"PySide6-Essentials[^"]*<6\.12"', text)
+
+
+# -- the README as a front door ---------------------------------------------------------------
+
+
+def test_readme_is_short_and_has_one_screenshot():
+    text = readme()
+    assert len(text.splitlines()) <= README_MAX_LINES
+    assert len(re.findall(r"!\[[^\]]*\]\(resources/screenshot-[\w-]+\.png\)", text)) == 1
+    # The history lives in CHANGELOG.md and the figures in docs/performance.md.
+    for dated in ("evening", "before this round", "2026-11-"):
+        assert dated not in text
+
+
+def test_every_link_and_picture_resolves():
+    missing = []
+    for md in markdown_files():
+        for target in re.findall(r"\]\(([^)\s]+)\)", md.read_text()):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path = target.split("#", 1)[0]
+            if not path:
+                continue
+            if not (md.parent / path).exists() and pathlib.Path(path).name not in (
+                PAGES_OF_OTHER_FEATURES
+            ):
+                missing.append(f"{md.relative_to(ROOT)} -> {target}")
+    assert missing == []
+
+
+def test_anchors_point_at_headings():
+    def slug(heading: str) -> str:
+        heading = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+        return heading.replace(" ", "-")
+
+    bad = []
+    for md in markdown_files():
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([\w-]+)\)", md.read_text()):
+            page = (md.parent / target) if target else md
+            if not page.exists():
+                continue
+            slugs = {slug(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.MULTILINE)}
+            if anchor not in slugs:
+                bad.append(f"{md.name} -> {target}#{anchor}")
+    assert bad == []
+
+
+def test_the_readme_links_every_user_guide_page():
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)", readme()))
+    pages = {p.name for p in DOCS.glob("*.md")}
+    required = {
+        "opening-models.md", "layers.md", "saliency.md", "whatif.md", "compare.md",
+        "dataset-scan.md", "live.md", "tokens.md", "export.md", "cli.md", "scripting.md",
+        "architecture.md", "performance.md", "testing.md", "index.md",
+    }  # fmt: skip
+    assert required <= pages
+    assert required <= linked
+    assert PAGES_OF_OTHER_FEATURES <= linked
+
+
+# -- what the docs show must run --------------------------------------------------------------
+
+
+def _parse_actviz(line: str):
+    """Parse an ``actviz ...`` command line as ``actviz.cli.main`` would (``gui`` when no
+    command is named); argparse exits on an unknown flag or command."""
+    from actviz import cli
+
+    argv = shlex.split(line, comments=True)[1:]
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first not in cli._COMMANDS:
+        argv.insert(1 if argv[:1] == ["--debug"] else 0, "gui")
+    return cli.build_parser().parse_args(argv)
+
+
+def test_every_command_line_in_the_docs_parses():
+    lines = []
+    for md in markdown_files():
+        for block in re.findall(r"```bash\n(.*?)```", md.read_text(), flags=re.DOTALL):
+            lines += [ln for ln in block.splitlines() if ln.startswith("actviz")]
+    assert len(lines) >= 10
+    for line in lines:
+        args = _parse_actviz(line)
+        assert args.command in line.split("#")[0] or args.command == "gui", line
+
+
+def test_every_flag_the_cli_page_names_exists(capsys):
+    from actviz import cli
+    from actviz.bench import cli as bench_cli
+
+    parser = cli.build_parser()
+    known = set(parser._option_string_actions)
+    for action in parser._subparsers._group_actions:
+        for sub in action.choices.values():
+            known |= set(sub._option_string_actions)
+    with pytest.raises(SystemExit):
+        bench_cli.main(["--help"])
+    known |= set(re.findall(r"--[a-z][\w-]*", capsys.readouterr().out))
+    named = set(re.findall(r"`(--[a-z][\w-]*)", (DOCS / "cli.md").read_text()))
+    named |= set(re.findall(r" / `(--[a-z][\w-]*)`", (DOCS / "cli.md").read_text()))
+    assert len(named) >= 20
+    assert named - known == set()
+
+
+def test_readme_script_runs_as_written(qtbot, monkeypatch):
+    """The README's script, run as written; only ``actviz.explore`` returns at once instead of
+    blocking, and the window it opened is checked and closed."""
+    import torch
+
+    from actviz.ui import explore as explore_module
+
+    (script,) = re.findall(r"```python\n(.*?)```", section(readme(), "From a script"), re.DOTALL)
+    assert len(script.strip().splitlines()) <= 12
+    opened = []
+    real_explore = explore_module.explore
+
+    def explore_and_return(*args, **kwargs):
+        window = real_explore(*args, block=False, **kwargs)
+        qtbot.addWidget(window)
+        opened.append(window)
+
+    monkeypatch.setattr(explore_module, "explore", explore_and_return)
+    namespace: dict = {}
+    try:
+        exec(compile(script, "README.md", "exec"), namespace)
+        cap, edited = namespace["cap"], namespace["edited"]
+        assert tuple(cap["layer4"].output.shape) == (1, 512, 7, 7)
+        assert cap.input_grads.shape == (1, 3, 224, 224)
+        assert not torch.equal(edited["layer1"].output, cap["layer1"].output)
+        assert float(edited["layer1"].output[:, [0, 5]].abs().max()) == 0.0
+        (window,) = opened
+        qtbot.waitUntil(lambda: window.result is not None, timeout=120_000)
+        shown = window.result.capture
+        assert set(shown.names) == {"layer1", "layer4"}
+        # The window ran the same model on the same input: the script's values.
+        torch.testing.assert_close(shown["layer4"].output, cap["layer4"].output)
+    finally:
+        for window in opened:
+            window.close()
+
+
+# -- docs/performance.md ----------------------------------------------------------------------
+
+
+def test_performance_page_has_one_dated_table_and_the_bench_json():
+    text = (DOCS / "performance.md").read_text()
+    headers = re.findall(r"^\| figure[^\n]*\|\n\| ---", text, flags=re.MULTILINE)
+    assert len(headers) == 1
+    assert re.search(r"20\d\d-\d\d-\d\d", text)
+    assert "2 cores" in text and "torch threads" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "---" not in ln]
+    assert len(rows) >= 15
