@@ -13,6 +13,7 @@ for overlays. timm is imported only here, and only when a timm model is asked fo
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ __all__ = [
     "build_timm",
     "data_transform",
     "imagenet_categories",
+    "rank_matches",
     "resolve_name",
     "timm_available",
     "timm_names",
@@ -62,6 +64,55 @@ def timm_names() -> tuple[str, ...]:
         return ()
     # Not cached: listing takes milliseconds, and tests swap timm for a stand-in.
     return tuple(timm.list_models())
+
+
+#: Characters after which a name's next part begins (``vit_tiny`` begins a part of
+#: ``deit3.vit_tiny``, not of ``convit_tiny``).
+_PART_BREAKS = "_.-/:"
+
+
+def rank_matches(query: str, names: Sequence[str]) -> list[str]:
+    """The names that contain ``query`` (any case), best match first.
+
+    Exact names come first, then names that start with the query, then those where one of
+    their ``_``-separated parts starts with it, then any other name containing it; within
+    each group the given order is kept. Searching ``resnet18`` thus lists ``resnet18`` and
+    ``resnet18d`` before ``legacy_seresnet18``, and ``vit_tiny`` lists every
+    ``vit_tiny_*`` before ``convit_tiny``. An empty query keeps every name, in order.
+
+    Parameters
+    ----------
+    query
+        What the user typed in a search box (surrounding space ignored).
+    names
+        The names to search, in the order to keep within a group (e.g. sorted).
+
+    Returns
+    -------
+    list of str
+        The matching names, best first.
+    """
+    key = query.strip().lower()
+    if not key:
+        return list(names)
+    groups: tuple[list[str], ...] = ([], [], [], [])
+    for name in names:
+        lowered = name.lower()
+        at = lowered.find(key)
+        if at < 0:
+            continue
+        if lowered == key:
+            groups[0].append(name)
+        elif at == 0:
+            groups[1].append(name)
+        elif any(
+            lowered[i - 1] in _PART_BREAKS and lowered.startswith(key, i)
+            for i in range(at, len(lowered) - len(key) + 1)
+        ):
+            groups[2].append(name)
+        else:
+            groups[3].append(name)
+    return [name for group in groups for name in group]
 
 
 def resolve_name(text: str, *, bare: bool = True) -> str | None:

@@ -172,3 +172,25 @@ def test_without_timm_the_prefix_says_what_to_install(monkeypatch):
     assert resolve_name("test_vit") is None
     with pytest.raises(ModelLoadError, match=r"needs the 'timm' package"):
         open_model("timm:test_vit")
+
+
+def test_search_ranks_exact_then_prefix_then_part_then_any_match():
+    names = sorted(timm.list_models())
+    found = timm_models.rank_matches("ResNet18", names)
+    # Exact, then what starts with it, then the rest (timm's sorted list has legacy_ first).
+    assert found[:2] == ["resnet18", "resnet18d"]
+    assert found.index("legacy_seresnet18") > found.index("resnet18d")
+    assert all("resnet18" in n for n in found) and len(found) == sum("resnet18" in n for n in names)
+    assert timm_models.rank_matches("convit_tiny", names)[0] == "convit_tiny"
+    assert timm_models.rank_matches("convit", names)[:3] == [
+        "convit_base",
+        "convit_small",
+        "convit_tiny",
+    ]
+    tiny = timm_models.rank_matches("vit_tiny", names)
+    starts = [n for n in tiny if n.startswith("vit_tiny")]
+    assert starts and tiny[: len(starts)] == starts
+    assert tiny.index("convit_tiny") >= len(starts)
+    # A part of a name beginning with the query ranks above a match inside a part.
+    assert timm_models.rank_matches("net18", ["seresnet18", "x_net18"]) == ["x_net18", "seresnet18"]
+    assert timm_models.rank_matches("  ", ["b", "a"]) == ["b", "a"]
