@@ -244,6 +244,7 @@ def test_explore_a_missing_file_raises_with_the_reason(qtbot, tmp_path):
 def test_open_model_dialog_search_and_specs(qtbot):
     dialog = OpenModelDialog(recent=["resnet18", "/tmp/w.safetensors|resnet50"])
     qtbot.addWidget(dialog)
+    qtbot.waitUntil(dialog.names_ready, timeout=60_000)  # listed off the GUI thread
     assert dialog.tabs.currentIndex() == 2  # recents first when there are some
     dialog.recent_list.setCurrentRow(1)
     spec = dialog.spec()
@@ -295,7 +296,7 @@ def test_open_model_dialog_lists_timm_models_in_their_own_tab(qtbot, monkeypatch
     dialog = OpenModelDialog()
     qtbot.addWidget(dialog)
     assert dialog.tabs.tabText(3) == "timm"
-    assert dialog.timm_names() == []  # listed when the tab is first shown, not before
+    qtbot.waitUntil(dialog.names_ready, timeout=60_000)  # listed off the GUI thread
     dialog.tabs.setCurrentIndex(3)
     assert dialog.timm_names() == sorted(timm.list_models())
     dialog.timm_search.setText("ResNet18D")

@@ -4,17 +4,23 @@ explicit confirmation before an untrusted pickle is unpickled, and the export fo
 The Open model dialog, as the window uses it (``keep_open``), stays open while the model
 loads: a failure is shown in it with the path kept, and weights whose architecture is not
 certain list the candidate architectures (score and reason) to choose from.
+
+Its lists of model names are built once per process on a thread of their own: importing
+torchvision's model registry and timm takes seconds on a first open, which the GUI thread
+must not wait for. Until they are there, the lists show a "loading model list…" row.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -37,6 +43,11 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.panels import style
 from actviz.ui.window.settings import split_recent_model
+
+log = logging.getLogger(__name__)
+
+#: The row a model list shows while its names are being listed.
+LOADING_TEXT = "loading model list…"
 
 #: Model files the file picker shows first.
 MODEL_FILE_FILTER = (
@@ -98,6 +109,72 @@ def torchvision_model_names() -> list[str]:
         return []
 
 
+def build_model_names() -> tuple[list[str], list[str]]:
+    """The torchvision and timm model names the Open model dialog lists, each sorted.
+
+    Slow on first use (it imports torchvision's model registry and timm): the dialog calls it
+    on a thread of its own, once per process (see :func:`prefetch_model_names`).
+    """
+    from actviz.io.timm_models import timm_names
+
+    return torchvision_model_names(), sorted(timm_names())
+
+
+class _ModelNames(QObject):
+    """The dialog's model names, built once per process off the GUI thread.
+
+    Signals
+    -------
+    loaded()
+        The names are there (emitted from the building thread; receivers on the GUI thread
+        get it queued).
+    """
+
+    loaded = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.torchvision: list[str] = []
+        self.timm: list[str] = []
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Begin building the names unless that has begun already."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._build, name="actviz-model-names", daemon=True
+            )
+            self._thread.start()
+
+    def ready(self) -> bool:
+        """Whether the names are built."""
+        return self._done.is_set()
+
+    def _build(self) -> None:
+        try:
+            self.torchvision, self.timm = build_model_names()
+        except Exception:  # noqa: BLE001 - empty lists still leave the File tab usable
+            log.exception("could not list the model names")
+        self._done.set()
+        self.loaded.emit()
+
+
+# Built on first use, on the GUI thread (its signal's receivers live there).
+_MODEL_NAMES: _ModelNames | None = None
+
+
+def prefetch_model_names() -> None:
+    """Start listing the Open model dialog's names in the background (once per process).
+
+    A window may call it when idle, so that the first dialog opens with its lists filled.
+    """
+    global _MODEL_NAMES
+    if _MODEL_NAMES is None:
+        _MODEL_NAMES = _ModelNames()
+    _MODEL_NAMES.start()
+
+
 class OpenModelDialog(QDialog):
     """Choose a torchvision model, a model file (with an architecture), or a recent one.
 
@@ -108,7 +185,8 @@ class OpenModelDialog(QDialog):
     recent
         Recent entries as stored by :class:`~actviz.ui.window.settings.AppSettings` (``source|arch``).
     names
-        torchvision names to list (default: all of them).
+        torchvision names to list (default: all of them, listed in the background: see
+        :meth:`names_ready`).
     keep_open
         Open does not close the dialog: it emits ``open_requested(ModelSpec)`` and waits for
         :meth:`opened` (closes) or :meth:`show_failure` (stays, path kept, says why).
@@ -117,9 +195,12 @@ class OpenModelDialog(QDialog):
     -------
     open_requested(ModelSpec)
         Open was pressed with a choice (``keep_open`` only).
+    names_loaded()
+        The model lists were filled (at once when the names were listed already).
     """
 
     open_requested = Signal(object)
+    names_loaded = Signal()
 
     def __init__(
         self,
@@ -133,7 +214,10 @@ class OpenModelDialog(QDialog):
         self.keep_open = keep_open
         self.setWindowTitle("Open model — actviz")
         self.resize(560, 520)
-        self._names = names if names is not None else torchvision_model_names()
+        self._given_names = names
+        self._names: list[str] = list(names) if names is not None else []
+        self._timm_names: list[str] = []
+        self._names_ready = False
         layout = QVBoxLayout(self)
         self.tabs = QTabWidget()
         layout.addWidget(self.tabs, 1)
@@ -143,8 +227,7 @@ class OpenModelDialog(QDialog):
             "torchvision", "Search torchvision models, e.g. resnet, vit, mobilenet"
         )
         self.search_edit.textChanged.connect(self._on_search_changed)
-        self.zoo_list.addItem("demo")
-        self.zoo_list.addItems(self._names)
+        _show_names(self.zoo_list, self._zoo_names(), "", loading=names is None, select=False)
 
         # file + architecture
         file_tab = QWidget()
@@ -162,15 +245,11 @@ class OpenModelDialog(QDialog):
         self.arch_combo = QComboBox()
         self.arch_combo.setEditable(True)
         self.arch_combo.addItem("")
-        self.arch_combo.addItems(self._names)
         self.arch_combo.setCurrentIndex(0)
         self.arch_combo.lineEdit().setPlaceholderText(
             "resnet18, timm:NAME or path/model.py:ClassName"
         )
-        completer = QCompleter(self._names, self.arch_combo)
-        completer.setFilterMode(Qt.MatchFlag.MatchContains)
-        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
-        self.arch_combo.setCompleter(completer)
+        self._fill_arch_combo()
         form.addRow("Architecture", self.arch_combo)
         # Candidates for weights whose architecture is not certain (filled by show_failure).
         self.arch_list = QListWidget()
@@ -204,17 +283,14 @@ class OpenModelDialog(QDialog):
         if recent:
             self.tabs.setCurrentIndex(2)
 
-        # timm (an optional extra): its ~1,300 names are listed when the tab is first shown,
-        # as importing timm takes a few tenths of a second.
+        # timm (an optional extra): its ~1,300 names come with torchvision's, off the GUI thread.
         self.timm_list: QListWidget | None = None
         if importlib.util.find_spec("timm") is not None:
             self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
                 "timm", "Search timm models, e.g. convnext, vit_small, efficientnet"
             )
-            self.timm_search.textChanged.connect(
-                lambda text: _filter_list(self.timm_list, text)  # type: ignore[arg-type]
-            )
-            self.tabs.currentChanged.connect(self._on_tab_changed)
+            self.timm_search.textChanged.connect(self._on_timm_search_changed)
+            _show_names(self.timm_list, [], "", loading=True, select=False)
 
         # Why the last attempt failed, or "Opening ..." while it loads.
         self.message_label = QLabel("")
@@ -229,6 +305,14 @@ class OpenModelDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
         self.open_button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+
+        prefetch_model_names()
+        source = _MODEL_NAMES
+        assert source is not None
+        if source.ready():
+            self._on_names_loaded()
+        else:
+            source.loaded.connect(self._on_names_loaded)
 
     def _add_list_tab(
         self, title: str, placeholder: str
@@ -331,12 +415,8 @@ class OpenModelDialog(QDialog):
             self.arch_combo.setEditText(item.data(Qt.ItemDataRole.UserRole))
 
     def visible_names(self) -> list[str]:
-        """Names in the torchvision list that the search keeps."""
-        return [
-            self.zoo_list.item(i).text()
-            for i in range(self.zoo_list.count())
-            if not self.zoo_list.item(i).isHidden()
-        ]
+        """Names in the torchvision list that the search keeps, best match first."""
+        return _listed(self.zoo_list)
 
     def spec(self) -> ModelSpec | None:
         """The choice on the current tab, or None when nothing is chosen."""
@@ -365,20 +445,53 @@ class OpenModelDialog(QDialog):
         return ModelSpec(source, arch)
 
     def timm_names(self) -> list[str]:
-        """The names in the timm tab (filled when it is first shown; empty without timm)."""
+        """The names the timm tab lists: those its search keeps, best match first (empty
+        until listed, or without timm)."""
         if self.timm_list is None:
             return []
-        return [self.timm_list.item(i).text() for i in range(self.timm_list.count())]
+        return _listed(self.timm_list)
 
-    def _on_tab_changed(self, index: int) -> None:
-        if index == 3 and self.timm_list is not None and not self.timm_list.count():
-            from actviz.io.timm_models import timm_names
+    def names_ready(self) -> bool:
+        """Whether the model lists are filled (see ``names_loaded``)."""
+        return self._names_ready
 
-            self.timm_list.addItems(sorted(timm_names()))
-            _filter_list(self.timm_list, self.timm_search.text())
+    def _on_names_loaded(self) -> None:
+        if self._names_ready or _MODEL_NAMES is None:
+            return
+        self._names_ready = True
+        if self._given_names is None:
+            self._names = list(_MODEL_NAMES.torchvision)
+            text = self.search_edit.text()
+            _show_names(self.zoo_list, self._zoo_names(), text, loading=False, select=bool(text))
+            self._fill_arch_combo()
+        if self.timm_list is not None:
+            self._timm_names = list(_MODEL_NAMES.timm)
+            text = self.timm_search.text()
+            _show_names(self.timm_list, self._timm_names, text, loading=False, select=bool(text))
+        self.names_loaded.emit()
+
+    def _zoo_names(self) -> list[str]:
+        return ["demo", *self._names]
+
+    def _fill_arch_combo(self) -> None:
+        text = self.arch_combo.currentText()
+        while self.arch_combo.count() > 1:
+            self.arch_combo.removeItem(1)
+        self.arch_combo.addItems(self._names)
+        self.arch_combo.setEditText(text)
+        completer = QCompleter(self._names, self.arch_combo)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.arch_combo.setCompleter(completer)
 
     def _on_search_changed(self, text: str) -> None:
-        _filter_list(self.zoo_list, text)
+        loading = not self._names_ready and self._given_names is None
+        _show_names(self.zoo_list, self._zoo_names(), text, loading=loading, select=True)
+
+    def _on_timm_search_changed(self, text: str) -> None:
+        if self.timm_list is not None:
+            loading = not self._names_ready
+            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=True)
 
     def _on_browse_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILE_FILTER)
@@ -386,27 +499,47 @@ class OpenModelDialog(QDialog):
             self.file_edit.setText(path)
 
 
-def _filter_list(widget: QListWidget, text: str) -> None:
-    """Hide the entries without ``text`` (any case) and select the first one kept."""
-    key = text.strip().lower()
-    first = None
-    for i in range(widget.count()):
-        item = widget.item(i)
-        hidden = bool(key) and key not in item.text().lower()
-        item.setHidden(hidden)
-        if not hidden and first is None:
-            first = item
-    if first is not None:
-        widget.setCurrentItem(first)
+def _is_name(item: QListWidgetItem) -> bool:
+    """Whether a list row is a model name (not the "loading model list…" row)."""
+    return bool(item.flags() & Qt.ItemFlag.ItemIsEnabled)
+
+
+def _show_names(
+    widget: QListWidget, names: Sequence[str], text: str, *, loading: bool, select: bool
+) -> None:
+    """List the ``names`` containing ``text`` (any case), best match first (exact, then those
+    starting with it: :func:`~actviz.io.timm_models.rank_matches`), then a "loading" row
+    while ``loading``. ``select``: select the first name; otherwise the selected name stays
+    selected when it is still listed."""
+    from actviz.io.timm_models import rank_matches
+
+    current = widget.currentItem()
+    kept = current.text() if current is not None and _is_name(current) else None
+    shown = rank_matches(text, names)
+    widget.clear()
+    widget.addItems(shown)
+    if loading:
+        row = QListWidgetItem(LOADING_TEXT)
+        row.setFlags(Qt.ItemFlag.NoItemFlags)  # neither selectable nor a name
+        widget.addItem(row)
+    if select and shown:
+        widget.setCurrentRow(0)
+    elif kept in shown:
+        widget.setCurrentRow(shown.index(kept))
+
+
+def _listed(widget: QListWidget) -> list[str]:
+    """The model names a list shows, in its order."""
+    return [widget.item(i).text() for i in range(widget.count()) if _is_name(widget.item(i))]
 
 
 def _chosen_name(widget: QListWidget) -> str | None:
     """The selected entry, or the only one the search kept."""
     item = widget.currentItem()
-    if item is not None and not item.isHidden():
+    if item is not None and _is_name(item):
         return item.text()
-    visible = [widget.item(i) for i in range(widget.count()) if not widget.item(i).isHidden()]
-    return visible[0].text() if len(visible) == 1 else None
+    listed = _listed(widget)
+    return listed[0] if len(listed) == 1 else None
 
 
 class ExportFolderDialog(QDialog):
