@@ -54,11 +54,13 @@ __all__ = [
     "input_source_of",
     "load_state",
     "model_source_of",
+    "open_model_source",
     "pin_capture_bytes",
     "save_state",
     "saved_size",
     "unsaved_warnings",
     "verify_model_source",
+    "weights_to_keep",
 ]
 
 #: The format this actviz writes (and the newest it reads).
@@ -167,10 +169,16 @@ class SessionState:
     ----------
     model, input
         How to open the model again and the embedded input (None: none was open).
+    model_weights
+        The model's ``state_dict()`` when opening it again gives other weights (a random
+        init, model code: :attr:`actviz.io.models.LoadedModel.kind` ``"code"``), else None.
     ticked
         Ticked layers, in tree order.
     target
         The target class/token index (None: the model's default).
+    categories
+        The model's class names (so a report from the saved capture names classes without
+        opening the model).
     colormap, normalize, gradcam_layer, sample, input_as_list
         The display settings of the same names in the window's session.
     channel_pages, page_channels
@@ -198,9 +206,13 @@ class SessionState:
     """
 
     model: ModelSource | None = None
+    model_weights: Mapping[str, torch.Tensor] | None = field(
+        default=None, repr=False, compare=False
+    )
     input: InputSource | None = None
     ticked: tuple[str, ...] = ()
     target: int | None = None
+    categories: tuple[str, ...] | None = None
     colormap: str = "auto"
     normalize: str = "channel"
     gradcam_layer: str | None = None
@@ -259,6 +271,16 @@ def model_source_of(
     )
 
 
+def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
+    """The weights a session must hold for an opened model (``SessionState.model_weights``):
+    its ``state_dict()`` when opening it again would give other weights (random init, model
+    code; the rule of :func:`actviz.io.reproduce.run_source`), else None."""
+    from actviz.io.reproduce import run_source
+
+    state = run_source(loaded, None).state
+    return None if state is None else dict(state)
+
+
 def input_source_of(loaded: Any) -> InputSource:
     """The :class:`InputSource` of an :class:`actviz.io.inputs.LoadedInput` (its tensors)."""
     tokens = getattr(loaded, "tokens", None)
@@ -270,6 +292,28 @@ def input_source_of(loaded: Any) -> InputSource:
         description=str(loaded.description),
         tokens=tuple(tokens) if tokens else None,
     )
+
+
+def open_model_source(
+    state: SessionState, path: str | os.PathLike[str] | None = None, *, device: str = "cpu"
+) -> Any:
+    """Open the session's model again: :func:`actviz.io.models.open_model` with the saved
+    arguments, then the saved weights when the session holds them (a random init).
+
+    ``path``: where the user located a checkpoint that moved. Check a checkpoint with
+    :func:`verify_model_source` first. Returns the ``LoadedModel``.
+    """
+    from actviz.io.models import open_model
+
+    src = state.model
+    if src is None:
+        raise SessionFileError("the session has no model to open")
+    source = str(path) if path is not None else src.source
+    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=src.trust, device=device)
+    if state.model_weights is not None:
+        with torch.no_grad():
+            loaded.model.load_state_dict(dict(state.model_weights))
+    return loaded
 
 
 @dataclass(frozen=True)
@@ -445,7 +489,8 @@ class _Arrays:
 
     def add(self, a: np.ndarray) -> str:
         key = f"a{len(self.arrays)}"
-        self.arrays[key] = np.ascontiguousarray(a)
+        # np.ascontiguousarray would make a 0-d array 1-d
+        self.arrays[key] = a if a.flags.c_contiguous else a.copy(order="C")
         return key
 
     def npz(self) -> bytes:
@@ -606,6 +651,7 @@ def _members(
         "input": None,
         "ticked": list(state.ticked),
         "target": state.target,
+        "categories": None if state.categories is None else list(state.categories),
         "colormap": state.colormap,
         "normalize": state.normalize,
         "gradcam_layer": state.gradcam_layer,
@@ -620,6 +666,7 @@ def _members(
         "scan_key": state.scan_key,
         "layout": None if state.layout is None else base64.b64encode(state.layout).decode(),
         "capture": None,
+        "model_weights": None,
         "settings": dict(state.settings),
     }
     if state.input is not None:
@@ -635,6 +682,13 @@ def _members(
             "tokens": None if inp.tokens is None else list(inp.tokens),
         }
         members["input.npz"] = store.npz()
+    if state.model_weights is not None:
+        store = _Arrays()
+        manifest["model_weights"] = {
+            "member": "weights.npz",
+            "tensors": _encode(dict(state.model_weights), store),
+        }
+        members["weights.npz"] = store.npz()
     if state.capture is not None:
         store = _Arrays()
         manifest["capture"] = {"member": "capture.npz", **_capture_to_json(state.capture, store)}
@@ -795,7 +849,7 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
         )
     # Only the manifest and the .npz members it names: anything else is refused unread.
     wanted = {_MANIFEST}
-    for section in (manifest.get("input"), manifest.get("capture")):
+    for section in (manifest.get("input"), manifest.get("capture"), manifest.get("model_weights")):
         if section is not None:
             wanted.add(section["member"])
     for pin in manifest.get("pins", []):
@@ -829,6 +883,10 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
                 description=m["description"],
                 tokens=None if m["tokens"] is None else tuple(m["tokens"]),
             )
+        weights = None
+        if manifest.get("model_weights") is not None:
+            section = manifest["model_weights"]
+            weights = _decode(section["tensors"], arrays_of(section))
         capture = None
         if manifest["capture"] is not None:
             capture = _capture_from_json(manifest["capture"], arrays_of(manifest["capture"]))
@@ -842,9 +900,11 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
         layout = manifest["layout"]
         return SessionState(
             model=model,
+            model_weights=weights,
             input=inp,
             ticked=tuple(manifest["ticked"]),
             target=manifest["target"],
+            categories=None if manifest["categories"] is None else tuple(manifest["categories"]),
             colormap=manifest["colormap"],
             normalize=manifest["normalize"],
             gradcam_layer=manifest["gradcam_layer"],

@@ -469,3 +469,30 @@ def test_public_module_saves_states_and_windows(run, tmp_path):
     with pytest.raises(TypeError, match="cannot save a session from int"):
         actviz.session.save(3, tmp_path / "x.actviz")
     assert not (tmp_path / "x.actviz").exists()
+
+
+def test_random_init_model_reopens_with_its_weights(tmp_path):
+    from actviz.io.models import open_model
+    from actviz.workspace.session_file import open_model_source, weights_to_keep
+    from tests.io.conftest import TINY_SOURCE
+
+    (tmp_path / "tiny.py").write_text(TINY_SOURCE)
+    spec = f"{tmp_path / 'tiny.py'}:TinyNet"
+    loaded = open_model(spec, trust=True)
+    kept = weights_to_keep(loaded)
+    assert kept is not None and set(kept) == set(loaded.model.state_dict())
+    x = torch.rand(1, 3, 8, 8)
+    want = loaded.model(x)
+    state = SessionState(
+        model=model_source_of(loaded, trust=True),
+        model_weights=kept,
+        categories=("a", "b", "c", "d"),
+    )
+    save_state(state, tmp_path / "s.actviz")
+    back = load_state(tmp_path / "s.actviz")
+    assert back.categories == ("a", "b", "c", "d")
+    assert back.model.sha256 is None and back.model.kind == "code"
+    again = open_model_source(back)
+    assert torch.equal(again.model(x), want)  # a fresh random init would differ
+    for name, t in back.model_weights.items():
+        assert torch.equal(t, kept[name]) and t.dtype == kept[name].dtype
