@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["EMPTY_INDEX", "LayerState", "reduce_output"]
+__all__ = ["EMPTY_INDEX", "LayerState", "Reduced", "pool", "reduce_output"]
 
 #: Index of an empty top-k slot: larger than any data index, so empty slots sort last.
 EMPTY_INDEX = 2**62
@@ -50,11 +50,17 @@ class Reduced:
     widths: np.ndarray | None
     #: The layer's map size; None for ``(B, C)`` layers and for several layers together.
     spatial: tuple[int, ...] | None
+    #: (B, D) pooled vector of each image (see :func:`pool`) when the scan records embeddings;
+    #: the same array as ``means`` when the channels are dimension 1. None for several layers.
+    embedding: np.ndarray | None = None
 
     def select(self, rows: np.ndarray) -> Reduced:
         """The same figures for the images ``rows`` only (indices into the batch)."""
         argmax = None if self.argmax is None else self.argmax[rows]
-        return Reduced(self.maxima[rows], self.means[rows], argmax, self.widths, self.spatial)
+        embedding = None if self.embedding is None else self.embedding[rows]
+        return Reduced(
+            self.maxima[rows], self.means[rows], argmax, self.widths, self.spatial, embedding
+        )
 
     def locations(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         """``(n, 2)`` ``(y, x)`` of the maxima of images ``b``, channels ``c`` (``(0, x)`` for
@@ -150,7 +156,32 @@ def _numpy64(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().astype(np.float64)
 
 
-def reduce_output(t: torch.Tensor) -> Reduced:
+def pool(t: torch.Tensor, axis: int = 1) -> np.ndarray:
+    """Each sample's pooled vector: the mean of ``t`` over every dimension but the batch
+    (0) and the channels (``axis``), float64 ``(B, D)``.
+
+    The one definition of a scan's embeddings (``(B, C, H, W)``: the spatial mean of each
+    channel; ``(B, T, D)`` with ``axis=2``: the mean over tokens), also used to place a
+    single capture among them. The mean runs in the tensor's own precision, like the
+    scan's statistics.
+    """
+    t = t.detach()
+    if t.ndim < 2:
+        raise ValueError(f"an output of shape {tuple(t.shape)} has no channel dimension")
+    axis = axis % t.ndim
+    if axis == 0:
+        raise ValueError("the channel axis cannot be the batch dimension")
+    if not t.is_floating_point():
+        t = t.float()
+    if axis != 1:
+        t = t.movedim(axis, 1)
+    b, c = t.shape[0], t.shape[1]
+    if t.ndim == 2:
+        return _numpy64(t)
+    return _numpy64(t.reshape(b, c, -1).mean(-1))
+
+
+def reduce_output(t: torch.Tensor, embed_axis: int | None = None) -> Reduced:
     """Reduce a layer's batch output ``(B, C, ...)`` to per-image, per-channel figures.
 
     Two vectorised passes over the maps run per batch: the maximum with its position, and
@@ -160,6 +191,10 @@ def reduce_output(t: torch.Tensor) -> Reduced:
     ----------
     t
         The layer output: ``(B, C)`` or ``(B, C, *spatial)``.
+    embed_axis
+        Also pool each image's vector along this channel axis (see :func:`pool`); None: no
+        embedding. With 1 the spatial means already computed are the embedding (no extra
+        pass over the maps); another axis costs one more mean.
 
     Returns
     -------
@@ -167,7 +202,14 @@ def reduce_output(t: torch.Tensor) -> Reduced:
         Maxima and spatial means, and where each maximum is for 1-D and 2-D maps (none for
         ``(B, C)`` layers and maps of more than 2 dimensions).
     """
-    t = t.detach()
+    reduced = _reduce(t.detach())
+    if embed_axis is not None:
+        axis = embed_axis % t.ndim
+        reduced.embedding = reduced.means if axis == 1 else pool(t, axis)
+    return reduced
+
+
+def _reduce(t: torch.Tensor) -> Reduced:
     if t.ndim < 2:
         raise ValueError(f"layer output of shape {tuple(t.shape)} has no channel dimension")
     if not t.is_floating_point():

@@ -5,6 +5,9 @@ directory; in it, per layer (the layer is part of the key):
 
 * ``<layer>.log``: one line per item done, in the order scanned (``D`` or ``S`` for skipped,
   the source, its signature, the reason); appended before the state is replaced;
+* ``<layer>.f16``, when the scan records embeddings: one row of float16 per log line (the
+  image's pooled vector; NaN for a skipped item), appended like the log and cut back to the
+  lines the state covers when it is opened;
 * its running state (top-k, statistics) and how many log lines it covers, under
   ``<layer>/...`` keys of the folder's state file, written once per batch for all layers
   together. The file has two slots, ``state.0.bin`` and ``state.1.bin``, written in turn and
@@ -29,7 +32,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import numpy as np
 import torch
@@ -87,6 +90,10 @@ class Loaded:
     done: np.ndarray  # (N,) bool: items of the current data already in the state (or skipped)
     skipped: dict[int, str]  # data index -> reason
     log_of_index: np.ndarray  # (N,) int64: log line of each data index, -1 when none
+    #: (N, D) float16 pooled vectors by data index (NaN rows: none) when asked for and saved
+    vectors: np.ndarray | None = None
+    #: the output dimension the vectors' channels were taken from
+    axis: int | None = None
 
 
 _MAGIC = b"ACTVZSCN"
@@ -201,13 +208,26 @@ class LayerCache:
         self.log_path = store.folder / f"{_safe(layer)}.log"
         self.lines = 0  # log lines covered by the saved state
         self._log: TextIO | None = None  # kept open while a scan appends, batch after batch
+        self.rows_path = store.folder / f"{_safe(layer)}.f16"
+        self.rows = 0  # embedding rows in the rows file (the first ``rows`` log lines)
+        self._rows: BinaryIO | None = None
 
     def load(
-        self, k: int, sources: tuple[str | int, ...], signatures: tuple[str, ...]
+        self,
+        k: int,
+        sources: tuple[str | int, ...],
+        signatures: tuple[str, ...],
+        embeddings: bool = False,
     ) -> Loaded | None:
-        """The saved state when it can be reused for ``sources``, else None."""
+        """The saved state when it can be reused for ``sources``, else None.
+
+        With ``embeddings``, a state saved without its embedding rows (a scan that did not
+        record them, or rows lost) cannot be reused either.
+        """
         arrays = self.store.get(self.layer)
         if arrays is None or not self.log_path.exists():
+            return None
+        if embeddings and "embed_dim" not in arrays:
             return None
         try:
             lines = int(arrays["lines"])
@@ -253,6 +273,12 @@ class LayerCache:
             spatial = tuple(int(s) for s in arrays["spatial"])
             state.spatial = spatial if spatial else None
             state.remap(np.arange(n))  # ties re-sorted by the current data order
+        vectors = axis = None
+        if embeddings:
+            found = self._load_rows(arrays, lines, index_of_log, n)
+            if found is None:
+                return None
+            vectors, axis = found
         if extra:
             # Lines a killed run appended after its last saved state: cut them off.
             tmp = self.log_path.with_name(self.log_path.name + f".{os.getpid()}.tmp")
@@ -260,33 +286,90 @@ class LayerCache:
                 fh.writelines(log)
             os.replace(tmp, self.log_path)
         self.lines = lines
-        return Loaded(state, done, skipped, log_of_index)
+        return Loaded(state, done, skipped, log_of_index, vectors, axis)
+
+    def _load_rows(
+        self, arrays: dict[str, np.ndarray], lines: int, index_of_log: np.ndarray, n: int
+    ) -> tuple[np.ndarray | None, int | None] | None:
+        """The saved embedding rows, by data index; None when they cannot be used.
+
+        ``embed_dim`` -1: no image had given a vector yet (its rows are all NaN, none written).
+        """
+        dim = int(arrays["embed_dim"])
+        if dim < 0:
+            self.rows = 0
+            return None, None
+        axis = int(arrays["embed_axis"])
+        size = lines * dim * 2
+        try:
+            with open(self.rows_path, "rb") as fh:
+                data = fh.read(size)
+                extra = fh.read(1)
+        except OSError:
+            return None
+        if len(data) != size:
+            return None
+        if extra:
+            # Rows a killed run appended after its last saved state.
+            with open(self.rows_path, "r+b") as fh:
+                fh.truncate(size)
+        rows = np.frombuffer(data, dtype="<f2").reshape(lines, dim)
+        vectors = np.full((n, dim), np.nan, dtype=np.float16)
+        vectors[index_of_log] = rows
+        self.rows = lines
+        return vectors, axis
+
+    def save_rows(self, rows: np.ndarray, first_line: int) -> None:
+        """Append embedding ``rows`` (float16, one per log line from ``first_line`` on) to the
+        rows file; lines before it that have none yet (a layer whose first images gave no
+        vector) get NaN rows. Call before :meth:`save` of the state that counts these lines."""
+        if self._rows is None:
+            self.store.make_folder()
+            mode = "r+b" if self.rows and self.rows_path.exists() else "wb"
+            self._rows = open(self.rows_path, mode)  # noqa: SIM115 (see close)
+            self._rows.seek(self.rows * rows.shape[1] * 2)
+            self._rows.truncate()
+        if first_line > self.rows:
+            gap = np.full((first_line - self.rows, rows.shape[1]), np.nan, dtype="<f2")
+            self._rows.write(gap.tobytes())
+        self._rows.write(np.ascontiguousarray(rows, dtype="<f2").tobytes())
+        self._rows.flush()
+        self.rows = first_line + len(rows)
 
     def close(self) -> None:
-        """Close the log (a scan calls this when it ends, however it ends)."""
+        """Close the log and the rows file (a scan calls this when it ends, however it ends)."""
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
 
     def reset(self) -> None:
         """Forget what is saved (the next save starts a new log)."""
         self.close()
         self.store.drop(self.layer)
-        try:
-            self.log_path.unlink()
-        except FileNotFoundError:
-            pass
+        for path in (self.log_path, self.rows_path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
         self.lines = 0
+        self.rows = 0
 
     def save(
         self,
         state: LayerState,
         new_lines: list[str],
         log_of_index: np.ndarray,
+        embedding: tuple[int, int] | None = None,
     ) -> None:
         """Append ``new_lines`` to the log and put the state in the store.
 
         ``log_of_index`` must already give the log line of every data index the state holds.
+        ``embedding``: ``(values per image, channel axis)`` when the scan records embeddings
+        (``(-1, -1)`` while none is known), their rows already saved (:meth:`save_rows`);
+        None: this save has none, and the saved rows no longer cover the log.
         The caller then writes the store (:meth:`ScanStore.write`), once for all layers.
         """
         if self._log is None:
@@ -304,6 +387,9 @@ class LayerCache:
             "count": np.array(state.count),
             "spatial": np.array(state.spatial or (), dtype=np.int64),
         }
+        if embedding is not None:
+            arrays["embed_dim"] = np.array(embedding[0])
+            arrays["embed_axis"] = np.array(embedding[1])
         # Copies: the state goes on changing in place, and the store writes what it holds for
         # every layer at each batch, this one's included when it has nothing new.
         saved = state.arrays()

@@ -9,7 +9,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ChannelStats", "LayerResult", "Scan", "ScanCancelled", "TopEntry"]
+from actviz.core.records import CaptureTooLarge
+
+__all__ = [
+    "ChannelStats",
+    "Embeddings",
+    "LayerResult",
+    "Neighbour",
+    "Scan",
+    "ScanCancelled",
+    "ScanMemory",
+    "ScanTooLarge",
+    "TopEntry",
+]
 
 
 class ScanCancelled(Exception):
@@ -24,6 +36,105 @@ class ScanCancelled(Exception):
     def __init__(self, message: str = "scan cancelled", partial: Scan | None = None) -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class ScanTooLarge(CaptureTooLarge):
+    """A scan's per-image records (its embeddings) would take more than the memory budget.
+
+    Raised before any image runs; the message says how much was needed and what to change.
+    A kind of :class:`~actviz.core.records.CaptureTooLarge`, so code that reports a refused
+    capture reports this the same way.
+    """
+
+
+@dataclass(frozen=True)
+class ScanMemory:
+    """What a scan will hold in memory for its embeddings, known before it starts.
+
+    Attributes
+    ----------
+    images
+        Items of the data (each gets a row, read or not).
+    widths
+        Per layer recording embeddings: values per image (its channel count).
+    embedding_bytes
+        ``images x sum(widths) x 2`` (float16).
+    """
+
+    images: int
+    widths: Mapping[str, int]
+    embedding_bytes: int
+
+    def describe(self) -> str:
+        """One line for a status bar or a log: "embeddings: 2000 images x 832 values = 3.2 MB"."""
+        from actviz.core.capture import format_bytes
+
+        values = sum(self.widths.values())
+        layers = len(self.widths)
+        where = f" in {layers} layers" if layers > 1 else ""
+        return (
+            f"embeddings: {self.images} images x {values} values{where} = "
+            f"{format_bytes(self.embedding_bytes)}"
+        )
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One image near a query in a layer's space.
+
+    Attributes
+    ----------
+    index
+        Position of the image in the data.
+    source
+        Its path, or the sample index.
+    similarity
+        Cosine similarity of its pooled vector and the query's (1: same direction).
+    """
+
+    index: int
+    source: str | int
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Each scanned image's pooled vector in one layer (see :func:`actviz.data.accumulate.pool`).
+
+    Rows are the images that have a vector (unreadable items, and images whose vector is all
+    NaN, are left out), in data order.
+
+    Attributes
+    ----------
+    layer
+        The layer.
+    vectors
+        ``(M, D)`` float16, read-only: per image, the mean of each channel over its positions
+        (tokens for ``(N, T, D)`` outputs).
+    indices
+        ``(M,)`` position of each row's image in the data.
+    sources
+        Each row's image path (or sample index).
+    labels
+        ``(M,)`` class index of each row (into ``class_names``; -1 where unknown), or None when
+        the data has no classes.
+    class_names
+        The data's class names, or None.
+    axis
+        The dimension of the layer's output the channels were taken from (1, or 2 for
+        ``(N, T, D)`` sequences); a single capture is pooled along the same one.
+    """
+
+    layer: str
+    vectors: np.ndarray
+    indices: np.ndarray
+    sources: tuple[str | int, ...]
+    labels: np.ndarray | None
+    class_names: tuple[str, ...] | None
+    axis: int
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
 
 
 @dataclass(frozen=True)
@@ -128,6 +239,14 @@ class Scan:
     results: Mapping[str, LayerResult] = field(repr=False, default_factory=dict)
     warnings: tuple[str, ...] = ()
     threads: int | None = None
+    #: Per layer recording embeddings: ``(N, D)`` float16 by data index (NaN rows: none).
+    pooled: Mapping[str, np.ndarray] = field(repr=False, default_factory=dict)
+    #: Per layer recording embeddings: the output dimension its channels were taken from.
+    pooled_axis: Mapping[str, int] = field(repr=False, default_factory=dict)
+    #: ``(N,)`` class index of each item (-1 unknown), or None when the data has no classes.
+    labels: np.ndarray | None = field(repr=False, default=None)
+    #: Lazily made per-layer figures (row norms for :meth:`neighbours`); not part of the result.
+    _memo: dict = field(repr=False, default_factory=dict, compare=False)
 
     def _layer(self, layer: str) -> LayerResult:
         try:
@@ -180,6 +299,82 @@ class Scan:
         if res.stats.count == 0:
             return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(res.positive == 0)
+
+    @property
+    def embedding_layers(self) -> tuple[str, ...]:
+        """The layers that recorded each image's pooled vector."""
+        return tuple(name for name in self.layers if name in self.pooled)
+
+    def embeddings(self, layer: str) -> Embeddings:
+        """Each scanned image's pooled vector in ``layer`` (see :class:`Embeddings`).
+
+        Raises
+        ------
+        KeyError
+            A layer that was not scanned, or scanned without ``embeddings``.
+        """
+        memo = self._memo.get(("embeddings", layer))
+        if memo is not None:
+            return memo
+        self._layer(layer)
+        if layer not in self.pooled:
+            raise KeyError(
+                f"layer {layer!r} was scanned without embeddings; scan it with "
+                f"embeddings=True (or embeddings=[{layer!r}])"
+            )
+        full = self.pooled[layer]
+        rows = np.flatnonzero(~np.isnan(full).all(axis=1)) if full.size else np.zeros(0, int)
+        vectors = full if len(rows) == len(full) else _frozen(full[rows])
+        labels = None if self.labels is None else _frozen(self.labels[rows])
+        out = Embeddings(
+            layer,
+            vectors,
+            _frozen(rows.astype(np.int64)),
+            tuple(self.sources[i] for i in rows.tolist()),
+            labels,
+            self.class_names,
+            int(self.pooled_axis.get(layer, 1)),
+        )
+        self._memo[("embeddings", layer)] = out
+        return out
+
+    def neighbours(self, layer: str, query: Any, k: int = 9) -> tuple[Neighbour, ...]:
+        """The ``k`` images whose pooled vectors in ``layer`` are most similar to ``query``.
+
+        Exact cosine similarity against every scanned image, best first (ties: the earlier
+        image first). Safe to call from a worker thread.
+
+        Parameters
+        ----------
+        layer
+            A layer scanned with embeddings.
+        query
+            A vector ``(D,)``; a capture of the model on one input
+            (:func:`actviz.capture`, holding ``layer``), one of its records, or the layer's
+            output tensor for one input: pooled the way the scan pooled its images.
+        k
+            How many images (fewer when fewer were scanned).
+
+        Raises
+        ------
+        KeyError
+            ``layer`` has no embeddings, or a capture does not hold it.
+        ValueError
+            A vector of another length than the layer's.
+        """
+        from actviz.data.atlas import cosine_top, query_vector, row_norms
+
+        emb = self.embeddings(layer)
+        vector = query_vector(query, layer, emb.axis)
+        norms = self._memo.get(("norms", layer))
+        if norms is None:
+            norms = row_norms(emb.vectors)
+            self._memo[("norms", layer)] = norms
+        rows, sims = cosine_top(emb.vectors, vector, k, norms=norms)
+        return tuple(
+            Neighbour(int(emb.indices[r]), emb.sources[r], float(s))
+            for r, s in zip(rows.tolist(), sims.tolist(), strict=True)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (what ``scan.json`` holds)."""

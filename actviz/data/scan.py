@@ -13,6 +13,7 @@ and the faster count is kept for the rest of the scan (see :mod:`actviz.core.thr
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,18 +23,19 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from actviz.core.capture import resolve_layers
+from actviz.core.capture import format_bytes, resolve_layers
+from actviz.core.edits import channel_dim
 from actviz.core.threads import ThreadTuner, available_cores, background_loader_init
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.loaders import loader_context
-from actviz.data.result import Scan, ScanCancelled, layer_result
+from actviz.data.result import Scan, ScanCancelled, ScanMemory, ScanTooLarge, layer_result
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "scan"]
+__all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "estimate_memory", "scan"]
 
 #: Bytes of layer outputs one batch may produce when the batch size is chosen automatically.
 ACTIVATION_BUDGET = 256 << 20
@@ -44,7 +46,15 @@ MAX_BATCH = 64
 class _LayerRun:
     """One layer during a scan: its state, what is done, and its cache files."""
 
-    def __init__(self, name: str, k: int, n: int, cache: LayerCache | None, data: ScanData):
+    def __init__(
+        self,
+        name: str,
+        k: int,
+        n: int,
+        cache: LayerCache | None,
+        data: ScanData,
+        embed: bool = False,
+    ):
         self.name = name
         self.cache = cache
         self._state = LayerState(k)
@@ -55,8 +65,14 @@ class _LayerRun:
         self.log_of_index = np.full(n, -1, dtype=np.int64)
         self.lines: list[str] = []
         self.loaded = False
+        #: Record each image's pooled vector (``vectors``, by data index; NaN rows: none yet).
+        self.embed = embed
+        self.vectors: np.ndarray | None = None
+        self.axis: int | None = None
+        #: The data indices of ``lines``, in order (their embedding rows follow the log).
+        self.line_indices: list[np.ndarray] = []
         if cache is not None:
-            loaded = cache.load(k, data.sources, data.signatures)
+            loaded = cache.load(k, data.sources, data.signatures, embeddings=embed)
             if loaded is None:
                 cache.reset()
             else:
@@ -65,6 +81,7 @@ class _LayerRun:
                 self.done = loaded.done
                 self.skipped = loaded.skipped
                 self.log_of_index = loaded.log_of_index
+                self.vectors, self.axis = loaded.vectors, loaded.axis
                 self.loaded = True
 
     @property
@@ -82,7 +99,22 @@ class _LayerRun:
             indices = indices[sel]
         self._state.update(reduced, indices)
         self.spatial = self._state.spatial
+        self.put_vectors(reduced, indices)
         self._mark(indices, "D", data)
+
+    def put_vectors(self, reduced: Reduced, indices: np.ndarray) -> None:
+        """Keep the images' pooled vectors (float16) when this layer records embeddings."""
+        if not self.embed or reduced.embedding is None:
+            return
+        rows = reduced.embedding
+        if self.vectors is None:
+            self.vectors = np.full((len(self.done), rows.shape[1]), np.nan, dtype=np.float16)
+        elif rows.shape[1] != self.vectors.shape[1]:
+            raise ValueError(
+                f"layer {self.name!r} gave vectors of {rows.shape[1]} values, "
+                f"earlier images {self.vectors.shape[1]}"
+            )
+        self.vectors[indices] = rows
 
     def mark_run(self, indices: np.ndarray, data: ScanData) -> None:
         """The images ``indices`` ran but this layer gave nothing to merge."""
@@ -114,13 +146,24 @@ class _LayerRun:
         base = self.cache.lines + len(self.lines)
         self.log_of_index[indices] = np.arange(base, base + len(indices))
         self.lines.extend(lines if lines is not None else log_lines(indices, kind, data, reason))
+        if self.embed:
+            self.line_indices.append(indices)
 
     def save(self) -> bool:
         """Put what is new into the store (the caller writes it); True when there was some."""
         new = bool(self.lines)
         if self.cache is not None and new:
-            self.cache.save(self.state, self.lines, self.log_of_index)
+            embedding = None
+            if self.embed:
+                embedding = (-1, -1)
+                if self.vectors is not None:
+                    # Rows follow the log: appended before the state that counts them.
+                    order = np.concatenate(self.line_indices)
+                    self.cache.save_rows(self.vectors[order], self.cache.lines)
+                    embedding = (int(self.vectors.shape[1]), int(self.axis or 1))
+            self.cache.save(self.state, self.lines, self.log_of_index, embedding)
         self.lines = []
+        self.line_indices = []
         return new
 
 
@@ -168,6 +211,7 @@ class _Group:
         lines = log_lines(indices, "D", data) if self.runs[0].cache is not None else None
         for r in self.runs:
             r.spatial = reduced[r.name].spatial or r.spatial
+            r.put_vectors(reduced[r.name], indices)
             r._mark(indices, "D", data, lines=lines)
 
     def dissolve(self) -> None:
@@ -203,6 +247,8 @@ def scan(
     cache: bool | str = True,
     num_workers: int | None = None,
     background: bool = False,
+    embeddings: bool | Sequence[str] = False,
+    memory_budget: int | None = None,
 ) -> Scan:
     """Scan a dataset: for each channel of ``layers``, the ``k`` images that excite it most.
 
@@ -246,6 +292,17 @@ def scan(
         rather than by this one (forking a large process stalls its other threads; see
         :mod:`actviz.data.loaders`) and, by default, one core is left to the foreground
         (``min(2, cores - 1)`` workers). The window's scans set it.
+    embeddings
+        Also record each image's pooled vector (:func:`actviz.data.accumulate.pool`: the
+        spatial mean of each channel; the mean over tokens of an ``(N, T, D)`` output, whose
+        channels :func:`actviz.core.edits.channel_dim` names), for every scanned layer
+        (True) or the layers listed; :meth:`Scan.embeddings` returns them. They take
+        ``N x channels x 2`` bytes (float16; :func:`estimate_memory` says how much before a
+        scan), in memory and in the cache, and resume like the rest. The means are the ones
+        the scan computes anyway for channels in dimension 1 (no extra pass over the maps).
+    memory_budget
+        Bytes the embeddings may take; a scan that would need more is refused before any
+        image runs (:class:`ScanTooLarge`). None: no limit.
 
     Returns
     -------
@@ -256,9 +313,11 @@ def scan(
     actviz.io.errors.InputError
         Missing folder or file, no images, samples that do not fit the model.
     ValueError
-        Unknown layer names or ``k < 1``.
+        Unknown layer names, ``k < 1``, or ``embeddings`` naming a layer not scanned.
     ScanCancelled
         ``should_stop()`` returned True.
+    ScanTooLarge
+        The embeddings would take more than ``memory_budget``.
     """
     if int(k) < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -268,6 +327,7 @@ def scan(
     names = resolve_layers(net, layers)
     if not names:
         raise ValueError("no layers to scan")
+    embed = _embedding_layers(net, names, embeddings)
     items = open_data(data, spec)
     n = len(items.sources)
     identity = items.identity
@@ -277,10 +337,19 @@ def scan(
     if cache is not False and identity is not None:
         folder = cache_dir(weights_fingerprint(net), preprocessing_id(spec), identity)
     store = ScanStore(folder) if folder is not None else None
+    if embed:
+        need = _estimate(spec, items, [name for name in names if name in embed], store)
+        if memory_budget is not None and need.embedding_bytes > memory_budget:
+            raise ScanTooLarge(
+                f"{need.describe()}, over the {format_bytes(memory_budget)} memory budget; "
+                "record embeddings for fewer layers, scan fewer images, or raise the budget"
+            )
     runs = [
-        _LayerRun(name, k, n, LayerCache(store, name) if store else None, items) for name in names
+        _LayerRun(name, k, n, LayerCache(store, name) if store else None, items, name in embed)
+        for name in names
     ]
     pending = np.flatnonzero(~np.logical_and.reduce([r.done for r in runs]))
+    labels = _labels(data, items)
     warnings: list[str] = []
     from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
     threads = None
@@ -296,10 +365,136 @@ def scan(
             should_stop,
             warnings,
             background,
+            labels,
         )
     elif progress is not None:
         progress(n, n, 0.0)
-    return _result(runs, k, items, from_cache, folder, warnings, threads)
+    return _result(runs, k, items, from_cache, folder, warnings, threads, labels)
+
+
+def _embedding_layers(net: nn.Module, names: list[str], embeddings: Any) -> set[str]:
+    """The scanned layers that record embeddings."""
+    if embeddings is True:
+        return set(names)
+    if not embeddings:
+        return set()
+    wanted = resolve_layers(net, [embeddings] if isinstance(embeddings, str) else embeddings)
+    missing = [name for name in wanted if name not in names]
+    if missing:
+        raise ValueError(
+            f"embeddings asked for layers that are not scanned: {', '.join(map(repr, missing))}"
+        )
+    return set(wanted)
+
+
+def estimate_memory(
+    model: Any,
+    data: Any,
+    layers: Sequence[str] | str,
+    *,
+    embeddings: bool | Sequence[str] = True,
+    transform: Callable[..., Any] | None = None,
+) -> ScanMemory:
+    """What a scan with ``embeddings`` will hold for them, before it starts.
+
+    Lists the data and runs the model once on its first readable item to learn each layer's
+    width (the model's training flags are restored after). For a window's worker thread:
+    it runs the model, so not at the same time as another job on the same model.
+
+    Parameters
+    ----------
+    model, data, layers, embeddings, transform
+        As for :func:`scan`.
+
+    Returns
+    -------
+    ScanMemory
+        Per layer the values per image, and the bytes (``images x values x 2``).
+    """
+    spec = resolve_model(model, transform)
+    names = resolve_layers(spec.model, layers)
+    embed = _embedding_layers(spec.model, names, embeddings)
+    items = open_data(data, spec)
+    return _estimate(spec, items, [name for name in names if name in embed], None)
+
+
+def _estimate(
+    spec: ModelSpec, items: ScanData, names: list[str], store: ScanStore | None
+) -> ScanMemory:
+    """Widths from the cache where it has them, else from one forward pass of one item."""
+    widths: dict[str, int] = {}
+    for name in names:
+        saved = store.get(name) if store is not None else None
+        if saved is not None and int(saved.get("embed_dim", -1)) >= 0:
+            widths[name] = int(saved["embed_dim"])
+    unknown = [name for name in names if name not in widths]
+    if unknown:
+        sample = _first_sample(items, range(min(8, len(items.sources))), spec)
+        if sample is not None:
+            widths.update(layer_widths(spec.model, sample, unknown))
+    n = len(items.sources)
+    return ScanMemory(n, widths, n * sum(widths.values()) * 2)
+
+
+def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor | None:
+    """The first readable of items ``order`` as a batch of one, on the model's device."""
+    device, dtype = _model_device(spec.model), spec.expected.dtype
+    for i in order:
+        _, t, _ = items.dataset[int(i)]
+        if t is not None:
+            return t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
+    return None
+
+
+def layer_widths(net: nn.Module, sample: torch.Tensor, names: Sequence[str]) -> dict[str, int]:
+    """Values per image each of ``names`` would record as an embedding, from one forward pass
+    of ``sample`` in eval mode (training flags restored after); layers that do not run or
+    give no tensor with a channel dimension are left out."""
+    modules = dict(net.named_modules())
+    widths: dict[str, int] = {}
+
+    def make_hook(name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, _args: Any, output: Any) -> None:
+            t = first_tensor(output)
+            if name not in widths and t is not None and t.ndim >= 2:
+                widths[name] = int(t.shape[channel_dim(module, t.ndim)])
+
+        return hook
+
+    training = [(m, m.training) for m in net.modules()]
+    handles = [modules[name].register_forward_hook(make_hook(name)) for name in names]
+    try:
+        net.eval()
+        with torch.no_grad():
+            net(sample)
+    finally:
+        for h in handles:
+            h.remove()
+        for m, flag in training:
+            if m.training != flag:
+                m.training = flag
+    return widths
+
+
+def _labels(data: Any, items: ScanData) -> np.ndarray | None:
+    """Each item's class index: its folder in an ImageFolder layout, or a dataset's
+    ``targets``; None when the data gives no classes."""
+    n = len(items.sources)
+    if items.class_names is not None and items.files:
+        where = {name: i for i, name in enumerate(items.class_names)}
+        return np.array(
+            [where.get(os.path.basename(os.path.dirname(str(s))), -1) for s in items.sources],
+            dtype=np.int64,
+        )
+    targets = getattr(data, "targets", None)
+    if targets is not None and not isinstance(data, (str, os.PathLike)):
+        try:
+            labels = np.asarray(targets, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError):
+            return None
+        if len(labels) == n:
+            return labels
+    return None
 
 
 def _result(
@@ -310,11 +505,23 @@ def _result(
     folder: Any,
     warnings: list[str],
     threads: int | None = None,
+    labels: np.ndarray | None = None,
 ) -> Scan:
     skipped: dict[int, str] = {}
     for r in runs:
         skipped.update(r.skipped)
     sources = items.sources
+    pooled, axes = {}, {}
+    for r in runs:
+        if r.embed:
+            vectors = r.vectors
+            if vectors is None:
+                vectors = np.zeros((len(sources), 0), dtype=np.float16)
+            vectors.flags.writeable = False  # the scan has ended: nothing writes them again
+            pooled[r.name] = vectors
+            axes[r.name] = int(r.axis or 1)
+    if labels is not None:
+        labels.flags.writeable = False
     return Scan(
         layers=tuple(r.name for r in runs),
         k=k,
@@ -327,6 +534,9 @@ def _result(
         results={r.name: layer_result(r.state) for r in runs},
         warnings=tuple(warnings),
         threads=threads,
+        pooled=pooled,
+        pooled_axis=axes,
+        labels=labels,
     )
 
 
@@ -389,6 +599,7 @@ def _run(
     should_stop: Callable[[], bool] | None,
     warnings: list[str],
     background: bool = False,
+    labels: np.ndarray | None = None,
 ) -> int:
     """Run the pending items; returns the CPU threads the forward passes ended on."""
     net = spec.model
@@ -401,12 +612,17 @@ def _run(
     reduced: dict[str, Reduced] = {}
 
     def make_hook(run: _LayerRun) -> Callable[..., None]:
-        def hook(_module: nn.Module, _args: Any, output: Any) -> None:
+        embed = run.embed
+
+        def hook(module: nn.Module, _args: Any, output: Any) -> None:
             if run.name in reduced:
                 return
             t = first_tensor(output)
             if t is not None and t.ndim >= 2:
-                reduced[run.name] = reduce_output(t)
+                axis = channel_dim(module, t.ndim) if embed else None
+                reduced[run.name] = reduce_output(t, axis)
+                if embed and run.axis is None:
+                    run.axis = axis
 
         return hook
 
@@ -449,7 +665,9 @@ def _run(
             if should_stop is not None and should_stop():
                 raise ScanCancelled(
                     f"scan cancelled after {done_before + processed} of {n} items",
-                    _result(runs, runs[0].state.k, items, False, _folder(runs), warnings),
+                    _result(
+                        runs, runs[0].state.k, items, False, _folder(runs), warnings, None, labels
+                    ),
                 )
             if images is not None:
                 reduced.clear()

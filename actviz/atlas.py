@@ -1,0 +1,40 @@
+"""The dataset atlas: where a layer puts every image of a dataset, and where a new input lands.
+
+``scan = actviz.scan(model, folder, ["layer4"], embeddings=True)`` records each image's pooled
+vector; ``emb = scan.embeddings("layer4")`` returns them (``.vectors``, ``.sources``,
+``.labels``); ``p = actviz.atlas.project(emb.vectors, method="pca")`` lays them out
+(``p.coords``) and places a new input with the same fit (``p.transform(vector)``);
+``scan.neighbours("layer4", capture, k=9)`` gives the most similar images. See
+:mod:`actviz.data.atlas` for the details.
+"""
+
+from __future__ import annotations
+
+from actviz.data.atlas import (
+    METHODS,
+    ChannelSplit,
+    Projection,
+    cosine_top,
+    project,
+    query_vector,
+    separating_channels,
+    umap_available,
+)
+from actviz.data.result import Embeddings, Neighbour, ScanMemory, ScanTooLarge
+from actviz.data.scan import estimate_memory
+
+__all__ = [
+    "METHODS",
+    "ChannelSplit",
+    "Embeddings",
+    "Neighbour",
+    "Projection",
+    "ScanMemory",
+    "ScanTooLarge",
+    "cosine_top",
+    "estimate_memory",
+    "project",
+    "query_vector",
+    "separating_channels",
+    "umap_available",
+]

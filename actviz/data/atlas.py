@@ -1,0 +1,409 @@
+"""The dataset atlas: a layer's pooled vectors of every scanned image, laid out as a 2-D map.
+
+Numpy only (UMAP through the optional ``umap-learn``), no Qt, no state shared between calls:
+a window can run every function here on a worker thread.
+
+* :func:`project` fits a projection (PCA, exact; or UMAP) and places the vectors; the
+  :class:`Projection` it returns places new vectors (a live input) with the same fit.
+* :func:`cosine_top` is the exact nearest-neighbour search behind :meth:`Scan.neighbours
+  <actviz.data.result.Scan.neighbours>`; :func:`query_vector` pools a capture the way the
+  scan pooled its images.
+* :func:`separating_channels` ranks the channels that set a selection of images apart from
+  the rest.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.data.accumulate import pool
+
+__all__ = [
+    "METHODS",
+    "ChannelSplit",
+    "Projection",
+    "cosine_top",
+    "project",
+    "query_vector",
+    "row_norms",
+    "separating_channels",
+    "umap_available",
+]
+
+#: Projection methods :func:`project` knows.
+METHODS = ("pca", "umap")
+
+#: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
+#: the float64 working copy stays a few MB.
+_CHUNK = 4096
+
+
+def _rows(vectors: Any) -> np.ndarray:
+    """``vectors`` as a 2-D numpy array (any float dtype kept: converted chunk by chunk)."""
+    if isinstance(vectors, torch.Tensor):
+        vectors = vectors.detach().cpu().numpy()
+    a = np.asarray(vectors)
+    if a.ndim != 2:
+        raise ValueError(f"vectors must be (N, D), got shape {a.shape}")
+    if a.dtype.kind not in "fiu":
+        raise ValueError(f"vectors must be numbers, got {a.dtype}")
+    return a
+
+
+def _chunks(a: np.ndarray) -> Any:
+    for lo in range(0, a.shape[0], _CHUNK):
+        yield lo, a[lo : lo + _CHUNK].astype(np.float64)
+
+
+def umap_available() -> bool:
+    """Whether ``umap-learn`` (the ``actviz[atlas]`` extra) is installed, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("umap") is not None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A fitted projection of pooled vectors to a few dimensions.
+
+    Attributes
+    ----------
+    method
+        ``"pca"`` or ``"umap"``.
+    coords
+        ``(N, dims)`` float64: where the fitted vectors land.
+    mean
+        ``(D,)`` the fitted vectors' mean (PCA; None for UMAP).
+    components
+        ``(dims, D)`` orthonormal principal axes, largest variance first, each signed so that
+        its largest loading is positive (PCA; None for UMAP).
+    explained
+        ``(dims,)`` share of the total variance along each axis (PCA; None for UMAP).
+    seed
+        The seed the fit used.
+    """
+
+    method: str
+    coords: np.ndarray
+    mean: np.ndarray | None = None
+    components: np.ndarray | None = None
+    explained: np.ndarray | None = None
+    seed: int = 0
+    _model: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def dims(self) -> int:
+        return int(self.coords.shape[1])
+
+    def transform(self, vectors: Any) -> np.ndarray:
+        """Place new vectors with this fit: ``(D,)`` -> ``(dims,)``, ``(M, D)`` -> ``(M, dims)``.
+
+        PCA: ``(vectors - mean) @ components.T``, exactly; UMAP: ``umap``'s own ``transform``
+        (the new points are placed among the fitted ones, which do not move).
+        """
+        a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
+        a = np.asarray(a)
+        one = a.ndim == 1
+        a = _rows(a[None] if one else a)
+        width = self.mean.shape[0] if self.mean is not None else self._model_width()
+        if width is not None and a.shape[1] != width:
+            raise ValueError(
+                f"vectors of {a.shape[1]} values; the projection was fitted on {width}"
+            )
+        if self.method == "pca":
+            assert self.mean is not None and self.components is not None
+            out = (a.astype(np.float64) - self.mean) @ self.components.T
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = np.asarray(self._model.transform(a.astype(np.float32)), dtype=np.float64)
+        return out[0] if one else out
+
+    def _model_width(self) -> int | None:
+        raw = getattr(self._model, "_raw_data", None)
+        return None if raw is None else int(raw.shape[1])
+
+
+def project(
+    vectors: Any, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
+) -> Projection:
+    """Fit a projection of ``vectors`` to ``dims`` dimensions and place them.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, D)`` (e.g. :attr:`Embeddings.vectors <actviz.data.result.Embeddings.vectors>`,
+        float16 is fine: it is converted a few thousand rows at a time).
+    method
+        ``"pca"``: the exact principal components (an eigendecomposition of the ``D x D``
+        covariance, or of the ``N x N`` Gram matrix when ``N < D``, in float64; the same axes
+        as an SVD of the centred vectors). ``"umap"``: UMAP (the ``actviz[atlas]`` extra,
+        ``umap-learn``), its neighbour count capped below ``N``.
+    dims
+        Output dimensions.
+    seed
+        UMAP's random state (PCA is deterministic).
+    options
+        Passed to ``umap.UMAP`` (e.g. ``n_neighbors``, ``min_dist``).
+
+    Returns
+    -------
+    Projection
+        ``.coords`` ``(N, dims)`` and ``.transform(new)``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method, ``dims`` below 1 or above what the vectors allow, NaN in the
+        vectors.
+    ImportError
+        ``"umap"`` without ``umap-learn`` installed.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown projection method {method!r} (known: {', '.join(METHODS)})")
+    a = _rows(vectors)
+    n, d = a.shape
+    dims = int(dims)
+    if dims < 1 or dims > d:
+        raise ValueError(f"dims must be between 1 and the {d} values per vector, got {dims}")
+    if n == 0:
+        raise ValueError("no vectors to project")
+    if a.dtype.kind == "f" and any(np.isnan(c).any() for _, c in _chunks(a)):
+        raise ValueError("the vectors hold NaN; leave those rows out")
+    if method == "pca":
+        return _pca(a, dims)
+    return _umap(a, dims, int(seed), options)
+
+
+def _pca(a: np.ndarray, dims: int) -> Projection:
+    n, d = a.shape
+    mean = np.zeros(d)
+    for _, c in _chunks(a):
+        mean += c.sum(axis=0)
+    mean /= n
+    if n >= d:
+        cov = np.zeros((d, d))
+        for _, c in _chunks(a):
+            c -= mean
+            cov += c.T @ c
+        values, vecs = np.linalg.eigh(cov)  # ascending
+        order = np.argsort(values)[::-1][:dims]
+        components = vecs[:, order].T
+        top = values[order]
+    else:
+        centred = a.astype(np.float64) - mean
+        gram = centred @ centred.T
+        values, vecs = np.linalg.eigh(gram)
+        order = np.argsort(values)[::-1][:dims]
+        top = values[order]
+        components = np.zeros((dims, d))
+        for j, (v, u) in enumerate(zip(top, vecs[:, order].T, strict=True)):
+            if v > 1e-12 * max(float(values[-1]), 1e-300):
+                components[j] = (centred.T @ u) / np.sqrt(v)  # beyond the rank: zero
+    # One sign per axis, whatever the solver gave: its largest loading positive.
+    big = np.argmax(np.abs(components), axis=1)
+    signs = np.sign(components[np.arange(len(components)), big])
+    components *= np.where(signs == 0, 1.0, signs)[:, None]
+    coords = np.empty((n, dims))
+    for lo, c in _chunks(a):
+        coords[lo : lo + len(c)] = (c - mean) @ components.T
+    total = float(np.maximum(values, 0).sum())
+    explained = np.maximum(top, 0) / total if total > 0 else np.zeros(dims)
+    return Projection(
+        "pca", _frozen(coords), _frozen(mean), _frozen(components), _frozen(explained)
+    )
+
+
+def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    try:
+        import umap
+    except ImportError as exc:
+        raise ImportError(
+            "method='umap' needs umap-learn: pip install 'actviz[atlas]' (or use method='pca')"
+        ) from exc
+    n = a.shape[0]
+    if n < 3:
+        raise ValueError(f"UMAP needs at least 3 vectors, got {n}")
+    opts: dict[str, Any] = {"n_neighbors": min(15, n - 1)}
+    opts.update(options)
+    opts["n_neighbors"] = min(int(opts["n_neighbors"]), n - 1)
+    reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
+    with warnings.catch_warnings():
+        # A fixed random_state turns off umap's parallelism, and it says so every time.
+        warnings.simplefilter("ignore")
+        coords = reducer.fit_transform(a.astype(np.float32))
+    return Projection(
+        "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer
+    )
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+# -- nearest images
+
+
+def row_norms(vectors: Any) -> np.ndarray:
+    """``(N,)`` float64 Euclidean norm of each row (chunk by chunk)."""
+    a = _rows(vectors)
+    out = np.empty(a.shape[0])
+    for lo, c in _chunks(a):
+        out[lo : lo + len(c)] = np.sqrt(np.einsum("nd,nd->n", c, c))
+    return out
+
+
+def cosine_top(
+    vectors: Any, query: Any, k: int, norms: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` rows of ``vectors`` most cosine-similar to ``query``, exactly, best first.
+
+    Ties go to the earlier row; a zero vector (row or query) has similarity 0 to everything.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, D)``.
+    query
+        ``(D,)``.
+    k
+        Rows wanted (all of them when fewer).
+    norms
+        ``row_norms(vectors)`` when already known (saves a pass).
+
+    Returns
+    -------
+    rows, similarities
+        ``(min(k, N),)`` int64 row indices and float64 cosine similarities.
+    """
+    a = _rows(vectors)
+    q = np.asarray(query.detach().cpu().numpy() if isinstance(query, torch.Tensor) else query)
+    q = q.astype(np.float64).reshape(-1)
+    if q.shape[0] != a.shape[1]:
+        raise ValueError(f"a query of {q.shape[0]} values; the vectors have {a.shape[1]}")
+    if int(k) < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    norms = row_norms(a) if norms is None else np.asarray(norms, dtype=np.float64)
+    qn = float(np.linalg.norm(q))
+    sims = np.empty(a.shape[0])
+    for lo, c in _chunks(a):
+        sims[lo : lo + len(c)] = c @ q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = sims / (norms * qn)
+    sims[~np.isfinite(sims)] = 0.0
+    k = min(int(k), len(sims))
+    if k < len(sims):
+        # The k-th largest value, then every row at least that large (ties kept, then cut).
+        kth = np.partition(sims, len(sims) - k)[len(sims) - k]
+        cand = np.flatnonzero(sims >= kth)
+    else:
+        cand = np.arange(len(sims))
+    order = cand[np.lexsort((cand, -sims[cand]))][:k]
+    return order.astype(np.int64), sims[order]
+
+
+def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
+    """A query for :func:`cosine_top` in ``layer``'s space: a vector ``(D,)`` as it is; a
+    capture (holding ``layer``), a run result with a ``capture``, a layer record or the
+    layer's output for one input pooled along ``axis`` as the scan pooled its images."""
+    capture = getattr(query, "capture", None)
+    if capture is not None and not isinstance(query, (torch.Tensor, np.ndarray)):
+        query = capture
+    if hasattr(query, "records") and hasattr(query, "__getitem__"):  # an actviz Capture
+        query = query[layer]
+    if hasattr(query, "tensor") and hasattr(query, "output"):  # a LayerRecord
+        t = query.tensor
+        if t is None:
+            raise ValueError(f"the capture of {layer!r} holds no tensor")
+        query = t
+    if isinstance(query, np.ndarray):
+        if query.ndim == 1:
+            return query.astype(np.float64)
+        query = torch.from_numpy(np.array(query))  # a copy: the array may be read-only
+    if not isinstance(query, torch.Tensor):
+        raise TypeError(
+            f"query must be a vector, a capture or a layer output, not {type(query).__name__}"
+        )
+    if query.ndim == 1:
+        return query.detach().cpu().double().numpy()
+    if query.shape[0] != 1:
+        raise ValueError(f"a layer output for one input is (1, ...), got {tuple(query.shape)}")
+    return pool(query, axis)[0]
+
+
+# -- what sets a selection apart
+
+
+@dataclass(frozen=True)
+class ChannelSplit:
+    """One channel's difference between a selection of images and the rest.
+
+    Attributes
+    ----------
+    channel
+        The channel (a column of the vectors).
+    score
+        ``(mean_in - mean_out) / pooled std``: how many standard deviations apart.
+    mean_in, mean_out
+        Its mean over the selected images and over the others.
+    """
+
+    channel: int
+    score: float
+    mean_in: float
+    mean_out: float
+
+
+def separating_channels(
+    vectors: Any, selected: Sequence[int] | np.ndarray, k: int = 10
+) -> tuple[ChannelSplit, ...]:
+    """The ``k`` channels whose mean activation sets ``selected`` apart from the other rows
+    most (largest ``|score|``, see :class:`ChannelSplit`), strongest first.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, C)`` pooled vectors (per image, each channel's mean activation).
+    selected
+        Row indices, or an ``(N,)`` boolean mask.
+    k
+        Channels wanted.
+    """
+    a = _rows(vectors)
+    n, c = a.shape
+    sel = np.asarray(selected)
+    mask = sel.astype(bool) if sel.dtype == bool else np.isin(np.arange(n), sel)
+    if mask.shape != (n,):
+        raise ValueError(f"a mask of {mask.shape} for {n} vectors")
+    n_in, n_out = int(mask.sum()), int(n - mask.sum())
+    if n_in == 0 or n_out == 0:
+        raise ValueError("select some of the images, not none or all")
+    s_in, s_out = np.zeros(c), np.zeros(c)
+    q_in, q_out = np.zeros(c), np.zeros(c)
+    for lo, chunk in _chunks(a):
+        m = mask[lo : lo + len(chunk)]
+        s_in += chunk[m].sum(axis=0)
+        s_out += chunk[~m].sum(axis=0)
+        q_in += (chunk[m] ** 2).sum(axis=0)
+        q_out += (chunk[~m] ** 2).sum(axis=0)
+    mean_in, mean_out = s_in / n_in, s_out / n_out
+    var_in = np.maximum(q_in / n_in - mean_in**2, 0)
+    var_out = np.maximum(q_out / n_out - mean_out**2, 0)
+    pooled = np.sqrt((n_in * var_in + n_out * var_out) / n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = (mean_in - mean_out) / pooled
+    diff = mean_in - mean_out
+    score = np.where(pooled > 0, score, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+    score = np.nan_to_num(score, nan=0.0)
+    order = np.lexsort((np.arange(c), -np.abs(score)))[: int(k)]
+    return tuple(
+        ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order
+    )

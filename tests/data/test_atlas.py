@@ -1,0 +1,149 @@
+"""actviz.atlas: projections equal to their definitions, exact neighbours, separating channels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import actviz
+from actviz.data import scan
+from actviz.data.atlas import cosine_top, project, separating_channels, umap_available
+from tests.data.conftest import tiny_net
+
+
+def _clustered(n: int = 300, d: int = 24, seed: int = 0) -> np.ndarray:
+    """Three blobs with distinct variances along their axes (well-separated eigenvalues)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 4, (3, d))
+    scales = np.linspace(3, 0.2, d)
+    return centres[np.arange(n) % 3] + rng.normal(0, 1, (n, d)) * scales
+
+
+def _svd_projection(x: np.ndarray, dims: int) -> np.ndarray:
+    centred = x - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return centred @ vt[:dims].T
+
+
+def _equal_up_to_sign(a: np.ndarray, b: np.ndarray, atol: float) -> None:
+    for j in range(a.shape[1]):
+        sign = 1.0 if np.dot(a[:, j], b[:, j]) >= 0 else -1.0
+        np.testing.assert_allclose(a[:, j], sign * b[:, j], atol=atol)
+
+
+@pytest.mark.parametrize(("n", "d", "dims"), [(300, 24, 2), (300, 24, 3), (20, 64, 2)])
+def test_pca_coordinates_equal_numpys_svd_projection_up_to_sign(n, d, dims):
+    x = _clustered(n, d)
+    p = actviz.atlas.project(x, method="pca", dims=dims)
+    assert p.method == "pca" and p.coords.shape == (n, dims)
+    _equal_up_to_sign(p.coords, _svd_projection(x, dims), atol=1e-4)
+    # orthonormal axes, variance shares in decreasing order
+    np.testing.assert_allclose(p.components @ p.components.T, np.eye(dims), atol=1e-9)
+    assert np.all(np.diff(p.explained) <= 0) and 0 < p.explained.sum() <= 1
+    # float16 vectors (what a scan stores) project like their float64 values
+    half = x.astype(np.float16)
+    _equal_up_to_sign(
+        project(half, dims=dims).coords, _svd_projection(half.astype(np.float64), dims), 1e-4
+    )
+
+
+def test_a_new_vector_is_placed_with_the_fitted_basis():
+    x = _clustered()
+    p = project(x, "pca")
+    new = np.random.default_rng(1).normal(0, 3, (5, x.shape[1]))
+    expected = (new - x.mean(axis=0)) @ p.components.T
+    np.testing.assert_allclose(p.transform(new), expected, atol=1e-10)
+    np.testing.assert_allclose(p.transform(new[2]), expected[2], atol=1e-10)
+    # the fitted vectors land where the fit put them
+    np.testing.assert_allclose(p.transform(x[:7]), p.coords[:7], atol=1e-10)
+    with pytest.raises(ValueError, match="fitted on 24"):
+        p.transform(new[:, :5])
+
+
+def test_project_refuses_what_it_cannot_do():
+    x = _clustered(30, 4)
+    with pytest.raises(ValueError, match="unknown projection"):
+        project(x, "tsne")
+    with pytest.raises(ValueError, match="dims"):
+        project(x, dims=5)
+    x[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        project(x)
+
+
+def test_neighbours_equal_a_brute_force_cosine_search(image_folder):
+    net = tiny_net()
+    result = scan(net, image_folder, ["1", "4"], k=3, num_workers=0, embeddings=True)
+    for layer in ("1", "4"):
+        emb = result.embeddings(layer)
+        v = emb.vectors.astype(np.float64)
+        unit = v / np.linalg.norm(v, axis=1, keepdims=True)
+        for q in (0, 17, 41):
+            query = v[q] * 2.5 + 0.01  # not one of the rows
+            sims = unit @ (query / np.linalg.norm(query))
+            order = np.lexsort((np.arange(len(sims)), -sims))[:7]
+            got = result.neighbours(layer, query, k=7)
+            assert [n.index for n in got] == [int(emb.indices[i]) for i in order]
+            assert [n.source for n in got] == [emb.sources[i] for i in order]
+            np.testing.assert_allclose([n.similarity for n in got], sims[order], atol=1e-6)
+    # More than there are: every image, best first.
+    assert len(result.neighbours("4", result.embeddings("4").vectors[0], k=500)) == 60
+
+
+def test_cosine_top_breaks_ties_by_row_and_handles_zero_vectors():
+    v = np.array([[1, 0], [0, 1], [2, 0], [0, 0], [1, 0]], dtype=np.float16)
+    rows, sims = cosine_top(v, np.array([3.0, 0.0]), k=4)
+    assert rows.tolist() == [0, 2, 4, 1] and sims.tolist() == [1.0, 1.0, 1.0, 0.0]
+    rows, _ = cosine_top(v, np.array([0.0, 0.0]), k=2)
+    assert rows.tolist() == [0, 1]  # all zero: data order
+    with pytest.raises(ValueError, match="3 values"):
+        cosine_top(v, np.zeros(3), k=1)
+
+
+def test_separating_channels_rank_the_channel_that_splits_the_selection():
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, (200, 8))
+    selected = np.arange(0, 200, 4)
+    x[selected, 5] += 3.0  # channel 5 is high in the selection
+    x[selected, 2] -= 1.5  # channel 2 lower
+    splits = separating_channels(x, selected, k=3)
+    assert [s.channel for s in splits[:2]] == [5, 2]
+    assert splits[0].score > 2 and splits[1].score < -1
+    mask = np.zeros(200, bool)
+    mask[selected] = True
+    assert splits[0].mean_in == pytest.approx(x[mask, 5].mean())
+    assert splits[0].mean_out == pytest.approx(x[~mask, 5].mean())
+    assert separating_channels(x, mask, k=3) == splits
+    with pytest.raises(ValueError, match="not none or all"):
+        separating_channels(x, [], k=3)
+
+
+@pytest.mark.slow  # numba compiles umap's code on the first fit and transform: about a minute
+@pytest.mark.skipif(not umap_available(), reason="umap-learn (actviz[atlas]) not installed")
+def test_umap_projects_and_places_new_points_near_their_cluster():
+    x = _clustered(150, 12)
+    p = project(x, method="umap", dims=2, seed=0)
+    assert p.method == "umap" and p.coords.shape == (150, 2) and np.isfinite(p.coords).all()
+    again = project(x, method="umap", dims=2, seed=0)
+    np.testing.assert_allclose(p.coords, again.coords, atol=1e-5)  # the seed fixes the layout
+    placed = p.transform(x[:6] + 0.01)
+    assert placed.shape == (6, 2)
+    # each new point lands nearer its own blob's centre than the other blobs'
+    centres = np.array([p.coords[np.arange(150) % 3 == c].mean(axis=0) for c in range(3)])
+    nearest = np.argmin(((placed[:, None] - centres[None]) ** 2).sum(-1), axis=1)
+    assert nearest.tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_umap_without_umap_learn_says_how_to_get_it(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_umap(name, *args, **kwargs):
+        if name == "umap":
+            raise ImportError("no umap")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_umap)
+    with pytest.raises(ImportError, match=r"actviz\[atlas\]"):
+        project(_clustered(20, 4), method="umap")
