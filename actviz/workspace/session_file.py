@@ -386,9 +386,17 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
     """What saving ``state`` would leave out, one line each (shown before saving).
 
     Custom edits (Python callables) and patch edits whose source run is not a pinned capture
-    that is saved too cannot be stored.
+    that is saved too cannot be stored: the session's edits, and those the current run and
+    the pinned runs ran with.
     """
-    _, warnings = edits_to_json(state.edits, state.pins if pin_captures else ())
+    pins = state.pins if pin_captures else ()
+    _, warnings = edits_to_json(state.edits, pins)
+    runs = [("the current run", state.capture)]
+    runs += [(f"pin {p.label!r}", p.capture) for p in pins]
+    for label, cap in runs:
+        if cap is not None:
+            _, left_out = edits_to_json(cap.edits, pins)
+            warnings += [f"{label}: {w}" for w in left_out if w not in warnings]
     return warnings
 
 
@@ -553,8 +561,10 @@ def _float_json(v: float | None) -> Any:
     return None if v is None else repr(float(v))
 
 
-def _capture_to_json(cap: Capture, store: _Arrays) -> dict[str, Any]:
+def _capture_to_json(cap: Capture, store: _Arrays, pins: Sequence[PinState]) -> dict[str, Any]:
     records = []
+    # The edits it ran with, as the session's own (a patch's source: a saved pin).
+    edit_rows, _ = edits_to_json(cap.edits, pins)
     for name in cap.names:
         for rec in cap.records[name]:
             records.append(
@@ -582,8 +592,7 @@ def _capture_to_json(cap: Capture, store: _Arrays) -> dict[str, Any]:
         "elapsed_s": float(cap.elapsed_s),
         "gradients": bool(cap.gradients),
         "mode": cap.mode,
-        # a capture's own edits (what it ran with) are shown as text only
-        "edits": {k: [e.describe() for e in v] for k, v in cap.edits.items()},
+        "edits": edit_rows,
     }
 
 
@@ -616,7 +625,6 @@ def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
         elapsed_s=float(d["elapsed_s"]),
         gradients=bool(d["gradients"]),
         mode=d["mode"],
-        extra={"saved_edits": dict(d.get("edits", {}))} if d.get("edits") else {},
     )
 
 
@@ -641,7 +649,8 @@ def _members(
     labels = [p.label for p in pins]
     if len(set(labels)) != len(labels):
         raise SessionFileError("two pins have the same label; rename one before saving")
-    edit_rows, warnings = edits_to_json(state.edits, pins)
+    edit_rows, _ = edits_to_json(state.edits, pins)
+    warnings = unsaved_warnings(state, pin_captures=pin_captures)
     manifest: dict[str, Any] = {
         "kind": _KIND,
         "format": FORMAT_VERSION,
@@ -691,14 +700,17 @@ def _members(
         members["weights.npz"] = store.npz()
     if state.capture is not None:
         store = _Arrays()
-        manifest["capture"] = {"member": "capture.npz", **_capture_to_json(state.capture, store)}
+        manifest["capture"] = {
+            "member": "capture.npz",
+            **_capture_to_json(state.capture, store, pins),
+        }
         members["capture.npz"] = store.npz()
     for i, pin in enumerate(pins):
         entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
         if pin.capture is not None:
             store = _Arrays()
             member = f"pin{i}.npz"
-            entry["capture"] = {"member": member, **_capture_to_json(pin.capture, store)}
+            entry["capture"] = {"member": member, **_capture_to_json(pin.capture, store, pins)}
             members[member] = store.npz()
         manifest["pins"].append(entry)
     return manifest, members, warnings
@@ -887,16 +899,24 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
         if manifest.get("model_weights") is not None:
             section = manifest["model_weights"]
             weights = _decode(section["tensors"], arrays_of(section))
-        capture = None
-        if manifest["capture"] is not None:
-            capture = _capture_from_json(manifest["capture"], arrays_of(manifest["capture"]))
         pins = []
         for p in manifest["pins"]:
             cap = None
             if p.get("capture") is not None:
                 cap = _capture_from_json(p["capture"], arrays_of(p["capture"]))
             pins.append(PinState(p["label"], float(p["pinned_at"]), cap))
-        edits, warnings = edits_from_json(manifest["edits"], pins)
+        capture = None
+        if manifest["capture"] is not None:
+            capture = _capture_from_json(manifest["capture"], arrays_of(manifest["capture"]))
+        # Each capture's own edits once every pin (a patch's source) exists.
+        warnings: list[str] = []
+        sections = [manifest["capture"], *(p.get("capture") for p in manifest["pins"])]
+        for cap, section in zip([capture, *(p.capture for p in pins)], sections, strict=True):
+            if cap is not None:
+                cap.edits, left_out = edits_from_json(section["edits"], pins)
+                warnings += left_out
+        edits, left_out = edits_from_json(manifest["edits"], pins)
+        warnings += left_out
         layout = manifest["layout"]
         return SessionState(
             model=model,

@@ -496,3 +496,18 @@ def test_random_init_model_reopens_with_its_weights(tmp_path):
     assert torch.equal(again.model(x), want)  # a fresh random init would differ
     for name, t in back.model_weights.items():
         assert torch.equal(t, kept[name]) and t.dtype == kept[name].dtype
+
+
+def test_captures_keep_the_edits_they_ran_with(run, tmp_path):
+    model, x, cap, other = run
+    edits = {"conv": (ablate([0]), custom(lambda t: t)), "fc": (patch(other, [1]),)}
+    edited = actviz.capture(model, x, ["conv", "act", "fc"], edits=edits, target=2)
+    state = _state(run, capture=edited, edits={"conv": (ablate([0]),)})
+    warnings = unsaved_warnings(state)
+    assert len(warnings) == 1 and warnings[0].startswith("the current run: edit 'custom")
+    assert save_state(state, tmp_path / "s.actviz") == warnings
+    back = load_state(tmp_path / "s.actviz")
+    assert [e.describe() for e in back.capture.edits["conv"]] == ["ablate ch 0"]
+    (p,) = back.capture.edits["fc"]
+    assert p.source is back.pins[0].capture and p.channels == (1,)
+    _same_capture(edited, back.capture)
