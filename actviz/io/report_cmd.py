@@ -1,0 +1,243 @@
+"""``actviz report``: one self-contained HTML report, from a session file or a model and input.
+
+``actviz report --session study.actviz --out report.html`` reports the session's run: its
+saved capture when it has one (no model needed), else the session's model run again on its
+embedded input with its ticked layers, target and edits. ``actviz report --model M --input X
+--out report.html`` takes the options of ``actviz export`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+    """Add the ``report`` sub-command to the ``actviz`` parser."""
+    p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML report (from a session file, or a model and input)",
+    )
+    add_model_args(p, False)
+    p.add_argument(
+        "--session",
+        "-s",
+        help="a session file (.actviz); --model then says where its checkpoint is now",
+    )
+    p.add_argument(
+        "--input",
+        "-i",
+        help="image, tensor file, random:NxCxHxW, or text:WORDS (without --session)",
+    )
+    p.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
+    p.add_argument("--out", "-o", required=True, help="the HTML file to write")
+    p.add_argument("--target", "-t", help="class index or class name (as actviz export)")
+    p.add_argument(
+        "--list-input",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give the model a list of (C, H, W) images (as actviz export)",
+    )
+    p.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
+    p.add_argument(
+        "--cmap", help="colour map of the feature maps (default: viridis; a session's own)"
+    )
+    p.add_argument(
+        "--normalize",
+        choices=("channel", "shared"),
+        help="feature-map mosaics: each tile its own range or one range (default: channel)",
+    )
+    p.add_argument("--no-gradients", action="store_true", help="forward only")
+
+
+def _layers(text: str | None) -> list[str] | None:
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+
+
+def run(
+    args: argparse.Namespace,
+    open_model: Callable[[argparse.Namespace], Any],
+    progress: Callable[[str], None],
+) -> int:
+    """Run ``actviz report``; ``progress`` writes a line to stderr, the result goes to stdout."""
+    from actviz.io.errors import ActvizError
+
+    if args.session:
+        report = _from_session(args, progress)
+    elif args.model and args.input:
+        report = _from_model(args, open_model, progress)
+    else:
+        raise ActvizError("actviz report needs --session FILE, or --model and --input")
+    info = report()
+    print(f"wrote {info.path} ({info.nbytes / 2**20:.1f} MiB, {len(info.panels)} pictures)")
+    return 0
+
+
+def _pages(progress: Callable[[str], None]) -> Callable[[int, int, str], None]:
+    def report(done: int, total: int, what: str) -> None:
+        if done < total:
+            progress(f"[{done + 1}/{total}] {what or '(model)'}")
+
+    return report
+
+
+def _from_model(
+    args: argparse.Namespace,
+    open_model: Callable[[argparse.Namespace], Any],
+    progress: Callable[[str], None],
+) -> Callable[[], Any]:
+    import actviz
+    from actviz.core.targets import parse_target
+    from actviz.io.errors import ActvizError
+    from actviz.io.inputs import open_input
+    from actviz.io.report import write_report
+    from actviz.io.reproduce import run_source
+
+    loaded = open_model(args)
+    inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
+    try:
+        target = parse_target(args.target, loaded.categories, loaded.tokenizer)
+    except ValueError as exc:
+        raise ActvizError(f"--target: {exc}") from None
+    progress(f"capturing {inp.description} ...")
+    cap = actviz.capture(
+        loaded.model,
+        inp.value,
+        _layers(args.layers),
+        target=target,
+        gradients=not args.no_gradients,
+    )
+    for w in cap.warnings:
+        progress(f"warning: {w}")
+    source = run_source(
+        loaded,
+        str(args.input),
+        arch=args.arch,
+        weights=None if str(args.weights).lower() in ("none", "random") else args.weights,
+        trust=args.trust,
+        device=args.device,
+        list_input=args.list_input,
+        target=target,
+    )
+    return lambda: write_report(
+        cap,
+        args.out,
+        image=inp.image,
+        categories=loaded.categories,
+        model_name=loaded.name,
+        model=loaded.model,
+        input_name=str(args.input),
+        cmap=args.cmap or "viridis",
+        normalize=args.normalize or "channel",
+        gradcam_layer=args.gradcam_layer,
+        source=source,
+        tokens=getattr(inp, "tokens", None),
+        tokenizer=getattr(loaded, "tokenizer", None),
+        progress=_pages(progress),
+    )
+
+
+def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> Callable[[], Any]:
+    import actviz
+    from actviz.core.edits import enabled_edits
+    from actviz.io.errors import ActvizError
+    from actviz.io.report import write_report
+    from actviz.io.reproduce import RunSource
+    from actviz.workspace.session_file import (
+        load_state,
+        open_model_source,
+        verify_model_source,
+    )
+
+    state = load_state(args.session)
+    notes = list(state.warnings)
+    cap = state.capture
+    edits = enabled_edits(state.edits)
+    loaded = None
+    # The model is opened only when the saved capture is not enough: none saved, or edits
+    # whose "before" prediction needs the unedited run.
+    if state.model is not None and (cap is None or edits or _layers(args.layers)):
+        check = verify_model_source(state, args.model)
+        if check.status == "missing":
+            if cap is None:
+                raise ActvizError(f"{check.message} (pass --model PATH)")
+            notes.append(f"{check.message}; the report shows the saved run only")
+        else:
+            if check.status == "changed":
+                progress(f"warning: {check.message}")
+                notes.append(check.message)
+            loaded = open_model_source(state, args.model, device=args.device)
+    if cap is None or (loaded is not None and _layers(args.layers)):
+        if loaded is None or state.input is None:
+            raise ActvizError(
+                f"{args.session}: the session holds no saved run, and no model and input to run"
+            )
+        layers = _layers(args.layers) or list(state.ticked) or None
+        progress(f"capturing {state.input.description or 'the session input'} ...")
+        cap = actviz.capture(
+            loaded.model,
+            state.input.value,
+            layers,
+            target=state.target,
+            edits=edits or None,
+            gradients=not args.no_gradients,
+        )
+    baseline = None
+    if cap.edits and loaded is not None and state.input is not None:
+        baseline = actviz.capture(loaded.model, state.input.value, cap.names, target=state.target)
+    comparison, label = _comparison(state, cap)
+    src = state.model
+    source = None
+    if src is not None:
+        source = RunSource(
+            model=src.source,
+            arch=src.arch,
+            weights=src.weights,
+            trust=src.trust,
+            device=args.device,
+            input=None,  # the session's input is embedded: the script loads saved tensors
+            list_input=state.input_as_list,
+            target=state.target,
+            state=state.model_weights,
+        )
+    names = [n for n in (_layers(args.layers) or state.ticked or cap.names) if n in cap]
+    inp = state.input
+    return lambda: write_report(
+        cap,
+        args.out,
+        image=None if inp is None else inp.image,
+        categories=state.categories or (None if loaded is None else loaded.categories),
+        model_name=src.name or src.source if src is not None else "",
+        model=None if loaded is None else loaded.model,
+        input_name="" if inp is None else (inp.source or inp.description),
+        cmap=args.cmap or state.colormap,
+        normalize=args.normalize or state.normalize,
+        gradcam_layer=args.gradcam_layer or state.gradcam_layer,
+        layers=names,
+        source=source,
+        baseline=baseline,
+        comparison=comparison,
+        comparison_label=label,
+        tokens=None if inp is None else inp.tokens,
+        tokenizer=None if loaded is None else getattr(loaded, "tokenizer", None),
+        notes=notes,
+        title=f"actviz report: {args.session}",
+        progress=_pages(progress),
+    )
+
+
+def _comparison(state: Any, cap: Any) -> tuple[Any, str]:
+    """The session's comparison (``{"a": run, "b": run, "tol": float}``, a run being
+    ``"current"`` or a pin's label) when both runs have captures; else ``(None, "")``."""
+    setup = state.comparison or {}
+    runs = {"current": cap, **{p.label: p.capture for p in state.pins}}
+    a, b = runs.get(setup.get("a")), runs.get(setup.get("b"))
+    if a is None or b is None:
+        return None, ""
+    from actviz.core.compare import compare
+
+    tol = float(setup.get("tol", 1e-4))
+    return compare(a, b, tol=tol), f"Run A ({setup['a']}) against run B ({setup['b']})."
