@@ -207,7 +207,7 @@ def test_readme_script_runs_as_written(qtbot, monkeypatch):
         assert not torch.equal(edited["layer1"].output, cap["layer1"].output)
         assert float(edited["layer1"].output[:, [0, 5]].abs().max()) == 0.0
         (window,) = opened
-        qtbot.waitUntil(lambda: window.result is not None, timeout=120_000)
+        assert window.wait_idle(120_000)
         shown = window.result.capture
         assert set(shown.names) == {"layer1", "layer4"}
         # The window ran the same model on the same input: the script's values.
