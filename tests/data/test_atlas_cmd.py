@@ -1,0 +1,103 @@
+"""``actviz atlas``: atlas.png coloured by class with a legend, atlas.npz and atlas.json that
+agree with the engine; a run over the memory budget is refused with one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from actviz.cli import main
+from actviz.data import scan
+from actviz.data.atlas import project
+from actviz.data.atlas_image import atlas_image, class_colours
+from actviz.io.models import open_model
+
+
+def test_atlas_command_writes_the_picture_the_arrays_and_the_summary(
+    image_folder, tmp_path, capsys
+):
+    out = tmp_path / "atlas"
+    rc = main(
+        [
+            "atlas",
+            "-m",
+            "demo",
+            "-d",
+            str(image_folder),
+            "-l",
+            "features.block2",
+            "-o",
+            str(out),
+            "--workers",
+            "0",
+            "--size",
+            "640x360",
+        ]
+    )
+    assert rc == 0
+    printed = capsys.readouterr()
+    assert "mapped 60 images of 'features.block2'" in printed.out
+    assert "embeddings: 60 images x" in printed.err  # the memory, before the scan
+    summary = json.loads((out / "atlas.json").read_text())
+    assert summary["images"] == 60 and summary["method"] == "pca" and summary["dims"] == 2
+    assert summary["class_names"] == ["a", "b"] and summary["class_counts"] == {"a": 30, "b": 30}
+    arrays = np.load(out / "atlas.npz")
+    # The same vectors and coordinates as the engine gives
+    loaded = open_model("demo")
+    result = scan(loaded, image_folder, ["features.block2"], num_workers=0, embeddings=True)
+    assert result.from_cache  # the command's scan is in the cache
+    emb = result.embeddings("features.block2")
+    np.testing.assert_array_equal(arrays["vectors"], emb.vectors)
+    np.testing.assert_allclose(arrays["coords"], project(emb.vectors).coords, atol=1e-9)
+    assert list(arrays["sources"]) == [str(s) for s in emb.sources]
+    assert list(arrays["labels"]) == list(emb.labels) and list(arrays["class_names"]) == ["a", "b"]
+    img = np.asarray(Image.open(out / "atlas.png").convert("RGB"))
+    assert img.shape == (360, 640, 3)
+    colours = class_colours(2)
+    for c in colours:  # both classes' dots (and their legend swatches) are drawn
+        assert (img == c).all(axis=-1).sum() > 60
+
+
+def test_atlas_command_refuses_a_run_over_the_memory_budget(image_folder, tmp_path, capsys):
+    rc = main(
+        [
+            "atlas",
+            "-m",
+            "demo",
+            "-d",
+            str(image_folder),
+            "-l",
+            "features.block2",
+            "-o",
+            str(tmp_path / "out"),
+            "--memory-budget",
+            "100",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc != 0 and "over the 100 B memory budget" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_atlas_image_puts_points_where_their_coordinates_say():
+    coords = np.array([[0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+    img = np.asarray(atlas_image(coords, np.array([0, 1, -1]), ["x", "y"], size=(400, 300), dot=3))
+    colours = class_colours(2)
+
+    def where(colour):
+        ys, xs = np.nonzero((img == colour).all(axis=-1))
+        return xs, ys
+
+    xs0, ys0 = where(colours[0])
+    xs1, ys1 = where(colours[1])
+    # point 0 at the bottom left of the plot, point 1 at the top right (y grows upwards), the
+    # legend's swatches right of both
+    assert xs0.min() < 30 and ys0.max() > 270
+    assert ys1.min() < 30 and xs1.min() > 250
+    assert (img == (110, 110, 110)).all(axis=-1).sum() >= 9  # the unlabelled point, grey
+    assert len({tuple(c) for c in class_colours(40)}) == 40
+    with pytest.raises(ValueError):
+        atlas_image(np.zeros(3))
