@@ -169,7 +169,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
             if check.status == "changed":
                 progress(f"warning: {check.message}")
                 notes.append(check.message)
-            loaded = open_model_source(state, args.model, device=args.device)
+            loaded = open_model_source(state, args.model, trust=args.trust, device=args.device)
     if cap is None or (loaded is not None and _layers(args.layers)):
         if loaded is None or state.input is None:
             raise ActvizError(
@@ -196,7 +196,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
             model=src.source,
             arch=src.arch,
             weights=src.weights,
-            trust=src.trust,
+            trust=src.trust,  # the script says so; whoever runs it decides
             device=args.device,
             input=None,  # the session's input is embedded: the script loads saved tensors
             list_input=state.input_as_list,

@@ -97,8 +97,10 @@ class ModelSource:
         :attr:`actviz.io.models.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``, ...).
     name
         The display name.
-    arch, weights, trust
+    arch, weights
         ``open_model``'s arguments of the same names.
+    trust
+        Whether the model needed ``trust=True`` when saved (opening it again asks anew).
     sha256, size
         The checkpoint file's SHA-256 and byte count when the model came from one file
         (None otherwise): :func:`verify_model_source` compares them.
@@ -295,13 +297,20 @@ def input_source_of(loaded: Any) -> InputSource:
 
 
 def open_model_source(
-    state: SessionState, path: str | os.PathLike[str] | None = None, *, device: str = "cpu"
+    state: SessionState,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    trust: bool = False,
+    device: str = "cpu",
 ) -> Any:
     """Open the session's model again: :func:`actviz.io.models.open_model` with the saved
     arguments, then the saved weights when the session holds them (a random init).
 
     ``path``: where the user located a checkpoint that moved. Check a checkpoint with
-    :func:`verify_model_source` first. Returns the ``LoadedModel``.
+    :func:`verify_model_source` first. ``trust`` is the user's answer now, never the file's:
+    ``ModelSource.trust`` only says the model needed it when saved (a session file from
+    someone else must not open a pickle or run model code unasked). Returns the
+    ``LoadedModel``; raises what ``open_model`` raises (``UntrustedFileError`` included).
     """
     from actviz.io.models import open_model
 
@@ -309,7 +318,7 @@ def open_model_source(
     if src is None:
         raise SessionFileError("the session has no model to open")
     source = str(path) if path is not None else src.source
-    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=src.trust, device=device)
+    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=trust, device=device)
     if state.model_weights is not None:
         with torch.no_grad():
             loaded.model.load_state_dict(dict(state.model_weights))

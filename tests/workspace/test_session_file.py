@@ -511,3 +511,20 @@ def test_captures_keep_the_edits_they_ran_with(run, tmp_path):
     (p,) = back.capture.edits["fc"]
     assert p.source is back.pins[0].capture and p.channels == (1,)
     _same_capture(edited, back.capture)
+
+
+def test_a_saved_trust_flag_does_not_open_a_pickle(tmp_path):
+    from actviz.io.errors import UntrustedFileError
+    from actviz.io.models import open_model
+    from actviz.workspace.session_file import open_model_source
+
+    torch.save(nn.Sequential(nn.Linear(3, 2)), tmp_path / "full.pt")  # a whole pickled module
+    loaded = open_model(tmp_path / "full.pt", trust=True)
+    src = model_source_of(loaded, trust=True)
+    assert src.kind == "pickle" and src.trust and src.sha256 is not None
+    save_state(SessionState(model=src), tmp_path / "s.actviz")
+    back = load_state(tmp_path / "s.actviz")
+    with pytest.raises(UntrustedFileError):
+        open_model_source(back)  # the user is asked again; the file cannot say yes for them
+    x = torch.rand(1, 3)
+    assert torch.equal(open_model_source(back, trust=True).model(x), loaded.model(x))
