@@ -34,7 +34,7 @@ from actviz.display import colormaps
 from actviz.io.export import attribution_images, layer_page_images, prepare_export, safe_name
 from actviz.io.reproduce import RunSource, reproduce_script
 
-__all__ = ["ReportInfo", "png_bytes", "write_report"]
+__all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -584,6 +584,37 @@ def write_report(
     if progress is not None:
         progress(total, total, "done")
     return ReportInfo(out, out.stat().st_size, tuple(page.panels))
+
+
+def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
+    """:func:`write_report` of a prepared run as the window shows it
+    (:class:`actviz.display.result.RunResult`): its capture, input image, panels (layers),
+    colour map, normalisation, Grad-CAM layer, class names and, for an edited run, the
+    unedited one. ``kwargs`` adds or overrides :func:`write_report`'s arguments (``model``,
+    ``model_name``, ``source``, ``comparison``, ``figures``, ...).
+
+    Raises
+    ------
+    ValueError
+        When the result holds no capture (it was freed).
+    """
+    if result.capture is None:
+        raise ValueError("this result holds no capture to report")
+    spec = result.spec
+    args: dict[str, Any] = {
+        "image": result.image,
+        "categories": spec.categories,
+        "cmap": spec.colormap,
+        "normalize": spec.normalize,
+        "gradcam_layer": spec.gradcam_layer,
+        "layers": [n for n in (result.shown or spec.layers) if n in result.capture],
+        "baseline": result.baseline,
+        "tokens": spec.tokens,
+        "tokenizer": spec.tokenizer,
+        "layout": spec.layout,
+    }
+    args.update(kwargs)
+    return write_report(result.capture, path, **args)
 
 
 def _input_shapes(obj: Any) -> str:

@@ -91,6 +91,7 @@ def test_report_is_self_contained_with_the_exports_pixels(run, tmp_path):
         comparison=comparison,
         comparison_label="Edited run against the unedited one.",
         figures=[("a figure", np.full((20, 30, 3), 200, np.uint8))],
+        scan_sheets={"layer4": Image.new("RGB", (40, 30), (9, 99, 199))},
         **kwargs,
     )
     text = info.path.read_text(encoding="utf-8")
@@ -113,6 +114,7 @@ def test_report_is_self_contained_with_the_exports_pixels(run, tmp_path):
         "saliency": "saliency.png",
         "gradcam": "gradcam.png",
         "figure:0": None,
+        "scan:layer4": None,
     }
     for layer in cap.names:
         expected[f"features:{layer}"] = f"{layer}_features.png"
@@ -124,6 +126,8 @@ def test_report_is_self_contained_with_the_exports_pixels(run, tmp_path):
         want = np.asarray(Image.open(tmp_path / "export" / name).convert("RGB"))
         got = pixels(shown[panel])
         assert got.shape == want.shape and np.array_equal(got, want), panel
+    assert np.array_equal(pixels(shown["figure:0"]), np.full((20, 30, 3), 200, np.uint8))
+    assert (pixels(shown["scan:layer4"]) == (9, 99, 199)).all()
     # sections, the table of contents, collapsible layers
     for anchor in (
         "model",
@@ -133,6 +137,8 @@ def test_report_is_self_contained_with_the_exports_pixels(run, tmp_path):
         "layers",
         "statistics",
         "comparison",
+        "scan",
+        "figures",
         "edits",
         "reproduce",
     ):
@@ -159,3 +165,38 @@ def test_report_without_model_image_or_gradients(tmp_path):
     panels = [img["data-panel"] for img in page.images]
     assert panels == ["features:0", "features:1", "features:2"]
     assert "attribution" not in page.ids and "No edits" in info.path.read_text()
+
+
+def test_report_of_a_window_result(run, tmp_path):
+    from actviz.display.prepare import prepare
+    from actviz.display.result import DisplaySpec
+    from actviz.io.report import write_result_report
+
+    model, cap, baseline, image = run
+    spec = DisplaySpec(
+        layers=("conv1", "layer4"), normalize="shared", image=image, colormap="magma"
+    )
+    result = prepare(cap, spec)
+    info = write_result_report(result, tmp_path / "w.html", model_name="resnet18")
+    panels = [p for p, _ in info.panels]
+    assert panels == [
+        "input",
+        "saliency",
+        "gradcam",
+        "features:conv1",
+        "grad:conv1",
+        "features:layer4",
+        "grad:layer4",
+    ]
+    export_capture(
+        cap,
+        tmp_path / "e",
+        image=image,
+        cmap="magma",
+        normalize="shared",
+        layers=["conv1", "layer4"],
+    )
+    page = parse(info.path.read_text())
+    shown = {img["data-panel"]: img["src"] for img in page.images}
+    want = np.asarray(Image.open(tmp_path / "e" / "conv1_features.png").convert("RGB"))
+    assert np.array_equal(pixels(shown["features:conv1"]), want)
