@@ -3,9 +3,12 @@ script runs, every command line shown parses, every link and picture exists."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -215,6 +218,28 @@ def test_readme_script_runs_as_written(qtbot, monkeypatch):
     finally:
         for window in opened:
             window.close()
+
+
+def test_the_testing_page_examples_pass_as_a_user_runs_them(tmp_path):
+    """docs/testing.md's tests, in a project of their own: no conftest, the fixture found
+    through actviz's pytest11 entry point."""
+    from importlib.metadata import entry_points
+
+    if not any(ep.value == "actviz.testing.plugin" for ep in entry_points(group="pytest11")):
+        pytest.skip("actviz's pytest11 entry point is not installed (pip install -e . again)")
+    (block,) = re.findall(r"```python\n(.*?)```", (DOCS / "testing.md").read_text(), re.DOTALL)
+    (tmp_path / "test_example.py").write_text(block)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ACTVIZ_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert re.search(r"\b2 passed\b", proc.stdout), proc.stdout[-2000:]
 
 
 # -- docs/performance.md ----------------------------------------------------------------------
