@@ -23,6 +23,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PySide6.QtCore import QCoreApplication, QSettings, QStandardPaths  # noqa: E402
 
+from actviz.testing import assert_no_hooks  # noqa: E402
+
 torch.set_num_threads(2)
 
 # Where Qt puts user settings before any test moves it, to put it back afterwards.
@@ -71,24 +73,9 @@ def pytest_runtest_protocol(item, nextitem):
         gc.collect(1)
 
 
-def assert_no_hooks(model: torch.nn.Module) -> None:
-    """Fail if any module of ``model`` still holds a hook."""
-    for name, mod in model.named_modules():
-        for attr in (
-            "_forward_hooks",
-            "_forward_pre_hooks",
-            "_backward_hooks",
-            "_backward_pre_hooks",
-            "_forward_hooks_with_kwargs",
-            "_forward_pre_hooks_with_kwargs",
-        ):
-            hooks = getattr(mod, attr, None)
-            assert not hooks, f"{name or '(model)'} still has {attr}: {hooks}"
-
-
 @pytest.fixture
 def no_hooks_left():
-    """The helper above, as a fixture."""
+    """:func:`actviz.testing.assert_no_hooks`, as a fixture."""
     return assert_no_hooks
 
 

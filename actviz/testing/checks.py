@@ -1,0 +1,212 @@
+"""What a test must leave as it found it: model hooks, top-level widgets, process-wide state.
+
+The functions here are what :mod:`actviz.testing.plugin` runs when an ``actviz_window`` test
+ends; a test may call them itself. Only :func:`leaked_widgets` and :func:`top_level_widgets`
+touch Qt, and import it when called, so ``from actviz.testing import assert_no_hooks`` works
+in tests that never build a widget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from PySide6.QtWidgets import QWidget
+
+#: The per-module hook dictionaries of ``torch.nn.Module`` (full backward hooks included:
+#: ``register_full_backward_hook`` fills ``_backward_hooks``).
+HOOK_ATTRS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+)
+
+#: Hooks torch runs for every module (``register_module_forward_hook`` and friends).
+_GLOBAL_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
+
+
+def hooks_left(model: torch.nn.Module) -> list[str]:
+    """Describe every hook still registered on ``model`` or any of its submodules.
+
+    Parameters
+    ----------
+    model
+        The model to inspect.
+
+    Returns
+    -------
+    list of str
+        One line per non-empty hook dictionary (``"conv1 still has _forward_hooks: ..."``);
+        empty when the model is clean.
+    """
+    found = []
+    for name, module in model.named_modules():
+        for attr in HOOK_ATTRS:
+            hooks = getattr(module, attr, None)
+            if hooks:
+                found.append(f"{name or '(model)'} still has {attr}: {dict(hooks)}")
+    return found
+
+
+def assert_no_hooks(model: torch.nn.Module) -> None:
+    """Fail (``AssertionError``) if any module of ``model`` still holds a hook."""
+    left = hooks_left(model)
+    assert not left, "; ".join(left)
+
+
+def _global_hook_count() -> int:
+    from torch.nn.modules import module as torch_module
+
+    return sum(len(getattr(torch_module, name, {})) for name in _GLOBAL_HOOKS)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessState:
+    """Process-wide settings a library call must not change behind its caller's back.
+
+    Attributes
+    ----------
+    switch_interval
+        ``sys.getswitchinterval()``.
+    torch_threads
+        ``torch.get_num_threads()``.
+    global_hooks
+        How many module hooks torch runs for every module (``register_module_*_hook``).
+    """
+
+    switch_interval: float
+    torch_threads: int
+    global_hooks: int
+
+    @classmethod
+    def now(cls) -> ProcessState:
+        """The process's state at this moment."""
+        return cls(sys.getswitchinterval(), torch.get_num_threads(), _global_hook_count())
+
+    def changes_since(self, before: ProcessState) -> list[str]:
+        """Describe what differs from ``before`` (empty when nothing does)."""
+        out = []
+        if self.switch_interval != before.switch_interval:
+            out.append(
+                f"sys.getswitchinterval() changed from {before.switch_interval!r} "
+                f"to {self.switch_interval!r}"
+            )
+        if self.torch_threads != before.torch_threads:
+            out.append(
+                f"torch.get_num_threads() changed from {before.torch_threads} "
+                f"to {self.torch_threads}"
+            )
+        if self.global_hooks != before.global_hooks:
+            out.append(
+                f"global module hooks went from {before.global_hooks} to {self.global_hooks}"
+            )
+        return out
+
+
+def flush_deletes() -> None:
+    """Run the ``deleteLater`` calls already posted (a test has no event loop of its own)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    if QCoreApplication.instance() is None:
+        return
+    for _ in range(3):
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        QCoreApplication.processEvents()
+
+
+def _address(widget: QWidget) -> int:
+    import shiboken6
+
+    return int(shiboken6.getCppPointer(widget)[0])
+
+
+def top_level_widgets() -> frozenset[int]:
+    """The C++ addresses of the application's top-level widgets now (empty without an app).
+
+    Addresses rather than the widgets themselves: holding a Python wrapper of a widget that
+    Python owns would keep it alive.
+    """
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        return frozenset()
+    return frozenset(_address(w) for w in QApplication.topLevelWidgets())
+
+
+def leaked_widgets(before: Collection[int]) -> list[QWidget]:
+    """Top-level widgets alive now that were not in ``before`` (see :func:`top_level_widgets`).
+
+    Posted deletions are run first and unreachable Python objects collected: a closed window
+    and everything parented to it go with it, and widgets that only a dead Python object held
+    (pyqtgraph's parentless "Plot Options" menus, owned by their plot items) go with it.
+
+    Parameters
+    ----------
+    before
+        Addresses of the top-level widgets that existed before the test built anything.
+
+    Returns
+    -------
+    list of QWidget
+        The widgets left behind, visible or hidden.
+    """
+    import gc
+
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        return []
+    known = set(before)
+    # The collector runs here, outside Qt's event handling. The young generations first (what
+    # the test made, when automatic collection was off during it: a few ms); a full collection
+    # (some 300 ms in a large process) only when something still looks left behind.
+    for generation in (1, 2):
+        flush_deletes()
+        gc.collect(generation)
+        flush_deletes()
+        # Counted first: a list of the widgets would keep them alive through the next pass.
+        if not any(_address(w) not in known for w in QApplication.topLevelWidgets()):
+            return []
+    return [w for w in QApplication.topLevelWidgets() if _address(w) not in known]
+
+
+def describe_widget(widget: QWidget) -> str:
+    """A one-line description of ``widget`` for a failure message."""
+    what = type(widget).__name__
+    name = widget.objectName()
+    title = widget.windowTitle() or (widget.title() if hasattr(widget, "title") else "")
+    parts = [what]
+    if name:
+        parts.append(f"objectName={name!r}")
+    if title:
+        parts.append(f"title={title!r}")
+    parts.append("visible" if widget.isVisible() else "hidden")
+    parent = widget.parent()
+    if parent is not None:
+        parts.append(f"parent={type(parent).__name__}")
+    return " ".join(parts)
+
+
+__all__ = [
+    "HOOK_ATTRS",
+    "ProcessState",
+    "assert_no_hooks",
+    "describe_widget",
+    "flush_deletes",
+    "hooks_left",
+    "leaked_widgets",
+    "top_level_widgets",
+]

@@ -1,0 +1,281 @@
+"""A driver for the actviz window in tests: what a user does, in one call each.
+
+:class:`WindowDriver` wraps a shown :class:`~actviz.ui.window.main_window.MainWindow` (its
+``window``) and a pytest-qt ``qtbot``. It ticks layers, runs and waits, reads what a panel
+paints, right-clicks tiles, resizes and opens docks the way a user would, so tests of the
+window, of features attached to it and of a user's own models read the same. The
+``actviz_window`` fixture of :mod:`actviz.testing.plugin` builds drivers and checks, when the
+test ends, that nothing was left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PySide6.QtCore import QCoreApplication, QPoint, QPointF, Qt
+from PySide6.QtGui import QAction, QImage
+from PySide6.QtWidgets import QApplication, QDockWidget, QMenu
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.window.main_window import MainWindow
+    from actviz.workspace.session import RunResult
+
+#: How long the driver waits for one run of a small model (ms): generous, for loaded CI machines.
+RUN_TIMEOUT_MS = 60_000
+#: How long it waits for a widget to appear or a menu to pop up (ms).
+UI_TIMEOUT_MS = 5_000
+
+
+def painted_pixels(item: Any) -> np.ndarray:
+    """The RGBA pixels a pyqtgraph ``ImageItem`` paints (levels and colour table applied).
+
+    Parameters
+    ----------
+    item
+        A ``pyqtgraph.ImageItem``, or a canvas with one as its ``image`` attribute (an
+        :class:`~actviz.ui.panels.canvas.ImageCanvas`).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(H, W, 4)`` uint8, one pixel per image pixel, rows top-down: the QImage the item
+        renders and Qt scales onto the screen.
+    """
+    import pyqtgraph as pg
+
+    if not isinstance(item, pg.ImageItem):
+        item = getattr(item, "image", None)
+    if not isinstance(item, pg.ImageItem) or item.image is None:
+        raise ValueError("the image item shows no image")
+    item.render()
+    if item.qimage is None:
+        raise ValueError("the image item rendered nothing")
+    q = item.qimage.convertToFormat(QImage.Format.Format_RGBA8888)
+    rows = np.frombuffer(q.constBits(), np.uint8, q.sizeInBytes()).reshape(q.height(), -1)
+    return rows[:, : q.width() * 4].reshape(q.height(), q.width(), 4).copy()
+
+
+class WindowDriver:
+    """Drive one actviz window as a user would, from a test.
+
+    Parameters
+    ----------
+    window
+        The window (shown; registered with ``qtbot``).
+    qtbot
+        pytest-qt's bot of the test.
+
+    Attributes
+    ----------
+    window
+        The :class:`~actviz.ui.window.main_window.MainWindow` driven.
+    qtbot
+        The test's qtbot.
+    session
+        The window's session.
+    models
+        Every model given to the driver (:meth:`set_model`); the ``actviz_window`` fixture
+        checks each has no hook left when the test ends.
+    """
+
+    def __init__(self, window: MainWindow, qtbot: Any) -> None:
+        self.window = window
+        self.qtbot = qtbot
+        #: Kept beside the window: its model is checked for hooks after the window is deleted.
+        self.session = window.session
+        self.models: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"WindowDriver({self.window.windowTitle()!r})"
+
+    # ------------------------------------------------------------------ model, input, layers
+    def set_model(self, model: Any, layers: list[str] | None = None, **kwargs: Any) -> None:
+        """Show ``model`` (``window.set_model``); ``layers`` ticked (None: the defaults)."""
+        self.models.append(model)
+        self.window.set_model(model, layers=layers, **kwargs)
+
+    def set_input(self, value: Any, **kwargs: Any) -> None:
+        """Use ``value`` (a tensor, or a tuple / dict of them) as the input."""
+        self.window.set_input(value, **kwargs)
+
+    def tick(self, *names: str) -> None:
+        """Tick the layers ``names`` (qualified module names)."""
+        self.window.tick(list(names), True)
+
+    def untick(self, *names: str) -> None:
+        """Untick the layers ``names``."""
+        self.window.tick(list(names), False)
+
+    # ------------------------------------------------------------------ runs
+    @contextlib.contextmanager
+    def expect_run(self, timeout_ms: int = RUN_TIMEOUT_MS, *, flush: bool = True) -> Iterator[None]:
+        """Wait, after the ``with`` body, for the window's next ``run_finished``.
+
+        For runs that something in the body starts (a combo box changed, an edit made, a
+        run already scheduled). ``flush``: then put the result on every panel at once
+        (panels off screen are otherwise refreshed a few per event-loop pass).
+        """
+        with self.qtbot.waitSignal(self.window.run_finished, timeout=timeout_ms):
+            yield
+        if flush:
+            self.window.flush_panel_updates()
+
+    def run_and_wait(self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True) -> RunResult:
+        """Start a run now, wait for its ``run_finished`` and return the result shown.
+
+        Fails if the run cannot start (no model or no input). ``flush``: put the result on
+        every panel at once.
+        """
+        with self.expect_run(timeout_ms, flush=flush):
+            assert self.window.run() is not None, "the window could not start a run"
+        result = self.window.result
+        assert result is not None
+        return result
+
+    def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+        """Wait until no run, load or export is going on and every display step is done,
+        then put the result on every panel."""
+        w = self.window
+        self.qtbot.waitUntil(
+            lambda: not w.is_busy() and not w.display_pending(), timeout=timeout_ms
+        )
+        w.flush_panel_updates()
+
+    # ------------------------------------------------------------------ reading
+    def panel(self, layer: str) -> LayerPanel:
+        """The layer panel of ``layer`` (KeyError naming the panels there are)."""
+        panels = self.window.layer_panels
+        if layer not in panels:
+            raise KeyError(f"no panel for {layer!r}; the window shows {list(panels)}")
+        return panels[layer]
+
+    def shown_pixels(self, layer: str, *, gradient: bool = False) -> np.ndarray:
+        """The RGBA pixels (``(H, W, 4)`` uint8) the panel of ``layer`` paints for its maps.
+
+        The activation side (``gradient``: the gradient side); one pixel per mosaic pixel,
+        with the panel's levels and colour map applied. Fails for a layer shown as bars or a
+        number.
+        """
+        panel = self.panel(layer)
+        slot = panel.gradient_slot if gradient else panel.activation_slot
+        canvas = slot.image_canvas
+        if canvas is None or slot.stack.currentWidget() is not canvas:
+            kind = slot.view.kind if slot.view is not None else "nothing"
+            raise ValueError(f"{layer!r} shows {kind}, not an image")
+        return painted_pixels(canvas)
+
+    def status_text(self) -> str:
+        """The status bar's message."""
+        return self.window.status.status_label.text()
+
+    def banner_messages(self) -> list[str]:
+        """The messages in the banner above the panels (errors and warnings), in order."""
+        return list(self.window.centre.banner.texts())
+
+    def feature(self, name: str) -> Any:
+        """The feature ``name`` ("whatif", "compare", "dataset", "tokens", "live", ...)."""
+        features = getattr(self.window, "features", None)
+        if features is not None:
+            if name not in features:
+                raise KeyError(f"no feature {name!r}; the window has {sorted(features)}")
+            return features[name]
+        return getattr(self.window, name)
+
+    # ------------------------------------------------------------------ doing
+    def reveal(self, layer: str) -> LayerPanel:
+        """Scroll the panel of ``layer`` into view and wait until part of it is on screen."""
+        panel = self.panel(layer)
+        self.window.centre.layers_scroll.ensureWidgetVisible(panel)
+        self.qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=UI_TIMEOUT_MS)
+        return panel
+
+    def tile_menu(self, layer: str, channel: int) -> QMenu:
+        """Right-click the tile (or bar) of ``channel`` in the panel of ``layer``, for real;
+        return the menu that pops up."""
+        panel = self.reveal(layer)
+        slot = panel.activation_slot
+        view = slot.view
+        if view is not None and view.kind == "maps" and slot.mosaic is not None:
+            canvas = slot.image_canvas
+            y0, x0 = slot.mosaic.tile_origin(channel)
+            pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
+        elif view is not None and view.kind == "bars":
+            canvas = slot.bar_canvas
+            height = float(np.asarray(view.data)[channel])
+            scene = canvas.view.mapViewToScene(QPointF(float(channel), height / 2))
+            pos = canvas.mapFromScene(scene)
+        else:
+            raise ValueError(f"{layer!r} has no tiles or bars to right-click")
+        self.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.RightButton, pos=QPoint(pos))
+        menu: list[QMenu] = []
+
+        def popped() -> bool:
+            widget = QApplication.activePopupWidget()
+            if isinstance(widget, QMenu) and widget.isVisible():
+                menu[:] = [widget]
+            return bool(menu)
+
+        self.qtbot.waitUntil(popped, timeout=UI_TIMEOUT_MS)
+        return menu[0]
+
+    def context_action(self, layer: str, channel: int, text: str) -> QAction:
+        """Click the item ``text`` of the tile menu of ``channel`` in ``layer``.
+
+        ``text`` is the item's text or its first word(s): "Ablate" clicks "Ablate ch 1". The
+        item is clicked with the mouse, as a user does; returns its action.
+        """
+        menu = self.tile_menu(layer, channel)
+        action = _find_action(menu, text)
+        assert action.isEnabled(), f"{action.text()!r} is disabled"
+        self.qtbot.mouseClick(
+            menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center()
+        )
+        return action
+
+    def resize(self, width: int, height: int) -> None:
+        """Resize the window and let its layout settle (panels re-laid out, pages re-chosen)."""
+        self.window.resize(width, height)
+        self.settle()
+
+    def settle(self) -> None:
+        """Process the events already posted (layout, deferred display steps) a few times."""
+        for _ in range(3):
+            QCoreApplication.processEvents()
+            self.qtbot.wait(1)
+
+    def open_dock(self, name: str) -> QDockWidget:
+        """Show the dock titled (or with the object name) ``name`` and return it."""
+        docks = self.window.findChildren(QDockWidget)
+        wanted = name.casefold()
+        for dock in docks:
+            if wanted in (dock.windowTitle().casefold(), dock.objectName().casefold()):
+                break
+        else:
+            titles = [d.windowTitle() or d.objectName() for d in docks]
+            raise KeyError(f"no dock {name!r}; the window has {titles}")
+        if not dock.isVisible():
+            dock.toggleViewAction().trigger()
+        dock.raise_()
+        self.qtbot.waitUntil(dock.isVisible, timeout=UI_TIMEOUT_MS)
+        self.settle()
+        return dock
+
+    def close(self) -> None:
+        """Close the window (it stops its workers; the fixture deletes it at the end)."""
+        if not self.window.is_closed():
+            self.window.close()
+
+
+def _find_action(menu: QMenu, text: str) -> QAction:
+    actions = [a for a in menu.actions() if not a.isSeparator() and a.text()]
+    for action in actions:
+        if action.text() == text:
+            return action
+    for action in actions:
+        if action.text().startswith(text + " ") or action.text().startswith(text + "…"):
+            return action
+    raise KeyError(f"no item {text!r} in the menu: {[a.text() for a in actions]}")

@@ -1,0 +1,180 @@
+"""The actviz pytest plugin: the ``actviz_window`` fixture and its leak checks.
+
+Installed with actviz (a ``pytest11`` entry point), so any project's tests can write::
+
+    def test_my_model(actviz_window):
+        win = actviz_window(MyNet().eval(), torch.randn(1, 3, 32, 32), ["conv1"])
+        win.run_and_wait()
+        assert win.shown_pixels("conv1").shape[2] == 4
+
+It needs pytest-qt (``qtbot``). When a test that used ``actviz_window`` ends, its windows are
+closed and deleted, and the test fails (an error at teardown) if it left behind
+
+* a top-level widget (a dialog, menu or window not deleted with the windows),
+* a hook on a model it showed (forward, pre-forward, backward or full backward hooks, on any
+  submodule, or a new global module hook),
+* a changed ``sys.getswitchinterval()`` or ``torch.get_num_threads()``.
+
+A test that leaves one on purpose says so with ``@pytest.mark.actviz_allow_leaks`` (all checks
+off) or ``@pytest.mark.actviz_allow_leaks("widgets")`` (named ones off: "widgets", "hooks",
+"process"). A test that failed is not checked again at teardown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: What ``@pytest.mark.actviz_allow_leaks(...)`` can name.
+LEAK_CHECKS = ("widgets", "hooks", "process")
+
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "actviz_allow_leaks(*checks): the test leaves widgets, model hooks or process state "
+        'behind on purpose; actviz_window does not check those ("widgets", "hooks", '
+        '"process"; none named: all)',
+    )
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
+def allowed_leaks(item: pytest.Item) -> set[str]:
+    """The leak checks ``item``'s ``actviz_allow_leaks`` markers turn off."""
+    allowed: set[str] = set()
+    for marker in item.iter_markers("actviz_allow_leaks"):
+        names = set(marker.args) or set(LEAK_CHECKS)
+        unknown = names - set(LEAK_CHECKS)
+        if unknown:
+            raise ValueError(f"actviz_allow_leaks: unknown checks {sorted(unknown)}")
+        allowed |= names
+    return allowed
+
+
+def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., Any]:
+    """The ``actviz_window`` factory: builds drivers of shown windows, appended to ``drivers``."""
+    from PySide6.QtCore import QSettings
+
+    from actviz.testing.driver import WindowDriver
+    from actviz.ui.window.main_window import MainWindow
+
+    def make(
+        model: Any = None,
+        inputs: Any = None,
+        layers: Sequence[str] | None = None,
+        *,
+        size: tuple[int, int] = (1280, 720),
+        debounce_ms: int = 20,
+        auto_run: bool = False,
+        settings: Any = None,
+        show: bool = True,
+        **window_kwargs: Any,
+    ) -> WindowDriver:
+        if settings is None:  # one file per test: a second window reads what the first wrote
+            settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(
+            settings=settings, debounce_ms=debounce_ms, auto_run=auto_run, **window_kwargs
+        )
+        qtbot.addWidget(window)
+        driver = WindowDriver(window, qtbot)
+        drivers.append(driver)
+        window.resize(*size)
+        if show:
+            window.show()
+            qtbot.waitExposed(window)
+        if model is not None:
+            driver.set_model(model, list(layers) if layers is not None else None)
+        elif layers is not None:
+            driver.tick(*layers)
+        if inputs is not None:
+            driver.set_input(inputs)
+        return driver
+
+    return make
+
+
+def leftovers(
+    drivers: list, widgets_before: frozenset[int], state_before: Any, allowed: set[str]
+) -> list[str]:
+    """Close and delete the drivers' windows; describe what the test left behind."""
+    import shiboken6
+
+    from actviz.testing.checks import (
+        ProcessState,
+        describe_widget,
+        flush_deletes,
+        hooks_left,
+        leaked_widgets,
+    )
+
+    models: list[Any] = []
+    while drivers:
+        # Popped: the Python side of a deleted window still holds what Python made for it
+        # (pyqtgraph's parentless plot menus among them), so no reference may stay here.
+        driver = drivers.pop()
+        models.extend(driver.models)
+        models.append(driver.session.model)
+        if shiboken6.isValid(driver.window):
+            if not driver.window.is_closed():
+                driver.window.close()
+            driver.window.deleteLater()
+        del driver
+    flush_deletes()
+    problems: list[str] = []
+    if "hooks" not in allowed:
+        seen: set[int] = set()
+        for model in models:
+            if model is None or id(model) in seen or not hasattr(model, "named_modules"):
+                continue
+            seen.add(id(model))
+            problems.extend(f"hook left: {line}" for line in hooks_left(model))
+    if "process" not in allowed:
+        problems.extend(ProcessState.now().changes_since(state_before))
+    if "widgets" not in allowed:
+        problems.extend(
+            f"top-level widget left: {describe_widget(w)}" for w in leaked_widgets(widgets_before)
+        )
+    return problems
+
+
+@pytest.fixture
+def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) -> Any:
+    """Give a factory of :class:`~actviz.testing.WindowDriver` s over shown actviz windows.
+
+    ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720),
+    debounce_ms=20, auto_run=False, settings=None, show=True, **window_kwargs)`` builds a
+    ``MainWindow`` (``window_kwargs`` go to it) on a scratch settings file in ``tmp_path``
+    (``settings``: your own ``QSettings``), registers it with ``qtbot``, resizes and shows it,
+    then shows ``model`` with ``layers`` ticked (None: the window's default choice) and
+    ``inputs`` as its input. Nothing runs until you ask (``auto_run=False``): call
+    :meth:`~actviz.testing.WindowDriver.run_and_wait`.
+
+    When the test ends the windows are closed and deleted, and the test fails if it left
+    top-level widgets, model hooks, or a changed switch interval or torch thread count
+    (``@pytest.mark.actviz_allow_leaks`` opts out).
+    """
+    from actviz.testing.checks import ProcessState, top_level_widgets
+
+    state_before = ProcessState.now()
+    widgets_before = top_level_widgets()
+    drivers: list = []
+    yield window_factory(qtbot, tmp_path, drivers)
+    problems = leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node))
+    if problems and not request.node.stash.get(_CALL_FAILED, False):
+        pytest.fail(
+            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
+            + "\n  ".join(problems),
+            pytrace=False,
+        )
