@@ -764,7 +764,12 @@ def save_state(
     """
     path = Path(path)
     manifest, members, warnings = _members(state, pin_captures)
-    text = json.dumps(manifest, indent=1, allow_nan=False)
+    try:
+        text = json.dumps(manifest, indent=1, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SessionFileError(
+            f"{path}: cannot save the session: a setting is not plain JSON data ({exc})"
+        ) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         with (

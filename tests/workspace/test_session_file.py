@@ -295,6 +295,13 @@ def test_atomic_save_keeps_the_old_file(run, tmp_path, monkeypatch):
         save_state(_state(run, target=3), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.actviz"]  # no temporary left
+    monkeypatch.undo()
+    with pytest.raises(SessionFileError, match="not plain JSON data"):
+        save_state(_state(run, settings={"x": object()}), path)
+    with pytest.raises(SessionFileError, match="not plain JSON data"):
+        save_state(_state(run, comparison={"tol": float("nan")}), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.actviz"]
 
 
 def _rewrite(src, dst, change):
