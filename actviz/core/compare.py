@@ -14,8 +14,9 @@ the first tensor of the output (what the window shows), over the whole batch:
   ``<K, L>_F / (|K|_F |L|_F)``; None for a batch of one or when either run has no variance
   over the batch.
 
-``first_divergence`` is the first compared layer, in run A's execution order, whose ``rel_l2``
-exceeds ``tol``. Layers recorded by both runs with different shapes (another input size) are
+``first_divergence`` is the first compared layer call, in run A's execution order (the order
+the calls finished, so a module run twice is placed by each call), whose ``rel_l2`` exceeds
+``tol``. Layers recorded by both runs with different shapes (another input size) are
 listed in ``Comparison.skipped`` with the reason.
 """
 
@@ -157,6 +158,16 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
     return LayerDiff(name, call, tuple(a.shape), cosine, rel, max_abs, cka)
 
 
+def _first_divergence(cap_a: Capture, diffs: list[LayerDiff], tol: float) -> LayerDiff | None:
+    """The diverging call that finished first in run A (a reused module's calls are
+    interleaved with the others, so grouping by layer would name a later call)."""
+    diverged = [d for d in diffs if d.rel_l2 > tol]
+    seqs = [cap_a.records[d.name][d.call_index].seq for d in diverged]
+    if not diverged or any(s is None for s in seqs):  # records without their order: layer order
+        return diverged[0] if diverged else None
+    return min(zip(seqs, range(len(diverged)), diverged, strict=True))[2]
+
+
 def compare(
     cap_a: Capture,
     cap_b: Capture,
@@ -219,5 +230,5 @@ def compare(
     output = None
     if out_a is not None and out_b is not None and out_a.shape == out_b.shape:
         output = layer_diff("output", 0, out_a, out_b)
-    first = next((d for d in diffs if d.rel_l2 > tol), None)
+    first = _first_divergence(cap_a, diffs, tol)
     return Comparison(tuple(diffs), output, float(tol), first, tuple(skipped))

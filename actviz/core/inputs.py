@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.core.structures import clone_keep_layout
+from actviz.core.structures import clone_keep_layout, map_leaves, map_tensors
 
 __all__ = ["PreparedInputs", "align_grads", "forward_takes_list", "list_layout", "prepare_inputs"]
 
@@ -124,17 +124,17 @@ def prepare_inputs(
         return given, kept
 
     def walk(obj: Any) -> tuple[Any, Any]:
-        """(what the model gets, what is kept), same structure, fresh containers."""
-        if isinstance(obj, torch.Tensor):
-            return convert(obj)
-        if isinstance(obj, Mapping):
-            items = {key: walk(value) for key, value in obj.items()}
-            given = _remake(obj, {k: a for k, (a, _) in items.items()})
-            return given, _remake(obj, {k: c for k, (_, c) in items.items()})
-        if isinstance(obj, (list, tuple)):
-            parts = [walk(value) for value in obj]
-            return _remake(obj, [a for a, _ in parts]), _remake(obj, [c for _, c in parts])
-        return obj, obj
+        """(what the model gets, what is kept), same structure and types, fresh containers."""
+        kept: list[torch.Tensor] = []
+
+        def given(t: torch.Tensor) -> torch.Tensor:
+            arg, copy = convert(t)
+            kept.append(copy)
+            return arg
+
+        args = map_tensors(obj, given)
+        it = iter(kept)
+        return args, map_tensors(obj, lambda _t: next(it))
 
     if isinstance(inputs, torch.Tensor):
         arg, copy = convert(inputs)
@@ -163,40 +163,13 @@ def _one_list_argument(inputs: list, model: nn.Module | None) -> bool:
     )
 
 
-def _remake(template: Any, items: Any) -> Any:
-    """A new container of ``template``'s type holding ``items`` (namedtuples included)."""
-    if isinstance(template, Mapping):
-        try:
-            return type(template)(items)
-        except TypeError:
-            return dict(items)
-    if isinstance(template, tuple) and hasattr(template, "_fields"):
-        return type(template)(*items)
-    if isinstance(template, tuple):
-        return tuple(items)
-    try:
-        return type(template)(items)
-    except TypeError:
-        return list(items)
-
-
 def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
     """Put the per-tensor gradients (structure order) back into the caller's structure.
 
     Non-tensor entries become None, so ``input_grads`` mirrors ``inputs`` position by position.
     """
     it = iter(grads)
-
-    def walk(obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor):
-            return next(it)
-        if isinstance(obj, Mapping):
-            return _remake(obj, {key: walk(value) for key, value in obj.items()})
-        if isinstance(obj, (list, tuple)):
-            return _remake(obj, [walk(value) for value in obj])
-        return None
-
-    return walk(copies)
+    return map_leaves(copies, lambda leaf: next(it) if isinstance(leaf, torch.Tensor) else None)
 
 
 def list_layout(value: Any, as_list: bool) -> Any:

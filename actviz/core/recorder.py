@@ -41,10 +41,6 @@ class _Frame:
     grad_slots: list[torch.Tensor | None]
 
 
-def _simple(value: Any) -> Any:
-    return value if value is None or isinstance(value, (int, float, bool, str)) else None
-
-
 class Recorder:
     def __init__(
         self,
@@ -66,6 +62,7 @@ class Recorder:
         self.should_stop = should_stop
         self.records: dict[str, list[LayerRecord]] = {}
         self.order: list[str] = []
+        self.calls = 0  # records made so far: the next record's ``seq``
         self.nbytes = 0
         self._snaps: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
         self._stacks: dict[int, list[_Frame]] = {}
@@ -130,7 +127,9 @@ class Recorder:
         inputs: tuple = ()
         if self.keep_inputs:
             inputs = tuple(
-                self.snapshot(a, module) if isinstance(a, torch.Tensor) else _simple(a)
+                self.snapshot(a, module)
+                if isinstance(a, torch.Tensor)
+                else map_tensors(a, lambda t: self.snapshot(t, module))
                 for a in args
             )
         taps: list = []
@@ -160,7 +159,8 @@ class Recorder:
     def forward_hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
         name = self.names[module]
         frame = self._stacks[id(module)].pop()
-        rec = LayerRecord(name, frame.index, type(module).__name__, frame.inputs)
+        rec = LayerRecord(name, frame.index, type(module).__name__, frame.inputs, seq=self.calls)
+        self.calls += 1
         replaced = output
         if self.gradients:
             replaced = self._track_output(output)
@@ -217,24 +217,8 @@ class Recorder:
             changed |= new is not t
             return new
 
-        rebuilt = _rebuild(output, fix_tracked)
+        rebuilt = map_tensors(output, fix_tracked)
         return rebuilt if changed else output
-
-
-def _rebuild(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """Like map_tensors but keeps every non-tensor leaf and the container types."""
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_rebuild(v, fn) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_rebuild(v, fn) for v in obj)
-    if isinstance(obj, dict):
-        try:
-            return type(obj)((k, _rebuild(v, fn)) for k, v in obj.items())
-        except TypeError:
-            return {k: _rebuild(v, fn) for k, v in obj.items()}
-    return obj
 
 
 def _store_grad(holder: list, grad: torch.Tensor) -> None:

@@ -36,15 +36,22 @@ class LayerRecord:
     module_type
         Class name, e.g. ``"Conv2d"``.
     inputs
-        Positional inputs (tensors; plain scalars kept; other objects become None).
+        Positional inputs, each a tensor or a structure of them (see
+        :mod:`actviz.core.structures`) with its tensors snapshotted; other values as given.
     output
-        The module's output: a tensor, or a tuple/list/dict mirrored with tensors snapshotted.
+        The module's output: a tensor, or its structure (tuple, namedtuple, dict, ``OrderedDict``,
+        ``ModelOutput``, dataclass...) rebuilt with the same types and tensors snapshotted;
+        values that are neither (an ``ImageList``, a ``Cache``) are kept as they were.
     grad_output
         d target / d output, same structure as ``output``; None without gradients.
     grad_inputs
         d target / d each positional input, through this module only; None entries where no
         gradient exists (non-float inputs, inputs that do not require grad). None without
         gradients or with ``capture(..., input_grads=False)``.
+    seq
+        Position of this call among every recorded call of the capture, in the order the
+        calls finished (a child before its parent, a reused module's calls interleaved with
+        the others); None for records not made by a capture.
     """
 
     name: str
@@ -54,6 +61,7 @@ class LayerRecord:
     output: Any = None
     grad_output: Any = None
     grad_inputs: tuple | None = None
+    seq: int | None = None
 
     @property
     def tensor(self) -> torch.Tensor | None:

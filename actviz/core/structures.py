@@ -1,77 +1,177 @@
-"""Walking the nested outputs models return: tensors, tuples, lists, dicts and dataclasses."""
+"""The one walker over the nested inputs and outputs of models, types kept.
+
+Built on PyTorch's own pytree (``torch.utils._pytree``), which knows tuples, lists, dicts,
+``OrderedDict``, ``defaultdict``, ``deque``, namedtuples and every type registered with it (the
+``ModelOutput`` classes of Hugging Face transformers register themselves), plus dataclasses and
+other mappings (``UserDict``, a tokenizer's ``BatchEncoding``) that are not registered.
+Rebuilding keeps each container's type (``cap.output.logits`` still works); anything that is
+neither a tensor nor a container (an ``ImageList``, a ``Cache``, a string) is a leaf, kept as
+it was.
+
+Every other walk over outputs or inputs (records, gradients, edits, inputs, targets, live
+frames, scans) goes through :func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors`
+or :func:`named_tensors`, so they all agree on what the tensors of a structure are and in
+which order they come.
+"""
 
 from __future__ import annotations
 
+import collections.abc
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
+
+__all__ = [
+    "clone_keep_layout",
+    "first_tensor",
+    "iter_tensors",
+    "map_leaves",
+    "map_tensors",
+    "named_tensors",
+    "replace_first",
+]
+
+_Tensor = torch.Tensor
+# Never containers of tensors (torch.Size is a registered pytree node, rebuilt as a tuple).
+_ATOMS = (str, bytes, int, float, complex, type(None), torch.Size, torch.dtype, torch.device)
+
+
+def _children(obj: Any) -> tuple[list[Any], Callable[[list[Any]], Any], list[str]] | None:
+    """``(children, rebuild, labels)`` of a container; None for a leaf.
+
+    ``rebuild(new_children)`` makes a new container of the same type; ``labels`` are the
+    children's path steps (``[0]``, ``['out']``, ``.logits``).
+    """
+    if isinstance(obj, _ATOMS):
+        return None
+    node = pytree.SUPPORTED_NODES.get(pytree._get_node_type(obj))
+    if node is not None:
+        children, context = node.flatten_fn(obj)
+        if isinstance(obj, collections.abc.Mapping):
+            labels = [f"[{k!r}]" for k in obj.keys()]
+        else:
+            labels = [f"[{i}]" for i in range(len(children))]
+        if len(labels) != len(children):  # a registered type flattening otherwise
+            labels = [f"[{i}]" for i in range(len(children))]
+        return children, lambda new: node.unflatten_fn(new, context), labels
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = [f.name for f in dataclasses.fields(obj)]
+        return (
+            [getattr(obj, n) for n in names],
+            lambda new: _replace_fields(obj, names, new),
+            [f".{n}" for n in names],
+        )
+    if isinstance(obj, collections.abc.Mapping):
+        keys = list(obj.keys())
+        return (
+            [obj[k] for k in keys],
+            lambda new: _remake_mapping(obj, dict(zip(keys, new, strict=True))),
+            [f"[{k!r}]" for k in keys],
+        )
+    return None
+
+
+def _replace_fields(obj: Any, names: list[str], values: list[Any]) -> Any:
+    # A shallow copy with the fields set: no __init__ / __post_init__ runs (they may check or
+    # compute), and frozen dataclasses work too.
+    new = copy.copy(obj)
+    for name, value in zip(names, values, strict=True):
+        object.__setattr__(new, name, value)
+    return new
+
+
+def _remake_mapping(obj: Any, items: dict) -> Any:
+    try:
+        return type(obj)(items)
+    except Exception:  # a mapping type that cannot be built from a dict
+        return items
 
 
 def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
-    """Yield every tensor inside ``obj``, depth first, in declaration order.
+    """Yield every tensor inside ``obj``, depth first, in the containers' order.
 
     Parameters
     ----------
     obj
-        A tensor, or a tuple/list/dict/dataclass (nested freely) that may hold tensors.
+        A tensor, or any nesting of pytree containers (tuple, list, dict, namedtuple,
+        ``ModelOutput``...), dataclasses and mappings that may hold tensors.
     """
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, _Tensor):
         yield obj
-    elif isinstance(obj, dict):
-        for value in obj.values():
-            yield from iter_tensors(value)
-    elif isinstance(obj, (list, tuple)):
-        for value in obj:
-            yield from iter_tensors(value)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for field in dataclasses.fields(obj):
-            yield from iter_tensors(getattr(obj, field.name))
+        return
+    node = _children(obj)
+    if node is not None:
+        for child in node[0]:
+            yield from iter_tensors(child)
 
 
 def first_tensor(obj: Any) -> torch.Tensor | None:
     """Return the first tensor inside ``obj`` (see :func:`iter_tensors`), or None."""
+    if isinstance(obj, _Tensor):  # the common case, without a generator
+        return obj
     return next(iter_tensors(obj), None)
 
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
-    """Rebuild ``obj`` with ``fn`` applied to every tensor; other leaves are kept if simple.
+    """Rebuild ``obj`` with ``fn`` applied to every tensor, in :func:`iter_tensors` order.
 
-    Non-tensor leaves that are plain scalars (int, float, bool, str, None) are kept; anything
-    else becomes None so records never pin arbitrary user objects.
+    Containers keep their type (a namedtuple stays one, a ``ModelOutput`` keeps ``.logits``,
+    an ``OrderedDict`` stays ordered, a dataclass is copied with its fields replaced);
+    anything that is neither a tensor nor a container is kept as it is.
     """
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, _Tensor):
         return fn(obj)
-    if isinstance(obj, dict):
-        return {key: map_tensors(value, fn) for key, value in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
-        return type(obj)(*(map_tensors(value, fn) for value in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(map_tensors(value, fn) for value in obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: map_tensors(getattr(obj, f.name), fn) for f in dataclasses.fields(obj)}
-    if obj is None or isinstance(obj, (int, float, bool, str)):
+    node = _children(obj)
+    if node is None:
         return obj
-    return None
+    children, rebuild, _labels = node
+    return rebuild([map_tensors(child, fn) for child in children])
+
+
+def map_leaves(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    """Like :func:`map_tensors`, with ``fn`` applied to every leaf, tensor or not."""
+    if isinstance(obj, _Tensor):
+        return fn(obj)
+    node = _children(obj)
+    if node is None:
+        return fn(obj)
+    children, rebuild, _labels = node
+    return rebuild([map_leaves(child, fn) for child in children])
+
+
+def replace_first(obj: Any, new: torch.Tensor) -> Any:
+    """``obj`` rebuilt with its first tensor (see :func:`first_tensor`) replaced by ``new``."""
+    if isinstance(obj, _Tensor):
+        return new
+    done = False
+
+    def swap(t: torch.Tensor) -> torch.Tensor:
+        nonlocal done
+        if done:
+            return t
+        done = True
+        return new
+
+    return map_tensors(obj, swap)
 
 
 def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch.Tensor]]:
     """Yield ``(path, tensor)`` for every tensor inside ``obj``, in :func:`iter_tensors` order.
 
-    Paths read like Python: ``output[0]``, ``output['out']``, ``output.logits``.
+    Paths read like Python: ``output[0]``, ``output['out']``, ``output.logits`` (mappings,
+    ``ModelOutput`` included, by key; other dataclasses by attribute).
     """
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, _Tensor):
         yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            yield from named_tensors(value, f"{prefix}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            yield from named_tensors(value, f"{prefix}[{i}]")
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for field in dataclasses.fields(obj):
-            yield from named_tensors(getattr(obj, field.name), f"{prefix}.{field.name}")
+        return
+    node = _children(obj)
+    if node is not None:
+        for child, label in zip(node[0], node[2], strict=True):
+            yield from named_tensors(child, prefix + label)
 
 
 def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:

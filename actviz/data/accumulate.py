@@ -32,6 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+# The one walker over nested outputs (dataclasses and ModelOutput included); imported here by
+# the scan modules.
+from actviz.core.structures import first_tensor as first_tensor
+
 __all__ = ["EMPTY_INDEX", "LayerState", "Reduced", "pool", "reduce_output"]
 
 #: Index of an empty top-k slot: larger than any data index, so empty slots sort last.
@@ -97,23 +101,6 @@ class Reduced:
                 ]
             )
         return Reduced(maxima, means, argmax, widths, None)
-
-
-def first_tensor(output: object) -> torch.Tensor | None:
-    """The tensor a layer's output stands for: itself, or the first tensor of a tuple/list/dict."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, (list, tuple)):
-        for item in output:
-            found = first_tensor(item)
-            if found is not None:
-                return found
-    if isinstance(output, dict):
-        for item in output.values():
-            found = first_tensor(item)
-            if found is not None:
-                return found
-    return None
 
 
 def _without_nan(t: torch.Tensor) -> torch.Tensor:

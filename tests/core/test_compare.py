@@ -175,3 +175,33 @@ def test_edited_run_diverges_at_the_edited_layer():
         cmp.layer("2").rel_l2, float(ch1.norm() / plain["2"].tensor.norm()), rtol=1e-6, atol=0
     )
     assert cmp.output is not None and cmp.output.rel_l2 > 0
+
+
+class Reused(nn.Module):
+    """``b(act(a(act(x))))``: ``act`` runs before and after ``a``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 2)
+        self.act = nn.Tanh()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.act(self.a(self.act(x))))
+
+
+def test_first_divergence_in_execution_order_with_a_reused_module():
+    torch.manual_seed(0)
+    model = Reused().eval()
+    x = torch.randn(3, 4)
+    plain = actviz.capture(model, x)
+    edited = actviz.capture(model, x, edits={"a": ablate([0, 2])})
+    assert [(r.name, r.call_index, r.seq) for r in edited.all_records()] == [
+        ("act", 0, 0),
+        ("act", 1, 2),
+        ("a", 0, 1),
+        ("b", 0, 3),
+    ]
+    cmp = actviz.compare(edited, plain)
+    assert cmp.layer("act", 0).rel_l2 == 0.0 and cmp.layer("act", 1).rel_l2 > 0
+    assert (cmp.first_divergence.name, cmp.first_divergence.call_index) == ("a", 0)

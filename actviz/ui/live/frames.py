@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from actviz.core.structures import iter_tensors, map_tensors
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -484,32 +486,13 @@ def _is_image_tensor(t: Any) -> bool:
 
 def _image_tensor(value: Any) -> torch.Tensor | None:
     """The tensor a perturbation applies to: the input itself or the first image-like one."""
-    if isinstance(value, torch.Tensor):
-        return value if _is_image_tensor(value) else None
-    if isinstance(value, dict):
-        items = list(value.values())
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        return None
-    return next((item for item in items if _is_image_tensor(item)), None)
+    return next((t for t in iter_tensors(value) if _is_image_tensor(t)), None)
 
 
 def _replace_image_tensor(value: Any, new: torch.Tensor) -> Any:
-    if isinstance(value, torch.Tensor):
-        return new
-    done = False
-
-    def swap(item: Any) -> Any:
-        nonlocal done
-        if not done and _is_image_tensor(item):
-            done = True
-            return new
-        return item
-
-    if isinstance(value, dict):
-        return {k: swap(v) for k, v in value.items()}
-    return type(value)(swap(v) for v in value)
+    """``value`` with its first image-like tensor replaced by ``new`` (types kept)."""
+    old = _image_tensor(value)
+    return map_tensors(value, lambda t: new if t is old else t)
 
 
 # --------------------------------------------------------------------------------------------
