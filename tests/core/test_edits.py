@@ -337,6 +337,53 @@ def test_channels_of_sequences_are_the_last_dimension():
     assert torch.count_nonzero(cap["proj"].tensor[:, 0]) == 0
 
 
+def test_channels_last_outputs_edit_their_last_dimension():
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    model = timm.create_model(
+        "swin_tiny_patch4_window7_224", pretrained=False, img_size=56, embed_dim=16,
+        depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1), window_size=7,
+    ).eval()  # fmt: skip
+    x = torch.randn(1, 3, 56, 56)
+    block = "layers.0.blocks.0"
+    plain = actviz.capture(model, x, [block], gradients=False)[block].tensor
+    assert plain.shape == (1, 14, 14, 16)  # (N, H, W, C)
+    cap = actviz.capture(model, x, [block], edits={block: ablate([1, 3])})
+    out = cap[block].tensor
+    assert torch.count_nonzero(out[..., [1, 3]]) == 0
+    keep_mask = torch.ones(16, dtype=torch.bool)
+    keep_mask[[1, 3]] = False
+    assert torch.equal(out[..., keep_mask], plain[..., keep_mask])
+    assert torch.count_nonzero(out[:, [1, 3]]) > 0  # rows 1 and 3 of H untouched
+    # dim= overrides the module's axis: rows of H this time
+    rows = actviz.capture(
+        model, x, [block], gradients=False,
+        edits={block: Edit("ablate", channels=(1, 3), dim=1)},
+    )[block].tensor  # fmt: skip
+    assert torch.count_nonzero(rows[:, [1, 3]]) == 0 and torch.count_nonzero(rows[..., 1]) > 0
+
+
+@pytest.mark.parametrize(
+    ("module", "shape", "dim"),
+    [
+        (nn.LayerNorm(8), (2, 5, 5, 8), 3),  # over the last dim of (N, H, W, C)
+        (nn.LayerNorm(8), (2, 8, 4, 8), 3),  # H == C: LayerNorm's last dim by definition
+        (nn.Linear(4, 6), (2, 3, 3, 6), 3),  # Linear on a 4-D input
+        (nn.Conv2d(3, 6, 1), (2, 6, 5, 5), 1),
+        (nn.Conv1d(3, 6, 1), (2, 6, 5), 1),
+        (nn.Sequential(nn.Conv2d(3, 6, 1), nn.ReLU()), (2, 6, 5, 5), 1),
+        (nn.Sequential(nn.Linear(3, 6), nn.GELU()), (2, 4, 4, 6), 3),  # its last layer tells
+        (nn.Identity(), (2, 5, 7), 2),  # a sequence by its shape
+        (nn.Identity(), (2, 5, 7, 7), 1),
+        (None, (2, 5), 1),
+    ],
+)
+def test_channel_dim_from_the_module_and_the_output(module, shape, dim):
+    out = torch.zeros(shape)
+    assert actviz.edits.channel_dim(module, out) == dim
+    assert actviz.edits.channel_dim(None, len(shape)) == (2 if len(shape) == 3 else 1)
+
+
 # ------------------------------------------------------------------------------- errors
 
 
