@@ -22,11 +22,13 @@ __all__ = [
     "effects",
     "atlas",
     "session",
+    "tune_allocator",
     "__version__",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz import edits
+    from actviz.core.allocator import tune_allocator
     from actviz.core.capture import capture
     from actviz.core.compare import compare
     from actviz.core.tree import module_tree
@@ -46,6 +48,7 @@ _LAZY = {
     "scan": "actviz.data.scan",
     "visualize": "actviz.analysis.visualize",
     "effects": "actviz.analysis.effects",
+    "tune_allocator": "actviz.core.allocator",
 }
 
 

@@ -1,11 +1,16 @@
-"""Keep freed memory in the process so repeated captures do not page-fault.
+"""An opt-in for processes that capture again and again: keep freed memory in the process.
 
 A capture holds every recorded activation until it returns; bare inference frees each one as
 soon as the next layer has run. With glibc's defaults the larger heap a capture needs is
 trimmed back to the OS when the capture's tensors are freed, so the next capture touches fresh
-pages again: about 5,000 minor page faults (and most of the overhead) per ResNet-18 capture on
-the benchmark machine. Raising glibc's trim and mmap thresholds keeps those pages, and the
-faults drop to zero. Set ``ACTVIZ_MALLOC_TUNING=0`` to leave the allocator alone.
+pages again: about 5,000 minor page faults per ResNet-18 capture at 320 px on the benchmark
+machine. Raising glibc's trim and mmap thresholds keeps those pages, and the faults drop to zero.
+
+That is a change to the whole process (a training script would keep up to 1 GiB of freed
+memory), so a library call never makes it on its own: :func:`tune_allocator` does, once, when
+called, and the actviz window calls it at start. ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first
+capture call it; ``ACTVIZ_TUNE_ALLOCATOR=0`` (or the older ``ACTVIZ_MALLOC_TUNING=0``) refuses
+it everywhere, the window included.
 """
 
 from __future__ import annotations
@@ -18,6 +23,11 @@ import sys
 
 log = logging.getLogger(__name__)
 
+__all__ = ["ENV", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune_allocator", "tune_if_asked"]
+
+#: The environment variable: ``1`` tunes at the first capture, ``0`` never tunes.
+ENV = "ACTVIZ_TUNE_ALLOCATOR"
+
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 # Allocations up to this size come from the heap (and are reused) instead of fresh mmaps.
@@ -25,24 +35,49 @@ MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.
 TRIM_THRESHOLD = 1 * 2**30
 
-_done = False
+_tuned: bool | None = None  # None: not tried yet in this process
+_asked: bool | None = None
 
 
-def keep_freed_memory() -> bool:
-    """Tune glibc once per process (Linux only); returns True if it was tuned."""
-    global _done
-    if _done:
-        return False
-    _done = True
-    if not sys.platform.startswith("linux") or os.environ.get("ACTVIZ_MALLOC_TUNING") == "0":
+def _refused() -> bool:
+    return os.environ.get(ENV) == "0" or os.environ.get("ACTVIZ_MALLOC_TUNING") == "0"
+
+
+def tune_allocator() -> bool:
+    """Make glibc keep freed memory in this process, so repeated captures do not page-fault.
+
+    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB, for the rest of
+    the process (Linux with glibc only; elsewhere nothing happens). Call it once at the start
+    of an application that captures repeatedly (the actviz window does); a library call never
+    does it by itself. ``ACTVIZ_TUNE_ALLOCATOR=0`` turns it into a no-op.
+
+    Returns
+    -------
+    bool
+        True if the thresholds are (now, or from an earlier call) raised.
+    """
+    global _tuned
+    if _tuned is not None:
+        return _tuned
+    _tuned = False
+    if not sys.platform.startswith("linux") or _refused():
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # musl and other libcs have no mallopt
         return False
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+    _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
-    log.debug("glibc malloc thresholds raised: %s", ok)
-    return ok
+    log.debug("glibc malloc thresholds raised: %s", _tuned)
+    return _tuned
+
+
+def tune_if_asked() -> None:
+    """:func:`tune_allocator` if ``ACTVIZ_TUNE_ALLOCATOR=1`` (read once): each capture calls it."""
+    global _asked
+    if _asked is None:
+        _asked = os.environ.get(ENV) == "1"
+        if _asked:
+            tune_allocator()

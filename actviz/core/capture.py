@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.core.allocator import keep_freed_memory
+from actviz.core.allocator import tune_if_asked
 from actviz.core.edits import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
@@ -216,7 +216,7 @@ def capture(
             )
         if applied:
             check_edits(dict(model.named_modules()), applied)
-    keep_freed_memory()
+    tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
     for attempt in range(_MAX_ATTEMPTS):
         try:
@@ -421,7 +421,7 @@ def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
 
     for recs in recorder.records.values():
         for rec in recs:
-            rec.inputs = tuple(cpu(a) if isinstance(a, torch.Tensor) else a for a in rec.inputs)
+            rec.inputs = tuple(cpu(a) for a in rec.inputs)
             rec.output = cpu(rec.output)
             rec.grad_output = cpu(rec.grad_output)
             if rec.grad_inputs is not None:
