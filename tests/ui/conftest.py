@@ -94,3 +94,21 @@ def run_frame(qtbot, window: MainWindow, seed: int, *, timeout: int = RUN_TIMEOU
     """Open ``frame(seed)`` as the input, run it and put the result on the panels."""
     window.set_input(frame(seed))
     wait_run(qtbot, window, timeout=timeout)
+
+
+@pytest.fixture
+def resnet() -> torch.nn.Module:
+    """A random-init ResNet-18 (seed 0) in eval mode."""
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+@pytest.fixture
+def tiny_cnn() -> torch.nn.Module:
+    """The tiny CNN of :mod:`tests.ui.tiny_models` (seed 0) in eval mode."""
+    from tests.ui.tiny_models import TinyCNN
+
+    torch.manual_seed(0)
+    return TinyCNN().eval()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torchvision
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
@@ -14,26 +13,22 @@ from PySide6.QtWidgets import QApplication
 from actviz.display.colormaps import to_indices
 from actviz.ui.panels.channel_view import OVERLAY_OPACITY
 from actviz.ui.window.main_window import MainWindow
-from tests.ui.conftest import wait_run
 
 LEFT = Qt.MouseButton.LeftButton
 
 
-@pytest.fixture
-def window(qtbot, new_window):
-    """The default window with resnet18 (conv1, layer2) run on a 96 px image."""
-    w = new_window()
-    torch.manual_seed(0)
-    w.set_model(torchvision.models.resnet18(weights=None).eval(), layers=["conv1", "layer2"])
+LAYERS = ["conv1", "layer2"]
+
+
+def _image() -> torch.Tensor:
+    """A random 96x96 picture as a 1x3x96x96 tensor in [0, 1]."""
     image = (np.random.default_rng(4).random((96, 96, 3)) * 255).astype(np.uint8)
-    w.set_input(torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255)
-    wait_run(qtbot, w)
-    return w
+    return torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255
 
 
 def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
     panel = window.layer_panels[name]
-    window.layers_scroll.ensureWidgetVisible(panel)
+    window.centre.layers_scroll.ensureWidgetVisible(panel)
     qtbot.waitUntil(lambda: panel.activation_slot.mosaic.page_size > 1, timeout=5000)
     window.flush_panel_updates()
     m = panel.activation_slot.mosaic
@@ -42,7 +37,7 @@ def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
     point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
     with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
-    qtbot.waitUntil(lambda: window.channel_box.isVisible(), timeout=2000)
+    qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=2000)
     QApplication.processEvents()
 
 
@@ -63,15 +58,18 @@ def _wheel(canvas, steps: int = 2) -> None:
     QApplication.sendEvent(viewport, event)
 
 
-def test_clicking_a_tile_opens_the_channel_large(qtbot, window):
+def test_clicking_a_tile_opens_the_channel_large(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), LAYERS)
+    win.run_and_wait()
+    window = win.window
     _open_by_click(qtbot, window, "layer2", 5)
-    view = window.channel_view
+    view = window.centre.channel_view
     layer = window.result.layers["layer2"]
     assert (view.name, view.channel, view.channels) == ("layer2", 5, 128)
     np.testing.assert_array_equal(view.activation, layer.view.data[5])
     np.testing.assert_array_equal(view.gradient, layer.grad_view.data[5])
     # At least 60 % of the Layers tab.
-    box, tab = window.channel_box, window.layers_splitter
+    box, tab = window.centre.channel_box, window.centre.layers_splitter
     qtbot.waitUntil(lambda: box.width() * box.height() >= 0.6 * tab.width() * tab.height())
     # Square pixels: the views are aspect-locked, and the image is drawn square.
     for canvas in (view.activation_canvas, view.gradient_canvas):
@@ -82,9 +80,12 @@ def test_clicking_a_tile_opens_the_channel_large(qtbot, window):
     assert view.position_label.text() == "ch 5 of 128"
 
 
-def test_zoom_is_aspect_locked_and_linked(qtbot, window):
+def test_zoom_is_aspect_locked_and_linked(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), LAYERS)
+    win.run_and_wait()
+    window = win.window
     _open_by_click(qtbot, window, "layer2", 3)
-    view = window.channel_view
+    view = window.centre.channel_view
     act, grad = view.activation_canvas, view.gradient_canvas
     before = act.view.viewRect()
     _wheel(act)
@@ -106,9 +107,12 @@ def test_zoom_is_aspect_locked_and_linked(qtbot, window):
     assert a.width() < after.width() * 0.9 and view.linked()
 
 
-def test_previous_next_keys_step_through_channels(qtbot, window):
+def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), LAYERS)
+    win.run_and_wait()
+    window = win.window
     _open_by_click(qtbot, window, "layer2", 10)
-    view = window.channel_view
+    view = window.centre.channel_view
     layer = window.result.layers["layer2"]
     view.setFocus()
     qtbot.keyClick(view, Qt.Key.Key_BracketRight)
@@ -134,9 +138,12 @@ def test_previous_next_keys_step_through_channels(qtbot, window):
     assert view.channel == 0 and not view.prev_button.isEnabled()
 
 
-def test_statistics_levels_and_overlay(qtbot, window):
+def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), LAYERS)
+    win.run_and_wait()
+    window = win.window
     _open_by_click(qtbot, window, "conv1", 7)
-    view = window.channel_view
+    view = window.centre.channel_view
     data = window.result.layers["conv1"].view.data[7].astype(np.float64)
     stats = view.stats
     assert stats["min"] == data.min() and stats["max"] == data.max()
