@@ -52,7 +52,7 @@ class LiveRig:
     def __post_init__(self) -> None:
         import torchvision
 
-        from actviz.ui.live.dock import install_live_mode
+        from actviz.ui.live.feature import install_live_mode
         from actviz.ui.live.frames import TensorFrames
         from actviz.ui.window.main_window import MainWindow
 

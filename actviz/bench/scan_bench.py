@@ -386,7 +386,7 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
     cache folder, under the benchmark's scratch ``XDG_CACHE_HOME``, is emptied)."""
     from actviz.bench.ui_bench import LagProbe, ensure_qt_app, scratch_settings, wait_until
     from actviz.ui.dataset.dialog import ScanSpec
-    from actviz.ui.live.dock import install_live_mode
+    from actviz.ui.live.feature import install_live_mode
     from actviz.ui.live.frames import TensorFrames
     from actviz.ui.window.main_window import MainWindow
 

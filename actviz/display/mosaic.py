@@ -163,6 +163,11 @@ def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> 
     return float(width_px) * tile_w / max(1, cols * (tile_w + pad) - pad)
 
 
+#: Fewest channels a mosaic page holds in the window, however narrow its panel (the page
+#: control turns through the rest).
+MIN_PAGE_CHANNELS = 16
+
+
 def page_channels_for(
     total: int,
     tile_h: int,

@@ -8,7 +8,6 @@ import os
 from PySide6.QtCore import QCoreApplication, QTimer
 
 from actviz.ui.explore import ensure_app
-from actviz.ui.live.dock import install_live_mode
 from actviz.ui.window.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,6 @@ def run_app(
     """
     app = ensure_app()
     window = MainWindow()
-    install_live_mode(window)
     # Everything opens in the background while the window is already on screen; an input
     # waits for the model being opened, and the automatic run starts once both are in.
     if model is None:

@@ -11,7 +11,6 @@ from typing import Any
 from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication
 
-from actviz.ui.live.dock import install_live_mode
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.settings import ensure_app_identity
 
@@ -72,7 +71,6 @@ def explore(
 
     ensure_app()
     window = MainWindow()
-    install_live_mode(window)
     try:
         if isinstance(model, nn.Module):
             window.set_model(model, categories=categories, layers=layers)

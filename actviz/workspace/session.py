@@ -287,7 +287,12 @@ class Session:
 
     Events (plain callbacks, emitted on the thread that changes the session, i.e. the GUI):
     ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
-    ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``.
+    ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``,
+    ``view_changed(what: str)`` (``"colormap"``, ``"normalize"``, ``"gradcam_layer"``,
+    ``"channel_pages"``, ``"page_channels"``).
+
+    Every piece of state the display depends on changes through a setter here and is
+    announced, so whatever shows it (panels, live mode, exports, a saved session) hears of it.
     """
 
     def __init__(self) -> None:
@@ -332,6 +337,7 @@ class Session:
         # Results the user keeps beside the latest one (see actviz.workspace.pins).
         self.pins = PinBoard(self.pins_changed.emit)
         self.edits_changed = Event()
+        self.view_changed = Event()
         #: The user's edits (actviz.workspace.edits_board); runs apply the ones switched on.
         self.edits = EditBoard(self._on_edits_changed)
         #: The unedited capture of the current input, kept while there are edits.
@@ -581,6 +587,40 @@ class Session:
 
     def _on_edits_changed(self) -> None:
         self.edits_changed.emit()
+
+    # -- view settings ------------------------------------------------------------------------
+    def set_view(
+        self,
+        *,
+        colormap: str | None = None,
+        normalize: str | None = None,
+        gradcam_layer: str | None | type[Ellipsis] = ...,
+    ) -> None:
+        """Change view settings (None / ``...`` leaves one as it is); announce each change."""
+        changed = []
+        if colormap is not None and colormap != self.colormap:
+            self.colormap = colormap
+            changed.append("colormap")
+        if normalize is not None and normalize != self.normalize:
+            self.normalize = normalize
+            changed.append("normalize")
+        if gradcam_layer is not ... and gradcam_layer != self.gradcam_layer:
+            self.gradcam_layer = gradcam_layer  # type: ignore[assignment]
+            changed.append("gradcam_layer")
+        for what in changed:
+            self.view_changed.emit(what)
+
+    def set_channel_page(self, layer: str, first: int) -> None:
+        """Show the mosaic page of ``layer`` that starts at channel ``first``."""
+        if self.channel_pages.get(layer) != first:
+            self.channel_pages[layer] = first
+            self.view_changed.emit("channel_pages")
+
+    def set_page_channels(self, layer: str, count: int) -> None:
+        """Channels per mosaic page of ``layer`` (the window's choice from the panel width)."""
+        if self.page_channels.get(layer) != count:
+            self.page_channels[layer] = count
+            self.view_changed.emit("page_channels")
 
     def set_result(self, result: RunResult | None) -> None:
         self.result = result

@@ -81,7 +81,7 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     window = demo_window
     folder = tmp_path / "images"
     write_folder(folder, broken=True)
-    window.commands.scan_dataset_action.trigger()
+    window.features["dataset"].scan_action.trigger()
     dialog = window.dataset.dialog
     assert dialog is not None and dialog.isVisible()
     # The window's ticked layers come first, checked.

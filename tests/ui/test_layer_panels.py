@@ -13,7 +13,7 @@ from torch import nn
 from actviz.display.mosaic import MIN_TILE_SCREEN_PX, grid_shape, mosaic, page_channels_for
 from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX
 from actviz.ui.window.main_window import MainWindow
-from actviz.ui.window.result_display import MIN_PAGE_CHANNELS
+from actviz.display.mosaic import MIN_PAGE_CHANNELS
 
 RUN_TIMEOUT_MS = 60_000
 

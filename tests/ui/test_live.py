@@ -17,7 +17,7 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.display.mosaic import mosaic
 from actviz.ui.live.controller import LiveStatus
-from actviz.ui.live.dock import install_live_mode
+from actviz.ui.live.feature import install_live_mode
 from actviz.ui.live.frames import (
     WEBCAM_MISSING,
     Coalescer,
@@ -578,10 +578,12 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window)
     )
 
 
-def test_the_webcam_entry_says_why_it_is_missing(qtbot, window, monkeypatch):
+def test_the_webcam_entry_says_why_it_is_missing(qtbot, new_window, monkeypatch):
     from actviz.ui.live import dock as live_controls
 
+    # Before the window: its live dock reads the webcam's status when it is made.
     monkeypatch.setattr(live_controls, "webcam_status", lambda: (False, WEBCAM_MISSING))
+    window = new_window()
     live = install_live_mode(window)
     dock = window.live_dock
     item = dock.source_combo.model().item(live_controls._WEBCAM)

@@ -974,7 +974,7 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp
 def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
     qtbot, make_window, monkeypatch, caplog
 ):
-    from actviz.ui.live.dock import install_live_mode
+    from actviz.ui.live.feature import install_live_mode
 
     window = make_window()  # ACTVIZ_MEMORY_BUDGET is unset in tests (tests/conftest.py)
     assert window.session.memory_budget == 1 << 30

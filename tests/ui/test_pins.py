@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from actviz.core.capture import capture
-from actviz.ui.live.dock import install_live_mode
+from actviz.ui.live.feature import install_live_mode
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.window.main_window import MainWindow
 from actviz.workspace.pins import PinBoard, PinRefused

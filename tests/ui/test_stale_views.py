@@ -47,7 +47,7 @@ from PIL import Image  # noqa: E402
 from PySide6.QtWidgets import QDialogButtonBox  # noqa: E402
 
 import actviz.core.capture as core_capture  # noqa: E402
-from actviz.ui.live.dock import install_live_mode  # noqa: E402
+from actviz.ui.live.feature import install_live_mode  # noqa: E402
 from actviz.ui.live.frames import ImageFolder, TensorFrames  # noqa: E402
 from actviz.ui.window.dialogs import ExportFolderDialog  # noqa: E402
 from tests.ui import test_live  # noqa: E402

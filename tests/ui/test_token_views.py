@@ -47,7 +47,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
 
     # Attention tab: the model's own attentions, per head and the mean; token labels.
     tabs = window.tabs
-    index = window.tokens.attention_tab_index
+    index = tabs.indexOf(window.tokens.attention_page)
     assert tabs.isTabVisible(index)
     own = capture_attention(model, {"input_ids": IDS})
     att = window.tokens.attention_panel
@@ -171,5 +171,6 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
     wait_run(qtbot, window)
     assert "attention" not in calls and "table" not in calls
     assert calls.count("bars") <= 2  # the window's own update per run, not the what-if's too
-    assert not views.tabs.isTabVisible(views.attention_tab_index)
+    tabs = window.centre.tabs
+    assert not tabs.isTabVisible(tabs.indexOf(views.attention_page))
     assert bars.bars_visible()

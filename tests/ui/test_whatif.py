@@ -327,7 +327,7 @@ def test_patch_from_a_pinned_run(qtbot, window):
 
 
 def test_live_frames_apply_the_edits(qtbot, window):
-    from actviz.ui.live.dock import install_live_mode
+    from actviz.ui.live.feature import install_live_mode
     from actviz.ui.live.frames import TensorFrames
 
     model = window.session.model

@@ -9,7 +9,7 @@ import torchvision
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-from actviz.ui.live.dock import install_live_mode
+from actviz.ui.live.feature import install_live_mode
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.tree.dock import PREFERRED_WIDTH
 from actviz.ui.window.banner import breakable

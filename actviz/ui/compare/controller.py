@@ -21,31 +21,33 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
-    QMainWindow,
     QScrollArea,
-    QTabWidget,
     QWidget,
 )
 
 from actviz.core.capture import format_bytes
 from actviz.display.colormaps import AUTO
 from actviz.display.difference import DIFFERENCE_CMAP
-from actviz.display.mosaic import page_channels_for
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepare import with_page
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.ui.compare.view import CompareView
-from actviz.ui.window.file_opening import IMAGE_FILTER, TENSOR_FILTER
-from actviz.ui.window.loaders import arch_needed_text, describe_error, short_source
-from actviz.ui.window.result_display import MIN_PAGE_CHANNELS
-from actviz.ui.window.settings import AppSettings
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.loaders import (
+    IMAGE_FILTER,
+    TENSOR_FILTER,
+    arch_needed_text,
+    describe_error,
+    short_source,
+)
 from actviz.ui.worker import Worker
 from actviz.workspace.comparison import (
     INPUT,
@@ -56,11 +58,10 @@ from actviz.workspace.comparison import (
     compare_job,
     layer_mismatch,
 )
-from actviz.workspace.session import Session
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CompareController", "CompareHost", "install_compare"]
+__all__ = ["CompareController"]
 
 #: Title of the Compare tab.
 TAB_TITLE = "Compare"
@@ -68,29 +69,7 @@ TAB_TITLE = "Compare"
 STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
 
 
-class CompareHost(Protocol):
-    """What the Compare tab uses of the window."""
-
-    session: Session
-    settings: AppSettings
-    worker: Worker
-    tabs: QTabWidget
-    layers_splitter: QWidget
-    layers_scroll: QScrollArea
-    model_loader: Callable[..., Any]
-    input_loader: Callable[..., Any]
-    confirm_untrusted: Callable[[QWidget, str, str], bool]
-    run_started: SignalInstance
-    closed: SignalInstance
-
-    @property
-    def layer_panels(self) -> dict[str, Any]: ...
-    def select_layer(self, name: str | None, *, reveal: bool = True) -> None: ...
-    def open_channel(self, name: str, channel: int) -> bool: ...
-    def refresh_busy(self, text: str = "") -> None: ...
-
-
-class CompareController(QObject):
+class CompareController(FeatureBase, QObject):
     """Drives the Compare tab of ``window`` (see the module docstring).
 
     Signals
@@ -107,11 +86,13 @@ class CompareController(QObject):
     compare_failed = Signal(str)
     model_b_loaded = Signal(str)
 
-    def __init__(self, window: CompareHost, view: CompareView | None = None) -> None:
-        super().__init__(window if isinstance(window, QObject) else None)
-        self.window = window
-        self.session = window.session
-        self.worker = window.worker
+    name = "compare"
+
+    def __init__(self, host: WindowHost, view: CompareView | None = None) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.window = host
+        self.session = host.session
+        self.worker = host.worker
         self.view = view or CompareView()
         #: The tab's page: the view, scrolled when the window is smaller than its minimum
         #: (as the Overview's), so the Compare tab never sets the window's minimum size.
@@ -162,9 +143,8 @@ class CompareController(QObject):
         signals.errored.connect(self._on_worker_errored)
         signals.cancelled.connect(self._on_worker_cancelled)
         signals.started.connect(self._on_worker_started)
-        window.run_started.connect(self._check_interrupted)
-        window.closed.connect(self.shutdown)
-        window.tabs.currentChanged.connect(self._on_tab_changed)
+        host.run_started.connect(self._check_interrupted)
+        host.tab_changed.connect(self._on_tab_changed)
         ls = self.loads.signals
         ls.finished.connect(self._on_load_finished)
         ls.errored.connect(self._on_load_errored)
@@ -176,12 +156,19 @@ class CompareController(QObject):
         self._refresh_pins()
         self._refresh_input_choices()
         v.clear("Run A is the latest run the window shows; choose B and press Compare.")
+        host.add_tab(self.page, TAB_TITLE)
 
     # ========================================================================== public API
-    def owns(self, generation: int) -> bool:
+    def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is a comparison (the window's
         own slots leave it alone)."""
         return generation in self._owned
+
+    owns = owns_job
+
+    def cancel(self) -> bool:
+        """Esc: a comparison waiting for the run before it never starts."""
+        return self.cancel_waiting()
 
     def is_busy(self) -> bool:
         """True while a comparison waits for the worker, runs, or model B opens."""
@@ -192,6 +179,7 @@ class CompareController(QObject):
         pins = list(self.session.pins)
         if pin not in pins:
             return False
+        self.window.show_tab(self.page)
         self.view.set_source(PIN)
         self._refresh_pins(current=pins.index(pin))
         return self.compare()
@@ -244,7 +232,7 @@ class CompareController(QObject):
                 error=True,
             )
             return False
-        self.window.tabs.setCurrentWidget(self.window.layers_splitter)
+        self.window.show_tab(None)
         self.window.select_layer(name)
         # Once the tab is laid out, bring the panel into view for sure.
         QTimer.singleShot(0, lambda: self._reveal(name))
@@ -255,7 +243,7 @@ class CompareController(QObject):
         difference tile's click)."""
         if name not in self.window.layer_panels:
             return self.go_to_layer(name)
-        self.window.tabs.setCurrentWidget(self.window.layers_splitter)
+        self.window.show_tab(None)
         return bool(self.window.open_channel(name, channel))
 
     def browse_input(self) -> str:
@@ -278,14 +266,10 @@ class CompareController(QObject):
         It stays open while model B loads, closes once it opened and fits run A's layers,
         and otherwise says why, path kept (as when opening the main model).
         """
-        from actviz.ui.window.dialogs import OpenModelDialog
-
         if self.model_dialog is not None:
             self.model_dialog.raise_()
             return self.model_dialog
-        dialog = OpenModelDialog(
-            self._parent(), recent=self.window.settings.recent_models(), keep_open=True
-        )
+        dialog = self.window.model_dialog(keep_open=True)
         dialog.setWindowTitle("Open model B (to compare) — actviz")
         dialog.open_requested.connect(lambda spec: self._load_model_b(dialog, spec))
         dialog.finished.connect(lambda _code: self._on_model_dialog_finished(dialog))
@@ -506,8 +490,8 @@ class CompareController(QObject):
             text += "\n" + " ".join(outcome.warnings)
         v.set_message(text)
 
-    def _on_tab_changed(self, _index: int) -> None:
-        if self._unpainted and self.window.tabs.currentWidget() is self.page:
+    def _on_tab_changed(self, _widget: object) -> None:
+        if self._unpainted and self.window.current_tab() is self.page:
             # On the next pass: the tab's widgets get their geometry first.
             QTimer.singleShot(0, self._paint_waiting)
 
@@ -597,9 +581,8 @@ class CompareController(QObject):
                 self._paint(name)
 
     def _reveal(self, name: str) -> None:
-        panel = self.window.layer_panels.get(name)
-        if panel is not None and not self._closed:
-            self.window.layers_scroll.ensureWidgetVisible(panel)
+        if not self._closed:
+            self.window.reveal_panel(name)
 
     # ========================================================================== choices
     def _on_view_source_changed(self, source: str) -> None:
@@ -613,8 +596,7 @@ class CompareController(QObject):
 
     def _refresh_input_choices(self) -> None:
         choices: list[str] = []
-        files = getattr(self.window, "files", None)
-        choices += [str(p) for p in getattr(files, "samples", [])]
+        choices += [str(p) for p in self.window.sample_inputs()]
         choices += [r for r in self.window.settings.recent_inputs() if r not in choices]
         inp = self.session.input
         value = inp.value if inp is not None else None
@@ -738,12 +720,4 @@ class CompareController(QObject):
         dialog.deleteLater()
 
     def _parent(self) -> QWidget | None:
-        return self.window if isinstance(self.window, QWidget) else None
-
-
-def install_compare(window: QMainWindow) -> CompareController:
-    """Add the Compare tab to ``window`` (after its Layers and Overview tabs) and return
-    the controller that drives it."""
-    controller = CompareController(window)  # type: ignore[arg-type]
-    window.tabs.addTab(controller.page, TAB_TITLE)  # type: ignore[attr-defined]
-    return controller
+        return self.window.dialog_parent()

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction
 
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
 from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock
 from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.dataset.table import layer_figures
 from actviz.ui.dataset.topk import TopKGrid, source_name
+from actviz.ui.host import FeatureBase, WindowHost
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +36,22 @@ LAYERS_KEY = "dataset/layers"
 SKIPPED_NAMED = 3
 
 
-class DatasetScanUI(QObject):
+class DatasetScanUI(FeatureBase, QObject):
     """Scan dialog, Dataset dock and top-k grid of one window.
 
     Parameters
     ----------
-    window
-        The main window (``MainWindow``; not imported here, it imports this module): its
-        session, commands, centre, banner, ``open_channel``, ``open_input_source``, ``run``.
+    host
+        The window: its session, the channel view, ``open_channel``, ``open_input_source``,
+        ``run``, a dock and the Data menu.
     """
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self.window = window
+    name = "dataset"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        window = host
+        self.window = host
         self.session = window.session
         self.scans = DatasetScans(self.session, self)
         self.dialog: ScanDialog | None = None
@@ -61,17 +66,21 @@ class DatasetScanUI(QObject):
         #: (layer, channel) the grid shows or waits for.
         self._grid_key: tuple[str, int] | None = None
 
-        self.dock = DatasetDock(window)
-        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
-        self.dock.hide()
-        window.commands.view_menu.addAction(self.dock.toggleViewAction())
+        self.dock = DatasetDock(host.dialog_parent())
+        # Docked on the right, closed until a scan starts (widened when it opens).
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
         self.grid = TopKGrid()
         self.grid.setVisible(False)
-        self.channel_view = window.centre.channel_view
+        self.channel_view = host.channel_view
         self.channel_view.add_section(self.grid)
 
-        window.commands.scan_dataset_action.triggered.connect(self.open_dialog)
-        window.commands.reset_layout_action.triggered.connect(self._reset_dock)
+        #: Data > Scan a dataset…
+        self.scan_action = QAction("Scan a dataset…", host.dialog_parent())
+        self.scan_action.setToolTip(
+            "Run the model over a folder of images and find each channel's top images"
+        )
+        host.add_menu_action("Data", self.scan_action, shortcut=False)
+        self.scan_action.triggered.connect(self.open_dialog)
         self.dock.scan_clicked.connect(self.open_dialog)
         self.dock.cancel_clicked.connect(self.cancel)
         self.dock.layer_chosen.connect(self._show_layer)
@@ -108,7 +117,7 @@ class DatasetScanUI(QObject):
         layers = [n.name for n in self.session.tree if n.name] if self.session.tree else []
         spec = self.scans.spec
         dialog = ScanDialog(
-            self.window,
+            self.window.dialog_parent(),
             layers,
             self.session.ticked,
             folder=self._last_folder,
@@ -136,6 +145,10 @@ class DatasetScanUI(QObject):
         self._store.setValue(LAYERS_KEY, ",".join(spec.layers))
         return self.scans.start(spec)
 
+    def is_busy(self) -> bool:
+        """True while a scan runs (Esc stops it)."""
+        return self.scans.is_scanning()
+
     def cancel(self) -> bool:
         """Stop the running scan after its batch (what it did is kept; a new scan resumes)."""
         if not self.scans.cancel():
@@ -150,7 +163,7 @@ class DatasetScanUI(QObject):
         channel's best image when no input is open yet); the channel opens when that run
         finished. Returns True when it opened now.
         """
-        self.window.tabs.setCurrentIndex(0)
+        self.window.show_tab(None)
         if self.window.open_channel(layer, channel):
             self._pending_open = None
             return True
@@ -183,7 +196,7 @@ class DatasetScanUI(QObject):
 
     # -- scan events ---------------------------------------------------------------------------
     def _on_scan_started(self, spec: ScanSpec) -> None:
-        self.window.banner.clear(BANNER_SOURCE)
+        self.window.clear_messages(BANNER_SOURCE)
         shown = self.dock.isVisible()
         self.dock.show()
         self.dock.raise_()
@@ -195,7 +208,7 @@ class DatasetScanUI(QObject):
         # with the live dock), and resizing the central area re-lays every panel out (beside
         # live mode that stalled the GUI thread 75-120 ms at each scan start).
         if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
-            self.window.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
+            self.window.resize_dock(self.dock, PREFERRED_WIDTH)
 
     def _on_scan_finished(self, scan: Any) -> None:
         self.window.refresh_busy()  # Esc cancels a scan only while one runs
@@ -367,10 +380,9 @@ class DatasetScanUI(QObject):
                 f"Sample {source_name(source)} is not a file to open.", BANNER_SOURCE
             )
 
-    def _reset_dock(self) -> None:
-        # View > Reset window layout: where a first start puts it (right, closed).
-        self.dock.setFloating(False)
-        self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+    def reset_layout(self) -> None:
+        """View > Reset window layout: where a first start puts it (right, closed)."""
+        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
         self.dock.hide()
 
     def _on_dialog_finished(self, dialog: ScanDialog) -> None:

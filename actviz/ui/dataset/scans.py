@@ -303,7 +303,7 @@ class DatasetScans(QObject):
         if gen == self._peek_gen:  # the last folder is gone or unreadable: nothing to show
             log.info("no saved scan to show: %s", error)
             return
-        from actviz.ui.window.loaders import describe_error
+        from actviz.ui.loaders import describe_error
 
         log.info("scan failed", exc_info=(type(error), error, error.__traceback__))
         self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
@@ -366,7 +366,7 @@ class DatasetScans(QObject):
     def _on_views_errored(self, gen: int, error: BaseException) -> None:
         if gen != self._views_gen or self._views_key is None:
             return
-        from actviz.ui.window.loaders import describe_error
+        from actviz.ui.loaders import describe_error
 
         log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
         layer, channel = self._views_key

@@ -1,9 +1,8 @@
 """Live mode: play frame sequences and perturb the input, with the window's panels following.
 
-:func:`~actviz.ui.live.dock.install_live_mode` attaches a :class:`LiveController` and its
-dock (:class:`~actviz.ui.live.dock.LiveControls`) to an existing
-:class:`~actviz.ui.window.main_window.MainWindow`, using only the window's public parts
-(:class:`LiveHost`):
+:class:`~actviz.ui.live.feature.LiveMode` hosts a :class:`LiveController` and its dock
+(:class:`~actviz.ui.live.dock.LiveControls`) in the window, through its
+:class:`~actviz.ui.host.WindowHost`:
 
 * frames run on ``window.worker`` (one model, one worker: hooks are per-module state), as jobs
   that load the frame, perturb it, capture and prepare (the fast variant of
@@ -33,14 +32,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QObject, QTimer, Signal, SignalInstance
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from actviz.core.inputs import list_layout
 from actviz.core.threads import torch_threads
 from actviz.display.prepare import prepare, reusable_mosaics
+from actviz.ui.host import WindowHost
 from actviz.ui.live.frames import (
     Coalescer,
     FrameSource,
@@ -54,7 +54,7 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.worker import Staged, Worker
+from actviz.ui.worker import Staged
 from actviz.workspace.budget import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
@@ -64,41 +64,17 @@ from actviz.workspace.budget import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.panels.feature_map import LayerPanel
-    from actviz.ui.panels.input_preview import InputPreview
-    from actviz.workspace.session import RunRequest, RunResult, Session
+    from actviz.workspace.session import RunRequest, RunResult
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 30.0
 
 
-class LiveHost(Protocol):
-    """What live mode uses of the window (the main window is one)."""
-
-    session: Session
-    worker: Worker
-    input_preview: InputPreview
-    run_started: SignalInstance
-    pinned_shown: SignalInstance
-    closed: SignalInstance
-
-    @property
-    def result(self) -> RunResult | None: ...
-    @property
-    def selected_layer(self) -> str | None: ...
-    @property
-    def layer_panels(self) -> dict[str, LayerPanel]: ...
-    def run(self) -> int | None: ...
-    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None: ...
-    def display_pending(self) -> bool: ...
-
-
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "FrameTiming",
     "LiveController",
-    "LiveHost",
     "LiveStatus",
     "parse_bytes",
     "rss_bytes",
@@ -189,7 +165,7 @@ class LiveController(QObject):
     Parameters
     ----------
     window
-        The window whose worker and panels it drives (see :class:`LiveHost`).
+        The window whose worker and panels it drives (its :class:`~actviz.ui.host.WindowHost`).
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
@@ -230,7 +206,7 @@ class LiveController(QObject):
 
     def __init__(
         self,
-        window: LiveHost,
+        window: WindowHost,
         *,
         max_fps: float = DEFAULT_MAX_FPS,
         capture_threads: int | None = None,
@@ -721,7 +697,7 @@ class LiveController(QObject):
         if spec.image is not None:
             # At once, not as a display step: a step is skipped when the next frame arrives
             # first, so while playing the preview would lag the frame counter.
-            self.window.input_preview.set_image(spec.image, caption)
+            self.window.show_input_image(spec.image, caption)
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self.input_image_changed.emit(spec.image)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
@@ -32,30 +32,26 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QMenuBar,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QSlider,
     QSpinBox,
-    QStatusBar,
     QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from actviz.ui.live.controller import LiveController, LiveHost, LiveStatus
+from actviz.ui.live.controller import LiveController, LiveStatus
 from actviz.ui.live.frames import Perturbation, webcam_status
 from actviz.ui.panels import style
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LiveControls", "LiveWindow", "OcclusionPad", "SOURCE_ITEMS", "install_live_mode"]
+__all__ = ["LiveControls", "OcclusionPad", "SOURCE_ITEMS", "show_dock"]
 
 #: Entries of the source selector, in order.
 SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
@@ -569,7 +565,8 @@ class LiveControls(QDockWidget):
         super().closeEvent(event)
 
 
-def _show_dock(dock: QDockWidget) -> None:
+def show_dock(dock: QDockWidget) -> None:
+    """Show ``dock`` in front (when tabbed with another dock)."""
     if not dock.isVisible():
         dock.show()
     dock.raise_()  # in front when tabbed with another dock
@@ -578,84 +575,3 @@ def _show_dock(dock: QDockWidget) -> None:
 def _icon(name: str) -> QIcon:
     """One of Qt's standard media icons (drawn by the style, so always available)."""
     return QApplication.style().standardIcon(getattr(QStyle.StandardPixmap, name))
-
-
-class LiveWindow(LiveHost, Protocol):
-    """The window live mode attaches to: a :class:`LiveHost` and a ``QMainWindow`` that keeps
-    its live parts (None until attached) in ``live``, ``live_dock`` and ``live_status_label``."""
-
-    live: LiveController | None
-    live_dock: LiveControls | None
-    live_status_label: QLabel | None
-
-    def addDockWidget(self, area: Qt.DockWidgetArea, dock: QDockWidget) -> None: ...  # noqa: N802
-    def restoreDockWidget(self, dock: QDockWidget) -> bool: ...  # noqa: N802
-    def resizeDocks(self, docks: Any, sizes: Any, orientation: Qt.Orientation) -> None: ...  # noqa: N802
-    def menuBar(self) -> QMenuBar: ...  # noqa: N802
-    def statusBar(self) -> QStatusBar: ...  # noqa: N802
-    def addAction(self, action: QAction) -> None: ...  # noqa: N802
-
-
-def install_live_mode(
-    window: LiveWindow,
-    *,
-    area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
-    **kwargs: Any,
-) -> LiveController:
-    """Attach live mode to ``window``: a :class:`LiveController` and its "Live" dock.
-
-    Parameters
-    ----------
-    window
-        The explorer window.
-    area
-        Dock area of the live controls.
-    **kwargs
-        Passed to :class:`LiveController` (``max_fps``, ``memory_budget``, ...).
-
-    Returns
-    -------
-    LiveController
-        Also stored as ``window.live`` and its dock as ``window.live_dock``.
-    """
-    controller = LiveController(window, **kwargs)
-    dock = LiveControls(controller, window)
-    # Scrolls rather than making the window taller than a laptop screen.
-    scroll = QScrollArea()
-    scroll.setWidgetResizable(True)
-    scroll.setFrameShape(QFrame.Shape.NoFrame)
-    scroll.setWidget(dock.widget())
-    dock.setWidget(scroll)
-    # Where the user left it (a saved layout); else closed until live mode is used (a source
-    # chosen, Play), narrow: the layer panels are what the window is for.
-    if not window.restoreDockWidget(dock):
-        window.addDockWidget(area, dock)
-        window.resizeDocks([dock], [300], Qt.Orientation.Horizontal)
-        dock.hide()
-    controller.source_changed.connect(lambda text: text and _show_dock(dock))
-    controller.playing_changed.connect(lambda playing: playing and _show_dock(dock))
-    dock.play_action.triggered.connect(lambda: _show_dock(dock))
-    # Show/hide it from the View menu, like any dock.
-    for action in window.menuBar().actions():
-        menu = action.menu()
-        if menu is not None and action.text().replace("&", "") == "View":
-            menu.addAction(dock.toggleViewAction())
-            break
-    # Playback from the keyboard (window shortcuts) and from a Live menu.
-    live_menu = window.menuBar().addMenu("&Live")
-    for act in dock.actions_for_menu():
-        window.addAction(act)  # shortcuts work even with the dock closed
-        live_menu.addAction(act)
-    live_menu.addSeparator()
-    live_menu.addAction(dock.toggleViewAction())
-    # The fps and memory held stay visible in the status bar even with the dock closed.
-    label = QLabel("")
-    label.setObjectName("liveStatusLabel")
-    window.statusBar().addPermanentWidget(label)
-    controller.status_changed.connect(
-        lambda st: label.setText(f"live {st.state_text()}" if st.frames else "")
-    )
-    window.live = controller
-    window.live_dock = dock
-    window.live_status_label = label
-    return controller

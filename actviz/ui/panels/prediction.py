@@ -121,6 +121,13 @@ class PredictionPanel(PanelBase):
     def bars_visible(self) -> bool:
         return self._bars_visible
 
+    def add_row(self, widget: QtWidgets.QWidget) -> None:
+        """Add ``widget`` under the bars, above the panel's stretch (a before/after table)."""
+        stretch_at = next(
+            i for i in range(self.content.count()) if self.content.itemAt(i).spacerItem()
+        )
+        self.content.insertWidget(stretch_at, widget)
+
     def set_predictions(self, rows: list[tuple[int, str, float]]) -> None:
         """Show ``rows`` (class index, label, probability in [0, 1]) in the given order."""
         self._data = [(int(i), str(label), float(p)) for i, label, p in rows]

@@ -22,6 +22,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFrame, QLineEdit, QPushButton, QScrollArea, QSplitter, QToolBar
 
+from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.style import PANEL_SPACING
 from actviz.ui.tokens.attention_panel import AttentionPanel
@@ -32,21 +33,20 @@ __all__ = ["TEXT_PREFIX", "TokenViews"]
 TEXT_PREFIX = "text:"
 
 
-class TokenViews:
+class TokenViews(FeatureBase):
     """See the module docstring.
 
     Parameters
     ----------
-    window
-        The main window (:class:`~actviz.ui.window.main_window.MainWindow`, not imported:
-        it imports this module): its session, centre tabs, Overview and input loading.
+    host
+        The window: its session, a tab, the Overview, a toolbar, input loading.
     """
 
-    def __init__(self, window: Any) -> None:
-        self.window = window
-        self.session = window.session
-        centre = window.centre
-        self.tabs = centre.tabs
+    name = "tokens"
+
+    def __init__(self, host: WindowHost) -> None:
+        self.host = host
+        self.session = host.session
         # Attention tab: maps | logit lens.
         self.attention_panel = AttentionPanel()
         self.lens_panel = LogitLensPanel()
@@ -62,11 +62,11 @@ class TokenViews:
         self.attention_page.setWidgetResizable(True)
         self.attention_page.setFrameShape(QFrame.Shape.NoFrame)
         self.attention_page.setWidget(self.attention_tab)
-        self.attention_tab_index = self.tabs.addTab(self.attention_page, "Attention")
-        self.tabs.setTabVisible(self.attention_tab_index, False)
+        host.add_tab(self.attention_page, "Attention")
+        host.set_tab_visible(self.attention_page, False)
         # Rollout beside Grad-CAM (the Overview's top row).
         self.rollout_panel = OverlayPanel("Attention rollout")
-        centre.overview_splitters[1].addWidget(self.rollout_panel)
+        host.add_overview_widget(self.rollout_panel, row="top")
         self.rollout_panel.setVisible(False)
         self._shown_empty = True  # the panels are cleared and hidden
         # Text input.
@@ -78,17 +78,12 @@ class TokenViews:
         self.text_button = QPushButton("Use text")
         self.text_bar.addWidget(self.text_edit)
         self.text_bar.addWidget(self.text_button)
-        window.addToolBarBreak()
-        window.addToolBar(self.text_bar)
+        host.add_toolbar(self.text_bar, new_row=True)
         self.text_bar.setVisible(False)
-        self.text_action = QAction("Type text...", window)
+        self.text_action = QAction("Type text...", host.dialog_parent())
         self.text_action.setToolTip("Type the input text of a model with a tokenizer")
         self.text_action.setEnabled(False)
-        file_menu = window.commands.recent_inputs_menu.parentWidget()
-        if file_menu is not None:
-            file_menu.insertAction(  # type: ignore[attr-defined]
-                window.commands.recent_inputs_menu.menuAction(), self.text_action
-            )
+        host.add_menu_action("File", self.text_action, before="Recent inputs", shortcut=False)
         self.text_action.triggered.connect(self.focus_text)
         self.text_edit.returnPressed.connect(self.submit_text)
         self.text_button.clicked.connect(self.submit_text)
@@ -110,7 +105,7 @@ class TokenViews:
         text = self.text_edit.text() if not isinstance(text, str) else text
         if not text.strip():
             return False
-        return self.window.open_input_source(TEXT_PREFIX + text, remember=False)
+        return self.host.open_input_source(TEXT_PREFIX + text, remember=False)
 
     # -- session events ------------------------------------------------------------------
     def _on_session_model_changed(self) -> None:
@@ -120,7 +115,7 @@ class TokenViews:
         self.attention_panel.clear()
         self.lens_panel.clear()
         self.rollout_panel.clear()
-        self.tabs.setTabVisible(self.attention_tab_index, False)
+        self.host.set_tab_visible(self.attention_page, False)
         self.rollout_panel.setVisible(False)
         self._shown_empty = True
 
@@ -147,8 +142,8 @@ class TokenViews:
         self.lens_panel.set_lens(result.logit_lens)
         self.attention_panel.setVisible(result.attention is not None)
         self.lens_panel.setVisible(result.logit_lens is not None)
-        self.tabs.setTabVisible(
-            self.attention_tab_index, result.attention is not None or result.logit_lens is not None
+        self.host.set_tab_visible(
+            self.attention_page, result.attention is not None or result.logit_lens is not None
         )
         if result.rollout is not None and result.image is not None:
             self.rollout_panel.setVisible(True)

@@ -1,15 +1,15 @@
 """What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
 
-:func:`install_whatif` attaches a :class:`WhatIfController` to a
-:class:`~actviz.ui.window.main_window.MainWindow`. It keeps to the window's public parts:
+:class:`WhatIfController` is a feature constructed with the window's
+:class:`~actviz.ui.host.WindowHost`; it attaches only through it:
 
 * the edits live in ``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`); every run
   request carries them (``RunRequest.edits``) and the unedited capture of the same input comes
   back as ``result.baseline`` (:mod:`actviz.workspace.edit_runs`); live frames apply them too;
 * a change of the edits re-runs through the window's own run path (``schedule_run``);
-* layer panels get their tile menu when ``display`` makes them, and their badge and
-  difference view each time ``display`` shows a layer in them (``panel_updated``);
-* the prediction panel gets a before/after table
+* layer panels get their tile menu when the window makes them (``panel_created``), and their
+  badge and difference view each time a panel shows a layer (``panel_shown``);
+* the prediction panel gets a before/after table (``add_prediction_widget``)
   (:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`, the Compare tab's too).
 """
 
@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QPoint, Qt, SignalInstance
-from PySide6.QtWidgets import QDockWidget, QInputDialog, QMainWindow, QMenu, QWidget
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
+from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.prediction_change import PredictionChangeView
 from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
 from actviz.ui.whatif.range_dialog import ask_range
@@ -32,33 +33,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.difference import PredictionChange
     from actviz.display.result import PreparedLayer, RunResult
     from actviz.ui.panels.feature_map import LayerPanel
-    from actviz.ui.panels.prediction import PredictionPanel
-    from actviz.ui.window.result_display import ResultDisplay
-    from actviz.workspace.session import Session
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AskFactor", "WhatIfController", "WhatIfHost", "channels_text"]
+__all__ = ["AskFactor", "WhatIfController", "channels_text"]
 
 #: ``(parent, prompt) -> factor`` or None when the user cancels (tests inject an answer).
 AskFactor = Callable[[QWidget, str], "float | None"]
 #: Classes of each run in the before/after table.
 TOP_K = 5
-
-
-class WhatIfHost(Protocol):
-    """What what-if uses of the window (the main window is one; a QMainWindow)."""
-
-    session: Session
-    display: ResultDisplay
-    prediction_panel: PredictionPanel
-    commands: Any  # WindowActions: its view_menu lists the dock
-    run_failed: SignalInstance
-    closed: SignalInstance
-
-    def schedule_run(self) -> None: ...
-    def show_error(self, text: str, source: str = "action") -> None: ...
-    def addDockWidget(self, area: Qt.DockWidgetArea, dock: QDockWidget) -> None: ...  # noqa: N802
 
 
 def ask_factor(parent: QWidget, prompt: str) -> float | None:
@@ -75,20 +58,21 @@ def channels_text(channels: Sequence[int]) -> str:
     return f"{len(channels)} channels"
 
 
-class WhatIfController(QObject):
+class WhatIfController(FeatureBase, QObject):
     """Edits made from the window's tiles, listed in the Edits dock, shown before/after.
 
     Parameters
     ----------
-    window
-        The explorer window (its session, display, prediction panel and run path are used).
+    host
+        The window (its session, panels, prediction panel and run path are used).
     """
 
-    def __init__(self, window: WhatIfHost) -> None:
-        super().__init__(window)  # type: ignore[arg-type]
-        self.window = window
-        self.session = window.session
-        self.display = window.display
+    name = "whatif"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.window = host
+        self.session = host.session
         self.ask_factor: AskFactor = ask_factor
         #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
         self.ask_range: Callable[[QWidget, str], tuple[float | None, float | None] | None] = (
@@ -99,13 +83,9 @@ class WhatIfController(QObject):
         self._diff_cache: dict[tuple, PreparedLayer] = {}
         self._closed = False
 
-        main: QMainWindow = window  # type: ignore[assignment]
-        self.dock = EditsDock(main)
-        if not main.restoreDockWidget(self.dock):
-            window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
-            main.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
-            self.dock.hide()  # until the first edit
-        window.commands.view_menu.addAction(self.dock.toggleViewAction())
+        self.dock = EditsDock(host.dialog_parent())
+        # Hidden until the first edit.
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         # Run A is the edited run, B its unedited twin: shown before | after.
         self.change_view = PredictionChangeView(
             names=("after", "before"),
@@ -114,9 +94,8 @@ class WhatIfController(QObject):
             caption="Before → after the edits (Δp in points)",
             framed=False,
         )
-        panel = window.prediction_panel
-        # Under the bars (which show the edited run), above the panel's stretch.
-        panel.content.insertWidget(max(0, panel.content.count() - 2), self.change_view)
+        # Under the bars (which show the edited run).
+        host.add_prediction_widget(self.change_view)
 
         self.dock.enabled_changed.connect(self._on_dock_enabled_changed)
         self.dock.value_changed.connect(self._on_dock_value_changed)
@@ -124,20 +103,19 @@ class WhatIfController(QObject):
         self.dock.clear_requested.connect(self.clear_edits)
         self.session.edits_changed.connect(self._on_edits_changed)
         self.session.result_changed.connect(self._on_result_changed)
-        self.display.panel_created.append(self._on_panel_created)
-        self.display.panel_updated.append(self._on_panel_updated)
-        for panel_ in self.display.layer_panels.values():
-            self._on_panel_created(panel_)
-        window.run_failed.connect(self._on_run_failed)
-        window.closed.connect(self.shutdown)
+        host.panel_created.connect(self._on_panel_created)
+        host.panel_shown.connect(self._on_panel_updated)
+        for name, panel_ in host.layer_panels.items():
+            self._on_panel_created(name, panel_)
+        host.run_failed.connect(self._on_run_failed)
 
-    def reset_dock(self) -> None:
+    def reset_layout(self) -> None:
         """Put the Edits dock back on the right, at its width; shown while there are edits."""
-        main: QMainWindow = self.window  # type: ignore[assignment]
-        self.dock.setFloating(False)
-        main.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
-        main.resizeDocks([self.dock], [PREFERRED_WIDTH], Qt.Orientation.Horizontal)
+        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.window.resize_dock(self.dock, PREFERRED_WIDTH)
         self.dock.setVisible(len(self.session.edits) > 0)
+
+    reset_dock = reset_layout
 
     # ------------------------------------------------------------------ edits
     def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
@@ -171,12 +149,12 @@ class WhatIfController(QObject):
         self.dock.set_entries(board.entries)
         self.dock.set_error("")
         if not len(board):
-            for panel in self.display.layer_panels.values():
+            for panel in self.window.layer_panels.values():
                 panel.hide_difference_toggle()
         self.window.schedule_run()
 
     # ------------------------------------------------------------------ tile menu
-    def _on_panel_created(self, panel: LayerPanel) -> None:
+    def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
         panel.channels_context_requested.connect(self._on_channels_context_requested)
         panel.difference_toggled.connect(self._on_difference_toggled)
 
@@ -190,7 +168,7 @@ class WhatIfController(QObject):
 
         channels = tuple(int(c) for c in channels)
         what = channels_text(channels)
-        menu = QMenu(self.window)
+        menu = QMenu(self.window.dialog_parent())
         menu.setToolTipsVisible(True)
         menu.addSection(f"{layer} · {what}")
 
@@ -234,7 +212,9 @@ class WhatIfController(QObject):
     def _ask_and_scale(self, layer: str, channels: tuple[int, ...]) -> None:
         from actviz.core import edits as E
 
-        factor = self.ask_factor(self.window, f"Multiply {channels_text(channels)} of {layer} by:")
+        factor = self.ask_factor(
+            self.window.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
+        )
         if factor is not None:
             self._add_made(layer, lambda: E.scale(channels, factor))
 
@@ -242,7 +222,8 @@ class WhatIfController(QObject):
         from actviz.core import edits as E
 
         bounds = self.ask_range(
-            self.window, f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):"
+            self.window.dialog_parent(),
+            f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):",
         )
         if bounds is not None:
             low, high = bounds
@@ -266,7 +247,7 @@ class WhatIfController(QObject):
         result = self.session.result
         if result is None or result.baseline is None or result.capture is None:
             self.change_view.clear()
-            self.window.prediction_panel.set_bars_visible(True)
+            self.window.set_prediction_bars_visible(True)
             self.dock.set_summary("")
             if result is not None and self.session.edits.active() and result.origin:
                 self.dock.set_summary("Live frames apply the edits (no unedited twin).")
@@ -275,12 +256,12 @@ class WhatIfController(QObject):
         change = self.prediction_change(result)
         if not change.rows:  # not a classifier: the bars stay, the dock says why (no table)
             self.change_view.clear()
-            self.window.prediction_panel.set_bars_visible(True)
+            self.window.set_prediction_bars_visible(True)
             message = change.message
             self.dock.set_summary(f"No before/after predictions: {message}" if message else "")
             return
         self.change_view.set_change(change)
-        self.window.prediction_panel.set_bars_visible(False)  # the table has "after" too
+        self.window.set_prediction_bars_visible(False)  # the table has "after" too
         self.dock.set_summary(_summary(change))
 
     def prediction_change(self, result: RunResult) -> PredictionChange:
@@ -304,7 +285,7 @@ class WhatIfController(QObject):
             sample=result.spec.sample,
         )
 
-    def _on_panel_updated(self, panel: LayerPanel, layer: PreparedLayer) -> None:
+    def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
         if result is None:
             return
@@ -355,7 +336,7 @@ class WhatIfController(QObject):
         return diff[name]
 
     def _on_difference_toggled(self, name: str, on: bool) -> None:
-        self.display.refresh_panel(name)
+        self.window.refresh_panel(name)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
@@ -364,12 +345,6 @@ class WhatIfController(QObject):
         self._closed = True
         self.session.edits_changed.disconnect(self._on_edits_changed)
         self.session.result_changed.disconnect(self._on_result_changed)
-        for hooks, hook in (
-            (self.display.panel_created, self._on_panel_created),
-            (self.display.panel_updated, self._on_panel_updated),
-        ):
-            if hook in hooks:
-                hooks.remove(hook)
 
 
 def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:

@@ -56,8 +56,7 @@ class WindowActions:
     view_menu: QMenu
     #: View > Reset window layout: docks back where a first start puts them.
     reset_layout_action: QAction
-    #: Data > Scan a dataset… (the dataset part connects it).
-    scan_dataset_action: QAction
+    #: Data: the dataset features add their entries.
     data_menu: QMenu
 
     @property
@@ -237,10 +236,6 @@ def _menus(
         "Detection models take a list of (C, H, W) images; checked for models whose forward says so"
     )
     data_menu = window.menuBar().addMenu("&Data")
-    scan_dataset_action = data_menu.addAction("Scan a dataset…")
-    scan_dataset_action.setToolTip(
-        "Run the model over a folder of images and find each channel's top images"
-    )
     view_menu = window.menuBar().addMenu("&View")
     view_menu.addAction(actions["gradients_action"])
     cmap_menu = view_menu.addMenu("Colour map")
@@ -269,7 +264,6 @@ def _menus(
         colormap_actions=colormap_actions,
         view_menu=view_menu,
         reset_layout_action=reset_layout_action,
-        scan_dataset_action=scan_dataset_action,
         data_menu=data_menu,
     )
 

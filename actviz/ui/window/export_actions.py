@@ -19,9 +19,9 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.export import safe_name
+from actviz.ui.loaders import describe_error
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
-from actviz.ui.window.loaders import describe_error
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
 from actviz.workspace.session import Session
@@ -152,7 +152,7 @@ class ExportActions:
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
             source=self._run_source(result),
-            # Sequence views (issue 15): what the run showed; never the model (the capture
+            # Sequence views: what the run showed; never the model (the capture
             # worker may be running it).
             tokens=result.spec.tokens,
             layout=result.spec.layout,

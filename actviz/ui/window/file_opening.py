@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.loaders import (
+from actviz.ui.loaders import (
+    IMAGE_FILTER,
+    MODEL_SUFFIXES,
+    TENSOR_FILTER,
     InputLoader,
     InputRequest,
     ModelLoader,
@@ -33,6 +34,8 @@ from actviz.ui.window.loaders import (
     describe_error,
     short_source,
 )
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.settings import AppSettings, split_recent_model
 from actviz.ui.worker import Worker
 from actviz.workspace.session import Session
@@ -43,9 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 #: Files dropped with these suffixes open as models; anything else opens as an input.
-MODEL_SUFFIXES = {".pt2", ".safetensors", ".pth", ".ckpt", ".ts", ".torchscript"}
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
-TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
 INPUT_HINT = "Open an input (Ctrl+I), drop a file on the window, or pick a sample."
 
 #: ``confirm_untrusted(parent, path, message) -> bool``: may the file be unpickled?
@@ -625,7 +625,6 @@ __all__ = [
     "ConfirmUntrusted",
     "FileHost",
     "FileOpening",
-    "MODEL_SUFFIXES",
     "ask_untrusted",
     "guessed_arch_text",
 ]

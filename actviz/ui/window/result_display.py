@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
-from actviz.display.mosaic import page_channels_for
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepare import symmetric_for, with_page
 from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
@@ -35,9 +35,6 @@ from actviz.workspace.session import Session
 #: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
 #: as its width needs: the mosaic fills the width).
 MAPS_PANEL_MIN_HEIGHT = 300
-#: A page shows at least this many channels (smaller tiles in a narrow panel, e.g. beside
-#: the channel view), enough to find one's way.
-MIN_PAGE_CHANNELS = 16
 #: Share of the Layers tab's width the channel view takes when it opens.
 CHANNEL_VIEW_SHARE = 0.62
 #: Layer panels updated per event-loop pass when a result arrives.
@@ -143,7 +140,7 @@ class ResultDisplay:
             # A resized window changes the range: it may bring waiting panels on screen.
             bar.rangeChanged.connect(self._schedule_panel_updates)
         # Back on the Layers tab, panels a change made on another tab left waiting come on
-        # screen without scrolling: fill them now (issue 12: stale scale after the Overview).
+        # screen without scrolling: fill them now (else they keep a stale scale).
         centre.tabs.currentChanged.connect(self._schedule_panel_updates)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
         centre.channel_view.step_requested.connect(self.step_channel)
@@ -164,7 +161,7 @@ class ResultDisplay:
         """Show the feature maps and the channel view in colour map ``name`` ("auto": one per
         layer). Mosaics change their normalisation too where "auto" makes them symmetric
         about 0: new layers from the result's views, no new run; the result is not changed."""
-        self.session.colormap = name
+        self.session.set_view(colormap=name)
         result = self.session.result
         for panel_name, panel in self.layer_panels.items():
             panel.set_colormap(name)
@@ -220,7 +217,7 @@ class ResultDisplay:
         # The layer's mosaic shows the page holding the channel opened (keys step past pages).
         before = self.page_first(name)
         if self.session.channel_pages.get(name, 0) != channel:
-            self.session.channel_pages[name] = channel
+            self.session.set_channel_page(name, channel)
         panel = self.layer_panels.get(name)
         if panel is not None and self.page_first(name) != before:
             self._pending_panels.pop(name, None)
@@ -257,7 +254,7 @@ class ResultDisplay:
         first = self.page_first(name) + step * self.page_size(name)
         if not 0 <= first < layer.mosaic.total_channels:
             return False
-        self.session.channel_pages[name] = first
+        self.session.set_channel_page(name, first)
         panel = self.layer_panels.get(name)
         if panel is not None:
             self._pending_panels.pop(name, None)
@@ -308,7 +305,7 @@ class ResultDisplay:
         if size == self.session.page_channels.get(name):
             return
         # The page shown is still the one holding session.channel_pages[name] (page_first).
-        self.session.page_channels[name] = size
+        self.session.set_page_channels(name, size)
         panel = self.layer_panels.get(name)
         if panel is not None:
             layer = self._pending_panels.pop(name, layer)
@@ -630,7 +627,7 @@ class ResultDisplay:
 
     def _on_gradcam_layer_changed(self, name: str) -> None:
         if name:
-            self.session.gradcam_layer = name
+            self.session.set_view(gradcam_layer=name)
             self._show_gradcam(name)
 
 

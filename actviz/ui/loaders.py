@@ -1,5 +1,6 @@
 """What the window's background loads run, and the requests that track them.
 
+Qt-free helpers shared by the window and its features (Compare opens a model B the same way).
 The window never calls :func:`actviz.io.models.open_model` or
 :func:`actviz.io.inputs.open_input` on its own thread: a torchvision name may probe the network
 for a few seconds and a large checkpoint takes a while to unpickle. The functions here run on a
@@ -14,6 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+MODEL_SUFFIXES = {".pt2", ".safetensors", ".pth", ".ckpt", ".ts", ".torchscript"}
+#: File-dialog filters of the inputs the window opens.
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
+TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
 
 #: ``model_loader(source, *, arch, weights, trust) -> LoadedModel``; raises on failure
 #: (``UntrustedFileError`` when a full pickle needs ``trust=True``).

@@ -1,0 +1,89 @@
+"""Live mode as a window feature: the controller, its "Live" dock, menu and status label.
+
+:class:`LiveMode` is constructed with the window's :class:`~actviz.ui.host.WindowHost`. The
+dock starts closed (or where a saved layout put it) and comes up when live mode is used: a
+source chosen or Play pressed. Playback shortcuts work with the dock closed; the frame rate and
+memory held stay in the status bar.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea
+
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.live.controller import LiveController
+from actviz.ui.live.dock import LiveControls, show_dock
+
+__all__ = ["DOCK_WIDTH", "LiveMode", "install_live_mode"]
+
+#: Width of the Live dock when it first opens: the layer panels are what the window is for.
+DOCK_WIDTH = 300
+
+
+class LiveMode(FeatureBase):
+    """Live mode in a window (see the module docstring).
+
+    Parameters
+    ----------
+    host
+        The window.
+    **kwargs
+        Passed to :class:`LiveController` (``max_fps``, ``memory_budget``, ...).
+    """
+
+    name = "live"
+
+    def __init__(self, host: WindowHost, **kwargs: Any) -> None:
+        self.host = host
+        self.controller = LiveController(host, **kwargs)
+        self.dock = LiveControls(self.controller, host.dialog_parent())
+        # Scrolls rather than making the window taller than a laptop screen.
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self.dock.widget())
+        self.dock.setWidget(scroll)
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
+        self.controller.source_changed.connect(lambda text: text and show_dock(self.dock))
+        self.controller.playing_changed.connect(lambda on: on and show_dock(self.dock))
+        self.dock.play_action.triggered.connect(lambda: show_dock(self.dock))
+        # Playback from the keyboard (window shortcuts) and from a Live menu.
+        for action in self.dock.actions_for_menu():
+            host.add_menu_action("Live", action)
+        host.menu("Live").addSeparator()
+        host.add_menu_action("Live", self.dock.toggleViewAction(), shortcut=False)
+        self.status_label = QLabel("")
+        self.status_label.setObjectName("liveStatusLabel")
+        host.add_status_widget(self.status_label)
+        self.controller.status_changed.connect(
+            lambda st: self.status_label.setText(f"live {st.state_text()}" if st.frames else "")
+        )
+
+    def configure(self, **kwargs: Any) -> LiveController:
+        """Set controller options (``max_fps``, ``memory_budget``, ``capture_threads``)."""
+        for key, value in kwargs.items():
+            setter = getattr(self.controller, f"set_{key}", None)
+            if setter is not None:
+                setter(value)
+            elif key == "capture_threads":
+                self.controller.capture_threads = value
+            else:
+                raise TypeError(f"live mode has no option {key!r}")
+        return self.controller
+
+    def reset_layout(self) -> None:
+        """Docked on the right, closed."""
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.dock.hide()
+
+    def shutdown(self) -> None:
+        self.controller.shutdown()
+
+
+def install_live_mode(window: Any, **kwargs: Any) -> LiveController:
+    """The live controller of ``window`` (every window hosts live mode), configured with
+    ``kwargs`` (see :meth:`LiveMode.configure`)."""
+    return window.features["live"].configure(**kwargs)

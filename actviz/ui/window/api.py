@@ -1,0 +1,317 @@
+"""The window's public surface: what a script (``actviz.explore()``) and a test driver call.
+
+:class:`WindowAPI` is mixed into :class:`~actviz.ui.window.main_window.MainWindow`. Everything
+here is a short call into the part that does the work; the widgets themselves are reached
+through the parts (``window.commands``, ``window.centre``, ``window.status``,
+``window.model_dock``) and the features through ``window.features[name]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QMenu, QWidget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.display.result import RunResult
+    from actviz.ui.host import Feature
+    from actviz.ui.tree.dock import ModelDock
+    from actviz.ui.window.actions import WindowActions
+    from actviz.ui.window.export_actions import ExportActions
+    from actviz.ui.window.file_opening import FileOpening
+    from actviz.ui.window.layout import Centre, StatusWidgets
+    from actviz.ui.window.pin_actions import PinActions
+    from actviz.ui.window.result_display import ResultDisplay
+    from actviz.ui.window.runs import RunControl
+    from actviz.ui.worker import Worker
+    from actviz.workspace.pins import Pin
+    from actviz.workspace.session import Session
+
+__all__ = ["WindowAPI"]
+
+
+class WindowAPI:
+    """Runs, models, inputs, exports and pins of the window (a mixin; see the module docs)."""
+
+    session: Session
+    runs: RunControl
+    display: ResultDisplay
+    files: FileOpening
+    exports: ExportActions
+    pins_ui: PinActions
+    commands: WindowActions
+    centre: Centre
+    status: StatusWidgets
+    model_dock: ModelDock
+    features: dict[str, Feature]
+    worker: Worker
+    model_loads: Worker
+    input_loads: Worker
+    export_worker: Worker
+    _closed: bool
+
+    # ------------------------------------------------------------------ runs
+    @property
+    def auto_run(self) -> bool:
+        """Whether changes re-run the model automatically."""
+        return self.runs.auto_run
+
+    @auto_run.setter
+    def auto_run(self, on: bool) -> None:
+        self.runs.auto_run = on
+
+    @property
+    def result(self) -> RunResult | None:
+        """The result the panels show (None before the first run)."""
+        return self.session.result
+
+    @property
+    def colormap(self) -> str:
+        """The colour map of the feature maps."""
+        return self.commands.colormap
+
+    @property
+    def gradients_visible(self) -> bool:
+        """Whether gradient magnitudes are shown beside activations."""
+        return self.display.gradients_visible
+
+    @property
+    def selected_layer(self) -> str | None:
+        """The layer the histogram and the single-layer exports are about."""
+        return self.display.selected_layer
+
+    def run(self) -> int | None:
+        """Start a run now (Ctrl+R); returns its generation, or None when it cannot run."""
+        return self.runs.run()
+
+    def schedule_run(self) -> None:
+        """Re-run after the debounce delay (restarted by every further change)."""
+        self.runs.schedule_run()
+
+    def run_if_due(self) -> None:
+        """Schedule the run that waited for an input being opened, once none is."""
+        self.runs.run_if_due()
+
+    def stop_current_run(self) -> None:
+        """Stop the pending automatic run and cancel the running capture."""
+        self.runs.stop()
+
+    def cancel(self) -> None:
+        """Cancel the running capture, load, export, comparison or scan (Esc).
+
+        The panels keep the previous result, a cancelled load keeps the previous model and a
+        cancelled scan keeps what it scanned (scanning again resumes).
+        """
+        self.runs.halt()
+        cancelled = self.worker.cancel()
+        cancelled = self.export_worker.cancel() or cancelled
+        cancelled = self.files.cancel() or cancelled
+        for feature in self.features.values():
+            cancelled = feature.cancel() or cancelled
+        if cancelled and self.worker.has_current_job():
+            self.show_status("Cancelling…")  # type: ignore[attr-defined]
+
+    def is_busy(self) -> bool:
+        """True while a capture, a load or an export is running (stale jobs aside)."""
+        workers = (self.worker, self.model_loads, self.input_loads, self.export_worker)
+        return any(w.has_current_job() for w in workers) or self.files.is_loading()
+
+    def is_loading(self) -> bool:
+        """True while a model or an input is being opened."""
+        return self.files.is_loading()
+
+    def is_closed(self) -> bool:
+        """True once the window closed (its workers are shut down)."""
+        return self._closed
+
+    def wait_idle(self, timeout_ms: int = 60_000) -> bool:
+        """Process events until nothing runs, no run is due and the panels show the latest
+        result; False when ``timeout_ms`` passed first."""
+        timer = QTimer()
+        timer.setSingleShot(True)
+        timer.start(timeout_ms)
+        self.wait_until(lambda: not timer.isActive() or not self._pending_work())
+        self.display.flush_panel_updates()
+        return not self._pending_work()
+
+    def _pending_work(self) -> bool:
+        return (
+            self.is_busy()
+            or self.runs.is_due()
+            or self.display.display_pending()
+            or any(f.is_busy() for f in self.features.values())
+        )
+
+    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
+        """Run a local event loop until ``done()`` (or the window closes)."""
+        if done() or self._closed:
+            return
+        loop, timer = QEventLoop(), QTimer()
+        timer.setInterval(poll_ms)
+        timer.timeout.connect(lambda: (done() or self._closed) and loop.quit())
+        timer.start()
+        loop.exec()
+        timer.stop()
+
+    def refresh_busy(self, text: str = "") -> None:
+        """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
+        self.status.progress_bar.setVisible(self.is_busy())
+        self.commands.cancel_action.setEnabled(self._cancellable())
+        if text:
+            self.show_status(text)  # type: ignore[attr-defined]
+
+    def _cancellable(self) -> bool:
+        return self.is_busy() or any(f.is_busy() for f in self.features.values())
+
+    def _update_enabled(self) -> None:
+        self.commands.run_action.setEnabled(self.session.can_run())
+        self.commands.cancel_action.setEnabled(self._cancellable())
+
+    # ------------------------------------------------------------------ model, input, target
+    def set_model(
+        self,
+        model: Any,
+        *,
+        name: str | None = None,
+        categories: Sequence[str] | None = None,
+        layers: Sequence[str] | None = None,
+    ) -> None:
+        """Show an in-memory ``nn.Module`` (``explore``); ``layers`` are ticked (None: defaults).
+
+        A model still being opened from a file is dropped: this one is the latest choice.
+        """
+        self.stop_current_run()
+        self.files.drop_model_load("Opening the model was replaced by an in-memory model.")
+        self.clear_messages()  # type: ignore[attr-defined]
+        self.session.set_model(model, name=name, categories=categories, ticks=layers)
+        self.files.read_waiting_input()
+
+    def set_input(
+        self, value: Any, *, image: np.ndarray | None = None, description: str = ""
+    ) -> None:
+        """Use an in-memory tensor (or tuple/dict of tensors) as the input."""
+        self.files.drop_input_load()
+        self.session.set_input(
+            value, source="", kind="tensor", image=image, description=description
+        )
+
+    def set_target_text(self, text: str) -> bool:
+        """Set the target from text like the selector's ("auto", "3", "3: star", "star")."""
+        try:
+            self.session.set_target_text(text)
+        except ValueError as exc:
+            self.show_error(f"Target: {exc}")  # type: ignore[attr-defined]
+            return False
+        self.clear_messages("action")  # type: ignore[attr-defined]
+        self.runs.sync_target_combo()
+        return True
+
+    def tick(self, names: Sequence[str], ticked: bool = True) -> None:
+        """Tick (or untick) layers by name."""
+        self.session.set_ticked(names, ticked)
+
+    def tree_context_menu(self, name: str | None) -> QMenu:
+        """The module tree's context menu for row ``name`` (built, not shown)."""
+        return self.model_dock.tree_context_menu(name)
+
+    def open_model_source(
+        self,
+        source: str,
+        *,
+        arch: str | None = None,
+        weights: str | None = "DEFAULT",
+        trust: bool = False,
+        wait: bool = False,
+    ) -> bool:
+        """Open a model from ``source`` in the background (see :class:`FileOpening`)."""
+        return self.files.open_model_source(
+            source, arch=arch, weights=weights, trust=trust, wait=wait
+        )
+
+    def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
+        """Open an input (image, tensor file, ``text:...``) in the background."""
+        return self.files.open_input_source(source, remember=remember, wait=wait)
+
+    def load_demo(self, sample: str | None = None) -> bool:
+        """Open the bundled demo model and one of its sample images."""
+        return self.files.load_demo(sample)
+
+    def open_default_input(self) -> bool:
+        """Open the model's natural default input (a sample image, a prompt)."""
+        return self.files.open_default_input()
+
+    def open_dropped(self, path: str | Path) -> bool:
+        """Open a dropped file: a model or an input, by its kind."""
+        return self.files.open_dropped(path)
+
+    # ------------------------------------------------------------------ the panels
+    def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
+        """Make ``name`` the selected layer (histogram, single-layer exports)."""
+        self.display.select_layer(name, reveal=reveal)
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """Show one channel of a layer, large, in the channel view."""
+        return self.display.open_channel(name, channel)
+
+    def turn_page(self, name: str, step: int) -> bool:
+        """Turn a layer's mosaic ``step`` pages on."""
+        return self.display.turn_page(name, step)
+
+    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
+        """Run ``step`` after the display steps of the result being shown."""
+        self.display.defer_display(step, stale_ok=stale_ok)
+
+    def display_pending(self) -> bool:
+        """True while display steps of a result wait to run."""
+        return self.display.display_pending()
+
+    def panel_updates_pending(self) -> bool:
+        """True while layer panels still show an older result (filled a few per pass)."""
+        return self.display.panel_updates_pending()
+
+    def flush_panel_updates(self) -> None:
+        """Put the latest result on every layer panel now."""
+        self.display.flush_panel_updates()
+
+    # ------------------------------------------------------------------ exports and pins
+    @property
+    def last_export(self) -> list[Path]:
+        """Files written by the last finished "export everything"."""
+        return self.exports.last_export
+
+    def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
+        """Write every panel, array and ``reproduce.py`` to ``out_dir`` in the background."""
+        return self.exports.export_all(out_dir, wait=wait)
+
+    def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
+        """Save one panel (default: the selected layer's) as a PNG."""
+        return self.exports.export_panel_png(path, panel)
+
+    def export_layer_npy(self, out_dir: str | Path, name: str | None = None) -> list[Path]:
+        """Save one layer's activation and gradient as ``.npy`` files."""
+        return self.exports.export_layer_npy(out_dir, name)
+
+    def pin_result(self) -> Pin | None:
+        """Keep the result shown beside the latest one (Pinned results menu)."""
+        return self.pins_ui.pin_result()
+
+    def show_pinned(self, pin: Pin) -> bool:
+        """Show a pinned result in the panels (live mode pauses)."""
+        return self.pins_ui.show_pinned(pin)
+
+    def unpin_shown(self) -> bool:
+        """Unpin the result shown."""
+        return self.pins_ui.unpin_shown()
+
+    def unpin_all(self) -> None:
+        """Unpin every result."""
+        self.pins_ui.unpin_all()
+
+    def compare_with_pin(self, pin: Any) -> bool:
+        """Show the Compare tab comparing the latest run with ``pin`` (Pinned results menu)."""
+        compare = self.features.get("compare")
+        return compare is not None and compare.compare_with_pin(pin)  # type: ignore[attr-defined]

@@ -1,0 +1,23 @@
+"""The features a window hosts by default, in the order they attach.
+
+Each is a class constructed with the window as its :class:`~actviz.ui.host.WindowHost`; the
+order sets where their tabs, toolbars and menu entries appear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["default_features"]
+
+
+def default_features() -> tuple[Callable[[Any], Any], ...]:
+    """Token views, what-if edits, the Compare tab, dataset scans and live mode."""
+    from actviz.ui.compare.controller import CompareController
+    from actviz.ui.dataset.scan_ui import DatasetScanUI
+    from actviz.ui.live.feature import LiveMode
+    from actviz.ui.tokens.views import TokenViews
+    from actviz.ui.whatif.controller import WhatIfController
+
+    return (TokenViews, WhatIfController, CompareController, DatasetScanUI, LiveMode)

@@ -1,0 +1,203 @@
+"""How features attach to the main window: its side of :class:`~actviz.ui.host.WindowHost`.
+
+:class:`HostSlots` is mixed into :class:`~actviz.ui.window.main_window.MainWindow`: tabs, docks
+(each with its View-menu entry), menu actions, toolbars, status-bar widgets, the prediction
+panel's and the Overview's extra rows, the channel view, messages. Each is a few lines over the
+window's parts, so a feature never touches a widget it did not make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QDialog, QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.panels.channel_view import ChannelView
+    from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.tree.dock import ModelDock
+    from actviz.ui.window.actions import WindowActions
+    from actviz.ui.window.layout import Centre, StatusWidgets
+    from actviz.ui.window.result_display import ResultDisplay
+
+__all__ = ["HostSlots"]
+
+
+class HostSlots:
+    """The attach points of :class:`~actviz.ui.host.WindowHost` (a mixin of a QMainWindow)."""
+
+    commands: WindowActions
+    centre: Centre
+    status: StatusWidgets
+    display: ResultDisplay
+    model_dock: ModelDock
+
+    # ------------------------------------------------------------------ tabs and docks
+    def add_tab(self, widget: QWidget, title: str) -> None:
+        """Add a central tab after the Layers and Overview tabs."""
+        self.centre.tabs.addTab(widget, title)
+
+    def set_tab_visible(self, widget: QWidget, visible: bool) -> None:
+        """Show or hide the tab of ``widget`` (a tab with nothing to show is hidden)."""
+        tabs = self.centre.tabs
+        tabs.setTabVisible(tabs.indexOf(widget), visible)
+
+    def show_tab(self, widget: QWidget | None = None) -> None:
+        """Bring a tab to the front (None: the Layers tab)."""
+        tabs = self.centre.tabs
+        tabs.setCurrentWidget(widget) if widget is not None else tabs.setCurrentIndex(0)
+
+    def current_tab(self) -> QWidget | None:
+        return self.centre.tabs.currentWidget()
+
+    def add_dock(
+        self,
+        dock: QDockWidget,
+        area: Qt.DockWidgetArea = Qt.DockWidgetArea.RightDockWidgetArea,
+        *,
+        width: int | None = None,
+        hidden: bool = True,
+    ) -> None:
+        """Add ``dock`` where a saved layout put it (else in ``area``, ``width`` wide, hidden
+        unless ``hidden`` is False) and list it in the View menu."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        if not dock.objectName():
+            dock.setObjectName(dock.windowTitle().replace(" ", "") + "Dock")
+        if not main.restoreDockWidget(dock):
+            main.addDockWidget(area, dock)
+            if width is not None:
+                self.resize_dock(dock, width)
+            dock.setVisible(not hidden)
+        self.commands.view_menu.addAction(dock.toggleViewAction())
+
+    def resize_dock(self, dock: QDockWidget, width: int) -> None:
+        """Give ``dock`` this width (its area's other docks follow)."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        main.resizeDocks([dock], [width], Qt.Orientation.Horizontal)
+
+    def dock_back(
+        self, dock: QDockWidget, area: Qt.DockWidgetArea, *, width: int | None = None
+    ) -> None:
+        """Dock ``dock`` again in ``area`` (Reset window layout): not floating, at ``width``."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        dock.setFloating(False)
+        main.addDockWidget(area, dock)  # moves it back from wherever it was
+        if width is not None:
+            self.resize_dock(dock, width)
+
+    # ------------------------------------------------------------------ menus, toolbars, status
+    def menu(self, title: str) -> QMenu:
+        """The menu-bar menu titled ``title`` ("File", "View", ...), made when missing."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        for action in main.menuBar().actions():
+            menu = action.menu()
+            if menu is not None and action.text().replace("&", "") == title:
+                return menu
+        return main.menuBar().addMenu(f"&{title}")
+
+    def add_menu_action(
+        self, menu: str, action: QAction, *, before: str | None = None, shortcut: bool = True
+    ) -> None:
+        """Put ``action`` in menu ``menu`` (before the entry whose text is ``before``);
+        ``shortcut``: its shortcut works anywhere in the window, even with its dock closed."""
+        target = self.menu(menu)
+        entries = {a.text().replace("&", ""): a for a in target.actions()}
+        if before in entries:
+            target.insertAction(entries[before], action)
+        else:
+            target.addAction(action)
+        if shortcut:
+            self.addAction(action)  # type: ignore[attr-defined]
+
+    def add_toolbar(self, toolbar: QToolBar, *, new_row: bool = False) -> None:
+        """Add a toolbar (``new_row``: below the existing ones)."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        if new_row:
+            main.addToolBarBreak()
+        main.addToolBar(toolbar)
+
+    def add_status_widget(self, widget: QWidget) -> None:
+        """A permanent widget at the right of the status bar."""
+        self.statusBar().addPermanentWidget(widget)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ panel slots
+    def add_prediction_widget(self, widget: QWidget) -> None:
+        """An extra row under the prediction panel's bars (before/after tables)."""
+        self.centre.prediction_panel.add_row(widget)
+
+    def set_prediction_bars_visible(self, visible: bool) -> None:
+        self.centre.prediction_panel.set_bars_visible(visible)
+
+    def add_overview_widget(self, widget: QWidget, *, row: str = "top") -> None:
+        """An extra panel in the Overview's ``row``: "top" (beside Grad-CAM), "bottom"
+        (beside the statistics) or "new" (a row of its own)."""
+        rows, top, bottom = self.centre.overview_splitters
+        {"top": top, "bottom": bottom, "new": rows}[row].addWidget(widget)
+
+    @property
+    def channel_view(self) -> ChannelView:
+        """The large view of one channel beside the layer panels."""
+        return self.centre.channel_view
+
+    @property
+    def layer_panels(self) -> Mapping[str, LayerPanel]:
+        """The layer panels of the result shown, by layer name, in execution order."""
+        return self.display.layer_panels
+
+    def panel(self, layer: str) -> LayerPanel | None:
+        """The panel showing ``layer`` (None when it has none)."""
+        return self.display.layer_panels.get(layer)
+
+    def reveal_panel(self, layer: str) -> None:
+        """Scroll the Layers tab so ``layer``'s panel is in view."""
+        panel = self.panel(layer)
+        if panel is not None:
+            self.centre.layers_scroll.ensureWidgetVisible(panel)
+
+    def refresh_panel(self, layer: str) -> None:
+        """Show ``layer`` anew in its panel (a feature changed what it decorates it with)."""
+        self.display.refresh_panel(layer)
+
+    def page_channels(self, layer: str) -> int:
+        """Channels per mosaic page of ``layer`` in its panel."""
+        return self.display.page_size(layer)
+
+    def show_input_image(self, image: np.ndarray | None, caption: str) -> None:
+        """Show a picture of the input in the Model dock's preview."""
+        self.model_dock.input_preview.set_image(image, caption)
+
+    def dialog_parent(self) -> QWidget:
+        """The parent of a feature's dialogs and menus (the window)."""
+        return self  # type: ignore[return-value]
+
+    def model_dialog(self, *, keep_open: bool = False) -> QDialog:
+        """A new Open model dialog over the window, listing the recent models (not shown)."""
+        from actviz.ui.window.dialogs import OpenModelDialog
+
+        recent = self.settings.recent_models()  # type: ignore[attr-defined]
+        return OpenModelDialog(self.dialog_parent(), recent=recent, keep_open=keep_open)
+
+    def sample_inputs(self) -> list[str]:
+        """The bundled sample inputs of the model shown (for choosers)."""
+        return [str(p) for p in getattr(self.files, "samples", [])]  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ messages
+    def show_error(self, text: str, source: str = "action") -> None:
+        """Show ``text`` as an error in the banner (never a blocking dialog)."""
+        self.centre.banner.set_messages(source, [("error", text)])
+
+    def show_warning(self, text: str, source: str = "action") -> None:
+        """Show ``text`` as a warning in the banner."""
+        self.centre.banner.set_messages(source, [("warning", text)])
+
+    def clear_messages(self, source: str | None = None) -> None:
+        """Clear the banner's messages from ``source`` (None: all)."""
+        self.centre.banner.clear(source) if source is not None else self.centre.banner.clear()
+
+    def show_status(self, text: str) -> None:
+        """Set the status bar's text."""
+        self.status.status_label.setText(text)

@@ -1,0 +1,270 @@
+"""The window's runs: when one starts, what it captures, and where its result or error goes.
+
+:class:`RunControl` owns the debounce timer and the capture worker's slots. Changes of the
+session (model, input, ticks, target) schedule a run after a short delay; Ctrl+R runs at once.
+A result goes to :class:`~actviz.ui.window.result_display.ResultDisplay`; an error becomes one
+readable sentence in the banner (the traceback goes to the log). Jobs a feature put on the
+shared worker (a comparison) are left to that feature. The toolbar's view settings (target,
+colour map, normalisation, gradients) are written to the session here, through its setters, and
+re-prepare the result shown without a new forward pass where they can.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from PySide6.QtCore import QTimer
+
+from actviz.core.targets import detections, target_choices
+from actviz.display.prepare import renormalised
+from actviz.ui.loaders import describe_error
+from actviz.workspace.session import RunRequest, RunResult, run_job
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RunControl"]
+
+
+class RunControl:
+    """Starts the window's runs and routes their results (see the module docstring)."""
+
+    def __init__(self, window: Any, *, debounce_ms: int, auto_run: bool) -> None:
+        # ``window`` is the MainWindow that owns this part (not imported: it imports this).
+        self.window = window
+        self.session = window.session
+        self.worker = window.worker
+        self.auto_run = auto_run
+        #: The request of the latest run or view update (re-prepared by view settings).
+        self.last_request: RunRequest | None = None
+        #: What the worker's current job is: "run" (a capture) or "prepare" (new views).
+        self._job_kind: dict[int, str] = {}
+        #: Whether the target list shows a detector's detections (rebuilt with each result).
+        self._detection_targets = False
+        self._run_due = False
+        self._debounce = QTimer(window)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(debounce_ms)
+        self._debounce.timeout.connect(self._on_debounce_timeout)
+        a = window.commands
+        a.run_action.triggered.connect(window.run)
+        a.cancel_action.triggered.connect(window.cancel)
+        a.input_list_action.toggled.connect(self.session.set_input_as_list)
+        a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
+        a.target_combo.activated.connect(
+            lambda i: window.set_target_text(a.target_combo.itemText(i))
+        )
+        a.target_combo.lineEdit().returnPressed.connect(
+            lambda: window.set_target_text(a.target_combo.currentText())
+        )
+        a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
+        a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
+        a.gradients_action.toggled.connect(self._on_gradients_toggled)
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        signals.progress.connect(self._on_worker_progress)
+        signals.started.connect(self._on_worker_started)
+
+    # ------------------------------------------------------------------ starting runs
+    def run(self) -> int | None:
+        """Start a run now; its generation, or None when it cannot run."""
+        w = self.window
+        self._debounce.stop()
+        self._run_due = False
+        if w.is_closed():
+            return None
+        if not self.session.can_run():
+            what = "a model" if self.session.model is None else "an input"
+            w.show_warning(f"Open {what} first, then press Run.", source="run")
+            return None
+        request = self.session.make_request()
+        self.last_request = request
+        gen = self.worker.submit(lambda stop, progress: run_job(request, stop, progress))
+        self._job_kind = {gen: "run"}
+        w.refresh_busy("Running…")
+        w.run_started.emit()
+        return gen
+
+    def schedule_run(self) -> None:
+        """Re-run after the debounce delay; while an input is being opened, after it."""
+        w = self.window
+        if not (self.auto_run and not w.is_closed() and self.session.can_run()):
+            return
+        if w.files.input_loading():
+            self._run_due = True
+            return
+        self._debounce.start()
+
+    def run_if_due(self) -> None:
+        """Schedule the run that waited for an input being opened, once none is."""
+        if self._run_due and not self.window.files.input_loading():
+            self._run_due = False
+            self.schedule_run()
+
+    def stop(self) -> None:
+        """Stop the pending automatic run and cancel the running capture."""
+        self._debounce.stop()
+        self.worker.cancel()
+
+    def is_due(self) -> bool:
+        """True while an automatic run waits (its delay, or an input being opened)."""
+        return self._debounce.isActive() or self._run_due
+
+    def halt(self) -> None:
+        """Stop the debounce timer only (closing, cancelling)."""
+        self._debounce.stop()
+
+    def _on_debounce_timeout(self) -> None:
+        if self.window.files.input_loading():
+            self._run_due = True  # the input being opened will start it
+            return
+        if self.auto_run and self.session.can_run():
+            self.window.run()
+
+    def _on_auto_run_toggled(self, on: bool) -> None:
+        self.auto_run = on
+
+    # ------------------------------------------------------------------ the worker's results
+    def _owned_by_feature(self, gen: int) -> bool:
+        return any(f.owns_job(gen) for f in self.window.features.values())
+
+    def _on_worker_started(self, gen: int) -> None:
+        if not self._owned_by_feature(gen):
+            self.window.refresh_busy("Running…")
+
+    def _on_worker_progress(self, gen: int, message: str) -> None:
+        self.window.show_status(message)
+
+    def _on_worker_finished(self, gen: int, result: RunResult) -> None:
+        if self._owned_by_feature(gen):
+            return
+        w = self.window
+        w.refresh_busy()
+        try:
+            w.display.apply_result(result)
+        except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
+            log.exception("could not display the result")
+            w.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
+            w.run_failed.emit(str(exc))
+            return
+        # A detector's target list names its detections, which change with every result.
+        output = result.capture.output if result.capture is not None else None
+        found = detections(output) is not None
+        if found or self._detection_targets:
+            self._detection_targets = found
+            self.sync_target_combo(rebuild=True, output=output)
+        # After the overview's display steps (skipped if a newer result replaces this one).
+        w.defer_display(w.run_finished.emit)
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if self._owned_by_feature(gen):
+            return
+        w = self.window
+        w.refresh_busy()
+        log.error("run failed", exc_info=(type(error), error, error.__traceback__))
+        # The label names the failing job's kind, not the window's last one.
+        kind = self._job_kind.get(gen, "run")
+        what = "Run failed" if kind == "run" else "Could not update the views"
+        text = f"{what}: {describe_error(error)}. The panels still show the previous result."
+        w.show_error(text, source="run")
+        w.show_status(what)
+        w.run_failed.emit(text)
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if self._owned_by_feature(gen):
+            return
+        self.window.refresh_busy("Cancelled; the panels show the previous result.")
+        self.window.run_cancelled.emit()
+
+    # ------------------------------------------------------------------ view settings
+    def apply_view_settings(self) -> None:
+        """Put the persistent view settings on the toolbar and into the session."""
+        s, a = self.window.settings, self.window.commands
+        for widget in (a.colormap_combo, a.normalize_combo, a.gradients_action):
+            widget.blockSignals(True)
+        if a.colormap_combo.findText(s.colormap) >= 0:
+            a.colormap_combo.setCurrentText(s.colormap)
+        a.normalize_combo.setCurrentIndex(max(0, a.normalize_combo.findData(s.normalize)))
+        a.gradients_action.setChecked(s.show_gradients)
+        for widget in (a.colormap_combo, a.normalize_combo, a.gradients_action):
+            widget.blockSignals(False)
+        self.session.set_view(colormap=a.colormap, normalize=a.normalize_combo.currentData())
+        current = a.colormap_actions.get(a.colormap)
+        if current is not None:
+            current.setChecked(True)
+
+    def _on_colormap_changed(self, name: str) -> None:
+        w = self.window
+        w.settings.colormap = name
+        if name in w.commands.colormap_actions:
+            w.commands.colormap_actions[name].setChecked(True)
+        self.session.set_view(colormap=name)
+        w.display.set_colormap(name)
+
+    def _on_gradients_toggled(self, visible: bool) -> None:
+        self.window.settings.show_gradients = visible
+        self.window.display.set_gradients_visible(visible)
+
+    def _on_normalize_changed(self, _index: int) -> None:
+        w = self.window
+        mode = w.commands.normalize_combo.currentData()
+        w.settings.normalize = mode
+        self.session.set_view(normalize=mode)
+        result, request = self.session.result, self.last_request
+        if self.worker.is_busy() and "run" in self._job_kind.values():
+            w.run()  # a newer capture is on its way: redo it with the new setting
+            return
+        if result is None or request is None:
+            return
+        # New mosaics from the result's views: no new forward pass, and the result shown
+        # (maybe pinned) is not changed.
+        pages = dict(self.session.channel_pages)
+        sizes, cmap = dict(self.session.page_channels), self.session.colormap
+        request = dataclasses.replace(
+            request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
+        )
+        self.last_request = request
+        gen = self.worker.submit(
+            lambda stop, progress: renormalised(
+                result, mode, pages, page_channels=sizes, colormap=cmap
+            )
+        )
+        self._job_kind = {gen: "prepare"}
+        w.refresh_busy("Updating views…")
+
+    def on_saliency_shown(self, shown: bool) -> None:
+        """Without a saliency view on screen, runs stop the backward at the first captured
+        layer (``capture(input_grads=False)``); showing it re-runs a result made that way."""
+        self.session.saliency_wanted = shown
+        result, request = self.session.result, self.last_request
+        if (
+            shown
+            and result is not None
+            and result.capture is not None
+            and result.capture.input_grads is None
+            and request is not None
+            and not request.input_grads
+        ):
+            self.window.centre.saliency_panel.set_message("Computing saliency…")
+            if self.auto_run:
+                self.schedule_run()
+
+    def sync_target_combo(self, rebuild: bool = False, output: object = None) -> None:
+        """Show the session's target in the toolbar (``rebuild``: list the model's classes)."""
+        combo = self.window.commands.target_combo
+        combo.blockSignals(True)
+        if rebuild:
+            combo.clear()
+            # Entry k + 1 is class k, or detection k of a detector (core.targets' one list).
+            combo.addItems(target_choices(self.session.categories, output))
+        target = self.session.target
+        if target is None:
+            combo.setCurrentIndex(0)
+        elif 0 <= target < combo.count() - 1:
+            combo.setCurrentIndex(target + 1)
+        else:
+            combo.setEditText(str(target))
+        combo.blockSignals(False)
