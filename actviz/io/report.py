@@ -300,6 +300,25 @@ def _predictions(
         page.add('<p class="muted">The output is not a classifier\'s: no class probabilities.</p>')
 
 
+def _sequence_views(page: _Page, prepared: Any, names: Sequence[str]) -> None:
+    """Token maps, attention maps and the logit lens: the pictures export writes (its own
+    writer, into a temporary folder), and the lens table as text."""
+    from actviz.io.token_export import write_sequence_views
+
+    with tempfile.TemporaryDirectory(prefix="actviz-report-") as tmp:
+        files, _summary = write_sequence_views(prepared, Path(tmp), names)
+        pictures = [f for f in files if f.suffix == ".png"]
+        lens = next((f for f in files if f.name == "logit_lens.json"), None)
+        if not pictures and lens is None:
+            return
+        page.section("sequence", "Tokens and attention")
+        for png in pictures:
+            page.figure(f"sequence:{png.stem}", png.read_bytes(), png.stem.replace("_", " "))
+        if lens is not None:
+            page.add("<details><summary>Logit lens (logit_lens.json)</summary>")
+            page.add(f"<pre>{_e(lens.read_text())}</pre></details>")
+
+
 def _stats_table(page: _Page, prepared: Any, names: Sequence[str]) -> None:
     page.section("statistics", "Statistics")
     rows = []
@@ -538,6 +557,7 @@ def write_report(
             page.add('<p class="muted">Nothing to draw for this output.</p>')
         page.add("</details>")
 
+    _sequence_views(page, prepared, names)
     _stats_table(page, prepared, names)
     if comparison is not None:
         _comparison(page, comparison, comparison_label)

@@ -200,3 +200,20 @@ def test_report_of_a_window_result(run, tmp_path):
     shown = {img["data-panel"]: img["src"] for img in page.images}
     want = np.asarray(Image.open(tmp_path / "e" / "conv1_features.png").convert("RGB"))
     assert np.array_equal(pixels(shown["features:conv1"]), want)
+
+
+def test_report_of_a_token_model_holds_its_token_views(tmp_path):
+    from tests.display.seq_models import tiny_gpt2
+
+    model = tiny_gpt2()
+    ids = torch.tensor([[3, 7, 1, 9, 4]])
+    tokens = ["a", "b", "c", "d", "e"]
+    cap = actviz.capture(model, {"input_ids": ids}, ["transformer.h.0", "transformer.ln_f"])
+    export_capture(cap, tmp_path / "e", tokens=tokens, model=model)
+    info = write_report(cap, tmp_path / "t.html", tokens=tokens, model=model)
+    page = parse(info.path.read_text())
+    shown = {img["data-panel"]: img["src"] for img in page.images}
+    assert "sequence" in page.ids and "Logit lens" in info.path.read_text()
+    for name in ("transformer.ln_f_tokens", "attention_transformer.h.0.attn"):
+        want = np.asarray(Image.open(tmp_path / "e" / f"{name}.png").convert("RGB"))
+        assert np.array_equal(pixels(shown[f"sequence:{name}"]), want), name
