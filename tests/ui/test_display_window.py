@@ -6,40 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torchvision
 from PIL import Image
-from PySide6.QtGui import QImage
 
 from actviz.display.mosaic import mosaic
 from actviz.io.export import MOSAIC_BACKGROUND
-from actviz.ui.window.main_window import MainWindow
-from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
+
+SIZE = (1400, 900)
 
 
-@pytest.fixture
-def window(new_window):
-    """A 1400x900 window, shown and exposed, with no model yet."""
-    return new_window(size=(1400, 900))
+def _image(size: int = 64) -> torch.Tensor:
+    return torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(3))
 
 
-def _resnet(window: MainWindow, layers: list[str], size: int = 64) -> None:
-    torch.manual_seed(0)
-    window.set_model(torchvision.models.resnet18(weights=None).eval(), layers=layers)
-    window.set_input(torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(3)))
-
-
-def _painted(canvas) -> np.ndarray:
-    """The RGBA pixels pyqtgraph paints for a canvas's image item (its rendered QImage)."""
-    item = canvas.image
-    item.render()
-    q = item.qimage.convertToFormat(QImage.Format.Format_RGBA8888)
-    rows = np.frombuffer(q.constBits(), np.uint8, q.sizeInBytes()).reshape(q.height(), -1)
-    return rows[:, : q.width() * 4].reshape(q.height(), q.width(), 4).copy()
-
-
-def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, window):
-    _resnet(window, ["layer3", "layer4"])
-    wait_run(qtbot, window)
+def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), ["layer3", "layer4"], size=SIZE)
+    win.run_and_wait()
+    window = win.window
     pin = window.pin_result()
     held = pin.result.layers["layer4"]
     before = (
@@ -56,9 +38,10 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, win
     assert panel.activation_slot.mosaic.page_size == size and size < 512
     assert window.turn_page("layer4", 1)
     assert panel.page_text() == f"ch {size}-{min(2 * size, 512) - 1} of 512"
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
-    window.flush_panel_updates()
+    with win.expect_run():
+        window.commands.normalize_combo.setCurrentIndex(
+            window.commands.normalize_combo.findData("shared")
+        )
     shown = panel.activation_slot.mosaic
     assert (shown.normalize, shown.first_channel) == ("shared", size)
     assert window.result is not pin.result  # the window shows a new result
@@ -94,12 +77,15 @@ def _tile(pixels: np.ndarray, m, channel: int) -> np.ndarray:
     ],
 )
 def test_exported_mosaic_pixels_are_the_panels_pixels(
-    qtbot, window, tmp_path, cmap, normalize, layers, painted_with
+    qtbot, actviz_window, resnet, tmp_path, cmap, normalize, layers, painted_with
 ):
-    _resnet(window, layers, size=96)
-    window.colormap_combo.setCurrentText(cmap)
-    window.normalize_combo.setCurrentIndex(window.normalize_combo.findData(normalize))
-    wait_run(qtbot, window)
+    win = actviz_window(resnet, _image(96), layers, size=SIZE)
+    window = win.window
+    window.commands.colormap_combo.setCurrentText(cmap)
+    window.commands.normalize_combo.setCurrentIndex(
+        window.commands.normalize_combo.findData(normalize)
+    )
+    win.run_and_wait()
     # Pages sized to the panels' widths (the export writes whole layers: compare tile by tile).
     qtbot.waitUntil(lambda: set(window.session.page_channels) == set(layers), timeout=5000)
     window.flush_panel_updates()
@@ -113,7 +99,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
         assert view.signed == signed and m.symmetric == signed
         assert m.normalize == normalize and m.page_size == window.session.page_channels[name]
         assert panel.activation_slot.image_canvas.colormap_name() == painted_with[name]
-        painted = _painted(panel.activation_slot.image_canvas)
+        painted = win.shown_pixels(name)
         exported = np.asarray(
             Image.open(tmp_path / "out" / f"{name}_features_1x.png").convert("RGB")
         )
@@ -145,24 +131,24 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
                 )
 
 
-def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, window):
+def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, actviz_window):
     from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
 
     torch.manual_seed(0)
     model = fasterrcnn_mobilenet_v3_large_320_fpn(
         weights=None, weights_backbone=None, box_score_thresh=0.0, min_size=128, max_size=128
     ).eval()
-    window.set_model(model, layers=["backbone.body.1"])
     image = torch.rand(1, 3, 96, 128, generator=torch.Generator().manual_seed(3))
-    window.set_input(image)
+    win = actviz_window(model, image, ["backbone.body.1"], size=SIZE)
+    window = win.window
     # forward(images: List[Tensor]): the batch goes in as a list of one image, and the menu says so.
     assert window.session.input_as_list and window.commands.input_list_action.isChecked()
     value = window.session.input.value
     assert isinstance(value, list) and len(value) == 1 and torch.equal(value[0], image[0])
-    wait_run(qtbot, window)
+    win.run_and_wait()
     with torch.no_grad():
         reference = model([image[0]])[0]
-    combo = window.target_combo
+    combo = window.commands.target_combo
     assert combo.itemText(0) == "auto (top detection)" and combo.count() == 1 + 100
     assert combo.itemText(4).startswith(
         f"score of detection 3: label {int(reference['labels'][3])}"
@@ -181,7 +167,7 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, windo
     combo.setCurrentIndex(4)
     combo.activated.emit(4)
     assert window.session.target == 3
-    wait_run(qtbot, window)
+    win.run_and_wait()
     assert window.result.target_text.startswith("score of detection 3")
     assert window.result.capture.target_value == pytest.approx(float(reference["scores"][3]))
     assert combo.currentIndex() == 4  # the list was rebuilt for the new result, choice kept
