@@ -1,0 +1,27 @@
+"""The atlas benchmark section runs and reports every figure (tiny sizes; no time asserted)."""
+
+from __future__ import annotations
+
+import math
+
+from actviz.bench import atlas_bench
+from actviz.data.atlas import umap_available
+
+
+def test_atlas_bench_reports_its_figures_at_tiny_sizes(capsys, qtbot):
+    summary: dict = {}
+    atlas_bench.run(True, summary, images=8, pca_shape=(300, 16), pan_points=2000, frames=6)
+    out = capsys.readouterr().out
+    assert "scan with / without embeddings" in out and "demo" in out
+    assert summary["scan_embed_ratio"] > 0 and math.isfinite(summary["scan_embed_ratio"])
+    assert 0 < summary["atlas_pca_s"] < 60
+    assert 0 < summary["atlas_pan_p95_ms"] < 60_000
+    # --quick never runs UMAP; without umap-learn the table says it is missing
+    assert summary["atlas_umap_s"] is None
+    if not umap_available():
+        assert "umap-learn is not installed" in out
+
+
+def test_pan_frames_paint_the_scatter_every_frame(qtbot):
+    times = atlas_bench.pan_frames(points=500, frames=5)
+    assert len(times) == 5 and all(t > 0 for t in times)
