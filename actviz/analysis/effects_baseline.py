@@ -1,0 +1,169 @@
+"""What a channel is set to when its effect is measured: zero, a dataset mean, another run.
+
+One object answers both halves of :mod:`actviz.analysis.effects`: the estimate asks for the
+baseline of one recorded call (:meth:`Baseline.single`), the exact pass for the baseline of a
+batch of ``b`` repeated samples (:meth:`Baseline.batched`). Both come from the same values, so
+estimate and exact always measure the replacement by the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.core.records import Capture
+from actviz.core.structures import first_tensor
+from actviz.data.result import Scan
+
+__all__ = ["Baseline", "resolve_baseline"]
+
+
+class Baseline:
+    """A resolved baseline: ``kind`` is ``"zero"``, ``"mean"`` or ``"patch"``.
+
+    Attributes
+    ----------
+    kind
+        ``"zero"``: every position of the channel set to 0. ``"mean"``: set to a per-channel
+        value (a scan's channel mean, or a ``{layer: (C,) array}`` given directly).
+        ``"patch"``: set to the same layer's output (same call) in another run's capture.
+    description
+        One line for people (``"zero"``, ``"channel mean over 120 scanned images"``, ...).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        description: str,
+        means: Mapping[str, np.ndarray] | None = None,
+        source: Capture | None = None,
+        scan: Scan | None = None,
+    ) -> None:
+        self.kind = kind
+        self.description = description
+        self._means = means
+        self._scan = scan
+        self.source = source
+        # Per (layer, call, rows, device, dtype): the source repeated for a batch, made once.
+        self._repeated: dict[tuple, torch.Tensor] = {}
+
+    # -- per-channel values
+    def _mean(self, layer: str, channels: int) -> np.ndarray:
+        if self._scan is not None:
+            if layer not in self._scan.layers:
+                raise ValueError(
+                    f"baseline: layer {layer!r} was not in the scan (scanned: "
+                    f"{', '.join(self._scan.layers)}); scan it too, or pick another baseline"
+                )
+            vec = np.array(self._scan.stats(layer).mean, dtype=np.float64)
+        else:
+            assert self._means is not None
+            if layer not in self._means:
+                raise ValueError(
+                    f"baseline: no channel means for layer {layer!r} (given for "
+                    f"{', '.join(self._means) or 'no layer'})"
+                )
+            vec = np.array(self._means[layer], dtype=np.float64).reshape(-1)
+        if vec.shape[0] != channels:
+            raise ValueError(
+                f"baseline: {vec.shape[0]} channel means for layer {layer!r}, but its output has "
+                f"{channels} channels along its channel dimension (a scan averages dimension 1; "
+                f"for (N, T, D) sequences pass {{layer: array of D means}})"
+            )
+        return vec
+
+    def _source(self, layer: str, call: int, t: torch.Tensor, rows: int) -> torch.Tensor:
+        assert self.source is not None
+        if layer not in self.source.records:
+            raise ValueError(
+                f"baseline: the source run did not record layer {layer!r}; capture it there too"
+            )
+        calls = self.source.records[layer]
+        if call >= len(calls):
+            raise ValueError(
+                f"baseline: layer {layer!r} ran {call + 1} or more times here, but the source run "
+                f"recorded {len(calls)} call(s)"
+            )
+        src = first_tensor(calls[call].output)
+        want = (rows, *t.shape[1:])
+        if src is None or tuple(src.shape) != want:
+            got = None if src is None else tuple(src.shape)
+            raise ValueError(
+                f"baseline: layer {layer!r} call {call} is {got} in the source run but {want} "
+                f"here (patch from a run with the same input size and batch)"
+            )
+        return src
+
+    # -- what the two passes ask for
+    def single(self, layer: str, call: int, a: torch.Tensor, dim: int) -> torch.Tensor | None:
+        """The baseline of one recorded call ``a`` (float64, broadcastable); None for zero."""
+        if self.kind == "zero":
+            return None
+        if self.kind == "mean":
+            vec = self._mean(layer, a.shape[dim])
+            shape = [1] * a.ndim
+            shape[dim] = -1
+            return torch.from_numpy(vec).to(a.device).view(shape)
+        return self._source(layer, call, a, a.shape[0]).to(a.device, torch.float64)
+
+    def batched(self, layer: str, call: int, t: torch.Tensor, dim: int, b: int) -> torch.Tensor:
+        """The baseline of a batch ``t`` of ``b`` repeated samples, in ``t``'s dtype and device."""
+        if self.kind == "zero":
+            return torch.zeros((), dtype=t.dtype, device=t.device)
+        if self.kind == "mean":
+            key = ("mean", layer, t.ndim, dim, t.device, t.dtype)
+            vec = self._repeated.get(key)
+            if vec is None:
+                shape = [1] * t.ndim
+                shape[dim] = -1
+                vec = torch.from_numpy(self._mean(layer, t.shape[dim])).to(t.device, t.dtype)
+                vec = vec.view(shape)
+                self._repeated[key] = vec
+            return vec
+        key = ("patch", layer, call, b, t.device, t.dtype)
+        rep = self._repeated.get(key)
+        if rep is None:
+            src = self._source(layer, call, t, t.shape[0] // b).to(t.device, t.dtype)
+            rep = src.repeat(b, *([1] * (src.ndim - 1)))
+            self._repeated[key] = rep
+        return rep
+
+
+def resolve_baseline(baseline: Any) -> Baseline:
+    """Turn ``effects``'s ``baseline`` argument into a :class:`Baseline`.
+
+    Parameters
+    ----------
+    baseline
+        ``"zero"``; a :class:`~actviz.data.result.Scan` (each channel's mean over the scanned
+        images, ``scan.stats(layer).mean``); a mapping ``{layer: (C,) array}`` of per-channel
+        values; or a :class:`~actviz.core.records.Capture` of another run (patching: each
+        channel set to that run's activation, position by position).
+
+    Raises
+    ------
+    TypeError
+        For anything else.
+    """
+    if isinstance(baseline, Baseline):
+        return baseline
+    if isinstance(baseline, str):
+        if baseline.strip().lower() in ("zero", "zeros", "0"):
+            return Baseline("zero", "zero")
+        raise ValueError(
+            f"unknown baseline {baseline!r}: use 'zero', a scan (actviz.scan), a dict "
+            "{layer: channel means} or a capture of another run"
+        )
+    if isinstance(baseline, Scan):
+        return Baseline("mean", f"channel mean over {baseline.count} scanned images", scan=baseline)
+    if isinstance(baseline, Capture):
+        return Baseline("patch", "patched from another run", source=baseline)
+    if isinstance(baseline, Mapping):
+        return Baseline("mean", "given channel means", means=dict(baseline))
+    raise TypeError(
+        "baseline must be 'zero', a Scan (actviz.scan), a dict {layer: channel means} or a "
+        f"Capture of another run, not {type(baseline).__name__}"
+    )

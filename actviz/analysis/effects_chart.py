@@ -1,0 +1,102 @@
+"""Bar charts of channel effects (PIL, no Qt): what ``actviz effects`` writes per layer.
+
+The colours say the sign the same way everywhere (the window's panel imports them): a channel
+whose replacement lowers the target supports it (:data:`SUPPORTS_RGB`), one whose replacement
+raises it works against it (:data:`OPPOSES_RGB`). Exact values, where verified, stand beside
+their estimate in a darker shade of the same colour.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from actviz.analysis.effects import Effects
+from actviz.io.export import _fmt, _font, _text_w
+
+__all__ = ["OPPOSES_RGB", "SUPPORTS_RGB", "effect_colour", "effects_chart"]
+
+#: Negative effect: setting the channel to the baseline lowers the target.
+SUPPORTS_RGB = (52, 112, 184)
+#: Positive effect: setting the channel to the baseline raises the target.
+OPPOSES_RGB = (200, 70, 60)
+_BG = (255, 255, 255)
+_INK = (30, 30, 30)
+_GRID = (215, 215, 215)
+
+
+def effect_colour(value: float, exact: bool = False) -> tuple[int, int, int]:
+    """The bar colour of an effect: by sign, darker for an exact value."""
+    rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
+    return tuple(int(c * 0.6) for c in rgb) if exact else rgb  # type: ignore[return-value]
+
+
+def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
+    """The ``k`` channels of ``layer`` with the largest ``|estimate|`` as bars, largest first.
+
+    Each channel has its estimate bar and, where verified, its exact bar beside it; the title
+    names the layer, the target, the baseline and the rank correlation of the verified ones.
+    """
+    rows = eff.top(layer, k)
+    n = max(len(rows), 1)
+    values = [r.estimate for r in rows] + [r.exact for r in rows if r.exact is not None]
+    finite = np.array([v for v in values if math.isfinite(v)] or [0.0])
+    hi = max(0.0, float(finite.max()))
+    lo = min(0.0, float(finite.min()))
+    span = (hi - lo) or 1.0
+    slot = max(14, min(36, 960 // n))
+    plot_h, left, top = 240, 64, 58
+    width = max(left + n * slot + 16, 420)
+    height = top + plot_h + 52
+    img = Image.new("RGB", (width, height), _BG)
+    draw = ImageDraw.Draw(img)
+    font, small = _font(13), _font(10)
+
+    def y_of(v: float) -> float:
+        return top + plot_h * (hi - v) / span
+
+    zero = y_of(0.0)
+    verified = sum(r.exact is not None for r in rows)
+    rho = eff.rank_correlation(layer)
+    title = f"{layer}: effect of setting each channel to {eff.baseline}"
+    sub = f"target {eff.target_description}"
+    if verified:
+        rho_text = f"{rho:.2f}" if math.isfinite(rho) else "n/a"
+        sub += f"; exact beside estimate for {verified}, rank correlation {rho_text}"
+    draw.text((8, 6), title, fill=_INK, font=font)
+    draw.text((8, 24), sub, fill=_INK, font=small)
+    legend_x = 8
+    for label, colour in (
+        ("supports (lowers target)", SUPPORTS_RGB),
+        ("opposes (raises target)", OPPOSES_RGB),
+        ("exact: darker", effect_colour(-1.0, exact=True)),
+    ):
+        draw.rectangle([legend_x, 40, legend_x + 9, 49], fill=colour)
+        draw.text((legend_x + 13, 39), label, fill=_INK, font=small)
+        legend_x += 22 + _text_w(draw, label, small)
+    for v in (hi, lo):
+        draw.line([left - 4, y_of(v), width - 8, y_of(v)], fill=_GRID)
+        text = _fmt(v)
+        draw.text((left - 8 - _text_w(draw, text, small), y_of(v) - 6), text, fill=_INK, font=small)
+    for i, row in enumerate(rows):
+        x0 = left + i * slot
+        bar = (slot - 4) // (2 if row.exact is not None else 1)
+        pairs = [(row.estimate, False)]
+        if row.exact is not None:
+            pairs.append((row.exact, True))
+        for j, (v, exact) in enumerate(pairs):
+            if not math.isfinite(v):
+                continue
+            x = x0 + 2 + j * bar
+            y = y_of(v)
+            draw.rectangle(
+                [x, min(y, zero), x + max(bar - 1, 1), max(y, zero)], fill=effect_colour(v, exact)
+            )
+        label = str(row.channel)
+        lx = x0 + (slot - _text_w(draw, label, small)) // 2
+        draw.text((lx, top + plot_h + 6 + (i % 2) * 12 * (slot < 26)), label, fill=_INK, font=small)
+    draw.line([left - 4, zero, width - 8, zero], fill=_INK)
+    draw.text((8, height - 16), "channel (largest |estimate| first)", fill=_INK, font=small)
+    return img

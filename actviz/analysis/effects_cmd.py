@@ -1,0 +1,147 @@
+"""``actviz effects``: every channel of the given layers ranked by its effect on the target.
+
+Writes ``effects.json`` (every channel's estimate, the exact values of the verified ones, the
+rank correlation) and one bar chart PNG per layer. torch is imported inside :func:`run` only,
+so building the command line stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+    """Add the ``effects`` sub-command to the ``actviz`` parser."""
+    p = sub.add_parser(
+        "effects",
+        help="rank channels by their effect on the prediction: effects.json + a chart per layer",
+    )
+    add_model_args(p, True)
+    p.add_argument("--input", "-i", required=True, help="image, tensor file or random:NxCxHxW")
+    p.add_argument("--layers", "-l", required=True, help="comma-separated layer names")
+    p.add_argument("--out", "-o", required=True, help="output folder")
+    p.add_argument("--target", "-t", help="class index or class name (default: the top-1 class)")
+    p.add_argument(
+        "--verify",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also measure the exact effect of the top K channels of each layer (default 0)",
+    )
+    p.add_argument(
+        "--baseline",
+        default="zero",
+        help="what a channel is set to: zero (default), input:FILE (patch: that input's "
+        "activations) or scan:FOLDER (each channel's mean over a scan of those images)",
+    )
+    p.add_argument("--batch", type=int, default=16, help="channels per exact forward pass")
+    p.add_argument("--top", type=int, default=32, help="channels drawn per chart (default 32)")
+
+
+def _baseline(text: str, loaded: Any, layers: list[str], say: Callable[[str], None]) -> Any:
+    from actviz.io.errors import InputError
+
+    kind, _, rest = text.partition(":")
+    if text.strip().lower() == "zero":
+        return "zero"
+    if kind == "input" and rest:
+        import actviz
+        from actviz.io.inputs import open_input
+
+        other = open_input(rest, loaded_model=loaded)
+        say(f"running the baseline input {other.description} ...")
+        return actviz.capture(loaded.model, other.value, layers, gradients=False)
+    if kind == "scan" and rest:
+        from actviz.data.scan import scan
+
+        last = [0.0]
+
+        def progress(done: int, total: int, rate: float) -> None:
+            if done == total or time.perf_counter() - last[0] > 1.0:
+                last[0] = time.perf_counter()
+                say(f"baseline scan: {done}/{total} images ({rate:.0f} images/s)")
+
+        return scan(loaded, rest, layers, progress=progress)
+    raise InputError(f"--baseline: zero, input:FILE or scan:FOLDER, not {text!r}")
+
+
+def run(
+    args: argparse.Namespace,
+    open_model: Callable[[argparse.Namespace], Any],
+    progress: Callable[[str], None],
+) -> int:
+    """Run ``actviz effects``; ``progress`` writes a line to stderr, results go to stdout."""
+    from actviz.analysis.effects import effects
+    from actviz.analysis.effects_chart import effects_chart
+    from actviz.core.targets import parse_target
+    from actviz.io.errors import InputError
+    from actviz.io.export import safe_name
+    from actviz.io.inputs import open_input
+
+    layers = [s.strip() for s in args.layers.split(",") if s.strip()]
+    if not layers:
+        raise InputError("--layers: give at least one layer name (see `actviz info`)")
+    if args.verify < 0 or args.batch < 1 or args.top < 1:
+        raise InputError("--verify must be >= 0, --batch and --top >= 1")
+    loaded = open_model(args)
+    inp = open_input(args.input, loaded_model=loaded)
+    try:
+        target = parse_target(args.target, loaded.categories, getattr(loaded, "tokenizer", None))
+    except ValueError as exc:
+        raise InputError(f"--target: {exc}") from None
+    baseline = _baseline(args.baseline, loaded, layers, progress)
+    progress(f"estimating the effects of every channel of {len(layers)} layer(s) ...")
+
+    def exact_progress(done: int, total: int) -> None:
+        progress(f"exact: {done}/{total} channels")
+
+    result = effects(
+        loaded.model,
+        inp.value,
+        layers,
+        target=target,
+        baseline=baseline,
+        method="exact" if args.verify else "estimate",
+        channels=args.verify if args.verify else None,
+        batch=args.batch,
+        progress=exact_progress,
+    )
+    for w in result.warnings:
+        progress(f"warning: {w}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = result.to_dict(top=args.top)
+    data.update({"model": loaded.name, "input": str(args.input)})
+    name = ""
+    cats = loaded.categories
+    if result.target_index is not None and cats and 0 <= result.target_index < len(cats):
+        name = f" ({cats[result.target_index]})"
+        data["target"]["name"] = cats[result.target_index]
+    files = [out / "effects.json"]
+    files[0].write_text(json.dumps(data, indent=1), encoding="utf-8")
+    for layer in result.layers:
+        path = out / f"effects_{safe_name(layer)}.png"
+        effects_chart(result, layer, args.top).save(path)
+        files.append(path)
+    print(f"target: {result.target_description}{name} = {result.target_value:.4g}")
+    for layer in result.layers:
+        rows = result.top(layer, 5)
+        shown = ", ".join(
+            f"{r.channel} ({r.estimate:+.3g}"
+            + ("" if r.exact is None else f", exact {r.exact:+.3g}")
+            + ")"
+            for r in rows
+        )
+        rho = result.rank_correlation(layer)
+        rho_text = f"; rank correlation {rho:.2f}" if math.isfinite(rho) else ""
+        print(f"{layer}: top channels {shown}{rho_text}")
+    print(f"wrote {len(files)} files to {args.out}")
+    return 0

@@ -1,0 +1,356 @@
+"""Exact channel effects in batches: one forward pass measures up to ``batch`` channels.
+
+A batch is the input repeated ``b`` times along dimension 0; sample ``i`` gets its own channel
+set to the baseline by a forward hook on that channel's module (on every call of the module,
+as an ``ablate`` edit without ``call=`` does). The hook builds a new tensor (``torch.where``
+over a per-sample mask), never writing into the module's output, which may be the module's
+input (an in-place ReLU) or a tensor another branch still reads. Samples of one batch may
+belong to different layers: each layer's hook edits only its own rows. Everything runs under
+``no_grad``, with the model in eval mode and its buffers put back afterwards.
+
+Shared prefix: for a single-sample input (dimension 0 of size 1) every sample of a batch is
+the same until the first edited module runs, so the batch starts as that one sample and the
+first edited module's output is repeated ``b`` times there (its hook edits the copies). The
+modules before it run once instead of ``b`` times: for ``layer3`` of a ResNet that is most of
+the network. Tensors made before that point and used after it (a residual branch) have one
+row and broadcast against the ``b`` rows, which is exact since all ``b`` samples share them.
+Code that does not broadcast (a batch size read from the input and used after the point, a
+concatenation along the batch) fails or returns an output without ``b`` rows; the batch is
+then run again with the whole input repeated, and so is every later batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.analysis.effects_baseline import Baseline
+from actviz.core.edits import EditHooks, channel_dim
+from actviz.core.guards import ModelState
+from actviz.core.inputs import forward_takes_list
+from actviz.core.records import CaptureCancelled
+from actviz.core.structures import first_tensor, iter_tensors, map_tensors, replace_first
+from actviz.core.targets import resolve_target
+
+__all__ = ["TargetReader", "repeat_inputs", "run_exact"]
+
+log = logging.getLogger(__name__)
+
+
+class TargetReader:
+    """The target of each sample of a batched output, with the clean run's choices kept.
+
+    For an ``int`` or default target the target is linear in the output once its choices (the
+    top-1 class of each row, the pixels of a segmenter's class, the last position's token) are
+    made, so the clean run's gradient with respect to the output holds it exactly: a sample's
+    target is ``sum(weights * its rows)``. A callable target is called on each sample's rows.
+
+    Parameters
+    ----------
+    clean
+        The model output of the clean run (a capture's ``output``).
+    target
+        What was passed to the capture: None, an int, or a callable.
+    """
+
+    def __init__(self, clean: Any, target: Any) -> None:
+        self.target = target
+        self.clean = clean
+        self.callable = callable(target) and not isinstance(target, (int, torch.Tensor))
+        self.weights: list[torch.Tensor | None] = []
+        self.rows: list[int] = []
+        if not self.callable:
+            leaves = list(iter_tensors(clean))
+            made = [
+                t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach()
+                for t in leaves
+            ]
+            it = iter(made)
+            rebuilt = map_tensors(clean, lambda _t: next(it))
+            with torch.enable_grad():
+                value = resolve_target(rebuilt, target).value
+                wanted = [t for t in made if t.requires_grad]
+                grads = iter(torch.autograd.grad(value, wanted, allow_unused=True))
+            for t in made:
+                g = next(grads) if t.requires_grad else None
+                self.weights.append(None if g is None else g.detach().to(torch.float64))
+                self.rows.append(t.shape[0] if t.ndim else 0)
+
+    def clean_value(self) -> float:
+        """The target of the clean output, read the way :meth:`values` reads each sample."""
+        return float(self.values(self.clean, 1)[0])
+
+    def values(self, output: Any, b: int) -> list[float]:
+        """The target of each of the ``b`` samples stacked along dimension 0 of ``output``."""
+        if self.callable:
+            if b == 1:
+                return [float(_scalar(self.target(output)))]
+            return [float(_scalar(self.target(_rows(output, i, b)))) for i in range(b)]
+        leaves = list(iter_tensors(output))
+        if len(leaves) != len(self.weights):
+            raise ValueError(
+                f"the model output changed structure ({len(leaves)} tensors, the clean run had "
+                f"{len(self.weights)}): exact effects need an output of fixed shape (a "
+                "detector's detections are not); pass a callable target"
+            )
+        total = torch.zeros(b, dtype=torch.float64)
+        for t, w in zip(leaves, self.weights, strict=True):
+            if w is None:
+                continue
+            want = (b * w.shape[0], *w.shape[1:]) if w.ndim else ()
+            if tuple(t.shape) != want or (w.ndim == 0 and b != 1):
+                raise ValueError(
+                    f"a batch of {b} gave an output of shape {tuple(t.shape)}, the clean run "
+                    f"{tuple(w.shape)}: exact effects need the batch in dimension 0 of the "
+                    "output (pass batch=1 otherwise)"
+                )
+            part = t.detach().to(torch.float64).reshape(b, *w.shape) * w.to(t.device)
+            total += part.reshape(b, -1).sum(dim=1).cpu()
+        return [float(v) for v in total]
+
+
+def _scalar(value: Any) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise ValueError("a callable target must return a tensor with one element")
+    return value.detach().reshape(())
+
+
+def _rows(obj: Any, i: int, b: int) -> Any:
+    """Sample ``i``'s rows of every tensor in ``obj`` (containers' types kept)."""
+    if isinstance(obj, torch.Tensor):
+        n = obj.shape[0] // b if obj.ndim else 0
+        if obj.ndim == 0 or obj.shape[0] != n * b:
+            raise ValueError(
+                f"an output tensor of shape {tuple(obj.shape)} does not hold a batch of {b} in "
+                "dimension 0 (pass batch=1)"
+            )
+        return obj[i * n : (i + 1) * n]
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_rows(v, i, b) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_rows(v, i, b) for v in obj)
+    if isinstance(obj, Mapping):
+        items = {k: _rows(v, i, b) for k, v in obj.items()}
+        try:
+            return type(obj)(items)
+        except TypeError:
+            return items
+    return obj
+
+
+def _model_device(model: nn.Module) -> torch.device | None:
+    for t in model.parameters():
+        return t.device
+    for t in model.buffers():
+        return t.device
+    return None
+
+
+def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
+    """``inputs`` (capture's forms) repeated ``b`` times along dimension 0, as new tensors.
+
+    Every tensor is copied even for ``b == 1``, so a model that writes into its input never
+    reaches the caller's tensors. A list argument of a model that takes a list of images
+    (:func:`~actviz.core.inputs.forward_takes_list`) is repeated as a list.
+    """
+    device = _model_device(model)
+
+    def rep(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach()
+        if device is not None and t.device != device:
+            t = t.to(device)
+        if t.ndim == 0:
+            return t.clone()
+        return t.repeat(b, *([1] * (t.ndim - 1)))
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return rep(obj)
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return type(obj)(*(walk(v) for v in obj))
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(walk(v) for v in obj)
+        if isinstance(obj, Mapping):
+            return {k: walk(v) for k, v in obj.items()}
+        return obj
+
+    if isinstance(inputs, torch.Tensor):
+        return (rep(inputs),), {}
+    if (
+        isinstance(inputs, list)
+        and inputs
+        and all(isinstance(v, torch.Tensor) for v in inputs)
+        and forward_takes_list(model)
+    ):
+        images = [v.detach().to(device or v.device) for v in inputs]
+        return ([v.clone() for _ in range(b) for v in images],), {}
+    if isinstance(inputs, (list, tuple)):
+        return tuple(walk(v) for v in inputs), {}
+    if isinstance(inputs, Mapping):
+        return (), {k: walk(v) for k, v in inputs.items()}
+    raise TypeError(f"inputs must be a tensor, a tuple/list or a dict, not {type(inputs).__name__}")
+
+
+def _one_sample(inputs: Any, model: nn.Module) -> bool:
+    """Whether every input tensor holds one sample (dimension 0 of size 1): then a batch
+    can share the modules before its first edit (see the module docstring)."""
+    if isinstance(inputs, list) and forward_takes_list(model):
+        return False
+    tensors = list(iter_tensors(inputs))
+    return bool(tensors) and all(t.ndim >= 1 and t.shape[0] == 1 for t in tensors)
+
+
+class _SampleEdit:
+    """The forward hook of one layer: sample ``i`` of the batch gets its channel replaced."""
+
+    def __init__(self, layer: str, module: nn.Module, baseline: Baseline) -> None:
+        self.layer = layer
+        self.module = module
+        self.baseline = baseline
+        self.rows: list[tuple[int, int]] = []
+        self.b = 1
+        self.calls = 0
+        self.expand = False
+        self.masks: dict[tuple, torch.Tensor] = {}
+
+    def arm(self, rows: list[tuple[int, int]], b: int, expand: bool) -> None:
+        self.rows, self.b, self.calls, self.expand = rows, b, 0, expand
+        self.masks.clear()
+
+    def _mask(self, t: torch.Tensor, dim: int) -> torch.Tensor:
+        key = (tuple(t.shape), dim, t.device)
+        mask = self.masks.get(key)
+        if mask is None:
+            b = self.b
+            n, size = t.shape[0] // b, t.shape[dim]
+            flat = torch.zeros(b, n, size, dtype=torch.bool)
+            for i, c in self.rows:
+                if c >= size:
+                    raise ValueError(
+                        f"channel {c} of layer {self.layer!r} is out of range: its output "
+                        f"{tuple(t.shape[1:])} per sample has {size} channels along dim {dim}"
+                    )
+                flat[i, :, c] = True
+            shape = [1] * t.ndim
+            shape[0], shape[dim] = b * n, size
+            mask = flat.reshape(shape).to(t.device)
+            self.masks[key] = mask
+        return mask
+
+    def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
+        call = self.calls
+        self.calls += 1
+        t = first_tensor(output)
+        if t is None or t.ndim < 2:
+            got = None if t is None else tuple(t.shape)
+            raise ValueError(f"layer {self.layer!r}: output {got} has no channel dimension")
+        if self.expand and t.shape[0] == 1 and self.b > 1:
+            # The first edited module of a shared-prefix batch: the one sample becomes b.
+            t = t.repeat(self.b, *([1] * (t.ndim - 1)))
+        if t.shape[0] % self.b:
+            raise ValueError(
+                f"layer {self.layer!r}: its output {tuple(t.shape)} does not hold the batch of "
+                f"{self.b} repeated samples in dimension 0 (pass batch=1)"
+            )
+        dim = channel_dim(module, t.ndim)
+        base = self.baseline.batched(self.layer, call, t, dim, self.b)
+        return replace_first(output, torch.where(self._mask(t, dim), base, t))
+
+
+def run_exact(
+    model: nn.Module,
+    inputs: Any,
+    jobs: Sequence[tuple[str, int]],
+    baseline: Baseline,
+    reader: TargetReader,
+    *,
+    batch: int = 16,
+    edits: Mapping[str, tuple] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[list[float], int, float]:
+    """The target with each ``(layer, channel)`` of ``jobs`` set to the baseline.
+
+    Parameters
+    ----------
+    model, inputs
+        As for :func:`actviz.capture` (the inputs of the clean run).
+    jobs
+        ``(layer, channel)`` pairs, measured in this order, ``batch`` per forward pass.
+    baseline, reader
+        What a channel is set to; how each sample's target is read.
+    batch
+        Samples per forward pass.
+    edits
+        What-if edits the clean run had (``Capture.edits``), applied to every sample first.
+    progress
+        ``progress(done, total)`` after each forward pass.
+    should_stop
+        Polled before each forward pass; True raises ``CaptureCancelled``.
+
+    Returns
+    -------
+    values, forwards, seconds
+        The target per job, the forward passes run and their time.
+    """
+    modules = dict(model.named_modules())
+    hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
+    state = ModelState(model, out_of_place=False, modules=list(modules.values()))
+    handles: list[Any] = []
+    values: list[float] = []
+    forwards = 0
+    share = _one_sample(inputs, model)
+    start = time.perf_counter()
+    batch = max(1, int(batch))
+
+    def run(chunk: Sequence[tuple[str, int]], expand: bool) -> list[float]:
+        b = len(chunk)
+        rows: dict[str, list[tuple[int, int]]] = {}
+        for i, (layer, channel) in enumerate(chunk):
+            rows.setdefault(layer, []).append((i, channel))
+        try:
+            if edits:
+                # Fresh per pass: an edit's call counter starts at 0 for each forward.
+                handles.extend(EditHooks(modules, edits).register())
+            for layer, layer_rows in rows.items():
+                hooks[layer].arm(layer_rows, b, expand)
+                handles.append(modules[layer].register_forward_hook(hooks[layer].hook))
+            args, kwargs = repeat_inputs(inputs, 1 if expand else b, model)
+            with torch.no_grad():
+                output = model(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+            handles.clear()
+        return reader.values(output, b)
+
+    try:
+        state.apply(train=False)
+        for lo in range(0, len(jobs), batch):
+            if should_stop is not None and should_stop():
+                raise CaptureCancelled("exact effects cancelled")
+            chunk = jobs[lo : lo + batch]
+            expand = share and len(chunk) > 1
+            try:
+                got = run(chunk, expand)
+            except Exception as exc:  # noqa: BLE001 - retried below without the shared prefix
+                if not expand:
+                    raise
+                log.debug("shared prefix failed (%s); repeating the whole input", exc)
+                share = False
+                forwards += 1
+                got = run(chunk, False)
+            values.extend(got)
+            forwards += 1
+            if progress is not None:
+                progress(len(values), len(jobs))
+    finally:
+        for h in handles:
+            h.remove()
+        state.restore()
+    return values, forwards, time.perf_counter() - start
