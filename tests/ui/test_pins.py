@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from actviz.core.capture import capture
-from actviz.ui.live.feature import install_live_mode
+from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.window.main_window import MainWindow
 from actviz.workspace.pins import PinBoard, PinRefused
-from tests.ui.conftest import RUN_TIMEOUT_MS, frame, run_frame
+from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
 
 
@@ -44,13 +44,7 @@ def test_pin_board_counts_each_capture_once_and_refuses_over_budget():
     assert len(board) == 0 and changes == [1, 2, 1, 0]
 
 
-@pytest.fixture
-def window(new_window):
-    """A 1200x800 window (not waited for exposure) with the tiny CNN and no input yet."""
-    w = new_window(size=(1200, 800), exposed=False)
-    torch.manual_seed(0)
-    w.set_model(TinyCNN().eval(), layers=["conv1", "conv2", "fc"])
-    return w
+LAYERS = ["conv1", "conv2", "fc"]
 
 
 def _press_ctrl_p(qtbot, window: MainWindow) -> None:
@@ -78,26 +72,31 @@ def _run_menu(window: MainWindow):
     return next(a.menu() for a in window.menuBar().actions() if a.text().replace("&", "") == "Run")
 
 
-def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
-    run_frame(qtbot, window, 1)
+def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
+    window = win.window
+    window.set_input(frame(1))
+    win.run_and_wait()
     pinned_result = window.result
     _press_ctrl_p(qtbot, window)
     assert len(window.session.pins) == 1
     assert window.session.pins.find(pinned_result) is not None
-    assert "(1 pinned)" in window.timing_label.text()
-    assert window.pins_menu.title() == "Pinned results (1)"
-    run_frame(qtbot, window, 2)
+    assert "(1 pinned)" in window.status.timing_label.text()
+    assert window.commands.pins_menu.title() == "Pinned results (1)"
+    window.set_input(frame(2))
+    win.run_and_wait()
     unpinned = weakref.ref(window.result.capture)
-    run_frame(qtbot, window, 3)
+    window.set_input(frame(3))
+    win.run_and_wait()
     gc.collect()
     assert unpinned() is None  # the run in between was freed
     assert window.session.pins.find(pinned_result) is not None
     held = window.session.held_bytes()
     assert held == pinned_result.nbytes + window.result.nbytes
-    assert window.timing_label.text().endswith("held (1 pinned)")
+    assert window.status.timing_label.text().endswith("held (1 pinned)")
     # Shown again: the panels read the pinned values, not the latest run's.
     [pin] = list(window.session.pins)
-    show = next(a for a in window.pins_menu.actions() if a.text().startswith(pin.label))
+    show = next(a for a in window.commands.pins_menu.actions() if a.text().startswith(pin.label))
     show.trigger()
     window.flush_panel_updates()
     assert window.result is pinned_result
@@ -105,72 +104,90 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, window):
     np.testing.assert_allclose(
         window.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
     )
-    assert window.unpin_action.isEnabled()
+    assert window.commands.unpin_action.isEnabled()
     # Unpinning the result on screen keeps it on screen until the next run, then frees it.
     kept = weakref.ref(pinned_result.capture)
     del pinned_result, pin, show
-    window.unpin_action.trigger()
-    assert len(window.session.pins) == 0 and "pinned" not in window.timing_label.text()
-    run_frame(qtbot, window, 4)
+    window.commands.unpin_action.trigger()
+    assert len(window.session.pins) == 0 and "pinned" not in window.status.timing_label.text()
+    window.set_input(frame(4))
+    win.run_and_wait()
     gc.collect()
     assert kept() is None
 
 
-def test_pins_are_let_go_from_the_run_menu(qtbot, window):
+def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
     """Run > Pinned results > Unpin this result / Unpin all, clicked, free the captures."""
+    win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
+    window = win.window
     pinned = []
     for seed in (1, 2, 3):
-        run_frame(qtbot, window, seed)
+        window.set_input(frame(seed))
+        win.run_and_wait()
         _press_ctrl_p(qtbot, window)
         pinned.append(weakref.ref(window.result.capture))
     assert len(window.session.pins) == 3
     run_menu = _run_menu(window)
-    assert window.pins_menu in [a.menu() for a in run_menu.actions()]
-    assert window.pins_menu.title() == "Pinned results (3)"
+    assert window.commands.pins_menu in [a.menu() for a in run_menu.actions()]
+    assert window.commands.pins_menu.title() == "Pinned results (3)"
     # The result on screen (seed 3) is pinned: "Unpin this result" lets that one go.
-    _click_menu_item(qtbot, window.pins_menu, "Unpin this result")
-    assert len(window.session.pins) == 2 and window.pins_menu.title() == "Pinned results (2)"
+    _click_menu_item(qtbot, window.commands.pins_menu, "Unpin this result")
+    assert (
+        len(window.session.pins) == 2 and window.commands.pins_menu.title() == "Pinned results (2)"
+    )
     assert window.session.pins.find(window.result) is None
-    assert not window.unpin_action.isEnabled()
+    assert not window.commands.unpin_action.isEnabled()
     # "Unpin all" lets the other two go: once nothing else holds them, their captures are freed.
-    _click_menu_item(qtbot, window.pins_menu, "Unpin all")
-    assert len(window.session.pins) == 0 and window.pins_menu.title() == "Pinned results"
-    assert not window.unpin_all_action.isEnabled()
-    assert "pinned" not in window.timing_label.text()
-    run_frame(qtbot, window, 4)
+    _click_menu_item(qtbot, window.commands.pins_menu, "Unpin all")
+    assert len(window.session.pins) == 0 and window.commands.pins_menu.title() == "Pinned results"
+    assert not window.commands.unpin_all_action.isEnabled()
+    assert "pinned" not in window.status.timing_label.text()
+    window.set_input(frame(4))
+    win.run_and_wait()
     gc.collect()
     assert [ref() is None for ref in pinned] == [True, True, True]
     assert window.session.held_bytes() == window.result.nbytes
 
 
-def test_pins_over_the_budget_are_refused_with_a_message(qtbot, window):
-    run_frame(qtbot, window, 1)
+def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
+    window = win.window
+    window.set_input(frame(1))
+    win.run_and_wait()
     window.session.memory_budget = window.result.nbytes // 2
     assert window.pin_result() is None
     assert len(window.session.pins) == 0
-    assert "over the" in " ".join(window.banner.texts()) and "memory budget" in " ".join(
-        window.banner.texts()
+    assert "over the" in " ".join(window.centre.banner.texts()) and "memory budget" in " ".join(
+        window.centre.banner.texts()
     )
 
 
-def test_pins_go_with_the_model_they_were_captured_on(qtbot, window):
-    run_frame(qtbot, window, 1)
+def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
+    window = win.window
+    window.set_input(frame(1))
+    win.run_and_wait()
     window.pin_result()
     torch.manual_seed(1)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
     assert len(window.session.pins) == 0
-    assert window.pins_menu.title() == "Pinned results"
+    assert window.commands.pins_menu.title() == "Pinned results"
 
 
-def test_nothing_to_pin_before_a_run(qtbot, window):
+def test_nothing_to_pin_before_a_run(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
+    window = win.window
     assert window.pin_result() is None
-    assert "run the model first" in " ".join(window.banner.texts())
+    assert "run the model first" in " ".join(window.centre.banner.texts())
 
 
-def test_showing_a_pin_pauses_live_playback(qtbot, window):
-    run_frame(qtbot, window, 1)
+def test_showing_a_pin_pauses_live_playback(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
+    window = win.window
+    window.set_input(frame(1))
+    win.run_and_wait()
     pin = window.pin_result()
-    live = install_live_mode(window)
+    live = window.features["live"].controller
     live.set_source(TensorFrames(torch.cat([frame(s) for s in range(4)]), "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
     live.set_speed(30)
