@@ -498,19 +498,32 @@ def edits_from_json(
 # --------------------------------------------------------------------------------------------
 
 
-class _Arrays:
-    """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ..."""
+#: Bytes an array adds to an ``.npz`` besides its data (its .npy header and zip entry).
+_NPZ_OVERHEAD = 250
 
-    def __init__(self) -> None:
+
+class _Arrays:
+    """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ...; with ``measure`` only their
+    size is counted (nothing copied: the size shown before saving a large pin stays cheap)."""
+
+    def __init__(self, measure: bool = False) -> None:
         self.arrays: dict[str, np.ndarray] = {}
+        self.measure = measure
+        self.count = 0
+        self.nbytes = 22  # the zip's end record
 
     def add(self, a: np.ndarray) -> str:
-        key = f"a{len(self.arrays)}"
-        # np.ascontiguousarray would make a 0-d array 1-d
-        self.arrays[key] = a if a.flags.c_contiguous else a.copy(order="C")
+        key = f"a{self.count}"
+        self.count += 1
+        self.nbytes += int(a.nbytes) + _NPZ_OVERHEAD
+        if not self.measure:
+            # np.ascontiguousarray would make a 0-d array 1-d
+            self.arrays[key] = a if a.flags.c_contiguous else a.copy(order="C")
         return key
 
     def npz(self) -> bytes:
+        if self.measure:
+            return b""
         buf = io.BytesIO()
         np.savez(buf, **self.arrays)
         return buf.getvalue()
@@ -649,11 +662,13 @@ def _versions() -> tuple[str, str]:
 
 
 def _members(
-    state: SessionState, pin_captures: bool
-) -> tuple[dict[str, Any], dict[str, bytes], list[str]]:
-    """The manifest, the ``.npz`` members' bytes and the warnings of saving ``state``."""
+    state: SessionState, pin_captures: bool, measure: bool = False
+) -> tuple[dict[str, Any], dict[str, bytes], dict[str, int], list[str]]:
+    """The manifest, the ``.npz`` members' bytes, their sizes and the warnings of saving
+    ``state``; with ``measure``, the sizes only (the bytes are empty)."""
     actviz_version, torch_version = _versions()
     members: dict[str, bytes] = {}
+    sizes: dict[str, int] = {}
     pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
     labels = [p.label for p in pins]
     if len(set(labels)) != len(labels):
@@ -688,7 +703,7 @@ def _members(
         "settings": dict(state.settings),
     }
     if state.input is not None:
-        store = _Arrays()
+        store = _Arrays(measure)
         inp = state.input
         manifest["input"] = {
             "member": "input.npz",
@@ -700,36 +715,41 @@ def _members(
             "tokens": None if inp.tokens is None else list(inp.tokens),
         }
         members["input.npz"] = store.npz()
+        sizes["input.npz"] = store.nbytes
     if state.model_weights is not None:
-        store = _Arrays()
+        store = _Arrays(measure)
         manifest["model_weights"] = {
             "member": "weights.npz",
             "tensors": _encode(dict(state.model_weights), store),
         }
         members["weights.npz"] = store.npz()
+        sizes["weights.npz"] = store.nbytes
     if state.capture is not None:
-        store = _Arrays()
+        store = _Arrays(measure)
         manifest["capture"] = {
             "member": "capture.npz",
             **_capture_to_json(state.capture, store, pins),
         }
         members["capture.npz"] = store.npz()
+        sizes["capture.npz"] = store.nbytes
     for i, pin in enumerate(pins):
         entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
         if pin.capture is not None:
-            store = _Arrays()
+            store = _Arrays(measure)
             member = f"pin{i}.npz"
             entry["capture"] = {"member": member, **_capture_to_json(pin.capture, store, pins)}
             members[member] = store.npz()
+            sizes[member] = store.nbytes
         manifest["pins"].append(entry)
-    return manifest, members, warnings
+    return manifest, members, sizes, warnings
 
 
 def saved_size(state: SessionState, *, pin_captures: bool = True) -> int:
-    """Bytes a session file of ``state`` takes (about: the zip adds a little), to show before
-    saving; with ``pin_captures=False`` the pins are saved without their captures."""
-    manifest, members, _ = _members(state, pin_captures)
-    return len(json.dumps(manifest).encode()) + sum(len(b) for b in members.values())
+    """Bytes a session file of ``state`` takes at most (its arrays uncompressed; the zip
+    usually makes it smaller), to show before saving; counted without copying any array.
+    With ``pin_captures=False`` the pins are saved without their captures."""
+    manifest, _, sizes, _ = _members(state, pin_captures, measure=True)
+    return len(json.dumps(manifest, indent=1).encode()) + sum(sizes.values())
 
 
 def pin_capture_bytes(state: SessionState) -> int:
@@ -763,7 +783,7 @@ def save_state(
         The file cannot be written (the old file, if any, is left as it was).
     """
     path = Path(path)
-    manifest, members, warnings = _members(state, pin_captures)
+    manifest, members, _, warnings = _members(state, pin_captures)
     try:
         text = json.dumps(manifest, indent=1, allow_nan=False)
     except (TypeError, ValueError) as exc:
