@@ -521,12 +521,10 @@ class _Arrays:
             self.arrays[key] = a if a.flags.c_contiguous else a.copy(order="C")
         return key
 
-    def npz(self) -> bytes:
-        if self.measure:
-            return b""
-        buf = io.BytesIO()
-        np.savez(buf, **self.arrays)
-        return buf.getvalue()
+    def write(self, zf: zipfile.ZipFile, name: str) -> None:
+        """Write the arrays as member ``name`` of ``zf``, streamed (no copy in memory)."""
+        with zf.open(name, "w", force_zip64=True) as fh:
+            np.savez(fh, **self.arrays)
 
 
 def _tensor_node(t: torch.Tensor, store: _Arrays) -> dict[str, Any]:
@@ -663,12 +661,11 @@ def _versions() -> tuple[str, str]:
 
 def _members(
     state: SessionState, pin_captures: bool, measure: bool = False
-) -> tuple[dict[str, Any], dict[str, bytes], dict[str, int], list[str]]:
-    """The manifest, the ``.npz`` members' bytes, their sizes and the warnings of saving
-    ``state``; with ``measure``, the sizes only (the bytes are empty)."""
+) -> tuple[dict[str, Any], dict[str, _Arrays], list[str]]:
+    """The manifest, the ``.npz`` members' arrays and the warnings of saving ``state``; with
+    ``measure``, the members count their bytes and hold no arrays."""
     actviz_version, torch_version = _versions()
-    members: dict[str, bytes] = {}
-    sizes: dict[str, int] = {}
+    members: dict[str, _Arrays] = {}
     pins = state.pins if pin_captures else tuple(replace(p, capture=None) for p in state.pins)
     labels = [p.label for p in pins]
     if len(set(labels)) != len(labels):
@@ -714,42 +711,38 @@ def _members(
             "description": inp.description,
             "tokens": None if inp.tokens is None else list(inp.tokens),
         }
-        members["input.npz"] = store.npz()
-        sizes["input.npz"] = store.nbytes
+        members["input.npz"] = store
     if state.model_weights is not None:
         store = _Arrays(measure)
         manifest["model_weights"] = {
             "member": "weights.npz",
             "tensors": _encode(dict(state.model_weights), store),
         }
-        members["weights.npz"] = store.npz()
-        sizes["weights.npz"] = store.nbytes
+        members["weights.npz"] = store
     if state.capture is not None:
         store = _Arrays(measure)
         manifest["capture"] = {
             "member": "capture.npz",
             **_capture_to_json(state.capture, store, pins),
         }
-        members["capture.npz"] = store.npz()
-        sizes["capture.npz"] = store.nbytes
+        members["capture.npz"] = store
     for i, pin in enumerate(pins):
         entry: dict[str, Any] = {"label": pin.label, "pinned_at": float(pin.pinned_at)}
         if pin.capture is not None:
             store = _Arrays(measure)
             member = f"pin{i}.npz"
             entry["capture"] = {"member": member, **_capture_to_json(pin.capture, store, pins)}
-            members[member] = store.npz()
-            sizes[member] = store.nbytes
+            members[member] = store
         manifest["pins"].append(entry)
-    return manifest, members, sizes, warnings
+    return manifest, members, warnings
 
 
 def saved_size(state: SessionState, *, pin_captures: bool = True) -> int:
     """Bytes a session file of ``state`` takes at most (its arrays uncompressed; the zip
     usually makes it smaller), to show before saving; counted without copying any array.
     With ``pin_captures=False`` the pins are saved without their captures."""
-    manifest, _, sizes, _ = _members(state, pin_captures, measure=True)
-    return len(json.dumps(manifest, indent=1).encode()) + sum(sizes.values())
+    manifest, members, _ = _members(state, pin_captures, measure=True)
+    return len(json.dumps(manifest, indent=1).encode()) + sum(m.nbytes for m in members.values())
 
 
 def pin_capture_bytes(state: SessionState) -> int:
@@ -783,7 +776,7 @@ def save_state(
         The file cannot be written (the old file, if any, is left as it was).
     """
     path = Path(path)
-    manifest, members, _, warnings = _members(state, pin_captures)
+    manifest, members, warnings = _members(state, pin_captures)
     try:
         text = json.dumps(manifest, indent=1, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -797,8 +790,8 @@ def save_state(
             zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
         ):
             zf.writestr(_MANIFEST, text)
-            for name, data in members.items():
-                zf.writestr(name, data)
+            for name, store in members.items():
+                store.write(zf, name)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
