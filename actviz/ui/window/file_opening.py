@@ -124,6 +124,9 @@ class FileOpening:
         self.model_dialog: OpenModelDialog | None = None
         self._model_request: ModelRequest | None = None
         self._input_request: InputRequest | None = None
+        #: Inputs a newly opened model could not take, by kind ("text", "image", "tensor"),
+        #: given back when a model that takes them is opened.
+        self._kept_inputs: dict[str, Any] = {}
         actions.open_model_action.triggered.connect(self._on_open_model_triggered)
         actions.open_input_action.triggered.connect(self._on_open_input_triggered)
         actions.sample_combo.activated.connect(self._on_sample_activated)
@@ -411,15 +414,62 @@ class FileOpening:
             from actviz.io.demo import DEMO_GRADCAM_LAYER
 
             gradcam = DEMO_GRADCAM_LAYER
-        # The input is re-read so the new model's transforms (size, normalisation) apply. The
-        # request is registered before the model changes, so the automatic run waits for it.
-        reread = self._input_request
-        if reread is None and self.session.input_path is not None:
-            reread = InputRequest(str(self.session.input_path), remember=False)
+        # The input is re-read so the new model's transforms (size, normalisation) apply, or
+        # replaced when the new model cannot take it. The request is registered before the
+        # model changes, so the automatic run waits for it.
+        reread, restore = self._input_request, None
+        if reread is None:
+            reread, restore = self._input_for(loaded)
         self._input_request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
+        if restore is not None:
+            self.session.set_input(
+                restore.value, source=restore.source, kind=restore.kind, image=restore.image,
+                description=restore.description, tokens=restore.tokens,
+            )  # fmt: skip
         if reread is not None:
             self._start_input_load(reread)
+
+    def _input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
+        """What the new model gets as its input: ``(request to read, state to restore)``.
+
+        The current input when it fits (a file is read again with the new transforms);
+        otherwise the user's last input of a kind this model takes, kept from an earlier
+        switch, else the model's natural default (a prompt, a sample image, a random tensor
+        of its shape). The input that did not fit is kept for a later switch back.
+        """
+        from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
+
+        inp = self.session.input
+        if inp is None:
+            return None, None
+        why = input_misfit(loaded, inp.value, inp.source)
+        if why is None:
+            path = self.session.input_path
+            return (InputRequest(str(path), remember=False) if path else None), None
+        self._kept_inputs[input_kind(inp.value, inp.source)] = inp
+        for kept in list(self._kept_inputs.values()):
+            if input_misfit(loaded, kept.value, kept.source) is None:
+                del self._kept_inputs[input_kind(kept.value, kept.source)]
+                self._note_input_swap(loaded, why, kept.source or kept.description)
+                if kept.source and (Path(kept.source).is_file() or ":" in kept.source):
+                    return InputRequest(kept.source, remember=False), None
+                return None, kept
+        source = natural_input_source(loaded, self.samples)
+        if source is None:
+            self.show_warning(f"The input does not fit {loaded.name} ({why}): open an input.")
+            return None, None
+        self._note_input_swap(loaded, why, source)
+        return InputRequest(source, remember=False, quiet=True), None
+
+    def _note_input_swap(self, loaded: Any, why: str, shown: str) -> None:
+        shown = shown.removeprefix("text:")
+        name = Path(shown).name if Path(shown).is_file() else shown
+        text = (
+            f"The input does not fit {loaded.name} ({why}): showing {name!r} instead; "
+            "the previous input comes back when a model that takes it is opened."
+        )
+        self.banner.set_messages("input", [("info", text)])
 
     # ========================================================================== input loads
     def _request_input(self, request: InputRequest) -> None:

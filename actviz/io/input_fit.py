@@ -1,0 +1,138 @@
+"""Whether an input fits a model, and the model's natural default input when it does not.
+
+Opening another model keeps the current input only when the new model can take it: a text
+model needs token ids (``text:...``), an image model a float image with its number of channels
+(and its size, for models with a fixed one, such as vision transformers). Nothing here runs the
+model: the checks read its first convolution, its tokenizer and what its loader recorded
+(:func:`actviz.io.inputs.expected_input`), so they are instant on the GUI thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io.inputs import TEXT_PREFIX, expected_input
+
+__all__ = ["DEFAULT_PROMPT", "input_kind", "input_misfit", "natural_input_source"]
+
+#: What a text model reads when it is opened without an input.
+DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog because it"
+#: Side of the random image given to an image model of unknown input size.
+DEFAULT_SIDE = 224
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+
+
+def reads_text(loaded_model: Any) -> bool:
+    """True for a model with a tokenizer and no image processor (a language model)."""
+    return (
+        getattr(loaded_model, "tokenizer", None) is not None
+        and getattr(loaded_model, "processor", None) is None
+    )
+
+
+def input_kind(value: Any, source: str = "") -> str:
+    """``"text"`` (token ids, ``text:`` inputs), ``"image"`` (an image file or a float
+    (N, C, H, W) tensor) or ``"tensor"`` (anything else)."""
+    if source.startswith(TEXT_PREFIX):
+        return "text"
+    if isinstance(value, Mapping) and "input_ids" in value:
+        return "text"
+    if isinstance(value, torch.Tensor) and not value.is_floating_point() and value.ndim <= 2:
+        return "text"
+    if source and Path(source).suffix.lower() in _IMAGE_SUFFIXES:
+        return "image"
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.ndim == 4:
+        return "image"
+    return "tensor"
+
+
+def _fixed_size(model: nn.Module) -> tuple[int, int] | None:
+    """The (H, W) a model insists on (vision transformers' position embeddings), if any."""
+    size = getattr(model, "image_size", None)  # torchvision VisionTransformer
+    if isinstance(size, int):
+        return (size, size)
+    embed = getattr(model, "patch_embed", None)  # timm
+    strict = getattr(embed, "strict_img_size", False)
+    img = getattr(embed, "img_size", None)
+    if strict and isinstance(img, Sequence) and len(img) == 2:
+        return (int(img[0]), int(img[1]))
+    config = getattr(model, "config", None)  # Hugging Face vision models
+    side = getattr(config, "image_size", None)
+    if isinstance(side, int) and getattr(config, "model_type", "") in ("vit", "deit", "beit"):
+        return (side, side)
+    return None
+
+
+def input_misfit(
+    loaded_model: Any, value: Any, source: str = "", *, model: nn.Module | None = None
+) -> str | None:
+    """Why ``value`` (opened from ``source``) cannot go to the model; None when it can.
+
+    An image file fits any image model (it is read again with the model's own transforms);
+    a tensor must have the model's rank, channels and, for a fixed-size model, its size.
+
+    Parameters
+    ----------
+    loaded_model
+        What :func:`actviz.io.models.open_model` returned (or None for a bare module).
+    value, source
+        The current input and where it came from (``""`` for one made in memory).
+    model
+        The module (default: ``loaded_model.model``).
+
+    Returns
+    -------
+    str or None
+        A short reason, e.g. ``"it reads text"``.
+    """
+    model = model if model is not None else getattr(loaded_model, "model", None)
+    kind = input_kind(value, source)
+    text_model = reads_text(loaded_model)
+    if text_model:
+        return None if kind == "text" else "it reads text"
+    exp = expected_input(model, loaded_model if hasattr(loaded_model, "input_size") else None)
+    if kind == "text":
+        return "it does not read text" if exp.channels is not None or loaded_model else None
+    is_file = bool(source) and Path(source).is_file()
+    if kind == "image" and is_file:
+        return None  # read again through the new model's transforms
+    if not isinstance(value, torch.Tensor) or exp.channels is None or exp.spatial_dims is None:
+        return None
+    rank = exp.spatial_dims + 2
+    if value.ndim != rank or value.shape[1] != exp.channels:
+        shape = "x".join(str(int(d)) for d in value.shape)
+        return f"it takes {exp.channels}-channel {rank}-D inputs, not {shape}"
+    fixed = _fixed_size(model) if model is not None else None
+    if fixed is not None and tuple(value.shape[-2:]) != fixed:
+        return f"it takes {fixed[0]}x{fixed[1]} images"
+    return None
+
+
+def natural_input_source(
+    loaded_model: Any, samples: Sequence[str | Path] = (), *, model: nn.Module | None = None
+) -> str | None:
+    """The input a model is shown with when the current one does not fit it.
+
+    A prompt for a text model (``text:...``), the first bundled sample image for a 3-channel
+    image model (its transforms resize it), a random tensor of the expected shape for another
+    convolutional model; None when nothing is known of its input.
+    """
+    model = model if model is not None else getattr(loaded_model, "model", None)
+    if reads_text(loaded_model):
+        return TEXT_PREFIX + DEFAULT_PROMPT
+    exp = expected_input(model, loaded_model if hasattr(loaded_model, "input_size") else None)
+    if exp.channels is None or exp.spatial_dims is None:
+        return None
+    if exp.channels == 3 and exp.spatial_dims == 2 and samples:
+        return str(samples[0])
+    fixed = _fixed_size(model) if model is not None else None
+    size = fixed or exp.size or (DEFAULT_SIDE, DEFAULT_SIDE)
+    spatial = (list(size) + [DEFAULT_SIDE] * 3)[: exp.spatial_dims]
+    if exp.spatial_dims != 2:
+        spatial = [32] * exp.spatial_dims
+    return "random:" + "x".join(str(d) for d in (1, exp.channels, *spatial))
