@@ -19,7 +19,7 @@ from actviz.core.compare import compare
 from actviz.io.inputs import open_input
 from actviz.ui.window.main_window import MainWindow
 from actviz.workspace.comparison import MODEL, PIN
-from tests.ui.conftest import frame, run_frame
+from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
 
 TIMEOUT_MS = 30_000
@@ -35,18 +35,9 @@ class OtherNet(nn.Module):
         self.fc = nn.Linear(4, 5)
 
 
-@pytest.fixture
-def window(new_window):
-    """A 1280x720 window (not waited for exposure) with the tiny CNN and no input yet."""
-    w = new_window(exposed=False)
-    torch.manual_seed(0)
-    w.set_model(TinyCNN().eval(), layers=LAYERS)
-    return w
-
-
 def _click_compare(qtbot, window: MainWindow) -> None:
-    view = window.compare.view
-    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+    view = window.features["compare"].view
+    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
         qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
 
 
@@ -62,17 +53,21 @@ def _assert_chart_is(view, expected) -> None:
     assert chart.divergence_line.isVisible() == (index is not None)
 
 
-def test_compare_with_a_pin_and_click_a_point(qtbot, window):
-    view = window.compare.view
-    window.tabs.setCurrentWidget(window.compare.page)
-    run_frame(qtbot, window, 1, timeout=TIMEOUT_MS)
+def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    window = win.window
+    view = window.features["compare"].view
+    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
+    window.set_input(frame(1))
+    win.run_and_wait(TIMEOUT_MS)
     # No pin yet: said in red, nothing runs.
     view.set_source(PIN)
     qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
     assert view.is_error() and "No pinned result" in view.message()
     pin = window.pin_result()
     assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
-    run_frame(qtbot, window, 2, timeout=TIMEOUT_MS)
+    window.set_input(frame(2))
+    win.run_and_wait(TIMEOUT_MS)
     _click_compare(qtbot, window)
 
     cap_a, cap_b = window.result.capture, pin.result.capture
@@ -123,10 +118,10 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
     assert "A−B " in panel.status_label.text() and "|A−B| " in panel.status_label.text()
     with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=point)
-    assert window.tabs.currentWidget() is window.layers_splitter
-    qtbot.waitUntil(window.channel_box.isVisible, timeout=2000)
-    assert (window.channel_view.name, window.channel_view.channel) == ("conv2", 3)
-    window.tabs.setCurrentWidget(window.compare.page)
+    assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
+    qtbot.waitUntil(window.centre.channel_box.isVisible, timeout=2000)
+    assert (window.centre.channel_view.name, window.centre.channel_view.channel) == ("conv2", 3)
+    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
 
     # Hover names the layer; a click on its point shows its panel in the Layers tab.
     chart = view.chart
@@ -134,19 +129,24 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, window):
     qtbot.mouseMove(chart.plot_widget.viewport(), where)
     qtbot.waitUntil(lambda: "conv2" in chart.status_label.text(), timeout=2000)
     qtbot.mouseClick(chart.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=where)
-    assert window.tabs.currentWidget() is window.layers_splitter
+    assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
     assert window.selected_layer == "conv2"
     assert window.layer_panels["conv2"].is_selected()
 
 
-def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(qtbot, window, tmp_path):
-    view = window.compare.view
-    run_frame(qtbot, window, 1, timeout=TIMEOUT_MS)
+def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
+    qtbot, actviz_window, tiny_cnn, tmp_path
+):
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    window = win.window
+    view = window.features["compare"].view
+    window.set_input(frame(1))
+    win.run_and_wait(TIMEOUT_MS)
     # Asked while a run is on its way: run A is that run's result.
     window.set_input(frame(3))
-    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
         window.run()
-        assert window.compare.compare_with_input("random:1x3x16x16:5")
+        assert window.features["compare"].compare_with_input("random:1x3x16x16:5")
         assert "Waiting" in view.message()
     model = window.session.model
     cap_a = window.result.capture
@@ -156,36 +156,39 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(qtbot
     assert "input B: random" in view.message()
     # Compared while the Layers tab was shown: the difference panels are filled once the
     # Compare tab is on screen (a canvas filled while hidden keeps its hidden size's range).
-    assert window.compare.diff_panels_pending()
-    window.tabs.setCurrentWidget(window.compare.page)
-    qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
+    assert window.features["compare"].diff_panels_pending()
+    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
+    qtbot.waitUntil(lambda: not window.features["compare"].diff_panels_pending(), timeout=2000)
     diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
     np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
     # An input that cannot be read: the reason, in red; the comparison shown stays.
-    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS) as failed:
-        window.compare.compare_with_input(str(tmp_path / "missing.png"))
+    with qtbot.waitSignal(window.features["compare"].compare_failed, timeout=TIMEOUT_MS) as failed:
+        window.features["compare"].compare_with_input(str(tmp_path / "missing.png"))
     assert view.is_error() and "Could not compare" in failed.args[0]
     assert view.chart.names == LAYERS
     # A run started meanwhile replaces the comparison (never shown): said, not left hanging.
-    assert window.compare.compare_with_input("random:1x3x16x16:6")
-    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+    assert window.features["compare"].compare_with_input("random:1x3x16x16:6")
+    with win.expect_run(TIMEOUT_MS, flush=False):
         window.run()
         assert "A new run replaced the comparison" in view.message()
-    assert not window.compare.is_busy() and view.compare_button.isEnabled()
+    assert not window.features["compare"].is_busy() and view.compare_button.isEnabled()
     # Cancel (Esc) stops a comparison like a run; the window's panels are not touched.
     shown = window.result
-    assert window.compare.compare_with_input("random:1x3x16x16:7")
-    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS) as failed:
+    assert window.features["compare"].compare_with_input("random:1x3x16x16:7")
+    with qtbot.waitSignal(window.features["compare"].compare_failed, timeout=TIMEOUT_MS) as failed:
         window.cancel()
     assert "cancelled" in failed.args[0] and window.result is shown
 
 
 def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
-    qtbot, window, tmp_path
+    qtbot, actviz_window, tiny_cnn, tmp_path
 ):
-    view = window.compare.view
-    window.tabs.setCurrentWidget(window.compare.page)
-    run_frame(qtbot, window, 1, timeout=TIMEOUT_MS)
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    window = win.window
+    view = window.features["compare"].view
+    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
+    window.set_input(frame(1))
+    win.run_and_wait(TIMEOUT_MS)
     other = tmp_path / "other.pt"
     torch.save(OtherNet().state_dict(), other)
     changed = TinyCNN().eval()
@@ -196,61 +199,67 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     torch.save(changed.state_dict(), weights)
 
     qtbot.mouseClick(view.open_model_button, Qt.MouseButton.LeftButton)
-    dialog = window.compare.model_dialog
+    dialog = window.features["compare"].model_dialog
     assert dialog is not None and dialog.isVisible()
     dialog.tabs.setCurrentIndex(1)
     # Another architecture: refused in the dialog, which stays open with the path.
     dialog.file_edit.setText(str(other))
     dialog.arch_combo.setEditText(f"{__name__}:OtherNet")
-    with qtbot.waitSignal(window.compare.compare_failed, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.features["compare"].compare_failed, timeout=TIMEOUT_MS):
         qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
     assert dialog.isVisible()
     assert "not the architecture of run A" in dialog.message()
     assert "'conv2'" in dialog.message() and "conv1 (Linear, not Conv2d)" in dialog.message()
-    assert window.compare.model_b is None and window.session.model is not None
+    assert window.features["compare"].model_b is None and window.session.model is not None
 
     dialog.file_edit.setText(str(weights))
     dialog.arch_combo.setEditText("tests.ui.tiny_models:TinyCNN")
-    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
         qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
-    assert window.compare.model_dialog is None and view.source == MODEL
+    assert window.features["compare"].model_dialog is None and view.source == MODEL
     assert isinstance(window.session.model, TinyCNN)  # the window's model stays
     chart = view.chart
     assert chart.names == LAYERS
     assert chart.cosine[0] == pytest.approx(1.0) and chart.rel_l2[0] == 0.0
     assert chart.rel_l2[1] > 1e-3 and chart.divergence == 1  # conv2: where weights changed
-    qtbot.waitUntil(lambda: not window.compare.diff_panels_pending(), timeout=2000)
+    qtbot.waitUntil(lambda: not window.features["compare"].diff_panels_pending(), timeout=2000)
     np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
     cap_b = capture(changed, frame(1), LAYERS)
     _assert_chart_is(view, compare(window.result.capture, cap_b))
     # A new run: the comparison shown says it is of an older run A, and holds no capture.
     old = weakref.ref(window.result.capture)
-    run_frame(qtbot, window, 2, timeout=TIMEOUT_MS)
+    window.set_input(frame(2))
+    win.run_and_wait(TIMEOUT_MS)
     gc.collect()
     assert old() is None
     assert view.message().startswith("Run A changed since this comparison")
     assert "first divergence: conv2" in view.message()
 
 
-def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, window):
-    run_frame(qtbot, window, 1)
+def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    window = win.window
+    window.set_input(frame(1))
+    win.run_and_wait()
     first = window.pin_result()
-    run_frame(qtbot, window, 2)
+    window.set_input(frame(2))
+    win.run_and_wait()
     second = window.pin_result()
-    run_frame(qtbot, window, 3)
-    entries = {a.text(): a for a in window.pins_menu.actions()}
+    window.set_input(frame(3))
+    win.run_and_wait()
+    entries = {a.text(): a for a in window.commands.pins_menu.actions()}
     sub = entries["Compare the latest run with"].menu()
     assert [a.text() for a in sub.actions()] == [first.label, second.label]
-    assert window.tabs.currentWidget() is not window.compare.page
-    with qtbot.waitSignal(window.compare.compare_finished, timeout=TIMEOUT_MS):
+    assert window.centre.tabs.currentWidget() is not window.features["compare"].page
+    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
         sub.actions()[0].trigger()
-    view = window.compare.view
-    assert window.tabs.currentWidget() is window.compare.page
+    view = window.features["compare"].view
+    assert window.centre.tabs.currentWidget() is window.features["compare"].page
     assert view.source == PIN and view.pin_combo.currentIndex() == 0
     _assert_chart_is(view, compare(window.result.capture, first.result.capture))
     # Unpinned, it leaves the menu.
     window.session.pins.unpin(first)
-    entries = {a.text(): a for a in window.pins_menu.actions()}
+    entries = {a.text(): a for a in window.commands.pins_menu.actions()}
     assert [a.text() for a in entries["Compare the latest run with"].menu().actions()] == [
         second.label
     ]
