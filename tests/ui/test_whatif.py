@@ -13,36 +13,12 @@ from actviz.core.capture import capture
 from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import mosaic
 from actviz.edits import ablate, clamp, scale
-from actviz.ui.window.main_window import MainWindow
-from tests.ui.conftest import RUN_TIMEOUT_MS, frame, wait_run
+from actviz.testing import RUN_TIMEOUT_MS
+from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2", "fc"]
-LEFT, RIGHT = Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton
-
-
-@pytest.fixture
-def window(qtbot, new_window):
-    """A 1400x900 auto-run window with the tiny CNN run on ``frame(1)``, on the panels."""
-    w = new_window(size=(1400, 900), auto_run=True)
-    torch.manual_seed(0)
-    w.set_model(TinyCNN().eval(), layers=LAYERS)
-    w.set_input(frame(1))
-    wait_run(qtbot, w)
-    return w
-
-
-def _right_click_tile(qtbot, window: MainWindow, layer: str, channel: int):
-    """A real right click on ``channel``'s tile: the menu it pops up."""
-    panel = window.layer_panels[layer]
-    window.layers_scroll.ensureWidgetVisible(panel)
-    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
-    canvas = panel.activation_slot.image_canvas
-    y0, x0 = panel.activation_slot.mosaic.tile_origin(channel)
-    window.whatif.menu = None
-    qtbot.mouseClick(canvas.viewport(), RIGHT, pos=canvas.image_to_widget(x0 + 1.5, y0 + 1.5))
-    qtbot.waitUntil(lambda: window.whatif.menu is not None and window.whatif.menu.isVisible())
-    return window.whatif.menu
+LEFT = Qt.MouseButton.LeftButton
 
 
 def _click_menu_item(qtbot, menu, text: str) -> None:
@@ -100,19 +76,23 @@ def _softmax(t: torch.Tensor) -> np.ndarray:
     return torch.softmax(t.detach().double()[0], dim=0).numpy()
 
 
-def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_back(qtbot, window):
+def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_back(
+    qtbot, actviz_window, tiny_cnn
+):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     model, x = window.session.model, window.session.input.value
     first = window.result
     first_mosaic = window.layer_panels["conv2"].activation_slot.mosaic
-    menu = _right_click_tile(qtbot, window, "conv2", 1)
+    menu = win.tile_menu("conv2", 1)
     texts = [a.text() for a in menu.actions()]
     assert texts[1:4] == ["Ablate ch 1", "Scale ch 1…", "Keep only ch 1"]
     patch = next(a for a in menu.actions() if a.text() == "Patch from pin")
     assert not patch.isEnabled() and "Pin a run first" in patch.toolTip()
 
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run():
         _click_menu_item(qtbot, menu, "Ablate ch 1")
-    window.flush_panel_updates()
     result = window.result
     assert [e.describe() for e in result.capture.edits["conv2"]] == ["ablate ch 1"]
     # The window's run is the edited network's, exactly; the unedited twin is kept.
@@ -123,8 +103,8 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     assert window.session.held_bytes() == result.capture.nbytes + first.capture.nbytes
     assert not np.abs(result.layers["conv2"].view.data[1]).any()
     # Before/after side by side: the rows' numbers are the two runs' probabilities and logits.
-    view = window.whatif.change_view
-    assert not view.isHidden() and not window.prediction_panel.bars_visible()
+    view = window.features["whatif"].change_view
+    assert not view.isHidden() and not window.centre.prediction_panel.bars_visible()
     # Run A is the edited run (after), B the unedited one (before): changes are after - before.
     p_before, p_after = _softmax(plain.output), _softmax(edited.output)
     rows = view.rows()
@@ -146,27 +126,29 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     assert texts[0][3] == f"{100 * top.dp:+.1f}"
     target = view.target_row()
     assert target is not None and target[0] == plain.target_index
-    assert "→" in window.whatif.dock.summary.text()
+    assert "→" in window.features["whatif"].dock.summary.text()
     # Marked: the edited layer's badge, not the others'; the dock lists the edit.
     panels = window.layer_panels
     assert panels["conv2"].edit_badge_text() == "ablate ch 1"
     assert panels["conv1"].edit_badge_text() == ""
-    dock = window.whatif.dock
+    dock = window.features["whatif"].dock
     assert dock.isVisible() and [r.label.text() for r in dock.rows] == ["conv2: ablate ch 1"]
 
     # Off in the dock: the original run is back, exactly (the very capture, re-used).
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run():
         dock.rows[0].enabled_box.click()
-    window.flush_panel_updates()
     assert window.result.capture is first.capture and window.result.baseline is None
     shown = panels["conv2"].activation_slot.mosaic
     assert np.array_equal(shown.image, first_mosaic.image, equal_nan=True)
     assert panels["conv2"].edit_badge_text() == ""
-    assert window.prediction_panel.bars_visible() and view.isHidden()
+    assert window.centre.prediction_panel.bars_visible() and view.isHidden()
     assert dock.rows[0].label.text() == "conv2: ablate ch 1 (off)"
 
 
-def test_difference_toggle_scale_value_and_selection(qtbot, window):
+def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     model, x = window.session.model, window.session.input.value
     # Ctrl+click two tiles of conv1, then right-click one of them: the menu is about both.
     panel1 = window.layer_panels["conv1"]
@@ -181,11 +163,10 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
             pos=canvas.image_to_widget(x0 + 1.5, y0 + 1.5),
         )
     assert panel1.selected_channels() == [0, 2] and len(canvas.marked()) == 2
-    window.whatif.ask_factor = lambda parent, prompt: 2.0
-    menu = _right_click_tile(qtbot, window, "conv1", 2)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    window.features["whatif"].ask_factor = lambda parent, prompt: 2.0
+    menu = win.tile_menu("conv1", 2)
+    with win.expect_run():
         _click_menu_item(qtbot, menu, "Scale ch 0, 2…")
-    window.flush_panel_updates()
     edited = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 2.0)})
     plain = capture(model, x, LAYERS)
     assert torch.equal(window.result.capture.output, edited.output)
@@ -193,7 +174,9 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
     # The difference of a later layer: edited minus unedited, symmetric, diverging colours.
     panel2 = window.layer_panels["conv2"]
     assert panel2.difference_button.isVisible() and panel2.difference_button.isEnabled()
-    window.colormap_combo.setCurrentText("viridis")  # a difference is diverging whatever the map
+    window.commands.colormap_combo.setCurrentText(
+        "viridis"
+    )  # a difference is diverging whatever the map
     qtbot.mouseClick(panel2.difference_button, LEFT)
     assert panel2.difference_shown()
     want = (edited["conv2"].tensor - plain["conv2"].tensor)[0].numpy()
@@ -204,10 +187,9 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
     assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIFFERENCE_CMAP
     assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
     # The factor edited in the dock re-runs with the new value; the difference follows.
-    dock = window.whatif.dock
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    dock = window.features["whatif"].dock
+    with win.expect_run():
         dock.rows[0].value_box.setValue(0.5)
-    window.flush_panel_updates()
     halved = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 0.5)})
     assert torch.equal(window.result.capture.output, halved.output)
     assert panel2.difference_shown()
@@ -218,13 +200,16 @@ def test_difference_toggle_scale_value_and_selection(qtbot, window):
     assert not panel2.difference_shown()
     np.testing.assert_array_equal(slot.view.data, window.result.layers["conv2"].view.data)
     # Clear all: no edits, no toggle, the plain run.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         qtbot.mouseClick(dock.clear_button, LEFT)
     assert not dock.rows and not window.result.capture.edits
     assert panel2.difference_button.isHidden()
 
 
-def test_clamp_from_the_tile_menu(qtbot, window):
+def test_clamp_from_the_tile_menu(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     model, x = window.session.model, window.session.input.value
     asked = []
 
@@ -232,11 +217,10 @@ def test_clamp_from_the_tile_menu(qtbot, window):
         asked.append(prompt)
         return (None, 0.05)
 
-    window.whatif.ask_range = ask
-    menu = _right_click_tile(qtbot, window, "conv1", 1)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    window.features["whatif"].ask_range = ask
+    menu = win.tile_menu("conv1", 1)
+    with win.expect_run():
         _click_menu_item(qtbot, menu, "Clamp ch 1…")
-    window.flush_panel_updates()
     assert asked == ["Clamp ch 1 of conv1 to (empty: no bound):"]
     edited = capture(model, x, LAYERS, edits={"conv1": clamp(None, 0.05, channels=[1])})
     plain = capture(model, x, LAYERS)
@@ -271,69 +255,74 @@ def test_range_dialog_says_what_is_wrong_and_stays_open(qtbot):
     assert not dialog.isVisible() and dialog.chosen() == (-1.5, None)
 
 
-def test_a_bad_edit_is_a_message_not_a_crash(qtbot, window):
+def test_a_bad_edit_is_a_message_not_a_crash(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     first = window.result
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as failed:
-        window.whatif.add_edit("conv2", ablate([99]))
+        window.features["whatif"].add_edit("conv2", ablate([99]))
     assert "99" in failed.args[0]
-    assert "99" in " ".join(window.banner.texts()) and "99" in window.whatif.dock.error_label.text()
+    assert (
+        "99" in " ".join(window.centre.banner.texts())
+        and "99" in window.features["whatif"].dock.error_label.text()
+    )
     assert window.result is first  # the panels keep the previous result
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.whatif.dock.rows[0].remove_button.click()
+    with win.expect_run(flush=False):
+        window.features["whatif"].dock.rows[0].remove_button.click()
     assert window.result.capture.edits == {}
     assert torch.equal(window.result.capture.output, first.capture.output)
-    assert window.whatif.dock.error_label.isHidden()
+    assert window.features["whatif"].dock.error_label.isHidden()
 
 
-def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(qtbot, window):
-    from PySide6.QtCore import QPointF
-
-    panel = window.layer_panels["fc"]
-    window.layers_scroll.ensureWidgetVisible(panel)
-    qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
-    bars = panel.activation_slot.bar_canvas
-    height = float(window.result.layers["fc"].view.data[2])
-    point = bars.mapFromScene(bars.view.mapViewToScene(QPointF(2.0, height / 2)))
-    window.whatif.menu = None
-    qtbot.mouseClick(bars.viewport(), RIGHT, pos=point)
-    qtbot.waitUntil(lambda: window.whatif.menu is not None and window.whatif.menu.isVisible())
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        _click_menu_item(qtbot, window.whatif.menu, "Ablate ch 2")
+def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(
+    qtbot, actviz_window, tiny_cnn
+):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
+    # A real right click on bar 2 of the (N, C) output, then its menu's first item.
+    with win.expect_run(flush=False):
+        assert win.context_action("fc", 2, "Ablate").text() == "Ablate ch 2"
     assert float(window.result.capture.output[0, 2]) == 0.0
-    row = next(r for r in window.whatif.change_view.rows() if r.index == 2)
+    row = next(r for r in window.features["whatif"].change_view.rows() if r.index == 2)
     assert row.logit_a == 0.0  # the logit after the edit (run A is the edited run)
     window.reset_layout()
-    assert window.whatif.dock.isVisible()
+    assert window.features["whatif"].dock.isVisible()
 
 
-def test_patch_from_a_pinned_run(qtbot, window):
+def test_patch_from_a_pinned_run(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     model = window.session.model
     pinned = window.pin_result()
     assert pinned is not None
     window.set_input(frame(2))
-    wait_run(qtbot, window, start=False)
-    menu = _right_click_tile(qtbot, window, "conv2", 3)
+    win.run_and_wait(start=False)
+    menu = win.tile_menu("conv2", 3)
     sub = next(a for a in menu.actions() if a.text() == "Patch from pin").menu()
     assert [a.text() for a in sub.actions()] == [pinned.label]
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run():
         sub.actions()[0].trigger()
-    window.flush_panel_updates()
     source = capture(model, frame(1), LAYERS)
     edited = capture(model, frame(2), LAYERS)
     got = window.result.layers["conv2"].view.data
     np.testing.assert_allclose(got[3], source["conv2"].tensor[0, 3].numpy(), rtol=1e-6)
     np.testing.assert_allclose(got[0], edited["conv2"].tensor[0, 0].numpy(), rtol=1e-6)
-    assert window.whatif.dock.rows[0].label.text().endswith(f"({pinned.label})")
+    assert window.features["whatif"].dock.rows[0].label.text().endswith(f"({pinned.label})")
 
 
-def test_live_frames_apply_the_edits(qtbot, window):
-    from actviz.ui.live.feature import install_live_mode
+def test_live_frames_apply_the_edits(qtbot, actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     from actviz.ui.live.frames import TensorFrames
 
     model = window.session.model
-    live = install_live_mode(window)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.whatif.add_edit("conv1", ablate([0, 1]))
+    live = window.features["live"].controller
+    with win.expect_run(flush=False):
+        window.features["whatif"].add_edit("conv1", ablate([0, 1]))
     frames = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
     shown = live.frames_shown
     live.set_source(TensorFrames(frames, "clip"))
@@ -350,18 +339,21 @@ def test_live_frames_apply_the_edits(qtbot, window):
 
 
 def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits(
-    qtbot, window, tmp_path
+    qtbot, actviz_window, tiny_cnn, tmp_path
 ):
+    win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
+    win.run_and_wait()
+    window = win.window
     from pathlib import Path
 
     import tests.ui.tiny_models as tiny
 
     source = f"{Path(tiny.__file__).resolve()}:TinyCNN"
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.open_model_source(source, wait=True)
     window.tick(["conv2"])
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.whatif.add_edit("conv2", ablate([1]))
+    with win.expect_run(flush=False):
+        window.features["whatif"].add_edit("conv2", ablate([1]))
     assert window.session.model_open_args["arch"] is None
     assert window.export_all(tmp_path / "out", wait=True)
     script = (tmp_path / "out" / "reproduce.py").read_text()
