@@ -4,16 +4,19 @@
 vector; ``emb = scan.embeddings("layer4")`` returns them (``.vectors``, ``.sources``,
 ``.labels``); ``p = actviz.atlas.project(emb.vectors, method="pca")`` lays them out
 (``p.coords``) and places a new input with the same fit (``p.transform(vector)``);
-``scan.neighbours("layer4", capture, k=9)`` gives the most similar images. See
-:mod:`actviz.data.atlas` for the details.
+``scan.neighbours("layer4", capture, k=9)`` gives the most similar images;
+``actviz.atlas.build_atlas(scan, "layer4")`` bundles it all for one layer (a window's map).
+See :mod:`actviz.data.atlas` for the details.
 """
 
 from __future__ import annotations
 
 from actviz.data.atlas import (
     METHODS,
+    Atlas,
     ChannelSplit,
     Projection,
+    build_atlas,
     cosine_top,
     project,
     query_vector,
@@ -25,12 +28,14 @@ from actviz.data.scan import estimate_memory
 
 __all__ = [
     "METHODS",
+    "Atlas",
     "ChannelSplit",
     "Embeddings",
     "Neighbour",
     "Projection",
     "ScanMemory",
     "ScanTooLarge",
+    "build_atlas",
     "cosine_top",
     "estimate_memory",
     "project",

@@ -10,6 +10,9 @@ a window can run every function here on a worker thread.
   scan pooled its images.
 * :func:`separating_channels` ranks the channels that set a selection of images apart from
   the rest.
+* :func:`build_atlas` does all of it for one scanned layer and returns an :class:`Atlas`,
+  what a window's map needs: coordinates, classes, predictions, a live input's place and its
+  nearest images.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from actviz.data.accumulate import pool
 
 __all__ = [
     "METHODS",
+    "Atlas",
     "ChannelSplit",
     "Projection",
+    "build_atlas",
     "cosine_top",
     "project",
     "query_vector",
@@ -398,12 +403,116 @@ def separating_channels(
     var_in = np.maximum(q_in / n_in - mean_in**2, 0)
     var_out = np.maximum(q_out / n_out - mean_out**2, 0)
     pooled = np.sqrt((n_in * var_in + n_out * var_out) / n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = (mean_in - mean_out) / pooled
     diff = mean_in - mean_out
-    score = np.where(pooled > 0, score, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
-    score = np.nan_to_num(score, nan=0.0)
+    score = np.zeros(c)
+    spread = pooled > 0
+    score[spread] = diff[spread] / pooled[spread]
+    # No spread at all but different means: as far apart as it gets.
+    score[~spread & (diff > 0)] = np.inf
+    score[~spread & (diff < 0)] = -np.inf
     order = np.lexsort((np.arange(c), -np.abs(score)))[: int(k)]
     return tuple(
         ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order
     )
+
+
+# -- everything a map of one layer needs
+
+
+@dataclass(frozen=True)
+class Atlas:
+    """One layer's map of a scanned dataset (made by :func:`build_atlas`; read-only arrays).
+
+    Rows are the images that have a vector in the layer (``embeddings.indices`` gives each
+    one's position in the data).
+
+    Attributes
+    ----------
+    scan
+        The :class:`~actviz.data.result.Scan`.
+    layer
+        The mapped layer.
+    embeddings
+        Its :class:`~actviz.data.result.Embeddings`.
+    projection
+        The fitted :class:`Projection` (``.coords``: each row's place).
+    predictions
+        ``(M,)`` each row's predicted class (the argmax of the ``logits`` layer's vector),
+        or None when no logits layer was given.
+    """
+
+    scan: Any
+    layer: str
+    embeddings: Any
+    projection: Projection
+    predictions: np.ndarray | None = None
+
+    @property
+    def coords(self) -> np.ndarray:
+        return self.projection.coords
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        return self.embeddings.labels
+
+    def correct(self) -> np.ndarray | None:
+        """``(M,)`` bool: prediction == label, when both are known and the model's classes
+        are the data's (same order); else None."""
+        if self.predictions is None or self.labels is None:
+            return None
+        return self.predictions == self.labels
+
+    def channel(self, c: int) -> np.ndarray:
+        """``(M,)`` float32: each row's mean activation of channel ``c`` (to colour by)."""
+        return self.embeddings.vectors[:, int(c)].astype(np.float32)
+
+    def place(self, query: Any) -> np.ndarray:
+        """Where ``query`` lands on this map: a capture of one input (holding the layer), its
+        record, the layer's output, or a pooled vector; ``(dims,)``."""
+        return self.projection.transform(query_vector(query, self.layer, self.embeddings.axis))
+
+    def nearest(self, query: Any, k: int = 9) -> tuple[Any, ...]:
+        """The ``k`` images nearest ``query`` in the layer's space (exact cosine, see
+        :meth:`Scan.neighbours <actviz.data.result.Scan.neighbours>`)."""
+        return self.scan.neighbours(self.layer, query, k)
+
+    def separating(self, rows: Sequence[int] | np.ndarray, k: int = 10) -> tuple[ChannelSplit, ...]:
+        """The channels that set rows ``rows`` (a selection on the map) apart from the rest."""
+        return separating_channels(self.embeddings.vectors, rows, k)
+
+
+def build_atlas(
+    scan: Any,
+    layer: str,
+    method: str = "pca",
+    dims: int = 2,
+    seed: int = 0,
+    logits: str | None = None,
+) -> Atlas:
+    """Fit a map of ``layer`` over a scan recorded with embeddings.
+
+    Pure computation on the scan's arrays (no model, no Qt): a window runs it on a worker.
+
+    Parameters
+    ----------
+    scan
+        A :class:`~actviz.data.result.Scan` with embeddings for ``layer`` (and ``logits``).
+    layer
+        The layer to map.
+    method, dims, seed
+        As for :func:`project`.
+    logits
+        A scanned layer whose vector is the model's class scores (its classifier, e.g.
+        ``"fc"``), for :attr:`Atlas.predictions`; None: no predictions.
+    """
+    emb = scan.embeddings(layer)
+    projection = project(emb.vectors, method=method, dims=dims, seed=seed)
+    predictions = None
+    if logits is not None:
+        scores = scan.embeddings(logits)
+        best = np.argmax(scores.vectors, axis=1) if len(scores) else np.zeros(0, np.int64)
+        row_of = np.full(len(scan.sources), -1, dtype=np.int64)  # data index -> scores row
+        row_of[scores.indices] = np.arange(len(scores))
+        j = row_of[emb.indices]
+        predictions = _frozen(np.where(j >= 0, best[np.maximum(j, 0)], -1).astype(np.int64))
+    return Atlas(scan, layer, emb, projection, predictions)

@@ -147,3 +147,26 @@ def test_umap_without_umap_learn_says_how_to_get_it(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_umap)
     with pytest.raises(ImportError, match=r"actviz\[atlas\]"):
         project(_clustered(20, 4), method="umap")
+
+
+def test_build_atlas_gives_a_window_everything_about_one_layer(image_folder):
+    net = tiny_net()
+    result = scan(net, image_folder, ["4", "7"], k=3, num_workers=0, embeddings=True)
+    atlas = actviz.atlas.build_atlas(result, "4", logits="7")
+    emb = result.embeddings("4")
+    np.testing.assert_array_equal(atlas.coords, project(emb.vectors).coords)
+    np.testing.assert_array_equal(atlas.labels, emb.labels)
+    logits = result.embeddings("7").vectors
+    np.testing.assert_array_equal(atlas.predictions, np.argmax(logits, axis=1))
+    np.testing.assert_array_equal(atlas.correct(), atlas.predictions == emb.labels)
+    np.testing.assert_array_equal(atlas.channel(2), emb.vectors[:, 2].astype(np.float32))
+    # A live input: its capture lands where its scanned image did, and is its own nearest.
+    from actviz.io.inputs import open_input
+
+    x = open_input(result.sources[11], model=net).value
+    cap = actviz.capture(net, x, ["4"], gradients=False)
+    np.testing.assert_allclose(atlas.place(cap), atlas.coords[11], atol=2e-3)
+    assert atlas.nearest(cap, k=1)[0].index == 11
+    c = int(np.argmax(emb.vectors.astype(np.float64).std(axis=0)))
+    selected = np.argsort(emb.vectors[:, c])[-15:]  # the images where channel c is highest
+    assert atlas.separating(selected, k=1)[0].channel == c
