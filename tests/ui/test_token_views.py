@@ -8,21 +8,23 @@ import torch
 from PySide6.QtCore import Qt
 
 from actviz.display.attention import attention_rollout, capture_attention, rollout_map
+from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.tokens.attention_panel import MEAN
 from tests.display.seq_models import tiny_gpt2, tiny_vit
-from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
 
 TOKENS = ["The", " cat", " sat", " on", " a", " mat"]
 IDS = torch.tensor([[5, 17, 33, 2, 9, 21]])
 
 
-def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
+def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_window):
+    win = actviz_window()
+    window = win.window
     model = tiny_gpt2()
     window.set_model(model, layers=["transformer.h.1.mlp", "transformer.ln_f"])
     window.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )
-    wait_run(qtbot, window)
+    win.run_and_wait()
     result = window.session.result
     cap = result.capture
 
@@ -46,11 +48,11 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
     qtbot.waitUntil(lambda: panel.status_label.text() == want, timeout=3000)
 
     # Attention tab: the model's own attentions, per head and the mean; token labels.
-    tabs = window.tabs
-    index = tabs.indexOf(window.tokens.attention_page)
+    tabs = window.centre.tabs
+    index = tabs.indexOf(window.features["tokens"].attention_page)
     assert tabs.isTabVisible(index)
     own = capture_attention(model, {"input_ids": IDS})
-    att = window.tokens.attention_panel
+    att = window.features["tokens"].attention_panel
     assert [att.layer_combo.itemText(i) for i in range(att.layer_combo.count())] == list(own.layers)
     assert att.head_combo.itemText(0) == MEAN and att.head_combo.count() == 5
     np.testing.assert_allclose(att.shown_map(), own.mean(own.layers[0]), rtol=1e-6)
@@ -67,7 +69,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
     assert "head 2" in att.title()
 
     # Logit lens: one row per block, the last block's top token is the model's prediction.
-    lens = window.tokens.lens_panel
+    lens = window.features["tokens"].lens_panel
     assert lens.position() == len(TOKENS) - 1
     assert lens.table.rowCount() == 2
     logits = model(input_ids=IDS).logits[0, -1]
@@ -78,37 +80,41 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, window):
     assert lens.table.item(1, 0).data(256) == int(model(input_ids=IDS).logits[0, 1].argmax())
 
 
-def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, window):
+def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, actviz_window):
+    win = actviz_window()
+    window = win.window
     model = tiny_vit()
     x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
     image = (np.random.default_rng(0).random((32, 32, 3)) * 255).astype(np.uint8)
     window.set_model(model, layers=["blocks.0"])
     window.set_input(x, image=image)
-    wait_run(qtbot, window)
+    win.run_and_wait()
     panel = window.layer_panels["blocks.0"]
     assert panel.token_view is None
     view = panel.activation_slot.view
     assert view.kind == "maps" and view.data.shape == (48, 2, 2)
     tokens = window.session.result.capture["blocks.0"].tensor[0]
     np.testing.assert_array_equal(view.data[3], tokens[1:, 3].reshape(2, 2).numpy())
-    rollout = window.tokens.rollout_panel
+    rollout = window.features["tokens"].rollout_panel
     assert not rollout.isHidden()  # on the Overview tab (not the current one)
     own = capture_attention(model, x)
     expected = rollout_map(
         attention_rollout(own.stacked()), window.session.result.spec.layout, (32, 32)
     )
     np.testing.assert_allclose(window.session.result.rollout, expected, atol=1e-6)
-    assert rollout.parentWidget() is window.gradcam_panel.parentWidget()  # the same row
-    assert window.tokens.attention_panel.labels[:2] == ["cls", "(0,0)"]
+    assert rollout.parentWidget() is window.centre.gradcam_panel.parentWidget()  # the same row
+    assert window.features["tokens"].attention_panel.labels[:2] == ["cls", "(0,0)"]
 
 
-def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path):
+def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tmp_path):
+    win = actviz_window()
+    window = win.window
     pytest.importorskip("transformers", reason="needs the hf extra")
     pytest.importorskip("tokenizers", reason="needs the hf extra")
     from tests.io.hf_tiny import save_tiny_gpt2
 
     folder = save_tiny_gpt2(tmp_path / "tiny-gpt2")
-    views = window.tokens
+    views = window.features["tokens"]
     assert views.text_bar.isHidden()
     assert window.open_model_source(str(folder), wait=True)
     assert not views.text_bar.isHidden() and views.text_action.isEnabled()
@@ -117,7 +123,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path)
         qtbot.keyClicks(views.text_edit, "the cat sat on a log")
         qtbot.keyClick(views.text_edit, Qt.Key.Key_Return)
     assert window.session.input.tokens == ("the", "cat", "sat", "on", "a", "log")
-    wait_run(qtbot, window)
+    win.run_and_wait()
     result = window.session.result
     panel = window.layer_panels["transformer.h.0"]
     assert panel.token_canvas.row_labels == ("the", "cat", "sat", "on", "a", "log")
@@ -127,7 +133,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path)
     logits = result.capture.output["logits"][0, -1]  # ModelOutput mapped to a dict
     assert result.target_index == int(logits.argmax())  # the next-token default target
     assert result.target_text.startswith("next-token logit at the last position")
-    lens = window.tokens.lens_panel
+    lens = window.features["tokens"].lens_panel
     assert lens.position_combo.currentText().endswith("'log'")
     assert lens.cell_text(1, 0)  # the tokenizer's strings, not ids
     assert not lens.cell_text(1, 0).startswith("'#")
@@ -148,8 +154,10 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, window, tmp_path)
 
 
 def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
-    qtbot, window, monkeypatch
+    qtbot, actviz_window, monkeypatch
 ):
+    win = actviz_window()
+    window = win.window
     # Live mode sends a result per frame; the attention views, the before/after table and the
     # prediction bars have nothing new to show for a CNN, so they must not be redrawn (each
     # redraw was GUI-thread time per frame: lag p99 7.9 -> 5.5 ms when they stopped).
@@ -157,18 +165,18 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
 
     window.set_model(TinyCNN(), layers=["conv1"])
     window.session.set_input(torch.rand(1, 3, 16, 16))
-    wait_run(qtbot, window)
-    views = window.tokens
-    whatif = window.whatif
+    win.run_and_wait()
+    views = window.features["tokens"]
+    whatif = window.features["whatif"]
     calls: list[str] = []
     monkeypatch.setattr(
         views.attention_panel, "set_attention", lambda *a, **k: calls.append("attention")
     )
     monkeypatch.setattr(whatif.change_view.table, "setRowCount", lambda n: calls.append("table"))
-    bars = window.prediction_panel
+    bars = window.centre.prediction_panel
     monkeypatch.setattr(bars, "set_predictions", lambda rows, **k: calls.append("bars"))
-    wait_run(qtbot, window)
-    wait_run(qtbot, window)
+    win.run_and_wait()
+    win.run_and_wait()
     assert "attention" not in calls and "table" not in calls
     assert calls.count("bars") <= 2  # the window's own update per run, not the what-if's too
     tabs = window.centre.tabs
