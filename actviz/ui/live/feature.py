@@ -4,6 +4,11 @@
 dock starts closed (or where a saved layout put it) and comes up when live mode is used: a
 source chosen or Play pressed. Playback shortcuts work with the dock closed; the frame rate and
 memory held stay in the status bar.
+
+Closing the dock switches live mode off: playback stops, the sequence and every perturbation
+(noise, brightness, contrast, occlusion patch) are dropped and the window's own runs show the
+opened input again. Opening another model resets the perturbations too: they were set up on
+the old model's input.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class LiveMode(FeatureBase):
             host.add_menu_action("Live", action)
         host.menu("Live").addSeparator()
         host.add_menu_action("Live", self.dock.toggleViewAction(), shortcut=False)
+        self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
+        host.session.model_changed.connect(self._on_session_model_changed)
         self.status_label = QLabel("")
         self.status_label.setObjectName("liveStatusLabel")
         host.add_status_widget(self.status_label)
@@ -74,12 +81,31 @@ class LiveMode(FeatureBase):
                 raise TypeError(f"live mode has no option {key!r}")
         return self.controller
 
+    def switch_off(self) -> None:
+        """Live mode off: stop playing, drop the sequence and the perturbations."""
+        c = self.controller
+        c.pause()
+        if not c.perturbation.is_identity():
+            self.dock.reset_perturbation()
+        if c.source is not None:
+            self.dock.source_combo.setCurrentIndex(0)  # "Opened input"
+            c.set_source(None)
+
+    def _on_dock_toggled(self, shown: bool) -> None:
+        if not shown and not self.host.is_closed():
+            self.switch_off()
+
+    def _on_session_model_changed(self) -> None:
+        if not self.controller.perturbation.is_identity():
+            self.dock.reset_perturbation()
+
     def reset_layout(self) -> None:
         """Docked on the right, closed."""
         self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
         self.dock.hide()
 
     def shutdown(self) -> None:
+        self.host.session.model_changed.disconnect(self._on_session_model_changed)
         self.controller.shutdown()
 
 
