@@ -330,7 +330,7 @@ def _layer_estimate(
             raise ValueError(
                 f"layer {layer!r}: its output ({got}) has no float channels to measure"
             )
-        dim = channel_dim(module, a.ndim)
+        dim = channel_dim(module, a)
         if call == 0:
             shape = tuple(a.shape)
         g = first_tensor(rec.grad_output)

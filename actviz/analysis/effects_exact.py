@@ -257,7 +257,7 @@ class _SampleEdit:
                 f"layer {self.layer!r}: its output {tuple(t.shape)} does not hold the batch of "
                 f"{self.b} repeated samples in dimension 0 (pass batch=1)"
             )
-        dim = channel_dim(module, t.ndim)
+        dim = channel_dim(module, t)
         base = self.baseline.batched(self.layer, call, t, dim, self.b)
         return replace_first(output, torch.where(self._mask(t, dim), base, t))
 

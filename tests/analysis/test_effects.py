@@ -157,11 +157,11 @@ def test_estimate_from_an_existing_capture_and_verify_later(resnet, image):
 def test_exact_zero_baseline_equals_single_ablations_on_reused_inplace_relu(resnet, image):
     k = top_class(resnet, image)
     before = model_state(resnet)
-    eff = effects(resnet, image, RESNET_LAYERS, method="exact", channels=5, batch=4)
+    eff = effects(resnet, image, RESNET_LAYERS, method="exact", channels=3, batch=4)
     assert_same_state(before, model_state(resnet))
-    assert eff.forwards == math.ceil(5 * len(RESNET_LAYERS) / 4)  # layers mixed in a batch
+    assert eff.forwards == math.ceil(3 * len(RESNET_LAYERS) / 4)  # layers mixed in a batch
     for layer in RESNET_LAYERS:
-        rows = eff.top(layer, 5)
+        rows = eff.top(layer, 3)
         assert all(r.exact is not None for r in rows)
         channels = [r.channel for r in rows]
         want = loop_exact(resnet, image, layer, channels, k, lambda c: ablate([c]))
@@ -312,6 +312,32 @@ def test_sequences_use_the_last_dimension_and_batches_of_several_rows():
         exact = loop_exact(model, x, layer, range(8), target, lambda c: ablate([c]))
         np.testing.assert_allclose(eff.exact(layer), exact, atol=1e-5)
         assert eff.rank_correlation(layer) > 0.5
+
+
+@pytest.mark.parametrize(
+    ("make", "inputs", "layers"),
+    [
+        (
+            "tiny_gpt2",
+            {"input_ids": torch.tensor([[1, 5, 7, 3, 9, 2]])},
+            ["transformer.h.0.ln_2", "transformer.h.1.attn"],  # attn: a tuple output
+        ),
+        ("tiny_vit", torch.randn(1, 3, 32, 32), ["blocks.0.norm1", "blocks.1.mlp.fc1"]),
+    ],
+)
+def test_transformers_exact_equals_single_ablations(make, inputs, layers):
+    from tests.display import seq_models
+
+    model = getattr(seq_models, make)()
+    before = model_state(model)
+    eff = effects(model, inputs, layers, method="exact", channels=3, batch=4)
+    assert_same_state(before, model_state(model))
+    clean = actviz.capture(model, inputs, layers[:1], gradients=False).target_index
+    for layer in layers:
+        rows = eff.top(layer, 3)
+        assert eff[layer].channel_dim == 2  # (N, T, D): the last dimension
+        want = loop_exact(model, inputs, layer, [r.channel for r in rows], clean, ablate)
+        np.testing.assert_allclose([r.exact for r in rows], want, atol=1e-5)
 
 
 def test_model_in_train_mode_with_grads_is_left_untouched():
