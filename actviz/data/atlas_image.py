@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 
 from actviz.io.export import _font, _text_w
 
-__all__ = ["atlas_image", "class_colours"]
+__all__ = ["atlas_image", "class_colours", "splat_dots"]
 
 # Ten well-separated hues first (Tableau 10), then evenly spread ones for more classes.
 _BASE = (
@@ -46,6 +46,60 @@ def class_colours(count: int) -> np.ndarray:
             hue = (i * 0.618033988749895) % 1.0
             light = 0.45 if i % 2 else 0.6
             out[i] = [round(v * 255) for v in colorsys.hls_to_rgb(hue, light, 0.75)]
+    return out
+
+
+def splat_dots(
+    x: np.ndarray,
+    y: np.ndarray,
+    rgba: np.ndarray,
+    width: int,
+    height: int,
+    dot: int = 3,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Draw points as ``dot`` x ``dot`` squares into an ``(height, width, 4)`` uint8 RGBA
+    image (transparent where no point is); later points cover earlier ones.
+
+    A few numpy assignments for any number of points (50,000 in about a millisecond): what
+    :func:`atlas_image` draws with, and a fast way for a window to paint a large scatter as
+    one image per frame.
+
+    Parameters
+    ----------
+    x, y
+        ``(N,)`` pixel coordinates (column, row; rounded); points outside are left out.
+    rgba
+        ``(N, 4)`` or ``(N, 3)`` uint8 colours (3 columns: opaque).
+    width, height
+        The image size.
+    dot
+        Side of each square in pixels.
+    out
+        An image to draw into (reused between frames); None: a new transparent one.
+    """
+    if out is None:
+        out = np.zeros((int(height), int(width), 4), dtype=np.uint8)
+    colours = np.asarray(rgba, dtype=np.uint8)
+    if colours.shape[1] == 3:
+        colours = np.concatenate([colours, np.full((len(colours), 1), 255, np.uint8)], axis=1)
+    ix = np.rint(np.asarray(x, dtype=np.float64))
+    iy = np.rint(np.asarray(y, dtype=np.float64))
+    half = int(dot) // 2
+    keep = (
+        np.isfinite(ix)
+        & np.isfinite(iy)
+        & (ix >= -half)
+        & (iy >= -half)
+        & (ix < width + half)
+        & (iy < height + half)
+    )
+    ix, iy, colours = ix[keep].astype(np.int64), iy[keep].astype(np.int64), colours[keep]
+    for dy in range(-half, int(dot) - half):
+        for dx in range(-half, int(dot) - half):
+            xs, ys = ix + dx, iy + dy
+            inside = (xs >= 0) & (xs < width) & (ys >= 0) & (ys < height)
+            out[ys[inside], xs[inside]] = colours[inside]
     return out
 
 
@@ -110,7 +164,7 @@ def atlas_image(
         y = box[3] - dot - 4 - (p[..., 1] - lo[1]) * scale[1]  # y up
         return np.stack([x, y], axis=-1)
 
-    px = np.rint(to_px(coords[:, :2])).astype(np.int64)
+    px = to_px(coords[:, :2])
     colours = class_colours(len(names))
     rgb = np.empty((n, 3), dtype=np.uint8)
     rgb[:] = _UNLABELLED
@@ -118,7 +172,6 @@ def atlas_image(
     rgb[known] = colours[lab[known]]
     canvas = np.asarray(img).copy()
     ok = np.isfinite(coords[:, :2]).all(axis=1)
-    # Dots as dot x dot squares straight into the pixel array (100,000 points in a blink).
     # The largest classes first, so small ones stay visible on top.
     counts = np.bincount(lab[known], minlength=len(names)) if names else np.zeros(0, int)
     rank = np.full(n, -1, dtype=np.int64)
@@ -126,12 +179,9 @@ def atlas_image(
         rank[known] = counts[lab[known]]
     order = np.argsort(-rank, kind="stable")
     order = order[ok[order]]
-    half = dot // 2
-    for dy in range(-half, dot - half):
-        for dx in range(-half, dot - half):
-            ys = np.clip(px[order, 1] + dy, 0, height - 1)
-            xs = np.clip(px[order, 0] + dx, 0, width - 1)
-            canvas[ys, xs] = rgb[order]
+    layer = splat_dots(px[order, 0], px[order, 1], rgb[order], width, height, dot)
+    drawn = layer[..., 3] > 0
+    canvas[drawn] = layer[drawn][:, :3]
     img = Image.fromarray(canvas)
     draw = ImageDraw.Draw(img)
     if marker is not None and np.isfinite(np.asarray(marker, float)[:2]).all():

@@ -16,6 +16,7 @@ def test_atlas_bench_reports_its_figures_at_tiny_sizes(capsys, qtbot):
     assert summary["scan_embed_ratio"] > 0 and math.isfinite(summary["scan_embed_ratio"])
     assert 0 < summary["atlas_pca_s"] < 60
     assert 0 < summary["atlas_pan_p95_ms"] < 60_000
+    assert 0 < summary["atlas_pan_raster_p95_ms"] < 60_000
     # --quick never runs UMAP; without umap-learn the table says it is missing
     assert summary["atlas_umap_s"] is None
     if not umap_available():
@@ -24,4 +25,9 @@ def test_atlas_bench_reports_its_figures_at_tiny_sizes(capsys, qtbot):
 
 def test_pan_frames_paint_the_scatter_every_frame(qtbot):
     times = atlas_bench.pan_frames(points=500, frames=5)
+    assert len(times) == 5 and all(t > 0 for t in times)
+
+
+def test_the_raster_comparison_paints_every_frame(qtbot):
+    times = atlas_bench.pan_frames(points=500, frames=5, raster=True)
     assert len(times) == 5 and all(t > 0 for t in times)

@@ -101,3 +101,19 @@ def test_atlas_image_puts_points_where_their_coordinates_say():
     assert len({tuple(c) for c in class_colours(40)}) == 40
     with pytest.raises(ValueError):
         atlas_image(np.zeros(3))
+
+
+def test_splat_dots_draws_squares_and_leaves_the_rest_transparent():
+    from actviz.data.atlas_image import splat_dots
+
+    rgba = np.array([[255, 0, 0], [0, 0, 255]], dtype=np.uint8)
+    img = splat_dots(np.array([2.2, 9.0]), np.array([3.0, 0.0]), rgba, 10, 6, dot=3)
+    assert img.shape == (6, 10, 4)
+    red = (img == (255, 0, 0, 255)).all(-1)
+    assert np.array_equal(np.argwhere(red), [[y, x] for y in (2, 3, 4) for x in (1, 2, 3)])
+    blue = (img == (0, 0, 255, 255)).all(-1)
+    assert np.array_equal(np.argwhere(blue), [[0, 8], [0, 9], [1, 8], [1, 9]])  # clipped
+    assert (img[..., 3] > 0).sum() == 13
+    # drawn into a reused image, later points on top
+    again = splat_dots(np.array([2.0, 2.0]), np.array([3.0, 3.0]), rgba, 10, 6, 1, out=img)
+    assert again is img and tuple(img[3, 2]) == (0, 0, 255, 255)
