@@ -457,7 +457,7 @@ def layer_widths(net: nn.Module, sample: torch.Tensor, names: Sequence[str]) -> 
         def hook(module: nn.Module, _args: Any, output: Any) -> None:
             t = first_tensor(output)
             if name not in widths and t is not None and t.ndim >= 2:
-                widths[name] = int(t.shape[channel_dim(module, t.ndim)])
+                widths[name] = int(t.shape[channel_dim(module, t)])
 
         return hook
 
@@ -619,7 +619,7 @@ def _run(
                 return
             t = first_tensor(output)
             if t is not None and t.ndim >= 2:
-                axis = channel_dim(module, t.ndim) if embed else None
+                axis = channel_dim(module, t) if embed else None
                 reduced[run.name] = reduce_output(t, axis)
                 if embed and run.axis is None:
                     run.axis = axis

@@ -87,6 +87,25 @@ def test_sequence_outputs_pool_over_tokens():
     assert best.index == 4 and best.source == 4 and best.similarity == pytest.approx(1, abs=1e-3)
 
 
+class _ChannelsLast(nn.Module):
+    """(N, C, H, W) -> (N, H, W, C), as timm's NHWC stages give."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(0, 2, 3, 1)
+
+
+def test_channels_last_outputs_pool_over_positions():
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), _ChannelsLast(), nn.LayerNorm(4)).eval()
+    data = torch.randn(10, 3, 7, 5)  # H=5 and W=3 after the conv, neither equal to C=4
+    result = scan(net, data, ["2"], k=2, batch_size=4, cache=False, embeddings=True)
+    emb = result.embeddings("2")
+    assert emb.axis == 3 and emb.vectors.shape == (10, 4)
+    expected = _capture_means(net, [x[None] for x in data], "2", axis=3)
+    np.testing.assert_allclose(emb.vectors.astype(np.float64), expected, **F16)
+    assert estimate_memory(net, data, ["2"]).widths == {"2": 4}
+
+
 def test_embeddings_survive_a_cancelled_and_resumed_scan(image_folder):
     net = tiny_net()
     with pytest.raises(ScanCancelled) as info:
