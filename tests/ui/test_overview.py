@@ -66,10 +66,14 @@ def test_gradient_flow_labels_never_overlap(qtbot, width):
         assert not a.intersects(b), (a, b)
     shorts = [_short(n) for n in names]
     for rect, text in labels:
-        # Under its own bar, and its bar's name (elided at worst).
+        # Under its own bar, and its bar's name (elided at worst, keeping its number).
         index = round(panel.plot.vb.mapSceneToView(rect.center()).x())
         full = shorts[index]
-        assert text == full or (text.endswith("…") and full.startswith(text[:-1])), (text, full)
+        head, _, tail = text.partition("…")
+        assert text == full or (head and full.startswith(head) and full.endswith(tail)), (
+            text,
+            full,
+        )
     step = panel.axis.step
     # Zooming in names more bars, still without overlaps.
     before = step
@@ -89,6 +93,55 @@ def test_gradient_flow_names_every_bar_when_they_fit(qtbot):
     QCoreApplication.processEvents()
     assert [text for _, text in _label_rects(panel)] == ["conv1", "layer1", "fc"]
     assert panel.axis.step == 1
+
+
+def test_gradient_flow_names_each_of_the_demos_five_bars_at_its_window_width(qtbot):
+    # 269 px: the Overview's gradient-flow panel in a 1280x720 window with the demo open.
+    names = ["features.block1", "features.block2", "features.block3", "features.block4", "fc"]
+    panel = _show(qtbot, GradFlowPanel(), 269, 297)
+    panel.set_norms(names, np.array([1.2, 1.1, 2.4, 0.27, 1.0]))
+    QCoreApplication.processEvents()
+    labels = _label_rects(panel)
+    texts = [text for _, text in labels]
+    assert len(texts) == 5 and panel.axis.step == 1
+    # Each keeps the number that tells it from its neighbours, even when cut short.
+    assert [t[-1] for t in texts[:4]] == ["1", "2", "3", "4"] and texts[4] == "fc"
+    assert all(t.startswith("bl") for t in texts[:4])
+    for (a, _), (b, _) in itertools.combinations(labels, 2):
+        assert not a.intersects(b)
+
+
+def _value_label_rects(panel: GradFlowPanel) -> list[tuple[object, str]]:
+    """The value axis's labels as drawn: (rect in scene coordinates, text), blanks left out."""
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _axis, _ticks, texts = panel.value_axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(panel.value_axis.mapRectToScene(r), t) for r, _f, t in texts if t]
+
+
+@pytest.mark.parametrize("height", [180, 297, 480])
+@pytest.mark.parametrize("span", ["empty", "one decade", "six decades"])
+def test_gradient_flow_value_labels_never_overlap_or_stick_out(qtbot, height, span):
+    panel = _show(qtbot, GradFlowPanel(), 269, height)
+    if span == "one decade":
+        panel.set_norms(list("abcde"), np.array([0.3, 0.5, 0.9, 1.5, 2.0]))
+    elif span == "six decades":
+        panel.set_norms(list("abcde"), np.logspace(-6, 0, 5))
+    QCoreApplication.processEvents()
+    labels = _value_label_rects(panel)
+    assert len(labels) >= 2
+    for (a, ta), (b, tb) in itertools.combinations(labels, 2):
+        assert not a.intersects(b), (ta, tb)
+    # Whole decades only, in one notation, and none cut by the edge above the plot.
+    assert all(
+        t in {"1e-7", "1e-6", "1e-5", "1e-4", "0.001", "0.01", "0.1", "1", "10"} for _, t in labels
+    ), labels
+    top = panel.value_axis.mapRectToScene(panel.value_axis.boundingRect()).top()
+    view_top = panel.plot.vb.mapRectToScene(panel.plot.vb.boundingRect()).top()
+    assert all(rect.top() >= min(top, view_top) - 0.5 for rect, _ in labels)
 
 
 def test_long_class_names_elide_with_the_full_name_as_tooltip(qtbot):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyqtgraph as pg
@@ -12,9 +13,14 @@ from actviz.ui.panels import style
 from actviz.ui.panels.plot_panel import PlotPanel
 
 #: Pixels kept free between two bar labels.
-LABEL_GAP_PX = 8
+LABEL_GAP_PX = 6
 #: A label is elided to at most this width, so one long name does not thin out the others.
 MAX_LABEL_PX = 90
+#: A bar is named when this many characters of its name fit (elided keeping its number:
+#: "bl…1"); fewer would not tell bars apart, so then only every k-th bar is named.
+MIN_LABEL_CHARS = 3
+#: Pixels kept free between two labels of the log-scaled value axis.
+VALUE_LABEL_GAP_PX = 4
 
 
 def _bars(colour: str) -> pg.BarGraphItem:
@@ -23,6 +29,22 @@ def _bars(colour: str) -> pg.BarGraphItem:
     return pg.BarGraphItem(
         x=empty, y0=empty, y1=empty, width=0.8, brush=colour, pen=pg.mkPen(colour, width=0)
     )
+
+
+def _elide(name: str, width: float, metrics: QtGui.QFontMetricsF) -> str:
+    """``name`` shortened with "…" to ``width`` pixels, keeping its trailing number
+    ("block1" -> "bl…1"): the number is what tells neighbouring bars apart."""
+    if metrics.horizontalAdvance(name) <= width:
+        return name
+    tail = re.search(r"[\d.]{0,4}$", name).group(0)  # type: ignore[union-attr]
+    head = name[: len(name) - len(tail)]
+    if not tail or not head:
+        return metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, width)
+    for keep in range(len(head) - 1, 0, -1):
+        text = f"{head[:keep]}…{tail}"
+        if metrics.horizontalAdvance(text) <= width:
+            return text
+    return metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, width)
 
 
 def _short(name: str) -> str:
@@ -34,9 +56,10 @@ def _short(name: str) -> str:
 
 
 class LayerAxis(pg.AxisItem):
-    """A bottom axis naming the bars: every k-th bar, with k the smallest step at which the
-    (short, elided) names fit side by side, so labels never overlap; zooming in shows more.
-    The hover read-out names every bar in full."""
+    """A bottom axis naming the bars: every bar where a few characters of each name fit
+    (names elided keeping the number that tells ``block1`` from ``block2``),
+    otherwise every k-th bar, with k the smallest step at which they fit side by side, so
+    labels never overlap; zooming in shows more. The hover read-out names every bar in full."""
 
     def __init__(self) -> None:
         super().__init__("bottom")
@@ -67,9 +90,11 @@ class LayerAxis(pg.AxisItem):
             return []
         per_bar = size / (maxVal - minVal)
         metrics = self._metrics()
-        # A typical name sets the spacing; longer ones are elided to it (hover names them).
+        # A typical name sets the spacing, but a slot that shows a few of its characters is
+        # enough: longer names are elided to the slot (hover names them).
         widths = sorted(metrics.horizontalAdvance(_short(name)) for name in self.names)
-        typical = min(widths[len(widths) // 2], MAX_LABEL_PX)
+        readable = metrics.horizontalAdvance("abcd"[: MIN_LABEL_CHARS - 1] + "…")
+        typical = min(widths[len(widths) // 2], MAX_LABEL_PX, readable)
         self.step = max(1, math.ceil((typical + LABEL_GAP_PX) / max(per_bar, 1e-9)))
         self.slot_px = self.step * per_bar - LABEL_GAP_PX
         # pyqtgraph drops a label that sticks out of the axis: keep the first and last inside.
@@ -87,8 +112,64 @@ class LayerAxis(pg.AxisItem):
         for value in values:
             index = int(round(value))
             name = _short(self.names[index]) if 0 <= index < len(self.names) else ""
-            out.append(metrics.elidedText(name, QtCore.Qt.TextElideMode.ElideRight, width))
+            out.append(_elide(name, width, metrics))
         return out
+
+
+class LogValueAxis(pg.AxisItem):
+    """A left axis for log-scaled values: labels on whole decades only, every k-th decade
+    when they would crowd, with unlabelled ticks at 2..9 times each decade where there is
+    room. pyqtgraph's own log axis also labels those minor ticks, and near the top of each
+    decade they overlap."""
+
+    def __init__(self) -> None:
+        super().__init__("left")
+
+    def _label_px(self) -> float:
+        metrics = QtGui.QFontMetricsF(self.style.get("tickFont") or self.font())
+        return metrics.height() + VALUE_LABEL_GAP_PX
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802, N803
+        if not self.logMode or maxVal <= minVal or size <= 0:
+            return super().tickValues(minVal, maxVal, size)
+        per_decade = size / (maxVal - minVal)
+        lo, hi = math.ceil(minVal - 1e-9), math.floor(maxVal + 1e-9)
+        if hi < lo:  # less than a decade in view: pyqtgraph's own ticks are fine there
+            return super().tickValues(minVal, maxVal, size)
+        label_px = self._label_px()
+        step = max(1, math.ceil(label_px / max(per_decade, 1e-9)))
+        # A label centred on the top edge would be cut by what is above the plot (the
+        # bottom one reaches into the empty corner beside the layer names).
+        top = maxVal - (label_px - VALUE_LABEL_GAP_PX) / 2 / per_decade
+        major = [float(v) for v in range(lo, hi + 1) if v % step == 0 and v <= top + 1e-9]
+        major = major or [float(lo)]
+        levels = [(float(step), major)]
+        if step == 1 and per_decade >= 40:
+            minor = [
+                d + math.log10(k)
+                for d in range(lo - 1, hi + 1)
+                for k in range(2, 10)
+                if minVal <= d + math.log10(k) <= maxVal
+            ]
+            levels.append((0.1, minor))  # below 1: :meth:`tickStrings` leaves them blank
+        return levels
+
+    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if not self.logMode:
+            return super().tickStrings(values, scale, spacing)
+        if spacing < 1:
+            return [""] * len(values)
+        # One notation for every decade (pyqtgraph mixes "0.1" and "10¹" on one axis).
+        return [_decade(int(round(v))) for v in values]
+
+
+def _decade(power: int) -> str:
+    """10**power as a tick label: plain from 0.001 to 1000, else "1e-5"."""
+    if 0 <= power <= 3:
+        return str(10**power)
+    if -3 <= power < 0:
+        return f"{10.0**power:.{-power}f}"
+    return f"1e{power}"
 
 
 class GradFlowPanel(PlotPanel):
@@ -103,8 +184,10 @@ class GradFlowPanel(PlotPanel):
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Gradient flow", "layer (execution order)", "gradient L2 norm", parent)
         self.axis = LayerAxis()
-        self.plot.setAxisItems({"bottom": self.axis})
+        self.value_axis = LogValueAxis()
+        self.plot.setAxisItems({"bottom": self.axis, "left": self.value_axis})
         style.style_axis(self.axis, "layer (execution order)")
+        style.style_axis(self.value_axis, "gradient L2 norm")
         self.plot.setLogMode(x=False, y=True)
         # Room for "0.0001" plus the rotated label; the auto width lets them overlap.
         self.plot.getAxis("left").setWidth(64)
