@@ -151,6 +151,21 @@ def test_estimate_from_an_existing_capture_and_verify_later(resnet, image):
     assert more["layer3"].verified.sum() == 3
 
 
+def test_a_capture_with_what_if_edits_is_verified_with_the_same_edits(resnet, image):
+    # The window's capture may carry edits: estimates and exact values are the edited network's.
+    k = top_class(resnet, image)
+    edits = {"layer2.0.conv1": ablate([0, 1, 2]), "layer1": actviz.edits.scale([4], 3.0)}
+    cap = actviz.capture(resnet, image, ["layer3"], target=k, edits=edits)
+    eff = verify(resnet, estimate_from_capture(resnet, cap, target=k), 3, batch=3)
+    for row in eff.top("layer3", 3):
+        both = dict(edits, layer3=ablate([row.channel]))
+        clean = actviz.capture(resnet, image, ["layer3"], target=k, edits=edits, gradients=False)
+        cut = actviz.capture(resnet, image, ["layer3"], target=k, edits=both, gradients=False)
+        assert row.exact == pytest.approx(cut.target_value - clean.target_value, abs=1e-5)
+    plain = effects(resnet, image, ["layer3"], target=k)
+    assert np.abs(plain.estimate("layer3") - eff.estimate("layer3")).max() > 1e-4
+
+
 # -------------------------------------------------------------------------------- exact
 
 
