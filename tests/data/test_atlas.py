@@ -167,6 +167,10 @@ def test_build_atlas_gives_a_window_everything_about_one_layer(image_folder):
     cap = actviz.capture(net, x, ["4"], gradients=False)
     np.testing.assert_allclose(atlas.place(cap), atlas.coords[11], atol=2e-3)
     assert atlas.nearest(cap, k=1)[0].index == 11
+    # the window's run result carries its capture
+    from types import SimpleNamespace
+
+    np.testing.assert_array_equal(atlas.place(SimpleNamespace(capture=cap)), atlas.place(cap))
     c = int(np.argmax(emb.vectors.astype(np.float64).std(axis=0)))
     selected = np.argsort(emb.vectors[:, c])[-15:]  # the images where channel c is highest
     assert atlas.separating(selected, k=1)[0].channel == c
