@@ -111,7 +111,7 @@ def atlas_image(
     title: str = "",
     size: tuple[int, int] = (1280, 720),
     marker: np.ndarray | None = None,
-    dot: int = 3,
+    dot: int | None = None,
 ) -> Image.Image:
     """Draw 2-D ``coords`` as dots, coloured by ``labels`` (indices into ``class_names``;
     -1 or no labels: grey), with a legend of the classes and their counts.
@@ -129,11 +129,14 @@ def atlas_image(
     marker
         ``(2,)`` a point to mark with a ring (e.g. the current input), or None.
     dot
-        Side of each dot in pixels.
+        Side of each dot in pixels; None: larger for fewer points (5 up to 2,000, 4 up to
+        20,000, else 3).
     """
     coords = np.asarray(coords, dtype=np.float64)
     if coords.ndim != 2 or coords.shape[1] < 2:
         raise ValueError(f"coords must be (N, 2), got {coords.shape}")
+    if dot is None:
+        dot = 5 if len(coords) <= 2000 else 4 if len(coords) <= 20_000 else 3
     width, height = (int(v) for v in size)
     img = Image.new("RGB", (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(img)
