@@ -435,9 +435,25 @@ class Session:
         self.input_changed.emit()
 
     def set_input_as_list(self, as_list: bool) -> None:
-        """Feed the input as one list of images (True) or as one batch tensor (False)."""
+        """Feed the input as one list of images (True) or as one batch tensor (False).
+
+        Raises
+        ------
+        ValueError
+            A list for a model whose forward takes a batch (a convolution first and no
+            ``list`` annotation): every run would fail, so it is refused here.
+        """
         if as_list == self.input_as_list:
             return
+        if as_list and self.model is not None:
+            from actviz.core.inputs import forward_takes_list
+            from actviz.io.inputs import expected_input
+
+            if not forward_takes_list(self.model) and expected_input(self.model).channels:
+                raise ValueError(
+                    f"{self.model_name or 'this model'} takes a batch tensor, not a list of "
+                    "images (its forward is not annotated with a list)"
+                )
         self.input_as_list = as_list
         if self._fit_input_layout(undo=not as_list):
             self.input_changed.emit()
@@ -538,8 +554,31 @@ class Session:
         # A language model's tokenizer reads a token's text as its id.
         tokenizer = getattr(self.loaded_model, "tokenizer", None)
         target = parse_target(text, self.categories, tokenizer)
+        limit = self.target_limit()
+        if target is not None and (target < 0 or (limit is not None and target >= limit)):
+            what = f"0-{limit - 1}" if limit else "0 or more"
+            raise ValueError(f"class {target} is out of range: this model's classes are {what}")
         self.set_target(target)
         return target
+
+    def target_limit(self) -> int | None:
+        """How many classes (or token ids) a target may name; None when not known, or for a
+        detector, whose targets are its detections."""
+        from actviz.core.targets import detections
+
+        result = self.result
+        output = result.capture.output if result is not None and result.capture else None
+        if output is not None and detections(output) is not None:
+            return None
+        if self.categories:
+            return len(self.categories)
+        tokenizer = getattr(self.loaded_model, "tokenizer", None)
+        if tokenizer is not None:
+            return len(tokenizer)
+        logits = getattr(output, "logits", output)
+        if isinstance(logits, torch.Tensor) and logits.ndim == 2:
+            return int(logits.shape[-1])
+        return None
 
     # -- runs --------------------------------------------------------------------------------
     def can_run(self) -> bool:

@@ -182,3 +182,18 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
     tabs = window.centre.tabs
     assert not tabs.isTabVisible(tabs.indexOf(views.attention_page))
     assert bars.bars_visible()
+
+
+def test_hiding_the_tab_shown_goes_back_to_layers_not_to_compare(actviz_window):
+    import torch
+
+    from tests.ui.tiny_models import TinyCNN
+
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1"])
+    w = win.window
+    tabs = w.centre.tabs
+    page = w.features["tokens"].attention_page
+    w.set_tab_visible(page, True)
+    tabs.setCurrentWidget(page)
+    w.set_tab_visible(page, False)  # another model, without attention, was opened
+    assert tabs.currentIndex() == 0 and tabs.tabText(0) == "Layers"

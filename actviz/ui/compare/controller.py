@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CompareController"]
 
+#: What the tab says before any comparison.
+FIRST_NOTE = "Run A is the latest run the window shows; choose B and press Compare."
+
 #: Title of the Compare tab.
 TAB_TITLE = "Compare"
 #: Said above a comparison whose run A is no longer the latest result.
@@ -155,7 +158,7 @@ class CompareController(FeatureBase, QObject):
         self.session.result_changed.connect(self._on_session_result_changed)
         self._refresh_pins()
         self._refresh_input_choices()
-        v.clear("Run A is the latest run the window shows; choose B and press Compare.")
+        v.clear(FIRST_NOTE)
         host.add_tab(self.page, TAB_TITLE)
 
     # ========================================================================== public API
@@ -616,7 +619,8 @@ class CompareController(FeatureBase, QObject):
 
     def _on_session_model_changed(self) -> None:
         # Another model: comparisons of the old one no longer match the tree or the panels.
-        self.clear("Another model was opened: compare its runs anew.")
+        had = self.outcome is not None or self.view.is_error()
+        self.clear("Another model was opened: compare its runs anew." if had else FIRST_NOTE)
         self._page_sizes.clear()
         self._waiting = False
 

@@ -65,9 +65,7 @@ class LiveMode(FeatureBase):
         self.status_label = QLabel("")
         self.status_label.setObjectName("liveStatusLabel")
         host.add_status_widget(self.status_label)
-        self.controller.status_changed.connect(
-            lambda st: self.status_label.setText(f"live {st.state_text()}" if st.frames else "")
-        )
+        self.controller.status_changed.connect(self._on_status_changed)
 
     def configure(self, **kwargs: Any) -> LiveController:
         """Set controller options (``max_fps``, ``memory_budget``, ``capture_threads``)."""
@@ -81,6 +79,12 @@ class LiveMode(FeatureBase):
                 raise TypeError(f"live mode has no option {key!r}")
         return self.controller
 
+    def _on_status_changed(self, st: Any) -> None:
+        # Only while live frames replace the window's runs: "live paused" after live mode is
+        # off would say it is still on.
+        on = st.frames and (self.controller.engaged or self.controller.playing)
+        self.status_label.setText(f"live {st.state_text()}" if on else "")
+
     def switch_off(self) -> None:
         """Live mode off: stop playing, drop the sequence and the perturbations."""
         c = self.controller
@@ -90,6 +94,7 @@ class LiveMode(FeatureBase):
         if c.source is not None:
             self.dock.source_combo.setCurrentIndex(0)  # "Opened input"
             c.set_source(None)
+        self.status_label.setText("")
 
     def _on_dock_toggled(self, shown: bool) -> None:
         if not shown and not self.host.is_closed():

@@ -456,6 +456,9 @@ class LayerPanel(PanelBase):
         """
         self._difference_shown = False
         self.activation_slot.show_view(view, mosaic)
+        # Back from the difference view: the caption names the activation again.
+        self.activation_slot.caption.setText("activation")
+        self._update_gradient_visibility()
         self._update_marks()
         # A mosaic's canvas asks for its own height (its width decides it); others get room.
         self.set_minimum_panel_height(

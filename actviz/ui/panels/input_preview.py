@@ -39,6 +39,8 @@ class InputPreview(PanelBase):
         if rgb is None:
             self.rgb = None
             self.canvas.clear_image()
+            # An input without a picture (text, a tensor of another shape) is still an input.
+            self.placeholder.setText("no picture of this input" if caption else "no input")
             self.stack.setCurrentWidget(self.placeholder)
             return
         rgb = np.ascontiguousarray(rgb)

@@ -85,9 +85,13 @@ class ElidedLabel(QtWidgets.QLabel):
         parent: QtWidgets.QWidget | None = None,
         *,
         mode: QtCore.Qt.TextElideMode = QtCore.Qt.TextElideMode.ElideRight,
+        keep_after: str | None = None,
     ) -> None:
         super().__init__(text, parent)
         self._mode = mode
+        #: Text from the first ``keep_after`` on is never shortened: the part before it is
+        #: shortened in the middle instead ("features…ck1: scale ch 3").
+        self._keep_after = keep_after
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
         )
@@ -95,7 +99,15 @@ class ElidedLabel(QtWidgets.QLabel):
 
     def shown_text(self) -> str:
         """The text as drawn at the label's current width ("…" where it is shortened)."""
-        return self.fontMetrics().elidedText(self.text(), self._mode, self.contentsRect().width())
+        metrics, width, text = self.fontMetrics(), self.contentsRect().width(), self.text()
+        cut = text.find(self._keep_after) if self._keep_after else -1
+        if cut > 0 and metrics.horizontalAdvance(text) > width:
+            head, tail = text[:cut], text[cut:]
+            room = width - metrics.horizontalAdvance(tail)
+            if room > metrics.horizontalAdvance("M…M"):
+                mode = QtCore.Qt.TextElideMode.ElideMiddle
+                return metrics.elidedText(head, mode, room) + tail
+        return metrics.elidedText(text, self._mode, width)
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)

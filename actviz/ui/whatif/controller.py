@@ -149,8 +149,11 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.set_entries(board.entries)
         self.dock.set_error("")
         if not len(board):
-            for panel in self.window.layer_panels.values():
+            for name, panel in self.window.layer_panels.items():
+                shown = panel.difference_shown()
                 panel.hide_difference_toggle()
+                if shown:  # no edits, no difference: the plain activation, now
+                    self.window.refresh_panel(name)
         self.window.schedule_run()
 
     # ------------------------------------------------------------------ tile menu

@@ -45,7 +45,8 @@ class EditRow(QWidget):
         self.enabled_box.setChecked(entry.edit.enabled)
         self.enabled_box.setToolTip("Apply this edit (unticked: listed, not applied)")
         layout.addWidget(self.enabled_box)
-        self.label = style.ElidedLabel()
+        # The layer name gives way (in the middle) before the edit itself does.
+        self.label = style.ElidedLabel(keep_after=": ")
         self.label.setText(entry.describe())
         self.label.setToolTip(entry.describe())
         layout.addWidget(self.label, 1)

@@ -159,8 +159,10 @@ class WindowAPI:
 
     def refresh_busy(self, text: str = "") -> None:
         """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
-        self.status.progress_bar.setVisible(self.is_busy())
+        busy = self.is_busy()
+        self.status.progress_bar.setVisible(busy)
         self.commands.cancel_action.setEnabled(self._cancellable())
+        self.display.update_placeholder(busy)
         if text:
             self.show_status(text)  # type: ignore[attr-defined]
 
@@ -168,6 +170,7 @@ class WindowAPI:
         return self.is_busy() or any(f.is_busy() for f in self.features.values())
 
     def _update_enabled(self) -> None:
+        self.display.update_placeholder(self.is_busy())
         self.commands.run_action.setEnabled(self.session.can_run())
         self.commands.cancel_action.setEnabled(self._cancellable())
 
@@ -205,6 +208,7 @@ class WindowAPI:
             self.session.set_target_text(text)
         except ValueError as exc:
             self.show_error(f"Target: {exc}")  # type: ignore[attr-defined]
+            self.runs.sync_target_combo()  # the box shows the target in force, not the refused one
             return False
         self.clear_messages("action")  # type: ignore[attr-defined]
         self.runs.sync_target_combo()
@@ -315,3 +319,42 @@ class WindowAPI:
         """Show the Compare tab comparing the latest run with ``pin`` (Pinned results menu)."""
         compare = self.features.get("compare")
         return compare is not None and compare.compare_with_pin(pin)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ sessions
+    def adopt_model(
+        self,
+        loaded: Any,
+        *,
+        ticks: Sequence[str] | None = None,
+        gradcam_layer: str | None = None,
+        open_args: dict[str, Any] | None = None,
+    ) -> None:
+        """Show a model already opened (a session's ``LoadedModel``) with ``ticks`` ticked:
+        what opening one ends with, the input left as it is. ``open_args`` are the
+        ``open_model`` arch, weights and trust it was opened with (reproduce.py)."""
+        self.stop_current_run()
+        self.files.drop_model_load("Opening the model was replaced by a session's model.")
+        self.files.drop_input_load()
+        self.clear_messages()  # type: ignore[attr-defined]
+        self.session.set_loaded_model(loaded, ticks=ticks, gradcam_layer=gradcam_layer)
+        self.session.model_open_args = dict(open_args or {})
+
+    def set_view_settings(
+        self, *, colormap: str | None = None, normalize: str | None = None
+    ) -> None:
+        """Choose the colour map and the normalisation as the toolbar does (None: unchanged)."""
+        a = self.commands
+        if colormap is not None and a.colormap_combo.findText(colormap) >= 0:
+            a.colormap_combo.setCurrentText(colormap)
+        if normalize is not None and a.normalize_combo.findData(normalize) >= 0:
+            a.normalize_combo.setCurrentIndex(a.normalize_combo.findData(normalize))
+
+    def show_result(self, result: RunResult, request: Any = None) -> None:
+        """Show a result prepared elsewhere (a session's saved run) instead of running;
+        ``request`` (its ``RunRequest``) lets view changes re-prepare it."""
+        self.runs.halt()
+        if request is not None:
+            self.runs.last_request = request
+        self.display.apply_result(result)
+        self.refresh_busy()
+        self.defer_display(self.run_finished.emit)  # type: ignore[attr-defined]

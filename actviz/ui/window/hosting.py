@@ -44,6 +44,9 @@ class HostSlots:
     def set_tab_visible(self, widget: QWidget, visible: bool) -> None:
         """Show or hide the tab of ``widget`` (a tab with nothing to show is hidden)."""
         tabs = self.centre.tabs
+        if not visible and tabs.currentWidget() is widget:
+            # Qt would move on to the next visible tab (Compare, empty): back to Layers.
+            tabs.setCurrentIndex(0)
         tabs.setTabVisible(tabs.indexOf(widget), visible)
 
     def show_tab(self, widget: QWidget | None = None) -> None:
@@ -184,6 +187,34 @@ class HostSlots:
     def sample_inputs(self) -> list[str]:
         """The bundled sample inputs of the model shown (for choosers)."""
         return [str(p) for p in getattr(self.files, "samples", [])]  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ sessions
+    def layout_state(self) -> bytes:
+        """The window layout (docks, toolbars) as Qt's ``saveState()`` bytes."""
+        return bytes(self.saveState().data())  # type: ignore[attr-defined]
+
+    def restore_layout_state(self, data: bytes) -> bool:
+        """Put back a layout of :meth:`layout_state`; False when Qt refuses the bytes."""
+        from PySide6.QtCore import QByteArray
+
+        return bool(self.restoreState(QByteArray(bytes(data))))  # type: ignore[attr-defined]
+
+    def session_parts(self) -> dict[str, object]:
+        """What the features keep in a session file: each feature with a ``session_part()``
+        gives a ``{key: JSON-able}`` (the comparison set-up, the scan's cache key, ...)."""
+        parts: dict[str, object] = {}
+        for feature in getattr(self, "features", {}).values():
+            part = getattr(feature, "session_part", None)
+            if callable(part):
+                parts.update(part() or {})
+        return parts
+
+    def restore_session_parts(self, parts: Mapping[str, object]) -> None:
+        """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
+        for feature in getattr(self, "features", {}).values():
+            restore = getattr(feature, "restore_session_part", None)
+            if callable(restore):
+                restore(parts)
 
     # ------------------------------------------------------------------ messages
     def show_error(self, text: str, source: str = "action") -> None:

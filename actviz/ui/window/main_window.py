@@ -227,6 +227,7 @@ class MainWindow(WindowAPI, HostSlots, LegacyAliases, QMainWindow):
         self.schedule_run()
 
     def _on_session_ticks_changed(self, _names: set[str]) -> None:
+        self._update_enabled()
         self.schedule_run()
 
     def _saliency_shown(self) -> bool:

@@ -548,6 +548,23 @@ class ResultDisplay:
         if len(on_screen) > PANELS_PER_PASS:
             self._schedule_panel_updates()
 
+    def update_placeholder(self, running: bool) -> None:
+        """Say what the empty Layers tab waits for: a model, ticks, an input, or the run."""
+        s = self.session
+        if s.model is None:
+            text = "Open a model (Ctrl+O) or drop a checkpoint on the window."
+        elif not s.ticked:
+            text = (
+                "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
+            )
+        elif s.input is None:
+            text = "Open an input (Ctrl+I) or pick a sample to run the ticked layers."
+        elif running:
+            text = f"Running the model on {len(s.ticked)} ticked layer(s)…"
+        else:
+            text = "Press Run (Ctrl+R) to see the ticked layers."
+        self.layers_placeholder.setText(text)
+
     def _layout_panels(self, order: Sequence[str]) -> None:
         while self.layers_grid.count():
             self.layers_grid.takeAt(0)

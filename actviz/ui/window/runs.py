@@ -50,7 +50,7 @@ class RunControl:
         a = window.commands
         a.run_action.triggered.connect(window.run)
         a.cancel_action.triggered.connect(window.cancel)
-        a.input_list_action.toggled.connect(self.session.set_input_as_list)
+        a.input_list_action.toggled.connect(self._on_input_list_toggled)
         a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
         a.target_combo.activated.connect(
             lambda i: window.set_target_text(a.target_combo.itemText(i))
@@ -123,6 +123,16 @@ class RunControl:
             return
         if self.auto_run and self.session.can_run():
             self.window.run()
+
+    def _on_input_list_toggled(self, as_list: bool) -> None:
+        try:
+            self.session.set_input_as_list(as_list)
+        except ValueError as exc:
+            action = self.window.commands.input_list_action
+            action.blockSignals(True)
+            action.setChecked(self.session.input_as_list)
+            action.blockSignals(False)
+            self.window.show_error(f"Not fed as a list: {exc}.")
 
     def _on_auto_run_toggled(self, on: bool) -> None:
         self.auto_run = on
