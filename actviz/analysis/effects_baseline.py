@@ -97,6 +97,10 @@ class Baseline:
             )
         return src
 
+    def release(self) -> None:
+        """Drop the repeated copies made for batches (they may sit on the model's device)."""
+        self._repeated.clear()
+
     # -- what the two passes ask for
     def single(self, layer: str, call: int, a: torch.Tensor, dim: int) -> torch.Tensor | None:
         """The baseline of one recorded call ``a`` (float64, broadcastable); None for zero."""

@@ -353,4 +353,5 @@ def run_exact(
         for h in handles:
             h.remove()
         state.restore()
+        baseline.release()
     return values, forwards, time.perf_counter() - start

@@ -290,6 +290,7 @@ def test_a_model_that_breaks_the_shared_prefix_is_run_with_the_input_repeated(ke
     want = loop_exact(model, x, "conv", range(4), 2, lambda c: ablate([c]))
     np.testing.assert_allclose(eff.exact("conv"), want, atol=1e-6)
     assert eff.forwards == 2  # the failed shared pass and its rerun
+    assert not model.conv._forward_hooks and not model._forward_hooks
 
 
 class SeqNet(nn.Module):
