@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument(
         "--input", "-i", help="image, tensor file (.pt/.npy/.npz) or random:1x3x224x224"
     )
+    gui.add_argument("session", nargs="?", help="a session file (.actviz) to open")
 
     info = sub.add_parser("info", help="print the module tree")
     _add_model_args(info, required=True)
@@ -331,6 +332,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
         arch=getattr(args, "arch", None),
         input=getattr(args, "input", None),
         trust=getattr(args, "trust", False),
+        session=getattr(args, "session", None),
     )
 
 

@@ -22,6 +22,7 @@ def run_app(
     arch: str | None = None,
     input: str | None = None,  # noqa: A002 - mirrors the --input flag
     trust: bool = False,
+    session: str | None = None,
 ) -> int:
     """Open the explorer window and run the Qt event loop until it is closed.
 
@@ -37,6 +38,10 @@ def run_app(
         waits for the user (other models).
     trust
         Allow unpickling a file that runs code (``--trust``); without it the window asks.
+    session
+        A session file (``.actviz``) to open instead of a model and input. Without any of
+        them, the session kept when actviz last closed is offered first (a setting turns
+        the offer off); on quit the session is kept again.
 
     Returns
     -------
@@ -50,13 +55,26 @@ def run_app(
     window = MainWindow()
     # Everything opens in the background while the window is already on screen; an input
     # waits for the model being opened, and the automatic run starts once both are in.
-    if model is None:
+    sessions = window.features.get("sessions")
+    if sessions is not None:
+        sessions.autosave = True  # type: ignore[attr-defined]
+    if session is not None and sessions is not None:
+        sessions.open_session(session)  # type: ignore[attr-defined]
+    elif (
+        model is None
+        and input is None
+        and sessions is not None
+        and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
+        and sessions.offer_restore()  # type: ignore[attr-defined]
+    ):
+        pass  # the session kept on quit is being opened
+    elif model is None:
         window.load_demo()
     else:
         window.open_model_source(model, arch=arch, trust=trust)
-    if input is not None:
+    if session is None and input is not None:
         window.open_input_source(input)  # replaces the demo's own sample
-    elif model is not None:
+    elif session is None and model is not None:
         window.open_default_input()
     if os.environ.get(EXIT_AFTER_SHOW_ENV) == "1":
         _exit_after_first_result(app, window)

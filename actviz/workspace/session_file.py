@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import tempfile
 import zipfile
 import zlib
@@ -654,9 +655,10 @@ def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
 
 
 def _versions() -> tuple[str, str]:
-    import actviz
-
-    return actviz.__version__, torch.__version__
+    # The package is imported before any of its modules: read it without an import edge
+    # back to it (the window imports this module, and ``actviz`` imports the window lazily).
+    version = getattr(sys.modules.get("actviz"), "__version__", "")
+    return str(version), torch.__version__
 
 
 def _members(

@@ -13,11 +13,20 @@ __all__ = ["default_features"]
 
 
 def default_features() -> tuple[Callable[[Any], Any], ...]:
-    """Token views, what-if edits, the Compare tab, dataset scans and live mode."""
+    """Token views, what-if edits, the Compare tab, dataset scans, live mode and session
+    files (File > Save session / Open session / Export report)."""
     from actviz.ui.compare.controller import CompareController
     from actviz.ui.dataset.scan_ui import DatasetScanUI
     from actviz.ui.live.feature import LiveMode
+    from actviz.ui.sessions import SessionsFeature
     from actviz.ui.tokens.views import TokenViews
     from actviz.ui.whatif.controller import WhatIfController
 
-    return (TokenViews, WhatIfController, CompareController, DatasetScanUI, LiveMode)
+    return (
+        TokenViews,
+        WhatIfController,
+        CompareController,
+        DatasetScanUI,
+        LiveMode,
+        SessionsFeature,
+    )

@@ -1,0 +1,186 @@
+"""A window's investigation as a :class:`~actviz.workspace.session_file.SessionState`, and back.
+
+:func:`gather_state` reads what the window shows through its host (the session's model,
+input, ticks, target, view settings, pages, edits, pins, the channel opened large, the
+features' own parts, the layout); :func:`model_part` adds how to open the model again (its
+checkpoint's SHA-256, random weights), which reads the checkpoint and so runs off the GUI
+thread. :func:`prepare_saved` turns the saved captures into the results the panels show (on a
+worker); :func:`apply_view` puts a loaded state on the session (GUI thread).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from actviz.workspace.session_file import (
+    InputSource,
+    PinState,
+    SessionState,
+    input_source_of,
+    model_source_of,
+    weights_to_keep,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.edits import Edit
+    from actviz.display.result import RunResult
+    from actviz.ui.host import WindowHost
+    from actviz.workspace.session import RunRequest, Session
+
+__all__ = ["apply_view", "gather_state", "model_part", "prepare_saved", "restorable_ticks"]
+
+
+def _board_edits(session: Session) -> dict[str, tuple[Edit, ...]]:
+    """Every edit of the board (switched off ones too), by layer, in the order made."""
+    out: dict[str, list[Edit]] = {}
+    for entry in session.edits:
+        out.setdefault(entry.layer, []).append(entry.edit)
+    return {layer: tuple(edits) for layer, edits in out.items()}
+
+
+def _channel_view(host: WindowHost) -> dict[str, Any] | None:
+    view = host.channel_view
+    name = getattr(view, "name", "")
+    if not name or not view.isVisibleTo(host.dialog_parent()):
+        return None
+    return {"layer": str(name), "channel": int(view.channel)}
+
+
+def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
+    """What ``host`` shows, as a :class:`SessionState` (GUI thread).
+
+    ``with_model``: fill in the model's source now (hashes a checkpoint file: the window
+    leaves it to :func:`model_part` on its worker instead).
+    """
+    s = host.session
+    result = s.result
+    pins = tuple(PinState(p.label, float(p.pinned_at), p.result.capture) for p in s.pins)
+    parts = dict(host.session_parts())
+    state = SessionState(
+        input=None if s.input is None else input_source_of(s.input),
+        ticked=tuple(s.ticked),
+        target=s.target,
+        categories=tuple(s.categories) if s.categories else None,
+        colormap=s.colormap,
+        normalize=s.normalize,
+        gradcam_layer=s.gradcam_layer,
+        input_as_list=bool(s.input_as_list),
+        channel_pages=dict(s.channel_pages),
+        page_channels=dict(s.page_channels),
+        channel_view=_channel_view(host),
+        edits=_board_edits(s),
+        pins=pins,
+        comparison=parts.pop("comparison", None),
+        scan_key=parts.pop("scan_key", None),
+        layout=host.layout_state(),
+        capture=None if result is None else result.capture,
+        settings=parts,
+    )
+    return model_part(state, s) if with_model else state
+
+
+def model_part(state: SessionState, session: Session) -> SessionState:
+    """``state`` with how to open ``session``'s model again (reads and hashes a checkpoint:
+    call it off the GUI thread for large files). A module given in memory has no source."""
+    loaded = session.loaded_model
+    if loaded is None or loaded.model is not session.model or loaded.kind == "module":
+        return state
+    args = session.model_open_args
+    source = model_source_of(
+        loaded,
+        arch=args.get("arch"),
+        weights=args.get("weights", "DEFAULT"),
+        trust=bool(args.get("trust", False)),
+    )
+    return dataclasses.replace(state, model=source, model_weights=weights_to_keep(loaded))
+
+
+def restorable_ticks(model: Any, ticked: Sequence[str]) -> list[str]:
+    """The saved ticks that name a module of ``model`` (a moved checkpoint may differ)."""
+    names = {name for name, _ in model.named_modules()}
+    return [t for t in ticked if t in names]
+
+
+def prepare_saved(
+    state: SessionState, request: RunRequest
+) -> tuple[RunResult | None, list[tuple[PinState, RunResult]]]:
+    """The saved run and the pinned runs prepared as ``request`` shows them (worker thread):
+    the saved arrays, exactly, through the one preparation path."""
+    from actviz.display.prepare import prepare
+
+    spec = request.display_spec()
+    result = None
+    if state.capture is not None:
+        result = prepare(state.capture, spec, model=request.model)
+    pins = [
+        (pin, prepare(pin.capture, spec, model=request.model))
+        for pin in state.pins
+        if pin.capture is not None
+    ]
+    return result, pins
+
+
+def apply_view(host: WindowHost, state: SessionState) -> list[str]:
+    """Put ``state``'s input, target, view settings, pages and edits on the window (its
+    model is already there). Returns what could not be restored, one line each."""
+    s = host.session
+    notes: list[str] = []
+    inp: InputSource | None = state.input
+    if inp is not None:
+        s.set_input(
+            inp.value,
+            source=inp.source,
+            kind=inp.kind,
+            image=inp.image,
+            description=inp.description,
+            tokens=inp.tokens,
+        )
+    try:
+        s.set_input_as_list(bool(state.input_as_list))
+    except ValueError as exc:  # the input cannot be fed that way to this model
+        notes.append(f"input layout not restored: {exc}")
+    host.set_view_settings(colormap=state.colormap, normalize=state.normalize)
+    if state.gradcam_layer is None or (s.tree is not None and state.gradcam_layer in s.tree):
+        s.set_view(gradcam_layer=state.gradcam_layer)
+    host.set_target_text("auto" if state.target is None else str(state.target))
+    tree = s.tree
+    for layer, first in state.channel_pages.items():
+        if tree is None or layer in tree:
+            s.set_channel_page(layer, int(first))
+    for layer, count in state.page_channels.items():
+        if tree is None or layer in tree:
+            s.set_page_channels(layer, int(count))
+    labels = {id(p.capture): p.label for p in state.pins if p.capture is not None}
+    for layer, edits in state.edits.items():
+        if tree is not None and layer not in tree:
+            notes.append(f"edit on {layer} not restored: the model has no such layer")
+            continue
+        for edit in edits:
+            source = getattr(edit, "source", None)
+            note = (
+                f"pin {labels[id(source)]}" if source is not None and id(source) in labels else ""
+            )
+            s.edits.add(layer, edit, note)
+    return notes
+
+
+def restore_pins(
+    session: Session, pins: Sequence[tuple[PinState, RunResult]], budget: int | None = None
+) -> list[str]:
+    """Pin the prepared pinned runs again, with their saved labels and times."""
+    notes = []
+    for state, result in pins:
+        try:
+            pin = session.pins.pin(result, state.label, budget=budget)
+        except ValueError as exc:  # PinRefused: over the memory budget
+            notes.append(f"pin {state.label!r} not restored: {exc}")
+            continue
+        pin.pinned_at = state.pinned_at
+    return notes
+
+
+def part_names(parts: Mapping[str, Any]) -> list[str]:
+    """The features' parts a state holds (for messages)."""
+    return sorted(parts)
