@@ -41,7 +41,7 @@ class AttentionPanel(PanelBase):
         self.head_combo = QtWidgets.QComboBox()
         row.addWidget(self.head_combo, 1)
         self.content.addLayout(row)
-        self.canvas = LabelledHeatCanvas(x_label="key (attended to)")
+        self.canvas = LabelledHeatCanvas(x_label="key (attended to)", colorbar=True)
         self.canvas.plot.getAxis("left").setLabel("query", color=style.MUTED_TEXT)
         self.content.addWidget(self.canvas, 1)
         self.status_label = style.readout_label()

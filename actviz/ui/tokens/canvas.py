@@ -1,4 +1,5 @@
-"""A heat map with token strings on its axes, and optionally one bar per row beside it.
+"""A heat map with token strings on its axes, optionally one bar per row beside it and a
+colour bar that says what its colours mean.
 
 Used for a layer's token x feature map (+ per-token norms) and for attention maps (queries x
 keys). Passive: :meth:`LabelledHeatCanvas.set_heat` takes the arrays, ``hovered(row, col)``
@@ -16,6 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.display.colormaps import resolve
 from actviz.display.tokens import heat_levels
 from actviz.ui.panels import style
+from actviz.ui.panels.canvas import ColorBar
 from actviz.ui.panels.colormaps import lut
 
 __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
@@ -39,7 +41,8 @@ def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[floa
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
     """Heat map (rows x columns) with row labels on the left, optional column labels below,
-    and an optional bar per row on the right (a per-token norm).
+    an optional bar per row on the right (a per-token norm) and an optional colour bar at the
+    far right, spanning the map's height (``colorbar``).
 
     Signals
     -------
@@ -55,6 +58,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         x_label: str = "",
         bars_label: str | None = None,
         bar_color: str = style.BAR_POSITIVE,
+        colorbar: bool = False,
         parent: QtWidgets.QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -79,6 +83,13 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             self.bars_plot.setMouseEnabled(x=False, y=False)
             self.ci.layout.setColumnStretchFactor(0, 4)
             self.ci.layout.setColumnStretchFactor(1, 1)
+        self.colorbar: ColorBar | None = None
+        if colorbar:
+            self.colorbar = ColorBar()
+            self.addItem(self.colorbar, row=0, col=2 if self.bars_plot is not None else 1)
+            self.colorbar.setVisible(False)  # until there is a map
+            # The strip spans the map exactly: its top and bottom are the levels' ends.
+            self.plot.vb.sigResized.connect(self._fit_colorbar)
         self.heat: np.ndarray | None = None
         self.levels: tuple[float, float] = (0.0, 1.0)
         self.colormap_name = ""
@@ -115,6 +126,15 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         self.image.setRect(QtCore.QRectF(0, 0, cols, rows))
         self._update_ticks()
         self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        if self.colorbar is not None:
+            low, high = (float(v) for v in self.levels)
+            if not high > low:  # a constant map still gets a readable bar
+                span = abs(low) * 0.01 or 1.0
+                low, high = low - span, high + span
+            self.colorbar.setColorMap(self.colormap_name)
+            self.colorbar.setLevels((low, high))
+            self.colorbar.setVisible(True)
+            self._fit_colorbar()
         self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
         if self.bars_plot is not None:
             if self.bars is not None:
@@ -152,10 +172,26 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         super().resizeEvent(event)
         self._update_ticks()
 
+    def _fit_colorbar(self, *_args: object) -> None:
+        """Align the colour bar's strip with the map's top and bottom edges."""
+        bar = self.colorbar
+        if bar is None:
+            return
+        view = self.plot.vb.sceneBoundingRect()
+        cell = bar.sceneBoundingRect()
+        if view.isEmpty() or cell.isEmpty():
+            return
+        top = max(0.0, view.top() - cell.top())
+        bottom = max(0.0, cell.bottom() - view.bottom())
+        if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
+            bar.set_margins(top, bottom)
+
     def clear_heat(self) -> None:
         """Show nothing."""
         self.heat = None
         self.image.clear()
+        if self.colorbar is not None:
+            self.colorbar.setVisible(False)
         if self.bars_plot is not None and self.bars is not None:
             self.bars_plot.removeItem(self.bars)
             self.bars = None
