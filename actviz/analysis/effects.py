@@ -223,6 +223,10 @@ class Effects:
         res = self[layer]
         return tuple(res.row(int(c)) for c in res.order(by)[: max(0, int(k))])
 
+    def top_channels(self, layer: str, k: int, by: str = "estimate") -> tuple[int, ...]:
+        """The channels of :meth:`top`, e.g. for ``actviz.edits.ablate`` or ``keep``."""
+        return tuple(row.channel for row in self.top(layer, k, by))
+
     def table(self) -> tuple[EffectRow, ...]:
         """One row per channel of every layer (layers in order, channels in order)."""
         return tuple(

@@ -402,6 +402,7 @@ def test_results_are_frozen_ranked_and_serialisable(resnet, image):
     top = eff.top("layer4", 10)
     mags = [abs(r.estimate) for r in top]
     assert mags == sorted(mags, reverse=True) and len(top) == 10
+    assert eff.top_channels("layer4", 3) == tuple(r.channel for r in top[:3])
     assert [r.exact is not None for r in top] == [True] * 6 + [False] * 4
     by_exact = eff.top("layer4", 6, by="exact")
     assert [abs(r.exact) for r in by_exact] == sorted((abs(r.exact) for r in top[:6]), reverse=True)
