@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_args(scan, required=True)
     scan.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
-    scan.add_argument("--layers", "-l", required=True, help="comma-separated layer names")
+    scan.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
     scan.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
     scan.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
     scan.add_argument("--batch-size", type=int, help="images per batch (default: memory budget)")

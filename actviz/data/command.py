@@ -23,12 +23,14 @@ def cmd_scan(
     Parameters
     ----------
     args
-        ``--model ... --data DIR --layers L1,L2 --k 9 --out OUT`` (see ``actviz scan -h``).
+        ``--model ... --data DIR [--layers L1,L2] --k 9 --out OUT`` (see ``actviz scan -h``);
+        without ``--layers``, every leaf module is scanned (as ``actviz export`` captures).
     open_model
         The CLI's model opener (prints what it opens).
     say
         Writes a progress line to stderr.
     """
+    from actviz.core.capture import leaf_names
     from actviz.data.scan import scan
     from actviz.data.sheet import write_scan
 
@@ -36,11 +38,14 @@ def cmd_scan(
     if not data.exists():
         raise InputError(f"{args.data}: no such folder or file")
     layers = [s.strip() for s in (args.layers or "").split(",") if s.strip()]
-    if not layers:
+    if args.layers is not None and not layers:
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.k < 1:
         raise InputError(f"--k must be at least 1, got {args.k}")
     loaded = open_model(args)
+    if not layers:
+        layers = leaf_names(loaded.model)
+        say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")
     last = [0.0]
 
     def progress(done: int, total: int, rate: float) -> None:

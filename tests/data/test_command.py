@@ -95,3 +95,19 @@ def test_scan_command_errors_are_one_line_exit_2(tmp_path, demo_folder, capsys):
     assert main(bad_layer) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("actviz: error: unknown layer 'fcc'; did you mean 'fc'")
+
+
+def test_scan_without_layers_scans_every_leaf_like_export(demo_folder, tmp_path, capsys):
+    from actviz.core.capture import leaf_names
+
+    out = tmp_path / "out"
+    args = ["scan", "--model", "demo", "--data", str(demo_folder), "--k", "2"]
+    args += ["--out", str(out), "--tile", "16", "--workers", "0", "--no-cache"]
+    assert main(args) == 0
+    leaves = leaf_names(open_model("demo").model)
+    assert "every leaf module: 18 layers" in capsys.readouterr().err and len(leaves) == 18
+    summary = json.loads((out / "scan.json").read_text())
+    assert list(summary["layers"]) == leaves
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{n}.png" for n in leaves] + ["scan.json"]
+    )
