@@ -512,7 +512,7 @@ def verify(
     position = {name: i for i, name in enumerate(ctx.run_order)}
     jobs = sorted(asked, key=lambda job: position.get(job[0], len(position)))
     reader = TargetReader(ctx.output, ctx.target)
-    clean = reader.clean_value()
+    clean = reader.clean_value(eff.target_value)
     values, forwards, seconds = run_exact(
         model,
         ctx.inputs if inputs is None else inputs,

@@ -63,7 +63,6 @@ class TargetReader:
         self.clean = clean
         self.callable = callable(target) and not isinstance(target, (int, torch.Tensor))
         self.weights: list[torch.Tensor | None] = []
-        self.rows: list[int] = []
         if not self.callable:
             leaves = list(iter_tensors(clean))
             made = [
@@ -79,10 +78,15 @@ class TargetReader:
             for t in made:
                 g = next(grads) if t.requires_grad else None
                 self.weights.append(None if g is None else g.detach().to(torch.float64))
-                self.rows.append(t.shape[0] if t.ndim else 0)
 
-    def clean_value(self) -> float:
-        """The target of the clean output, read the way :meth:`values` reads each sample."""
+    def clean_value(self, captured: float) -> float:
+        """The target of the clean output, read the way :meth:`values` reads each sample.
+
+        A callable target gets ``captured`` (its value in the capture): the capture called it
+        on the model's own output object, whose type the kept output may not have.
+        """
+        if self.callable:
+            return float(captured)
         return float(self.values(self.clean, 1)[0])
 
     def values(self, output: Any, b: int) -> list[float]:

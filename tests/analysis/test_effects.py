@@ -329,6 +329,14 @@ def test_sequences_use_the_last_dimension_and_batches_of_several_rows():
         np.testing.assert_allclose(eff.exact(layer), exact, atol=1e-5)
         assert eff.rank_correlation(layer) > 0.5
 
+    # A callable target is read on each sample's two rows.
+    def prob(out):
+        return torch.softmax(out, dim=1)[:, 2].sum()
+
+    eff = effects(model, x, ["mix"], target=prob, method="exact", channels="all", batch=3)
+    exact = loop_exact(model, x, "mix", range(8), prob, lambda c: ablate([c]))
+    np.testing.assert_allclose(eff.exact("mix"), exact, atol=1e-6)
+
 
 @pytest.mark.parametrize(
     ("make", "inputs", "layers"),
