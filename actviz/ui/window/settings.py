@@ -24,20 +24,33 @@ def ensure_app_identity() -> None:
         QCoreApplication.setApplicationName(APPLICATION)
 
 
+def user_settings() -> QSettings:
+    """The user's actviz settings: ``actviz/actviz`` in the default format and folder.
+
+    Named explicitly rather than by ``QSettings()``, which follows the application's name:
+    Qt takes that from ``argv[0]`` (``__main__.py`` under ``python -m actviz``,
+    ``ipykernel_launcher`` in a notebook), and :func:`ensure_app_identity` leaves a name that
+    is set alone.
+    """
+    return QSettings(
+        QSettings.defaultFormat(), QSettings.Scope.UserScope, ORGANIZATION, APPLICATION
+    )
+
+
 class AppSettings:
     """Typed accessors over a ``QSettings`` store.
 
     Parameters
     ----------
     store
-        The backing store. ``None`` uses ``QSettings()`` under the actviz organisation and
-        application names (the user's real settings).
+        The backing store. ``None``: the user's real settings, always named after actviz
+        (:func:`user_settings`).
     """
 
     def __init__(self, store: QSettings | None = None) -> None:
         if store is None:
             ensure_app_identity()
-            store = QSettings()
+            store = user_settings()
         self.store = store
 
     # -- view settings ---------------------------------------------------------------------
