@@ -197,16 +197,16 @@ def _pca(a: np.ndarray, dims: int) -> Projection:
         for _, c in _chunks(a):
             c -= mean
             cov += c.T @ c
-        values, vecs = np.linalg.eigh(cov)  # ascending
-        order = np.argsort(values)[::-1][:dims]
-        components = vecs[:, order].T
-        top = values[order]
+        top, vecs = _top_eigen(cov, dims)
+        components = vecs.T
+        total = float(np.trace(cov))
     else:
         centred = a.astype(np.float64) - mean
         gram = centred @ centred.T
         values, vecs = np.linalg.eigh(gram)
         order = np.argsort(values)[::-1][:dims]
         top = values[order]
+        total = float(np.maximum(values, 0).sum())
         components = np.zeros((dims, d))
         for j, (v, u) in enumerate(zip(top, vecs[:, order].T, strict=True)):
             if v > 1e-12 * max(float(values[-1]), 1e-300):
@@ -218,7 +218,6 @@ def _pca(a: np.ndarray, dims: int) -> Projection:
     coords = np.empty((n, dims))
     for lo, c in _chunks(a):
         coords[lo : lo + len(c)] = (c - mean) @ components.T
-    total = float(np.maximum(values, 0).sum())
     explained = np.maximum(top, 0) / total if total > 0 else np.zeros(dims)
     return Projection(
         "pca", _frozen(coords), _frozen(mean), _frozen(components), _frozen(explained)
@@ -246,6 +245,34 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
     return Projection(
         "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer
     )
+
+
+def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues (descending) and their unit eigenvectors (columns) of the
+    symmetric positive semi-definite ``c``.
+
+    For a few axes of a wide matrix, block subspace iteration, stopped only once every pair's
+    residual ``|c v - l v|`` is below ``1e-11 x trace(c)`` (as exact as a full solver); else,
+    or when it does not get there, the full ``eigh``. Under load on two cores LAPACK's full
+    solver of a 512 x 512 matrix took 1.5-4.7 s with two BLAS threads (0.2 s with one); the
+    iteration is a few dozen small products.
+    """
+    d = c.shape[0]
+    if d > 64 and 4 * k <= d:
+        width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]
+        q = np.linalg.qr(np.random.default_rng(0).standard_normal((d, width)))[0]
+        tol = 1e-11 * max(float(np.trace(c)), 1e-300)
+        for step in range(1, 301):
+            q = np.linalg.qr(c @ q)[0]
+            if step % 5 == 0:
+                w, v = np.linalg.eigh(q.T @ c @ q)
+                order = np.argsort(w)[::-1][:k]
+                lam, vec = w[order], q @ v[:, order]
+                if np.all(np.linalg.norm(c @ vec - vec * lam, axis=0) <= tol):
+                    return lam, vec
+    w, v = np.linalg.eigh(c)  # ascending
+    order = np.argsort(w)[::-1][:k]
+    return w[order], v[:, order]
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

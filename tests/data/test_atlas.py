@@ -31,7 +31,9 @@ def _equal_up_to_sign(a: np.ndarray, b: np.ndarray, atol: float) -> None:
         np.testing.assert_allclose(a[:, j], sign * b[:, j], atol=atol)
 
 
-@pytest.mark.parametrize(("n", "d", "dims"), [(300, 24, 2), (300, 24, 3), (20, 64, 2)])
+@pytest.mark.parametrize(
+    ("n", "d", "dims"), [(300, 24, 2), (300, 24, 3), (400, 128, 2), (400, 128, 5), (20, 64, 2)]
+)
 def test_pca_coordinates_equal_numpys_svd_projection_up_to_sign(n, d, dims):
     x = _clustered(n, d)
     p = actviz.atlas.project(x, method="pca", dims=dims)
