@@ -124,14 +124,18 @@ class WindowDriver:
         if flush:
             self.window.flush_panel_updates()
 
-    def run_and_wait(self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True) -> RunResult:
+    def run_and_wait(
+        self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True, *, start: bool = True
+    ) -> RunResult:
         """Start a run now, wait for its ``run_finished`` and return the result shown.
 
         Fails if the run cannot start (no model or no input). ``flush``: put the result on
-        every panel at once.
+        every panel at once. ``start=False``: start nothing, wait for the run already due
+        (an auto-run window after a change).
         """
         with self.expect_run(timeout_ms, flush=flush):
-            assert self.window.run() is not None, "the window could not start a run"
+            if start:
+                assert self.window.run() is not None, "the window could not start a run"
         result = self.window.result
         assert result is not None
         return result
