@@ -32,6 +32,7 @@ import pytest
 LEAK_CHECKS = ("widgets", "hooks", "process")
 
 _CALL_FAILED = pytest.StashKey[bool]()
+_DRIVERS = pytest.StashKey[list]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,6 +50,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if report.when == "call" and report.failed:
         item.stash[_CALL_FAILED] = True
     return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    # The test's windows close before any fixture is torn down (a monkeypatch undone, a
+    # folder removed), as pytest-qt closes the widgets given to ``qtbot.addWidget``.
+    close_windows(item.stash.get(_DRIVERS, []))
+    return (yield)
+
+
+def close_windows(drivers: list) -> None:
+    """Close the drivers' windows that are still open (they stop their workers)."""
+    import shiboken6
+
+    for driver in drivers:
+        if shiboken6.isValid(driver.window) and not driver.window.is_closed():
+            driver.window.close()
 
 
 def allowed_leaks(item: pytest.Item) -> set[str]:
@@ -75,7 +93,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         inputs: Any = None,
         layers: Sequence[str] | None = None,
         *,
-        size: tuple[int, int] = (1280, 720),
+        size: tuple[int, int] | None = (1280, 720),
         debounce_ms: int = 20,
         auto_run: bool = False,
         settings: Any = None,
@@ -87,10 +105,12 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         window = MainWindow(
             settings=settings, debounce_ms=debounce_ms, auto_run=auto_run, **window_kwargs
         )
-        qtbot.addWidget(window)
+        # Not given to qtbot.addWidget: a test may delete its window itself; the plugin's
+        # teardown closes what is left first, and deletes it after the fixtures' teardown.
         driver = WindowDriver(window, qtbot)
         drivers.append(driver)
-        window.resize(*size)
+        if size is not None:
+            window.resize(*size)
         if show:
             window.show()
             qtbot.waitExposed(window)
@@ -129,7 +149,7 @@ def leftovers(
         if shiboken6.isValid(driver.window):
             if not driver.window.is_closed():
                 driver.window.close()
-            driver.window.deleteLater()
+            driver.window.deleteLater()  # with everything parented to it
         del driver
     flush_deletes()
     problems: list[str] = []
@@ -156,7 +176,8 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720),
     debounce_ms=20, auto_run=False, settings=None, show=True, **window_kwargs)`` builds a
     ``MainWindow`` (``window_kwargs`` go to it) on a scratch settings file in ``tmp_path``
-    (``settings``: your own ``QSettings``), registers it with ``qtbot``, resizes and shows it,
+    (``settings``: your own ``QSettings``), resizes it (``size=None``: its own default size)
+    and shows it (``show=False``: not),
     then shows ``model`` with ``layers`` ticked (None: the window's default choice) and
     ``inputs`` as its input. Nothing runs until you ask (``auto_run=False``): call
     :meth:`~actviz.testing.WindowDriver.run_and_wait`.
@@ -170,6 +191,7 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     state_before = ProcessState.now()
     widgets_before = top_level_widgets()
     drivers: list = []
+    request.node.stash[_DRIVERS] = drivers
     yield window_factory(qtbot, tmp_path, drivers)
     problems = leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node))
     if problems and not request.node.stash.get(_CALL_FAILED, False):
