@@ -16,8 +16,8 @@ from torch import nn
 
 from actviz.core.capture import capture
 from actviz.display.mosaic import mosaic
+from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.controller import LiveStatus
-from actviz.ui.live.feature import install_live_mode
 from actviz.ui.live.frames import (
     WEBCAM_MISSING,
     Coalescer,
@@ -31,7 +31,6 @@ from actviz.ui.live.frames import (
     webcam_status,
 )
 from actviz.workspace.budget import parse_bytes
-from tests.ui.conftest import RUN_TIMEOUT_MS, wait_run
 from tests.ui.tiny_models import TinyCNN
 
 
@@ -229,18 +228,7 @@ def test_memory_estimate_and_budget_parsing():
 
 
 # ============================================================================ controller + window
-@pytest.fixture
-def window(qtbot, new_window):
-    """A 1200x800 auto-run window (not waited for exposure) with the tiny CNN run once.
-
-    The run's result is not flushed to the panels.
-    """
-    w = new_window(size=(1200, 800), auto_run=True, exposed=False)
-    model = _tiny()
-    w.set_model(model, layers=["conv1", "conv2", "fc"])
-    w.set_input(_frames(1, seed=9))
-    wait_run(qtbot, w, flush=False)
-    return w
+LAYERS = ["conv1", "conv2", "fc"]
 
 
 def _wait_frames(qtbot, live, count: int) -> None:
@@ -251,8 +239,11 @@ def _wait_idle(qtbot, live) -> None:
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
 
 
-def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window):
-    live = install_live_mode(window)
+def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     frames = _frames(6, seed=2)
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
@@ -261,7 +252,8 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window)
         lambda i, n, label: seen.setdefault(i, window.result.layers["conv1"].view.data.copy())
     )
     live.set_speed(60)
-    assert window.live_dock.speed_spin.value() == 60  # a speed set in code shows in the dock
+    # A speed set in code shows in the dock.
+    assert window.features["live"].dock.speed_spin.value() == 60
     live.play()
     assert live.playing
     qtbot.waitUntil(lambda: len(seen) >= 3, timeout=RUN_TIMEOUT_MS)
@@ -271,23 +263,26 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, window)
     for index, data in list(seen.items())[:3]:
         expected = capture(model, frames[index : index + 1], ["conv1"])["conv1"].tensor[0]
         np.testing.assert_allclose(data, expected.numpy(), rtol=1e-5, atol=1e-6)
-    assert "frame" in window.input_preview.caption_label.text()
+    assert "frame" in window.model_dock.input_preview.caption_label.text()
     status = live.status()
     assert status.frames >= 3 and status.last.capture_ms > 0
     # Paused: no stale rate from when it played.
-    assert window.live_dock.stats_label.text().startswith("paused · capture ")
-    assert "fps" not in window.live_dock.stats_label.text()
-    assert "held" in window.live_dock.memory_label.text()
-    assert window.live_status_label.text() == "live paused"
+    assert window.features["live"].dock.stats_label.text().startswith("paused · capture ")
+    assert "fps" not in window.features["live"].dock.stats_label.text()
+    assert "held" in window.features["live"].dock.memory_label.text()
+    assert window.features["live"].status_label.text() == "live paused"
     view_menu = next(a.menu() for a in window.menuBar().actions() if "View" in a.text())
-    assert window.live_dock.toggleViewAction() in view_menu.actions()
+    assert window.features["live"].dock.toggleViewAction() in view_menu.actions()
     # The session keeps the opened input: live frames do not replace it.
     assert window.session.input.value.shape == (1, 3, 16, 16)
 
 
 def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
-    qtbot, window, monkeypatch
+    qtbot, actviz_window, monkeypatch
 ):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
     from actviz.ui.live import controller as live_mode
 
     real_prepare = live_mode.prepare
@@ -297,7 +292,7 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
         return real_prepare(*args, **kwargs)
 
     monkeypatch.setattr(live_mode, "prepare", slow_prepare)
-    live = install_live_mode(window, max_fps=1000)
+    live = window.features["live"].configure(max_fps=1000)
     frames = _frames(8, seed=4)
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
@@ -329,10 +324,13 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
     assert not window.worker.is_busy()
 
 
-def test_a_turned_channel_page_stays_while_frames_play(qtbot, window):
+def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
     torch.manual_seed(0)
     window.set_model(nn.Sequential(nn.Conv2d(3, 300, 3, padding=1)).eval(), layers=["0"])
-    live = install_live_mode(window)
+    live = window.features["live"].controller
     frames = _frames(6, seed=4)
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
@@ -375,8 +373,11 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, window):
     assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
 
 
-def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):
-    live = install_live_mode(window)
+def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     frames = _frames(4, seed=3)
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
@@ -389,7 +390,9 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):
     live.seek(1)
     # Wait for frame 1 itself: the panels fitting their page size to the width may re-show the
     # current frame once, so "the next frame shown" is not necessarily the one sought.
-    qtbot.waitUntil(lambda: window.live_dock.frame_slider.value() == 1, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: window.features["live"].dock.frame_slider.value() == 1, timeout=RUN_TIMEOUT_MS
+    )
     _wait_idle(qtbot, live)
     assert live.player.index == 1
     np.testing.assert_allclose(
@@ -397,9 +400,12 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, window):
     )
 
 
-def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, window):
-    live = install_live_mode(window)
-    dock = window.live_dock
+def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
+    dock = window.features["live"].dock
     menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Live")
     assert [a.text() for a in menu.actions() if a.text()] == [
         "Play / pause",
@@ -435,9 +441,12 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, window):
     _wait_idle(qtbot, live)
 
 
-def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot, window):
-    live = install_live_mode(window)
-    dock = window.live_dock
+def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
+    dock = window.features["live"].dock
     pad = dock.pad
     pad.resize(160, 160)
     x = window.session.input.value
@@ -482,9 +491,12 @@ def _move_event(point):
     )
 
 
-def test_sliders_perturb_the_current_input(qtbot, window):
-    live = install_live_mode(window)
-    dock = window.live_dock
+def test_sliders_perturb_the_current_input(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
+    dock = window.features["live"].dock
     x = window.session.input.value
     dock.noise_slider.setValue(50)
     dock.brightness_slider.setValue(20)
@@ -498,35 +510,45 @@ def test_sliders_perturb_the_current_input(qtbot, window):
     )
 
 
-def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, window):
-    live = install_live_mode(window, memory_budget=1024)
+def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].configure(memory_budget=1024)
     live.set_source(TensorFrames(_frames(3)))
     _wait_idle(qtbot, live)
-    text = window.live_dock.message_label.text()
+    text = window.features["live"].dock.message_label.text()
     assert "Refused" in text and "budget" in text
     assert not live.playing and window.isVisible()
     # Raising the budget lets the next frame through.
-    window.live_dock.budget_spin.setValue(64)
+    window.features["live"].dock.budget_spin.setValue(64)
     assert live.memory_budget == 64 << 20
     before = live.frames_shown
     live.step(1)
     _wait_frames(qtbot, live, before + 1)
 
 
-def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, window):
-    live = install_live_mode(window)
+def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     # No earlier shapes to estimate from: the capture itself refuses.
     window.session.result = None
     live.memory_budget = 512
     live.set_source(TensorFrames(_frames(2)))
     qtbot.waitUntil(
-        lambda: "Refused" in window.live_dock.message_label.text(), timeout=RUN_TIMEOUT_MS
+        lambda: "Refused" in window.features["live"].dock.message_label.text(),
+        timeout=RUN_TIMEOUT_MS,
     )
-    assert "512 B" in window.live_dock.message_label.text()
+    assert "512 B" in window.features["live"].dock.message_label.text()
 
 
-def test_run_while_perturbing_refreshes_the_live_frame(qtbot, window):
-    live = install_live_mode(window)
+def test_run_while_perturbing_refreshes_the_live_frame(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     live.update_perturbation(brightness=0.3)
     _wait_idle(qtbot, live)
     shown = live.frames_shown
@@ -537,8 +559,11 @@ def test_run_while_perturbing_refreshes_the_live_frame(qtbot, window):
     torch.testing.assert_close(window.result.capture.inputs, expected)
 
 
-def test_only_the_latest_capture_is_kept(qtbot, window):
-    live = install_live_mode(window)
+def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     live.set_source(TensorFrames(_frames(6)))
     _wait_frames(qtbot, live, 1)
     refs = [weakref.ref(window.result.capture)]
@@ -557,9 +582,12 @@ def test_only_the_latest_capture_is_kept(qtbot, window):
     assert not [o for o in gc.get_objects() if type(o) is _Spec]
 
 
-def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window):
-    live = install_live_mode(window)
-    window.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
+def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
+    window.centre.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
     qtbot.waitUntil(lambda: live._visible_layers() == set(), timeout=2000)
     before = len(live.timings)
     old = window.result.layers["conv1"].mosaic
@@ -578,14 +606,14 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, window)
     )
 
 
-def test_the_webcam_entry_says_why_it_is_missing(qtbot, new_window, monkeypatch):
+def test_the_webcam_entry_says_why_it_is_missing(qtbot, actviz_window, monkeypatch):
     from actviz.ui.live import dock as live_controls
 
     # Before the window: its live dock reads the webcam's status when it is made.
     monkeypatch.setattr(live_controls, "webcam_status", lambda: (False, WEBCAM_MISSING))
-    window = new_window()
-    live = install_live_mode(window)
-    dock = window.live_dock
+    window = actviz_window().window
+    live = window.features["live"].controller
+    dock = window.features["live"].dock
     item = dock.source_combo.model().item(live_controls._WEBCAM)
     assert not item.isEnabled() and WEBCAM_MISSING in item.text()
     assert dock.webcam_label.text() == WEBCAM_MISSING
@@ -594,13 +622,16 @@ def test_the_webcam_entry_says_why_it_is_missing(qtbot, new_window, monkeypatch)
     assert dock.message_label.text() == WEBCAM_MISSING
 
 
-def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, window, tmp_path):
+def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, actviz_window, tmp_path):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
     from actviz.ui.live import dock as live_controls
 
     for i in range(3):
         Image.new("RGB", (16, 16), (80 * i, 40, 200)).save(tmp_path / f"f{i}.png")
-    live = install_live_mode(window)
-    dock = window.live_dock
+    live = window.features["live"].controller
+    dock = window.features["live"].dock
     dock.choose_folder = lambda parent: str(tmp_path)
     dock._on_source_activated(live_controls._FOLDER)
     assert isinstance(live.source, ImageFolder) and len(live.source) == 3
@@ -629,15 +660,18 @@ def test_still_frame_source_and_status_text():
     assert "3.0 MiB of 1.0 GiB" in st.memory_text()
 
 
-def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, window):
-    live = install_live_mode(window)
+def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     frames = _frames(3, seed=2)
-    assert window.tabs.currentWidget() is window.layers_splitter
+    assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
     assert window.result.capture.input_grads is None and window.result.saliency is None
-    window.tabs.setCurrentWidget(window.overview_tab)
+    window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
     shown = live.frames_shown
     live.step(1)
     _wait_frames(qtbot, live, shown + 1)

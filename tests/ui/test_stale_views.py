@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from tests.ui import test_main_window as base
-from tests.ui.test_main_window import RUN_TIMEOUT_MS
-
-settings = base.settings
-make_window = base.make_window
-tiny_window = base.tiny_window
+from actviz.testing import RUN_TIMEOUT_MS
+from tests.ui.conftest import frame
 
 
 def _normalisations(window) -> dict[str, str]:
@@ -18,17 +14,25 @@ def _normalisations(window) -> dict[str, str]:
     }
 
 
-def test_scale_changed_on_the_overview_reaches_the_layer_panels_without_a_run(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_scale_changed_on_the_overview_reaches_the_layer_panels_without_a_run(
+    qtbot, actviz_window, tiny_cnn
+):
+    win = actviz_window(
+        tiny_cnn, frame(1), ["conv1", "conv2", "fc"], size=(1400, 900), auto_run=True
+    )
+    win.run_and_wait()
+    window = win.window
     assert _normalisations(window) == {"conv1": "channel", "conv2": "channel"}
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.tabs.setCurrentWidget(window.overview_tab)  # re-runs for the saliency
+        window.centre.tabs.setCurrentWidget(window.centre.overview_tab)  # re-runs for the saliency
     captures = []
     window.run_started.connect(lambda: captures.append(1))
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
+        window.commands.normalize_combo.setCurrentIndex(
+            window.commands.normalize_combo.findData("shared")
+        )
     qtbot.waitUntil(lambda: not window.display_pending(), timeout=5000)
-    window.tabs.setCurrentWidget(window.layers_splitter)
+    window.centre.tabs.setCurrentWidget(window.centre.layers_splitter)
     qtbot.waitUntil(
         lambda: _normalisations(window) == {"conv1": "shared", "conv2": "shared"}, timeout=5000
     )
@@ -47,12 +51,9 @@ from PIL import Image  # noqa: E402
 from PySide6.QtWidgets import QDialogButtonBox  # noqa: E402
 
 import actviz.core.capture as core_capture  # noqa: E402
-from actviz.ui.live.feature import install_live_mode  # noqa: E402
 from actviz.ui.live.frames import ImageFolder, TensorFrames  # noqa: E402
 from actviz.ui.window.dialogs import ExportFolderDialog  # noqa: E402
 from tests.ui import test_live  # noqa: E402
-
-window = test_live.window
 
 
 def _record_captures(monkeypatch) -> list[torch.Tensor]:
@@ -75,9 +76,20 @@ def _minmax_picture(clean: torch.Tensor, value: torch.Tensor) -> np.ndarray:
     return arr.round().to(torch.uint8).permute(1, 2, 0).numpy()
 
 
-def test_the_perturbation_preview_is_the_input_the_model_receives(qtbot, window, monkeypatch):
-    live = install_live_mode(window)
-    dock = window.live_dock
+def test_the_perturbation_preview_is_the_input_the_model_receives(
+    qtbot, actviz_window, monkeypatch
+):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
+    dock = window.features["live"].dock
     frames = test_live._frames(3, seed=4)
     live.set_source(TensorFrames(frames, "clip"))
     test_live._wait_idle(qtbot, live)
@@ -91,7 +103,7 @@ def test_the_perturbation_preview_is_the_input_the_model_receives(qtbot, window,
     expected_value, _ = live.perturbation.apply(frames[0:1])
     torch.testing.assert_close(received, expected_value)
     expected = _minmax_picture(frames[0:1], received)
-    for shown in (dock.pad._rgb, window.input_preview.rgb):
+    for shown in (dock.pad._rgb, window.model_dock.input_preview.rgb):
         diff = np.abs(shown.astype(int) - expected)
         assert diff.max() <= 1 and (diff > 0).mean() < 0.05  # rounding at .5 only
     # Brighter than the clean frame by 10 % of its range, the patch flat, noise elsewhere.
@@ -102,12 +114,20 @@ def test_the_perturbation_preview_is_the_input_the_model_receives(qtbot, window,
     assert (patch == patch[0]).all()
 
 
-def test_perturbation_sliders_show_their_values(qtbot, window):
-    install_live_mode(window)
-    dock = window.live_dock
+def test_perturbation_sliders_show_their_values(qtbot, actviz_window):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
+    dock = window.features["live"].dock
     assert (dock.noise_value.text(), dock.brightness_value.text()) == ("0%", "+0%")
     assert (dock.contrast_value.text(), dock.size_value.text()) == ("100%", "25%")
-    window.live_dock.show()
+    window.features["live"].dock.show()
     for slider, label in (
         (dock.noise_slider, dock.noise_value),
         (dock.brightness_slider, dock.brightness_value),
@@ -127,8 +147,17 @@ def test_perturbation_sliders_show_their_values(qtbot, window):
     assert dock.contrast_value.text() == "100%"
 
 
-def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, window):
-    live = install_live_mode(window, max_fps=1000)
+def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_window):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].configure(max_fps=1000)
     frames = test_live._frames(6, seed=5)
     source = TensorFrames(frames, "clip")
     live.set_source(source)
@@ -136,37 +165,48 @@ def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, window):
     mismatches, checked = [], []
 
     def on_frame(index: int, length: int, label: str) -> None:
-        caption = window.input_preview.caption_label.text()
+        caption = window.model_dock.input_preview.caption_label.text()
         if not caption.startswith(f"frame {index + 1}/{length} · {label}"):
             mismatches.append((index, caption))
-        if not np.array_equal(window.input_preview.rgb, source.frame(index).image):
+        if not np.array_equal(window.model_dock.input_preview.rgb, source.frame(index).image):
             mismatches.append((index, "image"))
         checked.append(index)
 
     live.frame_changed.connect(on_frame)
     live.set_speed(60)
     live.play()
-    qtbot.waitUntil(lambda: len(checked) >= 5, timeout=test_live.RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: len(checked) >= 5, timeout=RUN_TIMEOUT_MS)
     live.pause()
     test_live._wait_idle(qtbot, live)
     assert mismatches == []
     # Once every display step ran, the preview still names the last frame shown.
     last = live.status().last.index
-    assert window.input_preview.caption_label.text().startswith(f"frame {last + 1}/6 · clip[")
-    assert np.array_equal(window.input_preview.rgb, source.frame(last).image)
+    assert window.model_dock.input_preview.caption_label.text().startswith(
+        f"frame {last + 1}/6 · clip["
+    )
+    assert np.array_equal(window.model_dock.input_preview.rgb, source.frame(last).image)
 
 
-def test_read_outs_say_paused_when_paused(qtbot, window):
-    live = install_live_mode(window, max_fps=1000)
+def test_read_outs_say_paused_when_paused(qtbot, actviz_window):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].configure(max_fps=1000)
     live.set_source(TensorFrames(test_live._frames(4, seed=6), "clip"))
     live.set_speed(60)
     live.play()
     test_live._wait_frames(qtbot, live, 3)
-    assert window.live_status_label.text().endswith(" fps")
+    assert window.features["live"].status_label.text().endswith(" fps")
     live.pause()
     test_live._wait_idle(qtbot, live)
-    assert window.live_status_label.text() == "live paused"
-    text = window.live_dock.stats_label.text()
+    assert window.features["live"].status_label.text() == "live paused"
+    text = window.features["live"].dock.stats_label.text()
     assert text.startswith("paused · capture ") and "fps" not in text
 
 
@@ -180,8 +220,19 @@ def _folder(tmp_path, count: int = 9):
     return folder
 
 
-def test_export_while_playing_a_folder_records_the_frame_and_perturbations(qtbot, window, tmp_path):
-    live = install_live_mode(window)
+def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
+    qtbot, actviz_window, tmp_path
+):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].controller
     folder = _folder(tmp_path)
     assert live.open_folder(folder)
     test_live._wait_idle(qtbot, live)
@@ -206,12 +257,23 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(qtbot
     _, picture = live.perturbation.apply(frame.value, frame.image)
     assert np.array_equal(np.asarray(Image.open(out / "input.png")), picture)
     # A normalisation change re-prepares the same frame: still named.
-    with qtbot.waitSignal(window.run_finished, timeout=test_live.RUN_TIMEOUT_MS):
-        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
+    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.commands.normalize_combo.setCurrentIndex(
+            window.commands.normalize_combo.findData("shared")
+        )
     assert window.result.origin["input"] == "frame_007.png"
 
 
-def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, window, tmp_path):
+def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, tmp_path):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
     assert window.result.origin is None
     assert window.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -219,7 +281,16 @@ def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, window, tmp_pat
     assert summary["perturbation"] == {} and summary["input_path"] == ""
 
 
-def test_export_everything_accepts_a_folder_that_does_not_exist_yet(qtbot, window, tmp_path):
+def test_export_everything_accepts_a_folder_that_does_not_exist_yet(qtbot, actviz_window, tmp_path):
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    window = win.window
     target = tmp_path / "results" / "run1"
     dialog = ExportFolderDialog(window, str(tmp_path))
     qtbot.addWidget(dialog)
@@ -239,6 +310,6 @@ def test_export_everything_accepts_a_folder_that_does_not_exist_yet(qtbot, windo
     # The Export everything action with that answer writes there, creating it.
     asked = []
     window.exports.choose_export_folder = lambda parent, start: asked.append(start) or str(target)
-    with qtbot.waitSignal(window.export_finished, timeout=test_live.RUN_TIMEOUT_MS):
-        window.export_all_action.trigger()
+    with qtbot.waitSignal(window.export_finished, timeout=RUN_TIMEOUT_MS):
+        window.commands.export_all_action.trigger()
     assert (target / "summary.json").is_file() and asked == [""]
