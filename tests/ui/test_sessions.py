@@ -66,7 +66,11 @@ def _investigation(win, checkpoint):
     s.edits.add("features.block3", scale(0, 0.5))
     s.edits.add("features.block1", patch(first.capture, [0, 2]), "pin")
     s.set_channel_page("features.block3", 16)
-    return win.run_and_wait()
+    result = win.run_and_wait()
+    compare = win.feature("compare")
+    compare.view.set_source("input")
+    compare.view.input_combo.setEditText("random:1x3x32x32:7")
+    return result
 
 
 def _same_capture(a, b):
@@ -124,6 +128,9 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     _same_capture(list(s.pins)[0].result.capture, pins[0].result.capture)
     patch_edit = [e for e in o.edits if e.edit.kind == "patch"][0].edit
     assert patch_edit.source is pins[0].result.capture
+    # The comparison set-up: run B was another input.
+    view = other.feature("compare").view
+    assert view.source == "input" and view.input_combo.currentText() == "random:1x3x32x32:7"
     assert not [m for m in other.banner_messages() if "rror" in m]
     # The scripting path: actviz.session.save takes the window itself.
     again = tmp_path / "again.actviz"
@@ -297,3 +304,39 @@ def test_file_menu_lists_the_session_entries(actviz_window):
         assert entry in texts
     save = next(a for a in win.window.menu("File").actions() if a.text() == "Save session")
     assert save.shortcut().toString() == "Ctrl+S"
+
+
+def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, checkpoint, tmp_path):
+    from PIL import Image
+    from PySide6.QtCore import QSettings
+
+    from actviz.ui.dataset.dialog import ScanSpec
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(
+            folder / f"img{i}.png"
+        )
+    win = actviz_window()
+    _open_model(win, checkpoint)
+    win.set_input(_inputs()[0])
+    win.run_and_wait()
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    with win.qtbot.waitSignal(dataset.scans.scan_finished, timeout=60_000):
+        dataset.start(ScanSpec(str(folder), ("features.block2",), 3, 3))
+    path = tmp_path / "scan.actviz"
+    assert _sessions(win).save_session(path, wait=True)
+    state = actviz.session.load(path)
+    assert state.scan_key == str(dataset.scan.cache_path)
+
+    # Its own settings: the scan comes back from the session, not from the last folder.
+    other = actviz_window(settings=QSettings(str(tmp_path / "b.ini"), QSettings.Format.IniFormat))
+    scans = other.feature("dataset").scans
+    with other.qtbot.waitSignal(scans.scan_finished, timeout=60_000) as shown:
+        assert _sessions(other).open_session(path)
+    assert shown.args[0].from_cache and shown.args[0].count == 6
+    assert str(shown.args[0].cache_path) == state.scan_key
+    other.wait_idle()

@@ -287,6 +287,36 @@ class CompareController(FeatureBase, QObject):
         self._pages.clear()
         self.view.clear(message)
 
+    def session_part(self) -> dict[str, Any]:
+        """The comparison set-up a session file keeps: run A is the latest run; run B is a
+        pin (its label), an input (its source) or a second model (its source)."""
+        v = self.view
+        setup: dict[str, Any] = {"a": "current", "mode": v.source}
+        pins = list(self.session.pins)
+        if v.source == PIN and pins:
+            setup["b"] = pins[min(max(v.pin_combo.currentIndex(), 0), len(pins) - 1)].label
+        elif v.source == INPUT:
+            setup["b"] = v.input_combo.currentText().strip()
+        elif v.source == MODEL and self.model_b is not None:
+            setup["b"] = str(self.model_b.source)
+        return {"comparison": setup}
+
+    def restore_session_part(self, parts: Any) -> None:
+        """Choose run B as a session file's set-up says (nothing runs; a second model is
+        named, to be opened again)."""
+        setup = parts.get("comparison") or {}
+        mode, b = setup.get("mode"), setup.get("b")
+        if mode not in (PIN, INPUT, MODEL):
+            return
+        self.view.set_source(mode)
+        labels = [p.label for p in self.session.pins]
+        if mode == PIN and b in labels:
+            self._refresh_pins(current=labels.index(b))
+        elif mode == INPUT and b:
+            self.view.input_combo.setEditText(str(b))
+        elif mode == MODEL and b and self.model_b is None:
+            self.view.set_model_text(f"the session compared with {b}: open model B again")
+
     def shutdown(self) -> None:
         """The window closes: stop loads, let go of the session's events."""
         if self._closed:

@@ -313,6 +313,32 @@ class DatasetScanUI(FeatureBase, QObject):
             return 0
         return self.scans.peek(ScanSpec(folder, layers, self._last_k))
 
+    def session_part(self) -> dict[str, Any]:
+        """What a session file keeps of the scan shown: its cache key (the folder of its
+        saved arrays) and what was scanned, so opening the session shows it again."""
+        spec, scan = self.scans.spec, self.scan
+        if spec is None or scan is None:
+            return {}
+        key = getattr(scan, "cache_path", None)
+        return {
+            "scan_key": str(key) if key else None,
+            "dataset": {"folder": spec.folder, "layers": list(spec.layers), "k": int(spec.k)},
+        }
+
+    def restore_session_part(self, parts: Any) -> int:
+        """Show a session's scan again from its saved arrays (nothing is run: a folder or
+        layers that are gone show nothing). Returns the job's generation (0: none)."""
+        saved = parts.get("dataset")
+        if not isinstance(saved, dict):
+            return 0
+        folder, layers = str(saved.get("folder", "")), tuple(saved.get("layers") or ())
+        tree = self.session.tree
+        if not layers or tree is None or any(n not in tree for n in layers):
+            return 0
+        if not Path(folder).is_dir():
+            return 0
+        return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
+
     # -- channel view and grid -----------------------------------------------------------------
     def _on_input_loaded(self, _source: str) -> None:
         if self._awaiting_input:
