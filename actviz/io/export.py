@@ -5,7 +5,7 @@ PNG in the same layout, the same mosaics at one pixel per value (``_1x.png``: ex
 window panel paints for that layer, colour map and normalisation), and the raw arrays (``.npz``).
 Everything shown is prepared by :func:`actviz.display.prepare.prepare`, the window's own path. For the model: saliency and Grad-CAM
 overlaid on the input image, and ``summary.json`` (shapes, statistics, prediction, target,
-warnings, the files written). No Qt here: the GUI and the CLI both call :func:`export_capture`.
+the edits the run was made with, warnings, the files written). No Qt here: the GUI and the CLI both call :func:`export_capture`.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ _MIN_TILE_PX = 40  # small maps are upscaled so a person can see them
 _MAX_IMAGE_PX = 2400
 #: Channels per exported mosaic PNG; wider layers are written as several pages.
 EXPORT_PAGE_CHANNELS = 1024
+#: A picture is widened to show its whole title up to this width; a longer title is elided.
+_MAX_TITLE_PX = 1800
 
 
 def safe_name(layer: str) -> str:
@@ -76,6 +78,22 @@ def _text_w(draw: ImageDraw.ImageDraw, text: str, font: Any) -> int:
     return int(right - left)
 
 
+def _fit_title(
+    draw: ImageDraw.ImageDraw, title: str, font: Any, body_w: int, margin: int
+) -> tuple[int, str]:
+    """The picture's width (the body's, widened so the title fits, at least 320 px) and the
+    title to draw: whole, or cut with "…" past :data:`_MAX_TITLE_PX`."""
+    width = max(
+        body_w + 2 * margin, 320, min(_text_w(draw, title, font), _MAX_TITLE_PX) + 2 * margin
+    )
+    room = width - 2 * margin
+    if _text_w(draw, title, font) > room:
+        while title and _text_w(draw, title + "…", font) > room:
+            title = title[:-1]
+        title += "…"
+    return width, title
+
+
 def _fmt(v: float) -> str:
     if not math.isfinite(v):
         return str(v)
@@ -88,7 +106,7 @@ def _framed(
     """Add a title above and a colour bar with its value range below ``body``."""
     font, small = _font(14), _font(11)
     bar_h, margin = 14, 8
-    width = max(body.width + 2 * margin, 320)
+    width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, margin)
     height = body.height + 3 * margin + 22 + bar_h + 18
     canvas = Image.new("RGB", (width, height), _BG)
     draw = ImageDraw.Draw(canvas)
@@ -167,7 +185,8 @@ def _bars_png(values: np.ndarray, title: str, color: tuple[int, int, int]) -> Im
 
 def _titled(body: Image.Image, title: str) -> Image.Image:
     font = _font(14)
-    canvas = Image.new("RGB", (max(body.width + 16, 320), body.height + 38), _BG)
+    width, title = _fit_title(ImageDraw.Draw(body), title, font, body.width, 8)
+    canvas = Image.new("RGB", (width, body.height + 38), _BG)
     ImageDraw.Draw(canvas).text((8, 8), title, fill=_INK, font=font)
     canvas.paste(body, (8, 30))
     return canvas
@@ -379,6 +398,20 @@ def _record_arrays(recs: Sequence[LayerRecord]) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _edit_rows(edits: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """The edits a capture ran with, one row each, as summary.json records them."""
+    rows = []
+    for layer, items in edits.items():
+        for edit in items:
+            row: dict[str, Any] = {"layer": layer, "kind": edit.kind, "edit": edit.describe()}
+            row["channels"] = list(edit.channels) if edit.channels is not None else None
+            for key in ("factor", "min", "max", "call", "dim"):
+                if getattr(edit, key) is not None:
+                    row[key] = getattr(edit, key)
+            rows.append(row)
+    return rows
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
@@ -544,6 +577,11 @@ def export_capture(
         "prediction": [
             {"index": i, "label": label, "probability": p} for i, label, p in prepared.predictions
         ],
+        # The capture ran with its edits: its prediction (and every map) is the edited run's.
+        "prediction_of": "the edited run (the edits listed under 'edits' applied)"
+        if cap.edits
+        else "the run without edits",
+        "edits": _edit_rows(cap.edits),
         "layers": layer_summary,
         "attribution": attribution,
         **sequence_summary,

@@ -229,3 +229,15 @@ def test_gradient_pngs_show_the_gradient_magnitudes(spatial_cap, tmp_path):
                 _values(tile, "inferno"), expected[c, h // 2 :], atol=1.5 / 255,
                 err_msg=f"{name} channel {c}",
             )  # fmt: skip
+
+
+def test_a_long_title_is_never_cut_by_the_pictures_edge():
+    """The picture widens to its title: a layer's full name and scale stay readable."""
+    maps = torch.rand(1, 4, 6, 6)
+    name = "encoder.layers.encoder_layer_11.mlp.linear_with_a_long_name · Linear"
+    for img in (render_layer_png(maps, name), render_layer_png(torch.rand(1, 5), name)):
+        rgb = np.asarray(img.convert("RGB"))
+        title_band = (rgb[:28] != 255).any(axis=2)
+        cols = np.flatnonzero(title_band.any(axis=0))
+        assert cols.size and cols[-1] < img.width - 8  # the margin at the right is kept
+        assert img.width > 320 + 100  # widened: the body alone is narrower
