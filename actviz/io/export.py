@@ -461,7 +461,9 @@ def export_capture(
     input_path
         The input's full path, recorded as ``"input_path"`` ("" when not a file).
     frame
-        Index of the frame in its sequence, recorded as ``"frame"`` (None: not a sequence).
+        Index of the frame in its sequence (0 = first), recorded as ``"frame"``, and as
+        ``"frame_number"`` counted from 1 as the window shows it ("frame 67/200" is index 66);
+        None: not a sequence.
     perturbation
         Every perturbation applied to the input with its value, recorded as
         ``"perturbation"`` (``{}``: the input as opened), e.g. ``{"noise": 0.2}``.
@@ -563,6 +565,7 @@ def export_capture(
         "input": input_name,
         "input_path": input_path,
         "frame": frame,
+        "frame_number": frame + 1 if frame is not None else None,
         "perturbation": dict(perturbation or {}),
         "input_shapes": _shapes(cap.inputs),
         "output_shapes": _shapes(cap.output),

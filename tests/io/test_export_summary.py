@@ -36,6 +36,7 @@ def test_summary_records_the_frame_and_its_perturbations(tmp_path):
     assert summary["input"] == "frame_007.png"
     assert summary["input_path"] == "/data/clip/frame_007.png"
     assert summary["frame"] == 7
+    assert summary["frame_number"] == 8  # as the window counts it: "frame 8/N"
     assert summary["perturbation"] == perturbation
 
 
@@ -44,6 +45,7 @@ def test_summary_of_a_plain_input_has_no_frame_and_no_perturbation(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["input"] == "arrow.png" and summary["input_path"] == ""
     assert summary["frame"] is None and summary["perturbation"] == {}
+    assert summary["frame_number"] is None
 
 
 def test_summary_lists_the_edits_and_says_the_prediction_is_the_edited_runs(tmp_path):
