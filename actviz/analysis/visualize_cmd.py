@@ -1,0 +1,149 @@
+"""``actviz visualize``: what each channel of a layer wants to see, written as PNGs.
+
+``actviz visualize --model resnet18 --layer layer3 --channels 0-15 --out vis/`` writes one PNG
+per channel, a numbered contact sheet and ``visualize.json`` (objective curves, final
+activations, settings). Torch is imported inside :func:`run` only, so building the parser
+stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_parser", "parse_channels", "run"]
+
+_DEFAULT_CHANNELS = 16
+
+
+def parse_channels(text: str) -> list[int]:
+    """``"0-3,7,9-10"`` -> ``[0, 1, 2, 3, 7, 9, 10]`` (order kept, repeats dropped).
+
+    Raises
+    ------
+    ValueError
+        A part that is not a number or a range ``a-b`` with ``a <= b``.
+    """
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise ValueError(
+                f"--channels: {part!r} is not a channel or a range like 0-15"
+            ) from None
+        if a < 0 or b < a:
+            raise ValueError(f"--channels: {part!r} is not a range from low to high")
+        out.extend(c for c in range(a, b + 1) if c not in out)
+    if not out:
+        raise ValueError("--channels: no channel given")
+    return out
+
+
+def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+    """Add the ``visualize`` sub-command to ``sub``."""
+    p = sub.add_parser(
+        "visualize",
+        help="synthesise the image each channel responds to most (feature visualisation)",
+        description="Optimise one image per channel so that the channel's activation is as high "
+        "as it gets (Fourier parameterisation, decorrelated colour, robustness transforms, the "
+        "model's own normalisation). Writes one PNG per channel, a numbered contact sheet and "
+        "visualize.json.",
+    )
+    add_model_args(p, True)
+    p.add_argument("--layer", "-l", help="module name (see `actviz info`); not with --target")
+    p.add_argument(
+        "--channels",
+        "-c",
+        help=f"channels, e.g. 0-15 or 3,7,9-12 (default: the first {_DEFAULT_CHANNELS}); with "
+        "--target, the classes",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("channel", "neuron", "layer"),
+        default="channel",
+        help="channel mean (default), its centre neuron, or the layer's mean square (DeepDream)",
+    )
+    p.add_argument(
+        "--target", action="store_true", help="maximise the class logits given by --channels"
+    )
+    p.add_argument("--negative", action="store_true", help="minimise the objective instead")
+    p.add_argument("--steps", type=int, default=256, help="optimisation steps (default 256)")
+    p.add_argument("--size", type=int, default=128, help="image side in pixels (default 128)")
+    p.add_argument("--batch", type=int, help="images per forward pass (default: all at once)")
+    p.add_argument("--lr", type=float, default=0.05, help="Adam's learning rate (default 0.05)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--param", choices=("fourier", "pixel"), default="fourier")
+    p.add_argument("--no-decorrelate", action="store_true", help="plain RGB, no colour mixing")
+    p.add_argument("--transforms", choices=("standard", "none"), default="standard")
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the user's cache folder"
+    )
+    p.add_argument("--out", "-o", required=True, help="output folder")
+
+
+def run(
+    args: argparse.Namespace,
+    open_model: Callable[[argparse.Namespace], Any],
+    progress: Callable[[str], None],
+) -> int:
+    """Run ``actviz visualize``; 0 on success (errors are raised, the CLI prints them)."""
+    from actviz.analysis.visualize import layer_channels, visualize
+    from actviz.analysis.visualize_export import write_visualization
+
+    if args.target and args.layer:
+        raise ValueError("give --layer or --target, not both")
+    if not args.target and not args.layer:
+        raise ValueError("give --layer (see `actviz info --model ...` for names) or --target")
+    channels = parse_channels(args.channels) if args.channels else None
+    loaded = open_model(args)
+    if channels is None:
+        if args.target:
+            count = len(loaded.categories or ()) or _DEFAULT_CHANNELS
+        else:
+            count = layer_channels(loaded, args.layer, size=args.size)
+        channels = list(range(min(count, _DEFAULT_CHANNELS)))
+    what = "classes" if args.target else f"{args.layer} channels"
+    progress(f"visualising {len(channels)} {what} ({args.steps} steps, {args.size} px) ...")
+    shown = [0]
+
+    def report(done: int, total: int) -> None:
+        # About twenty lines whatever the step count.
+        if done == total or done * 20 // total > shown[0]:
+            shown[0] = done * 20 // total
+            progress(f"  step {done}/{total}")
+
+    vis = visualize(
+        loaded,
+        None if args.target else args.layer,
+        channels,
+        objective=args.objective,
+        steps=args.steps,
+        size=args.size,
+        batch=args.batch,
+        param=args.param,
+        decorrelate=not args.no_decorrelate,
+        transforms=args.transforms,
+        lr=args.lr,
+        seed=args.seed,
+        target=channels if args.target else None,
+        negative=args.negative,
+        cache=not args.no_cache,
+        progress=report,
+    )
+    cached = sum(vis.from_cache)
+    if cached:
+        progress(f"{cached} of {len(channels)} from the cache")
+    files = write_visualization(vis, args.out, {"model": loaded.name, "source": args.model})
+    for i, c in enumerate(vis.channels):
+        categories = loaded.categories or []
+        name = f" ({categories[c]})" if args.target and c < len(categories) else ""
+        print(f"{c}{name}: final activation {vis.activations[i]:.4g}")
+    print(f"wrote {len(files)} files to {args.out} in {vis.elapsed_s:.1f} s")
+    return 0

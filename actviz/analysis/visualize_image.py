@@ -1,0 +1,245 @@
+"""The image side of feature visualisation: how an image is parameterised and transformed.
+
+* :class:`ImageParam`: ``K`` images, one per sample, each from its own seed. The Fourier
+  parameterisation (Olah et al., "Feature Visualization", Distill 2017) stores a spectrum
+  scaled by 1/f, so a gradient step moves low frequencies as much as high ones and the
+  picture is not drowned in high-frequency noise; colours are decorrelated with the square
+  root of ImageNet's colour covariance and squashed into [0, 1] by a sigmoid. The constants are
+  Lucid's (and Lucent's), so settings carry over.
+* :class:`RobustTransforms`: the standard robustness transforms (pad, jitter, random scale,
+  random rotation, jitter) of every sample and step, drawn up front from each sample's own
+  generator and composed into *one* affine map per sample, so a step costs one
+  ``affine_grid`` + ``grid_sample`` for the whole batch instead of five resampling passes,
+  and every image keeps one output size whatever scale it drew (the batch stays one tensor).
+
+Everything is plain torch; nothing here touches a model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["ImageParam", "RobustTransforms", "TRANSFORM_SETS", "sample_seed"]
+
+# Square root of ImageNet's colour covariance (Lucid), columns normalised to at most 1.
+_COLOR_SQRT = np.asarray(
+    [[0.26, 0.09, 0.02], [0.27, 0.00, -0.05], [0.27, -0.09, 0.03]], dtype=np.float32
+)
+_COLOR = _COLOR_SQRT / np.max(np.linalg.norm(_COLOR_SQRT, axis=0))
+# Lucid's: a larger divisor gives less saturated pictures.
+_FOURIER_DIVISOR = 4.0
+_INIT_SD = 0.01
+
+
+def sample_seed(seed: int, key: int) -> int:
+    """The seed of one sample: a function of the run's seed and the sample's key (its channel).
+
+    Each sample draws its start and its transforms from its own generator, so a channel gives
+    the same picture whether it runs alone or batched with others.
+    """
+    return (int(seed) * 1_000_003 + int(key) * 7_919 + 12_345) % (2**63 - 1)
+
+
+def _rfft2d_freqs(h: int, w: int) -> np.ndarray:
+    fy = np.fft.fftfreq(h)[:, None]
+    fx = np.fft.fftfreq(w)[: w // 2 + (2 if w % 2 else 1)]
+    return np.sqrt(fx * fx + fy * fy)
+
+
+class ImageParam:
+    """``K`` RGB images of ``h x w`` as one trainable tensor.
+
+    Parameters
+    ----------
+    seeds
+        One seed per image (see :func:`sample_seed`).
+    size
+        ``(h, w)``.
+    param
+        ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``.
+    decorrelate
+        Mix the three channels with ImageNet's colour correlation before the sigmoid.
+    device
+        Where the tensors live.
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[int],
+        size: tuple[int, int],
+        param: str = "fourier",
+        decorrelate: bool = True,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if param not in ("fourier", "pixel"):
+            raise ValueError(f"param must be 'fourier' or 'pixel', not {param!r}")
+        self.size = (int(size[0]), int(size[1]))
+        self.param = param
+        h, w = self.size
+        if param == "fourier":
+            freqs = _rfft2d_freqs(h, w)
+            shape: tuple[int, ...] = (3, *freqs.shape, 2)
+            # 1/f scaling and Lucid's divisor folded into one constant (the inverse FFT is
+            # linear), computed once rather than per step.
+            scale = 1.0 / np.maximum(freqs, 1.0 / max(w, h)) / _FOURIER_DIVISOR
+            self.scale: torch.Tensor | None = torch.tensor(
+                scale, dtype=torch.float32, device=device
+            )[None, None, :, :, None]
+        else:
+            shape = (3, h, w)
+            self.scale = None
+        # Each image from its own generator: the same seed gives the same start in any batch.
+        init = [
+            torch.randn(shape, generator=torch.Generator().manual_seed(s)) * _INIT_SD for s in seeds
+        ]
+        self.tensor = torch.stack(init).to(device).requires_grad_(True)
+        self.color = (
+            torch.tensor(_COLOR.T, device=device) if decorrelate else None
+        )  # (in, out) for a matmul over the channel axis
+
+    def images(self) -> torch.Tensor:
+        """The images, ``(K, 3, h, w)`` in (0, 1), differentiable in :attr:`tensor`."""
+        x = self.tensor
+        if self.scale is not None:
+            spectrum = torch.view_as_complex(x * self.scale)
+            x = torch.fft.irfftn(spectrum, s=self.size, norm="ortho")
+        if self.color is not None:
+            x = torch.einsum("kchw,cd->kdhw", x, self.color)
+        return torch.sigmoid(x)
+
+
+#: Transform sets by name: pad (pixels, filled with 0.5 grey), first jitter (pixels, the
+#: range of shifts), scales, angles (degrees, 0 five more times as in Lucid), second jitter.
+TRANSFORM_SETS: dict[str, dict[str, object]] = {
+    "standard": {
+        "pad": 12,
+        "jitter": 8,
+        "scales": tuple(1 + (i - 5) / 50.0 for i in range(11)),
+        "angles": tuple(range(-10, 11)) + (0,) * 5,
+        "jitter2": 4,
+    },
+    "none": {"pad": 0, "jitter": 0, "scales": (1.0,), "angles": (0,), "jitter2": 0},
+}
+
+
+class RobustTransforms:
+    """Per-sample pad, jitter, scale, rotation and jitter as one affine resampling per step.
+
+    The map of each sample and step is drawn when the object is made, from the sample's own
+    generator, so the draws do not depend on which other samples share the batch or on any
+    global random state. Jitter is centred (shifts from ``-(d-1)/2`` to ``(d-1)/2``) so it
+    does not drift the picture one way.
+
+    Parameters
+    ----------
+    seeds
+        One per sample.
+    steps
+        How many maps to draw per sample.
+    image_size
+        ``(h, w)`` of the parameterised image.
+    out_size
+        ``(H, W)`` the model is fed; None: the image with its padding (``h + 2 pad``).
+    transforms
+        A key of :data:`TRANSFORM_SETS`.
+    device
+        Where the maps live.
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[int],
+        steps: int,
+        image_size: tuple[int, int],
+        out_size: tuple[int, int] | None,
+        transforms: str = "standard",
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if transforms not in TRANSFORM_SETS:
+            raise ValueError(
+                f"transforms must be one of {', '.join(map(repr, TRANSFORM_SETS))}, "
+                f"not {transforms!r}"
+            )
+        spec = TRANSFORM_SETS[transforms]
+        pad = int(spec["pad"])  # type: ignore[call-overload]
+        h, w = image_size
+        self.pad = pad
+        self.canvas = (h + 2 * pad, w + 2 * pad)
+        self.out_size = tuple(out_size) if out_size is not None else self.canvas
+        self.identity = transforms == "none" and self.out_size == (h, w)
+        scales = torch.tensor(spec["scales"], dtype=torch.float64)
+        angles = torch.tensor(spec["angles"], dtype=torch.float64) * (math.pi / 180.0)
+        j1, j2 = int(spec["jitter"]), int(spec["jitter2"])  # type: ignore[call-overload]
+        thetas = []
+        for s in seeds:
+            # One row of draws per step: a run of n steps sees the first n rows of a longer one.
+            u = torch.rand((steps, 6), generator=torch.Generator().manual_seed(int(s) + 1))
+            u = u.to(torch.float64)
+            t1 = _jitter(u[:, 0:2], j1)
+            sc = scales[_pick(u[:, 2], len(scales))]
+            an = angles[_pick(u[:, 3], len(angles))]
+            t2 = _jitter(u[:, 4:6], j2)
+            thetas.append(self._theta(t1, sc, an, t2, (h, w)))
+        # (steps, K, 2, 3): one row per step, so a step indexes without copying.
+        self.thetas = torch.stack(thetas, dim=1).to(device=device, dtype=torch.float32)
+
+    def _theta(
+        self,
+        t1: torch.Tensor,
+        scale: torch.Tensor,
+        angle: torch.Tensor,
+        t2: torch.Tensor,
+        image_size: tuple[int, int],
+    ) -> torch.Tensor:
+        """Affine maps from output to image coordinates (``affine_grid``'s convention).
+
+        The picture goes: padded onto the canvas, shifted by ``t1``, scaled by ``scale`` and
+        rotated by ``angle`` about the centre, shifted by ``t2``, the canvas resized to the
+        output. Inverted, in centred pixel units, an output point ``u`` comes from image
+        point ``R^-1 (C u - t2) / scale - t1`` with ``C`` the canvas half-size, then divided
+        by the image half-size.
+        """
+        h, w = image_size
+        ch, cw = self.canvas
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        # R^-1 = R(-angle): [[cos, sin], [-sin, cos]] on (x, y).
+        inv = (
+            torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
+            / scale[:, None, None]
+        )
+        half_canvas = torch.tensor([cw / 2.0, ch / 2.0], dtype=torch.float64)
+        half_image = torch.tensor([w / 2.0, h / 2.0], dtype=torch.float64)
+        a = inv * half_canvas[None, None, :] / half_image[None, :, None]
+        b = -(torch.einsum("sij,sj->si", inv, t2) + t1) / half_image[None, :]
+        return torch.cat([a, b[:, :, None]], dim=2)
+
+    def __call__(self, images: torch.Tensor, step: int, fill: float = 0.5) -> torch.Tensor:
+        """The images as the model sees them at ``step``: ``(K, 3, H, W)``.
+
+        Outside the image (the padding, corners uncovered by a rotation) is ``fill``.
+        """
+        if self.identity:
+            return images
+        theta = self.thetas[step]
+        grid = F.affine_grid(theta, [theta.shape[0], 3, *self.out_size], align_corners=False)
+        out = F.grid_sample(
+            images - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False
+        )
+        return out + fill
+
+
+def _pick(u: torch.Tensor, n: int) -> torch.Tensor:
+    """Indices in ``0..n-1`` from uniforms in [0, 1)."""
+    return (u * n).long().clamp_(max=n - 1)
+
+
+def _jitter(u: torch.Tensor, d: int) -> torch.Tensor:
+    """``(steps, 2)`` centred pixel shifts, ``d`` values per axis, from ``(steps, 2)`` uniforms."""
+    if d <= 1:
+        return torch.zeros_like(u)
+    return _pick(u, d).to(torch.float64) - (d - 1) / 2.0

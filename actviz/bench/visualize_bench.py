@@ -1,0 +1,277 @@
+"""Feature visualisation against Lucent's method (``vis_time_ratio``, ``vis_batch8_ratio``).
+
+torch-lucent cannot be a dependency (its last release pins kornia and predates torch 2), so
+its ``render.render_vis`` is implemented inline below, as the Grad-CAM figure does with its bare
+reference, step for step as in torch-lucent 0.1.8: a Fourier image (``param.image``: 1/f
+spectrum, ``/ 4``, decorrelated colour, sigmoid), ``standard_transforms`` (pad 12 with grey,
+jitter 8, random scale 0.9-1.1 by bilinear upsampling, random rotation +-10 degrees, jitter 4;
+kornia's ``translate`` / ``warp_affine`` are an ``affine_grid`` + ``grid_sample`` with
+``align_corners=True`` each, as here), ImageNet normalisation image by image, the upsampling of
+images smaller than 224 to 224, a forward hook on every module, Adam (lr 0.05) with the model's
+weights left trainable, ``loss = -activation[:, channel].mean()``. The reference therefore
+skips kornia's own Python work per call, which only makes it faster than Lucent.
+
+Figures, each side by side in one run on the same model, layer, channel, image size, step count
+and transforms (random-init ResNet-18 at ``layer3``; the size is 224, where Lucent does not
+upsample, so neither side gains from another resolution):
+
+* ``vis_time_ratio``: actviz / reference wall time for one channel (median of pairs);
+* ``vis_batch8_ratio``: actviz with 8 channels batched / actviz with one;
+* ``vis_objective_ratio``: median over 8 channels of actviz's final objective / the
+  reference's, each final image fed untransformed (no padding, no upsampling).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["final_objective", "lucent_reference", "measure", "run"]
+
+_IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+_COLOR_SQRT = np.asarray(
+    [[0.26, 0.09, 0.02], [0.27, 0.00, -0.05], [0.27, -0.09, 0.03]], dtype=np.float32
+)
+_COLOR = _COLOR_SQRT / np.max(np.linalg.norm(_COLOR_SQRT, axis=0))
+
+
+def _fft_image(size: int, sd: float = 0.01) -> tuple[torch.Tensor, Any]:
+    h = w = size
+    fy = np.fft.fftfreq(h)[:, None]
+    fx = np.fft.fftfreq(w)[: w // 2 + (2 if w % 2 else 1)]
+    freqs = np.sqrt(fx * fx + fy * fy)
+    spectrum = (torch.randn(1, 3, *freqs.shape, 2) * sd).requires_grad_(True)
+    scale = torch.tensor(1.0 / np.maximum(freqs, 1.0 / max(w, h))).float()[None, None, ..., None]
+    color = torch.tensor(_COLOR.T)
+
+    def image() -> torch.Tensor:
+        scaled = torch.view_as_complex(scale * spectrum)
+        img = torch.fft.irfftn(scaled, s=(h, w), norm="ortho")[:1, :3, :h, :w] / 4.0
+        img = torch.matmul(img.permute(0, 2, 3, 1), color).permute(0, 3, 1, 2)
+        return torch.sigmoid(img)
+
+    return spectrum, image
+
+
+def _warp(x: torch.Tensor, m: np.ndarray) -> torch.Tensor:
+    """kornia's ``warp_affine(x, M, dsize=(h, w))`` (bilinear, zeros, align_corners=True):
+    ``m`` maps source pixels to destination pixels."""
+    _, _, h, w = x.shape
+    # Pixel -> [-1, 1] with align_corners=True, and back: theta = N M^-1 N^-1.
+    n = np.array([[2.0 / (w - 1), 0, -1], [0, 2.0 / (h - 1), -1], [0, 0, 1]])
+    full = np.vstack([m, [0, 0, 1]])
+    theta = n @ np.linalg.inv(full) @ np.linalg.inv(n)
+    t = torch.tensor(theta[:2], dtype=x.dtype)[None].expand(x.shape[0], -1, -1)
+    grid = F.affine_grid(t, list(x.shape), align_corners=True)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=True)
+
+
+def _standard_transforms(rng: np.random.RandomState) -> list[Any]:
+    def pad(x: torch.Tensor) -> torch.Tensor:
+        return F.pad(x, [12] * 4, mode="constant", value=0.5)
+
+    def jitter(d: int) -> Any:
+        def inner(x: torch.Tensor) -> torch.Tensor:
+            dx, dy = rng.choice(d), rng.choice(d)
+            return _warp(x, np.array([[1.0, 0, dx], [0, 1.0, dy]]))
+
+        return inner
+
+    scales = [1 + (i - 5) / 50.0 for i in range(11)]
+
+    def random_scale(x: torch.Tensor) -> torch.Tensor:
+        scale = rng.choice(scales)
+        shp = x.shape[2:]
+        new = [int(math.ceil(scale * d)) for d in shp]
+        pad_x = max(0, int(math.ceil((shp[1] - new[1]) / 2)))
+        pad_y = max(0, int(math.ceil((shp[0] - new[0]) / 2)))
+        up = F.interpolate(x, size=new, mode="bilinear", align_corners=True)
+        return F.pad(up, [pad_y, pad_x] * 2)
+
+    angles = list(range(-10, 11)) + 5 * [0]
+
+    def random_rotate(x: torch.Tensor) -> torch.Tensor:
+        _, _, h, w = x.shape
+        a = math.radians(rng.choice(angles))
+        cx, cy = (w - 1) / 2, (h - 1) / 2
+        c, s = math.cos(a), math.sin(a)
+        # kornia's get_rotation_matrix2d: positive angles turn counter-clockwise.
+        m = np.array([[c, s, (1 - c) * cx - s * cy], [-s, c, s * cx + (1 - c) * cy]])
+        return _warp(x, m)
+
+    return [pad, jitter(8), random_scale, random_rotate, jitter(4)]
+
+
+def lucent_reference(
+    model: nn.Module,
+    layer: str,
+    channel: int,
+    size: int,
+    steps: int,
+    seed: int = 0,
+    mean_std: tuple[tuple[float, ...], tuple[float, ...]] = _IMAGENET,
+    upsample: bool = True,
+) -> torch.Tensor:
+    """Lucent's ``render_vis(model, f"{layer}:{channel}", param.image(size))``, inline.
+
+    The model's weights collect gradients, as in Lucent: pass a copy. ``upsample``: Lucent's
+    resizing of images smaller than 224 to 224 before the model. Returns the final image
+    ``(1, 3, size, size)`` in [0, 1].
+    """
+    torch.manual_seed(seed)
+    rng = np.random.RandomState(seed)
+    spectrum, image_f = _fft_image(size)
+    optimizer = torch.optim.Adam([spectrum], lr=5e-2)
+    transforms = _standard_transforms(rng)
+    mean = torch.tensor(mean_std[0]).view(3, 1, 1)
+    std = torch.tensor(mean_std[1]).view(3, 1, 1)
+    transforms.append(lambda x: torch.stack([(t - mean) / std for t in x]))
+    if upsample and size < 224:
+        transforms.append(lambda x: F.interpolate(x, size=224, mode="bilinear", align_corners=True))
+    features: dict[str, Any] = {}
+    handles = []
+    for name, mod in model.named_modules():
+        if name:
+
+            def hook(m: nn.Module, i: Any, o: Any, name: str = name) -> None:
+                features[name] = o
+
+            handles.append(mod.register_forward_hook(hook))
+    try:
+        for _ in range(steps):
+
+            def closure() -> torch.Tensor:
+                optimizer.zero_grad()
+                x = image_f()
+                for t in transforms:
+                    x = t(x)
+                model(x)
+                loss = -features[layer][:, channel].mean()
+                loss.backward()
+                return loss
+
+            optimizer.step(closure)
+        return image_f().detach()
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def final_objective(
+    model: nn.Module,
+    layer: str,
+    channels: list[int],
+    images: torch.Tensor,
+    mean_std: tuple[tuple[float, ...], tuple[float, ...]] = _IMAGENET,
+) -> np.ndarray:
+    """Each image's channel mean, the image fed as it is (normalised, no transforms)."""
+    mean = torch.tensor(mean_std[0]).view(1, 3, 1, 1)
+    std = torch.tensor(mean_std[1]).view(1, 3, 1, 1)
+    taken: dict[str, torch.Tensor] = {}
+    module = dict(model.named_modules())[layer]
+    handle = module.register_forward_hook(lambda m, i, o: taken.__setitem__("a", o.detach()))
+    try:
+        with torch.no_grad():
+            model((images - mean) / std)
+    finally:
+        handle.remove()
+    act = taken["a"]
+    return np.array([float(act[k, c].mean()) for k, c in enumerate(channels)])
+
+
+def measure(
+    model: nn.Module,
+    layer: str,
+    size: int,
+    steps: int,
+    objective_steps: int,
+    pairs: int,
+    mean_std: tuple[tuple[float, ...], tuple[float, ...]] = _IMAGENET,
+    upsample: bool = True,
+) -> dict[str, float]:
+    """The section's figures on ``model`` (see the module docstring), plus the times in ms.
+
+    ``upsample=False`` drops Lucent's resizing to 224 (tiny models in tests)."""
+    import actviz
+
+    reference_model = copy.deepcopy(model)  # Lucent's run fills its weights' .grad
+    settings = {"size": size, "mean": mean_std[0], "std": mean_std[1]}
+
+    def ours(channels: list[int], n: int) -> Any:
+        return actviz.visualize(model, layer, channels, steps=n, **settings)
+
+    def reference(channel: int, n: int) -> torch.Tensor:
+        return lucent_reference(
+            reference_model, layer, channel, size, n, mean_std=mean_std, upsample=upsample
+        )
+
+    ours([0], 1)
+    reference(0, 1)
+    t_ours, t_ref, t_batch = [], [], []
+    for i in range(pairs):
+        # Order flipped every pair, so a slow drift of the machine favours neither side.
+        for which in ("ours", "ref") if i % 2 == 0 else ("ref", "ours"):
+            t0 = time.perf_counter()
+            ours([0], steps) if which == "ours" else reference(0, steps)
+            (t_ours if which == "ours" else t_ref).append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        ours(list(range(8)), steps)
+        t_batch.append(time.perf_counter() - t0)
+    channels = list(range(8))
+    vis = ours(channels, objective_steps)
+    ref_images = torch.cat([reference(c, objective_steps) for c in channels])
+    ours_final = final_objective(
+        model, layer, channels, torch.from_numpy(np.array(vis.images)), mean_std
+    )
+    ref_final = final_objective(model, layer, channels, ref_images, mean_std)
+    return {
+        "vis_time_ratio": statistics.median(o / r for o, r in zip(t_ours, t_ref, strict=True)),
+        "vis_batch8_ratio": statistics.median(b / o for b, o in zip(t_batch, t_ours, strict=True)),
+        # The medians' ratio: a per-channel ratio of activations near zero says little.
+        "vis_objective_ratio": statistics.median(ours_final) / statistics.median(ref_final),
+        "reference_ms": statistics.median(t_ref) * 1e3,
+        "actviz_ms": statistics.median(t_ours) * 1e3,
+        "batch8_ms": statistics.median(t_batch) * 1e3,
+        "reference_objective": statistics.median(ref_final),
+        "actviz_objective": statistics.median(ours_final),
+    }
+
+
+def run(quick: bool, summary: dict) -> None:
+    """Print the table and put ``vis_time_ratio``, ``vis_batch8_ratio`` and
+    ``vis_objective_ratio`` into ``summary``."""
+    import torchvision
+
+    size = 224
+    steps = 2 if quick else 32
+    objective_steps = 4 if quick else 128
+    pairs = 1 if quick else 5
+    layer = "layer3"
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    r = measure(model, layer, size, steps, objective_steps, pairs)
+    print(f"\n== feature visualisation (ResNet-18 random init, {layer}, {size} px)")
+    print(f"{'':<48} {'reference':>9} {'actviz':>9} {'ratio':>8}")
+    print(
+        f"{f'one channel, {steps} steps, ms':<48} {r['reference_ms']:9.1f} "
+        f"{r['actviz_ms']:9.1f} {r['vis_time_ratio']:7.3f}x"
+    )
+    print(
+        f"{'8 channels batched vs 1 (actviz), ms':<48} {r['actviz_ms']:9.1f} "
+        f"{r['batch8_ms']:9.1f} {r['vis_batch8_ratio']:7.3f}x"
+    )
+    print(
+        f"{f'final objective, median of 8 ({objective_steps} steps)':<48} "
+        f"{r['reference_objective']:9.3f} {r['actviz_objective']:9.3f} "
+        f"{r['vis_objective_ratio']:7.3f}x"
+    )
+    for key in ("vis_time_ratio", "vis_batch8_ratio", "vis_objective_ratio"):
+        summary[key] = r[key]
