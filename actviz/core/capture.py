@@ -56,12 +56,26 @@ __all__ = [
 _MAX_ATTEMPTS = 3
 
 
-def leaf_names(model: nn.Module) -> list[str]:
-    """Qualified names of the modules without children (the root if it has none)."""
-    return [name for name, mod in model.named_modules() if next(mod.children(), None) is None]
+def leaf_names(model: nn.Module, modules: dict[str, nn.Module] | None = None) -> list[str]:
+    """Qualified names of the modules without children (the root if it has none).
+
+    ``modules``: ``dict(model.named_modules())`` when the caller has it already.
+    """
+    if modules is None:
+        modules = dict(model.named_modules())
+    return [name for name, mod in modules.items() if _is_leaf(mod)]
 
 
-def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list[str]:
+def _is_leaf(module: nn.Module) -> bool:
+    # What ``next(module.children(), None) is None`` says, without a generator per module.
+    return all(child is None for child in module._modules.values())
+
+
+def resolve_layers(
+    model: nn.Module,
+    layers: Sequence[str] | str | None,
+    modules: dict[str, nn.Module] | None = None,
+) -> list[str]:
     """Check ``layers`` against ``model.named_modules()``.
 
     Parameters
@@ -70,6 +84,8 @@ def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list
         The model.
     layers
         Qualified names; None means every leaf module.
+    modules
+        ``dict(model.named_modules())`` when the caller has it already.
 
     Returns
     -------
@@ -81,11 +97,11 @@ def resolve_layers(model: nn.Module, layers: Sequence[str] | str | None) -> list
     ValueError
         For an unknown name, naming it and suggesting close matches.
     """
+    known = dict(model.named_modules()) if modules is None else modules
     if layers is None:
-        return leaf_names(model)
+        return leaf_names(model, known)
     if isinstance(layers, str):
         layers = [layers]
-    known = dict(model.named_modules())
     out: list[str] = []
     for name in layers:
         if name not in known:
@@ -203,7 +219,8 @@ def capture(
             layers = [
                 _strip(n, "_orig_mod.") for n in ([layers] if isinstance(layers, str) else layers)
             ]
-    names = resolve_layers(model, layers)
+    modules = dict(model.named_modules())  # walked once per capture, shared by every step
+    names = resolve_layers(model, layers, modules)
     applied: dict = {}
     if edits is not None:
         applied = enabled_edits(normalize_edits(edits))
@@ -215,7 +232,7 @@ def capture(
                 "(layer hooks) cannot reach them"
             )
         if applied:
-            check_edits(dict(model.named_modules()), applied)
+            check_edits(modules, applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
     for attempt in range(_MAX_ATTEMPTS):
@@ -238,6 +255,7 @@ def capture(
                     keep_on_device=keep_on_device,
                     input_grads=gradients and input_grads,
                     edits=applied,
+                    modules=modules,
                 )
         except Retry:
             # A recorded tensor was written to after its hook (or a module wrote into its
@@ -250,11 +268,14 @@ def _strip(name: str, prefix: str) -> str:
     return name[len(prefix) :] if name.startswith(prefix) else name
 
 
-def _model_device(model: nn.Module) -> torch.device | None:
-    for tensor in model.parameters():
-        return tensor.device
-    for tensor in model.buffers():
-        return tensor.device
+def _model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
+    """The device of the first parameter (else buffer) in ``modules`` (default: the model's)."""
+    modules = list(model.modules()) if modules is None else modules
+    for attr in ("_parameters", "_buffers"):
+        for mod in modules:
+            for tensor in getattr(mod, attr).values():
+                if tensor is not None:
+                    return tensor.device
     return None
 
 
@@ -274,10 +295,13 @@ def _capture_once(
     keep_on_device: bool = False,
     input_grads: bool = True,
     edits: dict | None = None,
+    modules: dict[str, nn.Module] | None = None,
 ) -> Capture:
     warnings = list(warnings_in)
-    modules = dict(model.named_modules())  # walked once, shared by the guards below
+    if modules is None:
+        modules = dict(model.named_modules())
     module_list = list(modules.values())
+    device = _model_device(model, module_list)
     by_module = {modules[n]: n for n in names}
     recorder = Recorder(
         by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
@@ -285,13 +309,13 @@ def _capture_once(
     recorder.copy_all = copy_all
     scripted = isinstance(model, torch.jit.ScriptModule)
     position = {id(m): i for i, m in enumerate(module_list)}
-    first = min((position[id(m)] for m in by_module), default=0)
+    # In-place modules run out of place from the first recorded one on; with nothing recorded
+    # there is nothing to keep intact.
+    first = min((position[id(m)] for m in by_module), default=len(module_list))
     state = ModelState(model, modules=module_list, inplace_from=first)
     handles: list[Any] = []
     editor: EditHooks | None = None
-    prepared = prepare_inputs(
-        inputs, model=model, gradients=input_grads, device=_model_device(model)
-    )
+    prepared = prepare_inputs(inputs, model=model, gradients=input_grads, device=device)
     for given, kept in prepared.pairs:
         recorder.register_input(given, kept)
     try:
@@ -331,7 +355,7 @@ def _capture_once(
         if gradients:
             with torch.inference_mode(False), torch.enable_grad():
                 resolved = resolve_target(output, target)
-                target_value = float(resolved.value.detach())
+                target_value = float(resolved.value)
                 target_index, description = resolved.index, resolved.description
                 if resolved.warning:
                     warnings.append(resolved.warning)
@@ -341,7 +365,7 @@ def _capture_once(
         else:
             try:
                 resolved = resolve_target(output, target)
-                target_value = float(resolved.value.detach())
+                target_value = float(resolved.value)
                 target_index, description = resolved.index, resolved.description
             except (ValueError, TypeError, RuntimeError) as exc:
                 description = f"no target ({exc})"
@@ -354,7 +378,7 @@ def _capture_once(
                     f"layer {name!r} never ran during this forward pass, so nothing was recorded"
                 )
         out_cpu = map_tensors(output, lambda t: t.detach().cpu())
-        on_cpu = _model_device(model) in (None, torch.device("cpu"))
+        on_cpu = device is None or device.type == "cpu"
         records = recorder.records if on_cpu or keep_on_device else _to_cpu(recorder)
         for w in warnings:
             log.info("capture warning: %s", w)

@@ -48,12 +48,14 @@ class ModelState:
         self.inplace = [m for m in modules[inplace_from:] if out_of_place and _torch_inplace(m)]
         # Always copied back: kernels such as batch_norm update running statistics without
         # bumping the version counter, so "unchanged version" proves nothing.
-        self.buffers: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]] = []
-        with torch.no_grad():
-            for mod in modules:
-                for name, buf in mod._buffers.items():
-                    if buf is not None and not buf.is_inference():
-                        self.buffers.append((mod, name, buf, buf.detach().clone()))
+        self.buffers: list[tuple[nn.Module, str, torch.Tensor]] = []
+        for mod in modules:
+            if not mod._buffers:
+                continue
+            for name, buf in mod._buffers.items():
+                if buf is not None and not buf.is_inference():
+                    self.buffers.append((mod, name, buf))
+        self.saved = _SavedBuffers.take(model, [buf for _mod, _name, buf in self.buffers])
 
     def apply(self, train: bool) -> None:
         """Put the model in the capture's state: ``train`` mode, in-place modules out of place."""
@@ -61,7 +63,7 @@ class ModelState:
         if any(flag != train for _mod, flag in self.flags):
             _set_mode(self.model, train)
         for mod in self.inplace:
-            mod.inplace = False
+            mod.__dict__["inplace"] = False  # a plain attribute (see _torch_inplace)
 
     def restore(self) -> None:
         """Put flags and buffers back as they were when this state was saved."""
@@ -74,14 +76,78 @@ class ModelState:
             if mod.training != flag:
                 mod.training = flag
         for mod in self.inplace:
-            mod.inplace = True
+            mod.__dict__["inplace"] = True
+        for mod, name, buf in self.buffers:
+            # ``in`` and ``[]``: TorchScript's buffer mapping has no ``get``.
+            buffers = mod._buffers
+            if name not in buffers or buffers[name] is not buf:
+                buffers[name] = buf  # the forward reassigned it
+        self.saved.put_back()
+
+
+#: Buffer copies are kept per model for its next capture up to this size (most models hold a
+#: few KiB of BatchNorm statistics); larger buffers are copied afresh each time.
+KEEP_COPIES_BYTES = 64 * 2**20
+
+
+class _SavedBuffers:
+    """Copies of a model's buffers, taken before a capture and copied back after it.
+
+    One ``torch._foreach_copy_`` each way: ResNet-18's 60 buffers cost ~10 us instead of
+    ~400 us of separate clones and copies. The copies are kept (weakly, per model) and
+    reused by its next capture while it holds the same buffer tensors with the same shapes
+    and dtypes.
+    """
+
+    __slots__ = ("busy", "copies", "key", "tensors")
+
+    def __init__(self, key: tuple[int, ...], tensors: list[torch.Tensor]) -> None:
+        self.key = key
+        self.tensors = tensors
         with torch.no_grad():
-            for mod, name, buf, saved in self.buffers:
-                # ``in`` and ``[]``: TorchScript's buffer mapping has no ``get``.
-                buffers = mod._buffers
-                if name not in buffers or buffers[name] is not buf:
-                    buffers[name] = buf  # the forward reassigned it
-                buf.copy_(saved)
+            self.copies = [t.detach().clone() for t in tensors]
+        self.busy = True
+
+    @classmethod
+    def take(cls, model: nn.Module, tensors: list[torch.Tensor]) -> _SavedBuffers:
+        key = tuple(map(id, tensors))
+        try:
+            kept = _KEPT.get(model)
+        except TypeError:  # not weakly referenceable
+            kept = None
+        if kept is not None and not kept.busy and kept.key == key and _same_layout(kept, tensors):
+            kept.tensors = tensors
+            if tensors:  # foreach ops refuse an empty list
+                with torch.no_grad():
+                    torch._foreach_copy_(kept.copies, tensors)
+            kept.busy = True
+            return kept
+        saved = cls(key, tensors)
+        if sum(t.numel() * t.element_size() for t in tensors) <= KEEP_COPIES_BYTES:
+            try:
+                _KEPT[model] = saved
+            except TypeError:
+                pass
+        return saved
+
+    def put_back(self) -> None:
+        try:
+            if self.tensors:
+                with torch.no_grad():
+                    torch._foreach_copy_(self.tensors, self.copies)
+        finally:
+            self.busy = False
+
+
+def _same_layout(kept: _SavedBuffers, tensors: list[torch.Tensor]) -> bool:
+    # Same objects (the key) but possibly resized or given another dtype through ``.data``
+    # (another device is fine: the copies go both ways).
+    return all(
+        c.dtype is t.dtype and c.shape == t.shape for c, t in zip(kept.copies, tensors, strict=True)
+    )
+
+
+_KEPT: weakref.WeakKeyDictionary[nn.Module, _SavedBuffers] = weakref.WeakKeyDictionary()
 
 
 def _set_mode(module: nn.Module, train: bool) -> None:
@@ -95,8 +161,9 @@ def _set_mode(module: nn.Module, train: bool) -> None:
 
 
 def _torch_inplace(module: nn.Module) -> bool:
-    # Only torch.nn's own modules: there ``inplace`` is known to mean exactly this.
-    return getattr(module, "inplace", None) is True and type(module).__module__.startswith(
+    # Only torch.nn's own modules: there ``inplace`` is known to mean exactly this (a plain
+    # attribute: reading __dict__ skips Module.__getattr__'s slow miss on every other module).
+    return module.__dict__.get("inplace") is True and type(module).__module__.startswith(
         "torch.nn."
     )
 

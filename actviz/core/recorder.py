@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -33,12 +32,10 @@ class Retry(Exception):
     """Internal: a module modified its input in place; run again with cloned inputs for it."""
 
 
-@dataclass
-class _Frame:
+class _Frame(NamedTuple):
     index: int
     inputs: tuple
     taps: list[tuple[torch.Tensor, int, bool, list] | None]  # (tap, version, is_view, holder)
-    grad_slots: list[torch.Tensor | None]
 
 
 class Recorder:
@@ -73,6 +70,9 @@ class Recorder:
         self.retry_needed = False
         self.copy_all = False
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
+        # Looked up once: a WeakSet's ``in`` makes a weak reference per call.
+        self._copy_ids = {id(m) for m in names if m in NEEDS_COPY}
+        self._started: dict[int, int] = {}  # calls begun per module: the next call's index
 
     # -- values
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
@@ -89,7 +89,7 @@ class Recorder:
         nbytes = t.numel() * t.element_size()
         if (
             self.copy_all
-            or owner in NEEDS_COPY
+            or id(owner) in self._copy_ids
             or t.untyped_storage().nbytes() > nbytes
             or t.requires_grad
             and t.is_leaf
@@ -120,18 +120,24 @@ class Recorder:
 
     # -- hooks
     def pre_hook(self, module: nn.Module, args: tuple) -> tuple | None:
-        self.check_stop()
-        name = self.names[module]
-        stack = self._stacks.setdefault(id(module), [])
-        index = len(self.records.get(name, ())) + len(stack)
+        if self.should_stop is not None and self.should_stop():
+            raise CaptureCancelled("capture cancelled")
+        key = id(module)
+        # Every call begun is either finished (a record) or on the stack: the count is the
+        # index of this call.
+        index = self._started.get(key, 0)
+        self._started[key] = index + 1
         inputs: tuple = ()
         if self.keep_inputs:
-            inputs = tuple(
-                self.snapshot(a, module)
-                if isinstance(a, torch.Tensor)
-                else map_tensors(a, lambda t: self.snapshot(t, module))
-                for a in args
-            )
+            if len(args) == 1 and isinstance(args[0], torch.Tensor):
+                inputs = (self.snapshot(args[0], module),)
+            else:
+                inputs = tuple(
+                    self.snapshot(a, module)
+                    if isinstance(a, torch.Tensor)
+                    else map_tensors(a, lambda t: self.snapshot(t, module))
+                    for a in args
+                )
         taps: list = []
         new_args = None
         if self.input_grads:
@@ -153,7 +159,10 @@ class Recorder:
                     taps.append((tap, tap._version, not clone_input, holder))
                 else:
                     taps.append(None)
-        stack.append(_Frame(index, inputs, taps, []))
+        stack = self._stacks.get(key)
+        if stack is None:
+            stack = self._stacks[key] = []
+        stack.append(_Frame(index, inputs, taps))
         return tuple(new_args) if new_args is not None else None
 
     def forward_hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
@@ -184,7 +193,10 @@ class Recorder:
                     self.grad_requests.append((t, t._version))
                 out_slots.append(holder)
             self.pending.append((rec, out_slots, in_slots))
-        rec.output = map_tensors(replaced, lambda t: self.snapshot(t, module))
+        if isinstance(replaced, torch.Tensor):
+            rec.output = self.snapshot(replaced, module)
+        else:
+            rec.output = map_tensors(replaced, lambda t: self.snapshot(t, module))
         if name not in self.records:
             self.records[name] = []
             self.order.append(name)

@@ -151,7 +151,7 @@ def resolve_target(output: Any, target: Any) -> Target:
         value, index, description = _default_target(out)
     else:
         value, index, description = _class_target(out, int(target))
-    return Target(value.reshape(()), index, description, warning)
+    return Target(value if value.dim() == 0 else value.reshape(()), index, description, warning)
 
 
 def _logits(output: Any) -> torch.Tensor | None:
@@ -203,6 +203,11 @@ def _shape(t: torch.Tensor) -> str:
 def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
     if out.numel() == 1:
         return out, None, "the model's single output value"
+    if out.dim() == 2 and out.shape[0] == 1 and out.shape[1] > 0:
+        # One row (the usual case) in two tensor ops; the same value and gradient (a one-hot)
+        # as the gather below.
+        k = int(out.detach().argmax())
+        return out[0, k], k, f"top-1 logit (class {k})"
     if out.dim() == 2 and out.shape[1] > 0:
         top = out.detach().argmax(dim=1)
         value = out.gather(1, top[:, None]).sum()
