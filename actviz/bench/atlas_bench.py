@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -214,6 +215,8 @@ def _raster_item(xy: np.ndarray, rgb: np.ndarray, painted: list[int]) -> Any:
 
     from actviz.data.atlas_image import splat_dots
 
+    bgr = np.ascontiguousarray(rgb[:, ::-1]) if sys.byteorder == "little" else rgb
+
     class RasterDots(pg.GraphicsObject):
         def __init__(self) -> None:
             super().__init__()
@@ -234,8 +237,10 @@ def _raster_item(xy: np.ndarray, rgb: np.ndarray, painted: list[int]) -> Any:
             buf[:] = 0
             x = xy[:, 0] * t.m11() + xy[:, 1] * t.m21() + t.dx()
             y = xy[:, 0] * t.m12() + xy[:, 1] * t.m22() + t.dy()
-            splat_dots(x, y, rgb, w, h, 5, out=buf)
-            image = QImage(buf.data, w, h, w * 4, QImage.Format.Format_RGBA8888)
+            splat_dots(x, y, bgr, w, h, 5, out=buf)
+            # Qt's native premultiplied ARGB (BGRA bytes here; alpha 0 or 255, so the same
+            # premultiplied or not): drawn without a conversion of the whole image.
+            image = QImage(buf.data, w, h, w * 4, QImage.Format.Format_ARGB32_Premultiplied)
             painter.save()
             painter.resetTransform()
             painter.drawImage(0, 0, image)

@@ -78,8 +78,11 @@ def splat_dots(
     out
         An image to draw into (reused between frames); None: a new transparent one.
     """
+    width, height = int(width), int(height)
     if out is None:
-        out = np.zeros((int(height), int(width), 4), dtype=np.uint8)
+        out = np.zeros((height, width, 4), dtype=np.uint8)
+    elif out.shape != (height, width, 4) or out.dtype != np.uint8 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous ({height}, {width}, 4) uint8 image")
     colours = np.asarray(rgba, dtype=np.uint8)
     if colours.shape[1] == 3:
         colours = np.concatenate([colours, np.full((len(colours), 1), 255, np.uint8)], axis=1)
@@ -94,12 +97,23 @@ def splat_dots(
         & (ix < width + half)
         & (iy < height + half)
     )
-    ix, iy, colours = ix[keep].astype(np.int64), iy[keep].astype(np.int64), colours[keep]
-    for dy in range(-half, int(dot) - half):
-        for dx in range(-half, int(dot) - half):
-            xs, ys = ix + dx, iy + dy
-            inside = (xs >= 0) & (xs < width) & (ys >= 0) & (ys < height)
-            out[ys[inside], xs[inside]] = colours[inside]
+    ix, iy = ix[keep].astype(np.int64), iy[keep].astype(np.int64)
+    # One 32-bit word per pixel: a 1-D scatter is some 30 times faster than assigning RGBA
+    # rows through a 2-D index.
+    words = np.ascontiguousarray(colours[keep]).view(np.uint32).reshape(-1)
+    flat = out.reshape(-1).view(np.uint32)
+    lo, hi = half, int(dot) - half - 1  # a square spans [p - lo, p + hi]
+    # Squares wholly inside: one offset added to their first pixel per step, no clipping.
+    whole = (ix >= lo) & (ix < width - hi) & (iy >= lo) & (iy < height - hi)
+    base, inner = iy[whole] * width + ix[whole], words[whole]
+    edge_x, edge_y, edge_words = ix[~whole], iy[~whole], words[~whole]
+    for dy in range(-lo, hi + 1):
+        for dx in range(-lo, hi + 1):
+            flat[base + (dy * width + dx)] = inner
+            if len(edge_x):
+                xs, ys = edge_x + dx, edge_y + dy
+                ok = (xs >= 0) & (xs < width) & (ys >= 0) & (ys < height)
+                flat[ys[ok] * width + xs[ok]] = edge_words[ok]
     return out
 
 
