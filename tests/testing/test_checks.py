@@ -139,3 +139,16 @@ def test_the_driver_ablates_from_the_tile_menu_and_opens_docks(actviz_window):
     assert dock.isVisible()
     win.resize(900, 600)
     assert (win.window.width(), win.window.height()) == (900, 600)
+
+
+def test_a_deleted_window_leaves_no_plot_menus_while_python_still_holds_it(actviz_window):
+    """pyqtgraph makes each plot's "Plot Options" menu without a parent; the window's plots
+    delete theirs with themselves, so a reference to the dead window (a log record's
+    traceback, a test's variable) does not keep top-level menus alive."""
+    before = top_level_widgets()
+    held = actviz_window().window
+    held.close()
+    held.deleteLater()
+    flush_deletes()
+    assert leaked_widgets(before) == []
+    assert held is not None  # still referenced here

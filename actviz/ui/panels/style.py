@@ -66,6 +66,9 @@ def style_plot(
 ) -> None:
     """Style a PlotItem: light look, no context menu or autoscale button, labelled axes."""
     plot.setMenuEnabled(False)
+    # pyqtgraph builds the plot's "Plot Options" menu without a parent: deleted with the plot,
+    # not whenever Python collects the item (a closed window's menus stayed alive until then).
+    plot.destroyed.connect(plot.ctrlMenu.deleteLater)
     plot.hideButtons()
     style_axis(plot.getAxis("bottom"), x_label)
     style_axis(plot.getAxis("left"), y_label)
