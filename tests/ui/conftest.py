@@ -10,6 +10,7 @@ fixture of that name, and modules that borrow their fixtures would hide this one
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import QSettings
@@ -18,6 +19,8 @@ from actviz.ui.window.main_window import MainWindow
 
 #: How long a test waits for one run of a small model.
 RUN_TIMEOUT_MS = 60_000
+#: How long a test waits for a model or an input to open.
+LOAD_TIMEOUT_MS = 30_000
 
 
 def scratch_settings(folder) -> QSettings:
@@ -112,3 +115,25 @@ def tiny_cnn() -> torch.nn.Module:
 
     torch.manual_seed(0)
     return TinyCNN().eval()
+
+
+@pytest.fixture
+def demo_resources(tmp_path_factory, monkeypatch):
+    """The bundled demo when its weights are built; otherwise the same network with random
+    weights and generated samples put where ``actviz.io.demo`` looks, so the demo flows run."""
+    from actviz.io import demo
+    from actviz.io.demo import build_demo_model, demo_weights_path, generate_image
+
+    if demo_weights_path().is_file() and demo.demo_samples():
+        return True
+    folder = tmp_path_factory.mktemp("demo")
+    torch.manual_seed(0)
+    torch.save(build_demo_model().state_dict(), folder / "demo_cnn.pt")
+    samples = []
+    for i, name in enumerate(("circle", "square", "star")):
+        path = folder / f"{name}.png"
+        generate_image(name, np.random.default_rng(i)).save(path)
+        samples.append(path)
+    monkeypatch.setattr(demo, "demo_weights_path", lambda: folder / "demo_cnn.pt")
+    monkeypatch.setattr(demo, "demo_samples", lambda: list(samples))
+    return False

@@ -14,16 +14,13 @@ from torch import nn
 
 import actviz
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui import app as app_module
 from actviz.ui import explore as explore_module
 from actviz.ui.app import run_app
 from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.settings import AppSettings, split_recent_model
-from tests.ui.test_main_window import demo_resources  # noqa: F401 - fixture
-
-RUN_TIMEOUT_MS = 60_000
-
 
 _OPENED: list[MainWindow] = []
 
@@ -82,7 +79,8 @@ def test_explore_non_blocking_returns_a_running_window(qtbot):
     qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
     assert list(window.layer_panels) == ["0", "4"]
     assert window.result.layers["0"].view.data.shape == (4, 12, 12)
-    assert {label for _, label, _ in window.prediction_panel.predictions()} == {"a", "b", "c"}
+    predictions = window.centre.prediction_panel.predictions()
+    assert {label for _, label, _ in predictions} == {"a", "b", "c"}
     window.close()
     assert window not in explore_module._OPEN_WINDOWS
     for module in model.modules():
@@ -100,9 +98,9 @@ def test_explore_without_inputs_waits_for_one(qtbot):
     qtbot.addWidget(window)
     assert window.session.input is None
     assert window.result is None
-    assert not window.run_action.isEnabled()
+    assert not window.commands.run_action.isEnabled()
     assert window.run() is None
-    assert any("input" in t for t in window.banner.texts())
+    assert any("input" in t for t in window.centre.banner.texts())
 
 
 def test_explore_with_an_image_path(qtbot, tmp_path):
@@ -172,7 +170,7 @@ def _close_when(ready, seen, timeout_s: float = 30.0):
                 QTimer.singleShot(50, check)
                 return
             seen.append(
-                (window.windowTitle(), window.banner.texts(), list(window.layer_panels),
+                (window.windowTitle(), window.centre.banner.texts(), list(window.layer_panels),
                  window.session.input.source if window.session.input else None)
             )  # fmt: skip
             window.close()
@@ -197,7 +195,7 @@ def test_run_app_opens_a_model_in_the_background_and_returns_the_exit_code(qtbot
 
 def test_run_app_with_a_broken_model_still_opens_the_window(qtbot, tmp_path):
     seen = []
-    _close_when(lambda w: not w.is_loading() and bool(w.banner.texts()), seen)
+    _close_when(lambda w: not w.is_loading() and bool(w.centre.banner.texts()), seen)
     assert run_app(model=str(tmp_path / "missing.pt")) == 0
     assert any("missing.pt" in t for t in seen[0][1])
 

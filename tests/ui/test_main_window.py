@@ -9,23 +9,22 @@ import pytest
 import torch
 import torchvision
 from PIL import Image
-from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 from torch import nn
 
 from actviz.core.capture import capture
 from actviz.display.mosaic import mosaic, page_channels_for
-from actviz.io.demo import DEMO_CLASSES, build_demo_model, demo_weights_path, generate_image
+from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from actviz.ui.tree.model import NameRole
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.settings import AppSettings
-from tests.conftest import assert_no_hooks
 from tests.core.seed_models import SeedMLP
+from tests.ui.conftest import LOAD_TIMEOUT_MS
 from tests.ui.tiny_models import TinyCNN
 
-RUN_TIMEOUT_MS = 60_000
-LOAD_TIMEOUT_MS = 30_000
 LEFT = Qt.MouseButton.LeftButton
 
 
@@ -38,66 +37,17 @@ def _x(seed: int = 1, shape=(1, 3, 16, 16)) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.fixture
-def demo_resources(tmp_path_factory, monkeypatch):
-    """The bundled demo when its weights are built; otherwise the same network with random
-    weights and generated samples put where ``actviz.io.demo`` looks, so the demo flows run."""
-    from actviz.io import demo
-
-    if demo_weights_path().is_file() and demo.demo_samples():
-        return True
-    folder = tmp_path_factory.mktemp("demo")
-    torch.manual_seed(0)
-    torch.save(build_demo_model().state_dict(), folder / "demo_cnn.pt")
-    samples = []
-    for i, name in enumerate(("circle", "square", "star")):
-        path = folder / f"{name}.png"
-        generate_image(name, np.random.default_rng(i)).save(path)
-        samples.append(path)
-    monkeypatch.setattr(demo, "demo_weights_path", lambda: folder / "demo_cnn.pt")
-    monkeypatch.setattr(demo, "demo_samples", lambda: list(samples))
-    return False
-
-
-@pytest.fixture
-def settings(tmp_path) -> QSettings:
-    return QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-
-
-@pytest.fixture
-def make_window(qtbot, settings):
-    def make(**kwargs) -> MainWindow:
-        kwargs.setdefault("debounce_ms", 20)
-        window = MainWindow(settings=settings, **kwargs)
-        qtbot.addWidget(window)
-        window.resize(1400, 900)
-        window.show()
-        qtbot.waitExposed(window)
-        return window
-
-    return make
-
-
-def run_and_wait(qtbot, window: MainWindow) -> None:
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.run() is not None
-    # Existing panels are refreshed a few per event-loop pass; off-screen ones on scrolling.
-    window.flush_panel_updates()
-
-
-@pytest.fixture
-def tiny_window(qtbot, make_window):
-    window = make_window()
-    model = _tiny()
-    window.set_model(model, layers=["conv1", "conv2", "fc"])
-    window.set_input(_x())
-    run_and_wait(qtbot, window)
-    return window, model
+TINY_LAYERS = ["conv1", "conv2", "fc"]
+#: The window's size in these tests.
+SIZE = (1400, 900)
 
 
 # -------------------------------------------------------------------------------- basics
-def test_title_tree_and_exactly_the_ticked_panels(qtbot, tiny_window):
-    window, model = tiny_window
+def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     assert "actviz" in window.windowTitle() and "TinyCNN" in window.windowTitle()
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
     result = window.result
@@ -115,51 +65,55 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, tiny_window):
     assert result.layers["conv1"].mosaic.channels == 4
     assert result.layers["fc"].view.kind == "bars" and result.layers["fc"].mosaic is None
     # The tree shows output shapes after the run.
-    tm = window.tree_model
+    tm = window.model_dock.tree_model
     assert tm.index_of("conv2", 2).data() == "1×6×8×8"
     # Overview: top-5 of 5 classes, stats per layer, gradient flow per layer.
-    assert len(window.prediction_panel.predictions()) == 5
-    assert window.stats_table.names() == ["conv1", "conv2", "fc"]
-    assert window.grad_flow_panel.names == ["conv1", "conv2", "fc"]
-    assert np.all(window.grad_flow_panel.norms > 0)
+    assert len(window.centre.prediction_panel.predictions()) == 5
+    assert window.centre.stats_table.names() == ["conv1", "conv2", "fc"]
+    assert window.centre.grad_flow_panel.names == ["conv1", "conv2", "fc"]
+    assert np.all(window.centre.grad_flow_panel.norms > 0)
     # With the Layers tab shown there is no saliency view: the backward stopped at conv1.
-    assert window.tabs.currentWidget() is window.layers_splitter
-    assert window.result.capture.input_grads is None and window.saliency_panel.heat is None
+    assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
+    assert window.result.capture.input_grads is None and window.centre.saliency_panel.heat is None
     layer_grads = {n: window.result.capture[n].grad.clone() for n in ("conv1", "conv2")}
     # Showing the Overview re-runs with the input gradient; the layers' gradients are the same.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.tabs.setCurrentWidget(window.overview_tab)
+    with win.expect_run(flush=False):
+        window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
     cap = window.result.capture
-    assert window.saliency_panel.heat.shape == (16, 16)
-    assert window.saliency_panel.message_label.text() == ""  # not "Computing saliency…"
+    assert window.centre.saliency_panel.heat.shape == (16, 16)
+    assert window.centre.saliency_panel.message_label.text() == ""  # not "Computing saliency…"
     expected = cap.input_grads.abs()[0].amax(0)
     np.testing.assert_allclose(
-        window.saliency_panel.heat, (expected / expected.max()).numpy(), atol=1e-6
+        window.centre.saliency_panel.heat, (expected / expected.max()).numpy(), atol=1e-6
     )
     for name, grad in layer_grads.items():
         torch.testing.assert_close(cap[name].grad, grad, rtol=0, atol=0)
-    assert window.gradcam_panel.current_layer() == "conv2"
-    assert "ms" in window.timing_label.text() and "held" in window.timing_label.text()
+    assert window.centre.gradcam_panel.current_layer() == "conv2"
+    assert "ms" in window.status.timing_label.text() and "held" in window.status.timing_label.text()
     assert_no_hooks(model)
 
 
-def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, tiny_window):
-    window, _ = tiny_window
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
+    with win.expect_run(flush=False):
         window.tick(["relu"])  # no explicit run: the debounce timer starts it
     assert list(window.layer_panels) == ["conv1", "relu", "conv2", "fc"]
     assert window.result.layers["relu"].view.data.min() >= 0
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         window.tick(["conv1", "fc"], False)
     assert list(window.layer_panels) == ["relu", "conv2"]
 
 
-def test_quick_changes_are_debounced_into_one_run(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     started = []
     window.run_started.connect(lambda: started.append(1))
     submitted = window.worker.generation
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         window.tick(["relu"])
         window.tick(["pool"])
         window.set_target_text("2")
@@ -170,8 +124,10 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, tiny_window):
     assert window.result.target_index == 2
 
 
-def test_stale_results_are_discarded(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_stale_results_are_discarded(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     finished = []
     window.run_finished.connect(lambda: finished.append(window.result.target_index))
     window.run()
@@ -185,24 +141,26 @@ def test_stale_results_are_discarded(qtbot, tiny_window):
     assert finished == [3]
 
 
-def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     panel = window.layer_panels["conv2"]
     mosaic = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
-    window.layers_scroll.ensureWidgetVisible(panel)
+    window.centre.layers_scroll.ensureWidgetVisible(panel)
     qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=2000)
     y0, x0 = mosaic.tile_origin(4)
     point = canvas.image_to_widget(x0 + 2.5, y0 + 3.5)
     with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
-    assert window.channel_box.isVisible()
+    assert window.centre.channel_box.isVisible()
     layer = window.result.layers["conv2"]
-    assert window.channel_view.channel == 4
-    np.testing.assert_array_equal(window.channel_view.activation, layer.view.data[4])
-    np.testing.assert_array_equal(window.channel_view.gradient, layer.grad_view.data[4])
+    assert window.centre.channel_view.channel == 4
+    np.testing.assert_array_equal(window.centre.channel_view.activation, layer.view.data[4])
+    np.testing.assert_array_equal(window.centre.channel_view.gradient, layer.grad_view.data[4])
     assert window.selected_layer == "conv2"
-    assert window.histogram_panel.counts.sum() == 6 * 8 * 8
+    assert window.centre.histogram_panel.counts.sum() == 6 * 8 * 8
 
 
 def _page_fits_width(window: MainWindow, name: str) -> int:
@@ -217,13 +175,14 @@ def _page_fits_width(window: MainWindow, name: str) -> int:
     return want if m.page_size == want else 0
 
 
-def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
-    window = make_window()
+def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     window.set_model(model, layers=["layer3", "layer4"])
     window.set_input(_x(shape=(1, 3, 64, 64)))
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
     narrow, wide = window.layer_panels["layer3"], window.layer_panels["layer4"]
     # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=5000)
@@ -236,7 +195,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     assert narrow.page_text() == f"ch 0-{n3 - 1} of 256"
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert not wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
-    window.layers_scroll.ensureWidgetVisible(wide)
+    window.centre.layers_scroll.ensureWidgetVisible(wide)
     qtbot.waitUntil(lambda: not wide.next_page_button.visibleRegion().isEmpty(), timeout=2000)
     qtbot.mouseClick(wide.next_page_button, LEFT)
     layer = window.result.layers["layer4"]
@@ -250,9 +209,10 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     ref = mosaic(layer.view.data[size : 2 * size], pad=0)
     np.testing.assert_allclose(m.image, ref.image, atol=1e-6, equal_nan=True)
     # Another normalisation re-prepares the shown capture on the same page.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
-    window.flush_panel_updates()
+    with win.expect_run():
+        window.commands.normalize_combo.setCurrentIndex(
+            window.commands.normalize_combo.findData("shared")
+        )
     layer = window.result.layers["layer4"]
     m = layer.mosaic
     assert (m.normalize, m.first_channel, m.channels) == ("shared", size, size)
@@ -273,8 +233,8 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     )
     with qtbot.waitSignal(wide.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
-    assert window.channel_view.channel == target
-    np.testing.assert_array_equal(window.channel_view.activation, layer.view.data[target])
+    assert window.centre.channel_view.channel == target
+    np.testing.assert_array_equal(window.centre.channel_view.activation, layer.view.data[target])
     assert window.session.channel_pages == {"layer4": target}
     # The channel view takes most of the tab: the mosaic's page follows its narrower width
     # and still holds the channel opened.
@@ -283,11 +243,11 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     first = target // small * small
     assert wide.page_text() == f"ch {first}-{first + small - 1} of 512"
     # Closed again, the page is as wide as before and holds the channel opened.
-    window.channel_view.close_button.click()
+    window.centre.channel_view.close_button.click()
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") == size, timeout=5000)
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     # The page holds for the next run; the first page is one click back.
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
     assert window.result.layers["layer4"].mosaic.first_channel == size
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     qtbot.mouseClick(wide.prev_page_button, LEFT)
@@ -300,12 +260,14 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, make_window):
     assert window.session.channel_pages == {} and window.session.page_channels == {}
 
 
-def test_changing_the_target_changes_the_gradients(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_changing_the_target_changes_the_gradients(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     before = window.result
     auto = before.target_index
     other = (auto + 1) % 5
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.set_target_text(str(other))
     after = window.result
     assert after.target_index == other
@@ -319,35 +281,37 @@ def test_changing_the_target_changes_the_gradients(qtbot, tiny_window):
     assert fc_grad[other] == pytest.approx(1.0) and fc_grad.sum() == pytest.approx(1.0)
 
 
-def test_target_by_class_name(qtbot, make_window):
-    window = make_window()
+def test_target_by_class_name(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
     window.set_input(_x(shape=(1, 3, 64, 64)))
-    run_and_wait(qtbot, window)
-    assert window.target_combo.count() == 1 + len(DEMO_CLASSES)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    win.run_and_wait()
+    assert window.commands.target_combo.count() == 1 + len(DEMO_CLASSES)
+    with win.expect_run(flush=False):
         assert window.set_target_text("star")
     assert window.result.target_index == DEMO_CLASSES.index("star")
     assert window.result.target_text.endswith(": star")
-    assert window.target_combo.currentText() == f"{DEMO_CLASSES.index('star')}: star"
+    assert window.commands.target_combo.currentText() == f"{DEMO_CLASSES.index('star')}: star"
     # An unknown name leaves the target as it was and says why.
     assert not window.set_target_text("hexagon")
     assert window.session.target == DEMO_CLASSES.index("star")
-    assert any("hexagon" in t for t in window.banner.texts())
+    assert any("hexagon" in t for t in window.centre.banner.texts())
     # Back to auto via the combo's first entry.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.target_combo.activated.emit(0)
+    with win.expect_run(flush=False):
+        window.commands.target_combo.activated.emit(0)
     assert window.session.target is None
 
 
-def test_resnet18_random_init(qtbot, make_window):
-    window = make_window()
+def test_resnet18_random_init(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     window.set_model(model)
     window.set_input(_x(shape=(1, 3, 64, 64)))
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
     assert list(window.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
     layers = window.result.layers
     assert layers["layer1"].view.data.shape == (64, 16, 16)
@@ -364,29 +328,30 @@ def test_resnet18_random_init(qtbot, make_window):
     assert np.isnan(layers["layer2"].mosaic.image).any()  # 8x8 tiles keep their 1 px gap
     assert layers["fc"].view.data.shape == (1000,)
     assert window.result.gradcam_default == "layer4"
-    assert window.gradcam_panel.heat.shape == (64, 64)
+    assert window.centre.gradcam_panel.heat.shape == (64, 64)
     # Tree: one row per named module, shapes filled for the captured ones.
-    assert window.tree_model.index_of("layer2", 2).data() == "1×128×8×8"
+    assert window.model_dock.tree_model.index_of("layer2", 2).data() == "1×128×8×8"
     assert_no_hooks(model)
 
 
-def test_seed_mlp_two_units_per_layer(qtbot, make_window):
-    window = make_window()
+def test_seed_mlp_two_units_per_layer(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     model = SeedMLP()
     window.set_model(model)
     window.set_input(torch.tensor([0.05, 0.1]))
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
     assert list(window.layer_panels) == ["fc1", "s1", "fc2", "s2"]
     for name in ("fc1", "s1", "fc2", "s2"):
         layer = window.result.layers[name]
         assert layer.view.kind == "bars" and layer.view.data.shape == (2,)
         assert window.layer_panels[name].activation_slot.bar_canvas.count() == 2
     np.testing.assert_allclose(window.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5)
-    assert len(window.prediction_panel.predictions()) == 2
+    assert len(window.centre.prediction_panel.predictions()) == 2
     assert window.result.saliency is None  # a 1-D input has no image to overlay
 
 
-def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, make_window):
+def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
     class Seq(nn.Module):
         def __init__(self):
             super().__init__()
@@ -397,11 +362,12 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, make_window):
         def forward(self, x):
             return self.score(self.act(self.proj(x))).mean()
 
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     window.set_model(Seq(), layers=["proj", "score", ""])
     window.set_input(torch.randn(1, 5, 8))
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
     layers = window.result.layers
     assert layers["proj"].view.kind == "heatmap" and layers["proj"].view.data.shape == (5, 6)
     assert layers["score"].view.kind == "heatmap" and layers["score"].view.data.shape == (5, 1)
@@ -413,78 +379,92 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, make_window):
 
 
 # -------------------------------------------------------------------------------- bad input
-def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, tiny_window):
-    window, model = tiny_window
+def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, actviz_window):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     previous = window.result
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as blocker:
         window.set_input(torch.randn(1, 5, 16, 16))
         window.run()
     assert "Run failed" in blocker.args[0]
-    assert any("Run failed" in t and "channels" in t for t in window.banner.texts())
-    assert window.banner.isVisible()
+    assert any("Run failed" in t and "channels" in t for t in window.centre.banner.texts())
+    assert window.centre.banner.isVisible()
     assert window.result is previous
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
     assert_no_hooks(model)
     window.set_input(_x(2))
-    run_and_wait(qtbot, window)
-    assert not any("Run failed" in t for t in window.banner.texts())
+    win.run_and_wait()
+    assert not any("Run failed" in t for t in window.centre.banner.texts())
 
 
-def test_a_forward_that_raises_shows_a_message(qtbot, tiny_window):
-    window, model = tiny_window
+def test_a_forward_that_raises_shows_a_message(qtbot, actviz_window):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     model.fail = True
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
         window.run()
-    assert any("kaputt" in t for t in window.banner.texts())
+    assert any("kaputt" in t for t in window.centre.banner.texts())
     assert_no_hooks(model)
     model.fail = False
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
 
 
-def test_nan_outputs_are_reported_and_highlighted(qtbot, tiny_window):
-    window, model = tiny_window
+def test_nan_outputs_are_reported_and_highlighted(qtbot, actviz_window):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     model.poison = True
-    run_and_wait(qtbot, window)
-    assert any("NaN" in t for t in window.banner.texts())
-    assert window.banner.messages()[0][0] == "error"
+    win.run_and_wait()
+    assert any("NaN" in t for t in window.centre.banner.texts())
+    assert window.centre.banner.messages()[0][0] == "error"
     stats = {row["name"]: row for row in window.result.stats_rows()}
     assert stats["conv1"]["nan"] == 0
     # Predictions survive NaN logits: no crash, no NaN probabilities shown.
-    assert all(np.isfinite(p) for _, _, p in window.prediction_panel.predictions())
+    assert all(np.isfinite(p) for _, _, p in window.centre.prediction_panel.predictions())
     model.poison = False
-    run_and_wait(qtbot, window)
-    assert not any("NaN" in t for t in window.banner.texts())
+    win.run_and_wait()
+    assert not any("NaN" in t for t in window.centre.banner.texts())
 
 
-def test_corrupt_checkpoint_keeps_the_current_model(qtbot, tiny_window, tmp_path):
-    window, model = tiny_window
+def test_corrupt_checkpoint_keeps_the_current_model(qtbot, actviz_window, tmp_path):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"PK\x03\x04 this is not really a checkpoint")
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         assert window.open_model_source(str(broken)) is True  # started in the background
     assert "broken.pt" in failed.args[0]
-    assert any("broken.pt" in t for t in window.banner.texts())
+    assert any("broken.pt" in t for t in window.centre.banner.texts())
     assert window.session.model is model
-    assert not window.progress_bar.isVisible() and not window.is_loading()
-    run_and_wait(qtbot, window)
+    assert not window.status.progress_bar.isVisible() and not window.is_loading()
+    win.run_and_wait()
     assert window.open_model_source(str(broken), wait=True) is False
     assert window.session.model is model
 
 
-def test_unreadable_input_file_keeps_the_current_input(qtbot, tiny_window, tmp_path):
-    window, _ = tiny_window
+def test_unreadable_input_file_keeps_the_current_input(qtbot, actviz_window, tmp_path):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     bad = tmp_path / "noise.png"
     bad.write_bytes(b"\x89PNG definitely not an image")
     value = window.session.input.value
     with qtbot.waitSignal(window.input_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         window.open_input_source(str(bad))
     assert "noise.png" in failed.args[0]
-    assert any("noise.png" in t for t in window.banner.texts())
+    assert any("noise.png" in t for t in window.centre.banner.texts())
     assert window.session.input.value is value
     assert window.open_input_source(str(bad), wait=True) is False
 
 
-def test_cancel_keeps_the_previous_result(qtbot, make_window):
+def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
     class Gated(nn.Module):
         """Once ``gated``, stops inside its forward until ``release`` is set."""
 
@@ -502,31 +482,35 @@ def test_cancel_keeps_the_previous_result(qtbot, make_window):
                 x = layer(x)
             return x
 
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     model = Gated()
     window.set_model(model, layers=["layers.0"])
     window.set_input(torch.randn(1, 4))
-    run_and_wait(qtbot, window)
+    win.run_and_wait()
     previous = window.result
     model.gated = True
     try:
         with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
             window.run()
             assert model.entered.wait(10)  # the capture is inside the forward
-            qtbot.waitUntil(window.progress_bar.isVisible, timeout=5000)
-            assert window.cancel_action.isEnabled()
+            qtbot.waitUntil(window.status.progress_bar.isVisible, timeout=5000)
+            assert window.commands.cancel_action.isEnabled()
             window.cancel()
             model.release.set()
     finally:
         model.release.set()
     assert window.result is previous
-    assert not window.progress_bar.isVisible()
+    assert not window.status.progress_bar.isVisible()
     assert_no_hooks(model)
 
 
 # -------------------------------------------------------------------------------- model / input
-def test_untrusted_pickle_asks_before_unpickling(qtbot, tiny_window, tmp_path):
-    window, model = tiny_window
+def test_untrusted_pickle_asks_before_unpickling(qtbot, actviz_window, tmp_path):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     path = tmp_path / "whole_model.pt"
     torch.save(_tiny(), path)
     asked, trusts = [], []
@@ -551,7 +535,7 @@ def test_untrusted_pickle_asks_before_unpickling(qtbot, tiny_window, tmp_path):
     assert asked == [(str(path), True)]
     assert trusts == [(False, False)]  # loaded once, off the GUI thread, without trust
     assert window.session.model is model
-    assert any("not trusted" in t for t in window.banner.texts())
+    assert any("not trusted" in t for t in window.centre.banner.texts())
     window.confirm_untrusted = ask(True)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
         window.open_model_source(str(path))
@@ -562,24 +546,26 @@ def test_untrusted_pickle_asks_before_unpickling(qtbot, tiny_window, tmp_path):
     assert window.session.model_kind == "pickle"
 
 
-def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, make_window, tmp_path, settings):
-    window = make_window()
+def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window, tmp_path):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     path = tmp_path / "scripted.pt"
     torch.jit.script(_tiny()).save(str(path))
     assert window.open_model_source(str(path), wait=True)
-    assert window.banner.isVisible()
-    assert any("TorchScript" in t for t in window.banner.texts())
-    assert AppSettings(settings).recent_models()[0] == str(path)
-    assert window.recent_models_menu.actions()[0].text() == str(path)
+    assert window.centre.banner.isVisible()
+    assert any("TorchScript" in t for t in window.centre.banner.texts())
+    assert AppSettings(window.settings.store).recent_models()[0] == str(path)
+    assert window.commands.recent_models_menu.actions()[0].text() == str(path)
 
 
-def test_state_dict_needs_the_architecture_field(qtbot, make_window, tmp_path):
-    window = make_window()
+def test_state_dict_needs_the_architecture_field(qtbot, actviz_window, tmp_path):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     source = _tiny()
     path = tmp_path / "weights.pt"
     torch.save(source.state_dict(), path)
     assert window.open_model_source(str(path), wait=True) is False
-    assert any("weights.pt" in t and "arch" in t for t in window.banner.texts())
+    assert any("weights.pt" in t and "arch" in t for t in window.centre.banner.texts())
     assert window.open_model_source(str(path), arch="tests.ui.test_main_window:TinyCNN", wait=True)
     loaded = window.session.model
     assert torch.equal(loaded.conv1.weight, source.conv1.weight)
@@ -588,19 +574,22 @@ def test_state_dict_needs_the_architecture_field(qtbot, make_window, tmp_path):
     )
 
 
-def test_unregistered_modules_warning_is_a_visible_banner(qtbot, make_window):
+def test_unregistered_modules_warning_is_a_visible_banner(qtbot, actviz_window):
     from tests.core.seed_models import PowLogListModel
 
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     window.set_model(PowLogListModel())
     window.set_input((torch.tensor([2.0, 3.0]), torch.tensor([2.0, 2.0])))
-    run_and_wait(qtbot, window)
-    assert window.banner.isVisible()
-    assert any("not registered" in t for t in window.banner.texts())
+    win.run_and_wait()
+    assert window.centre.banner.isVisible()
+    assert any("not registered" in t for t in window.centre.banner.texts())
 
 
-def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, tiny_window, tmp_path):
-    window, _ = tiny_window
+def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, actviz_window, tmp_path):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     path = tmp_path / "dropped.png"
     generate_image("star", np.random.default_rng(0)).resize((16, 16)).save(path)
     mime = QMimeData()
@@ -613,7 +602,7 @@ def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, tiny_window, tmp_path
     drop = QDropEvent(
         QPointF(20, 20), Qt.DropAction.CopyAction, mime, LEFT, Qt.KeyboardModifier.NoModifier
     )
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         QApplication.sendEvent(window, drop)
     assert window.session.input.source == str(path)
     assert window.result.image.shape == (16, 16, 3)
@@ -629,24 +618,27 @@ def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, tiny_window, tmp_path
     assert not refused.isAccepted()
 
 
-def test_module_details_and_train_mode(qtbot, make_window):
-    window = make_window()
+def test_module_details_and_train_mode(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     model = _tiny()
     model.conv2.train()
     window.set_model(model, layers=["conv1"])
-    proxy_index = window.tree_proxy.mapFromSource(window.tree_model.index_of("conv1"))
-    window.tree_view.setCurrentIndex(proxy_index)
-    rows = window.details.row_texts()
+    proxy_index = window.model_dock.tree_proxy.mapFromSource(
+        window.model_dock.tree_model.index_of("conv1")
+    )
+    window.model_dock.tree_view.setCurrentIndex(proxy_index)
+    rows = window.model_dock.details.row_texts()
     assert [r[:4] for r in rows] == [
         ["weight", "parameter", "4×3×3×3", "float32"],
         ["bias", "parameter", "4", "float32"],
     ]
     assert float(rows[0][4]) == pytest.approx(float(model.conv1.weight.detach().norm()), rel=1e-3)
-    assert "eval mode" in window.details.header.text()
-    window.tree_view.setCurrentIndex(
-        window.tree_proxy.mapFromSource(window.tree_model.index_of("conv2"))
+    assert "eval mode" in window.model_dock.details.header.text()
+    window.model_dock.tree_view.setCurrentIndex(
+        window.model_dock.tree_proxy.mapFromSource(window.model_dock.tree_model.index_of("conv2"))
     )
-    assert "train mode" in window.details.header.text()
+    assert "train mode" in window.model_dock.details.header.text()
 
 
 def _named(*names: str) -> nn.Module:
@@ -656,9 +648,10 @@ def _named(*names: str) -> nn.Module:
     return model
 
 
-def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, make_window):
-    window = make_window()
-    view, header = window.tree_view, window.tree_view.header()
+def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
+    view, header = window.model_dock.tree_view, window.model_dock.tree_view.header()
     assert header.sectionSize(0) == 170  # before any model
     # On a first start the dock opens at its default width (wider than its minimum).
     assert window.model_dock.width() == 300
@@ -681,21 +674,19 @@ def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, make_window):
     assert window.model_dock.fit_name_column(max_fraction=0.3) == max(140, int(cap / 0.6 * 0.3))
 
 
-def test_a_model_set_before_show_is_fitted_once_shown(qtbot, settings):
-    window = MainWindow(settings=settings)
-    qtbot.addWidget(window)
-    window.set_model(_named("y" * 60, "head"))
-    window.resize(1400, 900)
+def test_a_model_set_before_show_is_fitted_once_shown(qtbot, actviz_window):
+    win = actviz_window(_named("y" * 60, "head"), size=SIZE, auto_run=True, show=False)
+    window = win.window
     window.show()
     qtbot.waitExposed(window)
     qtbot.waitUntil(lambda: not window.model_dock._fit_pending, timeout=2000)
-    view = window.tree_view
+    view = window.model_dock.tree_view
     wanted = view.sizeHintForColumn(0)
     assert wanted > 170
     assert view.header().sectionSize(0) == min(wanted, int(view.viewport().width() * 0.6))
 
 
-def test_default_size_fits_a_1600_by_1000_screen(qtbot, settings):
+def test_default_size_fits_a_1600_by_1000_screen(qtbot, actviz_window):
     from PySide6.QtCore import QSize
 
     from actviz.ui.window.layout import default_window_size
@@ -705,25 +696,26 @@ def test_default_size_fits_a_1600_by_1000_screen(qtbot, settings):
     assert size.width() >= 1200 and size.height() >= 800
     small = default_window_size(QSize(1280, 720))
     assert (small.width(), small.height()) == (1152, 648)
-    window = MainWindow(settings=settings)
-    qtbot.addWidget(window)
+    window = actviz_window(size=None, show=False, auto_run=True).window
     hint = window.minimumSizeHint()
     assert hint.width() <= size.width() and hint.height() <= size.height()
 
 
-def test_banner_dismiss_button_clears_it(qtbot, make_window):
+def test_banner_dismiss_button_clears_it(qtbot, actviz_window):
     from PySide6.QtWidgets import QToolButton
 
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     window.show_error("first")
     window.show_warning("second", source="model")
-    assert window.banner.texts() == ["first", "second"] and window.banner.isVisible()
-    window.banner.findChild(QToolButton).click()
-    assert window.banner.texts() == [] and not window.banner.isVisible()
+    assert window.centre.banner.texts() == ["first", "second"] and window.centre.banner.isVisible()
+    window.centre.banner.findChild(QToolButton).click()
+    assert window.centre.banner.texts() == [] and not window.centre.banner.isVisible()
 
 
-def test_tree_context_actions_and_filter(qtbot, make_window):
-    window = make_window()
+def test_tree_context_actions_and_filter(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     window.auto_run = False
     torch.manual_seed(0)
     window.set_model(torchvision.models.resnet18(weights=None).eval())
@@ -741,8 +733,8 @@ def test_tree_context_actions_and_filter(qtbot, make_window):
     menu = window.tree_context_menu("layer2.1")
     next(a for a in menu.actions() if a.text().startswith("Tick all leaves")).trigger()
     assert "layer2.1.bn2" in window.session.ticked and "layer2.1" not in window.session.ticked
-    window.filter_edit.setText("bn2")
-    proxy = window.tree_proxy
+    window.model_dock.filter_edit.setText("bn2")
+    proxy = window.model_dock.tree_proxy
 
     def visible(parent=None):
         from PySide6.QtCore import QModelIndex
@@ -762,48 +754,54 @@ def test_tree_context_actions_and_filter(qtbot, make_window):
     assert "layer1.0.conv1" not in shown
 
 
-def test_bundled_sample_picker(qtbot, demo_resources, make_window):
-    window = make_window()
-    assert window.sample_combo.isEnabled() and window.sample_combo.count() >= 3
+def test_bundled_sample_picker(qtbot, demo_resources, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
+    assert window.commands.sample_combo.isEnabled() and window.commands.sample_combo.count() >= 3
     torch.manual_seed(0)
     window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.sample_combo.activated.emit(2)
+    with win.expect_run(flush=False):
+        window.commands.sample_combo.activated.emit(2)
     assert window.session.input.source == str(window.files.samples[1])
     assert window.result.image.shape == (64, 64, 3)
-    assert window.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
+    assert window.commands.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
 
 
 # -------------------------------------------------------------------------------- view settings
-def test_view_settings_apply_and_persist(qtbot, make_window, settings):
-    window = make_window()
+def test_view_settings_apply_and_persist(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     model = _tiny()
     window.set_model(model, layers=["conv1", "conv2"])
     window.set_input(_x())
-    run_and_wait(qtbot, window)
-    window.colormap_combo.setCurrentText("magma")
+    win.run_and_wait()
+    window.commands.colormap_combo.setCurrentText("magma")
     assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
-    window.gradients_action.setChecked(False)
+    window.commands.gradients_action.setChecked(False)
     assert not window.layer_panels["conv1"].gradient_shown()
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
+    with win.expect_run(flush=False):
+        window.commands.normalize_combo.setCurrentIndex(
+            window.commands.normalize_combo.findData("shared")
+        )
     assert window.result.layers["conv1"].mosaic.normalize == "shared"
     window.resize(1111, 777)
     window.close()
-    again = MainWindow(settings=settings)
-    qtbot.addWidget(again)
+    # A second window on the same settings file (the fixture's, in tmp_path).
+    again = actviz_window(size=None, show=False, auto_run=True).window
     assert again.colormap == "magma"
     assert again.commands.colormap_actions["magma"].isChecked()
-    assert again.normalize_combo.currentData() == "shared"
+    assert again.commands.normalize_combo.currentData() == "shared"
     assert again.gradients_visible is False
-    assert AppSettings(settings).geometry is not None
+    assert again.settings.geometry is not None
     # (The offscreen platform clamps restored sizes to its small virtual screen.)
-    assert again.restoreGeometry(AppSettings(settings).geometry)
+    assert again.restoreGeometry(again.settings.geometry)
     assert again.height() == pytest.approx(777, abs=10)
 
 
-def test_shortcuts(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_shortcuts(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     keys = {a.text(): a.shortcut().toString() for a in window.actions()}
     assert keys["Open model…"] == "Ctrl+O"
     assert keys["Run"] == "Ctrl+R"
@@ -815,17 +813,24 @@ def test_shortcuts(qtbot, tiny_window):
     qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
 
 
-def test_gradcam_layer_is_selectable(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_gradcam_layer_is_selectable(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     assert set(window.result.grad_cams) == {"conv1", "conv2"}
-    window.gradcam_panel.layer_changed.emit("conv1")
-    np.testing.assert_array_equal(window.gradcam_panel.heat, window.result.grad_cams["conv1"])
+    window.centre.gradcam_panel.layer_changed.emit("conv1")
+    np.testing.assert_array_equal(
+        window.centre.gradcam_panel.heat, window.result.grad_cams["conv1"]
+    )
     assert window.session.gradcam_layer == "conv1"
 
 
 # -------------------------------------------------------------------------------- export
-def test_export_png_and_npy(qtbot, tiny_window, tmp_path):
-    window, model = tiny_window
+def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
+    model = _tiny()
+    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     window.select_layer("conv2")
     png = window.export_panel_png(tmp_path / "panel.png")
     assert png is not None and png.is_file()
@@ -840,14 +845,16 @@ def test_export_png_and_npy(qtbot, tiny_window, tmp_path):
     np.testing.assert_allclose(
         np.load(tmp_path / "arrays" / "conv2.gradient.npy"), expected.grad.numpy(), rtol=1e-5
     )
-    window.tabs.setCurrentWidget(window.overview_tab)
+    window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
     overview = window.export_panel_png(tmp_path / "overview.png")
     with Image.open(overview) as image:
         assert image.width > 300
 
 
-def test_export_everything_runs_in_the_background(qtbot, tiny_window, tmp_path):
-    window, _ = tiny_window
+def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     threads = []
     import actviz.io.export as export_module
 
@@ -861,7 +868,10 @@ def test_export_everything_runs_in_the_background(qtbot, tiny_window, tmp_path):
     try:
         with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS) as done:
             assert window.export_all(tmp_path / "all") is True
-            assert window.progress_bar.isVisible() and "Exporting" in window.status_label.text()
+            assert (
+                window.status.progress_bar.isVisible()
+                and "Exporting" in window.status.status_label.text()
+            )
     finally:
         export_module.export_capture = real
     paths = done.args[0]
@@ -869,24 +879,25 @@ def test_export_everything_runs_in_the_background(qtbot, tiny_window, tmp_path):
     assert paths == window.last_export and all(p.exists() for p in paths)
     assert {"conv1", "conv2", "fc"} <= {p.name.split(".")[0] for p in paths if p.suffix == ".npz"}
     assert paths[-1].name == "summary.json"
-    assert f"Exported {len(paths)} files" in window.status_label.text()
-    assert not window.progress_bar.isVisible()
+    assert f"Exported {len(paths)} files" in window.status.status_label.text()
+    assert not window.status.progress_bar.isVisible()
     # Blocking form (scripts), and the failure path: a file where the folder should be.
     assert window.export_all(tmp_path / "again", wait=True) is True
     (tmp_path / "blocked").write_text("not a folder")
     with qtbot.waitSignal(window.export_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         window.export_all(tmp_path / "blocked" / "sub")
     assert "Export failed" in failed.args[0]
-    assert any("Export failed" in t for t in window.banner.texts())
+    assert any("Export failed" in t for t in window.centre.banner.texts())
 
 
 # -------------------------------------------------------------------------------- lifecycle
 @pytest.mark.slow
-def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
+def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, actviz_window):
     model = _tiny()
     x = _x()
     for i in range(50):
-        window = MainWindow(settings=settings, debounce_ms=5)
+        win = actviz_window(size=None, debounce_ms=5, auto_run=True, show=False)
+        window = win.window
         try:
             window.set_model(model, layers=["conv1", "conv2", "fc"])
             window.set_input(x)
@@ -894,7 +905,7 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
             if i % 5 == 4:
                 window.run()  # close while the capture may still be running
             else:
-                with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+                with win.expect_run(flush=False):
                     window.run()
         finally:
             window.close()
@@ -910,9 +921,10 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, settings):
     assert not nn.modules.module._global_forward_pre_hooks
 
 
-def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, make_window, tmp_path):
-    window = make_window()
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, actviz_window, tmp_path):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
+    with win.expect_run(flush=False):
         assert window.load_demo()
     window.flush_panel_updates()  # grab() below paints synchronously
     shot = tmp_path / "main_window.png"
@@ -928,33 +940,34 @@ def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, make_wi
     assert np.asarray(Image.open(tile).convert("RGB"), dtype=np.int16).std() > 20
 
 
-def test_demo_opens_run_with_labels(qtbot, demo_resources, make_window):
-    window = make_window()
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+def test_demo_opens_run_with_labels(qtbot, demo_resources, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
+    with win.expect_run(flush=False):
         assert window.load_demo()
     assert list(window.layer_panels) == [
         "features.block1", "features.block2", "features.block3", "features.block4", "fc",
     ]  # fmt: skip
-    labels = [label for _, label, _ in window.prediction_panel.predictions()]
+    labels = [label for _, label, _ in window.centre.prediction_panel.predictions()]
     assert set(labels) <= set(DEMO_CLASSES)
     assert window.result.gradcam_default == "features.block4"
     assert window.session.input.image is not None
     assert window.session.input.source == str(window.files.samples[0])
     assert window.windowTitle() == "actviz — demo"
-    assert window.banner.texts() == []
+    assert window.centre.banner.texts() == []
     # The demo's categories feed the target selector: a class name re-runs on that class.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.set_target_text("ring")
     assert window.result.target_index == DEMO_CLASSES.index("ring")
 
 
-def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp_path):
+def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, actviz_window):
     """An ordinary Run obeys the session's memory budget: a message, no crash, no result."""
     import torch
     from torch import nn
 
-    window = MainWindow()
-    qtbot.addWidget(window)
+    # The window as MainWindow() makes it: its default size, debounce and auto-run, not shown.
+    window = actviz_window(size=None, debounce_ms=300, auto_run=True, show=False).window
     model = nn.Sequential(
         nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)
     )
@@ -963,7 +976,7 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp
     window.session.memory_budget = 200_000  # one 64x64x64 map is 1 MiB
     with qtbot.waitSignal(window.run_failed, timeout=30_000):
         window.run()
-    assert any("memory budget" in t for t in window.banner.texts())
+    assert any("memory budget" in t for t in window.centre.banner.texts())
     window.session.memory_budget = 1 << 30
     with qtbot.waitSignal(window.run_finished, timeout=30_000):
         window.run()
@@ -972,40 +985,45 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, tmp
 
 
 def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
-    qtbot, make_window, monkeypatch, caplog
+    qtbot, actviz_window, monkeypatch, caplog
 ):
-    from actviz.ui.live.feature import install_live_mode
-
-    window = make_window()  # ACTVIZ_MEMORY_BUDGET is unset in tests (tests/conftest.py)
+    # ACTVIZ_MEMORY_BUDGET is unset in tests (tests/conftest.py).
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     assert window.session.memory_budget == 1 << 30
-    assert install_live_mode(window).memory_budget == 1 << 30
-    assert window.live_dock.budget_spin.value() == 1024  # MiB
+    assert window.features["live"].controller.memory_budget == 1 << 30
+    assert window.features["live"].dock.budget_spin.value() == 1024  # MiB
     window.close()
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "512MiB")
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     assert window.session.memory_budget == 512 << 20
-    assert install_live_mode(window).memory_budget == 512 << 20
-    assert window.live_dock.budget_spin.value() == 512
+    assert window.features["live"].controller.memory_budget == 512 << 20
+    assert window.features["live"].dock.budget_spin.value() == 512
     window.close()
     # A budget from the environment is obeyed: one 64x64x64 map (1 MiB) is over 200 kB.
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     window.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
     window.set_input(torch.randn(1, 3, 64, 64))
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
         window.run()
     assert window.result is None
-    assert any("memory budget" in t for t in window.banner.texts())
+    assert any("memory budget" in t for t in window.centre.banner.texts())
     window.close()
     # Nonsense is ignored with a warning, not a crash: the default holds.
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "lots")
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     assert window.session.memory_budget == 1 << 30
     assert any("ignoring ACTVIZ_MEMORY_BUDGET" in r.getMessage() for r in caplog.records)
 
 
-def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     # after a run the last spatial layer shown is selected (not fc's few values)
     assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["conv2"]
     window.select_layer("fc")
@@ -1015,12 +1033,16 @@ def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, t
     assert not any(p.is_selected() for p in window.layer_panels.values())
 
 
-def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
+    qtbot, actviz_window
+):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     window.resize(900, 420)  # room for about one layer panel: the others are off screen
     qtbot.waitUntil(lambda: not window.panel_updates_pending(), timeout=2000)
     window.set_input(_x(seed=7))
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.run() is not None
     result = window.session.result
 
@@ -1036,7 +1058,7 @@ def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(q
     assert hidden, "the test needs an off-screen panel"
     assert not any(current(n) for n in hidden)  # not painted while nobody can see them
     assert window.panel_updates_pending()
-    window.layers_scroll.ensureWidgetVisible(window.layer_panels[hidden[-1]])
+    window.centre.layers_scroll.ensureWidgetVisible(window.layer_panels[hidden[-1]])
     qtbot.waitUntil(lambda: current(hidden[-1]), timeout=2000)
     window.flush_panel_updates()
     assert all(current(n) for n in names) and not window.panel_updates_pending()

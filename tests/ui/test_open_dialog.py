@@ -8,11 +8,7 @@ import torch
 import torchvision
 from PySide6.QtCore import Qt
 
-from tests.ui import test_main_window as base
-from tests.ui.test_main_window import LOAD_TIMEOUT_MS
-
-settings = base.settings
-make_window = base.make_window
+from tests.ui.conftest import LOAD_TIMEOUT_MS
 
 TIED = ["fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_fpn"]
 
@@ -30,8 +26,9 @@ def _press_open(qtbot, dialog):
     qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
 
 
-def test_the_hint_says_the_architecture_is_recognised(qtbot, make_window):
-    window = make_window()
+def test_the_hint_says_the_architecture_is_recognised(qtbot, actviz_window):
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     dialog = window.files.open_model_dialog()
     text = dialog.hint_label.text()
     assert "leave the architecture empty" in text and "recognises it" in text
@@ -41,9 +38,10 @@ def test_the_hint_says_the_architecture_is_recognised(qtbot, make_window):
 
 
 def test_a_resnet18_state_dict_opens_with_no_arch_and_the_guess_is_shown(
-    qtbot, make_window, tmp_path
+    qtbot, actviz_window, tmp_path
 ):
-    window = make_window()
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     ref = torchvision.models.resnet18(weights=None).eval()
     path = tmp_path / "r18.pt"
@@ -56,11 +54,14 @@ def test_a_resnet18_state_dict_opens_with_no_arch_and_the_guess_is_shown(
     assert torch.equal(window.session.model.conv1.weight, ref.conv1.weight)
     note = "architecture guessed: resnet18 (all 122 tensors match)"
     assert window.statusBar().currentMessage() == note
-    assert not any("arch" in t for t in window.banner.texts())
+    assert not any("arch" in t for t in window.centre.banner.texts())
 
 
-def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(qtbot, make_window, tmp_path):
-    window = make_window()
+def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(
+    qtbot, actviz_window, tmp_path
+):
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     ref = torchvision.models.get_model(TIED[1], weights=None, weights_backbone=None).eval()
     path = tmp_path / "detector.pth"
@@ -77,7 +78,7 @@ def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(qtbot, mak
     message = dialog.message()
     assert message.startswith("detector.pth holds only weights, not the architecture, and 2 ")
     assert "Choose one of the candidates below" in message and "--arch" not in message
-    assert window.banner.texts() == [] and window.session.model is None
+    assert window.centre.banner.texts() == [] and window.session.model is None
     assert dialog.open_button.isEnabled()
     # Picking one puts it in the architecture field; Open loads it.
     assert dialog.choose_candidate(TIED[1])
@@ -94,9 +95,10 @@ def test_tied_candidates_are_asked_in_the_dialog_and_the_choice_opens(qtbot, mak
 
 
 def test_weights_that_match_nothing_say_so_in_the_dialog_and_keep_the_path(
-    qtbot, make_window, tmp_path
+    qtbot, actviz_window, tmp_path
 ):
-    window = make_window()
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     path = tmp_path / "mine.pt"
     torch.save({"encoder.w": torch.zeros(3, 4), "decoder.w": torch.zeros(4, 3)}, path)
     dialog = _open_file(qtbot, window, path)
@@ -109,7 +111,7 @@ def test_weights_that_match_nothing_say_so_in_the_dialog_and_keep_the_path(
         "its tensor names and shapes. Type the architecture it belongs to: a torchvision name "
         "(resnet18) or path/model.py:ClassName."
     )
-    assert window.banner.texts() == []
+    assert window.centre.banner.texts() == []
     # A wrong architecture typed: the reason is shown, the path still kept.
     dialog.arch_combo.setEditText("resnet18")
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
@@ -118,20 +120,21 @@ def test_weights_that_match_nothing_say_so_in_the_dialog_and_keep_the_path(
     assert dialog.message().startswith(f"Could not open model {str(path)!r}: ")
     assert "--arch" not in dialog.message()
     dialog.reject()
-    assert window.files.model_dialog is None and window.banner.texts() == []
+    assert window.files.model_dialog is None and window.centre.banner.texts() == []
 
 
 def test_outside_the_dialog_the_banner_points_to_the_dialog_not_the_command_line(
-    qtbot, make_window, tmp_path
+    qtbot, actviz_window, tmp_path
 ):
-    window = make_window()
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     state = torchvision.models.resnet18(weights=None).state_dict()
     state["extra_head.weight"] = torch.zeros(5, 512)
     path = tmp_path / "custom.pt"
     torch.save(state, path)
     assert window.open_model_source(str(path), wait=True) is False
-    (text,) = window.banner.texts()
+    (text,) = window.centre.banner.texts()
     assert text == (
         "custom.pt holds only weights, not the architecture, and none fits exactly; closest: "
         "resnet18 (122 of 123 tensors match, 1 is not in the model). Open it from File > Open "

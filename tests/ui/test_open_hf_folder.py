@@ -16,11 +16,7 @@ from tests.io.hf_tiny import (  # noqa: E402
     save_remote_code_model,
     save_tiny_gpt2,
 )
-from tests.ui import test_main_window as base  # noqa: E402
-from tests.ui.test_main_window import LOAD_TIMEOUT_MS  # noqa: E402
-
-settings = base.settings
-make_window = base.make_window
+from tests.ui.conftest import LOAD_TIMEOUT_MS  # noqa: E402
 
 
 @pytest.fixture
@@ -29,9 +25,10 @@ def remote_folder(tmp_path):
 
 
 def test_remote_code_folder_is_asked_about_and_opens_only_when_trusted(
-    qtbot, make_window, remote_folder, tmp_path
+    qtbot, actviz_window, remote_folder, tmp_path
 ):
-    window = make_window()
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     before = window.session.model
     asked = []
 
@@ -48,7 +45,7 @@ def test_remote_code_folder_is_asked_about_and_opens_only_when_trusted(
     first = (str(remote_folder), f"{remote_folder}: this model runs Python code shipped with it")
     assert [(p, m.split(" (")[0]) for p, m in asked] == [first]
     assert window.session.model is before
-    assert f"Not opened: {remote_folder} was not trusted." in window.banner.texts()
+    assert f"Not opened: {remote_folder} was not trusted." in window.centre.banner.texts()
     window.confirm_untrusted = ask(True)
     with remote_code_sandbox(tmp_path):
         with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
@@ -57,8 +54,9 @@ def test_remote_code_folder_is_asked_about_and_opens_only_when_trusted(
     assert type(window.session.model).__name__ == "EvilForCausalLM"
 
 
-def test_the_default_question_names_model_code_for_a_folder(qtbot, make_window, remote_folder):
-    window = make_window()
+def test_the_default_question_names_model_code_for_a_folder(qtbot, actviz_window, remote_folder):
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     seen = []
 
     def answer_cancel():
@@ -79,10 +77,11 @@ def test_the_default_question_names_model_code_for_a_folder(qtbot, make_window, 
 
 
 def test_a_model_folder_typed_in_the_open_dialog_opens_with_its_tokenizer(
-    qtbot, make_window, tmp_path
+    qtbot, actviz_window, tmp_path
 ):
     folder = save_tiny_gpt2(tmp_path / "gpt2")
-    window = make_window()
+    win = actviz_window(size=(1400, 900), auto_run=True)
+    window = win.window
     dialog = window.files.open_model_dialog()
     dialog.tabs.setCurrentIndex(1)
     dialog.file_edit.setText(str(folder))

@@ -17,22 +17,10 @@ from PySide6.QtCore import QTimer
 from actviz.io.demo import generate_image
 from actviz.io.errors import ModelLoadError
 from actviz.io.models import LoadedModel
-from tests.conftest import assert_no_hooks
-from tests.ui import test_main_window as base
-from tests.ui.test_main_window import (
-    LOAD_TIMEOUT_MS,
-    RUN_TIMEOUT_MS,
-    _tiny,
-    _x,
-    run_and_wait,
-)
+from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
+from tests.ui.conftest import LOAD_TIMEOUT_MS
+from tests.ui.test_main_window import SIZE, TINY_LAYERS, _tiny, _x
 from tests.ui.tiny_models import TinyCNN
-
-# The window fixtures live with the window's own tests; bound here so pytest finds them.
-settings = base.settings
-make_window = base.make_window
-tiny_window = base.tiny_window
-demo_resources = base.demo_resources
 
 
 def _loaded(source: str, model: torch.nn.Module | None = None, **extra) -> LoadedModel:
@@ -74,8 +62,11 @@ def _png(tmp_path, size: int = 16):
 
 
 # -------------------------------------------------------------------------------- responsive
-def test_a_slow_model_load_keeps_the_window_responsive(qtbot, tiny_window):
-    window, old = tiny_window
+def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
+    old = _tiny()
+    win = actviz_window(old, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     loader = GatedLoader()
     gate = loader.gate("resnet18")
     window.model_loader = loader
@@ -88,30 +79,32 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, tiny_window):
         assert window.open_model_source("resnet18") is True
         assert loader.started["resnet18"].wait(5)
         # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
-        assert window.status_label.text() == "Opening resnet18…"
-        assert window.progress_bar.isVisible() and window.cancel_action.isEnabled()
+        assert window.status.status_label.text() == "Opening resnet18…"
+        assert window.status.progress_bar.isVisible() and window.commands.cancel_action.isEnabled()
         assert window.is_loading() and window.is_busy()
         # The event loop keeps running timers while the load is held at its gate.
         qtbot.waitUntil(lambda: len(ticks) >= 10, timeout=5000)
         assert loader.released == [] and window.is_loading()
         # The previous model stays usable while the new one loads.
         assert window.session.model is old
-        run_and_wait(qtbot, window)
+        win.run_and_wait()
         with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
             gate.set()
         assert loaded.args == ["resnet18"]
         assert loader.on_gui_thread == [False]
         assert window.session.model is loader.models["resnet18"]
         assert window.windowTitle() == "actviz — tiny resnet18"
-        assert not window.progress_bar.isVisible() and not window.is_loading()
+        assert not window.status.progress_bar.isVisible() and not window.is_loading()
         assert window.settings.recent_models()[0] == "resnet18"
     finally:
         timer.stop()
         gate.set()
 
 
-def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     threads = []
     real = window.model_loader
 
@@ -130,8 +123,10 @@ def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, tiny_win
 
 
 # -------------------------------------------------------------------------------- stale / failed
-def test_a_stale_model_load_is_dropped(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_a_stale_model_load_is_dropped(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     loader = GatedLoader()
     first_gate = loader.gate("first")
     window.model_loader = loader
@@ -152,8 +147,11 @@ def test_a_stale_model_load_is_dropped(qtbot, tiny_window):
     assert window.settings.recent_models()[0] == "second"
 
 
-def test_a_failed_load_keeps_the_previous_model_usable(qtbot, tiny_window):
-    window, old = tiny_window
+def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
+    old = _tiny()
+    win = actviz_window(old, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     loader = GatedLoader()
     gate = loader.gate("broken.pt")
     window.model_loader = loader
@@ -163,17 +161,20 @@ def test_a_failed_load_keeps_the_previous_model_usable(qtbot, tiny_window):
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         gate.set()
     assert "broken.pt: not a checkpoint" in failed.args[0]
-    assert any("Could not open model 'broken.pt'" in t for t in window.banner.texts())
+    assert any("Could not open model 'broken.pt'" in t for t in window.centre.banner.texts())
     assert window.session.model is old and window.result is previous
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
-    assert not window.progress_bar.isVisible()
-    run_and_wait(qtbot, window)
+    assert not window.status.progress_bar.isVisible()
+    win.run_and_wait()
     assert window.result is not previous
     assert_no_hooks(old)
 
 
-def test_cancel_drops_a_model_load(qtbot, tiny_window):
-    window, old = tiny_window
+def test_cancel_drops_a_model_load(qtbot, actviz_window):
+    old = _tiny()
+    win = actviz_window(old, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     loader = GatedLoader()
     gate = loader.gate("slow")
     window.model_loader = loader
@@ -182,15 +183,17 @@ def test_cancel_drops_a_model_load(qtbot, tiny_window):
     with qtbot.waitSignal(window.model_load_failed, timeout=2000) as failed:
         window.cancel()
     assert "cancelled" in failed.args[0]
-    assert not window.is_loading() and not window.progress_bar.isVisible()
+    assert not window.is_loading() and not window.status.progress_bar.isVisible()
     gate.set()
     qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert "slow" in loader.models  # the cancelled load finished and was dropped
     assert window.session.model is old
 
 
-def test_set_model_replaces_a_pending_load(qtbot, tiny_window):
-    window, _ = tiny_window
+def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     loader = GatedLoader()
     gate = loader.gate("slow")
     window.model_loader = loader
@@ -204,8 +207,9 @@ def test_set_model_replaces_a_pending_load(qtbot, tiny_window):
     assert window.session.model is mine
 
 
-def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, make_window):
-    window = make_window()
+def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     loader = GatedLoader()
     window.model_loader = loader
     assert window.open_model_source("quick", wait=True) is True
@@ -229,8 +233,9 @@ def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, make_window):
 
 
 # -------------------------------------------------------------------------------- inputs
-def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, make_window, tmp_path):
-    window = make_window()
+def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, actviz_window, tmp_path):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     real = window.model_loader
     release = threading.Event()
 
@@ -245,7 +250,7 @@ def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, make_w
     window.open_model_source("demo")
     window.open_input_source(str(path))
     assert window.is_loading()
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         release.set()
     # Read with the demo's transforms (resized to its 64x64 input), not as a bare 16x16 image.
     assert window.session.model_name == "demo"
@@ -256,12 +261,13 @@ def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, make_w
 
 
 def test_a_new_model_rereads_the_input_before_the_automatic_run(
-    qtbot, demo_resources, make_window, tmp_path
+    qtbot, demo_resources, actviz_window, tmp_path
 ):
-    window = make_window()
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     window.set_model(_tiny(), layers=["conv1"])
     path = _png(tmp_path, 16)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.open_input_source(str(path))
     assert tuple(window.session.input.value.shape) == (1, 3, 16, 16)
     runs, failures = [], []
@@ -278,9 +284,11 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
 
 
 def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
-    qtbot, tiny_window, tmp_path
+    qtbot, actviz_window, tmp_path
 ):
-    window, _ = tiny_window
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     real = window.input_loader
     release_a, a_started = threading.Event(), threading.Event()
     threads = []
@@ -297,7 +305,7 @@ def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
     generate_image("circle", np.random.default_rng(1)).resize((16, 16)).save(a)
     generate_image("square", np.random.default_rng(2)).resize((16, 16)).save(b)
     window.open_input_source(str(a))
-    assert window.status_label.text() == "Opening a.png…"
+    assert window.status.status_label.text() == "Opening a.png…"
     assert a_started.wait(5)  # "a" is being read when "b" is asked for
     with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
         window.open_input_source(str(b))
@@ -310,8 +318,9 @@ def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
 
 
 @pytest.mark.usefixtures("demo_resources")
-def test_load_demo_opens_model_and_sample_in_the_background(qtbot, make_window):
-    window = make_window()
+def test_load_demo_opens_model_and_sample_in_the_background(qtbot, actviz_window):
+    win = actviz_window(size=SIZE, auto_run=True)
+    window = win.window
     threads = []
     real = window.model_loader
 
@@ -320,7 +329,7 @@ def test_load_demo_opens_model_and_sample_in_the_background(qtbot, make_window):
         return real(source, **kwargs)
 
     window.model_loader = spy
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.load_demo(sample="square") is True
     assert threads == [False]
     assert window.session.input.source.endswith("square.png")
@@ -328,19 +337,23 @@ def test_load_demo_opens_model_and_sample_in_the_background(qtbot, make_window):
     assert window.settings.recent_models() == []  # the demo is not a "recent" model
 
 
-def test_input_files_open_with_tensors_too(qtbot, tiny_window, tmp_path):
-    window, _ = tiny_window
+def test_input_files_open_with_tensors_too(qtbot, actviz_window, tmp_path):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     path = tmp_path / "x.pt"
     x = _x(7)
     torch.save(x, path)
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
+    with win.expect_run(flush=False):
         assert window.open_input_source(str(path), wait=True) is True
     assert torch.equal(window.session.input.value, x)
     assert window.settings.recent_inputs()[0] == str(path)
 
 
-def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, tiny_window, tmp_path):
-    window, _ = tiny_window
+def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tmp_path):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     release, started = threading.Event(), threading.Event()
     real = window.input_loader
 
@@ -356,16 +369,18 @@ def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, tiny_window, tmp_
     with qtbot.waitSignal(window.input_load_failed, timeout=2000) as failed:
         window.cancel()
     assert "cancelled" in failed.args[0]
-    assert not window.is_loading() and not window.progress_bar.isVisible()
+    assert not window.is_loading() and not window.status.progress_bar.isVisible()
     release.set()
     qtbot.waitUntil(lambda: not window.input_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert window.session.input.value is value
 
 
-def test_cancel_stops_an_export_between_files(qtbot, tiny_window, tmp_path, monkeypatch):
+def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, monkeypatch):
     import actviz.io.export as export_module
 
-    window, _ = tiny_window
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     release, started = threading.Event(), threading.Event()
     written = []
 
@@ -380,7 +395,9 @@ def test_cancel_stops_an_export_between_files(qtbot, tiny_window, tmp_path, monk
     monkeypatch.setattr(export_module, "export_capture", export_capture)
     window.export_all(tmp_path / "out")
     assert started.wait(5)
-    qtbot.waitUntil(lambda: window.status_label.text() == "Exporting 0/3: conv1", timeout=2000)
+    qtbot.waitUntil(
+        lambda: window.status.status_label.text() == "Exporting 0/3: conv1", timeout=2000
+    )
     window.cancel()
     with qtbot.waitSignal(window.export_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         release.set()
@@ -389,11 +406,13 @@ def test_cancel_stops_an_export_between_files(qtbot, tiny_window, tmp_path, monk
     assert window.last_export == []
 
 
-def test_cancel_stops_a_real_export_between_layers(qtbot, tiny_window, tmp_path, monkeypatch):
+def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_path, monkeypatch):
     """The real export_capture, held while it writes conv2's first file, then cancelled."""
     from PIL import Image
 
-    window, _ = tiny_window
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
     cap = window.result.capture
     out = tmp_path / "out"
     writing, release = threading.Event(), threading.Event()
@@ -411,7 +430,9 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, tiny_window, tmp_path,
     try:
         assert window.export_all(out) is True
         assert writing.wait(10)  # conv1 is written, conv2 is being written
-        qtbot.waitUntil(lambda: window.status_label.text() == "Exporting 1/4: conv2", timeout=5000)
+        qtbot.waitUntil(
+            lambda: window.status.status_label.text() == "Exporting 1/4: conv2", timeout=5000
+        )
         window.cancel()
     finally:
         release.set()
