@@ -27,6 +27,7 @@ from actviz.core.structures import named_tensors
 __all__ = [
     "AUTO_TARGET_TEXT",
     "Target",
+    "check_target",
     "detections",
     "parse_target",
     "resolve_target",
@@ -291,6 +292,41 @@ def _detection_target(dets: list[Mapping[str, torch.Tensor]], target: int | None
             f"{desc})"
         )
     return Target(value.reshape(()), label, desc)
+
+
+def check_target(target: Any, output: Any) -> None:
+    """Refuse a target that no run could use, where it is set rather than at run time.
+
+    The same rule as :func:`resolve_target` (one path: it is called on a detached output), so
+    the message is the one a run would fail with.
+
+    Parameters
+    ----------
+    target
+        What :func:`parse_target` returned (None: the output's default; always fine).
+    output
+        The model's last output (any structure a capture returns: logits, a Hugging Face
+        output, a detector's list, a segmentation map), or the number of classes when no
+        output is known yet (e.g. the length of the model's categories).
+
+    Raises
+    ------
+    ValueError
+        A class, token or detection index out of range ("target class 999 is out of range:
+        the output has 8 classes"), or an output that takes no index target.
+    TypeError
+        A target of a type :func:`resolve_target` refuses.
+    """
+    if target is None:
+        return
+    if output is None or isinstance(output, bool):
+        raise TypeError("check_target needs the model's output or its number of classes")
+    if isinstance(output, int):
+        if output < 1:
+            raise ValueError(f"the model has {output} classes, so no target class can be set")
+        output = torch.zeros(1, output)
+    with torch.no_grad():
+        resolve_target(output, target)
 
 
 # --------------------------------------------------------------------------------------------
