@@ -6,43 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torchvision
-from PySide6.QtCore import QPointF, QSettings
+from PySide6.QtCore import QPointF
 from torch import nn
 
-from actviz.display.mosaic import MIN_TILE_SCREEN_PX, grid_shape, mosaic, page_channels_for
+from actviz.display.mosaic import (
+    MIN_PAGE_CHANNELS,
+    MIN_TILE_SCREEN_PX,
+    grid_shape,
+    mosaic,
+    page_channels_for,
+)
 from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX
 from actviz.ui.window.main_window import MainWindow
-from actviz.display.mosaic import MIN_PAGE_CHANNELS
-
-RUN_TIMEOUT_MS = 60_000
 
 
-@pytest.fixture
-def make_window(qtbot, tmp_path):
-    def make(width: int, height: int) -> MainWindow:
-        settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-        window = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-        qtbot.addWidget(window)
-        window.resize(width, height)
-        window.show()
-        qtbot.waitExposed(window)
-        return window
-
-    return make
-
-
-def _run(qtbot, window: MainWindow) -> None:
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.run() is not None
-    window.flush_panel_updates()
-
-
-def _resnet(qtbot, window: MainWindow, layers: list[str], size: int = 224) -> None:
-    torch.manual_seed(0)
-    window.set_model(torchvision.models.resnet18(weights=None).eval(), layers=layers)
-    window.set_input(torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1)))
-    _run(qtbot, window)
+def _image(size: int = 224) -> torch.Tensor:
+    return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1))
 
 
 def _settled(qtbot, window: MainWindow, name: str) -> None:
@@ -70,9 +49,10 @@ def _tile_on_screen(canvas, m, channel: int) -> tuple[float, float]:
     return float(b.x() - a.x()), float(b.y() - a.y())
 
 
-def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, make_window):
-    window = make_window(1280, 720)
-    _resnet(qtbot, window, ["layer2"])
+def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), ["layer2"], size=(1280, 720))
+    win.run_and_wait()
+    window = win.window
     _settled(qtbot, window, "layer2")
     panel = window.layer_panels["layer2"]
     canvas = panel.activation_slot.image_canvas
@@ -121,9 +101,10 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, make_window):
     )
 
 
-def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, make_window):
-    window = make_window(1280, 720)
-    _resnet(qtbot, window, ["layer2"])
+def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, _image(), ["layer2"], size=(1280, 720))
+    win.run_and_wait()
+    window = win.window
     _settled(qtbot, window, "layer2")
     panel = window.layer_panels["layer2"]
     small_width = panel.activation_slot.image_canvas.image_rect_on_screen().width()
@@ -141,13 +122,13 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, make_wi
     assert window.result.layers["layer2"].mosaic is held
 
 
-def test_large_tiles_carry_their_channel_numbers(qtbot, make_window):
-    window = make_window(1280, 720)
+def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU()).eval()
-    window.set_model(model, layers=["0"])
-    window.set_input(torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2)))
-    _run(qtbot, window)
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    win = actviz_window(model, x, ["0"], size=(1280, 720))
+    win.run_and_wait()
+    window = win.window
     _settled(qtbot, window, "0")
     canvas = window.layer_panels["0"].activation_slot.image_canvas
     m = window.layer_panels["0"].activation_slot.mosaic
@@ -164,10 +145,13 @@ def test_large_tiles_carry_their_channel_numbers(qtbot, make_window):
     assert canvas.grid.tile_screen_px() < LABEL_MIN_TILE_PX and canvas.grid.labels() == []
 
 
-def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(qtbot, make_window):
-    window = make_window(1280, 720)
-    assert window.colormap_combo.currentText() == "auto"  # the default
-    _resnet(qtbot, window, ["conv1", "relu"], size=64)
+def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
+    qtbot, actviz_window, resnet
+):
+    win = actviz_window(resnet, _image(64), ["conv1", "relu"], size=(1280, 720))
+    window = win.window
+    assert window.commands.colormap_combo.currentText() == "auto"  # the default
+    win.run_and_wait()
     conv, relu = window.layer_panels["conv1"], window.layer_panels["relu"]
     layer = window.result.layers["conv1"]
     assert layer.view.data.min() < 0 <= window.result.layers["relu"].view.data.min()
@@ -187,9 +171,10 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(qtbot,
     assert conv.gradient_slot.image_canvas.colormap_name() == "inferno"
     assert relu.activation_slot.legend.text() == "per-channel: each tile 0-1 of its own min-max"
     # Shared scale: the bar shows [-M, M] of the layer, in numbers.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.normalize_combo.setCurrentIndex(window.normalize_combo.findData("shared"))
-    window.flush_panel_updates()
+    with win.expect_run():
+        window.commands.normalize_combo.setCurrentIndex(
+            window.commands.normalize_combo.findData("shared")
+        )
     bound = float(np.abs(layer.view.data).max())
     bar = conv.activation_slot.image_canvas.colorbar
     assert bar.levels() == pytest.approx((-bound, bound)) and bar.axis._tickLevels is None
@@ -198,13 +183,13 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(qtbot,
     )
     # A named map overrides: both sides, min..max, no new run.
     held = window.result
-    window.colormap_combo.setCurrentText("magma")
+    window.commands.colormap_combo.setCurrentText("magma")
     assert window.result is held
     for panel in (conv, relu):
         assert panel.activation_slot.image_canvas.colormap_name() == "magma"
         assert panel.gradient_slot.image_canvas.colormap_name() == "magma"
         assert not panel.activation_slot.mosaic.symmetric
     assert held.layers["conv1"].mosaic.symmetric  # the result is not edited
-    window.colormap_combo.setCurrentText("auto")
+    window.commands.colormap_combo.setCurrentText("auto")
     assert conv.activation_slot.mosaic.symmetric
     assert conv.activation_slot.image_canvas.colormap_name() == "CET-D1"
