@@ -9,18 +9,17 @@ import pytest
 import torch
 import torchvision
 from PySide6 import QtCore
-from PySide6.QtCore import QCoreApplication, QSettings
+from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QImage, QPainter
 
 from actviz.core.capture import capture
 from actviz.display.stats import layer_stats
+from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.panels.grad_flow import GradFlowPanel, _short
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import COLUMNS, StatsTable
-from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.result_display import default_selected_layer
 
-RUN_TIMEOUT_MS = 60_000
 OWL = "great grey owl, great gray owl, Strix nebulosa"
 
 
@@ -209,30 +208,16 @@ def test_statistics_table_columns_and_a_frozen_name_column(qtbot, conv_rows):
     assert view.horizontalHeader().sortIndicatorSection() == 0
 
 
-@pytest.fixture
-def resnet_window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(settings=settings, debounce_ms=20, auto_run=False)
-    qtbot.addWidget(window)
-    window.resize(1280, 720)
-    window.show()
-    qtbot.waitExposed(window)
-    torch.manual_seed(0)
-    window.set_model(
-        torchvision.models.resnet18(weights=None).eval(),
-        layers=["layer1", "layer2", "layer3", "layer4", "avgpool", "fc"],
-    )
-    window.set_input(torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1)))
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.run()
+def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(
+    qtbot, actviz_window, resnet
+):
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    layers = ["layer1", "layer2", "layer3", "layer4", "avgpool", "fc"]
+    win = actviz_window(resnet, x, layers)
+    window = win.window
+    win.run_and_wait(flush=False)
     qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
-    yield window
-    window.close()
-
-
-def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(qtbot, resnet_window):
-    window = resnet_window
-    panel = window.histogram_panel
+    panel = window.centre.histogram_panel
     # layer4 is (1, 512, 2, 2); avgpool's 1x1 maps and fc's logits make poor histograms.
     assert default_selected_layer(window.result) == "layer4"
     assert window.selected_layer == "layer4"
@@ -246,8 +231,7 @@ def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(qtbot, 
     assert panel.current_layer() == "layer2" and window.selected_layer == "layer2"
     assert panel.counts.sum() == 128 * 8 * 8
     # A new result keeps the user's choice.
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        window.run()
+    win.run_and_wait(flush=False)
     qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
     assert panel.current_layer() == "layer2" and panel.counts.sum() == 128 * 8 * 8
 
