@@ -279,6 +279,65 @@ def _model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> t
     return None
 
 
+_MISSING = object()
+
+
+def _wrappable(module: nn.Module) -> bool:
+    """Whether the recorder may wrap ``module.forward`` instead of registering two hooks.
+
+    Calling the recorder from inside ``forward`` is what a pre-hook and a forward hook
+    registered last would do, in the same order, when nothing else hooks the module's output
+    (forward hooks of its own, global forward hooks, backward hooks) and the module is not
+    compiled on its own. It keeps PyTorch's fast call path and makes no handles: a few
+    microseconds less per hooked call.
+    """
+    return not (
+        module._forward_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+        or nn.modules.module._global_forward_hooks
+        or nn.modules.module._global_backward_hooks
+        or nn.modules.module._global_backward_pre_hooks
+        or getattr(module, "_compiled_call_impl", None) is not None
+    )
+
+
+class _ForwardWrapper:
+    """``module.forward`` replaced by a call through the recorder, until :meth:`remove`.
+
+    The instance attribute is set in ``module.__dict__`` (no ``Module.__setattr__``
+    bookkeeping) and removed, or put back where the module had one of its own, on
+    :meth:`remove`, like a hook handle.
+    """
+
+    __slots__ = ("module", "own")
+
+    def __init__(self, module: nn.Module, recorder: Recorder) -> None:
+        self.module = module
+        self.own = module.__dict__.get("forward", _MISSING)
+        forward = module.forward
+        pre, post = recorder.pre_hook, recorder.forward_hook
+
+        def recorded_forward(*args: Any, **kwargs: Any) -> Any:
+            new_args = pre(module, args)
+            if new_args is not None:
+                args = new_args
+            output = forward(*args, **kwargs)
+            replaced = post(module, args, output)
+            return output if replaced is None else replaced
+
+        module.__dict__["forward"] = recorded_forward
+
+    def remove(self) -> None:
+        if self.module is None:
+            return
+        if self.own is _MISSING:
+            self.module.__dict__.pop("forward", None)
+        else:
+            self.module.__dict__["forward"] = self.own
+        self.module = None
+
+
 def _capture_once(
     model: nn.Module,
     inputs: Any,
@@ -330,9 +389,13 @@ def _capture_once(
                 # Before the recorder's hooks: records hold the edited outputs.
                 editor = EditHooks(modules, edits)
                 handles.extend(editor.register())
+            edited = editor.edited if editor is not None else {}
             for module, _name in by_module.items():
-                handles.append(module.register_forward_pre_hook(recorder.pre_hook))
-                handles.append(module.register_forward_hook(recorder.forward_hook))
+                if module not in edited and _wrappable(module):
+                    handles.append(_ForwardWrapper(module, recorder))
+                else:
+                    handles.append(module.register_forward_pre_hook(recorder.pre_hook))
+                    handles.append(module.register_forward_hook(recorder.forward_hook))
         # A cancellable run keeps the global hook for its stop check between every module.
         unregistered = UnregisteredCheck(
             model, recorder.check_stop, module_list, watch=should_stop is not None
