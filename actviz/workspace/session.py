@@ -549,36 +549,29 @@ class Session:
 
     def set_target_text(self, text: str) -> int | None:
         """Parse ``text`` (:func:`actviz.core.targets.parse_target`) and make it the target."""
-        from actviz.core.targets import parse_target
+        from actviz.core.targets import check_target, parse_target
 
         # A language model's tokenizer reads a token's text as its id.
         tokenizer = getattr(self.loaded_model, "tokenizer", None)
         target = parse_target(text, self.categories, tokenizer)
-        limit = self.target_limit()
-        if target is not None and (target < 0 or (limit is not None and target >= limit)):
-            what = f"0-{limit - 1}" if limit else "0 or more"
-            raise ValueError(f"class {target} is out of range: this model's classes are {what}")
+        if target is not None and target < 0:
+            raise ValueError(f"class {target} is out of range: classes are numbered from 0")
+        reference = self._target_reference()
+        if target is not None and reference is not None:
+            check_target(target, reference)  # the rule a run applies, now rather than then
         self.set_target(target)
         return target
 
-    def target_limit(self) -> int | None:
-        """How many classes (or token ids) a target may name; None when not known, or for a
-        detector, whose targets are its detections."""
-        from actviz.core.targets import detections
-
+    def _target_reference(self) -> Any:
+        """What a target is checked against: the last output, else the number of classes or
+        tokens known from the model (None: nothing is known yet)."""
         result = self.result
-        output = result.capture.output if result is not None and result.capture else None
-        if output is not None and detections(output) is not None:
-            return None
+        if result is not None and result.capture is not None:
+            return result.capture.output
         if self.categories:
             return len(self.categories)
         tokenizer = getattr(self.loaded_model, "tokenizer", None)
-        if tokenizer is not None:
-            return len(tokenizer)
-        logits = getattr(output, "logits", output)
-        if isinstance(logits, torch.Tensor) and logits.ndim == 2:
-            return int(logits.shape[-1])
-        return None
+        return len(tokenizer) if tokenizer is not None else None
 
     # -- runs --------------------------------------------------------------------------------
     def can_run(self) -> bool:
