@@ -3,8 +3,10 @@
 * ``scan_embed_ratio``: images/s of ``actviz.scan`` recording every scanned layer's pooled
   vectors against the same scan without them (target >= 0.95). Pairs of the two scans
   alternate over one synthetic folder (the scan bench's), each with its cache emptied first
-  and on, so both write every batch; the figure is the median of the per-pair ratios, the
-  worst over the models.
+  and on, so both write every batch, and each choosing its batch size as the window and the
+  command line let it (the one-image probe that sizes the batches also finds the
+  embeddings' widths); the figure is the median of the per-pair ratios, the worst over the
+  models.
 * ``atlas_pca_s``: :func:`actviz.atlas.project` (exact PCA) of 10,000 x 512 float16 vectors
   (target <= 1 s), the median of a few fits.
 * ``atlas_umap_s``: the same vectors through UMAP (target <= 60 s), when ``umap-learn`` is
@@ -48,7 +50,12 @@ def _vectors(n: int, d: int, seed: int = 0) -> np.ndarray:
 
 
 def scan_embed_pairs(
-    model: str, folder: Path, pairs: int, batch_size: int, workers: int, cache_root: Path
+    model: str,
+    folder: Path,
+    pairs: int,
+    batch_size: int | None,
+    workers: int,
+    cache_root: Path,
 ) -> dict[str, Any]:
     """Alternate scans without and with embeddings over ``folder``: images/s and the median
     per-pair ratio (with / without)."""
@@ -77,10 +84,11 @@ def scan_embed_pairs(
         return result.count / (time.perf_counter() - t0)
 
     # Warm-up: imports, page cache, first-call costs of both paths.
-    scan(source, files[: 2 * batch_size], layers, batch_size=batch_size, num_workers=0)
+    warm = files[:64]
+    scan(source, warm, layers, batch_size=batch_size, num_workers=0)
     scan(
         source,
-        files[: 2 * batch_size],
+        warm,
         layers,
         batch_size=batch_size,
         num_workers=0,
@@ -287,7 +295,7 @@ def run(
             folder = make_folder(tmp / f"images-{name}", count, size)
             # Loader processes only where the scan itself would start them (a few batches).
             w = workers if count > 64 else 0
-            rows.append(scan_embed_pairs(name, folder, pairs, 32, w, tmp / "cache" / "actviz"))
+            rows.append(scan_embed_pairs(name, folder, pairs, None, w, tmp / "cache" / "actviz"))
     finally:
         if saved_cache is None:
             os.environ.pop("XDG_CACHE_HOME", None)

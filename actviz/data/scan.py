@@ -338,7 +338,9 @@ def scan(
         folder = cache_dir(weights_fingerprint(net), preprocessing_id(spec), identity)
     store = ScanStore(folder) if folder is not None else None
     if embed:
-        need = _estimate(spec, items, [name for name in names if name in embed], store)
+        need, probed = _estimate(spec, items, [name for name in names if name in embed], store)
+        if batch_size is None and probed is not None:
+            batch_size = _batch_for(probed)  # that pass was the batch-size probe too
         if memory_budget is not None and need.embedding_bytes > memory_budget:
             raise ScanTooLarge(
                 f"{need.describe()}, over the {format_bytes(memory_budget)} memory budget; "
@@ -415,25 +417,28 @@ def estimate_memory(
     names = resolve_layers(spec.model, layers)
     embed = _embedding_layers(spec.model, names, embeddings)
     items = open_data(data, spec)
-    return _estimate(spec, items, [name for name in names if name in embed], None)
+    return _estimate(spec, items, [name for name in names if name in embed], None)[0]
 
 
 def _estimate(
     spec: ModelSpec, items: ScanData, names: list[str], store: ScanStore | None
-) -> ScanMemory:
-    """Widths from the cache where it has them, else from one forward pass of one item."""
+) -> tuple[ScanMemory, int | None]:
+    """Widths from the cache where it has them, else from one forward pass of one item; and
+    that pass's output bytes (for the batch size), None when none ran."""
     widths: dict[str, int] = {}
     for name in names:
         saved = store.get(name) if store is not None else None
         if saved is not None and int(saved.get("embed_dim", -1)) >= 0:
             widths[name] = int(saved["embed_dim"])
     unknown = [name for name in names if name not in widths]
+    total = None
     if unknown:
         sample = _first_sample(items, range(min(8, len(items.sources))), spec)
         if sample is not None:
-            widths.update(layer_widths(spec.model, sample, unknown))
+            total, found = _probe_forward(spec.model, sample, unknown)
+            widths.update(found)
     n = len(items.sources)
-    return ScanMemory(n, widths, n * sum(widths.values()) * 2)
+    return ScanMemory(n, widths, n * sum(widths.values()) * 2), total
 
 
 def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor | None:
@@ -450,30 +455,7 @@ def layer_widths(net: nn.Module, sample: torch.Tensor, names: Sequence[str]) -> 
     """Values per image each of ``names`` would record as an embedding, from one forward pass
     of ``sample`` in eval mode (training flags restored after); layers that do not run or
     give no tensor with a channel dimension are left out."""
-    modules = dict(net.named_modules())
-    widths: dict[str, int] = {}
-
-    def make_hook(name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, _args: Any, output: Any) -> None:
-            t = first_tensor(output)
-            if name not in widths and t is not None and t.ndim >= 2:
-                widths[name] = int(t.shape[channel_dim(module, t)])
-
-        return hook
-
-    training = [(m, m.training) for m in net.modules()]
-    handles = [modules[name].register_forward_hook(make_hook(name)) for name in names]
-    try:
-        net.eval()
-        with torch.no_grad():
-            net(sample)
-    finally:
-        for h in handles:
-            h.remove()
-        for m, flag in training:
-            if m.training != flag:
-                m.training = flag
-    return widths
+    return _probe_forward(net, sample, names)[1]
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
@@ -554,22 +536,46 @@ def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
     Runs the model once on ``sample`` (one input, ``(1, C, ...)``) and adds up the bytes of
     every module's tensor output.
     """
-    total = 0
+    return _batch_for(_probe_forward(net, sample, ())[0])
 
-    def hook(_module: nn.Module, _args: Any, output: Any) -> None:
+
+def _batch_for(total: int) -> int:
+    return int(max(1, min(MAX_BATCH, ACTIVATION_BUDGET // max(total, 1))))
+
+
+def _probe_forward(
+    net: nn.Module, sample: torch.Tensor, names: Sequence[str]
+) -> tuple[int, dict[str, int]]:
+    """One forward pass of ``sample`` in eval mode (training flags restored after): the bytes
+    of every module's tensor output, and the embedding width of each of ``names`` (layers that
+    do not run or give no tensor with a channel dimension are left out)."""
+    total = 0
+    widths: dict[str, int] = {}
+    wanted = {id(m): name for name, m in net.named_modules() if name in set(names)}
+
+    def hook(module: nn.Module, _args: Any, output: Any) -> None:
         nonlocal total
         t = first_tensor(output)
-        if t is not None:
-            total += t.numel() * t.element_size()
+        if t is None:
+            return
+        total += t.numel() * t.element_size()
+        name = wanted.get(id(module))
+        if name is not None and name not in widths and t.ndim >= 2:
+            widths[name] = int(t.shape[channel_dim(module, t)])
 
+    training = [(m, m.training) for m in net.modules()]
     handles = [m.register_forward_hook(hook) for m in net.modules()]
     try:
+        net.eval()
         with torch.no_grad():
             net(sample)
     finally:
         for h in handles:
             h.remove()
-    return int(max(1, min(MAX_BATCH, ACTIVATION_BUDGET // max(total, 1))))
+        for m, flag in training:
+            if m.training != flag:
+                m.training = flag
+    return total, widths
 
 
 def default_workers(

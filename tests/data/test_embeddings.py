@@ -239,3 +239,34 @@ def test_scan_writes_more_images_in_the_same_vectors_when_the_folder_grows(tmp_p
     grown = scan(net, folder, ["4"], k=3, num_workers=0, embeddings=True)
     whole = scan(net, folder, ["4"], k=3, num_workers=0, embeddings=True, cache=False)
     np.testing.assert_array_equal(grown.embeddings("4").vectors, whole.embeddings("4").vectors)
+
+
+def test_one_probe_sizes_the_batches_and_the_embeddings(image_folder, monkeypatch):
+    import importlib
+
+    scan_module = importlib.import_module("actviz.data.scan")  # the module, not the function
+    calls = []
+    real = scan_module._probe_forward
+    monkeypatch.setattr(scan_module, "_probe_forward", lambda *a: calls.append(a[2]) or real(*a))
+    net = tiny_net()
+    plain, embed = [], []
+    scan(
+        net,
+        image_folder,
+        ["4"],
+        num_workers=0,
+        cache=False,
+        progress=lambda d, t, r: plain.append(d),
+    )
+    assert len(calls) == 1  # the batch-size probe
+    scan(
+        net,
+        image_folder,
+        ["4"],
+        num_workers=0,
+        cache=False,
+        embeddings=True,
+        progress=lambda d, t, r: embed.append(d),
+    )
+    assert len(calls) == 2 and list(calls[1]) == ["4"]  # one pass did both
+    assert embed == plain  # the same batches
