@@ -12,7 +12,7 @@
 * ``atlas_umap_s``: the same vectors through UMAP (target <= 60 s), when ``umap-learn`` is
   installed; the process's first fit, which includes numba compiling umap's code (what a
   user waits for the first time), and a second, warm fit are both printed. Not run with
-  ``--quick`` (the compile alone takes about a minute on two cores).
+  ``--quick`` (the compile alone takes minutes on two busy cores).
 * ``atlas_pan_p95_ms``: a 50,000-point pyqtgraph ``ScatterPlotItem`` (10 classes, one brush
   each, as an atlas colours classes) in a 1280 x 720 ``PlotWidget``, offscreen: each frame
   moves the view by a step (``ViewBox.translateBy``, what a drag does) and runs the event
@@ -322,7 +322,7 @@ def run(
         print("  UMAP: umap-learn is not installed (pip install 'actviz[atlas]'): not measured")
         summary["atlas_umap_s"] = None
     elif quick:
-        print("  UMAP: not measured with --quick (numba compiles umap's code: about a minute)")
+        print("  UMAP: not measured with --quick (numba compiles umap's code: minutes)")
         summary["atlas_umap_s"] = None
     else:
         u = umap_seconds()

@@ -120,7 +120,7 @@ def test_separating_channels_rank_the_channel_that_splits_the_selection():
         separating_channels(x, [], k=3)
 
 
-@pytest.mark.slow  # numba compiles umap's code on the first fit and transform: about a minute
+@pytest.mark.slow  # numba compiles umap's code on the first fit and transform: minutes
 @pytest.mark.skipif(not umap_available(), reason="umap-learn (actviz[atlas]) not installed")
 def test_umap_projects_and_places_new_points_near_their_cluster():
     x = _clustered(150, 12)
