@@ -4,6 +4,19 @@
 input_grads=False)`` with the cheapest method there is (TorchCAM's): a plain forward hook on
 ``layer4`` and ``torch.autograd.grad`` of the target with respect to that output only. Both
 sides finish with the same ``views.grad_cam``.
+
+:func:`overheads` splits a capture's cost into a fixed part and a part per hooked call:
+
+* ``capture_fixed_ms``: a capture recording no layer (forward only) minus a bare ``no_grad``
+  forward, ResNet-18 at 32 px (target <= 0.3 ms);
+* ``capture_per_call_us``: a forward-only capture of every leaf of torchvision's
+  MobileNetV3-small minus a bare forward, divided by the hooked calls (target <= 30 us);
+* ``capture_small_all_ratio``: every leaf with gradients against a bare forward plus
+  ``autograd.grad`` of the same target to the input, MobileNetV3-small at 224 px (target
+  <= 1.3).
+
+All of them measure the library's default: glibc's allocator as the process found it
+(:func:`actviz.tune_allocator` not called).
 """
 
 from __future__ import annotations
@@ -114,6 +127,79 @@ def gradcam_pair(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int)
         views.grad_cam(rec.output, rec.grad_output)
 
     return paired(f"{arch} Grad-CAM {GRADCAM_LAYER} / hook + grad", bare, ours, pairs)
+
+
+def overheads(pairs: int = 15, small_size: int = 224, fixed_size: int = 32) -> dict:
+    """``capture_fixed_ms``, ``capture_per_call_us`` and ``capture_small_all_ratio``, with rows.
+
+    Parameters
+    ----------
+    pairs
+        Interleaved pairs per figure (see :func:`actviz.bench.timing.paired`).
+    small_size
+        Input size of MobileNetV3-small (224 for the targets).
+    fixed_size
+        Input size of ResNet-18 for the fixed cost (32 for the target).
+    """
+    torch.manual_seed(0)
+    resnet = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, fixed_size, fixed_size)
+
+    def bare_resnet() -> None:
+        with torch.no_grad():
+            resnet(x)
+
+    fixed = paired(
+        f"resnet18 {fixed_size} px: no layers / bare",
+        bare_resnet,
+        lambda: capture(resnet, x, [], gradients=False),
+        pairs * 2,  # short runs: twice the pairs for the same time
+    )
+    small = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    xs = torch.randn(1, 3, small_size, small_size)
+    calls = sum(len(c) for c in capture(small, xs, None, gradients=False).records.values())
+
+    def bare_small() -> None:
+        with torch.no_grad():
+            small(xs)
+
+    def bare_small_grad() -> None:
+        xi = xs.clone().requires_grad_(True)
+        out = small(xi)
+        top = out.detach().argmax(1)
+        torch.autograd.grad(out.gather(1, top[:, None]).sum(), [xi])
+
+    per_call = paired(
+        f"mobilenet_v3_small {small_size} px: all {calls} calls / bare",
+        bare_small,
+        lambda: capture(small, xs, None, gradients=False),
+        pairs,
+    )
+    all_grad = paired(
+        f"mobilenet_v3_small {small_size} px: all + grads / bare",
+        bare_small_grad,
+        lambda: capture(small, xs, None),
+        pairs,
+    )
+    return {
+        "rows": [fixed, per_call, all_grad],
+        "capture_fixed_ms": fixed.test_ms - fixed.base_ms,
+        "capture_per_call_us": (per_call.test_ms - per_call.base_ms) / calls * 1e3,
+        "capture_small_all_ratio": all_grad.ratio,
+        "calls": calls,
+    }
+
+
+def print_overheads(results: dict) -> None:
+    """The rows of :func:`overheads` and its three figures."""
+    print(f"{'capture fixed and per-call cost':<44} {'bare ms':>9} {'actviz ms':>9} {'ratio':>8}")
+    for r in results["rows"]:
+        print(r.row())
+    print(
+        f"capture_fixed_ms {results['capture_fixed_ms']:.3f}, capture_per_call_us "
+        f"{results['capture_per_call_us']:.1f} ({results['calls']} calls), "
+        f"capture_small_all_ratio {results['capture_small_all_ratio']:.3f}"
+    )
 
 
 def print_table(results: dict) -> None:

@@ -63,6 +63,10 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
         {k: v for k, v in results.items() if k.startswith("capture_") and isinstance(v, float)}
     )
     summary["gradcam_ratio"] = results["gradcam_ratio"]
+    costs = capture_bench.overheads(pairs=pairs)
+    capture_bench.print_overheads(costs)
+    for key in ("capture_fixed_ms", "capture_per_call_us", "capture_small_all_ratio"):
+        summary[key] = costs[key]
     from actviz.bench import edits_bench
 
     edits = edits_bench.run(models, pairs=pairs, size=224)
