@@ -7,6 +7,7 @@ import os
 
 from PySide6.QtCore import QCoreApplication, QTimer
 
+from actviz.core.allocator import tune_allocator
 from actviz.ui.explore import ensure_app
 from actviz.ui.window.main_window import MainWindow
 
@@ -51,6 +52,7 @@ def run_app(
         the window closes itself after painting its first result (exit 0) or after the first
         failure (exit 1), so a headless machine can prove the app opens.
     """
+    tune_allocator()  # the app's own process captures again and again: keep freed memory
     app = ensure_app()
     window = MainWindow()
     # Everything opens in the background while the window is already on screen; an input
