@@ -37,6 +37,8 @@ class ExportRequest:
     generation: int = 0
     succeeded: bool | None = None
     paths: list[Path] = field(default_factory=list)
+    #: The request that first re-ran the model for this export (it ends as this one ends).
+    parent: ExportRequest | None = None
 
 
 class ExportHost(Protocol):
@@ -133,6 +135,14 @@ class ExportActions:
         if result is None or result.capture is None:
             self.show_warning("Nothing to export yet: run first (Ctrl+R).")
             return False
+        if result.capture.input_grads is None and self._rerun_with_input_grads(out_dir):
+            # Made while no saliency was on screen (no input gradient): the same files whatever
+            # tab is shown, so the run is made again with it first, then exported.
+            if wait:
+                request = self._export_request
+                self._wait_until(lambda: request is None or request.succeeded is not None)
+                return bool(request is not None and request.succeeded)
+            return True
         try:
             from actviz.io.export import export_capture
         except ImportError:
@@ -180,6 +190,54 @@ class ExportActions:
             return True
         self._wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
+
+    def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
+        """Run the window's request again with the input gradient, then export; False when
+        no such run can start (a pinned or live result: exported as it is)."""
+        window: Any = self.window
+        runs = getattr(window, "runs", None)
+        result = self.session.result
+        if runs is None or runs.last_request is None or result is not self._latest_result():
+            return False
+        request = ExportRequest(Path(out_dir))
+        if self._export_request is not None:
+            self._export_request.succeeded = False
+        self._export_request = request
+
+        def finished() -> None:
+            disconnect()
+            if self._export_request is request:
+                self._export_request = None
+                if self.export_all(request.out) and self._export_request is not None:
+                    self._export_request.parent = request
+                else:
+                    request.succeeded = False
+
+        def failed(text: str) -> None:
+            disconnect()
+            if self._export_request is request:
+                self._export_request = None
+                request.succeeded = False
+                self.window.export_failed.emit(f"Export failed: {text}")
+
+        def disconnect() -> None:
+            for signal, slot in ((window.run_finished, finished), (window.run_failed, failed)):
+                try:
+                    signal.disconnect(slot)
+                except (RuntimeError, TypeError):
+                    pass
+
+        window.run_finished.connect(finished)
+        window.run_failed.connect(failed)
+        if runs.run(input_grads=True) is None:
+            disconnect()
+            self._export_request = None
+            return False
+        self._refresh_busy(f"Exporting to {request.out}: running once more for the saliency…")
+        return True
+
+    def _latest_result(self) -> Any:
+        return getattr(self.window, "result", None)
 
     def _run_source(self, result: Any) -> Any:
         """How the model and input were opened, for ``reproduce.py`` (its edits are the
@@ -278,6 +336,8 @@ class ExportActions:
             return None
         self._export_request = None
         request.succeeded = succeeded
+        if request.parent is not None:
+            request.parent.succeeded = succeeded
         return request
 
     def _on_export_finished(self, gen: int, paths: list[Path]) -> None:

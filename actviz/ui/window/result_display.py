@@ -14,6 +14,7 @@ ResNet-50 in live mode, applying everything at once held the event loop for up t
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -39,6 +40,8 @@ MAPS_PANEL_MIN_HEIGHT = 300
 CHANNEL_VIEW_SHARE = 0.62
 #: Layer panels updated per event-loop pass when a result arrives.
 PANELS_PER_PASS = 1
+#: Time spent making new layer panels per event-loop pass (the rest follow on later passes).
+CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +127,10 @@ class ResultDisplay:
         self._display_timer.timeout.connect(self._run_display_step)
         # Layer panels still showing an older result, filled a few per pass, on-screen first.
         self._pending_panels: dict[str, PreparedLayer] = {}
+        # Panels of the result shown still to be made (a few per pass), and their generation.
+        self._to_create: list[str] = []
+        self._create_generation = 0
+        self._just_made: set[str] = set()
         self._pending_generation = 0
         self._pending_scheduled = False
         # Panels' new mosaic widths, applied together on the next pass.
@@ -322,42 +329,24 @@ class ResultDisplay:
             self.model_dock.update_tree(result.tree)
 
         # Layer panels: exactly the ticked layers that ran, in execution order.
-        new: set[str] = set()
         for name in [n for n in self.layer_panels if n not in result.layers]:
             panel = self.layer_panels.pop(name)
             self.layers_grid.removeWidget(panel)
             panel.setParent(None)
             panel.deleteLater()
+        # Panels that exist are kept; missing ones are made a few at a time (each a handful
+        # of plots: 50 at once blocked the GUI thread for a second or more).
+        self._to_create = [name for name in result.shown if name not in self.layer_panels]
+        self._create_generation += 1
         for name in result.shown:
-            layer = result.layers[name]
-            panel = self.layer_panels.get(name)
-            if panel is None:
-                panel = TokenLayerPanel(name, module_type=layer.module_type)
-                panel.channel_clicked.connect(self._on_panel_channel_clicked)
-                panel.page_requested.connect(self._on_panel_page_requested)
-                panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
-                self.layer_panels[name] = panel
-                new.add(name)
-                for hook in self.panel_created:
-                    hook(panel)
-            else:
-                panel.set_module_type(layer.module_type)
-            panel.set_colormap(self.colormap)
-            # Heatmaps need room to read; a mosaic's canvas asks for the height its width
-            # needs; bars and numbers are fine at the panel's own minimum.
-            if layer.view is not None and layer.view.kind == "heatmap":
-                panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
-        self.layer_panels = {name: self.layer_panels[name] for name in result.shown}
-        self._layout_panels(result.shown)
-        # New panels are filled now (they have no geometry yet to tell whether they are on
-        # screen); existing ones are filled a few per event-loop pass, on-screen first, so
-        # one result does not paint every canvas in a single event.
-        pending = {}
-        for name in result.shown:
-            if name in new:
-                self._update_panel(self.layer_panels[name], result.layers[name])
-            else:
-                pending[name] = result.layers[name]
+            if name in self.layer_panels:
+                self._configure_panel(self.layer_panels[name], result.layers[name])
+        self._create_panels(self._create_generation, budget_s=CREATE_BUDGET_S)
+        # Existing panels are filled a few per event-loop pass, on-screen first, so one result
+        # does not paint every canvas in a single event (new ones were filled when made).
+        pending = {
+            name: result.layers[name] for name in result.shown if name not in self._just_made
+        }
         self._queue_panel_updates(pending)
 
         # Overview: the predictions now, the rest in steps (see the module docstring).
@@ -377,6 +366,59 @@ class ResultDisplay:
 
         self.refresh_held_text()
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
+
+    def _configure_panel(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
+        panel.set_module_type(layer.module_type)
+        panel.set_colormap(self.colormap)
+        # Heatmaps need room to read; a mosaic's canvas asks for the height its width needs;
+        # bars and numbers are fine at the panel's own minimum.
+        if layer.view is not None and layer.view.kind == "heatmap":
+            panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
+
+    def _create_panels(self, generation: int, budget_s: float | None) -> None:
+        """Make the panels still missing for the result shown, for at most ``budget_s``
+        seconds (None: all), fill them, lay the grid out; the rest on the next pass."""
+        if generation != self._create_generation:
+            return  # a newer result decides which panels to make
+        result = self.session.result
+        self._just_made = set()
+        if result is None:
+            self._to_create = []
+            return
+        start = time.perf_counter()
+        while self._to_create:
+            name = self._to_create.pop(0)
+            layer = result.layers.get(name)
+            if layer is None or name in self.layer_panels:
+                continue
+            panel = TokenLayerPanel(name, module_type=layer.module_type)
+            panel.channel_clicked.connect(self._on_panel_channel_clicked)
+            panel.page_requested.connect(self._on_panel_page_requested)
+            panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
+            self.layer_panels[name] = panel
+            for hook in self.panel_created:
+                hook(panel)
+            self._configure_panel(panel, layer)
+            self._just_made.add(name)
+            if budget_s is not None and time.perf_counter() - start > budget_s:
+                break
+        # Execution order, whatever order the panels were made in.
+        self.layer_panels = {
+            n: self.layer_panels[n] for n in result.shown if n in self.layer_panels
+        }
+        self._layout_panels(list(self.layer_panels))
+        # New panels are filled now (they have no geometry yet to tell whether they are on
+        # screen).
+        for name in self._just_made:
+            self._update_panel(self.layer_panels[name], result.layers[name])
+        if self._to_create:
+            # Its own generation says when it is stale (a newer result's panels differ).
+            step = lambda: self._create_panels(generation, CREATE_BUDGET_S)  # noqa: E731
+            self.defer_display(step, stale_ok=True)
+
+    def panels_pending(self) -> bool:
+        """Whether panels of the result shown are still to be made."""
+        return bool(self._to_create)
 
     def refresh_held_text(self) -> None:
         """The status bar's timing and memory: ``ran in 53 ms · 1.2 MiB held (2 pinned)``."""
@@ -506,12 +548,15 @@ class ResultDisplay:
         self._schedule_panel_updates()
 
     def panel_updates_pending(self) -> bool:
-        """Whether some layer panels still show an older result than ``session.result``."""
-        return bool(self._pending_panels)
+        """Whether some layer panels still show an older result than ``session.result``, or
+        are still to be made."""
+        return bool(self._pending_panels) or bool(self._to_create)
 
     def flush_panel_updates(self) -> None:
-        """Show the whole result now: every waiting display step and every layer panel (on
-        screen or not), e.g. before an export or a test reads the panels."""
+        """Show the whole result now: every panel made, every waiting display step and every
+        layer panel filled (on screen or not), e.g. before an export or a test reads them."""
+        if self._to_create:
+            self._create_panels(self._create_generation, budget_s=None)
         self._flush_display_steps()
         pending = self._pending_panels
         self._pending_panels = {}

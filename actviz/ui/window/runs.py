@@ -69,8 +69,9 @@ class RunControl:
         signals.started.connect(self._on_worker_started)
 
     # ------------------------------------------------------------------ starting runs
-    def run(self) -> int | None:
-        """Start a run now; its generation, or None when it cannot run."""
+    def run(self, *, input_grads: bool | None = None) -> int | None:
+        """Start a run now; its generation, or None when it cannot run. ``input_grads``:
+        differentiate back to the input whether or not a saliency view is on screen."""
         w = self.window
         self._debounce.stop()
         self._run_due = False
@@ -81,6 +82,8 @@ class RunControl:
             w.show_warning(f"Open {what} first, then press Run.", source="run")
             return None
         request = self.session.make_request()
+        if input_grads is not None:
+            request = dataclasses.replace(request, input_grads=input_grads)
         self.last_request = request
         gen = self.worker.submit(lambda stop, progress: run_job(request, stop, progress))
         self._job_kind = {gen: "run"}

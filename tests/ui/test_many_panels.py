@@ -1,0 +1,42 @@
+"""Many ticked layers: panels are made a few per event-loop pass, never all in one block."""
+
+from __future__ import annotations
+
+import torch
+
+from actviz.ui.window import result_display
+from tests.ui.tiny_models import TinyCNN
+
+LAYERS = ["conv1", "relu", "conv2", "pool", "flatten", "fc"]
+
+
+def test_panels_are_made_over_several_passes_in_execution_order(actviz_window, monkeypatch):
+    # No time for a second panel per pass: each pass makes exactly one.
+    monkeypatch.setattr(result_display, "CREATE_BUDGET_S", 0.0)
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
+    w = win.window
+    made_per_pass: list[int] = []
+    w.panel_created.connect(lambda name, panel: made_per_pass.append(len(w.layer_panels)))
+    with win.expect_run(flush=False):
+        w.run()
+    result = w.result
+    assert len(w.layer_panels) < len(result.shown)  # not all at once
+    win.qtbot.waitUntil(lambda: not w.display.panels_pending(), timeout=10_000)
+    assert list(w.layer_panels) == list(result.shown)
+    assert made_per_pass == list(range(1, len(result.shown) + 1))  # one more each time
+    for name in result.shown:  # each made panel shows this result
+        assert w.layer_panels[name].activation_slot.view is not None
+
+
+def test_a_newer_result_replaces_the_panels_still_to_be_made(actviz_window, monkeypatch):
+    monkeypatch.setattr(result_display, "CREATE_BUDGET_S", 0.0)
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
+    w = win.window
+    with win.expect_run(flush=False):
+        w.run()
+    win.untick("relu", "pool", "flatten")
+    win.run_and_wait()  # flushes: every panel of the new result, none of the old one
+    assert list(w.layer_panels) == ["conv1", "conv2", "fc"]
+    assert not w.display.panels_pending()
