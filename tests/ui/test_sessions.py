@@ -89,6 +89,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     win = actviz_window()
     result = _investigation(win, checkpoint)
     s = win.session
+    win.open_dock("Dataset")
     path = tmp_path / "study.actviz"
     sessions = _sessions(win)
     asked = []
@@ -98,6 +99,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     assert sessions.path == path
 
     other = actviz_window()
+    assert not _dock(other, "Dataset").isVisible()
     ran = []
     other.window.run_started.connect(lambda: ran.append(1))
     assert _sessions(other).open_session(path, wait=True)
@@ -128,6 +130,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     _same_capture(list(s.pins)[0].result.capture, pins[0].result.capture)
     patch_edit = [e for e in o.edits if e.edit.kind == "patch"][0].edit
     assert patch_edit.source is pins[0].result.capture
+    assert _dock(other, "Dataset").isVisible()  # the window layout
     # The comparison set-up: run B was another input.
     view = other.feature("compare").view
     assert view.source == "input" and view.input_combo.currentText() == "random:1x3x32x32:7"
@@ -340,3 +343,75 @@ def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, che
     assert shown.args[0].from_cache and shown.args[0].count == 6
     assert str(shown.args[0].cache_path) == state.scan_key
     other.wait_idle()
+
+
+def test_actviz_opens_a_session_file_given_as_its_argument(monkeypatch):
+    from actviz import cli
+    from actviz.ui import app as app_module
+
+    seen = {}
+    monkeypatch.setattr(app_module, "run_app", lambda **kwargs: seen.update(kwargs) or 0)
+    assert cli.main(["study.actviz"]) == 0
+    assert seen["session"] == "study.actviz" and seen["model"] is None
+
+
+def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
+    actviz_window, checkpoint, tmp_path, monkeypatch
+):
+    from PySide6.QtCore import QTimer
+
+    from actviz.ui import app as app_module
+    from actviz.ui.sessions import feature as feature_module
+    from actviz.ui.window.main_window import MainWindow
+
+    win = actviz_window()
+    result = _investigation(win, checkpoint)
+    path = tmp_path / "study.actviz"
+    _sessions(win).ask_pin_captures = lambda *_: True
+    assert _sessions(win).save_session(path, wait=True)
+    win.window.close()  # the app's loop ends when its own window, the last one, closes
+
+    opened: list[MainWindow] = []
+
+    class Recorded(MainWindow):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(app_module, "MainWindow", Recorded)
+    shown = []
+
+    def close_once_shown():
+        w = opened[-1] if opened else None
+        if w is None or w.result is None or w.is_busy() or len(shown) >= len(opened):
+            QTimer.singleShot(20, close_once_shown)
+            return
+        shown.append((w.result.capture, w.session.model_source, list(w.session.pins)))
+        w.close()
+
+    QTimer.singleShot(0, close_once_shown)
+    assert app_module.run_app(session=str(path)) == 0
+    _same_capture(result.capture, shown[0][0])
+    kept = _sessions_of(opened[0]).autosave_file()
+    assert kept.is_file()  # kept on quit
+
+    # The next start without arguments offers it; yes opens it instead of the demo.
+    asked = []
+    monkeypatch.setattr(feature_module, "ask_restore", lambda _p, text: asked.append(text) or True)
+    QTimer.singleShot(0, close_once_shown)
+    assert app_module.run_app() == 0
+    assert asked and shown[1][1] == str(checkpoint.resolve())
+    _same_capture(result.capture, shown[1][0])
+    assert len(shown[1][2]) == 1
+    for window in opened:
+        window.deleteLater()
+
+
+def _sessions_of(window):
+    return window.features["sessions"]
+
+
+def _dock(win, title):
+    from PySide6.QtWidgets import QDockWidget
+
+    return next(d for d in win.window.findChildren(QDockWidget) if d.windowTitle() == title)

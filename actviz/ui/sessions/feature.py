@@ -63,6 +63,9 @@ RECENT_KEY = "recent/sessions"
 RESTORE_KEY = "sessions/restore_on_start"
 MAX_RECENT = 10
 AUTOSAVE_NAME = "autosave" + SUFFIX
+#: Pinned captures bigger than this together are left out of the session kept on quit
+#: (quitting writes it on the GUI thread; their labels are kept).
+AUTOSAVE_PIN_LIMIT = 256 * 2**20
 SESSION_FILTER = f"actviz sessions (*{SUFFIX})"
 REPORT_FILTER = "HTML reports (*.html)"
 
@@ -80,8 +83,9 @@ def autosave_path(store: QSettings) -> Path:
     a temporary folder), else in the user's application data folder."""
     if store.format() == QSettings.Format.IniFormat and store.fileName():
         return Path(store.fileName()).parent / AUTOSAVE_NAME
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    return Path(base or Path.home() / ".actviz") / AUTOSAVE_NAME
+    # The generic folder plus our own name: the application's name is not always set yet.
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
+    return Path(base or Path.home()) / "actviz" / AUTOSAVE_NAME
 
 
 def _yes(parent: QWidget, text: str, title: str) -> bool:
@@ -645,7 +649,9 @@ class SessionsFeature(FeatureBase, QObject):
         path = self.autosave_file()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            save_state(self.session_state(), path)
+            state = self.session_state()
+            keep = pin_capture_bytes(state) <= AUTOSAVE_PIN_LIMIT
+            save_state(state, path, pin_captures=keep)
         except Exception:  # noqa: BLE001 - quitting must never fail on the autosave
             log.exception("could not keep the session on quit")
             return None
