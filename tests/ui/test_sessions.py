@@ -296,6 +296,14 @@ def test_export_report_writes_one_html_file(actviz_window, checkpoint, tmp_path)
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>") or "<html" in text[:200]
     assert "features.block3" in text and "data:image/png;base64," in text
+    assert 'id="comparison"' not in text  # none shown
+    # The comparison shown goes into the report too, with the pin it compared with.
+    compare = win.feature("compare")
+    with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):
+        assert compare.compare_with_pin(list(win.session.pins)[0])
+    assert sessions.export_report(out, wait=True)
+    text = out.read_text()
+    assert 'id="comparison"' in text and list(win.session.pins)[0].label in text
     print(f"report: {out.stat().st_size / 1024:.0f} KiB")
 
 
@@ -330,6 +338,10 @@ def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, che
     dataset.scans.num_workers = 0
     with win.qtbot.waitSignal(dataset.scans.scan_finished, timeout=60_000):
         dataset.start(ScanSpec(str(folder), ("features.block2",), 3, 3))
+    # The report holds the scan's top-k sheet.
+    report = tmp_path / "scan.html"
+    assert _sessions(win).export_report(report, wait=True)
+    assert 'id="scan"' in report.read_text() and "features.block2: top images" in report.read_text()
     path = tmp_path / "scan.actviz"
     assert _sessions(win).save_session(path, wait=True)
     state = actviz.session.load(path)

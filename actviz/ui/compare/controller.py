@@ -301,6 +301,16 @@ class CompareController(FeatureBase, QObject):
             setup["b"] = str(self.model_b.source)
         return {"comparison": setup}
 
+    def report_part(self) -> dict[str, Any]:
+        """The comparison shown, for File > Export report, when its run A is the run shown."""
+        ref = self._compared_a
+        if self.outcome is None or ref is None or ref() is not self.session.result:
+            return {}
+        return {
+            "comparison": self.outcome.comparison,
+            "comparison_label": f"Run A (the run shown) against run B ({self._label_b}).",
+        }
+
     def restore_session_part(self, parts: Any) -> None:
         """Choose run B as a session file's set-up says (nothing runs; a second model is
         named, to be opened again)."""

@@ -325,6 +325,21 @@ class DatasetScanUI(FeatureBase, QObject):
             "dataset": {"folder": spec.folder, "layers": list(spec.layers), "k": int(spec.k)},
         }
 
+    def report_part(self) -> dict[str, Any]:
+        """The scan shown, for File > Export report: each layer's contact sheet of top-k
+        images, made when the report is written (on the capture worker: it reads images and
+        measures the receptive field on the model)."""
+        scan, model = self.scan, self.session.loaded_model or self.session.model
+        if scan is None or model is None:
+            return {}
+
+        def sheets() -> dict[str, Any]:
+            from actviz.data.sheet import contact_sheet
+
+            return {layer: contact_sheet(model, scan, layer) for layer in scan.layers}
+
+        return {"scan_sheets": sheets}
+
     def restore_session_part(self, parts: Any) -> int:
         """Show a session's scan again from its saved arrays (nothing is run: a folder or
         layers that are gone show nothing). Returns the job's generation (0: none)."""

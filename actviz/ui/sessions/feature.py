@@ -196,6 +196,13 @@ class SessionsFeature(FeatureBase, QObject):
         signals.errored.connect(self._on_job_errored)
         signals.cancelled.connect(self._on_job_cancelled)
         signals.progress.connect(lambda _gen, text: host.show_status(text))
+        #: Reports are written on the window's capture worker (one model, one worker: scan
+        #: sheets measure receptive fields on the model), by generation.
+        self._reports: dict[int, Path] = {}
+        cs = host.worker.signals
+        cs.finished.connect(self._on_report_finished)
+        cs.errored.connect(self._on_report_errored)
+        cs.cancelled.connect(self._on_report_cancelled)
         self._build_menu()
 
     # ========================================================================== menus
@@ -261,8 +268,15 @@ class SessionsFeature(FeatureBase, QObject):
         """What the window shows, as a :class:`SessionState` (``actviz.session.save``)."""
         return gather_state(self.host)
 
+    def owns_job(self, generation: int) -> bool:
+        return generation in self._reports
+
     def is_busy(self) -> bool:
-        return bool(self._jobs) or self._opening is not None
+        # A report superseded by a run (its file is still written) reports nothing: forget it.
+        stale = [g for g in self._reports if self.host.worker.is_stale(g)]
+        for gen in stale:
+            del self._reports[gen]
+        return bool(self._jobs) or bool(self._reports) or self._opening is not None
 
     def cancel(self) -> bool:
         if not self._jobs and self._opening is None:
@@ -567,6 +581,8 @@ class SessionsFeature(FeatureBase, QObject):
                 list_input=s.input_as_list,
                 target=s.target,
             )
+        # The features' parts: the comparison shown, the scan's sheets (made in the job).
+        parts = self.host.report_parts()
         self.host.show_status(f"Writing the report {out.name}…")
 
         def job(_stop: Any, progress: Callable[[str], None]) -> Any:
@@ -575,12 +591,33 @@ class SessionsFeature(FeatureBase, QObject):
             def pages(done: int, total: int, what: str) -> None:
                 progress(f"Report: {what} ({done}/{total})")
 
-            return write_result_report(result, out, progress=pages, **kwargs)
+            extra = {k: v() if callable(v) else v for k, v in parts.items()}
+            return write_result_report(result, out, progress=pages, **kwargs, **extra)
 
-        gen = self._submit("report", job, out)
+        gen = self.host.worker.submit(job, supersede=False)
+        self._reports[gen] = out
+        self.host.refresh_busy()
         if wait:
-            self._wait(lambda: gen not in self._jobs)
+            self._wait(lambda: gen not in self._reports)
         return True
+
+    def _on_report_finished(self, gen: int, info: Any) -> None:
+        if self._reports.pop(gen, None) is None:
+            return
+        self.host.refresh_busy(f"Wrote the report {info.path} ({_mib(info.nbytes)})")
+        self.report_written.emit(str(info.path))
+
+    def _on_report_errored(self, gen: int, error: BaseException) -> None:
+        if self._reports.pop(gen, None) is None:
+            return
+        log.error("report failed", exc_info=(type(error), error, error.__traceback__))
+        text = f"Could not write the report: {describe_error(error)}"
+        self.host.show_error(text, BANNER_SOURCE)
+        self.host.refresh_busy(text)
+
+    def _on_report_cancelled(self, gen: int) -> None:
+        if self._reports.pop(gen, None) is not None:
+            self.host.refresh_busy("The report was cancelled.")
 
     # ========================================================================== worker slots
     def _on_job_finished(self, gen: int, value: Any) -> None:
@@ -591,9 +628,6 @@ class SessionsFeature(FeatureBase, QObject):
         try:
             if kind == "save":
                 self._saved(*value)
-            elif kind == "report":
-                self.host.refresh_busy(f"Wrote the report {value.path} ({_mib(value.nbytes)})")
-                self.report_written.emit(str(value.path))
             elif kind == "read" and data is self._opening:
                 self._read(data, *value)
             elif kind == "model" and data is self._opening:
@@ -624,10 +658,6 @@ class SessionsFeature(FeatureBase, QObject):
             self.host.show_error(text, BANNER_SOURCE)
             self.host.refresh_busy(text)
             self.session_failed.emit(text)
-        elif kind == "report":
-            text = f"Could not write the report: {text}"
-            self.host.show_error(text, BANNER_SOURCE)
-            self.host.refresh_busy(text)
         else:
             opening = data[0] if isinstance(data, tuple) else data
             self._fail_open(opening, f"Could not open the session: {text}", level="error")

@@ -209,6 +209,17 @@ class HostSlots:
                 parts.update(part() or {})
         return parts
 
+    def report_parts(self) -> dict[str, object]:
+        """What the features add to File > Export report: each feature with a
+        ``report_part()`` gives ``write_report`` arguments (a comparison, scan sheets); a
+        value may be a function, called on the capture worker when the report is written."""
+        parts: dict[str, object] = {}
+        for feature in getattr(self, "features", {}).values():
+            part = getattr(feature, "report_part", None)
+            if callable(part):
+                parts.update(part() or {})
+        return parts
+
     def restore_session_parts(self, parts: Mapping[str, object]) -> None:
         """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
         for feature in getattr(self, "features", {}).values():
