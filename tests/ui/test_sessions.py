@@ -427,3 +427,29 @@ def _dock(win, title):
     from PySide6.QtWidgets import QDockWidget
 
     return next(d for d in win.window.findChildren(QDockWidget) if d.windowTitle() == title)
+
+
+def test_a_pickled_checkpoint_is_opened_only_when_trusted_now(actviz_window, tmp_path):
+    torch.manual_seed(0)
+    pickled = tmp_path / "whole_model.pt"
+    torch.save(DemoNet().eval(), pickled)  # a full pickle: opening it runs code
+    win = actviz_window()
+    assert win.window.open_model_source(str(pickled), trust=True, wait=True)
+    win.set_input(_inputs()[0])
+    win.run_and_wait()
+    path = tmp_path / "pickled.actviz"
+    assert _sessions(win).save_session(path, wait=True)
+    assert actviz.session.load(path).model.trust  # it needed trust when saved
+
+    asked = []
+    answer = [False]
+    other = actviz_window(confirm_untrusted=lambda _p, where, _m: asked.append(where) or answer[0])
+    assert not _sessions(other).open_session(path, wait=True)
+    assert asked == [str(pickled.resolve())]  # the file's own "trust" is never taken as yes
+    assert other.session.model is None
+    assert any("not trusted" in m for m in other.banner_messages())
+    answer[0] = True
+    assert _sessions(other).open_session(path, wait=True)
+    other.wait_idle()
+    assert other.session.model_open_args["trust"] is True
+    _same_capture(win.window.result.capture, other.window.result.capture)
