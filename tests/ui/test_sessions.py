@@ -90,6 +90,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     result = _investigation(win, checkpoint)
     s = win.session
     win.open_dock("Dataset")
+    assert win.window.open_channel("features.block3", 17)
     path = tmp_path / "study.actviz"
     sessions = _sessions(win)
     asked = []
@@ -131,6 +132,9 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     patch_edit = [e for e in o.edits if e.edit.kind == "patch"][0].edit
     assert patch_edit.source is pins[0].result.capture
     assert _dock(other, "Dataset").isVisible()  # the window layout
+    channel_view = other.window.channel_view
+    assert (channel_view.name, channel_view.channel) == ("features.block3", 17)
+    assert channel_view.isVisibleTo(other.window)
     # The comparison set-up: run B was another input.
     view = other.feature("compare").view
     assert view.source == "input" and view.input_combo.currentText() == "random:1x3x32x32:7"

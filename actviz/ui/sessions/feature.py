@@ -489,8 +489,6 @@ class SessionsFeature(FeatureBase, QObject):
         host.stop_current_run()
         if state.capture is None and not any(p.capture is not None for p in state.pins):
             self._opened(opening, None, [])
-            if s.can_run():
-                host.run()
             return
         request = s.make_request()
         opening.step = "prepare"
@@ -506,7 +504,7 @@ class SessionsFeature(FeatureBase, QObject):
         assert state is not None
         host = self.host
         notes = list(opening.notes)
-        notes += restore_pins(self.session, pins)
+        notes += restore_pins(self.session, pins, self.session.memory_budget)
         notes += [
             f"pin {p.label!r} was saved without its capture: not restored"
             for p in state.pins
@@ -514,6 +512,8 @@ class SessionsFeature(FeatureBase, QObject):
         ]
         if result is not None:
             host.show_result(result, request)
+        elif self.session.can_run():
+            host.run()  # no saved run (only pins): run it as it was set up
         # After the pins: a comparison set-up names its run B by a pin's label.
         parts = {**state.settings, "comparison": state.comparison, "scan_key": state.scan_key}
         host.restore_session_parts(parts)
