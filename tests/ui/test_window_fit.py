@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
-import torchvision
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-from actviz.ui.live.feature import install_live_mode
+from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
 from actviz.ui.tree.dock import PREFERRED_WIDTH
 from actviz.ui.window.banner import breakable
-from actviz.ui.window.main_window import MainWindow
+from tests.ui.conftest import LOAD_TIMEOUT_MS
 from tests.ui.tiny_models import TinyCNN
 
-RUN_TIMEOUT_MS = 60_000
-LOAD_TIMEOUT_MS = 30_000
 #: The largest minimum size allowed (a 1280x720 laptop screen less its panel and title bar).
 MAX_MIN_W, MAX_MIN_H = 1024, 640
 LONG_ERROR = (
@@ -26,43 +22,6 @@ LONG_ERROR = (
     "(122 tensors), not the architecture; " + "and a long explanation of what to do next " * 6
 )
 UNBROKEN = "/very/" + "long_directory_name_without_any_space/" * 12 + "model.pt"
-
-
-@pytest.fixture
-def settings(tmp_path) -> QSettings:
-    return QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
-
-
-def _window(qtbot, settings: QSettings, *, live: bool = True, show: bool = True) -> MainWindow:
-    window = MainWindow(settings=settings, debounce_ms=20)
-    qtbot.addWidget(window)
-    if live:
-        install_live_mode(window)
-    if show:
-        window.show()
-        qtbot.waitExposed(window)
-    return window
-
-
-def _run(qtbot, window: MainWindow) -> None:
-    with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.run() is not None
-    window.flush_panel_updates()
-
-
-@pytest.fixture
-def resnet_window(qtbot, settings):
-    window = _window(qtbot, settings)
-    torch.manual_seed(0)
-    window.auto_run = False
-    window.set_model(
-        torchvision.models.resnet18(weights=None).eval(),
-        layers=["layer1", "layer2", "layer3", "layer4", "fc"],
-    )
-    window.set_input(torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1)))
-    _run(qtbot, window)
-    yield window
-    window.close()
 
 
 def _fits(window: QMainWindow) -> tuple[int, int]:
@@ -80,28 +39,31 @@ def _resize_to(qtbot, window: QMainWindow, w: int, h: int) -> None:
 
 
 # ------------------------------------------------------------------------------ point 1
-def test_minimum_size_fits_1024x640_on_every_tab_and_with_any_banner(qtbot, resnet_window):
-    window = resnet_window
-    assert window.live_dock is not None and not window.live_dock.isVisible()
-    for index in range(window.tabs.count()):
-        window.tabs.setCurrentIndex(index)
+def test_minimum_size_fits_1024x640_on_every_tab_and_with_any_banner(qtbot, actviz_window, resnet):
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4", "fc"], size=None)
+    win.run_and_wait()
+    window = win.window
+    assert window.features["live"].dock is not None and not window.features["live"].dock.isVisible()
+    for index in range(window.centre.tabs.count()):
+        window.centre.tabs.setCurrentIndex(index)
         qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
         _fits(window)
     for text in (LONG_ERROR, UNBROKEN, "short"):
         window.show_error(text, source="model")
         window.show_warning(text, source="run")
-        assert window.banner.isVisible()
-        for index in range(window.tabs.count()):
-            window.tabs.setCurrentIndex(index)
+        assert window.centre.banner.isVisible()
+        for index in range(window.centre.tabs.count()):
+            window.centre.tabs.setCurrentIndex(index)
             _fits(window)
     # The live dock, once opened, scrolls instead of making the window taller.
-    window.live_dock.show()
+    window.features["live"].dock.show()
     _fits(window)
     # And the window really takes that size (no widget forces it larger).
     _resize_to(qtbot, window, MAX_MIN_W, MAX_MIN_H)
     assert (window.width(), window.height()) == (MAX_MIN_W, MAX_MIN_H)
     # The long banner wraps inside the window: its text is fully there, one line per width.
-    banner = window.banner
+    banner = window.centre.banner
     assert banner.width() <= window.width()
     assert banner.label.height() >= banner.label.heightForWidth(banner.label.width()) - 1
 
@@ -113,12 +75,15 @@ def test_a_long_unbroken_path_gets_break_opportunities():
     assert breakable("short words stay as they are") == "short words stay as they are"
 
 
-def test_layers_get_sixty_percent_of_the_width_at_1280x720(qtbot, resnet_window):
-    window = resnet_window
-    window.tabs.setCurrentIndex(0)
+def test_layers_get_sixty_percent_of_the_width_at_1280x720(qtbot, actviz_window, resnet):
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4", "fc"], size=None)
+    win.run_and_wait()
+    window = win.window
+    window.centre.tabs.setCurrentIndex(0)
     _resize_to(qtbot, window, 1280, 720)
-    qtbot.waitUntil(lambda: window.layers_scroll.width() > 0, timeout=2000)
-    share = window.layers_scroll.width() / window.width()
+    qtbot.waitUntil(lambda: window.centre.layers_scroll.width() > 0, timeout=2000)
+    share = window.centre.layers_scroll.width() / window.width()
     assert share >= 0.6, share
     # The Model dock opens at its default width, and the user can widen it.
     assert window.model_dock.width() == PREFERRED_WIDTH
@@ -130,9 +95,9 @@ def _view_menu(window: QMainWindow):
     return next(a.menu() for a in window.menuBar().actions() if a.text().replace("&", "") == "View")
 
 
-def test_docks_close_reopen_from_view_and_tab_together(qtbot, settings):
-    window = _window(qtbot, settings)
-    model, live = window.model_dock, window.live_dock
+def test_docks_close_reopen_from_view_and_tab_together(qtbot, actviz_window):
+    window = actviz_window(size=None, auto_run=True).window
+    model, live = window.model_dock, window.features["live"].dock
     menu_actions = _view_menu(window).actions()
     for dock in (model, live):
         assert dock.features() & QDockWidget.DockWidgetFeature.DockWidgetClosable
@@ -156,12 +121,12 @@ def test_docks_close_reopen_from_view_and_tab_together(qtbot, settings):
     window.close()
 
 
-def test_live_dock_opens_when_live_mode_is_used(qtbot, settings):
-    window = _window(qtbot, settings)
+def test_live_dock_opens_when_live_mode_is_used(qtbot, actviz_window):
+    window = actviz_window(size=None, auto_run=True).window
     torch.manual_seed(0)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
     window.set_input(torch.randn(1, 3, 16, 16))
-    dock, live = window.live_dock, window.live
+    dock, live = window.features["live"].dock, window.features["live"].controller
     assert not dock.isVisible()
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     live.set_source(TensorFrames(frames, "clip"))  # what the source selector does
@@ -174,52 +139,56 @@ def test_live_dock_opens_when_live_mode_is_used(qtbot, settings):
     window.close()
 
 
-def test_the_live_dock_is_read_without_scrolling_sideways_at_1280x720(qtbot, settings):
+def test_the_live_dock_is_read_without_scrolling_sideways_at_1280x720(qtbot, actviz_window):
     """Its source list (sized to its longest item) and its playback row (a frame's name beside
     speed and loop) made its content 411 px wide in a 300 px dock: clipped, a scroll bar."""
-    window = _window(qtbot, settings)
+    window = actviz_window(size=None, auto_run=True).window
     window.resize(1280, 720)
     torch.manual_seed(0)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
     window.set_input(torch.randn(1, 3, 16, 16))
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
-    window.live.set_source(TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4"))
-    dock = window.live_dock
+    window.features["live"].controller.set_source(
+        TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4")
+    )
+    dock = window.features["live"].dock
     qtbot.waitUntil(lambda: dock.isVisible() and dock.width() > 0)
     scroll = dock.widget()
     qtbot.waitUntil(lambda: scroll.widget().width() <= scroll.viewport().width())
     assert scroll.widget().minimumSizeHint().width() <= dock.width()
     assert scroll.horizontalScrollBar().maximum() == 0
-    window.live.pause()
+    window.features["live"].controller.pause()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=RUN_TIMEOUT_MS)
     window.close()
 
 
-def test_window_state_is_restored_from_settings(qtbot, settings):
-    window = _window(qtbot, settings)
+def test_window_state_is_restored_from_settings(qtbot, actviz_window):
+    window = actviz_window(size=None, auto_run=True).window
     # Inside the offscreen screen (800x600): a restored geometry is kept on screen.
     _resize_to(qtbot, window, 760, 540)
     window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.model_dock)
-    window.live_dock.show()
-    window.tabifyDockWidget(window.model_dock, window.live_dock)
-    qtbot.waitUntil(lambda: window.live_dock.isVisible(), timeout=2000)
+    window.features["live"].dock.show()
+    window.tabifyDockWidget(window.model_dock, window.features["live"].dock)
+    qtbot.waitUntil(lambda: window.features["live"].dock.isVisible(), timeout=2000)
     saved = (window.width(), window.height())
     assert saved[0] == 760  # (tabbed docks may need a little more height)
     window.close()
-    settings.sync()
+    window.settings.sync()
 
-    again = _window(qtbot, settings)
+    again = actviz_window(size=None, auto_run=True).window
     assert (again.width(), again.height()) == saved
     assert again.dockWidgetArea(again.model_dock) == Qt.DockWidgetArea.RightDockWidgetArea
-    assert again.tabifiedDockWidgets(again.model_dock) == [again.live_dock]
-    assert again.dockWidgetArea(again.live_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert again.tabifiedDockWidgets(again.model_dock) == [again.features["live"].dock]
+    assert (
+        again.dockWidgetArea(again.features["live"].dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    )
     again.close()
 
 
-def test_first_start_without_settings_has_live_closed_and_model_left(qtbot, settings):
-    window = _window(qtbot, settings)
+def test_first_start_without_settings_has_live_closed_and_model_left(qtbot, actviz_window):
+    window = actviz_window(size=None, auto_run=True).window
     assert window.dockWidgetArea(window.model_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
-    assert window.model_dock.isVisible() and not window.live_dock.isVisible()
+    assert window.model_dock.isVisible() and not window.features["live"].dock.isVisible()
     window.close()
 
 
@@ -229,9 +198,9 @@ def _margins(layout) -> tuple[int, int, int, int]:
 
 
 # ------------------------------------------------------------------------------ point 7
-def test_banner_icon_is_drawn_by_the_style_not_a_glyph(qtbot, settings):
-    window = _window(qtbot, settings, live=False)
-    banner = window.banner
+def test_banner_icon_is_drawn_by_the_style_not_a_glyph(qtbot, actviz_window):
+    window = actviz_window(size=None, auto_run=True).window
+    banner = window.centre.banner
     for level, show in (("error", window.show_error), ("warning", window.show_warning)):
         banner.clear()
         show("something happened")
@@ -247,50 +216,53 @@ def test_banner_icon_is_drawn_by_the_style_not_a_glyph(qtbot, settings):
     window.close()
 
 
-def test_an_error_banner_clears_on_the_next_successful_load(qtbot, settings, tmp_path):
-    window = _window(qtbot, settings, live=False)
+def test_an_error_banner_clears_on_the_next_successful_load(qtbot, actviz_window, tmp_path):
+    window = actviz_window(size=None, auto_run=True).window
     bad = tmp_path / "broken.pt"
     bad.write_bytes(b"not a model at all")
     assert not window.open_model_source(str(bad), wait=True)
-    assert any(level == "error" for level, _ in window.banner.messages())
+    assert any(level == "error" for level, _ in window.centre.banner.messages())
     torch.manual_seed(0)
     good = tmp_path / "tiny.pt"
     torch.save(TinyCNN().eval().state_dict(), good)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_model_source(str(good), arch="tests.ui.tiny_models:TinyCNN")
-    assert all(level != "error" for level, _ in window.banner.messages())
+    assert all(level != "error" for level, _ in window.centre.banner.messages())
     # The same for inputs: a failed input, then one that opens.
     assert not window.open_input_source(str(tmp_path / "missing.png"), wait=True)
-    assert any(level == "error" for level, _ in window.banner.messages())
+    assert any(level == "error" for level, _ in window.centre.banner.messages())
     from PIL import Image
 
     picture = tmp_path / "ok.png"
     Image.fromarray(np.full((16, 16, 3), 90, np.uint8)).save(picture)
     with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_input_source(str(picture))
-    assert all(level != "error" for level, _ in window.banner.messages())
+    assert all(level != "error" for level, _ in window.centre.banner.messages())
     window.close()
 
 
-def test_overview_panels_share_one_margin_and_spacing(qtbot, resnet_window):
+def test_overview_panels_share_one_margin_and_spacing(qtbot, actviz_window, resnet):
     from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING
 
-    window = resnet_window
-    window.tabs.setCurrentIndex(1)
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4", "fc"], size=None)
+    win.run_and_wait()
+    window = win.window
+    window.centre.tabs.setCurrentIndex(1)
     rows, top, bottom = window.centre.overview_splitters
     for splitter in (rows, top, bottom):
         assert splitter.handleWidth() == PANEL_SPACING
         assert not splitter.childrenCollapsible()
-    assert _margins(window.overview_tab.widget().layout()) == (PAGE_MARGIN,) * 4
-    grid = window.layers_grid
+    assert _margins(window.centre.overview_tab.widget().layout()) == (PAGE_MARGIN,) * 4
+    grid = window.centre.layers_grid
     assert grid.spacing() == PANEL_SPACING
     panels = [
-        window.prediction_panel,
-        window.saliency_panel,
-        window.gradcam_panel,
-        window.grad_flow_panel,
-        window.histogram_panel,
-        window.stats_table,
+        window.centre.prediction_panel,
+        window.centre.saliency_panel,
+        window.centre.gradcam_panel,
+        window.centre.grad_flow_panel,
+        window.centre.histogram_panel,
+        window.centre.stats_table,
     ]
     outer = {_margins(p.layout()) for p in panels}
     assert len(outer) == 1  # the same inner margins in every Overview panel
@@ -300,11 +272,13 @@ def test_overview_panels_share_one_margin_and_spacing(qtbot, resnet_window):
         assert len({p.height() for p in row}) == 1
 
 
-def test_every_mosaic_scene_matches_its_canvas_after_the_demo_opens_at_1280x720(qtbot, settings):
+def test_every_mosaic_scene_matches_its_canvas_after_the_demo_opens_at_1280x720(
+    qtbot, actviz_window
+):
     # A canvas's fitted height, set while a resize was being handled, once left pyqtgraph's
     # scene at the earlier, taller size: the activation mosaic sat lower than the gradient's
     # and its last row was cut (the demo's first panel at 1280x720).
-    window = _window(qtbot, settings)
+    window = actviz_window(size=None, auto_run=True).window
     window.resize(1280, 720)
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
         assert window.load_demo()
