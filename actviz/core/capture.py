@@ -35,7 +35,7 @@ from actviz.core.allocator import tune_if_asked
 from actviz.core.edits import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
-from actviz.core.recorder import NEEDS_COPY, Recorder, Retry, format_bytes
+from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import map_tensors
 from actviz.core.targets import resolve_target
@@ -403,8 +403,10 @@ def _capture_once(
         with torch.inference_mode(False), torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
         stale = recorder.stale_owners()
-        if stale or recorder.retry_needed:
+        unhooked = recorder.unhooked_changed()
+        if stale or unhooked or recorder.retry_needed:
             NEEDS_COPY.update(stale)
+            NEEDS_GRAD_HOOK.update(unhooked)
             raise Retry()
         # The hooks must not stay registered during backward or while results are built.
         for h in handles:
@@ -471,14 +473,15 @@ def _backward(
     scalar: torch.Tensor, prepared: PreparedInputs, recorder: Recorder, warnings: list[str]
 ) -> Any:
     leaves = [leaf for leaf in prepared.leaves if leaf is not None]
-    # Ask for the leaves and every hooked tensor still at its hooked version, so every hooked
-    # node runs; tensors changed in place since are covered by their hooks (fired upstream).
+    # Ask for the leaves and every recorded tensor still at its recorded version: their
+    # gradients come back from autograd.grad itself, and every hooked node runs; tensors
+    # changed in place since have hooks (fired upstream), see Recorder.unhooked_changed.
     requested = list(leaves)
-    seen = {id(t) for t in requested}
-    for t, version in recorder.grad_requests:
-        if id(t) not in seen and t._version == version and t.requires_grad:
+    where = {id(t): i for i, t in enumerate(requested)}
+    for t, version, _holder, _module in recorder.grad_requests:
+        if id(t) not in where and t._version == version and t.requires_grad:
+            where[id(t)] = len(requested)
             requested.append(t)
-            seen.add(id(t))
     grads: Sequence[torch.Tensor | None] = [None] * len(requested)
     if not scalar.requires_grad:
         warnings.append(
@@ -486,6 +489,10 @@ def _backward(
         )
     elif requested:
         grads = torch.autograd.grad(scalar, requested, allow_unused=True)
+    for t, version, holder, module in recorder.grad_requests:
+        if module is not None and t._version == version:  # no hook: autograd.grad's result
+            index = where.get(id(t))
+            holder[0] = None if index is None else grads[index]
     leaf_grads = dict(zip((id(t) for t in leaves), grads[: len(leaves)], strict=True))
     for rec, out_slots, in_slots in recorder.pending:
         out_grads = iter([h[0] for h in out_slots])

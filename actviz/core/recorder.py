@@ -17,7 +17,14 @@ from torch import nn
 from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import clone_keep_layout, iter_tensors, map_tensors
 
-__all__ = ["DISCOVERED_INPLACE", "NEEDS_COPY", "Recorder", "Retry", "format_bytes"]
+__all__ = [
+    "DISCOVERED_INPLACE",
+    "NEEDS_COPY",
+    "NEEDS_GRAD_HOOK",
+    "Recorder",
+    "Retry",
+    "format_bytes",
+]
 
 # Modules found (at run time) to modify their input in place although they have no
 # ``inplace=True`` attribute; they get a cloned input next time. Weak, so models can be freed.
@@ -26,6 +33,10 @@ DISCOVERED_INPLACE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 # ``out += identity``...). Their values are copied when the hook fires; every other record
 # keeps a reference, checked against the tensor's version counter after the forward pass.
 NEEDS_COPY: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+# Modules whose tensors (outputs or input views) changed in place after their call without
+# being recorded values (NEEDS_COPY covers those): they get tensor hooks next time. Every other
+# gradient is read from ``autograd.grad``'s results, which needs no hook.
+NEEDS_GRAD_HOOK: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 
 class Retry(Exception):
@@ -35,7 +46,8 @@ class Retry(Exception):
 class _Frame(NamedTuple):
     index: int
     inputs: tuple
-    taps: list[tuple[torch.Tensor, int, bool, list] | None]  # (tap, version, is_view, holder)
+    # (tap, version, is_view, holder, hooked)
+    taps: list[tuple[torch.Tensor, int, bool, list, bool] | None]
 
 
 class Recorder:
@@ -65,13 +77,15 @@ class Recorder:
         self._stacks: dict[int, list[_Frame]] = {}
         # (record, per-output grad slots, per-input grad slots)
         self.pending: list[tuple[LayerRecord, list, list | None]] = []
-        # Tensors whose gradient autograd.grad is asked for, so every hooked node runs.
-        self.grad_requests: list[tuple[torch.Tensor, int]] = []
+        # Tensors whose gradient autograd.grad is asked for: (tensor, version when recorded,
+        # the slot its gradient goes to, and the module when no hook fills that slot).
+        self.grad_requests: list[tuple[torch.Tensor, int, list, nn.Module | None]] = []
         self.retry_needed = False
         self.copy_all = False
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
         # Looked up once: a WeakSet's ``in`` makes a weak reference per call.
         self._copy_ids = {id(m) for m in names if m in NEEDS_COPY}
+        self._hook_ids = self._copy_ids | {id(m) for m in names if m in NEEDS_GRAD_HOOK}
         self._started: dict[int, int] = {}  # calls begun per module: the next call's index
 
     # -- values
@@ -110,6 +124,13 @@ class Recorder:
     def stale_owners(self) -> list[nn.Module]:
         """Modules whose referenced (uncopied) tensors were modified after being recorded."""
         return [owner for snap, version, owner in self.verify if snap._version != version]
+
+    def unhooked_changed(self) -> list[nn.Module]:
+        """Modules with a tensor changed in place since its call and no hook to catch its
+        gradient (``autograd.grad`` would give that of the changed value, or none)."""
+        return [
+            m for t, version, _h, m in self.grad_requests if m is not None and t._version != version
+        ]
 
     def register_input(self, arg: torch.Tensor, copy: torch.Tensor) -> None:
         self._snaps[id(arg)] = (weakref.ref(arg), arg._version, copy)
@@ -152,11 +173,15 @@ class Recorder:
                     # and convolutions then pick another memory format (other rounding).
                     tap = clone_keep_layout(a) if clone_input else torch.ops.aten.alias(a)
                     holder: list = [None]
-                    tap.register_hook(functools.partial(_store_grad, holder))
+                    hooked = clone_input or self.copy_all or key in self._hook_ids
+                    if hooked:
+                        # The module writes into this clone: only a hook placed now sees
+                        # the gradient of the value it received.
+                        tap.register_hook(functools.partial(_store_grad, holder))
                     if new_args is None:
                         new_args = list(args)
                     new_args[i] = tap
-                    taps.append((tap, tap._version, not clone_input, holder))
+                    taps.append((tap, tap._version, not clone_input, holder, hooked))
                 else:
                     taps.append(None)
         stack = self._stacks.get(key)
@@ -178,19 +203,21 @@ class Recorder:
                 if tap_info is None:
                     in_slots.append(None)  # type: ignore[union-attr]
                     continue
-                tap, version, is_view, holder = tap_info
+                tap, version, is_view, holder, hooked = tap_info
                 if is_view and tap._version != version:
                     # The module wrote into its input view, so that view's hook is lost.
                     DISCOVERED_INPLACE.add(module)
                     self.retry_needed = True
                 in_slots.append(holder)  # type: ignore[union-attr]
-                self.grad_requests.append((tap, tap._version))
+                self.grad_requests.append((tap, tap._version, holder, None if hooked else module))
             out_slots: list = []
+            hook = self.copy_all or id(module) in self._hook_ids
             for t in iter_tensors(replaced):
                 holder = [None]
                 if t.requires_grad:
-                    t.register_hook(functools.partial(_store_grad, holder))
-                    self.grad_requests.append((t, t._version))
+                    if hook:
+                        t.register_hook(functools.partial(_store_grad, holder))
+                    self.grad_requests.append((t, t._version, holder, None if hook else module))
                 out_slots.append(holder)
             self.pending.append((rec, out_slots, in_slots))
         if isinstance(replaced, torch.Tensor):

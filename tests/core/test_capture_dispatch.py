@@ -71,3 +71,30 @@ def test_a_users_pre_hook_runs_before_the_wrapped_forward():
     finally:
         handle.remove()
     assert_no_hooks(model)
+
+
+class IntoBiggerStorage(nn.Module):
+    """Returns a tensor (not a view) living in a larger storage: its record is a copy."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(0, dtype=x.dtype)
+        out.set_(torch.zeros(10, dtype=x.dtype).untyped_storage(), 0, (1, 3), (3, 1))
+        return out.copy_(x)
+
+
+class Doubles(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(2)
+
+
+def test_gradient_of_a_tensor_changed_in_place_after_its_copied_record():
+    torch.manual_seed(0)
+    model = nn.Sequential(IntoBiggerStorage(), Doubles(), nn.Linear(3, 1)).eval()
+    x = torch.randn(1, 3)
+    cap = actviz.capture(model, x, ["0", "2"])
+    w = model[2].weight.detach()
+    assert torch.equal(cap["0"].output, x)  # the value before Doubles wrote into it
+    # d out / d (the value "0" produced): through the doubling, so 2 w
+    assert torch.allclose(cap["0"].grad_output, 2 * w)
+    assert torch.allclose(cap["2"].grad_output, torch.ones(1, 1))
+    assert_no_hooks(model)
