@@ -5,7 +5,9 @@ channel's mean activation is as high as it can make it, the way Olah et al. desc
 ("Feature Visualization", Distill 2017): a Fourier parameterisation with 1/f scaling,
 decorrelated colour and robustness transforms (pad, jitter, random scale, random rotation),
 fed through the model's own normalisation. See :mod:`actviz.analysis.visualize_image` for the
-image side.
+image side. Where a channel is silent on the starting grey image, Lucid's redirected ReLU
+gradient gets the picture started (:class:`_RedirectedReLU`); Lucent has none and leaves such
+channels grey.
 
 Where the speed comes from (against Lucent's ``render_vis`` with the same settings):
 
@@ -13,7 +15,7 @@ Where the speed comes from (against Lucent's ``render_vis`` with the same settin
   never run (unless the objective is a class logit);
 * the model's parameters are switched to ``requires_grad=False`` for the run, so the backward
   pass computes the image's gradient only (no weight gradients, none of their buffers);
-* one hook on one module, not one on every module;
+* hooks on the layer (and the ``nn.ReLU`` modules), not on every module;
 * the transforms of all samples are one affine resampling per step, drawn up front;
 * several channels run as one batch (one image per channel), each from its own seed, so a
   channel's picture does not depend on which others share its batch.
@@ -79,8 +81,7 @@ class Visualization:
         ``(K, 3, H, W)`` float32 in [0, 1], read-only.
     objective
         ``(steps, K)`` float64: each image's objective at each step (on the transformed image
-        that step fed the model), read-only. Fewer rows when the cache held a shorter run:
-        never; rows are always ``settings["steps"]``.
+        that step fed the model), read-only.
     activations
         ``(K,)`` float64: the objective of each final image fed as it is (no transforms).
     settings
