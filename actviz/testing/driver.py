@@ -72,11 +72,12 @@ class WindowDriver:
     Attributes
     ----------
     window
-        The :class:`~actviz.ui.window.main_window.MainWindow` driven.
+        The :class:`~actviz.ui.window.main_window.MainWindow` driven (None after
+        :meth:`delete`).
     qtbot
         The test's qtbot.
     session
-        The window's session.
+        The window's session (None after :meth:`delete`).
     models
         Every model given to the driver (:meth:`set_model`); the ``actviz_window`` fixture
         checks each has no hook left when the test ends.
@@ -270,8 +271,29 @@ class WindowDriver:
 
     def close(self) -> None:
         """Close the window (it stops its workers; the fixture deletes it at the end)."""
-        if not self.window.is_closed():
+        if self.window is not None and not self.window.is_closed():
             self.window.close()
+
+    def delete(self) -> None:
+        """Close the window and delete it now, and let go of it (``window`` becomes None).
+
+        For tests that count what a closed window leaves alive: nothing in the driver or the
+        fixture holds its Python side afterwards.
+        """
+        import shiboken6
+
+        from actviz.testing.checks import flush_deletes
+
+        window, self.window = self.window, None
+        if self.session is not None:  # its model is still checked for hooks at the end
+            self.models.append(self.session.model)
+            self.session = None
+        if window is not None and shiboken6.isValid(window):
+            if not window.is_closed():
+                window.close()
+            window.deleteLater()
+        del window
+        flush_deletes()
 
 
 def _find_action(menu: QMenu, text: str) -> QAction:

@@ -65,8 +65,9 @@ def close_windows(drivers: list) -> None:
     import shiboken6
 
     for driver in drivers:
-        if shiboken6.isValid(driver.window) and not driver.window.is_closed():
-            driver.window.close()
+        window = driver.window
+        if window is not None and shiboken6.isValid(window) and not window.is_closed():
+            window.close()
 
 
 def allowed_leaks(item: pytest.Item) -> set[str]:
@@ -145,8 +146,9 @@ def leftovers(
         # (pyqtgraph's parentless plot menus among them), so no reference may stay here.
         driver = drivers.pop()
         models.extend(driver.models)
-        models.append(driver.session.model)
-        if shiboken6.isValid(driver.window):
+        if driver.session is not None:
+            models.append(driver.session.model)
+        if driver.window is not None and shiboken6.isValid(driver.window):
             if not driver.window.is_closed():
                 driver.window.close()
             driver.window.deleteLater()  # with everything parented to it

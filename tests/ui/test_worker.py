@@ -371,34 +371,32 @@ def test_shutdown_waits_for_second_stages(qtbot):
         w.shutdown()
 
 
-def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot):
+def test_the_window_lets_the_gui_thread_take_the_gil_within_a_millisecond(qtbot, actviz_window):
     import sys
 
-    from actviz.ui.window.main_window import MainWindow
     from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
 
-    # MainWindow() uses the default QSettings: the test's own config folder (tests/conftest.py).
+    # Windows as MainWindow() makes them: their own size and timing, not shown.
+    plain = {"size": None, "show": False, "auto_run": True, "debounce_ms": 300}
     before = sys.getswitchinterval()
     try:
         sys.setswitchinterval(0.005)  # CPython's default
-        window = MainWindow()
-        qtbot.addWidget(window)
+        window = actviz_window(**plain).window
         assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
-        window2 = MainWindow()  # a second window keeps it short when the first one closes
-        qtbot.addWidget(window2)
+        window2 = actviz_window(
+            **plain
+        ).window  # a second window keeps it short when the first one closes
         window.close()
         assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
         window2.close()  # the last one puts the caller's value back
         assert sys.getswitchinterval() == 0.005
         sys.setswitchinterval(0.0002)  # a shorter one set by the user is left alone
-        window3 = MainWindow()
-        qtbot.addWidget(window3)
+        window3 = actviz_window(**plain).window
         assert sys.getswitchinterval() == pytest.approx(0.0002)
         window3.close()
         assert sys.getswitchinterval() == pytest.approx(0.0002)
         sys.setswitchinterval(0.005)
-        window4 = MainWindow()
-        qtbot.addWidget(window4)
+        window4 = actviz_window(**plain).window
         assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
         sys.setswitchinterval(0.002)  # changed by someone else while the window is open
         window4.close()
@@ -443,34 +441,27 @@ def test_a_hundred_jobs_leave_no_runner_or_signals_alive(qtbot, worker):
     assert _live(_RunnerSignals) - signals == 0
 
 
-def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, tmp_path):
+def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actviz_window):
     """100 runs over two windows, then both closed: their jobs and pools are all gone."""
     from PySide6.QtCore import QThreadPool
 
-    from actviz.ui.window.main_window import MainWindow
     from actviz.ui.worker import _Runner, _RunnerSignals
-    from tests.ui.conftest import frame, scratch_settings, wait_run
+    from tests.ui.conftest import frame
     from tests.ui.tiny_models import TinyCNN
 
     torch.manual_seed(0)
     pools = _live(QThreadPool)
     for _ in range(2):
-        window = MainWindow(settings=scratch_settings(tmp_path), debounce_ms=20, auto_run=False)
-        window.resize(1280, 720)
-        window.show()
-        qtbot.waitExposed(window)
-        window.set_model(TinyCNN().eval(), layers=["conv1", "fc"])
-        window.set_input(frame(0))
+        win = actviz_window(TinyCNN().eval(), frame(0), ["conv1", "fc"])
+        window = win.window
         for _ in range(50):
-            wait_run(qtbot, window, flush=False)
+            win.run_and_wait(flush=False)
         window.flush_panel_updates()
         _flush_deletes()
         # While the window is open: only the jobs of the last moments may still be pending.
         assert _live(_Runner) <= 2 and _live(_RunnerSignals) <= 2
-        window.close()
-        window.deleteLater()
         del window
-        _flush_deletes()
+        win.delete()  # closed and deleted; nothing holds its Python side
     assert _live(_Runner) == 0
     assert _live(_RunnerSignals) == 0
     assert _live(QThreadPool) - pools == 0
