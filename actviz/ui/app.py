@@ -67,9 +67,10 @@ def run_app(
         and input is None
         and sessions is not None
         and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
-        and sessions.offer_restore()  # type: ignore[attr-defined]
+        and sessions.can_offer_restore()  # type: ignore[attr-defined]
     ):
-        pass  # the session kept on quit is being opened
+        # Asked over the window once it is on screen; declined, the demo opens as usual.
+        QTimer.singleShot(0, lambda: sessions.offer_restore() or window.load_demo())  # type: ignore[attr-defined]
     elif model is None:
         window.load_demo()
     else:

@@ -283,6 +283,8 @@ def test_the_session_is_kept_on_quit_and_offered_at_the_next_start(
     assert asked
     _same_capture(result.capture, other.window.result.capture)
     assert other.session.target == 2 and len(other.session.edits) == 3
+    assert sessions.path is None  # Ctrl+S asks where: the kept session is not the user's file
+    assert "Restored the last session" in other.status_text()
 
     # The setting turns the offer off: nothing asked.
     sessions.restore_on_start = False

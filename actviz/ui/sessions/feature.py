@@ -523,12 +523,15 @@ class SessionsFeature(FeatureBase, QObject):
             host.defer_display(lambda: host.open_channel(layer, channel))
         self._opening = None
         opening.done = True
-        self.path = opening.path
-        self._remember(opening.path)
+        kept = opening.path == self.autosave_file()
+        if not kept:  # Ctrl+S never writes over the session kept on quit
+            self.path = opening.path
+            self._remember(opening.path)
         host.clear_messages(BANNER_SOURCE)
         if notes:
             host.show_warning("Session opened; " + "; ".join(notes), BANNER_SOURCE)
-        host.refresh_busy(f"Opened the session {opening.path}")
+        done = "Restored the last session" if kept else f"Opened the session {opening.path}"
+        host.refresh_busy(done)
         self.session_opened.emit(str(opening.path))
 
     def _fail_open(self, opening: _Opening, text: str, level: str | None = None) -> None:
@@ -687,11 +690,15 @@ class SessionsFeature(FeatureBase, QObject):
             return None
         return path
 
+    def can_offer_restore(self) -> bool:
+        """Whether a session was kept on quit and the setting lets a start offer it."""
+        return self.restore_on_start and self.autosave_file().is_file()
+
     def offer_restore(self) -> bool:
         """At start: offer the session kept on quit (unless the setting is off); True when
         the user accepted and it is being opened."""
         path = self.autosave_file()
-        if not self.restore_on_start or not path.is_file():
+        if not self.can_offer_restore():
             return False
         if not self.ask_restore(
             self.host.dialog_parent(),
