@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error, short_source
 from actviz.ui.sessions.state import (
+    ModelOpened,
     apply_view,
     gather_state,
     model_part,
@@ -336,11 +337,11 @@ class SessionsFeature(FeatureBase, QObject):
                 if answer is None:
                     return False
                 pin_captures = bool(answer)
-        session = self.session
+        opened = ModelOpened.of(self.session)
         self.host.show_status(f"Saving the session to {path.name}…")
 
         def job(_stop: Any, progress: Callable[[str], None]) -> tuple[Path, list[str]]:
-            full = model_part(state, session)
+            full = model_part(state, opened)
             return path, save_state(full, path, pin_captures=pin_captures)
 
         gen = self._submit("save", job, path)

@@ -29,7 +29,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import WindowHost
     from actviz.workspace.session import RunRequest, Session
 
-__all__ = ["apply_view", "gather_state", "model_part", "prepare_saved", "restorable_ticks"]
+__all__ = [
+    "ModelOpened",
+    "apply_view",
+    "gather_state",
+    "model_part",
+    "prepare_saved",
+    "restorable_ticks",
+]
 
 
 def _board_edits(session: Session) -> dict[str, tuple[Edit, ...]]:
@@ -78,23 +85,40 @@ def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
         capture=None if result is None else result.capture,
         settings=parts,
     )
-    return model_part(state, s) if with_model else state
+    return model_part(state, ModelOpened.of(s)) if with_model else state
 
 
-def model_part(state: SessionState, session: Session) -> SessionState:
-    """``state`` with how to open ``session``'s model again (reads and hashes a checkpoint:
-    call it off the GUI thread for large files). A module given in memory has no source."""
-    loaded = session.loaded_model
-    if loaded is None or loaded.model is not session.model or loaded.kind == "module":
+@dataclasses.dataclass(frozen=True)
+class ModelOpened:
+    """How the session's model was opened, taken on the GUI thread (the model may change
+    while a save runs): the ``LoadedModel`` and ``open_model``'s arch, weights and trust."""
+
+    loaded: Any
+    open_args: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, session: Session) -> ModelOpened | None:
+        """None for a module given in memory (it has no source to open again)."""
+        loaded = session.loaded_model
+        if loaded is None or loaded.model is not session.model or loaded.kind == "module":
+            return None
+        return cls(loaded, dict(session.model_open_args))
+
+
+def model_part(state: SessionState, opened: ModelOpened | None) -> SessionState:
+    """``state`` with how to open the model again (reads and hashes a checkpoint file: call
+    it off the GUI thread for large files)."""
+    if opened is None:
         return state
-    args = session.model_open_args
+    args = opened.open_args
     source = model_source_of(
-        loaded,
+        opened.loaded,
         arch=args.get("arch"),
         weights=args.get("weights", "DEFAULT"),
         trust=bool(args.get("trust", False)),
     )
-    return dataclasses.replace(state, model=source, model_weights=weights_to_keep(loaded))
+    weights = weights_to_keep(opened.loaded)
+    return dataclasses.replace(state, model=source, model_weights=weights)
 
 
 def restorable_ticks(model: Any, ticked: Sequence[str]) -> list[str]:
