@@ -203,8 +203,3 @@ def restore_pins(
             continue
         pin.pinned_at = state.pinned_at
     return notes
-
-
-def part_names(parts: Mapping[str, Any]) -> list[str]:
-    """The features' parts a state holds (for messages)."""
-    return sorted(parts)
