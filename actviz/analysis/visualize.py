@@ -647,22 +647,25 @@ def visualize(
 
     computed: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
     if todo:
-        computed, fed = _optimise(
-            net,
-            module,
-            layer,
-            todo,
-            obj,
-            settings,
-            norm,
-            _fixed_size(net, loaded),
-            chunk,
-            bool(settings["redirect_relu"]),
-            device,
-            dtype,
-            progress,
-            should_stop,
-        )
+        # A caller inside inference_mode (a window worker may be) still gets gradients, and
+        # every tensor made here is a normal one.
+        with torch.inference_mode(False):
+            computed, fed = _optimise(
+                net,
+                module,
+                layer,
+                todo,
+                obj,
+                settings,
+                norm,
+                _fixed_size(net, loaded),
+                chunk,
+                bool(settings["redirect_relu"]),
+                device,
+                dtype,
+                progress,
+                should_stop,
+            )
         settings["input_size"] = list(fed) if fed is not None else None
         if store is not None:
             for k, value in computed.items():
@@ -767,7 +770,7 @@ def _optimise(
         for p, _ in flags:
             p.requires_grad_(False)
         runner = _LayerRunner(net, module, layer, redirect)
-        with torch.enable_grad():
+        with torch.enable_grad():  # also when the caller is inside no_grad
             fed, out = _probe(runner, feed, hw, settings, known_size, device)
             _check_keys(out, keys, obj, module, layer)
             for start in range(0, len(keys), chunk):

@@ -406,3 +406,20 @@ def test_reference_follows_lucents_method_and_raises_its_objective():
     before = final_objective(model, "features.block4", [2], start, ms)
     after = final_objective(model, "features.block4", [2], end, ms)
     assert after[0] > before[0] + 0.1
+
+
+def test_runs_inside_no_grad_and_inference_mode(demo):
+    plain = visualize(demo, "features.block4", [1], steps=3, size=24)
+    with torch.inference_mode():
+        inside = visualize(demo, "features.block4", [1], steps=3, size=24)
+    with torch.no_grad():
+        also = visualize(demo, "features.block4", [1], steps=3, size=24)
+    assert np.array_equal(plain.images, inside.images)
+    assert np.array_equal(plain.images, also.images)
+    norm = {"mean": (0.4, 0.4, 0.4), "std": (0.3, 0.3, 0.3), "steps": 2, "size": 24}
+    with torch.inference_mode():
+        normalised = visualize(demo, "features.block4", [1], **norm)
+    assert normalised.settings["mean"] == [0.4, 0.4, 0.4]
+    assert not np.array_equal(
+        normalised.images, visualize(demo, "features.block4", [1], steps=2, size=24).images
+    )
