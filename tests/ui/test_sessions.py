@@ -313,7 +313,9 @@ def test_export_report_writes_one_html_file(actviz_window, checkpoint, tmp_path)
     print(f"report: {out.stat().st_size / 1024:.0f} KiB")
 
 
-def test_file_menu_lists_the_session_entries(actviz_window):
+def test_file_menu_lists_the_session_entries(actviz_window, tmp_path):
+    from PySide6.QtCore import Qt
+
     win = actviz_window()
     texts = [a.text() for a in win.window.menu("File").actions()]
     for entry in ("Open session…", "Recent sessions", "Save session", "Save session as…",
@@ -321,6 +323,14 @@ def test_file_menu_lists_the_session_entries(actviz_window):
         assert entry in texts
     save = next(a for a in win.window.menu("File").actions() if a.text() == "Save session")
     assert save.shortcut().toString() == "Ctrl+S"
+    # Ctrl+S saves to the session's file once it has one.
+    sessions = _sessions(win)
+    sessions.path = tmp_path / "keyed.actviz"
+    with win.qtbot.waitActive(win.window):
+        win.window.activateWindow()
+    with win.qtbot.waitSignal(sessions.session_saved, timeout=30_000):
+        win.qtbot.keyClick(win.window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
+    assert actviz.session.load(tmp_path / "keyed.actviz").model is None  # nothing open yet
 
 
 def test_a_sessions_scan_is_shown_again_from_its_saved_arrays(actviz_window, checkpoint, tmp_path):
