@@ -29,9 +29,12 @@ __all__ = [
     "Target",
     "check_target",
     "detections",
+    "name_token",
     "parse_target",
     "resolve_target",
+    "sequence_logits",
     "target_choices",
+    "token_phrase",
 ]
 
 #: The first entry of the target selector: no explicit target, the output's default.
@@ -164,6 +167,34 @@ def _logits(output: Any) -> torch.Tensor | None:
     return None
 
 
+def sequence_logits(output: Any) -> torch.Tensor | None:
+    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position (a Hugging
+    Face language model's, token classifier's or masked LM's ``logits``), else None.
+
+    The one rule for "this output scores tokens at each position": the predictions shown
+    for it are the last position's, as its default target is.
+    """
+    if isinstance(output, Mapping) and _is_map(output.get("out")):
+        return None  # a segmenter's map comes first in resolve_target
+    logits = _logits(output)
+    if logits is None or logits.dim() != 3 or not logits.is_floating_point():
+        return None
+    return logits
+
+
+def token_phrase(index: int, text: str | None = None) -> str:
+    """How a target description names token ``index``: ``"token 284"``, or with its text
+    (known where a tokenizer is, not where the target is resolved) ``"token 284 ' world'"``."""
+    return f"token {int(index)}" if text is None else f"token {int(index)} {text!r}"
+
+
+def name_token(description: str, index: int, text: str) -> str:
+    """``description`` with token ``index`` named by its ``text`` too (the phrase of
+    :func:`token_phrase`); unchanged when it names no such token."""
+    pattern = re.escape(token_phrase(index)) + r"(?!\d)"
+    return re.sub(pattern, lambda _m: token_phrase(index, text), description, count=1)
+
+
 def _next_token(output: Any) -> bool:
     """Whether (N, T, V) logits predict the next token: not for Hugging Face's masked-LM and
     token-classification outputs, which score each position itself."""
@@ -185,12 +216,12 @@ def _sequence_target(
         top = last.detach().argmax(dim=1)
         value = last.gather(1, top[:, None]).sum()
         what = "next-token logit" if next_token else "top-1 logit"
-        return value, int(top[0]), f"{what} at the last position (token {int(top[0])})"
+        return value, int(top[0]), f"{what} at the last position ({token_phrase(int(top[0]))})"
     k = int(target)
     if not -vocab <= k < vocab:
         raise ValueError(f"target token {k} is out of range: the vocabulary has {vocab} tokens")
     k %= vocab
-    return last[:, k].sum(), k, f"logit of token {k} at the last position"
+    return last[:, k].sum(), k, f"logit of {token_phrase(k)} at the last position"
 
 
 def _is_map(t: Any) -> bool:

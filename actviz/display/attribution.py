@@ -9,29 +9,38 @@ wrappers. The rule for the Grad-CAM layer shown by default lives here too
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from actviz.core.structures import first_tensor
-from actviz.core.targets import detections
+from actviz.core.targets import detections, sequence_logits
+from actviz.display.logit_lens import token_texts
 from actviz.display.stats import as_float
 
 __all__ = [
+    "TokenSaliency",
     "default_gradcam_layer",
     "display_image",
     "grad_cam",
     "grad_cam_tensor",
     "gradcam_candidates",
     "gradient_flow",
+    "input_embedding",
     "last_spatial_layer",
+    "prediction_kind",
     "saliency",
     "saliency_at_image",
     "saliency_tensor",
     "saliency_unavailable",
     "spatial_layers",
+    "token_input",
+    "token_saliency",
+    "token_saliency_tensor",
     "top_k",
     "top_predictions",
 ]
@@ -139,9 +148,15 @@ def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.
     return np.ascontiguousarray(arr.permute(1, 2, 0).numpy())
 
 
-def saliency_unavailable(input_grads: Any, image: np.ndarray | None) -> str:
-    """Why there is no saliency picture for these input gradients ("" when there is one)."""
+def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any = None) -> str:
+    """Why there is no saliency picture for these input gradients ("" when there is one);
+    ``inputs``: the inputs themselves, to word it for token ids."""
     grad = first_tensor(input_grads)
+    if grad is None and token_input(inputs):
+        return (
+            "Saliency of a text input is |gradient × input embedding| per token: this run "
+            "recorded no gradient at the model's input embedding."
+        )
     if grad is None:
         return "No input gradient: the input is not a float tensor or nothing depends on it."
     if grad.dim() not in (3, 4) or image is None:
@@ -149,11 +164,124 @@ def saliency_unavailable(input_grads: Any, image: np.ndarray | None) -> str:
     return ""
 
 
+# --------------------------------------------------------------------------------------------
+# text inputs: saliency per token
+# --------------------------------------------------------------------------------------------
+
+
+def token_input(inputs: Any) -> bool:
+    """Whether the model's (first) input is token ids: an integer tensor, as a tokenizer makes
+    (no gradient reaches it, so saliency is taken at the input embedding instead)."""
+    x = first_tensor(inputs)
+    return x is not None and not x.is_floating_point() and not x.is_complex() and x.dim() >= 1
+
+
+def input_embedding(model: nn.Module | None) -> str | None:
+    """The module whose output is the input's token embeddings: a Hugging Face model's
+    ``get_input_embeddings()``, else the first ``nn.Embedding`` (registration order); None
+    when there is none. The run request records it for a text input, and saliency is read
+    from its output and gradient (:func:`token_saliency`)."""
+    if model is None:
+        return None
+    names = {id(m): n for n, m in model.named_modules()}
+    getter = getattr(model, "get_input_embeddings", None)
+    if callable(getter):
+        try:
+            found = getter()
+        except (NotImplementedError, AttributeError, TypeError):  # a base class stub
+            found = None
+        if isinstance(found, nn.Module) and id(found) in names:
+            return names[id(found)]
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Embedding):
+            return name
+    return None
+
+
+def token_saliency_tensor(
+    embedding: torch.Tensor, gradient: torch.Tensor, sample: int = 0
+) -> torch.Tensor:
+    """``|gradient x input embedding|`` per token of one sample, where the tensors live: the
+    product summed over the embedding dimension, its magnitude; ``(T,)`` from ``(N, T, D)``."""
+    e, g = as_float(embedding), as_float(gradient)
+    if e.dim() == 3:
+        e, g = _pick(e, sample), _pick(g, sample)
+    values = (e.to(torch.float64) * g.to(torch.float64)).sum(dim=-1).abs()
+    return torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).to(torch.float32)
+
+
+@dataclass(frozen=True)
+class TokenSaliency:
+    """Saliency of a text input: ``|gradient x input embedding|`` per token (arrays read-only).
+
+    Attributes
+    ----------
+    tokens
+        The ``T`` labels (the input's token strings, else positions).
+    values
+        ``(T,)`` float32, the magnitude of each token's embedding times its gradient, summed
+        over the embedding dimension (raw, not scaled).
+    layer
+        The embedding module it was read at.
+    sample
+        The batch element.
+    """
+
+    tokens: tuple[str, ...]
+    values: np.ndarray
+    layer: str
+    sample: int = 0
+
+    def __post_init__(self) -> None:
+        self.values.setflags(write=False)
+
+    @property
+    def peak(self) -> float:
+        """The largest value (1.0 when every value is 0, so shares stay finite)."""
+        top = float(self.values.max()) if self.values.size else 0.0
+        return top if top > 0 else 1.0
+
+    def shares(self) -> np.ndarray:
+        """Each token's value as a share of the largest, in [0, 1] (the colours drawn)."""
+        return (self.values / self.peak).astype(np.float32)
+
+    def describe(self, token: int) -> str:
+        """Hover text: the token and its saliency."""
+        if not 0 <= token < len(self.tokens):
+            return ""
+        value = float(self.values[token])
+        return (
+            f"token {token} {self.tokens[token]!r}: |grad × embedding| {value:.4g} "
+            f"({100.0 * value / self.peak:.0f} % of the largest)"
+        )
+
+
+def token_saliency(
+    cap: Any, layer: str | None, tokens: Sequence[str] | None = None, sample: int = 0
+) -> TokenSaliency | None:
+    """The saliency of a text input from a capture that recorded its embedding ``layer``
+    (:func:`input_embedding`) with a gradient; None for another input or without them."""
+    from actviz.display.tokens import token_labels
+
+    if layer is None or layer not in cap or not token_input(cap.inputs):
+        return None
+    act, grad = cap[layer].tensor, cap[layer].grad
+    if act is None or grad is None or act.shape != grad.shape or act.dim() not in (2, 3):
+        return None
+    values = token_saliency_tensor(act, grad, sample).cpu().numpy()
+    return TokenSaliency(
+        tokens=tuple(token_labels(int(values.shape[0]), tokens)),
+        values=np.ascontiguousarray(values, dtype=np.float32),
+        layer=layer,
+        sample=min(sample, int(act.shape[0]) - 1) if act.dim() == 3 else 0,
+    )
+
+
 def saliency_at_image(
-    input_grads: Any, image: np.ndarray | None, sample: int = 0
+    input_grads: Any, image: np.ndarray | None, sample: int = 0, inputs: Any = None
 ) -> tuple[np.ndarray | None, str]:
     """The saliency map at the size of the picture shown, or None and why (as the window words it)."""
-    why = saliency_unavailable(input_grads, image)
+    why = saliency_unavailable(input_grads, image, inputs)
     if why:
         return None, why
     grad = first_tensor(input_grads)
@@ -260,15 +388,43 @@ def top_k(
     return rows
 
 
+def prediction_kind(output: Any, categories: Sequence[str] | None = None) -> str:
+    """What :func:`top_predictions` ranks for this output: ``"detection"``, ``"token"`` (a
+    language model's next token: :func:`~actviz.core.targets.sequence_logits` without class
+    names) or ``"class"``."""
+    if detections(output) is not None:
+        return "detection"
+    if sequence_logits(output) is not None and not categories:
+        return "token"
+    return "class"
+
+
 def top_predictions(
-    output: Any, categories: Sequence[str] | None, k: int = 5, sample: int = 0
+    output: Any,
+    categories: Sequence[str] | None,
+    k: int = 5,
+    sample: int = 0,
+    tokenizer: Any = None,
 ) -> list[tuple[int, str, float]]:
     """The model's top ``k`` answers for one sample as ``(index, label, probability)``.
 
     A classifier's output (its first tensor): :func:`top_k` with NaN logits ranked last, so a
     broken output still gives a readable (all-zero) list instead of NaN probabilities. A
     detector's output: its ``k`` best detections as ``(label, "name (detection i)", score)``.
+    A language model's ``(N, T, V)`` logits (:func:`~actviz.core.targets.sequence_logits`):
+    the last position's, the position its default target reads (the next token of a causal
+    LM), labelled with ``categories`` (a token classifier) or else each token's text quoted
+    (``"' world'"``, :func:`~actviz.display.logit_lens.token_texts` with ``tokenizer``).
     """
+    logits = sequence_logits(output)
+    if logits is not None:
+        rows = top_predictions(logits[:, -1, :], categories, k, sample)
+        if categories:
+            return rows
+        if tokenizer is None:
+            return [(i, f"token {i}", p) for i, _label, p in rows]
+        texts = token_texts(tokenizer, [i for i, _label, _p in rows])
+        return [(i, repr(text), p) for (i, _label, p), text in zip(rows, texts, strict=True)]
     dets = detections(output)
     if dets is not None:
         det = dets[min(sample, len(dets) - 1)]

@@ -63,13 +63,31 @@ def lens_layers(model: nn.Module) -> LensLayers | None:
 
 
 def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """Readable strings of token ``ids`` (``#id`` without a tokenizer)."""
-    if tokenizer is None:
-        return [f"#{int(i)}" for i in ids]
-    try:
-        return [tokenizer.decode([int(i)]) for i in ids]
-    except Exception:  # noqa: BLE001 - a tokenizer's own failure must not break a view
-        return [f"#{int(i)}" for i in ids]
+    """Readable strings of token ``ids``: the one rule wherever a token is named by its text
+    (predictions, targets, the lens).
+
+    Each id is decoded on its own and as it is (``" world"``, not byte-level ``"Ġworld"``,
+    spaces kept); where that gives nothing readable (an empty string, a lone part of a
+    multi-byte character, a failing decode) the tokenizer's own token string is used, and
+    ``#id`` without a tokenizer or a string at all.
+    """
+    out = []
+    for i in ids:
+        i = int(i)
+        text = ""
+        if tokenizer is not None:
+            try:
+                text = tokenizer.decode([i], clean_up_tokenization_spaces=False)
+            except Exception:  # noqa: BLE001 - a tokenizer's own failure must not break a view
+                text = ""
+            if not text or "\ufffd" in text:
+                try:
+                    raw = tokenizer.convert_ids_to_tokens([i])[0]
+                except Exception:  # noqa: BLE001 - as above
+                    raw = None
+                text = str(raw) if raw else ""
+        out.append(text or f"#{i}")
+    return out
 
 
 @dataclass(frozen=True)

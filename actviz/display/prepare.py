@@ -30,19 +30,25 @@ import numpy as np
 import torch
 
 from actviz.core.structures import first_tensor
+from actviz.core.targets import name_token, sequence_logits
 from actviz.display.attribution import (
     default_gradcam_layer,
     display_image,
     grad_cam,
     grad_cam_tensor,
     gradcam_candidates,
+    input_embedding,
+    prediction_kind,
     saliency_at_image,
     saliency_tensor,
     saliency_unavailable,
+    token_input,
+    token_saliency,
     top_predictions,
 )
 from actviz.display.colormaps import AUTO
 from actviz.display.device import HostLayer, copy_to_host
+from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
 from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
 from actviz.display.stats import histogram, tensor_stats
@@ -449,7 +455,14 @@ def prepare(
             cams[cam_default] = copied.extras["gradcam"]  # type: ignore[index]
         sal = copied.extras.get("saliency")
     if sal is None:
-        sal, sal_msg = saliency_at_image(cap.input_grads, image, spec.sample)
+        sal, sal_msg = saliency_at_image(cap.input_grads, image, spec.sample, cap.inputs)
+    # A text input: |gradient x input embedding| per token, from the embedding's record
+    # (the run request captures it for token ids).
+    tok_sal = None
+    if sal is None and model is not None and token_input(cap.inputs):
+        tok_sal = token_saliency(cap, input_embedding(model), spec.tokens, spec.sample)
+        if tok_sal is not None:
+            sal_msg = ""
     layers: dict[str, PreparedLayer] = {}
     for i, name in enumerate(order):
         check()
@@ -490,6 +503,8 @@ def prepare(
     result = _assemble(
         cap, spec, layers, order, image, sal, sal_msg, grad_cams, cam_default, tree, shapes
     )
+    if tok_sal is not None:
+        extras["token_saliency"] = tok_sal
     return replace(result, **extras) if extras else result
 
 
@@ -557,11 +572,22 @@ def _assemble(
     categories = spec.categories
     if cap.target_index is not None and categories and 0 <= cap.target_index < len(categories):
         target_text += f": {categories[cap.target_index]}"
+    elif (
+        cap.target_index is not None
+        and spec.tokenizer is not None
+        and sequence_logits(cap.output) is not None
+    ):
+        # A language model's target token, named by its text as the predictions are.
+        text = token_texts(spec.tokenizer, [cap.target_index])[0]
+        target_text = name_token(target_text, cap.target_index, text)
     norms = [layers[n].stats.get("grad_norm") for n in order]
     return RunResult(
         layers=layers,
         shown=tuple(order),
-        predictions=tuple(top_predictions(cap.output, categories, sample=spec.sample)),
+        predictions=tuple(
+            top_predictions(cap.output, categories, sample=spec.sample, tokenizer=spec.tokenizer)
+        ),
+        prediction_kind=prediction_kind(cap.output, categories),
         target_text=target_text,
         target_index=cap.target_index,
         image=image,

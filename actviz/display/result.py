@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
     from actviz.core.tree import ModuleTree
     from actviz.display.attention import AttentionMaps
+    from actviz.display.attribution import TokenSaliency
     from actviz.display.logit_lens import LogitLens
     from actviz.display.tokens import SequenceLayout, TokenView
 
@@ -216,6 +217,11 @@ class RunResult:
     rollout: np.ndarray | None = field(default=None, repr=False, compare=False)
     #: The logit-lens table (decoder language models whose blocks were captured).
     logit_lens: LogitLens | None = field(default=None, repr=False, compare=False)
+    #: Saliency of a text input, per token (``saliency`` is the picture of an image input).
+    token_saliency: TokenSaliency | None = field(default=None, repr=False, compare=False)
+    #: What ``predictions`` rank: ``"class"``, ``"token"`` (a language model's next token,
+    #: labelled with its text) or ``"detection"``.
+    prediction_kind: str = "class"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))

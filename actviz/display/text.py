@@ -1,10 +1,11 @@
-"""Numbers and shapes as the window and the CLI print them."""
+"""Numbers, shapes and token labels as the window and the CLI print them (no torch: the
+passive panels import it)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["format_count", "format_shape"]
+__all__ = ["LABEL_CHARS", "MAX_TICKS", "axis_ticks", "format_count", "format_shape"]
 
 
 def format_shape(shape: Sequence[int] | None) -> str:
@@ -23,3 +24,23 @@ def format_count(n: int) -> str:
     if n < 1_000_000_000:
         return f"{n / 1_000_000:.1f}M"
     return f"{n / 1_000_000_000:.2f}B"
+
+
+#: Most token labels an axis shows; longer sequences label every n-th token.
+MAX_TICKS = 48
+#: Characters of a token label on an axis ("…" past them).
+LABEL_CHARS = 14
+
+
+def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[float, str]]:
+    """Tick positions (cell centres) and shortened labels of token axes, at most ``limit``
+    of them (every n-th token of a longer sequence): the token views, attention maps and
+    the per-token saliency strip alike."""
+    step = max(1, -(-len(labels) // max(1, limit)))
+    out = []
+    for i in range(0, len(labels), step):
+        text = str(labels[i]).replace("\n", "\\n")
+        if len(text) > LABEL_CHARS:
+            text = text[: LABEL_CHARS - 1] + "…"
+        out.append((i + 0.5, text))
+    return out

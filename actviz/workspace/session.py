@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TICK_LIMIT = 8
 #: Generic containers: their outputs are their last child's output, so they are walked through.
 _CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
+#: A text model's default ticks are every block (spread over this many when there are more).
+DEFAULT_BLOCK_LIMIT = 48
 
 
 class Event:
@@ -220,7 +222,18 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     ``Sequential``/``ModuleList``/``ModuleDict`` (ResNet's ``BasicBlock``, the demo's
     ``ConvBlock``). Models made only of leaves get their leaves (convolutions first when
     there are many). At most ``limit`` names, spread evenly, the last leaf always kept.
+
+    A text model (its first module an embedding table) gets every transformer block's output
+    instead (:func:`_text_blocks`: ``transformer.h.N``, ``encoder.layer.N``,
+    ``model.layers.N``), up to :data:`DEFAULT_BLOCK_LIMIT`, plus the head.
     """
+    text_blocks = _text_blocks(tree)
+    if text_blocks:
+        head = tree.leaves()[-1]
+        picks = [b for b in text_blocks if b != head]
+        chosen = _spread(picks, DEFAULT_BLOCK_LIMIT) + [head]
+        order = {node.name: i for i, node in enumerate(tree.nodes)}
+        return sorted(dict.fromkeys(chosen), key=order.__getitem__)
     blocks: list[str] = []
 
     def walk(name: str) -> None:
@@ -253,6 +266,31 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     # Keep tree order so panels appear top to bottom as the data flows.
     order = {node.name: i for i, node in enumerate(tree.nodes)}
     return sorted(dict.fromkeys(chosen), key=order.__getitem__)
+
+
+def _text_blocks(tree: ModuleTree) -> list[str]:
+    """The blocks of a text model: the children of its outermost lists of blocks
+    (``transformer.h``, ``encoder.layer``; an encoder-decoder's two), when its first module
+    is an embedding table (token ids come in); [] for any other model. Lists inside a block
+    (a mixture of experts) are parts of it, not blocks."""
+    leaves = tree.leaves()
+    if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
+        return []
+    blocks: list[str] = []
+
+    def walk(name: str) -> None:
+        for child in tree[name].children:
+            node = tree[child]
+            if node.is_leaf:
+                continue
+            inner = [c for c in node.children if not tree[c].is_leaf]
+            if node.type_name == "ModuleList" and inner:
+                blocks.extend(inner)
+            else:
+                walk(child)
+
+    walk("")
+    return blocks
 
 
 def _spread(items: list[str], n: int) -> list[str]:

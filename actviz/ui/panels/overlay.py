@@ -1,17 +1,154 @@
-"""OverlayPanel: a heat map (saliency, Grad-CAM) drawn over the input picture."""
+"""OverlayPanel: a heat map (saliency, Grad-CAM) drawn over the input picture, or for a text
+input a strip of per-token values beside the tokens (:class:`TokenStrip`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
+from actviz.display.text import MAX_TICKS, axis_ticks
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
-from actviz.ui.panels.colormaps import OVERLAY_CMAP
+from actviz.ui.panels.colormaps import OVERLAY_CMAP, lut
 
 DEFAULT_OPACITY = 0.5
+
+
+class TokenStrip(pg.GraphicsLayoutWidget):
+    """One bar per token, top to bottom, the token texts on the left: each bar as long as
+    the token's value and coloured by its share of the largest (the overlay's colours, so
+    it reads as the heat map an image input gets).
+
+    Signals
+    -------
+    hovered(int)
+        The token under the mouse; -1 when it leaves the bars.
+    """
+
+    hovered = QtCore.Signal(int)
+
+    def __init__(self, x_label: str = "", parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.layout.setContentsMargins(2, 2, 2, 2)
+        self.plot = self.addPlot(row=0, col=0)
+        style.style_plot(self.plot, x_label=x_label or None)
+        self.plot.invertY(True)  # the first token at the top, as text reads
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.bars: pg.BarGraphItem | None = None
+        self.labels: tuple[str, ...] = ()
+        self.values: np.ndarray = np.zeros(0, dtype=np.float32)
+        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.setMinimumHeight(120)
+
+    def set_values(self, labels: Sequence[str], values: np.ndarray) -> None:
+        """Show ``values`` (one per token, >= 0) beside ``labels``."""
+        values = np.asarray(values, dtype=np.float32).reshape(-1)
+        if len(labels) != values.size:
+            raise ValueError(f"{len(labels)} labels for {values.size} values")
+        self.labels, self.values = tuple(str(t) for t in labels), values
+        if self.bars is not None:
+            self.plot.removeItem(self.bars)
+            self.bars = None
+        count = values.size
+        finite = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+        peak = float(finite.max()) if count else 0.0
+        shares = finite / peak if peak > 0 else np.zeros_like(finite)
+        table = lut(OVERLAY_CMAP)
+        brushes = [
+            QtGui.QColor(*(int(c) for c in table[min(255, int(round(share * 255)))][:3]))
+            for share in shares
+        ]
+        if count:
+            self.bars = pg.BarGraphItem(
+                x0=np.zeros(count),
+                y=np.arange(count) + 0.5,
+                height=0.8,
+                width=finite,
+                brushes=brushes,
+                pen=None,
+            )
+            self.plot.addItem(self.bars)
+        self.plot.setYRange(0, max(count, 1), padding=0)
+        self.plot.setXRange(0, peak if peak > 0 else 1.0, padding=0.02)
+        self._update_ticks()
+
+    def clear_values(self) -> None:
+        """Show nothing."""
+        self.set_values((), np.zeros(0, dtype=np.float32))
+
+    def _update_ticks(self) -> None:
+        """Token labels, as many as fit about 12 px apart."""
+        height = max(self.plot.vb.boundingRect().height(), 120.0)
+        rows = min(MAX_TICKS, max(2, int(height // 12)))
+        self.plot.getAxis("left").setTicks([axis_ticks(self.labels, rows)])
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        if hasattr(self, "labels"):  # pyqtgraph resizes while it is built
+            self._update_ticks()
+
+    def token_at(self, scene_pos: QtCore.QPointF) -> int:
+        """The token at a scene position, -1 outside the bars' rows."""
+        if not self.labels or not self.plot.vb.sceneBoundingRect().contains(scene_pos):
+            return -1
+        row = int(np.floor(self.plot.vb.mapSceneToView(scene_pos).y()))
+        return row if 0 <= row < len(self.labels) else -1
+
+    def row_centre(self, row: int) -> QtCore.QPoint:
+        """Widget coordinates of a token's row, in the bars' area (tests hover there)."""
+        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(0.0, row + 0.5))
+        point = self.mapFromScene(scene)
+        return QtCore.QPoint(point.x() + 4, point.y())
+
+    def _on_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
+        self.hovered.emit(self.token_at(scene_pos))
+
+    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        self.hovered.emit(-1)
+        super().leaveEvent(event)
+
+
+class MiddleElidedComboBox(QtWidgets.QComboBox):
+    """A combo box whose current text, when too long, is shortened in the middle
+    ("transformer…h.3.mlp": a layer name's start and its number stay), with the whole text as
+    its tooltip; the list shortens its entries the same way."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.view().setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
+
+    def _label_options(self) -> tuple[QtWidgets.QStyleOptionComboBox, QtCore.QRect]:
+        option = QtWidgets.QStyleOptionComboBox()
+        self.initStyleOption(option)
+        rect = self.style().subControlRect(
+            QtWidgets.QStyle.ComplexControl.CC_ComboBox,
+            option,
+            QtWidgets.QStyle.SubControl.SC_ComboBoxEditField,
+            self,
+        )
+        return option, rect
+
+    def shown_text(self) -> str:
+        """The current text as drawn at the box's width ("…" in the middle where cut)."""
+        option, rect = self._label_options()
+        return self.fontMetrics().elidedText(
+            option.currentText, QtCore.Qt.TextElideMode.ElideMiddle, max(rect.width() - 4, 0)
+        )
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtWidgets.QStylePainter(self)
+        option, _rect = self._label_options()
+        painter.drawComplexControl(QtWidgets.QStyle.ComplexControl.CC_ComboBox, option)
+        option.currentText = self.shown_text()
+        painter.drawControl(QtWidgets.QStyle.ControlElement.CE_ComboBoxLabel, option)
+        # Set here, not on currentTextChanged: the panel fills the box with signals blocked.
+        if self.toolTip() != self.currentText():
+            self.setToolTip(self.currentText())
 
 
 class OverlayPanel(PanelBase):
@@ -44,7 +181,7 @@ class OverlayPanel(PanelBase):
         if with_layer_selector:
             row = QtWidgets.QHBoxLayout()
             row.addWidget(style.caption_label("layer"))
-            self.layer_combo = QtWidgets.QComboBox()
+            self.layer_combo = MiddleElidedComboBox()
             self.layer_combo.setMaxVisibleItems(20)
             self.layer_combo.setSizeAdjustPolicy(
                 QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
@@ -72,14 +209,20 @@ class OverlayPanel(PanelBase):
         self.message_label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.content.addWidget(self.message_label)
 
-        controls = QtWidgets.QHBoxLayout()
+        #: The per-token strip of a text input, made on first use (image inputs never need it).
+        self.token_strip: TokenStrip | None = None
+        self._token_describe: list[str] = []
+
+        self.controls = QtWidgets.QWidget()
+        controls = QtWidgets.QHBoxLayout(self.controls)
+        controls.setContentsMargins(0, 0, 0, 0)
         controls.addWidget(style.caption_label("opacity"))
         self.opacity_slider = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
         self.opacity_slider.setRange(0, 100)
         self.opacity_slider.setValue(round(DEFAULT_OPACITY * 100))
         self.opacity_slider.valueChanged.connect(lambda v: self.heat_item.setOpacity(v / 100.0))
         controls.addWidget(self.opacity_slider, 1)
-        self.content.addLayout(controls)
+        self.content.addWidget(self.controls)
         self.status_label = style.readout_label()
         self.content.addWidget(self.status_label)
 
@@ -89,8 +232,36 @@ class OverlayPanel(PanelBase):
         self.clear()
 
     # -- setters ---------------------------------------------------------------------------
+    def set_token_values(
+        self,
+        tokens: Sequence[str],
+        values: np.ndarray,
+        descriptions: Sequence[str] = (),
+        *,
+        x_label: str = "|grad × embedding|",
+    ) -> None:
+        """Show one value per token (a text input's saliency) as a strip of bars beside the
+        tokens, in place of the picture; ``descriptions`` are the hover texts."""
+        if self.token_strip is None:
+            self.token_strip = TokenStrip(x_label)
+            self.token_strip.hovered.connect(self._on_token_hovered)
+            self.content.insertWidget(self.content.indexOf(self.canvas) + 1, self.token_strip, 1)
+        self.token_strip.plot.setLabel("bottom", x_label)
+        self.token_strip.set_values(tokens, values)
+        self._token_describe = list(descriptions)
+        self._show_tokens(True)
+        self.set_message("")
+
+    def _show_tokens(self, shown: bool) -> None:
+        """The token strip (text input) or the picture with its opacity slider (image)."""
+        if self.token_strip is not None:
+            self.token_strip.setVisible(shown)
+        self.canvas.setVisible(not shown)
+        self.controls.setVisible(not shown)
+
     def set_image(self, rgb: np.ndarray) -> None:
         """Show the picture, (H, W, 3) uint8 (the input as the model sees it)."""
+        self._show_tokens(False)
         rgb = np.ascontiguousarray(rgb)
         if rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.dtype != np.uint8:
             raise ValueError(f"expected (H, W, 3) uint8, got {rgb.shape} {rgb.dtype}")
@@ -110,6 +281,7 @@ class OverlayPanel(PanelBase):
         heat = np.ascontiguousarray(heat, dtype=np.float32)
         if heat.ndim != 2:
             raise ValueError(f"heat must be 2-D (H, W), got shape {heat.shape}")
+        self._show_tokens(False)
         self.heat = heat
         self.canvas.set_image(heat, (0.0, 1.0), (0.0, 1.0))
         self.set_message("")  # a message says why there is no map: there is one now
@@ -149,6 +321,10 @@ class OverlayPanel(PanelBase):
         self.rgb_item.clear()
         self.set_heat(None)
         self.canvas.clear_image()
+        if self.token_strip is not None:
+            self.token_strip.clear_values()
+        self._token_describe = []
+        self._show_tokens(False)
         self.set_message("")
         self.status_label.setText("")
 
@@ -168,6 +344,16 @@ class OverlayPanel(PanelBase):
     def _on_combo_index_changed(self, index: int) -> None:
         if index >= 0 and self.layer_combo is not None:
             self.layer_changed.emit(self.layer_combo.itemText(index))
+
+    def _on_token_hovered(self, token: int) -> None:
+        if 0 <= token < len(self._token_describe):
+            self.status_label.setText(self._token_describe[token])
+        elif self.token_strip is not None and 0 <= token < len(self.token_strip.labels):
+            value = float(self.token_strip.values[token])
+            label = self.token_strip.labels[token]
+            self.status_label.setText(f"token {token} {label!r}: {style.format_value(value)}")
+        else:
+            self.status_label.setText("")
 
     def _on_canvas_hovered(self, x: float, y: float) -> None:
         # Canvas coordinates are heat-map pixels; report picture pixels when there is a picture.

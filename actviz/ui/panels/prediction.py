@@ -1,4 +1,5 @@
-"""PredictionPanel: the model's top classes as a horizontal bar chart with their labels."""
+"""PredictionPanel: the model's top answers (classes, a language model's next tokens, detections)
+as a horizontal bar chart with their labels."""
 
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ class PredictionPanel(PanelBase):
         self.content.addWidget(self.placeholder)
         self._rows: list[_Row] = []
         self._data: list[tuple[int, str, float]] = []
+        self._kind = "class"
         self._bars_visible = True
         self.clear()
 
@@ -128,8 +130,15 @@ class PredictionPanel(PanelBase):
         )
         self.content.insertWidget(stretch_at, widget)
 
-    def set_predictions(self, rows: list[tuple[int, str, float]]) -> None:
-        """Show ``rows`` (class index, label, probability in [0, 1]) in the given order."""
+    def set_predictions(self, rows: list[tuple[int, str, float]], kind: str | None = None) -> None:
+        """Show ``rows`` (index, label, probability in [0, 1]) in the given order.
+
+        ``kind`` says what the index counts (the tooltip's word): ``"class"``, ``"token"`` (a
+        language model's next token, the label its text) or ``"detection"``; None keeps the
+        kind shown.
+        """
+        if kind is not None:
+            self._kind = str(kind)
         self._data = [(int(i), str(label), float(p)) for i, label, p in rows]
         while len(self._rows) < len(self._data):
             self._rows.append(_Row(self._grid, len(self._rows)))
@@ -140,7 +149,8 @@ class PredictionPanel(PanelBase):
             index, label, probability = self._data[position]
             row.index.setText(str(index))
             row.label.setText(label)
-            row.label.setToolTip(f"class {index}: {label}")
+            word = "label" if self._kind == "detection" else self._kind
+            row.label.setToolTip(f"{word} {index}: {label}")
             row.bar.set_value(probability, style.BAR_POSITIVE if position == 0 else "#8fb3d9")
             row.percent.setText(
                 "nan" if math.isnan(probability) else f"{100.0 * probability:.1f} %"
@@ -157,11 +167,15 @@ class PredictionPanel(PanelBase):
         """The rows currently shown."""
         return list(self._data)
 
+    def kind(self) -> str:
+        """What the rows' indices count: ``"class"``, ``"token"`` or ``"detection"``."""
+        return self._kind
+
     def row_texts(self) -> list[str]:
         """The label text of every visible row, top first (what the user reads)."""
         return [row.label.text() for row in self._rows[: len(self._data)]]
 
     def clear(self) -> None:
         """Show no prediction."""
-        self.set_predictions([])
+        self.set_predictions([], "class")
         self.set_target_text("")

@@ -184,6 +184,9 @@ class StatsTable(PanelBase):
             view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
             view.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
             view.setAlternatingRowColors(True)
+            # A long name keeps its start and its end ("transformer…h.3.mlp"): the block
+            # number at the end is what tells rows apart. The tooltip holds the whole name.
+            view.setTextElideMode(_Qt.TextElideMode.ElideMiddle)
             view.verticalHeader().setVisible(False)
             view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
             view.setHorizontalScrollMode(QtWidgets.QAbstractItemView.ScrollMode.ScrollPerPixel)

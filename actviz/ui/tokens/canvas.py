@@ -15,28 +15,13 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.display.colormaps import resolve
+from actviz.display.text import MAX_TICKS, axis_ticks
 from actviz.display.tokens import heat_levels
 from actviz.ui.panels import style
 from actviz.ui.panels.canvas import ColorBar
 from actviz.ui.panels.colormaps import lut
 
 __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
-
-#: Most token labels an axis shows; longer sequences label every n-th token.
-MAX_TICKS = 48
-_LABEL_CHARS = 14
-
-
-def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[float, str]]:
-    """Tick positions (cell centres) and shortened labels, at most ``limit`` of them."""
-    step = max(1, -(-len(labels) // limit))
-    out = []
-    for i in range(0, len(labels), step):
-        text = labels[i].replace("\n", "\\n")
-        if len(text) > _LABEL_CHARS:
-            text = text[: _LABEL_CHARS - 1] + "…"
-        out.append((i + 0.5, text))
-    return out
 
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):

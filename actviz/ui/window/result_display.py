@@ -350,7 +350,7 @@ class ResultDisplay:
         self._queue_panel_updates(pending)
 
         # Overview: the predictions now, the rest in steps (see the module docstring).
-        self.prediction_panel.set_predictions(result.predictions)
+        self.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
         self.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
         if self.selected_layer not in result.layers:
             self.selected_layer = default_selected_layer(result)
@@ -450,8 +450,12 @@ class ResultDisplay:
             # A tensor input that looks like an image: preview it as the overlays show it
             # (a live frame's preview is live mode's: its own frame, not the opened input).
             self.input_preview.set_image(result.image, inp.description or "tensor input")
+        tokens = result.token_saliency
         if result.saliency is not None:
             self.saliency_panel.set_heat(result.saliency)
+        elif tokens is not None:  # a text input: |gradient x embedding| on its tokens
+            described = [tokens.describe(i) for i in range(len(tokens.tokens))]
+            self.saliency_panel.set_token_values(tokens.tokens, tokens.values, described)
         else:
             self.saliency_panel.set_heat(None)
             self.saliency_panel.set_message(result.saliency_message)
