@@ -165,3 +165,22 @@ def test_the_gradcam_layer_selector_shortens_names_in_the_middle(qtbot):
     assert "…" in shown and shown.startswith("tr") and shown.endswith("proj")
     qtbot.waitUntil(lambda: combo.toolTip() == names[1], timeout=3000)
     assert combo.view().textElideMode() == QtCore.Qt.TextElideMode.ElideMiddle
+
+
+def test_the_attention_layer_selector_shortens_names_in_the_middle(qtbot):
+    from actviz.display.attention import capture_attention
+    from actviz.ui.tokens.attention_panel import AttentionPanel
+
+    model = tiny_gpt2()
+    maps = capture_attention(model, {"input_ids": torch.tensor([[1, 2, 3]])})
+    panel = AttentionPanel()
+    qtbot.addWidget(panel)
+    panel.set_attention(maps, ["a", "b", "c"])
+    combo = panel.layer_combo
+    combo.setCurrentIndex(1)
+    combo.setFixedWidth(combo.fontMetrics().horizontalAdvance("transformer.h") + 40)
+    panel.show()
+    qtbot.waitExposed(panel)
+    shown = combo.shown_text()
+    assert "…" in shown and shown.endswith("attn") and shown.startswith("tr")
+    qtbot.waitUntil(lambda: combo.toolTip() == "transformer.h.1.attn", timeout=3000)

@@ -16,6 +16,7 @@ from actviz.display.attention import AttentionMaps
 from actviz.display.tokens import SequenceLayout, token_labels
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
+from actviz.ui.panels.overlay import MiddleElidedComboBox
 from actviz.ui.tokens.canvas import LabelledHeatCanvas
 
 __all__ = ["MEAN", "AttentionPanel"]
@@ -31,7 +32,8 @@ class AttentionPanel(PanelBase):
         super().__init__("Attention", parent)
         row = QtWidgets.QHBoxLayout()
         row.addWidget(style.caption_label("layer"))
-        self.layer_combo = QtWidgets.QComboBox()
+        # "transformer…h.11.attn": the block number stays when the name is cut.
+        self.layer_combo = MiddleElidedComboBox()
         self.layer_combo.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
