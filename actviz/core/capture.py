@@ -420,7 +420,7 @@ def _capture_once(
         if gradients:
             with torch.inference_mode(False), torch.enable_grad():
                 resolved = resolve_target(output, target)
-                target_value = float(resolved.value)
+                target_value = float(resolved.value.detach())
                 target_index, description = resolved.index, resolved.description
                 if resolved.warning:
                     warnings.append(resolved.warning)
@@ -430,7 +430,7 @@ def _capture_once(
         else:
             try:
                 resolved = resolve_target(output, target)
-                target_value = float(resolved.value)
+                target_value = float(resolved.value.detach())
                 target_index, description = resolved.index, resolved.description
             except (ValueError, TypeError, RuntimeError) as exc:
                 description = f"no target ({exc})"
