@@ -28,10 +28,9 @@ Nothing here imports Qt; a window calls :func:`visualize` from a worker thread w
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -54,8 +53,6 @@ __all__ = [
     "visualize",
     "visualize_settings",
 ]
-
-log = logging.getLogger(__name__)
 
 #: Objectives by name: a channel's mean activation, its centre neuron, the layer's mean square
 #: (DeepDream). A class logit is ``target=``, a direction a tensor, anything else a callable.
@@ -100,7 +97,7 @@ class Visualization:
     activations: np.ndarray
     settings: Mapping[str, Any]
     elapsed_s: float = 0.0
-    from_cache: tuple[bool, ...] = field(default=())
+    from_cache: tuple[bool, ...] = ()
 
     def image_uint8(self, k: int) -> np.ndarray:
         """Image ``k`` as ``(H, W, 3)`` uint8 RGB (for PNGs and widgets)."""

@@ -423,3 +423,31 @@ def test_runs_inside_no_grad_and_inference_mode(demo):
     assert not np.array_equal(
         normalised.images, visualize(demo, "features.block4", [1], steps=2, size=24).images
     )
+
+
+def test_hugging_face_vit_token_layer_and_logit():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(
+        image_size=32,
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=5,
+    )
+    model = transformers.ViTForImageClassification(cfg).eval()
+    layer = next(
+        n for n, _ in model.named_modules() if n.endswith("layer.1") or n.endswith("layers.1")
+    )
+    assert layer_channels(model, layer) == 32
+    # Random weights: no transforms (see the random ResNet-18 test).
+    kw = {"steps": 8, "size": 32, "transforms": "none"}
+    vis = visualize(model, layer, [0, 3], **kw)
+    assert vis.settings["input_size"] is None  # the image itself fits
+    padded = visualize(model, layer, [0], steps=1, size=32)
+    assert padded.settings["input_size"] == [32, 32]  # the config's image_size
+    assert np.all(vis.objective[-1] > vis.objective[0])
+    logits = visualize(model, None, target=[1, 4], **kw)
+    assert logits.channels == (1, 4) and np.all(logits.objective[-1] > logits.objective[0])
