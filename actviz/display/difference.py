@@ -7,8 +7,8 @@ before/after predictions (the window's difference toggle, its compare view, ``ac
   symmetrically about 0 (``symmetric=True``: 0 is mid-scale) and painted with
   :data:`DIFFERENCE_CMAP`, a diverging map. Page turns and normalisation changes go through
   :func:`~actviz.display.prepare.with_page` like any prepared layer (it keeps ``symmetric``).
-* :func:`prediction_change`: the top classes of both outputs with their change in
-  probability and logit, and the target's row.
+* :func:`prediction_change`: the top classes of both outputs (a language model's next
+  tokens) with their change in probability and logit, and the target's row.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from typing import Any, NamedTuple
 import torch
 
 from actviz.core.structures import first_tensor
+from actviz.core.targets import sequence_logits
 from actviz.display.colormaps import DIVERGING_CMAP
+from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import mosaic
 from actviz.display.result import DisplaySpec, Lazy, PreparedLayer
 from actviz.display.stats import histogram, tensor_stats
@@ -174,7 +176,10 @@ class PredictionChange:
 
 
 def _logits(output: Any, sample: int) -> torch.Tensor | None:
-    t = first_tensor(output)
+    # A language model's (N, T, V) logits: the last position's, as its target and the
+    # predictions shown read them.
+    seq = sequence_logits(output)
+    t = seq[:, -1, :] if seq is not None else first_tensor(output)
     if t is None or not t.is_floating_point() or t.ndim not in (1, 2) or t.numel() == 0:
         return None
     if t.ndim == 2:
@@ -194,8 +199,13 @@ def prediction_change(
     categories: Sequence[str] | None = None,
     target: int | None = None,
     sample: int = 0,
+    tokenizer: Any = None,
 ) -> PredictionChange:
     """Top classes of two classifier outputs side by side, with their changes (A minus B).
+
+    A language model's outputs compare their next tokens (the last position), named by
+    their text as the prediction panel names them
+    (:func:`~actviz.display.attribution.top_predictions`).
 
     Parameters
     ----------
@@ -209,6 +219,8 @@ def prediction_change(
         A class index whose row is always given (``PredictionChange.target``).
     sample
         The batch element.
+    tokenizer
+        Names a language model's tokens by their text (else ``"token i"``).
 
     Returns
     -------
@@ -234,8 +246,17 @@ def prediction_change(
         set(torch.topk(pa, kk).indices.tolist()) | set(torch.topk(pb, kk).indices.tolist())
     )
 
+    tokens = sequence_logits(output_a) is not None and not categories
+    texts: dict[int, str] = {}
+    if tokens and tokenizer is not None:
+        wanted = sorted(set(chosen) | ({int(target)} if target is not None else set()))
+        texts = {i: repr(t) for i, t in zip(wanted, token_texts(tokenizer, wanted), strict=True)}
+
     def row(i: int) -> PredictionRow:
-        name = categories[i] if categories and 0 <= i < len(categories) else f"class {i}"
+        if tokens:
+            name = texts.get(i, f"token {i}")
+        else:
+            name = categories[i] if categories and 0 <= i < len(categories) else f"class {i}"
         p_a, p_b = float(pa[i]), float(pb[i])
         l_a, l_b = float(a[i]), float(b[i])
         return PredictionRow(i, name, p_a, p_b, p_a - p_b, l_a, l_b, l_a - l_b)

@@ -119,3 +119,30 @@ def test_token_phrases_and_texts():
     assert prediction_kind({"logits": logits}, ["a"] * 7) == "class"
     rows = top_predictions({"logits": logits}, None, k=2)
     assert [i for i, _l, _p in rows] == torch.topk(logits[0, -1], 2).indices.tolist()
+
+
+def test_before_and_after_predictions_of_a_language_model_name_next_tokens():
+    from actviz.display.difference import prediction_change
+
+    tok = tiny_tokenizer(bert=False)
+    model = _gpt2(tok)
+    a = tok(TEXT, return_tensors="pt")["input_ids"]
+    b = tok("a dog sat on the", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out_a, out_b = model(input_ids=a), model(input_ids=b)
+    mat = tok.convert_tokens_to_ids("mat")
+    change = prediction_change(out_a, out_b, k=3, target=mat, tokenizer=tok)
+    assert change.message == "" and change.rows
+    pa = torch.softmax(out_a.logits[0, -1].double(), 0)
+    pb = torch.softmax(out_b.logits[0, -1].double(), 0)
+    want = set(torch.topk(pa, 3).indices.tolist()) | set(torch.topk(pb, 3).indices.tolist())
+    assert {r.index for r in change.rows} == want
+    for r in change.rows:
+        assert r.name == repr(tok.decode([r.index]))
+        assert r.p_a == pytest.approx(float(pa[r.index]))
+        assert r.dp == pytest.approx(float(pa[r.index] - pb[r.index]))
+    assert change.target.index == mat and change.target.name == "'mat'"
+    assert change.top_a == int(pa.argmax()) and change.top_b == int(pb.argmax())
+    # Without a tokenizer the tokens keep their ids.
+    plain = prediction_change(out_a, out_b, k=3)
+    assert all(r.name == f"token {r.index}" for r in plain.rows)
