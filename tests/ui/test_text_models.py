@@ -184,3 +184,20 @@ def test_the_attention_layer_selector_shortens_names_in_the_middle(qtbot):
     shown = combo.shown_text()
     assert "…" in shown and shown.endswith("attn") and shown.startswith("tr")
     qtbot.waitUntil(lambda: combo.toolTip() == "transformer.h.1.attn", timeout=3000)
+
+
+def test_the_export_lists_the_same_next_tokens_as_the_window(actviz_window, tmp_path):
+    import json
+
+    folder = save_tiny_gpt2(tmp_path / "gpt2")
+    win = actviz_window(auto_run=True)
+    w = win.window
+    _open_text_model(win, folder)
+    out = tmp_path / "out"
+    assert w.export_all(out, wait=True)
+    summary = json.loads((out / "summary.json").read_text())
+    rows = [(r["index"], r["label"], r["probability"]) for r in summary["prediction"]]
+    shown = w.centre.prediction_panel.predictions()
+    assert [(i, label) for i, label, _p in rows] == [(i, label) for i, label, _p in shown]
+    assert [p for _i, _l, p in rows] == pytest.approx([p for _i, _l, p in shown])
+    assert rows[0][1].startswith("'")  # a token's text, quoted
