@@ -103,14 +103,28 @@ def short_source(source: str) -> str:
     return text
 
 
+#: Longest error text the banner shows (the first line of the message, cut).
+MAX_ERROR_CHARS = 240
+
+
 def describe_error(exc: BaseException) -> str:
     """One readable line for the banner: actviz errors as they are, others with their type."""
     from actviz.io.errors import ActvizError
 
-    text = str(exc).strip() or type(exc).__name__
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:  # the rest is in the traceback, behind "Details"
+        text = text[: MAX_ERROR_CHARS - 1].rstrip() + "…"
     if isinstance(exc, ActvizError):
         return text
     return f"{type(exc).__name__}: {text}"
+
+
+def error_details(exc: BaseException) -> str:
+    """The whole traceback of ``exc``, for the banner's Details button."""
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QSizePolicy,
     QStyle,
     QToolButton,
@@ -70,12 +71,15 @@ class MessageBanner(QFrame):
     _COLOURS = {
         "error": (style.ROW_BAD_BACKGROUND, style.ERROR_TEXT),
         "warning": ("#fff3cd", "#664d03"),
+        "info": ("#e8f0fe", "#174ea6"),
     }
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("messageBanner")
         self._messages: dict[str, list[tuple[str, str]]] = {}
+        #: The technical details of a source's messages (a traceback), behind "Details".
+        self._details: dict[str, str] = {}
         #: The level whose icon is shown ("" while hidden).
         self.level = ""
         layout = QHBoxLayout(self)
@@ -93,6 +97,14 @@ class MessageBanner(QFrame):
         policy.setHeightForWidth(True)
         self.label.setSizePolicy(policy)
         layout.addWidget(self.label, 1)
+        # The message is one readable sentence; the traceback is one click away, not in it.
+        self.details_button = QToolButton()
+        self.details_button.setText("Details")
+        self.details_button.setAutoRaise(True)
+        self.details_button.setToolTip("The technical details (traceback) of this message")
+        self.details_button.clicked.connect(self.show_details)
+        self.details_button.setVisible(False)
+        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
         close = QToolButton()
         close.setIcon(
             QApplication.style().standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton)
@@ -106,10 +118,32 @@ class MessageBanner(QFrame):
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.setVisible(False)
 
-    def set_messages(self, source: str, messages: Sequence[tuple[str, str]]) -> None:
-        """Replace the ``(level, text)`` messages of ``source`` ("error" or "warning")."""
+    def set_messages(
+        self, source: str, messages: Sequence[tuple[str, str]], *, details: str = ""
+    ) -> None:
+        """Replace the ``(level, text)`` messages of ``source`` ("error", "warning" or
+        "info"); ``details`` (a traceback) is shown by the Details button."""
         self._messages[source] = list(messages)
+        if details:
+            self._details[source] = details
+        else:
+            self._details.pop(source, None)
         self._refresh()
+
+    def details(self) -> str:
+        """The details of the messages shown (tracebacks), "" when there are none."""
+        return "\n\n".join(d for s, d in self._details.items() if self._messages.get(s))
+
+    def show_details(self) -> QMessageBox:
+        """Open the details in a window-modal box (not blocking)."""
+        box = QMessageBox(self.window())
+        box.setIcon(QMessageBox.Icon.Information)
+        box.setWindowTitle("Details — actviz")
+        box.setText("\n".join(self.texts()))
+        box.setDetailedText(self.details())
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        return box
 
     def add_message(self, source: str, level: str, text: str) -> None:
         """Append one ``(level, text)`` message to ``source``."""
@@ -120,8 +154,10 @@ class MessageBanner(QFrame):
         """Remove the messages of ``source`` (all of them when None)."""
         if source is None:
             self._messages.clear()
+            self._details.clear()
         else:
             self._messages.pop(source, None)
+            self._details.pop(source, None)
         self._refresh()
 
     def messages(self) -> list[tuple[str, str]]:
@@ -144,8 +180,11 @@ class MessageBanner(QFrame):
             self.label.clear()
             self.label.setToolTip("")
             self.level = ""
+            self.details_button.setVisible(False)
             return
-        level = "error" if any(lv == "error" for lv, _ in messages) else "warning"
+        levels = {lv for lv, _ in messages}
+        level = "error" if "error" in levels else "warning" if levels != {"info"} else "info"
+        self.details_button.setVisible(bool(self.details()))
         bg, fg = self._COLOURS[level]
         self.setStyleSheet(
             f"#messageBanner {{ background: {bg}; border: 1px solid {fg}; border-radius: 3px; }}"
@@ -155,7 +194,7 @@ class MessageBanner(QFrame):
             self.icon_label.setPixmap(level_icon(level).pixmap(ICON_PX, ICON_PX))
             self.level = level
         mixed = len({lv for lv, _ in messages}) > 1
-        names = {"error": "Error", "warning": "Warning"}
+        names = {"error": "Error", "warning": "Warning", "info": "Note"}
         lines = [
             f"{names.get(lv, lv.capitalize())}: {text}" if mixed else text for lv, text in messages
         ]

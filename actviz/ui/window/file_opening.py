@@ -32,6 +32,7 @@ from actviz.ui.loaders import (
     ModelRequest,
     arch_needed_text,
     describe_error,
+    error_details,
     short_source,
 )
 from actviz.ui.window.actions import WindowActions
@@ -362,7 +363,7 @@ class FileOpening:
         text = f"Could not open model {request.source!r}: {describe_error(error)}"
         if self._fail_in_dialog(request, text, path=request.source):
             return
-        self._fail_model_load(request, text, level="error")
+        self._fail_model_load(request, text, level="error", details=error_details(error))
 
     def _dialog_of(self, request: ModelRequest) -> OpenModelDialog | None:
         dialog = request.dialog
@@ -386,13 +387,15 @@ class FileOpening:
         if request is not None and gen == request.generation:
             self._fail_model_load(request, "", level=None)
 
-    def _fail_model_load(self, request: ModelRequest, text: str, *, level: str | None) -> None:
+    def _fail_model_load(
+        self, request: ModelRequest, text: str, *, level: str | None, details: str = ""
+    ) -> None:
         self._model_request = None
         request.succeeded = False
         if not text:
             text = f"Opening {short_source(request.source)} was cancelled; the model stays."
         if level == "error":
-            self.show_error(text)
+            self.show_error(text, details=details)
         elif level == "warning":
             self.show_warning(text)
         self._refresh_busy(text)
@@ -538,7 +541,7 @@ class FileOpening:
             self.show_warning(text)
         else:
             text = f"Could not open input {request.source!r}: {describe_error(error)}"
-            self.show_error(text)
+            self.show_error(text, details=error_details(error))
         self._refresh_busy(text)
         self.window.input_load_failed.emit(text)
         self._run_if_due()

@@ -228,9 +228,10 @@ class HostSlots:
                 restore(parts)
 
     # ------------------------------------------------------------------ messages
-    def show_error(self, text: str, source: str = "action") -> None:
-        """Show ``text`` as an error in the banner (never a blocking dialog)."""
-        self.centre.banner.set_messages(source, [("error", text)])
+    def show_error(self, text: str, source: str = "action", *, details: str = "") -> None:
+        """Show ``text`` (one readable sentence) as an error in the banner, never a blocking
+        dialog; ``details`` (a traceback) goes behind its Details button."""
+        self.centre.banner.set_messages(source, [("error", text)], details=details)
 
     def show_warning(self, text: str, source: str = "action") -> None:
         """Show ``text`` as a warning in the banner."""

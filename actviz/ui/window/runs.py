@@ -19,7 +19,7 @@ from PySide6.QtCore import QTimer
 
 from actviz.core.targets import detections, target_choices
 from actviz.display.prepare import renormalised
-from actviz.ui.loaders import describe_error
+from actviz.ui.loaders import describe_error, error_details
 from actviz.workspace.session import RunRequest, RunResult, run_job
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class RunControl:
         kind = self._job_kind.get(gen, "run")
         what = "Run failed" if kind == "run" else "Could not update the views"
         text = f"{what}: {describe_error(error)}. The panels still show the previous result."
-        w.show_error(text, source="run")
+        w.show_error(text, source="run", details=error_details(error))
         w.show_status(what)
         w.run_failed.emit(text)
 
