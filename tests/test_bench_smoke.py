@@ -169,3 +169,19 @@ def test_edits_bench_reports_the_ratio():
     r = edits_bench.run(("resnet18",), pairs=1, size=32)
     (row,) = r["rows"]
     assert r["edits_ratio"] == row.ratio > 0 and row.base_ms > 0 and row.test_ms > 0
+
+
+def test_many_panels_bench_measures_blocks_of_a_small_model(qtbot):
+    import torch
+
+    from actviz.bench import ui_panels_bench
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 3), torch.nn.Flatten()
+    )
+    figures = ui_panels_bench.measure(size=12, repeats=2, model=model)
+    assert figures["panels"] == 4
+    assert set(figures["blocks_ms"]) == {"first", "again", "compare_tab"}
+    assert all(v >= 0 for v in figures["blocks_ms"].values())
+    assert figures["max_ms"] == max(figures["blocks_ms"].values())

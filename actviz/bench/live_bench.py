@@ -52,7 +52,6 @@ class LiveRig:
     def __post_init__(self) -> None:
         import torchvision
 
-        from actviz.ui.live.feature import install_live_mode
         from actviz.ui.live.frames import TensorFrames
         from actviz.ui.window.main_window import MainWindow
 
@@ -66,7 +65,7 @@ class LiveRig:
         self.window.show()
         self.window.set_model(self.model, layers=self.layers)
         self.window.set_input(self.frames[:1].clone())
-        self.live = install_live_mode(self.window)
+        self.live = self.window.features["live"].controller
         self.live.set_source(TensorFrames(self.frames, "bench"))
         self.live.set_speed(60.0)
         self.wait_idle(120.0)  # the first frame: panels built, tree updated

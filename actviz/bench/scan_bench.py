@@ -386,7 +386,6 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
     cache folder, under the benchmark's scratch ``XDG_CACHE_HOME``, is emptied)."""
     from actviz.bench.ui_bench import LagProbe, ensure_qt_app, scratch_settings, wait_until
     from actviz.ui.dataset.dialog import ScanSpec
-    from actviz.ui.live.feature import install_live_mode
     from actviz.ui.live.frames import TensorFrames
     from actviz.ui.window.main_window import MainWindow
 
@@ -400,11 +399,11 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
         if not w.open_model_source("demo", wait=True):
             raise RuntimeError("the demo model did not open")
         done: list[Any] = []
-        w.dataset.scans.scan_finished.connect(done.append)
+        w.features["dataset"].scans.scan_finished.connect(done.append)
         spec = ScanSpec(str(folder), tuple(_LAYERS["demo"]), k=9, batch_size=batch_size)
         for case in ("idle", "beside live"):
             if case == "beside live":
-                live = install_live_mode(w)
+                live = w.features["live"].controller
                 torch.manual_seed(0)
                 live.set_source(TensorFrames(torch.rand(8, 3, 64, 64), "bench"))
                 live.set_speed(30.0)
@@ -417,7 +416,7 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
             probe = LagProbe(5)
             probe.start()
             t0 = time.perf_counter()
-            w.dataset.start(spec)
+            w.features["dataset"].start(spec)
             finished = wait_until(lambda: bool(done), 600.0)
             seconds = time.perf_counter() - t0
             probe.stop()

@@ -77,7 +77,9 @@ def explore(
         else:
             # Scripts expect the model to be there on return: wait for the background load.
             if not window.open_model_source(os.fspath(model), wait=True):
-                raise ValueError(window.banner.texts()[-1] if window.banner.texts() else model)
+                raise ValueError(
+                    window.centre.banner.texts()[-1] if window.centre.banner.texts() else model
+                )
             if categories:
                 window.session.categories = list(categories)
             if layers is not None:
@@ -115,7 +117,7 @@ def _set_inputs(window: MainWindow, inputs: Any) -> None:
 
     if isinstance(inputs, (str, os.PathLike)):
         if not window.open_input_source(os.fspath(inputs), remember=False, wait=True):
-            raise ValueError(window.banner.texts()[-1])
+            raise ValueError(window.centre.banner.texts()[-1])
         return
     if isinstance(inputs, torch.Tensor) or isinstance(inputs, (tuple, list, dict)):
         window.set_input(inputs)

@@ -22,7 +22,7 @@ from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.live.controller import LiveController
 from actviz.ui.live.dock import LiveControls, show_dock
 
-__all__ = ["DOCK_WIDTH", "LiveMode", "install_live_mode"]
+__all__ = ["DOCK_WIDTH", "LiveMode"]
 
 #: Width of the Live dock when it first opens: the layer panels are what the window is for.
 DOCK_WIDTH = 300
@@ -112,9 +112,3 @@ class LiveMode(FeatureBase):
     def shutdown(self) -> None:
         self.host.session.model_changed.disconnect(self._on_session_model_changed)
         self.controller.shutdown()
-
-
-def install_live_mode(window: Any, **kwargs: Any) -> LiveController:
-    """The live controller of ``window`` (every window hosts live mode), configured with
-    ``kwargs`` (see :meth:`LiveMode.configure`)."""
-    return window.features["live"].configure(**kwargs)

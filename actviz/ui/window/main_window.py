@@ -47,7 +47,6 @@ from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
 from actviz.ui.window.hosting import HostSlots
 from actviz.ui.window.layout import build_centre, build_status_bar, default_window_size
-from actviz.ui.window.legacy import LegacyAliases
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import RunControl
@@ -61,7 +60,7 @@ DEFAULT_DEBOUNCE_MS = 300
 LEFT, RIGHT = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
 
 
-class MainWindow(WindowAPI, HostSlots, LegacyAliases, QMainWindow):
+class MainWindow(WindowAPI, HostSlots, QMainWindow):
     """The actviz explorer.
 
     Parameters
