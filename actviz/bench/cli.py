@@ -37,6 +37,7 @@ _FEATURE_SECTIONS = {
     "visualize": "actviz.bench.visualize_bench",
     "effects": "actviz.bench.effects_bench",
     "atlas": "actviz.bench.atlas_bench",
+    "stress": "actviz.bench.stress_bench",
 }
 # "scan" last: its memory passes pin glibc's allocator for the rest of the process.
 SECTIONS = ("capture", "render", "live", "startup", "memory", *_FEATURE_SECTIONS, "scan")
