@@ -17,6 +17,7 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
     files (File > Save session / Open session / Export report)."""
     from actviz.ui.compare.controller import CompareController
     from actviz.ui.dataset.scan_ui import DatasetScanUI
+    from actviz.ui.effects import EffectsFeature
     from actviz.ui.live.feature import LiveMode
     from actviz.ui.sessions import SessionsFeature
     from actviz.ui.tokens.views import TokenViews
@@ -29,4 +30,5 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
         DatasetScanUI,
         LiveMode,
         SessionsFeature,
+        EffectsFeature,
     )

@@ -1,0 +1,370 @@
+"""Which channels matter, in the window: the "Channels that matter" dock.
+
+:class:`EffectsFeature` is a feature constructed with the window's
+:class:`~actviz.ui.host.WindowHost`; it attaches only through it:
+
+* estimates come from the capture of the result the window shows (``session.result``), with
+  :func:`~actviz.analysis.effects.estimate_from_capture`: no model run, one multiply and sum
+  per layer, so they are made on the GUI thread each time a result arrives (every run and
+  every live frame) while the dock is on screen;
+* "Verify top 16" runs :func:`~actviz.analysis.effects.verify` on the window's capture worker
+  (one model, one worker), as a job this feature :meth:`owns_job`, with progress and Cancel
+  (Esc); a run started meanwhile replaces it;
+* "Ablate top" / "Keep only top" add what-if edits to ``session.edits`` and run again;
+* optionally each layer's top channels are outlined in its layer panel, which turns to the
+  page holding the first (a panel cannot reorder its tiles).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QDockWidget, QScrollArea
+
+from actviz.analysis.effects import DEFAULT_VERIFY, estimate_from_capture, verify
+from actviz.ui.effects.view import BarRow, EffectsView
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.loaders import describe_error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.analysis.effects import Effects
+    from actviz.display.result import RunResult
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DOCK_TITLE", "EffectsFeature"]
+
+#: Title of the dock (and its View menu entry).
+DOCK_TITLE = "Channels that matter"
+#: Width of the dock when it first opens.
+PREFERRED_WIDTH = 380
+
+
+class EffectsFeature(FeatureBase, QObject):
+    """The "Channels that matter" dock of one window (see the module docstring).
+
+    Parameters
+    ----------
+    host
+        The window: its session (result, model, edits), capture worker, ``open_channel``,
+        layer panels and a dock on the right.
+    """
+
+    name = "effects"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.window = host
+        self.session = host.session
+        self.worker = host.worker
+        #: Channels each "Verify" measures per layer.
+        self.verify_count = DEFAULT_VERIFY
+        self.view = EffectsView(self.verify_count)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.view)
+        self.dock = QDockWidget(DOCK_TITLE, host.dialog_parent())
+        self.dock.setObjectName("ChannelsThatMatterDock")
+        self.dock.setWidget(scroll)
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
+        #: The effects shown (estimates, exact values once verified); None before a result.
+        self.effects: Effects | None = None
+        # The result the effects were made from (weak: the dock must not keep a capture).
+        self._source: weakref.ref[Any] | None = None
+        self._gen: int | None = None
+        self._owned: set[int] = set()
+        self._verifying: Effects | None = None
+        # (done, total), written by the job's thread, read on the GUI thread (one tuple).
+        self._progress = (0, 0)
+        self._closed = False
+
+        v = self.view
+        v.verify_requested.connect(self.verify)
+        v.cancel_requested.connect(self.cancel)
+        v.top_changed.connect(lambda _k: self._show())
+        v.mark_toggled.connect(lambda _on: self._mark_panels())
+        v.channel_clicked.connect(self.open_channel)
+        v.ablate_requested.connect(lambda layer: self.ablate_top(layer))
+        v.keep_requested.connect(lambda layer: self.keep_top(layer))
+        self.dock.visibilityChanged.connect(self._on_dock_visibility)
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        signals.progress.connect(self._on_worker_progress)
+        signals.started.connect(self._check_interrupted)
+        host.run_started.connect(self._check_interrupted)
+        self.session.result_changed.connect(self._on_result_changed)
+        v.set_message("Run the model: the channels of each ticked layer are ranked here.")
+
+    # ========================================================================== Feature
+    def owns_job(self, generation: int) -> bool:
+        """Whether the capture worker's job ``generation`` is a verification."""
+        return generation in self._owned
+
+    def cancel(self) -> bool:
+        """Esc / Cancel: stop the verification (the estimates stay)."""
+        if self._gen is None:
+            return False
+        self.worker.cancel()
+        return True
+
+    def is_busy(self) -> bool:
+        """True while a verification runs."""
+        return self._gen is not None
+
+    def reset_layout(self) -> None:
+        """Dock it back on the right (closed, as on a first start)."""
+        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)  # type: ignore[attr-defined]
+        self.window.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.dock.setVisible(False)
+
+    def shutdown(self) -> None:
+        """The window closes: let go of the session's events."""
+        if self._closed:
+            return
+        self._closed = True
+        self.session.result_changed.disconnect(self._on_result_changed)
+        self.effects = None
+        self._verifying = None
+
+    # ========================================================================== public API
+    def show_panel(self) -> None:
+        """Open the dock (its estimates are made for the result shown)."""
+        self.dock.show()
+        self.dock.raise_()
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Estimate the effects of the result shown (False, saying why, when it cannot)."""
+        if self._closed:
+            return False
+        result = self.session.result
+        if self._source is not None and result is not None and self._source() is result:
+            return self.effects is not None
+        self._source = weakref.ref(result) if result is not None else None
+        self.effects = None
+        try:
+            self.effects = self._estimate(result)
+        except ValueError as exc:
+            self.view.set_sections([])
+            self.view.set_message(str(exc), error=True)
+            return False
+        self._show()
+        return True
+
+    def verify(self) -> bool:
+        """Measure the exact effect of each layer's top channels in the background."""
+        if self._closed or self._gen is not None:
+            return False
+        if self.effects is None and not self.refresh():
+            return False
+        eff = self.effects
+        model = self.session.model
+        assert eff is not None and eff.context is not None
+        inputs = eff.context.inputs
+        if inputs is None and self.session.input is not None:
+            inputs = self.session.input.value
+        count = self.verify_count
+        self._progress = (0, 0)
+
+        def progress(done: int, total: int) -> None:
+            self._progress = (done, total)
+
+        def job(should_stop: Any, report: Any) -> Effects:
+            def step(done: int, total: int) -> None:
+                progress(done, total)
+                report(f"Verified {done}/{total} channels")
+
+            return verify(
+                model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
+            )
+
+        self._verifying = eff
+        self.view.set_busy(True)
+        self.view.set_message(f"Verifying the top {count} channels of each layer…")
+        # supersede=False: a run already queued still reports; a later run replaces this.
+        self._gen = self.worker.submit(job, supersede=False)
+        self._owned.add(self._gen)
+        self.window.refresh_busy("Verifying channel effects…")
+        return True
+
+    def ablate_top(self, layer: str, k: int | None = None) -> bool:
+        """Add a what-if edit ablating the top ``k`` channels of ``layer`` and run again."""
+        from actviz.core.edits import ablate
+
+        return self._edit(layer, k, ablate, "ablated")
+
+    def keep_top(self, layer: str, k: int | None = None) -> bool:
+        """Add a what-if edit keeping only the top ``k`` channels of ``layer``; run again."""
+        from actviz.core.edits import keep
+
+        return self._edit(layer, k, keep, "kept")
+
+    def open_channel(self, layer: str, channel: int) -> bool:
+        """Open ``channel`` of ``layer`` in the channel view (a bar's click)."""
+        self.window.show_tab(None)
+        if self.window.open_channel(layer, channel):
+            return True
+        self.window.show_status(f"{layer} ch {channel} has no maps to open large")
+        return False
+
+    def rows(self, layer: str) -> list[BarRow]:
+        """The bars of ``layer`` as shown: its top channels by ``|estimate|``."""
+        if self.effects is None or layer not in self.effects.results:
+            return []
+        return [
+            BarRow(r.channel, r.estimate, r.exact) for r in self.effects.top(layer, self.view.top)
+        ]
+
+    # ========================================================================== estimates
+    def _estimate(self, result: RunResult | None) -> Effects:
+        if result is None:
+            raise ValueError("Run the model: the channels of each ticked layer are ranked here.")
+        cap = result.capture
+        if cap is None:
+            raise ValueError("This result keeps no capture: run the model again.")
+        if not cap.gradients:
+            raise ValueError("This result was captured without gradients: nothing to rank.")
+        model = self.session.model
+        if model is None:
+            raise ValueError("No model.")
+        layers = [n for n in result.shown if n in cap.records]
+        target = self.session.target
+        try:
+            return estimate_from_capture(model, cap, layers, target=target)
+        except ValueError:
+            pass
+        # A layer without float channels (an index output, a tuple of scalars): rank the rest.
+        good = []
+        for name in layers:
+            try:
+                estimate_from_capture(model, cap, [name], target=target)
+            except ValueError:
+                continue
+            good.append(name)
+        if not good:
+            raise ValueError("None of the ticked layers has channels whose effect can be measured.")
+        return estimate_from_capture(model, cap, good, target=target)
+
+    def _show(self) -> None:
+        eff = self.effects
+        if eff is None:
+            return
+        v = self.view
+        v.set_sections(list(eff.layers))
+        k = v.top
+        verified_any = False
+        for layer, section in v.sections.items():
+            res = eff[layer]
+            verified = int(res.verified.sum())
+            info = f"{res.channels} channels"
+            if verified:
+                verified_any = True
+                rho = eff.rank_correlation(layer)
+                rho_text = f"{rho:.2f}" if math.isfinite(rho) else "n/a"
+                info += f" · ρ = {rho_text} ({verified} verified)"
+            section.set_rows(self.rows(layer), info, k)
+        parts = [f"target: {eff.target_description or 'the prediction'}"]
+        parts.append(f"baseline: {eff.baseline}")
+        parts.append("effect = target with the channel replaced − target")
+        if verified_any:
+            parts.append("ρ: rank correlation of estimate and exact")
+        text = " · ".join(parts)
+        if eff.warnings:
+            text += "\n" + "; ".join(eff.warnings)
+        v.set_message(text)
+        self._mark_panels()
+
+    def _mark_panels(self) -> None:
+        eff = self.effects
+        if eff is None or not self.view.mark_check.isChecked():
+            return
+        s = self.session
+        for layer in eff.layers:
+            panel = self.window.panel(layer)
+            if panel is None:
+                continue
+            top = list(eff.top_channels(layer, self.view.top))
+            panel.set_selected_channels(top)
+            if not top:
+                continue
+            size = max(1, self.window.page_channels(layer))
+            first = (max(0, s.channel_pages.get(layer, 0)) // size) * size
+            if not first <= top[0] < first + size:
+                s.set_channel_page(layer, top[0])
+                self.window.refresh_panel(layer)
+
+    # ========================================================================== edits
+    def _edit(self, layer: str, k: int | None, make: Any, verb: str) -> bool:
+        eff = self.effects
+        if eff is None or layer not in eff.results:
+            self.view.set_message(f"No effects of {layer} to act on: run the model.", error=True)
+            return False
+        k = self.view.top if k is None else int(k)
+        channels = eff.top_channels(layer, k)
+        try:
+            edit = make(channels)
+        except (TypeError, ValueError) as exc:
+            self.window.show_error(f"Could not make the edit: {exc}")
+            return False
+        self.session.edits.add(layer, edit, f"top {len(channels)} by effect, {verb}")
+        self.window.run()
+        return True
+
+    # ========================================================================== events
+    def _on_dock_visibility(self, visible: bool) -> None:
+        if visible:
+            self.refresh()
+
+    def _on_result_changed(self) -> None:
+        # Only while the dock is on screen: a hidden dock costs nothing per live frame.
+        if self.dock.isVisible():
+            self.refresh()
+
+    def _on_worker_progress(self, gen: int, _message: str) -> None:
+        if gen == self._gen:
+            self.view.set_progress(*self._progress)
+
+    def _check_interrupted(self, *_args: Any) -> None:
+        gen = self._gen
+        if gen is not None and self.worker.is_stale(gen):
+            self._end("A new run replaced the verification: press Verify again.", error=True)
+
+    def _on_worker_finished(self, gen: int, value: Any) -> None:
+        if gen != self._gen:
+            return
+        verifying = self._verifying
+        self._end("")
+        if verifying is not None and verifying is self.effects:
+            self.effects = value
+            self._show()
+        else:
+            self.view.set_message(
+                "The verification was of an earlier run: press Verify again.", error=True
+            )
+        self.window.refresh_busy("Channel effects verified")
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._gen:
+            return
+        log.info("verifying channel effects failed: %s", error)
+        self._end(f"Could not verify: {describe_error(error)}", error=True)
+        self.window.refresh_busy("Verification failed")
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if gen != self._gen:
+            return
+        self._end("The verification was cancelled (the estimates stay).", error=True)
+        self.window.refresh_busy("Verification cancelled")
+
+    def _end(self, message: str, *, error: bool = False) -> None:
+        self._gen = None
+        self._verifying = None
+        self.view.set_busy(False)
+        if message:
+            self.view.set_message(message, error=error)

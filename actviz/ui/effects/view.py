@@ -1,0 +1,327 @@
+"""The "Channels that matter" dock's widgets: one section of bars per layer (no torch).
+
+:class:`EffectBars` paints the top channels of one layer as horizontal bars from a zero line:
+the estimated effect, and beside it (darker, below) the exact one where it was verified,
+coloured by sign as ``actviz effects`` draws its charts (:mod:`actviz.analysis.effects_chart`).
+Hovering a bar shows its numbers; clicking it asks for that channel to be opened.
+:class:`EffectsView` holds the controls (top k, Verify, Cancel, marking the layer panels), a
+progress bar, a message line and the sections.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.analysis.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
+
+__all__ = ["BarRow", "EffectBars", "EffectsSection", "EffectsView", "bar_text"]
+
+#: Channels shown per layer unless the user chooses otherwise.
+DEFAULT_TOP = 8
+#: Most channels a section may show.
+MAX_TOP = 64
+ROW_HEIGHT = 20
+LABEL_WIDTH = 56
+MARGIN = 4
+
+
+class BarRow(NamedTuple):
+    """One bar of a section: a channel, its estimate and its exact effect (None: not verified)."""
+
+    channel: int
+    estimate: float
+    exact: float | None
+
+
+def _num(value: float) -> str:
+    return f"{value:+.4g}" if math.isfinite(value) else "n/a"
+
+
+def bar_text(layer: str, row: BarRow) -> str:
+    """What hovering a bar says: the channel, estimate, exact and what the sign means."""
+    lines = [f"{layer} · ch {row.channel}", f"estimate {_num(row.estimate)}"]
+    if row.exact is not None:
+        lines.append(f"exact {_num(row.exact)}")
+    value = row.exact if row.exact is not None else row.estimate
+    if value < 0:
+        lines.append("supports the target (replacing it lowers the target)")
+    elif value > 0:
+        lines.append("works against the target (replacing it raises it)")
+    lines.append("click: open the channel")
+    return "\n".join(lines)
+
+
+def _colour(value: float, exact: bool) -> QtGui.QColor:
+    rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
+    if exact:
+        rgb = tuple(int(c * 0.6) for c in rgb)
+    return QtGui.QColor(*rgb)
+
+
+class EffectBars(QtWidgets.QWidget):
+    """Horizontal bars of one layer's top channels, largest ``|effect|`` first.
+
+    Signals
+    -------
+    channel_clicked(str, int)
+        A bar was clicked: the layer and the channel.
+    """
+
+    channel_clicked = QtCore.Signal(str, int)
+
+    def __init__(self, layer: str, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.layer = layer
+        self.rows: tuple[BarRow, ...] = ()
+        self.setMouseTracking(True)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+
+    def set_rows(self, rows: Sequence[BarRow]) -> None:
+        """Show these bars (in this order)."""
+        self.rows = tuple(rows)
+        self.setFixedHeight(max(1, len(self.rows)) * ROW_HEIGHT + 2 * MARGIN)
+        self.update()
+
+    def scale(self) -> float:
+        """The largest ``|value|`` drawn (the bars' full length)."""
+        values = [abs(r.estimate) for r in self.rows]
+        values += [abs(r.exact) for r in self.rows if r.exact is not None]
+        finite = [v for v in values if math.isfinite(v)]
+        return max(finite) if finite and max(finite) > 0 else 1.0
+
+    def row_at(self, y: float) -> int | None:
+        """The index of the bar at height ``y`` (widget pixels), or None."""
+        index = int((y - MARGIN) // ROW_HEIGHT)
+        return index if 0 <= index < len(self.rows) and y >= MARGIN else None
+
+    def hover_text(self, index: int) -> str:
+        """The tooltip of bar ``index``."""
+        return bar_text(self.layer, self.rows[index])
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(240, max(1, len(self.rows)) * ROW_HEIGHT + 2 * MARGIN)
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtGui.QPainter(self)
+        try:
+            palette = self.palette()
+            ink = palette.color(QtGui.QPalette.ColorRole.WindowText)
+            left = LABEL_WIDTH
+            width = max(10, self.width() - left - MARGIN)
+            zero = left + width / 2
+            half = width / 2 - 2
+            scale = self.scale()
+            painter.setPen(QtGui.QPen(QtGui.QColor(160, 160, 160)))
+            painter.drawLine(
+                QtCore.QPointF(zero, MARGIN), QtCore.QPointF(zero, self.height() - MARGIN)
+            )
+            for i, row in enumerate(self.rows):
+                top = MARGIN + i * ROW_HEIGHT
+                painter.setPen(ink)
+                painter.drawText(
+                    QtCore.QRectF(0, top, left - 4, ROW_HEIGHT),
+                    int(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter),
+                    f"ch {row.channel}",
+                )
+                bars = [(row.estimate, False)]
+                if row.exact is not None:
+                    bars.append((row.exact, True))
+                h = (ROW_HEIGHT - 4) / len(bars)
+                for j, (value, exact) in enumerate(bars):
+                    if not math.isfinite(value):
+                        continue
+                    length = half * abs(value) / scale
+                    x = zero if value >= 0 else zero - length
+                    painter.fillRect(
+                        QtCore.QRectF(x, top + 2 + j * h, max(1.0, length), h - 1),
+                        _colour(value, exact),
+                    )
+        finally:
+            painter.end()
+
+    def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        index = self.row_at(event.position().y())
+        text = self.hover_text(index) if index is not None else ""
+        self.setToolTip(text)
+        if text:
+            QtWidgets.QToolTip.showText(event.globalPosition().toPoint(), text, self)
+        else:
+            QtWidgets.QToolTip.hideText()
+        super().mouseMoveEvent(event)
+
+    def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        index = self.row_at(event.position().y())
+        if index is not None and event.button() == QtCore.Qt.MouseButton.LeftButton:
+            self.channel_clicked.emit(self.layer, self.rows[index].channel)
+            return
+        super().mousePressEvent(event)
+
+
+class EffectsSection(QtWidgets.QWidget):
+    """One layer: its name, the rank correlation once verified, Ablate / Keep only, the bars.
+
+    Signals
+    -------
+    ablate_requested(str), keep_requested(str)
+        The layer whose top channels should be ablated / kept alone.
+    """
+
+    ablate_requested = QtCore.Signal(str)
+    keep_requested = QtCore.Signal(str)
+
+    def __init__(self, layer: str, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.layer = layer
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 4)
+        layout.setSpacing(2)
+        head = QtWidgets.QHBoxLayout()
+        head.setSpacing(4)
+        self.title = QtWidgets.QLabel(f"<b>{layer or '(model)'}</b>")
+        self.title.setToolTip(layer)
+        self.info = QtWidgets.QLabel()
+        self.info.setStyleSheet("color: gray;")
+        self.ablate_button = QtWidgets.QToolButton()
+        self.ablate_button.setText("Ablate top")
+        self.ablate_button.clicked.connect(lambda: self.ablate_requested.emit(self.layer))
+        self.keep_button = QtWidgets.QToolButton()
+        self.keep_button.setText("Keep only top")
+        self.keep_button.clicked.connect(lambda: self.keep_requested.emit(self.layer))
+        head.addWidget(self.title)
+        head.addWidget(self.info, 1)
+        head.addWidget(self.ablate_button)
+        head.addWidget(self.keep_button)
+        layout.addLayout(head)
+        self.bars = EffectBars(layer)
+        layout.addWidget(self.bars)
+
+    def set_rows(self, rows: Sequence[BarRow], info: str, k: int) -> None:
+        """Show ``rows``; ``info`` beside the name; the buttons act on the top ``k``."""
+        self.bars.set_rows(rows)
+        self.info.setText(info)
+        self.ablate_button.setToolTip(
+            f"What-if: set the top {k} channels of {self.layer} to zero and run again"
+        )
+        self.keep_button.setToolTip(
+            f"What-if: set every channel of {self.layer} but the top {k} to zero and run again"
+        )
+
+
+class EffectsView(QtWidgets.QWidget):
+    """The dock's content: controls, progress, a message and one section per layer.
+
+    Signals
+    -------
+    verify_requested(), cancel_requested()
+        The Verify / Cancel buttons.
+    top_changed(int)
+        The number of channels shown per layer changed.
+    mark_toggled(bool)
+        "Mark in the layer panels" was switched.
+    channel_clicked(str, int), ablate_requested(str), keep_requested(str)
+        From the sections.
+    """
+
+    verify_requested = QtCore.Signal()
+    cancel_requested = QtCore.Signal()
+    top_changed = QtCore.Signal(int)
+    mark_toggled = QtCore.Signal(bool)
+    channel_clicked = QtCore.Signal(str, int)
+    ablate_requested = QtCore.Signal(str)
+    keep_requested = QtCore.Signal(str)
+
+    def __init__(self, verify_count: int, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+        controls = QtWidgets.QHBoxLayout()
+        controls.addWidget(QtWidgets.QLabel("Top"))
+        self.top_spin = QtWidgets.QSpinBox()
+        self.top_spin.setRange(1, MAX_TOP)
+        self.top_spin.setValue(DEFAULT_TOP)
+        self.top_spin.setToolTip("Channels shown per layer (and ablated or kept by its buttons)")
+        self.top_spin.valueChanged.connect(self.top_changed.emit)
+        controls.addWidget(self.top_spin)
+        self.verify_button = QtWidgets.QPushButton(f"Verify top {verify_count}")
+        self.verify_button.setToolTip(
+            f"Measure the true effect of each layer's top {verify_count} channels by ablating "
+            "them one at a time (in the background; Esc cancels)"
+        )
+        self.verify_button.clicked.connect(self.verify_requested.emit)
+        controls.addWidget(self.verify_button)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel_requested.emit)
+        controls.addWidget(self.cancel_button)
+        controls.addStretch(1)
+        outer.addLayout(controls)
+        self.mark_check = QtWidgets.QCheckBox("Mark the top channels in the layer panels")
+        self.mark_check.setToolTip(
+            "Outline each layer's top channels on its mosaic and turn it to the page holding "
+            "the first (a right click on one then edits them all)"
+        )
+        self.mark_check.toggled.connect(self.mark_toggled.emit)
+        outer.addWidget(self.mark_check)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setVisible(False)
+        outer.addWidget(self.progress)
+        self.message = QtWidgets.QLabel()
+        self.message.setWordWrap(True)
+        outer.addWidget(self.message)
+        legend = QtWidgets.QLabel(
+            f"<span style='color: rgb{SUPPORTS_RGB}'>■</span> supports the target · "
+            f"<span style='color: rgb{OPPOSES_RGB}'>■</span> works against it · "
+            "darker: exact"
+        )
+        legend.setStyleSheet("color: gray;")
+        outer.addWidget(legend)
+        self.sections_box = QtWidgets.QVBoxLayout()
+        self.sections_box.setSpacing(0)
+        outer.addLayout(self.sections_box)
+        outer.addStretch(1)
+        #: The sections shown, by layer.
+        self.sections: dict[str, EffectsSection] = {}
+
+    @property
+    def top(self) -> int:
+        """Channels shown per layer."""
+        return int(self.top_spin.value())
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet("color: #b03030;" if error else "")
+
+    def set_busy(self, busy: bool) -> None:
+        """Verifying: Cancel on, Verify off, the progress bar shown."""
+        self.verify_button.setEnabled(not busy)
+        self.cancel_button.setEnabled(busy)
+        self.progress.setVisible(busy)
+        if busy:
+            self.progress.setRange(0, 0)
+
+    def set_progress(self, done: int, total: int) -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(done)
+        self.progress.setFormat(f"{done}/{total} channels")
+
+    def set_sections(self, layers: Sequence[str]) -> None:
+        """Make the sections of ``layers`` (kept when they are the same)."""
+        if list(self.sections) == list(layers):
+            return
+        for section in self.sections.values():
+            self.sections_box.removeWidget(section)
+            section.deleteLater()
+        self.sections = {}
+        for layer in layers:
+            section = EffectsSection(layer)
+            section.bars.channel_clicked.connect(self.channel_clicked.emit)
+            section.ablate_requested.connect(self.ablate_requested.emit)
+            section.keep_requested.connect(self.keep_requested.emit)
+            self.sections_box.addWidget(section)
+            self.sections[layer] = section

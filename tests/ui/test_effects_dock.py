@@ -1,0 +1,135 @@
+"""The "Channels that matter" dock: bars equal the engine's estimates of the result shown,
+Verify adds the exact values the engine computes, Ablate top k edits and re-runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from actviz.analysis.effects import estimate_from_capture, verify
+from actviz.ui.effects.view import BarRow
+from tests.ui.tiny_models import TinyCNN
+
+LAYERS = ["conv1", "conv2"]
+
+
+def _tiny():
+    torch.manual_seed(0)
+    return TinyCNN().eval()
+
+
+def _input():
+    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
+
+
+def _opened(actviz_window):
+    model = _tiny()
+    win = actviz_window(model, _input(), LAYERS)
+    result = win.run_and_wait()
+    win.open_dock("Channels that matter")
+    feature = win.feature("effects")
+    return win, model, result, feature
+
+
+def test_bars_are_the_estimates_of_the_result_shown(actviz_window):
+    win, model, result, feature = _opened(actviz_window)
+    expected = estimate_from_capture(model, result.capture, LAYERS)
+    eff = feature.effects
+    assert eff is not None and eff.layers == tuple(LAYERS)
+    for layer in LAYERS:
+        np.testing.assert_array_equal(eff.estimate(layer), expected.estimate(layer))
+        assert np.abs(expected.estimate(layer)).max() > 0
+    bars = feature.view.sections["conv2"].bars
+    k = feature.view.top
+    want = [BarRow(r.channel, r.estimate, None) for r in expected.top("conv2", k)]
+    assert list(bars.rows) == want
+    assert len(bars.rows) == min(k, 6)
+    # Largest |estimate| first; the tooltip holds the numbers.
+    sizes = [abs(r.estimate) for r in bars.rows]
+    assert sizes == sorted(sizes, reverse=True)
+    text = bars.hover_text(0)
+    assert f"ch {want[0].channel}" in text and f"{want[0].estimate:+.4g}" in text
+    # Fewer bars shown follow the spin box.
+    feature.view.top_spin.setValue(2)
+    assert [r.channel for r in bars.rows] == [r.channel for r in want[:2]]
+
+
+def test_a_bar_click_opens_the_channel(actviz_window):
+    win, _model, _result, feature = _opened(actviz_window)
+    bars = feature.view.sections["conv1"].bars
+    channel = bars.rows[1].channel
+    with win.qtbot.waitSignal(bars.channel_clicked):
+        from PySide6.QtCore import QPoint, Qt
+
+        win.qtbot.mouseClick(bars, Qt.MouseButton.LeftButton, pos=QPoint(100, 4 + 20 + 10))
+    view = win.window.channel_view
+    assert (view.name, view.channel) == ("conv1", channel)
+
+
+def test_a_new_result_updates_the_estimates(actviz_window):
+    win, model, _result, feature = _opened(actviz_window)
+    before = feature.effects.estimate("conv2").copy()
+    win.set_input(_input() * -2.0)
+    result = win.run_and_wait()
+    expected = estimate_from_capture(model, result.capture, LAYERS)
+    np.testing.assert_array_equal(feature.effects.estimate("conv2"), expected.estimate("conv2"))
+    assert not np.array_equal(before, expected.estimate("conv2"))
+
+
+def test_verify_shows_the_exact_effects(actviz_window):
+    win, model, result, feature = _opened(actviz_window)
+    expected = verify(model, estimate_from_capture(model, result.capture, LAYERS), channels=16)
+    assert feature.verify()
+    assert feature.is_busy() and not feature.view.verify_button.isEnabled()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
+    eff = feature.effects
+    assert eff.method == "exact"
+    for layer in LAYERS:
+        assert eff[layer].verified.all()
+        np.testing.assert_allclose(eff.exact(layer), expected.exact(layer), rtol=0, atol=1e-9)
+    # The window kept its result: the verification was the feature's job.
+    assert win.window.result is result
+    bars = feature.view.sections["conv2"].bars
+    assert all(r.exact is not None for r in bars.rows)
+    assert bars.rows[0].exact == expected["conv2"].row(bars.rows[0].channel).exact
+    rho = expected.rank_correlation("conv2")
+    assert f"ρ = {rho:.2f}" in feature.view.sections["conv2"].info.text()
+    assert "exact" in bars.hover_text(0)
+
+
+def test_cancel_stops_the_verification(actviz_window):
+    win, _model, _result, feature = _opened(actviz_window)
+    assert feature.verify()
+    win.window.cancel()  # Esc
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
+    assert feature.effects.method == "estimate"
+    assert "cancelled" in feature.view.message.text()
+    assert feature.view.verify_button.isEnabled()
+
+
+def test_ablate_top_three_changes_the_prediction(actviz_window):
+    win, model, result, feature = _opened(actviz_window)
+    top = feature.effects.top_channels("conv2", 3)
+    before = result.capture.output.detach().clone()
+    with win.expect_run():
+        assert feature.ablate_top("conv2", 3)
+    after = win.window.result
+    entries = win.window.session.edits.entries
+    assert [(e.layer, e.edit.kind) for e in entries] == [("conv2", "ablate")]
+    assert tuple(after.capture.edits["conv2"][0].channels) == tuple(top)
+    assert not torch.allclose(after.capture.output, before)
+    # The ablated channels are zero in the edited run, so their estimates are 0 now.
+    est = feature.effects.estimate("conv2")
+    assert np.all(est[list(top)] == 0)
+
+
+def test_keep_only_top_k_and_marking_the_panels(actviz_window):
+    win, _model, _result, feature = _opened(actviz_window)
+    top = list(feature.effects.top_channels("conv1", 2))
+    feature.view.top_spin.setValue(2)
+    feature.view.mark_check.setChecked(True)
+    assert win.panel("conv1").selected_channels() == sorted(top)
+    with win.expect_run():
+        assert feature.keep_top("conv1")
+    edit = win.window.session.edits.entries[0].edit
+    assert edit.kind == "keep" and tuple(edit.channels) == tuple(top)
