@@ -594,6 +594,8 @@ def visualize(
     )
     device, dtype = _check_image_model(net, loaded)
     if target is not None:
+        if layer:
+            raise VisualizeError("target= maximises a logit of the model's output: give layer=None")
         keys = [int(target)] if isinstance(target, (int, np.integer)) else [int(t) for t in target]
         layer = ""
         module = None

@@ -255,6 +255,10 @@ def test_what_is_not_an_image_model_is_a_clear_error(demo):
         visualize(demo, "features.blok4", [0], steps=1)
     with pytest.raises(VisualizeError, match="64 channels"):
         visualize(demo, "features.block4", [64], steps=1, size=16)
+    with pytest.raises(VisualizeError, match="8 classes"):
+        visualize(demo, None, target=8, steps=1, size=16)
+    with pytest.raises(VisualizeError, match="layer=None"):
+        visualize(demo, "fc", target=1, steps=1, size=16)
 
 
 def test_the_results_are_read_only(demo):
