@@ -66,6 +66,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.view = EffectsView(self.verify_count)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(self.view)
         self.dock = QDockWidget(DOCK_TITLE, host.dialog_parent())
         self.dock.setObjectName("ChannelsThatMatterDock")
@@ -333,7 +334,11 @@ class EffectsFeature(FeatureBase, QObject):
     def _check_interrupted(self, *_args: Any) -> None:
         gen = self._gen
         if gen is not None and self.worker.is_stale(gen):
-            self._end("A new run replaced the verification: press Verify again.", error=True)
+            self._end(
+                "A new run replaced the verification: press Verify again (live mode: pause "
+                "it first).",
+                error=True,
+            )
 
     def _on_worker_finished(self, gen: int, value: Any) -> None:
         if gen != self._gen:

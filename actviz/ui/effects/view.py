@@ -181,23 +181,27 @@ class EffectsSection(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 4)
         layout.setSpacing(2)
-        head = QtWidgets.QHBoxLayout()
-        head.setSpacing(4)
         self.title = QtWidgets.QLabel(f"<b>{layer or '(model)'}</b>")
         self.title.setToolTip(layer)
+        # A long module name may be cut rather than widen the dock.
+        self.title.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
+        )
         self.info = QtWidgets.QLabel()
         self.info.setStyleSheet("color: gray;")
+        self.info.setWordWrap(True)
         self.ablate_button = QtWidgets.QToolButton()
-        self.ablate_button.setText("Ablate top")
         self.ablate_button.clicked.connect(lambda: self.ablate_requested.emit(self.layer))
         self.keep_button = QtWidgets.QToolButton()
-        self.keep_button.setText("Keep only top")
         self.keep_button.clicked.connect(lambda: self.keep_requested.emit(self.layer))
-        head.addWidget(self.title)
-        head.addWidget(self.info, 1)
-        head.addWidget(self.ablate_button)
-        head.addWidget(self.keep_button)
-        layout.addLayout(head)
+        layout.addWidget(self.title)
+        layout.addWidget(self.info)
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.setSpacing(4)
+        buttons.addWidget(self.ablate_button)
+        buttons.addWidget(self.keep_button)
+        buttons.addStretch(1)
+        layout.addLayout(buttons)
         self.bars = EffectBars(layer)
         layout.addWidget(self.bars)
 
@@ -205,6 +209,8 @@ class EffectsSection(QtWidgets.QWidget):
         """Show ``rows``; ``info`` beside the name; the buttons act on the top ``k``."""
         self.bars.set_rows(rows)
         self.info.setText(info)
+        self.ablate_button.setText(f"Ablate top {k}")
+        self.keep_button.setText(f"Keep only top {k}")
         self.ablate_button.setToolTip(
             f"What-if: set the top {k} channels of {self.layer} to zero and run again"
         )
