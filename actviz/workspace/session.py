@@ -327,7 +327,7 @@ class Session:
     ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
     ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``,
     ``view_changed(what: str)`` (``"colormap"``, ``"normalize"``, ``"gradcam_layer"``,
-    ``"channel_pages"``, ``"page_channels"``).
+    ``"channel_pages"``, ``"page_channels"``), ``scan_changed()``.
 
     Every piece of state the display depends on changes through a setter here and is
     announced, so whatever shows it (panels, live mode, exports, a saved session) hears of it.
@@ -380,6 +380,17 @@ class Session:
         self.edits = EditBoard(self._on_edits_changed)
         #: The unedited capture of the current input, kept while there are edits.
         self.baseline = BaselineCache()
+        #: The last finished dataset scan of the model (:class:`~actviz.data.result.Scan`),
+        #: or None; set by whatever runs scans, read by the views of the dataset (the atlas).
+        self.scan: Any = None
+        #: ``scan_changed()``: :attr:`scan` was replaced (or dropped with the model).
+        self.scan_changed = Event()
+
+    # -- dataset scan ------------------------------------------------------------------------
+    def set_scan(self, scan: Any) -> None:
+        """Make ``scan`` the session's dataset scan (None: none) and announce it."""
+        self.scan = scan
+        self.scan_changed.emit()
 
     # -- model -------------------------------------------------------------------------------
     def set_model(

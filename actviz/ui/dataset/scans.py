@@ -225,6 +225,11 @@ class DatasetScans(QObject):
                     should_stop=_always if peek else should_stop,
                     num_workers=num_workers,
                     background=True,
+                    # Each image's pooled vector per layer (float16, N x C x 2 bytes) for
+                    # the dataset atlas; a scan whose vectors would pass the session's memory
+                    # budget is refused with a message before any image runs.
+                    embeddings=True,
+                    memory_budget=self.session.memory_budget,
                 )
             except ScanCancelled as exc:
                 if peek:
@@ -249,6 +254,7 @@ class DatasetScans(QObject):
         self.scan_worker.drop()
         self.views_worker.drop()
         self.scan = None
+        self.session.set_scan(None)
         self.spec = self._scan_spec = None
         self._partial.clear()
         self._views_key = None
@@ -292,6 +298,7 @@ class DatasetScans(QObject):
 
     def _adopt(self, scan: Any) -> None:
         self.scan = scan
+        self.session.set_scan(scan)  # what other views of the dataset read
         self._scan_spec = self.spec
         self._views_key = None
         self._views_cache.clear()

@@ -15,6 +15,7 @@ __all__ = ["default_features"]
 def default_features() -> tuple[Callable[[Any], Any], ...]:
     """Token views, what-if edits, the Compare tab, dataset scans, live mode and session
     files (File > Save session / Open session / Export report)."""
+    from actviz.ui.atlas.feature import AtlasFeature
     from actviz.ui.compare.controller import CompareController
     from actviz.ui.dataset.scan_ui import DatasetScanUI
     from actviz.ui.effects import EffectsFeature
@@ -28,6 +29,7 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
         WhatIfController,
         CompareController,
         DatasetScanUI,
+        AtlasFeature,
         LiveMode,
         SessionsFeature,
         EffectsFeature,

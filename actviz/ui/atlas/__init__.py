@@ -1,0 +1,1 @@
+"""The Atlas tab: a layer's map of the scanned dataset, with the current input on it."""

@@ -1,0 +1,154 @@
+"""What colour each dot of the map gets (numpy only, no Qt): by class, prediction,
+correctness or one channel's mean activation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from actviz.data.atlas_image import class_colours
+
+__all__ = ["COLOUR_MODES", "GREY", "Colouring", "colouring", "model_labels"]
+
+#: The colour-by choices, in the combo's order.
+COLOUR_MODES = ("Class", "Prediction", "Correct", "Channel")
+#: Dots whose class (or prediction) is unknown.
+GREY = np.array([150, 150, 150], np.uint8)
+_RIGHT = np.array([60, 170, 75], np.uint8)
+_WRONG = np.array([220, 50, 50], np.uint8)
+#: Steps of the channel colour scale: a few dozen brushes for any number of dots.
+LEVELS = 64
+
+
+@dataclass(frozen=True)
+class Colouring:
+    """Per-dot colours and what they mean.
+
+    Attributes
+    ----------
+    index
+        ``(M,)`` each dot's entry in ``palette``.
+    palette
+        ``(P, 3)`` uint8 RGB colours.
+    legend
+        ``(name, rgb, count)`` for each category shown (empty for a channel).
+    scale
+        ``(low, high)`` of a channel's colour bar, else None.
+    note
+        Why a mode shows nothing useful ("" when it does).
+    """
+
+    index: np.ndarray
+    palette: np.ndarray
+    legend: tuple[tuple[str, tuple[int, int, int], int], ...] = ()
+    scale: tuple[float, float] | None = None
+    note: str = ""
+
+    def rgb(self) -> np.ndarray:
+        """``(M, 3)`` uint8 colours."""
+        return self.palette[self.index]
+
+
+def model_labels(
+    labels: np.ndarray | None,
+    class_names: Sequence[str] | None,
+    categories: Sequence[str] | None,
+) -> np.ndarray | None:
+    """The folder's labels as the model's class indices (matched by name; -1: not a class of
+    the model), so a prediction can be compared with them; None when either is unknown."""
+    if labels is None or not class_names or not categories:
+        return None
+    where = {name: i for i, name in enumerate(categories)}
+    lookup = np.array([where.get(name, -1) for name in class_names] + [-1], np.int64)
+    return lookup[np.where(np.asarray(labels) >= 0, labels, len(class_names))]
+
+
+def _by_category(values: np.ndarray, names: Sequence[str], note_missing: str) -> Colouring:
+    n = max(len(names), int(values.max()) + 1 if values.size else 0, 1)
+    palette = np.concatenate([class_colours(n), GREY[None]], axis=0)
+    index = np.where(values >= 0, values, n).astype(np.int64)
+    counts = np.bincount(index, minlength=n + 1)
+    legend = tuple(
+        (names[i] if i < len(names) else str(i), tuple(int(v) for v in palette[i]), int(counts[i]))
+        for i in range(n)
+        if counts[i]
+    )
+    return Colouring(index, palette, legend, note="" if legend else note_missing)
+
+
+def colouring(
+    mode: str,
+    count: int,
+    *,
+    labels: np.ndarray | None = None,
+    class_names: Sequence[str] | None = None,
+    predictions: np.ndarray | None = None,
+    categories: Sequence[str] | None = None,
+    channel_values: np.ndarray | None = None,
+) -> Colouring:
+    """Colours of ``count`` dots for one of :data:`COLOUR_MODES`.
+
+    Parameters
+    ----------
+    mode
+        "Class" (the folder's classes), "Prediction" (the model's), "Correct" (prediction ==
+        the folder's class, matched by name) or "Channel" (``channel_values``, on a scale).
+    labels, class_names
+        The folder's class of each dot and the class names (ImageFolder), or None.
+    predictions, categories
+        The model's predicted class of each dot and its class names, or None.
+    channel_values
+        ``(count,)`` one channel's mean activation per dot (mode "Channel").
+    """
+    grey = Colouring(np.zeros(count, np.int64), GREY[None])
+    if mode == "Class":
+        if labels is None:
+            return Colouring(grey.index, grey.palette, note="The folder has no class folders.")
+        return _by_category(np.asarray(labels), list(class_names or ()), "No classes.")
+    if mode == "Prediction":
+        if predictions is None:
+            return Colouring(
+                grey.index, grey.palette, note="No classifier layer in the scan: no predictions."
+            )
+        return _by_category(np.asarray(predictions), list(categories or ()), "No predictions.")
+    if mode == "Correct":
+        truth = model_labels(labels, class_names, categories)
+        if predictions is None or truth is None:
+            return Colouring(
+                grey.index,
+                grey.palette,
+                note="Needs class folders named like the model's classes and a classifier layer.",
+            )
+        known = truth >= 0
+        right = known & (np.asarray(predictions) == truth)
+        index = np.where(known, np.where(right, 0, 1), 2).astype(np.int64)
+        palette = np.stack([_RIGHT, _WRONG, GREY])
+        counts = np.bincount(index, minlength=3)
+        names = ("correct", "wrong", "class unknown to the model")
+        legend = tuple(
+            (names[i], tuple(int(v) for v in palette[i]), int(counts[i]))
+            for i in range(3)
+            if counts[i]
+        )
+        return Colouring(index, palette, legend)
+    if mode == "Channel":
+        if channel_values is None:
+            return grey
+        v = np.asarray(channel_values, np.float64)
+        finite = np.isfinite(v)
+        lo = float(v[finite].min()) if finite.any() else 0.0
+        hi = float(v[finite].max()) if finite.any() else 0.0
+        t = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
+        index = np.clip(np.rint(np.nan_to_num(t) * (LEVELS - 1)), 0, LEVELS - 1).astype(np.int64)
+        return Colouring(index, viridis(LEVELS), scale=(lo, hi))
+    raise ValueError(f"unknown colour mode {mode!r}; one of {', '.join(COLOUR_MODES)}")
+
+
+def viridis(levels: int) -> np.ndarray:
+    """``(levels, 3)`` uint8 steps of viridis (the channel scale and its colour bar)."""
+    from actviz.display.colormaps import table
+
+    lut = table("viridis")[:, :3]
+    return lut[np.linspace(0, len(lut) - 1, levels).round().astype(np.int64)].astype(np.uint8)

@@ -1,0 +1,336 @@
+"""The Atlas tab as a window feature: the dataset scan's map of one layer, with the input on it.
+
+The scan comes from the session (``session.scan``, set by whatever ran it: the dataset
+feature); the map is fitted on this feature's own worker (a projection needs no model, so the
+model's worker stays free). Each result moves the input's marker (its capture placed with the
+fitted projection) and refreshes its nearest images; hovering a dot names its image, clicking
+one opens it as the input, and a dragged rectangle lists the selection and the channels that
+set it apart (a click opens that channel's view).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, QRectF
+from PySide6.QtGui import QCursor, QPixmap
+from PySide6.QtWidgets import QListWidgetItem, QToolTip
+
+from actviz.data.atlas import build_atlas, query_vector, umap_available
+from actviz.ui.atlas.colours import colouring
+from actviz.ui.atlas.view import EMPTY_TEXT, THUMB, AtlasView
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.worker import Worker
+
+__all__ = ["NEAREST_K", "SELECTION_THUMBS", "AtlasFeature", "classifier_layer"]
+
+#: Images in the "Nearest in the dataset" strip.
+NEAREST_K = 8
+#: Thumbnails the selection strip shows at most (the channels use the whole selection).
+SELECTION_THUMBS = 24
+#: Channels listed for a selection.
+SEPARATING_K = 10
+
+
+def classifier_layer(scan: Any, categories: Any) -> str | None:
+    """The scanned layer with embeddings whose vector is the model's class scores (as wide as
+    its class list; the last such layer), or None."""
+    if not categories:
+        return None
+    hits = [
+        name
+        for name in scan.embedding_layers
+        if scan.spatial(name) in (None, ()) and scan.channels(name) == len(categories)
+    ]
+    return hits[-1] if hits else None
+
+
+class AtlasFeature(FeatureBase, QObject):
+    """The Atlas tab (see the module's docstring)."""
+
+    name = "atlas"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.host = host
+        self.session = host.session
+        self.view = AtlasView()
+        host.add_tab(self.view, "Atlas")
+        self.worker = Worker(self)
+        self.worker.signals.finished.connect(self._on_built)
+        self.worker.signals.errored.connect(self._on_build_failed)
+        #: The map shown (:class:`~actviz.data.atlas.Atlas`), or None.
+        self.atlas: Any = None
+        self.logits: str | None = None
+        self.selection: np.ndarray = np.zeros(0, np.int64)
+        self.separating: tuple[Any, ...] = ()
+        self.nearest: tuple[Any, ...] = ()
+        #: The hover text last shown (the tooltip's HTML).
+        self.hover_text = ""
+        self._thumbs: dict[str, QPixmap | None] = {}
+        methods = ["PCA"] + (["UMAP"] if umap_available() else [])
+        self.view.set_choices(self.view.method_combo, methods, "PCA")
+        v = self.view
+        v.options_changed.connect(self.rebuild)
+        v.colour_changed.connect(self._recolour)
+        v.hovered.connect(self._on_hovered)
+        v.clicked.connect(self._on_clicked)
+        v.rect_selected.connect(self._on_rect)
+        v.nearest_strip.activated_row.connect(self._open_row)
+        v.selection_strip.activated_row.connect(self._open_row)
+        v.channel_list.itemClicked.connect(self._on_channel_clicked)
+        self.session.scan_changed.connect(self._on_scan_changed)
+        self.session.result_changed.connect(self._on_result)
+        self._on_scan_changed()
+
+    # -- building the map ------------------------------------------------------------------
+    @property
+    def layer(self) -> str:
+        return self.view.layer_combo.currentText()
+
+    def _on_scan_changed(self) -> None:
+        scan = self.session.scan
+        layers = tuple(scan.embedding_layers) if scan is not None else ()
+        if not layers:
+            self.worker.drop()
+            self.atlas = None
+            self.view.set_choices(self.view.layer_combo, (), None)
+            self.view.show_empty(
+                "The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"
+                if scan is not None
+                else EMPTY_TEXT
+            )
+            return
+        self.logits = classifier_layer(scan, self.session.categories)
+        # A layer other than the classifier is the more telling map; the one shown stays.
+        mapped = [n for n in layers if n != self.logits] or list(layers)
+        keep = self.layer if self.layer in layers else mapped[-1]
+        self.view.set_choices(self.view.layer_combo, layers, keep)
+        self.rebuild()
+
+    def rebuild(self) -> int:
+        """Fit the map of the chosen layer on the feature's worker; returns the job's
+        generation (0: nothing to map)."""
+        scan, layer = self.session.scan, self.layer
+        if scan is None or not layer:
+            return 0
+        method = self.view.method_combo.currentText().lower() or "pca"
+        logits = self.logits
+
+        def job(_should_stop: Any, _progress: Any) -> Any:
+            return build_atlas(scan, layer, method=method, logits=logits)
+
+        text = f"Atlas: mapping {layer} ({method.upper()}, {scan.count:,} images)…"
+        self.view.status_label.setText(text)
+        self.host.show_status(text)
+        return self.worker.submit(job)
+
+    def _on_built(self, _gen: int, atlas: Any) -> None:
+        if atlas.scan is not self.session.scan:
+            return
+        self.atlas = atlas
+        self.selection = np.zeros(0, np.int64)
+        self.separating = ()
+        self.view.set_coords(atlas.coords, self._colouring())
+        self.view.channel_spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
+        self.view.mark_rows(self.view.selected_dots, [])
+        self.view.selection_strip.set_items([])
+        self.view.channel_list.clear()
+        self.view.selection_title.setText("Selection: drag a rectangle with Select on")
+        self.view.show_map()
+        p = atlas.projection
+        share = (
+            f" · axes explain {100 * float(np.sum(p.explained)):.0f}% of the variance"
+            if p.explained is not None
+            else ""
+        )
+        text = f"{atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}){share}"
+        self.view.status_label.setText(text)
+        self.host.show_status(f"Atlas ready: {text}")
+        self._on_result()
+
+    def _on_build_failed(self, _gen: int, error: BaseException) -> None:
+        self.view.status_label.setText("")
+        self.host.show_error(f"The atlas could not be made: {error}", "atlas")
+
+    def _colouring(self) -> Any:
+        atlas = self.atlas
+        emb = atlas.embeddings
+        mode = self.view.colour_combo.currentText()
+        return colouring(
+            mode,
+            len(atlas.coords),
+            labels=emb.labels,
+            class_names=emb.class_names,
+            predictions=atlas.predictions,
+            categories=self.session.categories,
+            channel_values=atlas.channel(self.view.channel_spin.value())
+            if mode == "Channel"
+            else None,
+        )
+
+    def _recolour(self) -> None:
+        if self.atlas is not None:
+            self.view.set_colours(self._colouring())
+
+    # -- the input on the map --------------------------------------------------------------
+    def _on_result(self) -> None:
+        atlas = self.atlas
+        result = self.session.result
+        capture = getattr(result, "capture", None) if result is not None else None
+        if atlas is None:
+            return
+        if capture is None:
+            self._show_input(None, ())
+            return
+        try:
+            vector = query_vector(capture, atlas.layer, atlas.embeddings.axis)
+        except (KeyError, ValueError, TypeError, IndexError):
+            self._show_input(None, ())
+            self.view.nearest_title.setText(
+                f"Nearest in the dataset: tick {atlas.layer} to place the input on the map"
+            )
+            return
+        if vector.shape[-1] != atlas.embeddings.vectors.shape[1]:
+            self._show_input(None, ())
+            return
+        xy = atlas.projection.transform(vector)
+        self._show_input(np.asarray(xy).reshape(-1)[:2], atlas.nearest(vector, NEAREST_K))
+
+    def _show_input(self, xy: np.ndarray | None, nearest: tuple[Any, ...]) -> None:
+        self.view.set_marker(xy)
+        self.nearest = tuple(nearest)
+        row_of = self._row_of()
+        rows = [row_of.get(int(n.index), -1) for n in self.nearest]
+        self.view.mark_rows(self.view.neighbour_dots, [r for r in rows if r >= 0])
+        self.view.nearest_strip.set_items(
+            [
+                (r, self._thumb(str(n.source)), f"{n.similarity:.2f}", self._describe(r))
+                for r, n in zip(rows, self.nearest, strict=True)
+                if r >= 0
+            ]
+        )
+        self.view.nearest_title.setText(
+            f"Nearest in the dataset ({self.atlas.layer}, cosine)"
+            if xy is not None
+            else "Nearest in the dataset: run an input"
+        )
+
+    def _row_of(self) -> dict[int, int]:
+        indices = self.atlas.embeddings.indices
+        return {int(i): r for r, i in enumerate(indices)}
+
+    # -- pointing at the map ---------------------------------------------------------------
+    def source(self, row: int) -> str:
+        return str(self.atlas.embeddings.sources[row])
+
+    def _describe(self, row: int, *, thumbnail: bool = False) -> str:
+        atlas = self.atlas
+        emb = atlas.embeddings
+        path = self.source(row)
+        lines = [f"<b>{html.escape(Path(path).name)}</b>", html.escape(path)]
+        if emb.labels is not None and emb.class_names and emb.labels[row] >= 0:
+            lines.append(f"class: {html.escape(emb.class_names[int(emb.labels[row])])}")
+        if atlas.predictions is not None and atlas.predictions[row] >= 0:
+            p = int(atlas.predictions[row])
+            cats = self.session.categories
+            name = cats[p] if cats and p < len(cats) else str(p)
+            lines.append(f"prediction: {html.escape(name)}")
+        head = ""
+        if thumbnail and Path(path).is_file():
+            src = html.escape(Path(path).resolve().as_uri())
+            head = f'<img src="{src}" width="{2 * THUMB}"><br>'
+        return head + "<br>".join(lines)
+
+    def _on_hovered(self, row: int) -> None:
+        if row < 0 or self.atlas is None:
+            self.hover_text = ""
+            QToolTip.hideText()
+            return
+        self.hover_text = self._describe(row, thumbnail=True)
+        self.view.hover_label.setText(self._describe(row))
+        QToolTip.showText(QCursor.pos(), self.hover_text, self.view.plot)
+
+    def _on_clicked(self, row: int) -> None:
+        self._open_row(row)
+
+    def _open_row(self, row: int) -> None:
+        if self.atlas is not None and 0 <= row < len(self.atlas.coords):
+            self.host.open_input_source(self.source(row), remember=False)
+
+    # -- selection -------------------------------------------------------------------------
+    def _on_rect(self, rect: QRectF) -> None:
+        self.select_rows(self.view.rows_in(rect))
+
+    def select_rows(self, rows: Any) -> tuple[Any, ...]:
+        """Select map rows ``rows``: their thumbnails and the channels that set them apart
+        from the rest of the dataset (none when the selection is empty or everything)."""
+        atlas = self.atlas
+        if atlas is None:
+            return ()
+        rows = np.unique(np.asarray(rows, np.int64))
+        self.selection = rows
+        self.view.mark_rows(self.view.selected_dots, rows)
+        n = len(atlas.coords)
+        self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
+        self.view.selection_title.setText(
+            f"Selection: {len(rows):,} of {n:,} images" if len(rows) else "Selection: none"
+        )
+        self.view.selection_strip.set_items(
+            [
+                (
+                    int(r),
+                    self._thumb(self.source(int(r))),
+                    Path(self.source(int(r))).name,
+                    self._describe(int(r)),
+                )
+                for r in rows[:SELECTION_THUMBS]
+            ]
+        )
+        self.view.channel_list.clear()
+        for split in self.separating:
+            item = QListWidgetItem(
+                f"ch {split.channel}: {split.mean_in:.3g} inside vs {split.mean_out:.3g} "
+                f"outside (d = {split.score:+.2f})"
+            )
+            item.setData(0x0100, int(split.channel))
+            self.view.channel_list.addItem(item)
+        return self.separating
+
+    def _on_channel_clicked(self, item: QListWidgetItem) -> None:
+        if self.atlas is not None:
+            self.host.open_channel(self.atlas.layer, int(item.data(0x0100)))
+
+    # -- thumbnails ------------------------------------------------------------------------
+    def _thumb(self, path: str) -> QPixmap | None:
+        if path in self._thumbs:
+            return self._thumbs[path]
+        pixmap: QPixmap | None = None
+        try:
+            from PIL import Image
+
+            from actviz.ui.atlas.view import pixmap_of
+
+            with Image.open(path) as im:
+                im.draft("RGB", (THUMB, THUMB))  # JPEGs decode at a fraction of their size
+                im = im.convert("RGB")
+                im.thumbnail((THUMB, THUMB))
+                pixmap = pixmap_of(np.asarray(im))
+        except (OSError, ValueError):
+            pixmap = None
+        if len(self._thumbs) > 512:
+            self._thumbs.clear()
+        self._thumbs[path] = pixmap
+        return pixmap
+
+    # -- the window's calls ----------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop the map's worker (waited for) and let the session go."""
+        self.session.scan_changed.disconnect(self._on_scan_changed)
+        self.session.result_changed.disconnect(self._on_result)
+        self.worker.shutdown()
+        self.atlas = None
+        self._thumbs.clear()

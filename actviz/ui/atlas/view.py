@@ -1,0 +1,373 @@
+"""The Atlas tab's widgets: the map (a pyqtgraph scatter with rectangle selection), its
+controls, colour legend and bar, and the thumbnail strips (nearest images, the selection)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QImage, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from actviz.ui.atlas.colours import COLOUR_MODES, Colouring
+from actviz.ui.panels import style
+
+__all__ = ["EMPTY_TEXT", "AtlasView", "SelectBox", "ThumbStrip"]
+
+#: What the tab says before a dataset was scanned.
+EMPTY_TEXT = "Scan a dataset first (Data > Scan a dataset…)"
+#: Pixels from a dot within which the pointer is over it.
+HOVER_PX = 8.0
+#: Side of the thumbnails in the strips.
+THUMB = 72
+
+
+class SelectBox(pg.ViewBox):
+    """A view box whose left drag selects a rectangle while :attr:`selecting` is on (the
+    view pans as usual otherwise); ``rect_selected(QRectF)`` in view coordinates."""
+
+    rect_selected = Signal(object)
+
+    def __init__(self) -> None:
+        # No context menu: pyqtgraph's menus are top-level widgets that outlive the window.
+        super().__init__(enableMenu=False)
+        self.selecting = False
+
+    def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802 (Qt's name)
+        if not self.selecting or ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseDragEvent(ev, axis)
+            return
+        ev.accept()
+        if ev.isFinish():
+            self.rbScaleBox.hide()
+            a = self.mapToView(ev.buttonDownPos())
+            b = self.mapToView(ev.pos())
+            self.rect_selected.emit(QRectF(a, b).normalized())
+        else:
+            self.updateScaleBox(ev.buttonDownPos(), ev.pos())
+
+
+class ThumbStrip(QListWidget):
+    """A row of thumbnails, each with a caption; ``activated_row(int)`` when one is clicked
+    (the row's data is what the owner put there)."""
+
+    activated_row = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setViewMode(QListWidget.ViewMode.IconMode)
+        self.setIconSize(QSize(THUMB, THUMB))
+        self.setFlow(QListWidget.Flow.LeftToRight)
+        self.setWrapping(True)
+        self.setResizeMode(QListWidget.ResizeMode.Adjust)
+        self.setMovement(QListWidget.Movement.Static)
+        self.setMinimumHeight(THUMB + 40)
+        self.itemClicked.connect(lambda item: self.activated_row.emit(int(item.data(_ROW))))
+
+    def set_items(self, items: Sequence[tuple[int, QPixmap | None, str, str]]) -> None:
+        """``(row, pixmap, caption, tooltip)`` for each thumbnail."""
+        self.clear()
+        for row, pixmap, caption, tip in items:
+            item = QListWidgetItem(caption)
+            if pixmap is not None:
+                item.setIcon(QIcon(pixmap))
+            item.setToolTip(tip)
+            item.setData(_ROW, int(row))
+            self.addItem(item)
+
+
+_ROW = Qt.ItemDataRole.UserRole
+
+
+class AtlasView(QWidget):
+    """The tab: controls, the map, its legend, and the strips beside it.
+
+    Signals
+    -------
+    options_changed()
+        The layer or the method changed (the map is built again).
+    colour_changed()
+        The colour-by mode or its channel changed.
+    hovered(int)
+        The dot under the pointer (-1: none).
+    clicked(int)
+        A dot was clicked.
+    rect_selected(QRectF)
+        A rectangle was dragged in selection mode (view coordinates).
+    """
+
+    options_changed = Signal()
+    colour_changed = Signal()
+    hovered = Signal(int)
+    clicked = Signal(int)
+    rect_selected = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.coords = np.zeros((0, 2), np.float64)
+        outer = QVBoxLayout(self)
+        bar = QHBoxLayout()
+        self.layer_combo = QComboBox()
+        self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
+        self.method_combo = QComboBox()
+        self.method_combo.setToolTip(
+            "PCA: exact, fast. UMAP (pip install actviz[atlas]): keeps neighbourhoods, slower"
+        )
+        self.colour_combo = QComboBox()
+        self.colour_combo.addItems(COLOUR_MODES)
+        self.colour_combo.setToolTip("Colour the images by class, prediction, correctness, or "
+                                     "one channel's mean activation")  # fmt: skip
+        self.channel_spin = QSpinBox()
+        self.channel_spin.setPrefix("ch ")
+        self.channel_spin.setEnabled(False)
+        self.select_button = QPushButton("Select")
+        self.select_button.setCheckable(True)
+        self.select_button.setToolTip(
+            "Drag a rectangle on the map to select images (off: drag pans)"
+        )
+        for label, w in (
+            ("Layer", self.layer_combo),
+            ("Map", self.method_combo),
+            ("Colour by", self.colour_combo),
+        ):
+            bar.addWidget(QLabel(label))
+            bar.addWidget(w)
+        bar.addWidget(self.channel_spin)
+        bar.addWidget(self.select_button)
+        bar.addStretch(1)
+        self.status_label = QLabel("")
+        bar.addWidget(self.status_label)
+        outer.addLayout(bar)
+
+        self.stack = QStackedWidget()
+        self.empty_label = QLabel(EMPTY_TEXT)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.stack.addWidget(self.empty_label)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        self.box = SelectBox()
+        self.plot = pg.PlotWidget(viewBox=self.box, background=style.PLOT_BACKGROUND)
+        style.style_plot(self.plot.getPlotItem())  # no menus, which would outlive the window
+        self.plot.getPlotItem().hideAxis("left")
+        self.plot.getPlotItem().hideAxis("bottom")
+        self.plot.setAspectLocked(False)
+        self.dots = pg.ScatterPlotItem(size=6, pen=None)
+        self.neighbour_dots = pg.ScatterPlotItem(
+            size=11, pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
+        )
+        self.selected_dots = pg.ScatterPlotItem(
+            size=9, pen=pg.mkPen(255, 140, 0, width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
+        )
+        self.marker = pg.ScatterPlotItem(
+            size=20, symbol="star", pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(255, 215, 0)
+        )
+        self.marker.setZValue(10)
+        for item in (self.dots, self.selected_dots, self.neighbour_dots, self.marker):
+            self.plot.addItem(item)
+        lv.addWidget(self.plot, 1)
+        self.legend_label = QLabel("")
+        self.legend_label.setWordWrap(True)
+        self.legend_label.setTextFormat(Qt.TextFormat.RichText)
+        lv.addWidget(self.legend_label)
+        self.colour_bar = QWidget()
+        cb = QHBoxLayout(self.colour_bar)
+        cb.setContentsMargins(0, 0, 0, 0)
+        self.bar_low = QLabel("")
+        self.bar_image = QLabel()
+        self.bar_image.setFixedHeight(12)
+        self.bar_image.setScaledContents(True)
+        self.bar_high = QLabel("")
+        cb.addWidget(self.bar_low)
+        cb.addWidget(self.bar_image, 1)
+        cb.addWidget(self.bar_high)
+        self.colour_bar.hide()
+        lv.addWidget(self.colour_bar)
+        split.addWidget(left)
+
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        self.hover_label = QLabel("Point at an image on the map; click it to open it")
+        self.hover_label.setWordWrap(True)
+        rv.addWidget(self.hover_label)
+        self.nearest_title = QLabel("Nearest in the dataset")
+        rv.addWidget(self.nearest_title)
+        self.nearest_strip = ThumbStrip()
+        rv.addWidget(self.nearest_strip, 1)
+        self.selection_title = QLabel("Selection: drag a rectangle with Select on")
+        self.selection_title.setWordWrap(True)
+        rv.addWidget(self.selection_title)
+        self.selection_strip = ThumbStrip()
+        rv.addWidget(self.selection_strip, 1)
+        rv.addWidget(QLabel("Channels that set the selection apart (click: its channel view)"))
+        self.channel_list = QListWidget()
+        rv.addWidget(self.channel_list, 1)
+        split.addWidget(right)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        self.stack.addWidget(split)
+        outer.addWidget(self.stack, 1)
+
+        self.layer_combo.currentIndexChanged.connect(lambda _i: self.options_changed.emit())
+        self.method_combo.currentIndexChanged.connect(lambda _i: self.options_changed.emit())
+        self.colour_combo.currentIndexChanged.connect(self._on_colour_mode)
+        self.channel_spin.valueChanged.connect(lambda _v: self.colour_changed.emit())
+        self.select_button.toggled.connect(self._on_select_toggled)
+        self.box.rect_selected.connect(self.rect_selected.emit)
+        scene = self.plot.scene()
+        scene.sigMouseMoved.connect(self._on_mouse_moved)
+        scene.sigMouseClicked.connect(self._on_mouse_clicked)
+        self._hovered = -1
+
+    # -- state -----------------------------------------------------------------------------
+    def show_empty(self, text: str = EMPTY_TEXT) -> None:
+        """The message instead of a map."""
+        self.empty_label.setText(text)
+        self.stack.setCurrentIndex(0)
+
+    def show_map(self) -> None:
+        self.stack.setCurrentIndex(1)
+
+    def set_choices(self, combo: QComboBox, items: Sequence[str], current: str | None) -> None:
+        """Fill a combo without announcing it (the owner decides what to rebuild)."""
+        combo.blockSignals(True)
+        try:
+            combo.clear()
+            combo.addItems(list(items))
+            if current in items:
+                combo.setCurrentIndex(list(items).index(current))
+        finally:
+            combo.blockSignals(False)
+
+    def set_coords(self, coords: np.ndarray, colours: Colouring) -> None:
+        """Put the dots at ``coords`` (M, 2) in ``colours``."""
+        self.coords = np.asarray(coords, np.float64)[:, :2]
+        self._hovered = -1
+        self.set_colours(colours, refit=True)
+
+    def set_colours(self, colours: Colouring, *, refit: bool = False) -> None:
+        """Colour the dots; one brush per palette entry (a few dozen for any number of dots)."""
+        brushes = [pg.mkBrush(*(int(v) for v in c)) for c in colours.palette]
+        self.dots.setData(
+            x=self.coords[:, 0],
+            y=self.coords[:, 1],
+            brush=[brushes[i] for i in colours.index],
+            data=np.arange(len(self.coords)),
+        )
+        if refit and len(self.coords):
+            self.box.autoRange(padding=0.05)
+        if colours.legend:
+            self.legend_label.setText(
+                "  ".join(
+                    f'<span style="color: rgb{rgb}">&#9632;</span> {_escape(name)} ({count})'
+                    for name, rgb, count in colours.legend
+                )
+            )
+        else:
+            self.legend_label.setText(colours.note)
+        if colours.scale is not None:
+            lo, hi = colours.scale
+            row = np.ascontiguousarray(colours.palette[None, :, :3].astype(np.uint8))
+            image = QImage(row.data, row.shape[1], 1, row.shape[1] * 3, QImage.Format.Format_RGB888)
+            self.bar_image.setPixmap(QPixmap.fromImage(image.copy()))
+            self.bar_low.setText(f"{lo:.3g}")
+            self.bar_high.setText(f"{hi:.3g}")
+            self.colour_bar.show()
+        else:
+            self.colour_bar.hide()
+
+    def set_marker(self, xy: np.ndarray | None) -> None:
+        """The current input's place (None: not on the map)."""
+        if xy is None:
+            self.marker.setData([], [])
+        else:
+            self.marker.setData([float(xy[0])], [float(xy[1])])
+
+    def marker_position(self) -> tuple[float, float] | None:
+        x, y = self.marker.getData()
+        return (float(x[0]), float(y[0])) if len(x) else None
+
+    def mark_rows(self, item: pg.ScatterPlotItem, rows: Sequence[int]) -> None:
+        rows = np.asarray(rows, np.int64)
+        item.setData(x=self.coords[rows, 0], y=self.coords[rows, 1]) if len(rows) else item.setData(
+            [], []
+        )
+
+    # -- pointer ---------------------------------------------------------------------------
+    def row_at(self, view: QPointF) -> int:
+        """The dot nearest ``view`` (view coordinates) within :data:`HOVER_PX`, else -1."""
+        if not len(self.coords):
+            return -1
+        px, py = self.box.viewPixelSize()
+        if px <= 0 or py <= 0:
+            return -1
+        d = ((self.coords[:, 0] - view.x()) / px) ** 2 + ((self.coords[:, 1] - view.y()) / py) ** 2
+        row = int(np.argmin(d))
+        return row if d[row] <= HOVER_PX**2 else -1
+
+    def widget_pos_of(self, row: int) -> Any:
+        """Where dot ``row`` is in the plot widget's own coordinates (tests point there)."""
+        scene = self.box.mapViewToScene(QPointF(*self.coords[row, :2]))
+        return self.plot.mapFromScene(scene)
+
+    def rows_in(self, rect: QRectF) -> np.ndarray:
+        """The dots inside ``rect`` (view coordinates)."""
+        x, y = self.coords[:, 0], self.coords[:, 1]
+        inside = (x >= rect.left()) & (x <= rect.right()) & (y >= rect.top()) & (y <= rect.bottom())
+        return np.flatnonzero(inside)
+
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        if self.stack.currentIndex() != 1:
+            return
+        row = self.row_at(self.box.mapSceneToView(scene_pos))
+        if row != self._hovered:
+            self._hovered = row
+            self.hovered.emit(row)
+
+    def _on_mouse_clicked(self, ev: Any) -> None:
+        if ev.button() != Qt.MouseButton.LeftButton or self.stack.currentIndex() != 1:
+            return
+        row = self.row_at(self.box.mapSceneToView(ev.scenePos()))
+        if row >= 0:
+            ev.accept()
+            self.clicked.emit(row)
+
+    def _on_colour_mode(self, _index: int) -> None:
+        self.channel_spin.setEnabled(self.colour_combo.currentText() == "Channel")
+        self.colour_changed.emit()
+
+    def _on_select_toggled(self, on: bool) -> None:
+        self.box.selecting = bool(on)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def pixmap_of(rgb: np.ndarray) -> QPixmap:
+    """A pixmap of an ``(H, W, 3)`` uint8 image (copied)."""
+    a = np.ascontiguousarray(rgb[..., :3].astype(np.uint8))
+    image = QImage(a.data, a.shape[1], a.shape[0], a.shape[1] * 3, QImage.Format.Format_RGB888)
+    return QPixmap.fromImage(image.copy())
+
+
+def swatch(rgb: Sequence[int]) -> QColor:
+    return QColor(*(int(v) for v in rgb[:3]))
