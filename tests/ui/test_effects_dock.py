@@ -22,12 +22,20 @@ def _input():
     return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
 
 
+def _estimated(win, feature):
+    """Wait for the estimates of the result shown (made off the GUI thread)."""
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
+    assert feature.effects is not None
+
+
 def _opened(actviz_window):
     model = _tiny()
     win = actviz_window(model, _input(), LAYERS)
     result = win.run_and_wait()
-    win.open_dock("Channels that matter")
     feature = win.feature("effects")
+    assert feature.effects is None  # nothing is estimated while the dock is closed
+    win.open_dock("Channels that matter")
+    _estimated(win, feature)
     return win, model, result, feature
 
 
@@ -71,6 +79,7 @@ def test_a_new_result_updates_the_estimates(actviz_window):
     before = feature.effects.estimate("conv2").copy()
     win.set_input(_input() * -2.0)
     result = win.run_and_wait()
+    _estimated(win, feature)
     expected = estimate_from_capture(model, result.capture, LAYERS)
     np.testing.assert_array_equal(feature.effects.estimate("conv2"), expected.estimate("conv2"))
     assert not np.array_equal(before, expected.estimate("conv2"))
@@ -114,6 +123,7 @@ def test_ablate_top_three_changes_the_prediction(actviz_window):
     with win.expect_run():
         assert feature.ablate_top("conv2", 3)
     after = win.window.result
+    _estimated(win, feature)
     entries = win.window.session.edits.entries
     assert [(e.layer, e.edit.kind) for e in entries] == [("conv2", "ablate")]
     assert tuple(after.capture.edits["conv2"][0].channels) == tuple(top)
@@ -133,3 +143,19 @@ def test_keep_only_top_k_and_marking_the_panels(actviz_window):
         assert feature.keep_top("conv1")
     edit = win.window.session.edits.entries[0].edit
     assert edit.kind == "keep" and tuple(edit.channels) == tuple(top)
+
+
+def test_live_frames_update_the_estimates(actviz_window):
+    win, model, result, feature = _opened(actviz_window)
+    clean = feature.effects.estimate("conv1").copy()
+    live = win.feature("live")
+    live.dock.show()
+    with win.expect_run():
+        live.dock.occlusion_check.setChecked(True)  # a live frame: the input occluded
+    win.qtbot.waitUntil(lambda: live.controller.idle, timeout=60_000)
+    shown = win.window.result
+    assert shown is not result and shown.origin is not None
+    _estimated(win, feature)
+    expected = estimate_from_capture(model, shown.capture, LAYERS)
+    np.testing.assert_array_equal(feature.effects.estimate("conv1"), expected.estimate("conv1"))
+    assert not np.array_equal(clean, expected.estimate("conv1"))
