@@ -67,7 +67,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     assert view.stack.currentIndex() == 1 and view.layer_combo.currentText() == LAYER
     expected = project(scan.embeddings(LAYER).vectors, method="pca").coords
     assert np.allclose(view.coords, expected, atol=1e-5)
-    assert len(view.dots.data) == 10
+    assert view.dots.count() == 10
     # Coloured by class: one legend entry per class folder, five images each.
     assert [(name, count) for name, _rgb, count in view_legend(atlas_ui)] == [
         (DEMO_CLASSES[0], 5),

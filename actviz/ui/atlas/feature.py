@@ -84,6 +84,9 @@ class AtlasFeature(FeatureBase, QObject):
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
         self.session.scan_changed.connect(self._on_scan_changed)
         self.session.result_changed.connect(self._on_result)
+        host.tab_changed.connect(self._on_tab_changed)
+        # A result that came while the tab was hidden (placed once the tab shows).
+        self._result_pending = False
         self._on_scan_changed()
 
     # -- building the map ------------------------------------------------------------------
@@ -177,7 +180,17 @@ class AtlasFeature(FeatureBase, QObject):
             self.view.set_colours(self._colouring())
 
     # -- the input on the map --------------------------------------------------------------
+    def _on_tab_changed(self, widget: Any) -> None:
+        if widget is self.view and self._result_pending:
+            self._on_result()
+
     def _on_result(self) -> None:
+        # Live mode sends results many times a second: a hidden map places none of them (the
+        # neighbours are a pass over every image's vector), the last one once it shows.
+        if self.host.current_tab() is not self.view:
+            self._result_pending = True
+            return
+        self._result_pending = False
         atlas = self.atlas
         result = self.session.result
         capture = getattr(result, "capture", None) if result is not None else None
