@@ -159,3 +159,16 @@ def test_live_frames_update_the_estimates(actviz_window):
     expected = estimate_from_capture(model, shown.capture, LAYERS)
     np.testing.assert_array_equal(feature.effects.estimate("conv1"), expected.estimate("conv1"))
     assert not np.array_equal(clean, expected.estimate("conv1"))
+
+
+def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
+    win = actviz_window(_tiny(), _input(), LAYERS)
+    feature = win.feature("effects")
+    feature.view.top_spin.setValue(5)
+    feature.view.mark_check.setChecked(True)
+    parts = win.window.session_parts()
+    assert parts["effects"] == {"top": 5, "mark": True}
+    other = actviz_window(_tiny(), _input(), LAYERS)
+    other.window.restore_session_parts(parts)
+    assert other.feature("effects").view.top == 5
+    assert other.feature("effects").view.mark_check.isChecked()

@@ -133,6 +133,20 @@ class EffectsFeature(FeatureBase, QObject):
         self.window.resize_dock(self.dock, PREFERRED_WIDTH)
         self.dock.setVisible(False)
 
+    def session_part(self) -> dict[str, Any]:
+        """What a session file keeps: the channels shown per layer and the panels' marking
+        (the dock's place and visibility are in the window layout)."""
+        return {"effects": {"top": self.view.top, "mark": self.view.mark_check.isChecked()}}
+
+    def restore_session_part(self, parts: Any) -> None:
+        """Put back :meth:`session_part`'s settings (nothing runs)."""
+        setup = parts.get("effects") or {}
+        top = setup.get("top")
+        if isinstance(top, int) and not isinstance(top, bool):
+            self.view.top_spin.setValue(top)
+        if isinstance(setup.get("mark"), bool):
+            self.view.mark_check.setChecked(setup["mark"])
+
     def shutdown(self) -> None:
         """The window closes: let go of the session's events."""
         if self._closed:
