@@ -212,7 +212,8 @@ class Recorder:
                 self.grad_requests.append((tap, tap._version, holder, None if hooked else module))
             out_slots: list = []
             hook = self.copy_all or id(module) in self._hook_ids
-            for t in iter_tensors(replaced):
+            outs = (replaced,) if isinstance(replaced, torch.Tensor) else iter_tensors(replaced)
+            for t in outs:
                 holder = [None]
                 if t.requires_grad:
                     if hook:
@@ -232,32 +233,32 @@ class Recorder:
 
     def _track_output(self, output: Any) -> Any:
         """Make every float output differentiable and safe from in-place ops downstream."""
-
-        def fix(t: torch.Tensor) -> torch.Tensor:
-            if not t.is_floating_point():
-                return t
-            if not t.requires_grad:
-                # Nothing upstream requires grad (integer inputs, frozen weights): start the
-                # graph here so gradients still reach this and every later layer.
-                return clone_keep_layout(t.detach().requires_grad_(True))
-            if t._is_view():
-                # A hook on a view that is later modified in place never fires: hand the
-                # rest of the model a copy (same strides) and keep the view for ourselves.
-                return clone_keep_layout(t)
-            return t
-
         if isinstance(output, torch.Tensor):
-            return fix(output)
+            return _fix_output(output)
         changed = False
 
         def fix_tracked(t: torch.Tensor) -> torch.Tensor:
             nonlocal changed
-            new = fix(t)
+            new = _fix_output(t)
             changed |= new is not t
             return new
 
         rebuilt = map_tensors(output, fix_tracked)
         return rebuilt if changed else output
+
+
+def _fix_output(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_floating_point():
+        return t
+    if not t.requires_grad:
+        # Nothing upstream requires grad (integer inputs, frozen weights): start the graph
+        # here so gradients still reach this and every later layer.
+        return clone_keep_layout(t.detach().requires_grad_(True))
+    if t._is_view():
+        # A hook on a view that is later modified in place never fires: hand the rest of the
+        # model a copy (same strides) and keep the view for ourselves.
+        return clone_keep_layout(t)
+    return t
 
 
 def _store_grad(holder: list, grad: torch.Tensor) -> None:
