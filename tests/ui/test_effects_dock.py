@@ -4,6 +4,7 @@ Verify adds the exact values the engine computes, Ablate top k edits and re-runs
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from actviz.analysis.effects import estimate_from_capture, verify
@@ -172,3 +173,37 @@ def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
     other.window.restore_session_parts(parts)
     assert other.feature("effects").view.top == 5
     assert other.feature("effects").view.mark_check.isChecked()
+
+
+def test_logits_layer_and_verifying_an_edited_run(actviz_window):
+    model = _tiny()
+    win = actviz_window(model, _input(), ["conv2", "fc"])
+    result = win.run_and_wait()
+    feature = win.feature("effects")
+    win.open_dock("Channels that matter")
+    _estimated(win, feature)
+    # fc's channels are the logits: zeroing the target's logit changes the target by -logit,
+    # and no other logit moves it.
+    cap = result.capture
+    est = feature.effects.estimate("fc")
+    target = cap.target_index
+    assert est[target] == pytest.approx(-cap.target_value, abs=1e-6)
+    assert np.all(np.delete(est, target) == 0)
+    assert feature.rows("fc")[0].channel == target
+    # An edited run is verified with its edits applied.
+    with win.expect_run():
+        feature.ablate_top("conv2", 1)
+    _estimated(win, feature)
+    edited = win.window.result.capture
+    assert edited.edits
+    assert feature.verify()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
+    expected = verify(model, estimate_from_capture(model, edited, ["conv2", "fc"]), channels=16)
+    for layer in ("conv2", "fc"):
+        np.testing.assert_allclose(
+            feature.effects.exact(layer), expected.exact(layer), rtol=0, atol=1e-9
+        )
+    # Linear after fc: exact equals estimate, -logit of the edited run's target.
+    fc = feature.effects["fc"]
+    np.testing.assert_allclose(fc.exact[fc.verified], fc.estimate[fc.verified], atol=1e-5)
+    assert fc.exact[edited.target_index] == pytest.approx(-edited.target_value, abs=1e-5)
