@@ -108,10 +108,10 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     cluster = np.flatnonzero(labels == 0)
     xy = atlas.coords[cluster]
     px, py = view.box.viewPixelSize()
-    pad = 4 * max(px, py)  # a few pixels around the cluster: the drag lands on whole pixels
+    # A few pixels around the cluster: the drag lands on whole pixels.
     rect = QRectF(
-        QPointF(xy[:, 0].min() - pad, xy[:, 1].min() - pad),
-        QPointF(xy[:, 0].max() + pad, xy[:, 1].max() + pad),
+        QPointF(xy[:, 0].min() - 4 * px, xy[:, 1].min() - 4 * py),
+        QPointF(xy[:, 0].max() + 4 * px, xy[:, 1].max() + 4 * py),
     )
     inside = view.rows_in(rect)
     view.select_button.setChecked(True)

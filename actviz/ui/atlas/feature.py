@@ -306,8 +306,13 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.channel_list.clear()
         for split in self.separating:
             item = QListWidgetItem(
-                f"ch {split.channel}: {split.mean_in:.3g} inside vs {split.mean_out:.3g} "
-                f"outside (d = {split.score:+.2f})"
+                f"ch {split.channel}: d {split.score:+.2f} ({split.mean_in:.3g} vs "
+                f"{split.mean_out:.3g})"
+            )
+            item.setToolTip(
+                f"Channel {split.channel} of {atlas.layer}: mean {split.mean_in:.4g} in the "
+                f"selection, {split.mean_out:.4g} outside; d = the difference over the pooled "
+                "standard deviation. Click: its channel view"
             )
             item.setData(0x0100, int(split.channel))
             self.view.channel_list.addItem(item)

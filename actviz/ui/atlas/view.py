@@ -187,6 +187,7 @@ class AtlasView(QWidget):
         outer = QVBoxLayout(self)
         bar = QHBoxLayout()
         self.layer_combo = QComboBox()
+        self.layer_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
         self.method_combo = QComboBox()
         self.method_combo.setToolTip(
@@ -213,9 +214,9 @@ class AtlasView(QWidget):
             bar.addWidget(w)
         bar.addWidget(self.channel_spin)
         bar.addWidget(self.select_button)
-        bar.addStretch(1)
-        self.status_label = QLabel("")
-        bar.addWidget(self.status_label)
+        # Elided: a long status never widens the window.
+        self.status_label = style.ElidedLabel("")
+        bar.addWidget(self.status_label, 1)
         outer.addLayout(bar)
 
         self.stack = QStackedWidget()
@@ -281,12 +282,15 @@ class AtlasView(QWidget):
         rv.addWidget(self.selection_title)
         self.selection_strip = ThumbStrip()
         rv.addWidget(self.selection_strip, 1)
-        rv.addWidget(QLabel("Channels that set the selection apart (click: its channel view)"))
+        channels_title = QLabel("Channels that set the selection apart (click: its channel view)")
+        channels_title.setWordWrap(True)
+        rv.addWidget(channels_title)
         self.channel_list = QListWidget()
         rv.addWidget(self.channel_list, 1)
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
+        split.setSizes([3000, 1000])  # the map gets most of the width from the start
         self.stack.addWidget(split)
         outer.addWidget(self.stack, 1)
 
