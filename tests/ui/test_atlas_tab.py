@@ -18,6 +18,7 @@ from actviz.ui.atlas.colours import colouring, model_labels
 from actviz.ui.atlas.feature import classifier_layer
 from actviz.ui.atlas.view import EMPTY_TEXT
 from actviz.ui.dataset.dialog import ScanSpec
+from tests.ui.tiny_models import TinyCNN
 
 LEFT = Qt.MouseButton.LeftButton
 TIMEOUT_MS = 30_000
@@ -132,6 +133,34 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     )
     cv = window.channel_view
     assert (cv.name, cv.channel) == (LAYER, want[0].channel)
+
+    # Coloured by one channel's mean: a colour bar from its lowest to its highest image.
+    view.colour_combo.setCurrentText("Channel")
+    view.channel_spin.setValue(want[0].channel)
+    values = atlas.channel(want[0].channel)
+    assert not view.colour_bar.isHidden()
+    assert (view.bar_low.text(), view.bar_high.text()) == (
+        f"{values.min():.3g}",
+        f"{values.max():.3g}",
+    )
+
+    # A hidden tab places no result; it catches up on the last one when shown.
+    other = next(r for r in range(10) if r != row and atlas.labels[r] != atlas.labels[row])
+    window.show_tab(window.centre.tabs.widget(0))
+    assert window.current_tab() is not view
+    with qtbot.waitSignal(window.input_loaded, timeout=TIMEOUT_MS):
+        window.open_input_source(atlas_ui.source(other), remember=False)
+    with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
+        window.run()
+    assert np.allclose(view.marker_position(), atlas.coords[row], atol=2e-2)
+    window.show_tab(view)
+    assert np.allclose(view.marker_position(), atlas.coords[other], atol=2e-2)
+    assert atlas_ui.nearest[0].source == atlas_ui.source(other)
+
+    # Another model: the scan goes, and the tab says to scan again.
+    win.set_model(TinyCNN().eval(), layers=["conv1"])
+    assert window.session.scan is None and atlas_ui.atlas is None
+    assert view.stack.currentIndex() == 0 and view.empty_label.text() == EMPTY_TEXT
 
 
 def view_legend(feature):
