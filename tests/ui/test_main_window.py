@@ -709,7 +709,8 @@ def test_banner_dismiss_button_clears_it(qtbot, actviz_window):
     window.show_error("first")
     window.show_warning("second", source="model")
     assert window.centre.banner.texts() == ["first", "second"] and window.centre.banner.isVisible()
-    window.centre.banner.findChild(QToolButton).click()
+    assert isinstance(window.centre.banner.close_button, QToolButton)
+    window.centre.banner.close_button.click()
     assert window.centre.banner.texts() == [] and not window.centre.banner.isVisible()
 
 

@@ -357,4 +357,4 @@ class WindowAPI:
             self.runs.last_request = request
         self.display.apply_result(result)
         self.refresh_busy()
-        self.defer_display(self.run_finished.emit)  # type: ignore[attr-defined]
+        self.display.after_panels(self.run_finished.emit)  # type: ignore[attr-defined]

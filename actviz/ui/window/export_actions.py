@@ -197,7 +197,13 @@ class ExportActions:
         window: Any = self.window
         runs = getattr(window, "runs", None)
         result = self.session.result
-        if runs is None or runs.last_request is None or result is not self._latest_result():
+        if (
+            runs is None
+            or runs.last_request is None
+            or getattr(result, "origin", None) is not None  # a live frame: exported as shown
+            or self.session.pins.find(result) is not None  # a pinned result: the same
+            or self._live_engaged()  # live frames replace the window's runs
+        ):
             return False
         request = ExportRequest(Path(out_dir))
         if self._export_request is not None:
@@ -220,8 +226,16 @@ class ExportActions:
                 request.succeeded = False
                 self.window.export_failed.emit(f"Export failed: {text}")
 
+        def cancelled() -> None:
+            failed("the run for the saliency was cancelled")
+
         def disconnect() -> None:
-            for signal, slot in ((window.run_finished, finished), (window.run_failed, failed)):
+            pairs = (
+                (window.run_finished, finished),
+                (window.run_failed, failed),
+                (window.run_cancelled, cancelled),
+            )
+            for signal, slot in pairs:
                 try:
                     signal.disconnect(slot)
                 except (RuntimeError, TypeError):
@@ -229,6 +243,7 @@ class ExportActions:
 
         window.run_finished.connect(finished)
         window.run_failed.connect(failed)
+        window.run_cancelled.connect(cancelled)
         if runs.run(input_grads=True) is None:
             disconnect()
             self._export_request = None
@@ -236,8 +251,9 @@ class ExportActions:
         self._refresh_busy(f"Exporting to {request.out}: running once more for the saliency…")
         return True
 
-    def _latest_result(self) -> Any:
-        return getattr(self.window, "result", None)
+    def _live_engaged(self) -> bool:
+        live = getattr(self.window, "features", {}).get("live")
+        return live is not None and bool(live.controller.engaged)
 
     def _run_source(self, result: Any) -> Any:
         """How the model and input were opened, for ``reproduce.py`` (its edits are the

@@ -131,6 +131,8 @@ class ResultDisplay:
         self._to_create: list[str] = []
         self._create_generation = 0
         self._just_made: set[str] = set()
+        #: Steps waiting for every panel to exist: ``(display generation, step)``.
+        self._after_panels: list[tuple[int, Callable[[], None]]] = []
         self._pending_generation = 0
         self._pending_scheduled = False
         # Panels' new mosaic widths, applied together on the next pass.
@@ -313,10 +315,11 @@ class ResultDisplay:
             return
         # The page shown is still the one holding session.channel_pages[name] (page_first).
         self.session.set_page_channels(name, size)
-        panel = self.layer_panels.get(name)
-        if panel is not None:
-            layer = self._pending_panels.pop(name, layer)
-            self._update_panel(panel, layer)
+        if name in self.layer_panels:
+            # Re-paged with the other waiting updates, on-screen panels first: a resize that
+            # changes every panel's width must not repaint them all in one event.
+            self._pending_panels.setdefault(name, layer)
+            self._schedule_panel_updates()
 
     # ========================================================================== results
     def apply_result(self, result: RunResult) -> None:
@@ -337,6 +340,7 @@ class ResultDisplay:
         # Panels that exist are kept; missing ones are made a few at a time (each a handful
         # of plots: 50 at once blocked the GUI thread for a second or more).
         self._to_create = [name for name in result.shown if name not in self.layer_panels]
+        self._after_panels = []  # an older result's: it was replaced before it was shown
         self._create_generation += 1
         for name in result.shown:
             if name in self.layer_panels:
@@ -345,7 +349,9 @@ class ResultDisplay:
         # Existing panels are filled a few per event-loop pass, on-screen first, so one result
         # does not paint every canvas in a single event (new ones were filled when made).
         pending = {
-            name: result.layers[name] for name in result.shown if name not in self._just_made
+            name: result.layers[name]
+            for name in result.shown
+            if name in self.layer_panels and name not in self._just_made
         }
         self._queue_panel_updates(pending)
 
@@ -386,7 +392,12 @@ class ResultDisplay:
             self._to_create = []
             return
         start = time.perf_counter()
-        while self._to_create:
+
+        def in_budget() -> bool:
+            return budget_s is None or time.perf_counter() - start < budget_s
+
+        made: list[str] = []
+        while self._to_create and (in_budget() or not made):
             name = self._to_create.pop(0)
             layer = result.layers.get(name)
             if layer is None or name in self.layer_panels:
@@ -399,19 +410,24 @@ class ResultDisplay:
             for hook in self.panel_created:
                 hook(panel)
             self._configure_panel(panel, layer)
-            self._just_made.add(name)
-            if budget_s is not None and time.perf_counter() - start > budget_s:
-                break
+            made.append(name)
         # Execution order, whatever order the panels were made in.
         self.layer_panels = {
             n: self.layer_panels[n] for n in result.shown if n in self.layer_panels
         }
         self._layout_panels(list(self.layer_panels))
-        # New panels are filled now (they have no geometry yet to tell whether they are on
-        # screen).
-        for name in self._just_made:
-            self._update_panel(self.layer_panels[name], result.layers[name])
-        if self._to_create:
+        # New panels are filled now while time is left (they have no geometry yet to tell
+        # whether they are on screen); the others wait with the pending updates.
+        for name in made:
+            if in_budget() or not self._just_made:
+                self._update_panel(self.layer_panels[name], result.layers[name])
+                self._just_made.add(name)
+            else:
+                self._pending_panels[name] = result.layers[name]
+        self._schedule_panel_updates()
+        if not self._to_create:
+            self._release_after_panels()
+        else:
             # Its own generation says when it is stale (a newer result's panels differ).
             step = lambda: self._create_panels(generation, CREATE_BUDGET_S)  # noqa: E731
             self.defer_display(step, stale_ok=True)
@@ -484,6 +500,22 @@ class ResultDisplay:
         gen = None if stale_ok else self._display_generation
         self._display_steps.append((gen, step))
         if not self._display_timer.isActive():
+            self._display_timer.start()
+
+    def after_panels(self, step: Callable[[], None]) -> None:
+        """Run ``step`` (like :meth:`defer_display`) once every layer panel of the result
+        shown exists: ``run_finished`` promises the panels are there."""
+        if not self._to_create:
+            self.defer_display(step)
+        else:
+            self._after_panels.append((self._display_generation, step))
+
+    def _release_after_panels(self) -> None:
+        waiting, self._after_panels = self._after_panels, []
+        for gen, step in waiting:
+            if gen == self._display_generation:  # else a newer result replaced it
+                self._display_steps.append((gen, step))
+        if self._display_steps and not self._display_timer.isActive():
             self._display_timer.start()
 
     def display_pending(self) -> bool:

@@ -170,7 +170,7 @@ class RunControl:
             self._detection_targets = found
             self.sync_target_combo(rebuild=True, output=output)
         # After the overview's display steps (skipped if a newer result replaces this one).
-        w.defer_display(w.run_finished.emit)
+        w.display.after_panels(w.run_finished.emit)
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
         if self._owned_by_feature(gen):
