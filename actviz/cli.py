@@ -346,6 +346,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(insert_at, "gui")
     elif not argv:
         argv = ["gui"]
+    if first_cmd == "bench" and not {"-h", "--help"} & set(argv[: argv.index("bench")]):
+        # Everything after "bench" is the benchmark suite's own (argparse's REMAINDER would
+        # not take a leading option such as --quick).
+        from actviz.bench.cli import main as bench_main
+
+        return bench_main(argv[argv.index("bench") + 1 :])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -181,3 +181,14 @@ def test_export_detector_takes_the_image_as_a_list_and_a_detection_target(tmp_pa
     proc = run("export", *common, "--out", "o2", "--target", "cat", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--target: 'cat' is not a class index, and this model has no class names" in proc.stderr
+
+
+def test_bench_takes_its_own_options_first(monkeypatch):
+    import actviz.bench.cli as bench_cli
+    from actviz.cli import main
+
+    seen = []
+    monkeypatch.setattr(bench_cli, "main", lambda argv: seen.append(list(argv)) or 0)
+    assert main(["bench", "--quick"]) == 0
+    assert main(["bench", "ui", "--quick"]) == 0
+    assert seen == [["--quick"], ["ui", "--quick"]]
