@@ -32,7 +32,12 @@ _QT_USER_CONFIG = QStandardPaths.writableLocation(
     QStandardPaths.StandardLocation.GenericConfigLocation
 )
 #: Variables that change what the app does; a test sets them itself when it wants them.
-ACTVIZ_BEHAVIOUR_VARS = ("ACTVIZ_MEMORY_BUDGET", "ACTVIZ_EXIT_AFTER_SHOW", "ACTVIZ_MALLOC_TUNING")
+ACTVIZ_BEHAVIOUR_VARS = (
+    "ACTVIZ_MEMORY_BUDGET",
+    "ACTVIZ_EXIT_AFTER_SHOW",
+    "ACTVIZ_MALLOC_TUNING",
+    "ACTVIZ_TUNE_ALLOCATOR",
+)
 
 
 #: Fixtures of the tests that build Qt objects (pytest-qt's).
