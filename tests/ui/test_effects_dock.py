@@ -207,3 +207,15 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
     fc = feature.effects["fc"]
     np.testing.assert_allclose(fc.exact[fc.verified], fc.estimate[fc.verified], atol=1e-5)
     assert fc.exact[edited.target_index] == pytest.approx(-edited.target_value, abs=1e-5)
+
+
+def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
+    win, _model, _result, feature = _opened(actviz_window)
+    parts = win.window.report_parts()
+    figures = parts["figures"]()
+    captions = [caption for caption, _ in figures]
+    assert captions == [f"Channels that matter: {layer}" for layer in feature.effects.results]
+    sessions = win.feature("sessions")
+    out = tmp_path / "report.html"
+    assert sessions.export_report(out, wait=True)
+    assert "Channels that matter: conv1" in out.read_text()

@@ -138,6 +138,23 @@ class EffectsFeature(FeatureBase, QObject):
         (the dock's place and visibility are in the window layout)."""
         return {"effects": {"top": self.view.top, "mark": self.view.mark_check.isChecked()}}
 
+    def report_part(self) -> dict[str, Any]:
+        """File > Export report: the bar chart of each layer's channels that matter (estimate
+        and, where verified, exact), as the dock shows them."""
+        eff, k = self.effects, self.view.top
+        if eff is None:
+            return {}
+
+        def charts() -> list[tuple[str, Any]]:
+            from actviz.analysis.effects_chart import effects_chart
+
+            return [
+                (f"Channels that matter: {layer}", effects_chart(eff, layer, k))
+                for layer in eff.results
+            ]
+
+        return {"figures": charts}
+
     def restore_session_part(self, parts: Any) -> None:
         """Put back :meth:`session_part`'s settings (nothing runs)."""
         setup = parts.get("effects") or {}

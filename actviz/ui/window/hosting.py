@@ -214,10 +214,20 @@ class HostSlots:
         ``report_part()`` gives ``write_report`` arguments (a comparison, scan sheets); a
         value may be a function, called on the capture worker when the report is written."""
         parts: dict[str, object] = {}
+        figures: list[object] = []  # several features add figures: all of them go in
         for feature in getattr(self, "features", {}).values():
             part = getattr(feature, "report_part", None)
             if callable(part):
-                parts.update(part() or {})
+                given = dict(part() or {})
+                if "figures" in given:
+                    figures.append(given.pop("figures"))
+                parts.update(given)
+        if figures:
+
+            def all_figures() -> list[object]:
+                return [f for given in figures for f in (given() if callable(given) else given)]
+
+            parts["figures"] = all_figures
         return parts
 
     def restore_session_parts(self, parts: Mapping[str, object]) -> None:
