@@ -140,7 +140,7 @@ class ThumbStrip(QListWidget):
         self.setWrapping(True)
         self.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.setMovement(QListWidget.Movement.Static)
-        self.setMinimumHeight(THUMB + 40)
+        self.setMinimumHeight(THUMB // 2)
         self.itemClicked.connect(lambda item: self.activated_row.emit(int(item.data(_ROW))))
 
     def set_items(self, items: Sequence[tuple[int, QPixmap | None, str, str]]) -> None:
@@ -187,7 +187,6 @@ class AtlasView(QWidget):
         outer = QVBoxLayout(self)
         bar = QHBoxLayout()
         self.layer_combo = QComboBox()
-        self.layer_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
         self.method_combo = QComboBox()
         self.method_combo.setToolTip(
@@ -205,19 +204,25 @@ class AtlasView(QWidget):
         self.select_button.setToolTip(
             "Drag a rectangle on the map to select images (off: drag pans)"
         )
-        for label, w in (
-            ("Layer", self.layer_combo),
-            ("Map", self.method_combo),
-            ("Colour by", self.colour_combo),
-        ):
-            bar.addWidget(QLabel(label))
-            bar.addWidget(w)
-        bar.addWidget(self.channel_spin)
-        bar.addWidget(self.select_button)
+        # No captions beside the controls (their tooltips say what they are) and the status
+        # on a line of its own: the tab must fit a 1024 px wide window with its docks.
+        self.layer_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.layer_combo.setMinimumContentsLength(12)
+        # Two short rows rather than one long one: the tab's minimum width stays small.
+        bar.addWidget(self.layer_combo)
+        bar.addWidget(self.method_combo)
+        bar.addStretch(1)
+        bar2 = QHBoxLayout()
+        for w in (self.colour_combo, self.channel_spin, self.select_button):
+            bar2.addWidget(w)
+        bar2.addStretch(1)
+        outer.addLayout(bar)
+        outer.addLayout(bar2)
         # Elided: a long status never widens the window.
         self.status_label = style.ElidedLabel("")
-        bar.addWidget(self.status_label, 1)
-        outer.addLayout(bar)
+        outer.addWidget(self.status_label)
 
         self.stack = QStackedWidget()
         self.empty_label = QLabel(EMPTY_TEXT)
