@@ -1,0 +1,364 @@
+"""A layout check of a shown actviz window: is everything on screen readable and whole?
+
+:func:`layout_problems` looks at every visible widget of a window and returns what a user
+would see cut:
+
+* an image (a mosaic, a saliency map, the channel view) or its colour bar that does not lie
+  inside its canvas, a canvas whose scene is not the canvas's size, or a canvas clipped by the
+  widgets around it (sideways out of its scroll area's viewport);
+* a label whose text is wider than the label (a plain ``QLabel``, or an
+  :class:`~actviz.ui.panels.style.ElidedLabel` shortened without "…" or a tooltip), a
+  word-wrapped label whose lines do not fit its height, a button whose text does not fit;
+* a dock with a horizontal scroll bar;
+* a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen without a page control.
+
+Tests call it after putting the window in a state (a size, docks, a tab)::
+
+    problems = layout_problems(window)
+    assert not problems, "\\n".join(map(str, problems))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from PySide6.QtCore import QRect, QRectF, Qt
+from PySide6.QtGui import Qt as GuiQt
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractScrollArea,
+    QCheckBox,
+    QDockWidget,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QScrollArea,
+    QToolButton,
+    QWidget,
+)
+
+#: Tiles of a layer's mosaic must be at least this wide on screen, or pages must be offered.
+MIN_TILE_PX = 32
+#: Pixels of slack for rounding between scene and widget coordinates.
+SLACK = 1.5
+
+__all__ = ["MIN_TILE_PX", "LayoutProblem", "layout_problems", "widget_path"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutProblem:
+    """One thing cut off or squeezed.
+
+    Attributes
+    ----------
+    kind
+        "image", "colour bar", "scene", "clipped", "label", "button", "dock scroll bar" (a
+        dock's content scrolls sideways), "view scroll bar" (a list, table or tree in a dock
+        does) or "tiles".
+    widget
+        Where: the widget's path from its dock, panel or tab (see :func:`widget_path`).
+    detail
+        What is cut, with the sizes measured.
+    """
+
+    kind: str
+    widget: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.widget}: {self.detail}"
+
+
+def widget_path(widget: QWidget, depth: int = 4) -> str:
+    """``widget`` and a few named ancestors, e.g. ``editsDock > QLabel 'features.block1…'``."""
+    parts = [_name(widget)]
+    parent = widget.parentWidget()
+    while parent is not None and len(parts) < depth:
+        name = parent.objectName()
+        layer = getattr(parent, "name", None)
+        if isinstance(parent, QDockWidget):
+            parts.append(name or parent.windowTitle() or "dock")
+            break
+        kind = type(parent).__name__
+        if isinstance(layer, str) and kind.endswith("Panel"):
+            parts.append(f"{kind} {layer!r}")
+        elif name and not name.startswith("qt_"):
+            parts.append(name)
+        elif kind.endswith(("Panel", "View")) and not kind.startswith("Q"):
+            parts.append(kind)
+        parent = parent.parentWidget()
+    return " < ".join(parts)
+
+
+def _name(widget: QWidget) -> str:
+    text = widget.text() if isinstance(widget, (QLabel, QAbstractButton)) else ""
+    name = widget.objectName()
+    out = type(widget).__name__
+    if name and not name.startswith("qt_"):
+        out += f" #{name}"
+    if text:
+        out += f" {text[:60]!r}"
+    return out
+
+
+def _showing(widget: QWidget) -> bool:
+    return widget.isVisible() and widget.width() > 0 and widget.height() > 0
+
+
+def layout_problems(window: QWidget) -> list[LayoutProblem]:
+    """Everything cut off, clipped or squeezed among ``window``'s visible widgets.
+
+    Parameters
+    ----------
+    window
+        A shown window (its layouts settled: process the events after a resize first).
+
+    Returns
+    -------
+    list of LayoutProblem
+        Empty when every visible image, colour bar, label, button, dock and mosaic is whole.
+    """
+    problems: list[LayoutProblem] = []
+    problems += _canvas_problems(window)
+    problems += _label_problems(window)
+    problems += _button_problems(window)
+    problems += _dock_problems(window)
+    problems += _tile_problems(window)
+    return problems
+
+
+# ---------------------------------------------------------------------- images, colour bars
+def _inside(inner: QRectF, outer: QRectF) -> bool:
+    return (
+        inner.left() >= outer.left() - SLACK
+        and inner.top() >= outer.top() - SLACK
+        and inner.right() <= outer.right() + SLACK
+        and inner.bottom() <= outer.bottom() + SLACK
+    )
+
+
+def _rect_text(r: QRectF | QRect) -> str:
+    r = QRectF(r)
+    return f"({r.left():.0f},{r.top():.0f})-({r.right():.0f},{r.bottom():.0f})"
+
+
+def _canvas_problems(window: QWidget) -> list[LayoutProblem]:
+    from actviz.ui.panels.canvas import ImageCanvas
+
+    out = []
+    for canvas in window.findChildren(ImageCanvas):
+        if not _showing(canvas) or canvas._shape is None:
+            continue
+        where = widget_path(canvas)
+        box = QRectF(canvas.rect())
+        scene = canvas.ci.geometry().size().toSize()
+        if abs(scene.width() - canvas.width()) > 1 or abs(scene.height() - canvas.height()) > 1:
+            out.append(
+                LayoutProblem(
+                    "scene",
+                    where,
+                    f"scene {scene.width()}x{scene.height()} in a "
+                    f"{canvas.width()}x{canvas.height()} canvas",
+                )
+            )
+        height, width = canvas._shape[:2]
+        image = canvas.view.mapViewToScene(QRectF(0, 0, width, height)).boundingRect()
+        image = QRectF(canvas.mapFromScene(image).boundingRect())
+        if not _inside(image, box):
+            out.append(
+                LayoutProblem(
+                    "image",
+                    where,
+                    f"image at {_rect_text(image)} outside the canvas {_rect_text(box)}",
+                )
+            )
+        bar = canvas.colorbar
+        if bar is not None and bar.isVisible():
+            rect = QRectF(canvas.mapFromScene(bar.sceneBoundingRect()).boundingRect())
+            if not _inside(rect, box):
+                out.append(
+                    LayoutProblem(
+                        "colour bar",
+                        where,
+                        f"colour bar at {_rect_text(rect)} outside the canvas {_rect_text(box)}",
+                    )
+                )
+        clipped = _clipped_by(canvas)
+        if clipped:
+            out.append(LayoutProblem("clipped", where, clipped))
+    return out
+
+
+def _clipped_by(widget: QWidget) -> str:
+    """How ``widget`` is cut by an ancestor ("" when it is not): wholly inside each parent,
+    and sideways inside the viewport of the scroll area it scrolls in (up and down it may
+    scroll out of view)."""
+    child: QWidget = widget
+    parent = widget.parentWidget()
+    while parent is not None and not parent.isWindow():
+        rect = QRectF(QRect(widget.mapTo(parent, widget.rect().topLeft()), widget.size()))
+        area = parent.parentWidget()
+        if isinstance(area, QAbstractScrollArea) and area.viewport() is parent:
+            box = QRectF(parent.rect())
+            if rect.left() < box.left() - SLACK or rect.right() > box.right() + SLACK:
+                return (
+                    f"{_rect_text(rect)} sideways outside the viewport {_rect_text(box)} of "
+                    f"{_name(area)}"
+                )
+            return ""
+        if not isinstance(child, QWidget) or child.isWindow():
+            return ""
+        if not _inside(rect, QRectF(parent.rect())):
+            return (
+                f"{_rect_text(rect)} outside its parent {_name(parent)} {_rect_text(parent.rect())}"
+            )
+        child, parent = parent, parent.parentWidget()
+    return ""
+
+
+# ---------------------------------------------------------------------- labels, buttons
+def _is_rich(label: QLabel) -> bool:
+    fmt = label.textFormat()
+    if fmt == Qt.TextFormat.RichText:
+        return True
+    return fmt == Qt.TextFormat.AutoText and GuiQt.mightBeRichText(label.text())
+
+
+def _label_problems(window: QWidget) -> list[LayoutProblem]:
+    from actviz.ui.panels.style import ElidedLabel
+
+    out = []
+    for label in window.findChildren(QLabel):
+        text = label.text()
+        if not text or not _showing(label) or label.pixmap() is not None and not text:
+            continue
+        where = widget_path(label)
+        room = label.contentsRect().width() - 2 * label.margin()
+        if isinstance(label, ElidedLabel):
+            shown = label.shown_text()
+            if shown == text:
+                continue
+            # The tooltip is set as the shortened text is painted: one scrolled out of view
+            # is not painted yet, and gets it when it is.
+            painted = not label.visibleRegion().isEmpty()
+            if painted and not label.toolTip():
+                label.repaint()
+            # A tooltip of the owner's own (a layer panel's title shows the layer's name) counts.
+            if "…" not in shown or (painted and not label.toolTip()):
+                out.append(
+                    LayoutProblem(
+                        "label",
+                        where,
+                        f"shortened to {shown!r} without "
+                        + ("an ellipsis" if "…" not in shown else "a tooltip"),
+                    )
+                )
+            continue
+        if _is_rich(label):
+            doc = QTextDocument()
+            doc.setDocumentMargin(0)  # as QLabel lays rich text out
+            doc.setDefaultFont(label.font())
+            doc.setHtml(text)
+            if label.wordWrap():
+                doc.setTextWidth(room)
+            needed_w, needed_h = doc.idealWidth(), doc.size().height()
+            fits_w = label.wordWrap() or needed_w <= room + SLACK
+            if not fits_w:
+                out.append(LayoutProblem("label", where, f"needs {needed_w:.0f} px, has {room} px"))
+            elif needed_h > label.contentsRect().height() + SLACK + 2:
+                out.append(
+                    LayoutProblem(
+                        "label",
+                        where,
+                        f"needs {needed_h:.0f} px of height, has {label.contentsRect().height()}",
+                    )
+                )
+            continue
+        metrics = label.fontMetrics()
+        if label.wordWrap():
+            needed = label.heightForWidth(label.width())
+            if needed > label.height() + SLACK:
+                out.append(
+                    LayoutProblem(
+                        "label",
+                        where,
+                        f"wrapped text needs {needed} px of height, has {label.height()}",
+                    )
+                )
+            continue
+        needed = max(metrics.horizontalAdvance(line) for line in text.split("\n"))
+        if needed > room + SLACK:
+            out.append(
+                LayoutProblem(
+                    "label", where, f"text needs {needed} px, has {room} px (cut, no ellipsis)"
+                )
+            )
+    return out
+
+
+def _button_problems(window: QWidget) -> list[LayoutProblem]:
+    out = []
+    for button in window.findChildren(QAbstractButton):
+        if not button.text() or not _showing(button):
+            continue
+        if isinstance(button, QToolButton):
+            if button.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonIconOnly:
+                continue
+        elif not isinstance(button, (QPushButton, QCheckBox, QRadioButton)):
+            continue
+        needed = button.sizeHint().width()
+        if needed > button.width() + SLACK:
+            out.append(
+                LayoutProblem(
+                    "button",
+                    widget_path(button),
+                    f"needs {needed} px, has {button.width()} px",
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------------- docks, mosaics
+def _dock_problems(window: QWidget) -> list[LayoutProblem]:
+    out = []
+    for dock in window.findChildren(QDockWidget):
+        if not _showing(dock):
+            continue
+        for area in dock.findChildren(QAbstractScrollArea):
+            bar = area.horizontalScrollBar()
+            if _showing(area) and bar.isVisible() and bar.maximum() > 0:
+                what = (
+                    f"a horizontal scroll bar ({bar.maximum()} px to scroll) in a "
+                    f"{dock.width()} px wide dock"
+                )
+                # A list or a tree wider than its dock is reported apart from the dock's own
+                # content scrolling sideways: its columns can be resized by the user.
+                kind = "dock scroll bar" if isinstance(area, QScrollArea) else "view scroll bar"
+                out.append(LayoutProblem(kind, widget_path(area), what))
+    return out
+
+
+def _tile_problems(window: QWidget) -> list[LayoutProblem]:
+    from actviz.ui.panels.feature_map import LayerPanel
+
+    out = []
+    panels: dict[str, Any] = getattr(window, "layer_panels", {}) or {}
+    for name, panel in panels.items():
+        if not isinstance(panel, LayerPanel) or not _showing(panel):
+            continue
+        slot = panel.activation_slot
+        canvas = slot.image_canvas
+        if slot.mosaic is None or canvas is None or not _showing(canvas):
+            continue
+        tile = canvas.grid.tile_screen_px()
+        if 0 < tile < MIN_TILE_PX and not panel.page_bar.isVisible():
+            out.append(
+                LayoutProblem(
+                    "tiles",
+                    f"LayerPanel {name!r}",
+                    f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) and no page control",
+                )
+            )
+    return out
