@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer pairs, smaller models")
     parser.add_argument("--pairs", type=int, default=None, help="paired runs per capture figure")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument(
+        "--actions", type=int, default=None, help="stress: random actions (default 10,000)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 print(f"({section}: not in this install)")
                 continue
-            module.run(args.quick, summary)
+            extra = {"actions": args.actions} if section == "stress" and args.actions else {}
+            module.run(args.quick, summary, **extra)
         print(f"({section}: {time.perf_counter() - t0:.0f} s{_steal_text(steal)})")
         print()
     summary["steal_frac"] = run_steal.fraction()

@@ -1,10 +1,10 @@
 """Stress: seeded random user actions on the window, with the demo and a random-init ResNet-18.
 
 ``python -m actviz.bench stress`` performs 10,000 actions (half on each model; ``--quick``:
-300) with :class:`actviz.testing.stress.StressDriver` and reports what it found: unhandled
-exceptions, hooks left on the model, the longest GUI-thread block, and how live objects
-(background job runners, thread pools, windows, layer panels) and resident memory moved over
-the run. ``python -m actviz.bench.stress_bench --actions N --seed S`` runs another length.
+300; ``--actions N``: N) with :class:`actviz.testing.stress.StressDriver` and reports what it
+found: unhandled exceptions, hooks left on the model, the longest GUI-thread block, and how
+live objects (background job runners, thread pools, windows, layer panels) and resident memory
+moved over the run. ``python -m actviz.bench.stress_bench --actions N --seed S`` runs another length.
 
 Figures: ``stress_actions``, ``stress_exceptions``, ``stress_leaked_hooks``,
 ``stress_max_block_ms``, ``stress_objects_growth`` (the largest growth of a kind that must stay
@@ -96,9 +96,12 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
     summary["stress_errors_shown"] = sum(len(r.errors_shown) for r in reports)
 
 
-def run(quick: bool, summary: dict) -> None:
-    """The bench section: 300 actions (``quick``) or 10,000, over the demo and ResNet-18."""
-    reports = run_stress(QUICK_ACTIONS if quick else FULL_ACTIONS)
+def run(quick: bool, summary: dict, actions: int | None = None) -> None:
+    """The bench section: ``actions`` (default 300 with ``quick``, else 10,000) over the demo
+    and ResNet-18 (``python -m actviz.bench stress --actions N``)."""
+    if actions is None:
+        actions = QUICK_ACTIONS if quick else FULL_ACTIONS
+    reports = run_stress(actions)
     print_table(reports)
     summarise(reports, summary)
 

@@ -90,3 +90,15 @@ def test_stress_bench_reports_every_figure(demo_resources, qapp, capsys):
     assert summary["stress_exceptions"] == 0 and summary["stress_leaked_hooks"] == 0
     assert summary["stress_max_block_ms"] > 0 and summary["stress_objects_growth"] == 0
     assert "resnet18" in capsys.readouterr().out
+
+
+def test_bench_cli_takes_the_number_of_stress_actions(monkeypatch, capsys):
+    from actviz.bench import cli, stress_bench
+
+    seen = []
+    monkeypatch.setattr(stress_bench, "run_stress", lambda actions: seen.append(actions) or [])
+    threads = ["--threads", str(torch.get_num_threads())]  # the process's setting unchanged
+    assert cli.main(["stress", "--actions", "42", *threads]) == 0
+    assert cli.main(["stress", "--quick", *threads]) == 0
+    assert seen == [42, stress_bench.QUICK_ACTIONS]
+    assert '"stress_actions": 0' in capsys.readouterr().out
