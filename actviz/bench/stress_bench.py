@@ -77,7 +77,8 @@ def print_table(reports: Sequence[Any]) -> None:
             f"{r.peak('LayerPanel'):>10} {r.rss_growth_mib:>14.1f} {r.seconds:>6.0f}"
         )
     for r in reports:
-        if r.exceptions or r.leaked_hooks or r.stuck or r.errors_shown or r.objects_growth:
+        found = r.exceptions or r.leaked_hooks or r.stuck or r.errors_shown or r.windows_kept
+        if found or r.objects_growth or r.widgets_left:
             print(r.describe())
         for s in r.samples:
             counts = ", ".join(f"{k} {v}" for k, v in s.counts.items())
@@ -94,6 +95,7 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
     summary["stress_objects_growth"] = max((r.objects_growth for r in reports), default=0)
     summary["stress_rss_growth_mib"] = max((r.rss_growth_mib for r in reports), default=0.0)
     summary["stress_errors_shown"] = sum(len(r.errors_shown) for r in reports)
+    summary["stress_windows_kept"] = sum(len(r.windows_kept) for r in reports)
 
 
 def run(quick: bool, summary: dict, actions: int | None = None) -> None:

@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -147,6 +148,9 @@ class StressReport:
         Top-level widgets alive after the last window was closed and deleted.
     seconds
         Wall time of the run.
+    windows_kept
+        Closed windows found still alive after ``deleteLater`` and a collection, with what
+        held them.
     """
 
     model: str
@@ -161,6 +165,7 @@ class StressReport:
     samples: tuple[Sample, ...]
     widgets_left: tuple[str, ...]
     seconds: float
+    windows_kept: tuple[str, ...] = ()
 
     def growth(self, type_name: str) -> int:
         """How many more objects of ``type_name`` were alive at the last checkpoint than at
@@ -202,6 +207,7 @@ class StressReport:
                 lines.append("  actions before it: " + " | ".join(f.recent))
         lines.extend(f"error shown: {text}" for text in self.errors_shown)
         lines.extend(f"widget left: {text}" for text in self.widgets_left)
+        lines.extend(f"window kept: {text}" for text in self.windows_kept)
         if self.samples:
             first, last = self.samples[0], self.samples[-1]
             lines.append(f"counts first {first.counts} rss {first.rss_mib:.0f} MiB")
@@ -335,6 +341,8 @@ class StressDriver:
         self._model: torch.nn.Module | None = None
         self._layers: tuple[str, ...] = ()
         self._windows_opened = 0
+        #: Closed windows found still alive, with what held them.
+        self.kept_windows: list[str] = []
         self._images = self._write_images(self.folder / "images")
         self.actions: dict[str, Callable[[], str]] = {
             "tick": self.act_tick,
@@ -431,6 +439,7 @@ class StressDriver:
             samples=tuple(samples),
             widgets_left=widgets,
             seconds=time.perf_counter() - started,
+            windows_kept=tuple(self.kept_windows),
         )
 
     def _failure(self, action: int, kind: str, text: str) -> Failure:
@@ -474,10 +483,21 @@ class StressDriver:
             return
         window.close()
         window.deleteLater()
+        alive = weakref.ref(window)
         del window
         flush_deletes()
         gc.collect()
         flush_deletes()
+        if alive() is not None:
+            # What holds a closed window: the referrers' types, two levels up.
+            holders = []
+            for ref in gc.get_referrers(alive()):
+                if ref is not self.__dict__ and not isinstance(ref, type(sys._getframe())):
+                    up = {type(r).__name__ for r in gc.get_referrers(ref)} - {"list", "frame"}
+                    holders.append(f"{type(ref).__name__} (held by {sorted(up)[:6]})")
+            self.kept_windows.append(
+                f"a closed window is still alive after deleteLater and gc; held by: {holders[:8]}"
+            )
 
     # ------------------------------------------------------------------ waiting and checks
     def _spin(self, seconds: float) -> None:
@@ -489,7 +509,11 @@ class StressDriver:
     def _wait(self, condition: Callable[[], bool], timeout_s: float = IDLE_TIMEOUT_S) -> bool:
         from actviz.bench.ui_bench import wait_until
 
-        return wait_until(condition, timeout_s)
+        # A nested event loop can be ended early (a modal loop quitting): wait again then.
+        deadline = time.perf_counter() + timeout_s
+        while not condition() and time.perf_counter() < deadline:
+            wait_until(condition, max(0.0, deadline - time.perf_counter()))
+        return bool(condition())
 
     def _idle(self) -> bool:
         w = self.window

@@ -52,6 +52,16 @@ KNOWN: tuple[tuple[str, str], ...] = (
     # The channel view's "What it wants" button is 10 px narrower than its text at 1280x720
     # with the Model and Edits docks (ui/visualize/section.py).
     ("button", r"^QPushButton 'What it wants' < ChannelView"),
+    # At 1024x640 with the Model, Dataset and Live docks the channel view is too short: its
+    # canvas's scene is taller than the canvas (the colour bar's foot cut) and its "levels"
+    # label is cut (35 px in 32) (panels/channel_view.py).
+    ("scene", r"^ImageCanvas < ChannelView"),
+    ("colour bar", r"^ImageCanvas < ChannelView"),
+    ("label", r"^QLabel 'levels' < ChannelView"),
+    # Same state, Overview tab: the Grad-CAM panel lies sideways outside the Overview's
+    # viewport (x 327-533 in a 320-394 px viewport): one scrolls sideways to see it (the
+    # Overview's splitters, window/layout.py).
+    ("clipped", r"^ImageCanvas < OverlayPanel < overviewPage"),
 )
 
 

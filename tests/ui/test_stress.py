@@ -32,6 +32,7 @@ def test_random_actions_on_the_demo_leave_nothing_behind(demo_resources, qapp, t
     assert not report.leaked_hooks, report.describe()
     assert not report.stuck, report.describe()
     assert not report.widgets_left, report.describe()
+    assert not report.windows_kept, report.describe()
     # Job runners are freed when their jobs end; windows, pools and workers go with the window.
     assert report.objects_growth == 0, report.describe()
     assert report.samples[-1].counts["_Runner"] == 0, report.describe()
