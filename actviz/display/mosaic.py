@@ -164,8 +164,9 @@ def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> 
 
 
 #: Fewest channels a mosaic page holds in the window, however narrow its panel (the page
-#: control turns through the rest).
-MIN_PAGE_CHANNELS = 16
+#: control turns through the rest). Small, so a narrow panel (beside the channel view) keeps
+#: tiles big enough to read rather than squeezing 16 of them in.
+MIN_PAGE_CHANNELS = 4
 
 
 def page_channels_for(

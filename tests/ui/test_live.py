@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, Qt
 from torch import nn
 
 from actviz.core.capture import capture
-from actviz.display.mosaic import mosaic
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, mosaic
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.controller import LiveStatus
 from actviz.ui.live.frames import (
@@ -341,7 +341,7 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     # The page size follows the panel's width (tiles >= 32 px; the frames ask for it too).
     qtbot.waitUntil(lambda: "0" in window.session.page_channels, timeout=5000)
     size = window.session.page_channels["0"]
-    assert 16 <= size < 150
+    assert MIN_PAGE_CHANNELS <= size < 150
     qtbot.waitUntil(lambda: window.result.layers["0"].mosaic.page_size == size, timeout=5000)
     window.flush_panel_updates()
     assert panel.page_text() == f"ch 0-{size - 1} of 300"

@@ -5,10 +5,10 @@ dock starts closed (or where a saved layout put it) and comes up when live mode 
 source chosen or Play pressed. Playback shortcuts work with the dock closed; the frame rate and
 memory held stay in the status bar.
 
-Closing the dock switches live mode off: playback stops, the sequence and every perturbation
-(noise, brightness, contrast, occlusion patch) are dropped and the window's own runs show the
-opened input again. Opening another model resets the perturbations too: they were set up on
-the old model's input.
+Closing the dock pauses playback and drops every perturbation (noise, brightness, contrast,
+occlusion patch: set in the dock, they must not act unseen), so the window's own runs show the
+opened input again; a sequence stays loaded for the playback shortcuts. Opening another model
+resets the perturbations too: they were set up on the old model's input.
 """
 
 from __future__ import annotations
@@ -86,15 +86,13 @@ class LiveMode(FeatureBase):
         self.status_label.setText(f"live {st.state_text()}" if on else "")
 
     def switch_off(self) -> None:
-        """Live mode off: stop playing, drop the sequence and the perturbations."""
+        """The dock closed: stop playing and drop the perturbations."""
         c = self.controller
         c.pause()
         if not c.perturbation.is_identity():
             self.dock.reset_perturbation()
-        if c.source is not None:
-            self.dock.source_combo.setCurrentIndex(0)  # "Opened input"
-            c.set_source(None)
-        self.status_label.setText("")
+        if not c.engaged:
+            self.status_label.setText("")
 
     def _on_dock_toggled(self, shown: bool) -> None:
         if not shown and not self.host.is_closed():

@@ -654,9 +654,15 @@ class ResultDisplay:
             self.layers_grid.addWidget(self.layers_placeholder, 0, 0)
             return
         columns = 2 if self.layers_scroll.viewport().width() >= 1300 else 1
+        grid = self.layers_grid
+        for row in range(grid.rowCount()):
+            grid.setRowStretch(row, 0)
         for i, name in enumerate(order):
-            self.layers_grid.addWidget(self.layer_panels[name], i // columns, i % columns)
+            grid.addWidget(self.layer_panels[name], i // columns, i % columns)
             self.layer_panels[name].setVisible(True)
+        # Spare height goes below the last row: panels keep the height their mosaics ask
+        # for (stretched rows were mostly blank, and a mosaic in them sat in a white band).
+        grid.setRowStretch((len(order) + columns - 1) // columns, 1)
 
     def clear_panels(self) -> None:
         """Empty every panel (another model was opened)."""
