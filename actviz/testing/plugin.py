@@ -202,3 +202,38 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
             + "\n  ".join(problems),
             pytrace=False,
         )
+
+
+@pytest.fixture
+def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
+    """Fail a test that builds its own widgets if it leaves top-level widgets behind or
+    changes the switch interval or torch's thread count (the checks ``actviz_window`` runs,
+    less the model hooks).
+
+    Use it for panels and dialogs built directly, e.g. for a whole folder from its conftest::
+
+        @pytest.fixture(autouse=True)
+        def _leaks(actviz_leak_check):
+            yield
+
+    ``@pytest.mark.actviz_allow_leaks`` opts a test out as for ``actviz_window``.
+    """
+    from actviz.testing.checks import ProcessState, describe_widget, leaked_widgets
+    from actviz.testing.checks import top_level_widgets as tops
+
+    state_before, widgets_before = ProcessState.now(), tops()
+    yield
+    allowed = allowed_leaks(request.node)
+    problems = []
+    if "process" not in allowed:
+        problems.extend(ProcessState.now().changes_since(state_before))
+    if "widgets" not in allowed:
+        problems.extend(
+            f"top-level widget left: {describe_widget(w)}" for w in leaked_widgets(widgets_before)
+        )
+    if problems and not request.node.stash.get(_CALL_FAILED, False):
+        pytest.fail(
+            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
+            + "\n  ".join(problems),
+            pytrace=False,
+        )

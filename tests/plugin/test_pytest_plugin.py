@@ -54,6 +54,13 @@ def test_leaves_a_hook(actviz_window):
 def test_changes_the_switch_interval(actviz_window):
     actviz_window()
     sys.setswitchinterval(sys.getswitchinterval() * 3)
+
+
+def test_a_panel_built_by_hand_leaves_its_dialog(actviz_leak_check, qtbot):
+    panel = QDialog()
+    qtbot.addWidget(panel)  # closed and deleted at the end: not a leak
+    test_a_panel_built_by_hand_leaves_its_dialog.dialog = QDialog()
+    test_a_panel_built_by_hand_leaves_its_dialog.dialog.setObjectName("forgotten")
 """
 
 
@@ -64,7 +71,7 @@ def test_a_user_project_drives_the_window_and_is_told_what_it_left(pytester):
         pytester._monkeypatch.setenv(name, os.environ.get(name, value))
     # No conftest, no -p: the plugin comes from actviz's entry point, pytest-qt from its own.
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist", "-rA")
-    result.assert_outcomes(passed=5, errors=3)
+    result.assert_outcomes(passed=6, errors=4)
     result.stdout.fnmatch_lines_random(
         [
             "PASSED test_user.py::test_tick_run_and_read_a_panel",
@@ -73,5 +80,7 @@ def test_a_user_project_drives_the_window_and_is_told_what_it_left(pytester):
             "*top-level widget left: QDialog hidden*",
             "*hook left: 2 still has _forward_hooks*",
             "*sys.getswitchinterval() changed from*",
+            "ERROR test_user.py::test_a_panel_built_by_hand_leaves_its_dialog - Failed*",
+            "*top-level widget left: QDialog objectName='forgotten' hidden*",
         ]
     )
