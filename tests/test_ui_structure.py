@@ -11,7 +11,17 @@ import inspect
 from tests.test_import_graph import cycles, import_graph
 
 #: The window's features: each is one package under ``actviz/ui``.
-FEATURES = ("live", "whatif", "compare", "dataset", "tokens", "sessions", "effects", "atlas")
+FEATURES = (
+    "live",
+    "whatif",
+    "compare",
+    "dataset",
+    "tokens",
+    "sessions",
+    "effects",
+    "atlas",
+    "visualize",
+)
 #: What a feature may import from ``actviz.ui``: the host protocol, passive panels, the worker
 #: and the Qt-free loader helpers (besides its own package and everything outside ``ui``).
 FEATURE_MAY_IMPORT = ("actviz.ui.host", "actviz.ui.panels", "actviz.ui.worker", "actviz.ui.loaders")

@@ -22,6 +22,7 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
     from actviz.ui.live.feature import LiveMode
     from actviz.ui.sessions import SessionsFeature
     from actviz.ui.tokens.views import TokenViews
+    from actviz.ui.visualize import VisualizeFeature
     from actviz.ui.whatif.controller import WhatIfController
 
     return (
@@ -33,4 +34,5 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
         LiveMode,
         SessionsFeature,
         EffectsFeature,
+        VisualizeFeature,
     )

@@ -1,0 +1,277 @@
+"""Feature visualisation in the window: the channel view's "What it wants" section.
+
+For the channel shown, "What it wants" runs :func:`actviz.visualize` on the window's capture
+worker (one model, one worker: the synthesis adds hooks to the model), as a job this feature
+:meth:`owns_job`, with progress and Cancel (Esc). Results go to the user's visualisation
+cache, so a channel opened again shows its picture at once: on every channel shown the
+cache is asked first (``only_cached=True``: the weights' fingerprint and a file read, no
+forward pass and no hooks), on a thread of its own so that hashing a large model's weights
+the first time does not stall the window.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QObject
+
+from actviz.analysis.visualize import Visualization, visualize
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.loaders import describe_error
+from actviz.ui.visualize.section import WantsSection
+from actviz.ui.worker import Worker
+
+log = logging.getLogger(__name__)
+
+__all__ = ["VisualizeFeature"]
+
+
+class VisualizeFeature(FeatureBase, QObject):
+    """ "What it wants" for the channel the channel view shows.
+
+    Parameters
+    ----------
+    host
+        The window: its session (model), capture worker and channel view.
+    """
+
+    name = "visualize"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.window = host
+        self.session = host.session
+        self.worker = host.worker
+        self.channel_view = host.channel_view
+        self.section = WantsSection()
+        self.section.setVisible(False)
+        self.channel_view.add_section(self.section)
+        #: The visualisation shown (None: none).
+        self.shown: Visualization | None = None
+        self._gen: int | None = None
+        self._owned: set[int] = set()
+        # (layer, channel, settings) the running job computes.
+        self._job_key: tuple[Any, ...] | None = None
+        # (done, total), written by the job's thread, read on the GUI thread (one tuple).
+        self._progress = (0, 0)
+        self._closed = False
+        #: Cache look-ups (no model run, no hooks: a thread of their own, newest wins).
+        self.lookups = Worker(self)
+        # The key the cache was last asked for (answered or not): a live frame showing the
+        # same channel again asks nothing.
+        self._asked: tuple[Any, ...] | None = None
+        self._pending = False
+
+        self.section.requested.connect(self.synthesise)
+        self.section.cancel_requested.connect(self.cancel)
+        self.section.settings_changed.connect(self._show_cached)
+        self.channel_view.channel_changed.connect(self._on_channel_changed)
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        signals.progress.connect(self._on_worker_progress)
+        signals.started.connect(self._check_interrupted)
+        host.run_started.connect(self._check_interrupted)
+        self.session.model_changed.connect(self._on_model_changed)
+        self.lookups.signals.finished.connect(self._on_lookup_finished)
+        self.lookups.signals.errored.connect(self._on_lookup_errored)
+
+    # ========================================================================== Feature
+    def owns_job(self, generation: int) -> bool:
+        """Whether the capture worker's job ``generation`` is a synthesis."""
+        return generation in self._owned
+
+    def cancel(self) -> bool:
+        """Esc / Cancel: stop the synthesis."""
+        if self._gen is None:
+            return False
+        self.worker.cancel()
+        return True
+
+    def is_busy(self) -> bool:
+        """True while a synthesis runs."""
+        return self._gen is not None
+
+    def looking_up(self) -> bool:
+        """True while the cache is asked for the channel shown."""
+        return self._pending
+
+    def shutdown(self) -> None:
+        """Stop listening to the session (the window stops its worker)."""
+        self._closed = True
+        self.lookups.shutdown()
+        self.session.model_changed.disconnect(self._on_model_changed)
+
+    # ========================================================================== actions
+    def key(self) -> tuple[Any, ...] | None:
+        """``(layer, channel, objective, steps, size)`` of the channel shown, or None."""
+        view = self.channel_view
+        if self.session.model is None or not view.name or view.channel is None:
+            return None
+        s = self.section.settings()
+        return (view.name, int(view.channel), s["objective"], s["steps"], s["size"])
+
+    def synthesise(self) -> bool:
+        """Synthesise the channel shown's picture in the background; False when not started."""
+        key = self.key()
+        if self._closed or self._gen is not None or key is None:
+            return False
+        model = self._model()
+        layer, channel, objective, steps, size = key
+        self._progress = (0, int(steps))
+
+        def job(should_stop: Any, report: Any) -> Visualization:
+            def step(done: int, total: int) -> None:
+                self._progress = (done, total)
+                report(f"What it wants: step {done}/{total}")
+
+            return visualize(
+                model,
+                layer,
+                [channel],
+                objective=objective,
+                steps=steps,
+                size=size,
+                cache=True,
+                progress=step,
+                should_stop=should_stop,
+            )
+
+        self._job_key = key
+        self.section.set_busy(True)
+        self.section.set_message(f"Synthesising what ch {channel} wants…")
+        # supersede=False: a run already queued still reports; a later run replaces this.
+        self._gen = self.worker.submit(job, supersede=False)
+        self._owned.add(self._gen)
+        self.window.refresh_busy("Synthesising what the channel wants…")
+        return True
+
+    # ========================================================================== helpers
+    def _model(self) -> Any:
+        # The opened model (its preprocessing and input size) when there is one.
+        s = self.session
+        return s.loaded_model if s.loaded_model is not None else s.model
+
+    def _show_cached(self) -> None:
+        """Show the cached picture of the channel shown with the settings set, once the cache
+        answered (none meanwhile)."""
+        key = self.key()
+        if key is None or self._closed:
+            self._forget_lookup()
+            self._show(None)
+            return
+        if self.shown is not None and self._key_of(self.shown) == key:
+            return
+        if key == self._asked:
+            return  # asked already (a live frame shows the same channel again)
+        self._show(None)
+        self._asked, self._pending = key, True
+        model = self._model()
+        layer, channel, objective, steps, size = key
+
+        def job(_should_stop: Any, _report: Any) -> tuple[tuple[Any, ...], Visualization]:
+            vis = visualize(
+                model,
+                layer,
+                [channel],
+                objective=objective,
+                steps=steps,
+                size=size,
+                cache=True,
+                only_cached=True,
+            )
+            return key, vis
+
+        self.lookups.submit(job)
+
+    @staticmethod
+    def _key_of(vis: Visualization) -> tuple[Any, ...]:
+        s = vis.settings
+        return (vis.layer, vis.channels[0], s["objective"], s["steps"], s["size"][0])
+
+    def _show(self, vis: Visualization | None) -> None:
+        self.shown = vis
+        self.section.show_image(None if vis is None else vis.image_uint8(0))
+        if self._gen is not None:
+            return  # the job's message stays
+        if vis is None:
+            self.section.set_message("")
+        else:
+            saved = " (saved)" if vis.from_cache[0] else ""
+            self.section.set_message(
+                f"What ch {vis.channels[0]} wants{saved}: activation "
+                f"{vis.activations[0]:.4g} after {vis.settings['steps']} steps"
+            )
+
+    def _end(self, message: str, *, error: bool = False) -> None:
+        self._gen = None
+        self._job_key = None
+        self.section.set_busy(False)
+        self.section.set_message(message, error=error)
+
+    # ========================================================================== events
+    def _on_channel_changed(self, layer: str, channel: int) -> None:
+        if channel < 0 or self.session.model is None:
+            self.section.setVisible(False)
+            return
+        self.section.setVisible(True)
+        self._show_cached()
+
+    def _forget_lookup(self) -> None:
+        self._asked, self._pending = None, False
+        self.lookups.drop()
+
+    def _on_lookup_finished(self, _gen: int, value: Any) -> None:
+        key, vis = value
+        if key != self._asked:
+            return
+        self._pending = False
+        if key == self.key() and vis.channels:
+            self._show(vis)
+
+    def _on_lookup_errored(self, _gen: int, error: BaseException) -> None:
+        # Not an image model, a channel out of range: "What it wants" then says why.
+        log.debug("no cached visualisation: %s", error)
+        self._pending = False
+
+    def _on_model_changed(self, *_args: Any) -> None:
+        self.cancel()
+        self._forget_lookup()
+        self._show(None)
+
+    def _on_worker_progress(self, gen: int, _message: str) -> None:
+        if gen == self._gen:
+            self.section.set_progress(*self._progress)
+
+    def _check_interrupted(self, *_args: Any) -> None:
+        gen = self._gen
+        if gen is not None and self.worker.is_stale(gen):
+            self._end("A new run replaced the synthesis: press What it wants again.", error=True)
+            self.window.refresh_busy()
+
+    def _on_worker_finished(self, gen: int, value: Any) -> None:
+        if gen != self._gen:
+            return
+        key = self._job_key
+        self._end("")
+        self.window.refresh_busy("What it wants: done")
+        if key == self.key():
+            self._show(value)
+        else:  # another channel is shown now: the result waits in the cache
+            self._forget_lookup()
+            self._show_cached()
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if gen != self._gen:
+            return
+        log.info("feature visualisation failed: %s", error)
+        self._end(f"Could not synthesise: {describe_error(error)}", error=True)
+        self.window.refresh_busy("What it wants failed")
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if gen != self._gen:
+            return
+        self._end("Cancelled.", error=True)
+        self.window.refresh_busy("What it wants cancelled")

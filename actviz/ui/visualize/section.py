@@ -1,0 +1,168 @@
+"""The channel view's "What it wants" section: settings, a button, progress and the picture.
+
+Passive: it shows what :class:`~actviz.ui.visualize.feature.VisualizeFeature` gives it and
+tells it what the user asked for through signals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.analysis.visualize import visualize_settings
+from actviz.ui.panels import style
+
+#: The objectives offered (those with one image per channel).
+OBJECTIVES = ("channel", "neuron")
+#: Smallest side the picture is drawn at (a small image is enlarged by a whole factor).
+MIN_SHOWN = 96
+
+
+class WantsSection(QtWidgets.QWidget):
+    """ "What it wants" under the channel's maps.
+
+    Signals
+    -------
+    requested()
+        The "What it wants" button was pressed.
+    cancel_requested()
+        Cancel was pressed.
+    settings_changed()
+        Steps, size or the objective changed.
+    """
+
+    requested = QtCore.Signal()
+    cancel_requested = QtCore.Signal()
+    settings_changed = QtCore.Signal()
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        defaults = visualize_settings()
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.setSpacing(2)
+        row = QtWidgets.QHBoxLayout()
+        row.setSpacing(4)
+        self.button = QtWidgets.QPushButton("What it wants")
+        self.button.setToolTip(
+            "Synthesise the image this channel responds to most (activation maximisation)"
+        )
+        self.button.clicked.connect(self.requested)
+        # Never narrower than its text: the row gives way in the settings and progress.
+        self.button.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+        self.steps_spin = QtWidgets.QSpinBox()
+        self.steps_spin.setRange(1, 4096)
+        self.steps_spin.setValue(int(defaults["steps"]))
+        self.steps_spin.setToolTip("Optimisation steps")
+        self.size_spin = QtWidgets.QSpinBox()
+        self.size_spin.setRange(8, 1024)
+        self.size_spin.setSingleStep(16)
+        self.size_spin.setValue(int(defaults["size"][0]))
+        self.size_spin.setToolTip("Image side in pixels")
+        self.size_spin.setSuffix(" px")
+        self.objective_box = QtWidgets.QComboBox()
+        self.objective_box.addItems(OBJECTIVES)
+        self.objective_box.setCurrentText(str(defaults["objective"]))
+        self.objective_box.setToolTip(
+            "channel: the channel's mean activation; neuron: its centre position"
+        )
+        # The settings in a popover, so that the row stays one button wide in a narrow view.
+        form_box = QtWidgets.QWidget()
+        form = QtWidgets.QFormLayout(form_box)
+        form.setContentsMargins(8, 6, 8, 6)
+        form.addRow("objective", self.objective_box)
+        form.addRow("steps", self.steps_spin)
+        form.addRow("size", self.size_spin)
+        self.settings_menu = QtWidgets.QMenu(self)
+        holder = QtWidgets.QWidgetAction(self.settings_menu)
+        holder.setDefaultWidget(form_box)
+        self.settings_menu.addAction(holder)
+        self.settings_button = QtWidgets.QToolButton()
+        self.settings_button.setText("⚙")
+        self.settings_button.setToolTip("Objective, steps and image size")
+        self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.settings_button.setMenu(self.settings_menu)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumHeight(12)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the synthesis (Esc)")
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.cancel_button.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
+        )
+        row.addWidget(self.button)
+        row.addWidget(self.settings_button)
+        row.addWidget(self.progress, 1)
+        row.addStretch(1)
+        row.addWidget(self.cancel_button)
+        layout.addLayout(row)
+        self.picture = QtWidgets.QLabel()
+        self.picture.setAlignment(
+            QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignTop
+        )
+        layout.addWidget(self.picture)
+        self.message = style.caption_label()
+        self.message.setWordWrap(True)
+        layout.addWidget(self.message)
+        #: The picture shown, ``(H, W, 3)`` uint8, or None.
+        self.image: np.ndarray | None = None
+        for spin in (self.steps_spin, self.size_spin):
+            spin.valueChanged.connect(lambda _v: self.settings_changed.emit())
+        self.objective_box.currentTextChanged.connect(lambda _t: self.settings_changed.emit())
+        self.set_busy(False)
+        self.show_image(None)
+
+    # -- reading -------------------------------------------------------------------------------
+    def settings(self) -> dict[str, object]:
+        """``objective``, ``steps`` and ``size`` as :func:`~actviz.visualize` takes them."""
+        return {
+            "objective": self.objective_box.currentText(),
+            "steps": int(self.steps_spin.value()),
+            "size": int(self.size_spin.value()),
+        }
+
+    # -- showing -------------------------------------------------------------------------------
+    def set_busy(self, busy: bool) -> None:
+        """While a synthesis runs: Cancel and the progress bar; the button and settings off."""
+        self.button.setEnabled(not busy)
+        self.settings_button.setEnabled(not busy)
+        self.cancel_button.setVisible(busy)
+        self.progress.setVisible(busy)
+        if busy:
+            self.progress.setRange(0, 0)
+
+    def set_progress(self, done: int, total: int) -> None:
+        """``done`` of ``total`` steps."""
+        if total > 0:
+            self.progress.setRange(0, total)
+            self.progress.setValue(min(done, total))
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        """A line under the picture (red for an error)."""
+        self.message.setText(text)
+        self.message.setStyleSheet("color: #c0392b;" if error else "")
+        self.message.setVisible(bool(text))
+
+    def show_image(self, image: np.ndarray | None) -> None:
+        """Show ``(H, W, 3)`` uint8 (None: no picture)."""
+        if image is None:
+            self.image = None
+            self.picture.clear()
+            self.picture.setVisible(False)
+            return
+        self.image = np.ascontiguousarray(image, dtype=np.uint8)
+        h, w = self.image.shape[:2]
+        qimage = QtGui.QImage(
+            self.image.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888
+        ).copy()  # the QImage must not point into an array that may go
+        pixmap = QtGui.QPixmap.fromImage(qimage)
+        factor = max(1, -(-MIN_SHOWN // max(1, min(h, w))))
+        if factor > 1:
+            pixmap = pixmap.scaled(
+                w * factor, h * factor, mode=QtCore.Qt.TransformationMode.FastTransformation
+            )
+        self.picture.setPixmap(pixmap)
+        self.picture.setVisible(True)
