@@ -13,11 +13,13 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QStackedWidget,
@@ -184,7 +186,18 @@ class AtlasView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.coords = np.zeros((0, 2), np.float64)
-        outer = QVBoxLayout(self)
+        # Everything in a scroll area: a small window scrolls the tab instead of taking room
+        # from the other tabs and docks (a tab's minimum size is every tab's).
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        root = QVBoxLayout(self)
+        root.setContentsMargins(0, 0, 0, 0)
+        root.addWidget(scroll)
+        content = QWidget()
+        content.setMinimumSize(420, 320)  # below this the tab scrolls
+        scroll.setWidget(content)
+        outer = QVBoxLayout(content)
         bar = QHBoxLayout()
         self.layer_combo = QComboBox()
         self.layer_combo.setToolTip("The layer whose view of the dataset the map shows")
