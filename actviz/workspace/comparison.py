@@ -204,6 +204,7 @@ def compare_job(
         categories=request.categories,
         target=request.target,
         sample=request.spec.sample,
+        tokenizer=getattr(request.spec, "tokenizer", None),  # a language model's tokens
     )
     return CompareOutcome(
         comparison=comparison,

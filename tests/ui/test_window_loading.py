@@ -379,6 +379,8 @@ def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, mo
     import actviz.io.export as export_module
 
     win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    # On the Overview the run has its saliency: the export starts at once, no re-run.
+    win.window.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()
     window = win.window
     release, started = threading.Event(), threading.Event()
@@ -411,6 +413,8 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
     from PIL import Image
 
     win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    # On the Overview the run has its saliency: the export starts at once, no re-run.
+    win.window.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()
     window = win.window
     cap = window.result.capture

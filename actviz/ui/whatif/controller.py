@@ -286,6 +286,7 @@ class WhatIfController(FeatureBase, QObject):
             categories=self.session.categories,
             target=target,
             sample=result.spec.sample,
+            tokenizer=getattr(result.spec, "tokenizer", None),  # a language model's tokens
         )
 
     def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
