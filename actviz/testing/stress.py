@@ -257,6 +257,11 @@ class _Catcher:
 
         def on_exception(kind: Any, value: Any, tb: Any) -> None:
             self.found.append("".join(traceback.format_exception(kind, value, tb)).strip())
+            # Python keeps the last unhandled exception in sys.last_*: its traceback's frames
+            # would keep the window that raised it alive until the next one.
+            for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+                if hasattr(sys, name):
+                    setattr(sys, name, None)
 
         def on_thread(args: Any) -> None:
             on_exception(args.exc_type, args.exc_value, args.exc_traceback)
