@@ -98,3 +98,13 @@ def test_a_long_synthesis_cancels_and_the_window_stays_usable(actviz_window, tin
     section.button.click()
     _wait_done(win, feature)
     assert feature.shown is not None and feature.shown.settings["steps"] == 3
+
+
+def test_the_report_holds_what_the_channel_wants(actviz_window, tiny_cnn):
+    win, feature, section = _opened(actviz_window, tiny_cnn)
+    assert "figures" not in win.window.report_parts()  # nothing shown yet
+    section.button.click()
+    _wait_done(win, feature)
+    ((caption, picture),) = win.window.report_parts()["figures"]()
+    assert caption.startswith("What conv2 ch 2 wants")
+    np.testing.assert_array_equal(picture, feature.shown.image_uint8(0))

@@ -98,6 +98,17 @@ class VisualizeFeature(FeatureBase, QObject):
         """True while the cache is asked for the channel shown."""
         return self._pending
 
+    def report_part(self) -> dict[str, Any]:
+        """File > Export report: the picture the channel view shows ("What it wants")."""
+        vis = self.shown
+        if vis is None:
+            return {}
+        caption = (
+            f"What {vis.layer} ch {vis.channels[0]} wants "
+            f"({vis.settings['objective']}, {vis.settings['steps']} steps)"
+        )
+        return {"figures": [(caption, vis.image_uint8(0))]}
+
     def shutdown(self) -> None:
         """Stop listening to the session (the window stops its worker)."""
         self._closed = True
