@@ -263,3 +263,21 @@ def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, actviz_window, t
     assert [a.text() for a in entries["Compare the latest run with"].menu().actions()] == [
         second.label
     ]
+
+
+def test_unpinning_while_a_comparison_waits_refuses_it_in_one_line(qtbot, actviz_window, tiny_cnn):
+    """Found by the random-action stress run: compare with a pin while a run is on its way,
+    then Unpin all before the comparison starts (it raised IndexError)."""
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    window = win.window
+    window.set_input(frame(1))
+    win.run_and_wait()
+    pin = window.pin_result()
+    compare = window.features["compare"]
+    window.set_input(frame(2))
+    with qtbot.waitSignal(compare.compare_failed, timeout=TIMEOUT_MS) as failed:
+        assert window.run() is not None  # run A on its way: the comparison waits for it
+        assert compare.compare_with_pin(pin) and compare._waiting
+        window.unpin_all()
+    assert "was unpinned" in failed.args[0]
+    win.wait_idle()

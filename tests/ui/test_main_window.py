@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication
 from torch import nn
 
 from actviz.core.capture import capture
-from actviz.display.mosaic import mosaic, page_channels_for
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, mosaic, page_channels_for
 from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from actviz.ui.tree.model import NameRole
@@ -188,7 +188,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=5000)
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") > 0, timeout=5000)
     n3, size = _page_fits_width(window, "layer3"), _page_fits_width(window, "layer4")
-    assert 16 <= n3 < 256 and 16 <= size < 256
+    assert MIN_PAGE_CHANNELS <= n3 < 256 and MIN_PAGE_CHANNELS <= size < 256
     assert narrow.activation_slot.image_canvas.grid.tile_screen_px() >= 32
     assert wide.activation_slot.image_canvas.grid.tile_screen_px() >= 32
     assert window.session.page_channels == {"layer3": n3, "layer4": size}

@@ -24,6 +24,8 @@ def _tiny_setup():
 
 
 def test_random_actions_on_the_demo_leave_nothing_behind(demo_resources, qapp, tmp_path):
+    # Windows other tests of this process left to the garbage collector are not this run's.
+    before = count_objects(["MainWindow"])["MainWindow"]
     report = StressDriver(demo_model(), seed=7, folder=tmp_path, sample_every=40).run(160)
     assert report.actions == 160
     # Most kinds of action were taken, not only the cheap ones.
@@ -36,8 +38,8 @@ def test_random_actions_on_the_demo_leave_nothing_behind(demo_resources, qapp, t
     # Job runners are freed when their jobs end; windows, pools and workers go with the window.
     assert report.objects_growth == 0, report.describe()
     assert report.samples[-1].counts["_Runner"] == 0, report.describe()
-    assert report.peak("MainWindow") == 1, report.describe()
-    assert count_objects(["MainWindow"])["MainWindow"] == 0
+    assert report.peak("MainWindow") <= before + 1, report.describe()
+    assert count_objects(["MainWindow"])["MainWindow"] <= before
 
 
 def test_an_exception_in_a_slot_is_reported_with_the_actions_before_it(qapp, tmp_path):

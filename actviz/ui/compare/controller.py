@@ -404,6 +404,8 @@ class CompareController(FeatureBase, QObject):
         source = self.view.source
         if source == PIN:
             pins = list(s.pins)
+            if not pins:  # unpinned while the comparison waited for the run before it
+                raise ValueError("The pinned result was unpinned: pin a result to compare with.")
             pin = pins[min(max(self.view.pin_combo.currentIndex(), 0), len(pins) - 1)]
             if pin.result.capture is None:
                 raise ValueError(f"The pinned result {pin.label} holds no capture to compare.")
