@@ -165,13 +165,15 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
 
 def _page_fits_width(window: MainWindow, name: str) -> int:
     """Wait-able: the page size layer ``name`` shows once its panel's width is known (0
-    before), checked against the rule: tiles >= 32 px, at least 16 channels."""
+    before), checked against the rule: tiles >= 32 px, at least MIN_PAGE_CHANNELS channels."""
     panel = window.layer_panels[name]
     m = panel.activation_slot.mosaic
     width = panel.mosaic_width()
     if m is None or not width:
         return 0
-    want = page_channels_for(m.total_channels, m.tile_h, m.tile_w, width, min_channels=16)
+    want = page_channels_for(
+        m.total_channels, m.tile_h, m.tile_w, width, min_channels=MIN_PAGE_CHANNELS
+    )
     return want if m.page_size == want else 0
 
 
