@@ -84,6 +84,7 @@ def run_app(
     window.show()
     code = app.exec()
     window.shutdown()
+    window.deleteLater()  # done with: its widgets (and pyqtgraph's menus) go with it
     return int(code)
 
 

@@ -103,6 +103,7 @@ def explore(
     loop = QEventLoop()
     window.closed.connect(loop.quit)
     loop.exec()
+    window.deleteLater()  # closed and not returned: nothing can use it any more
     return None
 
 

@@ -16,6 +16,15 @@ import torch
 LOAD_TIMEOUT_MS = 30_000
 
 
+@pytest.fixture(autouse=True)
+def _nothing_left_behind(request):
+    """Every UI test is checked for leftovers: ``actviz_window`` checks its own windows; a
+    test that builds panels or dialogs by hand gets :func:`actviz_leak_check`."""
+    if "actviz_window" not in request.fixturenames:
+        request.getfixturevalue("actviz_leak_check")
+    yield
+
+
 def frame(seed: int) -> torch.Tensor:
     """A random 1x3x16x16 input, the same for the same ``seed``."""
     return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
