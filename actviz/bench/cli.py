@@ -38,6 +38,8 @@ _FEATURE_SECTIONS = {
     "effects": "actviz.bench.effects_bench",
     "atlas": "actviz.bench.atlas_bench",
     "stress": "actviz.bench.stress_bench",
+    # Checks and figures on a CUDA GPU; prints that it skipped where there is none.
+    "cuda": "actviz.bench.cuda_bench",
 }
 # "scan" last: its memory passes pin glibc's allocator for the rest of the process.
 SECTIONS = ("capture", "render", "live", "startup", "memory", *_FEATURE_SECTIONS, "scan")
