@@ -77,6 +77,15 @@ def test_live_bench_measures_throughput_and_lag_on_a_small_resnet():
     assert r["capture_ms"] > 0 and r["prepare_ms"] > 0
 
 
+def test_live_small_bench_reports_each_case_and_the_lowest_ratio():
+    cases = (("resnet18", 32, 3), ("resnet18", 40, 5))
+    r = live_bench.run_small(cases, pairs=1, frames=2, timeout_s=120)
+    assert [(row["size"], row["layers"]) for row in r["rows"]] == [(32, 3), (40, 5)]
+    assert all(row["bare_fps"] > 0 and row["live_fps"] > 0 for row in r["rows"])
+    assert r["live_small_ratio"] == min(row["live_throughput_ratio"] for row in r["rows"])
+    assert live_bench.SMALL_CASES == (("resnet18", 64, 5), ("resnet18", 112, 20))
+
+
 def test_capture_bench_reports_every_figure_with_gradcam():
     r = capture_bench.run(("resnet18",), pairs=1, size=32)
     names = [row.name for row in r["rows"]]

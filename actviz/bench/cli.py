@@ -7,7 +7,8 @@
   a capture with three what-if edits against the same capture without (``edits_ratio``);
 * rendering one layer's mosaic (``render_p95_ms``);
 * live mode on ResNet-50 with 20 ticked layers: GUI timer lag (``ui_lag_*``) and throughput
-  against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved;
+  against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved; the same on
+  ResNet-18 at 64 px with 5 layers and 112 px with 20 (``live_small_ratio``, the lower);
 * start-up against ``import torch, torchvision`` (``startup_ratio``), interleaved processes;
 * resident memory after 100 live frames against after 10 (``memory_growth_ratio``);
 * dataset scan images/s against a bare forward loop (``scan_throughput_ratio``; against one at
@@ -117,6 +118,11 @@ def _live(quick: bool, summary: dict) -> None:
         summary[key] = r[key]
     summary["live_fps"] = r["live_fps"]
     summary["bare_capture_fps"] = r["bare_fps"]
+    small = live_bench.run_small(pairs=3 if quick else 9, frames=8)
+    live_bench.print_small(small)
+    summary["live_small_ratio"] = small["live_small_ratio"]
+    for row in small["rows"]:
+        summary[f"live_small_{row['size']}px_{row['layers']}l_ratio"] = row["live_throughput_ratio"]
 
 
 def _startup(quick: bool, summary: dict) -> None:

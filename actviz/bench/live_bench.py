@@ -5,6 +5,10 @@ GUI thread with the window idle, then lets live mode play ``frames`` frames of a
 sequence (as fast as the model allows) while a 5 ms Qt timer records its lag; the order flips
 every pair. The throughput ratio is the median over pairs of (live frames per second) / (bare
 captures per second); the lag figures pool every live block.
+
+:func:`run_small` runs the same comparison on small models (:data:`SMALL_CASES`), where a
+frame's fixed costs (preparing it, putting it on the panels) weigh most against its capture;
+``live_small_ratio`` is the lower of their ratios.
 """
 
 from __future__ import annotations
@@ -161,6 +165,30 @@ def run(
     }
 
 
+#: Small-model cases of :func:`run_small`: (architecture, input side, ticked layers).
+SMALL_CASES: tuple[tuple[str, int, int], ...] = (("resnet18", 64, 5), ("resnet18", 112, 20))
+
+
+def run_small(
+    cases: tuple[tuple[str, int, int], ...] = SMALL_CASES,
+    pairs: int = 5,
+    frames: int = 8,
+    timeout_s: float = 300.0,
+) -> dict:
+    """:func:`run` for each of ``cases``; ``live_small_ratio`` is the lowest throughput ratio.
+
+    Returns
+    -------
+    dict
+        ``rows`` (one :func:`run` result per case, in order) and ``live_small_ratio``.
+    """
+    rows = [
+        run(arch, size, n, pairs=pairs, frames=frames, timeout_s=timeout_s)
+        for arch, size, n in cases
+    ]
+    return {"rows": rows, "live_small_ratio": min(r["live_throughput_ratio"] for r in rows)}
+
+
 def print_table(r: dict) -> None:
     print(
         f"live mode: {r['arch']} {r['size']}px, {r['layers']} ticked layers, "
@@ -178,3 +206,10 @@ def print_table(r: dict) -> None:
         f"{'  GUI timer lag p50 / p99 / max ms':<44} {r['ui_lag_p50_ms']:9.1f} "
         f"{r['ui_lag_p99_ms']:9.1f} {r['ui_lag_max_ms']:7.1f} ({r['lag_samples']} samples)"
     )
+
+
+def print_small(r: dict) -> None:
+    """The rows of :func:`run_small`, then ``live_small_ratio``."""
+    for row in r["rows"]:
+        print_table(row)
+    print(f"{'live mode on small models: lowest ratio':<44} {r['live_small_ratio']:27.3f}x")
