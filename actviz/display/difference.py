@@ -108,6 +108,7 @@ def prepare_difference(
                 first_channel=spec.first_channel(name),
                 max_channels=spec.page_size(name),
                 symmetric=True,
+                order=spec.channel_orders.get(name),
             )
         stats = tensor_stats(diff)
         stats.update(

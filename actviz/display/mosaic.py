@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from actviz.display.colormaps import to_indices
 
 __all__ = [
+    "ChannelOrder",
     "MAX_MOSAIC_CHANNELS",
     "MAX_MOSAIC_PIXELS",
     "MIN_TILE_SCREEN_PX",
@@ -31,6 +32,7 @@ __all__ = [
     "mosaic",
     "mosaic_pad",
     "page_channels_for",
+    "page_start",
     "tile_screen_px",
 ]
 
@@ -49,6 +51,52 @@ TINY_TILE_PX = 3
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
     return a
+
+
+@dataclass(frozen=True)
+class ChannelOrder:
+    """An order of a layer's channels for its mosaic pages (e.g. by effect on the target):
+    page 0 tiles ``channels[0:size]``, page 1 the next ``size``, each tile labelled with its
+    own channel.
+
+    Attributes
+    ----------
+    channels
+        Layer channels in tile order, each once.
+    label
+        What the order is, in words (the page read-out says it: "by effect").
+    """
+
+    channels: tuple[int, ...]
+    label: str = "sorted"
+
+    def __post_init__(self) -> None:
+        channels = tuple(int(c) for c in self.channels)
+        if len(set(channels)) != len(channels) or any(c < 0 for c in channels):
+            raise ValueError("a channel order names each channel (>= 0) once")
+        object.__setattr__(self, "channels", channels)
+
+    def position(self, channel: int) -> int | None:
+        """Where ``channel`` is in the order (None: not in it)."""
+        try:
+            return self.channels.index(int(channel))
+        except ValueError:
+            return None
+
+    def fits(self, total: int) -> bool:
+        """Whether every channel of the order exists in a layer of ``total`` channels."""
+        return bool(self.channels) and max(self.channels) < int(total)
+
+
+def page_start(channel: int, size: int, order: ChannelOrder | None = None) -> int:
+    """Where the page of ``size`` tiles holding layer channel ``channel`` starts: a channel
+    number in the natural order, a position in ``order`` (page 0 when it lacks the channel).
+    The one paging rule of the window, live frames and prepared results."""
+    size = max(1, int(size))
+    at = max(0, int(channel))
+    if order is not None:
+        at = order.position(at) or 0
+    return (at // size) * size
 
 
 @dataclass(frozen=True)
@@ -80,6 +128,11 @@ class Mosaic:
         ``[-max|x|, +max|x|]`` of the tile, shared over ``[-M, M]`` of the layer.
     page_size
         The most channels one page of this layer shows (the page asked for).
+    order
+        The layer's channel order when it is not the natural one (:class:`ChannelOrder`);
+        tile ``i`` then shows ``order.channels[position + i]``.
+    position
+        Where the first tile is in the layer's order (the natural order: ``first_channel``).
     scale_range
         The values that map to 0 and 1 in ``image``: the layer's range (``"shared"``, or
         ``[-M, M]`` when symmetric), else the nominal ``(0, 1)`` of every tile's own min..max
@@ -103,6 +156,8 @@ class Mosaic:
     page_size: int = MAX_MOSAIC_CHANNELS
     scale_range: tuple[float, float] = (0.0, 1.0)
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    order: ChannelOrder | None = None
+    position: int = 0
 
     def __post_init__(self) -> None:
         _frozen(self.image)
@@ -113,7 +168,22 @@ class Mosaic:
     @property
     def last_channel(self) -> int:
         """The layer channel of the last tile (``first_channel - 1`` when empty)."""
+        if self.order is not None and self.channels:
+            return self.order.channels[self.position + self.channels - 1]
         return self.first_channel + self.channels - 1
+
+    @property
+    def tile_channels(self) -> tuple[int, ...]:
+        """The layer channel of each tile, in tile order."""
+        if self.order is not None:
+            return self.order.channels[self.position : self.position + self.channels]
+        return tuple(range(self.first_channel, self.first_channel + self.channels))
+
+    def shows(self, channel: int) -> bool:
+        """Whether layer channel ``channel`` has a tile on this page."""
+        if self.order is not None:
+            return int(channel) in self.tile_channels
+        return self.first_channel <= int(channel) <= self.last_channel
 
     def channel_at(self, x: float, y: float) -> int | None:
         """The layer channel under image pixel ``(x, y)`` (column, row), or None for padding."""
@@ -126,11 +196,19 @@ class Mosaic:
         if x - col * step_x >= self.tile_w or y - row * step_y >= self.tile_h:
             return None
         c = row * self.cols + col
-        return self.first_channel + c if c < self.channels else None
+        if c >= self.channels:
+            return None
+        if self.order is not None:
+            return self.order.channels[self.position + c]
+        return self.first_channel + c
 
     def tile_origin(self, channel: int) -> tuple[int, int]:
         """``(y0, x0)`` of layer channel ``channel``'s tile in :attr:`image`."""
-        c = channel - self.first_channel
+        if self.order is not None:
+            at = self.order.position(channel)
+            c = -1 if at is None else at - self.position
+        else:
+            c = channel - self.first_channel
         if not 0 <= c < self.channels:
             raise IndexError(
                 f"channel {channel} is not on this mosaic "
@@ -303,6 +381,7 @@ def mosaic(
     pad: int | None = None,
     value_range: tuple[float, float] | None = None,
     symmetric: bool = False,
+    order: ChannelOrder | None = None,
 ) -> Mosaic:
     """Tile a page of the channels of a ``(C, H, W)`` map into one normalised image.
 
@@ -327,6 +406,10 @@ def mosaic(
         Normalise symmetrically about 0 (signed maps under a diverging colour map): each
         channel over ``[-max|x|, +max|x|]``, or ``"shared"`` over ``[-M, M]`` with ``M`` the
         largest ``|x|`` of the layer (of ``value_range``).
+    order
+        Tile the channels in this order (:class:`ChannelOrder`): ``first_channel`` then
+        counts positions in it. An order naming channels the layer lacks (another model's)
+        is ignored: the natural order.
 
     Returns
     -------
@@ -336,8 +419,18 @@ def mosaic(
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
     data = _as_maps(fmap)
     total, h0, w0 = data.shape
-    first = clamp_first_channel(first_channel, total)
-    shown = data[first : None if max_channels is None else first + max_channels]
+    if order is not None and not order.fits(total):
+        order = None
+    if order is not None:
+        position = clamp_first_channel(first_channel, len(order.channels))
+        picked = order.channels[
+            position : None if max_channels is None else position + max_channels
+        ]
+        shown = data[list(picked)]
+        first = picked[0]
+    else:
+        first = position = clamp_first_channel(first_channel, total)
+        shown = data[first : None if max_channels is None else first + max_channels]
     if max_tile is None and max_pixels is not None:
         # From the layer's channels, not the page's: every page of a layer gets one scale.
         cap = max_channels if max_channels is not None else total
@@ -423,4 +516,6 @@ def mosaic(
         symmetric=bool(symmetric),
         page_size=int(max_channels) if max_channels is not None else max(int(total), 1),
         scale_range=scale_range,
+        order=order,
+        position=position,
     )

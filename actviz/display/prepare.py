@@ -49,7 +49,13 @@ from actviz.display.attribution import (
 from actviz.display.colormaps import AUTO
 from actviz.display.device import HostLayer, copy_to_host
 from actviz.display.logit_lens import token_texts
-from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, Mosaic, mosaic
+from actviz.display.mosaic import (
+    MAX_MOSAIC_CHANNELS,
+    MAX_MOSAIC_PIXELS,
+    ChannelOrder,
+    Mosaic,
+    mosaic,
+)
 from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
 from actviz.display.stats import histogram, tensor_stats
 from actviz.display.tokens import (
@@ -123,6 +129,7 @@ def _mosaics(
     max_pixels: int | None = None,
     page: int = MAX_MOSAIC_CHANNELS,
     symmetric: bool = False,
+    order: ChannelOrder | None = None,
 ) -> tuple[Mosaic | None, Mosaic | None]:
     if view is None or view.kind != "maps":
         return None, None
@@ -132,6 +139,7 @@ def _mosaics(
         max_channels=page,
         max_tile=max_tile,
         max_pixels=max_pixels,
+        order=order,
     )
     grad = None
     if grad_view is not None and grad_view.kind == "maps":
@@ -208,11 +216,13 @@ def prepare_layer(
             tokens = token_view(values, spec.tokens or (), pick, grad=grads)
             tokens = replace(tokens, shape=shape, sample=min(spec.sample, shape[0] - 1))
     first, page = spec.first_channel(name), spec.page_size(name)
+    order = spec.channel_orders.get(name)
     symmetric = symmetric_for(spec.colormap, view)
     if (
         stand_in is not None
         and stand_in.shape == shape
-        and stand_in.mosaic.first_channel == first
+        and stand_in.mosaic.position == first
+        and stand_in.mosaic.order == order
         and stand_in.mosaic.normalize == spec.normalize
         and stand_in.mosaic.page_size == page
         and stand_in.mosaic.symmetric == symmetric
@@ -229,6 +239,7 @@ def prepare_layer(
             max_pixels=max_pixels if fast else None,
             page=page,
             symmetric=symmetric,
+            order=order,
         )
     if tokens is not None:
         act_m = grad_m = None  # the token panel shows it
@@ -282,29 +293,43 @@ def with_page(
     *,
     page_size: int | None = None,
     symmetric: bool | None = None,
+    order: ChannelOrder | None | Any = ...,
 ) -> PreparedLayer:
     """``layer`` showing the channel page from ``first_channel`` (and ``normalize``, pages of
-    ``page_size`` channels, ``symmetric`` normalisation): a new layer, built from its views
-    with the same tile downsampling; ``layer`` itself when nothing changes or it has no
-    mosaic. Unset options keep the layer's."""
+    ``page_size`` channels, ``symmetric`` normalisation, tiles in ``order``: None is the
+    natural order, ``first_channel`` then a position in the order): a new layer, built from
+    its views with the same tile downsampling; ``layer`` itself when nothing changes or it
+    has no mosaic. Unset options keep the layer's."""
     old, view = layer.mosaic, layer.view
     if old is None or view is None or view.kind != "maps":
         return layer
     c, h, w = view.data.shape
-    first = max(0, min(int(first_channel), c - 1))
+    order = old.order if order is ... else order
+    if order is not None and not order.fits(c):
+        order = None  # another layer's order: the natural one (as mosaic() does)
+    last = len(order.channels) if order is not None else c
+    first = max(0, min(int(first_channel), last - 1))
     normalize = normalize or old.normalize
     page = old.page_size if page_size is None else max(1, int(page_size))
     symmetric = old.symmetric if symmetric is None else bool(symmetric)
-    if (first, normalize, page, symmetric) == (
-        old.first_channel,
+    if (first, normalize, page, symmetric, order) == (
+        old.position,
         old.normalize,
         old.page_size,
         old.symmetric,
+        old.order,
     ):
         return layer
     tile = _max_tile_of_scale(max(h, w), old.scale)
     act_m, grad_m = _mosaics(
-        view, layer.grad_view, normalize, first, max_tile=tile, page=page, symmetric=symmetric
+        view,
+        layer.grad_view,
+        normalize,
+        first,
+        max_tile=tile,
+        page=page,
+        symmetric=symmetric,
+        order=order,
     )
     return replace(layer, mosaic=act_m, grad_mosaic=grad_m)
 
@@ -335,13 +360,14 @@ def renormalised(
         if name in pages:
             first = spec.first_channel(name)  # the page holding the channel asked for
         else:
-            first = layer.mosaic.first_channel if layer.mosaic else 0
+            first = layer.mosaic.position if layer.mosaic else 0
         layers[name] = with_page(
             layer,
             first,
             normalize,
             page_size=spec.page_size(name),
             symmetric=symmetric_for(colormap, layer.view),
+            order=spec.channel_orders.get(name),
         )
     return replace(result, layers=layers, spec=spec)
 

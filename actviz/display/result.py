@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from actviz.display.colormaps import AUTO
-from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, Mosaic
+from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, ChannelOrder, Mosaic, page_start
 from actviz.display.views import LayerView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,6 +106,10 @@ class DisplaySpec:
     page_channels
         ``{layer: channels per page}``: the window picks them from a panel's width so tiles
         are readable (absent: :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS`).
+    channel_orders
+        ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (by
+        effect); their pages are pages of that order, ``channel_pages`` still names a
+        channel the page holds (absent: the natural order).
     colormap
         The colour-map choice: :data:`~actviz.display.colormaps.AUTO` normalises signed
         activation mosaics symmetrically about 0 (for a diverging map); a named map does not.
@@ -133,12 +137,14 @@ class DisplaySpec:
     tokens: tuple[str, ...] | None = None
     layout: SequenceLayout | None = None
     tokenizer: Any = field(default=None, compare=False, repr=False)
+    channel_orders: Mapping[str, ChannelOrder] = field(default_factory=dict)
 
     def first_channel(self, name: str) -> int:
         """The first channel of layer ``name``'s mosaic page: the page of :meth:`page_size`
-        channels that holds ``channel_pages[name]`` (0 unless the user paged)."""
-        size = self.page_size(name)
-        return (max(0, int(self.channel_pages.get(name, 0))) // size) * size
+        channels that holds ``channel_pages[name]`` (0 unless the user paged). A layer with
+        a channel order (:attr:`channel_orders`): the position in it where the page starts."""
+        at = int(self.channel_pages.get(name, 0))
+        return page_start(at, self.page_size(name), self.channel_orders.get(name))
 
     def page_size(self, name: str) -> int:
         """Channels on one mosaic page of layer ``name``."""

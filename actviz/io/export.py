@@ -148,9 +148,10 @@ def _mosaic_png(m: Mosaic, title: str, cmap: str, numbers: bool = True) -> Image
     if numbers and min(step_x, step_y) >= 16:
         draw = ImageDraw.Draw(img)
         font = _font(max(8, min(12, step_y // 4)))
+        channels = m.tile_channels  # the layer's channels, on any page and in any order
         for c in range(m.channels):
             y0, x0 = (c // m.cols) * step_y, (c % m.cols) * step_x
-            label = str(m.first_channel + c)  # the layer's channel, on any page
+            label = str(channels[c])
             w = _text_w(draw, label, font)
             draw.rectangle([x0, y0, x0 + w + 3, y0 + 12], fill=(255, 255, 255))
             draw.text((x0 + 1, y0), label, fill=_INK, font=font)

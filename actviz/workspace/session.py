@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from actviz.display.colormaps import AUTO
+from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.display.prepare import prepare
 from actviz.display.result import DisplaySpec, RunResult
 from actviz.workspace.budget import default_budget
@@ -82,6 +83,9 @@ class RunRequest:
         The batch element the pictures show (see :class:`~actviz.display.result.DisplaySpec`).
     page_channels
         ``{layer: channels per mosaic page}``, chosen by the window from its panels' widths.
+    channel_orders
+        ``{layer: ChannelOrder}``: layers whose tiles are in an order of their own (sorted
+        by effect); ``channel_pages`` then names a channel of the page in that order.
     colormap
         The colour-map choice ("auto" makes signed mosaics symmetric about 0).
     input_grads
@@ -115,6 +119,7 @@ class RunRequest:
     input_grads: bool = True
     input_as_list: bool = False
     page_channels: dict[str, int] = field(default_factory=dict)
+    channel_orders: dict[str, ChannelOrder] = field(default_factory=dict)
     colormap: str = AUTO
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     baseline_cache: BaselineCache | None = field(default=None, repr=False)
@@ -141,6 +146,7 @@ class RunRequest:
             channel_pages=dict(self.channel_pages),
             sample=self.sample,
             page_channels=dict(self.page_channels),
+            channel_orders=dict(self.channel_orders),
             colormap=self.colormap,
             tokens=self.tokens,
             layout=self.layout,
@@ -327,7 +333,7 @@ class Session:
     ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
     ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``,
     ``view_changed(what: str)`` (``"colormap"``, ``"normalize"``, ``"gradcam_layer"``,
-    ``"channel_pages"``, ``"page_channels"``), ``scan_changed()``.
+    ``"channel_pages"``, ``"page_channels"``, ``"channel_orders"``), ``scan_changed()``.
 
     Every piece of state the display depends on changes through a setter here and is
     announced, so whatever shows it (panels, live mode, exports, a saved session) hears of it.
@@ -358,6 +364,9 @@ class Session:
         self.channel_pages: dict[str, int] = {}
         # {layer: channels per page}: the window's choice from its panels' widths.
         self.page_channels: dict[str, int] = {}
+        #: ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (sorted
+        #: by effect); cleared with the model.
+        self.channel_orders: dict[str, ChannelOrder] = {}
         #: The colour-map choice of the feature maps ("auto": one per layer).
         self.colormap = AUTO
         self.result: RunResult | None = None
@@ -435,6 +444,7 @@ class Session:
         self.gradcam_layer = gradcam_layer if gradcam_layer in self.tree else None
         self.channel_pages = {}
         self.page_channels = {}
+        self.channel_orders = {}
         if ticks is None:
             self._ticked = set(default_layers(self.tree))
         else:
@@ -657,6 +667,7 @@ class Session:
             max_bytes=self.memory_budget,
             channel_pages=dict(self.channel_pages),
             page_channels=dict(self.page_channels),
+            channel_orders=dict(self.channel_orders),
             colormap=self.colormap,
             input_grads=self.saliency_wanted,
             input_as_list=self.input_as_list,
@@ -696,6 +707,22 @@ class Session:
         if self.channel_pages.get(layer) != first:
             self.channel_pages[layer] = first
             self.view_changed.emit("channel_pages")
+
+    def set_channel_order(self, layer: str, order: ChannelOrder | None) -> None:
+        """Tile ``layer``'s channels in ``order`` (None: the natural order) and announce it.
+        The page shown is the one holding the channel ``channel_pages[layer]`` names."""
+        if order is None:
+            if self.channel_orders.pop(layer, None) is not None:
+                self.view_changed.emit("channel_orders")
+        elif self.channel_orders.get(layer) != order:
+            self.channel_orders[layer] = order
+            self.view_changed.emit("channel_orders")
+
+    def page_start(self, layer: str, size: int) -> int:
+        """Where the page of ``size`` channels shown of ``layer`` starts: a channel, or a
+        position in its channel order (:func:`~actviz.display.mosaic.page_start`)."""
+        at = self.channel_pages.get(layer, 0)
+        return page_start(at, size, self.channel_orders.get(layer))
 
     def set_page_channels(self, layer: str, count: int) -> None:
         """Channels per mosaic page of ``layer`` (the window's choice from the panel width)."""

@@ -168,7 +168,7 @@ def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
     feature.view.top_spin.setValue(5)
     feature.view.mark_check.setChecked(True)
     parts = win.window.session_parts()
-    assert parts["effects"] == {"top": 5, "mark": True}
+    assert parts["effects"] == {"top": 5, "mark": True, "sort": False}
     other = actviz_window(_tiny(), _input(), LAYERS)
     other.window.restore_session_parts(parts)
     assert other.feature("effects").view.top == 5

@@ -14,7 +14,12 @@
   (Esc); a run started meanwhile replaces it;
 * "Ablate top" / "Keep only top" add what-if edits to ``session.edits`` and run again;
 * optionally each layer's top channels are outlined in its layer panel, which turns to the
-  page holding the first (a panel cannot reorder its tiles).
+  page holding the first;
+* "Sort the layer panels' tiles by effect" gives each ranked layer a channel order
+  (``session.set_channel_order``): its tiles by ``|estimate|``, largest first, re-sorted with
+  each new result (the page kept); unticked, the natural order and the page from before;
+* the layer panels' tile menu (``host.add_tile_menu_entries``) gets "Measure the effect of
+  ch N" (an exact ablation of those channels, shown in the dock) and "Sort tiles by effect".
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QDockWidget, QScrollArea
+from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 
 from actviz.analysis.effects import DEFAULT_VERIFY, estimate_from_capture, verify
+from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.effects.view import BarRow, EffectsView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error
@@ -45,6 +51,15 @@ __all__ = ["DOCK_TITLE", "EffectsFeature"]
 DOCK_TITLE = "Channels that matter"
 #: Width of the dock when it first opens.
 PREFERRED_WIDTH = 380
+#: What the page read-out of a sorted layer panel calls the order.
+ORDER_LABEL = "by effect"
+
+
+def channels_text(channels: tuple[int, ...]) -> str:
+    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels`` (menu entries and messages)."""
+    if len(channels) <= 4:
+        return "ch " + ", ".join(str(c) for c in channels)
+    return f"{len(channels)} channels"
 
 
 class EffectsFeature(FeatureBase, QObject):
@@ -88,12 +103,22 @@ class EffectsFeature(FeatureBase, QObject):
         # (done, total), written by the job's thread, read on the GUI thread (one tuple).
         self._progress = (0, 0)
         self._closed = False
+        #: Channels the user asked to measure, per layer: shown after the top ones.
+        self.asked: dict[str, tuple[int, ...]] = {}
+        # What a verification measures: None, each layer's top; else {layer: channels}.
+        self._measuring: dict[str, tuple[int, ...]] | None = None
+        # A measurement asked for before the estimates of the result shown were made.
+        self._pending_measure: tuple[str, tuple[int, ...]] | None = None
+        # Layers this feature sorted, with the channel their page held before (unsorting
+        # puts it back).
+        self._sorted: dict[str, int | None] = {}
 
         v = self.view
         v.verify_requested.connect(self.verify)
         v.cancel_requested.connect(self.cancel)
         v.top_changed.connect(lambda _k: self._show())
         v.mark_toggled.connect(lambda _on: self._mark_panels())
+        v.sort_toggled.connect(self.sort_panels)
         v.channel_clicked.connect(self.open_channel)
         v.ablate_requested.connect(lambda layer: self.ablate_top(layer))
         v.keep_requested.connect(lambda layer: self.keep_top(layer))
@@ -109,6 +134,8 @@ class EffectsFeature(FeatureBase, QObject):
         es.errored.connect(self._on_estimate_errored)
         host.run_started.connect(self._check_interrupted)
         self.session.result_changed.connect(self._on_result_changed)
+        self.session.model_changed.connect(self._on_model_changed)
+        host.add_tile_menu_entries(self._fill_tile_menu)
         v.set_message("Run the model: the channels of each ticked layer are ranked here.")
 
     # ========================================================================== Feature
@@ -134,9 +161,16 @@ class EffectsFeature(FeatureBase, QObject):
         self.dock.setVisible(False)
 
     def session_part(self) -> dict[str, Any]:
-        """What a session file keeps: the channels shown per layer and the panels' marking
-        (the dock's place and visibility are in the window layout)."""
-        return {"effects": {"top": self.view.top, "mark": self.view.mark_check.isChecked()}}
+        """What a session file keeps: the channels shown per layer, the panels' marking and
+        sorting (the dock's place and visibility are in the window layout)."""
+        v = self.view
+        return {
+            "effects": {
+                "top": v.top,
+                "mark": v.mark_check.isChecked(),
+                "sort": v.sort_check.isChecked(),
+            }
+        }
 
     def report_part(self) -> dict[str, Any]:
         """File > Export report: the bar chart of each layer's channels that matter (estimate
@@ -163,6 +197,8 @@ class EffectsFeature(FeatureBase, QObject):
             self.view.top_spin.setValue(top)
         if isinstance(setup.get("mark"), bool):
             self.view.mark_check.setChecked(setup["mark"])
+        if isinstance(setup.get("sort"), bool):
+            self.view.sort_check.setChecked(setup["sort"])
 
     def shutdown(self) -> None:
         """The window closes: let go of the session's events."""
@@ -171,6 +207,7 @@ class EffectsFeature(FeatureBase, QObject):
         self._closed = True
         self.estimates.shutdown(timeout_ms=10_000)
         self.session.result_changed.disconnect(self._on_result_changed)
+        self.session.model_changed.disconnect(self._on_model_changed)
         self.effects = None
         self._verifying = None
 
@@ -211,8 +248,9 @@ class EffectsFeature(FeatureBase, QObject):
         """True while the estimates of the latest result are being made."""
         return self._estimate_gen is not None
 
-    def verify(self) -> bool:
-        """Measure the exact effect of each layer's top channels in the background."""
+    def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
+        """Measure the exact effect of each layer's top channels in the background
+        (``channels``: of these channels per layer instead, see :meth:`measure`)."""
         if self._closed or self._gen is not None:
             return False
         eff = self.effects
@@ -224,7 +262,8 @@ class EffectsFeature(FeatureBase, QObject):
         inputs = eff.context.inputs
         if inputs is None and self.session.input is not None:
             inputs = self.session.input.value
-        count = self.verify_count
+        count: Any = self.verify_count if channels is None else channels
+        self._measuring = None if channels is None else dict(channels)
         self._progress = (0, 0)
 
         def progress(done: int, total: int) -> None:
@@ -241,12 +280,75 @@ class EffectsFeature(FeatureBase, QObject):
 
         self._verifying = eff
         self.view.set_busy(True)
-        self.view.set_message(f"Verifying the top {count} channels of each layer…")
+        if channels is None:
+            self.view.set_message(f"Verifying the top {count} channels of each layer…")
+        else:
+            asked = "; ".join(f"{layer} {channels_text(c)}" for layer, c in channels.items())
+            self.view.set_message(f"Measuring the effect of {asked}…")
         # supersede=False: a run already queued still reports; a later run replaces this.
         self._gen = self.worker.submit(job, supersede=False)
         self._owned.add(self._gen)
         self.window.refresh_busy("Verifying channel effects…")
         return True
+
+    def measure(self, layer: str, channels: Any) -> bool:
+        """Measure the exact effect of ``channels`` of ``layer`` (each set to the baseline
+        alone) in the background and show them in the dock, after the top channels (the tile
+        menu's "Measure the effect of ch N"). The dock opens; when the estimates of the
+        result shown are still to be made, the measurement starts once they are."""
+        chosen = tuple(dict.fromkeys(int(c) for c in channels))
+        if self._closed or not chosen:
+            return False
+        self.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))
+        if self._gen is not None:
+            self.view.set_message(
+                "A verification is running: measure again when it ends (or Cancel it).",
+                error=True,
+            )
+            return False
+        self.dock.show()
+        self.dock.raise_()
+        result = self.session.result
+        current = self._source is not None and result is not None and self._source() is result
+        if self.effects is None or not current or self.estimating():
+            if not self.estimating():
+                self.refresh()
+            if self.estimating():
+                self._pending_measure = (layer, chosen)  # measured once they are made
+                return True
+            current = self._source is not None and self._source() is result
+            if self.effects is None or not current:
+                return False  # refresh said why
+        if layer not in self.effects.results:
+            self.view.set_message(f"{layer} has no channels ranked here.", error=True)
+            return False
+        self._show()
+        return self.verify({layer: chosen})
+
+    def sort_panels(self, on: bool = True) -> None:
+        """Order the tiles of each ranked layer's panel by ``|estimated effect|`` (``on``),
+        re-sorted with each new result; or put back the natural order and the page shown
+        before. Ticks the dock's box, whose switch calls this (so both stay in step)."""
+        v = self.view
+        if v.sort_check.isChecked() != bool(on):
+            v.sort_check.setChecked(bool(on))  # its signal comes back here
+            return
+        if on:
+            if self.effects is not None:
+                self._apply_order()
+            else:
+                self.refresh()
+            return
+        s = self.session
+        sorted_, self._sorted = self._sorted, {}
+        for layer, before in sorted_.items():
+            s.set_channel_order(layer, None)
+            s.set_channel_page(layer, before or 0)
+            self.window.refresh_panel(layer)
+
+    def sorted_layers(self) -> list[str]:
+        """Layers whose panels this feature sorted by effect."""
+        return list(self._sorted)
 
     def ablate_top(self, layer: str, k: int | None = None) -> bool:
         """Add a what-if edit ablating the top ``k`` channels of ``layer`` and run again."""
@@ -272,9 +374,16 @@ class EffectsFeature(FeatureBase, QObject):
         """The bars of ``layer`` as shown: its top channels by ``|estimate|``."""
         if self.effects is None or layer not in self.effects.results:
             return []
-        return [
-            BarRow(r.channel, r.estimate, r.exact) for r in self.effects.top(layer, self.view.top)
-        ]
+        eff = self.effects
+        rows = [BarRow(r.channel, r.estimate, r.exact) for r in eff.top(layer, self.view.top)]
+        shown = {r.channel for r in rows}
+        res = eff[layer]
+        for c in self.asked.get(layer, ()):  # measured from the tile menu: after the top ones
+            if c not in shown and 0 <= c < res.channels:
+                r = res.row(c)
+                rows.append(BarRow(r.channel, r.estimate, r.exact))
+                shown.add(c)
+        return rows
 
     # ========================================================================== estimates
     def _what_to_estimate(self, result: RunResult | None) -> tuple[Any, Any, list[str], Any]:
@@ -320,6 +429,7 @@ class EffectsFeature(FeatureBase, QObject):
         if eff.warnings:
             text += "\n" + "; ".join(eff.warnings)
         v.set_message(text)
+        self._apply_order()
         self._mark_panels()
 
     def _mark_panels(self) -> None:
@@ -336,10 +446,60 @@ class EffectsFeature(FeatureBase, QObject):
             if not top:
                 continue
             size = max(1, self.window.page_channels(layer))
-            first = (max(0, s.channel_pages.get(layer, 0)) // size) * size
-            if not first <= top[0] < first + size:
+            order = s.channel_orders.get(layer)
+            if page_start(top[0], size, order) != s.page_start(layer, size):
                 s.set_channel_page(layer, top[0])
                 self.window.refresh_panel(layer)
+
+    def _apply_order(self) -> None:
+        """Sorting on: give each ranked layer with a mosaic its order by effect, keeping the
+        page (its place in the order) the user is on; the first time, the first page."""
+        eff, result = self.effects, self.session.result
+        if eff is None or result is None or not self.view.sort_check.isChecked():
+            return
+        s = self.session
+        for layer in eff.layers:
+            shown = result.layers.get(layer)
+            if shown is None or shown.mosaic is None:
+                continue  # bars, a token view: no tiles to order
+            order = ChannelOrder(tuple(int(c) for c in eff[layer].order()), ORDER_LABEL)
+            if not order.fits(shown.mosaic.total_channels):
+                continue
+            old = s.channel_orders.get(layer)
+            if order == old:
+                continue
+            if layer in self._sorted and old is not None:
+                size = max(1, self.window.page_channels(layer))
+                at = min(s.page_start(layer, size), len(order.channels) - 1)
+            else:
+                self._sorted[layer] = s.channel_pages.get(layer)
+                at = 0
+            s.set_channel_order(layer, order)
+            s.set_channel_page(layer, order.channels[at])
+            self.window.refresh_panel(layer)
+
+    def _fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
+        """The tile menu's entries of this feature (see ``host.add_tile_menu_entries``)."""
+        if not channels:
+            return
+        what = channels_text(channels)
+        menu.addSeparator()
+        action = menu.addAction(
+            f"Measure the effect of {what}", lambda: self.measure(layer, channels)
+        )
+        action.setToolTip(
+            "Set each to the baseline alone and measure how the target changes, exactly (in "
+            "the background); the Channels that matter dock shows it beside the estimate"
+        )
+        action.setEnabled(self._gen is None)
+        sort = menu.addAction("Sort tiles by effect")
+        sort.setCheckable(True)
+        sort.setChecked(self.view.sort_check.isChecked())
+        sort.setToolTip(
+            "Order every ranked layer's tiles by |estimated effect| (the Channels that matter "
+            "dock); unticked: the natural order"
+        )
+        sort.toggled.connect(self._on_sort_action_toggled)
 
     # ========================================================================== edits
     def _edit(self, layer: str, k: int | None, make: Any, verb: str) -> bool:
@@ -365,11 +525,15 @@ class EffectsFeature(FeatureBase, QObject):
         self._estimate_gen = None
         self.effects = eff
         self._show()
+        pending, self._pending_measure = self._pending_measure, None
+        if pending is not None:
+            self.measure(*pending)
 
     def _on_estimate_errored(self, gen: int, error: BaseException) -> None:
         if gen != self._estimate_gen:
             return
         self._estimate_gen = None
+        self._pending_measure = None
         self.effects = None
         self.view.set_sections([])
         self.view.set_message(describe_error(error), error=True)
@@ -379,9 +543,21 @@ class EffectsFeature(FeatureBase, QObject):
             self.refresh()
 
     def _on_result_changed(self) -> None:
-        # Only while the dock is on screen: a hidden dock costs nothing per live frame.
-        if self.dock.isVisible():
+        # Only while the dock is on screen or the panels are sorted by effect: otherwise
+        # nothing is estimated per live frame.
+        if self.dock.isVisible() or self.view.sort_check.isChecked():
             self.refresh()
+
+    def _on_model_changed(self) -> None:
+        # Another model: its channels are others (the session dropped the orders itself).
+        self.asked = {}
+        self._sorted = {}
+        self._pending_measure = None
+
+    def _on_sort_action_toggled(self, on: bool) -> None:
+        self.sort_panels(on)
+        if on:
+            self.show_panel()
 
     def _on_worker_progress(self, gen: int, _message: str) -> None:
         if gen == self._gen:
@@ -399,11 +575,13 @@ class EffectsFeature(FeatureBase, QObject):
     def _on_worker_finished(self, gen: int, value: Any) -> None:
         if gen != self._gen:
             return
-        verifying = self._verifying
+        verifying, measured = self._verifying, self._measuring
         self._end("")
         if verifying is not None and verifying is self.effects:
             self.effects = value
             self._show()
+            if measured:
+                self.view.set_message(self._measured_text(value, measured))
         else:
             self.view.set_message(
                 "The verification was of an earlier run: press Verify again.", error=True
@@ -423,9 +601,20 @@ class EffectsFeature(FeatureBase, QObject):
         self._end("The verification was cancelled (the estimates stay).", error=True)
         self.window.refresh_busy("Verification cancelled")
 
+    def _measured_text(self, eff: Effects, measured: dict[str, tuple[int, ...]]) -> str:
+        """What the dock says after "Measure the effect of ...": each channel's numbers."""
+        lines = []
+        for layer, channels in measured.items():
+            for c in channels:
+                r = eff[layer].row(c)
+                exact = f"{r.exact:+.4g}" if r.exact is not None else "n/a"
+                lines.append(f"{layer} ch {c}: exact {exact} (estimate {r.estimate:+.4g})")
+        return "\n".join(lines) + "\neffect = target with the channel replaced − target"
+
     def _end(self, message: str, *, error: bool = False) -> None:
         self._gen = None
         self._verifying = None
+        self._measuring = None
         self.view.set_busy(False)
         if message:
             self.view.set_message(message, error=error)

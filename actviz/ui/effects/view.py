@@ -230,6 +230,8 @@ class EffectsView(QtWidgets.QWidget):
         The number of channels shown per layer changed.
     mark_toggled(bool)
         "Mark in the layer panels" was switched.
+    sort_toggled(bool)
+        "Sort the layer panels' tiles by effect" was switched.
     channel_clicked(str, int), ablate_requested(str), keep_requested(str)
         From the sections.
     """
@@ -238,6 +240,7 @@ class EffectsView(QtWidgets.QWidget):
     cancel_requested = QtCore.Signal()
     top_changed = QtCore.Signal(int)
     mark_toggled = QtCore.Signal(bool)
+    sort_toggled = QtCore.Signal(bool)
     channel_clicked = QtCore.Signal(str, int)
     ablate_requested = QtCore.Signal(str)
     keep_requested = QtCore.Signal(str)
@@ -274,6 +277,14 @@ class EffectsView(QtWidgets.QWidget):
         )
         self.mark_check.toggled.connect(self.mark_toggled.emit)
         outer.addWidget(self.mark_check)
+        self.sort_check = QtWidgets.QCheckBox("Sort the layer panels' tiles by effect")
+        self.sort_check.setToolTip(
+            "Order each layer's tiles by |estimated effect|, largest first, so its first page "
+            "holds the channels that matter (each tile keeps its channel number; the page "
+            "read-out says 'by effect'). Unticked: the natural order and the page you were on"
+        )
+        self.sort_check.toggled.connect(self.sort_toggled.emit)
+        outer.addWidget(self.sort_check)
         self.progress = QtWidgets.QProgressBar()
         self.progress.setVisible(False)
         outer.addWidget(self.progress)

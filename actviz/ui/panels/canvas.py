@@ -238,6 +238,8 @@ class TileGrid:
         self._lines: list[QtCore.QLineF] = []
         self._rect = QtCore.QRectF()
         self._tiles: tuple[int, int, int, int, int, int, int] | None = None
+        # The channel of each tile when they are not consecutive (sorted by effect).
+        self._channel_ids: tuple[int, ...] | None = None
         self._font = QtGui.QFont()
         self._font.setPointSize(style.TICK_POINT_SIZE - 1)
         self.path_item = QtWidgets.QGraphicsPathItem()
@@ -263,13 +265,16 @@ class TileGrid:
         pad: int,
         channels: int,
         first_channel: int,
+        channel_ids: tuple[int, ...] | None = None,
     ) -> None:
         """Lay the grid over a mosaic of ``rows x cols`` tiles of ``tile_h x tile_w`` pixels
-        ``pad`` apart, showing ``channels`` channels from ``first_channel``."""
+        ``pad`` apart, showing ``channels`` channels from ``first_channel`` (or the channels
+        ``channel_ids``, in tile order: the numbers drawn are theirs)."""
         tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
-        if tiles == self._tiles:
+        if tiles == self._tiles and channel_ids == self._channel_ids:
             return
         self._tiles = tiles
+        self._channel_ids = channel_ids
         width = cols * (tile_w + pad) - pad
         height = rows * (tile_h + pad) - pad
         half = pad / 2.0
@@ -340,7 +345,8 @@ class TileGrid:
             y0 = (i // cols) * (tile_h + pad)
             if not visible.intersects(QtCore.QRectF(x0, y0, tile_w, tile_h)):
                 continue
-            out.append((first + i, transform.map(QtCore.QPointF(x0, y0))))
+            channel = self._channel_ids[i] if self._channel_ids is not None else first + i
+            out.append((channel, transform.map(QtCore.QPointF(x0, y0))))
             if len(out) >= MAX_TILE_LABELS:
                 break
         return out
@@ -356,6 +362,7 @@ class TileGrid:
         ratio = scene.views()[0].devicePixelRatioF() if scene is not None else 1.0
         key = (
             self._tiles,
+            self._channel_ids,
             tuple(round(v, 4) for v in (transform.m11(), transform.m12(), transform.m21(),
                                         transform.m22(), transform.dx(), transform.dy())),
             (view.x(), view.y(), view.width(), view.height()),
@@ -626,9 +633,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         pad: int,
         channels: int,
         first_channel: int,
+        channel_ids: tuple[int, ...] | None = None,
     ) -> None:
         """Draw the gaps (and channel numbers) of a mosaic over the image: see :class:`TileGrid`."""
-        self.grid.set_tiles(rows, cols, tile_h, tile_w, pad, channels, first_channel)
+        self.grid.set_tiles(rows, cols, tile_h, tile_w, pad, channels, first_channel, channel_ids)
 
     def clear_tiles(self) -> None:
         """Draw no tile grid (the image is not a mosaic)."""

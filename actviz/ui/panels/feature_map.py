@@ -212,6 +212,7 @@ class _ViewSlot(QtWidgets.QWidget):
                 mosaic.pad,
                 mosaic.channels,
                 mosaic.first_channel,
+                mosaic.tile_channels if mosaic.order is not None else None,
             )
             self.legend.setText(scale_legend(mosaic))
             self.legend.setVisible(True)
@@ -549,7 +550,7 @@ class LayerPanel(PanelBase):
         rects = []
         if mosaic is not None and slot.view is not None and slot.view.kind == "maps":
             for channel in self._selected_channels:
-                if mosaic.first_channel <= channel <= mosaic.last_channel:
+                if mosaic.shows(channel):
                     y0, x0 = mosaic.tile_origin(channel)
                     rects.append(QtCore.QRectF(x0, y0, mosaic.tile_w, mosaic.tile_h))
         canvas.set_marks(rects)
@@ -635,6 +636,21 @@ class LayerPanel(PanelBase):
         self.set_title(" · ".join(parts))
 
     def _update_page_bar(self, mosaic: Mosaic | None) -> None:
+        if mosaic is not None and mosaic.order is not None:
+            # Tiles in an order of their own: the bar says so (even on a single page), with
+            # the ranks shown; each tile is labelled with its channel.
+            start, total = mosaic.position, len(mosaic.order.channels)
+            end = start + mosaic.channels
+            self.page_label.setText(f"{mosaic.order.label}: {start + 1}-{end} of {total}")
+            self.page_label.setToolTip(
+                f"Tiles in order {mosaic.order.label} (ranks {start + 1}-{end}); each tile "
+                "is labelled with its channel"
+            )
+            self.prev_page_button.setEnabled(start > 0)
+            self.next_page_button.setEnabled(end < total)
+            self.page_bar.setVisible(True)
+            return
+        self.page_label.setToolTip("")
         # Only layers with more channels than one mosaic holds get the page bar.
         if mosaic is None or mosaic.channels >= mosaic.total_channels:
             self.page_bar.setVisible(False)

@@ -210,6 +210,7 @@ class WhatIfController(FeatureBase, QObject):
                     action.setToolTip(f"this pinned run did not capture {layer}")
                 else:
                     action.setToolTip(f"{what} of {layer} take their values in {pin.label}")
+        self.window.fill_tile_menu(menu, layer, channels)  # other features' entries
         return menu
 
     def _ask_and_scale(self, layer: str, channels: tuple[int, ...]) -> None:
@@ -321,7 +322,8 @@ class WhatIfController(FeatureBase, QObject):
             return None
         first = layer.mosaic.first_channel if layer.mosaic is not None else 0
         page = layer.mosaic.page_size if layer.mosaic is not None else None
-        key = (name, first, page, result.spec.normalize)
+        order = layer.mosaic.order if layer.mosaic is not None else None  # sorted tiles
+        key = (name, first, page, result.spec.normalize, order)
         cached = self._diff_cache.get(key)
         if cached is not None:
             return cached
@@ -330,6 +332,7 @@ class WhatIfController(FeatureBase, QObject):
             layers=(name,),
             channel_pages={name: first},
             page_channels={name: page} if page else {},
+            channel_orders={name: order} if order is not None else {},
         )
         try:
             diff = prepare_difference(result.capture, result.baseline, spec, layers=[name])

@@ -8,7 +8,7 @@ window's parts, so a feature never touches a widget it did not make.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -168,6 +168,18 @@ class HostSlots:
     def page_channels(self, layer: str) -> int:
         """Channels per mosaic page of ``layer`` in its panel."""
         return self.display.page_size(layer)
+
+    def add_tile_menu_entries(self, fill: Callable[[QMenu, str, tuple[int, ...]], None]) -> None:
+        """A feature's entries in a layer panel's tile menu (a right click on tiles):
+        ``fill(menu, layer, channels)`` adds them to the menu being built."""
+        self.display.tile_menu_fillers.append(fill)
+
+    def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None:
+        """Add every feature's tile-menu entries for ``channels`` of ``layer`` to ``menu``
+        (called by whatever builds the tile menu)."""
+        chosen = tuple(int(c) for c in channels)
+        for fill in list(self.display.tile_menu_fillers):
+            fill(menu, layer, chosen)
 
     def show_input_image(self, image: np.ndarray | None, caption: str) -> None:
         """Show a picture of the input in the Model dock's preview."""

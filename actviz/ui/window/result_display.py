@@ -17,6 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QWidget
@@ -118,6 +119,8 @@ class ResultDisplay:
         #: tile menu, the edit badge and the difference view, actviz.ui.whatif).
         self.panel_created: list[Callable[[LayerPanel], None]] = []
         self.panel_updated: list[Callable[[LayerPanel, PreparedLayer], None]] = []
+        #: ``fill(menu, layer, channels)`` of each feature adding entries to the tile menu.
+        self.tile_menu_fillers: list[Callable[[Any, str, tuple[int, ...]], None]] = []
         # Display steps (see the module docstring): each carries the generation of the result
         # it belongs to (None: shown even after a newer result), run by a zero-interval timer.
         self._display_steps: deque[tuple[int | None, Callable[[], None]]] = deque()
@@ -261,9 +264,15 @@ class ResultDisplay:
         if layer is None or layer.mosaic is None:
             return False
         first = self.page_first(name) + step * self.page_size(name)
-        if not 0 <= first < layer.mosaic.total_channels:
+        order = self.session.channel_orders.get(name)
+        if order is not None:  # pages of the layer's own order: its channel at that place
+            if not 0 <= first < len(order.channels):
+                return False
+            self.session.set_channel_page(name, order.channels[first])
+        elif not 0 <= first < layer.mosaic.total_channels:
             return False
-        self.session.set_channel_page(name, first)
+        else:
+            self.session.set_channel_page(name, first)
         panel = self.layer_panels.get(name)
         if panel is not None:
             self._pending_panels.pop(name, None)
@@ -284,9 +293,9 @@ class ResultDisplay:
     def page_first(self, name: str) -> int:
         """First channel of the page shown of layer ``name``: the page of :meth:`page_size`
         channels holding ``session.channel_pages[name]`` (the channel the user turned or
-        stepped to), so a page size that follows the width keeps that channel in view."""
-        size = self.page_size(name)
-        return (max(0, self.session.channel_pages.get(name, 0)) // size) * size
+        stepped to), so a page size that follows the width keeps that channel in view. A
+        layer with a channel order (sorted by effect): the position in it."""
+        return self.session.page_start(name, self.page_size(name))
 
     def _on_mosaic_width_changed(self, name: str, width: int) -> None:
         # Handled on the next pass: the width changes while a panel is being filled (its
@@ -557,6 +566,7 @@ class ResultDisplay:
             self.page_first(layer.name),
             page_size=self.session.page_channels.get(layer.name),
             symmetric=symmetric_for(self.colormap, layer.view),
+            order=self.session.channel_orders.get(layer.name),
         )
         if layer.view is not None:
             panel.set_activation(layer.view, layer.mosaic)

@@ -1,0 +1,170 @@
+"""Sorting the layer panels by effect and measuring a channel from the tile menu (real window):
+the tiles are the channels in effect order, each labelled and opened as itself, pages turn
+through the order, a new run re-sorts on the same page, and unticking gives the natural order
+and the page from before back."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PySide6.QtCore import QPoint, Qt
+from torch import nn
+
+from actviz.analysis.effects import estimate_from_capture, verify
+from actviz.display.mosaic import mosaic
+
+
+class Wide(nn.Module):
+    """conv1 (8 ch, 16x16) -> relu -> conv2 (300 ch, 4x4): more channels than one page holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(8, 300, 3, stride=4, padding=1)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(300, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv2(self.relu(self.conv1(x))))
+
+
+def _input(seed: int = 3) -> torch.Tensor:
+    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+def _opened(actviz_window):
+    torch.manual_seed(0)
+    model = Wide().eval()
+    win = actviz_window(model, _input(), ["conv2"])
+    win.run_and_wait()
+    feature = win.feature("effects")
+    win.open_dock("Channels that matter")
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
+    assert feature.effects is not None
+    return win, model, feature
+
+
+def _shown(win):
+    win.window.flush_panel_updates()
+    return win.panel("conv2").activation_slot.mosaic
+
+
+def test_sort_by_effect_pages_and_back(actviz_window):
+    win, model, feature = _opened(actviz_window)
+    window, session = win.window, win.window.session
+    panel = win.panel("conv2")
+    natural = _shown(win)
+    size = natural.page_size
+    assert natural.order is None and 0 < size < 300  # several pages
+    assert window.turn_page("conv2", 1)  # the user is on page 2 before sorting
+    assert _shown(win).first_channel == size
+
+    feature.view.sort_check.setChecked(True)
+    order = tuple(int(c) for c in feature.effects["conv2"].order())
+    est = np.abs(feature.effects.estimate("conv2"))
+    assert est[order[0]] == est.max() and order != tuple(range(300))
+    m = _shown(win)
+    # The first page holds the channels that matter, each tile its own channel.
+    assert m.tile_channels == order[:size] and m.order.label == "by effect"
+    assert panel.page_text() == f"by effect: 1-{size} of 300"
+    assert not panel.prev_page_button.isEnabled() and panel.next_page_button.isEnabled()
+    assert panel.activation_slot.image_canvas.grid._channel_ids == order[:size]
+    data = window.result.layers["conv2"].view.data
+    np.testing.assert_allclose(
+        m.image, mosaic(data[list(order[:size])], symmetric=m.symmetric).image, atol=1e-6,
+        equal_nan=True,
+    )  # fmt: skip
+    # The gradient side is in the same order.
+    assert panel.gradient_slot.mosaic.tile_channels == order[:size]
+    # Next page: ranks size+1.. of the order.
+    assert window.turn_page("conv2", 1)
+    m2 = _shown(win)
+    assert m2.tile_channels == order[size : 2 * size] and m2.position == size
+    assert panel.page_text().startswith(f"by effect: {size + 1}-")
+    assert window.turn_page("conv2", -1) and _shown(win).position == 0
+    assert not window.turn_page("conv2", -1)
+    assert window.turn_page("conv2", 1)
+
+    # A new input: re-sorted by its own effects, on the same page of the order.
+    win.set_input(_input(seed=9))
+    result = win.run_and_wait()
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
+    expected = estimate_from_capture(model, result.capture, ["conv2"])
+    new_order = tuple(int(c) for c in expected["conv2"].order())
+    assert new_order != order
+    m3 = _shown(win)
+    assert m3.tile_channels == new_order[size : 2 * size]
+
+    # Hover and click name and open the real channel of the third tile.
+    m = _shown(win)
+    third = m.tile_channels[2]
+    assert third == new_order[size + 2]
+    canvas = panel.activation_slot.image_canvas
+    y0, x0 = m.tile_origin(third)
+    assert m.channel_at(x0 + 1, y0 + 1) == third
+    win.reveal("conv2")
+    pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
+    win.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos))
+    win.qtbot.waitUntil(lambda: window.channel_view.channel == third, timeout=5000)
+    assert window.channel_view.name == "conv2"
+    # Opening a channel keeps the sorted page holding it (the panel narrows beside the
+    # channel view: fewer tiles per page, the page still the one holding it).
+    m = _shown(win)
+    assert m.order is not None and third in m.tile_channels
+    # Unticked: the natural order, and the page the user was on before sorting.
+    feature.view.sort_check.setChecked(False)
+    m4 = _shown(win)
+    assert m4.order is None and m4.shows(size)  # the channel that page began with
+    assert panel.page_text().startswith(f"ch {m4.first_channel}-")
+    assert session.channel_orders == {}
+    assert feature.sorted_layers() == []
+
+
+def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
+    win, model, feature = _opened(actviz_window)
+    result = win.window.result
+    eff = feature.effects
+    # The least of the tiles shown, far from the top: shown after the top ones once measured.
+    page = win.panel("conv2").activation_slot.mosaic.tile_channels
+    channel = min(page, key=lambda c: abs(eff["conv2"].estimate[c]))
+    assert channel not in eff.top_channels("conv2", feature.view.top)
+    win.context_action("conv2", channel, f"Measure the effect of ch {channel}")  # clicked
+    assert feature.is_busy()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
+    expected = verify(
+        model, estimate_from_capture(model, result.capture, ["conv2"]), {"conv2": [channel]}
+    )
+    res = feature.effects["conv2"]
+    assert res.verified.sum() == 1 and res.verified[channel]
+    assert res.exact[channel] == expected["conv2"].exact[channel]
+    assert res.exact[channel] != 0  # a real change of the target
+    rows = feature.view.sections["conv2"].bars.rows
+    assert rows[-1].channel == channel and rows[-1].exact == res.exact[channel]
+    assert len(rows) == feature.view.top + 1
+    assert f"conv2 ch {channel}: exact {res.exact[channel]:+.4g}" in feature.view.message.text()
+    # The same menu sorts the panel by effect (and says so when it is).
+    assert not feature.view.sort_check.isChecked()
+    win.context_action("conv2", channel, "Sort tiles by effect")  # clicked: ticked
+    assert feature.view.sort_check.isChecked()
+    assert _shown(win).tile_channels[0] == int(res.order()[0])
+    # Clicked again (shown ticked): the natural order is back.
+    action = win.context_action("conv2", int(res.order()[0]), "Sort tiles by effect")
+    assert not action.isChecked() and not feature.view.sort_check.isChecked()
+    assert _shown(win).order is None and _shown(win).first_channel == 0
+
+
+def test_a_session_keeps_the_sorting(actviz_window):
+    win, _model, feature = _opened(actviz_window)
+    feature.view.sort_check.setChecked(True)
+    parts = win.window.session_parts()
+    assert parts["effects"]["sort"] is True
+    other = actviz_window(Wide().eval(), _input(), ["conv2"])
+    other.window.restore_session_parts(parts)
+    theirs = other.feature("effects")
+    assert theirs.view.sort_check.isChecked()
+    # Sorted without opening the dock: the estimates are made for the sorting.
+    other.run_and_wait()
+    other.qtbot.waitUntil(lambda: theirs.sorted_layers() == ["conv2"], timeout=30_000)
+    order = tuple(int(c) for c in theirs.effects["conv2"].order())
+    other.window.flush_panel_updates()
+    assert other.panel("conv2").activation_slot.mosaic.tile_channels[0] == order[0]
