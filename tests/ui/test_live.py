@@ -170,6 +170,22 @@ def test_coalescer_keeps_only_the_latest_waiting_item_and_spaces_starts():
     assert not c.has_pending and c.started == 2 and c.offered == 4
 
 
+def test_coalescer_with_a_limit_of_two_starts_a_second_item_before_the_first_ends():
+    c = Coalescer(min_interval_s=0.0, clock=lambda: 0.0, limit=2)
+    c.offer("a")
+    assert c.take() == (True, "a") and not c.busy
+    c.offer("b")
+    assert c.take() == (True, "b") and c.busy and c.in_flight == 2
+    c.offer("c")
+    assert c.take() == (False, None)
+    c.limit = 1  # paused: no new start until both have ended
+    c.finish()
+    assert c.busy and c.take() == (False, None)
+    c.finish()
+    c.finish()  # an extra finish (a superseded frame) does not go below zero
+    assert c.in_flight == 0 and c.take() == (True, "c")
+
+
 # ============================================================================ sources
 def test_tensor_frames_give_one_batch_of_one_per_frame(tmp_path):
     frames = _frames(4)
@@ -322,6 +338,66 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
     for i, inputs in shown:
         torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
     assert not window.worker.is_busy()
+
+
+def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_window, monkeypatch):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    import actviz.core.capture as core_capture
+
+    real_capture = core_capture.capture
+    captured: list[int] = []  # one entry per live capture that returned (worker thread)
+
+    def slow_capture(*args, **kwargs):
+        time.sleep(0.03)  # a capture long enough for the next submit to find it running
+        out = real_capture(*args, **kwargs)
+        captured.append(1)
+        return out
+
+    monkeypatch.setattr(core_capture, "capture", slow_capture)
+    live = window.features["live"].configure(max_fps=1000)
+    frames = _frames(8, seed=5)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    submitted: list[int] = []
+    waiting_at_submit: list[int] = []  # our captures not yet done when each frame was submitted
+    real_submit = window.worker.submit
+
+    def submit(job, *, supersede=True):
+        waiting_at_submit.append(len(submitted) - len(captured))
+        gen = real_submit(job, supersede=supersede)
+        submitted.append(gen)
+        return gen
+
+    window.worker.submit = submit
+    captured.clear()
+    # Paused: one capture at a time, so a step shows the latest request closely.
+    for _ in range(2):
+        n = live.frames_shown
+        live.step(1)
+        _wait_frames(qtbot, live, n + 1)
+        _wait_idle(qtbot, live)
+    assert waiting_at_submit and set(waiting_at_submit) == {0}
+    shown = []
+    live.frame_changed.connect(
+        lambda i, n, label: shown.append((i, window.result.capture.inputs.clone()))
+    )
+    live.set_loop(False)
+    live.set_speed(200)
+    live.play()
+    qtbot.waitUntil(lambda: not live.playing, timeout=RUN_TIMEOUT_MS)
+    _wait_idle(qtbot, live)
+    # Playing: the next frame was queued while the one before was still being captured, and
+    # never more than one ahead.
+    assert max(waiting_at_submit) == 1
+    # Frames still arrive in order, each with its own input, the last one included.
+    indices = [i for i, _ in shown]
+    assert indices == sorted(indices) and indices[-1] == 7
+    for i, inputs in shown:
+        torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
+    assert not window.worker.is_busy() and live.coalescer.in_flight == 0
 
 
 def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):

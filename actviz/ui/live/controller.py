@@ -18,9 +18,16 @@ next frame's capture starts while this one is prepared on the worker's second th
 model is free then; preparing reads only the capture). On two cores that hides most of the
 preparation: one core would otherwise idle while the single-threaded preparation runs.
 
-Coalescing: at most one live frame is captured and one prepared at a time, and one waits; a
-newer request replaces the waiting one (dropped). Starts are spaced by ``1 / max_fps`` so the
-panels repaint at most ~30 times a second. A run the window starts itself (Run, a tick change) while live mode is engaged
+While a sequence plays, the frame after the one capturing is already queued on the worker, so
+a capture ends and the next begins on the worker thread, without waiting for the GUI thread to
+hear of it (it may be painting the frame before). Paused (a slider dragged, a step), only one
+frame is captured at a time, so what is shown follows the latest request closely.
+
+Coalescing: at most one live frame is captured (two while playing: one queued) and one
+prepared at a time, and one waits; a newer request replaces the waiting one (dropped). Starts
+are spaced by ``1 / max_fps`` so the panels repaint at most ~60 times a second (a display's
+refresh); the dock's read-outs (rate, memory) change at most a few times a second while
+playing. A run the window starts itself (Run, a tick change) while live mode is engaged
 is superseded by the live frame, so Run means "refresh the live frame".
 """
 
@@ -68,7 +75,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_FPS = 30.0
+DEFAULT_MAX_FPS = 60.0
+#: Frames captured or queued for capture at once while a sequence plays (1 when paused).
+CAPTURES_AHEAD = 2
+#: Least time between two status read-outs while playing (seconds): each one reads the
+#: process's memory and relays out the dock's labels.
+STATUS_INTERVAL_S = 0.25
 
 
 __all__ = [
@@ -227,10 +239,12 @@ class LiveController(QObject):
         self.frames_shown = 0
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
-        # Frames submitted and not yet reported, oldest first (generation -> spec); at most one
-        # is being captured (``_capturing``), the others are being prepared.
+        # Frames submitted and not yet reported, oldest first (generation -> spec); those not
+        # captured yet are in ``_capturing`` (one, or CAPTURES_AHEAD while playing), the
+        # others are being prepared.
         self._inflight: dict[int, _Spec] = {}
-        self._capturing: int | None = None
+        self._capturing: set[int] = set()
+        self._status_at = -1.0
         self._shown_index = 0
         self._closed = False
         self._webcam: WebcamSource | None = None
@@ -479,8 +493,11 @@ class LiveController(QObject):
         if self._closed:
             return
         self._forget_stale()
-        if len(self._inflight) >= 2:
-            return  # one frame captured, one prepared: the next waits for the older to show
+        # Playing: the next frame is queued behind the one capturing (see the module docstring).
+        ahead = CAPTURES_AHEAD if self.player.playing else 1
+        self.coalescer.limit = ahead
+        if len(self._inflight) > ahead:
+            return  # captures under way and one being prepared: the next waits for it to show
         ok, spec = self.coalescer.take()
         if ok:
             self._submit(spec)
@@ -530,7 +547,7 @@ class LiveController(QObject):
         # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
         gen = self.worker.submit(job, supersede=not self._inflight)
         self._inflight[gen] = spec
-        self._capturing = gen
+        self._capturing.add(gen)
 
     def _make_job(
         self,
@@ -640,8 +657,8 @@ class LiveController(QObject):
         spec = self._inflight.pop(gen, None)
         if spec is not None:
             spec.release()
-        if gen == self._capturing:
-            self._capturing = None
+        if gen in self._capturing:
+            self._capturing.discard(gen)
             self.coalescer.finish()
         return spec
 
@@ -662,10 +679,10 @@ class LiveController(QObject):
         return None
 
     def _on_worker_staged(self, gen: int) -> None:
-        if gen == self._capturing:
+        if gen in self._capturing:
             # Captured: the model is free, so the next frame may start while this one is
             # prepared.
-            self._capturing = None
+            self._capturing.discard(gen)
             self.coalescer.finish()
             self._pump()
 
@@ -701,7 +718,8 @@ class LiveController(QObject):
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self.input_image_changed.emit(spec.image)
-        self._emit_status()
+        if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
+            self._emit_status()
         if (
             spec.partial
             and not self.player.playing
@@ -743,7 +761,10 @@ class LiveController(QObject):
             self.request()
 
     def _emit_status(self) -> None:
-        self.status_changed.emit(self.status())
+        status = self.status()
+        # Read-outs are spaced while playing from the first one that has a frame to report.
+        self._status_at = time.perf_counter() if status.frames and status.playing else -1.0
+        self.status_changed.emit(status)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

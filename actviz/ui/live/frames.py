@@ -9,9 +9,9 @@ Everything here is plain logic the live controller (:mod:`actviz.ui.live.control
 * :class:`Perturbation`: occlusion patch, noise, brightness and contrast applied to the model
   input *and* to its display image, so what the panels show is what the model saw;
 * :class:`Player`: play/pause/step/seek/speed over a frame count;
-* :class:`Coalescer`: at most one frame in flight and one waiting; a newer request replaces
-  the waiting one (counted as dropped) and starts are spaced by a minimum interval, which caps
-  repaints at ~30 Hz;
+* :class:`Coalescer`: at most ``limit`` frames in flight and one waiting; a newer request
+  replaces the waiting one (counted as dropped) and starts are spaced by a minimum interval,
+  which caps repaints (at ~60 Hz, a display's refresh);
 * :class:`RateMeter`: frames per second over a sliding window.
 
 Frames are loaded on the worker thread (``FrameSource.frame`` is called there), so decoding an
@@ -598,25 +598,34 @@ class RateMeter:
 
 
 class Coalescer:
-    """At most one job in flight and one waiting; the waiting one is always the latest.
+    """At most ``limit`` jobs in flight and one waiting; the waiting one is always the latest.
 
-    ``offer`` while a job runs replaces the waiting item (the replaced one is *dropped*);
-    ``take`` hands out the waiting item when nothing runs and at least ``min_interval_s``
-    passed since the last start (which caps the result rate, e.g. ~30 Hz).
+    ``offer`` while jobs run replaces the waiting item (the replaced one is *dropped*);
+    ``take`` hands out the waiting item when fewer than ``limit`` run and at least
+    ``min_interval_s`` passed since the last start (which caps the result rate, e.g. ~60 Hz).
     """
 
     def __init__(
-        self, min_interval_s: float = 1 / 30, clock: Callable[[], float] = time.perf_counter
+        self,
+        min_interval_s: float = 1 / 60,
+        clock: Callable[[], float] = time.perf_counter,
+        limit: int = 1,
     ):
         self.min_interval_s = min_interval_s
         self.clock = clock
-        self.busy = False
+        self.limit = limit
+        self.in_flight = 0
         self.pending: Any = None
         self._has_pending = False
         self._last_start = -math.inf
         self.offered = 0
         self.started = 0
         self.dropped = 0
+
+    @property
+    def busy(self) -> bool:
+        """Whether ``limit`` jobs are in flight (no more may start)."""
+        return self.in_flight >= max(1, self.limit)
 
     def offer(self, item: Any) -> None:
         """Make ``item`` the waiting job (replacing, and dropping, an older waiting one)."""
@@ -631,7 +640,7 @@ class Coalescer:
         if self.busy or not self._has_pending or self.wait_s() > 0:
             return False, None
         item, self.pending, self._has_pending = self.pending, None, False
-        self.busy = True
+        self.in_flight += 1
         self._last_start = self.clock()
         self.started += 1
         return True, item
@@ -641,8 +650,8 @@ class Coalescer:
         return max(0.0, self._last_start + self.min_interval_s - self.clock())
 
     def finish(self) -> None:
-        """The job in flight ended (finished, failed, cancelled or superseded)."""
-        self.busy = False
+        """A job in flight ended (finished, failed, cancelled or superseded)."""
+        self.in_flight = max(0, self.in_flight - 1)
 
     def clear(self) -> None:
         """Forget the waiting item (not counted as dropped)."""
