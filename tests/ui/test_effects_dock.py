@@ -219,3 +219,13 @@ def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
     out = tmp_path / "report.html"
     assert sessions.export_report(out, wait=True)
     assert "Channels that matter: conv1" in out.read_text()
+
+
+def test_the_dock_fits_its_width(actviz_window):
+    win, _model, _result, feature = _opened(actviz_window)
+    win.settle()
+    viewport = feature.dock.widget().viewport().width()
+    # No line sets a least width beyond the dock's (its scroll area never scrolls sideways,
+    # so a wider one was cut off: the legend's "darker: exact", the bars' right ends).
+    assert 0 < feature.view.minimumSizeHint().width() <= viewport
+    assert feature.view.width() <= viewport

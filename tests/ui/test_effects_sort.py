@@ -168,3 +168,24 @@ def test_a_session_keeps_the_sorting(actviz_window):
     order = tuple(int(c) for c in theirs.effects["conv2"].order())
     other.window.flush_panel_updates()
     assert other.panel("conv2").activation_slot.mosaic.tile_channels[0] == order[0]
+
+
+def test_live_frames_re_sort_the_tiles(actviz_window):
+    win, model, feature = _opened(actviz_window)
+    feature.view.sort_check.setChecked(True)
+    first = _shown(win).tile_channels
+    live = win.feature("live")
+    live.dock.show()
+    with win.expect_run():
+        live.dock.occlusion_check.setChecked(True)  # a live frame: the input occluded
+    win.qtbot.waitUntil(lambda: live.controller.idle, timeout=60_000)
+    shown = win.window.result
+    assert shown.origin is not None
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
+    expected = estimate_from_capture(model, shown.capture, ["conv2"])
+    order = tuple(int(c) for c in expected["conv2"].order())
+    m = _shown(win)
+    assert m.tile_channels == order[: m.channels] and m.position == 0
+    assert m.tile_channels != first[: m.channels]  # the frame's own ranking
+    # The next frame's request carries the order: prepared in it, not re-paged afterwards.
+    assert win.window.session.make_request(allow_no_input=True).channel_orders["conv2"] == m.order

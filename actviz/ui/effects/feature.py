@@ -15,7 +15,7 @@
 * "Ablate top" / "Keep only top" add what-if edits to ``session.edits`` and run again;
 * optionally each layer's top channels are outlined in its layer panel, which turns to the
   page holding the first;
-* "Sort the layer panels' tiles by effect" gives each ranked layer a channel order
+* "Sort the panels' tiles by effect" gives each ranked layer a channel order
   (``session.set_channel_order``): its tiles by ``|estimate|``, largest first, re-sorted with
   each new result (the page kept); unticked, the natural order and the page from before;
 * the layer panels' tile menu (``host.add_tile_menu_entries``) gets "Measure the effect of

@@ -231,7 +231,7 @@ class EffectsView(QtWidgets.QWidget):
     mark_toggled(bool)
         "Mark in the layer panels" was switched.
     sort_toggled(bool)
-        "Sort the layer panels' tiles by effect" was switched.
+        "Sort the panels' tiles by effect" was switched.
     channel_clicked(str, int), ablate_requested(str), keep_requested(str)
         From the sections.
     """
@@ -277,7 +277,7 @@ class EffectsView(QtWidgets.QWidget):
         )
         self.mark_check.toggled.connect(self.mark_toggled.emit)
         outer.addWidget(self.mark_check)
-        self.sort_check = QtWidgets.QCheckBox("Sort the layer panels' tiles by effect")
+        self.sort_check = QtWidgets.QCheckBox("Sort the panels' tiles by effect")
         self.sort_check.setToolTip(
             "Order each layer's tiles by |estimated effect|, largest first, so its first page "
             "holds the channels that matter (each tile keeps its channel number; the page "
@@ -297,6 +297,7 @@ class EffectsView(QtWidgets.QWidget):
             "darker: exact"
         )
         legend.setStyleSheet("color: gray;")
+        legend.setWordWrap(True)  # one line would set the dock's least width (it was cut off)
         outer.addWidget(legend)
         self.sections_box = QtWidgets.QVBoxLayout()
         self.sections_box.setSpacing(0)
