@@ -260,6 +260,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     import actviz
+    from actviz.display.attribution import input_embedding, token_input
     from actviz.io.export import export_capture
     from actviz.io.inputs import open_input
     from actviz.io.reproduce import run_source
@@ -269,8 +270,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
     target = _parse_target(args.target, loaded.categories, loaded.tokenizer)
     _progress(f"capturing {inp.description} ...")
+    captured = layers
+    if layers is not None and token_input(inp.value):
+        # A text input's saliency is read at the input embedding (|gradient x embedding| per
+        # token): recorded beside the layers asked for, as the window's runs do.
+        embedding = input_embedding(loaded.model)
+        if embedding is not None and embedding not in layers:
+            captured = [embedding, *layers]
     cap = actviz.capture(
-        loaded.model, inp.value, layers, target=target, gradients=not args.no_gradients
+        loaded.model, inp.value, captured, target=target, gradients=not args.no_gradients
     )
     _progress(
         f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
@@ -292,6 +300,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         cmap=args.cmap,
         normalize=args.normalize,
         gradcam_layer=args.gradcam_layer,
+        layers=layers,
         progress=progress,
         source=run_source(
             loaded,

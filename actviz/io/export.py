@@ -4,12 +4,15 @@ Per layer: a feature-map mosaic PNG (colormap, channel numbers, colour bar), a g
 PNG in the same layout, the same mosaics at one pixel per value (``_1x.png``: exactly the pixels a
 window panel paints for that layer, colour map and normalisation), and the raw arrays (``.npz``).
 Everything shown is prepared by :func:`actviz.display.prepare.prepare`, the window's own path. For the model: saliency and Grad-CAM
-overlaid on the input image, and ``summary.json`` (shapes, statistics, prediction, target,
-the edits the run was made with, warnings, the files written). No Qt here: the GUI and the CLI both call :func:`export_capture`.
+overlaid on the input image (a text input: |gradient x input embedding| per token, as a strip
+and as ``token_saliency.json`` / ``.csv``), and ``summary.json`` (shapes, statistics,
+prediction, the target with its name and how it was chosen, the edits the run was made with,
+warnings, the files written). No Qt here: the GUI and the CLI both call :func:`export_capture`.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import math
@@ -25,8 +28,15 @@ from PIL import Image, ImageDraw, ImageFont
 
 from actviz.core.capture import Capture, LayerRecord
 from actviz.core.structures import first_tensor
+from actviz.core.targets import resolve_target
 from actviz.display import colormaps
-from actviz.display.attribution import default_gradcam_layer, grad_cam, spatial_layers
+from actviz.display.attribution import (
+    TokenSaliency,
+    default_gradcam_layer,
+    grad_cam,
+    spatial_layers,
+)
+from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepare import prepare, symmetric_for
 from actviz.display.result import DisplaySpec, PreparedLayer, RunResult
@@ -44,7 +54,10 @@ __all__ = [
     "prepare_export",
     "render_layer_png",
     "safe_name",
+    "target_record",
+    "token_saliency_picture",
     "write_pages",
+    "write_token_saliency",
 ]
 
 log = logging.getLogger(__name__)
@@ -443,6 +456,7 @@ def export_capture(
     tokenizer: Any = None,
     logit_lens: Any = None,
     layout: Any = None,
+    token_saliency: TokenSaliency | None = None,
 ) -> list[Path]:
     """Write everything about ``cap`` to ``out_dir``.
 
@@ -489,6 +503,12 @@ def export_capture(
         (its ViT patch layout, attention maps when ``cap.extra`` has none, the logit lens);
         the tokenizer (lens strings); a logit lens computed already and a ViT patch layout
         (the window's, which passes no model: its capture worker may be using it).
+    token_saliency
+        A text input's saliency per token computed already (the window's result holds it);
+        without it, it is computed with ``model`` when the capture recorded the model's input
+        embedding with its gradient (:func:`actviz.display.attribution.token_saliency`).
+        Written as ``saliency.png`` (a strip of the tokens), ``saliency.npy``,
+        ``token_saliency.json`` and ``token_saliency.csv``.
 
     Returns
     -------
@@ -511,6 +531,7 @@ def export_capture(
         tokenizer=tokenizer,
         logit_lens=logit_lens,
         layout=layout,
+        token_saliency=token_saliency,
     )
     written: list[Path] = []
     layer_summary: dict[str, Any] = {}
@@ -553,6 +574,11 @@ def export_capture(
     pictures, attribution = attribution_images(cap, prepared, image, gradcam_layer)
     for key in ("saliency", "gradcam"):
         written += _save_attribution(out, key, pictures, attribution)
+    target = target_record(cap, prepared, categories)
+    if prepared.token_saliency is not None:
+        token_files = write_token_saliency(out, prepared.token_saliency, target["text"])
+        attribution["token_saliency"] = [p.name for p in token_files]
+        written += token_files
     written += write_reproduce(out, cap, source, names, npz_files)
     sequence_files, sequence_summary = write_sequence_views(prepared, out, names)
     written += sequence_files
@@ -570,14 +596,7 @@ def export_capture(
         "perturbation": dict(perturbation or {}),
         "input_shapes": _shapes(cap.inputs),
         "output_shapes": _shapes(cap.output),
-        "target": {
-            "description": cap.target_description,
-            "value": _jsonable(cap.target_value) if cap.target_value is not None else None,
-            "index": cap.target_index,
-            "label": categories[cap.target_index]
-            if categories and cap.target_index is not None and cap.target_index < len(categories)
-            else None,
-        },
+        "target": target,
         "prediction": [
             {"index": i, "label": label, "probability": p} for i, label, p in prepared.predictions
         ],
@@ -615,6 +634,7 @@ def prepare_export(
     tokenizer: Any = None,
     logit_lens: Any = None,
     layout: Any = None,
+    token_saliency: TokenSaliency | None = None,
 ) -> tuple[Capture, RunResult]:
     """The capture (with its sequence inputs) and its preparation for export and the HTML
     report: the window's own path (exact variant) for layers ``names`` (see
@@ -647,7 +667,104 @@ def prepare_export(
     prepared = prepare(cap, spec, eager_hist=(), model=model)
     if prepared.logit_lens is None and logit_lens is not None:
         prepared = replace(prepared, logit_lens=logit_lens)
+    if prepared.token_saliency is None and token_saliency is not None:
+        prepared = replace(prepared, token_saliency=token_saliency)
     return cap, prepared
+
+
+def target_record(
+    cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """What ``summary.json`` says of the target: the class or token index, its name (a class
+    name, a token's text), the window's sentence for it, its value, and how it was chosen.
+
+    ``chosen`` is ``"top prediction"`` when the target is the output's default (the one rule
+    of :func:`actviz.core.targets.resolve_target`, asked again of the capture's output),
+    ``"picked"`` for a class, token or detection named by the user, ``"custom"`` for a target
+    function and ``"none"`` when the run had no target.
+    """
+    index = cap.target_index
+    kind = prepared.prediction_kind
+    label = None
+    if index is not None and categories and 0 <= index < len(categories):
+        label = str(categories[index])
+    elif index is not None and kind == "token":
+        label = token_texts(prepared.spec.tokenizer, [index])[0]
+    return {
+        "description": cap.target_description,
+        "text": prepared.target_text,
+        "kind": kind,
+        "index": index,
+        "label": label,
+        "value": _jsonable(cap.target_value) if cap.target_value is not None else None,
+        "chosen": _how_chosen(cap),
+    }
+
+
+def _how_chosen(cap: Capture) -> str:
+    if cap.target_value is None:
+        return "none"
+    if cap.target_description.startswith("custom target"):
+        return "custom"
+    try:
+        default = resolve_target(cap.output, None)
+    except (ValueError, TypeError, RuntimeError):
+        return "picked"  # the output has no default target, so this one was named
+    # A named target reads "class 7", the default "top-1 logit (class 7)": the same index
+    # picked by the user still counts as picked.
+    return "top prediction" if default.description == cap.target_description else "picked"
+
+
+def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> Image.Image:
+    """A text input's saliency as a labelled strip: one row per token (its text beside it),
+    coloured and with a bar by its ``|gradient x input embedding|`` (0 .. the largest)."""
+    from actviz.io.token_export import heat_png
+
+    values = np.asarray(tokens.values, dtype=np.float32)
+    if title is None:
+        # "x", not "×": the pictures' default font has no such glyph.
+        title = f"saliency per token: |gradient x input embedding| at {tokens.layer}"
+    return heat_png(
+        values[:, None],
+        tokens.tokens,
+        title=title,
+        bars=values,
+        gradient=True,
+        symmetric=False,
+        levels=(0.0, tokens.peak),
+        bars_label="saliency",
+    )
+
+
+def write_token_saliency(out: Path, tokens: TokenSaliency, target: str = "") -> list[Path]:
+    """Write a text input's saliency per token as ``token_saliency.json`` (the layer, the
+    target and one row per token) and ``token_saliency.csv`` (``index,token,saliency,share``:
+    the raw value and its share of the largest)."""
+    shares = tokens.shares()
+    rows = [
+        {
+            "index": i,
+            "token": token,
+            "saliency": float(tokens.values[i]),
+            "share": float(shares[i]),
+        }
+        for i, token in enumerate(tokens.tokens)
+    ]
+    path_json = out / "token_saliency.json"
+    record = {
+        "what": "|gradient x input embedding| per token, summed over the embedding dimension",
+        "layer": tokens.layer,
+        "sample": tokens.sample,
+        "target": target,
+        "tokens": rows,
+    }
+    path_json.write_text(json.dumps(record, indent=1, ensure_ascii=False))
+    path_csv = out / "token_saliency.csv"
+    with path_csv.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=["index", "token", "saliency", "share"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return [path_json, path_csv]
 
 
 def attribution_images(
@@ -657,7 +774,8 @@ def attribution_images(
     input ``image`` when it has one), as export writes them and the HTML report embeds them.
 
     Returns ``({"saliency" | "gradcam" | "rollout": (picture, values)}, notes)``; ``notes``
-    holds ``gradcam_layer`` or ``gradcam_error``.
+    holds ``gradcam_layer`` or ``gradcam_error``, and ``saliency_of`` when the saliency is a
+    text input's, per token (:func:`token_saliency_picture`).
     """
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}
@@ -671,6 +789,10 @@ def attribution_images(
         # A 1-D input gives a strip, not a picture: overlay only image-shaped saliency.
         backdrop = image if image is not None and sal.shape == image.shape[:2] else None
         pictures["saliency"] = (_heat_png(sal, backdrop, "saliency |d target / d input|"), sal)
+    elif prepared.token_saliency is not None:
+        tokens = prepared.token_saliency
+        pictures["saliency"] = (token_saliency_picture(tokens), np.asarray(tokens.values))
+        notes["saliency_of"] = f"tokens: |gradient × input embedding| at {tokens.layer}"
     # The window's default (ViT token layers included) when the input is an image.
     cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
     if cam_layer is not None and cam_layer in cap and cap[cam_layer].grad is not None:

@@ -505,7 +505,8 @@ def write_report(
                 key,
                 picture,
                 {
-                    "saliency": "saliency |d target / d input|",
+                    "saliency": "saliency per "
+                    + attribution.get("saliency_of", "pixel: |d target / d input|"),
                     "gradcam": f"Grad-CAM at {attribution.get('gradcam_layer')}",
                     "rollout": "attention rollout",
                 }[key],

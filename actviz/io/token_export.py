@@ -35,6 +35,9 @@ _INK = (32, 33, 36)
 _CELL = 14  # pixels per heat-map cell (at least)
 _MAX_SIDE = 1400  # the longest side of a heat map body
 _LABEL_CHARS = 16
+#: A picture widens to show its whole title and range line up to this width; longer ones
+#: are cut with "…" (export's rule for its own pictures).
+_MAX_TITLE_PX = 1800
 
 
 def _font(size: int) -> Any:
@@ -99,9 +102,11 @@ def heat_png(
     gradient: bool = False,
     symmetric: bool | None = None,
     levels: tuple[float, float] | None = None,
+    bars_label: str = "norm",
 ) -> Image.Image:
     """A labelled heat map: ``rows`` beside it, ``cols`` under it (rotated), one bar per row
-    on the right (``bars``), the title and the value range above."""
+    on the right (``bars``, headed ``bars_label`` and their largest value), the title and the
+    value range above."""
     heat = np.asarray(heat, dtype=np.float32)
     if symmetric is None:
         symmetric = bool((heat < 0).any())
@@ -128,10 +133,15 @@ def heat_png(
     top = 44
     width = left + body.width + (bars_w + 16 if bars_w else 8) + 8
     height = top + body.height + col_h + 10
-    canvas = Image.new("RGB", (max(width, 360), height), _BG)
+    scale_line = f"{cmap}: {lo:.4g} .. {hi:.4g}"
+    # Widened so the title and the range line are read whole, never cut by the edge.
+    heads = [(title, font), (scale_line, small)]
+    text_w = max(int(probe.textlength(t, font=f)) for t, f in heads)
+    width = max(width, 360, min(text_w, _MAX_TITLE_PX) + 16)
+    canvas = Image.new("RGB", (width, height), _BG)
     draw = ImageDraw.Draw(canvas)
-    draw.text((8, 6), title, fill=_INK, font=font)
-    draw.text((8, 24), f"{cmap}: {lo:.4g} .. {hi:.4g}", fill=_INK, font=small)
+    for (text, f), y in zip(heads, (6, 24), strict=True):
+        draw.text((8, y), _elide(draw, text, f, width - 16), fill=_INK, font=f)
     x0 = left + 4
     canvas.paste(body, (x0, top))
     for i, text in row_labels:
@@ -152,7 +162,7 @@ def heat_png(
             y = top + i * cell_h
             length = int(round(bars_w * max(float(v), 0.0) / peak))
             draw.rectangle([bx, y + 1, bx + max(length, 1), y + cell_h - 2], fill=color)
-        draw.text((bx, top - 14), f"norm (max {peak:.3g})", fill=_INK, font=small)
+        draw.text((bx, top - 14), f"{bars_label} (max {peak:.3g})", fill=_INK, font=small)
     return canvas
 
 
@@ -259,6 +269,14 @@ def write_sequence_views(
         written.append(path)
         summary["logit_lens"] = path.name
     return written, summary
+
+
+def _elide(draw: ImageDraw.ImageDraw, text: str, font: Any, room: int) -> str:
+    if draw.textlength(text, font=font) <= room:
+        return text
+    while text and draw.textlength(text + "…", font=font) > room:
+        text = text[:-1]
+    return text + "…"
 
 
 def _stack(parts: list[Image.Image]) -> Image.Image:

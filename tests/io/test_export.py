@@ -47,9 +47,12 @@ def test_export_files_and_summary(resnet_cap, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["target"] == {
         "description": "class 5",
+        "text": "class 5: c5",
+        "kind": "class",
         "value": pytest.approx(cap.target_value),
         "index": 5,
         "label": "c5",
+        "chosen": "picked",
     }
     assert summary["attribution"]["gradcam_layer"] == "layer4"
     conv1 = summary["layers"]["conv1"]

@@ -135,7 +135,7 @@ class ExportActions:
         if result is None or result.capture is None:
             self.show_warning("Nothing to export yet: run first (Ctrl+R).")
             return False
-        if result.capture.input_grads is None and self._rerun_with_input_grads(out_dir):
+        if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
             # Made while no saliency was on screen (no input gradient): the same files whatever
             # tab is shown, so the run is made again with it first, then exported.
             if wait:
@@ -168,6 +168,7 @@ class ExportActions:
             layout=result.spec.layout,
             tokenizer=result.spec.tokenizer,
             logit_lens=result.logit_lens,
+            token_saliency=result.token_saliency,
         )
         cap = result.capture
 
@@ -407,6 +408,16 @@ class ExportActions:
 
     def _parent(self) -> QWidget | None:
         return self.window if isinstance(self.window, QWidget) else None
+
+
+def _lacks_saliency(result: Any) -> bool:
+    """Whether ``result`` was made without the input gradient its saliency needs. A text
+    input's saliency is read at its embedding, recorded in every run (token ids have no
+    gradient of their own): running again would not add one."""
+    from actviz.display.attribution import token_input
+
+    cap = result.capture
+    return cap.input_grads is None and result.token_saliency is None and not token_input(cap.inputs)
 
 
 def _ask_export_folder(parent: QWidget | None, start: str) -> str:

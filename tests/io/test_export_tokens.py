@@ -1,0 +1,211 @@
+"""Export of a text input: its saliency per token (|gradient x input embedding|) as a strip,
+arrays, JSON and CSV, and a target named by its text and by how it was chosen."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import actviz
+from actviz.display.attribution import TokenSaliency
+from actviz.io.export import export_capture
+from actviz.io.token_export import heat_png
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from tests.io.hf_tiny import tiny_tokenizer  # noqa: E402
+
+TEXT = "the cat sat on the"
+LAYERS = ["transformer.wte", "transformer.h.1"]
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    """A 2-block GPT-2 over the word-level tokenizer of tests/io/hf_tiny.py, and the ids of
+    TEXT."""
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    tok = tiny_tokenizer(bert=False)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok), n_positions=16, n_embd=16, n_layer=2, n_head=2,
+        bos_token_id=None, eos_token_id=None,
+    )  # fmt: skip
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    return model, tok, ids
+
+
+def _expected(cap):
+    emb, grad = cap["transformer.wte"].tensor, cap["transformer.wte"].grad
+    return (emb.double() * grad.double()).sum(dim=-1).abs()[0].float().numpy()
+
+
+def test_a_text_inputs_saliency_is_written_per_token(gpt2, tmp_path):
+    model, tok, ids = gpt2
+    cap = actviz.capture(model, {"input_ids": ids}, LAYERS)
+    tokens = tok.convert_ids_to_tokens(ids[0].tolist())
+    files = export_capture(cap, tmp_path, tokens=tokens, model=model, tokenizer=tok)
+    names = {p.name for p in files}
+    assert {"saliency.png", "saliency.npy", "token_saliency.json", "token_saliency.csv"} <= names
+    want = _expected(cap)
+    assert want.shape == (5,) and (want > 0).all()
+    np.testing.assert_allclose(np.load(tmp_path / "saliency.npy"), want, rtol=1e-6)
+
+    record = json.loads((tmp_path / "token_saliency.json").read_text())
+    assert record["layer"] == "transformer.wte" and record["sample"] == 0
+    assert [r["token"] for r in record["tokens"]] == ["the", "cat", "sat", "on", "the"]
+    assert [r["index"] for r in record["tokens"]] == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose([r["saliency"] for r in record["tokens"]], want, rtol=1e-6)
+    shares = [r["share"] for r in record["tokens"]]
+    np.testing.assert_allclose(shares, want / want.max(), rtol=1e-6)
+    assert max(shares) == 1.0
+
+    with (tmp_path / "token_saliency.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["token"] for r in rows] == ["the", "cat", "sat", "on", "the"]
+    np.testing.assert_allclose([float(r["saliency"]) for r in rows], want, rtol=1e-6)
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["attribution"]["saliency"] == "saliency.png"
+    assert summary["attribution"]["saliency_of"] == (
+        "tokens: |gradient × input embedding| at transformer.wte"
+    )
+    assert summary["attribution"]["token_saliency"] == [
+        "token_saliency.json",
+        "token_saliency.csv",
+    ]
+    # The strip: one row per token, 14 px or more each, title above it.
+    with Image.open(tmp_path / "saliency.png") as img:
+        assert img.height >= 44 + 5 * 14 and img.width >= 360
+
+
+def test_the_target_is_named_by_its_text_and_how_it_was_chosen(gpt2, tmp_path):
+    model, tok, ids = gpt2
+    with torch.no_grad():
+        last = model(input_ids=ids).logits[0, -1]
+    top = int(last.argmax())
+    top_text = tok.decode([top])
+    cap = actviz.capture(model, {"input_ids": ids}, LAYERS)
+    export_capture(cap, tmp_path / "auto", model=model, tokenizer=tok)
+    target = json.loads((tmp_path / "auto" / "summary.json").read_text())["target"]
+    assert target == {
+        "description": f"next-token logit at the last position (token {top})",
+        "text": f"next-token logit at the last position (token {top} {top_text!r})",
+        "kind": "token",
+        "index": top,
+        "label": top_text,
+        "value": pytest.approx(float(last[top])),
+        "chosen": "top prediction",
+    }
+    mat = tok.get_vocab()["mat"]
+    assert mat != top
+    picked = actviz.capture(model, {"input_ids": ids}, LAYERS, target=mat)
+    export_capture(picked, tmp_path / "mat", model=model, tokenizer=tok)
+    target = json.loads((tmp_path / "mat" / "summary.json").read_text())["target"]
+    assert target["chosen"] == "picked" and target["index"] == mat
+    assert target["label"] == "mat" and target["value"] == pytest.approx(float(last[mat]))
+    assert target["text"] == f"logit of token {mat} 'mat' at the last position"
+    # The top token named by the user is still a picked target.
+    same = actviz.capture(model, {"input_ids": ids}, LAYERS, target=top)
+    export_capture(same, tmp_path / "top", model=model, tokenizer=tok)
+    target = json.loads((tmp_path / "top" / "summary.json").read_text())["target"]
+    assert target["chosen"] == "picked" and target["index"] == top
+
+
+def test_a_custom_target_and_a_classifiers_class_say_how_they_were_chosen(tmp_path):
+    from tests.ui.tiny_models import TinyCNN
+
+    torch.manual_seed(0)
+    model = TinyCNN().eval()
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    names = [f"c{i}" for i in range(10)]
+    with torch.no_grad():
+        out = model(x)[0]
+    top = int(out.argmax())
+    runs = {
+        "auto": (None, "top prediction", top),
+        "picked": (3, "picked", 3),
+        "custom": (lambda o: o[0, 1] - o[0, 2], "custom", None),
+    }
+    for key, (target, chosen, index) in runs.items():
+        cap = actviz.capture(model, x, ["fc"], target=target)
+        export_capture(cap, tmp_path / key, categories=names)
+        record = json.loads((tmp_path / key / "summary.json").read_text())["target"]
+        assert record["chosen"] == chosen, key
+        assert record["index"] == index and record["kind"] == "class"
+        assert record["label"] == (None if index is None else f"c{index}")
+    record = json.loads((tmp_path / "auto" / "summary.json").read_text())["target"]
+    assert record["text"] == f"top-1 logit (class {top}): c{top}"
+    assert record["value"] == pytest.approx(float(out[top]))
+    no_grads = actviz.capture(model, x, ["fc"], gradients=False)
+    export_capture(no_grads, tmp_path / "none")
+    record = json.loads((tmp_path / "none" / "summary.json").read_text())["target"]
+    assert record["chosen"] == "top prediction" and record["index"] == top
+
+
+def test_the_windows_token_saliency_is_written_as_given(gpt2, tmp_path):
+    """The window passes its result's saliency (it never hands the model to export)."""
+    model, tok, ids = gpt2
+    cap = actviz.capture(model, {"input_ids": ids}, LAYERS)
+    values = np.array([0.5, 2.0, 0.0, 1.0, 0.25], dtype=np.float32)
+    given = TokenSaliency(("a", "b", "c", "d", "e"), values, "transformer.wte")
+    files = export_capture(cap, tmp_path, token_saliency=given)
+    assert {"saliency.png", "token_saliency.csv"} <= {p.name for p in files}
+    np.testing.assert_array_equal(np.load(tmp_path / "saliency.npy"), values)
+    record = json.loads((tmp_path / "token_saliency.json").read_text())
+    assert [r["share"] for r in record["tokens"]] == [0.25, 1.0, 0.0, 0.5, 0.125]
+    # Without the model or a saliency given, there is none (not a wrong one).
+    export_capture(cap, tmp_path / "bare")
+    assert not (tmp_path / "bare" / "token_saliency.json").exists()
+    assert (
+        "saliency"
+        not in json.loads((tmp_path / "bare" / "summary.json").read_text())["attribution"]
+    )
+
+
+def test_a_long_heat_map_title_is_never_cut():
+    title = "bert.encoder.layer.11.attention.self.a_long_module_name · mean of 12 heads"
+    img = heat_png(np.random.default_rng(0).random((3, 3)), ["a", "b", "c"], title=title)
+    rgb = np.asarray(img.convert("RGB"))
+    band = (rgb[:40] != 255).any(axis=2)  # the title and the range line
+    cols = np.flatnonzero(band.any(axis=0))
+    assert img.width > 360 and cols[-1] < img.width - 8
+
+
+def test_cli_export_of_text_writes_the_token_saliency_beside_the_layers_asked(
+    tmp_path, capsys, monkeypatch
+):
+    from actviz.cli import main
+    from tests.io.hf_tiny import save_tiny_gpt2
+
+    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: None)
+    folder = save_tiny_gpt2(tmp_path / "tiny-gpt2")
+    out = tmp_path / "out"
+    code = main(
+        [
+            "export", "--model", str(folder), "--input", "text:the cat sat",
+            "--layers", "transformer.h.1", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["layers"]) == ["transformer.h.1"]  # the embedding: saliency only
+    assert not (out / "transformer.wte_features.png").exists()
+    record = json.loads((out / "token_saliency.json").read_text())
+    assert [r["token"] for r in record["tokens"]] == ["the", "cat", "sat"]
+    assert record["layer"] == "transformer.wte"
+    assert record["target"] == summary["target"]["text"]
+    assert summary["target"]["chosen"] == "top prediction"
+    # The values are the capture's own: run again the same way.
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    ids = tok("the cat sat", return_tensors="pt")
+    cap = actviz.capture(model, dict(ids), ["transformer.wte"])
+    np.testing.assert_allclose([r["saliency"] for r in record["tokens"]], _expected(cap), rtol=1e-5)
