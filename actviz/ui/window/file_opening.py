@@ -233,9 +233,22 @@ class FileOpening:
         """
         if not self.samples or (self.session.model is None and self._model_request is None):
             return False
-        request = InputRequest(str(self.samples[0]), remember=False, quiet=True)
+        source = str(self.samples[0])
+        if self._model_request is None:
+            source = self._natural_source(self.session.loaded_model, source)
+        # While a model is being opened, the source is chosen for it once it is adopted.
+        request = InputRequest(source, remember=False, quiet=True)
         self._request_input(request)
         return True
+
+    def _natural_source(self, loaded: Any, fallback: str) -> str:
+        """The model's natural default input (a prompt for a text model, a sample image for
+        an image model, a random tensor of its shape), else ``fallback``."""
+        from actviz.io.input_fit import natural_input_source
+
+        model = getattr(loaded, "model", None)
+        model = self.session.model if model is None else model
+        return natural_input_source(loaded, self.samples, model=model) or fallback
 
     def open_dropped(self, path: str | Path) -> bool:
         """Open a dropped file: models by suffix (and model folders), anything else as an input."""
@@ -423,6 +436,10 @@ class FileOpening:
         reread, restore = self._input_request, None
         if reread is None:
             reread, restore = self._input_for(loaded)
+        elif reread.quiet and self.session.input is None:
+            # The start-up default waited for this model: its natural input (a text model
+            # gets a prompt, not the sample picture it cannot read).
+            reread.source = self._natural_source(loaded, reread.source)
         self._input_request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
         if restore is not None:
@@ -449,7 +466,13 @@ class FileOpening:
         why = input_misfit(loaded, inp.value, inp.source)
         if why is None:
             path = self.session.input_path
-            return (InputRequest(str(path), remember=False) if path else None), None
+            if path:
+                return InputRequest(str(path), remember=False), None
+            if inp.source and input_kind(inp.value, inp.source) == "text" and ":" in inp.source:
+                # Token ids are the old tokenizer's (another vocabulary, other special
+                # tokens): the text is read again with the new model's.
+                return InputRequest(inp.source, remember=False), None
+            return None, None
         self._kept_inputs[input_kind(inp.value, inp.source)] = inp
         for kept in list(self._kept_inputs.values()):
             if input_misfit(loaded, kept.value, kept.source) is None:
