@@ -37,8 +37,9 @@ from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
-from actviz.core.structures import map_tensors
+from actviz.core.structures import iter_tensors, map_tensors
 from actviz.core.targets import resolve_target
+from actviz.core.transfer import to_host
 
 log = logging.getLogger(__name__)
 
@@ -510,14 +511,24 @@ def _detach(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:
-    def cpu(x: Any) -> Any:
-        return map_tensors(x, lambda t: t.cpu()) if x is not None else None
+    recs = [rec for recs in recorder.records.values() for rec in recs]
+    host = to_host(
+        t
+        for rec in recs
+        for part in (rec.inputs, rec.output, rec.grad_output, rec.grad_inputs)
+        if part is not None
+        for t in iter_tensors(part)
+    )
+    if not host:
+        return recorder.records
 
-    for recs in recorder.records.values():
-        for rec in recs:
-            rec.inputs = tuple(cpu(a) for a in rec.inputs)
-            rec.output = cpu(rec.output)
-            rec.grad_output = cpu(rec.grad_output)
-            if rec.grad_inputs is not None:
-                rec.grad_inputs = tuple(cpu(g) for g in rec.grad_inputs)
+    def cpu(x: Any) -> Any:
+        return map_tensors(x, lambda t: host.get(id(t), t)) if x is not None else None
+
+    for rec in recs:
+        rec.inputs = tuple(cpu(a) for a in rec.inputs)
+        rec.output = cpu(rec.output)
+        rec.grad_output = cpu(rec.grad_output)
+        if rec.grad_inputs is not None:
+            rec.grad_inputs = tuple(cpu(g) for g in rec.grad_inputs)
     return recorder.records
