@@ -56,6 +56,19 @@ from actviz.ui.window.dialogs import ExportFolderDialog  # noqa: E402
 from tests.ui import test_live  # noqa: E402
 
 
+def _live_window(actviz_window):
+    """The live tests' window: the tiny model on one frame, run once."""
+    win = actviz_window(
+        test_live._tiny(),
+        test_live._frames(1, seed=9),
+        test_live.LAYERS,
+        size=(1200, 800),
+        auto_run=True,
+    )
+    win.run_and_wait(flush=False)
+    return win
+
+
 def _record_captures(monkeypatch) -> list[torch.Tensor]:
     """The input of every capture the live jobs run (they import ``capture`` when they run)."""
     seen: list[torch.Tensor] = []
@@ -79,15 +92,7 @@ def _minmax_picture(clean: torch.Tensor, value: torch.Tensor) -> np.ndarray:
 def test_the_perturbation_preview_is_the_input_the_model_receives(
     qtbot, actviz_window, monkeypatch
 ):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     live = window.features["live"].controller
     dock = window.features["live"].dock
     frames = test_live._frames(3, seed=4)
@@ -115,15 +120,7 @@ def test_the_perturbation_preview_is_the_input_the_model_receives(
 
 
 def test_perturbation_sliders_show_their_values(qtbot, actviz_window):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     dock = window.features["live"].dock
     assert (dock.noise_value.text(), dock.brightness_value.text()) == ("0%", "+0%")
     assert (dock.contrast_value.text(), dock.size_value.text()) == ("100%", "25%")
@@ -148,15 +145,7 @@ def test_perturbation_sliders_show_their_values(qtbot, actviz_window):
 
 
 def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_window):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     live = window.features["live"].configure(max_fps=1000)
     frames = test_live._frames(6, seed=5)
     source = TensorFrames(frames, "clip")
@@ -188,15 +177,7 @@ def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_windo
 
 
 def test_read_outs_say_paused_when_paused(qtbot, actviz_window):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     live = window.features["live"].configure(max_fps=1000)
     live.set_source(TensorFrames(test_live._frames(4, seed=6), "clip"))
     live.set_speed(60)
@@ -223,15 +204,7 @@ def _folder(tmp_path, count: int = 9):
 def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     live = window.features["live"].controller
     folder = _folder(tmp_path)
     assert live.open_folder(folder)
@@ -265,15 +238,7 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
 
 
 def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, tmp_path):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     assert window.result.origin is None
     assert window.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -282,15 +247,7 @@ def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, 
 
 
 def test_export_everything_accepts_a_folder_that_does_not_exist_yet(qtbot, actviz_window, tmp_path):
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window).window
     target = tmp_path / "results" / "run1"
     dialog = ExportFolderDialog(window, str(tmp_path))
     qtbot.addWidget(dialog)
