@@ -101,11 +101,9 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
         gate.set()
 
 
-def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
-    window = win.window
-    threads = []
+def _loader_threads(window) -> list[bool]:
+    """Wraps the window's model loader; each load appends whether it ran on the GUI thread."""
+    threads: list[bool] = []
     real = window.model_loader
 
     def spy(source, **kwargs):
@@ -113,6 +111,14 @@ def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_w
         return real(source, **kwargs)
 
     window.model_loader = spy
+    return threads
+
+
+def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    window = win.window
+    threads = _loader_threads(window)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_model_source("resnet18", weights=None)
     assert threads == [False]
@@ -321,14 +327,7 @@ def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
 def test_load_demo_opens_model_and_sample_in_the_background(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    threads = []
-    real = window.model_loader
-
-    def spy(source, **kwargs):
-        threads.append(threading.current_thread() is threading.main_thread())
-        return real(source, **kwargs)
-
-    window.model_loader = spy
+    threads = _loader_threads(window)
     with win.expect_run(flush=False):
         assert window.load_demo(sample="square") is True
     assert threads == [False]
