@@ -31,9 +31,12 @@ __all__ = [
     "METHODS",
     "Atlas",
     "ChannelSplit",
+    "ExactNeighbours",
     "Projection",
     "build_atlas",
+    "cache_umap_compiles",
     "cosine_top",
+    "points_in_polygon",
     "project",
     "query_vector",
     "row_norms",
@@ -43,6 +46,14 @@ __all__ = [
 
 #: Projection methods :func:`project` knows.
 METHODS = ("pca", "umap")
+
+#: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200 give the same
+#: clusters in two fifths of the layout time.
+UMAP_EPOCHS = 200
+#: Vectors wider than this go through PCA to this many values before UMAP.
+UMAP_PCA_DIMS = 50
+#: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
+UMAP_EXACT_MAX = 50_000
 
 #: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
 #: the float64 working copy stays a few MB.
@@ -101,6 +112,8 @@ class Projection:
     explained: np.ndarray | None = None
     seed: int = 0
     _model: Any = field(default=None, repr=False, compare=False)
+    #: UMAP of wide vectors: the PCA that narrowed them first (new vectors go through it too).
+    _pre: Projection | None = field(default=None, repr=False, compare=False)
 
     @property
     def dims(self) -> int:
@@ -116,7 +129,12 @@ class Projection:
         a = np.asarray(a)
         one = a.ndim == 1
         a = _rows(a[None] if one else a)
-        width = self.mean.shape[0] if self.mean is not None else self._model_width()
+        if self.mean is not None:
+            width: int | None = self.mean.shape[0]
+        elif self._pre is not None and self._pre.mean is not None:
+            width = self._pre.mean.shape[0]
+        else:
+            width = self._model_width()
         if width is not None and a.shape[1] != width:
             raise ValueError(
                 f"vectors of {a.shape[1]} values; the projection was fitted on {width}"
@@ -125,6 +143,8 @@ class Projection:
             assert self.mean is not None and self.components is not None
             out = (a.astype(np.float64) - self.mean) @ self.components.T
         else:
+            if self._pre is not None:
+                a = self._pre.transform(a)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out = np.asarray(self._model.transform(a.astype(np.float32)), dtype=np.float64)
@@ -149,13 +169,17 @@ def project(
         ``"pca"``: the exact principal components (an eigendecomposition of the ``D x D``
         covariance, or of the ``N x N`` Gram matrix when ``N < D``, in float64; the same axes
         as an SVD of the centred vectors). ``"umap"``: UMAP (the ``actviz[atlas]`` extra,
-        ``umap-learn``), its neighbour count capped below ``N``.
+        ``umap-learn``), its neighbour count capped below ``N``, 200 epochs, vectors wider
+        than 50 values narrowed by PCA to 50 first (``pca_dims=0`` in ``options``: not);
+        numba's compiled code is kept on disk (:func:`cache_umap_compiles`), so only the
+        first fit on a machine waits for the compile.
     dims
         Output dimensions.
     seed
         UMAP's random state (PCA is deterministic).
     options
-        Passed to ``umap.UMAP`` (e.g. ``n_neighbors``, ``min_dist``).
+        Passed to ``umap.UMAP`` (e.g. ``n_neighbors``, ``min_dist``, ``n_epochs``), except
+        ``pca_dims`` (the width PCA narrows the vectors to first; 0: none).
 
     Returns
     -------
@@ -231,20 +255,119 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         raise ImportError(
             "method='umap' needs umap-learn: pip install 'actviz[atlas]' (or use method='pca')"
         ) from exc
+    cache_umap_compiles()
     n = a.shape[0]
     if n < 3:
         raise ValueError(f"UMAP needs at least 3 vectors, got {n}")
-    opts: dict[str, Any] = {"n_neighbors": min(15, n - 1)}
+    opts: dict[str, Any] = {"n_neighbors": min(15, n - 1), "n_epochs": UMAP_EPOCHS}
     opts.update(options)
     opts["n_neighbors"] = min(int(opts["n_neighbors"]), n - 1)
+    pre_dims = int(opts.pop("pca_dims", UMAP_PCA_DIMS) or 0)
+    pre = None
+    if 0 < pre_dims < a.shape[1] and pre_dims < n:
+        # The neighbour search's cost grows with the width; the first 50 principal axes keep
+        # the neighbourhoods of pooled activations (scanpy's and umap's own advice).
+        pre = _pca(a, pre_dims)
+        a = pre.coords
+    x = np.ascontiguousarray(a, dtype=np.float32)
+    if (
+        n <= UMAP_EXACT_MAX
+        and opts.get("metric", "euclidean") == "euclidean"
+        and "precomputed_knn" not in opts
+    ):
+        # umap's own neighbour search (pynndescent) compiles for minutes in every process
+        # (its functions take functions as arguments, which numba cannot cache); an exact
+        # search with torch takes a second for 10,000 vectors and places new ones as well.
+        index = ExactNeighbours(x)
+        knn, dist = index.query(x, int(opts["n_neighbors"]))
+        opts["precomputed_knn"] = (knn, dist, index)
     reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
     with warnings.catch_warnings():
-        # A fixed random_state turns off umap's parallelism, and it says so every time.
+        # A fixed random_state turns off umap's parallelism, and it says so every time; a
+        # search index of our own makes it warn that transform is unavailable (it is not).
         warnings.simplefilter("ignore")
-        coords = reducer.fit_transform(a.astype(np.float32))
+        coords = reducer.fit_transform(x)
     return Projection(
-        "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer
+        "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
     )
+
+
+class ExactNeighbours:
+    """Exact Euclidean nearest neighbours among fitted vectors, in the shape umap-learn asks
+    of its search index (``query(x, k) -> (indices, distances)``): what :func:`project`
+    gives UMAP instead of pynndescent's approximate search for up to
+    :data:`UMAP_EXACT_MAX` vectors, for the fit and to place new points.
+
+    Parameters
+    ----------
+    data
+        ``(N, D)`` the fitted vectors.
+    """
+
+    #: umap reads it to pick its search's epsilon (angular trees: cosine-like metrics).
+    _angular_trees = False
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float64))
+        self._norms = (self._data * self._data).sum(dim=1)
+
+    def query(self, x: Any, k: int, epsilon: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest fitted vectors of each row of ``x``, nearest first (equal
+        distances in any order): ``(M, k)`` int32 indices and float32 Euclidean distances.
+        ``epsilon`` (umap's search slack) is not needed by an exact search."""
+        q = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(len(x), -1))
+        n = self._data.shape[0]
+        k = min(int(k), n)
+        rows = max(1, 8_000_000 // max(n, 1))  # at most 64 MB of distances at a time
+        indices = np.empty((len(q), k), np.int32)
+        dists = np.empty((len(q), k), np.float32)
+        for lo in range(0, len(q), rows):
+            c = q[lo : lo + rows]
+            # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: exact enough that an image's
+            # distance to itself is 0 to ~1e-6 against neighbours a unit or more away.
+            d2 = (c * c).sum(dim=1, keepdim=True) + self._norms[None, :] - 2.0 * (c @ self._data.T)
+            d2.clamp_(min=0.0)
+            vals, idx = torch.topk(d2, k, dim=1, largest=False, sorted=True)
+            indices[lo : lo + len(c)] = idx.numpy().astype(np.int32)
+            dists[lo : lo + len(c)] = vals.sqrt().numpy().astype(np.float32)
+        return indices, dists
+
+
+def cache_umap_compiles() -> int:
+    """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
+    (those already on are left alone, so a second call turns on none).
+
+    Most of umap's numba functions are not declared ``cache=True`` (pynndescent's are), so
+    every process's first fit compiled them again: minutes on two busy cores. Caching them
+    changes no result, only where the machine code comes from: numba writes it beside the
+    module, or under the user's cache directory when that is read-only, and only the first
+    fit on a machine (or after umap-learn is upgraded) pays for the compile. Closures made
+    inside umap's functions cannot be cached and are still compiled each time.
+    """
+    import sys
+
+    try:
+        from numba.core.caching import NullCache
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:  # umap-learn without numba cannot be; a stand-in module can
+        return 0
+
+    turned = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "umap" or name.startswith("umap.")):
+            continue
+        for value in list(vars(module).values()):
+            if (
+                isinstance(value, Dispatcher)
+                and isinstance(getattr(value, "_cache", None), NullCache)
+                and getattr(value.py_func, "__module__", "").startswith("umap")
+            ):
+                try:
+                    value.enable_caching()
+                    turned += 1
+                except (RuntimeError, OSError):  # nowhere writable: compiled each time
+                    pass
+    return turned
 
 
 def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -372,6 +495,48 @@ def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
 
 
 # -- what sets a selection apart
+
+
+def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
+    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (a lasso drawn on the map).
+
+    Even-odd rule (a self-crossing lasso leaves out what it wraps twice); the polygon closes
+    itself from its last vertex to its first. Points exactly on an edge may fall either way.
+
+    Parameters
+    ----------
+    points
+        ``(N, 2)`` (only the first two columns are used).
+    polygon
+        ``(K, 2)`` vertices in order; fewer than 3: nothing is inside.
+    """
+    p = np.asarray(points, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(f"points must be (N, 2), got shape {p.shape}")
+    p = p[:, :2]
+    poly = np.asarray(polygon, dtype=np.float64).reshape(-1, 2)
+    poly = poly[np.isfinite(poly).all(axis=1)]
+    inside = np.zeros(len(p), dtype=bool)
+    if len(poly) < 3 or not len(p):
+        return inside
+    lo, hi = poly.min(axis=0), poly.max(axis=0)
+    # Only the points in the polygon's bounding box are tested against its edges.
+    cand = np.flatnonzero(
+        (p[:, 0] >= lo[0]) & (p[:, 0] <= hi[0]) & (p[:, 1] >= lo[1]) & (p[:, 1] <= hi[1])
+    )
+    x, y = p[cand, 0], p[cand, 1]
+    odd = np.zeros(len(cand), dtype=bool)
+    xj, yj = poly[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for xi, yi in poly:
+            # The edge crosses the point's horizontal line to the right of the point.
+            crosses = (yi > y) != (yj > y)
+            if crosses.any():
+                at = xi + (y - yi) * (xj - xi) / (yj - yi)
+                odd ^= crosses & (x < at)
+            xj, yj = xi, yi
+    inside[cand] = odd
+    return inside
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ _BASE = (
     (23, 190, 207),
 )
 _UNLABELLED = (110, 110, 110)
+_SELECTED = (255, 140, 0)
 _INK = (30, 30, 30)
 _FRAME = (200, 200, 200)
 #: Classes named in the legend; the rest are counted on one line.
@@ -126,6 +127,10 @@ def atlas_image(
     size: tuple[int, int] = (1280, 720),
     marker: np.ndarray | None = None,
     dot: int | None = None,
+    rgb: np.ndarray | None = None,
+    legend: Sequence[tuple[str, Sequence[int], int]] | None = None,
+    colour_bar: tuple[float, float, np.ndarray] | None = None,
+    selected: np.ndarray | Sequence[int] | None = None,
 ) -> Image.Image:
     """Draw 2-D ``coords`` as dots, coloured by ``labels`` (indices into ``class_names``;
     -1 or no labels: grey), with a legend of the classes and their counts.
@@ -145,6 +150,16 @@ def atlas_image(
     dot
         Side of each dot in pixels; None: larger for fewer points (5 up to 2,000, 4 up to
         20,000, else 3).
+    rgb
+        ``(N, 3)`` uint8 colours of the dots instead of the class colours (a window's
+        colouring by prediction or a channel).
+    legend
+        ``(name, rgb, count)`` entries listed instead of the classes.
+    colour_bar
+        ``(low, high, palette)``: a vertical bar of the ``(P, 3)`` palette from ``low`` (at
+        the bottom) to ``high``, where the legend goes.
+    selected
+        Rows drawn with an orange rim (a selection).
     """
     coords = np.asarray(coords, dtype=np.float64)
     if coords.ndim != 2 or coords.shape[1] < 2:
@@ -158,9 +173,28 @@ def atlas_image(
     names = list(class_names or ())
     n = coords.shape[0]
     lab = np.full(n, -1, dtype=np.int64) if labels is None else np.asarray(labels, np.int64)
+    colours = class_colours(len(names))
+    known = (lab >= 0) & (lab < len(names))
+    counts = np.bincount(lab[known], minlength=len(names)) if names else np.zeros(0, int)
+    # What the legend lists: the given entries, else the classes (and the unlabelled ones).
+    if legend is not None:
+        entries = [(str(a), tuple(int(v) for v in c[:3]), int(k)) for a, c, k in legend]
+        more = 0
+    else:
+        entries = [
+            (names[i], tuple(int(v) for v in colours[i]), int(counts[i]))
+            for i in range(min(len(names), LEGEND_ROWS))
+        ]
+        more = max(0, len(names) - LEGEND_ROWS)
+        unlabelled = int((~known).sum())
+        if names and unlabelled:
+            entries.append(("no class", _UNLABELLED, unlabelled))
     legend_w = 0
-    if names:
-        legend_w = min(width // 3, 24 + max(_text_w(draw, f"{s} (000000)", font) for s in names))
+    if entries:
+        listed = names if legend is None and names else [name for name, _c, _k in entries]
+        legend_w = min(width // 3, 24 + max(_text_w(draw, f"{s} (000000)", font) for s in listed))
+    elif colour_bar is not None:
+        legend_w = min(width // 3, 90)
     top = 34 if title else 12
     box = (12, top, width - legend_w - 24, height - 12)  # the plot's frame
     draw.rectangle(box, outline=_FRAME)
@@ -182,21 +216,29 @@ def atlas_image(
         return np.stack([x, y], axis=-1)
 
     px = to_px(coords[:, :2])
-    colours = class_colours(len(names))
-    rgb = np.empty((n, 3), dtype=np.uint8)
-    rgb[:] = _UNLABELLED
-    known = (lab >= 0) & (lab < len(names))
-    rgb[known] = colours[lab[known]]
+    if rgb is not None:
+        dots = np.asarray(rgb, dtype=np.uint8).reshape(n, -1)[:, :3]
+    else:
+        dots = np.empty((n, 3), dtype=np.uint8)
+        dots[:] = _UNLABELLED
+        dots[known] = colours[lab[known]]
     canvas = np.asarray(img).copy()
     ok = np.isfinite(coords[:, :2]).all(axis=1)
     # The largest classes first, so small ones stay visible on top.
-    counts = np.bincount(lab[known], minlength=len(names)) if names else np.zeros(0, int)
     rank = np.full(n, -1, dtype=np.int64)
     if names:
         rank[known] = counts[lab[known]]
     order = np.argsort(-rank, kind="stable")
     order = order[ok[order]]
-    layer = splat_dots(px[order, 0], px[order, 1], rgb[order], width, height, dot)
+    if selected is not None and len(selected):
+        rows = np.unique(np.asarray(selected, dtype=np.int64))
+        rows = rows[(rows >= 0) & (rows < n)]
+        rows = rows[ok[rows]]
+        rim = np.broadcast_to(np.array(_SELECTED, np.uint8), (len(rows), 3))
+        under = splat_dots(px[rows, 0], px[rows, 1], rim, width, height, dot + 4)
+        drawn = under[..., 3] > 0
+        canvas[drawn] = under[drawn][:, :3]
+    layer = splat_dots(px[order, 0], px[order, 1], dots[order], width, height, dot)
     drawn = layer[..., 3] > 0
     canvas[drawn] = layer[drawn][:, :3]
     img = Image.fromarray(canvas)
@@ -205,18 +247,20 @@ def atlas_image(
         mx, my = to_px(np.asarray(marker, dtype=np.float64)[:2])
         for r, colour in ((9, (255, 255, 255)), (7, (0, 0, 0))):
             draw.ellipse([mx - r, my - r, mx + r, my + r], outline=colour, width=3)
-    if names:
-        x0, y = width - legend_w - 8, top
-        shown = min(len(names), LEGEND_ROWS)
-        for i in range(shown):
-            draw.rectangle([x0, y + 3, x0 + 10, y + 13], fill=tuple(int(v) for v in colours[i]))
-            draw.text((x0 + 16, y), f"{names[i]} ({counts[i]})", fill=_INK, font=font)
-            y += 18
-        if len(names) > shown:
-            draw.text((x0, y), f"+ {len(names) - shown} more classes", fill=_INK, font=font)
-            y += 18
-        unlabelled = int((~known).sum())
-        if unlabelled:
-            draw.rectangle([x0, y + 3, x0 + 10, y + 13], fill=_UNLABELLED)
-            draw.text((x0 + 16, y), f"no class ({unlabelled})", fill=_INK, font=font)
+    x0, y = width - legend_w - 8, top
+    for name, colour, count in entries:
+        draw.rectangle([x0, y + 3, x0 + 10, y + 13], fill=colour)
+        draw.text((x0 + 16, y), f"{name} ({count})", fill=_INK, font=font)
+        y += 18
+    if more:
+        draw.text((x0, y), f"+ {more} more classes", fill=_INK, font=font)
+    if not entries and colour_bar is not None:
+        low, high, palette = colour_bar
+        pal = np.asarray(palette, dtype=np.uint8).reshape(-1, 3)
+        bar_top, bar_bottom = top + 20, min(height - 32, top + 260)
+        steps = np.linspace(len(pal) - 1, 0, max(bar_bottom - bar_top, 1)).round().astype(int)
+        for i, j in enumerate(steps):  # high at the top
+            draw.line([x0, bar_top + i, x0 + 14, bar_top + i], fill=tuple(int(v) for v in pal[j]))
+        draw.text((x0 + 20, bar_top - 6), f"{high:.3g}", fill=_INK, font=font)
+        draw.text((x0 + 20, bar_bottom - 8), f"{low:.3g}", fill=_INK, font=font)
     return img

@@ -176,3 +176,117 @@ def test_build_atlas_gives_a_window_everything_about_one_layer(image_folder):
     c = int(np.argmax(emb.vectors.astype(np.float64).std(axis=0)))
     selected = np.argsort(emb.vectors[:, c])[-15:]  # the images where channel c is highest
     assert atlas.separating(selected, k=1)[0].channel == c
+
+
+def test_points_in_a_lasso_are_those_inside_its_shape():
+    from actviz.data.atlas import points_in_polygon
+
+    # An L: the unit square's left column and bottom row of a 2 x 2 grid of cells.
+    shape = np.array([[0, 0], [2, 0], [2, 1], [1, 1], [1, 2], [0, 2]], dtype=float)
+    g = np.linspace(0.05, 1.95, 20)
+    xx, yy = np.meshgrid(g, g)
+    pts = np.stack([xx.ravel(), yy.ravel()], axis=1)
+    want = (pts[:, 0] < 1) | (pts[:, 1] < 1)
+    np.testing.assert_array_equal(points_in_polygon(pts, shape), want)
+    # The same shape drawn the other way round, and from another vertex.
+    np.testing.assert_array_equal(points_in_polygon(pts, np.roll(shape[::-1], 2, axis=0)), want)
+    # A triangle against the half-plane tests that define it; points far away are out.
+    tri = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 3.0]])
+    rng = np.random.default_rng(0)
+    p = rng.uniform(-1, 5, (2000, 2))
+    inside = (p[:, 0] > 0) & (p[:, 1] > 0) & (3 * p[:, 0] + 4 * p[:, 1] < 12)
+    np.testing.assert_array_equal(points_in_polygon(p, tri), inside)
+    # A line or a point is no shape.
+    assert not points_in_polygon(p, tri[:2]).any()
+    with pytest.raises(ValueError):
+        points_in_polygon(np.zeros(3), tri)
+
+
+class _FakeUMAP:
+    """A stand-in for umap.UMAP (umap-learn is not installed in CI; its fits take minutes):
+    the first ``n_components`` columns, scaled, and what it was given."""
+
+    seen: list = []
+
+    def __init__(self, n_components=2, random_state=None, **options):
+        self.k, self.options = n_components, options
+        _FakeUMAP.seen.append(self)
+
+    def fit_transform(self, x):
+        self.fitted = x
+        self._raw_data = x
+        return 2.0 * x[:, : self.k]
+
+    def transform(self, x):
+        return 2.0 * x[:, : self.k]
+
+
+def test_umap_narrows_wide_vectors_by_pca_and_places_new_ones_through_it(monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("umap")
+    fake.UMAP = _FakeUMAP
+    monkeypatch.setitem(sys.modules, "umap", fake)
+    _FakeUMAP.seen.clear()
+    x = _clustered(300, 64)
+    p = project(x, "umap", seed=3)
+    model = _FakeUMAP.seen[-1]
+    # 64 values go through PCA to 50, with 200 epochs unless asked otherwise.
+    assert model.fitted.shape == (300, 50) and model.fitted.dtype == np.float32
+    assert model.options["n_epochs"] == 200 and model.options["n_neighbors"] == 15
+    # Its neighbours are found exactly, in the 50 values it is given, itself first.
+    knn, dist, index = model.options["precomputed_knn"]
+    assert knn.shape == dist.shape == (300, 15) and knn.dtype == np.int32
+    assert (knn[:, 0] == np.arange(300)).all() and np.abs(dist[:, 0]).max() < 1e-3
+    brute = np.linalg.norm(model.fitted[:, None].astype(float) - model.fitted[None], axis=-1)
+    np.testing.assert_allclose(dist, np.sort(brute, axis=1)[:, :15], rtol=1e-4, atol=1e-3)
+    assert index.query(model.fitted[:2], 15)[0].tolist() == knn[:2].tolist()
+    pca = project(x, "pca", dims=50)
+    np.testing.assert_allclose(model.fitted, pca.coords, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(p.coords, 2 * pca.coords[:, :2], rtol=1e-5, atol=1e-4)
+    new = np.random.default_rng(2).normal(0, 3, (4, 64))
+    np.testing.assert_allclose(p.transform(new), 2 * pca.transform(new)[:, :2], atol=1e-4)
+    assert p.transform(new[0]).shape == (2,)
+    with pytest.raises(ValueError, match="fitted on 64"):
+        p.transform(new[:, :50])
+    # Narrow vectors, or pca_dims=0, go in as they are; options reach umap.
+    project(x[:, :20], "umap", n_epochs=50)
+    assert _FakeUMAP.seen[-1].fitted.shape == (300, 20)
+    assert _FakeUMAP.seen[-1].options["n_epochs"] == 50
+    q = project(x, "umap", pca_dims=0)
+    assert (
+        _FakeUMAP.seen[-1].fitted.shape == (300, 64)
+        and "pca_dims" not in _FakeUMAP.seen[-1].options
+    )
+    np.testing.assert_allclose(q.transform(new), 2 * new[:, :2], rtol=1e-6)
+
+
+@pytest.mark.slow  # importing umap-learn (numba, pynndescent) takes 5-15 s on two busy cores
+@pytest.mark.skipif(not umap_available(), reason="umap-learn (actviz[atlas]) not installed")
+def test_umaps_compiled_functions_are_kept_on_disk():
+    import umap  # noqa: F401  (imports its numba functions; nothing is compiled here)
+    from numba.core.caching import NullCache
+    from umap import layouts, umap_
+
+    from actviz.data.atlas import cache_umap_compiles
+
+    cache_umap_compiles()
+    for fn in (umap_.smooth_knn_dist, umap_.compute_membership_strengths, layouts.clip):
+        assert not isinstance(fn._cache, NullCache), fn
+    assert cache_umap_compiles() == 0  # once is enough
+
+
+def test_exact_neighbours_equal_a_brute_force_search():
+    from actviz.data.atlas import ExactNeighbours
+
+    rng = np.random.default_rng(4)
+    data = rng.normal(0, 1, (500, 7))
+    queries = rng.normal(0, 1, (30, 7))
+    idx, dist = ExactNeighbours(data).query(queries, 6)
+    d = np.linalg.norm(queries[:, None] - data[None], axis=-1)
+    np.testing.assert_array_equal(idx, np.argsort(d, axis=1)[:, :6])
+    np.testing.assert_allclose(dist, np.sort(d, axis=1)[:, :6], rtol=1e-6)
+    assert idx.dtype == np.int32 and dist.dtype == np.float32
+    # More neighbours asked than there are vectors: all of them.
+    assert ExactNeighbours(data[:4]).query(queries[:1], 9)[0].shape == (1, 4)

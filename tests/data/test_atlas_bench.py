@@ -16,18 +16,23 @@ def test_atlas_bench_reports_its_figures_at_tiny_sizes(capsys, qtbot):
     assert summary["scan_embed_ratio"] > 0 and math.isfinite(summary["scan_embed_ratio"])
     assert 0 < summary["atlas_pca_s"] < 60
     assert 0 < summary["atlas_pan_p95_ms"] < 60_000
-    assert 0 < summary["atlas_pan_raster_p95_ms"] < 60_000
+    assert 0 < summary["atlas_zoom_p95_ms"] < 60_000
+    assert 0 < summary["atlas_pan_scatter_p95_ms"] < 60_000
     # --quick never runs UMAP; without umap-learn the table says it is missing
     assert summary["atlas_umap_s"] is None
     if not umap_available():
         assert "umap-learn is not installed" in out
 
 
-def test_pan_frames_paint_the_scatter_every_frame(qtbot):
-    times = atlas_bench.pan_frames(points=500, frames=5)
+def test_panning_the_map_moves_one_image_and_zooming_splats_again(qtbot):
+    times, renders = atlas_bench.pan_frames(points=500, frames=5)
     assert len(times) == 5 and all(t > 0 for t in times)
+    # The view zoomed in 0.6x before the pan: every dot fits one image, splatted once.
+    assert renders == 0
+    times, renders = atlas_bench.pan_frames(points=500, frames=5, zoom=True)
+    assert len(times) == 5 and renders == 5
 
 
-def test_the_raster_comparison_paints_every_frame(qtbot):
-    times = atlas_bench.pan_frames(points=500, frames=5, raster=True)
-    assert len(times) == 5 and all(t > 0 for t in times)
+def test_the_scatter_comparison_paints_every_frame(qtbot):
+    times, renders = atlas_bench.pan_frames(points=500, frames=5, item="scatter")
+    assert len(times) == 5 and all(t > 0 for t in times) and renders == 0

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
 from actviz.data.atlas import build_atlas, query_vector, umap_available
 from actviz.ui.atlas.colours import colouring
-from actviz.ui.atlas.view import EMPTY_TEXT, THUMB, AtlasView
+from actviz.ui.atlas.view import EMPTY_TEXT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.worker import Worker
 
@@ -68,6 +68,8 @@ class AtlasFeature(FeatureBase, QObject):
         self.selection: np.ndarray = np.zeros(0, np.int64)
         self.separating: tuple[Any, ...] = ()
         self.nearest: tuple[Any, ...] = ()
+        #: A session's saved map, put back once its scan is shown (see restore_session_part).
+        self._restoring: dict[str, Any] | None = None
         #: The hover text last shown (the tooltip's HTML).
         self.hover_text = ""
         self._thumbs: dict[str, QPixmap | None] = {}
@@ -79,6 +81,7 @@ class AtlasFeature(FeatureBase, QObject):
         v.hovered.connect(self._on_hovered)
         v.clicked.connect(self._on_clicked)
         v.rect_selected.connect(self._on_rect)
+        v.lasso_selected.connect(self._on_lasso)
         v.nearest_strip.activated_row.connect(self._open_row)
         v.selection_strip.activated_row.connect(self._open_row)
         v.channel_list.itemClicked.connect(self._on_channel_clicked)
@@ -96,6 +99,8 @@ class AtlasFeature(FeatureBase, QObject):
 
     def _on_scan_changed(self) -> None:
         scan = self.session.scan
+        if scan is not None and self._restoring is not None and not self._matches(scan):
+            self._restoring = None  # another scan than the session's: its map is not restored
         layers = tuple(scan.embedding_layers) if scan is not None else ()
         if not layers:
             self.worker.drop()
@@ -111,6 +116,9 @@ class AtlasFeature(FeatureBase, QObject):
         # A layer other than the classifier is the more telling map; the one shown stays.
         mapped = [n for n in layers if n != self.logits] or list(layers)
         keep = self.layer if self.layer in layers else mapped[-1]
+        if self._restoring is not None and self._restoring.get("layer") in layers:
+            keep = str(self._restoring["layer"])
+            self._apply_choices(self._restoring)
         self.view.set_choices(self.view.layer_combo, layers, keep)
         self.rebuild()
 
@@ -137,12 +145,20 @@ class AtlasFeature(FeatureBase, QObject):
         self.atlas = atlas
         self.selection = np.zeros(0, np.int64)
         self.separating = ()
+        spin = self.view.channel_spin
+        spin.blockSignals(True)
+        try:
+            spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
+            restoring = self._restoring
+            if restoring is not None and _as_int(restoring.get("channel")) is not None:
+                spin.setValue(int(restoring["channel"]))
+        finally:
+            spin.blockSignals(False)
         self.view.set_coords(atlas.coords, self._colouring())
-        self.view.channel_spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
         self.view.mark_rows(self.view.selected_dots, [])
         self.view.selection_strip.set_items([])
         self.view.channel_list.clear()
-        self.view.selection_title.setText("Selection: drag a rectangle with Select on")
+        self.view.selection_title.setText(SELECTION_HINT)
         self.view.show_map()
         p = atlas.projection
         share = (
@@ -153,6 +169,10 @@ class AtlasFeature(FeatureBase, QObject):
         text = f"{atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}){share}"
         self.view.status_label.setText(text)
         self.host.show_status(f"Atlas ready: {text}")
+        saved = self._restoring
+        if saved is not None and saved.get("layer") == atlas.layer and self._matches(atlas.scan):
+            self._restoring = None
+            self.select_rows(self._rows_of_indices(saved.get("selection") or ()))
         self._on_result()
 
     def _on_build_failed(self, _gen: int, error: BaseException) -> None:
@@ -278,6 +298,9 @@ class AtlasFeature(FeatureBase, QObject):
     def _on_rect(self, rect: QRectF) -> None:
         self.select_rows(self.view.rows_in(rect))
 
+    def _on_lasso(self, shape: np.ndarray) -> None:
+        self.select_rows(self.view.rows_in_shape(shape))
+
     def select_rows(self, rows: Any) -> tuple[Any, ...]:
         """Select map rows ``rows``: their thumbnails and the channels that set them apart
         from the rest of the dataset (none when the selection is empty or everything)."""
@@ -289,9 +312,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.mark_rows(self.view.selected_dots, rows)
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
-        self.view.selection_title.setText(
-            f"Selection: {len(rows):,} of {n:,} images" if len(rows) else "Selection: none"
-        )
+        self.view.selection_title.setText(self._selection_text(rows))
         self.view.selection_strip.set_items(
             [
                 (
@@ -317,6 +338,23 @@ class AtlasFeature(FeatureBase, QObject):
             item.setData(0x0100, int(split.channel))
             self.view.channel_list.addItem(item)
         return self.separating
+
+    def _selection_text(self, rows: np.ndarray) -> str:
+        """``Selection: 12 of 400 images · cat 9, dog 3`` (its three largest classes)."""
+        if not len(rows):
+            return "Selection: none"
+        emb = self.atlas.embeddings
+        text = f"Selection: {len(rows):,} of {len(self.atlas.coords):,} images"
+        if emb.labels is not None and emb.class_names:
+            labels = np.asarray(emb.labels)[rows]
+            labels = labels[(labels >= 0) & (labels < len(emb.class_names))]
+            counts = np.bincount(labels, minlength=len(emb.class_names))
+            top = [int(c) for c in np.argsort(-counts, kind="stable")[:3] if counts[c] > 0]
+            if top:
+                text += " · " + ", ".join(f"{emb.class_names[c]} {counts[c]}" for c in top)
+                others = len(np.flatnonzero(counts)) - len(top)
+                text += f", +{others} classes" if others > 0 else ""
+        return text
 
     def _on_channel_clicked(self, item: QListWidgetItem) -> None:
         if self.atlas is not None:
@@ -344,6 +382,110 @@ class AtlasFeature(FeatureBase, QObject):
         self._thumbs[path] = pixmap
         return pixmap
 
+    # -- sessions and reports -------------------------------------------------------------
+    def session_part(self) -> dict[str, Any]:
+        """What a session file keeps of the map: its layer, method and colouring, and the
+        selection (as the images' indices in the scan, which stay when the map is fitted
+        again), with the scan they belong to (its cache key and image count)."""
+        atlas = self.atlas
+        if atlas is None:
+            return {}
+        key = getattr(atlas.scan, "cache_path", None)
+        return {
+            "atlas": {
+                "layer": atlas.layer,
+                "method": atlas.projection.method,
+                "colour": self.view.colour_combo.currentText(),
+                "channel": int(self.view.channel_spin.value()),
+                "selection": [int(i) for i in atlas.embeddings.indices[self.selection]],
+                "scan_key": str(key) if key else None,
+                "images": int(atlas.scan.count),
+            }
+        }
+
+    def restore_session_part(self, parts: Any) -> None:
+        """Put back :meth:`session_part`'s map once the session's scan is shown (the dataset
+        feature shows it again from its saved arrays): the same layer, method, colouring and
+        selection. Another scan arriving first drops it; nothing is run on the model."""
+        saved = parts.get("atlas")
+        if not isinstance(saved, dict) or not isinstance(saved.get("layer"), str):
+            self._restoring = None
+            return
+        self._restoring = dict(saved)
+        scan = self.session.scan
+        if scan is not None and self._matches(scan) and saved["layer"] in scan.embedding_layers:
+            self._apply_choices(saved)
+            self.view.set_choices(self.view.layer_combo, scan.embedding_layers, saved["layer"])
+            self.rebuild()
+
+    def _matches(self, scan: Any) -> bool:
+        """Whether ``scan`` is the one the map being restored was made of."""
+        saved = self._restoring or {}
+        key = saved.get("scan_key")
+        if key and str(getattr(scan, "cache_path", None) or "") != str(key):
+            return False
+        return _as_int(saved.get("images")) in (None, int(scan.count))
+
+    def _apply_choices(self, saved: dict[str, Any]) -> None:
+        """The saved method and colouring in the controls (without rebuilding)."""
+        view = self.view
+        method = str(saved.get("method", "")).upper()
+        methods = [view.method_combo.itemText(i) for i in range(view.method_combo.count())]
+        if method in methods:
+            view.set_choices(view.method_combo, methods, method)
+        colour = saved.get("colour")
+        if isinstance(colour, str) and view.colour_combo.findText(colour) >= 0:
+            view.colour_combo.blockSignals(True)
+            try:
+                view.colour_combo.setCurrentText(colour)
+            finally:
+                view.colour_combo.blockSignals(False)
+            view.channel_spin.setEnabled(colour == "Channel")
+
+    def _rows_of_indices(self, indices: Any) -> np.ndarray:
+        """Map rows of the images at data ``indices`` (those without a row left out)."""
+        row_of = self._row_of()
+        rows = [row_of.get(i) for i in (_as_int(v) for v in indices) if i is not None]
+        return np.array([r for r in rows if r is not None], np.int64)
+
+    def report_part(self) -> dict[str, Any]:
+        """File > Export report: the map as the tab colours it, with the input's marker and
+        the selection's rims (drawn when the report is written)."""
+        atlas = self.atlas
+        if atlas is None:
+            return {}
+        colours = self._colouring()
+        marker = self.view.marker_position()
+        selection = self.selection.copy()
+        p = atlas.projection
+        caption = (
+            f"Atlas of {atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}), "
+            f"coloured by {self._colour_caption()}"
+        )
+        if len(selection):
+            caption += f"; {len(selection):,} selected"
+
+        def figures() -> list[tuple[str, Any]]:
+            from actviz.data.atlas_image import atlas_image
+
+            picture = atlas_image(
+                atlas.coords,
+                rgb=colours.rgb(),
+                legend=colours.legend,
+                colour_bar=None if colours.scale is None else (*colours.scale, colours.palette),
+                marker=None if marker is None else np.asarray(marker),
+                selected=selection,
+            )
+            return [(caption, picture)]
+
+        return {"figures": figures}
+
+    def _colour_caption(self) -> str:
+        mode = self.view.colour_combo.currentText()
+        if mode == "Channel":
+            return f"channel {self.view.channel_spin.value()}'s mean activation"
+        return {"Correct": "correctness"}.get(mode, mode.lower())
+
     # -- the window's calls ----------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the map's worker (waited for) and let the session go."""
@@ -352,3 +494,14 @@ class AtlasFeature(FeatureBase, QObject):
         self.worker.shutdown()
         self.atlas = None
         self._thumbs.clear()
+
+
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int when it is one (JSON from a session file), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None

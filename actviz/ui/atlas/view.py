@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QImage, QPixmap
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QImage, QPainterPath, QPen, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
+    QGraphicsPathItem,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -30,32 +31,58 @@ from PySide6.QtWidgets import (
 from actviz.ui.atlas.colours import COLOUR_MODES, Colouring
 from actviz.ui.panels import style
 
-__all__ = ["EMPTY_TEXT", "AtlasView", "RasterDots", "SelectBox", "ThumbStrip"]
+__all__ = ["EMPTY_TEXT", "SELECTION_HINT", "AtlasView", "RasterDots", "SelectBox", "ThumbStrip"]
 
 #: What the tab says before a dataset was scanned.
 EMPTY_TEXT = "Scan a dataset first (Data > Scan a dataset…)"
 #: Pixels from a dot within which the pointer is over it.
 HOVER_PX = 8.0
+#: What the selection's title says while nothing is selected.
+SELECTION_HINT = "Selection: drag a rectangle (Select) or draw a shape around images (Lasso)"
+#: The rim of selected dots.
+SELECTION_RGB = np.array([255, 140, 0], np.uint8)
 #: Side of the thumbnails in the strips.
 THUMB = 72
 
 
 class SelectBox(pg.ViewBox):
-    """A view box whose left drag selects a rectangle while :attr:`selecting` is on (the
-    view pans as usual otherwise); ``rect_selected(QRectF)`` in view coordinates."""
+    """A view box whose left drag selects while :attr:`mode` is ``"rect"`` (a rectangle:
+    ``rect_selected(QRectF)``) or ``"lasso"`` (a free shape: ``lasso_selected(ndarray)``,
+    its ``(K, 2)`` vertices); ``""``: the drag pans as usual. View coordinates throughout."""
 
     rect_selected = Signal(object)
+    lasso_selected = Signal(object)
+
+    #: Screen pixels the pointer moves before the lasso takes another vertex.
+    LASSO_STEP_PX = 3.0
 
     def __init__(self) -> None:
         # No context menu: pyqtgraph's menus are top-level widgets that outlive the window.
         super().__init__(enableMenu=False)
-        self.selecting = False
+        self.mode = ""
+        self._lasso: list[QPointF] = []  # vertices, view coordinates
+        self._last_px: QPointF | None = None
+        self.lasso_line = QGraphicsPathItem()
+        pen = QPen(QColor(255, 140, 0), 1.5)
+        pen.setCosmetic(True)
+        pen.setStyle(Qt.PenStyle.DashLine)
+        self.lasso_line.setPen(pen)
+        self.lasso_line.setZValue(20)
+        self.lasso_line.hide()
+        self.addItem(self.lasso_line, ignoreBounds=True)
+
+    @property
+    def selecting(self) -> bool:
+        return bool(self.mode)
 
     def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802 (Qt's name)
-        if not self.selecting or ev.button() != Qt.MouseButton.LeftButton:
+        if not self.mode or ev.button() != Qt.MouseButton.LeftButton:
             super().mouseDragEvent(ev, axis)
             return
         ev.accept()
+        if self.mode == "lasso":
+            self._lasso_drag(ev)
+            return
         if ev.isFinish():
             self.rbScaleBox.hide()
             a = self.mapToView(ev.buttonDownPos())
@@ -64,14 +91,42 @@ class SelectBox(pg.ViewBox):
         else:
             self.updateScaleBox(ev.buttonDownPos(), ev.pos())
 
+    def _lasso_drag(self, ev: Any) -> None:
+        if ev.isStart():
+            self._lasso = [self.mapToView(ev.buttonDownPos())]
+            self._last_px = QPointF(ev.buttonDownPos())
+        pos = QPointF(ev.pos())
+        last = self._last_px
+        if last is None or (pos - last).manhattanLength() >= self.LASSO_STEP_PX or ev.isFinish():
+            self._lasso.append(self.mapToView(pos))
+            self._last_px = pos
+        if ev.isFinish():
+            self.lasso_line.hide()
+            shape = np.array([(p.x(), p.y()) for p in self._lasso], dtype=np.float64)
+            self._lasso, self._last_px = [], None
+            self.lasso_selected.emit(shape)
+            return
+        path = QPainterPath(self._lasso[0])
+        for p in self._lasso[1:]:
+            path.lineTo(p)
+        path.closeSubpath()
+        self.lasso_line.setPath(path)
+        self.lasso_line.show()
+
 
 class RasterDots(pg.GraphicsObject):
-    """Every dot of the map painted as one image, splatted in numpy at each paint.
+    """Every dot of the map painted as one image, splatted in numpy once per zoom level.
 
-    Faster than a ``ScatterPlotItem`` with a brush per point for tens of thousands of dots
-    (what ``python -m actviz.bench atlas`` measures as ``atlas_pan_p95_ms``); hover and
-    selection read the coordinates, not the item.
+    The image covers the dots around the view (up to :attr:`MARGIN` of the view's size on
+    each side, all of them when they fit): a pan only draws it moved, and the dots are
+    splatted again when the zoom, the dots or their colours change, or a pan leaves what the
+    image covers. Faster than a ``ScatterPlotItem`` with a brush per point for tens of
+    thousands of dots (what ``python -m actviz.bench atlas`` measures as
+    ``atlas_pan_p95_ms``); hover and selection read the coordinates, not the item.
     """
+
+    #: Pixels splatted beyond each side of the view, as a share of its width and height.
+    MARGIN = 0.5
 
     def __init__(self, dot: int = 5) -> None:
         super().__init__()
@@ -79,7 +134,9 @@ class RasterDots(pg.GraphicsObject):
         self.xy = np.zeros((0, 2), np.float64)
         self._bgra = np.zeros((0, 4), np.uint8)
         self._rect = QRectF()
-        self._buffer: np.ndarray | None = None
+        self._raster: _Raster | None = None
+        #: How many times the dots were splatted into a new image (the rest were moves).
+        self.renders = 0
 
     def set_data(self, xy: np.ndarray, rgb: np.ndarray) -> None:
         """Dots at ``xy`` (M, 2) in ``rgb`` (M, 3) uint8 colours."""
@@ -96,6 +153,7 @@ class RasterDots(pg.GraphicsObject):
             self._rect = QRectF(lo[0], lo[1], span[0], span[1])
         else:
             self._rect = QRectF()
+        self._raster = None
         self.update()
 
     def count(self) -> int:
@@ -105,27 +163,112 @@ class RasterDots(pg.GraphicsObject):
         return self._rect
 
     def paint(self, painter: Any, *_args: Any) -> None:
-        from actviz.data.atlas_image import splat_dots
-
         if not len(self.xy):
             return
         t = painter.transform()  # data -> device pixels
         w, h = painter.device().width(), painter.device().height()
         if w <= 0 or h <= 0:
             return
-        if self._buffer is None or self._buffer.shape[:2] != (h, w):
-            self._buffer = np.zeros((h, w, 4), dtype=np.uint8)
-        buf = self._buffer
-        buf[:] = 0
-        x = self.xy[:, 0] * t.m11() + self.xy[:, 1] * t.m21() + t.dx()
-        y = self.xy[:, 0] * t.m12() + self.xy[:, 1] * t.m22() + t.dy()
-        splat_dots(x, y, self._bgra, w, h, self.dot, out=buf)
-        # Alpha is 0 or 255, so premultiplied or not is the same: no conversion of the image.
-        image = QImage(buf.data, w, h, w * 4, QImage.Format.Format_ARGB32_Premultiplied)
+        raster = self._raster
+        if raster is None or not raster.covers(t, w, h):
+            # While the zoom changes (a wheel turning) only the view is splatted, a smaller
+            # image; the first pan after it splats the margins too.
+            wide = raster is None or raster.same_scale(t)
+            raster = self._raster = self._render(t, w, h, self.MARGIN if wide else 0.0)
+        if raster.image is None:
+            return
+        # The same zoom: the image moves by whole pixels (no resampling).
+        ox = round(t.dx() - raster.dx) + raster.left
+        oy = round(t.dy() - raster.dy) + raster.top
         painter.save()
         painter.resetTransform()
-        painter.drawImage(0, 0, image)
+        painter.drawImage(QPoint(ox, oy), raster.image)
         painter.restore()
+
+    def _render(self, t: Any, w: int, h: int, margin: float) -> _Raster:
+        from actviz.data.atlas_image import splat_dots
+
+        self.renders += 1
+        xy = self.xy
+        x = xy[:, 0] * t.m11() + xy[:, 1] * t.m21() + t.dx()
+        y = xy[:, 0] * t.m12() + xy[:, 1] * t.m22() + t.dy()
+        pad = self.dot
+        # The dots' own extent in device pixels, and the part of it near the view.
+        finite = np.isfinite(x) & np.isfinite(y)
+        if not finite.any():
+            return _Raster(t, (0, 0, 0, 0), 0, 0, None, None)
+        bounds = (
+            int(np.floor(x[finite].min())) - pad,
+            int(np.floor(y[finite].min())) - pad,
+            int(np.ceil(x[finite].max())) + pad + 1,
+            int(np.ceil(y[finite].max())) + pad + 1,
+        )
+        mx, my = int(w * margin) + pad, int(h * margin) + pad
+        left, top = max(bounds[0], -mx), max(bounds[1], -my)
+        right, bottom = min(bounds[2], w + mx), min(bounds[3], h + my)
+        if right <= left or bottom <= top:
+            return _Raster(t, bounds, left, top, None, None, (right, bottom))
+        buf = np.zeros((bottom - top, right - left, 4), dtype=np.uint8)
+        splat_dots(x - left, y - top, self._bgra, right - left, bottom - top, self.dot, out=buf)
+        # Alpha is 0 or 255, so premultiplied or not is the same: no conversion of the image.
+        image = QImage(
+            buf.data, buf.shape[1], buf.shape[0], buf.shape[1] * 4,
+            QImage.Format.Format_ARGB32_Premultiplied,
+        )  # fmt: skip
+        return _Raster(t, bounds, left, top, image, buf, (right, bottom))
+
+
+class _Raster:
+    """One splatted image of :class:`RasterDots`: made at transform ``t``, covering device
+    pixels ``[left, right) x [top, bottom)`` of it; the dots span ``bounds`` there."""
+
+    def __init__(
+        self,
+        t: Any,
+        bounds: tuple[int, int, int, int],
+        left: int,
+        top: int,
+        image: QImage | None,
+        buffer: np.ndarray | None,
+        end: tuple[int, int] | None = None,
+    ) -> None:
+        self.scale = (t.m11(), t.m12(), t.m21(), t.m22())
+        self.dx, self.dy = t.dx(), t.dy()
+        self.bounds = bounds
+        self.left, self.top = left, top
+        self.right, self.bottom = end if end is not None else (left, top)
+        self.image = image
+        self.buffer = buffer  # the image's pixels (QImage does not own them)
+
+    def same_scale(self, t: Any) -> bool:
+        """Whether transform ``t`` has this image's zoom (it may be moved)."""
+        scale = (t.m11(), t.m12(), t.m21(), t.m22())
+        # A pan recomputes the scale from the moved range: equal to a few parts in 1e15.
+        return all(
+            abs(a - b) <= 1e-7 * max(abs(b), 1e-300) for a, b in zip(scale, self.scale, strict=True)
+        )
+
+    def covers(self, t: Any, w: int, h: int) -> bool:
+        """Whether drawing this image moved to transform ``t`` shows every dot a ``w`` x ``h``
+        device would (the same zoom, and the dots in view inside the image)."""
+        if not self.same_scale(t):
+            return False
+        ox, oy = round(t.dx() - self.dx), round(t.dy() - self.dy)
+        # What must be drawn, in this image's pixels: the view and the dots' extent overlap.
+        need = (
+            max(-ox, self.bounds[0]),
+            max(-oy, self.bounds[1]),
+            min(w - ox, self.bounds[2]),
+            min(h - oy, self.bounds[3]),
+        )
+        if need[2] <= need[0] or need[3] <= need[1]:
+            return True  # no dot in view
+        return (
+            need[0] >= self.left
+            and need[1] >= self.top
+            and need[2] <= self.right
+            and need[3] <= self.bottom
+        )
 
 
 class ThumbStrip(QListWidget):
@@ -174,7 +317,9 @@ class AtlasView(QWidget):
     clicked(int)
         A dot was clicked.
     rect_selected(QRectF)
-        A rectangle was dragged in selection mode (view coordinates).
+        A rectangle was dragged with Select on (view coordinates).
+    lasso_selected(ndarray)
+        A free shape was drawn with Lasso on: its ``(K, 2)`` vertices (view coordinates).
     """
 
     options_changed = Signal()
@@ -182,6 +327,7 @@ class AtlasView(QWidget):
     hovered = Signal(int)
     clicked = Signal(int)
     rect_selected = Signal(object)
+    lasso_selected = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -217,6 +363,11 @@ class AtlasView(QWidget):
         self.select_button.setToolTip(
             "Drag a rectangle on the map to select images (off: drag pans)"
         )
+        self.lasso_button = QPushButton("Lasso")
+        self.lasso_button.setCheckable(True)
+        self.lasso_button.setToolTip(
+            "Draw a free shape around images on the map to select them (off: drag pans)"
+        )
         # No captions beside the controls (their tooltips say what they are) and the status
         # on a line of its own: the tab must fit a 1024 px wide window with its docks.
         self.layer_combo.setSizeAdjustPolicy(
@@ -228,7 +379,7 @@ class AtlasView(QWidget):
         bar.addWidget(self.method_combo)
         bar.addStretch(1)
         bar2 = QHBoxLayout()
-        for w in (self.colour_combo, self.channel_spin, self.select_button):
+        for w in (self.colour_combo, self.channel_spin, self.select_button, self.lasso_button):
             bar2.addWidget(w)
         bar2.addStretch(1)
         outer.addLayout(bar)
@@ -256,9 +407,10 @@ class AtlasView(QWidget):
         self.neighbour_dots = pg.ScatterPlotItem(
             size=11, pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
         )
-        self.selected_dots = pg.ScatterPlotItem(
-            size=9, pen=pg.mkPen(255, 140, 0, width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
-        )
+        # The selection as an orange square under each selected dot (a rim around it): one
+        # image like the dots, so a selection of thousands pans as fast as the map.
+        self.selected_dots = RasterDots(dot=9)
+        self.selected_dots.setZValue(-1)
         self.marker = pg.ScatterPlotItem(
             size=20, symbol="star", pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(255, 215, 0)
         )
@@ -295,7 +447,7 @@ class AtlasView(QWidget):
         rv.addWidget(self.nearest_title)
         self.nearest_strip = ThumbStrip()
         rv.addWidget(self.nearest_strip, 1)
-        self.selection_title = QLabel("Selection: drag a rectangle with Select on")
+        self.selection_title = QLabel(SELECTION_HINT)
         self.selection_title.setWordWrap(True)
         rv.addWidget(self.selection_title)
         self.selection_strip = ThumbStrip()
@@ -317,7 +469,9 @@ class AtlasView(QWidget):
         self.colour_combo.currentIndexChanged.connect(self._on_colour_mode)
         self.channel_spin.valueChanged.connect(lambda _v: self.colour_changed.emit())
         self.select_button.toggled.connect(self._on_select_toggled)
+        self.lasso_button.toggled.connect(self._on_select_toggled)
         self.box.rect_selected.connect(self.rect_selected.emit)
+        self.box.lasso_selected.connect(self.lasso_selected.emit)
         scene = self.plot.scene()
         scene.sigMouseMoved.connect(self._on_mouse_moved)
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
@@ -385,11 +539,16 @@ class AtlasView(QWidget):
         x, y = self.marker.getData()
         return (float(x[0]), float(y[0])) if len(x) else None
 
-    def mark_rows(self, item: pg.ScatterPlotItem, rows: Sequence[int]) -> None:
+    def mark_rows(self, item: pg.ScatterPlotItem | RasterDots, rows: Sequence[int]) -> None:
+        """Mark dots ``rows`` with ``item`` (the neighbours' rings, the selection's rims)."""
         rows = np.asarray(rows, np.int64)
-        item.setData(x=self.coords[rows, 0], y=self.coords[rows, 1]) if len(rows) else item.setData(
-            [], []
-        )
+        if isinstance(item, RasterDots):
+            rgb = np.broadcast_to(SELECTION_RGB, (len(rows), 3))
+            item.set_data(self.coords[rows].reshape(-1, 2), rgb)
+        elif len(rows):
+            item.setData(x=self.coords[rows, 0], y=self.coords[rows, 1])
+        else:
+            item.setData([], [])
 
     # -- pointer ---------------------------------------------------------------------------
     def row_at(self, view: QPointF) -> int:
@@ -414,6 +573,12 @@ class AtlasView(QWidget):
         inside = (x >= rect.left()) & (x <= rect.right()) & (y >= rect.top()) & (y <= rect.bottom())
         return np.flatnonzero(inside)
 
+    def rows_in_shape(self, shape: np.ndarray) -> np.ndarray:
+        """The dots inside the closed ``(K, 2)`` polygon ``shape`` (view coordinates)."""
+        from actviz.data.atlas import points_in_polygon
+
+        return np.flatnonzero(points_in_polygon(self.coords, shape))
+
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         if self.stack.currentIndex() != 1:
             return
@@ -435,7 +600,17 @@ class AtlasView(QWidget):
         self.colour_changed.emit()
 
     def _on_select_toggled(self, on: bool) -> None:
-        self.box.selecting = bool(on)
+        # One selection tool at a time; neither: a drag pans.
+        if on:
+            other = self.lasso_button if self.sender() is self.select_button else self.select_button
+            other.setChecked(False)
+        self.box.mode = (
+            "rect"
+            if self.select_button.isChecked()
+            else "lasso"
+            if self.lasso_button.isChecked()
+            else ""
+        )
 
 
 def _escape(text: str) -> str:
