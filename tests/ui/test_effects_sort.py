@@ -189,3 +189,30 @@ def test_live_frames_re_sort_the_tiles(actviz_window):
     assert m.tile_channels != first[: m.channels]  # the frame's own ranking
     # The next frame's request carries the order: prepared in it, not re-paged afterwards.
     assert win.window.session.make_request(allow_no_input=True).channel_orders["conv2"] == m.order
+
+
+def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
+    win, _model, feature = _opened(actviz_window)
+    feature.view.sort_check.setChecked(True)
+    top = feature.effects.top_channels("conv2", 3)
+    with win.expect_run():
+        assert feature.ablate_top("conv2", 3)
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
+    shown = _shown(win)
+    order = win.window.session.channel_orders["conv2"]
+    assert shown.order == order and shown.tile_channels == order.channels[: shown.channels]
+    # The ablated channels have no effect left: they went to the end of the order.
+    assert set(order.channels[-3:]) == set(top)
+    panel = win.panel("conv2")
+    panel.difference_button.setChecked(True)
+    win.qtbot.waitUntil(panel.difference_shown, timeout=5000)
+    diff = panel.activation_slot.mosaic
+    assert diff.order == order and diff.tile_channels == shown.tile_channels
+    assert panel.page_text().startswith("by effect: 1-")
+    result = win.window.result
+    a = result.capture["conv2"].tensor[0] - result.baseline["conv2"].tensor[0]
+    c = diff.tile_channels[0]
+    y0, x0 = diff.tile_origin(c)
+    tile = diff.image[y0 : y0 + diff.tile_h, x0 : x0 + diff.tile_w]
+    want = mosaic(a[c : c + 1].numpy(), symmetric=True).image
+    np.testing.assert_allclose(tile, want, atol=1e-6, equal_nan=True)
