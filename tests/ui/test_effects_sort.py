@@ -216,3 +216,23 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
     tile = diff.image[y0 : y0 + diff.tile_h, x0 : x0 + diff.tile_w]
     want = mosaic(a[c : c + 1].numpy(), symmetric=True).image
     np.testing.assert_allclose(tile, want, atol=1e-6, equal_nan=True)
+
+
+def test_the_channel_view_steps_through_the_effect_order(actviz_window):
+    win, _model, feature = _opened(actviz_window)
+    window = win.window
+    view = window.channel_view
+
+    def step(by: int) -> int:  # the channel view's [ ] keys
+        view.step_requested.emit(by)
+        return view.channel
+
+    feature.view.sort_check.setChecked(True)
+    order = window.session.channel_orders["conv2"].channels
+    assert window.open_channel("conv2", order[0])
+    assert step(1) == order[1]
+    assert step(1) == order[2]
+    assert step(-1) == order[1]
+    assert window.open_channel("conv2", order[0]) and step(-1) == order[0]  # the first
+    feature.view.sort_check.setChecked(False)
+    assert step(1) == order[0] + 1  # natural order again

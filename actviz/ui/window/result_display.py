@@ -245,10 +245,17 @@ class ResultDisplay:
 
     def step_channel(self, step: int) -> bool:
         """Open the previous (``step`` -1) or next (+1) channel of the layer in the channel
-        view (its [ ] / PageUp PageDown / arrow keys)."""
+        view (its [ ] / PageUp PageDown / arrow keys); in a layer sorted by effect, the
+        previous or next in that order (the tiles' order)."""
         if self._open_channel is None:
             return False
         name, channel = self._open_channel
+        order = self.session.channel_orders.get(name)
+        at = order.position(channel) if order is not None else None
+        if order is not None and at is not None:
+            if not 0 <= at + step < len(order.channels):
+                return False
+            return self.open_channel(name, order.channels[at + step])
         return self.open_channel(name, channel + step)
 
     def turn_page(self, name: str, step: int) -> bool:
