@@ -50,6 +50,7 @@ __all__ = [
     "Visualization",
     "VisualizeError",
     "layer_channels",
+    "merge_visualizations",
     "visualize",
     "visualize_settings",
 ]
@@ -107,6 +108,23 @@ class Visualization:
     def index(self, channel: int) -> int:
         """The position of ``channel`` in :attr:`channels`."""
         return self.channels.index(int(channel))
+
+    def select(self, channels: Iterable[int]) -> Visualization:
+        """The same visualisation with only ``channels``, in that order (each must be in
+        :attr:`channels`)."""
+        rows = [self.index(c) for c in channels]
+        if rows == list(range(len(self.channels))):
+            return self
+        return Visualization(
+            layer=self.layer,
+            channels=tuple(self.channels[r] for r in rows),
+            images=_frozen(self.images[rows]),
+            objective=_frozen(self.objective[:, rows]),
+            activations=_frozen(self.activations[rows]),
+            settings=self.settings,
+            elapsed_s=self.elapsed_s,
+            from_cache=tuple(self.from_cache[r] for r in rows) if self.from_cache else (),
+        )
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -690,6 +708,38 @@ def visualize(
         settings=MappingProxyType(settings),
         elapsed_s=time.perf_counter() - t0,
         from_cache=tuple(k in found for k in keys),
+    )
+
+
+def merge_visualizations(parts: Sequence[Visualization]) -> Visualization:
+    """One :class:`Visualization` of several of the same layer and settings (a page of
+    channels computed chunk by chunk, some read from the cache), in the order given.
+
+    Raises
+    ------
+    VisualizeError
+        No parts, another layer or other settings, or a channel given twice.
+    """
+    if not parts:
+        raise VisualizeError("nothing to merge")
+    first = parts[0]
+    for part in parts[1:]:
+        if part.layer != first.layer or dict(part.settings) != dict(first.settings):
+            raise VisualizeError("visualisations of another layer or other settings")
+    if len(parts) == 1:
+        return first
+    channels = tuple(c for part in parts for c in part.channels)
+    if len(set(channels)) != len(channels):
+        raise VisualizeError("a channel is in two of the visualisations")
+    return Visualization(
+        layer=first.layer,
+        channels=channels,
+        images=_frozen(np.concatenate([p.images for p in parts])),
+        objective=_frozen(np.concatenate([p.objective for p in parts], axis=1)),
+        activations=_frozen(np.concatenate([p.activations for p in parts])),
+        settings=first.settings,
+        elapsed_s=sum(p.elapsed_s for p in parts),
+        from_cache=tuple(f for p in parts for f in p.from_cache),
     )
 
 

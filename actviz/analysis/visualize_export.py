@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw
 from actviz.analysis.visualize import Visualization
 from actviz.io.export import _font, safe_name
 
-__all__ = ["contact_sheet", "write_visualization"]
+__all__ = ["contact_sheet", "reproduce", "write_visualization"]
 
 _GAP = 6
 _LABEL_H = 16
@@ -61,6 +61,73 @@ def contact_sheet(
             picture = picture.resize((tw, th), Image.BILINEAR)
         sheet.paste(picture, (x, y + _LABEL_H))
     return np.asarray(sheet)
+
+
+def _channel_ranges(channels: tuple[int, ...]) -> str:
+    """``0-3,7`` for the CLI's ``--channels``."""
+    runs: list[list[int]] = []
+    for c in channels:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
+
+
+def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
+    """How to make ``vis`` again: the :func:`~actviz.visualize` keyword arguments its settings
+    hold (``kwargs``), that call as Python, and the ``actviz visualize`` command line when
+    ``source`` (what the model was opened from) is known and the CLI can express the settings.
+
+    The same call on the same weights gives the same images bit for bit (same device and
+    thread count); a window's export puts this beside the pictures. An objective given as a
+    callable or a direction is named, not included (it is not in the settings).
+    """
+    s = dict(vis.settings)
+    name = str(s["objective"] or "")
+    base = name.lstrip("-")
+    logit = base == "logit"
+    kwargs: dict[str, Any] = {
+        "steps": s["steps"],
+        "size": list(s["size"]),
+        "param": s["param"],
+        "decorrelate": s["decorrelate"],
+        "transforms": s["transforms"],
+        "lr": s["lr"],
+        "seed": s["seed"],
+        "negative": bool(s["negative"]),
+        "mean": s["mean"],
+        "std": s["std"],
+        "input_size": s["input_size"],
+        "redirect_relu": s.get("redirect_relu", True),
+    }
+    if logit:
+        kwargs["target"] = list(vis.channels)
+    elif base in ("channel", "neuron", "layer"):
+        kwargs = {"objective": base, **kwargs}
+    shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    where = "None" if logit else repr(vis.layer)
+    out: dict[str, Any] = {
+        "kwargs": kwargs,
+        "python": f"actviz.visualize(model, {where}, {list(vis.channels)!r}, {shown})",
+    }
+    if base not in ("channel", "neuron", "layer", "logit"):
+        out["objective"] = name or "a callable"
+        return out
+    square = s["size"][0] == s["size"][1]
+    if source and square and kwargs["redirect_relu"]:
+        cli = ["actviz", "visualize", "--model", source]
+        cli += ["--target"] if logit else ["--layer", vis.layer, "--objective", base]
+        cli += ["--channels", _channel_ranges(vis.channels)]
+        if kwargs["negative"]:
+            cli.append("--negative")
+        cli += ["--steps", str(s["steps"]), "--size", str(s["size"][0])]
+        cli += ["--lr", repr(s["lr"]), "--seed", str(s["seed"]), "--param", s["param"]]
+        cli += ["--transforms", s["transforms"]]
+        if not s["decorrelate"]:
+            cli.append("--no-decorrelate")
+        out["cli"] = " ".join([*cli, "--out", "OUT"])
+    return out
 
 
 def write_visualization(

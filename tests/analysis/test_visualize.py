@@ -455,3 +455,32 @@ def test_hugging_face_vit_token_layer_and_logit():
     assert np.all(vis.objective[-1] > vis.objective[0])
     logits = visualize(model, None, target=[1, 4], **kw)
     assert logits.channels == (1, 4) and np.all(logits.objective[-1] > logits.objective[0])
+
+
+def test_select_merge_and_reproduce_give_the_same_pictures(demo):
+    from actviz.analysis.visualize import merge_visualizations
+    from actviz.analysis.visualize_export import reproduce
+
+    vis = visualize(demo, "features.block3", [0, 1, 2, 5], steps=3, size=24, seed=4)
+    picked = vis.select([5, 1])
+    assert picked.channels == (5, 1) and picked.objective.shape == (3, 2)
+    np.testing.assert_array_equal(picked.images[0], vis.images[3])
+    assert picked.activations[1] == vis.activations[1]
+    with pytest.raises(ValueError):
+        vis.select([7])
+    merged = merge_visualizations([vis.select([2, 5]), vis.select([0, 1])])
+    np.testing.assert_array_equal(merged.select([0, 1, 2, 5]).images, vis.images)
+    with pytest.raises(VisualizeError, match="two of"):
+        merge_visualizations([vis, vis.select([0])])
+    other = visualize(demo, "features.block3", [3], steps=4, size=24)
+    with pytest.raises(VisualizeError, match="other settings"):
+        merge_visualizations([vis, other])
+    # What reproduce() says makes the same pictures again, bit for bit; the CLI line too.
+    how = reproduce(vis, "demo")
+    again = visualize(demo, "features.block3", [2, 5], **how["kwargs"])
+    np.testing.assert_array_equal(again.images, vis.select([2, 5]).images)
+    assert how["cli"].startswith("actviz visualize --model demo --layer features.block3")
+    assert "--channels 0-2,5" in how["cli"] and "--seed 4" in how["cli"]
+    assert "cli" not in reproduce(vis)  # no source: no command line
+    neg = reproduce(visualize(demo, "features.block3", [0], steps=1, size=16, negative=True))
+    assert neg["kwargs"]["objective"] == "channel" and neg["kwargs"]["negative"] is True

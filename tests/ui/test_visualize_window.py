@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtGui
 
-from actviz.analysis.visualize import visualize
+from actviz.analysis.visualize import layer_channels, visualize
 from tests.ui.conftest import frame
 
 LAYERS = ["conv1", "conv2"]
@@ -108,3 +108,104 @@ def test_the_report_holds_what_the_channel_wants(actviz_window, tiny_cnn):
     ((caption, picture),) = win.window.report_parts()["figures"]()
     assert caption.startswith("What conv2 ch 2 wants")
     np.testing.assert_array_equal(picture, feature.shown.image_uint8(0))
+
+
+def _page_done(win, feature):
+    win.qtbot.waitUntil(lambda: not feature.page.is_busy(), timeout=60_000)
+
+
+def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
+    actviz_window, tiny_cnn
+):
+    win, feature, section = _opened(actviz_window, tiny_cnn)
+    page, dock = feature.page, feature.page.dock
+    size = win.window.page_channels("conv2")
+    assert feature.visualise_page("conv2")
+    assert dock.isVisible() and feature.is_busy() and dock.cancel_button.isVisible()
+    _page_done(win, feature)
+    channels = tuple(range(min(size, layer_channels(tiny_cnn, "conv2"))))
+    assert len(channels) >= 4
+    assert page.channels == channels and dock.mosaic.filled() == channels
+    got = page.result()
+    assert got.channels == channels and not any(got.from_cache)
+    # Each tile is the engine's picture of its channel with the same settings, bit for bit
+    # (computed on the model's copy, in batches of a few channels).
+    want = visualize(tiny_cnn, "conv2", list(channels), **SETTINGS)
+    np.testing.assert_array_equal(got.images, want.images)
+    assert f"{len(channels)} channels" in dock.message.text()
+    assert not dock.cancel_button.isVisible()
+    # The model the window captures with was not touched, and the window still runs.
+    assert not tiny_cnn.conv2._forward_hooks and all(p.grad is None for p in tiny_cnn.parameters())
+    win.run_and_wait()
+
+    # The channel view's "What it wants" finds the page's picture in the shared cache.
+    assert win.window.open_channel("conv2", 1)
+    _looked_up(win, feature)
+    assert feature.shown is not None and feature.shown.from_cache == (True,)
+    np.testing.assert_array_equal(feature.shown.images[0], want.images[1])
+    # Reopened, the channels done come from the cache (the page may hold more now: its size
+    # follows the panel's width, which the dock took); a click on a tile opens its channel.
+    assert feature.visualise_page("conv2", 0)
+    _page_done(win, feature)
+    again = page.result()
+    assert again.channels[: len(channels)] == channels
+    assert all(again.from_cache[: len(channels)]) and dock.mosaic.filled() == page.channels
+    assert f"{len(channels)} saved before" in dock.message.text()
+    dock.mosaic.tile_clicked.emit(3)
+    assert win.window.channel_view.channel == 3
+
+
+def test_a_page_cancels_keeping_its_tiles_and_pages_on(actviz_window, tiny_cnn):
+    win, feature, section = _opened(actviz_window, tiny_cnn)
+    section.steps_spin.setValue(4096)
+    win.window.session.set_page_channels("conv2", 4)
+    assert feature.visualise_page("conv2", 0)
+    win.qtbot.waitUntil(lambda: feature.page._progress[0] >= 2, timeout=60_000)
+    win.window.cancel()  # Esc
+    _page_done(win, feature)
+    assert "Cancelled" in feature.page.dock.message.text() and feature.page.result() is None
+    section.steps_spin.setValue(3)
+    assert feature.page.dock.next_button.isEnabled()
+    assert layer_channels(tiny_cnn, "conv2") > 4
+    # Pages on from channel 4 to the layer's last channel (each page as many channels as
+    # the panel's page holds now: the dock took some of its width).
+    dock, seen = feature.page.dock, []
+    while dock.next_button.isEnabled():
+        dock.next_button.click()
+        _page_done(win, feature)
+        page = feature.page.channels
+        assert page and page[0] == (seen[-1] + 1 if seen else 4)
+        assert feature.page.result().channels == page and dock.mosaic.filled() == page
+        seen += page
+    assert seen == list(range(4, layer_channels(tiny_cnn, "conv2")))
+    assert dock.prev_button.isEnabled()
+
+
+def test_export_writes_pngs_and_settings_that_make_them_again(actviz_window, tiny_cnn, tmp_path):
+    import json
+
+    from PIL import Image
+
+    win, feature, section = _opened(actviz_window, tiny_cnn)
+    assert feature.export_to(tmp_path / "none") == []  # nothing shown yet
+    section.button.click()
+    _wait_done(win, feature)
+    win.window.session.set_page_channels("conv2", 4)
+    assert feature.visualise_page("conv2", 4)
+    _page_done(win, feature)
+    files = feature.export_to(tmp_path)
+    names = {p.relative_to(tmp_path).as_posix() for p in files}
+    # TinyCNN's conv2 has 6 channels: the page from channel 4 holds 4 and 5.
+    assert {"page/conv2_4.png", "page/conv2_5.png", "page/conv2_sheet.png"} <= names
+    assert {"channel/conv2_2.png", "channel/visualize.json"} <= names
+    meta = json.loads((tmp_path / "page" / "visualize.json").read_text())
+    assert meta["channels"] == [4, 5] and meta["weights"]
+    # visualize.json says how to make the pictures again: the same pixels.
+    again = visualize(tiny_cnn, meta["layer"], meta["channels"], **meta["reproduce"]["kwargs"])
+    for i, c in enumerate(meta["channels"]):
+        png = np.asarray(Image.open(tmp_path / "page" / f"conv2_{c}.png"))
+        np.testing.assert_array_equal(png, again.image_uint8(i))
+    # The report holds the page's numbered sheet beside the channel's picture.
+    captions = [c for c, _ in win.window.report_parts()["figures"]()]
+    assert captions[-1].startswith("What conv2 ch 4-5 want")
+    assert any(c.startswith("What conv2 ch 2 wants") for c in captions)

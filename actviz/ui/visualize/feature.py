@@ -1,4 +1,7 @@
-"""Feature visualisation in the window: the channel view's "What it wants" section.
+"""Feature visualisation in the window: the channel view's "What it wants" section, the
+"What channels want" dock (a layer's page of channels, :mod:`actviz.ui.visualize.page`) and
+File > Export visualisations (PNGs, a contact sheet and ``visualize.json`` with what makes
+them again, :func:`actviz.analysis.visualize_export.reproduce`).
 
 For the channel shown, "What it wants" runs :func:`actviz.visualize` on the window's capture
 worker (one model, one worker: the synthesis adds hooks to the model), as a job this feature
@@ -12,13 +15,17 @@ the first time does not stall the window.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error
+from actviz.ui.visualize.page import PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
 
@@ -28,7 +35,8 @@ __all__ = ["VisualizeFeature"]
 
 
 class VisualizeFeature(FeatureBase, QObject):
-    """ "What it wants" for the channel the channel view shows.
+    """ "What it wants" for the channel the channel view shows, "What channels want" for a
+    layer's page, and their export.
 
     Parameters
     ----------
@@ -78,42 +86,151 @@ class VisualizeFeature(FeatureBase, QObject):
         self.lookups.signals.finished.connect(self._on_lookup_finished)
         self.lookups.signals.errored.connect(self._on_lookup_errored)
 
+        #: The "What channels want" dock and its background synthesis.
+        self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
+        self.page.dock.export_requested.connect(self.export_dialog)
+        parent = host.dialog_parent()
+        self.visualise_action = QAction("Visualise channels of the selected layer", parent)
+        self.visualise_action.setToolTip(
+            "Synthesise what each channel of the selected layer's page wants (in the "
+            "background; the What channels want dock)"
+        )
+        self.visualise_action.triggered.connect(self.visualise_selected)
+        host.add_menu_action("Run", self.visualise_action, shortcut=False)
+        self.export_action = QAction("Export visualisations…", parent)
+        self.export_action.setToolTip(
+            "Write the pictures shown (channel view and What channels want) as PNGs with "
+            "visualize.json, which says how to make them again"
+        )
+        self.export_action.triggered.connect(self.export_dialog)
+        host.add_menu_action("File", self.export_action, before="Quit", shortcut=False)
+        # A layer panel's tile menu (a right click on its tiles), where the window has one.
+        add_tile_entries = getattr(host, "add_tile_menu_entries", None)
+        if callable(add_tile_entries):
+            add_tile_entries(self.fill_tile_menu)
+
     # ========================================================================== Feature
     def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is a synthesis."""
-        return generation in self._owned
+        """Whether the capture worker's job ``generation`` is a synthesis (or the model copy
+        for a page)."""
+        return generation in self._owned or self.page.owns_job(generation)
 
     def cancel(self) -> bool:
-        """Esc / Cancel: stop the synthesis."""
+        """Esc / Cancel: stop the syntheses."""
+        page = self.page.cancel()
         if self._gen is None:
-            return False
+            return page
         self.worker.cancel()
         return True
 
     def is_busy(self) -> bool:
         """True while a synthesis runs."""
-        return self._gen is not None
+        return self._gen is not None or self.page.is_busy()
 
     def looking_up(self) -> bool:
         """True while the cache is asked for the channel shown."""
         return self._pending
 
     def report_part(self) -> dict[str, Any]:
-        """File > Export report: the picture the channel view shows ("What it wants")."""
+        """File > Export report: the picture the channel view shows ("What it wants") and the
+        page of "What channels want" as a numbered sheet."""
+        figures = []
         vis = self.shown
-        if vis is None:
-            return {}
-        caption = (
-            f"What {vis.layer} ch {vis.channels[0]} wants "
-            f"({vis.settings['objective']}, {vis.settings['steps']} steps)"
-        )
-        return {"figures": [(caption, vis.image_uint8(0))]}
+        if vis is not None:
+            caption = (
+                f"What {vis.layer} ch {vis.channels[0]} wants "
+                f"({vis.settings['objective']}, {vis.settings['steps']} steps)"
+            )
+            figures.append((caption, vis.image_uint8(0)))
+        page = self.page.result()
+        if page is not None:
+            from actviz.analysis.visualize_export import contact_sheet
+
+            s = page.settings
+            caption = (
+                f"What {page.layer} ch {page.channels[0]}-{page.channels[-1]} want "
+                f"({s['objective']}, {s['steps']} steps)"
+            )
+            figures.append((caption, contact_sheet(page)))
+        return {"figures": figures} if figures else {}
 
     def shutdown(self) -> None:
-        """Stop listening to the session (the window stops its worker)."""
+        """Stop listening to the session and stop the page's synthesis (the window stops its
+        capture worker)."""
         self._closed = True
         self.lookups.shutdown()
+        self.page.shutdown()
         self.session.model_changed.disconnect(self._on_model_changed)
+
+    # ========================================================================== pages
+    def visualise_page(self, layer: str, first: int | None = None) -> bool:
+        """Fill "What channels want" with ``layer``'s page starting at ``first`` (None: the
+        page its panel shows), in the background; False when nothing started."""
+        if self._closed:
+            return False
+        return self.page.visualise(layer, first)
+
+    def visualise_selected(self) -> bool:
+        """Run > Visualise channels: the selected layer's page (else the channel view's)."""
+        layer = self.window.selected_layer or self.channel_view.name
+        if not layer or self.session.model is None:
+            self.window.show_warning("Select a layer first, then visualise its channels.")
+            return False
+        return self.visualise_page(layer)
+
+    def fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
+        """The entries of a layer panel's tile menu: this page's channels."""
+        menu.addSeparator()
+        action = menu.addAction("Visualise channels", lambda: self.visualise_page(layer))
+        action.setToolTip(
+            "Synthesise what each channel of this page wants (What channels want dock)"
+        )
+
+    # ========================================================================== export
+    def export_to(self, folder: str | Path) -> list[Path]:
+        """Write the pictures shown into ``folder``: the page of "What channels want" in
+        ``page/`` and the channel view's picture in ``channel/`` (each: a PNG per channel, a
+        contact sheet and ``visualize.json`` with the settings, the model and how to make
+        them again). Returns the files written (none when nothing is shown)."""
+        from actviz.analysis.visualize_cache import model_fingerprint
+        from actviz.analysis.visualize_export import reproduce, write_visualization
+
+        loaded = self.session.loaded_model
+        source = getattr(loaded, "source", None) if loaded is not None else None
+        model = self.session.model
+        extra: dict[str, Any] = {
+            "model": getattr(loaded, "name", None) or type(model).__name__,
+            "source": source,
+        }
+        if model is not None:
+            # Remembered from the cache's look-ups: no second hashing of the weights.
+            extra["weights"] = model_fingerprint(model)
+        files: list[Path] = []
+        for sub, vis in (("page", self.page.result()), ("channel", self.shown)):
+            if vis is not None:
+                more = {**extra, "reproduce": reproduce(vis, source)}
+                files += write_visualization(vis, Path(folder) / sub, more)
+        return files
+
+    def export_dialog(self) -> None:
+        """File > Export visualisations: ask for a folder and write the pictures there."""
+        if self.page.result() is None and self.shown is None:
+            self.window.show_warning(
+                "Nothing to export yet: synthesise What it wants or visualise a layer's "
+                "channels first."
+            )
+            return
+        folder = QFileDialog.getExistingDirectory(
+            self.window.dialog_parent(), "Export visualisations into folder"
+        )
+        if not folder:
+            return
+        try:
+            files = self.export_to(folder)
+        except OSError as exc:
+            self.window.show_error(f"Could not export the visualisations: {exc}")
+            return
+        self.window.show_status(f"Wrote {len(files)} files to {folder}")
 
     # ========================================================================== actions
     def key(self) -> tuple[Any, ...] | None:
@@ -249,6 +366,7 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _on_model_changed(self, *_args: Any) -> None:
         self.cancel()
+        self.page.forget()
         self._forget_lookup()
         self._show(None)
 

@@ -1,0 +1,290 @@
+"""The "What channels want" dock: a mosaic of a layer's page of channels, each tile the picture
+that channel wants (filled as the background synthesis finishes them), paged like the layer
+panels' mosaics.
+
+Passive: :class:`~actviz.ui.visualize.feature.VisualizeFeature` gives it the tiles and listens
+to its signals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels import style
+
+__all__ = ["MosaicDock", "WantsMosaic"]
+
+#: Tiles are drawn at least this many pixels across (a narrow dock scrolls instead).
+MIN_TILE = 48
+#: ... and at most this many (a wide dock leaves room to the right).
+MAX_TILE = 128
+_GAP = 4
+_PENDING = QtGui.QColor(220, 220, 220)
+
+
+class WantsMosaic(QtWidgets.QWidget):
+    """Tiles of channels, each with its number; a tile without its picture yet is grey.
+
+    Signals
+    -------
+    tile_clicked(int)
+        The channel of the tile clicked.
+    """
+
+    tile_clicked = QtCore.Signal(int)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        #: The channels shown, in tile order.
+        self.channels: tuple[int, ...] = ()
+        self._images: dict[int, QtGui.QImage] = {}
+        self.setMouseTracking(True)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Preferred
+        )
+
+    # -- setters -------------------------------------------------------------------------------
+    def set_channels(self, channels: Sequence[int]) -> None:
+        """Show these channels' tiles, all pending."""
+        self.channels = tuple(int(c) for c in channels)
+        self._images = {}
+        self.updateGeometry()
+        self.update()
+
+    def set_image(self, channel: int, image: np.ndarray) -> None:
+        """The picture of ``channel``: ``(H, W, 3)`` uint8."""
+        if int(channel) not in self.channels:
+            return
+        rgb = np.ascontiguousarray(image, dtype=np.uint8)
+        h, w = rgb.shape[:2]
+        # Copied: the QImage must not point into an array that may go.
+        self._images[int(channel)] = QtGui.QImage(
+            rgb.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888
+        ).copy()
+        self.update()
+
+    def filled(self) -> tuple[int, ...]:
+        """The channels whose picture is shown."""
+        return tuple(c for c in self.channels if c in self._images)
+
+    # -- geometry ------------------------------------------------------------------------------
+    def _grid(self, width: int) -> tuple[int, int, int]:
+        """``(columns, rows, tile side)`` for ``width`` pixels."""
+        n = max(1, len(self.channels))
+        fit = max(1, (width - _GAP) // (MIN_TILE + _GAP))
+        cols = max(1, min(n, fit, math.ceil(math.sqrt(n * 1.5))))
+        side = (width - _GAP) // cols - _GAP
+        side = int(max(MIN_TILE, min(MAX_TILE, side)))
+        return cols, math.ceil(n / cols), side
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt name
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
+        _, rows, side = self._grid(width)
+        return _GAP + rows * (side + _GAP) if self.channels else 0
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        width = 4 * (96 + _GAP) + _GAP
+        return QtCore.QSize(width, self.heightForWidth(width))
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(MIN_TILE + 2 * _GAP, self.heightForWidth(MIN_TILE + 2 * _GAP))
+
+    def tile_rect(self, index: int) -> QtCore.QRect:
+        """Where tile ``index`` is drawn."""
+        cols, _, side = self._grid(self.width())
+        r, c = divmod(index, cols)
+        return QtCore.QRect(_GAP + c * (side + _GAP), _GAP + r * (side + _GAP), side, side)
+
+    def channel_at(self, pos: QtCore.QPoint) -> int | None:
+        """The channel of the tile under ``pos`` (widget coordinates), or None."""
+        for i, channel in enumerate(self.channels):
+            if self.tile_rect(i).contains(pos):
+                return channel
+        return None
+
+    # -- Qt events -----------------------------------------------------------------------------
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        if self.heightForWidth(self.width()) != self.height():
+            self.updateGeometry()  # the scroll area gives it the height its width needs
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtGui.QPainter(self)
+        try:
+            font = painter.font()
+            font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
+            painter.setFont(font)
+            metrics = painter.fontMetrics()
+            for i, channel in enumerate(self.channels):
+                rect = self.tile_rect(i)
+                image = self._images.get(channel)
+                if image is None:
+                    painter.fillRect(rect, _PENDING)
+                else:
+                    painter.drawImage(rect, image)
+                label = str(channel)
+                box = QtCore.QRect(
+                    rect.left(), rect.top(), metrics.horizontalAdvance(label) + 6, metrics.height()
+                )
+                painter.fillRect(box, QtGui.QColor(255, 255, 255, 200))
+                painter.setPen(QtGui.QColor(30, 30, 30))
+                painter.drawText(box, QtCore.Qt.AlignmentFlag.AlignCenter, label)
+        finally:
+            painter.end()
+
+    def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        channel = self.channel_at(event.position().toPoint())
+        if channel is not None and event.button() == QtCore.Qt.MouseButton.LeftButton:
+            self.tile_clicked.emit(channel)
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        channel = self.channel_at(event.position().toPoint())
+        self.setToolTip(
+            ""
+            if channel is None
+            else f"ch {channel}: click to open it in the channel view"
+            + ("" if channel in self._images else " (not synthesised yet)")
+        )
+        super().mouseMoveEvent(event)
+
+
+class MosaicDock(QtWidgets.QDockWidget):
+    """The dock: a title line (layer and page), page buttons, Visualise / Cancel, progress,
+    Export, the mosaic and a message line.
+
+    Signals
+    -------
+    page_requested(int)
+        -1 or +1: the previous or next page.
+    visualise_requested()
+        Visualise (again) the page shown.
+    cancel_requested()
+        Stop the synthesis.
+    export_requested()
+        Export the pictures.
+    """
+
+    page_requested = QtCore.Signal(int)
+    visualise_requested = QtCore.Signal()
+    cancel_requested = QtCore.Signal()
+    export_requested = QtCore.Signal()
+
+    def __init__(
+        self, parent: QtWidgets.QWidget | None = None, settings_menu: QtWidgets.QMenu | None = None
+    ) -> None:
+        super().__init__("What channels want", parent)
+        self.setObjectName("WhatChannelsWantDock")
+        body = QtWidgets.QWidget()
+        layout = QtWidgets.QVBoxLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
+        self.title_label = style.caption_label()
+        self.title_label.setWordWrap(False)
+        self.title_label.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
+        )
+        layout.addWidget(self.title_label)
+        row = QtWidgets.QHBoxLayout()
+        row.setSpacing(2)
+        self.prev_button = QtWidgets.QToolButton()
+        self.prev_button.setArrowType(QtCore.Qt.ArrowType.LeftArrow)
+        self.prev_button.setToolTip("Previous channels")
+        self.prev_button.setAutoRaise(True)
+        self.prev_button.clicked.connect(lambda: self.page_requested.emit(-1))
+        self.next_button = QtWidgets.QToolButton()
+        self.next_button.setArrowType(QtCore.Qt.ArrowType.RightArrow)
+        self.next_button.setToolTip("Next channels")
+        self.next_button.setAutoRaise(True)
+        self.next_button.clicked.connect(lambda: self.page_requested.emit(1))
+        self.visualise_button = QtWidgets.QPushButton("Visualise")
+        self.visualise_button.setToolTip("Synthesise what each channel of this page wants")
+        self.visualise_button.clicked.connect(self.visualise_requested)
+        self.settings_button = QtWidgets.QToolButton()
+        self.settings_button.setText("⚙")
+        self.settings_button.setToolTip("Objective, steps and image size")
+        self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        if settings_menu is not None:
+            self.settings_button.setMenu(settings_menu)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumHeight(12)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the synthesis (Esc); finished tiles stay")
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.export_button = QtWidgets.QToolButton()
+        self.export_button.setText("Export…")
+        self.export_button.setToolTip("Write the pictures as PNGs with visualize.json")
+        self.export_button.clicked.connect(self.export_requested)
+        for widget in (self.visualise_button, self.cancel_button):
+            widget.setSizePolicy(
+                QtWidgets.QSizePolicy.Policy.Minimum, QtWidgets.QSizePolicy.Policy.Fixed
+            )
+        row.addWidget(self.prev_button)
+        row.addWidget(self.next_button)
+        row.addWidget(self.visualise_button)
+        row.addWidget(self.settings_button)
+        row.addWidget(self.progress, 1)
+        row.addStretch(1)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.export_button)
+        layout.addLayout(row)
+        self.mosaic = WantsMosaic()
+        self.scroll = QtWidgets.QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.scroll.setWidget(self.mosaic)
+        layout.addWidget(self.scroll, 1)
+        self.message = style.caption_label()
+        self.message.setWordWrap(True)
+        layout.addWidget(self.message)
+        self.setWidget(body)
+        self.set_busy(False)
+        self.set_page("", (), 0)
+        self.set_message("")
+
+    def set_page(self, layer: str, channels: Sequence[int], total: int) -> None:
+        """The layer and channels shown (tiles pending), of ``total`` channels."""
+        channels = tuple(int(c) for c in channels)
+        self.mosaic.set_channels(channels)
+        if not layer or not channels:
+            self.title_label.setText("Visualise channels from a layer panel's tile menu")
+            self.title_label.setToolTip("")
+            for button in (self.prev_button, self.next_button, self.visualise_button):
+                button.setEnabled(False)
+            return
+        text = f"{layer} · ch {channels[0]}-{channels[-1]} of {total}"
+        self.title_label.setText(text)
+        self.title_label.setToolTip(text)
+        self.prev_button.setEnabled(channels[0] > 0)
+        self.next_button.setEnabled(channels[-1] + 1 < total)
+        self.visualise_button.setEnabled(True)
+
+    def set_busy(self, busy: bool) -> None:
+        """While a synthesis runs: Cancel and the progress bar."""
+        self.cancel_button.setVisible(busy)
+        self.progress.setVisible(busy)
+        self.visualise_button.setVisible(not busy)
+        self.settings_button.setEnabled(not busy)
+        if busy:
+            self.progress.setRange(0, 0)
+
+    def set_progress(self, done: int, total: int) -> None:
+        """``done`` of ``total`` steps."""
+        if total > 0:
+            self.progress.setRange(0, total)
+            self.progress.setValue(min(done, total))
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        """A line under the mosaic (red for an error)."""
+        self.message.setText(text)
+        self.message.setStyleSheet("color: #c0392b;" if error else "")
+        self.message.setVisible(bool(text))
