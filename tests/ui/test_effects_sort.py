@@ -236,3 +236,26 @@ def test_the_channel_view_steps_through_the_effect_order(actviz_window):
     assert window.open_channel("conv2", order[0]) and step(-1) == order[0]  # the first
     feature.view.sort_check.setChecked(False)
     assert step(1) == order[0] + 1  # natural order again
+
+
+def test_measuring_with_the_dock_closed_estimates_first(actviz_window):
+    torch.manual_seed(0)
+    model = Wide().eval()
+    win = actviz_window(model, _input(), ["conv2"])
+    result = win.run_and_wait()
+    feature = win.feature("effects")
+    assert feature.effects is None and not feature.dock.isVisible()
+    channel = win.panel("conv2").activation_slot.mosaic.tile_channels[1]
+    win.context_action("conv2", channel, f"Measure the effect of ch {channel}")
+    assert feature.dock.isVisible()  # the dock opens; the estimates come first, then the job
+    win.qtbot.waitUntil(
+        lambda: feature.effects is not None and not feature.is_busy(), timeout=30_000
+    )
+    win.qtbot.waitUntil(lambda: bool(feature.effects["conv2"].verified.any()), timeout=30_000)
+    expected = verify(
+        model, estimate_from_capture(model, result.capture, ["conv2"]), {"conv2": [channel]}
+    )
+    res = feature.effects["conv2"]
+    assert np.flatnonzero(res.verified).tolist() == [channel]
+    assert res.exact[channel] == expected["conv2"].exact[channel]
+    assert channel in [r.channel for r in feature.view.sections["conv2"].bars.rows]
