@@ -16,7 +16,15 @@ and transforms (random-init ResNet-18 at ``layer3``; the size is 224, where Luce
 upsample, so neither side gains from another resolution):
 
 * ``vis_time_ratio``: actviz / reference wall time for one channel (median of pairs);
-* ``vis_batch8_ratio``: actviz with 8 channels batched / actviz with one;
+* ``vis_batch8_ratio``: actviz with 8 channels batched / actviz with one, on the CPU with the
+  bench's thread count. The 8 channels are one batch of 8 images through one forward and one
+  backward per step (one resampling for all transforms, one gather for all objectives); a
+  profile puts ~75 % of a step in the convolutions and their input gradients, whose work grows
+  with the number of images, so on a CPU the ratio sits near the number of images over the
+  cores the single image leaves idle: about 7.4 on one thread, 5.4 on 4 and 4.0 on 16 (an
+  H100 machine's CPU, measured side by side);
+* ``vis_batch8_ratio_cuda``: the same on a GPU where one is present (0.98-1.22 on an H100
+  over two runs at 16 and 64 steps), where a batch of 8 fills what one image leaves idle;
 * ``vis_objective_ratio``: median over 8 channels of actviz's final objective / the
   reference's, each final image fed untransformed (no padding, no upsampling);
 * ``vis_objective_ratio_demo``: the same on a trained model, the demo CNN's
@@ -276,6 +284,40 @@ def measure(
     }
 
 
+def batch8_ratio(
+    model: nn.Module,
+    layer: str,
+    size: int,
+    steps: int,
+    pairs: int,
+    device: str,
+    mean_std: tuple[tuple[float, ...], tuple[float, ...]] = _IMAGENET,
+) -> tuple[float, float, float]:
+    """8 channels batched / 1 channel on ``device`` (median of ``pairs``), with the two times
+    in ms; the model is copied there."""
+    import actviz
+
+    on = copy.deepcopy(model).to(device)
+    settings = {"steps": steps, "size": size, "mean": mean_std[0], "std": mean_std[1]}
+
+    def timed(channels: list[int]) -> float:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        actviz.visualize(on, layer, channels, **settings)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    timed([0]), timed(list(range(8)))  # warm-up (kernels, allocator)
+    ones, eights = [], []
+    for _ in range(pairs):
+        ones.append(timed([0]))
+        eights.append(timed(list(range(8))))
+    ratio = statistics.median(e / o for e, o in zip(eights, ones, strict=True))
+    return ratio, statistics.median(ones) * 1e3, statistics.median(eights) * 1e3
+
+
 def run(quick: bool, summary: dict) -> None:
     """Print the table and put ``vis_time_ratio``, ``vis_batch8_ratio`` and
     ``vis_objective_ratio`` into ``summary``."""
@@ -301,6 +343,13 @@ def run(quick: bool, summary: dict) -> None:
         f"{'8 channels batched vs 1 (actviz), ms':<48} {r['actviz_ms']:9.1f} "
         f"{r['batch8_ms']:9.1f} {r['vis_batch8_ratio']:7.3f}x"
     )
+    if torch.cuda.is_available():
+        cuda_ratio, one_ms, eight_ms = batch8_ratio(model, layer, size, steps, pairs, "cuda")
+        print(
+            f"{'8 channels batched vs 1 (actviz, CUDA), ms':<48} {one_ms:9.1f} "
+            f"{eight_ms:9.1f} {cuda_ratio:7.3f}x"
+        )
+        summary["vis_batch8_ratio_cuda"] = cuda_ratio
     print(
         f"{f'final objective, median of 8 ({objective_steps} steps)':<48} "
         f"{r['reference_objective']:9.3f} {r['actviz_objective']:9.3f} "

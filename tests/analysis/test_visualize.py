@@ -395,6 +395,11 @@ def test_bench_measures_every_figure_on_a_tiny_model():
     for key in ("vis_time_ratio", "vis_batch8_ratio", "vis_objective_ratio"):
         assert np.isfinite(r[key]) and r[key] > 0, (key, r)
     assert r["reference_ms"] > 0 and r["batch8_ms"] > 0
+    # The batch figure on a device (the CPU here; CUDA where the bench finds one).
+    ratio, one_ms, eight_ms = visualize_bench.batch8_ratio(
+        model, "features.block2", 24, 2, 1, "cpu", ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    )
+    assert np.isfinite(ratio) and ratio > 0 and one_ms > 0 and eight_ms > 0
     for m in model.modules():
         assert not m._forward_hooks
 

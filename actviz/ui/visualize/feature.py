@@ -18,14 +18,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error
-from actviz.ui.visualize.page import PageVisualiser
+from actviz.ui.visualize.page import DOCK_WIDTH, PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
 
@@ -153,6 +153,12 @@ class VisualizeFeature(FeatureBase, QObject):
             )
             figures.append((caption, contact_sheet(page)))
         return {"figures": figures} if figures else {}
+
+    def reset_layout(self) -> None:
+        """Put the What channels want dock back on the right, closed."""
+        area = Qt.DockWidgetArea.RightDockWidgetArea
+        self.window.dock_back(self.page.dock, area, width=DOCK_WIDTH)  # type: ignore[attr-defined]
+        self.page.dock.setVisible(False)
 
     def shutdown(self) -> None:
         """Stop listening to the session and stop the page's synthesis (the window stops its
