@@ -140,6 +140,7 @@ def test_a_restore_waits_for_its_scan_and_another_scan_drops_it(qtbot, actviz_wi
         feature.restore_session_part({"atlas": saved})
     assert feature.atlas.layer == "fc" and list(feature.selection) == [0, 1, 2]
     assert feature.view.colour_combo.currentText() == "Correct"
+    assert feature.view.channel_spin.value() == 1
     # Another scan's map is not touched by a saved map of a different scan.
     feature.restore_session_part({"atlas": {**saved, "images": 99, "layer": LAYER}})
     assert feature._restoring is not None

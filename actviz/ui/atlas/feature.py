@@ -145,13 +145,18 @@ class AtlasFeature(FeatureBase, QObject):
         self.atlas = atlas
         self.selection = np.zeros(0, np.int64)
         self.separating = ()
+        # A session's map being restored: this one, if it is of the saved scan and layer.
+        saved = self._restoring
+        if saved is not None and (
+            saved.get("layer") != atlas.layer or not self._matches(atlas.scan)
+        ):
+            saved = None
         spin = self.view.channel_spin
         spin.blockSignals(True)
         try:
             spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
-            restoring = self._restoring
-            if restoring is not None and _as_int(restoring.get("channel")) is not None:
-                spin.setValue(int(restoring["channel"]))
+            if saved is not None and _as_int(saved.get("channel")) is not None:
+                spin.setValue(int(saved["channel"]))
         finally:
             spin.blockSignals(False)
         self.view.set_coords(atlas.coords, self._colouring())
@@ -169,8 +174,7 @@ class AtlasFeature(FeatureBase, QObject):
         text = f"{atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}){share}"
         self.view.status_label.setText(text)
         self.host.show_status(f"Atlas ready: {text}")
-        saved = self._restoring
-        if saved is not None and saved.get("layer") == atlas.layer and self._matches(atlas.scan):
+        if saved is not None:
             self._restoring = None
             self.select_rows(self._rows_of_indices(saved.get("selection") or ()))
         self._on_result()
