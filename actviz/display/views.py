@@ -44,7 +44,12 @@ class LayerView:
     @cached_property
     def signed(self) -> bool:
         """Whether any value is negative (a convolution's output, not a ReLU's); computed once."""
-        return bool((self.data < 0).any())
+        if not self.data.size:
+            return False
+        low = self.data.min()  # one pass, no mask: this runs for every layer of every frame
+        if np.isnan(low):  # min propagates NaN: look past it
+            return bool((self.data < 0).any())
+        return bool(low < 0)
 
 
 def layer_view(

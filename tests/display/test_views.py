@@ -154,3 +154,18 @@ def test_colorize_and_overlay():
     assert out.shape == (8, 8, 3) and out.min() == 128
     with pytest.raises(ValueError, match="unknown colour map"):
         table("nope")
+
+
+def test_a_view_is_signed_when_any_value_is_negative_nan_and_inf_included():
+    cases = {
+        (1.0, 2.0): False,
+        (-1.0, 2.0): True,
+        (0.0, -0.0): False,  # negative zero is not below zero
+        (np.nan, 1.0): False,
+        (np.nan, -1.0): True,  # a NaN does not hide the negative value after it
+        (-np.inf, 1.0): True,
+    }
+    for values, signed in cases.items():
+        view = layer_view(torch.tensor([list(values)]))
+        assert view.kind == "bars" and view.signed is signed, values
+    assert layer_view(torch.zeros(1, 0)).signed is False
