@@ -117,3 +117,37 @@ def test_splat_dots_draws_squares_and_leaves_the_rest_transparent():
     # drawn into a reused image, later points on top
     again = splat_dots(np.array([2.0, 2.0]), np.array([3.0, 3.0]), rgba, 10, 6, 1, out=img)
     assert again is img and tuple(img[3, 2]) == (0, 0, 255, 255)
+
+
+def test_atlas_image_draws_a_windows_colours_selection_and_colour_bar():
+    coords = np.array([[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    rgb = np.array([[10, 200, 30], [200, 10, 30], [10, 200, 30], [10, 200, 30]], np.uint8)
+    img = np.asarray(
+        atlas_image(
+            coords,
+            rgb=rgb,
+            legend=[("right", (10, 200, 30), 3), ("wrong", (200, 10, 30), 1)],
+            selected=[1],
+            size=(400, 300),
+            dot=3,
+        )
+    )
+    red = np.argwhere((img == (200, 10, 30)).all(axis=-1))
+    orange = np.argwhere((img == (255, 140, 0)).all(axis=-1))
+    # The selected dot: its 3 x 3 square (plus the legend's swatch) inside a 7 x 7 orange rim.
+    dot = red[red[:, 1] < 250]
+    assert len(dot) == 9 and len(orange) == 49 - 9
+    assert orange.min(axis=0).tolist() == (dot.min(axis=0) - 2).tolist()
+    assert len(red[red[:, 1] >= 250]) > 9  # the legend's swatch for "wrong"
+    # A colour bar instead of a legend: the palette from high (top) to low.
+    palette = np.stack([np.arange(64) * 4, np.zeros(64), 255 - np.arange(64) * 4], 1)
+    bar = np.asarray(
+        atlas_image(coords, colour_bar=(0.5, 2.5, palette.astype(np.uint8)), size=(400, 300))
+    )
+
+    def rows_of(colour):
+        return np.flatnonzero((bar[:, 300:] == colour).all(axis=-1).any(axis=1))
+
+    high, low = rows_of(palette[-1]), rows_of(palette[0])
+    assert len(high) and len(low) and high.max() < low.min()
+    assert len(rows_of(palette[32])) and high.max() < rows_of(palette[32]).min() < low.min()
