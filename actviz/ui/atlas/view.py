@@ -127,6 +127,8 @@ class RasterDots(pg.GraphicsObject):
 
     #: Pixels splatted beyond each side of the view, as a share of its width and height.
     MARGIN = 0.5
+    #: Largest image splatted (pixels): the margins shrink on a very large view.
+    MAX_PIXELS = 12_000_000
 
     def __init__(self, dot: int = 5) -> None:
         super().__init__()
@@ -203,7 +205,9 @@ class RasterDots(pg.GraphicsObject):
             int(np.ceil(x[finite].max())) + pad + 1,
             int(np.ceil(y[finite].max())) + pad + 1,
         )
-        mx, my = int(w * margin) + pad, int(h * margin) + pad
+        # At most MAX_PIXELS in all (a 4K view's margins would take 130 MB).
+        share = min(margin, max(0.0, (np.sqrt(self.MAX_PIXELS / (w * h)) - 1) / 2))
+        mx, my = int(w * share) + pad, int(h * share) + pad
         left, top = max(bounds[0], -mx), max(bounds[1], -my)
         right, bottom = min(bounds[2], w + mx), min(bounds[3], h + my)
         if right <= left or bottom <= top:
