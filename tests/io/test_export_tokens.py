@@ -209,3 +209,19 @@ def test_cli_export_of_text_writes_the_token_saliency_beside_the_layers_asked(
     ids = tok("the cat sat", return_tensors="pt")
     cap = actviz.capture(model, dict(ids), ["transformer.wte"])
     np.testing.assert_allclose([r["saliency"] for r in record["tokens"]], _expected(cap), rtol=1e-5)
+
+
+def test_no_exported_picture_cuts_its_title(gpt2, tmp_path):
+    """Every layer of a text model (long names: ``transformer.h.1.attn.c_attn``), its token
+    maps, attention grids and saliency strip: each title ends before the picture's edge."""
+    model, tok, ids = gpt2
+    cap = actviz.capture(model, {"input_ids": ids}, None)
+    tokens = tok.convert_ids_to_tokens(ids[0].tolist())
+    files = export_capture(cap, tmp_path, tokens=tokens, model=model, tokenizer=tok)
+    pictures = [p for p in files if p.suffix == ".png" and not p.name.endswith("_1x.png")]
+    assert len(pictures) > 40
+    for path in pictures:
+        with Image.open(path) as img:
+            rgb = np.asarray(img.convert("RGB"))
+        ink = np.flatnonzero((rgb[:22] < 200).any(axis=2).any(axis=0))  # the title's band
+        assert ink.size and ink[-1] < rgb.shape[1] - 6, path.name

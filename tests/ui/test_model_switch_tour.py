@@ -104,6 +104,14 @@ def _painted(win, layer: str) -> None:
     assert len(np.unique(pixels.reshape(-1, 4), axis=0)) > 8, f"{layer} is not painted"
 
 
+def _window(actviz_window, **kwargs):
+    """A window and the list its failed runs are written to."""
+    win = actviz_window(**kwargs)
+    failures: list[str] = []
+    win.window.run_failed.connect(failures.append)
+    return win, failures
+
+
 def _open(win, failures, source: str, **kwargs) -> None:
     w = win.window
     with win.expect_run(LOAD_MS):
@@ -132,10 +140,8 @@ def _export(win, out) -> tuple[dict, int]:
 def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
     bert = save_tiny_bert(tmp_path / "bert")
-    win = actviz_window(auto_run=True, size=(1280, 720))
+    win, failures = _window(actviz_window, auto_run=True, size=(1280, 720))
     w = win.window
-    failures: list[str] = []
-    w.run_failed.connect(failures.append)
     w.show_tab(w.centre.overview_tab)
     with win.expect_run(LOAD_MS):
         w.load_demo()
@@ -223,10 +229,8 @@ def test_a_text_model_opened_at_start_up_gets_a_prompt(actviz_window, tmp_path):
     """``actviz --model <text model>`` opens the model, then the default input: a prompt, not
     the sample picture it cannot read."""
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
-    win = actviz_window(auto_run=True)
+    win, failures = _window(actviz_window, auto_run=True)
     w = win.window
-    failures: list[str] = []
-    w.run_failed.connect(failures.append)
     with win.expect_run(LOAD_MS):
         assert w.open_model_source(str(gpt2))
         assert w.open_default_input()  # as run_app does
@@ -265,3 +269,42 @@ def test_a_live_frames_number_is_the_same_in_summary_json_and_the_window(actviz_
     assert summary["frame"] == 3 and summary["frame_number"] == 4
     shown = live.dock.frame_label.text().split()[1]
     assert shown == f"{summary['frame_number']}/5"
+
+
+def test_an_input_that_cannot_open_for_the_new_model_leaves_no_stale_input_to_run(
+    actviz_window, tmp_path
+):
+    """Text typed while the demo opens after BERT: the text cannot open (the demo has no
+    tokenizer), and BERT's token ids must not reach the demo either."""
+    bert = save_tiny_bert(tmp_path / "bert")
+    win, failures = _window(actviz_window, auto_run=True)
+    w = win.window
+    with win.expect_run(LOAD_MS):
+        w.load_demo()
+    win.wait_idle(LOAD_MS)
+    image = w.session.input.source
+    _open(win, failures, str(bert))
+    assert w.session.input.source.startswith("text:")
+    with win.expect_run(LOAD_MS):
+        assert w.open_model_source("demo")
+        assert w.open_input_source("text:the cat")  # waits for the demo, then fails
+    win.wait_idle(LOAD_MS)
+    assert failures == []
+    assert w.session.input.source == image
+    _check(win, failures, DEMO_TICKS, "demo")
+    [note] = win.banner_messages()
+    assert note.startswith("The input does not fit demo (it does not read text)")
+
+
+def test_a_run_of_an_input_the_model_cannot_take_is_refused_in_one_line(actviz_window, tmp_path):
+    gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
+    win, failures = _window(actviz_window, auto_run=False)
+    w = win.window
+    assert w.open_model_source(str(gpt2), wait=True)
+    w.set_input(torch.rand(1, 3, 32, 32), description="a picture")
+    assert w.run() is None
+    assert failures == [] and not w.is_busy()
+    assert win.banner_messages() == [
+        "The input does not fit gpt2 (GPT2LMHeadModel) (it reads text): open another input "
+        "(Ctrl+I)."
+    ]

@@ -443,10 +443,7 @@ class FileOpening:
         self._input_request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
         if restore is not None:
-            self.session.set_input(
-                restore.value, source=restore.source, kind=restore.kind, image=restore.image,
-                description=restore.description, tokens=restore.tokens,
-            )  # fmt: skip
+            self._restore_input(restore)
         if reread is not None:
             self._start_input_load(reread)
 
@@ -487,6 +484,30 @@ class FileOpening:
             return None, None
         self._note_input_swap(loaded, why, source)
         return InputRequest(source, remember=False, quiet=True), None
+
+    def _refit_input(self) -> None:
+        """After an input that did not open: the input still held may be the previous
+        model's (the failed one waited for a model switch and took the place of the input read
+        for it). One the model cannot take is kept aside and replaced, as on a switch."""
+        from actviz.io.input_fit import input_misfit
+
+        loaded, inp = self.session.loaded_model, self.session.input
+        if loaded is None or inp is None or self._input_request is not None:
+            return
+        if input_misfit(loaded, inp.value, inp.source) is None:
+            return
+        request, restore = self._input_for(loaded)
+        if restore is not None:
+            self._restore_input(restore)
+        if request is not None:
+            self._request_input(request)
+
+    def _restore_input(self, kept: Any) -> None:
+        """Hold a kept input again as it was (made in memory: nothing to read again)."""
+        self.session.set_input(
+            kept.value, source=kept.source, kind=kept.kind, image=kept.image,
+            description=kept.description, tokens=kept.tokens,
+        )  # fmt: skip
 
     def _note_input_swap(self, loaded: Any, why: str, shown: str) -> None:
         shown = shown.removeprefix("text:")
@@ -567,12 +588,14 @@ class FileOpening:
             self.show_error(text, details=error_details(error))
         self._refresh_busy(text)
         self.window.input_load_failed.emit(text)
+        self._refit_input()
         self._run_if_due()
 
     def _on_input_load_cancelled(self, gen: int) -> None:
         request = self._input_request
         if request is not None and gen == request.generation:
             self._drop_input_load(f"Opening {short_source(request.source)} was cancelled.")
+            self._refit_input()
             self._run_if_due()
 
     # ========================================================================== menus, dialogs

@@ -81,6 +81,12 @@ class RunControl:
             what = "a model" if self.session.model is None else "an input"
             w.show_warning(f"Open {what} first, then press Run.", source="run")
             return None
+        misfit = self._input_misfit()
+        if misfit:
+            # Refused here, in one line, rather than failing in the model's forward with
+            # torch's own words (token ids into a CNN, an image into a language model).
+            w.show_warning(misfit, source="run")
+            return None
         request = self.session.make_request()
         if input_grads is not None:
             request = dataclasses.replace(request, input_grads=input_grads)
@@ -90,6 +96,19 @@ class RunControl:
         w.refresh_busy("Running…")
         w.run_started.emit()
         return gen
+
+    def _input_misfit(self) -> str:
+        """Why the opened model cannot take the input held ("" when it can; a model given
+        in memory is not checked: nothing was recorded of what it reads)."""
+        from actviz.io.input_fit import input_misfit
+
+        loaded, inp = self.session.loaded_model, self.session.input
+        if loaded is None or inp is None:
+            return ""
+        why = input_misfit(loaded, inp.value, inp.source or "")
+        if why is None:
+            return ""
+        return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
 
     def schedule_run(self) -> None:
         """Re-run after the debounce delay; while an input is being opened, after it."""
