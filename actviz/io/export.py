@@ -792,7 +792,7 @@ def attribution_images(
     elif prepared.token_saliency is not None:
         tokens = prepared.token_saliency
         pictures["saliency"] = (token_saliency_picture(tokens), np.asarray(tokens.values))
-        notes["saliency_of"] = f"tokens: |gradient × input embedding| at {tokens.layer}"
+        notes["saliency_of"] = f"saliency per token: |gradient × input embedding| at {tokens.layer}"
     # The window's default (ViT token layers included) when the input is an image.
     cam_layer = gradcam_layer or prepared.gradcam_default or pick_gradcam_layer(cap)
     if cam_layer is not None and cam_layer in cap and cap[cam_layer].grad is not None:

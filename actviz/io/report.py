@@ -420,6 +420,7 @@ def write_report(
     tokens: Sequence[str] | None = None,
     tokenizer: Any = None,
     layout: Any = None,
+    token_saliency: Any = None,
     title: str = "",
     notes: Sequence[str] = (),
     progress: ProgressFn | None = None,
@@ -449,8 +450,9 @@ def write_report(
     figures
         Further ``(title, picture)`` pairs shown at the time: channel effects,
         visualisations.
-    tokens, tokenizer, layout
-        A text input's tokens, its tokenizer, a ViT's patch layout (as export takes them).
+    tokens, tokenizer, layout, token_saliency
+        A text input's tokens, its tokenizer, a ViT's patch layout and a text input's saliency
+        per token computed already (as export takes them).
     title
         The page title (default: "actviz report: <model>").
     notes
@@ -478,6 +480,7 @@ def write_report(
         model=module if isinstance(module, torch.nn.Module) else None,
         tokenizer=tokenizer,
         layout=layout,
+        token_saliency=token_saliency,
     )
     total = len(names) + 2
     page = _Page()
@@ -505,8 +508,7 @@ def write_report(
                 key,
                 picture,
                 {
-                    "saliency": "saliency per "
-                    + attribution.get("saliency_of", "pixel: |d target / d input|"),
+                    "saliency": attribution.get("saliency_of", "saliency |d target / d input|"),
                     "gradcam": f"Grad-CAM at {attribution.get('gradcam_layer')}",
                     "rollout": "attention rollout",
                 }[key],
@@ -633,6 +635,7 @@ def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any
         "tokens": spec.tokens,
         "tokenizer": spec.tokenizer,
         "layout": spec.layout,
+        "token_saliency": result.token_saliency,
     }
     args.update(kwargs)
     return write_report(result.capture, path, **args)

@@ -75,7 +75,7 @@ def test_a_text_inputs_saliency_is_written_per_token(gpt2, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["attribution"]["saliency"] == "saliency.png"
     assert summary["attribution"]["saliency_of"] == (
-        "tokens: |gradient × input embedding| at transformer.wte"
+        "saliency per token: |gradient × input embedding| at transformer.wte"
     )
     assert summary["attribution"]["token_saliency"] == [
         "token_saliency.json",
@@ -225,3 +225,23 @@ def test_no_exported_picture_cuts_its_title(gpt2, tmp_path):
             rgb = np.asarray(img.convert("RGB"))
         ink = np.flatnonzero((rgb[:22] < 200).any(axis=2).any(axis=0))  # the title's band
         assert ink.size and ink[-1] < rgb.shape[1] - 6, path.name
+
+
+def test_the_report_shows_the_exports_saliency_strip(gpt2, tmp_path):
+    import base64
+    import io
+    import re
+
+    from actviz.io.report import write_report
+
+    model, tok, ids = gpt2
+    cap = actviz.capture(model, {"input_ids": ids}, LAYERS)
+    given = TokenSaliency(tuple("abcde"), np.arange(5, dtype=np.float32), "transformer.wte")
+    export_capture(cap, tmp_path / "e", token_saliency=given)
+    info = write_report(cap, tmp_path / "r.html", token_saliency=given)
+    text = info.path.read_text()
+    assert "saliency per token: |gradient × input embedding| at transformer.wte" in text
+    [src] = re.findall(r'<img src="([^"]+)"[^>]*data-panel="saliency"', text)
+    shown = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))).convert("RGB")
+    with Image.open(tmp_path / "e" / "saliency.png") as want:
+        np.testing.assert_array_equal(np.asarray(shown), np.asarray(want.convert("RGB")))
