@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QImage, QPainterPath, QPen, QPixmap
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QIcon, QImage, QPainterPath, QPen, QPixmap, QTransform
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -120,7 +120,9 @@ class RasterDots(pg.GraphicsObject):
     The image covers the dots around the view (up to :attr:`MARGIN` of the view's size on
     each side, all of them when they fit): a pan only draws it moved, and the dots are
     splatted again when the zoom, the dots or their colours change, or a pan leaves what the
-    image covers. Faster than a ``ScatterPlotItem`` with a brush per point for tens of
+    image covers. Once the view rests (:attr:`IDLE_MS`) an image that has less than half
+    its margin left around the view, or none (made while zooming), is splatted again around
+    it, so the next pan starts with room. Faster than a ``ScatterPlotItem`` with a brush per point for tens of
     thousands of dots (what ``python -m actviz.bench atlas`` measures as
     ``atlas_pan_p95_ms``); hover and selection read the coordinates, not the item.
     """
@@ -129,6 +131,8 @@ class RasterDots(pg.GraphicsObject):
     MARGIN = 0.5
     #: Largest image splatted (pixels): the margins shrink on a very large view.
     MAX_PIXELS = 12_000_000
+    #: Milliseconds the view rests before the image is splatted again around it.
+    IDLE_MS = 150
 
     def __init__(self, dot: int = 5) -> None:
         super().__init__()
@@ -139,6 +143,11 @@ class RasterDots(pg.GraphicsObject):
         self._raster: _Raster | None = None
         #: How many times the dots were splatted into a new image (the rest were moves).
         self.renders = 0
+        self._last: tuple[QTransform, int, int] | None = None  # the last paint's view
+        self._idle = QTimer(self)
+        self._idle.setSingleShot(True)
+        self._idle.setInterval(self.IDLE_MS)
+        self._idle.timeout.connect(self._on_idle)
 
     def set_data(self, xy: np.ndarray, rgb: np.ndarray) -> None:
         """Dots at ``xy`` (M, 2) in ``rgb`` (M, 3) uint8 colours."""
@@ -186,6 +195,22 @@ class RasterDots(pg.GraphicsObject):
         painter.resetTransform()
         painter.drawImage(QPoint(ox, oy), raster.image)
         painter.restore()
+        if not raster.covers(t, w, h, self._slack(w, h)):
+            self._last = (QTransform(t), w, h)
+            self._idle.start()
+
+    def _slack(self, w: int, h: int) -> tuple[int, int]:
+        return int(w * self.MARGIN / 2), int(h * self.MARGIN / 2)
+
+    def _on_idle(self) -> None:
+        # The view has not moved since the last paint: the same pixels, with room around.
+        last, raster = self._last, self._raster
+        self._last = None
+        if last is None or raster is None or not len(self.xy):
+            return
+        t, w, h = last
+        if raster.same_scale(t) and not raster.covers(t, w, h, self._slack(w, h)):
+            self._raster = self._render(t, w, h, self.MARGIN)
 
     def _render(self, t: Any, w: int, h: int, margin: float) -> _Raster:
         from actviz.data.atlas_image import splat_dots
@@ -252,18 +277,20 @@ class _Raster:
             abs(a - b) <= 1e-7 * max(abs(b), 1e-300) for a, b in zip(scale, self.scale, strict=True)
         )
 
-    def covers(self, t: Any, w: int, h: int) -> bool:
+    def covers(self, t: Any, w: int, h: int, slack: tuple[int, int] = (0, 0)) -> bool:
         """Whether drawing this image moved to transform ``t`` shows every dot a ``w`` x ``h``
-        device would (the same zoom, and the dots in view inside the image)."""
+        device would (the same zoom, and the dots in view inside the image); ``slack``: and
+        every dot that far around the view."""
         if not self.same_scale(t):
             return False
         ox, oy = round(t.dx() - self.dx), round(t.dy() - self.dy)
+        sx, sy = slack
         # What must be drawn, in this image's pixels: the view and the dots' extent overlap.
         need = (
-            max(-ox, self.bounds[0]),
-            max(-oy, self.bounds[1]),
-            min(w - ox, self.bounds[2]),
-            min(h - oy, self.bounds[3]),
+            max(-ox - sx, self.bounds[0]),
+            max(-oy - sy, self.bounds[1]),
+            min(w - ox + sx, self.bounds[2]),
+            min(h - oy + sy, self.bounds[3]),
         )
         if need[2] <= need[0] or need[3] <= need[1]:
             return True  # no dot in view
