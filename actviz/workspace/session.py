@@ -237,22 +237,9 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     if text_blocks:
         head = tree.leaves()[-1]
         picks = [b for b in text_blocks if b != head]
-        chosen = _spread(picks, DEFAULT_BLOCK_LIMIT) + [head]
-        order = {node.name: i for i, node in enumerate(tree.nodes)}
-        return sorted(dict.fromkeys(chosen), key=order.__getitem__)
-    blocks: list[str] = []
-
-    def walk(name: str) -> None:
-        for child in tree[name].children:
-            node = tree[child]
-            if node.is_leaf:
-                continue
-            if node.type_name in _CONTAINERS:
-                walk(child)
-            else:
-                blocks.append(child)
-
-    walk("")
+        return _in_tree_order(tree, _spread(picks, DEFAULT_BLOCK_LIMIT) + [head])
+    # Containers are walked through; any other module with children is a block.
+    blocks = _walk_blocks(tree, lambda node: None if node.type_name in _CONTAINERS else [node.name])
     leaves = tree.leaves()
     if not leaves or leaves == [""]:
         return [""] if "" in tree else []
@@ -268,10 +255,35 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
         picks = [n for n in leaves if "Conv" in tree[n].type_name] if len(leaves) > limit else []
         picks = picks or leaves
     picks = [p for p in picks if p != head]
-    chosen = _spread(picks, limit - 1) + [head]
-    # Keep tree order so panels appear top to bottom as the data flows.
+    return _in_tree_order(tree, _spread(picks, limit - 1) + [head])
+
+
+def _in_tree_order(tree: ModuleTree, names: list[str]) -> list[str]:
+    """``names`` without repeats in tree order, so panels appear top to bottom as the data
+    flows."""
     order = {node.name: i for i, node in enumerate(tree.nodes)}
-    return sorted(dict.fromkeys(chosen), key=order.__getitem__)
+    return sorted(dict.fromkeys(names), key=order.__getitem__)
+
+
+def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> list[str]:
+    """The names ``pick(node)`` gives for the modules with children, from the root down:
+    a list (maybe empty) is taken and that module's children are not walked, None walks
+    into them."""
+    blocks: list[str] = []
+
+    def walk(name: str) -> None:
+        for child in tree[name].children:
+            node = tree[child]
+            if node.is_leaf:
+                continue
+            found = pick(node)
+            if found is None:
+                walk(child)
+            else:
+                blocks.extend(found)
+
+    walk("")
+    return blocks
 
 
 def _text_blocks(tree: ModuleTree) -> list[str]:
@@ -282,21 +294,12 @@ def _text_blocks(tree: ModuleTree) -> list[str]:
     leaves = tree.leaves()
     if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
         return []
-    blocks: list[str] = []
 
-    def walk(name: str) -> None:
-        for child in tree[name].children:
-            node = tree[child]
-            if node.is_leaf:
-                continue
-            inner = [c for c in node.children if not tree[c].is_leaf]
-            if node.type_name == "ModuleList" and inner:
-                blocks.extend(inner)
-            else:
-                walk(child)
+    def pick(node: Any) -> list[str] | None:
+        inner = [c for c in node.children if not tree[c].is_leaf]
+        return inner if node.type_name == "ModuleList" and inner else None
 
-    walk("")
-    return blocks
+    return _walk_blocks(tree, pick)
 
 
 def _spread(items: list[str], n: int) -> list[str]:
