@@ -47,8 +47,8 @@ __all__ = [
 #: Projection methods :func:`project` knows.
 METHODS = ("pca", "umap")
 
-#: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200 give the same
-#: clusters in two fifths of the layout time.
+#: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200, its own choice
+#: for larger sets, take two fifths of the layout time.
 UMAP_EPOCHS = 200
 #: Vectors wider than this go through PCA to this many values before UMAP.
 UMAP_PCA_DIMS = 50
@@ -275,9 +275,10 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         and opts.get("metric", "euclidean") == "euclidean"
         and "precomputed_knn" not in opts
     ):
-        # umap's own neighbour search (pynndescent) compiles for minutes in every process
-        # (its functions take functions as arguments, which numba cannot cache); an exact
-        # search with torch takes a second for 10,000 vectors and places new ones as well.
+        # umap's own neighbour search (pynndescent) was compiled again for minutes in every
+        # process, its numba cache notwithstanding (a profile: all of the first fit's time in
+        # NNDescent's compile); an exact search with torch takes about a second for 10,000
+        # vectors and places new ones as well.
         index = ExactNeighbours(x)
         knn, dist = index.query(x, int(opts["n_neighbors"]))
         opts["precomputed_knn"] = (knn, dist, index)
@@ -338,7 +339,7 @@ def cache_umap_compiles() -> int:
     (those already on are left alone, so a second call turns on none).
 
     Most of umap's numba functions are not declared ``cache=True`` (pynndescent's are), so
-    every process's first fit compiled them again: minutes on two busy cores. Caching them
+    every process's first fit compiled them again (tens of seconds on two busy cores). Caching them
     changes no result, only where the machine code comes from: numba writes it beside the
     module, or under the user's cache directory when that is read-only, and only the first
     fit on a machine (or after umap-learn is upgraded) pays for the compile. Closures made
