@@ -130,6 +130,9 @@ def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
     assert channel not in eff.top_channels("conv2", feature.view.top)
     win.context_action("conv2", channel, f"Measure the effect of ch {channel}")  # clicked
     assert feature.is_busy()
+    other = next(c for c in page if c != channel)
+    assert not feature.measure("conv2", [other])  # one at a time: refused, not queued
+    assert feature.asked == {"conv2": (channel,)}
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
     expected = verify(
         model, estimate_from_capture(model, result.capture, ["conv2"]), {"conv2": [channel]}

@@ -299,13 +299,13 @@ class EffectsFeature(FeatureBase, QObject):
         chosen = tuple(dict.fromkeys(int(c) for c in channels))
         if self._closed or not chosen:
             return False
-        self.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))
         if self._gen is not None:
             self.view.set_message(
                 "A verification is running: measure again when it ends (or Cancel it).",
                 error=True,
             )
             return False
+        self.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))
         self.dock.show()
         self.dock.raise_()
         result = self.session.result
