@@ -403,6 +403,7 @@ def prepare(
     model: torch.nn.Module | None = None,
     previous_shapes: Mapping[str, tuple[int, ...]] | None = None,
     eager_hist: Collection[str] | None = None,
+    eager_cams: Collection[str] | None = None,
     mosaic_layers: Collection[str] | None = None,
     reuse: Mapping[str, ReusableMosaics] | None = None,
     device: bool | None = None,
@@ -426,6 +427,9 @@ def prepare(
         The previous frame's ``output_shapes``: when equal, the tree is not rebuilt.
     eager_hist
         Layers whose histogram is computed now; None: every layer.
+    eager_cams
+        Layers whose Grad-CAM map is computed now (the others on first read, exactly the
+        same); None: every candidate, in the fast variant the default layer's.
     mosaic_layers
         Layers whose panels are on screen: only their mosaics are built, the others keep
         ``reuse``'s (same shape, page and normalisation). None builds every mosaic.
@@ -454,6 +458,9 @@ def prepare(
     size = image.shape[:2] if image is not None else None
     candidates = gradcam_candidates(cap, image, spec.layout)
     cam_default = default_gradcam_layer(cap, candidates, spec.gradcam_layer)
+    if eager_cams is None:
+        eager_cams = candidates if not fast else [cam_default] if cam_default else []
+    cams_now = set(eager_cams)
     hist_names = set(order if eager_hist is None else eager_hist)
     on_device = device
     if on_device is None:
@@ -464,7 +471,7 @@ def prepare(
     hosts: dict[str, HostLayer] = {}
     if on_device:
         extras: dict[str, torch.Tensor] = {}
-        if cam_default is not None:
+        if cam_default is not None and cam_default in cams_now:
             rec = cap[cam_default]
             extras["gradcam"] = grad_cam_tensor(*_cam_inputs(rec, spec.layout), size, spec.sample)
         if not saliency_unavailable(cap.input_grads, image):
@@ -516,7 +523,7 @@ def prepare(
             for n in candidates
         }
     )
-    for name in candidates if not fast else [cam_default] if cam_default else []:
+    for name in [n for n in candidates if n in cams_now]:
         check()
         _ = grad_cams[name]  # computed here, off the GUI thread
     extras = _sequence_extras(cap, spec, model, image, fast)

@@ -228,6 +228,21 @@ def test_the_device_path_shows_what_the_host_path_shows_with_one_copy(monkeypatc
     np.testing.assert_array_equal(dev.layers["conv1"].hist[0], host.layers["conv1"].hist[0])
 
 
+def test_grad_cam_maps_can_all_wait_for_their_first_read_on_either_path():
+    model, cap, spec = _capture_tiny()
+    spec = dataclasses.replace(spec, image=np.zeros((16, 16, 3), np.uint8))
+    exact = prepare(cap, spec)
+    assert exact.gradcam_default is not None and len(exact.grad_cams) >= 2
+    for device in (False, True):
+        lazy = prepare(cap, spec, fast=True, device=device, eager_cams=[])
+        assert lazy.grad_cams.computed() == [] and lazy.gradcam_default == exact.gradcam_default
+        one = prepare(cap, spec, fast=True, device=device, eager_cams=["conv1"])
+        assert one.grad_cams.computed() == ["conv1"]
+        for name in exact.grad_cams:  # read later: the same maps
+            np.testing.assert_allclose(lazy.grad_cams[name], exact.grad_cams[name], atol=1e-6)
+            np.testing.assert_allclose(one.grad_cams[name], exact.grad_cams[name], atol=1e-6)
+
+
 def test_device_copy_handles_nan_and_inf_without_branching():
     t = torch.randn(1, 3, 4, 4)
     t[0, 1, 2, 2] = float("nan")

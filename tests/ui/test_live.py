@@ -758,3 +758,49 @@ def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, a
     np.testing.assert_allclose(
         window.result.saliency, (expected / expected.max()).numpy(), atol=1e-6
     )
+
+
+def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, actviz_window):
+    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    centre = window.centre
+    assert centre.tabs.currentWidget() is centre.layers_splitter
+    live = window.features["live"].controller
+    live.set_source(TensorFrames(_frames(3, seed=2), "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+
+    def overview_shows(result) -> bool:
+        selected = window.selected_layer
+        return (
+            np.allclose(centre.grad_flow_panel.norms, result.grad_norms)
+            and centre.prediction_panel.predictions() == list(result.predictions)
+            and np.array_equal(centre.gradcam_panel.heat, result.grad_cams[result.gradcam_default])
+            and np.array_equal(centre.histogram_panel.counts, result.layers[selected].hist[0])
+        )
+
+    # A live frame with the Overview hidden: its panels keep the opened input's run, and the
+    # frame's Grad-CAM and histogram were not computed for them.
+    frame = window.result
+    assert frame.origin and frame.grad_cams.computed() == []
+    assert not frame.layers[window.selected_layer].hist_ready
+    assert not np.allclose(centre.grad_flow_panel.norms, frame.grad_norms)
+    # Export and tests flush: the Overview then shows the frame, exactly.
+    window.flush_panel_updates()
+    assert overview_shows(frame)
+    # The next frame waits again, until the tab is shown.
+    n = live.frames_shown
+    live.step(1)
+    _wait_frames(qtbot, live, n + 1)
+    _wait_idle(qtbot, live)
+    assert not np.allclose(centre.grad_flow_panel.norms, window.result.grad_norms)
+    centre.tabs.setCurrentWidget(centre.overview_tab)
+    qtbot.waitUntil(lambda: live.idle and overview_shows(window.result), timeout=RUN_TIMEOUT_MS)
+    # Shown: later frames fill it as they come, their Grad-CAM computed off the GUI thread.
+    n = live.frames_shown
+    live.step(1)
+    _wait_frames(qtbot, live, n + 1)
+    _wait_idle(qtbot, live)
+    assert window.result.grad_cams.computed() == [window.result.gradcam_default]
+    qtbot.waitUntil(lambda: overview_shows(window.result), timeout=RUN_TIMEOUT_MS)

@@ -561,6 +561,9 @@ class LiveController(QObject):
         from actviz.core.capture import CaptureCancelled, capture
 
         selected = self.window.selected_layer
+        # With the Overview hidden, its panels wait for the tab (the window fills them when it
+        # shows), so the frame's histogram and Grad-CAM map wait too: computed on first read.
+        overview = self.window.session.saliency_wanted
         # Everything the job needs travels in a one-shot dict that is emptied when the job
         # starts (and by the controller when the frame is dropped before it ran): the
         # worker's thread pool keeps finished runnables, and so this closure, alive, and the
@@ -574,7 +577,8 @@ class LiveController(QObject):
             # Only the mosaics, not the result: the previous capture must be free to go.
             "previous_mosaics": reusable_mosaics(previous) if visible is not None else None,
             "visible": visible,
-            "eager": [selected] if selected else [],
+            "eager": [selected] if selected and overview else [],
+            "cams": None if overview else [],
             "budget": self.memory_budget,
             "capture_threads": self.capture_threads,
             "length": len(source),
@@ -622,7 +626,7 @@ class LiveController(QObject):
             spec_.timing.update(load=t1 - t0, capture=t2 - t1)
             request = dataclasses.replace(base_, inputs=value, image=image)
             # The second stage holds only what it needs (not the source, nor this payload).
-            shapes, eager = p["previous_shapes"], p["eager"]
+            shapes, eager, cams = p["previous_shapes"], p["eager"], p["cams"]
             visible_, stand_ins = p["visible"], p["previous_mosaics"]
             p.clear()
 
@@ -637,6 +641,7 @@ class LiveController(QObject):
                     model=request.model,
                     previous_shapes=shapes,
                     eager_hist=eager,
+                    eager_cams=cams,
                     should_stop=should_stop,
                     mosaic_layers=visible_,
                     reuse=stand_ins,

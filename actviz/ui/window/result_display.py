@@ -154,7 +154,14 @@ class ResultDisplay:
         # Back on the Layers tab, panels a change made on another tab left waiting come on
         # screen without scrolling: fill them now (else they keep a stale scale).
         centre.tabs.currentChanged.connect(self._schedule_panel_updates)
+        # Live frames leave the hidden Overview waiting (apply_result): filled when it shows.
+        self._overview_waiting = False
+        centre.tabs.currentChanged.connect(self._show_waiting_overview)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
+        # Two columns of panels on a wide tab, one beside the channel view or on a small
+        # screen: laid out again when the tab's width crosses the line.
+        self._grid_columns = 1
+        centre.layers_scroll.viewport_resized.connect(self._on_layers_width_changed)
         centre.channel_view.step_requested.connect(self.step_channel)
         centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
         centre.histogram_panel.layer_changed.connect(self._on_stats_layer_selected)
@@ -371,23 +378,49 @@ class ResultDisplay:
         }
         self._queue_panel_updates(pending)
 
-        # Overview: the predictions now, the rest in steps (see the module docstring).
-        self.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
-        self.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
+        # Overview: the predictions now, the rest in steps (see the module docstring). A live
+        # frame (it has an origin) leaves a hidden Overview as it is until the tab is shown:
+        # painting its panels for nobody cost a tenth of the GUI thread's time per frame.
+        self._overview_waiting = bool(result.origin) and not self._overview_shown()
+        if not self._overview_waiting:
+            self._show_predictions(result)
         if self.selected_layer not in result.layers:
             self.selected_layer = default_selected_layer(result)
         self._display_generation += 1
-        for step in (
-            lambda: self._show_saliency(result),
-            lambda: self._show_gradcam_result(result),
-            lambda: self.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms),
-            lambda: self.stats_table.set_rows(result.stats_rows()),
-            lambda: self._show_selection(result),
-        ):
+        overview = () if self._overview_waiting else self._overview_steps(result)
+        for step in (*overview, lambda: self._show_selection(result)):
             self.defer_display(step)
 
         self.refresh_held_text()
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
+
+    def _show_predictions(self, result: RunResult) -> None:
+        self.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
+        self.prediction_panel.set_target_text(f"Gradients of: {result.target_text}")
+
+    def _overview_steps(self, result: RunResult) -> tuple[Callable[[], None], ...]:
+        return (
+            lambda: self._show_saliency(result),
+            lambda: self._show_gradcam_result(result),
+            lambda: self.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms),
+            lambda: self.stats_table.set_rows(result.stats_rows()),
+        )
+
+    def _overview_shown(self) -> bool:
+        return self.tabs.currentWidget() is self.centre.overview_tab
+
+    def _show_waiting_overview(self, *_args: object, now: bool = False) -> None:
+        """Fill the Overview left waiting by live frames, once it is shown (``now``: at once)."""
+        result = self.session.result
+        if not self._overview_waiting or result is None or not (now or self._overview_shown()):
+            return
+        self._overview_waiting = False
+        self._show_predictions(result)
+        for step in (*self._overview_steps(result), self._update_histogram):
+            if now:
+                self._call_step(step)
+            else:
+                self.defer_display(step)
 
     def _configure_panel(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         panel.set_module_type(layer.module_type)
@@ -611,6 +644,7 @@ class ResultDisplay:
         if self._to_create:
             self._create_panels(self._create_generation, budget_s=None)
         self._flush_display_steps()
+        self._show_waiting_overview(now=True)
         pending = self._pending_panels
         self._pending_panels = {}
         for name, layer in pending.items():
@@ -670,7 +704,8 @@ class ResultDisplay:
         if not order:
             self.layers_grid.addWidget(self.layers_placeholder, 0, 0)
             return
-        columns = 2 if self.layers_scroll.viewport().width() >= 1300 else 1
+        columns = _grid_columns(self.layers_scroll.viewport().width())
+        self._grid_columns = columns
         grid = self.layers_grid
         for row in range(grid.rowCount()):
             grid.setRowStretch(row, 0)
@@ -680,6 +715,10 @@ class ResultDisplay:
         # Spare height goes below the last row: panels keep the height their mosaics ask
         # for (stretched rows were mostly blank, and a mosaic in them sat in a white band).
         grid.setRowStretch((len(order) + columns - 1) // columns, 1)
+
+    def _on_layers_width_changed(self, width: int) -> None:
+        if self.layer_panels and _grid_columns(width) != self._grid_columns:
+            self._layout_panels(list(self.layer_panels))
 
     def clear_panels(self) -> None:
         """Empty every panel (another model was opened)."""
@@ -693,6 +732,7 @@ class ResultDisplay:
         self._layout_panels([])
         self.channel_box.setVisible(False)
         self.selected_layer = None
+        self._overview_waiting = False
         for panel in (
             self.prediction_panel,
             self.saliency_panel,
@@ -717,6 +757,8 @@ class ResultDisplay:
         self.gradcam_panel.set_heat(result.grad_cams[name])
 
     def _update_histogram(self) -> None:
+        if self._overview_waiting:
+            return  # hidden: shown with the rest of the Overview (_show_waiting_overview)
         result = self.session.result
         name = self.selected_layer
         layer = result.layers.get(name) if result is not None and name is not None else None
@@ -750,6 +792,11 @@ class ResultDisplay:
         if name:
             self.session.set_view(gradcam_layer=name)
             self._show_gradcam(name)
+
+
+def _grid_columns(width: int) -> int:
+    """Columns of layer panels in a Layers tab ``width`` pixels wide."""
+    return 2 if width >= TWO_COLUMNS_PX else 1
 
 
 __all__ = [
