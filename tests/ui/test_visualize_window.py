@@ -209,3 +209,32 @@ def test_export_writes_pngs_and_settings_that_make_them_again(actviz_window, tin
     captions = [c for c, _ in win.window.report_parts()["figures"]()]
     assert captions[-1].startswith("What conv2 ch 4-5 want")
     assert any(c.startswith("What conv2 ch 2 wants") for c in captions)
+
+
+def test_the_tile_menu_visualises_the_panels_page_in_its_order(actviz_window, tiny_cnn):
+    from actviz.display.mosaic import ChannelOrder
+    from actviz.testing.layout import layout_problems
+
+    win, feature, section = _opened(actviz_window, tiny_cnn)
+    session = win.window.session
+    # The panel's tiles sorted (as by effect): the page follows that order.
+    session.set_channel_order("conv2", ChannelOrder((5, 3, 1, 0, 2, 4), "by effect"))
+    session.set_page_channels("conv2", 3)
+    menu = win.window.features["whatif"].tile_menu("conv2", [1])
+    (action,) = [a for a in menu.actions() if a.text() == "Visualise channels"]
+    action.trigger()
+    _page_done(win, feature)
+    page = feature.page
+    order, n = (5, 3, 1, 0, 2, 4), len(page.channels)
+    # The page the panel shows: the one holding the channel opened (2, at position 4).
+    start = order.index(page.channels[0])
+    assert n >= 1 and page.channels == order[start : start + n] and 2 in page.channels
+    assert page.result().channels == page.channels
+    title = page.dock.title_label.text()
+    assert title.startswith(f"conv2 · by effect: {start + 1}-{start + n} of 6"), title
+    assert page.dock.prev_button.isEnabled() == (start > 0)
+    menu.deleteLater()
+    # The dock open beside the panels squeezes nothing the layout check knows of.
+    win.qtbot.wait(50)
+    problems = [p for p in layout_problems(win.window) if "WhatChannelsWant" in str(p)]
+    assert problems == []

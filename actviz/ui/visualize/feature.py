@@ -104,10 +104,8 @@ class VisualizeFeature(FeatureBase, QObject):
         )
         self.export_action.triggered.connect(self.export_dialog)
         host.add_menu_action("File", self.export_action, before="Quit", shortcut=False)
-        # A layer panel's tile menu (a right click on its tiles), where the window has one.
-        add_tile_entries = getattr(host, "add_tile_menu_entries", None)
-        if callable(add_tile_entries):
-            add_tile_entries(self.fill_tile_menu)
+        # A layer panel's tile menu (a right click on its tiles).
+        host.add_tile_menu_entries(self.fill_tile_menu)
 
     # ========================================================================== Feature
     def owns_job(self, generation: int) -> bool:

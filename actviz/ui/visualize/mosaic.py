@@ -93,7 +93,7 @@ class WantsMosaic(QtWidgets.QWidget):
         return QtCore.QSize(width, self.heightForWidth(width))
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return QtCore.QSize(MIN_TILE + 2 * _GAP, self.heightForWidth(MIN_TILE + 2 * _GAP))
+        return QtCore.QSize(MIN_TILE + 2 * _GAP, MIN_TILE + 2 * _GAP)
 
     def tile_rect(self, index: int) -> QtCore.QRect:
         """Where tile ``index`` is drawn."""
@@ -248,11 +248,19 @@ class MosaicDock(QtWidgets.QDockWidget):
         layout.addWidget(self.message)
         self.setWidget(body)
         self.set_busy(False)
-        self.set_page("", (), 0)
+        self.set_page("", ())
         self.set_message("")
 
-    def set_page(self, layer: str, channels: Sequence[int], total: int) -> None:
-        """The layer and channels shown (tiles pending), of ``total`` channels."""
+    def set_page(
+        self,
+        layer: str,
+        channels: Sequence[int],
+        caption: str = "",
+        *,
+        has_prev: bool = False,
+        has_next: bool = False,
+    ) -> None:
+        """The layer and channels shown (tiles pending); ``caption`` says which page."""
         channels = tuple(int(c) for c in channels)
         self.mosaic.set_channels(channels)
         if not layer or not channels:
@@ -261,11 +269,11 @@ class MosaicDock(QtWidgets.QDockWidget):
             for button in (self.prev_button, self.next_button, self.visualise_button):
                 button.setEnabled(False)
             return
-        text = f"{layer} · ch {channels[0]}-{channels[-1]} of {total}"
+        text = f"{layer} · {caption}" if caption else layer
         self.title_label.setText(text)
         self.title_label.setToolTip(text)
-        self.prev_button.setEnabled(channels[0] > 0)
-        self.next_button.setEnabled(channels[-1] + 1 < total)
+        self.prev_button.setEnabled(has_prev)
+        self.next_button.setEnabled(has_next)
         self.visualise_button.setEnabled(True)
 
     def set_busy(self, busy: bool) -> None:

@@ -83,6 +83,12 @@ class PageVisualiser(QObject):
         self.channels: tuple[int, ...] = ()
         self.total = 0
         self._parts: list[Visualization] = []
+        # The page: its position in the layer's order (channel numbers, or the panel's order
+        # of its own, e.g. by effect) and size.
+        self._order: tuple[int, ...] | None = None
+        self._order_label = ""
+        self._pos = 0
+        self._size = 1
         self._settings: dict[str, Any] = {}
         self._job = 0  # token of the synthesis whose parts are shown
         self._gen: int | None = None  # its generation on self.worker
@@ -94,7 +100,7 @@ class PageVisualiser(QObject):
         self._then: Callable[[Any], None] = self._start
 
         self.dock.page_requested.connect(self.turn)
-        self.dock.visualise_requested.connect(lambda: self.visualise(self.layer, self._first()))
+        self.dock.visualise_requested.connect(lambda: self.visualise(self.layer, self._pos))
         self.dock.cancel_requested.connect(self.cancel)
         self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
         self._signals.part.connect(self._on_part)
@@ -128,24 +134,29 @@ class PageVisualiser(QObject):
 
     # ========================================================================== actions
     def visualise(self, layer: str, first: int | None = None) -> bool:
-        """Show the dock and fill it with ``layer``'s page starting at channel ``first``
-        (None: the page its panel shows); False when there is nothing to visualise."""
+        """Show the dock and fill it with a page of ``layer``'s channels starting at position
+        ``first`` of the layer's order (its panel's: by effect when sorted, else the channel
+        numbers; None: the page its panel shows); False when there is nothing to visualise."""
         if self._closed or self.session.model is None or not layer:
             return False
         size = max(1, int(self.host.page_channels(layer)))
         if first is None:
             first = int(self.session.page_start(layer, size))
-        total = self._known_total(layer)
+        order = self.session.channel_orders.get(layer)
+        self._order = tuple(order.channels) if order is not None else None
+        self._order_label = order.label if order is not None else ""
+        self.total = len(self._order) if self._order is not None else self._known_total(layer)
         # A page turned while one ran: that one stops and its parts are never shown.
         self.worker.drop()
         self._gen = None
         self._job += 1
-        self.layer, self.total = layer, total
+        self.layer = layer
         self._settings = dict(self.settings())
         self._parts = []
-        last = first + size if not total else min(first + size, total)
-        self.channels = tuple(range(max(0, first), last))
-        self.dock.set_page(layer, self.channels, total or last)
+        self._pos = max(0, int(first))
+        self._size = size
+        self.channels = self._page_channels()
+        self._show_page()
         self.dock.setVisible(True)
         self.dock.raise_()
         self.dock.set_busy(True)
@@ -163,14 +174,36 @@ class PageVisualiser(QObject):
         # On from the page shown (the panel's page size may have changed since).
         size = max(1, int(self.host.page_channels(self.layer)))
         if step > 0:
-            first = self.channels[-1] + 1
+            first = self._pos + len(self.channels)
             if self.total and first >= self.total:
                 return False
         else:
-            if self.channels[0] <= 0:
+            if self._pos <= 0:
                 return False
-            first = max(0, self.channels[0] - size)
+            first = max(0, self._pos - size)
         return self.visualise(self.layer, first)
+
+    def _page_channels(self) -> tuple[int, ...]:
+        end = self._pos + self._size
+        if self._order is not None:
+            return self._order[self._pos : end]
+        return tuple(range(self._pos, min(end, self.total) if self.total else end))
+
+    def _show_page(self) -> None:
+        n = len(self.channels)
+        if not n:
+            caption = ""
+        elif self._order is not None:
+            caption = f"{self._order_label}: {self._pos + 1}-{self._pos + n} of {self.total}"
+        else:
+            caption = f"ch {self.channels[0]}-{self.channels[-1]} of {self.total or '?'}"
+        self.dock.set_page(
+            self.layer,
+            self.channels,
+            caption,
+            has_prev=self._pos > 0,
+            has_next=bool(self.total) and self._pos + n < self.total,
+        )
 
     def cancel(self) -> bool:
         """Stop the synthesis (the tiles done stay); True when one was running."""
@@ -191,7 +224,7 @@ class PageVisualiser(QObject):
         self._parts = []
         self.layer, self.channels, self.total = "", (), 0
         self.dock.set_busy(False)
-        self.dock.set_page("", (), 0)
+        self.dock.set_page("", ())
         self.dock.set_message("")
 
     def shutdown(self) -> None:
@@ -201,9 +234,6 @@ class PageVisualiser(QObject):
         self._copy = None
 
     # ========================================================================== the jobs
-    def _first(self) -> int:
-        return self.channels[0] if self.channels else 0
-
     def _known_total(self, layer: str) -> int:
         result = self.host.result
         prepared = result.layers.get(layer) if result is not None else None
@@ -309,8 +339,8 @@ class PageVisualiser(QObject):
             return
         if kind == "total":
             self.total = int(value)
-            self.channels = tuple(c for c in self.channels if c < self.total)
-            self.dock.set_page(self.layer, self.channels, self.total)
+            self.channels = self._page_channels()
+            self._show_page()
             return
         vis: Visualization = value
         self._parts.append(vis)
