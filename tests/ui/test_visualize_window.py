@@ -137,6 +137,16 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     # The model the window captures with was not touched, and the window still runs.
     assert not tiny_cnn.conv2._forward_hooks and all(p.grad is None for p in tiny_cnn.parameters())
     win.run_and_wait()
+    # A run asked for at once after the page supersedes the model copy's job on the capture
+    # worker: the page still gets its copy and fills.
+    feature.page.forget()  # no copy kept: the next page asks for one
+    assert feature.visualise_page("conv2", 0)
+    win.window.run()
+    _page_done(win, feature)
+    assert dock.mosaic.filled() == page.channels
+    assert all(page.result().from_cache[: len(channels)])
+    assert not tiny_cnn.conv2._forward_hooks and all(p.grad is None for p in tiny_cnn.parameters())
+    win.run_and_wait()
 
     # The channel view's "What it wants" finds the page's picture in the shared cache.
     assert win.window.open_channel("conv2", 1)
@@ -150,7 +160,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     again = page.result()
     assert again.channels[: len(channels)] == channels
     assert all(again.from_cache[: len(channels)]) and dock.mosaic.filled() == page.channels
-    assert f"{len(channels)} saved before" in dock.message.text()
+    assert f"{sum(again.from_cache)} saved before" in dock.message.text()
     dock.mosaic.tile_clicked.emit(3)
     assert win.window.channel_view.channel == 3
 

@@ -46,10 +46,11 @@ DOCK_WIDTH = 340
 
 
 class _PartSignals(QObject):
-    """From the synthesis thread to the GUI thread: ``(job, "total", int)`` or
-    ``(job, "part", Visualization)``."""
+    """From the jobs' threads to the GUI thread: ``part(job, "total", int)`` or
+    ``part(job, "part", Visualization)``; ``copied(model, copy, error)``."""
 
     part = Signal(int, str, object)
+    copied = Signal(object, object, object)
 
 
 class PageVisualiser(QObject):
@@ -92,7 +93,10 @@ class PageVisualiser(QObject):
         self._settings: dict[str, Any] = {}
         self._job = 0  # token of the synthesis whose parts are shown
         self._gen: int | None = None  # its generation on self.worker
-        self._copy_gen: int | None = None  # the copy job's on the capture worker
+        # The copy: asked for and not made yet; the capture worker's generations it had.
+        self._copy_pending = False
+        self._copy_gen: int | None = None
+        self._copy_gens: set[int] = set()
         self._copy: tuple[Any, Any] | None = None  # (session model, its copy)
         self._progress = (0, 0)
         self._closed = False
@@ -109,21 +113,18 @@ class PageVisualiser(QObject):
         w.errored.connect(self._on_errored)
         w.cancelled.connect(self._on_cancelled)
         w.progress.connect(self._on_progress)
-        capture = host.worker.signals
-        capture.finished.connect(self._on_copy_finished)
-        capture.errored.connect(self._on_copy_errored)
-        capture.cancelled.connect(self._on_copy_cancelled)
-        capture.started.connect(self._check_copy)
+        self._signals.copied.connect(self._on_copied)
+        host.worker.signals.started.connect(self._check_copy)
         host.run_started.connect(self._check_copy)
 
     # ========================================================================== state
     def is_busy(self) -> bool:
         """True while the page is being copied for or synthesised."""
-        return self._gen is not None or self._copy_gen is not None
+        return self._gen is not None or self._copy_pending
 
     def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is the model copy."""
-        return generation == self._copy_gen
+        return generation in self._copy_gens
 
     def result(self) -> Visualization | None:
         """The pictures of the page shown so far, in tile order (None: none yet)."""
@@ -162,7 +163,7 @@ class PageVisualiser(QObject):
         self.dock.set_busy(True)
         self.dock.set_message(f"Synthesising what {len(self.channels)} channels want…")
         self._progress = (0, 0)
-        if self._copy_gen is None:  # else the copy asked for starts this page when made
+        if not self._copy_pending:  # else the copy asked for starts this page when made
             self._with_copy(self._start)
         self.host.refresh_busy("Visualising channels…")
         return True
@@ -212,14 +213,15 @@ class PageVisualiser(QObject):
         if self._gen is not None:
             self.worker.cancel()
         else:  # still waiting for its copy: nothing started
-            self._copy_gen = None
+            self._copy_pending = False
             self._end("Cancelled.", error=True)
         return True
 
     def forget(self) -> None:
         """Another model: stop, drop the copy and the tiles."""
         self.worker.drop()
-        self._copy_gen = self._gen = None
+        self._gen = None
+        self._copy_pending = False
         self._copy = None
         self._parts = []
         self.layer, self.channels, self.total = "", (), 0
@@ -247,16 +249,24 @@ class PageVisualiser(QObject):
             then(held[1])
             return
 
-        def job(_should_stop: Any, _report: Any) -> Any:
+        signals = self._signals
+
+        def job(_should_stop: Any, _report: Any) -> None:
             # On the capture worker: no capture is running, so no capture hook is copied.
-            return model, copy.deepcopy(model)
+            # Handed over by a signal of its own: a run submitted meanwhile makes this job
+            # stale, and the worker would drop its result.
+            try:
+                signals.copied.emit(model, copy.deepcopy(model), None)
+            except Exception as exc:  # noqa: BLE001 - shown in the dock
+                signals.copied.emit(model, None, exc)
 
         self._then = then
+        self._copy_pending = True
         # supersede=False: a run already queued still reports.
         self._copy_gen = self.host.worker.submit(job, supersede=False)
+        self._copy_gens.add(self._copy_gen)
 
     def _start(self, model_copy: Any) -> None:
-        self._copy_gen = None
         model = self.session.model
         loaded = self.session.loaded_model
         # The opened model's preprocessing and input size go with the copy.
@@ -309,30 +319,21 @@ class PageVisualiser(QObject):
     # ========================================================================== events
     def _check_copy(self, *_args: Any) -> None:
         gen = self._copy_gen
-        if gen is not None and self.host.worker.is_stale(gen):
-            # A run superseded the copy before it ran: ask again behind it.
-            self._copy_gen = None
+        if self._copy_pending and gen is not None and self.host.worker.is_stale(gen):
+            # A run superseded the copy's job, maybe before it ran: ask again behind it (the
+            # first copy made is taken).
             self._with_copy(self._then)
 
-    def _on_copy_finished(self, gen: int, value: Any) -> None:
-        if gen != self._copy_gen:
+    def _on_copied(self, model: Any, model_copy: Any, error: Any) -> None:
+        if not self._copy_pending or model is not self.session.model:
             return
-        model, model_copy = value
-        if model is not self.session.model:
-            self._copy_gen = None
+        self._copy_pending = False
+        self._copy_gen = None
+        if error is not None:
+            self._end(f"Could not copy the model: {describe_error(error)}", error=True)
             return
         self._copy = (model, model_copy)
         self._then(model_copy)
-
-    def _on_copy_errored(self, gen: int, error: BaseException) -> None:
-        if gen == self._copy_gen:
-            self._copy_gen = None
-            self._end(f"Could not copy the model: {describe_error(error)}", error=True)
-
-    def _on_copy_cancelled(self, gen: int) -> None:
-        if gen == self._copy_gen:
-            self._copy_gen = None
-            self._end("Cancelled.", error=True)
 
     def _on_part(self, token: int, kind: str, value: Any) -> None:
         if token != self._job:
