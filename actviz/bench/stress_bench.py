@@ -8,7 +8,9 @@ moved over the run. ``python -m actviz.bench.stress_bench --actions N --seed S``
 
 Figures: ``stress_actions``, ``stress_exceptions``, ``stress_leaked_hooks``,
 ``stress_max_block_ms``, ``stress_objects_growth`` (the largest growth of a kind that must stay
-flat), ``stress_rss_growth_mib``, ``stress_errors_shown``.
+flat), ``stress_rss_growth_mib``, ``stress_heap_growth_mib`` (memory malloc handed out and did
+not get back: what a leak grows, where the resident size also holds freed memory glibc keeps),
+``stress_errors_shown``.
 """
 
 from __future__ import annotations
@@ -68,13 +70,14 @@ def print_table(reports: Sequence[Any]) -> None:
     print(
         f"{'model':<10} {'actions':>8} {'exceptions':>10} {'hooks':>6} {'stuck':>6} "
         f"{'max block ms':>12} {'obj growth':>10} {'panels max':>10} {'rss growth MiB':>14} "
-        f"{'s':>6}"
+        f"{'heap growth MiB':>15} {'s':>6}"
     )
     for r in reports:
         print(
             f"{r.model:<10} {r.actions:>8} {len(r.exceptions):>10} {len(r.leaked_hooks):>6} "
             f"{len(r.stuck):>6} {r.max_block_ms:>12.0f} {r.objects_growth:>10} "
-            f"{r.peak('LayerPanel'):>10} {r.rss_growth_mib:>14.1f} {r.seconds:>6.0f}"
+            f"{r.peak('LayerPanel'):>10} {r.rss_growth_mib:>14.1f} {_mib(r.heap_growth_mib):>15} "
+            f"{r.seconds:>6.0f}"
         )
     for r in reports:
         found = r.exceptions or r.leaked_hooks or r.stuck or r.errors_shown or r.windows_kept
@@ -82,7 +85,14 @@ def print_table(reports: Sequence[Any]) -> None:
             print(r.describe())
         for s in r.samples:
             counts = ", ".join(f"{k} {v}" for k, v in s.counts.items())
-            print(f"  {r.model} after {s.action:>6} actions: {counts}; rss {s.rss_mib:.0f} MiB")
+            heap = "" if s.heap_mib is None else f", heap in use {s.heap_mib:.0f} MiB"
+            print(
+                f"  {r.model} after {s.action:>6} actions: {counts}; rss {s.rss_mib:.0f} MiB{heap}"
+            )
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def summarise(reports: Sequence[Any], summary: dict) -> None:
@@ -94,6 +104,8 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
     summary["stress_max_block_ms"] = max((r.max_block_ms for r in reports), default=0.0)
     summary["stress_objects_growth"] = max((r.objects_growth for r in reports), default=0)
     summary["stress_rss_growth_mib"] = max((r.rss_growth_mib for r in reports), default=0.0)
+    heaps = [r.heap_growth_mib for r in reports if r.heap_growth_mib is not None]
+    summary["stress_heap_growth_mib"] = max(heaps, default=None)
     summary["stress_errors_shown"] = sum(len(r.errors_shown) for r in reports)
     summary["stress_windows_kept"] = sum(len(r.windows_kept) for r in reports)
 

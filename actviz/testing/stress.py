@@ -23,6 +23,7 @@ before it::
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import logging
@@ -107,6 +108,9 @@ class Sample:
     action: int
     counts: dict[str, int]
     rss_mib: float
+    #: Memory malloc has handed out and not had back (None where glibc cannot say): unlike the
+    #: resident size it leaves out freed memory the allocator keeps for reuse.
+    heap_mib: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +195,13 @@ class StressReport:
             return 0.0
         return self.samples[-1].rss_mib - self.samples[1].rss_mib
 
+    @property
+    def heap_growth_mib(self) -> float | None:
+        """:func:`heap_in_use_mib` at the last checkpoint minus at the second, in MiB."""
+        if len(self.samples) < 3 or None in (self.samples[1].heap_mib, self.samples[-1].heap_mib):
+            return None
+        return self.samples[-1].heap_mib - self.samples[1].heap_mib  # type: ignore[operator]
+
     def describe(self) -> str:
         """A readable account of every finding, for a failure message."""
         lines = [
@@ -210,8 +221,9 @@ class StressReport:
         lines.extend(f"window kept: {text}" for text in self.windows_kept)
         if self.samples:
             first, last = self.samples[0], self.samples[-1]
-            lines.append(f"counts first {first.counts} rss {first.rss_mib:.0f} MiB")
-            lines.append(f"counts last  {last.counts} rss {last.rss_mib:.0f} MiB")
+            for label, sample in (("first", first), ("last ", last)):
+                heap = "" if sample.heap_mib is None else f", heap in use {sample.heap_mib:.0f} MiB"
+                lines.append(f"counts {label} {sample.counts} rss {sample.rss_mib:.0f} MiB{heap}")
         return "\n".join(lines)
 
 
@@ -223,6 +235,36 @@ def rss_mib() -> float:
     except (OSError, ValueError, IndexError):
         return 0.0
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def heap_in_use_mib() -> float | None:
+    """Memory glibc's malloc has handed out and not had back (``mallinfo2``: the arenas' bytes
+    in use plus mmapped blocks), in MiB; None without glibc 2.33 or later."""
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    info = fn()
+    return (info.uordblks + info.hblkhd) / 2**20
 
 
 def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str, int]:
@@ -557,7 +599,7 @@ class StressDriver:
             if counts["_Runner"] == 0:
                 break
             self._spin(0.1)
-        return Sample(action, counts, rss_mib())
+        return Sample(action, counts, rss_mib(), heap_in_use_mib())
 
     # ------------------------------------------------------------------ helpers
     def _pick(self, items: Sequence[Any]) -> Any:
@@ -775,6 +817,7 @@ __all__ = [
     "StressDriver",
     "StressReport",
     "count_objects",
+    "heap_in_use_mib",
     "demo_model",
     "model_leftovers",
     "model_state",

@@ -4,6 +4,8 @@ objects flat. The checks themselves are shown to catch what they look for."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 import torch
 
 from actviz.testing.stress import (
@@ -93,7 +95,21 @@ def test_stress_bench_reports_every_figure(demo_resources, qapp, capsys):
     assert summary["stress_actions"] == 16
     assert summary["stress_exceptions"] == 0 and summary["stress_leaked_hooks"] == 0
     assert summary["stress_max_block_ms"] > 0 and summary["stress_objects_growth"] == 0
+    assert "stress_heap_growth_mib" in summary
+    assert all(s.heap_mib > 0 for r in reports for s in r.samples)  # glibc 2.33+ here
     assert "resnet18" in capsys.readouterr().out
+
+
+def test_heap_in_use_follows_an_allocation_and_its_release():
+    from actviz.testing.stress import heap_in_use_mib
+
+    before = heap_in_use_mib()
+    block = np.ones(8 * 2**20 // 8)  # 8 MiB through malloc
+    during = heap_in_use_mib()
+    del block
+    after = heap_in_use_mib()
+    assert during - before == pytest.approx(8, abs=0.5)
+    assert after - before == pytest.approx(0, abs=0.5)
 
 
 def test_bench_cli_takes_the_number_of_stress_actions(monkeypatch, capsys):
