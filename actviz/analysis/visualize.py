@@ -367,9 +367,14 @@ class _RedirectedReLU(torch.autograd.Function):
         x, stuck = ctx.saved_tensors
         off = x < 0
         plain = grad.masked_fill(off, 0)
+        through = plain.reshape(plain.shape[0], -1).ne(0).any(1) & ~stuck
+        if grad.device.type == "cpu" and bool(through.all()):
+            # Every image got gradient through (nearly every step after the first few): the
+            # plain gradient, without the redirected one's passes over the batch. (On a GPU
+            # the check would wait for the device at every ReLU; the blend below does not.)
+            return plain, None
         # Gradient descent on the loss moves x by -grad: grad > 0 would push an off unit lower.
         redirected = grad.masked_fill(off & (grad > 0), 0)
-        through = plain.reshape(plain.shape[0], -1).ne(0).any(1) & ~stuck
         return torch.where(through.view(-1, *([1] * (x.dim() - 1))), plain, redirected), None
 
 
