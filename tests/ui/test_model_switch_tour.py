@@ -308,3 +308,41 @@ def test_a_run_of_an_input_the_model_cannot_take_is_refused_in_one_line(actviz_w
         "The input does not fit gpt2 (GPT2LMHeadModel) (it reads text): open another input "
         "(Ctrl+I)."
     ]
+
+
+class _Detached(torch.nn.Module):
+    """A model whose output does not depend on its input through autograd."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x.detach()).mean((2, 3)))
+
+
+def test_export_runs_again_for_the_saliency_at_most_once(actviz_window, tmp_path):
+    """No input gradient even when asked for: the export runs once more from the Layers tab
+    (none from the Overview, whose run asked already), then writes what there is."""
+    torch.manual_seed(0)
+    win = actviz_window(_Detached().eval(), torch.randn(1, 3, 16, 16), ["conv", "fc"])
+    w = win.window
+    starts: list[int] = []
+
+    def started() -> None:
+        starts.append(1)
+
+    w.run_started.connect(started)
+    for tab, out, runs in ((None, "layers", 1), (w.centre.overview_tab, "overview", 0)):
+        w.show_tab(tab)
+        win.run_and_wait()
+        assert w.result.capture.input_grads is None
+        starts.clear()
+        with win.qtbot.waitSignal(w.export_finished, timeout=LOAD_MS):
+            assert w.export_all(tmp_path / out)
+        win.wait_idle(LOAD_MS)
+        assert len(starts) == runs, out
+        summary = json.loads((tmp_path / out / "summary.json").read_text())
+        assert "saliency" not in summary["attribution"]
+    w.run_started.disconnect(started)

@@ -201,6 +201,9 @@ class ExportActions:
         if (
             runs is None
             or runs.last_request is None
+            # Made with the input gradient asked for already: nothing depends on the input
+            # (running again would not give one, and would run again for ever).
+            or runs.last_request.input_grads
             or getattr(result, "origin", None) is not None  # a live frame: exported as shown
             or self.session.pins.find(result) is not None  # a pinned result: the same
             or self._live_engaged()  # live frames replace the window's runs
