@@ -260,8 +260,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     import actviz
-    from actviz.display.attribution import input_embedding, token_input
-    from actviz.io.export import export_capture
+    from actviz.io.export import export_capture, with_input_embedding
     from actviz.io.inputs import open_input
     from actviz.io.reproduce import run_source
 
@@ -270,13 +269,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
     target = _parse_target(args.target, loaded.categories, loaded.tokenizer)
     _progress(f"capturing {inp.description} ...")
-    captured = layers
-    if layers is not None and token_input(inp.value):
-        # A text input's saliency is read at the input embedding (|gradient x embedding| per
-        # token): recorded beside the layers asked for, as the window's runs do.
-        embedding = input_embedding(loaded.model)
-        if embedding is not None and embedding not in layers:
-            captured = [embedding, *layers]
+    # A text input's saliency is read at the input embedding: captured, not written.
+    captured = with_input_embedding(loaded.model, inp.value, layers)
     cap = actviz.capture(
         loaded.model, inp.value, captured, target=target, gradients=not args.no_gradients
     )

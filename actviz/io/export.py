@@ -34,7 +34,9 @@ from actviz.display.attribution import (
     TokenSaliency,
     default_gradcam_layer,
     grad_cam,
+    input_embedding,
     spatial_layers,
+    token_input,
 )
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import Mosaic, mosaic
@@ -56,6 +58,7 @@ __all__ = [
     "safe_name",
     "target_record",
     "token_saliency_picture",
+    "with_input_embedding",
     "write_pages",
     "write_token_saliency",
 ]
@@ -713,6 +716,21 @@ def _how_chosen(cap: Capture) -> str:
     # A named target reads "class 7", the default "top-1 logit (class 7)": the same index
     # picked by the user still counts as picked.
     return "top prediction" if default.description == cap.target_description else "picked"
+
+
+def with_input_embedding(
+    model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None
+) -> list[str] | None:
+    """The layers to capture for an export of ``layers``: for token ids, the model's input
+    embedding first (a text input's saliency is read at it, |gradient x embedding| per
+    token, as the window's runs record it); None (every leaf, the embedding among them) and
+    other inputs' layers as they are."""
+    if layers is None or not token_input(inputs):
+        return None if layers is None else list(layers)
+    embedding = input_embedding(model)
+    if embedding is None or embedding in layers:
+        return list(layers)
+    return [embedding, *layers]
 
 
 def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> Image.Image:

@@ -92,6 +92,7 @@ def _from_model(
     import actviz
     from actviz.core.targets import parse_target
     from actviz.io.errors import ActvizError
+    from actviz.io.export import with_input_embedding
     from actviz.io.inputs import open_input
     from actviz.io.report import write_report
     from actviz.io.reproduce import run_source
@@ -103,10 +104,12 @@ def _from_model(
     except ValueError as exc:
         raise ActvizError(f"--target: {exc}") from None
     progress(f"capturing {inp.description} ...")
+    layers = _layers(args.layers)
     cap = actviz.capture(
         loaded.model,
         inp.value,
-        _layers(args.layers),
+        # A text input's saliency is read at the input embedding: captured, not shown.
+        with_input_embedding(loaded.model, inp.value, layers),
         target=target,
         gradients=not args.no_gradients,
     )
@@ -133,6 +136,7 @@ def _from_model(
         cmap=args.cmap or "viridis",
         normalize=args.normalize or "channel",
         gradcam_layer=args.gradcam_layer,
+        layers=layers,
         source=source,
         tokens=getattr(inp, "tokens", None),
         tokenizer=getattr(loaded, "tokenizer", None),

@@ -14,7 +14,7 @@ from PIL import Image
 
 import actviz
 from actviz.display.attribution import TokenSaliency
-from actviz.io.export import export_capture
+from actviz.io.export import export_capture, with_input_embedding
 from actviz.io.token_export import heat_png
 
 transformers = pytest.importorskip("transformers")
@@ -179,6 +179,20 @@ def test_a_long_heat_map_title_is_never_cut():
     assert img.width > 360 and cols[-1] < img.width - 8
 
 
+def test_the_input_embedding_is_captured_beside_the_layers_of_a_text_input(gpt2):
+    model, _tok, ids = gpt2
+    assert with_input_embedding(model, {"input_ids": ids}, ["transformer.h.1"]) == [
+        "transformer.wte",
+        "transformer.h.1",
+    ]
+    both = ["transformer.h.1", "transformer.wte"]
+    assert with_input_embedding(model, {"input_ids": ids}, both) == both
+    assert with_input_embedding(model, {"input_ids": ids}, None) is None
+    assert with_input_embedding(model, torch.rand(1, 5, 16), ["transformer.h.1"]) == [
+        "transformer.h.1"
+    ]
+
+
 def test_cli_export_of_text_writes_the_token_saliency_beside_the_layers_asked(
     tmp_path, capsys, monkeypatch
 ):
@@ -195,6 +209,17 @@ def test_cli_export_of_text_writes_the_token_saliency_beside_the_layers_asked(
         ]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
+    report = tmp_path / "r.html"
+    code = main(
+        [
+            "report", "-m", str(folder), "-i", "text:the cat sat", "-l", "transformer.h.1",
+            "-o", str(report),
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    text = report.read_text()
+    assert "saliency per token: |gradient × input embedding| at transformer.wte" in text
+    assert 'data-panel="features:transformer.wte"' not in text  # captured, not shown
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["layers"]) == ["transformer.h.1"]  # the embedding: saliency only
     assert not (out / "transformer.wte_features.png").exists()
