@@ -73,8 +73,9 @@ def input_misfit(
 ) -> str | None:
     """Why ``value`` (opened from ``source``) cannot go to the model; None when it can.
 
-    An image file fits any image model (it is read again with the model's own transforms);
-    a tensor must have the model's rank, channels and, for a fixed-size model, its size.
+    An image file fits any model of 2-D images (it is read again with the model's own
+    transforms), not a video or volume model; a tensor must have the model's rank, channels
+    and, for a fixed-size model, its size.
 
     Parameters
     ----------
@@ -100,6 +101,8 @@ def input_misfit(
         return "it does not read text" if exp.channels is not None or loaded_model else None
     is_file = bool(source) and Path(source).is_file()
     if kind == "image" and is_file:
+        if exp.spatial_dims not in (None, 2):  # a video or volume model: no transform helps
+            return f"it takes {exp.spatial_dims + 2}-D inputs, not a picture"
         return None  # read again through the new model's transforms
     if not isinstance(value, torch.Tensor) or exp.channels is None or exp.spatial_dims is None:
         return None

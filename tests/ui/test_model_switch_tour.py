@@ -346,3 +346,37 @@ def test_export_runs_again_for_the_saliency_at_most_once(actviz_window, tmp_path
         summary = json.loads((tmp_path / out / "summary.json").read_text())
         assert "saliency" not in summary["attribution"]
     w.run_started.disconnect(started)
+
+
+def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
+    actviz_window, tmp_path
+):
+    """A picture is read again for any 2-D image model, but no transform makes it a clip:
+    a random-init torchvision R3D-18 gets a random clip of its shape, said in one line."""
+    import torchvision
+
+    from actviz.io.demo import demo_samples
+    from actviz.io.input_fit import input_misfit
+
+    r3d = torchvision.models.video.r3d_18()
+    picture = str(demo_samples()[0])
+    assert input_misfit(None, torch.rand(1, 3, 64, 64), picture, model=r3d) == (
+        "it takes 5-D inputs, not a picture"
+    )
+    win, failures = _window(actviz_window, auto_run=True)
+    w = win.window
+    with win.expect_run(LOAD_MS):
+        w.load_demo()
+    win.wait_idle(LOAD_MS)
+    image = w.session.input.source
+    _open(win, failures, "r3d_18", weights=None)
+    assert failures == []
+    assert w.session.input.source == "random:1x3x32x32x32"
+    [note] = win.banner_messages()
+    assert note.startswith(
+        "The input does not fit r3d_18 (random init) (it takes 5-D inputs, not a picture)"
+    )
+    assert tuple(w.result.capture.inputs.shape) == (1, 3, 32, 32, 32)
+    _open(win, failures, "demo")
+    _check(win, failures, DEMO_TICKS, "demo")
+    assert w.session.input.source == image
