@@ -23,9 +23,10 @@ How it stays exact (each point is a trap other tools fall into):
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,6 +36,7 @@ from actviz.core.allocator import tune_if_asked
 from actviz.core.edits import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
+from actviz.core.plan import ModelPlan, is_leaf, model_plan
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import iter_tensors, map_tensors
@@ -62,14 +64,10 @@ def leaf_names(model: nn.Module, modules: dict[str, nn.Module] | None = None) ->
 
     ``modules``: ``dict(model.named_modules())`` when the caller has it already.
     """
-    if modules is None:
-        modules = dict(model.named_modules())
-    return [name for name, mod in modules.items() if _is_leaf(mod)]
-
-
-def _is_leaf(module: nn.Module) -> bool:
-    # What ``next(module.children(), None) is None`` says, without a generator per module.
-    return all(child is None for child in module._modules.values())
+    if modules is not None:
+        return [name for name, mod in modules.items() if is_leaf(mod)]
+    plan, _modules = model_plan(model)
+    return plan.leaf_names()
 
 
 def resolve_layers(
@@ -98,23 +96,33 @@ def resolve_layers(
     ValueError
         For an unknown name, naming it and suggesting close matches.
     """
-    known = dict(model.named_modules()) if modules is None else modules
+    if modules is None:
+        plan, _modules = model_plan(model)
+        return _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
+    return _resolve(modules, lambda: leaf_names(model, modules), layers, type(model).__name__)
+
+
+def _resolve(
+    known: Mapping[str, Any],
+    leaves: Callable[[], list[str]],
+    layers: Sequence[str] | str | None,
+    model_type: str,
+) -> list[str]:
     if layers is None:
-        return leaf_names(model, known)
+        return leaves()
     if isinstance(layers, str):
         layers = [layers]
-    out: list[str] = []
+    out: dict[str, None] = {}  # ordered and deduplicated
     for name in layers:
         if name not in known:
             close = difflib.get_close_matches(name, [n for n in known if n], n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(
                 f"unknown layer {name!r}{hint} (names come from model.named_modules(); "
-                f"{type(model).__name__} has {len(known)} modules)"
+                f"{model_type} has {len(known)} modules)"
             )
-        if name not in out:
-            out.append(name)
-    return out
+        out[name] = None
+    return list(out)
 
 
 # --------------------------------------------------------------------------- capture
@@ -220,8 +228,9 @@ def capture(
             layers = [
                 _strip(n, "_orig_mod.") for n in ([layers] if isinstance(layers, str) else layers)
             ]
-    modules = dict(model.named_modules())  # walked once per capture, shared by every step
-    names = resolve_layers(model, layers, modules)
+    # The module tree, walked once per model while it stays the same (core/plan.py).
+    plan, module_list = model_plan(model)
+    names = _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
     applied: dict = {}
     if edits is not None:
         applied = enabled_edits(normalize_edits(edits))
@@ -233,7 +242,7 @@ def capture(
                 "(layer hooks) cannot reach them"
             )
         if applied:
-            check_edits(modules, applied)
+            check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
     for attempt in range(_MAX_ATTEMPTS):
@@ -256,7 +265,8 @@ def capture(
                     keep_on_device=keep_on_device,
                     input_grads=gradients and input_grads,
                     edits=applied,
-                    modules=modules,
+                    plan=plan,
+                    module_list=module_list,
                 )
         except Retry:
             # A recorded tensor was written to after its hook (or a module wrote into its
@@ -296,10 +306,16 @@ def _wrappable(module: nn.Module) -> bool:
         module._forward_hooks
         or module._backward_hooks
         or module._backward_pre_hooks
-        or nn.modules.module._global_forward_hooks
+        or getattr(module, "_compiled_call_impl", None) is not None
+    )
+
+
+def _global_hooks() -> bool:
+    """Whether global module hooks that see a module's output exist (see :func:`_wrappable`)."""
+    return bool(
+        nn.modules.module._global_forward_hooks
         or nn.modules.module._global_backward_hooks
         or nn.modules.module._global_backward_pre_hooks
-        or getattr(module, "_compiled_call_impl", None) is not None
     )
 
 
@@ -316,18 +332,9 @@ class _ForwardWrapper:
     def __init__(self, module: nn.Module, recorder: Recorder) -> None:
         self.module = module
         self.own = module.__dict__.get("forward", _MISSING)
-        forward = module.forward
-        pre, post = recorder.pre_hook, recorder.forward_hook
-
-        def recorded_forward(*args: Any, **kwargs: Any) -> Any:
-            new_args = pre(module, args)
-            if new_args is not None:
-                args = new_args
-            output = forward(*args, **kwargs)
-            replaced = post(module, args, output)
-            return output if replaced is None else replaced
-
-        module.__dict__["forward"] = recorded_forward
+        # A partial of a bound method: no Python frame of its own between PyTorch's call and
+        # the recorder's.
+        module.__dict__["forward"] = functools.partial(recorder.call, module, module.forward)
 
     def remove(self) -> None:
         if self.module is None:
@@ -355,24 +362,26 @@ def _capture_once(
     keep_on_device: bool = False,
     input_grads: bool = True,
     edits: dict | None = None,
-    modules: dict[str, nn.Module] | None = None,
+    plan: ModelPlan | None = None,
+    module_list: list[nn.Module] | None = None,
 ) -> Capture:
     warnings = list(warnings_in)
-    if modules is None:
-        modules = dict(model.named_modules())
-    module_list = list(modules.values())
+    if plan is None or module_list is None:
+        plan, module_list = model_plan(model)
     device = _model_device(model, module_list)
-    by_module = {modules[n]: n for n in names}
+    index = plan.index
+    by_module = {module_list[index[n]]: n for n in names}
     recorder = Recorder(
         by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
     )
     recorder.copy_all = copy_all
     scripted = isinstance(model, torch.jit.ScriptModule)
-    position = {id(m): i for i, m in enumerate(module_list)}
     # In-place modules run out of place from the first recorded one on; with nothing recorded
     # there is nothing to keep intact.
-    first = min((position[id(m)] for m in by_module), default=len(module_list))
-    state = ModelState(model, modules=module_list, inplace_from=first)
+    first = min((index[n] for n in names), default=len(module_list))
+    state = ModelState(
+        model, modules=module_list, inplace_from=first, inplace_positions=plan.inplace
+    )
     handles: list[Any] = []
     editor: EditHooks | None = None
     prepared = prepare_inputs(inputs, model=model, gradients=input_grads, device=device)
@@ -388,20 +397,26 @@ def _capture_once(
         else:
             if edits:
                 # Before the recorder's hooks: records hold the edited outputs.
-                editor = EditHooks(modules, edits)
+                editor = EditHooks(dict(zip(plan.names, module_list, strict=True)), edits)
                 handles.extend(editor.register())
             edited = editor.edited if editor is not None else {}
-            for module, _name in by_module.items():
-                if module not in edited and _wrappable(module):
+            global_hooks = _global_hooks()
+            for module in by_module:
+                if not global_hooks and module not in edited and _wrappable(module):
                     handles.append(_ForwardWrapper(module, recorder))
                 else:
                     handles.append(module.register_forward_pre_hook(recorder.pre_hook))
                     handles.append(module.register_forward_hook(recorder.forward_hook))
         # A cancellable run keeps the global hook for its stop check between every module.
         unregistered = UnregisteredCheck(
-            model, recorder.check_stop, module_list, watch=should_stop is not None
+            model,
+            recorder.check_stop,
+            module_list,
+            watch=should_stop is not None,
+            fingerprint=plan if plan.kept else None,
         )
-        with torch.inference_mode(False), torch.set_grad_enabled(gradients), unregistered:
+        # capture() has left any inference mode already.
+        with torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
         stale = recorder.stale_owners()
         unhooked = recorder.unhooked_changed()
@@ -419,7 +434,7 @@ def _capture_once(
         description = "no gradients requested"
         saliency: Any = None
         if gradients:
-            with torch.inference_mode(False), torch.enable_grad():
+            with torch.enable_grad():
                 resolved = resolve_target(output, target)
                 target_value = float(resolved.value.detach())
                 target_index, description = resolved.index, resolved.description
@@ -479,10 +494,16 @@ def _backward(
     # changed in place since have hooks (fired upstream), see Recorder.unhooked_changed.
     requested = list(leaves)
     where = {id(t): i for i, t in enumerate(requested)}
-    for t, version, _holder, _module in recorder.grad_requests:
-        if id(t) not in where and t._version == version and t.requires_grad:
-            where[id(t)] = len(requested)
+    fill: list[tuple[list, int | None]] = []  # (slot, index in requested) of unhooked tensors
+    for t, version, holder, module in recorder.grad_requests:
+        if t._version != version:
+            continue
+        index = where.get(id(t))
+        if index is None and t.requires_grad:
+            index = where[id(t)] = len(requested)
             requested.append(t)
+        if module is not None:  # no hook: the slot gets autograd.grad's result
+            fill.append((holder, index))
     grads: Sequence[torch.Tensor | None] = [None] * len(requested)
     if not scalar.requires_grad:
         warnings.append(
@@ -490,16 +511,17 @@ def _backward(
         )
     elif requested:
         grads = torch.autograd.grad(scalar, requested, allow_unused=True)
-    for t, version, holder, module in recorder.grad_requests:
-        if module is not None and t._version == version:  # no hook: autograd.grad's result
-            index = where.get(id(t))
-            holder[0] = None if index is None else grads[index]
+    for holder, index in fill:
+        holder[0] = None if index is None else grads[index]
     leaf_grads = dict(zip((id(t) for t in leaves), grads[: len(leaves)], strict=True))
     for rec, out_slots, in_slots in recorder.pending:
-        out_grads = iter([h[0] for h in out_slots])
-        rec.grad_output = map_tensors(rec.output, lambda _t, g=out_grads: _detach(next(g)))
+        if isinstance(rec.output, torch.Tensor):  # one slot
+            rec.grad_output = _detach(out_slots[0][0])
+        else:
+            out_grads = iter([h[0] for h in out_slots])
+            rec.grad_output = map_tensors(rec.output, lambda _t, g=out_grads: _detach(next(g)))
         if in_slots is not None:
-            rec.grad_inputs = tuple(None if h is None else _detach(h[0]) for h in in_slots)
+            rec.grad_inputs = tuple([None if h is None else _detach(h[0]) for h in in_slots])
     ordered = [
         None if leaf is None else _detach(leaf_grads.get(id(leaf))) for leaf in prepared.leaves
     ]
@@ -507,7 +529,8 @@ def _backward(
 
 
 def _detach(t: torch.Tensor | None) -> torch.Tensor | None:
-    return None if t is None else t.detach()
+    # Gradients without create_graph are already outside any graph: no new tensor object.
+    return t.detach() if t is not None and t.requires_grad else t
 
 
 def _to_cpu(recorder: Recorder) -> dict[str, list[LayerRecord]]:

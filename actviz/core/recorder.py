@@ -50,6 +50,9 @@ class _Frame(NamedTuple):
     taps: list[tuple[torch.Tensor, int, bool, list, bool] | None]
 
 
+_NO_TAPS: list = []  # never appended to
+
+
 class Recorder:
     def __init__(
         self,
@@ -87,6 +90,8 @@ class Recorder:
         self._copy_ids = {id(m) for m in names if m in NEEDS_COPY}
         self._hook_ids = self._copy_ids | {id(m) for m in names if m in NEEDS_GRAD_HOOK}
         self._started: dict[int, int] = {}  # calls begun per module: the next call's index
+        # Per module: whether its tensor inputs are cloned (it writes into them).
+        self._clones: dict[int, bool] = {}
 
     # -- values
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
@@ -140,12 +145,36 @@ class Recorder:
             raise CaptureCancelled("capture cancelled")
 
     # -- hooks
+    def call(self, module: nn.Module, forward: Callable, *args: Any, **kwargs: Any) -> Any:
+        """``forward(*args, **kwargs)`` recorded: the wrapped-forward path (one frame per call).
+
+        What :meth:`pre_hook` and :meth:`forward_hook` registered last would do, without the
+        per-module stack of pending calls (this frame holds the call's state).
+        """
+        index, inputs, taps, new_args = self._begin(module, args)
+        output = forward(*(args if new_args is None else new_args), **kwargs)
+        replaced = self._finish(module, index, inputs, taps, output)
+        return output if replaced is None else replaced
+
     def pre_hook(self, module: nn.Module, args: tuple) -> tuple | None:
+        index, inputs, taps, new_args = self._begin(module, args)
+        stack = self._stacks.get(id(module))
+        if stack is None:
+            stack = self._stacks[id(module)] = []
+        stack.append(_Frame(index, inputs, taps))
+        return new_args
+
+    def forward_hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
+        frame = self._stacks[id(module)].pop()
+        return self._finish(module, frame.index, frame.inputs, frame.taps, output)
+
+    def _begin(self, module: nn.Module, args: tuple) -> tuple[int, tuple, list, tuple | None]:
+        """A call starts: its index, its inputs' snapshots, its taps and the args to use."""
         if self.should_stop is not None and self.should_stop():
             raise CaptureCancelled("capture cancelled")
         key = id(module)
-        # Every call begun is either finished (a record) or on the stack: the count is the
-        # index of this call.
+        # Every call begun is either finished (a record) or under way: the count is the index
+        # of this call.
         index = self._started.get(key, 0)
         self._started[key] = index + 1
         inputs: tuple = ()
@@ -159,47 +188,49 @@ class Recorder:
                     else map_tensors(a, lambda t: self.snapshot(t, module))
                     for a in args
                 )
+        if not self.input_grads:
+            return index, inputs, _NO_TAPS, None
         taps: list = []
         new_args = None
-        if self.input_grads:
-            clone_input = getattr(module, "inplace", False) is True or module in DISCOVERED_INPLACE
-            for i, a in enumerate(args):
-                if isinstance(a, torch.Tensor) and a.requires_grad:
-                    # A fresh node per module input: its gradient is what flows through this
-                    # module only. A view is free; in-place modules need a clone, because a hook
-                    # on a view that is then modified in place never fires. The hook goes on
-                    # before the module runs, so it sees the gradient of the value it received.
-                    # alias keeps every stride; view_as would reset those of size-1 dims,
-                    # and convolutions then pick another memory format (other rounding).
-                    tap = clone_keep_layout(a) if clone_input else torch.ops.aten.alias(a)
-                    holder: list = [None]
-                    hooked = clone_input or self.copy_all or key in self._hook_ids
-                    if hooked:
-                        # The module writes into this clone: only a hook placed now sees
-                        # the gradient of the value it received.
-                        tap.register_hook(functools.partial(_store_grad, holder))
-                    if new_args is None:
-                        new_args = list(args)
-                    new_args[i] = tap
-                    taps.append((tap, tap._version, not clone_input, holder, hooked))
-                else:
-                    taps.append(None)
-        stack = self._stacks.get(key)
-        if stack is None:
-            stack = self._stacks[key] = []
-        stack.append(_Frame(index, inputs, taps))
-        return tuple(new_args) if new_args is not None else None
+        clone_input = self._clones.get(key)
+        if clone_input is None:
+            clone_input = self._clones[key] = (
+                getattr(module, "inplace", False) is True or module in DISCOVERED_INPLACE
+            )
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                # A fresh node per module input: its gradient is what flows through this
+                # module only. A view is free; in-place modules need a clone, because a hook
+                # on a view that is then modified in place never fires. The hook goes on
+                # before the module runs, so it sees the gradient of the value it received.
+                # ``a[...]`` is ``aten::alias`` (every stride kept; view_as would reset those
+                # of size-1 dims, and convolutions then pick another memory format, other
+                # rounding) without the Python dispatch of ``torch.ops``.
+                tap = clone_keep_layout(a) if clone_input else a[...]
+                holder: list = [None]
+                hooked = clone_input or self.copy_all or key in self._hook_ids
+                if hooked:
+                    # The module writes into this clone: only a hook placed now sees
+                    # the gradient of the value it received.
+                    tap.register_hook(functools.partial(_store_grad, holder))
+                if new_args is None:
+                    new_args = list(args)
+                new_args[i] = tap
+                taps.append((tap, tap._version, not clone_input, holder, hooked))
+            else:
+                taps.append(None)
+        return index, inputs, taps, tuple(new_args) if new_args is not None else None
 
-    def forward_hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
+    def _finish(self, module: nn.Module, index: int, inputs: tuple, taps: list, output: Any) -> Any:
+        """A call ends: its record. Returns the output to hand on where it was replaced."""
         name = self.names[module]
-        frame = self._stacks[id(module)].pop()
-        rec = LayerRecord(name, frame.index, type(module).__name__, frame.inputs, seq=self.calls)
+        rec = LayerRecord(name, index, type(module).__name__, inputs, None, None, None, self.calls)
         self.calls += 1
         replaced = output
         if self.gradients:
             replaced = self._track_output(output)
             in_slots: list | None = [] if self.input_grads else None
-            for tap_info in frame.taps:
+            for tap_info in taps:
                 if tap_info is None:
                     in_slots.append(None)  # type: ignore[union-attr]
                     continue
@@ -225,10 +256,11 @@ class Recorder:
             rec.output = self.snapshot(replaced, module)
         else:
             rec.output = map_tensors(replaced, lambda t: self.snapshot(t, module))
-        if name not in self.records:
-            self.records[name] = []
+        calls = self.records.get(name)
+        if calls is None:
+            calls = self.records[name] = []
             self.order.append(name)
-        self.records[name].append(rec)
+        calls.append(rec)
         return replaced if replaced is not output else None
 
     def _track_output(self, output: Any) -> Any:

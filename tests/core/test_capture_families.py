@@ -200,3 +200,23 @@ def test_input_grads_false_gives_the_same_grad_cam_on_resnet18():
     (expected,) = torch.autograd.grad(out[:, 5].sum(), held[0])
     assert torch.equal(short["layer4"].grad_output, expected)
     assert_no_hooks(model)
+
+
+def test_detector_transform_record_keeps_its_image_list(image):
+    """A record whose output holds an ImageList (not a container of tensors) keeps it."""
+    from torchvision.models.detection.image_list import ImageList
+
+    model = detector(0.5)
+    with torch.no_grad():
+        expected, _targets = model.transform([image.clone()])
+    cap = actviz.capture(model, [image], ["transform", "backbone.body.1"], gradients=False)
+    images, targets = cap["transform"].output
+    assert isinstance(images, ImageList) and targets is None
+    assert images.image_sizes == expected.image_sizes == [(96, 128)]
+    assert torch.equal(images.tensors, expected.tensors)
+    # What the backbone received is the ImageList's batch tensor.
+    body = model.backbone.body
+    with torch.no_grad():
+        reference = body["1"](body["0"](expected.tensors))
+    assert torch.equal(cap["backbone.body.1"].output, reference)
+    assert_no_hooks(model)
