@@ -229,6 +229,8 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     ``ConvBlock``). Models made only of leaves get their leaves (convolutions first when
     there are many). At most ``limit`` names, spread evenly, the last leaf always kept.
 
+    A model in one wrapper (fewer than two such blocks) gets the blocks of its outermost
+    ``ModuleList`` (a Hugging Face ViT's ``vit.encoder.layer.N``) when it has two or more.
     A text model (its first module an embedding table) gets every transformer block's output
     instead (:func:`_text_blocks`: ``transformer.h.N``, ``encoder.layer.N``,
     ``model.layers.N``), up to :data:`DEFAULT_BLOCK_LIMIT`, plus the head.
@@ -244,6 +246,11 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
     if not leaves or leaves == [""]:
         return [""] if "" in tree else []
     head = leaves[-1]
+    if len(blocks) < 2:
+        # One wrapper with all inside (a Hugging Face image model's ``vit``): its list of
+        # blocks, rather than its first convolution (``vit.embeddings...projection``).
+        listed = _listed_blocks(tree)
+        blocks = listed if len(listed) >= 2 else blocks
     if len(blocks) > limit - 1:
         # Too many blocks (ResNet's 8 BasicBlocks): show the stages that group them instead.
         parents = list(dict.fromkeys(tree[b].parent or "" for b in blocks))
@@ -294,6 +301,12 @@ def _text_blocks(tree: ModuleTree) -> list[str]:
     leaves = tree.leaves()
     if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
         return []
+    return _listed_blocks(tree)
+
+
+def _listed_blocks(tree: ModuleTree) -> list[str]:
+    """The children with children of the outermost ``ModuleList``s (a transformer's
+    ``encoder.layer``, a Hugging Face CNN's ``encoder.stages``)."""
 
     def pick(node: Any) -> list[str] | None:
         inner = [c for c in node.children if not tree[c].is_leaf]

@@ -380,3 +380,36 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
     _open(win, failures, "demo")
     _check(win, failures, DEMO_TICKS, "demo")
     assert w.session.input.source == image
+
+
+def test_a_hugging_face_vit_ticks_its_blocks_and_reads_the_picture(actviz_window, tmp_path):
+    """A Hugging Face ViT (all inside one ``vit`` wrapper, a patch convolution first): its
+    encoder's blocks are ticked, not the patch projection; the picture is read with its own
+    processor, text switches away and back."""
+    import transformers
+
+    folder = tmp_path / "hf-vit"
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(
+        image_size=32, patch_size=16, hidden_size=16, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=32, num_labels=3,
+        id2label={0: "a", 1: "b", 2: "c"}, label2id={"a": 0, "b": 1, "c": 2},
+    )  # fmt: skip
+    model = transformers.ViTForImageClassification(config).eval()
+    model.save_pretrained(folder)
+    transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    blocks = [name for name, m in model.named_modules() if type(m).__name__ == "ViTLayer"]
+    assert len(blocks) == 2
+    gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
+    win, failures = _window(actviz_window, auto_run=True)
+    w = win.window
+    with win.expect_run(LOAD_MS):
+        w.load_demo()
+    win.wait_idle(LOAD_MS)
+    _open(win, failures, str(folder))
+    _check(win, failures, [*blocks, "classifier"], "hf-vit (ViTForImageClassification)")
+    assert tuple(w.session.input.value.shape) == (1, 3, 32, 32)
+    _open(win, failures, str(gpt2))
+    _open(win, failures, str(folder))
+    _check(win, failures, [*blocks, "classifier"], "hf-vit (ViTForImageClassification)")
+    assert w.session.input.source.endswith(".png")
