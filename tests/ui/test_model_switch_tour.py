@@ -137,6 +137,7 @@ def _export(win, out) -> tuple[dict, int]:
     return json.loads((out / "summary.json").read_text()), len(starts)
 
 
+@pytest.mark.slow
 def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
     bert = save_tiny_bert(tmp_path / "bert")
@@ -244,6 +245,13 @@ def test_a_text_model_opened_at_start_up_gets_a_prompt(actviz_window, tmp_path):
     win.wait_idle(LOAD_MS)
     assert failures == [] and win.banner_messages() == []
     assert w.session.input.source == "text:" + DEFAULT_PROMPT
+    # summary.json names a text input by its text, whole (a slash is no folder).
+    with win.expect_run(LOAD_MS):
+        assert w.open_input_source("text:either/or the cat")
+    win.wait_idle(LOAD_MS)
+    assert w.export_all(tmp_path / "out", wait=True)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["input"] == "text:either/or the cat" and summary["input_path"] == ""
 
 
 def test_a_live_frames_number_is_the_same_in_summary_json_and_the_window(actviz_window, tmp_path):

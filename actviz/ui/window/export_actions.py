@@ -294,9 +294,11 @@ class ExportActions:
             )
         inp = self.session.input
         source = inp.source if inp is not None and inp.source else ""
+        is_file = bool(source) and Path(source).is_file()
         return dict(
-            input_name=Path(source).name if source else "tensor",
-            input_path=source if source and Path(source).is_file() else "",
+            # A source that is no file ("text:either/or ...", "random:1x3x8x8") as it is.
+            input_name=(Path(source).name if is_file else source) or "tensor",
+            input_path=source if is_file else "",
         )
 
     def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
