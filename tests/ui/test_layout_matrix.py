@@ -31,38 +31,9 @@ DOCK_SETS = {
 TABS = ("Layers", "Overview", "Compare")
 CHANNEL = (False, True)
 
-#: (kind, pattern of the widget path): problems reported to their owners, not fixed here.
-KNOWN: tuple[tuple[str, str], ...] = (
-    # Issue point 1: after a resize or a dock opened, a layer panel's canvas keeps a pyqtgraph
-    # scene taller than the canvas (e.g. the demo at 1280x720 with the Model and Edits docks:
-    # scene 276x187 in a 276x180 canvas), so the foot of the colour bar and of the mosaic is
-    # cut (panels/canvas.py, the layer panels' layout).
-    ("scene", r"^ImageCanvas < \w*LayerPanel "),
-    ("colour bar", r"^ImageCanvas < \w*LayerPanel "),
-    ("image", r"^ImageCanvas < \w*LayerPanel "),
-    ("clipped", r"^ImageCanvas < \w*LayerPanel "),
-    # Issue point 5: with the channel view open the layer panels are squeezed (the demo's
-    # features.block1 at 1280x720 with the Model and Edits docks: 6 px tiles, no pages).
-    ("tiles", r"^LayerPanel "),
-    # The Model dock's tree and details table are wider than the dock at its default width.
-    ("view scroll bar", r"< modelDock"),
-    # The model's summary in the Model dock is cut at the bottom at 1024x640 with a second
-    # dock open (needs 56 px, has 49).
-    ("label", r"^QLabel '<b>\(model\)</b>.* < modelDock"),
-    # The channel view's "What it wants" button is 10 px narrower than its text at 1280x720
-    # with the Model and Edits docks (ui/visualize/section.py).
-    ("button", r"^QPushButton 'What it wants' < ChannelView"),
-    # At 1024x640 with the Model, Dataset and Live docks the channel view is too short: its
-    # canvas's scene is taller than the canvas (the colour bar's foot cut) and its "levels"
-    # label is cut (35 px in 32) (panels/channel_view.py).
-    ("scene", r"^ImageCanvas < ChannelView"),
-    ("colour bar", r"^ImageCanvas < ChannelView"),
-    ("label", r"^QLabel 'levels' < ChannelView"),
-    # Same state, Overview tab: the Grad-CAM panel lies sideways outside the Overview's
-    # viewport (x 327-533 in a 320-394 px viewport): one scrolls sideways to see it (the
-    # Overview's splitters, window/layout.py).
-    ("clipped", r"^ImageCanvas < OverlayPanel < overviewPage"),
-)
+#: (kind, pattern of the widget path): problems reported to their owners and not fixed yet,
+#: each with a comment saying where it comes from. Empty: the whole matrix holds.
+KNOWN: tuple[tuple[str, str], ...] = ()
 
 
 def _known(problem: LayoutProblem) -> bool:

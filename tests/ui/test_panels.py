@@ -126,11 +126,16 @@ def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv
     assert panel.activation_slot.legend.isVisible()
     assert panel.title() == "conv1 · Conv2d · 8×16×16"
     assert panel.status_label.text() == view.description
-    # The canvas asks for the height at which the mosaic fills its width (square pixels).
+    # The canvas asks for the height at which the mosaic fills its width (square pixels),
+    # as height-for-width: layouts resolve it from the width they give.
     rows, cols = tiles.image.shape
     needed = math.ceil(canvas.image_area_width() * rows / cols) + 14
-    assert canvas.minimumHeight() == max(needed, 40)
-    assert panel.minimumSizeHint().height() >= canvas.minimumHeight()
+    assert canvas.hasHeightForWidth() and canvas.sizePolicy().hasHeightForWidth()
+    assert canvas.heightForWidth(canvas.width()) == max(needed, 40, canvas.minimumHeight())
+    wider = math.ceil(canvas.image_area_width(canvas.width() + 100) * rows / cols) + 14
+    assert canvas.heightForWidth(canvas.width() + 100) == max(wider, 40)
+    assert panel.layout().hasHeightForWidth()
+    assert panel.heightForWidth(panel.width()) >= canvas.heightForWidth(canvas.width())
     assert not panel.gradient_shown()
 
 

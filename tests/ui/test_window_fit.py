@@ -245,11 +245,14 @@ def test_overview_panels_share_one_margin_and_spacing(qtbot, actviz_window, resn
     from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING
 
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
-    win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4", "fc"], size=None)
+    # 1280x720: room for each row's panels side by side (a narrower page lays them out down).
+    win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4", "fc"])
     win.run_and_wait()
     window = win.window
     window.centre.tabs.setCurrentIndex(1)
+    win.settle()
     rows, top, bottom = window.centre.overview_splitters
+    assert top.orientation() == bottom.orientation() == Qt.Orientation.Horizontal
     for splitter in (rows, top, bottom):
         assert splitter.handleWidth() == PANEL_SPACING
         assert not splitter.childrenCollapsible()

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.dataset.table import ChannelTable, LayerFigures
 from actviz.ui.panels import style
+from actviz.ui.panels.overlay import MiddleElidedComboBox
 
 #: Width the dock asks for (the table's six columns stay readable).
 PREFERRED_WIDTH = 330
@@ -102,8 +103,12 @@ class DatasetDock(QDockWidget):
         layout.addWidget(self.message_label)
         layer_row = QHBoxLayout()
         layer_row.addWidget(QLabel("Layer"))
-        self.layer_combo = QComboBox()
-        self.layer_combo.setToolTip("The scanned layer whose channels the table lists")
+        # Long names shortened in the middle, whole on hover; never widening the dock.
+        self.layer_combo = MiddleElidedComboBox()
+        self.layer_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.layer_combo.setMinimumContentsLength(10)
         self.layer_combo.currentTextChanged.connect(self._on_layer_changed)
         layer_row.addWidget(self.layer_combo, 1)
         layout.addLayout(layer_row)

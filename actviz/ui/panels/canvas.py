@@ -655,9 +655,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         """The rectangles outlined now."""
         return list(self._marked)
 
-    def image_area_width(self) -> int:
-        """Widget pixels the image may fill across: the canvas less its colour bar."""
-        width = self.width() - 2 * _CANVAS_MARGIN
+    def image_area_width(self, width: int | None = None) -> int:
+        """Widget pixels the image may fill across in a canvas ``width`` wide (default: the
+        canvas's own width): the canvas less its colour bar."""
+        width = (self.width() if width is None else int(width)) - 2 * _CANVAS_MARGIN
         if self.colorbar is not None:
             width -= _COLORBAR_WIDTH + _COLORBAR_AXIS_WIDTH + _CANVAS_SPACING
         return max(1, width)
@@ -671,15 +672,38 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         scene = scene.intersected(self.view.sceneBoundingRect())
         return QtCore.QRectF(self.mapFromScene(scene).boundingRect())
 
+    def _fits(self) -> bool:
+        return self._fit_width and self._shape is not None and self._lock_aspect
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
+        """The height at which the image fills ``width`` (``fit_width`` canvases showing an
+        aspect-locked image); otherwise the height the canvas prefers."""
+        if not self._fits():
+            return max(self.minimumHeight(), self.sizeHint().height())
+        height, image_width = self._shape[:2]
+        needed = math.ceil(self.image_area_width(width) * height / max(image_width, 1))
+        return max(needed + 2 * _CANVAS_MARGIN_V, 40, self.minimumHeight())
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt name
+        return self._fits()
+
     def _fit_height(self) -> None:
-        """``fit_width`` canvases ask for the height at which the image fills their width."""
-        if not self._fit_width or self._shape is None or not self._lock_aspect:
+        """``fit_width`` canvases ask for the height at which the image fills their width.
+
+        Through height-for-width, which layouts resolve in one pass from the width they give
+        (the Layers grid, the panel's slots and stack): a minimum height set after each resize
+        lagged one layout pass behind, and a grid laid out by height-for-width ignores it (the
+        mosaic was cut at the bottom, taller than its panel)."""
+        if not self._fit_width:
             return
-        height, width = self._shape
-        needed = math.ceil(self.image_area_width() * height / max(width, 1)) + 2 * _CANVAS_MARGIN_V
-        needed = max(needed, 40)
-        if abs(needed - self.minimumHeight()) > 1:
-            self.setMinimumHeight(needed)
+        fits = self._fits()
+        policy = self.sizePolicy()
+        if policy.hasHeightForWidth() != fits:
+            # Box and stacked layouts ask the size policy whether a child has one.
+            policy.setHeightForWidth(fits)
+            self.setSizePolicy(policy)
+        else:
+            self.updateGeometry()
 
     def _fit_colorbar(self, *_args: object) -> None:
         bar = self.colorbar
@@ -696,13 +720,26 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             return
         top = max(0.0, image.top() - cell.top())
         bottom = max(0.0, cell.bottom() - image.bottom())
+        # The margins count in the scene's minimum height: never more than the canvas holds
+        # (fitted to an image letterboxed in a scene taller than the canvas, they would keep
+        # the scene that tall).
+        room = max(0.0, self.height() - 2 * _CANVAS_MARGIN_V - 8.0)
+        if top + bottom > room:
+            scale = room / (top + bottom)
+            top, bottom = top * scale, bottom * scale
         if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
             bar.set_margins(top, bottom)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        bar = getattr(self, "colorbar", None)
+        if bar is not None and event.size().height() < event.oldSize().height():
+            # The bar's margins (which make it span the letterboxed image) are part of the
+            # scene's minimum height: margins fitted to a taller canvas would keep the scene
+            # taller than the canvas, cutting the image and the bar. The view's resize fits
+            # them again.
+            bar.set_margins(0.0, 0.0)
         super().resizeEvent(event)
         if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
-            self._fit_height()
             self.resized.emit()
             # A size set while this event was being handled (the fitted height, the layout
             # answering it) can leave pyqtgraph's scene at the previous size: the image then
@@ -713,6 +750,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         if self.closed or not self.isVisible():
             return
         if self.ci.geometry().size().toSize() != self.size():
+            if self.colorbar is not None:
+                self.colorbar.set_margins(0.0, 0.0)  # see resizeEvent
             super().resizeEvent(QtGui.QResizeEvent(self.size(), self.size()))
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802 - Qt name

@@ -18,6 +18,8 @@ from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
 
+#: Below this width the view shows the activation above the gradient, not beside it.
+NARROW_VIEW_PX = 480
 #: Opacity of the activation over the input picture when the overlay is on.
 OVERLAY_OPACITY = 0.6
 #: Keys that step to the previous (-1) / next (+1) channel while the view has focus.
@@ -170,6 +172,8 @@ class ChannelView(PanelBase):
         self.content.addLayout(self._build_controls())
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(6)
+        self._columns = row
+        self._narrow = False
         self._act_box, self.activation_canvas, self._act_caption, self.activation_levels = (
             self._column("activation")
         )
@@ -316,6 +320,25 @@ class ChannelView(PanelBase):
         self._show_stats()
         self._show_summary()
         self.channel_changed.emit(name, self.channel)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        narrow = event.size().width() < NARROW_VIEW_PX
+        if narrow != self._narrow:
+            # Side by side, each column's level controls ("levels", two numbers, "to",
+            # "auto") and image would be cut in a narrow view: one above the other instead.
+            self._narrow = narrow
+            self._columns.setDirection(
+                QtWidgets.QBoxLayout.Direction.TopToBottom
+                if narrow
+                else QtWidgets.QBoxLayout.Direction.LeftToRight
+            )
+            self.updateGeometry()  # the layout item around the view caches its old hints
+
+    def is_narrow(self) -> bool:
+        """Whether the activation is shown above the gradient (a view under
+        :data:`NARROW_VIEW_PX` wide) rather than beside it."""
+        return self._narrow
 
     def add_section(self, widget: QtWidgets.QWidget) -> None:
         """Add ``widget`` under the images, above the statistics (e.g. the dataset's top-k)."""

@@ -23,6 +23,12 @@ logger = logging.getLogger(__name__)
 MIN_PANEL_HEIGHT = 220
 #: A panel of mosaics may be this low: its canvases ask for the height their width needs.
 MIN_MAPS_PANEL_HEIGHT = 120
+#: Below this width a panel stacks its activation over its gradient (and its read-outs).
+NARROW_PANEL_PX = 300
+#: A panel's least width, its sides stacked (one canvas, the page buttons).
+NARROW_MIN_PX = 150
+#: The width a panel prefers (two canvases of 240 px side by side), whatever its arrangement.
+PREFERRED_PANEL_PX = 500
 #: The "edited: ..." badge is shortened with "…" past this width (its tooltip has it all).
 EDIT_BADGE_MAX_PX = 260
 
@@ -299,6 +305,45 @@ class _ViewSlot(QtWidgets.QWidget):
             self.context_requested.emit(loc, screen)
 
 
+class _BadgeLabel(QtWidgets.QLabel):
+    """The "edited: ..." badge: shortened with "…" to the width it gets (at most
+    :data:`EDIT_BADGE_MAX_PX`), so a long edit never widens its panel beyond a narrow column
+    (a plain label's minimum width is its whole text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._full = ""
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Preferred
+        )
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self.updateGeometry()
+        self._elide()
+
+    def _padding(self) -> int:
+        return self.width() - self.contentsRect().width()
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        hint = super().sizeHint()
+        width = self.fontMetrics().horizontalAdvance(self._full) + 12
+        return QtCore.QSize(min(width, EDIT_BADGE_MAX_PX), hint.height())
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(min(60, self.sizeHint().width()), super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        room = max(1, self.contentsRect().width() - 8)  # the style sheet's side padding
+        shown = self.fontMetrics().elidedText(self._full, QtCore.Qt.TextElideMode.ElideRight, room)
+        if shown != self.text():
+            self.setText(shown)
+
+
 class LayerPanel(PanelBase):
     """One layer of the grid: its activation and, beside it, its gradient magnitude.
 
@@ -354,6 +399,7 @@ class LayerPanel(PanelBase):
         self._build_edit_bar()
 
         row = QtWidgets.QHBoxLayout()
+        self._sides = row
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(6)
         self.activation_slot = _ViewSlot("activation", style.BAR_POSITIVE)
@@ -364,6 +410,7 @@ class LayerPanel(PanelBase):
         row.addWidget(self.gradient_slot, 1)
         self.content.addLayout(row, 1)
         bottom = QtWidgets.QHBoxLayout()
+        self._readouts = bottom
         bottom.setContentsMargins(0, 0, 0, 0)
         bottom.setSpacing(2)
         self.status_label = style.readout_label()
@@ -372,6 +419,7 @@ class LayerPanel(PanelBase):
         self.page_bar = self._build_page_bar()
         bottom.addWidget(self.page_bar)
         self.content.addLayout(bottom)
+        self._narrow = False
 
         for slot in (self.activation_slot, self.gradient_slot):
             slot.hovered.connect(self._on_slot_hovered)
@@ -397,7 +445,7 @@ class LayerPanel(PanelBase):
         # The badge goes on the read-out line at the bottom (see __init__): beside the title
         # it would squeeze a long layer name to nothing, and a line of its own would change
         # the panel's height.
-        self.edit_badge = QtWidgets.QLabel()
+        self.edit_badge = _BadgeLabel()
         self.edit_badge.setStyleSheet(
             f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
         )
@@ -478,11 +526,7 @@ class LayerPanel(PanelBase):
         if text == self._edited:
             return
         self._edited = text
-        metrics = self.edit_badge.fontMetrics()
-        shown = metrics.elidedText(
-            f"edited: {text}", QtCore.Qt.TextElideMode.ElideRight, EDIT_BADGE_MAX_PX
-        )
-        self.edit_badge.setText(shown if text else "")
+        self.edit_badge.set_full_text(f"edited: {text}" if text else "")
         self.edit_badge.setToolTip(text)
         self.edit_badge.setVisible(bool(text))
         self.update()  # the frame colour
@@ -562,6 +606,34 @@ class LayerPanel(PanelBase):
             painter.setPen(QtGui.QPen(QtGui.QColor(style.EDITED), 2))
             painter.drawRect(QtCore.QRectF(self.rect()).adjusted(1, 1, -1, -1))
 
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._set_narrow(event.size().width() < NARROW_PANEL_PX)
+
+    def _set_narrow(self, narrow: bool) -> None:
+        """Side by side (activation | gradient; badge, read-out, pages on one line) in a wide
+        panel; one above the other in a narrow one (the column beside the channel view), so
+        the panel's least width is one canvas, not two plus every read-out."""
+        if narrow == self._narrow:
+            return
+        self._narrow = narrow
+        down, across = (
+            QtWidgets.QBoxLayout.Direction.TopToBottom,
+            QtWidgets.QBoxLayout.Direction.LeftToRight,
+        )
+        self._sides.setDirection(down if narrow else across)
+        self._readouts.setDirection(down if narrow else across)
+        left = QtCore.Qt.AlignmentFlag.AlignLeft
+        for widget in (self.edit_badge, self.page_bar):
+            self._readouts.setAlignment(widget, left if narrow else QtCore.Qt.AlignmentFlag(0))
+        # The grid keeps the height-for-width it asked this panel for at this width (cached
+        # by the layout item): the other arrangement needs another height.
+        self.updateGeometry()
+
+    def is_narrow(self) -> bool:
+        """Whether the sides are stacked (the panel is under :data:`NARROW_PANEL_PX` wide)."""
+        return self._narrow
+
     def set_minimum_panel_height(self, height: int) -> None:
         """The least height of the panel; its canvases may ask for more (mosaics do)."""
         if height != self._min_height:
@@ -572,7 +644,15 @@ class LayerPanel(PanelBase):
         # A hint, not setMinimumHeight: an explicit minimum would hide the layout's own
         # (a mosaic's height follows its width) from the grid around the panel.
         hint = super().minimumSizeHint()
-        return QtCore.QSize(hint.width(), max(hint.height(), self._min_height))
+        # The width does not depend on the sides' arrangement, which follows the width: a
+        # least width that grew as the sides went side by side could make a grid column
+        # narrower again, and the panel would switch back and forth.
+        width = hint.width() if self._narrow else min(hint.width(), NARROW_MIN_PX)
+        return QtCore.QSize(max(width, NARROW_MIN_PX), max(hint.height(), self._min_height))
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        hint = super().sizeHint()
+        return QtCore.QSize(max(hint.width(), PREFERRED_PANEL_PX), hint.height())
 
     def mosaic_width(self) -> int:
         """Screen pixels the activation mosaic fills across (0 before the panel is laid out)."""

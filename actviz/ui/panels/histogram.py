@@ -7,6 +7,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
+from actviz.ui.panels.overlay import MiddleElidedComboBox
 from actviz.ui.panels.plot_panel import PlotPanel
 
 
@@ -26,8 +27,8 @@ class HistogramPanel(PlotPanel):
         super().__init__("Histogram", "value", "count", parent)
         row = QtWidgets.QHBoxLayout()
         row.addWidget(style.caption_label("layer"))
-        self.layer_combo = QtWidgets.QComboBox()
-        self.layer_combo.setToolTip("The layer whose values the histogram counts")
+        # Long names shortened in the middle ("features…block1.conv"), whole on hover.
+        self.layer_combo = MiddleElidedComboBox()
         self.layer_combo.setMaxVisibleItems(20)
         self.layer_combo.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -16,6 +17,33 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.tree.model import format_shape
+
+#: A column of the details table is never shortened below this width.
+MIN_COLUMN_PX = 36
+
+
+def _shrink_to(wanted: list[int], room: int, floor: int) -> list[int]:
+    """Widths for columns that want ``wanted`` pixels in ``room``: as wanted when they fit,
+    else the widest shortened first (each no narrower than ``floor``)."""
+    widths = list(wanted)
+    excess = sum(widths) - room
+    while excess > 0:
+        widest = max(range(len(widths)), key=lambda c: widths[c])
+        others = [w for c, w in enumerate(widths) if c != widest]
+        target = max(floor, max(others, default=floor), widths[widest] - excess)
+        if target >= widths[widest]:  # every column at the floor or equal: shorten evenly
+            step = max(1, excess // len(widths))
+            shrinkable = [c for c in range(len(widths)) if widths[c] > floor]
+            if not shrinkable:
+                break
+            for c in shrinkable:
+                cut = min(step, widths[c] - floor, excess)
+                widths[c] -= cut
+                excess -= cut
+            continue
+        excess -= widths[widest] - target
+        widths[widest] = target
+    return widths
 
 
 class ModuleDetails(QWidget):
@@ -33,9 +61,50 @@ class ModuleDetails(QWidget):
         self.table.setHorizontalHeaderLabels(["Name", "Kind", "Shape", "dtype", "L2 norm"])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        # Columns are fitted to the table's width (see fit_columns): a dock never scrolls
+        # sideways; a shortened cell ("features…weight", "torch…32") has its text as tooltip.
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setMinimumSectionSize(MIN_COLUMN_PX)
+        header.setStretchLastSection(False)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.table.viewport().installEventFilter(self)  # its width: columns follow it
         layout.addWidget(self.table, 1)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_columns()
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._fit_header()
+
+    def _fit_header(self) -> None:
+        # A wrapped label's minimum height is not its height at the width it has: ask for
+        # that height, or a short details pane cuts the summary's last line.
+        needed = self.header.heightForWidth(max(1, self.header.width()))
+        if needed > 0 and needed != self.header.minimumHeight():
+            self.header.setMinimumHeight(needed)
+
+    def fit_columns(self) -> None:
+        """Give each column the width its contents need; when they do not all fit the table,
+        shorten the widest ones (in the middle, down to :data:`MIN_COLUMN_PX`) instead of
+        scrolling sideways."""
+        table = self.table
+        header = table.horizontalHeader()
+        room = table.viewport().width()
+        count = table.columnCount()
+        if room <= 0 or count == 0:
+            return
+        wanted = [max(table.sizeHintForColumn(c), header.sectionSizeHint(c)) for c in range(count)]
+        widths = _shrink_to(wanted, room, MIN_COLUMN_PX)
+        # The last column takes what is left (set here: a stretched last section keeps the
+        # header's default width when that is more).
+        widths[-1] = max(MIN_COLUMN_PX, room - sum(widths[:-1]))
+        for c, width in enumerate(widths):
+            header.resizeSection(c, width)
 
     def show_node(self, node: Any | None) -> None:
         """Show a :class:`~actviz.core.tree.ModuleNode` (None clears)."""
@@ -54,6 +123,7 @@ class ModuleDetails(QWidget):
         if node.extra_repr:
             lines.append(f"<span style='color:#5f6368'>{node.extra_repr}</span>")
         self.header.setText("<br>".join(lines))
+        self._fit_header()
         rows = [("parameter", p) for p in node.parameters] + [("buffer", b) for b in node.buffers]
         self.table.setRowCount(len(rows))
         for r, (kind, info) in enumerate(rows):
@@ -61,7 +131,10 @@ class ModuleDetails(QWidget):
             values = [info.name, kind + frozen, format_shape(info.shape) or "scalar", info.dtype,
                       f"{info.norm:.4g}"]  # fmt: skip
             for c, text in enumerate(values):
-                self.table.setItem(r, c, QTableWidgetItem(text))
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.table.setItem(r, c, item)
+        self.fit_columns()
 
     def row_texts(self) -> list[list[str]]:
         """The table's cells (tests and accessibility)."""

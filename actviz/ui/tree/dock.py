@@ -82,8 +82,12 @@ class ModelDock(QDockWidget):
         self.tree_view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.tree_view.customContextMenuRequested.connect(self._on_tree_context_menu)
         self.tree_view.selectionModel().currentChanged.connect(self._on_tree_current_changed)
+        # Long names are shortened in the middle ("layer4…conv2"): their start and their
+        # end tell modules apart; the row's tooltip has the whole name.
+        self.tree_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.tree_view.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        header.setMinimumSectionSize(24)
         header.resizeSection(0, 170)
         header.resizeSection(1, 110)
         header.resizeSection(2, 90)
@@ -106,6 +110,8 @@ class ModelDock(QDockWidget):
         # A model set before the window is shown is fitted once the tree has its real width.
         self._fit_pending = False
         self.tree_view.installEventFilter(self)
+        # The viewport narrows when the vertical scroll bar comes: the columns follow.
+        self.tree_view.viewport().installEventFilter(self)
 
     # -- called by the window ------------------------------------------------------------------
     def show_model(self) -> None:
@@ -121,6 +127,8 @@ class ModelDock(QDockWidget):
         """A run's tree (output shapes, call counts): refresh the rows and the details."""
         self.tree_model.update_tree(tree)
         self.show_current_details()
+        if self.tree_view.isVisible():
+            self.fit_columns()  # output shapes and call counts widen their column
 
     def fit_name_column(self, max_fraction: float = NAME_COLUMN_MAX_FRACTION) -> int:
         """Widen the Name column to its visible contents, at most ``max_fraction`` of the view.
@@ -137,7 +145,43 @@ class ModelDock(QDockWidget):
         size = min(max(wanted, NAME_COLUMN_MIN_PX), cap)
         view.header().resizeSection(0, size)
         self._fit_pending = False
-        return size
+        self.fit_columns()
+        return view.header().sectionSize(0)
+
+    def fit_columns(self) -> None:
+        """Fit the columns to the tree's width: no sideways scrolling in a narrow dock.
+
+        The Name column keeps its fitted width; Type, Output shape and Params follow at the
+        width their contents need, the last one shown taking what is left. Params, then
+        Output shape, are hidden when they do not fit (the details under the tree show both);
+        with Type alone still too wide, Name gives way down to :data:`NAME_COLUMN_MIN_PX` and
+        Type is shortened.
+        """
+        view = self.tree_view
+        header = view.header()
+        room = view.viewport().width()
+        if room <= 0 or header.count() < 4:
+            return
+        name = header.sectionSize(0)
+        wanted = {
+            c: max(view.sizeHintForColumn(c), header.sectionSizeHint(c)) + 6 for c in (1, 2, 3)
+        }
+        shown = [1, 2, 3]
+        while len(shown) > 1 and name + sum(wanted[c] for c in shown) > room:
+            shown.pop()
+        for c in (2, 3):
+            header.setSectionHidden(c, c not in shown)
+        if name + sum(wanted[c] for c in shown) > room:
+            name = max(min(name, NAME_COLUMN_MIN_PX), room - wanted[1])
+            header.resizeSection(0, min(name, room - 24))
+        header.setStretchLastSection(True)
+        for c in shown[:-1]:
+            header.resizeSection(c, wanted[c])
+        last = shown[-1]
+        header.resizeSection(
+            last,
+            max(24, room - header.sectionSize(0) - sum(header.sectionSize(c) for c in shown[:-1])),
+        )
 
     def tree_context_menu(self, name: str | None) -> QMenu:
         """The module tree's context menu for row ``name`` (built, not shown)."""
@@ -174,15 +218,18 @@ class ModelDock(QDockWidget):
         self.tree_model.detach()
         # A filter left on the view can be called while the dock's Python side is torn down.
         self.tree_view.removeEventFilter(self)
+        self.tree_view.viewport().removeEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
         if (
-            watched is self.tree_view
-            and self._fit_pending
+            watched in (self.tree_view, self.tree_view.viewport())
             and event.type() in (QEvent.Type.Show, QEvent.Type.Resize)
             and self.tree_view.isVisible()
         ):
-            self.fit_name_column()
+            if self._fit_pending:
+                self.fit_name_column()
+            else:
+                self.fit_columns()
         return super().eventFilter(watched, event)
 
     # -- slots ---------------------------------------------------------------------------------

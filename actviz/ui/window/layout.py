@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -35,6 +36,8 @@ from actviz.ui.window.banner import MessageBanner
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
 PREFERRED_SIZE = QSize(1360, 820)
+#: The Layers tab's panel column is never narrower than this beside the channel view.
+LAYERS_MIN_WIDTH = 180
 #: Share of the screen's available area the window may take at most.
 SCREEN_FRACTION = 0.9
 
@@ -114,8 +117,11 @@ def build_centre(window: QMainWindow) -> Centre:
 def _layers_tab() -> dict[str, Any]:
     # Scrollable grid of LayerPanels | the clicked channel, large.
     splitter = QSplitter(Qt.Orientation.Horizontal)
-    scroll = QScrollArea()
+    scroll = _LayersScroll()
     scroll.setWidgetResizable(True)
+    # Beside the channel view the panels keep one narrow column's width (a panel stacks its
+    # sides below NARROW_PANEL_PX): the splitter would squeeze them to a sliver otherwise.
+    scroll.setMinimumWidth(LAYERS_MIN_WIDTH)
     # Mosaic heights follow their widths and page sizes follow the widths: a scroll bar that
     # came and went with the height would change the widths back and forth.
     scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
@@ -185,12 +191,51 @@ def _overview_tab() -> dict[str, Any]:
     box = QVBoxLayout(content)
     box.setContentsMargins(*[PAGE_MARGIN] * 4)
     box.addWidget(rows)
-    page = QScrollArea()
+    page = _OverviewPage((top, bottom))
     page.setObjectName("overviewPage")
     page.setWidgetResizable(True)
     page.setFrameShape(QFrame.Shape.NoFrame)
     page.setWidget(content)
     return dict(overview_tab=page, overview_splitters=(rows, top, bottom), **panels)
+
+
+class _LayersScroll(QScrollArea):
+    """The Layers tab's scroll area; says when its viewport's width changes (the grid's
+    column count follows it: one column beside the channel view, two on a wide screen)."""
+
+    viewport_resized = Signal(int)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self.viewport_resized.emit(self.viewport().width())
+
+
+class _OverviewPage(QScrollArea):
+    """The Overview's scrolling page: its rows of panels turn into columns when the page is
+    too narrow for three panels side by side (docks open on a small screen), so it scrolls
+    down, never sideways with a panel out of view."""
+
+    def __init__(self, rows: tuple[QSplitter, ...]) -> None:
+        super().__init__()
+        self._rows = rows
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self.fit_rows(event.size().width())
+
+    def fit_rows(self, width: int) -> None:
+        """Lay each row across when ``width`` holds its panels' least widths, else down."""
+        spare = 2 * PAGE_MARGIN + self.verticalScrollBar().sizeHint().width() + 2
+        for row in self._rows:
+            across = Qt.Orientation.Horizontal
+            needed = sum(
+                max(row.widget(i).minimumSizeHint().width(), row.widget(i).minimumWidth())
+                for i in range(row.count())
+            )
+            needed += row.handleWidth() * max(0, row.count() - 1) + spare
+            wanted = across if width >= needed else Qt.Orientation.Vertical
+            if row.orientation() != wanted:
+                row.setOrientation(wanted)
 
 
 def _splitter(orientation: Qt.Orientation) -> QSplitter:

@@ -39,6 +39,8 @@ from actviz.workspace.session import Session
 MAPS_PANEL_MIN_HEIGHT = 300
 #: Share of the Layers tab's width the channel view takes when it opens.
 CHANNEL_VIEW_SHARE = 0.62
+#: From this width of the Layers tab's viewport on, the layer panels go in two columns.
+TWO_COLUMNS_PX = 1300
 #: Layer panels updated per event-loop pass when a result arrives.
 PANELS_PER_PASS = 1
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes).
@@ -699,7 +701,15 @@ class ResultDisplay:
 
     def _layout_panels(self, order: Sequence[str]) -> None:
         while self.layers_grid.count():
-            self.layers_grid.takeAt(0)
+            widget = self.layers_grid.itemAt(0).widget()
+            if widget is not None:
+                # removeWidget deletes the layout item: a widget whose old item is still
+                # alive (takeAt hands it to Python) is never tied to its new one, whose
+                # cached height-for-width then never hears of the widget's changes (a panel
+                # re-laid out at another width kept the height of its old arrangement).
+                self.layers_grid.removeWidget(widget)
+            else:
+                self.layers_grid.takeAt(0)
         self.layers_placeholder.setVisible(not order)
         if not order:
             self.layers_grid.addWidget(self.layers_placeholder, 0, 0)

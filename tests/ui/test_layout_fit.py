@@ -1,0 +1,149 @@
+"""Layouts that follow the room they get: canvases whose scene keeps the canvas's size, layer
+panels and the channel view that stack their sides when narrow, Overview rows that go down
+on a narrow page, a Model dock that never scrolls sideways. The whole window over sizes,
+docks and tabs: test_layout_matrix.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from actviz.testing.layout import layout_problems
+
+
+def _settle(widget, rounds: int = 6) -> None:
+    for _ in range(rounds):
+        QApplication.processEvents()
+
+
+def test_canvas_scene_follows_the_canvas_down_after_a_tall_image(qtbot):
+    from actviz.ui.panels.canvas import ImageCanvas
+
+    canvas = ImageCanvas(passive=True)
+    qtbot.addWidget(canvas)
+    canvas.set_image(np.random.default_rng(0).random((16, 64), dtype=np.float32), (0.0, 1.0))
+    canvas.resize(300, 600)  # the wide image letterboxed in a tall canvas: wide bar margins
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    _settle(canvas)
+    assert sum(canvas.colorbar.margins) > 300
+    canvas.resize(300, 90)
+    _settle(canvas)
+    scene = canvas.ci.geometry().size().toSize()
+    assert (scene.width(), scene.height()) == (300, 90)
+    assert canvas.image_rect_on_screen().bottom() <= 90
+
+
+def test_a_mosaic_canvas_asks_its_height_for_the_width_it_gets(qtbot):
+    from actviz.ui.panels.canvas import ImageCanvas
+
+    canvas = ImageCanvas(passive=True, fit_width=True)
+    qtbot.addWidget(canvas)
+    assert not canvas.hasHeightForWidth()  # no image yet: nothing to fit
+    canvas.set_image(np.zeros((30, 60), np.float32), (0.0, 1.0))
+    assert canvas.hasHeightForWidth() and canvas.sizePolicy().hasHeightForWidth()
+    small, large = canvas.heightForWidth(200), canvas.heightForWidth(400)
+    # Half as high as the image area is wide (the colour bar takes its share of the width).
+    assert large - small == pytest.approx(100, abs=1)
+    assert small == pytest.approx(canvas.image_area_width(200) / 2 + 14, abs=1)
+
+
+@pytest.mark.parametrize("width, narrow", [(250, True), (620, False)])
+def test_layer_panel_stacks_its_sides_when_narrow(qtbot, width, narrow):
+    from actviz.display.mosaic import mosaic
+    from actviz.display.views import layer_view
+    from actviz.ui.panels.feature_map import NARROW_MIN_PX, LayerPanel
+
+    x = torch.randn(1, 8, 12, 12, generator=torch.Generator().manual_seed(0))
+    panel = LayerPanel("features.block1.conv", module_type="Conv2d")
+    qtbot.addWidget(panel)
+    view = layer_view(x)
+    panel.set_activation(view, mosaic(view.data))
+    panel.set_gradient(layer_view(x.abs()), mosaic(layer_view(x.abs()).data))
+    panel.set_edit_badge("ablate ch 0, 1, 2, 3, 4, 5 and a long description of it")
+    panel.resize(width, 400)
+    panel.show()
+    qtbot.waitExposed(panel)
+    _settle(panel)
+    assert panel.is_narrow() == narrow
+    assert panel.minimumSizeHint().width() == NARROW_MIN_PX  # whatever the arrangement
+    act = panel.activation_slot.image_canvas
+    grad = panel.gradient_slot.image_canvas
+    if narrow:
+        assert (
+            grad.mapTo(panel, grad.rect().topLeft()).y()
+            > act.mapTo(panel, act.rect().bottomLeft()).y()
+        )
+        assert panel.heightForWidth(width) >= act.heightForWidth(act.width()) * 2
+    else:
+        assert (
+            grad.mapTo(panel, grad.rect().topLeft()).x()
+            > act.mapTo(panel, act.rect().topRight()).x()
+        )
+    # The long badge is shortened to the room it has, the whole edit on hover.
+    assert (
+        panel.edit_badge.text().endswith("…") and "long description" in panel.edit_badge.toolTip()
+    )
+    assert panel.edit_badge.width() <= panel.width()
+
+
+def test_channel_view_stacks_its_columns_when_narrow(qtbot):
+    from actviz.ui.panels.channel_view import NARROW_VIEW_PX, ChannelView
+
+    view = ChannelView()
+    qtbot.addWidget(view)
+    data = np.random.default_rng(0).random((16, 16), dtype=np.float32)
+    view.set_channel("conv1", 0, data, data, channels=4)
+    view.resize(NARROW_VIEW_PX + 200, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    _settle(view)
+    assert not view.is_narrow()
+    view.resize(340, 640)
+    _settle(view)
+    assert view.is_narrow()
+    act, grad = view.activation_canvas, view.gradient_canvas
+    assert (
+        grad.mapTo(view, grad.rect().topLeft()).y() > act.mapTo(view, act.rect().bottomLeft()).y()
+    )
+    assert not [p for p in layout_problems(view) if "ChannelView" in p.widget]
+
+
+def test_overview_rows_go_down_when_the_page_is_narrow(actviz_window):
+    win = actviz_window(size=(1280, 720))
+    page = win.window.centre.overview_tab
+    _rows, top, bottom = win.window.centre.overview_splitters
+    page.fit_rows(300)
+    assert top.orientation() == bottom.orientation() == Qt.Orientation.Vertical
+    page.fit_rows(1800)
+    assert top.orientation() == bottom.orientation() == Qt.Orientation.Horizontal
+
+
+def test_module_details_fit_a_narrow_dock(qtbot):
+    from actviz.core.tree import module_tree
+    from actviz.ui.tree.details import ModuleDetails, _shrink_to
+
+    assert _shrink_to([100, 80, 60], 500, 36) == [100, 80, 60]
+    assert sum(_shrink_to([100, 80, 60, 50, 70], 300, 36)) == 300
+    assert _shrink_to([100, 80, 60], 60, 36) == [36, 36, 36]  # never below the floor
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.BatchNorm2d(64))
+    details = ModuleDetails()
+    qtbot.addWidget(details)
+    details.resize(210, 260)
+    details.show()
+    qtbot.waitExposed(details)
+    details.show_node(module_tree(model)["1"])  # parameters and buffers: five rows
+    _settle(details)
+    table = details.table
+    assert table.rowCount() == 5
+    assert table.horizontalScrollBar().maximum() == 0
+    header = table.horizontalHeader()
+    assert sum(header.sectionSize(c) for c in range(5)) == table.viewport().width()
+    assert table.item(0, 0).toolTip() == table.item(0, 0).text()
+    # The summary above the table is never cut at the bottom.
+    label = details.header
+    assert label.height() >= label.heightForWidth(label.width())
