@@ -86,17 +86,43 @@ class LiveRig:
             capture(self.model, self.frames[i % self.n_frames : i % self.n_frames + 1], self.layers)
         return time.perf_counter() - t0
 
+    def wait_frames(self, target: int, timeout_s: float) -> bool:
+        """Run the event loop until ``target`` frames were shown, woken by each frame: a
+        polling timer (every 2 ms) would take GUI time from the frames it measures."""
+        from PySide6.QtCore import QEventLoop, QTimer
+
+        live = self.live
+        if live.frames_shown >= target:
+            return True
+        loop = QEventLoop()
+
+        def check(*_args: object) -> None:
+            if live.frames_shown >= target:
+                loop.quit()
+
+        timer = QTimer()
+        timer.setSingleShot(True)
+        timer.timeout.connect(loop.quit)
+        live.frame_changed.connect(check)
+        timer.start(int(timeout_s * 1000))
+        try:
+            loop.exec()
+        finally:
+            live.frame_changed.disconnect(check)
+            timer.stop()
+        return live.frames_shown >= target
+
     def live_block(self, count: int, probe: LagProbe | None, timeout_s: float) -> float:
         """Seconds for ``count`` live frames in steady state (first frame after play excluded)."""
         live = self.live
         start_frames = live.frames_shown
         live.play()
-        ok = wait_until(lambda: live.frames_shown >= start_frames + 1, timeout_s)
+        ok = self.wait_frames(start_frames + 1, timeout_s)
         if probe is not None:
             probe.start()
         t0 = time.perf_counter()
         first = live.frames_shown
-        ok = ok and wait_until(lambda: live.frames_shown >= first + count, timeout_s)
+        ok = ok and self.wait_frames(first + count, timeout_s)
         dt = time.perf_counter() - t0
         if probe is not None:
             probe.stop()
