@@ -16,10 +16,16 @@ sides finish with the same ``views.grad_cam``.
   <= 1.3).
 
 All of them measure the library's default: glibc's allocator as the process found it
-(:func:`actviz.tune_allocator` not called).
+(:func:`actviz.tune_allocator` not called). The rows also count minor page faults per run:
+the memory a capture keeps (every record, every gradient) is returned to the OS when the
+capture is freed, so the next capture touches fresh pages again; a bare pass reuses what it
+freed. Those faults are part of the per-call figure and of the ratio with gradients.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 import torchvision
@@ -183,11 +189,35 @@ def overheads(pairs: int = 15, small_size: int = 224, fixed_size: int = 32) -> d
     )
     return {
         "rows": [fixed, per_call, all_grad],
+        # (bare, actviz) minor page faults per run, counted apart from the timed runs
+        "faults": {
+            "per_call": (
+                minor_faults(bare_small),
+                minor_faults(lambda: capture(small, xs, None, gradients=False)),
+            ),
+            "all_grad": (
+                minor_faults(bare_small_grad),
+                minor_faults(lambda: capture(small, xs, None)),
+            ),
+        },
         "capture_fixed_ms": fixed.test_ms - fixed.base_ms,
         "capture_per_call_us": (per_call.test_ms - per_call.base_ms) / calls * 1e3,
         "capture_small_all_ratio": all_grad.ratio,
         "calls": calls,
     }
+
+
+def minor_faults(fn: Callable[[], object], runs: int = 3) -> float:
+    """Minor page faults of this process per call of ``fn`` (NaN where it cannot be read)."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return math.nan
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(runs):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / runs
 
 
 def print_overheads(results: dict) -> None:
@@ -200,6 +230,12 @@ def print_overheads(results: dict) -> None:
         f"{results['capture_per_call_us']:.1f} ({results['calls']} calls), "
         f"capture_small_all_ratio {results['capture_small_all_ratio']:.3f}"
     )
+    faults = results.get("faults", {})
+    if faults:
+        print(
+            "minor page faults per run (bare / actviz): "
+            + ", ".join(f"{k} {b:.0f} / {a:.0f}" for k, (b, a) in faults.items())
+        )
 
 
 def print_table(results: dict) -> None:

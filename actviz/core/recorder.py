@@ -86,9 +86,11 @@ class Recorder:
         self.retry_needed = False
         self.copy_all = False
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
-        # Looked up once: a WeakSet's ``in`` makes a weak reference per call.
-        self._copy_ids = {id(m) for m in names if m in NEEDS_COPY}
-        self._hook_ids = self._copy_ids | {id(m) for m in names if m in NEEDS_GRAD_HOOK}
+        # Looked up once, iterating the (small) sets: ``module in WeakSet`` makes a weak
+        # reference per test.
+        self._copy_ids = {id(m) for m in NEEDS_COPY if m in names}
+        self._hook_ids = self._copy_ids | {id(m) for m in NEEDS_GRAD_HOOK if m in names}
+        self._inplace_ids = {id(m) for m in DISCOVERED_INPLACE if m in names}
         self._started: dict[int, int] = {}  # calls begun per module: the next call's index
         # Per module: whether its tensor inputs are cloned (it writes into them).
         self._clones: dict[int, bool] = {}
@@ -194,9 +196,7 @@ class Recorder:
         new_args = None
         clone_input = self._clones.get(key)
         if clone_input is None:
-            clone_input = self._clones[key] = (
-                getattr(module, "inplace", False) is True or module in DISCOVERED_INPLACE
-            )
+            clone_input = self._clones[key] = _inplace(module) or key in self._inplace_ids
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.requires_grad:
                 # A fresh node per module input: its gradient is what flows through this
@@ -277,6 +277,21 @@ class Recorder:
 
         rebuilt = map_tensors(output, fix_tracked)
         return rebuilt if changed else output
+
+
+def _inplace(module: nn.Module) -> bool:
+    """Whether ``module.inplace`` is True (where it has such an attribute)."""
+    # An instance attribute in nearly every module that has one: a plain dict lookup, not
+    # Module.__getattr__'s slow miss (an exception) on every other module.
+    value = module.__dict__.get("inplace", _NOT_SET)
+    if value is _NOT_SET:
+        value = getattr(type(module), "inplace", False)  # a class attribute
+        if hasattr(value, "__get__"):  # a property or other descriptor: ask the instance
+            value = getattr(module, "inplace", False)
+    return value is True
+
+
+_NOT_SET = object()
 
 
 def _fix_output(t: torch.Tensor) -> torch.Tensor:

@@ -16,3 +16,4 @@ def test_overheads_report_every_figure(capsys):
     capture_bench.print_overheads(r)
     out = capsys.readouterr().out
     assert "capture_fixed_ms" in out and "mobilenet_v3_small 32 px: all" in out
+    assert "page faults" in out and all(len(v) == 2 for v in r["faults"].values())
