@@ -112,8 +112,9 @@ class ModelState:
         self.saved.put_back()
 
 
-#: Buffer copies are kept per model for its next capture up to this size (most models hold a
-#: few KiB of BatchNorm statistics); larger buffers are copied afresh each time.
+#: Buffer copies (a saved copy and a scratch one) are kept per model for its next capture up
+#: to this size in all (most models hold a few KiB of BatchNorm statistics); larger buffers
+#: are copied afresh each time.
 KEEP_COPIES_BYTES = 64 * 2**20
 
 
@@ -188,7 +189,7 @@ class _SavedBuffers:
             or [t.data_ptr() for t in tensors] != kept.ptrs
         ):
             kept = cls(tensors)
-            if sum(t.numel() * t.element_size() for t in tensors) <= KEEP_COPIES_BYTES:
+            if 2 * sum(t.numel() * t.element_size() for t in tensors) <= KEEP_COPIES_BYTES:
                 try:
                     _KEPT[model] = kept
                 except TypeError:
