@@ -302,12 +302,21 @@ def _wrappable(module: nn.Module) -> bool:
     compiled on its own. It keeps PyTorch's fast call path and makes no handles: a few
     microseconds less per hooked call.
     """
-    return not (
-        module._forward_hooks
-        or module._backward_hooks
-        or module._backward_pre_hooks
-        or getattr(module, "_compiled_call_impl", None) is not None
-    )
+    d = module.__dict__  # dictionary lookups: cheaper than attribute lookups on a Module
+    try:
+        return not (
+            d["_forward_hooks"]
+            or d["_backward_hooks"]
+            or d["_backward_pre_hooks"]
+            or d.get("_compiled_call_impl") is not None
+        )
+    except KeyError:  # hook dictionaries kept elsewhere than Module.__init__ puts them
+        return not (
+            module._forward_hooks
+            or module._backward_hooks
+            or module._backward_pre_hooks
+            or getattr(module, "_compiled_call_impl", None) is not None
+        )
 
 
 def _global_hooks() -> bool:
