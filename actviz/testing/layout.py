@@ -9,7 +9,7 @@ would see cut:
 * a label whose text is wider than the label (a plain ``QLabel``, or an
   :class:`~actviz.ui.panels.style.ElidedLabel` shortened without "…" or a tooltip), a
   word-wrapped label whose lines do not fit its height, a button whose text does not fit;
-* a dock with a horizontal scroll bar;
+* a dock with a horizontal scroll bar, or a tab's page scrolling sideways;
 * a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen without a page control.
 
 Tests call it after putting the window in a state (a size, docks, a tab)::
@@ -56,7 +56,7 @@ class LayoutProblem:
     kind
         "image", "colour bar", "scene", "clipped", "label", "button", "dock scroll bar" (a
         dock's content scrolls sideways), "view scroll bar" (a list, table or tree in a dock
-        does) or "tiles".
+        does), "page scroll bar" (a tab's page does) or "tiles".
     widget
         Where: the widget's path from its dock, panel or tab (see :func:`widget_path`).
     detail
@@ -125,6 +125,7 @@ def layout_problems(window: QWidget) -> list[LayoutProblem]:
     problems += _label_problems(window)
     problems += _button_problems(window)
     problems += _dock_problems(window)
+    problems += _page_problems(window)
     problems += _tile_problems(window)
     return problems
 
@@ -338,6 +339,35 @@ def _dock_problems(window: QWidget) -> list[LayoutProblem]:
                 kind = "dock scroll bar" if isinstance(area, QScrollArea) else "view scroll bar"
                 out.append(LayoutProblem(kind, widget_path(area), what))
     return out
+
+
+def _page_problems(window: QWidget) -> list[LayoutProblem]:
+    """A tab's page (a resizable scroll area outside the docks) scrolling sideways: whatever
+    lies right of its viewport is out of view, cut at the edge."""
+    out = []
+    for area in window.findChildren(QScrollArea):
+        if not _showing(area) or not area.widgetResizable() or _in_dock(area):
+            continue
+        bar = area.horizontalScrollBar()
+        if bar.isVisible() and bar.maximum() > 0:
+            out.append(
+                LayoutProblem(
+                    "page scroll bar",
+                    widget_path(area),
+                    f"content {area.widget().width()} px wide in a "
+                    f"{area.viewport().width()} px wide page ({bar.maximum()} px out of view)",
+                )
+            )
+    return out
+
+
+def _in_dock(widget: QWidget) -> bool:
+    parent = widget.parentWidget()
+    while parent is not None:
+        if isinstance(parent, QDockWidget):
+            return True
+        parent = parent.parentWidget()
+    return False
 
 
 def _tile_problems(window: QWidget) -> list[LayoutProblem]:

@@ -147,3 +147,51 @@ def test_module_details_fit_a_narrow_dock(qtbot):
     # The summary above the table is never cut at the bottom.
     label = details.header
     assert label.height() >= label.heightForWidth(label.width())
+
+
+def test_compare_tab_fits_a_narrow_page_without_scrolling_sideways(qtbot):
+    from PySide6.QtWidgets import QScrollArea
+
+    from actviz.ui.compare.view import CompareView
+
+    page = QScrollArea()
+    qtbot.addWidget(page)
+    page.setWidgetResizable(True)
+    view = CompareView()
+    page.setWidget(view)
+    page.resize(1200, 600)
+    page.show()
+    qtbot.waitExposed(page)
+    _settle(page)
+    assert not view._bar_split
+    assert view.top_splitter.orientation() == Qt.Orientation.Horizontal
+    page.resize(380, 600)
+    _settle(page)
+    assert view._bar_split  # the source and Compare on a second line
+    assert view.top_splitter.orientation() == Qt.Orientation.Vertical
+    assert page.horizontalScrollBar().maximum() == 0
+    assert not [p for p in layout_problems(page) if p.kind in ("page scroll bar", "button")]
+    button = view.compare_button
+    assert button.mapTo(page, button.rect().topRight()).x() <= page.viewport().width()
+
+
+def test_the_check_finds_a_page_scrolling_sideways(qtbot):
+    from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+
+    window = QWidget()
+    qtbot.addWidget(window)
+    page = QScrollArea(window)
+    page.setWidgetResizable(True)
+    wide = QWidget()
+    wide.setMinimumWidth(800)
+    page.setWidget(wide)
+    QVBoxLayout(window).addWidget(page)
+    window.resize(300, 200)
+    window.show()
+    qtbot.waitExposed(window)
+    _settle(window)
+    found = [p for p in layout_problems(window) if p.kind == "page scroll bar"]
+    assert len(found) == 1 and "800 px wide" in found[0].detail
+    wide.setMinimumWidth(100)
+    _settle(window)
+    assert not [p for p in layout_problems(window) if p.kind == "page scroll bar"]

@@ -69,6 +69,7 @@ class SimilarityChart(PlotPanel):
             f'<span style="color:{DIVERGENCE_COLOUR}">&#9474; first divergence</span>'
         )
         self.key_label.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.key_label.setWordWrap(True)  # two lines in a narrow tab, never a sideways scroll
         self.content.insertWidget(0, self.key_label)
         self.cosine_curve = _series(COSINE_COLOUR, "o", "cosine similarity")
         self.distance_curve = _series(DISTANCE_COLOUR, "s", "relative L2 distance")

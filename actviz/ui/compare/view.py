@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.compare.chart import SimilarityChart
 from actviz.ui.panels import style
@@ -38,6 +38,10 @@ class DifferencePanel(LayerPanel):
     def hover_text(self, loc) -> str:  # noqa: ANN001 - the panel's location type is private
         """``ch 3  (x=1, y=2)  A−B 0.120  |A−B| 0.120``."""
         return super().hover_text(loc).replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
+
+
+#: Below this width of the tab the similarity chart goes above the predictions table.
+NARROW_TAB_PX = 560
 
 
 class CompareView(QtWidgets.QWidget):
@@ -71,6 +75,12 @@ class CompareView(QtWidgets.QWidget):
         outer.setContentsMargins(*[style.PAGE_MARGIN] * 4)
         outer.setSpacing(style.PAGE_MARGIN)
         outer.addLayout(self._source_bar())
+        # The bar's second half (the source's own row and Compare) goes under the first when
+        # the tab is too narrow for one line (docks open on a small screen).
+        self._bar_second = QtWidgets.QHBoxLayout()
+        self._bar_second.setSpacing(6)
+        outer.addLayout(self._bar_second)
+        self._bar_split = False
         self.message_label = QtWidgets.QLabel("")
         self.message_label.setWordWrap(True)
         self.message_label.setTextInteractionFlags(
@@ -131,8 +141,10 @@ class CompareView(QtWidgets.QWidget):
 
     def _source_bar(self) -> QtWidgets.QHBoxLayout:
         bar = QtWidgets.QHBoxLayout()
+        self._bar = bar
         bar.setSpacing(6)
-        bar.addWidget(QtWidgets.QLabel("Compare the latest run (A) with"))
+        self._bar_label = QtWidgets.QLabel("Compare the latest run (A) with")
+        bar.addWidget(self._bar_label)
         self.source_combo = QtWidgets.QComboBox()
         for key, text in SOURCES:
             self.source_combo.addItem(text, key)
@@ -147,13 +159,13 @@ class CompareView(QtWidgets.QWidget):
         self.pin_combo.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
-        self.pin_combo.setMinimumContentsLength(18)
+        self.pin_combo.setMinimumContentsLength(10)
         self.pin_combo.setToolTip("Pin results with Run > Pin this result (Ctrl+P)")
         self.source_stack.addWidget(self._page(self.pin_combo))
 
         self.input_combo = QtWidgets.QComboBox()
         self.input_combo.setEditable(True)
-        self.input_combo.setMinimumContentsLength(18)
+        self.input_combo.setMinimumContentsLength(10)
         self.input_combo.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -182,6 +194,47 @@ class CompareView(QtWidgets.QWidget):
         self.compare_button.clicked.connect(self.compare_requested)
         bar.addWidget(self.compare_button)
         return bar
+
+    def event(self, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.ParentChange and self.parentWidget() is not None:
+            # In the tab's page the view is never narrower than its minimum, so the room
+            # there is the viewport's width: the bar follows the viewport.
+            self.parentWidget().installEventFilter(self)
+        return super().event(event)
+
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
+        if watched is self.parentWidget() and event.type() == QtCore.QEvent.Type.Resize:
+            self._fit_bar(self.parentWidget().width())
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        parent = self.parentWidget()
+        self._fit_bar(parent.width() if parent is not None else event.size().width())
+
+    def _fit_bar(self, width: int) -> None:
+        needed = (
+            self._bar_label.minimumSizeHint().width()
+            + self.source_combo.minimumSizeHint().width()
+            + self.source_stack.minimumSizeHint().width()
+            + self.compare_button.minimumSizeHint().width()
+            + 4 * 6
+            + 24
+        )
+        # The chart above the predictions (not beside them) where both would not fit across.
+        across = width >= NARROW_TAB_PX
+        wanted = QtCore.Qt.Orientation.Horizontal if across else QtCore.Qt.Orientation.Vertical
+        if self.top_splitter.orientation() != wanted:
+            self.top_splitter.setOrientation(wanted)
+        split = width < needed
+        if split == self._bar_split:
+            return
+        self._bar_split = split
+        source, target = (self._bar, self._bar_second) if split else (self._bar_second, self._bar)
+        for widget, stretch in ((self.source_stack, 1), (self.compare_button, 0)):
+            source.removeWidget(widget)
+            target.addWidget(widget, stretch)
+        self.updateGeometry()
 
     @staticmethod
     def _page(*widgets: QtWidgets.QWidget, stretch: int = -1) -> QtWidgets.QWidget:
