@@ -20,6 +20,7 @@ off. The questions are attributes (``ask_restore``, ``ask_pin_captures``,
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,30 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
 
 
+class _Report:
+    """One File > Export report: its file, its job and the generation it runs as now.
+
+    The job may be submitted again (a later run made it stale before it began); whichever
+    submission begins first claims it, so the file is written once.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.job: Callable[..., Any] | None = None
+        self.gen = -1
+        self.claimed = False
+        #: (info, error) once the job ended.
+        self.outcome: tuple[Any, BaseException | None] | None = None
+        self._lock = threading.Lock()
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self.claimed:
+                return False
+            self.claimed = True
+            return True
+
+
 @dataclass
 class _Opening:
     """A session being opened, step by step (read, checked, model opened, prepared)."""
@@ -170,6 +195,8 @@ class SessionsFeature(FeatureBase, QObject):
     session_opened = Signal(str)
     session_failed = Signal(str)
     report_written = Signal(str)
+    #: A report's job ended (on the worker's thread): see :meth:`_resume_reports`.
+    _report_ended = Signal()
 
     name = "sessions"
 
@@ -198,12 +225,17 @@ class SessionsFeature(FeatureBase, QObject):
         signals.cancelled.connect(self._on_job_cancelled)
         signals.progress.connect(lambda _gen, text: host.show_status(text))
         #: Reports are written on the window's capture worker (one model, one worker: scan
-        #: sheets measure receptive fields on the model), by generation.
-        self._reports: dict[int, Path] = {}
+        #: sheets measure receptive fields on the model, a transformer's attention is
+        #: recorded on it), by generation. A run submitted after a report makes its
+        #: generation stale, and the worker then reports nothing of it: see
+        #: :meth:`_resume_reports`.
+        self._reports: dict[int, _Report] = {}
         cs = host.worker.signals
         cs.finished.connect(self._on_report_finished)
         cs.errored.connect(self._on_report_errored)
         cs.cancelled.connect(self._on_report_cancelled)
+        cs.started.connect(self._resume_reports)
+        self._report_ended.connect(self._resume_reports)
         self._build_menu()
 
     # ========================================================================== menus
@@ -273,10 +305,7 @@ class SessionsFeature(FeatureBase, QObject):
         return generation in self._reports
 
     def is_busy(self) -> bool:
-        # A report superseded by a run (its file is still written) reports nothing: forget it.
-        stale = [g for g in self._reports if self.host.worker.is_stale(g)]
-        for gen in stale:
-            del self._reports[gen]
+        self._resume_reports()
         return bool(self._jobs) or bool(self._reports) or self._opening is not None
 
     def cancel(self) -> bool:
@@ -589,21 +618,64 @@ class SessionsFeature(FeatureBase, QObject):
         parts = self.host.report_parts()
         self.host.show_status(f"Writing the report {out.name}…")
 
+        report = _Report(out)
+
         def job(_stop: Any, progress: Callable[[str], None]) -> Any:
             from actviz.io.report import write_result_report
+
+            if not report.claim():  # an earlier submission of it began after all
+                return None
 
             def pages(done: int, total: int, what: str) -> None:
                 progress(f"Report: {what} ({done}/{total})")
 
-            extra = {k: v() if callable(v) else v for k, v in parts.items()}
-            return write_result_report(result, out, progress=pages, **kwargs, **extra)
+            # Runs on the capture worker, so the report's own passes over the model
+            # (attention maps, scan sheets) never overlap a run's or a live frame's capture.
+            try:
+                extra = {k: v() if callable(v) else v for k, v in parts.items()}
+                info = write_result_report(result, out, progress=pages, **kwargs, **extra)
+            except Exception as exc:
+                report.outcome = (None, exc)
+                raise
+            else:
+                report.outcome = (info, None)
+                return info
+            finally:
+                self._report_ended.emit()
 
-        gen = self.host.worker.submit(job, supersede=False)
-        self._reports[gen] = out
+        report.job = job
+        self._submit_report(report)
         self.host.refresh_busy()
         if wait:
-            self._wait(lambda: gen not in self._reports)
+            self._wait(lambda: report.gen not in self._reports)
         return True
+
+    def _submit_report(self, report: _Report) -> None:
+        self._reports.pop(report.gen, None)
+        report.gen = self.host.worker.submit(report.job, supersede=False)
+        self._reports[report.gen] = report
+
+    def _resume_reports(self, _gen: int = 0) -> None:
+        """Reports a later run made stale: the worker says nothing of a stale job.
+
+        One that had not begun is skipped by the worker: submit it again (it then runs
+        after the run). One that ended stale: say so from its outcome. A current one is
+        reported by the worker's own signals.
+        """
+        if self._closed:
+            return
+        worker = self.host.worker
+        for report in list(self._reports.values()):
+            if not worker.is_stale(report.gen):
+                continue
+            if not report.claimed:
+                self._submit_report(report)
+            elif report.outcome is not None:
+                info, error = report.outcome
+                if error is not None:
+                    self._on_report_errored(report.gen, error)
+                else:
+                    self._on_report_finished(report.gen, info)
 
     def _on_report_finished(self, gen: int, info: Any) -> None:
         if self._reports.pop(gen, None) is None:
