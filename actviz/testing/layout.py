@@ -8,7 +8,8 @@ would see cut:
   widgets around it (sideways out of its scroll area's viewport);
 * a label whose text is wider than the label (a plain ``QLabel``, or an
   :class:`~actviz.ui.panels.style.ElidedLabel` shortened without "…" or a tooltip), a
-  word-wrapped label whose lines do not fit its height, a button whose text does not fit;
+  word-wrapped label whose lines do not fit its height, a button whose text does not fit,
+  a table cell shortened without a tooltip;
 * a dock with a horizontal scroll bar, or a tab's page scrolling sideways;
 * a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen without a page control.
 
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QRadioButton,
     QScrollArea,
+    QTableView,
     QToolButton,
     QWidget,
 )
@@ -56,7 +58,8 @@ class LayoutProblem:
     kind
         "image", "colour bar", "scene", "clipped", "label", "button", "dock scroll bar" (a
         dock's content scrolls sideways), "view scroll bar" (a list, table or tree in a dock
-        does), "page scroll bar" (a tab's page does) or "tiles".
+        does), "page scroll bar" (a tab's page does), "cell" (a table cell shortened
+        without a tooltip) or "tiles".
     widget
         Where: the widget's path from its dock, panel or tab (see :func:`widget_path`).
     detail
@@ -126,6 +129,7 @@ def layout_problems(window: QWidget) -> list[LayoutProblem]:
     problems += _button_problems(window)
     problems += _dock_problems(window)
     problems += _page_problems(window)
+    problems += _cell_problems(window)
     problems += _tile_problems(window)
     return problems
 
@@ -338,6 +342,47 @@ def _dock_problems(window: QWidget) -> list[LayoutProblem]:
                 # content scrolling sideways: its columns can be resized by the user.
                 kind = "dock scroll bar" if isinstance(area, QScrollArea) else "view scroll bar"
                 out.append(LayoutProblem(kind, widget_path(area), what))
+    return out
+
+
+def _cell_problems(window: QWidget) -> list[LayoutProblem]:
+    """Table cells in view whose text is wider than their column (drawn shortened) with no
+    tooltip saying it whole."""
+    out = []
+    for table in window.findChildren(QTableView):
+        if not _showing(table) or table.model() is None:
+            continue
+        model, metrics = table.model(), table.fontMetrics()
+        viewport = table.viewport().rect()
+        for row in range(min(model.rowCount(), 200)):
+            if table.isRowHidden(row):
+                continue
+            for col in range(model.columnCount()):
+                if table.isColumnHidden(col):
+                    continue
+                index = model.index(row, col)
+                rect = table.visualRect(index)
+                if not rect.intersects(viewport) or table.columnSpan(row, col) > 1:
+                    continue
+                text = index.data(Qt.ItemDataRole.DisplayRole)
+                if not isinstance(text, str) or not text.strip():
+                    continue
+                room = rect.width() - 2 * (
+                    table.style().pixelMetric(
+                        table.style().PixelMetric.PM_FocusFrameHMargin, None, table
+                    )
+                    + 1
+                )
+                needed = metrics.horizontalAdvance(text)
+                if needed > room + SLACK and not index.data(Qt.ItemDataRole.ToolTipRole):
+                    out.append(
+                        LayoutProblem(
+                            "cell",
+                            widget_path(table),
+                            f"{text[:40]!r} needs {needed} px, its column has {room} px "
+                            "(shortened, no tooltip)",
+                        )
+                    )
     return out
 
 

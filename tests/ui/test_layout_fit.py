@@ -195,3 +195,23 @@ def test_the_check_finds_a_page_scrolling_sideways(qtbot):
     wide.setMinimumWidth(100)
     _settle(window)
     assert not [p for p in layout_problems(window) if p.kind == "page scroll bar"]
+
+
+def test_the_check_finds_a_number_cut_in_a_table_cell(qtbot):
+    from PySide6.QtWidgets import QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+    window = QWidget()
+    qtbot.addWidget(window)
+    table = QTableWidget(1, 2)
+    QVBoxLayout(window).addWidget(table)
+    table.setItem(0, 0, QTableWidgetItem("94.8123456 %"))
+    table.setItem(0, 1, QTableWidgetItem("ok"))
+    table.setColumnWidth(0, 30)
+    window.resize(300, 200)
+    window.show()
+    qtbot.waitExposed(window)
+    _settle(window)
+    found = [p for p in layout_problems(window) if p.kind == "cell"]
+    assert len(found) == 1 and "'94.8123456 %'" in found[0].detail
+    table.item(0, 0).setToolTip("94.8123456 %")  # shortened, but said whole on hover
+    assert not [p for p in layout_problems(window) if p.kind == "cell"]
