@@ -2,7 +2,9 @@
 
 Run under a real X server or Xvfb for real fonts (``xvfb-run -s "-screen 0 1920x1080x24"
 python tools/screenshots.py``); ``QT_QPA_PLATFORM=offscreen`` also works. Writes
-``resources/screenshot-{layers,channel,overview}-{W}x{H}.png``; user settings are not touched.
+``resources/screenshot-{layers,channel,overview,ablation,ablation-overview,compare}-{W}x{H}.png``
+(each tab; the Model dock open, the Edits dock with the ablation); user settings are not
+touched.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QSettings, QTimer
 
 from actviz.ui.explore import ensure_app
-from actviz.ui.live.dock import install_live_mode
 from actviz.ui.window.main_window import MainWindow
 
 OUT = Path(__file__).resolve().parents[1] / "resources"
@@ -38,7 +39,6 @@ def shoot(width: int, height: int, folder: Path) -> list[Path]:
     app = ensure_app()
     settings = QSettings(str(folder / f"actviz-{width}.ini"), QSettings.Format.IniFormat)
     window = MainWindow(settings=settings)
-    install_live_mode(window)
     window.resize(width, height)
     window.show()
     finished: list[int] = []
@@ -63,7 +63,7 @@ def shoot(width: int, height: int, folder: Path) -> list[Path]:
     grab("channel")
     window.channel_view.close_requested.emit()
     count = len(finished)
-    window.tabs.setCurrentWidget(window.overview_tab)  # re-runs for the saliency
+    window.centre.tabs.setCurrentWidget(window.centre.overview_tab)  # re-runs for the saliency
     _wait(app, lambda: len(finished) > count)
     grab("overview")
     window.close()
@@ -85,19 +85,20 @@ def shoot_ablation(width: int, height: int, folder: Path) -> list[Path]:
     window.load_demo()
     _wait(app, lambda: bool(finished))
     maps = [n for n in window.result.shown if window.result.layers[n].mosaic is not None]
+    pin = window.pin_result()  # the unedited run, compared with below
     count = len(finished)
-    window.whatif.add_edit(maps[1], ablate([0, 3]))
+    window.features["whatif"].add_edit(maps[1], ablate([0, 3]))
     _wait(app, lambda: len(finished) > count)
     window.layer_panels[maps[1]].set_selected_channels([0, 3])
     window.layer_panels[maps[-1]].difference_button.setChecked(True)
     paths = []
     for tab, name in (
-        (window.layers_splitter, "ablation"),
-        (window.overview_tab, "ablation-overview"),
+        (window.centre.layers_splitter, "ablation"),
+        (window.centre.overview_tab, "ablation-overview"),
     ):
         count = len(finished)
-        window.tabs.setCurrentWidget(tab)
-        if tab is window.overview_tab:
+        window.centre.tabs.setCurrentWidget(tab)
+        if tab is window.centre.overview_tab:
             _wait(app, lambda c=count: len(finished) > c)  # re-runs for the saliency
         window.flush_panel_updates()
         for _ in range(20):
@@ -105,6 +106,17 @@ def shoot_ablation(width: int, height: int, folder: Path) -> list[Path]:
         path = OUT / f"screenshot-{name}-{width}x{height}.png"
         window.grab().save(str(path))
         paths.append(path)
+    # The Compare tab: the ablated run against the pinned unedited one.
+    compare = window.features["compare"]
+    compared: list[int] = []
+    compare.compare_finished.connect(lambda *_: compared.append(1))
+    window.compare_with_pin(pin)
+    _wait(app, lambda: bool(compared))
+    window.centre.tabs.setCurrentWidget(compare.page)
+    _wait(app, lambda: not compare.diff_panels_pending(), 20_000)
+    path = OUT / f"screenshot-compare-{width}x{height}.png"
+    window.grab().save(str(path))
+    paths.append(path)
     window.close()
     return paths
 
