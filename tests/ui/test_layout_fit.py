@@ -215,3 +215,21 @@ def test_the_check_finds_a_number_cut_in_a_table_cell(qtbot):
     assert len(found) == 1 and "'94.8123456 %'" in found[0].detail
     table.item(0, 0).setToolTip("94.8123456 %")  # shortened, but said whole on hover
     assert not [p for p in layout_problems(window) if p.kind == "cell"]
+
+
+def test_module_details_hide_the_table_of_a_module_without_parameters(qtbot):
+    from actviz.core.tree import module_tree
+    from actviz.ui.tree.details import ModuleDetails
+
+    tree = module_tree(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(3, 2)))
+    details = ModuleDetails()
+    qtbot.addWidget(details)
+    details.show()
+    qtbot.waitExposed(details)
+    details.show_node(tree[""])  # the container: no parameters of its own
+    assert "0 own parameters" in details.header.text()
+    assert details.table.isHidden()
+    details.show_node(tree["1"])
+    assert not details.table.isHidden() and details.table.rowCount() == 2
+    details.show_node(None)
+    assert details.table.isHidden()

@@ -55,6 +55,8 @@ class ModuleDetails(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.header = QLabel("Select a module to see its parameters.")
         self.header.setWordWrap(True)
+        # At the top of the pane also when the table under it is hidden.
+        self.header.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.header)
         self.table = QTableWidget(0, 5)
@@ -111,6 +113,7 @@ class ModuleDetails(QWidget):
         self.table.setRowCount(0)
         if node is None:
             self.header.setText("Select a module to see its parameters.")
+            self.table.setVisible(False)
             return
         mode = "train mode" if node.training else "eval mode"
         lines = [
@@ -125,6 +128,9 @@ class ModuleDetails(QWidget):
         self.header.setText("<br>".join(lines))
         self._fit_header()
         rows = [("parameter", p) for p in node.parameters] + [("buffer", b) for b in node.buffers]
+        # No parameters of its own (a container, the model itself): no empty table under the
+        # summary, which says "0 own parameters".
+        self.table.setVisible(bool(rows))
         self.table.setRowCount(len(rows))
         for r, (kind, info) in enumerate(rows):
             frozen = "" if kind == "buffer" or info.requires_grad else " (frozen)"
