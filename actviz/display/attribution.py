@@ -158,6 +158,16 @@ def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any
             "recorded no gradient at the model's input embedding."
         )
     if grad is None:
+        x = first_tensor(inputs)
+        if x is not None and x.is_floating_point():
+            # A float input gets no gradient when the run stopped the backward before it (a
+            # run made with no saliency view shown) or when the output does not depend on it.
+            return (
+                "No input gradient in this run: it did not differentiate back to the input "
+                "(press Run with a saliency view shown), or the output does not depend on it."
+            )
+        if x is not None:
+            return "No input gradient: the input is not a float tensor."
         return "No input gradient: the input is not a float tensor or nothing depends on it."
     if grad.dim() not in (3, 4) or image is None:
         return f"Saliency needs an image-like input; this one is {tuple(grad.shape)}."

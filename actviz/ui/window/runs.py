@@ -280,9 +280,14 @@ class RunControl:
             and request is not None
             and not request.input_grads
         ):
-            self.window.centre.saliency_panel.set_message("Computing saliency…")
             if self.auto_run:
+                self.window.centre.saliency_panel.set_message("Computing saliency…")
                 self.schedule_run()
+            else:  # nothing runs by itself: say what makes the map
+                self.window.centre.saliency_panel.set_message(
+                    "The last run did not differentiate back to the input: press Run to "
+                    "compute the saliency (the input gradient)."
+                )
 
     def sync_target_combo(self, rebuild: bool = False, output: object = None) -> None:
         """Show the session's target in the toolbar (``rebuild``: list the model's classes)."""
