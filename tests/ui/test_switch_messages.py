@@ -4,9 +4,13 @@ and the rows a smaller model's prediction panel no longer uses."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from actviz.io.input_fit import DEFAULT_PROMPT
 from tests.ui.tiny_models import TinyCNN
+
+LOAD_MS = 120_000
 
 
 def _layers_tab_run(actviz_window, **kwargs):
@@ -48,3 +52,27 @@ def test_overview_saliency_without_auto_run_says_why_it_is_missing(actviz_window
     assert "not a float tensor" not in text
     assert "Computing" not in text  # nothing computes it without auto-run
     assert "Run" in text and "input gradient" in text
+
+
+def test_a_typed_input_that_fails_during_a_model_switch_stays_said(actviz_window, tmp_path):
+    pytest.importorskip("transformers")
+    from tests.io.hf_tiny import save_tiny_gpt2
+
+    gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"not a picture at all")
+    win = actviz_window(auto_run=True)
+    w = win.window
+    with win.expect_run(LOAD_MS):
+        w.load_demo()
+    win.wait_idle(LOAD_MS)
+    # The picture typed while GPT-2 opens waits for it, fails, and the demo's picture does
+    # not fit GPT-2 either: the model's prompt is shown instead.
+    with win.expect_run(LOAD_MS):
+        assert w.open_model_source(str(gpt2))
+        assert w.open_input_source(str(bad))
+    win.wait_idle(LOAD_MS)
+    assert w.session.input.source == "text:" + DEFAULT_PROMPT
+    said = [m for m in win.banner_messages() if "broken.png" in m]
+    assert len(said) == 1, win.banner_messages()
+    assert "could not be opened" in said[0] and "instead" in said[0]

@@ -128,6 +128,9 @@ class FileOpening:
         #: Inputs a newly opened model could not take, by kind ("text", "image", "tensor"),
         #: given back when a model that takes them is opened.
         self._kept_inputs: dict[str, Any] = {}
+        #: The input the user asked for last and why it did not open (None: it did); the input put
+        #: in its place says so, since opening that one clears the error.
+        self._input_failure: tuple[str, str] | None = None
         actions.open_model_action.triggered.connect(self._on_open_model_triggered)
         actions.open_input_action.triggered.connect(self._on_open_input_triggered)
         actions.sample_combo.activated.connect(self._on_sample_activated)
@@ -480,7 +483,10 @@ class FileOpening:
                 return None, kept
         source = natural_input_source(loaded, self.samples)
         if source is None:
-            self.show_warning(f"The input does not fit {loaded.name} ({why}): open an input.")
+            failed = self._take_input_failure(loaded)
+            self.show_warning(
+                f"{failed}The input does not fit {loaded.name} ({why}): open an input."
+            )
             return None, None
         self._note_input_swap(loaded, why, source)
         return InputRequest(source, remember=False, quiet=True), None
@@ -512,11 +518,20 @@ class FileOpening:
     def _note_input_swap(self, loaded: Any, why: str, shown: str) -> None:
         shown = shown.removeprefix("text:")
         name = Path(shown).name if Path(shown).is_file() else shown
+        failed = self._take_input_failure(loaded)
         text = (
-            f"The input does not fit {loaded.name} ({why}): showing {name!r} instead; "
+            f"{failed}The input does not fit {loaded.name} ({why}): showing {name!r} instead; "
             "the previous input comes back when a model that takes it is opened."
         )
-        self.banner.set_messages("input", [("info", text)])
+        self.banner.set_messages("input", [("warning" if failed else "info", text)])
+
+    def _take_input_failure(self, loaded: Any) -> str:
+        """The sentence naming the input the user asked for that did not open ("" when none)."""
+        failure, self._input_failure = self._input_failure, None
+        if failure is None:
+            return ""
+        name, reason = failure
+        return f"{name} could not be opened for {loaded.name}: {reason}. "
 
     # ========================================================================== input loads
     def _request_input(self, request: InputRequest) -> None:
@@ -586,9 +601,11 @@ class FileOpening:
         else:
             text = f"Could not open input {request.source!r}: {describe_error(error)}"
             self.show_error(text, details=error_details(error))
+            self._input_failure = (short_source(request.source), describe_error(error).rstrip("."))
         self._refresh_busy(text)
         self.window.input_load_failed.emit(text)
         self._refit_input()
+        self._input_failure = None  # said by the input put in its place, or not needed
         self._run_if_due()
 
     def _on_input_load_cancelled(self, gen: int) -> None:
