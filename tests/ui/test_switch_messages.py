@@ -76,3 +76,29 @@ def test_a_typed_input_that_fails_during_a_model_switch_stays_said(actviz_window
     said = [m for m in win.banner_messages() if "broken.png" in m]
     assert len(said) == 1, win.banner_messages()
     assert "could not be opened" in said[0] and "instead" in said[0]
+
+
+class _ThreeClasses(TinyCNN):
+    """TinyCNN with a 3-class head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 3)
+
+
+def test_a_model_with_fewer_classes_leaves_no_old_label_in_the_prediction_panel(actviz_window):
+    from PySide6.QtWidgets import QLabel
+
+    torch.manual_seed(0)
+    categories = [f"old class {i}" for i in range(5)]
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "fc"])
+    w = win.window
+    w.set_model(w.session.model, layers=["conv1", "fc"], categories=categories)
+    win.run_and_wait()
+    panel = w.centre.prediction_panel
+    assert len(panel.predictions()) == 5 and "old class" in " ".join(panel.row_texts())
+    win.set_model(_ThreeClasses().eval(), layers=["conv1", "fc"])
+    win.run_and_wait()
+    assert len(panel.predictions()) == 3
+    texts = [lab.text() + lab.toolTip() for lab in panel.findChildren(QLabel)]
+    assert not [t for t in texts if "old class" in t], texts

@@ -86,6 +86,15 @@ class _Row:
         for widget in self.widgets():
             widget.setVisible(visible)
 
+    def empty(self) -> None:
+        """Hide the row and forget its prediction (a model with fewer classes leaves it
+        unused: it must not keep the previous model's labels)."""
+        self.set_visible(False)
+        for label in (self.index, self.label, self.percent):
+            label.setText("")
+        self.label.setToolTip("")
+        self.bar.set_value(0.0, style.BAR_POSITIVE)
+
 
 class PredictionPanel(PanelBase):
     """Top-k predictions: class index, label, a bar for the probability, and the percentage.
@@ -144,7 +153,7 @@ class PredictionPanel(PanelBase):
             self._rows.append(_Row(self._grid, len(self._rows)))
         for position, row in enumerate(self._rows):
             if position >= len(self._data):
-                row.set_visible(False)
+                row.empty()
                 continue
             index, label, probability = self._data[position]
             row.index.setText(str(index))
