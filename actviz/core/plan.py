@@ -6,7 +6,10 @@ MobileNetV3-small's 209 modules the walk and the leaf test took ~0.3 ms per capt
 only changes when a module is added, removed or replaced, so the walk is kept per model and
 checked before each use: every module's child dictionary is compared with the one seen when
 the plan was made (one C-level dictionary comparison per module). The same children under the
-same names in every module give the same ``named_modules()``.
+same names in every module give the same ``named_modules()``, up to order: a child deleted
+and put back under its own name moves to the end of its parent's children unnoticed, which
+only changes the order of the leaves and the positions that decide which in-place modules run
+out of place (the recorder's version checks keep values exact either way).
 
 A plan holds no strong reference to any module (weak references and proxies only), so keeping
 it for a model never keeps that model, or any part of it, alive.
