@@ -102,3 +102,26 @@ def test_a_model_with_fewer_classes_leaves_no_old_label_in_the_prediction_panel(
     assert len(panel.predictions()) == 3
     texts = [lab.text() + lab.toolTip() for lab in panel.findChildren(QLabel)]
     assert not [t for t in texts if "old class" in t], texts
+
+
+def test_the_live_docks_stats_start_over_with_another_model(actviz_window):
+    from actviz.testing import RUN_TIMEOUT_MS
+    from actviz.ui.live.frames import TensorFrames
+
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "fc"])
+    win.run_and_wait(flush=False)
+    live_feature = win.window.features["live"]
+    live = live_feature.controller
+    live.set_source(TensorFrames(torch.randn(6, 3, 16, 16), "clip"))
+    live.set_speed(60)
+    live.play()
+    win.qtbot.waitUntil(lambda: live.frames_shown >= 2, timeout=RUN_TIMEOUT_MS)
+    stats = live_feature.dock.stats_label
+    assert "capture" in stats.text() and "frames" in stats.text()
+    win.set_model(_ThreeClasses().eval(), layers=["conv1", "fc"])
+    win.qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
+    win.settle()
+    # Nothing of the old model's frames: no capture time, no frame count but zero.
+    assert "capture" not in stats.text() and "ms" not in stats.text(), stats.text()
+    assert live.status().frames == 0 and live.status().dropped == 0

@@ -399,6 +399,10 @@ class LiveController(QObject):
             self.source = None
             self.player.set_length(1)
             self.source_changed.emit("")
+        # The read-outs measured the old model: they start over with the new one.
+        self.frames_shown, self.last_timing, self.coalescer.dropped = 0, None, 0
+        self.rate.reset()
+        self._emit_status()
 
     # ------------------------------------------------------------------ transport
     def play(self) -> None:
