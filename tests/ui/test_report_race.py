@@ -81,3 +81,35 @@ def test_a_report_started_during_a_run_never_captures_beside_it(actviz_window, t
     text = out.read_text()
     assert "blocks.0" in text and "data:image/png;base64," in text
     assert 'id="sequence"' in text  # the report recorded the attention maps on the model
+
+
+def test_a_report_started_during_live_playback_never_captures_beside_a_frame(
+    actviz_window, tmp_path
+):
+    from actviz.testing import RUN_TIMEOUT_MS
+    from actviz.ui.live.frames import TensorFrames
+
+    model, probe = _vit()
+    win = actviz_window()
+    win.set_model(model, layers=["blocks.0", "blocks.1"])
+    win.set_input(torch.randn(1, 3, 32, 32))
+    win.run_and_wait()
+    live = win.window.features["live"].controller
+    live.set_source(TensorFrames(torch.randn(8, 3, 32, 32), "clip"))
+    live.set_speed(60)
+    win.qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
+    probe.most = probe.calls = 0
+    live.play()
+    win.qtbot.waitUntil(lambda: live.frames_shown >= 2, timeout=RUN_TIMEOUT_MS)
+    sessions = win.feature("sessions")
+    out = tmp_path / "live.html"
+    with win.qtbot.waitSignal(sessions.report_written, timeout=120_000):
+        assert sessions.export_report(out)
+    win.qtbot.waitUntil(lambda: live.frames_shown >= 4, timeout=RUN_TIMEOUT_MS)
+    live.pause()
+    win.qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
+    win.wait_idle()
+    assert probe.calls >= 3
+    assert probe.most == 1, f"{probe.most} forward passes on the model at once"
+    assert_no_hooks(model)
+    assert 'id="sequence"' in out.read_text()
