@@ -83,6 +83,12 @@ def print_table(reports: Sequence[Any]) -> None:
         found = r.exceptions or r.leaked_hooks or r.stuck or r.errors_shown or r.windows_kept
         if found or r.objects_growth or r.widgets_left:
             print(r.describe())
+        else:
+            print(
+                "\n".join(
+                    f"  {r.model}: GUI blocked {ms:.0f} ms at {what}" for ms, what in r.worst_blocks
+                )
+            )
         for s in r.samples:
             counts = ", ".join(f"{k} {v}" for k, v in s.counts.items())
             heap = "" if s.heap_mib is None else f", heap in use {s.heap_mib:.0f} MiB"

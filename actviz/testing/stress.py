@@ -51,6 +51,8 @@ FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Work
 BOUNDED_TYPES = ("LayerPanel",)
 #: Window sizes the resize action picks from.
 SIZES = ((1024, 640), (1280, 720), (1600, 900), (1920, 1080), (900, 600))
+#: How many of the longest GUI-thread blocks a report names.
+WORST_BLOCKS = 5
 #: How long one wait for the window to become idle may take before it counts as stuck (s).
 IDLE_TIMEOUT_S = 60.0
 
@@ -155,6 +157,9 @@ class StressReport:
     windows_kept
         Closed windows found still alive after ``deleteLater`` and a collection, with what
         held them.
+    worst_blocks
+        The longest GUI-thread blocks, ``(ms, "index:action")``, longest first: the action
+        during (or just after) which the 5 ms timer was late the most.
     """
 
     model: str
@@ -170,6 +175,7 @@ class StressReport:
     widgets_left: tuple[str, ...]
     seconds: float
     windows_kept: tuple[str, ...] = ()
+    worst_blocks: tuple[tuple[float, str], ...] = ()
 
     def growth(self, type_name: str) -> int:
         """How many more objects of ``type_name`` were alive at the last checkpoint than at
@@ -217,6 +223,7 @@ class StressReport:
                 lines.append(f"{title} after action {f.action}: {f.text}")
                 lines.append("  actions before it: " + " | ".join(f.recent))
         lines.extend(f"error shown: {text}" for text in self.errors_shown)
+        lines.extend(f"GUI blocked {ms:.0f} ms at {what}" for ms, what in self.worst_blocks)
         lines.extend(f"widget left: {text}" for text in self.widgets_left)
         lines.extend(f"window kept: {text}" for text in self.windows_kept)
         if self.samples:
@@ -446,7 +453,9 @@ class StressDriver:
             self.open_window()
             samples.append(self._sample(0, probe))
             probe.start()
+            worst: list[tuple[float, str]] = []
             for i in range(1, actions + 1):
+                mark = len(probe.lags)
                 name = str(self.rng.choice(names, p=weights))
                 try:
                     text = self.actions[name]()
@@ -461,6 +470,9 @@ class StressDriver:
                 if self.rng.random() < 0.25 and not self._settle():
                     stuck.append(self._failure(i, "stuck", "the window did not become idle"))
                 exceptions.extend(self._failure(i, "exception", t) for t in catcher.take())
+                if len(probe.lags) > mark:
+                    worst = sorted([*worst, (max(probe.lags[mark:]) * 1e3, f"{i}:{text}")])
+                    worst = worst[-WORST_BLOCKS:]
                 if self._idle():
                     leaks.extend(self._failure(i, "hook", t) for t in self._leftovers())
                 if i % self.sample_every == 0 or i == actions:
@@ -487,6 +499,7 @@ class StressDriver:
             widgets_left=widgets,
             seconds=time.perf_counter() - started,
             windows_kept=tuple(self.kept_windows),
+            worst_blocks=tuple(reversed(worst)),
         )
 
     def _failure(self, action: int, kind: str, text: str) -> Failure:

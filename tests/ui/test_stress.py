@@ -96,6 +96,13 @@ def test_stress_bench_reports_every_figure(demo_resources, qapp, capsys):
     assert summary["stress_exceptions"] == 0 and summary["stress_leaked_hooks"] == 0
     assert summary["stress_max_block_ms"] > 0 and summary["stress_objects_growth"] == 0
     assert "stress_heap_growth_mib" in summary
+    for r in reports:  # the longest blocks, longest first, each naming its action
+        assert 0 < len(r.worst_blocks) <= 5
+        assert [ms for ms, _ in r.worst_blocks] == sorted(
+            (ms for ms, _ in r.worst_blocks), reverse=True
+        )
+        assert r.worst_blocks[0][0] == pytest.approx(r.max_block_ms)
+        assert all(":" in what for _, what in r.worst_blocks)
     assert all(s.heap_mib > 0 for r in reports for s in r.samples)  # glibc 2.33+ here
     assert "resnet18" in capsys.readouterr().out
 
