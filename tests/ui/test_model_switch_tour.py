@@ -300,8 +300,10 @@ def test_an_input_that_cannot_open_for_the_new_model_leaves_no_stale_input_to_ru
     assert failures == []
     assert w.session.input.source == image
     _check(win, failures, DEMO_TICKS, "demo")
+    # One line: the typed text that could not open, and the input shown instead.
     [note] = win.banner_messages()
-    assert note.startswith("The input does not fit demo (it does not read text)")
+    assert note.startswith("'the cat' could not be opened for demo: text input needs")
+    assert "The input does not fit demo (it does not read text)" in note
 
 
 def test_a_run_of_an_input_the_model_cannot_take_is_refused_in_one_line(actviz_window, tmp_path):

@@ -601,7 +601,9 @@ class FileOpening:
         else:
             text = f"Could not open input {request.source!r}: {describe_error(error)}"
             self.show_error(text, details=error_details(error))
-            self._input_failure = (short_source(request.source), describe_error(error).rstrip("."))
+            source = request.source
+            reason = describe_error(error).removeprefix(f"{source}: ").rstrip(".")
+            self._input_failure = (repr(short_source(source.removeprefix("text:"))), reason)
         self._refresh_busy(text)
         self.window.input_load_failed.emit(text)
         self._refit_input()
