@@ -4,10 +4,12 @@
 CUDA device:
 
 * a capture on the GPU equals the same capture on the CPU for a random-init ResNet-18 and a
-  timm ViT (when timm is installed): every recorded output, output gradient and input gradient,
-  as the largest difference over the largest magnitude of that tensor (``cuda_capture_rel``;
-  target <= 1e-5). TF32 is turned off for the comparison (it is on for cuDNN convolutions by
-  default and alone gives differences of ~1e-3); the previous settings are put back;
+  timm ViT (when timm is installed): every recorded output, as the largest difference over the
+  largest magnitude of that tensor (``cuda_capture_rel``; target <= 1e-5), and the gradients
+  held to bare PyTorch on the GPU (``cuda_grad_vs_bare_rel``; see :func:`compare_devices` for
+  why not to the CPU's). TF32 is turned off for the comparison (it is on for cuDNN
+  convolutions by default and alone gives differences of ~1e-3); the previous settings are put
+  back;
 * live frames with ``keep_on_device=True``: the records stay on the GPU, ``prepare(fast=True)``
   reduces there with one host copy, and its statistics equal a CPU capture's
   (``cuda_live_rel``), with the frame time of both paths;
