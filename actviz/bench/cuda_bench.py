@@ -11,9 +11,10 @@ CUDA device:
   convolutions by default and alone gives differences of ~1e-3); the previous settings are put
   back;
 * live frames with ``keep_on_device=True``: the records stay on the GPU, ``prepare(fast=True)``
-  reduces there with one host copy, and its statistics equal a CPU capture's
-  (``cuda_live_rel``), with the frame time of both paths;
-* a dataset scan of 256 random images on the GPU against the CPU: the same top-k images for
+  reduces there with one host copy, and its statistics against a CPU capture's
+  (``cuda_live_rel``; the gradients' statistics move with the ReLU masks, as above), with the
+  frame time of both paths;
+* a dataset scan of 512 random 64-px images (128 with ``--quick``) on the GPU against the CPU: the same top-k images for
   every channel (``cuda_scan_topk_same``) and the scan rate of each;
 * the capture section's ratios on the card: ResNet-18/50 at 224 px, blocks forward-only, every
   leaf and blocks with gradients, against bare PyTorch, each call synchronised
