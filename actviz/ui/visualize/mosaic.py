@@ -15,6 +15,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
+from actviz.ui.visualize.section import show_line, show_steps
 
 __all__ = ["MosaicDock", "WantsMosaic"]
 
@@ -287,12 +288,8 @@ class MosaicDock(QtWidgets.QDockWidget):
 
     def set_progress(self, done: int, total: int) -> None:
         """``done`` of ``total`` steps."""
-        if total > 0:
-            self.progress.setRange(0, total)
-            self.progress.setValue(min(done, total))
+        show_steps(self.progress, done, total)
 
     def set_message(self, text: str, *, error: bool = False) -> None:
         """A line under the mosaic (red for an error)."""
-        self.message.setText(text)
-        self.message.setStyleSheet("color: #c0392b;" if error else "")
-        self.message.setVisible(bool(text))
+        show_line(self.message, text, error=error)

@@ -18,6 +18,20 @@ OBJECTIVES = ("channel", "neuron")
 MIN_SHOWN = 96
 
 
+def show_steps(bar: QtWidgets.QProgressBar, done: int, total: int) -> None:
+    """``done`` of ``total`` synthesis steps on ``bar`` (a busy bar until a total is known)."""
+    if total > 0:
+        bar.setRange(0, total)
+        bar.setValue(min(done, total))
+
+
+def show_line(label: QtWidgets.QLabel, text: str, *, error: bool = False) -> None:
+    """``text`` on a message line, red for an error, hidden when empty."""
+    label.setText(text)
+    label.setStyleSheet("color: #c0392b;" if error else "")
+    label.setVisible(bool(text))
+
+
 class WantsSection(QtWidgets.QWidget):
     """ "What it wants" under the channel's maps.
 
@@ -136,15 +150,11 @@ class WantsSection(QtWidgets.QWidget):
 
     def set_progress(self, done: int, total: int) -> None:
         """``done`` of ``total`` steps."""
-        if total > 0:
-            self.progress.setRange(0, total)
-            self.progress.setValue(min(done, total))
+        show_steps(self.progress, done, total)
 
     def set_message(self, text: str, *, error: bool = False) -> None:
         """A line under the picture (red for an error)."""
-        self.message.setText(text)
-        self.message.setStyleSheet("color: #c0392b;" if error else "")
-        self.message.setVisible(bool(text))
+        show_line(self.message, text, error=error)
 
     def show_image(self, image: np.ndarray | None) -> None:
         """Show ``(H, W, 3)`` uint8 (None: no picture)."""
