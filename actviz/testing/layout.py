@@ -11,7 +11,8 @@ would see cut:
   word-wrapped label whose lines do not fit its height, a button whose text does not fit,
   a table cell shortened without a tooltip;
 * a dock with a horizontal scroll bar, or a tab's page scrolling sideways;
-* a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen without a page control.
+* a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen, and smaller than its
+  maps, without a page control.
 
 Tests call it after putting the window in a state (a size, docks, a tab)::
 
@@ -41,7 +42,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-#: Tiles of a layer's mosaic must be at least this wide on screen, or pages must be offered.
+#: Tiles of a layer's mosaic must be at least this wide on screen (or as wide as the maps
+#: they show, when those are narrower), or pages must be offered.
 MIN_TILE_PX = 32
 #: Pixels of slack for rounding between scene and widget coordinates.
 SLACK = 1.5
@@ -416,6 +418,10 @@ def _in_dock(widget: QWidget) -> bool:
 
 
 def _tile_problems(window: QWidget) -> list[LayoutProblem]:
+    """Mosaics whose tiles are under :data:`MIN_TILE_PX` on screen and narrower than the
+    maps they show, with no page control. A map narrower than the tile is drawn at least
+    pixel for pixel (a 16 px map in a 31 px tile is enlarged): nothing is lost, so small
+    tiles of small maps are whole."""
     from actviz.ui.panels.feature_map import LayerPanel
 
     out = []
@@ -424,16 +430,20 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
         if not isinstance(panel, LayerPanel) or not _showing(panel):
             continue
         slot = panel.activation_slot
-        canvas = slot.image_canvas
-        if slot.mosaic is None or canvas is None or not _showing(canvas):
+        canvas, mosaic = slot.image_canvas, slot.mosaic
+        if mosaic is None or canvas is None or not _showing(canvas):
             continue
         tile = canvas.grid.tile_screen_px()
-        if 0 < tile < MIN_TILE_PX and not panel.page_bar.isVisible():
+        # The map's width in its own pixels (a downsampled mosaic's tile covers `scale` each).
+        map_px = mosaic.tile_w * mosaic.scale
+        shrunk = tile + SLACK < map_px
+        if 0 < tile < MIN_TILE_PX and shrunk and not panel.page_bar.isVisible():
             out.append(
                 LayoutProblem(
                     "tiles",
                     f"LayerPanel {name!r}",
-                    f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) and no page control",
+                    f"tiles {tile:.0f} px wide on screen (< {MIN_TILE_PX}) for {map_px} px wide "
+                    "maps, and no page control",
                 )
             )
     return out

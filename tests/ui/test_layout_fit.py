@@ -233,3 +233,37 @@ def test_module_details_hide_the_table_of_a_module_without_parameters(qtbot):
     assert not details.table.isHidden() and details.table.rowCount() == 2
     details.show_node(None)
     assert details.table.isHidden()
+
+
+def _tiles_beside_the_channel_view(actviz_window, side: int):
+    """The tiny CNN on a ``side`` px input at 1024x640 with the Edits dock and the channel view
+    open: conv1's four maps (``side`` px wide, no page to turn) in a narrow panel column."""
+    from tests.ui.tiny_models import TinyCNN
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, side, side, generator=torch.Generator().manual_seed(0))
+    win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2"], size=(1024, 640))
+    win.run_and_wait()
+    win.open_dock("editsDock")
+    assert win.window.open_channel("conv1", 0)
+    win.resize(1024, 640)
+    panel = win.panel("conv1")
+    mosaic = panel.activation_slot.mosaic
+    assert (mosaic.channels, mosaic.total_channels, mosaic.tile_w) == (4, 4, side)
+    assert not panel.page_bar.isVisible()
+    tile = panel.activation_slot.image_canvas.grid.tile_screen_px()
+    assert 0 < tile < 32  # crowded: under the readable size, with no page control
+    return win, tile
+
+
+def test_small_tiles_of_smaller_maps_are_whole(actviz_window):
+    win, tile = _tiles_beside_the_channel_view(actviz_window, 16)
+    assert tile > 16  # each 16 px map is drawn larger than its own pixels: nothing lost
+    assert not [p for p in layout_problems(win.window) if p.kind == "tiles"]
+
+
+def test_small_tiles_of_larger_maps_are_flagged(actviz_window):
+    win, tile = _tiles_beside_the_channel_view(actviz_window, 64)
+    found = [p for p in layout_problems(win.window) if p.kind == "tiles"]
+    assert [p.widget for p in found] == ["LayerPanel 'conv1'"], found
+    assert f"tiles {tile:.0f} px wide" in found[0].detail and "64 px wide maps" in found[0].detail
