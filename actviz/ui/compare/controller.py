@@ -48,6 +48,7 @@ from actviz.ui.loaders import (
     describe_error,
     short_source,
 )
+from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
 from actviz.ui.worker import Worker
 from actviz.workspace.comparison import (
     INPUT,
@@ -70,6 +71,9 @@ FIRST_NOTE = "Run A is the latest run the window shows; choose B and press Compa
 TAB_TITLE = "Compare"
 #: Said above a comparison whose run A is no longer the latest result.
 STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
+#: Difference panels this far (a fraction of the area's height) above or below the area are
+#: painted with those in it, so that a little scrolling finds them painted.
+PAINT_MARGIN = 0.5
 
 
 class CompareController(FeatureBase, QObject):
@@ -121,9 +125,18 @@ class CompareController(FeatureBase, QObject):
         self._waiting = False
         self._load: dict[str, Any] | None = None
         self._pages: dict[str, int] = {}
-        # Difference panels waiting for the tab to be on screen: a canvas filled while
-        # hidden keeps the view range of its hidden size (margins around the mosaic).
+        # Difference panels not painted with the comparison shown: painted once they come
+        # near the area's view (each is a few pyqtgraph canvases: all ResNet-18's at once
+        # blocked the GUI thread for most of a second) and the tab is on screen (a canvas
+        # filled while hidden keeps the view range of its hidden size).
         self._unpainted: set[str] = set()
+        # The first divergence's panel, scrolled to once the tab is on screen.
+        self._reveal_name: str | None = None
+        self._painting = False
+        self._paint_timer = QTimer(self)
+        self._paint_timer.setSingleShot(True)
+        self._paint_timer.setInterval(0)
+        self._paint_timer.timeout.connect(self._paint_in_view)
         self._page_sizes: dict[str, int] = {}
         self._closed = False
         self._width_timer = QTimer(self)
@@ -141,6 +154,9 @@ class CompareController(FeatureBase, QObject):
         v.page_requested.connect(self._on_page_requested)
         v.mosaic_width_changed.connect(self._on_width_changed)
         v.channel_clicked.connect(self.open_channel)
+        # Scrolled: painted at once (before the area is drawn); resized: once laid out.
+        v.diff_scrolled.connect(self._paint_in_view)
+        v.diff_resized.connect(self._paint_timer.start)
         signals = self.worker.signals
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
@@ -284,6 +300,7 @@ class CompareController(FeatureBase, QObject):
         """Forget the comparison shown (its pictures are freed)."""
         self.outcome = None
         self._unpainted = set()
+        self._reveal_name = None
         self._pages.clear()
         self.view.clear(message)
 
@@ -333,6 +350,7 @@ class CompareController(FeatureBase, QObject):
             return
         self._closed = True
         self._width_timer.stop()
+        self._paint_timer.stop()
         self.loads.shutdown(timeout_ms=0)
         for event, slot in (
             (self.session.pins_changed, self._refresh_pins),
@@ -508,9 +526,16 @@ class CompareController(FeatureBase, QObject):
         order = list(outcome.differences)
         v.layout_diff_panels(order)
         self._unpainted = set(order)
-        if self.page.isVisible():
-            self._paint_waiting()
         first = comparison.first_divergence
+        # Where the runs part is what one looks at first.
+        self._reveal_name = first.name if first is not None and first.name in order else None
+        self._paint_in_view()
+        # A panel kept from the last comparison shows nothing rather than its old data until
+        # it is painted with this one.
+        for name in order:
+            if name in self._unpainted:
+                layer = outcome.differences[name]
+                v.blank_diff_panel(name, _panel_title(layer))
         parts = [
             f"A: the latest run · B: {self._label_b}",
             f"{len(comparison.layers)} layer(s) compared",
@@ -538,23 +563,59 @@ class CompareController(FeatureBase, QObject):
     def _on_tab_changed(self, _widget: object) -> None:
         if self._unpainted and self.window.current_tab() is self.page:
             # On the next pass: the tab's widgets get their geometry first.
-            QTimer.singleShot(0, self._paint_waiting)
+            self._paint_timer.start()
 
-    def _paint_waiting(self) -> None:
-        if self._closed or not self.page.isVisible():
+    def _paint_in_view(self) -> None:
+        """Paint the difference panels waiting that are in (or near) the area's view; when
+        the tab first shows a comparison, scroll to its first divergence first."""
+        if self._closed or self._painting or not self.page.isVisible():
             return
-        names, self._unpainted = self._unpainted, set()
-        for name in self.view.diff_panels:
-            if name in names:
-                self._paint(name)
-        first = self.outcome.comparison.first_divergence if self.outcome is not None else None
-        if first is not None and first.name in names:
-            # Where the runs part is what one looks at first.
-            QTimer.singleShot(0, lambda: self.view.reveal_diff_panel(first.name))
+        if not self._unpainted and self._reveal_name is None:
+            return
+        self._painting = True
+        try:
+            v = self.view
+            if self._reveal_name is not None:
+                name, self._reveal_name = self._reveal_name, None
+                v.reveal_diff_panel(name)
+            # Painting changes heights (a mosaic asks for its own), which may bring more
+            # panels near the view: again until none waits there.
+            for _ in range(8):
+                margin = int(PAINT_MARGIN * v.diff_scroll.viewport().height())
+                names = v.diff_panels_near_view(self._unpainted, margin)
+                if not names:
+                    break
+                # Panels above the view grow as they are painted: what is in view stays put.
+                anchor = v.diff_anchor()
+                for name in names:
+                    self._unpainted.discard(name)
+                    self._paint(name)
+                v.keep_diff_anchor(anchor)
+        finally:
+            self._painting = False
 
     def diff_panels_pending(self) -> bool:
-        """Whether difference panels wait for the Compare tab to be shown."""
-        return bool(self._unpainted)
+        """Whether difference panels in (or near) the area's view wait to be painted: the
+        Compare tab is not on screen, or has not been laid out since (the others are painted
+        when scrolled to, see :meth:`diff_panels_unpainted`)."""
+        if not self._unpainted:
+            return False
+        if not self.page.isVisible() or self._paint_timer.isActive():
+            return True
+        margin = int(PAINT_MARGIN * self.view.diff_scroll.viewport().height())
+        return bool(self.view.diff_panels_near_view(self._unpainted, margin))
+
+    def diff_panels_unpainted(self) -> list[str]:
+        """The layers whose difference panels wait to be scrolled to (or for the tab to
+        show), in depth order: they show nothing until painted."""
+        return [name for name in self.view.diff_panels if name in self._unpainted]
+
+    def paint_diff_panels(self) -> None:
+        """Paint every difference panel now (the tab must be on screen), e.g. before reading
+        them all."""
+        for name in self.diff_panels_unpainted():
+            self._unpainted.discard(name)
+            self._paint(name)
 
     def _paint(self, name: str) -> None:
         outcome = self.outcome
@@ -565,7 +626,9 @@ class CompareController(FeatureBase, QObject):
             return
         layer: PreparedLayer = outcome.differences[name]
         panel = self.view.diff_panel(name)
-        panel.set_module_type(f"{layer.module_type} · A − B" if layer.module_type else "A − B")
+        panel.set_module_type(_panel_title(layer))
+        # Whatever height it held while blank (see CompareView.blank_diff_panel).
+        panel.set_minimum_panel_height(MIN_PANEL_HEIGHT)
         # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
         panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
         panel.gradient_slot.set_colormap(AUTO)
@@ -604,7 +667,8 @@ class CompareController(FeatureBase, QObject):
         if not 0 <= first < layer.mosaic.total_channels:
             return False
         self._pages[name] = first
-        self._paint(name)
+        if name not in self._unpainted:
+            self._paint(name)
         return True
 
     def _on_width_changed(self, name: str, width: int) -> None:
@@ -616,6 +680,8 @@ class CompareController(FeatureBase, QObject):
         widths, self._new_widths = self._new_widths, {}
         outcome = self.outcome
         for name, width in widths.items():
+            if name in self._unpainted:
+                continue  # painted with the page size its width takes once in view
             layer = outcome.differences.get(name) if outcome is not None else None
             if layer is None or layer.view is None or layer.view.kind != "maps":
                 continue
@@ -767,3 +833,8 @@ class CompareController(FeatureBase, QObject):
 
     def _parent(self) -> QWidget | None:
         return self.window.dialog_parent()
+
+
+def _panel_title(layer: PreparedLayer) -> str:
+    """A difference panel's module type: ``Conv2d · A − B``."""
+    return f"{layer.module_type} · A − B" if layer.module_type else "A − B"

@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.compare.chart import SimilarityChart
 from actviz.ui.panels import style
-from actviz.ui.panels.feature_map import LayerPanel
+from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT, LayerPanel
 from actviz.ui.panels.prediction_change import PredictionChangeView
 from actviz.workspace.comparison import INPUT, MODEL, PIN
 
@@ -42,6 +42,8 @@ class DifferencePanel(LayerPanel):
 
 #: Below this width of the tab the similarity chart goes above the predictions table.
 NARROW_TAB_PX = 560
+#: From this width of the difference area's viewport on, the panels go in two columns.
+TWO_COLUMNS_PX = 1300
 
 
 class CompareView(QtWidgets.QWidget):
@@ -59,6 +61,10 @@ class CompareView(QtWidgets.QWidget):
         "Open model B…".
     page_requested(str, int), mosaic_width_changed(str, int), channel_clicked(str, int)
         A difference panel's (see :class:`~actviz.ui.panels.feature_map.LayerPanel`).
+    diff_scrolled()
+        The difference area scrolled: other panels may have come into view.
+    diff_resized()
+        The difference area's viewport or its scroll range changed size.
     """
 
     compare_requested = QtCore.Signal()
@@ -68,6 +74,8 @@ class CompareView(QtWidgets.QWidget):
     source_changed = QtCore.Signal(str)
     browse_input_requested = QtCore.Signal()
     open_model_requested = QtCore.Signal()
+    diff_scrolled = QtCore.Signal()
+    diff_resized = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -125,6 +133,12 @@ class CompareView(QtWidgets.QWidget):
         self.diff_placeholder.setWordWrap(True)
         self.diff_grid.addWidget(self.diff_placeholder, 0, 0)
         self.diff_scroll.setWidget(container)
+        bar = self.diff_scroll.verticalScrollBar()
+        bar.valueChanged.connect(self.diff_scrolled)
+        bar.rangeChanged.connect(self.diff_resized)
+        self.diff_scroll.viewport().installEventFilter(self)
+        self._diff_order: list[str] = []
+        self._diff_columns = 1
 
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.splitter.addWidget(self.top_splitter)
@@ -203,8 +217,13 @@ class CompareView(QtWidgets.QWidget):
         return super().event(event)
 
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
-        if watched is self.parentWidget() and event.type() == QtCore.QEvent.Type.Resize:
-            self._fit_bar(self.parentWidget().width())
+        if event.type() == QtCore.QEvent.Type.Resize:
+            if watched is self.parentWidget():
+                self._fit_bar(self.parentWidget().width())
+            elif watched is self.diff_scroll.viewport():
+                if self._diff_order and self._columns() != self._diff_columns:
+                    self._place_diff_panels(self._diff_order)
+                self.diff_resized.emit()
         return super().eventFilter(watched, event)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
@@ -327,28 +346,97 @@ class CompareView(QtWidgets.QWidget):
         for panel_name, panel in self.diff_panels.items():
             panel.set_selected(panel_name == name)
         if name in self.diff_panels:
+            self.settle_diff_layout()
             # Its top (title) at the top: a panel is often taller than the area.
             self.diff_scroll.verticalScrollBar().setValue(self.diff_panels[name].y())
 
     def layout_diff_panels(self, order: Sequence[str]) -> None:
-        """Show exactly the panels of ``order`` (one column), the others are deleted."""
+        """Show exactly the panels of ``order`` (one column, two on a wide area); the others
+        are deleted. Panels of layers already shown are kept as they are (with what they
+        show: see :meth:`blank_diff_panel`)."""
         for name in [n for n in self.diff_panels if n not in order]:
             panel = self.diff_panels.pop(name)
             self.diff_grid.removeWidget(panel)
             panel.setParent(None)
             panel.deleteLater()
-        while self.diff_grid.count():
-            self.diff_grid.takeAt(0)
+        for name in order:
+            self.diff_panel(name)
+        self.diff_panels = {name: self.diff_panels[name] for name in order}
+        if list(order) != self._diff_order or self._columns() != self._diff_columns:
+            self._place_diff_panels(list(order))
+
+    def _columns(self) -> int:
+        return 2 if self.diff_scroll.viewport().width() >= TWO_COLUMNS_PX else 1
+
+    def _place_diff_panels(self, order: list[str]) -> None:
+        grid = self.diff_grid
+        while grid.count():
+            widget = grid.itemAt(0).widget()
+            if widget is not None:
+                # removeWidget, not takeAt: a widget whose old layout item stays alive is
+                # never tied to its new one, whose cached height-for-width then goes stale.
+                grid.removeWidget(widget)
+            else:
+                grid.takeAt(0)
+        for row in range(grid.rowCount()):
+            grid.setRowStretch(row, 0)
+        self._diff_order = order
+        self._diff_columns = columns = self._columns()
         self.diff_placeholder.setVisible(not order)
         if not order:
-            self.diff_grid.addWidget(self.diff_placeholder, 0, 0)
+            grid.addWidget(self.diff_placeholder, 0, 0)
             return
-        columns = 2 if self.diff_scroll.viewport().width() >= 1300 else 1
         for i, name in enumerate(order):
-            panel = self.diff_panel(name)
-            self.diff_grid.addWidget(panel, i // columns, i % columns)
+            panel = self.diff_panels[name]
+            grid.addWidget(panel, i // columns, i % columns)
             panel.setVisible(True)
-        self.diff_panels = {name: self.diff_panels[name] for name in order}
+        # Spare height below the last row, not in stretched rows around the mosaics.
+        grid.setRowStretch((len(order) + columns - 1) // columns, 1)
+
+    def blank_diff_panel(self, name: str, title: str = "") -> None:
+        """Empty layer ``name``'s panel (it waits to be painted), keeping its height so that
+        the panels around it stay where they are; ``title``: the module type it names."""
+        panel = self.diff_panels[name]
+        height = panel.height() if panel.activation_slot.view is not None else 0
+        panel.clear()
+        panel.set_module_type(title)
+        panel.set_minimum_panel_height(max(height, MIN_PANEL_HEIGHT))
+
+    def settle_diff_layout(self) -> None:
+        """Lay the difference area out now (panels placed, the scroll range updated), so
+        geometry read next is that of what is about to be painted."""
+        for _ in range(3):
+            QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
+
+    def diff_panels_near_view(self, names: Sequence[str] | set[str], margin: int) -> list[str]:
+        """Those of ``names`` whose panels are in the difference area's viewport or within
+        ``margin`` pixels of it, in depth order (the layout is settled first)."""
+        self.settle_diff_layout()
+        top = self.diff_scroll.verticalScrollBar().value() - margin
+        bottom = top + self.diff_scroll.viewport().height() + 2 * margin
+        return [
+            name
+            for name, panel in self.diff_panels.items()
+            if name in names and panel.y() < bottom and panel.y() + panel.height() > top
+        ]
+
+    def diff_anchor(self) -> tuple[str, int] | None:
+        """The first panel whose bottom is in view, and how far its top is from the view's
+        top: :meth:`keep_diff_anchor` puts it back there after panels above it changed."""
+        value = self.diff_scroll.verticalScrollBar().value()
+        for name, panel in self.diff_panels.items():
+            if panel.y() + panel.height() > value:
+                return name, panel.y() - value
+        return None
+
+    def keep_diff_anchor(self, anchor: tuple[str, int] | None) -> None:
+        """Scroll so that ``anchor`` (from :meth:`diff_anchor`) is where it was."""
+        self.settle_diff_layout()
+        if anchor is None or anchor[0] not in self.diff_panels:
+            return
+        name, offset = anchor
+        bar = self.diff_scroll.verticalScrollBar()
+        bar.setValue(self.diff_panels[name].y() - offset)
 
     def clear(self, message: str = "") -> None:
         """Forget the comparison shown."""

@@ -1,0 +1,188 @@
+"""Difference panels of a comparison are painted as they come into view, in the real window on
+a random-init ResNet-18: those in view at once, the others when scrolled to, resized into
+view or shown with the tab; a panel never shows another comparison's differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actviz.core.compare import compare
+
+TIMEOUT_MS = 60_000
+#: Enough layers that the last ones are well below the difference area at 1280x720.
+LAYERS = [
+    "conv1",
+    "bn1",
+    "relu",
+    "maxpool",
+    "layer1.0.conv1",
+    "layer1.0",
+    "layer1.1",
+    "layer1",
+    "layer2.0",
+    "layer2",
+    "layer3",
+    "fc",
+]
+
+
+def _image(seed: int) -> torch.Tensor:
+    return torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
+
+
+def _setup(actviz_window, resnet, seeds=(1,)):
+    """A window on ResNet-18 with a pin per seed, then run on seed 99 (run A)."""
+    win = actviz_window(resnet, None, LAYERS)
+    window = win.window
+    pins = []
+    for seed in seeds:
+        win.set_input(_image(seed))
+        win.run_and_wait(TIMEOUT_MS)
+        pins.append(window.pin_result())
+    win.set_input(_image(99))
+    win.run_and_wait(TIMEOUT_MS)
+    return win, pins
+
+
+def _compare_with(qtbot, window, pin) -> None:
+    ctrl = window.features["compare"]
+    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
+        assert window.compare_with_pin(pin)
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+
+
+def _difference(cap_a, cap_b, name: str) -> np.ndarray:
+    return (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
+
+
+def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
+    """Every painted panel shows A - B of these captures; the others show nothing. Returns
+    the painted panels' names."""
+    unpainted = set(ctrl.diff_panels_unpainted())
+    painted = []
+    for name, panel in ctrl.view.diff_panels.items():
+        shown = panel.activation_slot.view
+        if name in unpainted:
+            assert shown is None, f"{name} waits to be painted but shows data"
+            assert panel.gradient_slot.view is None
+            continue
+        assert shown is not None, f"{name} was painted with nothing"
+        np.testing.assert_allclose(
+            np.asarray(shown.data).reshape(-1), _difference(cap_a, cap_b, name).reshape(-1)
+        )
+        painted.append(name)
+    return painted
+
+
+def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, resnet):
+    win, (pin,) = _setup(actviz_window, resnet)
+    window = win.window
+    ctrl = window.features["compare"]
+    view = ctrl.view
+    _compare_with(qtbot, window, pin)
+    cap_a, cap_b = window.result.capture, pin.result.capture
+    expected = compare(cap_a, cap_b)
+    assert list(view.diff_panels) == LAYERS
+    painted = _assert_panels_show(ctrl, cap_a, cap_b)
+    # The first panels (the first divergence, conv1, scrolled to) are painted; the deep
+    # ones, far below the area, are not yet.
+    assert painted and painted[0] == "conv1" and view.diff_panels["conv1"].is_selected()
+    assert "layer3" in ctrl.diff_panels_unpainted()
+    assert len(painted) < len(LAYERS)
+
+    panel = view.diff_panels["layer3"]
+    view.diff_scroll.ensureWidgetVisible(panel)
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    shown = panel.activation_slot.view.data
+    diff = _difference(cap_a, cap_b, "layer3")
+    np.testing.assert_allclose(shown, diff)
+    np.testing.assert_allclose(panel.gradient_slot.view.data, np.abs(diff))
+    # The figures core.compare gives for that layer are those of what is shown.
+    layer3 = next(d for d in expected.layers if d.name == "layer3")
+    assert float(np.abs(shown).max()) == pytest.approx(layer3.max_abs, rel=1e-5)
+    b = cap_b["layer3"].tensor.double().reshape(-1).numpy()  # rel L2 is |A - B| / |B|
+    assert np.linalg.norm(shown) / np.linalg.norm(b) == pytest.approx(layer3.rel_l2, rel=1e-4)
+    assert panel.activation_slot.mosaic is not None and panel.activation_slot.mosaic.symmetric
+    assert not panel.visibleRegion().isEmpty()
+    _assert_panels_show(ctrl, cap_a, cap_b)
+
+    # Scrolled to the end: every panel on the way there has been painted, right.
+    bar = view.diff_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    qtbot.waitUntil(lambda: "fc" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    assert len(_assert_panels_show(ctrl, cap_a, cap_b)) > len(painted)
+
+    win.delete()  # closes cleanly with panels still waiting (the fixture checks leftovers)
+
+
+def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, resnet):
+    win, (first, second) = _setup(actviz_window, resnet, seeds=(1, 2))
+    window = win.window
+    ctrl = window.features["compare"]
+    view = ctrl.view
+    _compare_with(qtbot, window, first)
+    cap_a = window.result.capture
+    bar = view.diff_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    panels = dict(view.diff_panels)
+    bar.setValue(0)
+
+    _compare_with(qtbot, window, second)
+    cap_b = second.result.capture
+    # The same panels, kept: those in view show the second comparison, the others nothing.
+    assert all(view.diff_panels[name] is panels[name] for name in LAYERS)
+    assert "layer3" in ctrl.diff_panels_unpainted()
+    assert view.diff_panels["layer3"].activation_slot.view is None
+    assert view.diff_panels["layer3"].title_label.text().startswith("layer3 · ")
+    painted = _assert_panels_show(ctrl, cap_a, cap_b)
+    assert "conv1" in painted
+    with pytest.raises(AssertionError):  # (the two comparisons differ where it is checked)
+        np.testing.assert_allclose(
+            _difference(cap_a, first.result.capture, "conv1"), _difference(cap_a, cap_b, "conv1")
+        )
+
+    view.diff_scroll.ensureWidgetVisible(view.diff_panels["layer3"])
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    np.testing.assert_allclose(
+        view.diff_panels["layer3"].activation_slot.view.data,
+        _difference(cap_a, cap_b, "layer3"),
+    )
+    _assert_panels_show(ctrl, cap_a, cap_b)
+
+
+def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, resnet):
+    win, (pin,) = _setup(actviz_window, resnet)
+    window = win.window
+    ctrl = window.features["compare"]
+    view = ctrl.view
+    # Compared while the Layers tab is shown: nothing is painted until the tab is.
+    ctrl.view.set_source("pin")
+    window.show_tab(None)
+    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
+        assert ctrl.compare()
+    assert ctrl.diff_panels_pending() and ctrl.diff_panels_unpainted() == LAYERS
+    cap_a, cap_b = window.result.capture, pin.result.capture
+    _assert_panels_show(ctrl, cap_a, cap_b)
+    window.show_tab(ctrl.page)
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    before = _assert_panels_show(ctrl, cap_a, cap_b)
+    assert before and len(before) < len(LAYERS)
+
+    # A taller window and area (the splitter dragged up): the panels that came into view are
+    # painted. (A wider one makes the painted panels taller: their mosaics fill the width.)
+    win.resize(1280, 1400)
+    view.splitter.setSizes([200, 2000])
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    after = _assert_panels_show(ctrl, cap_a, cap_b)
+    assert len(after) > len(before)
+
+    # Another model: the comparison and its panels go, none waits.
+    torch.manual_seed(1)
+    import torchvision
+
+    win.set_model(torchvision.models.resnet18(weights=None).eval(), ["conv1", "layer1"])
+    assert view.diff_panels == {} and ctrl.diff_panels_unpainted() == []
+    assert not ctrl.diff_panels_pending()
