@@ -12,7 +12,11 @@ would see cut:
   a table cell shortened without a tooltip;
 * a dock with a horizontal scroll bar, or a tab's page scrolling sideways;
 * a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen, and smaller than its
-  maps, without a page control.
+  maps, without a page control;
+* in a view meant to be filled by its images (a widget with the Qt property
+  :data:`FILL_PROPERTY` set, e.g. the channel view), images laid out across the view's shorter
+  side that leave most of their canvases blank (a tall view's images side by side: bands above
+  and below them, the view's height spent on nothing).
 
 Tests call it after putting the window in a state (a size, docks, a tab)::
 
@@ -47,8 +51,24 @@ from PySide6.QtWidgets import (
 MIN_TILE_PX = 32
 #: Pixels of slack for rounding between scene and widget coordinates.
 SLACK = 1.5
+#: The Qt property (set True) of a view whose images should fill it: each aspect-locked image
+#: in it must cover at least :data:`MIN_FILL` of the room its canvas gives it.
+FILL_PROPERTY = "layoutFill"
+#: Share of its canvas (less the colour bar) an image in a view to be filled covers at least.
+#: A square map in the better of two arrangements of a square view covers about half.
+MIN_FILL = 0.4
+#: Maps longer than this many times their width are not held to :data:`MIN_FILL`: they leave
+#: bands in any arrangement.
+MAX_FILL_ASPECT = 3.0
 
-__all__ = ["MIN_TILE_PX", "LayoutProblem", "layout_problems", "widget_path"]
+__all__ = [
+    "FILL_PROPERTY",
+    "MIN_FILL",
+    "MIN_TILE_PX",
+    "LayoutProblem",
+    "layout_problems",
+    "widget_path",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +81,8 @@ class LayoutProblem:
         "image", "colour bar", "scene", "clipped", "label", "button", "dock scroll bar" (a
         dock's content scrolls sideways), "view scroll bar" (a list, table or tree in a dock
         does), "page scroll bar" (a tab's page does), "cell" (a table cell shortened
-        without a tooltip) or "tiles".
+        without a tooltip), "tiles" or "blank" (images across a view to be filled, each
+        covering under :data:`MIN_FILL` of its canvas).
     widget
         Where: the widget's path from its dock, panel or tab (see :func:`widget_path`).
     detail
@@ -133,6 +154,7 @@ def layout_problems(window: QWidget) -> list[LayoutProblem]:
     problems += _page_problems(window)
     problems += _cell_problems(window)
     problems += _tile_problems(window)
+    problems += _blank_problems(window)
     return problems
 
 
@@ -446,4 +468,67 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
                     "maps, and no page control",
                 )
             )
+    return out
+
+
+def _blank_problems(window: QWidget) -> list[LayoutProblem]:
+    """Images in a view to be filled (:data:`FILL_PROPERTY`) laid out across the view's
+    shorter side (side by side in a view taller than wide, one above the other in a wider one),
+    each covering under :data:`MIN_FILL` of its canvas: the bands left along the view's longer
+    side are room spent on nothing, which the other arrangement would give the images. A
+    single image, or images already laid along the longer side, leave what bands their shape
+    must."""
+    from actviz.ui.panels.canvas import ImageCanvas
+
+    views = [w for w in window.findChildren(QWidget) if w.property(FILL_PROPERTY) is True]
+    if window.property(FILL_PROPERTY) is True:
+        views.append(window)
+    out = []
+    for view in views:
+        if not _showing(view):
+            continue
+        canvases = []
+        for canvas in view.findChildren(ImageCanvas):
+            shape = canvas._shape
+            if not _showing(canvas) or shape is None or not canvas._lock_aspect:
+                continue
+            height, width = shape[:2]
+            if max(height, width) <= MAX_FILL_ASPECT * max(min(height, width), 1):
+                canvases.append(canvas)
+        if len(canvases) < 2:
+            continue
+        tops = [c.mapTo(view, c.rect().topLeft()) for c in canvases]
+        beside = max(p.y() for p in tops) - min(p.y() for p in tops) < canvases[0].height() / 2
+        tall = view.height() > view.width()
+        if beside != tall:
+            continue  # laid along the view's longer side
+        across = (
+            "side by side in a view taller than wide"
+            if beside
+            else "one above the other in a view wider than tall"
+        )
+        for canvas in canvases:
+            _left, top, _right, bottom = canvas.ci.getContentsMargins()
+            room_w = canvas.image_area_width()
+            room_h = canvas.height() - top - bottom
+            image = canvas.image_rect_on_screen()
+            if room_w <= 0 or room_h <= 0 or image.isEmpty():
+                continue
+            cover = image.width() * image.height() / (room_w * room_h)
+            if cover < MIN_FILL:
+                bands = (
+                    "beside"
+                    if room_w - image.width() > room_h - image.height()
+                    else "above and below"
+                )
+                out.append(
+                    LayoutProblem(
+                        "blank",
+                        widget_path(canvas),
+                        f"image {image.width():.0f}x{image.height():.0f} px covers "
+                        f"{cover:.0%} of its {room_w}x{room_h:.0f} px canvas (< {MIN_FILL:.0%}): "
+                        f"blank bands {bands} it, the images {across} "
+                        f"({view.width()}x{view.height()})",
+                    )
+                )
     return out

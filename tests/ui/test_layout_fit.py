@@ -112,6 +112,74 @@ def test_channel_view_stacks_its_columns_when_narrow(qtbot):
     assert not [p for p in layout_problems(view) if "ChannelView" in p.widget]
 
 
+@pytest.mark.parametrize("tall", [True, False])
+def test_channel_view_fills_a_tall_view(qtbot, tall):
+    from actviz.ui.panels.channel_view import ChannelView
+
+    view = ChannelView()
+    qtbot.addWidget(view)
+    rng = np.random.default_rng(0)
+    data = rng.random((32, 32), dtype=np.float32)
+    view.set_channel("features.block2", 3, data, rng.random((32, 32), dtype=np.float32))
+    # The channel view of a 1280x1080 window (tall), and of a 1920x1080 one (wide).
+    view.resize(*((560, 900) if tall else (1000, 560)))
+    view.show()
+    qtbot.waitExposed(view)
+    _settle(view)
+    assert not view.is_narrow() and view.is_stacked() == tall
+    act, grad = view.activation_canvas, view.gradient_canvas
+    images = [c.image_rect_on_screen() for c in (act, grad)]
+    row = view._columns.geometry()
+    if tall:
+        # One above the other, the two images take most of the height (side by side, each
+        # was half the width high: blank bands above and below).
+        assert sum(r.height() for r in images) > 0.7 * row.height()
+        assert (
+            grad.mapTo(view, grad.rect().topLeft()).y()
+            > act.mapTo(view, act.rect().bottomLeft()).y()
+        )
+    else:
+        assert images[0].height() > 0.7 * row.height()
+    assert all(abs(r.width() - r.height()) <= 2 for r in images)  # square pixels kept
+    assert not [p for p in layout_problems(view) if p.kind == "blank"]
+
+
+def test_the_check_finds_blank_bands_in_a_view_to_be_filled(qtbot):
+    from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QWidget
+
+    from actviz.testing.layout import FILL_PROPERTY
+    from actviz.ui.panels.canvas import ImageCanvas
+
+    window = QWidget()
+    qtbot.addWidget(window)
+    row = QHBoxLayout(window)
+    rng = np.random.default_rng(0)
+    canvases = [ImageCanvas(passive=True) for _ in range(2)]
+    for canvas in canvases:
+        row.addWidget(canvas)
+        canvas.set_image(rng.random((16, 16), dtype=np.float32), (0.0, 1.0))
+    window.resize(520, 900)  # two square maps side by side in a tall view
+    window.show()
+    qtbot.waitExposed(window)
+    _settle(window)
+
+    def blank() -> list:
+        return [p for p in layout_problems(window) if p.kind == "blank"]
+
+    assert not blank()  # not a view to be filled
+    window.setProperty(FILL_PROPERTY, True)
+    found = blank()
+    assert len(found) == 2 and "above and below" in found[0].detail, found
+    assert "side by side in a view taller than wide (520x900)" in found[0].detail
+    row.setDirection(QBoxLayout.Direction.TopToBottom)  # one above the other: filled
+    _settle(window)
+    assert not blank()
+    canvases[1].hide()  # one image alone: its bands are its shape's, not the arrangement's
+    row.setDirection(QBoxLayout.Direction.LeftToRight)
+    _settle(window)
+    assert not blank()
+
+
 def test_overview_rows_go_down_when_the_page_is_narrow(actviz_window):
     win = actviz_window(size=(1280, 720))
     page = win.window.centre.overview_tab

@@ -4,7 +4,8 @@ Both images sit in aspect-locked views whose ranges are linked (zoom or pan one,
 follows), each with its own level (contrast) controls; the channel's statistics are listed
 under them; ``[`` ``]``, PageUp/PageDown and Left/Right ask for the previous/next channel; the
 input picture can be shown under the activation (stretched onto the map, the activation
-blended over it).
+blended over it). The two images go one above the other in a narrow view, and in a tall one
+where that draws them larger (side by side, a tall view left blank bands above and below).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from actviz.ui.panels.canvas import ImageCanvas
 
 #: Below this width the view shows the activation above the gradient, not beside it.
 NARROW_VIEW_PX = 480
+#: Above the gradient in a wider view too when that draws the images at least this many times
+#: larger than side by side (a margin, so a view near the balance does not flip back and forth).
+STACK_GAIN = 1.05
 #: Opacity of the activation over the input picture when the overlay is on.
 OVERLAY_OPACITY = 0.6
 #: Keys that step to the previous (-1) / next (+1) channel while the view has focus.
@@ -174,6 +178,7 @@ class ChannelView(PanelBase):
         row.setSpacing(6)
         self._columns = row
         self._narrow = False
+        self._stacked = False
         self._act_box, self.activation_canvas, self._act_caption, self.activation_levels = (
             self._column("activation")
         )
@@ -213,6 +218,8 @@ class ChannelView(PanelBase):
         self.activation_levels.changed.connect(self._on_activation_levels)
         self.gradient_levels.changed.connect(self._on_gradient_levels)
         self.setMinimumSize(320, 240)
+        # The layout check holds the view to using its room for its images.
+        self.setProperty("layoutFill", True)
         self.clear()
 
     # -- building ------------------------------------------------------------------------------
@@ -310,6 +317,7 @@ class ChannelView(PanelBase):
             self._show_gradient()
         self._grad_box.setHidden(gradient is None)
         self._act_caption.setHidden(gradient is None)
+        self._arrange()  # the map's shape decides which arrangement draws it larger
         self.set_image(image)
         height, width = activation.shape
         self.set_title(f"{name} · ch {self.channel} · {height}×{width}")
@@ -323,22 +331,56 @@ class ChannelView(PanelBase):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
-        narrow = event.size().width() < NARROW_VIEW_PX
-        if narrow != self._narrow:
-            # Side by side, each column's level controls ("levels", two numbers, "to",
-            # "auto") and image would be cut in a narrow view: one above the other instead.
-            self._narrow = narrow
-            self._columns.setDirection(
-                QtWidgets.QBoxLayout.Direction.TopToBottom
-                if narrow
-                else QtWidgets.QBoxLayout.Direction.LeftToRight
-            )
-            self.updateGeometry()  # the layout item around the view caches its old hints
+        # Side by side, each column's level controls ("levels", two numbers, "to", "auto") and
+        # image would be cut in a narrow view: one above the other instead.
+        self._narrow = event.size().width() < NARROW_VIEW_PX
+        self._arrange()
+
+    def _arrange(self) -> None:
+        """Activation and gradient side by side, or one above the other: above in a narrow
+        view, and wherever that draws the images larger (a tall view: side by side, each
+        square map would fill half the width and leave blank bands above and below)."""
+        stacked = self._narrow or self._stacking_gain() >= (1.0 if self._stacked else STACK_GAIN)
+        if stacked == self._stacked:
+            return
+        self._stacked = stacked
+        self._columns.setDirection(
+            QtWidgets.QBoxLayout.Direction.TopToBottom
+            if stacked
+            else QtWidgets.QBoxLayout.Direction.LeftToRight
+        )
+        self.updateGeometry()  # the layout item around the view caches its old hints
+
+    def _stacking_gain(self) -> float:
+        """How many times larger the images are drawn one above the other than side by side
+        in the room the columns have now (0 while there is nothing to arrange)."""
+        rect = self._columns.geometry()
+        if self.activation is None or self._grad_box.isHidden() or not rect.isValid():
+            return 0.0
+        height, width = self.activation.shape
+        canvas = self.activation_canvas
+        # What a column holds besides its canvas: the caption and the level controls.
+        chrome = self._act_caption.sizeHint().height() + self.activation_levels.sizeHint().height()
+        chrome += 2 * self._act_box.layout().spacing() + 14  # the canvas's own top and bottom
+        gap = self._columns.spacing()
+
+        def scale(column_w: float, column_h: float) -> float:
+            room_w = canvas.image_area_width(int(column_w))
+            return max(0.0, min(room_w / width, (column_h - chrome) / height))
+
+        side = scale((rect.width() - gap) / 2, rect.height())
+        above = scale(rect.width(), (rect.height() - gap) / 2)
+        return above / side if side > 0 else 0.0
 
     def is_narrow(self) -> bool:
-        """Whether the activation is shown above the gradient (a view under
-        :data:`NARROW_VIEW_PX` wide) rather than beside it."""
+        """Whether the view is under :data:`NARROW_VIEW_PX` wide (its images then go one
+        above the other)."""
         return self._narrow
+
+    def is_stacked(self) -> bool:
+        """Whether the activation is shown above the gradient (a narrow view, or a tall one
+        where that draws the images larger) rather than beside it."""
+        return self._stacked
 
     def add_section(self, widget: QtWidgets.QWidget) -> None:
         """Add ``widget`` under the images, above the statistics (e.g. the dataset's top-k)."""
