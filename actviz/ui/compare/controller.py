@@ -578,18 +578,20 @@ class CompareController(FeatureBase, QObject):
             if self._reveal_name is not None:
                 name, self._reveal_name = self._reveal_name, None
                 v.reveal_diff_panel(name)
-            # Painting changes heights (a mosaic asks for its own), which may bring more
-            # panels near the view: again until none waits there.
-            for _ in range(8):
-                margin = int(PAINT_MARGIN * v.diff_scroll.viewport().height())
-                names = v.diff_panels_near_view(self._unpainted, margin)
+            # One at a time, those in view first: a painted panel takes the height its
+            # mosaic asks for, which moves the others (often out of reach).
+            while self._unpainted and not self._closed:
+                height = v.diff_scroll.viewport().height()
+                names = v.diff_panels_near_view(self._unpainted, 0)
+                names = names or v.diff_panels_near_view(
+                    self._unpainted, int(PAINT_MARGIN * height)
+                )
                 if not names:
                     break
                 # Panels above the view grow as they are painted: what is in view stays put.
                 anchor = v.diff_anchor()
-                for name in names:
-                    self._unpainted.discard(name)
-                    self._paint(name)
+                self._unpainted.discard(names[0])
+                self._paint(names[0])
                 v.keep_diff_anchor(anchor)
         finally:
             self._painting = False
@@ -608,7 +610,7 @@ class CompareController(FeatureBase, QObject):
     def diff_panels_unpainted(self) -> list[str]:
         """The layers whose difference panels wait to be scrolled to (or for the tab to
         show), in depth order: they show nothing until painted."""
-        return [name for name in self.view.diff_panels if name in self._unpainted]
+        return [name for name in self.view.diff_order() if name in self._unpainted]
 
     def paint_diff_panels(self) -> None:
         """Paint every difference panel now (the tab must be on screen), e.g. before reading

@@ -40,6 +40,16 @@ class DifferencePanel(LayerPanel):
         return super().hover_text(loc).replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
 
 
+class _StandIn(QtWidgets.QWidget):
+    """Where the difference panel of a layer not yet painted goes: as tall as an empty
+    panel, with nothing in it (a panel is made when it comes near the view)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.setMinimumHeight(MIN_PANEL_HEIGHT)
+
+
 #: Below this width of the tab the similarity chart goes above the predictions table.
 NARROW_TAB_PX = 560
 #: From this width of the difference area's viewport on, the panels go in two columns.
@@ -137,8 +147,12 @@ class CompareView(QtWidgets.QWidget):
         bar.valueChanged.connect(self.diff_scrolled)
         bar.rangeChanged.connect(self.diff_resized)
         self.diff_scroll.viewport().installEventFilter(self)
+        # What the grid holds, in depth order: each layer's panel or, until it is made, its
+        # stand-in (making every panel of a deep model at once blocked the GUI thread).
+        self._diff_cells: dict[str, QtWidgets.QWidget] = {}
         self._diff_order: list[str] = []
         self._diff_columns = 1
+        self._selected_diff: str | None = None
 
         self.splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         self.splitter.addWidget(self.top_splitter)
@@ -150,7 +164,7 @@ class CompareView(QtWidgets.QWidget):
         self.splitter.setStretchFactor(1, 3)
         self.splitter.setSizes([2000, 3000])
         outer.addWidget(self.splitter, 1)
-        #: The difference panels, by layer, in depth order.
+        #: The difference panels made, by layer, in depth order (see :meth:`diff_order`).
         self.diff_panels: dict[str, DifferencePanel] = {}
 
     def _source_bar(self) -> QtWidgets.QHBoxLayout:
@@ -330,40 +344,76 @@ class CompareView(QtWidgets.QWidget):
         """While a comparison runs, Compare is disabled."""
         self.compare_button.setEnabled(not busy)
 
+    def diff_order(self) -> list[str]:
+        """The layers of the comparison shown, in depth order: a panel each (made when it
+        is first painted, see :meth:`diff_panel`)."""
+        return list(self._diff_order)
+
     def diff_panel(self, name: str) -> DifferencePanel:
-        """The difference panel of layer ``name`` (made on first use)."""
+        """The difference panel of layer ``name``, made on first use (in its place in the
+        grid when the layer is one of :meth:`diff_order`)."""
         panel = self.diff_panels.get(name)
-        if panel is None:
-            panel = DifferencePanel(name)
-            panel.page_requested.connect(self.page_requested)
-            panel.mosaic_width_changed.connect(self.mosaic_width_changed)
-            panel.channel_clicked.connect(self.channel_clicked)
-            self.diff_panels[name] = panel
+        if panel is not None:
+            return panel
+        panel = DifferencePanel(name)
+        panel.page_requested.connect(self.page_requested)
+        panel.mosaic_width_changed.connect(self.mosaic_width_changed)
+        panel.channel_clicked.connect(self.channel_clicked)
+        panel.set_selected(name == self._selected_diff)
+        self.diff_panels[name] = panel
+        stand_in = self._diff_cells.get(name)
+        if stand_in is not None:
+            grid = self.diff_grid
+            row, column, _, _ = grid.getItemPosition(grid.indexOf(stand_in))
+            grid.removeWidget(stand_in)
+            stand_in.setParent(None)
+            stand_in.deleteLater()
+            grid.addWidget(panel, row, column)
+            panel.setVisible(True)  # now: a hidden widget takes no room in the layout
+            self._diff_cells[name] = panel
+            self.diff_panels = {
+                n: self.diff_panels[n] for n in self._diff_cells if n in self.diff_panels
+            }
         return panel
 
     def reveal_diff_panel(self, name: str) -> None:
         """Select layer ``name``'s difference panel and scroll it into view."""
+        self._selected_diff = name
         for panel_name, panel in self.diff_panels.items():
             panel.set_selected(panel_name == name)
-        if name in self.diff_panels:
+        cell = self._diff_cells.get(name)
+        if cell is not None:
             self.settle_diff_layout()
             # Its top (title) at the top: a panel is often taller than the area.
-            self.diff_scroll.verticalScrollBar().setValue(self.diff_panels[name].y())
+            self.diff_scroll.verticalScrollBar().setValue(cell.y())
 
     def layout_diff_panels(self, order: Sequence[str]) -> None:
-        """Show exactly the panels of ``order`` (one column, two on a wide area); the others
-        are deleted. Panels of layers already shown are kept as they are (with what they
-        show: see :meth:`blank_diff_panel`)."""
+        """Give exactly the layers of ``order`` a place (one column, two on a wide area);
+        the other panels are deleted. Panels of layers already there are kept as they are
+        (with what they show: see :meth:`blank_diff_panel`); the others are made when
+        first painted."""
+        order = list(order)
         for name in [n for n in self.diff_panels if n not in order]:
             panel = self.diff_panels.pop(name)
             self.diff_grid.removeWidget(panel)
             panel.setParent(None)
             panel.deleteLater()
+        cells: dict[str, QtWidgets.QWidget] = {}
         for name in order:
-            self.diff_panel(name)
-        self.diff_panels = {name: self.diff_panels[name] for name in order}
-        if list(order) != self._diff_order or self._columns() != self._diff_columns:
-            self._place_diff_panels(list(order))
+            cell = self.diff_panels.get(name)
+            if cell is None:
+                cell = self._diff_cells.get(name)
+            cells[name] = cell if cell is not None else _StandIn(name)
+        for name, cell in self._diff_cells.items():
+            if isinstance(cell, _StandIn) and cells.get(name) is not cell:
+                self.diff_grid.removeWidget(cell)
+                cell.setParent(None)
+                cell.deleteLater()
+        self.diff_panels = {n: self.diff_panels[n] for n in order if n in self.diff_panels}
+        changed = list(cells.items()) != list(self._diff_cells.items())
+        self._diff_cells = cells
+        if changed or order != self._diff_order or self._columns() != self._diff_columns:
+            self._place_diff_panels(order)
 
     def _columns(self) -> int:
         return 2 if self.diff_scroll.viewport().width() >= TWO_COLUMNS_PX else 1
@@ -387,16 +437,19 @@ class CompareView(QtWidgets.QWidget):
             grid.addWidget(self.diff_placeholder, 0, 0)
             return
         for i, name in enumerate(order):
-            panel = self.diff_panels[name]
-            grid.addWidget(panel, i // columns, i % columns)
-            panel.setVisible(True)
+            cell = self._diff_cells[name]
+            grid.addWidget(cell, i // columns, i % columns)
+            cell.setVisible(True)
         # Spare height below the last row, not in stretched rows around the mosaics.
         grid.setRowStretch((len(order) + columns - 1) // columns, 1)
 
     def blank_diff_panel(self, name: str, title: str = "") -> None:
-        """Empty layer ``name``'s panel (it waits to be painted), keeping its height so that
-        the panels around it stay where they are; ``title``: the module type it names."""
-        panel = self.diff_panels[name]
+        """Empty layer ``name``'s panel, if made (it waits to be painted), keeping its
+        height so that the panels around it stay where they are; ``title``: the module type
+        it names."""
+        panel = self.diff_panels.get(name)
+        if panel is None:
+            return
         height = panel.height() if panel.activation_slot.view is not None else 0
         panel.clear()
         panel.set_module_type(title)
@@ -409,34 +462,35 @@ class CompareView(QtWidgets.QWidget):
             QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
 
     def diff_panels_near_view(self, names: Sequence[str] | set[str], margin: int) -> list[str]:
-        """Those of ``names`` whose panels are in the difference area's viewport or within
-        ``margin`` pixels of it, in depth order (the layout is settled first)."""
+        """Those of ``names`` whose panels (or their stand-ins) are in the difference area's
+        viewport or within ``margin`` pixels of it, in depth order (the layout is settled
+        first)."""
         self.settle_diff_layout()
         top = self.diff_scroll.verticalScrollBar().value() - margin
         bottom = top + self.diff_scroll.viewport().height() + 2 * margin
         return [
             name
-            for name, panel in self.diff_panels.items()
-            if name in names and panel.y() < bottom and panel.y() + panel.height() > top
+            for name, cell in self._diff_cells.items()
+            if name in names and cell.y() < bottom and cell.y() + cell.height() > top
         ]
 
     def diff_anchor(self) -> tuple[str, int] | None:
         """The first panel whose bottom is in view, and how far its top is from the view's
         top: :meth:`keep_diff_anchor` puts it back there after panels above it changed."""
         value = self.diff_scroll.verticalScrollBar().value()
-        for name, panel in self.diff_panels.items():
-            if panel.y() + panel.height() > value:
-                return name, panel.y() - value
+        for name, cell in self._diff_cells.items():
+            if cell.y() + cell.height() > value:
+                return name, cell.y() - value
         return None
 
     def keep_diff_anchor(self, anchor: tuple[str, int] | None) -> None:
         """Scroll so that ``anchor`` (from :meth:`diff_anchor`) is where it was."""
         self.settle_diff_layout()
-        if anchor is None or anchor[0] not in self.diff_panels:
+        if anchor is None or anchor[0] not in self._diff_cells:
             return
         name, offset = anchor
         bar = self.diff_scroll.verticalScrollBar()
-        bar.setValue(self.diff_panels[name].y() - offset)
+        bar.setValue(self._diff_cells[name].y() - offset)
 
     def clear(self, message: str = "") -> None:
         """Forget the comparison shown."""
