@@ -243,6 +243,34 @@ def test_compare_tab_fits_a_narrow_page_without_scrolling_sideways(qtbot):
     assert button.mapTo(page, button.rect().topRight()).x() <= page.viewport().width()
 
 
+def test_atlas_tab_puts_its_strips_under_the_map_on_a_narrow_page(qtbot):
+    from actviz.ui.atlas.view import NARROW_TAB_PX, THUMB, AtlasView
+
+    view = AtlasView()
+    qtbot.addWidget(view)
+    view.set_choices(view.layer_combo, ["features.block2", "fc"], "features.block2")
+    view.set_choices(view.method_combo, ["PCA"], "PCA")
+    view.show_map()
+    view.resize(NARROW_TAB_PX + 400, 560)
+    view.show()
+    qtbot.waitExposed(view)
+    _settle(view)
+    assert not view.is_narrow()
+    plot, strip = view.plot, view.nearest_strip
+    # Beside it: the map takes most of the width (the strips' title wraps, not widens them).
+    assert plot.width() > 2 * strip.width()
+    view.resize(360, 560)  # a 1024 px window's tab with three docks
+    _settle(view)
+    assert view.is_narrow()
+    assert (
+        strip.mapTo(view, strip.rect().topLeft()).y()
+        > plot.mapTo(view, plot.rect().bottomLeft()).y()
+    )
+    assert strip.height() >= THUMB  # one row of thumbnails, not cut in half
+    found = [p for p in layout_problems(view) if p.kind in ("page scroll bar", "button", "label")]
+    assert not found, found
+
+
 def test_the_check_finds_a_page_scrolling_sideways(qtbot):
     from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
 

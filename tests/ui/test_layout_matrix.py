@@ -1,6 +1,7 @@
 """The layout check (:func:`actviz.testing.layout.layout_problems`) over a matrix of window
 states: sizes x dock sets x tabs x channel view open or closed, each checked as reached and
-again after every resize, with the demo and a random-init ResNet-18.
+again after every resize, with the demo and a random-init ResNet-18; the Atlas tab with the
+demo before a dataset was scanned and with the map of a ten-image scan.
 
 One window per model walks the states. A representative subset runs with the suite; the
 whole matrix is marked ``slow``. Problems already reported and owned elsewhere are listed in
@@ -28,7 +29,7 @@ DOCK_SETS = {
     "model+edits": ("modelDock", "editsDock"),
     "model+dataset+live": ("modelDock", "datasetDock", "liveDock"),
 }
-TABS = ("Layers", "Overview", "Compare")
+TABS = ("Layers", "Overview", "Compare", "Atlas")
 CHANNEL = (False, True)
 
 #: (kind, pattern of the widget path): problems reported to their owners and not fixed yet,
@@ -226,3 +227,33 @@ def test_the_check_finds_a_cut_label_and_a_dock_scroll_bar(actviz_window, tiny_c
         p.kind == "dock scroll bar" and "liveDock" in p.widget for p in layout_problems(window)
     )
     scroll.widget().setMinimumWidth(0)
+
+
+@pytest.mark.parametrize("scanned", [False, True], ids=["empty", "map"])
+def test_the_atlas_tab_holds_over_sizes_and_docks(scanned, demo_resources, actviz_window, tmp_path):
+    """The Atlas tab at every size and dock set: its message before a scan, and the map of a
+    ten-image scan (with its legend, the input's nearest images and the dataset dock's table)."""
+    from tests.ui.test_atlas_tab import _scan, write_classes
+
+    win = _demo_window(actviz_window)
+    atlas = win.feature("atlas")
+    if scanned:
+        folder = tmp_path / "images"
+        write_classes(folder)
+        _scan(win.qtbot, win.window, folder)
+        assert atlas.atlas is not None and atlas.view.dots.count() == 10
+    new, known = walk(
+        win,
+        "demo atlas " + ("map" if scanned else "empty"),
+        sizes=SIZES,
+        dock_sets=tuple(DOCK_SETS),
+        tabs=("Atlas",),
+        channels=(False,),
+    )
+    # What the walk saw: the map (with the input's nearest images after the walk's runs), or
+    # the message asking for a scan.
+    view = atlas.view
+    assert view.stack.currentIndex() == (1 if scanned else 0)
+    if scanned:
+        assert view.nearest_strip.count() > 0
+    _report(new, known)

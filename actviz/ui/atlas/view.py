@@ -19,11 +19,11 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QPushButton,
     QScrollArea,
     QSpinBox,
     QSplitter,
     QStackedWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -43,6 +43,12 @@ SELECTION_HINT = "Selection: drag a rectangle (Select) or draw a shape around im
 SELECTION_RGB = np.array([255, 140, 0], np.uint8)
 #: Side of the thumbnails in the strips.
 THUMB = 72
+#: Below this width the tab shows the strips under the map, not beside it (beside, a 1024 px
+#: window with its docks left the map a hundred pixels wide and the strips cut).
+NARROW_TAB_PX = 560
+#: The map's least size (the tab scrolls below what it and the strips need): higher with the
+#: strips under it, where the page scrolls down rather than squeeze the map.
+MIN_MAP_W, MIN_MAP_H, MIN_MAP_H_NARROW = 160, 200, 280
 
 
 class SelectBox(pg.ViewBox):
@@ -316,7 +322,8 @@ class ThumbStrip(QListWidget):
         self.setWrapping(True)
         self.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.setMovement(QListWidget.Movement.Static)
-        self.setMinimumHeight(THUMB // 2)
+        # One row of thumbnails with their captions: less cut them in half.
+        self.setMinimumHeight(THUMB + self.fontMetrics().height() + 16)
         self.itemClicked.connect(lambda item: self.activated_row.emit(int(item.data(_ROW))))
 
     def set_items(self, items: Sequence[tuple[int, QPixmap | None, str, str]]) -> None:
@@ -371,8 +378,9 @@ class AtlasView(QWidget):
         root = QVBoxLayout(self)
         root.setContentsMargins(0, 0, 0, 0)
         root.addWidget(scroll)
+        # Below the least size its layout asks (the bars, the map's least size, the strips'
+        # one row of thumbnails) the tab scrolls: no widget is squeezed under its own.
         content = QWidget()
-        content.setMinimumSize(420, 320)  # below this the tab scrolls
         scroll.setWidget(content)
         outer = QVBoxLayout(content)
         bar = QHBoxLayout()
@@ -389,12 +397,13 @@ class AtlasView(QWidget):
         self.channel_spin = QSpinBox()
         self.channel_spin.setPrefix("ch ")
         self.channel_spin.setEnabled(False)
-        self.select_button = QPushButton("Select")
+        # Tool buttons: a push button's least width (80 px) would widen the tab's second row.
+        self.select_button = _text_button("Select")
         self.select_button.setCheckable(True)
         self.select_button.setToolTip(
             "Drag a rectangle on the map to select images (off: drag pans)"
         )
-        self.lasso_button = QPushButton("Lasso")
+        self.lasso_button = _text_button("Lasso")
         self.lasso_button.setCheckable(True)
         self.lasso_button.setToolTip(
             "Draw a free shape around images on the map to select them (off: drag pans)"
@@ -434,6 +443,7 @@ class AtlasView(QWidget):
         self.plot.getPlotItem().hideAxis("left")
         self.plot.getPlotItem().hideAxis("bottom")
         self.plot.setAspectLocked(False)
+        self.plot.setMinimumSize(MIN_MAP_W, MIN_MAP_H)
         self.dots = RasterDots()
         self.neighbour_dots = pg.ScatterPlotItem(
             size=11, pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
@@ -475,6 +485,8 @@ class AtlasView(QWidget):
         self.hover_label.setWordWrap(True)
         rv.addWidget(self.hover_label)
         self.nearest_title = QLabel("Nearest in the dataset")
+        # Wrapped: it names the layer, and unwrapped its width held the strips' column wide.
+        self.nearest_title.setWordWrap(True)
         rv.addWidget(self.nearest_title)
         self.nearest_strip = ThumbStrip()
         rv.addWidget(self.nearest_strip, 1)
@@ -491,7 +503,9 @@ class AtlasView(QWidget):
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
         split.setSizes([3000, 1000])  # the map gets most of the width from the start
+        self.split = split
         self.stack.addWidget(split)
         outer.addWidget(self.stack, 1)
 
@@ -507,6 +521,25 @@ class AtlasView(QWidget):
         scene.sigMouseMoved.connect(self._on_mouse_moved)
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
         self._hovered = -1
+
+    # -- fitting -----------------------------------------------------------------------------
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit(event.size().width())
+
+    def _fit(self, width: int) -> None:
+        """The strips beside the map on a wide tab, under it on a narrow one."""
+        narrow = width < NARROW_TAB_PX
+        if self.is_narrow() == narrow:
+            return
+        self.split.setOrientation(Qt.Orientation.Vertical if narrow else Qt.Orientation.Horizontal)
+        # Down a narrow tab, the map over the strips (3:2); across, most of the width.
+        self.split.setSizes([3000, 2000] if narrow else [3000, 1000])
+        self.plot.setMinimumHeight(MIN_MAP_H_NARROW if narrow else MIN_MAP_H)
+
+    def is_narrow(self) -> bool:
+        """Whether the strips are under the map (a tab under :data:`NARROW_TAB_PX` wide)."""
+        return self.split.orientation() == Qt.Orientation.Vertical
 
     # -- state -----------------------------------------------------------------------------
     def show_empty(self, text: str = EMPTY_TEXT) -> None:
@@ -642,6 +675,15 @@ class AtlasView(QWidget):
             if self.lasso_button.isChecked()
             else ""
         )
+
+
+def _text_button(text: str) -> QToolButton:
+    """A checkable button showing ``text``, as narrow as its text."""
+    button = QToolButton()
+    button.setText(text)
+    button.setCheckable(True)
+    button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+    return button
 
 
 def _escape(text: str) -> str:
