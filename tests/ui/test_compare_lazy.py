@@ -200,3 +200,72 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     win.set_model(torchvision.models.resnet18(weights=None).eval(), ["conv1", "layer1"])
     assert view.diff_panels == {} and ctrl.diff_panels_unpainted() == []
     assert not ctrl.diff_panels_pending()
+
+
+def _text_inside(chart) -> bool:
+    vb = chart.plot.vb
+    return vb.sceneBoundingRect().contains(chart.divergence_text.sceneBoundingRect())
+
+
+#: 35 layers, as many as a ResNet-18's blocks and convolutions.
+CHART_NAMES = (
+    ["conv1", "bn1"]
+    + [f"layer{i}.{j}.conv{k}" for i in range(1, 5) for j in range(4) for k in (1, 2)]
+    + ["fc"]
+)
+
+
+@pytest.mark.parametrize("where", [0, 9, 17, 26, len(CHART_NAMES) - 1])
+def test_the_first_divergence_text_stays_inside_a_narrow_chart(qtbot, where):
+    from PySide6.QtCore import QCoreApplication
+
+    from actviz.ui.compare.chart import SimilarityChart
+
+    chart = SimilarityChart()
+    qtbot.addWidget(chart)
+    n = len(CHART_NAMES)
+    cosine, rel = np.linspace(1.0, 0.4, n), np.linspace(0.0, 0.7, n)
+    chart.set_values(CHART_NAMES, cosine, rel, rel, divergence=where, tol=1e-4)
+    full = f"first divergence: {CHART_NAMES[where]}"
+    for width in (chart.minimumSizeHint().width(), 260, 420, 900):
+        chart.resize(width, 240)
+        chart.show()
+        qtbot.waitExposed(chart)
+        for _ in range(3):
+            QCoreApplication.processEvents()
+        text = chart.divergence_text
+        shown = text.textItem.toPlainText()
+        assert text.isVisible() and shown, (width, where)
+        assert _text_inside(chart), (width, where, shown)
+        if width == 900:  # room for the whole text on one side or the other
+            assert shown == full
+        else:  # the whole text, the layer's name, or its name cut in the middle
+            name = CHART_NAMES[where]
+            cut = "…" in shown and (shown[0], shown[-1]) == (name[0], name[-1])
+            assert shown in (full, name) or cut, shown
+    # Panned so that the line is out of view: no name left floating at the edge.
+    low = where + 3 if where < n - 6 else 0
+    chart.plot.setXRange(low, low + 3, padding=0)
+    QCoreApplication.processEvents()
+    assert not chart.divergence_text.isVisible()
+
+
+def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, None, LAYERS, size=(1024, 640))
+    window = win.window
+    win.set_input(_image(1))
+    win.run_and_wait(TIMEOUT_MS)
+    pin = window.pin_result()
+    win.set_input(_image(2))
+    win.run_and_wait(TIMEOUT_MS)
+    _compare_with(qtbot, window, pin)
+    chart = window.features["compare"].view.chart
+    view = window.features["compare"].view
+    win.settle()
+    assert chart.divergence == 0 and chart.divergence_text.isVisible()
+    assert _text_inside(chart)
+    # The splitter dragged so that the chart is as narrow as it goes.
+    view.top_splitter.setSizes([1, 5000])
+    win.settle()
+    assert chart.width() <= chart.minimumSizeHint().width() + 2
+    assert chart.divergence_text.isVisible() and _text_inside(chart)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.grad_flow import LayerAxis
@@ -24,6 +24,10 @@ DISTANCE_COLOUR = "#e07b39"
 DIVERGENCE_COLOUR = "#d93025"
 #: A click this far (in layers) from a point still picks it.
 CLICK_REACH = 0.5
+#: The chart asks for at least this width, so the first divergence's name has some room.
+MIN_CHART_PX = 200
+#: Pixels kept free between the first divergence's name and the plot's edge.
+TEXT_SLACK_PX = 3
 
 
 def _series(colour: str, symbol: str, name: str) -> pg.PlotDataItem:
@@ -92,8 +96,16 @@ class SimilarityChart(PlotPanel):
         #: Index of the first divergent layer (None: none past the tolerance).
         self.divergence: int | None = None
         self.tol = 0.0
+        self._text_y = 0.0
         self.setMinimumHeight(180)
+        # The name beside the divergence line is fitted to the room the plot has left.
+        self.plot.vb.sigResized.connect(self._fit_divergence_text)
+        self.plot.vb.sigXRangeChanged.connect(self._fit_divergence_text)
         self.clear()
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        hint = super().minimumSizeHint()
+        return QtCore.QSize(max(hint.width(), MIN_CHART_PX), hint.height())
 
     # ------------------------------------------------------------------ data
     def set_comparison(self, comparison: Any) -> None:
@@ -156,17 +168,45 @@ class SimilarityChart(PlotPanel):
         pad = 0.06 * (high - low)
         top = high + 3 * pad  # a band above the points for the divergence's name
         self.plot.setRange(xRange=(-0.5, max(n, 1) - 0.5), yRange=(low - pad, top), padding=0.0)
-        shown = self.divergence is not None
-        self.divergence_line.setVisible(shown)
-        self.divergence_text.setVisible(shown)
+        self.divergence_line.setVisible(self.divergence is not None)
         if self.divergence is not None:
-            d = float(self.divergence)
-            self.divergence_line.setPos(d)
-            self.divergence_text.setText(f" first divergence: {self._label(self.divergence)}")
-            # Beside the line, on the side with room, at the top of the plot.
-            self.divergence_text.setAnchor((1, 0) if n > 1 and d > (n - 1) / 2 else (0, 0))
-            self.divergence_text.setPos(d, top)
+            self.divergence_line.setPos(float(self.divergence))
+        self._text_y = top
+        self._fit_divergence_text()
         self.set_summary(self._summary_text())
+
+    def _fit_divergence_text(self, *_args: object) -> None:
+        """Name the first divergence beside its line, at the top of the plot, inside it:
+        on the side with room (the right one for a line in the left half), the whole text
+        where it fits, else the layer's name cut in the middle, else nothing (the summary
+        and the hover name it too)."""
+        item = self.divergence_text
+        d = self.divergence
+        vb = self.plot.vb
+        area = vb.sceneBoundingRect()
+        x = vb.mapViewToScene(QtCore.QPointF(float(d or 0), self._text_y)).x()
+        if d is None or area.width() <= 0 or not area.left() <= x <= area.right():
+            item.setVisible(False)  # no divergence, not laid out yet, or panned out of view
+            return
+        metrics = QtGui.QFontMetricsF(item.textItem.font())
+        pad = 2 * item.textItem.document().documentMargin() + TEXT_SLACK_PX
+        rooms = {"right": area.right() - x - pad, "left": x - area.left() - pad}
+        n = len(self.names)
+        sides = ["left", "right"] if n > 1 and d > (n - 1) / 2 else ["right", "left"]
+        full = f"first divergence: {self._label(d)}"
+        fits = [side for side in sides if metrics.horizontalAdvance(full) <= rooms[side]]
+        side = fits[0] if fits else max(sides, key=lambda s: rooms[s])
+        text = full
+        if not fits:
+            room = max(0.0, rooms[side])
+            text = metrics.elidedText(self._label(d), QtCore.Qt.TextElideMode.ElideMiddle, room)
+        if not text or metrics.horizontalAdvance(text) > rooms[side]:
+            item.setVisible(False)
+            return
+        item.setText(text)
+        item.setAnchor((1, 0) if side == "left" else (0, 0))
+        item.setPos(float(d), self._text_y)
+        item.setVisible(True)
 
     def clear(self) -> None:
         """Show no comparison."""
