@@ -142,6 +142,17 @@ def test_channel_view_fills_a_tall_view(qtbot, tall):
         assert images[0].height() > 0.7 * row.height()
     assert all(abs(r.width() - r.height()) <= 2 for r in images)  # square pixels kept
     assert not [p for p in layout_problems(view) if p.kind == "blank"]
+    if tall:
+        # A section under the images takes most of the height: what is left is wide, and
+        # the images go side by side again (no resize of the view tells it).
+        from PySide6.QtWidgets import QWidget
+
+        section = QWidget()
+        section.setFixedHeight(420)
+        view.add_section(section)
+        _settle(view)
+        assert not view.is_stacked()
+        assert not [p for p in layout_problems(view) if p.kind == "blank"]
 
 
 def test_the_check_finds_blank_bands_in_a_view_to_be_filled(qtbot):

@@ -257,3 +257,22 @@ def test_the_atlas_tab_holds_over_sizes_and_docks(scanned, demo_resources, actvi
     if scanned:
         assert view.nearest_strip.count() > 0
     _report(new, known)
+
+
+def test_the_channel_view_fills_a_tall_window(demo_resources, actviz_window):
+    """At 1280x1080 the channel view is taller than wide: its images go one above the other
+    (side by side they left blank bands above and below, which the check calls 'blank')."""
+    win = _demo_window(actviz_window)
+    layer = next(n for n in win.window.result.shown if n.startswith("features."))
+    _set_channel(win, layer, True)
+    win.resize(1280, 1080)
+    _settle(win)
+    view = win.window.centre.channel_view
+    problems = layout_problems(win.window)
+    assert not problems, "\n".join(map(str, problems))
+    assert view.height() > view.width() and view.is_stacked()
+    win.resize(1920, 1080)  # wide again: side by side
+    _settle(win)
+    assert not view.is_stacked()
+    problems = layout_problems(win.window)
+    assert not problems, "\n".join(map(str, problems))

@@ -336,6 +336,14 @@ class ChannelView(PanelBase):
         self._narrow = event.size().width() < NARROW_VIEW_PX
         self._arrange()
 
+    def event(self, event: QtCore.QEvent) -> bool:
+        handled = super().event(event)
+        if event.type() == QtCore.QEvent.Type.LayoutRequest:
+            # A section added or shown under the images (the dataset's top images) takes
+            # height from them without resizing the view: arrange them for what is left.
+            self._arrange()
+        return handled
+
     def _arrange(self) -> None:
         """Activation and gradient side by side, or one above the other: above in a narrow
         view, and wherever that draws the images larger (a tall view: side by side, each
