@@ -192,6 +192,16 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
     after = _assert_panels_show(ctrl, cap_a, cap_b)
     assert len(after) > len(before)
+    # Wide enough for two columns: the panels go side by side, those now in view painted.
+    win.resize(2200, 1400)
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    conv1, bn1 = view.diff_panels["conv1"], view.diff_panels["bn1"]
+    assert conv1.y() == bn1.y() and conv1.x() < bn1.x()
+    assert len(_assert_panels_show(ctrl, cap_a, cap_b)) >= len(after)
+    # Every panel at once (what a report or a test reading them all asks for).
+    ctrl.paint_diff_panels()
+    assert ctrl.diff_panels_unpainted() == []
+    assert _assert_panels_show(ctrl, cap_a, cap_b) == LAYERS
 
     # Another model: the comparison and its panels go, none waits.
     torch.manual_seed(1)
@@ -200,6 +210,35 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     win.set_model(torchvision.models.resnet18(weights=None).eval(), ["conv1", "layer1"])
     assert view.diff_panels == {} and ctrl.diff_panels_unpainted() == []
     assert not ctrl.diff_panels_pending()
+
+
+def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_window, resnet):
+    from actviz.ui.compare.controller import STALE_NOTE
+
+    win, (pin,) = _setup(actviz_window, resnet)
+    window = win.window
+    ctrl = window.features["compare"]
+    view = ctrl.view
+    _compare_with(qtbot, window, pin)
+    cap_a, cap_b = window.result.capture, pin.result.capture
+    # Live mode on (an occlusion patch): frames of another input replace the latest run.
+    live = win.feature("live")
+    live.dock.show()
+    with win.expect_run(TIMEOUT_MS):
+        live.dock.occlusion_check.setChecked(True)
+    qtbot.waitUntil(lambda: live.controller.idle, timeout=TIMEOUT_MS)
+    assert window.result.capture is not cap_a
+    assert view.message().startswith(STALE_NOTE)
+    window.show_tab(ctrl.page)
+    # Panels painted now show the comparison made, not the live frame.
+    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
+    _assert_panels_show(ctrl, cap_a, cap_b)
+    # Live mode off again: still that comparison.
+    live.dock.close()
+    win.wait_idle()
+    view.diff_scroll.verticalScrollBar().setValue(view.diff_scroll.verticalScrollBar().maximum())
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    _assert_panels_show(ctrl, cap_a, cap_b)
 
 
 def _text_inside(chart) -> bool:
