@@ -15,6 +15,11 @@ own model), submitted without superseding what runs there; the window's worker s
 the generations this controller :meth:`owns` alone. A comparison asked for while a run is on
 its way waits for it, so run A is the newest result. The outcome keeps pictures and figures
 only: run B's capture is freed once compared.
+
+Difference panels are made and painted as they come near the difference area's view (the
+comparison arrives, the area is scrolled or resized, the tab is shown), one at a time with what
+is in view kept in place: all of a ResNet-18's at once blocked the GUI thread for about a
+second. A panel kept from the comparison before shows nothing until painted with this one.
 """
 
 from __future__ import annotations
@@ -629,8 +634,9 @@ class CompareController(FeatureBase, QObject):
         layer: PreparedLayer = outcome.differences[name]
         panel = self.view.diff_panel(name)
         panel.set_module_type(_panel_title(layer))
-        # Whatever height it held while blank (see CompareView.blank_diff_panel).
-        panel.set_minimum_panel_height(MIN_PANEL_HEIGHT)
+        if panel.activation_slot.view is None:
+            # Not the height it held while blank (see CompareView.blank_diff_panel).
+            panel.set_minimum_panel_height(MIN_PANEL_HEIGHT)
         # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
         panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
         panel.gradient_slot.set_colormap(AUTO)
