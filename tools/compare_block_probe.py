@@ -1,6 +1,7 @@
 """How long the GUI thread blocks when a comparison with a pin arrives (ResNet-18).
 
-A random-init ResNet-18 with every leaf ticked runs on a 64x64 input in a 1280x720 window,
+A random-init ResNet-18 with every leaf ticked runs on a 64x64 input in a 1280x720 window
+(``--window``),
 is pinned, runs on another input, and is compared with the pin from the Layers tab (the
 Compare tab comes up, as from Run > Pinned results). A 5 ms Qt timer records how late it
 fires from the click until the comparison is shown plus ``--settle`` seconds: the longest
@@ -21,6 +22,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--settle", type=float, default=1.0)
+    parser.add_argument("--window", default="1280x720", help="window size, WxH")
     args = parser.parse_args()
 
     import torch
@@ -35,7 +37,8 @@ def main() -> int:
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     window = MainWindow(settings=scratch_settings(), auto_run=False)
-    window.resize(1280, 720)
+    width, height = (int(v) for v in args.window.split("x"))
+    window.resize(width, height)
     window.show()
     layers = leaf_names(model)
     window.set_model(model, name="resnet18", layers=layers)

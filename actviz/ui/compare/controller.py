@@ -77,7 +77,8 @@ TAB_TITLE = "Compare"
 #: Said above a comparison whose run A is no longer the latest result.
 STALE_NOTE = "Run A changed since this comparison: press Compare to compare the latest run."
 #: Difference panels this far (a fraction of the area's height) above or below the area are
-#: painted with those in it, so that a little scrolling finds them painted.
+#: painted after those in it (one per event-loop pass), so that a little scrolling finds them
+#: painted.
 PAINT_MARGIN = 0.5
 
 
@@ -142,6 +143,10 @@ class CompareController(FeatureBase, QObject):
         self._paint_timer.setSingleShot(True)
         self._paint_timer.setInterval(0)
         self._paint_timer.timeout.connect(self._paint_in_view)
+        self._margin_timer = QTimer(self)
+        self._margin_timer.setSingleShot(True)
+        self._margin_timer.setInterval(0)
+        self._margin_timer.timeout.connect(self._paint_near_view)
         self._page_sizes: dict[str, int] = {}
         self._closed = False
         self._width_timer = QTimer(self)
@@ -356,6 +361,7 @@ class CompareController(FeatureBase, QObject):
         self._closed = True
         self._width_timer.stop()
         self._paint_timer.stop()
+        self._margin_timer.stop()
         self.loads.shutdown(timeout_ms=0)
         for event, slot in (
             (self.session.pins_changed, self._refresh_pins),
@@ -571,8 +577,9 @@ class CompareController(FeatureBase, QObject):
             self._paint_timer.start()
 
     def _paint_in_view(self) -> None:
-        """Paint the difference panels waiting that are in (or near) the area's view; when
-        the tab first shows a comparison, scroll to its first divergence first."""
+        """Paint the difference panels waiting in the area's view now (when the tab first
+        shows a comparison, scroll to its first divergence first); those near it follow,
+        one per event-loop pass."""
         if self._closed or self._painting or not self.page.isVisible():
             return
         if not self._unpainted and self._reveal_name is None:
@@ -583,23 +590,50 @@ class CompareController(FeatureBase, QObject):
             if self._reveal_name is not None:
                 name, self._reveal_name = self._reveal_name, None
                 v.reveal_diff_panel(name)
-            # One at a time, those in view first: a painted panel takes the height its
-            # mosaic asks for, which moves the others (often out of reach).
-            while self._unpainted and not self._closed:
-                height = v.diff_scroll.viewport().height()
-                names = v.diff_panels_near_view(self._unpainted, 0)
-                names = names or v.diff_panels_near_view(
-                    self._unpainted, int(PAINT_MARGIN * height)
-                )
-                if not names:
-                    break
-                # Panels above the view grow as they are painted: what is in view stays put.
-                anchor = v.diff_anchor()
-                self._unpainted.discard(names[0])
-                self._paint(names[0])
-                v.keep_diff_anchor(anchor)
+            self._paint_each(0)
         finally:
             self._painting = False
+        if self._near_view():
+            self._margin_timer.start()
+
+    def _paint_near_view(self) -> None:
+        """One panel near the area's view (after any that came into it): a little scrolling
+        finds it painted, and no pass paints more than what is in view."""
+        if self._closed or self._painting or not self.page.isVisible():
+            return
+        self._painting = True
+        try:
+            self._paint_each(0)
+            self._paint_each(self._margin_px(), most=1)
+        finally:
+            self._painting = False
+        if self._near_view():
+            self._margin_timer.start()
+
+    def _paint_each(self, margin: int, most: int | None = None) -> None:
+        # One at a time, in depth order: a painted panel takes the height its mosaic asks
+        # for, which moves the others (often out of reach).
+        v = self.view
+        painted = 0
+        while self._unpainted and not self._closed and (most is None or painted < most):
+            names = v.diff_panels_near_view(self._unpainted, margin)
+            if not names:
+                break
+            # Panels above the view grow as they are painted: what is in view stays put.
+            anchor = v.diff_anchor()
+            self._unpainted.discard(names[0])
+            self._paint(names[0])
+            v.keep_diff_anchor(anchor)
+            painted += 1
+
+    def _margin_px(self) -> int:
+        return int(PAINT_MARGIN * self.view.diff_scroll.viewport().height())
+
+    def _near_view(self) -> bool:
+        """Whether panels in or near the area's view wait to be painted."""
+        return bool(
+            self._unpainted and self.view.diff_panels_near_view(self._unpainted, self._margin_px())
+        )
 
     def diff_panels_pending(self) -> bool:
         """Whether difference panels in (or near) the area's view wait to be painted: the
@@ -609,8 +643,7 @@ class CompareController(FeatureBase, QObject):
             return False
         if not self.page.isVisible() or self._paint_timer.isActive():
             return True
-        margin = int(PAINT_MARGIN * self.view.diff_scroll.viewport().height())
-        return bool(self.view.diff_panels_near_view(self._unpainted, margin))
+        return self._margin_timer.isActive() or self._near_view()
 
     def diff_panels_unpainted(self) -> list[str]:
         """The layers whose difference panels wait to be scrolled to (or for the tab to
