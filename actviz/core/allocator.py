@@ -23,7 +23,14 @@ import sys
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ENV", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune_allocator", "tune_if_asked"]
+__all__ = [
+    "ENV",
+    "MMAP_THRESHOLD",
+    "TRIM_THRESHOLD",
+    "tune_allocator",
+    "tune_if_asked",
+    "tuned",
+]
 
 #: The environment variable: ``1`` tunes at the first capture, ``0`` never tunes.
 ENV = "ACTVIZ_TUNE_ALLOCATOR"
@@ -72,6 +79,11 @@ def tune_allocator() -> bool:
     )
     log.debug("glibc malloc thresholds raised: %s", _tuned)
     return _tuned
+
+
+def tuned() -> bool:
+    """Whether :func:`tune_allocator` has raised glibc's thresholds in this process."""
+    return bool(_tuned)
 
 
 def tune_if_asked() -> None:

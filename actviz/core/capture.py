@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from actviz.core import pool
 from actviz.core.allocator import tune_if_asked
 from actviz.core.edits import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck
@@ -216,7 +217,11 @@ def capture(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     warnings: list[str] = []
-    compiled = hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module)
+    # torch.compile's wrapper holds the original as a child: a lookup in its children, where
+    # ``hasattr`` would raise and catch inside Module.__getattr__ for every other model
+    # (``in`` and ``[]``: TorchScript's child mapping has no ``get``).
+    children = model._modules
+    compiled = "_orig_mod" in children and isinstance(children["_orig_mod"], nn.Module)
     if compiled:
         # torch.compile traces submodules away, so their hooks would never fire.
         model = model._orig_mod
@@ -384,6 +389,7 @@ def _capture_once(
         by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
     )
     recorder.copy_all = copy_all
+    recorder.pool = pooled = pool.wanted(model)
     scripted = isinstance(model, torch.jit.ScriptModule)
     # In-place modules run out of place from the first recorded one on; with nothing recorded
     # there is nothing to keep intact.
@@ -425,8 +431,11 @@ def _capture_once(
             fingerprint=plan if plan.kept else None,
         )
         # capture() has left any inference mode already.
+        faults = 0 if pooled else pool.minor_faults()
         with torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
+        if not pooled:
+            pool.observe(model, pool.minor_faults() - faults, recorder.nbytes)
         stale = recorder.stale_owners()
         unhooked = recorder.unhooked_changed()
         if stale or unhooked or recorder.retry_needed:
@@ -492,6 +501,7 @@ def _capture_once(
         for h in handles:
             h.remove()
         state.restore()
+        pool.POOL.capture_done()
 
 
 def _backward(

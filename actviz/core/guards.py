@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -119,25 +120,42 @@ KEEP_COPIES_BYTES = 64 * 2**20
 
 
 class _Group:
-    """Contiguous buffers on one device, saved as bytes into one flat tensor by one ``cat``."""
+    """Contiguous buffers on one device, saved as bytes into one flat copy by one concatenate.
 
-    __slots__ = ("chunks", "members", "saved", "scratch", "views")
+    On the CPU the buffers' bytes are numpy views made once, and a save is one
+    ``np.concatenate``: ~8 us for ResNet-18's 60 buffers, where ``torch.cat`` of the same
+    byte views spends ~40 us checking and dispatching its inputs. Other devices use
+    ``torch.cat``. Bytes are copied exactly either way.
+    """
+
+    __slots__ = ("arrays", "chunks", "members", "saved", "saved_np", "scratch", "views")
 
     def __init__(self, members: list[int], tensors: list[torch.Tensor]) -> None:
         self.members = members  # positions in the saved list of buffers
-        # Flat byte views of the buffers' memory, made once: one cat per save whatever the
-        # dtypes, instead of a copy (a TensorIterator) per buffer. Bytes are copied exactly.
-        self.views = [tensors[i].view(-1).view(torch.uint8) for i in members]
+        # Flat byte views of the buffers' memory, made once: one concatenation per save
+        # whatever the dtypes, instead of a copy (a TensorIterator) per buffer.
+        self.views = [tensors[i].detach().view(-1).view(torch.uint8) for i in members]
         sizes = [v.numel() for v in self.views]
         self.saved = self.views[0].new_empty(sum(sizes))
         self.scratch = torch.empty_like(self.saved)
         self.chunks = list(self.saved.split(sizes))
+        self.arrays: list[np.ndarray] | None = None
+        self.saved_np: tuple[np.ndarray, np.ndarray] | None = None
+        if self.saved.device.type == "cpu":
+            self.arrays = [v.numpy() for v in self.views]
+            self.saved_np = (self.saved.numpy(), self.scratch.numpy())
 
     def save(self) -> None:
-        torch.cat(self.views, out=self.saved)
+        if self.arrays is not None and self.saved_np is not None:
+            np.concatenate(self.arrays, out=self.saved_np[0])
+        else:
+            torch.cat(self.views, out=self.saved)
 
     def put_back(self) -> None:
-        torch.cat(self.views, out=self.scratch)
+        if self.arrays is not None and self.saved_np is not None:
+            np.concatenate(self.arrays, out=self.saved_np[1])
+        else:
+            torch.cat(self.views, out=self.scratch)
         if not _same_bytes(self.scratch, self.saved):
             torch._foreach_copy_(self.views, self.chunks)
 
@@ -145,10 +163,10 @@ class _Group:
 class _SavedBuffers:
     """A model's buffers, saved before a capture and put back after it.
 
-    Contiguous buffers are saved with one ``torch.cat`` of their bytes per device into a flat
-    copy, and written back only if a second ``cat`` finds their bytes changed (a capture in
-    eval mode changes none): ResNet-18's 60 buffers cost two cats and one ``memcmp`` instead
-    of 120 copies, each with its own TensorIterator. The flat copies are kept (weakly, per
+    Contiguous buffers are saved with one concatenation of their bytes per device into a flat
+    copy, and written back only if a second one finds their bytes changed (a capture in eval
+    mode changes none): ResNet-18's 60 buffers cost two concatenations and one ``memcmp``
+    instead of 120 copies, each with its own TensorIterator. The flat copies are kept (weakly, per
     model) and reused by its next capture while it holds the same buffer tensors over the
     same memory. Other buffers (non-contiguous, sparse, quantized, meta) are cloned and
     copied back one by one.

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from actviz.core.pool import MIN_BYTES, POOL
 from actviz.core.records import CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import clone_keep_layout, iter_tensors, map_tensors
 
@@ -85,12 +86,18 @@ class Recorder:
         self.grad_requests: list[tuple[torch.Tensor, int, list, nn.Module | None]] = []
         self.retry_needed = False
         self.copy_all = False
+        # Large CPU records go into pooled memory where the capture sets this (core/pool.py).
+        self.pool = False
         self.verify: list[tuple[torch.Tensor, int, nn.Module]] = []
         # Looked up once, iterating the (small) sets: ``module in WeakSet`` makes a weak
         # reference per test.
-        self._copy_ids = {id(m) for m in NEEDS_COPY if m in names}
-        self._hook_ids = self._copy_ids | {id(m) for m in NEEDS_GRAD_HOOK if m in names}
-        self._inplace_ids = {id(m) for m in DISCOVERED_INPLACE if m in names}
+        self._copy_ids: set[int] = set()
+        self._hook_ids: set[int] = set()
+        self._inplace_ids: set[int] = set()
+        if names:  # a capture of no layer has nothing to look up
+            self._copy_ids = {id(m) for m in NEEDS_COPY if m in names}
+            self._hook_ids = self._copy_ids | {id(m) for m in NEEDS_GRAD_HOOK if m in names}
+            self._inplace_ids = {id(m) for m in DISCOVERED_INPLACE if m in names}
         self._started: dict[int, int] = {}  # calls begun per module: the next call's index
         # Per module: whether its tensor inputs are cloned (it writes into them).
         self._clones: dict[int, bool] = {}
@@ -99,19 +106,29 @@ class Recorder:
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
         """The value of ``t`` now, shared with any earlier snapshot of the same tensor version.
 
-        A copy only where needed: for modules known to see their tensors changed later, and
-        for views into a larger storage (a reference would pin all of it). Otherwise a
-        reference, verified after the forward pass (see :meth:`stale_owners`).
+        Large dense CPU tensors are copied into pooled memory (:mod:`actviz.core.pool`) unless
+        glibc keeps freed memory already. Otherwise a copy only where needed: for modules
+        known to see their tensors changed later, and for views into a larger storage (a
+        reference would pin all of it); else a reference, verified after the forward pass
+        (see :meth:`stale_owners`).
         """
         entry = self._snaps.get(id(t))
         version = t._version
         if entry is not None and entry[0]() is t and entry[1] == version:
             return entry[2]
         nbytes = t.numel() * t.element_size()
-        if (
+        pooled = POOL.copy(t) if self.pool and nbytes >= MIN_BYTES else None
+        if pooled is not None:
+            # A large record in warm memory actviz keeps (core/pool.py); the forward's own
+            # tensor is freed as in a bare pass.
+            snap = pooled
+        elif (
             self.copy_all
             or id(owner) in self._copy_ids
-            or t.untyped_storage().nbytes() > nbytes
+            # Only a view can pin a larger storage (asking every tensor for its storage makes
+            # a Python object per record).
+            or t._is_view()
+            and t.untyped_storage().nbytes() > nbytes
             or t.requires_grad
             and t.is_leaf
         ):

@@ -114,22 +114,13 @@ def resolve_target(output: Any, target: Any) -> Target:
         return Target(value.reshape(()), None, f"custom target {name}(output)")
     if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
         raise TypeError(f"target must be None, an int or a callable, not {type(target).__name__}")
-    dets = detections(output)
-    if dets is not None:
-        return _detection_target(dets, target)
-    tensors = list(named_tensors(output))
-    if not tensors:
-        raise ValueError(
-            "the model output holds no tensor, so there is nothing to take gradients of"
-        )
-    path, out = tensors[0]
-    segmentation = isinstance(output, Mapping) and _is_map(output.get("out"))
-    if segmentation:
-        path, out = "output['out']", output["out"]
-    logits = _logits(output)
-    if logits is not None:
-        # Hugging Face outputs: attentions and hidden states beside the logits are extras.
-        path, out, tensors = "output['logits']", logits, [("output['logits']", logits)]
+    if isinstance(output, torch.Tensor):
+        # The usual case, without walking a structure (a capture's fixed cost).
+        path, out, tensors, segmentation, logits = "output", output, [output], False, None
+    else:
+        path, out, tensors, segmentation, logits = _structured(output)
+        if out is None:  # a detector's output
+            return _detection_target(tensors, target)
     warning = None
     if len(tensors) > 1:
         shapes = ", ".join(f"{p} {_shape(t)}" for p, t in tensors[:4])
@@ -156,6 +147,29 @@ def resolve_target(output: Any, target: Any) -> Target:
     else:
         value, index, description = _class_target(out, int(target))
     return Target(value if value.dim() == 0 else value.reshape(()), index, description, warning)
+
+
+def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]:
+    """``(path, tensor, tensors, segmentation, logits)`` of a structured output: the tensor
+    the default target reads and where it is. A detector's output gives ``tensor`` None and
+    its detections as ``tensors``."""
+    dets = detections(output)
+    if dets is not None:
+        return "", None, dets, False, None
+    tensors: list = list(named_tensors(output))
+    if not tensors:
+        raise ValueError(
+            "the model output holds no tensor, so there is nothing to take gradients of"
+        )
+    path, out = tensors[0]
+    segmentation = isinstance(output, Mapping) and _is_map(output.get("out"))
+    if segmentation:
+        path, out = "output['out']", output["out"]
+    logits = _logits(output)
+    if logits is not None:
+        # Hugging Face outputs: attentions and hidden states beside the logits are extras.
+        path, out, tensors = "output['logits']", logits, [("output['logits']", logits)]
+    return path, out, tensors, segmentation, logits
 
 
 def _logits(output: Any) -> torch.Tensor | None:

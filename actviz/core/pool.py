@@ -1,0 +1,223 @@
+"""Warm memory for large CPU records, reused from one capture to the next.
+
+Why: a capture keeps every recorded activation (and gradient) alive until the caller drops
+it, where bare inference frees each one as soon as the next layer has run. With glibc's
+default thresholds the heap those tensors grew is handed back to the OS when they are freed,
+so the next capture's forward writes its outputs into fresh pages: ~4,700 minor page faults
+(~1.1 us each) for the 17 blocks of ResNet-18 at 224 px, ~9,600 for its 52 leaves, a third of
+a bare forward's time. Raising glibc's thresholds (:func:`actviz.tune_allocator`) removes them
+but changes the whole process, so a library call must not do it by default.
+
+What this does instead, for a model whose captures were seen to fault (:func:`wanted`): a
+recorded CPU tensor of at least :data:`MIN_BYTES` is copied into a
+buffer actviz owns (same sizes and strides), and the forward's own tensor is freed at once, as
+in a bare pass, into memory glibc reuses while it is warm. When every tensor viewing a buffer is
+gone (a record, any view of it, a ``numpy()`` of it), the buffer comes back here and the next
+capture of the same shapes writes into pages already mapped. A copy of warm memory costs about
+a third of faulting the same bytes in.
+
+What it keeps: free buffers up to :attr:`RecordPool.keep_bytes` (the larger of the last
+capture's pooled bytes and :data:`MIN_KEEP`, at most :data:`MAX_KEEP`), never more; memory
+that actviz itself holds, not a process setting, and :func:`release_memory` gives it all
+back. A process that tuned glibc (the window) does not need it: there, records stay
+references. Where glibc happens to reuse the freed records anyway (smaller models), the copy
+would only add work, so each model starts without the pool and gets it after
+:data:`FAULT_STREAK` captures whose forward faulted in at least :data:`FAULT_SHARE` of what it
+recorded (:func:`observe`).
+
+A buffer is reused only after the storage of every tensor on it has been freed (a finalizer
+on the numpy array the storage owns), so a record is never overwritten while anything can
+still read it: results stay immutable.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.core import allocator
+
+__all__ = [
+    "MAX_KEEP",
+    "MIN_BYTES",
+    "MIN_KEEP",
+    "POOL",
+    "RecordPool",
+    "minor_faults",
+    "observe",
+    "release_memory",
+    "wanted",
+]
+
+#: Records smaller than this stay references: small blocks come from glibc's bins, warm.
+MIN_BYTES = 128 * 1024
+#: Free buffers kept at least up to this many bytes (when the last capture pooled fewer).
+MIN_KEEP = 32 * 2**20
+#: Never more free bytes than this, whatever the last capture pooled.
+MAX_KEEP = 512 * 2**20
+_ALIGN = 64  # what PyTorch's CPU allocator aligns to (vectorised kernels read aligned)
+
+
+class RecordPool:
+    """Buffers by size: :meth:`copy` takes one (or makes one), the finalizer gives it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[int, list[np.ndarray]] = {}
+        self.free_bytes = 0
+        #: free bytes kept at most (set from the last capture by :meth:`capture_done`)
+        self.keep_bytes = MIN_KEEP
+        self._pooled = 0  # bytes handed out since the last capture_done
+        #: buffers made and reused, for benchmarks and tests
+        self.made = 0
+        self.reused = 0
+
+    def copy(self, t: torch.Tensor) -> torch.Tensor | None:
+        """A detached copy of ``t`` in a pooled buffer, same sizes and strides; None where ``t``
+        is not a dense CPU tensor (no gaps, no overlaps, any memory format) of at least
+        :data:`MIN_BYTES` (the caller then keeps a reference or a clone as before)."""
+        if t.device.type != "cpu" or t.is_sparse or t.is_quantized:
+            return None
+        nbytes = t.numel() * t.element_size()
+        if nbytes < MIN_BYTES or not _dense(t):
+            return None
+        buf = self._take(nbytes)
+        start = -buf.ctypes.data % _ALIGN
+        view = buf[start : start + nbytes]  # the array the tensor's storage will own
+        out = torch.from_numpy(view).view(t.dtype).as_strided(t.size(), t.stride())
+        weakref.finalize(view, self._give_back, buf)
+        out.copy_(t.detach())
+        return out
+
+    def _take(self, nbytes: int) -> np.ndarray:
+        with self._lock:
+            self._pooled += nbytes
+            free = self._free.get(nbytes)
+            if free:
+                self.free_bytes -= nbytes
+                self.reused += 1
+                return free.pop()
+            self.made += 1
+        return np.empty(nbytes + _ALIGN, np.uint8)
+
+    def _give_back(self, buf: np.ndarray) -> None:
+        nbytes = buf.nbytes - _ALIGN
+        with self._lock:
+            if self.free_bytes + nbytes > self.keep_bytes:
+                return  # dropped: numpy frees it
+            self._free.setdefault(nbytes, []).append(buf)
+            self.free_bytes += nbytes
+
+    def capture_done(self) -> None:
+        """A capture has finished: keep as many free bytes as it pooled, for the next one."""
+        with self._lock:
+            self.keep_bytes = min(MAX_KEEP, max(MIN_KEEP, self._pooled))
+            self._pooled = 0
+            self._trim()
+
+    def release(self) -> int:
+        """Free every buffer not in use; returns the bytes given back."""
+        with self._lock:
+            freed = self.free_bytes
+            self._free.clear()
+            self.free_bytes = 0
+            return freed
+
+    def _trim(self) -> None:
+        # Oldest sizes first: a shape not seen lately is the least likely to come again.
+        for size in list(self._free):
+            if self.free_bytes <= self.keep_bytes:
+                return
+            bufs = self._free[size]
+            while bufs and self.free_bytes > self.keep_bytes:
+                bufs.pop(0)
+                self.free_bytes -= size
+            if not bufs:
+                del self._free[size]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements tile its storage without overlap (any memory format)."""
+    reach = 1  # elements covered by the smaller strides so far
+    for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.size(), strict=True) if n > 1):
+        if stride != reach:
+            return False
+        reach *= size
+    return True
+
+
+#: The process's pool (records of every capture in it).
+POOL = RecordPool()
+
+#: ``"auto"`` (per model, from the page faults its captures cause), ``"always"`` or ``"never"``.
+MODE = "auto"
+#: A forward that faults in at least this share of the bytes it records is costly to repeat...
+FAULT_SHARE = 0.25
+#: ...and this many such captures in a row (a model's first capture not counted: its memory
+#: is always new) turn the pool on for that model.
+FAULT_STREAK = 2
+
+# Per model: [captures seen, costly captures in a row, pool on (0/1)]. Weak: models can go.
+_VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+
+
+def wanted(model: Any) -> bool:
+    """Whether a capture of ``model`` should copy its large records into :data:`POOL`.
+
+    Never in a process whose glibc keeps freed memory already (:func:`actviz.tune_allocator`,
+    the window), where a reference costs nothing. Otherwise only for a model whose captures
+    were seen to fault (:func:`observe`): where glibc happens to reuse the freed records
+    (MobileNetV3-small at 224 px keeps ~15 MB and faults none), a copy would only add work.
+    """
+    if MODE != "auto":
+        return MODE == "always" and not allocator.tuned()
+    if allocator.tuned():
+        return False
+    try:
+        verdict = _VERDICTS.get(model)
+    except TypeError:  # not weakly referenceable
+        return False
+    return verdict is not None and verdict[2] == 1
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (0 where the OS does not say)."""
+    if _getrusage is None:
+        return 0
+    return _getrusage(_RUSAGE_SELF).ru_minflt
+
+
+def observe(model: Any, faults: int, nbytes: int) -> None:
+    """Count a capture of ``model`` made without the pool, whose forward pass took ``faults``
+    minor page faults while recording ``nbytes``; see :data:`FAULT_SHARE`."""
+    try:
+        verdict = _VERDICTS.setdefault(model, [0, 0, 0])
+    except TypeError:
+        return
+    verdict[0] += 1
+    costly = verdict[0] > 1 and nbytes > 0 and faults * _PAGE >= FAULT_SHARE * nbytes
+    verdict[1] = verdict[1] + 1 if costly else 0
+    if verdict[1] >= FAULT_STREAK:
+        verdict[2] = 1
+
+
+try:
+    import resource
+
+    _getrusage: Any = resource.getrusage
+    _RUSAGE_SELF = resource.RUSAGE_SELF
+    _PAGE = resource.getpagesize()
+except ImportError:  # not on Unix: no fault counts, no pool
+    _getrusage, _RUSAGE_SELF, _PAGE = None, 0, 4096
+
+
+def release_memory() -> int:
+    """Give back the memory actviz keeps for the next capture's records (bytes freed).
+
+    Buffers still viewed by a record are not touched; they are freed with their last tensor.
+    """
+    return POOL.release()
