@@ -23,6 +23,7 @@ __all__ = [
     "atlas",
     "session",
     "tune_allocator",
+    "release_memory",
     "__version__",
 ]
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz import edits
     from actviz.core.allocator import tune_allocator
     from actviz.core.capture import capture
+    from actviz.core.pool import release_memory
     from actviz.core.compare import compare
     from actviz.core.tree import module_tree
     from actviz.data.scan import scan
@@ -49,6 +51,7 @@ _LAZY = {
     "visualize": "actviz.analysis.visualize",
     "effects": "actviz.analysis.effects",
     "tune_allocator": "actviz.core.allocator",
+    "release_memory": "actviz.core.pool",
 }
 
 
