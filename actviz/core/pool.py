@@ -32,6 +32,7 @@ still read it: results stay immutable.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any
@@ -66,12 +67,17 @@ class RecordPool:
     """Buffers by size: :meth:`copy` takes one (or makes one), the finalizer gives it back."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a buffer can come back (a collected capture) while this thread holds it.
+        self._lock = threading.RLock()
         self._free: dict[int, list[np.ndarray]] = {}
         self.free_bytes = 0
         #: free bytes kept at most (set from the last capture by :meth:`capture_done`)
         self.keep_bytes = MIN_KEEP
         self._pooled = 0  # bytes handed out since the last capture_done
+        # Per buffer (by id, while it lives): its 64-byte aligned bytes.
+        self._flat: dict[int, np.ndarray] = {}
+        # The weak references that give buffers back, kept alive until they fire.
+        self._watch: dict[int, weakref.ref] = {}
         #: buffers made and reused, for benchmarks and tests
         self.made = 0
         self.reused = 0
@@ -80,34 +86,48 @@ class RecordPool:
         """A detached copy of ``t`` in a pooled buffer, same sizes and strides; None where ``t``
         is not a dense CPU tensor (no gaps, no overlaps, any memory format) of at least
         :data:`MIN_BYTES` (the caller then keeps a reference or a clone as before)."""
-        if t.device.type != "cpu" or t.is_sparse or t.is_quantized:
+        if t.device.type != "cpu" or t.layout is not torch.strided or t.is_quantized:
             return None
         nbytes = t.numel() * t.element_size()
-        if nbytes < MIN_BYTES or not _dense(t):
+        if nbytes < MIN_BYTES:
             return None
-        buf = self._take(nbytes)
-        start = -buf.ctypes.data % _ALIGN
-        view = buf[start : start + nbytes]  # the array the tensor's storage will own
-        out = torch.from_numpy(view).view(t.dtype).as_strided(t.size(), t.stride())
-        weakref.finalize(view, self._give_back, buf)
+        contiguous = t.is_contiguous()
+        if not contiguous and not _dense(t):
+            return None
+        buf, flat = self._take(nbytes)
+        # A new array object per record: the tensor's storage owns it, and its death (every
+        # tensor on the storage gone) is what gives the buffer back.
+        view = flat[:]
+        out = torch.from_numpy(view).view(t.dtype)
+        out = out.view(t.shape) if contiguous else out.as_strided(t.size(), t.stride())
+        ref = weakref.ref(view, functools.partial(self._give_back, buf))
+        self._watch[id(ref)] = ref  # a weak reference fires only while it is alive itself
         out.copy_(t.detach())
         return out
 
-    def _take(self, nbytes: int) -> np.ndarray:
+    def _take(self, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             self._pooled += nbytes
             free = self._free.get(nbytes)
             if free:
                 self.free_bytes -= nbytes
                 self.reused += 1
-                return free.pop()
+                buf = free.pop()
+                return buf, self._flat[id(buf)]
             self.made += 1
-        return np.empty(nbytes + _ALIGN, np.uint8)
+        buf = np.empty(nbytes + _ALIGN, np.uint8)
+        start = -buf.ctypes.data % _ALIGN
+        flat = buf[start : start + nbytes]
+        with self._lock:
+            self._flat[id(buf)] = flat
+        return buf, flat
 
-    def _give_back(self, buf: np.ndarray) -> None:
+    def _give_back(self, buf: np.ndarray, ref: weakref.ref) -> None:
         nbytes = buf.nbytes - _ALIGN
         with self._lock:
+            self._watch.pop(id(ref), None)
             if self.free_bytes + nbytes > self.keep_bytes:
+                self._flat.pop(id(buf), None)
                 return  # dropped: numpy frees it
             self._free.setdefault(nbytes, []).append(buf)
             self.free_bytes += nbytes
@@ -123,6 +143,9 @@ class RecordPool:
         """Free every buffer not in use; returns the bytes given back."""
         with self._lock:
             freed = self.free_bytes
+            for bufs in self._free.values():
+                for buf in bufs:
+                    self._flat.pop(id(buf), None)
             self._free.clear()
             self.free_bytes = 0
             return freed
@@ -134,7 +157,7 @@ class RecordPool:
                 return
             bufs = self._free[size]
             while bufs and self.free_bytes > self.keep_bytes:
-                bufs.pop(0)
+                self._flat.pop(id(bufs.pop(0)), None)
                 self.free_bytes -= size
             if not bufs:
                 del self._free[size]
