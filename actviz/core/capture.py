@@ -389,7 +389,10 @@ def _capture_once(
         by_module, gradients, keep_inputs, max_bytes, should_stop, input_grads=input_grads
     )
     recorder.copy_all = copy_all
-    recorder.pool = pooled = pool.wanted(model)
+    # Forward-only captures: with gradients, autograd keeps the activations alive for the
+    # backward pass anyway, so a copy would add work without letting the forward's memory go.
+    recorder.pool = pooled = not gradients and pool.wanted(model)
+    watch_faults = not gradients and not pooled
     scripted = isinstance(model, torch.jit.ScriptModule)
     # In-place modules run out of place from the first recorded one on; with nothing recorded
     # there is nothing to keep intact.
@@ -431,10 +434,10 @@ def _capture_once(
             fingerprint=plan if plan.kept else None,
         )
         # capture() has left any inference mode already.
-        faults = 0 if pooled else pool.minor_faults()
+        faults = pool.minor_faults() if watch_faults else 0
         with torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
-        if not pooled:
+        if watch_faults:
             pool.observe(model, pool.minor_faults() - faults, recorder.nbytes)
         stale = recorder.stale_owners()
         unhooked = recorder.unhooked_changed()

@@ -8,8 +8,9 @@ so the next capture's forward writes its outputs into fresh pages: ~4,700 minor 
 a bare forward's time. Raising glibc's thresholds (:func:`actviz.tune_allocator`) removes them
 but changes the whole process, so a library call must not do it by default.
 
-What this does instead, for a model whose captures were seen to fault (:func:`wanted`): a
-recorded CPU tensor of at least :data:`MIN_BYTES` is copied into a
+What this does instead, in forward-only captures of a model whose captures were seen to fault
+(:func:`wanted`; with gradients, autograd holds the activations until the backward pass
+anyway, so a copy would free nothing early): a recorded CPU tensor of at least :data:`MIN_BYTES` is copied into a
 buffer actviz owns (same sizes and strides), and the forward's own tensor is freed at once, as
 in a bare pass, into memory glibc reuses while it is warm. When every tensor viewing a buffer is
 gone (a record, any view of it, a ``numpy()`` of it), the buffer comes back here and the next
