@@ -17,9 +17,10 @@ sides finish with the same ``views.grad_cam``.
 
 All of them measure the library's default: glibc's allocator as the process found it
 (:func:`actviz.tune_allocator` not called). The rows also count minor page faults per run:
-the memory a capture keeps (every record, every gradient) is returned to the OS when the
-capture is freed, so the next capture touches fresh pages again; a bare pass reuses what it
-freed. Those faults are part of the per-call figure and of the ratio with gradients.
+the memory a capture keeps is returned to the OS when the capture is freed, so the next
+capture can touch fresh pages again where a bare pass reuses what it freed. Forward-only
+captures of a model seen to fault copy their large records into warm pooled memory instead
+(:mod:`actviz.core.pool`), which the figures include.
 """
 
 from __future__ import annotations
