@@ -10,17 +10,30 @@ its widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ``add_too
 package, so features can be added, removed and tested one at a time.
 
 The window calls each feature back through :class:`Feature`: Esc cancels, busy state, jobs it
-owns on the shared worker, "Reset window layout" and shutdown.
+owns on the shared worker, "Reset window layout" and shutdown. A feature that runs one job at a
+time with a progress bar, a Cancel button and a message line keeps them in step with the job
+through :class:`FeatureJob` (and :func:`show_steps` / :func:`show_line` for the bar and line).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from PySide6.QtCore import Qt, SignalInstance
+from PySide6.QtCore import QObject, Qt, SignalInstance
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDockWidget,
+    QLabel,
+    QMenu,
+    QProgressBar,
+    QToolBar,
+    QWidget,
+)
+
+from actviz.ui.loaders import describe_error
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -31,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Worker
     from actviz.workspace.session import Session
 
-__all__ = ["Feature", "FeatureBase", "WindowHost"]
+__all__ = ["Feature", "FeatureBase", "FeatureJob", "WindowHost", "show_line", "show_steps"]
 
 
 @runtime_checkable
@@ -194,3 +207,182 @@ class FeatureBase:
 
     def shutdown(self) -> None:
         """Stop what runs and let go of the window (called once, when it closes)."""
+
+
+def show_steps(bar: QProgressBar, done: int, total: int) -> None:
+    """``done`` of ``total`` steps on ``bar`` (a busy bar until a total is known)."""
+    if total > 0:
+        bar.setRange(0, total)
+        bar.setValue(min(done, total))
+
+
+def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
+    """``text`` on a message line, red for an error, hidden when empty."""
+    label.setText(text)
+    label.setStyleSheet("color: #c0392b;" if error else "")
+    label.setVisible(bool(text))
+
+
+class FeatureJob(QObject):
+    """The one job at a time a feature runs on a worker, and the feature's view kept in step.
+
+    The view has ``set_busy(bool)`` (the progress bar, Cancel and the buttons that start a
+    job) and ``set_message(text, *, error=False)``; with ``steps``, ``set_progress(done,
+    total)`` too. :meth:`start` makes the view busy, says ``message`` and submits the job
+    without superseding (a run already queued still reports; a later run replaces this job).
+    Then, for the job's generation:
+
+    * progress: the view shows :attr:`progress` (``(done, total)``, written by the job's
+      thread, read here on the GUI thread: one tuple);
+    * finished: the view is freed, the window's status says ``done`` (given to
+      :meth:`start`), then ``on_finished(value, context)``;
+    * failed (logged at INFO on the feature's module logger as ``"<log_as> failed"``) or
+      cancelled: the view is freed, the status says ``failed_status`` / ``cancelled_status``
+      and the view says ``"<failed>: <the error>"`` / ``cancelled`` in red;
+    * superseded (``interrupted`` given: the worker started a newer job, or the window a run,
+      so this one never reports): the view is freed and says ``interrupted`` in red.
+
+    Each red message also goes to ``on_failed(text)`` when given. Signals of other
+    generations go to ``on_other(generation)`` when given.
+
+    Parameters
+    ----------
+    parent
+        The feature (its module's logger logs failures).
+    host
+        The window: its ``refresh_busy`` and ``run_started``; its capture worker is the
+        default ``worker``.
+    view
+        What shows the job (see above).
+    """
+
+    def __init__(
+        self,
+        parent: QObject,
+        host: WindowHost,
+        view: Any,
+        *,
+        failed: str,
+        failed_status: str,
+        cancelled: str,
+        cancelled_status: str,
+        log_as: str,
+        on_finished: Callable[[Any, Any], None],
+        interrupted: str = "",
+        on_failed: Callable[[str], Any] | None = None,
+        on_other: Callable[[int], None] | None = None,
+        steps: bool = True,
+        worker: Worker | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.view = view
+        self.worker = worker if worker is not None else host.worker
+        #: Generation of the job running (None: none).
+        self.gen: int | None = None
+        #: What :meth:`start` was given to hand to ``on_finished`` (None when none runs).
+        self.context: Any = None
+        #: ``(done, total)`` steps of the job running (written by its thread).
+        self.progress: tuple[int, int] = (0, 0)
+        self._owned: set[int] = set()
+        # The failure prefix given at construction, and the running job's.
+        self._failed_default = self._failed = failed
+        self._failed_status = failed_status
+        self._cancelled, self._cancelled_status = cancelled, cancelled_status
+        self._interrupted = interrupted
+        self._done = ""
+        self._log = logging.getLogger(type(parent).__module__)
+        self._log_as = log_as
+        self._on_finished, self._on_failed, self._on_other = on_finished, on_failed, on_other
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+        if steps:
+            signals.progress.connect(self._on_worker_progress)
+        if interrupted:
+            signals.started.connect(self._check_interrupted)
+            host.run_started.connect(self._check_interrupted)
+
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` until the job's end is shown."""
+        return self.gen is not None
+
+    def owns(self, generation: int) -> bool:
+        """Whether ``generation`` is a job started here (the window's slots leave it alone)."""
+        return generation in self._owned
+
+    def start(
+        self,
+        job: Callable[[Any, Any], Any],
+        *,
+        message: str,
+        status: str,
+        done: str,
+        failed: str | None = None,
+        context: Any = None,
+    ) -> int:
+        """Submit ``job(should_stop, report)``; the view says ``message``, the window's status
+        ``status`` now and ``done`` once it finished (``failed``: this job's failure prefix
+        instead of the one given at construction). Returns its generation."""
+        self.context = context
+        self._failed = failed if failed is not None else self._failed_default
+        self._done = done
+        self.view.set_busy(True)
+        self.view.set_message(message)
+        self.gen = self.worker.submit(job, supersede=False)
+        self._owned.add(self.gen)
+        self.host.refresh_busy(status)
+        return self.gen
+
+    def cancel(self) -> bool:
+        """Ask the running job to stop (its end is shown when the worker says so)."""
+        if self.gen is None:
+            return False
+        self.worker.cancel()
+        return True
+
+    # ------------------------------------------------------------------ the worker's signals
+    def _free(self, status: str) -> Any:
+        context = self.context
+        self.gen = None
+        self.context = None
+        self.view.set_busy(False)
+        self.host.refresh_busy(status)
+        return context
+
+    def _fail(self, status: str, text: str) -> None:
+        self._free(status)
+        self.view.set_message(text, error=True)
+        if self._on_failed is not None:
+            self._on_failed(text)
+
+    def _mine(self, gen: int) -> bool:
+        if gen == self.gen:
+            return True
+        if self._on_other is not None:
+            self._on_other(gen)
+        return False
+
+    def _on_worker_progress(self, gen: int, _message: str) -> None:
+        if gen == self.gen:
+            self.view.set_progress(*self.progress)
+
+    def _check_interrupted(self, *_args: Any) -> None:
+        gen = self.gen
+        if gen is not None and self.worker.is_stale(gen):
+            self._fail("", self._interrupted)
+
+    def _on_worker_finished(self, gen: int, value: Any) -> None:
+        if self._mine(gen):
+            self._on_finished(value, self._free(self._done))
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if self._mine(gen):
+            self._log.info("%s failed: %s", self._log_as, error)
+            self._fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if self._mine(gen):
+            self._fail(self._cancelled_status, self._cancelled)

@@ -87,7 +87,7 @@ def test_a_long_synthesis_cancels_and_the_window_stays_usable(actviz_window, tin
     win, feature, section = _opened(actviz_window, tiny_cnn, channel=1)
     section.steps_spin.setValue(100_000 if section.steps_spin.maximum() >= 100_000 else 4096)
     section.button.click()
-    win.qtbot.waitUntil(lambda: feature._progress[0] >= 2, timeout=60_000)
+    win.qtbot.waitUntil(lambda: feature.job.progress[0] >= 2, timeout=60_000)
     win.window.cancel()  # Esc
     _wait_done(win, feature)
     assert feature.shown is None and "Cancelled" in section.message.text()

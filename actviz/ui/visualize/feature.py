@@ -23,8 +23,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
-from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.loaders import describe_error
+from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import DOCK_WIDTH, PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
@@ -57,12 +56,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self.channel_view.add_section(self.section)
         #: The visualisation shown (None: none).
         self.shown: Visualization | None = None
-        self._gen: int | None = None
-        self._owned: set[int] = set()
-        # (layer, channel, settings) the running job computes.
-        self._job_key: tuple[Any, ...] | None = None
-        # (done, total), written by the job's thread, read on the GUI thread (one tuple).
-        self._progress = (0, 0)
         self._closed = False
         #: Cache look-ups (no model run, no hooks: a thread of their own, newest wins).
         self.lookups = Worker(self)
@@ -75,13 +68,19 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.cancel_requested.connect(self.cancel)
         self.section.settings_changed.connect(self._show_cached)
         self.channel_view.channel_changed.connect(self._on_channel_changed)
-        signals = self.worker.signals
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
-        signals.progress.connect(self._on_worker_progress)
-        signals.started.connect(self._check_interrupted)
-        host.run_started.connect(self._check_interrupted)
+        #: The synthesis on the capture worker (its context: the key it computes).
+        self.job = FeatureJob(
+            self,
+            host,
+            self.section,
+            failed="Could not synthesise",
+            failed_status="What it wants failed",
+            cancelled="Cancelled.",
+            cancelled_status="What it wants cancelled",
+            interrupted="A new run replaced the synthesis: press What it wants again.",
+            log_as="feature visualisation",
+            on_finished=self._on_synthesised,
+        )
         self.session.model_changed.connect(self._on_model_changed)
         self.lookups.signals.finished.connect(self._on_lookup_finished)
         self.lookups.signals.errored.connect(self._on_lookup_errored)
@@ -111,19 +110,16 @@ class VisualizeFeature(FeatureBase, QObject):
     def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is a synthesis (or the model copy
         for a page)."""
-        return generation in self._owned or self.page.owns_job(generation)
+        return self.job.owns(generation) or self.page.owns_job(generation)
 
     def cancel(self) -> bool:
         """Esc / Cancel: stop the syntheses."""
         page = self.page.cancel()
-        if self._gen is None:
-            return page
-        self.worker.cancel()
-        return True
+        return self.job.cancel() or page
 
     def is_busy(self) -> bool:
         """True while a synthesis runs."""
-        return self._gen is not None or self.page.is_busy()
+        return self.job.running or self.page.is_busy()
 
     def looking_up(self) -> bool:
         """True while the cache is asked for the channel shown."""
@@ -248,15 +244,16 @@ class VisualizeFeature(FeatureBase, QObject):
     def synthesise(self) -> bool:
         """Synthesise the channel shown's picture in the background; False when not started."""
         key = self.key()
-        if self._closed or self._gen is not None or key is None:
+        if self._closed or self.job.running or key is None:
             return False
         model = self._model()
         layer, channel, objective, steps, size = key
-        self._progress = (0, int(steps))
+        tracked = self.job
+        tracked.progress = (0, int(steps))
 
         def job(should_stop: Any, report: Any) -> Visualization:
             def step(done: int, total: int) -> None:
-                self._progress = (done, total)
+                tracked.progress = (done, total)
                 report(f"What it wants: step {done}/{total}")
 
             return visualize(
@@ -271,13 +268,13 @@ class VisualizeFeature(FeatureBase, QObject):
                 should_stop=should_stop,
             )
 
-        self._job_key = key
-        self.section.set_busy(True)
-        self.section.set_message(f"Synthesising what ch {channel} wants…")
-        # supersede=False: a run already queued still reports; a later run replaces this.
-        self._gen = self.worker.submit(job, supersede=False)
-        self._owned.add(self._gen)
-        self.window.refresh_busy("Synthesising what the channel wants…")
+        self.job.start(
+            job,
+            message=f"Synthesising what ch {channel} wants…",
+            status="Synthesising what the channel wants…",
+            done="What it wants: done",
+            context=key,
+        )
         return True
 
     # ========================================================================== helpers
@@ -326,7 +323,7 @@ class VisualizeFeature(FeatureBase, QObject):
     def _show(self, vis: Visualization | None) -> None:
         self.shown = vis
         self.section.show_image(None if vis is None else vis.image_uint8(0))
-        if self._gen is not None:
+        if self.job.running:
             return  # the job's message stays
         if vis is None:
             self.section.set_message("")
@@ -336,12 +333,6 @@ class VisualizeFeature(FeatureBase, QObject):
                 f"What ch {vis.channels[0]} wants{saved}: activation "
                 f"{vis.activations[0]:.4g} after {vis.settings['steps']} steps"
             )
-
-    def _end(self, message: str, *, error: bool = False) -> None:
-        self._gen = None
-        self._job_key = None
-        self.section.set_busy(False)
-        self.section.set_message(message, error=error)
 
     # ========================================================================== events
     def _on_channel_changed(self, layer: str, channel: int) -> None:
@@ -374,37 +365,10 @@ class VisualizeFeature(FeatureBase, QObject):
         self._forget_lookup()
         self._show(None)
 
-    def _on_worker_progress(self, gen: int, _message: str) -> None:
-        if gen == self._gen:
-            self.section.set_progress(*self._progress)
-
-    def _check_interrupted(self, *_args: Any) -> None:
-        gen = self._gen
-        if gen is not None and self.worker.is_stale(gen):
-            self._end("A new run replaced the synthesis: press What it wants again.", error=True)
-            self.window.refresh_busy()
-
-    def _on_worker_finished(self, gen: int, value: Any) -> None:
-        if gen != self._gen:
-            return
-        key = self._job_key
-        self._end("")
-        self.window.refresh_busy("What it wants: done")
+    def _on_synthesised(self, value: Visualization, key: tuple[Any, ...] | None) -> None:
+        self.section.set_message("")
         if key == self.key():
             self._show(value)
         else:  # another channel is shown now: the result waits in the cache
             self._forget_lookup()
             self._show_cached()
-
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._gen:
-            return
-        log.info("feature visualisation failed: %s", error)
-        self._end(f"Could not synthesise: {describe_error(error)}", error=True)
-        self.window.refresh_busy("What it wants failed")
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if gen != self._gen:
-            return
-        self._end("Cancelled.", error=True)
-        self.window.refresh_busy("What it wants cancelled")

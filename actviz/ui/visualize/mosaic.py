@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from actviz.ui.host import show_line, show_steps
 from actviz.ui.panels import style
-from actviz.ui.visualize.section import show_line, show_steps
 
 __all__ = ["MosaicDock", "WantsMosaic"]
 

@@ -10,26 +10,13 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.analysis.visualize import visualize_settings
+from actviz.ui.host import show_line, show_steps
 from actviz.ui.panels import style
 
 #: The objectives offered (those with one image per channel).
 OBJECTIVES = ("channel", "neuron")
 #: Smallest side the picture is drawn at (a small image is enlarged by a whole factor).
 MIN_SHOWN = 96
-
-
-def show_steps(bar: QtWidgets.QProgressBar, done: int, total: int) -> None:
-    """``done`` of ``total`` synthesis steps on ``bar`` (a busy bar until a total is known)."""
-    if total > 0:
-        bar.setRange(0, total)
-        bar.setValue(min(done, total))
-
-
-def show_line(label: QtWidgets.QLabel, text: str, *, error: bool = False) -> None:
-    """``text`` on a message line, red for an error, hidden when empty."""
-    label.setText(text)
-    label.setStyleSheet("color: #c0392b;" if error else "")
-    label.setVisible(bool(text))
 
 
 class WantsSection(QtWidgets.QWidget):
