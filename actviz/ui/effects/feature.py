@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -35,15 +34,13 @@ from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 from actviz.analysis.effects import DEFAULT_VERIFY, estimate_from_capture, verify
 from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.effects.view import BarRow, EffectsView
-from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.loaders import describe_error
 from actviz.ui.worker import Worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.effects import Effects
     from actviz.display.result import RunResult
-
-log = logging.getLogger(__name__)
 
 __all__ = ["DOCK_TITLE", "EffectsFeature"]
 
@@ -97,16 +94,9 @@ class EffectsFeature(FeatureBase, QObject):
         self.effects: Effects | None = None
         # The result the effects were made from (weak: the dock must not keep a capture).
         self._source: weakref.ref[Any] | None = None
-        self._gen: int | None = None
-        self._owned: set[int] = set()
-        self._verifying: Effects | None = None
-        # (done, total), written by the job's thread, read on the GUI thread (one tuple).
-        self._progress = (0, 0)
         self._closed = False
         #: Channels the user asked to measure, per layer: shown after the top ones.
         self.asked: dict[str, tuple[int, ...]] = {}
-        # What a verification measures: None, each layer's top; else {layer: channels}.
-        self._measuring: dict[str, tuple[int, ...]] | None = None
         # A measurement asked for before the estimates of the result shown were made.
         self._pending_measure: tuple[str, tuple[int, ...]] | None = None
         # Layers this feature sorted, with the channel their page held before (unsorting
@@ -123,16 +113,24 @@ class EffectsFeature(FeatureBase, QObject):
         v.ablate_requested.connect(lambda layer: self.ablate_top(layer))
         v.keep_requested.connect(lambda layer: self.keep_top(layer))
         self.dock.visibilityChanged.connect(self._on_dock_visibility)
-        signals = self.worker.signals
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
-        signals.progress.connect(self._on_worker_progress)
-        signals.started.connect(self._check_interrupted)
+        #: The verification on the capture worker; its context: (the effects verified, what
+        #: it measures: None, each layer's top; else {layer: channels}).
+        self.job = FeatureJob(
+            self,
+            host,
+            self.view,
+            failed="Could not verify",
+            failed_status="Verification failed",
+            cancelled="The verification was cancelled (the estimates stay).",
+            cancelled_status="Verification cancelled",
+            interrupted="A new run replaced the verification: press Verify again (live mode: "
+            "pause it first).",
+            log_as="verifying channel effects",
+            on_finished=self._on_verified,
+        )
         es = self.estimates.signals
         es.finished.connect(self._on_estimate_finished)
         es.errored.connect(self._on_estimate_errored)
-        host.run_started.connect(self._check_interrupted)
         self.session.result_changed.connect(self._on_result_changed)
         self.session.model_changed.connect(self._on_model_changed)
         host.add_tile_menu_entries(self._fill_tile_menu)
@@ -141,18 +139,15 @@ class EffectsFeature(FeatureBase, QObject):
     # ========================================================================== Feature
     def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is a verification."""
-        return generation in self._owned
+        return self.job.owns(generation)
 
     def cancel(self) -> bool:
         """Esc / Cancel: stop the verification (the estimates stay)."""
-        if self._gen is None:
-            return False
-        self.worker.cancel()
-        return True
+        return self.job.cancel()
 
     def is_busy(self) -> bool:
         """True while a verification runs."""
-        return self._gen is not None
+        return self.job.running
 
     def reset_layout(self) -> None:
         """Dock it back on the right (closed, as on a first start)."""
@@ -209,7 +204,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.session.result_changed.disconnect(self._on_result_changed)
         self.session.model_changed.disconnect(self._on_model_changed)
         self.effects = None
-        self._verifying = None
+        self.job.context = None
 
     # ========================================================================== public API
     def show_panel(self) -> None:
@@ -251,7 +246,7 @@ class EffectsFeature(FeatureBase, QObject):
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
         """Measure the exact effect of each layer's top channels in the background
         (``channels``: of these channels per layer instead, see :meth:`measure`)."""
-        if self._closed or self._gen is not None:
+        if self._closed or self.job.running:
             return False
         eff = self.effects
         if eff is None:
@@ -263,32 +258,30 @@ class EffectsFeature(FeatureBase, QObject):
         if inputs is None and self.session.input is not None:
             inputs = self.session.input.value
         count: Any = self.verify_count if channels is None else channels
-        self._measuring = None if channels is None else dict(channels)
-        self._progress = (0, 0)
-
-        def progress(done: int, total: int) -> None:
-            self._progress = (done, total)
+        tracked = self.job
+        tracked.progress = (0, 0)
 
         def job(should_stop: Any, report: Any) -> Effects:
             def step(done: int, total: int) -> None:
-                progress(done, total)
+                tracked.progress = (done, total)
                 report(f"Verified {done}/{total} channels")
 
             return verify(
                 model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
             )
 
-        self._verifying = eff
-        self.view.set_busy(True)
         if channels is None:
-            self.view.set_message(f"Verifying the top {count} channels of each layer…")
+            message = f"Verifying the top {count} channels of each layer…"
         else:
             asked = "; ".join(f"{layer} {channels_text(c)}" for layer, c in channels.items())
-            self.view.set_message(f"Measuring the effect of {asked}…")
-        # supersede=False: a run already queued still reports; a later run replaces this.
-        self._gen = self.worker.submit(job, supersede=False)
-        self._owned.add(self._gen)
-        self.window.refresh_busy("Verifying channel effects…")
+            message = f"Measuring the effect of {asked}…"
+        self.job.start(
+            job,
+            message=message,
+            status="Verifying channel effects…",
+            done="Channel effects verified",
+            context=(eff, None if channels is None else dict(channels)),
+        )
         return True
 
     def measure(self, layer: str, channels: Any) -> bool:
@@ -299,7 +292,7 @@ class EffectsFeature(FeatureBase, QObject):
         chosen = tuple(dict.fromkeys(int(c) for c in channels))
         if self._closed or not chosen:
             return False
-        if self._gen is not None:
+        if self.job.running:
             self.view.set_message(
                 "A verification is running: measure again when it ends (or Cancel it).",
                 error=True,
@@ -491,7 +484,7 @@ class EffectsFeature(FeatureBase, QObject):
             "Set each to the baseline alone and measure how the target changes, exactly (in "
             "the background); the Channels that matter dock shows it beside the estimate"
         )
-        action.setEnabled(self._gen is None)
+        action.setEnabled(not self.job.running)
         sort = menu.addAction("Sort tiles by effect")
         sort.setCheckable(True)
         sort.setChecked(self.view.sort_check.isChecked())
@@ -559,24 +552,8 @@ class EffectsFeature(FeatureBase, QObject):
         if on:
             self.show_panel()
 
-    def _on_worker_progress(self, gen: int, _message: str) -> None:
-        if gen == self._gen:
-            self.view.set_progress(*self._progress)
-
-    def _check_interrupted(self, *_args: Any) -> None:
-        gen = self._gen
-        if gen is not None and self.worker.is_stale(gen):
-            self._end(
-                "A new run replaced the verification: press Verify again (live mode: pause "
-                "it first).",
-                error=True,
-            )
-
-    def _on_worker_finished(self, gen: int, value: Any) -> None:
-        if gen != self._gen:
-            return
-        verifying, measured = self._verifying, self._measuring
-        self._end("")
+    def _on_verified(self, value: Effects, context: Any) -> None:
+        verifying, measured = context or (None, None)
         if verifying is not None and verifying is self.effects:
             self.effects = value
             self._show()
@@ -586,20 +563,6 @@ class EffectsFeature(FeatureBase, QObject):
             self.view.set_message(
                 "The verification was of an earlier run: press Verify again.", error=True
             )
-        self.window.refresh_busy("Channel effects verified")
-
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._gen:
-            return
-        log.info("verifying channel effects failed: %s", error)
-        self._end(f"Could not verify: {describe_error(error)}", error=True)
-        self.window.refresh_busy("Verification failed")
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if gen != self._gen:
-            return
-        self._end("The verification was cancelled (the estimates stay).", error=True)
-        self.window.refresh_busy("Verification cancelled")
 
     def _measured_text(self, eff: Effects, measured: dict[str, tuple[int, ...]]) -> str:
         """What the dock says after "Measure the effect of ...": each channel's numbers."""
@@ -610,14 +573,6 @@ class EffectsFeature(FeatureBase, QObject):
                 exact = f"{r.exact:+.4g}" if r.exact is not None else "n/a"
                 lines.append(f"{layer} ch {c}: exact {exact} (estimate {r.estimate:+.4g})")
         return "\n".join(lines) + "\neffect = target with the channel replaced − target"
-
-    def _end(self, message: str, *, error: bool = False) -> None:
-        self._gen = None
-        self._verifying = None
-        self._measuring = None
-        self.view.set_busy(False)
-        if message:
-            self.view.set_message(message, error=error)
 
 
 def _estimate(model: Any, cap: Any, layers: list[str], target: Any) -> Effects:
