@@ -45,7 +45,7 @@ from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepare import with_page
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.ui.compare.view import CompareView
-from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.loaders import (
     IMAGE_FILTER,
     TENSOR_FILTER,
@@ -125,9 +125,6 @@ class CompareController(FeatureBase, QObject):
         self._label_b = ""
         # Run A of the comparison shown (weak: a comparison must not keep a capture alive).
         self._compared_a: weakref.ref[Any] | None = None
-        self._gen: int | None = None
-        # Every generation submitted here: the window's slots may run after ours.
-        self._owned: set[int] = set()
         self._waiting = False
         self._load: dict[str, Any] | None = None
         self._pages: dict[str, int] = {}
@@ -167,12 +164,24 @@ class CompareController(FeatureBase, QObject):
         # Scrolled: painted at once (before the area is drawn); resized: once laid out.
         v.diff_scrolled.connect(self._paint_in_view)
         v.diff_resized.connect(self._paint_timer.start)
-        signals = self.worker.signals
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
-        signals.started.connect(self._on_worker_started)
-        host.run_started.connect(self._check_interrupted)
+        #: The comparison on the capture worker (every generation submitted is kept: the
+        #: window's slots may run after ours). The end of another job may start a comparison
+        #: that waited for it.
+        self.job = FeatureJob(
+            self,
+            host,
+            self.view,
+            failed="Could not compare",
+            failed_status="Comparison failed",
+            cancelled="The comparison was cancelled.",
+            cancelled_status="Comparison cancelled",
+            interrupted="A new run replaced the comparison: press Compare again.",
+            log_as="comparison",
+            on_finished=self._on_compared,
+            on_failed=self.compare_failed.emit,
+            on_other=self._start_if_waiting,
+            steps=False,
+        )
         host.tab_changed.connect(self._on_tab_changed)
         ls = self.loads.signals
         ls.finished.connect(self._on_load_finished)
@@ -191,7 +200,7 @@ class CompareController(FeatureBase, QObject):
     def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is a comparison (the window's
         own slots leave it alone)."""
-        return generation in self._owned
+        return self.job.owns(generation)
 
     owns = owns_job
 
@@ -201,7 +210,7 @@ class CompareController(FeatureBase, QObject):
 
     def is_busy(self) -> bool:
         """True while a comparison waits for the worker, runs, or model B opens."""
-        return self._gen is not None or self._waiting or self._load is not None
+        return self.job.running or self._waiting or self._load is not None
 
     def compare_with_pin(self, pin: Any) -> bool:
         """Compare the latest run with ``pin`` (a :class:`~actviz.workspace.pins.Pin`)."""
@@ -240,7 +249,7 @@ class CompareController(FeatureBase, QObject):
             return self._refuse("Type or browse to an input for run B.")
         if source == MODEL and self.model_b is None:
             return self._refuse("Open model B first (Open model B…).")
-        if self.worker.has_current_job() and self._gen is None:
+        if self.worker.has_current_job() and not self.job.running:
             # Run A is the result of the run on its way: wait for it.
             self._waiting = True
             self.view.set_busy(True)
@@ -396,14 +405,13 @@ class CompareController(FeatureBase, QObject):
             return
         self._label_b = label
         self._compared_a = weakref.ref(self.session.result)
-        self.view.set_busy(True)
-        self.view.set_message(f"Comparing the latest run (A) with {label} (B)…")
-        # supersede=False: a run or a live frame already queued still reports.
-        self._gen = self.worker.submit(
-            lambda stop, progress: compare_job(request, stop, progress), supersede=False
+        self.job.start(
+            lambda stop, progress: compare_job(request, stop, progress),
+            message=f"Comparing the latest run (A) with {label} (B)…",
+            status=f"Comparing with {label}…",
+            done=f"Compared with {label}",
+            failed=f"Could not compare with {label}",
         )
-        self._owned.add(self._gen)
-        self.window.refresh_busy(f"Comparing with {label}…")
 
     def _request(self) -> tuple[CompareRequest, str]:
         s = self.session
@@ -460,24 +468,7 @@ class CompareController(FeatureBase, QObject):
             f"model {loaded.name}"
         )
 
-    def _on_worker_started(self, gen: int) -> None:
-        self._check_interrupted()
-
-    def _check_interrupted(self) -> None:
-        # A newer run or live frame superseded the comparison: it will never report.
-        gen = self._gen
-        if gen is not None and self.worker.is_stale(gen):
-            self._gen = None
-            self.view.set_busy(False)
-            self._refuse("A new run replaced the comparison: press Compare again.")
-
-    def _on_worker_finished(self, gen: int, outcome: Any) -> None:
-        if gen != self._gen:
-            self._start_if_waiting()
-            return
-        self._gen = None
-        self.view.set_busy(False)
-        self.window.refresh_busy(f"Compared with {self._label_b}")
+    def _on_compared(self, outcome: Any, _context: Any) -> None:
         try:
             self._show(outcome)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
@@ -486,26 +477,7 @@ class CompareController(FeatureBase, QObject):
             return
         self.compare_finished.emit()
 
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._gen:
-            self._start_if_waiting()
-            return
-        self._gen = None
-        self.view.set_busy(False)
-        log.info("comparison failed: %s", error)
-        self.window.refresh_busy("Comparison failed")
-        self._refuse(f"Could not compare with {self._label_b}: {describe_error(error)}")
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if gen != self._gen:
-            self._start_if_waiting()
-            return
-        self._gen = None
-        self.view.set_busy(False)
-        self.window.refresh_busy("Comparison cancelled")
-        self._refuse("The comparison was cancelled.")
-
-    def _start_if_waiting(self) -> None:
+    def _start_if_waiting(self, *_args: Any) -> None:
         if not self._waiting:
             return
         if self.worker.has_current_job():
@@ -759,7 +731,7 @@ class CompareController(FeatureBase, QObject):
 
     def _on_session_result_changed(self) -> None:
         ref = self._compared_a
-        if self.outcome is None or ref is None or self._gen is not None:
+        if self.outcome is None or ref is None or self.job.running:
             return
         if self.session.result is not ref() and not self.view.is_error():
             self.view.set_message(
