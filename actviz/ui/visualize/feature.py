@@ -247,7 +247,7 @@ class VisualizeFeature(FeatureBase, QObject):
         if self._closed or self.job.running or key is None:
             return False
         model = self._model()
-        layer, channel, objective, steps, size = key
+        _, channel, _, steps, _ = key
         tracked = self.job
         tracked.progress = (0, int(steps))
 
@@ -256,17 +256,7 @@ class VisualizeFeature(FeatureBase, QObject):
                 tracked.progress = (done, total)
                 report(f"What it wants: step {done}/{total}")
 
-            return visualize(
-                model,
-                layer,
-                [channel],
-                objective=objective,
-                steps=steps,
-                size=size,
-                cache=True,
-                progress=step,
-                should_stop=should_stop,
-            )
+            return _visualize_key(model, key, progress=step, should_stop=should_stop)
 
         self.job.start(
             job,
@@ -298,20 +288,9 @@ class VisualizeFeature(FeatureBase, QObject):
         self._show(None)
         self._asked, self._pending = key, True
         model = self._model()
-        layer, channel, objective, steps, size = key
 
         def job(_should_stop: Any, _report: Any) -> tuple[tuple[Any, ...], Visualization]:
-            vis = visualize(
-                model,
-                layer,
-                [channel],
-                objective=objective,
-                steps=steps,
-                size=size,
-                cache=True,
-                only_cached=True,
-            )
-            return key, vis
+            return key, _visualize_key(model, key, only_cached=True)
 
         self.lookups.submit(job)
 
@@ -372,3 +351,12 @@ class VisualizeFeature(FeatureBase, QObject):
         else:  # another channel is shown now: the result waits in the cache
             self._forget_lookup()
             self._show_cached()
+
+
+def _visualize_key(model: Any, key: tuple[Any, ...], **kwargs: Any) -> Visualization:
+    """The cached visualisation of ``key`` (:meth:`VisualizeFeature.key`), made when
+    ``only_cached`` is not given; ``kwargs`` go to :func:`~actviz.analysis.visualize.visualize`."""
+    layer, channel, objective, steps, size = key
+    return visualize(
+        model, layer, [channel], objective=objective, steps=steps, size=size, cache=True, **kwargs
+    )
