@@ -255,10 +255,44 @@ def _wait_idle(qtbot, live) -> None:
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
 
 
-def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_window):
+def _live_window(actviz_window):
+    """A window on the tiny CNN that runs by itself, after its first run (on its own input)."""
     win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
     win.run_and_wait(flush=False)
-    window = win.window
+    return win.window
+
+
+def _fast_clip(qtbot, window, seed: int):
+    """Live mode at up to 1000 fps on an 8-frame clip: its first frame shown, then idle.
+    Returns the controller and the frames."""
+    live = window.features["live"].configure(max_fps=1000)
+    frames = _frames(8, seed=seed)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    return live, frames
+
+
+def _play_through_in_order(qtbot, window, live, frames) -> None:
+    """Play the clip once, fast: frames arrive in order, each with its own input, and none is
+    lost on the way (the last one included)."""
+    shown = []
+    live.frame_changed.connect(
+        lambda i, n, label: shown.append((i, window.result.capture.inputs.clone()))
+    )
+    live.set_loop(False)
+    live.set_speed(200)
+    live.play()
+    qtbot.waitUntil(lambda: not live.playing, timeout=RUN_TIMEOUT_MS)
+    _wait_idle(qtbot, live)
+    indices = [i for i, _ in shown]
+    assert indices == sorted(indices) and indices[-1] == len(frames) - 1
+    for i, inputs in shown:
+        torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
+
+
+def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_window):
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     frames = _frames(6, seed=2)
     live.set_source(TensorFrames(frames, "clip"))
@@ -296,9 +330,7 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_
 def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
     qtbot, actviz_window, monkeypatch
 ):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     from actviz.ui.live import controller as live_mode
 
     real_prepare = live_mode.prepare
@@ -308,11 +340,7 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
         return real_prepare(*args, **kwargs)
 
     monkeypatch.setattr(live_mode, "prepare", slow_prepare)
-    live = window.features["live"].configure(max_fps=1000)
-    frames = _frames(8, seed=4)
-    live.set_source(TensorFrames(frames, "clip"))
-    _wait_frames(qtbot, live, 1)
-    _wait_idle(qtbot, live)
+    live, frames = _fast_clip(qtbot, window, seed=4)
     submits = []
     real_submit = window.worker.submit
 
@@ -321,29 +349,14 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
         return real_submit(job, supersede=supersede)
 
     window.worker.submit = submit
-    shown = []
-    live.frame_changed.connect(
-        lambda i, n, label: shown.append((i, window.result.capture.inputs.clone()))
-    )
-    live.set_loop(False)
-    live.set_speed(200)
-    live.play()
-    qtbot.waitUntil(lambda: not live.playing, timeout=RUN_TIMEOUT_MS)
-    _wait_idle(qtbot, live)
+    _play_through_in_order(qtbot, window, live, frames)
     # Some frames were submitted while the previous one was still being prepared.
     assert False in submits
-    # Frames arrive in order, each with its own input, and none is lost on the way.
-    indices = [i for i, _ in shown]
-    assert indices == sorted(indices) and indices[-1] == 7
-    for i, inputs in shown:
-        torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
     assert not window.worker.is_busy()
 
 
 def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_window, monkeypatch):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     import actviz.core.capture as core_capture
 
     real_capture = core_capture.capture
@@ -356,11 +369,7 @@ def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_wi
         return out
 
     monkeypatch.setattr(core_capture, "capture", slow_capture)
-    live = window.features["live"].configure(max_fps=1000)
-    frames = _frames(8, seed=5)
-    live.set_source(TensorFrames(frames, "clip"))
-    _wait_frames(qtbot, live, 1)
-    _wait_idle(qtbot, live)
+    live, frames = _fast_clip(qtbot, window, seed=5)
     submitted: list[int] = []
     waiting_at_submit: list[int] = []  # our captures not yet done when each frame was submitted
     real_submit = window.worker.submit
@@ -380,30 +389,15 @@ def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_wi
         _wait_frames(qtbot, live, n + 1)
         _wait_idle(qtbot, live)
     assert waiting_at_submit and set(waiting_at_submit) == {0}
-    shown = []
-    live.frame_changed.connect(
-        lambda i, n, label: shown.append((i, window.result.capture.inputs.clone()))
-    )
-    live.set_loop(False)
-    live.set_speed(200)
-    live.play()
-    qtbot.waitUntil(lambda: not live.playing, timeout=RUN_TIMEOUT_MS)
-    _wait_idle(qtbot, live)
+    _play_through_in_order(qtbot, window, live, frames)
     # Playing: the next frame was queued while the one before was still being captured, and
     # never more than one ahead.
     assert max(waiting_at_submit) == 1
-    # Frames still arrive in order, each with its own input, the last one included.
-    indices = [i for i, _ in shown]
-    assert indices == sorted(indices) and indices[-1] == 7
-    for i, inputs in shown:
-        torch.testing.assert_close(inputs, frames[i : i + 1], rtol=0, atol=0)
     assert not window.worker.is_busy() and live.coalescer.in_flight == 0
 
 
 def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     torch.manual_seed(0)
     window.set_model(nn.Sequential(nn.Conv2d(3, 300, 3, padding=1)).eval(), layers=["0"])
     live = window.features["live"].controller
@@ -450,9 +444,7 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
 
 
 def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     frames = _frames(4, seed=3)
     live.set_source(TensorFrames(frames))
@@ -477,9 +469,7 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
 
 
 def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     dock = window.features["live"].dock
     menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Live")
@@ -518,9 +508,7 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
 
 
 def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     dock = window.features["live"].dock
     pad = dock.pad
@@ -568,9 +556,7 @@ def _move_event(point):
 
 
 def test_sliders_perturb_the_current_input(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     dock = window.features["live"].dock
     x = window.session.input.value
@@ -587,9 +573,7 @@ def test_sliders_perturb_the_current_input(qtbot, actviz_window):
 
 
 def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].configure(memory_budget=1024)
     live.set_source(TensorFrames(_frames(3)))
     _wait_idle(qtbot, live)
@@ -605,9 +589,7 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, act
 
 
 def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     # No earlier shapes to estimate from: the capture itself refuses.
     window.session.result = None
@@ -621,9 +603,7 @@ def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, actviz_w
 
 
 def test_run_while_perturbing_refreshes_the_live_frame(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     live.update_perturbation(brightness=0.3)
     _wait_idle(qtbot, live)
@@ -636,9 +616,7 @@ def test_run_while_perturbing_refreshes_the_live_frame(qtbot, actviz_window):
 
 
 def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     live.set_source(TensorFrames(_frames(6)))
     _wait_frames(qtbot, live, 1)
@@ -659,9 +637,7 @@ def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
 
 
 def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     window.centre.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
     qtbot.waitUntil(lambda: live._visible_layers() == set(), timeout=2000)
@@ -699,9 +675,7 @@ def test_the_webcam_entry_says_why_it_is_missing(qtbot, actviz_window, monkeypat
 
 
 def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, actviz_window, tmp_path):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     from actviz.ui.live import dock as live_controls
 
     for i in range(3):
@@ -737,9 +711,7 @@ def test_still_frame_source_and_status_text():
 
 
 def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     live = window.features["live"].controller
     frames = _frames(3, seed=2)
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
@@ -761,9 +733,7 @@ def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, a
 
 
 def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    window = win.window
+    window = _live_window(actviz_window)
     centre = window.centre
     assert centre.tabs.currentWidget() is centre.layers_splitter
     live = window.features["live"].controller
