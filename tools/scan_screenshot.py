@@ -19,15 +19,13 @@ import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
-from screenshots import _wait as wait_settled
+from screenshots import wait_settled
 
 
-def _wait(app, done, timeout_ms: int = 120_000) -> None:
+def _wait(app, done) -> None:
     # The README screenshots' one wait (tools/screenshots.py, beside this file), strict here:
     # a scan that never finishes must not give a screenshot of a half-built grid.
-    wait_settled(app, done, timeout_ms)
-    if not done():
-        raise TimeoutError("the window did not get there in time")
+    wait_settled(app, done, strict=True)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QEventLoop, QSettings, QTimer
 
@@ -22,7 +23,10 @@ OUT = Path(__file__).resolve().parents[1] / "resources"
 SIZES = ((1280, 720), (1920, 1080))
 
 
-def _wait(app, done, timeout_ms: int = 120_000) -> None:
+def wait_settled(app, done, timeout_ms: int = 120_000, *, strict: bool = False) -> None:
+    """Run the event loop until ``done()`` or ``timeout_ms``, then let layouts settle and
+    paint; ``strict``: a timeout raises (no screenshot of a window that did not get there).
+    The screenshot tools beside this file wait with it."""
     loop, timer, poll = QEventLoop(), QTimer(), QTimer()
     timer.setSingleShot(True)
     timer.timeout.connect(loop.quit)
@@ -33,29 +37,44 @@ def _wait(app, done, timeout_ms: int = 120_000) -> None:
     poll.stop()
     for _ in range(20):  # let layouts settle and paint
         app.processEvents()
+    if strict and not done():
+        raise TimeoutError("the window did not get there in time")
 
 
-def shoot(width: int, height: int, folder: Path) -> list[Path]:
+def _demo_window(width: int, height: int, ini: Path) -> tuple[Any, MainWindow, list[int]]:
+    """A shown window of ``width`` x ``height`` (settings in ``ini``) with the demo opened and
+    run; returns the app, the window and its list of finished runs (one entry each)."""
     app = ensure_app()
-    settings = QSettings(str(folder / f"actviz-{width}.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(settings=settings)
+    window = MainWindow(settings=QSettings(str(ini), QSettings.Format.IniFormat))
     window.resize(width, height)
     window.show()
     finished: list[int] = []
     window.run_finished.connect(lambda: finished.append(1))
     window.load_demo()
-    _wait(app, lambda: bool(finished))
-    window.flush_panel_updates()
-    _wait(app, lambda: not window.display_pending(), 5_000)
-    paths = []
+    wait_settled(app, lambda: bool(finished))
+    return app, window, finished
 
-    def grab(name: str) -> None:
+
+def _grab(app, window: MainWindow, name: str, size: tuple[int, int], *, flush: bool = True) -> Path:
+    """Save the window as ``resources/screenshot-{name}-{W}x{H}.png`` (``size``: the size asked
+    for; ``flush``: the panels' pending updates painted first)."""
+    if flush:
         window.flush_panel_updates()
         for _ in range(20):
             app.processEvents()
-        path = OUT / f"screenshot-{name}-{width}x{height}.png"
-        window.grab().save(str(path))
-        paths.append(path)
+    path = OUT / f"screenshot-{name}-{size[0]}x{size[1]}.png"
+    window.grab().save(str(path))
+    return path
+
+
+def shoot(width: int, height: int, folder: Path) -> list[Path]:
+    app, window, finished = _demo_window(width, height, folder / f"actviz-{width}.ini")
+    window.flush_panel_updates()
+    wait_settled(app, lambda: not window.display_pending(), 5_000)
+    paths = []
+
+    def grab(name: str) -> None:
+        paths.append(_grab(app, window, name, (width, height)))
 
     grab("layers")
     layer = window.result.shown[1] if len(window.result.shown) > 1 else window.result.shown[0]
@@ -64,7 +83,7 @@ def shoot(width: int, height: int, folder: Path) -> list[Path]:
     window.channel_view.close_requested.emit()
     count = len(finished)
     window.centre.tabs.setCurrentWidget(window.centre.overview_tab)  # re-runs for the saliency
-    _wait(app, lambda: len(finished) > count)
+    wait_settled(app, lambda: len(finished) > count)
     grab("overview")
     window.close()
     return paths
@@ -75,20 +94,12 @@ def shoot_ablation(width: int, height: int, folder: Path) -> list[Path]:
     panel's badge, the last block's difference view, and before/after in the Overview."""
     from actviz.edits import ablate
 
-    app = ensure_app()
-    settings = QSettings(str(folder / f"actviz-edit-{width}.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(settings=settings)
-    window.resize(width, height)
-    window.show()
-    finished: list[int] = []
-    window.run_finished.connect(lambda: finished.append(1))
-    window.load_demo()
-    _wait(app, lambda: bool(finished))
+    app, window, finished = _demo_window(width, height, folder / f"actviz-edit-{width}.ini")
     maps = [n for n in window.result.shown if window.result.layers[n].mosaic is not None]
     pin = window.pin_result()  # the unedited run, compared with below
     count = len(finished)
     window.features["whatif"].add_edit(maps[1], ablate([0, 3]))
-    _wait(app, lambda: len(finished) > count)
+    wait_settled(app, lambda: len(finished) > count)
     window.layer_panels[maps[1]].set_selected_channels([0, 3])
     window.layer_panels[maps[-1]].difference_button.setChecked(True)
     paths = []
@@ -99,24 +110,17 @@ def shoot_ablation(width: int, height: int, folder: Path) -> list[Path]:
         count = len(finished)
         window.centre.tabs.setCurrentWidget(tab)
         if tab is window.centre.overview_tab:
-            _wait(app, lambda c=count: len(finished) > c)  # re-runs for the saliency
-        window.flush_panel_updates()
-        for _ in range(20):
-            app.processEvents()
-        path = OUT / f"screenshot-{name}-{width}x{height}.png"
-        window.grab().save(str(path))
-        paths.append(path)
+            wait_settled(app, lambda c=count: len(finished) > c)  # re-runs for the saliency
+        paths.append(_grab(app, window, name, (width, height)))
     # The Compare tab: the ablated run against the pinned unedited one.
     compare = window.features["compare"]
     compared: list[int] = []
     compare.compare_finished.connect(lambda *_: compared.append(1))
     window.compare_with_pin(pin)
-    _wait(app, lambda: bool(compared))
+    wait_settled(app, lambda: bool(compared))
     window.centre.tabs.setCurrentWidget(compare.page)
-    _wait(app, lambda: not compare.diff_panels_pending(), 20_000)
-    path = OUT / f"screenshot-compare-{width}x{height}.png"
-    window.grab().save(str(path))
-    paths.append(path)
+    wait_settled(app, lambda: not compare.diff_panels_pending(), 20_000)
+    paths.append(_grab(app, window, "compare", (width, height), flush=False))
     window.close()
     return paths
 

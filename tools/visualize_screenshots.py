@@ -19,25 +19,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt
+from screenshots import wait_settled
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "images"
 WIDTH, HEIGHT = 1400, 860
 
 
-def _wait(app, done, timeout_ms: int = 600_000) -> None:
-    loop, timer, poll = QEventLoop(), QTimer(), QTimer()
-    timer.setSingleShot(True)
-    timer.timeout.connect(loop.quit)
-    poll.timeout.connect(lambda: done() and loop.quit())
-    timer.start(timeout_ms)
-    poll.start(50)
-    loop.exec()
-    poll.stop()
-    for _ in range(20):  # let layouts settle and paint
-        app.processEvents()
-    if not done():
-        raise TimeoutError("the window did not get there in time")
+def _wait(app, done) -> None:
+    # The screenshots' one wait (tools/screenshots.py, beside this file), strict and long: a
+    # synthesis of many steps on a slow machine takes minutes.
+    wait_settled(app, done, 600_000, strict=True)
 
 
 def main() -> int:
