@@ -1,0 +1,145 @@
+"""host.FeatureJob: one job of a feature on a real worker, and the feature's view kept in step
+(the window's features use it; here with a host and a view that record what they are told)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+from PySide6.QtCore import QObject, Signal
+
+from actviz.ui.host import FeatureJob
+from actviz.ui.worker import Worker
+
+
+class _Host(QObject):
+    """The part of the window a FeatureJob uses: its worker, run_started, refresh_busy."""
+
+    run_started = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.worker = Worker(self)
+        self.statuses: list[str] = []
+
+    def refresh_busy(self, text: str = "") -> None:
+        self.statuses.append(text)
+
+
+class _View:
+    def __init__(self) -> None:
+        self.busy: list[bool] = []
+        self.messages: list[tuple[str, bool]] = []
+        self.steps: list[tuple[int, int]] = []
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy.append(busy)
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        self.messages.append((text, error))
+
+    def set_progress(self, done: int, total: int) -> None:
+        self.steps.append((done, total))
+
+
+@pytest.fixture
+def tracked(qtbot):
+    host, view = _Host(), _View()
+    ended: list[tuple[str, object, object]] = []
+    job = FeatureJob(
+        host,
+        host,
+        view,
+        failed="Could not add",
+        failed_status="Adding failed",
+        cancelled="The adding was cancelled.",
+        cancelled_status="Adding cancelled",
+        interrupted="A new run replaced the adding.",
+        log_as="adding",
+        on_finished=lambda value, context: ended.append(("finished", value, context)),
+        on_failed=lambda text: ended.append(("failed", text, None)),
+        on_other=lambda gen: ended.append(("other", gen, None)),
+    )
+    yield host, view, job, ended
+    host.worker.shutdown()
+
+
+def _start(job, work, **words):
+    return job.start(work, message="Adding…", status="Adding 2 and 3…", done="Added", **words)
+
+
+def test_a_finished_job_frees_the_view_then_hands_over_its_value(qtbot, tracked):
+    host, view, job, ended = tracked
+
+    def work(_stop, report):
+        job.progress = (1, 2)
+        report("half")
+        return 2 + 3
+
+    gen = _start(job, work, context="sum")
+    assert job.running and job.owns(gen) and not job.owns(gen + 1)
+    assert view.busy == [True] and view.messages == [("Adding…", False)]
+    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    assert ended == [("finished", 5, "sum")]
+    assert view.busy == [True, False] and view.steps == [(1, 2)]
+    assert host.statuses == ["Adding 2 and 3…", "Added"]
+    assert not job.running and job.context is None and job.owns(gen)
+    assert view.messages == [("Adding…", False)]  # what the feature says next is its own
+    assert job.cancel() is False  # nothing runs
+
+
+def test_a_failure_is_logged_and_said_in_red(qtbot, tracked, caplog):
+    host, view, job, ended = tracked
+
+    def work(_stop, _report):
+        raise ValueError("no numbers today")
+
+    with caplog.at_level(logging.INFO, logger=__name__):
+        _start(job, work, failed="Could not add 2 and 3")
+        qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    text = "Could not add 2 and 3: ValueError: no numbers today"
+    assert ended == [("failed", text, None)]
+    assert view.messages[-1] == (text, True) and view.busy == [True, False]
+    assert host.statuses[-1] == "Adding failed"
+    assert "adding failed: no numbers today" in caplog.text
+    # The failure prefix given to one start is that job's only.
+    ended.clear()
+    _start(job, work)
+    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    assert ended == [("failed", "Could not add: ValueError: no numbers today", None)]
+
+
+def test_cancel_stops_the_job_and_says_so(qtbot, tracked):
+    host, view, job, ended = tracked
+    began = threading.Event()
+
+    def work(stop, _report):
+        began.set()
+        while not stop():
+            threading.Event().wait(0.005)
+        return "stopped"
+
+    _start(job, work)
+    assert began.wait(5)
+    assert job.cancel() is True
+    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    assert ended == [("failed", "The adding was cancelled.", None)]
+    assert view.messages[-1] == ("The adding was cancelled.", True)
+    assert host.statuses[-1] == "Adding cancelled" and not job.running
+
+
+def test_a_superseding_run_interrupts_it_and_other_jobs_go_to_on_other(qtbot, tracked):
+    host, view, job, ended = tracked
+    release = threading.Event()
+    gen = _start(job, lambda _stop, _report: release.wait(5))
+    # The window's run supersedes every job before it: this one will never report.
+    run = host.worker.submit(lambda _stop, _report: "run")
+    host.run_started.emit()
+    release.set()
+    assert ended[0] == ("failed", "A new run replaced the adding.", None)
+    assert view.messages[-1] == ("A new run replaced the adding.", True)
+    assert view.busy == [True, False] and not job.running and job.owns(gen)
+    assert host.statuses[-1] == ""  # the window's busy state refreshed, its status kept
+    qtbot.waitUntil(lambda: len(ended) == 2, timeout=5000)
+    assert ended[1] == ("other", run, None)
