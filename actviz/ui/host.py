@@ -44,7 +44,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Worker
     from actviz.workspace.session import Session
 
-__all__ = ["Feature", "FeatureBase", "FeatureJob", "WindowHost", "show_line", "show_steps"]
+__all__ = [
+    "Feature",
+    "FeatureBase",
+    "FeatureJob",
+    "StepsAndLine",
+    "WindowHost",
+    "show_line",
+    "show_steps",
+]
 
 
 @runtime_checkable
@@ -221,6 +229,23 @@ def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
     label.setText(text)
     label.setStyleSheet("color: #c0392b;" if error else "")
     label.setVisible(bool(text))
+
+
+class StepsAndLine:
+    """``set_progress`` and ``set_message`` (what :class:`FeatureJob` tells a view) of a widget
+    with a ``progress`` bar and a ``message`` line, by :func:`show_steps` and
+    :func:`show_line`."""
+
+    progress: QProgressBar
+    message: QLabel
+
+    def set_progress(self, done: int, total: int) -> None:
+        """``done`` of ``total`` steps."""
+        show_steps(self.progress, done, total)
+
+    def set_message(self, text: str, *, error: bool = False) -> None:
+        """A line under the picture (red for an error; hidden when empty)."""
+        show_line(self.message, text, error=error)
 
 
 class FeatureJob(QObject):

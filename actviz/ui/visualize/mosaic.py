@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.ui.host import show_line, show_steps
+from actviz.ui.host import StepsAndLine
 from actviz.ui.panels import style
 
 __all__ = ["MosaicDock", "WantsMosaic"]
@@ -157,7 +157,7 @@ class WantsMosaic(QtWidgets.QWidget):
         super().mouseMoveEvent(event)
 
 
-class MosaicDock(QtWidgets.QDockWidget):
+class MosaicDock(QtWidgets.QDockWidget, StepsAndLine):
     """The dock: a title line (layer and page), page buttons, Visualise / Cancel, progress,
     Export, the mosaic and a message line.
 
@@ -285,11 +285,3 @@ class MosaicDock(QtWidgets.QDockWidget):
         self.settings_button.setEnabled(not busy)
         if busy:
             self.progress.setRange(0, 0)
-
-    def set_progress(self, done: int, total: int) -> None:
-        """``done`` of ``total`` steps."""
-        show_steps(self.progress, done, total)
-
-    def set_message(self, text: str, *, error: bool = False) -> None:
-        """A line under the mosaic (red for an error)."""
-        show_line(self.message, text, error=error)

@@ -10,7 +10,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.analysis.visualize import visualize_settings
-from actviz.ui.host import show_line, show_steps
+from actviz.ui.host import StepsAndLine
 from actviz.ui.panels import style
 
 #: The objectives offered (those with one image per channel).
@@ -19,7 +19,7 @@ OBJECTIVES = ("channel", "neuron")
 MIN_SHOWN = 96
 
 
-class WantsSection(QtWidgets.QWidget):
+class WantsSection(QtWidgets.QWidget, StepsAndLine):
     """ "What it wants" under the channel's maps.
 
     Signals
@@ -134,14 +134,6 @@ class WantsSection(QtWidgets.QWidget):
         self.progress.setVisible(busy)
         if busy:
             self.progress.setRange(0, 0)
-
-    def set_progress(self, done: int, total: int) -> None:
-        """``done`` of ``total`` steps."""
-        show_steps(self.progress, done, total)
-
-    def set_message(self, text: str, *, error: bool = False) -> None:
-        """A line under the picture (red for an error)."""
-        show_line(self.message, text, error=error)
 
     def show_image(self, image: np.ndarray | None) -> None:
         """Show ``(H, W, 3)`` uint8 (None: no picture)."""
