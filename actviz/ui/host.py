@@ -244,7 +244,7 @@ class StepsAndLine:
         show_steps(self.progress, done, total)
 
     def set_message(self, text: str, *, error: bool = False) -> None:
-        """A line under the picture (red for an error; hidden when empty)."""
+        """The message line: ``text``, red for an error, hidden when empty."""
         show_line(self.message, text, error=error)
 
 
