@@ -78,6 +78,9 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     # A - B of the sample shown, per layer, in the layer panels the Layers tab uses.
     # (each panel painted as it comes near the area's view: conv1 and conv2 are there)
     assert view.diff_order() == LAYERS
+    # Panels in view are painted in the pass that shows the result, those near it one per
+    # event-loop pass after.
+    qtbot.waitUntil(lambda: {"conv1", "conv2"} <= set(view.diff_panels), timeout=2000)
     for name in ("conv1", "conv2"):
         shown = view.diff_panels[name].activation_slot.view.data
         diff = (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
