@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz import edits
     from actviz.core.allocator import tune_allocator
     from actviz.core.capture import capture
-    from actviz.core.pool import release_memory
     from actviz.core.compare import compare
+    from actviz.core.pool import release_memory
     from actviz.core.tree import module_tree
     from actviz.data.scan import scan
     from actviz.io.inputs import load_input
