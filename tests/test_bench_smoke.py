@@ -194,3 +194,19 @@ def test_many_panels_bench_measures_blocks_of_a_small_model(qtbot):
     assert set(figures["blocks_ms"]) == {"first", "again", "compare_tab"}
     assert all(v >= 0 for v in figures["blocks_ms"].values())
     assert figures["max_ms"] == max(figures["blocks_ms"].values())
+
+
+def test_visualize_bench_quick_run_reports_its_figures(capsys):
+    from actviz.bench import visualize_bench
+
+    summary: dict = {}
+    visualize_bench.run(True, summary)
+    keys = ("vis_time_ratio", "vis_batch8_ratio", "vis_objective_ratio", "vis_objective_ratio_demo")
+    assert set(keys) <= set(summary)
+    for key in keys:
+        assert math.isfinite(summary[key]) and summary[key] > 0, key
+    # 8 images cost more than one; the table names both sides.
+    assert summary["vis_batch8_ratio"] > 1
+    out = capsys.readouterr().out
+    assert "8 channels batched vs 1" in out and "demo features.block3" in out
+    json.dumps({k: float(v) for k, v in summary.items()})
