@@ -106,8 +106,9 @@ class Recorder:
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
         """The value of ``t`` now, shared with any earlier snapshot of the same tensor version.
 
-        Large dense CPU tensors are copied into pooled memory (:mod:`actviz.core.pool`) unless
-        glibc keeps freed memory already. Otherwise a copy only where needed: for modules
+        Where the capture turned :attr:`pool` on (forward-only captures of a model seen to
+        page-fault, :mod:`actviz.core.pool`), large dense CPU tensors are copied into pooled
+        memory. Otherwise a copy only where needed: for modules
         known to see their tensors changed later, and for views into a larger storage (a
         reference would pin all of it); else a reference, verified after the forward pass
         (see :meth:`stale_owners`).

@@ -116,7 +116,8 @@ def resolve_target(output: Any, target: Any) -> Target:
         raise TypeError(f"target must be None, an int or a callable, not {type(target).__name__}")
     if isinstance(output, torch.Tensor):
         # The usual case, without walking a structure (a capture's fixed cost).
-        path, out, tensors, segmentation, logits = "output", output, [output], False, None
+        path, out, segmentation, logits = "output", output, False, None
+        tensors: list = [(path, output)]
     else:
         path, out, tensors, segmentation, logits = _structured(output)
         if out is None:  # a detector's output
