@@ -67,7 +67,8 @@ _ALIGN = 64  # what PyTorch's CPU allocator aligns to (vectorised kernels read a
 
 
 class RecordPool:
-    """Buffers by size: :meth:`copy` takes one (or makes one), the finalizer gives it back."""
+    """Buffers by size: :meth:`copy` takes one (or makes one); a weak reference's callback
+    gives it back when the last tensor on it is gone."""
 
     def __init__(self) -> None:
         # Re-entrant: a buffer can come back (a collected capture) while this thread holds it.
