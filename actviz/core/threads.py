@@ -162,6 +162,10 @@ class ThreadTuner:
         Cores available (default: :func:`available_cores`).
     clock
         Seconds, monotonic (tests pass their own).
+    apply
+        Set torch's count on the calling thread as the trial goes (a scan's loop). False: only
+        :attr:`threads` says which count to use, and the caller runs its work under it (live
+        frames, whose thread count is set per job).
     """
 
     #: Batches left out before timing starts (worker start-up, first-call costs).
@@ -178,8 +182,10 @@ class ThreadTuner:
         device: torch.device,
         cores: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        apply: bool = True,
     ) -> None:
         self._clock = clock
+        self.apply = apply
         self.original = torch.get_num_threads()
         cores = available_cores() if cores is None else cores
         fewer = max(1, cores - workers)
@@ -235,9 +241,14 @@ class ThreadTuner:
                     self.threads,
                 )
 
+    def resume(self) -> None:
+        """Time the next batch from now: a pause in between (playback stopped) is not a batch."""
+        self._last = self._clock()
+
     def _set(self, threads: int) -> None:
         if threads != self.threads:
-            torch.set_num_threads(threads)
+            if self.apply:
+                torch.set_num_threads(threads)
             self.threads = threads
 
     def restore(self) -> int:
