@@ -563,8 +563,9 @@ class LiveController(QObject):
         self._capturing.add(gen)
 
     def _frame_tuner(self, base: Any, layers: list[str], source: FrameSource) -> Any:
-        """The thread trial for a frame of the sequence playing (None: not tried; a paused
-        frame, a count set by the caller, a model off the CPU)."""
+        """The thread trial for a frame of the sequence playing (None for a paused frame or
+        when the caller set the count; on a GPU the trial stays inactive and keeps the
+        current count)."""
         if self.capture_threads is not None or not self.player.playing:
             return None
         key = (id(base.model), tuple(layers), id(source))
