@@ -90,13 +90,17 @@ def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
     return painted
 
 
-def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, resnet):
+def _compared(qtbot, actviz_window, resnet):
+    """:func:`_setup` with one pin, then run A compared with it: the window, the pin, the
+    Compare feature, its view and the two captures."""
     win, (pin,) = _setup(actviz_window, resnet)
-    window = win.window
-    ctrl = window.features["compare"]
-    view = ctrl.view
-    _compare_with(qtbot, window, pin)
-    cap_a, cap_b = window.result.capture, pin.result.capture
+    ctrl = win.window.features["compare"]
+    _compare_with(qtbot, win.window, pin)
+    return win, pin, ctrl, ctrl.view, win.window.result.capture, pin.result.capture
+
+
+def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, resnet):
+    win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
     expected = compare(cap_a, cap_b)
     assert view.diff_order() == LAYERS
     painted = _assert_panels_show(ctrl, cap_a, cap_b)
@@ -215,12 +219,8 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
 def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_window, resnet):
     from actviz.ui.compare.controller import STALE_NOTE
 
-    win, (pin,) = _setup(actviz_window, resnet)
+    win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
     window = win.window
-    ctrl = window.features["compare"]
-    view = ctrl.view
-    _compare_with(qtbot, window, pin)
-    cap_a, cap_b = window.result.capture, pin.result.capture
     # Live mode on (an occlusion patch): frames of another input replace the latest run.
     live = win.feature("live")
     live.dock.show()

@@ -19,6 +19,14 @@ def _settle(widget, rounds: int = 6) -> None:
         QApplication.processEvents()
 
 
+def _show_small(qtbot, window) -> None:
+    """Show ``window`` at 300x200 and let its layout settle."""
+    window.resize(300, 200)
+    window.show()
+    qtbot.waitExposed(window)
+    _settle(window)
+
+
 def test_canvas_scene_follows_the_canvas_down_after_a_tall_image(qtbot):
     from actviz.ui.panels.canvas import ImageCanvas
 
@@ -293,10 +301,7 @@ def test_the_check_finds_a_page_scrolling_sideways(qtbot):
     wide.setMinimumWidth(800)
     page.setWidget(wide)
     QVBoxLayout(window).addWidget(page)
-    window.resize(300, 200)
-    window.show()
-    qtbot.waitExposed(window)
-    _settle(window)
+    _show_small(qtbot, window)
     found = [p for p in layout_problems(window) if p.kind == "page scroll bar"]
     assert len(found) == 1 and "800 px wide" in found[0].detail
     wide.setMinimumWidth(100)
@@ -314,10 +319,7 @@ def test_the_check_finds_a_number_cut_in_a_table_cell(qtbot):
     table.setItem(0, 0, QTableWidgetItem("94.8123456 %"))
     table.setItem(0, 1, QTableWidgetItem("ok"))
     table.setColumnWidth(0, 30)
-    window.resize(300, 200)
-    window.show()
-    qtbot.waitExposed(window)
-    _settle(window)
+    _show_small(qtbot, window)
     found = [p for p in layout_problems(window) if p.kind == "cell"]
     assert len(found) == 1 and "'94.8123456 %'" in found[0].detail
     table.item(0, 0).setToolTip("94.8123456 %")  # shortened, but said whole on hover
