@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from actviz.analysis.effects_baseline import Baseline
+from actviz.core.capture import model_device
 from actviz.core.edits import EditHooks, channel_dim
 from actviz.core.guards import ModelState
 from actviz.core.inputs import forward_takes_list
@@ -147,14 +148,6 @@ def _rows(obj: Any, i: int, b: int) -> Any:
     return obj
 
 
-def _model_device(model: nn.Module) -> torch.device | None:
-    for t in model.parameters():
-        return t.device
-    for t in model.buffers():
-        return t.device
-    return None
-
-
 def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
     """``inputs`` (capture's forms) repeated ``b`` times along dimension 0, as new tensors.
 
@@ -162,7 +155,7 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
     reaches the caller's tensors. A list argument of a model that takes a list of images
     (:func:`~actviz.core.inputs.forward_takes_list`) is repeated as a list.
     """
-    device = _model_device(model)
+    device = model_device(model)
 
     def rep(t: torch.Tensor) -> torch.Tensor:
         t = t.detach()

@@ -54,6 +54,7 @@ __all__ = [
     "capture",
     "format_bytes",
     "leaf_names",
+    "model_device",
     "resolve_layers",
 ]
 
@@ -284,8 +285,9 @@ def _strip(name: str, prefix: str) -> str:
     return name[len(prefix) :] if name.startswith(prefix) else name
 
 
-def _model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
-    """The device of the first parameter (else buffer) in ``modules`` (default: the model's)."""
+def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
+    """The device of the first parameter (else buffer) in ``modules`` (default: the model's);
+    None for a model that holds neither (the one answer for every part of actviz)."""
     modules = list(model.modules()) if modules is None else modules
     for attr in ("_parameters", "_buffers"):
         for mod in modules:
@@ -382,7 +384,7 @@ def _capture_once(
     warnings = list(warnings_in)
     if plan is None or module_list is None:
         plan, module_list = model_plan(model)
-    device = _model_device(model, module_list)
+    device = model_device(model, module_list)
     index = plan.index
     by_module = {module_list[index[n]]: n for n in names}
     recorder = Recorder(

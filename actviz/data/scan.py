@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from actviz.core.capture import format_bytes, resolve_layers
+from actviz.core.capture import format_bytes, model_device, resolve_layers
 from actviz.core.edits import channel_dim
 from actviz.core.threads import ThreadTuner, available_cores, background_loader_init
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
@@ -523,11 +523,7 @@ def _result(
 
 
 def _model_device(net: nn.Module) -> torch.device:
-    for p in net.parameters():
-        return p.device
-    for b in net.buffers():
-        return b.device
-    return torch.device("cpu")
+    return model_device(net) or torch.device("cpu")
 
 
 def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.core.capture import model_device
 from actviz.core.structures import first_tensor
 
 __all__ = ["LensLayers", "LogitLens", "lens_layers", "logit_lens", "token_texts"]
@@ -140,12 +141,6 @@ class LogitLens:
         ]
 
 
-def _device(model: nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")
-
-
 def logit_lens(
     model: nn.Module,
     cap: Any,
@@ -191,7 +186,7 @@ def logit_lens(
     modules = dict(model.named_modules())
     norm = modules[lens.norm] if lens.norm else nn.Identity()
     head = modules[lens.unembed]
-    device = _device(model)
+    device = model_device(model) or torch.device("cpu")
     names, all_ids, all_probs = [], [], []
     with torch.no_grad():
         for name in lens.blocks:

@@ -42,8 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from actviz.core.capture import model_device
 from actviz.core.inputs import list_layout
 from actviz.core.threads import ThreadTuner, torch_threads
 from actviz.display.prepare import prepare, reusable_mosaics
@@ -570,7 +572,7 @@ class LiveController(QObject):
             return None
         key = (id(base.model), tuple(layers), id(source))
         if key != self._tuner_key:
-            device = _device_of(base.model)
+            device = model_device(base.model) or torch.device("cpu")
             # One worker beside the capture: the thread preparing the frame before.
             self._tuner = ThreadTuner(1, 1 << 30, device, apply=False)
             self._tuner_key = key
@@ -825,14 +827,3 @@ class LiveController(QObject):
                 pass
         self.window.session.input_changed.disconnect(self._on_session_input_changed)
         self.window.session.model_changed.disconnect(self._on_session_model_changed)
-
-
-def _device_of(model: Any) -> Any:
-    """The device of ``model``'s first parameter or buffer (the CPU when it has none)."""
-    import itertools
-
-    import torch
-
-    for tensor in itertools.chain(model.parameters(), model.buffers()):
-        return tensor.device
-    return torch.device("cpu")
