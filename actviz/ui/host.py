@@ -263,7 +263,8 @@ class FeatureJob(QObject):
       :meth:`start`), then ``on_finished(value, context)``;
     * failed (logged at INFO on the feature's module logger as ``"<log_as> failed"``) or
       cancelled: the view is freed, the status says ``failed_status`` / ``cancelled_status``
-      and the view says ``"<failed>: <the error>"`` / ``cancelled`` in red;
+      and the view says ``"<failed>: <the error>"`` / ``cancelled`` in red (``cancelled`` may
+      be a function giving the text when the cancel is shown: what was done by then);
     * superseded (``interrupted`` given: the worker started a newer job, or the window a run,
       so this one never reports): the view is freed and says ``interrupted`` in red.
 
@@ -289,7 +290,7 @@ class FeatureJob(QObject):
         *,
         failed: str,
         failed_status: str,
-        cancelled: str,
+        cancelled: str | Callable[[], str],
         cancelled_status: str,
         log_as: str,
         on_finished: Callable[[Any, Any], None],
@@ -368,6 +369,15 @@ class FeatureJob(QObject):
         self.worker.cancel()
         return True
 
+    def drop(self) -> None:
+        """Forget the running job without showing an end: every job on :attr:`worker` turns
+        stale and reports nothing, and the view is left as it is. For a worker of the
+        feature's own whose next job replaces this one (a job of the shared worker is made
+        stale by a run instead: ``interrupted``)."""
+        self.worker.drop()
+        self.gen = None
+        self.context = None
+
     # ------------------------------------------------------------------ the worker's signals
     def _free(self, status: str) -> Any:
         context = self.context
@@ -410,4 +420,5 @@ class FeatureJob(QObject):
 
     def _on_worker_cancelled(self, gen: int) -> None:
         if self._mine(gen):
-            self._fail(self._cancelled_status, self._cancelled)
+            text = self._cancelled() if callable(self._cancelled) else self._cancelled
+            self._fail(self._cancelled_status, text)

@@ -170,10 +170,12 @@ def test_a_page_cancels_keeping_its_tiles_and_pages_on(actviz_window, tiny_cnn):
     section.steps_spin.setValue(4096)
     win.window.session.set_page_channels("conv2", 4)
     assert feature.visualise_page("conv2", 0)
-    win.qtbot.waitUntil(lambda: feature.page._progress[0] >= 2, timeout=60_000)
+    win.qtbot.waitUntil(lambda: feature.page.job.progress[0] >= 2, timeout=60_000)
     win.window.cancel()  # Esc
     _page_done(win, feature)
-    assert "Cancelled" in feature.page.dock.message.text() and feature.page.result() is None
+    assert feature.page.result() is None
+    n = len(feature.page.channels)
+    assert feature.page.dock.message.text() == f"Cancelled (0 of {n} channels done)."
     section.steps_spin.setValue(3)
     assert feature.page.dock.next_button.isEnabled()
     assert layer_channels(tiny_cnn, "conv2") > 4

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
-from actviz.ui.visualize.page import DOCK_WIDTH, PageVisualiser
+from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
 
@@ -147,6 +147,24 @@ class VisualizeFeature(FeatureBase, QObject):
             )
             figures.append((caption, contact_sheet(page)))
         return {"figures": figures} if figures else {}
+
+    def session_part(self) -> dict[str, Any]:
+        """What a session file keeps: the What channels want page (layer, page, the settings
+        its pictures are made with, whether the dock is open; the pictures themselves stay
+        in the visualisation cache)."""
+        state = self.page.state()
+        return {STATE_KEY: state} if state is not None else {}
+
+    def restore_session_part(self, parts: Any) -> None:
+        """Put back :meth:`session_part`'s page: its settings in the settings popover (shared
+        with What it wants), its tiles from the cache, the others waiting for Visualise."""
+        state = parts.get(STATE_KEY)
+        if not isinstance(state, dict):
+            return
+        settings = state.get("settings")
+        if isinstance(settings, dict):
+            self.section.set_settings(settings)
+        self.page.restore(state)
 
     def reset_layout(self) -> None:
         """Put the What channels want dock back on the right, closed."""

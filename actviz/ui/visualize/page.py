@@ -10,14 +10,19 @@ while it is copied.
 The page's channels come from the cache first (shown at once), then the others are
 synthesised a few at a time and each batch is shown as it finishes; Cancel keeps what is done.
 Everything goes to the user's visualisation cache, shared with the channel view's "What it
-wants" (same weights, same settings: the same picture).
+wants" (same weights, same settings: the same picture). The synthesis on the page's worker is
+tracked by :class:`~actviz.ui.host.FeatureJob` (busy dock, progress, Cancel, messages), as the
+window's other features track theirs; the model copy before it is the page's own step.
+
+A session file keeps the page (:meth:`PageVisualiser.state`: layer, position, order, settings,
+whether the dock was open); opened again (:meth:`PageVisualiser.restore`), the page shows
+what the cache holds of it and says what is left to synthesise, without running the model.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -29,25 +34,26 @@ from actviz.analysis.visualize import (
     merge_visualizations,
     visualize,
 )
-from actviz.ui.host import WindowHost
+from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.loaders import describe_error
 from actviz.ui.visualize.mosaic import MosaicDock
+from actviz.ui.visualize.section import OBJECTIVES
 from actviz.ui.worker import Worker
 
-log = logging.getLogger(__name__)
-
-__all__ = ["CHUNK", "PageVisualiser"]
+__all__ = ["CHUNK", "STATE_KEY", "PageVisualiser"]
 
 #: Channels synthesised together (one batch): small enough that tiles appear every few
 #: seconds, large enough that a GPU is kept busy.
 CHUNK = 4
 #: The dock's width when first shown.
 DOCK_WIDTH = 340
+#: The page's key among a session file's parts.
+STATE_KEY = "visualize_page"
 
 
 class _PartSignals(QObject):
-    """From the jobs' threads to the GUI thread: ``part(job, "total", int)`` or
-    ``part(job, "part", Visualization)``; ``copied(model, copy, error)``."""
+    """From the jobs' threads to the GUI thread: ``part(token, "total", int)`` or
+    ``part(token, "part", Visualization)``; ``copied(model, copy, error)``."""
 
     part = Signal(int, str, object)
     copied = Signal(object, object, object)
@@ -91,36 +97,43 @@ class PageVisualiser(QObject):
         self._pos = 0
         self._size = 1
         self._settings: dict[str, Any] = {}
-        self._job = 0  # token of the synthesis whose parts are shown
-        self._gen: int | None = None  # its generation on self.worker
+        self._token = 0  # of the page whose parts are shown (a part of another is dropped)
         # The copy: asked for and not made yet; the capture worker's generations it had.
         self._copy_pending = False
         self._copy_gen: int | None = None
         self._copy_gens: set[int] = set()
         self._copy: tuple[Any, Any] | None = None  # (session model, its copy)
-        self._progress = (0, 0)
         self._closed = False
         #: What to do with the copy once the capture worker made it.
         self._then: Callable[[Any], None] = self._start
 
         self.dock.page_requested.connect(self.turn)
-        self.dock.visualise_requested.connect(lambda: self.visualise(self.layer, self._pos))
+        self.dock.visualise_requested.connect(self.again)
         self.dock.cancel_requested.connect(self.cancel)
         self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
         self._signals.part.connect(self._on_part)
-        w = self.worker.signals
-        w.finished.connect(self._on_finished)
-        w.errored.connect(self._on_errored)
-        w.cancelled.connect(self._on_cancelled)
-        w.progress.connect(self._on_progress)
+        #: The page's job on :attr:`worker` (the synthesis, or a restored page's look-up);
+        #: its context: ``(kind, token)``.
+        self.job = FeatureJob(
+            self,
+            host,
+            self.dock,
+            failed="Could not visualise",
+            failed_status="Visualising channels failed",
+            cancelled=self._cancelled_text,
+            cancelled_status="Visualising channels cancelled",
+            log_as="visualising channels",
+            on_finished=self._on_finished,
+            worker=self.worker,
+        )
         self._signals.copied.connect(self._on_copied)
         host.worker.signals.started.connect(self._check_copy)
         host.run_started.connect(self._check_copy)
 
     # ========================================================================== state
     def is_busy(self) -> bool:
-        """True while the page is being copied for or synthesised."""
-        return self._gen is not None or self._copy_pending
+        """True while the page is being copied for, synthesised or looked up."""
+        return self.job.running or self._copy_pending
 
     def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is the model copy."""
@@ -147,22 +160,22 @@ class PageVisualiser(QObject):
         self._order = tuple(order.channels) if order is not None else None
         self._order_label = order.label if order is not None else ""
         self.total = len(self._order) if self._order is not None else self._known_total(layer)
-        # A page turned while one ran: that one stops and its parts are never shown.
-        self.worker.drop()
-        self._gen = None
-        self._job += 1
-        self.layer = layer
-        self._settings = dict(self.settings())
-        self._parts = []
-        self._pos = max(0, int(first))
-        self._size = size
-        self.channels = self._page_channels()
-        self._show_page()
+        return self._synthesise(layer, first, size)
+
+    def again(self) -> bool:
+        """The dock's Visualise: synthesise the page shown (its channels in its order, which
+        for a page opened from a session may be an order the panels no longer have)."""
+        if self._closed or self.session.model is None or not self.layer:
+            return False
+        return self._synthesise(self.layer, self._pos, self._size)
+
+    def _synthesise(self, layer: str, first: int, size: int) -> bool:
+        self._new_page(layer, first, size, dict(self.settings()))
         self.dock.setVisible(True)
         self.dock.raise_()
         self.dock.set_busy(True)
-        self.dock.set_message(f"Synthesising what {len(self.channels)} channels want…")
-        self._progress = (0, 0)
+        self.dock.set_message(self._synthesising())
+        self.job.progress = (0, 0)
         if not self._copy_pending:  # else the copy asked for starts this page when made
             self._with_copy(self._start)
         self.host.refresh_busy("Visualising channels…")
@@ -183,6 +196,21 @@ class PageVisualiser(QObject):
                 return False
             first = max(0, self._pos - size)
         return self.visualise(self.layer, first)
+
+    def _new_page(self, layer: str, first: int, size: int, settings: dict[str, Any]) -> None:
+        # A page turned while one ran: that one stops and its parts are never shown.
+        self.job.drop()
+        self._token += 1
+        self.layer = layer
+        self._settings = settings
+        self._parts = []
+        self._pos = max(0, int(first))
+        self._size = max(1, int(size))
+        self.channels = self._page_channels()
+        self._show_page()
+
+    def _synthesising(self) -> str:
+        return f"Synthesising what {len(self.channels)} channels want…"
 
     def _page_channels(self) -> tuple[int, ...]:
         end = self._pos + self._size
@@ -208,19 +236,18 @@ class PageVisualiser(QObject):
 
     def cancel(self) -> bool:
         """Stop the synthesis (the tiles done stay); True when one was running."""
-        if not self.is_busy():
+        if self.job.running:
+            return self.job.cancel()
+        if not self._copy_pending:
             return False
-        if self._gen is not None:
-            self.worker.cancel()
-        else:  # still waiting for its copy: nothing started
-            self._copy_pending = False
-            self._end("Cancelled.", error=True)
+        # Still waiting for its copy: nothing started.
+        self._copy_pending = False
+        self._end("Cancelled.", "Visualising channels cancelled")
         return True
 
     def forget(self) -> None:
         """Another model: stop, drop the copy and the tiles."""
-        self.worker.drop()
-        self._gen = None
+        self.job.drop()
         self._copy_pending = False
         self._copy = None
         self._parts = []
@@ -228,6 +255,90 @@ class PageVisualiser(QObject):
         self.dock.set_busy(False)
         self.dock.set_page("", ())
         self.dock.set_message("")
+
+    # ========================================================================== sessions
+    def state(self) -> dict[str, Any] | None:
+        """What a session file keeps of the page (JSON-able; None when no page was shown
+        and the dock is closed): the layer, its order (when the panel's own), the page's
+        first position and size, the layer's channel count, the settings its pictures are
+        made with and whether the dock is open."""
+        is_open = self.dock.toggleViewAction().isChecked()
+        if not self.layer and not is_open:
+            return None
+        state: dict[str, Any] = {"open": is_open}
+        if self.layer:
+            state.update(
+                layer=self.layer,
+                first=self._pos,
+                size=self._size,
+                total=self.total,
+                settings=dict(self._settings),
+            )
+            if self._order is not None:
+                state["order"] = list(self._order)
+                state["order_label"] = self._order_label
+        return state
+
+    def restore(self, state: Any) -> bool:
+        """Show the page of :meth:`state` again: its tiles (those the visualisation cache
+        holds are filled, asked off the GUI thread) and, for the others, a message that the
+        Visualise button makes them. Nothing runs the model. False (and nothing changes but
+        the dock's visibility) when ``state`` names no layer of the model shown.
+
+        Returns
+        -------
+        bool
+            True when the page was put back.
+        """
+        if not isinstance(state, dict) or self._closed:
+            return False
+        if isinstance(state.get("open"), bool):
+            self.dock.setVisible(state["open"])
+        layer = state.get("layer")
+        settings = _saved_settings(state.get("settings"))
+        tree = self.session.tree
+        if (
+            not isinstance(layer, str)
+            or not layer
+            or settings is None
+            or self.session.model is None
+            or (tree is not None and layer not in tree)
+        ):
+            return False
+        order = state.get("order")
+        if isinstance(order, list) and all(_is_int(c) for c in order):
+            self._order = tuple(int(c) for c in order)
+            self._order_label = str(state.get("order_label") or "")
+            self.total = len(self._order)
+        else:
+            self._order, self._order_label = None, ""
+            total = state.get("total")
+            self.total = int(total) if _is_int(total) and total > 0 else self._known_total(layer)
+        first, size = state.get("first"), state.get("size")
+        self._copy_pending = False  # a copy asked for earlier starts nothing now
+        self._new_page(
+            layer,
+            int(first) if _is_int(first) else 0,
+            int(size) if _is_int(size) else self.host.page_channels(layer),
+            settings,
+        )
+        self._look_up()
+        return True
+
+    def _look_up(self) -> None:
+        """Fill the page's tiles the cache holds (a job on :attr:`worker`: the weights are
+        hashed the first time; no forward pass, no hooks)."""
+        s = self.session
+        loaded = s.loaded_model
+        model = loaded if loaded is not None and loaded.model is s.model else s.model
+        job = self._page_job(model, compute=False)
+        self.job.start(
+            job,
+            message="Looking for the page's saved pictures…",
+            status="",
+            done="",
+            context=("look-up", self._token),
+        )
 
     def shutdown(self) -> None:
         """Stop the synthesis and wait for its thread (the window is closing)."""
@@ -275,10 +386,23 @@ class PageVisualiser(QObject):
             if loaded is not None and loaded.model is model
             else model_copy
         )
-        token, layer, channels = self._job, self.layer, list(self.channels)
+        self.job.progress = (0, 0)
+        self.job.start(
+            self._page_job(target, compute=True),
+            message=self._synthesising(),
+            status="Visualising channels…",
+            done="Visualising channels: done",
+            context=("synthesis", self._token),
+        )
+
+    def _page_job(self, target: Any, *, compute: bool) -> Callable[[Any, Any], None]:
+        """The job filling the page shown: the cache's pictures first, then (``compute``)
+        the others synthesised on ``target`` a few channels at a time."""
+        token, layer, channels = self._token, self.layer, list(self.channels)
         s = dict(self._settings)
-        need_total = not self.total
+        need_total = compute and not self.total
         signals = self._signals
+        tracked = self.job
         steps = int(s["steps"])
 
         def job(should_stop: Any, report: Any) -> None:
@@ -295,12 +419,14 @@ class PageVisualiser(QObject):
             found = visualize(target, layer, todo, cache=True, only_cached=True, **kwargs)
             if found.channels:
                 signals.part.emit(token, "part", found)
+            if not compute:
+                return
             todo = [c for c in todo if c not in found.channels]
             chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
             for n, part in enumerate(chunks):
 
                 def step(done: int, _total: int, n: int = n) -> None:
-                    self._progress = (n * steps + done, len(chunks) * steps)
+                    tracked.progress = (n * steps + done, len(chunks) * steps)
                     report(f"Visualising channels: step {n * steps + done}")
 
                 vis = visualize(
@@ -314,7 +440,7 @@ class PageVisualiser(QObject):
                 )
                 signals.part.emit(token, "part", vis)
 
-        self._gen = self.worker.submit(job)
+        return job
 
     # ========================================================================== events
     def _check_copy(self, *_args: Any) -> None:
@@ -330,13 +456,15 @@ class PageVisualiser(QObject):
         self._copy_pending = False
         self._copy_gen = None
         if error is not None:
-            self._end(f"Could not copy the model: {describe_error(error)}", error=True)
+            self._end(
+                f"Could not copy the model: {describe_error(error)}", "Visualising channels failed"
+            )
             return
         self._copy = (model, model_copy)
         self._then(model_copy)
 
     def _on_part(self, token: int, kind: str, value: Any) -> None:
-        if token != self._job:
+        if token != self._token:
             return
         if kind == "total":
             self.total = int(value)
@@ -348,37 +476,52 @@ class PageVisualiser(QObject):
         for i, channel in enumerate(vis.channels):
             self.dock.mosaic.set_image(channel, vis.image_uint8(i))
 
-    def _on_progress(self, gen: int, _message: str) -> None:
-        if gen == self._gen:
-            self.dock.set_progress(*self._progress)
-
-    def _on_finished(self, gen: int, _value: Any) -> None:
-        if gen != self._gen:
+    def _on_finished(self, _value: Any, context: Any) -> None:
+        kind, token = context
+        if token != self._token:
             return
+        filled, n = len(self.dock.mosaic.filled()), len(self.channels)
         saved = sum(sum(p.from_cache) for p in self._parts)
-        note = f" ({saved} saved before)" if saved else ""
-        self._end(f"{len(self.dock.mosaic.filled())} channels{note}; click one to open it.")
-        self.host.refresh_busy("Visualising channels: done")
+        if kind == "synthesis":
+            note = f" ({saved} saved before)" if saved else ""
+            self.dock.set_message(f"{filled} channels{note}; click one to open it.")
+        elif filled >= n:
+            self.dock.set_message(f"{n} channels (saved before); click one to open it.")
+        else:  # a restored page the cache does not hold all of: never a silent grey page
+            self.dock.set_message(
+                f"{filled} of {n} channels saved: press Visualise to synthesise what the "
+                f"other {n - filled} want."
+                if filled
+                else f"Not synthesised yet: press Visualise to synthesise what these {n} "
+                "channels want."
+            )
 
-    def _on_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._gen:
-            return
-        log.info("visualising channels failed: %s", error)
-        self._end(f"Could not visualise: {describe_error(error)}", error=True)
-        self.host.refresh_busy("Visualising channels failed")
-
-    def _on_cancelled(self, gen: int) -> None:
-        if gen != self._gen:
-            return
+    def _cancelled_text(self) -> str:
         done = len(self.dock.mosaic.filled())
-        self._end(f"Cancelled ({done} of {len(self.channels)} channels done).", error=True)
-        self.host.refresh_busy("Visualising channels cancelled")
+        return f"Cancelled ({done} of {len(self.channels)} channels done)."
 
-    def _end(self, message: str, *, error: bool = False) -> None:
-        self._gen = None
+    def _end(self, message: str, status: str) -> None:
+        """The page's copy step ended without a synthesis: ``message`` in red."""
         self.dock.set_busy(False)
-        self.dock.set_message(message, error=error)
+        self.dock.set_message(message, error=True)
+        self.host.refresh_busy(status)
 
     def _on_tile_clicked(self, channel: int) -> None:
         if self.layer:
             self.host.open_channel(self.layer, int(channel))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _saved_settings(saved: Any) -> dict[str, Any] | None:
+    """A session's page settings as :func:`~actviz.visualize` takes them (None: not valid)."""
+    if not isinstance(saved, dict):
+        return None
+    objective, steps, size = saved.get("objective"), saved.get("steps"), saved.get("size")
+    if objective not in OBJECTIVES or not _is_int(steps) or not _is_int(size):
+        return None
+    if steps < 1 or size < 1:
+        return None
+    return {"objective": objective, "steps": steps, "size": size}

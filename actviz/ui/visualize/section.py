@@ -125,6 +125,18 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
             "size": int(self.size_spin.value()),
         }
 
+    def set_settings(self, settings: dict[str, object]) -> None:
+        """Put :meth:`settings` back (a session's); values the controls do not offer are left
+        as they are."""
+        objective = settings.get("objective")
+        if isinstance(objective, str) and objective in OBJECTIVES:
+            self.objective_box.setCurrentText(objective)
+        for key, spin in (("steps", self.steps_spin), ("size", self.size_spin)):
+            value = settings.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                if spin.minimum() <= value <= spin.maximum():
+                    spin.setValue(value)
+
     # -- showing -------------------------------------------------------------------------------
     def set_busy(self, busy: bool) -> None:
         """While a synthesis runs: Cancel and the progress bar; the button and settings off."""

@@ -1,0 +1,108 @@
+"""What channels want in session files: the page (layer, position, settings, the dock open)
+comes back in a fresh window with its pictures from the visualisation cache; a page the cache
+does not hold says so and its Visualise button makes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QSettings
+
+import actviz
+from actviz.analysis.visualize import visualize
+from actviz.ui.visualize.page import STATE_KEY
+
+LAYER = "features.block1"
+SETTINGS = {"objective": "neuron", "steps": 3, "size": 16}
+
+
+def _demo_window(actviz_window, tmp_path, name):
+    win = actviz_window(settings=QSettings(str(tmp_path / name), QSettings.Format.IniFormat))
+    return win
+
+
+def _page_done(win, page):
+    win.qtbot.waitUntil(lambda: not page.is_busy(), timeout=60_000)
+
+
+@pytest.mark.usefixtures("demo_resources")
+def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
+    win = _demo_window(actviz_window, tmp_path, "a.ini")
+    assert win.window.open_model_source("demo", wait=True)
+    win.set_input(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)))
+    win.run_and_wait()
+    feature = win.feature("visualize")
+    page = feature.page
+    assert feature.session_part() == {}  # no page and the dock closed: nothing kept
+    feature.section.set_settings(SETTINGS)
+    assert feature.section.settings() == SETTINGS
+    win.window.session.set_page_channels(LAYER, 4)
+    assert feature.visualise_page(LAYER, 4)
+    _page_done(win, page)
+    channels = page.channels
+    assert len(channels) >= 2 and channels[0] == 4 and page.dock.mosaic.filled() == channels
+    made = page.result()
+    saved = feature.session_part()[STATE_KEY]
+    assert saved["open"] is True and saved["layer"] == LAYER and saved["first"] == 4
+    assert saved["settings"] == SETTINGS and saved["size"] == len(channels)
+    path = tmp_path / "page.actviz"
+    assert win.feature("sessions").save_session(path, wait=True)
+    assert actviz.session.load(path).settings[STATE_KEY] == saved
+
+    # A fresh window with other settings: the session puts the page and its settings back.
+    other = _demo_window(actviz_window, tmp_path, "b.ini")
+    again = other.feature("visualize")
+    again.section.set_settings({"objective": "channel", "steps": 9, "size": 32})
+    assert not again.page.dock.isVisible()
+    assert other.feature("sessions").open_session(path, wait=True)
+    other.wait_idle()
+    _page_done(other, again.page)
+    restored = again.page
+    assert restored.dock.isVisible()
+    assert restored.layer == LAYER and restored.channels == channels
+    assert again.section.settings() == SETTINGS
+    assert again.session_part()[STATE_KEY] == saved
+    # Its pictures come from the cache, bit for bit, without a synthesis.
+    assert restored.dock.mosaic.filled() == channels
+    got = restored.result()
+    assert got.channels == channels and all(got.from_cache)
+    np.testing.assert_array_equal(got.images, made.images)
+    assert restored.dock.message.text() == (
+        f"{len(channels)} channels (saved before); click one to open it."
+    )
+    title = restored.dock.title_label.text()
+    assert title.startswith(f"{LAYER} · ch 4-{channels[-1]} of "), title
+    assert restored.dock.prev_button.isEnabled()
+
+    # A page the cache does not hold (other steps): grey tiles, a message and the button.
+    fresh = {**saved, "settings": {**SETTINGS, "steps": 2}}
+    other.window.restore_session_parts({STATE_KEY: fresh})
+    _page_done(other, restored)
+    assert restored.channels == channels and restored.dock.mosaic.filled() == ()
+    assert restored.result() is None
+    assert restored.dock.message.text() == (
+        "Not synthesised yet: press Visualise to synthesise what these "
+        f"{len(channels)} channels want."
+    )
+    button = restored.dock.visualise_button
+    assert button.isVisibleTo(restored.dock) and button.isEnabled()
+    button.click()
+    assert restored.is_busy()
+    _page_done(other, restored)
+    done = restored.result()
+    assert done.channels == channels and not any(done.from_cache)
+    assert done.settings["steps"] == 2
+    want = visualize(other.window.session.loaded_model, LAYER, list(channels), **fresh["settings"])
+    np.testing.assert_array_equal(done.images, want.images)
+
+    # A saved page naming a layer the model lacks changes nothing but the dock's visibility.
+    assert not restored.restore({**saved, "layer": "no.such.layer"})
+    assert restored.layer == LAYER and restored.result() is not None
+    assert not restored.restore({**saved, "settings": {"objective": "x", "steps": 1, "size": 8}})
+    assert restored.channels == channels
+    # Saved with the dock closed: the page comes back behind a closed dock.
+    assert restored.restore({**saved, "open": False})
+    assert not restored.dock.isVisible() and restored.layer == LAYER
+    _page_done(other, restored)
+    assert restored.dock.mosaic.filled() == channels
