@@ -1,7 +1,8 @@
 """Reusable pyqtgraph canvases the panels are built from.
 
 - :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it
-  (as tall as the image), optionally a :class:`TileGrid` over a mosaic (gaps and channel
+  (as tall as the image and right next to it: an image narrower than its canvas is centred
+  together with its bar), optionally a :class:`TileGrid` over a mosaic (gaps and channel
   numbers) and a height that follows its width (``fit_width``: the image fills the width).
 - :class:`BarCanvas`: a bar chart of a 1-D vector (positive and negative bars coloured apart).
 
@@ -557,6 +558,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # The bar spans the image, not the whole canvas (the image is letterboxed).
             self.view.sigResized.connect(self._fit_colorbar)
             self.view.sigRangeChanged.connect(self._fit_colorbar)
+        #: Extra margin left and right of the image and its bar (see :meth:`_fit_sides`).
+        self._side = 0
         self._cmap = ""
         self.set_colormap(cmap)
 
@@ -611,6 +614,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             self._shape = shape
             self._lock_aspect = lock_aspect
             self.view.setAspectLocked(lock_aspect)
+            self._fit_sides()
             self.reset_view()
             self._fit_height()
         if self.colorbar is not None:
@@ -705,6 +709,28 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         else:
             self.updateGeometry()
 
+    def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
+        """Keep the colour bar next to its image: an aspect-locked image narrower than the
+        room beside its bar (a wide canvas, e.g. the channel view's maps one above the
+        other) would be centred in the view with a band between it and the bar; equal
+        margins left and right take that band instead, so the image and its bar are centred
+        together. Computed from the canvas's ``size`` (default: its own) and the image's
+        shape, not from the view's range: a zoom leaves the margins as they are."""
+        side = 0
+        if self.colorbar is not None and self._shape is not None and self._lock_aspect:
+            size = self.size() if size is None else size
+            height, width = self._shape[:2]
+            room_w = self.image_area_width(size.width())
+            room_h = size.height() - 2 * _CANVAS_MARGIN_V
+            if height > 0 and width > 0 and room_h > 0:
+                drawn = width * min(room_w / width, room_h / height)
+                side = max(0, math.floor((room_w - drawn) / 2))
+        if side != self._side:
+            self._side = side
+            self.ci.setContentsMargins(
+                _CANVAS_MARGIN + side, _CANVAS_MARGIN_V, _CANVAS_MARGIN + side, _CANVAS_MARGIN_V
+            )
+
     def _fit_colorbar(self, *_args: object) -> None:
         bar = self.colorbar
         if bar is None:
@@ -738,6 +764,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # taller than the canvas, cutting the image and the bar. The view's resize fits
             # them again.
             bar.set_margins(0.0, 0.0)
+        if hasattr(self, "_side"):
+            # Before the scene is resized: margins fitted to a wider canvas would hold the
+            # scene wider than this one.
+            self._fit_sides(event.size())
         super().resizeEvent(event)
         if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
             self.resized.emit()
@@ -812,6 +842,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self._shape = None
         self._source = None
         self._levels = None
+        self._fit_sides()
         self._fit_colorbar()
 
     def image_shape(self) -> tuple[int, ...] | None:
