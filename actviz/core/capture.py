@@ -22,6 +22,7 @@ How it stays exact (each point is a trap other tools fall into):
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import logging
@@ -41,7 +42,7 @@ from actviz.core.plan import ModelPlan, is_leaf, model_plan
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
 from actviz.core.structures import iter_tensors, map_tensors
-from actviz.core.targets import resolve_target
+from actviz.core.targets import resolve_target, target_numbers
 from actviz.core.transfer import to_host
 
 log = logging.getLogger(__name__)
@@ -253,8 +254,9 @@ def capture(
     start = time.perf_counter()
     for attempt in range(_MAX_ATTEMPTS):
         try:
-            # Inside a caller's inference_mode, tensors made here could not join autograd.
-            with torch.inference_mode(False):
+            # Inside a caller's inference_mode, tensors made here could not join autograd
+            # (entering the context costs ~15 us after a forward pass: only when needed).
+            with torch.inference_mode(False) if torch.is_inference_mode_enabled() else _NULL:
                 return _capture_once(
                     model,
                     inputs,
@@ -298,6 +300,7 @@ def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> to
 
 
 _MISSING = object()
+_NULL = contextlib.nullcontext()
 
 
 def _wrappable(module: nn.Module) -> bool:
@@ -394,7 +397,8 @@ def _capture_once(
     # Forward-only captures: with gradients, autograd keeps the activations alive for the
     # backward pass anyway, so a copy would add work without letting the forward's memory go.
     recorder.pool = pooled = not gradients and pool.wanted(model)
-    watch_faults = not gradients and not pooled
+    # (a capture of no layer records nothing the pool could hold)
+    watch_faults = not gradients and not pooled and bool(names)
     scripted = isinstance(model, torch.jit.ScriptModule)
     # In-place modules run out of place from the first recorded one on; with nothing recorded
     # there is nothing to keep intact.
@@ -466,13 +470,8 @@ def _capture_once(
                 saliency = _backward(resolved.value, prepared, recorder, warnings)
             if not input_grads:
                 saliency = None
-        else:
-            try:
-                resolved = resolve_target(output, target)
-                target_value = float(resolved.value.detach())
-                target_index, description = resolved.index, resolved.description
-            except (ValueError, TypeError, RuntimeError) as exc:
-                description = f"no target ({exc})"
+        elif target is not None:  # a callable runs now, while the caller expects it to
+            target_value, target_index, description = target_numbers(output, target)
         warnings.extend(unregistered.warnings())
         if editor is not None:
             warnings.extend(editor.warnings())
@@ -481,12 +480,13 @@ def _capture_once(
                 warnings.append(
                     f"layer {name!r} never ran during this forward pass, so nothing was recorded"
                 )
-        out_cpu = map_tensors(output, lambda t: t.detach().cpu())
-        on_cpu = device is None or device.type == "cpu"
-        records = recorder.records if on_cpu or keep_on_device else _to_cpu(recorder)
+        out_cpu = map_tensors(output, _host)
+        records = recorder.records
+        if records and not keep_on_device and device is not None and device.type != "cpu":
+            records = _to_cpu(recorder)
         for w in warnings:
             log.info("capture warning: %s", w)
-        return Capture(
+        result = Capture(
             names=list(recorder.order),
             records=records,
             output=out_cpu,
@@ -495,13 +495,18 @@ def _capture_once(
             target_index=target_index,
             target_description=description,
             warnings=warnings,
-            inputs=map_tensors(prepared.copies, lambda t: t.detach().cpu()),
+            inputs=map_tensors(prepared.copies, _host),
             nbytes=recorder.nbytes,
             elapsed_s=time.perf_counter() - start,
             gradients=gradients,
             mode=mode,
             edits=dict(edits) if edits else {},
         )
+        if not gradients and target is None:
+            # The default target of a capture without gradients is resolved from its output
+            # on first read (~35 us just after a forward pass, whose caches are cold).
+            result.defer_target(functools.partial(target_numbers, out_cpu))
+        return result
     finally:
         for h in handles:
             h.remove()
@@ -550,6 +555,12 @@ def _backward(
         None if leaf is None else _detach(leaf_grads.get(id(leaf))) for leaf in prepared.leaves
     ]
     return align_grads(prepared.copies, ordered)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    """``t`` detached, on the CPU; ``t`` itself when it already is (no op dispatched: each
+    costs ~15 us just after a forward pass)."""
+    return t if t.is_cpu and not t.requires_grad else t.detach().cpu()
 
 
 def _detach(t: torch.Tensor | None) -> torch.Tensor | None:

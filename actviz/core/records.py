@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from actviz.core.structures import first_tensor
+
+_TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
 __all__ = ["Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord"]
 
@@ -102,6 +104,25 @@ class Capture:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The edits applied (:mod:`actviz.core.edits`): ``{layer: (Edit, ...)}``; {} when none.
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def defer_target(self, numbers: Callable[[], tuple[float | None, int | None, str]]) -> None:
+        """Leave :attr:`target_value`, :attr:`target_index` and :attr:`target_description` to
+        ``numbers()``, called once on the first read of any of them (a capture without
+        gradients whose default target is read from :attr:`output`)."""
+        state = self.__dict__
+        for name in _TARGET_FIELDS:
+            state.pop(name, None)
+        state["_target_numbers"] = numbers
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes not set: the target fields that defer_target left.
+        state = self.__dict__
+        numbers = state.get("_target_numbers")
+        if numbers is None or name not in _TARGET_FIELDS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        state.update(zip(_TARGET_FIELDS, numbers(), strict=True))
+        state.pop("_target_numbers", None)
+        return state[name]
 
     def __getitem__(self, name: str) -> LayerRecord:
         try:

@@ -102,3 +102,26 @@ def test_an_inplace_flag_flipped_between_captures_is_left_as_the_user_set_it():
         pre = net[1](net[0](x))
     # the record before the in-place ReLU still holds its negative values
     assert torch.equal(cap["1"].output, pre) and bool((pre < 0).any())
+
+
+class _Mover(nn.Module):
+    """Gives its buffers new memory holding other values during forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.arange(3.0))
+        self.register_buffer("count", torch.tensor(7))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.state.data = torch.full((3,), -5.0)
+        self.count.data = torch.tensor(0)
+        return x + 1
+
+
+def test_buffers_given_new_memory_during_forward_get_their_values_back():
+    net = nn.Sequential(nn.Linear(3, 3), _Mover())
+    state, count = net[1].state, net[1].count
+    for gradients in (True, False, False):  # the last capture reuses the kept views
+        actviz.capture(net, torch.randn(2, 3), gradients=gradients)
+        assert net[1].state is state and net[1].count is count
+        assert state.tolist() == [0.0, 1.0, 2.0] and count.item() == 7

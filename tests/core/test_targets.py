@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 import torch
 
@@ -11,6 +13,7 @@ from actviz.core.targets import (
     parse_target,
     resolve_target,
     target_choices,
+    top1_target,
 )
 
 CATS = ["circle", "square", "star", "starfish"]
@@ -213,3 +216,59 @@ def test_masked_lm_logits_are_not_called_next_token():
     out = MaskedLMOutput(_lm_output())
     t = resolve_target(out, None)
     assert (t.index, t.description) == (3, "top-1 logit at the last position (token 3)")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        [0.5, 3.0, -1.0, 3.0],  # a tie: the first
+        [0.5, float("nan"), 9.0, float("nan")],  # a NaN wins, the first one
+        [-2.0, -1.0],
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_the_numbers_only_target_of_a_classifier_row_is_resolve_targets(row, dtype):
+    out = torch.tensor([row], dtype=dtype)
+    resolved = resolve_target(out, None)
+    value, index, description = top1_target(out)
+    assert index == resolved.index == int(torch.argmax(out))
+    assert description == resolved.description
+    assert struct.pack("d", value) == struct.pack("d", float(resolved.value))
+
+
+def test_the_numbers_only_target_leaves_other_outputs_to_resolve_target():
+    assert top1_target(torch.randn(2, 5)) is None  # several rows
+    assert top1_target(torch.randn(1, 1)) is None  # one value
+    assert top1_target(torch.randn(1, 3, 4, 4)) is None  # maps
+    assert top1_target(torch.arange(5)[None]) is None  # not float
+    assert top1_target(torch.randn(1, 5, requires_grad=True)) is None  # in a graph
+    assert top1_target(torch.randn(1, 5, dtype=torch.bfloat16)) is None  # no numpy dtype
+    assert top1_target((torch.randn(1, 5),)) is None  # a structure
+
+
+def test_a_capture_without_gradients_reads_its_target_from_its_output_when_asked():
+    import pickle
+
+    import actviz
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5))
+    x = torch.randn(1, 3, 2, 2)
+    with_grads = actviz.capture(net, x)
+    without = actviz.capture(net, x, [], gradients=False)
+    assert "target_value" not in vars(without)  # not read yet
+    copied = pickle.loads(pickle.dumps(without))
+    for cap in (without, copied):
+        assert cap.target_index == with_grads.target_index == int(net(x).argmax())
+        assert cap.target_value == with_grads.target_value
+        assert cap.target_description == with_grads.target_description
+    assert "_target_numbers" not in vars(without)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        without.nothing  # noqa: B018
+    # A target given is resolved at once (a callable runs while the caller expects it to).
+    calls = []
+    explicit = actviz.capture(
+        net, x, [], gradients=False, target=lambda o: calls.append(1) or o[0, 2]
+    )
+    assert calls == [1] and explicit.target_index is None
+    assert explicit.target_value == float(net(x)[0, 2])
