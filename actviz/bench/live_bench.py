@@ -78,13 +78,48 @@ class LiveRig:
         return wait_until(lambda: not self.window.worker.is_busy() and self.live.idle, timeout_s)
 
     def bare(self, count: int) -> float:
-        """Seconds for ``count`` bare captures (gradients, same layers, same frames)."""
+        """Seconds for ``count`` bare captures (gradients, same layers, same frames), one after
+        the other on the window's capture thread, where live mode captures its frames.
+
+        Not on the GUI thread: under libgomp a second thread running torch in parallel keeps
+        its own OpenMP team for good, which would slow both loops (:mod:`actviz.core.threads`).
+        """
         from actviz.core.capture import capture
 
-        t0 = time.perf_counter()
-        for i in range(count):
-            capture(self.model, self.frames[i % self.n_frames : i % self.n_frames + 1], self.layers)
-        return time.perf_counter() - t0
+        model, frames, layers, n = self.model, self.frames, self.layers, self.n_frames
+
+        from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
+
+        class Done(QObject):
+            ended = Signal(object)  # seconds, or the exception raised
+
+        done = Done()
+        outcome: list[object] = []
+        # Woken by the capture thread's signal, not polled: the GUI thread stays idle meanwhile.
+        loop = QEventLoop()
+        timer = QTimer()
+        timer.setSingleShot(True)
+        timer.timeout.connect(loop.quit)
+        done.ended.connect(lambda value: (outcome.append(value), loop.quit()))
+
+        def job() -> None:
+            try:
+                t0 = time.perf_counter()
+                for i in range(count):
+                    capture(model, frames[i % n : i % n + 1], layers)
+                done.ended.emit(time.perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001 - raised on the GUI thread below
+                done.ended.emit(exc)
+
+        self.window.worker.run_unreported(job)
+        timer.start(600_000)
+        loop.exec()
+        timer.stop()
+        if not outcome:
+            raise TimeoutError("the bare captures did not finish")
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return float(outcome[0])  # type: ignore[arg-type]
 
     def wait_frames(self, target: int, timeout_s: float) -> bool:
         """Run the event loop until ``target`` frames were shown, woken by each frame: a

@@ -7,6 +7,15 @@ so while a scan runs on fewer threads, a thread started then (a new pool thread 
 runs on as few. Both tools here put the count back when they are done, which puts that default
 back too.
 
+One team at a time: under libgomp every thread that runs a parallel op on more than one thread
+gets its own team of OpenMP threads, kept until that thread exits, and once the process holds
+more of those threads than it has cores, libgomp stops letting idle ones spin (100 spins
+instead of ~3 ms): each parallel region then wakes its threads from sleep, and they start late.
+Measured on the 2-core machine: a ResNet-18 capture at 64 px took 24 ms on the main thread,
+37 ms while another thread that had run one 2-thread op lived, and 24 ms again once it ended.
+So a pipeline's helper threads run torch on one thread (:func:`torch_threads` ``(1)``), and only
+the capture's thread has a team; the window's second stages do (:mod:`actviz.ui.worker`).
+
 Chosen by trying (:class:`ThreadTuner`, used by dataset scans): a scan that reads image files
 runs DataLoader worker processes beside the model. When torch's intra-op threads and the workers
 together want more cores than the machine has, the cores are oversubscribed: a forward pass

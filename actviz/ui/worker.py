@@ -27,6 +27,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
+from actviz.core.threads import torch_threads
+
 log = logging.getLogger(__name__)
 
 #: A job receives ``should_stop()`` and ``progress(message)`` and returns its result.
@@ -176,7 +178,10 @@ class _Runner:
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
                 signals.started.emit(gen)
-            result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
+            # A second stage runs torch on one thread: a second OpenMP team in the process
+            # would slow every parallel region of the capture beside it (core/threads.py).
+            with torch_threads(1 if self.is_second_stage else None):
+                result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
                 second_stage = self.second_stage
                 if second_stage is None:
@@ -263,6 +268,13 @@ class Worker(QObject):
             return generation < self._floor
 
     # -- control -------------------------------------------------------------------------------
+    def run_unreported(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on this worker's thread after the jobs queued, outside the generations:
+        nothing is reported, nothing supersedes it. For a benchmark that must run on the
+        thread live mode captures on (one OpenMP team, :mod:`actviz.core.threads`); ``fn``
+        reports back itself and must not raise."""
+        self._pool.start(fn)
+
     def submit(self, job: Job, *, supersede: bool = True) -> int:
         """Queue ``job``; by default every earlier job becomes stale and is asked to stop.
 

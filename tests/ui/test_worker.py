@@ -465,3 +465,40 @@ def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actv
     assert _live(_Runner) == 0
     assert _live(_RunnerSignals) == 0
     assert _live(QThreadPool) - pools == 0
+
+
+def test_a_second_stage_runs_torch_on_one_thread_and_the_first_keeps_its_count(qtbot, worker):
+    # A second OpenMP team in the process would slow the capture beside it (core/threads.py).
+    seen: dict[str, int] = {}
+    before = torch.get_num_threads()
+
+    def second(stop, progress):
+        seen["second"] = torch.get_num_threads()
+        return "done"
+
+    def first(stop, progress):
+        seen["first"] = torch.get_num_threads()
+        return Staged(second)
+
+    with qtbot.waitSignal(worker.signals.finished, timeout=5000) as blocker:
+        worker.submit(first)
+    assert blocker.args[1] == "done"
+    assert seen == {"first": before, "second": 1}
+    assert torch.get_num_threads() == before
+
+
+def test_run_unreported_runs_on_the_capture_thread_after_the_queue(qtbot, worker):
+    order: list[tuple[str, int]] = []
+    gate = threading.Event()
+
+    def job(stop, progress):
+        gate.wait(5)
+        order.append(("job", threading.get_ident()))
+        return None
+
+    worker.submit(job)
+    worker.run_unreported(lambda: order.append(("fn", threading.get_ident())))
+    gate.set()
+    qtbot.waitUntil(lambda: len(order) == 2 and not worker.is_busy(), timeout=5000)
+    assert [what for what, _ in order] == ["job", "fn"]
+    assert order[0][1] == order[1][1] != threading.get_ident()
