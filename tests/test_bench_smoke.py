@@ -210,3 +210,24 @@ def test_visualize_bench_quick_run_reports_its_figures(capsys):
     out = capsys.readouterr().out
     assert "8 channels batched vs 1" in out and "demo features.block3" in out
     json.dumps({k: float(v) for k, v in summary.items()})
+
+
+def test_a_section_of_its_own_process_reports_its_table_and_figures(capsys):
+    import argparse
+
+    summary = {"capture_fixed_ms": 0.5}
+    args = argparse.Namespace(threads=1, quick=True, pairs=None)
+    cli._run_in_child("render", args, summary)
+    out = capsys.readouterr().out.splitlines()
+    assert any("set_activation + paint" in line for line in out)
+    assert not any(line.startswith(("machine:", "total ", "{")) for line in out)
+    assert summary["render_p95_ms"] > 0 and summary["capture_fixed_ms"] == 0.5
+    assert "steal_frac" not in summary
+
+
+def test_a_failing_child_section_says_so():
+    import argparse
+
+    args = argparse.Namespace(threads=1, quick=True, pairs=None)
+    with pytest.raises(RuntimeError, match="the nosuch section failed in its own process"):
+        cli._run_in_child("nosuch", args, {})

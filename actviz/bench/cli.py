@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
+import sys
 import time
 
 import torch
@@ -164,6 +166,39 @@ def _scan(quick: bool, summary: dict) -> None:
         summary["scan_ui_lag_max_ms"] = max(lag["max_ms"] for lag in lags)
 
 
+#: Sections run in a process of their own within a full run. Under libgomp a thread that ran
+#: torch in parallel keeps its OpenMP team for good, and the earlier sections capture on the
+#: main thread: live mode's capture thread would then share the process with a second team,
+#: which slows both (actviz/core/threads.py), where the window's own process has one.
+_OWN_PROCESS = ("live",)
+
+
+def _run_in_child(section: str, args: argparse.Namespace, summary: dict) -> None:
+    """Run ``section`` as ``python -m actviz.bench SECTION`` in a new process: its tables go to
+    stdout, its figures into ``summary``."""
+    command = [sys.executable, "-m", "actviz.bench", section, "--threads", str(args.threads)]
+    if args.quick:
+        command.append("--quick")
+    if args.pairs:
+        command += ["--pairs", str(args.pairs)]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = proc.stdout.splitlines()
+    figures: dict = {}
+    if lines and lines[-1].startswith("{"):
+        figures = json.loads(lines.pop())
+    for line in lines:
+        # The child's own header, footer and section time: the parent prints its own.
+        if not line.startswith(("machine: ", "total ", f"({section}: ")):
+            print(line)
+    if proc.returncode != 0 or not figures:
+        raise RuntimeError(
+            f"the {section} section failed in its own process (exit {proc.returncode}): "
+            + (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        )
+    figures.pop("steal_frac", None)
+    summary.update(figures)
+
+
 def _steal_text(meter: StealMeter) -> str:
     frac = meter.fraction()
     return "" if frac is None else f"; CPU taken by other guests {frac:.0%}"
@@ -190,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     for section in wanted:
         t0 = time.perf_counter()
         steal = StealMeter()
-        if section == "capture":
+        if section in _OWN_PROCESS and len(wanted) > 1:
+            _run_in_child(section, args, summary)
+        elif section == "capture":
             _capture(pairs, args.quick, summary)
         elif section == "render":
             _render(args.quick, summary)
