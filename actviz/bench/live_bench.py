@@ -56,10 +56,13 @@ class LiveRig:
     def __post_init__(self) -> None:
         import torchvision
 
+        from actviz.core.threads import parallel_in_workers_only
         from actviz.ui.live.frames import TensorFrames
         from actviz.ui.window.main_window import MainWindow
 
         self.app = ensure_qt_app()
+        # As in the app's own process (actviz.ui.app): the GUI thread runs torch on one thread.
+        self._undo_threads = parallel_in_workers_only()
         torch.manual_seed(0)
         self.model = torchvision.models.get_model(self.arch, weights=None).eval()
         self.layers = pick_layers(self.model, self.n_layers)
@@ -172,6 +175,7 @@ class LiveRig:
         self.window.close()
         self.window.deleteLater()
         self.app.processEvents()
+        self._undo_threads()
 
 
 def run(

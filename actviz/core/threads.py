@@ -13,8 +13,11 @@ more of those threads than it has cores, libgomp stops letting idle ones spin (1
 instead of ~3 ms): each parallel region then wakes its threads from sleep, and they start late.
 Measured on the 2-core machine: a ResNet-18 capture at 64 px took 24 ms on the main thread,
 37 ms while another thread that had run one 2-thread op lived, and 24 ms again once it ended.
-So a pipeline's helper threads run torch on one thread (:func:`torch_threads` ``(1)``), and only
-the capture's thread has a team; the window's second stages do (:mod:`actviz.ui.worker`).
+A single 150,000-element ``clone`` on the GUI thread was enough: the window's captures went from
+23 to 30 ms for the rest of the process. So a pipeline's helper threads run torch on one thread
+(:func:`torch_threads` ``(1)``; the window's second stages, :mod:`actviz.ui.worker`), and the
+app's own process keeps its GUI thread to one (:func:`parallel_in_workers_only`) while its
+workers run their jobs at the count the process had.
 
 Chosen by trying (:class:`ThreadTuner`, used by dataset scans): a scan that reads image files
 runs DataLoader worker processes beside the model. When torch's intra-op threads and the workers
@@ -58,7 +61,9 @@ __all__ = [
     "background_loader_init",
     "lower_process_priority",
     "lower_thread_priority",
+    "parallel_in_workers_only",
     "torch_threads",
+    "worker_threads",
 ]
 
 #: How much lower than normal background work runs (a ``nice`` increment; 19 is the lowest).
@@ -84,6 +89,37 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+#: The count the window's workers run their jobs at (:func:`parallel_in_workers_only`); None:
+#: they leave each thread's count as it is.
+_worker_threads: int | None = None
+
+
+def worker_threads() -> int | None:
+    """The torch thread count for a worker's job (None: leave the thread's count alone)."""
+    return _worker_threads
+
+
+def parallel_in_workers_only() -> Callable[[], None]:
+    """Run torch on one thread on the calling (GUI) thread, and the window's worker jobs at the
+    count it had; returns a function that undoes both.
+
+    The app's own process calls it at start: a tensor op the GUI thread runs in parallel would
+    give it an OpenMP team for good, and slow every capture after it (module docstring).
+    ``actviz.explore`` leaves a script's threads as they are.
+    """
+    global _worker_threads
+    before = torch.get_num_threads()
+    _worker_threads = before
+    torch.set_num_threads(1)
+
+    def undo() -> None:
+        global _worker_threads
+        _worker_threads = None
+        torch.set_num_threads(before)
+
+    return undo
 
 
 _lowered = threading.local()  # .done: this thread's priority was lowered
@@ -171,10 +207,6 @@ class ThreadTuner:
         Cores available (default: :func:`available_cores`).
     clock
         Seconds, monotonic (tests pass their own).
-    apply
-        Set torch's count on the calling thread as the trial goes (a scan's loop). False: only
-        :attr:`threads` says which count to use, and the caller runs its work under it (live
-        frames, whose thread count is set per job).
     """
 
     #: Batches left out before timing starts (worker start-up, first-call costs).
@@ -191,10 +223,8 @@ class ThreadTuner:
         device: torch.device,
         cores: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
-        apply: bool = True,
     ) -> None:
         self._clock = clock
-        self.apply = apply
         self.original = torch.get_num_threads()
         cores = available_cores() if cores is None else cores
         fewer = max(1, cores - workers)
@@ -250,14 +280,9 @@ class ThreadTuner:
                     self.threads,
                 )
 
-    def resume(self) -> None:
-        """Time the next batch from now: a pause in between (playback stopped) is not a batch."""
-        self._last = self._clock()
-
     def _set(self, threads: int) -> None:
         if threads != self.threads:
-            if self.apply:
-                torch.set_num_threads(threads)
+            torch.set_num_threads(threads)
             self.threads = threads
 
     def restore(self) -> int:

@@ -8,6 +8,7 @@ import os
 from PySide6.QtCore import QCoreApplication, QTimer
 
 from actviz.core.allocator import tune_allocator
+from actviz.core.threads import parallel_in_workers_only
 from actviz.ui.explore import ensure_app
 from actviz.ui.window.main_window import MainWindow
 
@@ -53,6 +54,8 @@ def run_app(
         failure (exit 1), so a headless machine can prove the app opens.
     """
     tune_allocator()  # the app's own process captures again and again: keep freed memory
+    # Torch in parallel on the worker threads only: one OpenMP team (core/threads.py).
+    parallel_in_workers_only()
     app = ensure_app()
     window = MainWindow()
     # Everything opens in the background while the window is already on screen; an input

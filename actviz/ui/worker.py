@@ -27,7 +27,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
-from actviz.core.threads import torch_threads
+from actviz.core.threads import torch_threads, worker_threads
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +179,9 @@ class _Runner:
             if not self.is_second_stage:
                 signals.started.emit(gen)
             # A second stage runs torch on one thread: a second OpenMP team in the process
-            # would slow every parallel region of the capture beside it (core/threads.py).
-            with torch_threads(1 if self.is_second_stage else None):
+            # would slow every parallel region of the capture beside it (core/threads.py). A
+            # first stage runs at the count the app's process gave its workers, if it did.
+            with torch_threads(1 if self.is_second_stage else worker_threads()):
                 result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
                 second_stage = self.second_stage
@@ -271,9 +272,14 @@ class Worker(QObject):
     def run_unreported(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on this worker's thread after the jobs queued, outside the generations:
         nothing is reported, nothing supersedes it. For a benchmark that must run on the
-        thread live mode captures on (one OpenMP team, :mod:`actviz.core.threads`); ``fn``
-        reports back itself and must not raise."""
-        self._pool.start(fn)
+        thread live mode captures on (one OpenMP team, :mod:`actviz.core.threads`), at the
+        thread count of a job; ``fn`` reports back itself and must not raise."""
+
+        def run() -> None:
+            with torch_threads(worker_threads()):
+                fn()
+
+        self._pool.start(run)
 
     def submit(self, job: Job, *, supersede: bool = True) -> int:
         """Queue ``job``; by default every earlier job becomes stale and is asked to stop.

@@ -174,19 +174,3 @@ def test_a_thread_lowers_its_own_priority_once_and_the_caller_keeps_its_own():
     assert first is True and second is True
     assert once == twice == min(19, before + BACKGROUND_NICE)
     assert _nice_of_this_thread() == caller
-
-
-def test_a_trial_that_does_not_apply_leaves_the_count_to_its_caller(four_threads):
-    clock = FakeClock({4: 0.010, 2: 0.008})
-    tuner = ThreadTuner(workers=2, batches=40, device=CPU, cores=4, clock=clock, apply=False)
-    w, t = ThreadTuner.WARMUP, ThreadTuner.TRIAL
-    for i in range(w + 2 * t):
-        # The caller runs each batch at the count the trial names (live frames do).
-        with torch_threads(tuner.threads):
-            if i == w + 1:
-                clock.now += 60.0  # playback paused for a minute...
-                tuner.resume()  # ...and resumed: the pause is not a batch
-            clock.batch(tuner)
-        assert torch.get_num_threads() == 4  # never set by the trial itself
-    assert not tuner.active and tuner.threads == 2
-    assert tuner.rates == {4: pytest.approx(100.0), 2: pytest.approx(125.0)}

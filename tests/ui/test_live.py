@@ -776,13 +776,8 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
     qtbot.waitUntil(lambda: overview_shows(window.result), timeout=RUN_TIMEOUT_MS)
 
 
-def test_playing_frames_capture_on_the_thread_count_the_trial_chose(
-    qtbot, actviz_window, monkeypatch
-):
-    from types import SimpleNamespace
-
+def test_frames_capture_on_the_workers_count_or_the_one_set(qtbot, actviz_window, monkeypatch):
     import actviz.core.capture as core_capture
-    from actviz.core.threads import ThreadTuner
 
     window = _live_window(actviz_window)
     live, frames = _fast_clip(qtbot, window, seed=21)
@@ -795,15 +790,9 @@ def test_playing_frames_capture_on_the_thread_count_the_trial_chose(
 
     monkeypatch.setattr(core_capture, "capture", counting)
     threads_before = torch.get_num_threads()
-    # Paused frames are not timed: no trial for the first frame shown.
-    assert live._tuner is None
     _play_through_in_order(qtbot, window, live, frames)
-    tuner = live._tuner
-    assert isinstance(tuner, ThreadTuner) and not tuner.apply
-    # A fresh trial times its frames at the count the capture thread had, first.
-    assert tuner.original == threads_before and set(counts) == {threads_before}
-    # A decided trial's count is what the frames after it capture on (one thread here).
-    tuner.threads, tuner.active = 1, False
+    assert counts and set(counts) == {threads_before}  # (a loaded machine may drop frames)
+    live.capture_threads = 1  # a count set by the caller
     live.set_loop(False)
     live.seek(0)
     _wait_idle(qtbot, live)
@@ -812,13 +801,4 @@ def test_playing_frames_capture_on_the_thread_count_the_trial_chose(
     qtbot.waitUntil(lambda: not live.playing, timeout=RUN_TIMEOUT_MS)
     _wait_idle(qtbot, live)
     assert len(counts) >= len(frames) - 1 and set(counts) == {1}
-    assert live._tuner is tuner  # the same model, layers and clip: the same trial
     assert torch.get_num_threads() == threads_before  # the GUI thread's count untouched
-    # A count set by the caller is used as it is, without a trial.
-    live.capture_threads = 2
-    live.player.playing = True
-    try:
-        base = SimpleNamespace(model=window.session.model)
-        assert live._frame_tuner(base, LAYERS, live.source) is None
-    finally:
-        live.player.playing = False

@@ -502,3 +502,29 @@ def test_run_unreported_runs_on_the_capture_thread_after_the_queue(qtbot, worker
     qtbot.waitUntil(lambda: len(order) == 2 and not worker.is_busy(), timeout=5000)
     assert [what for what, _ in order] == ["job", "fn"]
     assert order[0][1] == order[1][1] != threading.get_ident()
+
+
+def test_in_the_apps_process_workers_run_in_parallel_and_the_gui_thread_does_not(qtbot, worker):
+    from actviz.core.threads import parallel_in_workers_only, worker_threads
+
+    before = torch.get_num_threads()
+    seen: dict[str, int] = {}
+
+    def second(stop, progress):
+        seen["second"] = torch.get_num_threads()
+
+    def first(stop, progress):
+        seen["first"] = torch.get_num_threads()
+        return Staged(second)
+
+    undo = parallel_in_workers_only()
+    try:
+        assert torch.get_num_threads() == 1 and worker_threads() == before
+        with qtbot.waitSignal(worker.signals.finished, timeout=5000):
+            worker.submit(first)
+        worker.run_unreported(lambda: seen.setdefault("unreported", torch.get_num_threads()))
+        qtbot.waitUntil(lambda: "unreported" in seen, timeout=5000)
+    finally:
+        undo()
+    assert seen == {"first": before, "second": 1, "unreported": before}
+    assert torch.get_num_threads() == before and worker_threads() is None

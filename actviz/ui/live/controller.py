@@ -42,12 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from actviz.core.capture import model_device
 from actviz.core.inputs import list_layout
-from actviz.core.threads import ThreadTuner, torch_threads
+from actviz.core.threads import torch_threads
 from actviz.display.prepare import prepare, reusable_mosaics
 from actviz.ui.host import WindowHost
 from actviz.ui.live.frames import (
@@ -183,12 +181,10 @@ class LiveController(QObject):
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
-        torch threads while capturing. None: chosen by trying while a sequence plays (a
-        :class:`~actviz.core.threads.ThreadTuner` per model, layers and source: a few frames
-        at the current count, a few at one thread fewer, the faster kept). On two cores a
-        small model's frames come faster with one capture thread, which leaves the other
-        core to the frame being prepared and to the GUI (ResNet-18 at 112 px, 20 layers:
-        0.72x -> 0.80x of bare captures per second); a large model's do not.
+        torch threads while capturing. None: the count the worker's jobs run at (the capture
+        thread is the process's only one with an OpenMP team, :mod:`actviz.core.threads`).
+        With that, two threads beat one on two cores for ResNet-50 at 224 px (live frames
+        180 ms against 235) and tie for ResNet-18 at 64 and 112 px.
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
 
@@ -235,8 +231,6 @@ class LiveController(QObject):
         self.worker = window.worker
         self.capture_threads = capture_threads
         # The thread count being tried (or chosen) for the frames playing, and what it is for.
-        self._tuner: ThreadTuner | None = None
-        self._tuner_key: tuple[Any, ...] | None = None
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
         self.window.session.memory_budget = self.memory_budget
         self.source: FrameSource | None = None
@@ -409,7 +403,6 @@ class LiveController(QObject):
             self.source_changed.emit("")
         # The read-outs measured the old model: they start over with the new one.
         self.frames_shown, self.last_timing, self.coalescer.dropped = 0, None, 0
-        self._tuner = self._tuner_key = None
         self.rate.reset()
         self._emit_status()
 
@@ -419,8 +412,6 @@ class LiveController(QObject):
             return
         self.player.play()
         self.rate.reset()
-        if self._tuner is not None:
-            self._tuner.resume()  # the pause before is not a frame
         self._play_timer.start(self.player.interval_ms)
         self.playing_changed.emit(True)
         self._emit_status()
@@ -564,20 +555,6 @@ class LiveController(QObject):
         self._inflight[gen] = spec
         self._capturing.add(gen)
 
-    def _frame_tuner(self, base: Any, layers: list[str], source: FrameSource) -> Any:
-        """The thread trial for a frame of the sequence playing (None for a paused frame or
-        when the caller set the count; on a GPU the trial stays inactive and keeps the
-        current count)."""
-        if self.capture_threads is not None or not self.player.playing:
-            return None
-        key = (id(base.model), tuple(layers), id(source))
-        if key != self._tuner_key:
-            device = model_device(base.model) or torch.device("cpu")
-            # One worker beside the capture: the thread preparing the frame before.
-            self._tuner = ThreadTuner(1, 1 << 30, device, apply=False)
-            self._tuner_key = key
-        return self._tuner
-
     def _make_job(
         self,
         spec: _Spec,
@@ -610,7 +587,6 @@ class LiveController(QObject):
             "cams": None if overview else [],
             "budget": self.memory_budget,
             "capture_threads": self.capture_threads,
-            "tuner": self._frame_tuner(base, layers, source),
             "length": len(source),
         }
         spec.payload = payload
@@ -628,8 +604,7 @@ class LiveController(QObject):
             if base_.input_as_list:  # a detector takes its frame as a list of one image
                 value = list_layout(value, True)
             t1 = time.perf_counter()
-            tuner: ThreadTuner | None = p["tuner"]
-            with torch_threads(p["capture_threads"] if tuner is None else tuner.threads):
+            with torch_threads(p["capture_threads"]):
                 cap = capture(
                     base_.model,
                     value,
@@ -644,8 +619,6 @@ class LiveController(QObject):
                     edits=base_.edits or None,
                 )
             t2 = time.perf_counter()
-            if tuner is not None:
-                tuner.batch_done(1)  # on this thread only, one frame after the other
             spec_.frame = frame
             spec_.base_image = frame.image
             origin = {
