@@ -54,8 +54,22 @@ def run_app(
         failure (exit 1), so a headless machine can prove the app opens.
     """
     tune_allocator()  # the app's own process captures again and again: keep freed memory
-    # Torch in parallel on the worker threads only: one OpenMP team (core/threads.py).
-    parallel_in_workers_only()
+    # Torch in parallel on the worker threads only: one OpenMP team (core/threads.py); put
+    # back when the window closes (run_app may be called from a script or a test).
+    undo_threads = parallel_in_workers_only()
+    try:
+        return _run(model, arch, input, trust, session)
+    finally:
+        undo_threads()
+
+
+def _run(
+    model: str | None,
+    arch: str | None,
+    input: str | None,  # noqa: A002 - mirrors the --input flag
+    trust: bool,
+    session: str | None,
+) -> int:
     app = ensure_app()
     window = MainWindow()
     # Everything opens in the background while the window is already on screen; an input

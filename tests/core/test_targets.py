@@ -271,4 +271,4 @@ def test_a_capture_without_gradients_reads_its_target_from_its_output_when_asked
         net, x, [], gradients=False, target=lambda o: calls.append(1) or o[0, 2]
     )
     assert calls == [1] and explicit.target_index is None
-    assert explicit.target_value == float(net(x)[0, 2])
+    assert explicit.target_value == float(net(x)[0, 2].detach())
