@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
 from actviz.core.threads import torch_threads, worker_threads
@@ -153,8 +154,10 @@ class _Runner:
         *,
         second_stage: QThreadPool | None = None,
         started_at: float | None = None,
+        threads: int | None = None,
     ) -> None:
         self.generation = generation
+        self.threads = threads  # torch's count for a first stage (None: as the thread has it)
         self.job: Job | None = job
         self.should_stop = should_stop
         self.signals = signals
@@ -180,8 +183,8 @@ class _Runner:
                 signals.started.emit(gen)
             # A second stage runs torch on one thread: a second OpenMP team in the process
             # would slow every parallel region of the capture beside it (core/threads.py). A
-            # first stage runs at the count the app's process gave its workers, if it did.
-            with torch_threads(1 if self.is_second_stage else worker_threads()):
+            # first stage runs at the worker's count.
+            with torch_threads(1 if self.is_second_stage else self.threads):
                 result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
                 second_stage = self.second_stage
@@ -233,6 +236,10 @@ class Worker(QObject):
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
         self._second = QThreadPool(self)
         self._second.setMaxThreadCount(1)
+        # Jobs run at the count the app's process gave its workers, else at the count of the
+        # thread that made this worker: a pool thread would otherwise take torch's last count
+        # set anywhere (one while a second stage runs) at its first parallel op, for good.
+        self.threads = worker_threads() or torch.get_num_threads()
         self._lock = threading.Lock()
         self._generation = 0
         self._floor = 0  # generations below it are stale (superseded or dropped)
@@ -276,7 +283,7 @@ class Worker(QObject):
         thread count of a job; ``fn`` reports back itself and must not raise."""
 
         def run() -> None:
-            with torch_threads(worker_threads()):
+            with torch_threads(self.threads):
                 fn()
 
         self._pool.start(run)
@@ -310,7 +317,12 @@ class Worker(QObject):
         signals.progress.connect(self._on_runner_progress)
         signals.done.connect(self._on_runner_done)
         runner = _Runner(
-            gen, job, lambda: not self.is_current(gen), signals, second_stage=self._second
+            gen,
+            job,
+            lambda: not self.is_current(gen),
+            signals,
+            second_stage=self._second,
+            threads=self.threads,
         )
         self._runners[gen] = signals
         self._running.add(gen)

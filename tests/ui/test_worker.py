@@ -528,3 +528,17 @@ def test_in_the_apps_process_workers_run_in_parallel_and_the_gui_thread_does_not
         undo()
     assert seen == {"first": before, "second": 1, "unreported": before}
     assert torch.get_num_threads() == before and worker_threads() is None
+
+
+def test_first_stages_run_at_the_workers_count_whatever_their_thread_had(qtbot, worker):
+    # A pool thread takes torch's last count set anywhere at its first parallel op; the
+    # worker's jobs do not depend on it.
+    assert worker.threads == torch.get_num_threads()
+    seen: list[int] = []
+    worker.threads = 1
+    with qtbot.waitSignal(worker.signals.finished, timeout=5000):
+        worker.submit(lambda stop, progress: seen.append(torch.get_num_threads()))
+    worker.threads = 3
+    with qtbot.waitSignal(worker.signals.finished, timeout=5000):
+        worker.submit(lambda stop, progress: seen.append(torch.get_num_threads()))
+    assert seen == [1, 3]
