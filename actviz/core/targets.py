@@ -302,10 +302,9 @@ def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:
     if out.numel() == 1:
         return out, None, "the model's single output value"
     if out.dim() == 2 and out.shape[0] == 1 and out.shape[1] > 0:
-        # One row (the usual case): the same value and gradient (a one-hot) as the gather
-        # below.
-        top = _top1_row(out.detach())
-        k = int(out.detach().argmax()) if top is None else top[0]
+        # One row (the usual case) in two tensor ops; the same value and gradient (a one-hot)
+        # as the gather below.
+        k = int(out.detach().argmax())
         return out[0, k], k, f"top-1 logit (class {k})"
     if out.dim() == 2 and out.shape[1] > 0:
         top = out.detach().argmax(dim=1)
