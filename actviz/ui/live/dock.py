@@ -45,17 +45,34 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.display.attribution import display_image
 from actviz.ui.live.controller import LiveController, LiveStatus
 from actviz.ui.live.frames import Perturbation, webcam_status
 from actviz.ui.panels import style
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LiveControls", "OcclusionPad", "SOURCE_ITEMS", "show_dock"]
+__all__ = [
+    "NO_INPUT_TEXT",
+    "NOT_AN_IMAGE_TEXT",
+    "LiveControls",
+    "OcclusionPad",
+    "SOURCE_ITEMS",
+    "show_dock",
+]
 
 #: Entries of the source selector, in order.
 SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
 _STILL, _FOLDER, _TENSOR, _WEBCAM = range(4)
+
+#: What the perturbation pad says before there is an input.
+NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
+#: What it says when the input (or a frame) has no picture: token ids, a feature vector, a
+#: tensor that is not (C, H, W) with 1 or 3 channels. The perturbations change image-like
+#: tensors only, so an image is what the user needs.
+NOT_AN_IMAGE_TEXT = "No picture: not an image (Ctrl+I opens one)"
+#: Light grey on the pad's dark background.
+_PLACEHOLDER_TEXT = "#bdc1c6"
 
 #: ``chooser(parent) -> path or ""``
 Chooser = Callable[[QWidget], str]
@@ -91,6 +108,8 @@ class OcclusionPad(QWidget):
         super().__init__(parent)
         self._rgb: np.ndarray | None = None
         self._qimage: QImage | None = None
+        #: What the pad says while it has no picture (why, and what to do).
+        self.placeholder = NO_INPUT_TEXT
         self._centre: tuple[float, float] | None = None
         self._size = 0.25
         self.setMinimumSize(120, 120)  # small enough for the dock at 1280x720
@@ -101,10 +120,17 @@ class OcclusionPad(QWidget):
         # each new frame (a tenth of the GUI thread's painting while playing).
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
-    def set_image(self, rgb: np.ndarray | None) -> None:
-        """Show ``rgb`` ((H, W, 3) uint8) or nothing."""
+    @property
+    def rgb(self) -> np.ndarray | None:
+        """The picture shown ((H, W, 3) uint8), or None while the placeholder shows."""
+        return self._rgb
+
+    def set_image(self, rgb: np.ndarray | None, placeholder: str = NOT_AN_IMAGE_TEXT) -> None:
+        """Show ``rgb`` ((H, W, 3) uint8); None shows ``placeholder``, a line saying why
+        there is no picture (an empty dark box told the user nothing)."""
         if rgb is None:
             self._rgb = self._qimage = None
+            self.placeholder = placeholder
         else:
             self._rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
             h, w = self._rgb.shape[:2]
@@ -141,6 +167,10 @@ class OcclusionPad(QWidget):
         r = self.image_rect()
         if self._qimage is not None:
             painter.drawImage(r, self._qimage)
+        elif self.placeholder:
+            painter.setPen(QColor(_PLACEHOLDER_TEXT))
+            flags = Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap
+            painter.drawText(QRectF(self.rect()).adjusted(8, 8, -8, -8), flags, self.placeholder)
         if self._centre is not None and self._rgb is not None:
             h, w = self._rgb.shape[:2]
             side = self._size * min(h, w) * r.width() / w
@@ -527,8 +557,8 @@ class LiveControls(QDockWidget):
         self.frame_label.setText(f"frame {index + 1}/{length} · {label}")
 
     def _on_controller_input_image_changed(self, image: Any) -> None:
-        if image is not None:
-            self.pad.set_image(image)
+        # None is news too: a frame without a picture must not leave the last one up.
+        self.pad.set_image(image)
 
     def _on_controller_playing_changed(self, playing: bool) -> None:
         self.play_button.setIcon(_icon("SP_MediaPause" if playing else "SP_MediaPlay"))
@@ -554,10 +584,13 @@ class LiveControls(QDockWidget):
         inp = c.window.session.input
         if c.source is not None or inp is None:
             if inp is None and c.source is None:
-                self.pad.set_image(None)
+                self.pad.set_image(None, NO_INPUT_TEXT)
             return
-        _, image = c.perturbation.apply(inp.value, inp.image)
-        self.pad.set_image(image)
+        value, image = c.perturbation.apply(inp.value, inp.image)
+        # The picture a frame of this input gets (display_image, as prepare makes it): an
+        # image-like tensor without a loaded picture is drawn min-max scaled, as the frames,
+        # the overlays and the Model dock's preview draw it; None when it has no picture.
+        self.pad.set_image(display_image(value, image))
 
     def _on_window_closed(self) -> None:
         self.controller.window.session.input_changed.disconnect(self._on_session_input_changed)
