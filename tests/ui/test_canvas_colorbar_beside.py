@@ -62,12 +62,18 @@ def test_resizing_and_zooming_keep_the_bar_beside_a_whole_image(qtbot):
     _settle()
     left, between, right = _sides(canvas)
     assert left > 100 and -1 <= between <= 4 and abs(left - right) <= 3
-    # A zoom leaves the margins: the bar stays where it is, beside the view.
+    # A zoom draws the image as wide as the room allows (twice as wide here, not cut to its
+    # fitted width): the bar moves out with it, still beside it; a fit puts it back.
     bar_before = canvas.colorbar.sceneBoundingRect()
+    width_before = canvas.image_rect_on_screen().width()
     canvas.view.scaleBy((0.5, 0.5))
     _settle()
-    assert canvas.colorbar.sceneBoundingRect() == bar_before
+    left, between, right = _sides(canvas)
+    assert canvas.image_rect_on_screen().width() == pytest.approx(2 * width_before, abs=3)
+    assert -1 <= between <= 4 and abs(left - right) <= 3
     canvas.reset_view()
+    _settle()
+    assert canvas.colorbar.sceneBoundingRect() == bar_before
     # Narrower than the image's room: no margins left, the image fills the width beside its
     # bar and nothing is cut (margins fitted to the wider canvas would hold the scene wide).
     canvas.resize(260, 200)

@@ -2,8 +2,9 @@
 
 - :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it
   (as tall as the image and right next to it: an image narrower than its canvas is centred
-  together with its bar), optionally a :class:`TileGrid` over a mosaic (gaps and channel
-  numbers) and a height that follows its width (``fit_width``: the image fills the width).
+  together with its bar; zoomed in, it widens up to the whole canvas), optionally a
+  :class:`TileGrid` over a mosaic (gaps and channel numbers) and a height that follows its
+  width (``fit_width``: the image fills the width).
 - :class:`BarCanvas`: a bar chart of a 1-D vector (positive and negative bars coloured apart).
 
 Both can be *passive* (for cells of a scrollable grid): mouse wheel events are left to the
@@ -560,6 +561,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             self.view.sigRangeChanged.connect(self._fit_colorbar)
         #: Extra margin left and right of the image and its bar (see :meth:`_fit_sides`).
         self._side = 0
+        #: Set while the sides and the range are being changed together (their own signals).
+        self._fitting_sides = False
+        # A zoom or pan changes how wide the image is drawn: the sides follow it.
+        self.view.sigRangeChanged.connect(self._on_view_range_changed)
         self._cmap = ""
         self.set_colormap(cmap)
 
@@ -614,8 +619,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             self._shape = shape
             self._lock_aspect = lock_aspect
             self.view.setAspectLocked(lock_aspect)
-            self._fit_sides()
             self.reset_view()
+            self._fit_sides()  # after the reset: the sides follow the range shown
             self._fit_height()
         if self.colorbar is not None:
             low, high = bar_range if bar_range is not None else levels
@@ -709,27 +714,91 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         else:
             self.updateGeometry()
 
-    def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
-        """Keep the colour bar next to its image: an aspect-locked image narrower than the
-        room beside its bar (a wide canvas, e.g. the channel view's maps one above the
-        other) would be centred in the view with a band between it and the bar; equal
-        margins left and right take that band instead, so the image and its bar are centred
-        together. Computed from the canvas's ``size`` (default: its own) and the image's
-        shape, not from the view's range: a zoom leaves the margins as they are."""
-        side = 0
-        if self.colorbar is not None and self._shape is not None and self._lock_aspect:
-            size = self.size() if size is None else size
-            height, width = self._shape[:2]
-            room_w = self.image_area_width(size.width())
-            room_h = size.height() - 2 * _CANVAS_MARGIN_V
-            if height > 0 and width > 0 and room_h > 0:
-                drawn = width * min(room_w / width, room_h / height)
-                side = max(0, math.floor((room_w - drawn) / 2))
+    def _sides_follow(self) -> bool:
+        """Whether the sides are fitted: an aspect-locked image beside a colour bar."""
+        return self.colorbar is not None and self._shape is not None and self._lock_aspect
+
+    def _set_side(self, side: int, *, now: bool) -> None:
         if side != self._side:
             self._side = side
             self.ci.setContentsMargins(
                 _CANVAS_MARGIN + side, _CANVAS_MARGIN_V, _CANVAS_MARGIN + side, _CANVAS_MARGIN_V
             )
+            if now:
+                # The view gets its width at once: a wheel step before the next layout pass
+                # would zoom from the range shown in the old width.
+                self.ci.layout.activate()
+
+    def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
+        """Keep the colour bar next to its image, and let a zoomed image use the room.
+
+        An aspect-locked image narrower than the room beside its bar (a wide canvas, e.g. the
+        channel view's maps one above the other) would be centred in the view with a band
+        between it and the bar; equal margins left and right take that band instead, so the
+        image and its bar are centred together. The view is as wide as the image is drawn at
+        the scale the range asked for shows it (that range fitted into the whole room): the
+        fitted image or, zoomed in, the zoomed image up to the whole room, so a zoom shows
+        more of the map instead of cutting it at the fitted image's edges. The range is set
+        to what that view shows at that scale, so the scale stays as the view's width
+        changes; an image no wider than its view is centred across it (there is nothing to
+        pan to). Computed from the canvas's ``size`` (default: its own): before a resize, so
+        margins fitted to a wider canvas never hold the scene wider than this one.
+        """
+        now = size is None  # a size given: before a resize (the layout follows it)
+        if not self._sides_follow():
+            self._set_side(0, now=now)
+            return
+        size = self.size() if size is None else size
+        height, width = self._shape[:2]  # type: ignore[index]
+        room_w = self.image_area_width(size.width())
+        room_h = size.height() - 2 * _CANVAS_MARGIN_V
+        target = self.view.targetRect()
+        if height <= 0 or width <= 0 or room_h <= 0:
+            self._set_side(0, now=now)
+            return
+        fit = min(room_w / width, room_h / height)
+        if target.width() > 0 and target.height() > 0:
+            scale = min(room_w / target.width(), room_h / target.height())
+        else:
+            scale = fit
+        drawn = min(float(room_w), max(width * fit, scale * width))
+        side = max(0, math.floor((room_w - drawn) / 2))
+        self._fitting_sides = True
+        try:
+            self._set_side(side, now=now)
+            view_w = room_w - 2 * side
+            if scale <= fit * (1 + 1e-6) and target.width() * scale <= view_w + 1:
+                return  # not zoomed in, and all of the range fits: it stays (a resize refits)
+            # Otherwise the range becomes what the view shows at that scale: a range wider
+            # than the view (zoomed out from a wider view) would be fitted in, shrinking the
+            # image further than the zoom asked. Across, it stays on the image: a view that
+            # grew wider (a zoom, a wider window) shows more of the image, not blank beside
+            # it while the image's other side stays cut.
+            half = view_w / scale / 2
+            centre_x = width / 2
+            if width > 2 * half + 1 / scale:
+                centre_x = min(max(target.center().x(), half), width - half)
+            wanted = QtCore.QRectF(0.0, 0.0, view_w / scale, room_h / scale)
+            wanted.moveCenter(QtCore.QPointF(centre_x, target.center().y()))
+            tolerance = 1e-6 * max(wanted.width(), wanted.height())
+            if any(
+                abs(a - b) > tolerance
+                for a, b in (
+                    (wanted.left(), target.left()),
+                    (wanted.top(), target.top()),
+                    (wanted.width(), target.width()),
+                    (wanted.height(), target.height()),
+                )
+            ):
+                self.view.setRange(wanted, padding=0.0)
+        finally:
+            self._fitting_sides = False
+
+    def _on_view_range_changed(self, *_args: object) -> None:
+        """A zoom, a pan or a range set in code: fit the sides (and the range) to it."""
+        if self._fitting_sides or self.centralWidget is None:
+            return  # (no central widget: the canvas is closing, its scene being cleared)
+        self._fit_sides()
 
     def _fit_colorbar(self, *_args: object) -> None:
         bar = self.colorbar
