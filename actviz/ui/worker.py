@@ -13,6 +13,11 @@ returns it after the capture). Its ``then`` finishes the job on a second thread,
 order, while the next job's capture starts on the first. A job submitted with
 ``supersede=False`` leaves the earlier ones current, so a frame being finished still reports
 while the next one is captured.
+
+Lanes: a job that captures a model nobody else uses (live mode's copy of the model, see
+:mod:`actviz.core.replica`) may run on a second first-stage thread (``submit(lane=1)``) beside
+the model's own. Results are reported in submission order whatever lane or stage ends first: a
+result waits while an earlier current job still runs.
 """
 
 from __future__ import annotations
@@ -236,6 +241,8 @@ class Worker(QObject):
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
         self._second = QThreadPool(self)
         self._second.setMaxThreadCount(1)
+        # Lane 1 (a copy of the model): made on first use.
+        self._lane: QThreadPool | None = None
         # Jobs run at the count the app's process gave its workers, else at the count of the
         # thread that made this worker: a pool thread would otherwise take torch's last count
         # set anywhere (one while a second stage runs) at its first parallel op, for good.
@@ -246,6 +253,8 @@ class Worker(QObject):
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
         self._runners: dict[int, _RunnerSignals] = {}  # by generation, until ``done``
+        # Results of current jobs that ended before an earlier current job: reported after it.
+        self._held: dict[int, tuple[object, object, float]] = {}
         self.last_elapsed_s = 0.0
 
     # -- state ---------------------------------------------------------------------------------
@@ -288,7 +297,9 @@ class Worker(QObject):
 
         self._pool.start(run)
 
-    def submit(self, job: Job, *, supersede: bool = True) -> int:
+    def submit(
+        self, job: Job, *, supersede: bool = True, lane: int = 0, threads: int | None = None
+    ) -> int:
         """Queue ``job``; by default every earlier job becomes stale and is asked to stop.
 
         Parameters
@@ -298,6 +309,12 @@ class Worker(QObject):
         supersede
             False keeps the earlier current jobs current: they still report, in order
             (pipelined live frames).
+        lane
+            0: the model's thread. 1: a second thread, for a job whose first stage touches no
+            model that lane 0's jobs use (it captures a copy of the model).
+        threads
+            torch's thread count for the first stage (None: :attr:`threads`). Two lanes
+            capturing at once share the cores between them.
 
         Returns
         -------
@@ -322,12 +339,22 @@ class Worker(QObject):
             lambda: not self.is_current(gen),
             signals,
             second_stage=self._second,
-            threads=self.threads,
+            threads=self.threads if threads is None else max(1, int(threads)),
         )
         self._runners[gen] = signals
         self._running.add(gen)
-        self._pool.start(runner.run)
+        self._lane_pool(lane).start(runner.run)
         return gen
+
+    def _lane_pool(self, lane: int) -> QThreadPool:
+        if lane == 0:
+            return self._pool
+        if lane != 1:
+            raise ValueError(f"lane must be 0 or 1, not {lane!r}")
+        if self._lane is None:
+            self._lane = QThreadPool(self)
+            self._lane.setMaxThreadCount(1)
+        return self._lane
 
     def cancel(self) -> bool:
         """Ask the current jobs to stop; returns True when one was queued or running."""
@@ -356,10 +383,14 @@ class Worker(QObject):
             False if a job was still running after ``timeout_ms``.
         """
         self.drop()
+        pools = [self._pool] if self._lane is None else [self._pool, self._lane]
         if timeout_ms <= 0:
-            return self._pool.activeThreadCount() == 0 and self._second.activeThreadCount() == 0
+            return all(p.activeThreadCount() == 0 for p in (*pools, self._second))
         t0 = time.perf_counter()
-        done = self._pool.waitForDone(timeout_ms)
+        done = True
+        for pool in pools:
+            left = max(1, timeout_ms - int((time.perf_counter() - t0) * 1000))
+            done = pool.waitForDone(left) and done
         left = max(1, timeout_ms - int((time.perf_counter() - t0) * 1000))
         # A first stage may hand its second stage over while the first pool drains.
         done = self._second.waitForDone(left) and done
@@ -385,13 +416,25 @@ class Worker(QObject):
 
     @Slot(int, object, object, float)
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
-        from actviz.core.capture import CaptureCancelled
-
         signals = self._runners.pop(gen, None)
         if signals is not None:
             # ``done`` is the last thing a job emits: its signals object can go.
             signals.deleteLater()
         self._running.discard(gen)
+        self._held[gen] = (result, error, seconds)
+        # In submission order: a result waits for every earlier current job (another lane's,
+        # or a second stage still running); stale ones are dropped on the way.
+        while self._held:
+            with self._lock:
+                floor = self._floor
+            first = min(self._held)
+            if first >= floor and any(floor <= g < first for g in self._running):
+                break
+            self._report(first, *self._held.pop(first))
+
+    def _report(self, gen: int, result: object, error: object, seconds: float) -> None:
+        from actviz.core.capture import CaptureCancelled
+
         with self._lock:
             current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled

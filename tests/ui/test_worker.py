@@ -542,3 +542,93 @@ def test_first_stages_run_at_the_workers_count_whatever_their_thread_had(qtbot, 
     with qtbot.waitSignal(worker.signals.finished, timeout=5000):
         worker.submit(lambda stop, progress: seen.append(torch.get_num_threads()))
     assert seen == [1, 3]
+
+
+# ============================================================================ lanes
+def test_a_lane_one_job_runs_beside_lane_zero_and_results_report_in_submission_order(qtbot, worker):
+    """Lane 1 runs while lane 0 is blocked; its result waits for the earlier job's."""
+    release = threading.Event()
+    ran = threading.Event()
+    threads = {}
+    got = []
+    worker.signals.finished.connect(lambda gen, r: got.append((gen, r)))
+
+    def blocked(stop, progress):
+        threads["lane0"] = threading.get_ident()
+        assert release.wait(5), "never released"
+        return "first"
+
+    def beside(stop, progress):
+        threads["lane1"] = (threading.get_ident(), torch.get_num_threads())
+        ran.set()
+        return "second"
+
+    a = worker.submit(blocked)
+    b = worker.submit(beside, supersede=False, lane=1, threads=1)
+    assert ran.wait(5), "the lane-1 job did not run while lane 0 was busy"
+    qtbot.wait(50)  # its result is back on the GUI thread by now, and held
+    assert got == []
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert got == [(a, "first"), (b, "second")]
+    assert threads["lane1"][0] != threads["lane0"]
+    assert threads["lane1"][1] == 1
+
+
+def test_a_held_result_is_dropped_when_its_job_goes_stale(qtbot, worker):
+    release = threading.Event()
+    got = []
+    worker.signals.finished.connect(lambda gen, r: got.append(r))
+
+    def blocked(stop, progress):
+        release.wait(5)
+        return "old"
+
+    worker.submit(blocked)
+    done = threading.Event()
+    worker.submit(lambda stop, progress: (done.set(), "held")[1], supersede=False, lane=1)
+    assert done.wait(5)
+    qtbot.wait(50)
+    worker.drop()  # both stale: neither reports, the held one included
+    new = worker.submit(lambda stop, progress: "new", lane=1)
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert got == ["new"]
+    assert worker._held == {}  # noqa: SLF001 - nothing kept once everything reported
+    assert new == worker.generation
+
+
+def test_an_error_on_lane_zero_releases_the_result_held_behind_it(qtbot, worker):
+    release = threading.Event()
+    events = []
+    worker.signals.finished.connect(lambda gen, r: events.append(("finished", gen)))
+    worker.signals.errored.connect(lambda gen, e: events.append(("errored", gen)))
+
+    def fails(stop, progress):
+        release.wait(5)
+        raise ValueError("bad frame")
+
+    a = worker.submit(fails)
+    b = worker.submit(lambda stop, progress: "ok", supersede=False, lane=1)
+    qtbot.wait(50)
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    assert events == [("errored", a), ("finished", b)]
+
+
+def test_shutdown_waits_for_lane_one(qtbot):
+    w = Worker()
+    started, finished = threading.Event(), threading.Event()
+
+    def slow(stop, progress):
+        started.set()
+        time.sleep(0.2)
+        finished.set()
+        return 1
+
+    w.submit(slow, lane=1)
+    assert started.wait(5)
+    assert w.shutdown(5000)
+    assert finished.is_set()
+    with pytest.raises(ValueError, match="lane"):
+        w.submit(lambda stop, progress: 1, lane=2)

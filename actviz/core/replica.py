@@ -1,0 +1,95 @@
+"""A copy of a model for a second capture thread, and whether it still matches the original.
+
+Hooks are per-module state, so two captures cannot run on one model at once. On a small model
+two single-threaded captures side by side (one on the model, one on a copy) get through more
+frames than one capture on two threads: a capture's small ops parallelise poorly, and a
+thread taken off a core by other work (painting a frame) stalls only its own capture instead
+of its partner's at every parallel region. Live mode plays sequences that way
+(:mod:`actviz.ui.live.controller`).
+
+The copy is made with :func:`copy.deepcopy` while no capture runs on the original (its hooks
+would be copied with it), and is used only while the original's parameters and buffers are the
+same tensors at the same version: an in-place change of a weight, or a module swapped, makes
+it stale.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+#: The largest model copied (parameters and buffers, bytes): a copy doubles the weights held.
+MAX_REPLICA_BYTES = 512 * 2**20
+
+__all__ = ["MAX_REPLICA_BYTES", "ModelReplica", "replica_refusal", "weights_signature"]
+
+
+def weights_signature(model: nn.Module) -> tuple[tuple[int, int], ...]:
+    """The identity and version counter of every parameter and buffer, in order.
+
+    Any in-place write (an optimiser step, ``load_state_dict``, ``fill_``) bumps a tensor's
+    version; assigning a new tensor or module changes the identities. Training flags are left
+    out: a capture sets them for its own run and puts them back.
+    """
+    return tuple(
+        (id(t), t._version)
+        for t in (*model.parameters(), *model.buffers())  # noqa: SLF001 - version counter
+    )
+
+
+def replica_refusal(model: nn.Module, max_bytes: int = MAX_REPLICA_BYTES) -> str | None:
+    """Why ``model`` gets no copy (None: it may): not on the CPU, too large, or scripted."""
+    if isinstance(model, torch.jit.ScriptModule):
+        return "a TorchScript model is not copied"
+    total = 0
+    for t in (*model.parameters(), *model.buffers()):
+        if t.device.type != "cpu":
+            return "the model is not on the CPU"
+        total += t.numel() * t.element_size()
+    if total > max_bytes:
+        return f"the model's weights take {total / 2**20:.0f} MiB"
+    return None
+
+
+@dataclass
+class ModelReplica:
+    """A deep copy of ``original``, made once by :meth:`build` on the thread that owns the
+    original (no capture running on it), then read by another thread.
+
+    Attributes
+    ----------
+    original
+        The model copied.
+    twin
+        The copy, once built (None before, or when copying failed).
+    failure
+        Why the copy could not be made ("" when it was, or was not tried yet).
+    """
+
+    original: nn.Module
+    twin: nn.Module | None = None
+    failure: str = ""
+    signature: tuple[tuple[int, int], ...] = ()
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def build(self) -> None:
+        """Copy the model (once); a failure is kept in :attr:`failure`, never raised."""
+        with self._lock:
+            if self.twin is not None or self.failure:
+                return
+            try:
+                signature = weights_signature(self.original)
+                twin = copy.deepcopy(self.original)
+            except Exception as exc:  # noqa: BLE001 - an uncopyable model plays on one lane
+                self.failure = f"{type(exc).__name__}: {exc}"
+                return
+            self.signature = signature
+            self.twin = twin
+
+    def usable(self) -> bool:
+        """Whether the copy is built and the original still has the weights it was made from."""
+        return self.twin is not None and weights_signature(self.original) == self.signature
