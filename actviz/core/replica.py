@@ -74,6 +74,7 @@ class ModelReplica:
     twin: nn.Module | None = None
     failure: str = ""
     signature: tuple[tuple[int, int], ...] = ()
+    nbytes: int = 0  # the copy's parameters and buffers (0 until built)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def build(self) -> None:
@@ -88,6 +89,9 @@ class ModelReplica:
                 self.failure = f"{type(exc).__name__}: {exc}"
                 return
             self.signature = signature
+            self.nbytes = sum(
+                t.numel() * t.element_size() for t in (*twin.parameters(), *twin.buffers())
+            )
             self.twin = twin
 
     def usable(self) -> bool:

@@ -832,6 +832,11 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     assert lanes[0] == 0 and 1 in lanes  # the copy is made on lane 0, then used
     replica = live._replica  # noqa: SLF001 - the copy this model got
     assert replica is not None and replica.original is model and replica.usable()
+    # The copy's weights show in the dock's memory read-out.
+    assert replica.nbytes == sum(p.numel() * 4 for p in model.parameters()) + sum(
+        b.numel() * b.element_size() for b in model.buffers()
+    )
+    assert "model copy" in live.status().memory_text()
     for index, data in seen.items():
         expected = capture(model, frames[index : index + 1], ["conv1"])["conv1"].tensor[0]
         np.testing.assert_allclose(data, expected.numpy(), rtol=1e-5, atol=1e-6)
@@ -858,4 +863,5 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     assert lanes == [0]
     window.set_model(_tiny(), layers=LAYERS)
     assert live._replica is None  # noqa: SLF001
+    assert "model copy" not in live.status().memory_text()
     assert not any(h for m in model.modules() for h in m._forward_hooks.values())  # noqa: SLF001

@@ -25,15 +25,19 @@ frame is captured at a time, so what is shown follows the latest request closely
 
 Two lanes: while a sequence plays on a small CPU model, frames alternate between the model
 (the worker's lane 0) and a copy of it (:class:`~actviz.core.replica.ModelReplica`, lane 1),
-each capture on half the worker's threads. On two cores ResNet-18 at 64 px then plays ~0.9x
-as many frames per second as back-to-back bare captures on two threads, against ~0.6x with one
-lane: small ops parallelise poorly, and painting a frame takes a core from one capture only,
-not from both threads of one capture at every parallel region. The copy is made on lane 0
-between two captures, and is dropped when the model's weights change in place or the model
-is replaced; results still show in frame order (the worker reports in submission order).
+each capture on half the worker's threads. Measured on two cores against back-to-back bare
+captures on two threads: ResNet-18 at 64 px plays 0.70x as many frames per second (0.52x on
+one lane), at 112 px 0.65x (0.52x), ResNet-50 at 224 px 1.06x (0.76x). Small ops parallelise
+poorly, and painting a frame takes a core from one capture only, instead of stalling both
+threads of one capture at every parallel region; another busy process on the machine hurts
+one lane far more (several times slower) than two. The copy is made on lane 0 between two
+captures, shown in the dock's memory read-out, and dropped when the model's weights change in
+place, the model is replaced or live mode closes; results still show in frame order (the
+worker reports in submission order). Paused, or on a GPU, a large or uncopyable model: one
+lane.
 
-Coalescing: at most one live frame is captured (two while playing: one queued) and one
-prepared at a time, and one waits; a newer request replaces the waiting one (dropped). Starts
+Coalescing: at most one live frame is captured (two per lane while playing: one queued) and
+one prepared at a time, and one waits; a newer request replaces the waiting one (dropped). Starts
 are spaced by ``1 / max_fps`` so the panels repaint at most ~60 times a second (a display's
 refresh); the dock's read-outs (rate, memory) change at most a few times a second while
 playing. A run the window starts itself (Run, a tick change) while live mode is engaged
@@ -124,6 +128,7 @@ class LiveStatus:
     dropped: int = 0
     last: FrameTiming | None = None
     held_bytes: int = 0
+    copy_bytes: int = 0  # the model's copy for a second capture lane (0: none)
     rss_bytes: int | None = None
     budget_bytes: int = DEFAULT_MEMORY_BUDGET
     playing: bool = False
@@ -153,9 +158,10 @@ class LiveStatus:
         return " · ".join(parts)
 
     def memory_text(self) -> str:
+        copy = f" · model copy {fmt_bytes(self.copy_bytes)}" if self.copy_bytes else ""
         return (
             f"held {fmt_bytes(self.held_bytes)} of {fmt_bytes(self.budget_bytes)} budget"
-            f" · process {fmt_bytes(self.rss_bytes)}"
+            f"{copy} · process {fmt_bytes(self.rss_bytes)}"
         )
 
 
@@ -252,8 +258,8 @@ class LiveController(QObject):
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
         # Frames submitted and not yet reported, oldest first (generation -> spec); those not
-        # captured yet are in ``_capturing`` (one, or CAPTURES_AHEAD while playing), the
-        # others are being prepared.
+        # captured yet are in ``_capturing`` with their lane (one, or CAPTURES_AHEAD per lane
+        # while playing), the others are being prepared.
         self._inflight: dict[int, _Spec] = {}
         self._capturing: dict[int, int] = {}  # generation -> lane
         # The model's copy for lane 1 (None: not made, or not wanted), and why the model gets
@@ -326,6 +332,7 @@ class LiveController(QObject):
             dropped=self.coalescer.dropped,
             last=self.last_timing,
             held_bytes=self.window.session.held_bytes(),  # pinned results included
+            copy_bytes=self._replica.nbytes if self._replica is not None else 0,
             rss_bytes=rss_bytes(),
             budget_bytes=self.memory_budget,
             playing=self.player.playing,
@@ -337,6 +344,8 @@ class LiveController(QObject):
         """Play ``source`` (None: back to the window's own input)."""
         self.pause()
         self._stop_webcam()
+        if source is None:
+            self._drop_replica()  # back to the still input: no sequence to play on two lanes
         self.source = source
         self.player.set_length(len(source) if source is not None else 1)
         self.player.seek(0)
