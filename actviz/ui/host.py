@@ -189,6 +189,7 @@ class Feature(Protocol):
     def cancel(self) -> bool: ...
     def is_busy(self) -> bool: ...
     def owns_job(self, generation: int) -> bool: ...
+    def streams_job(self, generation: int) -> bool: ...
     def reset_layout(self) -> None: ...
     def shutdown(self) -> None: ...
 
@@ -208,6 +209,11 @@ class FeatureBase:
 
     def owns_job(self, generation: int) -> bool:
         """True when ``generation`` is a job this feature put on the shared worker."""
+        return False
+
+    def streams_job(self, generation: int) -> bool:
+        """True when ``generation`` is one frame of a stream this feature plays (the window
+        shows its result, but says nothing per frame: "Running…" 30 times a second is noise)."""
         return False
 
     def reset_layout(self) -> None:

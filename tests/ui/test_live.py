@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QPointF, Qt, QTimer
 from torch import nn
 
 from actviz.core.capture import capture
@@ -865,3 +865,48 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     assert live._replica is None  # noqa: SLF001
     assert "model copy" not in live.status().memory_text()
     assert not any(h for m in model.modules() for h in m._forward_hooks.values())  # noqa: SLF001
+
+
+def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbot, actviz_window):
+    """No "Running…" per frame and no timing read-out per frame while a sequence plays (each
+    one changes 30 times a second); once it stops, the read-out is the last frame's."""
+    window = _live_window(actviz_window)
+    live, frames = _fast_clip(qtbot, window, seed=41)
+    status, timing = window.status.status_label, window.status.timing_label
+    texts: list[str] = []
+    timings: list[tuple[float, str]] = []
+    status.setText("before")
+
+    def watch() -> None:
+        texts.append(status.text())
+        if not timings or timings[-1][1] != timing.text():
+            timings.append((time.perf_counter(), timing.text()))
+
+    probe = QTimer()
+    probe.timeout.connect(watch)
+    probe.start(1)
+    t0 = time.perf_counter()
+    live.frame_changed.connect(lambda *a: watch())
+    live.set_loop(True)
+    live.set_speed(200)
+    live.play()
+    _wait_frames(qtbot, live, live.frames_shown + 20)
+    live.pause()
+    _wait_idle(qtbot, live)
+    qtbot.wait(300)  # the trailing read-out
+    probe.stop()
+    assert "Running…" not in texts and texts[-1].startswith("3 layer(s)")
+    played_s = time.perf_counter() - t0
+    changes = len(timings)
+    assert changes <= played_s / 0.25 + 3, (changes, played_s)
+    from actviz.core.capture import format_bytes
+
+    elapsed_ms = window.result.elapsed_s * 1000
+    assert timing.text().startswith(f"ran in {elapsed_ms:.0f} ms")
+    assert format_bytes(window.session.held_bytes()) in timing.text()
+    # An ordinary run still says it runs.
+    seen: list[str] = []
+    window.worker.signals.started.connect(lambda gen: seen.append(status.text()))
+    live.set_source(None)  # back to the opened input: an ordinary run
+    qtbot.waitUntil(lambda: bool(seen) and not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
+    assert seen[-1] == "Running…"

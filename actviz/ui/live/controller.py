@@ -46,6 +46,7 @@ is superseded by the live frame, so Run means "refresh the live frame".
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import time
@@ -268,6 +269,8 @@ class LiveController(QObject):
         self._replica_requested = False
         self._refusal: tuple[Any, str] | None = None
         self._last_lane = 1
+        # Frames submitted while playing (the latest few), for the window's status bar.
+        self._streamed: collections.deque[int] = collections.deque(maxlen=16)
         self._status_at = -1.0
         self._shown_index = 0
         self._closed = False
@@ -633,6 +636,12 @@ class LiveController(QObject):
         gen = self.worker.submit(job, supersede=not self._inflight, lane=lane, threads=threads)
         self._inflight[gen] = spec
         self._capturing[gen] = lane
+        if self.player.playing:
+            self._streamed.append(gen)
+
+    def is_streamed(self, generation: int) -> bool:
+        """Whether ``generation`` is a frame submitted while a sequence played."""
+        return generation in self._streamed
 
     def _make_job(
         self,

@@ -48,6 +48,10 @@ CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
 
+#: Least time between two timing read-outs for live frames (seconds): at 30 frames a second a
+#: number that changes every frame cannot be read, and each change relays out the status bar.
+HELD_TEXT_INTERVAL_S = 0.25
+
 
 def default_selected_layer(result: RunResult) -> str | None:
     """The layer selected (histogram, export) after a run that did not keep the selection:
@@ -158,6 +162,12 @@ class ResultDisplay:
         centre.tabs.currentChanged.connect(self._schedule_panel_updates)
         # Live frames leave the hidden Overview waiting (apply_result): filled when it shows.
         self._overview_waiting = False
+        # Live frames' timing read-out: at most every HELD_TEXT_INTERVAL_S, the last one
+        # always (a trailing refresh), so it stays readable and ends on the frame shown.
+        self._held_text_at = -1.0
+        self._held_timer = QTimer(parent)
+        self._held_timer.setSingleShot(True)
+        self._held_timer.timeout.connect(self.refresh_held_text)
         centre.tabs.currentChanged.connect(self._show_waiting_overview)
         centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
         # Two columns of panels on a wide tab, one beside the channel view or on a small
@@ -393,8 +403,18 @@ class ResultDisplay:
         for step in (*overview, lambda: self._show_selection(result)):
             self.defer_display(step)
 
-        self.refresh_held_text()
+        if result.origin:
+            self._refresh_held_text_spaced()
+        else:
+            self.refresh_held_text()
         self.status_label.setText(f"{len(result.shown)} layer(s) · target {result.target_text}")
+
+    def _refresh_held_text_spaced(self) -> None:
+        wait = self._held_text_at + HELD_TEXT_INTERVAL_S - time.perf_counter()
+        if wait <= 0:
+            self.refresh_held_text()
+        elif not self._held_timer.isActive():
+            self._held_timer.start(int(wait * 1000) + 1)
 
     def _show_predictions(self, result: RunResult) -> None:
         self.prediction_panel.set_predictions(result.predictions, kind=result.prediction_kind)
@@ -489,6 +509,8 @@ class ResultDisplay:
 
     def refresh_held_text(self) -> None:
         """The status bar's timing and memory: ``ran in 53 ms · 1.2 MiB held (2 pinned)``."""
+        self._held_timer.stop()
+        self._held_text_at = time.perf_counter()
         result = self.session.result
         if result is None:
             self.timing_label.clear()

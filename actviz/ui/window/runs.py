@@ -163,9 +163,13 @@ class RunControl:
     def _owned_by_feature(self, gen: int) -> bool:
         return any(f.owns_job(gen) for f in self.window.features.values())
 
+    def _streamed(self, gen: int) -> bool:
+        return any(f.streams_job(gen) for f in self.window.features.values())
+
     def _on_worker_started(self, gen: int) -> None:
         if not self._owned_by_feature(gen):
-            self.window.refresh_busy("Running…")
+            # A stream's frames keep the status text steady (the stream has its own read-out).
+            self.window.refresh_busy("" if self._streamed(gen) else "Running…")
 
     def _on_worker_progress(self, gen: int, message: str) -> None:
         self.window.show_status(message)
