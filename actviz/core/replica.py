@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from actviz.core.plan import model_plan
+
 #: The largest model copied (parameters and buffers, bytes): a copy doubles the weights held.
 MAX_REPLICA_BYTES = 512 * 2**20
 
@@ -29,15 +31,21 @@ __all__ = ["MAX_REPLICA_BYTES", "ModelReplica", "replica_refusal", "weights_sign
 
 
 def weights_signature(model: nn.Module) -> tuple[tuple[int, int], ...]:
-    """The identity and version counter of every parameter and buffer, in order.
+    """The identity and version counter of every parameter and buffer, module by module.
 
     Any in-place write (an optimiser step, ``load_state_dict``, ``fill_``) bumps a tensor's
     version; assigning a new tensor or module changes the identities. Training flags are left
-    out: a capture sets them for its own run and puts them back.
+    out: a capture sets them for its own run and puts them back. The modules come from the
+    capture's kept plan (:func:`~actviz.core.plan.model_plan`): ``model.parameters()`` walks
+    the tree with a generator per module, ~1 ms on ResNet-18, and live mode asks once a frame.
     """
+    _, modules = model_plan(model)
     return tuple(
-        (id(t), t._version)
-        for t in (*model.parameters(), *model.buffers())  # noqa: SLF001 - version counter
+        (id(t), t._version)  # noqa: SLF001 - the version counter
+        for module in modules
+        for group in (module._parameters, module._buffers)  # noqa: SLF001
+        for t in group.values()
+        if t is not None
     )
 
 
