@@ -122,7 +122,10 @@ def parallel_in_workers_only() -> Callable[[], None]:
     return undo
 
 
-_lowered = threading.local()  # .done: this thread's priority was lowered
+# Native thread id -> the priority it was lowered to. Not a ``threading.local``: a Qt pool
+# thread gets a new Python thread state (and so empty thread-local data) each time Python is
+# entered from it, so every live frame or scan lowered its thread again, down to 19.
+_lowered: dict[int, int] = {}
 
 
 def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
@@ -139,17 +142,18 @@ def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
         Whether the thread runs lowered (False elsewhere than on Linux, where a thread's
         priority cannot be set alone, or when the OS refuses).
     """
-    if getattr(_lowered, "done", False):
-        return True
     if not sys.platform.startswith("linux"):
         return False
     try:
         tid = threading.get_native_id()
         now = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, now + increment))
+        if _lowered.get(tid) == now:
+            return True  # lowered before (a reused id at another priority is lowered anew)
+        target = min(19, now + increment)
+        os.setpriority(os.PRIO_PROCESS, tid, target)
     except (AttributeError, OSError):
         return False
-    _lowered.done = True
+    _lowered[tid] = target
     return True
 
 

@@ -4,6 +4,7 @@ window on tiny models (the per-frame preparation is tested in tests/display)."""
 from __future__ import annotations
 
 import gc
+import sys
 import time
 import weakref
 
@@ -910,3 +911,29 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     live.set_source(None)  # back to the opened input: an ordinary run
     qtbot.waitUntil(lambda: bool(seen) and not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
     assert seen[-1] == "Running…"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority: Linux")
+def test_frames_capture_below_the_gui_threads_priority(qtbot, actviz_window, monkeypatch):
+    """Both cores capturing, the GUI thread must not wait for a time slice: the capture
+    threads run CAPTURE_NICE steps lower."""
+    import os
+    import threading
+
+    import actviz.core.capture as core_capture
+    from actviz.ui.live.controller import CAPTURE_NICE
+
+    window = _live_window(actviz_window)
+    live, frames = _fast_clip(qtbot, window, seed=51)
+    gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: list[int] = []
+    real = core_capture.capture
+
+    def watching(*args, **kwargs):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core_capture, "capture", watching)
+    _play_through_in_order(qtbot, window, live, frames)
+    assert seen and set(seen) == {min(19, gui + CAPTURE_NICE)}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == gui

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -632,3 +633,24 @@ def test_shutdown_waits_for_lane_one(qtbot):
     assert finished.is_set()
     with pytest.raises(ValueError, match="lane"):
         w.submit(lambda stop, progress: 1, lane=2)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority: Linux")
+def test_a_pool_thread_is_lowered_once_however_many_jobs_ask(qtbot, worker):
+    """A Qt pool thread enters Python anew for each job (fresh thread-local data): the thread
+    must still be lowered once, not once per job down to 19."""
+    import os
+
+    from actviz.core.threads import lower_thread_priority
+
+    def job(stop, progress):
+        lower_thread_priority(3)
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    got = []
+    worker.signals.finished.connect(lambda gen, r: got.append(r))
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    for _ in range(3):
+        with qtbot.waitSignal(worker.signals.finished, timeout=5000):
+            worker.submit(job)
+    assert got == [min(19, base + 3)] * 3
