@@ -177,3 +177,33 @@ def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
     view.overlay_box.click()
     assert not view.overlay_shown()
     assert view.activation_canvas.image.opacity() == pytest.approx(1.0)
+
+
+def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
+    qtbot, actviz_window, resnet
+):
+    """Unticking Gradients hides |gradient| in every view: the layer panels and the open
+    channel, which then draws its activation larger; a channel opened while it is off opens
+    without it, and ticking it again brings the same gradient back."""
+    win = actviz_window(resnet, _image(), LAYERS)
+    win.run_and_wait()
+    window = win.window
+    _open_by_click(qtbot, window, "layer2", 5)
+    view = window.centre.channel_view
+    assert view.gradient_shown()
+    before = view.activation_canvas.image_rect_on_screen()
+    window.commands.gradients_action.setChecked(False)
+    QApplication.processEvents()
+    assert not window.layer_panels["layer2"].gradient_shown()
+    assert not view.gradient_shown()
+    qtbot.waitUntil(
+        lambda: view.activation_canvas.image_rect_on_screen().width() > before.width() + 10,
+        timeout=2000,
+    )
+    window.display.open_channel("layer2", 6)
+    QApplication.processEvents()
+    assert view.channel == 6 and not view.gradient_shown()
+    window.commands.gradients_action.setChecked(True)
+    QApplication.processEvents()
+    assert view.gradient_shown()
+    np.testing.assert_array_equal(view.gradient, window.result.layers["layer2"].grad_view.data[6])

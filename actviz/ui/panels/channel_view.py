@@ -167,6 +167,7 @@ class ChannelView(PanelBase):
         self.channels = 0
         self.activation: np.ndarray | None = None
         self.gradient: np.ndarray | None = None
+        self._gradients_visible = True  # the toolbar's Gradients toggle
         self.image: np.ndarray | None = None
         self.stats: dict[str, float] = {}
         self._signed = False
@@ -315,9 +316,7 @@ class ChannelView(PanelBase):
         else:
             self.gradient_levels.set_auto(*_levels(gradient))
             self._show_gradient()
-        self._grad_box.setHidden(gradient is None)
-        self._act_caption.setHidden(gradient is None)
-        self._arrange()  # the map's shape decides which arrangement draws it larger
+        self._update_gradient_visibility()
         self.set_image(image)
         height, width = activation.shape
         self.set_title(f"{name} · ch {self.channel} · {height}×{width}")
@@ -358,6 +357,22 @@ class ChannelView(PanelBase):
             else QtWidgets.QBoxLayout.Direction.LeftToRight
         )
         self.updateGeometry()  # the layout item around the view caches its old hints
+
+    def set_gradients_visible(self, visible: bool) -> None:
+        """Show or hide the |gradient| column (it stays hidden while there is no gradient),
+        as the layer panels do with the toolbar's Gradients toggle."""
+        self._gradients_visible = bool(visible)
+        self._update_gradient_visibility()
+
+    def gradient_shown(self) -> bool:
+        """Whether the |gradient| column is part of the view."""
+        return not self._grad_box.isHidden()
+
+    def _update_gradient_visibility(self) -> None:
+        hidden = self.gradient is None or not self._gradients_visible
+        self._grad_box.setHidden(hidden)
+        self._act_caption.setHidden(hidden)
+        self._arrange()  # the map's shape decides which arrangement draws it larger
 
     def _stacking_gain(self) -> float:
         """How many times larger the images are drawn one above the other than side by side

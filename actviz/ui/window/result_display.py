@@ -205,6 +205,7 @@ class ResultDisplay:
         """Show (or hide) the gradient magnitudes beside the activations."""
         for panel in self.layer_panels.values():
             panel.set_gradients_visible(visible)
+        self.channel_view.set_gradients_visible(visible)
 
     def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
         """Make ``name`` the selected layer: histogram, export target, tree selection.
@@ -235,6 +236,7 @@ class ResultDisplay:
         if layer.grad_view is not None and layer.grad_view.kind == "maps":
             grad = layer.grad_view.data[channel]
         self.channel_view.set_colormap(self.colormap)
+        self.channel_view.set_gradients_visible(self.gradients_visible)
         self.channel_view.set_channel(
             name,
             channel,
