@@ -878,8 +878,11 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     timings: list[tuple[float, str]] = []
     status.setText("before")
 
+    bar_seen: list[bool] = []
+
     def watch() -> None:
         texts.append(status.text())
+        bar_seen.append(window.status.progress_bar.isVisible())
         if not timings or timings[-1][1] != timing.text():
             timings.append((time.perf_counter(), timing.text()))
 
@@ -897,6 +900,8 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     qtbot.wait(300)  # the trailing read-out
     probe.stop()
     assert "Running…" not in texts and texts[-1].startswith("3 layer(s)")
+    # No animated busy bar either (the stream has its rate read-out).
+    assert bar_seen and not any(bar_seen)
     played_s = time.perf_counter() - t0
     changes = len(timings)
     assert changes <= played_s / 0.25 + 3, (changes, played_s)
@@ -906,11 +911,14 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     assert timing.text().startswith(f"ran in {elapsed_ms:.0f} ms")
     assert format_bytes(window.session.held_bytes()) in timing.text()
     # An ordinary run still says it runs.
-    seen: list[str] = []
-    window.worker.signals.started.connect(lambda gen: seen.append(status.text()))
+    seen: list[tuple[str, bool]] = []
+    window.worker.signals.started.connect(
+        lambda gen: seen.append((status.text(), window.status.progress_bar.isVisible()))
+    )
     live.set_source(None)  # back to the opened input: an ordinary run
     qtbot.waitUntil(lambda: bool(seen) and not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
-    assert seen[-1] == "Running…"
+    assert seen[-1] == ("Running…", True)
+    assert not window.status.progress_bar.isVisible()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority: Linux")

@@ -36,6 +36,8 @@ class RunControl:
         self.session = window.session
         self.worker = window.worker
         self.auto_run = auto_run
+        # The latest job started on the worker is a frame of a stream (live mode playing).
+        self._stream_started = False
         #: The request of the latest run or view update (re-prepared by view settings).
         self.last_request: RunRequest | None = None
         #: What the worker's current job is: "run" (a capture) or "prepare" (new views).
@@ -166,10 +168,16 @@ class RunControl:
     def _streamed(self, gen: int) -> bool:
         return any(f.streams_job(gen) for f in self.window.features.values())
 
+    def streaming(self) -> bool:
+        """Whether the capture worker's latest job that started is a stream's frame and the
+        worker is still busy (frames keep coming until the stream stops)."""
+        return self._stream_started and self.worker.is_busy()
+
     def _on_worker_started(self, gen: int) -> None:
         if not self._owned_by_feature(gen):
+            self._stream_started = self._streamed(gen)
             # A stream's frames keep the status text steady (the stream has its own read-out).
-            self.window.refresh_busy("" if self._streamed(gen) else "Running…")
+            self.window.refresh_busy("" if self._stream_started else "Running…")
 
     def _on_worker_progress(self, gen: int, message: str) -> None:
         self.window.show_status(message)
