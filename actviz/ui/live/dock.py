@@ -350,8 +350,8 @@ class LiveControls(QDockWidget):
         v.addLayout(row)
         # The frame on a line of its own: beside the speed and loop its name ("bench[1]", a
         # file's) made the row wider than the dock.
-        self.frame_label = QLabel("frame 1/1")
-        self.frame_label.setWordWrap(True)
+        # Changes with every frame: a SteadyText repaints without relaying out the dock.
+        self.frame_label = style.SteadyText("frame 1/1")
         v.addWidget(self.frame_label)
         row2 = QHBoxLayout()
         row2.addWidget(QLabel("speed"))

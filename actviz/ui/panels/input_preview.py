@@ -24,8 +24,8 @@ class InputPreview(PanelBase):
         self.stack.addWidget(self.placeholder)
         self.stack.addWidget(self.canvas)
         self.content.addWidget(self.stack, 1)
-        self.caption_label = style.caption_label()
-        self.caption_label.setWordWrap(True)
+        # Changes with every live frame: a SteadyText repaints without relaying out the dock.
+        self.caption_label = style.caption_text()
         self.content.addWidget(self.caption_label)
         self.status_label = style.readout_label()
         self.content.addWidget(self.status_label)

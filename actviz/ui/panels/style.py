@@ -127,7 +127,100 @@ class ElidedLabel(QtWidgets.QLabel):
         return QtCore.QSize(40, self.fontMetrics().height())
 
 
-def _set_color(label: QtWidgets.QLabel, color: str) -> None:
+class SteadyText(QtWidgets.QWidget):
+    """Text that changes often (a live frame's caption) without relaying out the window.
+
+    A QLabel's ``setText`` calls ``updateGeometry``; with word wrap its height-for-width
+    changes with the text, and the request climbs through every enclosing layout up to the
+    main window's (the Model dock's caption under live frames cost ~1.3 ms of GUI time a
+    frame). This widget reserves ``lines`` lines, wraps the text into them, ends the last
+    with "…" when it does not fit (the whole text is then its tooltip) and only repaints when
+    the text changes.
+    """
+
+    def __init__(
+        self, text: str = "", parent: QtWidgets.QWidget | None = None, *, lines: int = 2
+    ) -> None:
+        super().__init__(parent)
+        self._text = text
+        self._lines = max(1, int(lines))
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(40)
+        self._fit_height()
+
+    def text(self) -> str:
+        """The whole text (also where the widget shows it shortened)."""
+        return self._text
+
+    def setText(self, text: str) -> None:  # noqa: N802 - QLabel's name, for its callers
+        if text != self._text:
+            self._text = text
+            self.update()
+
+    def clear(self) -> None:
+        self.setText("")
+
+    def shown_lines(self) -> list[str]:
+        """The lines as drawn at the current width (the last one shortened with "…")."""
+        metrics, width = self.fontMetrics(), max(1, self.contentsRect().width())
+        words, lines, line = self._text.split(" "), [], ""
+        for i, word in enumerate(words):
+            trial = f"{line} {word}" if line else word
+            if metrics.horizontalAdvance(trial) <= width or not line:
+                line = trial
+                continue
+            lines.append(line)
+            line = word
+            if len(lines) == self._lines - 1:
+                line = " ".join(words[i:])
+                break
+        if line:
+            lines.append(line)
+        if lines:
+            mode = QtCore.Qt.TextElideMode.ElideRight
+            lines[-1] = metrics.elidedText(lines[-1], mode, width)
+        return lines
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return QtCore.QSize(120, self.minimumHeight())
+
+    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        if event.type() == QtCore.QEvent.Type.FontChange:
+            self._fit_height()
+        super().changeEvent(event)
+
+    def _fit_height(self) -> None:
+        margins = self.contentsMargins()
+        self.setFixedHeight(
+            self.fontMetrics().lineSpacing() * self._lines + margins.top() + margins.bottom()
+        )
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtGui.QPainter(self)
+        painter.setFont(self.font())
+        painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
+        rect, step = self.contentsRect(), self.fontMetrics().lineSpacing()
+        lines = self.shown_lines()
+        for i, line in enumerate(lines):
+            row = QtCore.QRect(rect.left(), rect.top() + i * step, rect.width(), step)
+            painter.drawText(row, int(QtCore.Qt.AlignmentFlag.AlignLeft), line)
+        shortened = " ".join(lines) != " ".join(self._text.split())
+        tip = self._text if shortened else ""
+        if tip != self.toolTip():
+            self.setToolTip(tip)
+
+
+def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:
+    """A small muted :class:`SteadyText`, for captions that change with every frame."""
+    widget = SteadyText(text, lines=lines)
+    font = widget.font()
+    font.setPointSize(LABEL_POINT_SIZE)
+    widget.setFont(font)
+    _set_color(widget, MUTED_TEXT)
+    return widget
+
+
+def _set_color(label: QtWidgets.QWidget, color: str) -> None:
     # A palette (not a style sheet) so ElidedLabel's own painting picks the colour up.
     palette = label.palette()
     palette.setColor(QtGui.QPalette.ColorRole.WindowText, QtGui.QColor(color))
