@@ -51,6 +51,13 @@ def test_an_in_place_change_or_a_swapped_module_makes_the_copy_stale():
     model[0] = nn.Conv2d(3, 4, 3)
     assert not other.usable()
 
+    # New memory under the same parameter (``.data =``, ``.to(device)``) keeps the version.
+    third = ModelReplica(model)
+    third.build()
+    assert third.usable()
+    model[1].weight.data = torch.full((4,), 3.0)
+    assert not third.usable()
+
 
 def test_an_uncopyable_model_is_refused_with_its_reason_not_raised():
     class Uncopyable(nn.Module):

@@ -30,18 +30,20 @@ MAX_REPLICA_BYTES = 512 * 2**20
 __all__ = ["MAX_REPLICA_BYTES", "ModelReplica", "replica_refusal", "weights_signature"]
 
 
-def weights_signature(model: nn.Module) -> tuple[tuple[int, int], ...]:
-    """The identity and version counter of every parameter and buffer, module by module.
+def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
+    """The identity, memory address and version counter of every parameter and buffer,
+    module by module.
 
     Any in-place write (an optimiser step, ``load_state_dict``, ``fill_``) bumps a tensor's
-    version; assigning a new tensor or module changes the identities. Training flags are left
+    version; assigning a new tensor or module changes the identities; ``param.data = ...``
+    and ``model.to(device)`` keep both but move the memory. Training flags are left
     out: a capture sets them for its own run and puts them back. The modules come from the
     capture's kept plan (:func:`~actviz.core.plan.model_plan`): ``model.parameters()`` walks
     the tree with a generator per module, ~1 ms on ResNet-18, and live mode asks once a frame.
     """
     _, modules = model_plan(model)
     return tuple(
-        (id(t), t._version)  # noqa: SLF001 - the version counter
+        (id(t), t.data_ptr(), t._version)  # noqa: SLF001 - the version counter
         for module in modules
         for group in (module._parameters, module._buffers)  # noqa: SLF001
         for t in group.values()
@@ -81,7 +83,7 @@ class ModelReplica:
     original: nn.Module
     twin: nn.Module | None = None
     failure: str = ""
-    signature: tuple[tuple[int, int], ...] = ()
+    signature: tuple[tuple[int, int, int], ...] = ()
     nbytes: int = 0  # the copy's parameters and buffers (0 until built)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -579,7 +579,11 @@ class LiveController(QObject):
             self._drop_replica()
             rep = None
         if rep is not None and rep.twin is not None and not rep.usable():
-            self._drop_replica()  # the weights changed in place: copy them again
+            # The weights changed in place, or moved (to another device: ask again).
+            self._drop_replica()
+            self._refusal = None
+            if not self._lanes_wanted(model):
+                return 0, model, None
             rep = None
         if rep is None:
             rep = self._replica = ModelReplica(model)
