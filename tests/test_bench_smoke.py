@@ -205,8 +205,7 @@ def test_visualize_bench_quick_run_reports_its_figures(capsys):
     assert set(keys) <= set(summary)
     for key in keys:
         assert math.isfinite(summary[key]) and summary[key] > 0, key
-    # 8 images cost more than one; the table names both sides.
-    assert summary["vis_batch8_ratio"] > 1
+    # The table names both sides (no timing asserted: a loaded machine reorders them).
     out = capsys.readouterr().out
     assert "8 channels batched vs 1" in out and "demo features.block3" in out
     json.dumps({k: float(v) for k, v in summary.items()})

@@ -56,8 +56,8 @@ from actviz.display.mosaic import (
     Mosaic,
     mosaic,
 )
-from actviz.display.result import DisplaySpec, Lazy, LazyMap, PreparedLayer, RunResult
-from actviz.display.stats import histogram, tensor_stats
+from actviz.display.result import DisplaySpec, Lazy, LazyMap, LazyStats, PreparedLayer, RunResult
+from actviz.display.stats import grad_norm, histogram, tensor_stats
 from actviz.display.tokens import (
     TokenView,
     patch_grid_tensor,
@@ -154,6 +154,7 @@ def prepare_layer(
     *,
     fast: bool = False,
     hist_now: bool = True,
+    stats_now: bool = True,
     max_pixels: int = MAX_MOSAIC_PIXELS,
     host: HostLayer | None = None,
     stand_in: ReusableMosaics | None = None,
@@ -172,6 +173,9 @@ def prepare_layer(
         The fast variant (float32 statistics, mosaics under ``max_pixels``).
     hist_now
         Compute the histogram now (else on first read).
+    stats_now
+        Compute the statistics now; else (fast variant, values on the CPU) only the
+        gradient's norm now and the rest on first read (:class:`LazyStats`).
     host
         This layer's numbers already copied from its device (:func:`copy_to_host`).
     stand_in
@@ -194,6 +198,14 @@ def prepare_layer(
         if host.grad_sample is not None:
             grad_view = layer_view(host.grad_sample, spec.sample, full_shape=shape)
         hist = Lazy.of(host.hist) if host.hist is not None else Lazy(lambda: histogram(tensor))
+    elif fast and not stats_now and tensor.device.type == "cpu":
+        known = {"shape": shape, "grad_norm": grad_norm(rec.grad, exact=False)}
+        known.update(name=rec.name, type=rec.module_type)
+        record_grad = rec.grad
+        stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known)
+        view = layer_view(tensor, spec.sample)
+        grad_view = magnitude_view(layer_view(grad, spec.sample)) if grad is not None else None
+        hist = Lazy(lambda: histogram(tensor))
     else:
         stats = tensor_stats(tensor, rec.grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
@@ -201,7 +213,8 @@ def prepare_layer(
         hist = Lazy(lambda: histogram(tensor))
     if hist_now:
         hist.get()
-    stats.update(name=rec.name, type=rec.module_type)
+    if not isinstance(stats, LazyStats):
+        stats.update(name=rec.name, type=rec.module_type)
     tokens: TokenView | None = None
     kind = sequence_kind(shape, spec.tokens, spec.layout)
     if kind is not None:
@@ -404,6 +417,7 @@ def prepare(
     previous_shapes: Mapping[str, tuple[int, ...]] | None = None,
     eager_hist: Collection[str] | None = None,
     eager_cams: Collection[str] | None = None,
+    eager_stats: Collection[str] | None = None,
     mosaic_layers: Collection[str] | None = None,
     reuse: Mapping[str, ReusableMosaics] | None = None,
     device: bool | None = None,
@@ -427,6 +441,9 @@ def prepare(
         The previous frame's ``output_shapes``: when equal, the tree is not rebuilt.
     eager_hist
         Layers whose histogram is computed now; None: every layer.
+    eager_stats
+        Layers whose statistics are computed now (the fast variant computes the others on
+        first read, the gradients' norms now); None: every layer.
     eager_cams
         Layers whose Grad-CAM map is computed now (the others on first read, exactly the
         same); None: every candidate, in the fast variant the default layer's.
@@ -462,6 +479,7 @@ def prepare(
         eager_cams = candidates if not fast else [cam_default] if cam_default else []
     cams_now = set(eager_cams)
     hist_names = set(order if eager_hist is None else eager_hist)
+    stats_names = set(order if eager_stats is None else eager_stats)
     on_device = device
     if on_device is None:
         on_device = any((t := cap[n].tensor) is not None and t.device.type != "cpu" for n in order)
@@ -509,6 +527,7 @@ def prepare(
             spec,
             fast=fast,
             hist_now=name in hist_names,
+            stats_now=name in stats_names,
             max_pixels=max_pixels,
             host=hosts.get(name),
             stand_in=stand_in,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.logit_lens import LogitLens
     from actviz.display.tokens import SequenceLayout, TokenView
 
-__all__ = ["DisplaySpec", "Lazy", "LazyMap", "PreparedLayer", "RunResult"]
+__all__ = ["DisplaySpec", "Lazy", "LazyMap", "LazyStats", "PreparedLayer", "RunResult"]
 
 T = TypeVar("T")
 
@@ -59,6 +59,42 @@ class Lazy(Generic[T]):
     def ready(self) -> bool:
         """Whether the value exists already (tests, diagnostics)."""
         return self._compute is None
+
+
+class LazyStats(Mapping[str, Any]):
+    """A layer's statistics, read-only, computed on the first read of a key not ``known``.
+
+    A live frame's preparation leaves them for later while nothing shows them (the Overview's
+    statistics table is hidden): on ResNet-18 at 112 px with 20 layers they were a third of a
+    frame's preparation. ``known`` (name, type, shape, the gradient's norm, which the gradient
+    flow needs at once) is returned without computing, and wins over the computed values.
+    """
+
+    def __init__(self, compute: Callable[[], Mapping[str, Any]], known: Mapping[str, Any]) -> None:
+        self._known = dict(known)
+        known_ = self._known
+        self._all: Lazy[Mapping[str, Any]] = Lazy(lambda: MappingProxyType({**compute(), **known_}))
+
+    def _values(self) -> Mapping[str, Any]:
+        values = self._all.get()
+        assert values is not None
+        return values
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._known:
+            return self._known[key]
+        return self._values()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+    @property
+    def ready(self) -> bool:
+        """Whether every statistic exists already (tests, diagnostics)."""
+        return self._all.ready
 
 
 class LazyMap(Mapping[str, np.ndarray]):
@@ -171,7 +207,8 @@ class PreparedLayer:
     tokens: TokenView | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+        if not isinstance(self.stats, LazyStats):  # read-only already; reading would compute
+            object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
 
     @property
     def hist(self) -> tuple[np.ndarray, np.ndarray] | None:

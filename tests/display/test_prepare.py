@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from actviz.display.colormaps import to_indices
 from actviz.display.device import copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for, mosaic
 from actviz.display.prepare import prepare, renormalised, reusable_mosaics, with_page
-from actviz.display.result import DisplaySpec, LazyMap
+from actviz.display.result import DisplaySpec, LazyMap, LazyStats
 from actviz.display.stats import histogram, layer_stats, tensor_stats
 from tests.ui.tiny_models import TinyCNN
 
@@ -152,6 +153,34 @@ def test_fast_variant_agrees_with_the_exact_one_on_resnet18():
     assert fast.tree is not None
     again = prepare(cap, spec, fast=True, model=model, previous_shapes=fast.output_shapes)
     assert again.tree is None  # same shapes: the window keeps its tree
+
+
+def test_statistics_can_wait_for_their_first_read_with_the_same_values():
+    """Live frames with the Overview hidden: every statistic but the gradient's norm waits,
+    then reads exactly what an eager fast preparation gives; the gradient flow is there."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(2))
+    layers = ("conv1", "layer1", "layer3", "fc")
+    cap = capture(model, x, list(layers))
+    spec = DisplaySpec(layers=layers)
+    eager = prepare(cap, spec, fast=True, model=model)
+    lazy = prepare(cap, spec, fast=True, model=model, eager_stats=["layer1"])
+    assert isinstance(lazy.layers["layer1"].stats, MappingProxyType)
+    for name in ("conv1", "layer3", "fc"):
+        stats = lazy.layers[name].stats
+        assert isinstance(stats, LazyStats) and not stats.ready
+        # Known without computing: what the panels and the gradient flow read per frame.
+        assert stats["name"] == name and stats["shape"] == eager.layers[name].stats["shape"]
+        assert stats["grad_norm"] == eager.layers[name].stats["grad_norm"] > 0
+        assert not stats.ready
+    np.testing.assert_array_equal(lazy.grad_norms, eager.grad_norms)
+    assert not lazy.layers["conv1"].stats.ready
+    assert lazy.stats_rows() == eager.stats_rows()  # read: computed, the same values
+    assert all(lazy.layers[n].stats.ready for n in ("conv1", "layer3", "fc"))
+    assert dict(lazy.layers["layer3"].stats)["mean"] == eager.layers["layer3"].stats["mean"]
+    with pytest.raises(TypeError):
+        lazy.layers["conv1"].stats["mean"] = 0.0  # type: ignore[index]
 
 
 def test_fast_variant_agrees_with_the_exact_one_on_a_2048_channel_layer():

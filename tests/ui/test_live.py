@@ -7,6 +7,7 @@ import gc
 import sys
 import time
 import weakref
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -750,13 +751,21 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
             and centre.prediction_panel.predictions() == list(result.predictions)
             and np.array_equal(centre.gradcam_panel.heat, result.grad_cams[result.gradcam_default])
             and np.array_equal(centre.histogram_panel.counts, result.layers[selected].hist[0])
+            and table_rows() == {row["name"]: row for row in result.stats_rows()}
         )
+
+    def table_rows() -> dict[str, dict]:
+        model = centre.stats_table.model
+        return {row["name"]: row for row in map(model.row_dict, range(model.rowCount()))}
 
     # A live frame with the Overview hidden: its panels keep the opened input's run, and the
     # frame's Grad-CAM and histogram were not computed for them.
     frame = window.result
     assert frame.origin and frame.grad_cams.computed() == []
     assert not frame.layers[window.selected_layer].hist_ready
+    # Nor its statistics (the table is on the Overview), but for the gradients' norms.
+    assert not any(layer.stats.ready for layer in frame.layers.values())
+    assert all(layer.stats["grad_norm"] is not None for layer in frame.layers.values())
     assert not np.allclose(centre.grad_flow_panel.norms, frame.grad_norms)
     # Export and tests flush: the Overview then shows the frame, exactly.
     window.flush_panel_updates()
@@ -776,6 +785,8 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
     _wait_idle(qtbot, live)
     assert window.result.grad_cams.computed() == [window.result.gradcam_default]
     qtbot.waitUntil(lambda: overview_shows(window.result), timeout=RUN_TIMEOUT_MS)
+    # Its statistics were computed with the frame, off the GUI thread.
+    assert all(isinstance(layer.stats, MappingProxyType) for layer in window.result.layers.values())
 
 
 def test_frames_capture_on_the_workers_count_or_the_one_set(qtbot, actviz_window, monkeypatch):
@@ -945,3 +956,24 @@ def test_frames_capture_below_the_gui_threads_priority(qtbot, actviz_window, mon
     _play_through_in_order(qtbot, window, live, frames)
     assert seen and set(seen) == {min(19, gui + CAPTURE_NICE)}
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == gui
+
+
+def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_again(
+    qtbot, actviz_window
+):
+    window = _live_window(actviz_window)
+    live, _frames_ = _fast_clip(qtbot, window, seed=61)
+    model = window.session.model
+    live.player.playing = True  # as while a sequence plays (no timer: nothing is submitted)
+    try:
+        lane, captured, build = live._choose_lane(model)  # noqa: SLF001
+        assert (lane, captured) == (0, model) and build is live._replica  # noqa: SLF001
+        live._build_gen = window.worker.generation + 100  # noqa: SLF001 - never in flight
+        # That frame was dropped: the next one carries the copy again, not lane 0 for good.
+        lane, captured, again = live._choose_lane(model)  # noqa: SLF001
+        assert again is build and build.twin is None
+        live._inflight[live._build_gen] = None  # noqa: SLF001 - now it is on its way
+        assert live._choose_lane(model)[2] is None  # noqa: SLF001
+        del live._inflight[live._build_gen]  # noqa: SLF001
+    finally:
+        live.player.playing = False

@@ -272,6 +272,7 @@ class LiveController(QObject):
         # none (None: not asked yet for this model).
         self._replica: ModelReplica | None = None
         self._replica_requested = False
+        self._build_gen: int | None = None  # the frame whose job copies the model
         self._refusal: tuple[Any, str] | None = None
         self._last_lane = 1
         # Frames submitted while playing (the latest few), for the window's status bar.
@@ -588,7 +589,9 @@ class LiveController(QObject):
         if rep is None:
             rep = self._replica = ModelReplica(model)
         if rep.twin is None:
-            if self._replica_requested:
+            # Asked for already, by a frame still on its way (a frame dropped before its job
+            # ran never made the copy: ask again).
+            if self._replica_requested and self._build_gen in self._inflight:
                 return 0, model, None
             self._replica_requested = True
             return 0, model, rep  # lane 0 copies the model between two of its captures
@@ -645,6 +648,8 @@ class LiveController(QObject):
         gen = self.worker.submit(job, supersede=not self._inflight, lane=lane, threads=threads)
         self._inflight[gen] = spec
         self._capturing[gen] = lane
+        if build is not None:
+            self._build_gen = gen
         if self.player.playing:
             self._streamed.append(gen)
 
@@ -684,6 +689,8 @@ class LiveController(QObject):
             "visible": visible,
             "eager": [selected] if selected and overview else [],
             "cams": None if overview else [],
+            # The statistics table is on the Overview too: hidden, they wait for a read.
+            "stats": None if overview else [],
             "budget": self.memory_budget,
             "capture_threads": self.capture_threads,
             "length": len(source),
@@ -739,7 +746,7 @@ class LiveController(QObject):
             spec_.timing.update(load=t1 - t0, capture=t2 - t1)
             request = dataclasses.replace(base_, inputs=value, image=image)
             # The second stage holds only what it needs (not the source, nor this payload).
-            shapes, eager, cams = p["previous_shapes"], p["eager"], p["cams"]
+            shapes, eager, cams, stats = p["previous_shapes"], p["eager"], p["cams"], p["stats"]
             visible_, stand_ins = p["visible"], p["previous_mosaics"]
             p.clear()
 
@@ -755,6 +762,7 @@ class LiveController(QObject):
                     previous_shapes=shapes,
                     eager_hist=eager,
                     eager_cams=cams,
+                    eager_stats=stats,
                     should_stop=should_stop,
                     mosaic_layers=visible_,
                     reuse=stand_ins,
