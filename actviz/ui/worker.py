@@ -241,8 +241,9 @@ class Worker(QObject):
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
         self._second = QThreadPool(self)
         self._second.setMaxThreadCount(1)
-        # Lane 1 (a copy of the model): made on first use.
-        self._lane: QThreadPool | None = None
+        # Lane 1 (a copy of the model). Its thread starts on first use only.
+        self._lane = QThreadPool(self)
+        self._lane.setMaxThreadCount(1)
         # Jobs run at the count the app's process gave its workers, else at the count of the
         # thread that made this worker: a pool thread would otherwise take torch's last count
         # set anywhere (one while a second stage runs) at its first parallel op, for good.
@@ -351,9 +352,6 @@ class Worker(QObject):
             return self._pool
         if lane != 1:
             raise ValueError(f"lane must be 0 or 1, not {lane!r}")
-        if self._lane is None:
-            self._lane = QThreadPool(self)
-            self._lane.setMaxThreadCount(1)
         return self._lane
 
     def cancel(self) -> bool:
@@ -383,7 +381,7 @@ class Worker(QObject):
             False if a job was still running after ``timeout_ms``.
         """
         self.drop()
-        pools = [self._pool] if self._lane is None else [self._pool, self._lane]
+        pools = [self._pool, self._lane]
         if timeout_ms <= 0:
             return all(p.activeThreadCount() == 0 for p in (*pools, self._second))
         t0 = time.perf_counter()
