@@ -26,15 +26,15 @@ frame is captured at a time, so what is shown follows the latest request closely
 Two lanes: while a sequence plays on a small CPU model, frames alternate between the model
 (the worker's lane 0) and a copy of it (:class:`~actviz.core.replica.ModelReplica`, lane 1),
 each capture on half the worker's threads. Measured on two cores against back-to-back bare
-captures on two threads: ResNet-18 at 64 px plays 0.70x as many frames per second (0.52x on
-one lane), at 112 px 0.65x (0.52x), ResNet-50 at 224 px 1.06x (0.76x). Small ops parallelise
-poorly, and painting a frame takes a core from one capture only, instead of stalling both
-threads of one capture at every parallel region; another busy process on the machine hurts
-one lane far more (several times slower) than two. The copy is made on lane 0 between two
-captures, shown in the dock's memory read-out, and dropped when the model's weights change in
-place, the model is replaced or live mode closes; results still show in frame order (the
-worker reports in submission order). Paused, or on a GPU, a large or uncopyable model: one
-lane.
+captures on two threads (full bench runs): ResNet-18 at 64 px plays 0.79x as many frames per
+second (0.58x on one lane), at 112 px 0.68x (0.53x), ResNet-50 at 224 px 1.20x (0.77x).
+Small ops parallelise poorly, and painting a frame takes a core from one capture only,
+instead of stalling both threads of one capture at every parallel region; another busy
+process on the machine hurts one lane far more (several times slower) than two. The copy is
+made on lane 0 between two captures, shown in the dock's memory read-out, made again when the
+model's weights change in place or move, and dropped when the model is replaced, live mode
+goes back to the still input or closes; results still show in frame order (the worker
+reports in submission order). Paused, or on a GPU, a large or uncopyable model: one lane.
 
 Coalescing: at most one live frame is captured (two per lane while playing: one queued) and
 one prepared at a time, and one waits; a newer request replaces the waiting one (dropped). Starts
