@@ -9,8 +9,8 @@ of its partner's at every parallel region. Live mode plays sequences that way
 
 The copy is made with :func:`copy.deepcopy` while no capture runs on the original (its hooks
 would be copied with it), and is used only while the original's parameters and buffers are the
-same tensors at the same version: an in-place change of a weight, or a module swapped, makes
-it stale.
+same tensors, in the same memory, at the same version (:func:`weights_signature`): an in-place
+change of a weight, new memory under a parameter or a module swapped makes it stale.
 """
 
 from __future__ import annotations

@@ -176,10 +176,9 @@ class SteadyText(QtWidgets.QWidget):
                 break
         if line:
             lines.append(line)
-        if lines:
-            mode = QtCore.Qt.TextElideMode.ElideRight
-            lines[-1] = metrics.elidedText(lines[-1], mode, width)
-        return lines
+        # The last line holds the rest; a single word wider than the widget is cut too.
+        mode = QtCore.Qt.TextElideMode.ElideRight
+        return [metrics.elidedText(text, mode, width) for text in lines]
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(120, self.minimumHeight())
