@@ -80,10 +80,10 @@ class ModelReplica:
         Why the copy could not be made ("" when it was, or was not tried yet).
     """
 
-    original: nn.Module
-    twin: nn.Module | None = None
+    original: nn.Module = field(repr=False)
+    twin: nn.Module | None = field(default=None, repr=False)
     failure: str = ""
-    signature: tuple[tuple[int, int, int], ...] = ()
+    signature: tuple[tuple[int, int, int], ...] = field(default=(), repr=False)
     nbytes: int = 0  # the copy's parameters and buffers (0 until built)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

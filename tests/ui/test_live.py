@@ -977,3 +977,32 @@ def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_aga
         del live._inflight[live._build_gen]  # noqa: SLF001
     finally:
         live.player.playing = False
+
+
+def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
+    qtbot, actviz_window
+):
+    window = _live_window(actviz_window)
+    feature = window.features["live"]
+    live, frames = _fast_clip(qtbot, window, seed=71)
+    feature.dock.show()
+    _play_through_in_order(qtbot, window, live, frames)
+    assert live.status().copy_bytes > 0
+    shown: list[str] = []
+    live.status_changed.connect(lambda st: shown.append(st.memory_text()))
+    feature.dock.close()  # live mode off: the copy's memory goes back
+    qtbot.waitUntil(lambda: live._replica is None, timeout=5000)  # noqa: SLF001
+    assert "model copy" not in shown[-1] and live.status().copy_bytes == 0
+    # A run of the window changes what the session holds: the dock's line says so at once.
+    live.set_source(None)  # back to the opened input: the window runs it
+    qtbot.waitUntil(
+        lambda: live.idle and not window.worker.is_busy() and not window.result.origin,
+        timeout=RUN_TIMEOUT_MS,
+    )
+    before, old = len(shown), window.result
+    window.run()
+    qtbot.waitUntil(lambda: window.result is not old, timeout=RUN_TIMEOUT_MS)
+    from actviz.workspace.budget import fmt_bytes
+
+    assert len(shown) > before
+    assert shown[-1].startswith(f"held {fmt_bytes(window.session.held_bytes())} of ")

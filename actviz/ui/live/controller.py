@@ -298,6 +298,9 @@ class LiveController(QObject):
         window.closed.connect(self.shutdown)
         window.session.input_changed.connect(self._on_session_input_changed)
         window.session.model_changed.connect(self._on_session_model_changed)
+        # The dock's memory line says what the session holds: a run or a pin changes it.
+        window.session.result_changed.connect(self._on_session_result_changed)
+        window.session.pins_changed.connect(self._on_session_result_changed)
 
     # ------------------------------------------------------------------ state
     @property
@@ -425,6 +428,16 @@ class LiveController(QObject):
     def _on_session_input_changed(self) -> None:
         if self.source is None or isinstance(self.source, StillFrame):
             self.source = None  # rebuilt from the new input on the next request
+
+    def _on_session_result_changed(self, *_args: object) -> None:
+        if not self.player.playing:  # while playing, every shown frame reports (spaced)
+            self._emit_status()
+
+    def drop_model_copy(self) -> None:
+        """Let go of the model's copy for the second lane (live mode switched off); playing
+        again makes a new one."""
+        self._drop_replica()
+        self._emit_status()
 
     def _on_session_model_changed(self) -> None:
         # Frames were prepared for the old model (size, transforms): back to the still input.
@@ -915,3 +928,5 @@ class LiveController(QObject):
                 pass
         self.window.session.input_changed.disconnect(self._on_session_input_changed)
         self.window.session.model_changed.disconnect(self._on_session_model_changed)
+        self.window.session.result_changed.disconnect(self._on_session_result_changed)
+        self.window.session.pins_changed.disconnect(self._on_session_result_changed)

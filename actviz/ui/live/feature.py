@@ -90,9 +90,10 @@ class LiveMode(FeatureBase):
         self.status_label.setText(f"live {st.state_text()}" if on else "")
 
     def switch_off(self) -> None:
-        """The dock closed: stop playing and drop the perturbations."""
+        """The dock closed: stop playing, drop the perturbations and the model's copy."""
         c = self.controller
         c.pause()
+        c.drop_model_copy()
         if not c.perturbation.is_identity():
             self.dock.reset_perturbation()
         if not c.engaged:
