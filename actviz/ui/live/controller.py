@@ -203,10 +203,9 @@ class LiveController(QObject):
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
-        torch threads while capturing. None: the count the worker's jobs run at (the capture
-        thread is the process's only one with an OpenMP team, :mod:`actviz.core.threads`).
-        With that, two threads beat one on two cores for ResNet-50 at 224 px (live frames
-        180 ms against 235) and tie for ResNet-18 at 64 and 112 px.
+        torch threads while capturing. None: while a sequence plays, two lanes at half the
+        worker's count each (see the module docstring), else the worker's count. A number:
+        one lane, at that count.
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
 
@@ -271,7 +270,6 @@ class LiveController(QObject):
         # The model's copy for lane 1 (None: not made, or not wanted), and why the model gets
         # none (None: not asked yet for this model).
         self._replica: ModelReplica | None = None
-        self._replica_requested = False
         self._build_gen: int | None = None  # the frame whose job copies the model
         self._refusal: tuple[Any, str] | None = None
         self._last_lane = 1
@@ -579,7 +577,7 @@ class LiveController(QObject):
 
     def _drop_replica(self) -> None:
         self._replica = None
-        self._replica_requested = False
+        self._build_gen = None
 
     def _choose_lane(self, model: Any) -> tuple[int, Any, ModelReplica | None]:
         """``(lane, model to capture, replica to build first)`` for the next frame."""
@@ -604,9 +602,8 @@ class LiveController(QObject):
         if rep.twin is None:
             # Asked for already, by a frame still on its way (a frame dropped before its job
             # ran never made the copy: ask again).
-            if self._replica_requested and self._build_gen in self._inflight:
+            if self._build_gen in self._inflight:
                 return 0, model, None
-            self._replica_requested = True
             return 0, model, rep  # lane 0 copies the model between two of its captures
         on = [0, 0]
         for lane in self._capturing.values():
