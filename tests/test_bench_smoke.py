@@ -58,6 +58,27 @@ def test_lag_probe_sees_a_blocked_event_loop(qtbot, monkeypatch):
     assert s["n"] == 4 and s["max_ms"] == pytest.approx(80.0) and s["p50_ms"] == pytest.approx(0.0)
 
 
+def test_paired_reads_the_median_of_per_pair_differences(monkeypatch):
+    from actviz.bench import timing
+
+    # A clock that advances by what each call costs: base 10 ms, test 10.3 ms, except one
+    # slow base run (a hiccup) that a median ignores.
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    calls = [0]
+
+    def base():
+        calls[0] += 1
+        clock[0] += 0.050 if calls[0] == 3 else 0.010
+
+    def test():
+        clock[0] += 0.0103
+
+    r = timing.paired("x", base, test, pairs=9, warmup=0)
+    assert r.diff_ms == pytest.approx(0.3)
+    assert r.base_ms == pytest.approx(10.0) and r.test_ms == pytest.approx(10.3)
+
+
 def test_render_bench_times_every_case():
     r = render_bench.run(repeats=2, panel_size=(400, 300))
     assert len(r["rows"]) == len(render_bench.CASES)

@@ -299,7 +299,7 @@ def capture_ratios(device: str, pairs: int = 15, size: int = 224) -> dict:
                 pairs * 2,
             )
             rows.append(fixed)
-            out["cuda_capture_fixed_ms"] = fixed.test_ms - fixed.base_ms
+            out["cuda_capture_fixed_ms"] = fixed.diff_ms
     out["rows"] = rows
     return out
 

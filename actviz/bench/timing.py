@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -10,13 +11,19 @@ from dataclasses import dataclass
 
 @dataclass
 class Paired:
-    """Medians of two interleaved measurements and the median of their per-pair ratios."""
+    """Medians of two interleaved measurements and the median of their per-pair ratios.
+
+    ``diff_ms`` is the median of the per-pair differences (test - base): for a difference
+    much smaller than either time, far steadier than the difference of the two medians, whose
+    noise is that of each median (NaN where not measured).
+    """
 
     name: str
     base_ms: float
     test_ms: float
     ratio: float
     pairs: int
+    diff_ms: float = math.nan
 
     def row(self) -> str:
         return f"{self.name:<44} {self.base_ms:9.1f} {self.test_ms:9.1f} {self.ratio:7.3f}x"
@@ -55,6 +62,7 @@ def paired(
         statistics.median(tt) * 1e3,
         statistics.median(ratios),
         pairs,
+        statistics.median([t - b for t, b in zip(tt, tb, strict=True)]) * 1e3,
     )
 
 

@@ -396,7 +396,7 @@ def _capture_once(
     recorder.copy_all = copy_all
     # Forward-only captures: with gradients, autograd keeps the activations alive for the
     # backward pass anyway, so a copy would add work without letting the forward's memory go.
-    recorder.pool = pooled = not gradients and pool.wanted(model)
+    recorder.pool = pooled = not gradients and bool(names) and pool.wanted(model)
     # (a capture of no layer records nothing the pool could hold)
     watch_faults = not gradients and not pooled and bool(names)
     scripted = isinstance(model, torch.jit.ScriptModule)

@@ -111,7 +111,8 @@ def prepare_inputs(
         if device is not None and t.device != device:
             t = t.to(device)
         # Our own copy with the caller's strides: never modified nor given requires_grad.
-        copy = clone_keep_layout(t.detach())
+        # (``detach`` only where needed: each op dispatched costs ~15 us with cold caches)
+        copy = clone_keep_layout(t.detach() if t.requires_grad else t)
         if gradients and copy.is_floating_point():
             leaf = copy.requires_grad_(True)
             leaves.append(leaf)

@@ -138,6 +138,8 @@ class RecordPool:
 
     def capture_done(self) -> None:
         """A capture has finished: keep as many free bytes as it pooled, for the next one."""
+        if not self._pooled and self.keep_bytes == MIN_KEEP and self.free_bytes <= MIN_KEEP:
+            return  # nothing pooled, nothing to trim (most captures): no lock taken
         with self._lock:
             self.keep_bytes = min(MAX_KEEP, max(MIN_KEEP, self._pooled))
             self._pooled = 0
