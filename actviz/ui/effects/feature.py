@@ -48,6 +48,8 @@ __all__ = ["DOCK_TITLE", "EffectsFeature"]
 DOCK_TITLE = "Channels that matter"
 #: Width of the dock when it first opens.
 PREFERRED_WIDTH = 380
+#: What the dock says before a result of the model shown.
+RUN_FIRST = "Run the model: the channels of each ticked layer are ranked here."
 #: What the page read-out of a sorted layer panel calls the order.
 ORDER_LABEL = "by effect"
 
@@ -134,7 +136,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.session.result_changed.connect(self._on_result_changed)
         self.session.model_changed.connect(self._on_model_changed)
         host.add_tile_menu_entries(self._fill_tile_menu)
-        v.set_message("Run the model: the channels of each ticked layer are ranked here.")
+        v.set_message(RUN_FIRST)
 
     # ========================================================================== Feature
     def owns_job(self, generation: int) -> bool:
@@ -381,7 +383,7 @@ class EffectsFeature(FeatureBase, QObject):
     # ========================================================================== estimates
     def _what_to_estimate(self, result: RunResult | None) -> tuple[Any, Any, list[str], Any]:
         if result is None:
-            raise ValueError("Run the model: the channels of each ticked layer are ranked here.")
+            raise ValueError(RUN_FIRST)
         cap = result.capture
         if cap is None:
             raise ValueError("This result keeps no capture: run the model again.")
@@ -546,6 +548,15 @@ class EffectsFeature(FeatureBase, QObject):
         self.asked = {}
         self._sorted = {}
         self._pending_measure = None
+        # The bars, target and rho shown were the old model's; the session dropped its
+        # result without announcing one, so they would stay until the new model's first
+        # result (a slow first run showed another model's channels meanwhile).
+        self.effects = None
+        self._source = None
+        self._estimate_gen = None
+        self.estimates.drop()
+        self.view.set_sections([])
+        self.view.set_message(RUN_FIRST)
 
     def _on_sort_action_toggled(self, on: bool) -> None:
         self.sort_panels(on)
