@@ -203,6 +203,17 @@ def _check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, tor
                 "feature visualisation optimises an input image"
             )
     exp = expected_input(model)
+    if exp.channels is None:
+        # No convolution to read the input from, and an embedding table: token ids go in
+        # (a text model shown without its tokenizer). Its forward would fail on any image,
+        # and the probe's "pass input_size" hint would send the user after the wrong fix.
+        for name, module in model.named_modules():
+            if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
+                raise VisualizeError(
+                    f"the model's {name or '(model)'} ({type(module).__name__}) reads token "
+                    "ids, not images; feature visualisation optimises an input image, so it "
+                    "needs a model that takes (N, 3, H, W) images"
+                )
     if exp.spatial_dims is not None and exp.spatial_dims != 2:
         raise VisualizeError(
             f"the model's {exp.layer} takes {exp.spatial_dims}-D signals, not images; "
