@@ -8,11 +8,16 @@ folders are a few tiny PNGs written in tmp_path.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+from PIL import Image
 
+from actviz.ui.atlas.view import EMPTY_TEXT
+from actviz.ui.dataset.dialog import ScanSpec
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2"]
+DEMO_LAYER = "features.block3"
 TIMEOUT_MS = 30_000
 
 
@@ -23,6 +28,29 @@ def _tiny(seed: int = 0) -> TinyCNN:
 
 def _input() -> torch.Tensor:
     return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
+
+
+def _write_images(folder, count: int = 6) -> None:
+    """``count`` 24x24 PNGs of noise around a mid grey (one look: a tight cluster of dots)."""
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        pixels = np.clip(128 + rng.normal(0, 20, (24, 24, 3)), 0, 255).astype(np.uint8)
+        Image.fromarray(pixels).save(folder / f"img{i}.png")
+
+
+def _demo_with_atlas(win, qtbot, tmp_path):
+    """The demo, a folder scanned for DEMO_LAYER and its map built; returns the atlas feature."""
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    folder = tmp_path / "images"
+    _write_images(folder)
+    dataset, atlas = win.feature("dataset"), win.feature("atlas")
+    dataset.scans.num_workers = 0
+    with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, batch_size=4))
+    assert atlas.atlas is not None and atlas.view.status_label.text().startswith(DEMO_LAYER)
+    return atlas
 
 
 def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
@@ -42,3 +70,45 @@ def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
     win.run_and_wait()
     win.qtbot.waitUntil(lambda: feature.effects is not None, timeout=TIMEOUT_MS)
     assert set(feature.view.sections) == set(LAYERS)
+
+
+def test_another_model_leaves_no_line_of_the_map_before(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    atlas = _demo_with_atlas(win, qtbot, tmp_path)
+    win.set_model(_tiny(), LAYERS)
+    view = atlas.view
+    assert atlas.atlas is None and view.stack.currentIndex() == 0
+    assert view.empty_label.text() == EMPTY_TEXT
+    # The line over the map named the demo's map ("features.block3: 6 images (PCA) ...").
+    assert view.status_label.text() == ""
+
+
+def test_an_input_far_from_the_dataset_is_in_view(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    atlas = _demo_with_atlas(win, qtbot, tmp_path)
+    window = win.window
+    window.show_tab(atlas.view)
+    win.settle()
+    view = atlas.view
+    (x0, x1), (y0, y1) = view.box.viewRange()
+    # A saturated input, nothing like the grey folder: it lands far from every dot.
+    win.set_input(torch.full((1, 3, 64, 64), 6.0))
+    win.run_and_wait()
+    qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=TIMEOUT_MS)
+    x, y = view.marker_position()
+    span = max(x1 - x0, y1 - y0)
+    far = abs(x - (x0 + x1) / 2) > span or abs(y - (y0 + y1) / 2) > span
+    assert far, "the test's input should land well outside the dots' view"
+    (vx0, vx1), (vy0, vy1) = view.box.viewRange()
+    assert vx0 < x < vx1 and vy0 < y < vy1, "the star is off screen"
+    # The dots are still all in view.
+    coords = atlas.atlas.coords
+    assert vx0 <= coords[:, 0].min() and coords[:, 0].max() <= vx1
+    assert vy0 <= coords[:, 1].min() and coords[:, 1].max() <= vy1
+    # A map fitted again (another layer's, say) fits its own dots: the star of the map
+    # before no longer stretches the view.
+    view.set_coords(coords, atlas._colouring())
+    assert view.marker_position() is None
+    (fx0, fx1), (fy0, fy1) = view.box.viewRange()
+    assert fx1 - fx0 < np.ptp(coords[:, 0]) * 1.5
+    assert fy1 - fy0 < np.ptp(coords[:, 1]) * 1.5

@@ -105,6 +105,8 @@ class AtlasFeature(FeatureBase, QObject):
         if not layers:
             self.worker.drop()
             self.atlas = None
+            # Its line named the map before (another model's, after a model switch).
+            self.view.status_label.setText("")
             self.view.set_choices(self.view.layer_combo, (), None)
             self.view.show_empty(
                 "The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"

@@ -43,6 +43,8 @@ SELECTION_HINT = "Selection: drag a rectangle (Select) or draw a shape around im
 SELECTION_RGB = np.array([255, 140, 0], np.uint8)
 #: Side of the thumbnails in the strips.
 THUMB = 72
+#: Room left beyond the input's star when the view widens to show it (a share of the span).
+MARKER_MARGIN = 0.06
 #: Below this width the tab shows the strips under the map, not beside it (beside, a 1024 px
 #: window with its docks left the map a hundred pixels wide and the strips cut).
 NARROW_TAB_PX = 560
@@ -562,9 +564,14 @@ class AtlasView(QWidget):
             combo.blockSignals(False)
 
     def set_coords(self, coords: np.ndarray, colours: Colouring) -> None:
-        """Put the dots at ``coords`` (M, 2) in ``colours``."""
+        """Put the dots at ``coords`` (M, 2) in ``colours``; the marks of the map before
+        (the input's star, the neighbours' rings, the selection's rims) go."""
         self.coords = np.asarray(coords, np.float64)[:, :2]
         self._hovered = -1
+        # Their places were on the map before: left there, the refit would cover them too.
+        self.set_marker(None)
+        self.neighbour_dots.setData([], [])
+        self.selected_dots.set_data(np.zeros((0, 2)), np.zeros((0, 3), np.uint8))
         self.set_colours(colours, refit=True)
 
     def set_colours(self, colours: Colouring, *, refit: bool = False) -> None:
@@ -593,11 +600,29 @@ class AtlasView(QWidget):
             self.colour_bar.hide()
 
     def set_marker(self, xy: np.ndarray | None) -> None:
-        """The current input's place (None: not on the map)."""
+        """The current input's place (None: not on the map). A place outside the view
+        widens the view to hold it: an input unlike the dataset lands far from its dots, and
+        a star off screen looked like no star at all."""
         if xy is None:
             self.marker.setData([], [])
-        else:
-            self.marker.setData([float(xy[0])], [float(xy[1])])
+            return
+        x, y = float(xy[0]), float(xy[1])
+        self.marker.setData([x], [y])
+        if not (np.isfinite(x) and np.isfinite(y)):
+            return
+        (x0, x1), (y0, y1) = self.box.viewRange()
+        if x0 <= x <= x1 and y0 <= y <= y1:
+            return
+        # The view grows (never shrinks): the dots seen so far stay seen, the star at a
+        # margin of MARKER_MARGIN of the new span from the edge.
+        nx0, nx1 = min(x0, x), max(x1, x)
+        ny0, ny1 = min(y0, y), max(y1, y)
+        mx, my = MARKER_MARGIN * (nx1 - nx0), MARKER_MARGIN * (ny1 - ny0)
+        self.box.setRange(
+            xRange=(nx0 - (mx if x < x0 else 0), nx1 + (mx if x > x1 else 0)),
+            yRange=(ny0 - (my if y < y0 else 0), ny1 + (my if y > y1 else 0)),
+            padding=0,
+        )
 
     def marker_position(self) -> tuple[float, float] | None:
         x, y = self.marker.getData()
