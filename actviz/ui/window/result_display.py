@@ -772,6 +772,10 @@ class ResultDisplay:
             panel.deleteLater()
         self.layer_panels.clear()
         self._layout_panels([])
+        # Another model's panels start at the top: a hidden Layers tab keeps its old range
+        # (and offset) until shown, which put the new grid's middle on screen.
+        self.layers_scroll.verticalScrollBar().setValue(0)
+        self.layers_scroll.horizontalScrollBar().setValue(0)
         self.channel_box.setVisible(False)
         self.selected_layer = None
         self._overview_waiting = False
@@ -785,6 +789,8 @@ class ResultDisplay:
         ):
             panel.clear()
         self.timing_label.clear()
+        # "5 layer(s) · target class 7: arrow" spoke of the previous model's last run.
+        self.status_label.clear()
 
     def _show_gradcam(self, name: str | None) -> None:
         result = self.session.result
