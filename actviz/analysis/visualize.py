@@ -660,7 +660,9 @@ def visualize(
     norm = _normalisation(loaded, mean, std)
     settings["mean"], settings["std"] = (list(norm[0]), list(norm[1])) if norm else (None, None)
     # Objectives without channels (and one direction) repeat the same objective per key.
-    chunk = len(keys) if batch is None else max(1, int(batch))
+    if batch is not None and int(batch) < 1:
+        raise VisualizeError(f"batch must be at least 1 image per pass, not {batch}")
+    chunk = len(keys) if batch is None else int(batch)
 
     store = None
     found: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
@@ -955,4 +957,19 @@ def _check_keys(
     bad = [k for k in keys if not 0 <= k < count]
     if bad:
         where = f"layer {layer!r}" if module is not None else "the model's output"
-        raise VisualizeError(f"{where} has {count} {what}; {bad[:5]} out of range")
+        # Every key named (as ranges, so 0-200 stays short) and the range there is.
+        asked = "is" if len(bad) == 1 else f"{len(bad)} asked for are"
+        raise VisualizeError(
+            f"{where} has {count} {what} (0-{count - 1}); {asked} out of range: {_ranges(bad)}"
+        )
+
+
+def _ranges(keys: Sequence[int]) -> str:
+    """``[64, 65, 66, 70]`` -> ``"64-66,70"`` (the CLI's ``--channels`` form)."""
+    runs: list[list[int]] = []
+    for k in sorted(keys):
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
