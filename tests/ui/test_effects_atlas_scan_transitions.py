@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from PIL import Image
+from PySide6.QtCore import Qt
 
 from actviz.ui.atlas.view import EMPTY_TEXT
 from actviz.ui.dataset.dialog import ScanSpec
@@ -112,3 +113,47 @@ def test_an_input_far_from_the_dataset_is_in_view(actviz_window, qtbot, tmp_path
     (fx0, fx1), (fy0, fy1) = view.box.viewRange()
     assert fx1 - fx0 < np.ptp(coords[:, 0]) * 1.5
     assert fy1 - fy0 < np.ptp(coords[:, 1]) * 1.5
+
+
+def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
+    actviz_window, qtbot, tmp_path
+):
+    win = actviz_window()
+    window = win.window
+    window.load_demo()
+    qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
+    win.wait_idle()
+    assert "fc" in window.session.ticked
+    win.run_and_wait()
+    folder = tmp_path / "images"
+    _write_images(folder)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), ("fc",), 3, batch_size=4))
+    dock = dataset.dock
+    assert dock.current_layer() == "fc"
+    runs: list[int] = []
+    window.run_finished.connect(lambda: runs.append(1))
+    table = dock.table
+    index = table.proxy.index(0, 0)
+    channel = table.channel_at(0)
+    qtbot.mouseClick(
+        table.viewport(), Qt.MouseButton.LeftButton, pos=table.visualRect(index).center()
+    )
+    # The classifier's scores are bars, not maps: nothing runs again (it did, and nothing
+    # opened), and the dock says why, with the channel's best images.
+    assert not window.is_busy() and runs == []
+    text = dock.message_label.text()
+    assert text.startswith(f"fc ch {channel} has no maps to open large")
+    best = dataset.scan.top("fc", channel)[0].source.split("/")[-1]
+    assert f"Its top images: {best} (" in text
+    assert dock.message_label.isVisible()
+    # Not ticked: it is ticked and run (the click's usual way), then said the same way.
+    win.untick("fc")
+    win.run_and_wait()
+    dock.set_message("")
+    with win.expect_run():
+        assert not dataset.open_channel("fc", channel)
+    assert "fc" in window.session.ticked
+    assert dock.message_label.text().startswith(f"fc ch {channel} has no maps to open large")

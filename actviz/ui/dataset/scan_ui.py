@@ -23,6 +23,7 @@ from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.dataset.table import layer_figures
 from actviz.ui.dataset.topk import TopKGrid, source_name
 from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.panels import style
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ K_KEY = "dataset/k"
 LAYERS_KEY = "dataset/layers"
 #: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
 SKIPPED_NAMED = 3
+#: Top images named in the dock for a channel without maps to open.
+TOP_NAMED = 5
 
 
 class DatasetScanUI(FeatureBase, QObject):
@@ -167,6 +170,13 @@ class DatasetScanUI(FeatureBase, QObject):
         if self.window.open_channel(layer, channel):
             self._pending_open = None
             return True
+        result = self.session.result
+        if result is not None and layer in result.layers:
+            # Shown, but not as maps (a classifier's scores, a token sequence): running
+            # again would open nothing either (it re-ran and nothing happened).
+            self._pending_open = None
+            self._say_no_maps(layer, channel)
+            return False
         self._pending_open = (layer, int(channel))
         if not self.session.is_ticked(layer):
             self.session.set_ticked([layer], True)
@@ -368,8 +378,26 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def _on_run_finished(self) -> None:
         pending, self._pending_open = self._pending_open, None
-        if pending is not None:
-            self.window.open_channel(*pending)
+        if pending is not None and not self.window.open_channel(*pending):
+            self._say_no_maps(*pending)
+
+    def _say_no_maps(self, layer: str, channel: int) -> None:
+        """Say in the dock that ``layer``'s channel cannot open large, with its top images
+        (the channel view shows maps only; the dataset's answer is still worth reading)."""
+        result = self.session.result
+        prepared = result.layers.get(layer) if result is not None else None
+        shape = getattr(prepared, "shape", None)
+        what = f" (its output is {tuple(shape)})" if shape else ""
+        text = f"{layer} ch {channel} has no maps to open large{what}."
+        scan = self.scans.scan
+        if scan is not None and layer in tuple(scan.layers):
+            top = scan.top(layer, channel)[:TOP_NAMED]
+            if top:
+                named = ", ".join(
+                    f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top
+                )
+                text += f" Its top images: {named}."
+        self.dock.set_message(text)
 
     def _on_channel_changed(self, layer: str, channel: int) -> None:
         if channel < 0 or not self.scans.covers(layer):
