@@ -94,7 +94,9 @@ def run(
     progress: Callable[[str], None],
 ) -> int:
     """Run ``actviz visualize``; 0 on success (errors are raised, the CLI prints them)."""
-    from actviz.analysis.visualize import layer_channels, visualize
+    from pathlib import Path
+
+    from actviz.analysis.visualize import layer_channels, visualize, visualize_settings
     from actviz.analysis.visualize_export import write_visualization
 
     if args.target and args.layer:
@@ -102,6 +104,17 @@ def run(
     if not args.target and not args.layer:
         raise ValueError("give --layer (see `actviz info --model ...` for names) or --target")
     channels = parse_channels(args.channels) if args.channels else None
+    # What can be told without the model is told before it is opened and optimised: the
+    # settings' values and whether the pictures can be written at all.
+    visualize_settings(steps=args.steps, size=args.size, lr=args.lr)
+    if args.batch is not None and args.batch < 1:
+        raise ValueError(f"--batch: batch must be at least 1 image per pass, not {args.batch}")
+    out = Path(args.out)
+    if not out.is_dir():
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--out: cannot make the folder {args.out}: {exc.strerror}") from None
     loaded = open_model(args)
     if channels is None:
         if args.target:
