@@ -13,6 +13,7 @@ tensor of the wrong rank or channel count is refused with a message that says wh
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import pickle
@@ -27,8 +28,8 @@ import torch
 from torch import nn
 
 from actviz.core.inputs import forward_takes_list, list_layout
-from actviz.io.checkpoints import FileFormat, one_line, sniff_format
-from actviz.io.errors import InputError
+from actviz.io.checkpoints import FileFormat, extract_weights, one_line, sniff_format
+from actviz.io.errors import InputError, ModelLoadError
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -296,6 +297,8 @@ def _open_value(
         raise InputError(f"{src}: file is empty")
     if fmt in _TENSOR_FORMATS:
         value, word = _read_tensor_file(path, src, fmt)
+        if isinstance(value, dict):
+            _check_keywords(value, src, model if model is not None else loaded_model)
         return _from_value(value, src, "tensor", word, exp)
     if fmt in (FileFormat.TORCHSCRIPT, FileFormat.EXPORT):
         raise InputError(f"{src}: is a model file ({fmt}), not an input")
@@ -586,10 +589,71 @@ def _tensor_structure(obj: Any, src: str) -> Any:
     if isinstance(obj, dict):
         if not obj or not all(isinstance(k, str) for k in obj):
             raise InputError(f"{src}: holds a dict whose keys are not all argument names")
+        weights = _model_weights(obj)
+        if weights:
+            # A checkpoint picked in Open input by mistake: it would be passed as keyword
+            # inputs and fail in the model's forward with an unexpected keyword argument.
+            raise InputError(
+                f"{src}: holds {weights}, not an input; open it as the model "
+                "(File > Open model…, or --model on the command line)"
+            )
+        if not any(isinstance(v, torch.Tensor) for v in obj.values()):
+            raise InputError(
+                f"{src}: holds a dict of {_summary(obj)[1:-1]}, not tensors; expected a tensor, "
+                "a tuple/list of tensors or a dict of tensors (keyword inputs)"
+            )
         return dict(obj)
     raise InputError(
         f"{src}: holds a {type(obj).__name__}; expected a tensor, a tuple/list of tensors "
         "(positional inputs) or a dict of tensors (keyword inputs)"
+    )
+
+
+# Parameter names ending the keys of a state_dict (a dict of keyword inputs has none of them).
+_WEIGHT_KEY = re.compile(
+    r"\.(weight|bias|running_mean|running_var|num_batches_tracked|in_proj_\w+)$"
+)
+
+
+def _model_weights(obj: dict[str, Any]) -> str:
+    """What model weights ``obj`` holds, e.g. "model weights (a state_dict of 122 tensors,
+    e.g. conv1.weight)"; "" when it does not look like a checkpoint."""
+    try:
+        found, where = extract_weights(obj, "")
+    except ModelLoadError:
+        return ""
+    if not isinstance(found, dict):
+        return f"a whole model ({type(found).__name__})"
+    if where:
+        return f"a training checkpoint (model weights under {where})"
+    named = [k for k in found if _WEIGHT_KEY.search(k)]
+    if not named or len(named) * 2 < len(found):
+        return ""
+    return f"model weights (a state_dict of {len(found)} tensors, e.g. {', '.join(named[:2])})"
+
+
+def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
+    """Refuse keyword inputs the model's forward does not take, before the run fails."""
+    module = getattr(model, "model", model)
+    if not isinstance(module, nn.Module):
+        return
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in params if p.kind in kinds]
+    unknown = [k for k in value if k not in names]
+    if not unknown:
+        return
+    cls = getattr(module, "original_name", None) or type(module).__name__
+    shown = ", ".join(repr(k) for k in unknown[:4]) + (", ..." if len(unknown) > 4 else "")
+    takes = ", ".join(names) if names else "no keyword inputs"
+    raise InputError(
+        f"{src}: holds keyword inputs {shown}, but {cls}.forward takes {takes}; "
+        "save a tensor (or a dict keyed by those names)"
     )
 
 
@@ -654,13 +718,22 @@ def _move(value: Any, exp: ExpectedInput) -> Any:
     return value
 
 
+# A tuple or dict with more entries than this is described by its first few (status lines).
+_SUMMARY_ITEMS = 6
+
+
 def _summary(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        return f"{'x'.join(str(s) for s in value.shape)} {str(value.dtype).replace('torch.', '')}"
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_summary(v) for v in value) + ")"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_summary(v)}" for k, v in value.items()) + "}"
+        shape = "x".join(str(s) for s in value.shape) or "scalar"
+        return f"{shape} {str(value.dtype).replace('torch.', '')}"
+    if isinstance(value, (tuple, dict)):
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        parts = [
+            f"{k}: {_summary(v)}" if isinstance(value, dict) else _summary(v) for k, v in items
+        ]
+        if len(parts) > _SUMMARY_ITEMS:
+            parts = parts[:4] + [f"... ({len(parts) - 4} more)"]
+        return ("{%s}" if isinstance(value, dict) else "(%s)") % ", ".join(parts)
     return type(value).__name__
 
 
