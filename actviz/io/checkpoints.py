@@ -14,6 +14,7 @@ import logging
 import os
 import pickle
 import re
+import sys
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -200,11 +201,70 @@ def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> 
     except (RuntimeError, ValueError, OSError, zipfile.BadZipFile) as exc:
         raise ModelLoadError(f"{path}: corrupt or truncated checkpoint ({one_line(exc)})") from exc
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return _load_trusted(path)
+    except ModelLoadError:
+        raise
     except Exception as exc:  # arbitrary code ran: any error type is possible
         raise ModelLoadError(
             f"{path}: could not unpickle ({type(exc).__name__}: {one_line(exc)})"
         ) from exc
+
+
+def _load_trusted(path: str) -> Any:
+    """Fully unpickle ``path``, looking for the classes' modules beside it too.
+
+    A pickle names its classes by module. The ``actviz`` console script's ``sys.path``
+    starts at its own folder, not the folder the user works in, so ``mynet.py`` next to the
+    checkpoint (or in the working folder) is tried before giving up.
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except ModuleNotFoundError as exc:
+        first = exc
+    except AttributeError as exc:
+        raise ModelLoadError(_missing_class_text(path, exc)) from exc
+    folders = [
+        f
+        for f in dict.fromkeys([str(Path(path).resolve().parent), os.getcwd()])
+        if f not in sys.path
+    ]
+    sys.path[:0] = folders
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except ModuleNotFoundError as exc:
+        name = (exc.name or first.name or "?").split(".")[0]
+        raise ModelLoadError(
+            f"{path}: the pickled model needs the Python module {name!r}, which cannot be "
+            f"imported; run actviz from the folder that holds {name}.py, or add that folder "
+            "to PYTHONPATH"
+        ) from exc
+    except AttributeError as exc:
+        raise ModelLoadError(_missing_class_text(path, exc)) from exc
+    finally:
+        for folder in folders:
+            try:
+                sys.path.remove(folder)
+            except ValueError:
+                pass
+
+
+def _missing_class_text(path: str, exc: AttributeError) -> str:
+    """Why a pickle's class is missing from its module, with what to do instead."""
+    match = re.search(r"attribute '([\w.]+)' on <module '([\w.]+)'", str(exc))
+    if match is None:
+        return f"{path}: could not unpickle (AttributeError: {one_line(exc)})"
+    cls, module = match.groups()
+    if module.endswith("__main__"):
+        return (
+            f"{path}: the model's class {cls} was defined in the script that saved it "
+            "(__main__), so the pickle cannot find it; save model.state_dict() instead and "
+            f"open it with the architecture named (--arch yourscript.py:{cls}, or the "
+            "architecture field of File > Open model)"
+        )
+    return (
+        f"{path}: the pickled model needs class {cls} from module {module!r}, which no longer "
+        f"has it (renamed or moved since the file was saved)"
+    )
 
 
 def export_needs_trust(path: str | os.PathLike[str]) -> str:
