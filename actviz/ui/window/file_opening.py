@@ -131,6 +131,9 @@ class FileOpening:
         #: The input the user asked for last and why it did not open (None: it did); the input put
         #: in its place says so, since opening that one clears the error.
         self._input_failure: tuple[str, str] | None = None
+        #: The status bar note shown about the model adopted last (its guessed architecture),
+        #: taken down when another model is adopted.
+        self._note = ""
         actions.open_model_action.triggered.connect(self._on_open_model_triggered)
         actions.open_input_action.triggered.connect(self._on_open_input_triggered)
         actions.sample_combo.activated.connect(self._on_sample_activated)
@@ -343,9 +346,9 @@ class FileOpening:
             self._refresh_recent_menus()
         guessed = guessed_arch_text(loaded) if not request.arch else ""
         self._refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
-        if guessed:
-            # The status text changes with the first run; the status bar message stays a while.
-            self._show_note(guessed)
+        # The status text changes with the first run; the status bar message stays a while,
+        # and only while the model it is about is shown.
+        self._show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
     def _on_model_load_errored(self, gen: int, error: BaseException) -> None:
@@ -660,10 +663,17 @@ class FileOpening:
         dialog.deleteLater()
 
     def _show_note(self, text: str) -> None:
+        """Show ``text`` about the model just adopted in the status bar for 20 s ("": none);
+        the previous model's note goes, a message of anything else stays."""
         parent = self._parent()
         bar = parent.statusBar() if parent is not None and hasattr(parent, "statusBar") else None
-        if bar is not None:
+        if bar is None:
+            return
+        if text:
             bar.showMessage(text, 20_000)
+        elif self._note and bar.currentMessage() == self._note:
+            bar.clearMessage()
+        self._note = text
 
     def _on_open_input_triggered(self) -> None:
         start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
