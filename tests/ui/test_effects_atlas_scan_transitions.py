@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 from PySide6.QtCore import Qt
 
+from actviz.ui.atlas.feature import FAR_OFF_MAP
 from actviz.ui.atlas.view import EMPTY_TEXT
 from actviz.ui.dataset.dialog import ScanSpec
 from tests.ui.tiny_models import TinyCNN
@@ -32,11 +33,12 @@ def _input() -> torch.Tensor:
 
 
 def _write_images(folder, count: int = 6) -> None:
-    """``count`` 24x24 PNGs of noise around a mid grey (one look: a tight cluster of dots)."""
+    """``count`` 24x24 PNGs of noise around grey levels from dark to mid (a line of dots)."""
     folder.mkdir()
     rng = np.random.default_rng(0)
     for i in range(count):
-        pixels = np.clip(128 + rng.normal(0, 20, (24, 24, 3)), 0, 255).astype(np.uint8)
+        level = 40 + 20 * i
+        pixels = np.clip(level + rng.normal(0, 10, (24, 24, 3)), 0, 255).astype(np.uint8)
         Image.fromarray(pixels).save(folder / f"img{i}.png")
 
 
@@ -84,28 +86,44 @@ def test_another_model_leaves_no_line_of_the_map_before(actviz_window, qtbot, tm
     assert view.status_label.text() == ""
 
 
-def test_an_input_far_from_the_dataset_is_in_view(actviz_window, qtbot, tmp_path):
+def test_an_input_away_from_the_dataset_is_in_view(actviz_window, qtbot, tmp_path):
     win = actviz_window()
     atlas = _demo_with_atlas(win, qtbot, tmp_path)
     window = win.window
     window.show_tab(atlas.view)
     win.settle()
     view = atlas.view
-    (x0, x1), (y0, y1) = view.box.viewRange()
-    # A saturated input, nothing like the grey folder: it lands far from every dot.
-    win.set_input(torch.full((1, 3, 64, 64), 6.0))
+    # The window's input placed as every result is (a darker grey than the folder's).
+    dark = tmp_path / "dark.png"
+    Image.fromarray(np.full((24, 24, 3), 5, np.uint8)).save(dark)
+    assert window.open_input_source(str(dark), wait=True)
     win.run_and_wait()
     qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=TIMEOUT_MS)
-    x, y = view.marker_position()
-    span = max(x1 - x0, y1 - y0)
-    far = abs(x - (x0 + x1) / 2) > span or abs(y - (y0 + y1) / 2) > span
-    assert far, "the test's input should land well outside the dots' view"
-    (vx0, vx1), (vy0, vy1) = view.box.viewRange()
-    assert vx0 < x < vx1 and vy0 < y < vy1, "the star is off screen"
-    # The dots are still all in view.
     coords = atlas.atlas.coords
-    assert vx0 <= coords[:, 0].min() and coords[:, 0].max() <= vx1
-    assert vy0 <= coords[:, 1].min() and coords[:, 1].max() <= vy1
+
+    def in_view(x: float, y: float) -> bool:
+        (vx0, vx1), (vy0, vy1) = view.box.viewRange()
+        return vx0 <= x <= vx1 and vy0 <= y <= vy1
+
+    assert in_view(*view.marker_position())
+    # A place past the dots' view (an input unlike the dataset): the view widens to hold
+    # the star (it was off screen, as if the input had not been placed), dots kept in view.
+    view.box.autoRange(padding=0.05)
+    (x0, x1), (y0, y1) = view.box.viewRange()
+    away = np.array([x1 + 1.5 * (x1 - x0), y0 - 0.5 * (y1 - y0)])
+    atlas._show_input(away, atlas.nearest)
+    assert in_view(*away), "the star is off screen"
+    assert all(in_view(x, y) for x, y in coords[:, :2])
+    assert FAR_OFF_MAP not in view.nearest_title.text()
+    # Much farther away: widening to it would shrink the dots to a speck, so the view stays
+    # and the tab says where the star is.
+    before = view.box.viewRange()
+    (x0, x1), (y0, y1) = before
+    far = np.array([x1 + 50 * (x1 - x0), y0])
+    atlas._show_input(far, atlas.nearest)
+    assert view.marker_position() == (float(far[0]), float(far[1]))
+    assert np.allclose(view.box.viewRange(), before)
+    assert view.nearest_title.text().endswith(FAR_OFF_MAP)
     # A map fitted again (another layer's, say) fits its own dots: the star of the map
     # before no longer stretches the view.
     view.set_coords(coords, atlas._colouring())

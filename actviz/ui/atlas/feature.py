@@ -33,6 +33,9 @@ NEAREST_K = 8
 SELECTION_THUMBS = 24
 #: Channels listed for a selection.
 SEPARATING_K = 10
+#: What the nearest images' title adds when the input's star lies too far off the map to
+#: widen the view to it.
+FAR_OFF_MAP = "the input lies far off the map, out of view (zoom out to see its star)"
 
 
 def classifier_layer(scan: Any, categories: Any) -> str | None:
@@ -240,7 +243,7 @@ class AtlasFeature(FeatureBase, QObject):
         self._show_input(np.asarray(xy).reshape(-1)[:2], atlas.nearest(vector, NEAREST_K))
 
     def _show_input(self, xy: np.ndarray | None, nearest: tuple[Any, ...]) -> None:
-        self.view.set_marker(xy)
+        in_view = self.view.set_marker(xy)
         self.nearest = tuple(nearest)
         row_of = self._row_of()
         rows = [row_of.get(int(n.index), -1) for n in self.nearest]
@@ -252,11 +255,14 @@ class AtlasFeature(FeatureBase, QObject):
                 if r >= 0
             ]
         )
-        self.view.nearest_title.setText(
+        title = (
             f"Nearest in the dataset ({self.atlas.layer}, cosine)"
             if xy is not None
             else "Nearest in the dataset: run an input"
         )
+        if xy is not None and not in_view:
+            title += f" · {FAR_OFF_MAP}"
+        self.view.nearest_title.setText(title)
 
     def _row_of(self) -> dict[int, int]:
         indices = self.atlas.embeddings.indices

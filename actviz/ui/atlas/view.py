@@ -45,6 +45,9 @@ SELECTION_RGB = np.array([255, 140, 0], np.uint8)
 THUMB = 72
 #: Room left beyond the input's star when the view widens to show it (a share of the span).
 MARKER_MARGIN = 0.06
+#: At most this many times the view's width (and height) to show the star: beyond, the
+#: dots would shrink to a speck, and the star stays out of view (the tab says so).
+MAX_WIDEN = 4.0
 #: Below this width the tab shows the strips under the map, not beside it (beside, a 1024 px
 #: window with its docks left the map a hundred pixels wide and the strips cut).
 NARROW_TAB_PX = 560
@@ -599,30 +602,33 @@ class AtlasView(QWidget):
         else:
             self.colour_bar.hide()
 
-    def set_marker(self, xy: np.ndarray | None) -> None:
-        """The current input's place (None: not on the map). A place outside the view
-        widens the view to hold it: an input unlike the dataset lands far from its dots, and
-        a star off screen looked like no star at all."""
+    def set_marker(self, xy: np.ndarray | None) -> bool:
+        """The current input's place (None: not on the map). Returns whether the star is in
+        view. A place outside the view widens the view to hold it (an input unlike the
+        dataset lands away from its dots, and a star off screen looked like no star at all),
+        unless that would make the view more than :data:`MAX_WIDEN` times as large: the dots
+        would shrink to a speck, so the view stays and the star is out of it."""
         if xy is None:
             self.marker.setData([], [])
-            return
+            return False
         x, y = float(xy[0]), float(xy[1])
         self.marker.setData([x], [y])
         if not (np.isfinite(x) and np.isfinite(y)):
-            return
+            return False
         (x0, x1), (y0, y1) = self.box.viewRange()
         if x0 <= x <= x1 and y0 <= y <= y1:
-            return
+            return True
         # The view grows (never shrinks): the dots seen so far stay seen, the star at a
         # margin of MARKER_MARGIN of the new span from the edge.
         nx0, nx1 = min(x0, x), max(x1, x)
         ny0, ny1 = min(y0, y), max(y1, y)
         mx, my = MARKER_MARGIN * (nx1 - nx0), MARKER_MARGIN * (ny1 - ny0)
-        self.box.setRange(
-            xRange=(nx0 - (mx if x < x0 else 0), nx1 + (mx if x > x1 else 0)),
-            yRange=(ny0 - (my if y < y0 else 0), ny1 + (my if y > y1 else 0)),
-            padding=0,
-        )
+        xr = (nx0 - (mx if x < x0 else 0), nx1 + (mx if x > x1 else 0))
+        yr = (ny0 - (my if y < y0 else 0), ny1 + (my if y > y1 else 0))
+        if xr[1] - xr[0] > MAX_WIDEN * (x1 - x0) or yr[1] - yr[0] > MAX_WIDEN * (y1 - y0):
+            return False
+        self.box.setRange(xRange=xr, yRange=yr, padding=0)
+        return True
 
     def marker_position(self) -> tuple[float, float] | None:
         x, y = self.marker.getData()
