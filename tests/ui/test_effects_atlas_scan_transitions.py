@@ -175,3 +175,36 @@ def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
         assert not dataset.open_channel("fc", channel)
     assert "fc" in window.session.ticked
     assert dock.message_label.text().startswith(f"fc ch {channel} has no maps to open large")
+
+
+def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
+    from tests.ui.test_dataset_scan import Gate, write_folder
+
+    win = actviz_window()
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "images"
+    write_folder(folder)
+    gate = Gate(window.session.model)
+    handle = window.session.model.register_forward_pre_hook(gate)
+    try:
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
+        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        assert window.commands.cancel_action.isEnabled()
+        win.set_model(_tiny(), LAYERS)
+        gate.active = False
+        gate.open.set()
+        dock = dataset.dock
+        assert not dataset.is_busy() and not dock.progress_box.isVisible()
+        assert dock.summary_label.text() == "No dataset scanned"
+        # The dock said nothing: the scan just vanished.
+        assert dock.message_label.text().startswith(
+            "The scan of images stopped: another model was opened."
+        )
+        assert dock.message_label.isVisible()
+        assert not window.commands.cancel_action.isEnabled()
+    finally:
+        gate.open.set()
+        handle.remove()

@@ -297,8 +297,18 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_message(f"No channel figures for {layer}: {exc}", error=True)
 
     def _on_model_changed(self) -> None:
+        # A scan of the model before stops with it (its copy's results would not be this
+        # model's); said, or the dock just went blank mid-scan.
+        stopped = self.scans.spec if self.scans.is_scanning() else None
         self.scans.forget()
         self.dock.clear()
+        if stopped is not None:
+            self.window.refresh_busy()  # Esc no longer has a scan to stop
+            self.dock.set_message(
+                f"The scan of {Path(stopped.folder).name} stopped: another model was opened. "
+                "The batches scanned are saved for the model before; Scan… scans the folder "
+                "with this one."
+            )
         self._pending_open = None
         self._awaiting_input = False
         self._grid_key = None
