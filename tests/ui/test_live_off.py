@@ -51,31 +51,3 @@ def test_another_model_runs_on_the_unperturbed_input(actviz_window):
     win.wait_idle()
     assert live.perturbation.is_identity()
     assert torch.equal(win.window.result.capture.inputs, win.window.session.input.value)
-
-
-def test_closing_the_live_dock_goes_back_to_the_opened_input(actviz_window):
-    """A sequence played and paused, then the dock closed: live mode is off as the guide says.
-    The window shows the opened input again at once, the status bar no longer says "live
-    paused", and Run runs the opened input (it re-ran the last frame of the sequence)."""
-    from actviz.ui.live.frames import TensorFrames
-
-    win = actviz_window(_tiny(), _input(), ["conv1", "fc"])
-    win.run_and_wait()
-    feature = win.feature("live")
-    live = feature.controller
-    frames = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(5))
-    feature.dock.show()
-    live.set_source(TensorFrames(frames, "clip"))
-    live.step(2)
-    win.qtbot.waitUntil(lambda: live.idle and bool(win.window.result.origin), timeout=60_000)
-    assert feature.status_label.text() == "live paused"
-    with win.expect_run():
-        feature.dock.close()
-    win.wait_idle()
-    assert not live.engaged
-    assert feature.status_label.text() == ""
-    assert not win.window.result.origin
-    assert torch.equal(win.window.result.capture.inputs, win.window.session.input.value)
-    assert "frame" not in win.window.model_dock.input_preview.caption_label.text()
-    result = win.run_and_wait()
-    assert torch.equal(result.capture.inputs, win.window.session.input.value)

@@ -596,7 +596,7 @@ class LiveControls(QDockWidget):
         self.controller.window.session.input_changed.disconnect(self._on_session_input_changed)
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt name
-        # Closing the dock pauses playback at once; LiveMode.switch_off drops the rest.
+        # Closing the dock pauses playback; perturbations stay until reset.
         self.controller.pause()
         super().closeEvent(event)
 

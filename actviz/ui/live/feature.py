@@ -5,12 +5,10 @@ dock starts closed (or where a saved layout put it) and comes up when live mode 
 source chosen or Play pressed. Playback shortcuts work with the dock closed; the frame rate and
 memory held stay in the status bar.
 
-Closing the dock switches live mode off: playback stops, the sequence (folder, tensor frames,
-webcam) and every perturbation (noise, brightness, contrast, occlusion patch: set in the dock,
-they must not act unseen) are dropped, and the window shows the opened input again at once.
-(Keeping the sequence left its last frame on screen with "live paused" and no dock to say so,
-and Run re-ran that frame.) Opening another model resets the perturbations too: they were set
-up on the old model's input.
+Closing the dock pauses playback and drops every perturbation (noise, brightness, contrast,
+occlusion patch: set in the dock, they must not act unseen), so the window's own runs show the
+opened input again; a sequence stays loaded for the playback shortcuts. Opening another model
+resets the perturbations too: they were set up on the old model's input.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.live.controller import LiveController
 from actviz.ui.live.dock import LiveControls, show_dock
-from actviz.ui.live.frames import StillFrame
 
 __all__ = ["DOCK_WIDTH", "LiveMode"]
 
@@ -93,15 +90,12 @@ class LiveMode(FeatureBase):
         self.status_label.setText(f"live {st.state_text()}" if on else "")
 
     def switch_off(self) -> None:
-        """The dock closed: stop playing, drop the perturbations, the sequence and the model's
-        copy; the window runs its opened input again."""
+        """The dock closed: stop playing, drop the perturbations and the model's copy."""
         c = self.controller
         c.pause()
         c.drop_model_copy()
         if not c.perturbation.is_identity():
             self.dock.reset_perturbation()
-        if c.source is not None and not isinstance(c.source, StillFrame):
-            c.set_source(None)  # also stops a webcam; the window runs its opened input
         if not c.engaged:
             self.status_label.setText("")
 
