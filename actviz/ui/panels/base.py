@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -67,9 +68,10 @@ class PanelBase(QtWidgets.QFrame):
         outer.addLayout(self.content, 1)
         self._selected = False
 
-    def set_title(self, text: str) -> None:
-        """Replace the panel's title line."""
-        self.title_label.setText(text)
+    def set_title(self, text: str, fallbacks: Sequence[str] = ()) -> None:
+        """Replace the panel's title line; ``fallbacks``: shorter titles, in order, for a
+        panel too narrow to show it (see :meth:`ElidedLabel.set_text`)."""
+        self.title_label.set_text(text, fallbacks)
 
     def title(self) -> str:
         """The panel's current title line."""

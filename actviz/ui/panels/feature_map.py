@@ -708,12 +708,15 @@ class LayerPanel(PanelBase):
 
     # -- helpers ---------------------------------------------------------------------------
     def _update_title(self) -> None:
-        parts = [self.name or "(model)"]
+        name = self.name or "(model)"
+        parts = [name]
         if self._module_type:
             parts.append(self._module_type)
         if self._shape_text:
             parts.append(self._shape_text)
-        self.set_title(" · ".join(parts))
+        # A narrow column drops the type, then the shape, before it cuts the layer's name.
+        shorter = [f"{name} · {self._shape_text}"] if self._shape_text else []
+        self.set_title(" · ".join(parts), [*shorter, name])
 
     def _update_page_bar(self, mosaic: Mosaic | None) -> None:
         if mosaic is not None and mosaic.order is not None:

@@ -7,6 +7,7 @@ so the look does not depend on (or leak into) global pyqtgraph state.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -99,10 +100,33 @@ class ElidedLabel(QtWidgets.QLabel):
             QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
         )
         self.setMinimumWidth(40)
+        self._fallbacks: tuple[str, ...] = ()
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
+        """Show ``text``; shorter versions set for the previous text are forgotten."""
+        self._fallbacks = ()
+        super().setText(text)
+
+    def set_text(self, text: str, fallbacks: Sequence[str] = ()) -> None:
+        """Show ``text``, or where it does not fit the first of ``fallbacks`` that does (the
+        last one shortened with "…" when none fits).
+
+        A panel title "features.block2 · ConvBlock · 32×32×32" in a narrow column keeps the
+        layer's name whole ("features.block2 · 32×32×32", then "features.block2") instead of
+        cutting it to "featu…32×32".
+        """
+        super().setText(text)
+        self._fallbacks = tuple(fallbacks)
+        self.update()
 
     def shown_text(self) -> str:
         """The text as drawn at the label's current width ("…" where it is shortened)."""
         metrics, width, text = self.fontMetrics(), self.contentsRect().width(), self.text()
+        if self._fallbacks and metrics.horizontalAdvance(text) > width:
+            for shorter in self._fallbacks:
+                if metrics.horizontalAdvance(shorter) <= width:
+                    return shorter
+            text = self._fallbacks[-1]
         cut = text.find(self._keep_after) if self._keep_after else -1
         if cut > 0 and metrics.horizontalAdvance(text) > width:
             head, tail = text[:cut], text[cut:]
