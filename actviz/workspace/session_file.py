@@ -853,8 +853,20 @@ def load_state(path: str | os.PathLike[str]) -> SessionState:
         missing member. Nothing is changed either way.
     """
     path = Path(path)
+    if path.is_dir():
+        raise _fail(path, "is a folder, not a session file")
     if not path.is_file():
         raise _fail(path, "no such session file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise _fail(path, f"cannot read the session file ({exc})") from None
+    if not head:
+        raise _fail(path, "the file is empty (0 bytes), not a session")
+    if not head.startswith(b"PK"):
+        # Not "damaged": a file of another kind was picked (a session is a zip archive).
+        raise _fail(path, "not an actviz session file (a session is a zip archive; this is not)")
     try:
         with zipfile.ZipFile(path) as zf:
             return _load(path, zf)
@@ -869,6 +881,12 @@ def load_state(path: str | os.PathLike[str]) -> SessionState:
 def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
     names = zf.namelist()
     if _MANIFEST not in names:
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            raise _fail(
+                path,
+                "not an actviz session file: it is a PyTorch file (torch.save); open it as a "
+                "model (File > Open model…, --model)",
+            )
         raise _fail(path, "not an actviz session file (no manifest.json)")
     bad = zf.testzip()
     if bad is not None:

@@ -428,7 +428,7 @@ def test_damaged_and_incomplete_files_are_refused(saved, tmp_path):
     with pytest.raises(SessionFileError, match="damaged session file"):
         load_state(tmp_path / "a.actviz")
     (tmp_path / "plain.actviz").write_text("hello")
-    with pytest.raises(SessionFileError, match="not a readable zip"):
+    with pytest.raises(SessionFileError, match="not an actviz session file"):
         load_state(tmp_path / "plain.actviz")
     with pytest.raises(SessionFileError, match="no such session file"):
         load_state(tmp_path / "nowhere.actviz")
