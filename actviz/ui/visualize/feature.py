@@ -65,7 +65,6 @@ class VisualizeFeature(FeatureBase, QObject):
         self._pending = False
 
         self.section.requested.connect(self.synthesise)
-        self.section.cancel_requested.connect(self.cancel)
         self.section.settings_changed.connect(self._show_cached)
         self.channel_view.channel_changed.connect(self._on_channel_changed)
         #: The synthesis on the capture worker (its context: the key it computes).
@@ -81,6 +80,9 @@ class VisualizeFeature(FeatureBase, QObject):
             log_as="feature visualisation",
             on_finished=self._on_synthesised,
         )
+        # The section's Cancel stops its own synthesis only; Esc (:meth:`cancel`) stops the
+        # page in the What channels want dock too.
+        self.section.cancel_requested.connect(self._on_section_cancel_requested)
         self.session.model_changed.connect(self._on_model_changed)
         self.lookups.signals.finished.connect(self._on_lookup_finished)
         self.lookups.signals.errored.connect(self._on_lookup_errored)
@@ -338,6 +340,9 @@ class VisualizeFeature(FeatureBase, QObject):
             return
         self.section.setVisible(True)
         self._show_cached()
+
+    def _on_section_cancel_requested(self) -> None:
+        self.job.cancel()
 
     def _forget_lookup(self) -> None:
         self._asked, self._pending = None, False

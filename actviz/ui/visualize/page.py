@@ -128,6 +128,7 @@ class PageVisualiser(QObject):
         )
         self._signals.copied.connect(self._on_copied)
         host.worker.signals.started.connect(self._check_copy)
+        host.worker.signals.cancelled.connect(self._on_worker_cancelled)
         host.run_started.connect(self._check_copy)
 
     # ========================================================================== state
@@ -174,7 +175,16 @@ class PageVisualiser(QObject):
         self.dock.setVisible(True)
         self.dock.raise_()
         self.dock.set_busy(True)
-        self.dock.set_message(self._synthesising())
+        held = self._copy is not None and self._copy[0] is self.session.model
+        if not held and self.host.worker.is_busy():
+            # The copy is made on the capture worker after what it runs now, which may be a
+            # synthesis of minutes: say what the page waits for, not that it synthesises.
+            self.dock.set_message(
+                "Waiting for the model (What it wants or a run is using it), then "
+                f"{self._synthesising()[0].lower()}{self._synthesising()[1:]}"
+            )
+        else:
+            self.dock.set_message(self._synthesising())
         self.job.progress = (0, 0)
         if not self._copy_pending:  # else the copy asked for starts this page when made
             self._with_copy(self._start)
@@ -448,6 +458,14 @@ class PageVisualiser(QObject):
         if self._copy_pending and gen is not None and self.host.worker.is_stale(gen):
             # A run superseded the copy's job, maybe before it ran: ask again behind it (the
             # first copy made is taken).
+            self._with_copy(self._then)
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        # A cancel meant for another job of the capture worker (What it wants' Cancel button
+        # cancels every current job there) also stopped the copy queued behind it, which
+        # then never reports: the page waited for ever. Ask again (Esc stops the page first,
+        # so a wait meant to end is no longer pending here).
+        if self._copy_pending and gen == self._copy_gen and not self._closed:
             self._with_copy(self._then)
 
     def _on_copied(self, model: Any, model_copy: Any, error: Any) -> None:
