@@ -399,10 +399,15 @@ def test_progress_text_eta_and_skipped_files_read_well():
         for i in range(5)
     )
     assert skipped_text(skipped[:1]) == (
-        "Skipped 1 unreadable file: bad0.png (cannot identify image file 'bad0.png')."
+        "Skipped 1 unreadable file: bad0.png (cannot identify image file)."
     )
-    assert skipped_text(skipped).endswith(
-        "bad2.png (cannot identify image file 'bad2.png') and 2 more."
+    # The same reason is said once for the files named (it filled the dock once per file).
+    assert skipped_text(skipped) == (
+        "Skipped 5 unreadable files: bad0.png, bad1.png, bad2.png (cannot identify image "
+        "file) and 2 more."
+    )
+    assert skipped_text((("/d/a.png", "damaged"), ("/d/b.txt", "/d/b.txt: not an image"))) == (
+        "Skipped 2 unreadable files: a.png (damaged); b.txt (not an image)."
     )
 
 

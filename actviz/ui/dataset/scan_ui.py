@@ -483,16 +483,27 @@ def _as_int(value: object, default: int) -> int:
 
 
 def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
-    """``"Skipped 2 unreadable files: a.png (cannot identify image file), b.jpg (...)"``."""
-    # The reason often repeats the full path: the name is enough beside it (tooltip: all).
-    named = ", ".join(
-        f"{Path(p).name} ({reason.replace(p, Path(p).name)})"
-        for p, reason in skipped[:SKIPPED_NAMED]
-    )
-    more = len(skipped) - SKIPPED_NAMED
+    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``.
+
+    Files that failed for the same reason share it (a folder's stray files usually do: the
+    reason said once per file filled the dock with the same words); the reason drops the
+    file's path or name (beside it, the name is enough; the tooltip has them all).
+    """
+    named = skipped[:SKIPPED_NAMED]
+    groups: dict[str, list[str]] = {}
+    for path, reason in named:
+        name = Path(path).name
+        text = str(reason)
+        for who in (path, name):
+            for quoted in (f"'{who}'", f'"{who}"', who):
+                text = text.replace(quoted, "")
+        text = " ".join(text.split()).strip(" :,") or "unreadable"
+        groups.setdefault(text, []).append(name)
+    listed = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in groups.items())
+    more = len(skipped) - len(named)
     rest = f" and {more} more" if more > 0 else ""
     files = "file" if len(skipped) == 1 else "files"
-    return f"Skipped {len(skipped)} unreadable {files}: {named}{rest}."
+    return f"Skipped {len(skipped)} unreadable {files}: {listed}{rest}."
 
 
 __all__ = ["BANNER_SOURCE", "DatasetScanUI", "skipped_text"]
