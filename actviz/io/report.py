@@ -32,6 +32,7 @@ from PIL import Image
 from actviz.core.records import Capture
 from actviz.display import colormaps
 from actviz.io.export import attribution_images, layer_page_images, prepare_export, safe_name
+from actviz.io.files import atomic_write
 from actviz.io.reproduce import RunSource, reproduce_script
 
 __all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
@@ -596,14 +597,8 @@ def write_report(
     )
     text = page.html(title, subtitle)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(out, "w", encoding="utf-8") as fh:
+        fh.write(text)
     if progress is not None:
         progress(total, total, "done")
     return ReportInfo(out, out.stat().st_size, tuple(page.panels))

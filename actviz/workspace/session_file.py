@@ -25,7 +25,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ import torch
 from actviz.core.edits import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError
+from actviz.io.files import atomic_write
 
 __all__ = [
     "FORMAT_VERSION",
@@ -785,22 +785,16 @@ def save_state(
         raise SessionFileError(
             f"{path}: cannot save the session: a setting is not plain JSON data ({exc})"
         ) from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         with (
-            os.fdopen(fd, "wb") as fh,
+            atomic_write(path) as fh,
             zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
         ):
             zf.writestr(_MANIFEST, text)
             for name, store in members.items():
                 store.write(zf, name)
-        os.replace(tmp, path)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise SessionFileError(f"{path}: cannot save the session: {exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return warnings
 
 

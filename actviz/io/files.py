@@ -1,0 +1,87 @@
+"""Writing a file in one step: a temporary file beside it, renamed over it when complete.
+
+Reports and session files are written this way so a failed write leaves the old file as it
+was. ``tempfile.mkstemp`` makes its file readable by its owner only (0600); the finished file
+gets the mode a new file would get (``0666`` less the umask) or, when it replaces a file, that
+file's mode, so a report meant to be shared can be read by others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["atomic_write", "new_file_mode"]
+
+#: The umask assumed where the process's own cannot be read without changing it.
+_DEFAULT_UMASK = 0o022
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it, which races with other threads creating
+    # files; Linux shows it in /proc.
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _DEFAULT_UMASK
+
+
+def new_file_mode(path: str | os.PathLike[str]) -> int:
+    """The permission bits ``path`` should get when written: its own when it exists, else
+    those of a newly created file (``0o666`` less the process's umask).
+
+    Parameters
+    ----------
+    path
+        The file about to be written.
+
+    Returns
+    -------
+    int
+        Permission bits for :func:`os.chmod`.
+    """
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+@contextlib.contextmanager
+def atomic_write(
+    path: str | os.PathLike[str], mode: str = "wb", encoding: str | None = None
+) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; when the block ends without an error it is
+    given ``path``'s mode (:func:`new_file_mode`) and renamed over ``path``, else removed.
+
+    Parameters
+    ----------
+    path
+        The file to write (its folder must exist).
+    mode, encoding
+        As for :func:`open` (``"wb"`` or ``"w"``).
+
+    Yields
+    ------
+    IO
+        The open temporary file.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, mode, encoding=encoding) as fh:
+            yield fh
+        if os.name == "posix":
+            os.chmod(tmp, new_file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
