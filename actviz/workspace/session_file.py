@@ -369,7 +369,7 @@ def verify_model_source(
     if not where.is_file():
         return ModelCheck(
             "missing",
-            f"{where}: the session's checkpoint is not there any more; locate it to continue",
+            f"{where}: the session's checkpoint is not there any more",
             where,
         )
     digest = file_sha256(where)

@@ -126,7 +126,10 @@ def test_report_from_a_session_whose_checkpoint_is_missing(tmp_path, capsys):
     out = tmp_path / "r.html"
     # with the run saved: the report says the checkpoint is gone and shows the saved run
     assert main(["report", "-s", str(saved), "-o", str(out)]) == 0
-    assert "not there any more" in out.read_text()
+    text = out.read_text()
+    assert "not there any more" in text
+    # Said to whoever reads the report: nothing to locate, only where the arrays come from.
+    assert "locate" not in text and "the report shows the saved run only" in text
     bare = tmp_path / "bare.actviz"
     save_state(SessionState(model=src, input=InputSource(value=torch.rand(1, 4))), bare)
     assert main(["report", "-s", str(bare), "-o", str(tmp_path / "x.html")]) == 2

@@ -110,7 +110,7 @@ def locate_checkpoint(parent: QWidget, text: str) -> str | None:
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Checkpoint not found")
-    box.setText(text)
+    box.setText(f"{text}.\n\nLocate it to open the session.")
     locate = box.addButton("Locate…", QMessageBox.ButtonRole.AcceptRole)
     box.addButton(QMessageBox.StandardButton.Cancel)
     box.exec()
