@@ -47,6 +47,8 @@ __all__ = ["CHUNK", "STATE_KEY", "PageVisualiser"]
 CHUNK = 4
 #: The dock's width when first shown.
 DOCK_WIDTH = 340
+#: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).
+VECTOR_PAGE = 16
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
 
@@ -154,7 +156,7 @@ class PageVisualiser(QObject):
         numbers; None: the page its panel shows); False when there is nothing to visualise."""
         if self._closed or self.session.model is None or not layer:
             return False
-        size = max(1, int(self.host.page_channels(layer)))
+        size = self._page_size(layer)
         if first is None:
             first = int(self.session.page_start(layer, size))
         order = self.session.channel_orders.get(layer)
@@ -196,7 +198,7 @@ class PageVisualiser(QObject):
         if not self.layer or not self.channels:
             return False
         # On from the page shown (the panel's page size may have changed since).
-        size = max(1, int(self.host.page_channels(self.layer)))
+        size = self._page_size(self.layer)
         if step > 0:
             first = self._pos + len(self.channels)
             if self.total and first >= self.total:
@@ -220,7 +222,8 @@ class PageVisualiser(QObject):
         self._show_page()
 
     def _synthesising(self) -> str:
-        return f"Synthesising what {len(self.channels)} channels want…"
+        n = len(self.channels)
+        return f"Synthesising what {_count(n)} {'wants' if n == 1 else 'want'}…"
 
     def _page_channels(self) -> tuple[int, ...]:
         end = self._pos + self._size
@@ -329,7 +332,7 @@ class PageVisualiser(QObject):
         self._new_page(
             layer,
             int(first) if _is_int(first) else 0,
-            int(size) if _is_int(size) else self.host.page_channels(layer),
+            int(size) if _is_int(size) else self._page_size(layer),
             settings,
         )
         self._look_up()
@@ -357,6 +360,20 @@ class PageVisualiser(QObject):
         self._copy = None
 
     # ========================================================================== the jobs
+    def _page_size(self, layer: str) -> int:
+        """Channels per page: the layer panel's page; a panel without pages (a vector such
+        as a Linear layer's logits, drawn as bars) would give pages of one output each, so
+        such a layer gets :data:`VECTOR_PAGE` (the CLI's default count)."""
+        result = self.host.result
+        prepared = result.layers.get(layer) if result is not None else None
+        if (
+            prepared is not None
+            and getattr(prepared, "mosaic", None) is None
+            and layer not in self.session.page_channels
+        ):
+            return VECTOR_PAGE
+        return max(1, int(self.host.page_channels(layer)))
+
     def _known_total(self, layer: str) -> int:
         result = self.host.result
         prepared = result.layers.get(layer) if result is not None else None
@@ -502,21 +519,21 @@ class PageVisualiser(QObject):
         saved = sum(sum(p.from_cache) for p in self._parts)
         if kind == "synthesis":
             note = f" ({saved} saved before)" if saved else ""
-            self.dock.set_message(f"{filled} channels{note}; click one to open it.")
+            self.dock.set_message(f"{_count(filled)}{note}; click one to open it.")
         elif filled >= n:
-            self.dock.set_message(f"{n} channels (saved before); click one to open it.")
+            self.dock.set_message(f"{_count(n)} (saved before); click one to open it.")
         else:  # a restored page the cache does not hold all of: never a silent grey page
             self.dock.set_message(
                 f"{filled} of {n} channels saved: press Visualise to synthesise what the "
                 f"other {n - filled} want."
                 if filled
-                else f"Not synthesised yet: press Visualise to synthesise what these {n} "
-                "channels want."
+                else "Not synthesised yet: press Visualise to synthesise what "
+                + ("this channel wants." if n == 1 else f"these {n} channels want.")
             )
 
     def _cancelled_text(self) -> str:
         done = len(self.dock.mosaic.filled())
-        return f"Cancelled ({done} of {len(self.channels)} channels done)."
+        return f"Cancelled ({done} of {_count(len(self.channels))} done)."
 
     def _end(self, message: str, status: str) -> None:
         """The page's copy step ended without a synthesis: ``message`` in red."""
@@ -527,6 +544,11 @@ class PageVisualiser(QObject):
     def _on_tile_clicked(self, channel: int) -> None:
         if self.layer:
             self.host.open_channel(self.layer, int(channel))
+
+
+def _count(n: int) -> str:
+    """``"1 channel"``, ``"4 channels"``."""
+    return f"{n} channel" if n == 1 else f"{n} channels"
 
 
 def _is_int(value: Any) -> bool:

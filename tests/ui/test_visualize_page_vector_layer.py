@@ -1,0 +1,30 @@
+"""What channels want for a layer whose panel has no mosaic (a Linear layer's logits, drawn as
+bars): the page holds several outputs, not the single "page" of a panel without pages."""
+
+from __future__ import annotations
+
+from tests.ui.conftest import frame
+
+
+def test_a_linear_layers_page_holds_its_outputs_and_the_message_counts_right(
+    actviz_window, tiny_cnn
+):
+    win = actviz_window(tiny_cnn, frame(3), ["conv2", "fc"])
+    win.run_and_wait()
+    feature = win.feature("visualize")
+    section, page = feature.section, feature.page
+    section.steps_spin.setValue(2)
+    section.size_spin.setValue(16)
+    assert feature.visualise_page("fc")
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    # fc has 5 outputs: one page of them all (it was one output per page: "ch 0-0 of 5").
+    assert page.channels == (0, 1, 2, 3, 4)
+    assert page.dock.mosaic.filled() == page.channels
+    assert "ch 0-4 of 5" in page.dock.title_label.text()
+    assert page.dock.message.text().startswith("5 channels;")
+    # One channel is "1 channel", not "1 channels".
+    win.window.session.set_page_channels("conv2", 1)
+    assert feature.visualise_page("conv2", 0)
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert page.channels == (0,)
+    assert page.dock.message.text().startswith("1 channel;"), page.dock.message.text()
