@@ -29,6 +29,7 @@ from actviz.data.accumulate import pool
 
 __all__ = [
     "METHODS",
+    "NO_ATLAS_NOTE",
     "Atlas",
     "ChannelSplit",
     "ExactNeighbours",
@@ -46,6 +47,9 @@ __all__ = [
 
 #: Projection methods :func:`project` knows.
 METHODS = ("pca", "umap")
+#: How a scan's warning begins when it was made without embeddings because they were over
+#: the memory budget (the window's scans then still find every channel's top images).
+NO_ATLAS_NOTE = "No atlas for this scan"
 
 #: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200, its own choice
 #: for larger sets, take two fifths of the layout time.

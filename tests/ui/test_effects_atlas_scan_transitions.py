@@ -208,3 +208,30 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
     finally:
         gate.open.set()
         handle.remove()
+
+
+def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, tmp_path):
+    from tests.ui.test_dataset_scan import write_folder
+
+    win = actviz_window()
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    window.session.memory_budget = 1000  # 16 images x 64 values x 2 bytes = 2 KiB: over it
+    dataset, atlas = win.feature("dataset"), win.feature("atlas")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "images"
+    write_folder(folder)
+    failed: list[str] = []
+    dataset.scans.scan_failed.connect(failed.append)
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
+    # The scan was refused whole for the atlas's vectors; the top images need no more
+    # memory with more images, so they are scanned, and the dock and the tab say why
+    # there is no map.
+    scan = done.args[0]
+    assert failed == [] and scan.count == 16 and not scan.embedding_layers
+    assert len(scan.top(DEMO_LAYER, 0)) == 3
+    note = dataset.dock.message_label.text()
+    assert note.startswith("No atlas for this scan (the top images are complete): embeddings:")
+    assert "memory budget" in note
+    assert atlas.atlas is None and atlas.view.empty_label.text().startswith("No atlas for this")

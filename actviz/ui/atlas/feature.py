@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QRectF
 from PySide6.QtGui import QCursor, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
-from actviz.data.atlas import build_atlas, query_vector, umap_available
+from actviz.data.atlas import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
 from actviz.ui.atlas.colours import colouring
 from actviz.ui.atlas.view import EMPTY_TEXT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
@@ -111,11 +111,7 @@ class AtlasFeature(FeatureBase, QObject):
             # Its line named the map before (another model's, after a model switch).
             self.view.status_label.setText("")
             self.view.set_choices(self.view.layer_combo, (), None)
-            self.view.show_empty(
-                "The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"
-                if scan is not None
-                else EMPTY_TEXT
-            )
+            self.view.show_empty(_no_map_text(scan))
             return
         self.logits = classifier_layer(scan, self.session.categories)
         # A layer other than the classifier is the more telling map; the one shown stays.
@@ -506,6 +502,18 @@ class AtlasFeature(FeatureBase, QObject):
         self.worker.shutdown()
         self.atlas = None
         self._thumbs.clear()
+
+
+def _no_map_text(scan: Any) -> str:
+    """Why the tab has no map of ``scan`` (None: nothing scanned yet)."""
+    if scan is None:
+        return EMPTY_TEXT
+    # A scan whose embeddings were over the memory budget says so (scanning again as it was
+    # would be refused again).
+    for note in getattr(scan, "warnings", ()) or ():
+        if str(note).startswith(NO_ATLAS_NOTE):
+            return str(note)
+    return "The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"
 
 
 def _as_int(value: Any) -> int | None:

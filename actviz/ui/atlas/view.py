@@ -436,6 +436,8 @@ class AtlasView(QWidget):
         self.stack = QStackedWidget()
         self.empty_label = QLabel(EMPTY_TEXT)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        # Wrapped: a long reason (a scan's memory note) must not widen the window.
+        self.empty_label.setWordWrap(True)
         self.stack.addWidget(self.empty_label)
 
         split = QSplitter(Qt.Orientation.Horizontal)

@@ -206,12 +206,15 @@ class DatasetScans(QObject):
         def job(should_stop: Any, _progress: Any) -> Any:
             from actviz.core.threads import lower_thread_priority
             from actviz.data import ScanCancelled, scan
+            from actviz.data.atlas import NO_ATLAS_NOTE
+            from actviz.data.result import ScanTooLarge
 
             # The GUI thread and live mode come first on shared cores (the pool's threads
             # run scans only; see actviz.core.threads).
             lower_thread_priority()
             target = _with_preprocessing(self._copy_for("scan", model), model, loaded)
-            try:
+
+            def run(embeddings: bool) -> Any:
                 return scan(
                     target,
                     spec.folder,
@@ -226,11 +229,22 @@ class DatasetScans(QObject):
                     num_workers=num_workers,
                     background=True,
                     # Each image's pooled vector per layer (float16, N x C x 2 bytes) for
-                    # the dataset atlas; a scan whose vectors would pass the session's memory
-                    # budget is refused with a message before any image runs.
-                    embeddings=True,
-                    memory_budget=self.session.memory_budget,
+                    # the dataset atlas, within the session's memory budget (the engine
+                    # refuses before any image runs).
+                    embeddings=embeddings,
+                    memory_budget=self.session.memory_budget if embeddings else None,
                 )
+
+            try:
+                try:
+                    return run(True)
+                except ScanTooLarge as exc:
+                    # The top images take memory that does not grow with the data: only
+                    # the atlas's vectors were over the budget (it refused the whole scan,
+                    # though the user asked for top images). Scan without them, say so.
+                    result = run(False)
+                    note = f"{NO_ATLAS_NOTE} (the top images are complete): {exc}."
+                    return dataclasses.replace(result, warnings=(*result.warnings, note))
             except ScanCancelled as exc:
                 if peek:
                     partial = exc.partial
