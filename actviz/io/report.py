@@ -239,6 +239,13 @@ def _model_summary(
         page.add("".join(f'<p class="warn">{_e(w)}</p>' for w in cap.warnings))
 
 
+def _class_name(index: int | None, categories: Sequence[str] | None) -> str:
+    """``"cat (2)"`` when ``categories`` names class ``index``, else ``"2"``."""
+    if index is not None and categories and 0 <= index < len(categories):
+        return f"{categories[index]} ({index})"
+    return str(index)
+
+
 def _predictions(
     page: _Page,
     prepared: Any,
@@ -248,7 +255,8 @@ def _predictions(
 ) -> None:
     page.section("prediction", "Prediction")
     page.add(
-        f"<p>Target: {_e(cap.target_description or '–')}"
+        # The window's sentence: the class or token named ("top-1 logit (class 2): cat").
+        f"<p>Target: {_e(prepared.target_text or cap.target_description or '–')}"
         + (f" (value {_num(cap.target_value)})" if cap.target_value is not None else "")
         + "</p>"
     )
@@ -281,9 +289,8 @@ def _predictions(
                 )
             )
             if change.changed:
-                page.add(
-                    f'<p class="warn">The top class changed: {change.top_b} → {change.top_a}.</p>'
-                )
+                before, after = (_class_name(i, categories) for i in (change.top_b, change.top_a))
+                page.add(f'<p class="warn">The top class changed: {_e(before)} → {_e(after)}.</p>')
             return
         page.add(f'<p class="muted">{_e(change.message)}</p>')
     if prepared.predictions:
@@ -593,7 +600,13 @@ def write_report(
         progress(total - 1, total, "writing")
     title = title or f"actviz report: {model_name or 'model'}"
     subtitle = " · ".join(
-        x for x in (input_name, cap.target_description, f"{len(names)} layers") if x
+        x
+        for x in (
+            input_name,
+            prepared.target_text or cap.target_description,
+            f"{len(names)} layers",
+        )
+        if x
     )
     text = page.html(title, subtitle)
     out.parent.mkdir(parents=True, exist_ok=True)
