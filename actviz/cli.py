@@ -261,9 +261,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import actviz
     from actviz.io.export import export_capture, with_input_embedding
+    from actviz.io.files import check_out_folder
     from actviz.io.inputs import open_input
     from actviz.io.reproduce import run_source
 
+    check_out_folder(args.out)  # before the model runs
     loaded = _open(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None

@@ -43,6 +43,8 @@ from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepare import prepare, symmetric_for
 from actviz.display.result import DisplaySpec, PreparedLayer, RunResult
 from actviz.display.views import LayerView, layer_view, magnitude_view
+from actviz.io.errors import ActvizError
+from actviz.io.files import check_out_folder
 from actviz.io.reproduce import RunSource, write_reproduce
 from actviz.io.token_export import sequence_inputs, write_sequence_views
 
@@ -518,9 +520,15 @@ def export_capture(
     list of Path
         Every file written, summary.json last.
     """
-    out = Path(out_dir)
+    out = check_out_folder(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = list(layers) if layers is not None else list(cap.names)
+    missing = [n for n in names if n not in cap.names]
+    if missing:
+        # A TorchScript model, a layer that did not run: the capture says why in a warning.
+        why = f" ({cap.warnings[0]})" if cap.warnings else ""
+        shown = ", ".join(repr(n) for n in missing[:4]) + (", ..." if len(missing) > 4 else "")
+        raise ActvizError(f"{shown} {'was' if len(missing) == 1 else 'were'} not captured{why}")
     cap, prepared = prepare_export(
         cap,
         names,

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_write", "new_file_mode"]
+from actviz.io.errors import ActvizError
+
+__all__ = ["atomic_write", "check_out_file", "check_out_folder", "new_file_mode"]
 
 #: The umask assumed where the process's own cannot be read without changing it.
 _DEFAULT_UMASK = 0o022
@@ -85,3 +87,56 @@ def atomic_write(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_out_folder(path: str | os.PathLike[str]) -> Path:
+    """Refuse an export folder that is an existing file, with a one-line reason.
+
+    Parameters
+    ----------
+    path
+        The folder to export into (made when missing).
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    ActvizError
+        ``path`` is a file.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ActvizError(
+            f"{path}: is a file; exports are written into a folder (give a new or an "
+            "existing folder)"
+        )
+    return path
+
+
+def check_out_file(path: str | os.PathLike[str], example: str = "report.html") -> Path:
+    """Refuse an output file that is an existing folder, with a one-line reason.
+
+    Parameters
+    ----------
+    path
+        The file to write.
+    example
+        The file name suggested inside that folder.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    ActvizError
+        ``path`` is a folder.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ActvizError(f"{path}: is a folder; give a file name, e.g. {path / example}")
+    return path

@@ -32,7 +32,7 @@ from PIL import Image
 from actviz.core.records import Capture
 from actviz.display import colormaps
 from actviz.io.export import attribution_images, layer_page_images, prepare_export, safe_name
-from actviz.io.files import atomic_write
+from actviz.io.files import atomic_write, check_out_file
 from actviz.io.reproduce import RunSource, reproduce_script
 
 __all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
@@ -609,6 +609,7 @@ def write_report(
         if x
     )
     text = page.html(title, subtitle)
+    check_out_file(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w", encoding="utf-8") as fh:
         fh.write(text)

@@ -64,7 +64,9 @@ def run(
 ) -> int:
     """Run ``actviz report``; ``progress`` writes a line to stderr, the result goes to stdout."""
     from actviz.io.errors import ActvizError
+    from actviz.io.files import check_out_file
 
+    check_out_file(args.out)  # before any model runs
     if args.session:
         report = _from_session(args, progress)
     elif args.model and args.input:
