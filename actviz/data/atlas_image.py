@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 
 from actviz.io.export import _font, _text_w
 
-__all__ = ["atlas_image", "class_colours", "splat_dots"]
+__all__ = ["SELECTED_RGB", "atlas_image", "class_colours", "splat_dots"]
 
 # Ten well-separated hues first (Tableau 10), then evenly spread ones for more classes.
 _BASE = (
@@ -29,7 +29,10 @@ _BASE = (
     (23, 190, 207),
 )
 _UNLABELLED = (110, 110, 110)
-_SELECTED = (255, 140, 0)
+#: The frame of a selected dot (the window's map and the report's picture): black, far from
+#: every class colour (orange, the first choice, was the second class's own colour, so a
+#: selection of that class did not show).
+SELECTED_RGB = (0, 0, 0)
 _INK = (30, 30, 30)
 _FRAME = (200, 200, 200)
 #: Classes named in the legend; the rest are counted on one line.
@@ -159,7 +162,7 @@ def atlas_image(
         ``(low, high, palette)``: a vertical bar of the ``(P, 3)`` palette from ``low`` (at
         the bottom) to ``high``, where the legend goes.
     selected
-        Rows drawn with an orange rim (a selection).
+        Rows drawn with a black frame (a selection).
     """
     coords = np.asarray(coords, dtype=np.float64)
     if coords.ndim != 2 or coords.shape[1] < 2:
@@ -234,7 +237,7 @@ def atlas_image(
         rows = np.unique(np.asarray(selected, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < n)]
         rows = rows[ok[rows]]
-        rim = np.broadcast_to(np.array(_SELECTED, np.uint8), (len(rows), 3))
+        rim = np.broadcast_to(np.array(SELECTED_RGB, np.uint8), (len(rows), 3))
         under = splat_dots(px[rows, 0], px[rows, 1], rim, width, height, dot + 4)
         drawn = under[..., 3] > 0
         canvas[drawn] = under[drawn][:, :3]

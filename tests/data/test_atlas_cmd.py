@@ -12,7 +12,7 @@ from PIL import Image
 from actviz.cli import main
 from actviz.data import scan
 from actviz.data.atlas import project
-from actviz.data.atlas_image import atlas_image, class_colours
+from actviz.data.atlas_image import SELECTED_RGB, atlas_image, class_colours
 from actviz.io.models import open_model
 
 
@@ -133,11 +133,17 @@ def test_atlas_image_draws_a_windows_colours_selection_and_colour_bar():
         )
     )
     red = np.argwhere((img == (200, 10, 30)).all(axis=-1))
-    orange = np.argwhere((img == (255, 140, 0)).all(axis=-1))
-    # The selected dot: its 3 x 3 square (plus the legend's swatch) inside a 7 x 7 orange rim.
+    # The selected dot: its 3 x 3 square (plus the legend's swatch) inside a 7 x 7 black
+    # frame (orange was the second class colour's twin: a selection of it did not show).
     dot = red[red[:, 1] < 250]
-    assert len(dot) == 9 and len(orange) == 49 - 9
-    assert orange.min(axis=0).tolist() == (dot.min(axis=0) - 2).tolist()
+    assert len(dot) == 9
+    (y0, x0), (y1, x1) = dot.min(axis=0) - 3, dot.max(axis=0) + 3
+    around = img[y0 : y1 + 1, x0 : x1 + 1]
+    frame = np.argwhere((around == SELECTED_RGB).all(axis=-1)) + (y0, x0)
+    assert len(frame) == 49 - 9
+    assert frame.min(axis=0).tolist() == (dot.min(axis=0) - 2).tolist()
+    far = np.sqrt(((class_colours(40).astype(float) - SELECTED_RGB) ** 2).sum(axis=1))
+    assert far.min() > 100  # no class colour near the frame's
     assert len(red[red[:, 1] >= 250]) > 9  # the legend's swatch for "wrong"
     # A colour bar instead of a legend: the palette from high (top) to low.
     palette = np.stack([np.arange(64) * 4, np.zeros(64), 255 - np.arange(64) * 4], 1)

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.data.atlas_image import SELECTED_RGB
 from actviz.ui.atlas.colours import COLOUR_MODES, Colouring
 from actviz.ui.panels import style
 
@@ -39,8 +40,8 @@ EMPTY_TEXT = "Scan a dataset first (Data > Scan a dataset…)"
 HOVER_PX = 8.0
 #: What the selection's title says while nothing is selected.
 SELECTION_HINT = "Selection: drag a rectangle (Select) or draw a shape around images (Lasso)"
-#: The rim of selected dots.
-SELECTION_RGB = np.array([255, 140, 0], np.uint8)
+#: The frame of selected dots (the report's picture draws the same).
+SELECTION_RGB = np.array(SELECTED_RGB, np.uint8)
 #: Side of the thumbnails in the strips.
 THUMB = 72
 #: Room left beyond the input's star when the view widens to show it (a share of the span).
@@ -455,7 +456,7 @@ class AtlasView(QWidget):
         self.neighbour_dots = pg.ScatterPlotItem(
             size=11, pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
         )
-        # The selection as an orange square under each selected dot (a rim around it): one
+        # The selection as a black square under each selected dot (a frame around it): one
         # image like the dots, so a selection of thousands pans as fast as the map.
         self.selected_dots = RasterDots(dot=9)
         self.selected_dots.setZValue(-1)
