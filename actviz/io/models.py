@@ -50,7 +50,12 @@ from actviz.io.checkpoints import (
     torch_load_guarded,
 )
 from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
-from actviz.io.user_code import build_from_code, module_classes_in_file, parse_code_ref
+from actviz.io.user_code import (
+    CodeRef,
+    build_from_code,
+    module_classes_in_file,
+    parse_code_ref,
+)
 
 __all__ = ["LoadedModel", "open_model", "load_model", "resolve_device"]
 
@@ -473,7 +478,7 @@ def _build_with_weights(
     guesses: tuple[ArchGuess, ...] = ()
     if not arch:
         arch, guesses = _guess_arch(state_dict, src, guess=guess)
-    loaded, fit = _build_arch(arch, state_dict)
+    loaded, fit = _build_arch(arch, state_dict, beside=path.parent)
     notes = apply_state_dict(loaded.model, state_dict, src, arch)
     loaded.name = f"{path.name} ({loaded.name})"  # the canonical name (timm/NAME)
     loaded.source = src
@@ -517,18 +522,20 @@ def _guess_arch(
 
 
 def _build_arch(
-    arch: str, state_dict: dict[str, torch.Tensor]
+    arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
 ) -> tuple[LoadedModel, ArchGuess | None]:
     """Build ``arch`` randomly initialised; for zoo names, sized for the checkpoint's head.
 
-    Returns the model and, for zoo names, how the weights compare with it.
+    A relative ``file.py:Class`` is looked for in the working folder, then in ``beside`` (the
+    checkpoint's folder). Returns the model and, for zoo names, how the weights compare with
+    it.
     """
     # Before code references: "timm:NAME" has the form of "package.module:name".
     timm_name = timm_models.resolve_name(arch, bare=False)
     if timm_name is None:
         ref = parse_code_ref(arch)
         if ref is not None:
-            return LoadedModel(build_from_code(ref), arch, arch, "code"), None
+            return LoadedModel(build_from_code(_code_beside(ref, beside)), arch, arch, "code"), None
     name = arch.lower()
     names = zoo.torchvision_names()
     if timm_name is None and name not in names:
@@ -564,6 +571,21 @@ def _build_arch(
         )
         return loaded, fit
     raise ModelLoadError(unknown_name_message(arch, "architecture"))
+
+
+def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
+    """``ref`` itself, or the same file name beside the checkpoint when the working folder
+    has none: the window is often started from a launcher, whose working folder is home."""
+    target = Path(ref.target)
+    if not ref.is_file or beside is None or target.is_absolute() or target.is_file():
+        return ref
+    near = beside / target
+    if near.is_file():
+        return CodeRef(str(near), ref.attr, is_file=True)
+    raise ModelLoadError(
+        f"{ref.target}: file not found (looked in the working folder {Path.cwd()} and beside "
+        f"the checkpoint, in {beside})"
+    )
 
 
 def _open_safetensors(path: Path, src: str, *, arch: str | None, guess: bool) -> LoadedModel:
