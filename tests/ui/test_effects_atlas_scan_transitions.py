@@ -235,3 +235,27 @@ def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, t
     assert note.startswith("No atlas for this scan (the top images are complete): embeddings:")
     assert "memory budget" in note
     assert atlas.atlas is None and atlas.view.empty_label.text().startswith("No atlas for this")
+
+
+def test_channels_without_effect_get_no_bar(actviz_window):
+    win = actviz_window(_tiny(), _input(), [*LAYERS, "fc"])
+    win.run_and_wait()
+    feature = win.feature("effects")
+    win.open_dock("Channels that matter")
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
+    eff = feature.effects
+    target = eff.target_index
+    # Only the target's own score moves the target: the other four have no effect, and
+    # drew four empty rows (a hairline in the colour of "works against").
+    assert np.count_nonzero(eff.estimate("fc")) == 1
+    section = feature.view.sections["fc"]
+    assert [r.channel for r in section.bars.rows] == [target]
+    assert section.info.text() == "5 channels · 4 of the top 5 without effect, not drawn"
+    # The convolutions' channels all move it: all drawn, nothing said.
+    assert len(feature.view.sections["conv2"].bars.rows) == 6
+    assert "without effect" not in feature.view.sections["conv2"].info.text()
+    # Verified, the same.
+    assert feature.verify()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
+    assert feature.effects["fc"].verified.sum() == 5
+    assert [r.channel for r in feature.view.sections["fc"].bars.rows] == [target]

@@ -370,7 +370,14 @@ class EffectsFeature(FeatureBase, QObject):
         if self.effects is None or layer not in self.effects.results:
             return []
         eff = self.effects
-        rows = [BarRow(r.channel, r.estimate, r.exact) for r in eff.top(layer, self.view.top)]
+        # A channel without effect is not one that matters, however it ranks: a classifier
+        # layer's scores other than the target's drew a row of empty bars (in the colour of
+        # "works against").
+        rows = [
+            BarRow(r.channel, r.estimate, r.exact)
+            for r in eff.top(layer, self.view.top)
+            if _has_effect(r.estimate, r.exact)
+        ]
         shown = {r.channel for r in rows}
         res = eff[layer]
         for c in self.asked.get(layer, ()):  # measured from the tile menu: after the top ones
@@ -409,6 +416,9 @@ class EffectsFeature(FeatureBase, QObject):
             res = eff[layer]
             verified = int(res.verified.sum())
             info = f"{res.channels} channels"
+            silent = sum(not _has_effect(r.estimate, r.exact) for r in eff.top(layer, k))
+            if silent:
+                info += f" · {silent} of the top {min(k, res.channels)} without effect, not drawn"
             if verified:
                 verified_any = True
                 rho = eff.rank_correlation(layer)
@@ -584,6 +594,12 @@ class EffectsFeature(FeatureBase, QObject):
                 exact = f"{r.exact:+.4g}" if r.exact is not None else "n/a"
                 lines.append(f"{layer} ch {c}: exact {exact} (estimate {r.estimate:+.4g})")
         return "\n".join(lines) + "\neffect = target with the channel replaced − target"
+
+
+def _has_effect(estimate: float, exact: float | None) -> bool:
+    """Whether a channel has a bar to draw: its estimate or its exact effect is not zero (an
+    estimate the exact value contradicts is worth seeing)."""
+    return estimate != 0.0 or (exact is not None and exact != 0.0)
 
 
 def _estimate(model: Any, cap: Any, layers: list[str], target: Any) -> Effects:

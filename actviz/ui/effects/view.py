@@ -134,8 +134,8 @@ class EffectBars(QtWidgets.QWidget):
                     bars.append((row.exact, True))
                 h = (ROW_HEIGHT - 4) / len(bars)
                 for j, (value, exact) in enumerate(bars):
-                    if not math.isfinite(value):
-                        continue
+                    if not math.isfinite(value) or value == 0:
+                        continue  # no bar, and no colour: zero neither supports nor opposes
                     length = half * abs(value) / scale
                     x = zero if value >= 0 else zero - length
                     painter.fillRect(
