@@ -3,10 +3,12 @@
 File > Export visualisations (PNGs, a contact sheet and ``visualize.json`` with what makes
 them again, :func:`actviz.analysis.visualize_export.reproduce`).
 
-For the channel shown, "What it wants" runs :func:`actviz.visualize` on the window's capture
-worker (one model, one worker: the synthesis adds hooks to the model), as a job this feature
-:meth:`owns_job`, with progress and Cancel (Esc). Results go to the user's visualisation
-cache, so a channel opened again shows its picture at once: on every channel shown the
+For the channel shown, "What it wants" runs :func:`actviz.visualize` with progress and Cancel
+(Esc) on a worker of its own, on a private copy of the model made on the capture worker
+between two of its jobs (:class:`~actviz.ui.visualize.model_copy.ModelCopy`; one model, one
+worker: the synthesis adds hooks to the model it runs). So the window's runs and live frames
+go on meanwhile, and none of them replaces the synthesis. Results go to the user's
+visualisation cache, so a channel opened again shows its picture at once: on every channel shown the
 cache is asked first (``only_cached=True``: the weights' fingerprint and a file read, no
 forward pass and no hooks), on a thread of its own so that hashing a large model's weights
 the first time does not stall the window.
@@ -14,6 +16,7 @@ the first time does not stall the window.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
+from actviz.ui.visualize.model_copy import ModelCopy
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
@@ -67,7 +71,12 @@ class VisualizeFeature(FeatureBase, QObject):
         self.section.requested.connect(self.synthesise)
         self.section.settings_changed.connect(self._show_cached)
         self.channel_view.channel_changed.connect(self._on_channel_changed)
-        #: The synthesis on the capture worker (its context: the key it computes).
+        #: The synthesis: on :attr:`synth_worker`, on the model's copy (:attr:`copy`).
+        self.synth_worker = Worker(self)
+        self.copy = ModelCopy(host, self)
+        # The key asked for while its copy is being made (None: none asked for).
+        self._waiting: tuple[Any, ...] | None = None
+        #: Its context: the key it computes.
         self.job = FeatureJob(
             self,
             host,
@@ -76,9 +85,10 @@ class VisualizeFeature(FeatureBase, QObject):
             failed_status="What it wants failed",
             cancelled="Cancelled.",
             cancelled_status="What it wants cancelled",
-            interrupted="A new run replaced the synthesis: press What it wants again.",
             log_as="feature visualisation",
             on_finished=self._on_synthesised,
+            on_failed=self._on_synthesis_failed,
+            worker=self.synth_worker,
         )
         # The section's Cancel stops its own synthesis only; Esc (:meth:`cancel`) stops the
         # page in the What channels want dock too.
@@ -110,18 +120,18 @@ class VisualizeFeature(FeatureBase, QObject):
 
     # ========================================================================== Feature
     def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is a synthesis (or the model copy
-        for a page)."""
-        return self.job.owns(generation) or self.page.owns_job(generation)
+        """Whether the capture worker's job ``generation`` is a model copy (for What it wants
+        or a page; the syntheses run on workers of their own)."""
+        return self.copy.owns_job(generation) or self.page.owns_job(generation)
 
     def cancel(self) -> bool:
         """Esc / Cancel: stop the syntheses."""
         page = self.page.cancel()
-        return self.job.cancel() or page
+        return self._cancel_synthesis() or page
 
     def is_busy(self) -> bool:
-        """True while a synthesis runs."""
-        return self.job.running or self.page.is_busy()
+        """True while a synthesis runs (or waits for its copy of the model)."""
+        return self.job.running or self._waiting is not None or self.page.is_busy()
 
     def looking_up(self) -> bool:
         """True while the cache is asked for the channel shown."""
@@ -179,6 +189,8 @@ class VisualizeFeature(FeatureBase, QObject):
         capture worker)."""
         self._closed = True
         self.lookups.shutdown()
+        self.synth_worker.shutdown()
+        self.copy.close()
         self.page.shutdown()
         self.session.model_changed.disconnect(self._on_model_changed)
 
@@ -262,11 +274,36 @@ class VisualizeFeature(FeatureBase, QObject):
         return (view.name, int(view.channel), s["objective"], s["steps"], s["size"])
 
     def synthesise(self) -> bool:
-        """Synthesise the channel shown's picture in the background; False when not started."""
+        """Synthesise the channel shown's picture in the background; False when not started.
+
+        The synthesis starts once the capture worker made the model's copy (between two of
+        its jobs: at once unless a run is going on)."""
         key = self.key()
-        if self._closed or self.job.running or key is None:
+        if self._closed or self.is_synthesising() or key is None:
             return False
-        model = self._model()
+        self._waiting = key
+        self.section.set_busy(True)
+        self.section.set_message(f"Synthesising what ch {key[1]} wants…")
+        self.window.refresh_busy("Synthesising what the channel wants…")
+        self.copy.get(self._start, self._on_copy_failed)
+        return True
+
+    def is_synthesising(self) -> bool:
+        """True while What it wants runs or waits for its copy of the model."""
+        return self.job.running or self._waiting is not None
+
+    def _start(self, model_copy: Any) -> None:
+        key, self._waiting = self._waiting, None
+        if key is None:
+            return
+        s = self.session
+        loaded = s.loaded_model
+        # The opened model's preprocessing and input size go with the copy.
+        model = (
+            dataclasses.replace(loaded, model=model_copy)
+            if loaded is not None and loaded.model is s.model
+            else model_copy
+        )
         _, channel, _, steps, _ = key
         tracked = self.job
         tracked.progress = (0, int(steps))
@@ -285,7 +322,24 @@ class VisualizeFeature(FeatureBase, QObject):
             done="What it wants: done",
             context=key,
         )
-        return True
+
+    def _cancel_synthesis(self) -> bool:
+        if self._waiting is not None:  # still waiting for its copy: nothing started
+            self._waiting = None
+            self.copy.abandon()
+            self.section.set_busy(False)
+            self.section.set_message("Cancelled.", error=True)
+            self.window.refresh_busy("What it wants cancelled")
+            return True
+        return self.job.cancel()
+
+    def _on_copy_failed(self, error: BaseException) -> None:
+        from actviz.ui.loaders import describe_error
+
+        self._waiting = None
+        self.section.set_busy(False)
+        self.section.set_message(f"Could not copy the model: {describe_error(error)}", error=True)
+        self.window.refresh_busy("What it wants failed")
 
     # ========================================================================== helpers
     def _model(self) -> Any:
@@ -322,7 +376,7 @@ class VisualizeFeature(FeatureBase, QObject):
     def _show(self, vis: Visualization | None) -> None:
         self.shown = vis
         self.section.show_image(None if vis is None else vis.image_uint8(0))
-        if self.job.running:
+        if self.is_synthesising():
             return  # the job's message stays
         if vis is None:
             self.section.set_message("")
@@ -342,7 +396,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._show_cached()
 
     def _on_section_cancel_requested(self) -> None:
-        self.job.cancel()
+        self._cancel_synthesis()
 
     def _forget_lookup(self) -> None:
         self._asked, self._pending = None, False
@@ -363,11 +417,18 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def _on_model_changed(self, *_args: Any) -> None:
         self.cancel()
+        self.copy.forget()
         self.page.forget()
         self._forget_lookup()
         self._show(None)
 
+    def _on_synthesis_failed(self, _text: str) -> None:
+        # The copy is let go of after each synthesis: a large model is not held twice while
+        # nothing runs (the next one copies again: a short job between two runs).
+        self.copy.forget()
+
     def _on_synthesised(self, value: Visualization, key: tuple[Any, ...] | None) -> None:
+        self.copy.forget()
         self.section.set_message("")
         if key == self.key():
             self._show(value)

@@ -21,7 +21,6 @@ what the cache holds of it and says what is left to synthesise, without running 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +35,7 @@ from actviz.analysis.visualize import (
 )
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.loaders import describe_error
+from actviz.ui.visualize.model_copy import ModelCopy
 from actviz.ui.visualize.mosaic import MosaicDock
 from actviz.ui.visualize.section import OBJECTIVES
 from actviz.ui.worker import Worker
@@ -54,11 +54,10 @@ STATE_KEY = "visualize_page"
 
 
 class _PartSignals(QObject):
-    """From the jobs' threads to the GUI thread: ``part(token, "total", int)`` or
-    ``part(token, "part", Visualization)``; ``copied(model, copy, error)``."""
+    """From the job's thread to the GUI thread: ``part(token, "total", int)`` or
+    ``part(token, "part", Visualization)``."""
 
     part = Signal(int, str, object)
-    copied = Signal(object, object, object)
 
 
 class PageVisualiser(QObject):
@@ -100,14 +99,9 @@ class PageVisualiser(QObject):
         self._size = 1
         self._settings: dict[str, Any] = {}
         self._token = 0  # of the page whose parts are shown (a part of another is dropped)
-        # The copy: asked for and not made yet; the capture worker's generations it had.
-        self._copy_pending = False
-        self._copy_gen: int | None = None
-        self._copy_gens: set[int] = set()
-        self._copy: tuple[Any, Any] | None = None  # (session model, its copy)
+        #: The model's copy the page is synthesised on (made on the capture worker).
+        self.copy = ModelCopy(host, self)
         self._closed = False
-        #: What to do with the copy once the capture worker made it.
-        self._then: Callable[[Any], None] = self._start
 
         self.dock.page_requested.connect(self.turn)
         self.dock.visualise_requested.connect(self.again)
@@ -128,19 +122,15 @@ class PageVisualiser(QObject):
             on_finished=self._on_finished,
             worker=self.worker,
         )
-        self._signals.copied.connect(self._on_copied)
-        host.worker.signals.started.connect(self._check_copy)
-        host.worker.signals.cancelled.connect(self._on_worker_cancelled)
-        host.run_started.connect(self._check_copy)
 
     # ========================================================================== state
     def is_busy(self) -> bool:
         """True while the page is being copied for, synthesised or looked up."""
-        return self.job.running or self._copy_pending
+        return self.job.running or self.copy.pending
 
     def owns_job(self, generation: int) -> bool:
         """Whether the capture worker's job ``generation`` is the model copy."""
-        return generation in self._copy_gens
+        return self.copy.owns_job(generation)
 
     def result(self) -> Visualization | None:
         """The pictures of the page shown so far, in tile order (None: none yet)."""
@@ -177,19 +167,19 @@ class PageVisualiser(QObject):
         self.dock.setVisible(True)
         self.dock.raise_()
         self.dock.set_busy(True)
-        held = self._copy is not None and self._copy[0] is self.session.model
-        if not held and self.host.worker.is_busy():
+        if not self.copy.is_held() and self.host.worker.is_busy():
             # The copy is made on the capture worker after what it runs now, which may be a
-            # synthesis of minutes: say what the page waits for, not that it synthesises.
+            # long run of a large model: say what the page waits for, not that it
+            # synthesises.
             self.dock.set_message(
-                "Waiting for the model (What it wants or a run is using it), then "
+                "Waiting for the run in progress to end, then "
                 f"{self._synthesising()[0].lower()}{self._synthesising()[1:]}"
             )
         else:
             self.dock.set_message(self._synthesising())
         self.job.progress = (0, 0)
-        if not self._copy_pending:  # else the copy asked for starts this page when made
-            self._with_copy(self._start)
+        # A copy already asked for starts this page when made.
+        self.copy.get(self._start, self._on_copy_failed)
         self.host.refresh_busy("Visualising channels…")
         return True
 
@@ -251,18 +241,17 @@ class PageVisualiser(QObject):
         """Stop the synthesis (the tiles done stay); True when one was running."""
         if self.job.running:
             return self.job.cancel()
-        if not self._copy_pending:
+        if not self.copy.pending:
             return False
         # Still waiting for its copy: nothing started.
-        self._copy_pending = False
+        self.copy.abandon()
         self._end("Cancelled.", "Visualising channels cancelled")
         return True
 
     def forget(self) -> None:
         """Another model: stop, drop the copy and the tiles."""
         self.job.drop()
-        self._copy_pending = False
-        self._copy = None
+        self.copy.forget()
         self._parts = []
         self.layer, self.channels, self.total = "", (), 0
         self.dock.set_busy(False)
@@ -328,7 +317,7 @@ class PageVisualiser(QObject):
             total = state.get("total")
             self.total = int(total) if _is_int(total) and total > 0 else self._known_total(layer)
         first, size = state.get("first"), state.get("size")
-        self._copy_pending = False  # a copy asked for earlier starts nothing now
+        self.copy.abandon()  # a copy asked for earlier starts nothing now
         self._new_page(
             layer,
             int(first) if _is_int(first) else 0,
@@ -357,7 +346,7 @@ class PageVisualiser(QObject):
         """Stop the synthesis and wait for its thread (the window is closing)."""
         self._closed = True
         self.worker.shutdown()
-        self._copy = None
+        self.copy.close()
 
     # ========================================================================== the jobs
     def _page_size(self, layer: str) -> int:
@@ -379,30 +368,6 @@ class PageVisualiser(QObject):
         prepared = result.layers.get(layer) if result is not None else None
         mosaic = getattr(prepared, "mosaic", None)
         return int(mosaic.total_channels) if mosaic is not None else 0
-
-    def _with_copy(self, then: Callable[[Any], None]) -> None:
-        model = self.session.model
-        held = self._copy
-        if held is not None and held[0] is model:
-            then(held[1])
-            return
-
-        signals = self._signals
-
-        def job(_should_stop: Any, _report: Any) -> None:
-            # On the capture worker: no capture is running, so no capture hook is copied.
-            # Handed over by a signal of its own: a run submitted meanwhile makes this job
-            # stale, and the worker would drop its result.
-            try:
-                signals.copied.emit(model, copy.deepcopy(model), None)
-            except Exception as exc:  # noqa: BLE001 - shown in the dock
-                signals.copied.emit(model, None, exc)
-
-        self._then = then
-        self._copy_pending = True
-        # supersede=False: a run already queued still reports.
-        self._copy_gen = self.host.worker.submit(job, supersede=False)
-        self._copy_gens.add(self._copy_gen)
 
     def _start(self, model_copy: Any) -> None:
         model = self.session.model
@@ -470,33 +435,10 @@ class PageVisualiser(QObject):
         return job
 
     # ========================================================================== events
-    def _check_copy(self, *_args: Any) -> None:
-        gen = self._copy_gen
-        if self._copy_pending and gen is not None and self.host.worker.is_stale(gen):
-            # A run superseded the copy's job, maybe before it ran: ask again behind it (the
-            # first copy made is taken).
-            self._with_copy(self._then)
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        # A cancel meant for another job of the capture worker (What it wants' Cancel button
-        # cancels every current job there) also stopped the copy queued behind it, which
-        # then never reports: the page waited for ever. Ask again (Esc stops the page first,
-        # so a wait meant to end is no longer pending here).
-        if self._copy_pending and gen == self._copy_gen and not self._closed:
-            self._with_copy(self._then)
-
-    def _on_copied(self, model: Any, model_copy: Any, error: Any) -> None:
-        if not self._copy_pending or model is not self.session.model:
-            return
-        self._copy_pending = False
-        self._copy_gen = None
-        if error is not None:
-            self._end(
-                f"Could not copy the model: {describe_error(error)}", "Visualising channels failed"
-            )
-            return
-        self._copy = (model, model_copy)
-        self._then(model_copy)
+    def _on_copy_failed(self, error: BaseException) -> None:
+        self._end(
+            f"Could not copy the model: {describe_error(error)}", "Visualising channels failed"
+        )
 
     def _on_part(self, token: int, kind: str, value: Any) -> None:
         if token != self._token:
