@@ -17,6 +17,7 @@ __all__ = [
     "UntrustedFileError",
     "TrustNeededError",
     "InputError",
+    "WriteError",
 ]
 
 
@@ -103,3 +104,10 @@ class TrustNeededError(UntrustedFileError):
 
 class InputError(ActvizError):
     """An input (image, tensor file, random spec) cannot be read or does not fit the model."""
+
+
+class WriteError(ActvizError, OSError):
+    """A file (report, session, export) could not be written: one line naming it and why.
+
+    Also an ``OSError``, so code catching write failures as such keeps catching it.
+    """

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from actviz.io.errors import ActvizError
+from actviz.io.errors import WriteError
 
 __all__ = ["atomic_write", "check_out_file", "check_out_folder", "new_file_mode"]
 
@@ -75,15 +75,35 @@ def atomic_write(
     ------
     IO
         The open temporary file.
+
+    Raises
+    ------
+    WriteError
+        ``path`` is a folder, its folder is missing, or writing failed (disk full, no
+        permission); one line naming ``path``, never the temporary file.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise WriteError(f"{path}: is a folder; give a file name")
+    if not folder.is_dir():
+        raise WriteError(f"{path}: the folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        # Said of the file asked for: the temporary file's name means nothing to the user.
+        raise WriteError(f"{path}: cannot write in {folder} ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, mode, encoding=encoding) as fh:
             yield fh
         if os.name == "posix":
             os.chmod(tmp, new_file_mode(path))
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, WriteError):
+            raise
+        raise WriteError(f"{path}: could not be written ({exc.strerror or exc})") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -104,12 +124,12 @@ def check_out_folder(path: str | os.PathLike[str]) -> Path:
 
     Raises
     ------
-    ActvizError
+    WriteError
         ``path`` is a file.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise ActvizError(
+        raise WriteError(
             f"{path}: is a file; exports are written into a folder (give a new or an "
             "existing folder)"
         )
@@ -133,10 +153,10 @@ def check_out_file(path: str | os.PathLike[str], example: str = "report.html") -
 
     Raises
     ------
-    ActvizError
+    WriteError
         ``path`` is a folder.
     """
     path = Path(path)
     if path.is_dir():
-        raise ActvizError(f"{path}: is a folder; give a file name, e.g. {path / example}")
+        raise WriteError(f"{path}: is a folder; give a file name, e.g. {path / example}")
     return path

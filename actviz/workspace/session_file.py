@@ -37,7 +37,7 @@ import torch
 
 from actviz.core.edits import Edit
 from actviz.core.records import Capture, LayerRecord
-from actviz.io.errors import ActvizError
+from actviz.io.errors import ActvizError, WriteError
 from actviz.io.files import atomic_write
 
 __all__ = [
@@ -793,8 +793,10 @@ def save_state(
             zf.writestr(_MANIFEST, text)
             for name, store in members.items():
                 store.write(zf, name)
+    except WriteError as exc:
+        raise SessionFileError(str(exc)) from None
     except OSError as exc:
-        raise SessionFileError(f"{path}: cannot save the session: {exc}") from None
+        raise SessionFileError(f"{path}: cannot save the session ({exc})") from None
     return warnings
 
 

@@ -60,6 +60,9 @@ __all__ = ["SessionsFeature", "autosave_path"]
 
 #: The banner's source for session messages.
 BANNER_SOURCE = "session"
+#: The banner's source for File > Export report's messages (cleared by the next report written,
+#: leaving a session's own messages as they are).
+REPORT_SOURCE = "report"
 #: Settings keys: the recent session files; whether a start offers the autosaved session.
 RECENT_KEY = "recent/sessions"
 RESTORE_KEY = "sessions/restore_on_start"
@@ -161,6 +164,14 @@ class _Report:
                 return False
             self.claimed = True
             return True
+
+
+@dataclass
+class _Saving:
+    """A session being saved: its file and, once the job ended, whether it was written."""
+
+    path: Path
+    ok: bool | None = None
 
 
 @dataclass
@@ -331,7 +342,8 @@ class SessionsFeature(FeatureBase, QObject):
     # ========================================================================== saving
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save the session (Ctrl+S): to ``path``, else to the file last saved or opened,
-        else ask where (Save session as). True when saving started (``wait``: finished)."""
+        else ask where (Save session as). True when saving started (``wait``: when the file
+        was written; False when it could not be, the banner saying why)."""
         target = Path(path) if path is not None else self.path
         if target is None:
             return self.save_session_as(wait=wait)
@@ -373,9 +385,11 @@ class SessionsFeature(FeatureBase, QObject):
             full = model_part(state, opened)
             return path, save_state(full, path, pin_captures=pin_captures)
 
-        gen = self._submit("save", job, path)
+        saving = _Saving(path)
+        gen = self._submit("save", job, saving)
         if wait:
             self._wait(lambda: gen not in self._jobs)
+            return bool(saving.ok)
         return True
 
     def _saved(self, path: Path, warnings: list[str]) -> None:
@@ -587,10 +601,14 @@ class SessionsFeature(FeatureBase, QObject):
         return self.export_report(path if path.endswith(".html") else path + ".html")
 
     def export_report(self, path: str | Path, *, wait: bool = False) -> bool:
-        """Write the result shown as one self-contained HTML report (off the GUI thread)."""
+        """Write the result shown as one self-contained HTML report (off the GUI thread).
+
+        True when writing started (``wait``: when the report was written; False when it
+        could not be, the banner saying why).
+        """
         result = self.host.result
         if result is None or result.capture is None:
-            self.host.show_warning("Nothing to report yet: run the model first.", BANNER_SOURCE)
+            self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
             return False
         s = self.session
         out = Path(path)
@@ -648,6 +666,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.host.refresh_busy()
         if wait:
             self._wait(lambda: report.gen not in self._reports)
+            return report.outcome is not None and report.outcome[1] is None
         return True
 
     def _submit_report(self, report: _Report) -> None:
@@ -680,6 +699,7 @@ class SessionsFeature(FeatureBase, QObject):
     def _on_report_finished(self, gen: int, info: Any) -> None:
         if self._reports.pop(gen, None) is None:
             return
+        self.host.clear_messages(REPORT_SOURCE)  # an earlier report's failure is over
         self.host.refresh_busy(f"Wrote the report {info.path} ({_mib(info.nbytes)})")
         self.report_written.emit(str(info.path))
 
@@ -688,7 +708,7 @@ class SessionsFeature(FeatureBase, QObject):
             return
         log.error("report failed", exc_info=(type(error), error, error.__traceback__))
         text = f"Could not write the report: {describe_error(error)}"
-        self.host.show_error(text, BANNER_SOURCE)
+        self.host.show_error(text, REPORT_SOURCE)
         self.host.refresh_busy(text)
 
     def _on_report_cancelled(self, gen: int) -> None:
@@ -704,6 +724,7 @@ class SessionsFeature(FeatureBase, QObject):
         try:
             if kind == "save":
                 self._saved(*value)
+                data.ok = True
             elif kind == "read" and data is self._opening:
                 self._read(data, *value)
             elif kind == "model" and data is self._opening:
@@ -730,6 +751,7 @@ class SessionsFeature(FeatureBase, QObject):
     def _on_step_error(self, kind: str, data: Any, error: BaseException) -> None:
         text = describe_error(error) if not isinstance(error, SessionFileError) else str(error)
         if kind == "save":
+            data.ok = False
             text = f"Could not save the session: {text}"
             self.host.show_error(text, BANNER_SOURCE)
             self.host.refresh_busy(text)

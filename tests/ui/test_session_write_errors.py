@@ -1,0 +1,52 @@
+"""Saving a session or writing a report where it cannot go: one line naming the file asked for.
+
+They said "cannot save the session: [Errno 21] Is a directory: '/tmp/.x.j0ek067i.tmp' ->
+'/tmp/x'" (the temporary file's name, "save the session" twice), ``save_session`` and
+``export_report`` with ``wait=True`` answered True although nothing was written, and a failed
+report's error stayed in the banner after the next report was written.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tests.ui.conftest import frame
+
+
+def _window(actviz_window):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
+    win = actviz_window(model, frame(0), layers=["0", "1"])
+    win.run_and_wait()
+    return win
+
+
+def test_saving_a_session_to_a_folder_or_a_missing_folder(actviz_window, tmp_path):
+    win = _window(actviz_window)
+    sessions = win.feature("sessions")
+    assert not sessions.save_session(tmp_path, wait=True)
+    text = win.banner_messages()[-1]
+    assert text == f"Could not save the session: {tmp_path}: is a folder; give a file name"
+    missing = tmp_path / "nowhere" / "s.actviz"
+    assert not sessions.save_session(missing, wait=True)
+    text = win.banner_messages()[-1]
+    assert text.endswith(f"{missing}: the folder {missing.parent} does not exist")
+    assert not list(tmp_path.glob("**/*.tmp"))
+    good = tmp_path / "s.actviz"
+    assert sessions.save_session(good, wait=True) and good.is_file()
+    assert not any("Could not save" in t for t in win.banner_messages())
+
+
+def test_a_written_report_clears_the_last_reports_failure(actviz_window, tmp_path):
+    win = _window(actviz_window)
+    sessions = win.feature("sessions")
+    win.window.show_warning("a session note", "session")
+    assert not sessions.export_report(tmp_path, wait=True)
+    assert any(
+        t.startswith(f"Could not write the report: {tmp_path}: is a folder")
+        for t in win.banner_messages()
+    )
+    assert sessions.export_report(tmp_path / "r.html", wait=True)
+    assert (tmp_path / "r.html").is_file()
+    assert not any("Could not write the report" in t for t in win.banner_messages())
+    assert "a session note" in win.banner_messages()  # another source's message stays
