@@ -237,11 +237,26 @@ class VisualizeFeature(FeatureBase, QObject):
         if model is not None:
             # Remembered from the cache's look-ups: no second hashing of the weights.
             extra["weights"] = model_fingerprint(model)
+        note = ""
+        if loaded is not None and source:
+            from actviz.io.reproduce import run_source
+
+            # Random weights (a torchvision name without weights, model code): reopening the
+            # source gives other weights, so its command line would make other pictures.
+            if run_source(loaded, None).state is not None:
+                note = (
+                    f"{extra['model']} has random weights: opening {source!r} again gives "
+                    "other weights and other pictures; the call makes these with these "
+                    "weights (the fingerprint above)"
+                )
+                source = None
         files: list[Path] = []
         for sub, vis in (("page", self.page.result()), ("channel", self.shown)):
             if vis is not None:
-                more = {**extra, "reproduce": reproduce(vis, source)}
-                files += write_visualization(vis, Path(folder) / sub, more)
+                again = reproduce(vis, source)
+                if note:
+                    again["note"] = note
+                files += write_visualization(vis, Path(folder) / sub, {**extra, "reproduce": again})
         return files
 
     def export_dialog(self) -> None:
