@@ -74,6 +74,13 @@ class EffectRow(NamedTuple):
     estimate: float
     exact: float | None
 
+    @property
+    def has_effect(self) -> bool:
+        """Whether the channel has a bar to draw: its estimate or its exact effect is not
+        zero (a classifier's scores other than the target's have neither; an estimate that
+        the exact value contradicts is worth seeing)."""
+        return self.estimate != 0.0 or (self.exact is not None and self.exact != 0.0)
+
 
 def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.array(a, dtype=np.float64) if a.dtype != bool else np.array(a)

@@ -376,7 +376,7 @@ class EffectsFeature(FeatureBase, QObject):
         rows = [
             BarRow(r.channel, r.estimate, r.exact)
             for r in eff.top(layer, self.view.top)
-            if _has_effect(r.estimate, r.exact)
+            if r.has_effect
         ]
         shown = {r.channel for r in rows}
         res = eff[layer]
@@ -416,7 +416,7 @@ class EffectsFeature(FeatureBase, QObject):
             res = eff[layer]
             verified = int(res.verified.sum())
             info = f"{res.channels} channels"
-            silent = sum(not _has_effect(r.estimate, r.exact) for r in eff.top(layer, k))
+            silent = sum(not r.has_effect for r in eff.top(layer, k))
             if silent:
                 info += f" · {silent} of the top {min(k, res.channels)} without effect, not drawn"
             if verified:
@@ -594,12 +594,6 @@ class EffectsFeature(FeatureBase, QObject):
                 exact = f"{r.exact:+.4g}" if r.exact is not None else "n/a"
                 lines.append(f"{layer} ch {c}: exact {exact} (estimate {r.estimate:+.4g})")
         return "\n".join(lines) + "\neffect = target with the channel replaced − target"
-
-
-def _has_effect(estimate: float, exact: float | None) -> bool:
-    """Whether a channel has a bar to draw: its estimate or its exact effect is not zero (an
-    estimate the exact value contradicts is worth seeing)."""
-    return estimate != 0.0 or (exact is not None and exact != 0.0)
 
 
 def _estimate(model: Any, cap: Any, layers: list[str], target: Any) -> Effects:
