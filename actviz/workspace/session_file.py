@@ -262,16 +262,30 @@ def model_source_of(
     if loaded.kind in _FILE_KINDS and path.is_file():
         source = str(path.resolve())
         digest, size = file_sha256(path), path.stat().st_size
+    elif loaded.kind == "code":
+        source = _absolute_code_ref(source)
     return ModelSource(
         source=source,
         kind=str(loaded.kind),
         name=str(loaded.name),
-        arch=arch,
+        arch=None if arch is None else _absolute_code_ref(arch),
         weights=None if weights is None else str(weights),
         trust=bool(trust),
         sha256=digest,
         size=size,
     )
+
+
+def _absolute_code_ref(text: str) -> str:
+    """``"/abs/path/mynet.py:MyNet"`` for a ``"mynet.py:MyNet"`` found from the working folder
+    (a session opens again from another one); anything else as it is."""
+    from actviz.io.user_code import parse_code_ref
+
+    ref = parse_code_ref(text)
+    if ref is None or not ref.is_file or Path(ref.target).is_absolute():
+        return text
+    target = Path(ref.target)
+    return f"{target.resolve()}:{ref.attr}" if target.is_file() else text
 
 
 def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
