@@ -259,3 +259,17 @@ def test_channels_without_effect_get_no_bar(actviz_window):
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
     assert feature.effects["fc"].verified.sum() == 5
     assert [r.channel for r in feature.view.sections["fc"].bars.rows] == [target]
+
+
+def test_a_folder_smaller_than_k_says_its_own_count(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "images"
+    _write_images(folder, 4)
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 9, 4))
+    # Four images, nine asked for: "4 images · top 9" read as if five were missing.
+    assert dataset.dock.summary_label.text() == "images: 4 images · top 4"

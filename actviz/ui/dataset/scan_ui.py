@@ -238,7 +238,7 @@ class DatasetScanUI(FeatureBase, QObject):
         saved = " (partial)" if is_partial(scan) else saved
         layers = tuple(scan.layers)
         self.dock.set_summary(
-            f"{folder}: {scan.count:,} images · top {scan.k}{saved}",
+            f"{folder}: {scan.count:,} images · top {kept(scan)}{saved}",
             f"{spec.folder if spec else ''}\n{scan.count} images, layers {', '.join(layers)}"
             + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
         )
@@ -421,7 +421,9 @@ class DatasetScanUI(FeatureBase, QObject):
         self._select_in_table(layer, channel)
         self.grid.setVisible(True)
         self.grid.clear()
-        self.grid.set_message(f"Top {self.scans.scan.k} dataset images of ch {channel}: computing…")
+        self.grid.set_message(
+            f"Top {kept(self.scans.scan)} dataset images of ch {channel}: computing…"
+        )
         self.scans.request_views(layer, channel)
 
     def _select_in_table(self, layer: str, channel: int) -> None:
@@ -473,6 +475,12 @@ class DatasetScanUI(FeatureBase, QObject):
 def is_partial(scan: Any) -> bool:
     """Whether ``scan`` covers only part of its data (it was cancelled)."""
     return int(scan.count) + len(scan.skipped) < len(scan.sources)
+
+
+def kept(scan: Any) -> int:
+    """Images kept per channel: the scan's k, or all of them when it scanned fewer ("8
+    images · top 9" read as if a ninth were missing)."""
+    return min(int(scan.k), int(scan.count))
 
 
 def _as_int(value: object, default: int) -> int:
