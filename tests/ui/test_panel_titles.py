@@ -1,5 +1,5 @@
 """A layer panel's title in a narrow column keeps the layer's name whole: the module type,
-then the shape, go first (it showed "featu…32×32" beside the channel view and the Edits dock at
+then the shape, are left out first (marked "…") (it showed "featu…32×32" beside the channel view and the Edits dock at
 1280x720), and the full title is the tooltip."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_a_narrow_panel_keeps_the_layer_name_whole(actviz_window):
     shown = label.shown_text()
     assert shown != full, "the panel was wide enough for its whole title: nothing tested"
     assert shown.startswith("features.block2"), shown
-    assert shown in ("features.block2 · 32×16×16", "features.block2")
+    assert shown in ("features.block2 · … · 32×16×16", "features.block2 · …")
     label.repaint()
     assert label.toolTip() == full
     # Wide again: the whole title, no tooltip.

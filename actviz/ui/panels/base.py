@@ -68,10 +68,12 @@ class PanelBase(QtWidgets.QFrame):
         outer.addLayout(self.content, 1)
         self._selected = False
 
-    def set_title(self, text: str, fallbacks: Sequence[str] = ()) -> None:
+    def set_title(
+        self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
+    ) -> None:
         """Replace the panel's title line; ``fallbacks``: shorter titles, in order, for a
         panel too narrow to show it (see :meth:`ElidedLabel.set_text`)."""
-        self.title_label.set_text(text, fallbacks)
+        self.title_label.set_text(text, fallbacks, last_resort)
 
     def title(self) -> str:
         """The panel's current title line."""

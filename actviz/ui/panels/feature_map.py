@@ -714,9 +714,10 @@ class LayerPanel(PanelBase):
             parts.append(self._module_type)
         if self._shape_text:
             parts.append(self._shape_text)
-        # A narrow column drops the type, then the shape, before it cuts the layer's name.
-        shorter = [f"{name} · {self._shape_text}"] if self._shape_text else []
-        self.set_title(" · ".join(parts), [*shorter, name])
+        # A narrow column leaves out the type, then the shape, before it cuts the layer's name.
+        shorter = [f"{name} · … · {self._shape_text}"] if len(parts) == 3 else []
+        fallbacks = [*shorter, f"{name} · …"] if len(parts) > 1 else []
+        self.set_title(" · ".join(parts), fallbacks, name)
 
     def _update_page_bar(self, mosaic: Mosaic | None) -> None:
         if mosaic is not None and mosaic.order is not None:

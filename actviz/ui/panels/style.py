@@ -101,22 +101,27 @@ class ElidedLabel(QtWidgets.QLabel):
         )
         self.setMinimumWidth(40)
         self._fallbacks: tuple[str, ...] = ()
+        self._last_resort: str | None = None
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt name
         """Show ``text``; shorter versions set for the previous text are forgotten."""
         self._fallbacks = ()
         super().setText(text)
 
-    def set_text(self, text: str, fallbacks: Sequence[str] = ()) -> None:
-        """Show ``text``, or where it does not fit the first of ``fallbacks`` that does (the
-        last one shortened with "…" when none fits).
+    def set_text(
+        self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
+    ) -> None:
+        """Show ``text``, or where it does not fit the first of ``fallbacks`` that does (each
+        marked with "…" where it leaves something out), else ``last_resort`` (default: the
+        last fallback) shortened with "…".
 
         A panel title "features.block2 · ConvBlock · 32×32×32" in a narrow column keeps the
-        layer's name whole ("features.block2 · 32×32×32", then "features.block2") instead of
-        cutting it to "featu…32×32".
+        layer's name whole ("features.block2 · … · 32×32×32", "features.block2 · …") instead
+        of cutting it to "featu…32×32".
         """
         super().setText(text)
         self._fallbacks = tuple(fallbacks)
+        self._last_resort = last_resort
         self.update()
 
     def shown_text(self) -> str:
@@ -126,6 +131,11 @@ class ElidedLabel(QtWidgets.QLabel):
             for shorter in self._fallbacks:
                 if metrics.horizontalAdvance(shorter) <= width:
                     return shorter
+            if self._last_resort is not None:
+                # Always marked: something was left out even where the rest fits whole.
+                room = width - metrics.horizontalAdvance("…")
+                shown = metrics.elidedText(self._last_resort, self._mode, room)
+                return shown if shown != self._last_resort else shown + "…"
             text = self._fallbacks[-1]
         cut = text.find(self._keep_after) if self._keep_after else -1
         if cut > 0 and metrics.horizontalAdvance(text) > width:
