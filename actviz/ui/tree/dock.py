@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 NAME_COLUMN_MAX_FRACTION = 0.6
 #: ... and at least this many pixels.
 NAME_COLUMN_MIN_PX = 140
+#: When Name and Type do not both fit, Type is shortened first, down to this many pixels
+#: ("BertFor…fication": its hover has the rest); the names are what the tree is read by.
+TYPE_COLUMN_MIN_PX = 100
 #: Width the dock asks for on first start (a restored layout wins): the Name and Type columns
 #: of a torchvision model; the user widens it (the splitter) or scrolls for the rest. The
 #: layer panels are what the window is for, so they get the room.
@@ -154,8 +157,8 @@ class ModelDock(QDockWidget):
         The Name column keeps its fitted width; Type, Output shape and Params follow at the
         width their contents need, the last one shown taking what is left. Params, then
         Output shape, are hidden when they do not fit (the details under the tree show both);
-        with Type alone still too wide, Name gives way down to :data:`NAME_COLUMN_MIN_PX` and
-        Type is shortened.
+        with Type alone still too wide, Type is shortened down to :data:`TYPE_COLUMN_MIN_PX`,
+        then Name gives way down to :data:`NAME_COLUMN_MIN_PX`.
         """
         view = self.tree_view
         header = view.header()
@@ -172,7 +175,9 @@ class ModelDock(QDockWidget):
         for c in (2, 3):
             header.setSectionHidden(c, c not in shown)
         if name + sum(wanted[c] for c in shown) > room:
-            name = max(min(name, NAME_COLUMN_MIN_PX), room - wanted[1])
+            # Type gives way first: one long type (a Hugging Face model's root row) cut the
+            # names under it to "em…gs" while its own column stayed whole.
+            name = max(min(name, NAME_COLUMN_MIN_PX), min(name, room - TYPE_COLUMN_MIN_PX))
             header.resizeSection(0, min(name, room - 24))
         header.setStretchLastSection(True)
         for c in shown[:-1]:
