@@ -44,6 +44,7 @@ from actviz.core.edits import channel_dim
 from actviz.core.guards import ModelState
 from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor
+from actviz.io.errors import ActvizError
 
 __all__ = [
     "OBJECTIVES",
@@ -60,8 +61,11 @@ __all__ = [
 OBJECTIVES = ("channel", "neuron", "layer")
 
 
-class VisualizeError(ValueError):
-    """The model, layer, channels or settings cannot be visualised (the message says why)."""
+class VisualizeError(ActvizError, ValueError):
+    """The model, layer, channels or settings cannot be visualised (the message says why).
+
+    An :class:`~actviz.io.errors.ActvizError`, so a window shows the message as it is (not
+    prefixed with the class name), and a ``ValueError`` for scripts."""
 
 
 @dataclass(frozen=True)

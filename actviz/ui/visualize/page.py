@@ -108,6 +108,7 @@ class PageVisualiser(QObject):
         self.dock.cancel_requested.connect(self.cancel)
         self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
         self._signals.part.connect(self._on_part)
+        self.worker.signals.errored.connect(self._on_worker_errored)
         #: The page's job on :attr:`worker` (the synthesis, or a restored page's look-up);
         #: its context: ``(kind, token)``.
         self.job = FeatureJob(
@@ -435,6 +436,12 @@ class PageVisualiser(QObject):
         return job
 
     # ========================================================================== events
+    def _on_worker_errored(self, _gen: int, _error: BaseException) -> None:
+        # The page failed before any picture (not an image model, a layer without
+        # channels): no grey tiles under the message, as if pictures were still coming.
+        if not self.dock.mosaic.filled():
+            self.dock.mosaic.set_channels(())
+
     def _on_copy_failed(self, error: BaseException) -> None:
         self._end(
             f"Could not copy the model: {describe_error(error)}", "Visualising channels failed"
