@@ -228,6 +228,7 @@ class OverlayPanel(PanelBase):
 
         self.rgb: np.ndarray | None = None
         self.heat: np.ndarray | None = None
+        self._tokens_shown = False
         self.setMinimumSize(220, 240)
         self.clear()
 
@@ -257,7 +258,18 @@ class OverlayPanel(PanelBase):
         if self.token_strip is not None:
             self.token_strip.setVisible(shown)
         self.canvas.setVisible(not shown)
-        self.controls.setVisible(not shown)
+        self._tokens_shown = shown
+        self._sync_controls()
+
+    def _sync_controls(self) -> None:
+        """The colour bar and the opacity slider only beside a heat map, the layer selector
+        enabled only with layers to choose: around no map they read as a blank one."""
+        has_heat = self.heat is not None
+        if self.canvas.colorbar is not None:
+            self.canvas.colorbar.setVisible(has_heat)
+        self.controls.setVisible(has_heat and not self._tokens_shown)
+        if self.layer_combo is not None:
+            self.layer_combo.setEnabled(self.layer_combo.count() > 0)
 
     def set_image(self, rgb: np.ndarray) -> None:
         """Show the picture, (H, W, 3) uint8 (the input as the model sees it)."""
@@ -277,6 +289,7 @@ class OverlayPanel(PanelBase):
         if heat is None:
             self.heat = None
             self.heat_item.clear()
+            self._sync_controls()
             return
         heat = np.ascontiguousarray(heat, dtype=np.float32)
         if heat.ndim != 2:
@@ -284,6 +297,7 @@ class OverlayPanel(PanelBase):
         self._show_tokens(False)
         self.heat = heat
         self.canvas.set_image(heat, (0.0, 1.0), (0.0, 1.0))
+        self._sync_controls()
         self.set_message("")  # a message says why there is no map: there is one now
         self._fit()
 
@@ -299,6 +313,7 @@ class OverlayPanel(PanelBase):
                 self.layer_combo.setCurrentIndex(names.index(current))
         finally:
             self.layer_combo.blockSignals(blocked)
+        self._sync_controls()
 
     def current_layer(self) -> str | None:
         """Layer picked in the selector, or None."""
