@@ -45,3 +45,26 @@ def test_a_run_during_what_it_wants_leaves_it_running_and_it_finishes(actviz_win
     win.wait_idle()
     assert not tiny_cnn.conv2._forward_hooks
     assert all(p.grad is None and p.requires_grad for p in tiny_cnn.parameters())
+
+
+def test_a_channel_without_a_picture_says_what_the_button_does_with_which_settings(
+    actviz_window, tiny_cnn
+):
+    # The row was a bare button under the maps: nothing said what it makes or how.
+    win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
+    win.run_and_wait()
+    feature = win.feature("visualize")
+    section = feature.section
+    section.size_spin.setValue(16)
+    section.steps_spin.setValue(40)
+    assert win.window.open_channel("conv2", 1)
+    win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
+    text = section.message.text()
+    assert section.message.isVisible()
+    assert "ch 1" in text and "40 steps, 16 px" in text and "channel objective" in text, text
+    section.steps_spin.setValue(3)
+    win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
+    assert "3 steps, 16 px" in section.message.text()
+    section.button.click()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert section.message.text().startswith("What ch 1 wants: activation")

@@ -394,7 +394,15 @@ class VisualizeFeature(FeatureBase, QObject):
         if self.is_synthesising():
             return  # the job's message stays
         if vis is None:
-            self.section.set_message("")
+            # Nothing synthesised for this channel and these settings yet: say what the
+            # button does and with which settings (it takes a while on a CPU).
+            key = self.key()
+            self.section.set_message(
+                ""
+                if key is None
+                else f"Synthesises the image ch {key[1]} responds to most: {key[3]} steps, "
+                f"{key[4]} px, {key[2]} objective (⚙)"
+            )
         else:
             saved = " (saved)" if vis.from_cache[0] else ""
             self.section.set_message(
