@@ -126,7 +126,10 @@ def cached_hub_folder(repo_id: str) -> Path | None:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
-    found = try_to_load_from_cache(repo_id, CONFIG_FILE)
+    try:
+        found = try_to_load_from_cache(repo_id, CONFIG_FILE)
+    except ValueError:  # HFValidationError: not a valid repo id ("my model", "a//b")
+        return None
     if isinstance(found, str) and Path(found).is_file():
         return Path(found).parent
     return None

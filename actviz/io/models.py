@@ -291,6 +291,9 @@ def _open_source(
         return _ignore_arch(_open_hf(src, None, trust=trust), arch)
     if path.suffix.lower() in _MODEL_SUFFIXES or os.sep in src or "/" in src:
         raise ModelLoadError(f"{src}: file not found")
+    if hf_models.cached_hub_folder(src) is not None:
+        # A canonical hub id without an organisation (gpt2, bert-base-uncased), cached.
+        return _ignore_arch(_open_hf(src, None, trust=trust), arch)
     raise ModelLoadError(unknown_name_message(src, "model"))
 
 
@@ -325,7 +328,11 @@ def unknown_name_message(name: str, what: str) -> str:
         if what == "model"
         else f"arch {name!r}: unknown architecture: give "
     )
-    return f"{lead}{ACCEPTED_FORMS}{hint}"
+    forms = ACCEPTED_FORMS
+    if what == "model":
+        forms = forms.replace(" or package.module:factory", ", package.module:factory")
+        forms += " or a Hugging Face hub id already in the local cache (openai-community/gpt2)"
+    return f"{lead}{forms}{hint}"
 
 
 def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
