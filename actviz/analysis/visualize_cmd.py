@@ -68,7 +68,8 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
         "--objective",
         choices=("channel", "neuron", "layer"),
         default="channel",
-        help="channel mean (default), its centre neuron, or the layer's mean square (DeepDream)",
+        help="channel mean (default), its centre neuron, or the layer's mean square "
+        "(DeepDream: one image, no --channels)",
     )
     p.add_argument(
         "--target", action="store_true", help="maximise the class logits given by --channels"
@@ -78,10 +79,20 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--size", type=int, default=128, help="image side in pixels (default 128)")
     p.add_argument("--batch", type=int, help="images per forward pass (default: all at once)")
     p.add_argument("--lr", type=float, default=0.05, help="Adam's learning rate (default 0.05)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--param", choices=("fourier", "pixel"), default="fourier")
+    p.add_argument("--seed", type=int, default=0, help="random start and transforms (default 0)")
+    p.add_argument(
+        "--param",
+        choices=("fourier", "pixel"),
+        default="fourier",
+        help="the image's parameters: its 1/f-scaled spectrum (default) or plain pixels",
+    )
     p.add_argument("--no-decorrelate", action="store_true", help="plain RGB, no colour mixing")
-    p.add_argument("--transforms", choices=("standard", "none"), default="standard")
+    p.add_argument(
+        "--transforms",
+        choices=("standard", "none"),
+        default="standard",
+        help="robustness transforms each step: pad, jitter, scale, rotate (default), or none",
+    )
     p.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the user's cache folder"
     )
@@ -104,6 +115,14 @@ def run(
     if not args.target and not args.layer:
         raise ValueError("give --layer (see `actviz info --model ...` for names) or --target")
     channels = parse_channels(args.channels) if args.channels else None
+    deepdream = args.objective == "layer" and not args.target
+    if deepdream and channels is not None:
+        # Each "channel" would be the same objective from another seed, written as
+        # <layer>_<channel>.png as if it were that channel's picture.
+        raise ValueError(
+            "--objective layer maximises the whole layer (no channels): leave out --channels "
+            "(one image; --seed for another)"
+        )
     # What can be told without the model is told before it is opened and optimised: the
     # settings' values and whether the pictures can be written at all.
     visualize_settings(steps=args.steps, size=args.size, lr=args.lr)
@@ -116,13 +135,21 @@ def run(
         except OSError as exc:
             raise ValueError(f"--out: cannot make the folder {args.out}: {exc.strerror}") from None
     loaded = open_model(args)
-    if channels is None:
+    if deepdream:
+        channels = [0]
+    elif channels is None:
         if args.target:
             count = len(loaded.categories or ()) or _DEFAULT_CHANNELS
         else:
             count = layer_channels(loaded, args.layer, size=args.size)
         channels = list(range(min(count, _DEFAULT_CHANNELS)))
-    what = "classes" if args.target else f"{args.layer} channels"
+    what = (
+        "classes"
+        if args.target
+        else f"{args.layer} (the whole layer)"
+        if deepdream
+        else f"{args.layer} channels"
+    )
     progress(f"visualising {len(channels)} {what} ({args.steps} steps, {args.size} px) ...")
     shown = [0]
 
@@ -155,6 +182,9 @@ def run(
         progress(f"{cached} of {len(channels)} from the cache")
     files = write_visualization(vis, args.out, {"model": loaded.name, "source": args.model})
     for i, c in enumerate(vis.channels):
+        if deepdream:
+            print(f"{args.layer}: final mean square {vis.activations[i]:.4g}")
+            continue
         categories = loaded.categories or []
         name = f" ({categories[c]})" if args.target and c < len(categories) else ""
         print(f"{c}{name}: final activation {vis.activations[i]:.4g}")

@@ -35,3 +35,32 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_any_step(tmp_path, 
     err = capsys.readouterr().err
     assert "--out" in err and str(out) in err, err
     assert "step" not in err and "visualising" not in err and "Error:" not in err, err
+
+
+def test_the_layer_objective_makes_one_image_and_refuses_channels(tmp_path, capsys):
+    # It made 16 images of the same objective from 16 seeds, written and printed as if they
+    # were channels 0-15.
+    base = ["visualize", "--model", "demo", "--layer", "features.block3", "--objective", "layer"]
+    small = ["--steps", "2", "--size", "16", "--no-cache"]
+    assert main(base + small + ["--channels", "0-3", "--out", str(tmp_path / "a")]) == 2
+    assert "no channels" in capsys.readouterr().err
+    out = tmp_path / "b"
+    assert main(base + small + ["--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        "features.block3_0.png",
+        "features.block3_sheet.png",
+    ]
+    assert "features.block3: final mean square" in printed, printed
+
+
+def test_every_option_says_what_it_does():
+    import argparse
+
+    from actviz.analysis.visualize_cmd import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(), lambda p, _required: None)
+    sub = parser._subparsers._group_actions[0].choices["visualize"]  # noqa: SLF001
+    bare = [a.dest for a in sub._actions if not a.help]  # noqa: SLF001
+    assert bare == [], bare  # --seed, --param and --transforms had no help
