@@ -534,9 +534,16 @@ class ChannelView(PanelBase):
             self.stats_label.setText("")
             return
         f = style.format_value
-        self.stats_label.setText(
-            f"min {f(s['min'])}  max {f(s['max'])}  mean {f(s['mean'])}  std {f(s['std'])}  "
-            f"zeros {100 * s['zero_frac']:.1f} %"
+        low, high, mean, std = f(s["min"]), f(s["max"]), f(s["mean"]), f(s["std"])
+        zeros = f"zeros {100 * s['zero_frac']:.1f} %"
+        # Beside a dock at 1280x720 the line was cut to "... std 0.000  zero…": narrower
+        # versions keep the range and the zeros (an ablated channel reads "zeros 100.0 %").
+        self.stats_label.set_text(
+            f"min {low}  max {high}  mean {mean}  std {std}  {zeros}",
+            [
+                f"min {low} max {high} mean {mean} std {std} {zeros}",
+                f"min {low} max {high} … {zeros}",
+            ],
         )
 
     def _show_summary(self) -> None:
