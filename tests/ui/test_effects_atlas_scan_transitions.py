@@ -273,3 +273,28 @@ def test_a_folder_smaller_than_k_says_its_own_count(actviz_window, qtbot, tmp_pa
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 9, 4))
     # Four images, nine asked for: "4 images · top 9" read as if five were missing.
     assert dataset.dock.summary_label.text() == "images: 4 images · top 4"
+
+
+def test_opened_under_the_dataset_dock_its_bars_show(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    window = win.window
+    window.load_demo()
+    qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
+    win.wait_idle()
+    win.run_and_wait()
+    dataset, feature = win.feature("dataset"), win.feature("effects")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "images"
+    _write_images(folder, 4)
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
+    assert dataset.dock.isVisible()
+    feature.show_panel()
+    qtbot.waitUntil(lambda: feature.effects is not None and not feature.estimating())
+    win.settle()
+    # At 1280x720 the dock under the Dataset dock got ~140 px: its controls, no bar.
+    scroll = feature.dock.widget()
+    bars = next(iter(feature.view.sections.values())).bars
+    first_bar = bars.mapTo(scroll.viewport(), bars.rect().topLeft()).y()
+    assert 0 <= first_bar < scroll.viewport().height() - 20, (first_bar, feature.dock.height())
+    assert dataset.dock.table.height() > 150  # the table keeps room too
