@@ -298,3 +298,28 @@ def test_opened_under_the_dataset_dock_its_bars_show(actviz_window, qtbot, tmp_p
     first_bar = bars.mapTo(scroll.viewport(), bars.rect().topLeft()).y()
     assert 0 <= first_bar < scroll.viewport().height() - 20, (first_bar, feature.dock.height())
     assert dataset.dock.table.height() > 150  # the table keeps room too
+
+
+def test_the_scan_dialog_follows_another_model(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    dialog = dataset.open_dialog()
+    assert DEMO_LAYER in dialog.checked_layers()
+    folder = tmp_path / "images"
+    _write_images(folder, 4)
+    dialog.folder_edit.setText(str(folder))
+    # Another model while the dialog is open: it listed the demo's layers, and scanning
+    # them failed ("unknown layer 'features.block1'").
+    win.set_model(_tiny(), LAYERS)
+    assert dataset.dialog is dialog and dialog.isVisible()
+    listed = [dialog.layer_list.item(i).text() for i in range(dialog.layer_list.count())]
+    assert set(listed) == {n.name for n in window.session.tree if n.name}
+    assert dialog.checked_layers() == LAYERS
+    failed: list[str] = []
+    dataset.scans.scan_failed.connect(failed.append)
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        dialog.scan_button.click()
+    assert failed == [] and done.args[0].layers == tuple(LAYERS)

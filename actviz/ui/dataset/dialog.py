@@ -113,15 +113,7 @@ class ScanDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(QLabel("Layers"))
         self.layer_list = QListWidget()
-        ticked_set = set(ticked)
-        order = [n for n in layers if n in ticked_set] + [n for n in layers if n not in ticked_set]
-        for name in order:
-            item = QListWidgetItem(name)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(
-                Qt.CheckState.Checked if name in ticked_set else Qt.CheckState.Unchecked
-            )
-            self.layer_list.addItem(item)
+        self.set_layers(layers, ticked)
         layout.addWidget(self.layer_list, 1)
         self.message_label = style.caption_label()
         self.message_label.setWordWrap(True)
@@ -133,6 +125,21 @@ class ScanDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self.scan_button.setDefault(True)
+
+    def set_layers(self, layers: Sequence[str], ticked: Sequence[str]) -> None:
+        """List ``layers`` (the ``ticked`` ones first, checked): the window's model's, again
+        when another model opens while the dialog is open (its layers were the model's
+        before, and scanning them failed with "unknown layer")."""
+        self.layer_list.clear()
+        ticked_set = set(ticked)
+        order = [n for n in layers if n in ticked_set] + [n for n in layers if n not in ticked_set]
+        for name in order:
+            item = QListWidgetItem(name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(
+                Qt.CheckState.Checked if name in ticked_set else Qt.CheckState.Unchecked
+            )
+            self.layer_list.addItem(item)
 
     # -- reading --------------------------------------------------------------------------
     def checked_layers(self) -> list[str]:

@@ -117,11 +117,10 @@ class DatasetScanUI(FeatureBase, QObject):
         if self.dialog is not None:
             self.dialog.raise_()
             return self.dialog
-        layers = [n.name for n in self.session.tree if n.name] if self.session.tree else []
         spec = self.scans.spec
         dialog = ScanDialog(
             self.window.dialog_parent(),
-            layers,
+            self._layers(),
             self.session.ticked,
             folder=self._last_folder,
             k=spec.k if spec else self._last_k,
@@ -137,6 +136,11 @@ class DatasetScanUI(FeatureBase, QObject):
 
             prestart()
         return dialog
+
+    def _layers(self) -> list[str]:
+        """Every layer of the session's model, in model order (what a scan may scan)."""
+        tree = self.session.tree
+        return [n.name for n in tree if n.name] if tree else []
 
     def start(self, spec: ScanSpec) -> int:
         """Scan ``spec`` in the background; returns the scan's generation (0: not started)."""
@@ -314,6 +318,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self._grid_key = None
         self.grid.clear()
         self.grid.setVisible(False)
+        if self.dialog is not None:  # open on the model before: its layers are this one's now
+            self.dialog.set_layers(self._layers(), self.session.ticked)
         self.show_saved()
 
     def show_saved(self) -> int:
