@@ -71,6 +71,8 @@ NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
 #: tensor that is not (C, H, W) with 1 or 3 channels. The perturbations change image-like
 #: tensors only, so an image is what the user needs.
 NOT_AN_IMAGE_TEXT = "No picture: not an image (Ctrl+I opens one)"
+#: The disabled perturbation controls' tooltip when the opened input has no image tensor.
+NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none (token ids?)"
 #: Light grey on the pad's dark background.
 _PLACEHOLDER_TEXT = "#bdc1c6"
 
@@ -264,6 +266,8 @@ class LiveControls(QDockWidget):
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
         c.message.connect(self._on_controller_message)
+        for widget in self.perturbation_controls():
+            widget.setProperty("enabledTip", widget.toolTip())
         self._sync_transport()
         self._show_still_input()
         c.window.session.input_changed.connect(self._on_session_input_changed)
@@ -565,6 +569,7 @@ class LiveControls(QDockWidget):
 
     def _on_controller_source_changed(self, text: str) -> None:
         self.source_label.setText(text or "the opened input")
+        self._sync_perturbation_enabled()
         with QSignalBlocker(self.source_combo):
             self.source_combo.setCurrentIndex(self._source_index())
         self._sync_transport()
@@ -577,6 +582,33 @@ class LiveControls(QDockWidget):
         if self.controller.source is None:
             self._show_still_input()
 
+    def perturbation_controls(self) -> tuple[QWidget, ...]:
+        """The widgets that set a perturbation (the patch, noise, brightness, contrast)."""
+        return (
+            self.occlusion_check,
+            self.size_slider,
+            self.noise_slider,
+            self.brightness_slider,
+            self.contrast_slider,
+        )
+
+    def _sync_perturbation_enabled(self) -> None:
+        """Perturbations change an image-like tensor only: with the opened input holding none
+        (token ids, a feature vector) their controls are disabled and say why. Enabled, they
+        moved, the frames were re-run and exports named a noise that changed nothing."""
+        from actviz.ui.live.frames import StillFrame, image_tensor
+
+        c = self.controller
+        if c.source is not None and not isinstance(c.source, StillFrame):
+            usable = True  # sequences are pictures
+        else:
+            inp = c.window.session.input
+            usable = inp is None or image_tensor(inp.value) is not None
+        tip = "" if usable else NO_PERTURBATION_TEXT
+        for widget in self.perturbation_controls():
+            widget.setEnabled(usable)
+            widget.setToolTip(tip or widget.property("enabledTip") or "")
+
     def _show_still_input(self) -> None:
         """The opened input on the pad as the model will get it (the current perturbation
         applied), until a frame computed from it arrives."""
@@ -586,6 +618,7 @@ class LiveControls(QDockWidget):
             if inp is None and c.source is None:
                 self.pad.set_image(None, NO_INPUT_TEXT)
             return
+        self._sync_perturbation_enabled()
         value, image = c.perturbation.apply(inp.value, inp.image)
         # The picture a frame of this input gets (display_image, as prepare makes it): an
         # image-like tensor without a loaded picture is drawn min-max scaled, as the frames,

@@ -52,6 +52,7 @@ __all__ = [
     "TensorFrames",
     "WebcamSource",
     "estimate_bytes",
+    "image_tensor",
     "picture_of",
     "webcam_status",
 ]
@@ -366,7 +367,7 @@ class Perturbation:
         noise_field: torch.Tensor | None = None
         new_value = value
         new_image = None
-        target = _image_tensor(value)
+        target = image_tensor(value)
         if target is not None:
             perturbed, noise_field = self._apply_tensor(target)
             new_value = _replace_image_tensor(value, perturbed)
@@ -484,14 +485,15 @@ def _is_image_tensor(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() in (3, 4)
 
 
-def _image_tensor(value: Any) -> torch.Tensor | None:
-    """The tensor a perturbation applies to: the input itself or the first image-like one."""
+def image_tensor(value: Any) -> torch.Tensor | None:
+    """The tensor a perturbation applies to: the input itself or the first image-like one
+    (float, 3 or 4 dimensions); None when ``value`` holds none (token ids, features)."""
     return next((t for t in iter_tensors(value) if _is_image_tensor(t)), None)
 
 
 def _replace_image_tensor(value: Any, new: torch.Tensor) -> Any:
     """``value`` with its first image-like tensor replaced by ``new`` (types kept)."""
-    old = _image_tensor(value)
+    old = image_tensor(value)
     return map_tensors(value, lambda t: new if t is old else t)
 
 
