@@ -62,3 +62,22 @@ def test_what_it_wants_cancel_button_leaves_the_page_running(actviz_window, tiny
     page.dock.cancel_button.click()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     assert "Cancelled" in page.dock.message.text()
+
+
+def test_closing_the_dock_stops_its_synthesis_and_keeps_the_tiles_done(actviz_window, tiny_cnn):
+    # Closed, the dock's page went on synthesising unseen (a busy bar and Cancel in the
+    # window with nothing on screen saying what ran), as live mode's dock does not.
+    win = actviz_window(tiny_cnn, frame(3), ["conv1", "conv2"])
+    win.run_and_wait()
+    feature = win.feature("visualize")
+    feature.section.size_spin.setValue(16)
+    feature.section.steps_spin.setValue(4096)
+    page = feature.page
+    assert feature.visualise_page("conv2", 0)
+    win.qtbot.waitUntil(lambda: page.job.progress[0] >= 1, timeout=60_000)
+    page.dock.close()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert not win.window.is_busy() and not win.window.commands.cancel_action.isEnabled()
+    page.dock.show()
+    assert page.dock.message.text().startswith("Cancelled"), page.dock.message.text()
+    assert page.dock.visualise_button.isEnabled()  # Visualise goes on from there

@@ -107,6 +107,7 @@ class PageVisualiser(QObject):
         self.dock.visualise_requested.connect(self.again)
         self.dock.cancel_requested.connect(self.cancel)
         self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
+        self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
         self._signals.part.connect(self._on_part)
         self.worker.signals.errored.connect(self._on_worker_errored)
         #: The page's job on :attr:`worker` (the synthesis, or a restored page's look-up);
@@ -489,6 +490,13 @@ class PageVisualiser(QObject):
         self.dock.set_busy(False)
         self.dock.set_message(message, error=True)
         self.host.refresh_busy(status)
+
+    def _on_dock_toggled(self, shown: bool) -> None:
+        # Closed, the page would go on synthesising unseen (minutes of CPU, a busy window
+        # with nothing on screen saying why), as live mode's dock would play: it stops.
+        # The tiles done stay (and in the cache); Visualise goes on from there.
+        if not shown and not self.host.is_closed():
+            self.cancel()
 
     def _on_tile_clicked(self, channel: int) -> None:
         if self.layer:
