@@ -17,6 +17,7 @@ __all__ = [
     "UntrustedFileError",
     "TrustNeededError",
     "InputError",
+    "ModelFileAsInputError",
     "WriteError",
 ]
 
@@ -111,3 +112,8 @@ class WriteError(ActvizError, OSError):
 
     Also an ``OSError``, so code catching write failures as such keeps catching it.
     """
+
+
+class ModelFileAsInputError(InputError):
+    """An input file that holds a model or its weights (a checkpoint, TorchScript, ``.pt2``):
+    it opens as the model, not as the input (the window does so with a dropped file)."""

@@ -29,7 +29,7 @@ from torch import nn
 
 from actviz.core.inputs import forward_takes_list, list_layout
 from actviz.io.checkpoints import FileFormat, extract_weights, one_line, sniff_format
-from actviz.io.errors import InputError, ModelLoadError
+from actviz.io.errors import InputError, ModelFileAsInputError, ModelLoadError
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -301,7 +301,10 @@ def _open_value(
             _check_keywords(value, src, model if model is not None else loaded_model)
         return _from_value(value, src, "tensor", word, exp)
     if fmt in (FileFormat.TORCHSCRIPT, FileFormat.EXPORT):
-        raise InputError(f"{src}: is a model file ({fmt}), not an input")
+        raise ModelFileAsInputError(
+            f"{src}: is a model file ({fmt}), not an input; open it as the model "
+            "(File > Open model…, or --model on the command line)"
+        )
     image = _open_image(path, src)
     _check_takes_images(src, loaded_model)
     return _from_image(image, src, exp, transforms, size)
@@ -593,7 +596,7 @@ def _tensor_structure(obj: Any, src: str) -> Any:
         if weights:
             # A checkpoint picked in Open input by mistake: it would be passed as keyword
             # inputs and fail in the model's forward with an unexpected keyword argument.
-            raise InputError(
+            raise ModelFileAsInputError(
                 f"{src}: holds {weights}, not an input; open it as the model "
                 "(File > Open model…, or --model on the command line)"
             )

@@ -85,11 +85,14 @@ class InputRequest:
         A start-up default: failure shows a hint, not an error.
     model
         The model it is being read for (None while it waits for a model being opened).
+    dropped
+        A file dropped on the window: one that holds a model opens as the model instead.
     """
 
     source: str
     remember: bool = True
     quiet: bool = False
+    dropped: bool = False
     model: Any = None
     generation: int = 0
     succeeded: bool | None = None

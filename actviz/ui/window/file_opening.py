@@ -257,11 +257,15 @@ class FileOpening:
         return natural_input_source(loaded, self.samples, model=model) or fallback
 
     def open_dropped(self, path: str | Path) -> bool:
-        """Open a dropped file: models by suffix (and model folders), anything else as an input."""
+        """Open a dropped file: models by suffix (and model folders), anything else as an input;
+        an input file that turns out to hold a model (a ``.pt`` checkpoint) opens as the model."""
         path = Path(path)
         if path.suffix.lower() in MODEL_SUFFIXES or (path / "config.json").is_file():
             return self.open_model_source(str(path))
-        return self.open_input_source(str(path))
+        if self.window.is_closed():
+            return False
+        self._request_input(InputRequest(str(path), dropped=True))
+        return True
 
     def is_loading(self) -> bool:
         """True while a model or an input is being opened."""
@@ -592,11 +596,17 @@ class FileOpening:
         self._run_if_due()
 
     def _on_input_load_errored(self, gen: int, error: BaseException) -> None:
+        from actviz.io.errors import ModelFileAsInputError
+
         request = self._input_request
         if request is None or gen != request.generation:
             return
         self._input_request = None
         request.succeeded = False
+        if request.dropped and isinstance(error, ModelFileAsInputError):
+            # ".pt" names inputs and models alike: what the file holds decides.
+            self.open_model_source(request.source)
+            return
         if request.quiet:
             log.info("no default input: %s", error)
             text = INPUT_HINT
