@@ -323,3 +323,45 @@ def test_the_scan_dialog_follows_another_model(actviz_window, qtbot, tmp_path):
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
         dialog.scan_button.click()
     assert failed == [] and done.args[0].layers == tuple(LAYERS)
+
+
+def test_a_map_fitted_before_shows_at_once_behind_a_slow_fit(
+    actviz_window, qtbot, tmp_path, monkeypatch
+):
+    import threading
+
+    from actviz.ui.atlas import feature as atlas_feature
+
+    win = actviz_window()
+    atlas = _demo_with_atlas(win, qtbot, tmp_path)
+    pca = atlas.atlas
+    assert pca.projection.method == "pca"
+    view = atlas.view
+    # A second method whose fit takes long (UMAP's cannot be stopped once it runs).
+    release = threading.Event()
+    entered = threading.Event()
+    real = atlas_feature.build_atlas
+
+    def slow(scan, layer, *, method, logits):
+        if method == "umap":
+            entered.set()
+            assert release.wait(TIMEOUT_MS / 1000)
+            method = "pca"
+        return real(scan, layer, method=method, logits=logits)
+
+    monkeypatch.setattr(atlas_feature, "build_atlas", slow)
+    view.set_choices(view.method_combo, ["PCA", "UMAP"], "PCA")
+    try:
+        view.method_combo.setCurrentText("UMAP")
+        qtbot.waitUntil(entered.is_set, timeout=TIMEOUT_MS)
+        # Back to PCA while that fit runs: the map fitted before is shown at once (it
+        # waited behind the fit, a minute for UMAP's first compile).
+        view.method_combo.setCurrentText("PCA")
+        assert atlas.atlas is pca and view.status_label.text().startswith(DEMO_LAYER)
+        assert np.array_equal(view.coords, pca.coords)
+    finally:
+        release.set()
+    # The slow fit, ended, does not replace it.
+    qtbot.wait(200)
+    qtbot.waitUntil(lambda: not atlas.worker.has_current_job(), timeout=TIMEOUT_MS)
+    assert atlas.atlas is pca

@@ -75,6 +75,10 @@ class AtlasFeature(FeatureBase, QObject):
         self._restoring: dict[str, Any] | None = None
         #: The hover text last shown (the tooltip's HTML).
         self.hover_text = ""
+        # Maps fitted of the scan shown, by (layer, method, logits layer): shown again at
+        # once. A map holds its coordinates only (the vectors are the scan's).
+        self._fitted: dict[tuple[str, str, str | None], Any] = {}
+        self._fitted_scan: Any = None
         self._thumbs: dict[str, QPixmap | None] = {}
         methods = ["PCA"] + (["UMAP"] if umap_available() else [])
         self.view.set_choices(self.view.method_combo, methods, "PCA")
@@ -105,6 +109,8 @@ class AtlasFeature(FeatureBase, QObject):
         if scan is not None and self._restoring is not None and not self._matches(scan):
             self._restoring = None  # another scan than the session's: its map is not restored
         layers = tuple(scan.embedding_layers) if scan is not None else ()
+        if scan is not self._fitted_scan:
+            self._fitted, self._fitted_scan = {}, None  # maps of the scan before go
         if not layers:
             self.worker.drop()
             self.atlas = None
@@ -125,12 +131,21 @@ class AtlasFeature(FeatureBase, QObject):
 
     def rebuild(self) -> int:
         """Fit the map of the chosen layer on the feature's worker; returns the job's
-        generation (0: nothing to map)."""
+        generation (0: nothing to map, or the map was fitted before and is shown now)."""
         scan, layer = self.session.scan, self.layer
         if scan is None or not layer:
             return 0
         method = self.view.method_combo.currentText().lower() or "pca"
         logits = self.logits
+
+        key = (layer, method, logits)
+        fitted = self._fitted.get(key)
+        if fitted is not None and fitted.scan is scan:
+            # Fitted before (PCA again after trying UMAP, a layer shown before): at once. A
+            # UMAP fit still running cannot be stopped, and this waited behind it.
+            self.worker.drop()
+            self._on_built(0, fitted)
+            return 0
 
         def job(_should_stop: Any, _progress: Any) -> Any:
             return build_atlas(scan, layer, method=method, logits=logits)
@@ -143,6 +158,9 @@ class AtlasFeature(FeatureBase, QObject):
     def _on_built(self, _gen: int, atlas: Any) -> None:
         if atlas.scan is not self.session.scan:
             return
+        if self._fitted_scan is not atlas.scan:
+            self._fitted, self._fitted_scan = {}, atlas.scan
+        self._fitted[(atlas.layer, atlas.projection.method, self.logits)] = atlas
         self.atlas = atlas
         self.selection = np.zeros(0, np.int64)
         self.separating = ()
@@ -501,6 +519,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.session.result_changed.disconnect(self._on_result)
         self.worker.shutdown()
         self.atlas = None
+        self._fitted, self._fitted_scan = {}, None
         self._thumbs.clear()
 
 
