@@ -365,3 +365,32 @@ def test_a_map_fitted_before_shows_at_once_behind_a_slow_fit(
     qtbot.wait(200)
     qtbot.waitUntil(lambda: not atlas.worker.has_current_job(), timeout=TIMEOUT_MS)
     assert atlas.atlas is pca
+
+
+def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tmp_path):
+    from tests.ui.test_dataset_scan import Gate, write_folder
+
+    win = actviz_window()
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    dataset, atlas = win.feature("dataset"), win.feature("atlas")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "images"
+    write_folder(folder)
+    gate = Gate(window.session.model)
+    handle = window.session.model.register_forward_pre_hook(gate)
+    try:
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
+        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+            dataset.cancel()
+            gate.active = False
+            gate.open.set()
+    finally:
+        gate.open.set()
+        handle.remove()
+    assert atlas.atlas.scan.count == 4
+    # "features.block3: 4 images (PCA)" read as the whole folder's map.
+    assert atlas.view.status_label.text().startswith(
+        f"{DEMO_LAYER}: 4 of 16 images, a partial scan (PCA)"
+    )

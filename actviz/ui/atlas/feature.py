@@ -190,7 +190,14 @@ class AtlasFeature(FeatureBase, QObject):
             if p.explained is not None
             else ""
         )
-        text = f"{atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}){share}"
+        scan = atlas.scan
+        total = len(scan.sources) - len(scan.skipped)
+        # A cancelled scan's map is of the images scanned so far: said, or it read as the
+        # whole folder's.
+        images = f"{len(atlas.coords):,} images"
+        if int(scan.count) < total:
+            images = f"{len(atlas.coords):,} of {total:,} images, a partial scan"
+        text = f"{atlas.layer}: {images} ({p.method.upper()}){share}"
         self.view.status_label.setText(text)
         self.host.show_status(f"Atlas ready: {text}")
         if saved is not None:
