@@ -299,6 +299,8 @@ def _open_value(
         value, word = _read_tensor_file(path, src, fmt)
         if isinstance(value, dict):
             _check_keywords(value, src, model if model is not None else loaded_model)
+        elif isinstance(value, tuple):
+            _check_positional(value, src, model if model is not None else loaded_model)
         return _from_value(value, src, "tensor", word, exp)
     if fmt in (FileFormat.TORCHSCRIPT, FileFormat.EXPORT):
         raise ModelFileAsInputError(
@@ -559,6 +561,11 @@ def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
             raise InputError(f"{src}: the .npz archive holds no arrays")
         if len(arrays) == 1:
             return next(iter(arrays.values())), "array"
+        positional = [f"arr_{i}" for i in range(len(arrays))]
+        if set(arrays) == set(positional):
+            # np.savez(f, a, b) names unnamed arrays arr_0, arr_1: the forward's positional
+            # inputs, in order (a .pt file's tuple).
+            return tuple(arrays[name] for name in positional), "array"
         return arrays, "array"
     if fmt == FileFormat.SAFETENSORS:
         try:
@@ -657,6 +664,32 @@ def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
     raise InputError(
         f"{src}: holds keyword inputs {shown}, but {cls}.forward takes {takes}; "
         "save a tensor (or a dict keyed by those names)"
+    )
+
+
+def _check_positional(value: tuple[Any, ...], src: str, model: Any) -> None:
+    """Refuse more (or fewer) positional inputs than the model's forward takes."""
+    module = getattr(model, "model", model)
+    if not isinstance(module, nn.Module) or forward_takes_list(module):
+        return  # a detector's tuple of images is its one list argument
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
+        return
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    count = len(value)
+    if len(required) <= count <= len(positional):
+        return
+    cls = getattr(module, "original_name", None) or type(module).__name__
+    many = f"{len(required)} to {len(positional)}" if len(required) < len(positional) else ""
+    names = ", ".join(p.name for p in positional)
+    raise InputError(
+        f"{src}: holds {count} positional input{'' if count == 1 else 's'}, but {cls}.forward "
+        f"takes {many or len(positional)} ({names})"
     )
 
 

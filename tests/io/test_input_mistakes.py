@@ -78,3 +78,34 @@ def test_long_dict_description_is_cut(tmp_path):
     assert "(27 more)" in loaded.description
     torch.save({"step": torch.tensor(3)}, tmp_path / "scalar.pt")
     assert open_input(tmp_path / "scalar.pt").description == "scalar.pt: {step: scalar int64}"
+
+
+class _TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 2, 3)
+
+    def forward(self, a, b):
+        return self.conv(a) + self.conv(b)
+
+
+def test_npz_of_unnamed_arrays_is_positional_inputs(tmp_path):
+    import numpy as np
+
+    a = np.ones((1, 3, 5, 5), np.float32)
+    b = np.zeros((1, 3, 5, 5), np.float32)
+    np.savez(tmp_path / "ab.npz", a, b)  # saved as arr_0, arr_1
+    loaded = open_input(tmp_path / "ab.npz", model=_TwoInputs())
+    assert isinstance(loaded.value, tuple) and len(loaded.value) == 2
+    assert torch.equal(loaded.value[0], torch.from_numpy(a))
+    assert torch.equal(loaded.value[1], torch.from_numpy(b))
+
+
+def test_more_positional_inputs_than_the_forward_takes(tmp_path, rgb_model):
+    x = torch.zeros(1, 3, 4, 4)
+    torch.save((x, x), tmp_path / "pair.pt")
+    with pytest.raises(InputError, match=r"pair\.pt: holds 2 positional inputs, but TinyNet"):
+        open_input(tmp_path / "pair.pt", model=rgb_model)
+    torch.save((x,), tmp_path / "one.pt")
+    with pytest.raises(InputError, match=r"one\.pt: holds 1 positional input, but _TwoInputs"):
+        open_input(tmp_path / "one.pt", model=_TwoInputs())
