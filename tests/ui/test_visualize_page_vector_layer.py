@@ -28,3 +28,25 @@ def test_a_linear_layers_page_holds_its_outputs_and_the_message_counts_right(
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     assert page.channels == (0,)
     assert page.dock.message.text().startswith("1 channel;"), page.dock.message.text()
+
+
+def test_a_page_holds_at_most_max_page_channels_and_pages_on(actviz_window, tiny_cnn, monkeypatch):
+    # A wide panel showing a whole layer gave a page of all its channels (192 for a ViT
+    # block: over two minutes at 3 steps, hours at the default 256).
+    from actviz.ui.visualize import page as page_module
+
+    monkeypatch.setattr(page_module, "MAX_PAGE", 4)
+    win = actviz_window(tiny_cnn, frame(3), ["conv2"])
+    win.run_and_wait()
+    feature = win.feature("visualize")
+    feature.section.steps_spin.setValue(2)
+    feature.section.size_spin.setValue(16)
+    win.window.session.set_page_channels("conv2", 6)  # the panel shows all 6
+    assert feature.visualise_page("conv2", 0)
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    page = feature.page
+    assert page.channels == (0, 1, 2, 3)
+    assert "ch 0-3 of 6" in page.dock.title_label.text()
+    page.dock.next_button.click()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert page.channels == (4, 5) and page.dock.mosaic.filled() == (4, 5)

@@ -49,6 +49,10 @@ CHUNK = 4
 DOCK_WIDTH = 340
 #: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).
 VECTOR_PAGE = 16
+#: The most channels a page holds. A wide panel shows a whole layer on one page (192 tokens'
+#: channels of a ViT block, 512 of a ResNet's layer4): synthesised at the default settings
+#: that is an hour of CPU behind one click, in tiles too small to see in the dock.
+MAX_PAGE = 32
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
 
@@ -352,9 +356,10 @@ class PageVisualiser(QObject):
 
     # ========================================================================== the jobs
     def _page_size(self, layer: str) -> int:
-        """Channels per page: the layer panel's page; a panel without pages (a vector such
-        as a Linear layer's logits, drawn as bars) would give pages of one output each, so
-        such a layer gets :data:`VECTOR_PAGE` (the CLI's default count)."""
+        """Channels per page: the layer panel's page, at most :data:`MAX_PAGE`; a panel
+        without pages (a vector such as a Linear layer's logits, drawn as bars) would give
+        pages of one output each, so such a layer gets :data:`VECTOR_PAGE` (the CLI's
+        default count)."""
         result = self.host.result
         prepared = result.layers.get(layer) if result is not None else None
         if (
@@ -363,7 +368,7 @@ class PageVisualiser(QObject):
             and layer not in self.session.page_channels
         ):
             return VECTOR_PAGE
-        return max(1, int(self.host.page_channels(layer)))
+        return max(1, min(MAX_PAGE, int(self.host.page_channels(layer))))
 
     def _known_total(self, layer: str) -> int:
         result = self.host.result
