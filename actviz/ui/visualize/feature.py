@@ -9,9 +9,9 @@ between two of its jobs (:class:`~actviz.ui.visualize.model_copy.ModelCopy`; one
 worker: the synthesis adds hooks to the model it runs). So the window's runs and live frames
 go on meanwhile, and none of them replaces the synthesis. Results go to the user's
 visualisation cache, so a channel opened again shows its picture at once: on every channel
-shown the cache is asked first (``only_cached=True``: the weights' fingerprint and a file read, no
-forward pass and no hooks), on a thread of its own so that hashing a large model's weights
-the first time does not stall the window.
+shown the cache is asked first (``only_cached=True``: the weights' fingerprint and a file
+read, no forward pass and no hooks), on a thread of its own so that hashing a large model's
+weights the first time does not stall the window.
 """
 
 from __future__ import annotations
