@@ -394,3 +394,36 @@ def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tm
     assert atlas.view.status_label.text().startswith(
         f"{DEMO_LAYER}: 4 of 16 images, a partial scan (PCA)"
     )
+
+
+def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window):
+    from actviz.ui.effects.feature import INTERRUPTED
+
+    win = actviz_window(_tiny(), _input(), LAYERS)
+    win.run_and_wait()
+    feature = win.feature("effects")
+    win.open_dock("Channels that matter")
+    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
+    assert feature.verify()
+    with win.expect_run():
+        assert win.window.run() is not None  # replaces the verification
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
+    win.qtbot.waitUntil(
+        lambda: (
+            feature.effects is not None
+            and feature.effects.context is not None
+            and not feature.estimating()
+            and feature._source() is win.window.session.result
+        ),
+        timeout=TIMEOUT_MS,
+    )
+    # The new result's estimates replaced the red line at once: the user saw bars without
+    # exact values and no word of the verification.
+    message = feature.view.message.text()
+    assert message.startswith("target:") and message.endswith(INTERRUPTED)
+    assert not any(feature.effects[layer].verified.any() for layer in LAYERS)
+    # Verify again: the note goes.
+    assert feature.verify()
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
+    assert INTERRUPTED not in feature.view.message.text()
+    assert feature.effects["conv2"].verified.any()

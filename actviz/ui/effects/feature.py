@@ -53,6 +53,8 @@ PREFERRED_HEIGHT = 520
 MIN_HEIGHT = 160
 #: What the dock says before a result of the model shown.
 RUN_FIRST = "Run the model: the channels of each ticked layer are ranked here."
+#: What the dock says when a run replaced the verification (until Verify is pressed again).
+INTERRUPTED = "A new run replaced the verification: press Verify again (live mode: pause it first)."
 #: What the page read-out of a sorted layer panel calls the order.
 ORDER_LABEL = "by effect"
 
@@ -143,11 +145,14 @@ class EffectsFeature(FeatureBase, QObject):
             failed_status="Verification failed",
             cancelled="The verification was cancelled (the estimates stay).",
             cancelled_status="Verification cancelled",
-            interrupted="A new run replaced the verification: press Verify again (live mode: "
-            "pause it first).",
+            interrupted=INTERRUPTED,
             log_as="verifying channel effects",
             on_finished=self._on_verified,
+            on_failed=self._on_job_failed,
         )
+        # Said under the next result's bars too (that result's estimates replaced the red
+        # line within a moment, and a verification seemed to have done nothing).
+        self._note = ""
         es = self.estimates.signals
         es.finished.connect(self._on_estimate_finished)
         es.errored.connect(self._on_estimate_errored)
@@ -278,6 +283,7 @@ class EffectsFeature(FeatureBase, QObject):
         if inputs is None and self.session.input is not None:
             inputs = self.session.input.value
         count: Any = self.verify_count if channels is None else channels
+        self._note = ""
         tracked = self.job
         tracked.progress = (0, 0)
 
@@ -451,6 +457,8 @@ class EffectsFeature(FeatureBase, QObject):
         text = " · ".join(parts)
         if eff.warnings:
             text += "\n" + "; ".join(eff.warnings)
+        if self._note:
+            text += "\n" + self._note
         v.set_message(text)
         self._apply_order()
         self._mark_panels()
@@ -571,8 +579,13 @@ class EffectsFeature(FeatureBase, QObject):
         if self.dock.isVisible() or self.view.sort_check.isChecked():
             self.refresh()
 
+    def _on_job_failed(self, text: str) -> None:
+        # Failures and cancels are answers to the user; a replaced verification is not.
+        self._note = text if text == INTERRUPTED else ""
+
     def _on_model_changed(self) -> None:
         # Another model: its channels are others (the session dropped the orders itself).
+        self._note = ""
         self.asked = {}
         self._sorted = {}
         self._pending_measure = None
