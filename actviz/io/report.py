@@ -186,7 +186,8 @@ def _table(
             f'<td class="l">{c}</td>' if i < left else f"<td>{c}</td>" for i, c in enumerate(row)
         )
         body.append(f"<tr{cls}>{tds}</tr>")
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    thead = f"<thead><tr>{th}</tr></thead>" if any(head) else ""  # a key/value table has none
+    return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
 
 
 def _anchor(kind: str, name: str) -> str:
@@ -234,7 +235,8 @@ def _model_summary(
                 str(len(cap.calls(name))),
             )
         )
-    page.add(_table(("layer", "type", "output", "calls"), shapes, left=2))
+    if shapes:
+        page.add(_table(("layer", "type", "output", "calls"), shapes, left=2))
     if cap.warnings:
         page.add("".join(f'<p class="warn">{_e(w)}</p>' for w in cap.warnings))
 
@@ -327,8 +329,17 @@ def _sequence_views(page: _Page, prepared: Any, names: Sequence[str]) -> None:
             page.add(f"<pre>{_e(lens.read_text())}</pre></details>")
 
 
-def _stats_table(page: _Page, prepared: Any, names: Sequence[str]) -> None:
+def _no_layers_text(cap: Capture) -> str:
+    """Why a report shows no layer: the capture's own reason (TorchScript) when it has one."""
+    why = f": {cap.warnings[0]}" if cap.warnings else " (none was ticked or given)"
+    return f'<p class="muted">No layer was captured{_e(why)}.</p>'
+
+
+def _stats_table(page: _Page, prepared: Any, names: Sequence[str], cap: Capture) -> None:
     page.section("statistics", "Statistics")
+    if not names:
+        page.add(_no_layers_text(cap))
+        return
     rows = []
     for name in names:
         layer = prepared.layers.get(name)
@@ -528,6 +539,8 @@ def write_report(
     page.add(
         '<p class="muted">Activations (each tile its own colour scale unless stated) and '
         "|d target / d output| per layer, as <code>actviz export</code> draws them.</p>"
+        if names
+        else _no_layers_text(cap)
     )
     for i, name in enumerate(names):
         if progress is not None:
@@ -569,7 +582,7 @@ def write_report(
         page.add("</details>")
 
     _sequence_views(page, prepared, names)
-    _stats_table(page, prepared, names)
+    _stats_table(page, prepared, names, cap)
     if comparison is not None:
         _comparison(page, comparison, comparison_label)
     if scan_sheets:
