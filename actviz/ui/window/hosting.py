@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAction, QResizeEvent
 from PySide6.QtWidgets import QDialog, QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +35,8 @@ class HostSlots:
     status: StatusWidgets
     display: ResultDisplay
     model_dock: ModelDock
+    #: The window's last height not forced by its docks' minimum heights (0: none yet).
+    _chosen_height: int
 
     # ------------------------------------------------------------------ tabs and docks
     def add_tab(self, widget: QWidget, title: str) -> None:
@@ -76,6 +78,48 @@ class HostSlots:
                 self.resize_dock(dock, width)
             dock.setVisible(not hidden)
         self.commands.view_menu.addAction(dock.toggleViewAction())
+        dock.visibilityChanged.connect(
+            lambda shown, d=dock: shown and QTimer.singleShot(0, main, lambda: self._fit_dock(d))
+        )
+
+    def _fit_dock(self, dock: QDockWidget) -> None:
+        """A dock shown under others whose minimum heights together make the window taller
+        than the user made it (at 1280x720, five docks on the right grew it to 791 px, its
+        bottom off a laptop's screen) is tabbed with the tallest of them instead, in front,
+        and the window gets its height back."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        chosen = self._chosen_height
+        if (
+            not chosen
+            or main.height() <= chosen
+            or dock.isFloating()
+            or not dock.isVisible()
+            or main.isMaximized()
+            or main.isFullScreen()
+        ):
+            return
+        area = main.dockWidgetArea(dock)
+        tabbed = set(main.tabifiedDockWidgets(dock))
+        others = [
+            d
+            for d in main.findChildren(QDockWidget)
+            if d is not dock
+            and d not in tabbed
+            and d.isVisible()
+            and not d.isFloating()
+            and main.dockWidgetArea(d) == area
+        ]
+        if not others:
+            return
+        main.tabifyDockWidget(max(others, key=lambda d: d.minimumSizeHint().height()), dock)
+        dock.raise_()
+        main.resize(main.width(), chosen)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)  # type: ignore[misc]
+        main: QMainWindow = self  # type: ignore[assignment]
+        if event.size().height() > main.minimumSizeHint().height():
+            self._chosen_height = event.size().height()
 
     def resize_dock(self, dock: QDockWidget, width: int) -> None:
         """Give ``dock`` this width (its area's other docks follow)."""

@@ -122,6 +122,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         self.model_loader: ModelLoader = model_loader or load_model_source
         self.input_loader: InputLoader = input_loader or load_input_source
         self._closed = False
+        self._chosen_height = 0  # see HostSlots._fit_dock
         # One capture at a time on the model; loads build objects nobody else holds yet, so a
         # new model load need not wait for a stale one; exports only read finished captures.
         favour_gui_thread()  # the workers below run Python beside the GUI thread
