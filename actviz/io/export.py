@@ -521,7 +521,6 @@ def export_capture(
         Every file written, summary.json last.
     """
     out = check_out_folder(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     names = list(layers) if layers is not None else list(cap.names)
     missing = [n for n in names if n not in cap.names]
     if missing:
@@ -529,6 +528,7 @@ def export_capture(
         why = f" ({cap.warnings[0]})" if cap.warnings else ""
         shown = ", ".join(repr(n) for n in missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise ActvizError(f"{shown} {'was' if len(missing) == 1 else 'were'} not captured{why}")
+    out.mkdir(parents=True, exist_ok=True)
     cap, prepared = prepare_export(
         cap,
         names,

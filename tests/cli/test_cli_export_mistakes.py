@@ -61,3 +61,4 @@ def test_export_layers_of_a_torchscript_model(tmp_path, capsys):
     assert len(err) == 1, err
     assert "'conv' was not captured" in err[0] and "TorchScript" in err[0]
     assert "KeyError" not in err[0]
+    assert not (tmp_path / "out").exists()  # no empty folder left behind
