@@ -120,6 +120,15 @@ def test_separating_channels_rank_the_channel_that_splits_the_selection():
         separating_channels(x, [], k=3)
 
 
+def test_separating_channels_without_spread_rank_by_the_difference():
+    # Two images, one selected: no channel has spread, every score is infinite; the
+    # channels went in channel order, whatever their difference.
+    x = np.array([[0.1, 0.5, 0.3, 0.2], [0.2, 0.1, 0.3, 0.9]])
+    splits = separating_channels(x, [0], k=4)
+    assert [s.channel for s in splits] == [3, 1, 0, 2]
+    assert [s.score for s in splits] == [-np.inf, np.inf, -np.inf, 0.0]
+
+
 @pytest.mark.slow  # numba compiles umap's code on the first fit and transform: minutes
 @pytest.mark.skipif(not umap_available(), reason="umap-learn (actviz[atlas]) not installed")
 def test_umap_projects_and_places_new_points_near_their_cluster():
