@@ -427,3 +427,18 @@ def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window)
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
     assert INTERRUPTED not in feature.view.message.text()
     assert feature.effects["conv2"].verified.any()
+
+
+def test_a_folder_of_one_image_reads_as_one(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    atlas_ui = win.feature("atlas")
+    window = win.window
+    assert window.open_model_source("demo", wait=True)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "one"
+    _write_images(folder, 1)
+    with qtbot.waitSignal(atlas_ui.worker.signals.finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 9, 4))
+    assert dataset.dock.summary_label.text() == "one: 1 image · top 1"
+    assert atlas_ui.view.status_label.text().startswith(f"{DEMO_LAYER}: 1 image (PCA)")

@@ -194,7 +194,7 @@ class AtlasFeature(FeatureBase, QObject):
         total = len(scan.sources) - len(scan.skipped)
         # A cancelled scan's map is of the images scanned so far: said, or it read as the
         # whole folder's.
-        images = f"{len(atlas.coords):,} images"
+        images = f"{len(atlas.coords):,} image{'' if len(atlas.coords) == 1 else 's'}"
         if int(scan.count) < total:
             images = f"{len(atlas.coords):,} of {total:,} images, a partial scan"
         text = f"{atlas.layer}: {images} ({p.method.upper()}){share}"

@@ -242,7 +242,8 @@ class DatasetScanUI(FeatureBase, QObject):
         saved = " (partial)" if is_partial(scan) else saved
         layers = tuple(scan.layers)
         self.dock.set_summary(
-            f"{folder}: {scan.count:,} images · top {kept(scan)}{saved}",
+            f"{folder}: {scan.count:,} image{'' if scan.count == 1 else 's'} · top {kept(scan)}"
+            f"{saved}",
             f"{spec.folder if spec else ''}\n{scan.count} images, layers {', '.join(layers)}"
             + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
         )
