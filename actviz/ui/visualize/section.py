@@ -17,6 +17,9 @@ from actviz.ui.panels import style
 OBJECTIVES = ("channel", "neuron")
 #: Smallest side the picture is drawn at (a small image is enlarged by a whole factor).
 MIN_SHOWN = 96
+#: Largest side it is drawn at: a larger image is drawn smaller, so that the channel's maps
+#: above keep their room (the export writes it whole).
+MAX_SHOWN = 192
 
 
 class WantsSection(QtWidgets.QWidget, StepsAndLine):
@@ -152,6 +155,7 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         if image is None:
             self.image = None
             self.picture.clear()
+            self.picture.setToolTip("")
             self.picture.setVisible(False)
             return
         self.image = np.ascontiguousarray(image, dtype=np.uint8)
@@ -161,9 +165,21 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         ).copy()  # the QImage must not point into an array that may go
         pixmap = QtGui.QPixmap.fromImage(qimage)
         factor = max(1, -(-MIN_SHOWN // max(1, min(h, w))))
-        if factor > 1:
+        tip = ""
+        if max(h, w) > MAX_SHOWN:
+            pixmap = pixmap.scaled(
+                MAX_SHOWN,
+                MAX_SHOWN,
+                QtCore.Qt.AspectRatioMode.KeepAspectRatio,
+                QtCore.Qt.TransformationMode.SmoothTransformation,
+            )
+            tip = (
+                f"{w}x{h} px, drawn at {pixmap.width()}x{pixmap.height()} (Export writes it whole)"
+            )
+        elif factor > 1:
             pixmap = pixmap.scaled(
                 w * factor, h * factor, mode=QtCore.Qt.TransformationMode.FastTransformation
             )
         self.picture.setPixmap(pixmap)
+        self.picture.setToolTip(tip)
         self.picture.setVisible(True)
