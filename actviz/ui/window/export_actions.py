@@ -18,6 +18,7 @@ import numpy as np
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
+from actviz.io.errors import ActvizError
 from actviz.io.export import safe_name
 from actviz.ui.loaders import describe_error
 from actviz.ui.window.actions import WindowActions
@@ -50,8 +51,13 @@ class ExportHost(Protocol):
 
     def show_error(self, text: str, source: str = "action") -> None: ...
     def show_warning(self, text: str, source: str = "action") -> None: ...
+    def clear_messages(self, source: str | None = None) -> None: ...
     def refresh_busy(self, text: str = "") -> None: ...
     def wait_until(self, done: Callable[[], bool]) -> None: ...
+
+
+#: The banner's source for the exports' failures: the next export that succeeds clears them.
+BANNER_SOURCE = "export"
 
 
 class ExportActions:
@@ -314,8 +320,9 @@ class ExportActions:
                 if pixmap.isNull() or not pixmap.save(str(path), "PNG"):
                     raise OSError(f"could not write {path}")
         except Exception as exc:  # noqa: BLE001
-            self.show_error(f"PNG export failed: {describe_error(exc)}")
+            self.show_error(f"PNG export failed: {describe_error(exc)}", BANNER_SOURCE)
             return None
+        self.window.clear_messages(BANNER_SOURCE)
         self.status_label.setText(f"Saved {path}")
         return path
 
@@ -327,17 +334,28 @@ class ExportActions:
         if result is None or result.capture is None or name is None or name not in result.capture:
             self.show_warning("Select a captured layer first (click it in the tree or a panel).")
             return []
+        from actviz.io.files import check_out_folder
+
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         rec = result.capture[name]
         stem = safe_name(name)
         written = []
-        for kind, tensor in (("activation", rec.tensor), ("gradient", rec.grad)):
-            if tensor is None:
-                continue
-            path = out / f"{stem}.{kind}.npy"
-            np.save(path, tensor.detach().cpu().numpy())
-            written.append(path)
+        try:
+            check_out_folder(out)
+            out.mkdir(parents=True, exist_ok=True)
+            for kind, tensor in (("activation", rec.tensor), ("gradient", rec.grad)):
+                if tensor is None:
+                    continue
+                path = out / f"{stem}.{kind}.npy"
+                np.save(path, tensor.detach().cpu().numpy())
+                written.append(path)
+        except OSError as exc:  # the action's slot must not raise: say it in the banner
+            text = describe_error(exc)
+            if not isinstance(exc, ActvizError):
+                text = f"{out}: {exc.strerror or exc}"
+            self.show_error(f"Could not save the arrays of {name}: {text}", BANNER_SOURCE)
+            return []
+        self.window.clear_messages(BANNER_SOURCE)
         self.status_label.setText(f"Saved {len(written)} arrays of {name} to {out}")
         return written
 
@@ -368,6 +386,7 @@ class ExportActions:
             return
         request.paths = list(paths)
         self.last_export = list(paths)
+        self.window.clear_messages(BANNER_SOURCE)  # an earlier export's failure is over
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
         self.window.export_finished.emit(list(paths))
 
@@ -376,7 +395,7 @@ class ExportActions:
             return
         log.error("export failed", exc_info=(type(error), error, error.__traceback__))
         text = f"Export failed: {describe_error(error)}"
-        self.show_error(text)
+        self.show_error(text, BANNER_SOURCE)
         self._refresh_busy(text)
         self.window.export_failed.emit(text)
 

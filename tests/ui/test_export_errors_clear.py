@@ -1,0 +1,43 @@
+"""Exports from the window: a failure's message goes when the next export succeeds (it stayed in
+the banner under "Exported 30 files to ..."), and saving a layer's arrays where they cannot go
+says so in the banner instead of raising out of the action."""
+
+from __future__ import annotations
+
+import torch
+
+from tests.ui.conftest import frame
+
+
+def _window(actviz_window):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
+    win = actviz_window(model, frame(0), layers=["0", "1"])
+    win.run_and_wait()
+    return win
+
+
+def test_a_successful_export_clears_the_last_failure(actviz_window, tmp_path):
+    win = _window(actviz_window)
+    exports = win.window.exports
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder")
+    assert not exports.export_all(blocker, wait=True)
+    assert any(t.startswith("Export failed:") for t in win.banner_messages())
+    win.window.show_warning("a session note", "session")
+    assert exports.export_all(tmp_path / "out", wait=True)
+    assert not any(t.startswith("Export failed:") for t in win.banner_messages())
+    assert "a session note" in win.banner_messages()
+
+
+def test_layer_arrays_where_they_cannot_go(actviz_window, tmp_path):
+    win = _window(actviz_window)
+    exports = win.window.exports
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder")
+    assert exports.export_layer_npy(blocker, "0") == []
+    text = win.banner_messages()[-1]
+    assert text.startswith("Could not save the arrays of 0:") and "notes.txt" in text
+    written = exports.export_layer_npy(tmp_path / "arrays", "0")
+    assert [p.name for p in written] == ["0.activation.npy", "0.gradient.npy"]
+    assert not any(t.startswith("Could not save") for t in win.banner_messages())
