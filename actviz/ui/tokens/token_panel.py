@@ -10,9 +10,12 @@ token maps are built on first use, so ordinary layers pay nothing.
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6 import QtWidgets
 
+from actviz.display.mosaic import Mosaic
 from actviz.display.tokens import TokenView
+from actviz.display.views import LayerView
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.canvas import LabelledHeatCanvas
@@ -32,6 +35,8 @@ class TokenLayerPanel(LayerPanel):
         self.token_box: QtWidgets.QWidget | None = None
         self.token_canvas: LabelledHeatCanvas | None = None
         self.token_grad_canvas: LabelledHeatCanvas | None = None
+        #: Edited minus unedited ``(T, D)`` while the difference view shows, else None.
+        self.difference_heat: np.ndarray | None = None
 
     def _build_token_box(self) -> None:
         box = QtWidgets.QWidget()
@@ -60,6 +65,7 @@ class TokenLayerPanel(LayerPanel):
     def set_tokens(self, view: TokenView | None) -> None:
         """Show ``view`` instead of the mosaic slots (None: the ordinary panel)."""
         self.token_view = view
+        self.difference_heat = None
         if view is None:
             if self.token_box is not None:
                 self.token_box.setVisible(False)
@@ -83,18 +89,46 @@ class TokenLayerPanel(LayerPanel):
         self.set_minimum_panel_height(MIN_TOKEN_PANEL_HEIGHT)
         self.status_label.setText(self._token_description())
 
+    def set_difference(
+        self, view: LayerView, mosaic: Mosaic | None, colormap: str | None = None
+    ) -> None:
+        """As :meth:`LayerPanel.set_difference`; a token view shows the difference in its own
+        heat map, on the tokens (the map kept the edited values while "difference" was on)."""
+        super().set_difference(view, mosaic, colormap)
+        tv = self.token_view
+        if tv is None or self.token_canvas is None or view.kind != "heatmap":
+            return
+        data = np.asarray(view.data, dtype=np.float32)
+        if data.shape != tv.heat.shape:
+            return
+        self.difference_heat = data
+        norms = np.linalg.norm(data.astype(np.float64), axis=1).astype(np.float32)
+        self.token_canvas.set_heat(data, tv.tokens, bars=norms, symmetric=True)
+        self.status_label.setText(self._token_description())
+
     def _token_description(self) -> str:
         view = self.token_view
         if view is None:
             return ""
         t, d = view.shape[1], view.shape[2]
         batch = f" (sample {view.sample} of {view.shape[0]})" if view.shape[0] > 1 else ""
-        return f"{t} tokens x {d} features{batch}"
+        edited = "edited − unedited: " if self.difference_heat is not None else ""
+        return f"{edited}{t} tokens x {d} features{batch}"
 
     def _on_token_hovered(self, row: int, col: int, gradient: bool) -> None:
-        if self.token_view is None:
+        view = self.token_view
+        if view is None:
             return
-        text = self.token_view.describe(row, col, gradient=gradient) if row >= 0 else ""
+        diff = self.difference_heat
+        if row < 0:
+            text = ""
+        elif diff is not None and not gradient:
+            text = (
+                f"token {row} {view.tokens[row]!r}, feature {col}: "
+                f"edited − unedited {float(diff[row, col]):.4g}"
+            )
+        else:
+            text = view.describe(row, col, gradient=gradient)
         self.status_label.setText(text or self._token_description())
 
     def _update_gradient_visibility(self) -> None:
