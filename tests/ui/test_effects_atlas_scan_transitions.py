@@ -9,6 +9,7 @@ folders are a few tiny PNGs written in tmp_path.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 from PySide6.QtCore import Qt
@@ -442,3 +443,26 @@ def test_a_folder_of_one_image_reads_as_one(actviz_window, qtbot, tmp_path):
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 9, 4))
     assert dataset.dock.summary_label.text() == "one: 1 image · top 1"
     assert atlas_ui.view.status_label.text().startswith(f"{DEMO_LAYER}: 1 image (PCA)")
+
+
+def test_a_text_model_is_told_a_scan_needs_images(actviz_window, qtbot, tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from tests.io.hf_tiny import save_tiny_gpt2
+
+    folder = tmp_path / "gpt"
+    save_tiny_gpt2(folder)
+    win = actviz_window()
+    window = win.window
+    assert window.open_model_source(str(folder), wait=True)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    images = tmp_path / "images"
+    _write_images(images, 2)
+    # The dialog does not open, and a scan asked for anyway does not start: it ran and
+    # failed in the embedding ("Expected tensor for argument #1 'indices' ...").
+    assert dataset.open_dialog() is None and dataset.dialog is None
+    assert dataset.start(ScanSpec(str(images), ("transformer.h.0",), 3)) == 0
+    assert not dataset.is_busy()
+    said = [m for m in win.banner_messages() if "reads text, not images" in m]
+    assert said and "Open an image model to scan one." in said[0]

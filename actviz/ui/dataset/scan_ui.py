@@ -114,6 +114,8 @@ class DatasetScanUI(FeatureBase, QObject):
         if self.session.model is None:
             self.window.show_warning("Open a model first, then scan a dataset.", BANNER_SOURCE)
             return None
+        if self._refuse_text_model():
+            return None
         if self.dialog is not None:
             self.dialog.raise_()
             return self.dialog
@@ -137,6 +139,22 @@ class DatasetScanUI(FeatureBase, QObject):
             prestart()
         return dialog
 
+    def _refuse_text_model(self) -> bool:
+        """Say so and return True when the session's model reads text only (a tokenizer, no
+        image preprocessing): a scan runs images through it, and failed in its embedding
+        layer with torch's "Expected tensor for argument #1 'indices'..."."""
+        loaded = self.session.loaded_model
+        if loaded is None or getattr(loaded, "tokenizer", None) is None:
+            return False
+        if getattr(loaded, "processor", None) is not None or loaded.transforms is not None:
+            return False
+        self.window.show_warning(
+            f"{self.session.model_name} reads text, not images: a dataset scan runs a folder "
+            "of images through the model. Open an image model to scan one.",
+            BANNER_SOURCE,
+        )
+        return True
+
     def _layers(self) -> list[str]:
         """Every layer of the session's model, in model order (what a scan may scan)."""
         tree = self.session.tree
@@ -144,7 +162,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def start(self, spec: ScanSpec) -> int:
         """Scan ``spec`` in the background; returns the scan's generation (0: not started)."""
-        if self.window.is_closed():
+        if self.window.is_closed() or self._refuse_text_model():
             return 0
         self._last_folder, self._last_k = spec.folder, spec.k
         self._store.setValue(FOLDER_KEY, spec.folder)
