@@ -133,6 +133,10 @@ def check_out_folder(path: str | os.PathLike[str]) -> Path:
             f"{path}: is a file; exports are written into a folder (give a new or an "
             "existing folder)"
         )
+    # The nearest part of the path that exists must be a folder for the rest to be made.
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise WriteError(f"{path}: {existing} is a file, not a folder")
     return path
 
 

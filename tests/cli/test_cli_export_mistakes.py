@@ -62,3 +62,11 @@ def test_export_layers_of_a_torchscript_model(tmp_path, capsys):
     assert "'conv' was not captured" in err[0] and "TorchScript" in err[0]
     assert "KeyError" not in err[0]
     assert not (tmp_path / "out").exists()  # no empty folder left behind
+
+
+def test_export_out_below_a_file(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("keep me")
+    out = tmp_path / "notes.txt" / "sub"
+    assert main(["export", "-m", "demo", "-i", "random:1x3x64x64", "-o", str(out)]) == 2
+    err = _errors(capsys.readouterr().err)
+    assert len(err) == 1 and f"{tmp_path / 'notes.txt'} is a file, not a folder" in err[0]
