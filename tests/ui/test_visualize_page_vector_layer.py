@@ -50,3 +50,25 @@ def test_a_page_holds_at_most_max_page_channels_and_pages_on(actviz_window, tiny
     page.dock.next_button.click()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     assert page.channels == (4, 5) and page.dock.mosaic.filled() == (4, 5)
+
+
+def test_a_layer_without_a_panel_gets_a_full_page_and_no_model_says_open_one(
+    actviz_window, tiny_cnn
+):
+    # Run > Visualise channels on a layer selected in the tree but not ticked (no panel,
+    # no page size): it got a page of one channel, "ch 0-0".
+    win = actviz_window(tiny_cnn, frame(3), ["conv2"])
+    win.run_and_wait()
+    feature = win.feature("visualize")
+    feature.section.steps_spin.setValue(2)
+    feature.section.size_spin.setValue(16)
+    assert feature.visualise_page("conv1")
+    win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
+    assert feature.page.channels == (0, 1, 2, 3)  # conv1's 4 channels
+
+
+def test_visualise_selected_without_a_model_asks_for_one(actviz_window):
+    win = actviz_window()
+    feature = win.feature("visualize")
+    assert not feature.visualise_selected()
+    assert any("Open a model" in m for m in win.banner_messages()), win.banner_messages()

@@ -204,8 +204,11 @@ class VisualizeFeature(FeatureBase, QObject):
 
     def visualise_selected(self) -> bool:
         """Run > Visualise channels: the selected layer's page (else the channel view's)."""
+        if self.session.model is None:
+            self.window.show_warning("Open a model first, then visualise a layer's channels.")
+            return False
         layer = self.window.selected_layer or self.channel_view.name
-        if not layer or self.session.model is None:
+        if not layer:
             self.window.show_warning("Select a layer first, then visualise its channels.")
             return False
         return self.visualise_page(layer)

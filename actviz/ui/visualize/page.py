@@ -356,17 +356,13 @@ class PageVisualiser(QObject):
 
     # ========================================================================== the jobs
     def _page_size(self, layer: str) -> int:
-        """Channels per page: the layer panel's page, at most :data:`MAX_PAGE`; a panel
-        without pages (a vector such as a Linear layer's logits, drawn as bars) would give
-        pages of one output each, so such a layer gets :data:`VECTOR_PAGE` (the CLI's
-        default count)."""
+        """Channels per page: the layer panel's page, at most :data:`MAX_PAGE`; a layer
+        without a paged panel (a vector such as a Linear layer's logits, drawn as bars, or a
+        layer selected in the tree but not ticked) would give pages of one channel each, so
+        it gets :data:`VECTOR_PAGE` (the CLI's default count)."""
         result = self.host.result
         prepared = result.layers.get(layer) if result is not None else None
-        if (
-            prepared is not None
-            and getattr(prepared, "mosaic", None) is None
-            and layer not in self.session.page_channels
-        ):
+        if getattr(prepared, "mosaic", None) is None and layer not in self.session.page_channels:
             return VECTOR_PAGE
         return max(1, min(MAX_PAGE, int(self.host.page_channels(layer))))
 
