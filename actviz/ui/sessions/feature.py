@@ -47,6 +47,7 @@ from actviz.workspace.session_file import (
     ModelCheck,
     SessionFileError,
     SessionState,
+    describe_session_file,
     load_state,
     open_model_source,
     pin_capture_bytes,
@@ -795,9 +796,12 @@ class SessionsFeature(FeatureBase, QObject):
         path = self.autosave_file()
         if not self.can_offer_restore():
             return False
+        what = describe_session_file(path)
         if not self.ask_restore(
             self.host.dialog_parent(),
-            "actviz kept your last session when it closed. Restore it?",
+            "actviz kept your last session when it closed"
+            + (f" ({what})" if what else "")
+            + ". Restore it?",
         ):
             return False
         return self.open_session(path)
