@@ -391,8 +391,9 @@ def verify_model_source(
     if digest != src.sha256:
         return ModelCheck(
             "changed",
-            f"{where}: the checkpoint changed since the session was saved (SHA-256 "
-            f"{digest[:12]}..., saved {src.sha256[:12]}...); its results may differ",
+            f"{where}: the checkpoint changed since the session was saved (modified "
+            f"{_when(where.stat().st_mtime)}; SHA-256 {digest[:12]}..., saved "
+            f"{src.sha256[:12]}...); its results may differ",
             where,
         )
     return ModelCheck("ok", "", where)
@@ -853,6 +854,14 @@ def _read_npz(path: Path, zf: zipfile.ZipFile, member: str) -> dict[str, np.ndar
     return out
 
 
+def _when(stamp: float) -> str:
+    """``"4 Mar 09:05"``: a file's time as the window says it (local time)."""
+    import time
+
+    local = time.localtime(stamp)
+    return f"{local.tm_mday} {time.strftime('%b %H:%M', local)}"
+
+
 def describe_session_file(path: str | os.PathLike[str]) -> str:
     """One line saying which investigation a session file holds, from its manifest alone
     (quick for a file of any size): ``"resnet18 (random init) on cat.png, 2 layers ticked,
@@ -863,8 +872,6 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
     path
         A session file.
     """
-    import time
-
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as zf:
@@ -884,8 +891,7 @@ def describe_session_file(path: str | os.PathLike[str]) -> str:
         text += f" on {shown}"
     ticked = len(manifest.get("ticked") or ())
     text += f", {ticked} layer{'' if ticked == 1 else 's'} ticked"
-    when = time.localtime(stamp)
-    return f"{text}, saved {when.tm_mday} {time.strftime('%b %H:%M', when)}"
+    return f"{text}, saved {_when(stamp)}"
 
 
 def load_state(path: str | os.PathLike[str]) -> SessionState:

@@ -48,3 +48,27 @@ def test_cut_zip_is_still_damaged(tmp_path):
     (tmp_path / "cut.actviz").write_bytes(data[: len(data) // 2])
     with pytest.raises(SessionFileError, match=r"damaged session file"):
         load_state(tmp_path / "cut.actviz")
+
+
+def test_a_changed_checkpoint_says_when_it_changed(tmp_path):
+    import os
+    import time
+
+    from actviz.workspace.session_file import ModelSource, SessionState, verify_model_source
+
+    ckpt = tmp_path / "w.pt"
+    torch.save(nn.Linear(2, 2).state_dict(), ckpt)
+
+    class Loaded:
+        source, kind, name = str(ckpt), "state_dict", "w.pt"
+
+    from actviz.workspace.session_file import model_source_of
+
+    src = model_source_of(Loaded(), arch="x.py:Net")
+    assert isinstance(src, ModelSource)
+    torch.save(nn.Linear(2, 2).state_dict(), ckpt)
+    stamp = time.mktime((2026, 3, 4, 9, 5, 0, 0, 0, -1))
+    os.utime(ckpt, (stamp, stamp))
+    check = verify_model_source(SessionState(model=src))
+    assert check.status == "changed"
+    assert "(modified 4 Mar 09:05;" in check.message and "\n" not in check.message
