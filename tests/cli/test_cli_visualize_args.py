@@ -64,3 +64,20 @@ def test_every_option_says_what_it_does():
     sub = parser._subparsers._group_actions[0].choices["visualize"]  # noqa: SLF001
     bare = [a.dest for a in sub._actions if not a.help]  # noqa: SLF001
     assert bare == [], bare  # --seed, --param and --transforms had no help
+
+
+def test_many_channels_run_in_batches_by_default(tmp_path, monkeypatch):
+    # All channels were one batch: --channels 0-511 of a large layer asked for tens of GB.
+    import actviz.analysis.visualize as engine
+
+    asked = {}
+    real = engine.visualize
+
+    def spy(*args, **kwargs):
+        asked.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "visualize", spy)
+    args = ["visualize", "--model", "demo", "--layer", "features.block3", "--channels", "0-19"]
+    assert main(args + ["--steps", "1", "--size", "16", "--no-cache", "--out", str(tmp_path)]) == 0
+    assert asked["batch"] == 16
