@@ -166,7 +166,7 @@ def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
     assert loader.started["broken.pt"].wait(5)
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         gate.set()
-    assert "broken.pt: not a checkpoint" in failed.args[0]
+    assert "'broken.pt': not a checkpoint" in failed.args[0]
     assert any("Could not open model 'broken.pt'" in t for t in window.centre.banner.texts())
     assert window.session.model is old and window.result is previous
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]

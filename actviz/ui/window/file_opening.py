@@ -383,7 +383,7 @@ class FileOpening:
                 return
             self._fail_model_load(request, text, level="error")
             return
-        text = f"Could not open model {request.source!r}: {describe_error(error)}"
+        text = f"Could not open model {request.source!r}: {_reason(error, request.source)}"
         if self._fail_in_dialog(request, text, path=request.source):
             return
         self._fail_model_load(request, text, level="error", details=error_details(error))
@@ -612,10 +612,10 @@ class FileOpening:
             text = INPUT_HINT
             self.show_warning(text)
         else:
-            text = f"Could not open input {request.source!r}: {describe_error(error)}"
-            self.show_error(text, details=error_details(error))
             source = request.source
-            reason = describe_error(error).removeprefix(f"{source}: ").rstrip(".")
+            text = f"Could not open input {source!r}: {_reason(error, source)}"
+            self.show_error(text, details=error_details(error))
+            reason = _reason(error, source).rstrip(".")
             self._input_failure = (repr(short_source(source.removeprefix("text:"))), reason)
         self._refresh_busy(text)
         self.window.input_load_failed.emit(text)
@@ -734,6 +734,12 @@ class FileOpening:
 
     def _parent(self) -> QWidget | None:
         return self.window if isinstance(self.window, QWidget) else None
+
+
+def _reason(error: BaseException, source: str) -> str:
+    """Why opening ``source`` failed, without the file name the error starts with (the
+    sentence around it names the file already)."""
+    return describe_error(error).removeprefix(f"{source}: ")
 
 
 def guessed_arch_text(loaded: Any) -> str:
