@@ -466,3 +466,20 @@ def test_a_text_model_is_told_a_scan_needs_images(actviz_window, qtbot, tmp_path
     assert not dataset.is_busy()
     said = [m for m in win.banner_messages() if "reads text, not images" in m]
     assert said and "Open an image model to scan one." in said[0]
+
+
+def test_a_new_map_forgets_the_image_pointed_at_on_the_map_before(actviz_window, qtbot, tmp_path):
+    from actviz.ui.atlas.view import HOVER_HINT
+
+    win = actviz_window()
+    atlas = _demo_with_atlas(win, qtbot, tmp_path)
+    atlas._on_hovered(2)
+    assert "img2.png" in atlas.view.hover_label.text()
+    # Another scan (of other images): the line named an image of the scan before.
+    other = tmp_path / "other"
+    _write_images(other, 3)
+    dataset = win.feature("dataset")
+    with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(other), (DEMO_LAYER,), 3, 4))
+    assert atlas.atlas.scan.count == 3
+    assert atlas.view.hover_label.text() == HOVER_HINT and atlas.hover_text == ""

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
 from actviz.data.atlas import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
 from actviz.ui.atlas.colours import colouring
-from actviz.ui.atlas.view import EMPTY_TEXT, SELECTION_HINT, THUMB, AtlasView
+from actviz.ui.atlas.view import EMPTY_TEXT, HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.worker import Worker
 
@@ -179,6 +179,9 @@ class AtlasFeature(FeatureBase, QObject):
         finally:
             spin.blockSignals(False)
         self.view.set_coords(atlas.coords, self._colouring())
+        # The image last pointed at was a dot of the map before (another layer's, scan's).
+        self.view.hover_label.setText(HOVER_HINT)
+        self.hover_text = ""
         self.view.mark_rows(self.view.selected_dots, [])
         self.view.selection_strip.set_items([])
         self.view.channel_list.clear()

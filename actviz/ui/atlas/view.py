@@ -38,6 +38,8 @@ __all__ = ["EMPTY_TEXT", "SELECTION_HINT", "AtlasView", "RasterDots", "SelectBox
 EMPTY_TEXT = "Scan a dataset first (Data > Scan a dataset…)"
 #: Pixels from a dot within which the pointer is over it.
 HOVER_PX = 8.0
+#: What the line over the nearest images says until a dot is pointed at.
+HOVER_HINT = "Point at an image on the map; click it to open it"
 #: What the selection's title says while nothing is selected.
 SELECTION_HINT = "Selection: drag a rectangle (Select) or draw a shape around images (Lasso)"
 #: The frame of selected dots (the report's picture draws the same).
@@ -489,7 +491,7 @@ class AtlasView(QWidget):
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
-        self.hover_label = QLabel("Point at an image on the map; click it to open it")
+        self.hover_label = QLabel(HOVER_HINT)
         self.hover_label.setWordWrap(True)
         rv.addWidget(self.hover_label)
         self.nearest_title = QLabel("Nearest in the dataset")
