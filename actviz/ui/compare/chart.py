@@ -97,6 +97,8 @@ class SimilarityChart(PlotPanel):
         self.divergence: int | None = None
         self.tol = 0.0
         self._text_y = 0.0
+        # The y range: its bottom, the highest point, and the top with the name's band.
+        self._y_low, self._y_high, self._y_top = 0.0, 1.0, 1.0
         self.setMinimumHeight(180)
         # The name beside the divergence line is fitted to the room the plot has left.
         self.plot.vb.sigResized.connect(self._fit_divergence_text)
@@ -167,6 +169,7 @@ class SimilarityChart(PlotPanel):
         high = max(1.0, float(values.max())) if values.size else 1.0
         pad = 0.06 * (high - low)
         top = high + 3 * pad  # a band above the points for the divergence's name
+        self._y_low, self._y_high, self._y_top = low - pad, high, top
         self.plot.setRange(xRange=(-0.5, max(n, 1) - 0.5), yRange=(low - pad, top), padding=0.0)
         self.divergence_line.setVisible(self.divergence is not None)
         if self.divergence is not None:
@@ -205,8 +208,25 @@ class SimilarityChart(PlotPanel):
             return
         item.setText(text)
         item.setAnchor((1, 0) if side == "left" else (0, 0))
-        item.setPos(float(d), self._text_y)
+        span_px = self._fit_text_band(metrics.height() + pad)
+        # Half a pixel under the top edge: at the edge itself, rounding put it outside.
+        item.setPos(float(d), self._text_y - 0.5 * (self._text_y - self._y_low) / span_px)
         item.setVisible(True)
+
+    def _fit_text_band(self, text_px: float) -> float:
+        """Make the band above the highest point at least ``text_px`` tall on screen: a
+        fixed share of the range was ~11 px in the 1280x720 Compare tab, and the name was
+        written over the cosine line at 1.0. Returns the plot's height in pixels (> 0)."""
+        span_px = max(self.plot.vb.sceneBoundingRect().height(), 1.0)
+        low, high = self._y_low, self._y_high
+        top = self._y_top
+        if span_px > 2 * text_px:
+            # (top - high) / (top - low) * span_px >= text_px, solved for top.
+            top = max(top, (high * span_px - low * text_px) / (span_px - text_px))
+        if abs(top - self._text_y) > 1e-9:
+            self._text_y = top
+            self.plot.setYRange(low, top, padding=0.0)
+        return span_px
 
     def clear(self) -> None:
         """Show no comparison."""
