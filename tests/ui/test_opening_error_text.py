@@ -23,6 +23,8 @@ def test_a_model_error_names_the_file_once(qtbot, actviz_window, tmp_path):
         win.window.open_model_source(str(path))
     assert failed.args[0] == f"Could not open model {str(path)!r}: file is empty"
     assert failed.args[0] in win.banner_messages()
+    # The status bar's one line is not cut mid-sentence: the banner holds the reason.
+    assert win.status_text() == "Could not open empty.pt: see the message above"
 
 
 def test_an_input_error_names_the_file_once(qtbot, actviz_window, tmp_path):
@@ -33,3 +35,4 @@ def test_an_input_error_names_the_file_once(qtbot, actviz_window, tmp_path):
         win.window.open_input_source(str(path))
     assert failed.args[0].startswith(f"Could not open input {str(path)!r}: not a readable image")
     assert failed.args[0].count("notes.txt") == 1
+    assert win.status_text() == "Could not open notes.txt: see the message above"

@@ -421,7 +421,8 @@ class FileOpening:
             self.show_error(text, details=details)
         elif level == "warning":
             self.show_warning(text)
-        self._refresh_busy(text)
+        # An error's whole sentence is in the banner; the one-line status bar would cut it.
+        self._refresh_busy(_failed_status(request.source) if level == "error" else text)
         self.window.model_load_failed.emit(text)
         pending = self._input_request
         if pending is not None and pending.generation == 0:
@@ -617,7 +618,7 @@ class FileOpening:
             self.show_error(text, details=error_details(error))
             reason = _reason(error, source).rstrip(".")
             self._input_failure = (repr(short_source(source.removeprefix("text:"))), reason)
-        self._refresh_busy(text)
+        self._refresh_busy(text if request.quiet else _failed_status(request.source))
         self.window.input_load_failed.emit(text)
         self._refit_input()
         self._input_failure = None  # said by the input put in its place, or not needed
@@ -734,6 +735,11 @@ class FileOpening:
 
     def _parent(self) -> QWidget | None:
         return self.window if isinstance(self.window, QWidget) else None
+
+
+def _failed_status(source: str) -> str:
+    """The status bar's line for a failed open; the banner above holds the reason."""
+    return f"Could not open {short_source(source)}: see the message above"
 
 
 def _reason(error: BaseException, source: str) -> str:
