@@ -53,17 +53,18 @@ def main() -> None:
     _wait(app, lambda: window.session.input is not None)
     window.tick([args.layer])
     scans: list[object] = []
-    window.dataset.scans.scan_finished.connect(scans.append)
-    window.dataset.start(ScanSpec(str(demo_samples()[0].parent), (args.layer,), 9))
+    dataset = window.features["dataset"]
+    dataset.scans.scan_finished.connect(scans.append)
+    dataset.start(ScanSpec(str(demo_samples()[0].parent), (args.layer,), 9))
     _wait(app, lambda: bool(scans))
-    grid = window.dataset.grid
-    best = window.dataset.scan.top(args.layer, args.channel)[0].source
+    grid = dataset.grid
+    best = dataset.scan.top(args.layer, args.channel)[0].source
     assert window.open_input_source(str(best), wait=True)
     finished: list[int] = []
     window.run_finished.connect(lambda: finished.append(1))
     window.run()
     _wait(app, lambda: bool(finished))
-    window.dataset.open_channel(args.layer, args.channel)
+    dataset.open_channel(args.layer, args.channel)
     _wait(app, lambda: window.channel_view.channel == args.channel and grid.tiles.count() > 0)
     window.flush_panel_updates()
     out = Path(args.out)
