@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
+@pytest.mark.slow  # a process of its own: Qt, torch and the demo's scan (~12 s here)
 def test_the_scan_screenshot_tool_makes_its_pictures(tmp_path):
     out = tmp_path / "scan.png"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HOME": str(tmp_path)}
