@@ -587,7 +587,9 @@ class SessionsFeature(FeatureBase, QObject):
             self.host.show_error(text, BANNER_SOURCE)
         elif level == "warning":
             self.host.show_warning(text, BANNER_SOURCE)
-        self.host.refresh_busy(text)
+        # The banner holds the whole sentence; the one-line status bar would cut it.
+        status = f"The session {opening.path.name} was not opened: see the message above"
+        self.host.refresh_busy(text if level is None else status)
         self.session_failed.emit(text)
 
     # ========================================================================== reports
@@ -710,7 +712,7 @@ class SessionsFeature(FeatureBase, QObject):
         log.error("report failed", exc_info=(type(error), error, error.__traceback__))
         text = f"Could not write the report: {describe_error(error)}"
         self.host.show_error(text, REPORT_SOURCE)
-        self.host.refresh_busy(text)
+        self.host.refresh_busy("Could not write the report: see the message above")
 
     def _on_report_cancelled(self, gen: int) -> None:
         if self._reports.pop(gen, None) is not None:
@@ -755,7 +757,7 @@ class SessionsFeature(FeatureBase, QObject):
             data.ok = False
             text = f"Could not save the session: {text}"
             self.host.show_error(text, BANNER_SOURCE)
-            self.host.refresh_busy(text)
+            self.host.refresh_busy("Could not save the session: see the message above")
             self.session_failed.emit(text)
         else:
             opening = data[0] if isinstance(data, tuple) else data
