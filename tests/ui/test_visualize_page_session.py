@@ -69,7 +69,8 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert got.channels == channels and all(got.from_cache)
     np.testing.assert_array_equal(got.images, made.images)
     assert restored.dock.message.text() == (
-        f"{len(channels)} channels (saved before); click one to open it."
+        f"{len(channels)} channels at {SETTINGS['steps']} steps, {SETTINGS['size']} px "
+        "(saved before); click one to open it."
     )
     title = restored.dock.title_label.text()
     assert title.startswith(f"{LAYER} · ch 4-{channels[-1]} of "), title

@@ -21,13 +21,16 @@ def test_a_linear_layers_page_holds_its_outputs_and_the_message_counts_right(
     assert page.channels == (0, 1, 2, 3, 4)
     assert page.dock.mosaic.filled() == page.channels
     assert "ch 0-4 of 5" in page.dock.title_label.text()
-    assert page.dock.message.text().startswith("5 channels;")
+    assert page.dock.message.text().startswith("5 channels at 2 steps, 16 px;")
+    # The message keeps the settings the tiles were made with when the popover changes.
+    section.steps_spin.setValue(7)
+    assert "2 steps, 16 px" in page.dock.message.text()
     # One channel is "1 channel", not "1 channels".
     win.window.session.set_page_channels("conv2", 1)
     assert feature.visualise_page("conv2", 0)
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     assert page.channels == (0,)
-    assert page.dock.message.text().startswith("1 channel;"), page.dock.message.text()
+    assert page.dock.message.text().startswith("1 channel at"), page.dock.message.text()
 
 
 def test_a_page_holds_at_most_max_page_channels_and_pages_on(actviz_window, tiny_cnn, monkeypatch):

@@ -468,11 +468,14 @@ class PageVisualiser(QObject):
             return
         filled, n = len(self.dock.mosaic.filled()), len(self.channels)
         saved = sum(sum(p.from_cache) for p in self._parts)
+        # The settings the tiles were made with: the ⚙ popover, shared with What it wants,
+        # may say others by now (and a tile opened in the channel view then has no picture).
+        made = f"at {self._settings['steps']} steps, {self._settings['size']} px"
         if kind == "synthesis":
             note = f" ({saved} saved before)" if saved else ""
-            self.dock.set_message(f"{_count(filled)}{note}; click one to open it.")
+            self.dock.set_message(f"{_count(filled)} {made}{note}; click one to open it.")
         elif filled >= n:
-            self.dock.set_message(f"{_count(n)} (saved before); click one to open it.")
+            self.dock.set_message(f"{_count(n)} {made} (saved before); click one to open it.")
         else:  # a restored page the cache does not hold all of: never a silent grey page
             self.dock.set_message(
                 f"{filled} of {n} channels saved: press Visualise to synthesise what the "
