@@ -191,7 +191,10 @@ def compare_job(
             "Runs A and B have no layer in common: tick the same layers and run again."
         )
     report("comparing")
-    comparison = compare(cap_a, cap_b)
+    # The layers shown, not every record: a text model's run also records its embedding for
+    # the saliency, and the chart counted and plotted that layer nobody ticked.
+    asked = [n for n in request.spec.layers if n in common]
+    comparison = compare(cap_a, cap_b, layers=asked or None)
     if not comparison.layers:
         reasons = "; ".join(f"{n or '(model)'}: {why}" for n, _k, why in comparison.skipped[:3])
         raise LayersMismatch(f"No layer of runs A and B could be compared ({reasons}).")
