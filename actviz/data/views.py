@@ -23,6 +23,7 @@ from torch import nn
 from actviz.data.accumulate import first_tensor
 from actviz.data.result import Scan, TopEntry
 from actviz.data.sources import ModelSpec, resolve_model
+from actviz.io.errors import InputError
 
 __all__ = ["ReceptiveField", "TopView", "receptive_box", "top_views"]
 
@@ -408,6 +409,9 @@ class TopView:
     image: np.ndarray
     heat: np.ndarray
     box: tuple[int, int, int, int]
+    #: Why the image is not shown ("" when it is): its file is gone or changed since the
+    #: scan. ``image`` is then plain grey, ``heat`` zero and ``box`` empty.
+    missing: str = ""
 
 
 def _square(box: tuple[int, int, int, int], hw: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -450,6 +454,20 @@ def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np
     return t, shown
 
 
+def _missing_reason(entry: TopEntry, error: BaseException) -> str:
+    """Why ``entry``'s image cannot be shown now (it was read when the scan ran)."""
+    source = entry.source
+    if isinstance(source, str) and not Path(source).exists():
+        return f"{Path(source).name} is gone since the scan"
+    name = Path(source).name if isinstance(source, str) else f"sample {entry.index}"
+    return f"{name} cannot be read now: {error}"
+
+
+def _missing_view(entry: TopEntry, why: str, size: int) -> TopView:
+    grey = np.full((size, size, 3), 200, dtype=np.uint8)
+    return TopView(entry, grey, np.zeros((size, size), np.float32), (0, 0, 0, 0), why)
+
+
 def top_views(
     model: Any,
     scan: Scan,
@@ -482,7 +500,8 @@ def top_views(
     -------
     tuple of TopView
         Best first, as :meth:`Scan.top`. The model is run once, through
-        :func:`actviz.capture`, on these images only.
+        :func:`actviz.capture`, on these images only. An image gone or unreadable since the
+        scan gets a grey view whose ``missing`` says why.
     """
     from PIL import Image
 
@@ -491,9 +510,25 @@ def top_views(
     entries = scan.top(layer, channel)
     if not entries:
         return ()
+    if data is None and not all(isinstance(e.source, str) for e in entries):
+        raise ValueError(
+            "the scan was over samples, not files: pass the same data as data= to top_views"
+        )
     spec = resolve_model(model, transform)
-    loaded = [_load(spec, e, data) for e in entries]
-    batch = torch.stack([t for t, _ in loaded]).to(
+    # An image gone or changed since the scan leaves a grey view saying so; the others are
+    # shown (one moved file made the whole channel's views fail).
+    loaded: list[tuple[torch.Tensor, np.ndarray] | str] = []
+    for e in entries:
+        try:
+            loaded.append(_load(spec, e, data))
+        except (InputError, ValueError, OSError) as exc:
+            loaded.append(_missing_reason(e, exc))
+    readable = [item for item in loaded if not isinstance(item, str)]
+    if not readable:
+        return tuple(
+            _missing_view(e, str(why), size) for e, why in zip(entries, loaded, strict=True)
+        )
+    batch = torch.stack([t for t, _ in readable]).to(
         device=spec.expected.device, dtype=spec.expected.dtype
     )
     cap = capture(spec.model, batch, [layer], gradients=False, keep_inputs=False)
@@ -509,8 +544,14 @@ def top_views(
         )[:, 0]
     else:  # one value per image: the whole picture at that value
         heat_full = maps.reshape(-1, 1, 1).expand(-1, *hw)
-    views = []
-    for i, (entry, (_, shown)) in enumerate(zip(entries, loaded, strict=True)):
+    views: list[TopView] = []
+    i = -1  # the entry's row in the batch (readable ones only)
+    for entry, item in zip(entries, loaded, strict=True):
+        if isinstance(item, str):
+            views.append(_missing_view(entry, item, size))
+            continue
+        i += 1
+        shown = item[1]
         box = _square(rf.box(entry.location), hw)
         y0, y1, x0, x1 = box
         crop = Image.fromarray(np.ascontiguousarray(shown[y0:y1, x0:x1]))

@@ -8,6 +8,8 @@ folders are a few tiny PNGs written in tmp_path.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -483,3 +485,43 @@ def test_a_new_map_forgets_the_image_pointed_at_on_the_map_before(actviz_window,
         dataset.start(ScanSpec(str(other), (DEMO_LAYER,), 3, 4))
     assert atlas.atlas.scan.count == 3
     assert atlas.view.hover_label.text() == HOVER_HINT and atlas.hover_text == ""
+
+
+def test_an_image_gone_since_the_scan_leaves_the_other_top_images(actviz_window, qtbot, tmp_path):
+    from actviz.data import top_views
+
+    win = actviz_window()
+    window = win.window
+    window.load_demo()
+    qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
+    win.wait_idle()
+    win.run_and_wait()
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    folder = tmp_path / "a_folder_with_a_rather_long_name_of_many_words_that_goes_on"
+    _write_images(folder, 6)
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 4, 4))
+    scan = done.args[0]
+    top = scan.top(DEMO_LAYER, 5)
+    Path(top[1].source).unlink()  # moved away since the scan
+    Path(top[2].source).write_bytes(b"not a png any more")
+    # The engine: grey views saying why for those two, the others as before.
+    views = top_views(window.session.loaded_model, scan, DEMO_LAYER, 5)
+    assert [v.entry for v in views] == list(top)
+    assert [bool(v.missing) for v in views] == [False, True, True, False]
+    assert views[1].missing == f"{Path(top[1].source).name} is gone since the scan"
+    assert views[2].missing.startswith(f"{Path(top[2].source).name} cannot be read now")
+    assert views[0].heat.max() > 0 and views[1].heat.max() == 0
+    # The window: it said "Could not make the top images: ... damaged image ([Errno 2] No
+    # such file ...)" and showed none of them.
+    width = window.width()
+    grid = dataset.grid
+    with qtbot.waitSignal(dataset.scans.views_ready, timeout=TIMEOUT_MS):
+        assert dataset.open_channel(DEMO_LAYER, 5)
+    assert grid.tiles.count() == 4
+    assert grid.caption.text().endswith("· 2 gone or changed since the scan (grey)")
+    gone = grid.tiles.item(1)
+    assert not gone.flags() & Qt.ItemFlag.ItemIsEnabled and "gone since" in gone.toolTip()
+    win.settle()
+    assert window.width() == width  # the long caption is cut, not widening the window

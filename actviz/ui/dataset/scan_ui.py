@@ -469,10 +469,11 @@ class DatasetScanUI(FeatureBase, QObject):
         scan = self.scans.scan
         spec = self.scans.spec
         folder = Path(spec.folder).name if spec else "the dataset"
-        self.grid.set_views(
-            views,
-            f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it",
-        )
+        caption = f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it"
+        gone = sum(bool(getattr(v, "missing", "")) for v in views)
+        if gone:
+            caption += f" · {gone} gone or changed since the scan (grey)"
+        self.grid.set_views(views, caption)
 
     def _on_views_failed(self, layer: str, channel: int, text: str) -> None:
         if (layer, channel) == self._grid_key:

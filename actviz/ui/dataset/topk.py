@@ -97,8 +97,9 @@ class TopKGrid(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 0)
         layout.setSpacing(1)
-        self.caption = style.caption_label()
-        self.caption.setWordWrap(False)
+        # One line cut with "…" (whole on hover): a long folder name, or a note of images
+        # gone since the scan, must not widen the channel view.
+        self.caption = style.caption_text(lines=1)
         layout.addWidget(self.caption)
         self.tiles = QtWidgets.QListWidget()
         self.tiles.setViewMode(QtWidgets.QListView.ViewMode.IconMode)
@@ -147,8 +148,12 @@ class TopKGrid(QtWidgets.QWidget):
                 if entry.location is None
                 else f" at (y={entry.location[0]}, x={entry.location[1]})"
             )
+            missing = getattr(view, "missing", "")
+            if missing:  # grey: its file is gone or changed since the scan; nothing to open
+                item.setFlags(item.flags() & ~QtCore.Qt.ItemFlag.ItemIsEnabled)
             item.setToolTip(
-                f"{entry.source}\nmax {style.format_value(entry.value)}{where}\nclick: open as input"
+                f"{entry.source}\nmax {style.format_value(entry.value)}{where}\n"
+                + (missing if missing else "click: open as input")
             )
             item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
             self.tiles.addItem(item)
@@ -201,7 +206,8 @@ class TopKGrid(QtWidgets.QWidget):
         return [self.tiles.item(i).data(SOURCE_ROLE) for i in range(self.tiles.count())]
 
     def _on_item_clicked(self, item: QtWidgets.QListWidgetItem) -> None:
-        self.source_clicked.emit(item.data(SOURCE_ROLE))
+        if item.flags() & QtCore.Qt.ItemFlag.ItemIsEnabled:
+            self.source_clicked.emit(item.data(SOURCE_ROLE))
 
 
 __all__ = ["HEAT_ALPHA", "SMALL_TILE_PX", "TILE_PX", "TopKGrid", "source_name", "tile_pictures"]
