@@ -21,6 +21,9 @@ MAX_LABEL_PX = 90
 MIN_LABEL_CHARS = 3
 #: Pixels kept free between two labels of the log-scaled value axis.
 VALUE_LABEL_GAP_PX = 4
+#: The layer axis's title, and the one it takes where that does not fit under the bars.
+AXIS_TITLE = "layer (execution order)"
+SHORT_AXIS_TITLE = "layer"
 
 
 def _bars(colour: str) -> pg.BarGraphItem:
@@ -182,11 +185,14 @@ class GradFlowPanel(PlotPanel):
     """
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__("Gradient flow", "layer (execution order)", "gradient L2 norm", parent)
+        super().__init__("Gradient flow", AXIS_TITLE, "gradient L2 norm", parent)
         self.axis = LayerAxis()
         self.value_axis = LogValueAxis()
         self.plot.setAxisItems({"bottom": self.axis, "left": self.value_axis})
-        style.style_axis(self.axis, "layer (execution order)")
+        style.style_axis(self.axis, AXIS_TITLE)
+        # Its width as drawn (the label's own font and size), for the fit on resize.
+        self._title_px = float(self.axis.label.boundingRect().width())
+        self.plot.vb.sigResized.connect(self._fit_axis_title)
         style.style_axis(self.value_axis, "gradient L2 norm")
         self.plot.setLogMode(x=False, y=True)
         # Room for "0.0001" plus the rotated label; the auto width lets them overlap.
@@ -203,6 +209,14 @@ class GradFlowPanel(PlotPanel):
         self.floor = 0.0
         self.setMinimumHeight(200)
         self.clear()
+
+    def _fit_axis_title(self, *_args: object) -> None:
+        """The whole axis title where it fits under the bars, else "layer": in the narrow
+        Overview column of a 1280x720 window it was cut to "layer (execution or"."""
+        room = self.plot.vb.sceneBoundingRect().width()
+        text = AXIS_TITLE if self._title_px <= room else SHORT_AXIS_TITLE
+        if self.axis.labelText != text:
+            style.style_axis(self.axis, text)
 
     def set_norms(self, names: list[str], norms: np.ndarray) -> None:
         """Show one bar per layer.
