@@ -372,7 +372,7 @@ class FeatureJob(QObject):
         """Ask the running job to stop (its end is shown when the worker says so)."""
         if self.gen is None:
             return False
-        self.worker.cancel()
+        self.worker.cancel(self.gen)
         return True
 
     def drop(self) -> None:
@@ -413,7 +413,10 @@ class FeatureJob(QObject):
     def _check_interrupted(self, *_args: Any) -> None:
         gen = self.gen
         if gen is not None and self.worker.is_stale(gen):
-            self._fail("", self._interrupted)
+            # A status of its own: live frames set none, so the job's "…ing" would stay.
+            self._fail(
+                f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
+            )
 
     def _on_worker_finished(self, gen: int, value: Any) -> None:
         if self._mine(gen):

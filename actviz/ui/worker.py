@@ -354,10 +354,14 @@ class Worker(QObject):
             raise ValueError(f"lane must be 0 or 1, not {lane!r}")
         return self._lane
 
-    def cancel(self) -> bool:
-        """Ask the current jobs to stop; returns True when one was queued or running."""
+    def cancel(self, generation: int | None = None) -> bool:
+        """Ask the current jobs to stop (only ``generation`` when given: a feature's Cancel
+        leaves the other features' jobs queued on the same worker alone); returns True when
+        one was queued or running."""
         with self._lock:
             current = {gen for gen in self._running if gen >= self._floor}
+            if generation is not None:
+                current &= {generation}
             self._cancelled |= current
             return bool(current)
 

@@ -140,6 +140,8 @@ def test_a_superseding_run_interrupts_it_and_other_jobs_go_to_on_other(qtbot, tr
     assert ended[0] == ("failed", "A new run replaced the adding.", None)
     assert view.messages[-1] == ("A new run replaced the adding.", True)
     assert view.busy == [True, False] and not job.running and job.owns(gen)
-    assert host.statuses[-1] == ""  # the window's busy state refreshed, its status kept
+    # Its own status line: a live frame that interrupts it sets none, and "Adding 2 and 3…"
+    # stayed in the status bar after the job had ended.
+    assert host.statuses[-1] == "Adding interrupted"
     qtbot.waitUntil(lambda: len(ended) == 2, timeout=5000)
     assert ended[1] == ("other", run, None)

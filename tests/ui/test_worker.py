@@ -186,6 +186,30 @@ def test_cancel_without_a_job_is_a_no_op(worker):
     assert worker.cancel() is False
 
 
+def test_cancel_of_one_generation_leaves_the_job_queued_behind_it(qtbot, worker):
+    release = threading.Event()
+    started = threading.Event()
+
+    def first(stop, progress):
+        started.set()
+        release.wait(5)
+        if stop():
+            raise CaptureCancelled("stopped")
+        return "first"
+
+    a = worker.submit(first)
+    assert started.wait(5)
+    b = worker.submit(lambda stop, progress: "second", supersede=False)
+    finished, cancelled = [], []
+    worker.signals.finished.connect(lambda gen, r: finished.append((gen, r)))
+    worker.signals.cancelled.connect(cancelled.append)
+    assert worker.cancel(a) is True
+    release.set()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
+    # Only the job asked for stopped: a feature's Cancel no longer kills another's job.
+    assert cancelled == [a] and finished == [(b, "second")]
+
+
 def test_capture_cancelled_is_reported_as_cancel_not_error(qtbot, worker):
     def job(stop, progress):
         raise CaptureCancelled("stop")
