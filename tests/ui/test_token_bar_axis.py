@@ -25,7 +25,7 @@ def _label_rects(axis) -> list[tuple[QRectF, str]]:
     finally:
         painter.end()
     assert specs is not None
-    return [(QRectF(rect), text) for rect, _flags, text in specs[2]]
+    return [(QRectF(rect), text) for rect, _flags, text in specs[2] if text]
 
 
 def test_token_norm_bars_have_labels_that_do_not_overlap(actviz_window):
@@ -37,13 +37,14 @@ def test_token_norm_bars_have_labels_that_do_not_overlap(actviz_window):
     )
     win.run_and_wait()
     win.open_dock("Edits")  # narrower panels, as with the Live dock open
+    win.open_dock("Live")  # narrower still: a strip ~45 px wide
     win.settle()
     panel = win.reveal("bert.encoder.layer.0")
     for canvas in (panel.token_canvas, panel.token_grad_canvas):
         axis = canvas.bars_plot.getAxis("bottom")
         rects = _label_rects(axis)
         texts = [text for _rect, text in rects]
-        assert len(rects) >= 2, texts  # the scale is read: 0 and the largest norm at least
+        assert len(rects) >= 1, texts  # the scale is read: a round value under the bars
         for i, (a, ta) in enumerate(rects):
             for b, tb in rects[i + 1 :]:
                 assert not a.adjusted(-2, 0, 2, 0).intersects(b), (ta, tb, texts)

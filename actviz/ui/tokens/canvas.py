@@ -26,13 +26,14 @@ __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
 
 
 def bar_ticks(peak: float) -> list[tuple[float, str]]:
-    """Ticks of a bar axis from 0 to ``peak`` (> 0): 0 and the largest 1, 2 or 5 x 10^k not
-    above 0.7 ``peak`` (so its label stays clear of the axis's right end), written short
-    ("0", "0.002", "20", "5e+04")."""
+    """Ticks of a bar axis from 0 to ``peak`` (> 0): an unlabelled one at 0 (the bars start
+    there; a "0" label ran into the other in a strip ~45 px wide) and the largest 1, 2 or
+    5 x 10^k not above 0.7 ``peak`` (so its label stays clear of the axis's right end),
+    written short ("0.002", "20", "5e+04")."""
     room = 0.7 * peak
     step = 10.0 ** math.floor(math.log10(room))
     nice = max(m * step for m in (1, 2, 5) if m * step <= room * (1 + 1e-9))
-    return [(0.0, "0"), (nice, f"{nice:.3g}")]
+    return [(0.0, ""), (nice, f"{nice:.3g}")]
 
 
 class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
@@ -73,8 +74,6 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
         if bars_label is not None:
             self.bars_plot = self.addPlot(row=0, col=1)
             style.style_plot(self.bars_plot, x_label=bars_label)
-            # The "0" label is centred on the axis's left end: let it pass it by a few px.
-            self.bars_plot.getAxis("bottom").setStyle(hideOverlappingLabels=6)
             self.bars_plot.invertY(True)  # row 0 at the top, beside its heat-map row
             self.bars_plot.setYLink(self.plot)
             self.bars_plot.hideAxis("left")
@@ -151,8 +150,8 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
                 peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
                 peak = peak if np.isfinite(peak) and peak > 0 else 1.0
                 self.bars_plot.setXRange(0, peak, padding=0.05)
-                # Two labels, 0 and a round value near the longest bar: pyqtgraph's own ticks
-                # ran into each other in a strip this narrow ("0.00.02.004").
+                # One round value near the longest bar: pyqtgraph's own ticks ran into each
+                # other in a strip this narrow ("0.00.02.004").
                 self.bars_plot.getAxis("bottom").setTicks([bar_ticks(peak), []])
 
     def _update_ticks(self) -> None:
