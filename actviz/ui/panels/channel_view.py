@@ -207,6 +207,14 @@ class ChannelView(PanelBase):
         self.backdrop.setVisible(False)
         self.activation_canvas.view.addItem(self.backdrop)
 
+        # What the layer's edits are (what-if): an ablated channel is a flat map, and the
+        # layer panel's badge saying why is out of sight beside this view.
+        self.edit_label = style.ElidedLabel()
+        self.edit_label.setStyleSheet(
+            f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
+        )
+        self.edit_label.setVisible(False)
+        self.content.addWidget(self.edit_label)
         self.stats_label = style.readout_label()
         self.stats_label.setToolTip("Statistics of this channel's activation")
         self.content.addWidget(self.stats_label)
@@ -442,8 +450,14 @@ class ChannelView(PanelBase):
         """Draw the activation from ``low`` (first colour) to ``high`` (last colour)."""
         self.activation_levels.set_levels(low, high, emit=True)
 
+    def set_edit_note(self, text: str) -> None:
+        """Say how the layer shown is edited (``text``: "ablate ch 3"); "" hides the note."""
+        self.edit_label.setText(f"edited: {text}" if text else "")
+        self.edit_label.setVisible(bool(text))
+
     def clear(self) -> None:
         """Show no channel."""
+        self.set_edit_note("")
         self.name, self.channel, self.channels = "", None, 0
         self.activation = self.gradient = self.image = None
         self.stats = {}

@@ -105,6 +105,7 @@ class WhatIfController(FeatureBase, QObject):
         self.session.result_changed.connect(self._on_result_changed)
         host.panel_created.connect(self._on_panel_created)
         host.panel_shown.connect(self._on_panel_updated)
+        host.channel_view.channel_changed.connect(self._on_channel_shown)
         for name, panel_ in host.layer_panels.items():
             self._on_panel_created(name, panel_)
         host.run_failed.connect(self._on_run_failed)
@@ -289,6 +290,15 @@ class WhatIfController(FeatureBase, QObject):
             sample=result.spec.sample,
             tokenizer=getattr(result.spec, "tokenizer", None),  # a language model's tokens
         )
+
+    def _on_channel_shown(self, name: str, _channel: int) -> None:
+        """The channel view names the edits of the layer it shows, as the layer's badge."""
+        if self._closed:
+            return
+        result = self.session.result
+        applied = _applied_edits(result.capture if result is not None else None)
+        edits = applied.get(name, ()) if name else ()
+        self.window.channel_view.set_edit_note("; ".join(e.describe() for e in edits))
 
     def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
