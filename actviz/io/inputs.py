@@ -359,6 +359,8 @@ def _open_image(path: Path, src: str) -> Image.Image:
         ) from exc
     except Image.DecompressionBombError as exc:
         raise InputError(f"{src}: image too large to open safely ({one_line(exc)})") from exc
+    except FileNotFoundError as exc:  # gone since it was listed or chosen: not "damaged"
+        raise InputError(f"{src}: no such file") from exc
     except (OSError, SyntaxError, ValueError) as exc:
         # PIL reports truncated or damaged image data as OSError / SyntaxError.
         raise InputError(f"{src}: damaged image ({one_line(exc)})") from exc

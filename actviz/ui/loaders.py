@@ -111,14 +111,16 @@ MAX_ERROR_CHARS = 240
 
 
 def describe_error(exc: BaseException) -> str:
-    """One readable line for the banner: actviz errors as they are, others with their type."""
+    """One readable line for the banner: actviz errors, value errors (a bad layer name, a bad
+    argument) and OS errors (their text names the file and the reason) as they are; others
+    with their type, which is part of what they say ("RuntimeError: mat1 and mat2 shapes...")."""
     from actviz.io.errors import ActvizError
 
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
     if len(text) > MAX_ERROR_CHARS:  # the rest is in the traceback, behind "Details"
         text = text[: MAX_ERROR_CHARS - 1].rstrip() + "…"
-    if isinstance(exc, ActvizError):
+    if isinstance(exc, (ActvizError, ValueError, OSError)):
         return text
     return f"{type(exc).__name__}: {text}"
 

@@ -483,3 +483,10 @@ def test_expected_input_of_torchscript_model():
     exp = expected_input(scripted)
     assert (exp.channels, exp.spatial_dims) == (1, 2)
     assert exp.layer == "first layer 1: Conv2d(1, 2, ...)"
+
+
+def test_an_image_gone_since_it_was_chosen_is_no_such_file_not_damaged(tmp_path):
+    from actviz.io.inputs import _open_image
+
+    with pytest.raises(InputError, match=r"gone\.png: no such file$"):
+        _open_image(tmp_path / "gone.png", "gone.png")

@@ -34,3 +34,11 @@ def test_describe_error_keeps_the_first_line_and_cuts_it():
     text = describe_error(long)
     assert text.startswith("RuntimeError: xxx") and "second" not in text
     assert len(text) <= len("RuntimeError: ") + MAX_ERROR_CHARS and text.endswith("…")
+
+
+def test_describe_error_says_value_and_file_errors_without_their_type():
+    # "Scan failed: ValueError: unknown layer ..." read like a crash; the text says it all.
+    assert describe_error(ValueError("unknown layer 'x'")) == "unknown layer 'x'"
+    missing = FileNotFoundError(2, "No such file or directory", "/tmp/gone.png")
+    assert describe_error(missing) == "[Errno 2] No such file or directory: '/tmp/gone.png'"
+    assert describe_error(TypeError("bad")) == "TypeError: bad"
