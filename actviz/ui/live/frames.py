@@ -24,6 +24,7 @@ import collections
 import importlib.util
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -708,10 +709,25 @@ def webcam_status() -> tuple[bool, str]:
 
         cameras = QMediaDevices.videoInputs()
     except Exception as exc:  # noqa: BLE001 - a broken multimedia backend is "unavailable"
-        return False, f"webcam unavailable: {exc}"
+        return False, _webcam_failure(exc)
     if not cameras:
         return False, "no camera found"
     return True, cameras[0].description()
+
+
+def _webcam_failure(exc: BaseException) -> str:
+    """Why Qt's camera support did not load, in words: a missing system library is named
+    ("webcam unavailable: Qt's camera support needs libpulse.so.0, which is not installed")
+    instead of the loader's "libpulse.so.0: cannot open shared object file: No such file or
+    directory"."""
+    text = str(exc)
+    missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", text)
+    if missing:
+        return (
+            f"webcam unavailable: Qt's camera support needs {missing.group(1)}, "
+            "which is not installed"
+        )
+    return f"webcam unavailable: Qt's camera support did not load ({text})"
 
 
 class WebcamSource(FrameSource):
