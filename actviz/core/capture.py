@@ -299,6 +299,12 @@ def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> to
     return None
 
 
+#: What a capture of a TorchScript model warns (also said when one is opened: one sentence, so
+#: a window showing both shows it once).
+TORCHSCRIPT_WARNING = (
+    "TorchScript model: its layers run inside the compiled graph, so layer hooks cannot fire; "
+    "only the model output and input gradients are available"
+)
 _MISSING = object()
 _NULL = contextlib.nullcontext()
 
@@ -414,10 +420,7 @@ def _capture_once(
     try:
         state.apply(train=mode == "train")
         if scripted:
-            warnings.append(
-                "TorchScript model: its layers run inside the compiled graph, so layer hooks "
-                "cannot fire; only the model output and input gradients are available"
-            )
+            warnings.append(TORCHSCRIPT_WARNING)
         else:
             if edits:
                 # Before the recorder's hooks: records hold the edited outputs.

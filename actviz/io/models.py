@@ -618,10 +618,10 @@ def _open_torchscript(path: Path, src: str) -> LoadedModel:
     except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
         raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
     loaded = LoadedModel(model, f"{path.name} (TorchScript)", src, "torchscript")
-    loaded.warnings.append(
-        f"{path.name} is TorchScript: layer hooks cannot fire inside compiled code, so only the "
-        "model output and the input gradients are available; its module tree still shows"
-    )
+    from actviz.core.capture import TORCHSCRIPT_WARNING
+
+    # The sentence each of its captures warns too (the window's banner shows it once).
+    loaded.warnings.append(TORCHSCRIPT_WARNING)
     return loaded
 
 

@@ -556,6 +556,12 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
     assert window.open_model_source(str(path), wait=True)
     assert window.centre.banner.isVisible()
     assert any("TorchScript" in t for t in window.centre.banner.texts())
+    # Its runs warn the same sentence: the banner says it once, not once per source.
+    window.set_input(_x())
+    win.run_and_wait()
+    assert window.result is not None and window.result.warnings
+    texts = window.centre.banner.texts()
+    assert sum("TorchScript" in t for t in texts) == 1, texts
     assert AppSettings(window.settings.store).recent_models()[0] == str(path)
     assert window.commands.recent_models_menu.actions()[0].text() == str(path)
 

@@ -161,10 +161,18 @@ class MessageBanner(QFrame):
         self._refresh()
 
     def messages(self) -> list[tuple[str, str]]:
-        """All ``(level, text)`` shown, in display order."""
+        """All ``(level, text)`` shown, in display order; a text two sources say (a model's
+        warning that each of its runs repeats) shows once, where it comes first."""
         order = [s for s in SOURCES if s in self._messages]
         order += [s for s in self._messages if s not in SOURCES]
-        return [m for s in order for m in self._messages[s]]
+        seen: set[str] = set()
+        shown = []
+        for s in order:
+            for level, text in self._messages[s]:
+                if text not in seen:
+                    seen.add(text)
+                    shown.append((level, text))
+        return shown
 
     def texts(self) -> list[str]:
         """The texts shown, without their levels."""
