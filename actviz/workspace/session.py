@@ -502,9 +502,9 @@ class Session:
         tokens: Sequence[str] | None = None,
     ) -> None:
         """Make ``value`` (a tensor, a tuple or a dict of tensors) the current input."""
-        if description == "" and isinstance(value, torch.Tensor):
-            description = f"tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
         tokens = tuple(str(t) for t in tokens) if tokens else None
+        if description == "":
+            description = _describe_value(value, tokens)
         self.input = InputState(value, source, kind, image, description, tokens)
         self._fit_input_layout()
         self.input_changed.emit()
@@ -759,3 +759,25 @@ class Session:
         if baseline is not None and baseline is not shown:
             held += int(baseline.nbytes)
         return held
+
+
+def _describe_value(value: Any, tokens: tuple[str, ...] | None) -> str:
+    """What an input made in memory is, for the Model dock's caption: ``tensor (1, 3, 16, 16)
+    float32``, ``5 tokens: [CLS] the cat …``, ``dict: input_ids (1, 5) int64, …`` ("": none
+    of these). Without it a text input set from a script was captioned "no input"."""
+
+    def one(t: Any) -> str:
+        return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+
+    if isinstance(value, torch.Tensor):
+        return f"tensor {one(value)}"
+    if tokens:
+        shown = " ".join(tokens[:8]) + (" …" if len(tokens) > 8 else "")
+        return f"{len(tokens)} tokens: {shown}"
+    if isinstance(value, dict):
+        parts = [f"{k} {one(v)}" for k, v in value.items() if isinstance(v, torch.Tensor)]
+        return f"dict: {', '.join(parts)}" if parts else ""
+    if isinstance(value, (tuple, list)):
+        parts = [one(v) for v in value if isinstance(v, torch.Tensor)]
+        return f"{type(value).__name__}: {', '.join(parts)}" if parts else ""
+    return ""
