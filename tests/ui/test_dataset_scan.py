@@ -536,3 +536,31 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
         qtbot.wait(50)
         assert dock.width() == narrower and w.centralWidget().size() == central
     assert dock.width() == narrower and w.centralWidget().size() == central
+
+
+def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz_window, tmp_path):
+    win = actviz_window()
+    window = win.window
+    dataset = window.features["dataset"]
+    dataset.scans.num_workers = 0
+    assert window.open_model_source("demo", wait=True)
+    folder = tmp_path / "images"
+    write_folder(folder, count=4)
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), (LAYER,), 3, 4))
+    assert dataset.dock.isVisible()
+    dataset.dock.close()  # the user closes it
+    # The model opened again: its saved scan is found and shown in the dock, which stays
+    # closed (it popped open at every model opened).
+    with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
+        assert window.open_model_source("demo", wait=True)
+    assert done.args[0].from_cache
+    win.settle()
+    assert not dataset.dock.isVisible()
+    assert "4 images" in dataset.dock.summary_label.text()
+    # A scan asked for still shows its end, also when the dock was closed while it ran.
+    with qtbot.waitSignal(dataset.scans.scan_started, timeout=TIMEOUT_MS):
+        dataset.start(ScanSpec(str(folder), (LAYER, "features.block3"), 3, 4))
+    dataset.dock.close()
+    qtbot.waitUntil(lambda: not dataset.is_busy(), timeout=TIMEOUT_MS)
+    assert dataset.dock.isVisible()

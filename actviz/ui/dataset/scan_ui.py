@@ -64,6 +64,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self._last_k = _as_int(self._store.value(K_KEY, DEFAULT_K), DEFAULT_K)
         #: (layer, channel) to open once the run that captures its layer finished.
         self._pending_open: tuple[str, int] | None = None
+        # Whether the scan under way was asked for (Scan…), not a saved one shown on opening.
+        self._asked_scan = False
         #: A channel's top image is being opened as the input, to run and open the channel.
         self._awaiting_input = False
         #: (layer, channel) the grid shows or waits for.
@@ -228,6 +230,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     # -- scan events ---------------------------------------------------------------------------
     def _on_scan_started(self, spec: ScanSpec) -> None:
+        self._asked_scan = True
         self.window.clear_messages(BANNER_SOURCE)
         shown = self.dock.isVisible()
         self.dock.show()
@@ -250,8 +253,11 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_message(
                 "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
             )
-        if not self.dock.isVisible():
+        # A scan asked for shows its end even if the dock was closed meanwhile; a saved scan
+        # found when a model opens waits in the dock a user closed.
+        if self._asked_scan and not self.dock.isVisible():
             self.dock.show()
+        self._asked_scan = False
 
     def _show_scan(self, scan: Any) -> None:
         spec = self.scans.spec
@@ -287,6 +293,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self._on_channel_changed(self.channel_view.name, self.channel_view.channel)
 
     def _on_scan_failed(self, text: str) -> None:
+        self._asked_scan = False
         self.window.refresh_busy()
         self.dock.stop_progress()
         if self.scans.scan is not None:
@@ -297,6 +304,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.window.show_error(text, BANNER_SOURCE)
 
     def _on_scan_cancelled(self) -> None:
+        self._asked_scan = False
         self.window.refresh_busy()
         self.dock.stop_progress()
         done, total, _ips = self.scans.progress
