@@ -34,12 +34,17 @@ def effect_colour(value: float, exact: bool = False) -> tuple[int, int, int]:
 
 
 def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
-    """The ``k`` channels of ``layer`` with the largest ``|estimate|`` as bars, largest first.
+    """The ``k`` channels of ``layer`` with the largest ``|estimate|`` as bars, largest first
+    (those without effect, :attr:`EffectRow.has_effect` False, left out and counted).
 
     Each channel has its estimate bar and, where verified, its exact bar beside it; the title
     names the layer, the target, the baseline and the rank correlation of the verified ones.
     """
-    rows = eff.top(layer, k)
+    top_rows = eff.top(layer, k)
+    # As in the window: a channel without effect gets no empty slot (a classifier's other
+    # scores read as a row of labelled gaps); the footer counts them.
+    rows = [r for r in top_rows if r.has_effect]
+    left_out = len(top_rows) - len(rows)
     n = max(len(rows), 1)
     values = [r.estimate for r in rows] + [r.exact for r in rows if r.exact is not None]
     finite = np.array([v for v in values if math.isfinite(v)] or [0.0])
@@ -98,5 +103,8 @@ def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
         lx = x0 + (slot - _text_w(draw, label, small)) // 2
         draw.text((lx, top + plot_h + 6 + (i % 2) * 12 * (slot < 26)), label, fill=_INK, font=small)
     draw.line([left - 4, zero, width - 8, zero], fill=_INK)
-    draw.text((8, height - 16), "channel (largest |estimate| first)", fill=_INK, font=small)
+    footer = "channel (largest |estimate| first)"
+    if left_out:
+        footer += f"; {left_out} without effect left out"
+    draw.text((8, height - 16), footer, fill=_INK, font=small)
     return img

@@ -88,3 +88,16 @@ def test_bench_runs_at_tiny_sizes():
 
 def test_public_name():
     assert actviz.effects is effects
+
+
+def test_chart_leaves_out_channels_without_effect():
+    model = load_demo_model()
+    x, _ = demo_sample_tensor()
+    eff = effects(model, x, ["fc"], method="estimate")
+    rows = eff.top("fc", 8)
+    assert sum(r.has_effect for r in rows) == 1  # the target's own score only
+    img = np.asarray(effects_chart(eff, "fc", k=8)).astype(int)
+    background = img[2, -2]
+    # Below the plot, right of the one bar's slot: no labels of empty slots (36 px each).
+    labels = img[58 + 240 + 4 : 58 + 240 + 22, 64 + 36 : 64 + 8 * 36]
+    assert (np.abs(labels - background).sum(axis=2) == 0).all()
