@@ -144,6 +144,11 @@ def run(
         except OSError as exc:
             raise ValueError(f"--out: cannot make the folder {args.out}: {exc.strerror}") from None
     loaded = open_model(args)
+    from actviz.io.reproduce import run_source
+
+    # Random weights (a torchvision name without weights, model code) are new in every process:
+    # their cache entries could never be read again, only pile up in the user's cache folder.
+    random_weights = run_source(loaded, None).state is not None
     if deepdream:
         channels = [0]
     elif channels is None:
@@ -183,7 +188,7 @@ def run(
         seed=args.seed,
         target=channels if args.target else None,
         negative=args.negative,
-        cache=not args.no_cache,
+        cache=not (args.no_cache or random_weights),
         progress=report,
     )
     cached = sum(vis.from_cache)

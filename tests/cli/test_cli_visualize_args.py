@@ -81,3 +81,18 @@ def test_many_channels_run_in_batches_by_default(tmp_path, monkeypatch):
     args = ["visualize", "--model", "demo", "--layer", "features.block3", "--channels", "0-19"]
     assert main(args + ["--steps", "1", "--size", "16", "--no-cache", "--out", str(tmp_path)]) == 0
     assert asked["batch"] == 16
+
+
+def test_random_weights_leave_nothing_in_the_cache(tmp_path, monkeypatch):
+    # A torchvision name opened without weights gets new random weights in every process:
+    # its cache entries could never be read again, only pile up.
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    small = ["--steps", "2", "--size", "16", "--channels", "0"]
+    args = ["visualize", "--model", "resnet18", "--layer", "layer1", *small]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert not list(cache.rglob("*.*"))
+    # Trained weights (the demo's) are cached as before.
+    args = ["visualize", "--model", "demo", "--layer", "features.block3", *small]
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    assert list((cache / "actviz" / "visualize").rglob("*.*"))
