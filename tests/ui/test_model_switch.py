@@ -46,6 +46,12 @@ def test_a_text_model_after_an_image_gets_a_prompt_and_the_image_comes_back(
     _open(win, str(gpt2))
     assert w.session.input.source == "text:" + DEFAULT_PROMPT
     assert any("does not fit" in m for m in win.banner_messages())
+    # The user's own text then replaces the stand-in: the note about it goes.
+    with win.expect_run(LOAD_MS):
+        assert w.open_input_source("text:the cat sat on the mat", wait=True)
+    win.wait_idle(LOAD_MS)
+    assert not any("does not fit" in m for m in win.banner_messages())
+    assert w.session.input.source == "text:the cat sat on the mat"
 
     _open(win, "timm:vit_tiny_patch16_224", weights="none")
     # The text did not fit the ViT: the image comes back (read with the ViT's transforms).

@@ -588,6 +588,10 @@ class FileOpening:
         self._input_request = None
         request.succeeded = True
         self.banner.clear("action")
+        if not request.quiet:
+            # An input the user opened: a note that another input stands in for theirs
+            # (a model switch's swap) is no longer true.
+            self.banner.clear("input")
         self.session.set_loaded_input(loaded)
         if request.remember:
             self.settings.add_recent_input(request.source)
