@@ -462,7 +462,10 @@ class Session:
         self.page_channels = {}
         self.channel_orders = {}
         if ticks is None:
-            self._ticked = set(default_layers(self.tree))
+            # A TorchScript model's layers run inside compiled code where no hook reaches:
+            # ticks would promise panels a run cannot fill ("5 layer(s)" and nothing shown).
+            scripted = isinstance(model, torch.jit.ScriptModule)
+            self._ticked = set() if scripted else set(default_layers(self.tree))
         else:
             ticks = list(ticks)
             unknown = [t for t in ticks if t not in self.tree]

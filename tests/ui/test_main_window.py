@@ -562,6 +562,10 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
     assert window.result is not None and window.result.warnings
     texts = window.centre.banner.texts()
     assert sum("TorchScript" in t for t in texts) == 1, texts
+    # Nothing ticked (no hook reaches its layers), and the Layers tab says why it stays empty.
+    assert not window.session.ticked and not window.result.layers
+    placeholder = window.centre.layers_placeholder
+    assert placeholder.isVisibleTo(window) and "TorchScript" in placeholder.text()
     assert AppSettings(window.settings.store).recent_models()[0] == str(path)
     assert window.commands.recent_models_menu.actions()[0].text() == str(path)
 

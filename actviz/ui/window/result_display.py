@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QWidget
 
@@ -713,6 +714,11 @@ class ResultDisplay:
         s = self.session
         if s.model is None:
             text = "Open a model (Ctrl+O) or drop a checkpoint on the window."
+        elif isinstance(s.model, torch.jit.ScriptModule):
+            text = (
+                "A TorchScript model runs its layers inside compiled code, where they cannot be "
+                "recorded: Run shows its output and the input gradients (Overview tab)."
+            )
         elif not s.ticked:
             text = (
                 "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
