@@ -63,6 +63,9 @@ class RunControl:
         a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
+        # The toolbar follows the Session: a script's ``session.set_view(colormap=...)`` left
+        # the combo and the panels on the old setting while a saved session kept the new one.
+        self.session.view_changed.connect(self._on_session_view_changed)
         signals = self.worker.signals
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
@@ -239,6 +242,15 @@ class RunControl:
         current = a.colormap_actions.get(a.colormap)
         if current is not None:
             current.setChecked(True)
+
+    def _on_session_view_changed(self, what: str) -> None:
+        a = self.window.commands
+        if what == "colormap" and a.colormap_combo.currentText() != self.session.colormap:
+            a.colormap_combo.setCurrentText(self.session.colormap)  # -> _on_colormap_changed
+        elif what == "normalize" and a.normalize_combo.currentData() != self.session.normalize:
+            index = a.normalize_combo.findData(self.session.normalize)
+            if index >= 0:
+                a.normalize_combo.setCurrentIndex(index)  # -> _on_normalize_changed
 
     def _on_colormap_changed(self, name: str) -> None:
         w = self.window
