@@ -126,7 +126,10 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     assert texts[0][3] == f"{100 * top.dp:+.1f}"
     target = view.target_row()
     assert target is not None and target[0] == plain.target_index
-    assert "→" in window.features["whatif"].dock.summary.text()
+    # One colon ("Target 7: arrow: 94.8 % →" read as two labels).
+    summary = window.features["whatif"].dock.summary.text()
+    assert summary.startswith(f"Target class {plain.target_index}") and summary.count(":") == 1
+    assert "→" in summary
     # Marked: the edited layer's badge, not the others'; the dock lists the edit.
     panels = window.layer_panels
     assert panels["conv2"].edit_badge_text() == "ablate ch 1"

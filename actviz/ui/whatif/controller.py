@@ -371,11 +371,12 @@ def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
 
 
 def _summary(change: PredictionChange) -> str:
-    """``Target 2: star 83.1 % → 12.0 % (-71.1 pp)`` for the dock: before → after (B → A)."""
+    """``Target class 2 (star): 83.1 % → 12.0 % (-71.1 pp)`` for the dock: before → after
+    (B → A); ``Target class 2: ...`` for a class without a name."""
     row = change.target if change.target is not None else next(iter(change.rows), None)
     if row is None:
         return ""
-    label = (
-        f"{row.index}: {row.name}" if row.name and row.name != str(row.index) else str(row.index)
-    )
+    label = f"class {row.index}"
+    if row.name and row.name not in (str(row.index), label):
+        label += f" ({row.name})"
     return f"Target {label}: {100 * row.p_b:.1f} % → {100 * row.p_a:.1f} % ({100 * row.dp:+.1f} pp)"
