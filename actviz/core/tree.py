@@ -149,7 +149,7 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
             extra = ""
         node = ModuleNode(
             name=name,
-            type_name=type(mod).__name__,
+            type_name=_type_name(mod),
             depth=0 if not name else name.count(".") + 1,
             parent=parent,
             children=children,
@@ -178,3 +178,13 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
         if node.parent is not None and node.parent not in by_name:
             node.parent = ""
     return ModuleTree(nodes)
+
+
+def _type_name(module: nn.Module) -> str:
+    """The class name a user wrote: a TorchScript module's ``original_name`` (``Conv2d``), not
+    ``RecursiveScriptModule`` for every row of the tree."""
+    if isinstance(module, torch.jit.ScriptModule):
+        original = getattr(module, "original_name", None)
+        if isinstance(original, str) and original:
+            return original
+    return type(module).__name__

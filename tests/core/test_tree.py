@@ -75,3 +75,14 @@ def test_lazy_modules_before_and_after_their_first_forward():
     cap = actviz.capture(model, torch.randn(2, 3))
     tree = actviz.module_tree(model, cap)
     assert tree["0"].own_params == 3 * 4 + 4 and tree["0"].output_shape == (2, 4)
+
+
+def test_a_torchscript_models_tree_names_the_classes_it_was_made_of():
+    import warnings
+
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit is deprecated upstream
+        scripted = torch.jit.script(net)
+    tree = actviz.module_tree(scripted)
+    assert [n.type_name for n in tree] == ["Sequential", "Conv2d", "BatchNorm2d", "ReLU"]
