@@ -87,12 +87,16 @@ class InputRequest:
         The model it is being read for (None while it waits for a model being opened).
     dropped
         A file dropped on the window: one that holds a model opens as the model instead.
+    swap
+        Read by the window itself for a model just opened (the input again with its
+        preprocessing, or one standing in for an input it cannot take), not asked for.
     """
 
     source: str
     remember: bool = True
     quiet: bool = False
     dropped: bool = False
+    swap: bool = False
     model: Any = None
     generation: int = 0
     succeeded: bool | None = None

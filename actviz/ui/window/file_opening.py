@@ -475,11 +475,11 @@ class FileOpening:
         if why is None:
             path = self.session.input_path
             if path:
-                return InputRequest(str(path), remember=False), None
+                return InputRequest(str(path), remember=False, swap=True), None
             if inp.source and input_kind(inp.value, inp.source) == "text" and ":" in inp.source:
                 # Token ids are the old tokenizer's (another vocabulary, other special
                 # tokens): the text is read again with the new model's.
-                return InputRequest(inp.source, remember=False), None
+                return InputRequest(inp.source, remember=False, swap=True), None
             return None, None
         self._kept_inputs[input_kind(inp.value, inp.source)] = inp
         for kept in list(self._kept_inputs.values()):
@@ -487,7 +487,7 @@ class FileOpening:
                 del self._kept_inputs[input_kind(kept.value, kept.source)]
                 self._note_input_swap(loaded, why, kept.source or kept.description)
                 if kept.source and (Path(kept.source).is_file() or ":" in kept.source):
-                    return InputRequest(kept.source, remember=False), None
+                    return InputRequest(kept.source, remember=False, swap=True), None
                 return None, kept
         source = natural_input_source(loaded, self.samples)
         if source is None:
@@ -497,7 +497,7 @@ class FileOpening:
             )
             return None, None
         self._note_input_swap(loaded, why, source)
-        return InputRequest(source, remember=False, quiet=True), None
+        return InputRequest(source, remember=False, quiet=True, swap=True), None
 
     def _refit_input(self) -> None:
         """After an input that did not open: the input still held may be the previous
@@ -588,7 +588,7 @@ class FileOpening:
         self._input_request = None
         request.succeeded = True
         self.banner.clear("action")
-        if not request.quiet:
+        if not (request.quiet or request.swap):
             # An input the user opened: a note that another input stands in for theirs
             # (a model switch's swap) is no longer true.
             self.banner.clear("input")

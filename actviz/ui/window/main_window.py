@@ -198,6 +198,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             (s.ticks_changed, self._on_session_ticks_changed),
             (s.target_changed, self.schedule_run),
             (s.pins_changed, self.pins_ui.on_session_pins_changed),
+            (s.view_changed, self.runs.on_session_view_changed),
         ]
 
     # ========================================================================== session events

@@ -63,9 +63,6 @@ class RunControl:
         a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
-        # The toolbar follows the Session: a script's ``session.set_view(colormap=...)`` left
-        # the combo and the panels on the old setting while a saved session kept the new one.
-        self.session.view_changed.connect(self._on_session_view_changed)
         signals = self.worker.signals
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
@@ -243,7 +240,10 @@ class RunControl:
         if current is not None:
             current.setChecked(True)
 
-    def _on_session_view_changed(self, what: str) -> None:
+    def on_session_view_changed(self, what: str) -> None:
+        """The toolbar follows the Session: a script's ``session.set_view(colormap=...)`` left
+        the combo and the panels on the old setting while a saved session kept the new one
+        (connected with the window's other session slots, let go when it closes)."""
         a = self.window.commands
         if what == "colormap" and a.colormap_combo.currentText() != self.session.colormap:
             a.colormap_combo.setCurrentText(self.session.colormap)  # -> _on_colormap_changed
