@@ -4,11 +4,11 @@ why and what to change, before any optimisation."""
 from __future__ import annotations
 
 import pytest
-import torch
 from torch import nn
 
 from actviz.analysis.visualize import VisualizeError, layer_channels, visualize
 from actviz.io.demo import load_demo_model
+from tests.display.seq_models import tiny_bert_encoder
 
 
 @pytest.fixture(scope="module")
@@ -16,24 +16,10 @@ def demo() -> nn.Module:
     return load_demo_model()
 
 
-def _tiny_bert() -> nn.Module:
-    transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
-    torch.manual_seed(0)
-    return transformers.BertModel(config).eval()
-
-
 def test_a_bare_text_model_is_refused_as_one_without_the_input_size_hint():
     # A text model shown with explore() / set_model (no tokenizer attached): the message says
     # it reads token ids, not that an input size would help.
-    bert = _tiny_bert()
+    bert = tiny_bert_encoder()
     for call in (
         lambda: visualize(bert, "encoder.layer.0.output", [0], steps=1, size=16),
         lambda: layer_channels(bert, "encoder.layer.0.output", size=16),

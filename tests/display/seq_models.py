@@ -32,6 +32,18 @@ def tiny_bert(vocab: int = 40, seed: int = 0) -> torch.nn.Module:
     return transformers.BertForSequenceClassification(config).eval()
 
 
+def tiny_bert_encoder(seed: int = 0) -> torch.nn.Module:
+    """A 1-layer bare ``BertModel`` (16 features, 2 heads, vocabulary 50), eval mode: module
+    names without a head's prefix (``embeddings.word_embeddings``, ``encoder.layer.0``)."""
+    transformers = pytest.importorskip("transformers", reason="needs the hf extra")
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16,
+    )  # fmt: skip
+    return transformers.BertModel(config).eval()
+
+
 def tiny_vit(seed: int = 0) -> torch.nn.Module:
     """A timm ViT on 32x32 images: 2x2 patches of 16, one class token, 2 blocks of 3 heads."""
     timm = pytest.importorskip("timm", reason="needs the timm extra")

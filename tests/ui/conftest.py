@@ -30,6 +30,15 @@ def frame(seed: int) -> torch.Tensor:
     return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
+def small_conv_window(actviz_window):
+    """A window on a seeded conv, ReLU, flatten model with both layers ticked, run once."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
+    win = actviz_window(model, frame(0), layers=["0", "1"])
+    win.run_and_wait()
+    return win
+
+
 @pytest.fixture
 def resnet() -> torch.nn.Module:
     """A random-init ResNet-18 (seed 0) in eval mode."""

@@ -45,6 +45,15 @@ def _write_images(folder, count: int = 6) -> None:
         Image.fromarray(pixels).save(folder / f"img{i}.png")
 
 
+def _demo_dataset(win):
+    """The demo opened in ``win``; returns its dataset feature, scanning without loader
+    processes."""
+    assert win.window.open_model_source("demo", wait=True)
+    dataset = win.feature("dataset")
+    dataset.scans.num_workers = 0
+    return dataset
+
+
 def _demo_with_atlas(win, qtbot, tmp_path):
     """The demo, a folder scanned for DEMO_LAYER and its map built; returns the atlas feature."""
     window = win.window
@@ -185,9 +194,7 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
 
     win = actviz_window()
     window = win.window
-    assert window.open_model_source("demo", wait=True)
-    dataset = win.feature("dataset")
-    dataset.scans.num_workers = 0
+    dataset = _demo_dataset(win)
     folder = tmp_path / "images"
     write_folder(folder)
     gate = Gate(window.session.model)
@@ -266,10 +273,7 @@ def test_channels_without_effect_get_no_bar(actviz_window):
 
 def test_a_folder_smaller_than_k_says_its_own_count(actviz_window, qtbot, tmp_path):
     win = actviz_window()
-    window = win.window
-    assert window.open_model_source("demo", wait=True)
-    dataset = win.feature("dataset")
-    dataset.scans.num_workers = 0
+    dataset = _demo_dataset(win)
     folder = tmp_path / "images"
     _write_images(folder, 4)
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
@@ -306,9 +310,7 @@ def test_opened_under_the_dataset_dock_its_bars_show(actviz_window, qtbot, tmp_p
 def test_the_scan_dialog_follows_another_model(actviz_window, qtbot, tmp_path):
     win = actviz_window()
     window = win.window
-    assert window.open_model_source("demo", wait=True)
-    dataset = win.feature("dataset")
-    dataset.scans.num_workers = 0
+    dataset = _demo_dataset(win)
     dialog = dataset.open_dialog()
     assert DEMO_LAYER in dialog.checked_layers()
     folder = tmp_path / "images"
@@ -375,9 +377,7 @@ def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tm
 
     win = actviz_window()
     window = win.window
-    assert window.open_model_source("demo", wait=True)
-    dataset, atlas = win.feature("dataset"), win.feature("atlas")
-    dataset.scans.num_workers = 0
+    dataset, atlas = _demo_dataset(win), win.feature("atlas")
     folder = tmp_path / "images"
     write_folder(folder)
     gate = Gate(window.session.model)
@@ -435,10 +435,7 @@ def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window)
 def test_a_folder_of_one_image_reads_as_one(actviz_window, qtbot, tmp_path):
     win = actviz_window()
     atlas_ui = win.feature("atlas")
-    window = win.window
-    assert window.open_model_source("demo", wait=True)
-    dataset = win.feature("dataset")
-    dataset.scans.num_workers = 0
+    dataset = _demo_dataset(win)
     folder = tmp_path / "one"
     _write_images(folder, 1)
     with qtbot.waitSignal(atlas_ui.worker.signals.finished, timeout=TIMEOUT_MS):

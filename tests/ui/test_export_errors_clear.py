@@ -4,21 +4,11 @@ says so in the banner instead of raising out of the action."""
 
 from __future__ import annotations
 
-import torch
-
-from tests.ui.conftest import frame
-
-
-def _window(actviz_window):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
-    win = actviz_window(model, frame(0), layers=["0", "1"])
-    win.run_and_wait()
-    return win
+from tests.ui.conftest import small_conv_window
 
 
 def test_a_successful_export_clears_the_last_failure(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = small_conv_window(actviz_window)
     exports = win.window.exports
     blocker = tmp_path / "notes.txt"
     blocker.write_text("a file, not a folder")
@@ -31,7 +21,7 @@ def test_a_successful_export_clears_the_last_failure(actviz_window, tmp_path):
 
 
 def test_layer_arrays_where_they_cannot_go(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = small_conv_window(actviz_window)
     exports = win.window.exports
     blocker = tmp_path / "notes.txt"
     blocker.write_text("a file, not a folder")

@@ -8,21 +8,11 @@ report's error stayed in the banner after the next report was written.
 
 from __future__ import annotations
 
-import torch
-
-from tests.ui.conftest import frame
-
-
-def _window(actviz_window):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
-    win = actviz_window(model, frame(0), layers=["0", "1"])
-    win.run_and_wait()
-    return win
+from tests.ui.conftest import small_conv_window
 
 
 def test_saving_a_session_to_a_folder_or_a_missing_folder(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = small_conv_window(actviz_window)
     sessions = win.feature("sessions")
     assert not sessions.save_session(tmp_path, wait=True)
     text = win.banner_messages()[-1]
@@ -40,7 +30,7 @@ def test_saving_a_session_to_a_folder_or_a_missing_folder(actviz_window, tmp_pat
 
 
 def test_a_written_report_clears_the_last_reports_failure(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = small_conv_window(actviz_window)
     sessions = win.feature("sessions")
     win.window.show_warning("a session note", "session")
     assert not sessions.export_report(tmp_path, wait=True)
@@ -56,7 +46,7 @@ def test_a_written_report_clears_the_last_reports_failure(actviz_window, tmp_pat
 
 
 def test_a_session_that_does_not_open_has_a_short_status(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = small_conv_window(actviz_window)
     bad = tmp_path / "notes.actviz"
     bad.write_text("hello")
     assert not win.feature("sessions").open_session(bad, wait=True)

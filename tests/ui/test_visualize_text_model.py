@@ -3,22 +3,13 @@ saying why it cannot be done, and no grey tiles that look like pictures still to
 
 from __future__ import annotations
 
-import pytest
 import torch
+
+from tests.display.seq_models import tiny_bert_encoder
 
 
 def test_a_text_models_page_says_why_in_words_and_shows_no_pending_tiles(actviz_window):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
-    torch.manual_seed(0)
-    bert = transformers.BertModel(config).eval()
+    bert = tiny_bert_encoder()
     layer = "encoder.layer.0.output"
     win = actviz_window(bert, {"input_ids": torch.randint(0, 50, (1, 6))}, [layer])
     win.run_and_wait()
