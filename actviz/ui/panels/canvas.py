@@ -21,6 +21,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
 from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut, to_indices
+from actviz.ui.panels.deferred import DeferredCall
 
 _COLORBAR_WIDTH = 10
 _COLORBAR_AXIS_WIDTH = 46
@@ -592,6 +593,10 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # The bar spans the image, not the whole canvas (the image is letterboxed).
             self.view.sigResized.connect(self._fit_colorbar)
             self.view.sigRangeChanged.connect(self._fit_colorbar)
+        #: Its margins change the scene's geometry, which resizes the view: a fit asked for
+        #: from inside a fit runs after that pass instead (see :meth:`_fit_colorbar`).
+        self._colorbar_fit = DeferredCall(self, self._fit_colorbar)
+        self._fitting_colorbar = False
         #: Extra margin left and right of the image and its bar (see :meth:`_fit_sides`).
         self._side = 0
         #: Set while the sides and the range are being changed together (their own signals).
@@ -837,6 +842,16 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         bar = self.colorbar
         if bar is None:
             return
+        if self._fitting_colorbar:
+            self._colorbar_fit.request()
+            return
+        self._fitting_colorbar = True
+        try:
+            self._fit_colorbar_now(bar)
+        finally:
+            self._fitting_colorbar = False
+
+    def _fit_colorbar_now(self, bar: ColorBar) -> None:
         if self._shape is None:
             bar.set_margins(4.0, 4.0)
             return
@@ -859,6 +874,18 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             bar.set_margins(top, bottom)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        if getattr(self, "_resizing", False):
+            # Re-entered from inside its own pass (a layout answering a size set here):
+            # only the view follows; the fitting below runs once, in the outer call.
+            super().resizeEvent(event)
+            return
+        self._resizing = True
+        try:
+            self._resize(event)
+        finally:
+            self._resizing = False
+
+    def _resize(self, event: QtGui.QResizeEvent) -> None:
         bar = getattr(self, "colorbar", None)
         if bar is not None and event.size().height() < event.oldSize().height():
             # The bar's margins (which make it span the letterboxed image) are part of the

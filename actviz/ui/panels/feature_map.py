@@ -13,6 +13,7 @@ from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import BarCanvas, ImageCanvas
+from actviz.ui.panels.deferred import DeferredCall
 
 if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
     from actviz.display.mosaic import Mosaic
@@ -420,6 +421,7 @@ class LayerPanel(PanelBase):
         bottom.addWidget(self.page_bar)
         self.content.addLayout(bottom)
         self._narrow = False
+        self._arrange = DeferredCall(self, self._arrange_to_width)
 
         for slot in (self.activation_slot, self.gradient_slot):
             slot.hovered.connect(self._on_slot_hovered)
@@ -608,7 +610,12 @@ class LayerPanel(PanelBase):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
-        self._set_narrow(event.size().width() < NARROW_PANEL_PX)
+        # Re-arranging the sides changes the panel's height-for-width: done after this
+        # layout pass, so the grid's answer never resizes the panel from inside its resize.
+        self._arrange.request()
+
+    def _arrange_to_width(self) -> None:
+        self._set_narrow(self.width() < NARROW_PANEL_PX)
 
     def _set_narrow(self, narrow: bool) -> None:
         """Side by side (activation | gradient; badge, read-out, pages on one line) in a wide

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.ui.panels.channel_view import ChannelView
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
@@ -205,9 +206,22 @@ class _LayersScroll(QScrollArea):
 
     viewport_resized = Signal(int)
 
+    def __init__(self) -> None:
+        super().__init__()
+        # The grid is re-laid out after the pass that resized the viewport, not inside it:
+        # re-laying out panels there resized their canvases from within their own resize.
+        self._announce = DeferredCall(self, self._announce_width)
+        self._announced = -1
+
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
-        self.viewport_resized.emit(self.viewport().width())
+        self._announce.request()
+
+    def _announce_width(self) -> None:
+        width = self.viewport().width()
+        if width != self._announced:
+            self._announced = width
+            self.viewport_resized.emit(width)
 
 
 class _OverviewPage(QScrollArea):
