@@ -204,9 +204,7 @@ def shard_context(distributed: bool | None = None) -> ShardContext | None:
         store = _get_default_store()
     except Exception:  # no store reachable: progress counts this rank only
         store = None
-    return ShardContext(
-        dist.get_rank(), world, None, f"actviz/scan/{_SEQUENCE[0]}", store
-    )
+    return ShardContext(dist.get_rank(), world, None, f"actviz/scan/{_SEQUENCE[0]}", store)
 
 
 def describe_error(exc: BaseException, rank: int) -> str:

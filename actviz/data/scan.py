@@ -382,8 +382,17 @@ def scan(
             pending,
             n,
             lambda mine, report, stop: _run(
-                spec, items, runs, mine, batch_size, num_workers, report, stop, warnings,
-                background, labels,
+                spec,
+                items,
+                runs,
+                mine,
+                batch_size,
+                num_workers,
+                report,
+                stop,
+                warnings,
+                background,
+                labels,
             ),
             lambda cached, threads: _result(
                 runs, k, items, cached, folder, warnings, threads, labels

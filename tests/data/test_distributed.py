@@ -37,6 +37,7 @@ def _worker(rank: int, world: int, init: str, folder: str, out: str, opts: dict)
             if rank == opts.get("die_rank", -1) and batches[0] > opts.get("die_after", 0):
                 os._exit(3)  # killed mid-scan: no cleanup, no collectives
             return False
+
         result = scan(
             tiny_net(),
             folder if opts.get("data") is None else torch.load(opts["data"]),
@@ -95,8 +96,15 @@ def single(folder, batch: int = 4, **kw):
     """The single-process scan at the ranks' batch size (oneDNN's convolutions may round
     differently at another batch size: one float32 ulp was seen at 2 against 4)."""
     return scan(
-        tiny_net(), folder, LAYERS, k=5, batch_size=batch, num_workers=0, embeddings=True,
-        cache=False, **kw
+        tiny_net(),
+        folder,
+        LAYERS,
+        k=5,
+        batch_size=batch,
+        num_workers=0,
+        embeddings=True,
+        cache=False,
+        **kw,
     )
 
 
@@ -122,7 +130,9 @@ def test_shards_cover_every_index_once():
         allidx = np.sort(np.concatenate(parts))
         np.testing.assert_array_equal(allidx, np.arange(n))
         # As DistributedSampler(shuffle=False) deals them, less its padding duplicates.
-        sampler = torch.utils.data.DistributedSampler(range(n), world, 0, shuffle=False) if n else None
+        sampler = (
+            torch.utils.data.DistributedSampler(range(n), world, 0, shuffle=False) if n else None
+        )
         if sampler is not None:
             assert list(sampler)[: len(parts[0])] == parts[0].tolist()
 
@@ -198,3 +208,41 @@ def test_distributed_true_needs_a_group():
 
 def test_rank_failed_is_a_runtime_error():
     assert issubclass(RankFailed, RuntimeError)
+
+
+def test_torchrun_cli_progress_line_and_resume(tmp_path: Path):
+    """``torchrun --nproc_per_node=2 -m actviz scan``: one progress line (rank 0's, counting
+    both ranks), one scan.json equal to a single-process scan's."""
+    import json
+    import subprocess
+    import sys
+
+    folder = tmp_path / "images"
+    write_images(folder, 12)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    layers = "features.block1.conv,features.block2.conv"
+
+    def cli(*extra: str, out: str, ranks: int = 2) -> subprocess.CompletedProcess:
+        run = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        run += [f"--nproc_per_node={ranks}", "-m", "actviz"]
+        cmd = [*run, "scan", "-m", "demo", "-d", str(folder), "-l", layers, "-o", out]
+        cmd += ["--batch-size", "3", "--workers", "0", *extra]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+    done = cli("--resume", out=str(tmp_path / "dist"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [s for s in done.stderr.splitlines() if s.startswith("scanned ")]
+    assert lines[-1].startswith("scanned 12/12 images on 2 ranks (")
+    assert sum("opening demo" in s for s in done.stderr.splitlines()) == 1  # rank 0 only
+    assert "resuming: " in done.stderr
+    ref = scan("demo", folder, layers.split(","), k=9, batch_size=3, num_workers=0, cache=False)
+    got = json.loads((tmp_path / "dist" / "scan.json").read_text())
+    for layer in ref.layers:
+        for c in range(ref.channels(layer)):
+            want = [(e.index, e.value) for e in ref.top(layer, c)]
+            have = [(e["index"], e["value"]) for e in got["layers"][layer]["top"][c]]
+            assert have == want
+    # Run again: every rank's shard comes from its cache.
+    again = cli("--resume", out=str(tmp_path / "again"))
+    assert again.returncode == 0 and "resuming: 12 of 12" in again.stderr
