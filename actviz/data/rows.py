@@ -13,7 +13,7 @@ Precision: float16 (as the in-memory embeddings): about 3 significant digits, va
 
 In a distributed scan each rank writes its shard's rows to ``<layer>.rank<R>of<W>.f16`` (row
 ``j`` = data item ``R + j * W``); rank 0 interleaves them into ``<layer>.f16`` in blocks of
-:data:`BLOCK` rows and removes them, so the folder must be one every rank reaches.
+:data:`BLOCK_BYTES` and removes them, so the folder must be one every rank reaches.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "DiskRows", "attach_rows", "open_rows"]
+__all__ = ["BLOCK_BYTES", "DiskRows", "attach_rows", "open_rows"]
 
-#: Rows per block when filling and interleaving (64k rows of 512 float16: 64 MB at most).
-BLOCK = 1 << 16
+#: Bytes per block when filling and interleaving (what the rows hold in memory at a time).
+BLOCK_BYTES = 1 << 20
 _NAN16 = np.float16(np.nan)
 
 
@@ -101,7 +101,8 @@ class DiskRows:
         merged.rank, merged.world, merged.count = 0, 1, self.n
         merged.path = self.folder / f"{_safe(self.layer)}.f16"
         shards = [self.folder / f"{_safe(self.layer)}.rank{r}of{world}.f16" for r in range(world)]
-        step = max(world, BLOCK - BLOCK % world)
+        block_rows = _block_rows(self.dim)
+        step = max(world, block_rows - block_rows % world)
         with open(merged.path, "wb") as out:
             handles = [open(p, "rb") if p.exists() else None for p in shards]  # noqa: SIM115
             try:
@@ -115,7 +116,7 @@ class DiskRows:
                         data = fh.read(rows * self.dim * 2)
                         got = np.frombuffer(data, dtype="<f2").reshape(-1, self.dim)
                         block[r : r + len(got) * world : world] = got
-                    out.write(block.tobytes())
+                    out.write(memoryview(block))
             finally:
                 for fh in handles:
                     if fh is not None:
@@ -142,14 +143,19 @@ def _runs(pos: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:], strict=False))
 
 
+def _block_rows(dim: int) -> int:
+    return max(1, BLOCK_BYTES // max(1, dim * 2))
+
+
 def _fill_nan(path: Path, rows: int, dim: int) -> None:
     """A file of ``rows x dim`` NaN float16, written a block at a time."""
-    block = np.full((min(BLOCK, max(rows, 1)), dim), _NAN16, dtype="<f2").tobytes()
+    per = _block_rows(dim)
+    block = np.full((min(per, max(rows, 1)), dim), _NAN16, dtype="<f2")
     with open(path, "wb") as fh:
         left = rows
         while left > 0:
-            take = min(left, BLOCK)
-            fh.write(block[: take * dim * 2])
+            take = min(left, per)
+            fh.write(memoryview(block[:take]))  # no copy of the block
             left -= take
 
 

@@ -93,6 +93,11 @@ def dispatch(model: nn.Module, where: Placement) -> nn.Module:
         device_map = accelerate.infer_auto_device_map(
             model, max_memory=max_memory, no_split_module_classes=no_split
         )
+    if set(device_map.values()) == {"disk"}:
+        raise ModelLoadError(
+            "max_memory leaves no device room for any part of the model (all of it would go "
+            "to disk, which accelerate cannot run): raise max_memory"
+        )
     offload = where.get("offload_folder")
     if "disk" in set(device_map.values()) and offload is None:
         raise ModelLoadError(
