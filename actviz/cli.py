@@ -56,6 +56,13 @@ def _add_model_args(p: argparse.ArgumentParser, required: bool) -> None:
         "it: only for files you trust)",
     )
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps")
+    p.add_argument(
+        "--device-map",
+        help="place a model larger than one device with accelerate (pip install "
+        "'actviz[big]'): auto, balanced or sequential",
+    )
+    p.add_argument("--max-memory", help="with --device-map: per device, e.g. 0:10GiB,cpu:30GiB")
+    p.add_argument("--offload-folder", help="with --device-map: folder for weights sent to disk")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
     scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    scan.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted scan from the cache (also what a plain run does; with "
+        "--resume, say how much was already done); under torchrun each rank resumes its shard",
+    )
+    scan.add_argument(
+        "--embeddings-dir",
+        help="also record each image's pooled vectors, kept in files in this folder (float16, "
+        "memory-mapped; a folder every rank reaches under torchrun)",
+    )
 
     for module in _feature_modules().values():
         module.add_parser(sub, _add_model_args)
@@ -164,6 +182,7 @@ def _weights(value: str) -> Any:
 
 
 def _open(args: argparse.Namespace) -> Any:
+    from actviz.io.big import parse_max_memory
     from actviz.io.errors import ArchitectureNeededError
     from actviz.io.models import open_model
 
@@ -176,6 +195,9 @@ def _open(args: argparse.Namespace) -> Any:
             weights=_weights(args.weights),
             trust=args.trust,
             device=args.device,
+            device_map=getattr(args, "device_map", None),
+            max_memory=parse_max_memory(getattr(args, "max_memory", None)),
+            offload_folder=getattr(args, "offload_folder", None),
         )
     except ArchitectureNeededError as exc:
         _print_arch_guesses(exc.candidates)

@@ -41,6 +41,8 @@ _FEATURE_SECTIONS = {
     "effects": "actviz.bench.effects_bench",
     "atlas": "actviz.bench.atlas_bench",
     "stress": "actviz.bench.stress_bench",
+    # Distributed scans, a million images, offloaded models (actviz.bench.scale_bench).
+    "scale": "actviz.bench.scale_bench",
     # Checks and figures on a CUDA GPU; prints that it skipped where there is none.
     "cuda": "actviz.bench.cuda_bench",
 }

@@ -289,7 +289,19 @@ def _strip(name: str, prefix: str) -> str:
 
 def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
     """The device of the first parameter (else buffer) in ``modules`` (default: the model's);
-    None for a model that holds neither (the one answer for every part of actviz)."""
+    None for a model that holds neither (the one answer for every part of actviz).
+
+    A model placed by accelerate (``hf_device_map``; parts offloaded to the CPU or disk hold
+    ``meta`` tensors) answers the device its inputs go to: its top hook's execution device.
+    """
+    if getattr(model, "hf_device_map", None):
+        hook = getattr(model, "_hf_hook", None)
+        where = getattr(hook, "execution_device", None)
+        if where is None:
+            where = next(
+                (d for d in model.hf_device_map.values() if d not in ("disk", "meta")), "cpu"
+            )
+        return torch.device(f"cuda:{where}" if isinstance(where, int) else where)
     modules = list(model.modules()) if modules is None else modules
     for attr in ("_parameters", "_buffers"):
         for mod in modules:

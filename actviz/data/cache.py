@@ -67,10 +67,27 @@ def weights_fingerprint(model: nn.Module) -> str:
             if not isinstance(t, torch.Tensor):
                 continue
             h.update(f"{name}|{tuple(t.shape)}|{t.dtype}".encode())
+            if t.is_meta:  # offloaded by accelerate: its value is in the module's hook
+                t = _offloaded(model, name)
             data = t.detach().cpu().contiguous()
             if data.numel():
                 h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
+    """The value of tensor ``name`` that accelerate offloaded (its module's hook's weights
+    map, one tensor at a time); an empty tensor when it cannot be found."""
+    owner, _, leaf = name.rpartition(".")
+    try:
+        module = model.get_submodule(owner)
+        hook = getattr(module, "_hf_hook", None)
+        weights = getattr(hook, "weights_map", None)
+        if weights is not None:
+            return weights[leaf]
+    except (AttributeError, KeyError):
+        pass
+    return torch.zeros(0)
 
 
 def cache_dir(weights: str, preprocessing: str, identity: str) -> Path:

@@ -13,6 +13,15 @@ from actviz.io.errors import InputError
 __all__ = ["cmd_scan"]
 
 
+def _silent(open_model: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
+    """Open the model without the opener's lines on stderr (ranks other than 0)."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        return open_model(args)
+
+
 def cmd_scan(
     args: argparse.Namespace,
     open_model: Callable[[argparse.Namespace], Any],
@@ -30,10 +39,6 @@ def cmd_scan(
     say
         Writes a progress line to stderr.
     """
-    from actviz.core.capture import leaf_names
-    from actviz.data.scan import scan
-    from actviz.data.sheet import write_scan
-
     data = Path(args.data)
     if not data.exists():
         raise InputError(f"{args.data}: no such folder or file")
@@ -42,19 +47,78 @@ def cmd_scan(
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.k < 1:
         raise InputError(f"--k must be at least 1, got {args.k}")
-    loaded = open_model(args)
+    if args.resume and args.no_cache:
+        raise InputError("--resume continues from the cache: drop --no-cache")
+    group = _join_group(args)  # under torchrun: this process is one rank of the scan
+    rank, world = group if group is not None else (0, 1)
+    if rank != 0:
+        say = _quiet  # one progress line, rank 0's (it counts every rank's images)
+    try:
+        return _scan(args, open_model, say, data, layers, rank, world)
+    finally:
+        if group is not None:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
+    """``(rank, world)`` after joining the process group torchrun describes in the
+    environment (``WORLD_SIZE`` > 1); None outside one. NCCL with ``--device cuda`` (each rank
+    takes GPU ``LOCAL_RANK``), gloo on the CPU."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        return None
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        cuda = str(args.device).startswith("cuda") and torch.cuda.is_available()
+        if cuda:
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            args.device = f"cuda:{local}"
+            torch.cuda.set_device(local)
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _scan(
+    args: argparse.Namespace,
+    open_model: Callable[[argparse.Namespace], Any],
+    say: Callable[[str], None],
+    data: Path,
+    layers: list[str],
+    rank: int,
+    world: int,
+) -> int:
+    from actviz.core.capture import leaf_names
+    from actviz.data.scan import scan
+    from actviz.data.sheet import write_scan
+
+    loaded = open_model(args) if rank == 0 else _silent(open_model, args)
     if not layers:
         layers = leaf_names(loaded.model)
         say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")
     last = [0.0]
+    first: list[int] = []
+    ranks = f" on {world} ranks" if world > 1 else ""
 
     def progress(done: int, total: int, rate: float) -> None:
+        if not first:
+            first.append(done)
+            if args.resume:
+                say(f"resuming: {done} of {total} images were done before")
         now = time.perf_counter()
         if done < total and now - last[0] < 1.0:
             return
         last[0] = now
         eta = f", {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
-        say(f"scanned {done}/{total} images ({rate:.0f} images/s{eta})")
+        say(f"scanned {done}/{total} images{ranks} ({rate:.0f} images/s{eta})")
 
     result = scan(
         loaded,
@@ -65,7 +129,11 @@ def cmd_scan(
         progress=progress,
         cache=not args.no_cache,
         num_workers=args.workers,
+        embeddings=bool(getattr(args, "embeddings_dir", None)),
+        embeddings_dir=getattr(args, "embeddings_dir", None),
     )
+    if rank != 0:
+        return 0  # rank 0 has the merged scan and writes it
     if result.from_cache:
         say(f"from the cache: {result.cache_path}")
     for w in result.warnings:

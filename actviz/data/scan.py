@@ -28,8 +28,10 @@ from actviz.core.edits import channel_dim
 from actviz.core.threads import ThreadTuner, available_cores, background_loader_init
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
+from actviz.data.distributed import run_sharded, shard_context
 from actviz.data.loaders import loader_context
 from actviz.data.result import Scan, ScanCancelled, ScanMemory, ScanTooLarge, layer_result
+from actviz.data.rows import attach_rows, new_vectors
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
@@ -67,7 +69,8 @@ class _LayerRun:
         self.loaded = False
         #: Record each image's pooled vector (``vectors``, by data index; NaN rows: none yet).
         self.embed = embed
-        self.vectors: np.ndarray | None = None
+        self.vectors: Any = None  # an array, or DiskRows (see actviz.data.rows)
+        self.new_vectors: Callable[[int, int], Any] = new_vectors
         self.axis: int | None = None
         #: The data indices of ``lines``, in order (their embedding rows follow the log).
         self.line_indices: list[np.ndarray] = []
@@ -108,7 +111,7 @@ class _LayerRun:
             return
         rows = reduced.embedding
         if self.vectors is None:
-            self.vectors = np.full((len(self.done), rows.shape[1]), np.nan, dtype=np.float16)
+            self.vectors = self.new_vectors(len(self.done), rows.shape[1])
         elif rows.shape[1] != self.vectors.shape[1]:
             raise ValueError(
                 f"layer {self.name!r} gave vectors of {rows.shape[1]} values, "
@@ -249,6 +252,8 @@ def scan(
     background: bool = False,
     embeddings: bool | Sequence[str] = False,
     memory_budget: int | None = None,
+    distributed: bool | None = None,
+    embeddings_dir: str | os.PathLike[str] | None = None,
 ) -> Scan:
     """Scan a dataset: for each channel of ``layers``, the ``k`` images that excite it most.
 
@@ -303,6 +308,16 @@ def scan(
     memory_budget
         Bytes the embeddings may take; a scan that would need more is refused before any
         image runs (:class:`ScanTooLarge`). None: no limit.
+    distributed
+        None: when called inside an initialised ``torch.distributed`` process group of more
+        than one rank, scan one shard per rank and merge on rank 0 (see
+        :mod:`actviz.data.distributed`; every rank must call ``scan`` with the same
+        arguments); False: scan everything in this process; True: require a group.
+        Rank 0 returns the merged scan, the other ranks the figures of their own shard.
+    embeddings_dir
+        Keep the embeddings in files in this folder (``<layer>.f16``, float16, written a batch
+        at a time, read memory-mapped: see :mod:`actviz.data.rows`) instead of in memory;
+        in a distributed scan every rank must reach it (a shared folder).
 
     Returns
     -------
@@ -318,6 +333,8 @@ def scan(
         ``should_stop()`` returned True.
     ScanTooLarge
         The embeddings would take more than ``memory_budget``.
+    actviz.data.distributed.RankFailed
+        In a distributed scan, another rank failed (its error is the message).
     """
     if int(k) < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -333,6 +350,9 @@ def scan(
     identity = items.identity
     if isinstance(cache, str):
         identity = f"named:{cache}:{n}"
+    ctx = shard_context(distributed)
+    if ctx is not None and identity is not None:
+        identity = f"{identity}|{ctx.tag}"  # each rank resumes its own shard
     folder = None
     if cache is not False and identity is not None:
         folder = cache_dir(weights_fingerprint(net), preprocessing_id(spec), identity)
@@ -353,6 +373,35 @@ def scan(
     pending = np.flatnonzero(~np.logical_and.reduce([r.done for r in runs]))
     labels = _labels(data, items)
     warnings: list[str] = []
+    if embeddings_dir is not None:
+        attach_rows(runs, embeddings_dir, n, ctx)
+    if ctx is not None:
+        return run_sharded(
+            ctx,
+            runs,
+            pending,
+            n,
+            lambda mine, report, stop: _run(
+                spec,
+                items,
+                runs,
+                mine,
+                batch_size,
+                num_workers,
+                report,
+                stop,
+                warnings,
+                background,
+                labels,
+            ),
+            lambda cached, threads: _result(
+                runs, k, items, cached, folder, warnings, threads, labels
+            ),
+            progress,
+            should_stop,
+            folder is not None and all(r.loaded for r in runs),
+            warnings,
+        )
     from_cache = folder is not None and pending.size == 0 and all(r.loaded for r in runs)
     threads = None
     if pending.size:
@@ -499,6 +548,9 @@ def _result(
             vectors = r.vectors
             if vectors is None:
                 vectors = np.zeros((len(sources), 0), dtype=np.float16)
+            elif getattr(vectors, "on_disk", False):
+                vectors.axis = r.axis
+                vectors = vectors.finish()  # a read-only memory map
             vectors.flags.writeable = False  # the scan has ended: nothing writes them again
             pooled[r.name] = vectors
             axes[r.name] = int(r.axis or 1)

@@ -248,6 +248,21 @@ def _no_progress_bar() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+#: ``from_pretrained`` placement arguments of the model being opened (see :func:`placed`).
+_PLACEMENT: list[dict[str, Any]] = [{}]
+
+
+@contextlib.contextmanager
+def placed(where: dict[str, Any] | None) -> Any:
+    """Models opened inside get ``where`` (``device_map``, ``max_memory``, ``offload_folder``)
+    passed to ``from_pretrained`` (accelerate places them while loading)."""
+    _PLACEMENT.append(dict(where or {}))
+    try:
+        yield
+    finally:
+        _PLACEMENT.pop()
+
+
 def _from_pretrained(cls: Any, folder: Path, src: str, trust: bool) -> tuple[nn.Module, str]:
     """Load with eager attention; fall back to the default for models that lack it."""
     with _no_progress_bar():
@@ -258,6 +273,7 @@ def _from_pretrained_eager_first(
     cls: Any, folder: Path, src: str, trust: bool
 ) -> tuple[nn.Module, str]:
     kwargs: dict[str, Any] = {"local_files_only": True, "trust_remote_code": trust}
+    kwargs.update(_PLACEMENT[-1])
     try:
         return cls.from_pretrained(str(folder), attn_implementation="eager", **kwargs), ""
     except (ValueError, TypeError) as exc:

@@ -169,10 +169,21 @@ def load_model(
     trust: bool = False,
     device: str | torch.device = "cpu",
     guess: bool = True,
+    device_map: Any = None,
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
 ) -> nn.Module:
     """Open a model and return only the module; see :func:`open_model`."""
     return open_model(
-        source, arch=arch, weights=weights, trust=trust, device=device, guess=guess
+        source,
+        arch=arch,
+        weights=weights,
+        trust=trust,
+        device=device,
+        guess=guess,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
     ).model
 
 
@@ -184,6 +195,9 @@ def open_model(
     trust: bool = False,
     device: str | torch.device = "cpu",
     guess: bool = True,
+    device_map: Any = None,
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
 ) -> LoadedModel:
     """Open a model from a name, code reference or file.
 
@@ -211,6 +225,13 @@ def open_model(
     guess
         For weights without ``arch``: guess the architecture from the key names and shapes
         and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
+    device_map, max_memory, offload_folder
+        Place a model larger than one device with Hugging Face ``accelerate`` (the extra
+        ``actviz[big]``; see :mod:`actviz.io.big`): ``device_map="auto"`` (or a dict of module
+        name -> device, ``"cpu"`` or ``"disk"``), ``max_memory`` per device (``{0: "10GiB",
+        "cpu": "30GiB"}``), and the folder for what goes to disk. Hugging Face models go
+        through ``from_pretrained``; any other module is placed after it is built.
+        ``device`` is then ignored.
 
     Returns
     -------
@@ -228,14 +249,21 @@ def open_model(
         The file needs ``trust=True`` (:class:`~actviz.io.errors.TrustNeededError`, a
         subclass, for a model folder's own code).
     """
+    from actviz.io import big
+
+    where = big.placement(device_map, max_memory, offload_folder)
     dev = resolve_device(device)
     if isinstance(source, nn.Module):
         loaded = LoadedModel(source, type(source).__name__, type(source).__name__, "module")
     else:
         src = os.fspath(source)
-        loaded = _open_source(src, arch=arch, weights=weights, trust=trust, guess=guess)
+        with hf_models.placed(where):
+            loaded = _open_source(src, arch=arch, weights=weights, trust=trust, guess=guess)
     try:
-        loaded.model.to(dev)
+        if where is not None:
+            big.dispatch(loaded.model, where)
+        else:
+            loaded.model.to(dev)
     except Exception as exc:  # exotic modules (TorchScript, quantized) refuse some devices
         raise ModelLoadError(
             f"{loaded.source}: cannot move the model to {dev} ({one_line(exc)})"

@@ -1,0 +1,104 @@
+"""Models larger than one device: a tiny model offloaded to disk with accelerate."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import actviz
+from actviz.io.errors import ModelLoadError
+
+pytest.importorskip("accelerate")
+
+LAYERS = ["0", "2", "4", "6", "8"]
+
+
+def tiny() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    ).eval()
+
+
+def offloaded(tmp_path: Path) -> nn.Module:
+    # 12,000 bytes of CPU: the first convolution stays, the rest goes to disk.
+    return actviz.load_model(
+        tiny(), device_map="auto", max_memory={"cpu": 12000}, offload_folder=tmp_path / "off"
+    )
+
+
+def hooks(model: nn.Module) -> dict[str, object]:
+    return {n: m.__dict__.get("forward") for n, m in model.named_modules()}
+
+
+def test_offloaded_capture_is_bit_identical_and_hooks_stay(tmp_path: Path):
+    whole = tiny()
+    big = offloaded(tmp_path)
+    placed = dict(big.hf_device_map)
+    assert "disk" in placed.values() and "cpu" in placed.values()
+    assert big[4].weight.is_meta  # really on disk, not in memory
+    before = hooks(big)
+    x = torch.rand(2, 3, 16, 16)
+    a = actviz.capture(whole, x, LAYERS, target=3)
+    b = actviz.capture(big, x, LAYERS, target=3)
+    for layer in LAYERS:
+        ra, rb = a.records[layer][0], b.records[layer][0]
+        assert rb.output.device.type == "cpu"
+        assert torch.equal(ra.output, rb.output)
+        assert torch.equal(ra.grad_output, rb.grad_output)
+    assert torch.equal(a.output, b.output)
+    # accelerate's hooks are where they were, and still work.
+    assert hooks(big) == before
+    assert big[4]._hf_hook.offload and big[4].weight.is_meta
+    assert torch.equal(big(x), whole(x))
+
+
+def test_offloaded_edits_effects_and_scan(tmp_path: Path):
+    whole = tiny()
+    big = offloaded(tmp_path)
+    x = torch.rand(1, 3, 16, 16)
+    ea = actviz.effects(whole, x, ["2", "4"], target=3, method="exact", channels=4)
+    eb = actviz.effects(big, x, ["2", "4"], target=3, method="exact", channels=4)
+    for layer in ("2", "4"):
+        np.testing.assert_array_equal(ea.results[layer].estimate, eb.results[layer].estimate)
+        np.testing.assert_array_equal(ea.results[layer].exact, eb.results[layer].exact)
+    cut = {"4": [actviz.edits.ablate([0, 1])]}
+    ca = actviz.capture(whole, x, ["8"], edits=cut, gradients=False)
+    cb = actviz.capture(big, x, ["8"], edits=cut, gradients=False)
+    assert torch.equal(ca.records["8"][0].output, cb.records["8"][0].output)
+    data = torch.rand(10, 3, 16, 16)
+    sa = actviz.scan(whole, data, LAYERS[:3], k=3, batch_size=4, cache=False)
+    sb = actviz.scan(big, data, LAYERS[:3], k=3, batch_size=4, cache="offloaded")
+    for layer in LAYERS[:3]:
+        np.testing.assert_array_equal(sa.results[layer].values, sb.results[layer].values)
+        np.testing.assert_array_equal(sa.results[layer].indices, sb.results[layer].indices)
+    assert big[4].weight.is_meta
+
+
+def test_disk_needs_an_offload_folder():
+    with pytest.raises(ModelLoadError, match="offload_folder"):
+        actviz.load_model(tiny(), device_map="auto", max_memory={"cpu": 12000})
+    with pytest.raises(ModelLoadError, match="device_map"):
+        actviz.load_model(tiny(), max_memory={"cpu": 12000})
+
+
+def test_whole_copy_is_not_touched(tmp_path: Path):
+    net = tiny()
+    ref = copy.deepcopy(net)
+    actviz.load_model(net, device_map="auto", max_memory={"cpu": 12000}, offload_folder=tmp_path)
+    # The offload folder holds the weights that left memory, as accelerate writes them.
+    assert (tmp_path / "index.json").exists()
+    assert torch.equal(ref(torch.ones(1, 3, 8, 8)), net(torch.ones(1, 3, 8, 8)))
