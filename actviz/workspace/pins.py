@@ -79,10 +79,21 @@ class PinBoard:
                 f"{format_bytes(total)}, over the {format_bytes(budget)} memory budget. "
                 "Unpin some results or raise the budget"
             )
-        pin = Pin(label, result)
+        pin = Pin(self.unique_label(label), result)
         self._pins.append(pin)
         self._changed()
         return pin
+
+    def unique_label(self, label: str) -> str:
+        """``label``, or ``label (2)``, ``(3)``... when a pin already has it (two pins made in
+        the same second of the same input would otherwise share one, and session files
+        name pins by their labels)."""
+        taken = {p.label for p in self._pins}
+        wanted, n = label, 1
+        while wanted in taken:
+            n += 1
+            wanted = f"{label} ({n})"
+        return wanted
 
     def unpin(self, pin: Pin) -> None:
         """Let ``pin``'s result go (freed unless the panels show it)."""

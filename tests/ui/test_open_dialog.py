@@ -140,3 +140,33 @@ def test_outside_the_dialog_the_banner_points_to_the_dialog_not_the_command_line
         "resnet18 (122 of 123 tensors match, 1 is not in the model). Open it from File > Open "
         "model (Ctrl+O) to choose among the candidates."
     )
+
+
+def test_a_load_cancelled_from_the_window_frees_the_dialog(qtbot, actviz_window):
+    """Esc in the window (Run > Cancel) while the dialog's model loads: the dialog says the
+    load was cancelled and Open works again (it kept "Opening demo…" with Open disabled)."""
+    import threading
+
+    win = actviz_window(size=(1400, 900))
+    window = win.window
+    release = threading.Event()
+    real = window.model_loader
+
+    def slow(source, **kwargs):
+        release.wait(10)
+        return real(source, **kwargs)
+
+    window.model_loader = slow
+    dialog = window.files.open_model_dialog()
+    dialog.tabs.setCurrentIndex(1)
+    dialog.file_edit.setText("demo")
+    _press_open(qtbot, dialog)
+    assert dialog.message().startswith("Opening") and not dialog.open_button.isEnabled()
+    window.cancel()  # what Esc and the toolbar's Cancel do
+    release.set()
+    qtbot.waitUntil(lambda: "cancelled" in dialog.message(), timeout=LOAD_TIMEOUT_MS)
+    assert dialog.message() == "Opening demo was cancelled; the model stays."
+    assert dialog.isVisible() and dialog.open_button.isEnabled()
+    win.wait_idle()
+    assert window.session.model is None  # the load's result was dropped
+    dialog.reject()

@@ -365,6 +365,14 @@ class SessionsFeature(FeatureBase, QObject):
     def _save(self, path: Path, *, wait: bool, pin_captures: bool | None = None) -> bool:
         if self._closed:
             return False
+        try:
+            return self._start_save(path, wait=wait, pin_captures=pin_captures)
+        except Exception as exc:  # noqa: BLE001 - a failed save is said, never raised into Qt
+            log.warning("saving the session to %s failed", path, exc_info=True)
+            self._on_step_error("save", _Saving(path), exc)
+            return False
+
+    def _start_save(self, path: Path, *, wait: bool, pin_captures: bool | None) -> bool:
         state = gather_state(self.host, with_model=False)
         if pin_captures is None:
             pin_captures = True

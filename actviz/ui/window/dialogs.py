@@ -376,6 +376,12 @@ class OpenModelDialog(QDialog):
             self.arch_combo.setFocus()
         self._say(text, error=True)
 
+    def show_cancelled(self, text: str) -> None:
+        """The load asked for was cancelled elsewhere (Esc, the toolbar's Cancel): say so,
+        and Open works again."""
+        self.set_busy(False)
+        self._say(text, error=False)
+
     def set_candidates(self, candidates: Sequence[Any]) -> None:
         """List architectures to choose from, each with its score and reason."""
         self.arch_list.clear()

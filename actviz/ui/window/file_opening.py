@@ -330,7 +330,17 @@ class FileOpening:
         if request is None:
             return
         self.model_loads.drop()
-        self._fail_model_load(request, status or "", level=None)
+        self._cancel_model_load(request, status)
+
+    def _cancel_model_load(self, request: ModelRequest, status: str = "") -> None:
+        """The load ends unfinished; a dialog it came from that is still open says so, and
+        its Open works again."""
+        dialog = self._dialog_of(request)
+        self._fail_model_load(request, status, level=None)
+        if dialog is not None:
+            dialog.show_cancelled(
+                status or f"Opening {short_source(request.source)} was cancelled; the model stays."
+            )
 
     def _on_model_load_finished(self, gen: int, loaded: Any) -> None:
         request = self._model_request
@@ -408,7 +418,7 @@ class FileOpening:
     def _on_model_load_cancelled(self, gen: int) -> None:
         request = self._model_request
         if request is not None and gen == request.generation:
-            self._fail_model_load(request, "", level=None)
+            self._cancel_model_load(request)
 
     def _fail_model_load(
         self, request: ModelRequest, text: str, *, level: str | None, details: str = ""
