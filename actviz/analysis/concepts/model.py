@@ -340,7 +340,12 @@ class Concepts:
         """
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
-        tensors = {"W_enc": self.W_enc, "W_dec": self.W_dec, "b_enc": self.b_enc, "b_dec": self.b_dec}
+        tensors = {
+            "W_enc": self.W_enc,
+            "W_dec": self.W_dec,
+            "b_enc": self.b_enc,
+            "b_dec": self.b_dec,
+        }
         if self.threshold is not None:
             tensors["threshold"] = self.threshold
         write_tensors(out / WEIGHTS_FILE, tensors, {"format": "pt"})
@@ -383,8 +388,9 @@ def load(folder: str | os.PathLike) -> Concepts:
         raise FileNotFoundError(f"{folder}: no such folder")
     for name in (CFG_FILE, WEIGHTS_FILE):
         if not (root / name).is_file():
-            raise FileNotFoundError(f"{folder}: no {name} (a SAELens folder holds {CFG_FILE} "
-                                    f"and {WEIGHTS_FILE})")
+            raise FileNotFoundError(
+                f"{folder}: no {name} (a SAELens folder holds {CFG_FILE} and {WEIGHTS_FILE})"
+            )
     try:
         cfg = json.loads((root / CFG_FILE).read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -392,9 +398,7 @@ def load(folder: str | os.PathLike) -> Concepts:
     arch = _architecture(cfg)
     norm = cfg.get("normalize_activations")
     if norm not in (None, "none", "None", False):
-        raise ValueError(
-            f"{folder}: normalize_activations={norm!r} is not supported (only 'none')"
-        )
+        raise ValueError(f"{folder}: normalize_activations={norm!r} is not supported (only 'none')")
     tensors, _ = read_tensors(root / WEIGHTS_FILE)
     missing = [n for n in ("W_enc", "W_dec", "b_enc", "b_dec") if n not in tensors]
     if missing:

@@ -390,7 +390,9 @@ class _Trainer:
                     positive = vals[vals > 0]
                     if positive.numel():
                         low = float(positive.min())
-                        self.threshold = low if self.steps == 0 else 0.99 * self.threshold + 0.01 * low
+                        self.threshold = (
+                            low if self.steps == 0 else 0.99 * self.threshold + 0.01 * low
+                        )
             err = z @ w_dec + b_dec - xb
             per = err.square().sum(1)
             loss = per.mean()
@@ -486,7 +488,11 @@ class _Trainer:
                     rows = order[s * self.batch : (s + 1) * self.batch]
                     xb = x[rows].to(self.device, non_blocking=True).mul_(self.scale)
                     per = self.step(xb)
-                    if self.resample_on and self.steps % check == 0 and self.steps < stop_resampling:
+                    if (
+                        self.resample_on
+                        and self.steps % check == 0
+                        and self.steps < stop_resampling
+                    ):
                         self.resample_dead(xb, per)
                     if progress is not None and (self.steps % 10 == 0 or self.steps == total):
                         err_sum = float(per.sum())

@@ -95,7 +95,8 @@ class Reservoir:
     ----------
     nbytes
         Bytes the float32 buffer may take; its capacity (``nbytes // (4 d)`` vectors, at
-        least 1) is set by the first offer, which tells ``d``.
+        least 1) is set by the first offer, which tells ``d``. The buffer grows (doubling)
+        as vectors come, up to the capacity.
     generator
         Draws which vectors replace which (seeded: the same stream gives the same sample).
     """
@@ -125,11 +126,19 @@ class Reservoir:
         if self.buffer is None:
             d = max(1, int(vectors.shape[1]))
             self.capacity = max(1, self.limit // (4 * d))
-            self.buffer = torch.empty(self.capacity, d, dtype=torch.float32)
+            self.buffer = torch.empty(min(self.capacity, max(m, 4096)), d, dtype=torch.float32)
         elif vectors.shape[1] != self.buffer.shape[1]:
             raise ValueError(
                 f"vectors of {vectors.shape[1]} values after vectors of {self.buffer.shape[1]}"
             )
+        need = min(self.capacity, self.seen + m)
+        if need > self.buffer.shape[0]:
+            # Grown by doubling up to the capacity: a small stream never takes the budget.
+            grown = torch.empty(
+                min(self.capacity, max(need, 2 * self.buffer.shape[0])), self.buffer.shape[1]
+            )
+            grown[: len(self)] = self.buffer[: len(self)]
+            self.buffer = grown
         free = max(0, min(m, self.capacity - self.seen))
         if free:
             self.buffer[self.seen : self.seen + free] = vectors[:free].to(
@@ -219,9 +228,7 @@ def stream_batches(
         pending = np.arange(n)
         if batch_size is None:
             batch_size = min(MAX_BATCH, _probe(net, items, pending, device, dtype))
-        workers = (
-            default_workers(items, n, batch_size) if num_workers is None else int(num_workers)
-        )
+        workers = default_workers(items, n, batch_size) if num_workers is None else int(num_workers)
         loader = DataLoader(
             items.dataset,
             batch_size=max(1, int(batch_size)),
