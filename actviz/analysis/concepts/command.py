@@ -53,7 +53,10 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     s.add_argument("--out", "-o", required=True, help="the sheet (.png)")
     s.add_argument("--top", type=int, default=24, help="concepts shown (default 24)")
     s.add_argument("--k", type=int, default=6, help="top images per concept (default 6)")
-    s.add_argument("--by", choices=("rate", "max"), default="rate", help="order of concepts")
+    s.add_argument(
+        "--by", choices=("max", "rate"), default="max",
+        help="order: max (strongest top image first, default) or rate (most images first)",
+    )  # fmt: skip
     s.add_argument("--tile", type=int, default=64, help="image size in the sheet (px)")
     s.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (0)")
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")

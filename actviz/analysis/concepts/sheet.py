@@ -22,10 +22,13 @@ _INK = (30, 30, 30)
 _FIRE = np.array([255.0, 40.0, 0.0])
 
 
-def overlay(picture: np.ndarray, heat: np.ndarray, strength: float = 0.65) -> np.ndarray:
-    """``picture`` ``(H, W, 3)`` uint8 tinted red where ``heat`` (``(H, W)`` in [0, 1]) is high."""
-    a = (strength * np.clip(heat, 0.0, 1.0))[..., None]
-    out = picture.astype(np.float32) * (1.0 - a) + _FIRE * a
+def overlay(picture: np.ndarray, heat: np.ndarray, strength: float = 0.45) -> np.ndarray:
+    """``picture`` ``(H, W, 3)`` uint8 with where ``heat`` (``(H, W)``, >= 0) is high shown:
+    the rest dimmed to a third, the firing part tinted red (heat relative to its own peak)."""
+    peak = float(heat.max()) if heat.size else 0.0
+    h = np.clip(heat / peak, 0.0, 1.0)[..., None] if peak > 0 else np.zeros((*heat.shape, 1))
+    lit = picture.astype(np.float32) * (0.3 + 0.7 * h)
+    out = lit * (1.0 - strength * h) + _FIRE * (strength * h)
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
