@@ -14,9 +14,11 @@ and the cost of concept maps in a live frame.
   held-out vectors (5 %), ours over the reference's (target <= 1.0).
 * ``concepts_live_ratio``: a live frame's work with the layer shown as concepts against as
   channels (target <= 1.05): a capture of ResNet-18 at 224 px with gradients (what live mode
-  runs) and the mosaic of the page shown, 256 channel maps; for concepts, the same plus the
-  2,048 concept maps (:meth:`Concepts.maps`) and the 256 most active for this input, sorted.
-  Paired and interleaved (:func:`actviz.bench.timing.paired`).
+  runs) and the live frame's preparation of ``layer3`` (``prepare(fast=True)``: statistics,
+  the mosaic of its 256 channels); for concepts the same without the channel mosaic, plus
+  the 2,048 concept maps (:meth:`Concepts.maps`) and the mosaic of the 256 most active for
+  this input. Paired and interleaved (:func:`actviz.bench.timing.paired`);
+  ``concepts_maps_ms`` is the concept part alone.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def live_ratio(
     import actviz
     from actviz.bench.timing import paired
     from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, mosaic
+    from actviz.display.prepare import prepare
+    from actviz.display.result import DisplaySpec
 
     torch.manual_seed(0)
     net = torchvision.models.resnet18(weights=None).eval()
@@ -121,12 +125,16 @@ def live_ratio(
         w.T.clone(), w, torch.zeros(n_concepts), torch.zeros(256), architecture="topk", k=k
     )
 
+    spec = DisplaySpec(layers=(layer,))
+
     def channels() -> None:
         cap = actviz.capture(net, x, [layer])
-        mosaic(cap[layer].tensor[0], max_channels=MAX_MOSAIC_CHANNELS)
+        prepare(cap, spec, fast=True)
 
     def concept_maps() -> None:
+        # The panel shows concepts instead of channels: no channel mosaic, the rest as before.
         cap = actviz.capture(net, x, [layer])
+        prepare(cap, spec, fast=True, mosaic_layers=())
         maps = concepts.maps(cap, layer)
         strongest = maps.amax(dim=(1, 2)).topk(min(MAX_MOSAIC_CHANNELS, n_concepts)).indices
         mosaic(maps[strongest], max_channels=MAX_MOSAIC_CHANNELS)

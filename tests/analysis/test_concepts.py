@@ -388,3 +388,25 @@ def test_concept_scan_top_images_rates_and_cache(tmp_path):
     entry, picture, heat = shown[0]
     assert picture.shape == (8, 8, 3) and heat.shape == (8, 8)
     assert 0.0 <= heat.min() and heat.max() <= 1.0 and heat.max() > 0.5
+
+
+def test_training_can_be_cancelled_while_collecting_and_while_training():
+    net = TinyConv()
+    images = torch.rand(40, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    calls = [0]
+
+    def stop_at(n):
+        def should_stop():
+            calls[0] += 1
+            return calls[0] > n
+
+        return should_stop
+
+    with pytest.raises(actviz.concepts.TrainCancelled, match="collecting"):
+        actviz.concepts.train(images, "act", model=net, n_concepts=8, k=2, data_batch_size=4,
+                              should_stop=stop_at(3))  # fmt: skip
+    assert not net.act._forward_hooks
+    calls[0] = 0
+    x, _ = sparse_data(2000, 8, 8, 2)
+    with pytest.raises(actviz.concepts.TrainCancelled, match="step 5"):
+        actviz.concepts.train(x, n_concepts=8, k=2, batch_size=64, should_stop=stop_at(5))

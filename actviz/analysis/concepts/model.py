@@ -292,8 +292,15 @@ class Concepts:
         t = layer_tensor(capture, self, layer, call=call, model=model)
         vectors, spatial = to_vectors(t[index : index + 1], self.d_in)
         with torch.no_grad():
-            z = self.encode(vectors)
-        return z.T.reshape(self.d_sae, *spatial)
+            if self.architecture == "topk":
+                # Scattered straight into (d_sae, positions): no transposed copy of the maps.
+                pre = self.pre_activations(vectors)
+                vals, idx = pre.topk(int(self.k), dim=1, sorted=False)  # type: ignore[arg-type]
+                z = torch.zeros(self.d_sae, pre.shape[0], dtype=pre.dtype, device=pre.device)
+                z.scatter_(0, idx.T, vals.T.clamp_min(0))
+            else:
+                z = self.encode(vectors).T
+        return z.reshape(self.d_sae, *spatial)
 
     # -- files
     def to_cfg(self) -> dict[str, Any]:

@@ -36,7 +36,13 @@ import numpy as np
 import torch
 
 from actviz.analysis.concepts.model import Concepts
-from actviz.analysis.concepts.vectors import Reservoir, StreamStats, collect, stream_batches
+from actviz.analysis.concepts.vectors import (
+    Reservoir,
+    StreamCancelled,
+    StreamStats,
+    collect,
+    stream_batches,
+)
 
 __all__ = ["DEFAULT_BUDGET", "TrainCancelled", "TrainProgress", "train"]
 
@@ -146,7 +152,10 @@ def _gather_source(
             model, data, layer, progress=said, should_stop=should_stop, **stream_kw
         )
         kind = "data"
-    collect(batches, train_res, held_res, holdout_every=holdout_every, stats=stats)
+    try:
+        collect(batches, train_res, held_res, holdout_every=holdout_every, stats=stats)
+    except StreamCancelled as exc:
+        raise TrainCancelled(f"training cancelled while collecting vectors: {exc}") from None
     if should_stop is not None and should_stop():
         raise TrainCancelled("training cancelled while collecting vectors")
     if len(train_res) == 0:

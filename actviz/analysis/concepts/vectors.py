@@ -96,7 +96,8 @@ class Reservoir:
     nbytes
         Bytes the float32 buffer may take; its capacity (``nbytes // (4 d)`` vectors, at
         least 1) is set by the first offer, which tells ``d``. The buffer grows (doubling)
-        as vectors come, up to the capacity.
+        as vectors come, up to the capacity, so a small stream takes little; while it grows
+        the old buffer and the new one live together for a moment (at most 1.5 x ``nbytes``).
     generator
         Draws which vectors replace which (seeded: the same stream gives the same sample).
     """
