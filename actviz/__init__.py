@@ -21,6 +21,7 @@ __all__ = [
     "visualize",
     "effects",
     "atlas",
+    "concepts",
     "session",
     "tune_allocator",
     "release_memory",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz import edits
+    from actviz import concepts, edits
     from actviz.core.allocator import tune_allocator
     from actviz.core.capture import capture
     from actviz.core.compare import compare
@@ -56,7 +57,7 @@ _LAZY = {
 
 
 #: Public submodules, also imported on first use (``actviz.edits.ablate``).
-_SUBMODULES = ("edits", "atlas", "session", "testing")
+_SUBMODULES = ("edits", "atlas", "concepts", "session", "testing")
 
 
 def __getattr__(name: str) -> Any:

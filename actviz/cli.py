@@ -27,6 +27,7 @@ _FEATURE_COMMANDS = {
     "effects": "actviz.analysis.effects_cmd",
     "atlas": "actviz.data.atlas_cmd",
     "report": "actviz.io.report_cmd",
+    "concepts": "actviz.analysis.concepts.command",
 }
 _COMMANDS = (*_BUILTIN_COMMANDS, *_FEATURE_COMMANDS)
 

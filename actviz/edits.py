@@ -2,8 +2,9 @@
 
 ``ablate(channels)`` sets channels to zero, ``scale(channels, factor)`` multiplies them,
 ``keep(channels)`` zeroes every other channel, ``clamp(min, max)`` clamps, ``patch(source)``
-copies the same layer's output from another run's capture, and any callable
-``f(output) -> output`` does anything else. See :mod:`actviz.core.edits` for the details.
+copies the same layer's output from another run's capture, ``concept(concepts, [i])``
+removes (or with ``scale=`` scales) concepts of a dictionary (:mod:`actviz.concepts`), and
+any callable ``f(output) -> output`` does anything else. See :mod:`actviz.core.edits` for the details.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from actviz.core.edits import (
     ablate,
     channel_dim,
     clamp,
+    concept,
     custom,
     keep,
     normalize_edits,
@@ -29,6 +31,7 @@ __all__ = [
     "ablate",
     "channel_dim",
     "clamp",
+    "concept",
     "custom",
     "keep",
     "normalize_edits",

@@ -14,7 +14,10 @@
 * dataset scan images/s against a bare forward loop (``scan_throughput_ratio``; against one at
   the scan's own thread count: ``scan_overhead_ratio``) and its peak memory growth against the
   model's footprint (``scan_rss_growth_frac``); GUI timer lag while the window scans, idle and
-  beside live mode (``scan_ui_lag_p99_ms``, ``scan_ui_lag_max_ms``).
+  beside live mode (``scan_ui_lag_p99_ms``, ``scan_ui_lag_max_ms``);
+* concept dictionaries: training time and quality against Overcomplete's TopK SAE method
+  (``concepts_train_s``, ``concepts_time_ratio``, ``concepts_fvu_ratio``) and a live frame's
+  concept maps against its channel maps (``concepts_live_ratio``).
 
 ``--quick`` runs fewer repetitions and smaller models where the figure allows it (under two
 minutes on a 2-core machine). These are benchmarks: nothing here asserts a time.
@@ -40,6 +43,7 @@ _FEATURE_SECTIONS = {
     "visualize": "actviz.bench.visualize_bench",
     "effects": "actviz.bench.effects_bench",
     "atlas": "actviz.bench.atlas_bench",
+    "concepts": "actviz.bench.concepts_bench",
     "stress": "actviz.bench.stress_bench",
     # Distributed scans, a million images, offloaded models (actviz.bench.scale_bench).
     "scale": "actviz.bench.scale_bench",

@@ -60,6 +60,7 @@ __all__ = [
     "channel_dim",
     "check_edits",
     "clamp",
+    "concept",
     "custom",
     "enabled_edits",
     "keep",
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 #: Every kind of edit.
-KINDS = ("ablate", "scale", "keep", "clamp", "patch", "custom")
+KINDS = ("ablate", "scale", "keep", "clamp", "patch", "custom", "concept")
 
 # Modules whose 3-D output is (N, C, L): channels in dimension 1, not last.
 _CHANNEL_FIRST = (
@@ -125,16 +126,18 @@ def _num(x: float) -> str:
 @dataclass(frozen=True, eq=False)
 class Edit:
     """One change to a module's output; make them with :func:`ablate`, :func:`scale`,
-    :func:`keep`, :func:`clamp`, :func:`patch` or :func:`custom`.
+    :func:`keep`, :func:`clamp`, :func:`patch`, :func:`custom` or :func:`concept`.
 
     Attributes
     ----------
     kind
-        ``"ablate"`` | ``"scale"`` | ``"keep"`` | ``"clamp"`` | ``"patch"`` | ``"custom"``.
+        ``"ablate"`` | ``"scale"`` | ``"keep"`` | ``"clamp"`` | ``"patch"`` | ``"custom"`` |
+        ``"concept"``.
     channels
-        The channels edited (sorted as given, no duplicates); None: every channel.
+        The channels edited (sorted as given, no duplicates); None: every channel. For
+        ``concept``: the concepts (indices into the dictionary).
     factor
-        ``scale``'s factor.
+        ``scale``'s factor; ``concept``'s scale of the concepts' contribution (0: removed).
     min, max
         ``clamp``'s bounds (either may be None).
     source
@@ -148,8 +151,11 @@ class Edit:
     dim
         The channel dimension; None: 1 for ``(N, C, ...)``, the last for ``(N, T, D)``
         (see :func:`channel_dim`).
+    concepts
+        ``concept``'s dictionary (:class:`actviz.analysis.concepts.Concepts`, or anything with
+        ``d_in``, ``d_sae`` and ``contribution(x, indices)``).
 
-    Equality compares every field, ``source`` and ``fn`` by identity.
+    Equality compares every field, ``source``, ``fn`` and ``concepts`` by identity.
     """
 
     kind: str
@@ -162,6 +168,7 @@ class Edit:
     call: int | None = None
     enabled: bool = True
     dim: int | None = None
+    concepts: Any = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -201,6 +208,8 @@ class Edit:
             raise EditError(f"a custom edit needs a callable f(output) -> output, not {self.fn!r}")
         if self.kind == "keep" and not self.channels:
             raise EditError("keep needs the channels to keep")
+        if self.kind == "concept":
+            _check_concepts(self)
 
     def _key(self) -> tuple:
         return (
@@ -214,6 +223,7 @@ class Edit:
             self.call,
             self.enabled,
             self.dim,
+            id(self.concepts),
         )
 
     def __eq__(self, other: object) -> bool:
@@ -238,6 +248,9 @@ class Edit:
             text = f"clamp {_ch_text(self.channels)} to [{lo}, {hi}]"
         elif self.kind == "patch":
             text = f"patch {_ch_text(self.channels)} from another run"
+        elif self.kind == "concept":
+            what = _ch_text(self.channels).replace("ch ", "concept ", 1)
+            text = f"remove {what}" if self.factor == 0 else f"scale {what} x{_num(self.factor)}"
         else:
             text = f"custom {getattr(self.fn, '__name__', type(self.fn).__name__)}"
         if self.call is not None:
@@ -292,6 +305,36 @@ def patch(source: Capture, channels: Any = None, *, call: int | None = None) -> 
     call takes the source's record of the same call. Shapes must match.
     """
     return Edit("patch", channels=channels, source=source, call=call)
+
+
+def concept(concepts: Any, indices: Any, scale: float = 0.0, *, call: int | None = None) -> Edit:
+    """Remove (``scale=0``) or scale concepts of a dictionary in the output.
+
+    The output's vectors ``x`` (along the channel axis) become ``x - (1 - scale) *
+    sum_i z_i d_i`` over the concepts ``i`` of ``indices``, where ``z = concepts.encode(x)``
+    and ``d_i`` is concept ``i``'s decoder direction: what the rest of the network sees
+    without (or with a scaled) concept. Give it the layer the dictionary was trained on:
+    ``edits={"layer3": concept(c, [5])}``.
+    """
+    return Edit("concept", channels=indices, factor=scale, concepts=concepts, call=call)
+
+
+def _check_concepts(edit: Edit) -> None:
+    c = edit.concepts
+    if c is None or not callable(getattr(c, "contribution", None)):
+        raise EditError(f"a concept edit needs a dictionary (actviz.concepts.Concepts), not {c!r}")
+    if not edit.channels:
+        raise EditError("a concept edit needs the concepts to change")
+    bad = [i for i in edit.channels if i >= int(c.d_sae)]
+    if bad:
+        raise EditError(
+            f"concept {bad[0]} is out of range; the dictionary has {c.d_sae} concepts "
+            f"(0..{int(c.d_sae) - 1})"
+        )
+    factor = 0.0 if edit.factor is None else float(edit.factor)
+    if not math.isfinite(factor):
+        raise EditError(f"a concept edit needs a finite scale, not {edit.factor!r}")
+    object.__setattr__(edit, "factor", factor)
 
 
 def custom(fn: Callable[[Any], Any], *, call: int | None = None) -> Edit:
@@ -478,7 +521,12 @@ def check_edits(modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit
         module = modules[name]
         count = _known_channels(module)
         for edit in items:
-            if count is not None and edit.channels and edit.dim in (None, 1):
+            if (
+                count is not None
+                and edit.channels
+                and edit.dim in (None, 1)
+                and (edit.kind != "concept")
+            ):
                 bad = [c for c in edit.channels if c >= count]
                 if bad:
                     raise EditError(
@@ -609,6 +657,19 @@ class _Applied:
             self.cache[key] = src
         return src
 
+    def _concept(self, t: torch.Tensor, dim: int) -> torch.Tensor:
+        """``t`` less ``(1 - scale)`` times the edit's concepts' part of it."""
+        edit = self.edit
+        c = edit.concepts
+        if t.shape[dim] != int(c.d_in):
+            raise self._fail(
+                f"the output {tuple(t.shape)} has {t.shape[dim]} channels along dim {dim}; the "
+                f"dictionary reads vectors of {c.d_in}"
+            )
+        x = t.movedim(dim, -1)
+        part = c.contribution(x, list(edit.channels or ())).to(t.dtype)
+        return (x - (1.0 - edit.factor) * part).movedim(-1, dim)  # type: ignore[operator]
+
     def apply(self, output: Any, index: int) -> Any:
         """The edited output of call ``index`` (a new object; ``output`` is not written)."""
         edit = self.edit
@@ -619,6 +680,8 @@ class _Applied:
         if t is None:
             raise self._fail(f"the output ({type(output).__name__}) holds no tensor")
         dim = self._dim(t)
+        if edit.kind == "concept":
+            return replace_first(output, self._concept(t, dim))
         self._check(t, dim)
         if edit.kind == "patch":
             src = self._source(t, index)

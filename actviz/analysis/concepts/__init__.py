@@ -1,0 +1,65 @@
+"""Concepts: sparse dictionaries (sparse autoencoders) on a layer's activations (Qt-free).
+
+``c = actviz.concepts.train(vectors_or_data, "layer3", model=model, n_concepts=2048, k=16)``
+learns a TopK dictionary; ``c.encode(x)``, ``c.decode(z)``, ``c.fvu(x)``, ``c.maps(capture,
+"layer3")``; ``c.save(folder)`` and ``actviz.concepts.load(folder)`` use the SAELens folder
+format, so published SAELens dictionaries (standard, topk, jumprelu) load too.
+``actviz.edits.concept(c, [i])`` removes a concept from a layer's output during a capture;
+:func:`scan_concepts` finds each concept's top images in a dataset.
+
+The names are imported on first use: the command line imports :mod:`.command` to build its
+parser, which must not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_BUDGET",
+    "ConceptScan",
+    "Concepts",
+    "HookPoint",
+    "TrainCancelled",
+    "TrainProgress",
+    "load",
+    "resolve_hook",
+    "scan_concepts",
+    "top_heatmaps",
+    "train",
+]
+
+_WHERE = {
+    "ARCHITECTURES": "model",
+    "Concepts": "model",
+    "load": "model",
+    "DEFAULT_BUDGET": "train",
+    "TrainCancelled": "train",
+    "TrainProgress": "train",
+    "train": "train",
+    "HookPoint": "hooks",
+    "resolve_hook": "hooks",
+    "ConceptScan": "scan",
+    "scan_concepts": "scan",
+    "top_heatmaps": "scan",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.analysis.concepts.hooks import HookPoint, resolve_hook
+    from actviz.analysis.concepts.model import ARCHITECTURES, Concepts, load
+    from actviz.analysis.concepts.scan import ConceptScan, scan_concepts, top_heatmaps
+    from actviz.analysis.concepts.train import (
+        DEFAULT_BUDGET,
+        TrainCancelled,
+        TrainProgress,
+        train,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'actviz.analysis.concepts' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"actviz.analysis.concepts.{where}"), name)
