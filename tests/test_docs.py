@@ -60,8 +60,6 @@ def scripts(page: pathlib.Path) -> list[Script]:
         if mark.startswith("no-run"):
             no_run = mark.partition(":")[2].strip()
             assert no_run, f"{page.name}:{line}: a no-run mark says why"
-        elif mark and not mark.startswith(("no-run", "continues")) and mark.startswith("run"):
-            raise AssertionError(f"{page.name}:{line}: unknown mark {mark!r}")
         out.append(Script(page.name, line, m["code"], no_run))
     return out
 
