@@ -50,10 +50,11 @@ def test_an_unknown_layer_name_raises_with_close_matches(actviz_window, who):
 
 
 def test_wait_idle_answers_on_the_driver_and_the_window(actviz_window):
-    win = actviz_window(_model(), _input(), ["conv1"], auto_run=True)
-    assert win.window.run() is not None
-    # A run is going: no time to wait gives False, then both wait for it and say True.
+    win = actviz_window(_model(), _input(), ["conv1"], auto_run=True, debounce_ms=400)
+    win.window.schedule_run()
+    # A run is due: no time to wait gives False on both, then both wait for it and say True.
     assert win.window.wait_idle(0) is False
+    assert win.wait_idle(0) is False
     assert win.wait_idle() is True
     assert win.window.wait_idle() is True
     assert win.window.result is not None
