@@ -119,14 +119,14 @@ def hooks_pairs(
     model: torch.nn.Module,
     x: torch.Tensor,
     pairs: int,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] | None = None,
 ) -> list[Paired]:
     """The library default against plain hooks keeping the same records, forward only and
     with gradients: ``capture(model, x, blocks)`` (and ``gradients=False``) against a forward
     hook per block that clones its output (what a record must keep: a later in-place op would
     overwrite it) and, with gradients, ``autograd.grad`` of the top-1 logit to every block's
     output and the input, as the capture's records and ``input_grads`` hold. ``clock``: as
-    for :func:`~actviz.bench.timing.paired` (CPU time: ``time.process_time``)."""
+    for :func:`~actviz.bench.timing.paired` (None: wall time; ``time.process_time``: CPU)."""
     blocks = block_names(model)
     modules = dict(model.named_modules())
 

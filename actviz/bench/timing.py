@@ -35,7 +35,7 @@ def paired(
     test: Callable[[], object],
     pairs: int = 15,
     warmup: int = 2,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] | None = None,
 ) -> Paired:
     """Run ``base`` and ``test`` alternately ``pairs`` times (order flipped every pair).
 
@@ -43,7 +43,10 @@ def paired(
     slow drifts of the machine (thermal, other processes) that a ratio of medians would not.
     ``clock``: ``time.process_time`` measures the CPU time of the process (every thread)
     instead of wall time: the work done, which other tenants of a shared machine move less.
+    None: ``time.perf_counter``, read at each call.
     """
+    if clock is None:
+        clock = time.perf_counter
     for _ in range(warmup):
         base()
         test()
