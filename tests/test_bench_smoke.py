@@ -115,6 +115,18 @@ def test_capture_bench_reports_every_figure_with_gradcam():
     assert all(row.base_ms > 0 and row.test_ms > 0 for row in r["rows"])
 
 
+def test_capture_hooks_ratio_in_a_fresh_process():
+    r = capture_bench.hooks_in_fresh_process(("resnet18",), pairs=1, size=32, threads=1)
+    assert [line.split(":")[0] for line in r["row_text"]] == [
+        "resnet18 fwd",
+        "resnet18 fwd+grad",
+    ] * 2
+    assert r["capture_hooks_ratio"] == max(
+        r["resnet18"]["hooks_fwd_ratio"], r["resnet18"]["hooks_grad_ratio"]
+    )
+    assert 0 < r["capture_hooks_cpu_ratio"] < 10 and 0 < r["capture_hooks_fwd_ratio"] < 10
+
+
 def test_pick_layers_fills_up_with_leaves():
     import torchvision
 

@@ -416,7 +416,11 @@ def estimate_from_capture(
     """
     start = time.perf_counter()
     if not cap.gradients:
-        raise ValueError("estimates need a capture with gradients (gradients=True)")
+        # The capture's own warning says why it has none, when it was not asked to.
+        why = "; ".join(w for w in cap.warnings if w.startswith("no gradients"))
+        raise ValueError(
+            "estimates need a capture with gradients (gradients=True)" + (f": {why}" if why else "")
+        )
     names = list(cap.names) if layers is None else resolve_layers(model, layers)
     base = resolve_baseline(baseline)
     modules = dict(model.named_modules())

@@ -66,13 +66,15 @@ class TargetReader:
         self.weights: list[torch.Tensor | None] = []
         if not self.callable:
             leaves = list(iter_tensors(clean))
-            made = [
-                t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach()
-                for t in leaves
-            ]
-            it = iter(made)
-            rebuilt = map_tensors(clean, lambda _t: next(it))
-            with torch.enable_grad():
+            # Inside a caller's inference_mode, tensors cannot join autograd: the weights are
+            # read outside it (clones made there are normal tensors), as under no_grad.
+            with torch.inference_mode(False), torch.enable_grad():
+                made = [
+                    t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach()
+                    for t in leaves
+                ]
+                it = iter(made)
+                rebuilt = map_tensors(clean, lambda _t: next(it))
                 value = resolve_target(rebuilt, target).value
                 wanted = [t for t in made if t.requires_grad]
                 grads = iter(torch.autograd.grad(value, wanted, allow_unused=True))

@@ -42,7 +42,7 @@ from actviz.analysis.visualize_image import ImageParam, RobustTransforms, sample
 from actviz.core.capture import resolve_layers
 from actviz.core.edits import channel_dim
 from actviz.core.guards import ModelState
-from actviz.core.records import CaptureCancelled
+from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
 from actviz.core.structures import first_tensor
 from actviz.io.errors import ActvizError
 
@@ -230,6 +230,8 @@ def _check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, tor
         )
     if not exp.dtype.is_floating_point:
         raise VisualizeError(f"the model's parameters are {exp.dtype}; an image input is float")
+    if any(p.is_inference() for p in model.parameters()):
+        raise VisualizeError(INFERENCE_WEIGHTS_WARNING.replace("no gradients", "no pictures"))
     return exp.device, exp.dtype
 
 

@@ -27,6 +27,7 @@ captures of a model seen to fault copy their large records into warm pooled memo
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 import torch
@@ -111,6 +112,121 @@ def _measure(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int) -> 
         "gradcam_ratio": r_cam.ratio,
     }
     return figures, [r_fwd, r_all, r_grad, r_cam]
+
+
+def hooks_pairs(
+    arch: str,
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    pairs: int,
+    clock: Callable[[], float] | None = None,
+) -> list[Paired]:
+    """The library default against plain hooks keeping the same records, forward only and
+    with gradients: ``capture(model, x, blocks)`` (and ``gradients=False``) against a forward
+    hook per block that clones its output (what a record must keep: a later in-place op would
+    overwrite it) and, with gradients, ``autograd.grad`` of the top-1 logit to every block's
+    output and the input, as the capture's records and ``input_grads`` hold. ``clock``: as
+    for :func:`~actviz.bench.timing.paired` (None: wall time; ``time.process_time``: CPU)."""
+    blocks = block_names(model)
+    modules = dict(model.named_modules())
+
+    def hooked(grad: bool) -> None:
+        outs: list[torch.Tensor] = []
+        kept: list[torch.Tensor] = []
+
+        def keep(_m: torch.nn.Module, _a: object, out: torch.Tensor) -> None:
+            outs.append(out)
+            kept.append(out.detach().clone())
+
+        handles = [modules[n].register_forward_hook(keep) for n in blocks]
+        try:
+            if not grad:
+                with torch.no_grad():
+                    model(x)
+                return
+            xi = x.clone().requires_grad_(True)
+            out = model(xi)
+        finally:
+            for h in handles:
+                h.remove()
+        top = out.detach().argmax(1)
+        wanted = [xi, *(t for t in outs if t.requires_grad)]
+        torch.autograd.grad(out.gather(1, top[:, None]).sum(), wanted, allow_unused=True)
+
+    r_fwd = paired(
+        f"{arch} fwd: {len(blocks)} blocks / hooks",
+        lambda: hooked(False),
+        lambda: capture(model, x, blocks, gradients=False),
+        pairs,
+        clock=clock,
+    )
+    r_grad = paired(
+        f"{arch} fwd+grad: {len(blocks)} blocks / hooks",
+        lambda: hooked(True),
+        lambda: capture(model, x, blocks),
+        pairs,
+        clock=clock,
+    )
+    return [r_fwd, r_grad]
+
+
+def hooks_run(
+    models: tuple[str, ...] = ("resnet18", "resnet50"), pairs: int = 15, size: int = 224
+) -> dict:
+    """``capture_hooks_ratio``: the worst of :func:`hooks_pairs` over ``models`` (wall time),
+    with rows and each model's forward / gradient ratios; ``capture_hooks_cpu_ratio``: the
+    same in CPU time (the work done, steadier beside other tenants). Meant for a fresh process
+    (see :func:`hooks_in_fresh_process`): nothing run before it, the library's defaults."""
+    torch.manual_seed(0)
+    results: dict = {"rows": []}
+    for arch in models:
+        model = torchvision.models.get_model(arch, weights=None).eval()
+        x = torch.randn(1, 3, size, size)
+        fwd, grad = hooks_pairs(arch, model, x, pairs)
+        cpu_fwd, cpu_grad = hooks_pairs(arch, model, x, pairs, clock=time.process_time)
+        cpu_fwd.name, cpu_grad.name = f"{cpu_fwd.name} (CPU)", f"{cpu_grad.name} (CPU)"
+        results["rows"] += [fwd, grad, cpu_fwd, cpu_grad]
+        results[arch] = {
+            "hooks_fwd_ratio": fwd.ratio,
+            "hooks_grad_ratio": grad.ratio,
+            "hooks_cpu_ratio": max(cpu_fwd.ratio, cpu_grad.ratio),
+        }
+    results["capture_hooks_fwd_ratio"] = max(results[m]["hooks_fwd_ratio"] for m in models)
+    results["capture_hooks_grad_ratio"] = max(results[m]["hooks_grad_ratio"] for m in models)
+    results["capture_hooks_ratio"] = max(
+        results["capture_hooks_fwd_ratio"], results["capture_hooks_grad_ratio"]
+    )
+    results["capture_hooks_cpu_ratio"] = max(results[m]["hooks_cpu_ratio"] for m in models)
+    return results
+
+
+def hooks_in_fresh_process(
+    models: tuple[str, ...], pairs: int, size: int = 224, threads: int | None = None
+) -> dict:
+    """:func:`hooks_run` in a new Python process (a script's first captures: no pool, no
+    allocator tuning, no window); its rows come back as text, its figures as numbers."""
+    import json
+    import subprocess
+    import sys
+
+    threads = torch.get_num_threads() if threads is None else threads
+    code = (
+        f"import json, torch; torch.set_num_threads({int(threads)})\n"
+        "from actviz.bench.capture_bench import hooks_run\n"
+        f"r = hooks_run({tuple(models)!r}, pairs={int(pairs)}, size={int(size)})\n"
+        "print('\\n'.join(row.row() for row in r.pop('rows')))\n"
+        "print(json.dumps(r))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        raise RuntimeError(
+            "the hooks comparison failed in its own process: "
+            + (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        )
+    results = json.loads(lines[-1])
+    results["row_text"] = lines[:-1]
+    return results
 
 
 def gradcam_pair(arch: str, model: torch.nn.Module, x: torch.Tensor, pairs: int) -> Paired:

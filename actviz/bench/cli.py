@@ -69,10 +69,29 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
     from actviz.bench import capture_bench
 
     models = ("resnet18",) if quick else ("resnet18", "resnet50")
+    # First, in a process of its own: a script's capture against plain hooks keeping the same
+    # records (ResNet-18 and -50 also with --quick: the figure is the worse of the two).
+    hooks = capture_bench.hooks_in_fresh_process(("resnet18", "resnet50"), pairs)
+    print(f"{'capture / plain hooks, same records (own process)':<44} {'hooks ms':>9} "
+          f"{'actviz ms':>9} {'ratio':>8}")  # fmt: skip
+    for line in hooks["row_text"]:
+        print(line)
     results = capture_bench.run(models, pairs=pairs, size=224)
     capture_bench.print_table(results)
     summary.update(
         {k: v for k, v in results.items() if k.startswith("capture_") and isinstance(v, float)}
+    )
+    for key in (
+        "capture_hooks_ratio",
+        "capture_hooks_fwd_ratio",
+        "capture_hooks_grad_ratio",
+        "capture_hooks_cpu_ratio",
+    ):
+        summary[key] = hooks[key]
+    print(
+        f"capture_hooks_ratio {hooks['capture_hooks_ratio']:.3f} (CPU time "
+        f"{hooks['capture_hooks_cpu_ratio']:.3f}); beside it capture_fwd_ratio "
+        f"{results['capture_fwd_ratio']:.3f}, capture_grad_ratio {results['capture_grad_ratio']:.3f}"
     )
     summary["gradcam_ratio"] = results["gradcam_ratio"]
     costs = capture_bench.overheads(pairs=pairs)

@@ -40,7 +40,14 @@ from actviz.core.guards import ModelState, UnregisteredCheck
 from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.plan import ModelPlan, is_leaf, model_plan
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
-from actviz.core.records import Capture, CaptureCancelled, CaptureTooLarge, LayerRecord
+from actviz.core.records import (
+    INFERENCE_WEIGHTS_WARNING,
+    Capture,
+    CaptureCancelled,
+    CaptureTooLarge,
+    LayerRecord,
+    inference_weights,
+)
 from actviz.core.structures import iter_tensors, map_tensors
 from actviz.core.targets import resolve_target, target_numbers
 from actviz.core.transfer import to_host
@@ -252,7 +259,8 @@ def capture(
             check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
-    for attempt in range(_MAX_ATTEMPTS):
+    attempt = 0
+    while attempt < _MAX_ATTEMPTS:
         try:
             # Inside a caller's inference_mode, tensors made here could not join autograd
             # (entering the context costs ~15 us after a forward pass: only when needed).
@@ -280,6 +288,14 @@ def capture(
             # A recorded tensor was written to after its hook (or a module wrote into its
             # input): the modules responsible are now known and get copies; run again.
             log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
+            attempt += 1
+        except RuntimeError as exc:
+            if not gradients or not inference_weights(exc):
+                raise
+            # Weights made inside inference_mode can never join autograd (copying them would
+            # be another model): the forward pass alone, and a warning that says why.
+            gradients = False
+            warnings.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -116,8 +116,15 @@ def prepare_inputs(
         if gradients and copy.is_floating_point():
             leaf = copy.requires_grad_(True)
             leaves.append(leaf)
-            # The model gets a non-leaf copy so in-place ops on its input stay legal.
-            given, kept = clone_keep_layout(leaf), leaf.detach()
+            # The model gets a non-leaf copy so in-place ops on its input stay legal; made
+            # with autograd on, else under a caller's no_grad it would not lead back to the
+            # leaf and the input gradient would be lost.
+            if torch.is_grad_enabled():
+                given = clone_keep_layout(leaf)
+            else:
+                with torch.enable_grad():
+                    given = clone_keep_layout(leaf)
+            kept = leaf.detach()
         else:
             leaves.append(None)
             given, kept = clone_keep_layout(copy), copy

@@ -12,7 +12,13 @@ from actviz.core.structures import first_tensor
 
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
-__all__ = ["Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord"]
+__all__ = [
+    "INFERENCE_WEIGHTS_WARNING",
+    "Capture",
+    "CaptureCancelled",
+    "CaptureTooLarge",
+    "LayerRecord",
+]
 
 
 class CaptureCancelled(RuntimeError):
@@ -148,3 +154,17 @@ class Capture:
     def all_records(self) -> list[LayerRecord]:
         """Every record of every layer, layers in execution order."""
         return [rec for name in self.names for rec in self.records[name]]
+
+
+#: What a capture with gradients warns when the model's weights are inference tensors.
+INFERENCE_WEIGHTS_WARNING = (
+    "no gradients: the model's weights were made inside torch.inference_mode(), and such "
+    "tensors cannot take part in autograd; load or build the model outside inference_mode "
+    "(or clone its parameters there) to get gradients"
+)
+
+
+def inference_weights(exc: RuntimeError) -> bool:
+    """Whether ``exc`` is autograd refusing an inference tensor (the model's own weights: the
+    inputs are always copied outside inference mode)."""
+    return "Inference tensors cannot be saved for backward" in str(exc)

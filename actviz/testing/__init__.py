@@ -29,7 +29,7 @@ from actviz.testing.checks import (
     top_level_widgets,
 )
 
-_DRIVER = ("RUN_TIMEOUT_MS", "WindowDriver", "painted_pixels")
+_DRIVER = ("RUN_TIMEOUT_MS", "Prediction", "WindowDriver", "painted_pixels")
 
 
 def __getattr__(name: str) -> Any:
@@ -40,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "RUN_TIMEOUT_MS",
+    "Prediction",
     "ProcessState",
     "WindowDriver",
     "assert_no_hooks",

@@ -11,7 +11,9 @@ test ends, that nothing was left behind.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,15 +61,36 @@ def painted_pixels(item: Any) -> np.ndarray:
     return rows[:, : q.width() * 4].reshape(q.height(), q.width(), 4).copy()
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """One of the model's answers as the window shows it (the prediction panel's rows).
+
+    Attributes
+    ----------
+    index
+        The class index (a detector: the detection's label; a language model: the token id).
+    label
+        Its name: the class name when the model has them, else ``"class 3"``-like text.
+    probability
+        Softmax probability in [0, 1] (a detector: the detection's score).
+    """
+
+    index: int
+    label: str
+    probability: float
+
+
 class WindowDriver:
     """Drive one actviz window as a user would, from a test.
 
     Parameters
     ----------
     window
-        The window (shown; registered with ``qtbot``).
+        The window (shown), e.g. from ``actviz.explore(model, x, block=False)``.
     qtbot
-        pytest-qt's bot of the test.
+        pytest-qt's bot of the test (register the window with ``qtbot.addWidget``). None:
+        the driver waits and clicks with Qt alone (:class:`~actviz.testing.bot.EventBot`),
+        in a plain test or a script.
 
     Attributes
     ----------
@@ -83,7 +106,11 @@ class WindowDriver:
         checks each has no hook left when the test ends.
     """
 
-    def __init__(self, window: MainWindow, qtbot: Any) -> None:
+    def __init__(self, window: MainWindow, qtbot: Any = None) -> None:
+        if qtbot is None:
+            from actviz.testing.bot import EventBot
+
+            qtbot = EventBot()
         self.window = window
         self.qtbot = qtbot
         #: Kept beside the window: its model is checked for hooks after the window is deleted.
@@ -103,13 +130,14 @@ class WindowDriver:
         """Use ``value`` (a tensor, or a tuple / dict of them) as the input."""
         self.window.set_input(value, **kwargs)
 
-    def tick(self, *names: str) -> None:
-        """Tick the layers ``names`` (qualified module names)."""
-        self.window.tick(list(names), True)
+    def tick(self, *names: str | Sequence[str]) -> None:
+        """Tick layers: ``tick("conv1", "fc")`` (a list of names also does); as
+        ``window.tick``. ``ValueError`` for a name the model lacks, with close matches."""
+        self.window.tick(*names)
 
-    def untick(self, *names: str) -> None:
-        """Untick the layers ``names``."""
-        self.window.tick(list(names), False)
+    def untick(self, *names: str | Sequence[str]) -> None:
+        """Untick layers (as :meth:`tick`)."""
+        self.window.untick(*names)
 
     # ------------------------------------------------------------------ runs
     @contextlib.contextmanager
@@ -141,14 +169,17 @@ class WindowDriver:
         assert result is not None
         return result
 
-    def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
-        """Wait until no run, load or export is going on and every display step is done,
-        then put the result on every panel."""
-        w = self.window
-        self.qtbot.waitUntil(
-            lambda: not w.is_busy() and not w.display_pending(), timeout=timeout_ms
-        )
-        w.flush_panel_updates()
+    def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> bool:
+        """Wait until nothing runs (run, load, export, a feature's job), no run is due and
+        every display step is done, then put the result on every panel (``window.wait_idle``).
+
+        Returns
+        -------
+        bool
+            True when idle; False when ``timeout_ms`` passed first (``assert
+            win.wait_idle()`` fails a test there).
+        """
+        return self.window.wait_idle(timeout_ms)
 
     # ------------------------------------------------------------------ reading
     def panel(self, layer: str) -> LayerPanel:
@@ -172,6 +203,41 @@ class WindowDriver:
             kind = slot.view.kind if slot.view is not None else "nothing"
             raise ValueError(f"{layer!r} shows {kind}, not an image")
         return painted_pixels(canvas)
+
+    def channels(self, layer: str) -> int:
+        """The number of channels the panel of ``layer`` shows (pages through), of the
+        result on the panels: a map layer's feature maps, a vector's units, a token layer's
+        features; 1 for a single number."""
+        self.panel(layer)  # KeyError naming the panels there are
+        result = self.window.result
+        prepared = None if result is None else result.layers.get(layer)
+        if prepared is None:
+            raise ValueError(f"{layer!r} has no result on its panel yet (run first)")
+        if prepared.mosaic is not None:
+            return int(prepared.mosaic.total_channels)
+        if prepared.tokens is not None or (
+            prepared.view is not None and prepared.view.kind == "heatmap"
+        ):
+            return int(prepared.shape[-1]) if prepared.shape else 1
+        view = prepared.view
+        if view is None or view.kind == "scalar":
+            return 1
+        return int(view.data.shape[0])
+
+    def predictions(self) -> tuple[Prediction, ...]:
+        """The model's top answers for the result shown (``RunResult.predictions``), best
+        first; after what-if edits, the edited model's. Empty before a run."""
+        result = self.window.result
+        if result is None:
+            return ()
+        return tuple(Prediction(int(i), str(label), float(p)) for i, label, p in result.predictions)
+
+    def prediction(self) -> Prediction:
+        """The top answer of the result shown (see :meth:`predictions`)."""
+        rows = self.predictions()
+        if not rows:
+            raise ValueError("the window shows no prediction (no run yet, or no output)")
+        return rows[0]
 
     def status_text(self) -> str:
         """The status bar's message."""
@@ -241,16 +307,42 @@ class WindowDriver:
         )
         return action
 
-    def resize(self, width: int, height: int) -> None:
-        """Resize the window and let its layout settle (panels re-laid out, pages re-chosen)."""
+    def resize(self, width: int, height: int) -> bool:
+        """Resize the window and wait for its layout to settle (panels re-laid out, pages
+        re-chosen): :meth:`settle`'s answer."""
         self.window.resize(width, height)
-        self.settle()
+        return self.settle()
 
-    def settle(self) -> None:
-        """Process the events already posted (layout, deferred display steps) a few times."""
-        for _ in range(3):
+    def settle(self, timeout_ms: int = UI_TIMEOUT_MS) -> bool:
+        """Wait until the layout has settled after a resize (or a dock shown): the window's,
+        its docks' and its panels' geometry unchanged over consecutive event-loop passes, no
+        deferred display step left and every panel showing the latest result.
+
+        Returns
+        -------
+        bool
+            True once settled; False when ``timeout_ms`` passed first.
+        """
+        w = self.window
+        deadline = time.perf_counter() + timeout_ms / 1000
+        last: tuple | None = None
+        still = 0
+        while time.perf_counter() < deadline:
             QCoreApplication.processEvents()
             self.qtbot.wait(1)
+            shape = self._geometry()
+            pending = w.display_pending() or w.panel_updates_pending()
+            still = still + 1 if shape == last and not pending else 0
+            if still >= 2:
+                return True
+            last = shape
+        return False
+
+    def _geometry(self) -> tuple:
+        w = self.window
+        widgets = [w, w.centre.layers_scroll.viewport(), *w.findChildren(QDockWidget)]
+        widgets += list(w.layer_panels.values())
+        return tuple((x.isVisible(), x.geometry().getRect()) for x in widgets)
 
     def open_dock(self, name: str) -> QDockWidget:
         """Show the dock titled (or with the object name) ``name`` and return it."""

@@ -644,7 +644,7 @@ class StressDriver:
     # ------------------------------------------------------------------ the actions
     def act_tick(self) -> str:
         name = self._pick(self._layers)
-        self.window.tick([name], True)
+        self.window.tick(name)
         return f"tick {name}"
 
     def act_untick(self) -> str:
@@ -652,7 +652,7 @@ class StressDriver:
         if len(ticked) <= 1:
             return "untick (nothing)"
         name = self._pick(ticked)
-        self.window.tick([name], False)
+        self.window.untick(name)
         return f"untick {name}"
 
     def act_tab(self) -> str:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from PySide6.QtCore import QEventLoop
+from PySide6.QtCore import QEventLoop, QSettings
 from PySide6.QtWidgets import QApplication
 
 from actviz.ui.window.main_window import MainWindow
-from actviz.ui.window.settings import ensure_app_identity
+from actviz.ui.window.settings import AppSettings, ensure_app_identity, user_settings
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ def explore(
     *,
     block: bool = True,
     categories: Sequence[str] | None = None,
+    settings: AppSettings | QSettings | bool | None = None,
 ) -> MainWindow | None:
     """Open the actviz explorer on ``model``.
 
@@ -56,6 +58,12 @@ def explore(
         show the window and return it at once (notebooks with ``%gui qt``, tests).
     categories
         Class names of the output logits, for the prediction panel and the target selector.
+    settings
+        Where the window keeps its settings (colour map, normalisation, geometry, recent
+        files). None (default): it starts from the user's settings and writes nothing back,
+        so scripts and tests leave the user's settings file as it was. True: the user's
+        settings, written as the app writes them. A ``QSettings`` or an
+        :class:`~actviz.ui.window.settings.AppSettings`: that store.
 
     Returns
     -------
@@ -70,7 +78,17 @@ def explore(
     from torch import nn
 
     ensure_app()
-    window = MainWindow()
+    scratch = None
+    if settings is None or settings is False:
+        scratch = tempfile.TemporaryDirectory(prefix="actviz-explore-")
+        store: AppSettings | QSettings | None = _scratch_settings(scratch.name)
+    else:
+        store = None if settings is True else settings
+    window = MainWindow(settings=store)
+    if scratch is not None:
+        # Removed with the window (its close writes geometry there), or when collected.
+        window.closed.connect(scratch.cleanup)
+        window._explore_scratch = scratch  # type: ignore[attr-defined]
     try:
         if isinstance(model, nn.Module):
             window.set_model(model, categories=categories, layers=layers)
@@ -105,6 +123,15 @@ def explore(
     loop.exec()
     window.deleteLater()  # closed and not returned: nothing can use it any more
     return None
+
+
+def _scratch_settings(folder: str) -> QSettings:
+    """A settings file of the window's own in ``folder``, holding a copy of the user's."""
+    store = QSettings(os.path.join(folder, "settings.ini"), QSettings.Format.IniFormat)
+    user = user_settings()
+    for key in user.allKeys():
+        store.setValue(key, user.value(key))
+    return store
 
 
 def _checked_layers(window: MainWindow, layers: Sequence[str]) -> list[str]:

@@ -323,3 +323,66 @@ def test_open_model_dialog_lists_timm_models_in_their_own_tab(qtbot, monkeypatch
         "File",
         "Recent",
     ]
+
+
+def _config_files() -> list[str]:
+    import os
+    from pathlib import Path
+
+    root = Path(os.environ["XDG_CONFIG_HOME"])  # where the user's QSettings file lives
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_explore_writes_no_settings_unless_asked(qtbot):
+    import os
+    from pathlib import Path
+
+    model, x = _model(), torch.randn(1, 3, 12, 12)
+    # The user's settings are read (their colour map), never written: not by a view change,
+    # not by the geometry saved on close.
+    AppSettings().colormap = "gray"
+    AppSettings().sync()
+    written = _config_files()
+    assert written and all(f.startswith("actviz") for f in written)
+    before = {f: (Path(os.environ["XDG_CONFIG_HOME"]) / f).read_bytes() for f in written}
+    window = actviz.explore(model, x, layers=["0"], block=False)
+    qtbot.addWidget(window)
+    assert window.colormap == "gray"
+    assert window.wait_idle()
+    window.set_view_settings(colormap="magma", normalize="shared")
+    assert window.settings.colormap == "magma"
+    window.resize(700, 500)
+    window.close()
+    assert _config_files() == written
+    after = {f: (Path(os.environ["XDG_CONFIG_HOME"]) / f).read_bytes() for f in written}
+    assert after == before
+    assert not list(Path(os.environ["TMPDIR"]).glob("actviz-explore-*"))  # its own file too
+    # Asked for, the user's settings are the window's, as in the app.
+    window = actviz.explore(model, x, layers=["0"], block=False, settings=True)
+    qtbot.addWidget(window)
+    window.set_view_settings(colormap="magma")
+    window.close()
+    assert AppSettings().colormap == "magma"
+
+
+def test_a_driver_wraps_an_explore_window_without_qtbot():
+    from actviz.testing import WindowDriver
+
+    model, x = _model(), torch.randn(1, 3, 12, 12)
+    win = WindowDriver(actviz.explore(model, x, layers=["0"], block=False, categories=list("abc")))
+    try:
+        assert win.wait_idle()
+        assert win.channels("0") == 4
+        with torch.no_grad():
+            probs = torch.softmax(model(x)[0], 0)
+        assert win.prediction().index == int(probs.argmax())
+        assert win.prediction().probability == pytest.approx(float(probs.max()), abs=1e-6)
+        win.tick("4")
+        result = win.run_and_wait()
+        assert list(result.layers) == ["0", "4"] and win.channels("4") == 3
+        assert win.resize(800, 600) is True
+        assert win.shown_pixels("0").shape[-1] == 4
+        win.close()
+        assert win.window.is_closed()
+    finally:
+        win.delete()  # closed and deleted now: a plain test has no qtbot to delete it

@@ -102,7 +102,7 @@ def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_
     assert list(window.layer_panels) == ["conv1", "relu", "conv2", "fc"]
     assert window.result.layers["relu"].view.data.min() >= 0
     with win.expect_run(flush=False):
-        window.tick(["conv1", "fc"], False)
+        window.untick("conv1", "fc")
     assert list(window.layer_panels) == ["relu", "conv2"]
 
 

@@ -8,6 +8,7 @@ through the parts (``window.commands``, ``window.centre``, ``window.status``,
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -224,9 +225,46 @@ class WindowAPI:
         self.runs.sync_target_combo()
         return True
 
-    def tick(self, names: Sequence[str], ticked: bool = True) -> None:
-        """Tick (or untick) layers by name."""
-        self.session.set_ticked(names, ticked)
+    def tick(self, *names: str | Sequence[str], ticked: bool = True) -> None:
+        """Tick layers by name: ``tick("conv1", "fc")`` (a list of names also does).
+
+        ``ticked=False`` unticks them, as :meth:`untick` does.
+
+        Raises
+        ------
+        ValueError
+            A name the model does not have (close matches suggested), or no model is shown.
+        """
+        self.session.set_ticked(self._known_layers(names), ticked)
+
+    def untick(self, *names: str | Sequence[str]) -> None:
+        """Untick layers by name (as :meth:`tick`)."""
+        self.tick(*names, ticked=False)
+
+    def _known_layers(self, names: tuple[str | Sequence[str], ...]) -> list[str]:
+        flat: list[str] = []
+        for name in names:
+            if isinstance(name, str):
+                flat.append(name)
+            elif isinstance(name, bool) or not isinstance(name, Sequence):
+                raise TypeError(
+                    f"tick() takes layer names (str, or lists of them), not {name!r}; "
+                    "untick with untick() or ticked=False"
+                )
+            else:
+                flat.extend(name)
+        tree = self.session.tree
+        if tree is None:
+            raise ValueError(f"no model is shown, so there are no layers to tick ({flat})")
+        known = [node.name for node in tree]
+        for name in flat:
+            if name not in tree:
+                close = difflib.get_close_matches(name, [n for n in known if n], n=3, cutoff=0.5)
+                hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+                raise ValueError(
+                    f"unknown layer {name!r}{hint} (the model has {len(known)} modules)"
+                )
+        return flat
 
     def tree_context_menu(self, name: str | None) -> QMenu:
         """The module tree's context menu for row ``name`` (built, not shown)."""
