@@ -426,7 +426,7 @@ class EffectsFeature(FeatureBase, QObject):
         layers = [n for n in result.shown if n in cap.records]
         if not layers:
             raise ValueError("Tick a layer in the module tree: its channels are ranked here.")
-        return model, cap, layers, self.session.target
+        return model, cap, layers, self.session.run_target
 
     def _show(self) -> None:
         eff = self.effects

@@ -277,7 +277,7 @@ class WhatIfController(FeatureBase, QObject):
 
         before, after = result.baseline, result.capture
         assert before is not None and after is not None
-        target = self.session.target
+        target = self.session.run_target
         if target is None:
             target = before.target_index  # the class the unedited model answered
         # A is the edited run, B the reference: changes are after minus before.

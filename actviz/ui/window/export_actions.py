@@ -284,7 +284,7 @@ class ExportActions:
             weights=args.get("weights", "DEFAULT"),
             trust=bool(args.get("trust", False)),
             list_input=s.input_as_list,
-            target=s.target,
+            target=s.run_target,
         )
 
     def _input_record(self, result: Any) -> dict[str, Any]:
