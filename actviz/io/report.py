@@ -571,7 +571,12 @@ def write_report(
         if rec.grad is not None:
             grad = layer if layer is not None and layer.grad_view is not None else rec.grad
             for suffix, picture in layer_page_images(
-                base, "grad", grad, "inferno", title=f"|d target / d {name or 'output'}|"
+                base,
+                "grad",
+                grad,
+                cmap,
+                title=f"|d target / d {name or 'output'}|",
+                normalize=normalize,
             ):
                 if not suffix.endswith("_1x"):
                     page.figure(

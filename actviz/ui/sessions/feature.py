@@ -620,6 +620,10 @@ class SessionsFeature(FeatureBase, QObject):
             "model_name": s.model_name,
             "input_name": "" if s.input is None else (s.input.source or s.input.description),
             "title": f"actviz report: {s.model_name}" if s.model_name else "",
+            # The view settings in force now, not the run's (the colour map may have changed
+            # since): the report paints as the window does (actviz.display.colormaps.painting).
+            "cmap": s.colormap,
+            "normalize": s.normalize,
         }
         loaded = s.loaded_model
         if loaded is not None and loaded.model is s.model:
@@ -633,7 +637,7 @@ class SessionsFeature(FeatureBase, QObject):
                 weights=args.get("weights", "DEFAULT"),
                 trust=bool(args.get("trust", False)),
                 list_input=s.input_as_list,
-                target=s.target,
+                target=s.run_target,
             )
         # The features' parts: the comparison shown, the scan's sheets (made in the job).
         parts = self.host.report_parts()
