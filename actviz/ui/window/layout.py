@@ -40,20 +40,27 @@ PREFERRED_SIZE = QSize(1360, 820)
 LAYERS_MIN_WIDTH = 180
 #: Share of the screen's available area the window may take at most.
 SCREEN_FRACTION = 0.9
+#: The smallest size the window is laid out for (docs/layers.md: "usable from 1024x640 up"):
+#: a first start never opens it smaller where the screen has the room.
+MINIMUM_SIZE = QSize(1024, 640)
 
 
 def default_window_size(available: QSize | None) -> QSize:
     """The window's first size on a screen whose available area is ``available``.
 
     :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen so the title
-    bar and the edges stay on screen (None: no screen known, the preferred size).
+    bar and the edges stay on screen, but never below :data:`MINIMUM_SIZE` (or the whole
+    available area, when that is smaller): 90 % of a 1024x640 screen was 921x576, the
+    toolbar folded into a chevron and the module tree cut (None: no screen known, the
+    preferred size).
     """
     if available is None or available.isEmpty():
         return QSize(PREFERRED_SIZE)
-    return QSize(
+    fraction = QSize(
         min(PREFERRED_SIZE.width(), int(available.width() * SCREEN_FRACTION)),
         min(PREFERRED_SIZE.height(), int(available.height() * SCREEN_FRACTION)),
     )
+    return fraction.expandedTo(MINIMUM_SIZE.boundedTo(available))
 
 
 @dataclass(eq=False)
