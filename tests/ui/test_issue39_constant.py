@@ -26,3 +26,32 @@ def test_a_constant_gradient_tile_is_not_painted_as_no_gradient(actviz_window):
     bottom = table("inferno")[0]
     assert len(tiles) and np.all(np.abs(tiles.astype(int) - mid).max(axis=1) <= 2), tiles[:3]
     assert not np.any(np.all(tiles == bottom, axis=1))
+
+
+CLASSES = ["circle", "square", "star", "arrow", "cross"]
+
+
+def test_the_class_scores_bars_name_their_classes(actviz_window):
+    from PySide6.QtCore import QPoint, QPointF
+
+    torch.manual_seed(0)
+    win = actviz_window()
+    win.set_model(TinyCNN().eval(), categories=CLASSES, layers=["conv2", "fc"])
+    win.set_input(torch.randn(1, 3, 16, 16))
+    result = win.run_and_wait()
+    panel = win.reveal("fc")
+    canvas = panel.activation_slot.bar_canvas
+    assert panel.activation_slot.view.kind == "bars"
+    assert "class" in canvas.bottom_axis.labelText
+    # The pointer over bar 2: the read-out names the class.
+    height = float(np.asarray(panel.activation_slot.view.data)[2])
+    scene = canvas.view.mapViewToScene(QPointF(2.0, height / 2))
+    win.qtbot.mouseMove(canvas.viewport(), QPoint(canvas.mapFromScene(scene)))
+    win.qtbot.waitUntil(lambda: "class 2: star" in panel.status_label.text(), timeout=3_000)
+    # A layer that is not the class scores keeps "unit".
+    assert result.layers["fc"].shape == (1, 5)
+    from actviz.display.views import class_units
+
+    assert class_units((1, 5), (1, 5), CLASSES) == tuple(CLASSES)
+    assert class_units((1, 6), (1, 5), CLASSES) is None
+    assert class_units((1, 5, 2), (1, 5, 2), CLASSES) is None
