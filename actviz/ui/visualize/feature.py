@@ -100,6 +100,7 @@ class VisualizeFeature(FeatureBase, QObject):
         #: The "What channels want" dock and its background synthesis.
         self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
         self.page.dock.export_requested.connect(self.export_dialog)
+        self.page.pictures_made.connect(self._on_page_pictures)
         parent = host.dialog_parent()
         self.visualise_action = QAction("Visualise channels of the selected layer", parent)
         self.visualise_action.setToolTip(
@@ -420,6 +421,22 @@ class VisualizeFeature(FeatureBase, QObject):
             return
         self.section.setVisible(True)
         self._show_cached()
+
+    def _on_page_pictures(self, _token: int, kind: str, vis: Any) -> None:
+        """The page made (or found) pictures: the channel shown among them, with the same
+        settings, is shown here too (the section kept "Cancelled." beside a page that had
+        made its picture meanwhile)."""
+        key = self.key()
+        if kind != "part" or key is None or self._closed or self.is_synthesising():
+            return
+        if self.shown is not None and self._key_of(self.shown) == key:
+            return
+        s = vis.settings
+        if (vis.layer, s["objective"], s["steps"], s["size"][0]) != (key[0], *key[2:]):
+            return
+        if key[1] in vis.channels:
+            self._forget_lookup()
+            self._show_cached()  # from the cache the page has just written
 
     def _on_section_cancel_requested(self) -> None:
         self._cancel_synthesis()
