@@ -292,7 +292,10 @@ class OpenModelDialog(QDialog):
             self.timm_search.textChanged.connect(self._on_timm_search_changed)
             _show_names(self.timm_list, [], "", loading=True, select=False)
 
-        # Why the last attempt failed, or "Opening ..." while it loads.
+        # Why the last attempt failed, or "Opening ..." while it loads; an error belongs to
+        # the tab it was said on (it stayed under every other tab the user switched to).
+        self._error_tab: int | None = None
+        self.tabs.currentChanged.connect(self._on_tab_changed)
         self.message_label = QLabel("")
         self.message_label.setWordWrap(True)
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -409,6 +412,12 @@ class OpenModelDialog(QDialog):
         self.message_label.setText(text)
         self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};" if error else "")
         self.message_label.setVisible(bool(text))
+        self._error_tab = self.tabs.currentIndex() if error and text else None
+
+    def _on_tab_changed(self, index: int) -> None:
+        """An error shows under the tab it was said on only (back there, it shows again)."""
+        if self._error_tab is not None and self.message_label.text():
+            self.message_label.setVisible(index == self._error_tab)
 
     def _on_candidate_changed(self, item: QListWidgetItem | None, _previous: object) -> None:
         if item is not None:
