@@ -51,3 +51,38 @@ def test_a_model_dialog_error_stays_with_its_tab(qtbot):
     click_tab(1)  # back on its tab, the error shows again
     assert dialog.message() == "Choose a file first."
     dialog.close()
+
+
+def test_file_dialogs_start_at_home_then_where_the_user_was(actviz_window, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QFileDialog
+
+    import actviz.ui.file_dialogs as dialogs
+
+    monkeypatch.setattr(dialogs, "_last", None)
+    monkeypatch.chdir(tmp_path)  # the working folder is not where a dialog starts
+    picture = tmp_path / "pictures" / "in.pt"
+    picture.parent.mkdir()
+    torch.save(torch.randn(1, 3, 16, 16), picture)
+    asked: list[tuple[str, str]] = []
+
+    def open_name(_parent, title, folder, *_a, **_k):
+        asked.append((title, folder))
+        return (str(picture), "") if title == "Open input" else ("", "")
+
+    def save_name(_parent, title, start, *_a, **_k):
+        asked.append((title, start))
+        return ("", "")
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(open_name))
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(save_name))
+    win = _window(actviz_window)
+    window = win.window
+    with win.qtbot.waitSignal(window.input_loaded, timeout=30_000):
+        window.commands.open_input_action.trigger()  # File > Open input...
+    assert asked[0] == ("Open input", str(Path.home()))
+    # The next dialog starts where that file was.
+    window.commands.export_png_action.trigger()  # File > Export > panel as PNG
+    title, start = asked[-1]
+    assert Path(start).parent == picture.parent, asked

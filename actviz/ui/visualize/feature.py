@@ -26,6 +26,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.model_copy import ModelCopy
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
@@ -272,10 +273,11 @@ class VisualizeFeature(FeatureBase, QObject):
             )
             return
         folder = QFileDialog.getExistingDirectory(
-            self.window.dialog_parent(), "Export visualisations into folder"
+            self.window.dialog_parent(), "Export visualisations into folder", start_folder()
         )
         if not folder:
             return
+        remember(folder)
         try:
             files = self.export_to(folder)
         except OSError as exc:

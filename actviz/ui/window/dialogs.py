@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.panels import style
 from actviz.ui.window.settings import split_recent_model
 
@@ -503,8 +504,11 @@ class OpenModelDialog(QDialog):
             _show_names(self.timm_list, self._timm_names, text, loading=loading, select=True)
 
     def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open model file", start_folder(self.file_edit.text()), MODEL_FILE_FILTER
+        )
         if path:
+            remember(path)
             self.file_edit.setText(path)
 
 
