@@ -86,3 +86,33 @@ def test_file_dialogs_start_at_home_then_where_the_user_was(actviz_window, monke
     window.commands.export_png_action.trigger()  # File > Export > panel as PNG
     title, start = asked[-1]
     assert Path(start).parent == picture.parent, asked
+
+
+def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_path, monkeypatch):
+    import base64
+    import io
+    import re
+
+    from actviz.ui.sessions import feature as sessions
+
+    win = _window(actviz_window, (1280, 720))
+    window = win.window
+    # The Overview was never shown: the run skipped the input gradient.
+    assert window.result.capture.input_grads is None
+    out = tmp_path / "r.html"
+    monkeypatch.setattr(
+        sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))
+    )
+    reports = win.feature("sessions")
+    with win.qtbot.waitSignal(reports.report_written, timeout=60_000):
+        reports.report_action.trigger()  # File > Export report...
+    text = out.read_text()
+    assert 'data-panel="saliency"' in text
+    assert "reproduce_inputs.pt" in text
+    m = re.search(
+        r'<a download="reproduce_inputs.pt" href="data:application/octet-stream;base64,([^"]+)"',
+        text,
+    )
+    assert m is not None
+    carried = torch.load(io.BytesIO(base64.b64decode(m.group(1))), weights_only=True)
+    assert torch.equal(carried, window.session.input.value)
