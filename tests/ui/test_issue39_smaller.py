@@ -116,3 +116,31 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
     assert m is not None
     carried = torch.load(io.BytesIO(base64.b64decode(m.group(1))), weights_only=True)
     assert torch.equal(carried, window.session.input.value)
+
+
+def test_the_scale_legend_never_splits_a_hyphenated_word(actviz_window):
+    from PySide6.QtGui import QTextLayout
+
+    win = _window(actviz_window, (1024, 640))
+    for name in ("conv1", "conv2"):
+        legend = win.reveal(name).activation_slot.legend
+        text = legend.text()
+        assert "min" in text or "max" in text
+        # Laid out at narrow widths, as the label wraps it: no line ends in "-".
+        for width in range(60, 400, 7):
+            layout = QTextLayout(text, legend.font())
+            layout.beginLayout()
+            lines = []
+            while True:
+                line = layout.createLine()
+                if not line.isValid():
+                    break
+                line.setLineWidth(width)
+                lines.append(text[line.textStart() : line.textStart() + line.textLength()])
+            layout.endLayout()
+            assert not any(
+                line.rstrip().endswith("-") and line.strip() != "-" for line in lines[:-1]
+            ), (
+                width,
+                lines,
+            )

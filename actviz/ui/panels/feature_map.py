@@ -33,12 +33,17 @@ PREFERRED_PANEL_PX = 500
 EDIT_BADGE_MAX_PX = 260
 
 
+#: A hyphen a wrapped line never breaks after (U+2011): "min-max" wrapped as "min-" / "max".
+NB_HYPHEN = "\u2011"
+
+
 def scale_legend(mosaic: Mosaic) -> str:
-    """What a mosaic's colour bar means, in words (shown under the mosaic)."""
+    """What a mosaic's colour bar means, in words (shown under the mosaic; its hyphenated
+    words never split over two lines)."""
     if mosaic.normalize == "channel":
         if mosaic.symmetric:
-            return "per-channel: each tile -1..1 of its own max |x| (0 in the middle)"
-        return "per-channel: each tile 0-1 of its own min-max"
+            return f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
+        return f"per{NB_HYPHEN}channel: each tile 0-1 of its own min{NB_HYPHEN}max"
     if mosaic.symmetric:
         return "shared: one scale for all tiles, symmetric about 0"
     return "shared: one scale for all tiles"
