@@ -8,6 +8,7 @@ import torch
 from PySide6.QtCore import Qt
 
 from actviz.ui.whatif.dock import PREFERRED_WIDTH
+from actviz.ui.window.hosting import DOCK_MAX_SHARE
 from tests.ui.tiny_models import TinyCNN
 
 
@@ -46,13 +47,15 @@ def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
     assert centre.width() >= before - 2
 
 
-def test_every_dock_opens_at_its_content_width(actviz_window):
-    win = _window(actviz_window, (1280, 720))
+@pytest.mark.parametrize("size", [(1280, 720), (1024, 640)])
+def test_every_dock_opens_at_its_content_width(actviz_window, size):
+    win = _window(actviz_window, size)
     for title in ("Dataset", "Channels that matter"):
         dock = win.open_dock(title)
         win.settle()
         asked = int(dock.property("actviz_width") or 0)
         want = dock.sizeHint().width() if not asked else min(asked, dock.sizeHint().width())
+        want = min(want, int(win.window.width() * DOCK_MAX_SHARE))
         assert abs(dock.width() - max(want, dock.minimumSizeHint().width())) <= 2, title
         dock.toggleViewAction().trigger()
         win.settle()

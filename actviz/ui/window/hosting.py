@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["HostSlots"]
 
+#: The most of the window's width a dock takes when it is shown (its minimum permitting).
+DOCK_MAX_SHARE = 0.3
+
 
 class HostSlots:
     """The attach points of :class:`~actviz.ui.host.WindowHost` (a mixin of a QMainWindow)."""
@@ -100,6 +103,9 @@ class HostSlots:
         asked = int(dock.property("actviz_width") or 0)
         if asked > 0:
             width = min(width, asked)
+        # On a small screen the panels keep most of the width (at 1024 px a 380 px dock left
+        # the layer panels a third of the window).
+        width = min(width, int(main.width() * DOCK_MAX_SHARE))
         width = max(width, dock.minimumSizeHint().width())
         if width != dock.width():
             self.resize_dock(dock, width)
