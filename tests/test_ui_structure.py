@@ -22,9 +22,16 @@ FEATURES = (
     "atlas",
     "visualize",
 )
-#: What a feature may import from ``actviz.ui``: the host protocol, passive panels, the worker
-#: and the Qt-free loader helpers (besides its own package and everything outside ``ui``).
-FEATURE_MAY_IMPORT = ("actviz.ui.host", "actviz.ui.panels", "actviz.ui.worker", "actviz.ui.loaders")
+#: What a feature may import from ``actviz.ui``: the host protocol, passive panels, the worker,
+#: the Qt-free loader helpers and where file dialogs start (besides its own package and
+#: everything outside ``ui``).
+FEATURE_MAY_IMPORT = (
+    "actviz.ui.host",
+    "actviz.ui.panels",
+    "actviz.ui.worker",
+    "actviz.ui.loaders",
+    "actviz.ui.file_dialogs",
+)
 
 
 def _subpackage(module: str) -> str | None:

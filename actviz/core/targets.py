@@ -29,6 +29,7 @@ __all__ = [
     "Target",
     "check_target",
     "detections",
+    "fixed_default",
     "name_token",
     "parse_target",
     "resolve_target",
@@ -296,6 +297,40 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
     except (ValueError, TypeError, RuntimeError) as exc:
         return None, None, f"no target ({exc})"
     return float(resolved.value.detach()), resolved.index, resolved.description
+
+
+def fixed_default(output: Any) -> int | None:
+    """The int target that picks the very scalar the default target of ``output`` picks, so a
+    later run (an edited one) can be held to the same class; None where no int does (a
+    detector, a segmenter, a batch of rows each with its own top-1, a single value).
+
+    The window's auto target is this, read from the unedited run: edits that change the top-1
+    would otherwise move the target from one run to the next.
+    """
+    if isinstance(output, torch.Tensor):
+        out = output
+    else:
+        if detections(output) is not None:
+            return None
+        if isinstance(output, Mapping) and _is_map(output.get("out")):
+            return None
+        out = _logits(output)
+        if out is None:
+            return None
+    if not out.is_floating_point() or out.shape[0:1] != (1,):
+        return None
+    if out.dim() == 2 and out.shape[1] > 1:
+        return int(out.detach().argmax())
+    if out.dim() == 3 and out.shape[2] > 1 and sequence_logits(output) is not None:
+        return int(out.detach()[0, -1].argmax())
+    return None
+
+
+def auto_description(index: int, edited: bool) -> str:
+    """How the auto target is described when it is held to the unedited run's top-1 class:
+    ``top-1 logit (class 4)``, ``top-1 logit before the edits (class 4)`` in an edited run
+    (where another class may lead)."""
+    return f"top-1 logit{' before the edits' if edited else ''} (class {int(index)})"
 
 
 def _default_target(out: torch.Tensor) -> tuple[torch.Tensor, int | None, str]:

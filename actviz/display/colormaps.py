@@ -27,6 +27,7 @@ __all__ = [
     "indexed_table",
     "overlay",
     "paint",
+    "painting",
     "resolve",
     "table",
     "to_indices",
@@ -77,6 +78,18 @@ def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str
     if gradient:
         return DEFAULT_GRADIENT_CMAP
     return DIVERGING_CMAP if signed else DEFAULT_ACTIVATION_CMAP
+
+
+def painting(choice: str, *, signed: bool = False, gradient: bool = False) -> tuple[str, bool]:
+    """``(map, symmetric)``: how one side of a layer is painted under the user's ``choice``.
+
+    The one rule the window's panels, "Export everything" and the HTML report follow: the
+    map is :func:`resolve`'s, a mosaic is symmetric about 0 only for a signed activation
+    under :data:`AUTO`, and both sides (activation and |gradient|) are scaled with the same
+    normalisation, the user's (per channel by default), never one of their own.
+    """
+    symmetric = choice == AUTO and signed and not gradient
+    return resolve(choice, signed=symmetric, gradient=gradient), symmetric
 
 
 def _get(name: str, n: int) -> np.ndarray:

@@ -467,6 +467,7 @@ def mosaic(
         lo = np.full(c, lo_s, np.float32)
         mul = np.full(c, 1.0 / span if span > 0 else 0.0, np.float32)
         scale_range = (float(lo_s), float(hi_s))
+        constant = np.full(c, span == 0 and lo_s != 0, bool)
     else:
         if symmetric:
             bound_c = np.maximum(np.abs(lo_c), np.abs(hi_c))
@@ -476,25 +477,36 @@ def mosaic(
         lo = lo_c.astype(np.float32)
         mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
+        constant = (span_c == 0) & (lo_c != 0)
+    # A tile of one value other than 0 has no contrast to stretch: it paints mid-scale. At
+    # the bottom of the scale (where (x - lo) * 0 puts it) a constant gradient read as "no
+    # gradient" (a black tile under inferno); 0 itself stays at the bottom.
+    mid = np.where(constant, 0.5, 0.0).astype(np.float32) if constant.any() else None
     rows, cols = grid_shape(c, h, w) if c else (1, 1)
     grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
 
-    def fill(dst: np.ndarray, src: np.ndarray, lo_: np.ndarray, mul_: np.ndarray) -> None:
+    def fill(
+        dst: np.ndarray, src: np.ndarray, lo_: np.ndarray, mul_: np.ndarray, mid_: Any
+    ) -> None:
         # Normalised values written straight into the (strided) tile grid, in place.
         r, k = dst.shape[0], dst.shape[2]
         s4 = src.reshape(r, k, h, w).transpose(0, 2, 1, 3)
         np.subtract(s4, lo_.reshape(r, 1, k, 1), out=dst)
         np.multiply(dst, mul_.reshape(r, 1, k, 1), out=dst)
+        if mid_ is not None:  # only with a constant tile: no extra pass otherwise
+            np.add(dst, mid_.reshape(r, 1, k, 1), out=dst)
         np.clip(dst, 0.0, 1.0, out=dst)
 
     full = c // cols if c else 0
     if full:
         n = full * cols
-        fill(grid[:full, :h, :, :w], shown[:n], lo[:n], mul[:n])
+        part = mid[:n] if mid is not None else None
+        fill(grid[:full, :h, :, :w], shown[:n], lo[:n], mul[:n], part)
     rest = c - full * cols
     if rest:
         n = full * cols
-        fill(grid[full : full + 1, :h, :rest, :w], shown[n:], lo[n:], mul[n:])
+        part = mid[n:] if mid is not None else None
+        fill(grid[full : full + 1, :h, :rest, :w], shown[n:], lo[n:], mul[n:], part)
     image = grid.reshape(rows * (h + pad), cols * (w + pad))
     image = np.ascontiguousarray(
         image[: image.shape[0] - pad or None, : image.shape[1] - pad or None]

@@ -31,6 +31,7 @@ import torch
 
 from actviz.core.structures import first_tensor
 from actviz.core.targets import name_token, sequence_logits
+from actviz.display import colormaps
 from actviz.display.attribution import (
     default_gradcam_layer,
     display_image,
@@ -46,7 +47,6 @@ from actviz.display.attribution import (
     token_saliency,
     top_predictions,
 )
-from actviz.display.colormaps import AUTO
 from actviz.display.device import HostLayer, copy_to_host
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import (
@@ -117,7 +117,8 @@ def symmetric_for(colormap: str, view: LayerView | None) -> bool:
     """Whether the activation mosaic of ``view`` is normalised symmetrically about 0: under
     the :data:`~actviz.display.colormaps.AUTO` colour map, for a signed layer (painted with
     the diverging map, :func:`~actviz.display.colormaps.resolve`). |gradient| never is."""
-    return colormap == AUTO and view is not None and view.kind == "maps" and view.signed
+    signed = view is not None and view.kind == "maps" and bool(view.signed)
+    return colormaps.painting(colormap, signed=signed)[1]
 
 
 def _mosaics(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["LayerView", "as_numpy", "layer_view", "magnitude", "magnitude_view"]
+__all__ = ["LayerView", "as_numpy", "class_units", "layer_view", "magnitude", "magnitude_view"]
 
 
 def as_numpy(x: Any) -> np.ndarray:
@@ -114,3 +114,18 @@ def magnitude_view(view: LayerView) -> LayerView:
 def magnitude(grad: Any) -> np.ndarray:
     """Absolute value of a gradient, float32, same shape."""
     return np.ascontiguousarray(np.abs(as_numpy(grad)), dtype=np.float32)
+
+
+def class_units(
+    shape: tuple[int, ...] | None,
+    output_shape: tuple[int, ...] | None,
+    categories: Any,
+) -> tuple[str, ...] | None:
+    """The class names of a layer's units when its output is the model's class scores (the
+    shape of the model output, one unit per class); None for any other layer. Its bars then
+    read "class 3: star" rather than "unit 3"."""
+    if not categories or shape is None or output_shape is None or len(shape) != 2:
+        return None
+    if tuple(shape) != tuple(output_shape) or shape[1] != len(categories):
+        return None
+    return tuple(str(c) for c in categories)

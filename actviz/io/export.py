@@ -378,9 +378,11 @@ def layer_page_images(
     gradient = kind == "grad"
     # The window's per-layer choice under "auto": signed activations symmetric about 0 in the
     # diverging map, the others (and |gradient|) in a sequential one.
-    if symmetric is None:
-        symmetric = not gradient and symmetric_for(cmap, view)
-    painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
+    if symmetric is None:  # the window's rule (actviz.display.colormaps.painting)
+        signed = view.kind == "maps" and bool(view.signed)
+        painted, symmetric = colormaps.painting(cmap, signed=signed, gradient=gradient)
+    else:
+        painted = colormaps.resolve(cmap, signed=symmetric, gradient=gradient)
     for first, suffix in channel_pages(view):
         pictures.append(
             (
@@ -563,14 +565,16 @@ def export_capture(
             written += write_pages(out, base, "features", layer, cmap, entry, normalize=normalize)
         if rec.grad is not None:
             grad_layer = layer if layer is not None and layer.grad_view is not None else None
+            # Painted and scaled as the window paints |gradient| under the same choice.
             written += write_pages(
                 out,
                 base,
                 "grad",
                 grad_layer or rec.grad,
-                "inferno",
+                cmap,
                 entry,
                 title=f"|d target / d {name or 'output'}|",
+                normalize=normalize,
             )
         arrays = _record_arrays(recs)
         if arrays:

@@ -15,8 +15,10 @@ collapsible (``<details>``) and a table of contents links every section. No Qt h
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
+import logging
 import math
 import os
 import tempfile
@@ -34,6 +36,8 @@ from actviz.display import colormaps
 from actviz.io.export import attribution_images, layer_page_images, prepare_export, safe_name
 from actviz.io.files import atomic_write, check_out_file
 from actviz.io.reproduce import RunSource, reproduce_script
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
 
@@ -487,6 +491,8 @@ def write_report(
     out = Path(path)
     names = list(layers) if layers is not None else list(cap.names)
     module = getattr(model, "model", model)
+    if isinstance(module, torch.nn.Module):
+        cap = _with_input_gradient(cap, module)
     cap, prepared = prepare_export(
         cap,
         names,
@@ -571,7 +577,12 @@ def write_report(
         if rec.grad is not None:
             grad = layer if layer is not None and layer.grad_view is not None else rec.grad
             for suffix, picture in layer_page_images(
-                base, "grad", grad, "inferno", title=f"|d target / d {name or 'output'}|"
+                base,
+                "grad",
+                grad,
+                cmap,
+                title=f"|d target / d {name or 'output'}|",
+                normalize=normalize,
             ):
                 if not suffix.endswith("_1x"):
                     page.figure(
@@ -608,6 +619,7 @@ def write_report(
         "with actviz's public API.</p>"
     )
     page.add(f"<pre>{_e(_reproduce_text(cap, source, names))}</pre>")
+    _reproduce_files(page, cap, source)
 
     if progress is not None:
         progress(total - 1, total, "writing")
@@ -629,6 +641,61 @@ def write_report(
     if progress is not None:
         progress(total, total, "done")
     return ReportInfo(out, out.stat().st_size, tuple(page.panels))
+
+
+#: The largest input tensors the report carries for reproduce.py (bytes, before base64).
+CARRIED_INPUT_BYTES = 32 * 2**20
+
+
+def _reproduce_files(page: _Page, cap: Capture, source: RunSource | None) -> None:
+    """The files reproduce.py reads that only a report can carry: the input tensors, when
+    the input has no file to reopen (the script read ``reproduce_inputs.pt``, which the
+    report did not hold), as a link that saves them."""
+    if source is not None and source.input is not None:
+        return
+    buf = io.BytesIO()
+    try:
+        torch.save(cap.inputs, buf)
+    except Exception:  # noqa: BLE001 - an input torch cannot save: said, not carried
+        page.add('<p class="warn">The input cannot be saved for reproduce.py.</p>')
+        return
+    data = buf.getvalue()
+    if len(data) > CARRIED_INPUT_BYTES:
+        page.add(
+            '<p class="muted">The input is too large to carry here '
+            f"({len(data) / 2**20:.0f} MiB): <code>actviz export</code> writes "
+            "<code>reproduce_inputs.pt</code> beside the script.</p>"
+        )
+        return
+    href = "data:application/octet-stream;base64," + base64.b64encode(data).decode("ascii")
+    page.add(
+        f'<p>The script reads the input from <a download="reproduce_inputs.pt" href="{href}">'
+        "reproduce_inputs.pt</a>: save it beside the script.</p>"
+    )
+
+
+def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
+    """``cap`` with its input gradient, for the saliency: a window's run skips it while no
+    saliency is on screen (the Overview never shown), and the report then had none. Taken
+    again with the run's target and edits; ``cap`` as it is when that cannot be had or
+    would differ (another target resolved, a failure)."""
+    from actviz.core.targets import fixed_default
+
+    if cap.input_grads is not None or not cap.gradients or cap.inputs is None:
+        return cap
+    # A one-row classifier's class is an int target whether chosen or auto (held to the
+    # unedited top-1); elsewhere the run's target is the default.
+    target = cap.target_index if fixed_default(cap.output) is not None else None
+    try:
+        from actviz.core.capture import capture
+
+        again = capture(model, cap.inputs, [], target=target, edits=cap.edits or None)
+    except Exception:  # noqa: BLE001 - the report goes on without a saliency
+        log.debug("no input gradient for the report's saliency", exc_info=True)
+        return cap
+    if again.input_grads is None or again.target_index != cap.target_index:
+        return cap
+    return dataclasses.replace(cap, input_grads=again.input_grads)
 
 
 def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:

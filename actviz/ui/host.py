@@ -18,6 +18,7 @@ through :class:`FeatureJob` (and :func:`show_steps` / :func:`show_line` for the 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -136,6 +137,7 @@ class WindowHost(Protocol):
         hidden: bool = True,
     ) -> None: ...
     def resize_dock(self, dock: QDockWidget, width: int) -> None: ...
+    def fit_dock_width(self, dock: QDockWidget) -> None: ...
     def add_menu_action(
         self, menu: str, action: QAction, *, before: str | None = None, shortcut: bool = True
     ) -> None: ...
@@ -326,7 +328,12 @@ class FeatureJob(QObject):
         self._log = logging.getLogger(type(parent).__module__)
         self._log_as = log_as
         self._on_finished, self._on_failed, self._on_other = on_finished, on_failed, on_other
+        # What the view says of the running job, and when it began (steps and an ETA follow).
+        self._message = ""
+        self._began = 0.0
         signals = self.worker.signals
+        if steps:
+            signals.started.connect(self._on_worker_started)
         signals.finished.connect(self._on_worker_finished)
         signals.errored.connect(self._on_worker_errored)
         signals.cancelled.connect(self._on_worker_cancelled)
@@ -363,6 +370,7 @@ class FeatureJob(QObject):
         self._done = done
         self.view.set_busy(True)
         self.view.set_message(message)
+        self._message, self._began = message, time.monotonic()
         self.gen = self.worker.submit(job, supersede=False)
         self._owned.add(self.gen)
         self.host.refresh_busy(status)
@@ -406,9 +414,17 @@ class FeatureJob(QObject):
             self._on_other(gen)
         return False
 
+    def _on_worker_started(self, gen: int, *_args: Any) -> None:
+        if gen == self.gen:  # it may have waited for a run: the clock starts now
+            self._began = time.monotonic()
+
     def _on_worker_progress(self, gen: int, _message: str) -> None:
         if gen == self.gen:
-            self.view.set_progress(*self.progress)
+            done, total = self.progress
+            self.view.set_progress(done, total)
+            if total > 0 and done > 0:
+                elapsed = time.monotonic() - self._began
+                self.view.set_message(step_message(self._message, done, total, elapsed))
 
     def _check_interrupted(self, *_args: Any) -> None:
         gen = self.gen
@@ -431,3 +447,23 @@ class FeatureJob(QObject):
         if self._mine(gen):
             text = self._cancelled() if callable(self._cancelled) else self._cancelled
             self._fail(self._cancelled_status, text)
+
+
+def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:
+    """``message`` with the steps done and an estimate of the time left, from the first step
+    on: "Synthesising what 16 channels want… Step 40 of 800, about 2 min left."."""
+    text = f"{message} Step {done} of {total}"
+    if 0 < done < total and elapsed_s > 0:
+        left = elapsed_s / done * (total - done)
+        text += f", about {_duration(left)} left"
+    return text + "."
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1.5:
+        return "1 s"
+    if seconds < 90:
+        return f"{round(seconds)} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"

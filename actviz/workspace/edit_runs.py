@@ -39,12 +39,17 @@ def capture_pair(
     The unedited capture comes from ``cache`` when it holds one for the same model, input,
     layers, target and ``input_grads``; a new one is put there. Without edits, a cached one
     is returned only when ``reuse`` (the user has edits, all switched off: the very run seen
-    before them); otherwise the run is a fresh capture, kept in the cache. Raises what
+    before them); otherwise the run is a fresh capture, kept in the cache. With ``target``
+    None the edited capture's target is the unedited one's default class
+    (:func:`~actviz.core.targets.fixed_default`), not the edited output's own top-1. Raises what
     :func:`actviz.core.capture.capture` raises (bad edits: ``ValueError`` before the forward).
     """
     from actviz.core.capture import capture
 
     def run(with_edits: Mapping[str, Sequence[Any]] | None) -> Capture:
+        return run_edited(with_edits, target)
+
+    def run_edited(with_edits: Mapping[str, Sequence[Any]] | None, target: Any) -> Capture:
         return capture(
             model,
             inputs,
@@ -64,6 +69,17 @@ def capture_pair(
             if cache is not None:
                 cache.put(key, baseline)
         return baseline, None
+    if target is None:
+        # The default target of an edited run is held to the unedited run's top-1: an edit
+        # that makes another class lead would otherwise change what the gradients are of.
+        if baseline is None:
+            baseline = run(None)
+            if cache is not None:
+                cache.put(key, baseline)
+        from actviz.core.targets import fixed_default
+
+        pinned = fixed_default(baseline.output)
+        return run_edited(edits, pinned), baseline
     # The edited capture first: a bad edit fails before the unedited forward is spent.
     edited = run(edits)
     if baseline is None:

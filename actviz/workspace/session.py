@@ -213,7 +213,30 @@ def run_job(
     result = prepare(
         cap, request.display_spec(), model=request.model, should_stop=should_stop, progress=progress
     )
-    return dataclasses.replace(result, baseline=baseline) if baseline is not None else result
+    changes: dict[str, Any] = {}
+    if baseline is not None:
+        changes["baseline"] = baseline
+    auto = _auto_target_text(request, cap, result.target_text)
+    if auto is not None:
+        changes["target_text"] = auto
+    return dataclasses.replace(result, **changes) if changes else result
+
+
+def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
+    """The result's target line when an edited run's auto target is held to the unedited
+    top-1 class (:func:`~actviz.workspace.edit_runs.capture_pair`): ``top-1 logit before the
+    edits (class 4): star`` rather than ``class 4: star``, which reads as a class the user
+    chose; None to keep ``text``."""
+    from actviz.core.targets import auto_description
+
+    index = cap.target_index
+    if index is None or request.target is not None:
+        return None
+    plain = f"class {index}"
+    if not text.startswith(plain):
+        return None
+    edited = bool(getattr(cap, "edits", None))
+    return auto_description(index, edited) + text[len(plain) :]
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,6 +393,11 @@ class Session:
         self.tree: ModuleTree | None = None
         self.input: InputState | None = None
         self.target: int | None = None
+        #: The auto target held for this investigation: the unedited run's top-1 class
+        #: (:func:`~actviz.core.targets.fixed_default`), set by the first clean result with no
+        #: target chosen, dropped when the model, the input or the target changes. Without it
+        #: an edit that makes another class lead moved every view's target with it.
+        self.auto_target: int | None = None
         self.normalize = "channel"
         # Bytes one capture may hold; a bigger selection is refused with a message (the live
         # dock edits it; ACTVIZ_MEMORY_BUDGET sets the default).
@@ -457,6 +485,7 @@ class Session:
         self.baseline.clear()
         self.edits.clear()  # edits name this model's layers
         self.target = None
+        self.auto_target = None
         self.gradcam_layer = gradcam_layer if gradcam_layer in self.tree else None
         self.channel_pages = {}
         self.page_channels = {}
@@ -509,6 +538,7 @@ class Session:
         if description == "":
             description = _describe_value(value, tokens)
         self.input = InputState(value, source, kind, image, description, tokens)
+        self.auto_target = None  # another input: its own top-1
         self._fit_input_layout()
         self.input_changed.emit()
 
@@ -621,9 +651,32 @@ class Session:
 
     # -- target ------------------------------------------------------------------------------
     def set_target(self, target: int | None) -> None:
+        """Make ``target`` the target (None: auto, the unedited run's top-1)."""
         if target != self.target:
             self.target = target
+            self.auto_target = None
             self.target_changed.emit()
+
+    @property
+    def run_target(self) -> int | None:
+        """The target every view names and every run uses: the one chosen, else the auto
+        target held for this input (:attr:`auto_target`; None before a clean run)."""
+        return self.target if self.target is not None else self.auto_target
+
+    def _hold_auto_target(self, result: RunResult | None) -> None:
+        """Hold the auto target to the top-1 of ``result``'s unedited capture (the first one
+        after the model, the input or the target changed)."""
+        if result is None or self.target is not None or self.auto_target is not None:
+            return
+        if getattr(result, "origin", None) is not None:
+            return  # a live frame: another input
+        from actviz.core.targets import fixed_default
+
+        clean = result.baseline
+        if clean is None and not getattr(result.capture, "edits", None):
+            clean = result.capture
+        if clean is not None:
+            self.auto_target = fixed_default(clean.output)
 
     def set_target_text(self, text: str) -> int | None:
         """Parse ``text`` (:func:`actviz.core.targets.parse_target`) and make it the target."""
@@ -677,6 +730,9 @@ class Session:
             model=self.model,
             inputs=self.input.value if self.input is not None else None,
             layers=layers,
+            # None (auto) stays None: an edited run holds it to its unedited twin's top-1
+            # (capture_pair), the very class of :attr:`auto_target`, and the unedited capture
+            # kept for edits stays the one made before them.
             target=self.target,
             normalize=self.normalize,
             extra_layers=extra,
@@ -750,6 +806,7 @@ class Session:
             self.view_changed.emit("page_channels")
 
     def set_result(self, result: RunResult | None) -> None:
+        self._hold_auto_target(result)
         self.result = result
         self.result_changed.emit()
 

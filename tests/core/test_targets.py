@@ -272,3 +272,22 @@ def test_a_capture_without_gradients_reads_its_target_from_its_output_when_asked
     )
     assert calls == [1] and explicit.target_index is None
     assert explicit.target_value == float(net(x)[0, 2].detach())
+
+
+def test_fixed_default_is_the_int_that_picks_the_default_scalar():
+    from actviz.core.targets import fixed_default, resolve_target
+
+    logits = torch.tensor([[0.1, 2.0, -1.0]])
+    k = fixed_default(logits)
+    assert k == 1
+    assert resolve_target(logits, k).value == resolve_target(logits, None).value
+    seq = {"logits": torch.randn(1, 4, 7, generator=torch.Generator().manual_seed(0))}
+    k = fixed_default(seq)
+    assert k == int(seq["logits"][0, -1].argmax())
+    assert resolve_target(seq, k).value == resolve_target(seq, None).value
+    # No int picks the same scalar: each row its own top-1, a segmenter, a detector, a value.
+    assert fixed_default(torch.randn(2, 3)) is None
+    assert fixed_default({"out": torch.randn(1, 3, 4, 4)}) is None
+    det = [{"boxes": torch.zeros(1, 4), "scores": torch.ones(1), "labels": torch.ones(1)}]
+    assert fixed_default(det) is None
+    assert fixed_default(torch.tensor([[0.5]])) is None

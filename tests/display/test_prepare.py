@@ -100,7 +100,8 @@ def test_mosaic_normalises_every_channel_to_its_own_or_one_shared_range(normaliz
         lo, hi = (
             (data[c].min(), data[c].max()) if normalize == "channel" else (data.min(), data.max())
         )
-        ref = np.zeros_like(data[c]) if hi == lo else (data[c] - lo) / (hi - lo)
+        # A constant tile (other than 0) paints mid-scale.
+        ref = np.full_like(data[c], 0.5) if hi == lo else (data[c] - lo) / (hi - lo)
         np.testing.assert_allclose(tile, ref, atol=1e-6)
     np.testing.assert_array_equal(m.indices, to_indices(m.image, m.levels))
     assert not m.image.flags.writeable and not m.indices.flags.writeable

@@ -46,7 +46,11 @@ def test_mosaic_shared_normalisation_and_nan():
     assert np.isnan(m.image[y0, x0]) and np.isnan(m.image[y0 + 1, x0])
     assert m.image[y0, x0 + 1] == pytest.approx(0.25)
     const = mosaic(np.ones((2, 3, 3), np.float32))
-    assert np.nanmax(const.image) == 0.0  # a constant channel does not divide by zero
+    # A constant channel does not divide by zero; other than 0, it paints mid-scale (issue 39:
+    # at the bottom a constant gradient read as none), 0 at the bottom.
+    assert np.nanmin(const.image) == np.nanmax(const.image) == 0.5
+    assert np.nanmax(mosaic(np.zeros((2, 3, 3), np.float32)).image) == 0.0
+    assert np.nanmax(mosaic(np.ones((2, 3, 3), np.float32), normalize="shared").image) == 0.5
 
 
 def test_mosaic_caps_tiles_and_channels():

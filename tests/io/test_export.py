@@ -11,7 +11,7 @@ import torchvision
 from PIL import Image
 
 import actviz
-from actviz.display.colormaps import OVERLAY_CMAP, table
+from actviz.display.colormaps import DEFAULT_ACTIVATION_CMAP, OVERLAY_CMAP, table
 from actviz.display.mosaic import mosaic
 from actviz.io.export import channel_pages, export_capture, pick_gradcam_layer, render_layer_png
 from tests.core.seed_models import SeedMLP
@@ -217,8 +217,12 @@ def test_gradient_pngs_show_the_gradient_magnitudes(spatial_cap, tmp_path):
         assert np.array_equal(
             np.load(tmp_path / f"{name}.npz")["grad_output"][0], cap[name].grad_output[0].numpy()
         )
-        expected = (mag - mag.min()) / (mag.max() - mag.min())  # one scale for the layer
-        geometry = mosaic(mag, normalize="shared")  # where each channel's tile sits
+        # Scaled per channel and painted with the map chosen, as the window paints |gradient|
+        # (actviz.display.colormaps.painting; issue 39).
+        lo = mag.min(axis=(1, 2), keepdims=True)
+        hi = mag.max(axis=(1, 2), keepdims=True)
+        expected = (mag - lo) / np.where(hi > lo, hi - lo, 1.0)
+        geometry = mosaic(mag, normalize="channel")  # where each channel's tile sits
         body = _png_body(tmp_path / f"{name}_grad.png")
         k = body.shape[1] // geometry.image.shape[1]
         assert body.shape[:2] == (k * geometry.image.shape[0], k * geometry.image.shape[1])
@@ -229,7 +233,7 @@ def test_gradient_pngs_show_the_gradient_magnitudes(spatial_cap, tmp_path):
             rows = np.arange(h // 2, h)
             tile = body[((y0 + rows) * k + k // 2)[:, None], ((x0 + np.arange(w)) * k + k // 2)]
             np.testing.assert_allclose(
-                _values(tile, "inferno"), expected[c, h // 2 :], atol=1.5 / 255,
+                _values(tile, DEFAULT_ACTIVATION_CMAP), expected[c, h // 2 :], atol=1.5 / 255,
                 err_msg=f"{name} channel {c}",
             )  # fmt: skip
 

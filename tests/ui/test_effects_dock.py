@@ -198,7 +198,10 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
     assert edited.edits
     assert feature.verify()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
-    expected = verify(model, estimate_from_capture(model, edited, ["conv2", "fc"]), channels=16)
+    # The target is held to the unedited run's top-1 (issue 39), whatever the edit made lead.
+    assert edited.target_index == target
+    estimated = estimate_from_capture(model, edited, ["conv2", "fc"], target=target)
+    expected = verify(model, estimated, channels=16)
     for layer in ("conv2", "fc"):
         np.testing.assert_allclose(
             feature.effects.exact(layer), expected.exact(layer), rtol=0, atol=1e-9

@@ -85,7 +85,10 @@ def test_a_finished_job_frees_the_view_then_hands_over_its_value(qtbot, tracked)
     assert view.busy == [True, False] and view.steps == [(1, 2)]
     assert host.statuses == ["Adding 2 and 3…", "Added"]
     assert not job.running and job.context is None and job.owns(gen)
-    assert view.messages == [("Adding…", False)]  # what the feature says next is its own
+    # The steps and the time left follow the message (issue 39); what the feature says next
+    # is its own.
+    assert view.messages[0] == ("Adding…", False) and len(view.messages) == 2
+    assert view.messages[1][0].startswith("Adding… Step 1 of 2, about ")
     assert job.cancel() is False  # nothing runs
 
 

@@ -172,12 +172,15 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
     data = layer.view.data[c]
     bound = np.abs(data).max()
     np.testing.assert_allclose(tile, (data + bound) / (2 * bound), atol=1e-6)
-    assert conv.activation_slot.legend.text().startswith("per-channel: each tile -1..1")
+    assert conv.activation_slot.legend.text().startswith("per\u2011channel: each tile -1..1")
     # After the ReLU, and every |gradient|: sequential maps, min..max.
     rm = relu.activation_slot.mosaic
     assert not rm.symmetric and relu.activation_slot.image_canvas.colormap_name() == "viridis"
     assert conv.gradient_slot.image_canvas.colormap_name() == "inferno"
-    assert relu.activation_slot.legend.text() == "per-channel: each tile 0-1 of its own min-max"
+    assert (
+        relu.activation_slot.legend.text()
+        == "per\u2011channel: each tile 0-1 of its own min\u2011max"
+    )
     # Shared scale: the bar shows [-M, M] of the layer, in numbers.
     with win.expect_run():
         window.commands.normalize_combo.setCurrentIndex(

@@ -122,7 +122,10 @@ def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv
     assert tiles.normalize == "channel"
     assert canvas.colorbar.levels() == (0.0, 1.0)
     assert canvas.colorbar.axis._tickLevels is None
-    assert panel.activation_slot.legend.text() == "per-channel: each tile 0-1 of its own min-max"
+    assert (
+        panel.activation_slot.legend.text()
+        == "per\u2011channel: each tile 0-1 of its own min\u2011max"
+    )
     assert panel.activation_slot.legend.isVisible()
     assert panel.title() == "conv1 · Conv2d · 8×16×16"
     assert panel.status_label.text() == view.description

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QObject, QRectF
-from PySide6.QtGui import QCursor, QPixmap
+from PySide6.QtCore import QEvent, QObject, QRectF
+from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
 from actviz.data.atlas import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
@@ -86,6 +86,9 @@ class AtlasFeature(FeatureBase, QObject):
         v.options_changed.connect(self.rebuild)
         v.colour_changed.connect(self._recolour)
         v.hovered.connect(self._on_hovered)
+        # The plot's own tooltip event (Qt's hover delay, ~0.7 s after the pointer stops) found
+        # no item tooltip in the scene and hid the thumbnail: the map answers it here.
+        v.plot.viewport().installEventFilter(self)
         v.clicked.connect(self._on_clicked)
         v.rect_selected.connect(self._on_rect)
         v.lasso_selected.connect(self._on_lasso)
@@ -314,10 +317,22 @@ class AtlasFeature(FeatureBase, QObject):
             head = f'<img src="{src}" width="{2 * THUMB}"><br>'
         return head + "<br>".join(lines)
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
+        """Keep the hovered dot's thumbnail up when the plot's tooltip event comes."""
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            if self.hover_text:
+                QToolTip.showText(event.globalPos(), self.hover_text, self.view.plot)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().eventFilter(watched, event)
+
     def _on_hovered(self, row: int) -> None:
         if row < 0 or self.atlas is None:
             self.hover_text = ""
             QToolTip.hideText()
+            # Off the dots, the side panel forgets the image (it kept the last one named).
+            self.view.hover_label.setText(HOVER_HINT)
             return
         self.hover_text = self._describe(row, thumbnail=True)
         self.view.hover_label.setText(self._describe(row))

@@ -45,6 +45,7 @@ from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepare import with_page
 from actviz.display.result import DisplaySpec, PreparedLayer
 from actviz.ui.compare.view import CompareView
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.loaders import (
     IMAGE_FILTER,
@@ -287,14 +288,14 @@ class CompareController(FeatureBase, QObject):
     def browse_input(self) -> str:
         """Pick input B with a file dialog (the window's image and tensor filters)."""
         recent = self.window.settings.recent_inputs()
-        start = str(Path(recent[0]).parent) if recent else ""
         path, _ = QFileDialog.getOpenFileName(
             self._parent(),
             "Open input B",
-            start,
+            start_folder(recent[0] if recent else None),
             ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
         )
         if path:
+            remember(path)
             self.compare_with_input(path)
         return path
 

@@ -124,6 +124,8 @@ class EffectsFeature(FeatureBase, QObject):
         # Layers this feature sorted, with the channel their page held before (unsorting
         # puts it back).
         self._sorted: dict[str, int | None] = {}
+        #: {layer: channels} outlined by "Mark the top channels" (cleared when unticked).
+        self._marked: dict[str, list[int]] = {}
 
         v = self.view
         v.verify_requested.connect(self.verify)
@@ -426,7 +428,7 @@ class EffectsFeature(FeatureBase, QObject):
         layers = [n for n in result.shown if n in cap.records]
         if not layers:
             raise ValueError("Tick a layer in the module tree: its channels are ranked here.")
-        return model, cap, layers, self.session.target
+        return model, cap, layers, self.session.run_target
 
     def _show(self) -> None:
         eff = self.effects
@@ -465,7 +467,10 @@ class EffectsFeature(FeatureBase, QObject):
 
     def _mark_panels(self) -> None:
         eff = self.effects
-        if eff is None or not self.view.mark_check.isChecked():
+        if eff is None or not self.view.mark_check.isChecked() or not self.dock.isVisible():
+            # Unticked or the dock closed: the outlines this dock drew go with it (they stayed,
+            # and a right click then offered "Ablate 8 channels" of a ranking no longer shown).
+            self._unmark_panels()
             return
         s = self.session
         for layer in eff.layers:
@@ -474,6 +479,7 @@ class EffectsFeature(FeatureBase, QObject):
                 continue
             top = list(eff.top_channels(layer, self.view.top))
             panel.set_selected_channels(top)
+            self._marked[layer] = panel.selected_channels()
             if not top:
                 continue
             size = max(1, self.window.page_channels(layer))
@@ -481,6 +487,15 @@ class EffectsFeature(FeatureBase, QObject):
             if page_start(top[0], size, order) != s.page_start(layer, size):
                 s.set_channel_page(layer, top[0])
                 self.window.refresh_panel(layer)
+
+    def _unmark_panels(self) -> None:
+        """Clear the outlines :meth:`_mark_panels` drew, where the user has not picked other
+        channels since."""
+        marked, self._marked = self._marked, {}
+        for layer, channels in marked.items():
+            panel = self.window.panel(layer)
+            if panel is not None and panel.selected_channels() == channels:
+                panel.set_selected_channels([])
 
     def _apply_order(self) -> None:
         """Sorting on: give each ranked layer with a mosaic its order by effect, keeping the
@@ -572,6 +587,9 @@ class EffectsFeature(FeatureBase, QObject):
     def _on_dock_visibility(self, visible: bool) -> None:
         if visible:
             self.refresh()
+            self._mark_panels()  # the effects shown may be of this result already
+        else:
+            self._unmark_panels()
 
     def _on_result_changed(self) -> None:
         # Only while the dock is on screen or the panels are sorted by effect: otherwise

@@ -34,12 +34,17 @@ PREFERRED_PANEL_PX = 500
 EDIT_BADGE_MAX_PX = 260
 
 
+#: A hyphen a wrapped line never breaks after (U+2011): "min-max" wrapped as "min-" / "max".
+NB_HYPHEN = "\u2011"
+
+
 def scale_legend(mosaic: Mosaic) -> str:
-    """What a mosaic's colour bar means, in words (shown under the mosaic)."""
+    """What a mosaic's colour bar means, in words (shown under the mosaic; its hyphenated
+    words never split over two lines)."""
     if mosaic.normalize == "channel":
         if mosaic.symmetric:
-            return "per-channel: each tile -1..1 of its own max |x| (0 in the middle)"
-        return "per-channel: each tile 0-1 of its own min-max"
+            return f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
+        return f"per{NB_HYPHEN}channel: each tile 0-1 of its own min{NB_HYPHEN}max"
     if mosaic.symmetric:
         return "shared: one scale for all tiles, symmetric about 0"
     return "shared: one scale for all tiles"
@@ -139,6 +144,7 @@ class _ViewSlot(QtWidgets.QWidget):
         self.legend.setVisible(False)
         layout.addWidget(self.legend)
         self._bar_color = bar_color
+        self._unit_label = "unit"
         self._gradient = gradient
         self._choice = AUTO
         self.image_canvas: ImageCanvas | None = None
@@ -162,7 +168,11 @@ class _ViewSlot(QtWidgets.QWidget):
 
     def _bars(self) -> BarCanvas:
         if self.bar_canvas is None:
-            self.bar_canvas = BarCanvas(passive=True, positive_color=self._bar_color)
+            self.bar_canvas = BarCanvas(
+                passive=True,
+                positive_color=self._bar_color,
+                x_label=self._unit_label,
+            )
             self.bar_canvas.hovered.connect(
                 lambda index: self.hovered.emit(_Location("bars", int(index)))
             )
@@ -172,6 +182,12 @@ class _ViewSlot(QtWidgets.QWidget):
             )
             self.stack.addWidget(self.bar_canvas)
         return self.bar_canvas
+
+    def set_unit_label(self, label: str) -> None:
+        """The bars' axis label ("unit", or "class" for the model's class scores)."""
+        self._unit_label = label
+        if self.bar_canvas is not None:
+            style.style_axis(self.bar_canvas.bottom_axis, label)
 
     def _scalar(self) -> QtWidgets.QLabel:
         if self.scalar_label is None:
@@ -394,6 +410,7 @@ class LayerPanel(PanelBase):
         self.title_label.setToolTip(name)
         #: Channels picked with Ctrl/Shift+click (the tile menu's edits apply to them).
         self._selected_channels: list[int] = []
+        self._unit_names: tuple[str, ...] = ()
         self._anchor: int | None = None
         self._edited = ""
         self._difference_shown = False
@@ -493,6 +510,13 @@ class LayerPanel(PanelBase):
         """Set the module class name shown in the title (e.g. "Conv2d")."""
         self._module_type = type_name
         self._update_title()
+
+    def set_unit_names(self, names: tuple[str, ...] | None) -> None:
+        """Name a bar layer's units (the model's classes, see
+        :func:`actviz.display.views.class_units`): its axis and read-out say "class"."""
+        self._unit_names = names or ()
+        for slot in (self.activation_slot, self.gradient_slot):
+            slot.set_unit_label("class" if names else "unit")
 
     def set_activation(self, view: LayerView, mosaic: Mosaic | None) -> None:
         """Show the layer's activation.
@@ -769,6 +793,8 @@ class LayerPanel(PanelBase):
             where = f"ch {loc.channel}  (x={loc.x}, y={loc.y})"
         elif loc.kind == "heatmap":
             where = f"(row={loc.y}, col={loc.x})"
+        elif self._unit_names and loc.channel is not None and loc.channel < len(self._unit_names):
+            where = f"class {loc.channel}: {self._unit_names[loc.channel]}"
         else:
             where = f"unit {loc.channel}"
         parts = [where]

@@ -30,6 +30,7 @@ from PySide6.QtCore import QObject, QSettings, QStandardPaths, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
+from actviz.ui.file_dialogs import start_folder, start_path
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error, short_source
 from actviz.ui.sessions.state import (
@@ -355,7 +356,10 @@ class SessionsFeature(FeatureBase, QObject):
         if path is None:
             start = str(self.path) if self.path else (self.recent_sessions() or [""])[0]
             chosen, _ = QFileDialog.getSaveFileName(
-                self.host.dialog_parent(), "Save session", str(start), SESSION_FILTER
+                self.host.dialog_parent(),
+                "Save session",
+                str(start) if start else start_path("session" + SUFFIX),
+                SESSION_FILTER,
             )
             if not chosen:
                 return False
@@ -418,7 +422,7 @@ class SessionsFeature(FeatureBase, QObject):
         path, _ = QFileDialog.getOpenFileName(
             self.host.dialog_parent(),
             "Open session",
-            str(Path(start[0]).parent) if start else "",
+            start_folder(start[0] if start else None),
             ";;".join([SESSION_FILTER, "All files (*)"]),
         )
         return self.open_session(path) if path else False
@@ -603,7 +607,8 @@ class SessionsFeature(FeatureBase, QObject):
     # ========================================================================== reports
     def export_report_dialog(self) -> bool:
         """File > Export report…: pick an ``.html`` file and write the report there."""
-        start = str(self.path.with_suffix(".html")) if self.path else "report.html"
+        # Beside the session, else where the last file dialog was (not the working folder).
+        start = str(self.path.with_suffix(".html")) if self.path else start_path("report.html")
         path, _ = QFileDialog.getSaveFileName(
             self.host.dialog_parent(), "Export report", start, REPORT_FILTER
         )
@@ -628,6 +633,10 @@ class SessionsFeature(FeatureBase, QObject):
             "model_name": s.model_name,
             "input_name": "" if s.input is None else (s.input.source or s.input.description),
             "title": f"actviz report: {s.model_name}" if s.model_name else "",
+            # The view settings in force now, not the run's (the colour map may have changed
+            # since): the report paints as the window does (actviz.display.colormaps.painting).
+            "cmap": s.colormap,
+            "normalize": s.normalize,
         }
         loaded = s.loaded_model
         if loaded is not None and loaded.model is s.model:
@@ -641,7 +650,7 @@ class SessionsFeature(FeatureBase, QObject):
                 weights=args.get("weights", "DEFAULT"),
                 trust=bool(args.get("trust", False)),
                 list_input=s.input_as_list,
-                target=s.target,
+                target=s.run_target,
             )
         # The features' parts: the comparison shown, the scan's sheets (made in the job).
         parts = self.host.report_parts()

@@ -26,6 +26,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from actviz.analysis.visualize import Visualization, visualize
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.model_copy import ModelCopy
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
@@ -100,6 +101,7 @@ class VisualizeFeature(FeatureBase, QObject):
         #: The "What channels want" dock and its background synthesis.
         self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
         self.page.dock.export_requested.connect(self.export_dialog)
+        self.page.pictures_made.connect(self._on_page_pictures)
         parent = host.dialog_parent()
         self.visualise_action = QAction("Visualise channels of the selected layer", parent)
         self.visualise_action.setToolTip(
@@ -271,10 +273,11 @@ class VisualizeFeature(FeatureBase, QObject):
             )
             return
         folder = QFileDialog.getExistingDirectory(
-            self.window.dialog_parent(), "Export visualisations into folder"
+            self.window.dialog_parent(), "Export visualisations into folder", start_folder()
         )
         if not folder:
             return
+        remember(folder)
         try:
             files = self.export_to(folder)
         except OSError as exc:
@@ -420,6 +423,22 @@ class VisualizeFeature(FeatureBase, QObject):
             return
         self.section.setVisible(True)
         self._show_cached()
+
+    def _on_page_pictures(self, _token: int, kind: str, vis: Any) -> None:
+        """The page made (or found) pictures: the channel shown among them, with the same
+        settings, is shown here too (the section kept "Cancelled." beside a page that had
+        made its picture meanwhile)."""
+        key = self.key()
+        if kind != "part" or key is None or self._closed or self.is_synthesising():
+            return
+        if self.shown is not None and self._key_of(self.shown) == key:
+            return
+        s = vis.settings
+        if (vis.layer, s["objective"], s["steps"], s["size"][0]) != (key[0], *key[2:]):
+            return
+        if key[1] in vis.channels:
+            self._forget_lookup()
+            self._show_cached()  # from the cache the page has just written
 
     def _on_section_cancel_requested(self) -> None:
         self._cancel_synthesis()

@@ -90,6 +90,10 @@ class PageVisualiser(QObject):
         #: The synthesis (on the model's copy); one page at a time, newest wins.
         self.worker = Worker(self)
         self._signals = _PartSignals(self)
+        #: ``pictures_made(token, kind, value)``: a part of the page was made or found in the
+        #: cache (``kind`` "part", ``value`` its Visualization), or its layer's channel count
+        #: became known ("total").
+        self.pictures_made = self._signals.part
         #: Layer, channels of the page, the layer's channel count (0 while unknown).
         self.layer = ""
         self.channels: tuple[int, ...] = ()

@@ -100,7 +100,7 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.enabled_changed.connect(self._on_dock_enabled_changed)
         self.dock.value_changed.connect(self._on_dock_value_changed)
         self.dock.remove_requested.connect(self._on_dock_remove_requested)
-        self.dock.clear_requested.connect(self.clear_edits)
+        self.dock.clear_requested.connect(self._on_dock_clear_requested)
         self.session.edits_changed.connect(self._on_edits_changed)
         self.session.result_changed.connect(self._on_result_changed)
         host.panel_created.connect(self._on_panel_created)
@@ -129,6 +129,11 @@ class WhatIfController(FeatureBase, QObject):
         """Remove every edit (the next run is the unedited one)."""
         self.session.edits.clear()
 
+    def _on_dock_clear_requested(self) -> None:
+        """Clear all: no edits left to list, so the dock goes (it comes back with the next)."""
+        self.clear_edits()
+        self.dock.hide()
+
     def _on_dock_enabled_changed(self, key: int, on: bool) -> None:
         self.session.edits.set_enabled(key, on)
 
@@ -150,6 +155,8 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.set_entries(board.entries)
         self.dock.set_error("")
         if not len(board):
+            # Empty, it takes no more than its hint (the hint line) beside the panels.
+            self.window.fit_dock_width(self.dock)
             for name, panel in self.window.layer_panels.items():
                 shown = panel.difference_shown()
                 panel.hide_difference_toggle()
@@ -277,7 +284,7 @@ class WhatIfController(FeatureBase, QObject):
 
         before, after = result.baseline, result.capture
         assert before is not None and after is not None
-        target = self.session.target
+        target = self.session.run_target
         if target is None:
             target = before.target_index  # the class the unedited model answered
         # A is the edited run, B the reference: changes are after minus before.

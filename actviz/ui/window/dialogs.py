@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.panels import style
 from actviz.ui.window.settings import split_recent_model
 
@@ -292,7 +293,10 @@ class OpenModelDialog(QDialog):
             self.timm_search.textChanged.connect(self._on_timm_search_changed)
             _show_names(self.timm_list, [], "", loading=True, select=False)
 
-        # Why the last attempt failed, or "Opening ..." while it loads.
+        # Why the last attempt failed, or "Opening ..." while it loads; an error belongs to
+        # the tab it was said on (it stayed under every other tab the user switched to).
+        self._error_tab: int | None = None
+        self.tabs.currentChanged.connect(self._on_tab_changed)
         self.message_label = QLabel("")
         self.message_label.setWordWrap(True)
         self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -415,6 +419,12 @@ class OpenModelDialog(QDialog):
         self.message_label.setText(text)
         self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};" if error else "")
         self.message_label.setVisible(bool(text))
+        self._error_tab = self.tabs.currentIndex() if error and text else None
+
+    def _on_tab_changed(self, index: int) -> None:
+        """An error shows under the tab it was said on only (back there, it shows again)."""
+        if self._error_tab is not None and self.message_label.text():
+            self.message_label.setVisible(index == self._error_tab)
 
     def _on_candidate_changed(self, item: QListWidgetItem | None, _previous: object) -> None:
         if item is not None:
@@ -500,8 +510,11 @@ class OpenModelDialog(QDialog):
             _show_names(self.timm_list, self._timm_names, text, loading=loading, select=True)
 
     def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open model file", start_folder(self.file_edit.text()), MODEL_FILE_FILTER
+        )
         if path:
+            remember(path)
             self.file_edit.setText(path)
 
 

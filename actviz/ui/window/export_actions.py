@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
 from actviz.io.export import safe_name
+from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.loaders import describe_error
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.layout import Centre, StatusWidgets
@@ -284,7 +285,7 @@ class ExportActions:
             weights=args.get("weights", "DEFAULT"),
             trust=bool(args.get("trust", False)),
             list_input=s.input_as_list,
-            target=s.target,
+            target=s.run_target,
         )
 
     def _input_record(self, result: Any) -> dict[str, Any]:
@@ -415,19 +416,23 @@ class ExportActions:
             self.export_all(out)
 
     def _last_folder(self) -> str:
-        return str(self.last_export[0].parent) if self.last_export else ""
+        return str(self.last_export[0].parent) if self.last_export else start_folder()
 
     def _on_export_png_triggered(self) -> None:
         name = safe_name(self.display.selected_layer or "panel")
         path, _ = QFileDialog.getSaveFileName(
-            self._parent(), "Save panel as PNG", f"{name}.png", "PNG (*.png)"
+            self._parent(), "Save panel as PNG", start_path(f"{name}.png"), "PNG (*.png)"
         )
         if path:
+            remember(path)
             self.export_panel_png(path)
 
     def _on_export_npy_triggered(self) -> None:
-        out = QFileDialog.getExistingDirectory(self._parent(), "Save layer arrays to folder")
+        out = QFileDialog.getExistingDirectory(
+            self._parent(), "Save layer arrays to folder", start_folder()
+        )
         if out:
+            remember(out)
             self.export_layer_npy(out)
 
     def _parent(self) -> QWidget | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.loaders import (
     IMAGE_FILTER,
     MODEL_SUFFIXES,
@@ -705,10 +706,11 @@ class FileOpening:
         path, _ = QFileDialog.getOpenFileName(
             self._parent(),
             "Open input",
-            str(Path(start).parent) if start else "",
+            start_folder(start),
             ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
         )
         if path:
+            remember(path)
             self.open_input_source(path)
 
     def _on_sample_activated(self, index: int) -> None:

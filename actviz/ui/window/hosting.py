@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["HostSlots"]
 
+#: The most of the window's width a dock takes when it is shown (its minimum permitting).
+DOCK_MAX_SHARE = 0.3
+
 
 class HostSlots:
     """The attach points of :class:`~actviz.ui.host.WindowHost` (a mixin of a QMainWindow)."""
@@ -77,10 +80,35 @@ class HostSlots:
             if width is not None:
                 self.resize_dock(dock, width)
             dock.setVisible(not hidden)
+        # A hidden dock keeps no width: each dock came up 340 px wide at 1280x720 whatever it
+        # asked for (an empty Edits dock took a quarter of the window). It is sized when shown.
+        dock.setProperty("actviz_width", width or 0)
         self.commands.view_menu.addAction(dock.toggleViewAction())
         dock.visibilityChanged.connect(
             lambda shown, d=dock: shown and QTimer.singleShot(0, main, lambda: self._fit_dock(d))
         )
+
+    def fit_dock_width(self, dock: QDockWidget) -> None:
+        """Give ``dock`` the width of its content: its size hint, no more than the width it
+        was added with; a dock tabbed with others or floating is left as it is."""
+        main: QMainWindow = self  # type: ignore[assignment]
+        if dock.isFloating() or not dock.isVisible() or main.tabifiedDockWidgets(dock):
+            return
+        if main.dockWidgetArea(dock) not in (
+            Qt.DockWidgetArea.LeftDockWidgetArea,
+            Qt.DockWidgetArea.RightDockWidgetArea,
+        ):
+            return
+        width = dock.sizeHint().width()
+        asked = int(dock.property("actviz_width") or 0)
+        if asked > 0:
+            width = min(width, asked)
+        # On a small screen the panels keep most of the width (at 1024 px a 380 px dock left
+        # the layer panels a third of the window).
+        width = min(width, int(main.width() * DOCK_MAX_SHARE))
+        width = max(width, dock.minimumSizeHint().width())
+        if width != dock.width():
+            self.resize_dock(dock, width)
 
     def _fit_dock(self, dock: QDockWidget) -> None:
         """A dock shown under others whose minimum heights together make the window taller
@@ -88,6 +116,7 @@ class HostSlots:
         bottom off a laptop's screen) is tabbed with the tallest of them instead, in front,
         and the window gets its height back."""
         main: QMainWindow = self  # type: ignore[assignment]
+        self.fit_dock_width(dock)
         chosen = self._chosen_height
         if (
             not chosen

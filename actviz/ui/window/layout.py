@@ -32,7 +32,7 @@ from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
-from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING
+from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING, ElidedLabel
 from actviz.ui.window.banner import MessageBanner
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
@@ -41,20 +41,27 @@ PREFERRED_SIZE = QSize(1360, 820)
 LAYERS_MIN_WIDTH = 180
 #: Share of the screen's available area the window may take at most.
 SCREEN_FRACTION = 0.9
+#: The smallest size the window is laid out for (docs/layers.md: "usable from 1024x640 up"):
+#: a first start never opens it smaller where the screen has the room.
+MINIMUM_SIZE = QSize(1024, 640)
 
 
 def default_window_size(available: QSize | None) -> QSize:
     """The window's first size on a screen whose available area is ``available``.
 
     :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen so the title
-    bar and the edges stay on screen (None: no screen known, the preferred size).
+    bar and the edges stay on screen, but never below :data:`MINIMUM_SIZE` (or the whole
+    available area, when that is smaller): 90 % of a 1024x640 screen was 921x576, the
+    toolbar folded into a chevron and the module tree cut (None: no screen known, the
+    preferred size).
     """
     if available is None or available.isEmpty():
         return QSize(PREFERRED_SIZE)
-    return QSize(
+    fraction = QSize(
         min(PREFERRED_SIZE.width(), int(available.width() * SCREEN_FRACTION)),
         min(PREFERRED_SIZE.height(), int(available.height() * SCREEN_FRACTION)),
     )
+    return fraction.expandedTo(MINIMUM_SIZE.boundedTo(available))
 
 
 @dataclass(eq=False)
@@ -263,7 +270,9 @@ def build_status_bar(window: QMainWindow) -> StatusWidgets:
     """Status text, a busy bar (runs, loads, exports) and the last run's timing, in the status
     bar of ``window``."""
     status = window.statusBar()
-    label = QLabel("Ready")
+    # Shortened with "…" where it does not fit (its whole text in the tooltip): a plain
+    # label's long message ran into "ran in 173 ms" beside it.
+    label = ElidedLabel("Ready")
     status.addWidget(label, 1)
     progress = QProgressBar()
     progress.setRange(0, 0)  # busy indicator: capture has no fraction to report

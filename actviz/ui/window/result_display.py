@@ -638,6 +638,7 @@ class ResultDisplay:
             order=self.session.channel_orders.get(layer.name),
         )
         if layer.view is not None:
+            panel.set_unit_names(self._class_units(layer))
             panel.set_activation(layer.view, layer.mosaic)
             panel.set_gradient(layer.grad_view, layer.grad_mosaic)
         else:
@@ -646,6 +647,17 @@ class ResultDisplay:
         panel.set_gradients_visible(self.gradients_visible)
         for hook in self.panel_updated:
             hook(panel, layer)
+
+    def _class_units(self, layer: PreparedLayer) -> tuple[str, ...] | None:
+        """The class names of ``layer``'s bars when it outputs the model's class scores."""
+        from actviz.core.structures import first_tensor
+        from actviz.display.views import class_units
+
+        result = self.session.result
+        cap = result.capture if result is not None else None
+        out = first_tensor(cap.output) if cap is not None else None
+        shape = tuple(out.shape) if out is not None else None
+        return class_units(layer.shape, shape, self.session.categories)
 
     def refresh_panel(self, name: str) -> None:
         """Show layer ``name`` of the current result in its panel again, now."""

@@ -1,0 +1,43 @@
+"""Where the window's file dialogs start: the folder last used in one of them, else home.
+
+With no start given, a Qt file dialog opens in the process's working folder (wherever the
+app was started from, often the source tree). One rule for every dialog of the window: each
+starts where the user last opened or saved something, and the first one at home.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["remember", "start_folder", "start_path"]
+
+_last: str | None = None
+
+
+def start_folder(preferred: str | Path | None = None) -> str:
+    """The folder a dialog starts in: ``preferred`` (a file's folder, or a folder) when it
+    exists, else the folder last used, else home."""
+    for candidate in (preferred, _last):
+        if candidate:
+            path = Path(candidate).expanduser()
+            folder = path if path.is_dir() else path.parent
+            if path.is_absolute() and folder.is_dir():
+                return str(folder)
+    return str(Path.home())
+
+
+def start_path(name: str, preferred: str | Path | None = None) -> str:
+    """A save dialog's starting file: ``name`` in :func:`start_folder` (``name`` kept as it
+    is when it is an absolute path already)."""
+    if Path(name).is_absolute():
+        return name
+    return str(Path(start_folder(preferred)) / name)
+
+
+def remember(path: str | Path | None) -> None:
+    """The user chose ``path`` (a file or a folder) in a dialog: the next starts there."""
+    global _last
+    if not path:
+        return
+    chosen = Path(path).expanduser()
+    _last = str(chosen if chosen.is_dir() else chosen.parent)

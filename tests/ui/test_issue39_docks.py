@@ -1,0 +1,61 @@
+"""Issue 39, defect 2: a dock opens at the width of its content (no more than the width its
+feature asked for); an empty Edits dock takes no more than its hint, and Clear all closes it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+from actviz.ui.whatif.dock import PREFERRED_WIDTH
+from actviz.ui.window.hosting import DOCK_MAX_SHARE
+from tests.ui.tiny_models import TinyCNN
+
+
+def _window(actviz_window, size):
+    torch.manual_seed(0)
+    win = actviz_window(
+        TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "conv2"], size=size, auto_run=True
+    )
+    win.run_and_wait()
+    return win
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
+    win = _window(actviz_window, size)
+    centre = win.window.centralWidget()
+    before = centre.width()
+    dock = win.open_dock("Edits")  # View > Edits
+    win.settle()
+    assert not win.window.session.edits.entries
+    hint = dock.sizeHint().width()
+    assert dock.width() <= hint <= PREFERRED_WIDTH, (dock.width(), hint)
+    # The panels keep all but the dock's hint (and the splitter handle).
+    assert centre.width() >= before - hint - 10
+    # An edit, then Clear all: the dock goes away with the edits.
+    with win.expect_run():
+        win.context_action("conv2", 1, "Ablate")
+    assert dock.isVisible() and len(win.window.session.edits.entries) == 1
+    assert dock.width() <= PREFERRED_WIDTH
+    clear = win.feature("whatif").dock.clear_button
+    with win.expect_run():
+        win.qtbot.mouseClick(clear, Qt.MouseButton.LeftButton)
+    assert not win.window.session.edits.entries
+    win.qtbot.waitUntil(lambda: not dock.isVisible(), timeout=2_000)
+    win.settle()
+    assert centre.width() >= before - 2
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1024, 640)])
+def test_every_dock_opens_at_its_content_width(actviz_window, size):
+    win = _window(actviz_window, size)
+    for title in ("Dataset", "Channels that matter"):
+        dock = win.open_dock(title)
+        win.settle()
+        asked = int(dock.property("actviz_width") or 0)
+        want = dock.sizeHint().width() if not asked else min(asked, dock.sizeHint().width())
+        want = min(want, int(win.window.width() * DOCK_MAX_SHARE))
+        assert abs(dock.width() - max(want, dock.minimumSizeHint().width())) <= 2, title
+        dock.toggleViewAction().trigger()
+        win.settle()
