@@ -708,6 +708,34 @@ class Session:
     def can_run(self) -> bool:
         return self.model is not None and self.input is not None
 
+    def input_problem(self, value: Any = None, source: str | None = None) -> str:
+        """Why an input cannot run on the current model ("" when it can): the one gate the
+        window's runs, live frames, exports, reports, effects and scans go through.
+
+        ``value`` and ``source`` default to the input held; a live sequence passes
+        ``source="frames"`` for its pictures. A model given in memory is not checked: nothing
+        was recorded of what it reads.
+        """
+        from actviz.io.input_fit import input_misfit, reads_text
+
+        if self.model is None:
+            return "Open a model first."
+        loaded = self.loaded_model
+        if source == "frames":  # pictures made with the model's own transforms
+            if loaded is not None and reads_text(loaded):
+                return f"The frames are pictures; {self.model_name} reads text."
+            return ""
+        if value is None:
+            if self.input is None:
+                return "Open an input first (an image, a tensor file or a sample)."
+            value, source = self.input.value, self.input.source or ""
+        if loaded is None:
+            return ""
+        why = input_misfit(loaded, value, source or "", model=self.model)
+        if why is None:
+            return ""
+        return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
+
     def make_request(self, *, allow_no_input: bool = False) -> RunRequest:
         """Snapshot the state for a run.
 
@@ -718,7 +746,8 @@ class Session:
             raise RuntimeError("open a model first")
         if self.input is None and not allow_no_input:
             raise RuntimeError("open an input first (an image, a tensor file or a sample)")
-        layers = self.ticked
+        # Only this model's layers: a name left from the model before can never reach a run.
+        layers = [n for n in self.ticked if n in self.tree]
         extra = []
         if self.gradcam_layer and self.gradcam_layer not in layers:
             extra.append(self.gradcam_layer)

@@ -620,6 +620,13 @@ class LiveController(QObject):
         # Each frame brings its own input: the still input may be missing.
         return s.make_request(allow_no_input=True)
 
+    def _frame_problem(self, source: FrameSource) -> str:
+        """Why frames of ``source`` cannot run on the model ("" when they can)."""
+        s = self.window.session
+        if isinstance(source, StillFrame):
+            return s.input_problem() if s.input is not None else ""
+        return s.input_problem(source="frames")
+
     def _submit(self, spec: _Spec) -> None:
         source = self.source
         if source is None:
@@ -632,6 +639,13 @@ class LiveController(QObject):
         base = self._base_request()
         if base is None:
             self.coalescer.finish()
+            return
+        problem = self._frame_problem(source)
+        if problem:  # what the window refuses to run, live frames refuse too
+            self.coalescer.finish()
+            self.coalescer.clear()
+            self.pause()
+            self.message.emit(problem)
             return
         layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
         result = self.window.result

@@ -603,8 +603,9 @@ class LiveControls(QDockWidget):
             usable = True  # sequences are pictures
         else:
             inp = c.window.session.input
-            usable = inp is None or image_tensor(inp.value) is not None
-        tip = "" if usable else NO_PERTURBATION_TEXT
+            problem = c.window.session.input_problem() if inp is not None else ""
+            usable = inp is None or (image_tensor(inp.value) is not None and not problem)
+        tip = "" if usable else (problem or NO_PERTURBATION_TEXT)
         for widget in self.perturbation_controls():
             widget.setEnabled(usable)
             widget.setToolTip(tip or widget.property("enabledTip") or "")

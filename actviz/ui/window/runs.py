@@ -100,17 +100,10 @@ class RunControl:
         return gen
 
     def _input_misfit(self) -> str:
-        """Why the opened model cannot take the input held ("" when it can; a model given
-        in memory is not checked: nothing was recorded of what it reads)."""
-        from actviz.io.input_fit import input_misfit
-
-        loaded, inp = self.session.loaded_model, self.session.input
-        if loaded is None or inp is None:
+        """Why the opened model cannot take the input held ("" when it can)."""
+        if self.session.input is None:
             return ""
-        why = input_misfit(loaded, inp.value, inp.source or "")
-        if why is None:
-            return ""
-        return f"The input does not fit {loaded.name} ({why}): open another input (Ctrl+I)."
+        return self.session.input_problem()
 
     def schedule_run(self) -> None:
         """Re-run after the debounce delay; while an input is being opened, after it."""
