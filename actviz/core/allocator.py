@@ -11,6 +11,10 @@ memory), so a library call never makes it on its own: :func:`tune_allocator` doe
 called, and the actviz window calls it at start. ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first
 capture call it; ``ACTVIZ_TUNE_ALLOCATOR=0`` (or the older ``ACTVIZ_MALLOC_TUNING=0``) refuses
 it everywhere, the window included.
+
+Kept memory must come back: :func:`release_freed_memory` hands what malloc keeps free back to
+the system (``malloc_trim``); the window calls it once it has been idle a moment, so a long
+afternoon's RSS follows the heap in use instead of its peak.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ __all__ = [
     "ENV",
     "MMAP_THRESHOLD",
     "TRIM_THRESHOLD",
+    "heap_in_use_mib",
+    "release_freed_memory",
+    "rss_mib",
     "tune_allocator",
     "tune_if_asked",
     "tuned",
@@ -93,3 +100,59 @@ def tune_if_asked() -> None:
         _asked = os.environ.get(ENV) == "1"
         if _asked:
             tune_allocator()
+
+
+def rss_mib() -> float:
+    """The process's resident memory in MiB (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def heap_in_use_mib() -> float | None:
+    """Memory glibc's malloc has handed out and not had back (``mallinfo2``: the arenas' bytes
+    in use plus mmapped blocks), in MiB; None without glibc 2.33 or later."""
+    libc = _libc()
+    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
+    if fn is None:
+        return None
+    fn.restype = _Mallinfo2
+    info = fn()
+    return (info.uordblks + info.hblkhd) / 2**20
+
+
+def release_freed_memory() -> bool:
+    """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``).
+
+    Safe from any thread; it takes the arenas' locks for a few milliseconds per hundred MiB
+    kept, so the window calls it off the GUI thread when idle. False where there is no glibc.
+    """
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is None:
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+    return True

@@ -47,6 +47,7 @@ from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
 from actviz.ui.window.hosting import HostSlots
 from actviz.ui.window.layout import build_centre, build_status_bar, default_window_size
+from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import RunControl
@@ -170,6 +171,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         for make in features if features is not None else default_features():
             feature = make(self)
             self.features[feature.name] = feature
+        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
         self.pins_ui.compare_with = self.compare_with_pin
         self.pins_ui.refresh_pins_menu()
         self.commands.quit_action.triggered.connect(self.close)
@@ -197,6 +199,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             (s.input_changed, self._on_session_input_changed),
             (s.ticks_changed, self._on_session_ticks_changed),
             (s.target_changed, self.schedule_run),
+            (s.result_changed, self.memory.touch),
             (s.pins_changed, self.pins_ui.on_session_pins_changed),
             (s.view_changed, self.runs.on_session_view_changed),
         ]
@@ -282,6 +285,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         if self._closed:
             return
         self._closed = True
+        self.memory.stop()
         self.runs.halt()
         self.worker.shutdown()
         for feature in self.features.values():

@@ -1,0 +1,64 @@
+"""Freed memory goes back to the system once the window has been idle a moment.
+
+The app keeps freed memory for the next capture (:func:`~actviz.core.allocator.tune_allocator`),
+which without this would hold an afternoon's peak for good. After a result is shown and
+the window has stayed idle for :data:`IDLE_MS`, a background thread compares the resident size
+with the heap in use and trims what malloc keeps beyond :data:`SLACK_MIB`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+
+from actviz.core import allocator
+
+#: How long the window must stay idle (no job, no display step) before memory is handed back.
+IDLE_MS = 2000
+#: Freed memory kept beyond the heap in use before a trim is worth its few milliseconds.
+SLACK_MIB = 64.0
+
+
+class IdleMemory(QObject):
+    """Trims freed memory off the GUI thread when ``busy()`` has been False for a while.
+
+    ``touch()`` (connected to the session's result and model events) says something happened;
+    nothing is trimmed twice for the same idle stretch.
+    """
+
+    def __init__(self, parent: QObject, busy: Callable[[], bool]) -> None:
+        super().__init__(parent)
+        self._busy = busy
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(IDLE_MS)
+        self._timer.timeout.connect(self._on_idle)
+        self._thread: threading.Thread | None = None
+        self.trims = 0  # trims done (tests read it)
+
+    def touch(self, *_args: Any) -> None:
+        """Something changed: trim once the window is idle again."""
+        self._timer.start()
+
+    def _on_idle(self) -> None:
+        if self._busy():
+            self._timer.start()  # still working: look again later
+            return
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._trim, name="actviz-trim", daemon=True)
+        self._thread.start()
+
+    def _trim(self) -> None:
+        heap = allocator.heap_in_use_mib()
+        if heap is not None and allocator.rss_mib() - heap < SLACK_MIB:
+            return
+        if allocator.release_freed_memory():
+            self.trims += 1
+
+    def stop(self) -> None:
+        """The window closes: no more trims (one under way finishes on its own)."""
+        self._timer.stop()

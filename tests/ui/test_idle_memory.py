@@ -1,0 +1,22 @@
+"""The window hands freed memory back once it has been idle a moment after a result, off the
+GUI thread, and not while it works."""
+
+from __future__ import annotations
+
+from actviz.ui.window import memory
+from tests.ui.conftest import small_conv_window
+
+
+def test_memory_is_trimmed_after_a_run_once_idle(actviz_window, monkeypatch):
+    monkeypatch.setattr(memory, "IDLE_MS", 50)
+    monkeypatch.setattr(memory, "SLACK_MIB", -1.0)  # always worth a trim here
+    trims = []
+    monkeypatch.setattr(memory.allocator, "release_freed_memory", lambda: trims.append(1) or True)
+    win = small_conv_window(actviz_window)
+    idle = win.window.memory
+    win.qtbot.waitUntil(lambda: idle.trims >= 1, timeout=5000)
+    assert len(trims) == 1
+    win.qtbot.wait(300)
+    assert len(trims) == 1  # once per idle stretch, not on a timer
+    win.run_and_wait()
+    win.qtbot.waitUntil(lambda: idle.trims >= 2, timeout=5000)
