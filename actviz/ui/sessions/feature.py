@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QSettings, QStandardPaths, Signal
+from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
@@ -73,6 +73,8 @@ AUTOSAVE_NAME = "autosave" + SUFFIX
 #: Pinned captures bigger than this together are left out of the session kept on quit
 #: (quitting writes it on the GUI thread; their labels are kept).
 AUTOSAVE_PIN_LIMIT = 256 * 2**20
+#: The session is kept this long after its last change (a burst of changes writes once).
+AUTOSAVE_DELAY_MS = 3000
 SESSION_FILTER = f"actviz sessions (*{SUFFIX})"
 REPORT_FILTER = "HTML reports (*.html)"
 
@@ -218,8 +220,15 @@ class SessionsFeature(FeatureBase, QObject):
         self.host = host
         self.session = host.session
         self._store: QSettings = host.settings.store
-        #: Write the session to :func:`autosave_path` when the window closes.
-        self.autosave = False
+        #: Keep the session in :func:`autosave_path`: a few seconds after each change (off
+        #: the GUI thread) and when the window closes, so a crash loses only the last job.
+        self._autosave = False
+        self._autosave_timer = QTimer(self)
+        self._autosave_timer.setSingleShot(True)
+        self._autosave_timer.setInterval(AUTOSAVE_DELAY_MS)
+        self._autosave_timer.timeout.connect(self._autosave_now)
+        self._autosave_thread: threading.Thread | None = None
+        self.autosaves = 0  # background autosaves written (tests read it)
         #: The file Save session (Ctrl+S) writes; None until saved or opened once.
         self.path: Path | None = None
         self.ask_restore: Ask = ask_restore
@@ -785,6 +794,60 @@ class SessionsFeature(FeatureBase, QObject):
         self.host.refresh_busy()
 
     # ========================================================================== autosave
+    @property
+    def autosave(self) -> bool:
+        """Whether the session is kept in :meth:`autosave_file` (the app turns it on)."""
+        return self._autosave
+
+    @autosave.setter
+    def autosave(self, on: bool) -> None:
+        if bool(on) == self._autosave:
+            return
+        self._autosave = bool(on)
+        s = self.session
+        events = (s.model_changed, s.input_changed, s.ticks_changed, s.target_changed,
+                  s.result_changed, s.pins_changed, s.edits_changed)  # fmt: skip
+        for event in events:
+            if on:
+                event.connect(self._on_session_changed)
+            else:
+                event.disconnect(self._on_session_changed)
+        if not on:
+            self._autosave_timer.stop()
+
+    def _on_session_changed(self, *_args: Any) -> None:
+        if not self._closed:
+            self._autosave_timer.start()
+
+    def _autosave_now(self) -> None:
+        """Write the autosave on a thread of its own (not the feature's worker: it would show
+        the window busy); a write still under way is let finish and this one comes after."""
+        if self._closed or self.session.model is None or self._opening is not None:
+            return
+        if self._autosave_thread is not None and self._autosave_thread.is_alive():
+            self._autosave_timer.start()
+            return
+        try:
+            state = gather_state(self.host, with_model=False)
+        except Exception:  # noqa: BLE001 - keeping a copy must never disturb the user
+            log.exception("could not gather the session to keep it")
+            return
+        opened = ModelOpened.of(self.session)
+        path = self.autosave_file()
+
+        def write() -> None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                full = model_part(state, opened)
+                keep = pin_capture_bytes(full) <= AUTOSAVE_PIN_LIMIT
+                save_state(full, path, pin_captures=keep)
+                self.autosaves += 1
+            except Exception:  # noqa: BLE001 - logged; the next change tries again
+                log.exception("could not keep the session in %s", path)
+
+        self._autosave_thread = threading.Thread(target=write, name="actviz-autosave")
+        self._autosave_thread.start()
+
     def autosave_file(self) -> Path:
         """Where the session is kept on quit."""
         return autosave_path(self._store)
@@ -829,6 +892,9 @@ class SessionsFeature(FeatureBase, QObject):
         if self._closed:
             return
         self._closed = True
+        self._autosave_timer.stop()
+        if self._autosave_thread is not None:
+            self._autosave_thread.join()  # the file is replaced whole: never two writers
         if self.autosave:
             self.write_autosave()
         self.worker.shutdown(timeout_ms=10_000)
