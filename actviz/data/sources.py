@@ -241,7 +241,10 @@ def _signature(path: str) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def _folder_files(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
+def folder_images(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
+    """The image files under ``root`` (recursive, hidden names left out, sorted by their
+    path below it) and, for an ImageFolder layout (every image one folder down), the class
+    names. The one listing of an image folder: scans and live mode's frames read it."""
     files: list[tuple[str, str]] = []
     base = os.fspath(root)
     # os.path, not pathlib: listing is part of a scan's time, and pathlib parsed each name
@@ -284,7 +287,7 @@ def open_data(data: Any, spec: ModelSpec) -> ScanData:
         if not path.exists():
             raise InputError(f"{src}: no such folder or file")
         if path.is_dir():
-            files, classes = _folder_files(path.resolve())
+            files, classes = folder_images(path.resolve())
             if not files:
                 raise InputError(
                     f"{src}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder"

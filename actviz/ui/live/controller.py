@@ -365,8 +365,13 @@ class LiveController(QObject):
         self.message.emit("")
         if source is not None:
             self.request(0)
-        elif self.perturbation.is_identity() and self.window.session.can_run():
-            self.window.run()
+        elif self.window.session.can_run():
+            # Back to the opened input: its own frame now (perturbed, or a plain run), never
+            # the last frame of the sequence left in the maps.
+            if self.perturbation.is_identity():
+                self.window.run()
+            else:
+                self.request(0)
         self._emit_status()
 
     def open_folder(self, folder: str | Path) -> bool:

@@ -325,6 +325,13 @@ class LiveControls(QDockWidget):
         self.source_label = QLabel("the opened input")
         self.source_label.setWordWrap(True)
         form.addWidget(self.source_label)
+        # Under the source, where the user looks after choosing one (at the dock's foot it
+        # sat below the visible part at 720 px, and a refused folder looked like nothing).
+        self.message_label = QLabel("")
+        self.message_label.setWordWrap(True)
+        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
+        self.message_label.setVisible(False)
+        form.addWidget(self.message_label)
         return box
 
     def _build_transport(self) -> QWidget:
@@ -445,11 +452,6 @@ class LiveControls(QDockWidget):
         )
         row.addWidget(self.budget_spin)
         v.addLayout(row)
-        self.message_label = QLabel("")
-        self.message_label.setWordWrap(True)
-        self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
-        self.message_label.setVisible(False)
-        v.addWidget(self.message_label)
         return box
 
     # ------------------------------------------------------------------ actions
@@ -477,6 +479,7 @@ class LiveControls(QDockWidget):
         ok = True
         if index == _STILL:
             c.set_source(None)
+            self._show_still_input()
         elif index == _FOLDER:
             path = self.choose_folder(self)
             ok = bool(path) and c.open_folder(path)

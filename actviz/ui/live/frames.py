@@ -58,7 +58,7 @@ __all__ = [
     "webcam_status",
 ]
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+from actviz.data.sources import IMAGE_SUFFIXES  # noqa: E402 - the one list of picture suffixes
 WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
 
 
@@ -234,13 +234,14 @@ class ImageFolder(FrameSource):
         folder = Path(folder)
         if not folder.is_dir():
             raise ValueError(f"{folder}: not a folder")
-        self.files = sorted(
-            (p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()),
-            key=lambda p: p.name,
-        )
+        from actviz.data.sources import folder_images
+
+        # As a scan reads it: class subfolders included (an ImageFolder layout plays in order).
+        self.files = [Path(p) for p in folder_images(folder.resolve())[0]]
         if not self.files:
             raise ValueError(
-                f"{folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder"
+                f"{folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder "
+                "or its subfolders"
             )
         self.folder = folder
         self.name = folder.name or str(folder)
