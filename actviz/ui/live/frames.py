@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from actviz.core.structures import iter_tensors, map_tensors
+from actviz.data.sources import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,6 @@ __all__ = [
     "webcam_status",
 ]
 
-from actviz.data.sources import IMAGE_SUFFIXES  # noqa: E402 - the one list of picture suffixes
 WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
 
 
