@@ -290,7 +290,12 @@ class TileGrid:
         view.addItem(self.label_item, ignoreBounds=True)
         #: What the label pixmap was drawn for: redrawn only when it changes.
         self._label_key: tuple | None = None
-        view.sigTransformChanged.connect(self._update_labels)
+        #: The labels wait for the canvas to come into view (see :meth:`_update_labels`).
+        self.labels_stale = False
+        # Drawn once after the pass that moved the view (a resize changes its transform a few
+        # times per canvas; drawing each time took most of a window resize).
+        self._labels_later = DeferredCall(view, self._update_labels)
+        view.sigTransformChanged.connect(self._labels_later.request)
 
     def set_tiles(
         self,
@@ -388,6 +393,13 @@ class TileGrid:
         return out
 
     def _update_labels(self, *_args: object) -> None:
+        scene = self.path_item.scene()
+        views = scene.views() if scene is not None else []
+        if views and views[0].visibleRegion().isEmpty():
+            # Out of view (a panel scrolled away): drawn when it is painted again.
+            self.labels_stale = True
+            return
+        self.labels_stale = False
         transform = self._device_transform()
         if transform is None or self._tiles is None:
             self._label_key = None
@@ -418,6 +430,10 @@ class TileGrid:
         self.label_item.setPos(0.0, 0.0)
         self.label_item.setOffset(top_left - origin)
         self.label_item.setPixmap(pixmap)
+
+    def request_labels(self) -> None:
+        """Draw the channel numbers after this event-loop pass."""
+        self._labels_later.request()
 
     def _render_labels(
         self, labels: list[tuple[int, QtCore.QPointF]], ratio: float
@@ -904,6 +920,12 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # answering it) can leave pyqtgraph's scene at the previous size: the image then
             # sits off-centre and is cut. Check once control is back in the event loop.
             QtCore.QTimer.singleShot(0, self, self._sync_scene)
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        grid = getattr(self, "grid", None)
+        if grid is not None and grid.labels_stale:
+            grid.request_labels()
+        super().paintEvent(event)
 
     def _sync_scene(self) -> None:
         if self.closed or not self.isVisible():
