@@ -190,3 +190,29 @@ def test_bench_cli_takes_the_number_of_stress_actions(monkeypatch, capsys):
     assert cli.main(["stress", "--quick", *threads]) == 0
     assert seen == [42, stress_bench.QUICK_ACTIONS]
     assert '"stress_actions": 0' in capsys.readouterr().out
+
+
+#: Issue 37's bug 1 as recorded steps: ResNet-18 at 1360x820, "Tick all Conv2d modules" from
+#: the module tree's menu, sort the tiles by effect, ablate a channel of layer4.1.conv2 from
+#: its tile menu, click a tile of the first panel. On 1f277d1 (before the layout fix) the
+#: last click never returns: the case process ends as a hang with open_channel's stack.
+BUG1_STEPS = [
+    ("resize", {"size": "1360x820", "settle": True}),
+    ("tree_menu", {"row": "conv1", "items": ["Tick all Conv2d modules"], "settle": True}),
+    ("wait", {}),
+    ("sort", {"box": "Sort the panels' tiles by effect", "settle": True}),
+    ("wait", {}),
+    ("tile_menu", {"layer": "layer4.1.conv2", "r": [0, 0, 0, 0.1], "settle": True}),
+    ("wait", {}),
+    ("tile_click", {"layer": "conv1", "channel": 0, "spin": 0.5, "settle": True}),
+    ("wait", {}),
+]
+
+
+def test_the_channel_view_hang_replayed_through_real_events_returns():
+    report = run_case("resnet18", steps=BUG1_STEPS, hang_s=30, threads=1)
+    assert not report.hangs and not report.crashes, report.describe()
+    assert not report.exceptions, report.describe()
+    assert [name for name, _ in report.steps] == [name for name, _ in BUG1_STEPS]
+    assert report.samples[-1].counts["LayerPanel"] == 25  # every Conv2d module ticked
+    assert report.steps[5][1]["items"][0].startswith("Ablate ch ")
