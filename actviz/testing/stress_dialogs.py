@@ -72,22 +72,39 @@ class DialogAnswerer:
 
     def answer(self) -> None:
         """Answer the popped-up menu or the modal dialog shown now, if any."""
+        from PySide6.QtCore import QTimer
         from PySide6.QtWidgets import QApplication, QMenu
 
         if self._busy:
             return
-        self._busy = True
-        try:
-            popup = QApplication.activePopupWidget()
-            if popup is not None and popup.isVisible():
-                if self._ripe(popup):
-                    self._answer_menu(popup) if isinstance(popup, QMenu) else popup.close()
+        popup = QApplication.activePopupWidget()
+        if popup is not None and popup.isVisible():
+            widget, how = popup, self._answer_menu if isinstance(popup, QMenu) else None
+        else:
+            widget, how = QApplication.activeModalWidget(), self._answer_dialog
+            if widget is None or not widget.isVisible():
                 return
-            modal = QApplication.activeModalWidget()
-            if modal is not None and modal.isVisible() and self._ripe(modal):
-                self._answer_dialog(modal)
-        finally:
+        if not self._ripe(widget):
+            return
+        if time.perf_counter() - self._seen[id(widget)] > DIALOG_STUCK_S + 5:
+            # Answered and still there: whatever it waits for, a person would close it.
+            self.driver.note_stuck(f"{type(widget).__name__} stayed open: closed")
+            self._seen.pop(id(widget), None)
+            widget.close()
+            return
+
+        def answer() -> None:
+            # A click may open a dialog with its own exec: answered from inside that, by
+            # this timer, since the flag is down again before the click.
+            import shiboken6
+
             self._busy = False
+            if shiboken6.isValid(widget) and widget.isVisible():
+                how(widget) if how is not None else widget.close()
+
+        # The click runs after this timeout returns, never inside it.
+        self._busy = True
+        QTimer.singleShot(0, answer)
 
     def _ripe(self, widget: Any) -> bool:
         # Shown for a moment first, as a person reads before clicking.
