@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=None, help="paired runs per capture figure")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument(
-        "--actions", type=int, default=None, help="stress: random actions (default 10,000)"
+        "--actions", type=int, default=None, help="stress: random actions (default 20,000)"
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -1,100 +1,82 @@
-"""Stress: seeded random user actions on the window, with the demo and a random-init ResNet-18.
+"""Stress: seeded random user actions on the window, each case in a process of its own.
 
-``python -m actviz.bench stress`` performs 10,000 actions (half on each model; ``--quick``:
-300; ``--actions N``: N) with :class:`actviz.testing.stress.StressDriver` and reports what it
-found: unhandled exceptions, hooks left on the model, the longest GUI-thread block, and how
-live objects (background job runners, thread pools, windows, layer panels) and resident memory
-moved over the run. ``python -m actviz.bench.stress_bench --actions N --seed S`` runs another length.
+``python -m actviz.bench stress`` performs 20,000 actions (``--quick``: 300; ``--actions N``:
+N), split over the demo, a random-init ResNet-18 (1x3x64x64), a tiny GPT-2 folder and a
+ResNet-18 ``state_dict`` checkpoint (:mod:`actviz.testing.stress_cases`), in processes of at
+most :data:`PROCESS_ACTIONS` actions each; every action goes through real input events
+(:class:`actviz.testing.stress.StressDriver`). It reports what it found: crashes (the process
+died), hangs (the GUI did not return), unhandled exceptions, hooks left on a model, the longest
+GUI-thread block, and how live objects and memory moved. ``python -m actviz.bench.stress_bench
+--actions N --seed S --models demo,gpt2`` runs another length.
 
-Figures: ``stress_actions``, ``stress_exceptions``, ``stress_leaked_hooks``,
-``stress_max_block_ms``, ``stress_objects_growth`` (the largest growth of a kind that must stay
-flat), ``stress_rss_growth_mib``, ``stress_heap_growth_mib`` (memory malloc handed out and did
-not get back: what a leak grows, where the resident size also holds freed memory glibc keeps),
-``stress_errors_shown``.
+Figures: ``stress_actions``, ``stress_crashes``, ``stress_hangs``, ``stress_exceptions``,
+``stress_leaked_hooks``, ``stress_stuck``, ``stress_max_block_ms``, ``stress_blocks_over_limit``
+(actions after which the GUI blocked over 100 ms), ``stress_objects_growth`` (the largest
+growth of a kind that must stay flat), ``stress_rss_growth_mib``, ``stress_heap_growth_mib``
+(memory malloc handed out and did not get back: what a leak grows, where the resident size
+also holds freed memory glibc keeps), ``stress_rss_growth_per_1k_mib`` (the largest slope of a
+process's RSS after its warm-up, MiB per 1,000 actions), ``stress_errors_shown``,
+``stress_windows_kept``.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 #: Actions of the full and the quick run (shared by the models).
-FULL_ACTIONS = 10_000
+FULL_ACTIONS = 20_000
 QUICK_ACTIONS = 300
-
-
-def _setups(models: Sequence[str]) -> list[Any]:
-    from actviz.testing.stress import demo_model, module_model
-
-    out = []
-    for name in models:
-        if name == "demo":
-            out.append(demo_model())
-        elif name == "resnet18":
-            import torchvision
-
-            torch.manual_seed(0)
-            model = torchvision.models.resnet18(weights=None).eval()
-            x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
-            out.append(module_model("resnet18", model, x))
-        else:
-            raise ValueError(f"unknown stress model {name!r} (demo, resnet18)")
-    return out
+#: The most actions one process performs.
+PROCESS_ACTIONS = 1_250
+#: The models of the run (:data:`actviz.testing.stress_cases.CASES`).
+MODELS = ("demo", "resnet18", "gpt2", "checkpoint")
 
 
 def run_stress(
-    actions: int, *, seed: int = 0, models: Sequence[str] = ("demo", "resnet18")
+    actions: int,
+    *,
+    seed: int = 0,
+    models: Sequence[str] = MODELS,
+    threads: int = 2,
+    per_process: int = PROCESS_ACTIONS,
 ) -> list[Any]:
-    """Run ``actions`` actions split over ``models``; return one report per model."""
-    from actviz.bench.ui_bench import ensure_qt_app
-    from actviz.testing.stress import StressDriver
+    """Run ``actions`` actions split over ``models``, each share in processes of at most
+    ``per_process`` actions; return one report per process."""
+    from actviz.testing.stress_cases import run_case
 
-    ensure_qt_app()
-    setups = _setups(models)
     reports = []
-    with tempfile.TemporaryDirectory(prefix="actviz-stress-") as folder:
-        for i, setup in enumerate(setups):
-            share = actions // len(setups) + (1 if i < actions % len(setups) else 0)
-            every = max(10, min(250, share // 20))
-            driver = StressDriver(setup, seed=seed + i, folder=f"{folder}/{i}", sample_every=every)
-            reports.append(driver.run(share))
+    for i, model in enumerate(models):
+        share = actions // len(models) + (1 if i < actions % len(models) else 0)
+        chunks = [per_process] * (share // per_process)
+        if share % per_process:
+            chunks.append(share % per_process)
+        for j, n in enumerate(chunks):
+            reports.append(run_case(model, seed + 100 * i + j, n, threads=threads))
     return reports
 
 
 def print_table(reports: Sequence[Any]) -> None:
-    """One row per model, then every finding."""
+    """One row per process, then every finding."""
     print(
-        f"{'model':<10} {'actions':>8} {'exceptions':>10} {'hooks':>6} {'stuck':>6} "
-        f"{'max block ms':>12} {'obj growth':>10} {'panels max':>10} {'rss growth MiB':>14} "
-        f"{'heap growth MiB':>15} {'s':>6}"
+        f"{'model':<10} {'seed':>5} {'actions':>7} {'crash':>5} {'hang':>4} {'exc':>4} "
+        f"{'hooks':>5} {'stuck':>5} {'max block ms':>12} {'>limit':>6} {'obj growth':>10} "
+        f"{'rss MiB/1k':>10} {'heap MiB/1k':>11} {'s':>6}"
     )
     for r in reports:
+        heap = r.heap_growth_per_1k_mib
         print(
-            f"{r.model:<10} {r.actions:>8} {len(r.exceptions):>10} {len(r.leaked_hooks):>6} "
-            f"{len(r.stuck):>6} {r.max_block_ms:>12.0f} {r.objects_growth:>10} "
-            f"{r.peak('LayerPanel'):>10} {r.rss_growth_mib:>14.1f} {_mib(r.heap_growth_mib):>15} "
-            f"{r.seconds:>6.0f}"
+            f"{r.model:<10} {r.seed:>5} {r.actions:>7} {len(r.crashes):>5} {len(r.hangs):>4} "
+            f"{len(r.exceptions):>4} {len(r.leaked_hooks):>5} {len(r.stuck):>5} "
+            f"{r.max_block_ms:>12.0f} {len(r.blocks):>6} {r.objects_growth:>10} "
+            f"{r.rss_growth_per_1k_mib:>10.1f} {_mib(heap):>11} {r.seconds:>6.0f}"
         )
     for r in reports:
-        found = r.exceptions or r.leaked_hooks or r.stuck or r.errors_shown or r.windows_kept
-        if found or r.objects_growth or r.widgets_left:
-            print(r.describe())
-        else:
-            print(
-                "\n".join(
-                    f"  {r.model}: GUI blocked {ms:.0f} ms at {what}" for ms, what in r.worst_blocks
-                )
-            )
+        print(r.describe())
         for s in r.samples:
-            counts = ", ".join(f"{k} {v}" for k, v in s.counts.items())
             heap = "" if s.heap_mib is None else f", heap in use {s.heap_mib:.0f} MiB"
-            print(
-                f"  {r.model} after {s.action:>6} actions: {counts}; rss {s.rss_mib:.0f} MiB{heap}"
-            )
+            print(f"  {r.model} after {s.action:>6} actions: rss {s.rss_mib:.0f} MiB{heap}")
 
 
 def _mib(value: float | None) -> str:
@@ -102,23 +84,30 @@ def _mib(value: float | None) -> str:
 
 
 def summarise(reports: Sequence[Any], summary: dict) -> None:
-    """Put the figures of ``reports`` (all models together) into ``summary``."""
+    """Put the figures of ``reports`` (all processes together) into ``summary``."""
     summary["stress_actions"] = sum(r.actions for r in reports)
+    summary["stress_crashes"] = sum(len(r.crashes) for r in reports)
+    summary["stress_hangs"] = sum(len(r.hangs) for r in reports)
     summary["stress_exceptions"] = sum(len(r.exceptions) for r in reports)
     summary["stress_leaked_hooks"] = sum(len(r.leaked_hooks) for r in reports)
     summary["stress_stuck"] = sum(len(r.stuck) for r in reports)
     summary["stress_max_block_ms"] = max((r.max_block_ms for r in reports), default=0.0)
+    summary["stress_blocks_over_limit"] = sum(len(r.blocks) for r in reports)
     summary["stress_objects_growth"] = max((r.objects_growth for r in reports), default=0)
     summary["stress_rss_growth_mib"] = max((r.rss_growth_mib for r in reports), default=0.0)
     heaps = [r.heap_growth_mib for r in reports if r.heap_growth_mib is not None]
     summary["stress_heap_growth_mib"] = max(heaps, default=None)
+    summary["stress_rss_growth_per_1k_mib"] = max(
+        (r.rss_growth_per_1k_mib for r in reports), default=0.0
+    )
     summary["stress_errors_shown"] = sum(len(r.errors_shown) for r in reports)
     summary["stress_windows_kept"] = sum(len(r.windows_kept) for r in reports)
+    summary["stress_widgets_left"] = sum(len(r.widgets_left) for r in reports)
 
 
 def run(quick: bool, summary: dict, actions: int | None = None) -> None:
-    """The bench section: ``actions`` (default 300 with ``quick``, else 10,000) over the demo
-    and ResNet-18 (``python -m actviz.bench stress --actions N``)."""
+    """The bench section: ``actions`` (default 300 with ``quick``, else 20,000) over the four
+    models (``python -m actviz.bench stress --actions N``)."""
     if actions is None:
         actions = QUICK_ACTIONS if quick else FULL_ACTIONS
     reports = run_stress(actions)
@@ -127,17 +116,23 @@ def run(quick: bool, summary: dict, actions: int | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m actviz.bench.stress_bench [--actions N] [--seed S] [--models demo,resnet18]``."""
+    """``python -m actviz.bench.stress_bench [--actions N] [--seed S] [--models demo,gpt2]``."""
     import json
 
     parser = argparse.ArgumentParser(prog="python -m actviz.bench.stress_bench")
     parser.add_argument("--actions", type=int, default=FULL_ACTIONS)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default="demo,resnet18")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per process")
+    parser.add_argument("--per-process", type=int, default=PROCESS_ACTIONS)
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    reports = run_stress(args.actions, seed=args.seed, models=args.models.split(","))
+    reports = run_stress(
+        args.actions,
+        seed=args.seed,
+        models=args.models.split(","),
+        threads=args.threads,
+        per_process=args.per_process,
+    )
     print_table(reports)
     summary: dict = {}
     summarise(reports, summary)

@@ -1,20 +1,25 @@
 """Seeded random user actions on a real actviz window, with checks after each one.
 
-:class:`StressDriver` opens a window on a model, then performs random but valid actions a
-user can take (tick and untick layers, switch tabs, turn pages, change the colour map and the
-normalisation, open a channel, make and clear what-if edits, pin, unpin and compare with a
-pin, play, pause, perturb and close live mode, start a dataset scan of a tiny folder and cancel
-it, export, resize, toggle docks, press Esc, close and reopen the window), many of them while
-a run is still in flight. After every action it checks that no exception escaped to
-``sys.excepthook`` / ``threading.excepthook`` and that Qt logged no critical message; whenever
-the window is idle, that the model holds no hook and no wrapped ``forward``; every
-``sample_every`` actions (live paused, the window idle, garbage collected), how many objects of
-the kinds that used to leak are alive and the process's resident memory. A :class:`LagProbe`
-measures the longest GUI-thread block over the run.
+:class:`StressDriver` opens a window on a model and acts on it as a user does, through real
+input events only (:mod:`actviz.testing.stress_actions`: clicks on tiles, bars, tree rows,
+dock buttons and menu items, key presses, the menu bar's actions, combo boxes stepped with the
+keyboard, files dropped on the window, modal dialogs answered with a click), combining the
+features: sorting by effect, edits from the tile menu, pins and comparisons, live mode, dataset
+scans, "What channels want", the channel view, docks, resizes and model switches (an image
+model, a text model, a checkpoint), many of them while a run is still in flight.
 
-The same seed gives the same sequence of actions (what the machine's speed decides, such as
-which run an Esc cancels, may differ), so a failure is reported with its seed and the actions
-before it::
+After every action it checks that no exception reached ``sys.excepthook`` /
+``threading.excepthook`` and that Qt logged no critical message, and that the GUI thread was
+not blocked over ``block_limit_ms`` (a :class:`~actviz.bench.ui_bench.LagProbe`); whenever the
+window is idle, that no model it showed holds a hook, a wrapped ``forward`` or changed flags;
+every ``sample_every`` actions, the objects of kinds that used to leak and the process's
+resident memory and heap in use. After the last, that no top-level widget is left.
+
+Every action is recorded as ``(name, params)`` (:attr:`StressReport.steps`): ``run(steps=...)``
+replays a list without the random generator, which is how
+:mod:`actviz.testing.stress_cases` shrinks a failure to its shortest list. Crashes and hangs
+are found there too: it runs each case in its own process (``python -m actviz.testing.stress
+--case demo --seed 3 --actions 300``)::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
     assert not report.exceptions, report.describe()
@@ -22,19 +27,18 @@ before it::
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
+import copy
 import dataclasses
+import faulthandler
 import gc
+import json
 import logging
-import os
 import sys
-import threading
 import time
 import traceback
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +46,61 @@ import numpy as np
 import torch
 
 from actviz.testing.checks import flush_deletes, hooks_left, leaked_widgets, top_level_widgets
+from actviz.testing.stress_actions import SIZES, UserActions
+from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, write_images
+from actviz.testing.stress_report import (
+    BOUNDED_TYPES,
+    FLAT_TYPES,
+    Failure,
+    Sample,
+    StressReport,
+    _Catcher,
+    count_objects,
+    heap_in_use_mib,
+    model_leftovers,
+    model_state,
+    rss_mib,
+)
 
 log = logging.getLogger(__name__)
 
-#: Types whose live count must not grow with the number of actions (jobs, pools, windows).
-FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Worker", "MainWindow")
-#: Types whose count follows what is shown (bounded, not flat).
-BOUNDED_TYPES = ("LayerPanel",)
-#: Window sizes the resize action picks from.
-SIZES = ((1024, 640), (1280, 720), (1600, 900), (1920, 1080), (900, 600))
 #: How many of the longest GUI-thread blocks a report names.
 WORST_BLOCKS = 5
 #: How long one wait for the window to become idle may take before it counts as stuck (s).
 IDLE_TIMEOUT_S = 60.0
+#: How long the random short waits between actions wait for the window to be idle (s).
+SHORT_SETTLE_S = 1.5
+#: The longest the GUI thread may block before it counts as a finding (ms).
+BLOCK_LIMIT_MS = 100.0
+#: Relative frequency of each action (closing the window is rare: it costs a second).
+WEIGHTS = {
+    "tile_click": 3.0,
+    "tile_menu": 3.0,
+    "tree_menu": 1.5,
+    "bar_click": 1.5,
+    "sort": 1.0,
+    "key": 3.0,
+    "close_channel": 1.0,
+    "menu": 2.0,
+    "pin": 1.0,
+    "live": 1.0,
+    "scan": 0.4,
+    "visualise": 0.6,
+    "dock_button": 2.0,
+    "dock": 1.0,
+    "combo": 1.5,
+    "resize": 1.0,
+    "run": 1.0,
+    "esc": 1.0,
+    "wait": 1.5,
+    "switch_model": 0.3,
+    "reopen": 0.05,
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSetup:
-    """How the stress driver shows a model in a fresh window.
+    """How the stress driver shows a model in a window.
 
     Attributes
     ----------
@@ -69,8 +110,7 @@ class ModelSetup:
         ``open(window)``: shows the model and its input in ``window`` (may load in the
         background: the driver waits for the window to be idle afterwards).
     layers
-        Layer names the tick actions choose from (None: the model's leaves, as found once the
-        window shows it).
+        Unused (kept for callers that name layers); the actions pick what the window shows.
     """
 
     name: str
@@ -88,9 +128,10 @@ def demo_model() -> ModelSetup:
 
 
 def module_model(
-    name: str, model: torch.nn.Module, inputs: torch.Tensor, layers: Sequence[str] | None = None
+    name: str, model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None = None
 ) -> ModelSetup:
-    """An in-memory model (e.g. a random-init ``torchvision.models.resnet18()``) and its input.
+    """An in-memory model (e.g. a random-init ``torchvision.models.resnet18()``) and its input,
+    shown as a script does (``window.set_model`` / ``set_input``).
 
     The same model object is shown in every window the driver opens, so a hook left by one
     window is found by the next check.
@@ -100,275 +141,43 @@ def module_model(
         window.set_model(model, name=name, layers=list(layers) if layers is not None else None)
         window.set_input(inputs)
 
-    return ModelSetup(name, open_module)
+    return ModelSetup(name, open_module, tuple(layers) if layers is not None else None)
 
 
-@dataclasses.dataclass(frozen=True)
-class Sample:
-    """Live objects and memory at one checkpoint (the window idle, garbage collected)."""
+def dropped_model(name: str, path: str | Path) -> ModelSetup:
+    """A model file or folder (a checkpoint, a Hugging Face folder) dropped on the window."""
+    from actviz.testing.stress_dialogs import drop_file
 
-    action: int
-    counts: dict[str, int]
-    rss_mib: float
-    #: Memory malloc has handed out and not had back (None where glibc cannot say): unlike the
-    #: resident size it leaves out freed memory the allocator keeps for reuse.
-    heap_mib: float | None = None
+    return ModelSetup(name, lambda window: drop_file(window, path))
 
 
-@dataclasses.dataclass(frozen=True)
-class Failure:
-    """Something a check found: after which action, what it was, and the actions before it."""
-
-    action: int
-    kind: str
-    text: str
-    recent: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class StressReport:
-    """What a stress run did and found.
-
-    Attributes
-    ----------
-    model, seed
-        The model's name and the seed of the actions.
-    actions
-        How many actions were performed.
-    action_counts
-        How many of each kind.
-    exceptions
-        Unhandled exceptions and Qt critical messages (with the actions before them).
-    leaked_hooks
-        Hooks, wrapped forwards or changed flags found on the model while the window was idle.
-    stuck
-        Waits for the window to become idle that timed out.
-    errors_shown
-        Distinct error messages the window showed (runs, exports, loads that failed): not
-        crashes, but an action a user may take should not cause them.
-    max_block_ms
-        The longest the GUI thread did not serve a 5 ms timer (ms), over the run.
-    samples
-        Live object counts and resident memory at each checkpoint.
-    widgets_left
-        Top-level widgets alive after the last window was closed and deleted.
-    seconds
-        Wall time of the run.
-    windows_kept
-        Closed windows found still alive after ``deleteLater`` and a collection, with what
-        held them.
-    worst_blocks
-        The longest GUI-thread blocks, ``(ms, "index:action")``, longest first: the action
-        during (or just after) which the 5 ms timer was late the most.
-    """
-
-    model: str
-    seed: int
-    actions: int
-    action_counts: dict[str, int]
-    exceptions: tuple[Failure, ...]
-    leaked_hooks: tuple[Failure, ...]
-    stuck: tuple[Failure, ...]
-    errors_shown: tuple[str, ...]
-    max_block_ms: float
-    samples: tuple[Sample, ...]
-    widgets_left: tuple[str, ...]
-    seconds: float
-    windows_kept: tuple[str, ...] = ()
-    worst_blocks: tuple[tuple[float, str], ...] = ()
-
-    def growth(self, type_name: str) -> int:
-        """How many more objects of ``type_name`` were alive at the last checkpoint than at
-        the first (0 with fewer than two checkpoints)."""
-        if len(self.samples) < 2:
-            return 0
-        return self.samples[-1].counts.get(type_name, 0) - self.samples[0].counts.get(type_name, 0)
-
-    @property
-    def objects_growth(self) -> int:
-        """The largest growth of the :data:`FLAT_TYPES` between the first and last checkpoint."""
-        return max((self.growth(t) for t in FLAT_TYPES), default=0)
-
-    def peak(self, type_name: str) -> int:
-        """The most objects of ``type_name`` seen alive at a checkpoint."""
-        return max((s.counts.get(type_name, 0) for s in self.samples), default=0)
-
-    @property
-    def rss_growth_mib(self) -> float:
-        """Resident memory at the last checkpoint minus at the second (the first after the
-        warm-up: caches, the first panels), in MiB."""
-        if len(self.samples) < 3:
-            return 0.0
-        return self.samples[-1].rss_mib - self.samples[1].rss_mib
-
-    @property
-    def heap_growth_mib(self) -> float | None:
-        """:func:`heap_in_use_mib` at the last checkpoint minus at the second, in MiB."""
-        if len(self.samples) < 3 or None in (self.samples[1].heap_mib, self.samples[-1].heap_mib):
-            return None
-        return self.samples[-1].heap_mib - self.samples[1].heap_mib  # type: ignore[operator]
-
-    def describe(self) -> str:
-        """A readable account of every finding, for a failure message."""
-        lines = [
-            f"stress run: model {self.model}, seed {self.seed}, {self.actions} actions in "
-            f"{self.seconds:.0f} s, max GUI block {self.max_block_ms:.0f} ms"
-        ]
-        for title, found in (
-            ("exception", self.exceptions),
-            ("leaked hook", self.leaked_hooks),
-            ("stuck", self.stuck),
-        ):
-            for f in found:
-                lines.append(f"{title} after action {f.action}: {f.text}")
-                lines.append("  actions before it: " + " | ".join(f.recent))
-        lines.extend(f"error shown: {text}" for text in self.errors_shown)
-        lines.extend(f"GUI blocked {ms:.0f} ms at {what}" for ms, what in self.worst_blocks)
-        lines.extend(f"widget left: {text}" for text in self.widgets_left)
-        lines.extend(f"window kept: {text}" for text in self.windows_kept)
-        if self.samples:
-            first, last = self.samples[0], self.samples[-1]
-            for label, sample in (("first", first), ("last ", last)):
-                heap = "" if sample.heap_mib is None else f", heap in use {sample.heap_mib:.0f} MiB"
-                lines.append(f"counts {label} {sample.counts} rss {sample.rss_mib:.0f} MiB{heap}")
-        return "\n".join(lines)
-
-
-def rss_mib() -> float:
-    """The process's resident memory in MiB (0 where /proc is not there)."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-class _Mallinfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-def heap_in_use_mib() -> float | None:
-    """Memory glibc's malloc has handed out and not had back (``mallinfo2``: the arenas' bytes
-    in use plus mmapped blocks), in MiB; None without glibc 2.33 or later."""
-    try:
-        fn = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _Mallinfo2
-    info = fn()
-    return (info.uordblks + info.hblkhd) / 2**20
-
-
-def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str, int]:
-    """How many Python objects of a type named one of ``names``, or a subclass of one (a
-    ``TokenLayerPanel`` is a ``LayerPanel``), are alive (found by ``gc``)."""
-    wanted = set(names)
-    counts = dict.fromkeys(names, 0)
-    # The classes a type counts as, worked out once per type: a process holds ~10^6 objects.
-    kinds: dict[type, tuple[str, ...]] = {}
-    for obj in gc.get_objects():
-        t = type(obj)
-        found = kinds.get(t)
-        if found is None:
-            found = kinds[t] = tuple(c.__name__ for c in t.__mro__ if c.__name__ in wanted)
-        for name in found:
-            counts[name] += 1
-    return counts
-
-
-class _Catcher:
-    """Collects exceptions that reach ``sys.excepthook`` / ``threading.excepthook`` and Qt's
-    critical and fatal messages, while installed."""
-
-    def __init__(self) -> None:
-        self.found: list[str] = []
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[_Catcher]:
-        from PySide6.QtCore import QtMsgType, qInstallMessageHandler
-
-        old_sys, old_thread = sys.excepthook, threading.excepthook
-
-        def on_exception(kind: Any, value: Any, tb: Any) -> None:
-            self.found.append("".join(traceback.format_exception(kind, value, tb)).strip())
-            # Python keeps the last unhandled exception in sys.last_*: its traceback's frames
-            # would keep the window that raised it alive until the next one.
-            for name in ("last_type", "last_value", "last_traceback", "last_exc"):
-                if hasattr(sys, name):
-                    setattr(sys, name, None)
-
-        def on_thread(args: Any) -> None:
-            on_exception(args.exc_type, args.exc_value, args.exc_traceback)
-
-        def on_message(mode: Any, _context: Any, message: str) -> None:
-            if mode in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
-                self.found.append(f"Qt critical: {message}")
-
-        sys.excepthook, threading.excepthook = on_exception, on_thread
-        old_qt = qInstallMessageHandler(on_message)
-        try:
-            yield self
-        finally:
-            sys.excepthook, threading.excepthook = old_sys, old_thread
-            qInstallMessageHandler(old_qt)
-
-    def take(self) -> list[str]:
-        found, self.found = self.found, []
-        return found
-
-
-def model_state(model: torch.nn.Module) -> dict[str, Any]:
-    """What a run must leave as it found: training flags and ``requires_grad`` per name."""
-    return {
-        "training": {n: m.training for n, m in model.named_modules()},
-        "requires_grad": {n: p.requires_grad for n, p in model.named_parameters()},
-    }
-
-
-def model_leftovers(model: torch.nn.Module, before: dict[str, Any]) -> list[str]:
-    """Hooks, instance-level ``forward`` wrappers and changed flags on ``model`` (empty: clean)."""
-    found = list(hooks_left(model))
-    for name, module in model.named_modules():
-        if "forward" in vars(module):
-            found.append(f"{name or '(model)'} still has a wrapped forward")
-    now = model_state(model)
-    for key in ("training", "requires_grad"):
-        changed = [n for n, v in now[key].items() if before[key].get(n, v) != v]
-        if changed:
-            found.append(f"{key} changed on {changed[:5]}")
-    return found
-
-
-class StressDriver:
+class StressDriver(UserActions):
     """Perform seeded random user actions on actviz windows and check after each.
 
     Parameters
     ----------
     setup
-        The model to show (:func:`demo_model`, :func:`module_model`).
+        The model the window opens with (:func:`demo_model`, :func:`module_model`, ...).
     seed
         Seed of the actions.
     folder
-        A scratch folder: the window's settings, exports and the tiny image folder scanned.
+        A scratch folder: the window's settings, saves, exports and the images scanned.
     sample_every
         Actions between checkpoints (objects counted, memory read).
     size
         The first window's size.
+    switches
+        Models the "switch model" action opens, by name (none: it does nothing).
+    checkpoint
+        The model file the Open model dialog is given (None: "demo").
+    block_limit_ms
+        A GUI-thread block longer than this is a finding.
+    hang_s
+        With a value, a GUI thread that does not serve the event loop for this long dumps every
+        thread's stack and ends the process (``faulthandler``): for the case processes only.
+    log_path
+        A file each step is appended to (JSON lines) before it is performed, so the steps up
+        to a crash or a hang are known.
     """
 
     def __init__(
@@ -379,6 +188,11 @@ class StressDriver:
         folder: str | Path,
         sample_every: int = 50,
         size: tuple[int, int] = (1280, 720),
+        switches: dict[str, ModelSetup] | None = None,
+        checkpoint: str | Path | None = None,
+        block_limit_ms: float = BLOCK_LIMIT_MS,
+        hang_s: float | None = None,
+        log_path: str | Path | None = None,
     ) -> None:
         self.setup = setup
         self.seed = seed
@@ -387,103 +201,154 @@ class StressDriver:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.sample_every = sample_every
         self.size = size
+        self.switches = dict(switches or {})
+        self.checkpoint = checkpoint
+        self.block_limit_ms = block_limit_ms
+        self.hang_s = hang_s
+        self.log_path = Path(log_path) if log_path is not None else None
         self.window: Any = None
+        self.params: dict[str, Any] = {}
         self.recent: list[str] = []
         self.counts: Counter[str] = Counter()
         self.errors_shown: set[str] = set()
-        self._model_state: dict[str, Any] | None = None
-        self._model: torch.nn.Module | None = None
-        self._layers: tuple[str, ...] = ()
-        self._windows_opened = 0
+        self.steps: list[tuple[str, dict[str, Any]]] = []
+        #: File pickers and input dialogs answered.
+        self.dialogs_answered = 0
+        #: Every model a window showed (weakly) and its flags when first seen idle.
+        self._models: list[tuple[weakref.ref, dict[str, Any]]] = []
+        self._stuck: list[Failure] = []
+        self._i = 0
         #: Closed windows found still alive, with what held them.
         self.kept_windows: list[str] = []
-        self._images = self._write_images(self.folder / "images")
-        self.actions: dict[str, Callable[[], str]] = {
-            "tick": self.act_tick,
-            "untick": self.act_untick,
-            "tab": self.act_tab,
-            "page": self.act_page,
-            "colormap": self.act_colormap,
-            "normalize": self.act_normalize,
-            "channel": self.act_channel,
-            "close_channel": self.act_close_channel,
-            "edit": self.act_edit,
-            "clear_edits": self.act_clear_edits,
-            "pin": self.act_pin,
-            "unpin": self.act_unpin,
-            "compare_pin": self.act_compare_pin,
-            "live_play": self.act_live_play,
-            "live_pause": self.act_live_pause,
-            "live_perturb": self.act_live_perturb,
-            "live_close": self.act_live_close,
-            "scan_cancel": self.act_scan_cancel,
-            "export": self.act_export,
-            "resize": self.act_resize,
-            "dock": self.act_dock,
-            "esc": self.act_esc,
-            "run": self.act_run,
-            "wait": self.act_wait,
-            "reopen": self.act_reopen,
+        self.images = write_images(self.folder / "images")
+        self.actions: dict[str, Callable[[dict[str, Any]], str]] = {
+            name: getattr(self, f"act_{name}") for name in WEIGHTS
         }
-        #: Relative frequency of each action (closing the window is rare: it costs a second).
-        self.weights: dict[str, float] = dict.fromkeys(self.actions, 1.0)
-        self.weights.update(
-            {"tick": 3.0, "untick": 2.0, "tab": 2.0, "page": 2.0, "channel": 2.0, "wait": 2.0}
-        )
-        self.weights.update({"reopen": 0.1, "scan_cancel": 0.3, "export": 0.3})
+        self.actions["inject_failure"] = self.act_inject_failure
+        if not self.switches:
+            self.actions.pop("switch_model")
+        self.weights: dict[str, float] = {n: WEIGHTS.get(n, 0.0) for n in self.actions}
+
+    # ------------------------------------------------------------------ scratch
+    def scratch(self, name: str) -> Path:
+        """A folder of the scratch folder (made if missing)."""
+        path = self.folder / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def checkpoint_path(self) -> str:
+        """What the Open model dialog is given: the checkpoint, else the demo."""
+        return str(self.checkpoint) if self.checkpoint is not None else "demo"
+
+    def note_stuck(self, text: str) -> None:
+        """Record that something waited without end (a dialog, a wait for idle)."""
+        self._stuck.append(self._failure(self._i, "stuck", text))
 
     # ------------------------------------------------------------------ the run
-    def run(self, actions: int) -> StressReport:
-        """Open a window, perform ``actions`` random actions, close it; return the report."""
+    def draw(self) -> tuple[str, dict[str, Any]]:
+        """The next random step: an action's name and its params."""
+        names = [n for n in self.actions if self.weights.get(n, 0.0) > 0]
+        weights = np.array([self.weights[n] for n in names])
+        name = str(self.rng.choice(names, p=weights / weights.sum()))
+        params = {
+            "r": [round(float(v), 4) for v in self.rng.random(5)],
+            "answer": "accept" if self.rng.random() < 0.7 else "reject",
+            # Between actions the event loop runs a little, often too little for the run an
+            # action started: the next action lands while it is in flight.
+            "spin": float(self.rng.choice([0.0, 0.005, 0.02, 0.08])),
+            "settle": bool(self.rng.random() < 0.25),
+        }
+        return name, params
+
+    def run(
+        self,
+        actions: int | None = None,
+        *,
+        steps: Sequence[tuple[str, dict[str, Any]]] | None = None,
+        inject: dict[int, dict[str, Any]] | None = None,
+    ) -> StressReport:
+        """Open a window, perform ``actions`` random actions (or replay ``steps``), close it.
+
+        ``inject``: step number -> params of a synthetic failure performed instead of the
+        random action there (the driver's own tests).
+        """
         from actviz.bench.ui_bench import LagProbe, ensure_qt_app
 
         ensure_qt_app()
+        planned = list(steps) if steps is not None else None
+        total = len(planned) if planned is not None else int(actions or 0)
         widgets_before = top_level_widgets()
         exceptions: list[Failure] = []
         leaks: list[Failure] = []
-        stuck: list[Failure] = []
+        blocks: list[Failure] = []
         samples: list[Sample] = []
-        names = list(self.actions)
-        weights = np.array([self.weights[n] for n in names])
-        weights /= weights.sum()
+        worst: list[tuple[float, str]] = []
         probe = LagProbe(5)
         started = time.perf_counter()
         catcher = _Catcher()
-        with catcher.installed():
-            self.open_window()
-            samples.append(self._sample(0, probe))
-            probe.start()
-            worst: list[tuple[float, str]] = []
-            for i in range(1, actions + 1):
-                mark = len(probe.lags)
-                name = str(self.rng.choice(names, p=weights))
-                try:
-                    text = self.actions[name]()
-                except Exception:  # noqa: BLE001 - a valid action raising is a finding
-                    text = name
-                    catcher.found.append(traceback.format_exc().strip())
-                self.counts[name] += 1
-                self.recent = [*self.recent[-11:], f"{i}:{text}"]
-                # Between actions the event loop runs a little, often too little for the run
-                # an action started: the next action lands while it is in flight.
-                self._spin(float(self.rng.choice([0.0, 0.005, 0.02, 0.08])))
-                if self.rng.random() < 0.25 and not self._settle():
-                    stuck.append(self._failure(i, "stuck", "the window did not become idle"))
-                exceptions.extend(self._failure(i, "exception", t) for t in catcher.take())
-                if len(probe.lags) > mark:
-                    worst = sorted([*worst, (max(probe.lags[mark:]) * 1e3, f"{i}:{text}")])
-                    worst = worst[-WORST_BLOCKS:]
-                if self._idle():
-                    leaks.extend(self._failure(i, "hook", t) for t in self._leftovers())
-                if i % self.sample_every == 0 or i == actions:
-                    probe.stop()
-                    samples.append(self._sample(i, probe))
+        pickers = FilePickers(self)
+        answerer = DialogAnswerer(self)
+        watchdog = self._watchdog()
+        pickers.install()
+        answerer.start()
+        try:
+            with catcher.installed():
+                self.open_window()
+                samples.append(self._sample(0))
+                probe.start()
+                for i in range(1, total + 1):
+                    self._i = i
+                    if planned is not None:
+                        name, params = planned[i - 1][0], copy.deepcopy(planned[i - 1][1])
+                    else:
+                        name, params = self.draw()
+                    if inject and i in inject:
+                        name, params = "inject_failure", {**params, **inject[i]}
+                    self.params = params
+                    self._log({"i": i, "name": name, "params": params})
+                    mark = len(probe.lags)
+                    try:
+                        text = self.actions[name](params)
+                    except Exception:  # noqa: BLE001 - a valid action raising is a finding
+                        text = name
+                        catcher.found.append(traceback.format_exc().strip())
+                    kept = {k: v for k, v in params.items() if not k.startswith("_")}
+                    self.steps.append((name, kept))
+                    self._log(
+                        {
+                            "i": i,
+                            "name": name,
+                            "params": kept,
+                            "text": text,
+                            "t": round(time.perf_counter() - started, 3),
+                        }
+                    )
+                    self.counts[name] += 1
+                    self.recent = [*self.recent[-11:], f"{i}:{text}"]
+                    self.spin(float(params.get("spin", 0.0)))
+                    if params.get("settle"):  # a short look: long jobs go on under the next
+                        self.settle(SHORT_SETTLE_S)
+                    exceptions.extend(self._failure(i, "exception", t) for t in catcher.take())
+                    if len(probe.lags) > mark:
+                        ms = max(probe.lags[mark:]) * 1e3
+                        worst = sorted([*worst, (ms, f"{i}:{text}")])[-WORST_BLOCKS:]
+                        if ms > self.block_limit_ms:
+                            blocks.append(self._failure(i, "block", f"{ms:.0f} ms at {text}"))
+                    probe.stop()  # the checks are the driver's time, not the window's
+                    if self._idle():
+                        leaks.extend(self._failure(i, "hook", t) for t in self._leftovers())
+                    if i % self.sample_every == 0 or i == total:
+                        samples.append(self._sample(i))
                     probe.start()
-                if leaks and len(leaks) > 20:
-                    break
-            probe.stop()
-            self.close_window()
-            exceptions.extend(self._failure(actions, "exception", t) for t in catcher.take())
+                    if len(leaks) > 20:
+                        break
+                probe.stop()
+                self.close_window()
+                exceptions.extend(self._failure(total, "exception", t) for t in catcher.take())
+        finally:
+            answerer.stop()
+            pickers.uninstall()
+            watchdog()
         widgets = tuple(repr(w) for w in leaked_widgets(widgets_before))
         return StressReport(
             model=self.setup.name,
@@ -492,18 +357,50 @@ class StressDriver:
             action_counts=dict(self.counts),
             exceptions=tuple(exceptions),
             leaked_hooks=tuple(leaks),
-            stuck=tuple(stuck),
+            stuck=tuple(self._stuck),
             errors_shown=tuple(sorted(self.errors_shown)),
-            max_block_ms=probe.summary()["max_ms"],
+            max_block_ms=probe.summary()["max_ms"] if probe.lags else 0.0,
             samples=tuple(samples),
             widgets_left=widgets,
             seconds=time.perf_counter() - started,
             windows_kept=tuple(self.kept_windows),
             worst_blocks=tuple(reversed(worst)),
+            blocks=tuple(blocks),
+            block_limit_ms=self.block_limit_ms,
+            steps=tuple(self.steps),
         )
 
     def _failure(self, action: int, kind: str, text: str) -> Failure:
         return Failure(action, kind, text, tuple(self.recent))
+
+    def _log(self, entry: dict[str, Any]) -> None:
+        if self.log_path is not None:
+            with self.log_path.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    def _watchdog(self) -> Callable[[], None]:
+        """Re-arm ``faulthandler``'s hang timer from the GUI thread every 100 ms (with
+        ``hang_s``); returns what stops it."""
+        if self.hang_s is None:
+            return lambda: None
+        from PySide6.QtCore import QTimer
+
+        hang_s = float(self.hang_s)
+
+        def arm() -> None:
+            faulthandler.dump_traceback_later(hang_s, exit=True)
+
+        timer = QTimer()
+        timer.setInterval(100)
+        timer.timeout.connect(arm)
+        arm()
+        timer.start()
+
+        def stop() -> None:
+            timer.stop()
+            faulthandler.cancel_dump_traceback_later()
+
+        return stop
 
     # ------------------------------------------------------------------ window life
     def open_window(self) -> None:
@@ -516,25 +413,18 @@ class StressDriver:
         window = MainWindow(settings=settings, debounce_ms=int(self.rng.integers(0, 40)))
         window.resize(*self.size)
         window.show()
+        window.activateWindow()
         window.run_failed.connect(lambda text: self.errors_shown.add(f"run: {text}"))
         window.export_failed.connect(lambda text: self.errors_shown.add(f"export: {text}"))
         window.model_load_failed.connect(lambda text: self.errors_shown.add(f"model: {text}"))
         window.input_load_failed.connect(lambda text: self.errors_shown.add(f"input: {text}"))
         self.window = window
-        self._windows_opened += 1
         self.setup.open(window)
         self._wait(lambda: window.session.model is not None and not window.is_loading())
-        model = window.session.model
-        if model is not self._model:
-            self._model = model
-            self._model_state = model_state(model)
-            self._layers = self.setup.layers or tuple(
-                n for n, m in model.named_modules() if n and not list(m.children())
-            )
         window.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
         if window.result is None and window.session.can_run():
             window.run()
-        self._settle()
+        self.settle()
 
     def close_window(self) -> None:
         """Close the window and delete it (its workers stop; nothing of it stays alive)."""
@@ -560,7 +450,8 @@ class StressDriver:
             )
 
     # ------------------------------------------------------------------ waiting and checks
-    def _spin(self, seconds: float) -> None:
+    def spin(self, seconds: float) -> None:
+        """Run the event loop for ``seconds``."""
         from actviz.bench.ui_bench import wait_until
 
         deadline = time.perf_counter() + seconds
@@ -576,31 +467,46 @@ class StressDriver:
         return bool(condition())
 
     def _idle(self) -> bool:
+        from PySide6.QtWidgets import QApplication
+
         w = self.window
+        if w is None or QApplication.activeModalWidget() is not None:
+            return False
         return not (
             w.is_busy()
+            or w.is_loading()
             or w.runs.is_due()
             or w.display_pending()
             or any(f.is_busy() for f in w.features.values())
         )
 
-    def _settle(self) -> bool:
-        """Wait for the window to be idle (live playback paused first: it never is)."""
+    def settle(self, timeout_s: float | None = None) -> bool:
+        """Wait for the window to be idle (live playback paused first: it never is); without
+        ``timeout_s``, a wait over :data:`IDLE_TIMEOUT_S` is recorded as stuck."""
         live = self.window.features["live"].controller
         if live.playing:
             live.pause()
-        ok = self._wait(self._idle)
+        ok = self._wait(self._idle, IDLE_TIMEOUT_S if timeout_s is None else timeout_s)
         self.window.flush_panel_updates()
+        if not ok and timeout_s is None:
+            self.note_stuck("the window did not become idle")
         return ok
 
     def _leftovers(self) -> list[str]:
-        model = self.window.session.model
-        if model is None or model is not self._model or self._model_state is None:
-            return []
-        return model_leftovers(model, self._model_state)
+        """Hooks and changed flags on every model a window showed (the window idle)."""
+        model = self.window.session.model if self.window is not None else None
+        if model is not None and not any(ref() is model for ref, _ in self._models):
+            self._models.append((weakref.ref(model), model_state(model)))
+        found = []
+        for ref, state in self._models:
+            seen = ref()
+            if seen is not None:
+                found.extend(model_leftovers(seen, state))
+        self._models = [(r, s) for r, s in self._models if r() is not None]
+        return found
 
-    def _sample(self, action: int, probe: Any) -> Sample:
-        self._settle()
+    def _sample(self, action: int) -> Sample:
+        self.settle()
         counts: dict[str, int] = {}
         # A cancelled job is no longer the window's (it is idle) but may still be finishing on
         # its pool thread: its runner goes when it returns, so give it a moment.
@@ -611,229 +517,38 @@ class StressDriver:
             counts = count_objects()
             if counts["_Runner"] == 0:
                 break
-            self._spin(0.1)
+            self.spin(0.1)
         return Sample(action, counts, rss_mib(), heap_in_use_mib())
 
-    # ------------------------------------------------------------------ helpers
-    def _pick(self, items: Sequence[Any]) -> Any:
-        return items[int(self.rng.integers(len(items)))] if items else None
 
-    def _shown_maps(self) -> list[tuple[str, int]]:
-        """(layer, channels) of the result's layers shown as maps."""
-        result = self.window.result
-        if result is None:
-            return []
-        out = []
-        for name, layer in result.layers.items():
-            if layer.view is not None and layer.view.kind == "maps" and layer.shape:
-                if len(layer.shape) == 4 and name in self.window.layer_panels:
-                    out.append((name, int(layer.shape[1])))
-        return out
+def main(argv: list[str] | None = None) -> int:
+    """``python -m actviz.testing.stress --case NAME --seed S --actions N``: see
+    :func:`actviz.testing.stress_cases.main`."""
+    from actviz.testing.stress_cases import main as cases_main
 
-    @staticmethod
-    def _write_images(folder: Path, count: int = 8) -> Path:
-        from PIL import Image
-
-        folder.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(0)
-        for i in range(count):
-            pixels = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(folder / f"img{i:02d}.png")
-        return folder
-
-    # ------------------------------------------------------------------ the actions
-    def act_tick(self) -> str:
-        name = self._pick(self._layers)
-        self.window.tick(name)
-        return f"tick {name}"
-
-    def act_untick(self) -> str:
-        ticked = sorted(self.window.session.ticked)
-        if len(ticked) <= 1:
-            return "untick (nothing)"
-        name = self._pick(ticked)
-        self.window.untick(name)
-        return f"untick {name}"
-
-    def act_tab(self) -> str:
-        tabs = self.window.centre.tabs
-        visible = [i for i in range(tabs.count()) if tabs.isTabVisible(i)]
-        index = self._pick(visible)
-        tabs.setCurrentIndex(index)
-        return f"tab {tabs.tabText(index)}"
-
-    def act_page(self) -> str:
-        shown = self._shown_maps()
-        if not shown:
-            return "page (no maps)"
-        name, _ = self._pick(shown)
-        step = int(self._pick([-1, 1, 1]))
-        self.window.turn_page(name, step)
-        return f"page {name} {step:+d}"
-
-    def act_colormap(self) -> str:
-        combo = self.window.commands.colormap_combo
-        index = int(self.rng.integers(combo.count()))
-        combo.setCurrentIndex(index)
-        return f"colormap {combo.itemText(index)}"
-
-    def act_normalize(self) -> str:
-        combo = self.window.commands.normalize_combo
-        index = int(self.rng.integers(combo.count()))
-        combo.setCurrentIndex(index)
-        return f"normalize {combo.itemData(index)}"
-
-    def act_channel(self) -> str:
-        shown = self._shown_maps()
-        if not shown:
-            return "channel (no maps)"
-        name, channels = self._pick(shown)
-        channel = int(self.rng.integers(channels))
-        self.window.open_channel(name, channel)
-        return f"channel {name}:{channel}"
-
-    def act_close_channel(self) -> str:
-        view = self.window.centre.channel_view
-        if not self.window.centre.channel_box.isVisible():
-            return "close channel (none open)"
-        view.close_button.click()
-        return "close channel"
-
-    def act_edit(self) -> str:
-        from actviz.core.edits import ablate, scale
-
-        shown = self._shown_maps()
-        if not shown:
-            return "edit (no maps)"
-        name, channels = self._pick(shown)
-        channel = int(self.rng.integers(channels))
-        if self.rng.random() < 0.5:
-            edit, what = ablate([channel]), "ablate"
-        else:
-            edit, what = scale([channel], float(self._pick([0.5, 2.0]))), "scale"
-        self.window.features["whatif"].add_edit(name, edit)
-        return f"edit {what} {name}:{channel}"
-
-    def act_clear_edits(self) -> str:
-        self.window.features["whatif"].clear_edits()
-        return "clear edits"
-
-    def act_pin(self) -> str:
-        pin = self.window.pin_result()
-        return "pin" if pin is not None else "pin (nothing)"
-
-    def act_unpin(self) -> str:
-        if self.rng.random() < 0.3:
-            self.window.unpin_all()
-            return "unpin all"
-        return "unpin shown" if self.window.unpin_shown() else "unpin shown (not pinned)"
-
-    def act_compare_pin(self) -> str:
-        pins = list(self.window.session.pins)
-        if not pins:
-            return "compare pin (no pins)"
-        pin = self._pick(pins)
-        ok = self.window.compare_with_pin(pin)
-        return f"compare with {pin.label!r}" + ("" if ok else " (refused)")
-
-    def act_live_play(self) -> str:
-        from actviz.ui.live.frames import TensorFrames
-
-        live = self.window.features["live"]
-        live.dock.show()
-        value = self.window.session.input.value if self.window.session.input else None
-        if not isinstance(value, torch.Tensor) or value.dim() != 4:
-            return "live play (no image input)"
-        c = live.controller
-        if c.source is None:
-            gen = torch.Generator().manual_seed(int(self.rng.integers(1 << 30)))
-            frames = value[0] + 0.1 * torch.randn(5, *value.shape[1:], generator=gen)
-            c.set_source(TensorFrames(frames, "stress"))
-        c.play()
-        return "live play"
-
-    def act_live_pause(self) -> str:
-        self.window.features["live"].controller.pause()
-        return "live pause"
-
-    def act_live_perturb(self) -> str:
-        dock = self.window.features["live"].dock
-        dock.show()
-        what = self._pick(["occlusion", "noise", "brightness", "contrast"])
-        if what == "occlusion":
-            dock.occlusion_check.setChecked(not dock.occlusion_check.isChecked())
-        else:
-            slider = getattr(dock, f"{what}_slider")
-            slider.setValue(int(self.rng.integers(slider.minimum(), slider.maximum() + 1)))
-        return f"live perturb {what}"
-
-    def act_live_close(self) -> str:
-        self.window.features["live"].dock.close()
-        return "live close dock"
-
-    def act_scan_cancel(self) -> str:
-        from actviz.ui.dataset.dialog import ScanSpec
-
-        shown = self._shown_maps()
-        if not shown:
-            return "scan (no maps)"
-        name, _ = self._pick(shown)
-        self.window.features["dataset"].start(ScanSpec(str(self._images), (name,), 2, 4))
-        self._spin(float(self._pick([0.0, 0.05, 0.2])))
-        self.window.cancel()
-        return f"scan {name} and cancel"
-
-    def act_export(self) -> str:
-        out = self.folder / "exports" / f"export{int(self.rng.integers(3))}"
-        ok = self.window.export_all(out)
-        return "export" if ok else "export (nothing to export)"
-
-    def act_resize(self) -> str:
-        w, h = self._pick(SIZES)
-        self.window.resize(w, h)
-        return f"resize {w}x{h}"
-
-    def act_dock(self) -> str:
-        from PySide6.QtWidgets import QDockWidget
-
-        docks = sorted(self.window.findChildren(QDockWidget), key=lambda d: d.objectName())
-        dock = self._pick(docks)
-        dock.toggleViewAction().trigger()
-        return f"toggle dock {dock.windowTitle() or dock.objectName()}"
-
-    def act_esc(self) -> str:
-        from PySide6.QtCore import Qt
-        from PySide6.QtTest import QTest
-
-        QTest.keyClick(self.window, Qt.Key.Key_Escape)
-        return "Esc"
-
-    def act_run(self) -> str:
-        return "run" if self.window.run() is not None else "run (cannot)"
-
-    def act_wait(self) -> str:
-        self._settle()
-        return "wait idle"
-
-    def act_reopen(self) -> str:
-        self.close_window()
-        self.open_window()
-        return "close and reopen the window"
+    return cases_main(argv)
 
 
 __all__ = [
+    "BLOCK_LIMIT_MS",
     "BOUNDED_TYPES",
     "FLAT_TYPES",
+    "SIZES",
     "Failure",
     "ModelSetup",
     "Sample",
     "StressDriver",
     "StressReport",
     "count_objects",
-    "heap_in_use_mib",
     "demo_model",
+    "dropped_model",
+    "heap_in_use_mib",
+    "hooks_left",
     "model_leftovers",
     "model_state",
     "module_model",
     "rss_mib",
 ]
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

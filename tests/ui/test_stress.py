@@ -1,6 +1,7 @@
-"""Seeded random user actions on a real window (the short run; the long one is
-``python -m actviz.bench stress``): no unhandled exception, no hook left on the model, live
-objects flat. The checks themselves are shown to catch what they look for."""
+"""The stress driver (the short run; the long one is ``python -m actviz.bench stress``): a
+case in its own process acting through real input events leaves nothing behind; a crash, a
+hang and an exception are each counted with what led to them; a failure shrinks to the step
+that causes it; the checks themselves are shown to catch what they look for."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import torch
 
 from actviz.testing.stress import (
     StressDriver,
-    count_objects,
-    demo_model,
-    model_leftovers,
-    model_state,
+    StressReport,
     module_model,
 )
+from actviz.testing.stress_cases import finding_key, run_case, shrink, shrink_failure
+from actviz.testing.stress_report import Failure, Sample, model_leftovers, model_state
 from tests.ui.tiny_models import TinyCNN
+
+#: Actions that are quick on a tiny model (the shrinker test replays many lists).
+QUICK = ("tile_click", "key", "combo", "resize", "close_channel", "sort")
 
 
 def _tiny_setup():
@@ -25,45 +28,87 @@ def _tiny_setup():
     return module_model("tiny", TinyCNN().eval(), x)
 
 
-def test_random_actions_on_the_demo_leave_nothing_behind(demo_resources, qapp, tmp_path):
-    # Windows other tests of this process left to the garbage collector are not this run's.
-    before = count_objects(["MainWindow"])["MainWindow"]
-    report = StressDriver(demo_model(), seed=7, folder=tmp_path, sample_every=40).run(160)
-    assert report.actions == 160
-    # Most kinds of action were taken, not only the cheap ones.
-    assert len(report.action_counts) >= 18, report.action_counts
+def test_a_short_case_in_its_own_process_leaves_nothing_behind():
+    report = run_case("demo", seed=7, actions=50, hang_s=30, sample_every=25)
+    assert report.actions == 50, report.describe()
+    assert not report.crashes and not report.hangs, report.describe()
     assert not report.exceptions, report.describe()
     assert not report.leaked_hooks, report.describe()
+    assert not report.widgets_left and not report.windows_kept, report.describe()
     assert not report.stuck, report.describe()
-    assert not report.widgets_left, report.describe()
-    assert not report.windows_kept, report.describe()
-    # Job runners are freed when their jobs end; windows, pools and workers go with the window.
+    # Many kinds of action were taken, every one recorded with what it clicked.
+    assert len(report.action_counts) >= 12, report.action_counts
+    assert len(report.steps) == 50 and all("r" in p for _, p in report.steps)
+    assert any("layer" in p and "channel" in p for n, p in report.steps if n == "tile_click")
+    # Job runners are freed when their jobs end; windows, pools and workers stay flat.
     assert report.objects_growth == 0, report.describe()
-    assert report.samples[-1].counts["_Runner"] == 0, report.describe()
-    assert report.peak("MainWindow") <= before + 1, report.describe()
-    assert count_objects(["MainWindow"])["MainWindow"] <= before
+    assert [s.action for s in report.samples] == [0, 25, 50]
+    assert all(s.rss_mib > 0 and s.heap_mib > 0 for s in report.samples)
+    assert report.max_block_ms > 0
 
 
-def test_an_exception_in_a_slot_is_reported_with_the_actions_before_it(qapp, tmp_path):
-    from PySide6.QtCore import QTimer
+@pytest.mark.parametrize("kind", ["crash", "hang"])
+def test_a_crash_or_a_hang_in_the_case_process_is_counted_with_its_stack(kind):
+    report = run_case("demo", seed=1, actions=4, inject={2: kind}, hang_s=4)
+    found = report.crashes if kind == "crash" else report.hangs
+    assert len(found) == 1 and len(report.findings()) == 1, report.describe()
+    # The stack faulthandler printed, down to the driver's action that died.
+    text = found[0].text
+    assert ("Segmentation fault" in text) if kind == "crash" else ("Timeout (" in text)
+    assert "act_inject_failure" in text
+    # The steps up to it, the one in flight last: what a replay needs.
+    assert [n for n, _ in report.steps][-1] == "inject_failure"
+    assert len(report.steps) == 2 and found[0].recent[-1].startswith("2:inject_failure")
 
-    driver = StressDriver(_tiny_setup(), seed=1, folder=tmp_path, sample_every=100)
 
-    def boom() -> str:
-        def fail() -> None:
-            raise RuntimeError("a slot failed")
+def test_a_failure_shrinks_to_the_step_that_causes_it(qapp, tmp_path):
+    driver = StressDriver(_tiny_setup(), seed=4, folder=tmp_path / "0", sample_every=100)
+    driver.weights = {n: (1.0 if n in QUICK else 0.0) for n in driver.actions}
+    report = driver.run(12, inject={7: {"kind": "exception"}})
+    assert len(report.exceptions) == 1, report.describe()
+    failure = report.exceptions[0]
+    assert "RuntimeError: injected failure" in failure.text and failure.action == 7
+    assert failure.recent[-1] == "7:inject exception"
+    replays = []
 
-        QTimer.singleShot(0, fail)
-        return "boom"
+    def replay(steps):
+        replays.append(len(steps))
+        folder = tmp_path / str(len(replays))
+        return StressDriver(_tiny_setup(), folder=folder, sample_every=100).run(steps=steps)
 
-    driver.actions["boom"] = boom
-    driver.weights = {name: (1.0 if name in ("boom", "tab") else 0.0) for name in driver.actions}
-    report = driver.run(6)
-    assert report.exceptions, report.describe()
-    assert "RuntimeError: a slot failed" in report.exceptions[0].text
-    # Reported with the actions before it, the one that caused it among them.
-    assert any(step.endswith(":boom") for step in report.exceptions[0].recent)
-    assert report.action_counts["boom"] == len(report.exceptions)
+    shrunk, runs = shrink_failure(report, failure, replay, max_runs=20)
+    assert 1 <= len(shrunk) <= 2, shrunk
+    assert "inject_failure" in [name for name, _ in shrunk]
+    assert runs == len(replays) <= 20
+    # The shrunk list replays to the same failure.
+    again = replay(shrunk)
+    assert [finding_key(f) for f in again.findings()] == ["exception RuntimeError"]
+
+
+def test_shrink_keeps_the_steps_a_failure_needs_together():
+    steps = [(f"s{i}", {}) for i in range(20)]
+    tried = []
+
+    def fails(candidate):
+        tried.append(candidate)
+        names = {n for n, _ in candidate}
+        return {"s3", "s15"} <= names  # fails only with both
+
+    shrunk, runs = shrink(steps, fails)
+    assert [n for n, _ in shrunk] == ["s3", "s15"]
+    assert runs == len(tried)
+
+
+def test_a_recorded_step_replays_to_what_it_clicked_first(qapp, tmp_path):
+    driver = StressDriver(_tiny_setup(), seed=2, folder=tmp_path / "a", sample_every=100)
+    driver.weights = {n: (1.0 if n == "tile_click" else 0.0) for n in driver.actions}
+    first = driver.run(3)
+    assert [n for n, _ in first.steps] == ["tile_click"] * 3
+    again = StressDriver(_tiny_setup(), folder=tmp_path / "b", sample_every=100).run(
+        steps=first.steps
+    )
+    assert again.steps == first.steps  # the same layer and channel clicked each time
+    assert not again.exceptions, again.describe()
 
 
 def test_model_leftovers_names_hooks_wrapped_forwards_and_changed_flags():
@@ -83,28 +128,44 @@ def test_model_leftovers_names_hooks_wrapped_forwards_and_changed_flags():
     assert model_leftovers(model, before) == []
 
 
-def test_stress_bench_reports_every_figure(demo_resources, qapp, capsys):
+def _report(model, rss, heap, **kwargs):
+    samples = tuple(
+        Sample(i * 100, {"MainWindow": 1}, r, h)
+        for i, (r, h) in enumerate(zip(rss, heap, strict=True))
+    )
+    base = dict(
+        model=model, seed=0, actions=200, action_counts={"key": 200}, exceptions=(),
+        leaked_hooks=(), stuck=(), errors_shown=(), max_block_ms=50.0, samples=samples,
+        widgets_left=(), seconds=1.0,
+    )  # fmt: skip
+    return StressReport(**{**base, **kwargs})
+
+
+def test_stress_bench_reports_every_figure():
     from actviz.bench import stress_bench
 
-    reports = stress_bench.run_stress(16, seed=3)
-    assert [r.model for r in reports] == ["demo", "resnet18"]
-    assert [r.actions for r in reports] == [8, 8]
-    stress_bench.print_table(reports)
+    crash = Failure(3, "crash", "the process died (exit -11)", ("3:click tile",))
+    reports = [
+        _report("demo", [900, 1000, 1100], [200, 210, 220]),
+        _report("gpt2", [900, 950, 950], [200, 200, 200], crashes=(crash,), max_block_ms=150),
+    ]
+    # RSS per 1,000 actions: the slope after the warm-up (100 MiB per 100 actions).
+    assert reports[0].rss_growth_per_1k_mib == pytest.approx(1000.0)
+    assert reports[0].heap_growth_per_1k_mib == pytest.approx(100.0)
     summary: dict = {}
     stress_bench.summarise(reports, summary)
-    assert summary["stress_actions"] == 16
-    assert summary["stress_exceptions"] == 0 and summary["stress_leaked_hooks"] == 0
-    assert summary["stress_max_block_ms"] > 0 and summary["stress_objects_growth"] == 0
-    assert "stress_heap_growth_mib" in summary
-    for r in reports:  # the longest blocks, longest first, each naming its action
-        assert 0 < len(r.worst_blocks) <= 5
-        assert [ms for ms, _ in r.worst_blocks] == sorted(
-            (ms for ms, _ in r.worst_blocks), reverse=True
-        )
-        assert r.worst_blocks[0][0] == pytest.approx(r.max_block_ms)
-        assert all(":" in what for _, what in r.worst_blocks)
-    assert all(s.heap_mib > 0 for r in reports for s in r.samples)  # glibc 2.33+ here
-    assert "resnet18" in capsys.readouterr().out
+    for name in (
+        "stress_actions", "stress_exceptions", "stress_leaked_hooks", "stress_max_block_ms",
+        "stress_objects_growth", "stress_rss_growth_mib", "stress_heap_growth_mib",
+        "stress_stuck", "stress_crashes", "stress_hangs", "stress_rss_growth_per_1k_mib",
+    ):  # fmt: skip
+        assert name in summary, name
+    assert summary["stress_actions"] == 400 and summary["stress_crashes"] == 1
+    assert summary["stress_hangs"] == 0 and summary["stress_max_block_ms"] == 150
+    assert summary["stress_rss_growth_per_1k_mib"] == pytest.approx(1000.0)
+    # A report survives its trip through JSON (how a case process hands it back).
+    back = StressReport.from_json(reports[1].to_json())
+    assert back == reports[1]
 
 
 def test_heap_in_use_follows_an_allocation_and_its_release():
@@ -129,3 +190,29 @@ def test_bench_cli_takes_the_number_of_stress_actions(monkeypatch, capsys):
     assert cli.main(["stress", "--quick", *threads]) == 0
     assert seen == [42, stress_bench.QUICK_ACTIONS]
     assert '"stress_actions": 0' in capsys.readouterr().out
+
+
+#: Issue 37's bug 1 as recorded steps: ResNet-18 at 1360x820, "Tick all Conv2d modules" from
+#: the module tree's menu, sort the tiles by effect, ablate a channel of layer4.1.conv2 from
+#: its tile menu, click a tile of the first panel. On 1f277d1 (before the layout fix) the
+#: last click never returns: the case process ends as a hang with open_channel's stack.
+BUG1_STEPS = [
+    ("resize", {"size": "1360x820", "settle": True}),
+    ("tree_menu", {"row": "conv1", "items": ["Tick all Conv2d modules"], "settle": True}),
+    ("wait", {}),
+    ("sort", {"box": "Sort the panels' tiles by effect", "settle": True}),
+    ("wait", {}),
+    ("tile_menu", {"layer": "layer4.1.conv2", "r": [0, 0, 0, 0.1], "settle": True}),
+    ("wait", {}),
+    ("tile_click", {"layer": "conv1", "channel": 0, "spin": 0.5, "settle": True}),
+    ("wait", {}),
+]
+
+
+def test_the_channel_view_hang_replayed_through_real_events_returns():
+    report = run_case("resnet18", steps=BUG1_STEPS, hang_s=30, threads=1)
+    assert not report.hangs and not report.crashes, report.describe()
+    assert not report.exceptions, report.describe()
+    assert [name for name, _ in report.steps] == [name for name, _ in BUG1_STEPS]
+    assert report.samples[-1].counts["LayerPanel"] == 25  # every Conv2d module ticked
+    assert report.steps[5][1]["items"][0].startswith("Ablate ch ")

@@ -1,0 +1,376 @@
+"""Stress cases, each in a process of its own; a failure shrunk to its shortest action list.
+
+A case is a model the window opens with (``demo``, ``resnet18``: a random-init ResNet-18 on a
+1x3x64x64 input, ``gpt2``: a tiny random GPT-2 folder dropped on the window, ``checkpoint``: a
+ResNet-18 ``state_dict`` file dropped on the window), a seed and a number of actions; the
+other models are what the "switch model" action opens. :func:`run_case` runs one in a child
+process (``python -m actviz.testing.stress --child ...``) under ``faulthandler``: a segfault
+is counted as a crash and a GUI thread that does not return within ``hang_s`` as a hang, each
+with the stack faulthandler printed and the steps logged before it. :func:`shrink` replays
+sub-lists of the steps (delta debugging: drop chunks, keep what still fails the same way)::
+
+    python -m actviz.testing.stress --case resnet18 --seed 3 --actions 300 --shrink
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from actviz.testing.stress_report import Failure, StressReport
+
+#: The cases, in the order the bench runs them.
+CASES = ("demo", "resnet18", "gpt2", "checkpoint")
+#: A GUI thread that serves no event for this long is a hang (s).
+HANG_S = 30.0
+Step = tuple[str, dict[str, Any]]
+
+
+# ---------------------------------------------------------------------- the models
+def _resnet18() -> Any:
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+def save_checkpoint(folder: Path) -> Path:
+    """A random ResNet-18's ``state_dict`` saved as a user's checkpoint (``.pt``)."""
+    import torch
+
+    path = folder / "my_resnet18.pt"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save(_resnet18().state_dict(), path)
+    return path
+
+
+def save_tiny_gpt2(folder: Path) -> Path:
+    """A 2-layer GPT-2 (width 16, random weights) and a word-level tokenizer, written with
+    ``save_pretrained``: a Hugging Face model folder."""
+    if (folder / "config.json").exists():
+        return folder
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    words = "the cat sat on a mat and a dog ran in the park with red ball".split()
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordLevelTrainer(special_tokens=["[UNK]", "[PAD]"])
+    tok.train_from_iterator([" ".join(words)], trainer)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]"
+    )
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(fast), n_positions=32, n_embd=16, n_layer=2, n_head=2,
+        bos_token_id=None, eos_token_id=None,
+    )  # fmt: skip
+    transformers.GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def case_setups(case: str, folder: Path) -> tuple[Any, dict[str, Any], Path]:
+    """The model ``case`` opens with, the models a switch opens (by name) and the
+    checkpoint file the Open model dialog is given."""
+    import torch
+
+    from actviz.testing.stress import demo_model, dropped_model, module_model
+
+    models = folder / "models"
+    checkpoint = save_checkpoint(models)
+    gpt2 = save_tiny_gpt2(models / "tiny-gpt2")
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    setups = {
+        "demo": demo_model,
+        "resnet18": lambda: module_model("resnet18", _resnet18(), x),
+        "gpt2": lambda: dropped_model("gpt2", gpt2),
+        "checkpoint": lambda: dropped_model("checkpoint", checkpoint),
+    }
+    if case not in setups:
+        raise ValueError(f"unknown stress case {case!r} ({', '.join(CASES)})")
+    made = {name: make() for name, make in setups.items()}
+    return made[case], made, checkpoint
+
+
+# ---------------------------------------------------------------------- the child process
+def child(args: argparse.Namespace) -> int:
+    """Run one case in this process and write its report (``--out``)."""
+    import faulthandler
+
+    import torch
+
+    faulthandler.enable(all_threads=True)
+    os.environ.setdefault("ACTVIZ_OFFLINE", "1")
+    torch.set_num_threads(args.threads)
+    from actviz.bench.ui_bench import ensure_qt_app
+    from actviz.testing.stress import StressDriver
+
+    ensure_qt_app()
+    folder = Path(args.folder)
+    setup, switches, checkpoint = case_setups(args.case, folder)
+    inject = {}
+    for item in args.inject or []:
+        step, kind = item.split(":")
+        inject[int(step)] = {"kind": kind}
+    driver = StressDriver(
+        setup,
+        seed=args.seed,
+        folder=folder / "scratch",
+        sample_every=args.sample_every,
+        switches=switches,
+        checkpoint=checkpoint,
+        block_limit_ms=args.block_limit_ms,
+        hang_s=args.hang_s,
+        log_path=args.log,
+    )
+    steps = None
+    if args.replay:
+        steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
+    report = driver.run(args.actions, steps=steps, inject=inject)
+    Path(args.out).write_text(json.dumps(report.to_json()))
+    return 0
+
+
+# ---------------------------------------------------------------------- the parent
+def run_case(
+    case: str,
+    seed: int = 0,
+    actions: int = 100,
+    *,
+    steps: Sequence[Step] | None = None,
+    inject: dict[int, str] | None = None,
+    hang_s: float = HANG_S,
+    block_limit_ms: float = 100.0,
+    timeout_s: float | None = None,
+    sample_every: int | None = None,
+    threads: int = 2,
+    folder: str | Path | None = None,
+) -> StressReport:
+    """Run a case (or replay ``steps``) in a child process and return its report; a crash or
+    a hang is in its ``crashes`` / ``hangs`` with the stack and the steps logged before it."""
+    n = len(steps) if steps is not None else actions
+    with tempfile.TemporaryDirectory(prefix="actviz-stress-") as tmp:
+        work = Path(folder) if folder is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=tmp))
+        out, log, err = run_dir / "report.json", run_dir / "steps.jsonl", run_dir / "stderr.txt"
+        every = sample_every or max(10, min(250, n // 10 or 1))
+        cmd = [
+            sys.executable, "-m", "actviz.testing.stress", "--child", "--case", case,
+            "--seed", str(seed), "--actions", str(n), "--folder", str(work),
+            "--out", str(out), "--log", str(log), "--hang-s", str(hang_s),
+            "--block-limit-ms", str(block_limit_ms), "--sample-every", str(every),
+            "--threads", str(threads),
+        ]  # fmt: skip
+        if steps is not None:
+            replay = run_dir / "replay.json"
+            replay.write_text(json.dumps([list(s) for s in steps]))
+            cmd += ["--replay", str(replay)]
+        for step, kind in (inject or {}).items():
+            cmd += ["--inject", f"{step}:{kind}"]
+        # The child imports this very actviz (a checkout need not be the one installed).
+        root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "ACTVIZ_OFFLINE": "1", "PYTHONPATH": path}
+        env.setdefault("QT_QPA_PLATFORM", "offscreen")
+        limit = timeout_s if timeout_s is not None else 120 + 10.0 * n + hang_s
+        started = time.perf_counter()
+        killed = False
+        with err.open("w") as stderr:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+            try:
+                code = proc.wait(limit)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+                killed = True
+        if code == 0 and out.exists():
+            return StressReport.from_json(json.loads(out.read_text()))
+        return _died(case, seed, code, killed, err.read_text(), _logged(log), started)
+
+
+def _logged(log: Path) -> list[tuple[str, dict[str, Any], str]]:
+    """The steps a child logged: per step its last entry (name, params, text)."""
+    by_step: dict[int, tuple[str, dict[str, Any], str]] = {}
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # the line being written when it died
+                continue
+            by_step[entry["i"]] = (entry["name"], entry["params"], entry.get("text", ""))
+    return [by_step[i] for i in sorted(by_step)]
+
+
+def _died(
+    case: str, seed: int, code: int, killed: bool, stderr: str, logged: list, started: float
+) -> StressReport:
+    """The report of a child that did not finish: a crash, a hang or an error."""
+    steps = tuple((name, params) for name, params, _ in logged)
+    recent = tuple(
+        f"{i}:{text or name + ' (in flight)'}" for i, (name, _p, text) in enumerate(logged, start=1)
+    )[-12:]
+    stack = _stack(stderr)
+    at = len(logged)
+    crashes: tuple[Failure, ...] = ()
+    hangs: tuple[Failure, ...] = ()
+    exceptions: tuple[Failure, ...] = ()
+    if killed or "Timeout (" in stderr:
+        hangs = (Failure(at, "hang", f"the GUI did not return (exit {code})\n{stack}", recent),)
+    elif code < 0 or "Fatal Python error" in stderr:
+        crashes = (Failure(at, "crash", f"the process died (exit {code})\n{stack}", recent),)
+    else:
+        exceptions = (Failure(at, "exception", f"the case failed (exit {code})\n{stack}", recent),)
+    return StressReport(
+        model=case, seed=seed, actions=len(logged),
+        action_counts={}, exceptions=exceptions, leaked_hooks=(), stuck=(), errors_shown=(),
+        max_block_ms=0.0, samples=(), widgets_left=(), seconds=time.perf_counter() - started,
+        crashes=crashes, hangs=hangs, steps=steps,
+    )  # fmt: skip
+
+
+def _stack(stderr: str, limit: int = 6000) -> str:
+    """The part of a child's stderr worth reading: from faulthandler's report (or the last
+    traceback) on, cut to ``limit`` characters."""
+    for marker in ("Fatal Python error", "Timeout (", "Traceback (most recent call last)"):
+        at = stderr.rfind(marker) if marker.startswith("Traceback") else stderr.find(marker)
+        if at >= 0:
+            return stderr[at : at + limit]
+    return stderr[-limit:]
+
+
+# ---------------------------------------------------------------------- shrinking
+def finding_key(f: Failure) -> str:
+    """What makes two findings the same failure: the kind, and an exception's type."""
+    if f.kind == "exception":
+        lines = [ln for ln in f.text.strip().splitlines() if ln.strip()]
+        last = next((ln for ln in reversed(lines) if not ln.startswith(" ")), "")
+        return f"exception {last.split(':')[0]}"
+    return f.kind
+
+
+def shrink(
+    steps: Sequence[Step],
+    fails: Callable[[list[Step]], bool],
+    *,
+    max_runs: int = 40,
+) -> tuple[list[Step], int]:
+    """The shortest sub-list of ``steps`` found for which ``fails`` still holds (delta
+    debugging: drop chunks of halving size, keep a shorter list whenever it still fails);
+    returns it and how many lists were tried (at most ``max_runs``)."""
+    steps = list(steps)
+    n, runs = 2, 0
+    while len(steps) >= 2 and runs < max_runs:
+        size = math.ceil(len(steps) / n)
+        reduced = False
+        for start in range(0, len(steps), size):
+            rest = steps[:start] + steps[start + size :]
+            if not rest:
+                continue
+            runs += 1
+            if fails(rest):
+                steps, n, reduced = rest, max(n - 1, 2), True
+                break
+            if runs >= max_runs:
+                break
+        if not reduced:
+            if n >= len(steps):
+                break
+            n = min(len(steps), 2 * n)
+    return steps, runs
+
+
+def shrink_failure(
+    report: StressReport,
+    failure: Failure,
+    replay: Callable[[list[Step]], StressReport],
+    *,
+    max_runs: int = 40,
+) -> tuple[list[Step], int]:
+    """Shrink the steps of ``report`` to the shortest list whose replay still shows a
+    finding like ``failure`` (:func:`finding_key`); the steps after it are dropped first."""
+    key = finding_key(failure)
+    steps = list(report.steps[: max(1, failure.action)])
+
+    def fails(candidate: list[Step]) -> bool:
+        return any(finding_key(f) == key for f in replay(candidate).findings())
+
+    return shrink(steps, fails, max_runs=max_runs)
+
+
+# ---------------------------------------------------------------------- command line
+def main(argv: list[str] | None = None) -> int:
+    """``python -m actviz.testing.stress --case NAME [--seed S] [--actions N] [--shrink]``:
+    run a case in a child process, print what it found, and shrink the first failure."""
+    parser = argparse.ArgumentParser(prog="python -m actviz.testing.stress")
+    parser.add_argument("--case", default="demo", choices=CASES)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--actions", type=int, default=300)
+    parser.add_argument("--hang-s", type=float, default=HANG_S)
+    parser.add_argument("--block-limit-ms", type=float, default=100.0)
+    parser.add_argument("--sample-every", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--replay", help="a JSON list of [name, params] steps to replay")
+    parser.add_argument("--inject", action="append", help="STEP:KIND (exception, crash, hang)")
+    parser.add_argument("--shrink", action="store_true", help="shrink the first failure")
+    parser.add_argument("--shrink-runs", type=int, default=30)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--log", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args)
+    steps = None
+    if args.replay:
+        steps = [(n, p) for n, p in json.loads(Path(args.replay).read_text())]
+    inject = dict(item.split(":") for item in args.inject or [])
+    inject = {int(k): v for k, v in inject.items()}
+    with tempfile.TemporaryDirectory(prefix="actviz-stress-") as folder:
+
+        def replay(candidate: list[Step]) -> StressReport:
+            return run_case(
+                args.case, args.seed, steps=candidate, hang_s=args.hang_s,
+                block_limit_ms=args.block_limit_ms, folder=folder, threads=args.threads,
+            )  # fmt: skip
+
+        report = run_case(
+            args.case, args.seed, args.actions, steps=steps, inject=inject, hang_s=args.hang_s,
+            block_limit_ms=args.block_limit_ms, sample_every=args.sample_every, folder=folder,
+            threads=args.threads,
+        )  # fmt: skip
+        print(report.describe())
+        print(f"rss growth per 1k actions: {report.rss_growth_per_1k_mib:.1f} MiB")
+        found = [f for f in report.findings() if f.kind not in ("block",)] or report.findings()
+        if args.shrink and found:
+            shrunk, runs = shrink_failure(report, found[0], replay, max_runs=args.shrink_runs)
+            print(f"shrunk {found[0].kind} to {len(shrunk)} steps in {runs} replays:")
+            print(json.dumps([list(s) for s in shrunk], indent=1))
+    return 0
+
+
+__all__ = [
+    "CASES",
+    "HANG_S",
+    "case_setups",
+    "finding_key",
+    "main",
+    "run_case",
+    "save_checkpoint",
+    "save_tiny_gpt2",
+    "shrink",
+    "shrink_failure",
+]

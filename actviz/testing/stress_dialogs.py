@@ -1,0 +1,292 @@
+"""Modal dialogs and popped-up menus answered as a person would, for the stress driver.
+
+:class:`DialogAnswerer` clicks a button of the modal dialog or an item of the menu shown now
+(from a timer, which also fires inside their own ``exec``); :class:`FilePickers` replaces the
+``QFileDialog`` / ``QInputDialog`` static getters by a choice in the scratch folder. The
+driver's current action says how (``params["answer"]``: accept or reject; ``params["items"]``:
+which menu items).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Menu bar entries never triggered (closing the window is an action of its own).
+MENU_SKIP = ("Quit",)
+#: How long a dialog may stay busy (loading what it was asked to open) before it counts as
+#: stuck and is closed with Esc (s).
+DIALOG_STUCK_S = 20.0
+
+
+def _r(p: dict[str, Any], i: int) -> float:
+    r = p.get("r") or [0.5]
+    return float(r[i % len(r)])
+
+
+def drop_file(window: Any, path: str | Path) -> None:
+    """Drop ``path`` on ``window`` as a file manager does (drag enter, then drop)."""
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    centre = window.rect().center()
+    action = Qt.DropAction.CopyAction
+    buttons, mods = Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier
+    enter = QDragEnterEvent(centre, action, mime, buttons, mods)
+    QApplication.sendEvent(window, enter)
+    if enter.isAccepted():
+        QApplication.sendEvent(window, QDropEvent(QPointF(centre), action, mime, buttons, mods))
+
+
+class DialogAnswerer:
+    """Answers modal dialogs and popped-up menus, from a 15 ms timer (it also fires inside a
+    dialog's or a menu's own ``exec``), with real clicks and key presses.
+
+    The driver's current action says how (``params["answer"]``: ``"accept"`` or
+    ``"reject"``; menus: which item, ``params["items"]``).
+    """
+
+    def __init__(self, driver: Any) -> None:
+        from PySide6.QtCore import QTimer
+
+        self.driver = driver
+        self.timer = QTimer()
+        self.timer.setInterval(15)
+        self.timer.timeout.connect(self.answer)
+        self._busy = False
+        self._seen: dict[int, float] = {}
+        self._tried: set[int] = set()
+        self.answered = 0
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def answer(self) -> None:
+        """Answer the popped-up menu or the modal dialog shown now, if any."""
+        from PySide6.QtCore import QTimer
+        from PySide6.QtWidgets import QApplication, QMenu
+
+        if self._busy:
+            return
+        popup = QApplication.activePopupWidget()
+        if popup is not None and popup.isVisible():
+            widget, how = popup, self._answer_menu if isinstance(popup, QMenu) else None
+        else:
+            widget, how = QApplication.activeModalWidget(), self._answer_dialog
+            if widget is None or not widget.isVisible():
+                return
+        if not self._ripe(widget):
+            return
+        if time.perf_counter() - self._seen[id(widget)] > DIALOG_STUCK_S + 5:
+            # Answered and still there: whatever it waits for, a person would close it.
+            self.driver.note_stuck(f"{type(widget).__name__} stayed open: closed")
+            self._seen.pop(id(widget), None)
+            widget.close()
+            return
+
+        def answer() -> None:
+            # A click may open a dialog with its own exec: answered from inside that, by
+            # this timer, since the flag is down again before the click.
+            import shiboken6
+
+            self._busy = False
+            if shiboken6.isValid(widget) and widget.isVisible():
+                how(widget) if how is not None else widget.close()
+
+        # The click runs after this timeout returns, never inside it.
+        self._busy = True
+        QTimer.singleShot(0, answer)
+
+    def _ripe(self, widget: Any) -> bool:
+        # Shown for a moment first, as a person reads before clicking.
+        key = id(widget)
+        now = time.perf_counter()
+        first = self._seen.setdefault(key, now)
+        if len(self._seen) > 200:
+            self._seen = {key: first}
+        return now - first >= 0.03
+
+    def _answer_menu(self, menu: Any) -> None:
+        from PySide6.QtCore import Qt
+        from PySide6.QtTest import QTest
+
+        p = self.driver.params
+        depth = int(p.get("_depth", 0))
+        items = [a for a in menu.actions() if not a.isSeparator() and a.text() and a.isEnabled()]
+        items = [a for a in items if a.isVisible() and not a.text().startswith(MENU_SKIP)]
+        texts = [a.text() for a in items]
+        chosen = list(p.get("items") or [])
+        text = None
+        if depth < 3 and texts and p.get("answer", "accept") != "reject":
+            if depth < len(chosen) and chosen[depth] in texts:
+                text = chosen[depth]
+            else:
+                text = texts[min(len(texts) - 1, int(_r(p, 2 + depth) * len(texts)))]
+                p["items"] = [*chosen[:depth], text]
+        if text is None:
+            QTest.keyClick(menu, Qt.Key.Key_Escape)
+            return
+        action = items[texts.index(text)]
+        p["_depth"] = depth + 1 if action.menu() is not None else 0
+        self.answered += 1
+        QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+
+    def _answer_dialog(self, dialog: Any) -> None:
+        from PySide6.QtCore import Qt
+        from PySide6.QtTest import QTest
+        from PySide6.QtWidgets import QDialogButtonBox, QMessageBox
+
+        from actviz.ui.dataset.dialog import ScanDialog
+        from actviz.ui.window.dialogs import ExportFolderDialog, OpenModelDialog
+
+        d = self.driver
+        accept = d.params.get("answer", "accept") == "accept"
+        key = id(dialog)
+        self.answered += 1
+        if isinstance(dialog, OpenModelDialog):
+            if not dialog.open_button.isEnabled():  # loading what it was asked to open
+                if time.perf_counter() - self._seen[key] > DIALOG_STUCK_S:
+                    d.note_stuck(f"the Open model dialog stayed busy: {dialog.message()!r}")
+                    QTest.keyClick(dialog, Qt.Key.Key_Escape)
+                return
+            if accept and key not in self._tried:
+                self._tried.add(key)
+                dialog.tabs.setCurrentIndex(1)  # File
+                dialog.file_edit.setText(str(d.checkpoint_path()))
+                QTest.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+                return
+            QTest.keyClick(dialog, Qt.Key.Key_Escape)
+            return
+        if isinstance(dialog, QMessageBox):
+            roles = (
+                (QMessageBox.ButtonRole.AcceptRole, QMessageBox.ButtonRole.YesRole)
+                if accept
+                else (QMessageBox.ButtonRole.RejectRole, QMessageBox.ButtonRole.NoRole)
+            )
+            for button in dialog.buttons():
+                if dialog.buttonRole(button) in roles:
+                    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+                    return
+            QTest.keyClick(dialog, Qt.Key.Key_Escape)
+            return
+        if accept and isinstance(dialog, ScanDialog):
+            dialog.folder_edit.setText(str(d.images))
+            dialog.k_spin.setValue(2)
+            dialog.batch_spin.setValue(4)
+        elif accept and isinstance(dialog, ExportFolderDialog):
+            dialog.folder_edit.setText(str(d.scratch("exports") / f"e{int(_r(d.params, 1) * 3)}"))
+        boxes = dialog.findChildren(QDialogButtonBox)
+        if boxes:
+            box = boxes[0]
+            wanted = (
+                (QDialogButtonBox.ButtonRole.AcceptRole, QDialogButtonBox.ButtonRole.YesRole)
+                if accept
+                else (QDialogButtonBox.ButtonRole.RejectRole, QDialogButtonBox.ButtonRole.NoRole)
+            )
+            for button in box.buttons():
+                if box.buttonRole(button) in wanted and button.isEnabled():
+                    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+                    if dialog.isVisible() and accept:  # refused (says why): give up on it
+                        QTest.keyClick(dialog, Qt.Key.Key_Escape)
+                    return
+        QTest.keyClick(dialog, Qt.Key.Key_Escape)
+
+
+class FilePickers:
+    """``QFileDialog`` / ``QInputDialog`` static getters replaced, while installed, by a
+    person's choice in the scratch folder (or Cancel when the action says ``reject``)."""
+
+    NAMES = ("getOpenFileName", "getSaveFileName", "getExistingDirectory", "getOpenFileNames")
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self._saved: dict[str, Any] = {}
+
+    def install(self) -> None:
+        from PySide6.QtWidgets import QFileDialog, QInputDialog
+
+        for name in self.NAMES:
+            self._saved[name] = QFileDialog.__dict__[name]
+        self._saved["getDouble"] = QInputDialog.__dict__["getDouble"]
+        QFileDialog.getOpenFileName = staticmethod(self._open)
+        QFileDialog.getOpenFileNames = staticmethod(self._open_many)
+        QFileDialog.getSaveFileName = staticmethod(self._save)
+        QFileDialog.getExistingDirectory = staticmethod(self._folder)
+        QInputDialog.getDouble = staticmethod(self._double)
+
+    def uninstall(self) -> None:
+        from PySide6.QtWidgets import QFileDialog, QInputDialog
+
+        for name, value in self._saved.items():
+            setattr(QInputDialog if name == "getDouble" else QFileDialog, name, value)
+        self._saved.clear()
+
+    def _cancelled(self) -> bool:
+        self.driver.dialogs_answered += 1
+        return self.driver.params.get("answer", "accept") != "accept"
+
+    def _open(self, _parent: Any = None, caption: str = "", *_a: Any, **_k: Any) -> tuple:
+        if self._cancelled():
+            return "", ""
+        words = caption.casefold()
+        d = self.driver
+        if "session" in words:
+            path = d.scratch("saves") / "session.actviz"
+            return (str(path), "") if path.exists() else ("", "")
+        if "model" in words or "checkpoint" in words:
+            return str(d.checkpoint_path()), ""
+        return str(sorted(d.images.iterdir())[int(_r(d.params, 1) * 4)]), ""
+
+    def _open_many(self, *args: Any, **kwargs: Any) -> tuple:
+        path, chosen = self._open(*args, **kwargs)
+        return ([path] if path else []), chosen
+
+    def _save(
+        self, _parent: Any = None, caption: str = "", _start: str = "", filt: str = "", *_a: Any
+    ) -> tuple:
+        if self._cancelled():
+            return "", ""
+        suffix = ""
+        if "*." in filt:
+            suffix = "." + filt.split("*.", 1)[1].split(")")[0].split()[0].split(";")[0]
+        words = caption.casefold()
+        name = "session" if "session" in words else f"save{int(_r(self.driver.params, 1) * 3)}"
+        return str(self.driver.scratch("saves") / f"{name}{suffix}"), filt
+
+    def _folder(self, _parent: Any = None, caption: str = "", *_a: Any, **_k: Any) -> str:
+        if self._cancelled():
+            return ""
+        if "image" in caption.casefold():
+            return str(self.driver.images)
+        folder = self.driver.scratch("exports") / f"d{int(_r(self.driver.params, 1) * 3)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder)
+
+    def _double(self, _parent: Any, _title: str, _label: str, value: float = 0.0, *_a: Any):
+        if self._cancelled():
+            return value, False
+        return float((0.5, 2.0, 0.0)[int(_r(self.driver.params, 1) * 3)]), True
+
+
+def write_images(folder: Path, count: int = 8) -> Path:
+    """``count`` small random PNG images in ``folder`` (what scans and live mode read)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        pixels = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"img{i:02d}.png")
+    return folder
+
+
+__all__ = ["MENU_SKIP", "DialogAnswerer", "FilePickers", "drop_file", "write_images"]

@@ -1,0 +1,353 @@
+"""What a stress run found: its report, the checks' findings, memory and object counts.
+
+Shared by :mod:`actviz.testing.stress` (the driver, in the process that drives the window)
+and :mod:`actviz.testing.stress_cases` (which runs each case in a process of its own and reads
+its report back as JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import gc
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from actviz.testing.checks import hooks_left
+
+#: Types whose live count must not grow with the number of actions (jobs, pools, windows).
+FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Worker", "MainWindow")
+#: Types whose count follows what is shown (bounded, not flat).
+BOUNDED_TYPES = ("LayerPanel",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """Live objects and memory at one checkpoint (the window idle, garbage collected)."""
+
+    action: int
+    counts: dict[str, int]
+    rss_mib: float
+    #: Memory malloc has handed out and not had back (None where glibc cannot say): unlike the
+    #: resident size it leaves out freed memory the allocator keeps for reuse.
+    heap_mib: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """Something a check found: after which action, what it was, and the actions before it."""
+
+    action: int
+    kind: str
+    text: str
+    recent: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class StressReport:
+    """What a stress run did and found.
+
+    Attributes
+    ----------
+    model, seed
+        The model's name and the seed of the actions.
+    actions
+        How many actions were performed.
+    action_counts
+        How many of each kind.
+    exceptions
+        Unhandled exceptions and Qt critical messages (with the actions before them).
+    leaked_hooks
+        Hooks, wrapped forwards or changed flags found on the model while the window was idle.
+    stuck
+        Waits for the window to become idle that timed out.
+    errors_shown
+        Distinct error messages the window showed (runs, exports, loads that failed): not
+        crashes, but an action a user may take should not cause them.
+    max_block_ms
+        The longest the GUI thread did not serve a 5 ms timer (ms), over the run.
+    samples
+        Live object counts and resident memory at each checkpoint.
+    widgets_left
+        Top-level widgets alive after the last window was closed and deleted.
+    seconds
+        Wall time of the run.
+    windows_kept
+        Closed windows found still alive after ``deleteLater`` and a collection, with what
+        held them.
+    worst_blocks
+        The longest GUI-thread blocks, ``(ms, "index:action")``, longest first: the action
+        during (or just after) which the 5 ms timer was late the most.
+    blocks
+        GUI-thread blocks over ``block_limit_ms``, one per action that caused one.
+    crashes, hangs
+        The process died (a signal: a segfault) or its GUI did not return for the hang limit;
+        filled by :mod:`actviz.testing.stress_cases` from the case's process, with the stack
+        faulthandler printed.
+    steps
+        Every action performed, as ``(name, params)``: replaying them (``StressDriver.run(
+        steps=...)``) does the same again without the random generator.
+    """
+
+    model: str
+    seed: int
+    actions: int
+    action_counts: dict[str, int]
+    exceptions: tuple[Failure, ...]
+    leaked_hooks: tuple[Failure, ...]
+    stuck: tuple[Failure, ...]
+    errors_shown: tuple[str, ...]
+    max_block_ms: float
+    samples: tuple[Sample, ...]
+    widgets_left: tuple[str, ...]
+    seconds: float
+    windows_kept: tuple[str, ...] = ()
+    worst_blocks: tuple[tuple[float, str], ...] = ()
+    blocks: tuple[Failure, ...] = ()
+    block_limit_ms: float = 100.0
+    crashes: tuple[Failure, ...] = ()
+    hangs: tuple[Failure, ...] = ()
+    steps: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    def growth(self, type_name: str) -> int:
+        """How many more objects of ``type_name`` were alive at the last checkpoint than at
+        the first (0 with fewer than two checkpoints)."""
+        if len(self.samples) < 2:
+            return 0
+        return self.samples[-1].counts.get(type_name, 0) - self.samples[0].counts.get(type_name, 0)
+
+    @property
+    def objects_growth(self) -> int:
+        """The largest growth of the :data:`FLAT_TYPES` between the first and last checkpoint."""
+        return max((self.growth(t) for t in FLAT_TYPES), default=0)
+
+    def peak(self, type_name: str) -> int:
+        """The most objects of ``type_name`` seen alive at a checkpoint."""
+        return max((s.counts.get(type_name, 0) for s in self.samples), default=0)
+
+    @property
+    def rss_growth_mib(self) -> float:
+        """Resident memory at the last checkpoint minus at the second (the first after the
+        warm-up: caches, the first panels), in MiB."""
+        if len(self.samples) < 3:
+            return 0.0
+        return self.samples[-1].rss_mib - self.samples[1].rss_mib
+
+    @property
+    def heap_growth_mib(self) -> float | None:
+        """:func:`heap_in_use_mib` at the last checkpoint minus at the second, in MiB."""
+        if len(self.samples) < 3 or None in (self.samples[1].heap_mib, self.samples[-1].heap_mib):
+            return None
+        return self.samples[-1].heap_mib - self.samples[1].heap_mib  # type: ignore[operator]
+
+    @property
+    def rss_growth_per_1k_mib(self) -> float:
+        """How fast resident memory grew after the warm-up: the least-squares slope of the
+        checkpoints' RSS from the second on, in MiB per 1,000 actions (0 with fewer than 3)."""
+        return _per_1k([(s.action, s.rss_mib) for s in self.samples[1:]])
+
+    @property
+    def heap_growth_per_1k_mib(self) -> float | None:
+        """:attr:`rss_growth_per_1k_mib` for the heap in use (None where glibc cannot say)."""
+        points = [(s.action, s.heap_mib) for s in self.samples[1:]]
+        if any(v is None for _, v in points):
+            return None
+        return _per_1k(points)  # type: ignore[arg-type]
+
+    def findings(self) -> list[Failure]:
+        """Every failure, the kind of each in its ``kind``: crash, hang, exception, hook,
+        stuck, block, widget (a top-level widget left), window (a closed window kept)."""
+        found = [*self.crashes, *self.hangs, *self.exceptions, *self.leaked_hooks, *self.stuck]
+        found += list(self.blocks)
+        found += [Failure(self.actions, "widget", w, ()) for w in self.widgets_left]
+        found += [Failure(self.actions, "window", w, ()) for w in self.windows_kept]
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-able data (:meth:`from_json` reads it back)."""
+        out = dataclasses.asdict(self)
+        out["steps"] = [list(s) for s in self.steps]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StressReport:
+        """The report :meth:`to_json` wrote."""
+        data = dict(data)
+        for key in ("exceptions", "leaked_hooks", "stuck", "blocks", "crashes", "hangs"):
+            data[key] = tuple(
+                Failure(f["action"], f["kind"], f["text"], tuple(f["recent"]))
+                for f in data.get(key, ())
+            )
+        data["samples"] = tuple(Sample(**s) for s in data.get("samples", ()))
+        data["worst_blocks"] = tuple(tuple(b) for b in data.get("worst_blocks", ()))
+        data["steps"] = tuple((n, dict(p)) for n, p in data.get("steps", ()))
+        for key in ("errors_shown", "widgets_left", "windows_kept"):
+            data[key] = tuple(data.get(key, ()))
+        return cls(**data)
+
+    def describe(self) -> str:
+        """A readable account of every finding, for a failure message."""
+        lines = [
+            f"stress run: model {self.model}, seed {self.seed}, {self.actions} actions in "
+            f"{self.seconds:.0f} s, max GUI block {self.max_block_ms:.0f} ms"
+        ]
+        for title, found in (
+            ("crash", self.crashes),
+            ("hang", self.hangs),
+            ("exception", self.exceptions),
+            ("leaked hook", self.leaked_hooks),
+            ("stuck", self.stuck),
+            (f"GUI block over {self.block_limit_ms:.0f} ms", self.blocks),
+        ):
+            for f in found:
+                lines.append(f"{title} after action {f.action}: {f.text}")
+                lines.append("  actions before it: " + " | ".join(f.recent))
+        lines.extend(f"error shown: {text}" for text in self.errors_shown)
+        lines.extend(f"GUI blocked {ms:.0f} ms at {what}" for ms, what in self.worst_blocks)
+        lines.extend(f"widget left: {text}" for text in self.widgets_left)
+        lines.extend(f"window kept: {text}" for text in self.windows_kept)
+        if self.samples:
+            first, last = self.samples[0], self.samples[-1]
+            for label, sample in (("first", first), ("last ", last)):
+                heap = "" if sample.heap_mib is None else f", heap in use {sample.heap_mib:.0f} MiB"
+                lines.append(f"counts {label} {sample.counts} rss {sample.rss_mib:.0f} MiB{heap}")
+        return "\n".join(lines)
+
+
+def _per_1k(points: Sequence[tuple[int, float]]) -> float:
+    if len(points) < 2:
+        return 0.0
+    xs = [float(x) for x, _ in points]
+    ys = [float(y) for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    if den == 0:
+        return 0.0
+    return 1000.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den
+
+
+def rss_mib() -> float:
+    """The process's resident memory in MiB (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def heap_in_use_mib() -> float | None:
+    """Memory glibc's malloc has handed out and not had back (``mallinfo2``: the arenas' bytes
+    in use plus mmapped blocks), in MiB; None without glibc 2.33 or later."""
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _Mallinfo2
+    info = fn()
+    return (info.uordblks + info.hblkhd) / 2**20
+
+
+def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str, int]:
+    """How many Python objects of a type named one of ``names``, or a subclass of one (a
+    ``TokenLayerPanel`` is a ``LayerPanel``), are alive (found by ``gc``)."""
+    wanted = set(names)
+    counts = dict.fromkeys(names, 0)
+    # The classes a type counts as, worked out once per type: a process holds ~10^6 objects.
+    kinds: dict[type, tuple[str, ...]] = {}
+    for obj in gc.get_objects():
+        t = type(obj)
+        found = kinds.get(t)
+        if found is None:
+            found = kinds[t] = tuple(c.__name__ for c in t.__mro__ if c.__name__ in wanted)
+        for name in found:
+            counts[name] += 1
+    return counts
+
+
+class _Catcher:
+    """Collects exceptions that reach ``sys.excepthook`` / ``threading.excepthook`` and Qt's
+    critical and fatal messages, while installed."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Catcher]:
+        from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+        old_sys, old_thread = sys.excepthook, threading.excepthook
+
+        def on_exception(kind: Any, value: Any, tb: Any) -> None:
+            self.found.append("".join(traceback.format_exception(kind, value, tb)).strip())
+            # Python keeps the last unhandled exception in sys.last_*: its traceback's frames
+            # would keep the window that raised it alive until the next one.
+            for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+                if hasattr(sys, name):
+                    setattr(sys, name, None)
+
+        def on_thread(args: Any) -> None:
+            on_exception(args.exc_type, args.exc_value, args.exc_traceback)
+
+        def on_message(mode: Any, _context: Any, message: str) -> None:
+            if mode in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
+                self.found.append(f"Qt critical: {message}")
+
+        sys.excepthook, threading.excepthook = on_exception, on_thread
+        old_qt = qInstallMessageHandler(on_message)
+        try:
+            yield self
+        finally:
+            sys.excepthook, threading.excepthook = old_sys, old_thread
+            qInstallMessageHandler(old_qt)
+
+    def take(self) -> list[str]:
+        found, self.found = self.found, []
+        return found
+
+
+def model_state(model: torch.nn.Module) -> dict[str, Any]:
+    """What a run must leave as it found: training flags and ``requires_grad`` per name."""
+    return {
+        "training": {n: m.training for n, m in model.named_modules()},
+        "requires_grad": {n: p.requires_grad for n, p in model.named_parameters()},
+    }
+
+
+def model_leftovers(model: torch.nn.Module, before: dict[str, Any]) -> list[str]:
+    """Hooks, instance-level ``forward`` wrappers and changed flags on ``model`` (empty: clean)."""
+    found = list(hooks_left(model))
+    for name, module in model.named_modules():
+        if "forward" in vars(module):
+            found.append(f"{name or '(model)'} still has a wrapped forward")
+    now = model_state(model)
+    for key in ("training", "requires_grad"):
+        changed = [n for n, v in now[key].items() if before[key].get(n, v) != v]
+        if changed:
+            found.append(f"{key} changed on {changed[:5]}")
+    return found
