@@ -8,10 +8,8 @@ its report back as JSON).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import gc
-import os
 import sys
 import threading
 import traceback
@@ -20,6 +18,7 @@ from typing import Any
 
 import torch
 
+from actviz.core.allocator import heap_in_use_mib, rss_mib  # noqa: F401 - re-exported
 from actviz.testing.checks import hooks_left
 
 #: Types whose live count must not grow with the number of actions (jobs, pools, windows).
@@ -231,46 +230,6 @@ def _per_1k(points: Sequence[tuple[int, float]]) -> float:
     if den == 0:
         return 0.0
     return 1000.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den
-
-
-def rss_mib() -> float:
-    """The process's resident memory in MiB (0 where /proc is not there)."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-class _Mallinfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-def heap_in_use_mib() -> float | None:
-    """Memory glibc's malloc has handed out and not had back (``mallinfo2``: the arenas' bytes
-    in use plus mmapped blocks), in MiB; None without glibc 2.33 or later."""
-    try:
-        fn = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _Mallinfo2
-    info = fn()
-    return (info.uordblks + info.hblkhd) / 2**20
 
 
 def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str, int]:
