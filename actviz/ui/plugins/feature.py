@@ -215,12 +215,14 @@ class PluginsFeature(QObject, FeatureBase):
         """The view settings of ``layer`` now (the session's and its panel's page)."""
         s = self.host.session
         size = int(self.host.page_channels(layer))
+        result = self.host.result  # the sample shown is the run's (live mode picks one)
+        sample = int(result.spec.sample) if result is not None else 0
         return ViewSettings(
             colormap=s.colormap,
             normalize=s.normalize,
             first_channel=int(s.page_start(layer, size)),
             page_size=size,
-            sample=int(s.sample),
+            sample=sample,
         )
 
     def _update_dock(self, dock: PluginViewDock, prepared: Any = None) -> None:
