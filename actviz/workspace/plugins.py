@@ -140,7 +140,8 @@ class PluginRegistry:
             entry_points = installed(group=ENTRY_POINT_GROUP)
         off = set(disabled)
         added = []
-        for ep in entry_points:
+        # By name: the same order on every start, whatever order sys.path lists them in.
+        for ep in sorted(entry_points, key=lambda e: e.name):
             dist = getattr(getattr(ep, "dist", None), "name", "") or ""
             record = PluginRecord(ep.name, ep.value, dist)
             self.records.append(record)

@@ -105,10 +105,23 @@ class PluginsFeature(QObject, FeatureBase):
             files.extra_input_filters = [f"Plugin inputs ({names})"]
         self._construct_features()
         for record in registry.records:
-            if record.status == "failed":
+            if record.status == "failed" and (record.name, record.failed_in) not in self.reports:
                 self._report(record)
+        self._show_at_start()
+        # Adopting the first model clears the banner: what was said at start is said again.
+        host.session.model_changed.connect(self._on_first_model)
+
+    def _show_at_start(self) -> None:
+        for record in self.registry.records:
+            source = f"plugin:{record.name}"
+            if record.status == "failed":
+                self.host.show_error(record.error, source=source, details=record.details)
             elif record.status == "refused":
-                self.host.show_warning(record.error, source=f"plugin:{record.name}")
+                self.host.show_warning(record.error, source=source)
+
+    def _on_first_model(self) -> None:
+        self.host.session.model_changed.disconnect(self._on_first_model)
+        self._show_at_start()
 
     # ------------------------------------------------------------------ openers
     def _wrap_loaders(self) -> None:
@@ -307,5 +320,6 @@ class PluginsFeature(QObject, FeatureBase):
         if self._listener in self.registry.failure_listeners:
             self.registry.failure_listeners.remove(self._listener)
         self.host.session.view_changed.disconnect(self._on_session_view_changed)
+        self.host.session.model_changed.disconnect(self._on_first_model)
         if self.dialog is not None:
             self.dialog.close()
