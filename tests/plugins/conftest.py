@@ -51,7 +51,7 @@ def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[
 
     yield install
     for name in set(sys.modules) - before:
-        if name.startswith(("actviz_", "broken_", "plugin_")):
+        if name.startswith(("actviz_", "broken_", "plugin_", "test_energy")):
             sys.modules.pop(name, None)
 
 
