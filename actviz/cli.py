@@ -297,7 +297,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     from actviz.io.files import check_out_folder
     from actviz.io.inputs import open_input
     from actviz.io.reproduce import run_source
-
     from actviz.workspace.plugins import installed_plugins
 
     check_out_folder(args.out)  # before the model runs

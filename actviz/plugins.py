@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -255,7 +255,7 @@ class WindowFeature:
     factory: Callable[[Any], Any]
 
 
-Contribution = Union[LayerView, InputOpener, ModelOpener, WindowFeature]
+Contribution = LayerView | InputOpener | ModelOpener | WindowFeature
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,11 @@ class Plugin:
 
 
 def paint(
-    values: Any, low: float, high: float, colormap: str, background: tuple[int, int, int] = (255,) * 3
+    values: Any,
+    low: float,
+    high: float,
+    colormap: str,
+    background: tuple[int, int, int] = (255,) * 3,
 ) -> np.ndarray:
     """``(H, W)`` values as ``(H, W, 3)`` uint8 pixels in ``colormap``, ``low`` and ``high``
     at its ends, exactly as the window's panels colour their maps (NaN in ``background``)."""

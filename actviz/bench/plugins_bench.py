@@ -166,11 +166,17 @@ def run(quick: bool, summary: dict) -> None:
     drawn = render(repeats=15 if quick else 40)
     c, h, w = drawn["shape"]
     print(f"{'render, ' + str(c) + ' ch of ' + str(h) + 'x' + str(w):<44} {'p95 ms':>8}")
-    print(f"{'  correlation view (prepare + set_data + paint)':<44} {drawn['plugin_view_render_p95_ms']:8.1f}")
-    print(f"{'    of which prepare (C x C corrcoef)':<44} {drawn['plugin_view_prepare_p95_ms']:8.1f}")
+    print(
+        f"{'  correlation view (prepare + set_data + paint)':<44} {drawn['plugin_view_render_p95_ms']:8.1f}"
+    )
+    print(
+        f"{'    of which prepare (C x C corrcoef)':<44} {drawn['plugin_view_prepare_p95_ms']:8.1f}"
+    )
     print(f"{'  layer panel (set_activation + paint)':<44} {drawn['panel_render_p95_ms']:8.1f}")
     started = startup(pairs=3 if quick else 7)
-    print(f"{'start-up (median of interleaved processes)':<44} {'with s':>8} {'without':>8} {'ratio':>8}")
+    print(
+        f"{'start-up (median of interleaved processes)':<44} {'with s':>8} {'without':>8} {'ratio':>8}"
+    )
     print(
         f"{'  two example plugins installed / none':<44} {started['startup_with_plugins_s']:8.2f} "
         f"{started['startup_without_plugins_s']:8.2f} {started['plugin_startup_ratio']:7.3f}x"

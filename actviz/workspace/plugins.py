@@ -300,9 +300,7 @@ class PluginRegistry:
         from actviz.io.inputs import LoadedInput
 
         for record, opener in self.input_openers():
-            if not self.guard(record, opener.matches, f"input opener {opener.name}", False)(
-                source
-            ):
+            if not self.guard(record, opener.matches, f"input opener {opener.name}", False)(source):
                 continue
             if opener.open is None:
                 continue
@@ -323,9 +321,7 @@ class PluginRegistry:
         from actviz.io.models import LoadedModel
 
         for record, opener in self.model_openers():
-            if not self.guard(record, opener.matches, f"model opener {opener.name}", False)(
-                source
-            ):
+            if not self.guard(record, opener.matches, f"model opener {opener.name}", False)(source):
                 continue
             if opener.needs_trust and not trust:
                 raise UntrustedFileError(
@@ -423,4 +419,3 @@ def view_settings(spec: DisplaySpec, name: str, *, colormap: str | None = None) 
         page_size=spec.page_size(name),
         sample=spec.sample,
     )
-

@@ -25,4 +25,7 @@ def test_the_installed_setup_declares_both_examples(tmp_path):
         "actviz-correlation": ["actviz_correlation:plugin"],
         "actviz-wav": ["actviz_wav:plugin"],
     }
-    assert all((Path(s) / p).is_dir() for s, p in zip(sources, ("actviz_correlation", "actviz_wav"), strict=True))
+    assert all(
+        (Path(s) / p).is_dir()
+        for s, p in zip(sources, ("actviz_correlation", "actviz_wav"), strict=True)
+    )

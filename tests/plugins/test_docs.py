@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import importlib
 import re
-import tomllib
 
 import numpy as np
+import tomllib
 import torch
 
 from tests.plugins.conftest import ROOT
@@ -16,7 +16,9 @@ FILE_BLOCK = re.compile(r"<!-- file: (?P<path>[^ ]+) -->\n```\w+\n(?P<body>.*?)`
 
 
 def doc_files() -> dict[str, str]:
-    return {m["path"]: m["body"] for m in FILE_BLOCK.finditer((ROOT / "docs/plugins.md").read_text())}
+    return {
+        m["path"]: m["body"] for m in FILE_BLOCK.finditer((ROOT / "docs/plugins.md").read_text())
+    }
 
 
 def test_the_walkthrough_is_short():

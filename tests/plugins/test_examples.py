@@ -65,9 +65,7 @@ def test_the_correlation_view_is_painted_for_a_ticked_layer_and_exported(
     win.window.set_view_settings(colormap="viridis")
     win.wait_idle()
     assert dock.last_data.colormap == "viridis"
-    np.testing.assert_array_equal(
-        np.asarray(widget._pixels), expected_pixels(maps, "viridis")
-    )
+    np.testing.assert_array_equal(np.asarray(widget._pixels), expected_pixels(maps, "viridis"))
     # File > Export writes it beside the panels' pictures.
     out = tmp_path / "export"
     assert win.window.export_all(out, wait=True)

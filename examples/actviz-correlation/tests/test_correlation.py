@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from actviz_correlation import accepts, correlation, picture, plugin, prepare
 
 from actviz.plugins import LayerData, ViewContext, ViewSettings, paint
-from actviz_correlation import accepts, correlation, picture, plugin, prepare
 
 
 def maps(c: int = 6, seed: int = 0) -> np.ndarray:

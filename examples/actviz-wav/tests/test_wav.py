@@ -7,10 +7,10 @@ import wave
 import numpy as np
 import pytest
 import torch
+from actviz_wav import plugin, read_wav
 from torch import nn
 
 import actviz
-from actviz_wav import plugin, read_wav
 
 RATE = 8000
 

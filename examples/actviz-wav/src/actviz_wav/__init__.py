@@ -45,9 +45,7 @@ def read_wav(path: str) -> tuple[object, str]:
     samples, rate, channels, width = read_samples(path)
     n = samples.shape[0]
     mix = "mono" if channels == 1 else f"{channels} channels averaged to mono"
-    description = (
-        f"{Path(path).name}: {mix}, {rate} Hz, {n / rate:.2f} s, {width * 8}-bit -> 1x{n}"
-    )
+    description = f"{Path(path).name}: {mix}, {rate} Hz, {n / rate:.2f} s, {width * 8}-bit -> 1x{n}"
     return torch.from_numpy(samples.copy()).unsqueeze(0), description
 
 
