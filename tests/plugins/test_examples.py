@@ -107,9 +107,8 @@ def test_actviz_export_writes_the_view_and_opens_a_wav(installed_examples, tmp_p
     args = ["export", "-m", f"{code}:TinyAudioNet", "-i", str(wav), "-l", "conv1", "-o", str(out)]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input_shapes"] == [1, samples.size] or summary["input_shapes"] == [
-        [1, samples.size]
-    ]
+    assert summary["input_shapes"] == [1, samples.size]  # one waveform of N samples
+    assert np.load(out / "conv1.npz")["output"].shape == (1, 4, (samples.size - 9) // 4 + 1)
     # --no-plugins: no opener reads .wav, so the built-in reader refuses it.
     assert main([*args[:-2], "-o", str(tmp_path / "none"), "--no-plugins"]) != 0
     assert "tone.wav" in capsys.readouterr().err
