@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", "-i", help="image, tensor file (.pt/.npy/.npz) or random:1x3x224x224"
     )
     gui.add_argument("session", nargs="?", help="a session file (.actviz) to open")
+    gui.add_argument(
+        "--no-plugins", action="store_true", help="start without the installed plugins"
+    )
 
     info = sub.add_parser("info", help="print the module tree")
     _add_model_args(info, required=True)
@@ -116,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="feature-map mosaics: each tile its own min..max (channel) or one range (shared)",
     )
     exp.add_argument("--no-gradients", action="store_true", help="forward only")
+    exp.add_argument(
+        "--plugin-views",
+        help="comma-separated layer views of plugins to write (default: every installed one)",
+    )
+    exp.add_argument("--no-plugins", action="store_true", help="use no installed plugin")
 
     cmp = sub.add_parser("compare", help="compare two runs layer by layer: compare.json, PNGs")
     _add_model_args(cmp, required=True)
@@ -182,15 +190,17 @@ def _weights(value: str) -> Any:
     return None if value.lower() in ("none", "random") else value
 
 
-def _open(args: argparse.Namespace) -> Any:
+def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
     from actviz.io.big import parse_max_memory
     from actviz.io.errors import ArchitectureNeededError
     from actviz.io.models import open_model
 
     t0 = time.perf_counter()
     _progress(f"opening {args.model} ...")
+    # A plugin's model opener first (export): None when none opens this source.
+    loaded = plugins.open_model(args.model, trust=args.trust) if plugins is not None else None
     try:
-        loaded = open_model(
+        loaded = loaded or open_model(
             args.model,
             arch=args.arch,
             weights=_weights(args.weights),
@@ -287,10 +297,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     from actviz.io.files import check_out_folder
     from actviz.io.inputs import open_input
     from actviz.io.reproduce import run_source
+    from actviz.workspace.plugins import installed_plugins
 
     check_out_folder(args.out)  # before the model runs
-    loaded = _open(args)
-    inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
+    # Plugins: their model and input openers, and their layer views' pictures.
+    plugins = installed_plugins(off=args.no_plugins)
+    for record in plugins.records:
+        if record.status in ("failed", "refused"):
+            _progress(f"warning: {record.error}")
+    loaded = _open(args, plugins)
+    inp = plugins.open_input(args.input) or open_input(
+        args.input, loaded_model=loaded, as_list=args.list_input
+    )
+    views = args.plugin_views.split(",") if args.plugin_views else None
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
     target = _parse_target(args.target, loaded.categories, loaded.tokenizer)
     _progress(f"capturing {inp.description} ...")
@@ -335,6 +354,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         tokens=getattr(inp, "tokens", None),
         model=loaded.model,
         tokenizer=getattr(loaded, "tokenizer", None),
+        layer_writers=plugins.export_writers(only=views),
     )
     print(f"wrote {len(files)} files to {args.out}")
     return 0
@@ -361,6 +381,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
         input=getattr(args, "input", None),
         trust=getattr(args, "trust", False),
         session=getattr(args, "session", None),
+        plugins=not getattr(args, "no_plugins", False),
     )
 
 

@@ -47,6 +47,8 @@ _FEATURE_SECTIONS = {
     "stress": "actviz.bench.stress_bench",
     # Distributed scans, a million images, offloaded models (actviz.bench.scale_bench).
     "scale": "actviz.bench.scale_bench",
+    # Start-up with the example plugins installed, a plugin view's render p95.
+    "plugins": "actviz.bench.plugins_bench",
     # Checks and figures on a CUDA GPU; prints that it skipped where there is none.
     "cuda": "actviz.bench.cuda_bench",
 }

@@ -464,6 +464,7 @@ def export_capture(
     logit_lens: Any = None,
     layout: Any = None,
     token_saliency: TokenSaliency | None = None,
+    layer_writers: Sequence[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]] = (),
 ) -> list[Path]:
     """Write everything about ``cap`` to ``out_dir``.
 
@@ -516,6 +517,9 @@ def export_capture(
         embedding with its gradient (:func:`actviz.display.attribution.token_saliency`).
         Written as ``saliency.png`` (a strip of the tokens), ``saliency.npy``,
         ``token_saliency.json`` and ``token_saliency.csv``.
+    layer_writers
+        More pictures per layer (plugins' layer views):
+        ``write(out, base, prepared_layer, spec) -> files written``.
 
     Returns
     -------
@@ -563,6 +567,10 @@ def export_capture(
                 {k: _jsonable(v) for k, v in layer.stats.items() if k not in ("name", "type")}
             )
             written += write_pages(out, base, "features", layer, cmap, entry, normalize=normalize)
+            for write in layer_writers:
+                extra = write(out, base, layer, prepared.spec)
+                written += extra
+                entry["files"] += [p.name for p in extra]
         if rec.grad is not None:
             grad_layer = layer if layer is not None and layer.grad_view is not None else None
             # Painted and scaled as the window paints |gradient| under the same choice.

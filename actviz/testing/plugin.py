@@ -99,12 +99,17 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         auto_run: bool = False,
         settings: Any = None,
         show: bool = True,
+        plugins: Any = None,
         **window_kwargs: Any,
     ) -> WindowDriver:
         if settings is None:  # one file per test: a second window reads what the first wrote
             settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
         window = MainWindow(
-            settings=settings, debounce_ms=debounce_ms, auto_run=auto_run, **window_kwargs
+            settings=settings,
+            debounce_ms=debounce_ms,
+            auto_run=auto_run,
+            plugins=plugins,
+            **window_kwargs,
         )
         # Not given to qtbot.addWidget: a test may delete its window itself; the plugin's
         # teardown closes what is left first, and deletes it after the fixtures' teardown.
@@ -176,10 +181,14 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     """Give a factory of :class:`~actviz.testing.WindowDriver` s over shown actviz windows.
 
     ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720),
-    debounce_ms=20, auto_run=False, settings=None, show=True, **window_kwargs)`` builds a
+    debounce_ms=20, auto_run=False, settings=None, show=True, plugins=None, **window_kwargs)``
+    builds a
     ``MainWindow`` (``window_kwargs`` go to it) on a scratch settings file in ``tmp_path``
     (``settings``: your own ``QSettings``), resizes it (``size=None``: its own default size)
     and shows it (``show=False``: not),
+    with ``plugins`` loaded (a list of ``actviz.plugins.Plugin`` objects or contributions,
+    ``"package.module:plugin"`` strings, names of installed plugins, or ``"installed"``: every
+    installed one; None: none, whatever is installed),
     then shows ``model`` with ``layers`` ticked (None: the window's default choice) and
     ``inputs`` as its input. Nothing runs until you ask (``auto_run=False``): call
     :meth:`~actviz.testing.WindowDriver.run_and_wait`.

@@ -25,6 +25,7 @@ def run_app(
     input: str | None = None,  # noqa: A002 - mirrors the --input flag
     trust: bool = False,
     session: str | None = None,
+    plugins: bool = True,
 ) -> int:
     """Open the explorer window and run the Qt event loop until it is closed.
 
@@ -44,6 +45,9 @@ def run_app(
         A session file (``.actviz``) to open instead of a model and input. Without any of
         them, the session kept when actviz last closed is offered first (a setting turns
         the offer off); on quit the session is kept again.
+    plugins
+        Load the installed plugins (``actviz.plugins`` entry points); False (``--no-plugins``)
+        or ``ACTVIZ_NO_PLUGINS=1``: none.
 
     Returns
     -------
@@ -58,7 +62,7 @@ def run_app(
     # back when the window closes (run_app may be called from a script or a test).
     undo_threads = parallel_in_workers_only()
     try:
-        return _run(model, arch, input, trust, session)
+        return _run(model, arch, input, trust, session, plugins)
     finally:
         undo_threads()
 
@@ -69,9 +73,10 @@ def _run(
     input: str | None,  # noqa: A002 - mirrors the --input flag
     trust: bool,
     session: str | None,
+    plugins: bool = True,
 ) -> int:
     app = ensure_app()
-    window = MainWindow()
+    window = MainWindow(plugins="installed" if plugins else None)
     # Everything opens in the background while the window is already on screen; an input
     # waits for the model being opened, and the automatic run starts once both are in.
     sessions = window.features.get("sessions")

@@ -105,6 +105,9 @@ class ExportActions:
         #: replace it; the default is :func:`~actviz.ui.window.dialogs.ask_export_folder`).
         self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
         self._export_request: ExportRequest | None = None
+        #: ``() -> writers`` of pictures beyond the panels' (the plugins' layer views open):
+        #: :func:`~actviz.io.export.export_capture`'s ``layer_writers``.
+        self.layer_writers: Callable[[], list[Any]] | None = None
         actions.export_all_action.triggered.connect(self._on_export_all_triggered)
         actions.export_png_action.triggered.connect(self._on_export_png_triggered)
         actions.export_npy_action.triggered.connect(self._on_export_npy_triggered)
@@ -177,6 +180,8 @@ class ExportActions:
             logit_lens=result.logit_lens,
             token_saliency=result.token_saliency,
         )
+        if self.layer_writers is not None:
+            kwargs["layer_writers"] = self.layer_writers()
         cap = result.capture
 
         def job(should_stop: Any, progress: Any) -> list[Path]:

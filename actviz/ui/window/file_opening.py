@@ -107,6 +107,8 @@ class FileOpening:
         self.window = window
         self.session = window.session
         self.settings = window.settings
+        #: More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers.
+        self.extra_input_filters: list[str] = []
         self.model_loads = model_loads
         self.input_loads = input_loads
         self.banner = banner
@@ -707,7 +709,7 @@ class FileOpening:
             self._parent(),
             "Open input",
             start_folder(start),
-            ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
+            ";;".join([IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]),
         )
         if path:
             remember(path)

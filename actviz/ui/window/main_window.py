@@ -38,6 +38,7 @@ from actviz.ui.loaders import (
     load_model_source,
     local_files,
 )
+from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import build_actions
@@ -79,6 +80,10 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         What the loader threads run (:mod:`actviz.ui.loaders`); tests inject others.
     features
         Feature classes to host, each constructed with the window (default: all of them).
+    plugins
+        Plugins to load (:func:`actviz.ui.plugins.build_registry`): None (none, as for a
+        script's window), ``"installed"`` (what ``actviz`` starts with), or plugins given as
+        objects, ``"module:attr"`` strings or installed names.
 
     Signals: ``run_started``, ``run_finished`` (a result is on the panels), ``run_failed(str)``,
     ``run_cancelled``, ``model_loaded(str)``, ``model_load_failed(str)``, ``input_loaded(str)``,
@@ -114,6 +119,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         model_loader: ModelLoader | None = None,
         input_loader: InputLoader | None = None,
         features: Sequence[Callable[[MainWindow], Feature]] | None = None,
+        plugins: Any = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -171,6 +177,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         for make in features if features is not None else default_features():
             feature = make(self)
             self.features[feature.name] = feature
+        self.plugins = attach_plugins(self, plugins)  # after the built-ins, as they are built
         self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
         self.pins_ui.compare_with = self.compare_with_pin
         self.pins_ui.refresh_pins_menu()

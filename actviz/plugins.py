@@ -1,0 +1,334 @@
+"""The public plugin API of actviz (version :data:`API_VERSION`).
+
+A plugin is a Python package that declares, in its ``pyproject.toml``::
+
+    [project.entry-points."actviz.plugins"]
+    my-plugin = "my_package.module:plugin"
+
+where ``plugin`` is a :class:`Plugin` listing what it contributes:
+
+* :class:`LayerView` - another way to show one layer's output (chosen per layer from the layer
+  panel's menu, painted by a widget the plugin returns, written by File > Export and by
+  ``actviz export``);
+* :class:`InputOpener` - reads files (by suffix or a test) into the tensor(s) a model takes;
+* :class:`ModelOpener` - opens a model from a file or a name (no unpickling without the
+  user's consent: ``needs_trust``);
+* :class:`WindowFeature` - a class constructed with the window's host
+  (:class:`WindowHost`), exactly as the built-in features are.
+
+Everything a plugin may use is here: the contribution types, :class:`LayerData` and
+:class:`ViewSettings` (what a layer view is given), :func:`paint` (the window's colour maps),
+:func:`load_checkpoint` (the trust gate of the built-in openers) and, imported on first use
+so that ``import actviz.plugins`` stays Qt-free, the host protocol :class:`WindowHost`,
+:class:`Feature` / :class:`FeatureBase` and :class:`Session` with the events listed in
+:data:`SESSION_EVENTS`. Every other module of actviz is private to plugins.
+
+Plugins are loaded only by the window (``actviz``) and by CLI commands that use a
+contribution (``actviz export``); never by ``import actviz`` or ``actviz.capture``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from actviz.io.errors import UntrustedFileError
+    from actviz.ui.host import Feature, FeatureBase, WindowHost
+    from actviz.workspace.session import Session
+
+#: The version of this API; a plugin states the one it was written for (``Plugin.api_version``)
+#: and one written for another is refused with a sentence saying so.
+API_VERSION = 1
+#: The entry-point group actviz reads at start.
+ENTRY_POINT_GROUP = "actviz.plugins"
+#: The :class:`Session` events a plugin may connect to (``host.session.<event>.connect(fn)``).
+SESSION_EVENTS = (
+    "model_changed",
+    "input_changed",
+    "ticks_changed",
+    "target_changed",
+    "result_changed",
+    "view_changed",
+)
+
+__all__ = [
+    "API_VERSION",
+    "ENTRY_POINT_GROUP",
+    "SESSION_EVENTS",
+    "Contribution",
+    "Feature",
+    "FeatureBase",
+    "InputOpener",
+    "LayerData",
+    "LayerView",
+    "ModelOpener",
+    "Plugin",
+    "Session",
+    "UntrustedFileError",
+    "ViewContext",
+    "ViewSettings",
+    "WindowFeature",
+    "WindowHost",
+    "load_checkpoint",
+    "paint",
+]
+
+
+@dataclass(frozen=True)
+class LayerData:
+    """One layer of a run, as the layer panel shows it (read-only numpy arrays, no torch).
+
+    Attributes
+    ----------
+    name, module_type
+        The layer's qualified name (``named_modules()``) and its class name ("Conv2d").
+    shape
+        The whole output's shape (batch included), None when unknown.
+    kind
+        How the panel shows it: ``"maps"`` (``activation`` is ``(C, H, W)``), ``"bars"``
+        (``(C,)``), ``"heatmap"`` (2-D, e.g. ``(C, L)`` of a Conv1d, tokens x features) or
+        ``"scalar"``.
+    activation
+        The output of the sample shown (the Session's sample), float32.
+    gradient
+        ``|d target / d output|`` of the same sample in the same layout (None without
+        gradients).
+    stats
+        The statistics the Overview lists (``mean``, ``std``, ``min``, ``max``, ...).
+    """
+
+    name: str
+    module_type: str
+    shape: tuple[int, ...] | None
+    kind: str
+    activation: np.ndarray | None
+    gradient: np.ndarray | None = None
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ViewSettings:
+    """The Session's view settings a layer view follows where they apply.
+
+    Attributes
+    ----------
+    colormap
+        The colour map chosen ("auto" or a map name); :meth:`resolved` names the map.
+    normalize
+        ``"channel"`` (each channel its own range) or ``"shared"`` (one range).
+    first_channel, page_size
+        The channel page the layer panel shows: ``page_size`` channels from
+        ``first_channel`` (a view of channels may show the same page).
+    sample
+        The batch element shown.
+    """
+
+    colormap: str = "auto"
+    normalize: str = "channel"
+    first_channel: int = 0
+    page_size: int = 256
+    sample: int = 0
+
+    def resolved(self, *, signed: bool = False) -> str:
+        """The colour map to paint with: the chosen one, or under "auto" the window's choice
+        for signed (diverging) or non-negative (sequential) values."""
+        from actviz.display.colormaps import resolve
+
+        return resolve(self.colormap, signed=signed)
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    """What a layer view's widget may do with the window: the layer it shows and
+    :attr:`open_channel` (the channel view shows that channel of this layer, large)."""
+
+    layer: str
+    open_channel: Callable[[int], bool]
+    host: Any = None
+
+
+@dataclass(frozen=True)
+class LayerView:
+    """A view of one layer: Qt-free preparation, a widget that paints it.
+
+    Parameters
+    ----------
+    name
+        Unique within the plugin ("correlation").
+    title
+        What the layer panel's menu and the view's dock say ("Channel correlation").
+    prepare
+        ``prepare(layer: LayerData, settings: ViewSettings) -> data``: Qt-free, called for
+        each result the layer's panel shows (and by the exports).
+    widget
+        ``widget(context: ViewContext) -> QWidget`` with a ``set_data(data)`` method; built
+        when the user first opens the view (the only place the plugin imports Qt).
+    picture
+        ``picture(data) -> (H, W, 3) uint8``: what File > Export and ``actviz export`` write
+        as ``<layer>_<name>.png`` (None: the view is not exported).
+    accepts
+        ``accepts(layer: LayerData) -> bool``: the layers the view is offered for (None: all).
+    """
+
+    name: str
+    title: str
+    prepare: Callable[[LayerData, ViewSettings], Any]
+    widget: Callable[[ViewContext], Any]
+    picture: Callable[[Any], Any] | None = None
+    accepts: Callable[[LayerData], bool] | None = None
+
+
+@dataclass(frozen=True)
+class InputOpener:
+    """Reads input files the built-in openers do not know.
+
+    Parameters
+    ----------
+    name
+        Unique within the plugin ("wav").
+    suffixes
+        File suffixes it opens, lower case with the dot (``(".wav",)``); File > Open input
+        lists them.
+    accepts
+        ``accepts(path: str) -> bool`` for sources a suffix cannot tell (None: suffixes only).
+    open
+        ``open(path: str) -> (inputs, description)``: the tensor (or tuple / dict of tensors)
+        the model takes, and one line for the Model dock ("speech.wav: mono 16000 Hz ...").
+    """
+
+    name: str
+    suffixes: tuple[str, ...] = ()
+    accepts: Callable[[str], bool] | None = None
+    open: Callable[[str], tuple[Any, str]] | None = None
+
+    def matches(self, source: str) -> bool:
+        """Whether this opener reads ``source``."""
+        if any(str(source).lower().endswith(s.lower()) for s in self.suffixes):
+            return True
+        return bool(self.accepts is not None and self.accepts(str(source)))
+
+
+@dataclass(frozen=True)
+class ModelOpener:
+    """Opens models from files or names the built-in openers do not know.
+
+    Parameters
+    ----------
+    name
+        Unique within the plugin.
+    patterns
+        ``fnmatch`` patterns of the sources it opens (``("*.mylab",)``, ``("lab:*",)``),
+        matched against the whole source and its file name.
+    open
+        ``open(source: str, trust: bool) -> nn.Module``.
+    needs_trust
+        The opener unpickles (runs code from the file): actviz asks the user first, as for
+        a full pickle, and calls ``open`` with ``trust=True`` only after they agreed. An
+        opener that reads checkpoints itself should use :func:`load_checkpoint`, which
+        applies the same rule.
+    """
+
+    name: str
+    patterns: tuple[str, ...]
+    open: Callable[[str, bool], Any]
+    needs_trust: bool = False
+
+    def matches(self, source: str) -> bool:
+        """Whether ``source`` (or its file name) matches one of :attr:`patterns`."""
+        from fnmatch import fnmatch
+        from pathlib import PurePath
+
+        name = PurePath(str(source)).name
+        return any(fnmatch(str(source), p) or fnmatch(name, p) for p in self.patterns)
+
+
+@dataclass(frozen=True)
+class WindowFeature:
+    """A window feature: ``factory(host: WindowHost) -> Feature``, constructed with the host
+    as the built-in features are (tabs, docks, menu actions, panel slots, session events)."""
+
+    name: str
+    factory: Callable[[Any], Any]
+
+
+Contribution = LayerView | InputOpener | ModelOpener | WindowFeature
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """What a plugin's entry point names.
+
+    Parameters
+    ----------
+    name
+        The plugin's name (shown in Help > Plugins).
+    version
+        The plugin's own version.
+    api_version
+        The :data:`API_VERSION` it was written for.
+    contributions
+        Its :class:`LayerView`, :class:`InputOpener`, :class:`ModelOpener` and
+        :class:`WindowFeature` s.
+    """
+
+    name: str
+    version: str = "0"
+    api_version: int = API_VERSION
+    contributions: Sequence[Contribution] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "contributions", tuple(self.contributions))
+        for c in self.contributions:
+            if not isinstance(c, (LayerView, InputOpener, ModelOpener, WindowFeature)):
+                raise TypeError(
+                    f"plugin {self.name!r}: {c!r} is not a contribution (LayerView, "
+                    "InputOpener, ModelOpener or WindowFeature)"
+                )
+
+
+def paint(
+    values: Any,
+    low: float,
+    high: float,
+    colormap: str,
+    background: tuple[int, int, int] = (255,) * 3,
+) -> np.ndarray:
+    """``(H, W)`` values as ``(H, W, 3)`` uint8 pixels in ``colormap``, ``low`` and ``high``
+    at its ends, exactly as the window's panels colour their maps (NaN in ``background``)."""
+    import numpy as np
+
+    from actviz.display.colormaps import paint as paint_indices
+    from actviz.display.colormaps import to_indices
+
+    image = np.asarray(values, dtype=np.float32)
+    return paint_indices(to_indices(image, (low, high)), colormap, background)
+
+
+def load_checkpoint(path: str, *, trust: bool = False) -> Any:
+    """``torch.load`` ``path`` on the CPU with the built-in openers' trust gate: plain tensors
+    and containers always; arbitrary objects (a pickled module) only with ``trust=True``,
+    else :class:`UntrustedFileError` (the window then asks the user)."""
+    from actviz.io.checkpoints import torch_load_guarded
+
+    return torch_load_guarded(path, trust=trust)
+
+
+def __getattr__(name: str) -> Any:
+    # Qt (the host) and torch (the session) load only when a plugin asks for them.
+    if name in ("WindowHost", "Feature", "FeatureBase"):
+        from actviz.ui import host
+
+        return getattr(host, name)
+    if name == "Session":
+        from actviz.workspace.session import Session
+
+        return Session
+    if name == "UntrustedFileError":
+        from actviz.io.errors import UntrustedFileError
+
+        return UntrustedFileError
+    raise AttributeError(f"module 'actviz.plugins' has no attribute {name!r}")

@@ -1,0 +1,325 @@
+"""The plugins in the window: one feature, built with the host like the others.
+
+:class:`PluginsFeature` takes a :class:`~actviz.workspace.plugins.PluginRegistry` and wires each
+kind of contribution into the window:
+
+* layer views: "Show <title>" in a layer panel's tile menu (right click on its maps) opens a
+  dock (:class:`~actviz.ui.plugins.views.PluginViewDock`) that follows the panel's results
+  and the session's colour map, normalisation and channel page; File > Export writes it;
+* input openers: the window's input loader asks them first (File > Open input lists their
+  suffixes; the Model dock shows their description);
+* model openers: the window's model loader asks them first (with the trust question of a
+  full pickle for one that unpickles);
+* window features: constructed with a :class:`~actviz.ui.plugins.guarded.PluginHost`.
+
+A plugin that fails is reported once (a banner message with its traceback under Details, and
+Help > Plugins), and everything it added is withdrawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu
+
+from actviz.plugins import ViewContext, ViewSettings
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.plugins.dialog import PluginsDialog
+from actviz.ui.plugins.guarded import GuardedFeature, PluginHost
+from actviz.ui.plugins.views import PluginViewDock, view_key
+from actviz.workspace.plugins import PluginRecord, PluginRegistry, layer_data
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DISABLED_KEY", "PluginsFeature"]
+
+#: The settings key of the plugins the user disabled (their entry-point names).
+DISABLED_KEY = "plugins/disabled"
+
+
+class _Relay(QObject):
+    """Failures reach the GUI thread through a queued signal (an opener runs on a loader
+    thread; its ``matches`` may fail there)."""
+
+    failed = Signal(object)
+
+
+def disabled_plugins(settings: Any) -> set[str]:
+    """The plugin names the user disabled, from the window's settings."""
+    store = getattr(settings, "store", None)
+    if store is None:
+        return set()
+    value = store.value(DISABLED_KEY, [])
+    if isinstance(value, str):  # INI keeps a one-element list as a string
+        value = [value] if value else []
+    return {str(v) for v in value or [] if v}
+
+
+class PluginsFeature(QObject, FeatureBase):
+    """The plugins of one window (see the module docs).
+
+    Attributes
+    ----------
+    registry
+        The plugins found and their status.
+    docks
+        The layer views open, by ``(layer, "plugin/view")``.
+    reports
+        ``(plugin, where)`` of each failure reported (once per plugin).
+    """
+
+    name = "plugins"
+
+    def __init__(self, host: WindowHost, registry: PluginRegistry) -> None:
+        super().__init__(host.dialog_parent())
+        self.host = host
+        self.registry = registry
+        self.docks: dict[tuple[str, str], PluginViewDock] = {}
+        self.reports: list[tuple[str, str]] = []
+        self.hosts: dict[str, list[PluginHost]] = {}
+        self.dialog: PluginsDialog | None = None
+        self._relay = _Relay(self)
+        # Direct on the GUI thread (reported before the call that failed returns), queued
+        # from a loader thread.
+        self._relay.failed.connect(self._on_plugin_failed)
+        self._listener = self._relay.failed.emit
+        registry.failure_listeners.append(self._listener)
+        self.plugins_action = QAction("Plugins…", self)
+        self.plugins_action.setToolTip("The plugins found, their status; disable one")
+        self.plugins_action.triggered.connect(self.show_dialog)
+        host.add_menu_action("Help", self.plugins_action, shortcut=False)
+        self._wrap_loaders()
+        host.add_tile_menu_entries(self._fill_tile_menu)
+        host.panel_shown.connect(self._on_panel_shown)
+        host.session.view_changed.connect(self._on_session_view_changed)
+        exports = getattr(host, "exports", None)
+        if exports is not None:
+            exports.layer_writers = self.export_writers
+        files = getattr(host, "files", None)
+        suffixes = registry.input_suffixes()
+        if files is not None and suffixes:
+            names = " ".join(f"*{s}" for s in suffixes)
+            files.extra_input_filters = [f"Plugin inputs ({names})"]
+        self._construct_features()
+        for record in registry.records:
+            if record.status == "failed" and (record.name, record.failed_in) not in self.reports:
+                self._report(record)
+        self._show_at_start()
+        # Adopting the first model clears the banner: what was said at start is said again.
+        host.session.model_changed.connect(self._on_first_model)
+
+    def _show_at_start(self) -> None:
+        for record in self.registry.records:
+            source = f"plugin:{record.name}"
+            if record.status == "failed":
+                self.host.show_error(record.error, source=source, details=record.details)
+            elif record.status == "refused":
+                self.host.show_warning(record.error, source=source)
+
+    def _on_first_model(self) -> None:
+        self.host.session.model_changed.disconnect(self._on_first_model)
+        self._show_at_start()
+
+    # ------------------------------------------------------------------ openers
+    def _wrap_loaders(self) -> None:
+        window: Any = self.host
+        registry = self.registry
+        if registry.input_openers():
+            builtin_input = window.input_loader
+
+            def load_input(source: str, **kwargs: Any) -> Any:
+                loaded = registry.open_input(source)
+                return loaded if loaded is not None else builtin_input(source, **kwargs)
+
+            window.input_loader = load_input
+        if registry.model_openers():
+            builtin_model = window.model_loader
+
+            def load_model(source: str, **kwargs: Any) -> Any:
+                loaded = registry.open_model(source, trust=bool(kwargs.get("trust", False)))
+                return loaded if loaded is not None else builtin_model(source, **kwargs)
+
+            window.model_loader = load_model
+
+    # ------------------------------------------------------------------ window features
+    def _construct_features(self) -> None:
+        window: Any = self.host
+        for record, contribution in self.registry.window_features():
+            phost = PluginHost(window, self.registry, record)
+            self.hosts.setdefault(record.name, []).append(phost)
+            make = self.registry.guard(
+                record, contribution.factory, f"construction of {contribution.name}"
+            )
+            feature = make(phost)
+            if feature is None or not record.active:
+                continue
+            key = f"plugin:{record.name}:{contribution.name}"
+            window.features[key] = GuardedFeature(feature, key, self.registry, record)
+
+    # ------------------------------------------------------------------ layer views
+    def views_for(self, layer: str) -> list[tuple[str, str]]:
+        """``("plugin/view", title)`` of the layer views offered for ``layer`` in the result
+        shown (those whose ``accepts`` takes it)."""
+        result = self.host.result
+        prepared = result.layers.get(layer) if result is not None else None
+        if prepared is None:
+            return []
+        data = layer_data(prepared)
+        offered = []
+        for record, view in self.registry.layer_views():
+            if view.accepts is not None:
+                where = f"layer view {view.name}"
+                if not self.registry.guard(record, view.accepts, where, False)(data):
+                    continue
+            offered.append((view_key(record, view), view.title))
+        return offered
+
+    def _fill_tile_menu(self, menu: QMenu, layer: str, _channels: tuple[int, ...]) -> None:
+        offered = self.views_for(layer)
+        if offered:
+            menu.addSeparator()
+        for key, title in offered:
+            menu.addAction(f"Show {title}", lambda k=key: self.open_view(layer, k))
+
+    def _find_view(self, name: str) -> tuple[PluginRecord, Any] | None:
+        for record, view in self.registry.layer_views():
+            if name in (view.name, view_key(record, view)):
+                return record, view
+        return None
+
+    def open_view(self, layer: str, name: str) -> PluginViewDock | None:
+        """Show layer view ``name`` ("view" or "plugin/view") of ``layer`` in a dock (the one
+        open already, brought to the front); None when no active plugin has it."""
+        found = self._find_view(name)
+        if found is None:
+            return None
+        record, view = found
+        key = (layer, view_key(record, view))
+        dock = self.docks.get(key)
+        if dock is None:
+            window: Any = self.host
+            context = ViewContext(
+                layer, lambda channel: bool(window.open_channel(layer, int(channel))), window
+            )
+            dock = PluginViewDock(self.registry, record, view, layer, context, window)
+            if not record.active:  # its widget failed to build
+                dock.deleteLater()
+                return None
+            self.docks[key] = dock
+            self.host.add_dock(dock, hidden=False, width=360)
+        dock.show()
+        dock.raise_()
+        self._update_dock(dock)
+        return dock
+
+    def close_view(self, layer: str, name: str) -> bool:
+        """Close a layer view opened with :meth:`open_view`."""
+        found = self._find_view(name)
+        dock = self.docks.pop((layer, view_key(*found)), None) if found else None
+        if dock is None:
+            return False
+        self._drop_dock(dock)
+        return True
+
+    def settings_for(self, layer: str) -> ViewSettings:
+        """The view settings of ``layer`` now (the session's and its panel's page)."""
+        s = self.host.session
+        size = int(self.host.page_channels(layer))
+        result = self.host.result  # the sample shown is the run's (live mode picks one)
+        sample = int(result.spec.sample) if result is not None else 0
+        return ViewSettings(
+            colormap=s.colormap,
+            normalize=s.normalize,
+            first_channel=int(s.page_start(layer, size)),
+            page_size=size,
+            sample=sample,
+        )
+
+    def _update_dock(self, dock: PluginViewDock, prepared: Any = None) -> None:
+        if prepared is None:
+            result = self.host.result
+            prepared = result.layers.get(dock.layer) if result is not None else None
+        if prepared is not None:
+            dock.show_layer(prepared, self.settings_for(dock.layer))
+
+    def _on_panel_shown(self, name: str, _panel: Any, prepared: Any) -> None:
+        for (layer, _key), dock in list(self.docks.items()):
+            if layer == name:
+                self._update_dock(dock, prepared)
+
+    def _on_session_view_changed(self, what: str) -> None:
+        if what in ("colormap", "normalize", "channel_pages", "page_channels"):
+            for dock in list(self.docks.values()):
+                self._update_dock(dock)
+
+    def open_views(self) -> list[tuple[str, str]]:
+        """``(layer, view name)`` of the active views open (what File > Export writes)."""
+        return [(d.layer, d.view.name) for d in self.docks.values() if d.record.active]
+
+    def export_writers(self) -> list[Any]:
+        """The ``layer_writers`` of File > Export: the layer views open in the window."""
+        views = self.open_views()
+        return self.registry.export_writers(views=views) if views else []
+
+    # ------------------------------------------------------------------ failures, settings
+    def _on_plugin_failed(self, record: PluginRecord) -> None:
+        self._report(record)
+        self._withdraw(record)
+        if self.dialog is not None:
+            self.dialog.refresh()
+
+    def _report(self, record: PluginRecord) -> None:
+        self.reports.append((record.name, record.failed_in))
+        self.host.show_error(record.error, source=f"plugin:{record.name}", details=record.details)
+
+    def _withdraw(self, record: PluginRecord) -> None:
+        for phost in self.hosts.pop(record.name, []):
+            phost.withdraw()
+        for key, dock in list(self.docks.items()):
+            if dock.record is record:
+                del self.docks[key]
+                self._drop_dock(dock)
+
+    def _drop_dock(self, dock: PluginViewDock) -> None:
+        dock.hide()
+        dock.toggleViewAction().setVisible(False)
+        window: Any = self.host
+        window.removeDockWidget(dock)
+        dock.deleteLater()
+
+    def disabled(self) -> set[str]:
+        """The plugins the user disabled (kept in the window's settings)."""
+        return disabled_plugins(self.host.settings)
+
+    def set_enabled(self, record: PluginRecord, on: bool) -> None:
+        """Enable or disable ``record`` from the next start; disabling stops it now."""
+        names = self.disabled()
+        names.discard(record.name) if on else names.add(record.name)
+        store = getattr(self.host.settings, "store", None)
+        if store is not None:
+            store.setValue(DISABLED_KEY, sorted(names))
+            store.sync()
+        if not on and record.active:
+            self.registry.disable(record)
+            self._withdraw(record)
+
+    def show_dialog(self) -> PluginsDialog:
+        """Help > Plugins (window-modal, not blocking)."""
+        if self.dialog is None:
+            self.dialog = PluginsDialog(
+                self.registry, self.disabled, self.set_enabled, self.host.dialog_parent()
+            )
+        self.dialog.refresh()
+        self.dialog.open()
+        return self.dialog
+
+    def shutdown(self) -> None:
+        if self._listener in self.registry.failure_listeners:
+            self.registry.failure_listeners.remove(self._listener)
+        self.host.session.view_changed.disconnect(self._on_session_view_changed)
+        self.host.session.model_changed.disconnect(self._on_first_model)
+        if self.dialog is not None:
+            self.dialog.close()

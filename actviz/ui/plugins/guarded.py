@@ -1,0 +1,239 @@
+"""What a plugin's window feature is given: the window's host, with every call back guarded.
+
+:class:`PluginHost` is the window (a :class:`~actviz.ui.host.WindowHost`, nothing more and
+nothing less) seen through a proxy that wraps what the plugin hands back to it: slots
+connected to the host's signals and to the session's events, tile-menu fillers and deferred
+display steps. An exception in one of them is caught, reported once and the plugin disabled
+(:meth:`~actviz.workspace.plugins.PluginRegistry.guard`); the proxy also remembers the tabs,
+docks, actions, toolbars and status widgets the plugin added, so they go when it is disabled.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtWidgets import QDockWidget, QToolBar, QWidget
+
+from actviz.workspace.plugins import PluginRecord, PluginRegistry
+from actviz.workspace.session import Event
+
+__all__ = ["GuardedFeature", "PluginHost", "fit_args"]
+
+#: The host's signals (see WindowHost): a slot connected to them is guarded.
+_SIGNALS = frozenset(
+    {
+        "run_started",
+        "run_finished",
+        "run_failed",
+        "run_cancelled",
+        "model_loaded",
+        "input_loaded",
+        "input_load_failed",
+        "pinned_shown",
+        "panel_created",
+        "panel_shown",
+        "tab_changed",
+        "closed",
+    }
+)
+
+
+def fit_args(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` called with at most as many positional arguments as it takes (Qt drops a
+    signal's extra arguments for a slot that takes fewer; a wrapper must do the same)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return fn
+    count = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    return lambda *args: fn(*args[:count])
+
+
+class _GuardedSignal:
+    """A signal whose connected slots are guarded."""
+
+    def __init__(self, signal: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]):
+        self._signal = signal
+        self._wrap = wrap
+        self._slots: dict[Any, Callable[..., Any]] = {}
+
+    def connect(self, slot: Callable[..., Any], *args: Any) -> Any:
+        guarded = self._slots.setdefault(slot, self._wrap(slot))
+        return self._signal.connect(guarded, *args)
+
+    def disconnect(self, slot: Callable[..., Any] | None = None) -> Any:
+        if slot is None:
+            for guarded in self._slots.values():
+                self._signal.disconnect(guarded)
+            self._slots.clear()
+            return True
+        return self._signal.disconnect(self._slots.pop(slot, slot))
+
+    def emit(self, *args: Any) -> None:
+        self._signal.emit(*args)
+
+    def disconnect_all(self) -> None:
+        for guarded in self._slots.values():
+            try:
+                self._signal.disconnect(guarded)
+            except (RuntimeError, TypeError):  # already gone with its sender
+                pass
+        self._slots.clear()
+
+
+class _GuardedEvent(_GuardedSignal):
+    """A session :class:`~actviz.workspace.session.Event` whose callbacks are guarded."""
+
+
+class _GuardedSession:
+    """The session, its events handing out guarded connections; everything else as is."""
+
+    def __init__(self, session: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]):
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_wrap", wrap)
+        object.__setattr__(self, "_events", {})
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._session, name)
+        if isinstance(value, Event):
+            events = self._events
+            if name not in events:
+                events[name] = _GuardedEvent(value, self._wrap)
+            return events[name]
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._session, name, value)
+
+    def disconnect_all(self) -> None:
+        for event in self._events.values():
+            event.disconnect_all()
+
+
+class PluginHost:
+    """The window as one plugin sees it (see the module docs)."""
+
+    def __init__(self, window: Any, registry: PluginRegistry, record: PluginRecord) -> None:
+        self._window = window
+        self._registry = registry
+        self._record = record
+        self._signals: dict[str, _GuardedSignal] = {}
+        self.session = _GuardedSession(window.session, self._wrap)
+        #: What the plugin added to the window (removed when it is disabled).
+        self.added: list[tuple[str, Any]] = []
+
+    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "a slot")
+        return self._registry.guard(self._record, fit_args(fn), f"slot {name}")
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _SIGNALS:
+            if name not in self._signals:
+                self._signals[name] = _GuardedSignal(getattr(self._window, name), self._wrap)
+            return self._signals[name]
+        return getattr(self._window, name)
+
+    # ------------------------------------------------------------------ callbacks, guarded
+    def add_tile_menu_entries(self, fill: Callable[..., None]) -> None:
+        self._window.add_tile_menu_entries(self._wrap(fill))
+
+    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
+        self._window.defer_display(self._wrap(step), stale_ok=stale_ok)
+
+    # ------------------------------------------------------------------ what it adds, kept
+    def add_tab(self, widget: QWidget, title: str) -> None:
+        self._window.add_tab(widget, title)
+        self.added.append(("tab", widget))
+
+    def add_dock(self, dock: QDockWidget, *args: Any, **kwargs: Any) -> None:
+        self._window.add_dock(dock, *args, **kwargs)
+        self.added.append(("dock", dock))
+
+    def add_menu_action(self, menu: str, action: Any, **kwargs: Any) -> None:
+        self._window.add_menu_action(menu, action, **kwargs)
+        self.added.append(("action", action))
+
+    def add_toolbar(self, toolbar: QToolBar, **kwargs: Any) -> None:
+        self._window.add_toolbar(toolbar, **kwargs)
+        self.added.append(("widget", toolbar))
+
+    def add_status_widget(self, widget: QWidget) -> None:
+        self._window.add_status_widget(widget)
+        self.added.append(("widget", widget))
+
+    def add_overview_widget(self, widget: QWidget, **kwargs: Any) -> None:
+        self._window.add_overview_widget(widget, **kwargs)
+        self.added.append(("widget", widget))
+
+    def add_prediction_widget(self, widget: QWidget) -> None:
+        self._window.add_prediction_widget(widget)
+        self.added.append(("widget", widget))
+
+    def withdraw(self) -> None:
+        """Take back what the plugin added and stop its connections (it is disabled)."""
+        for signal in self._signals.values():
+            signal.disconnect_all()
+        self.session.disconnect_all()
+        for kind, item in self.added:
+            try:
+                if kind == "tab":
+                    self._window.set_tab_visible(item, False)
+                elif kind == "dock":
+                    item.hide()
+                    item.toggleViewAction().setVisible(False)
+                elif kind == "action":
+                    item.setEnabled(False)
+                    item.setVisible(False)
+                else:
+                    item.hide()
+            except RuntimeError:  # deleted already
+                pass
+
+
+class GuardedFeature:
+    """A plugin's feature as the window calls it: each call guarded (a failing ``cancel``
+    or ``shutdown`` disables the plugin instead of breaking Esc or closing)."""
+
+    def __init__(
+        self, feature: Any, name: str, registry: PluginRegistry, record: PluginRecord
+    ) -> None:
+        self.feature = feature
+        self.name = name
+        self._registry = registry
+        self._record = record
+
+    def _call(self, method: str, default: Any, *args: Any) -> Any:
+        fn = getattr(self.feature, method, None)
+        if fn is None:
+            return default
+        guarded = self._registry.guard(self._record, fn, f"{self.name}.{method}", default)
+        return guarded(*args)
+
+    def cancel(self) -> bool:
+        return bool(self._call("cancel", False))
+
+    def is_busy(self) -> bool:
+        return bool(self._call("is_busy", False))
+
+    def owns_job(self, generation: int) -> bool:
+        return bool(self._call("owns_job", False, generation))
+
+    def streams_job(self, generation: int) -> bool:
+        return bool(self._call("streams_job", False, generation))
+
+    def reset_layout(self) -> None:
+        self._call("reset_layout", None)
+
+    def shutdown(self) -> None:
+        self._call("shutdown", None)
+
+    def __getattr__(self, name: str) -> Any:
+        # session_part / report_part / restore_session_part and the plugin's own API.
+        value = getattr(self.feature, name)
+        if callable(value):
+            return self._registry.guard(self._record, value, f"{self.name}.{name}")
+        return value
