@@ -77,7 +77,8 @@ def test_actviz_help_and_a_headless_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (
         proc.stdout.startswith("usage: actviz")
-        and "{gui,info,export,compare,scan,visualize,effects,atlas,report,bench}" in proc.stdout
+        and "{gui,info,export,compare,scan,visualize,effects,atlas,report,concepts,bench}"
+        in proc.stdout
     )
     proc = run_actviz("info", "--model", "demo", home=tmp_path)
     assert proc.returncode == 0, proc.stderr
