@@ -1,0 +1,48 @@
+"""The host stands on its own: a window with no features, and with each default feature alone,
+opens a model, runs it, shows the layers and closes with nothing left behind (a feature is
+built from the host alone and needs no other feature)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from actviz.ui.window.features import default_features
+from tests.ui.conftest import frame
+
+FEATURES = default_features()
+
+
+def _conv():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
+
+
+def _own(win) -> dict:
+    """The window's features but the plugin host (it hosts the plugins given, here none)."""
+    return {k: f for k, f in win.window.features.items() if k != "plugins"}
+
+
+def _run_alone(actviz_window, features):
+    win = actviz_window(_conv(), frame(0), layers=["0", "1"], features=features)
+    result = win.run_and_wait()
+    assert set(result.layers) >= {"0", "1"}
+    assert set(win.window.layer_panels) == {"0", "1"}
+    assert win.wait_idle()
+    return win
+
+
+def test_a_window_with_no_features(actviz_window):
+    win = _run_alone(actviz_window, ())
+    assert _own(win) == {}  # the plugin host only, with no plugin given
+    win.window.cancel()  # Esc with nothing to cancel
+    win.window.reset_layout()
+
+
+@pytest.mark.parametrize("make", FEATURES, ids=[f.__name__ for f in FEATURES])
+def test_each_default_feature_alone(actviz_window, make):
+    win = _run_alone(actviz_window, (make,))
+    assert len(_own(win)) == 1
+    feature = next(iter(_own(win).values()))
+    assert not feature.is_busy()
+    win.window.cancel()
