@@ -18,7 +18,7 @@ resident memory and heap in use. After the last, that no top-level widget is lef
 Every action is recorded as ``(name, params)`` (:attr:`StressReport.steps`): ``run(steps=...)``
 replays a list without the random generator, which is how
 :mod:`actviz.testing.stress_cases` shrinks a failure to its shortest list. Crashes and hangs
-are found there too: it runs each case in its own process (``python -m actviz.testing.stress
+are found there too: it runs each case in its own process (``python -m actviz.testing.stress_cases_cases
 --case demo --seed 3 --actions 300``)::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 WORST_BLOCKS = 5
 #: How long one wait for the window to become idle may take before it counts as stuck (s).
 IDLE_TIMEOUT_S = 60.0
+#: How long the driver waits for a job before pressing Esc, as a user would (s).
+PATIENCE_S = 15.0
 #: How long the random short waits between actions wait for the window to be idle (s).
 SHORT_SETTLE_S = 1.5
 #: The longest the GUI thread may block before it counts as a finding (ms).
@@ -486,7 +488,15 @@ class StressDriver(UserActions):
         live = self.window.features["live"].controller
         if live.playing:
             live.pause()
-        ok = self._wait(self._idle, IDLE_TIMEOUT_S if timeout_s is None else timeout_s)
+        if timeout_s is None:
+            ok = self._wait(self._idle, PATIENCE_S)
+            if not ok:
+                # A long job (a synthesis, a scan) a user does not sit through: Esc, as they
+                # would; stuck only if the window is still busy after that.
+                self.window.cancel()
+                ok = self._wait(self._idle, IDLE_TIMEOUT_S)
+        else:
+            ok = self._wait(self._idle, timeout_s)
         self.window.flush_panel_updates()
         if not ok and timeout_s is None:
             self.note_stuck("the window did not become idle")
@@ -521,14 +531,6 @@ class StressDriver(UserActions):
         return Sample(action, counts, rss_mib(), heap_in_use_mib())
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m actviz.testing.stress --case NAME --seed S --actions N``: see
-    :func:`actviz.testing.stress_cases.main`."""
-    from actviz.testing.stress_cases import main as cases_main
-
-    return cases_main(argv)
-
-
 __all__ = [
     "BLOCK_LIMIT_MS",
     "BOUNDED_TYPES",
@@ -549,6 +551,3 @@ __all__ = [
     "module_model",
     "rss_mib",
 ]
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

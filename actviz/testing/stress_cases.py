@@ -4,12 +4,12 @@ A case is a model the window opens with (``demo``, ``resnet18``: a random-init R
 1x3x64x64 input, ``gpt2``: a tiny random GPT-2 folder dropped on the window, ``checkpoint``: a
 ResNet-18 ``state_dict`` file dropped on the window), a seed and a number of actions; the
 other models are what the "switch model" action opens. :func:`run_case` runs one in a child
-process (``python -m actviz.testing.stress --child ...``) under ``faulthandler``: a segfault
+process (``python -m actviz.testing.stress_cases --child ...``) under ``faulthandler``: a segfault
 is counted as a crash and a GUI thread that does not return within ``hang_s`` as a hang, each
 with the stack faulthandler printed and the steps logged before it. :func:`shrink` replays
 sub-lists of the steps (delta debugging: drop chunks, keep what still fails the same way)::
 
-    python -m actviz.testing.stress --case resnet18 --seed 3 --actions 300 --shrink
+    python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def run_case(
         out, log, err = run_dir / "report.json", run_dir / "steps.jsonl", run_dir / "stderr.txt"
         every = sample_every or max(10, min(250, n // 10 or 1))
         cmd = [
-            sys.executable, "-m", "actviz.testing.stress", "--child", "--case", case,
+            sys.executable, "-m", "actviz.testing.stress_cases", "--child", "--case", case,
             "--seed", str(seed), "--actions", str(n), "--folder", str(work),
             "--out", str(out), "--log", str(log), "--hang-s", str(hang_s),
             "--block-limit-ms", str(block_limit_ms), "--sample-every", str(every),
@@ -313,9 +313,9 @@ def shrink_failure(
 
 # ---------------------------------------------------------------------- command line
 def main(argv: list[str] | None = None) -> int:
-    """``python -m actviz.testing.stress --case NAME [--seed S] [--actions N] [--shrink]``:
+    """``python -m actviz.testing.stress_cases --case NAME [--seed S] [--actions N] [--shrink]``:
     run a case in a child process, print what it found, and shrink the first failure."""
-    parser = argparse.ArgumentParser(prog="python -m actviz.testing.stress")
+    parser = argparse.ArgumentParser(prog="python -m actviz.testing.stress_cases")
     parser.add_argument("--case", default="demo", choices=CASES)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--actions", type=int, default=300)
@@ -374,3 +374,7 @@ __all__ = [
     "shrink",
     "shrink_failure",
 ]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -338,7 +338,7 @@ def test_cli_writes_a_png_per_channel_a_contact_sheet_and_json(tmp_path, capsys)
 
 
 def test_cli_channels_parse_and_refuse_nonsense():
-    from actviz.analysis.visualize_cmd import parse_channels
+    from actviz.cli.visualize_command import parse_channels
 
     assert parse_channels("0-3,7,2,9-10") == [0, 1, 2, 3, 7, 9, 10]
     for bad in ("a", "3-1", ",", "-2"):

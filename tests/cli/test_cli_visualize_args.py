@@ -57,7 +57,7 @@ def test_the_layer_objective_makes_one_image_and_refuses_channels(tmp_path, caps
 def test_every_option_says_what_it_does():
     import argparse
 
-    from actviz.analysis.visualize_cmd import add_parser
+    from actviz.cli.visualize_command import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(), lambda p, _required: None)

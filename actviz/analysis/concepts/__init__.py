@@ -7,8 +7,8 @@ format, so published SAELens dictionaries (standard, topk, jumprelu) load too.
 ``actviz.edits.concept(c, [i])`` removes a concept from a layer's output during a capture;
 :func:`scan_concepts` finds each concept's top images in a dataset.
 
-The names are imported on first use: the command line imports :mod:`.command` to build its
-parser, which must not import torch.
+The names are imported on first use: the command line
+(:mod:`actviz.cli.concepts_command`) builds its parser without importing torch.
 """
 
 from __future__ import annotations

@@ -23,11 +23,11 @@ _BUILTIN_COMMANDS = ("gui", "info", "export", "compare", "scan", "bench")
 #: the sub-parser, ``run(args, open_model, progress) -> int`` runs it. Each module is imported
 #: only to build the parser, so it keeps torch imports inside ``run``.
 _FEATURE_COMMANDS = {
-    "visualize": "actviz.analysis.visualize_cmd",
-    "effects": "actviz.analysis.effects_cmd",
-    "atlas": "actviz.data.atlas_cmd",
-    "report": "actviz.io.report_cmd",
-    "concepts": "actviz.analysis.concepts.command",
+    "visualize": "actviz.cli.visualize_command",
+    "effects": "actviz.cli.effects_command",
+    "atlas": "actviz.cli.atlas_command",
+    "report": "actviz.cli.report_command",
+    "concepts": "actviz.cli.concepts_command",
 }
 _COMMANDS = (*_BUILTIN_COMMANDS, *_FEATURE_COMMANDS)
 
@@ -367,7 +367,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    from actviz.data.command import cmd_scan as run_scan
+    from actviz.cli.scan_command import cmd_scan as run_scan
 
     return run_scan(args, _open, _progress)
 
