@@ -1,4 +1,5 @@
-"""Imports point one way: ui -> workspace / io / data / analysis -> display -> core.
+"""Imports point one way, down the stack core < display < io < data < analysis < workspace < ui
+< testing | cli | bench, with no exception.
 
 Nothing outside ``ui`` (and the ``testing`` plugin, which drives the window) imports Qt.
 """
@@ -77,3 +78,29 @@ def test_importing_qt_free_packages_loads_no_qt():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+#: The stack, bottom first: a package imports only packages below it (or itself); the top
+#: row (the test driver, the command line, the benchmarks) may import each other.
+STACK = ("core", "display", "io", "data", "analysis", "workspace", "ui")
+TOP = ("testing", "cli", "bench")
+
+
+def _layer(package: str) -> int:
+    return STACK.index(package) if package in STACK else len(STACK)
+
+
+def test_imports_point_down_the_stack_with_no_exception():
+    known = set(STACK) | set(TOP)
+    found = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").is_file())
+    assert set(found) <= known, f"a package outside the stack: {set(found) - known}"
+    upward = []
+    for package in found:
+        for f in sorted((PKG / package).rglob("*.py")):
+            for mod in imported_modules(f):
+                parts = mod.split(".")
+                if parts[0] != "actviz" or len(parts) < 2 or parts[1] not in known:
+                    continue
+                if _layer(parts[1]) > _layer(package):
+                    upward.append(f"{f.relative_to(PKG.parent)} -> {mod}")
+    assert not upward, "imports that point up the stack:\n" + "\n".join(upward)
