@@ -839,7 +839,8 @@ class SessionsFeature(FeatureBase, QObject):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 full = model_part(state, opened)
-                keep = pin_capture_bytes(full) <= AUTOSAVE_PIN_LIMIT
+                # Written after every change: large pinned captures wait for the quit.
+                keep = pin_capture_bytes(full) <= AUTOSAVE_PIN_LIMIT // 8
                 save_state(full, path, pin_captures=keep)
                 self.autosaves += 1
             except Exception:  # noqa: BLE001 - logged; the next change tries again
