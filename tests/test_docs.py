@@ -23,6 +23,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {
     "README.md": "tests/test_readme.py::test_readme_script_runs_as_written",
     "testing.md": "tests/test_readme.py::test_the_testing_page_examples_pass_as_a_user_runs_them",
+    # The guide's blocks are the files of a plugin package (``<!-- file: ... -->``): that
+    # test writes them into a folder, installs the package and runs its tests.
+    "plugins.md": "tests/plugins/test_docs.py",
 }
 #: At most this many blocks may say they cannot run.
 MAX_NO_RUN = 3

@@ -104,6 +104,9 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
     ) -> WindowDriver:
         if settings is None:  # one file per test: a second window reads what the first wrote
             settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
+            from actviz.ui.file_dialogs import forget
+
+            forget()  # the folders an earlier test's dialogs chose
         window = MainWindow(
             settings=settings,
             debounce_ms=debounce_ms,

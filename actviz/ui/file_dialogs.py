@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["remember", "start_folder", "start_path"]
+__all__ = ["forget", "remember", "start_folder", "start_path"]
 
 _last: str | None = None
 
@@ -41,3 +41,10 @@ def remember(path: str | Path | None) -> None:
         return
     chosen = Path(path).expanduser()
     _last = str(chosen if chosen.is_dir() else chosen.parent)
+
+
+def forget() -> None:
+    """Start the next dialog at home again (a test's fresh window: what an earlier test
+    chose is not this one's)."""
+    global _last
+    _last = None

@@ -12,7 +12,7 @@ from tests.ui.tiny_models import TinyCNN
 def test_the_statistics_line_keeps_range_and_zeros_when_narrow(actviz_window):
     torch.manual_seed(0)
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
-    win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2", "fc"], size=(1280, 720))
+    win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2", "fc"], size=(1024, 640))
     win.run_and_wait()
     w = win.window
     with win.expect_run():

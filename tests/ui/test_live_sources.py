@@ -63,11 +63,14 @@ def test_back_to_the_opened_input_shows_it_at_once(actviz_window, tmp_path):
         Image.new("RGB", (16, 16), (100 * i, 80, 20)).save(tmp_path / f"f{i}.png")
     dock.choose_folder = lambda _parent: str(tmp_path)
     _pick(win, dock, live_dock._FOLDER)
+    shown_before = live.frames_shown
     dock.occlusion_check.click()  # the patch on, over a folder frame
-    win.wait_idle()
+    win.qtbot.waitUntil(lambda: live.frames_shown > shown_before and live.idle, timeout=30_000)
     folder_frame = window.result.capture.inputs.clone()
     assert not torch.equal(folder_frame, opened)
+    before = live.frames_shown
     _pick(win, dock, live_dock._STILL)
+    win.qtbot.waitUntil(lambda: live.frames_shown > before and live.idle, timeout=30_000)
     shown = window.result.capture.inputs
     assert shown.shape == opened.shape and not torch.equal(shown, folder_frame)
     patched, _ = live.perturbation.apply(opened, None)

@@ -70,7 +70,7 @@ NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
 #: What it says when the input (or a frame) has no picture: token ids, a feature vector, a
 #: tensor that is not (C, H, W) with 1 or 3 channels. The perturbations change image-like
 #: tensors only, so an image is what the user needs.
-NOT_AN_IMAGE_TEXT = "No picture: not an image (Ctrl+I opens one)"
+NOT_AN_IMAGE_TEXT = "No picture: not an image"
 #: The disabled perturbation controls' tooltip when the opened input has no image tensor.
 NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none (token ids?)"
 #: Light grey on the pad's dark background.
