@@ -197,7 +197,8 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     said: list[str] = []
     feature._handover.progressed.connect(lambda _p: said.append(dialog.message.text()))
     win.qtbot.mouseClick(dialog.train_button, Qt.MouseButton.LeftButton)
-    win.qtbot.waitUntil(lambda: not feature.training() and said, timeout=60_000)
+    win.qtbot.waitUntil(lambda: not feature.training(), timeout=60_000)
+    assert said, dialog.message.text()
     text = dialog.message.text()
     assert text.startswith("Trained 16 concepts on 1,536 vectors of conv2"), text
     assert any(s.startswith("Collecting vectors:") and "vectors seen" in s for s in said)

@@ -109,6 +109,7 @@ class ConceptsFeature(FeatureBase, QObject):
             host.dialog_parent(), title, start
         )
         self._train_gen: int | None = None
+        self._copying = False  # a training waits for its copy of the model
         self._train_spec: TrainSpec | None = None
         self._train_progress: Any = None
         self._train_began = 0.0
@@ -172,7 +173,8 @@ class ConceptsFeature(FeatureBase, QObject):
     def open_folder(self, folder: str, layer: str | None = None) -> bool:
         """Open a SAELens folder and attach it to ``layer`` (None: the layer its hook names);
         False (and a message) when it cannot be."""
-        from actviz.analysis.concepts import load, resolve_hook
+        from actviz.analysis.concepts.hooks import resolve_hook
+        from actviz.analysis.concepts.model import load
 
         try:
             concepts = load(folder)
@@ -429,15 +431,20 @@ class ConceptsFeature(FeatureBase, QObject):
             return dataclasses.replace(loaded, model=clone)
         return clone
 
-    def _with_copy(self, then: Any, tries: int = 200) -> None:
+    def _with_copy(self, then: Any, tries: int = 200, *, training: bool = False) -> None:
         """``then(copy)`` as soon as the capture worker is idle (polled every 50 ms)."""
-        if self._closed:
+        if self._closed or (training and not self._copying):
             return
         clone = self._copy_model()
         if clone is not None:
             then(clone)
         elif tries > 0 and self.session.model is not None:
-            QTimer.singleShot(50, self, lambda: self._with_copy(then, tries - 1))
+            QTimer.singleShot(
+                50, self, lambda: self._with_copy(then, tries - 1, training=training)
+            )
+        elif training:
+            self._copying = False
+            self._end_training("Training did not start: the model is busy.", error=True)
 
     def _view_model(self, then: Any) -> None:
         held = self._view_copy
@@ -494,7 +501,7 @@ class ConceptsFeature(FeatureBase, QObject):
         self._view_model(run)
 
     def _start_top(self, layer: str, concept: int) -> None:
-        from actviz.analysis.concepts import top_heatmaps
+        from actviz.analysis.concepts.scan import top_heatmaps
         from actviz.analysis.concepts.sheet import overlay
 
         att = self.session.concepts.get(layer)
@@ -557,7 +564,7 @@ class ConceptsFeature(FeatureBase, QObject):
     def scan_folder(self, layer: str, folder: str) -> None:
         """Scan ``folder`` for the top images of every concept of ``layer`` (in the
         background; the concept view shows them when done)."""
-        from actviz.analysis.concepts import scan_concepts
+        from actviz.analysis.concepts.scan import scan_concepts
 
         att = self.session.concepts.get(layer)
         if att is None:
@@ -617,11 +624,13 @@ class ConceptsFeature(FeatureBase, QObject):
     def train(self, spec: TrainSpec) -> None:
         """Train a dictionary as ``spec`` says, in the background (the dialog shows where it
         is); it is saved, scanned on the data for top images and attached to its layer."""
-        from actviz.analysis.concepts import scan_concepts, train
+        from actviz.analysis.concepts.scan import scan_concepts
+        from actviz.analysis.concepts.train import train
 
         dialog = self.dialog
-        if self._train_gen is not None:
+        if self.training():
             return
+        self._copying = True
         if not spec.out:
             spec = TrainSpec(**{**spec.__dict__, "out": self._default_out(spec)})
             if dialog is not None:
@@ -645,6 +654,7 @@ class ConceptsFeature(FeatureBase, QObject):
                 )
                 return spec, concepts, found
 
+            self._copying = False
             self._train_spec = spec
             self._train_began = time.monotonic()
             self._train_gen = self.worker.submit(job, supersede=False)
@@ -653,7 +663,7 @@ class ConceptsFeature(FeatureBase, QObject):
         if dialog is not None:
             dialog.set_busy(True)
             dialog.set_message("Copying the model…")
-        self._with_copy(run)
+        self._with_copy(run, training=True)
 
     def _on_train_progressed(self, p: Any) -> None:
         self._train_progress = p
@@ -662,14 +672,18 @@ class ConceptsFeature(FeatureBase, QObject):
             self.dialog.set_message(progress_text(p))
 
     def is_busy(self) -> bool:
-        return self._train_gen is not None
+        return self.training()
 
     def training(self) -> bool:
-        """Whether a training runs now."""
-        return self._train_gen is not None
+        """Whether a training runs now (or waits for its copy of the model)."""
+        return self._train_gen is not None or self._copying
 
     def cancel(self) -> bool:
         """Cancel the training (Esc, or the dialog's Cancel)."""
+        if self._copying and self._train_gen is None:
+            self._copying = False
+            self._end_training("Training cancelled before it began.", error=True)
+            return True
         if self._train_gen is None:
             return False
         self.worker.cancel(self._train_gen)
@@ -776,7 +790,7 @@ class ConceptsFeature(FeatureBase, QObject):
     def restore_session_part(self, parts: Any) -> list[str]:
         """Attach a session's dictionaries again (read from their folders); returns what could
         not be (also said in the banner)."""
-        from actviz.analysis.concepts import load
+        from actviz.analysis.concepts.model import load
         from actviz.workspace.concepts import AttachedConcepts
 
         saved = parts.get("concepts") or {}
