@@ -195,7 +195,7 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     dialog.data_edit.setText(str(data))
     dialog.out_edit.setText(str(tmp_path / "trained"))
     said: list[str] = []
-    feature._handover.progressed.connect(lambda _p: said.append(dialog.message.text()))
+    feature.training_.handover.progressed.connect(lambda _p: said.append(dialog.message.text()))
     win.qtbot.mouseClick(dialog.train_button, Qt.MouseButton.LeftButton)
     win.qtbot.waitUntil(lambda: not feature.training(), timeout=60_000)
     assert said, dialog.message.text()

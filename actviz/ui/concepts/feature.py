@@ -19,21 +19,20 @@
 
 from __future__ import annotations
 
-import copy
 import logging
-import time
 from typing import Any
 
-import numpy as np
-from PySide6.QtCore import QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QPoint, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
 
+from actviz.ui.concepts.copies import ModelCopies
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
+from actviz.ui.concepts.jobs import ConceptJobs
+from actviz.ui.concepts.training import ConceptTraining
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error
-from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -41,42 +40,6 @@ __all__ = ["ConceptsFeature"]
 
 #: Width of the Concept dock.
 DOCK_WIDTH = 360
-#: Top images kept per concept by the scan made after training.
-TOP_K = 6
-#: Steps of "What it wants" (a quick picture; the Visualize tab makes finer ones).
-WANTS_STEPS = 96
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    return (
-        f", about {max(1, round(seconds))} s left"
-        if seconds < 90
-        else (f", about {round(seconds / 60)} min left")
-    )
-
-
-def progress_text(p: Any) -> str:
-    """A :class:`~actviz.analysis.concepts.TrainProgress` in words: "Collecting vectors: 12 of
-    40 images, 3,072 vectors seen, about 4 s left." / "Training: epoch 2, step 30 of 75,
-    6,144 vectors seen, FVU so far 0.31, about 9 s left."."""
-    if p.stage == "collect":
-        return (
-            f"Collecting vectors: {p.done} of {p.total} images, {p.vectors:,} vectors seen"
-            f"{_duration(p.eta_s)}."
-        )
-    fvu = f", FVU so far {p.fvu:.3f}" if p.fvu is not None else ""
-    return (
-        f"Training: epoch {p.epoch}, step {p.done} of {p.total}, {p.vectors:,} vectors seen"
-        f"{fvu}{_duration(p.eta_s)}."
-    )
-
-
-class _Handover(QObject):
-    """From a worker's thread to the GUI thread, whatever the worker thinks of the job."""
-
-    progressed = Signal(object)
 
 
 class ConceptsFeature(FeatureBase, QObject):
@@ -94,32 +57,22 @@ class ConceptsFeature(FeatureBase, QObject):
         QObject.__init__(self, host.dialog_parent())
         self.host = host
         self.session = host.session
-        #: Training and concept scans (a copy of the model each).
-        self.worker = Worker(self)
-        #: The concept view's jobs (effect, top images, what it wants) on one shared copy.
-        self.view_worker = Worker(self)
+        self.copies = ModelCopies(host, self)
+        #: Data > Train concepts… (its dialog, its worker).
+        self.training_ = ConceptTraining(host, self.copies, self._on_trained, self)
         #: The concept tiles each panel shows now (``{layer: ConceptTiles}``).
         self.tiles: dict[str, Any] = {}
-        #: The Train concepts dialog (made on first use).
-        self.dialog: TrainConceptsDialog | None = None
         #: The tile menu of a concept tile shown last (tests trigger its actions).
         self.menu: QMenu | None = None
         #: Asks for a folder (tests replace it): ``(title, start) -> folder or ""``.
         self.ask_folder = lambda title, start="": QFileDialog.getExistingDirectory(
             host.dialog_parent(), title, start
         )
-        self._train_gen: int | None = None
-        self._copying = False  # a training waits for its copy of the model
-        self._train_spec: TrainSpec | None = None
-        self._train_progress: Any = None
-        self._train_began = 0.0
-        self._view_copy: tuple[Any, Any] | None = None  # (session model, its copy)
-        self._view_gens: dict[int, str] = {}
         self._closed = False
-        self._handover = _Handover(self)
-        self._handover.progressed.connect(self._on_train_progressed)
 
         self.view = ConceptView()
+        #: The view's jobs (effect, top images, what it wants, scans) on one copy.
+        self.jobs = ConceptJobs(host, self.copies, self.view, self)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.view)
@@ -142,7 +95,7 @@ class ConceptsFeature(FeatureBase, QObject):
         self.view.remove_requested.connect(lambda: self.edit_shown(0.0))
         self.view.scale_requested.connect(self.edit_shown)
         self.view.name_edited.connect(self._on_name_edited)
-        self.view.wants_requested.connect(self.what_it_wants)
+        self.view.wants_requested.connect(self.jobs.what_it_wants)
         self.view.top_requested.connect(self._on_top_requested)
         host.add_tile_menu_entries(self._fill_tile_menu)
         host.panel_created.connect(self._on_panel_created)
@@ -152,10 +105,6 @@ class ConceptsFeature(FeatureBase, QObject):
         self.session.concepts_changed.connect(self._on_concepts_changed)
         self.session.model_changed.connect(self._on_model_changed)
         self.session.result_changed.connect(self._on_result_changed)
-        for w in (self.worker, self.view_worker):
-            w.signals.finished.connect(self._on_worker_finished)
-            w.signals.errored.connect(self._on_worker_errored)
-            w.signals.cancelled.connect(self._on_worker_cancelled)
 
     # ------------------------------------------------------------------ attaching
     def attach(
@@ -394,7 +343,7 @@ class ConceptsFeature(FeatureBase, QObject):
         )
         self.view.top_button.setVisible(att.scan is None)
         if jobs:
-            self._start_view_jobs(layer, concept)
+            self.jobs.start(layer, concept)
 
     def _on_name_edited(self, text: str) -> None:
         if self.view.shown is not None:
@@ -409,146 +358,46 @@ class ConceptsFeature(FeatureBase, QObject):
     def _refresh_view(self, shown: tuple[str, int]) -> None:
         if self.view.shown == shown and shown[0] in self.tiles:
             self._fill_view(*shown, jobs=False)
-            self._start_effect(*shown)
+            self.jobs.start_effect(*shown)
 
-    # ------------------------------------------------------------------ model copies
-    def _copy_model(self) -> Any:
-        """A copy of the session's model made now, on the GUI thread, while the capture
-        worker runs nothing (so no capture's hooks are copied); None while it is busy."""
-        model = self.session.model
-        if model is None or self.host.worker.is_busy():
-            return None
-        clone = copy.deepcopy(model)
-        clone.eval()
-        return clone
+    # ------------------------------------------------------------------ training
+    @property
+    def dialog(self) -> TrainConceptsDialog | None:
+        """The Train concepts dialog (None until first opened)."""
+        return self.training_.dialog
 
-    def _engine_model(self, clone: Any) -> Any:
-        """``clone`` with the opened model's preprocessing (what the data engines read)."""
-        import dataclasses
+    def open_train_dialog(self) -> TrainConceptsDialog:
+        """Data > Train concepts…: the dialog, shown."""
+        return self.training_.open_dialog()
 
-        loaded = self.session.loaded_model
-        if loaded is not None and loaded.model is self.session.model:
-            return dataclasses.replace(loaded, model=clone)
-        return clone
+    def train(self, spec: TrainSpec) -> None:
+        """Train as ``spec`` says, in the background (see :class:`ConceptTraining`)."""
+        self.training_.train(spec)
 
-    def _with_copy(self, then: Any, tries: int = 200, *, training: bool = False) -> None:
-        """``then(copy)`` as soon as the capture worker is idle (polled every 50 ms)."""
-        if self._closed or (training and not self._copying):
+    def training(self) -> bool:
+        """Whether a training runs now (or waits for its copy of the model)."""
+        return self.training_.running()
+
+    def is_busy(self) -> bool:
+        return self.training()
+
+    def cancel(self) -> bool:
+        """Cancel the training (Esc, or the dialog's Cancel)."""
+        return self.training_.cancel()
+
+    def _on_trained(self, spec: TrainSpec, concepts: Any, found: Any) -> None:
+        if self._closed:
             return
-        clone = self._copy_model()
-        if clone is not None:
-            then(clone)
-        elif tries > 0 and self.session.model is not None:
-            QTimer.singleShot(
-                50, self, lambda: self._with_copy(then, tries - 1, training=training)
-            )
-        elif training:
-            self._copying = False
-            self._end_training("Training did not start: the model is busy.", error=True)
-
-    def _view_model(self, then: Any) -> None:
-        held = self._view_copy
-        if held is not None and held[0] is self.session.model:
-            then(held[1])
-            return
-
-        def keep(clone: Any) -> None:
-            self._view_copy = (self.session.model, clone)
-            then(clone)
-
-        self._with_copy(keep)
+        self.attach(spec.layer, concepts, folder=spec.out, data=spec.data, scan=found)
+        if not self.session.is_ticked(spec.layer):
+            self.session.set_ticked([spec.layer])
+            self.host.schedule_run()
 
     def _on_model_changed(self) -> None:
-        self._view_copy = None
+        self.copies.forget()
         self.tiles.clear()
         self.view.clear()
-        self.view_worker.drop()
-
-    # ------------------------------------------------------------------ view jobs
-    def _start_view_jobs(self, layer: str, concept: int) -> None:
-        self._start_effect(layer, concept)
-        att = self.session.concepts.get(layer)
-        if att is not None and att.scan is not None:
-            self._start_top(layer, concept)
-        elif att is not None:
-            self.view.set_top([], "No concept scan yet: find its top images in a folder.")
-
-    def _submit_view(self, kind: str, job: Any, supersede: bool = False) -> None:
-        gen = self.view_worker.submit(job, supersede=supersede)
-        self._view_gens[gen] = kind
-
-    def _start_effect(self, layer: str, concept: int) -> None:
-        from actviz.analysis.concepts.tiles import concept_effect
-
-        att = self.session.concepts.get(layer)
-        result = self.session.result
-        if att is None or result is None or result.capture is None:
-            return
-        inputs = result.capture.inputs
-        edits = {k: v for k, v in (result.capture.edits or {}).items()}
-        target = self.session.run_target
-        concepts = att.concepts
-        self.view.set_effect("Measuring its effect on the prediction…")
-
-        def run(clone: Any) -> None:
-            def job(_stop: Any, _report: Any) -> Any:
-                return (layer, concept), concept_effect(
-                    clone, inputs, concepts, layer, concept, target=target, edits=edits
-                )
-
-            self._submit_view("effect", job, supersede=True)
-
-        self._view_model(run)
-
-    def _start_top(self, layer: str, concept: int) -> None:
-        from actviz.analysis.concepts.scan import top_heatmaps
-        from actviz.analysis.concepts.sheet import overlay
-
-        att = self.session.concepts.get(layer)
-        if att is None or att.scan is None:
-            return
-        concepts, scan = att.concepts, att.scan
-        self.view.set_top([], "Reading its top images…")
-
-        def run(clone: Any) -> None:
-            model = self._engine_model(clone)
-
-            def job(_stop: Any, _report: Any) -> Any:
-                shown = top_heatmaps(model, concepts, scan, concept)
-                return (layer, concept), [overlay(p, h) for _, p, h in shown], scan
-
-            self._submit_view("top", job)
-
-        self._view_model(run)
-
-    def what_it_wants(self) -> None:
-        """Synthesise what the concept shown wants: the picture that maximises its decoder
-        direction at the layer (:func:`actviz.analysis.visualize.visualize`, a direction
-        objective), on the view's copy of the model."""
-        from actviz.analysis.visualize import visualize
-
-        if self.view.shown is None:
-            return
-        layer, concept = self.view.shown
-        att = self.session.concepts.get(layer)
-        if att is None:
-            return
-        direction = att.concepts.W_dec[concept].clone()
-        self.view.set_wants(None, "Synthesising what it wants…")
-
-        def run(clone: Any) -> None:
-            model = self._engine_model(clone)
-
-            def job(stop: Any, _report: Any) -> Any:
-                vis = visualize(
-                    model, layer, [0], objective=direction, steps=WANTS_STEPS, size=96,
-                    should_stop=stop,
-                )  # fmt: skip
-                return (layer, concept), np.asarray(vis.images[0])
-
-            self._submit_view("wants", job)
-
-        self._view_model(run)
+        self.jobs.drop()
 
     def _on_top_requested(self) -> None:
         if self.view.shown is None:
@@ -559,227 +408,7 @@ class ConceptsFeature(FeatureBase, QObject):
             "Images to find the concept's top images in", att.data if att else ""
         )
         if folder and att is not None:
-            self.scan_folder(layer, folder)
-
-    def scan_folder(self, layer: str, folder: str) -> None:
-        """Scan ``folder`` for the top images of every concept of ``layer`` (in the
-        background; the concept view shows them when done)."""
-        from actviz.analysis.concepts.scan import scan_concepts
-
-        att = self.session.concepts.get(layer)
-        if att is None:
-            return
-        concepts = att.concepts
-        self.view.set_top([], f"Scanning {folder} for the concepts' top images…")
-
-        def run(clone: Any) -> None:
-            model = self._engine_model(clone)
-
-            def job(stop: Any, _report: Any) -> Any:
-                return (
-                    layer,
-                    folder,
-                    scan_concepts(model, folder, concepts, layer, k=TOP_K, should_stop=stop),
-                )
-
-            gen = self.worker.submit(job, supersede=False)
-            self._view_gens[gen] = "scan"
-
-        self._with_copy(run)
-
-    # ------------------------------------------------------------------ training
-    def open_train_dialog(self) -> TrainConceptsDialog:
-        """Data > Train concepts…: the dialog (made on first use, shown)."""
-        if self.dialog is None:
-            tree = self.session.tree
-            ticked = self.session.ticked
-            layers = list(ticked) if ticked else (list(tree.leaves()) if tree is not None else [])
-            selected = self.host.selected_layer
-            channels = 64
-            result = self.session.result
-            if result is not None and selected in result.layers:
-                shape = result.layers[selected].shape
-                channels = int(shape[1]) if shape and len(shape) > 1 else channels
-            self.dialog = TrainConceptsDialog(
-                self.host.dialog_parent(),
-                layers,
-                layer=selected,
-                out="",
-                channels=channels,
-            )
-            self.dialog.train_requested.connect(self.train)
-            self.dialog.cancel_requested.connect(self.cancel)
-        self.dialog.show()
-        self.dialog.raise_()
-        return self.dialog
-
-    def _default_out(self, spec: TrainSpec) -> str:
-        from actviz.data.cache import cache_root
-
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        safe = spec.layer.replace("/", "_") or "model"
-        model = (self.session.model_name or "model").replace("/", "_")
-        return str(cache_root() / "concepts" / f"{model}-{safe}-{spec.n_concepts}-{stamp}")
-
-    def train(self, spec: TrainSpec) -> None:
-        """Train a dictionary as ``spec`` says, in the background (the dialog shows where it
-        is); it is saved, scanned on the data for top images and attached to its layer."""
-        from actviz.analysis.concepts.scan import scan_concepts
-        from actviz.analysis.concepts.train import train
-
-        dialog = self.dialog
-        if self.training():
-            return
-        self._copying = True
-        if not spec.out:
-            spec = TrainSpec(**{**spec.__dict__, "out": self._default_out(spec)})
-            if dialog is not None:
-                dialog.out_edit.setText(spec.out)
-        handover = self._handover
-
-        def run(clone: Any) -> None:
-            model = self._engine_model(clone)
-
-            def job(stop: Any, report: Any) -> Any:
-                def said(p: Any) -> None:
-                    handover.progressed.emit(p)
-
-                concepts = train(
-                    spec.data, spec.layer, model=model, n_concepts=spec.n_concepts, k=spec.k,
-                    epochs=spec.epochs, progress=said, should_stop=stop, seed=0,
-                )  # fmt: skip
-                concepts.save(spec.out)
-                found = scan_concepts(
-                    model, spec.data, concepts, spec.layer, k=TOP_K, should_stop=stop
-                )
-                return spec, concepts, found
-
-            self._copying = False
-            self._train_spec = spec
-            self._train_began = time.monotonic()
-            self._train_gen = self.worker.submit(job, supersede=False)
-            self.host.refresh_busy(f"Training concepts on {spec.layer}…")
-
-        if dialog is not None:
-            dialog.set_busy(True)
-            dialog.set_message("Copying the model…")
-        self._with_copy(run, training=True)
-
-    def _on_train_progressed(self, p: Any) -> None:
-        self._train_progress = p
-        if self.dialog is not None and self._train_gen is not None:
-            self.dialog.set_progress(p.done, p.total)
-            self.dialog.set_message(progress_text(p))
-
-    def is_busy(self) -> bool:
-        return self.training()
-
-    def training(self) -> bool:
-        """Whether a training runs now (or waits for its copy of the model)."""
-        return self._train_gen is not None or self._copying
-
-    def cancel(self) -> bool:
-        """Cancel the training (Esc, or the dialog's Cancel)."""
-        if self._copying and self._train_gen is None:
-            self._copying = False
-            self._end_training("Training cancelled before it began.", error=True)
-            return True
-        if self._train_gen is None:
-            return False
-        self.worker.cancel(self._train_gen)
-        return True
-
-    def _end_training(self, text: str, *, error: bool) -> None:
-        self._train_gen = None
-        if self.dialog is not None:
-            self.dialog.set_busy(False)
-            self.dialog.set_message(text, error=error)
-        self.host.refresh_busy(text)
-
-    # ------------------------------------------------------------------ worker signals
-    def _on_worker_finished(self, gen: int, value: Any) -> None:
-        if self._closed:
-            return
-        if gen == self._train_gen:
-            spec, concepts, found = value
-            fvu = concepts.heldout_fvu
-            fvu_text = f"held-out FVU {fvu:.3f}, " if fvu is not None else ""
-            seen = int(concepts.info.get("vectors_seen", 0))
-            text = (
-                f"Trained {concepts.d_sae} concepts on {seen:,} vectors of {spec.layer}: "
-                f"{fvu_text}L0 {concepts.l0 or 0:.1f}, dead {100 * (concepts.dead_fraction or 0):.0f}%"
-                f"; saved in {spec.out}."
-            )
-            self._end_training(text, error=False)
-            self.attach(spec.layer, concepts, folder=spec.out, data=spec.data, scan=found)
-            self.host.schedule_run()
-            return
-        kind = self._view_gens.pop(gen, None)
-        if kind == "scan":
-            layer, folder, found = value
-            att = self.session.concepts.get(layer)
-            if att is not None:
-                self.session.set_concepts(layer, att.replaced(scan=found, data=folder))
-                shown = self.view.shown
-                if shown is not None and shown[0] == layer:
-                    self._start_top(*shown)
-            return
-        if kind is None or value is None:
-            return
-        where = value[0]
-        if where != self.view.shown:
-            return  # another concept is shown now
-        if kind == "effect":
-            self.view.set_effect(self._effect_text(value[1]))
-        elif kind == "top":
-            pictures, scan = value[1], value[2]
-            self.view.set_top(
-                pictures,
-                f"Its top {len(pictures)} of {scan.count} images (the red tint: where it fires)",
-            )
-        elif kind == "wants":
-            self.view.set_wants(
-                value[1], "What it wants: the picture that drives its direction most"
-            )
-
-    def _effect_text(self, effect: Any) -> str:
-        if effect is None:
-            return "Effect on the prediction: the model does not output class scores."
-        cats = self.session.categories or []
-        name = f" ({cats[effect.target]})" if effect.target < len(cats) else ""
-        top = ""
-        if effect.top_after != effect.target:
-            top = f"; the top class becomes {effect.top_after}"
-        return (
-            f"Removing it: class {effect.target}{name} {100 * effect.p_before:.1f} % → "
-            f"{100 * effect.p_after:.1f} % ({100 * effect.dp:+.1f} pp; logit "
-            f"{effect.logit_before:.3g} → {effect.logit_after:.3g}){top}."
-        )
-
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        if self._closed:
-            return
-        if gen == self._train_gen:
-            log.info("training concepts failed: %s", error)
-            self._end_training(f"Training failed: {describe_error(error)}", error=True)
-            return
-        kind = self._view_gens.pop(gen, None)
-        if kind == "effect":
-            self.view.set_effect(f"Effect not measured: {describe_error(error)}")
-        elif kind in ("top", "scan"):
-            self.view.set_top([], f"Top images not found: {describe_error(error)}")
-        elif kind == "wants":
-            self.view.set_wants(None, f"What it wants is not available: {describe_error(error)}")
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if self._closed:
-            return
-        if gen == self._train_gen:
-            p = self._train_progress
-            done = f" ({progress_text(p)[:-1]})" if p is not None else ""
-            self._end_training(f"Training cancelled{done}.", error=True)
-            return
-        self._view_gens.pop(gen, None)
+            self.jobs.scan_folder(layer, folder)
 
     # ------------------------------------------------------------------ sessions and reports
     def session_part(self) -> dict[str, Any]:
@@ -849,7 +478,6 @@ class ConceptsFeature(FeatureBase, QObject):
         self.session.concepts_changed.disconnect(self._on_concepts_changed)
         self.session.model_changed.disconnect(self._on_model_changed)
         self.session.result_changed.disconnect(self._on_result_changed)
-        for w in (self.worker, self.view_worker):
-            w.shutdown()
-        if self.dialog is not None:
-            self.dialog.close()
+        self.copies.closed = True
+        self.training_.shutdown()
+        self.jobs.shutdown()
