@@ -98,7 +98,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     _click_tile(win, second)
     win.qtbot.waitUntil(lambda: feature.view.shown == (LAYER, second), timeout=5000)
     assert feature.dock.isVisible()
-    assert f"concept {second} of 12" in feature.view.title.text()
+    assert f"Concept {second} of 12" in feature.view.title.text()
     win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
     shown_effect = feature.view.effect_label.text()
 
@@ -129,6 +129,11 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     t = int(plain[0].argmax())
     before, after = torch.softmax(plain[0], 0)[t], torch.softmax(by_hand[0], 0)[t]
     assert f"{100 * float(before):.1f} % → {100 * float(after):.1f} %" in shown_effect
+
+    # The view measures the effect again on the new result, its own removal left out.
+    win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
+    assert feature.view.effect_label.text() == shown_effect
+    assert second not in panel.activation_slot.mosaic.tile_channels  # it fires no more
 
     # Show channels again from a concept tile's menu: the channel mosaic comes back.
     win.context_action(
@@ -211,6 +216,18 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     win.wait_idle()
     win.window.flush_panel_updates()
     assert win.panel(LAYER).tile_unit() == "concept"
+    # Its concept view: the top images of the scan made after training, and what it wants.
+    first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]
+    _click_tile(win, first)
+    view = feature.view
+    win.qtbot.waitUntil(lambda: view.top_label.text().startswith("Its top"), timeout=20_000)
+    assert view.top_count == len(att.scan.top(first)) > 0
+    assert f"of {att.scan.count} images" in view.top_label.text()
+    win.qtbot.mouseClick(view.wants_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(
+        lambda: view.wants_label.text().startswith("What it wants:"), timeout=60_000
+    )
+    assert view.wants_picture.pixmap() is not None and not view.wants_picture.pixmap().isNull()
 
     # Cancel: many epochs on more pictures; Cancel while it trains.
     dialog.epochs_spin.setValue(1000)

@@ -139,28 +139,23 @@ def concept_tiles(
 def concept_picture(
     image: np.ndarray | None, concept_map: np.ndarray, *, size: int = 256
 ) -> np.ndarray:
-    """``(H, W, 3)`` uint8: where the concept fires over the input picture (the rest dimmed,
-    the firing part tinted red, as :func:`actviz.analysis.concepts.sheet.overlay`), or the
-    map alone in grey on a ``size``-pixel square when there is no picture."""
-    from torch.nn import functional as F
-
-    from actviz.analysis.concepts.sheet import overlay
+    """``(H, W, 3)`` uint8: where the concept fires, over the input picture (the map scaled to
+    its own peak, blended in the overlay colours as the window's saliency and Grad-CAM are:
+    :func:`actviz.display.colormaps.overlay`), or on a grey ``size``-pixel square when there is
+    no picture."""
+    from actviz.display.colormaps import overlay
 
     heat = np.asarray(concept_map, dtype=np.float32)
     heat = np.where(np.isfinite(heat), np.maximum(heat, 0.0), 0.0)
     if heat.ndim == 1:
         heat = heat[None]
+    peak = float(heat.max()) if heat.size else 0.0
+    heat01 = heat / peak if peak > 0 else heat
     if image is None or np.asarray(image).ndim != 3:
-        grey = np.full((size, size, 3), 160, np.uint8)
-        target = (size, size)
-        picture = grey
+        picture = np.full((size, size, 3), 128, np.uint8)
     else:
         picture = np.ascontiguousarray(np.asarray(image)[..., :3]).astype(np.uint8)
-        target = picture.shape[:2]
-    up = F.interpolate(
-        torch.from_numpy(heat)[None, None], size=target, mode="bilinear", align_corners=False
-    )[0, 0].numpy()
-    return overlay(picture, np.maximum(up, 0.0))
+    return overlay(picture, heat01, alpha=0.6)
 
 
 @dataclass(frozen=True)

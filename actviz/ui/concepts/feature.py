@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QObject, QPoint, Qt, QTimer
+from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
 
@@ -69,12 +69,15 @@ class ConceptsFeature(FeatureBase, QObject):
             host.dialog_parent(), title, start
         )
         self._closed = False
+        self._view_stale = False  # a new result: the view's effect is measured again
 
         self.view = ConceptView()
         #: The view's jobs (effect, top images, what it wants, scans) on one copy.
         self.jobs = ConceptJobs(host, self.copies, self.view, self)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        # Its lines wrap to the dock's width (no sideways scrolling).
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(self.view)
         self.dock = QDockWidget("Concept", host.dialog_parent())
         self.dock.setObjectName("ConceptDock")
@@ -217,6 +220,7 @@ class ConceptsFeature(FeatureBase, QObject):
         panel.set_tile_unit("concept")
         panel.set_activation(tiles.view, tiles.mosaic)
         panel.set_gradient(None, None)
+        self._refresh_view(name)
 
     def _fill_tile_menu(self, menu: QMenu, layer: str, _channels: tuple[int, ...]) -> None:
         """The channel tile menu's "Show concepts" (with a dictionary: else how to get one)."""
@@ -350,14 +354,16 @@ class ConceptsFeature(FeatureBase, QObject):
             self.name_concept(*self.view.shown, text)
 
     def _on_result_changed(self) -> None:
-        shown = self.view.shown
-        if shown is not None and not self._closed:
-            # The panels' tiles are made as they are shown; the view follows the new input.
-            QTimer.singleShot(0, self, lambda: self._refresh_view(shown))
+        # The view follows the new result once its layer's panel shows it (_on_panel_shown).
+        self._view_stale = True
 
-    def _refresh_view(self, shown: tuple[str, int]) -> None:
-        if self.view.shown == shown and shown[0] in self.tiles:
-            self._fill_view(*shown, jobs=False)
+    def _refresh_view(self, layer: str) -> None:
+        shown = self.view.shown
+        if shown is None or shown[0] != layer or layer not in self.tiles:
+            return
+        self._fill_view(*shown, jobs=False)
+        if self._view_stale:
+            self._view_stale = False
             self.jobs.start_effect(*shown)
 
     # ------------------------------------------------------------------ training

@@ -23,6 +23,11 @@ __all__ = ["ConceptJobs", "WANTS_STEPS"]
 WANTS_STEPS = 96
 
 
+def concepts_of(attached: Any) -> Any:
+    """The dictionary of an attached entry."""
+    return attached.concepts
+
+
 class ConceptJobs(QObject):
     """What the Concept dock (``view``) runs in the background.
 
@@ -84,7 +89,21 @@ class ConceptJobs(QObject):
         if att is None or result is None or result.capture is None:
             return
         inputs = result.capture.inputs
-        edits = {k: v for k, v in (result.capture.edits or {}).items()}
+        # On top of the other edits: one that already removes or scales this concept is left
+        # out, so the effect says what the concept does, not what is left of it.
+        edits = {
+            k: tuple(
+                e
+                for e in v
+                if not (
+                    k == layer
+                    and e.kind == "concept"
+                    and e.concepts is concepts_of(att)
+                    and concept in tuple(e.channels or ())
+                )
+            )
+            for k, v in (result.capture.edits or {}).items()
+        }
         target = self.session.run_target
         concepts = att.concepts
         self.view.set_effect("Measuring its effect on the prediction…")

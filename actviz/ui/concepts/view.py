@@ -16,9 +16,11 @@ from actviz.ui.panels import style
 __all__ = ["ConceptView", "pixmap_of"]
 
 #: Side of the concept's picture in the view (screen pixels, at most).
-PICTURE_PX = 300
+PICTURE_PX = 240
 #: Side of one top image.
-THUMB_PX = 88
+THUMB_PX = 76
+#: Top images per row.
+THUMB_COLUMNS = 3
 
 
 def pixmap_of(rgb: np.ndarray, side: int) -> QtGui.QPixmap:
@@ -72,7 +74,7 @@ class ConceptView(QtWidgets.QWidget):
         self.picture = QtWidgets.QLabel()
         self.picture.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
         self.picture.setMinimumSize(160, 160)
-        self.picture.setToolTip("Where the concept fires on this input (the rest dimmed)")
+        self.picture.setToolTip("Where the concept fires on this input")
         outer.addWidget(self.picture, 1)
         self.stats_label = style.caption_label()
         self.stats_label.setWordWrap(True)
@@ -104,7 +106,7 @@ class ConceptView(QtWidgets.QWidget):
         outer.addWidget(self.effect_label)
 
         outer.addWidget(style.caption_label("Top images (where it fires)"))
-        self.top_row = QtWidgets.QHBoxLayout()
+        self.top_row = QtWidgets.QGridLayout()
         self.top_row.setSpacing(2)
         top_box = QtWidgets.QWidget()
         top_box.setLayout(self.top_row)
@@ -148,7 +150,7 @@ class ConceptView(QtWidgets.QWidget):
         and a line of ``stats``; ``concepts``: the dictionary's size."""
         new = self.shown != (layer, concept)
         self.shown = (layer, int(concept))
-        self.title.set_text(f"{layer} · concept {concept} of {concepts}")
+        self.title.set_text(f"Concept {concept} of {concepts} · {layer}")
         self.name_edit.setText(name)
         self.picture_array = np.asarray(picture)
         self.picture.setPixmap(pixmap_of(picture, PICTURE_PX))
@@ -170,11 +172,10 @@ class ConceptView(QtWidgets.QWidget):
             item = self.top_row.takeAt(0)
             if item.widget() is not None:
                 item.widget().deleteLater()
-        for rgb in pictures:
+        for i, rgb in enumerate(pictures):
             label = QtWidgets.QLabel()
             label.setPixmap(pixmap_of(rgb, THUMB_PX))
-            self.top_row.addWidget(label)
-        self.top_row.addStretch(1)
+            self.top_row.addWidget(label, i // THUMB_COLUMNS, i % THUMB_COLUMNS)
         self.top_count = len(pictures)
         self.top_label.setText(text)
 
