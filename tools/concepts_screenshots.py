@@ -101,7 +101,9 @@ def main() -> None:
     # The Edits dock (View menu) lists the removal, as for any edit.
     for dock in window.findChildren(QDockWidget):
         if dock.windowTitle() == "Edits":
+            window.tabifyDockWidget(feature.dock, dock)  # in the Concept dock's place
             dock.show()
+            dock.raise_()
     window.reveal_panel(LAYER)
     wait_settled(app, lambda: view.effect_label.text().startswith("Removing"))
     window.grab().save(str(out / "concepts-window-removed.png"))
