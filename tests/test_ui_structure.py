@@ -21,6 +21,7 @@ FEATURES = (
     "effects",
     "atlas",
     "visualize",
+    "concepts",
 )
 #: What a feature may import from ``actviz.ui``: the host protocol, passive panels, the worker,
 #: the Qt-free loader helpers and where file dialogs start (besides its own package and

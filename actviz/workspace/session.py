@@ -372,7 +372,8 @@ class Session:
     ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
     ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``,
     ``view_changed(what: str)`` (``"colormap"``, ``"normalize"``, ``"gradcam_layer"``,
-    ``"channel_pages"``, ``"page_channels"``, ``"channel_orders"``), ``scan_changed()``.
+    ``"channel_pages"``, ``"page_channels"``, ``"channel_orders"``), ``scan_changed()``,
+    ``concepts_changed(layer: str)``.
 
     Every piece of state the display depends on changes through a setter here and is
     announced, so whatever shows it (panels, live mode, exports, a saved session) hears of it.
@@ -438,12 +439,29 @@ class Session:
         self.scan: Any = None
         #: ``scan_changed()``: :attr:`scan` was replaced (or dropped with the model).
         self.scan_changed = Event()
+        #: ``{layer: AttachedConcepts}``: dictionaries attached to layers (trained or opened;
+        #: :mod:`actviz.workspace.concepts`); dropped with the model.
+        self.concepts: dict[str, Any] = {}
+        #: ``concepts_changed(layer: str)``: the dictionary of ``layer`` was attached, changed
+        #: (names, shown) or removed.
+        self.concepts_changed = Event()
 
     # -- dataset scan ------------------------------------------------------------------------
     def set_scan(self, scan: Any) -> None:
         """Make ``scan`` the session's dataset scan (None: none) and announce it."""
         self.scan = scan
         self.scan_changed.emit()
+
+    # -- concepts ----------------------------------------------------------------------------
+    def set_concepts(self, layer: str, attached: Any) -> None:
+        """Attach ``attached`` (an :class:`~actviz.workspace.concepts.AttachedConcepts`) to
+        ``layer`` (None: detach) and announce it."""
+        if attached is None:
+            if self.concepts.pop(layer, None) is None:
+                return
+        else:
+            self.concepts[layer] = attached
+        self.concepts_changed.emit(layer)
 
     # -- model -------------------------------------------------------------------------------
     def set_model(
@@ -490,6 +508,9 @@ class Session:
         self.channel_pages = {}
         self.page_channels = {}
         self.channel_orders = {}
+        dropped, self.concepts = list(self.concepts), {}  # they read this model's layers
+        for layer in dropped:
+            self.concepts_changed.emit(layer)
         if ticks is None:
             # A TorchScript model's layers run inside compiled code where no hook reaches:
             # ticks would promise panels a run cannot fill ("5 layer(s)" and nothing shown).

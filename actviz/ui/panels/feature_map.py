@@ -390,6 +390,9 @@ class LayerPanel(PanelBase):
         bar (an ``(N, C)`` output): that unit.
     difference_toggled(str, bool)
         The user switched the "difference" view of this layer on or off.
+    tile_clicked(str, int), tiles_context_requested(str, list, QPoint)
+        Sent instead of ``channel_clicked`` / ``channels_context_requested`` while the tiles
+        are units of another kind than channels (:meth:`set_tile_unit`: concepts).
     """
 
     channel_clicked = QtCore.Signal(str, int)
@@ -397,6 +400,8 @@ class LayerPanel(PanelBase):
     mosaic_width_changed = QtCore.Signal(str, int)
     channels_context_requested = QtCore.Signal(str, list, QtCore.QPoint)
     difference_toggled = QtCore.Signal(str, bool)
+    tile_clicked = QtCore.Signal(str, int)
+    tiles_context_requested = QtCore.Signal(str, list, QtCore.QPoint)
 
     def __init__(
         self, name: str, parent: QtWidgets.QWidget | None = None, *, module_type: str = ""
@@ -414,6 +419,8 @@ class LayerPanel(PanelBase):
         self._anchor: int | None = None
         self._edited = ""
         self._difference_shown = False
+        #: What the tiles are when they are not channels ("concept"), else "".
+        self._tile_unit = ""
         self._build_edit_bar()
 
         row = QtWidgets.QHBoxLayout()
@@ -545,6 +552,20 @@ class LayerPanel(PanelBase):
         self._update_title()
         self._update_page_bar(mosaic if view.kind == "maps" else None)
         self._show_description()
+
+    def set_tile_unit(self, unit: str = "") -> None:
+        """Tiles of another kind than channels (``"concept"``): clicks and right clicks send
+        :attr:`tile_clicked` / :attr:`tiles_context_requested`, the read-out names the unit,
+        the page buttons are off; "" (channels) puts everything back."""
+        if unit != self._tile_unit:
+            self._tile_unit = unit
+            self.set_selected_channels([])
+        self.prev_page_button.setHidden(bool(unit))
+        self.next_page_button.setHidden(bool(unit))
+
+    def tile_unit(self) -> str:
+        """What the tiles are when not channels ("" for channels)."""
+        return self._tile_unit
 
     # -- what-if -------------------------------------------------------------------------------
     def set_edit_badge(self, text: str) -> None:
@@ -790,7 +811,8 @@ class LayerPanel(PanelBase):
     def hover_text(self, loc: _Location) -> str:
         """The read-out for a data location, e.g. ``ch 12  (x=3, y=7)  value 0.532``."""
         if loc.kind == "maps":
-            where = f"ch {loc.channel}  (x={loc.x}, y={loc.y})"
+            unit = self._tile_unit or "ch"
+            where = f"{unit} {loc.channel}  (x={loc.x}, y={loc.y})"
         elif loc.kind == "heatmap":
             where = f"(row={loc.y}, col={loc.x})"
         elif self._unit_names and loc.channel is not None and loc.channel < len(self._unit_names):
@@ -814,6 +836,9 @@ class LayerPanel(PanelBase):
         if loc.kind == "maps" and loc.channel is not None:
             if self._selected_channels:
                 self.set_selected_channels([])
+            if self._tile_unit:
+                self.tile_clicked.emit(self.name, int(loc.channel))
+                return
             self.channel_clicked.emit(self.name, int(loc.channel))
 
     def _on_slot_select_clicked(self, loc: _Location, extend: bool) -> None:
@@ -843,4 +868,7 @@ class LayerPanel(PanelBase):
             return
         if channel not in self._selected_channels:
             self.set_selected_channels([channel])
+        if self._tile_unit:
+            self.tiles_context_requested.emit(self.name, self.selected_channels(), screen)
+            return
         self.channels_context_requested.emit(self.name, self.selected_channels(), screen)

@@ -14,9 +14,11 @@ __all__ = ["default_features"]
 
 def default_features() -> tuple[Callable[[Any], Any], ...]:
     """Token views, what-if edits, the Compare tab, dataset scans, live mode and session
-    files (File > Save session / Open session / Export report)."""
+    files (File > Save session / Open session / Export report), and concepts (Data > Train
+    concepts…, panels of concepts)."""
     from actviz.ui.atlas.feature import AtlasFeature
     from actviz.ui.compare.controller import CompareController
+    from actviz.ui.concepts import ConceptsFeature
     from actviz.ui.dataset.scan_ui import DatasetScanUI
     from actviz.ui.effects import EffectsFeature
     from actviz.ui.live.feature import LiveMode
@@ -35,4 +37,5 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
         SessionsFeature,
         EffectsFeature,
         VisualizeFeature,
+        ConceptsFeature,
     )

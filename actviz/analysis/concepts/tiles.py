@@ -1,0 +1,227 @@
+"""What the window shows of a dictionary for one input (no Qt): concept tiles, one concept's map
+over the input picture, and a concept's effect on the prediction.
+
+:func:`concept_tiles` turns a capture into a layer panel's concept page: each concept's map
+(:meth:`Concepts.maps`), the concepts most active for this input sorted by their peak, and the
+mosaic of the first ``page`` of them, made by the one mosaic rule
+(:func:`actviz.display.mosaic.mosaic`, with a :class:`ChannelOrder` of concept numbers).
+:func:`concept_picture` draws a concept's map over the input as the concept sheets do;
+:func:`concept_effect` measures the prediction with a concept removed (or scaled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.analysis.concepts.model import Concepts
+from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
+from actviz.display.views import LayerView
+
+__all__ = [
+    "ConceptEffect",
+    "ConceptTiles",
+    "ORDER_LABEL",
+    "concept_effect",
+    "concept_label",
+    "concept_picture",
+    "concept_tiles",
+]
+
+#: What the page read-out calls the concepts' order.
+ORDER_LABEL = "most active"
+
+
+def concept_label(concept: int, names: Mapping[int, str] | None = None) -> str:
+    """``concept 12`` or ``concept 12 "wheel"`` when the user named it."""
+    name = (names or {}).get(int(concept), "")
+    return f'concept {concept} "{name}"' if name else f"concept {concept}"
+
+
+@dataclass(frozen=True, eq=False)
+class ConceptTiles:
+    """One layer's concepts for one input, as a panel shows them.
+
+    Attributes
+    ----------
+    layer
+        The layer.
+    view
+        ``"maps"`` view of every concept's map, ``(d_sae, H, W)`` (a sequence: ``(d_sae, 1,
+        T)``); read-outs and the concept view read it.
+    mosaic
+        The tiles: the first ``page`` concepts of :attr:`order`, each labelled with its number.
+    order
+        Concept numbers, most active first (peak value over the map); only the concepts that
+        fire on this input, or the first few when none does.
+    peaks
+        ``(d_sae,)`` each concept's largest value on this input.
+    active
+        How many concepts fire somewhere on this input.
+    """
+
+    layer: str
+    view: LayerView
+    mosaic: Mosaic
+    order: tuple[int, ...]
+    peaks: np.ndarray
+    active: int
+
+
+def _as_maps(maps: torch.Tensor) -> np.ndarray:
+    a = maps.detach().to("cpu", torch.float32).numpy()
+    if a.ndim == 1:  # an (N, C) layer: one value per concept
+        return a.reshape(-1, 1, 1)
+    if a.ndim == 2:  # tokens: one row
+        return a.reshape(a.shape[0], 1, a.shape[1])
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+def concept_tiles(
+    concepts: Concepts,
+    capture: Any,
+    layer: str,
+    *,
+    sample: int = 0,
+    page: int = 64,
+    normalize: str = "channel",
+) -> ConceptTiles:
+    """The concept page of ``layer`` for sample ``sample`` of ``capture``.
+
+    Parameters
+    ----------
+    concepts
+        The dictionary attached to the layer (it reads the layer's output).
+    capture
+        A capture that recorded ``layer``.
+    page
+        Tiles shown at most.
+    normalize
+        The mosaic's normalisation (``"channel"``: each tile its own range).
+
+    Raises
+    ------
+    ValueError
+        The layer was not captured, or its vectors do not have the dictionary's width.
+    """
+    maps = _as_maps(concepts.maps(capture, layer, index=sample))
+    flat = maps.reshape(maps.shape[0], -1)
+    peaks = flat.max(axis=1) if flat.shape[1] else np.zeros(maps.shape[0], np.float32)
+    peaks = np.where(np.isfinite(peaks), peaks, 0.0).astype(np.float32)
+    firing = np.flatnonzero(peaks > 0)
+    active = int(firing.size)
+    if active:
+        # Strongest first; equal peaks by number, so the order is stable across frames.
+        ranked = firing[np.lexsort((firing, -peaks[firing]))]
+    else:
+        ranked = np.arange(min(maps.shape[0], max(1, page)))
+    order = tuple(int(i) for i in ranked)
+    shown = mosaic(
+        maps,
+        normalize=normalize,
+        max_channels=max(1, int(page)),
+        order=ChannelOrder(order, ORDER_LABEL),
+    )
+    h, w = maps.shape[1:]
+    view = LayerView(
+        "maps",
+        maps,
+        (1, *maps.shape),
+        f"{active} of {concepts.d_sae} concepts fire ({h}x{w} maps)",
+    )
+    return ConceptTiles(layer, view, shown, order, peaks, active)
+
+
+def concept_picture(
+    image: np.ndarray | None, concept_map: np.ndarray, *, size: int = 256
+) -> np.ndarray:
+    """``(H, W, 3)`` uint8: where the concept fires, over the input picture (the map scaled to
+    its own peak, blended in the overlay colours as the window's saliency and Grad-CAM are:
+    :func:`actviz.display.colormaps.overlay`), or on a grey ``size``-pixel square when there is
+    no picture."""
+    from actviz.display.colormaps import overlay
+
+    heat = np.asarray(concept_map, dtype=np.float32)
+    heat = np.where(np.isfinite(heat), np.maximum(heat, 0.0), 0.0)
+    if heat.ndim == 1:
+        heat = heat[None]
+    peak = float(heat.max()) if heat.size else 0.0
+    heat01 = heat / peak if peak > 0 else heat
+    if image is None or np.asarray(image).ndim != 3:
+        picture = np.full((size, size, 3), 128, np.uint8)
+    else:
+        picture = np.ascontiguousarray(np.asarray(image)[..., :3]).astype(np.uint8)
+    return overlay(picture, heat01, alpha=0.6)
+
+
+@dataclass(frozen=True)
+class ConceptEffect:
+    """The prediction with and without a concept.
+
+    Attributes
+    ----------
+    target
+        The class followed (the unedited run's top class unless one was given).
+    p_before, p_after
+        Its probability without and with the edit.
+    logit_before, logit_after
+        Its logit.
+    top_after
+        The top class with the edit.
+    """
+
+    target: int
+    p_before: float
+    p_after: float
+    logit_before: float
+    logit_after: float
+    top_after: int
+
+    @property
+    def dp(self) -> float:
+        """The change of the target's probability (after - before)."""
+        return self.p_after - self.p_before
+
+
+def concept_effect(
+    model: torch.nn.Module,
+    inputs: Any,
+    concepts: Concepts,
+    layer: str,
+    concept: int,
+    *,
+    scale: float = 0.0,
+    target: int | None = None,
+    edits: Mapping[str, Any] | None = None,
+) -> ConceptEffect | None:
+    """What the prediction does when ``concept`` is removed (``scale=0``) from ``layer``.
+
+    ``edits``: the edits the runs already apply (the effect is measured on top of them).
+    None when the model's output is not ``(N, classes)`` scores.
+    """
+    from actviz.core import edits as E
+    from actviz.core.capture import capture
+    from actviz.core.structures import first_tensor
+
+    base_edits = {k: tuple(v) for k, v in (edits or {}).items()}
+    with_concept = dict(base_edits)
+    with_concept[layer] = (*base_edits.get(layer, ()), E.concept(concepts, [int(concept)], scale))
+    outs = []
+    for chosen in (base_edits, with_concept):
+        cap = capture(model, inputs, [], gradients=False, input_grads=False, edits=chosen or None)
+        out = first_tensor(cap.output)
+        if out is None or out.ndim != 2 or out.shape[1] < 2:
+            return None
+        outs.append(out[0].detach().to("cpu", torch.float64))
+    before, after = outs
+    t = int(before.argmax()) if target is None else int(target)
+    if not 0 <= t < before.shape[0]:
+        return None
+    pb, pa = torch.softmax(before, 0), torch.softmax(after, 0)
+    return ConceptEffect(
+        t, float(pb[t]), float(pa[t]), float(before[t]), float(after[t]), int(after.argmax())
+    )

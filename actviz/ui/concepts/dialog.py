@@ -1,0 +1,147 @@
+"""Data > Train concepts...: the layer, the dictionary's size, k and the data folder, with the
+training's progress (vectors seen, FVU so far, time left) and Cancel. A view: the feature
+runs the training on a worker of its own and tells the dialog where it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6 import QtCore, QtWidgets
+
+from actviz.ui.host import StepsAndLine
+
+__all__ = ["TrainConceptsDialog", "TrainSpec"]
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """What the dialog asks for."""
+
+    layer: str
+    n_concepts: int
+    k: int
+    data: str
+    epochs: int
+    out: str
+
+
+class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
+    """The Train concepts dialog (not modal: the window stays usable while it trains).
+
+    Signals
+    -------
+    train_requested(TrainSpec), cancel_requested()
+    """
+
+    train_requested = QtCore.Signal(object)
+    cancel_requested = QtCore.Signal()
+
+    def __init__(
+        self,
+        parent: QtWidgets.QWidget | None,
+        layers: list[str],
+        *,
+        layer: str | None = None,
+        data: str = "",
+        out: str = "",
+        channels: int = 64,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Train concepts")
+        form = QtWidgets.QFormLayout()
+        self.layer_combo = QtWidgets.QComboBox()
+        self.layer_combo.addItems(layers)
+        if layer in layers:
+            self.layer_combo.setCurrentText(layer)
+        form.addRow("Layer:", self.layer_combo)
+        self.n_spin = QtWidgets.QSpinBox()
+        self.n_spin.setRange(2, 1 << 16)
+        self.n_spin.setValue(max(16, 8 * int(channels)))
+        self.n_spin.setToolTip("Concepts in the dictionary (8 x the layer's channels is usual)")
+        form.addRow("Concepts:", self.n_spin)
+        self.k_spin = QtWidgets.QSpinBox()
+        self.k_spin.setRange(1, 1024)
+        self.k_spin.setValue(8)
+        self.k_spin.setToolTip("Concepts active per position (TopK)")
+        form.addRow("Active per position (k):", self.k_spin)
+        self.epochs_spin = QtWidgets.QSpinBox()
+        self.epochs_spin.setRange(1, 1000)
+        self.epochs_spin.setValue(5)
+        form.addRow("Epochs:", self.epochs_spin)
+        self.data_edit = QtWidgets.QLineEdit(data)
+        self.data_edit.setPlaceholderText("a folder of images")
+        browse = QtWidgets.QPushButton("Browse…")
+        browse.clicked.connect(self._browse_data)
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(self.data_edit, 1)
+        row.addWidget(browse)
+        form.addRow("Data folder:", row)
+        self.out_edit = QtWidgets.QLineEdit(out)
+        self.out_edit.setToolTip("Where the dictionary is saved (a SAELens folder)")
+        form.addRow("Save to:", self.out_edit)
+
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.addLayout(form)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setRange(0, 0)
+        self.progress.setVisible(False)
+        outer.addWidget(self.progress)
+        self.message = QtWidgets.QLabel()
+        self.message.setWordWrap(True)
+        self.message.setVisible(False)
+        outer.addWidget(self.message)
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addStretch(1)
+        self.train_button = QtWidgets.QPushButton("Train")
+        self.train_button.setDefault(True)
+        self.train_button.clicked.connect(self._on_train_clicked)
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel_requested.emit)
+        self.close_button = QtWidgets.QPushButton("Close")
+        self.close_button.clicked.connect(self.close)
+        for b in (self.train_button, self.cancel_button, self.close_button):
+            buttons.addWidget(b)
+        outer.addLayout(buttons)
+        self.resize(520, self.sizeHint().height())
+
+    def spec(self) -> TrainSpec:
+        """What the fields say."""
+        return TrainSpec(
+            self.layer_combo.currentText(),
+            int(self.n_spin.value()),
+            int(self.k_spin.value()),
+            self.data_edit.text().strip(),
+            int(self.epochs_spin.value()),
+            self.out_edit.text().strip(),
+        )
+
+    def set_busy(self, busy: bool) -> None:
+        """While training: the bar shows, Cancel is on, Train and the fields are off."""
+        self.progress.setVisible(busy)
+        if busy:
+            self.progress.setRange(0, 0)
+        self.cancel_button.setEnabled(busy)
+        self.train_button.setEnabled(not busy)
+        for w in (self.layer_combo, self.n_spin, self.k_spin, self.epochs_spin, self.data_edit):
+            w.setEnabled(not busy)
+
+    def _browse_data(self) -> None:
+        folder = QtWidgets.QFileDialog.getExistingDirectory(
+            self, "Images to train on", self.data_edit.text()
+        )
+        if folder:
+            self.data_edit.setText(folder)
+
+    def _on_train_clicked(self) -> None:
+        spec = self.spec()
+        if not spec.layer:
+            self.set_message("Tick a layer first: the dictionary learns its output.", error=True)
+            return
+        if spec.k > spec.n_concepts:
+            self.set_message("k must be at most the number of concepts.", error=True)
+            return
+        if not spec.data or not QtCore.QDir(spec.data).exists():
+            self.set_message("Choose a folder of images to train on.", error=True)
+            return
+        self.train_requested.emit(spec)

@@ -1,0 +1,489 @@
+"""Concepts in the window: a layer panel shows a dictionary's concepts instead of channels.
+
+:class:`ConceptsFeature` attaches through the host only:
+
+* Data > Train concepts… (a dialog; the training runs on a worker of the feature's own, on a
+  copy of the model, with progress and Cancel; the dictionary is saved as a SAELens folder
+  and, with its data folder, scanned for each concept's top images) and Data > Open
+  concepts… (a SAELens folder) attach a dictionary to its layer in the session
+  (``session.set_concepts``);
+* the tile menu of a layer with a dictionary gets "Show concepts" / "Show channels"; a panel
+  showing concepts (``panel_shown``) gets the concepts most active for the input as tiles
+  (:func:`actviz.analysis.concepts.tiles.concept_tiles`), and its tile clicks open the
+  Concept dock (:class:`~actviz.ui.concepts.view.ConceptView`): the map over the input, a
+  name, Remove / Scale (an ``actviz.edits.concept`` edit on the session's edits board: the
+  what-if machinery re-runs), the effect on the prediction, top images, "What it wants";
+* sessions keep each layer's dictionary folder, the names and the choice; reports show the
+  concept tiles of each layer with a dictionary, named.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
+
+from actviz.ui.concepts.copies import ModelCopies
+from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
+from actviz.ui.concepts.jobs import ConceptJobs
+from actviz.ui.concepts.training import ConceptTraining
+from actviz.ui.concepts.view import ConceptView
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.loaders import describe_error
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConceptsFeature"]
+
+#: Width of the Concept dock.
+DOCK_WIDTH = 360
+
+
+class ConceptsFeature(FeatureBase, QObject):
+    """Dictionaries of concepts on layers: trained, opened, shown, edited (see the module doc).
+
+    Parameters
+    ----------
+    host
+        The window.
+    """
+
+    name = "concepts"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.host = host
+        self.session = host.session
+        self.copies = ModelCopies(host, self)
+        #: Data > Train concepts… (its dialog, its worker).
+        self.training_ = ConceptTraining(host, self.copies, self._on_trained, self)
+        #: The concept tiles each panel shows now (``{layer: ConceptTiles}``).
+        self.tiles: dict[str, Any] = {}
+        #: The tile menu of a concept tile shown last (tests trigger its actions).
+        self.menu: QMenu | None = None
+        #: Asks for a folder (tests replace it): ``(title, start) -> folder or ""``.
+        self.ask_folder = lambda title, start="": QFileDialog.getExistingDirectory(
+            host.dialog_parent(), title, start
+        )
+        self._closed = False
+        self._view_stale = False  # a new result: the view's effect is measured again
+
+        self.view = ConceptView()
+        #: The view's jobs (effect, top images, what it wants, scans) on one copy.
+        self.jobs = ConceptJobs(host, self.copies, self.view, self)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        # Its lines wrap to the dock's width (no sideways scrolling).
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.view)
+        self.dock = QDockWidget("Concept", host.dialog_parent())
+        self.dock.setObjectName("ConceptDock")
+        self.dock.setWidget(scroll)
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=DOCK_WIDTH)
+
+        self.train_action = QAction("Train concepts…", self)
+        self.train_action.setToolTip(
+            "Learn a dictionary of concepts (a sparse autoencoder) on a layer's activations"
+        )
+        self.train_action.triggered.connect(self.open_train_dialog)
+        host.add_menu_action("Data", self.train_action, shortcut=False)
+        self.open_action = QAction("Open concepts…", self)
+        self.open_action.setToolTip("Open a dictionary saved as a SAELens folder")
+        self.open_action.triggered.connect(self._on_open_triggered)
+        host.add_menu_action("Data", self.open_action, shortcut=False)
+
+        self.view.remove_requested.connect(lambda: self.edit_shown(0.0))
+        self.view.scale_requested.connect(self.edit_shown)
+        self.view.name_edited.connect(self._on_name_edited)
+        self.view.wants_requested.connect(self.jobs.what_it_wants)
+        self.view.top_requested.connect(self._on_top_requested)
+        host.add_tile_menu_entries(self._fill_tile_menu)
+        host.panel_created.connect(self._on_panel_created)
+        host.panel_shown.connect(self._on_panel_shown)
+        for name, panel in host.layer_panels.items():
+            self._on_panel_created(name, panel)
+        self.session.concepts_changed.connect(self._on_concepts_changed)
+        self.session.model_changed.connect(self._on_model_changed)
+        self.session.result_changed.connect(self._on_result_changed)
+
+    # ------------------------------------------------------------------ attaching
+    def attach(
+        self, layer: str, concepts: Any, *, folder: str = "", data: str = "", scan: Any = None
+    ) -> None:
+        """Attach ``concepts`` to ``layer`` and show the layer's panel as concepts."""
+        from actviz.workspace.concepts import AttachedConcepts
+
+        old = self.session.concepts.get(layer)
+        names = old.names if old is not None and old.concepts.d_sae == concepts.d_sae else {}
+        self.session.set_concepts(
+            layer, AttachedConcepts(concepts, str(folder), names, True, scan, str(data))
+        )
+
+    def open_folder(self, folder: str, layer: str | None = None) -> bool:
+        """Open a SAELens folder and attach it to ``layer`` (None: the layer its hook names);
+        False (and a message) when it cannot be."""
+        from actviz.analysis.concepts.hooks import resolve_hook
+        from actviz.analysis.concepts.model import load
+
+        try:
+            concepts = load(folder)
+            model = self.session.model
+            if layer is None:
+                if model is None:
+                    raise ValueError("open a model first")
+                point = resolve_hook(model, concepts.hook_name)
+                if point.side != "output":
+                    raise ValueError(
+                        f"{concepts.hook_name!r} reads the input of {point.module!r}; tick the "
+                        "module before it (only layer outputs are shown as concepts)"
+                    )
+                layer = point.module
+        except (OSError, ValueError, KeyError) as exc:
+            self.host.show_error(f"Could not open the concepts in {folder}: {describe_error(exc)}")
+            return False
+        tree = self.session.tree
+        if tree is None or layer not in tree:
+            self.host.show_error(
+                f"The concepts in {folder} read {layer!r}, not a layer of this model"
+            )
+            return False
+        self.attach(layer, concepts, folder=str(folder))
+        result = self.session.result
+        if not self.session.is_ticked(layer):
+            self.session.set_ticked([layer])  # its panel comes with the next run
+        if result is None or result.capture is None or layer not in result.capture:
+            self.host.schedule_run()
+        self.host.show_status(f"Opened {concepts.d_sae} concepts on {layer}")
+        return True
+
+    def _on_open_triggered(self) -> None:
+        folder = self.ask_folder("Open concepts (a SAELens folder)")
+        if folder:
+            self.open_folder(folder)
+
+    def set_shown(self, layer: str, shown: bool) -> None:
+        """Show ``layer``'s panel as concepts (True) or channels."""
+        att = self.session.concepts.get(layer)
+        if att is not None and att.shown != bool(shown):
+            self.session.set_concepts(layer, att.replaced(shown=bool(shown)))
+
+    def name_concept(self, layer: str, concept: int, name: str) -> None:
+        """Give concept ``concept`` of ``layer`` a name (kept in the session)."""
+        att = self.session.concepts.get(layer)
+        if att is not None and att.names.get(int(concept), "") != name.strip():
+            self.session.set_concepts(layer, att.named(concept, name))
+
+    def _on_concepts_changed(self, layer: str) -> None:
+        if self._closed:
+            return
+        if layer not in self.session.concepts:
+            self.tiles.pop(layer, None)
+            if self.view.shown is not None and self.view.shown[0] == layer:
+                self.view.clear()
+        self.host.refresh_panel(layer)
+        shown = self.view.shown
+        if shown is not None and shown[0] == layer:
+            self._fill_view(*shown, jobs=False)
+
+    # ------------------------------------------------------------------ panels
+    def _on_panel_created(self, _name: str, panel: Any) -> None:
+        panel.tile_clicked.connect(self.open_concept)
+        panel.tiles_context_requested.connect(self._on_tiles_context_requested)
+
+    def _on_panel_shown(self, name: str, panel: Any, _layer: Any) -> None:
+        from actviz.analysis.concepts.tiles import concept_tiles
+
+        att = self.session.concepts.get(name)
+        result = self.session.result
+        if att is None or not att.shown or result is None or result.capture is None:
+            self.tiles.pop(name, None)
+            panel.set_tile_unit("")
+            return
+        try:
+            tiles = concept_tiles(
+                att.concepts,
+                result.capture,
+                name,
+                sample=result.spec.sample,
+                page=self.host.page_channels(name),
+                normalize=self.session.normalize,
+            )
+        except (ValueError, KeyError) as exc:
+            self.tiles.pop(name, None)
+            panel.set_tile_unit("")
+            self.host.show_warning(f"Concepts of {name}: {exc}", "concepts")
+            return
+        self.tiles[name] = tiles
+        panel.set_tile_unit("concept")
+        panel.set_activation(tiles.view, tiles.mosaic)
+        panel.set_gradient(None, None)
+        self._refresh_view(name)
+
+    def _fill_tile_menu(self, menu: QMenu, layer: str, _channels: tuple[int, ...]) -> None:
+        """The channel tile menu's "Show concepts" (with a dictionary: else how to get one)."""
+        att = self.session.concepts.get(layer)
+        action = menu.addAction("Show concepts")
+        if att is None:
+            action.setEnabled(False)
+            action.setToolTip("Train concepts or open some first (Data > Train concepts…)")
+            return
+        action.setToolTip(
+            f"Show the {att.concepts.d_sae} concepts of this layer, most active first"
+        )
+        action.triggered.connect(lambda: self.set_shown(layer, True))
+
+    def _on_tiles_context_requested(self, layer: str, concepts: list, pos: QPoint) -> None:
+        self.menu = self.concept_menu(layer, [int(c) for c in concepts])
+        self.menu.popup(pos)
+
+    def concept_menu(self, layer: str, concepts: list[int]) -> QMenu:
+        """The menu of a right click on concept tiles (built, not shown)."""
+        from actviz.analysis.concepts.tiles import concept_label
+
+        att = self.session.concepts.get(layer)
+        names = att.names if att is not None else {}
+        what = (
+            concept_label(concepts[0], names) if len(concepts) == 1 else f"{len(concepts)} concepts"
+        )
+        menu = QMenu(self.host.dialog_parent())
+        menu.setToolTipsVisible(True)
+        menu.addSection(f"{layer} · {what}")
+        if len(concepts) == 1:
+            menu.addAction("Open concept", lambda: self.open_concept(layer, concepts[0]))
+        menu.addAction(f"Remove {what}", lambda: self.add_edit(layer, concepts, 0.0)).setToolTip(
+            "Subtract the concepts' contribution from the layer's output and run again"
+        )
+        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, concepts))
+        if len(concepts) == 1:
+            menu.addAction("Name…", lambda: self._ask_name(layer, concepts[0]))
+        menu.addSeparator()
+        menu.addAction("Show channels", lambda: self.set_shown(layer, False)).setToolTip(
+            "Show this layer's channels again (the dictionary stays)"
+        )
+        return menu
+
+    def _ask_and_scale(self, layer: str, concepts: list[int]) -> None:
+        value, ok = QInputDialog.getDouble(
+            self.host.dialog_parent(), "Scale concepts", "Multiply their contribution by:", 2.0,
+            -1e6, 1e6, 3,
+        )  # fmt: skip
+        if ok:
+            self.add_edit(layer, concepts, float(value))
+
+    def _ask_name(self, layer: str, concept: int) -> None:
+        att = self.session.concepts.get(layer)
+        old = att.names.get(concept, "") if att is not None else ""
+        text, ok = QInputDialog.getText(
+            self.host.dialog_parent(), "Name the concept", f"Concept {concept}:", text=old
+        )
+        if ok:
+            self.name_concept(layer, concept, text)
+
+    # ------------------------------------------------------------------ edits
+    def add_edit(self, layer: str, concepts: list[int], scale: float) -> None:
+        """Remove (``scale`` 0) or scale ``concepts`` of ``layer``: an edit on the session's
+        edits board (the window runs again with it)."""
+        from actviz.analysis.concepts.tiles import concept_label
+        from actviz.core import edits as E
+
+        att = self.session.concepts.get(layer)
+        if att is None:
+            return
+        try:
+            edit = E.concept(att.concepts, list(concepts), float(scale))
+        except (TypeError, ValueError) as exc:
+            self.host.show_error(f"Could not make the edit: {exc}")
+            return
+        note = ", ".join(concept_label(c, att.names) for c in concepts)
+        self.session.edits.add(layer, edit, note)
+        self.host.schedule_run()
+
+    def edit_shown(self, scale: float) -> None:
+        """Remove / Scale the concept the Concept dock shows."""
+        if self.view.shown is not None:
+            layer, concept = self.view.shown
+            self.add_edit(layer, [concept], scale)
+
+    # ------------------------------------------------------------------ the concept view
+    def open_concept(self, layer: str, concept: int) -> bool:
+        """Show concept ``concept`` of ``layer`` in the Concept dock (its map over the input,
+        its effect on the prediction, its top images); False when the layer shows no concepts."""
+        if layer not in self.tiles or not 0 <= concept < self.tiles[layer].peaks.shape[0]:
+            return False
+        self._fill_view(layer, concept, jobs=True)
+        self.dock.show()
+        self.dock.raise_()
+        return True
+
+    def _fill_view(self, layer: str, concept: int, *, jobs: bool) -> None:
+        from actviz.analysis.concepts.tiles import concept_picture
+
+        tiles = self.tiles.get(layer)
+        att = self.session.concepts.get(layer)
+        result = self.session.result
+        if tiles is None or att is None or concept >= tiles.peaks.shape[0]:
+            return
+        m = tiles.view.data[concept]
+        fired = int((m > 0).sum())
+        rank = tiles.order.index(concept) + 1 if concept in tiles.order else None
+        where = f"{rank} of {tiles.active} firing" if rank and tiles.active else "not firing"
+        stats = (
+            f"peak {float(tiles.peaks[concept]):.4g} · fires at {fired} of {m.size} positions "
+            f"· {where} on this input"
+        )
+        if att.scan is not None:
+            stats += f" · fires on {100 * float(att.scan.image_rate[concept]):.0f}% of images"
+        image = result.image if result is not None else None
+        self.view.set_concept(
+            layer,
+            concept,
+            concept_picture(image, m),
+            name=att.names.get(concept, ""),
+            stats=stats,
+            concepts=int(att.concepts.d_sae),
+        )
+        self.view.top_button.setVisible(att.scan is None)
+        if jobs:
+            self.jobs.start(layer, concept)
+
+    def _on_name_edited(self, text: str) -> None:
+        if self.view.shown is not None:
+            self.name_concept(*self.view.shown, text)
+
+    def _on_result_changed(self) -> None:
+        # The view follows the new result once its layer's panel shows it (_on_panel_shown).
+        self._view_stale = True
+
+    def _refresh_view(self, layer: str) -> None:
+        shown = self.view.shown
+        if shown is None or shown[0] != layer or layer not in self.tiles:
+            return
+        self._fill_view(*shown, jobs=False)
+        if self._view_stale:
+            self._view_stale = False
+            self.jobs.start_effect(*shown)
+
+    # ------------------------------------------------------------------ training
+    @property
+    def dialog(self) -> TrainConceptsDialog | None:
+        """The Train concepts dialog (None until first opened)."""
+        return self.training_.dialog
+
+    def open_train_dialog(self) -> TrainConceptsDialog:
+        """Data > Train concepts…: the dialog, shown."""
+        return self.training_.open_dialog()
+
+    def train(self, spec: TrainSpec) -> None:
+        """Train as ``spec`` says, in the background (see :class:`ConceptTraining`)."""
+        self.training_.train(spec)
+
+    def training(self) -> bool:
+        """Whether a training runs now (or waits for its copy of the model)."""
+        return self.training_.running()
+
+    def is_busy(self) -> bool:
+        return self.training()
+
+    def cancel(self) -> bool:
+        """Cancel the training (Esc, or the dialog's Cancel)."""
+        return self.training_.cancel()
+
+    def _on_trained(self, spec: TrainSpec, concepts: Any, found: Any) -> None:
+        if self._closed:
+            return
+        self.attach(spec.layer, concepts, folder=spec.out, data=spec.data, scan=found)
+        if not self.session.is_ticked(spec.layer):
+            self.session.set_ticked([spec.layer])
+            self.host.schedule_run()
+
+    def _on_model_changed(self) -> None:
+        self.copies.forget()
+        self.tiles.clear()
+        self.view.clear()
+        self.jobs.drop()
+
+    def _on_top_requested(self) -> None:
+        if self.view.shown is None:
+            return
+        layer, _ = self.view.shown
+        att = self.session.concepts.get(layer)
+        folder = self.ask_folder(
+            "Images to find the concept's top images in", att.data if att else ""
+        )
+        if folder and att is not None:
+            self.jobs.scan_folder(layer, folder)
+
+    # ------------------------------------------------------------------ sessions and reports
+    def session_part(self) -> dict[str, Any]:
+        """Each layer's dictionary: its folder (the weights stay there), names and choice."""
+        saved = {layer: att.to_json() for layer, att in self.session.concepts.items() if att.folder}
+        return {"concepts": saved} if saved else {}
+
+    def restore_session_part(self, parts: Any) -> list[str]:
+        """Attach a session's dictionaries again (read from their folders); returns what could
+        not be (also said in the banner)."""
+        from actviz.analysis.concepts.model import load
+        from actviz.workspace.concepts import AttachedConcepts
+
+        saved = parts.get("concepts") or {}
+        for layer in list(self.session.concepts):
+            if layer not in saved:
+                self.session.set_concepts(layer, None)
+        notes = []
+        tree = self.session.tree
+        for layer, entry in saved.items() if isinstance(saved, dict) else ():
+            folder = str((entry or {}).get("folder", ""))
+            if tree is None or layer not in tree:
+                notes.append(f"concepts of {layer}: no such layer")
+                continue
+            try:
+                concepts = load(folder)
+            except (OSError, ValueError) as exc:
+                notes.append(f"concepts of {layer} not restored: {exc}")
+                continue
+            names = {int(k): str(v) for k, v in (entry.get("names") or {}).items()}
+            att = AttachedConcepts(
+                concepts, folder, names, bool(entry.get("shown", True)), None,
+                str(entry.get("data", "")),
+            )  # fmt: skip
+            self.session.set_concepts(layer, att)
+        if notes:
+            self.host.show_warning("; ".join(notes), "concepts")
+        return notes
+
+    def report_part(self) -> dict[str, Any]:
+        """File > Export report: each layer's concept tiles for this input, the dictionary
+        named (its folder, size, k, held-out FVU) and the named concepts listed."""
+        from actviz.analysis.concepts.tiles import concept_label
+        from actviz.display.colormaps import colorize
+
+        figures = []
+        for layer, att in self.session.concepts.items():
+            tiles = self.tiles.get(layer)
+            if tiles is None:
+                continue
+            c = att.concepts
+            fvu = f", held-out FVU {c.heldout_fvu:.3f}" if c.heldout_fvu is not None else ""
+            k = f", k = {c.k}" if c.k is not None else ""
+            top = ", ".join(concept_label(i, att.names) for i in tiles.mosaic.tile_channels[:8])
+            caption = (
+                f"Concepts of {layer}: {c.d_sae} concepts ({c.architecture}{k}{fvu}) from "
+                f"{att.folder or 'memory'}; {tiles.active} fire on this input, most active: {top}"
+            )
+            figures.append((caption, colorize(tiles.mosaic.image)))
+        return {"figures": figures} if figures else {}
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.session.concepts_changed.disconnect(self._on_concepts_changed)
+        self.session.model_changed.disconnect(self._on_model_changed)
+        self.session.result_changed.disconnect(self._on_result_changed)
+        self.copies.closed = True
+        self.training_.shutdown()
+        self.jobs.shutdown()

@@ -1,0 +1,256 @@
+"""The Concept dock's background jobs: the concept's effect on the prediction, its top images
+(from a concept scan), what it wants (a synthesis of its decoder direction) and scans of a
+folder for every concept's top images. One worker, one shared copy of the model; each result
+is shown only while its concept is the one shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject
+
+from actviz.ui.concepts.copies import ModelCopies
+from actviz.ui.concepts.training import TOP_K
+from actviz.ui.concepts.view import ConceptView
+from actviz.ui.host import WindowHost
+from actviz.ui.loaders import describe_error
+from actviz.ui.worker import Worker
+
+__all__ = ["ConceptJobs", "WANTS_STEPS"]
+
+#: Steps of "What it wants" (a quick picture; the Visualize tab makes finer ones).
+WANTS_STEPS = 96
+
+
+def concepts_of(attached: Any) -> Any:
+    """The dictionary of an attached entry."""
+    return attached.concepts
+
+
+class ConceptJobs(QObject):
+    """What the Concept dock (``view``) runs in the background.
+
+    Parameters
+    ----------
+    host
+        The window (its session: the dictionaries, the result, the target).
+    copies
+        Where the model copy comes from.
+    view
+        The Concept dock's view.
+    """
+
+    def __init__(
+        self, host: WindowHost, copies: ModelCopies, view: ConceptView, parent: QObject
+    ) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.session = host.session
+        self.copies = copies
+        self.view = view
+        self.worker = Worker(self)
+        self._gens: dict[int, str] = {}
+        self._closed = False
+        signals = self.worker.signals
+        signals.finished.connect(self._on_worker_finished)
+        signals.errored.connect(self._on_worker_errored)
+        signals.cancelled.connect(self._on_worker_cancelled)
+
+    def drop(self) -> None:
+        """Forget every job (another model): none reports."""
+        self.worker.drop()
+        self._gens.clear()
+
+    def shutdown(self) -> None:
+        """Stop for good."""
+        self._closed = True
+        self.worker.shutdown()
+
+    def start(self, layer: str, concept: int) -> None:
+        """The jobs of a concept just opened: its effect, and its top images when a concept
+        scan exists."""
+        self.start_effect(layer, concept)
+        att = self.session.concepts.get(layer)
+        if att is not None and att.scan is not None:
+            self.start_top(layer, concept)
+        elif att is not None:
+            self.view.set_top([], "No concept scan yet: find its top images in a folder.")
+
+    def _submit(self, kind: str, job: Any, supersede: bool = False) -> None:
+        gen = self.worker.submit(job, supersede=supersede)
+        self._gens[gen] = kind
+
+    def start_effect(self, layer: str, concept: int) -> None:
+        from actviz.analysis.concepts.tiles import concept_effect
+
+        att = self.session.concepts.get(layer)
+        result = self.session.result
+        if att is None or result is None or result.capture is None:
+            return
+        inputs = result.capture.inputs
+        # On top of the other edits: one that already removes or scales this concept is left
+        # out, so the effect says what the concept does, not what is left of it.
+        edits = {
+            k: tuple(
+                e
+                for e in v
+                if not (
+                    k == layer
+                    and e.kind == "concept"
+                    and e.concepts is concepts_of(att)
+                    and concept in tuple(e.channels or ())
+                )
+            )
+            for k, v in (result.capture.edits or {}).items()
+        }
+        target = self.session.run_target
+        concepts = att.concepts
+        self.view.set_effect("Measuring its effect on the prediction…")
+
+        def run(clone: Any) -> None:
+            def job(_stop: Any, _report: Any) -> Any:
+                return (layer, concept), concept_effect(
+                    clone, inputs, concepts, layer, concept, target=target, edits=edits
+                )
+
+            self._submit("effect", job, supersede=True)
+
+        self.copies.shared(run)
+
+    def start_top(self, layer: str, concept: int) -> None:
+        from actviz.analysis.concepts.scan import top_heatmaps
+        from actviz.analysis.concepts.sheet import overlay
+
+        att = self.session.concepts.get(layer)
+        if att is None or att.scan is None:
+            return
+        concepts, scan = att.concepts, att.scan
+        self.view.set_top([], "Reading its top images…")
+
+        def run(clone: Any) -> None:
+            model = self.copies.engine_model(clone)
+
+            def job(_stop: Any, _report: Any) -> Any:
+                shown = top_heatmaps(model, concepts, scan, concept)
+                return (layer, concept), [overlay(p, h) for _, p, h in shown], scan
+
+            self._submit("top", job)
+
+        self.copies.shared(run)
+
+    def what_it_wants(self) -> None:
+        """Synthesise what the concept shown wants: the picture that maximises its decoder
+        direction at the layer (:func:`actviz.analysis.visualize.visualize`, a direction
+        objective), on the view's copy of the model."""
+        from actviz.analysis.visualize import visualize
+
+        if self.view.shown is None:
+            return
+        layer, concept = self.view.shown
+        att = self.session.concepts.get(layer)
+        if att is None:
+            return
+        direction = att.concepts.W_dec[concept].clone()
+        self.view.set_wants(None, "Synthesising what it wants…")
+
+        def run(clone: Any) -> None:
+            model = self.copies.engine_model(clone)
+
+            def job(stop: Any, _report: Any) -> Any:
+                vis = visualize(
+                    model, layer, [0], objective=direction, steps=WANTS_STEPS, size=96,
+                    should_stop=stop,
+                )  # fmt: skip
+                return (layer, concept), np.asarray(vis.images[0])
+
+            self._submit("wants", job)
+
+        self.copies.shared(run)
+
+    def scan_folder(self, layer: str, folder: str) -> None:
+        """Scan ``folder`` for the top images of every concept of ``layer`` (in the
+        background; the concept view shows them when done)."""
+        from actviz.analysis.concepts.scan import scan_concepts
+
+        att = self.session.concepts.get(layer)
+        if att is None:
+            return
+        concepts = att.concepts
+        self.view.set_top([], f"Scanning {folder} for the concepts' top images…")
+
+        def run(clone: Any) -> None:
+            model = self.copies.engine_model(clone)
+
+            def job(stop: Any, _report: Any) -> Any:
+                return (
+                    layer,
+                    folder,
+                    scan_concepts(model, folder, concepts, layer, k=TOP_K, should_stop=stop),
+                )
+
+            self._submit("scan", job)
+
+        self.copies.shared(run)
+
+    # ------------------------------------------------------------------ worker signals
+    def _on_worker_finished(self, gen: int, value: Any) -> None:
+        if self._closed:
+            return
+        kind = self._gens.pop(gen, None)
+        if kind == "scan":
+            layer, folder, found = value
+            att = self.session.concepts.get(layer)
+            if att is not None:
+                self.session.set_concepts(layer, att.replaced(scan=found, data=folder))
+                shown = self.view.shown
+                if shown is not None and shown[0] == layer:
+                    self.start_top(*shown)
+            return
+        if kind is None or value is None:
+            return
+        where = value[0]
+        if where != self.view.shown:
+            return  # another concept is shown now
+        if kind == "effect":
+            self.view.set_effect(self._effect_text(value[1]))
+        elif kind == "top":
+            pictures, scan = value[1], value[2]
+            self.view.set_top(
+                pictures,
+                f"Its top {len(pictures)} of {scan.count} images (the red tint: where it fires)",
+            )
+        elif kind == "wants":
+            self.view.set_wants(
+                value[1], "What it wants: the picture that drives its direction most"
+            )
+
+    def _effect_text(self, effect: Any) -> str:
+        if effect is None:
+            return "Effect on the prediction: the model does not output class scores."
+        cats = self.session.categories or []
+        name = f" ({cats[effect.target]})" if effect.target < len(cats) else ""
+        top = ""
+        if effect.top_after != effect.target:
+            top = f"; the top class becomes {effect.top_after}"
+        return (
+            f"Removing it: class {effect.target}{name} {100 * effect.p_before:.1f} % → "
+            f"{100 * effect.p_after:.1f} % ({100 * effect.dp:+.1f} pp; logit "
+            f"{effect.logit_before:.3g} → {effect.logit_after:.3g}){top}."
+        )
+
+    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+        if self._closed:
+            return
+        kind = self._gens.pop(gen, None)
+        if kind == "effect":
+            self.view.set_effect(f"Effect not measured: {describe_error(error)}")
+        elif kind in ("top", "scan"):
+            self.view.set_top([], f"Top images not found: {describe_error(error)}")
+        elif kind == "wants":
+            self.view.set_wants(None, f"What it wants is not available: {describe_error(error)}")
+
+    def _on_worker_cancelled(self, gen: int) -> None:
+        if self._closed:
+            return
+        self._gens.pop(gen, None)

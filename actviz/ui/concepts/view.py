@@ -1,0 +1,203 @@
+"""The concept view: one concept of a layer's dictionary, as the channel view shows a channel.
+
+Its map large over the input picture, a name the user may give it, Remove / Scale (an edit
+of the session's edits board), its effect on the prediction, its top dataset images with
+where it fires (when a concept scan exists) and "What it wants" (the picture that maximises
+its decoder direction). A passive widget: the feature fills it and hears its signals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels import style
+
+__all__ = ["ConceptView", "pixmap_of"]
+
+#: Side of the concept's picture in the view (screen pixels, at most).
+PICTURE_PX = 240
+#: Side of one top image.
+THUMB_PX = 76
+#: Top images per row.
+THUMB_COLUMNS = 3
+
+
+def pixmap_of(rgb: np.ndarray, side: int) -> QtGui.QPixmap:
+    """An ``(H, W, 3)`` uint8 picture as a pixmap fitted in ``side`` x ``side``."""
+    a = np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8)[..., :3])
+    h, w = a.shape[:2]
+    image = QtGui.QImage(a.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888).copy()
+    return QtGui.QPixmap.fromImage(image).scaled(
+        side,
+        side,
+        QtCore.Qt.AspectRatioMode.KeepAspectRatio,
+        QtCore.Qt.TransformationMode.SmoothTransformation,
+    )
+
+
+class ConceptView(QtWidgets.QWidget):
+    """One concept, large, with what can be done to it.
+
+    Signals
+    -------
+    remove_requested(), scale_requested(float)
+        Remove the concept (an edit), or scale it by the factor in the spin box.
+    name_edited(str)
+        The user named the concept (Enter or leaving the field).
+    wants_requested(), top_requested()
+        Synthesise what it wants; find its top images in a folder.
+    """
+
+    remove_requested = QtCore.Signal()
+    scale_requested = QtCore.Signal(float)
+    name_edited = QtCore.Signal(str)
+    wants_requested = QtCore.Signal()
+    top_requested = QtCore.Signal()
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        #: ``(layer, concept)`` shown (None: none).
+        self.shown: tuple[str, int] | None = None
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+        outer.setSpacing(4)
+        self.title = style.title_label("Concept")
+        outer.addWidget(self.title)
+        name_row = QtWidgets.QHBoxLayout()
+        name_row.addWidget(QtWidgets.QLabel("Name:"))
+        self.name_edit = QtWidgets.QLineEdit()
+        self.name_edit.setPlaceholderText("name this concept (kept in the session)")
+        self.name_edit.editingFinished.connect(lambda: self.name_edited.emit(self.name_edit.text()))
+        name_row.addWidget(self.name_edit, 1)
+        outer.addLayout(name_row)
+        self.picture = QtWidgets.QLabel()
+        self.picture.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.picture.setMinimumSize(160, 160)
+        self.picture.setToolTip("Where the concept fires on this input")
+        outer.addWidget(self.picture, 1)
+        self.stats_label = style.caption_label()
+        self.stats_label.setWordWrap(True)
+        outer.addWidget(self.stats_label)
+
+        buttons = QtWidgets.QHBoxLayout()
+        self.remove_button = QtWidgets.QPushButton("Remove")
+        self.remove_button.setToolTip(
+            "Remove this concept from the layer's output (x - z d) and run again"
+        )
+        self.remove_button.clicked.connect(self.remove_requested.emit)
+        buttons.addWidget(self.remove_button)
+        self.scale_spin = QtWidgets.QDoubleSpinBox()
+        self.scale_spin.setRange(-100.0, 100.0)
+        self.scale_spin.setDecimals(2)
+        self.scale_spin.setSingleStep(0.25)
+        self.scale_spin.setValue(2.0)
+        self.scale_spin.setToolTip("The factor Scale multiplies the concept's contribution by")
+        buttons.addWidget(self.scale_spin)
+        self.scale_button = QtWidgets.QPushButton("Scale")
+        self.scale_button.clicked.connect(
+            lambda: self.scale_requested.emit(float(self.scale_spin.value()))
+        )
+        buttons.addWidget(self.scale_button)
+        buttons.addStretch(1)
+        outer.addLayout(buttons)
+        self.effect_label = QtWidgets.QLabel()
+        self.effect_label.setWordWrap(True)
+        outer.addWidget(self.effect_label)
+
+        outer.addWidget(style.caption_label("Top images (where it fires)"))
+        self.top_row = QtWidgets.QGridLayout()
+        self.top_row.setSpacing(2)
+        top_box = QtWidgets.QWidget()
+        top_box.setLayout(self.top_row)
+        outer.addWidget(top_box)
+        self.top_label = style.caption_label()
+        self.top_label.setWordWrap(True)
+        outer.addWidget(self.top_label)
+        self.top_button = QtWidgets.QPushButton("Find top images in a folder…")
+        self.top_button.clicked.connect(self.top_requested.emit)
+        outer.addWidget(self.top_button)
+
+        wants = QtWidgets.QHBoxLayout()
+        self.wants_button = QtWidgets.QPushButton("What it wants")
+        self.wants_button.setToolTip(
+            "Synthesise the picture that drives the concept's direction most"
+        )
+        self.wants_button.clicked.connect(self.wants_requested.emit)
+        wants.addWidget(self.wants_button)
+        self.wants_picture = QtWidgets.QLabel()
+        wants.addWidget(self.wants_picture)
+        wants.addStretch(1)
+        outer.addLayout(wants)
+        self.wants_label = style.caption_label()
+        self.wants_label.setWordWrap(True)
+        outer.addWidget(self.wants_label)
+        outer.addStretch(1)
+        self.clear()
+
+    # -- setters -----------------------------------------------------------------------------
+    def set_concept(
+        self,
+        layer: str,
+        concept: int,
+        picture: np.ndarray,
+        *,
+        name: str,
+        stats: str,
+        concepts: int,
+    ) -> None:
+        """Show ``concept`` of ``layer``: ``picture`` (its map over the input), its ``name``
+        and a line of ``stats``; ``concepts``: the dictionary's size."""
+        new = self.shown != (layer, concept)
+        self.shown = (layer, int(concept))
+        self.title.set_text(f"Concept {concept} of {concepts} · {layer}")
+        self.name_edit.setText(name)
+        self.picture_array = np.asarray(picture)
+        self.picture.setPixmap(pixmap_of(picture, PICTURE_PX))
+        self.stats_label.setText(stats)
+        for button in (self.remove_button, self.scale_button, self.wants_button):
+            button.setEnabled(True)
+        if new:
+            self.set_effect("")
+            self.set_top([], "")
+            self.set_wants(None, "")
+
+    def set_effect(self, text: str) -> None:
+        """The concept's effect on the prediction, in words."""
+        self.effect_label.setText(text)
+
+    def set_top(self, pictures: list[np.ndarray], text: str) -> None:
+        """Its top images (each already drawn with where it fires) and a line about them."""
+        while self.top_row.count():
+            item = self.top_row.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        for i, rgb in enumerate(pictures):
+            label = QtWidgets.QLabel()
+            label.setPixmap(pixmap_of(rgb, THUMB_PX))
+            self.top_row.addWidget(label, i // THUMB_COLUMNS, i % THUMB_COLUMNS)
+        self.top_count = len(pictures)
+        self.top_label.setText(text)
+
+    def set_wants(self, picture: np.ndarray | None, text: str) -> None:
+        """What it wants (None: not made yet) and a line about it."""
+        if picture is None:
+            self.wants_picture.clear()
+        else:
+            self.wants_picture.setPixmap(pixmap_of(picture, THUMB_PX + 40))
+        self.wants_label.setText(text)
+
+    def clear(self) -> None:
+        """Show no concept."""
+        self.shown = None
+        self.picture_array = None
+        self.title.set_text("Concept")
+        self.name_edit.setText("")
+        self.picture.clear()
+        self.picture.setText("click a concept tile of a layer shown as concepts")
+        self.stats_label.setText("")
+        for button in (self.remove_button, self.scale_button, self.wants_button):
+            button.setEnabled(False)
+        self.set_effect("")
+        self.set_top([], "")
+        self.set_wants(None, "")

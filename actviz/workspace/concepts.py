@@ -1,0 +1,70 @@
+"""Dictionaries attached to a session's layers (no Qt): :class:`AttachedConcepts`.
+
+A dictionary trained in the window or opened from a SAELens folder is attached to the layer
+it reads (``session.set_concepts(layer, attached)``); the user's names for its concepts and
+whether the layer's panel shows concepts instead of channels go with it, and so does a
+concept scan (top images) when one was made. Session files keep the folder, the names and
+the choice (not the weights: the folder holds them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["AttachedConcepts"]
+
+
+@dataclass(frozen=True, eq=False)
+class AttachedConcepts:
+    """A dictionary on one layer of the session.
+
+    Attributes
+    ----------
+    concepts
+        The :class:`actviz.concepts.Concepts`.
+    folder
+        The SAELens folder it was saved in or opened from ("" when it is in memory only).
+    names
+        ``{concept: name}`` the user gave.
+    shown
+        Whether the layer's panel shows concepts (else channels).
+    scan
+        A :class:`actviz.concepts.ConceptScan` of the dictionary (top images), or None.
+    data
+        The data folder it was trained on (or scanned), "" when unknown.
+    """
+
+    concepts: Any
+    folder: str = ""
+    names: Mapping[int, str] = field(default_factory=dict)
+    shown: bool = True
+    scan: Any = None
+    data: str = ""
+
+    def __post_init__(self) -> None:
+        names = {int(k): str(v) for k, v in dict(self.names).items() if str(v).strip()}
+        object.__setattr__(self, "names", names)
+
+    def named(self, concept: int, name: str) -> AttachedConcepts:
+        """The same with concept ``concept`` named ``name`` ("" removes the name)."""
+        names = dict(self.names)
+        names.pop(int(concept), None)
+        if name.strip():
+            names[int(concept)] = name.strip()
+        return dataclasses.replace(self, names=names)
+
+    def replaced(self, **changes: Any) -> AttachedConcepts:
+        """The same with ``changes`` (``shown``, ``scan``, ``folder``, ...)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """What a session file keeps: the folder, the names, the choice and the data folder."""
+        return {
+            "folder": self.folder,
+            "names": {str(k): v for k, v in sorted(self.names.items())},
+            "shown": bool(self.shown),
+            "data": self.data,
+        }

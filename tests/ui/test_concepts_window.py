@@ -1,0 +1,243 @@
+"""Concepts in the window (issue 41, the window part), driven as a user would: Data > Open
+concepts… attaches a SAELens folder to a ticked conv layer of a tiny CNN; its panel shows the
+concepts most active for the input as tiles (the pixels of the concept maps' mosaic); a click
+on a tile opens the Concept dock; Remove adds the concept edit and the re-run equals a
+hand-written hook; a saved session opens with the dictionary and its names; Data > Train
+concepts… trains on a folder of pictures with progress, and Cancel stops it."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+from PySide6.QtCore import QPoint, Qt
+
+import actviz
+from actviz.analysis.concepts.tiles import ORDER_LABEL
+from actviz.display.colormaps import indexed_table
+from actviz.display.mosaic import ChannelOrder, mosaic
+from tests.ui.tiny_models import TinyCNN
+
+LAYER = "conv2"  # 6 channels of 8x8 on a 16x16 input
+
+
+def _frame(seed: int = 0) -> torch.Tensor:
+    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+def _dictionary(tmp_path):
+    """A 12-concept TopK dictionary (k = 2) of conv2's 6-value vectors, trained on random
+    vectors (fast) and written as a SAELens folder."""
+    vectors = torch.randn(3000, 6, generator=torch.Generator().manual_seed(1)).abs()
+    c = actviz.concepts.train(vectors, LAYER, n_concepts=12, k=2, epochs=2, batch_size=256)
+    folder = c.save(tmp_path / "concepts-conv2")
+    return actviz.concepts.load(folder), folder
+
+
+def _menu_action(win, menu: str, text: str):
+    for action in win.window.menu(menu).actions():
+        if action.text().replace("&", "") == text:
+            return action
+    raise AssertionError(f"no {text!r} in the {menu} menu")
+
+
+def _opened(actviz_window, tmp_path):
+    torch.manual_seed(0)
+    model = TinyCNN().eval()
+    # Auto-run on: an edit re-runs as it does for a user.
+    win = actviz_window(model, _frame(), ["conv1", LAYER], auto_run=True)
+    win.run_and_wait()
+    c, folder = _dictionary(tmp_path)
+    feature = win.feature("concepts")
+    feature.ask_folder = lambda *_a: str(folder)
+    _menu_action(win, "Data", "Open concepts…").trigger()  # the result shown has conv2
+    win.window.flush_panel_updates()
+    return win, model, feature, c, folder
+
+
+def _painted_equals(win, m):
+    canvas = win.panel(LAYER).activation_slot.image_canvas
+    painted = win.shown_pixels(LAYER)
+    expected = indexed_table(canvas.colormap_name())[m.indices]
+    assert painted.shape[:2] == m.image.shape
+    np.testing.assert_array_equal(painted[..., :3], expected[..., :3])
+
+
+def _click_tile(win, concept: int) -> None:
+    panel = win.reveal(LAYER)
+    slot = panel.activation_slot
+    y0, x0 = slot.mosaic.tile_origin(concept)
+    canvas = slot.image_canvas
+    pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
+    win.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos))
+
+
+def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
+    win, model, feature, c, folder = _opened(actviz_window, tmp_path)
+    session = win.session
+    assert session.concepts[LAYER].folder == str(folder)
+    panel = win.panel(LAYER)
+    assert panel.tile_unit() == "concept"
+    cap = win.window.result.capture
+    maps = c.maps(cap, LAYER).numpy()
+    peaks = maps.reshape(12, -1).max(1)
+    firing = [int(i) for i in np.flatnonzero(peaks > 0)]
+    order = tuple(sorted(firing, key=lambda i: (-peaks[i], i)))
+    assert len(order) >= 2
+    m = panel.activation_slot.mosaic
+    # The tiles: the concepts that fire, most active first, each its own map.
+    assert m.order.label == ORDER_LABEL and m.tile_channels == order[: m.channels]
+    expected = mosaic(maps, max_channels=m.page_size, order=ChannelOrder(order, ORDER_LABEL))
+    np.testing.assert_allclose(m.image, expected.image, atol=1e-6, equal_nan=True)
+    _painted_equals(win, expected)
+    assert panel.page_text().startswith(f"{ORDER_LABEL}: 1-")
+    assert not panel.gradient_shown()
+
+    # A click on the second tile opens the Concept dock on that concept.
+    second = order[1]
+    _click_tile(win, second)
+    win.qtbot.waitUntil(lambda: feature.view.shown == (LAYER, second), timeout=5000)
+    assert feature.dock.isVisible()
+    assert f"Concept {second} of 12" in feature.view.title.text()
+    win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
+    shown_effect = feature.view.effect_label.text()
+
+    # Remove: the concept edit on the board, the re-run equals a hand-written hook.
+    with win.expect_run():
+        win.qtbot.mouseClick(feature.view.remove_button, Qt.MouseButton.LeftButton)
+    entries = list(session.edits)
+    assert len(entries) == 1 and entries[0].layer == LAYER
+    assert entries[0].edit.kind == "concept" and tuple(entries[0].edit.channels) == (second,)
+    edited = win.window.result.capture.output
+
+    def hook(_m, _args, out):
+        x = out.movedim(1, -1)
+        z = c.encode(x)
+        return (x - z[..., second : second + 1] * c.W_dec[second]).movedim(-1, 1)
+
+    handle = model.conv2.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            by_hand = model(_frame())
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        plain = model(_frame())
+    assert not torch.allclose(by_hand, plain, atol=1e-4)  # the concept mattered
+    torch.testing.assert_close(edited, by_hand, atol=1e-5, rtol=0)
+    # The effect the view said before the edit is the same change, in probabilities.
+    t = int(plain[0].argmax())
+    before, after = torch.softmax(plain[0], 0)[t], torch.softmax(by_hand[0], 0)[t]
+    assert f"{100 * float(before):.1f} % → {100 * float(after):.1f} %" in shown_effect
+
+    # The view measures the effect again on the new result, its own removal left out.
+    win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
+    assert feature.view.effect_label.text() == shown_effect
+    assert second not in panel.activation_slot.mosaic.tile_channels  # it fires no more
+
+    # Show channels again from a concept tile's menu: the channel mosaic comes back.
+    win.context_action(
+        LAYER, win.panel(LAYER).activation_slot.mosaic.tile_channels[0], "Show channels"
+    )
+    win.window.flush_panel_updates()
+    assert panel.tile_unit() == "" and panel.activation_slot.mosaic.order is None
+    # And "Show concepts" from a channel tile's menu.
+    win.context_action(LAYER, 0, "Show concepts")
+    win.window.flush_panel_updates()
+    assert panel.tile_unit() == "concept"
+
+
+def test_session_keeps_the_dictionary(actviz_window, tmp_path):
+    win, _model, feature, c, folder = _opened(actviz_window, tmp_path)
+    first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]
+    feature.open_concept(LAYER, first)
+    feature.view.name_edit.setText("bright blob")
+    feature.view.name_edit.editingFinished.emit()
+    assert win.session.concepts[LAYER].names == {first: "bright blob"}
+    path = tmp_path / "concepts.actviz"
+    assert win.feature("sessions").save_session(path, wait=True)
+
+    torch.manual_seed(0)
+    other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
+    assert other.session.concepts == {}
+    assert other.feature("sessions").open_session(path, wait=True)
+    other.wait_idle()
+    other.window.flush_panel_updates()
+    att = other.session.concepts[LAYER]
+    assert att.folder == str(folder) and att.names == {first: "bright blob"} and att.shown
+    for name in ("W_enc", "W_dec", "b_enc", "b_dec"):
+        assert torch.equal(getattr(att.concepts, name), getattr(c, name)), name
+    assert other.panel(LAYER).tile_unit() == "concept"
+    # Reports name the dictionary and the named concept.
+    part = other.feature("concepts").report_part()
+    caption = part["figures"][0][0]
+    assert str(folder) in caption and '"bright blob"' in caption
+
+
+def _pictures(folder, n: int, seed: int = 0):
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(
+            folder / f"img{i:03d}.png"
+        )
+    return folder
+
+
+def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
+    torch.manual_seed(0)
+    win = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
+    win.run_and_wait()
+    data = _pictures(tmp_path / "pictures", 24)
+    feature = win.feature("concepts")
+    _menu_action(win, "Data", "Train concepts…").trigger()
+    dialog = feature.dialog
+    assert dialog is not None and dialog.isVisible()
+    dialog.layer_combo.setCurrentText(LAYER)
+    dialog.n_spin.setValue(16)
+    dialog.k_spin.setValue(2)
+    dialog.epochs_spin.setValue(3)
+    dialog.data_edit.setText(str(data))
+    dialog.out_edit.setText(str(tmp_path / "trained"))
+    said: list[str] = []
+    feature.training_.handover.progressed.connect(lambda _p: said.append(dialog.message.text()))
+    win.qtbot.mouseClick(dialog.train_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: not feature.training(), timeout=60_000)
+    assert said, dialog.message.text()
+    text = dialog.message.text()
+    assert text.startswith("Trained 16 concepts on 1,536 vectors of conv2"), text
+    assert any(s.startswith("Collecting vectors:") and "vectors seen" in s for s in said)
+    assert any("FVU so far" in s and "vectors seen" in s for s in said), said[-3:]
+    att = win.session.concepts[LAYER]
+    assert att.folder == str(tmp_path / "trained") and att.scan is not None
+    assert att.scan.count == 24
+    loaded = actviz.concepts.load(tmp_path / "trained")
+    assert torch.equal(loaded.W_dec, att.concepts.W_dec)
+    win.wait_idle()
+    win.window.flush_panel_updates()
+    assert win.panel(LAYER).tile_unit() == "concept"
+    # Its concept view: the top images of the scan made after training, and what it wants.
+    first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]
+    _click_tile(win, first)
+    view = feature.view
+    win.qtbot.waitUntil(lambda: view.top_label.text().startswith("Its top"), timeout=20_000)
+    assert view.top_count == len(att.scan.top(first)) > 0
+    assert f"of {att.scan.count} images" in view.top_label.text()
+    win.qtbot.mouseClick(view.wants_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(
+        lambda: view.wants_label.text().startswith("What it wants:"), timeout=60_000
+    )
+    assert view.wants_picture.pixmap() is not None and not view.wants_picture.pixmap().isNull()
+
+    # Cancel: many epochs on more pictures; Cancel while it trains.
+    dialog.epochs_spin.setValue(1000)
+    dialog.out_edit.setText(str(tmp_path / "never"))
+    win.qtbot.mouseClick(dialog.train_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: "Training: epoch" in dialog.message.text(), timeout=60_000)
+    assert dialog.cancel_button.isEnabled() and not dialog.train_button.isEnabled()
+    win.qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    win.qtbot.waitUntil(lambda: not feature.training(), timeout=30_000)
+    assert dialog.message.text().startswith("Training cancelled"), dialog.message.text()
+    assert dialog.train_button.isEnabled()
+    assert not (tmp_path / "never").exists()
+    assert win.session.concepts[LAYER].folder == str(tmp_path / "trained")
