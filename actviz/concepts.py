@@ -12,10 +12,10 @@ input; ``c.save(folder)`` / ``actviz.concepts.load(folder)`` use the SAELens fol
 
 from __future__ import annotations
 
+from actviz.analysis.concepts.concept_scan import ConceptScan, scan_concepts, top_heatmaps
+from actviz.analysis.concepts.dictionary import ARCHITECTURES, Concepts, load
 from actviz.analysis.concepts.hooks import HookPoint, resolve_hook
-from actviz.analysis.concepts.model import ARCHITECTURES, Concepts, load
-from actviz.analysis.concepts.scan import ConceptScan, scan_concepts, top_heatmaps
-from actviz.analysis.concepts.train import DEFAULT_BUDGET, TrainCancelled, TrainProgress, train
+from actviz.analysis.concepts.training import DEFAULT_BUDGET, TrainCancelled, TrainProgress, train
 
 __all__ = [
     "ARCHITECTURES",

@@ -92,7 +92,7 @@ class _Throttle:
 
 
 def _train(args: argparse.Namespace, open_model: Callable, progress: Callable) -> int:
-    from actviz.analysis.concepts.train import TrainProgress, train
+    from actviz.analysis.concepts.training import TrainProgress, train
     from actviz.io.errors import InputError
 
     if not Path(args.data).exists():
@@ -154,9 +154,9 @@ def _train(args: argparse.Namespace, open_model: Callable, progress: Callable) -
 
 
 def _show(args: argparse.Namespace, open_model: Callable, progress: Callable) -> int:
-    from actviz.analysis.concepts.model import load
-    from actviz.analysis.concepts.scan import scan_concepts
-    from actviz.analysis.concepts.sheet import concept_sheet
+    from actviz.analysis.concepts.concept_scan import scan_concepts
+    from actviz.analysis.concepts.concept_sheet import concept_sheet
+    from actviz.analysis.concepts.dictionary import load
     from actviz.io.errors import InputError
 
     if not Path(args.data).exists():

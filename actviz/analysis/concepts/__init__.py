@@ -32,25 +32,25 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ARCHITECTURES": "model",
-    "Concepts": "model",
-    "load": "model",
-    "DEFAULT_BUDGET": "train",
-    "TrainCancelled": "train",
-    "TrainProgress": "train",
-    "train": "train",
+    "ARCHITECTURES": "dictionary",
+    "Concepts": "dictionary",
+    "load": "dictionary",
+    "DEFAULT_BUDGET": "training",
+    "TrainCancelled": "training",
+    "TrainProgress": "training",
+    "train": "training",
     "HookPoint": "hooks",
     "resolve_hook": "hooks",
-    "ConceptScan": "scan",
-    "scan_concepts": "scan",
-    "top_heatmaps": "scan",
+    "ConceptScan": "concept_scan",
+    "scan_concepts": "concept_scan",
+    "top_heatmaps": "concept_scan",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
+    from actviz.analysis.concepts.concept_scan import ConceptScan, scan_concepts, top_heatmaps
+    from actviz.analysis.concepts.dictionary import ARCHITECTURES, Concepts, load
     from actviz.analysis.concepts.hooks import HookPoint, resolve_hook
-    from actviz.analysis.concepts.model import ARCHITECTURES, Concepts, load
-    from actviz.analysis.concepts.scan import ConceptScan, scan_concepts, top_heatmaps
-    from actviz.analysis.concepts.train import (
+    from actviz.analysis.concepts.training import (
         DEFAULT_BUDGET,
         TrainCancelled,
         TrainProgress,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from actviz.analysis.concepts.model import Concepts
+from actviz.analysis.concepts.dictionary import Concepts
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
 from actviz.display.views import LayerView
 

@@ -125,8 +125,8 @@ class ConceptsFeature(FeatureBase, QObject):
     def open_folder(self, folder: str, layer: str | None = None) -> bool:
         """Open a SAELens folder and attach it to ``layer`` (None: the layer its hook names);
         False (and a message) when it cannot be."""
+        from actviz.analysis.concepts.dictionary import load
         from actviz.analysis.concepts.hooks import resolve_hook
-        from actviz.analysis.concepts.model import load
 
         try:
             concepts = load(folder)
@@ -425,7 +425,7 @@ class ConceptsFeature(FeatureBase, QObject):
     def restore_session_part(self, parts: Any) -> list[str]:
         """Attach a session's dictionaries again (read from their folders); returns what could
         not be (also said in the banner)."""
-        from actviz.analysis.concepts.model import load
+        from actviz.analysis.concepts.dictionary import load
         from actviz.workspace.concepts import AttachedConcepts
 
         saved = parts.get("concepts") or {}

@@ -119,8 +119,8 @@ class ConceptJobs(QObject):
         self.copies.shared(run)
 
     def start_top(self, layer: str, concept: int) -> None:
-        from actviz.analysis.concepts.scan import top_heatmaps
-        from actviz.analysis.concepts.sheet import overlay
+        from actviz.analysis.concepts.concept_scan import top_heatmaps
+        from actviz.analysis.concepts.concept_sheet import overlay
 
         att = self.session.concepts.get(layer)
         if att is None or att.scan is None:
@@ -171,7 +171,7 @@ class ConceptJobs(QObject):
     def scan_folder(self, layer: str, folder: str) -> None:
         """Scan ``folder`` for the top images of every concept of ``layer`` (in the
         background; the concept view shows them when done)."""
-        from actviz.analysis.concepts.scan import scan_concepts
+        from actviz.analysis.concepts.concept_scan import scan_concepts
 
         att = self.session.concepts.get(layer)
         if att is None:

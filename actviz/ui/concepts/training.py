@@ -130,8 +130,8 @@ class ConceptTraining(QObject):
 
     def train(self, spec: TrainSpec) -> None:
         """Train as ``spec`` says, in the background."""
-        from actviz.analysis.concepts.scan import scan_concepts
-        from actviz.analysis.concepts.train import train
+        from actviz.analysis.concepts.concept_scan import scan_concepts
+        from actviz.analysis.concepts.training import train
 
         if self.running():
             return

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from actviz.analysis.concepts.model import Concepts
-from actviz.analysis.concepts.scan import ConceptScan, top_heatmaps
+from actviz.analysis.concepts.concept_scan import ConceptScan, top_heatmaps
+from actviz.analysis.concepts.dictionary import Concepts
 from actviz.io.export import _font, _titled
 
 __all__ = ["concept_sheet", "overlay"]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from actviz.analysis.concepts.model import Concepts
+from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.concepts.vectors import stream_batches, to_vectors
 from actviz.data.accumulate import EMPTY_INDEX, LayerState, reduce_output
 from actviz.data.result import TopEntry

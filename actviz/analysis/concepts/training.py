@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from actviz.analysis.concepts.model import Concepts
+from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.concepts.vectors import (
     Reservoir,
     StreamCancelled,
