@@ -524,9 +524,11 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
         w.features["dataset"].start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
     # Opened: made readable, at its content's width up to the width the feature asks for.
     assert dock.isVisible() and dock.width() >= min(PREFERRED_WIDTH, dock.sizeHint().width())
-    narrower = dock.width() - 40  # the user's choice (or the live dock's, sharing the area)
-    w.resizeDocks([dock], [narrower], Qt.Orientation.Horizontal)
-    qtbot.waitUntil(lambda: dock.width() == narrower)
+    chosen = (
+        dock.width() + 40
+    )  # the width the user dragged it to  # the user's choice (or the live dock's, sharing the area)
+    w.resizeDocks([dock], [chosen], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: dock.width() == chosen)
     central = w.centralWidget().size()
     with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS):
         w.features["dataset"].start(
@@ -535,8 +537,8 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
         # A long progress line wraps rather than widening the dock.
         dock.show_progress(123_456, 9_876_543, 12_345.6, 86_400.0 * 3)
         qtbot.wait(50)
-        assert dock.width() == narrower and w.centralWidget().size() == central
-    assert dock.width() == narrower and w.centralWidget().size() == central
+        assert dock.width() == chosen and w.centralWidget().size() == central
+    assert dock.width() == chosen and w.centralWidget().size() == central
 
 
 def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz_window, tmp_path):
