@@ -96,6 +96,10 @@ def test_live_bench_measures_throughput_and_lag_on_a_small_resnet():
     assert r["live_throughput_ratio"] == pytest.approx(r["live_fps"] / r["bare_fps"])
     assert r["lag_samples"] > 0 and r["ui_lag_max_ms"] >= r["ui_lag_p99_ms"] >= 0
     assert r["capture_ms"] > 0 and r["prepare_ms"] > 0
+    # The display's CPU per frame: the GUI thread's and the preparing thread's, both read.
+    assert r["gui_cpu_ms"] > 0 and r["prepare_cpu_ms"] > 0
+    assert r["display_cpu_ms"] == pytest.approx(r["gui_cpu_ms"] + r["prepare_cpu_ms"])
+    assert r["prepare_cpu_ms"] <= r["prepare_ms"] * 1.5 + 1.0  # CPU of one thread, not more
 
 
 def test_live_small_bench_reports_each_case_and_the_lowest_ratio():
