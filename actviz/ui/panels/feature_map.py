@@ -510,6 +510,8 @@ class LayerPanel(PanelBase):
     # -- public setters ------------------------------------------------------------------------
     def set_module_type(self, type_name: str) -> None:
         """Set the module class name shown in the title (e.g. "Conv2d")."""
+        if type_name == self._module_type:
+            return  # set again with every result (every live frame): nothing to redo
         self._module_type = type_name
         self._update_title()
 
