@@ -96,6 +96,10 @@ def test_live_bench_measures_throughput_and_lag_on_a_small_resnet():
     assert r["live_throughput_ratio"] == pytest.approx(r["live_fps"] / r["bare_fps"])
     assert r["lag_samples"] > 0 and r["ui_lag_max_ms"] >= r["ui_lag_p99_ms"] >= 0
     assert r["capture_ms"] > 0 and r["prepare_ms"] > 0
+    # The display's CPU per frame: the GUI thread's and the preparing thread's, both read.
+    assert r["gui_cpu_ms"] > 0 and r["prepare_cpu_ms"] > 0
+    assert r["display_cpu_ms"] == pytest.approx(r["gui_cpu_ms"] + r["prepare_cpu_ms"])
+    assert r["prepare_cpu_ms"] <= r["prepare_ms"] * 1.5 + 1.0  # CPU of one thread, not more
 
 
 def test_live_small_bench_reports_each_case_and_the_lowest_ratio():
@@ -234,14 +238,33 @@ def test_visualize_bench_quick_run_reports_its_figures(capsys):
 
     summary: dict = {}
     visualize_bench.run(True, summary)
-    keys = ("vis_time_ratio", "vis_batch8_ratio", "vis_objective_ratio", "vis_objective_ratio_demo")
+    keys = (
+        "vis_time_ratio",
+        "vis_batch8_ratio",
+        "vis_objective_ratio",
+        "vis_objective_ratio_demo",
+        "vis_page_ratio",
+    )
     assert set(keys) <= set(summary)
     for key in keys:
         assert math.isfinite(summary[key]) and summary[key] > 0, key
     # The table names both sides (no timing asserted: a loaded machine reorders them).
     out = capsys.readouterr().out
     assert "8 channels batched vs 1" in out and "demo features.block3" in out
+    assert "page of 16 vs 16 single pictures" in out
     json.dumps({k: float(v) for k, v in summary.items()})
+
+
+def test_visualize_page_ratio_times_a_page_against_single_pictures(qtbot):
+    import os
+
+    from actviz.bench import visualize_bench
+
+    cache = os.environ.get("XDG_CACHE_HOME")
+    r = visualize_bench.page_ratio(steps=2, size=32, channels=4, pairs=1)
+    assert os.environ.get("XDG_CACHE_HOME") == cache  # put back
+    assert r["page_s"] > 0 and r["singles_s"] > 0
+    assert r["vis_page_ratio"] == r["page_s"] / r["singles_s"]
 
 
 def test_a_section_of_its_own_process_reports_its_table_and_figures(capsys):

@@ -8,7 +8,10 @@
 * rendering one layer's mosaic (``render_p95_ms``);
 * live mode on ResNet-50 with 20 ticked layers: GUI timer lag (``ui_lag_*``) and throughput
   against bare ``actviz.capture`` (``live_throughput_ratio``), interleaved; the same on
-  ResNet-18 at 64 px with 5 layers and 112 px with 20 (``live_small_ratio``, the lower);
+  ResNet-18 at 64 px with 5 layers and 112 px with 20 (``live_small_ratio``, the lower), with
+  the display's CPU per frame beside it (``live_display_cpu_64px_ms``,
+  ``live_display_cpu_112px_ms``: the GUI thread's CPU time over the live blocks per frame plus
+  the preparing thread's per frame);
 * start-up against ``import torch, torchvision`` (``startup_ratio``), interleaved processes;
 * resident memory after 100 live frames against after 10 (``memory_growth_ratio``);
 * dataset scan images/s against a bare forward loop (``scan_throughput_ratio``; against one at
@@ -152,6 +155,9 @@ def _live(quick: bool, summary: dict) -> None:
     summary["live_small_ratio"] = small["live_small_ratio"]
     for row in small["rows"]:
         summary[f"live_small_{row['size']}px_{row['layers']}l_ratio"] = row["live_throughput_ratio"]
+        # The display's CPU per frame (GUI thread + preparing, thread CPU time), which bounds
+        # live_small_ratio on two cores.
+        summary[f"live_display_cpu_{row['size']}px_ms"] = row["display_cpu_ms"]
 
 
 def _startup(quick: bool, summary: dict) -> None:

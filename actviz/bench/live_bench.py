@@ -4,7 +4,10 @@ One window, one model, one set of ticked layers. Each pair runs ``frames`` bare 
 GUI thread with the window idle, then lets live mode play ``frames`` frames of a tensor
 sequence (as fast as the model allows) while a 5 ms Qt timer records its lag; the order flips
 every pair. The throughput ratio is the median over pairs of (live frames per second) / (bare
-captures per second); the lag figures pool every live block.
+captures per second); the lag figures pool every live block. The display's CPU per frame is
+the GUI thread's CPU time (``time.thread_time``) over each live block per frame shown (median
+over blocks) plus the preparing thread's CPU time per frame (median over frames): what a frame
+costs beside its capture, which on two cores bounds the throughput ratio.
 
 :func:`run_small` runs the same comparison on small models (:data:`SMALL_CASES`), where a
 frame's fixed costs (preparing it, putting it on the panels) weigh most against its capture;
@@ -52,6 +55,8 @@ class LiveRig:
     model: Any = None
     layers: list[str] = field(default_factory=list)
     frames: Any = None
+    #: Per live block: the GUI thread's CPU seconds per frame shown.
+    gui_cpu_s: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         import torchvision
@@ -151,7 +156,10 @@ class LiveRig:
         return live.frames_shown >= target
 
     def live_block(self, count: int, probe: LagProbe | None, timeout_s: float) -> float:
-        """Seconds for ``count`` live frames in steady state (first frame after play excluded)."""
+        """Seconds for ``count`` live frames in steady state (first frame after play excluded).
+
+        The GUI thread's CPU time over the block goes to :attr:`gui_cpu_s` (the bench's
+        own waiting is woken by each frame, not polled, so nearly all of it is the frames')."""
         live = self.live
         start_frames = live.frames_shown
         live.play()
@@ -159,9 +167,11 @@ class LiveRig:
         if probe is not None:
             probe.start()
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         first = live.frames_shown
         ok = ok and self.wait_frames(first + count, timeout_s)
         dt = time.perf_counter() - t0
+        self.gui_cpu_s.append((time.thread_time() - c0) / max(1, live.frames_shown - first))
         if probe is not None:
             probe.stop()
         live.pause()
@@ -211,6 +221,8 @@ def run(
         rig.close()
     lag = lag_summary(probe.lags)
     shown = [t.shown_ms for t in timings]
+    gui_cpu_ms = statistics.median(rig.gui_cpu_s) * 1e3 if rig.gui_cpu_s else 0.0
+    prepare_cpu_ms = statistics.median(t.prepare_cpu_ms for t in timings) if timings else 0.0
     return {
         "arch": arch,
         "size": size,
@@ -227,6 +239,10 @@ def run(
         "prepare_ms": statistics.median(t.prepare_ms for t in timings) if timings else 0.0,
         "shown_ms": statistics.median(shown) if shown else 0.0,
         "shown_max_ms": max(shown) if shown else 0.0,
+        # The display's CPU per frame: the GUI thread's (per block, median) and preparing's.
+        "gui_cpu_ms": gui_cpu_ms,
+        "prepare_cpu_ms": prepare_cpu_ms,
+        "display_cpu_ms": gui_cpu_ms + prepare_cpu_ms,
     }
 
 
@@ -266,6 +282,10 @@ def print_table(r: dict) -> None:
     print(
         f"{'  per frame: capture / prepare / shown ms':<44} {r['capture_ms']:9.0f} "
         f"{r['prepare_ms']:9.0f} {r['shown_ms']:7.0f} (max shown {r['shown_max_ms']:.0f})"
+    )
+    print(
+        f"{'  display CPU per frame: GUI / prepare / sum ms':<44} {r['gui_cpu_ms']:9.2f} "
+        f"{r['prepare_cpu_ms']:9.2f} {r['display_cpu_ms']:7.2f}"
     )
     print(
         f"{'  GUI timer lag p50 / p99 / max ms':<44} {r['ui_lag_p50_ms']:9.1f} "

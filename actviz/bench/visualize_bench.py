@@ -29,7 +29,11 @@ upsample, so neither side gains from another resolution):
   reference's, each final image fed untransformed (no padding, no upsampling);
 * ``vis_objective_ratio_demo``: the same on a trained model, the demo CNN's
   ``features.block3`` at its own 64 px (many of its channels are silent on the starting grey,
-  where the reference stays stuck).
+  where the reference stays stuck);
+* ``vis_page_ratio``: in the window, a "What channels want" page of 16 channels / the 16
+  pictures made one after the other by the channel view's "What it wants", same steps and
+  size, each block with an empty visualisation cache, alternated (:func:`page_ratio`). The
+  page batches its channels a few at a time, so it should read below 1.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["final_objective", "lucent_reference", "measure", "run"]
+__all__ = ["final_objective", "lucent_reference", "measure", "page_ratio", "run"]
 
 _IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 _COLOR_SQRT = np.asarray(
@@ -318,6 +322,93 @@ def batch8_ratio(
     return ratio, statistics.median(ones) * 1e3, statistics.median(eights) * 1e3
 
 
+def page_ratio(
+    steps: int = 8, size: int = 64, channels: int = 16, pairs: int = 1, layer: str = "layer3"
+) -> dict[str, float]:
+    """A window's "What channels want" page of ``channels`` against as many single pictures
+    from the channel view (ResNet-18 random init), median over ``pairs`` of alternated blocks.
+
+    Returns
+    -------
+    dict
+        ``vis_page_ratio`` (page / singles), ``page_s`` and ``singles_s`` (medians).
+    """
+    import os
+    import tempfile
+
+    import torchvision
+
+    from actviz.bench.ui_bench import ensure_qt_app, scratch_dir, scratch_settings, wait_until
+    from actviz.core.threads import parallel_in_workers_only
+    from actviz.ui.window.main_window import MainWindow
+
+    app = ensure_qt_app()
+    undo = parallel_in_workers_only()  # as the app's own process does
+    cache_before = os.environ.get("XDG_CACHE_HOME")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    window = MainWindow(settings=scratch_settings(), auto_run=False)
+    window.resize(1400, 900)
+    window.show()
+
+    def fresh_cache() -> None:
+        # An empty visualisation cache per block: every picture is synthesised.
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cache-", dir=scratch_dir())
+
+    try:
+        window.set_model(model, layers=[layer])
+        window.set_input(torch.rand(1, 3, size, size))
+        window.run()
+        window.wait_idle(120_000)
+        feature = window.features["visualize"]
+        feature.section.steps_spin.setValue(steps)
+        feature.section.size_spin.setValue(size)
+
+        def singles() -> float:
+            fresh_cache()
+            t0 = time.perf_counter()
+            for c in range(channels):
+                window.open_channel(layer, c)
+                app.processEvents()
+                if not feature.synthesise():
+                    raise RuntimeError(f"What it wants did not start for channel {c}")
+                if not wait_until(lambda: not feature.is_synthesising(), 600.0):
+                    raise TimeoutError("What it wants did not finish")
+            return time.perf_counter() - t0
+
+        def page() -> float:
+            fresh_cache()
+            t0 = time.perf_counter()
+            if not feature.page.visualise(layer, 0, size=channels):
+                raise RuntimeError("the page did not start")
+            if not wait_until(lambda: not feature.page.is_busy(), 600.0):
+                raise TimeoutError("the page did not finish")
+            if len(feature.page.dock.mosaic.filled()) != channels:
+                raise RuntimeError("the page did not fill")
+            return time.perf_counter() - t0
+
+        t_page, t_single = [], []
+        for i in range(pairs):
+            for which in ("page", "singles") if i % 2 == 0 else ("singles", "page"):
+                (t_page if which == "page" else t_single).append(
+                    page() if which == "page" else singles()
+                )
+    finally:
+        window.close()
+        window.deleteLater()
+        app.processEvents()
+        undo()
+        if cache_before is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = cache_before
+    return {
+        "vis_page_ratio": statistics.median(p / s for p, s in zip(t_page, t_single, strict=True)),
+        "page_s": statistics.median(t_page),
+        "singles_s": statistics.median(t_single),
+    }
+
+
 def run(quick: bool, summary: dict) -> None:
     """Print the table and put ``vis_time_ratio``, ``vis_batch8_ratio`` and
     ``vis_objective_ratio`` into ``summary``."""
@@ -377,3 +468,10 @@ def run(quick: bool, summary: dict) -> None:
     for key in ("vis_time_ratio", "vis_batch8_ratio", "vis_objective_ratio"):
         summary[key] = r[key]
     summary["vis_objective_ratio_demo"] = demo_ratio
+    page_steps, page_size = (8, 64) if quick else (32, 128)
+    pr = page_ratio(page_steps, page_size, 16, pairs=1 if quick else 3)
+    print(
+        f"{f'page of 16 vs 16 single pictures ({page_steps} steps, {page_size} px), s':<48} "
+        f"{pr['singles_s']:9.2f} {pr['page_s']:9.2f} {pr['vis_page_ratio']:7.3f}x"
+    )
+    summary["vis_page_ratio"] = pr["vis_page_ratio"]

@@ -35,9 +35,12 @@ class DifferencePanel(LayerPanel):
         self.activation_slot.caption.setText("A − B")
         self.gradient_slot.caption.setText("|A − B|")
 
-    def hover_text(self, loc) -> str:  # noqa: ANN001 - the panel's location type is private
-        """``ch 3  (x=1, y=2)  A−B 0.120  |A−B| 0.120``."""
-        return super().hover_text(loc).replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
+    def hover_text(self, loc, *, short: bool = False) -> str:  # noqa: ANN001 - private type
+        """``ch 3  (x=1, y=2)  A−B 0.120  |A−B| 0.120`` (short: ``ch 3 (1,2) 0.120 |A−B| 0.120``)."""
+        text = super().hover_text(loc, short=short)
+        if short:
+            return text.replace("|g| ", "|A−B| ")
+        return text.replace("value ", "A−B ").replace("|grad| ", "|A−B| ")
 
 
 class _StandIn(QtWidgets.QWidget):

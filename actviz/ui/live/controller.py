@@ -121,6 +121,7 @@ class FrameTiming:
     load_ms: float = 0.0  # reading the frame and perturbing it (worker)
     capture_ms: float = 0.0  # actviz.capture (worker)
     prepare_ms: float = 0.0  # display.prepare (worker)
+    prepare_cpu_ms: float = 0.0  # display.prepare, the preparing thread's CPU time
     shown_ms: float = 0.0  # job end -> the window has put it on the panels (GUI)
     total_ms: float = 0.0  # submit -> shown
 
@@ -783,6 +784,7 @@ class LiveController(QObject):
                 should_stop: Callable[[], bool], progress: Callable[[str], None]
             ) -> RunResult:
                 t3 = time.perf_counter()
+                c3 = time.thread_time()
                 result = prepare(
                     cap,
                     request.display_spec(),
@@ -800,7 +802,9 @@ class LiveController(QObject):
                 # Export and the read-outs name this frame, not the opened input.
                 result = dataclasses.replace(result, origin=origin)
                 spec_.image = result.image
-                spec_.timing.update(prepare=t4 - t3, wait=t3 - t2, end=t4)
+                spec_.timing.update(
+                    prepare=t4 - t3, prepare_cpu=time.thread_time() - c3, wait=t3 - t2, end=t4
+                )
                 return result
 
             return Staged(finish)
@@ -850,6 +854,7 @@ class LiveController(QObject):
             load_ms=t.get("load", 0.0) * 1e3,
             capture_ms=t.get("capture", 0.0) * 1e3,
             prepare_ms=t.get("prepare", 0.0) * 1e3,
+            prepare_cpu_ms=t.get("prepare_cpu", 0.0) * 1e3,
             shown_ms=(now - t.get("end", now)) * 1e3,
             total_ms=(now - spec.submitted) * 1e3,
         )

@@ -24,8 +24,10 @@ logger = logging.getLogger(__name__)
 MIN_PANEL_HEIGHT = 220
 #: A panel of mosaics may be this low: its canvases ask for the height their width needs.
 MIN_MAPS_PANEL_HEIGHT = 120
-#: Below this width a panel stacks its activation over its gradient (and its read-outs).
-NARROW_PANEL_PX = 300
+#: Below this width a panel stacks its activation over its gradient (and its read-outs). Side
+#: by side under it, each mosaic had under 200 px: the column beside the channel view at
+#: 1280x720 (340 px) showed pages of 4-6 tiles and cut its hover read-out to 190 px (issue 39).
+NARROW_PANEL_PX = 440
 #: A panel's least width, its sides stacked (one canvas, the page buttons).
 NARROW_MIN_PX = 150
 #: The width a panel prefers (two canvases of 240 px side by side), whatever its arrangement.
@@ -515,6 +517,8 @@ class LayerPanel(PanelBase):
     # -- public setters ------------------------------------------------------------------------
     def set_module_type(self, type_name: str) -> None:
         """Set the module class name shown in the title (e.g. "Conv2d")."""
+        if type_name == self._module_type:
+            return  # set again with every result (every live frame): nothing to redo
         self._module_type = type_name
         self._update_title()
 
@@ -808,13 +812,19 @@ class LayerPanel(PanelBase):
         view = self.activation_slot.view
         self.status_label.setText(view.description if view is not None else "")
 
-    def hover_text(self, loc: _Location) -> str:
-        """The read-out for a data location, e.g. ``ch 12  (x=3, y=7)  value 0.532``."""
+    def hover_text(self, loc: _Location, *, short: bool = False) -> str:
+        """The read-out for a data location, e.g. ``ch 12  (x=3, y=7)  value 0.532``;
+        ``short``: the same numbers in fewer characters (``ch 12 (3,7) 0.532 |g| 0.1``), for
+        a narrow panel (the column beside the channel view)."""
         if loc.kind == "maps":
             unit = self._tile_unit or "ch"
-            where = f"{unit} {loc.channel}  (x={loc.x}, y={loc.y})"
+            where = (
+                f"{unit} {loc.channel} ({loc.x},{loc.y})"
+                if short
+                else f"{unit} {loc.channel}  (x={loc.x}, y={loc.y})"
+            )
         elif loc.kind == "heatmap":
-            where = f"(row={loc.y}, col={loc.x})"
+            where = f"({loc.y},{loc.x})" if short else f"(row={loc.y}, col={loc.x})"
         elif self._unit_names and loc.channel is not None and loc.channel < len(self._unit_names):
             where = f"class {loc.channel}: {self._unit_names[loc.channel]}"
         else:
@@ -822,15 +832,18 @@ class LayerPanel(PanelBase):
         parts = [where]
         value = _value_at(self.activation_slot.view, loc)
         if value is not None:
-            parts.append(f"value {style.format_value(value)}")
+            parts.append(_short_value(value) if short else f"value {style.format_value(value)}")
         if self.gradient_shown():
             grad = _value_at(self.gradient_slot.view, loc)
             if grad is not None:
-                parts.append(f"|grad| {style.format_value(grad)}")
-        return "  ".join(parts)
+                parts.append(
+                    f"|g| {_short_value(grad)}" if short else f"|grad| {style.format_value(grad)}"
+                )
+        return (" " if short else "  ").join(parts)
 
     def _on_slot_hovered(self, loc: _Location) -> None:
-        self.status_label.setText(self.hover_text(loc))
+        # Where the whole read-out does not fit, its short form, shortened with "…" at worst.
+        self.status_label.set_text(self.hover_text(loc), (self.hover_text(loc, short=True),))
 
     def _on_slot_clicked(self, loc: _Location) -> None:
         if loc.kind == "maps" and loc.channel is not None:
@@ -872,3 +885,14 @@ class LayerPanel(PanelBase):
             self.tiles_context_requested.emit(self.name, self.selected_channels(), screen)
             return
         self.channels_context_requested.emit(self.name, self.selected_channels(), screen)
+
+
+def _short_value(value: float) -> str:
+    """:func:`~actviz.ui.panels.style.format_value` in fewer characters (a narrow read-out):
+    three significant digits in scientific notation, its exponent without padding
+    (``2.74e-6`` for ``2.743e-06``)."""
+    text = style.format_value(value)
+    if "e" not in text or "n" in text:  # ordinary magnitudes, nan and inf stay
+        return text
+    mantissa, exponent = f"{float(value):.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"

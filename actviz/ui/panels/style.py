@@ -105,8 +105,12 @@ class ElidedLabel(QtWidgets.QLabel):
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt name
         """Show ``text``; shorter versions set for the previous text are forgotten."""
-        self._fallbacks = ()
+        if text == self.text() and not self._fallbacks and self._last_resort is None:
+            return  # unchanged: no repaint
+        had_fallbacks, self._fallbacks = bool(self._fallbacks), ()
         super().setText(text)
+        if had_fallbacks:
+            self.update()  # QLabel repaints only for another text
 
     def set_text(
         self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
@@ -119,8 +123,13 @@ class ElidedLabel(QtWidgets.QLabel):
         layer's name whole ("features.block2 · … · 32×32×32", "features.block2 · …") instead
         of cutting it to "featu…32×32".
         """
+        fallbacks = tuple(fallbacks)
+        if (text, fallbacks, last_resort) == (self.text(), self._fallbacks, self._last_resort):
+            # Unchanged: no repaint (a panel's title is set again with every live frame, ~8
+            # repaints a frame of a 5-layer window for nothing).
+            return
         super().setText(text)
-        self._fallbacks = tuple(fallbacks)
+        self._fallbacks = fallbacks
         self._last_resort = last_resort
         self.update()
 

@@ -1,9 +1,13 @@
 """Visualising a layer's page of channels in the background: the "What channels want" dock.
 
 A page can take minutes on a CPU (one image per channel, hundreds of steps each), so it does
-not run on the window's capture worker, which would hold up every run meanwhile. As dataset
-scans do, it runs on a worker of its own, at a lower thread priority, on a private copy of
-the model (hooks are per-module state: one model, one worker). The copy is made *on* the
+not run on the window's capture worker, which would hold up every run meanwhile. It runs on a
+worker of its own, on a private copy of the model (hooks are per-module state: one model, one
+worker), at the priority of the channel view's "What it wants": a page is 16 of those pictures
+and must cost no more than 16 of them. Lowered (nice 10, as scans run), it lost every time
+slice to the other processes of a shared machine and took ~35 s a channel where the channel
+view took ~7 s (issue 39). The window's runs and live frames still come first: between two
+optimisation steps the page waits while the capture worker has a job (:data:`YIELD_S`). The copy is made *on* the
 capture worker, as a short job of its own, so that no capture's hooks are inside the model
 while it is copied.
 
@@ -22,6 +26,7 @@ what the cache holds of it and says what is left to synthesise, without running 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +45,7 @@ from actviz.ui.visualize.mosaic import MosaicDock
 from actviz.ui.visualize.section import OBJECTIVES
 from actviz.ui.worker import Worker
 
-__all__ = ["CHUNK", "STATE_KEY", "PageVisualiser"]
+__all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser"]
 
 #: Channels synthesised together (one batch): small enough that tiles appear every few
 #: seconds, large enough that a GPU is kept busy.
@@ -53,6 +58,10 @@ VECTOR_PAGE = 16
 #: channels of a ViT block, 512 of a ResNet's layer4): synthesised at the default settings
 #: that is an hour of CPU behind one click, in tiles too small to see in the dock.
 MAX_PAGE = 32
+#: The longest one optimisation step of the page waits for the capture worker's job (a run, a
+#: live frame) to end before it goes on beside it: the window's own work comes first, and a
+#: page beside live mode still moves.
+YIELD_S = 1.0
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
 
@@ -150,13 +159,14 @@ class PageVisualiser(QObject):
         return merged.select([c for c in self.channels if c in merged.channels])
 
     # ========================================================================== actions
-    def visualise(self, layer: str, first: int | None = None) -> bool:
+    def visualise(self, layer: str, first: int | None = None, *, size: int | None = None) -> bool:
         """Show the dock and fill it with a page of ``layer``'s channels starting at position
         ``first`` of the layer's order (its panel's: by effect when sorted, else the channel
-        numbers; None: the page its panel shows); False when there is nothing to visualise."""
+        numbers; None: the page its panel shows); ``size`` channels (None: its panel's page
+        size, at most :data:`MAX_PAGE`). False when there is nothing to visualise."""
         if self._closed or self.session.model is None or not layer:
             return False
-        size = self._page_size(layer)
+        size = self._page_size(layer) if size is None else max(1, int(size))
         if first is None:
             first = int(self.session.page_start(layer, size))
         order = self.session.channel_orders.get(layer)
@@ -403,12 +413,19 @@ class PageVisualiser(QObject):
         signals = self._signals
         tracked = self.job
         steps = int(s["steps"])
+        capture_worker = self.host.worker
 
         def job(should_stop: Any, report: Any) -> None:
-            from actviz.core.threads import lower_thread_priority
+            def stop_or_yield() -> bool:
+                # Before each step: the window's run or live frame first (a bounded wait).
+                if capture_worker.is_busy():
+                    deadline = time.monotonic() + YIELD_S
+                    while capture_worker.is_busy() and time.monotonic() < deadline:
+                        if should_stop():
+                            return True
+                        time.sleep(0.002)
+                return bool(should_stop())
 
-            # Live mode and the window's runs come first on shared cores, as for scans.
-            lower_thread_priority()
             kwargs = {"objective": s["objective"], "steps": steps, "size": s["size"]}
             todo = channels
             if need_total:
@@ -434,7 +451,7 @@ class PageVisualiser(QObject):
                     part,
                     cache=True,
                     progress=step,
-                    should_stop=should_stop,
+                    should_stop=stop_or_yield,
                     **kwargs,
                 )
                 signals.part.emit(token, "part", vis)
