@@ -331,6 +331,11 @@ class WindowDriver:
             QCoreApplication.processEvents()
             self.qtbot.wait(1)
             shape = self._geometry()
+            if shape == last and not w.display_pending() and w.panel_updates_pending():
+                # Panels out of view wait to be scrolled to: put the result on them now.
+                w.flush_panel_updates()
+                last, still = None, 0
+                continue
             pending = w.display_pending() or w.panel_updates_pending()
             still = still + 1 if shape == last and not pending else 0
             if still >= 2:
