@@ -12,22 +12,7 @@ input; ``c.save(folder)`` / ``actviz.concepts.load(folder)`` use the SAELens fol
 
 from __future__ import annotations
 
-from actviz.analysis.concepts.concept_scan import ConceptScan, scan_concepts, top_heatmaps
-from actviz.analysis.concepts.dictionary import ARCHITECTURES, Concepts, load
-from actviz.analysis.concepts.hooks import HookPoint, resolve_hook
-from actviz.analysis.concepts.training import DEFAULT_BUDGET, TrainCancelled, TrainProgress, train
+from actviz.analysis import concepts as _package
+from actviz.analysis.concepts import *  # noqa: F403 - the package's public names, one list
 
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_BUDGET",
-    "ConceptScan",
-    "Concepts",
-    "HookPoint",
-    "TrainCancelled",
-    "TrainProgress",
-    "load",
-    "resolve_hook",
-    "scan_concepts",
-    "top_heatmaps",
-    "train",
-]
+__all__ = list(_package.__all__)
