@@ -247,6 +247,40 @@ class PluginRegistry:
                 return record
         return None
 
+    def modules_of(self, record: PluginRecord) -> set[str]:
+        """The modules whose code is ``record``'s: an installed plugin's whole top-level
+        package, and the module of each callable it contributes."""
+        found = set()
+        module = record.source.partition(":")[0] if ":" in record.source else ""
+        if module:
+            # An installed plugin owns its package; one given by a "module:attr" string in
+            # a script owns only that module (its package may be the script's own).
+            found.add(module.split(".")[0] if record.distribution else module)
+        plugin = record.plugin
+        for c in plugin.contributions if plugin is not None else ():
+            for value in _fields(c):
+                owner = getattr(value, "__module__", None)
+                if callable(value) and isinstance(owner, str) and not owner.startswith("actviz."):
+                    found.add(owner)
+        return found
+
+    def record_of_traceback(self, tb: Any) -> tuple[PluginRecord, str] | None:
+        """``(record, "slot <function>")`` of the active plugin whose code is in the traceback
+        ``tb`` (the outermost of its frames: the slot Qt called), or ``None``: an exception
+        that left a slot of a plugin's own widget is that plugin's."""
+        owners = [(r, self.modules_of(r)) for r in self.records if r.active]
+        while tb is not None and owners:
+            frame = tb.tb_frame
+            name = frame.f_globals.get("__name__", "")
+            for record, modules in owners:
+                if any(name == m or name.startswith(m + ".") for m in modules):
+                    return (
+                        record,
+                        f"slot {getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}",
+                    )
+            tb = tb.tb_next
+        return None
+
     # ------------------------------------------------------------------ calls into plugins
     def guard(
         self, record: PluginRecord, fn: Callable[..., Any], where: str, default: Any = None
@@ -393,6 +427,12 @@ class PluginRegistry:
             return [path]
 
         return write
+
+
+def _fields(contribution: Any) -> list[Any]:
+    """The field values of a contribution (a dataclass)."""
+    names = getattr(contribution, "__dataclass_fields__", {})
+    return [getattr(contribution, n, None) for n in names]
 
 
 def layer_data(layer: PreparedLayer) -> LayerData:

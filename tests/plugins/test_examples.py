@@ -153,3 +153,20 @@ def test_the_examples_own_tests_pass(suffix):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
+
+
+def test_both_examples_are_installed_with_pip(installed_examples, examples_site):
+    from importlib import import_module
+    from importlib.metadata import distribution
+
+    from tests.plugins.conftest import EXAMPLES
+
+    for dist, entry in installed_examples.items():
+        found = distribution(dist)
+        assert found.read_text("INSTALLER").strip() == "pip"
+        (point,) = [ep for ep in found.entry_points if ep.group == "actviz.plugins"]
+        assert point.name == entry
+        module = Path(import_module(point.module).__file__).resolve()
+        # Installed into the environment (editable: the repo's sources) or into the folder.
+        home = EXAMPLES / dist / "src" if examples_site is None else examples_site
+        assert module.is_relative_to(home.resolve()), module

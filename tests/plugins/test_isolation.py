@@ -168,6 +168,77 @@ def test_a_plugin_that_raises_in_a_slot_is_reported_once_and_disabled(
     assert len(win.window.plugins.reports) == 1
 
 
+class _ButtonFeature(_RaisingFeature):
+    """A feature with a button of its own whose slot (connected by the plugin itself, not
+    through the host) raises; its run_finished slot does not."""
+
+    def __init__(self, host) -> None:
+        from PySide6.QtWidgets import QPushButton
+
+        super().__init__(host)
+        self.button = QPushButton("Divide")
+        self.button.clicked.connect(self._on_clicked)
+        self.dock.setWidget(self.button)
+        self.clicks = 0
+
+    def _on_run_finished(self) -> None:
+        self.calls += 1
+
+    def _on_clicked(self) -> None:
+        self.clicks += 1
+        raise ZeroDivisionError("boom in its own button")
+
+
+def test_a_slot_of_the_plugins_own_widget_that_raises_is_reported_once_and_disabled(
+    actviz_window, installed_examples
+):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    made: list[_ButtonFeature] = []
+    plugin = Plugin(
+        "buttons",
+        "1.0",
+        contributions=[
+            WindowFeature("buttons", lambda h: made.append(_ButtonFeature(h)) or made[-1])
+        ],
+    )
+    win = window_with(actviz_window, plugins=["installed", plugin])
+    feature = made[0]
+    win.run_and_wait()
+    assert feature.calls == 1
+    win.qtbot.waitUntil(feature.button.isVisible)
+    QTest.mouseClick(feature.button, Qt.MouseButton.LeftButton)
+    record = next(r for r in win.window.plugins.registry.records if r.name == "buttons")
+    assert (record.status, record.failed_in) == ("failed", "slot _ButtonFeature._on_clicked")
+    assert "ZeroDivisionError: boom in its own button" in record.details
+    assert win.window.plugins.reports == [("buttons", record.failed_in)]
+    assert len(banner_about(win, "buttons")) == 1
+    assert feature.clicks == 1 and not feature.dock.isVisible()
+    assert_keeps_working(win)
+    assert feature.calls == 1  # disabled: its host slots are not called again
+    assert len(win.window.plugins.reports) == 1
+
+
+def test_an_exception_that_is_not_a_plugins_still_reaches_the_previous_hook(
+    actviz_window, installed_examples, monkeypatch
+):
+    import sys
+
+    seen = []
+    monkeypatch.setattr(sys, "excepthook", lambda *args: seen.append(args[1]))
+    win = window_with(actviz_window, plugins="installed")
+    try:
+        raise KeyError("the app's own")
+    except KeyError as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        raised = exc
+    assert seen == [raised]
+    assert all(r.status == "active" for r in win.window.plugins.registry.records)
+    win.close()
+    assert sys.excepthook is not None and sys.excepthook.__name__ == "<lambda>"
+
+
 def test_a_layer_view_that_raises_is_disabled_and_the_panels_go_on(actviz_window):
     def prepare(layer, settings):
         raise RuntimeError("boom in prepare")

@@ -19,6 +19,8 @@ Help > Plugins), and everything it added is withdrawn.
 from __future__ import annotations
 
 import logging
+import sys
+from types import TracebackType
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -104,6 +106,14 @@ class PluginsFeature(QObject, FeatureBase):
             names = " ".join(f"*{s}" for s in suffixes)
             files.extra_input_filters = [f"Plugin inputs ({names})"]
         self._construct_features()
+        # A slot of a plugin's own widget (a button it connected itself, a paintEvent it
+        # overrides) is called by Qt, not through the host: what it raises reaches
+        # sys.excepthook, where it is recognised by its frames and the plugin disabled.
+        self._previous_hook = None
+        self._closed = False
+        if any(r.plugin is not None for r in registry.records):
+            self._previous_hook = sys.excepthook
+            sys.excepthook = self._excepthook
         for record in registry.records:
             if record.status == "failed" and (record.name, record.failed_in) not in self.reports:
                 self._report(record)
@@ -271,6 +281,18 @@ class PluginsFeature(QObject, FeatureBase):
         if self.dialog is not None:
             self.dialog.refresh()
 
+    def _excepthook(
+        self, kind: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        mine = isinstance(exc, Exception) and not self._closed
+        found = self.registry.record_of_traceback(tb) if mine else None
+        if found is None:
+            previous = self._previous_hook or sys.__excepthook__
+            previous(kind, exc, tb)
+            return
+        record, where = found
+        self.registry.fail(record, where, exc)
+
     def _report(self, record: PluginRecord) -> None:
         self.reports.append((record.name, record.failed_in))
         self.host.show_error(record.error, source=f"plugin:{record.name}", details=record.details)
@@ -317,6 +339,11 @@ class PluginsFeature(QObject, FeatureBase):
         return self.dialog
 
     def shutdown(self) -> None:
+        # Put the previous hook back unless another has been put over ours since (it keeps
+        # its own previous one, which ends at ours: then ours stays, and passes through).
+        if self._previous_hook is not None and sys.excepthook == self._excepthook:
+            sys.excepthook = self._previous_hook
+        self._closed = True
         if self._listener in self.registry.failure_listeners:
             self.registry.failure_listeners.remove(self._listener)
         self.host.session.view_changed.disconnect(self._on_session_view_changed)
