@@ -170,3 +170,61 @@ def test_both_examples_are_installed_with_pip(installed_examples, examples_site)
         # Installed into the environment (editable: the repo's sources) or into the folder.
         home = EXAMPLES / dist / "src" if examples_site is None else examples_site
         assert module.is_relative_to(home.resolve()), module
+
+
+def test_a_session_keeps_the_wav_by_its_path_and_reopens_the_same_run(
+    actviz_window, installed_examples, tmp_path
+):
+    torch.manual_seed(0)
+    wav = tmp_path / "tone.wav"
+    samples = write_tone(wav, seconds=0.25)
+    model = TinyAudioNet().eval()
+    win = actviz_window(model, None, ["conv1"], plugins="installed")
+    assert win.window.open_input_source(str(wav), wait=True)
+    win.run_and_wait()
+    first = win.window.result.layers["conv1"].view.data.copy()
+    path = tmp_path / "audio.actviz"
+    assert win.feature("sessions").save_session(path, wait=True)
+    win.close()
+    # Sessions embed what the model was given (they open without the file, as for images)
+    # and show where it came from: the .wav's path and the plugin's description.
+    wav.unlink()
+    other = actviz_window(model, None, ["conv1"], plugins="installed")
+    assert other.feature("sessions").open_session(path, wait=True)
+    other.wait_idle()
+    inp = other.window.session.input
+    assert inp.source == str(wav) and "tone.wav: mono, 8000 Hz, 0.25 s" in inp.description
+    np.testing.assert_array_equal(inp.value.numpy(), samples[None])
+    other.run_and_wait()
+    np.testing.assert_array_equal(other.window.result.layers["conv1"].view.data, first)
+
+
+def test_a_session_opens_the_plugin_views_again(actviz_window, installed_examples, tmp_path):
+    torch.manual_seed(0)
+    model, x = TinyConvNet().eval(), torch.randn(1, 3, 16, 16)
+    win = actviz_window(model, x, ["conv1", "conv2"], plugins="installed")
+    win.run_and_wait()
+    win.context_action("conv2", 0, "Show Channel correlation")
+    matrix = win.window.plugins.docks[("conv2", "correlation/correlation")].last_data.matrix
+    path = tmp_path / "views.actviz"
+    assert win.feature("sessions").save_session(path, wait=True)
+    win.close()
+
+    other = actviz_window(model, x, ["conv1", "conv2"], plugins="installed")
+    other.run_and_wait()
+    other.window.plugins.open_view("conv1", "correlation")  # not in the session: closed
+    assert other.feature("sessions").open_session(path, wait=True)
+    other.wait_idle()
+    docks = other.window.plugins.docks
+    assert list(docks) == [("conv2", "correlation/correlation")]
+    np.testing.assert_array_equal(
+        docks[("conv2", "correlation/correlation")].last_data.matrix, matrix
+    )
+    other.close()
+
+    # Without the plugin the session still opens, and says which view it could not show.
+    bare = actviz_window(model, x, ["conv1", "conv2"])
+    assert bare.feature("sessions").open_session(path, wait=True)
+    bare.wait_idle()
+    (note,) = [m for m in bare.banner_messages() if "Plugin views not restored" in m]
+    assert "correlation/correlation of conv2" in note

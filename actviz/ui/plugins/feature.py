@@ -269,6 +269,38 @@ class PluginsFeature(QObject, FeatureBase):
         """``(layer, view name)`` of the active views open (what File > Export writes)."""
         return [(d.layer, d.view.name) for d in self.docks.values() if d.record.active]
 
+    # ------------------------------------------------------------------ sessions
+    def session_part(self) -> dict[str, Any]:
+        """The layer views open, ``[[layer, "plugin/view"], ...]``: a session opens them
+        again."""
+        views = [
+            [layer, key]
+            for (layer, key), dock in self.docks.items()
+            if dock.record.active and not dock.isHidden()
+        ]
+        return {"plugin_views": views} if views else {}
+
+    def restore_session_part(self, parts: Any) -> None:
+        """Open the session's layer views (and close the others); a view whose plugin is not
+        here (not installed, disabled, failed) is named in the banner."""
+        saved = parts.get("plugin_views") or []
+        wanted = [
+            (str(entry[0]), str(entry[1]))
+            for entry in saved if isinstance(saved, list)
+            if isinstance(entry, (list, tuple)) and len(entry) == 2
+        ]  # fmt: skip
+        for key, dock in list(self.docks.items()):
+            if key not in wanted:
+                del self.docks[key]
+                self._drop_dock(dock)
+        missing = [f"{key} of {layer}" for layer, key in wanted if not self.open_view(layer, key)]
+        if missing:
+            self.host.show_warning(
+                "Plugin views not restored (their plugin is not installed here, or is "
+                f"disabled): {', '.join(missing)}",
+                "plugins",
+            )
+
     def export_writers(self) -> list[Any]:
         """The ``layer_writers`` of File > Export: the layer views open in the window."""
         views = self.open_views()
