@@ -47,6 +47,7 @@ import torch
 
 from actviz.testing.checks import flush_deletes, hooks_left, leaked_widgets, top_level_widgets
 from actviz.testing.stress_actions import SIZES, UserActions
+from actviz.testing.stress_blocks import BlockSampler
 from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, write_images
 from actviz.testing.stress_report import (
     BOUNDED_TYPES,
@@ -286,6 +287,7 @@ class StressDriver(UserActions):
         samples: list[Sample] = []
         worst: list[tuple[float, str]] = []
         probe = LagProbe(5)
+        sampler = BlockSampler(probe)
         started = time.perf_counter()
         catcher = _Catcher()
         pickers = FilePickers(self)
@@ -293,6 +295,7 @@ class StressDriver(UserActions):
         watchdog = self._watchdog()
         pickers.install()
         answerer.start()
+        sampler.start()
         try:
             with catcher.installed():
                 self.open_window()
@@ -308,6 +311,7 @@ class StressDriver(UserActions):
                         name, params = "inject_failure", {**params, **inject[i]}
                     self.params = params
                     self._log({"i": i, "name": name, "params": params})
+                    sampler.take()  # what was sampled before this action is not its own
                     mark = len(probe.lags)
                     try:
                         text = self.actions[name](params)
@@ -331,11 +335,13 @@ class StressDriver(UserActions):
                     if params.get("settle"):  # a short look: long jobs go on under the next
                         self.settle(SHORT_SETTLE_S)
                     exceptions.extend(self._failure(i, "exception", t) for t in catcher.take())
+                    where = sampler.take()
                     if len(probe.lags) > mark:
                         ms = max(probe.lags[mark:]) * 1e3
-                        worst = sorted([*worst, (ms, f"{i}:{text}")])[-WORST_BLOCKS:]
+                        seen = f" [GUI thread in {where}]" if where else ""
+                        worst = sorted([*worst, (ms, f"{i}:{text}{seen}")])[-WORST_BLOCKS:]
                         if ms > self.block_limit_ms:
-                            blocks.append(self._failure(i, "block", f"{ms:.0f} ms at {text}"))
+                            blocks.append(self._failure(i, "block", f"{ms:.0f} ms at {text}{seen}"))
                     probe.stop()  # the checks are the driver's time, not the window's
                     if self._idle():
                         leaks.extend(self._failure(i, "hook", t) for t in self._leftovers())
@@ -348,6 +354,7 @@ class StressDriver(UserActions):
                 self.close_window()
                 exceptions.extend(self._failure(total, "exception", t) for t in catcher.take())
         finally:
+            sampler.stop()
             answerer.stop()
             pickers.uninstall()
             watchdog()

@@ -1,0 +1,97 @@
+"""Where the GUI thread was when it blocked: a sampler beside the stress driver's lag probe.
+
+The lag probe (:class:`actviz.bench.ui_bench.LagProbe`) says *how long* the GUI thread served
+no event; it cannot say what it was doing, because it only runs once the block is over. A
+:class:`BlockSampler` thread looks at the probe every few milliseconds and, while a timeout is
+overdue by more than ``after_ms``, samples the GUI thread's stack (``sys._current_frames``).
+Each block keeps the actviz frame seen most often, with the stack that led to it: what to
+make faster or move off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from typing import Any
+
+__all__ = ["BlockSampler"]
+
+#: Frames of these files say nothing about the block (the driver itself, Qt's test helpers).
+_SKIP = ("actviz/testing/", "actviz/bench/")
+
+
+class BlockSampler:
+    """Samples the GUI thread's stack while ``probe`` is overdue (see the module docs).
+
+    Parameters
+    ----------
+    probe
+        The running lag probe (its ``_last`` timeout time, ``None`` while stopped).
+    after_ms
+        A timeout overdue by more than this is a block being sampled.
+    every_ms
+        Time between samples.
+    """
+
+    def __init__(self, probe: Any, *, after_ms: float = 40.0, every_ms: float = 5.0) -> None:
+        self.probe = probe
+        self.after_s = after_ms / 1e3
+        self.every_s = every_ms / 1e3
+        self._gui = threading.main_thread().ident
+        self._samples: Counter[str] = Counter()
+        self._stacks: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="block-sampler", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+            self._thread = None
+
+    def take(self) -> str:
+        """Where the GUI thread was most often in the blocks since the last call: ``"file:line
+        in function"`` with the actviz frames that led there (outermost first), or ``""``."""
+        with self._lock:
+            samples, stacks = self._samples, self._stacks
+            self._samples, self._stacks = Counter(), {}
+        if not samples:
+            return ""
+        where, _ = samples.most_common(1)[0]
+        return stacks[where]
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            last = getattr(self.probe, "_last", None)
+            if last is None or time.perf_counter() - last < self.after_s:
+                continue
+            frame = sys._current_frames().get(self._gui)
+            if frame is None:
+                continue
+            stack = [
+                f
+                for f in traceback.extract_stack(frame)
+                if "actviz/" in f.filename and not any(s in f.filename for s in _SKIP)
+            ]
+            if not stack:
+                continue
+            inner = stack[-1]
+            where = f"{_short(inner.filename)}:{inner.lineno} in {inner.name}"
+            path = " <- ".join(f"{f.name}" for f in reversed(stack[:-1][-6:]))
+            with self._lock:
+                self._samples[where] += 1
+                self._stacks.setdefault(where, where + (f" <- {path}" if path else ""))
+
+
+def _short(filename: str) -> str:
+    return filename[filename.rfind("actviz/") :]
