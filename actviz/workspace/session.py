@@ -734,18 +734,24 @@ class Session:
         window's runs, live frames, exports, reports, effects and scans go through.
 
         ``value`` and ``source`` default to the input held; a live sequence passes
-        ``source="frames"`` for its pictures. A model given in memory is not checked: nothing
-        was recorded of what it reads.
+        ``source="frames"`` for its pictures, a dataset scan ``source="images"`` for its
+        folder's. A model given in memory is not checked: nothing was recorded of what it
+        reads.
         """
         from actviz.io.input_fit import input_misfit, reads_text
 
         if self.model is None:
             return "Open a model first."
         loaded = self.loaded_model
-        if source == "frames":  # pictures made with the model's own transforms
-            if loaded is not None and reads_text(loaded):
+        if source in ("frames", "images"):  # pictures made with the model's own transforms
+            if loaded is None or not reads_text(loaded):
+                return ""
+            if source == "frames":
                 return f"The frames are pictures; {self.model_name} reads text."
-            return ""
+            return (
+                f"{self.model_name} reads text, not images: a dataset scan runs a folder of "
+                "images through the model. Open an image model to scan one."
+            )
         if value is None:
             if self.input is None:
                 return "Open an input first (an image, a tensor file or a sample)."

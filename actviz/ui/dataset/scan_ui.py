@@ -142,19 +142,13 @@ class DatasetScanUI(FeatureBase, QObject):
         return dialog
 
     def _refuse_text_model(self) -> bool:
-        """Say so and return True when the session's model reads text only (a tokenizer, no
-        image preprocessing): a scan runs images through it, and failed in its embedding
-        layer with torch's "Expected tensor for argument #1 'indices'..."."""
-        loaded = self.session.loaded_model
-        if loaded is None or getattr(loaded, "tokenizer", None) is None:
+        """Say so and return True when the session's model cannot take the scan's images
+        (it reads text: a scan failed in its embedding layer with torch's "Expected tensor
+        for argument #1 'indices'..."): the session's one input gate decides."""
+        problem = self.session.input_problem(source="images") if self.session.model else ""
+        if not problem:
             return False
-        if getattr(loaded, "processor", None) is not None or loaded.transforms is not None:
-            return False
-        self.window.show_warning(
-            f"{self.session.model_name} reads text, not images: a dataset scan runs a folder "
-            "of images through the model. Open an image model to scan one.",
-            BANNER_SOURCE,
-        )
+        self.window.show_warning(problem, BANNER_SOURCE)
         return True
 
     def _layers(self) -> list[str]:

@@ -283,6 +283,11 @@ class EffectsFeature(FeatureBase, QObject):
         assert eff is not None and eff.context is not None
         inputs = eff.context.inputs
         if inputs is None and self.session.input is not None:
+            # Not the run's own inputs: the session's, through the one input gate.
+            problem = self.session.input_problem()
+            if problem:
+                self.view.set_message(problem, error=True)
+                return False
             inputs = self.session.input.value
         count: Any = self.verify_count if channels is None else channels
         self._note = ""
