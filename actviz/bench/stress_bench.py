@@ -76,6 +76,10 @@ def print_table(reports: Sequence[Any]) -> None:
         print(r.describe())
         for s in r.samples:
             heap = "" if s.heap_mib is None else f", heap in use {s.heap_mib:.0f} MiB"
+            b = s.breakdown or {}
+            if "files" in b:
+                heap += f" (mapped files {b['files']:.0f}, anonymous {b['anonymous']:.0f}"
+                heap += f", malloc keeps {b['heap_free']:.0f} free)" if "heap_free" in b else ")"
             print(f"  {r.model} after {s.action:>6} actions: rss {s.rss_mib:.0f} MiB{heap}")
 
 
@@ -100,6 +104,14 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
     summary["stress_rss_growth_per_1k_mib"] = max(
         (r.rss_growth_per_1k_mib for r in reports), default=0.0
     )
+    # What the resident size is made of at each process's end: RSS / heap in use, and the
+    # anonymous memory (RSS less the mapped libraries) / heap in use.
+    ends = [r.samples[-1] for r in reports if r.samples and r.samples[-1].heap_mib]
+    summary["stress_rss_over_heap"] = max((s.rss_mib / s.heap_mib for s in ends), default=None)
+    anon = [
+        s.breakdown["anonymous"] / s.heap_mib for s in ends if "anonymous" in (s.breakdown or {})
+    ]
+    summary["stress_anon_over_heap"] = max(anon, default=None)
     summary["stress_errors_shown"] = sum(len(r.errors_shown) for r in reports)
     summary["stress_windows_kept"] = sum(len(r.windows_kept) for r in reports)
     summary["stress_widgets_left"] = sum(len(r.widgets_left) for r in reports)

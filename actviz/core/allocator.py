@@ -143,6 +143,31 @@ def heap_in_use_mib() -> float | None:
     return (info.uordblks + info.hblkhd) / 2**20
 
 
+def memory_breakdown_mib() -> dict[str, float]:
+    """Where the resident memory is, in MiB: ``rss``; ``files`` (mapped files: the libraries'
+    code and data, memory-mapped weights); ``anonymous`` (the process's own: malloc's heap,
+    Python's object arenas, thread stacks); ``heap_in_use`` and ``heap_free`` (malloc's bytes
+    handed out, and kept free for reuse: what :func:`release_freed_memory` gives back).
+    Keys whose source is missing (no /proc, no glibc) are left out."""
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line and "kB" in line)
+        rss = int(fields["Rss"].split()[0]) / 1024
+        anon = int(fields["Anonymous"].split()[0]) / 1024
+        out.update(rss=rss, anonymous=anon, files=max(0.0, rss - anon))
+    except (OSError, ValueError, KeyError, IndexError):
+        out["rss"] = rss_mib()
+    libc = _libc()
+    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
+    if fn is not None:
+        fn.restype = _Mallinfo2
+        info = fn()
+        out["heap_in_use"] = (info.uordblks + info.hblkhd) / 2**20
+        out["heap_free"] = info.fordblks / 2**20
+    return out
+
+
 def release_freed_memory() -> bool:
     """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``).
 

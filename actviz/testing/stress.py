@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from actviz.core.allocator import memory_breakdown_mib
 from actviz.testing.checks import flush_deletes, hooks_left, leaked_widgets, top_level_widgets
 from actviz.testing.stress_actions import SIZES, UserActions
 from actviz.testing.stress_blocks import BlockSampler
@@ -535,7 +536,7 @@ class StressDriver(UserActions):
             if counts["_Runner"] == 0:
                 break
             self.spin(0.1)
-        return Sample(action, counts, rss_mib(), heap_in_use_mib())
+        return Sample(action, counts, rss_mib(), heap_in_use_mib(), memory_breakdown_mib())
 
 
 __all__ = [

@@ -37,6 +37,9 @@ class Sample:
     #: Memory malloc has handed out and not had back (None where glibc cannot say): unlike the
     #: resident size it leaves out freed memory the allocator keeps for reuse.
     heap_mib: float | None = None
+    #: :func:`actviz.core.allocator.memory_breakdown_mib` (mapped files, anonymous memory,
+    #: malloc's free bytes): what the resident size is made of.
+    breakdown: dict[str, float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

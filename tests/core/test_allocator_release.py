@@ -35,3 +35,19 @@ def test_a_kept_heap_is_handed_back():
     assert kept > peak - 50  # tuned: freeing kept it resident
     assert after < kept - 250  # released: back to the system
     assert heap_after < heap - 250
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and glibc only")
+def test_the_breakdown_adds_up_and_sees_the_heap_grow():
+    import numpy as np
+
+    from actviz.core.allocator import memory_breakdown_mib
+
+    before = memory_breakdown_mib()
+    assert set(before) == {"rss", "anonymous", "files", "heap_in_use", "heap_free"}
+    assert before["files"] + before["anonymous"] == pytest.approx(before["rss"])
+    block = np.ones(64 * 2**20, dtype=np.uint8)  # 64 MiB, written: resident
+    after = memory_breakdown_mib()
+    assert after["heap_in_use"] - before["heap_in_use"] >= 63
+    assert after["anonymous"] - before["anonymous"] >= 60
+    del block
