@@ -1,0 +1,56 @@
+"""The block sampler names where the GUI thread was while it blocked, read from faulthandler's
+dump (never from frame objects of the running thread)."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+
+from actviz.testing.stress_blocks import BlockSampler, _gui_stack
+
+
+class _Probe:
+    """A lag probe whose last timeout is long past: the GUI thread is blocked."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+
+def test_the_sampler_names_the_function_that_blocked(tmp_path):
+    folder = tmp_path / "site" / "actviz"
+    folder.mkdir(parents=True)
+    (folder / "slow_panel.py").write_text(
+        "import time\n\ndef paint_all():\n    time.sleep(0.3)\n\ndef on_click():\n    paint_all()\n"
+    )
+    spec = importlib.util.spec_from_file_location("slow_panel", folder / "slow_panel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    probe = _Probe()
+    sampler = BlockSampler(probe, after_ms=20, every_ms=5)
+    sampler.start()
+    try:
+        probe._last = time.perf_counter()
+        module.on_click()
+    finally:
+        sampler.stop()
+    where = sampler.take()
+    assert where.startswith("actviz/slow_panel.py:4 in paint_all <- on_click"), where
+    assert sampler.take() == ""  # taken: the next block starts afresh
+
+
+def test_a_dump_is_read_for_the_gui_thread_only():
+    ident = threading.main_thread().ident
+    dump = (
+        "Thread 0x00000000000000aa (most recent call first):\n"
+        '  File "/x/actviz/ui/live/dock.py", line 9 in other\n\n'
+        f"Current thread 0x{ident:016x} (most recent call first):\n"
+        '  File "/x/site-packages/pyqtgraph/AxisItem.py", line 999 in paint\n'
+        '  File "/x/actviz/ui/panels/canvas.py", line 928 in paintEvent\n'
+        '  File "/x/actviz/testing/stress.py", line 5 in settle\n'
+        '  File "/x/actviz/ui/window/result_display.py", line 40 in apply_result\n'
+    )
+    assert _gui_stack(dump, ident) == [
+        "actviz/ui/panels/canvas.py:928 in paintEvent",
+        "apply_result",
+    ]
