@@ -209,14 +209,6 @@ class ModelCopies:
         self._held: dict[str, ModelCopy] = {}
         self._lock = threading.Lock()
 
-    def held(self, purpose: str, model: nn.Module) -> nn.Module | None:
-        """The copy of ``model`` kept for ``purpose`` while still usable, else None."""
-        with self._lock:
-            entry = self._held.get(purpose)
-        if entry is not None and entry.original is model and entry.usable():
-            return entry.twin
-        return None
-
     def get(self, purpose: str, model: nn.Module, *, to_eval: bool = False) -> nn.Module:
         """The kept copy of ``model`` for ``purpose``, or a new one (kept in its place).
 
@@ -245,9 +237,3 @@ class ModelCopies:
                 self._held.clear()
             else:
                 self._held.pop(purpose, None)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the kept copies."""
-        with self._lock:
-            return sum(e.nbytes for e in self._held.values())

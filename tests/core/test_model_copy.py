@@ -134,27 +134,30 @@ def test_the_cache_reuses_a_copy_until_the_weights_or_the_model_change():
     copies = ModelCopies()
     model = _net()
     first = copies.get("scan", model)
-    assert copies.get("scan", model) is first and copies.held("scan", model) is first
-    assert copies.nbytes == model_bytes(model)
+    assert copies.get("scan", model) is first
     views = copies.get("views", model)  # another purpose (thread): a copy of its own
-    assert views is not first and copies.nbytes == 2 * model_bytes(model)
+    assert views is not first and copies.get("views", model) is views
 
     with torch.no_grad():
         model[0].bias.add_(1.0)  # an edit of the weights: the copy is made again
-    assert copies.held("scan", model) is None
     second = copies.get("scan", model)
     assert second is not first and torch.equal(second[0].bias, model[0].bias)
 
     other = _net()  # another model: its own copy
     third = copies.get("scan", other)
-    assert third is not second and copies.held("scan", model) is None
-    assert copies.get("scan", other) is third
+    assert third is not second and copies.get("scan", other) is third
+    assert copies.get("scan", model) is not second  # one copy per purpose: made again
+    third = copies.get("scan", other)
     assert copies.get("scan", other, to_eval=True) is not third  # other flags asked for
 
+    kept = copies.get("views", other)
+    copies.release("scan")  # another purpose: the views' copy stays
+    assert copies.get("views", other) is kept
     copies.release("views")
-    assert copies.held("views", model) is None
+    assert copies.get("views", other) is not kept
+    kept = copies.get("views", other)
     copies.release()
-    assert copies.held("scan", other) is None and copies.nbytes == 0
+    assert copies.get("views", other) is not kept
 
 
 def test_a_copy_made_during_a_capture_leaves_its_hooks_out_and_keeps_the_users():
