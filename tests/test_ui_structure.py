@@ -30,6 +30,7 @@ FEATURE_MAY_IMPORT = (
     "actviz.ui.host",
     "actviz.ui.panels",
     "actviz.ui.worker",
+    "actviz.ui.model_copy",
     "actviz.ui.loaders",
     "actviz.ui.file_dialogs",
 )

@@ -16,16 +16,13 @@ layer view renders beside a built-in layer panel.
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-MARK = "ACTVIZ_PLUGINS_FIRST_PAINT"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 #: distribution -> (package, entry point)
 PLUGINS = {
@@ -49,23 +46,14 @@ def _site_with_examples(root: Path) -> list[str]:
 
 
 def _time_child(extra_path: list[str], timeout_s: float) -> tuple[float, int]:
-    env = dict(os.environ)
-    env.setdefault("ACTVIZ_OFFLINE", "1")
+    """The start-up bench's child with the installed plugins: seconds, plugins active."""
+    from actviz.bench.startup_bench import child_env, time_child
+
+    env = child_env(extra_path)
     env.pop("ACTVIZ_NO_PLUGINS", None)
-    if sys.platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
-        env.setdefault("QT_QPA_PLATFORM", "offscreen")
-    paths = [*extra_path, *filter(None, [env.get("PYTHONPATH")])]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    t0 = time.time()
-    proc = subprocess.run(
-        [sys.executable, "-m", "actviz.bench.plugins_bench", "--child"],
-        capture_output=True, text=True, timeout=timeout_s, env=env, check=False,
-    )  # fmt: skip
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            _, when, loaded = line.split()
-            return float(when) - t0, int(loaded)
-    raise RuntimeError(f"no {MARK} line (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    args = [sys.executable, "-m", "actviz.bench.startup_bench", "--child", "--plugins"]
+    seconds, (loaded, *_) = time_child(args, timeout_s, env)
+    return seconds, int(loaded)
 
 
 def startup(pairs: int = 3, timeout_s: float = 180.0) -> dict[str, Any]:
@@ -187,44 +175,6 @@ def run(quick: bool, summary: dict) -> None:
         summary[key] = started[key]
 
 
-def child_main() -> int:  # pragma: no cover - runs in a subprocess
-    """A window with the installed plugins on the demo; prints :data:`MARK`, the time of the
-    first paint and how many plugins are active."""
-    from PySide6.QtCore import QTimer
-
-    from actviz.bench.ui_bench import remove_scratch, scratch_settings
-    from actviz.ui.explore import ensure_app
-    from actviz.ui.window.main_window import MainWindow
-
-    app = ensure_app()
-    window = MainWindow(settings=scratch_settings(), plugins="installed")
-    loaded = sum(r.active for r in window.plugins.registry.records)
-    done: list[bool] = []
-
-    def painted() -> None:
-        if done:
-            return
-        done.append(True)
-        window.repaint()
-        print(MARK, repr(time.time()), loaded, flush=True)
-        remove_scratch()
-        os._exit(0)
-
-    def failed(text: str) -> None:
-        print("run failed:", text, file=sys.stderr, flush=True)
-        remove_scratch()
-        os._exit(2)
-
-    window.run_finished.connect(lambda: QTimer.singleShot(0, painted))
-    window.run_failed.connect(failed)
-    window.load_demo()
-    window.show()
-    QTimer.singleShot(120_000, lambda: failed("no result within 120 s"))
-    return int(app.exec())
-
-
 if __name__ == "__main__":  # pragma: no cover
-    if "--child" in sys.argv:
-        raise SystemExit(child_main())
     out: dict = {}
     run("--quick" in sys.argv, out)

@@ -7,7 +7,9 @@ Two fresh Python processes per pair, order flipped every pair:
 * the app, ``python -m actviz.bench.startup_bench --child``, does what ``actviz`` (no
   arguments) does -- ``run_app``: a window, the demo model and its first sample loading in the
   background, the automatic first run -- and prints the wall-clock time once the first result
-  is on the panels and the window has painted it, then exits without the Qt teardown.
+  is on the panels and the window has painted it, then exits without the Qt teardown
+  (``--child --plugins``: with the installed plugins, also printing how many are active; the
+  plugins bench times that child).
 
 Each time is measured from just before the parent starts the process; the figure is the
 median over pairs of app / baseline.
@@ -20,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MARK = "ACTVIZ_FIRST_PAINT"
@@ -36,26 +39,39 @@ class StartupResult:
     note: str = ""
 
 
-def _child_env() -> dict[str, str]:
+def child_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
+    """A timed child's environment: offline, offscreen without a display, ``extra_path``
+    first on ``PYTHONPATH``."""
     env = dict(os.environ)
     env.setdefault("ACTVIZ_OFFLINE", "1")
     if sys.platform.startswith("linux") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
         env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([*extra_path, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
-def _time_process(args: list[str], timeout_s: float) -> float:
+def time_child(
+    args: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[float, list[str]]:
+    """Seconds from just before ``args`` starts to the time on its :data:`MARK` line, and the
+    line's further fields."""
     t0 = time.time()
     proc = subprocess.run(
-        args, capture_output=True, text=True, timeout=timeout_s, env=_child_env(), check=False
+        args, capture_output=True, text=True, timeout=timeout_s, env=env or child_env(), check=False
     )
     for line in proc.stdout.splitlines():
         if line.startswith(MARK):
-            return float(line.split()[1]) - t0
+            _, when, *rest = line.split()
+            return float(when) - t0, rest
     raise RuntimeError(
         f"{' '.join(args[:3])}... printed no {MARK} line (exit {proc.returncode}):\n"
         f"{proc.stdout[-800:]}\n{proc.stderr[-2000:]}"
     )
+
+
+def _time_process(args: list[str], timeout_s: float) -> float:
+    return time_child(args, timeout_s)[0]
 
 
 def run(pairs: int = 3, timeout_s: float = 180.0, warmup: bool = True) -> StartupResult:
@@ -98,8 +114,9 @@ def print_table(r: StartupResult) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def child_main() -> int:  # pragma: no cover - runs in a subprocess
-    """``run_app()`` with no arguments, printing :data:`MARK` and the time at the first paint."""
+def child_main(plugins: str | None = None) -> int:  # pragma: no cover - runs in a subprocess
+    """``run_app()`` with no arguments, printing :data:`MARK` and the time at the first paint
+    (with ``plugins``, e.g. ``"installed"``: those plugins, and how many are active)."""
     from PySide6.QtCore import QTimer
 
     from actviz.bench.ui_bench import remove_scratch, scratch_settings
@@ -108,7 +125,8 @@ def child_main() -> int:  # pragma: no cover - runs in a subprocess
 
     app = ensure_app()
     # A scratch settings file: no restored geometry or recent files change what is measured.
-    window = MainWindow(settings=scratch_settings())
+    window = MainWindow(settings=scratch_settings(), **({"plugins": plugins} if plugins else {}))
+    loaded = [sum(r.active for r in window.plugins.registry.records)] if plugins else []
     state = {"done": False}
 
     def painted() -> None:
@@ -116,7 +134,7 @@ def child_main() -> int:  # pragma: no cover - runs in a subprocess
             return
         state["done"] = True
         window.repaint()  # the panels just filled: draw them now, synchronously
-        print(MARK, repr(time.time()), flush=True)
+        print(MARK, repr(time.time()), *loaded, flush=True)
         remove_scratch()  # os._exit skips atexit
         os._exit(0)  # the figure is "up and drawing"; interpreter teardown is not part of it
 
@@ -135,6 +153,6 @@ def child_main() -> int:  # pragma: no cover - runs in a subprocess
 
 if __name__ == "__main__":  # pragma: no cover
     if "--child" in sys.argv:
-        raise SystemExit(child_main())
+        raise SystemExit(child_main("installed" if "--plugins" in sys.argv else None))
     result = run()
     print_table(result)

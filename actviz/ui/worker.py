@@ -15,7 +15,7 @@ order, while the next job's capture starts on the first. A job submitted with
 while the next one is captured.
 
 Lanes: a job that captures a model nobody else uses (live mode's copy of the model, see
-:mod:`actviz.core.replica`) may run on a second first-stage thread (``submit(lane=1)``) beside
+:mod:`actviz.core.model_copy`) may run on a second first-stage thread (``submit(lane=1)``) beside
 the model's own. Results are reported in submission order whatever lane or stage ends first: a
 result waits while an earlier current job still runs.
 """

@@ -26,13 +26,13 @@ from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
 
-from actviz.ui.concepts.copies import ModelCopies
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.concepts.jobs import ConceptJobs
 from actviz.ui.concepts.training import ConceptTraining
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.loaders import describe_error
+from actviz.ui.model_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,10 @@ class ConceptsFeature(FeatureBase, QObject):
         QObject.__init__(self, host.dialog_parent())
         self.host = host
         self.session = host.session
-        self.copies = ModelCopies(host, self)
+        #: The copy of the model the Concept dock's jobs share.
+        self.copies = WorkerCopy(host, self, to_eval=True)
         #: Data > Train concepts… (its dialog, its worker).
-        self.training_ = ConceptTraining(host, self.copies, self._on_trained, self)
+        self.training_ = ConceptTraining(host, self._on_trained, self)
         #: The concept tiles each panel shows now (``{layer: ConceptTiles}``).
         self.tiles: dict[str, Any] = {}
         #: The tile menu of a concept tile shown last (tests trigger its actions).
@@ -387,6 +388,10 @@ class ConceptsFeature(FeatureBase, QObject):
     def is_busy(self) -> bool:
         return self.training()
 
+    def owns_job(self, generation: int) -> bool:
+        """Whether the capture worker's job ``generation`` copies the model for a job here."""
+        return self.copies.owns_job(generation) or self.training_.copy.owns_job(generation)
+
     def cancel(self) -> bool:
         """Cancel the training (Esc, or the dialog's Cancel)."""
         return self.training_.cancel()
@@ -484,6 +489,6 @@ class ConceptsFeature(FeatureBase, QObject):
         self.session.concepts_changed.disconnect(self._on_concepts_changed)
         self.session.model_changed.disconnect(self._on_model_changed)
         self.session.result_changed.disconnect(self._on_result_changed)
-        self.copies.closed = True
+        self.copies.close()
         self.training_.shutdown()
         self.jobs.shutdown()

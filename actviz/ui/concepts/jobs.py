@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject
 
-from actviz.ui.concepts.copies import ModelCopies
 from actviz.ui.concepts.training import TOP_K
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import WindowHost
 from actviz.ui.loaders import describe_error
+from actviz.ui.model_copy import WorkerCopy
 from actviz.ui.worker import Worker
 
 __all__ = ["ConceptJobs", "WANTS_STEPS"]
@@ -36,13 +36,13 @@ class ConceptJobs(QObject):
     host
         The window (its session: the dictionaries, the result, the target).
     copies
-        Where the model copy comes from.
+        The shared copy of the model the jobs run on (one worker: one job at a time).
     view
         The Concept dock's view.
     """
 
     def __init__(
-        self, host: WindowHost, copies: ModelCopies, view: ConceptView, parent: QObject
+        self, host: WindowHost, copies: WorkerCopy, view: ConceptView, parent: QObject
     ) -> None:
         super().__init__(parent)
         self.host = host
@@ -116,7 +116,7 @@ class ConceptJobs(QObject):
 
             self._submit("effect", job, supersede=True)
 
-        self.copies.shared(run)
+        self.copies.get(run, self._copy_failed)
 
     def start_top(self, layer: str, concept: int) -> None:
         from actviz.analysis.concepts.concept_scan import top_heatmaps
@@ -137,7 +137,7 @@ class ConceptJobs(QObject):
 
             self._submit("top", job)
 
-        self.copies.shared(run)
+        self.copies.get(run, self._copy_failed)
 
     def what_it_wants(self) -> None:
         """Synthesise what the concept shown wants: the picture that maximises its decoder
@@ -166,7 +166,7 @@ class ConceptJobs(QObject):
 
             self._submit("wants", job)
 
-        self.copies.shared(run)
+        self.copies.get(run, self._copy_failed)
 
     def scan_folder(self, layer: str, folder: str) -> None:
         """Scan ``folder`` for the top images of every concept of ``layer`` (in the
@@ -191,7 +191,7 @@ class ConceptJobs(QObject):
 
             self._submit("scan", job)
 
-        self.copies.shared(run)
+        self.copies.get(run, self._copy_failed)
 
     # ------------------------------------------------------------------ worker signals
     def _on_worker_finished(self, gen: int, value: Any) -> None:
@@ -238,6 +238,9 @@ class ConceptJobs(QObject):
             f"{100 * effect.p_after:.1f} % ({100 * effect.dp:+.1f} pp; logit "
             f"{effect.logit_before:.3g} → {effect.logit_after:.3g}){top}."
         )
+
+    def _copy_failed(self, error: BaseException) -> None:
+        self.view.set_effect(f"Could not copy the model: {describe_error(error)}")
 
     def _on_worker_errored(self, gen: int, error: BaseException) -> None:
         if self._closed:

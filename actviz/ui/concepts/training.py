@@ -12,10 +12,10 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from actviz.ui.concepts.copies import ModelCopies
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.host import WindowHost
 from actviz.ui.loaders import describe_error
+from actviz.ui.model_copy import WorkerCopy
 from actviz.ui.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,6 @@ class ConceptTraining(QObject):
     ----------
     host
         The window.
-    copies
-        Where the copy of the model comes from.
     on_trained
         ``(spec, concepts, scan)`` once a training ended well.
     """
@@ -72,21 +70,21 @@ class ConceptTraining(QObject):
     def __init__(
         self,
         host: WindowHost,
-        copies: ModelCopies,
         on_trained: Callable[[TrainSpec, Any, Any], None],
         parent: QObject,
     ) -> None:
         super().__init__(parent)
         self.host = host
         self.session = host.session
-        self.copies = copies
+        #: The training's own copy of the model (let go of once handed to the job).
+        self.copy = WorkerCopy(host, self, to_eval=True)
         self.on_trained = on_trained
         self.worker = Worker(self)
         #: The dialog (made on first use).
         self.dialog: TrainConceptsDialog | None = None
         self.gen: int | None = None
         self.last: Any = None  # the last TrainProgress
-        self._copying = False  # waiting for the capture worker to be idle
+        self._copying = False  # waiting for the copy of the model
         self._closed = False
         self.handover = _Handover(self)
         self.handover.progressed.connect(self._on_progressed)
@@ -145,7 +143,8 @@ class ConceptTraining(QObject):
         self._copying = True
 
         def run(clone: Any) -> None:
-            model = self.copies.engine_model(clone)
+            model = self.copy.engine_model(clone)
+            self.copy.forget()  # the job holds it: the model is not held twice after
 
             def job(stop: Any, _report: Any) -> Any:
                 concepts = train(
@@ -166,15 +165,15 @@ class ConceptTraining(QObject):
         if dialog is not None:
             dialog.set_busy(True)
             dialog.set_message("Copying the model…")
-        self.copies.fresh(
+        self.copy.get(
             run,
-            wanted=lambda: self._copying,
-            gave_up=lambda: self._end("Training did not start: the model stayed busy.", True),
+            lambda exc: self._end(f"Training did not start: {describe_error(exc)}", True),
         )
 
     def cancel(self) -> bool:
         """Cancel the training (Esc, or the dialog's Cancel)."""
         if self._copying and self.gen is None:
+            self.copy.abandon()
             self._end("Training cancelled before it began.", True)
             return True
         if self.gen is None:
@@ -185,6 +184,7 @@ class ConceptTraining(QObject):
     def shutdown(self) -> None:
         """Stop for good (the window closes)."""
         self._closed = True
+        self.copy.close()
         self.worker.shutdown()
         if self.dialog is not None:
             self.dialog.close()

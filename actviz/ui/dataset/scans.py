@@ -2,7 +2,7 @@
 
 A scan is long: it runs on its own single-thread :class:`~actviz.ui.worker.Worker` while the
 window keeps running captures on its model. Hooks are per-module state, so the scan runs on a
-private copy of the model (:func:`~actviz.ui.dataset.model_copy.detached_copy`), and the top-k
+private copy of the model (:class:`~actviz.core.model_copy.ModelCopies`), and the top-k
 views (which re-run the model on k images) on a second copy and worker, so a channel's grid
 can be computed while a scan runs. The engine's ``progress(done, total, images_per_s)`` is
 called on the scan's thread; it reaches the GUI thread through a queued signal. Cancel is
@@ -15,15 +15,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import threading
 from collections import OrderedDict
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from torch import nn
 
+from actviz.core.model_copy import ModelCopies, model_bytes, with_loading
 from actviz.ui.dataset.dialog import ScanSpec
-from actviz.ui.dataset.model_copy import detached_copy
 from actviz.ui.worker import Worker
 from actviz.workspace.session import Session
 
@@ -43,26 +42,8 @@ class _ScanSignals(QObject):
     progressed = Signal(int, int, int, float)  # generation, done, total, images/s
 
 
-def model_bytes(model: Any) -> int:
-    """Bytes of ``model``'s parameters and buffers (what a copy of it costs)."""
-    total = 0
-    for t in (*model.parameters(), *model.buffers()):
-        try:
-            total += t.numel() * t.element_size()
-        except (RuntimeError, ValueError):  # a lazy module's parameter has no size yet
-            continue
-    return total
-
-
 def _always() -> bool:
     return True
-
-
-def _with_preprocessing(copy: Any, model: Any, loaded: Any) -> Any:
-    """What the engine gets: the loaded model's preprocessing (a single run's) with the copy."""
-    if loaded is not None and loaded.model is model:
-        return dataclasses.replace(loaded, model=copy)
-    return copy
 
 
 def eta_seconds(done: int, total: int, images_per_s: float) -> float:
@@ -130,9 +111,8 @@ class DatasetScans(QObject):
         self._partial: dict[int, Any] = {}
         self._views_key: tuple[str, int] | None = None
         self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
-        # Model copies by purpose ("scan", "views"), for the model they were made from.
-        self._copies: dict[str, tuple[Any, Any]] = {}
-        self._copies_lock = threading.Lock()
+        # Model copies by purpose ("scan", "views"): each purpose has its own thread.
+        self._copies = ModelCopies()
         #: The last progress: done, total, images/s.
         self.progress: tuple[int, int, float] = (0, 0, 0.0)
         for worker, slots in (
@@ -212,7 +192,8 @@ class DatasetScans(QObject):
             # The GUI thread and live mode come first on shared cores (the pool's threads
             # run scans only; see actviz.core.threads).
             lower_thread_priority()
-            target = _with_preprocessing(self._copy_for("scan", model), model, loaded)
+            twin = self._copies.get("scan", model, to_eval=True)
+            target = with_loading(twin, model, loaded)
 
             def run(embeddings: bool) -> Any:
                 return scan(
@@ -273,26 +254,13 @@ class DatasetScans(QObject):
         self._partial.clear()
         self._views_key = None
         self._views_cache.clear()
-        with self._copies_lock:
-            self._copies.clear()
+        self._copies.release()
 
     def shutdown(self) -> None:
         """Stop both workers and wait for them (no hook of a copy outlives the window)."""
         self.scan_worker.shutdown()
         self.views_worker.shutdown()
-        with self._copies_lock:
-            self._copies.clear()
-
-    def _copy_for(self, purpose: str, model: Any) -> Any:
-        # Called on the workers' threads; each purpose has its own thread, one copy each.
-        with self._copies_lock:
-            held = self._copies.get(purpose)
-            if held is not None and held[0] is model:
-                return held[1]
-        copy = detached_copy(model)
-        with self._copies_lock:
-            self._copies[purpose] = (model, copy)
-        return copy
+        self._copies.release()
 
     def _on_progressed(self, gen: int, done: int, total: int, ips: float) -> None:
         # A cancelled scan still reports the batch it finished (that work is saved).
@@ -370,7 +338,8 @@ class DatasetScans(QObject):
             from actviz.data import top_views
 
             # The scan's preprocessing again, so the crops are what the scan saw.
-            target = _with_preprocessing(self._copy_for("views", model), model, loaded)
+            twin = self._copies.get("views", model, to_eval=True)
+            target = with_loading(twin, model, loaded)
             return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
 
         self._views_gen = self.views_worker.submit(job)

@@ -24,7 +24,7 @@ hear of it (it may be painting the frame before). Paused (a slider dragged, a st
 frame is captured at a time, so what is shown follows the latest request closely.
 
 Two lanes: while a sequence plays on a small CPU model, frames alternate between the model
-(the worker's lane 0) and a copy of it (:class:`~actviz.core.replica.ModelReplica`, lane 1),
+(the worker's lane 0) and a copy of it (:class:`~actviz.core.model_copy.ModelCopy`, lane 1),
 each capture on half the worker's threads. Measured on two cores against back-to-back bare
 captures on two threads (full bench runs): ResNet-18 at 64 px plays 0.79x as many frames per
 second (0.58x on one lane), at 112 px 0.68x (0.53x), ResNet-50 at 224 px 1.20x (0.77x).
@@ -59,7 +59,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from actviz.core.inputs import list_layout
-from actviz.core.replica import ModelReplica, replica_refusal
+from actviz.core.model_copy import ModelCopy, copy_refusal
 from actviz.core.threads import lower_thread_priority, torch_threads
 from actviz.display.prepare import prepare, reusable_mosaics
 from actviz.ui.host import WindowHost
@@ -270,7 +270,7 @@ class LiveController(QObject):
         self._capturing: dict[int, int] = {}  # generation -> lane
         # The model's copy for lane 1 (None: not made, or not wanted), and why the model gets
         # none (None: not asked yet for this model).
-        self._replica: ModelReplica | None = None
+        self._replica: ModelCopy | None = None
         self._build_gen: int | None = None  # the frame whose job copies the model
         self._refusal: tuple[Any, str] | None = None
         self._last_lane = 1
@@ -574,7 +574,7 @@ class LiveController(QObject):
         if self.worker.threads < 2:
             return False
         if self._refusal is None or self._refusal[0] is not model:
-            self._refusal = (model, replica_refusal(model) or "")
+            self._refusal = (model, copy_refusal(model) or "")
         return not self._refusal[1]
 
     def _lane_count(self) -> int:
@@ -585,7 +585,7 @@ class LiveController(QObject):
         self._replica = None
         self._build_gen = None
 
-    def _choose_lane(self, model: Any) -> tuple[int, Any, ModelReplica | None]:
+    def _choose_lane(self, model: Any) -> tuple[int, Any, ModelCopy | None]:
         """``(lane, model to capture, replica to build first)`` for the next frame."""
         if not self._lanes_wanted(model):
             return 0, model, None
@@ -604,7 +604,7 @@ class LiveController(QObject):
                 return 0, model, None
             rep = None
         if rep is None:
-            rep = self._replica = ModelReplica(model)
+            rep = self._replica = ModelCopy(model)
         if rep.twin is None:
             # Asked for already, by a frame still on its way (a frame dropped before its job
             # ran never made the copy: ask again).
@@ -696,7 +696,7 @@ class LiveController(QObject):
         previous: RunResult | None,
         visible: set[str] | None,
         capture_model: Any = None,
-        build: ModelReplica | None = None,
+        build: ModelCopy | None = None,
     ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
         from actviz.core.capture import CaptureCancelled, capture
 

@@ -5,7 +5,7 @@ them again, :func:`actviz.analysis.visualize_export.reproduce`).
 
 For the channel shown, "What it wants" runs :func:`actviz.visualize` with progress and Cancel
 (Esc) on a worker of its own, on a private copy of the model made on the capture worker
-between two of its jobs (:class:`~actviz.ui.visualize.model_copy.ModelCopy`; one model, one
+between two of its jobs (:class:`~actviz.ui.model_copy.WorkerCopy`; one model, one
 worker: the synthesis adds hooks to the model it runs). So the window's runs and live frames
 go on meanwhile, and none of them replaces the synthesis. Results go to the user's
 visualisation cache, so a channel opened again shows its picture at once: on every channel
@@ -16,7 +16,6 @@ weights the first time does not stall the window.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu
 from actviz.analysis.visualize import Visualization, visualize
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
-from actviz.ui.visualize.model_copy import ModelCopy
+from actviz.ui.model_copy import WorkerCopy
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
@@ -74,7 +73,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.channel_view.channel_changed.connect(self._on_channel_changed)
         #: The synthesis: on :attr:`synth_worker`, on the model's copy (:attr:`copy`).
         self.synth_worker = Worker(self)
-        self.copy = ModelCopy(host, self)
+        self.copy = WorkerCopy(host, self)
         # The key asked for while its copy is being made (None: none asked for).
         self._waiting: tuple[Any, ...] | None = None
         #: Its context: the key it computes.
@@ -313,18 +312,11 @@ class VisualizeFeature(FeatureBase, QObject):
         """True while What it wants runs or waits for its copy of the model."""
         return self.job.running or self._waiting is not None
 
-    def _start(self, model_copy: Any) -> None:
+    def _start(self, twin: Any) -> None:
         key, self._waiting = self._waiting, None
         if key is None:
             return
-        s = self.session
-        loaded = s.loaded_model
-        # The opened model's preprocessing and input size go with the copy.
-        model = (
-            dataclasses.replace(loaded, model=model_copy)
-            if loaded is not None and loaded.model is s.model
-            else model_copy
-        )
+        model = self.copy.engine_model(twin)
         _, channel, _, steps, _ = key
         tracked = self.job
         tracked.progress = (0, int(steps))

@@ -25,7 +25,6 @@ what the cache holds of it and says what is left to synthesise, without running 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +39,7 @@ from actviz.analysis.visualize import (
 )
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.loaders import describe_error
-from actviz.ui.visualize.model_copy import ModelCopy
+from actviz.ui.model_copy import WorkerCopy
 from actviz.ui.visualize.mosaic import MosaicDock
 from actviz.ui.visualize.section import OBJECTIVES
 from actviz.ui.worker import Worker
@@ -117,7 +116,7 @@ class PageVisualiser(QObject):
         self._settings: dict[str, Any] = {}
         self._token = 0  # of the page whose parts are shown (a part of another is dropped)
         #: The model's copy the page is synthesised on (made on the capture worker).
-        self.copy = ModelCopy(host, self)
+        self.copy = WorkerCopy(host, self)
         self._closed = False
 
         self.dock.page_requested.connect(self.turn)
@@ -386,15 +385,8 @@ class PageVisualiser(QObject):
         mosaic = getattr(prepared, "mosaic", None)
         return int(mosaic.total_channels) if mosaic is not None else 0
 
-    def _start(self, model_copy: Any) -> None:
-        model = self.session.model
-        loaded = self.session.loaded_model
-        # The opened model's preprocessing and input size go with the copy.
-        target = (
-            dataclasses.replace(loaded, model=model_copy)
-            if loaded is not None and loaded.model is model
-            else model_copy
-        )
+    def _start(self, twin: Any) -> None:
+        target = self.copy.engine_model(twin)
         self.job.progress = (0, 0)
         self.job.start(
             self._page_job(target, compute=True),

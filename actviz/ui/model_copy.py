@@ -1,35 +1,31 @@
-"""A private copy of the window's model for a synthesis that runs beside the window's runs.
+"""The window's side of the copy service (:mod:`actviz.core.model_copy`): a copy of the
+session's model made *on* the capture worker, as a short job of its own between two of its
+jobs, so that no capture's hooks or flags are inside the model while it is copied.
 
-A synthesis takes seconds to minutes and puts hooks on the model it optimises through (one
-model, one worker), so on the window's capture worker every run, and every live frame,
-would interrupt it. It runs instead on a worker of its own, on a copy of the model. The copy
-is made *on* the capture worker, as a short job of its own between two of its jobs, so that
-no capture's hooks are inside the model while it is copied.
-
-Both the channel view's "What it wants" and the "What channels want" page use one each (each
-job its own copy: two syntheses at once must not share one model's hooks).
+Syntheses (What it wants, the Visualise page) and the concept jobs run on such copies on
+workers of their own, so a run or a live frame never interrupts them.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from actviz.core.model_copy import ModelCopy, with_loading
 from actviz.ui.host import WindowHost
 
-__all__ = ["ModelCopy"]
+__all__ = ["WorkerCopy"]
 
 
 class _CopySignals(QObject):
-    """From the capture worker's thread to the GUI thread: ``copied(model, copy, error)``."""
+    """From the capture worker's thread to the GUI thread: ``copied(entry)``."""
 
-    copied = Signal(object, object, object)
+    copied = Signal(object)
 
 
-class ModelCopy(QObject):
+class WorkerCopy(QObject):
     """Asks the capture worker for a copy of the session's model and hands it over.
 
     Parameters
@@ -38,18 +34,21 @@ class ModelCopy(QObject):
         The window: its session (the model) and capture worker.
     parent
         The owner.
+    to_eval
+        Put the copy in eval mode (else it keeps the model's train/eval flags).
     """
 
-    def __init__(self, host: WindowHost, parent: QObject) -> None:
+    def __init__(self, host: WindowHost, parent: QObject, *, to_eval: bool = False) -> None:
         super().__init__(parent)
         self.host = host
         self.session = host.session
+        self.to_eval = to_eval
         #: True from :meth:`get` until the copy asked for is handed over (or abandoned).
         self.pending = False
         self._gen: int | None = None
         self._gens: set[int] = set()  # every copy job's generation on the capture worker
-        self._held: tuple[Any, Any] | None = None  # (session model, its copy)
-        self._then: Callable[[Any], None] | None = None
+        self._held: ModelCopy | None = None
+        self._then: list[Callable[[Any], None]] = []
         self._failed: Callable[[BaseException], None] | None = None
         self._closed = False
         self._signals = _CopySignals(self)
@@ -63,30 +62,39 @@ class ModelCopy(QObject):
         return generation in self._gens
 
     def is_held(self) -> bool:
-        """Whether a copy of the model shown now is at hand (:meth:`get` calls back at once)."""
-        return self._held is not None and self._held[0] is self.session.model
+        """Whether a usable copy of the model shown now is at hand (:meth:`get` calls back
+        at once)."""
+        held = self._held
+        return held is not None and held.original is self.session.model and held.usable()
 
     def get(self, then: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
         """``then(copy)`` once a copy of the session's model is made (at once when one is
-        held), or ``failed(error)``. A copy already asked for calls the latest ``then``."""
+        held), or ``failed(error)``. Every ``then`` asked for meanwhile is called once."""
         if self._closed:
             return
         if self.is_held():
             assert self._held is not None
-            then(self._held[1])
+            then(self._held.twin)
             return
-        self._then, self._failed = then, failed
+        if then not in self._then:
+            self._then.append(then)
+        self._failed = failed
         if not self.pending:
             self._submit()
+
+    def engine_model(self, twin: Any) -> Any:
+        """``twin`` with the opened model's preprocessing and input size (what engines read)."""
+        return with_loading(twin, self.session.model, self.session.loaded_model)
 
     def abandon(self) -> None:
         """The copy asked for is no longer wanted: it calls nothing when made."""
         self.pending = False
+        self._then = []
 
     def forget(self) -> None:
         """Let go of the copy held (another model, or the memory): the next :meth:`get`
         makes a new one."""
-        self.pending = False
+        self.abandon()
         self._held = None
 
     def close(self) -> None:
@@ -96,17 +104,14 @@ class ModelCopy(QObject):
 
     # ------------------------------------------------------------------ the capture worker
     def _submit(self) -> None:
-        model = self.session.model
+        entry = ModelCopy(self.session.model, to_eval=self.to_eval)
         signals = self._signals
 
         def job(_should_stop: Any, _report: Any) -> None:
-            # On the capture worker: no capture is running, so no capture hook is copied.
             # Handed over by a signal of its own: a run submitted meanwhile makes this job
             # stale, and the worker would drop its result.
-            try:
-                signals.copied.emit(model, copy.deepcopy(model), None)
-            except Exception as exc:  # noqa: BLE001 - shown by the one who asked
-                signals.copied.emit(model, None, exc)
+            entry.build()
+            signals.copied.emit(entry)
 
         self.pending = True
         # supersede=False: a run already queued still reports.
@@ -121,21 +126,24 @@ class ModelCopy(QObject):
             self._submit()
 
     def _on_worker_cancelled(self, gen: int) -> None:
-        # A cancel meant for another job of the capture worker (a feature's Cancel cancels
-        # every current job there) also stopped the copy queued behind it, which then never
-        # reports. Ask again (whoever wants the wait to end calls abandon() first).
+        # A Cancel meant for another job of the capture worker also stopped the copy queued
+        # behind it, which then never reports: ask again (abandon() ends the wait).
         if self.pending and gen == self._gen and not self._closed:
             self._submit()
 
-    def _on_copied(self, model: Any, model_copy: Any, error: Any) -> None:
-        if not self.pending or model is not self.session.model or self._closed:
+    def _on_copied(self, entry: ModelCopy) -> None:
+        if not self.pending or self._closed:
+            return
+        if entry.original is not self.session.model:
+            self._submit()  # another model opened meanwhile: copy the one shown now
             return
         self.pending = False
         self._gen = None
-        if error is not None:
+        then, self._then = self._then, []
+        if entry.error is not None:
             if self._failed is not None:
-                self._failed(error)
+                self._failed(entry.error)
             return
-        self._held = (model, model_copy)
-        if self._then is not None:
-            self._then(model_copy)
+        self._held = entry
+        for call in then:
+            call(entry.twin)

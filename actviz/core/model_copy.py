@@ -1,0 +1,239 @@
+"""Private copies of a model for work beside the window's captures: the one copy service.
+
+Hooks are per-module state (one model, one capture at a time), so a job on another thread
+(a live lane, a dataset scan, a synthesis, a concept job) runs on a copy of its own:
+
+* A copy leaves out the hooks and forward wrappers of an actviz capture that may be running
+  on the original; hooks the user registered are kept (their functions shared).
+* An accelerate-placed model (:mod:`actviz.io.big`) shares its hooks' weights maps (the
+  offloaded weights, read one module at a time) instead of copying them: the copy costs
+  the weights on devices, never the offloaded ones.
+* The copy keeps the original's train/eval flags, or is put in eval mode (``to_eval``).
+* A copy never carries the window's edits: edits are applied per run
+  (``capture(edits=...)``, whose call counts restart at each forward), so a job that wants
+  them passes them to its run, exactly as on the original.
+* A copy is stale once the original's weights change (:func:`weights_signature`); a
+  :class:`ModelCopies` cache then makes a new one.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.core.plan import model_plan
+
+#: The largest model copied for a live lane (parameters and buffers, bytes).
+MAX_COPY_BYTES = 512 * 2**20
+
+__all__ = [
+    "MAX_COPY_BYTES",
+    "ModelCopies",
+    "ModelCopy",
+    "copy_refusal",
+    "model_bytes",
+    "private_copy",
+    "weights_signature",
+    "with_loading",
+]
+
+_UNWRAPPED = object()  # stands in for a capture's forward wrapper while copying
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
+    """The identity, memory address and version counter of every parameter and buffer.
+
+    An in-place write bumps a version, a new tensor or module changes an identity, and
+    ``param.data = ...`` or ``model.to(device)`` moves the memory. Training flags are left
+    out (a capture sets them for its run and puts them back). The modules come from the
+    capture's kept plan, which is cheap enough to ask once a frame.
+    """
+    _, modules = model_plan(model)
+    return tuple(
+        (id(t), t.data_ptr(), t._version)  # noqa: SLF001 - the version counter
+        for module in modules
+        for group in (module._parameters, module._buffers)  # noqa: SLF001
+        for t in group.values()
+        if t is not None
+    )
+
+
+def model_bytes(model: nn.Module) -> int:
+    """Bytes of ``model``'s parameters and buffers (what a copy of it costs at most)."""
+    total = 0
+    for t in (*model.parameters(), *model.buffers()):
+        try:
+            total += t.numel() * t.element_size()
+        except (RuntimeError, ValueError):  # a lazy module's parameter has no size yet
+            continue
+    return total
+
+
+def copy_refusal(model: nn.Module, max_bytes: int = MAX_COPY_BYTES) -> str | None:
+    """Why ``model`` gets no live-lane copy (None: it may): scripted, not on the CPU (an
+    offloaded model included), or larger than ``max_bytes``."""
+    if isinstance(model, torch.jit.ScriptModule):
+        return "a TorchScript model is not copied"
+    if any(t.device.type != "cpu" for t in (*model.parameters(), *model.buffers())):
+        return "the model is not on the CPU"
+    total = model_bytes(model)
+    if total > max_bytes:
+        return f"the model's weights take {total / 2**20:.0f} MiB"
+    return None
+
+
+def _is_transient(hook: Any) -> bool:
+    """Whether ``hook`` belongs to an actviz capture running now (removed when it ends)."""
+    owner = getattr(hook, "__self__", None)
+    where = type(owner).__module__ if owner is not None else getattr(hook, "__module__", "")
+    return str(where or "").startswith("actviz.")
+
+
+def private_copy(model: nn.Module, *, to_eval: bool = False) -> nn.Module:
+    """A deep copy of ``model`` for another thread (see the module docstring).
+
+    Parameters
+    ----------
+    model
+        The model (not changed).
+    to_eval
+        Put the copy in eval mode; False keeps the original's flags.
+
+    Raises
+    ------
+    Exception
+        Whatever :func:`copy.deepcopy` raises for a model that cannot be copied.
+    """
+    memo: dict[int, Any] = {}
+    wrapped: list[tuple[nn.Module, Any]] = []  # modules whose forward a capture wraps now
+    for module in model.modules():
+        forward = module.__dict__.get("forward")
+        if isinstance(forward, functools.partial) and _is_transient(forward.func):
+            # ``partial(recorder.call, module, forward before)``: the copy gets the latter.
+            memo[id(forward)] = _UNWRAPPED
+            wrapped.append((module, forward.args[1]))
+        for attr in _HOOK_DICTS:
+            hooks = getattr(module, attr, None)
+            if isinstance(hooks, dict):
+                # Copying the dictionary would copy a running capture's recorder with it.
+                kept = OrderedDict((k, h) for k, h in list(hooks.items()) if not _is_transient(h))
+                memo[id(hooks)] = kept
+        hf_hook = getattr(module, "_hf_hook", None)
+        for hook in getattr(hf_hook, "hooks", (hf_hook,)):
+            weights = getattr(hook, "weights_map", None)
+            if weights is not None:  # read-only: shared, so offloaded weights stay where they are
+                memo[id(weights)] = weights
+    twin = copy.deepcopy(model, memo)
+    for module, before in wrapped:
+        mine = memo[id(module)]
+        if getattr(before, "__self__", None) is module and before.__func__ is type(module).forward:
+            mine.__dict__.pop("forward", None)  # the class's own forward
+        else:
+            mine.__dict__["forward"] = copy.deepcopy(before, memo)
+    if to_eval:
+        twin.eval()
+    return twin
+
+
+def with_loading(twin: Any, original: Any, loaded: Any) -> Any:
+    """What an engine gets: ``loaded`` (the opened model's preprocessing and input size)
+    with ``twin`` in place of ``original``; ``twin`` alone when ``loaded`` is another model's."""
+    if loaded is not None and getattr(loaded, "model", None) is original:
+        return dataclasses.replace(loaded, model=twin)
+    return twin
+
+
+@dataclass
+class ModelCopy:
+    """A copy of ``original``, made once by :meth:`build` (on a thread where no capture
+    runs on the original), then used by another thread while :meth:`usable`.
+
+    Attributes
+    ----------
+    original
+        The model copied.
+    to_eval
+        Whether the copy is put in eval mode (else it keeps the original's flags).
+    twin
+        The copy, once built (None before, or when copying failed).
+    error, failure
+        Why the copy could not be made (None and "" when it was, or was not tried yet).
+    nbytes
+        The copy's parameters and buffers (0 until built).
+    """
+
+    original: nn.Module = field(repr=False)
+    to_eval: bool = False
+    twin: nn.Module | None = field(default=None, repr=False)
+    error: BaseException | None = field(default=None, repr=False)
+    failure: str = ""
+    signature: tuple[tuple[int, int, int], ...] = field(default=(), repr=False)
+    nbytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def build(self) -> None:
+        """Copy the model (once); a failure is kept in :attr:`error`, never raised."""
+        with self._lock:
+            if self.twin is not None or self.error is not None:
+                return
+            try:
+                signature = weights_signature(self.original)
+                twin = private_copy(self.original, to_eval=self.to_eval)
+            except Exception as exc:  # noqa: BLE001 - the caller says why, or runs without
+                self.error, self.failure = exc, f"{type(exc).__name__}: {exc}"
+                return
+            self.signature = signature
+            self.nbytes = model_bytes(twin)
+            self.twin = twin
+
+    def usable(self) -> bool:
+        """Whether the copy is built and the original still has the weights it was made from."""
+        return self.twin is not None and weights_signature(self.original) == self.signature
+
+
+class ModelCopies:
+    """One copy per purpose ("scan", "views", ...), reused while its model and weights are
+    unchanged, made again after either changes, let go of by :meth:`release`. Thread-safe:
+    each purpose is used by one thread at a time (its copy is that thread's model)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, ModelCopy] = {}
+        self._lock = threading.Lock()
+
+    def get(self, purpose: str, model: nn.Module, *, to_eval: bool = False) -> nn.Module:
+        """The kept copy of ``model`` for ``purpose``, or a new one (kept in its place).
+
+        Raises
+        ------
+        Exception
+            Why the model could not be copied.
+        """
+        with self._lock:
+            entry = self._held.get(purpose)
+        if entry is not None and entry.to_eval == to_eval and entry.original is model:
+            if entry.usable():
+                return entry.twin  # type: ignore[return-value]
+        entry = ModelCopy(model, to_eval=to_eval)
+        entry.build()
+        if entry.error is not None:
+            raise entry.error
+        with self._lock:
+            self._held[purpose] = entry
+        return entry.twin  # type: ignore[return-value]
+
+    def release(self, purpose: str | None = None) -> None:
+        """Let go of the copy for ``purpose`` (None: all of them)."""
+        with self._lock:
+            if purpose is None:
+                self._held.clear()
+            else:
+                self._held.pop(purpose, None)

@@ -1,0 +1,64 @@
+"""The window's side of the copy service: a copy made on the capture worker between two of its
+jobs, handed to everyone who asked, kept while the weights are unchanged."""
+
+from __future__ import annotations
+
+import torch
+
+from actviz.ui.model_copy import WorkerCopy
+from tests.ui.conftest import frame
+
+
+def _uncopyable(_memo):
+    raise TypeError("holds a file handle")
+
+
+def test_the_copy_is_made_once_for_all_who_wait_and_kept_until_the_weights_change(
+    actviz_window, tiny_cnn
+):
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    feature = win.feature("concepts")
+    copies = feature.copies  # the Concept dock's jobs share it (eval mode)
+    assert isinstance(copies, WorkerCopy) and copies.to_eval
+    tiny_cnn.train()
+    got: dict[str, list] = {"a": [], "b": []}
+    errors: list[BaseException] = []
+
+    def take_a(twin):
+        got["a"].append(twin)
+
+    copies.get(take_a, errors.append)
+    copies.get(lambda twin: got["b"].append(twin), errors.append)
+    copies.get(take_a, errors.append)  # asked twice: called once
+    assert copies.pending and feature.owns_job(copies._gen)  # noqa: SLF001 - not a run
+    win.qtbot.waitUntil(lambda: not copies.pending, timeout=10_000)
+    assert not errors and len(got["a"]) == len(got["b"]) == 1
+    twin = got["a"][0]
+    assert got["b"][0] is twin and twin is not tiny_cnn
+    assert not any(m.training for m in twin.modules())  # asked for in eval mode
+    assert all(m.training for m in tiny_cnn.modules())  # the window's model is left as it was
+    assert copies.engine_model(twin) is twin  # no opened model (no preprocessing): the copy
+
+    assert copies.is_held()
+    now: list = []
+    copies.get(now.append, errors.append)  # held: handed over at once
+    assert now == [twin]
+
+    with torch.no_grad():
+        tiny_cnn.conv1.weight.add_(1.0)  # an edit of the weights: the copy is made again
+    assert not copies.is_held()
+    copies.get(now.append, errors.append)
+    win.qtbot.waitUntil(lambda: len(now) == 2, timeout=10_000)
+    assert now[1] is not twin and torch.equal(now[1].conv1.weight, tiny_cnn.conv1.weight)
+
+    copies.forget()
+    assert not copies.is_held()
+    tiny_cnn.__deepcopy__ = _uncopyable
+    try:
+        copies.get(now.append, errors.append)
+        win.qtbot.waitUntil(lambda: bool(errors), timeout=10_000)
+    finally:
+        del tiny_cnn.__deepcopy__
+    assert isinstance(errors[0], TypeError) and len(now) == 2
+    tiny_cnn.eval()
