@@ -6,7 +6,9 @@ layer view renders beside a built-in layer panel.
   sample, the automatic first run) and prints the time of the first painted result. One kind
   has ``examples/actviz-correlation`` and ``examples/actviz-wav`` installed (a ``*.dist-info``
   with their entry points and their sources on ``PYTHONPATH``, as pip leaves them), the other
-  has nothing more. The child says how many plugins it loaded, so a ratio of two equal runs is
+  has nothing more (where pip installed both into this environment, as CI does, the other
+  kind starts with both disabled, as Help > Plugins leaves them: found, not imported). The
+  child says how many plugins it loaded, so a ratio of two equal runs is
   never reported. Target: at most 1.05.
 * ``plugin_view_render_p95_ms``: the correlation view of a 256-channel 43x43 layer, its
   ``prepare`` (on the GUI thread in the window) plus ``set_data`` and one paint, beside
@@ -45,12 +47,26 @@ def _site_with_examples(root: Path) -> list[str]:
     return [str(site), *(str(EXAMPLES / dist / "src") for dist in PLUGINS)]
 
 
-def _time_child(extra_path: list[str], timeout_s: float) -> tuple[float, int]:
-    """The start-up bench's child with the installed plugins: seconds, plugins active."""
-    from actviz.bench.startup_bench import child_env, time_child
+def _installed_here() -> bool:
+    """Whether both examples are installed in this environment (CI: ``pip install -e``)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        return all(distribution(dist) is not None for dist in PLUGINS)
+    except PackageNotFoundError:
+        return False
+
+
+def _time_child(
+    extra_path: list[str], timeout_s: float, disabled: tuple[str, ...] = ()
+) -> tuple[float, int]:
+    """The start-up bench's child with the installed plugins (``disabled``: those off, as
+    Help > Plugins leaves them): seconds, plugins active."""
+    from actviz.bench.startup_bench import DISABLE_ENV, child_env, time_child
 
     env = child_env(extra_path)
     env.pop("ACTVIZ_NO_PLUGINS", None)
+    env[DISABLE_ENV] = ",".join(disabled)
     args = [sys.executable, "-m", "actviz.bench.startup_bench", "--child", "--plugins"]
     seconds, (loaded, *_) = time_child(args, timeout_s, env)
     return seconds, int(loaded)
@@ -58,18 +74,22 @@ def _time_child(extra_path: list[str], timeout_s: float) -> tuple[float, int]:
 
 def startup(pairs: int = 3, timeout_s: float = 180.0) -> dict[str, Any]:
     """Median start-up with both examples installed against without (see the module docs)."""
+    # Installed in this environment already (CI), "without" is both disabled: found and
+    # listed, not imported. Otherwise "with" puts them on the child's path.
+    here = _installed_here()
+    names = tuple(entry for _, entry in PLUGINS.values())
     with tempfile.TemporaryDirectory(prefix="actviz-plugins-bench-") as tmp:
-        installed = _site_with_examples(Path(tmp))
-        _time_child(installed, timeout_s)  # warm the file cache for both
-        _time_child([], timeout_s)
+        installed = [] if here else _site_with_examples(Path(tmp))
+        setups = [(installed, (), len(PLUGINS)), ([], names if here else (), 0)]
+        for paths, off, _ in setups:  # warm the file cache for both
+            _time_child(paths, timeout_s, off)
         with_, without = [], []
         for i in range(pairs):
-            order = [(installed, with_), ([], without)]
+            order = [(*setups[0], with_), (*setups[1], without)]
             if i % 2:
                 order.reverse()
-            for paths, out in order:
-                seconds, loaded = _time_child(paths, timeout_s)
-                expected = len(PLUGINS) if paths else 0
+            for paths, off, expected, out in order:
+                seconds, loaded = _time_child(paths, timeout_s, off)
                 if loaded != expected:
                     raise RuntimeError(f"the child loaded {loaded} plugins, not {expected}")
                 out.append(seconds)

@@ -39,6 +39,10 @@ class StartupResult:
     note: str = ""
 
 
+#: Plugin names the ``--plugins`` child starts with disabled (comma-separated).
+DISABLE_ENV = "ACTVIZ_BENCH_DISABLE_PLUGINS"
+
+
 def child_env(extra_path: Sequence[str] = ()) -> dict[str, str]:
     """A timed child's environment: offline, offscreen without a display, ``extra_path``
     first on ``PYTHONPATH``."""
@@ -125,7 +129,13 @@ def child_main(plugins: str | None = None) -> int:  # pragma: no cover - runs in
 
     app = ensure_app()
     # A scratch settings file: no restored geometry or recent files change what is measured.
-    window = MainWindow(settings=scratch_settings(), **({"plugins": plugins} if plugins else {}))
+    settings = scratch_settings()
+    off = [n for n in os.environ.get(DISABLE_ENV, "").split(",") if n]
+    if off:  # as Help > Plugins leaves them: listed, not imported
+        from actviz.ui.plugins.feature import DISABLED_KEY
+
+        settings.setValue(DISABLED_KEY, off)
+    window = MainWindow(settings=settings, **({"plugins": plugins} if plugins else {}))
     loaded = [sum(r.active for r in window.plugins.registry.records)] if plugins else []
     state = {"done": False}
 
