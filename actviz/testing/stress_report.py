@@ -27,6 +27,10 @@ FLAT_TYPES = ("_Runner", "_RunnerSignals", "WorkerSignals", "QThreadPool", "Work
 BOUNDED_TYPES = ("LayerPanel",)
 
 
+#: Actions of a process's warm-up, left out of the memory slopes.
+WARM_UP_ACTIONS = 250
+
+
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """Live objects and memory at one checkpoint (the window idle, garbage collected)."""
@@ -149,16 +153,24 @@ class StressReport:
             return None
         return self.samples[-1].heap_mib - self.samples[1].heap_mib  # type: ignore[operator]
 
+    def _after_warm_up(self) -> tuple[Sample, ...]:
+        """The checkpoints after the warm-up: from :data:`WARM_UP_ACTIONS` on (the first
+        pages, docks, tabs and torch's caches are made in the first few hundred actions), or
+        from the second on where fewer than three are that late (a short run)."""
+        late = tuple(s for s in self.samples[1:] if s.action >= WARM_UP_ACTIONS)
+        return late if len(late) >= 3 else self.samples[1:]
+
     @property
     def rss_growth_per_1k_mib(self) -> float:
         """How fast resident memory grew after the warm-up: the least-squares slope of the
-        checkpoints' RSS from the second on, in MiB per 1,000 actions (0 with fewer than 3)."""
-        return _per_1k([(s.action, s.rss_mib) for s in self.samples[1:]])
+        checkpoints' RSS (:meth:`_after_warm_up`), in MiB per 1,000 actions (0 with fewer than
+        3)."""
+        return _per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
 
     @property
     def heap_growth_per_1k_mib(self) -> float | None:
         """:attr:`rss_growth_per_1k_mib` for the heap in use (None where glibc cannot say)."""
-        points = [(s.action, s.heap_mib) for s in self.samples[1:]]
+        points = [(s.action, s.heap_mib) for s in self._after_warm_up()]
         if any(v is None for _, v in points):
             return None
         return _per_1k(points)  # type: ignore[arg-type]

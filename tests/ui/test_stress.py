@@ -163,6 +163,10 @@ def test_stress_bench_reports_every_figure():
     assert summary["stress_actions"] == 400 and summary["stress_crashes"] == 1
     assert summary["stress_hangs"] == 0 and summary["stress_max_block_ms"] == 150
     assert summary["stress_rss_growth_per_1k_mib"] == pytest.approx(1000.0)
+    # A long run leaves its warm-up out: 400 MiB in its first 250 actions, then flat.
+    long = _report("demo", [900, 1000, 1300, 1300, 1300, 1300], [200] * 6)
+    assert long.rss_growth_per_1k_mib == pytest.approx(0.0)
+    assert _report("demo", [900, 1000, 1300], [200] * 3).rss_growth_per_1k_mib > 0
     # A report survives its trip through JSON (how a case process hands it back).
     back = StressReport.from_json(reports[1].to_json())
     assert back == reports[1]
