@@ -310,3 +310,44 @@ def test_no_plugins_start_without_any(actviz_window, installed_examples, monkeyp
         with pytest.raises(Built) as built:
             app._run(None, None, None, False, None, plugins)
         assert built.value.args == (expected,)
+
+
+def test_library_calls_never_load_a_plugin(installed_examples, examples_site):
+    """``actviz.capture``, ``actviz.compare`` and ``actviz.scan`` in a fresh process with both
+    examples installed: neither example's module is imported (only the window and the
+    commands that use a contribution load plugins)."""
+    import os
+    import subprocess
+    import sys
+
+    script = textwrap.dedent(
+        """
+        import sys, torch, actviz
+        from tests.plugins.nets import TinyConvNet
+        torch.manual_seed(0)
+        model, x = TinyConvNet().eval(), torch.randn(2, 3, 16, 16)
+        cap = actviz.capture(model, x, ["conv1", "conv2"])
+        actviz.compare(cap, actviz.capture(model, x + 0.1, ["conv1", "conv2"]))
+        actviz.scan(model, x, ["conv2"], k=2, cache=False, num_workers=0)
+        assert cap["conv1"].output.shape == (2, 6, 16, 16)
+        print(sorted(m for m in sys.modules if m.startswith(("actviz_correlation", "actviz_wav"))))
+        """
+    )
+    env = dict(os.environ)
+    if examples_site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(examples_site), env.get("PYTHONPATH")])
+        )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    # The same process can see them: they are installed, just not loaded.
+    probe = "from importlib.metadata import entry_points as e; print(sorted(p.name for p in e(group='actviz.plugins')))"
+    seen = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=root
+    )
+    assert "'correlation'" in seen.stdout and "'wav'" in seen.stdout
