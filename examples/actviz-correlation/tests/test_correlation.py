@@ -88,3 +88,24 @@ def test_the_widget_paints_the_matrix_and_a_click_opens_both_channels(qtbot):
     qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=p)
     qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=p)
     assert opened == [1, 4]
+
+
+def test_the_caption_says_what_is_shown_and_keys_the_colours(qtbot):
+    (view,) = plugin.contributions
+    widget = view.widget(ViewContext("conv", lambda c: True))
+    qtbot.addWidget(widget)
+    widget.resize(300, 300)
+    widget.set_data(prepare(layer(maps()), ViewSettings(colormap="viridis", first_channel=2)))
+    widget.show()
+    qtbot.waitExposed(widget)
+    assert widget.caption() == "Pearson r, channels 2-5 · click a cell to open it"
+    rect = widget.matrix_rect()
+    assert rect.bottom() + widget.caption_height() <= widget.height()
+    # The key's ramp runs from the colour of r = -1 to that of r = +1, under the matrix.
+    image = widget.grab().toImage()
+    line = widget.fontMetrics().height()
+    y = rect.bottom() + 6 + line + line // 2
+    ends = paint(np.array([[-1.0, 1.0]]), -1, 1, "viridis")[0]
+    row = [image.pixelColor(x, y) for x in range(widget.width())]
+    colours = {(c.red(), c.green(), c.blue()) for c in row}
+    assert tuple(ends[0]) in colours and tuple(ends[1]) in colours

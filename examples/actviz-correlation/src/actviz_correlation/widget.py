@@ -9,9 +9,12 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from actviz.plugins import paint
 from actviz_correlation import Correlation, matrix_pixels
 
 MARGIN = 6
+#: Lines of text under the matrix: what it shows, and the colour key.
+CAPTION_LINES = 2
 
 
 class CorrelationWidget(QWidget):
@@ -49,12 +52,25 @@ class CorrelationWidget(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
         return QSize(320, 320)
 
+    def caption_height(self) -> int:
+        """Room under the matrix for the caption (what it shows, the colour key)."""
+        return CAPTION_LINES * self.fontMetrics().height() + MARGIN
+
     def matrix_rect(self) -> QRect:
-        """Where the matrix is painted: the largest square of whole cells that fits."""
+        """Where the matrix is painted: the largest square of whole cells that fits above
+        the caption."""
         n = self._pixels.shape[0] if self._pixels is not None else 1
-        side = max(n, min(self.width(), self.height()) - 2 * MARGIN)
+        room = self.height() - self.caption_height()
+        side = max(n, min(self.width(), room) - 2 * MARGIN)
         side -= side % n
-        return QRect((self.width() - side) // 2, (self.height() - side) // 2, side, side)
+        return QRect((self.width() - side) // 2, max(MARGIN, (room - side) // 2), side, side)
+
+    def caption(self) -> str:
+        """What the matrix shows, in words."""
+        if self.data is None:
+            return ""
+        n, first = self.data.matrix.shape[0], self.data.first
+        return f"Pearson r, channels {first}-{first + n - 1} · click a cell to open it"
 
     def cell_center(self, i: int, j: int) -> QPoint:
         """The centre of cell (row i, column j), in widget pixels."""
@@ -75,10 +91,32 @@ class CorrelationWidget(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QPainter(self)
         painter.fillRect(self.rect(), Qt.GlobalColor.white)
-        if self._image is not None:
+        if self._image is not None and self.data is not None:
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
-            painter.drawImage(self.matrix_rect(), self._image)
+            rect = self.matrix_rect()
+            painter.drawImage(rect, self._image)
+            self._paint_caption(painter, rect.bottom() + MARGIN)
         painter.end()
+
+    def _paint_caption(self, painter: QPainter, top: int) -> None:
+        """The caption's two lines: what is shown, then "-1 [colour ramp] +1"."""
+        assert self.data is not None
+        line = self.fontMetrics().height()
+        painter.setPen(Qt.GlobalColor.black)
+        text_rect = QRect(MARGIN, top, self.width() - 2 * MARGIN, line)
+        painter.drawText(text_rect, Qt.AlignmentFlag.AlignHCenter, self.caption())
+        ramp = np.ascontiguousarray(
+            paint(np.linspace(-1, 1, 128)[None], -1.0, 1.0, self.data.colormap)
+        )
+        key = QImage(ramp.data, 128, 1, 3 * 128, QImage.Format.Format_RGB888).copy()
+        left, right = "r = -1", "+1"
+        metrics = self.fontMetrics()
+        width = min(200, self.width() - 2 * MARGIN - metrics.horizontalAdvance(left + right) - 12)
+        x = (self.width() - width) // 2
+        y = top + line
+        painter.drawText(x - metrics.horizontalAdvance(left) - 4, y + metrics.ascent(), left)
+        painter.drawImage(QRect(x, y + 2, max(width, 8), line - 4), key)
+        painter.drawText(x + max(width, 8) + 4, y + metrics.ascent(), right)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
         cell = self.cell_at(int(event.position().x()), int(event.position().y()))
