@@ -454,7 +454,7 @@ class StressDriver(UserActions):
             for ref in gc.get_referrers(alive()):
                 if ref is not self.__dict__ and not isinstance(ref, type(sys._getframe())):
                     up = {type(r).__name__ for r in gc.get_referrers(ref)} - {"list", "frame"}
-                    holders.append(f"{type(ref).__name__} (held by {sorted(up)[:6]})")
+                    holders.append(f"{_describe(ref)} (held by {sorted(up)[:6]})")
             self.kept_windows.append(
                 f"a closed window is still alive after deleteLater and gc; held by: {holders[:8]}"
             )
@@ -537,6 +537,24 @@ class StressDriver(UserActions):
                 break
             self.spin(0.1)
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), memory_breakdown_mib())
+
+
+def _describe(ref: Any) -> str:
+    """A referrer of a kept window, named: a closure's cell by the function that holds it
+    (where it is defined) and what holds that function."""
+    if type(ref).__name__ != "cell":
+        return type(ref).__name__
+    for cells in gc.get_referrers(ref):
+        if not isinstance(cells, tuple):
+            continue
+        for fn in gc.get_referrers(cells):
+            code = getattr(fn, "__code__", None)
+            if code is None:
+                continue
+            where = f"{code.co_filename.rsplit('/actviz/', 1)[-1]}:{code.co_firstlineno}"
+            up = sorted({type(r).__name__ for r in gc.get_referrers(fn)} - {"list", "frame"})
+            return f"closure {code.co_qualname} ({where}; held by {up[:4]})"
+    return "cell"
 
 
 __all__ = [
