@@ -76,6 +76,8 @@ PATIENCE_S = 15.0
 SHORT_SETTLE_S = 1.5
 #: The longest the GUI thread may block before it counts as a finding (ms).
 BLOCK_LIMIT_MS = 100.0
+#: At a checkpoint, how long to wait for the idle window to hand freed memory back (s).
+MEMORY_IDLE_WAIT_S = 6.0
 #: Relative frequency of each action (closing the window is rare: it costs a second).
 WEIGHTS = {
     "tile_click": 3.0,
@@ -536,6 +538,13 @@ class StressDriver(UserActions):
             if counts["_Runner"] == 0:
                 break
             self.spin(0.1)
+        # Memory as the idle window leaves it: it hands freed memory back once it has been
+        # idle a moment (a user pauses; the actions rarely do), so wait for that trim.
+        memory = getattr(self.window, "memory", None)
+        if memory is not None:
+            trims = memory.trims
+            memory.touch()
+            self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), memory_breakdown_mib())
 
 
