@@ -29,7 +29,7 @@ import torch
 
 from actviz.analysis.concepts.tensorfile import read_tensors, write_tensors
 
-__all__ = ["ARCHITECTURES", "CFG_FILE", "WEIGHTS_FILE", "Concepts", "load"]
+__all__ = ["ARCHITECTURES", "CFG_FILE", "WEIGHTS_FILE", "Concepts", "from_parts", "load"]
 
 #: Architectures a dictionary may have (``"standard"`` is ReLU, as SAELens names it).
 ARCHITECTURES = ("standard", "topk", "jumprelu")
@@ -382,13 +382,9 @@ class Concepts:
         cfg["actviz"] = ours
         return cfg
 
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``cfg.json`` and ``sae_weights.safetensors`` into ``folder`` (made if needed).
-
-        Returns the folder. :func:`load` reads it back exactly.
-        """
-        out = Path(folder)
-        out.mkdir(parents=True, exist_ok=True)
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The tensors of ``sae_weights.safetensors`` (the dictionary's own: do not write
+        into them); :func:`from_parts` with :meth:`to_cfg` makes the dictionary again."""
         tensors = {
             "W_enc": self.W_enc,
             "W_dec": self.W_dec,
@@ -397,7 +393,16 @@ class Concepts:
         }
         if self.threshold is not None:
             tensors["threshold"] = self.threshold
-        write_tensors(out / WEIGHTS_FILE, tensors, {"format": "pt"})
+        return tensors
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``cfg.json`` and ``sae_weights.safetensors`` into ``folder`` (made if needed).
+
+        Returns the folder. :func:`load` reads it back exactly.
+        """
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        write_tensors(out / WEIGHTS_FILE, self.weights(), {"format": "pt"})
         (out / CFG_FILE).write_text(json.dumps(self.to_cfg(), indent=1), encoding="utf-8")
         return out
 
@@ -444,14 +449,29 @@ def load(folder: str | os.PathLike) -> Concepts:
         cfg = json.loads((root / CFG_FILE).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ValueError(f"{root / CFG_FILE}: not JSON ({exc})") from None
+    tensors, _ = read_tensors(root / WEIGHTS_FILE)
+    return from_parts(cfg, tensors, where=str(folder))
+
+
+def from_parts(
+    cfg: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], *, where: str = "dictionary"
+) -> Concepts:
+    """A dictionary from a ``cfg.json``'s contents and its weights (what :func:`load` reads
+    from a folder; a session file keeps the same two parts).
+
+    Raises
+    ------
+    ValueError
+        An architecture or normalisation this reader does not handle, missing weights, or
+        weights that do not fit the config (``where`` names the source in the message).
+    """
     arch = _architecture(cfg)
     norm = cfg.get("normalize_activations")
     if norm not in (None, "none", "None", False):
-        raise ValueError(f"{folder}: normalize_activations={norm!r} is not supported (only 'none')")
-    tensors, _ = read_tensors(root / WEIGHTS_FILE)
+        raise ValueError(f"{where}: normalize_activations={norm!r} is not supported (only 'none')")
     missing = [n for n in ("W_enc", "W_dec", "b_enc", "b_dec") if n not in tensors]
     if missing:
-        raise ValueError(f"{root / WEIGHTS_FILE}: no {', '.join(missing)}")
+        raise ValueError(f"{where}: no {', '.join(missing)}")
     threshold = tensors.get("threshold")
     if threshold is None and "log_threshold" in tensors:
         threshold = tensors["log_threshold"].float().exp()
@@ -462,7 +482,7 @@ def load(folder: str | os.PathLike) -> Concepts:
     hook = cfg.get("hook_name") or meta.get("hook_name") or ""
     for key, want in (("d_in", tensors["W_enc"].shape[0]), ("d_sae", tensors["W_enc"].shape[1])):
         if key in cfg and int(cfg[key]) != int(want):
-            raise ValueError(f"{folder}: cfg.json says {key}={cfg[key]}, the weights {want}")
+            raise ValueError(f"{where}: cfg.json says {key}={cfg[key]}, the weights {want}")
     ours = cfg.get("actviz") or {}
     rest = {
         key: value
