@@ -84,6 +84,7 @@ def test_concept_edits_round_trip_bit_for_bit(tmp_path):
     for name, t in c.weights().items():
         assert torch.equal(restored.weights()[name], t), name
     assert (restored.architecture, restored.k, restored.hook_name) == ("topk", 3, "act")
+    assert restored is not c and restored.same_as(c) and not restored.same_as(j)
     assert dict(restored.info) == {"seed": 0}
     other = back.edits["conv"][0].concepts
     assert other.architecture == "jumprelu" and torch.equal(other.threshold, j.threshold)

@@ -183,6 +183,24 @@ class Concepts:
             f"hook {self.hook_name!r}{fvu})"
         )
 
+    def same_as(self, other: Any) -> bool:
+        """Whether ``other`` is this dictionary or encodes and decodes exactly as it does
+        (the same weights and settings; e.g. the copy a session file or a folder made)."""
+        if other is self:
+            return True
+        if not isinstance(other, Concepts):
+            return False
+        if (self.architecture, self.k, self.apply_b_dec_to_input) != (
+            other.architecture,
+            other.k,
+            other.apply_b_dec_to_input,
+        ):
+            return False
+        mine, theirs = self.weights(), other.weights()
+        return mine.keys() == theirs.keys() and all(
+            mine[n].shape == theirs[n].shape and torch.equal(mine[n], theirs[n]) for n in mine
+        )
+
     # -- encoding
     def _on(self, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """The weights on ``device`` in ``dtype``, made once per pair."""
