@@ -72,7 +72,6 @@ def concept_estimate_from_capture(
     layer: str,
     *,
     scale: float = 0.0,
-    target: Any = None,
 ) -> Effects:
     """Estimated effects of every concept of ``concepts`` on ``layer`` from a capture with
     gradients (runs nothing: a live frame's capture will do).
@@ -89,8 +88,6 @@ def concept_estimate_from_capture(
         The layer the dictionary reads (its output).
     scale
         0 removes the concept; ``s`` keeps ``s`` times it.
-    target
-        The ``target`` the capture was made with (kept for :func:`concept_effects`).
 
     Returns
     -------
@@ -158,8 +155,8 @@ def concept_estimate_from_capture(
 class _RemoveOne:
     """The forward hook of the layer: sample ``j`` of a batch loses its own concept."""
 
-    def __init__(self, layer: str, module: nn.Module, concepts: Concepts, scale: float) -> None:
-        self.layer, self.module, self.concepts, self.keep = layer, module, concepts, scale
+    def __init__(self, layer: str, concepts: Concepts, scale: float) -> None:
+        self.layer, self.concepts, self.keep = layer, concepts, scale
         self.chosen = torch.zeros(0, dtype=torch.int64)
         self.expand = False
 
@@ -225,7 +222,7 @@ def run_concepts_exact(
     """
     modules = dict(model.named_modules())
     module = modules[layer]
-    hook = _RemoveOne(layer, module, concepts, float(scale))
+    hook = _RemoveOne(layer, concepts, float(scale))
     extra = normalize_edits(edits) if edits else {}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
     share = _one_sample(inputs) and not isinstance(inputs, list)
@@ -349,7 +346,7 @@ def concept_effects(
     )  # fmt: skip
     if layer not in cap.records:
         raise ValueError(f"layer {layer!r} never ran during the forward pass")
-    est = concept_estimate_from_capture(model, cap, concepts, layer, scale=scale, target=target)
+    est = concept_estimate_from_capture(model, cap, concepts, layer, scale=scale)
     warnings = tuple(cap.warnings) + est.warnings
     if method == "estimate":
         return dataclasses.replace(est, warnings=warnings, elapsed_s=time.perf_counter() - start)
