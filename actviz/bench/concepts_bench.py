@@ -15,10 +15,11 @@ and the cost of concept maps in a live frame.
 * ``concepts_live_ratio``: a live frame's work with the layer shown as concepts against as
   channels (target <= 1.05): a capture of ResNet-18 at 224 px with gradients (what live mode
   runs) and the live frame's preparation of ``layer3`` (``prepare(fast=True)``: statistics,
-  the mosaic of its 256 channels); for concepts the same without the channel mosaic, plus
-  the 2,048 concept maps (:meth:`Concepts.maps`) and the mosaic of the 256 most active for
-  this input. Paired and interleaved (:func:`actviz.bench.timing.paired`);
-  ``concepts_maps_ms`` is the concept part alone.
+  the mosaics of its 256 channels); for concepts the same (live mode prepares every visible
+  panel's layer alike, one showing concepts too), plus the 2,048 concept maps
+  (:meth:`Concepts.maps`) and the mosaic of the 256 most active for this input. Paired and
+  interleaved (:func:`actviz.bench.timing.paired`); ``concepts_maps_ms`` is the concept part
+  alone.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def live_ratio(
         prepare(cap, spec, fast=True)
 
     def concept_maps() -> None:
-        # The panel shows concepts instead of channels: no channel mosaic, the rest as before.
+        # The panel shows concepts instead of channels; live mode prepares the layer as for
+        # any visible panel (mosaic_layers=() without reuse still builds its mosaics).
         cap = actviz.capture(net, x, [layer])
         prepare(cap, spec, fast=True, mosaic_layers=())
         maps = concepts.maps(cap, layer)

@@ -13,7 +13,9 @@ pickle inside, a missing member) without changing anything. :func:`verify_model_
 whether a checkpoint is still the one the session was saved with (its SHA-256).
 
 Edits are stored as JSON (ablate, scale, keep, clamp; a patch edit names the pin whose capture
-is its source run); custom edits (Python callables) cannot be stored, and
+is its source run; a concept edit names a dictionary kept in the file's ``concepts.npz``, its
+weights and ``cfg.json``, so it removes the same concepts when opened again, wherever the
+dictionary's folder went); custom edits (Python callables) cannot be stored, and
 :func:`unsaved_warnings` says so before saving.
 """
 
@@ -72,7 +74,9 @@ SUFFIX = ".actviz"
 _KIND = "actviz-session"
 _MANIFEST = "manifest.json"
 #: Edit kinds that a session file can hold (custom edits are Python callables).
-_SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch")
+_SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch", "concept")
+#: The member holding the dictionaries of concept edits.
+_CONCEPTS_MEMBER = "concepts.npz"
 #: Model kinds that come from one file whose bytes can be hashed.
 _FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
 
@@ -427,13 +431,19 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
 
 
 def edits_to_json(
-    edits: Mapping[str, Sequence[Edit]], pins: Sequence[PinState] = ()
+    edits: Mapping[str, Sequence[Edit]],
+    pins: Sequence[PinState] = (),
+    dictionaries: list[Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """``edits`` as JSON-able rows, and a warning per edit that cannot be stored.
 
     A patch edit is stored with the label of the pin whose capture is its source (by
-    identity); without one it is left out, as custom edits are.
+    identity); without one it is left out, as custom edits are. A concept edit is stored
+    with the position of its dictionary in ``dictionaries`` (appended there when new, by
+    identity: the caller saves them; None: a list of this call's own).
     """
+    if dictionaries is None:
+        dictionaries = []
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for layer, items in edits.items():
@@ -455,6 +465,11 @@ def edits_to_json(
                     )
                     continue
                 row["pin"] = pin
+            if edit.kind == "concept":
+                found = [i for i, d in enumerate(dictionaries) if d is edit.concepts]
+                if not found:
+                    dictionaries.append(edit.concepts)
+                row["concepts"] = found[0] if found else len(dictionaries) - 1
             row["channels"] = None if edit.channels is None else list(edit.channels)
             for name in ("factor", "min", "max", "call", "dim"):
                 value = getattr(edit, name)
@@ -466,10 +481,12 @@ def edits_to_json(
 
 
 def edits_from_json(
-    rows: Sequence[Mapping[str, Any]], pins: Sequence[PinState] = ()
+    rows: Sequence[Mapping[str, Any]],
+    pins: Sequence[PinState] = (),
+    dictionaries: Sequence[Any] = (),
 ) -> tuple[dict[str, tuple[Edit, ...]], list[str]]:
-    """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures), and a
-    warning per row that cannot be made again.
+    """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures; concept
+    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again.
 
     Raises
     ------
@@ -493,6 +510,20 @@ def edits_from_json(
                         f"{row.get('pin')!r} has no capture in the file; left out"
                     )
                     continue
+            concepts = None
+            if kind == "concept":
+                at = row.get("concepts")
+                if (
+                    not isinstance(at, int)
+                    or not 0 <= at < len(dictionaries)
+                    or dictionaries[at] is None
+                ):
+                    warnings.append(
+                        f"concept edit on layer {row['layer']!r}: its dictionary is not in the "
+                        "file; left out"
+                    )
+                    continue
+                concepts = dictionaries[at]
             edit = Edit(
                 kind,
                 channels=row.get("channels"),
@@ -503,6 +534,7 @@ def edits_from_json(
                 call=row.get("call"),
                 enabled=bool(row.get("enabled", True)),
                 dim=row.get("dim"),
+                concepts=concepts,
             )
             out.setdefault(str(row["layer"]), []).append(edit)
         except (KeyError, TypeError, ValueError) as exc:
@@ -598,10 +630,12 @@ def _float_json(v: float | None) -> Any:
     return None if v is None else repr(float(v))
 
 
-def _capture_to_json(cap: Capture, store: _Arrays, pins: Sequence[PinState]) -> dict[str, Any]:
+def _capture_to_json(
+    cap: Capture, store: _Arrays, pins: Sequence[PinState], dictionaries: list[Any]
+) -> dict[str, Any]:
     records = []
     # The edits it ran with, as the session's own (a patch's source: a saved pin).
-    edit_rows, _ = edits_to_json(cap.edits, pins)
+    edit_rows, _ = edits_to_json(cap.edits, pins, dictionaries)
     for name in cap.names:
         for rec in cap.records[name]:
             records.append(
@@ -688,7 +722,8 @@ def _members(
     labels = [p.label for p in pins]
     if len(set(labels)) != len(labels):
         raise SessionFileError("two pins have the same label; rename one before saving")
-    edit_rows, _ = edits_to_json(state.edits, pins)
+    dictionaries: list[Any] = []  # of concept edits, each kept once
+    edit_rows, _ = edits_to_json(state.edits, pins, dictionaries)
     warnings = unsaved_warnings(state, pin_captures=pin_captures)
     manifest: dict[str, Any] = {
         "kind": _KIND,
@@ -741,7 +776,7 @@ def _members(
         store = _Arrays(measure)
         manifest["capture"] = {
             "member": "capture.npz",
-            **_capture_to_json(state.capture, store, pins),
+            **_capture_to_json(state.capture, store, pins, dictionaries),
         }
         members["capture.npz"] = store
     for i, pin in enumerate(pins):
@@ -749,9 +784,21 @@ def _members(
         if pin.capture is not None:
             store = _Arrays(measure)
             member = f"pin{i}.npz"
-            entry["capture"] = {"member": member, **_capture_to_json(pin.capture, store, pins)}
+            entry["capture"] = {
+                "member": member,
+                **_capture_to_json(pin.capture, store, pins, dictionaries),
+            }
             members[member] = store
         manifest["pins"].append(entry)
+    if dictionaries:
+        store = _Arrays(measure)
+        manifest["concepts"] = {
+            "member": _CONCEPTS_MEMBER,
+            "dictionaries": [
+                {"cfg": d.to_cfg(), "tensors": _encode(d.weights(), store)} for d in dictionaries
+            ],
+        }
+        members[_CONCEPTS_MEMBER] = store
     return manifest, members, warnings
 
 
@@ -930,6 +977,24 @@ def load_state(path: str | os.PathLike[str]) -> SessionState:
         raise _fail(path, f"damaged session file: {type(exc).__name__}: {exc}") from None
 
 
+def _dictionaries_of(section: Any, arrays_of: Any, warnings: list[str]) -> list[Any]:
+    """The dictionaries of the file's concept edits (None where one cannot be made: its
+    edits are then left out with a warning)."""
+    if section is None:
+        return []
+    from actviz.analysis.concepts.dictionary import from_parts
+
+    out: list[Any] = []
+    arrays = arrays_of(section)
+    for i, entry in enumerate(section["dictionaries"]):
+        try:
+            out.append(from_parts(entry["cfg"], _decode(entry["tensors"], arrays)))
+        except (ValueError, TypeError) as exc:
+            warnings.append(f"dictionary {i} of the concept edits cannot be made: {exc}")
+            out.append(None)
+    return out
+
+
 def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
     names = zf.namelist()
     if _MANIFEST not in names:
@@ -960,7 +1025,8 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
         )
     # Only the manifest and the .npz members it names: anything else is refused unread.
     wanted = {_MANIFEST}
-    for section in (manifest.get("input"), manifest.get("capture"), manifest.get("model_weights")):
+    kept = ("input", "capture", "model_weights", "concepts")
+    for section in (manifest.get(name) for name in kept):
         if section is not None:
             wanted.add(section["member"])
     for pin in manifest.get("pins", []):
@@ -1009,12 +1075,13 @@ def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
             capture = _capture_from_json(manifest["capture"], arrays_of(manifest["capture"]))
         # Each capture's own edits once every pin (a patch's source) exists.
         warnings: list[str] = []
+        dictionaries = _dictionaries_of(manifest.get("concepts"), arrays_of, warnings)
         sections = [manifest["capture"], *(p.get("capture") for p in manifest["pins"])]
         for cap, section in zip([capture, *(p.capture for p in pins)], sections, strict=True):
             if cap is not None:
-                cap.edits, left_out = edits_from_json(section["edits"], pins)
+                cap.edits, left_out = edits_from_json(section["edits"], pins, dictionaries)
                 warnings += left_out
-        edits, left_out = edits_from_json(manifest["edits"], pins)
+        edits, left_out = edits_from_json(manifest["edits"], pins, dictionaries)
         warnings += left_out
         layout = manifest["layout"]
         return SessionState(

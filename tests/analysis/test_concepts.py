@@ -311,6 +311,29 @@ def test_concept_maps_of_a_conv_layer_and_of_tokens():
     torch.testing.assert_close(by_hook, c6.maps(cap, "transformer.h.0"))
 
 
+@pytest.mark.parametrize("architecture", ["topk", "standard", "jumprelu"])
+def test_concept_maps_equal_encode_with_and_without_onednn(architecture, monkeypatch):
+    import importlib
+
+    dictionary = importlib.import_module("actviz.analysis.concepts.dictionary")
+    g = torch.Generator().manual_seed(3)
+    w_dec = F.normalize(torch.randn(40, 8, generator=g), dim=1)
+    c = actviz.concepts.Concepts(
+        w_dec.T.clone(), w_dec, 0.1 * torch.randn(40, generator=g), 0.2 * torch.randn(8, generator=g),
+        architecture=architecture, k=5 if architecture == "topk" else None,
+        threshold=torch.full((40,), 0.3) if architecture == "jumprelu" else None,
+    )  # fmt: skip
+    cap = actviz.capture(TinyConv(), torch.rand(2, 3, 9, 9, generator=g), ["act"], gradients=False)
+    want = c.encode(cap["act"].tensor[1].permute(1, 2, 0)).permute(2, 0, 1)
+    fast = c.maps(cap, "act", index=1)
+    monkeypatch.setitem(dictionary._ONEDNN, "ok", False)  # torch's addmm instead of oneDNN's
+    slow = c.maps(cap, "act", index=1)
+    assert fast.shape == slow.shape == (40, 9, 9)
+    torch.testing.assert_close(fast, want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(slow, want, atol=1e-5, rtol=0)
+    assert 0 < int((fast > 0).sum()) < fast.numel()  # some fire, some do not
+
+
 @pytest.mark.parametrize("scale", [0.0, 0.5])
 def test_concept_edit_equals_a_hand_written_hook(scale):
     from actviz.io.demo import demo_sample_tensor, load_demo_model

@@ -9,9 +9,34 @@ import inspect
 
 
 def test_names_are_not_shadowed_by_their_modules():
-    for module in ("training", "concept_scan", "dictionary", "hooks", "concept_sheet", "tiles"):
+    for module in (
+        "training",
+        "concept_scan",
+        "dictionary",
+        "hooks",
+        "concept_sheet",
+        "tiles",
+        "ranking",
+        "directions",
+    ):
         importlib.import_module(f"actviz.analysis.concepts.{module}")
-    from actviz.analysis.concepts import load, resolve_hook, scan_concepts, top_heatmaps, train
+    from actviz.analysis.concepts import (
+        concept_atlas,
+        concept_effects,
+        load,
+        resolve_hook,
+        scan_concepts,
+        top_heatmaps,
+        train,
+    )
 
-    for fn in (train, scan_concepts, top_heatmaps, load, resolve_hook):
+    for fn in (
+        train,
+        scan_concepts,
+        top_heatmaps,
+        load,
+        resolve_hook,
+        concept_effects,
+        concept_atlas,
+    ):
         assert inspect.isfunction(fn), fn

@@ -174,6 +174,43 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
     assert str(folder) in caption and '"bright blob"' in caption
 
 
+def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
+    win, _model, feature, c, folder = _opened(actviz_window, tmp_path)
+    second = win.panel(LAYER).activation_slot.mosaic.tile_channels[1]
+    feature.open_concept(LAYER, second)
+    win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
+    shown_effect = feature.view.effect_label.text()
+    with win.expect_run():
+        win.qtbot.mouseClick(feature.view.remove_button, Qt.MouseButton.LeftButton)
+    edited = win.window.result.capture.output.clone()
+    path = tmp_path / "removed.actviz"
+    assert win.feature("sessions").save_session(path, wait=True)
+
+    torch.manual_seed(0)
+    other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
+    assert other.feature("sessions").open_session(path, wait=True)
+    other.wait_idle()
+    entries = list(other.session.edits)
+    assert len(entries) == 1 and entries[0].layer == LAYER
+    edit = entries[0].edit
+    assert edit.kind == "concept" and tuple(edit.channels) == (second,) and edit.factor == 0
+    for name, t in c.weights().items():
+        assert torch.equal(edit.concepts.weights()[name], t), name
+    assert other.session.concepts[LAYER].concepts.same_as(edit.concepts)
+    # The saved result, and a new run with the restored edit: the output bit for bit.
+    assert torch.equal(other.window.result.capture.output, edited)
+    other.run_and_wait()
+    assert torch.equal(other.window.result.capture.output, edited)
+    # The concept's effect is measured without its own removal (the session's copy of the
+    # dictionary counts as the attached one): what the view said before the edit.
+    other.window.flush_panel_updates()
+    ofeature = other.feature("concepts")
+    ofeature.open_concept(LAYER, second)
+    view = ofeature.view
+    other.qtbot.waitUntil(lambda: "Removing it" in view.effect_label.text(), timeout=10_000)
+    assert view.effect_label.text() == shown_effect
+
+
 def _pictures(folder, n: int, seed: int = 0):
     folder.mkdir()
     rng = np.random.default_rng(seed)

@@ -5,7 +5,9 @@ learns a TopK dictionary; ``c.encode(x)``, ``c.decode(z)``, ``c.fvu(x)``, ``c.ma
 "layer3")``; ``c.save(folder)`` and ``actviz.concepts.load(folder)`` use the SAELens folder
 format, so published SAELens dictionaries (standard, topk, jumprelu) load too.
 ``actviz.edits.concept(c, [i])`` removes a concept from a layer's output during a capture;
-:func:`scan_concepts` finds each concept's top images in a dataset.
+:func:`scan_concepts` finds each concept's top images in a dataset; :func:`concept_effects`
+ranks the concepts by their effect on the target (estimate and exact, as channels are
+ranked); :func:`concept_atlas` lays them out by their decoder directions.
 
 The names are imported on first use: the command line
 (:mod:`actviz.cli.concepts_command`) builds its parser without importing torch.
@@ -24,9 +26,13 @@ __all__ = [
     "HookPoint",
     "TrainCancelled",
     "TrainProgress",
+    "concept_atlas",
+    "concept_effects",
+    "concept_estimate_from_capture",
     "load",
     "resolve_hook",
     "scan_concepts",
+    "similar_concepts",
     "top_heatmaps",
     "train",
 ]
@@ -44,12 +50,18 @@ _WHERE = {
     "ConceptScan": "concept_scan",
     "scan_concepts": "concept_scan",
     "top_heatmaps": "concept_scan",
+    "concept_effects": "ranking",
+    "concept_estimate_from_capture": "ranking",
+    "concept_atlas": "directions",
+    "similar_concepts": "directions",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.concepts.concept_scan import ConceptScan, scan_concepts, top_heatmaps
     from actviz.analysis.concepts.dictionary import ARCHITECTURES, Concepts, load
+    from actviz.analysis.concepts.directions import concept_atlas, similar_concepts
     from actviz.analysis.concepts.hooks import HookPoint, resolve_hook
+    from actviz.analysis.concepts.ranking import concept_effects, concept_estimate_from_capture
     from actviz.analysis.concepts.training import (
         DEFAULT_BUDGET,
         TrainCancelled,

@@ -98,7 +98,7 @@ class ConceptJobs(QObject):
                 if not (
                     k == layer
                     and e.kind == "concept"
-                    and e.concepts is concepts_of(att)
+                    and concepts_of(att).same_as(e.concepts)  # a session copy too
                     and concept in tuple(e.channels or ())
                 )
             )

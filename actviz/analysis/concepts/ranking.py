@@ -1,0 +1,376 @@
+"""Which concepts matter: a dictionary's concepts ranked by their effect on the target, as
+:mod:`actviz.analysis.effects` ranks channels (estimated from one capture, verified exactly).
+
+Removing concept ``i`` from a layer changes its output's vectors ``x`` to ``x - z_i d_i``
+(``z = concepts.encode(x)``, ``d_i`` the concept's decoder direction), what
+``actviz.edits.concept(concepts, [i])`` does; with ``scale=s`` to ``x - (1 - s) z_i d_i``.
+The effect is ``target(edited) - target(clean)``: negative when the concept supports the
+target.
+
+* estimate: the first-order change, ``-(1 - s) sum_p z_i(p) (d_i . dT/dx(p))`` over every
+  position (every batch row, every call), from one capture with gradients: every concept at
+  once, for the cost of one ``(positions, d_in) x (d_in, d_sae)`` product.
+* exact: the true change, ``batch`` concepts per forward pass (the input repeated, sample
+  ``j`` with its own concept removed by a forward hook; for a one-sample input the modules
+  before the layer run once, as the channels' exact pass does).
+
+The results are :class:`~actviz.analysis.effects.Effects` of one layer whose "channels" are
+the concepts: ``.top(layer, k)``, ``.order()``, ``.rank_correlation(layer)``, ``.to_dict()``
+work as for channels (:func:`~actviz.analysis.effects.verify` does not: it replaces channels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from actviz.analysis.concepts.dictionary import Concepts
+from actviz.analysis.effects import DEFAULT_BATCH, DEFAULT_VERIFY, Effects, LayerEffects
+from actviz.analysis.effects_exact import TargetReader, repeat_inputs
+from actviz.core.capture import capture
+from actviz.core.edits import EditHooks, channel_dim, normalize_edits
+from actviz.core.guards import ModelState
+from actviz.core.records import Capture, CaptureCancelled
+from actviz.core.structures import first_tensor, iter_tensors, replace_first
+
+__all__ = ["concept_effects", "concept_estimate_from_capture", "run_concepts_exact"]
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+def _description(scale: float) -> str:
+    if scale == 0:
+        return "concept removed (x - z_i d_i)"
+    return f"concept scaled x{scale:g} (x - {1 - scale:g} z_i d_i)"
+
+
+def _vectors(t: torch.Tensor, dim: int, d_in: int, layer: str) -> torch.Tensor:
+    if t.shape[dim] != d_in:
+        raise ValueError(
+            f"layer {layer!r}: its output {tuple(t.shape)} has {t.shape[dim]} channels along "
+            f"dim {dim}; the dictionary reads vectors of {d_in}"
+        )
+    return t.movedim(dim, -1).reshape(-1, d_in)
+
+
+def concept_estimate_from_capture(
+    model: nn.Module,
+    cap: Capture,
+    concepts: Concepts,
+    layer: str,
+    *,
+    scale: float = 0.0,
+) -> Effects:
+    """Estimated effects of every concept of ``concepts`` on ``layer`` from a capture with
+    gradients (runs nothing: a live frame's capture will do).
+
+    Parameters
+    ----------
+    model
+        The captured model (its module decides the channel axis).
+    cap
+        ``actviz.capture(model, inputs, [layer, ...], target=target)`` with gradients.
+    concepts
+        A dictionary of ``layer``'s output vectors.
+    layer
+        The layer the dictionary reads (its output).
+    scale
+        0 removes the concept; ``s`` keeps ``s`` times it.
+
+    Returns
+    -------
+    Effects
+        One layer, ``d_sae`` "channels" (the concepts), ``method="estimate"``.
+
+    Raises
+    ------
+    ValueError
+        A capture without gradients or without the layer, or vectors of another width.
+    """
+    start = time.perf_counter()
+    if not cap.gradients:
+        raise ValueError("estimates need a capture with gradients (gradients=True)")
+    if layer not in cap.records:
+        raise ValueError(f"layer {layer!r} was not recorded by the capture")
+    module = dict(model.named_modules())[layer]
+    _, w_dec, _, _, _ = concepts._on(torch.device("cpu"), torch.float64)
+    total = torch.zeros(concepts.d_sae, dtype=torch.float64)
+    warnings: list[str] = []
+    recs = cap.calls(layer)
+    shape: tuple[int, ...] = ()
+    dim = 1
+    for call, rec in enumerate(recs):
+        a = first_tensor(rec.output)
+        if a is None or a.ndim < 2 or not a.is_floating_point():
+            raise ValueError(f"layer {layer!r}: its output has no float channels")
+        dim = channel_dim(module, a)
+        if call == 0:
+            shape = tuple(a.shape)
+        g = first_tensor(rec.grad_output)
+        if g is None:
+            warnings.append(f"the target does not depend on layer {layer!r} (call {call})")
+            continue
+        with torch.no_grad():
+            z = concepts.encode(_vectors(a.detach(), dim, concepts.d_in, layer))
+            gv = _vectors(g.detach(), dim, concepts.d_in, layer).cpu().double()
+            # d_i . dT/dx at every position, then weighted by z_i there.
+            along = gv @ w_dec.T
+            total += (z.cpu().double() * along).sum(0)
+    est = (-(1.0 - float(scale)) * total).numpy()
+    size = concepts.d_sae
+    result = LayerEffects(
+        layer,
+        _frozen(est),
+        _frozen(np.full(size, np.nan)),
+        _frozen(np.zeros(size, dtype=bool)),
+        dim,
+        shape,
+        len(recs),
+    )
+    return Effects(
+        layers=(layer,),
+        results=types.MappingProxyType({layer: result}),
+        method="estimate",
+        baseline=_description(float(scale)),
+        target_value=float(cap.target_value) if cap.target_value is not None else math.nan,
+        target_description=cap.target_description,
+        target_index=cap.target_index,
+        warnings=tuple(warnings),
+        elapsed_s=time.perf_counter() - start,
+    )
+
+
+class _RemoveOne:
+    """The forward hook of the layer: sample ``j`` of a batch loses its own concept."""
+
+    def __init__(self, layer: str, concepts: Concepts, scale: float) -> None:
+        self.layer, self.concepts, self.keep = layer, concepts, scale
+        self.chosen = torch.zeros(0, dtype=torch.int64)
+        self.expand = False
+
+    def arm(self, chosen: Sequence[int], expand: bool) -> None:
+        self.chosen = torch.as_tensor(list(chosen), dtype=torch.int64)
+        self.expand = expand
+
+    def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
+        t = first_tensor(output)
+        if t is None or t.ndim < 2:
+            raise ValueError(f"layer {self.layer!r}: its output has no channel axis")
+        b = int(self.chosen.numel())
+        if self.expand and t.shape[0] == 1 and b > 1:
+            # The first edited module of a shared-prefix batch: the one sample becomes b.
+            t = t.repeat(b, *([1] * (t.ndim - 1)))
+        if t.shape[0] % b:
+            raise ValueError(
+                f"layer {self.layer!r}: its output {tuple(t.shape)} does not hold the batch of "
+                f"{b} repeated samples in dimension 0 (pass batch=1)"
+            )
+        dim = channel_dim(module, t)
+        c = self.concepts
+        x = t.movedim(dim, -1)
+        if x.shape[-1] != c.d_in:
+            raise ValueError(
+                f"layer {self.layer!r}: {x.shape[-1]} channels; the dictionary reads {c.d_in}"
+            )
+        z = c.encode(x)
+        # Each row of dimension 0 belongs to sample row // n; that sample's concept only.
+        per_row = self.chosen.to(t.device).repeat_interleave(t.shape[0] // b)
+        lead = [1] * (x.ndim - 2)
+        pick = per_row.view(-1, *lead, 1).expand(*z.shape[:-1], 1)
+        zi = z.gather(-1, pick)
+        _, w_dec, _, _, _ = c._on(zi.device, zi.dtype)
+        part = zi * w_dec.index_select(0, per_row).view(x.shape[0], *lead, c.d_in)
+        new = (x - (1.0 - self.keep) * part.to(x.dtype)).movedim(-1, dim)
+        return replace_first(output, new)
+
+
+def _one_sample(inputs: Any) -> bool:
+    tensors = list(iter_tensors(inputs))
+    return bool(tensors) and all(t.ndim >= 1 and t.shape[0] == 1 for t in tensors)
+
+
+def run_concepts_exact(
+    model: nn.Module,
+    inputs: Any,
+    concepts: Concepts,
+    layer: str,
+    chosen: Sequence[int],
+    reader: TargetReader,
+    *,
+    scale: float = 0.0,
+    batch: int = DEFAULT_BATCH,
+    edits: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[list[float], int, float]:
+    """The target with each concept of ``chosen`` removed (or scaled), ``batch`` per pass.
+
+    Returns the target per concept, the forward passes run and their seconds. The model is
+    left as found (eval mode during the passes, buffers and hooks put back).
+    """
+    modules = dict(model.named_modules())
+    module = modules[layer]
+    hook = _RemoveOne(layer, concepts, float(scale))
+    extra = normalize_edits(edits) if edits else {}
+    state = ModelState(model, out_of_place=False, modules=list(modules.values()))
+    share = _one_sample(inputs) and not isinstance(inputs, list)
+    values: list[float] = []
+    forwards = 0
+    batch = max(1, int(batch))
+    start = time.perf_counter()
+
+    def run(chunk: Sequence[int], expand: bool) -> list[float]:
+        handles: list[Any] = []
+        try:
+            if extra:
+                # Fresh per pass: an edit's call counter starts at 0 for each forward.
+                handles.extend(EditHooks(modules, extra).register())
+            hook.arm(chunk, expand)
+            handles.append(module.register_forward_hook(hook.hook))
+            args, kwargs = repeat_inputs(inputs, 1 if expand else len(chunk), model)
+            with torch.no_grad():
+                output = model(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        return reader.values(output, len(chunk))
+
+    try:
+        state.apply(train=False)
+        for lo in range(0, len(chosen), batch):
+            if should_stop is not None and should_stop():
+                raise CaptureCancelled("exact concept effects cancelled")
+            chunk = list(chosen[lo : lo + batch])
+            expand = share and len(chunk) > 1
+            try:
+                got = run(chunk, expand)
+            except Exception:  # noqa: BLE001 - retried below without the shared prefix
+                if not expand:
+                    raise
+                share = False
+                forwards += 1
+                got = run(chunk, False)
+            values.extend(got)
+            forwards += 1
+            if progress is not None:
+                progress(len(values), len(chosen))
+    finally:
+        state.restore()
+    return values, forwards, time.perf_counter() - start
+
+
+def _chosen(est: np.ndarray, which: Any, d_sae: int) -> list[int]:
+    order = np.argsort(-np.abs(np.nan_to_num(est)), kind="stable")
+    if which is None:
+        return [int(i) for i in order[:DEFAULT_VERIFY]]
+    if isinstance(which, str):
+        if which != "all":
+            raise ValueError(f"concepts to verify: 'all', an int or indices, not {which!r}")
+        return list(range(d_sae))
+    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+        return [int(i) for i in order[: int(which)]]
+    out: list[int] = []
+    for i in which:
+        i = int(i)
+        if not 0 <= i < d_sae:
+            raise ValueError(f"concept {i} is out of range (0..{d_sae - 1})")
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def concept_effects(
+    model: nn.Module,
+    inputs: Any,
+    concepts: Concepts,
+    layer: str,
+    *,
+    target: Any = None,
+    method: str = "estimate",
+    which: Any = None,
+    scale: float = 0.0,
+    batch: int | None = None,
+    edits: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Effects:
+    """Rank the concepts of ``concepts`` on ``layer`` by their effect on the target.
+
+    Parameters
+    ----------
+    model, inputs, target
+        As for :func:`actviz.capture`.
+    concepts, layer
+        The dictionary and the layer whose output it reads.
+    method
+        ``"estimate"`` (every concept, from one capture with gradients) or ``"exact"``
+        (those, plus the true change for ``which``).
+    which
+        Concepts to verify: None, the 16 with the largest ``|estimate|``; an int ``k``, the
+        top ``k``; indices; ``"all"``.
+    scale
+        0 removes each concept; ``s`` keeps ``s`` times it.
+    batch
+        Concepts per exact forward pass (default 16; 1 for a model whose output does not keep
+        the batch in dimension 0).
+    edits
+        What-if edits applied to every run (the effects are measured on top of them).
+    progress, should_stop
+        ``progress(done, total)`` after each exact pass; ``should_stop()`` True cancels
+        (``CaptureCancelled``).
+
+    Returns
+    -------
+    Effects
+        One layer whose "channels" are the concepts: ``.top(layer, k)``, ``.exact(layer)``,
+        ``.rank_correlation(layer)``, ``.to_dict()``.
+    """
+    if method not in ("estimate", "exact"):
+        raise ValueError(f"method must be 'estimate' or 'exact', not {method!r}")
+    start = time.perf_counter()
+    cap = capture(
+        model, inputs, [layer], target=target, input_grads=False, edits=edits,
+        should_stop=should_stop,
+    )  # fmt: skip
+    if layer not in cap.records:
+        raise ValueError(f"layer {layer!r} never ran during the forward pass")
+    est = concept_estimate_from_capture(model, cap, concepts, layer, scale=scale)
+    warnings = tuple(cap.warnings) + est.warnings
+    if method == "estimate":
+        return dataclasses.replace(est, warnings=warnings, elapsed_s=time.perf_counter() - start)
+    res = est.results[layer]
+    chosen = _chosen(res.estimate, which, concepts.d_sae)
+    reader = TargetReader(cap.output, target)
+    clean = reader.clean_value(est.target_value)
+    values, forwards, seconds = run_concepts_exact(
+        model, inputs, concepts, layer, chosen, reader, scale=scale,
+        batch=DEFAULT_BATCH if batch is None else batch, edits=cap.edits, progress=progress,
+        should_stop=should_stop,
+    )  # fmt: skip
+    exact = np.array(res.exact)
+    verified = np.array(res.verified)
+    for i, value in zip(chosen, values, strict=True):
+        exact[i] = value - clean
+        verified[i] = True
+    result = dataclasses.replace(res, exact=_frozen(exact), verified=_frozen(verified))
+    return dataclasses.replace(
+        est,
+        results=types.MappingProxyType({layer: result}),
+        method="exact",
+        warnings=warnings,
+        elapsed_s=time.perf_counter() - start,
+        exact_s=seconds,
+        forwards=forwards,
+    )
