@@ -54,6 +54,7 @@ from actviz.ui.loaders import (
     describe_error,
     short_source,
 )
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
 from actviz.ui.worker import Worker
 from actviz.workspace.comparison import (
@@ -115,6 +116,8 @@ class CompareController(FeatureBase, QObject):
         self.page.setWidgetResizable(True)
         self.page.setFrameShape(QFrame.Shape.NoFrame)
         self.page.setWidget(self.view)
+        self._to_reveal = ""
+        self._reveal_soon = DeferredCall(self, lambda: self._reveal(self._to_reveal))
         #: Model loads of the second model (a new module nobody else holds: its own threads).
         self.loads = Worker(self, max_threads=2)
         #: The second model (a ``LoadedModel``), once opened.
@@ -273,8 +276,10 @@ class CompareController(FeatureBase, QObject):
             return False
         self.window.show_tab(None)
         self.window.select_layer(name)
-        # Once the tab is laid out, bring the panel into view for sure.
-        QTimer.singleShot(0, lambda: self._reveal(name))
+        # Once the tab is laid out, bring the panel into view for sure (a timer of this
+        # feature's: a single shot's function would outlive the window it closes over).
+        self._to_reveal = name
+        self._reveal_soon.request()
         return True
 
     def open_channel(self, name: str, channel: int) -> bool:

@@ -560,6 +560,9 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     ) -> None:
         super().__init__(parent)
         self._passive = passive
+        # Before _fit_width (resizeEvent asks for it once that is set). A timer of the
+        # canvas's: a QTimer.singleShot's function outlives a canvas deleted before it fires.
+        self._sync_scene_soon = DeferredCall(self, self._sync_scene)
         self._fit_width = fit_width
         self._lock_aspect = True
         self._shape: tuple[int, ...] | None = None
@@ -919,7 +922,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # A size set while this event was being handled (the fitted height, the layout
             # answering it) can leave pyqtgraph's scene at the previous size: the image then
             # sits off-centre and is cut. Check once control is back in the event loop.
-            QtCore.QTimer.singleShot(0, self, self._sync_scene)
+            self._sync_scene_soon.request()
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         grid = getattr(self, "grid", None)

@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QResizeEvent
 from PySide6.QtWidgets import QDialog, QDockWidget, QMainWindow, QMenu, QToolBar, QWidget
+
+from actviz.ui.panels.deferred import DeferredCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.channel_view import ChannelView
@@ -84,9 +86,28 @@ class HostSlots:
         # asked for (an empty Edits dock took a quarter of the window). It is sized when shown.
         dock.setProperty("actviz_width", width or 0)
         self.commands.view_menu.addAction(dock.toggleViewAction())
-        dock.visibilityChanged.connect(
-            lambda shown, d=dock: shown and QTimer.singleShot(0, main, lambda: self._fit_dock(d))
-        )
+        dock.visibilityChanged.connect(lambda shown, d=dock: shown and self._fit_dock_soon(d))
+
+    def _fit_dock_soon(self, dock: QDockWidget) -> None:
+        """Fit ``dock``'s width on the next event-loop turn (once it has its geometry). One
+        timer of the window's, not a ``QTimer.singleShot`` per call: PySide keeps a pending
+        single shot's function, and the window it closes over, when its context object is
+        deleted first (a dock shown just before the window closed kept the whole window)."""
+        pending: list[QDockWidget] = self.__dict__.setdefault("_docks_to_fit", [])
+        if dock not in pending:
+            pending.append(dock)
+        fit = self.__dict__.get("_dock_fit_call")
+        if fit is None:
+            fit = self.__dict__["_dock_fit_call"] = DeferredCall(self, self._fit_pending_docks)  # type: ignore[arg-type]
+        fit.request()
+
+    def _fit_pending_docks(self) -> None:
+        docks, self.__dict__["_docks_to_fit"] = self.__dict__.get("_docks_to_fit", []), []
+        for dock in docks:
+            try:
+                self._fit_dock(dock)
+            except RuntimeError:  # deleted meanwhile
+                pass
 
     def fit_dock_width(self, dock: QDockWidget) -> None:
         """Give ``dock`` the width of its content: its size hint, no more than the width it

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QMainWindow, QWidget
 
@@ -38,6 +38,7 @@ from actviz.ui.loaders import (
     load_model_source,
     local_files,
 )
+from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
@@ -179,6 +180,8 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             self.features[feature.name] = feature
         self.plugins = attach_plugins(self, plugins)  # after the built-ins, as they are built
         self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
+        self._dropped = ""
+        self._open_dropped_soon = DeferredCall(self, lambda: self.open_dropped(self._dropped))
         self.pins_ui.compare_with = self.compare_with_pin
         self.pins_ui.refresh_pins_menu()
         self.commands.quit_action.triggered.connect(self.close)
@@ -276,7 +279,9 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             return
         event.acceptProposedAction()
         # Deferred: an untrusted pickle asks a question, and the drag source waits for this.
-        QTimer.singleShot(0, lambda: self.open_dropped(files[0]))
+        # A timer of the window's (not a single shot's function, which would outlive it).
+        self._dropped = files[0]
+        self._open_dropped_soon.request()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if not self._closed:
