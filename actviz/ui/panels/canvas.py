@@ -171,6 +171,7 @@ class _GradientStrip(pg.GraphicsWidget):
         super().__init__()
         self.setFixedWidth(width)
         self._image: QtGui.QImage | None = None
+        self._pen = pg.mkPen(style.AXIS_PEN)  # made once: painted again with every frame
 
     def set_lut(self, table: np.ndarray) -> None:
         rgba = np.ascontiguousarray(table[::-1, None, :4], dtype=np.uint8)  # high values on top
@@ -185,7 +186,7 @@ class _GradientStrip(pg.GraphicsWidget):
             return
         rect = self.boundingRect()
         painter.drawImage(rect, self._image)
-        painter.setPen(pg.mkPen(style.AXIS_PEN))
+        painter.setPen(self._pen)
         painter.drawRect(rect)
 
 
@@ -661,7 +662,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
                 indices = image if image.dtype == np.uint8 else to_indices(image, levels)
             self._use_indexed_lut(True)
-            self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
+            if not self._replace_indices(indices):
+                self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
         else:
             self._source = None
             self._levels = (float(levels[0]), float(levels[1]))
@@ -669,7 +671,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # Pictures may be far larger than the canvas: downsample before converting.
             self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
         shape = tuple(image.shape[:2])
-        if shape != self._shape:
+        reshaped = shape != self._shape
+        if reshaped:
             self._shape = shape
             self._lock_aspect = lock_aspect
             self.view.setAspectLocked(lock_aspect)
@@ -685,7 +688,33 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
                 span = abs(low) * 0.01 or 1.0
                 low, high = low - span, high + span
             self.colorbar.setLevels((float(low), float(high)), bar_labels)
-            self._fit_colorbar()
+            if reshaped:
+                # Same shape: the image sits where it sat, so the bar still spans it (a resize,
+                # a zoom or a pan fit it again through the view's own signals).
+                self._fit_colorbar()
+
+    def _replace_indices(self, indices: np.ndarray) -> bool:
+        """New pixels for the index image shown, when only the pixels change (same shape,
+        same indexed drawing: every live frame): what ``ImageItem.setImage`` does then,
+        without its generic option and level handling. False: take the general path."""
+        item = self.image
+        shown = item.image
+        if not (
+            isinstance(shown, np.ndarray)
+            and shown.shape == indices.shape
+            and shown.dtype == np.uint8
+            and item.levels is None
+            and not item.autoDownsample
+            and item._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
+        ):
+            return False
+        item.image = indices.view()
+        item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
+        item._imageNanLocations = None  # noqa: SLF001
+        item._renderRequired = True  # noqa: SLF001
+        item.update()
+        item.sigImageChanged.emit()
+        return True
 
     def set_tiles(
         self,
