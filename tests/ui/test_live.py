@@ -1006,3 +1006,53 @@ def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
 
     assert len(shown) > before
     assert shown[-1].startswith(f"held {fmt_bytes(window.session.held_bytes())} of ")
+
+
+def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
+    qtbot, actviz_window, monkeypatch
+):
+    """Frames build only the mosaics on screen; a panel scrolled to afterwards shows the
+    frame on screen, not the earlier frame whose mosaic it kept (issue 39)."""
+    layers = ["conv1", "relu", "conv2", "fc"]
+    model = _tiny()
+    win = actviz_window(model, _frames(1, seed=9), layers, size=(900, 520), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].configure(max_fps=1000)
+    frames = _frames(6, seed=4)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    # Without the settling full frame that follows, so the scroll alone must bring it up.
+    offer = live.coalescer.offer
+    monkeypatch.setattr(live.coalescer, "offer", lambda spec: None if spec.full else offer(spec))
+    window.centre.layers_scroll.verticalScrollBar().setValue(0)
+    qtbot.waitUntil(lambda: "conv1" in live._visible_layers(), timeout=2000)
+    off = [n for n in ("relu", "conv2") if n not in live._visible_layers()]
+    assert off, "a maps panel must be off screen for this test"
+    name = off[-1]
+    shown = live.frames_shown
+    live.seek(3)
+    _wait_frames(qtbot, live, shown + 1)
+    _wait_idle(qtbot, live)
+    layer = window.result.layers[name]
+    assert layer.stale_mosaics  # the frame kept an earlier frame's mosaic for it
+    panel = window.layer_panels[name]
+    window.centre.layers_scroll.ensureWidgetVisible(panel)
+    ref = capture(model, frames[3:4], [name])[name].tensor[0]
+
+    def shows_frame_3() -> bool:
+        m = panel.activation_slot.mosaic
+        return m is not None and np.array_equal(
+            m.indices, mosaic(ref, symmetric=m.symmetric).indices
+        )
+
+    qtbot.waitUntil(shows_frame_3, timeout=RUN_TIMEOUT_MS)
+    m = panel.activation_slot.mosaic
+    # What is painted: the canvas's pixels are that mosaic's.
+    assert np.array_equal(panel.activation_slot.image_canvas.image.image, m.indices)
+    np.testing.assert_allclose(m.image, mosaic(ref, symmetric=m.symmetric).image, equal_nan=True)
+    # The gradient side too: this frame's |gradient|.
+    g = panel.gradient_slot.mosaic
+    assert g is not None and np.array_equal(g.indices, mosaic(layer.grad_view.data).indices)
+    torch.testing.assert_close(window.result.capture.inputs, frames[3:4], rtol=0, atol=0)
