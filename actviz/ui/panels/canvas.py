@@ -14,6 +14,7 @@ scroll area instead of zooming, and there is no context menu.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -585,7 +586,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         # would blend the transparent padding index into colours; the item's paint filters
         # when shrinking instead, which keeps the 1-px tile padding visible as a grid line.
         self.image = ClickableImageItem(axisOrder="row-major")
-        self._source: np.ndarray | None = None
+        self._source: np.ndarray | Callable[[], np.ndarray] | None = None
         self._levels: tuple[float, float] | None = None
         self._indexed = True
         self.view.addItem(self.image)
@@ -633,6 +634,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         lock_aspect: bool = True,
         bar_labels: tuple[str, str] | None = None,
         indices: np.ndarray | None = None,
+        source: Callable[[], np.ndarray] | None = None,
     ) -> None:
         """Show ``image`` (row-major 2-D float32 or (H, W, 3|4) uint8) with fixed ``levels``.
 
@@ -655,9 +657,13 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             Words for both ends of the colour bar instead of numbers.
         indices
             ``to_indices(image, levels)`` computed ahead (off the GUI thread), for a 2-D image.
+        source
+            Makes the float image that ``image`` (uint8 indices) was made from, for
+            :meth:`source_image`: read only if asked for (a live frame's mosaic makes its
+            float image only then).
         """
         if image.ndim == 2:
-            self._source = image
+            self._source = source if source is not None else image
             self._levels = (float(levels[0]), float(levels[1]))
             if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
                 indices = image if image.dtype == np.uint8 else to_indices(image, levels)
@@ -1004,6 +1010,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
 
     def source_image(self) -> np.ndarray | None:
         """The 2-D image last given to :meth:`set_image` (before conversion to indices)."""
+        if callable(self._source):
+            self._source = self._source()
         return self._source
 
     def levels(self) -> tuple[float, float] | None:
