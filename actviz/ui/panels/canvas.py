@@ -674,8 +674,9 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             self._source = None
             self._levels = (float(levels[0]), float(levels[1]))
             self._use_indexed_lut(False)
-            # Pictures may be far larger than the canvas: downsample before converting.
-            self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
+            if not self._replace_picture(image, levels):
+                # Pictures may be far larger than the canvas: downsample before converting.
+                self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
         shape = tuple(image.shape[:2])
         reshaped = shape != self._shape
         if reshaped:
@@ -714,13 +715,39 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             and item._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
         ):
             return False
-        item.image = indices.view()
+        self._swap_pixels(indices)
+        return True
+
+    def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
+        """:meth:`_replace_indices` for a small (H, W, 3|4) uint8 picture shown at 0-255
+        (the input preview of every live frame), which the item draws without downsampling
+        (:meth:`ClickableImageItem._render_rgb`)."""
+        item = self.image
+        shown = item.image
+        if not (
+            isinstance(shown, np.ndarray)
+            and shown.shape == image.shape
+            and shown.dtype == np.uint8
+            and image.dtype == np.uint8
+            and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
+            and (float(levels[0]), float(levels[1])) == (0.0, 255.0)
+            and item.levels is not None
+            and np.array_equal(np.asarray(item.levels, dtype=float), [0.0, 255.0])
+            and item._xp is np  # noqa: SLF001
+        ):
+            return False
+        self._swap_pixels(image)
+        return True
+
+    def _swap_pixels(self, image: np.ndarray) -> None:
+        """What ``ImageItem.setImage`` does with new pixels of the same shape and options."""
+        item = self.image
+        item.image = image.view()
         item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
         item._imageNanLocations = None  # noqa: SLF001
         item._renderRequired = True  # noqa: SLF001
         item.update()
         item.sigImageChanged.emit()
-        return True
 
     def set_tiles(
         self,
