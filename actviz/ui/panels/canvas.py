@@ -172,6 +172,7 @@ class _GradientStrip(pg.GraphicsWidget):
         super().__init__()
         self.setFixedWidth(width)
         self._image: QtGui.QImage | None = None
+        self._sized: QtGui.QImage | None = None  # _image at the size it is drawn
         self._pen = pg.mkPen(style.AXIS_PEN)  # made once: painted again with every frame
 
     def set_lut(self, table: np.ndarray) -> None:
@@ -180,13 +181,26 @@ class _GradientStrip(pg.GraphicsWidget):
         self._image = QtGui.QImage(
             rgba.data, 1, rgba.shape[0], 4, QtGui.QImage.Format.Format_RGBA8888
         )
+        self._sized = None
         self.update()
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
         if self._image is None:
             return
         rect = self.boundingRect()
-        painter.drawImage(rect, self._image)
+        # Repainted with every frame of the image beside it: scaled once per size (and map)
+        # into a strip drawn pixel for pixel, not scaled from 1x256 on every paint.
+        ratio = painter.device().devicePixelRatioF() if painter.device() is not None else 1.0
+        size = (max(1, round(rect.width() * ratio)), max(1, round(rect.height() * ratio)))
+        sized = getattr(self, "_sized", None)
+        if sized is None or (sized.width(), sized.height()) != size:
+            sized = self._sized = self._image.scaled(
+                *size,
+                QtCore.Qt.AspectRatioMode.IgnoreAspectRatio,
+                QtCore.Qt.TransformationMode.FastTransformation,
+            ).convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+            sized.setDevicePixelRatio(ratio)
+        painter.drawImage(rect.topLeft(), sized)
         painter.setPen(self._pen)
         painter.drawRect(rect)
 
