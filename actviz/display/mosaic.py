@@ -99,7 +99,7 @@ def page_start(channel: int, size: int, order: ChannelOrder | None = None) -> in
     return (at // size) * size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: the pixels are not fields
 class Mosaic:
     """A page of a layer's channels tiled into one image (immutable; arrays read-only).
 
