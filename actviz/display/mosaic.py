@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from actviz.display.colormaps import to_indices
+from actviz.display.colormaps import PAD_INDEX, to_indices
 
 __all__ = [
     "ChannelOrder",
@@ -99,7 +99,7 @@ def page_start(channel: int, size: int, order: ChannelOrder | None = None) -> in
     return (at // size) * size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: the pixels are not fields
 class Mosaic:
     """A page of a layer's channels tiled into one image (immutable; arrays read-only).
 
@@ -139,7 +139,9 @@ class Mosaic:
         (``(-1, 1)`` of its own max|x| when symmetric).
     """
 
-    image: np.ndarray
+    #: The float image, or None until first read when it is made from ``_norm`` (live frames
+    #: paint ``indices`` only: see :func:`mosaic`).
+    _image: np.ndarray | None = field(repr=False, compare=False)
     levels: tuple[float, float]
     value_range: tuple[float, float]
     rows: int
@@ -158,12 +160,29 @@ class Mosaic:
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
     order: ChannelOrder | None = None
     position: int = 0
+    #: The page's tiles normalised to [0, 1], ``(channels, tile_h, tile_w)``, when ``_image``
+    #: is made from them on first read.
+    _norm: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _frozen(self.image)
+        if self._image is None and self._norm is None:
+            raise ValueError("a Mosaic needs its image or its normalised tiles")
+        if self._image is not None:
+            _frozen(self._image)
         if self.indices is None:
             object.__setattr__(self, "indices", to_indices(self.image, self.levels))
         _frozen(self.indices)
+
+    @property
+    def image(self) -> np.ndarray:
+        """The float image (see the class docstring), made on first read when the mosaic was
+        built straight to :attr:`indices`; the same values either way."""
+        if self._image is None:
+            grid = _tile_grid(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
+            _place(grid, self._norm, self.rows, self.cols)
+            object.__setattr__(self, "_image", _frozen(_crop(grid, self.pad)))
+            object.__setattr__(self, "_norm", None)
+        return self._image  # type: ignore[return-value]
 
     @property
     def last_channel(self) -> int:
@@ -223,6 +242,34 @@ class Mosaic:
         tx = int(x) % (self.tile_w + self.pad)
         ty = int(y) % (self.tile_h + self.pad)
         return ty * self.scale, tx * self.scale
+
+
+def _tile_grid(rows: int, cols: int, h: int, w: int, pad: int, fill: Any) -> np.ndarray:
+    """An empty ``(rows, h + pad, cols, w + pad)`` grid of tiles (float32 NaN or uint8)."""
+    dtype = np.uint8 if isinstance(fill, (int, np.integer)) else np.float32
+    return np.full((rows, h + pad, cols, w + pad), fill, dtype=dtype)
+
+
+def _place(grid: np.ndarray, tiles: np.ndarray, rows: int, cols: int) -> None:
+    """Write ``(c, h, w)`` ``tiles`` into their places of ``grid`` (row-major, casting)."""
+    c, h, w = tiles.shape
+    full = c // cols if c else 0
+    if full:
+        n = full * cols
+        grid[:full, :h, :, :w] = tiles[:n].reshape(full, cols, h, w).transpose(0, 2, 1, 3)
+    rest = c - full * cols
+    if rest:
+        n = full * cols
+        grid[full, :h, :rest, :w] = tiles[n:].transpose(1, 0, 2)
+
+
+def _crop(grid: np.ndarray, pad: int) -> np.ndarray:
+    """The grid as one C-contiguous image, less the padding after the last row and column."""
+    rows, th, cols, tw = grid.shape
+    image = grid.reshape(rows * th, cols * tw)
+    return np.ascontiguousarray(
+        image[: image.shape[0] - pad or None, : image.shape[1] - pad or None]
+    )
 
 
 def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
@@ -483,6 +530,36 @@ def mosaic(
     # gradient" (a black tile under inferno); 0 itself stays at the bottom.
     mid = np.where(constant, 0.5, 0.0).astype(np.float32) if constant.any() else None
     rows, cols = grid_shape(c, h, w) if c else (1, 1)
+    meta = dict(
+        levels=(0.0, 1.0),
+        value_range=(lo_all, hi_all),
+        rows=rows,
+        cols=cols,
+        tile_h=h,
+        tile_w=w,
+        pad=pad,
+        channels=c,
+        total_channels=total,
+        normalize=normalize,
+        scale=scale,
+        first_channel=first,
+        symmetric=bool(symmetric),
+        page_size=int(max_channels) if max_channels is not None else max(int(total), 1),
+        scale_range=scale_range,
+        order=order,
+        position=position,
+    )
+    if c and h and w and finite:
+        # Every value finite (live frames, nearly always): one pass over the page's tiles
+        # to [0, 1], then straight to the painted indices in a uint8 grid. The float image
+        # (NaN padding) is made from the same [0, 1] tiles only if someone reads it.
+        norm = np.subtract(flat, lo[:, None], dtype=np.float32)
+        norm *= mul[:, None]
+        if mid is not None:
+            norm += mid[:, None]
+        np.clip(norm, 0.0, 1.0, out=norm)
+        norm = norm.reshape(c, h, w)
+        return Mosaic(_image=None, indices=_indices_of(norm, rows, cols, pad), _norm=norm, **meta)
     grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
 
     def fill(
@@ -507,27 +584,15 @@ def mosaic(
         n = full * cols
         part = mid[n:] if mid is not None else None
         fill(grid[full : full + 1, :h, :rest, :w], shown[n:], lo[n:], mul[n:], part)
-    image = grid.reshape(rows * (h + pad), cols * (w + pad))
-    image = np.ascontiguousarray(
-        image[: image.shape[0] - pad or None, : image.shape[1] - pad or None]
-    )
-    return Mosaic(
-        image=image,
-        levels=(0.0, 1.0),
-        value_range=(lo_all, hi_all),
-        rows=rows,
-        cols=cols,
-        tile_h=h,
-        tile_w=w,
-        pad=pad,
-        channels=c,
-        total_channels=total,
-        normalize=normalize,
-        scale=scale,
-        first_channel=first,
-        symmetric=bool(symmetric),
-        page_size=int(max_channels) if max_channels is not None else max(int(total), 1),
-        scale_range=scale_range,
-        order=order,
-        position=position,
-    )
+    return Mosaic(_image=_crop(grid, pad), **meta)
+
+
+def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
+    """The painted indices of tiles normalised to [0, 1]: exactly
+    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps)."""
+    work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
+    np.minimum(work, PAD_INDEX - 1, out=work)
+    c, h, w = norm.shape
+    grid = _tile_grid(rows, cols, h, w, pad, PAD_INDEX)
+    _place(grid, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
+    return _crop(grid, pad)

@@ -69,6 +69,7 @@ from actviz.display.views import LayerView, layer_view, magnitude_view
 
 __all__ = [
     "ReusableMosaics",
+    "current_mosaics",
     "output_shapes",
     "prepare",
     "prepare_layer",
@@ -244,7 +245,9 @@ def prepare_layer(
         act_m, grad_m = stand_in.mosaic, stand_in.grad_mosaic
         if grad_view is None:
             grad_m = None
+        stale = True
     else:
+        stale = False
         act_m, grad_m = _mosaics(
             view,
             grad_view,
@@ -269,6 +272,7 @@ def prepare_layer(
         stats=stats,
         hist_lazy=hist,
         tokens=tokens,
+        stale_mosaics=stale and act_m is not None,
     )
 
 
@@ -345,7 +349,28 @@ def with_page(
         symmetric=symmetric,
         order=order,
     )
-    return replace(layer, mosaic=act_m, grad_mosaic=grad_m)
+    return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
+
+
+def current_mosaics(layer: PreparedLayer) -> PreparedLayer:
+    """``layer`` with mosaics of its own views: a new layer when it kept an earlier frame's
+    (:attr:`~actviz.display.result.PreparedLayer.stale_mosaics`, a live frame's panel off
+    screen), rebuilt with the same page, normalisation and tile scale; else ``layer``."""
+    old, view = layer.mosaic, layer.view
+    if not layer.stale_mosaics or old is None or view is None or view.kind != "maps":
+        return layer
+    _, h, w = view.data.shape
+    act_m, grad_m = _mosaics(
+        view,
+        layer.grad_view,
+        old.normalize,
+        old.position,
+        max_tile=_max_tile_of_scale(max(h, w), old.scale),
+        page=old.page_size,
+        symmetric=old.symmetric,
+        order=old.order,
+    )
+    return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
 
 
 def renormalised(

@@ -18,7 +18,13 @@ from actviz.display import device as device_module
 from actviz.display.colormaps import to_indices
 from actviz.display.device import copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for, mosaic
-from actviz.display.prepare import prepare, renormalised, reusable_mosaics, with_page
+from actviz.display.prepare import (
+    current_mosaics,
+    prepare,
+    renormalised,
+    reusable_mosaics,
+    with_page,
+)
 from actviz.display.result import DisplaySpec, LazyMap, LazyStats
 from actviz.display.stats import histogram, layer_stats, tensor_stats
 from tests.ui.tiny_models import TinyCNN
@@ -351,6 +357,33 @@ def test_off_screen_layers_keep_their_mosaics_until_shown():
     shared = dataclasses.replace(spec, normalize="shared")
     third = prepare(cap2, shared, fast=True, mosaic_layers=set(), reuse=reusable_mosaics(first))
     assert third.layers["conv2"].mosaic.normalize == "shared"
+
+
+def test_a_kept_mosaic_is_marked_and_made_again_from_this_frames_views():
+    model, cap, spec = _capture_tiny()
+    first = prepare(cap, spec, fast=True)
+    cap2 = capture(model, _frames(1, seed=6), list(LAYERS))
+    second = prepare(cap2, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
+    fresh = prepare(cap2, spec, fast=True)
+    assert not second.layers["conv1"].stale_mosaics
+    kept = second.layers["conv2"]
+    assert kept.stale_mosaics and kept.mosaic is first.layers["conv2"].mosaic
+    # Not this frame's pixels until made again, then exactly a full preparation's.
+    assert not np.array_equal(kept.mosaic.indices, fresh.layers["conv2"].mosaic.indices)
+    made = current_mosaics(kept)
+    assert not made.stale_mosaics
+    for got, want in ((made.mosaic, fresh.layers["conv2"].mosaic),
+                      (made.grad_mosaic, fresh.layers["conv2"].grad_mosaic)):  # fmt: skip
+        assert np.array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.image, want.image)
+        assert (got.position, got.page_size, got.scale, got.symmetric) == (
+            want.position,
+            want.page_size,
+            want.scale,
+            want.symmetric,
+        )
+    assert current_mosaics(made) is made
+    assert current_mosaics(fresh.layers["conv2"]) is fresh.layers["conv2"]
 
 
 def test_with_page_makes_a_new_layer_with_the_same_downsampling():

@@ -4,6 +4,7 @@ window on tiny models (the per-frame preparation is tested in tests/display)."""
 from __future__ import annotations
 
 import gc
+import math
 import sys
 import time
 import weakref
@@ -1006,3 +1007,107 @@ def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
 
     assert len(shown) > before
     assert shown[-1].startswith(f"held {fmt_bytes(window.session.held_bytes())} of ")
+
+
+def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
+    qtbot, actviz_window, monkeypatch
+):
+    """Frames build only the mosaics on screen; a panel scrolled to afterwards shows the
+    frame on screen, not the earlier frame whose mosaic it kept (issue 39)."""
+    layers = ["conv1", "relu", "conv2", "fc"]
+    model = _tiny()
+    win = actviz_window(model, _frames(1, seed=9), layers, size=(900, 520), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].configure(max_fps=1000)
+    frames = _frames(6, seed=4)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    # Without the settling full frame that follows, so the scroll alone must bring it up.
+    offer = live.coalescer.offer
+    monkeypatch.setattr(live.coalescer, "offer", lambda spec: None if spec.full else offer(spec))
+    window.centre.layers_scroll.verticalScrollBar().setValue(0)
+    qtbot.waitUntil(lambda: "conv1" in live._visible_layers(), timeout=2000)
+    off = [n for n in ("relu", "conv2") if n not in live._visible_layers()]
+    assert off, "a maps panel must be off screen for this test"
+    name = off[-1]
+    shown = live.frames_shown
+    live.seek(3)
+    _wait_frames(qtbot, live, shown + 1)
+    _wait_idle(qtbot, live)
+    layer = window.result.layers[name]
+    assert layer.stale_mosaics  # the frame kept an earlier frame's mosaic for it
+    panel = window.layer_panels[name]
+    window.centre.layers_scroll.ensureWidgetVisible(panel)
+    ref = capture(model, frames[3:4], [name])[name].tensor[0]
+
+    def shows_frame_3() -> bool:
+        m = panel.activation_slot.mosaic
+        return m is not None and np.array_equal(
+            m.indices, mosaic(ref, symmetric=m.symmetric).indices
+        )
+
+    qtbot.waitUntil(shows_frame_3, timeout=RUN_TIMEOUT_MS)
+    m = panel.activation_slot.mosaic
+    # What is painted: the canvas's pixels are that mosaic's.
+    assert np.array_equal(panel.activation_slot.image_canvas.image.image, m.indices)
+    np.testing.assert_allclose(m.image, mosaic(ref, symmetric=m.symmetric).image, equal_nan=True)
+    # The gradient side too: this frame's |gradient|.
+    g = panel.gradient_slot.mosaic
+    assert g is not None and np.array_equal(g.indices, mosaic(layer.grad_view.data).indices)
+    torch.testing.assert_close(window.result.capture.inputs, frames[3:4], rtol=0, atol=0)
+
+
+class _WideConv(nn.Module):
+    """One 16-channel convolution on a 96x96 input: a mosaic page of ~150k pixels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pool(self.conv(x)).flatten(1))
+
+
+def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_window):
+    """A frame's on-screen mosaic has about as many pixels as its canvas shows (tiles area
+    averaged, as over any budget); the read-outs keep the layer's own values."""
+    from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for
+    from actviz.ui.live.controller import MIN_LIVE_MOSAIC_PIXELS
+
+    torch.manual_seed(0)
+    model = _WideConv().eval()
+    frames = torch.randn(3, 3, 96, 96, generator=torch.Generator().manual_seed(1))
+    win = actviz_window(model, frames[:1], ["conv"], size=(1000, 700), auto_run=True)
+    win.run_and_wait(flush=False)
+    window = win.window
+    live = window.features["live"].configure(max_fps=1000)
+    live.set_source(TensorFrames(frames, "clip"))
+    _wait_frames(qtbot, live, 1)
+    _wait_idle(qtbot, live)
+    visible = live._visible_layers()
+    assert visible == {"conv"}
+    canvas = window.layer_panels["conv"].activation_slot.image_canvas
+    budget = live._mosaic_budget(visible)
+    shown = canvas.image_area_width() * canvas.height() * canvas.devicePixelRatioF() ** 2
+    assert MIN_LIVE_MOSAIC_PIXELS <= budget == int(shown) < MAX_MOSAIC_PIXELS
+    shots = live.frames_shown
+    live.seek(2)
+    _wait_frames(qtbot, live, shots + 1)
+    _wait_idle(qtbot, live)
+    layer = window.result.layers["conv"]
+    m = layer.mosaic
+    page = window.session.page_channels.get("conv")
+    tile = max_tile_for(16, 96, 96, max_channels=page or 16, max_pixels=budget)
+    assert m.scale == math.ceil(96 / tile) > 1  # smaller than the layer: area averaged
+    ref = capture(model, frames[2:3], ["conv"])["conv"].tensor[0]
+    want = mosaic(ref, max_channels=page, max_pixels=budget, symmetric=m.symmetric)
+    np.testing.assert_array_equal(m.indices, want.indices)
+    assert np.array_equal(canvas.image.image, m.indices)  # what is painted
+    # The values under the mouse are the layer's own, at full resolution.
+    np.testing.assert_array_equal(layer.view.data, ref.numpy())
+    # Every panel on screen: no full frame follows; a full frame keeps the usual budget.
+    assert live._mosaic_budget(None) == MAX_MOSAIC_PIXELS

@@ -694,3 +694,47 @@ def test_changes_are_short_enough_for_the_narrow_overview_column():
         "-7.1",
         "+100.0",
     ]
+
+
+def _painted_argb(canvas: ImageCanvas) -> np.ndarray:
+    """The canvas's image as the item converts it for drawing: (H, W) 0xAARRGGBB."""
+    item = canvas.image
+    item.render()
+    qimage = item.qimage
+    h, w = qimage.height(), qimage.width()
+    return np.array([[qimage.pixel(x, y) for x in range(w)] for y in range(h)], dtype=np.uint32)
+
+
+def test_new_pixels_of_the_same_shape_are_painted_exactly(qtbot):
+    """Live frames replace only the pixels of a canvas (no pyqtgraph setImage): what is
+    drawn is still exactly the new frame, for index images and for pictures."""
+    rng = np.random.default_rng(3)
+    canvas = ImageCanvas(cmap="viridis")
+    _show(qtbot, canvas, 300, 200)
+    table = indexed_lut("viridis").astype(np.uint32)
+    argb = (table[:, 3] << 24) | (table[:, 0] << 16) | (table[:, 1] << 8) | table[:, 2]
+    first = rng.integers(0, 256, (7, 9), dtype=np.uint8)
+    canvas.set_image(first, (0.0, 1.0))
+    item_before = canvas.image.image
+    for _ in range(2):
+        new = rng.integers(0, 256, (7, 9), dtype=np.uint8)
+        canvas.set_image(new, (0.0, 1.0))
+        assert canvas.image.image is not item_before and np.array_equal(canvas.image.image, new)
+        painted = _painted_argb(canvas)
+        # Transparent padding premultiplies to 0; every other index is its table colour.
+        want = np.where(new == PAD_INDEX, 0, argb[new])
+        np.testing.assert_array_equal(painted, want)
+    rgb = rng.integers(0, 256, (5, 6, 3), dtype=np.uint8)
+    canvas.set_image(rgb, (0.0, 255.0))
+    for _ in range(2):
+        rgb = rng.integers(0, 256, (5, 6, 3), dtype=np.uint8)
+        canvas.set_image(rgb, (0.0, 255.0))
+        painted = _painted_argb(canvas)
+        want = (
+            (np.uint32(255) << 24)
+            | (rgb[..., 0].astype(np.uint32) << 16)
+            | (rgb[..., 1].astype(np.uint32) << 8)
+            | rgb[..., 2]
+        )
+        np.testing.assert_array_equal(painted, want)
+    assert canvas.image_shape() == (5, 6)

@@ -61,6 +61,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from actviz.core.inputs import list_layout
 from actviz.core.model_copy import ModelCopy, copy_refusal
 from actviz.core.threads import lower_thread_priority, torch_threads
+from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepare import prepare, reusable_mosaics
 from actviz.ui.host import WindowHost
 from actviz.ui.live.frames import (
@@ -101,6 +102,8 @@ STATUS_INTERVAL_S = 0.25
 #: bench's 5 ms timer lagged p99 22 ms / max 29 ms on ResNet-18 at 112 px, 5 / 8 ms lowered,
 #: at the same frame rate (the GUI's work per frame is the same; it only runs sooner).
 CAPTURE_NICE = 5
+#: Least pixel budget of a live frame's mosaic (a canvas not laid out yet is tiny).
+MIN_LIVE_MOSAIC_PIXELS = 128 * 128
 
 
 __all__ = [
@@ -548,6 +551,29 @@ class LiveController(QObject):
             return None
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
 
+    def _mosaic_budget(self, visible: set[str] | None) -> int:
+        """Pixels a mosaic of this frame may have: about what its canvas shows on screen.
+
+        A page with more pixels than its canvas is drawn shrunk (filtered) anyway; built
+        that large it cost the preparation and the GUI thread (converting and drawing it)
+        several times the pixels seen. Tiles are then area averages (as for any layer over
+        the budget, :func:`~actviz.display.mosaic.max_tile_for`); the read-outs still read
+        the layer's own values. A full frame (every panel, for export or a pin) keeps the
+        usual budget.
+        """
+        if visible is None:
+            return MAX_MOSAIC_PIXELS
+        panels = self.window.layer_panels
+        most = 0.0
+        for name in visible:
+            slot = getattr(panels.get(name), "activation_slot", None)
+            canvas = getattr(slot, "image_canvas", None)
+            if canvas is None:  # not drawn yet: its size is not known
+                return MAX_MOSAIC_PIXELS
+            ratio = canvas.devicePixelRatioF()
+            most = max(most, canvas.image_area_width() * canvas.height() * ratio * ratio)
+        return int(min(MAX_MOSAIC_PIXELS, max(most, MIN_LIVE_MOSAIC_PIXELS)))
+
     def _pump(self) -> None:
         if self._closed:
             return
@@ -670,7 +696,17 @@ class LiveController(QObject):
         visible = None if spec.full else self._visible_layers()
         spec.partial = visible is not None and bool(set(layers) - visible)
         lane, capture_model, build = self._choose_lane(base.model)
-        job = self._make_job(spec, source, base, layers, result, visible, capture_model, build)
+        job = self._make_job(
+            spec,
+            source,
+            base,
+            layers,
+            result,
+            visible,
+            capture_model,
+            build,
+            max_pixels=self._mosaic_budget(visible),
+        )
         spec.submitted = time.perf_counter()
         # Two lanes share the worker's threads; one lane has them all.
         threads = max(1, self.worker.threads // 2) if self._lane_count() == 2 else None
@@ -697,6 +733,8 @@ class LiveController(QObject):
         visible: set[str] | None,
         capture_model: Any = None,
         build: ModelCopy | None = None,
+        *,
+        max_pixels: int = MAX_MOSAIC_PIXELS,
     ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
         from actviz.core.capture import CaptureCancelled, capture
 
@@ -727,6 +765,7 @@ class LiveController(QObject):
             # The model this frame's capture runs on (the session's, or its copy on lane 1).
             "capture_model": capture_model if capture_model is not None else base.model,
             "build": build,
+            "max_pixels": max_pixels,
         }
         spec.payload = payload
 
@@ -777,7 +816,7 @@ class LiveController(QObject):
             request = dataclasses.replace(base_, inputs=value, image=image)
             # The second stage holds only what it needs (not the source, nor this payload).
             shapes, eager, cams, stats = p["previous_shapes"], p["eager"], p["cams"], p["stats"]
-            visible_, stand_ins = p["visible"], p["previous_mosaics"]
+            visible_, stand_ins, budget = p["visible"], p["previous_mosaics"], p["max_pixels"]
             p.clear()
 
             def finish(
@@ -797,6 +836,7 @@ class LiveController(QObject):
                     should_stop=should_stop,
                     mosaic_layers=visible_,
                     reuse=stand_ins,
+                    max_pixels=budget,
                 )
                 t4 = time.perf_counter()
                 # Export and the read-outs name this frame, not the opened input.

@@ -14,6 +14,7 @@ scroll area instead of zooming, and there is no context menu.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -171,6 +172,8 @@ class _GradientStrip(pg.GraphicsWidget):
         super().__init__()
         self.setFixedWidth(width)
         self._image: QtGui.QImage | None = None
+        self._sized: QtGui.QImage | None = None  # _image at the size it is drawn
+        self._pen = pg.mkPen(style.AXIS_PEN)  # made once: painted again with every frame
 
     def set_lut(self, table: np.ndarray) -> None:
         rgba = np.ascontiguousarray(table[::-1, None, :4], dtype=np.uint8)  # high values on top
@@ -178,14 +181,27 @@ class _GradientStrip(pg.GraphicsWidget):
         self._image = QtGui.QImage(
             rgba.data, 1, rgba.shape[0], 4, QtGui.QImage.Format.Format_RGBA8888
         )
+        self._sized = None
         self.update()
 
     def paint(self, painter: QtGui.QPainter, *args) -> None:
         if self._image is None:
             return
         rect = self.boundingRect()
-        painter.drawImage(rect, self._image)
-        painter.setPen(pg.mkPen(style.AXIS_PEN))
+        # Repainted with every frame of the image beside it: scaled once per size (and map)
+        # into a strip drawn pixel for pixel, not scaled from 1x256 on every paint.
+        ratio = painter.device().devicePixelRatioF() if painter.device() is not None else 1.0
+        size = (max(1, round(rect.width() * ratio)), max(1, round(rect.height() * ratio)))
+        sized = getattr(self, "_sized", None)
+        if sized is None or (sized.width(), sized.height()) != size:
+            sized = self._sized = self._image.scaled(
+                *size,
+                QtCore.Qt.AspectRatioMode.IgnoreAspectRatio,
+                QtCore.Qt.TransformationMode.FastTransformation,
+            ).convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+            sized.setDevicePixelRatio(ratio)
+        painter.drawImage(rect.topLeft(), sized)
+        painter.setPen(self._pen)
         painter.drawRect(rect)
 
 
@@ -587,7 +603,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         # would blend the transparent padding index into colours; the item's paint filters
         # when shrinking instead, which keeps the 1-px tile padding visible as a grid line.
         self.image = ClickableImageItem(axisOrder="row-major")
-        self._source: np.ndarray | None = None
+        self._source: np.ndarray | Callable[[], np.ndarray] | None = None
         self._levels: tuple[float, float] | None = None
         self._indexed = True
         self.view.addItem(self.image)
@@ -635,6 +651,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         lock_aspect: bool = True,
         bar_labels: tuple[str, str] | None = None,
         indices: np.ndarray | None = None,
+        source: Callable[[], np.ndarray] | None = None,
     ) -> None:
         """Show ``image`` (row-major 2-D float32 or (H, W, 3|4) uint8) with fixed ``levels``.
 
@@ -657,22 +674,29 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             Words for both ends of the colour bar instead of numbers.
         indices
             ``to_indices(image, levels)`` computed ahead (off the GUI thread), for a 2-D image.
+        source
+            Makes the float image that ``image`` (uint8 indices) was made from, for
+            :meth:`source_image`: read only if asked for (a live frame's mosaic makes its
+            float image only then).
         """
         if image.ndim == 2:
-            self._source = image
+            self._source = source if source is not None else image
             self._levels = (float(levels[0]), float(levels[1]))
             if indices is None or indices.shape != image.shape or indices.dtype != np.uint8:
                 indices = image if image.dtype == np.uint8 else to_indices(image, levels)
             self._use_indexed_lut(True)
-            self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
+            if not self._replace_indices(indices):
+                self.image.setImage(indices, autoLevels=False, levels=None, autoDownsample=False)
         else:
             self._source = None
             self._levels = (float(levels[0]), float(levels[1]))
             self._use_indexed_lut(False)
-            # Pictures may be far larger than the canvas: downsample before converting.
-            self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
+            if not self._replace_picture(image, levels):
+                # Pictures may be far larger than the canvas: downsample before converting.
+                self.image.setImage(image, autoLevels=False, levels=levels, autoDownsample=True)
         shape = tuple(image.shape[:2])
-        if shape != self._shape:
+        reshaped = shape != self._shape
+        if reshaped:
             self._shape = shape
             self._lock_aspect = lock_aspect
             self.view.setAspectLocked(lock_aspect)
@@ -688,7 +712,59 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
                 span = abs(low) * 0.01 or 1.0
                 low, high = low - span, high + span
             self.colorbar.setLevels((float(low), float(high)), bar_labels)
-            self._fit_colorbar()
+            if reshaped:
+                # Same shape: the image sits where it sat, so the bar still spans it (a resize,
+                # a zoom or a pan fit it again through the view's own signals).
+                self._fit_colorbar()
+
+    def _replace_indices(self, indices: np.ndarray) -> bool:
+        """New pixels for the index image shown, when only the pixels change (same shape,
+        same indexed drawing: every live frame): what ``ImageItem.setImage`` does then,
+        without its generic option and level handling. False: take the general path."""
+        item = self.image
+        shown = item.image
+        if not (
+            isinstance(shown, np.ndarray)
+            and shown.shape == indices.shape
+            and shown.dtype == np.uint8
+            and item.levels is None
+            and not item.autoDownsample
+            and item._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
+        ):
+            return False
+        self._swap_pixels(indices)
+        return True
+
+    def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
+        """:meth:`_replace_indices` for a small (H, W, 3|4) uint8 picture shown at 0-255
+        (the input preview of every live frame), which the item draws without downsampling
+        (:meth:`ClickableImageItem._render_rgb`)."""
+        item = self.image
+        shown = item.image
+        if not (
+            isinstance(shown, np.ndarray)
+            and shown.shape == image.shape
+            and shown.dtype == np.uint8
+            and image.dtype == np.uint8
+            and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
+            and (float(levels[0]), float(levels[1])) == (0.0, 255.0)
+            and item.levels is not None
+            and np.array_equal(np.asarray(item.levels, dtype=float), [0.0, 255.0])
+            and item._xp is np  # noqa: SLF001
+        ):
+            return False
+        self._swap_pixels(image)
+        return True
+
+    def _swap_pixels(self, image: np.ndarray) -> None:
+        """What ``ImageItem.setImage`` does with new pixels of the same shape and options."""
+        item = self.image
+        item.image = image.view()
+        item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
+        item._imageNanLocations = None  # noqa: SLF001
+        item._renderRequired = True  # noqa: SLF001
+        item.update()
+        item.sigImageChanged.emit()
 
     def set_tiles(
         self,
@@ -978,6 +1054,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
 
     def source_image(self) -> np.ndarray | None:
         """The 2-D image last given to :meth:`set_image` (before conversion to indices)."""
+        if callable(self._source):
+            self._source = self._source()
         return self._source
 
     def levels(self) -> tuple[float, float] | None:

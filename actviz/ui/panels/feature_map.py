@@ -222,12 +222,13 @@ class _ViewSlot(QtWidgets.QWidget):
             canvas.set_colormap(self.colormap())
             # Shared: the layer's values on the bar. Per channel: every tile has its own
             # scale, so the bar reads 0..1 (-1..1) of a tile's own range, and the legend says so.
+            # The painted indices; the float image is made only if someone reads it.
             canvas.set_image(
-                mosaic.image,
+                mosaic.indices,
                 mosaic.levels,
                 mosaic.scale_range,
                 lock_aspect=True,
-                indices=mosaic.indices,
+                source=lambda m=mosaic: m.image,
             )
             canvas.set_tiles(
                 mosaic.rows,

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QWidget
 from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
-from actviz.display.prepare import symmetric_for, with_page
+from actviz.display.prepare import current_mosaics, symmetric_for, with_page
 from actviz.display.result import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
@@ -630,8 +630,9 @@ class ResultDisplay:
         # The page the user is on (a frame requested before a page turn, or a pinned result
         # made before it, still holds the old page): a new layer, the result is not changed.
         # The page size chosen for the panel's width and the colour map's symmetric range too.
+        # A live frame's panel off screen kept an earlier frame's mosaics: this frame's now.
         layer = with_page(
-            layer,
+            current_mosaics(layer),
             self.page_first(layer.name),
             page_size=self.session.page_channels.get(layer.name),
             symmetric=symmetric_for(self.colormap, layer.view),

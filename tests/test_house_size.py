@@ -1,0 +1,88 @@
+"""The house stays small: no module over 600 lines and no class over 400 (issue 38's limits).
+
+The modules and classes over them today are listed with their size: each may shrink (lower
+its number here when it does), none may grow, and nothing new may pass a limit. On failure
+the largest are listed, so the next split is plain to see.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "actviz"
+MODULE_LIMIT = 600
+CLASS_LIMIT = 400
+#: Over the limits today (lines): these shrink, and go from the list once under.
+OVER: dict[str, int] = {}
+
+
+def sizes() -> dict[str, int]:
+    """Lines of every module (``actviz/x/y.py``) and class (``actviz/x/y.py::Name``) outside
+    ``bench/`` (benchmark scripts carry their reference implementations inline)."""
+    out: dict[str, int] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).as_posix()
+        if rel.startswith("actviz/bench/"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        out[rel] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                out[f"{rel}::{node.name}"] = node.end_lineno - node.lineno + 1
+    return out
+
+
+def largest(found: dict[str, int], n: int = 12) -> str:
+    ranked = sorted(found.items(), key=lambda kv: -kv[1])[:n]
+    return "\n".join(f"{lines:>6}  {name}" for name, lines in ranked)
+
+
+def test_no_module_or_class_grows_past_the_limits():
+    found = sizes()
+    grown = []
+    for name, lines in found.items():
+        limit = CLASS_LIMIT if "::" in name else MODULE_LIMIT
+        allowed = max(limit, OVER.get(name, 0))
+        if lines > allowed:
+            grown.append(f"{name}: {lines} lines (at most {allowed})")
+    modules = {k: v for k, v in found.items() if "::" not in k}
+    classes = {k: v for k, v in found.items() if "::" in k}
+    assert not grown, (
+        "\n".join(grown)
+        + f"\n\nlargest modules:\n{largest(modules)}\n\nlargest classes:\n{largest(classes)}"
+    )
+
+
+def test_the_list_names_only_what_is_still_over():
+    found = sizes()
+    stale = [
+        f"{name}: now {found.get(name, 0)} lines (listed {lines})"
+        for name, lines in OVER.items()
+        if found.get(name, 0) <= (CLASS_LIMIT if "::" in name else MODULE_LIMIT)
+        or found.get(name, 0) < lines
+    ]
+    assert not stale, "lower or drop these in OVER:\n" + "\n".join(stale)
+
+
+#: File names every feature package uses for the same part: one meaning each, not ambiguous.
+CONVENTIONS = {"__init__.py", "__main__.py", "feature.py", "view.py", "dock.py", "dialog.py"}
+#: Packages of ``actviz/ui`` that are parts of the host, not features.
+HOST_PARTS = {"panels", "tree", "window"}
+
+
+def test_no_two_modules_share_a_basename():
+    by_name: dict[str, list[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT.parent).as_posix()
+        if not rel.startswith("actviz/bench/") and path.name not in CONVENTIONS:
+            by_name.setdefault(path.name, []).append(rel)
+    shared = {name: sorted(paths) for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, shared
+
+
+def test_every_feature_package_has_feature_py():
+    packages = [p for p in (ROOT / "ui").iterdir() if (p / "__init__.py").is_file()]
+    features = [p for p in packages if p.name not in HOST_PARTS]
+    assert len(features) >= 11
+    assert [p.name for p in features if not (p / "feature.py").is_file()] == []
