@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.pool import release_memory
     from actviz.core.tree import module_tree
     from actviz.data.scan import scan
-    from actviz.io.inputs import load_input
+    from actviz.io.input_files import load_input
     from actviz.io.models import load_model
     from actviz.ui.explore import explore
 
@@ -46,7 +46,7 @@ _LAZY = {
     "compare": "actviz.core.compare",
     "module_tree": "actviz.core.tree",
     "load_model": "actviz.io.models",
-    "load_input": "actviz.io.inputs",
+    "load_input": "actviz.io.input_files",
     "explore": "actviz.ui.explore",
     "scan": "actviz.data.scan",
     "visualize": "actviz.analysis.visualize",

@@ -6,12 +6,12 @@ vector; ``emb = scan.embeddings("layer4")`` returns them (``.vectors``, ``.sourc
 (``p.coords``) and places a new input with the same fit (``p.transform(vector)``);
 ``scan.neighbours("layer4", capture, k=9)`` gives the most similar images;
 ``actviz.atlas.build_atlas(scan, "layer4")`` bundles it all for one layer (a window's map).
-See :mod:`actviz.data.atlas` for the details.
+See :mod:`actviz.data.atlas_map` for the details.
 """
 
 from __future__ import annotations
 
-from actviz.data.atlas import (
+from actviz.data.atlas_map import (
     METHODS,
     Atlas,
     ChannelSplit,
@@ -24,8 +24,8 @@ from actviz.data.atlas import (
     separating_channels,
     umap_available,
 )
-from actviz.data.result import Embeddings, Neighbour, ScanMemory, ScanTooLarge
 from actviz.data.scan import estimate_memory
+from actviz.data.scan_result import Embeddings, Neighbour, ScanMemory, ScanTooLarge
 
 __all__ = [
     "METHODS",

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from actviz.io.errors import UntrustedFileError
     from actviz.ui.host import Feature, FeatureBase, WindowHost
-    from actviz.workspace.session import Session
+    from actviz.workspace.session_state import Session
 
 #: The version of this API; a plugin states the one it was written for (``Plugin.api_version``)
 #: and one written for another is refused with a sentence saying so.
@@ -324,7 +324,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(host, name)
     if name == "Session":
-        from actviz.workspace.session import Session
+        from actviz.workspace.session_state import Session
 
         return Session
     if name == "UntrustedFileError":

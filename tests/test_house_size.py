@@ -14,7 +14,50 @@ ROOT = Path(__file__).resolve().parents[1] / "actviz"
 MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
-OVER: dict[str, int] = {}
+OVER: dict[str, int] = {
+    "actviz/ui/panels/canvas.py": 1256,
+    "actviz/workspace/session_file.py": 1115,
+    "actviz/ui/live/playback.py": 993,
+    "actviz/analysis/visualize.py": 981,
+    "actviz/ui/sessions/feature.py": 902,
+    "actviz/ui/panels/feature_map.py": 899,
+    "actviz/workspace/session_state.py": 899,
+    "actviz/io/input_files.py": 884,
+    "actviz/io/export.py": 881,
+    "actviz/ui/window/result_display.py": 876,
+    "actviz/ui/compare/feature.py": 859,
+    "actviz/data/scan.py": 798,
+    "actviz/ui/window/file_opening.py": 798,
+    "actviz/ui/live/frames.py": 797,
+    "actviz/ui/window/result_display.py::ResultDisplay": 796,
+    "actviz/ui/live/playback.py::LiveController": 794,
+    "actviz/ui/compare/feature.py::CompareController": 768,
+    "actviz/core/edit_kinds.py": 750,
+    "actviz/io/report.py": 740,
+    "actviz/ui/atlas/view.py": 737,
+    "actviz/data/atlas_map.py": 717,
+    "actviz/ui/sessions/feature.py::SessionsFeature": 709,
+    "actviz/io/models.py": 700,
+    "actviz/display/prepare.py": 688,
+    "actviz/ui/window/file_opening.py::FileOpening": 673,
+    "actviz/ui/effects/feature.py": 669,
+    "actviz/ui/live/dock.py": 650,
+    "actviz/analysis/effects.py": 641,
+    "actviz/ui/window/dialogs.py": 634,
+    "actviz/core/capture.py": 623,
+    "actviz/ui/panels/canvas.py::ImageCanvas": 583,
+    "actviz/ui/effects/feature.py::EffectsFeature": 567,
+    "actviz/ui/panels/feature_map.py::LayerPanel": 522,
+    "actviz/workspace/session_state.py::Session": 510,
+    "actviz/ui/atlas/feature.py::AtlasFeature": 495,
+    "actviz/ui/dataset/feature.py::DatasetScanUI": 459,
+    "actviz/ui/panels/channel_view.py::ChannelView": 451,
+    "actviz/ui/concepts/feature.py::ConceptsFeature": 450,
+    "actviz/ui/compare/view.py::CompareView": 446,
+    "actviz/ui/visualize/page.py::PageVisualiser": 446,
+    "actviz/ui/visualize/feature.py::VisualizeFeature": 435,
+    "actviz/ui/live/dock.py::LiveControls": 414,
+}
 
 
 def sizes() -> dict[str, int]:

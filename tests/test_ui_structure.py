@@ -30,8 +30,8 @@ FEATURE_MAY_IMPORT = (
     "actviz.ui.host",
     "actviz.ui.panels",
     "actviz.ui.worker",
-    "actviz.ui.model_copy",
-    "actviz.ui.loaders",
+    "actviz.ui.worker_copy",
+    "actviz.ui.background_loads",
     "actviz.ui.file_dialogs",
 )
 

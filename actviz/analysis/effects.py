@@ -15,7 +15,7 @@ against it.
 
 Baselines (:mod:`actviz.analysis.effects_baseline`): zero, a dataset scan's channel means, or
 another run's activations (patching). Channels are the edits' channels
-(:func:`actviz.core.edits.channel_dim`): dimension 1 of ``(N, C, ...)``, the last of
+(:func:`actviz.core.edit_kinds.channel_dim`): dimension 1 of ``(N, C, ...)``, the last of
 ``(N, T, D)``. The target's choices (the top-1 class, a segmenter's pixels, the next token)
 are made on the clean run and kept for every replaced run, so estimate and exact measure the
 same quantity. The model is left exactly as found.
@@ -43,7 +43,7 @@ from torch import nn
 from actviz.analysis.effects_baseline import Baseline, resolve_baseline
 from actviz.analysis.effects_exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
-from actviz.core.edits import channel_dim
+from actviz.core.edit_kinds import channel_dim
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
@@ -576,7 +576,7 @@ def effects(
     model, inputs, layers, target
         As for :func:`actviz.capture` (``layers``: qualified module names).
     baseline
-        What a channel is replaced by: ``"zero"``; a :class:`~actviz.data.result.Scan` of
+        What a channel is replaced by: ``"zero"``; a :class:`~actviz.data.scan_result.Scan` of
         these layers (each channel's mean over the scanned images); a dict ``{layer: (C,)
         array}`` of per-channel values; or a :class:`~actviz.core.records.Capture` of another
         run recording these layers (patching: that run's activation, position by position).

@@ -16,7 +16,7 @@ import torch
 
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
-from actviz.data.result import Scan
+from actviz.data.scan_result import Scan
 
 __all__ = ["Baseline", "resolve_baseline"]
 
@@ -142,7 +142,7 @@ def resolve_baseline(baseline: Any) -> Baseline:
     Parameters
     ----------
     baseline
-        ``"zero"``; a :class:`~actviz.data.result.Scan` (each channel's mean over the scanned
+        ``"zero"``; a :class:`~actviz.data.scan_result.Scan` (each channel's mean over the scanned
         images, ``scan.stats(layer).mean``); a mapping ``{layer: (C,) array}`` of per-channel
         values; or a :class:`~actviz.core.records.Capture` of another run (patching: each
         channel set to that run's activation, position by position).

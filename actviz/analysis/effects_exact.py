@@ -31,9 +31,9 @@ from torch import nn
 
 from actviz.analysis.effects_baseline import Baseline
 from actviz.core.capture import model_device
-from actviz.core.edits import EditHooks, channel_dim
+from actviz.core.edit_kinds import EditHooks, channel_dim
 from actviz.core.guards import ModelState
-from actviz.core.inputs import forward_takes_list
+from actviz.core.input_copies import forward_takes_list
 from actviz.core.records import CaptureCancelled
 from actviz.core.structures import first_tensor, iter_tensors, map_tensors, replace_first
 from actviz.core.targets import resolve_target
@@ -155,7 +155,7 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
 
     Every tensor is copied even for ``b == 1``, so a model that writes into its input never
     reaches the caller's tensors. A list argument of a model that takes a list of images
-    (:func:`~actviz.core.inputs.forward_takes_list`) is repeated as a list.
+    (:func:`~actviz.core.input_copies.forward_takes_list`) is repeated as a list.
     """
     device = model_device(model)
 

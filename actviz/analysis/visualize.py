@@ -40,7 +40,7 @@ from torch import nn
 
 from actviz.analysis.visualize_image import ImageParam, RobustTransforms, sample_seed
 from actviz.core.capture import resolve_layers
-from actviz.core.edits import channel_dim
+from actviz.core.edit_kinds import channel_dim
 from actviz.core.guards import ModelState
 from actviz.core.records import INFERENCE_WEIGHTS_WARNING, CaptureCancelled
 from actviz.core.structures import first_tensor
@@ -163,7 +163,7 @@ def _normalisation(
     loaded: Any, mean: Sequence[float] | None, std: Sequence[float] | None
 ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
     """The mean/std the model's preprocessing applies, as the input pipeline reads it
-    (:func:`actviz.io.inputs.open_input` undoes the same attributes for overlays)."""
+    (:func:`actviz.io.input_files.open_input` undoes the same attributes for overlays)."""
     if mean is not None or std is not None:
         if mean is None or std is None:
             raise VisualizeError("give both mean= and std= (or neither)")
@@ -198,7 +198,7 @@ def _fixed_size(model: nn.Module, loaded: Any) -> tuple[int, int] | None:
 
 def _check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torch.dtype]:
     """Refuse what cannot take an RGB float image; the device and dtype to feed it."""
-    from actviz.io.inputs import expected_input
+    from actviz.io.input_files import expected_input
 
     if loaded is not None and getattr(loaded, "tokenizer", None) is not None:
         if getattr(loaded, "processor", None) is None:

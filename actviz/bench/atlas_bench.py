@@ -128,7 +128,7 @@ def scan_embed_pairs(
 
 def pca_seconds(n: int = 10_000, d: int = 512, repeats: int = 3) -> float:
     """Median seconds of :func:`actviz.atlas.project` (PCA, 2-D) on ``n x d`` float16 vectors."""
-    from actviz.data.atlas import project
+    from actviz.data.atlas_map import project
 
     x = _vectors(n, d)
     project(x[:500])  # first-call costs (LAPACK's workspace)
@@ -148,7 +148,7 @@ def umap_seconds(n: int = 10_000, d: int = 512) -> dict[str, float]:
     import umap  # noqa: F401  (timed: numba and umap's modules)
 
     imported = time.perf_counter() - t0
-    from actviz.data.atlas import project
+    from actviz.data.atlas_map import project
 
     x = _vectors(n, d)
     out = {"import_s": imported}
@@ -292,7 +292,7 @@ def run(
     ``(n, d)``, the scatter's points and the pan's frames.
     """
     from actviz.bench.scan_bench import make_folder
-    from actviz.data.atlas import umap_available
+    from actviz.data.atlas_map import umap_available
 
     workers = min(2, os.cpu_count() or 1)
     models: tuple[tuple[str, int, int], ...] = (("demo", 64, 128 if quick else 1000),)

@@ -115,7 +115,7 @@ def live_ratio(
     from actviz.bench.timing import paired
     from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, mosaic
     from actviz.display.prepare import prepare
-    from actviz.display.result import DisplaySpec
+    from actviz.display.prepared import DisplaySpec
 
     torch.manual_seed(0)
     net = torchvision.models.resnet18(weights=None).eval()

@@ -140,7 +140,7 @@ def live_frames(device: str, frames: int = 20, size: int = 112) -> dict:
     """
     from actviz.bench.capture_bench import block_names
     from actviz.display.prepare import prepare
-    from actviz.display.result import DisplaySpec
+    from actviz.display.prepared import DisplaySpec
 
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()

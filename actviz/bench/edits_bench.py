@@ -15,7 +15,7 @@ import torchvision
 from actviz.bench.capture_bench import block_names
 from actviz.bench.timing import Paired, paired
 from actviz.core.capture import capture
-from actviz.core.edits import ablate, clamp, scale
+from actviz.core.edit_kinds import ablate, clamp, scale
 
 #: The edits of the benchmark (ResNet-18 and ResNet-50 both have these modules).
 EDITS = {

@@ -49,8 +49,8 @@ class RenderRow:
 
 
 def _mosaics(c: int, h: int, w: int, how: str, seed: int) -> tuple:
+    from actviz.display.layer_views import LayerView
     from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, MAX_MOSAIC_PIXELS, mosaic
-    from actviz.display.views import LayerView
 
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((c, h, w), dtype=np.float32)

@@ -121,7 +121,7 @@ def dist_ratio(quick: bool, tmp: Path) -> dict[str, Any]:
 
 
 def scale(quick: bool, tmp: Path) -> dict[str, Any]:
-    from actviz.data.atlas import project
+    from actviz.data.atlas_map import project
     from actviz.data.rows import open_rows
 
     big = 20_000 if quick else 1_000_000

@@ -258,7 +258,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     loaded = _open(args)
     cap = None
     if args.input:
-        from actviz.io.inputs import open_input
+        from actviz.io.input_files import open_input
 
         inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
         _progress(f"running {inp.description} ...")
@@ -295,9 +295,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     import actviz
     from actviz.io.export import export_capture, with_input_embedding
     from actviz.io.files import check_out_folder
-    from actviz.io.inputs import open_input
+    from actviz.io.input_files import open_input
     from actviz.io.reproduce import run_source
-    from actviz.workspace.plugins import installed_plugins
+    from actviz.workspace.plugin_registry import installed_plugins
 
     check_out_folder(args.out)  # before the model runs
     # Plugins: their model and input openers, and their layer views' pictures.
@@ -361,7 +361,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from actviz.io.comparison import run_compare
+    from actviz.io.compare_files import run_compare
 
     return run_compare(args, _open, _progress, _parse_target)
 

@@ -66,8 +66,8 @@ def run(
     """Run ``actviz atlas``; ``progress`` writes a line to stderr, results go to stdout."""
     import numpy as np
 
-    from actviz.data.atlas import project, umap_available
     from actviz.data.atlas_image import atlas_image
+    from actviz.data.atlas_map import project, umap_available
     from actviz.data.scan import estimate_memory, scan
     from actviz.io.errors import InputError
     from actviz.workspace.budget import default_budget, parse_bytes

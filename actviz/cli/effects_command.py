@@ -54,7 +54,7 @@ def _baseline(text: str, loaded: Any, layers: list[str], say: Callable[[str], No
         return "zero"
     if kind == "input" and rest:
         import actviz
-        from actviz.io.inputs import open_input
+        from actviz.io.input_files import open_input
 
         other = open_input(rest, loaded_model=loaded)
         say(f"running the baseline input {other.description} ...")
@@ -84,7 +84,7 @@ def run(
     from actviz.core.targets import parse_target
     from actviz.io.errors import InputError
     from actviz.io.export import safe_name
-    from actviz.io.inputs import open_input
+    from actviz.io.input_files import open_input
 
     layers = [s.strip() for s in args.layers.split(",") if s.strip()]
     if not layers:

@@ -95,7 +95,7 @@ def _from_model(
     from actviz.core.targets import parse_target
     from actviz.io.errors import ActvizError
     from actviz.io.export import with_input_embedding
-    from actviz.io.inputs import open_input
+    from actviz.io.input_files import open_input
     from actviz.io.report import write_report
     from actviz.io.reproduce import run_source
 
@@ -148,7 +148,7 @@ def _from_model(
 
 def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> Callable[[], Any]:
     import actviz
-    from actviz.core.edits import enabled_edits
+    from actviz.core.edit_kinds import enabled_edits
     from actviz.io.errors import ActvizError
     from actviz.io.report import write_report
     from actviz.io.reproduce import RunSource

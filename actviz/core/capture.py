@@ -35,9 +35,9 @@ from torch import nn
 
 from actviz.core import pool
 from actviz.core.allocator import tune_if_asked
-from actviz.core.edits import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
+from actviz.core.edit_kinds import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck
-from actviz.core.inputs import PreparedInputs, align_grads, prepare_inputs
+from actviz.core.input_copies import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.plan import ModelPlan, is_leaf, model_plan
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import (
@@ -164,7 +164,7 @@ def capture(
         A tensor (one argument), a tuple/list (positional arguments) or a dict (keyword
         arguments); each argument may nest lists, tuples and dicts of tensors at any depth. A
         list of tensors is one argument when the model's forward takes a list
-        (:func:`actviz.core.inputs.forward_takes_list`, torchvision's detectors): ``[img]``
+        (:func:`actviz.core.input_copies.forward_takes_list`, torchvision's detectors): ``[img]``
         and ``([img],)`` then mean the same. Every tensor is copied with its strides, so the
         caller's tensors are never modified and never get ``requires_grad`` set.
     layers
@@ -217,7 +217,7 @@ def capture(
     ------
     ValueError
         Unknown layer names, a bad target, or an invalid ``mode``; ``EditError`` (a
-        ``ValueError``) for an edit that cannot apply (see :mod:`actviz.core.edits`).
+        ``ValueError``) for an edit that cannot apply (see :mod:`actviz.core.edit_kinds`).
     CaptureCancelled, CaptureTooLarge
         See ``should_stop`` and ``max_bytes``. The model's own exceptions propagate unchanged.
     """

@@ -108,7 +108,7 @@ class Capture:
     gradients: bool = True
     mode: str = "eval"
     extra: dict[str, Any] = field(default_factory=dict)
-    #: The edits applied (:mod:`actviz.core.edits`): ``{layer: (Edit, ...)}``; {} when none.
+    #: The edits applied (:mod:`actviz.core.edit_kinds`): ``{layer: (Edit, ...)}``; {} when none.
     edits: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def defer_target(self, numbers: Callable[[], tuple[float | None, int | None, str]]) -> None:

@@ -35,7 +35,7 @@ and its loader processes at normal priority, the GUI timer lag while live frames
 scan of the demo model read p99 12-23 ms, max 37-149 ms (targets 10 / 50); with the loaders
 niced, 10.6-10.8 / 30 ms; with the scan's thread niced as well, 6.8-7.2 / 18-24 ms. What was
 left, a 15-120 ms stall when the scan forked its loaders from the window's process, went when
-they came from a fork server instead (:mod:`actviz.data.loaders`).
+they came from a fork server instead (:mod:`actviz.data.fork_server`).
 """
 
 from __future__ import annotations

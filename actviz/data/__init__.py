@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from actviz.data.result import ChannelStats, Scan, ScanCancelled, TopEntry
 from actviz.data.scan import scan
+from actviz.data.scan_result import ChannelStats, Scan, ScanCancelled, TopEntry
 
 __all__ = [
     "ChannelStats",
@@ -23,12 +23,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.data.views import TopView, receptive_box, top_views
+    from actviz.data.receptive import TopView, receptive_box, top_views
 
 
 def __getattr__(name: str) -> Any:
     if name in ("TopView", "receptive_box", "top_views"):
-        from actviz.data import views
+        from actviz.data import receptive as views
 
         return getattr(views, name)
     raise AttributeError(f"module 'actviz.data' has no attribute {name!r}")

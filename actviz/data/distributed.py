@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from actviz.data.accumulate import LayerState
-from actviz.data.result import ScanCancelled
+from actviz.data.scan_result import ScanCancelled
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 from actviz.core.capture import format_bytes, model_device, resolve_layers
-from actviz.core.edits import channel_dim
+from actviz.core.edit_kinds import channel_dim
 from actviz.core.threads import ThreadTuner, available_cores, background_loader_init
 from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
 from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
 from actviz.data.distributed import run_sharded, shard_context
-from actviz.data.loaders import loader_context
-from actviz.data.result import Scan, ScanCancelled, ScanMemory, ScanTooLarge, layer_result
+from actviz.data.fork_server import loader_context
 from actviz.data.rows import attach_rows, new_vectors
+from actviz.data.scan_result import Scan, ScanCancelled, ScanMemory, ScanTooLarge, layer_result
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
@@ -295,12 +295,12 @@ def scan(
         Leave room for interactive work on the same cores (a window, live mode): the loader
         worker processes run at a lower CPU priority, are forked by a small server process
         rather than by this one (forking a large process stalls its other threads; see
-        :mod:`actviz.data.loaders`) and, by default, one core is left to the foreground
+        :mod:`actviz.data.fork_server`) and, by default, one core is left to the foreground
         (``min(2, cores - 1)`` workers). The window's scans set it.
     embeddings
         Also record each image's pooled vector (:func:`actviz.data.accumulate.pool`: the
         spatial mean of each channel; the mean over tokens of an ``(N, T, D)`` output, whose
-        channels :func:`actviz.core.edits.channel_dim` names), for every scanned layer
+        channels :func:`actviz.core.edit_kinds.channel_dim` names), for every scanned layer
         (True) or the layers listed; :meth:`Scan.embeddings` returns them. They take
         ``N x channels x 2`` bytes (float16; :func:`estimate_memory` says how much before a
         scan), in memory and in the cache, and resume like the rest. The means are the ones

@@ -2,7 +2,7 @@
 
 A contact sheet shows, for every channel of a layer (numbered; dead channels marked), its top-k
 images cropped around the receptive field of each maximum, best first, the same crops the
-window's top-k grid shows (:mod:`actviz.data.views`). No Qt here.
+window's top-k grid shows (:mod:`actviz.data.receptive`). No Qt here.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from actviz.data.result import Scan
+from actviz.data.receptive import _load, _square, receptive_field
+from actviz.data.scan_result import Scan
 from actviz.data.sources import resolve_model
-from actviz.data.views import _load, _square, receptive_field
 from actviz.io.errors import InputError
 from actviz.io.export import _font, _text_w, _titled, safe_name
 

@@ -1,7 +1,7 @@
 """What a scan reads: a folder of images, a list of paths, N samples in a tensor or file, or any
 ``torch.utils.data.Dataset``, each turned into a dataset of preprocessed ``(C, H, W)`` tensors.
 
-Images go through exactly the preprocessing of a single run (:func:`actviz.io.inputs._from_image`
+Images go through exactly the preprocessing of a single run (:func:`actviz.io.input_files._from_image`
 with the model's transforms and expected input), so a channel's top images in a scan and the
 same image opened alone give the same activations. An unreadable item is not fatal: the
 dataset yields ``None`` with the reason, and the scan counts it as skipped.
@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 from actviz.io.checkpoints import sniff_format
 from actviz.io.errors import InputError
-from actviz.io.inputs import (
+from actviz.io.input_files import (
     _TENSOR_FORMATS,
     ExpectedInput,
     _fit_tensor,

@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actviz.display.tokens import SequenceLayout
-from actviz.display.views import as_numpy
+from actviz.display.layer_views import as_numpy
+from actviz.display.token_maps import SequenceLayout
 
 __all__ = [
     "AttentionMaps",

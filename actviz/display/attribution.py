@@ -271,7 +271,7 @@ def token_saliency(
 ) -> TokenSaliency | None:
     """The saliency of a text input from a capture that recorded its embedding ``layer``
     (:func:`input_embedding`) with a gradient; None for another input or without them."""
-    from actviz.display.tokens import token_labels
+    from actviz.display.token_maps import token_labels
 
     if layer is None or layer not in cap or not token_input(cap.inputs):
         return None
@@ -314,7 +314,7 @@ def spatial_layers(cap: Any) -> list[str]:
 def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -> list[str]:
     """The Grad-CAM layers a window offers: :func:`spatial_layers` for an image-like input,
     none otherwise (there is no picture to lay the map over). Under a vision transformer's
-    patch ``layout`` (:class:`~actviz.display.tokens.SequenceLayout`), its token layers too,
+    patch ``layout`` (:class:`~actviz.display.token_maps.SequenceLayout`), its token layers too,
     as maps on the patch grid, when their patch tokens have a gradient (a class-token model's
     last block has none: only its class token reaches the head)."""
     if image is None:

@@ -2,7 +2,7 @@
 before/after predictions (the window's difference toggle, its compare view, ``actviz compare``).
 
 * :func:`prepare_difference`: ``a - b`` per layer (run A minus run B: edited minus unedited,
-  latest minus pin) as :class:`~actviz.display.result.PreparedLayer` objects, whose mosaics
+  latest minus pin) as :class:`~actviz.display.prepared.PreparedLayer` objects, whose mosaics
   come from the same :func:`~actviz.display.mosaic.mosaic` as every other panel, normalised
   symmetrically about 0 (``symmetric=True``: 0 is mid-scale) and painted with
   :data:`DIFFERENCE_CMAP`, a diverging map. Page turns and normalisation changes go through
@@ -22,11 +22,11 @@ import torch
 from actviz.core.structures import first_tensor
 from actviz.core.targets import sequence_logits
 from actviz.display.colormaps import DIVERGING_CMAP
+from actviz.display.layer_views import layer_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import mosaic
-from actviz.display.result import DisplaySpec, Lazy, PreparedLayer
+from actviz.display.prepared import DisplaySpec, Lazy, PreparedLayer
 from actviz.display.stats import histogram, tensor_stats
-from actviz.display.views import layer_view
 
 __all__ = [
     "DIFFERENCE_CMAP",

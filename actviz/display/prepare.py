@@ -8,7 +8,7 @@ already holds (no capture needed, nothing held is edited). The steps, in order:
 1. :func:`~actviz.display.attribution.display_image`: the picture of the input (one sample);
 2. records on a device: :func:`~actviz.display.device.copy_to_host` (one copy per frame);
 3. per layer: statistics (:mod:`~actviz.display.stats`), views of the output and of
-   ``|gradient|`` for ``spec.sample`` (:mod:`~actviz.display.views`), mosaics of the page shown
+   ``|gradient|`` for ``spec.sample`` (:mod:`~actviz.display.layer_views`), mosaics of the page shown
    (:func:`~actviz.display.mosaic.mosaic`: where normalisation happens), a histogram;
 4. saliency, Grad-CAM (:mod:`~actviz.display.attribution`), predictions, gradient norms.
 
@@ -48,6 +48,7 @@ from actviz.display.attribution import (
     top_predictions,
 )
 from actviz.display.device import HostLayer, copy_to_host
+from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import (
     MAX_MOSAIC_CHANNELS,
@@ -56,16 +57,15 @@ from actviz.display.mosaic import (
     Mosaic,
     mosaic,
 )
-from actviz.display.result import DisplaySpec, Lazy, LazyMap, LazyStats, PreparedLayer, RunResult
+from actviz.display.prepared import DisplaySpec, Lazy, LazyMap, LazyStats, PreparedLayer, RunResult
 from actviz.display.stats import grad_norm, histogram, tensor_stats
-from actviz.display.tokens import (
+from actviz.display.token_maps import (
     TokenView,
     patch_grid_tensor,
     patch_maps,
     sequence_kind,
     token_view,
 )
-from actviz.display.views import LayerView, layer_view, magnitude_view
 
 __all__ = [
     "ReusableMosaics",
@@ -354,7 +354,7 @@ def with_page(
 
 def current_mosaics(layer: PreparedLayer) -> PreparedLayer:
     """``layer`` with mosaics of its own views: a new layer when it kept an earlier frame's
-    (:attr:`~actviz.display.result.PreparedLayer.stale_mosaics`, a live frame's panel off
+    (:attr:`~actviz.display.prepared.PreparedLayer.stale_mosaics`, a live frame's panel off
     screen), rebuilt with the same page, normalisation and tile scale; else ``layer``."""
     old, view = layer.mosaic, layer.view
     if not layer.stale_mosaics or old is None or view is None or view.kind != "maps":

@@ -38,11 +38,11 @@ from actviz.display.attribution import (
     spatial_layers,
     token_input,
 )
+from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import Mosaic, mosaic
 from actviz.display.prepare import prepare, symmetric_for
-from actviz.display.result import DisplaySpec, PreparedLayer, RunResult
-from actviz.display.views import LayerView, layer_view, magnitude_view
+from actviz.display.prepared import DisplaySpec, PreparedLayer, RunResult
 from actviz.io.errors import ActvizError
 from actviz.io.files import check_out_folder
 from actviz.io.reproduce import RunSource, write_reproduce
@@ -227,7 +227,7 @@ def render_layer_png(
     Maps become a channel mosaic with channel numbers and a colour bar (``max_channels`` of
     them from ``first_channel``: see :func:`channel_pages`); 1-D outputs a bar chart;
     sequences a heat map; scalars a bar of one. ``tensor`` may be a prepared
-    :class:`~actviz.display.views.LayerView` (of sample 0 of the output). ``cmap`` may be
+    :class:`~actviz.display.layer_views.LayerView` (of sample 0 of the output). ``cmap`` may be
     "auto" (one map per layer, :func:`actviz.display.colormaps.resolve`); ``symmetric``
     normalises about 0 (None: as "auto" does, for a signed activation).
     """

@@ -4,7 +4,7 @@ Opening another model keeps the current input only when the new model can take i
 model needs token ids (``text:...``), an image model a float image with its number of channels
 (and its size, for models with a fixed one, such as vision transformers). Nothing here runs the
 model: the checks read its first convolution, its tokenizer and what its loader recorded
-(:func:`actviz.io.inputs.expected_input`), so they are instant on the GUI thread.
+(:func:`actviz.io.input_files.expected_input`), so they are instant on the GUI thread.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.io.inputs import TEXT_PREFIX, expected_input
+from actviz.io.input_files import TEXT_PREFIX, expected_input
 
 __all__ = ["DEFAULT_PROMPT", "input_kind", "input_misfit", "natural_input_source"]
 

@@ -99,7 +99,7 @@ class LoadedModel:
         above says where the model came from.)
     tokenizer
         The Hugging Face tokenizer of the model folder, when it has one: ``text:`` inputs
-        need it (:func:`actviz.io.inputs.open_input`).
+        need it (:func:`actviz.io.input_files.open_input`).
     processor
         The Hugging Face image processor of the model folder, when it has one (``transforms``
         then applies it).

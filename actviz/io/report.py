@@ -700,7 +700,7 @@ def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
 
 def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
     """:func:`write_report` of a prepared run as the window shows it
-    (:class:`actviz.display.result.RunResult`): its capture, input image, panels (layers),
+    (:class:`actviz.display.prepared.RunResult`): its capture, input image, panels (layers),
     colour map, normalisation, Grad-CAM layer, class names and, for an edited run, the
     unedited one. ``kwargs`` adds or overrides :func:`write_report`'s arguments (``model``,
     ``model_name``, ``source``, ``comparison``, ``figures``, ...).

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from actviz.core.edits import Edit
+from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Called by :func:`actviz.io.export.export_capture` with the prepared result (the window's own
 preparation), so the files show what the window shows: the same arrays, colour maps
-(:func:`actviz.display.colormaps.resolve`) and levels (:func:`actviz.display.tokens.heat_levels`).
+(:func:`actviz.display.colormaps.resolve`) and levels (:func:`actviz.display.token_maps.heat_levels`).
 Written per run:
 
 * ``{layer}_tokens.png`` / ``.npz`` for every token layer: the token x feature heat map with the
@@ -25,8 +25,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from actviz.display import colormaps
-from actviz.display.result import DisplaySpec, RunResult
-from actviz.display.tokens import heat_levels, token_labels
+from actviz.display.prepared import DisplaySpec, RunResult
+from actviz.display.token_maps import heat_levels, token_labels
 
 __all__ = ["heat_png", "sequence_inputs", "write_sequence_views"]
 
@@ -77,7 +77,7 @@ def sequence_inputs(
     a copy of ``cap`` gets them (:func:`~actviz.display.attention.capture_attention` on the
     capture's own inputs; ``cap`` itself is not changed)."""
     from actviz.display.attention import capture_attention
-    from actviz.display.tokens import sequence_layout
+    from actviz.display.token_maps import sequence_layout
 
     spec = replace(
         spec,

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QMenu
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.window.main_window import MainWindow
-    from actviz.workspace.session import RunResult
+    from actviz.workspace.session_state import RunResult
 
 #: How long the driver waits for one run of a small model (ms): generous, for loaded CI machines.
 RUN_TIMEOUT_MS = 60_000

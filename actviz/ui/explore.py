@@ -49,7 +49,7 @@ def explore(
         ``"resnet18"`` or a checkpoint path).
     inputs
         A tensor, a tuple/list of tensors, a dict of tensors, or a path / ``"random:..."``
-        spec opened with ``actviz.io.inputs.open_input``. None: open the window without an
+        spec opened with ``actviz.io.input_files.open_input``. None: open the window without an
         input (drop one on it, or pick a sample).
     layers
         Module names (from ``named_modules()``) to tick; None ticks a few block outputs.
@@ -151,7 +151,7 @@ def _set_inputs(window: MainWindow, inputs: Any) -> None:
         window.set_input(inputs)
         return
     # numpy arrays, PIL images: let open_input adapt them to the model.
-    from actviz.io.inputs import open_input
+    from actviz.io.input_files import open_input
 
     loaded = open_input(
         inputs, model=window.session.model, loaded_model=window.session.loaded_model

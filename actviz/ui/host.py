@@ -2,7 +2,7 @@
 
 A feature (live mode, what-if edits, the Compare tab, dataset scans, token views, and those to
 come) is one class constructed with the host and nothing else. It reads and changes the state
-of the investigation through ``host.session`` (:class:`~actviz.workspace.session.Session`, whose
+of the investigation through ``host.session`` (:class:`~actviz.workspace.session_state.Session`, whose
 events it listens to), runs its jobs on ``host.worker`` (one capture at a time per model), adds
 its widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ``add_toolbar`` /
 ``add_status_widget`` and the panel slots, and tells the user things with ``show_error`` /
@@ -34,16 +34,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.ui.loaders import describe_error
+from actviz.ui.background_loads import describe_error
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from actviz.display.result import RunResult
+    from actviz.display.prepared import RunResult
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.worker import Worker
-    from actviz.workspace.session import Session
+    from actviz.workspace.session_state import Session
 
 __all__ = [
     "Feature",

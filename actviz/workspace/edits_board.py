@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
-    from actviz.core.edits import Edit
+    from actviz.core.edit_kinds import Edit
 
 __all__ = ["BaselineCache", "BaselineKey", "EditBoard", "EditEntry", "edit_value", "with_value"]
 

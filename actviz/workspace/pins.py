@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from actviz.core.capture import format_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.display.result import RunResult
+    from actviz.display.prepared import RunResult
 
 __all__ = ["Pin", "PinBoard", "PinRefused"]
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from actviz.core.edits import Edit
+from actviz.core.edit_kinds import Edit
 from actviz.core.records import Capture, LayerRecord
 from actviz.io.errors import ActvizError, WriteError
 from actviz.io.files import atomic_write
@@ -304,7 +304,7 @@ def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
 
 
 def input_source_of(loaded: Any) -> InputSource:
-    """The :class:`InputSource` of an :class:`actviz.io.inputs.LoadedInput` (its tensors)."""
+    """The :class:`InputSource` of an :class:`actviz.io.input_files.LoadedInput` (its tensors)."""
     tokens = getattr(loaded, "tokens", None)
     return InputSource(
         value=loaded.value,

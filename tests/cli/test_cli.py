@@ -65,7 +65,7 @@ def test_export_resnet18_state_dict_with_image(tmp_path):
     # The files hold what the same model gives on the same input in this process.
     import actviz
     from actviz.display import attribution as views
-    from actviz.io.inputs import open_input
+    from actviz.io.input_files import open_input
     from actviz.io.models import open_model
 
     loaded = open_model(str(ckpt), arch="resnet18")

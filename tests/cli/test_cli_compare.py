@@ -14,7 +14,7 @@ from PIL import Image
 import actviz
 from actviz.cli import main
 from actviz.display.difference import DIFFERENCE_CMAP, prepare_difference
-from actviz.display.result import DisplaySpec
+from actviz.display.prepared import DisplaySpec
 from actviz.io.export import EXPORT_PAGE_CHANNELS, mosaic_rgb
 
 TINY = """

@@ -10,7 +10,7 @@ from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
 from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
 
 import actviz
-from actviz.core.inputs import forward_takes_list
+from actviz.core.input_copies import forward_takes_list
 from tests.conftest import assert_no_hooks
 
 

@@ -11,7 +11,7 @@ import torchvision
 from torch import nn
 
 from actviz.core.capture import capture
-from actviz.core.edits import ablate
+from actviz.core.edit_kinds import ablate
 from actviz.core.model_copy import (
     ModelCopies,
     ModelCopy,

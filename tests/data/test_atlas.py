@@ -7,7 +7,7 @@ import pytest
 
 import actviz
 from actviz.data import scan
-from actviz.data.atlas import cosine_top, project, separating_channels, umap_available
+from actviz.data.atlas_map import cosine_top, project, separating_channels, umap_available
 from tests.data.conftest import tiny_net
 
 
@@ -172,7 +172,7 @@ def test_build_atlas_gives_a_window_everything_about_one_layer(image_folder):
     np.testing.assert_array_equal(atlas.correct(), atlas.predictions == emb.labels)
     np.testing.assert_array_equal(atlas.channel(2), emb.vectors[:, 2].astype(np.float32))
     # A live input: its capture lands where its scanned image did, and is its own nearest.
-    from actviz.io.inputs import open_input
+    from actviz.io.input_files import open_input
 
     x = open_input(result.sources[11], model=net).value
     cap = actviz.capture(net, x, ["4"], gradients=False)
@@ -188,7 +188,7 @@ def test_build_atlas_gives_a_window_everything_about_one_layer(image_folder):
 
 
 def test_points_in_a_lasso_are_those_inside_its_shape():
-    from actviz.data.atlas import points_in_polygon
+    from actviz.data.atlas_map import points_in_polygon
 
     # An L: the unit square's left column and bottom row of a 2 x 2 grid of cells.
     shape = np.array([[0, 0], [2, 0], [2, 1], [1, 1], [1, 2], [0, 2]], dtype=float)
@@ -278,7 +278,7 @@ def test_umaps_compiled_functions_are_kept_on_disk():
     from numba.core.caching import NullCache
     from umap import layouts, umap_
 
-    from actviz.data.atlas import cache_umap_compiles
+    from actviz.data.atlas_map import cache_umap_compiles
 
     cache_umap_compiles()
     for fn in (umap_.smooth_knn_dist, umap_.compute_membership_strengths, layouts.clip):
@@ -287,7 +287,7 @@ def test_umaps_compiled_functions_are_kept_on_disk():
 
 
 def test_exact_neighbours_equal_a_brute_force_search():
-    from actviz.data.atlas import ExactNeighbours
+    from actviz.data.atlas_map import ExactNeighbours
 
     rng = np.random.default_rng(4)
     data = rng.normal(0, 1, (500, 7))

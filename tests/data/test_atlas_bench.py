@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from actviz.bench import atlas_bench
-from actviz.data.atlas import umap_available
+from actviz.data.atlas_map import umap_available
 
 
 def test_atlas_bench_reports_its_figures_at_tiny_sizes(capsys, qtbot):

@@ -11,8 +11,8 @@ from PIL import Image
 
 from actviz.cli import main
 from actviz.data import scan
-from actviz.data.atlas import project
 from actviz.data.atlas_image import SELECTED_RGB, atlas_image, class_colours
+from actviz.data.atlas_map import project
 from actviz.io.models import open_model
 
 

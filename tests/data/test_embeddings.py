@@ -11,9 +11,9 @@ from torch import nn
 
 import actviz
 from actviz.data import ScanCancelled, scan
-from actviz.data.result import ScanTooLarge
 from actviz.data.scan import estimate_memory
-from actviz.io.inputs import open_input
+from actviz.data.scan_result import ScanTooLarge
+from actviz.io.input_files import open_input
 from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
 
 # float16 storage: a stored value is the float32 mean rounded to 11 significant bits, so it

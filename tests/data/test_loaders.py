@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from actviz.data import scan
-from actviz.data.loaders import LoaderContext, loader_context, server_pid
+from actviz.data.fork_server import LoaderContext, loader_context, server_pid
 from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
 
 pytestmark = pytest.mark.skipif(

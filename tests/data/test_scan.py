@@ -11,7 +11,7 @@ import torch
 import actviz
 from actviz.data import ScanCancelled, scan
 from actviz.io.errors import InputError
-from actviz.io.inputs import open_input
+from actviz.io.input_files import open_input
 from tests.data.conftest import LAYERS, assert_same_scan, tiny_net, write_images
 
 

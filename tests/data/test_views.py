@@ -11,8 +11,8 @@ from PIL import Image
 from torch import nn
 
 from actviz.data import receptive_box, scan, top_views
-from actviz.data.views import _square, receptive_field
-from actviz.io.inputs import open_input
+from actviz.data.receptive import _square, receptive_field
+from actviz.io.input_files import open_input
 from tests.data.conftest import tiny_net
 
 

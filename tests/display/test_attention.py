@@ -14,7 +14,7 @@ from actviz.display.attention import (
     eager_attention,
     rollout_map,
 )
-from actviz.display.tokens import SequenceLayout
+from actviz.display.token_maps import SequenceLayout
 from tests.conftest import assert_no_hooks
 from tests.display.seq_models import tiny_bert, tiny_gpt2, tiny_vit
 

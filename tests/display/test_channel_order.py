@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, mosaic, page_start
 from actviz.display.prepare import with_page
-from actviz.display.result import DisplaySpec, PreparedLayer
-from actviz.display.views import LayerView
+from actviz.display.prepared import DisplaySpec, PreparedLayer
 
 
 def _maps(c: int = 10, h: int = 4, w: int = 4) -> np.ndarray:

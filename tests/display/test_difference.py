@@ -12,7 +12,7 @@ from actviz.display.colormaps import DIVERGING_CMAP
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
 from actviz.display.mosaic import mosaic
 from actviz.display.prepare import with_page
-from actviz.display.result import DisplaySpec
+from actviz.display.prepared import DisplaySpec
 from actviz.edits import ablate
 from tests.core.test_compare import make_capture
 

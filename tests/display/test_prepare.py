@@ -25,7 +25,7 @@ from actviz.display.prepare import (
     reusable_mosaics,
     with_page,
 )
-from actviz.display.result import DisplaySpec, LazyMap, LazyStats
+from actviz.display.prepared import DisplaySpec, LazyMap, LazyStats
 from actviz.display.stats import histogram, layer_stats, tensor_stats
 from tests.ui.tiny_models import TinyCNN
 

@@ -11,7 +11,7 @@ from actviz.core.targets import name_token, sequence_logits, token_phrase
 from actviz.display.attribution import prediction_kind, top_predictions
 from actviz.display.logit_lens import token_texts
 from actviz.display.prepare import prepare
-from actviz.display.result import DisplaySpec
+from actviz.display.prepared import DisplaySpec
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")

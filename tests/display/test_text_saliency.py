@@ -10,7 +10,7 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.display.attribution import input_embedding, token_saliency
 from actviz.display.prepare import prepare
-from actviz.display.result import DisplaySpec
+from actviz.display.prepared import DisplaySpec
 from tests.display.seq_models import tiny_bert, tiny_gpt2
 
 TOKENS = ("The", " cat", " sat", " on", " a", " mat")

@@ -10,8 +10,8 @@ import actviz
 from actviz.display.attribution import grad_cam
 from actviz.display.logit_lens import lens_layers, logit_lens
 from actviz.display.prepare import prepare
-from actviz.display.result import DisplaySpec
-from actviz.display.tokens import (
+from actviz.display.prepared import DisplaySpec
+from actviz.display.token_maps import (
     SequenceLayout,
     patch_maps,
     sequence_kind,

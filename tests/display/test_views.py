@@ -10,9 +10,9 @@ import torchvision
 import actviz
 from actviz.display.attribution import grad_cam, gradient_flow, saliency, top_k
 from actviz.display.colormaps import colorize, overlay, table
+from actviz.display.layer_views import layer_view
 from actviz.display.mosaic import clamp_first_channel, mosaic
 from actviz.display.stats import histogram, layer_stats, tensor_stats
-from actviz.display.views import layer_view
 from tests.core.seed_models import SeedMLP
 
 

@@ -49,7 +49,7 @@ def test_summary_of_a_plain_input_has_no_frame_and_no_perturbation(tmp_path):
 
 
 def test_summary_lists_the_edits_and_says_the_prediction_is_the_edited_runs(tmp_path):
-    from actviz.core.edits import ablate, scale
+    from actviz.core.edit_kinds import ablate, scale
 
     torch.manual_seed(0)
     model = TinyCNN().eval()

@@ -23,7 +23,7 @@ from actviz.io.errors import (  # noqa: E402
     TrustNeededError,
     UntrustedFileError,
 )
-from actviz.io.inputs import open_input  # noqa: E402
+from actviz.io.input_files import open_input  # noqa: E402
 from actviz.io.models import open_model  # noqa: E402
 from tests.io.hf_tiny import (  # noqa: E402
     LABELS,

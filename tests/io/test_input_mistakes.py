@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from actviz.io.errors import InputError
-from actviz.io.inputs import open_input
+from actviz.io.input_files import open_input
 from tests.io.conftest import tiny_namespace
 
 

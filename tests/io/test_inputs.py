@@ -10,7 +10,7 @@ from PIL import Image
 from torch import nn
 
 from actviz.io.errors import InputError
-from actviz.io.inputs import expected_input, load_input, open_input
+from actviz.io.input_files import expected_input, load_input, open_input
 from actviz.io.models import LoadedModel
 from tests.io.conftest import tiny_namespace
 
@@ -486,7 +486,7 @@ def test_expected_input_of_torchscript_model():
 
 
 def test_an_image_gone_since_it_was_chosen_is_no_such_file_not_damaged(tmp_path):
-    from actviz.io.inputs import _open_image
+    from actviz.io.input_files import _open_image
 
     with pytest.raises(InputError, match=r"gone\.png: no such file$"):
         _open_image(tmp_path / "gone.png", "gone.png")

@@ -9,7 +9,7 @@ from PIL import Image
 from torch import nn
 from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
 
-from actviz.io.inputs import forward_takes_list, open_input
+from actviz.io.input_files import forward_takes_list, open_input
 from actviz.io.models import LoadedModel
 
 

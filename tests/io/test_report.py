@@ -13,7 +13,7 @@ import torchvision
 from PIL import Image
 
 import actviz
-from actviz.core.edits import ablate, scale
+from actviz.core.edit_kinds import ablate, scale
 from actviz.io.export import export_capture
 from actviz.io.report import write_report
 
@@ -172,7 +172,7 @@ def test_report_without_model_image_or_gradients(tmp_path):
 
 def test_report_of_a_window_result(run, tmp_path):
     from actviz.display.prepare import prepare
-    from actviz.display.result import DisplaySpec
+    from actviz.display.prepared import DisplaySpec
     from actviz.io.report import write_result_report
 
     model, cap, baseline, image = run

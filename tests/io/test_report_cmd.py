@@ -10,7 +10,7 @@ import torch
 
 import actviz
 from actviz.cli import main
-from actviz.core.edits import ablate
+from actviz.core.edit_kinds import ablate
 from actviz.io.models import open_model
 from actviz.workspace.session_file import (
     InputSource,

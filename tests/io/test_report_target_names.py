@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.core.edits import scale
+from actviz.core.edit_kinds import scale
 from actviz.io.report import write_report
 
 NAMES = ["ant", "dog", "cat", "eel"]

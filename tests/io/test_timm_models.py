@@ -19,7 +19,7 @@ from PIL import Image  # noqa: E402
 
 from actviz.io import arch_guess, timm_models  # noqa: E402
 from actviz.io.errors import ModelLoadError  # noqa: E402
-from actviz.io.inputs import open_input  # noqa: E402
+from actviz.io.input_files import open_input  # noqa: E402
 from actviz.io.models import open_model  # noqa: E402
 from actviz.io.timm_models import TimmTransform, resolve_name  # noqa: E402
 

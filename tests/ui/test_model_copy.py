@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from actviz.ui.model_copy import WorkerCopy
+from actviz.ui.worker_copy import WorkerCopy
 from tests.ui.conftest import frame
 
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from actviz.core.capture import CaptureCancelled
 from actviz.ui.worker import Staged, Worker
-from actviz.workspace.session import RunRequest, run_job
+from actviz.workspace.session_state import RunRequest, run_job
 
 
 @pytest.fixture

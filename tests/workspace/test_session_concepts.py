@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import actviz
-from actviz.core.edits import ablate, concept
+from actviz.core.edit_kinds import ablate, concept
 from actviz.workspace.session_file import (
     PinState,
     SessionState,

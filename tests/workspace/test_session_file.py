@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.core.edits import ablate, clamp, custom, keep, patch, scale
+from actviz.core.edit_kinds import ablate, clamp, custom, keep, patch, scale
 from actviz.io.errors import ActvizError
 from actviz.workspace.session_file import (
     FORMAT_VERSION,
@@ -189,7 +189,7 @@ def test_restored_capture_rebuilds_the_same_result(run, tmp_path):
     assert torch.equal(before.input_grads, after.input_grads)
     # and the saved capture prepares to the same arrays the window would show
     from actviz.display.prepare import prepare
-    from actviz.display.result import DisplaySpec
+    from actviz.display.prepared import DisplaySpec
 
     spec = DisplaySpec(layers=tuple(layers), normalize="shared")
     a, b = prepare(cap, spec), prepare(back.capture, spec)
@@ -253,7 +253,7 @@ def test_custom_and_orphan_patch_edits_are_warned_and_left_out(run, tmp_path):
 
 
 def test_edits_json_round_trip_disabled_and_dim():
-    from actviz.core.edits import Edit
+    from actviz.core.edit_kinds import Edit
 
     edits = {
         "a": (Edit("scale", channels=[2], factor=-1.5, dim=2, enabled=False),),

@@ -27,7 +27,7 @@ import torch
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.concepts.vectors import stream_batches, to_vectors
 from actviz.data.accumulate import EMPTY_INDEX, LayerState, reduce_output
-from actviz.data.result import TopEntry
+from actviz.data.scan_result import TopEntry
 
 __all__ = ["ConceptScan", "scan_concepts", "top_heatmaps"]
 
@@ -282,8 +282,8 @@ def top_heatmaps(
     from torch.nn import functional as F
 
     from actviz.analysis.concepts.hooks import resolve_hook
+    from actviz.data.receptive import _load
     from actviz.data.sources import resolve_model
-    from actviz.data.views import _load
 
     spec = resolve_model(model)
     net = spec.model

@@ -2,7 +2,7 @@
 
 A concept is a direction of the layer's space (its decoder row ``d_i``), so concepts that
 point the same way sit together: :func:`concept_atlas` lays out the unit directions with the
-atlas's own projection (:func:`actviz.data.atlas.project`, PCA or UMAP), and
+atlas's own projection (:func:`actviz.data.atlas_map.project`, PCA or UMAP), and
 :func:`similar_concepts` lists the concepts whose directions are closest (cosine).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from actviz.analysis.concepts.dictionary import Concepts
-from actviz.data.atlas import Projection, cosine_top, project
+from actviz.data.atlas_map import Projection, cosine_top, project
 
 __all__ = ["concept_atlas", "similar_concepts", "unit_directions"]
 
@@ -36,7 +36,7 @@ def concept_atlas(
     concepts
         The dictionary.
     method, dims, seed, options
-        As for :func:`actviz.data.atlas.project` (``"pca"``: exact; ``"umap"``: the
+        As for :func:`actviz.data.atlas_map.project` (``"pca"``: exact; ``"umap"``: the
         ``atlas`` extra).
 
     Returns

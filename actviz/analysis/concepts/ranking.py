@@ -36,7 +36,7 @@ from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.effects import DEFAULT_BATCH, DEFAULT_VERIFY, Effects, LayerEffects
 from actviz.analysis.effects_exact import TargetReader, repeat_inputs
 from actviz.core.capture import capture
-from actviz.core.edits import EditHooks, channel_dim, normalize_edits
+from actviz.core.edit_kinds import EditHooks, channel_dim, normalize_edits
 from actviz.core.guards import ModelState
 from actviz.core.records import Capture, CaptureCancelled
 from actviz.core.structures import first_tensor, iter_tensors, replace_first

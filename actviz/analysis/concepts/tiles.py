@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from actviz.analysis.concepts.dictionary import Concepts
+from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
-from actviz.display.views import LayerView
 
 __all__ = [
     "ConceptEffect",
@@ -203,7 +203,7 @@ def concept_effect(
     ``edits``: the edits the runs already apply (the effect is measured on top of them).
     None when the model's output is not ``(N, classes)`` scores.
     """
-    from actviz.core import edits as E
+    from actviz.core import edit_kinds as E
     from actviz.core.capture import capture
     from actviz.core.structures import first_tensor
 

@@ -2,7 +2,7 @@
 
 A conv layer's ``(N, C, H, W)`` output gives ``N x H x W`` vectors of ``C`` values, a sequence
 layer's ``(N, T, D)`` output ``N x T`` vectors of ``D``, an ``(N, C)`` output ``N`` vectors;
-the channel axis is :func:`actviz.core.edits.channel_dim`'s.
+the channel axis is :func:`actviz.core.edit_kinds.channel_dim`'s.
 
 Streaming never holds the dataset's vectors: each batch's vectors go into a
 :class:`Reservoir` of bounded size (a uniform sample of every vector seen, Vitter's
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from actviz.core.edits import channel_dim
+from actviz.core.edit_kinds import channel_dim
 from actviz.core.structures import first_tensor
 
 __all__ = [

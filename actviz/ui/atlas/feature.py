@@ -19,7 +19,7 @@ from PySide6.QtCore import QEvent, QObject, QRectF
 from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
-from actviz.data.atlas import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
+from actviz.data.atlas_map import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
 from actviz.ui.atlas.colours import colouring
 from actviz.ui.atlas.view import EMPTY_TEXT, HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
@@ -65,7 +65,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.worker = Worker(self)
         self.worker.signals.finished.connect(self._on_built)
         self.worker.signals.errored.connect(self._on_build_failed)
-        #: The map shown (:class:`~actviz.data.atlas.Atlas`), or None.
+        #: The map shown (:class:`~actviz.data.atlas_map.Atlas`), or None.
         self.atlas: Any = None
         self.logits: str | None = None
         self.selection: np.ndarray = np.zeros(0, np.int64)

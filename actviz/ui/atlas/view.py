@@ -675,7 +675,7 @@ class AtlasView(QWidget):
 
     def rows_in_shape(self, shape: np.ndarray) -> np.ndarray:
         """The dots inside the closed ``(K, 2)`` polygon ``shape`` (view coordinates)."""
-        from actviz.data.atlas import points_in_polygon
+        from actviz.data.atlas_map import points_in_polygon
 
         return np.flatnonzero(points_in_polygon(self.coords, shape))
 

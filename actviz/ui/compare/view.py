@@ -17,7 +17,7 @@ from actviz.ui.compare.chart import SimilarityChart
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT, LayerPanel
 from actviz.ui.panels.prediction_change import PredictionChangeView
-from actviz.workspace.comparison import INPUT, MODEL, PIN
+from actviz.workspace.compare_job import INPUT, MODEL, PIN
 
 #: The choices of run B, in the source picker's order.
 SOURCES = ((PIN, "a pinned result"), (INPUT, "another input"), (MODEL, "another model"))
@@ -67,7 +67,7 @@ class CompareView(QtWidgets.QWidget):
     compare_requested()
         Compare was pressed.
     source_changed(str)
-        Another kind of run B was chosen (:data:`~actviz.workspace.comparison.PIN`, ...).
+        Another kind of run B was chosen (:data:`~actviz.workspace.compare_job.PIN`, ...).
     browse_input_requested()
         "Browse…" beside the input B.
     open_model_requested()

@@ -26,13 +26,13 @@ from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
 
+from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.concepts.jobs import ConceptJobs
-from actviz.ui.concepts.training import ConceptTraining
+from actviz.ui.concepts.training_job import ConceptTraining
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.loaders import describe_error
-from actviz.ui.model_copy import WorkerCopy
+from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class ConceptsFeature(FeatureBase, QObject):
         self, layer: str, concepts: Any, *, folder: str = "", data: str = "", scan: Any = None
     ) -> None:
         """Attach ``concepts`` to ``layer`` and show the layer's panel as concepts."""
-        from actviz.workspace.concepts import AttachedConcepts
+        from actviz.workspace.attached_concepts import AttachedConcepts
 
         old = self.session.concepts.get(layer)
         names = old.names if old is not None and old.concepts.d_sae == concepts.d_sae else {}
@@ -288,7 +288,7 @@ class ConceptsFeature(FeatureBase, QObject):
         """Remove (``scale`` 0) or scale ``concepts`` of ``layer``: an edit on the session's
         edits board (the window runs again with it)."""
         from actviz.analysis.concepts.tiles import concept_label
-        from actviz.core import edits as E
+        from actviz.core import edit_kinds as E
 
         att = self.session.concepts.get(layer)
         if att is None:
@@ -431,7 +431,7 @@ class ConceptsFeature(FeatureBase, QObject):
         """Attach a session's dictionaries again (read from their folders); returns what could
         not be (also said in the banner)."""
         from actviz.analysis.concepts.dictionary import load
-        from actviz.workspace.concepts import AttachedConcepts
+        from actviz.workspace.attached_concepts import AttachedConcepts
 
         saved = parts.get("concepts") or {}
         for layer in list(self.session.concepts):

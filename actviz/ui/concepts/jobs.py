@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject
 
-from actviz.ui.concepts.training import TOP_K
+from actviz.ui.background_loads import describe_error
+from actviz.ui.concepts.training_job import TOP_K
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import WindowHost
-from actviz.ui.loaders import describe_error
-from actviz.ui.model_copy import WorkerCopy
 from actviz.ui.worker import Worker
+from actviz.ui.worker_copy import WorkerCopy
 
 __all__ = ["ConceptJobs", "WANTS_STEPS"]
 

@@ -1,6 +1,6 @@
 """DatasetDock: the scan's summary and progress, and the per-layer channel table.
 
-Passive: the window part (:mod:`actviz.ui.dataset.scan_ui`) pushes the progress and the scan's
+Passive: the window part (:mod:`actviz.ui.dataset.feature`) pushes the progress and the scan's
 figures in; the dock reports its buttons, the layer chosen and the channel clicked.
 """
 

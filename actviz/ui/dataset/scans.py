@@ -24,7 +24,7 @@ from torch import nn
 from actviz.core.model_copy import ModelCopies, model_bytes, with_loading
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.worker import Worker
-from actviz.workspace.session import Session
+from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +186,8 @@ class DatasetScans(QObject):
         def job(should_stop: Any, _progress: Any) -> Any:
             from actviz.core.threads import lower_thread_priority
             from actviz.data import ScanCancelled, scan
-            from actviz.data.atlas import NO_ATLAS_NOTE
-            from actviz.data.result import ScanTooLarge
+            from actviz.data.atlas_map import NO_ATLAS_NOTE
+            from actviz.data.scan_result import ScanTooLarge
 
             # The GUI thread and live mode come first on shared cores (the pool's threads
             # run scans only; see actviz.core.threads).
@@ -292,7 +292,7 @@ class DatasetScans(QObject):
         if gen == self._peek_gen:  # the last folder is gone or unreadable: nothing to show
             log.info("no saved scan to show: %s", error)
             return
-        from actviz.ui.loaders import describe_error
+        from actviz.ui.background_loads import describe_error
 
         log.info("scan failed", exc_info=(type(error), error, error.__traceback__))
         self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
@@ -356,7 +356,7 @@ class DatasetScans(QObject):
     def _on_views_errored(self, gen: int, error: BaseException) -> None:
         if gen != self._views_gen or self._views_key is None:
             return
-        from actviz.ui.loaders import describe_error
+        from actviz.ui.background_loads import describe_error
 
         log.info("top-k views failed", exc_info=(type(error), error, error.__traceback__))
         layer, channel = self._views_key

@@ -33,14 +33,14 @@ from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 
 from actviz.analysis.effects import DEFAULT_VERIFY, estimate_from_capture, verify
 from actviz.display.mosaic import ChannelOrder, page_start
+from actviz.ui.background_loads import describe_error
 from actviz.ui.effects.view import BarRow, EffectsView
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
-from actviz.ui.loaders import describe_error
 from actviz.ui.worker import Worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.effects import Effects
-    from actviz.display.result import RunResult
+    from actviz.display.prepared import RunResult
 
 __all__ = ["DOCK_TITLE", "EffectsFeature"]
 
@@ -378,13 +378,13 @@ class EffectsFeature(FeatureBase, QObject):
 
     def ablate_top(self, layer: str, k: int | None = None) -> bool:
         """Add a what-if edit ablating the top ``k`` channels of ``layer`` and run again."""
-        from actviz.core.edits import ablate
+        from actviz.core.edit_kinds import ablate
 
         return self._edit(layer, k, ablate, "ablated")
 
     def keep_top(self, layer: str, k: int | None = None) -> bool:
         """Add a what-if edit keeping only the top ``k`` channels of ``layer``; run again."""
-        from actviz.core.edits import keep
+        from actviz.core.edit_kinds import keep
 
         return self._edit(layer, k, keep, "kept")
 

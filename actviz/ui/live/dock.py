@@ -1,6 +1,6 @@
 """The "Live" dock: source, transport, perturbation sliders, fps / timing / memory read-outs.
 
-A thin view over a :class:`~actviz.ui.live.controller.LiveController`: widgets call the controller,
+A thin view over a :class:`~actviz.ui.live.playback.LiveController`: widgets call the controller,
 the controller's signals update the widgets. File choosers are injectable callables so tests
 never open a blocking dialog.
 """
@@ -46,8 +46,8 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.display.attribution import display_image
-from actviz.ui.live.controller import LiveController, LiveStatus
 from actviz.ui.live.frames import Perturbation, webcam_status
+from actviz.ui.live.playback import LiveController, LiveStatus
 from actviz.ui.panels import style
 
 log = logging.getLogger(__name__)

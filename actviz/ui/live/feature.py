@@ -19,8 +19,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea
 
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.live.controller import LiveController
 from actviz.ui.live.dock import LiveControls, show_dock
+from actviz.ui.live.playback import LiveController
 
 __all__ = ["DOCK_WIDTH", "LiveMode"]
 

@@ -1,6 +1,6 @@
 """Live inputs without widgets: frame sources, perturbations, the player and the coalescer.
 
-Everything here is plain logic the live controller (:mod:`actviz.ui.live.controller`) drives:
+Everything here is plain logic the live controller (:mod:`actviz.ui.live.playback`) drives:
 
 * :class:`FrameSource` and its kinds: the frames of a ``(T, C, H, W)`` tensor
   (:class:`TensorFrames`), a folder of images (:class:`ImageFolder`), the current input alone
@@ -180,7 +180,7 @@ class TensorFrames(FrameSource):
         actviz.io.errors.InputError
             The file cannot be read.
         """
-        from actviz.io.inputs import open_input
+        from actviz.io.input_files import open_input
 
         loaded = open_input(str(path))  # no model: the (T, ...) layout is not checked as (N, ...)
         value = loaded.value
@@ -219,7 +219,7 @@ class ImageFolder(FrameSource):
     folder
         A directory holding image files (:data:`IMAGE_SUFFIXES`).
     model, loaded_model
-        What ``actviz.io.inputs.open_input`` adapts the images to (size, transforms).
+        What ``actviz.io.input_files.open_input`` adapts the images to (size, transforms).
     cache
         Frames kept decoded (looping over a short folder then costs nothing).
     """
@@ -255,7 +255,7 @@ class ImageFolder(FrameSource):
         return len(self.files)
 
     def frame(self, index: int) -> LiveFrame:
-        from actviz.io.inputs import open_input
+        from actviz.io.input_files import open_input
 
         index = int(index) % len(self)
         with self._lock:
@@ -787,7 +787,7 @@ class WebcamSource(FrameSource):
     def frame(self, index: int) -> LiveFrame:
         from PIL import Image
 
-        from actviz.io.inputs import open_input
+        from actviz.io.input_files import open_input
 
         with self._lock:
             rgb, count = self._latest, self._count

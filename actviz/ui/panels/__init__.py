@@ -7,7 +7,7 @@ numpy, prepared by ``actviz.display`` off the GUI thread.
 from __future__ import annotations
 
 from actviz.ui.panels.channel_view import ChannelView
-from actviz.ui.panels.colormaps import COLORMAPS, lut
+from actviz.ui.panels.colormap_views import COLORMAPS, lut
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.panels.grad_flow import GradFlowPanel
 from actviz.ui.panels.histogram import HistogramPanel

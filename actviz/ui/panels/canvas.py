@@ -21,7 +21,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
-from actviz.ui.panels.colormaps import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut, to_indices
+from actviz.ui.panels.colormap_views import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut, to_indices
 from actviz.ui.panels.deferred import DeferredCall
 
 _COLORBAR_WIDTH = 10
@@ -662,7 +662,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         ----------
         image
             C-contiguous array; NaN pixels are drawn transparent. A 2-D float image is shown
-            as uint8 indices (see :func:`~actviz.ui.panels.colormaps.to_indices`); a 2-D
+            as uint8 indices (see :func:`~actviz.ui.panels.colormap_views.to_indices`); a 2-D
             uint8 image is taken to be such indices already (255 = transparent).
         levels
             (low, high) display levels for a 2-D image.

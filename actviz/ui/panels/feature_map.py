@@ -16,8 +16,8 @@ from actviz.ui.panels.canvas import BarCanvas, ImageCanvas
 from actviz.ui.panels.deferred import DeferredCall
 
 if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
+    from actviz.display.layer_views import LayerView
     from actviz.display.mosaic import Mosaic
-    from actviz.display.views import LayerView
 
 logger = logging.getLogger(__name__)
 
@@ -525,7 +525,7 @@ class LayerPanel(PanelBase):
 
     def set_unit_names(self, names: tuple[str, ...] | None) -> None:
         """Name a bar layer's units (the model's classes, see
-        :func:`actviz.display.views.class_units`): its axis and read-out say "class"."""
+        :func:`actviz.display.layer_views.class_units`): its axis and read-out say "class"."""
         self._unit_names = names or ()
         for slot in (self.activation_slot, self.gradient_slot):
             slot.set_unit_label("class" if names else "unit")
@@ -536,7 +536,7 @@ class LayerPanel(PanelBase):
         Parameters
         ----------
         view
-            The activation as prepared by ``actviz.display.views.layer_view``; ``view.data`` is kept
+            The activation as prepared by ``actviz.display.layer_views.layer_view``; ``view.data`` is kept
             to read raw values under the mouse.
         mosaic
             The mosaic of ``view.data`` for kind "maps" (ignored for other kinds).

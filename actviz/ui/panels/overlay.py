@@ -13,7 +13,7 @@ from actviz.display.text import MAX_TICKS, axis_ticks
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
-from actviz.ui.panels.colormaps import OVERLAY_CMAP, lut
+from actviz.ui.panels.colormap_views import OVERLAY_CMAP, lut
 
 DEFAULT_OPACITY = 0.5
 

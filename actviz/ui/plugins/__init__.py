@@ -1,6 +1,6 @@
 """Plugins in the window: :func:`attach_plugins` builds the registry a window was given and
 the :class:`~actviz.ui.plugins.feature.PluginsFeature` that wires it in (see
-:mod:`actviz.plugins` for the public API and :mod:`actviz.workspace.plugins` for loading)."""
+:mod:`actviz.plugins` for the public API and :mod:`actviz.workspace.plugin_registry` for loading)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from actviz.ui.plugins.feature import PluginsFeature, disabled_plugins
-from actviz.workspace.plugins import PluginRegistry, plugins_off_by_env
+from actviz.workspace.plugin_registry import PluginRegistry, plugins_off_by_env
 
 __all__ = ["INSTALLED", "PluginsFeature", "attach_plugins", "build_registry"]
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from actviz.workspace.plugins import PluginRecord, PluginRegistry
+from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry
 
 __all__ = ["COLUMNS", "PluginsDialog", "status_text"]
 

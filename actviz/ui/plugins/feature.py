@@ -1,10 +1,10 @@
 """The plugins in the window: one feature, built with the host like the others.
 
-:class:`PluginsFeature` takes a :class:`~actviz.workspace.plugins.PluginRegistry` and wires each
+:class:`PluginsFeature` takes a :class:`~actviz.workspace.plugin_registry.PluginRegistry` and wires each
 kind of contribution into the window:
 
 * layer views: "Show <title>" in a layer panel's tile menu (right click on its maps) opens a
-  dock (:class:`~actviz.ui.plugins.views.PluginViewDock`) that follows the panel's results
+  dock (:class:`~actviz.ui.plugins.view_docks.PluginViewDock`) that follows the panel's results
   and the session's colour map, normalisation and channel page; File > Export writes it;
 * input openers: the window's input loader asks them first (File > Open input lists their
   suffixes; the Model dock shows their description);
@@ -31,8 +31,8 @@ from actviz.plugins import ViewContext, ViewSettings
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.plugins.dialog import PluginsDialog
 from actviz.ui.plugins.guarded import GuardedFeature, PluginHost
-from actviz.ui.plugins.views import PluginViewDock, view_key
-from actviz.workspace.plugins import PluginRecord, PluginRegistry, layer_data
+from actviz.ui.plugins.view_docks import PluginViewDock, view_key
+from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry, layer_data
 
 log = logging.getLogger(__name__)
 

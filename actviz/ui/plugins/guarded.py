@@ -4,7 +4,7 @@
 nothing less) seen through a proxy that wraps what the plugin hands back to it: slots
 connected to the host's signals and to the session's events, tile-menu fillers and deferred
 display steps. An exception in one of them is caught, reported once and the plugin disabled
-(:meth:`~actviz.workspace.plugins.PluginRegistry.guard`); the proxy also remembers the tabs,
+(:meth:`~actviz.workspace.plugin_registry.PluginRegistry.guard`); the proxy also remembers the tabs,
 docks, actions, toolbars and status widgets the plugin added, so they go when it is disabled.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QDockWidget, QToolBar, QWidget
 
-from actviz.workspace.plugins import PluginRecord, PluginRegistry
-from actviz.workspace.session import Event
+from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry
+from actviz.workspace.session_state import Event
 
 __all__ = ["GuardedFeature", "PluginHost", "fit_args"]
 
@@ -86,7 +86,7 @@ class _GuardedSignal:
 
 
 class _GuardedEvent(_GuardedSignal):
-    """A session :class:`~actviz.workspace.session.Event` whose callbacks are guarded."""
+    """A session :class:`~actviz.workspace.session_state.Event` whose callbacks are guarded."""
 
 
 class _GuardedSession:

@@ -30,9 +30,9 @@ from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 
+from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder, start_path
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.loaders import describe_error, short_source
 from actviz.ui.sessions.state import (
     ModelOpened,
     apply_view,

@@ -24,10 +24,10 @@ from actviz.workspace.session_file import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.core.edits import Edit
-    from actviz.display.result import RunResult
+    from actviz.core.edit_kinds import Edit
+    from actviz.display.prepared import RunResult
     from actviz.ui.host import WindowHost
-    from actviz.workspace.session import RunRequest, Session
+    from actviz.workspace.session_state import RunRequest, Session
 
 __all__ = [
     "ModelOpened",

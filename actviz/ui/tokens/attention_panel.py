@@ -13,11 +13,11 @@ import numpy as np
 from PySide6 import QtWidgets
 
 from actviz.display.attention import AttentionMaps
-from actviz.display.tokens import SequenceLayout, token_labels
+from actviz.display.token_maps import SequenceLayout, token_labels
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.overlay import MiddleElidedComboBox
-from actviz.ui.tokens.canvas import LabelledHeatCanvas
+from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 
 __all__ = ["MEAN", "AttentionPanel"]
 

@@ -2,7 +2,7 @@
 
 :class:`TokenLayerPanel` is a :class:`~actviz.ui.panels.feature_map.LayerPanel` (same signals,
 setters, title and read-out) that also takes :meth:`TokenLayerPanel.set_tokens`: given a
-:class:`~actviz.display.tokens.TokenView` it replaces the mosaic slots by two labelled heat
+:class:`~actviz.display.token_maps.TokenView` it replaces the mosaic slots by two labelled heat
 maps, values and ``|gradient|``, each with one bar per token (its L2 norm); hover shows the
 token, the feature and the value. ``set_tokens(None)`` returns to the ordinary panel. The
 token maps are built on first use, so ordinary layers pay nothing.
@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtWidgets
 
+from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import Mosaic
-from actviz.display.tokens import TokenView
-from actviz.display.views import LayerView
+from actviz.display.token_maps import TokenView
 from actviz.ui.panels import style
 from actviz.ui.panels.feature_map import LayerPanel
-from actviz.ui.tokens.canvas import LabelledHeatCanvas
+from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 
 __all__ = ["MIN_TOKEN_PANEL_HEIGHT", "TokenLayerPanel"]
 

@@ -23,7 +23,7 @@ from actviz.ui.tree.model import ModuleFilterProxy, ModuleTreeModel, NameRole
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
-    from actviz.workspace.session import Session
+    from actviz.workspace.session_state import Session
 
 #: The Name column may take at most this share of the tree's width after fitting its contents.
 NAME_COLUMN_MAX_FRACTION = 0.6

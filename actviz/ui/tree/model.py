@@ -1,7 +1,7 @@
 """Qt item model over :func:`actviz.module_tree`, with check boxes bound to the session's ticks.
 
 Like napari's ``_qt/containers/_base_item_model.py``, this is a thin adapter: the tree and the
-ticked set live in the :class:`~actviz.workspace.session.Session`; ``CheckStateRole`` reads and writes
+ticked set live in the :class:`~actviz.workspace.session_state.Session`; ``CheckStateRole`` reads and writes
 that set directly and the model listens to the session to repaint rows ticked elsewhere
 (context actions, ``explore(layers=...)``).
 """
@@ -24,7 +24,7 @@ from actviz.display.text import format_shape as format_shape
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleNode, ModuleTree
-    from actviz.workspace.session import Session
+    from actviz.workspace.session_state import Session
 
 COLUMNS = ("Name", "Type", "Output shape", "Params")
 NAME, TYPE, SHAPE, PARAMS = range(4)

@@ -5,7 +5,7 @@ them again, :func:`actviz.analysis.visualize_export.reproduce`).
 
 For the channel shown, "What it wants" runs :func:`actviz.visualize` with progress and Cancel
 (Esc) on a worker of its own, on a private copy of the model made on the capture worker
-between two of its jobs (:class:`~actviz.ui.model_copy.WorkerCopy`; one model, one
+between two of its jobs (:class:`~actviz.ui.worker_copy.WorkerCopy`; one model, one
 worker: the synthesis adds hooks to the model it runs). So the window's runs and live frames
 go on meanwhile, and none of them replaces the synthesis. Results go to the user's
 visualisation cache, so a channel opened again shows its picture at once: on every channel
@@ -27,10 +27,10 @@ from PySide6.QtWidgets import QFileDialog, QMenu
 from actviz.analysis.visualize import Visualization, visualize
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
-from actviz.ui.model_copy import WorkerCopy
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
+from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ class VisualizeFeature(FeatureBase, QObject):
         return self.job.cancel()
 
     def _on_copy_failed(self, error: BaseException) -> None:
-        from actviz.ui.loaders import describe_error
+        from actviz.ui.background_loads import describe_error
 
         self._waiting = None
         self.section.set_busy(False)

@@ -37,12 +37,12 @@ from actviz.analysis.visualize import (
     merge_visualizations,
     visualize,
 )
+from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
-from actviz.ui.loaders import describe_error
-from actviz.ui.model_copy import WorkerCopy
-from actviz.ui.visualize.mosaic import MosaicDock
+from actviz.ui.visualize.picture_mosaic import MosaicDock
 from actviz.ui.visualize.section import OBJECTIVES
 from actviz.ui.worker import Worker
+from actviz.ui.worker_copy import WorkerCopy
 
 __all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser"]
 

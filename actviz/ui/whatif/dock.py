@@ -2,7 +2,7 @@
 
 A passive view of an :class:`~actviz.workspace.edits_board.EditBoard`: :meth:`EditsDock.set_entries`
 rebuilds the rows (a handful), and the user's changes come out as signals the
-:class:`~actviz.ui.whatif.controller.WhatIfController` applies to the board.
+:class:`~actviz.ui.whatif.feature.WhatIfController` applies to the board.
 """
 
 from __future__ import annotations

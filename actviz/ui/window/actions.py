@@ -151,7 +151,7 @@ def _toolbar(window: QMainWindow, actions: dict[str, QAction]) -> dict[str, Any]
     bar.addAction(actions["cancel_action"])
     bar.addSeparator()
     from actviz.display.colormaps import AUTO
-    from actviz.ui.panels.colormaps import COLORMAPS
+    from actviz.ui.panels.colormap_views import COLORMAPS
 
     colormap_combo = QComboBox()
     colormap_combo.addItems([AUTO, *COLORMAPS])

@@ -18,19 +18,19 @@ from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QMenu, QWidget
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.display.result import RunResult
+    from actviz.display.prepared import RunResult
     from actviz.ui.host import Feature
     from actviz.ui.tree.dock import ModelDock
     from actviz.ui.window.actions import WindowActions
+    from actviz.ui.window.central import Centre, StatusWidgets
     from actviz.ui.window.export_actions import ExportActions
     from actviz.ui.window.file_opening import FileOpening
-    from actviz.ui.window.layout import Centre, StatusWidgets
     from actviz.ui.window.pin_actions import PinActions
     from actviz.ui.window.result_display import ResultDisplay
     from actviz.ui.window.runs import RunControl
     from actviz.ui.worker import Worker
     from actviz.workspace.pins import Pin
-    from actviz.workspace.session import Session
+    from actviz.workspace.session_state import Session
 
 __all__ = ["WindowAPI"]
 

@@ -20,13 +20,13 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
 from actviz.io.export import safe_name
+from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
-from actviz.ui.loaders import describe_error
 from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.layout import Centre, StatusWidgets
+from actviz.ui.window.central import Centre, StatusWidgets
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.worker import Worker
-from actviz.workspace.session import Session
+from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
 

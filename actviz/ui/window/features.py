@@ -17,15 +17,15 @@ def default_features() -> tuple[Callable[[Any], Any], ...]:
     files (File > Save session / Open session / Export report), and concepts (Data > Train
     concepts…, panels of concepts)."""
     from actviz.ui.atlas.feature import AtlasFeature
-    from actviz.ui.compare.controller import CompareController
+    from actviz.ui.compare.feature import CompareController
     from actviz.ui.concepts import ConceptsFeature
-    from actviz.ui.dataset.scan_ui import DatasetScanUI
+    from actviz.ui.dataset.feature import DatasetScanUI
     from actviz.ui.effects import EffectsFeature
     from actviz.ui.live.feature import LiveMode
     from actviz.ui.sessions import SessionsFeature
-    from actviz.ui.tokens.views import TokenViews
+    from actviz.ui.tokens.feature import TokenViews
     from actviz.ui.visualize import VisualizeFeature
-    from actviz.ui.whatif.controller import WhatIfController
+    from actviz.ui.whatif.feature import WhatIfController
 
     return (
         TokenViews,

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from actviz.ui.file_dialogs import remember, start_folder
-from actviz.ui.loaders import (
+from actviz.ui.background_loads import (
     IMAGE_FILTER,
     MODEL_SUFFIXES,
     TENSOR_FILTER,
@@ -36,11 +35,12 @@ from actviz.ui.loaders import (
     error_details,
     short_source,
 )
+from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.settings import AppSettings, split_recent_model
 from actviz.ui.worker import Worker
-from actviz.workspace.session import Session
+from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.tree.dock import ModelDock
     from actviz.ui.window.actions import WindowActions
-    from actviz.ui.window.layout import Centre, StatusWidgets
+    from actviz.ui.window.central import Centre, StatusWidgets
     from actviz.ui.window.result_display import ResultDisplay
 
 __all__ = ["HostSlots"]

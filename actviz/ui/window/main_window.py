@@ -1,11 +1,11 @@
 """The explorer window: assembles its parts and hosts the features.
 
-The window is a thin layer over a :class:`~actviz.workspace.session.Session`: widgets change the
+The window is a thin layer over a :class:`~actviz.workspace.session_state.Session`: widgets change the
 session, its events schedule a debounced run (:mod:`actviz.ui.window.runs`), the capture worker
 runs it off the GUI thread and the numpy-only result goes to passive panels. It is built from:
 
 * ``commands`` (:mod:`~actviz.ui.window.actions`) - actions, toolbar, menus;
-* ``centre``, ``status`` (:mod:`~actviz.ui.window.layout`) - banner, tabs and their panels,
+* ``centre``, ``status`` (:mod:`~actviz.ui.window.central`) - banner, tabs and their panels,
   status bar;
 * ``model_dock`` (:mod:`~actviz.ui.tree.dock`) - module tree, module details, input preview;
 * ``display`` (:mod:`~actviz.ui.window.result_display`) - a result into the panels;
@@ -30,32 +30,32 @@ from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QMainWindow, QWidget
 
-from actviz.ui.host import Feature
-from actviz.ui.loaders import (
+from actviz.ui.background_loads import (
     InputLoader,
     ModelLoader,
     load_input_source,
     load_model_source,
     local_files,
 )
+from actviz.ui.host import Feature
 from actviz.ui.panels.deferred import DeferredCall
 from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import build_actions
 from actviz.ui.window.api import WindowAPI
+from actviz.ui.window.central import build_centre, build_status_bar, default_window_size
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
 from actviz.ui.window.hosting import HostSlots
-from actviz.ui.window.layout import build_centre, build_status_bar, default_window_size
 from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import RunControl
 from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
-from actviz.workspace.session import Session
+from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
     debounce_ms, auto_run
         Delay between the last change and the automatic re-run; whether it re-runs at all.
     model_loader, input_loader
-        What the loader threads run (:mod:`actviz.ui.loaders`); tests inject others.
+        What the loader threads run (:mod:`actviz.ui.background_loads`); tests inject others.
     features
         Feature classes to host, each constructed with the window (default: all of them).
     plugins

@@ -19,7 +19,7 @@ from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.workspace.pins import Pin, PinRefused
-from actviz.workspace.session import Session
+from actviz.workspace.session_state import Session
 
 
 class PinActions:

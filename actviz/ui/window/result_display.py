@@ -1,6 +1,6 @@
 """Pushing a finished run into the panels: layer mosaics, overview, channel view, selection.
 
-Only numpy from a :class:`~actviz.workspace.session.RunResult` reaches a widget, through the panels'
+Only numpy from a :class:`~actviz.workspace.session_state.RunResult` reaches a widget, through the panels'
 typed ``set_`` methods; the raw capture stays in the result for export.
 
 A result reaches the screen in small steps, one per event-loop pass: first the layer panels'
@@ -27,13 +27,13 @@ from actviz.core.capture import format_bytes
 from actviz.display.attribution import last_spatial_layer
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepare import current_mosaics, symmetric_for, with_page
-from actviz.display.result import PreparedLayer, RunResult
+from actviz.display.prepared import PreparedLayer, RunResult
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import WindowActions
-from actviz.ui.window.layout import Centre, StatusWidgets
-from actviz.workspace.session import Session
+from actviz.ui.window.central import Centre, StatusWidgets
+from actviz.workspace.session_state import Session
 
 #: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
 #: as its width needs: the mosaic fills the width).
@@ -652,7 +652,7 @@ class ResultDisplay:
     def _class_units(self, layer: PreparedLayer) -> tuple[str, ...] | None:
         """The class names of ``layer``'s bars when it outputs the model's class scores."""
         from actviz.core.structures import first_tensor
-        from actviz.display.views import class_units
+        from actviz.display.layer_views import class_units
 
         result = self.session.result
         cap = result.capture if result is not None else None

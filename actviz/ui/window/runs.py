@@ -19,8 +19,8 @@ from PySide6.QtCore import QTimer
 
 from actviz.core.targets import detections, target_choices
 from actviz.display.prepare import renormalised
-from actviz.ui.loaders import describe_error, error_details
-from actviz.workspace.session import RunRequest, RunResult, run_job
+from actviz.ui.background_loads import describe_error, error_details
+from actviz.workspace.session_state import RunRequest, RunResult, run_job
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,204 @@
+"""What a capture hands the model: its own copies of the caller's inputs, at any depth.
+
+``inputs`` may be a tensor, a tuple/list of positional arguments or a dict of keyword arguments,
+and each argument may itself nest lists, tuples and dicts of tensors (detection models take a
+list of images). Every tensor is copied with its strides kept, so the caller's tensors are never
+written nor given ``requires_grad``, and the model computes on the same memory layout as
+without actviz. Input gradients come back in the caller's structure.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.core.structures import clone_keep_layout, map_leaves, map_tensors
+
+__all__ = ["PreparedInputs", "align_grads", "forward_takes_list", "list_layout", "prepare_inputs"]
+
+_LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
+
+
+def forward_takes_list(model: nn.Module) -> bool:
+    """Whether ``model.forward``'s first argument is annotated as a list (``list[Tensor]``,
+    ``List[Tensor]``, ``Sequence[...]``): the model takes a list of images, not a batch.
+
+    torchvision's detection models (``images: list[Tensor]``) are; a plain CNN (``x: Tensor``)
+    or a forward without annotations is not. Used to read ``inputs=[img]`` as one list
+    argument, and by :func:`actviz.io.input_files.open_input` to load an image as ``[image]``.
+    """
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # TorchScript and builtins may have no signature
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    if not positional or positional[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return False
+    annotation = positional[0].annotation
+    if isinstance(annotation, str):  # ``from __future__ import annotations`` modules
+        head = annotation.strip("'\" ").replace("typing.", "").split("[", 1)[0].strip()
+        return head in ("list", "List", "Sequence", "Iterable")
+    origin = typing.get_origin(annotation)
+    return origin is not None and origin in _LIST_TYPES
+
+
+@dataclass(frozen=True)
+class PreparedInputs:
+    """The model's arguments and what the capture keeps of them.
+
+    Attributes
+    ----------
+    args, kwargs
+        What the model is called with: fresh copies, so in-place writes stay inside them.
+    leaves
+        One entry per tensor of the inputs, in structure order: the tensor whose gradient is
+        that input's saliency, or None (integer tensors, or no input gradients asked for).
+    copies
+        The inputs as given, every tensor replaced by an untouched copy (the caller's structure).
+    pairs
+        ``(tensor handed to the model, its kept copy)`` for every tensor, at every depth.
+    """
+
+    args: tuple
+    kwargs: dict
+    leaves: list[torch.Tensor | None]
+    copies: Any
+    pairs: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def prepare_inputs(
+    inputs: Any,
+    *,
+    model: nn.Module | None = None,
+    gradients: bool = True,
+    device: torch.device | None = None,
+) -> PreparedInputs:
+    """Copy ``inputs`` for one capture; see :func:`actviz.core.capture.capture` for the forms.
+
+    Parameters
+    ----------
+    inputs
+        A tensor (one argument), a tuple/list (positional arguments) or a dict (keyword
+        arguments); a list is one argument instead when ``model``'s forward takes a list
+        (:func:`forward_takes_list`) and the list holds tensors.
+    model
+        The model, to tell a list of images from a list of arguments.
+    gradients
+        Give every floating tensor a leaf whose gradient is its saliency.
+    device
+        Move tensors there (the model's device) before copying.
+
+    Raises
+    ------
+    TypeError
+        For anything else at the top level.
+    """
+    leaves: list[torch.Tensor | None] = []
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def convert(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if device is not None and t.device != device:
+            t = t.to(device)
+        # Our own copy with the caller's strides: never modified nor given requires_grad.
+        # (``detach`` only where needed: each op dispatched costs ~15 us with cold caches)
+        copy = clone_keep_layout(t.detach() if t.requires_grad else t)
+        if gradients and copy.is_floating_point():
+            leaf = copy.requires_grad_(True)
+            leaves.append(leaf)
+            # The model gets a non-leaf copy so in-place ops on its input stay legal; made
+            # with autograd on, else under a caller's no_grad it would not lead back to the
+            # leaf and the input gradient would be lost.
+            if torch.is_grad_enabled():
+                given = clone_keep_layout(leaf)
+            else:
+                with torch.enable_grad():
+                    given = clone_keep_layout(leaf)
+            kept = leaf.detach()
+        else:
+            leaves.append(None)
+            given, kept = clone_keep_layout(copy), copy
+        pairs.append((given, kept))
+        return given, kept
+
+    def walk(obj: Any) -> tuple[Any, Any]:
+        """(what the model gets, what is kept), same structure and types, fresh containers."""
+        kept: list[torch.Tensor] = []
+
+        def given(t: torch.Tensor) -> torch.Tensor:
+            arg, copy = convert(t)
+            kept.append(copy)
+            return arg
+
+        args = map_tensors(obj, given)
+        it = iter(kept)
+        return args, map_tensors(obj, lambda _t: next(it))
+
+    if isinstance(inputs, torch.Tensor):
+        arg, copy = convert(inputs)
+        return PreparedInputs((arg,), {}, leaves, copy, pairs)
+    if isinstance(inputs, list) and _one_list_argument(inputs, model):
+        arg, copies = walk(inputs)
+        return PreparedInputs((arg,), {}, leaves, copies, pairs)
+    if isinstance(inputs, (list, tuple)):
+        args, copies = walk(inputs)
+        return PreparedInputs(tuple(args), {}, leaves, copies, pairs)
+    if isinstance(inputs, Mapping):
+        kwargs, copies = walk(inputs)
+        return PreparedInputs((), dict(kwargs), leaves, copies, pairs)
+    raise TypeError(
+        "inputs must be a tensor, a tuple/list of arguments or a dict of keyword arguments "
+        f"(nested lists, tuples and dicts of tensors allowed), not {type(inputs).__name__}"
+    )
+
+
+def _one_list_argument(inputs: list, model: nn.Module | None) -> bool:
+    return (
+        model is not None
+        and bool(inputs)
+        and all(isinstance(v, torch.Tensor) for v in inputs)
+        and forward_takes_list(model)
+    )
+
+
+def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
+    """Put the per-tensor gradients (structure order) back into the caller's structure.
+
+    Non-tensor entries become None, so ``input_grads`` mirrors ``inputs`` position by position.
+    """
+    it = iter(grads)
+    return map_leaves(copies, lambda leaf: next(it) if isinstance(leaf, torch.Tensor) else None)
+
+
+def list_layout(value: Any, as_list: bool) -> Any:
+    """``value`` as one list of images (``as_list``) or as one batch tensor.
+
+    A batch tensor ``(N, ...)`` becomes a list of its N samples (each with its own storage,
+    like separate images); a list or tuple of same-shaped tensors becomes their stack. Anything
+    else (a dict of keyword inputs, a scalar, a list of differently sized images asked to be
+    a batch) is returned as it is.
+    """
+    if as_list:
+        if isinstance(value, torch.Tensor) and value.ndim >= 2:
+            return [v.clone() for v in value]
+        if isinstance(value, tuple) and all(isinstance(v, torch.Tensor) for v in value):
+            return list(value)
+        return value
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, torch.Tensor) for v in value)
+        and len({tuple(v.shape) for v in value}) == 1
+    ):
+        return torch.stack(list(value))
+    return value

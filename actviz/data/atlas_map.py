@@ -1,0 +1,717 @@
+"""The dataset atlas: a layer's pooled vectors of every scanned image, laid out as a 2-D map.
+
+Numpy only (UMAP through the optional ``umap-learn``), no Qt, no state shared between calls:
+a window can run every function here on a worker thread.
+
+* :func:`project` fits a projection (PCA, exact; or UMAP) and places the vectors; the
+  :class:`Projection` it returns places new vectors (a live input) with the same fit.
+* :func:`cosine_top` is the exact nearest-neighbour search behind :meth:`Scan.neighbours
+  <actviz.data.scan_result.Scan.neighbours>`; :func:`query_vector` pools a capture the way the
+  scan pooled its images.
+* :func:`separating_channels` ranks the channels that set a selection of images apart from
+  the rest.
+* :func:`build_atlas` does all of it for one scanned layer and returns an :class:`Atlas`,
+  what a window's map needs: coordinates, classes, predictions, a live input's place and its
+  nearest images.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.data.accumulate import pool
+
+__all__ = [
+    "METHODS",
+    "NO_ATLAS_NOTE",
+    "Atlas",
+    "ChannelSplit",
+    "ExactNeighbours",
+    "Projection",
+    "build_atlas",
+    "cache_umap_compiles",
+    "cosine_top",
+    "points_in_polygon",
+    "project",
+    "query_vector",
+    "row_norms",
+    "separating_channels",
+    "umap_available",
+]
+
+#: Projection methods :func:`project` knows.
+METHODS = ("pca", "umap")
+#: How a scan's warning begins when it was made without embeddings because they were over
+#: the memory budget (the window's scans then still find every channel's top images).
+NO_ATLAS_NOTE = "No atlas for this scan"
+
+#: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200, its own choice
+#: for larger sets, take two fifths of the layout time.
+UMAP_EPOCHS = 200
+#: Vectors wider than this go through PCA to this many values before UMAP.
+UMAP_PCA_DIMS = 50
+#: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
+UMAP_EXACT_MAX = 50_000
+
+#: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
+#: the float64 working copy stays a few MB.
+_CHUNK = 4096
+
+
+def _rows(vectors: Any) -> np.ndarray:
+    """``vectors`` as a 2-D numpy array (any float dtype kept: converted chunk by chunk)."""
+    if isinstance(vectors, torch.Tensor):
+        vectors = vectors.detach().cpu().numpy()
+    a = np.asarray(vectors)
+    if a.ndim != 2:
+        raise ValueError(f"vectors must be (N, D), got shape {a.shape}")
+    if a.dtype.kind not in "fiu":
+        raise ValueError(f"vectors must be numbers, got {a.dtype}")
+    return a
+
+
+def _chunks(a: np.ndarray) -> Any:
+    for lo in range(0, a.shape[0], _CHUNK):
+        yield lo, a[lo : lo + _CHUNK].astype(np.float64)
+
+
+def umap_available() -> bool:
+    """Whether ``umap-learn`` (the ``actviz[atlas]`` extra) is installed, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("umap") is not None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A fitted projection of pooled vectors to a few dimensions.
+
+    Attributes
+    ----------
+    method
+        ``"pca"`` or ``"umap"``.
+    coords
+        ``(N, dims)`` float64: where the fitted vectors land.
+    mean
+        ``(D,)`` the fitted vectors' mean (PCA; None for UMAP).
+    components
+        ``(dims, D)`` orthonormal principal axes, largest variance first, each signed so that
+        its largest loading is positive (PCA; None for UMAP).
+    explained
+        ``(dims,)`` share of the total variance along each axis (PCA; None for UMAP).
+    seed
+        The seed the fit used.
+    """
+
+    method: str
+    coords: np.ndarray
+    mean: np.ndarray | None = None
+    components: np.ndarray | None = None
+    explained: np.ndarray | None = None
+    seed: int = 0
+    _model: Any = field(default=None, repr=False, compare=False)
+    #: UMAP of wide vectors: the PCA that narrowed them first (new vectors go through it too).
+    _pre: Projection | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def dims(self) -> int:
+        return int(self.coords.shape[1])
+
+    def transform(self, vectors: Any) -> np.ndarray:
+        """Place new vectors with this fit: ``(D,)`` -> ``(dims,)``, ``(M, D)`` -> ``(M, dims)``.
+
+        PCA: ``(vectors - mean) @ components.T``, exactly; UMAP: ``umap``'s own ``transform``
+        (the new points are placed among the fitted ones, which do not move).
+        """
+        a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
+        a = np.asarray(a)
+        one = a.ndim == 1
+        a = _rows(a[None] if one else a)
+        if self.mean is not None:
+            width: int | None = self.mean.shape[0]
+        elif self._pre is not None and self._pre.mean is not None:
+            width = self._pre.mean.shape[0]
+        else:
+            width = self._model_width()
+        if width is not None and a.shape[1] != width:
+            raise ValueError(
+                f"vectors of {a.shape[1]} values; the projection was fitted on {width}"
+            )
+        if self.method == "pca":
+            assert self.mean is not None and self.components is not None
+            out = (a.astype(np.float64) - self.mean) @ self.components.T
+        else:
+            if self._pre is not None:
+                a = self._pre.transform(a)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = np.asarray(self._model.transform(a.astype(np.float32)), dtype=np.float64)
+        return out[0] if one else out
+
+    def _model_width(self) -> int | None:
+        raw = getattr(self._model, "_raw_data", None)
+        return None if raw is None else int(raw.shape[1])
+
+
+def project(
+    vectors: Any, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
+) -> Projection:
+    """Fit a projection of ``vectors`` to ``dims`` dimensions and place them.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, D)`` (e.g. :attr:`Embeddings.vectors <actviz.data.scan_result.Embeddings.vectors>`,
+        float16 is fine: it is converted a few thousand rows at a time).
+    method
+        ``"pca"``: the exact principal components (an eigendecomposition of the ``D x D``
+        covariance, or of the ``N x N`` Gram matrix when ``N < D``, in float64; the same axes
+        as an SVD of the centred vectors). ``"umap"``: UMAP (the ``actviz[atlas]`` extra,
+        ``umap-learn``), its neighbour count capped below ``N``, 200 epochs, vectors wider
+        than 50 values narrowed by PCA to 50 first (``pca_dims=0`` in ``options``: not);
+        numba's compiled code is kept on disk (:func:`cache_umap_compiles`), so only the
+        first fit on a machine waits for the compile.
+    dims
+        Output dimensions.
+    seed
+        UMAP's random state (PCA is deterministic).
+    options
+        Passed to ``umap.UMAP`` (e.g. ``n_neighbors``, ``min_dist``, ``n_epochs``), except
+        ``pca_dims`` (the width PCA narrows the vectors to first; 0: none).
+
+    Returns
+    -------
+    Projection
+        ``.coords`` ``(N, dims)`` and ``.transform(new)``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method, ``dims`` below 1 or above what the vectors allow, NaN in the
+        vectors.
+    ImportError
+        ``"umap"`` without ``umap-learn`` installed.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown projection method {method!r} (known: {', '.join(METHODS)})")
+    a = _rows(vectors)
+    n, d = a.shape
+    dims = int(dims)
+    if dims < 1 or dims > d:
+        raise ValueError(f"dims must be between 1 and the {d} values per vector, got {dims}")
+    if n == 0:
+        raise ValueError("no vectors to project")
+    if a.dtype.kind == "f" and any(np.isnan(c).any() for _, c in _chunks(a)):
+        raise ValueError("the vectors hold NaN; leave those rows out")
+    if method == "pca":
+        return _pca(a, dims)
+    return _umap(a, dims, int(seed), options)
+
+
+def _pca(a: np.ndarray, dims: int) -> Projection:
+    n, d = a.shape
+    mean = np.zeros(d)
+    for _, c in _chunks(a):
+        mean += c.sum(axis=0)
+    mean /= n
+    if n >= d:
+        cov = np.zeros((d, d))
+        for _, c in _chunks(a):
+            c -= mean
+            cov += c.T @ c
+        top, vecs = _top_eigen(cov, dims)
+        components = vecs.T
+        total = float(np.trace(cov))
+    else:
+        centred = a.astype(np.float64) - mean
+        gram = centred @ centred.T
+        values, vecs = np.linalg.eigh(gram)
+        order = np.argsort(values)[::-1][:dims]
+        top = values[order]
+        total = float(np.maximum(values, 0).sum())
+        components = np.zeros((dims, d))
+        for j, (v, u) in enumerate(zip(top, vecs[:, order].T, strict=True)):
+            if v > 1e-12 * max(float(values[-1]), 1e-300):
+                components[j] = (centred.T @ u) / np.sqrt(v)  # beyond the rank: zero
+    # One sign per axis, whatever the solver gave: its largest loading positive.
+    big = np.argmax(np.abs(components), axis=1)
+    signs = np.sign(components[np.arange(len(components)), big])
+    components *= np.where(signs == 0, 1.0, signs)[:, None]
+    coords = np.empty((n, dims))
+    for lo, c in _chunks(a):
+        coords[lo : lo + len(c)] = (c - mean) @ components.T
+    explained = np.maximum(top, 0) / total if total > 0 else np.zeros(dims)
+    return Projection(
+        "pca", _frozen(coords), _frozen(mean), _frozen(components), _frozen(explained)
+    )
+
+
+def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    try:
+        import umap
+    except ImportError as exc:
+        raise ImportError(
+            "method='umap' needs umap-learn: pip install 'actviz[atlas]' (or use method='pca')"
+        ) from exc
+    cache_umap_compiles()
+    n = a.shape[0]
+    if n < 3:
+        raise ValueError(f"UMAP needs at least 3 vectors, got {n}")
+    opts: dict[str, Any] = {"n_neighbors": min(15, n - 1), "n_epochs": UMAP_EPOCHS}
+    opts.update(options)
+    opts["n_neighbors"] = min(int(opts["n_neighbors"]), n - 1)
+    pre_dims = int(opts.pop("pca_dims", UMAP_PCA_DIMS) or 0)
+    pre = None
+    if 0 < pre_dims < a.shape[1] and pre_dims < n:
+        # The neighbour search's cost grows with the width; the first 50 principal axes keep
+        # the neighbourhoods of pooled activations (scanpy's and umap's own advice).
+        pre = _pca(a, pre_dims)
+        a = pre.coords
+    x = np.ascontiguousarray(a, dtype=np.float32)
+    if (
+        n <= UMAP_EXACT_MAX
+        and opts.get("metric", "euclidean") == "euclidean"
+        and "precomputed_knn" not in opts
+    ):
+        # umap's own neighbour search (pynndescent) was compiled again for minutes in every
+        # process, its numba cache notwithstanding (a profile: all of the first fit's time in
+        # NNDescent's compile); an exact search with torch takes about a second for 10,000
+        # vectors and places new ones as well.
+        index = ExactNeighbours(x)
+        knn, dist = index.query(x, int(opts["n_neighbors"]))
+        opts["precomputed_knn"] = (knn, dist, index)
+    reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
+    with warnings.catch_warnings():
+        # A fixed random_state turns off umap's parallelism, and it says so every time; a
+        # search index of our own makes it warn that transform is unavailable (it is not).
+        warnings.simplefilter("ignore")
+        coords = reducer.fit_transform(x)
+    return Projection(
+        "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
+    )
+
+
+class ExactNeighbours:
+    """Exact Euclidean nearest neighbours among fitted vectors, in the shape umap-learn asks
+    of its search index (``query(x, k) -> (indices, distances)``): what :func:`project`
+    gives UMAP instead of pynndescent's approximate search for up to
+    :data:`UMAP_EXACT_MAX` vectors, for the fit and to place new points.
+
+    Parameters
+    ----------
+    data
+        ``(N, D)`` the fitted vectors.
+    """
+
+    #: umap reads it to pick its search's epsilon (angular trees: cosine-like metrics).
+    _angular_trees = False
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float64))
+        self._norms = (self._data * self._data).sum(dim=1)
+
+    def query(self, x: Any, k: int, epsilon: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest fitted vectors of each row of ``x``, nearest first (equal
+        distances in any order): ``(M, k)`` int32 indices and float32 Euclidean distances.
+        ``epsilon`` (umap's search slack) is not needed by an exact search."""
+        q = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(len(x), -1))
+        n = self._data.shape[0]
+        k = min(int(k), n)
+        rows = max(1, 8_000_000 // max(n, 1))  # at most 64 MB of distances at a time
+        indices = np.empty((len(q), k), np.int32)
+        dists = np.empty((len(q), k), np.float32)
+        for lo in range(0, len(q), rows):
+            c = q[lo : lo + rows]
+            # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: exact enough that an image's
+            # distance to itself is 0 to ~1e-6 against neighbours a unit or more away.
+            d2 = (c * c).sum(dim=1, keepdim=True) + self._norms[None, :] - 2.0 * (c @ self._data.T)
+            d2.clamp_(min=0.0)
+            vals, idx = torch.topk(d2, k, dim=1, largest=False, sorted=True)
+            indices[lo : lo + len(c)] = idx.numpy().astype(np.int32)
+            dists[lo : lo + len(c)] = vals.sqrt().numpy().astype(np.float32)
+        return indices, dists
+
+
+def cache_umap_compiles() -> int:
+    """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
+    (those already on are left alone, so a second call turns on none).
+
+    Most of umap's numba functions are not declared ``cache=True`` (pynndescent's are), so
+    every process's first fit compiled them again (tens of seconds on two busy cores). Caching them
+    changes no result, only where the machine code comes from: numba writes it beside the
+    module, or under the user's cache directory when that is read-only, and only the first
+    fit on a machine (or after umap-learn is upgraded) pays for the compile. Closures made
+    inside umap's functions cannot be cached and are still compiled each time.
+    """
+    import sys
+
+    try:
+        from numba.core.caching import NullCache
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:  # umap-learn without numba cannot be; a stand-in module can
+        return 0
+
+    turned = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "umap" or name.startswith("umap.")):
+            continue
+        for value in list(vars(module).values()):
+            if (
+                isinstance(value, Dispatcher)
+                and isinstance(getattr(value, "_cache", None), NullCache)
+                and getattr(value.py_func, "__module__", "").startswith("umap")
+            ):
+                try:
+                    value.enable_caching()
+                    turned += 1
+                except (RuntimeError, OSError):  # nowhere writable: compiled each time
+                    pass
+    return turned
+
+
+def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues (descending) and their unit eigenvectors (columns) of the
+    symmetric positive semi-definite ``c``.
+
+    For a few axes of a wide matrix, block subspace iteration, stopped only once every pair's
+    residual ``|c v - l v|`` is below ``1e-11 x trace(c)`` (as exact as a full solver); else,
+    or when it does not get there, the full ``eigh``. Under load on two cores LAPACK's full
+    solver of a 512 x 512 matrix took 1.5-4.7 s with two BLAS threads (0.2 s with one); the
+    iteration is a few dozen small products.
+    """
+    d = c.shape[0]
+    if d > 64 and 4 * k <= d:
+        width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]
+        q = np.linalg.qr(np.random.default_rng(0).standard_normal((d, width)))[0]
+        tol = 1e-11 * max(float(np.trace(c)), 1e-300)
+        for step in range(1, 301):
+            q = np.linalg.qr(c @ q)[0]
+            if step % 5 == 0:
+                w, v = np.linalg.eigh(q.T @ c @ q)
+                order = np.argsort(w)[::-1][:k]
+                lam, vec = w[order], q @ v[:, order]
+                if np.all(np.linalg.norm(c @ vec - vec * lam, axis=0) <= tol):
+                    return lam, vec
+    w, v = np.linalg.eigh(c)  # ascending
+    order = np.argsort(w)[::-1][:k]
+    return w[order], v[:, order]
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+# -- nearest images
+
+
+def row_norms(vectors: Any) -> np.ndarray:
+    """``(N,)`` float64 Euclidean norm of each row (chunk by chunk)."""
+    a = _rows(vectors)
+    out = np.empty(a.shape[0])
+    for lo, c in _chunks(a):
+        out[lo : lo + len(c)] = np.sqrt(np.einsum("nd,nd->n", c, c))
+    return out
+
+
+def cosine_top(
+    vectors: Any, query: Any, k: int, norms: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` rows of ``vectors`` most cosine-similar to ``query``, exactly, best first.
+
+    Ties go to the earlier row; a zero vector (row or query) has similarity 0 to everything.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, D)``.
+    query
+        ``(D,)``.
+    k
+        Rows wanted (all of them when fewer).
+    norms
+        ``row_norms(vectors)`` when already known (saves a pass).
+
+    Returns
+    -------
+    rows, similarities
+        ``(min(k, N),)`` int64 row indices and float64 cosine similarities.
+    """
+    a = _rows(vectors)
+    q = np.asarray(query.detach().cpu().numpy() if isinstance(query, torch.Tensor) else query)
+    q = q.astype(np.float64).reshape(-1)
+    if q.shape[0] != a.shape[1]:
+        raise ValueError(f"a query of {q.shape[0]} values; the vectors have {a.shape[1]}")
+    if int(k) < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    norms = row_norms(a) if norms is None else np.asarray(norms, dtype=np.float64)
+    qn = float(np.linalg.norm(q))
+    sims = np.empty(a.shape[0])
+    for lo, c in _chunks(a):
+        sims[lo : lo + len(c)] = c @ q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = sims / (norms * qn)
+    sims[~np.isfinite(sims)] = 0.0
+    k = min(int(k), len(sims))
+    if k < len(sims):
+        # The k-th largest value, then every row at least that large (ties kept, then cut).
+        kth = np.partition(sims, len(sims) - k)[len(sims) - k]
+        cand = np.flatnonzero(sims >= kth)
+    else:
+        cand = np.arange(len(sims))
+    order = cand[np.lexsort((cand, -sims[cand]))][:k]
+    return order.astype(np.int64), sims[order]
+
+
+def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
+    """A query for :func:`cosine_top` in ``layer``'s space: a vector ``(D,)`` as it is; a
+    capture (holding ``layer``), a run result with a ``capture``, a layer record or the
+    layer's output for one input pooled along ``axis`` as the scan pooled its images."""
+    capture = getattr(query, "capture", None)
+    if capture is not None and not isinstance(query, (torch.Tensor, np.ndarray)):
+        query = capture
+    if hasattr(query, "records") and hasattr(query, "__getitem__"):  # an actviz Capture
+        query = query[layer]
+    if hasattr(query, "tensor") and hasattr(query, "output"):  # a LayerRecord
+        t = query.tensor
+        if t is None:
+            raise ValueError(f"the capture of {layer!r} holds no tensor")
+        query = t
+    if isinstance(query, np.ndarray):
+        if query.ndim == 1:
+            return query.astype(np.float64)
+        query = torch.from_numpy(np.array(query))  # a copy: the array may be read-only
+    if not isinstance(query, torch.Tensor):
+        raise TypeError(
+            f"query must be a vector, a capture or a layer output, not {type(query).__name__}"
+        )
+    if query.ndim == 1:
+        return query.detach().cpu().double().numpy()
+    if query.shape[0] != 1:
+        raise ValueError(f"a layer output for one input is (1, ...), got {tuple(query.shape)}")
+    return pool(query, axis)[0]
+
+
+# -- what sets a selection apart
+
+
+def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
+    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (a lasso drawn on the map).
+
+    Even-odd rule (a self-crossing lasso leaves out what it wraps twice); the polygon closes
+    itself from its last vertex to its first. Points exactly on an edge may fall either way.
+
+    Parameters
+    ----------
+    points
+        ``(N, 2)`` (only the first two columns are used).
+    polygon
+        ``(K, 2)`` vertices in order; fewer than 3: nothing is inside.
+    """
+    p = np.asarray(points, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(f"points must be (N, 2), got shape {p.shape}")
+    p = p[:, :2]
+    poly = np.asarray(polygon, dtype=np.float64).reshape(-1, 2)
+    poly = poly[np.isfinite(poly).all(axis=1)]
+    inside = np.zeros(len(p), dtype=bool)
+    if len(poly) < 3 or not len(p):
+        return inside
+    lo, hi = poly.min(axis=0), poly.max(axis=0)
+    # Only the points in the polygon's bounding box are tested against its edges.
+    cand = np.flatnonzero(
+        (p[:, 0] >= lo[0]) & (p[:, 0] <= hi[0]) & (p[:, 1] >= lo[1]) & (p[:, 1] <= hi[1])
+    )
+    x, y = p[cand, 0], p[cand, 1]
+    odd = np.zeros(len(cand), dtype=bool)
+    xj, yj = poly[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for xi, yi in poly:
+            # The edge crosses the point's horizontal line to the right of the point.
+            crosses = (yi > y) != (yj > y)
+            if crosses.any():
+                at = xi + (y - yi) * (xj - xi) / (yj - yi)
+                odd ^= crosses & (x < at)
+            xj, yj = xi, yi
+    inside[cand] = odd
+    return inside
+
+
+@dataclass(frozen=True)
+class ChannelSplit:
+    """One channel's difference between a selection of images and the rest.
+
+    Attributes
+    ----------
+    channel
+        The channel (a column of the vectors).
+    score
+        ``(mean_in - mean_out) / pooled std``: how many standard deviations apart.
+    mean_in, mean_out
+        Its mean over the selected images and over the others.
+    """
+
+    channel: int
+    score: float
+    mean_in: float
+    mean_out: float
+
+
+def separating_channels(
+    vectors: Any, selected: Sequence[int] | np.ndarray, k: int = 10
+) -> tuple[ChannelSplit, ...]:
+    """The ``k`` channels whose mean activation sets ``selected`` apart from the other rows
+    most (largest ``|score|``, see :class:`ChannelSplit`), strongest first.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, C)`` pooled vectors (per image, each channel's mean activation).
+    selected
+        Row indices, or an ``(N,)`` boolean mask.
+    k
+        Channels wanted.
+    """
+    a = _rows(vectors)
+    n, c = a.shape
+    sel = np.asarray(selected)
+    mask = sel.astype(bool) if sel.dtype == bool else np.isin(np.arange(n), sel)
+    if mask.shape != (n,):
+        raise ValueError(f"a mask of {mask.shape} for {n} vectors")
+    n_in, n_out = int(mask.sum()), int(n - mask.sum())
+    if n_in == 0 or n_out == 0:
+        raise ValueError("select some of the images, not none or all")
+    s_in, s_out = np.zeros(c), np.zeros(c)
+    q_in, q_out = np.zeros(c), np.zeros(c)
+    for lo, chunk in _chunks(a):
+        m = mask[lo : lo + len(chunk)]
+        s_in += chunk[m].sum(axis=0)
+        s_out += chunk[~m].sum(axis=0)
+        q_in += (chunk[m] ** 2).sum(axis=0)
+        q_out += (chunk[~m] ** 2).sum(axis=0)
+    mean_in, mean_out = s_in / n_in, s_out / n_out
+    var_in = np.maximum(q_in / n_in - mean_in**2, 0)
+    var_out = np.maximum(q_out / n_out - mean_out**2, 0)
+    pooled = np.sqrt((n_in * var_in + n_out * var_out) / n)
+    diff = mean_in - mean_out
+    score = np.zeros(c)
+    spread = pooled > 0
+    score[spread] = diff[spread] / pooled[spread]
+    # No spread at all but different means: as far apart as it gets.
+    score[~spread & (diff > 0)] = np.inf
+    score[~spread & (diff < 0)] = -np.inf
+    # Ties (infinite scores of channels without spread, in a map of a few images) go to the
+    # larger difference of the means, then to the lower channel (they went by channel).
+    order = np.lexsort((np.arange(c), -np.abs(diff), -np.abs(score)))[: int(k)]
+    return tuple(
+        ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order
+    )
+
+
+# -- everything a map of one layer needs
+
+
+@dataclass(frozen=True)
+class Atlas:
+    """One layer's map of a scanned dataset (made by :func:`build_atlas`; read-only arrays).
+
+    Rows are the images that have a vector in the layer (``embeddings.indices`` gives each
+    one's position in the data).
+
+    Attributes
+    ----------
+    scan
+        The :class:`~actviz.data.scan_result.Scan`.
+    layer
+        The mapped layer.
+    embeddings
+        Its :class:`~actviz.data.scan_result.Embeddings`.
+    projection
+        The fitted :class:`Projection` (``.coords``: each row's place).
+    predictions
+        ``(M,)`` each row's predicted class (the argmax of the ``logits`` layer's vector),
+        or None when no logits layer was given.
+    """
+
+    scan: Any
+    layer: str
+    embeddings: Any
+    projection: Projection
+    predictions: np.ndarray | None = None
+
+    @property
+    def coords(self) -> np.ndarray:
+        return self.projection.coords
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        return self.embeddings.labels
+
+    def correct(self) -> np.ndarray | None:
+        """``(M,)`` bool: prediction == label, when both are known and the model's classes
+        are the data's (same order); else None."""
+        if self.predictions is None or self.labels is None:
+            return None
+        return self.predictions == self.labels
+
+    def channel(self, c: int) -> np.ndarray:
+        """``(M,)`` float32: each row's mean activation of channel ``c`` (to colour by)."""
+        return self.embeddings.vectors[:, int(c)].astype(np.float32)
+
+    def place(self, query: Any) -> np.ndarray:
+        """Where ``query`` lands on this map: a capture of one input (holding the layer), its
+        record, the layer's output, or a pooled vector; ``(dims,)``."""
+        return self.projection.transform(query_vector(query, self.layer, self.embeddings.axis))
+
+    def nearest(self, query: Any, k: int = 9) -> tuple[Any, ...]:
+        """The ``k`` images nearest ``query`` in the layer's space (exact cosine, see
+        :meth:`Scan.neighbours <actviz.data.scan_result.Scan.neighbours>`)."""
+        return self.scan.neighbours(self.layer, query, k)
+
+    def separating(self, rows: Sequence[int] | np.ndarray, k: int = 10) -> tuple[ChannelSplit, ...]:
+        """The channels that set rows ``rows`` (a selection on the map) apart from the rest."""
+        return separating_channels(self.embeddings.vectors, rows, k)
+
+
+def build_atlas(
+    scan: Any,
+    layer: str,
+    method: str = "pca",
+    dims: int = 2,
+    seed: int = 0,
+    logits: str | None = None,
+) -> Atlas:
+    """Fit a map of ``layer`` over a scan recorded with embeddings.
+
+    Pure computation on the scan's arrays (no model, no Qt): a window runs it on a worker.
+
+    Parameters
+    ----------
+    scan
+        A :class:`~actviz.data.scan_result.Scan` with embeddings for ``layer`` (and ``logits``).
+    layer
+        The layer to map.
+    method, dims, seed
+        As for :func:`project`.
+    logits
+        A scanned layer whose vector is the model's class scores (its classifier, e.g.
+        ``"fc"``), for :attr:`Atlas.predictions`; None: no predictions.
+    """
+    emb = scan.embeddings(layer)
+    projection = project(emb.vectors, method=method, dims=dims, seed=seed)
+    predictions = None
+    if logits is not None:
+        scores = scan.embeddings(logits)
+        best = np.argmax(scores.vectors, axis=1) if len(scores) else np.zeros(0, np.int64)
+        row_of = np.full(len(scan.sources), -1, dtype=np.int64)  # data index -> scores row
+        row_of[scores.indices] = np.arange(len(scores))
+        j = row_of[emb.indices]
+        predictions = _frozen(np.where(j >= 0, best[np.maximum(j, 0)], -1).astype(np.int64))
+    return Atlas(scan, layer, emb, projection, predictions)

@@ -1,0 +1,564 @@
+"""Where a channel's top images fire: receptive fields and the crops the window and CLI show.
+
+:func:`receptive_box` maps a position of a layer's map to the input pixels it depends on:
+analytically when the layer is reached through a plain chain of convolutions, pools and
+pointwise modules (each module eating the previous one's output), else from the input support
+of the gradient at that position (any model). :func:`top_views` re-runs the model (through
+:func:`actviz.capture`) on a channel's top-k images only and crops each around the receptive
+field of its maximum, with the channel's activation over the crop.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from actviz.data.accumulate import first_tensor
+from actviz.data.scan_result import Scan, TopEntry
+from actviz.data.sources import ModelSpec, resolve_model
+from actviz.io.errors import InputError
+
+__all__ = ["ReceptiveField", "TopView", "receptive_box", "top_views"]
+
+# Modules that keep every position where it is (output position i depends on input i only).
+_POINTWISE = (
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.PReLU,
+    nn.ELU,
+    nn.SELU,
+    nn.CELU,
+    nn.GELU,
+    nn.SiLU,
+    nn.Mish,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.Hardswish,
+    nn.Hardsigmoid,
+    nn.Hardtanh,
+    nn.Softplus,
+    nn.Identity,
+    nn.Dropout,
+    nn.Dropout2d,
+    nn.modules.batchnorm._BatchNorm,
+    nn.GroupNorm,
+    nn.InstanceNorm2d,
+)
+_WINDOWED = (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _window(module: nn.Module) -> tuple[tuple[int, int], ...]:
+    """``(kernel, stride, padding, dilation)``, each a ``(y, x)`` pair, of a conv or pool."""
+    kernel = _pair(module.kernel_size)
+    stride = _pair(module.stride)
+    dilation = _pair(getattr(module, "dilation", 1))
+    padding = module.padding
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        else:  # "same": torch pads (total // 2) before
+            padding = tuple(d * (k - 1) // 2 for k, d in zip(kernel, dilation, strict=True))
+    return kernel, stride, _pair(padding), dilation
+
+
+@dataclass(frozen=True)
+class ReceptiveField:
+    """How one layer's positions map to input pixels, computed once per (model, layer, shape).
+
+    Attributes
+    ----------
+    input_hw
+        ``(H, W)`` of the input.
+    map_hw
+        ``(h, w)`` of the layer's map, or None for a layer without a 2-D map.
+    chain
+        Per conv/pool on the way, ``(kernel, stride, padding, dilation)`` pairs, first module
+        first; None when the layer is not reached through a plain chain (gradient method).
+    method
+        ``"analytic"``: exact boxes from the chain; ``"gradient"``: the input support of the
+        gradient at one position (on an input three times larger, so that no border cuts it),
+        shifted by the layer's stride for the others (exact for convolutions without strides,
+        within a pixel or two of the true support otherwise; :func:`receptive_box` measures
+        each position exactly).
+    """
+
+    input_hw: tuple[int, int]
+    map_hw: tuple[int, int] | None
+    chain: tuple[tuple[tuple[int, int], ...], ...] | None
+    method: str
+    model_ref: Any = None  # weakref.ref to the model: a remembered field must not keep it alive
+    layer: str = ""
+    input_shape: tuple[int, ...] = ()
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def model(self) -> nn.Module:
+        model = self.model_ref() if self.model_ref is not None else None
+        if model is None:
+            raise ValueError("the model of this receptive field no longer exists")
+        return model
+
+    def box(self, location: tuple[int, int] | None) -> tuple[int, int, int, int]:
+        """``(y0, y1, x0, x1)``, half-open, clipped to the input, of what ``location`` sees."""
+        h, w = self.input_hw
+        if location is None or self.map_hw is None:
+            return (0, h, 0, w)
+        if self.chain is not None:
+            y0, y1 = int(location[0]), int(location[0])
+            x0, x1 = int(location[1]), int(location[1])
+            for kernel, stride, padding, dilation in reversed(self.chain):
+                y0 = y0 * stride[0] - padding[0]
+                y1 = y1 * stride[0] - padding[0] + dilation[0] * (kernel[0] - 1)
+                x0 = x0 * stride[1] - padding[1]
+                x1 = x1 * stride[1] - padding[1] + dilation[1] * (kernel[1] - 1)
+            return (max(0, y0), min(h, y1 + 1), max(0, x0), min(w, x1 + 1))
+        template = self._template()
+        if template is None:
+            return _gradient_box(self.model(), self.layer, self.input_shape, location)
+        (yc, xc), (y0, y1, x0, x1), (sy, sx) = template
+        dy, dx = (int(location[0]) - yc) * sy, (int(location[1]) - xc) * sx
+        return (
+            max(0, round(y0 + dy)),
+            min(h, round(y1 + dy)),
+            max(0, round(x0 + dx)),
+            min(w, round(x1 + dx)),
+        )
+
+    def _template(self) -> tuple | None:
+        """The gradient support of one position, measured once and shifted for the others.
+
+        Measured at the centre of the map of an input three times larger, so that the box is
+        not cut by the border (a deep layer can see more than the whole input); each other
+        position gets it shifted by its distance times the layer's stride. None when the model
+        does not take the larger input (each position is then measured on its own).
+        """
+        cached = self._cache.get("template", False)
+        if cached is not False:
+            return cached
+        template = None
+        _, c, h, w = self.input_shape
+        big = (1, c, 3 * h, 3 * w)
+        try:
+            big_map = _map_size(self.model(), self.layer, big)
+            if big_map is not None:
+                yc, xc = big_map[0] // 2, big_map[1] // 2
+                box = _gradient_box(self.model(), self.layer, big, (yc, xc))
+                stride = (big[2] / big_map[0], big[3] / big_map[1])
+                # The same position measured on the big input, moved to the real one: the map
+                # of the real input starts at the same place, so only the centre differs.
+                template = ((yc, xc), box, stride)
+        except Exception:  # noqa: BLE001 - e.g. a model with a fixed input size
+            template = None
+        self._cache["template"] = template
+        return template
+
+
+def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(h, w)`` of the layer's map for an input of ``shape`` (None for a layer without one)."""
+    module = dict(net.named_modules())[layer]
+    got: list[Any] = []
+
+    def hook(_m: nn.Module, _a: tuple, output: Any) -> None:
+        if not got:
+            got.append(tuple(first_tensor(output).shape))
+
+    params = next(net.parameters(), None)
+    dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
+    device = params.device if params is not None else torch.device("cpu")
+    handle = module.register_forward_hook(hook)
+    try:
+        with _Eval(net), torch.no_grad():
+            net(torch.zeros(shape, dtype=dtype, device=device))
+    finally:
+        handle.remove()
+    return (int(got[0][-2]), int(got[0][-1])) if got and len(got[0]) == 4 else None
+
+
+def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) == 2:
+        shape = (1, spec.expected.channels or 3, *shape)
+    elif len(shape) == 3:
+        shape = (1, *shape)
+    if len(shape) != 4:
+        raise ValueError(
+            f"input_shape {tuple(input_shape)}: give (H, W), (C, H, W) or (N, C, H, W)"
+        )
+    return (1, *shape[1:])
+
+
+class _Eval:
+    """Eval mode for the duration, training flags put back after."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.flags = [(m, m.training) for m in model.modules()]
+
+    def __enter__(self) -> _Eval:
+        self.model.eval()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for m, flag in self.flags:
+            if m.training != flag:
+                m.training = flag
+
+
+#: Per model, the fields already worked out: the window asks again for every channel it shows.
+_FIELDS: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
+
+
+def receptive_field(model: Any, layer: str, input_shape: Sequence[int]) -> ReceptiveField:
+    """The :class:`ReceptiveField` of ``layer`` for inputs of ``input_shape`` (remembered per
+    model, layer and shape)."""
+    spec = resolve_model(model)
+    net = spec.model
+    modules = dict(net.named_modules())
+    if layer not in modules:
+        from actviz.core.capture import resolve_layers
+
+        resolve_layers(net, [layer])  # raises with suggestions
+    shape = _input_shape(spec, input_shape)
+    known = _FIELDS.setdefault(net, {})
+    key = (layer, shape, len(modules))
+    if key not in known:
+        known[key] = _receptive_field(spec, net, modules, layer, shape)
+    return known[key]
+
+
+def _receptive_field(
+    spec: ModelSpec, net: nn.Module, modules: dict, layer: str, shape: tuple[int, ...]
+) -> ReceptiveField:
+    target = modules[layer]
+    calls: list[tuple[nn.Module, int, int]] = []  # (module, id(input), id(output))
+    keep: list[Any] = []
+    layer_out: list[int] = []
+
+    def leaf_hook(module: nn.Module, args: tuple, output: Any) -> None:
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        out = first_tensor(output)
+        keep.extend([first, out])  # ids stay unique while the objects live
+        calls.append((module, id(first), id(out)))
+
+    def layer_hook(_module: nn.Module, _args: tuple, output: Any) -> None:
+        out = first_tensor(output)
+        if not layer_out and out is not None:
+            keep.append(out)
+            layer_out.append(id(out))
+            layer_out.append(len(calls))
+            layer_out.append(out.shape)
+
+    leaves = [m for m in net.modules() if next(m.children(), None) is None]
+    handles = [m.register_forward_hook(leaf_hook) for m in leaves]
+    handles.append(target.register_forward_hook(layer_hook))
+    x = torch.zeros(shape, dtype=spec.expected.dtype, device=spec.expected.device)
+    keep.append(x)
+    try:
+        with _Eval(net), torch.no_grad():
+            net(x)
+    finally:
+        for h in handles:
+            h.remove()
+    input_hw = (shape[2], shape[3])
+    if not layer_out:
+        raise ValueError(f"layer {layer!r} did not run for an input of shape {shape}")
+    out_shape = layer_out[2]
+    map_hw = (int(out_shape[-2]), int(out_shape[-1])) if len(out_shape) == 4 else None
+    chain = _chain(calls[: layer_out[1]], id(x), layer_out[0], target)
+    method = "analytic" if chain is not None else "gradient"
+    return ReceptiveField(input_hw, map_hw, chain, method, weakref.ref(net), layer, shape)
+
+
+def _chain(
+    calls: list[tuple[nn.Module, int, int]], input_id: int, output_id: int, target: nn.Module
+) -> tuple | None:
+    """The conv/pool windows from the input to the layer when the calls form a plain chain."""
+    windows = []
+    current = input_id
+    for module, in_id, out_id in calls:
+        if in_id != current:
+            return None  # a branch (residual, concatenation...): not a chain
+        if isinstance(module, _WINDOWED):
+            windows.append(_window(module))
+        elif not isinstance(module, _POINTWISE):
+            return None
+        current = out_id
+    if current != output_id:
+        return None
+    return tuple(windows)
+
+
+def receptive_box(
+    model: Any,
+    layer: str,
+    input_shape: Sequence[int],
+    location: tuple[int, int] | None,
+    *,
+    method: str = "auto",
+) -> tuple[int, int, int, int]:
+    """The input pixels a position of a layer's map depends on.
+
+    Parameters
+    ----------
+    model
+        ``nn.Module``, :class:`~actviz.io.models.LoadedModel` or model source.
+    layer
+        Qualified module name.
+    input_shape
+        ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)`` of the model input.
+    location
+        ``(y, x)`` in the layer's map; None (a layer without a map): the whole input.
+    method
+        ``"auto"`` (analytic for a plain conv/pool chain, else gradient), ``"analytic"``
+        (raises ValueError when the layer is not reached through a chain) or ``"gradient"``
+        (the input support of the gradient of the layer's value at ``location``, over a
+        few random inputs: works for any model).
+
+    Returns
+    -------
+    tuple of int
+        ``(y0, y1, x0, x1)``: rows ``y0 <= y < y1`` and columns ``x0 <= x < x1``, clipped to
+        the input.
+    """
+    rf = receptive_field(model, layer, input_shape)
+    if method == "gradient" or (method == "auto" and rf.chain is None):
+        if location is None or rf.map_hw is None:
+            return rf.box(None)
+        return _gradient_box(rf.model(), layer, rf.input_shape, location)
+    if method == "analytic" and rf.chain is None:
+        raise ValueError(
+            f"layer {layer!r} is not reached through a plain chain of convolutions and pools; "
+            "use method='gradient'"
+        )
+    if method not in ("auto", "analytic"):
+        raise ValueError(f"method must be 'auto', 'analytic' or 'gradient', not {method!r}")
+    return rf.box(location)
+
+
+def _gradient_box(
+    net: nn.Module, layer: str, shape: tuple[int, ...], location: tuple[int, int]
+) -> tuple[int, int, int, int]:
+    """Bounding box of the input pixels with a nonzero gradient of the map at ``location``.
+
+    A ReLU or max-pool passes gradient only where it is active, so one input can show less
+    than the whole support: the union over a few random inputs is taken.
+    """
+    module = dict(net.named_modules())[layer]
+    params = next(net.parameters(), None)
+    dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
+    device = params.device if params is not None else torch.device("cpu")
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn((4, *shape[1:]), generator=gen).to(device=device, dtype=dtype)
+    x.requires_grad_(True)
+    got: list[torch.Tensor] = []
+
+    def hook(_module: nn.Module, _args: tuple, output: Any) -> None:
+        if not got:
+            got.append(first_tensor(output))
+
+    handle = module.register_forward_hook(hook)
+    try:
+        with _Eval(net), torch.enable_grad():
+            net(x)
+            out = got[0]
+            y, xx = int(location[0]), int(location[1])
+            value = out[:, :, y, xx].abs().sum()
+            (grad,) = torch.autograd.grad(value, x, allow_unused=True)
+    finally:
+        handle.remove()
+    h, w = shape[2], shape[3]
+    if grad is None:
+        return (0, h, 0, w)
+    support = grad.detach().abs().sum(dim=(0, 1)) > 0
+    rows = torch.nonzero(support.any(dim=1)).flatten()
+    cols = torch.nonzero(support.any(dim=0)).flatten()
+    if rows.numel() == 0:
+        return (0, h, 0, w)
+    return (int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1)
+
+
+@dataclass(frozen=True)
+class TopView:
+    """One of a channel's top images, cropped around where the channel fires most.
+
+    Attributes
+    ----------
+    entry
+        The :class:`~actviz.data.TopEntry` shown.
+    image
+        ``(size, size, 3)`` uint8 crop of the input as the model sees it (after resize and
+        crop, before normalisation) around the receptive field of the maximum.
+    heat
+        ``(size, size)`` float32: the channel's activation over the crop (bilinear).
+    box
+        The crop in input pixels, ``(y0, y1, x0, x1)`` half-open.
+    """
+
+    entry: TopEntry
+    image: np.ndarray
+    heat: np.ndarray
+    box: tuple[int, int, int, int]
+    #: Why the image is not shown ("" when it is): its file is gone or changed since the
+    #: scan. ``image`` is then plain grey, ``heat`` zero and ``box`` empty.
+    missing: str = ""
+
+
+def _square(box: tuple[int, int, int, int], hw: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Grow the box to a square around its centre (shifted to stay inside the image)."""
+    y0, y1, x0, x1 = box
+    h, w = hw
+    side = min(max(y1 - y0, x1 - x0), h, w)
+
+    def span(a: int, b: int, limit: int) -> tuple[int, int]:
+        start = (a + b - side) // 2
+        start = max(0, min(start, limit - side))
+        return start, start + side
+
+    ys, ye = span(y0, y1, h)
+    xs, xe = span(x0, x1, w)
+    return (ys, ye, xs, xe)
+
+
+def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np.ndarray]:
+    """The model input ``(C, H, W)`` and the picture as shown, for one entry."""
+    from actviz.io.input_files import _display_image, _from_image, _open_image
+
+    if isinstance(entry.source, str):
+        img = _open_image(Path(entry.source), entry.source)
+        loaded = _from_image(img, entry.source, spec.expected, spec.transforms, spec.size)
+        return loaded.value[0], loaded.image
+    if data is None:
+        raise ValueError(
+            "the scan was over samples, not files: pass the same data as data= to top_views"
+        )
+    from actviz.data.sources import open_data
+
+    _, t, reason = open_data(data, spec).dataset[entry.index]
+    if t is None:
+        raise ValueError(f"sample {entry.index}: {reason}")
+    t = t.to(device=spec.expected.device)
+    shown = _display_image(t[None])
+    if shown is None:
+        shown = np.zeros((*t.shape[-2:], 3), dtype=np.uint8)
+    return t, shown
+
+
+def _missing_reason(entry: TopEntry, error: BaseException) -> str:
+    """Why ``entry``'s image cannot be shown now (it was read when the scan ran)."""
+    source = entry.source
+    if isinstance(source, str) and not Path(source).exists():
+        return f"{Path(source).name} is gone since the scan"
+    name = Path(source).name if isinstance(source, str) else f"sample {entry.index}"
+    return f"{name} cannot be read now: {error}"
+
+
+def _missing_view(entry: TopEntry, why: str, size: int) -> TopView:
+    grey = np.full((size, size, 3), 200, dtype=np.uint8)
+    return TopView(entry, grey, np.zeros((size, size), np.float32), (0, 0, 0, 0), why)
+
+
+def top_views(
+    model: Any,
+    scan: Scan,
+    layer: str,
+    channel: int,
+    *,
+    size: int = 96,
+    data: Any = None,
+    transform: Any = None,
+) -> tuple[TopView, ...]:
+    """Crops of a channel's top images around the receptive field of each maximum.
+
+    Parameters
+    ----------
+    model
+        The scanned model (``nn.Module``, ``LoadedModel`` or source); a ``LoadedModel``'s
+        preprocessing must be the scan's.
+    scan
+        The result of :func:`actviz.scan`.
+    layer, channel
+        Which channel.
+    size
+        Side of every crop in pixels.
+    data
+        The scanned tensor or dataset when the scan's sources are sample indices.
+    transform
+        The ``transform`` the scan was given, if any (the crops must see the same input).
+
+    Returns
+    -------
+    tuple of TopView
+        Best first, as :meth:`Scan.top`. The model is run once, through
+        :func:`actviz.capture`, on these images only. An image gone or unreadable since the
+        scan gets a grey view whose ``missing`` says why.
+    """
+    from PIL import Image
+
+    from actviz.core.capture import capture
+
+    entries = scan.top(layer, channel)
+    if not entries:
+        return ()
+    if data is None and not all(isinstance(e.source, str) for e in entries):
+        raise ValueError(
+            "the scan was over samples, not files: pass the same data as data= to top_views"
+        )
+    spec = resolve_model(model, transform)
+    # An image gone or changed since the scan leaves a grey view saying so; the others are
+    # shown (one moved file made the whole channel's views fail).
+    loaded: list[tuple[torch.Tensor, np.ndarray] | str] = []
+    for e in entries:
+        try:
+            loaded.append(_load(spec, e, data))
+        except (InputError, ValueError, OSError) as exc:
+            loaded.append(_missing_reason(e, exc))
+    readable = [item for item in loaded if not isinstance(item, str)]
+    if not readable:
+        return tuple(
+            _missing_view(e, str(why), size) for e, why in zip(entries, loaded, strict=True)
+        )
+    batch = torch.stack([t for t, _ in readable]).to(
+        device=spec.expected.device, dtype=spec.expected.dtype
+    )
+    cap = capture(spec.model, batch, [layer], gradients=False, keep_inputs=False)
+    out = first_tensor(cap[layer].output)
+    if out is None or out.ndim < 2:
+        raise ValueError(f"layer {layer!r} gave no (N, C, ...) output")
+    maps = out[:, channel].detach().to("cpu", torch.float32)
+    hw = (int(batch.shape[-2]), int(batch.shape[-1]))
+    rf = receptive_field(spec.model, layer, tuple(batch.shape[1:]))
+    if maps.ndim == 3:
+        heat_full = torch.nn.functional.interpolate(
+            maps[:, None], size=hw, mode="bilinear", align_corners=False
+        )[:, 0]
+    else:  # one value per image: the whole picture at that value
+        heat_full = maps.reshape(-1, 1, 1).expand(-1, *hw)
+    views: list[TopView] = []
+    i = -1  # the entry's row in the batch (readable ones only)
+    for entry, item in zip(entries, loaded, strict=True):
+        if isinstance(item, str):
+            views.append(_missing_view(entry, item, size))
+            continue
+        i += 1
+        shown = item[1]
+        box = _square(rf.box(entry.location), hw)
+        y0, y1, x0, x1 = box
+        crop = Image.fromarray(np.ascontiguousarray(shown[y0:y1, x0:x1]))
+        image = np.asarray(crop.resize((size, size), Image.BILINEAR), dtype=np.uint8)
+        heat = heat_full[i, y0:y1, x0:x1][None, None]
+        heat = torch.nn.functional.interpolate(
+            heat, size=(size, size), mode="bilinear", align_corners=False
+        )[0, 0]
+        views.append(TopView(entry, image, heat.numpy().astype(np.float32), box))
+    return tuple(views)

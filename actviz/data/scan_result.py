@@ -1,0 +1,452 @@
+"""The result of a dataset scan: frozen, numpy only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actviz.core.records import CaptureTooLarge
+
+__all__ = [
+    "ChannelStats",
+    "Embeddings",
+    "LayerResult",
+    "Neighbour",
+    "Scan",
+    "ScanCancelled",
+    "ScanMemory",
+    "ScanTooLarge",
+    "TopEntry",
+]
+
+
+class ScanCancelled(Exception):
+    """``should_stop()`` returned True: what was scanned is saved; a later scan resumes.
+
+    Attributes
+    ----------
+    partial
+        The result so far (a :class:`Scan` over the images scanned), or None.
+    """
+
+    def __init__(self, message: str = "scan cancelled", partial: Scan | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class ScanTooLarge(CaptureTooLarge):
+    """A scan's per-image records (its embeddings) would take more than the memory budget.
+
+    Raised before any image runs; the message says how much was needed and what to change.
+    A kind of :class:`~actviz.core.records.CaptureTooLarge`, so code that reports a refused
+    capture reports this the same way.
+    """
+
+
+@dataclass(frozen=True)
+class ScanMemory:
+    """What a scan will hold in memory for its embeddings, known before it starts.
+
+    Attributes
+    ----------
+    images
+        Items of the data (each gets a row, read or not).
+    widths
+        Per layer recording embeddings: values per image (its channel count).
+    embedding_bytes
+        ``images x sum(widths) x 2`` (float16).
+    """
+
+    images: int
+    widths: Mapping[str, int]
+    embedding_bytes: int
+
+    def describe(self) -> str:
+        """One line for a status bar or a log: "embeddings: 2000 images x 832 values = 3.2 MB"."""
+        from actviz.core.capture import format_bytes
+
+        values = sum(self.widths.values())
+        layers = len(self.widths)
+        where = f" in {layers} layers" if layers > 1 else ""
+        return (
+            f"embeddings: {self.images} images x {values} values{where} = "
+            f"{format_bytes(self.embedding_bytes)}"
+        )
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One image near a query in a layer's space.
+
+    Attributes
+    ----------
+    index
+        Position of the image in the data.
+    source
+        Its path, or the sample index.
+    similarity
+        Cosine similarity of its pooled vector and the query's (1: same direction).
+    """
+
+    index: int
+    source: str | int
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Each scanned image's pooled vector in one layer (see :func:`actviz.data.accumulate.pool`).
+
+    Rows are the images that have a vector (unreadable items, and images whose vector is all
+    NaN, are left out), in data order.
+
+    Attributes
+    ----------
+    layer
+        The layer.
+    vectors
+        ``(M, D)`` float16, read-only: per image, the mean of each channel over its positions
+        (tokens for ``(N, T, D)`` outputs).
+    indices
+        ``(M,)`` position of each row's image in the data.
+    sources
+        Each row's image path (or sample index).
+    labels
+        ``(M,)`` class index of each row (into ``class_names``; -1 where unknown), or None when
+        the data has no classes.
+    class_names
+        The data's class names, or None.
+    axis
+        The dimension of the layer's output the channels were taken from (1, or 2 for
+        ``(N, T, D)`` sequences); a single capture is pooled along the same one.
+    """
+
+    layer: str
+    vectors: np.ndarray
+    indices: np.ndarray
+    sources: tuple[str | int, ...]
+    labels: np.ndarray | None
+    class_names: tuple[str, ...] | None
+    axis: int
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+
+@dataclass(frozen=True)
+class TopEntry:
+    """One of a channel's top images.
+
+    Attributes
+    ----------
+    source
+        The image path, or the sample index for tensors and datasets.
+    index
+        Position of the image in the data (files sorted by path).
+    value
+        The channel's maximum over the image.
+    location
+        ``(y, x)`` of that maximum in the layer's map (``(0, x)`` for 1-D maps); None for
+        layers without a spatial map.
+    """
+
+    source: str | int
+    index: int
+    value: float
+    location: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class ChannelStats:
+    """Per-channel figures over the scanned images, float64 arrays of shape ``(C,)``.
+
+    Attributes
+    ----------
+    mean, std
+        Mean and (population) standard deviation over images of the channel's per-image
+        spatial mean.
+    frac_positive
+        Fraction of images where the channel is above zero somewhere (per-image maximum > 0).
+    count
+        Images these figures are over.
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    frac_positive: np.ndarray
+    count: int
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """Top-k arrays of one layer (``(C, K)``; index -1 marks an empty slot) and its stats."""
+
+    values: np.ndarray
+    indices: np.ndarray
+    locations: np.ndarray  # (C, K, 2); -1 where there is no location
+    stats: ChannelStats
+    spatial: tuple[int, ...] | None
+    positive: np.ndarray  # (C,) images with the channel above zero
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A dataset scan: per layer and channel, the images that excite it most, and statistics.
+
+    Attributes
+    ----------
+    layers
+        The scanned layers, in the order asked.
+    k
+        Entries per channel (fewer when fewer images were scanned).
+    count
+        Images scanned (readable ones).
+    skipped
+        ``(source, reason)`` of the items that could not be read.
+    sources
+        Every item of the data, in data order (paths, or sample indices).
+    class_names
+        Class folder names of an ImageFolder layout (or ``dataset.classes``), else None.
+    from_cache
+        True when everything came from the cache (nothing had to be run).
+    cache_path
+        The folder the scan is saved in; None when not cached.
+    warnings
+        Things the user should know (a layer that never ran, ...).
+    threads
+        CPU threads the model's forward passes ran with by the end of the scan (tried and
+        chosen, see :mod:`actviz.core.threads`); None when nothing was run.
+    """
+
+    layers: tuple[str, ...]
+    k: int
+    count: int
+    skipped: tuple[tuple[str, str], ...]
+    sources: tuple[str | int, ...]
+    class_names: tuple[str, ...] | None
+    from_cache: bool
+    cache_path: Path | None
+    results: Mapping[str, LayerResult] = field(repr=False, default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    threads: int | None = None
+    #: Per layer recording embeddings: ``(N, D)`` float16 by data index (NaN rows: none).
+    pooled: Mapping[str, np.ndarray] = field(repr=False, default_factory=dict)
+    #: Per layer recording embeddings: the output dimension its channels were taken from.
+    pooled_axis: Mapping[str, int] = field(repr=False, default_factory=dict)
+    #: ``(N,)`` class index of each item (-1 unknown), or None when the data has no classes.
+    labels: np.ndarray | None = field(repr=False, default=None)
+    #: Lazily made per-layer figures (row norms for :meth:`neighbours`); not part of the result.
+    _memo: dict = field(repr=False, default_factory=dict, compare=False)
+
+    def _layer(self, layer: str) -> LayerResult:
+        try:
+            return self.results[layer]
+        except KeyError:
+            raise KeyError(
+                f"layer {layer!r} was not scanned (scanned: {', '.join(self.layers)})"
+            ) from None
+
+    def channels(self, layer: str) -> int:
+        """Number of channels of ``layer`` (0 when it never ran)."""
+        return int(self._layer(layer).values.shape[0])
+
+    def spatial(self, layer: str) -> tuple[int, ...] | None:
+        """Spatial size of the layer's maps (``(H, W)`` for 2-D maps), None for ``(N, C)``."""
+        return self._layer(layer).spatial
+
+    def top(self, layer: str, channel: int) -> tuple[TopEntry, ...]:
+        """The channel's top images, best first (ties: the earlier image first).
+
+        Raises
+        ------
+        KeyError
+            A layer that was not scanned.
+        IndexError
+            A channel out of range.
+        """
+        res = self._layer(layer)
+        c = res.values.shape[0]
+        if not -c <= channel < c:
+            raise IndexError(f"channel {channel} out of range: {layer!r} has {c} channels")
+        out = []
+        for j in range(min(self.k, res.values.shape[1])):
+            index = int(res.indices[channel, j])
+            if index < 0:
+                break
+            y, x = (int(v) for v in res.locations[channel, j])
+            location = (y, x) if y >= 0 else None
+            value = float(res.values[channel, j])
+            out.append(TopEntry(self.sources[index], index, value, location))
+        return tuple(out)
+
+    def stats(self, layer: str) -> ChannelStats:
+        """Per-channel mean, std and fraction of images above zero (see :class:`ChannelStats`)."""
+        return self._layer(layer).stats
+
+    def dead(self, layer: str) -> np.ndarray:
+        """Indices of the channels never above zero on the scanned images."""
+        res = self._layer(layer)
+        if res.stats.count == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(res.positive == 0)
+
+    @property
+    def embedding_layers(self) -> tuple[str, ...]:
+        """The layers that recorded each image's pooled vector."""
+        return tuple(name for name in self.layers if name in self.pooled)
+
+    def embeddings(self, layer: str) -> Embeddings:
+        """Each scanned image's pooled vector in ``layer`` (see :class:`Embeddings`).
+
+        Raises
+        ------
+        KeyError
+            A layer that was not scanned, or scanned without ``embeddings``.
+        """
+        memo = self._memo.get(("embeddings", layer))
+        if memo is not None:
+            return memo
+        self._layer(layer)
+        if layer not in self.pooled:
+            raise KeyError(
+                f"layer {layer!r} was scanned without embeddings; scan it with "
+                f"embeddings=True (or embeddings=[{layer!r}])"
+            )
+        full = self.pooled[layer]
+        rows = np.flatnonzero(~np.isnan(full).all(axis=1)) if full.size else np.zeros(0, int)
+        vectors = full if len(rows) == len(full) else _frozen(full[rows])
+        labels = None if self.labels is None else _frozen(self.labels[rows])
+        out = Embeddings(
+            layer,
+            vectors,
+            _frozen(rows.astype(np.int64)),
+            tuple(self.sources[i] for i in rows.tolist()),
+            labels,
+            self.class_names,
+            int(self.pooled_axis.get(layer, 1)),
+        )
+        self._memo[("embeddings", layer)] = out
+        return out
+
+    def neighbours(self, layer: str, query: Any, k: int = 9) -> tuple[Neighbour, ...]:
+        """The ``k`` images whose pooled vectors in ``layer`` are most similar to ``query``.
+
+        Exact cosine similarity against every scanned image, best first (ties: the earlier
+        image first). Safe to call from a worker thread.
+
+        Parameters
+        ----------
+        layer
+            A layer scanned with embeddings.
+        query
+            A vector ``(D,)``; a capture of the model on one input
+            (:func:`actviz.capture`, holding ``layer``), one of its records, or the layer's
+            output tensor for one input: pooled the way the scan pooled its images.
+        k
+            How many images (fewer when fewer were scanned).
+
+        Raises
+        ------
+        KeyError
+            ``layer`` has no embeddings, or a capture does not hold it.
+        ValueError
+            A vector of another length than the layer's.
+        """
+        from actviz.data.atlas_map import cosine_top, query_vector, row_norms
+
+        emb = self.embeddings(layer)
+        vector = query_vector(query, layer, emb.axis)
+        norms = self._memo.get(("norms", layer))
+        if norms is None:
+            norms = row_norms(emb.vectors)
+            self._memo[("norms", layer)] = norms
+        rows, sims = cosine_top(emb.vectors, vector, k, norms=norms)
+        return tuple(
+            Neighbour(int(emb.indices[r]), emb.sources[r], float(s))
+            for r, s in zip(rows.tolist(), sims.tolist(), strict=True)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (what ``scan.json`` holds)."""
+        layers = {}
+        for name in self.layers:
+            res = self._layer(name)
+            st = res.stats
+            layers[name] = {
+                "channels": self.channels(name),
+                "spatial": list(res.spatial) if res.spatial else None,
+                "dead": [int(c) for c in self.dead(name)],
+                "mean": [float(v) for v in st.mean],
+                "std": [float(v) for v in st.std],
+                "frac_positive": [float(v) for v in st.frac_positive],
+                "top": [
+                    [
+                        {
+                            "source": e.source,
+                            "index": e.index,
+                            "value": e.value,
+                            "location": list(e.location) if e.location else None,
+                        }
+                        for e in self.top(name, c)
+                    ]
+                    for c in range(self.channels(name))
+                ],
+            }
+        return {
+            "count": self.count,
+            "k": self.k,
+            "items": len(self.sources),
+            "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
+            "class_names": list(self.class_names) if self.class_names else None,
+            "from_cache": self.from_cache,
+            "cache_path": str(self.cache_path) if self.cache_path else None,
+            "warnings": list(self.warnings),
+            "threads": self.threads,
+            "layers": layers,
+        }
+
+
+def layer_result(state: Any) -> LayerResult:
+    """Freeze a :class:`~actviz.data.accumulate.LayerState` into a :class:`LayerResult`."""
+    from actviz.data.accumulate import EMPTY_INDEX
+
+    if state.channels is None:
+        empty = np.zeros((0, state.k))
+        stats = ChannelStats(*(_frozen(np.zeros(0)) for _ in range(3)), count=0)
+        return LayerResult(
+            _frozen(empty),
+            _frozen(empty.astype(np.int64)),
+            _frozen(np.zeros((0, state.k, 2), dtype=np.int64)),
+            stats,
+            None,
+            _frozen(np.zeros(0, dtype=np.int64)),
+        )
+    indices = state.indices.copy()
+    indices[indices == EMPTY_INDEX] = -1
+    count = state.count
+    positive = state.positive.copy()
+    frac = positive / count if count else np.zeros(len(positive))
+    stats = ChannelStats(
+        _frozen(state.mean.copy()),
+        _frozen(state.std()),
+        _frozen(frac.astype(np.float64)),
+        count,
+    )
+    return LayerResult(
+        _frozen(state.values.copy()),
+        _frozen(indices),
+        _frozen(state.locations.copy()),
+        stats,
+        state.spatial,
+        _frozen(positive),
+    )

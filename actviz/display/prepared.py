@@ -1,0 +1,282 @@
+"""What a prepared run is: frozen layers and results, plus the spec that asks for them.
+
+Results are immutable once made: a page turn or a normalisation change makes a new
+:class:`PreparedLayer` / :class:`RunResult` (:mod:`actviz.display.prepare`), never edits one that
+is held, shown or pinned. Pieces that are costly and rarely looked at (a layer's histogram,
+Grad-CAM maps of layers not on screen) are computed on first read, once: a lazy value is still
+one fixed value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+
+from actviz.display.colormaps import AUTO
+from actviz.display.layer_views import LayerView
+from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, ChannelOrder, Mosaic, page_start
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
+    from actviz.core.tree import ModuleTree
+    from actviz.display.attention import AttentionMaps
+    from actviz.display.attribution import TokenSaliency
+    from actviz.display.logit_lens import LogitLens
+    from actviz.display.token_maps import SequenceLayout, TokenView
+
+__all__ = ["DisplaySpec", "Lazy", "LazyMap", "LazyStats", "PreparedLayer", "RunResult"]
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    """A value computed by ``compute()`` on first :meth:`get`, once (thread-safe)."""
+
+    def __init__(self, compute: Callable[[], T] | None = None, value: T | None = None) -> None:
+        self._compute = compute
+        self._value = value
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, value: T) -> Lazy[T]:
+        """An already computed value."""
+        return cls(None, value)
+
+    def get(self) -> T | None:
+        if self._compute is not None:
+            with self._lock:
+                if self._compute is not None:
+                    self._value = self._compute()
+                    self._compute = None  # drop what the computation held (a tensor)
+        return self._value
+
+    @property
+    def ready(self) -> bool:
+        """Whether the value exists already (tests, diagnostics)."""
+        return self._compute is None
+
+
+class LazyStats(Mapping[str, Any]):
+    """A layer's statistics, read-only, computed on the first read of a key not ``known``.
+
+    A live frame's preparation leaves them for later while nothing shows them (the Overview's
+    statistics table is hidden): on ResNet-18 at 112 px with 20 layers they were a third of a
+    frame's preparation. ``known`` (name, type, shape, the gradient's norm, which the gradient
+    flow needs at once) is returned without computing, and wins over the computed values.
+    """
+
+    def __init__(self, compute: Callable[[], Mapping[str, Any]], known: Mapping[str, Any]) -> None:
+        self._known = dict(known)
+        known_ = self._known
+        self._all: Lazy[Mapping[str, Any]] = Lazy(lambda: MappingProxyType({**compute(), **known_}))
+
+    def _values(self) -> Mapping[str, Any]:
+        values = self._all.get()
+        assert values is not None
+        return values
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._known:
+            return self._known[key]
+        return self._values()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+    @property
+    def ready(self) -> bool:
+        """Whether every statistic exists already (tests, diagnostics)."""
+        return self._all.ready
+
+
+class LazyMap(Mapping[str, np.ndarray]):
+    """A read-only ``{name: array}`` whose values are computed on first read."""
+
+    def __init__(self, items: Mapping[str, Lazy[np.ndarray]]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._items[name].get()
+        assert value is not None
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def computed(self) -> list[str]:
+        """Names whose value exists already."""
+        return [n for n, lazy in self._items.items() if lazy.ready]
+
+
+@dataclass(frozen=True)
+class DisplaySpec:
+    """What to prepare from a capture, and how.
+
+    Attributes
+    ----------
+    layers
+        Layers that get a panel.
+    normalize
+        ``"channel"`` or ``"shared"`` mosaic normalisation.
+    image
+        The input as loaded (``(H, W, 3)`` uint8), for overlays; None for tensors.
+    categories
+        Class names of the model's output.
+    gradcam_layer
+        The Grad-CAM layer asked for (None: :func:`~actviz.display.attribution.default_gradcam_layer`).
+    channel_pages
+        ``{layer: channel}``: the mosaic page shown is the one holding that channel (the
+        first channel of a page the user turned to, or the channel opened large), so a page
+        size that follows the window's width keeps it in view (absent: page 0).
+    page_channels
+        ``{layer: channels per page}``: the window picks them from a panel's width so tiles
+        are readable (absent: :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS`).
+    channel_orders
+        ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (by
+        effect); their pages are pages of that order, ``channel_pages`` still names a
+        channel the page holds (absent: the natural order).
+    colormap
+        The colour-map choice: :data:`~actviz.display.colormaps.AUTO` normalises signed
+        activation mosaics symmetrically about 0 (for a diverging map); a named map does not.
+    sample
+        The batch element every per-sample picture shows (maps, |gradient|, saliency,
+        Grad-CAM, predictions). Statistics, histograms and gradient norms cover the batch.
+    tokens
+        The input's token strings (a text input): ``(N, T, D)`` outputs with ``T`` of them
+        get a token view (:mod:`actviz.display.token_maps`).
+    layout
+        A vision transformer's patch layout: its token layers are shown as maps on the grid.
+    tokenizer
+        Turns token ids into strings (the logit lens).
+    """
+
+    layers: tuple[str, ...] = ()
+    normalize: str = "channel"
+    image: np.ndarray | None = field(default=None, compare=False)
+    categories: tuple[str, ...] | None = None
+    gradcam_layer: str | None = None
+    channel_pages: Mapping[str, int] = field(default_factory=dict)
+    sample: int = 0
+    page_channels: Mapping[str, int] = field(default_factory=dict)
+    colormap: str = AUTO
+    tokens: tuple[str, ...] | None = None
+    layout: SequenceLayout | None = None
+    tokenizer: Any = field(default=None, compare=False, repr=False)
+    channel_orders: Mapping[str, ChannelOrder] = field(default_factory=dict)
+
+    def first_channel(self, name: str) -> int:
+        """The first channel of layer ``name``'s mosaic page: the page of :meth:`page_size`
+        channels that holds ``channel_pages[name]`` (0 unless the user paged). A layer with
+        a channel order (:attr:`channel_orders`): the position in it where the page starts."""
+        at = int(self.channel_pages.get(name, 0))
+        return page_start(at, self.page_size(name), self.channel_orders.get(name))
+
+    def page_size(self, name: str) -> int:
+        """Channels on one mosaic page of layer ``name``."""
+        return max(1, int(self.page_channels.get(name, MAX_MOSAIC_CHANNELS)))
+
+
+@dataclass(frozen=True)
+class PreparedLayer:
+    """Everything one layer panel, its statistics row and its histogram display."""
+
+    name: str
+    module_type: str
+    shape: tuple[int, ...] | None
+    calls: int
+    view: LayerView | None
+    mosaic: Mosaic | None
+    grad_view: LayerView | None
+    grad_mosaic: Mosaic | None
+    stats: Mapping[str, Any]
+    hist_lazy: Lazy[tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=lambda: Lazy.of(None), repr=False, compare=False
+    )
+    #: A token sequence's view (token x feature heat map, norms), shown instead of a mosaic.
+    tokens: TokenView | None = field(default=None, repr=False, compare=False)
+    #: The mosaics are an earlier frame's, kept for a panel off screen (live frames build
+    #: only the panels on screen); :func:`~actviz.display.prepare.current_mosaics` makes
+    #: this frame's from the views when the panel is shown.
+    stale_mosaics: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stats, LazyStats):  # read-only already; reading would compute
+            object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+
+    @property
+    def hist(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(counts, edges)`` of the layer's values (computed on first read)."""
+        return self.hist_lazy.get()
+
+    @property
+    def hist_ready(self) -> bool:
+        """Whether the histogram was computed already."""
+        return self.hist_lazy.ready
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A prepared run: numpy arrays for the panels plus the raw capture (immutable).
+
+    ``capture`` stays only for export and for comparisons; widgets never receive it.
+    """
+
+    layers: Mapping[str, PreparedLayer]
+    shown: tuple[str, ...]
+    predictions: tuple[tuple[int, str, float], ...]
+    target_text: str
+    target_index: int | None
+    image: np.ndarray | None
+    saliency: np.ndarray | None
+    saliency_message: str
+    grad_cams: Mapping[str, np.ndarray]
+    gradcam_default: str | None
+    grad_norm_names: tuple[str, ...]
+    grad_norms: np.ndarray
+    output_shapes: Mapping[str, tuple[int, ...]]
+    warnings: tuple[str, ...]
+    errors: tuple[str, ...]
+    elapsed_s: float
+    nbytes: int
+    spec: DisplaySpec = field(default_factory=DisplaySpec, repr=False, compare=False)
+    capture: Capture | None = field(default=None, repr=False, compare=False)
+    tree: ModuleTree | None = field(default=None, repr=False, compare=False)
+    #: Where the input came from when it is not the opened input (a live frame): ``input``
+    #: (file name), ``path``, ``index`` (None outside a sequence), ``perturbation``.
+    origin: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: The unedited capture of the same input when ``capture`` has edits applied (what-if:
+    #: before/after predictions, difference mosaics); None otherwise.
+    baseline: Capture | None = field(default=None, repr=False, compare=False)
+    #: Attention probabilities of every attention module (models with attention).
+    attention: AttentionMaps | None = field(default=None, repr=False, compare=False)
+    #: Attention rollout over the image, ``(H, W)`` in [0, 1] (vision transformers).
+    rollout: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: The logit-lens table (decoder language models whose blocks were captured).
+    logit_lens: LogitLens | None = field(default=None, repr=False, compare=False)
+    #: Saliency of a text input, per token (``saliency`` is the picture of an image input).
+    token_saliency: TokenSaliency | None = field(default=None, repr=False, compare=False)
+    #: What ``predictions`` rank: ``"class"``, ``"token"`` (a language model's next token,
+    #: labelled with its text) or ``"detection"``.
+    prediction_kind: str = "class"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))
+        object.__setattr__(self, "output_shapes", MappingProxyType(dict(self.output_shapes)))
+        for arr in (self.saliency, self.grad_norms):  # made here; the image is the input's
+            if arr is not None and arr.flags.writeable:
+                arr.setflags(write=False)
+
+    def stats_rows(self) -> list[dict]:
+        """Rows for the statistics table, in execution order."""
+        return [dict(layer.stats, name=name) for name, layer in self.layers.items()]

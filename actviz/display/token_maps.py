@@ -1,0 +1,235 @@
+"""Token sequences: ``(N, T, D)`` layer outputs shown per token, and ViT patch tokens as maps.
+
+A layer output is a *token sequence* when it is ``(N, T, D)`` and the run carries ``T`` token
+strings (``DisplaySpec.tokens``, from a text input): :func:`token_view` makes its token x
+feature heat map and per-token norms (and the same for ``|gradient|``). A vision transformer's
+``(N, T, D)`` output whose ``T`` is its prefix tokens (class, registers) plus the patch grid is
+shown as ``D`` maps over the grid (:func:`patch_maps`), so it pages, normalises and paints
+through the ordinary mosaic path like a convolution's output. :func:`sequence_kind` is the one
+rule that decides which, used by :func:`actviz.display.prepare.prepare_layer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from actviz.display.layer_views import as_numpy
+
+__all__ = [
+    "SequenceLayout",
+    "TokenView",
+    "heat_levels",
+    "patch_grid_tensor",
+    "patch_maps",
+    "sequence_kind",
+    "sequence_layout",
+    "token_labels",
+    "token_view",
+]
+
+
+@dataclass(frozen=True)
+class SequenceLayout:
+    """How a vision transformer's tokens sit on the image.
+
+    Attributes
+    ----------
+    grid
+        ``(rows, columns)`` of the patch grid.
+    prefix
+        Tokens before the patches (class token, registers); they are dropped from the grid.
+    """
+
+    grid: tuple[int, int]
+    prefix: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Sequence length of the model's token layers: prefix plus patches."""
+        return self.prefix + self.grid[0] * self.grid[1]
+
+
+def sequence_layout(model: nn.Module | None) -> SequenceLayout | None:
+    """The patch layout of a vision transformer (timm ``patch_embed.grid_size`` and
+    ``num_prefix_tokens``; Hugging Face ViT-style ``config.image_size / patch_size`` with one
+    class token), None for any other model."""
+    if model is None:
+        return None
+    embed = getattr(model, "patch_embed", None)
+    grid = getattr(embed, "grid_size", None)
+    if grid is not None and len(tuple(grid)) == 2:
+        prefix = int(getattr(model, "num_prefix_tokens", 1 if hasattr(model, "cls_token") else 0))
+        return SequenceLayout((int(grid[0]), int(grid[1])), prefix)
+    config = getattr(model, "config", None)
+    size, patch = getattr(config, "image_size", None), getattr(config, "patch_size", None)
+    if isinstance(size, int) and isinstance(patch, int) and patch > 0 and size >= patch:
+        return SequenceLayout((size // patch, size // patch), 1)
+    return None
+
+
+def sequence_kind(
+    shape: tuple[int, ...] | None,
+    tokens: Sequence[str] | None,
+    layout: SequenceLayout | None,
+) -> str | None:
+    """``"patches"`` for a ViT token layer (``(N, prefix + rows * cols, D)`` under ``layout``),
+    ``"tokens"`` for an ``(N, T, D)`` output with ``T == len(tokens)``, else None."""
+    if shape is None or len(shape) != 3:
+        return None
+    if layout is not None and shape[1] == layout.tokens:
+        return "patches"
+    if tokens is not None and len(tokens) > 0 and shape[1] == len(tokens):
+        return "tokens"
+    return None
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """One sample of an ``(N, T, D)`` output per token (arrays read-only).
+
+    Attributes
+    ----------
+    tokens
+        The ``T`` token strings (axis labels).
+    heat
+        ``(T, D)`` float32 values.
+    norms
+        ``(T,)`` L2 norm of each token's vector.
+    grad_heat, grad_norms
+        The same for ``|d target / d output|``; None without a gradient.
+    shape
+        The whole output's shape.
+    sample
+        The batch element shown.
+    """
+
+    tokens: tuple[str, ...]
+    heat: np.ndarray
+    norms: np.ndarray
+    grad_heat: np.ndarray | None
+    grad_norms: np.ndarray | None
+    shape: tuple[int, ...]
+    sample: int
+
+    def __post_init__(self) -> None:
+        for arr in (self.heat, self.norms, self.grad_heat, self.grad_norms):
+            if arr is not None:
+                arr.setflags(write=False)
+
+    def describe(self, token: int, feature: int, *, gradient: bool = False) -> str:
+        """Hover text: the token, the feature and the value there."""
+        data = self.grad_heat if gradient else self.heat
+        if data is None or not (0 <= token < data.shape[0] and 0 <= feature < data.shape[1]):
+            return ""
+        what = "|grad|" if gradient else "value"
+        return (
+            f"token {token} {self.tokens[token]!r}, feature {feature}: "
+            f"{what} {float(data[token, feature]):.4g}"
+        )
+
+
+def _sample(x: Any, sample: int) -> np.ndarray:
+    data = as_numpy(x)
+    if data.ndim != 3:
+        raise ValueError(f"a token view needs an (N, T, D) output, got {tuple(data.shape)}")
+    return np.array(data[min(sample, data.shape[0] - 1)], dtype=np.float32)
+
+
+def token_view(
+    record_tensor: Any, tokens: Sequence[str], sample: int = 0, *, grad: Any = None
+) -> TokenView:
+    """Token x feature heat map and per-token norms of one sample of an ``(N, T, D)`` output.
+
+    Parameters
+    ----------
+    record_tensor
+        The layer output (tensor or array), ``(N, T, D)``.
+    tokens
+        ``T`` token strings.
+    sample
+        The batch element (clamped to the batch).
+    grad
+        d target / d output of the same shape (its magnitude is shown), or None.
+
+    Raises
+    ------
+    ValueError
+        If the output is not ``(N, T, D)`` or ``T`` differs from the number of tokens.
+    """
+    heat = _sample(record_tensor, sample)
+    if heat.shape[0] != len(tokens):
+        raise ValueError(f"{len(tokens)} tokens for a sequence of {heat.shape[0]} positions")
+    shape = tuple(as_numpy(record_tensor).shape)
+    grad_heat = grad_norms = None
+    if grad is not None and tuple(as_numpy(grad).shape) == shape:
+        grad_heat = np.abs(_sample(grad, sample))
+        grad_norms = np.linalg.norm(grad_heat.astype(np.float64), axis=1).astype(np.float32)
+    return TokenView(
+        tokens=tuple(str(t) for t in tokens),
+        heat=heat,
+        norms=np.linalg.norm(heat.astype(np.float64), axis=1).astype(np.float32),
+        grad_heat=grad_heat,
+        grad_norms=grad_norms,
+        shape=shape,
+        sample=min(sample, shape[0] - 1),
+    )
+
+
+def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> np.ndarray:
+    """The patch tokens of one sample of an ``(N, T, D)`` ViT output as ``(D, rows, cols)``
+    maps: the prefix tokens dropped, the rest in row-major patch order (as the patch embedding
+    flattens them)."""
+    data = _sample(record_tensor, sample)
+    if data.shape[0] != layout.tokens:
+        raise ValueError(
+            f"{data.shape[0]} tokens do not fit {layout.prefix} prefix tokens and a "
+            f"{layout.grid[0]}x{layout.grid[1]} patch grid"
+        )
+    rows, cols = layout.grid
+    patches = data[layout.prefix :]
+    return np.ascontiguousarray(patches.T.reshape(patches.shape[1], rows, cols))
+
+
+def heat_levels(heat: np.ndarray, *, symmetric: bool) -> tuple[float, float]:
+    """Display levels of a token heat map (window and export alike): ``[-M, M]`` of the
+    largest magnitude when ``symmetric`` (a diverging map), else min..max."""
+    finite = heat[np.isfinite(heat)]
+    if finite.size == 0:
+        return (0.0, 1.0)
+    if symmetric:
+        m = float(np.abs(finite).max()) or 1.0
+        return (-m, m)
+    low, high = float(finite.min()), float(finite.max())
+    return (low, high) if high > low else (low, low + 1.0)
+
+
+def token_labels(
+    count: int, tokens: Sequence[str] | None, layout: SequenceLayout | None = None
+) -> list[str]:
+    """Labels of ``count`` positions: the input's tokens when there are as many, a ViT's
+    ``cls`` / ``(row, col)`` patch names under ``layout``, else the positions."""
+    if tokens is not None and len(tokens) == count:
+        return [str(t) for t in tokens]
+    if layout is not None and layout.tokens == count:
+        cols = layout.grid[1]
+        prefix = ["cls"] + [f"reg{i}" for i in range(1, layout.prefix)]
+        return prefix[: layout.prefix] + [
+            f"({i // cols},{i % cols})" for i in range(count - layout.prefix)
+        ]
+    return [str(i) for i in range(count)]
+
+
+def patch_grid_tensor(tokens: torch.Tensor, layout: SequenceLayout) -> torch.Tensor:
+    """``(N, T, D)`` ViT tokens as ``(N, D, rows, cols)`` maps on the patch grid (prefix tokens
+    dropped), where they live (Grad-CAM of a vision transformer)."""
+    n, t, d = tokens.shape
+    if t != layout.tokens:
+        raise ValueError(f"{t} tokens do not fit {layout}")
+    patches = tokens[:, layout.prefix :, :]
+    return patches.transpose(1, 2).reshape(n, d, *layout.grid)

@@ -1,0 +1,192 @@
+"""What the window's background loads run, and the requests that track them.
+
+Qt-free helpers shared by the window and its features (Compare opens a model B the same way).
+The window never calls :func:`actviz.io.models.open_model` or
+:func:`actviz.io.input_files.open_input` on its own thread: a torchvision name may probe the network
+for a few seconds and a large checkpoint takes a while to unpickle. The functions here run on a
+loader thread; they receive everything they need as arguments (no Qt, no window), so a test can
+swap in a deliberately slow or failing loader through ``MainWindow.model_loader`` /
+``MainWindow.input_loader``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MODEL_SUFFIXES = {".pt2", ".safetensors", ".pth", ".ckpt", ".ts", ".torchscript"}
+#: File-dialog filters of the inputs the window opens.
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp)"
+TENSOR_FILTER = "Tensors (*.pt *.pth *.npy *.npz *.safetensors)"
+
+#: ``model_loader(source, *, arch, weights, trust) -> LoadedModel``; raises on failure
+#: (``UntrustedFileError`` when a full pickle needs ``trust=True``).
+ModelLoader = Callable[..., Any]
+#: ``input_loader(source, *, model, loaded_model) -> LoadedInput``; raises on failure.
+InputLoader = Callable[..., Any]
+
+
+def load_model_source(
+    source: str, *, arch: str | None = None, weights: str | None = "DEFAULT", trust: bool = False
+) -> Any:
+    """Default model loader: :func:`actviz.io.models.open_model` (runs on a loader thread)."""
+    from actviz.io.models import open_model
+
+    return open_model(source, arch=arch, weights=weights, trust=trust)
+
+
+def load_input_source(source: str, *, model: Any = None, loaded_model: Any = None) -> Any:
+    """Default input loader: :func:`actviz.io.input_files.open_input` (runs on a loader thread).
+
+    It reads only the model's parameters' dtype/device and first convolution, never runs it, so
+    it may overlap a capture on that model.
+    """
+    from actviz.io.input_files import open_input
+
+    return open_input(source, model=model, loaded_model=loaded_model)
+
+
+@dataclass(eq=False)
+class ModelRequest:
+    """One "open this model" request, from the click until it is adopted or fails.
+
+    Attributes
+    ----------
+    remember
+        Add it to the recent models when it opens.
+    generation
+        The loader generation running it (a retry after the trust question gets a new one).
+    succeeded
+        None while pending, then True or False.
+    dialog
+        The Open model dialog it came from (None: a menu, a drop, a script): a failure is
+        shown there, and the dialog stays open to choose again, instead of in the banner.
+    """
+
+    source: str
+    arch: str | None = None
+    weights: str | None = "DEFAULT"
+    trust: bool = False
+    remember: bool = True
+    generation: int = 0
+    succeeded: bool | None = None
+    dialog: Any = None
+
+
+@dataclass(eq=False)
+class InputRequest:
+    """One "open this input" request.
+
+    Attributes
+    ----------
+    quiet
+        A start-up default: failure shows a hint, not an error.
+    model
+        The model it is being read for (None while it waits for a model being opened).
+    dropped
+        A file dropped on the window: one that holds a model opens as the model instead.
+    swap
+        Read by the window itself for a model just opened (the input again with its
+        preprocessing, or one standing in for an input it cannot take), not asked for.
+    """
+
+    source: str
+    remember: bool = True
+    quiet: bool = False
+    dropped: bool = False
+    swap: bool = False
+    model: Any = None
+    generation: int = 0
+    succeeded: bool | None = None
+
+
+def short_source(source: str) -> str:
+    """What the status bar calls a source: a file's name, or the source as given."""
+    text = str(source)
+    if "/" in text or "\\" in text:
+        return Path(text).name or text
+    return text
+
+
+#: Longest error text the banner shows (the first line of the message, cut).
+MAX_ERROR_CHARS = 240
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for the banner: actviz errors, value errors (a bad layer name, a bad
+    argument) and OS errors (their text names the file and the reason) as they are; others
+    with their type, which is part of what they say ("RuntimeError: mat1 and mat2 shapes...")."""
+    from actviz.io.errors import ActvizError
+
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:  # the rest is in the traceback, behind "Details"
+        text = text[: MAX_ERROR_CHARS - 1].rstrip() + "…"
+    if isinstance(exc, (ActvizError, ValueError, OSError)):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+def error_details(exc: BaseException) -> str:
+    """The whole traceback of ``exc``, for the banner's Details button."""
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
+    """What the window says about an ``ArchitectureNeededError`` (no command-line advice).
+
+    ``"weights.pt holds only weights (12 tensors), not the architecture, and these fit
+    equally well: a, b. Choose one in Open model (Ctrl+O)."``; ``in_dialog``: the dialog
+    lists the candidates itself, so the sentence asks to choose from them.
+    """
+    name = Path(error.path).name or error.path
+    candidates = list(getattr(error, "candidates", ()) or ())
+    lead = f"{name} holds only weights, not the architecture"
+    if not candidates:
+        found = "and no known architecture matches its tensor names and shapes"
+        ask = (
+            "Type the architecture it belongs to: a torchvision name (resnet18) or "
+            "path/model.py:ClassName."
+        )
+    else:
+        best = candidates[0]
+        tied = [c.name for c in candidates if c.fits and c.score == best.score]
+        if best.fits and len(tied) > 1:
+            found = f"and {len(tied)} architectures fit it equally well ({', '.join(tied)})"
+        elif best.fits:
+            found = f"and {best.name} fits it ({best.reason})"
+        else:
+            found = f"and none fits exactly; closest: {best.name} ({best.reason})"
+        ask = (
+            "Choose one of the candidates below, or type another architecture."
+            if in_dialog
+            else "Open it from File > Open model (Ctrl+O) to choose among the candidates."
+        )
+    if not candidates and not in_dialog:
+        ask = "Name it in File > Open model (Ctrl+O)."
+    return f"{lead}, {found}. {ask}"
+
+
+def local_files(mime: Any) -> list[str]:
+    """Local file paths carried by a drag's ``QMimeData`` (empty for text or remote URLs)."""
+    if mime is None or not mime.hasUrls():
+        return []
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile() and url.toLocalFile()]
+
+
+__all__ = [
+    "InputLoader",
+    "InputRequest",
+    "ModelLoader",
+    "ModelRequest",
+    "arch_needed_text",
+    "describe_error",
+    "load_input_source",
+    "load_model_source",
+    "local_files",
+    "short_source",
+]

@@ -1,0 +1,229 @@
+"""Data > Train concepts…: the dialog's training, on a worker of its own and a copy of the
+model, with progress (vectors seen, FVU so far, time left) and Cancel. The dictionary is
+saved as a SAELens folder, scanned on its data for each concept's top images, and handed to
+``on_trained(spec, concepts, scan)``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from actviz.ui.background_loads import describe_error
+from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
+from actviz.ui.host import WindowHost
+from actviz.ui.worker import Worker
+from actviz.ui.worker_copy import WorkerCopy
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConceptTraining", "TOP_K", "progress_text"]
+
+#: Top images kept per concept by the scan made after training.
+TOP_K = 6
+
+
+def _left(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 90:
+        return f", about {max(1, round(seconds))} s left"
+    return f", about {round(seconds / 60)} min left"
+
+
+def progress_text(p: Any) -> str:
+    """A :class:`~actviz.analysis.concepts.TrainProgress` in words: "Collecting vectors: 12 of
+    40 images, 3,072 vectors seen, about 4 s left." / "Training: epoch 2, step 30 of 75,
+    6,144 vectors seen, FVU so far 0.310, about 9 s left."."""
+    if p.stage == "collect":
+        return (
+            f"Collecting vectors: {p.done} of {p.total} images, {p.vectors:,} vectors seen"
+            f"{_left(p.eta_s)}."
+        )
+    fvu = f", FVU so far {p.fvu:.3f}" if p.fvu is not None else ""
+    return (
+        f"Training: epoch {p.epoch}, step {p.done} of {p.total}, {p.vectors:,} vectors seen"
+        f"{fvu}{_left(p.eta_s)}."
+    )
+
+
+class _Handover(QObject):
+    """The training's progress, from the worker's thread to the GUI thread."""
+
+    progressed = Signal(object)
+
+
+class ConceptTraining(QObject):
+    """One training at a time, shown in :attr:`dialog`.
+
+    Parameters
+    ----------
+    host
+        The window.
+    on_trained
+        ``(spec, concepts, scan)`` once a training ended well.
+    """
+
+    def __init__(
+        self,
+        host: WindowHost,
+        on_trained: Callable[[TrainSpec, Any, Any], None],
+        parent: QObject,
+    ) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.session = host.session
+        #: The training's own copy of the model (let go of once handed to the job).
+        self.copy = WorkerCopy(host, self, to_eval=True)
+        self.on_trained = on_trained
+        self.worker = Worker(self)
+        #: The dialog (made on first use).
+        self.dialog: TrainConceptsDialog | None = None
+        self.gen: int | None = None
+        self.last: Any = None  # the last TrainProgress
+        self._copying = False  # waiting for the copy of the model
+        self._closed = False
+        self.handover = _Handover(self)
+        self.handover.progressed.connect(self._on_progressed)
+        self.worker.signals.finished.connect(self._on_finished)
+        self.worker.signals.errored.connect(self._on_errored)
+        self.worker.signals.cancelled.connect(self._on_cancelled)
+
+    def open_dialog(self) -> TrainConceptsDialog:
+        """Data > Train concepts…: the dialog (made on first use), shown."""
+        if self.dialog is None:
+            tree = self.session.tree
+            ticked = self.session.ticked
+            layers = list(ticked) if ticked else (list(tree.leaves()) if tree is not None else [])
+            selected = self.host.selected_layer
+            channels = 64
+            result = self.session.result
+            if result is not None and selected in result.layers:
+                shape = result.layers[selected].shape
+                channels = int(shape[1]) if shape and len(shape) > 1 else channels
+            self.dialog = TrainConceptsDialog(
+                self.host.dialog_parent(), layers, layer=selected, channels=channels
+            )
+            self.dialog.train_requested.connect(self.train)
+            self.dialog.cancel_requested.connect(self.cancel)
+        self.dialog.show()
+        self.dialog.raise_()
+        return self.dialog
+
+    def default_out(self, spec: TrainSpec) -> str:
+        """Where a dictionary goes when the dialog names no folder: the user's cache."""
+        from actviz.data.cache import cache_root
+
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        safe = spec.layer.replace("/", "_") or "model"
+        model = (self.session.model_name or "model").replace("/", "_")
+        return str(cache_root() / "concepts" / f"{model}-{safe}-{spec.n_concepts}-{stamp}")
+
+    def running(self) -> bool:
+        """Whether a training runs now (or waits for its copy of the model)."""
+        return self.gen is not None or self._copying
+
+    def train(self, spec: TrainSpec) -> None:
+        """Train as ``spec`` says, in the background."""
+        from actviz.analysis.concepts.concept_scan import scan_concepts
+        from actviz.analysis.concepts.training import train
+
+        if self.running():
+            return
+        dialog = self.dialog
+        if not spec.out:
+            spec = TrainSpec(**{**spec.__dict__, "out": self.default_out(spec)})
+            if dialog is not None:
+                dialog.out_edit.setText(spec.out)
+        handover = self.handover
+        self.last = None
+        self._copying = True
+
+        def run(clone: Any) -> None:
+            model = self.copy.engine_model(clone)
+            self.copy.forget()  # the job holds it: the model is not held twice after
+
+            def job(stop: Any, _report: Any) -> Any:
+                concepts = train(
+                    spec.data, spec.layer, model=model, n_concepts=spec.n_concepts, k=spec.k,
+                    epochs=spec.epochs, progress=handover.progressed.emit, should_stop=stop,
+                    seed=0,
+                )  # fmt: skip
+                concepts.save(spec.out)
+                found = scan_concepts(
+                    model, spec.data, concepts, spec.layer, k=TOP_K, should_stop=stop
+                )
+                return spec, concepts, found
+
+            self._copying = False
+            self.gen = self.worker.submit(job, supersede=False)
+            self.host.refresh_busy(f"Training concepts on {spec.layer}…")
+
+        if dialog is not None:
+            dialog.set_busy(True)
+            dialog.set_message("Copying the model…")
+        self.copy.get(
+            run,
+            lambda exc: self._end(f"Training did not start: {describe_error(exc)}", True),
+        )
+
+    def cancel(self) -> bool:
+        """Cancel the training (Esc, or the dialog's Cancel)."""
+        if self._copying and self.gen is None:
+            self.copy.abandon()
+            self._end("Training cancelled before it began.", True)
+            return True
+        if self.gen is None:
+            return False
+        self.worker.cancel(self.gen)
+        return True
+
+    def shutdown(self) -> None:
+        """Stop for good (the window closes)."""
+        self._closed = True
+        self.copy.close()
+        self.worker.shutdown()
+        if self.dialog is not None:
+            self.dialog.close()
+
+    def _end(self, text: str, error: bool) -> None:
+        self.gen = None
+        self._copying = False
+        if self.dialog is not None:
+            self.dialog.set_busy(False)
+            self.dialog.set_message(text, error=error)
+        self.host.refresh_busy(text)
+
+    def _on_progressed(self, p: Any) -> None:
+        self.last = p
+        if self.dialog is not None and self.gen is not None:
+            self.dialog.set_progress(p.done, p.total)
+            self.dialog.set_message(progress_text(p))
+
+    def _on_finished(self, gen: int, value: Any) -> None:
+        if self._closed or gen != self.gen:
+            return
+        spec, concepts, found = value
+        fvu = concepts.heldout_fvu
+        fvu_text = f"held-out FVU {fvu:.3f}, " if fvu is not None else ""
+        seen = int(concepts.info.get("vectors_seen", 0))
+        dead = 100 * (concepts.dead_fraction or 0)
+        self._end(
+            f"Trained {concepts.d_sae} concepts on {seen:,} vectors of {spec.layer}: "
+            f"{fvu_text}L0 {concepts.l0 or 0:.1f}, dead {dead:.0f}%; saved in {spec.out}.",
+            False,
+        )
+        self.on_trained(spec, concepts, found)
+
+    def _on_errored(self, gen: int, error: BaseException) -> None:
+        if not self._closed and gen == self.gen:
+            log.info("training concepts failed: %s", error)
+            self._end(f"Training failed: {describe_error(error)}", True)
+
+    def _on_cancelled(self, gen: int) -> None:
+        if not self._closed and gen == self.gen:
+            where = f" ({progress_text(self.last)[:-1]})" if self.last is not None else ""
+            self._end(f"Training cancelled{where}.", True)

@@ -1,0 +1,545 @@
+"""The window's dataset part: Data > Scan a dataset…, the Dataset dock, the channel's top-k.
+
+Built by the window like its other parts (:class:`DatasetScanUI`); the scans run on
+:class:`~actviz.ui.dataset.scans.DatasetScans`' workers, so the window stays usable. When the
+channel view shows a channel of a scanned layer, its top-k images appear under it (made off
+the GUI thread); clicking one opens that image as the window's input. Clicking a row of the
+Dataset dock's table opens the channel (ticking and running its layer first when the result
+shown does not hold it).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction
+
+from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
+from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock
+from actviz.ui.dataset.scans import DatasetScans
+from actviz.ui.dataset.table import layer_figures
+from actviz.ui.dataset.topk import TopKGrid, source_name
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.panels import style
+
+log = logging.getLogger(__name__)
+
+#: The banner's source for scan messages.
+BANNER_SOURCE = "scan"
+#: Settings keys of the last folder scanned and its k.
+FOLDER_KEY = "dataset/folder"
+K_KEY = "dataset/k"
+LAYERS_KEY = "dataset/layers"
+#: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
+SKIPPED_NAMED = 3
+#: Top images named in the dock for a channel without maps to open.
+TOP_NAMED = 5
+
+
+class DatasetScanUI(FeatureBase, QObject):
+    """Scan dialog, Dataset dock and top-k grid of one window.
+
+    Parameters
+    ----------
+    host
+        The window: its session, the channel view, ``open_channel``, ``open_input_source``,
+        ``run``, a dock and the Data menu.
+    """
+
+    name = "dataset"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        window = host
+        self.window = host
+        self.session = window.session
+        self.scans = DatasetScans(self.session, self)
+        self.dialog: ScanDialog | None = None
+        # The last folder and k, kept with the window's settings for the next start.
+        self._store = window.settings.store
+        self._last_folder = str(self._store.value(FOLDER_KEY, "") or "")
+        self._last_k = _as_int(self._store.value(K_KEY, DEFAULT_K), DEFAULT_K)
+        #: (layer, channel) to open once the run that captures its layer finished.
+        self._pending_open: tuple[str, int] | None = None
+        # Whether the scan under way was asked for (Scan…), not a saved one shown on opening.
+        self._asked_scan = False
+        #: A channel's top image is being opened as the input, to run and open the channel.
+        self._awaiting_input = False
+        #: (layer, channel) the grid shows or waits for.
+        self._grid_key: tuple[str, int] | None = None
+
+        self.dock = DatasetDock(host.dialog_parent())
+        # Docked on the right, closed until a scan starts (widened when it opens).
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.grid = TopKGrid()
+        self.grid.setVisible(False)
+        self.channel_view = host.channel_view
+        self.channel_view.add_section(self.grid)
+
+        #: Data > Scan a dataset…
+        self.scan_action = QAction("Scan a dataset…", host.dialog_parent())
+        self.scan_action.setToolTip(
+            "Run the model over a folder of images and find each channel's top images"
+        )
+        host.add_menu_action("Data", self.scan_action, shortcut=False)
+        self.scan_action.triggered.connect(self.open_dialog)
+        self.dock.scan_clicked.connect(self.open_dialog)
+        self.dock.cancel_clicked.connect(self.cancel)
+        self.dock.layer_chosen.connect(self._show_layer)
+        self.dock.table.channel_clicked.connect(self.open_channel)
+        self.grid.source_clicked.connect(self._on_grid_source_clicked)
+        self.channel_view.channel_changed.connect(self._on_channel_changed)
+        s = self.scans
+        s.scan_started.connect(self._on_scan_started)
+        s.scan_progressed.connect(self.dock.show_progress)
+        s.scan_finished.connect(self._on_scan_finished)
+        s.scan_failed.connect(self._on_scan_failed)
+        s.scan_cancelled.connect(self._on_scan_cancelled)
+        s.views_ready.connect(self._on_views_ready)
+        s.views_failed.connect(self._on_views_failed)
+        window.run_finished.connect(self._on_run_finished)
+        window.input_loaded.connect(self._on_input_loaded)
+        window.input_load_failed.connect(self._on_input_load_failed)
+        self.session.model_changed.connect(self._on_model_changed)
+
+    # -- public --------------------------------------------------------------------------------
+    @property
+    def scan(self) -> Any:
+        """The scan the dock and the grid show (None before one finished)."""
+        return self.scans.scan
+
+    def open_dialog(self) -> ScanDialog | None:
+        """Show the Scan a dataset dialog (non-modal) and return it; None without a model."""
+        if self.session.model is None:
+            self.window.show_warning("Open a model first, then scan a dataset.", BANNER_SOURCE)
+            return None
+        if self._refuse_text_model():
+            return None
+        if self.dialog is not None:
+            self.dialog.raise_()
+            return self.dialog
+        spec = self.scans.spec
+        dialog = ScanDialog(
+            self.window.dialog_parent(),
+            self._layers(),
+            self.session.ticked,
+            folder=self._last_folder,
+            k=spec.k if spec else self._last_k,
+        )
+        dialog.scan_requested.connect(self.start)
+        dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
+        self.dialog = dialog
+        dialog.open()
+        if self.scans.num_workers != 0:
+            # The scan's loader processes come from a server that imports torch first: start
+            # it while the user picks a folder (a background thread; see actviz.data.fork_server).
+            from actviz.data.fork_server import prestart
+
+            prestart()
+        return dialog
+
+    def _refuse_text_model(self) -> bool:
+        """Say so and return True when the session's model cannot take the scan's images
+        (it reads text: a scan failed in its embedding layer with torch's "Expected tensor
+        for argument #1 'indices'..."): the session's one input gate decides."""
+        problem = self.session.input_problem(source="images") if self.session.model else ""
+        if not problem:
+            return False
+        self.window.show_warning(problem, BANNER_SOURCE)
+        return True
+
+    def _layers(self) -> list[str]:
+        """Every layer of the session's model, in model order (what a scan may scan)."""
+        tree = self.session.tree
+        return [n.name for n in tree if n.name] if tree else []
+
+    def start(self, spec: ScanSpec) -> int:
+        """Scan ``spec`` in the background; returns the scan's generation (0: not started)."""
+        if self.window.is_closed() or self._refuse_text_model():
+            return 0
+        self._last_folder, self._last_k = spec.folder, spec.k
+        self._store.setValue(FOLDER_KEY, spec.folder)
+        self._store.setValue(K_KEY, spec.k)
+        self._store.setValue(LAYERS_KEY, ",".join(spec.layers))
+        return self.scans.start(spec)
+
+    def is_busy(self) -> bool:
+        """True while a scan runs (Esc stops it)."""
+        return self.scans.is_scanning()
+
+    def cancel(self) -> bool:
+        """Stop the running scan after its batch (what it did is kept; a new scan resumes)."""
+        if not self.scans.cancel():
+            return False
+        self.dock.set_cancelling()
+        return True
+
+    def open_channel(self, layer: str, channel: int) -> bool:
+        """Open ``channel`` of ``layer`` in the channel view (Layers tab).
+
+        When the result shown does not hold the layer, it is ticked and run first (on the
+        channel's best image when no input is open yet); the channel opens when that run
+        finished. Returns True when it opened now.
+        """
+        self.window.show_tab(None)
+        if self.window.open_channel(layer, channel):
+            self._pending_open = None
+            return True
+        result = self.session.result
+        if result is not None and layer in result.layers:
+            # Shown, but not as maps (a classifier's scores, a token sequence): running
+            # again would open nothing either (it re-ran and nothing happened).
+            self._pending_open = None
+            self._say_no_maps(layer, channel)
+            return False
+        self._pending_open = (layer, int(channel))
+        if not self.session.is_ticked(layer):
+            self.session.set_ticked([layer], True)
+        if self.session.input is None and self._open_top_image(layer, channel):
+            return False  # the run follows the image (see _on_input_loaded)
+        if self.window.run() is None:
+            self._pending_open = None
+        return False
+
+    def _open_top_image(self, layer: str, channel: int) -> bool:
+        """No input yet: open the channel's best image (then run); False when there is none."""
+        scan = self.scans.scan
+        if scan is None or layer not in tuple(scan.layers):
+            return False
+        top = scan.top(layer, channel)
+        if not top or not isinstance(top[0].source, str):
+            return False
+        self._awaiting_input = True
+        return self.window.open_input_source(top[0].source, remember=False)
+
+    def shutdown(self) -> None:
+        """Stop the scan and views (waited for) and let the session go."""
+        self.scans.shutdown()
+        self.session.model_changed.disconnect(self._on_model_changed)
+        if self.dialog is not None:
+            self.dialog.close()
+
+    # -- scan events ---------------------------------------------------------------------------
+    def _on_scan_started(self, spec: ScanSpec) -> None:
+        self._asked_scan = True
+        self.window.clear_messages(BANNER_SOURCE)
+        shown = self.dock.isVisible()
+        self.dock.show()
+        self.dock.raise_()
+        self.dock.set_message("")
+        self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
+        self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
+        self.window.refresh_busy()
+        # Widened when it opens, never while shown: the width is then the user's (or shared
+        # with the live dock), and resizing the central area re-lays every panel out (beside
+        # live mode that stalled the GUI thread 75-120 ms at each scan start).
+        if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
+            self.window.resize_dock(self.dock, PREFERRED_WIDTH)
+
+    def _on_scan_finished(self, scan: Any) -> None:
+        self.window.refresh_busy()  # Esc cancels a scan only while one runs
+        self.dock.stop_progress()
+        self._show_scan(scan)
+        if is_partial(scan):  # a saved partial scan, shown when the model opened
+            self.dock.set_message(
+                "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
+            )
+        # A scan asked for shows its end even if the dock was closed meanwhile; a saved scan
+        # found when a model opens waits in the dock a user closed.
+        if self._asked_scan and not self.dock.isVisible():
+            self.dock.show()
+        self._asked_scan = False
+
+    def _show_scan(self, scan: Any) -> None:
+        spec = self.scans.spec
+        folder = Path(spec.folder).name if spec else "dataset"
+        saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
+        saved = " (partial)" if is_partial(scan) else saved
+        layers = tuple(scan.layers)
+        self.dock.set_summary(
+            f"{folder}: {scan.count:,} image{'' if scan.count == 1 else 's'} · top {kept(scan)}"
+            f"{saved}",
+            f"{spec.folder if spec else ''}\n{scan.count} images, layers {', '.join(layers)}"
+            + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
+        )
+        skipped = tuple(getattr(scan, "skipped", ()) or ())
+        notes = list(getattr(scan, "warnings", ()) or ())
+        if skipped or notes:
+            text = " ".join(([skipped_text(skipped)] if skipped else []) + notes)
+            tip = "\n".join([f"{path}: {reason}" for path, reason in skipped] + notes)
+            # In the dock (raised when the scan started), not the banner: a few unreadable
+            # files in a large folder are expected and the scan itself succeeded.
+            self.dock.set_message(text, error=True, tooltip=tip)
+        else:
+            self.dock.set_message("")
+        current = self.dock.current_layer()
+        keep = current if current in layers else None
+        if keep is None and self.channel_view.name in layers:
+            keep = self.channel_view.name
+        self.dock.set_layers(layers, keep or (layers[0] if layers else None))
+        self._show_layer(self.dock.current_layer())
+        # The channel open now gets its grid from the new scan.
+        self._grid_key = None
+        if self.channel_view.channel is not None:
+            self._on_channel_changed(self.channel_view.name, self.channel_view.channel)
+
+    def _on_scan_failed(self, text: str) -> None:
+        self._asked_scan = False
+        self.window.refresh_busy()
+        self.dock.stop_progress()
+        if self.scans.scan is not None:
+            self._show_scan(self.scans.scan)  # the scan shown before stays
+        else:
+            self.dock.set_summary("No dataset scanned")
+        self.dock.set_message(text, error=True)
+        self.window.show_error(text, BANNER_SOURCE)
+
+    def _on_scan_cancelled(self) -> None:
+        self._asked_scan = False
+        self.window.refresh_busy()
+        self.dock.stop_progress()
+        done, total, _ips = self.scans.progress
+        where = f" after {done:,} of {total:,} images" if total else ""
+        scan = self.scans.scan
+        if scan is not None:
+            self._show_scan(scan)
+        self.dock.set_message(
+            f"Scan cancelled{where}; its work is saved: scanning the same folder again resumes."
+        )
+
+    def _show_layer(self, layer: str) -> None:
+        scan = self.scans.scan
+        if scan is None or not layer or layer not in tuple(scan.layers):
+            self.dock.set_figures(None)
+            return
+        try:
+            self.dock.set_figures(layer_figures(scan, layer))
+        except Exception as exc:  # noqa: BLE001 - a layer without figures must not break the dock
+            log.exception("no figures for %s", layer)
+            self.dock.set_message(f"No channel figures for {layer}: {exc}", error=True)
+
+    def _on_model_changed(self) -> None:
+        # A scan of the model before stops with it (its copy's results would not be this
+        # model's); said, or the dock just went blank mid-scan.
+        stopped = self.scans.spec if self.scans.is_scanning() else None
+        self.scans.forget()
+        self.dock.clear()
+        if stopped is not None:
+            self.window.refresh_busy()  # Esc no longer has a scan to stop
+            self.dock.set_message(
+                f"The scan of {Path(stopped.folder).name} stopped: another model was opened. "
+                "The batches scanned are saved for the model before; Scan… scans the folder "
+                "with this one."
+            )
+        self._pending_open = None
+        self._awaiting_input = False
+        self._grid_key = None
+        self.grid.clear()
+        self.grid.setVisible(False)
+        if self.dialog is not None:  # open on the model before: its layers are this one's now
+            self.dialog.set_layers(self._layers(), self.session.ticked)
+        self.show_saved()
+
+    def show_saved(self) -> int:
+        """Show the last folder's saved scan for the session's model, if there is one.
+
+        Nothing is run: a scan saved for these weights, preprocessing, layers and files
+        appears at once (a partial one says so); otherwise nothing changes. Returns the
+        job's generation (0: no last folder, or its layers are not in this model).
+        """
+        folder = self._last_folder
+        text = str(self._store.value(LAYERS_KEY, "") or "")
+        layers = tuple(n for n in text.split(",") if n)
+        tree = self.session.tree
+        if not folder or not layers or tree is None or not Path(folder).is_dir():
+            return 0
+        if any(name not in tree for name in layers):
+            return 0
+        return self.scans.peek(ScanSpec(folder, layers, self._last_k))
+
+    def session_part(self) -> dict[str, Any]:
+        """What a session file keeps of the scan shown: its cache key (the folder of its
+        saved arrays) and what was scanned, so opening the session shows it again."""
+        spec, scan = self.scans.spec, self.scan
+        if spec is None or scan is None:
+            return {}
+        key = getattr(scan, "cache_path", None)
+        return {
+            "scan_key": str(key) if key else None,
+            "dataset": {"folder": spec.folder, "layers": list(spec.layers), "k": int(spec.k)},
+        }
+
+    def report_part(self) -> dict[str, Any]:
+        """The scan shown, for File > Export report: each layer's contact sheet of top-k
+        images, made when the report is written (on the capture worker: it reads images and
+        measures the receptive field on the model)."""
+        scan, model = self.scan, self.session.loaded_model or self.session.model
+        if scan is None or model is None:
+            return {}
+
+        def sheets() -> dict[str, Any]:
+            from actviz.data.sheet import contact_sheet
+
+            return {layer: contact_sheet(model, scan, layer) for layer in scan.layers}
+
+        return {"scan_sheets": sheets}
+
+    def restore_session_part(self, parts: Any) -> int:
+        """Show a session's scan again from its saved arrays (nothing is run: a folder or
+        layers that are gone show nothing). Returns the job's generation (0: none)."""
+        saved = parts.get("dataset")
+        if not isinstance(saved, dict):
+            return 0
+        folder, layers = str(saved.get("folder", "")), tuple(saved.get("layers") or ())
+        tree = self.session.tree
+        if not layers or tree is None or any(n not in tree for n in layers):
+            return 0
+        if not Path(folder).is_dir():
+            return 0
+        return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
+
+    # -- channel view and grid -----------------------------------------------------------------
+    def _on_input_loaded(self, _source: str) -> None:
+        if self._awaiting_input:
+            self._awaiting_input = False
+            if self._pending_open is not None and self.window.run() is None:
+                self._pending_open = None
+
+    def _on_input_load_failed(self, _text: str) -> None:
+        if self._awaiting_input:
+            self._awaiting_input = False
+            self._pending_open = None
+
+    def _on_run_finished(self) -> None:
+        pending, self._pending_open = self._pending_open, None
+        if pending is not None and not self.window.open_channel(*pending):
+            self._say_no_maps(*pending)
+
+    def _say_no_maps(self, layer: str, channel: int) -> None:
+        """Say in the dock that ``layer``'s channel cannot open large, with its top images
+        (the channel view shows maps only; the dataset's answer is still worth reading)."""
+        result = self.session.result
+        prepared = result.layers.get(layer) if result is not None else None
+        shape = getattr(prepared, "shape", None)
+        what = f" (its output is {tuple(shape)})" if shape else ""
+        text = f"{layer} ch {channel} has no maps to open large{what}."
+        scan = self.scans.scan
+        if scan is not None and layer in tuple(scan.layers):
+            top = scan.top(layer, channel)[:TOP_NAMED]
+            if top:
+                named = ", ".join(
+                    f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top
+                )
+                text += f" Its top images: {named}."
+        self.dock.set_message(text)
+
+    def _on_channel_changed(self, layer: str, channel: int) -> None:
+        if channel < 0 or not self.scans.covers(layer):
+            self._grid_key = None
+            self.grid.setVisible(False)
+            return
+        key = (layer, int(channel))
+        if key == self._grid_key:
+            return  # the same channel with a new run's values: the dataset's images stay
+        self._grid_key = key
+        self._select_in_table(layer, channel)
+        self.grid.setVisible(True)
+        self.grid.clear()
+        self.grid.set_message(
+            f"Top {kept(self.scans.scan)} dataset images of ch {channel}: computing…"
+        )
+        self.scans.request_views(layer, channel)
+
+    def _select_in_table(self, layer: str, channel: int) -> None:
+        """The table follows the channel view: its layer, the channel's row selected."""
+        if self.dock.current_layer() != layer:
+            self.dock.set_layers(tuple(self.scans.scan.layers), layer)
+            self._show_layer(layer)
+        table = self.dock.table
+        figures = table.figures
+        if figures is not None and figures.layer == layer and 0 <= channel < figures.channels:
+            row = table.row_of(channel)
+            table.selectRow(row)
+            table.scrollTo(table.proxy.index(row, 0))
+
+    def _on_views_ready(self, layer: str, channel: int, views: tuple[Any, ...]) -> None:
+        if (layer, channel) != self._grid_key:
+            return
+        scan = self.scans.scan
+        spec = self.scans.spec
+        folder = Path(spec.folder).name if spec else "the dataset"
+        caption = f"Top {len(views)} of {scan.count:,} images in {folder} · click one to open it"
+        gone = sum(bool(getattr(v, "missing", "")) for v in views)
+        if gone:
+            caption += f" · {gone} gone or changed since the scan (grey)"
+        self.grid.set_views(views, caption)
+
+    def _on_views_failed(self, layer: str, channel: int, text: str) -> None:
+        if (layer, channel) == self._grid_key:
+            self.grid.set_message(f"Could not make the top images: {text}")
+
+    def _on_grid_source_clicked(self, source: Any) -> None:
+        if isinstance(source, str):
+            self.window.open_input_source(source)
+        else:
+            self.window.show_warning(
+                f"Sample {source_name(source)} is not a file to open.", BANNER_SOURCE
+            )
+
+    def reset_layout(self) -> None:
+        """View > Reset window layout: where a first start puts it (right, closed)."""
+        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.dock.hide()
+
+    def _on_dialog_finished(self, dialog: ScanDialog) -> None:
+        if self.dialog is dialog:
+            self.dialog = None
+        dialog.deleteLater()
+
+
+def is_partial(scan: Any) -> bool:
+    """Whether ``scan`` covers only part of its data (it was cancelled)."""
+    return int(scan.count) + len(scan.skipped) < len(scan.sources)
+
+
+def kept(scan: Any) -> int:
+    """Images kept per channel: the scan's k, or all of them when it scanned fewer ("8
+    images · top 9" read as if a ninth were missing)."""
+    return min(int(scan.k), int(scan.count))
+
+
+def _as_int(value: object, default: int) -> int:
+    try:
+        return max(1, int(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return default
+
+
+def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
+    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``.
+
+    Files that failed for the same reason share it (a folder's stray files usually do: the
+    reason said once per file filled the dock with the same words); the reason drops the
+    file's path or name (beside it, the name is enough; the tooltip has them all).
+    """
+    named = skipped[:SKIPPED_NAMED]
+    groups: dict[str, list[str]] = {}
+    for path, reason in named:
+        name = Path(path).name
+        text = str(reason)
+        for who in (path, name):
+            for quoted in (f"'{who}'", f'"{who}"', who):
+                text = text.replace(quoted, "")
+        text = " ".join(text.split()).strip(" :,") or "unreadable"
+        groups.setdefault(text, []).append(name)
+    listed = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in groups.items())
+    more = len(skipped) - len(named)
+    rest = f" and {more} more" if more > 0 else ""
+    files = "file" if len(skipped) == 1 else "files"
+    return f"Skipped {len(skipped)} unreadable {files}: {listed}{rest}."
+
+
+__all__ = ["BANNER_SOURCE", "DatasetScanUI", "skipped_text"]

@@ -1,0 +1,221 @@
+"""A heat map with token strings on its axes, optionally one bar per row beside it and a
+colour bar that says what its colours mean.
+
+Used for a layer's token x feature map (+ per-token norms) and for attention maps (queries x
+keys). Passive: :meth:`LabelledHeatCanvas.set_heat` takes the arrays, ``hovered(row, col)``
+reports the cell under the mouse (-1, -1 outside).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.display.colormaps import resolve
+from actviz.display.text import MAX_TICKS, axis_ticks
+from actviz.display.token_maps import heat_levels
+from actviz.ui.panels import style
+from actviz.ui.panels.canvas import ColorBar
+from actviz.ui.panels.colormap_views import lut
+
+__all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]
+
+
+def bar_ticks(peak: float) -> list[tuple[float, str]]:
+    """Ticks of a bar axis from 0 to ``peak`` (> 0): an unlabelled one at 0 (the bars start
+    there; a "0" label ran into the other in a strip ~45 px wide) and the largest 1, 2 or
+    5 x 10^k not above 0.7 ``peak`` (so its label stays clear of the axis's right end),
+    written short ("0.002", "20", "5e+04")."""
+    room = 0.7 * peak
+    step = 10.0 ** math.floor(math.log10(room))
+    nice = max(m * step for m in (1, 2, 5) if m * step <= room * (1 + 1e-9))
+    return [(0.0, ""), (nice, f"{nice:.3g}")]
+
+
+class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
+    """Heat map (rows x columns) with row labels on the left, optional column labels below,
+    an optional bar per row on the right (a per-token norm) and an optional colour bar at the
+    far right, spanning the map's height (``colorbar``).
+
+    Signals
+    -------
+    hovered(int, int)
+        The row and column under the mouse; ``(-1, -1)`` when it leaves the map.
+    """
+
+    hovered = QtCore.Signal(int, int)
+
+    def __init__(
+        self,
+        *,
+        x_label: str = "",
+        bars_label: str | None = None,
+        bar_color: str = style.BAR_POSITIVE,
+        colorbar: bool = False,
+        parent: QtWidgets.QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.layout.setContentsMargins(2, 2, 2, 2)
+        self.plot = self.addPlot(row=0, col=0)
+        style_kwargs = {"x_label": x_label or None}
+        style.style_plot(self.plot, **style_kwargs)
+        self.plot.invertY(True)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.bars_plot: pg.PlotItem | None = None
+        self.bars: pg.BarGraphItem | None = None
+        self._bar_color = bar_color
+        if bars_label is not None:
+            self.bars_plot = self.addPlot(row=0, col=1)
+            style.style_plot(self.bars_plot, x_label=bars_label)
+            self.bars_plot.invertY(True)  # row 0 at the top, beside its heat-map row
+            self.bars_plot.setYLink(self.plot)
+            self.bars_plot.hideAxis("left")
+            self.bars_plot.setMouseEnabled(x=False, y=False)
+            self.ci.layout.setColumnStretchFactor(0, 4)
+            self.ci.layout.setColumnStretchFactor(1, 1)
+        self.colorbar: ColorBar | None = None
+        if colorbar:
+            self.colorbar = ColorBar()
+            self.addItem(self.colorbar, row=0, col=2 if self.bars_plot is not None else 1)
+            self.colorbar.setVisible(False)  # until there is a map
+            # The strip spans the map exactly: its top and bottom are the levels' ends.
+            self.plot.vb.sigResized.connect(self._fit_colorbar)
+        self.heat: np.ndarray | None = None
+        self.levels: tuple[float, float] = (0.0, 1.0)
+        self.colormap_name = ""
+        self.row_labels: tuple[str, ...] = ()
+        self.col_labels: tuple[str, ...] | None = None
+        self.bar_values: np.ndarray | None = None
+        self.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.setMinimumHeight(120)
+
+    def set_heat(
+        self,
+        heat: np.ndarray,
+        row_labels: Sequence[str],
+        *,
+        col_labels: Sequence[str] | None = None,
+        bars: np.ndarray | None = None,
+        symmetric: bool | None = None,
+        gradient: bool = False,
+        levels: tuple[float, float] | None = None,
+    ) -> None:
+        """Show ``heat`` (rows x columns) with ``row_labels`` (and ``col_labels``), and
+        ``bars`` (one per row) beside it. ``symmetric`` (default: any value negative) centres
+        the levels on 0 under the diverging map; ``gradient`` uses the gradient map."""
+        heat = np.ascontiguousarray(heat, dtype=np.float32)
+        if symmetric is None:
+            symmetric = bool((heat < 0).any())
+        self.heat = heat
+        self.levels = levels or heat_levels(heat, symmetric=symmetric)
+        self.colormap_name = resolve("auto", signed=symmetric, gradient=gradient)
+        self.row_labels = tuple(row_labels)
+        self.col_labels = tuple(col_labels) if col_labels is not None else None
+        rows, cols = heat.shape
+        self.image.setImage(heat, levels=self.levels, lut=lut(self.colormap_name))
+        self.image.setRect(QtCore.QRectF(0, 0, cols, rows))
+        self._update_ticks()
+        self.plot.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        if self.colorbar is not None:
+            low, high = (float(v) for v in self.levels)
+            if not high > low:  # a constant map still gets a readable bar
+                span = abs(low) * 0.01 or 1.0
+                low, high = low - span, high + span
+            self.colorbar.setColorMap(self.colormap_name)
+            self.colorbar.setLevels((low, high))
+            self.colorbar.setVisible(True)
+            self._fit_colorbar()
+        self.bar_values = None if bars is None else np.asarray(bars, dtype=np.float32)
+        if self.bars_plot is not None:
+            if self.bars is not None:
+                self.bars_plot.removeItem(self.bars)
+                self.bars = None
+            if self.bar_values is not None:
+                self.bars = pg.BarGraphItem(
+                    x0=np.zeros(rows),
+                    y=np.arange(rows) + 0.5,
+                    height=0.8,
+                    width=self.bar_values,
+                    brush=self._bar_color,
+                    pen=None,
+                )
+                self.bars_plot.addItem(self.bars)
+                peak = float(np.nanmax(self.bar_values)) if self.bar_values.size else 1.0
+                peak = peak if np.isfinite(peak) and peak > 0 else 1.0
+                self.bars_plot.setXRange(0, peak, padding=0.05)
+                # One round value near the longest bar: pyqtgraph's own ticks ran into each
+                # other in a strip this narrow ("0.00.02.004").
+                self.bars_plot.getAxis("bottom").setTicks([bar_ticks(peak), []])
+
+    def _update_ticks(self) -> None:
+        """Token labels on the axes, as many as fit: rows about 12 px apart, columns (wider
+        labels side by side) about 48 px apart."""
+        if getattr(self, "heat", None) is None:  # pyqtgraph resizes while it is built
+            return
+        rect = self.plot.vb.boundingRect()
+        height, width = max(rect.height(), 120.0), max(rect.width(), 160.0)
+        rows = min(MAX_TICKS, max(2, int(height // 12)))
+        self.plot.getAxis("left").setTicks([axis_ticks(self.row_labels, rows)])
+        if self.col_labels is not None:
+            cols = min(MAX_TICKS, max(2, int(width // 48)))
+            self.plot.getAxis("bottom").setTicks([axis_ticks(self.col_labels, cols)])
+        else:
+            self.plot.getAxis("bottom").setTicks(None)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        self._update_ticks()
+
+    def _fit_colorbar(self, *_args: object) -> None:
+        """Align the colour bar's strip with the map's top and bottom edges."""
+        bar = self.colorbar
+        if bar is None:
+            return
+        view = self.plot.vb.sceneBoundingRect()
+        cell = bar.sceneBoundingRect()
+        if view.isEmpty() or cell.isEmpty():
+            return
+        top = max(0.0, view.top() - cell.top())
+        bottom = max(0.0, cell.bottom() - view.bottom())
+        if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
+            bar.set_margins(top, bottom)
+
+    def clear_heat(self) -> None:
+        """Show nothing."""
+        self.heat = None
+        self.image.clear()
+        if self.colorbar is not None:
+            self.colorbar.setVisible(False)
+        if self.bars_plot is not None and self.bars is not None:
+            self.bars_plot.removeItem(self.bars)
+            self.bars = None
+
+    def cell_at(self, scene_pos: QtCore.QPointF) -> tuple[int, int]:
+        """``(row, col)`` of the cell at a scene position, ``(-1, -1)`` outside the map."""
+        if self.heat is None or not self.plot.sceneBoundingRect().contains(scene_pos):
+            return (-1, -1)
+        point = self.plot.vb.mapSceneToView(scene_pos)
+        row, col = int(np.floor(point.y())), int(np.floor(point.x()))
+        rows, cols = self.heat.shape
+        if 0 <= row < rows and 0 <= col < cols:
+            return (row, col)
+        return (-1, -1)
+
+    def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
+        """Widget coordinates of a cell's centre (tests hover there)."""
+        scene = self.plot.vb.mapViewToScene(QtCore.QPointF(col + 0.5, row + 0.5))
+        return self.mapFromScene(scene)
+
+    def _on_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:
+        self.hovered.emit(*self.cell_at(scene_pos))
+
+    def leaveEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        self.hovered.emit(-1, -1)
+        super().leaveEvent(event)

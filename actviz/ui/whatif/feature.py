@@ -1,0 +1,389 @@
+"""What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
+
+:class:`WhatIfController` is a feature constructed with the window's
+:class:`~actviz.ui.host.WindowHost`; it attaches only through it:
+
+* the edits live in ``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`); every run
+  request carries them (``RunRequest.edits``) and the unedited capture of the same input comes
+  back as ``result.baseline`` (:mod:`actviz.workspace.edit_runs`); live frames apply them too;
+* a change of the edits re-runs through the window's own run path (``schedule_run``);
+* layer panels get their tile menu when the window makes them (``panel_created``), and their
+  badge and difference view each time a panel shows a layer (``panel_shown``);
+* the prediction panel gets a before/after table (``add_prediction_widget``)
+  (:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`, the Compare tab's too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
+
+from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.panels.prediction_change import PredictionChangeView
+from actviz.ui.whatif.dock import PREFERRED_WIDTH, EditsDock
+from actviz.ui.whatif.range_dialog import ask_range
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.capture import Capture
+    from actviz.display.difference import PredictionChange
+    from actviz.display.prepared import PreparedLayer, RunResult
+    from actviz.ui.panels.feature_map import LayerPanel
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AskFactor", "WhatIfController", "channels_text"]
+
+#: ``(parent, prompt) -> factor`` or None when the user cancels (tests inject an answer).
+AskFactor = Callable[[QWidget, str], "float | None"]
+#: Classes of each run in the before/after table.
+TOP_K = 5
+
+
+def ask_factor(parent: QWidget, prompt: str) -> float | None:
+    """Ask for a scale factor (default 0.5)."""
+    value, ok = QInputDialog.getDouble(parent, "Scale channels", prompt, 0.5, -1e6, 1e6, 3)
+    return float(value) if ok else None
+
+
+def channels_text(channels: Sequence[int]) -> str:
+    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels`` (menu entries)."""
+    channels = list(channels)
+    if len(channels) <= 4:
+        return "ch " + ", ".join(str(c) for c in channels)
+    return f"{len(channels)} channels"
+
+
+class WhatIfController(FeatureBase, QObject):
+    """Edits made from the window's tiles, listed in the Edits dock, shown before/after.
+
+    Parameters
+    ----------
+    host
+        The window (its session, panels, prediction panel and run path are used).
+    """
+
+    name = "whatif"
+
+    def __init__(self, host: WindowHost) -> None:
+        QObject.__init__(self, host.dialog_parent())
+        self.window = host
+        self.session = host.session
+        self.ask_factor: AskFactor = ask_factor
+        #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
+        self.ask_range: Callable[[QWidget, str], tuple[float | None, float | None] | None] = (
+            ask_range
+        )
+        #: The tile menu shown last (tests trigger its actions).
+        self.menu: QMenu | None = None
+        self._diff_cache: dict[tuple, PreparedLayer] = {}
+        self._closed = False
+
+        self.dock = EditsDock(host.dialog_parent())
+        # Hidden until the first edit.
+        host.add_dock(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
+        # Run A is the edited run, B its unedited twin: shown before | after.
+        self.change_view = PredictionChangeView(
+            names=("after", "before"),
+            tips=("probability with the edits", "probability without the edits"),
+            reference_first=True,
+            caption="Before → after the edits (Δp in points)",
+            framed=False,
+        )
+        # Under the bars (which show the edited run).
+        host.add_prediction_widget(self.change_view)
+
+        self.dock.enabled_changed.connect(self._on_dock_enabled_changed)
+        self.dock.value_changed.connect(self._on_dock_value_changed)
+        self.dock.remove_requested.connect(self._on_dock_remove_requested)
+        self.dock.clear_requested.connect(self._on_dock_clear_requested)
+        self.session.edits_changed.connect(self._on_edits_changed)
+        self.session.result_changed.connect(self._on_result_changed)
+        host.panel_created.connect(self._on_panel_created)
+        host.panel_shown.connect(self._on_panel_updated)
+        host.channel_view.channel_changed.connect(self._on_channel_shown)
+        for name, panel_ in host.layer_panels.items():
+            self._on_panel_created(name, panel_)
+        host.run_failed.connect(self._on_run_failed)
+
+    def reset_layout(self) -> None:
+        """Put the Edits dock back on the right, at its width; shown while there are edits."""
+        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.window.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.dock.setVisible(len(self.session.edits) > 0)
+
+    reset_dock = reset_layout
+
+    # ------------------------------------------------------------------ edits
+    def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
+        """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""
+        self.session.edits.add(layer, edit, note)
+        self.dock.show()
+        self.dock.raise_()
+
+    def clear_edits(self) -> None:
+        """Remove every edit (the next run is the unedited one)."""
+        self.session.edits.clear()
+
+    def _on_dock_clear_requested(self) -> None:
+        """Clear all: no edits left to list, so the dock goes (it comes back with the next)."""
+        self.clear_edits()
+        self.dock.hide()
+
+    def _on_dock_enabled_changed(self, key: int, on: bool) -> None:
+        self.session.edits.set_enabled(key, on)
+
+    def _on_dock_value_changed(self, key: int, value: float) -> None:
+        try:
+            self.session.edits.set_value(key, value)
+        except (KeyError, ValueError) as exc:
+            self.window.show_error(f"Edit: {exc}")
+
+    def _on_dock_remove_requested(self, key: int) -> None:
+        try:
+            self.session.edits.remove(key)
+        except KeyError:
+            pass
+
+    def _on_edits_changed(self) -> None:
+        board = self.session.edits
+        # Rebuilt after the signal that asked for it has returned (a row's own button).
+        self.dock.set_entries(board.entries)
+        self.dock.set_error("")
+        if not len(board):
+            # Empty, it takes no more than its hint (the hint line) beside the panels.
+            self.window.fit_dock_width(self.dock)
+            for name, panel in self.window.layer_panels.items():
+                shown = panel.difference_shown()
+                panel.hide_difference_toggle()
+                if shown:  # no edits, no difference: the plain activation, now
+                    self.window.refresh_panel(name)
+        self.window.schedule_run()
+
+    # ------------------------------------------------------------------ tile menu
+    def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
+        panel.channels_context_requested.connect(self._on_channels_context_requested)
+        panel.difference_toggled.connect(self._on_difference_toggled)
+
+    def _on_channels_context_requested(self, layer: str, channels: list, pos: QPoint) -> None:
+        self.menu = self.tile_menu(layer, [int(c) for c in channels])
+        self.menu.popup(pos)
+
+    def tile_menu(self, layer: str, channels: Sequence[int]) -> QMenu:
+        """The menu of a right click on ``channels`` of ``layer`` (built, not shown)."""
+        from actviz.core import edit_kinds as E
+
+        channels = tuple(int(c) for c in channels)
+        what = channels_text(channels)
+        menu = QMenu(self.window.dialog_parent())
+        menu.setToolTipsVisible(True)
+        menu.addSection(f"{layer} · {what}")
+
+        def adder(make: Callable[[], Any], note: str = "") -> Callable[[], None]:
+            return lambda: self._add_made(layer, make, note)
+
+        menu.addAction(f"Ablate {what}", adder(lambda: E.ablate(channels))).setToolTip(
+            "Set these channels to zero during the forward"
+        )
+        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, channels))
+        menu.addAction(f"Keep only {what}", adder(lambda: E.keep(channels))).setToolTip(
+            "Set every other channel of this layer to zero"
+        )
+        menu.addAction(f"Clamp {what}…", lambda: self._ask_and_clamp(layer, channels)).setToolTip(
+            "Limit these channels to a range during the forward (e.g. only positive values)"
+        )
+        pins = [p for p in self.session.pins if p.result.capture is not None]
+        if not pins:
+            action = menu.addAction("Patch from pin")
+            action.setEnabled(False)
+            action.setToolTip(
+                "Pin a run first (Run > Pin this result, Ctrl+P): its values of these "
+                "channels then replace this run's"
+            )
+        else:
+            sub = menu.addMenu("Patch from pin")
+            sub.setToolTipsVisible(True)
+            for pin in pins:
+                cap = pin.result.capture
+                action = sub.addAction(
+                    pin.label,
+                    adder(lambda cap=cap: E.patch(cap, channels=channels), pin.label),
+                )
+                if layer not in cap:
+                    action.setEnabled(False)
+                    action.setToolTip(f"this pinned run did not capture {layer}")
+                else:
+                    action.setToolTip(f"{what} of {layer} take their values in {pin.label}")
+        self.window.fill_tile_menu(menu, layer, channels)  # other features' entries
+        return menu
+
+    def _ask_and_scale(self, layer: str, channels: tuple[int, ...]) -> None:
+        from actviz.core import edit_kinds as E
+
+        factor = self.ask_factor(
+            self.window.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
+        )
+        if factor is not None:
+            self._add_made(layer, lambda: E.scale(channels, factor))
+
+    def _ask_and_clamp(self, layer: str, channels: tuple[int, ...]) -> None:
+        from actviz.core import edit_kinds as E
+
+        bounds = self.ask_range(
+            self.window.dialog_parent(),
+            f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):",
+        )
+        if bounds is not None:
+            low, high = bounds
+            self._add_made(layer, lambda: E.clamp(low, high, channels=channels))
+
+    def _add_made(self, layer: str, make: Callable[[], Any], note: str = "") -> None:
+        try:
+            edit = make()
+        except (TypeError, ValueError) as exc:
+            self.window.show_error(f"Could not make the edit: {exc}")
+            return
+        self.add_edit(layer, edit, note)
+
+    # ------------------------------------------------------------------ results
+    def _on_run_failed(self, text: str) -> None:
+        if len(self.session.edits):
+            self.dock.set_error(text)
+
+    def _on_result_changed(self) -> None:
+        self._diff_cache.clear()
+        result = self.session.result
+        if result is None or result.baseline is None or result.capture is None:
+            self.change_view.clear()
+            self.window.set_prediction_bars_visible(True)
+            self.dock.set_summary("")
+            if result is not None and self.session.edits.active() and result.origin:
+                self.dock.set_summary("Live frames apply the edits (no unedited twin).")
+            return
+        self.dock.set_error("")
+        change = self.prediction_change(result)
+        if not change.rows:  # not a classifier: the bars stay, the dock says why (no table)
+            self.change_view.clear()
+            self.window.set_prediction_bars_visible(True)
+            message = change.message
+            self.dock.set_summary(f"No before/after predictions: {message}" if message else "")
+            return
+        self.change_view.set_change(change)
+        self.window.set_prediction_bars_visible(False)  # the table has "after" too
+        self.dock.set_summary(_summary(change))
+
+    def prediction_change(self, result: RunResult) -> PredictionChange:
+        """The predictions of ``result`` (edited, run A) against its unedited twin (run B):
+        rows, the target's row, or why there are none
+        (:func:`actviz.display.difference.prediction_change`)."""
+        from actviz.display.difference import prediction_change
+
+        before, after = result.baseline, result.capture
+        assert before is not None and after is not None
+        target = self.session.run_target
+        if target is None:
+            target = before.target_index  # the class the unedited model answered
+        # A is the edited run, B the reference: changes are after minus before.
+        return prediction_change(
+            after.output,
+            before.output,
+            k=TOP_K,
+            categories=self.session.categories,
+            target=target,
+            sample=result.spec.sample,
+            tokenizer=getattr(result.spec, "tokenizer", None),  # a language model's tokens
+        )
+
+    def _on_channel_shown(self, name: str, _channel: int) -> None:
+        """The channel view names the edits of the layer it shows, as the layer's badge."""
+        if self._closed:
+            return
+        result = self.session.result
+        applied = _applied_edits(result.capture if result is not None else None)
+        edits = applied.get(name, ()) if name else ()
+        self.window.channel_view.set_edit_note("; ".join(e.describe() for e in edits))
+
+    def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
+        result = self.session.result
+        if result is None:
+            return
+        applied = _applied_edits(result.capture)
+        panel.set_edit_badge("; ".join(e.describe() for e in applied.get(panel.name, ())))
+        if result.baseline is not None:
+            panel.set_difference_available(
+                True, "Show the edited activation minus the unedited one (diverging colours)"
+            )
+        elif len(self.session.edits):
+            panel.set_difference_available(
+                False, "No unedited run to subtract (live frames, or the edits are all off)"
+            )
+        else:
+            panel.hide_difference_toggle()
+            return
+        if panel.difference_wanted() and result.baseline is not None:
+            diff = self.difference_layer(result, layer)
+            if diff is not None and diff.view is not None:
+                panel.set_difference(diff.view, diff.mosaic, diff.stats.get("colormap"))
+
+    def difference_layer(self, result: RunResult, layer: PreparedLayer) -> PreparedLayer | None:
+        """``layer`` of ``result``, edited minus unedited, on the page the panel shows
+        (:func:`actviz.display.difference.prepare_difference`)."""
+        from actviz.display.difference import prepare_difference
+
+        name = layer.name
+        if result.capture is None or result.baseline is None or name not in result.baseline:
+            return None
+        first = layer.mosaic.first_channel if layer.mosaic is not None else 0
+        page = layer.mosaic.page_size if layer.mosaic is not None else None
+        order = layer.mosaic.order if layer.mosaic is not None else None  # sorted tiles
+        key = (name, first, page, result.spec.normalize, order)
+        cached = self._diff_cache.get(key)
+        if cached is not None:
+            return cached
+        spec = dataclasses.replace(
+            result.spec,
+            layers=(name,),
+            channel_pages={name: first},
+            page_channels={name: page} if page else {},
+            channel_orders={name: order} if order is not None else {},
+        )
+        try:
+            diff = prepare_difference(result.capture, result.baseline, spec, layers=[name])
+        except (ValueError, KeyError) as exc:
+            self.window.show_error(f"Difference of {name}: {exc}")
+            return None
+        self._diff_cache[key] = diff[name]
+        return diff[name]
+
+    def _on_difference_toggled(self, name: str, on: bool) -> None:
+        self.window.refresh_panel(name)
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.session.edits_changed.disconnect(self._on_edits_changed)
+        self.session.result_changed.disconnect(self._on_result_changed)
+
+
+def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
+    """The edits a capture was made with (``{}`` for none, or a capture from before edits)."""
+    edits = getattr(cap, "edits", None)
+    return dict(edits) if edits else {}
+
+
+def _summary(change: PredictionChange) -> str:
+    """``Target class 2 (star): 83.1 % → 12.0 % (-71.1 pp)`` for the dock: before → after
+    (B → A); ``Target class 2: ...`` for a class without a name."""
+    row = change.target if change.target is not None else next(iter(change.rows), None)
+    if row is None:
+        return ""
+    label = f"class {row.index}"
+    if row.name and row.name not in (str(row.index), label):
+        label += f" ({row.name})"
+    return f"Target {label}: {100 * row.p_b:.1f} % → {100 * row.p_a:.1f} % ({100 * row.dp:+.1f} pp)"

@@ -1,0 +1,280 @@
+"""What a comparison runs off the GUI thread, and what it hands back (no Qt).
+
+A :class:`CompareRequest` is a snapshot taken on the GUI thread; :func:`compare_job` runs on
+the window's capture worker (one model, one worker: run B's capture may hook the window's own
+model): it reads run B (a pin's capture as it is, or a new forward-only capture of another
+input or another model), compares it with run A through :func:`actviz.core.compare.compare`,
+makes the difference mosaics through :func:`actviz.display.difference.prepare_difference` and
+the predictions side by side through :func:`actviz.display.difference.prediction_change`. The
+:class:`CompareOutcome` holds numpy pictures and figures only: no capture outlives the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from torch import nn
+
+from actviz.display.layer_views import magnitude_view
+from actviz.display.mosaic import mosaic
+from actviz.display.prepared import DisplaySpec, PreparedLayer
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "PIN",
+    "INPUT",
+    "MODEL",
+    "CompareOutcome",
+    "CompareRequest",
+    "LayersMismatch",
+    "compare_job",
+    "layer_mismatch",
+    "with_magnitude",
+]
+
+#: Where run B comes from.
+PIN, INPUT, MODEL = "pin", "input", "model"
+
+
+class LayersMismatch(ValueError):
+    """Run B lacks run A's layers, or has other modules under their names (the message says
+    which): it is not the same architecture."""
+
+
+@dataclass
+class CompareRequest:
+    """Everything a comparison needs, taken on the GUI thread.
+
+    Attributes
+    ----------
+    cap_a
+        Run A's capture (the latest result's).
+    mode
+        :data:`PIN`, :data:`INPUT` or :data:`MODEL`.
+    spec
+        How the difference mosaics are made (layers, normalisation, sample, pages).
+    cap_b
+        :data:`PIN`: the pinned result's capture.
+    model
+        :data:`INPUT`: the window's model (run A's); :data:`MODEL`: the second model.
+    input_source
+        :data:`INPUT`: what ``input_loader`` opens for run B (a file, ``random:...``).
+    input_loader
+        :data:`INPUT`: the window's input loader (``(source, *, model, loaded_model)``).
+    loaded_model
+        :data:`INPUT`: the window's ``LoadedModel`` (its transforms size the input).
+    input_as_list
+        The model takes its images as one list.
+    inputs
+        :data:`MODEL`: the inputs the second model runs on (run A's).
+    categories, target
+        Names of the output classes and run A's target class, for the predictions.
+    max_bytes
+        The memory budget of run B's capture.
+    """
+
+    cap_a: Any
+    mode: str
+    spec: DisplaySpec
+    cap_b: Any = None
+    model: nn.Module | None = None
+    input_source: str = ""
+    input_loader: Callable[..., Any] | None = None
+    loaded_model: Any = None
+    input_as_list: bool = False
+    inputs: Any = None
+    categories: Sequence[str] | None = None
+    target: int | None = None
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class CompareOutcome:
+    """A finished comparison: figures and pictures, no capture.
+
+    Attributes
+    ----------
+    comparison
+        :class:`actviz.core.compare.Comparison` of A and B.
+    differences
+        ``{layer: PreparedLayer}`` of A - B (diverging, symmetric), in depth order.
+    predictions
+        :class:`actviz.display.difference.PredictionChange` (its ``message`` says why it has
+        no rows when the outputs are not class scores).
+    input_description
+        :data:`INPUT`: how the input B reads (``"star.png · tensor (1, 3, 64, 64)"``).
+    nbytes
+        Bytes run B's capture held while it was compared (freed since).
+    """
+
+    comparison: Any
+    differences: Mapping[str, PreparedLayer]
+    predictions: Any
+    input_description: str = ""
+    nbytes: int = 0
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the pictures of this comparison hold (views and mosaics; no capture)."""
+        total = 0
+        for layer in self.differences.values():
+            for view in (layer.view, layer.grad_view):
+                total += int(view.data.nbytes) if view is not None else 0
+            for m in (layer.mosaic, layer.grad_mosaic):
+                if m is not None:
+                    total += int(m.image.nbytes)
+                    total += int(m.indices.nbytes) if m.indices is not None else 0
+        return total
+
+
+def layer_mismatch(cap_a: Any, model: nn.Module, layers: Sequence[str]) -> str:
+    """Why ``model`` cannot be compared with run A layer by layer ("" when it can).
+
+    Every layer of ``layers`` must exist in ``model`` as a module of the class run A
+    recorded under that name.
+    """
+    modules = dict(model.named_modules())
+    missing = [n for n in layers if n not in modules]
+    other = [
+        f"{n} ({type(modules[n]).__name__}, not {cap_a[n].module_type})"
+        for n in layers
+        if n in modules and n in cap_a and type(modules[n]).__name__ != cap_a[n].module_type
+    ]
+    parts = []
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        parts.append("it has no " + ", ".join(repr(n) for n in missing[:5]) + more)
+    if other:
+        more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+        parts.append("other modules under " + ", ".join(other[:3]) + more)
+    if not parts:
+        return ""
+    return (
+        f"Model B is not the architecture of run A: {'; '.join(parts)}. "
+        "Open a checkpoint of the same architecture."
+    )
+
+
+def compare_job(
+    request: CompareRequest,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CompareOutcome:
+    """Read or capture run B, compare it with run A, prepare the differences (worker thread).
+
+    Raises
+    ------
+    LayersMismatch
+        Run B has not run A's layers (another architecture) or none in common.
+    ValueError, ModelLoadError, InputError, CaptureTooLarge, CaptureCancelled
+        As the input loader, the capture and the comparison raise them.
+    """
+    from actviz.core.compare import compare
+    from actviz.display.difference import prediction_change, prepare_difference
+
+    report = progress or (lambda _msg: None)
+    cap_a = request.cap_a
+    layers = list(cap_a.names)
+    description = ""
+    if request.mode == PIN:
+        cap_b = request.cap_b
+    else:
+        cap_b, description = _capture_b(request, layers, should_stop, report)
+    common = [n for n in layers if n in cap_b]
+    if not common:
+        raise LayersMismatch(
+            "Runs A and B have no layer in common: tick the same layers and run again."
+        )
+    report("comparing")
+    # The layers shown, not every record: a text model's run also records its embedding for
+    # the saliency, and the chart counted and plotted that layer nobody ticked.
+    asked = [n for n in request.spec.layers if n in common]
+    comparison = compare(cap_a, cap_b, layers=asked or None)
+    if not comparison.layers:
+        reasons = "; ".join(f"{n or '(model)'}: {why}" for n, _k, why in comparison.skipped[:3])
+        raise LayersMismatch(f"No layer of runs A and B could be compared ({reasons}).")
+    shown = [n for n in request.spec.layers if n in common]
+    report("preparing the differences")
+    differences = prepare_difference(cap_a, cap_b, request.spec, layers=shown)
+    predictions = prediction_change(
+        cap_a.output,
+        cap_b.output,
+        categories=request.categories,
+        target=request.target,
+        sample=request.spec.sample,
+        tokenizer=getattr(request.spec, "tokenizer", None),  # a language model's tokens
+    )
+    return CompareOutcome(
+        comparison=comparison,
+        differences={n: with_magnitude(differences[n]) for n in shown if n in differences},
+        predictions=predictions,
+        input_description=description,
+        nbytes=int(getattr(cap_b, "nbytes", 0)),
+        warnings=tuple(getattr(cap_b, "warnings", ()) or ()),
+    )
+
+
+def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
+    """``layer`` (a difference) with ``|A - B|`` beside it, where the gradient magnitude goes
+    in a layer panel: where the runs differ at all, whatever the sign, on a sequential map.
+    Its mosaic pages with the difference's (:func:`~actviz.display.prepare.with_page`)."""
+    view, m = layer.view, layer.mosaic
+    if view is None or m is None or view.kind != "maps":
+        return layer
+    grad_view = magnitude_view(view)
+    grad_mosaic = mosaic(
+        grad_view.data,
+        normalize=m.normalize,
+        first_channel=m.first_channel,
+        max_channels=m.page_size,
+    )
+    return replace(layer, grad_view=grad_view, grad_mosaic=grad_mosaic)
+
+
+def _capture_b(
+    request: CompareRequest,
+    layers: list[str],
+    should_stop: Callable[[], bool] | None,
+    report: Callable[[str], None],
+) -> tuple[Any, str]:
+    from actviz.core.capture import capture
+
+    model = request.model
+    if model is None:
+        raise ValueError("no model to run for B")
+    description = ""
+    if request.mode == INPUT:
+        if request.input_loader is None:
+            raise ValueError("no input loader")
+        report(f"opening {request.input_source}")
+        loaded = request.input_loader(
+            request.input_source, model=model, loaded_model=request.loaded_model
+        )
+        inputs = loaded.value
+        description = getattr(loaded, "description", "") or request.input_source
+        if request.input_as_list:
+            from actviz.core.input_copies import list_layout
+
+            inputs = list_layout(inputs, True)
+    else:
+        mismatch = layer_mismatch(request.cap_a, model, layers)
+        if mismatch:
+            raise LayersMismatch(mismatch)
+        inputs = request.inputs
+    report("running B (forward only)")
+    # Only the values are compared: no backward, no layer inputs kept.
+    cap_b = capture(
+        model,
+        inputs,
+        layers,
+        gradients=False,
+        keep_inputs=False,
+        max_bytes=request.max_bytes,
+        should_stop=should_stop,
+    )
+    return cap_b, description

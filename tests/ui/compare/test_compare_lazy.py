@@ -1,0 +1,310 @@
+"""Difference panels of a comparison are painted as they come into view, in the real window on
+a random-init ResNet-18: those in view at once, the others when scrolled to, resized into
+view or shown with the tab; a panel never shows another comparison's differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actviz.core.compare import compare
+
+TIMEOUT_MS = 60_000
+#: Enough layers that the last ones are well below the difference area at 1280x720.
+LAYERS = [
+    "conv1",
+    "bn1",
+    "relu",
+    "maxpool",
+    "layer1.0.conv1",
+    "layer1.0",
+    "layer1.1",
+    "layer1",
+    "layer2.0",
+    "layer2",
+    "layer3",
+    "fc",
+]
+
+
+def _image(seed: int) -> torch.Tensor:
+    return torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
+
+
+def _setup(actviz_window, resnet, seeds=(1,)):
+    """A window on ResNet-18 with a pin per seed, then run on seed 99 (run A)."""
+    win = actviz_window(resnet, None, LAYERS)
+    window = win.window
+    pins = []
+    for seed in seeds:
+        win.set_input(_image(seed))
+        win.run_and_wait(TIMEOUT_MS)
+        pins.append(window.pin_result())
+    win.set_input(_image(99))
+    win.run_and_wait(TIMEOUT_MS)
+    return win, pins
+
+
+def _compare_with(qtbot, window, pin) -> None:
+    ctrl = window.features["compare"]
+    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
+        assert window.compare_with_pin(pin)
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+
+
+def _scroll_down_until(qtbot, view, condition) -> None:
+    """Scroll the difference area down a page at a time, as a user would, until
+    ``condition()`` holds."""
+    bar = view.diff_scroll.verticalScrollBar()
+    while not condition():
+        assert bar.value() < bar.maximum(), "scrolled to the end"
+        bar.setValue(bar.value() + bar.pageStep())
+        qtbot.wait(10)
+
+
+def _difference(cap_a, cap_b, name: str) -> np.ndarray:
+    return (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
+
+
+def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
+    """Every painted panel shows A - B of these captures; the others show nothing (or are not
+    made yet). Returns the painted panels' names."""
+    unpainted = set(ctrl.diff_panels_unpainted())
+    painted = []
+    for name in ctrl.view.diff_order():
+        panel = ctrl.view.diff_panels.get(name)
+        if panel is None:
+            assert name in unpainted, f"{name} was painted without a panel"
+            continue
+        shown = panel.activation_slot.view
+        if name in unpainted:
+            assert shown is None, f"{name} waits to be painted but shows data"
+            assert panel.gradient_slot.view is None
+            continue
+        assert shown is not None, f"{name} was painted with nothing"
+        np.testing.assert_allclose(
+            np.asarray(shown.data).reshape(-1), _difference(cap_a, cap_b, name).reshape(-1)
+        )
+        painted.append(name)
+    return painted
+
+
+def _compared(qtbot, actviz_window, resnet):
+    """:func:`_setup` with one pin, then run A compared with it: the window, the pin, the
+    Compare feature, its view and the two captures."""
+    win, (pin,) = _setup(actviz_window, resnet)
+    ctrl = win.window.features["compare"]
+    _compare_with(qtbot, win.window, pin)
+    return win, pin, ctrl, ctrl.view, win.window.result.capture, pin.result.capture
+
+
+def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, resnet):
+    win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
+    expected = compare(cap_a, cap_b)
+    assert view.diff_order() == LAYERS
+    painted = _assert_panels_show(ctrl, cap_a, cap_b)
+    # The first panels (the first divergence, conv1, scrolled to) are painted; the deep
+    # ones, far below the area, are not yet (nor made).
+    assert painted and painted[0] == "conv1" and view.diff_panels["conv1"].is_selected()
+    assert "layer3" in ctrl.diff_panels_unpainted() and "layer3" not in view.diff_panels
+    assert len(painted) < len(LAYERS)
+
+    _scroll_down_until(qtbot, view, lambda: "layer3" in view.diff_panels)
+    panel = view.diff_panels["layer3"]
+    view.diff_scroll.ensureWidgetVisible(panel)
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    shown = panel.activation_slot.view.data
+    diff = _difference(cap_a, cap_b, "layer3")
+    np.testing.assert_allclose(shown, diff)
+    np.testing.assert_allclose(panel.gradient_slot.view.data, np.abs(diff))
+    # The figures core.compare gives for that layer are those of what is shown.
+    layer3 = next(d for d in expected.layers if d.name == "layer3")
+    assert float(np.abs(shown).max()) == pytest.approx(layer3.max_abs, rel=1e-5)
+    b = cap_b["layer3"].tensor.double().reshape(-1).numpy()  # rel L2 is |A - B| / |B|
+    assert np.linalg.norm(shown) / np.linalg.norm(b) == pytest.approx(layer3.rel_l2, rel=1e-4)
+    assert panel.activation_slot.mosaic is not None and panel.activation_slot.mosaic.symmetric
+    assert not panel.visibleRegion().isEmpty()
+    _assert_panels_show(ctrl, cap_a, cap_b)
+
+    # Scrolled to the end: every panel on the way there has been painted, right.
+    bar = view.diff_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    qtbot.waitUntil(lambda: "fc" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    assert len(_assert_panels_show(ctrl, cap_a, cap_b)) > len(painted)
+
+    win.delete()  # closes cleanly with panels still waiting (the fixture checks leftovers)
+
+
+def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, resnet):
+    win, (first, second) = _setup(actviz_window, resnet, seeds=(1, 2))
+    window = win.window
+    ctrl = window.features["compare"]
+    view = ctrl.view
+    _compare_with(qtbot, window, first)
+    cap_a = window.result.capture
+    bar = view.diff_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
+    qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
+    panels = dict(view.diff_panels)
+    bar.setValue(0)
+
+    _compare_with(qtbot, window, second)
+    cap_b = second.result.capture
+    # The same panels, kept: those in view show the second comparison, the others nothing.
+    assert view.diff_panels == panels
+    assert "layer3" in ctrl.diff_panels_unpainted()
+    assert view.diff_panels["layer3"].activation_slot.view is None
+    assert view.diff_panels["layer3"].title_label.text().startswith("layer3 · ")
+    painted = _assert_panels_show(ctrl, cap_a, cap_b)
+    assert "conv1" in painted
+    with pytest.raises(AssertionError):  # (the two comparisons differ where it is checked)
+        np.testing.assert_allclose(
+            _difference(cap_a, first.result.capture, "conv1"), _difference(cap_a, cap_b, "conv1")
+        )
+
+    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
+    np.testing.assert_allclose(
+        view.diff_panels["layer3"].activation_slot.view.data,
+        _difference(cap_a, cap_b, "layer3"),
+    )
+    _assert_panels_show(ctrl, cap_a, cap_b)
+
+
+def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, resnet):
+    win, (pin,) = _setup(actviz_window, resnet)
+    window = win.window
+    ctrl = window.features["compare"]
+    view = ctrl.view
+    # Compared while the Layers tab is shown: nothing is painted until the tab is.
+    ctrl.view.set_source("pin")
+    window.show_tab(None)
+    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
+        assert ctrl.compare()
+    assert ctrl.diff_panels_pending() and ctrl.diff_panels_unpainted() == LAYERS
+    cap_a, cap_b = window.result.capture, pin.result.capture
+    _assert_panels_show(ctrl, cap_a, cap_b)
+    window.show_tab(ctrl.page)
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    before = _assert_panels_show(ctrl, cap_a, cap_b)
+    assert before and len(before) < len(LAYERS)
+
+    # A taller window and area (the splitter dragged up): the panels that came into view are
+    # painted. (A wider one makes the painted panels taller: their mosaics fill the width.)
+    win.resize(1280, 1400)
+    view.splitter.setSizes([200, 2000])
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    after = _assert_panels_show(ctrl, cap_a, cap_b)
+    assert len(after) > len(before)
+    # Wide enough for two columns: the panels go side by side, those now in view painted.
+    win.resize(2200, 1400)
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    conv1, bn1 = view.diff_panels["conv1"], view.diff_panels["bn1"]
+    assert conv1.y() == bn1.y() and conv1.x() < bn1.x()
+    assert len(_assert_panels_show(ctrl, cap_a, cap_b)) >= len(after)
+    # Every panel at once (what a report or a test reading them all asks for).
+    ctrl.paint_diff_panels()
+    assert ctrl.diff_panels_unpainted() == []
+    assert _assert_panels_show(ctrl, cap_a, cap_b) == LAYERS
+
+    # Another model: the comparison and its panels go, none waits.
+    torch.manual_seed(1)
+    import torchvision
+
+    win.set_model(torchvision.models.resnet18(weights=None).eval(), ["conv1", "layer1"])
+    assert view.diff_panels == {} and ctrl.diff_panels_unpainted() == []
+    assert not ctrl.diff_panels_pending()
+
+
+def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_window, resnet):
+    from actviz.ui.compare.feature import STALE_NOTE
+
+    win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
+    window = win.window
+    # Live mode on (an occlusion patch): frames of another input replace the latest run.
+    live = win.feature("live")
+    live.dock.show()
+    with win.expect_run(TIMEOUT_MS):
+        live.dock.occlusion_check.setChecked(True)
+    qtbot.waitUntil(lambda: live.controller.idle, timeout=TIMEOUT_MS)
+    assert window.result.capture is not cap_a
+    assert view.message().startswith(STALE_NOTE)
+    window.show_tab(ctrl.page)
+    # Panels painted now show the comparison made, not the live frame.
+    _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
+    _assert_panels_show(ctrl, cap_a, cap_b)
+    # Live mode off again: still that comparison.
+    live.dock.close()
+    win.wait_idle()
+    view.diff_scroll.verticalScrollBar().setValue(view.diff_scroll.verticalScrollBar().maximum())
+    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+    _assert_panels_show(ctrl, cap_a, cap_b)
+
+
+def _text_inside(chart) -> bool:
+    vb = chart.plot.vb
+    return vb.sceneBoundingRect().contains(chart.divergence_text.sceneBoundingRect())
+
+
+#: 35 layers, as many as a ResNet-18's blocks and convolutions.
+CHART_NAMES = (
+    ["conv1", "bn1"]
+    + [f"layer{i}.{j}.conv{k}" for i in range(1, 5) for j in range(4) for k in (1, 2)]
+    + ["fc"]
+)
+
+
+@pytest.mark.parametrize("where", [0, 9, 17, 26, len(CHART_NAMES) - 1])
+def test_the_first_divergence_text_stays_inside_a_narrow_chart(qtbot, where):
+    from PySide6.QtCore import QCoreApplication
+
+    from actviz.ui.compare.chart import SimilarityChart
+
+    chart = SimilarityChart()
+    qtbot.addWidget(chart)
+    n = len(CHART_NAMES)
+    cosine, rel = np.linspace(1.0, 0.4, n), np.linspace(0.0, 0.7, n)
+    chart.set_values(CHART_NAMES, cosine, rel, rel, divergence=where, tol=1e-4)
+    full = f"first divergence: {CHART_NAMES[where]}"
+    for width in (chart.minimumSizeHint().width(), 260, 420, 900):
+        chart.resize(width, 240)
+        chart.show()
+        qtbot.waitExposed(chart)
+        for _ in range(3):
+            QCoreApplication.processEvents()
+        text = chart.divergence_text
+        shown = text.textItem.toPlainText()
+        assert text.isVisible() and shown, (width, where)
+        assert _text_inside(chart), (width, where, shown)
+        if width == 900:  # room for the whole text on one side or the other
+            assert shown == full
+        else:  # the whole text, the layer's name, or its name cut in the middle
+            name = CHART_NAMES[where]
+            cut = "…" in shown and (shown[0], shown[-1]) == (name[0], name[-1])
+            assert shown in (full, name) or cut, shown
+    # Panned so that the line is out of view: no name left floating at the edge.
+    low = where + 3 if where < n - 6 else 0
+    chart.plot.setXRange(low, low + 3, padding=0)
+    QCoreApplication.processEvents()
+    assert not chart.divergence_text.isVisible()
+
+
+def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actviz_window, resnet):
+    win = actviz_window(resnet, None, LAYERS, size=(1024, 640))
+    window = win.window
+    win.set_input(_image(1))
+    win.run_and_wait(TIMEOUT_MS)
+    pin = window.pin_result()
+    win.set_input(_image(2))
+    win.run_and_wait(TIMEOUT_MS)
+    _compare_with(qtbot, window, pin)
+    chart = window.features["compare"].view.chart
+    view = window.features["compare"].view
+    win.settle()
+    assert chart.divergence == 0 and chart.divergence_text.isVisible()
+    assert _text_inside(chart)
+    # The splitter dragged so that the chart is as narrow as it goes.
+    view.top_splitter.setSizes([1, 5000])
+    win.settle()
+    assert chart.width() <= chart.minimumSizeHint().width() + 2
+    assert chart.divergence_text.isVisible() and _text_inside(chart)
