@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
+TOOLS = Path(__file__).resolve().parents[3] / "tools"
 
 
 @pytest.mark.slow  # a process of its own: Qt, torch and the demo's scan (~12 s here)
