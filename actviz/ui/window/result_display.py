@@ -493,9 +493,11 @@ class ResultDisplay:
         }
         self._layout_panels(list(self.layer_panels))
         # New panels are filled now while time is left (they have no geometry yet to tell
-        # whether they are on screen); the others wait with the pending updates.
+        # whether they are on screen); the others wait with the pending updates, even the
+        # first: making a panel and filling it in one pass blocked the GUI thread for over
+        # 100 ms (a token panel's canvases, a big mosaic's first fit).
         for name in made:
-            if in_budget() or not self._just_made:
+            if in_budget():
                 self._update_panel(self.layer_panels[name], result.layers[name])
                 self._just_made.add(name)
             else:
