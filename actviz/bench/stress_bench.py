@@ -22,7 +22,7 @@ process's RSS after its warm-up, MiB per 1,000 actions), ``stress_errors_shown``
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Actions of the full and the quick run (shared by the models).
@@ -41,19 +41,26 @@ def run_stress(
     models: Sequence[str] = MODELS,
     threads: int = 2,
     per_process: int = PROCESS_ACTIONS,
+    on_report: Callable[[Any, int, int], None] | None = None,
 ) -> list[Any]:
     """Run ``actions`` actions split over ``models``, each share in processes of at most
-    ``per_process`` actions; return one report per process."""
+    ``per_process`` actions, the models in turn (a run stopped early has covered each);
+    return one report per process. ``on_report(report, done, total)`` hears of each as it
+    ends (what a long run found is kept even if it is stopped)."""
     from actviz.testing.stress_cases import run_case
 
-    reports = []
+    plan = []
     for i, model in enumerate(models):
         share = actions // len(models) + (1 if i < actions % len(models) else 0)
         chunks = [per_process] * (share // per_process)
         if share % per_process:
             chunks.append(share % per_process)
-        for j, n in enumerate(chunks):
-            reports.append(run_case(model, seed + 100 * i + j, n, threads=threads))
+        plan += [(j, i, model, seed + 100 * i + j, n) for j, n in enumerate(chunks)]
+    reports = []
+    for _, _, model, case_seed, n in sorted(plan):
+        reports.append(run_case(model, case_seed, n, threads=threads))
+        if on_report is not None:
+            on_report(reports[-1], len(reports), len(plan))
     return reports
 
 
@@ -138,12 +145,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch threads per process")
     parser.add_argument("--per-process", type=int, default=PROCESS_ACTIONS)
     args = parser.parse_args(argv)
+
+    finished: list[Any] = []
+
+    def heard(report: Any, done: int, total: int) -> None:
+        # Each process's row and the figures so far, as they come (a stopped run keeps them).
+        finished.append(report)
+        print(f"process {done}/{total}:", report.describe().splitlines()[0], flush=True)
+        so_far: dict = {}
+        summarise(finished, so_far)
+        print("so far:", json.dumps(so_far), flush=True)
+
     reports = run_stress(
         args.actions,
         seed=args.seed,
         models=args.models.split(","),
         threads=args.threads,
         per_process=args.per_process,
+        on_report=heard,
     )
     print_table(reports)
     summary: dict = {}
