@@ -5,12 +5,20 @@
   fresh processes, timed on rank 0 from a barrier to the merged result; worst of ResNet-18
   (random init, 112 px images) and the demo model. Target >= 0.9.
 * ``scan_scale``: synthetic 16x16 images (made in memory by :class:`SyntheticImages`, no files)
-  through a tiny conv net on 2 ranks, embeddings of two layers on disk (``embeddings_dir``):
-  each rank's peak RSS at N and at N / 10 (``scan_scale_rss_ratio``, target <= 1.2), the rows'
-  file size, the time to open them and to run PCA on every point (``scan_scale_pca_s``,
-  target <= 10 s). N = 1,000,000; with ``--quick`` N = 20,000 (said in the table).
-* ``offload_capture_ratio``: a 5-layer capture (forward only) / a bare forward, both on the same
-  tiny model with most of it offloaded to disk by accelerate (median of pairs; target <= 1.1).
+  through a tiny conv net (:func:`actviz.bench.tiny_models.tiny_conv`) on 2 ranks, embeddings
+  of two layers on disk (``embeddings_dir``), rank 0 saving the scan file beside them
+  (:func:`actviz.data.scan_file.save_scan`): each rank's peak RSS at N and at N / 10
+  (``scan_scale_rss_ratio``, target <= 1.2), the scan folder's size, then in fresh processes:
+  PCA of every point of the widest layer (``scan_scale_pca_s``, target <= 10 s, and the memory
+  it takes above the opened scan), the explorer window (offscreen) opening the scan file and
+  painting its atlas (``scan_scale_window_s``: from reading the file to the map painted), and
+  UMAP fitted on a sample with the rest transformed when umap-learn is installed.
+  N = 1,000,000; with ``--quick`` N = 20,000 (said in the table).
+* ``offload_capture_ratio``: a 5-layer capture (forward only; the layers' outputs and inputs are
+  recorded, as by default) / a bare forward, both on the same model (5 convolutions of 32
+  channels, 8 images of 64x64) with most of it offloaded to disk by accelerate (median of
+  interleaved pairs; target <= 1.1). Interleaved with it: the same without the inputs, and the
+  model whole, which tell the records' copies from accelerate's part.
 """
 
 from __future__ import annotations
@@ -19,7 +27,6 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -263,36 +270,62 @@ def scale(quick: bool, tmp: Path) -> dict[str, Any]:
     return out
 
 
-def offload_ratio(quick: bool, tmp: Path) -> tuple[float, dict]:
+def offload_ratio(quick: bool, tmp: Path) -> dict[str, Any]:
+    """``offload_capture_ratio`` and, interleaved with it in this process, what explains it:
+    the same capture without the layers' inputs, and the same model whole (not placed)."""
     import actviz
+    from actviz.bench.timing import paired
 
     net = conv_stack()
     size = sum(p.numel() * 4 for p in net.parameters())
     big = actviz.load_model(
         net, device_map="auto", max_memory={"cpu": size // 3}, offload_folder=tmp / "off"
     )
+    whole = conv_stack()
     x = torch.rand(8, 3, 64, 64)
     layers = [str(i) for i in range(0, 10, 2)]
-    ratios = []
+    pairs = 7 if quick else 21
+    out: dict[str, Any] = {"placed": dict(big.hf_device_map)}
     with torch.no_grad():
-        for _ in range(5 if quick else 15):
-            t0 = time.perf_counter()
-            big(x)
-            bare = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            actviz.capture(big, x, layers, gradients=False)
-            ratios.append((time.perf_counter() - t0) / bare)
-    return statistics.median(ratios), dict(big.hf_device_map)
+        for key, model, keep in (
+            ("offloaded", big, True),
+            ("offloaded_no_inputs", big, False),
+            ("whole", whole, True),
+        ):
+            out[key] = paired(
+                key,
+                lambda m=model: m(x),
+                lambda m=model, k=keep: actviz.capture(
+                    m, x, layers, gradients=False, keep_inputs=k
+                ),
+                pairs=pairs,
+                warmup=4,  # the record pool starts after a few captures (core/pool.py)
+            )
+        cap = actviz.capture(big, x, layers, gradients=False)
+        out["record_bytes"] = cap.nbytes
+    return out
 
 
 def run(quick: bool, summary: dict) -> None:
     """Print the scale table and put its figures in ``summary``."""
     tmp = Path(tempfile.mkdtemp(prefix="actviz-scale-bench-"))
     try:
-        ratio, placed = offload_ratio(quick, tmp)
+        off = offload_ratio(quick, tmp)
+        placed = off["placed"]
         disk = sum(v == "disk" for v in placed.values())
-        print(f"offload_capture_ratio {ratio:.3f} (5 layers, {disk}/{len(placed)} on disk)")
-        summary["offload_capture_ratio"] = ratio
+        o, n, w = off["offloaded"], off["offloaded_no_inputs"], off["whole"]
+        print(
+            f"offload_capture_ratio {o.ratio:.3f} (5 layers and their inputs, "
+            f"{off['record_bytes'] / 2**20:.0f} MiB of records; {disk}/{len(placed)} modules "
+            f"on disk; bare {o.base_ms:.1f} ms, capture {o.test_ms:.1f} ms, {o.pairs} pairs)"
+        )
+        print(
+            f"  same, outputs only (keep_inputs=False): {n.ratio:.3f}; the same model whole "
+            f"(not placed): {w.ratio:.3f} (bare {w.base_ms:.1f} ms, capture {w.test_ms:.1f} ms)"
+        )
+        summary["offload_capture_ratio"] = o.ratio
+        summary["offload_capture_outputs_ratio"] = n.ratio
+        summary["offload_whole_capture_ratio"] = w.ratio
         rows = dist_ratio(quick, tmp)
         for model, (one, two, r) in rows.items():
             print(

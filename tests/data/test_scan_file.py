@@ -90,3 +90,29 @@ def test_rows_with_vectors_reads_in_blocks(monkeypatch):
     full[5, 1] = np.nan  # one NaN value: the row still has a vector
     np.testing.assert_array_equal(_rows_with_vectors(full), [1, 2, 3, 5, 6, 7, 8])
     assert _rows_with_vectors(np.zeros((0, 3), np.float16)).size == 0
+
+
+def test_the_scale_bench_opens_a_saved_scan_in_the_window_and_maps_every_point(tmp_path: Path):
+    """scan_scale's children: PCA of all points, and the explorer window (offscreen) opening
+    the scan file and painting its atlas."""
+    from actviz.bench.scale_bench import _child
+
+    data = torch.rand(300, 3, 8, 8)
+    rows = tmp_path / "rows"
+    a = scan(
+        tiny_net(),
+        data,
+        ["4", "7"],
+        k=2,
+        batch_size=64,
+        cache=False,
+        embeddings=True,
+        embeddings_dir=rows,
+    )
+    save_scan(a, rows)
+    pca = _child("pca", rows, timeout=300)
+    assert (pca["points"], pca["dim"], pca["layer"]) == (300, 6, "4")
+    assert pca["peak"] >= pca["rss_before"] > 0
+    win = _child("window", rows, timeout=300)
+    assert win["built"] and win["painted"] and win["points"] == 300
+    assert 0 <= win["open_s"] <= win["fit_s"] <= win["drawn_s"]
