@@ -89,7 +89,7 @@ def _rank(rank: int, world: int, init: str, job: dict, out: str) -> None:
             t0 = time.perf_counter()
             save_scan(result, job["rows"])
             saved = time.perf_counter() - t0
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak = _peak()
         with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
             json.dump({"s": elapsed, "count": result.count, "peak": peak, "save_s": saved}, fh)
     finally:
@@ -130,6 +130,14 @@ def _rss() -> int:
 
 
 def _peak() -> int:
+    """This process's peak resident bytes: ``VmHWM``, the high-water mark of its own memory
+    since it started (``ru_maxrss`` is not: on Linux a child started by fork and exec keeps
+    the parent's figure at the fork when that was higher, so every rank and child of this
+    benchmark would read the benchmark's own peak)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
