@@ -94,7 +94,7 @@ def test_rows_with_vectors_reads_in_blocks(monkeypatch):
 
 def test_the_scale_bench_opens_a_saved_scan_in_the_window_and_maps_every_point(tmp_path: Path):
     """scan_scale's children: PCA of all points, and the explorer window (offscreen) opening
-    the scan file and painting its atlas."""
+    the scan folder through Data > Open a saved scan… and painting its atlas."""
     from actviz.bench.scale_bench import _child
 
     data = torch.rand(300, 3, 8, 8)
@@ -116,3 +116,4 @@ def test_the_scale_bench_opens_a_saved_scan_in_the_window_and_maps_every_point(t
     win = _child("window", rows, timeout=300)
     assert win["built"] and win["painted"] and win["points"] == 300
     assert 0 <= win["open_s"] <= win["fit_s"] <= win["drawn_s"]
+    assert win["refused"] and win["kept"]  # a folder without scan.json: refused, scan stays
