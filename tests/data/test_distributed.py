@@ -245,7 +245,8 @@ def test_torchrun_cli_progress_line_and_resume(tmp_path: Path):
         cmd += ["--batch-size", "3", "--workers", "0", *extra]
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
-    done = cli("--resume", out=str(tmp_path / "dist"))
+    rows = tmp_path / "rows"
+    done = cli("--resume", "--embeddings-dir", str(rows), out=str(tmp_path / "dist"))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [s for s in done.stderr.splitlines() if s.startswith("scanned ")]
     assert lines[-1].startswith("scanned 12/12 images on 2 ranks (")
@@ -258,6 +259,13 @@ def test_torchrun_cli_progress_line_and_resume(tmp_path: Path):
             want = [(e.index, e.value) for e in ref.top(layer, c)]
             have = [(e["index"], e["value"]) for e in got["layers"][layer]["top"][c]]
             assert have == want
+    # The scan is saved beside its rows, for the window.
+    from actviz.data.scan_file import open_scan
+
+    saved = open_scan(rows)
+    assert saved.layers == ref.layers and saved.count == 12
+    assert saved.top(ref.layers[0], 0) == ref.top(ref.layers[0], 0)
+    assert saved.embeddings(ref.layers[1]).vectors.shape[0] == 12
     # Run again: every rank's shard comes from its cache.
     again = cli("--resume", out=str(tmp_path / "again"))
     assert again.returncode == 0 and "resuming: 12 of 12" in again.stderr
