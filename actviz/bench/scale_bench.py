@@ -11,8 +11,9 @@
   (``scan_scale_rss_ratio``, target <= 1.2), the scan folder's size, then in fresh processes:
   PCA of every point of the widest layer (``scan_scale_pca_s``, target <= 10 s, and the memory
   it takes above the opened scan), the explorer window (offscreen) opening the scan file and
-  painting its atlas (``scan_scale_window_s``: from reading the file to the map painted), and
-  UMAP fitted on a sample with the rest transformed when umap-learn is installed.
+  painting its atlas (``scan_scale_window_s``: from Data > Open a saved scan… to the map
+  painted), and, when umap-learn is installed, UMAP of every point as the atlas fits it (on a
+  sample, the rest placed by its transform).
   N = 1,000,000; with ``--quick`` N = 20,000 (said in the table).
 * ``offload_capture_ratio``: a 5-layer capture (forward only; the layers' outputs and inputs are
   recorded, as by default) / a bare forward, both on the same model (5 convolutions of 32
@@ -32,7 +33,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -184,24 +184,16 @@ def _pca_child(folder: Path) -> dict:
 
 
 def _umap_child(folder: Path) -> dict:
-    """UMAP fitted on a sample of :data:`UMAP_SAMPLE` points, the rest placed by its
-    ``transform`` (needs umap-learn)."""
+    """UMAP of every point as the atlas fits it (over :data:`~actviz.data.atlas.UMAP_FIT_MAX`
+    points: fitted on a sample, the rest placed by its ``transform``; needs umap-learn)."""
     from actviz.data.atlas import project
     from actviz.data.scan_file import open_scan
 
     scan = open_scan(folder)
     layer = max(scan.embedding_layers, key=lambda name: scan.pooled[name].shape[1])
-    vectors = scan.pooled[layer]
-    sample = np.random.default_rng(0).choice(len(vectors), UMAP_SAMPLE, replace=False)
-    sample.sort()
     t0 = time.perf_counter()
-    proj = project(np.asarray(vectors[sample]), "umap")
-    fit = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    step = 100_000
-    for start in range(0, len(vectors), step):
-        proj.transform(np.asarray(vectors[start : start + step]))
-    return {"fit_s": fit, "transform_s": time.perf_counter() - t0, "peak": _peak()}
+    proj = project(scan.pooled[layer], "umap")
+    return {"s": time.perf_counter() - t0, "fitted_on": proj.fitted_on, "peak": _peak()}
 
 
 def _window_child(folder: Path) -> dict:
@@ -254,10 +246,6 @@ def _window_child(folder: Path) -> dict:
     window.deleteLater()
     app.processEvents()
     return out
-
-
-#: Points UMAP is fitted on in ``scan_scale`` (the rest are placed by its transform).
-UMAP_SAMPLE = 50_000
 
 
 def scale(quick: bool, tmp: Path) -> dict[str, Any]:
@@ -389,10 +377,8 @@ def report_scale(s: dict[str, Any], quick: bool, summary: dict) -> None:
     if umap is None:
         print("  UMAP on a sample: umap-learn is not installed: not measured")
     else:
-        print(
-            f"  UMAP fitted on {UMAP_SAMPLE} points {umap['fit_s']:.1f} s, the other "
-            f"{n - UMAP_SAMPLE} placed by its transform {umap['transform_s']:.1f} s"
-        )
+        fitted = umap["fitted_on"] or n
+        print(f"  UMAP of {n} points (fitted on {fitted}, the rest placed) {umap['s']:.1f} s")
     summary.update(
         scan_scale_images=n,
         scan_scale_rss_ratio=rss,
@@ -402,7 +388,7 @@ def report_scale(s: dict[str, Any], quick: bool, summary: dict) -> None:
         scan_scale_pca_s=pca["s"],
         scan_scale_pca_mib=(pca["peak"] - pca["rss_before"]) / mib,
         scan_scale_s=large["s"],
-        scan_scale_umap_s=None if umap is None else umap["fit_s"] + umap["transform_s"],
+        scan_scale_umap_s=None if umap is None else umap["s"],
     )
 
 

@@ -117,3 +117,32 @@ def test_the_scale_bench_opens_a_saved_scan_in_the_window_and_maps_every_point(t
     assert win["built"] and win["painted"] and win["points"] == 300
     assert 0 <= win["open_s"] <= win["fit_s"] <= win["drawn_s"]
     assert win["refused"] and win["kept"]  # a folder without scan.json: refused, scan stays
+
+
+def test_the_scale_bench_umap_child_maps_every_point_fitting_a_sample(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    from actviz.bench.scale_bench import _umap_child
+    from actviz.data import atlas
+    from tests.data.test_atlas import _FakeUMAP
+
+    fake = types.ModuleType("umap")
+    fake.UMAP = _FakeUMAP
+    monkeypatch.setitem(sys.modules, "umap", fake)
+    monkeypatch.setattr(atlas, "UMAP_FIT_MAX", 50)
+    rows = tmp_path / "rows"
+    data = torch.rand(120, 3, 8, 8)
+    a = scan(
+        tiny_net(),
+        data,
+        ["4"],
+        k=2,
+        batch_size=64,
+        cache=False,
+        embeddings=True,
+        embeddings_dir=rows,
+    )
+    save_scan(a, rows)
+    got = _umap_child(rows)
+    assert got["fitted_on"] == 50 and _FakeUMAP.seen[-1].fitted.shape[0] == 50
