@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--embeddings-dir",
         help="also record each image's pooled vectors, kept in files in this folder (float16, "
-        "memory-mapped; a folder every rank reaches under torchrun)",
+        "memory-mapped; a folder every rank reaches under torchrun), and save the scan there "
+        "(scan.json: Data > Open a saved scan… in the window)",
     )
 
     for module in _feature_modules().values():

@@ -134,6 +134,12 @@ def _scan(
     )
     if rank != 0:
         return 0  # rank 0 has the merged scan and writes it
+    rows = getattr(args, "embeddings_dir", None)
+    if rows:
+        from actviz.data.scan_file import save_scan
+
+        # The whole scan beside its rows: the window opens it (Data > Open a saved scan…).
+        say(f"saved the scan in {save_scan(result, rows).parent} (the window opens it)")
     if result.from_cache:
         say(f"from the cache: {result.cache_path}")
     for w in result.warnings:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,12 @@ UMAP_EPOCHS = 200
 UMAP_PCA_DIMS = 50
 #: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
 UMAP_EXACT_MAX = 50_000
+#: UMAP fits at most this many vectors: a larger set (a scan of a million images) is fitted on
+#: a seeded random sample of this many and the others are placed by the fit's ``transform``
+#: (:attr:`Projection.fitted_on` says so). Its neighbour search stays the exact one.
+UMAP_FIT_MAX = UMAP_EXACT_MAX
+#: Vectors placed by one ``transform`` call of a sampled UMAP fit.
+_PLACE_CHUNK = 50_000
 
 #: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
 #: the float64 working copy stays a few MB.
@@ -115,6 +121,9 @@ class Projection:
     components: np.ndarray | None = None
     explained: np.ndarray | None = None
     seed: int = 0
+    #: UMAP of more than :data:`UMAP_FIT_MAX` vectors: how many it was fitted on (a sample;
+    #: the others were placed by its ``transform``); None: fitted on every vector.
+    fitted_on: int | None = None
     _model: Any = field(default=None, repr=False, compare=False)
     #: UMAP of wide vectors: the PCA that narrowed them first (new vectors go through it too).
     _pre: Projection | None = field(default=None, repr=False, compare=False)
@@ -176,7 +185,9 @@ def project(
         ``umap-learn``), its neighbour count capped below ``N``, 200 epochs, vectors wider
         than 50 values narrowed by PCA to 50 first (``pca_dims=0`` in ``options``: not);
         numba's compiled code is kept on disk (:func:`cache_umap_compiles`), so only the
-        first fit on a machine waits for the compile.
+        first fit on a machine waits for the compile. Over :data:`UMAP_FIT_MAX` vectors it
+        is fitted on a seeded sample of that many and the rest are placed by its transform
+        (``Projection.fitted_on``).
     dims
         Output dimensions.
     seed
@@ -263,6 +274,8 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
     n = a.shape[0]
     if n < 3:
         raise ValueError(f"UMAP needs at least 3 vectors, got {n}")
+    if n > UMAP_FIT_MAX:
+        return _umap_sampled(a, dims, seed, options)
     opts: dict[str, Any] = {"n_neighbors": min(15, n - 1), "n_epochs": UMAP_EPOCHS}
     opts.update(options)
     opts["n_neighbors"] = min(int(opts["n_neighbors"]), n - 1)
@@ -295,6 +308,24 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
     return Projection(
         "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
     )
+
+
+def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    """UMAP fitted on :data:`UMAP_FIT_MAX` of the vectors of ``a`` (a seeded sample, in data
+    order), the others placed by its ``transform`` a chunk at a time (``a`` may be a memory
+    map: only the sample and one chunk are in memory as float32)."""
+    n = a.shape[0]
+    sample = np.sort(np.random.default_rng(seed).choice(n, UMAP_FIT_MAX, replace=False))
+    fit = _umap(np.asarray(a[sample]), dims, seed, options)
+    coords = np.empty((n, dims))
+    coords[sample] = fit.coords
+    rest = np.ones(n, dtype=bool)
+    rest[sample] = False
+    others = np.flatnonzero(rest)
+    for lo in range(0, len(others), _PLACE_CHUNK):
+        rows = others[lo : lo + _PLACE_CHUNK]
+        coords[rows] = fit.transform(np.asarray(a[rows]))
+    return replace(fit, coords=_frozen(coords), fitted_on=UMAP_FIT_MAX)
 
 
 class ExactNeighbours:

@@ -257,9 +257,13 @@ def run_sharded(
         if all(cancelled for _, cancelled in bad) and ctx.failed() is None:
             raise ScanCancelled(message) from error
         raise RankFailed(message) from error
-    parts = ctx.gather(_partial(runs, len(mine) == 0 and cached, threads, warnings))
+    part = _partial(runs, len(mine) == 0 and cached, threads, warnings)
+    # Another rank's result first: its rows may be a shard file (embeddings_dir), which rank 0
+    # removes once it has merged them (a memory map opened before stays readable).
+    own = result(len(mine) == 0 and cached, threads) if ctx.rank != 0 else None
+    parts = ctx.gather(part)
     if ctx.rank != 0:
-        return result(len(mine) == 0 and cached, threads)
+        return own
     assert parts is not None
     _merge_into(runs, parts, n)
     for p in parts[1:]:

@@ -193,6 +193,24 @@ class LayerResult:
     positive: np.ndarray  # (C,) images with the channel above zero
 
 
+#: Values :func:`_rows_with_vectors` checks at a time (4 MB of flags).
+_BLOCK_VALUES = 1 << 22
+
+
+def _rows_with_vectors(full: np.ndarray) -> np.ndarray:
+    """Indices of the rows of ``full`` that are not all NaN, read a block of rows at a time
+    (``full`` may be a memory map of a million rows: no ``N x D`` temporary)."""
+    if not full.size:
+        return np.zeros(0, np.int64)
+    step = max(1, _BLOCK_VALUES // max(1, full.shape[1]))
+    return np.concatenate(
+        [
+            start + np.flatnonzero(~np.isnan(full[start : start + step]).all(axis=1))
+            for start in range(0, len(full), step)
+        ]
+    )
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
     a.flags.writeable = False
@@ -323,7 +341,7 @@ class Scan:
                 f"embeddings=True (or embeddings=[{layer!r}])"
             )
         full = self.pooled[layer]
-        rows = np.flatnonzero(~np.isnan(full).all(axis=1)) if full.size else np.zeros(0, int)
+        rows = _rows_with_vectors(full)
         vectors = full if len(rows) == len(full) else _frozen(full[rows])
         labels = None if self.labels is None else _frozen(self.labels[rows])
         out = Embeddings(

@@ -271,6 +271,36 @@ def test_umap_narrows_wide_vectors_by_pca_and_places_new_ones_through_it(monkeyp
     np.testing.assert_allclose(q.transform(new), 2 * new[:, :2], rtol=1e-6)
 
 
+def test_umap_of_many_vectors_fits_a_sample_and_places_the_rest(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    from actviz.data import atlas_map as atlas
+
+    fake = types.ModuleType("umap")
+    fake.UMAP = _FakeUMAP
+    monkeypatch.setitem(sys.modules, "umap", fake)
+    monkeypatch.setattr(atlas, "UMAP_FIT_MAX", 100)
+    monkeypatch.setattr(atlas, "_PLACE_CHUNK", 64)
+    _FakeUMAP.seen.clear()
+    x = _clustered(500, 8).astype(np.float16)
+    rows = np.memmap(tmp_path / "rows.f16", dtype="<f2", mode="w+", shape=x.shape)
+    rows[:] = x
+    p = project(rows, "umap", seed=5)
+    model = _FakeUMAP.seen[-1]
+    assert len(_FakeUMAP.seen) == 1 and model.fitted.shape == (100, 8)  # fitted on 100 only
+    assert p.fitted_on == 100 and p.coords.shape == (500, 2)
+    # Every point is where the fit puts it: sampled ones by the fit, others by its transform.
+    np.testing.assert_allclose(p.coords, 2 * x[:, :2].astype(np.float64), rtol=1e-3)
+    # The sample is seeded: the same fit again, another with another seed.
+    again = project(rows, "umap", seed=5)
+    np.testing.assert_array_equal(_FakeUMAP.seen[-1].fitted, model.fitted)
+    assert again.fitted_on == 100
+    project(rows, "umap", seed=6)
+    assert not np.array_equal(_FakeUMAP.seen[-1].fitted, model.fitted)
+    assert project(rows[:100], "umap").fitted_on is None  # at the limit: every vector
+
+
 @pytest.mark.slow  # importing umap-learn (numba, pynndescent) takes 5-15 s on two busy cores
 @pytest.mark.skipif(not umap_available(), reason="umap-learn (actviz[atlas]) not installed")
 def test_umaps_compiled_functions_are_kept_on_disk():

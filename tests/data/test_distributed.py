@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,19 @@ def _worker(rank: int, world: int, init: str, folder: str, out: str, opts: dict)
     os.environ["XDG_CACHE_HOME"] = opts.get("cache_home", os.path.join(out, "cache"))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    if rank == opts.get("slow_result_rank", -1):
+        # This rank builds its result late: rank 0 has long merged (and removed) the shard
+        # files of the rows by then, unless every rank opened its own before the gather.
+        import sys
+
+        scan_module = sys.modules["actviz.data.scan"]  # (actviz.data.scan is the function)
+        real = scan_module._result
+
+        def slow(*args, **kwargs):
+            time.sleep(1.0)
+            return real(*args, **kwargs)
+
+        scan_module._result = slow
     try:
         lines: list[tuple[int, int]] = []
 
@@ -168,7 +182,8 @@ def test_uneven_shards_and_disk_rows(tmp_path: Path):
     rows = tmp_path / "rows"
     # 4 + 3 items, one batch each; the single scan: 4 + 3 too. (A batch of one image rounds
     # differently in oneDNN's convolution, by one float32 ulp: see docs/scale.md.)
-    got = run_ranks(tmp_path, folder, cache=False, rows=str(rows), batch=4)
+    got = run_ranks(tmp_path, folder, cache=False, rows=str(rows), batch=4, slow_result_rank=1)
+    assert set(got) == {0}, got.get(1)  # rank 1 (slow to build its result) did not fail
     ref = single(folder, batch=4)
     assert_equal_scans(got[0]["scan"], ref)
     assert sorted(p.name for p in rows.iterdir()) == sorted(
@@ -230,7 +245,8 @@ def test_torchrun_cli_progress_line_and_resume(tmp_path: Path):
         cmd += ["--batch-size", "3", "--workers", "0", *extra]
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
-    done = cli("--resume", out=str(tmp_path / "dist"))
+    rows = tmp_path / "rows"
+    done = cli("--resume", "--embeddings-dir", str(rows), out=str(tmp_path / "dist"))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [s for s in done.stderr.splitlines() if s.startswith("scanned ")]
     assert lines[-1].startswith("scanned 12/12 images on 2 ranks (")
@@ -243,6 +259,13 @@ def test_torchrun_cli_progress_line_and_resume(tmp_path: Path):
             want = [(e.index, e.value) for e in ref.top(layer, c)]
             have = [(e["index"], e["value"]) for e in got["layers"][layer]["top"][c]]
             assert have == want
+    # The scan is saved beside its rows, for the window.
+    from actviz.data.scan_file import open_scan
+
+    saved = open_scan(rows)
+    assert saved.layers == ref.layers and saved.count == 12
+    assert saved.top(ref.layers[0], 0) == ref.top(ref.layers[0], 0)
+    assert saved.embeddings(ref.layers[1]).vectors.shape[0] == 12
     # Run again: every rank's shard comes from its cache.
     again = cli("--resume", out=str(tmp_path / "again"))
     assert again.returncode == 0 and "resuming: 12 of 12" in again.stderr

@@ -11,33 +11,18 @@ import torch
 from torch import nn
 
 import actviz
+from actviz.bench.tiny_models import TINY_CPU_BYTES, TINY_LAYERS, offloaded_tiny
+from actviz.bench.tiny_models import tiny_net as tiny
 from actviz.io.errors import ModelLoadError
 
 pytest.importorskip("accelerate")
 
-LAYERS = ["0", "2", "4", "6", "8"]
-
-
-def tiny() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(16, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(16, 10),
-    ).eval()
+LAYERS = list(TINY_LAYERS)
 
 
 def offloaded(tmp_path: Path) -> nn.Module:
-    # 12,000 bytes of CPU: the first convolution stays, the rest goes to disk.
-    return actviz.load_model(
-        tiny(), device_map="auto", max_memory={"cpu": 12000}, offload_folder=tmp_path / "off"
-    )
+    # The first convolution stays in memory, the rest goes to disk.
+    return offloaded_tiny(tmp_path / "off")
 
 
 def hooks(model: nn.Module) -> dict[str, object]:
@@ -90,15 +75,17 @@ def test_offloaded_edits_effects_and_scan(tmp_path: Path):
 
 def test_disk_needs_an_offload_folder():
     with pytest.raises(ModelLoadError, match="offload_folder"):
-        actviz.load_model(tiny(), device_map="auto", max_memory={"cpu": 12000})
+        actviz.load_model(tiny(), device_map="auto", max_memory={"cpu": TINY_CPU_BYTES})
     with pytest.raises(ModelLoadError, match="device_map"):
-        actviz.load_model(tiny(), max_memory={"cpu": 12000})
+        actviz.load_model(tiny(), max_memory={"cpu": TINY_CPU_BYTES})
 
 
 def test_whole_copy_is_not_touched(tmp_path: Path):
     net = tiny()
     ref = copy.deepcopy(net)
-    actviz.load_model(net, device_map="auto", max_memory={"cpu": 12000}, offload_folder=tmp_path)
+    actviz.load_model(
+        net, device_map="auto", max_memory={"cpu": TINY_CPU_BYTES}, offload_folder=tmp_path
+    )
     # The offload folder holds the weights that left memory, as accelerate writes them.
     assert (tmp_path / "index.json").exists()
     assert torch.equal(ref(torch.ones(1, 3, 8, 8)), net(torch.ones(1, 3, 8, 8)))

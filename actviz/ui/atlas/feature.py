@@ -203,6 +203,8 @@ class AtlasFeature(FeatureBase, QObject):
         images = f"{len(atlas.coords):,} image{'' if len(atlas.coords) == 1 else 's'}"
         if int(scan.count) < total:
             images = f"{len(atlas.coords):,} of {total:,} images, a partial scan"
+        if p.fitted_on is not None:  # a million points: UMAP fitted on a sample
+            share += f" · fitted on {p.fitted_on:,} sampled points, the others placed by the fit"
         text = f"{atlas.layer}: {images} ({p.method.upper()}){share}"
         self.view.status_label.setText(text)
         self.host.show_status(f"Atlas ready: {text}")

@@ -86,6 +86,13 @@ class DatasetScanUI(FeatureBase, QObject):
         )
         host.add_menu_action("Data", self.scan_action, shortcut=False)
         self.scan_action.triggered.connect(self.open_dialog)
+        #: Data > Open a saved scan… (a folder save_scan wrote: the atlas of a million images)
+        self.open_scan_action = QAction("Open a saved scan…", host.dialog_parent())
+        self.open_scan_action.setToolTip(
+            "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"
+        )
+        host.add_menu_action("Data", self.open_scan_action, shortcut=False)
+        self.open_scan_action.triggered.connect(lambda _=False: self.open_saved_scan())
         self.dock.scan_clicked.connect(self.open_dialog)
         self.dock.cancel_clicked.connect(self.cancel)
         self.dock.layer_chosen.connect(self._show_layer)
@@ -110,6 +117,29 @@ class DatasetScanUI(FeatureBase, QObject):
     def scan(self) -> Any:
         """The scan the dock and the grid show (None before one finished)."""
         return self.scans.scan
+
+    def open_saved_scan(self, folder: str | None = None) -> bool:
+        """Show the scan saved in ``folder`` (asked for when None); False when there is none
+        or a scan is running. Its embeddings stay memory-mapped (see actviz.data.scan_file)."""
+        if self.scans.is_scanning():
+            self.window.show_warning("A scan is running: cancel it first.", BANNER_SOURCE)
+            return False
+        if folder is None:
+            from PySide6.QtWidgets import QFileDialog
+
+            parent = self.window.dialog_parent()
+            folder = QFileDialog.getExistingDirectory(parent, "Open a saved scan")
+            if not folder:
+                return False
+        from actviz.data.scan_file import open_scan
+
+        try:
+            scan = open_scan(folder)
+        except (OSError, ValueError, KeyError) as exc:
+            self.window.show_warning(f"No saved scan in {folder}: {exc}", BANNER_SOURCE)
+            return False
+        self.scans.show_saved(scan)
+        return True
 
     def open_dialog(self) -> ScanDialog | None:
         """Show the Scan a dataset dialog (non-modal) and return it; None without a model."""

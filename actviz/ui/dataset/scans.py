@@ -278,6 +278,13 @@ class DatasetScans(QObject):
         self._adopt(scan)
         self.scan_finished.emit(scan)
 
+    def show_saved(self, scan: Any) -> None:
+        """Show ``scan``, opened from a saved scan folder (:mod:`actviz.data.scan_file`), as a
+        finished scan (``scan_finished``); it was asked for by no spec of this window."""
+        self.spec = None
+        self._adopt(scan)
+        self.scan_finished.emit(scan)
+
     def _adopt(self, scan: Any) -> None:
         self.scan = scan
         self.session.set_scan(scan)  # what other views of the dataset read

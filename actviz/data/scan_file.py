@@ -1,0 +1,162 @@
+"""A finished scan in one folder, reopened without the model or the data (a million images).
+
+:func:`save_scan` writes ``<folder>/scan.json`` (what the scan was: layers, k, counts, sources,
+class names, warnings), ``<folder>/scan.npz`` (per layer the top-k arrays and statistics, the
+labels) and each embedding layer's rows as ``<layer>.f16`` (see :mod:`actviz.data.rows`: rows
+a scan with ``embeddings_dir=folder`` wrote there are kept as they are, others are copied a
+block at a time). :func:`open_scan` gives the :class:`~actviz.data.scan_result.Scan` back with its
+embeddings memory-mapped, so opening a scan of a million images reads a few MB of top-k
+arrays and maps the rows; the atlas then reads them where they lie.
+
+No pickle: the arrays are loaded with ``allow_pickle=False`` and the rest is JSON, so a scan
+folder from someone else cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actviz.data.rows import BLOCK_BYTES, _note, _safe, open_rows
+from actviz.data.scan_result import ChannelStats, LayerResult, Scan
+
+__all__ = ["SCAN_FILE", "open_scan", "save_scan"]
+
+#: The file that marks a folder as a saved scan.
+SCAN_FILE = "scan.json"
+_FORMAT = 1
+
+
+def save_scan(scan: Scan, folder: str | os.PathLike[str]) -> Path:
+    """Write ``scan`` to ``folder`` (made if missing) for :func:`open_scan`; returns the
+    ``scan.json`` path. Embedding rows already in ``folder`` are not copied."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    layers = []
+    for i, name in enumerate(scan.layers):
+        res = scan.results[name]
+        for key, value in (
+            ("values", res.values),
+            ("indices", res.indices),
+            ("locations", res.locations),
+            ("positive", res.positive),
+            ("mean", res.stats.mean),
+            ("std", res.stats.std),
+            ("frac_positive", res.stats.frac_positive),
+        ):
+            arrays[f"{i}.{key}"] = np.asarray(value)
+        entry: dict[str, Any] = {
+            "name": name,
+            "spatial": list(res.spatial) if res.spatial is not None else None,
+            "stats_count": int(res.stats.count),
+        }
+        if name in scan.pooled:
+            entry["axis"] = int(scan.pooled_axis.get(name, 1))
+            _write_rows(folder, name, scan.pooled[name], entry["axis"])
+        layers.append(entry)
+    if scan.labels is not None:
+        arrays["labels"] = np.asarray(scan.labels)
+    sources = scan.sources
+    n = len(sources)
+    if n and all(type(s) is int for s in sources):
+        numbers = np.fromiter(sources, dtype=np.int64, count=n)
+        if np.array_equal(numbers, np.arange(n)):
+            kept: Any = {"range": n}  # a dataset's items, 0 to n - 1: nothing to store
+        else:
+            arrays["sources"] = numbers
+            kept = {"array": n}
+    else:
+        kept = list(sources)
+    meta = {
+        "format": _FORMAT,
+        "layers": layers,
+        "k": scan.k,
+        "count": scan.count,
+        "skipped": [list(s) for s in scan.skipped],
+        "sources": kept,
+        "class_names": list(scan.class_names) if scan.class_names is not None else None,
+        "warnings": list(scan.warnings),
+        "threads": scan.threads,
+    }
+    with open(folder / "scan.npz", "wb") as fh:
+        np.savez(fh, **arrays)
+    path = folder / SCAN_FILE
+    path.write_text(json.dumps(meta))
+    return path
+
+
+def _write_rows(folder: Path, layer: str, rows: np.ndarray, axis: int) -> None:
+    """``rows`` as ``<folder>/<layer>.f16`` (kept when it is that file already)."""
+    target = folder / f"{_safe(layer)}.f16"
+    name = getattr(rows, "filename", None)
+    if name is None or Path(name).resolve() != target.resolve():
+        n = int(rows.shape[0])
+        step = max(1, BLOCK_BYTES // max(1, rows.shape[1] * 2))
+        with open(target, "wb") as fh:
+            for start in range(0, n, step):
+                block = np.ascontiguousarray(rows[start : start + step], dtype="<f2")
+                fh.write(memoryview(block))
+    _note(folder, layer, int(rows.shape[0]), int(rows.shape[1]), axis)
+
+
+def open_scan(folder: str | os.PathLike[str]) -> Scan:
+    """The scan :func:`save_scan` wrote to ``folder``; its embeddings are read-only memory
+    maps. Raises ``FileNotFoundError`` (no ``scan.json``) or ``ValueError`` (not a scan of
+    this format)."""
+    folder = Path(folder)
+    meta = json.loads((folder / SCAN_FILE).read_text())
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise ValueError(f"{folder}: not a saved actviz scan (format {_FORMAT})")
+    with np.load(folder / "scan.npz", allow_pickle=False) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    kept = meta["sources"]
+    if isinstance(kept, dict) and "range" in kept:
+        sources: tuple = tuple(range(int(kept["range"])))
+    elif isinstance(kept, dict):
+        sources = tuple(arrays["sources"].tolist())
+    else:
+        sources = tuple(kept)
+    embedded = [e["name"] for e in meta["layers"] if "axis" in e]
+    rows = open_rows(folder) if embedded else {}
+    results, pooled, axes = {}, {}, {}
+    for i, entry in enumerate(meta["layers"]):
+        name = entry["name"]
+
+        def a(key: str, i: int = i) -> np.ndarray:
+            out = arrays[f"{i}.{key}"]
+            out.flags.writeable = False
+            return out
+
+        stats = ChannelStats(a("mean"), a("std"), a("frac_positive"), int(entry["stats_count"]))
+        spatial = tuple(entry["spatial"]) if entry["spatial"] is not None else None
+        results[name] = LayerResult(
+            a("values"), a("indices"), a("locations"), stats, spatial, a("positive")
+        )
+        if name in embedded:
+            pooled[name] = rows[name][0]
+            axes[name] = int(entry["axis"])
+    labels = arrays.get("labels")
+    if labels is not None:
+        labels.flags.writeable = False
+    names = meta["class_names"]
+    return Scan(
+        layers=tuple(e["name"] for e in meta["layers"]),
+        k=int(meta["k"]),
+        count=int(meta["count"]),
+        skipped=tuple((str(s), str(r)) for s, r in meta["skipped"]),
+        sources=sources,
+        class_names=tuple(names) if names is not None else None,
+        from_cache=True,
+        cache_path=None,
+        results=results,
+        warnings=tuple(meta["warnings"]),
+        threads=meta["threads"],
+        pooled=pooled,
+        pooled_axis=axes,
+        labels=labels,
+    )
