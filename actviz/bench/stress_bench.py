@@ -151,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     def heard(report: Any, done: int, total: int) -> None:
         # Each process's row and the figures so far, as they come (a stopped run keeps them).
         finished.append(report)
-        print(f"process {done}/{total}:", report.describe().splitlines()[0], flush=True)
+        text = report.describe()
+        serious = report.crashes or report.hangs or report.exceptions or report.windows_kept
+        # A crash's stack is told now: it is the reason a long run is watched.
+        print(f"process {done}/{total}:", text if serious else text.splitlines()[0], flush=True)
         so_far: dict = {}
         summarise(finished, so_far)
         print("so far:", json.dumps(so_far), flush=True)
