@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QSplitter,
+    QStyle,
     QTreeView,
     QVBoxLayout,
     QWidget,
@@ -112,6 +113,20 @@ class ModelDock(QDockWidget):
         self.setMinimumWidth(MIN_WIDTH)
         # A model set before the window is shown is fitted once the tree has its real width.
         self._fit_pending = False
+        # The width each of Type, Output shape and Params wants, measured once per change of
+        # the rows shown (not per resize): sizeHintForColumn asks the model ~10 roles per
+        # cell, each a Python call waiting for the GIL while a worker runs (a 114 ms block).
+        self._wanted: dict[int, int] | None = None
+        for signal in (
+            self.tree_proxy.modelReset,
+            self.tree_proxy.layoutChanged,
+            self.tree_proxy.rowsInserted,
+            self.tree_proxy.rowsRemoved,
+            self.tree_proxy.dataChanged,
+            self.tree_view.expanded,
+            self.tree_view.collapsed,
+        ):
+            signal.connect(self._forget_widths)
         self.tree_view.installEventFilter(self)
         # The viewport narrows when the vertical scroll bar comes: the columns follow.
         self.tree_view.viewport().installEventFilter(self)
@@ -166,9 +181,7 @@ class ModelDock(QDockWidget):
         if room <= 0 or header.count() < 4:
             return
         name = header.sectionSize(0)
-        wanted = {
-            c: max(view.sizeHintForColumn(c), header.sectionSizeHint(c)) + 6 for c in (1, 2, 3)
-        }
+        wanted = self._wanted_widths()
         shown = [1, 2, 3]
         while len(shown) > 1 and name + sum(wanted[c] for c in shown) > room:
             shown.pop()
@@ -187,6 +200,29 @@ class ModelDock(QDockWidget):
             last,
             max(24, room - header.sectionSize(0) - sum(header.sectionSize(c) for c in shown[:-1])),
         )
+
+    def _forget_widths(self, *_args: object) -> None:
+        self._wanted = None
+
+    def _wanted_widths(self) -> dict[int, int]:
+        """Columns 1-3: the widest text of the rows shown (or the header's), plus the item's
+        margins; one data() call per cell, kept until the rows shown change."""
+        if self._wanted is None:
+            view, header = self.tree_view, self.tree_view.header()
+            metrics = view.fontMetrics()
+            widest = {c: 0 for c in (1, 2, 3)}
+            index = view.model().index(0, 0)
+            while index.isValid():
+                for c in widest:
+                    text = index.siblingAtColumn(c).data()
+                    if text:
+                        widest[c] = max(widest[c], metrics.horizontalAdvance(str(text)))
+                index = view.indexBelow(index)
+            margin = 2 * (view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1)
+            self._wanted = {
+                c: max(w + margin, header.sectionSizeHint(c)) + 6 for c, w in widest.items()
+            }
+        return self._wanted
 
     def tree_context_menu(self, name: str | None) -> QMenu:
         """The module tree's context menu for row ``name`` (built, not shown)."""
