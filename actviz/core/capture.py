@@ -26,7 +26,9 @@ import contextlib
 import difflib
 import functools
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -259,6 +261,35 @@ def capture(
             check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
+    # Hooks and forward wrappers are per-module state: two captures of one model at once
+    # (two windows on the same model, a script beside its window) took each other's records.
+    with _model_lock(model):
+        return _capture_attempts(
+            model, inputs, names, target, gradients, mode, keep_inputs, max_bytes,
+            should_stop, warnings, start, keep_on_device, input_grads, applied, plan,
+            module_list,
+        )  # fmt: skip
+
+
+def _capture_attempts(
+    model: nn.Module,
+    inputs: Any,
+    names: list[str],
+    target: Any,
+    gradients: bool,
+    mode: Any,
+    keep_inputs: bool,
+    max_bytes: Any,
+    should_stop: Any,
+    warnings: list[str],
+    start: float,
+    keep_on_device: bool,
+    input_grads: bool,
+    applied: Any,
+    plan: Any,
+    module_list: Any,
+) -> Capture:
+    """:func:`capture`'s attempts (a run that saw in-place writes runs again)."""
     attempt = 0
     while attempt < _MAX_ATTEMPTS:
         try:
@@ -297,6 +328,23 @@ def capture(
             gradients = False
             warnings.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+_MODEL_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _model_lock(model: nn.Module) -> Any:
+    """The lock one model's captures take in turn (re-entrant: a capture inside a hook of
+    another capture's forward, on the same thread, goes on)."""
+    try:
+        with _LOCKS_GUARD:
+            lock = _MODEL_LOCKS.get(model)
+            if lock is None:
+                lock = _MODEL_LOCKS[model] = threading.RLock()
+            return lock
+    except TypeError:  # not weak-referenceable: nothing to share it with
+        return _NULL
 
 
 def _strip(name: str, prefix: str) -> str:
