@@ -26,9 +26,7 @@ import contextlib
 import difflib
 import functools
 import logging
-import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,7 +36,7 @@ from torch import nn
 from actviz.core import pool
 from actviz.core.allocator import tune_if_asked
 from actviz.core.edit_kinds import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
-from actviz.core.guards import ModelState, UnregisteredCheck
+from actviz.core.guards import ModelState, UnregisteredCheck, model_lock
 from actviz.core.input_copies import PreparedInputs, align_grads, prepare_inputs
 from actviz.core.plan import ModelPlan, is_leaf, model_plan
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
@@ -261,90 +259,47 @@ def capture(
             check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
-    # Hooks and forward wrappers are per-module state: two captures of one model at once
-    # (two windows on the same model, a script beside its window) took each other's records.
-    with _model_lock(model):
-        return _capture_attempts(
-            model, inputs, names, target, gradients, mode, keep_inputs, max_bytes,
-            should_stop, warnings, start, keep_on_device, input_grads, applied, plan,
-            module_list,
-        )  # fmt: skip
-
-
-def _capture_attempts(
-    model: nn.Module,
-    inputs: Any,
-    names: list[str],
-    target: Any,
-    gradients: bool,
-    mode: Any,
-    keep_inputs: bool,
-    max_bytes: Any,
-    should_stop: Any,
-    warnings: list[str],
-    start: float,
-    keep_on_device: bool,
-    input_grads: bool,
-    applied: Any,
-    plan: Any,
-    module_list: Any,
-) -> Capture:
-    """:func:`capture`'s attempts (a run that saw in-place writes runs again)."""
-    attempt = 0
-    while attempt < _MAX_ATTEMPTS:
-        try:
-            # Inside a caller's inference_mode, tensors made here could not join autograd
-            # (entering the context costs ~15 us after a forward pass: only when needed).
-            with torch.inference_mode(False) if torch.is_inference_mode_enabled() else _NULL:
-                return _capture_once(
-                    model,
-                    inputs,
-                    names,
-                    target,
-                    gradients,
-                    mode,
-                    keep_inputs,
-                    max_bytes,
-                    should_stop,
-                    warnings,
-                    start,
-                    copy_all=attempt == _MAX_ATTEMPTS - 1,
-                    keep_on_device=keep_on_device,
-                    input_grads=gradients and input_grads,
-                    edits=applied,
-                    plan=plan,
-                    module_list=module_list,
-                )
-        except Retry:
-            # A recorded tensor was written to after its hook (or a module wrote into its
-            # input): the modules responsible are now known and get copies; run again.
-            log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
-            attempt += 1
-        except RuntimeError as exc:
-            if not gradients or not inference_weights(exc):
-                raise
-            # Weights made inside inference_mode can never join autograd (copying them would
-            # be another model): the forward pass alone, and a warning that says why.
-            gradients = False
-            warnings.append(INFERENCE_WEIGHTS_WARNING)
+    # Hooks are per-module state: two captures of one model at once (two windows on it, a
+    # script beside its window) took each other's records. So they take turns.
+    with model_lock(model):
+        attempt = 0
+        while attempt < _MAX_ATTEMPTS:
+            try:
+                # Inside a caller's inference_mode, tensors made here could not join autograd
+                # (entering the context costs ~15 us after a forward pass: only when needed).
+                with torch.inference_mode(False) if torch.is_inference_mode_enabled() else _NULL:
+                    return _capture_once(
+                        model,
+                        inputs,
+                        names,
+                        target,
+                        gradients,
+                        mode,
+                        keep_inputs,
+                        max_bytes,
+                        should_stop,
+                        warnings,
+                        start,
+                        copy_all=attempt == _MAX_ATTEMPTS - 1,
+                        keep_on_device=keep_on_device,
+                        input_grads=gradients and input_grads,
+                        edits=applied,
+                        plan=plan,
+                        module_list=module_list,
+                    )
+            except Retry:
+                # A recorded tensor was written to after its hook (or a module wrote into its
+                # input): the modules responsible are now known and get copies; run again.
+                log.debug("capture attempt %d saw in-place writes; capturing again", attempt + 1)
+                attempt += 1
+            except RuntimeError as exc:
+                if not gradients or not inference_weights(exc):
+                    raise
+                # Weights made inside inference_mode can never join autograd (copying them would
+                # be another model): the forward pass alone, and a warning that says why.
+                gradients = False
+                warnings.append(INFERENCE_WEIGHTS_WARNING)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-_MODEL_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
-def _model_lock(model: nn.Module) -> Any:
-    """The lock one model's captures take in turn (re-entrant: a capture inside a hook of
-    another capture's forward, on the same thread, goes on)."""
-    try:
-        with _LOCKS_GUARD:
-            lock = _MODEL_LOCKS.get(model)
-            if lock is None:
-                lock = _MODEL_LOCKS[model] = threading.RLock()
-            return lock
-    except TypeError:  # not weak-referenceable: nothing to share it with
-        return _NULL
 
 
 def _strip(name: str, prefix: str) -> str:

@@ -4,6 +4,7 @@ global hook that notices modules which run without being registered in ``named_m
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import operator
 import threading
@@ -439,3 +440,20 @@ def _find_holder(model: nn.Module, target: nn.Module) -> str:
                     prefix = f"{owner_name}." if owner_name else f"{type(model).__name__}."
                     return f" (held in {prefix}{label}, {kind})"
     return ""
+
+
+_MODEL_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: nn.Module) -> Any:
+    """The lock one model's captures take in turn (re-entrant: a capture inside a hook of
+    another capture's forward, on the same thread, goes on)."""
+    try:
+        with _LOCKS_GUARD:
+            lock = _MODEL_LOCKS.get(model)
+            if lock is None:
+                lock = _MODEL_LOCKS[model] = threading.RLock()
+            return lock
+    except TypeError:  # not weak-referenceable: nothing shares it
+        return contextlib.nullcontext()
