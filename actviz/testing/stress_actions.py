@@ -209,7 +209,7 @@ class UserActions:
     def act_tree_menu(self, p: dict[str, Any]) -> str:
         """Right click a row of the module tree and click an item of its menu (tick all
         Conv2d modules, untick all, ...)."""
-        from PySide6.QtCore import Qt
+        from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
         dock = self._show_dock("modelDock")
         tree = getattr(self.window, "tree_dock", None)
@@ -228,10 +228,15 @@ class UserActions:
             index = view.indexBelow(index)
         texts = [str(i.data()) for i in rows]
         text = choose(p, "row", texts, 0)
-        index = rows[texts.index(text)]
-        view.scrollTo(index)
+        # Kept across the spin as a persistent index: a plain QModelIndex used after the
+        # event loop ran (a model switch reset the tree meanwhile) points at freed rows, and
+        # the driver itself segfaulted the process in visualRect (twice in 5,600 actions).
+        index = QPersistentModelIndex(rows[texts.index(text)])
+        view.scrollTo(QModelIndex(index))
         self.spin(0.01)
-        pos = view.visualRect(index).center()
+        if not index.isValid():
+            return f"tree menu {text} (the tree changed meanwhile)"
+        pos = view.visualRect(QModelIndex(index)).center()
         self._click(view.viewport(), pos, Qt.MouseButton.RightButton)
         self._spin_while_popup()
         return f"tree menu {text} > {' > '.join(p.get('items') or [])}"
