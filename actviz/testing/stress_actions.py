@@ -210,15 +210,11 @@ class UserActions:
         """Right click a row of the module tree and click an item of its menu (tick all
         Conv2d modules, untick all, ...)."""
         from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+        from PySide6.QtWidgets import QTreeView
 
         dock = self._show_dock("modelDock")
-        tree = getattr(self.window, "tree_dock", None)
-        view = getattr(tree, "tree_view", None)
-        if view is None and dock is not None:
-            from PySide6.QtWidgets import QTreeView
-
-            views = dock.findChildren(QTreeView)
-            view = views[0] if views else None
+        views = dock.findChildren(QTreeView) if dock is not None else []
+        view = views[0] if views else None
         if view is None or view.model() is None or view.model().rowCount() == 0:
             return "tree menu (no tree)"
         rows = []
@@ -228,9 +224,8 @@ class UserActions:
             index = view.indexBelow(index)
         texts = [str(i.data()) for i in rows]
         text = choose(p, "row", texts, 0)
-        # Kept across the spin as a persistent index: a plain QModelIndex used after the
-        # event loop ran (a model switch reset the tree meanwhile) points at freed rows, and
-        # the driver itself segfaulted the process in visualRect (twice in 5,600 actions).
+        # A persistent index across the spin: a plain one used after a model switch reset the
+        # tree pointed at freed rows (the driver segfaulted its process in visualRect).
         index = QPersistentModelIndex(rows[texts.index(text)])
         view.scrollTo(QModelIndex(index))
         self.spin(0.01)
