@@ -239,6 +239,31 @@ def test_an_exception_that_is_not_a_plugins_still_reaches_the_previous_hook(
     assert sys.excepthook is not None and sys.excepthook.__name__ == "<lambda>"
 
 
+def test_a_hook_put_over_the_plugins_hook_keeps_no_closed_window_alive(
+    actviz_window, installed_examples, monkeypatch
+):
+    import gc
+    import sys
+    import weakref
+
+    below = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, exc, tb: below.append(exc))
+    win = window_with(actviz_window, plugins="installed")
+    ours = sys.excepthook
+    seen = []
+    # Another tool (a test runner, a stress driver) puts its hook over ours and keeps ours.
+    sys.excepthook = lambda kind, exc, tb: (seen.append(exc), ours(kind, exc, tb))
+    window = weakref.ref(win.window)
+    win.delete()
+    gc.collect()
+    assert window() is None
+    try:
+        raise KeyError("after the window closed")
+    except KeyError as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)  # passes through ours, no window
+    assert [str(e) for e in seen] == [str(e) for e in below] == ["'after the window closed'"]
+
+
 def test_a_layer_view_that_raises_is_disabled_and_the_panels_go_on(actviz_window):
     def prepare(layer, settings):
         raise RuntimeError("boom in prepare")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -40,6 +41,45 @@ __all__ = ["DISABLED_KEY", "PluginsFeature"]
 
 #: The settings key of the plugins the user disabled (their entry-point names).
 DISABLED_KEY = "plugins/disabled"
+
+
+# The windows whose plugins may raise from a slot of their own widgets, read through weak
+# references by the hooks: a hook that held a window (a bound method) would keep a closed
+# window alive whenever another hook had been put over it.
+_claimants: weakref.WeakSet[PluginsFeature] = weakref.WeakSet()
+_our_hook: Any = None
+
+
+def _hook_over(before: Any) -> Any:
+    """A ``sys.excepthook`` that lets the live windows claim an exception, else calls
+    ``before``. One per install, so a chain that passes through an old one never loops."""
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        if isinstance(exc, Exception):
+            for feature in list(_claimants):
+                if feature.claim(exc, tb):
+                    return
+        before(kind, exc, tb)
+
+    hook.before = before  # type: ignore[attr-defined]
+    return hook
+
+
+def _claim_exceptions(feature: PluginsFeature) -> None:
+    global _our_hook
+    if sys.excepthook is not _our_hook:
+        _our_hook = _hook_over(sys.excepthook)
+        sys.excepthook = _our_hook
+    _claimants.add(feature)
+
+
+def _release_exceptions(feature: PluginsFeature) -> None:
+    global _our_hook
+    _claimants.discard(feature)
+    # A hook put over ours keeps ours as its previous one: ours then passes everything on.
+    if not _claimants and _our_hook is not None and sys.excepthook is _our_hook:
+        sys.excepthook = _our_hook.before
+        _our_hook = None
 
 
 class _Relay(QObject):
@@ -109,11 +149,9 @@ class PluginsFeature(QObject, FeatureBase):
         # A slot of a plugin's own widget (a button it connected itself, a paintEvent it
         # overrides) is called by Qt, not through the host: what it raises reaches
         # sys.excepthook, where it is recognised by its frames and the plugin disabled.
-        self._previous_hook = None
         self._closed = False
         if any(r.plugin is not None for r in registry.records):
-            self._previous_hook = sys.excepthook
-            sys.excepthook = self._excepthook
+            _claim_exceptions(self)
         for record in registry.records:
             if record.status == "failed" and (record.name, record.failed_in) not in self.reports:
                 self._report(record)
@@ -313,17 +351,14 @@ class PluginsFeature(QObject, FeatureBase):
         if self.dialog is not None:
             self.dialog.refresh()
 
-    def _excepthook(
-        self, kind: type[BaseException], exc: BaseException, tb: TracebackType | None
-    ) -> None:
-        mine = isinstance(exc, Exception) and not self._closed
-        found = self.registry.record_of_traceback(tb) if mine else None
+    def claim(self, exc: Exception, tb: TracebackType | None) -> bool:
+        """Disable the plugin whose frames raised ``exc`` (True), or leave it to others."""
+        found = None if self._closed else self.registry.record_of_traceback(tb)
         if found is None:
-            previous = self._previous_hook or sys.__excepthook__
-            previous(kind, exc, tb)
-            return
+            return False
         record, where = found
         self.registry.fail(record, where, exc)
+        return True
 
     def _report(self, record: PluginRecord) -> None:
         self.reports.append((record.name, record.failed_in))
@@ -371,10 +406,7 @@ class PluginsFeature(QObject, FeatureBase):
         return self.dialog
 
     def shutdown(self) -> None:
-        # Put the previous hook back unless another has been put over ours since (it keeps
-        # its own previous one, which ends at ours: then ours stays, and passes through).
-        if self._previous_hook is not None and sys.excepthook == self._excepthook:
-            sys.excepthook = self._previous_hook
+        _release_exceptions(self)
         self._closed = True
         if self._listener in self.registry.failure_listeners:
             self.registry.failure_listeners.remove(self._listener)
