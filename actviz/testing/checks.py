@@ -116,6 +116,35 @@ class ProcessState:
         return out
 
 
+def live_array_mib() -> dict[str, float]:
+    """What the live tensors and numpy arrays hold, in MiB (``tensors``, ``arrays``): each
+    storage or buffer counted once. Arrays are found through the objects the garbage
+    collector tracks (an array only C++ holds is missed). Slow (every object is visited):
+    for checkpoints of a long run."""
+    import gc
+
+    import numpy as np
+
+    storages: dict[int, int] = {}
+    buffers: dict[int, int] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.Tensor):
+            try:
+                storage = obj.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+            except (RuntimeError, NotImplementedError):  # meta, sparse, functional tensors
+                pass
+            continue
+        for ref in gc.get_referents(obj):
+            if type(ref) is np.ndarray:
+                base = ref
+                while isinstance(base.base, np.ndarray):
+                    base = base.base
+                if base.base is None:  # owns its buffer (a view of a tensor is counted there)
+                    buffers[base.__array_interface__["data"][0]] = base.nbytes
+    return {"tensors": sum(storages.values()) / 2**20, "arrays": sum(buffers.values()) / 2**20}
+
+
 def flush_deletes() -> None:
     """Run the ``deleteLater`` calls already posted (a test has no event loop of its own)."""
     from PySide6.QtCore import QCoreApplication, QEvent

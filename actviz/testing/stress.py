@@ -46,7 +46,13 @@ import numpy as np
 import torch
 
 from actviz.core.allocator import memory_breakdown_mib
-from actviz.testing.checks import flush_deletes, hooks_left, leaked_widgets, top_level_widgets
+from actviz.testing.checks import (
+    flush_deletes,
+    hooks_left,
+    leaked_widgets,
+    live_array_mib,
+    top_level_widgets,
+)
 from actviz.testing.stress_actions import SIZES, UserActions
 from actviz.testing.stress_blocks import BlockSampler
 from actviz.testing.stress_dialogs import DialogAnswerer, FilePickers, write_images
@@ -545,7 +551,8 @@ class StressDriver(UserActions):
             trims = memory.trims
             memory.touch()
             self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
-        return Sample(action, counts, rss_mib(), heap_in_use_mib(), memory_breakdown_mib())
+        breakdown = {**memory_breakdown_mib(), **live_array_mib()}
+        return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
 
 
 def _describe(ref: Any) -> str:

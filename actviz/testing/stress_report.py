@@ -232,7 +232,16 @@ class StressReport:
             for label, sample in (("first", first), ("last ", last)):
                 heap = "" if sample.heap_mib is None else f", heap in use {sample.heap_mib:.0f} MiB"
                 lines.append(f"counts {label} {sample.counts} rss {sample.rss_mib:.0f} MiB{heap}")
+            lines.append("memory (MiB) at each checkpoint: " + ", ".join(_MEMORY_KEYS))
+            for sample in self.samples:
+                parts = (sample.breakdown or {}) | {"rss": sample.rss_mib}
+                row = " ".join(f"{parts.get(k, float('nan')):7.0f}" for k in _MEMORY_KEYS)
+                lines.append(f"  after {sample.action:>6} actions: {row}")
         return "\n".join(lines)
+
+
+#: The columns of :meth:`StressReport.describe`'s memory table.
+_MEMORY_KEYS = ("rss", "files", "anonymous", "heap_in_use", "heap_free", "tensors", "arrays")
 
 
 def _per_1k(points: Sequence[tuple[int, float]]) -> float:

@@ -152,3 +152,17 @@ def test_a_deleted_window_leaves_no_plot_menus_while_python_still_holds_it(actvi
     flush_deletes()
     assert leaked_widgets(before) == []
     assert held is not None  # still referenced here
+
+
+def test_live_array_mib_counts_each_storage_and_buffer_once():
+    from actviz.testing.checks import live_array_mib
+
+    before = live_array_mib()
+    tensor = torch.zeros(4, 2**20, dtype=torch.uint8)  # 4 MiB
+    views = [tensor[0], tensor.view(-1), tensor.numpy()]  # the same storage, no new bytes
+    array = np.ones(3 * 2**20, dtype=np.uint8)  # 3 MiB, held by a list
+    holder = [array, array[::2]]
+    after = live_array_mib()
+    assert after["tensors"] - before["tensors"] == pytest.approx(4, abs=0.01)
+    assert after["arrays"] - before["arrays"] == pytest.approx(3, abs=0.01)
+    del views, holder
