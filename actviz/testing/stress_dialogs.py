@@ -83,6 +83,10 @@ class DialogAnswerer:
         else:
             widget, how = QApplication.activeModalWidget(), self._answer_dialog
             if widget is None or not widget.isVisible():
+                # Nothing shown: forget what was (a later widget may get a used id, and would
+                # count as open since long ago: closed as stuck at once).
+                self._seen.clear()
+                self._tried.clear()
                 return
         if not self._ripe(widget):
             return
