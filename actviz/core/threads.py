@@ -8,34 +8,25 @@ runs on as few. Both tools here put the count back when they are done, which put
 back too.
 
 One team at a time: under libgomp every thread that runs a parallel op on more than one thread
-gets its own team of OpenMP threads, kept until that thread exits, and once the process holds
-more of those threads than it has cores, libgomp stops letting idle ones spin (100 spins
-instead of ~3 ms): each parallel region then wakes its threads from sleep, and they start late.
-Measured on the 2-core machine: a ResNet-18 capture at 64 px took 24 ms on the main thread,
-37 ms while another thread that had run one 2-thread op lived, and 24 ms again once it ended.
-A single 150,000-element ``clone`` on the GUI thread was enough: the window's captures went from
-23 to 30 ms for the rest of the process. So a pipeline's helper threads run torch on one thread
-(:func:`torch_threads` ``(1)``; the window's second stages, :mod:`actviz.ui.worker`), and the
-app's own process keeps its GUI thread to one (:func:`parallel_in_workers_only`) while its
-workers run their jobs at the count the process had.
+gets its own team of OpenMP threads, kept until that thread exits; once the process holds more
+of those threads than it has cores, idle ones stop spinning and every parallel region wakes its
+threads from sleep (a capture runs about 1.5x slower, for the rest of the process). So a
+pipeline's helper threads run torch on one thread (:func:`torch_threads` ``(1)``; the window's
+second stages, :mod:`actviz.ui.worker`), and the app's own process keeps its GUI thread to one
+(:func:`parallel_in_workers_only`) while its workers run their jobs at the count the process had.
 
 Chosen by trying (:class:`ThreadTuner`, used by dataset scans): a scan that reads image files
-runs DataLoader worker processes beside the model. When torch's intra-op threads and the workers
-together want more cores than the machine has, the cores are oversubscribed: a forward pass
-waits at each parallel region for a thread a worker has pushed off its core, and OpenMP's idle
-threads spin while they wait. On the 2-core reference machine a bare forward loop of the bundled
-demo model (2 workers decoding JPEGs) ran 20-25 % *faster* with one torch thread than with the
-default two; ResNet-18, whose forward outweighs the decoding, ran 40 % slower with one. No rule
-read off the model predicts which, so the scan tries: a few batches at the current count, a few
-at ``cores - workers``, and keeps the faster.
+runs DataLoader worker processes beside the model; when torch's threads and the workers together
+want more cores than there are, a forward pass waits at each parallel region for a thread a
+worker pushed off its core. Whether fewer torch threads win depends on how the model's forward
+weighs against the decoding (the demo model: faster with one; ResNet-18: slower), which no rule
+read off the model predicts, so the scan tries a few batches at the current count and a few at
+``cores - workers`` and keeps the faster.
 
 Background priority (:func:`lower_thread_priority`, :func:`lower_process_priority`): a dataset
-scan in the window shares two cores with the GUI thread and live mode. With the scan's thread
-and its loader processes at normal priority, the GUI timer lag while live frames ran beside a
-scan of the demo model read p99 12-23 ms, max 37-149 ms (targets 10 / 50); with the loaders
-niced, 10.6-10.8 / 30 ms; with the scan's thread niced as well, 6.8-7.2 / 18-24 ms. What was
-left, a 15-120 ms stall when the scan forked its loaders from the window's process, went when
-they came from a fork server instead (:mod:`actviz.data.fork_server`).
+scan in the window shares the cores with the GUI thread and live mode, so its thread and its
+loader processes run niced, and the loaders come from a fork server
+(:mod:`actviz.data.fork_server`): forking them from the window's process stalls the GUI.
 """
 
 from __future__ import annotations

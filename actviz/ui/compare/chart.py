@@ -214,9 +214,9 @@ class SimilarityChart(PlotPanel):
         item.setVisible(True)
 
     def _fit_text_band(self, text_px: float) -> float:
-        """Make the band above the highest point at least ``text_px`` tall on screen: a
-        fixed share of the range was ~11 px in the 1280x720 Compare tab, and the name was
-        written over the cosine line at 1.0. Returns the plot's height in pixels (> 0)."""
+        """Make the band above the highest point at least ``text_px`` tall on screen (a fixed
+        share of the range can be too thin for the name, which would then be written over the
+        cosine line at 1.0). Returns the plot's height in pixels (> 0)."""
         span_px = max(self.plot.vb.sceneBoundingRect().height(), 1.0)
         low, high = self._y_low, self._y_high
         top = self._y_top

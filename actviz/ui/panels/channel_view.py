@@ -550,8 +550,8 @@ class ChannelView(PanelBase):
         f = style.format_value
         low, high, mean, std = f(s["min"]), f(s["max"]), f(s["mean"]), f(s["std"])
         zeros = f"zeros {100 * s['zero_frac']:.1f} %"
-        # Beside a dock at 1280x720 the line was cut to "... std 0.000  zero…": narrower
-        # versions keep the range and the zeros (an ablated channel reads "zeros 100.0 %").
+        # Where the line does not fit, the narrower versions keep the range and the zeros
+        # (an ablated channel reads "zeros 100.0 %").
         self.stats_label.set_text(
             f"min {low}  max {high}  mean {mean}  std {std}  {zeros}",
             [

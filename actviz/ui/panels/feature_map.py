@@ -24,9 +24,8 @@ logger = logging.getLogger(__name__)
 MIN_PANEL_HEIGHT = 220
 #: A panel of mosaics may be this low: its canvases ask for the height their width needs.
 MIN_MAPS_PANEL_HEIGHT = 120
-#: Below this width a panel stacks its activation over its gradient (and its read-outs). Side
-#: by side under it, each mosaic had under 200 px: the column beside the channel view at
-#: 1280x720 (340 px) showed pages of 4-6 tiles and cut its hover read-out to 190 px (issue 39).
+#: Below this width a panel stacks its activation over its gradient (and its read-outs): side
+#: by side, each mosaic would get under 200 px, too few for a page of tiles and the read-out.
 NARROW_PANEL_PX = 440
 #: A panel's least width, its sides stacked (one canvas, the page buttons).
 NARROW_MIN_PX = 150

@@ -211,8 +211,8 @@ class GradFlowPanel(PlotPanel):
         self.clear()
 
     def _fit_axis_title(self, *_args: object) -> None:
-        """The whole axis title where it fits under the bars, else "layer": in the narrow
-        Overview column of a 1280x720 window it was cut to "layer (execution or"."""
+        """The whole axis title where it fits under the bars, else "layer" (a cut title
+        reads as a different one)."""
         room = self.plot.vb.sceneBoundingRect().width()
         text = AXIS_TITLE if self._title_px <= room else SHORT_AXIS_TITLE
         if self.axis.labelText != text:

@@ -61,9 +61,8 @@ def format_change(value: float, *, percent: bool) -> str:
         The change (a probability difference when ``percent``, else a logit difference).
     percent
         Write ``value`` in percentage points (one decimal); else a logit change with two
-        decimals below 10, one below 100, none above: at most six characters, which the
-        Overview's narrow column shows whole at 1280x720 (three significant digits,
-        "+0.0581", were cut to "+0.0...").
+        decimals below 10, one below 100, none above: at most six characters, so the
+        Overview's narrow column shows it whole.
 
     Returns
     -------

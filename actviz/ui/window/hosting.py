@@ -82,8 +82,8 @@ class HostSlots:
             if width is not None:
                 self.resize_dock(dock, width)
             dock.setVisible(not hidden)
-        # A hidden dock keeps no width: each dock came up 340 px wide at 1280x720 whatever it
-        # asked for (an empty Edits dock took a quarter of the window). It is sized when shown.
+        # A hidden dock keeps no width of its own, so it is sized to what it asks for when
+        # shown, not to Qt's default share of the window.
         dock.setProperty("actviz_width", width or 0)
         self.commands.view_menu.addAction(dock.toggleViewAction())
         dock.visibilityChanged.connect(lambda shown, d=dock: shown and self._fit_dock_soon(d))
@@ -133,9 +133,8 @@ class HostSlots:
 
     def _fit_dock(self, dock: QDockWidget) -> None:
         """A dock shown under others whose minimum heights together make the window taller
-        than the user made it (at 1280x720, five docks on the right grew it to 791 px, its
-        bottom off a laptop's screen) is tabbed with the tallest of them instead, in front,
-        and the window gets its height back."""
+        than the user made it (its bottom would leave a laptop's screen) is tabbed with the
+        tallest of them instead, in front, and the window gets its height back."""
         main: QMainWindow = self  # type: ignore[assignment]
         self.fit_dock_width(dock)
         chosen = self._chosen_height
