@@ -20,7 +20,7 @@ OVER: dict[str, int] = {
     "actviz/ui/live/playback.py": 993,
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/sessions/feature.py": 902,
-    "actviz/ui/panels/feature_map.py": 899,
+    "actviz/ui/panels/feature_map.py": 898,
     "actviz/workspace/session_state.py": 899,
     "actviz/io/input_files.py": 884,
     "actviz/io/export.py": 881,
