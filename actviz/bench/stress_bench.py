@@ -15,7 +15,10 @@ Figures: ``stress_actions``, ``stress_crashes``, ``stress_hangs``, ``stress_exce
 growth of a kind that must stay flat), ``stress_rss_growth_mib``, ``stress_heap_growth_mib``
 (memory malloc handed out and did not get back: what a leak grows, where the resident size
 also holds freed memory glibc keeps), ``stress_rss_growth_per_1k_mib`` (the largest slope of a
-process's RSS after its warm-up, MiB per 1,000 actions), ``stress_errors_shown``,
+process's RSS after its warm-up, MiB per 1,000 actions), ``stress_rss_over_heap`` /
+``stress_anon_over_heap`` (a process's resident / anonymous memory at its end over malloc's
+heap in use), ``stress_rss_over_heaps`` / ``stress_anon_over_heaps`` (the same over malloc's
+and Python's object heap together), ``stress_errors_shown``,
 ``stress_windows_kept``.
 """
 
@@ -119,6 +122,15 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
         s.breakdown["anonymous"] / s.heap_mib for s in ends if "anonymous" in (s.breakdown or {})
     ]
     summary["stress_anon_over_heap"] = max(anon, default=None)
+    # The same with Python's object heap counted as heap in use (pymalloc's arenas are mapped
+    # outside malloc, whose figures alone leave a fresh window's ~250 MiB of objects out).
+    both = [
+        (s.rss_mib, s.breakdown["anonymous"], s.heap_mib + s.breakdown["python_heap"])
+        for s in ends
+        if {"anonymous", "python_heap"} <= set(s.breakdown or {})
+    ]
+    summary["stress_rss_over_heaps"] = max((r / h for r, _, h in both), default=None)
+    summary["stress_anon_over_heaps"] = max((a / h for _, a, h in both), default=None)
     summary["stress_errors_shown"] = sum(len(r.errors_shown) for r in reports)
     summary["stress_windows_kept"] = sum(len(r.windows_kept) for r in reports)
     summary["stress_widgets_left"] = sum(len(r.widgets_left) for r in reports)

@@ -51,6 +51,7 @@ from actviz.testing.checks import (
     hooks_left,
     leaked_widgets,
     live_array_mib,
+    python_heap_mib,
     top_level_widgets,
 )
 from actviz.testing.stress_actions import SIZES, UserActions
@@ -551,7 +552,7 @@ class StressDriver(UserActions):
             trims = memory.trims
             memory.touch()
             self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
-        breakdown = {**memory_breakdown_mib(), **live_array_mib()}
+        breakdown = {**memory_breakdown_mib(), **python_heap_mib(), **live_array_mib()}
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
 
 

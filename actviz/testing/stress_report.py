@@ -241,7 +241,9 @@ class StressReport:
 
 
 #: The columns of :meth:`StressReport.describe`'s memory table.
-_MEMORY_KEYS = ("rss", "files", "anonymous", "heap_in_use", "heap_free", "tensors", "arrays")
+_MEMORY_KEYS = (
+    "rss", "files", "anonymous", "heap_in_use", "heap_free", "python_heap", "tensors", "arrays",
+)  # fmt: skip
 
 
 def _per_1k(points: Sequence[tuple[int, float]]) -> float:

@@ -166,3 +166,14 @@ def test_live_array_mib_counts_each_storage_and_buffer_once():
     assert after["tensors"] - before["tensors"] == pytest.approx(4, abs=0.01)
     assert after["arrays"] - before["arrays"] == pytest.approx(3, abs=0.01)
     del views, holder
+
+
+def test_python_heap_mib_sees_objects_that_malloc_does_not():
+    from actviz.testing.checks import python_heap_mib
+
+    before = python_heap_mib()
+    assert before["python_arenas"] >= before["python_heap"] > 0
+    held = [(i, float(i)) for i in range(200_000)]  # small objects: pymalloc's, not malloc's
+    after = python_heap_mib()
+    assert after["python_heap"] - before["python_heap"] > 10
+    del held
