@@ -140,3 +140,19 @@ def isolated_user_state(tmp_path_factory):
         tempfile.tempdir = tempdir
         os.environ.clear()
         os.environ.update(environ)
+
+
+@pytest.fixture(scope="module")
+def resnet() -> torch.nn.Module:
+    """ResNet-18 with random weights (seed 0), in eval mode, shared by a test module."""
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(weights=None).eval()
+
+
+@pytest.fixture(scope="module")
+def image() -> torch.Tensor:
+    """A 1x3x64x64 normal input (seed 1), shared by a test module."""
+    torch.manual_seed(1)
+    return torch.randn(1, 3, 64, 64)

@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torchvision
 from torch import nn
 
 import actviz
@@ -18,19 +17,6 @@ from actviz.analysis.effects import Effects, effects, estimate_from_capture, spe
 from actviz.core.records import CaptureCancelled
 from actviz.edits import ablate, custom, patch
 from actviz.io.demo import demo_sample_tensor, generate_image, load_demo_model
-
-
-@pytest.fixture(scope="module")
-def resnet():
-    torch.manual_seed(0)
-    return torchvision.models.resnet18(weights=None).eval()
-
-
-@pytest.fixture(scope="module")
-def image():
-    torch.manual_seed(1)
-    return torch.randn(1, 3, 64, 64)
-
 
 # In ResNet's BasicBlock one ReLU(inplace=True) runs twice: a reused module and an in-place one.
 RESNET_LAYERS = ["layer1.0.relu", "layer2", "layer3.1.conv2", "layer4"]

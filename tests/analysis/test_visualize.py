@@ -11,7 +11,6 @@ import json
 import numpy as np
 import pytest
 import torch
-import torchvision
 from torch import nn
 
 import actviz
@@ -24,12 +23,6 @@ from actviz.io.demo import demo_sample_tensor, demo_samples, load_demo_model
 @pytest.fixture(scope="module")
 def demo() -> nn.Module:
     return load_demo_model()
-
-
-@pytest.fixture(scope="module")
-def resnet() -> nn.Module:
-    torch.manual_seed(0)
-    return torchvision.models.resnet18(weights=None).eval()
 
 
 def _channel_means(model: nn.Module, layer: str, x: torch.Tensor) -> torch.Tensor:

@@ -6,23 +6,10 @@ import copy
 
 import pytest
 import torch
-import torchvision
 from torch import nn
 
 import actviz
 from actviz.core.capture import leaf_names
-
-
-@pytest.fixture(scope="module")
-def resnet():
-    torch.manual_seed(0)
-    return torchvision.models.resnet18(weights=None).eval()
-
-
-@pytest.fixture(scope="module")
-def image():
-    torch.manual_seed(1)
-    return torch.randn(1, 3, 64, 64)
 
 
 def reference(model: nn.Module, x: torch.Tensor, target_class: int):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torchvision
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem, QTreeView
 from torch import nn
@@ -48,12 +47,6 @@ def _tiny_cnn() -> nn.Module:
         nn.Flatten(),
         nn.Linear(6, 3),
     )
-
-
-@pytest.fixture(scope="module")
-def resnet():
-    torch.manual_seed(0)
-    return torchvision.models.resnet18(weights=None).eval()
 
 
 def _session(model) -> Session:
