@@ -65,6 +65,7 @@ from actviz.testing.stress_report import (
     StressReport,
     _Catcher,
     count_objects,
+    describe_referrer,
     heap_in_use_mib,
     model_leftovers,
     model_state,
@@ -220,19 +221,18 @@ class StressDriver(UserActions):
         self.hang_s = hang_s
         self.log_path = Path(log_path) if log_path is not None else None
         self.window: Any = None
+        self.probe: Any = None  # the GUI lag probe while a run goes on
         self.params: dict[str, Any] = {}
         self.recent: list[str] = []
         self.counts: Counter[str] = Counter()
         self.errors_shown: set[str] = set()
         self.steps: list[tuple[str, dict[str, Any]]] = []
-        #: File pickers and input dialogs answered.
-        self.dialogs_answered = 0
-        #: Every model a window showed (weakly) and its flags when first seen idle.
+        self.dialogs_answered = 0  # file pickers and input dialogs answered
+        # Every model a window showed (weakly) and its flags when first seen idle.
         self._models: list[tuple[weakref.ref, dict[str, Any]]] = []
         self._stuck: list[Failure] = []
-        self._i = 0
-        #: Closed windows found still alive, with what held them.
-        self.kept_windows: list[str] = []
+        self._i = 0  # the action under way
+        self.kept_windows: list[str] = []  # closed windows still alive, and what held them
         self.images = write_images(self.folder / "images")
         self.actions: dict[str, Callable[[dict[str, Any]], str]] = {
             name: getattr(self, f"act_{name}") for name in WEIGHTS
@@ -242,7 +242,6 @@ class StressDriver(UserActions):
             self.actions.pop("switch_model")
         self.weights: dict[str, float] = {n: WEIGHTS.get(n, 0.0) for n in self.actions}
 
-    # ------------------------------------------------------------------ scratch
     def scratch(self, name: str) -> Path:
         """A folder of the scratch folder (made if missing)."""
         path = self.folder / name
@@ -252,6 +251,18 @@ class StressDriver(UserActions):
     def checkpoint_path(self) -> str:
         """What the Open model dialog is given: the checkpoint, else the demo."""
         return str(self.checkpoint) if self.checkpoint is not None else "demo"
+
+    def restart_window(self) -> None:
+        """Close the window and open a fresh one: a restart (the start-up bench's time, not a
+        block of a window in use)."""
+        if self.probe is not None:
+            self.probe.stop()
+        try:
+            self.close_window()
+            self.open_window()
+        finally:
+            if self.probe is not None:
+                self.probe.start()
 
     def note_stuck(self, text: str) -> None:
         """Record that something waited without end (a dialog, a wait for idle)."""
@@ -296,7 +307,7 @@ class StressDriver(UserActions):
         blocks: list[Failure] = []
         samples: list[Sample] = []
         worst: list[tuple[float, str]] = []
-        probe = LagProbe(5)
+        probe = self.probe = LagProbe(5)
         sampler = BlockSampler(probe)
         started = time.perf_counter()
         catcher = _Catcher()
@@ -463,7 +474,7 @@ class StressDriver(UserActions):
             for ref in gc.get_referrers(alive()):
                 if ref is not self.__dict__ and not isinstance(ref, type(sys._getframe())):
                     up = {type(r).__name__ for r in gc.get_referrers(ref)} - {"list", "frame"}
-                    holders.append(f"{_describe(ref)} (held by {sorted(up)[:6]})")
+                    holders.append(f"{describe_referrer(ref)} (held by {sorted(up)[:6]})")
             self.kept_windows.append(
                 f"a closed window is still alive after deleteLater and gc; held by: {holders[:8]}"
             )
@@ -554,24 +565,6 @@ class StressDriver(UserActions):
             self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
         breakdown = {**memory_breakdown_mib(), **python_heap_mib(), **live_array_mib()}
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
-
-
-def _describe(ref: Any) -> str:
-    """A referrer of a kept window, named: a closure's cell by the function that holds it
-    (where it is defined) and what holds that function."""
-    if type(ref).__name__ != "cell":
-        return type(ref).__name__
-    for cells in gc.get_referrers(ref):
-        if not isinstance(cells, tuple):
-            continue
-        for fn in gc.get_referrers(cells):
-            code = getattr(fn, "__code__", None)
-            if code is None:
-                continue
-            where = f"{code.co_filename.rsplit('/actviz/', 1)[-1]}:{code.co_firstlineno}"
-            up = sorted({type(r).__name__ for r in gc.get_referrers(fn)} - {"list", "frame"})
-            return f"closure {code.co_qualname} ({where}; held by {up[:4]})"
-    return "cell"
 
 
 __all__ = [

@@ -47,6 +47,7 @@ class UserActions:
 
     window: Any
     params: dict[str, Any]
+    restart_window: Any
 
     # ------------------------------------------------------------------ shared pieces
     def _click(self, widget: Any, pos: Any = None, button: Any = None) -> None:
@@ -419,8 +420,7 @@ class UserActions:
 
     def act_reopen(self, p: dict[str, Any]) -> str:
         """Close the window and open a fresh one on the case's model."""
-        self.close_window()
-        self.open_window()
+        self.restart_window()
         return "close and reopen the window"
 
     def act_inject_failure(self, p: dict[str, Any]) -> str:

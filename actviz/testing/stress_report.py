@@ -240,6 +240,24 @@ class StressReport:
         return "\n".join(lines)
 
 
+def describe_referrer(ref: Any) -> str:
+    """A referrer of a kept window, named: a closure's cell by the function that holds it
+    (where it is defined) and what holds that function."""
+    if type(ref).__name__ != "cell":
+        return type(ref).__name__
+    for cells in gc.get_referrers(ref):
+        if not isinstance(cells, tuple):
+            continue
+        for fn in gc.get_referrers(cells):
+            code = getattr(fn, "__code__", None)
+            if code is None:
+                continue
+            where = f"{code.co_filename.rsplit('/actviz/', 1)[-1]}:{code.co_firstlineno}"
+            up = sorted({type(r).__name__ for r in gc.get_referrers(fn)} - {"list", "frame"})
+            return f"closure {code.co_qualname} ({where}; held by {up[:4]})"
+    return "cell"
+
+
 #: The columns of :meth:`StressReport.describe`'s memory table.
 _MEMORY_KEYS = (
     "rss", "files", "anonymous", "heap_in_use", "heap_free", "python_heap", "tensors", "arrays",

@@ -49,7 +49,7 @@ def test_a_short_case_in_its_own_process_leaves_nothing_behind():
 
 @pytest.mark.parametrize("kind", ["crash", "hang"])
 def test_a_crash_or_a_hang_in_the_case_process_is_counted_with_its_stack(kind):
-    report = run_case("demo", seed=1, actions=4, inject={2: kind}, hang_s=4)
+    report = run_case("demo", seed=1, actions=4, inject={2: kind}, hang_s=10)
     found = report.crashes if kind == "crash" else report.hangs
     assert len(found) == 1 and len(report.findings()) == 1, report.describe()
     # The stack faulthandler printed, down to the driver's action that died.
