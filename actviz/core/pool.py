@@ -211,8 +211,9 @@ class HeapPin:
     """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()  # captures of two models may finish at once
         self.storage: torch.UntypedStorage | None = None
-        self.address = 0  # the pinned storage's first byte (0: nothing pinned)
+        self.address = 0  # where the pinned tensor's data starts (0: nothing pinned)
         self._start: int | None = None  # the heap's first byte; 0 where there is no [heap]
         self._sbrk: Any = None
 
@@ -238,21 +239,32 @@ class HeapPin:
         lies in the heap above the current pin; returns whether a pin is held."""
         if not self.available():
             return False
-        low, high = self._start, self._sbrk(0) or 0
-        best, address = None, self.address
-        for t in tensors:
-            if t.device.type != "cpu" or t.numel() * t.element_size() < MIN_BYTES:
-                continue
-            where = t.untyped_storage().data_ptr()
-            if address < where and low <= where < high:
-                best, address = t, where
-        if best is not None:
-            self.storage, self.address = best.untyped_storage(), address
-        return self.storage is not None
+        with self._lock:
+            low, high = self._start, self._sbrk(0) or 0
+            best, address = None, self.address
+            for t in tensors:
+                if (
+                    t.device.type != "cpu"
+                    or t.layout is not torch.strided
+                    or t.numel() * t.element_size() < MIN_BYTES
+                ):
+                    continue
+                where = t.data_ptr()  # a view's first element: inside its storage's chunk
+                if address < where and low <= where < high:
+                    best, address = t, where
+            if best is not None:
+                try:
+                    storage = best.untyped_storage()
+                except (RuntimeError, NotImplementedError):  # a subclass without a storage
+                    storage = None
+                if storage is not None:
+                    self.storage, self.address = storage, address
+            return self.storage is not None
 
     def release(self) -> None:
         """Let the pinned storage go (freed with its record, if the record is gone too)."""
-        self.storage, self.address = None, 0
+        with self._lock:
+            self.storage, self.address = None, 0
 
 
 #: The process's heap pin (see :class:`HeapPin`).

@@ -152,7 +152,8 @@ def test_pinned_records_are_the_forwards_own_and_stay_intact(monkeypatch) -> Non
     kept = [first["0"].output, first["2"].inputs[0], first["2"].output]
     expected = [t.clone() for t in kept]
     if pool.HEAP_PIN.available():  # the pin is one of this capture's large records
-        assert pool.HEAP_PIN.address in {lo for lo, _ in _spans(kept)}
+        assert pool.HEAP_PIN.address in {t.data_ptr() for t in kept}
+        assert pool.HEAP_PIN.storage.data_ptr() in {lo for lo, _ in _spans(kept)}
     pinned = pool.HEAP_PIN.storage
     del first
     for _ in range(3):  # later forwards and captures never write where a record lives
