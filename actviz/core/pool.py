@@ -337,7 +337,11 @@ def observe(model: Any, faults: int, nbytes: int, records: Any = None) -> None:
     if verdict[1] >= FAULT_STREAK:
         verdict[1] = 0
         verdict[2] = _PIN if verdict[2] == _REFS and HEAP_PIN.available() else _COPY
-    if records and nbytes <= MAX_KEEP and _state(model) == _PIN:
+    if not records or _state(model) != _PIN:
+        return
+    if nbytes > MAX_KEEP:  # more than the pool would keep: let glibc have the heap back
+        HEAP_PIN.release()
+    else:
         HEAP_PIN.update(
             t
             for recs in records.values()

@@ -169,3 +169,17 @@ def test_pinned_records_are_the_forwards_own_and_stay_intact(monkeypatch) -> Non
     if pinned is not None:
         pool.release_memory()
         assert pool.HEAP_PIN.storage is None and pool.HEAP_PIN.address == 0
+
+
+def test_a_capture_larger_than_the_pool_keeps_lets_the_pin_go(monkeypatch) -> None:
+    monkeypatch.setattr(allocator, "_tuned", False)
+    monkeypatch.setattr(pool, "MODE", "pin")
+    monkeypatch.setattr(pool, "HEAP_PIN", pool.HeapPin())
+    if not pool.HEAP_PIN.available():
+        return  # no glibc heap here: nothing is ever pinned
+    model, x = _net(), torch.randn(2, 3, 64, 64)
+    cap = capture(model, x, ["0", "2"], gradients=False)
+    assert pool.HEAP_PIN.storage is not None
+    monkeypatch.setattr(pool, "MAX_KEEP", cap.nbytes - 1)
+    capture(model, x, ["0", "2"], gradients=False)
+    assert pool.HEAP_PIN.storage is None and pool.HEAP_PIN.address == 0
