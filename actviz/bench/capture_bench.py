@@ -20,8 +20,9 @@ All of them measure the library's default: glibc's allocator as the process foun
 (:func:`actviz.tune_allocator` not called). The rows also count minor page faults per run:
 the memory a capture keeps is returned to the OS when the capture is freed, so the next
 capture can touch fresh pages again where a bare pass reuses what it freed. Forward-only
-captures of a model seen to fault copy their large records into warm pooled memory instead
-(:mod:`actviz.core.pool`), which the figures include.
+captures of a model seen to fault keep one record alive at the top of glibc's heap so the
+freed ones stay warm, or, where that is not enough, copy their large records into warm pooled
+memory (:mod:`actviz.core.pool`), which the figures include.
 """
 
 from __future__ import annotations

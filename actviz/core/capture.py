@@ -478,7 +478,7 @@ def _capture_once(
         with torch.set_grad_enabled(gradients), unregistered:
             output = model(*prepared.args, **prepared.kwargs)
         if watch_faults:
-            pool.observe(model, pool.minor_faults() - faults, recorder.nbytes)
+            pool.observe(model, pool.minor_faults() - faults, recorder.nbytes, recorder.records)
         stale = recorder.stale_owners()
         unhooked = recorder.unhooked_changed()
         if stale or unhooked or recorder.retry_needed:

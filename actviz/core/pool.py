@@ -31,11 +31,24 @@ recorded (:func:`observe`).
 A buffer is reused only after the storage of every tensor on it has been freed (a weak
 reference to the numpy array that storage owns), so a record is never overwritten while
 anything can still read it: results stay immutable.
+
+Before copying, a model whose captures fault is first tried without copies (:data:`HEAP_PIN`):
+the faults come from glibc trimming the top of its heap, where the freed records lay, back to
+the OS; it trims only the top, so while one record's storage stays alive above the others
+(actviz keeps the highest large record of glibc's main heap: one tensor, at most glibc's mmap
+threshold, 32 MiB, since larger ones are mapped apart), the memory below it stays in malloc's
+free lists, warm, and the next forward's tensors are made there. Records are then the
+forward's own tensors, as in any capture without the pool (references checked against their
+version counters), and nothing is copied: on the offloaded tiny model of the scale bench the
+copies were 36 MiB per capture. A model whose captures still fault with the pin
+(:data:`FAULT_STREAK` in a row) gets the copies. Linux with glibc's ``[heap]`` only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import sys
 import threading
 import weakref
 from typing import Any
@@ -44,8 +57,11 @@ import numpy as np
 import torch
 
 from actviz.core import allocator
+from actviz.core.structures import iter_tensors
 
 __all__ = [
+    "HEAP_PIN",
+    "HeapPin",
     "MAX_KEEP",
     "MIN_BYTES",
     "MIN_KEEP",
@@ -53,6 +69,7 @@ __all__ = [
     "RecordPool",
     "minor_faults",
     "observe",
+    "pinned",
     "release_memory",
     "wanted",
 ]
@@ -182,15 +199,91 @@ def _dense(t: torch.Tensor) -> bool:
 #: The process's pool (records of every capture in it).
 POOL = RecordPool()
 
-#: ``"auto"`` (per model, from the page faults its captures cause), ``"always"`` or ``"never"``.
+
+class HeapPin:
+    """The storage of one past record kept alive at the top of glibc's main heap, so that the
+    freed records below it stay in malloc's free lists (warm) instead of going back to the OS.
+
+    Only storages inside the ``[heap]`` mapping (from its start to the program break) count:
+    glibc trims nothing else, and a mapped chunk (over its mmap threshold) goes back on its
+    own. The pin only rises: a new record above it takes its place, so the region the records
+    are made in never shrinks under the next capture's forward.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # captures of two models may finish at once
+        self.storage: torch.UntypedStorage | None = None
+        self.address = 0  # where the pinned tensor's data starts (0: nothing pinned)
+        self._start: int | None = None  # the heap's first byte; 0 where there is no [heap]
+        self._sbrk: Any = None
+
+    def available(self) -> bool:
+        """Whether this process has a glibc ``[heap]`` to pin (Linux)."""
+        if self._start is None:
+            self._start = 0
+            if sys.platform.startswith("linux"):
+                try:
+                    libc = ctypes.CDLL(None)
+                    sbrk = libc.sbrk
+                    sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
+                    with open("/proc/self/maps", encoding="ascii") as fh:
+                        line = next((x for x in fh if x.rstrip().endswith("[heap]")), "")
+                    if line:
+                        self._start, self._sbrk = int(line.split("-", 1)[0], 16), sbrk
+                except (OSError, AttributeError, ValueError):
+                    self._start = 0
+        return self._start > 0
+
+    def update(self, tensors: Any) -> bool:
+        """Pin the highest large CPU storage among ``tensors`` (an iterable of tensors) that
+        lies in the heap above the current pin; returns whether a pin is held."""
+        if not self.available():
+            return False
+        with self._lock:
+            low, high = self._start, self._sbrk(0) or 0
+            best, address = None, self.address
+            for t in tensors:
+                if (
+                    t.device.type != "cpu"
+                    or t.layout is not torch.strided
+                    or t.numel() * t.element_size() < MIN_BYTES
+                ):
+                    continue
+                where = t.data_ptr()  # a view's first element: inside its storage's chunk
+                if address < where and low <= where < high:
+                    best, address = t, where
+            if best is not None:
+                try:
+                    storage = best.untyped_storage()
+                except (RuntimeError, NotImplementedError):  # a subclass without a storage
+                    storage = None
+                if storage is not None:
+                    self.storage, self.address = storage, address
+            return self.storage is not None
+
+    def release(self) -> None:
+        """Let the pinned storage go (freed with its record, if the record is gone too)."""
+        with self._lock:
+            self.storage, self.address = None, 0
+
+
+#: The process's heap pin (see :class:`HeapPin`).
+HEAP_PIN = HeapPin()
+
+#: ``"auto"`` (per model, from the page faults its captures cause), ``"always"`` (copies),
+#: ``"pin"`` (references kept warm by :data:`HEAP_PIN`) or ``"never"``.
 MODE = "auto"
 #: A forward that faults in at least this share of the bytes it records is costly to repeat...
 FAULT_SHARE = 0.25
 #: ...and this many such captures in a row (a model's first capture not counted: its memory
-#: is always new) turn the pool on for that model.
+#: is always new) turn the heap pin on for that model, and as many again with the pin on
+#: (or where there is no heap to pin) the copies.
 FAULT_STREAK = 2
 
-# Per model: [captures seen, costly captures in a row, pool on (0/1)]. Weak: models can go.
+# What a model's forward-only captures do with large CPU records: keep references (_REFS),
+# references kept warm by HEAP_PIN (_PIN), or copies into POOL (_COPY).
+_REFS, _PIN, _COPY = 0, 1, 2
+# Per model: [captures seen, costly captures in a row, _REFS/_PIN/_COPY]. Weak: models can go.
 _VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
 
 
@@ -202,15 +295,25 @@ def wanted(model: Any) -> bool:
     were seen to fault (:func:`observe`): where glibc happens to reuse the freed records
     (MobileNetV3-small at 224 px keeps ~15 MB and faults none), a copy would only add work.
     """
+    return _state(model) == _COPY
+
+
+def pinned(model: Any) -> bool:
+    """Whether a capture of ``model`` keeps references to large records and pins the heap
+    under them (:data:`HEAP_PIN`) instead of copying them."""
+    return _state(model) == _PIN
+
+
+def _state(model: Any) -> int:
+    if allocator.tuned() or MODE == "never":
+        return _REFS
     if MODE != "auto":
-        return MODE == "always" and not allocator.tuned()
-    if allocator.tuned():
-        return False
+        return _COPY if MODE == "always" else _PIN
     try:
         verdict = _VERDICTS.get(model)
     except TypeError:  # not weakly referenceable
-        return False
-    return verdict is not None and verdict[2] == 1
+        return _REFS
+    return _REFS if verdict is None else verdict[2]
 
 
 def minor_faults() -> int:
@@ -220,18 +323,32 @@ def minor_faults() -> int:
     return _getrusage(_RUSAGE_SELF).ru_minflt
 
 
-def observe(model: Any, faults: int, nbytes: int) -> None:
-    """Count a capture of ``model`` made without the pool, whose forward pass took ``faults``
-    minor page faults while recording ``nbytes``; see :data:`FAULT_SHARE`."""
+def observe(model: Any, faults: int, nbytes: int, records: Any = None) -> None:
+    """Count a capture of ``model`` made without copies, whose forward pass took ``faults``
+    minor page faults while recording ``nbytes``; see :data:`FAULT_SHARE`. ``records``
+    (``{name: [LayerRecord]}``): where the model's captures pin the heap, what to pin."""
     try:
-        verdict = _VERDICTS.setdefault(model, [0, 0, 0])
+        verdict = _VERDICTS.setdefault(model, [0, 0, _REFS])
     except TypeError:
         return
     verdict[0] += 1
     costly = verdict[0] > 1 and nbytes > 0 and faults * _PAGE >= FAULT_SHARE * nbytes
     verdict[1] = verdict[1] + 1 if costly else 0
     if verdict[1] >= FAULT_STREAK:
-        verdict[2] = 1
+        verdict[1] = 0
+        verdict[2] = _PIN if verdict[2] == _REFS and HEAP_PIN.available() else _COPY
+    if not records or _state(model) != _PIN:
+        return
+    if nbytes > MAX_KEEP:  # more than the pool would keep: let glibc have the heap back
+        HEAP_PIN.release()
+    else:
+        HEAP_PIN.update(
+            t
+            for recs in records.values()
+            for rec in recs
+            for part in (rec.inputs, rec.output)
+            for t in iter_tensors(part)
+        )
 
 
 try:
@@ -248,5 +365,7 @@ def release_memory() -> int:
     """Give back the memory actviz keeps for the next capture's records (bytes freed).
 
     Buffers still viewed by a record are not touched; they are freed with their last tensor.
+    The heap pin goes too (glibc may then trim the heap under it).
     """
+    HEAP_PIN.release()
     return POOL.release()

@@ -65,6 +65,8 @@ def test_refusal_by_environment(monkeypatch):
 
 FAULTS_SCRIPT = r"""
 import resource, sys, torch, torchvision, actviz
+from actviz.core import pool
+pool.MODE = "never"  # references: glibc's own behaviour, not the record pool's or heap pin's
 torch.set_num_threads(1)
 if sys.argv[1] == "1":
     actviz.tune_allocator()

@@ -51,6 +51,40 @@ def test_offloaded_capture_is_bit_identical_and_hooks_stay(tmp_path: Path):
     assert torch.equal(big(x), whole(x))
 
 
+@pytest.mark.parametrize("mode", ["pin", "always", "never"])
+def test_offloaded_forward_capture_keeps_exact_records_in_every_pool_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+):
+    # Forward-only captures of large maps (512 KiB each): records kept warm under the heap
+    # pin, copied into the pool, or plain references (core/pool.py) are all the whole model's
+    # values bit for bit, and none is overwritten by later forwards of the placed model.
+    from actviz.core import allocator, pool
+
+    monkeypatch.setattr(allocator, "_tuned", False)
+    monkeypatch.setattr(pool, "MODE", mode)
+    monkeypatch.setattr(pool, "HEAP_PIN", pool.HeapPin())
+    whole = tiny()
+    big = offloaded(tmp_path)
+    before = hooks(big)
+    x, y = torch.rand(2, 3, 64, 64), torch.rand(2, 3, 64, 64)
+    a = actviz.capture(whole, x, LAYERS, gradients=False)
+    b = actviz.capture(big, x, LAYERS, gradients=False)
+    kept = {n: (b[n].output, b[n].inputs[0]) for n in LAYERS}
+    for n in LAYERS:
+        assert torch.equal(a[n].output, kept[n][0]) and torch.equal(a[n].inputs[0], kept[n][1])
+    del b
+    for _ in range(3):
+        actviz.capture(big, y, LAYERS, gradients=False)
+        with torch.no_grad():
+            big(y)
+    for n in LAYERS:
+        assert torch.equal(a[n].output, kept[n][0]) and torch.equal(a[n].inputs[0], kept[n][1])
+    assert hooks(big) == before
+    assert big[4]._hf_hook.offload and big[4].weight.is_meta
+    assert torch.equal(big(x), whole(x))
+    pool.release_memory()
+
+
 def test_offloaded_edits_effects_and_scan(tmp_path: Path):
     whole = tiny()
     big = offloaded(tmp_path)
