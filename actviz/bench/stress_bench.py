@@ -166,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         text = report.describe()
         serious = report.crashes or report.hangs or report.exceptions or report.windows_kept
         # A crash's stack is told now: it is the reason a long run is watched.
-        print(f"process {done}/{total}:", text if serious else text.splitlines()[0], flush=True)
+        if not serious:  # the head line, the longest blocks and the memory table
+            keep = ("GUI blocked", "memory (MiB)", "  after ")
+            text = "\n".join(
+                t for i, t in enumerate(text.splitlines()) if not i or t.startswith(keep)
+            )
+        print(f"process {done}/{total}:", text, flush=True)
         so_far: dict = {}
         summarise(finished, so_far)
         print("so far:", json.dumps(so_far), flush=True)
