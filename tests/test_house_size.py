@@ -52,7 +52,7 @@ OVER: dict[str, int] = {
     "actviz/ui/atlas/feature.py::AtlasFeature": 497,
     "actviz/ui/dataset/feature.py::DatasetScanUI": 489,
     "actviz/ui/panels/channel_view.py::ChannelView": 451,
-    "actviz/ui/concepts/feature.py::ConceptsFeature": 450,
+    "actviz/ui/concepts/feature.py::ConceptsFeature": 412,
     "actviz/ui/compare/view.py::CompareView": 446,
     "actviz/ui/visualize/page.py::PageVisualiser": 446,
     "actviz/ui/visualize/feature.py::VisualizeFeature": 435,
