@@ -207,12 +207,10 @@ class EffectsFeature(FeatureBase, QObject):
             return {}
 
         def charts() -> list[tuple[str, Any]]:
-            from actviz.analysis.effects_chart import effects_chart
+            from actviz.analysis.effects_chart import effects_chart as chart
 
-            return [
-                (f"Channels that matter: {layer}", effects_chart(eff, layer, k))
-                for layer in eff.results
-            ]
+            what = {n: units.unit_name(eff, n).title() for n in eff.results}  # or "Concept"
+            return [(f"{what[n]}s that matter: {n}", chart(eff, n, k)) for n in eff.results]
 
         return {"figures": charts}
 

@@ -61,6 +61,8 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     assert f"{LAYER} · concept {rows[0].channel}\n" in section.bars.hover_text(0)
     assert "click: open the concept" in section.bars.hover_text(0)
     assert "remove the top" in section.ablate_button.toolTip()
+    captions = [caption for caption, _ in feature.report_part()["figures"]()]
+    assert captions == ["Channels that matter: conv1", f"Concepts that matter: {LAYER}"]
 
     # Verify: the exact effect of each top concept is the hand-written removal's.
     with win.qtbot.waitSignal(feature.view.verify_requested):
