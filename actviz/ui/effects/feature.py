@@ -556,8 +556,8 @@ class EffectsFeature(FeatureBase, QObject):
         except (TypeError, ValueError) as exc:
             self.window.show_error(f"Could not make the edit: {exc}")
             return False
-        what = f"{units.unit_name(eff, layer)}s" if units.dictionary_of(eff, layer) else ""
-        self.session.edits.add(layer, edit, f"top {len(channels)} {what} by effect, {verb}")
+        what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
+        self.session.edits.add(layer, edit, f"top {len(channels)}{what} by effect, {verb}")
         self.window.run()
         return True
 

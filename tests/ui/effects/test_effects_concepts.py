@@ -91,6 +91,7 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     entries = list(win.session.edits)
     assert [(e.layer, e.edit.kind) for e in entries] == [(LAYER, "concept")]
     assert sorted(entries[0].edit.channels) == sorted(top) and entries[0].edit.factor == 0
+    assert entries[0].note == "top 2 concepts by effect, ablated"
     torch.testing.assert_close(win.window.result.capture.output, _removed(model, c, top))
 
     # Channels again: the layer is ranked by its 6 channels.
