@@ -361,7 +361,9 @@ class Concepts:
         with torch.no_grad():
             x, (_, _, b_enc, b_dec, th) = self._prepare(vectors)
             if self.apply_b_dec_to_input:
-                x = x - b_dec
+                # Into rows at once: the vectors are a transposed view of the layer, and
+                # oneDNN's product takes rows (one pass, not a subtraction then a copy).
+                x = torch.sub(x, b_dec, out=torch.empty(x.shape, dtype=x.dtype, device=x.device))
             pre = _onednn_linear(x, self._encoder_rows(x.device, x.dtype), b_enc)
             if pre is None:
                 pre = torch.addmm(b_enc, x, self._on(x.device, x.dtype)[0])
