@@ -14,12 +14,13 @@ and the cost of concept maps in a live frame.
   held-out vectors (5 %), ours over the reference's (target <= 1.0).
 * ``concepts_live_ratio``: a live frame's work with the layer shown as concepts against as
   channels (target <= 1.05): a capture of ResNet-18 at 224 px with gradients (what live mode
-  runs) and the live frame's preparation of ``layer3`` (``prepare(fast=True)``: statistics,
-  the mosaics of its 256 channels); for concepts the same (live mode prepares every visible
-  panel's layer alike, one showing concepts too), plus the 2,048 concept maps
-  (:meth:`Concepts.maps`) and the mosaic of the 256 most active for this input. Paired and
-  interleaved (:func:`actviz.bench.timing.paired`); ``concepts_maps_ms`` is the concept part
-  alone.
+  runs), then the layer's preparation for a panel on screen, as channels (statistics and the
+  mosaics of its 256 channels) or as concepts (statistics, the previous frame's channel
+  mosaics standing in, and the window's concept page: 2,048 concept maps, the 256 most active
+  tiled). One capture per pair, the two preparations interleaved (see :func:`live_ratio`);
+  ``concepts_live_capture_ms``, ``concepts_live_channels_ms`` and
+  ``concepts_live_concepts_ms`` are the parts' medians; ``concepts_live_cpu_ratio`` the same
+  ratio in the process's CPU time (steadier on a busy machine).
 """
 
 from __future__ import annotations
@@ -106,15 +107,31 @@ def _fvu(reconstruct: Any, x: torch.Tensor) -> float:
 
 def live_ratio(
     pairs: int, size: int = 224, n_concepts: int = 2048, k: int = 16
-) -> tuple[Any, float]:
-    """A live frame's work with ``layer3`` shown as concepts against as channels (paired),
-    and the median ms of the concept part alone."""
+) -> tuple[Any, dict[str, float]]:
+    """A live frame's work with ``layer3`` shown as concepts against as channels, and the
+    median ms of each part (``capture``, ``channels``, ``concepts``; ``*_cpu`` in CPU time)
+    with ``cpu_ratio``, the frame ratio in CPU time.
+
+    Each pair captures once (the capture is the same work whichever way the panel shows the
+    layer) and times, in an order flipped every pair, the two preparations of that capture as
+    live mode makes them for a panel on screen: as channels, ``prepare(fast=True)`` building
+    the layer's mosaics; as concepts, ``prepare`` with the previous frame's mosaics standing
+    in (what live mode does for a panel under concept tiles) and
+    :func:`~actviz.analysis.concepts.tiles.concept_tiles` (the window's concept page: the
+    maps of every concept, the most active first, their mosaic). A pair's ratio is
+    ``(capture + concepts) / (capture + channels)``; the figure is the median of the pairs'.
+    The capture's own noise (most of a frame, and most of the noise on a busy machine) then
+    moves both frames of a pair alike instead of deciding the ratio.
+    """
+    import statistics
+
     import torchvision
 
     import actviz
-    from actviz.bench.timing import paired
-    from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, mosaic
-    from actviz.display.prepare import prepare
+    from actviz.analysis.concepts.tiles import concept_tiles
+    from actviz.bench.timing import Paired
+    from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
+    from actviz.display.prepare import prepare, reusable_mosaics
     from actviz.display.prepared import DisplaySpec
 
     torch.manual_seed(0)
@@ -125,33 +142,52 @@ def live_ratio(
     concepts = actviz.concepts.Concepts(
         w.T.clone(), w, torch.zeros(n_concepts), torch.zeros(256), architecture="topk", k=k
     )
-
     spec = DisplaySpec(layers=(layer,))
+    # The frame before: its mosaics are what a panel under concept tiles keeps.
+    reuse = reusable_mosaics(prepare(actviz.capture(net, x, [layer]), spec, fast=True))
 
-    def channels() -> None:
+    def channels(cap: Any) -> None:
+        prepare(cap, spec, fast=True, mosaic_layers={layer}, reuse=reuse)
+
+    def concept_page(cap: Any) -> None:
+        prepare(cap, spec, fast=True, mosaic_layers=set(), reuse=reuse)
+        concept_tiles(concepts, cap, layer, page=MAX_MOSAIC_CHANNELS)
+
+    # Each part timed on two clocks: wall time (the figure) and the process's CPU time (every
+    # thread's), which other tenants of a busy machine move far less.
+    parts: dict[str, list[float]] = {}
+    for i in range(2 + pairs):  # two warm-up pairs
+        t0, c0 = time.perf_counter(), time.process_time()
         cap = actviz.capture(net, x, [layer])
-        prepare(cap, spec, fast=True)
+        took = {"capture": time.perf_counter() - t0, "capture_cpu": time.process_time() - c0}
+        for name, fn in (("channels", channels), ("concepts", concept_page))[:: 1 - 2 * (i % 2)]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn(cap)
+            took[name] = time.perf_counter() - t0
+            took[f"{name}_cpu"] = time.process_time() - c0
+        if i >= 2:
+            for name, t in took.items():
+                parts.setdefault(name, []).append(t)
 
-    def concept_maps() -> None:
-        # The panel shows concepts instead of channels; live mode prepares the layer as for
-        # any visible panel (mosaic_layers=() without reuse still builds its mosaics).
-        cap = actviz.capture(net, x, [layer])
-        prepare(cap, spec, fast=True, mosaic_layers=())
-        maps = concepts.maps(cap, layer)
-        strongest = maps.amax(dim=(1, 2)).topk(min(MAX_MOSAIC_CHANNELS, n_concepts)).indices
-        mosaic(maps[strongest], max_channels=MAX_MOSAIC_CHANNELS)
+    def frames(part: str, suffix: str = "") -> list[float]:
+        return [a + b for a, b in zip(parts["capture" + suffix], parts[part + suffix], strict=True)]
 
-    result = paired("layer3 as concepts vs channels, frame ms", channels, concept_maps, pairs)
-    # The concept part alone, steadier than the difference of two frames on a busy machine.
-    cap = actviz.capture(net, x, [layer])
-    times = []
-    for _ in range(10):
-        t0 = time.perf_counter()
-        maps = concepts.maps(cap, layer)
-        strongest = maps.amax(dim=(1, 2)).topk(min(MAX_MOSAIC_CHANNELS, n_concepts)).indices
-        mosaic(maps[strongest], max_channels=MAX_MOSAIC_CHANNELS)
-        times.append(time.perf_counter() - t0)
-    return result, sorted(times)[len(times) // 2] * 1e3
+    def ratio(suffix: str = "") -> float:
+        pairs_ = zip(frames("concepts", suffix), frames("channels", suffix), strict=True)
+        return statistics.median([t / b for t, b in pairs_])
+
+    base, test = frames("channels"), frames("concepts")
+    result = Paired(
+        "layer3 as concepts vs channels, frame ms",
+        statistics.median(base) * 1e3,
+        statistics.median(test) * 1e3,
+        ratio(),
+        pairs,
+        statistics.median([t - b for t, b in zip(test, base, strict=True)]) * 1e3,
+    )
+    ms = {name: statistics.median(v) * 1e3 for name, v in parts.items()}
+    ms["cpu_ratio"] = ratio("_cpu")
+    return result, ms
 
 
 def run(quick: bool, summary: dict) -> None:
@@ -187,15 +223,24 @@ def run(quick: bool, summary: dict) -> None:
         f"  actviz: L0 {ours.l0:.1f}, dead {100 * (ours.dead_fraction or 0):.1f}%, "
         f"{ours.info.get('resampled', 0)} concepts resampled"
     )
-    live, maps_ms = live_ratio(pairs=3 if quick else 9)
+    live, ms = live_ratio(pairs=7 if quick else 15)
     print(live.row())
     print(
-        f"  the concept maps alone (encode 2,048 concepts, pick and tile 256): "
-        f"{maps_ms:.1f} ms a frame, median of 10"
+        f"  medians of {live.pairs} pairs: capture {ms['capture']:.1f} ms; the layer prepared "
+        f"as channels {ms['channels']:.1f} ms, as concepts (encode 2,048, tile the 256 most "
+        f"active) {ms['concepts']:.1f} ms; frame difference {live.diff_ms:+.1f} ms"
+    )
+    print(
+        f"  in CPU time (every thread): capture {ms['capture_cpu']:.1f} ms, channels "
+        f"{ms['channels_cpu']:.1f} ms, concepts {ms['concepts_cpu']:.1f} ms; frame ratio "
+        f"{ms['cpu_ratio']:.3f}x"
     )
     summary["concepts_train_s"] = ours_s
     summary["concepts_train_case"] = case
     summary["concepts_time_ratio"] = ours_s / ref_s
     summary["concepts_fvu_ratio"] = ours_fvu / ref_fvu
     summary["concepts_live_ratio"] = live.ratio
-    summary["concepts_maps_ms"] = maps_ms
+    summary["concepts_live_capture_ms"] = ms["capture"]
+    summary["concepts_live_channels_ms"] = ms["channels"]
+    summary["concepts_live_concepts_ms"] = ms["concepts"]
+    summary["concepts_live_cpu_ratio"] = ms["cpu_ratio"]

@@ -332,6 +332,11 @@ def test_concept_maps_equal_encode_with_and_without_onednn(architecture, monkeyp
     torch.testing.assert_close(fast, want, atol=1e-5, rtol=0)
     torch.testing.assert_close(slow, want, atol=1e-5, rtol=0)
     assert 0 < int((fast > 0).sum()) < fast.numel()  # some fire, some do not
+    # The peaks that order a panel's tiles: each concept's largest value over its map.
+    maps, peaks = c.maps_and_peaks(cap, "act", index=1)
+    assert torch.equal(maps, slow)
+    torch.testing.assert_close(peaks, want.reshape(40, -1).amax(1), atol=1e-5, rtol=0)
+    assert torch.equal(peaks, maps.reshape(40, -1).amax(1))
 
 
 @pytest.mark.parametrize("scale", [0.0, 0.5])

@@ -27,5 +27,10 @@ def test_reference_loop_learns_and_ours_beats_it_on_the_same_vectors():
 def test_layer_vectors_and_live_ratio_run_small():
     v = concepts_bench.layer_vectors(300, size=64)
     assert v.shape == (300, 256) and bool((v >= 0).all())  # layer3 ends in a ReLU
-    live, maps_ms = concepts_bench.live_ratio(pairs=1, size=64, n_concepts=300, k=4)
-    assert live.ratio > 0 and maps_ms > 0
+    live, ms = concepts_bench.live_ratio(pairs=3, size=64, n_concepts=300, k=4)
+    parts = {"capture", "channels", "concepts"}
+    assert set(ms) == parts | {f"{p}_cpu" for p in parts} | {"cpu_ratio"}
+    assert min(ms.values()) > 0
+    assert live.pairs == 3 and live.ratio > 0
+    # The frames are the shared capture plus each preparation (medians over the same pairs).
+    assert live.base_ms > ms["capture"] and live.test_ms > ms["capture"]

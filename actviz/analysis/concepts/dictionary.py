@@ -340,6 +340,20 @@ class Concepts:
             ``(d_sae, H, W)`` for a conv layer, ``(d_sae, T)`` for a sequence, ``(d_sae,)``
             for an ``(N, C)`` layer; float32 on the record's device.
         """
+        return self.maps_and_peaks(capture, layer, index=index, call=call, model=model)[0]
+
+    def maps_and_peaks(
+        self,
+        capture: Any,
+        layer: str | None = None,
+        *,
+        index: int = 0,
+        call: int = 0,
+        model: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`maps` and each concept's peak over them, ``(d_sae,)`` (0 where it does not
+        fire): a panel's concept page orders its tiles by the peaks. A TopK dictionary takes
+        them from the ``k`` values of each position instead of a second pass over the maps."""
         from actviz.analysis.concepts.vectors import layer_tensor, to_vectors
 
         t = layer_tensor(capture, self, layer, call=call, model=model)
@@ -347,20 +361,27 @@ class Concepts:
         with torch.no_grad():
             x, (_, _, b_enc, b_dec, th) = self._prepare(vectors)
             if self.apply_b_dec_to_input:
-                x = x - b_dec
+                # Into rows at once: the vectors are a transposed view of the layer, and
+                # oneDNN's product takes rows (one pass, not a subtraction then a copy).
+                x = torch.sub(x, b_dec, out=torch.empty(x.shape, dtype=x.dtype, device=x.device))
             pre = _onednn_linear(x, self._encoder_rows(x.device, x.dtype), b_enc)
             if pre is None:
                 pre = torch.addmm(b_enc, x, self._on(x.device, x.dtype)[0])
             if self.architecture == "topk":
                 # Scattered straight into (d_sae, positions): no transposed copy of the maps.
                 vals, idx = pre.topk(int(self.k), dim=1, sorted=False)  # type: ignore[arg-type]
+                vals = vals.clamp_min_(0)
                 z = torch.zeros(self.d_sae, pre.shape[0], dtype=pre.dtype, device=pre.device)
-                z.scatter_(0, idx.T, vals.T.clamp_min_(0))
-            elif self.architecture == "jumprelu":
-                z = torch.where(pre > th, pre.clamp_min(0), torch.zeros((), dtype=pre.dtype)).T
+                z.scatter_(0, idx.T, vals.T)
+                peaks = torch.zeros(self.d_sae, dtype=pre.dtype, device=pre.device)
+                peaks.scatter_reduce_(0, idx.reshape(-1), vals.reshape(-1), "amax")
             else:
-                z = pre.clamp_min_(0).T
-        return z.reshape(self.d_sae, *spatial)
+                if self.architecture == "jumprelu":
+                    z = torch.where(pre > th, pre.clamp_min(0), torch.zeros((), dtype=pre.dtype)).T
+                else:
+                    z = pre.clamp_min_(0).T
+                peaks = z.amax(1) if z.shape[1] else z.new_zeros(self.d_sae)
+        return z.reshape(self.d_sae, *spatial), peaks
 
     # -- files
     def to_cfg(self) -> dict[str, Any]:

@@ -108,9 +108,11 @@ def concept_tiles(
     ValueError
         The layer was not captured, or its vectors do not have the dictionary's width.
     """
-    maps = _as_maps(concepts.maps(capture, layer, index=sample))
-    flat = maps.reshape(maps.shape[0], -1)
-    peaks = flat.max(axis=1) if flat.shape[1] else np.zeros(maps.shape[0], np.float32)
+    got, top = concepts.maps_and_peaks(capture, layer, index=sample)
+    maps = _as_maps(got)
+    # The peaks come with the maps (a TopK dictionary's from its k values per position): no
+    # second pass over every concept's map to order the tiles.
+    peaks = top.detach().to("cpu", torch.float32).numpy() if maps.size else np.zeros(len(maps))
     peaks = np.where(np.isfinite(peaks), peaks, 0.0).astype(np.float32)
     firing = np.flatnonzero(peaks > 0)
     active = int(firing.size)

@@ -27,6 +27,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
 
 from actviz.ui.background_loads import describe_error
+from actviz.ui.concepts import session_parts as parts
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.concepts.jobs import ConceptJobs
 from actviz.ui.concepts.training_job import ConceptTraining
@@ -184,6 +185,11 @@ class ConceptsFeature(FeatureBase, QObject):
             self.tiles.pop(layer, None)
             if self.view.shown is not None and self.view.shown[0] == layer:
                 self.view.clear()
+        att, panel = self.session.concepts.get(layer), self.host.layer_panels.get(layer)
+        if panel is not None and (att is None or not att.shown):
+            # Channels again: the panel makes this result's channel mosaics (a live frame
+            # kept an earlier one's under the concept tiles).
+            panel.set_tile_unit("")
         self.host.refresh_panel(layer)
         shown = self.view.shown
         if shown is not None and shown[0] == layer:
@@ -424,62 +430,19 @@ class ConceptsFeature(FeatureBase, QObject):
     # ------------------------------------------------------------------ sessions and reports
     def session_part(self) -> dict[str, Any]:
         """Each layer's dictionary: its folder (the weights stay there), names and choice."""
-        saved = {layer: att.to_json() for layer, att in self.session.concepts.items() if att.folder}
-        return {"concepts": saved} if saved else {}
+        return parts.session_part(self.session)
 
-    def restore_session_part(self, parts: Any) -> list[str]:
+    def restore_session_part(self, saved: Any) -> list[str]:
         """Attach a session's dictionaries again (read from their folders); returns what could
         not be (also said in the banner)."""
-        from actviz.analysis.concepts.dictionary import load
-        from actviz.workspace.attached_concepts import AttachedConcepts
-
-        saved = parts.get("concepts") or {}
-        for layer in list(self.session.concepts):
-            if layer not in saved:
-                self.session.set_concepts(layer, None)
-        notes = []
-        tree = self.session.tree
-        for layer, entry in saved.items() if isinstance(saved, dict) else ():
-            folder = str((entry or {}).get("folder", ""))
-            if tree is None or layer not in tree:
-                notes.append(f"concepts of {layer}: no such layer")
-                continue
-            try:
-                concepts = load(folder)
-            except (OSError, ValueError) as exc:
-                notes.append(f"concepts of {layer} not restored: {exc}")
-                continue
-            names = {int(k): str(v) for k, v in (entry.get("names") or {}).items()}
-            att = AttachedConcepts(
-                concepts, folder, names, bool(entry.get("shown", True)), None,
-                str(entry.get("data", "")),
-            )  # fmt: skip
-            self.session.set_concepts(layer, att)
+        notes = parts.restore_session_part(self.session, saved)
         if notes:
             self.host.show_warning("; ".join(notes), "concepts")
         return notes
 
     def report_part(self) -> dict[str, Any]:
-        """File > Export report: each layer's concept tiles for this input, the dictionary
-        named (its folder, size, k, held-out FVU) and the named concepts listed."""
-        from actviz.analysis.concepts.tiles import concept_label
-        from actviz.display.colormaps import colorize
-
-        figures = []
-        for layer, att in self.session.concepts.items():
-            tiles = self.tiles.get(layer)
-            if tiles is None:
-                continue
-            c = att.concepts
-            fvu = f", held-out FVU {c.heldout_fvu:.3f}" if c.heldout_fvu is not None else ""
-            k = f", k = {c.k}" if c.k is not None else ""
-            top = ", ".join(concept_label(i, att.names) for i in tiles.mosaic.tile_channels[:8])
-            caption = (
-                f"Concepts of {layer}: {c.d_sae} concepts ({c.architecture}{k}{fvu}) from "
-                f"{att.folder or 'memory'}; {tiles.active} fire on this input, most active: {top}"
-            )
-            figures.append((caption, colorize(tiles.mosaic.image)))
-        return {"figures": figures} if figures else {}
+        """File > Export report: each layer's concept tiles for this input, named."""
+        return parts.report_part(self.session, self.tiles)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

@@ -19,7 +19,10 @@
   (``session.set_channel_order``): its tiles by ``|estimate|``, largest first, re-sorted with
   each new result (the page kept); unticked, the natural order and the page from before;
 * the layer panels' tile menu (``host.add_tile_menu_entries``) gets "Measure the effect of
-  ch N" (an exact ablation of those channels, shown in the dock) and "Sort tiles by effect".
+  ch N" (an exact ablation of those channels, shown in the dock) and "Sort tiles by effect";
+* a layer whose panel shows a dictionary's concepts is ranked by its concepts instead
+  (:mod:`actviz.analysis.concepts.layer_effects`: estimate, Verify, Ablate / Keep only remove
+  concepts, a bar's click opens the concept).
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 
-from actviz.analysis.effects import DEFAULT_VERIFY, estimate_from_capture, verify
+from actviz.analysis.concepts import layer_effects as units
+from actviz.analysis.effects import DEFAULT_VERIFY
 from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
-from actviz.ui.effects.view import BarRow, EffectsView
+from actviz.ui.effects.view import BarRow, EffectsView, measured_text
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.worker import Worker
 
@@ -160,6 +164,7 @@ class EffectsFeature(FeatureBase, QObject):
         es.errored.connect(self._on_estimate_errored)
         self.session.result_changed.connect(self._on_result_changed)
         self.session.model_changed.connect(self._on_model_changed)
+        self.session.concepts_changed.connect(self._on_concepts_changed)
         host.add_tile_menu_entries(self._fill_tile_menu)
         v.set_message(RUN_FIRST)
 
@@ -202,12 +207,10 @@ class EffectsFeature(FeatureBase, QObject):
             return {}
 
         def charts() -> list[tuple[str, Any]]:
-            from actviz.analysis.effects_chart import effects_chart
+            from actviz.analysis.effects_chart import effects_chart as chart
 
-            return [
-                (f"Channels that matter: {layer}", effects_chart(eff, layer, k))
-                for layer in eff.results
-            ]
+            what = {n: units.unit_name(eff, n).title() for n in eff.results}  # or "Concept"
+            return [(f"{what[n]}s that matter: {n}", chart(eff, n, k)) for n in eff.results]
 
         return {"figures": charts}
 
@@ -230,6 +233,7 @@ class EffectsFeature(FeatureBase, QObject):
         self.estimates.shutdown(timeout_ms=10_000)
         self.session.result_changed.disconnect(self._on_result_changed)
         self.session.model_changed.disconnect(self._on_model_changed)
+        self.session.concepts_changed.disconnect(self._on_concepts_changed)
         self.effects = None
         self.job.context = None
 
@@ -250,7 +254,7 @@ class EffectsFeature(FeatureBase, QObject):
             return True
         self._source = weakref.ref(result) if result is not None else None
         try:
-            model, cap, layers, target = self._what_to_estimate(result)
+            model, cap, layers, target, dicts = _what_to_estimate(self.session, result)
         except ValueError as exc:
             self.effects = None
             self._source = None  # asked again, it says why again
@@ -262,7 +266,7 @@ class EffectsFeature(FeatureBase, QObject):
         if self.effects is None:
             self.view.set_message("Ranking the channels…")
         self._estimate_gen = self.estimates.submit(
-            lambda _stop, _progress: _estimate(model, cap, layers, target)
+            lambda _stop, _progress: units.estimate_layers(model, cap, layers, dicts, target=target)
         )
         return True
 
@@ -299,7 +303,7 @@ class EffectsFeature(FeatureBase, QObject):
                 tracked.progress = (done, total)
                 report(f"Verified {done}/{total} channels")
 
-            return verify(
+            return units.verify_layers(
                 model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
             )
 
@@ -377,19 +381,21 @@ class EffectsFeature(FeatureBase, QObject):
         return list(self._sorted)
 
     def ablate_top(self, layer: str, k: int | None = None) -> bool:
-        """Add a what-if edit ablating the top ``k`` channels of ``layer`` and run again."""
-        from actviz.core.edit_kinds import ablate
-
-        return self._edit(layer, k, ablate, "ablated")
+        """Add a what-if edit ablating the top ``k`` channels of ``layer`` (removing its top
+        concepts where it is ranked by concepts) and run again."""
+        return self._edit(layer, k, "ablated")
 
     def keep_top(self, layer: str, k: int | None = None) -> bool:
-        """Add a what-if edit keeping only the top ``k`` channels of ``layer``; run again."""
-        from actviz.core.edit_kinds import keep
-
-        return self._edit(layer, k, keep, "kept")
+        """Add a what-if edit keeping only the top ``k`` channels (concepts) of ``layer``."""
+        return self._edit(layer, k, "kept")
 
     def open_channel(self, layer: str, channel: int) -> bool:
-        """Open ``channel`` of ``layer`` in the channel view (a bar's click)."""
+        """Open ``channel`` of ``layer`` in the channel view (a bar's click); a concept opens
+        as a click on its tile does (the Concept dock)."""
+        panel = self.window.panel(layer)
+        if units.dictionary_of(self.effects, layer) is not None and panel is not None:
+            panel.tile_clicked.emit(layer, int(channel))
+            return True
         self.window.show_tab(None)
         if self.window.open_channel(layer, channel):
             return True
@@ -419,22 +425,6 @@ class EffectsFeature(FeatureBase, QObject):
         return rows
 
     # ========================================================================== estimates
-    def _what_to_estimate(self, result: RunResult | None) -> tuple[Any, Any, list[str], Any]:
-        if result is None:
-            raise ValueError(RUN_FIRST)
-        cap = result.capture
-        if cap is None:
-            raise ValueError("This result keeps no capture: run the model again.")
-        if not cap.gradients:
-            raise ValueError("This result was captured without gradients: nothing to rank.")
-        model = self.session.model
-        if model is None:
-            raise ValueError("No model.")
-        layers = [n for n in result.shown if n in cap.records]
-        if not layers:
-            raise ValueError("Tick a layer in the module tree: its channels are ranked here.")
-        return model, cap, layers, self.session.run_target
-
     def _show(self) -> None:
         eff = self.effects
         if eff is None:
@@ -444,9 +434,9 @@ class EffectsFeature(FeatureBase, QObject):
         k = v.top
         verified_any = False
         for layer, section in v.sections.items():
-            res = eff[layer]
+            res, unit = eff[layer], units.unit_name(eff, layer)
             verified = int(res.verified.sum())
-            info = f"{res.channels} channels"
+            info = f"{res.channels} {unit}s"
             silent = sum(not r.has_effect for r in eff.top(layer, k))
             if silent:
                 info += f" · {silent} of the top {min(k, res.channels)} without effect, not drawn"
@@ -455,7 +445,8 @@ class EffectsFeature(FeatureBase, QObject):
                 rho = eff.rank_correlation(layer)
                 rho_text = f"{rho:.2f}" if math.isfinite(rho) else "n/a"
                 info += f" · ρ = {rho_text} ({verified} verified)"
-            section.set_rows(self.rows(layer), info, k)
+            att = self.session.concepts.get(layer)
+            section.set_rows(self.rows(layer), info, k, unit, att.names if att else None)
         parts = [f"target: {eff.target_description or 'the prediction'}"]
         parts.append(f"baseline: {eff.baseline}")
         parts.append("effect = target with the channel replaced − target")
@@ -485,8 +476,8 @@ class EffectsFeature(FeatureBase, QObject):
             top = list(eff.top_channels(layer, self.view.top))
             panel.set_selected_channels(top)
             self._marked[layer] = panel.selected_channels()
-            if not top:
-                continue
+            if not top or units.dictionary_of(eff, layer) is not None:
+                continue  # concept tiles have no pages: the most active come first
             size = max(1, self.window.page_channels(layer))
             order = s.channel_orders.get(layer)
             if page_start(top[0], size, order) != s.page_start(layer, size):
@@ -511,8 +502,8 @@ class EffectsFeature(FeatureBase, QObject):
         s = self.session
         for layer in eff.layers:
             shown = result.layers.get(layer)
-            if shown is None or shown.mosaic is None:
-                continue  # bars, a token view: no tiles to order
+            if shown is None or shown.mosaic is None or units.dictionary_of(eff, layer):
+                continue  # bars, a token view, concepts (most active first): not ordered
             order = ChannelOrder(tuple(int(c) for c in eff[layer].order()), ORDER_LABEL)
             if not order.fits(shown.mosaic.total_channels):
                 continue
@@ -553,7 +544,7 @@ class EffectsFeature(FeatureBase, QObject):
         sort.toggled.connect(self._on_sort_action_toggled)
 
     # ========================================================================== edits
-    def _edit(self, layer: str, k: int | None, make: Any, verb: str) -> bool:
+    def _edit(self, layer: str, k: int | None, verb: str) -> bool:
         eff = self.effects
         if eff is None or layer not in eff.results:
             self.view.set_message(f"No effects of {layer} to act on: run the model.", error=True)
@@ -561,11 +552,12 @@ class EffectsFeature(FeatureBase, QObject):
         k = self.view.top if k is None else int(k)
         channels = eff.top_channels(layer, k)
         try:
-            edit = make(channels)
+            edit = units.unit_edit(eff, layer, channels, keep=verb == "kept")
         except (TypeError, ValueError) as exc:
             self.window.show_error(f"Could not make the edit: {exc}")
             return False
-        self.session.edits.add(layer, edit, f"top {len(channels)} by effect, {verb}")
+        what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
+        self.session.edits.add(layer, edit, f"top {len(channels)}{what} by effect, {verb}")
         self.window.run()
         return True
 
@@ -602,6 +594,11 @@ class EffectsFeature(FeatureBase, QObject):
         if self.dock.isVisible() or self.view.sort_check.isChecked():
             self.refresh()
 
+    def _on_concepts_changed(self, _layer: str) -> None:
+        # A panel switched between channels and concepts: rank it by what it shows now.
+        self._source = None
+        self._on_result_changed()
+
     def _on_job_failed(self, text: str) -> None:
         # Failures and cancels are answers to the user; a replaced verification is not.
         self._note = text if text == INTERRUPTED else ""
@@ -633,37 +630,28 @@ class EffectsFeature(FeatureBase, QObject):
             self.effects = value
             self._show()
             if measured:
-                self.view.set_message(self._measured_text(value, measured))
+                self.view.set_message(measured_text(value, measured))
         else:
             self.view.set_message(
                 "The verification was of an earlier run: press Verify again.", error=True
             )
 
-    def _measured_text(self, eff: Effects, measured: dict[str, tuple[int, ...]]) -> str:
-        """What the dock says after "Measure the effect of ...": each channel's numbers."""
-        lines = []
-        for layer, channels in measured.items():
-            for c in channels:
-                r = eff[layer].row(c)
-                exact = f"{r.exact:+.4g}" if r.exact is not None else "n/a"
-                lines.append(f"{layer} ch {c}: exact {exact} (estimate {r.estimate:+.4g})")
-        return "\n".join(lines) + "\neffect = target with the channel replaced − target"
 
-
-def _estimate(model: Any, cap: Any, layers: list[str], target: Any) -> Effects:
-    """The estimates of ``layers`` (run off the GUI thread); layers without float channels (an
-    index output, a tuple of scalars) are left out, the rest ranked."""
-    try:
-        return estimate_from_capture(model, cap, layers, target=target)
-    except ValueError:
-        pass
-    good = []
-    for name in layers:
-        try:
-            estimate_from_capture(model, cap, [name], target=target)
-        except ValueError:
-            continue
-        good.append(name)
-    if not good:
-        raise ValueError("None of the ticked layers has channels whose effect can be measured.")
-    return estimate_from_capture(model, cap, good, target=target)
+def _what_to_estimate(session: Any, result: RunResult | None) -> tuple[Any, ...]:
+    """What the estimates of ``result`` need: the model, the capture, the layers, the target
+    and the dictionaries of the layers shown as concepts; ValueError says why not."""
+    if result is None:
+        raise ValueError(RUN_FIRST)
+    cap = result.capture
+    if cap is None:
+        raise ValueError("This result keeps no capture: run the model again.")
+    if not cap.gradients:
+        raise ValueError("This result was captured without gradients: nothing to rank.")
+    model = session.model
+    if model is None:
+        raise ValueError("No model.")
+    layers = [n for n in result.shown if n in cap.records]
+    if not layers:
+        raise ValueError("Tick a layer in the module tree: its channels are ranked here.")
+    dicts = {n: att.concepts for n, att in session.concepts.items() if att.shown}
+    return model, cap, layers, session.run_target, dicts

@@ -11,8 +11,8 @@ progress bar, a message line and the sections.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -26,6 +26,8 @@ DEFAULT_TOP = 8
 MAX_TOP = 64
 ROW_HEIGHT = 20
 LABEL_WIDTH = 56
+#: The labels' width where the bars are concepts ("concept 1234").
+CONCEPT_LABEL_WIDTH = 84
 MARGIN = 4
 
 
@@ -41,9 +43,20 @@ def _num(value: float) -> str:
     return f"{value:+.4g}" if math.isfinite(value) else "n/a"
 
 
-def bar_text(layer: str, row: BarRow) -> str:
-    """What hovering a bar says: the channel, estimate, exact and what the sign means."""
-    lines = [f"{layer} · ch {row.channel}", f"estimate {_num(row.estimate)}"]
+def unit_label(unit: str, number: int, names: Mapping[int, str] | None = None) -> str:
+    """``ch 3``, or for a concept ``concept 3`` (``concept 3 "wheel"`` when named)."""
+    if unit != "concept":
+        return f"ch {number}"
+    name = (names or {}).get(int(number), "")
+    return f'concept {number} "{name}"' if name else f"concept {number}"
+
+
+def bar_text(
+    layer: str, row: BarRow, unit: str = "channel", names: Mapping[int, str] | None = None
+) -> str:
+    """What hovering a bar says: the channel (or concept), estimate, exact and what the sign
+    means."""
+    lines = [f"{layer} · {unit_label(unit, row.channel, names)}", f"estimate {_num(row.estimate)}"]
     if row.exact is not None:
         lines.append(f"exact {_num(row.exact)}")
     value = row.exact if row.exact is not None else row.estimate
@@ -51,8 +64,23 @@ def bar_text(layer: str, row: BarRow) -> str:
         lines.append("supports the target (replacing it lowers the target)")
     elif value > 0:
         lines.append("works against the target (replacing it raises it)")
-    lines.append("click: open the channel")
+    lines.append(f"click: open the {unit}")
     return "\n".join(lines)
+
+
+def measured_text(eff: Any, measured: Mapping[str, Sequence[int]]) -> str:
+    """What the dock says after "Measure the effect of ...": each channel's (or concept's)
+    numbers in ``eff`` (an :class:`~actviz.analysis.effects.Effects`)."""
+    from actviz.analysis.concepts.layer_effects import unit_name
+
+    lines = []
+    for layer, channels in measured.items():
+        for c in channels:
+            r = eff[layer].row(c)
+            exact = f"{r.exact:+.4g}" if r.exact is not None else "n/a"
+            label = unit_label(unit_name(eff, layer), c)
+            lines.append(f"{layer} {label}: exact {exact} (estimate {r.estimate:+.4g})")
+    return "\n".join(lines) + "\neffect = target with the channel replaced − target"
 
 
 def _colour(value: float, exact: bool) -> QtGui.QColor:
@@ -77,14 +105,21 @@ class EffectBars(QtWidgets.QWidget):
         super().__init__(parent)
         self.layer = layer
         self.rows: tuple[BarRow, ...] = ()
+        #: What the bars are: ``"channel"`` or ``"concept"`` (a panel showing concepts).
+        self.unit = "channel"
+        #: Names the user gave the concepts.
+        self.names: Mapping[int, str] = {}
         self.setMouseTracking(True)
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed
         )
 
-    def set_rows(self, rows: Sequence[BarRow]) -> None:
-        """Show these bars (in this order)."""
+    def set_rows(
+        self, rows: Sequence[BarRow], unit: str = "channel", names: Mapping[int, str] | None = None
+    ) -> None:
+        """Show these bars (in this order); ``unit``: what they are (their labels)."""
         self.rows = tuple(rows)
+        self.unit, self.names = unit, dict(names or {})
         self.setFixedHeight(max(1, len(self.rows)) * ROW_HEIGHT + 2 * MARGIN)
         self.update()
 
@@ -102,7 +137,7 @@ class EffectBars(QtWidgets.QWidget):
 
     def hover_text(self, index: int) -> str:
         """The tooltip of bar ``index``."""
-        return bar_text(self.layer, self.rows[index])
+        return bar_text(self.layer, self.rows[index], self.unit, self.names)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         return QtCore.QSize(240, max(1, len(self.rows)) * ROW_HEIGHT + 2 * MARGIN)
@@ -112,7 +147,7 @@ class EffectBars(QtWidgets.QWidget):
         try:
             palette = self.palette()
             ink = palette.color(QtGui.QPalette.ColorRole.WindowText)
-            left = LABEL_WIDTH
+            left = LABEL_WIDTH if self.unit != "concept" else CONCEPT_LABEL_WIDTH
             width = max(10, self.width() - left - MARGIN)
             zero = left + width / 2
             half = width / 2 - 2
@@ -127,7 +162,7 @@ class EffectBars(QtWidgets.QWidget):
                 painter.drawText(
                     QtCore.QRectF(0, top, left - 4, ROW_HEIGHT),
                     int(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter),
-                    f"ch {row.channel}",
+                    unit_label(self.unit, row.channel),
                 )
                 bars = [(row.estimate, False)]
                 if row.exact is not None:
@@ -205,12 +240,29 @@ class EffectsSection(QtWidgets.QWidget):
         self.bars = EffectBars(layer)
         layout.addWidget(self.bars)
 
-    def set_rows(self, rows: Sequence[BarRow], info: str, k: int) -> None:
-        """Show ``rows``; ``info`` beside the name; the buttons act on the top ``k``."""
-        self.bars.set_rows(rows)
+    def set_rows(
+        self,
+        rows: Sequence[BarRow],
+        info: str,
+        k: int,
+        unit: str = "channel",
+        names: Mapping[int, str] | None = None,
+    ) -> None:
+        """Show ``rows``; ``info`` beside the name; the buttons act on the top ``k``;
+        ``unit``: ``"channel"`` or ``"concept"`` (the layer's panel shows a dictionary's
+        concepts: the bars are concepts, the buttons remove concepts)."""
+        self.bars.set_rows(rows, unit, names)
         self.info.setText(info)
         self.ablate_button.setText(f"Ablate top {k}")
         self.keep_button.setText(f"Keep only top {k}")
+        if unit == "concept":
+            self.ablate_button.setToolTip(
+                f"What-if: remove the top {k} concepts of {self.layer} (x − z_i d_i) and run again"
+            )
+            self.keep_button.setToolTip(
+                f"What-if: remove every concept of {self.layer} but the top {k} and run again"
+            )
+            return
         self.ablate_button.setToolTip(
             f"What-if: set the top {k} channels of {self.layer} to zero and run again"
         )

@@ -207,9 +207,8 @@ class LiveController(QObject):
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
-        torch threads while capturing. None: while a sequence plays, two lanes at half the
-        worker's count each (see the module docstring), else the worker's count. A number:
-        one lane, at that count.
+        torch threads while capturing. None: two lanes at half the worker's count each while a
+        sequence plays (module docstring), else the worker's count. A number: one lane of it.
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
 
@@ -702,7 +701,8 @@ class LiveController(QObject):
             base,
             layers,
             result,
-            visible,
+            # Panels showing concepts (not channels) keep their last channel mosaics.
+            visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
             capture_model,
             build,
             max_pixels=self._mosaic_budget(visible),

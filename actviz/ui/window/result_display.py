@@ -630,11 +630,11 @@ class ResultDisplay:
     # ========================================================================== panel updates
     def _update_panel(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         # The page the user is on (a frame requested before a page turn, or a pinned result
-        # made before it, still holds the old page): a new layer, the result is not changed.
-        # The page size chosen for the panel's width and the colour map's symmetric range too.
-        # A live frame's panel off screen kept an earlier frame's mosaics: this frame's now.
+        # made before it, holds the old page), its size and the colour map's symmetric range:
+        # a new layer, the result is not changed. Mosaics kept from an earlier live frame (panel
+        # off screen) are made for this one, except under concept tiles (no channels shown).
         layer = with_page(
-            current_mosaics(layer),
+            layer if panel.tile_unit() else current_mosaics(layer),
             self.page_first(layer.name),
             page_size=self.session.page_channels.get(layer.name),
             symmetric=symmetric_for(self.colormap, layer.view),

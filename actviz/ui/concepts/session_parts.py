@@ -1,0 +1,77 @@
+"""What sessions and reports keep of the dictionaries attached to a window's layers (the
+:class:`~actviz.ui.concepts.feature.ConceptsFeature`'s parts of a session file and of an
+exported report).
+
+A session keeps each layer's dictionary folder (the weights stay there), the names the user
+gave and whether the panel shows concepts; a report shows each layer's concept tiles for the
+input, the dictionary described and its named concepts listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["report_part", "restore_session_part", "session_part"]
+
+
+def session_part(session: Any) -> dict[str, Any]:
+    """``{"concepts": {layer: {folder, names, shown, data}}}`` of the dictionaries saved in a
+    folder ({} when none is)."""
+    saved = {layer: att.to_json() for layer, att in session.concepts.items() if att.folder}
+    return {"concepts": saved} if saved else {}
+
+
+def restore_session_part(session: Any, parts: Any) -> list[str]:
+    """Attach a session file's dictionaries again (each read from its folder); the layers'
+    dictionaries it does not name are detached. Returns what could not be restored."""
+    from actviz.analysis.concepts.dictionary import load
+    from actviz.workspace.attached_concepts import AttachedConcepts
+
+    saved = parts.get("concepts") or {}
+    for layer in list(session.concepts):
+        if layer not in saved:
+            session.set_concepts(layer, None)
+    notes = []
+    tree = session.tree
+    for layer, entry in saved.items() if isinstance(saved, dict) else ():
+        folder = str((entry or {}).get("folder", ""))
+        if tree is None or layer not in tree:
+            notes.append(f"concepts of {layer}: no such layer")
+            continue
+        try:
+            concepts = load(folder)
+        except (OSError, ValueError) as exc:
+            notes.append(f"concepts of {layer} not restored: {exc}")
+            continue
+        names = {int(k): str(v) for k, v in (entry.get("names") or {}).items()}
+        att = AttachedConcepts(
+            concepts, folder, names, bool(entry.get("shown", True)), None,
+            str(entry.get("data", "")),
+        )  # fmt: skip
+        session.set_concepts(layer, att)
+    return notes
+
+
+def report_part(session: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
+    """File > Export report: each layer's concept tiles for this input (``tiles``: the
+    :class:`~actviz.analysis.concepts.tiles.ConceptTiles` shown), the dictionary named (its
+    folder, size, k, held-out FVU) and the named concepts listed."""
+    from actviz.analysis.concepts.tiles import concept_label
+    from actviz.display.colormaps import colorize
+
+    figures = []
+    for layer, att in session.concepts.items():
+        shown = tiles.get(layer)
+        if shown is None:
+            continue
+        c = att.concepts
+        fvu = f", held-out FVU {c.heldout_fvu:.3f}" if c.heldout_fvu is not None else ""
+        k = f", k = {c.k}" if c.k is not None else ""
+        top = ", ".join(concept_label(i, att.names) for i in shown.mosaic.tile_channels[:8])
+        caption = (
+            f"Concepts of {layer}: {c.d_sae} concepts ({c.architecture}{k}{fvu}) from "
+            f"{att.folder or 'memory'}; {shown.active} fire on this input, most active: {top}"
+        )
+        figures.append((caption, colorize(shown.mosaic.image)))
+    return {"figures": figures} if figures else {}
