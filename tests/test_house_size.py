@@ -16,7 +16,6 @@ CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
 OVER: dict[str, int] = {
     "actviz/ui/panels/canvas.py": 1256,
-    "actviz/workspace/session_file.py": 1115,
     "actviz/ui/live/playback.py": 993,
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/sessions/feature.py": 902,

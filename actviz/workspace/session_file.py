@@ -22,14 +22,12 @@ dictionary's folder went); custom edits (Python callables) cannot be stored, and
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import os
 import sys
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,9 +36,35 @@ import numpy as np
 import torch
 
 from actviz.core.edit_kinds import Edit
-from actviz.core.records import Capture, LayerRecord
-from actviz.io.errors import ActvizError, WriteError
+from actviz.core.records import Capture
+from actviz.io.errors import WriteError
 from actviz.io.files import atomic_write
+from actviz.workspace.session_codec import (
+    PinState,
+    SessionFileError,
+    _Arrays,
+    _capture_from_json,
+    _capture_to_json,
+    _decode,
+    _dictionaries_of,
+    _encode,
+    _fail,
+    _read_npz,
+    edits_from_json,
+    edits_to_json,
+)
+from actviz.workspace.session_provenance import (
+    InputSource,
+    ModelCheck,
+    ModelSource,
+    _when,
+    file_sha256,
+    input_source_of,
+    model_source_of,
+    open_model_source,
+    verify_model_source,
+    weights_to_keep,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -73,100 +97,13 @@ FORMAT_VERSION = 1
 SUFFIX = ".actviz"
 _KIND = "actviz-session"
 _MANIFEST = "manifest.json"
-#: Edit kinds that a session file can hold (custom edits are Python callables).
-_SAVED_KINDS = ("ablate", "scale", "keep", "clamp", "patch", "concept")
 #: The member holding the dictionaries of concept edits.
 _CONCEPTS_MEMBER = "concepts.npz"
-#: Model kinds that come from one file whose bytes can be hashed.
-_FILE_KINDS = ("state_dict", "safetensors", "torchscript", "export", "pickle")
-
-
-class SessionFileError(ActvizError):
-    """A session file that cannot be opened or written (one line: the file and the cause)."""
 
 
 # --------------------------------------------------------------------------------------------
 # What a session holds
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """How the model was opened (what :func:`actviz.io.models.open_model` took).
-
-    Attributes
-    ----------
-    source
-        The source string: a torchvision name, ``timm:NAME``, a Hugging Face folder or hub
-        id, a checkpoint path, ``file.py:Class``, ``"demo"``.
-    kind
-        :attr:`actviz.io.models.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``, ...).
-    name
-        The display name.
-    arch, weights
-        ``open_model``'s arguments of the same names.
-    trust
-        Whether the model needed ``trust=True`` when saved (opening it again asks anew).
-    sha256, size
-        The checkpoint file's SHA-256 and byte count when the model came from one file
-        (None otherwise): :func:`verify_model_source` compares them.
-    """
-
-    source: str
-    kind: str = ""
-    name: str = ""
-    arch: str | None = None
-    weights: str | None = "DEFAULT"
-    trust: bool = False
-    sha256: str | None = None
-    size: int | None = None
-
-    @property
-    def path(self) -> Path | None:
-        """The checkpoint file, for a model that came from one (else None)."""
-        return Path(self.source) if self.sha256 is not None else None
-
-
-@dataclass(frozen=True)
-class InputSource:
-    """The input, embedded: the tensors themselves, so the session opens without the file.
-
-    Attributes
-    ----------
-    value
-        What the model was given: a tensor, a tuple/list of tensors or a dict of tensors.
-    source
-        Where it came from (a path, ``random:...``, ``text:...``): shown, not reopened.
-    kind
-        ``"image"``, ``"tensor"``, ``"random"``, ``"text"``.
-    image
-        ``(H, W, 3)`` uint8 picture for overlays, or None.
-    description
-        The status-bar line.
-    tokens
-        Token strings of a text input.
-    """
-
-    value: Any = field(repr=False)
-    source: str = ""
-    kind: str = "tensor"
-    image: np.ndarray | None = field(default=None, repr=False)
-    description: str = ""
-    tokens: tuple[str, ...] | None = None
-
-    @property
-    def text(self) -> str | None:
-        """The text of a ``text:`` input, else None."""
-        return self.source[5:] if self.source.startswith("text:") else None
-
-
-@dataclass(frozen=True)
-class PinState:
-    """A pinned result: its label, when it was pinned and (optionally) its capture."""
-
-    label: str
-    pinned_at: float = 0.0
-    capture: Capture | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -247,169 +184,9 @@ class SessionState:
 # --------------------------------------------------------------------------------------------
 
 
-def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    """The SHA-256 of a file's bytes, as hex (read in chunks: checkpoints are large)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def model_source_of(
-    loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
-) -> ModelSource:
-    """The :class:`ModelSource` of an :class:`actviz.io.models.LoadedModel` opened with these
-    ``open_model`` arguments; a model from one file gets the file's SHA-256."""
-    source = str(loaded.source)
-    digest = size = None
-    path = Path(source)
-    if loaded.kind in _FILE_KINDS and path.is_file():
-        source = str(path.resolve())
-        digest, size = file_sha256(path), path.stat().st_size
-    elif loaded.kind == "code":
-        source = _absolute_code_ref(source)
-    return ModelSource(
-        source=source,
-        kind=str(loaded.kind),
-        name=str(loaded.name),
-        arch=None if arch is None else _absolute_code_ref(arch),
-        weights=None if weights is None else str(weights),
-        trust=bool(trust),
-        sha256=digest,
-        size=size,
-    )
-
-
-def _absolute_code_ref(text: str) -> str:
-    """``"/abs/path/mynet.py:MyNet"`` for a ``"mynet.py:MyNet"`` found from the working folder
-    (a session opens again from another one); anything else as it is."""
-    from actviz.io.user_code import parse_code_ref
-
-    ref = parse_code_ref(text)
-    if ref is None or not ref.is_file or Path(ref.target).is_absolute():
-        return text
-    target = Path(ref.target)
-    return f"{target.resolve()}:{ref.attr}" if target.is_file() else text
-
-
-def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
-    """The weights a session must hold for an opened model (``SessionState.model_weights``):
-    its ``state_dict()`` when opening it again would give other weights (random init, model
-    code; the rule of :func:`actviz.io.reproduce.run_source`), else None."""
-    from actviz.io.reproduce import run_source
-
-    state = run_source(loaded, None).state
-    return None if state is None else dict(state)
-
-
-def input_source_of(loaded: Any) -> InputSource:
-    """The :class:`InputSource` of an :class:`actviz.io.input_files.LoadedInput` (its tensors)."""
-    tokens = getattr(loaded, "tokens", None)
-    return InputSource(
-        value=loaded.value,
-        source=str(loaded.source),
-        kind=str(loaded.kind),
-        image=loaded.image,
-        description=str(loaded.description),
-        tokens=tuple(tokens) if tokens else None,
-    )
-
-
-def open_model_source(
-    state: SessionState,
-    path: str | os.PathLike[str] | None = None,
-    *,
-    trust: bool = False,
-    device: str = "cpu",
-) -> Any:
-    """Open the session's model again: :func:`actviz.io.models.open_model` with the saved
-    arguments, then the saved weights when the session holds them (a random init).
-
-    ``path``: where the user located a checkpoint that moved. Check a checkpoint with
-    :func:`verify_model_source` first. ``trust`` is the user's answer now, never the file's:
-    ``ModelSource.trust`` only says the model needed it when saved (a session file from
-    someone else must not open a pickle or run model code unasked). Returns the
-    ``LoadedModel``; raises what ``open_model`` raises (``UntrustedFileError`` included).
-    """
-    from actviz.io.models import open_model
-
-    src = state.model
-    if src is None:
-        raise SessionFileError("the session has no model to open")
-    source = str(path) if path is not None else src.source
-    loaded = open_model(source, arch=src.arch, weights=src.weights, trust=trust, device=device)
-    if state.model_weights is not None:
-        with torch.no_grad():
-            loaded.model.load_state_dict(dict(state.model_weights))
-    return loaded
-
-
-@dataclass(frozen=True)
-class ModelCheck:
-    """What :func:`verify_model_source` found.
-
-    Attributes
-    ----------
-    status
-        ``"ok"`` (the same file, or nothing to check), ``"changed"`` (its SHA-256 differs:
-        the window names it and lets the user continue) or ``"missing"`` (ask to locate it).
-    message
-        One line for the user ("" when ok).
-    path
-        The checkpoint file (None when the model did not come from one).
-    """
-
-    status: str
-    message: str = ""
-    path: Path | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def verify_model_source(
-    state: SessionState, path: str | os.PathLike[str] | None = None
-) -> ModelCheck:
-    """Check that the session's checkpoint is still the file it was saved with.
-
-    Parameters
-    ----------
-    state
-        A loaded session.
-    path
-        Where the user located the checkpoint (default: where it was when saved).
-    """
-    src = state.model
-    if src is None or src.sha256 is None:
-        return ModelCheck("ok")
-    where = Path(path) if path is not None else Path(src.source)
-    if not where.is_file():
-        return ModelCheck(
-            "missing",
-            f"{where}: the session's checkpoint is not there any more",
-            where,
-        )
-    digest = file_sha256(where)
-    if digest != src.sha256:
-        return ModelCheck(
-            "changed",
-            f"{where}: the checkpoint changed since the session was saved (modified "
-            f"{_when(where.stat().st_mtime)}; SHA-256 {digest[:12]}..., saved "
-            f"{src.sha256[:12]}...); its results may differ",
-            where,
-        )
-    return ModelCheck("ok", "", where)
-
-
 # --------------------------------------------------------------------------------------------
 # Edits as JSON
 # --------------------------------------------------------------------------------------------
-
-
-def _pin_of(source: Any, pins: Sequence[PinState]) -> str | None:
-    return next((p.label for p in pins if p.capture is not None and p.capture is source), None)
 
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
@@ -430,273 +207,9 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
     return warnings
 
 
-def edits_to_json(
-    edits: Mapping[str, Sequence[Edit]],
-    pins: Sequence[PinState] = (),
-    dictionaries: list[Any] | None = None,
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """``edits`` as JSON-able rows, and a warning per edit that cannot be stored.
-
-    A patch edit is stored with the label of the pin whose capture is its source (by
-    identity); without one it is left out, as custom edits are. A concept edit is stored
-    with the position of its dictionary in ``dictionaries`` (appended there when new, by
-    identity: the caller saves them; None: a list of this call's own).
-    """
-    if dictionaries is None:
-        dictionaries = []
-    rows: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    for layer, items in edits.items():
-        for edit in items:
-            if edit.kind not in _SAVED_KINDS:
-                warnings.append(
-                    f"edit {edit.describe()!r} on layer {layer!r} is Python code and cannot "
-                    "be saved in a session file; it is left out"
-                )
-                continue
-            row: dict[str, Any] = {"layer": layer, "kind": edit.kind}
-            if edit.kind == "patch":
-                pin = _pin_of(edit.source, pins)
-                if pin is None:
-                    warnings.append(
-                        f"edit {edit.describe()!r} on layer {layer!r}: its source run is not a "
-                        "pinned result saved with the session; it is left out (pin the source "
-                        "run and keep its capture to save it)"
-                    )
-                    continue
-                row["pin"] = pin
-            if edit.kind == "concept":
-                found = [i for i, d in enumerate(dictionaries) if d is edit.concepts]
-                if not found:
-                    dictionaries.append(edit.concepts)
-                row["concepts"] = found[0] if found else len(dictionaries) - 1
-            row["channels"] = None if edit.channels is None else list(edit.channels)
-            for name in ("factor", "min", "max", "call", "dim"):
-                value = getattr(edit, name)
-                if value is not None:
-                    row[name] = value
-            row["enabled"] = bool(edit.enabled)
-            rows.append(row)
-    return rows, warnings
-
-
-def edits_from_json(
-    rows: Sequence[Mapping[str, Any]],
-    pins: Sequence[PinState] = (),
-    dictionaries: Sequence[Any] = (),
-) -> tuple[dict[str, tuple[Edit, ...]], list[str]]:
-    """The edits of :func:`edits_to_json`'s rows (patch sources: ``pins``' captures; concept
-    edits' dictionaries: ``dictionaries``), and a warning per row that cannot be made again.
-
-    Raises
-    ------
-    SessionFileError
-        A row that is not an edit (unknown kind, bad values).
-    """
-    by_label = {p.label: p.capture for p in pins if p.capture is not None}
-    out: dict[str, list[Edit]] = {}
-    warnings: list[str] = []
-    for row in rows:
-        try:
-            kind = row["kind"]
-            if kind not in _SAVED_KINDS:
-                raise ValueError(f"edit kind {kind!r} cannot be in a session file")
-            source = None
-            if kind == "patch":
-                source = by_label.get(row.get("pin"))
-                if source is None:
-                    warnings.append(
-                        f"patch edit on layer {row['layer']!r}: its source pin "
-                        f"{row.get('pin')!r} has no capture in the file; left out"
-                    )
-                    continue
-            concepts = None
-            if kind == "concept":
-                at = row.get("concepts")
-                if (
-                    not isinstance(at, int)
-                    or not 0 <= at < len(dictionaries)
-                    or dictionaries[at] is None
-                ):
-                    warnings.append(
-                        f"concept edit on layer {row['layer']!r}: its dictionary is not in the "
-                        "file; left out"
-                    )
-                    continue
-                concepts = dictionaries[at]
-            edit = Edit(
-                kind,
-                channels=row.get("channels"),
-                factor=row.get("factor"),
-                min=row.get("min"),
-                max=row.get("max"),
-                source=source,
-                call=row.get("call"),
-                enabled=bool(row.get("enabled", True)),
-                dim=row.get("dim"),
-                concepts=concepts,
-            )
-            out.setdefault(str(row["layer"]), []).append(edit)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SessionFileError(f"an edit in the session cannot be read: {exc}") from None
-    return {k: tuple(v) for k, v in out.items()}, warnings
-
-
 # --------------------------------------------------------------------------------------------
 # Arrays: nested tensors <-> JSON structure + npz members
 # --------------------------------------------------------------------------------------------
-
-
-#: Bytes an array adds to an ``.npz`` besides its data (its .npy header and zip entry).
-_NPZ_OVERHEAD = 250
-
-
-class _Arrays:
-    """Arrays of one ``.npz`` member, named ``a0``, ``a1``, ...; with ``measure`` only their
-    size is counted (nothing copied: the size shown before saving a large pin stays cheap)."""
-
-    def __init__(self, measure: bool = False) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
-        self.measure = measure
-        self.count = 0
-        self.nbytes = 22  # the zip's end record
-
-    def add(self, a: np.ndarray) -> str:
-        key = f"a{self.count}"
-        self.count += 1
-        self.nbytes += int(a.nbytes) + _NPZ_OVERHEAD
-        if not self.measure:
-            # np.ascontiguousarray would make a 0-d array 1-d
-            self.arrays[key] = a if a.flags.c_contiguous else a.copy(order="C")
-        return key
-
-    def write(self, zf: zipfile.ZipFile, name: str) -> None:
-        """Write the arrays as member ``name`` of ``zf``, streamed (no copy in memory)."""
-        with zf.open(name, "w", force_zip64=True) as fh:
-            np.savez(fh, **self.arrays)
-
-
-def _tensor_node(t: torch.Tensor, store: _Arrays) -> dict[str, Any]:
-    t = t.detach().cpu()
-    dtype = str(t.dtype).replace("torch.", "")
-    # numpy has no bfloat16: widen it, which is exact, and narrow it again when read
-    a = t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
-    return {"t": "tensor", "k": store.add(a), "dtype": dtype, "grad": bool(t.requires_grad)}
-
-
-def _encode(obj: Any, store: _Arrays) -> dict[str, Any]:
-    """A nested tensor structure as JSON, its tensors put in ``store``."""
-    if isinstance(obj, torch.Tensor):
-        return _tensor_node(obj, store)
-    if isinstance(obj, np.ndarray):
-        return {"t": "ndarray", "k": store.add(obj)}
-    if isinstance(obj, (list, tuple)):
-        kind = "list" if isinstance(obj, list) else "tuple"
-        return {"t": kind, "items": [_encode(v, store) for v in obj]}
-    if isinstance(obj, dict):
-        return {"t": "dict", "items": [[str(k), _encode(v, store)] for k, v in obj.items()]}
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return {"t": "value", "v": obj}
-    if isinstance(obj, float):
-        return {"t": "float", "v": repr(obj)}  # inf and nan survive JSON this way
-    return {"t": "none", "was": type(obj).__name__}  # an object that is not data
-
-
-def _decode(node: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
-    kind = node["t"]
-    if kind == "tensor":
-        t = torch.from_numpy(np.array(arrays[node["k"]]))
-        dtype = getattr(torch, node["dtype"])
-        if t.dtype != dtype:
-            t = t.to(dtype)
-        return t
-    if kind == "ndarray":
-        return np.array(arrays[node["k"]])
-    if kind in ("list", "tuple"):
-        items = [_decode(v, arrays) for v in node["items"]]
-        return items if kind == "list" else tuple(items)
-    if kind == "dict":
-        return {k: _decode(v, arrays) for k, v in node["items"]}
-    if kind == "value":
-        return node["v"]
-    if kind == "float":
-        return float(node["v"])
-    if kind == "none":
-        return None
-    raise ValueError(f"unknown node type {kind!r}")
-
-
-def _float_json(v: float | None) -> Any:
-    return None if v is None else repr(float(v))
-
-
-def _capture_to_json(
-    cap: Capture, store: _Arrays, pins: Sequence[PinState], dictionaries: list[Any]
-) -> dict[str, Any]:
-    records = []
-    # The edits it ran with, as the session's own (a patch's source: a saved pin).
-    edit_rows, _ = edits_to_json(cap.edits, pins, dictionaries)
-    for name in cap.names:
-        for rec in cap.records[name]:
-            records.append(
-                {
-                    "name": rec.name,
-                    "call": rec.call_index,
-                    "type": rec.module_type,
-                    "inputs": _encode(rec.inputs, store),
-                    "output": _encode(rec.output, store),
-                    "grad_output": _encode(rec.grad_output, store),
-                    "grad_inputs": _encode(rec.grad_inputs, store),
-                }
-            )
-    return {
-        "names": list(cap.names),
-        "records": records,
-        "output": _encode(cap.output, store),
-        "input_grads": _encode(cap.input_grads, store),
-        "inputs": _encode(cap.inputs, store),
-        "target_value": _float_json(cap.target_value),
-        "target_index": cap.target_index,
-        "target_description": cap.target_description,
-        "warnings": list(cap.warnings),
-        "nbytes": int(cap.nbytes),
-        "elapsed_s": float(cap.elapsed_s),
-        "gradients": bool(cap.gradients),
-        "mode": cap.mode,
-        "edits": edit_rows,
-    }
-
-
-def _capture_from_json(d: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Capture:
-    records: dict[str, list[LayerRecord]] = {n: [] for n in d["names"]}
-    for r in d["records"]:
-        records.setdefault(r["name"], []).append(
-            LayerRecord(
-                name=r["name"],
-                call_index=int(r["call"]),
-                module_type=r["type"],
-                inputs=_decode(r["inputs"], arrays),
-                output=_decode(r["output"], arrays),
-                grad_output=_decode(r["grad_output"], arrays),
-                grad_inputs=_decode(r["grad_inputs"], arrays),
-            )
-        )
-    tv = d["target_value"]
-    return Capture(
-        names=list(d["names"]),
-        records=records,
-        output=_decode(d["output"], arrays),
-        input_grads=_decode(d["input_grads"], arrays),
-        target_value=None if tv is None else float(tv),
-        target_index=d["target_index"],
-        target_description=d["target_description"],
-        warnings=list(d["warnings"]),
-        inputs=_decode(d["inputs"], arrays),
-        nbytes=int(d["nbytes"]),
-        elapsed_s=float(d["elapsed_s"]),
-        gradients=bool(d["gradients"]),
-        mode=d["mode"],
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -868,47 +381,6 @@ def save_state(
 # --------------------------------------------------------------------------------------------
 
 
-def _fail(path: Path, why: str) -> SessionFileError:
-    return SessionFileError(f"{path}: {why}")
-
-
-def _read_npz(path: Path, zf: zipfile.ZipFile, member: str) -> dict[str, np.ndarray]:
-    try:
-        data = zf.read(member)
-    except KeyError:
-        raise _fail(path, f"damaged session file: {member} is missing") from None
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise _fail(path, f"{member} is not an .npz archive")
-            out = {n: npz[n] for n in npz.files}
-    except SessionFileError:
-        raise
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
-            raise _fail(
-                path,
-                f"{member} holds a pickle (Python objects); session files hold only plain "
-                "arrays, so it is not opened",
-            ) from None
-        raise _fail(path, f"damaged session file: {member}: {exc}") from None
-    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        raise _fail(path, f"damaged session file: {member}: {exc}") from None
-    for key, value in out.items():
-        # NpzFile hands back a member that is not .npy data as raw bytes: refuse it
-        if not isinstance(value, np.ndarray) or value.dtype.hasobject:
-            raise _fail(path, f"{member}: {key} is not a plain array; it is not opened")
-    return out
-
-
-def _when(stamp: float) -> str:
-    """``"4 Mar 09:05"``: a file's time as the window says it (local time)."""
-    import time
-
-    local = time.localtime(stamp)
-    return f"{local.tm_mday} {time.strftime('%b %H:%M', local)}"
-
-
 def describe_session_file(path: str | os.PathLike[str]) -> str:
     """One line saying which investigation a session file holds, from its manifest alone
     (quick for a file of any size): ``"resnet18 (random init) on cat.png, 2 layers ticked,
@@ -975,24 +447,6 @@ def load_state(path: str | os.PathLike[str]) -> SessionState:
         raise _fail(path, f"damaged session file ({type(exc).__name__}: {exc})") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise _fail(path, f"damaged session file: {type(exc).__name__}: {exc}") from None
-
-
-def _dictionaries_of(section: Any, arrays_of: Any, warnings: list[str]) -> list[Any]:
-    """The dictionaries of the file's concept edits (None where one cannot be made: its
-    edits are then left out with a warning)."""
-    if section is None:
-        return []
-    from actviz.analysis.concepts.dictionary import from_parts
-
-    out: list[Any] = []
-    arrays = arrays_of(section)
-    for i, entry in enumerate(section["dictionaries"]):
-        try:
-            out.append(from_parts(entry["cfg"], _decode(entry["tensors"], arrays)))
-        except (ValueError, TypeError) as exc:
-            warnings.append(f"dictionary {i} of the concept edits cannot be made: {exc}")
-            out.append(None)
-    return out
 
 
 def _load(path: Path, zf: zipfile.ZipFile) -> SessionState:
