@@ -8,6 +8,8 @@ workers of their own, so a run or a live frame never interrupts them.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +18,15 @@ from PySide6.QtCore import QObject, Signal
 from actviz.core.model_copy import ModelCopy, with_loading
 from actviz.ui.host import WindowHost
 
-__all__ = ["WorkerCopy"]
+__all__ = ["COPY_IDLE_S", "WorkerCopy"]
+
+#: A copy nobody used for this long goes when the window is idle (made again when wanted).
+COPY_IDLE_S = 60.0
+
+
+# References to a held copy's module when only its entry holds it: the entry's attribute and
+# getrefcount's own argument.
+_HELD_REFS = 2
 
 
 class _CopySignals(QObject):
@@ -53,6 +63,10 @@ class WorkerCopy(QObject):
         self._closed = False
         self._signals = _CopySignals(self)
         self._signals.copied.connect(self._on_copied)
+        self._used_at = 0.0  # time.monotonic() when the copy held was last handed out
+        memory = getattr(host, "memory", None)
+        if memory is not None:
+            memory.idle.connect(self._on_window_idle)
         host.worker.signals.started.connect(self._check)
         host.worker.signals.cancelled.connect(self._on_worker_cancelled)
         host.run_started.connect(self._check)
@@ -74,6 +88,7 @@ class WorkerCopy(QObject):
             return
         if self.is_held():
             assert self._held is not None
+            self._used_at = time.monotonic()
             then(self._held.twin)
             return
         if then not in self._then:
@@ -95,6 +110,16 @@ class WorkerCopy(QObject):
         """Let go of the copy held (another model, or the memory): the next :meth:`get`
         makes a new one."""
         self.abandon()
+        self._held = None
+
+    def _on_window_idle(self) -> None:
+        # A copy is as large as the model: one not used for a while goes back to the system
+        # with the window's idle trim, unless a job still runs on it (it holds a reference).
+        held = self._held
+        if held is None or self.pending or time.monotonic() - self._used_at < COPY_IDLE_S:
+            return
+        if held.twin is not None and sys.getrefcount(held.twin) > _HELD_REFS:
+            return
         self._held = None
 
     def close(self) -> None:
@@ -145,5 +170,6 @@ class WorkerCopy(QObject):
                 self._failed(entry.error)
             return
         self._held = entry
+        self._used_at = time.monotonic()
         for call in then:
             call(entry.twin)

@@ -62,3 +62,36 @@ def test_the_copy_is_made_once_for_all_who_wait_and_kept_until_the_weights_chang
         del tiny_cnn.__deepcopy__
     assert isinstance(errors[0], TypeError) and len(now) == 2
     tiny_cnn.eval()
+
+
+def test_a_copy_nobody_uses_goes_when_the_window_is_idle_unless_a_job_runs_on_it(
+    actviz_window, tiny_cnn, monkeypatch
+):
+    import gc
+    import weakref
+
+    import actviz.ui.worker_copy as worker_copy
+
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    copies = win.feature("concepts").copies
+    got: list = []
+    copies.get(got.append, lambda error: got.append(error))
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    twin = got.pop()
+    assert isinstance(twin, torch.nn.Module) and copies.is_held()
+    gone = weakref.ref(twin)
+    idle = win.window.memory.idle
+    idle.emit()
+    assert copies.is_held()  # used a moment ago: kept for the next job
+    monkeypatch.setattr(worker_copy, "COPY_IDLE_S", 0.0)
+    idle.emit()
+    assert copies.is_held()  # a job still runs on it (it holds the copy): kept
+    del twin
+    idle.emit()
+    assert not copies.is_held()
+    gc.collect()
+    assert gone() is None  # its memory can go back with the idle trim
+    copies.get(got.append, lambda error: got.append(error))  # wanted again: made again
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    assert isinstance(got[0], torch.nn.Module) and got[0] is not tiny_cnn

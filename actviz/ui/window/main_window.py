@@ -175,11 +175,12 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             self.session, self.display, self.commands, self.centre.banner,
             self.status.status_label, self.show_warning, self.pinned_shown,
         )  # fmt: skip
+        # Before the features: a feature's model copy lets go of it when the window is idle.
+        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
         for make in features if features is not None else default_features():
             feature = make(self)
             self.features[feature.name] = feature
         self.plugins = attach_plugins(self, plugins)  # after the built-ins, as they are built
-        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
         self._dropped = ""
         self._open_dropped_soon = DeferredCall(self, lambda: self.open_dropped(self._dropped))
         self.pins_ui.compare_with = self.compare_with_pin

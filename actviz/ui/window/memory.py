@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from actviz.core import allocator
 
@@ -26,8 +26,11 @@ class IdleMemory(QObject):
     """Trims freed memory off the GUI thread when ``busy()`` has been False for a while.
 
     ``touch()`` (connected to the session's result and model events) says something happened;
-    nothing is trimmed twice for the same idle stretch.
+    nothing is trimmed twice for the same idle stretch. ``idle`` is emitted first (on the GUI
+    thread): what the window keeps only to be quick next time (a model copy) may go with it.
     """
+
+    idle = Signal()
 
     def __init__(self, parent: QObject, busy: Callable[[], bool]) -> None:
         super().__init__(parent)
@@ -49,6 +52,7 @@ class IdleMemory(QObject):
             return
         if self._thread is not None and self._thread.is_alive():
             return
+        self.idle.emit()
         self._thread = threading.Thread(target=self._trim, name="actviz-trim", daemon=True)
         self._thread.start()
 
