@@ -1,12 +1,15 @@
-"""Background jobs with stale results dropped and cooperative cancel.
+"""Background jobs as handles: stale results dropped, cooperative cancel.
 
-Hooks are per-module state, so two captures on one model at the same time would mix their
-records: a capture worker owns a single-thread ``QThreadPool`` and runs jobs strictly one after
-the other. Loading a model builds a new module nobody else holds yet, so the window's model
-loader may use two threads: a new load starts at once while a stale one finishes unseen. Each :meth:`Worker.submit` bumps a generation counter; a job whose generation is no longer
-current is asked to stop (its ``should_stop`` turns True, which ``actviz.capture`` polls before
-every module call) and whatever it returns is dropped, so the window only ever shows the result
-of the latest request. Errors are emitted, never swallowed (the superqt worker pattern).
+:meth:`Worker.submit` returns a :class:`Job`; whoever submits connects to its signals and
+nobody else hears of it (the shape of superqt's ``WorkerBase``). Hooks are per-module state, so
+two captures on one model at the same time would mix their records: a capture worker owns a
+single-thread ``QThreadPool`` and runs jobs strictly one after the other. Loading a model builds
+a new module nobody else holds yet, so the window's model loader may use two threads: a new load
+starts at once while a stale one finishes unseen. By default a submitted job supersedes every
+earlier one: those emit ``superseded`` at once, are asked to stop (their ``should_stop`` turns
+True, which ``actviz.capture`` polls before every module call) and whatever they return is
+dropped, so the window only ever shows the result of the latest request. Errors are emitted,
+never swallowed. The numbers that order jobs stay inside this module.
 
 Pipelining: a job may return :class:`Staged` once it no longer needs the model (live mode
 returns it after the capture). Its ``then`` finishes the job on a second thread, in submission
@@ -26,6 +29,7 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -163,28 +167,19 @@ class Job(QObject):
             getattr(self, name).connect(slot)
         return self
 
-    # Transitional: compares as its number while callers still hold numbers.
-    def __index__(self) -> int:
-        return self._number
-
-    def __hash__(self) -> int:
-        return hash(self._number)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (int, Job)) and self._number == int(other)
-
-    def __lt__(self, other: object) -> bool:
-        return self._number < int(other)  # type: ignore[call-overload]
-
-    def __gt__(self, other: object) -> bool:
-        return self._number > int(other)  # type: ignore[call-overload]
-
-    def __int__(self) -> int:
-        return self._number
-
-    def _end(self, outcome: str, *args: Any) -> None:
+    def _end(self, outcome: str, *args: Any, quietly: bool = False) -> None:
         self.outcome = outcome
-        getattr(self, outcome).emit(*args)
+        if not quietly:
+            getattr(self, outcome).emit(*args)
+        # Nothing more is emitted: let go of the slots, and of what their closures hold (a
+        # slot that names its job makes a cycle through Qt that the collector cannot see).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a signal nobody connected to
+            for name in _SIGNALS:
+                getattr(self, name).disconnect()
+
+
+_SIGNALS = ("started", "staged", "progress", "finished", "failed", "cancelled", "superseded")
 
 
 class _RunnerSignals(QObject):
@@ -277,17 +272,6 @@ class _Runner:
         self.second_stage = None
 
 
-class WorkerSignals(QObject):
-    """Every current job's events with its number (being replaced by :class:`Job`)."""
-
-    started = Signal(int)
-    staged = Signal(int)
-    progress = Signal(int, str)
-    finished = Signal(int, object)
-    errored = Signal(int, object)
-    cancelled = Signal(int)
-
-
 class Worker(QObject):
     """Runs jobs one at a time off the GUI thread; only current jobs report.
 
@@ -304,9 +288,12 @@ class Worker(QObject):
         per-module state); jobs that touch no shared model (loading a new one) may use more.
     """
 
+    #: Every job as it is submitted (before the caller connects to it): for whoever watches
+    #: the worker as a whole rather than one job of its own (tests, benchmarks).
+    job_submitted = Signal(object)
+
     def __init__(self, parent: QObject | None = None, *, max_threads: int = 1) -> None:
         super().__init__(parent)
-        self.signals = WorkerSignals(self)
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(max(1, int(max_threads)))
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
@@ -337,17 +324,6 @@ class Worker(QObject):
     def submitted(self) -> int:
         """How many jobs were submitted so far."""
         return self._submitted
-
-    @property
-    def generation(self) -> int:  # transitional: goes with the last user
-        return self._generation
-
-    def is_current(self, generation: int) -> bool:  # transitional
-        return self._is_current(generation)
-
-    def is_stale(self, generation: int) -> bool:  # transitional
-        with self._lock:
-            return generation < self._floor
 
     def jobs(self) -> list[Job]:
         """The jobs that will still report (current: neither ended nor superseded), oldest
@@ -435,6 +411,7 @@ class Worker(QObject):
         self._jobs[gen] = handle
         pool.start(runner.run)
         self._supersede()
+        self.job_submitted.emit(handle)
         return handle
 
     def _lane_pool(self, lane: int) -> QThreadPool:
@@ -448,9 +425,10 @@ class Worker(QObject):
         """Jobs below the floor end as ``superseded`` (once each)."""
         stale = [gen for gen in self._jobs if gen < self._floor]
         for gen in stale:
-            job = self._jobs.pop(gen)
-            if emit:
-                job._end("superseded")  # noqa: SLF001 - the worker ends its jobs
+            # A slot of an earlier one may have submitted (and so ended this one) already.
+            job = self._jobs.pop(gen, None)
+            if job is not None:
+                job._end("superseded", quietly=not emit)  # noqa: SLF001 - the worker ends it
 
     def cancel(self, job: Job | None = None) -> bool:
         """Ask the current jobs to stop (only ``job`` when given: a feature's Cancel leaves
@@ -509,21 +487,18 @@ class Worker(QObject):
         job = self._current_job(gen)
         if job is not None:
             job.started.emit()
-            self.signals.started.emit(gen)
 
     @Slot(int)
     def _on_runner_staged(self, gen: int) -> None:
         job = self._current_job(gen)
         if job is not None:
             job.staged.emit()
-            self.signals.staged.emit(gen)
 
     @Slot(int, str)
     def _on_runner_progress(self, gen: int, message: str) -> None:
         job = self._current_job(gen)
         if job is not None:
             job.progress.emit(message)
-            self.signals.progress.emit(gen, message)
 
     @Slot(int, object, object, float)
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
@@ -558,10 +533,7 @@ class Worker(QObject):
         # Finished before it noticed the cancel: the user asked not to see it either.
         if was_cancelled or isinstance(error, CaptureCancelled):
             job._end("cancelled")  # noqa: SLF001 - the worker ends its jobs
-            self.signals.cancelled.emit(gen)
         elif error is not None:
             job._end("failed", error)  # noqa: SLF001
-            self.signals.errored.emit(gen, error)
         else:
             job._end("finished", result)  # noqa: SLF001
-            self.signals.finished.emit(gen, result)

@@ -140,4 +140,27 @@ def test_on_connects_several_slots_and_drop_supersedes_every_job(qtbot, worker):
     # Closing drops quietly: a window's slots are not called while it goes.
     c = worker.submit(lambda stop, progress: 3).on(superseded=lambda: seen.append("c gone"))
     assert worker.shutdown(5000)
-    assert seen == ["a gone", "b gone"] and not c.done
+    assert seen == ["a gone", "b gone"] and c.outcome == "superseded"
+
+
+def test_an_ended_job_lets_go_of_its_slots_and_what_they_hold(qtbot, worker):
+    import gc
+    import weakref
+
+    class Owner:
+        def show(self, job, value):
+            self.shown = (job, value)
+
+    owners, jobs = [], []
+    for supersede in (False, True):
+        owner = Owner()
+        job = worker.submit(lambda stop, progress: 1, supersede=supersede)
+        # A slot naming its own job: a cycle through Qt the collector cannot see.
+        job.finished.connect(lambda value, job=job, owner=owner: owner.show(job, value))
+        owners.append(weakref.ref(owner))
+        jobs.append(job)  # the handles stay held (a request keeps its job)
+        del owner, job
+    qtbot.waitUntil(lambda: all(j.done for j in jobs), timeout=5000)
+    assert [j.outcome for j in jobs] == ["superseded", "finished"]
+    gc.collect()
+    assert [o() for o in owners] == [None, None]
