@@ -98,8 +98,9 @@ class RunControl:
 
     def watch(self, job: Job, *, kind: str = "run", streamed: bool = False) -> None:
         """Show ``job``'s end as a run's: its result in the panels, its error in the banner.
-        ``streamed``: one frame of a stream (live mode playing), which says nothing per frame
-        in the status bar."""
+        ``kind``: "run", "prepare" (new views of the result shown) or "frame" (a live frame);
+        ``streamed``: a frame of a stream playing, which says nothing per frame in the status
+        bar."""
         if kind != "frame":
             self._job_kind = kind
         job.on(
