@@ -669,7 +669,6 @@ class SessionsFeature(FeatureBase, QObject):
 
     def _submit_report(self, report: ReportJob) -> None:
         self._reports[report] = None
-        # A submission that did not write the file (another one began first) returns None.
         report.submit(self.host.worker).on(
             finished=lambda info: info is not None and self._on_report_finished(report, info),
             failed=lambda error: self._on_report_errored(report, error),

@@ -32,7 +32,8 @@ class ReportJob:
         self._lock = threading.Lock()
 
     def submit(self, worker: Worker) -> Job:
-        """One more submission of the job (behind what is queued: a run still reports)."""
+        """One more submission of the job (behind what is queued: a run still reports). It
+        finishes with None when another submission began first (that one writes the file)."""
         job, k = self.job, len(self.handles)
         self.handles.append(worker.submit(lambda stop, prog: job(stop, prog, k), supersede=False))
         return self.handles[-1]
