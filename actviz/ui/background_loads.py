@@ -56,8 +56,8 @@ class ModelRequest:
     ----------
     remember
         Add it to the recent models when it opens.
-    generation
-        The loader generation running it (a retry after the trust question gets a new one).
+    job
+        The loader's job running it (a retry after the trust question gets a new one).
     succeeded
         None while pending, then True or False.
     dialog
@@ -70,7 +70,7 @@ class ModelRequest:
     weights: str | None = "DEFAULT"
     trust: bool = False
     remember: bool = True
-    generation: int = 0
+    job: Any = None
     succeeded: bool | None = None
     dialog: Any = None
 
@@ -98,7 +98,8 @@ class InputRequest:
     dropped: bool = False
     swap: bool = False
     model: Any = None
-    generation: int = 0
+    #: The loader's job reading it (None while it waits for a model being opened).
+    job: Any = None
     succeeded: bool | None = None
 
 

@@ -9,8 +9,9 @@ its widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ``add_too
 ``show_warning`` / ``show_status``. It never imports ``actviz.ui.window`` nor another feature's
 package, so features can be added, removed and tested one at a time.
 
-The window calls each feature back through :class:`Feature`: Esc cancels, busy state, jobs it
-owns on the shared worker, "Reset window layout" and shutdown. A feature that runs one job at a
+The window calls each feature back through :class:`Feature`: Esc cancels, busy state, "Reset
+window layout" and shutdown. A feature connects to the :class:`~actviz.ui.worker.Job` each
+``submit`` returns: nobody else hears of it. A feature that runs one job at a
 time with a progress bar, a Cancel button and a message line keeps them in step with the job
 through :class:`FeatureJob` (and :func:`show_steps` / :func:`show_line` for the bar and line).
 """
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
-    from actviz.ui.worker import Worker
+    from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
 __all__ = [
@@ -106,7 +107,8 @@ class WindowHost(Protocol):
     @property
     def layer_panels(self) -> Mapping[str, LayerPanel]: ...
     def panel(self, layer: str) -> LayerPanel | None: ...
-    def run(self) -> int | None: ...
+    def run(self) -> Job | None: ...
+    def show_run(self, job: Job, *, streamed: bool = False) -> None: ...
     def schedule_run(self) -> None: ...
     def refresh_busy(self, text: str = "") -> None: ...
     def is_closed(self) -> bool: ...
@@ -190,14 +192,12 @@ class Feature(Protocol):
 
     def cancel(self) -> bool: ...
     def is_busy(self) -> bool: ...
-    def owns_job(self, generation: int) -> bool: ...
-    def streams_job(self, generation: int) -> bool: ...
     def reset_layout(self) -> None: ...
     def shutdown(self) -> None: ...
 
 
 class FeatureBase:
-    """Defaults for :class:`Feature`: nothing to cancel, never busy, owns no job."""
+    """Defaults for :class:`Feature`: nothing to cancel, never busy."""
 
     name = ""
 
@@ -207,15 +207,6 @@ class FeatureBase:
 
     def is_busy(self) -> bool:
         """True while the feature runs something the user can cancel."""
-        return False
-
-    def owns_job(self, generation: int) -> bool:
-        """True when ``generation`` is a job this feature put on the shared worker."""
-        return False
-
-    def streams_job(self, generation: int) -> bool:
-        """True when ``generation`` is one frame of a stream this feature plays (the window
-        shows its result, but says nothing per frame: "Running…" 30 times a second is noise)."""
         return False
 
     def reset_layout(self) -> None:
@@ -263,10 +254,11 @@ class FeatureJob(QObject):
     job) and ``set_message(text, *, error=False)``; with ``steps``, ``set_progress(done,
     total)`` too. :meth:`start` makes the view busy, says ``message`` and submits the job
     without superseding (a run already queued still reports; a later run replaces this job).
-    Then, for the job's generation:
+    Then, from the job's handle:
 
     * progress: the view shows :attr:`progress` (``(done, total)``, written by the job's
-      thread, read here on the GUI thread: one tuple);
+      thread, read here on the GUI thread: one tuple); on the window's worker, the status bar
+      shows the job's message;
     * finished: the view is freed, the window's status says ``done`` (given to
       :meth:`start`), then ``on_finished(value, context)``;
     * failed (logged at INFO on the feature's module logger as ``"<log_as> failed"``) or
@@ -276,16 +268,14 @@ class FeatureJob(QObject):
     * superseded (``interrupted`` given: the worker started a newer job, or the window a run,
       so this one never reports): the view is freed and says ``interrupted`` in red.
 
-    Each red message also goes to ``on_failed(text)`` when given. Signals of other
-    generations go to ``on_other(generation)`` when given.
+    Each red message also goes to ``on_failed(text)`` when given.
 
     Parameters
     ----------
     parent
         The feature (its module's logger logs failures).
     host
-        The window: its ``refresh_busy`` and ``run_started``; its capture worker is the
-        default ``worker``.
+        The window: its ``refresh_busy``; its capture worker is the default ``worker``.
     view
         What shows the job (see above).
     """
@@ -304,7 +294,6 @@ class FeatureJob(QObject):
         on_finished: Callable[[Any, Any], None],
         interrupted: str = "",
         on_failed: Callable[[str], Any] | None = None,
-        on_other: Callable[[int], None] | None = None,
         steps: bool = True,
         worker: Worker | None = None,
     ) -> None:
@@ -312,13 +301,12 @@ class FeatureJob(QObject):
         self.host = host
         self.view = view
         self.worker = worker if worker is not None else host.worker
-        #: Generation of the job running (None: none).
-        self.gen: int | None = None
+        #: The job running (None: none).
+        self.job: Job | None = None
         #: What :meth:`start` was given to hand to ``on_finished`` (None when none runs).
         self.context: Any = None
         #: ``(done, total)`` steps of the job running (written by its thread).
         self.progress: tuple[int, int] = (0, 0)
-        self._owned: set[int] = set()
         # The failure prefix given at construction, and the running job's.
         self._failed_default = self._failed = failed
         self._failed_status = failed_status
@@ -327,30 +315,16 @@ class FeatureJob(QObject):
         self._done = ""
         self._log = logging.getLogger(type(parent).__module__)
         self._log_as = log_as
-        self._on_finished, self._on_failed, self._on_other = on_finished, on_failed, on_other
+        self._on_finished, self._on_failed = on_finished, on_failed
+        self._steps = steps
         # What the view says of the running job, and when it began (steps and an ETA follow).
         self._message = ""
         self._began = 0.0
-        signals = self.worker.signals
-        if steps:
-            signals.started.connect(self._on_worker_started)
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
-        if steps:
-            signals.progress.connect(self._on_worker_progress)
-        if interrupted:
-            signals.started.connect(self._check_interrupted)
-            host.run_started.connect(self._check_interrupted)
 
     @property
     def running(self) -> bool:
         """True from :meth:`start` until the job's end is shown."""
-        return self.gen is not None
-
-    def owns(self, generation: int) -> bool:
-        """Whether ``generation`` is a job started here (the window's slots leave it alone)."""
-        return generation in self._owned
+        return self.job is not None
 
     def start(
         self,
@@ -361,26 +335,38 @@ class FeatureJob(QObject):
         done: str,
         failed: str | None = None,
         context: Any = None,
-    ) -> int:
+    ) -> Job:
         """Submit ``job(should_stop, report)``; the view says ``message``, the window's status
         ``status`` now and ``done`` once it finished (``failed``: this job's failure prefix
-        instead of the one given at construction). Returns its generation."""
+        instead of the one given at construction). Returns its handle."""
         self.context = context
         self._failed = failed if failed is not None else self._failed_default
         self._done = done
         self.view.set_busy(True)
         self.view.set_message(message)
         self._message, self._began = message, time.monotonic()
-        self.gen = self.worker.submit(job, supersede=False)
-        self._owned.add(self.gen)
+        handle = self.job = self.worker.submit(job, supersede=False)
+        # Each slot checks the job is still this one: a later start (or drop) forgets it.
+        handle.on(
+            finished=lambda value: self._finished(handle, value),
+            failed=lambda error: self._errored(handle, error),
+            cancelled=lambda: self._was_cancelled(handle),
+            superseded=lambda: self._superseded(handle),
+        )
+        if self.worker is self.host.worker:  # the window's status bar says what it does
+            handle.progress.connect(self.host.show_status)
+        if self._steps:
+            handle.on(
+                started=lambda: self._started(handle), progress=lambda _m: self._stepped(handle)
+            )
         self.host.refresh_busy(status)
-        return self.gen
+        return handle
 
     def cancel(self) -> bool:
         """Ask the running job to stop (its end is shown when the worker says so)."""
-        if self.gen is None:
+        if self.job is None:
             return False
-        self.worker.cancel(self.gen)
+        self.job.cancel()
         return True
 
     def drop(self) -> None:
@@ -388,14 +374,14 @@ class FeatureJob(QObject):
         stale and reports nothing, and the view is left as it is. For a worker of the
         feature's own whose next job replaces this one (a job of the shared worker is made
         stale by a run instead: ``interrupted``)."""
-        self.worker.drop()
-        self.gen = None
+        self.job = None
         self.context = None
+        self.worker.drop()
 
-    # ------------------------------------------------------------------ the worker's signals
+    # ------------------------------------------------------------------ the job's signals
     def _free(self, status: str) -> Any:
         context = self.context
-        self.gen = None
+        self.job = None
         self.context = None
         self.view.set_busy(False)
         self.host.refresh_busy(status)
@@ -407,44 +393,36 @@ class FeatureJob(QObject):
         if self._on_failed is not None:
             self._on_failed(text)
 
-    def _mine(self, gen: int) -> bool:
-        if gen == self.gen:
-            return True
-        if self._on_other is not None:
-            self._on_other(gen)
-        return False
-
-    def _on_worker_started(self, gen: int, *_args: Any) -> None:
-        if gen == self.gen:  # it may have waited for a run: the clock starts now
+    def _started(self, job: Job) -> None:
+        if job is self.job:  # it may have waited for a run: the clock starts now
             self._began = time.monotonic()
 
-    def _on_worker_progress(self, gen: int, _message: str) -> None:
-        if gen == self.gen:
+    def _stepped(self, job: Job) -> None:
+        if job is self.job:
             done, total = self.progress
             self.view.set_progress(done, total)
             if total > 0 and done > 0:
                 elapsed = time.monotonic() - self._began
                 self.view.set_message(step_message(self._message, done, total, elapsed))
 
-    def _check_interrupted(self, *_args: Any) -> None:
-        gen = self.gen
-        if gen is not None and self.worker.is_stale(gen):
+    def _superseded(self, job: Job) -> None:
+        if job is self.job and self._interrupted:
             # A status of its own: live frames set none, so the job's "…ing" would stay.
             self._fail(
                 f"{self._log_as[:1].upper()}{self._log_as[1:]} interrupted", self._interrupted
             )
 
-    def _on_worker_finished(self, gen: int, value: Any) -> None:
-        if self._mine(gen):
+    def _finished(self, job: Job, value: Any) -> None:
+        if job is self.job:
             self._on_finished(value, self._free(self._done))
 
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        if self._mine(gen):
+    def _errored(self, job: Job, error: BaseException) -> None:
+        if job is self.job:
             self._log.info("%s failed: %s", self._log_as, error)
             self._fail(self._failed_status, f"{self._failed}: {describe_error(error)}")
 
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if self._mine(gen):
+    def _was_cancelled(self, job: Job) -> None:
+        if job is self.job:
             text = self._cancelled() if callable(self._cancelled) else self._cancelled
             self._fail(self._cancelled_status, text)
 

@@ -1,12 +1,15 @@
-"""Background jobs with stale results dropped and cooperative cancel.
+"""Background jobs as handles: stale results dropped, cooperative cancel.
 
-Hooks are per-module state, so two captures on one model at the same time would mix their
-records: a capture worker owns a single-thread ``QThreadPool`` and runs jobs strictly one after
-the other. Loading a model builds a new module nobody else holds yet, so the window's model
-loader may use two threads: a new load starts at once while a stale one finishes unseen. Each :meth:`Worker.submit` bumps a generation counter; a job whose generation is no longer
-current is asked to stop (its ``should_stop`` turns True, which ``actviz.capture`` polls before
-every module call) and whatever it returns is dropped, so the window only ever shows the result
-of the latest request. Errors are emitted, never swallowed (the superqt worker pattern).
+:meth:`Worker.submit` returns a :class:`Job`; whoever submits connects to its signals and
+nobody else hears of it (the shape of superqt's ``WorkerBase``). Hooks are per-module state, so
+two captures on one model at the same time would mix their records: a capture worker owns a
+single-thread ``QThreadPool`` and runs jobs strictly one after the other. Loading a model builds
+a new module nobody else holds yet, so the window's model loader may use two threads: a new load
+starts at once while a stale one finishes unseen. By default a submitted job supersedes every
+earlier one: those emit ``superseded`` at once, are asked to stop (their ``should_stop`` turns
+True, which ``actviz.capture`` polls before every module call) and whatever they return is
+dropped, so the window only ever shows the result of the latest request. Errors are emitted,
+never swallowed. The numbers that order jobs stay inside this module.
 
 Pipelining: a job may return :class:`Staged` once it no longer needs the model (live mode
 returns it after the capture). Its ``then`` finishes the job on a second thread, in submission
@@ -26,6 +29,7 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +41,8 @@ from actviz.core.threads import torch_threads, worker_threads
 
 log = logging.getLogger(__name__)
 
-#: A job receives ``should_stop()`` and ``progress(message)`` and returns its result.
-Job = Callable[[Callable[[], bool], Callable[[str], None]], Any]
+#: A job's function receives ``should_stop()`` and ``progress(message)``; returns its result.
+JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 
 
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
@@ -94,38 +98,88 @@ class Staged:
     Attributes
     ----------
     then
-        A :data:`Job` (``then(should_stop, progress)``). It must not touch the model: the next
+        A :data:`JobFn` (``then(should_stop, progress)``). It must not touch the model: the next
         job's capture may run meanwhile.
     """
 
-    then: Job
+    then: JobFn
 
 
-class WorkerSignals(QObject):
-    """What the worker reports, on the GUI thread, for the current generation only.
+class Job(QObject):
+    """One job submitted to a :class:`Worker`: connect to its signals, ask it to stop.
+
+    Whoever submits connects to its own job (the shape of superqt's ``WorkerBase``): nobody
+    else hears of it. Exactly one of ``finished``, ``failed``, ``cancelled`` and
+    ``superseded`` is emitted, once, on the GUI thread.
 
     Signals
     -------
-    started(int)
-        A job of that generation began running.
-    staged(int)
+    started
+        It began running (not for a job that is superseded or cancelled by then).
+    staged
         Its first stage ended (it returned :class:`Staged`): the model is free for the next job.
-    progress(int, str)
-        Generation and a short status message.
-    finished(int, object)
-        Generation and the job's return value.
-    errored(int, object)
-        Generation and the exception the job raised (cancellation excluded).
-    cancelled(int)
-        The job of that generation stopped because it was cancelled.
+    progress(str)
+        A short status message from the job.
+    finished(object)
+        The job's return value.
+    failed(object)
+        The exception it raised (cancellation excluded).
+    cancelled
+        It stopped, or ended unseen, because it was cancelled.
+    superseded
+        A later job (or :meth:`Worker.drop`) made it stale, at that moment: it reports nothing
+        more, although its thread may still run until it notices.
     """
 
-    started = Signal(int)
-    staged = Signal(int)
-    progress = Signal(int, str)
-    finished = Signal(int, object)
-    errored = Signal(int, object)
-    cancelled = Signal(int)
+    started = Signal()
+    staged = Signal()
+    progress = Signal(str)
+    finished = Signal(object)
+    failed = Signal(object)
+    cancelled = Signal()
+    superseded = Signal()
+
+    def __init__(self, worker: Worker, number: int, lane: int) -> None:
+        # No Qt parent: the submitter holds it, and the worker until it ends.
+        super().__init__()
+        self._worker = worker
+        self._number = number
+        self.lane = lane
+        #: How it ended: "", "finished", "failed", "cancelled" or "superseded".
+        self.outcome = ""
+
+    @property
+    def done(self) -> bool:
+        """True once it reported its end or was superseded (nothing more comes)."""
+        return bool(self.outcome)
+
+    def cancel(self) -> bool:
+        """Ask this job alone to stop; True when it was queued or running and current."""
+        return self._worker.cancel(self)
+
+    def is_after(self, other: Job) -> bool:
+        """Whether this job was submitted after ``other`` (on the same worker)."""
+        return self._number > other._number
+
+    def on(self, **slots: Callable[..., Any]) -> Job:
+        """Connect ``signal=slot`` pairs (``finished=self._show``); returns the job."""
+        for name, slot in slots.items():
+            getattr(self, name).connect(slot)
+        return self
+
+    def _end(self, outcome: str, *args: Any, quietly: bool = False) -> None:
+        self.outcome = outcome
+        if not quietly:
+            getattr(self, outcome).emit(*args)
+        # Nothing more is emitted: let go of the slots, and of what their closures hold (a
+        # slot that names its job makes a cycle through Qt that the collector cannot see).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a signal nobody connected to
+            for name in _SIGNALS:
+                getattr(self, name).disconnect()
+
+
+_SIGNALS = ("started", "staged", "progress", "finished", "failed", "cancelled", "superseded")
 
 
 class _RunnerSignals(QObject):
@@ -153,7 +207,7 @@ class _Runner:
     def __init__(
         self,
         generation: int,
-        job: Job,
+        job: JobFn,
         should_stop: Callable[[], bool],
         signals: _RunnerSignals,
         *,
@@ -163,7 +217,7 @@ class _Runner:
     ) -> None:
         self.generation = generation
         self.threads = threads  # torch's count for a first stage (None: as the thread has it)
-        self.job: Job | None = job
+        self.job: JobFn | None = job
         self.should_stop = should_stop
         self.signals = signals
         # A first stage may hand a Staged result to ``second_stage``; a second stage (made by
@@ -219,10 +273,11 @@ class _Runner:
 
 
 class Worker(QObject):
-    """Runs jobs one at a time off the GUI thread; only current generations are reported.
+    """Runs jobs one at a time off the GUI thread; only current jobs report.
 
     A job is current from :meth:`submit` until a later ``submit`` (with ``supersede``),
-    :meth:`drop` or :meth:`cancel`. :class:`Staged` second stages run on a second thread.
+    :meth:`drop` or its end. :class:`Staged` second stages run on a second thread. The
+    numbers that order jobs stay in here: callers hold :class:`Job` handles.
 
     Parameters
     ----------
@@ -233,9 +288,12 @@ class Worker(QObject):
         per-module state); jobs that touch no shared model (loading a new one) may use more.
     """
 
+    #: Every job as it is submitted (before the caller connects to it): for whoever watches
+    #: the worker as a whole rather than one job of its own (tests, benchmarks).
+    job_submitted = Signal(object)
+
     def __init__(self, parent: QObject | None = None, *, max_threads: int = 1) -> None:
         super().__init__(parent)
-        self.signals = WorkerSignals(self)
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(max(1, int(max_threads)))
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
@@ -249,20 +307,28 @@ class Worker(QObject):
         # set anywhere (one while a second stage runs) at its first parallel op, for good.
         self.threads = worker_threads() or torch.get_num_threads()
         self._lock = threading.Lock()
-        self._generation = 0
+        self._generation = 0  # number of the latest job submitted (or drop)
+        self._submitted = 0
         self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
         self._runners: dict[int, _RunnerSignals] = {}  # by generation, until ``done``
+        # Handles of the jobs that will still report (current), by generation.
+        self._jobs: dict[int, Job] = {}
         # Results of current jobs that ended before an earlier current job: reported after it.
         self._held: dict[int, tuple[object, object, float]] = {}
         self.last_elapsed_s = 0.0
 
     # -- state ---------------------------------------------------------------------------------
     @property
-    def generation(self) -> int:
-        """Generation of the latest submitted job."""
-        return self._generation
+    def submitted(self) -> int:
+        """How many jobs were submitted so far."""
+        return self._submitted
+
+    def jobs(self) -> list[Job]:
+        """The jobs that will still report (current: neither ended nor superseded), oldest
+        first."""
+        return list(self._jobs.values())
 
     def is_busy(self) -> bool:
         """True while any job (current or stale) is queued or running."""
@@ -274,20 +340,14 @@ class Worker(QObject):
             floor = self._floor
         return any(gen >= floor for gen in self._running)
 
-    def is_current(self, generation: int) -> bool:
-        """Whether ``generation`` will still report (neither stale nor cancelled)."""
+    def _is_current(self, generation: int) -> bool:
         # No lock: a capture polls this before every module call, and each read is atomic
         # under the GIL; a change racing with the read is seen at the next poll.
         return self._floor <= generation <= self._generation and generation not in self._cancelled
 
-    def is_stale(self, generation: int) -> bool:
-        """Whether ``generation`` was superseded or dropped (its result will never come)."""
-        with self._lock:
-            return generation < self._floor
-
     # -- control -------------------------------------------------------------------------------
     def run_unreported(self, fn: Callable[[], None]) -> None:
-        """Run ``fn()`` on this worker's thread after the jobs queued, outside the generations:
+        """Run ``fn()`` on this worker's thread after the jobs queued, outside the jobs:
         nothing is reported, nothing supersedes it. For a benchmark that must run on the
         thread live mode captures on (one OpenMP team, :mod:`actviz.core.threads`), at the
         thread count of a job; ``fn`` reports back itself and must not raise."""
@@ -299,9 +359,9 @@ class Worker(QObject):
         self._pool.start(run)
 
     def submit(
-        self, job: Job, *, supersede: bool = True, lane: int = 0, threads: int | None = None
-    ) -> int:
-        """Queue ``job``; by default every earlier job becomes stale and is asked to stop.
+        self, job: JobFn, *, supersede: bool = True, lane: int = 0, threads: int | None = None
+    ) -> Job:
+        """Queue ``job``; by default every earlier job is superseded and asked to stop.
 
         Parameters
         ----------
@@ -319,14 +379,18 @@ class Worker(QObject):
 
         Returns
         -------
-        int
-            The new job's generation.
+        Job
+            The handle to connect to. The earlier jobs it supersedes have emitted
+            ``superseded`` when this returns.
         """
+        pool = self._lane_pool(lane)
         with self._lock:
             self._generation += 1
             gen = self._generation
+            self._submitted += 1
             if supersede:
                 self._floor = gen
+        handle = Job(self, gen, lane)
         # Parented to the worker: a job's last reference to its signals may go on a pool
         # thread, and a QObject of the GUI thread must be deleted there (deleteLater at done).
         signals = _RunnerSignals(self)
@@ -337,15 +401,18 @@ class Worker(QObject):
         runner = _Runner(
             gen,
             job,
-            lambda: not self.is_current(gen),
+            lambda: not self._is_current(gen),
             signals,
             second_stage=self._second,
             threads=self.threads if threads is None else max(1, int(threads)),
         )
         self._runners[gen] = signals
         self._running.add(gen)
-        self._lane_pool(lane).start(runner.run)
-        return gen
+        self._jobs[gen] = handle
+        pool.start(runner.run)
+        self._supersede()
+        self.job_submitted.emit(handle)
+        return handle
 
     def _lane_pool(self, lane: int) -> QThreadPool:
         if lane == 0:
@@ -354,22 +421,33 @@ class Worker(QObject):
             raise ValueError(f"lane must be 0 or 1, not {lane!r}")
         return self._lane
 
-    def cancel(self, generation: int | None = None) -> bool:
-        """Ask the current jobs to stop (only ``generation`` when given: a feature's Cancel
-        leaves the other features' jobs queued on the same worker alone); returns True when
-        one was queued or running."""
+    def _supersede(self, *, emit: bool = True) -> None:
+        """Jobs below the floor end as ``superseded`` (once each)."""
+        stale = [gen for gen in self._jobs if gen < self._floor]
+        for gen in stale:
+            # A slot of an earlier one may have submitted (and so ended this one) already.
+            job = self._jobs.pop(gen, None)
+            if job is not None:
+                job._end("superseded", quietly=not emit)  # noqa: SLF001 - the worker ends it
+
+    def cancel(self, job: Job | None = None) -> bool:
+        """Ask the current jobs to stop (only ``job`` when given: a feature's Cancel leaves
+        the other jobs queued on the same worker alone); True when one was queued or
+        running."""
         with self._lock:
             current = {gen for gen in self._running if gen >= self._floor}
-            if generation is not None:
-                current &= {generation}
+            if job is not None:
+                current &= {job._number}  # noqa: SLF001 - its own handle
             self._cancelled |= current
             return bool(current)
 
-    def drop(self) -> None:
-        """Make every queued or running job stale: none of them reports anything."""
+    def drop(self, *, quietly: bool = False) -> None:
+        """Make every queued or running job stale: each emits ``superseded`` (nothing at all
+        when ``quietly``: the window is closing) and reports nothing more."""
         with self._lock:
             self._generation += 1
             self._floor = self._generation
+        self._supersede(emit=not quietly)
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
         """Cancel everything and wait for the thread to finish (the model's hooks are then gone).
@@ -384,7 +462,7 @@ class Worker(QObject):
         bool
             False if a job was still running after ``timeout_ms``.
         """
-        self.drop()
+        self.drop(quietly=True)
         pools = [self._pool, self._lane]
         if timeout_ms <= 0:
             return all(p.activeThreadCount() == 0 for p in (*pools, self._second))
@@ -401,20 +479,26 @@ class Worker(QObject):
         return done
 
     # -- runner callbacks (GUI thread) ---------------------------------------------------------
+    def _current_job(self, gen: int) -> Job | None:
+        return self._jobs.get(gen) if self._is_current(gen) else None
+
     @Slot(int)
     def _on_runner_started(self, gen: int) -> None:
-        if self.is_current(gen):
-            self.signals.started.emit(gen)
+        job = self._current_job(gen)
+        if job is not None:
+            job.started.emit()
 
     @Slot(int)
     def _on_runner_staged(self, gen: int) -> None:
-        if self.is_current(gen):
-            self.signals.staged.emit(gen)
+        job = self._current_job(gen)
+        if job is not None:
+            job.staged.emit()
 
     @Slot(int, str)
     def _on_runner_progress(self, gen: int, message: str) -> None:
-        if self.is_current(gen):
-            self.signals.progress.emit(gen, message)
+        job = self._current_job(gen)
+        if job is not None:
+            job.progress.emit(message)
 
     @Slot(int, object, object, float)
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
@@ -441,16 +525,15 @@ class Worker(QObject):
             current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled
             self._cancelled.discard(gen)
-        if not current:
-            log.debug("dropping stale result of generation %d", gen)
+        job = self._jobs.pop(gen, None)
+        if not current or job is None:
+            log.debug("dropping stale result of job %d", gen)
             return
         self.last_elapsed_s = seconds
-        if isinstance(error, CaptureCancelled) or (was_cancelled and error is not None):
-            self.signals.cancelled.emit(gen)
-        elif was_cancelled:
-            # Finished before it noticed the cancel: the user asked not to see it.
-            self.signals.cancelled.emit(gen)
+        # Finished before it noticed the cancel: the user asked not to see it either.
+        if was_cancelled or isinstance(error, CaptureCancelled):
+            job._end("cancelled")  # noqa: SLF001 - the worker ends its jobs
         elif error is not None:
-            self.signals.errored.emit(gen, error)
+            job._end("failed", error)  # noqa: SLF001
         else:
-            self.signals.finished.emit(gen, result)
+            job._end("finished", result)  # noqa: SLF001

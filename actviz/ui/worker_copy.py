@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 from actviz.core.model_copy import ModelCopy, with_loading
 from actviz.ui.host import WindowHost
+from actviz.ui.worker import Job
 
 __all__ = ["COPY_IDLE_S", "WorkerCopy"]
 
@@ -55,8 +56,7 @@ class WorkerCopy(QObject):
         self.to_eval = to_eval
         #: True from :meth:`get` until the copy asked for is handed over (or abandoned).
         self.pending = False
-        self._gen: int | None = None
-        self._gens: set[int] = set()  # every copy job's generation on the capture worker
+        self._job: Job | None = None  # the copy's job on the capture worker
         self._held: ModelCopy | None = None
         self._then: list[Callable[[Any], None]] = []
         self._failed: Callable[[BaseException], None] | None = None
@@ -67,13 +67,6 @@ class WorkerCopy(QObject):
         memory = getattr(host, "memory", None)
         if memory is not None:
             memory.idle.connect(self._on_window_idle)
-        host.worker.signals.started.connect(self._check)
-        host.worker.signals.cancelled.connect(self._on_worker_cancelled)
-        host.run_started.connect(self._check)
-
-    def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is one of the copies."""
-        return generation in self._gens
 
     def is_held(self) -> bool:
         """Whether a usable copy of the model shown now is at hand (:meth:`get` calls back
@@ -140,20 +133,16 @@ class WorkerCopy(QObject):
 
         self.pending = True
         # supersede=False: a run already queued still reports.
-        self._gen = self.host.worker.submit(job, supersede=False)
-        self._gens.add(self._gen)
+        handle = self._job = self.host.worker.submit(job, supersede=False)
+        # A run superseded the copy's job (maybe before it ran), or a Cancel meant for
+        # another job of the capture worker stopped it: ask again behind it (the first copy
+        # made is taken; abandon() ends the wait).
+        handle.on(
+            superseded=lambda: self._ask_again(handle), cancelled=lambda: self._ask_again(handle)
+        )
 
-    def _check(self, *_args: Any) -> None:
-        gen = self._gen
-        if self.pending and gen is not None and self.host.worker.is_stale(gen):
-            # A run superseded the copy's job, maybe before it ran: ask again behind it (the
-            # first copy made is taken).
-            self._submit()
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        # A Cancel meant for another job of the capture worker also stopped the copy queued
-        # behind it, which then never reports: ask again (abandon() ends the wait).
-        if self.pending and gen == self._gen and not self._closed:
+    def _ask_again(self, job: Job) -> None:
+        if self.pending and job is self._job and not self._closed:
             self._submit()
 
     def _on_copied(self, entry: ModelCopy) -> None:
@@ -163,7 +152,7 @@ class WorkerCopy(QObject):
             self._submit()  # another model opened meanwhile: copy the one shown now
             return
         self.pending = False
-        self._gen = None
+        self._job = None
         then, self._then = self._then, []
         if entry.error is not None:
             if self._failed is not None:

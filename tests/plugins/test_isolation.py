@@ -128,12 +128,6 @@ class _RaisingFeature:
     def is_busy(self) -> bool:
         return False
 
-    def owns_job(self, generation: int) -> bool:
-        return False
-
-    def streams_job(self, generation: int) -> bool:
-        return False
-
     def reset_layout(self) -> None:
         pass
 

@@ -7,24 +7,26 @@ import logging
 import threading
 
 import pytest
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject
 
 from actviz.ui.host import FeatureJob
 from actviz.ui.worker import Worker
 
 
 class _Host(QObject):
-    """The part of the window a FeatureJob uses: its worker, run_started, refresh_busy."""
-
-    run_started = Signal()
+    """The part of the window a FeatureJob uses: its worker, refresh_busy, show_status."""
 
     def __init__(self) -> None:
         super().__init__()
         self.worker = Worker(self)
         self.statuses: list[str] = []
+        self.shown: list[str] = []
 
     def refresh_busy(self, text: str = "") -> None:
         self.statuses.append(text)
+
+    def show_status(self, text: str) -> None:
+        self.shown.append(text)
 
 
 class _View:
@@ -59,7 +61,6 @@ def tracked(qtbot):
         log_as="adding",
         on_finished=lambda value, context: ended.append(("finished", value, context)),
         on_failed=lambda text: ended.append(("failed", text, None)),
-        on_other=lambda gen: ended.append(("other", gen, None)),
     )
     yield host, view, job, ended
     host.worker.shutdown()
@@ -77,14 +78,15 @@ def test_a_finished_job_frees_the_view_then_hands_over_its_value(qtbot, tracked)
         report("half")
         return 2 + 3
 
-    gen = _start(job, work, context="sum")
-    assert job.running and job.owns(gen) and not job.owns(gen + 1)
+    handle = _start(job, work, context="sum")
+    assert job.running and job.job is handle and host.worker.jobs() == [handle]
     assert view.busy == [True] and view.messages == [("Adding…", False)]
     qtbot.waitUntil(lambda: bool(ended), timeout=5000)
     assert ended == [("finished", 5, "sum")]
     assert view.busy == [True, False] and view.steps == [(1, 2)]
     assert host.statuses == ["Adding 2 and 3…", "Added"]
-    assert not job.running and job.context is None and job.owns(gen)
+    assert host.shown == ["half"]  # the job's own message, in the window's status bar
+    assert not job.running and job.context is None and handle.outcome == "finished"
     # The steps and the time left follow the message (issue 39); what the feature says next
     # is its own.
     assert view.messages[0] == ("Adding…", False) and len(view.messages) == 2
@@ -132,19 +134,20 @@ def test_cancel_stops_the_job_and_says_so(qtbot, tracked):
     assert host.statuses[-1] == "Adding cancelled" and not job.running
 
 
-def test_a_superseding_run_interrupts_it_and_other_jobs_go_to_on_other(qtbot, tracked):
+def test_a_superseding_run_interrupts_it_and_other_jobs_are_not_its_own(qtbot, tracked):
     host, view, job, ended = tracked
     release = threading.Event()
-    gen = _start(job, lambda _stop, _report: release.wait(5))
+    handle = _start(job, lambda _stop, _report: release.wait(5))
     # The window's run supersedes every job before it: this one will never report.
     run = host.worker.submit(lambda _stop, _report: "run")
-    host.run_started.emit()
     release.set()
-    assert ended[0] == ("failed", "A new run replaced the adding.", None)
+    assert ended == [("failed", "A new run replaced the adding.", None)]
     assert view.messages[-1] == ("A new run replaced the adding.", True)
-    assert view.busy == [True, False] and not job.running and job.owns(gen)
+    assert view.busy == [True, False] and not job.running
+    assert handle.outcome == "superseded"
     # Its own status line: a live frame that interrupts it sets none, and "Adding 2 and 3…"
     # stayed in the status bar after the job had ended.
     assert host.statuses[-1] == "Adding interrupted"
-    qtbot.waitUntil(lambda: len(ended) == 2, timeout=5000)
-    assert ended[1] == ("other", run, None)
+    # The run's end is the run's own: nothing of it reaches this job.
+    qtbot.waitUntil(lambda: run.done, timeout=5000)
+    assert run.outcome == "finished" and len(ended) == 1

@@ -31,7 +31,8 @@ def test_the_copy_is_made_once_for_all_who_wait_and_kept_until_the_weights_chang
     copies.get(take_a, errors.append)
     copies.get(lambda twin: got["b"].append(twin), errors.append)
     copies.get(take_a, errors.append)  # asked twice: called once
-    assert copies.pending and feature.owns_job(copies._gen)  # noqa: SLF001 - not a run
+    job = copies._job  # noqa: SLF001 - the copy's own job, not a run
+    assert copies.pending and job is not None and win.window.worker.jobs() == [job]
     win.qtbot.waitUntil(lambda: not copies.pending, timeout=10_000)
     assert not errors and len(got["a"]) == len(got["b"]) == 1
     twin = got["a"][0]

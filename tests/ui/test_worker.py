@@ -22,10 +22,29 @@ def worker(qtbot):
     w.shutdown()
 
 
+def ends(*jobs, into=None, start=0):
+    """Every end (and ``staged``) the jobs emit, in order, appended to ``into`` (a new list by
+    default): ``(start + index of the job, signal, *args)``."""
+    got = [] if into is None else into
+    for i, job in enumerate(jobs, start):
+        for name in ("staged", "finished", "failed", "cancelled", "superseded"):
+            getattr(job, name).connect(lambda *args, i=i, n=name: got.append((i, n, *args)))
+    return got
+
+
+def wait_result(qtbot, worker, fn, **kwargs):
+    """Submit ``fn`` and wait for its ``finished``; its value."""
+    job = worker.submit(fn, **kwargs)
+    with qtbot.waitSignal(job.finished, timeout=10_000) as blocker:
+        pass
+    return blocker.args[0]
+
+
 def test_finished_carries_the_jobs_result(qtbot, worker):
-    with qtbot.waitSignal(worker.signals.finished, timeout=5000) as blocker:
-        gen = worker.submit(lambda stop, progress: 6 * 7)
-    assert blocker.args == [gen, 42]
+    job = worker.submit(lambda stop, progress: 6 * 7)
+    with qtbot.waitSignal(job.finished, timeout=5000) as blocker:
+        pass
+    assert blocker.args == [42] and job.outcome == "finished" and job.done
     assert not worker.is_busy()
 
 
@@ -33,23 +52,24 @@ def test_errors_are_emitted_not_swallowed(qtbot, worker):
     def job(stop, progress):
         raise ZeroDivisionError("boom")
 
-    with qtbot.waitSignal(worker.signals.errored, timeout=5000) as blocker:
-        gen = worker.submit(job)
-    assert blocker.args[0] == gen
-    assert isinstance(blocker.args[1], ZeroDivisionError)
-    assert str(blocker.args[1]) == "boom"
+    handle = worker.submit(job)
+    with qtbot.waitSignal(handle.failed, timeout=5000) as blocker:
+        pass
+    assert isinstance(blocker.args[0], ZeroDivisionError)
+    assert str(blocker.args[0]) == "boom"
 
 
 def test_progress_is_forwarded(qtbot, worker):
     messages = []
-    worker.signals.progress.connect(lambda gen, msg: messages.append(msg))
 
     def job(stop, progress):
         progress("half way")
         return 1
 
-    with qtbot.waitSignal(worker.signals.finished, timeout=5000):
-        worker.submit(job)
+    handle = worker.submit(job)
+    handle.progress.connect(messages.append)
+    with qtbot.waitSignal(handle.finished, timeout=5000):
+        pass
     assert messages == ["half way"]
 
 
@@ -64,20 +84,21 @@ def test_stale_results_are_dropped_and_the_stale_job_is_asked_to_stop(qtbot, wor
         saw_stop.append(stop())
         return "old"
 
-    finished = []
-    worker.signals.finished.connect(lambda gen, result: finished.append((gen, result)))
     first = worker.submit(slow)
+    got = ends(first)
     assert started.wait(5)
     second = worker.submit(lambda stop, progress: "new")
-    assert second == first + 1
+    finished = []
+    second.finished.connect(finished.append)
+    assert got == [(0, "superseded")] and second.is_after(first)
     caplog.set_level("DEBUG", logger="actviz.ui.worker")
     release.set()
     # Both results reach the worker (it is idle only once every job's result was handled):
     # the stale one arrived first and was dropped, not merely late.
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert finished == [(second, "new")]
+    assert finished == ["new"] and got == [(0, "superseded")]
     assert saw_stop == [True]
-    assert f"dropping stale result of generation {first}" in caplog.messages
+    assert "dropping stale result of job 1" in caplog.messages
 
 
 def test_cancel_stops_a_capture_between_modules(qtbot, worker):
@@ -102,16 +123,13 @@ def test_cancel_stops_a_capture_between_modules(qtbot, worker):
 
     model = Gated()
     request = RunRequest(model=model, inputs=torch.randn(1, 4), layers=["layers.0", "layers.49"])
-    cancelled, finished = [], []
-    worker.signals.cancelled.connect(cancelled.append)
-    worker.signals.finished.connect(lambda gen, r: finished.append(gen))
-    gen = worker.submit(lambda stop, progress: run_job(request, stop, progress))
+    job = worker.submit(lambda stop, progress: run_job(request, stop, progress))
+    got = ends(job)
     assert entered.wait(5)
     assert worker.cancel()
     cancel_sent.set()
-    qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
-    assert cancelled == [gen]
-    assert finished == []
+    qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    assert got == [(0, "cancelled")]
     # Stopped before the next module call (capture polls should_stop before every one):
     # layer 0 ran before the cancel, none of the other 49 ran after it.
     assert ran == [0]
@@ -126,14 +144,12 @@ def test_cancelled_job_reports_cancelled_even_if_it_ignores_should_stop(qtbot, w
         release.wait(5)
         return "done anyway"
 
-    events = []
-    worker.signals.cancelled.connect(lambda gen: events.append(("cancelled", gen)))
-    worker.signals.finished.connect(lambda gen, r: events.append(("finished", gen)))
-    gen = worker.submit(stubborn)
-    worker.cancel()
+    job = worker.submit(stubborn)
+    events = ends(job)
+    assert job.cancel()
     release.set()
     qtbot.waitUntil(lambda: bool(events), timeout=5000)
-    assert events == [("cancelled", gen)]
+    assert events == [(0, "cancelled")] and job.outcome == "cancelled"
 
 
 def test_jobs_never_overlap(qtbot, worker):
@@ -151,12 +167,13 @@ def test_jobs_never_overlap(qtbot, worker):
         return threading.get_ident()
 
     results = []
-    worker.signals.finished.connect(lambda gen, r: results.append(r))
-    for _ in range(5):
-        worker.submit(job)
+    jobs = [worker.submit(job) for _ in range(5)]
+    for handle in jobs:
+        handle.finished.connect(results.append)
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
     assert max(overlap) == 1
-    assert len(results) == 1  # only the latest generation is reported
+    assert len(results) == 1 and jobs[-1].outcome == "finished"  # only the latest reports
+    assert [j.outcome for j in jobs[:-1]] == ["superseded"] * 4
     assert results[0] != threading.get_ident()  # ran off the GUI thread
 
 
@@ -175,18 +192,18 @@ def test_a_job_superseded_before_it_starts_never_runs(qtbot, worker):
     worker.submit(lambda stop, progress: ran.append("middle"))
     last = worker.submit(lambda stop, progress: "last")
     finished = []
-    worker.signals.finished.connect(lambda gen, r: finished.append((gen, r)))
+    last.finished.connect(finished.append)
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
     assert ran == []
-    assert finished == [(last, "last")]
+    assert finished == ["last"]
 
 
 def test_cancel_without_a_job_is_a_no_op(worker):
     assert worker.cancel() is False
 
 
-def test_cancel_of_one_generation_leaves_the_job_queued_behind_it(qtbot, worker):
+def test_cancel_of_one_job_leaves_the_job_queued_behind_it(qtbot, worker):
     release = threading.Event()
     started = threading.Event()
 
@@ -200,26 +217,21 @@ def test_cancel_of_one_generation_leaves_the_job_queued_behind_it(qtbot, worker)
     a = worker.submit(first)
     assert started.wait(5)
     b = worker.submit(lambda stop, progress: "second", supersede=False)
-    finished, cancelled = [], []
-    worker.signals.finished.connect(lambda gen, r: finished.append((gen, r)))
-    worker.signals.cancelled.connect(cancelled.append)
-    assert worker.cancel(a) is True
+    got = ends(a, b)
+    assert a.cancel() is True
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
     # Only the job asked for stopped: a feature's Cancel no longer kills another's job.
-    assert cancelled == [a] and finished == [(b, "second")]
+    assert got == [(0, "cancelled"), (1, "finished", "second")]
 
 
 def test_capture_cancelled_is_reported_as_cancel_not_error(qtbot, worker):
     def job(stop, progress):
         raise CaptureCancelled("stop")
 
-    errors, cancelled = [], []
-    worker.signals.errored.connect(lambda gen, e: errors.append(e))
-    worker.signals.cancelled.connect(cancelled.append)
-    gen = worker.submit(job)
-    qtbot.waitUntil(lambda: bool(cancelled), timeout=5000)
-    assert cancelled == [gen] and errors == []
+    got = ends(worker.submit(job))
+    qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    assert got == [(0, "cancelled")]
 
 
 def test_a_loader_worker_starts_a_new_job_while_a_stale_one_still_runs(qtbot):
@@ -233,11 +245,10 @@ def test_a_loader_worker_starts_a_new_job_while_a_stale_one_still_runs(qtbot):
         return "stale"
 
     finished = []
-    worker.signals.finished.connect(lambda gen, r: finished.append(r))
     try:
-        worker.submit(stale)
+        worker.submit(stale).finished.connect(finished.append)
         assert started.wait(5)
-        worker.submit(lambda stop, progress: "fresh")
+        worker.submit(lambda stop, progress: "fresh").finished.connect(finished.append)
         # With two threads the fresh job does not wait for the stale one.
         qtbot.waitUntil(lambda: finished == ["fresh"], timeout=5000)
         assert worker.is_busy() and not worker.has_current_job()
@@ -252,17 +263,16 @@ def test_a_loader_worker_starts_a_new_job_while_a_stale_one_still_runs(qtbot):
 
 def test_drop_silences_the_running_job_and_has_current_job_tracks_it(qtbot, worker):
     release = threading.Event()
-    events = []
-    for signal in ("finished", "errored", "cancelled"):
-        getattr(worker.signals, signal).connect(lambda *args, s=signal: events.append(s))
-    worker.submit(lambda stop, progress: release.wait(5))
-    assert worker.has_current_job()
+    job = worker.submit(lambda stop, progress: release.wait(5))
+    events = ends(job)
+    assert worker.has_current_job() and worker.jobs() == [job]
     worker.drop()
-    assert not worker.has_current_job() and worker.is_busy()
+    assert not worker.has_current_job() and worker.is_busy() and worker.jobs() == []
+    assert events == [(0, "superseded")]
     release.set()
-    # Idle only once the dropped job's result has reached the worker: nothing was reported.
+    # Idle only once the dropped job's result has reached the worker: nothing more reported.
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert events == []
+    assert events == [(0, "superseded")]
 
 
 def test_shutdown_without_waiting_returns_at_once(qtbot):
@@ -298,8 +308,7 @@ def test_finished_jobs_release_what_they_hold(qtbot, worker):
         def job(should_stop, progress, held=payload):
             return 1
 
-        with qtbot.waitSignal(worker.signals.finished, timeout=10_000):
-            worker.submit(job)
+        wait_result(qtbot, worker, job)
         del payload, job
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
@@ -311,8 +320,6 @@ def test_a_staged_job_finishes_on_the_second_thread_while_the_next_one_starts(qt
     second_started = threading.Event()
     threads = {}
     order = []
-    worker.signals.staged.connect(lambda gen: order.append(("staged", gen)))
-    worker.signals.finished.connect(lambda gen, r: order.append(("finished", gen, r)))
 
     def finish_one(stop, progress):
         threads["then"] = threading.get_ident()
@@ -327,37 +334,34 @@ def test_a_staged_job_finishes_on_the_second_thread_while_the_next_one_starts(qt
         second_started.set()
         return Staged(lambda stop, progress: "two")
 
-    first = worker.submit(one)
-    second = worker.submit(two, supersede=False)
+    ends(worker.submit(one), worker.submit(two, supersede=False), into=order)
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=10_000)
-    finished = [o for o in order if o[0] == "finished"]
-    assert finished == [("finished", first, "one"), ("finished", second, "two")]
-    assert order.index(("staged", first)) < order.index(("finished", first, "one"))
+    finished = [o for o in order if o[1] == "finished"]
+    assert finished == [(0, "finished", "one"), (1, "finished", "two")]
+    assert order.index((0, "staged")) < order.index((0, "finished", "one"))
     assert threads["then"] != threads["first"]
 
 
 def test_supersede_makes_earlier_staged_jobs_stale(qtbot, worker):
     release = threading.Event()
-    got = []
-    worker.signals.finished.connect(lambda gen, r: got.append(r))
 
     def slow_then(stop, progress):
         release.wait(5)
         return "old"
 
     old = worker.submit(lambda stop, progress: Staged(slow_then))
+    got = ends(old)
     qtbot.waitUntil(lambda: worker.has_current_job(), timeout=5000)
     new = worker.submit(lambda stop, progress: "new")
-    assert worker.is_stale(old) and not worker.is_stale(new)
+    ends(new, into=got, start=1)
+    assert old.outcome == "superseded" and not new.done
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert got == ["new"]
+    assert got == [(0, "superseded"), (1, "finished", "new")]
 
 
 def test_cancel_stops_every_pipelined_job(qtbot, worker):
     release = threading.Event()
-    cancelled = []
-    worker.signals.cancelled.connect(cancelled.append)
 
     def waits(stop, progress):
         release.wait(5)
@@ -365,12 +369,12 @@ def test_cancel_stops_every_pipelined_job(qtbot, worker):
             raise CaptureCancelled("stopped")
         return "done"
 
-    a = worker.submit(lambda stop, progress: Staged(waits))
-    b = worker.submit(waits, supersede=False)
+    got = ends(worker.submit(lambda stop, progress: Staged(waits)))
+    ends(worker.submit(waits, supersede=False), into=got, start=1)
     assert worker.cancel()
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert sorted(cancelled) == [a, b]
+    assert sorted(got) == [(0, "cancelled"), (1, "cancelled")]
     assert not worker.has_current_job()
 
 
@@ -458,8 +462,7 @@ def test_a_hundred_jobs_leave_no_runner_or_signals_alive(qtbot, worker):
             job = lambda stop, progress: Staged(lambda stop, progress: 1)  # noqa: E731
         else:
             job = lambda stop, progress: 1  # noqa: E731
-        with qtbot.waitSignal(worker.signals.finished, timeout=10_000):
-            worker.submit(job)
+        wait_result(qtbot, worker, job)
     assert not worker.is_busy()
     _flush_deletes()
     assert _live(_Runner) - runners == 0
@@ -505,9 +508,7 @@ def test_a_second_stage_runs_torch_on_one_thread_and_the_first_keeps_its_count(q
         seen["first"] = torch.get_num_threads()
         return Staged(second)
 
-    with qtbot.waitSignal(worker.signals.finished, timeout=5000) as blocker:
-        worker.submit(first)
-    assert blocker.args[1] == "done"
+    assert wait_result(qtbot, worker, first) == "done"
     assert seen == {"first": before, "second": 1}
     assert torch.get_num_threads() == before
 
@@ -545,8 +546,7 @@ def test_in_the_apps_process_workers_run_in_parallel_and_the_gui_thread_does_not
     undo = parallel_in_workers_only()
     try:
         assert torch.get_num_threads() == 1 and worker_threads() == before
-        with qtbot.waitSignal(worker.signals.finished, timeout=5000):
-            worker.submit(first)
+        wait_result(qtbot, worker, first)
         worker.run_unreported(lambda: seen.setdefault("unreported", torch.get_num_threads()))
         qtbot.waitUntil(lambda: "unreported" in seen, timeout=5000)
     finally:
@@ -561,11 +561,9 @@ def test_first_stages_run_at_the_workers_count_whatever_their_thread_had(qtbot, 
     assert worker.threads == torch.get_num_threads()
     seen: list[int] = []
     worker.threads = 1
-    with qtbot.waitSignal(worker.signals.finished, timeout=5000):
-        worker.submit(lambda stop, progress: seen.append(torch.get_num_threads()))
+    wait_result(qtbot, worker, lambda stop, progress: seen.append(torch.get_num_threads()))
     worker.threads = 3
-    with qtbot.waitSignal(worker.signals.finished, timeout=5000):
-        worker.submit(lambda stop, progress: seen.append(torch.get_num_threads()))
+    wait_result(qtbot, worker, lambda stop, progress: seen.append(torch.get_num_threads()))
     assert seen == [1, 3]
 
 
@@ -575,8 +573,6 @@ def test_a_lane_one_job_runs_beside_lane_zero_and_results_report_in_submission_o
     release = threading.Event()
     ran = threading.Event()
     threads = {}
-    got = []
-    worker.signals.finished.connect(lambda gen, r: got.append((gen, r)))
 
     def blocked(stop, progress):
         threads["lane0"] = threading.get_ident()
@@ -588,57 +584,55 @@ def test_a_lane_one_job_runs_beside_lane_zero_and_results_report_in_submission_o
         ran.set()
         return "second"
 
-    a = worker.submit(blocked)
-    b = worker.submit(beside, supersede=False, lane=1, threads=1)
+    got = ends(worker.submit(blocked), worker.submit(beside, supersede=False, lane=1, threads=1))
     assert ran.wait(5), "the lane-1 job did not run while lane 0 was busy"
     qtbot.wait(50)  # its result is back on the GUI thread by now, and held
     assert got == []
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert got == [(a, "first"), (b, "second")]
+    assert got == [(0, "finished", "first"), (1, "finished", "second")]
     assert threads["lane1"][0] != threads["lane0"]
     assert threads["lane1"][1] == 1
 
 
 def test_a_held_result_is_dropped_when_its_job_goes_stale(qtbot, worker):
     release = threading.Event()
-    got = []
-    worker.signals.finished.connect(lambda gen, r: got.append(r))
 
     def blocked(stop, progress):
         release.wait(5)
         return "old"
 
-    worker.submit(blocked)
     done = threading.Event()
-    worker.submit(lambda stop, progress: (done.set(), "held")[1], supersede=False, lane=1)
+    got = ends(
+        worker.submit(blocked),
+        worker.submit(lambda stop, progress: (done.set(), "held")[1], supersede=False, lane=1),
+    )
     assert done.wait(5)
     qtbot.wait(50)
     worker.drop()  # both stale: neither reports, the held one included
-    new = worker.submit(lambda stop, progress: "new", lane=1)
+    ends(worker.submit(lambda stop, progress: "new", lane=1), into=got, start=2)
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert got == ["new"]
+    assert got == [(0, "superseded"), (1, "superseded"), (2, "finished", "new")]
     assert worker._held == {}  # noqa: SLF001 - nothing kept once everything reported
-    assert new == worker.generation
+    assert worker.submitted == 3
 
 
 def test_an_error_on_lane_zero_releases_the_result_held_behind_it(qtbot, worker):
     release = threading.Event()
-    events = []
-    worker.signals.finished.connect(lambda gen, r: events.append(("finished", gen)))
-    worker.signals.errored.connect(lambda gen, e: events.append(("errored", gen)))
 
     def fails(stop, progress):
         release.wait(5)
         raise ValueError("bad frame")
 
     a = worker.submit(fails)
-    b = worker.submit(lambda stop, progress: "ok", supersede=False, lane=1)
+    events = ends(a, worker.submit(lambda stop, progress: "ok", supersede=False, lane=1))
     qtbot.wait(50)
     release.set()
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=5000)
-    assert events == [("errored", a), ("finished", b)]
+    error = events[0][2]
+    assert isinstance(error, ValueError)
+    assert events == [(0, "failed", error), (1, "finished", "ok")]
 
 
 def test_shutdown_waits_for_lane_one(qtbot):
@@ -671,10 +665,6 @@ def test_a_pool_thread_is_lowered_once_however_many_jobs_ask(qtbot, worker):
         lower_thread_priority(3)
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
-    got = []
-    worker.signals.finished.connect(lambda gen, r: got.append(r))
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    for _ in range(3):
-        with qtbot.waitSignal(worker.signals.finished, timeout=5000):
-            worker.submit(job)
+    got = [wait_result(qtbot, worker, job) for _ in range(3)]
     assert got == [min(19, base + 3)] * 3

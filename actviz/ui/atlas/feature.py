@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRectF
+from PySide6.QtCore import QEvent, QObject, QRectF, Signal
 from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
@@ -23,7 +23,7 @@ from actviz.data.atlas_map import NO_ATLAS_NOTE, build_atlas, query_vector, umap
 from actviz.ui.atlas.colours import colouring
 from actviz.ui.atlas.view import EMPTY_TEXT, HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Job, Worker
 
 __all__ = ["NEAREST_K", "SELECTION_THUMBS", "AtlasFeature", "classifier_layer"]
 
@@ -55,6 +55,8 @@ class AtlasFeature(FeatureBase, QObject):
     """The Atlas tab (see the module's docstring)."""
 
     name = "atlas"
+    #: A map fitted on the feature's worker arrived (after it was shown).
+    fitted = Signal(object)
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
@@ -63,8 +65,6 @@ class AtlasFeature(FeatureBase, QObject):
         self.view = AtlasView()
         host.add_tab(self.view, "Atlas")
         self.worker = Worker(self)
-        self.worker.signals.finished.connect(self._on_built)
-        self.worker.signals.errored.connect(self._on_build_failed)
         #: The map shown (:class:`~actviz.data.atlas_map.Atlas`), or None.
         self.atlas: Any = None
         self.logits: str | None = None
@@ -132,23 +132,20 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.set_choices(self.view.layer_combo, layers, keep)
         self.rebuild()
 
-    def rebuild(self) -> int:
-        """Fit the map of the chosen layer on the feature's worker; returns the job's
-        generation (0: nothing to map, or the map was fitted before and is shown now)."""
+    def rebuild(self) -> Job | None:
+        """Fit the map of the chosen layer on the feature's worker; returns the job (None:
+        nothing to map, or the map was fitted before and is shown now)."""
         scan, layer = self.session.scan, self.layer
         if scan is None or not layer:
-            return 0
-        method = self.view.method_combo.currentText().lower() or "pca"
-        logits = self.logits
-
-        key = (layer, method, logits)
-        fitted = self._fitted.get(key)
+            return None
+        method, logits = self.view.method_combo.currentText().lower() or "pca", self.logits
+        fitted = self._fitted.get((layer, method, logits))
         if fitted is not None and fitted.scan is scan:
             # Fitted before (PCA again after trying UMAP, a layer shown before): at once. A
             # UMAP fit still running cannot be stopped, and this waited behind it.
             self.worker.drop()
-            self._on_built(0, fitted)
-            return 0
+            self._on_built(fitted)
+            return None
 
         def job(_should_stop: Any, _progress: Any) -> Any:
             return build_atlas(scan, layer, method=method, logits=logits)
@@ -156,9 +153,11 @@ class AtlasFeature(FeatureBase, QObject):
         text = f"Atlas: mapping {layer} ({method.upper()}, {scan.count:,} images)…"
         self.view.status_label.setText(text)
         self.host.show_status(text)
-        return self.worker.submit(job)
+        job_ = self.worker.submit(job).on(finished=self._on_built, failed=self._on_build_failed)
+        job_.finished.connect(self.fitted.emit)
+        return job_
 
-    def _on_built(self, _gen: int, atlas: Any) -> None:
+    def _on_built(self, atlas: Any) -> None:
         if atlas.scan is not self.session.scan:
             return
         if self._fitted_scan is not atlas.scan:
@@ -213,7 +212,7 @@ class AtlasFeature(FeatureBase, QObject):
             self.select_rows(self._rows_of_indices(saved.get("selection") or ()))
         self._on_result()
 
-    def _on_build_failed(self, _gen: int, error: BaseException) -> None:
+    def _on_build_failed(self, error: BaseException) -> None:
         self.view.status_label.setText("")
         self.host.show_error(f"The atlas could not be made: {error}", "atlas")
 

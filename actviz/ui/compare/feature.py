@@ -11,8 +11,8 @@ Run B is one of:
   dialog, which stays open.
 
 Captures go to the window's capture worker (one model, one worker: run B may hook the window's
-own model), submitted without superseding what runs there; the window's worker slots leave
-the generations this controller :meth:`owns` alone. A comparison asked for while a run is on
+own model), submitted without superseding what runs there; the comparison's job handle
+reports to this controller alone. A comparison asked for while a run is on
 its way waits for it, so run A is the newest result. The outcome keeps pictures and figures
 only: run B's capture is freed once compared.
 
@@ -168,9 +168,7 @@ class CompareController(FeatureBase, QObject):
         # Scrolled: painted at once (before the area is drawn); resized: once laid out.
         v.diff_scrolled.connect(self._paint_in_view)
         v.diff_resized.connect(self._paint_timer.start)
-        #: The comparison on the capture worker (every generation submitted is kept: the
-        #: window's slots may run after ours). The end of another job may start a comparison
-        #: that waited for it.
+        #: The comparison on the capture worker.
         self.job = FeatureJob(
             self,
             host,
@@ -183,14 +181,9 @@ class CompareController(FeatureBase, QObject):
             log_as="comparison",
             on_finished=self._on_compared,
             on_failed=self.compare_failed.emit,
-            on_other=self._start_if_waiting,
             steps=False,
         )
         host.tab_changed.connect(self._on_tab_changed)
-        ls = self.loads.signals
-        ls.finished.connect(self._on_load_finished)
-        ls.errored.connect(self._on_load_errored)
-        ls.cancelled.connect(self._on_load_cancelled)
         self.session.pins_changed.connect(self._refresh_pins)
         self.session.model_changed.connect(self._on_session_model_changed)
         self.session.input_changed.connect(self._refresh_input_choices)
@@ -201,13 +194,6 @@ class CompareController(FeatureBase, QObject):
         host.add_tab(self.page, TAB_TITLE)
 
     # ========================================================================== public API
-    def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is a comparison (the window's
-        own slots leave it alone)."""
-        return self.job.owns(generation)
-
-    owns = owns_job
-
     def cancel(self) -> bool:
         """Esc: a comparison waiting for the run before it never starts."""
         return self.cancel_waiting()
@@ -256,6 +242,7 @@ class CompareController(FeatureBase, QObject):
         if self.worker.has_current_job() and not self.job.running:
             # Run A is the result of the run on its way: wait for it.
             self._waiting = True
+            self._await_worker()
             self.view.set_busy(True)
             self.view.set_message(
                 "Waiting for the current run to finish (live mode: pause it to compare)…"
@@ -483,11 +470,22 @@ class CompareController(FeatureBase, QObject):
             return
         self.compare_finished.emit()
 
+    def _await_worker(self) -> None:
+        """Try again when each job now on the capture worker ends (run A is on its way)."""
+        for job in self.worker.jobs():
+            job.on(
+                finished=self._start_if_waiting,
+                failed=self._start_if_waiting,
+                cancelled=self._start_if_waiting,
+                superseded=self._start_if_waiting,
+            )
+
     def _start_if_waiting(self, *_args: Any) -> None:
         if not self._waiting:
             return
         if self.worker.has_current_job():
-            return  # still a run on its way (the next one's signal tries again)
+            self._await_worker()  # still a run on its way (a newer one may have replaced it)
+            return
         result = self.session.result
         if result is None or result.capture is None:
             self._waiting = False
@@ -757,21 +755,20 @@ class CompareController(FeatureBase, QObject):
             return
         loader = self.window.model_loader
         load = dict(dialog=dialog, spec=spec, trust=trust)
-        load["gen"] = self.loads.submit(
+        self.loads.submit(
             lambda stop, progress: loader(
                 spec.source, arch=spec.arch, weights=spec.weights, trust=trust
             )
+        ).on(
+            finished=lambda loaded: self._on_load_finished(load, loaded),
+            failed=lambda error: self._on_load_errored(load, error),
+            cancelled=lambda: self._on_load_cancelled(load),
         )
         self._load = load
         self.window.refresh_busy(f"Opening model B {short_source(spec.source)}…")
 
-    def _current_load(self, gen: int) -> dict[str, Any] | None:
-        load = self._load
-        return load if load is not None and load["gen"] == gen else None
-
-    def _on_load_finished(self, gen: int, loaded: Any) -> None:
-        load = self._current_load(gen)
-        if load is None:
+    def _on_load_finished(self, load: dict[str, Any], loaded: Any) -> None:
+        if load is not self._load:
             return
         self._load = None
         dialog = load["dialog"]
@@ -805,11 +802,10 @@ class CompareController(FeatureBase, QObject):
             )
         return ""
 
-    def _on_load_errored(self, gen: int, error: BaseException) -> None:
+    def _on_load_errored(self, load: dict[str, Any], error: BaseException) -> None:
         from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
-        load = self._current_load(gen)
-        if load is None:
+        if load is not self._load:
             return
         self._load = None
         dialog, spec = load["dialog"], load["spec"]
@@ -826,8 +822,8 @@ class CompareController(FeatureBase, QObject):
         text = f"Could not open model B {spec.source!r}: {describe_error(error)}"
         self._fail_load(dialog, text, path=spec.source)
 
-    def _on_load_cancelled(self, gen: int) -> None:
-        if self._current_load(gen) is not None:
+    def _on_load_cancelled(self, load: dict[str, Any]) -> None:
+        if load is self._load:
             self._load = None
             self.window.refresh_busy()
 

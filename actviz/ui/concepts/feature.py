@@ -394,10 +394,6 @@ class ConceptsFeature(FeatureBase, QObject):
     def is_busy(self) -> bool:
         return self.training()
 
-    def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` copies the model for a job here."""
-        return self.copies.owns_job(generation) or self.training_.copy.owns_job(generation)
-
     def cancel(self) -> bool:
         """Cancel the training (Esc, or the dialog's Cancel)."""
         return self.training_.cancel()

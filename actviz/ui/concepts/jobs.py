@@ -50,17 +50,11 @@ class ConceptJobs(QObject):
         self.copies = copies
         self.view = view
         self.worker = Worker(self)
-        self._gens: dict[int, str] = {}
         self._closed = False
-        signals = self.worker.signals
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
 
     def drop(self) -> None:
         """Forget every job (another model): none reports."""
         self.worker.drop()
-        self._gens.clear()
 
     def shutdown(self) -> None:
         """Stop for good."""
@@ -78,8 +72,10 @@ class ConceptJobs(QObject):
             self.view.set_top([], "No concept scan yet: find its top images in a folder.")
 
     def _submit(self, kind: str, job: Any, supersede: bool = False) -> None:
-        gen = self.worker.submit(job, supersede=supersede)
-        self._gens[gen] = kind
+        self.worker.submit(job, supersede=supersede).on(
+            finished=lambda value: self._on_worker_finished(kind, value),
+            failed=lambda error: self._on_worker_errored(kind, error),
+        )
 
     def start_effect(self, layer: str, concept: int) -> None:
         from actviz.analysis.concepts.tiles import concept_effect
@@ -193,11 +189,10 @@ class ConceptJobs(QObject):
 
         self.copies.get(run, self._copy_failed)
 
-    # ------------------------------------------------------------------ worker signals
-    def _on_worker_finished(self, gen: int, value: Any) -> None:
+    # ------------------------------------------------------------------ the jobs' ends
+    def _on_worker_finished(self, kind: str, value: Any) -> None:
         if self._closed:
             return
-        kind = self._gens.pop(gen, None)
         if kind == "scan":
             layer, folder, found = value
             att = self.session.concepts.get(layer)
@@ -207,7 +202,7 @@ class ConceptJobs(QObject):
                 if shown is not None and shown[0] == layer:
                     self.start_top(*shown)
             return
-        if kind is None or value is None:
+        if value is None:
             return
         where = value[0]
         if where != self.view.shown:
@@ -242,18 +237,12 @@ class ConceptJobs(QObject):
     def _copy_failed(self, error: BaseException) -> None:
         self.view.set_effect(f"Could not copy the model: {describe_error(error)}")
 
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+    def _on_worker_errored(self, kind: str, error: BaseException) -> None:
         if self._closed:
             return
-        kind = self._gens.pop(gen, None)
         if kind == "effect":
             self.view.set_effect(f"Effect not measured: {describe_error(error)}")
         elif kind in ("top", "scan"):
             self.view.set_top([], f"Top images not found: {describe_error(error)}")
         elif kind == "wants":
             self.view.set_wants(None, f"What it wants is not available: {describe_error(error)}")
-
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if self._closed:
-            return
-        self._gens.pop(gen, None)

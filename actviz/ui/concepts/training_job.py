@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.host import WindowHost
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Job, Worker
 from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
@@ -82,15 +82,13 @@ class ConceptTraining(QObject):
         self.worker = Worker(self)
         #: The dialog (made on first use).
         self.dialog: TrainConceptsDialog | None = None
-        self.gen: int | None = None
+        #: The training's job (None: none runs).
+        self.job: Job | None = None
         self.last: Any = None  # the last TrainProgress
         self._copying = False  # waiting for the copy of the model
         self._closed = False
         self.handover = _Handover(self)
         self.handover.progressed.connect(self._on_progressed)
-        self.worker.signals.finished.connect(self._on_finished)
-        self.worker.signals.errored.connect(self._on_errored)
-        self.worker.signals.cancelled.connect(self._on_cancelled)
 
     def open_dialog(self) -> TrainConceptsDialog:
         """Data > Train concepts…: the dialog (made on first use), shown."""
@@ -124,7 +122,7 @@ class ConceptTraining(QObject):
 
     def running(self) -> bool:
         """Whether a training runs now (or waits for its copy of the model)."""
-        return self.gen is not None or self._copying
+        return self.job is not None or self._copying
 
     def train(self, spec: TrainSpec) -> None:
         """Train as ``spec`` says, in the background."""
@@ -159,7 +157,9 @@ class ConceptTraining(QObject):
                 return spec, concepts, found
 
             self._copying = False
-            self.gen = self.worker.submit(job, supersede=False)
+            self.job = self.worker.submit(job, supersede=False).on(
+                finished=self._on_finished, failed=self._on_errored, cancelled=self._on_cancelled
+            )
             self.host.refresh_busy(f"Training concepts on {spec.layer}…")
 
         if dialog is not None:
@@ -172,13 +172,13 @@ class ConceptTraining(QObject):
 
     def cancel(self) -> bool:
         """Cancel the training (Esc, or the dialog's Cancel)."""
-        if self._copying and self.gen is None:
+        if self._copying and self.job is None:
             self.copy.abandon()
             self._end("Training cancelled before it began.", True)
             return True
-        if self.gen is None:
+        if self.job is None:
             return False
-        self.worker.cancel(self.gen)
+        self.job.cancel()
         return True
 
     def shutdown(self) -> None:
@@ -190,7 +190,7 @@ class ConceptTraining(QObject):
             self.dialog.close()
 
     def _end(self, text: str, error: bool) -> None:
-        self.gen = None
+        self.job = None
         self._copying = False
         if self.dialog is not None:
             self.dialog.set_busy(False)
@@ -199,12 +199,12 @@ class ConceptTraining(QObject):
 
     def _on_progressed(self, p: Any) -> None:
         self.last = p
-        if self.dialog is not None and self.gen is not None:
+        if self.dialog is not None and self.job is not None:
             self.dialog.set_progress(p.done, p.total)
             self.dialog.set_message(progress_text(p))
 
-    def _on_finished(self, gen: int, value: Any) -> None:
-        if self._closed or gen != self.gen:
+    def _on_finished(self, value: Any) -> None:
+        if self._closed:
             return
         spec, concepts, found = value
         fvu = concepts.heldout_fvu
@@ -218,12 +218,12 @@ class ConceptTraining(QObject):
         )
         self.on_trained(spec, concepts, found)
 
-    def _on_errored(self, gen: int, error: BaseException) -> None:
-        if not self._closed and gen == self.gen:
+    def _on_errored(self, error: BaseException) -> None:
+        if not self._closed:
             log.info("training concepts failed: %s", error)
             self._end(f"Training failed: {describe_error(error)}", True)
 
-    def _on_cancelled(self, gen: int) -> None:
-        if not self._closed and gen == self.gen:
+    def _on_cancelled(self) -> None:
+        if not self._closed:
             where = f" ({progress_text(self.last)[:-1]})" if self.last is not None else ""
             self._end(f"Training cancelled{where}.", True)

@@ -24,6 +24,7 @@ from actviz.ui.dataset.table import layer_figures
 from actviz.ui.dataset.topk import TopKGrid, source_name
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels import style
+from actviz.ui.worker import Job
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +187,10 @@ class DatasetScanUI(FeatureBase, QObject):
         tree = self.session.tree
         return [n.name for n in tree if n.name] if tree else []
 
-    def start(self, spec: ScanSpec) -> int:
-        """Scan ``spec`` in the background; returns the scan's generation (0: not started)."""
+    def start(self, spec: ScanSpec) -> Job | None:
+        """Scan ``spec`` in the background; returns the scan's job (None: not started)."""
         if self.window.is_closed() or self._refuse_text_model():
-            return 0
+            return None
         self._last_folder, self._last_k = spec.folder, spec.k
         self._store.setValue(FOLDER_KEY, spec.folder)
         self._store.setValue(K_KEY, spec.k)
@@ -373,21 +374,21 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dialog.set_layers(self._layers(), self.session.ticked)
         self.show_saved()
 
-    def show_saved(self) -> int:
+    def show_saved(self) -> Job | None:
         """Show the last folder's saved scan for the session's model, if there is one.
 
         Nothing is run: a scan saved for these weights, preprocessing, layers and files
         appears at once (a partial one says so); otherwise nothing changes. Returns the
-        job's generation (0: no last folder, or its layers are not in this model).
+        job (None: no last folder, or its layers are not in this model).
         """
         folder = self._last_folder
         text = str(self._store.value(LAYERS_KEY, "") or "")
         layers = tuple(n for n in text.split(",") if n)
         tree = self.session.tree
         if not folder or not layers or tree is None or not Path(folder).is_dir():
-            return 0
+            return None
         if any(name not in tree for name in layers):
-            return 0
+            return None
         return self.scans.peek(ScanSpec(folder, layers, self._last_k))
 
     def session_part(self) -> dict[str, Any]:
@@ -417,18 +418,18 @@ class DatasetScanUI(FeatureBase, QObject):
 
         return {"scan_sheets": sheets}
 
-    def restore_session_part(self, parts: Any) -> int:
+    def restore_session_part(self, parts: Any) -> Job | None:
         """Show a session's scan again from its saved arrays (nothing is run: a folder or
-        layers that are gone show nothing). Returns the job's generation (0: none)."""
+        layers that are gone show nothing). Returns the job (None: none)."""
         saved = parts.get("dataset")
         if not isinstance(saved, dict):
-            return 0
+            return None
         folder, layers = str(saved.get("folder", "")), tuple(saved.get("layers") or ())
         tree = self.session.tree
         if not layers or tree is None or any(n not in tree for n in layers):
-            return 0
+            return None
         if not Path(folder).is_dir():
-            return 0
+            return None
         return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
 
     # -- channel view and grid -----------------------------------------------------------------

@@ -23,7 +23,7 @@ from torch import nn
 
 from actviz.core.model_copy import ModelCopies, model_bytes, with_loading
 from actviz.ui.dataset.dialog import ScanSpec
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ VIEWS_KEPT = 32
 
 class _ScanSignals(QObject):
     # Emitted on the scan's thread, received (queued) on the GUI thread.
-    progressed = Signal(int, int, int, float)  # generation, done, total, images/s
+    progressed = Signal(object, int, int, float)  # the scan's job, done, total, images/s
 
 
 def _always() -> bool:
@@ -104,26 +104,15 @@ class DatasetScans(QObject):
         self.views_worker = Worker(self)
         self._signals = _ScanSignals(self)
         self._signals.progressed.connect(self._on_progressed)
-        self._scan_gen = 0
-        self._peek_gen = 0
-        self._views_gen = 0
-        #: Partial results of cancelled scans, by generation (set on the scan's thread).
-        self._partial: dict[int, Any] = {}
+        self._scan_job: Job | None = None
+        #: Partial results of cancelled scans, by job (set on the scan's thread).
+        self._partial: dict[Job, Any] = {}
         self._views_key: tuple[str, int] | None = None
         self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
         # Model copies by purpose ("scan", "views"): each purpose has its own thread.
         self._copies = ModelCopies()
         #: The last progress: done, total, images/s.
         self.progress: tuple[int, int, float] = (0, 0, 0.0)
-        for worker, slots in (
-            (self.scan_worker, (self._on_scan_finished, self._on_scan_errored, self._on_scan_cancelled)),
-            (self.views_worker, (self._on_views_finished, self._on_views_errored, None)),
-        ):  # fmt: skip
-            finished, errored, cancelled = slots
-            worker.signals.finished.connect(finished)
-            worker.signals.errored.connect(errored)
-            if cancelled is not None:
-                worker.signals.cancelled.connect(cancelled)
 
     # -- state ---------------------------------------------------------------------------------
     def is_scanning(self) -> bool:
@@ -140,18 +129,18 @@ class DatasetScans(QObject):
 
         Returns
         -------
-        int
-            The scan's generation (0 when the session has no model).
+        Job or None
+            The scan's job (None when the session has no model).
         """
         model = self.session.model
         if model is None:
             self.scan_failed.emit("Open a model first, then scan a dataset.")
-            return 0
-        gen = self._submit(model, spec, peek=False)
+            return None
+        job = self._submit(model, spec, peek=False)
         self.scan_started.emit(spec)
-        return gen
+        return job
 
-    def peek(self, spec: ScanSpec) -> int:
+    def peek(self, spec: ScanSpec) -> Job | None:
         """Show what is saved for ``spec`` with the session's model, running nothing.
 
         A scan saved whole arrives as ``scan_finished`` (``from_cache``), one cancelled before
@@ -162,15 +151,15 @@ class DatasetScans(QObject):
 
         Returns
         -------
-        int
-            The job's generation (0 without a model).
+        Job or None
+            The job (None without a model).
         """
         model = self.session.model
         if model is None or model_bytes(model) > PEEK_COPY_LIMIT:
-            return 0  # a big model is not copied unasked (a scan, asked for, still copies it)
+            return None  # a big model is not copied unasked (a scan, asked for, still copies it)
         return self._submit(model, spec, peek=True)
 
-    def _submit(self, model: Any, spec: ScanSpec, *, peek: bool) -> int:
+    def _submit(self, model: Any, spec: ScanSpec, *, peek: bool) -> Job:
         self.spec = spec
         self.progress = (0, 0, 0.0)
         self._partial.clear()  # a superseded scan's partial result is never shown
@@ -178,7 +167,7 @@ class DatasetScans(QObject):
         transform = self.session.transforms
         num_workers = 0 if peek else self.num_workers
         signals = self._signals
-        holder = [0]
+        holder: list[Job | None] = [None]
 
         def progress(done: int, total: int, ips: float) -> None:
             signals.progressed.emit(holder[0], int(done), int(total), float(ips))
@@ -234,11 +223,14 @@ class DatasetScans(QObject):
                 self._partial[holder[0]] = exc.partial
                 raise
 
-        gen = self.scan_worker.submit(job)
-        holder[0] = gen
-        self._scan_gen = gen
-        self._peek_gen = gen if peek else 0
-        return gen
+        # Each scan supersedes the one before: what reports is the latest.
+        handle = self._scan_job = holder[0] = self.scan_worker.submit(job)
+        handle.on(
+            finished=self._on_scan_finished,
+            failed=lambda error: self._on_scan_errored(error, peek),
+            cancelled=lambda: self._on_scan_cancelled(handle),
+        )
+        return handle
 
     def cancel(self) -> bool:
         """Ask the running scan to stop after its batch; True when one was running."""
@@ -262,16 +254,14 @@ class DatasetScans(QObject):
         self.views_worker.shutdown()
         self._copies.release()
 
-    def _on_progressed(self, gen: int, done: int, total: int, ips: float) -> None:
+    def _on_progressed(self, job: Job | None, done: int, total: int, ips: float) -> None:
         # A cancelled scan still reports the batch it finished (that work is saved).
-        if gen != self._scan_gen or self.scan_worker.is_stale(gen):
+        if job is not self._scan_job or job.outcome == "superseded":
             return
         self.progress = (done, total, ips)
         self.scan_progressed.emit(done, total, ips, eta_seconds(done, total, ips))
 
-    def _on_scan_finished(self, gen: int, scan: Any) -> None:
-        if gen != self._scan_gen:
-            return
+    def _on_scan_finished(self, scan: Any) -> None:
         if scan is None:  # a peek found nothing saved
             self.spec = self._scan_spec
             return
@@ -292,11 +282,9 @@ class DatasetScans(QObject):
         self._views_key = None
         self._views_cache.clear()
 
-    def _on_scan_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._scan_gen:
-            return
+    def _on_scan_errored(self, error: BaseException, peek: bool) -> None:
         self.spec = self._scan_spec  # the scan shown stays, with what it was asked for
-        if gen == self._peek_gen:  # the last folder is gone or unreadable: nothing to show
+        if peek:  # the last folder is gone or unreadable: nothing to show
             log.info("no saved scan to show: %s", error)
             return
         from actviz.ui.background_loads import describe_error
@@ -304,10 +292,8 @@ class DatasetScans(QObject):
         log.info("scan failed", exc_info=(type(error), error, error.__traceback__))
         self.scan_failed.emit(f"Scan failed: {describe_error(error)}")
 
-    def _on_scan_cancelled(self, gen: int) -> None:
-        partial = self._partial.pop(gen, None)
-        if gen != self._scan_gen:
-            return
+    def _on_scan_cancelled(self, job: Job) -> None:
+        partial = self._partial.pop(job, None)
         if partial is not None and partial.count > 0:
             # What was scanned before the cancel is worth showing (it is saved too).
             self._adopt(partial)
@@ -349,19 +335,22 @@ class DatasetScans(QObject):
             target = with_loading(twin, model, loaded)
             return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
 
-        self._views_gen = self.views_worker.submit(job)
+        # Each request supersedes (and silences) the one before.
+        self.views_worker.submit(job).on(
+            finished=self._on_views_finished, failed=self._on_views_errored
+        )
         return True
 
-    def _on_views_finished(self, gen: int, result: Any) -> None:
+    def _on_views_finished(self, result: Any) -> None:
         key, views = result
         self._views_cache[key] = tuple(views)
         while len(self._views_cache) > VIEWS_KEPT:
             self._views_cache.popitem(last=False)
-        if gen == self._views_gen and self.scan is not None and key[0] == id(self.scan):
+        if self.scan is not None and key[0] == id(self.scan):
             self.views_ready.emit(key[1], key[2], tuple(views))
 
-    def _on_views_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._views_gen or self._views_key is None:
+    def _on_views_errored(self, error: BaseException) -> None:
+        if self._views_key is None:
             return
         from actviz.ui.background_loads import describe_error
 

@@ -10,8 +10,7 @@
   only read): every leaf of ResNet-18 at 224 px takes ~0.2 s, too long for the GUI thread;
   a newer result's estimates replace those still being made;
 * "Verify top 16" runs :func:`~actviz.analysis.effects.verify` on the window's capture worker
-  (one model, one worker), as a job this feature :meth:`owns_job`, with progress and Cancel
-  (Esc); a run started meanwhile replaces it;
+  (one model, one worker), as this feature's own job, with progress and Cancel (Esc); a run started meanwhile replaces it;
 * "Ablate top" / "Keep only top" add what-if edits to ``session.edits`` and run again;
 * optionally each layer's top channels are outlined in its layer panel, which turns to the
   page holding the first;
@@ -40,7 +39,7 @@ from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
 from actviz.ui.effects.view import BarRow, EffectsView, measured_text
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Job, Worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.analysis.effects import Effects
@@ -104,7 +103,8 @@ class EffectsFeature(FeatureBase, QObject):
         self.worker = host.worker
         #: Estimates (no model run, no hooks: a thread of their own, newest result wins).
         self.estimates = Worker(self)
-        self._estimate_gen: int | None = None
+        #: The estimates being made (each replaces, and silences, the one before).
+        self._estimate: Job | None = None
         #: Channels each "Verify" measures per layer.
         self.verify_count = DEFAULT_VERIFY
         self.view = EffectsView(self.verify_count)
@@ -159,9 +159,6 @@ class EffectsFeature(FeatureBase, QObject):
         # Said under the next result's bars too (that result's estimates replaced the red
         # line within a moment, and a verification seemed to have done nothing).
         self._note = ""
-        es = self.estimates.signals
-        es.finished.connect(self._on_estimate_finished)
-        es.errored.connect(self._on_estimate_errored)
         self.session.result_changed.connect(self._on_result_changed)
         self.session.model_changed.connect(self._on_model_changed)
         self.session.concepts_changed.connect(self._on_concepts_changed)
@@ -169,10 +166,6 @@ class EffectsFeature(FeatureBase, QObject):
         v.set_message(RUN_FIRST)
 
     # ========================================================================== Feature
-    def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is a verification."""
-        return self.job.owns(generation)
-
     def cancel(self) -> bool:
         """Esc / Cancel: stop the verification (the estimates stay)."""
         return self.job.cancel()
@@ -258,21 +251,21 @@ class EffectsFeature(FeatureBase, QObject):
         except ValueError as exc:
             self.effects = None
             self._source = None  # asked again, it says why again
-            self._estimate_gen = None
+            self._estimate = None
             self.estimates.drop()
             self.view.set_sections([])
             self.view.set_message(str(exc), error=True)
             return False
         if self.effects is None:
             self.view.set_message("Ranking the channels…")
-        self._estimate_gen = self.estimates.submit(
+        self._estimate = self.estimates.submit(
             lambda _stop, _progress: units.estimate_layers(model, cap, layers, dicts, target=target)
-        )
+        ).on(finished=self._on_estimate_finished, failed=self._on_estimate_errored)
         return True
 
     def estimating(self) -> bool:
         """True while the estimates of the latest result are being made."""
-        return self._estimate_gen is not None
+        return self._estimate is not None
 
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
         """Measure the exact effect of each layer's top channels in the background
@@ -562,20 +555,16 @@ class EffectsFeature(FeatureBase, QObject):
         return True
 
     # ========================================================================== events
-    def _on_estimate_finished(self, gen: int, eff: Effects) -> None:
-        if gen != self._estimate_gen:
-            return
-        self._estimate_gen = None
+    def _on_estimate_finished(self, eff: Effects) -> None:
+        self._estimate = None
         self.effects = eff
         self._show()
         pending, self._pending_measure = self._pending_measure, None
         if pending is not None:
             self.measure(*pending)
 
-    def _on_estimate_errored(self, gen: int, error: BaseException) -> None:
-        if gen != self._estimate_gen:
-            return
-        self._estimate_gen = None
+    def _on_estimate_errored(self, error: BaseException) -> None:
+        self._estimate = None
         self._pending_measure = None
         self.effects = None
         self.view.set_sections([])
@@ -614,7 +603,7 @@ class EffectsFeature(FeatureBase, QObject):
         # result (a slow first run showed another model's channels meanwhile).
         self.effects = None
         self._source = None
-        self._estimate_gen = None
+        self._estimate = None
         self.estimates.drop()
         self.view.set_sections([])
         self.view.set_message(RUN_FIRST)

@@ -67,10 +67,6 @@ class LiveMode(FeatureBase):
         host.add_status_widget(self.status_label)
         self.controller.status_changed.connect(self._on_status_changed)
 
-    def streams_job(self, generation: int) -> bool:
-        """A frame submitted while a sequence plays."""
-        return self.controller.is_streamed(generation)
-
     def configure(self, **kwargs: Any) -> LiveController:
         """Set controller options (``max_fps``, ``memory_budget``, ``capture_threads``)."""
         for key, value in kwargs.items():

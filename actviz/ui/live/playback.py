@@ -46,7 +46,6 @@ is superseded by the live frame, so Run means "refresh the live frame".
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
 import time
@@ -77,7 +76,7 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
-from actviz.ui.worker import Staged
+from actviz.ui.worker import Job, Staged
 from actviz.workspace.budget import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
@@ -265,19 +264,17 @@ class LiveController(QObject):
         self.frames_shown = 0
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
-        # Frames submitted and not yet reported, oldest first (generation -> spec); those not
+        # Frames submitted and not yet reported, oldest first (job -> spec); those not
         # captured yet are in ``_capturing`` with their lane (one, or CAPTURES_AHEAD per lane
         # while playing), the others are being prepared.
-        self._inflight: dict[int, _Spec] = {}
-        self._capturing: dict[int, int] = {}  # generation -> lane
+        self._inflight: dict[Job, _Spec] = {}
+        self._capturing: dict[Job, int] = {}  # job -> lane
         # The model's copy for lane 1 (None: not made, or not wanted), and why the model gets
         # none (None: not asked yet for this model).
         self._replica: ModelCopy | None = None
-        self._build_gen: int | None = None  # the frame whose job copies the model
+        self._build_job: Job | None = None  # the frame whose job copies the model
         self._refusal: tuple[Any, str] | None = None
         self._last_lane = 1
-        # Frames submitted while playing (the latest few), for the window's status bar.
-        self._streamed: collections.deque[int] = collections.deque(maxlen=16)
         self._status_at = -1.0
         self._shown_index = 0
         self._closed = False
@@ -289,11 +286,6 @@ class LiveController(QObject):
         self._pump_timer.setSingleShot(True)
         self._pump_timer.timeout.connect(self._pump)
 
-        signals = self.worker.signals
-        signals.staged.connect(self._on_worker_staged)
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
         window.run_started.connect(self._on_window_run_started)
         window.pinned_shown.connect(self.pause)  # the next frame would replace it at once
         window.closed.connect(self.shutdown)
@@ -576,7 +568,6 @@ class LiveController(QObject):
     def _pump(self) -> None:
         if self._closed:
             return
-        self._forget_stale()
         # Playing: the next frame is queued behind the one capturing (see the module docstring).
         ahead = CAPTURES_AHEAD * self._lane_count() if self.player.playing else 1
         self.coalescer.limit = ahead
@@ -608,7 +599,7 @@ class LiveController(QObject):
 
     def _drop_replica(self) -> None:
         self._replica = None
-        self._build_gen = None
+        self._build_job = None
 
     def _choose_lane(self, model: Any) -> tuple[int, Any, ModelCopy | None]:
         """``(lane, model to capture, replica to build first)`` for the next frame."""
@@ -633,7 +624,7 @@ class LiveController(QObject):
         if rep.twin is None:
             # Asked for already, by a frame still on its way (a frame dropped before its job
             # ran never made the copy: ask again).
-            if self._build_gen in self._inflight:
+            if self._build_job in self._inflight:
                 return 0, model, None
             return 0, model, rep  # lane 0 copies the model between two of its captures
         on = [0, 0]
@@ -712,16 +703,19 @@ class LiveController(QObject):
         threads = max(1, self.worker.threads // 2) if self._lane_count() == 2 else None
         # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
         gen = self.worker.submit(job, supersede=not self._inflight, lane=lane, threads=threads)
+        # The window shows the frame as a run's result first; a stream's, quietly.
+        self.window.show_run(gen, streamed=self.player.playing)
+        gen.on(
+            staged=lambda: self._on_worker_staged(gen),
+            finished=lambda result: self._on_worker_finished(gen, result),
+            failed=lambda error: self._on_worker_errored(gen, error),
+            cancelled=lambda: self._on_worker_cancelled(gen),
+            superseded=lambda: self._forget(gen),  # a window run replaced it
+        )
         self._inflight[gen] = spec
         self._capturing[gen] = lane
         if build is not None:
-            self._build_gen = gen
-        if self.player.playing:
-            self._streamed.append(gen)
-
-    def is_streamed(self, generation: int) -> bool:
-        """Whether ``generation`` is a frame submitted while a sequence played."""
-        return generation in self._streamed
+            self._build_job = gen
 
     def _make_job(
         self,
@@ -852,7 +846,7 @@ class LiveController(QObject):
         return job
 
     # ------------------------------------------------------------------ worker events
-    def _forget(self, gen: int) -> _Spec | None:
+    def _forget(self, gen: Job) -> _Spec | None:
         spec = self._inflight.pop(gen, None)
         if spec is not None:
             spec.release()
@@ -860,30 +854,18 @@ class LiveController(QObject):
             self.coalescer.finish()
         return spec
 
-    def _forget_stale(self) -> None:
-        """Forget frames another job replaced (a window run, Worker.drop): they never report."""
-        for gen in [g for g in self._inflight if self.worker.is_stale(g)]:
-            self._forget(gen)
+    def _take_inflight(self, gen: Job) -> _Spec | None:
+        """The spec of our frame ``gen`` (None once forgotten)."""
+        return self._forget(gen)
 
-    def _take_inflight(self, gen: int) -> _Spec | None:
-        """The spec of ``gen`` if it is our frame; a newer generation means ours was superseded."""
-        if gen in self._inflight:
-            return self._forget(gen)
-        if self._inflight and gen > max(self._inflight):
-            # A run the window started replaced our frames; their results were dropped.
-            for ours in list(self._inflight):
-                self._forget(ours)
-            self._pump()
-        return None
-
-    def _on_worker_staged(self, gen: int) -> None:
+    def _on_worker_staged(self, gen: Job) -> None:
         if self._capturing.pop(gen, None) is not None:
             # Captured: the model is free, so the next frame may start while this one is
             # prepared.
             self.coalescer.finish()
             self._pump()
 
-    def _on_worker_finished(self, gen: int, result: Any) -> None:
+    def _on_worker_finished(self, gen: Job, result: Any) -> None:
         spec = self._take_inflight(gen)
         if spec is None:
             return
@@ -928,7 +910,7 @@ class LiveController(QObject):
             self.coalescer.offer(_Spec(spec.index, spec.perturbation, full=True))
         self._pump()
 
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
+    def _on_worker_errored(self, gen: Job, error: BaseException) -> None:
         spec = self._take_inflight(gen)
         if spec is None:
             return
@@ -947,14 +929,13 @@ class LiveController(QObject):
             )
         self._emit_status()
 
-    def _on_worker_cancelled(self, gen: int) -> None:
+    def _on_worker_cancelled(self, gen: Job) -> None:
         if self._take_inflight(gen) is not None:
             self._pump()
 
     def _on_window_run_started(self) -> None:
-        # Our frame in flight (if any) is superseded by the window's run; while engaged, the
+        # Our frame in flight (if any) was superseded by the window's run; while engaged, the
         # live frame supersedes the window's run in turn ("Run" refreshes the live frame).
-        self._forget_stale()
         if self.engaged:
             self.request()
 
@@ -975,11 +956,7 @@ class LiveController(QObject):
         self._play_timer.stop()
         self._pump_timer.stop()
         self._stop_webcam()
-        signals = self.worker.signals
         for sig, slot in (
-            (signals.finished, self._on_worker_finished),
-            (signals.errored, self._on_worker_errored),
-            (signals.cancelled, self._on_worker_cancelled),
             (self.window.run_started, self._on_window_run_started),
             (self.window.pinned_shown, self.pause),
         ):

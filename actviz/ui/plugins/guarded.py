@@ -219,12 +219,6 @@ class GuardedFeature:
     def is_busy(self) -> bool:
         return bool(self._call("is_busy", False))
 
-    def owns_job(self, generation: int) -> bool:
-        return bool(self._call("owns_job", False, generation))
-
-    def streams_job(self, generation: int) -> bool:
-        return bool(self._call("streams_job", False, generation))
-
     def reset_layout(self) -> None:
         self._call("reset_layout", None)
 

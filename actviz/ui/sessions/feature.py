@@ -33,6 +33,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QWidget
 from actviz.ui.background_loads import describe_error, short_source
 from actviz.ui.file_dialogs import start_folder, start_path
 from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.sessions.report_job import ReportJob
 from actviz.ui.sessions.state import (
     ModelOpened,
     apply_view,
@@ -42,7 +43,7 @@ from actviz.ui.sessions.state import (
     restorable_ticks,
     restore_pins,
 )
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_file import (
     SUFFIX,
     ModelCheck,
@@ -146,30 +147,6 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
 
 
-class _Report:
-    """One File > Export report: its file, its job and the generation it runs as now.
-
-    The job may be submitted again (a later run made it stale before it began); whichever
-    submission begins first claims it, so the file is written once.
-    """
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.job: Callable[..., Any] | None = None
-        self.gen = -1
-        self.claimed = False
-        #: (info, error) once the job ended.
-        self.outcome: tuple[Any, BaseException | None] | None = None
-        self._lock = threading.Lock()
-
-    def claim(self) -> bool:
-        with self._lock:
-            if self.claimed:
-                return False
-            self.claimed = True
-            return True
-
-
 @dataclass
 class _Saving:
     """A session being saved: its file and, once the job ended, whether it was written."""
@@ -238,25 +215,14 @@ class SessionsFeature(FeatureBase, QObject):
         #: Reads, writes, hashes, model opening and preparation (no capture: the window's
         #: worker keeps its model's hooks to itself).
         self.worker = Worker(self)
-        self._jobs: dict[int, tuple[str, Any]] = {}
+        self._jobs: dict[Job, tuple[str, Any]] = {}
         self._opening: _Opening | None = None
         self._closed = False
-        signals = self.worker.signals
-        signals.finished.connect(self._on_job_finished)
-        signals.errored.connect(self._on_job_errored)
-        signals.cancelled.connect(self._on_job_cancelled)
-        signals.progress.connect(lambda _gen, text: host.show_status(text))
         #: Reports are written on the window's capture worker (one model, one worker: scan
         #: sheets measure receptive fields on the model, a transformer's attention is
-        #: recorded on it), by generation. A run submitted after a report makes its
-        #: generation stale, and the worker then reports nothing of it: see
-        #: :meth:`_resume_reports`.
-        self._reports: dict[int, _Report] = {}
-        cs = host.worker.signals
-        cs.finished.connect(self._on_report_finished)
-        cs.errored.connect(self._on_report_errored)
-        cs.cancelled.connect(self._on_report_cancelled)
-        cs.started.connect(self._resume_reports)
+        #: recorded on it). A run submitted after a report supersedes it, and the worker
+        #: then reports nothing more of it: see :meth:`_resume_reports`.
+        self._reports: dict[ReportJob, None] = {}  # in order
         self._report_ended.connect(self._resume_reports)
         self._build_menu()
 
@@ -323,9 +289,6 @@ class SessionsFeature(FeatureBase, QObject):
         """What the window shows, as a :class:`SessionState` (``actviz.session.save``)."""
         return gather_state(self.host)
 
-    def owns_job(self, generation: int) -> bool:
-        return generation in self._reports
-
     def is_busy(self) -> bool:
         self._resume_reports()
         return bool(self._jobs) or bool(self._reports) or self._opening is not None
@@ -339,11 +302,17 @@ class SessionsFeature(FeatureBase, QObject):
             self._fail_open(self._opening, "Opening the session was cancelled; nothing changed.")
         return True
 
-    def _submit(self, kind: str, job: Callable[..., Any], data: Any = None) -> int:
-        gen = self.worker.submit(job, supersede=False)
-        self._jobs[gen] = (kind, data)
+    def _submit(self, kind: str, job: Callable[..., Any], data: Any = None) -> Job:
+        handle = self.worker.submit(job, supersede=False)
+        handle.on(
+            finished=lambda value: self._on_job_finished(handle, value),
+            failed=lambda error: self._on_job_errored(handle, error),
+            cancelled=lambda: self._on_job_cancelled(handle),
+            progress=self.host.show_status,
+        )
+        self._jobs[handle] = (kind, data)
         self.host.refresh_busy()
-        return gen
+        return handle
 
     def _wait(self, done: Callable[[], bool]) -> None:
         wait_until = getattr(self.host, "wait_until", None)
@@ -408,9 +377,9 @@ class SessionsFeature(FeatureBase, QObject):
             return path, save_state(full, path, pin_captures=pin_captures)
 
         saving = _Saving(path)
-        gen = self._submit("save", job, saving)
+        handle = self._submit("save", job, saving)
         if wait:
-            self._wait(lambda: gen not in self._jobs)
+            self._wait(lambda: handle not in self._jobs)
             return bool(saving.ok)
         return True
 
@@ -665,12 +634,12 @@ class SessionsFeature(FeatureBase, QObject):
         parts = self.host.report_parts()
         self.host.show_status(f"Writing the report {out.name}…")
 
-        report = _Report(out)
+        report = ReportJob(out)
 
-        def job(_stop: Any, progress: Callable[[str], None]) -> Any:
+        def job(_stop: Any, progress: Callable[[str], None], submission: int) -> Any:
             from actviz.io.report import write_result_report
 
-            if not report.claim():  # an earlier submission of it began after all
+            if not report.claim(submission):  # an earlier submission of it began after all
                 return None
 
             def pages(done: int, total: int, what: str) -> None:
@@ -694,61 +663,63 @@ class SessionsFeature(FeatureBase, QObject):
         self._submit_report(report)
         self.host.refresh_busy()
         if wait:
-            self._wait(lambda: report.gen not in self._reports)
+            self._wait(lambda: report not in self._reports)
             return report.outcome is not None and report.outcome[1] is None
         return True
 
-    def _submit_report(self, report: _Report) -> None:
-        self._reports.pop(report.gen, None)
-        report.gen = self.host.worker.submit(report.job, supersede=False)
-        self._reports[report.gen] = report
+    def _submit_report(self, report: ReportJob) -> None:
+        self._reports[report] = None
+        report.submit(self.host.worker).on(
+            finished=lambda info: info is not None and self._on_report_finished(report, info),
+            failed=lambda error: self._on_report_errored(report, error),
+            cancelled=lambda: self._on_report_cancelled(report),
+            superseded=self._resume_reports,
+            progress=self.host.show_status,
+        )
 
-    def _resume_reports(self, _gen: int = 0) -> None:
-        """Reports a later run made stale: the worker says nothing of a stale job.
+    def _resume_reports(self) -> None:
+        """Reports a later run superseded: the worker says nothing more of them.
 
         One that had not begun is skipped by the worker: submit it again (it then runs
-        after the run). One that ended stale: say so from its outcome. A current one is
-        reported by the worker's own signals.
+        after the run). One that ended superseded: say so from its outcome. A current one
+        reports through its own handle.
         """
         if self._closed:
             return
-        worker = self.host.worker
-        for report in list(self._reports.values()):
-            if not worker.is_stale(report.gen):
-                continue
-            if not report.claimed:
+        for report in list(self._reports):
+            if report.to_resubmit():
                 self._submit_report(report)
-            elif report.outcome is not None:
-                info, error = report.outcome
+            elif report.ended_unheard():
+                info, error = report.outcome  # type: ignore[misc]
                 if error is not None:
-                    self._on_report_errored(report.gen, error)
+                    self._on_report_errored(report, error)
                 else:
-                    self._on_report_finished(report.gen, info)
+                    self._on_report_finished(report, info)
 
-    def _on_report_finished(self, gen: int, info: Any) -> None:
-        if self._reports.pop(gen, None) is None:
+    def _on_report_finished(self, report: ReportJob, info: Any) -> None:
+        if self._reports.pop(report, False) is False:
             return
         self.host.clear_messages(REPORT_SOURCE)  # an earlier report's failure is over
         self.host.refresh_busy(f"Wrote the report {info.path} ({_mib(info.nbytes)})")
         self.report_written.emit(str(info.path))
 
-    def _on_report_errored(self, gen: int, error: BaseException) -> None:
-        if self._reports.pop(gen, None) is None:
+    def _on_report_errored(self, report: ReportJob, error: BaseException) -> None:
+        if self._reports.pop(report, False) is False:
             return
         log.error("report failed", exc_info=(type(error), error, error.__traceback__))
         text = f"Could not write the report: {describe_error(error)}"
         self.host.show_error(text, REPORT_SOURCE)
         self.host.refresh_busy("Could not write the report: see the message above")
 
-    def _on_report_cancelled(self, gen: int) -> None:
-        if self._reports.pop(gen, None) is not None:
+    def _on_report_cancelled(self, report: ReportJob) -> None:
+        if self._reports.pop(report, False) is None:
             self.host.refresh_busy("The report was cancelled.")
 
-    # ========================================================================== worker slots
-    def _on_job_finished(self, gen: int, value: Any) -> None:
-        if gen not in self._jobs:
+    # ========================================================================== the jobs' ends
+    def _on_job_finished(self, handle: Job, value: Any) -> None:
+        if handle not in self._jobs:
             return
-        kind, data = self._jobs.pop(gen)
+        kind, data = self._jobs.pop(handle)
         self.host.refresh_busy()
         try:
             if kind == "save":
@@ -765,10 +736,10 @@ class SessionsFeature(FeatureBase, QObject):
             log.exception("session step %s failed", kind)
             self._on_step_error(kind, data, exc)
 
-    def _on_job_errored(self, gen: int, error: BaseException) -> None:
-        if gen not in self._jobs:
+    def _on_job_errored(self, handle: Job, error: BaseException) -> None:
+        if handle not in self._jobs:
             return
-        kind, data = self._jobs.pop(gen)
+        kind, data = self._jobs.pop(handle)
         self.host.refresh_busy()
         if kind == "model" and data is self._opening:
             self._model_failed(data, error)
@@ -789,8 +760,8 @@ class SessionsFeature(FeatureBase, QObject):
             opening = data[0] if isinstance(data, tuple) else data
             self._fail_open(opening, f"Could not open the session: {text}", level="error")
 
-    def _on_job_cancelled(self, gen: int) -> None:
-        self._jobs.pop(gen, None)
+    def _on_job_cancelled(self, handle: Job) -> None:
+        self._jobs.pop(handle, None)
         self.host.refresh_busy()
 
     # ========================================================================== autosave

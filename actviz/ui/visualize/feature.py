@@ -94,8 +94,6 @@ class VisualizeFeature(FeatureBase, QObject):
         # page in the What channels want dock too.
         self.section.cancel_requested.connect(self._on_section_cancel_requested)
         self.session.model_changed.connect(self._on_model_changed)
-        self.lookups.signals.finished.connect(self._on_lookup_finished)
-        self.lookups.signals.errored.connect(self._on_lookup_errored)
 
         #: The "What channels want" dock and its background synthesis.
         self.page = PageVisualiser(host, self.section.settings, self.section.settings_menu)
@@ -120,11 +118,6 @@ class VisualizeFeature(FeatureBase, QObject):
         host.add_tile_menu_entries(self.fill_tile_menu)
 
     # ========================================================================== Feature
-    def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is a model copy (for What it wants
-        or a page; the syntheses run on workers of their own)."""
-        return self.copy.owns_job(generation) or self.page.owns_job(generation)
-
     def cancel(self) -> bool:
         """Esc / Cancel: stop the syntheses."""
         page = self.page.cancel()
@@ -379,7 +372,9 @@ class VisualizeFeature(FeatureBase, QObject):
         def job(_should_stop: Any, _report: Any) -> tuple[tuple[Any, ...], Visualization]:
             return key, _visualize_key(model, key, only_cached=True)
 
-        self.lookups.submit(job)
+        self.lookups.submit(job).on(
+            finished=self._on_lookup_finished, failed=self._on_lookup_errored
+        )
 
     @staticmethod
     def _key_of(vis: Visualization) -> tuple[Any, ...]:
@@ -439,7 +434,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._asked, self._pending = None, False
         self.lookups.drop()
 
-    def _on_lookup_finished(self, _gen: int, value: Any) -> None:
+    def _on_lookup_finished(self, value: Any) -> None:
         key, vis = value
         if key != self._asked:
             return
@@ -447,7 +442,7 @@ class VisualizeFeature(FeatureBase, QObject):
         if key == self.key() and vis.channels:
             self._show(vis)
 
-    def _on_lookup_errored(self, _gen: int, error: BaseException) -> None:
+    def _on_lookup_errored(self, error: BaseException) -> None:
         # Not an image model, a channel out of range: "What it wants" then says why.
         log.debug("no cached visualisation: %s", error)
         self._pending = False

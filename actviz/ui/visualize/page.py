@@ -125,7 +125,6 @@ class PageVisualiser(QObject):
         self.dock.mosaic.tile_clicked.connect(self._on_tile_clicked)
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
         self._signals.part.connect(self._on_part)
-        self.worker.signals.errored.connect(self._on_worker_errored)
         #: The page's job on :attr:`worker` (the synthesis, or a restored page's look-up);
         #: its context: ``(kind, token)``.
         self.job = FeatureJob(
@@ -145,10 +144,6 @@ class PageVisualiser(QObject):
     def is_busy(self) -> bool:
         """True while the page is being copied for, synthesised or looked up."""
         return self.job.running or self.copy.pending
-
-    def owns_job(self, generation: int) -> bool:
-        """Whether the capture worker's job ``generation`` is the model copy."""
-        return self.copy.owns_job(generation)
 
     def result(self) -> Visualization | None:
         """The pictures of the page shown so far, in tile order (None: none yet)."""
@@ -359,7 +354,7 @@ class PageVisualiser(QObject):
             status="",
             done="",
             context=("look-up", self._token),
-        )
+        ).failed.connect(self._on_worker_errored)
 
     def shutdown(self) -> None:
         """Stop the synthesis and wait for its thread (the window is closing)."""
@@ -394,7 +389,7 @@ class PageVisualiser(QObject):
             status="Visualising channels…",
             done="Visualising channels: done",
             context=("synthesis", self._token),
-        )
+        ).failed.connect(self._on_worker_errored)
 
     def _page_job(self, target: Any, *, compute: bool) -> Callable[[Any, Any], None]:
         """The job filling the page shown: the cache's pictures first, then (``compute``)
@@ -451,7 +446,7 @@ class PageVisualiser(QObject):
         return job
 
     # ========================================================================== events
-    def _on_worker_errored(self, _gen: int, _error: BaseException) -> None:
+    def _on_worker_errored(self, _error: BaseException) -> None:
         # The page failed before any picture (not an image model, a layer without
         # channels): no grey tiles under the message, as if pictures were still coming.
         if not self.dock.mosaic.filled():

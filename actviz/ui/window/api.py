@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.pin_actions import PinActions
     from actviz.ui.window.result_display import ResultDisplay
     from actviz.ui.window.runs import RunControl
-    from actviz.ui.worker import Worker
+    from actviz.ui.worker import Job, Worker
     from actviz.workspace.pins import Pin
     from actviz.workspace.session_state import Session
 
@@ -85,9 +85,14 @@ class WindowAPI:
         """The layer the histogram and the single-layer exports are about."""
         return self.display.selected_layer
 
-    def run(self) -> int | None:
-        """Start a run now (Ctrl+R); returns its generation, or None when it cannot run."""
+    def run(self) -> Job | None:
+        """Start a run now (Ctrl+R); returns its job, or None when it cannot run."""
         return self.runs.run()
+
+    def show_run(self, job: Job, *, streamed: bool = False) -> None:
+        """Show ``job``'s end as a run's (a live frame): its result in the panels, its error
+        in the banner; ``streamed``: a stream's frame, quiet in the status bar."""
+        self.runs.watch(job, kind="frame", streamed=streamed)
 
     def schedule_run(self) -> None:
         """Re-run after the debounce delay (restarted by every further change)."""

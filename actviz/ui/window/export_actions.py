@@ -33,10 +33,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class ExportRequest:
-    """One "export everything" run: where to, which worker generation, how it ended."""
+    """One "export everything" run: where to, how it ended."""
 
     out: Path
-    generation: int = 0
     succeeded: bool | None = None
     paths: list[Path] = field(default_factory=list)
     #: The request that first re-ran the model for this export (it ends as this one ends).
@@ -111,11 +110,6 @@ class ExportActions:
         actions.export_all_action.triggered.connect(self._on_export_all_triggered)
         actions.export_png_action.triggered.connect(self._on_export_png_triggered)
         actions.export_npy_action.triggered.connect(self._on_export_npy_triggered)
-        signals = export_worker.signals
-        signals.finished.connect(self._on_export_finished)
-        signals.errored.connect(self._on_export_errored)
-        signals.cancelled.connect(self._on_export_cancelled)
-        signals.progress.connect(self._on_export_progress)
 
     @property
     def colormap(self) -> str:
@@ -197,7 +191,12 @@ class ExportActions:
             previous.succeeded = False  # superseded: the worker drops its result
         request = ExportRequest(out)
         self._export_request = request
-        request.generation = self.export_worker.submit(job)
+        self.export_worker.submit(job).on(
+            finished=lambda paths: self._on_export_finished(request, paths),
+            failed=lambda error: self._on_export_errored(request, error),
+            cancelled=lambda: self._on_export_cancelled(request),
+            progress=self.status_label.setText,
+        )
         self._refresh_busy(f"Exporting to {out}…")
         if not wait:
             return True
@@ -372,13 +371,9 @@ class ExportActions:
             request.succeeded = False
         self._export_request = None
 
-    # ========================================================================== worker events
-    def _on_export_progress(self, gen: int, message: str) -> None:
-        self.status_label.setText(message)
-
-    def _settle_export(self, gen: int, succeeded: bool) -> ExportRequest | None:
-        request = self._export_request
-        if request is None or gen != request.generation:
+    # ========================================================================== the job's end
+    def _settle_export(self, request: ExportRequest, succeeded: bool) -> ExportRequest | None:
+        if request is not self._export_request:
             return None
         self._export_request = None
         request.succeeded = succeeded
@@ -386,9 +381,8 @@ class ExportActions:
             request.parent.succeeded = succeeded
         return request
 
-    def _on_export_finished(self, gen: int, paths: list[Path]) -> None:
-        request = self._settle_export(gen, True)
-        if request is None:
+    def _on_export_finished(self, request: ExportRequest, paths: list[Path]) -> None:
+        if self._settle_export(request, True) is None:
             return
         request.paths = list(paths)
         self.last_export = list(paths)
@@ -396,8 +390,8 @@ class ExportActions:
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
         self.window.export_finished.emit(list(paths))
 
-    def _on_export_errored(self, gen: int, error: BaseException) -> None:
-        if self._settle_export(gen, False) is None:
+    def _on_export_errored(self, request: ExportRequest, error: BaseException) -> None:
+        if self._settle_export(request, False) is None:
             return
         log.error("export failed", exc_info=(type(error), error, error.__traceback__))
         text = f"Export failed: {describe_error(error)}"
@@ -405,8 +399,8 @@ class ExportActions:
         self._refresh_busy(text)
         self.window.export_failed.emit(text)
 
-    def _on_export_cancelled(self, gen: int) -> None:
-        if self._settle_export(gen, False) is None:
+    def _on_export_cancelled(self, request: ExportRequest) -> None:
+        if self._settle_export(request, False) is None:
             return
         text = "Export cancelled; the files written so far stay."
         self._refresh_busy(text)

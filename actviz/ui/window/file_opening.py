@@ -39,7 +39,7 @@ from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
 from actviz.ui.window.settings import AppSettings, split_recent_model
-from actviz.ui.worker import Worker
+from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,17 +140,6 @@ class FileOpening:
         actions.open_model_action.triggered.connect(self._on_open_model_triggered)
         actions.open_input_action.triggered.connect(self._on_open_input_triggered)
         actions.sample_combo.activated.connect(self._on_sample_activated)
-        for worker, slots in (
-            (model_loads, (self._on_model_load_finished, self._on_model_load_errored,
-                           self._on_model_load_cancelled, self._on_load_progress)),
-            (input_loads, (self._on_input_load_finished, self._on_input_load_errored,
-                           self._on_input_load_cancelled, self._on_load_progress)),
-        ):  # fmt: skip
-            finished, errored, cancelled, progress = slots
-            worker.signals.finished.connect(finished)
-            worker.signals.errored.connect(errored)
-            worker.signals.cancelled.connect(cancelled)
-            worker.signals.progress.connect(progress)
         self._fill_samples()
         self._refresh_recent_menus()
 
@@ -285,7 +274,7 @@ class FileOpening:
     def read_waiting_input(self) -> None:
         """Read an input that waited for a model being opened for the session's model now."""
         pending = self._input_request
-        if pending is not None and pending.generation == 0:
+        if pending is not None and pending.job is None:
             self._start_input_load(pending)  # it waited for a model: this is the one
 
     def drop_input_load(self) -> None:
@@ -323,8 +312,14 @@ class FileOpening:
         self._model_request = request
         loader = self.window.model_loader
         source, arch, weights, trust = request.source, request.arch, request.weights, request.trust
-        request.generation = self.model_loads.submit(
+        job = request.job = self.model_loads.submit(
             lambda stop, progress: loader(source, arch=arch, weights=weights, trust=trust)
+        )
+        job.on(
+            finished=lambda loaded: self._on_model_load_finished(job, loaded),
+            failed=lambda error: self._on_model_load_errored(job, error),
+            cancelled=lambda: self._on_model_load_cancelled(job),
+            progress=self.status_label.setText,
         )
         self._refresh_busy(f"Opening {short_source(source)}…")
 
@@ -345,9 +340,9 @@ class FileOpening:
                 status or f"Opening {short_source(request.source)} was cancelled; the model stays."
             )
 
-    def _on_model_load_finished(self, gen: int, loaded: Any) -> None:
+    def _on_model_load_finished(self, job: Job, loaded: Any) -> None:
         request = self._model_request
-        if request is None or gen != request.generation:
+        if request is None or job is not request.job:
             return
         self._model_request = None
         request.succeeded = True
@@ -368,11 +363,11 @@ class FileOpening:
         self._show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
-    def _on_model_load_errored(self, gen: int, error: BaseException) -> None:
+    def _on_model_load_errored(self, job: Job, error: BaseException) -> None:
         from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
 
         request = self._model_request
-        if request is None or gen != request.generation:
+        if request is None or job is not request.job:
             return
         if isinstance(error, UntrustedFileError) and not request.trust:
             trusted = self.window.confirm_untrusted(self._parent(), error.path, str(error))
@@ -418,9 +413,9 @@ class FileOpening:
         dialog.show_failure(text, path=keep, candidates=candidates)
         return True
 
-    def _on_model_load_cancelled(self, gen: int) -> None:
+    def _on_model_load_cancelled(self, job: Job) -> None:
         request = self._model_request
-        if request is not None and gen == request.generation:
+        if request is not None and job is request.job:
             self._cancel_model_load(request)
 
     def _fail_model_load(
@@ -438,7 +433,7 @@ class FileOpening:
         self._refresh_busy(_failed_status(request.source) if level == "error" else text)
         self.window.model_load_failed.emit(text)
         pending = self._input_request
-        if pending is not None and pending.generation == 0:
+        if pending is not None and pending.job is None:
             # It waited for the model that failed: read it for the current one instead.
             if pending.quiet and self.session.model is None:
                 self._input_request = None
@@ -563,7 +558,7 @@ class FileOpening:
         if self._model_request is not None:
             # Wait for the model being opened: its transforms decide how the input is read.
             self.input_loads.drop()
-            request.generation = 0
+            request.job = None
             return
         self._start_input_load(request)
 
@@ -573,8 +568,14 @@ class FileOpening:
         model, loaded_model = self.session.model, self.session.loaded_model
         request.model = model
         source = request.source
-        request.generation = self.input_loads.submit(
+        job = request.job = self.input_loads.submit(
             lambda stop, progress: loader(source, model=model, loaded_model=loaded_model)
+        )
+        job.on(
+            finished=lambda loaded: self._on_input_load_finished(job, loaded),
+            failed=lambda error: self._on_input_load_errored(job, error),
+            cancelled=lambda: self._on_input_load_cancelled(job),
+            progress=self.status_label.setText,
         )
         self._refresh_busy(f"Opening {short_source(source)}…")
 
@@ -590,9 +591,9 @@ class FileOpening:
             self._refresh_busy(text)
             self.window.input_load_failed.emit(text)
 
-    def _on_input_load_finished(self, gen: int, loaded: Any) -> None:
+    def _on_input_load_finished(self, job: Job, loaded: Any) -> None:
         request = self._input_request
-        if request is None or gen != request.generation:
+        if request is None or job is not request.job:
             return
         if request.model is not self.session.model:
             # The model changed while the input was read: read it again for the new one.
@@ -613,11 +614,11 @@ class FileOpening:
         self.window.input_loaded.emit(request.source)
         self._run_if_due()
 
-    def _on_input_load_errored(self, gen: int, error: BaseException) -> None:
+    def _on_input_load_errored(self, job: Job, error: BaseException) -> None:
         from actviz.io.errors import ModelFileAsInputError
 
         request = self._input_request
-        if request is None or gen != request.generation:
+        if request is None or job is not request.job:
             return
         self._input_request = None
         request.succeeded = False
@@ -641,9 +642,9 @@ class FileOpening:
         self._input_failure = None  # said by the input put in its place, or not needed
         self._run_if_due()
 
-    def _on_input_load_cancelled(self, gen: int) -> None:
+    def _on_input_load_cancelled(self, job: Job) -> None:
         request = self._input_request
-        if request is not None and gen == request.generation:
+        if request is not None and job is request.job:
             self._drop_input_load(f"Opening {short_source(request.source)} was cancelled.")
             self._refit_input()
             self._run_if_due()
@@ -747,9 +748,6 @@ class FileOpening:
         for path in self.samples:
             self.sample_combo.addItem(path.stem)
         self.sample_combo.setEnabled(bool(self.samples))
-
-    def _on_load_progress(self, gen: int, message: str) -> None:
-        self.status_label.setText(message)
 
     def _parent(self) -> QWidget | None:
         return self.window if isinstance(self.window, QWidget) else None

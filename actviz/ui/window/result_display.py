@@ -128,24 +128,24 @@ class ResultDisplay:
         self.panel_updated: list[Callable[[LayerPanel, PreparedLayer], None]] = []
         #: ``fill(menu, layer, channels)`` of each feature adding entries to the tile menu.
         self.tile_menu_fillers: list[Callable[[Any, str, tuple[int, ...]], None]] = []
-        # Display steps (see the module docstring): each carries the generation of the result
+        # Display steps (see the module docstring): each carries the epoch of the result
         # it belongs to (None: shown even after a newer result), run by a zero-interval timer.
         self._display_steps: deque[tuple[int | None, Callable[[], None]]] = deque()
-        self._display_generation = 0
+        self._display_epoch = 0
         self._display_timer = QTimer(parent)
         self._display_timer.setInterval(0)
         self._display_timer.timeout.connect(self._run_display_step)
         # Layer panels still showing an older result, filled a few per pass, on-screen first.
         self._pending_panels: dict[str, PreparedLayer] = {}
-        # Panels of the result shown still to be made (a few per pass), and their generation.
+        # Panels of the result shown still to be made (a few per pass), and their epoch.
         self._to_create: list[str] = []
-        self._create_generation = 0
+        self._create_epoch = 0
         # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
         self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
         self._just_made: set[str] = set()
-        #: Steps waiting for every panel to exist: ``(display generation, step)``.
+        #: Steps waiting for every panel to exist: ``(display epoch, step)``.
         self._after_panels: list[tuple[int, Callable[[], None]]] = []
-        self._pending_generation = 0
+        self._pending_epoch = 0
         self._pending_scheduled = False
         # Panels' new mosaic widths, applied together on the next pass.
         self._new_widths: dict[str, int] = {}
@@ -381,11 +381,11 @@ class ResultDisplay:
         # of plots: 50 at once blocked the GUI thread for a second or more).
         self._to_create = [name for name in result.shown if name not in self.layer_panels]
         self._after_panels = []  # an older result's: it was replaced before it was shown
-        self._create_generation += 1
+        self._create_epoch += 1
         for name in result.shown:
             if name in self.layer_panels:
                 self._configure_panel(self.layer_panels[name], result.layers[name])
-        self._create_panels(self._create_generation, budget_s=CREATE_BUDGET_S)
+        self._create_panels(self._create_epoch, budget_s=CREATE_BUDGET_S)
         # Existing panels are filled a few per event-loop pass, on-screen first, so one result
         # does not paint every canvas in a single event (new ones were filled when made).
         pending = {
@@ -403,7 +403,7 @@ class ResultDisplay:
             self._show_predictions(result)
         if self.selected_layer not in result.layers:
             self.selected_layer = default_selected_layer(result)
-        self._display_generation += 1
+        self._display_epoch += 1
         overview = () if self._overview_waiting else self._overview_steps(result)
         for step in (*overview, lambda: self._show_selection(result)):
             self.defer_display(step)
@@ -457,10 +457,10 @@ class ResultDisplay:
         if layer.view is not None and layer.view.kind == "heatmap":
             panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
 
-    def _create_panels(self, generation: int, budget_s: float | None) -> None:
+    def _create_panels(self, epoch: int, budget_s: float | None) -> None:
         """Make the panels still missing for the result shown, for at most ``budget_s``
         seconds (None: all), fill them, lay the grid out; the rest on the next pass."""
-        if generation != self._create_generation:
+        if epoch != self._create_epoch:
             return  # a newer result decides which panels to make
         result = self.session.result
         self._just_made = set()
@@ -506,8 +506,8 @@ class ResultDisplay:
         if not self._to_create:
             self._release_after_panels()
         else:
-            # Its own generation says when it is stale (a newer result's panels differ).
-            step = lambda: self._create_panels(generation, CREATE_BUDGET_S)  # noqa: E731
+            # Its own epoch says when it is stale (a newer result's panels differ).
+            step = lambda: self._create_panels(epoch, CREATE_BUDGET_S)  # noqa: E731
             self.defer_display(step, stale_ok=True)
 
     def panels_pending(self) -> bool:
@@ -577,7 +577,7 @@ class ResultDisplay:
         newer result's own steps replace it. Live mode puts its frame preview here too, so a
         frame is shown in small steps with timers and input served between them.
         """
-        gen = None if stale_ok else self._display_generation
+        gen = None if stale_ok else self._display_epoch
         self._display_steps.append((gen, step))
         if not self._display_timer.isActive():
             self._display_timer.start()
@@ -588,12 +588,12 @@ class ResultDisplay:
         if not self._to_create:
             self.defer_display(step)
         else:
-            self._after_panels.append((self._display_generation, step))
+            self._after_panels.append((self._display_epoch, step))
 
     def _release_after_panels(self) -> None:
         waiting, self._after_panels = self._after_panels, []
         for gen, step in waiting:
-            if gen == self._display_generation:  # else a newer result replaced it
+            if gen == self._display_epoch:  # else a newer result replaced it
                 self._display_steps.append((gen, step))
         if self._display_steps and not self._display_timer.isActive():
             self._display_timer.start()
@@ -606,7 +606,7 @@ class ResultDisplay:
         steps = self._display_steps
         while steps:
             gen, step = steps.popleft()
-            if gen is not None and gen != self._display_generation:
+            if gen is not None and gen != self._display_epoch:
                 continue  # a newer result replaced it
             self._call_step(step)
             break
@@ -624,7 +624,7 @@ class ResultDisplay:
         steps = self._display_steps
         while steps:
             gen, step = steps.popleft()
-            if gen is None or gen == self._display_generation:
+            if gen is None or gen == self._display_epoch:
                 self._call_step(step)
 
     # ========================================================================== panel updates
@@ -673,7 +673,7 @@ class ResultDisplay:
     def _queue_panel_updates(self, pending: dict[str, PreparedLayer]) -> None:
         """Replace the panel updates still waiting (an older result's) with ``pending``."""
         self._pending_panels = pending
-        self._pending_generation += 1
+        self._pending_epoch += 1
         self._pending_scheduled = False
         self._schedule_panel_updates()
 
@@ -686,7 +686,7 @@ class ResultDisplay:
         """Show the whole result now: every panel made, every waiting display step and every
         layer panel filled (on screen or not), e.g. before an export or a test reads them."""
         if self._to_create:
-            self._create_panels(self._create_generation, budget_s=None)
+            self._create_panels(self._create_epoch, budget_s=None)
         self._flush_display_steps()
         self._show_waiting_overview(now=True)
         pending = self._pending_panels
@@ -703,11 +703,11 @@ class ResultDisplay:
         if not pending or self._pending_scheduled:
             return
         self._pending_scheduled = True
-        generation = self._pending_generation
-        self.defer_display(lambda: self._apply_panel_chunk(generation), stale_ok=True)
+        epoch = self._pending_epoch
+        self.defer_display(lambda: self._apply_panel_chunk(epoch), stale_ok=True)
 
-    def _apply_panel_chunk(self, generation: int) -> None:
-        if generation != self._pending_generation:
+    def _apply_panel_chunk(self, epoch: int) -> None:
+        if epoch != self._pending_epoch:
             return  # a newer result replaced these updates
         self._pending_scheduled = False
         pending = self._pending_panels
@@ -786,7 +786,7 @@ class ResultDisplay:
     def clear_panels(self) -> None:
         """Empty every panel (another model was opened)."""
         self._pending_panels = {}
-        self._display_generation += 1
+        self._display_epoch += 1
         for panel in self.layer_panels.values():
             self.layers_grid.removeWidget(panel)
             panel.setParent(None)

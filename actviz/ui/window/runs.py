@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QTimer
 
@@ -21,6 +21,9 @@ from actviz.core.targets import detections, target_choices
 from actviz.display.prepare import renormalised
 from actviz.ui.background_loads import describe_error, error_details
 from actviz.workspace.session_state import RunRequest, RunResult, run_job
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.worker import Job
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +43,8 @@ class RunControl:
         self._stream_started = False
         #: The request of the latest run or view update (re-prepared by view settings).
         self.last_request: RunRequest | None = None
-        #: What the worker's current job is: "run" (a capture) or "prepare" (new views).
-        self._job_kind: dict[int, str] = {}
+        #: What the window's latest job is: "run" (a capture) or "prepare" (new views).
+        self._job_kind = ""
         #: Whether the target list shows a detector's detections (rebuilt with each result).
         self._detection_targets = False
         self._run_due = False
@@ -63,16 +66,10 @@ class RunControl:
         a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
-        signals = self.worker.signals
-        signals.finished.connect(self._on_worker_finished)
-        signals.errored.connect(self._on_worker_errored)
-        signals.cancelled.connect(self._on_worker_cancelled)
-        signals.progress.connect(self._on_worker_progress)
-        signals.started.connect(self._on_worker_started)
 
     # ------------------------------------------------------------------ starting runs
-    def run(self, *, input_grads: bool | None = None) -> int | None:
-        """Start a run now; its generation, or None when it cannot run. ``input_grads``:
+    def run(self, *, input_grads: bool | None = None) -> Job | None:
+        """Start a run now; its job, or None when it cannot run. ``input_grads``:
         differentiate back to the input whether or not a saliency view is on screen."""
         w = self.window
         self._debounce.stop()
@@ -93,11 +90,26 @@ class RunControl:
         if input_grads is not None:
             request = dataclasses.replace(request, input_grads=input_grads)
         self.last_request = request
-        gen = self.worker.submit(lambda stop, progress: run_job(request, stop, progress))
-        self._job_kind = {gen: "run"}
+        job = self.worker.submit(lambda stop, progress: run_job(request, stop, progress))
+        self.watch(job, kind="run")
         w.refresh_busy("Running…")
         w.run_started.emit()
-        return gen
+        return job
+
+    def watch(self, job: Job, *, kind: str = "run", streamed: bool = False) -> None:
+        """Show ``job``'s end as a run's: its result in the panels, its error in the banner.
+        ``kind``: "run", "prepare" (new views of the result shown) or "frame" (a live frame);
+        ``streamed``: a frame of a stream playing, which says nothing per frame in the status
+        bar."""
+        if kind != "frame":
+            self._job_kind = kind
+        job.on(
+            started=lambda: self._on_started(streamed),
+            progress=self.window.show_status,
+            finished=self._on_finished,
+            failed=lambda error: self._on_failed(error, kind),
+            cancelled=self._on_cancelled,
+        )
 
     def _input_misfit(self) -> str:
         """Why the opened model cannot take the input held ("" when it can)."""
@@ -154,30 +166,18 @@ class RunControl:
     def _on_auto_run_toggled(self, on: bool) -> None:
         self.auto_run = on
 
-    # ------------------------------------------------------------------ the worker's results
-    def _owned_by_feature(self, gen: int) -> bool:
-        return any(f.owns_job(gen) for f in self.window.features.values())
-
-    def _streamed(self, gen: int) -> bool:
-        return any(f.streams_job(gen) for f in self.window.features.values())
-
+    # ------------------------------------------------------------------ the jobs' ends
     def streaming(self) -> bool:
         """Whether the capture worker's latest job that started is a stream's frame and the
         worker is still busy (frames keep coming until the stream stops)."""
         return self._stream_started and self.worker.is_busy()
 
-    def _on_worker_started(self, gen: int) -> None:
-        if not self._owned_by_feature(gen):
-            self._stream_started = self._streamed(gen)
-            # A stream's frames keep the status text steady (the stream has its own read-out).
-            self.window.refresh_busy("" if self._stream_started else "Running…")
+    def _on_started(self, streamed: bool) -> None:
+        self._stream_started = streamed
+        # A stream's frames keep the status text steady (the stream has its own read-out).
+        self.window.refresh_busy("" if streamed else "Running…")
 
-    def _on_worker_progress(self, gen: int, message: str) -> None:
-        self.window.show_status(message)
-
-    def _on_worker_finished(self, gen: int, result: RunResult) -> None:
-        if self._owned_by_feature(gen):
-            return
+    def _on_finished(self, result: RunResult) -> None:
         w = self.window
         w.refresh_busy()
         try:
@@ -196,23 +196,18 @@ class RunControl:
         # After the overview's display steps (skipped if a newer result replaces this one).
         w.display.after_panels(w.run_finished.emit)
 
-    def _on_worker_errored(self, gen: int, error: BaseException) -> None:
-        if self._owned_by_feature(gen):
-            return
+    def _on_failed(self, error: BaseException, kind: str) -> None:
         w = self.window
         w.refresh_busy()
         log.error("run failed", exc_info=(type(error), error, error.__traceback__))
         # The label names the failing job's kind, not the window's last one.
-        kind = self._job_kind.get(gen, "run")
-        what = "Run failed" if kind == "run" else "Could not update the views"
+        what = "Could not update the views" if kind == "prepare" else "Run failed"
         text = f"{what}: {describe_error(error)}. The panels still show the previous result."
         w.show_error(text, source="run", details=error_details(error))
         w.show_status(what)
         w.run_failed.emit(text)
 
-    def _on_worker_cancelled(self, gen: int) -> None:
-        if self._owned_by_feature(gen):
-            return
+    def _on_cancelled(self) -> None:
         self.window.refresh_busy("Cancelled; the panels show the previous result.")
         self.window.run_cancelled.emit()
 
@@ -263,7 +258,7 @@ class RunControl:
         w.settings.normalize = mode
         self.session.set_view(normalize=mode)
         result, request = self.session.result, self.last_request
-        if self.worker.is_busy() and "run" in self._job_kind.values():
+        if self.worker.is_busy() and self._job_kind == "run":
             w.run()  # a newer capture is on its way: redo it with the new setting
             return
         if result is None or request is None:
@@ -276,12 +271,12 @@ class RunControl:
             request, normalize=mode, channel_pages=pages, page_channels=sizes, colormap=cmap
         )
         self.last_request = request
-        gen = self.worker.submit(
+        job = self.worker.submit(
             lambda stop, progress: renormalised(
                 result, mode, pages, page_channels=sizes, colormap=cmap
             )
         )
-        self._job_kind = {gen: "prepare"}
+        self.watch(job, kind="prepare")
         w.refresh_busy("Updating views…")
 
     def on_saliency_shown(self, shown: bool) -> None:

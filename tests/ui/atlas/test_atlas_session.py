@@ -136,7 +136,7 @@ def test_a_restore_waits_for_its_scan_and_another_scan_drops_it(qtbot, actviz_wi
         "images": 10,
     }
     # The scan shown is the saved one: the map is rebuilt as saved at once.
-    with qtbot.waitSignal(feature.worker.signals.finished, timeout=30_000):
+    with qtbot.waitSignal(feature.fitted, timeout=30_000):
         feature.restore_session_part({"atlas": saved})
     assert feature.atlas.layer == "fc" and list(feature.selection) == [0, 1, 2]
     assert feature.view.colour_combo.currentText() == "Correct"

@@ -42,7 +42,7 @@ def _scan(qtbot, window, folder):
     dataset = window.features["dataset"]
     dataset.scans.num_workers = 0  # no loader processes for ten tiny images
     atlas = window.features["atlas"]
-    with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(folder), (LAYER, "fc"), 3, batch_size=4))
     return atlas
 

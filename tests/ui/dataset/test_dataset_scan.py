@@ -330,7 +330,7 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     # A model too big to copy unasked: its saved scan is not looked up when it opens.
     assert model_bytes(window.session.model) == (4 * 3 * 9 + 4 + 3 * 4 + 3) * 4
     monkeypatch.setattr(scans_module, "PEEK_COPY_LIMIT", 500)
-    assert window.features["dataset"].scans.peek(ScanSpec(str(folder), ("relu",), 3)) == 0
+    assert window.features["dataset"].scans.peek(ScanSpec(str(folder), ("relu",), 3)) is None
 
 
 def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(

@@ -62,7 +62,7 @@ def _demo_with_atlas(win, qtbot, tmp_path):
     _write_images(folder)
     dataset, atlas = win.feature("dataset"), win.feature("atlas")
     dataset.scans.num_workers = 0
-    with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, batch_size=4))
     assert atlas.atlas is not None and atlas.view.status_label.text().startswith(DEMO_LAYER)
     return atlas
@@ -385,7 +385,7 @@ def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tm
     try:
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
         qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
-        with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+        with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
             dataset.cancel()
             gate.active = False
             gate.open.set()
@@ -438,7 +438,7 @@ def test_a_folder_of_one_image_reads_as_one(actviz_window, qtbot, tmp_path):
     dataset = _demo_dataset(win)
     folder = tmp_path / "one"
     _write_images(folder, 1)
-    with qtbot.waitSignal(atlas_ui.worker.signals.finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(atlas_ui.fitted, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 9, 4))
     assert dataset.dock.summary_label.text() == "one: 1 image · top 1"
     assert atlas_ui.view.status_label.text().startswith(f"{DEMO_LAYER}: 1 image (PCA)")
@@ -461,7 +461,7 @@ def test_a_text_model_is_told_a_scan_needs_images(actviz_window, qtbot, tmp_path
     # The dialog does not open, and a scan asked for anyway does not start: it ran and
     # failed in the embedding ("Expected tensor for argument #1 'indices' ...").
     assert dataset.open_dialog() is None and dataset.dialog is None
-    assert dataset.start(ScanSpec(str(images), ("transformer.h.0",), 3)) == 0
+    assert dataset.start(ScanSpec(str(images), ("transformer.h.0",), 3)) is None
     assert not dataset.is_busy()
     said = [m for m in win.banner_messages() if "reads text, not images" in m]
     assert said and "Open an image model to scan one." in said[0]
@@ -478,7 +478,7 @@ def test_a_new_map_forgets_the_image_pointed_at_on_the_map_before(actviz_window,
     other = tmp_path / "other"
     _write_images(other, 3)
     dataset = win.feature("dataset")
-    with qtbot.waitSignal(atlas.worker.signals.finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
         dataset.start(ScanSpec(str(other), (DEMO_LAYER,), 3, 4))
     assert atlas.atlas.scan.count == 3
     assert atlas.view.hover_label.text() == HOVER_HINT and atlas.hover_text == ""

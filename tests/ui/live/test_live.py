@@ -924,8 +924,12 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     assert format_bytes(window.session.held_bytes()) in timing.text()
     # An ordinary run still says it runs.
     seen: list[tuple[str, bool]] = []
-    window.worker.signals.started.connect(
-        lambda gen: seen.append((status.text(), window.status.progress_bar.isVisible()))
+    # Connected once the run is submitted: after the window's own slot, which says
+    # "Running…" when the run starts.
+    window.run_started.connect(
+        lambda: window.worker.jobs()[-1].started.connect(
+            lambda: seen.append((status.text(), window.status.progress_bar.isVisible()))
+        )
     )
     live.set_source(None)  # back to the opened input: an ordinary run
     qtbot.waitUntil(lambda: bool(seen) and not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
@@ -969,13 +973,13 @@ def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_aga
     try:
         lane, captured, build = live._choose_lane(model)  # noqa: SLF001
         assert (lane, captured) == (0, model) and build is live._replica  # noqa: SLF001
-        live._build_gen = window.worker.generation + 100  # noqa: SLF001 - never in flight
+        live._build_job = object()  # noqa: SLF001 - never in flight
         # That frame was dropped: the next one carries the copy again, not lane 0 for good.
         lane, captured, again = live._choose_lane(model)  # noqa: SLF001
         assert again is build and build.twin is None
-        live._inflight[live._build_gen] = None  # noqa: SLF001 - now it is on its way
+        live._inflight[live._build_job] = None  # noqa: SLF001 - now it is on its way
         assert live._choose_lane(model)[2] is None  # noqa: SLF001
-        del live._inflight[live._build_gen]  # noqa: SLF001
+        del live._inflight[live._build_job]  # noqa: SLF001
     finally:
         live.player.playing = False
 

@@ -31,7 +31,7 @@ def test_a_float_tensor_on_a_text_model_is_refused_by_live_frames_too(actviz_win
     live = win.feature("live")
     win.open_dock("Live")
     errors, messages = [], []
-    w.worker.signals.errored.connect(lambda _gen, exc: errors.append(exc))
+    w.worker.job_submitted.connect(lambda job: job.failed.connect(errors.append))
     live.controller.message.connect(messages.append)
     w.set_input(torch.randn(1, 3, 16, 16))
     assert w.run() is None  # the window refuses it
@@ -57,7 +57,7 @@ def test_pictures_from_a_folder_are_refused_for_a_text_model(actviz_window, tmp_
     w = win.window
     live = win.feature("live")
     errors, messages = [], []
-    w.worker.signals.errored.connect(lambda _gen, exc: errors.append(exc))
+    w.worker.job_submitted.connect(lambda job: job.failed.connect(errors.append))
     live.controller.message.connect(messages.append)
     assert live.controller.open_folder(folder)
     live.controller.step(1)

@@ -60,7 +60,7 @@ def test_the_cancel_message_says_what_was_done_when_it_is_shown(qtbot, own_worke
     text = f"Cancelled ({done['n']} counted)."
     assert done["n"] >= 3 and ended == [("failed", text)]
     assert view.messages[-1] == (text, True) and host.statuses[-1] == "Counting cancelled"
-    assert not job.running and host.worker.generation == 0  # the capture worker untouched
+    assert not job.running and host.worker.submitted == 0  # the capture worker untouched
 
 
 def test_a_dropped_job_never_reports_and_the_next_one_does(qtbot, own_worker):
@@ -69,11 +69,11 @@ def test_a_dropped_job_never_reports_and_the_next_one_does(qtbot, own_worker):
     first = job.start(_counting(done, began), message="Counting…", status="Counting", done="1")
     assert began.wait(5)
     job.drop()
-    assert not job.running and job.context is None and job.owns(first)
+    assert not job.running and job.context is None and first.outcome == "superseded"
     assert view.busy == [True] and view.messages == [("Counting…", False)]  # left as it was
     assert job.cancel() is False  # nothing of this job's runs now
     second = job.start(lambda _s, _r: "again", message="Again…", status="", done="2", context=2)
-    assert second > first
+    assert second.is_after(first)
     qtbot.waitUntil(lambda: bool(ended), timeout=5000)
     qtbot.wait(50)  # the dropped job stopped (it was asked to) and said nothing
     assert ended == [("again", 2)] and not job.running

@@ -112,13 +112,13 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
     window = win.window
     started = []
     window.run_started.connect(lambda: started.append(1))
-    submitted = window.worker.generation
+    submitted = window.worker.submitted
     with win.expect_run(flush=False):
         window.tick(["relu"])
         window.tick(["pool"])
         window.set_target_text("2")
     # Every change had been made before the timer fired: one capture was ever submitted.
-    assert window.worker.generation == submitted + 1
+    assert window.worker.submitted == submitted + 1
     assert started == [1] and not window.worker.is_busy()
     assert "relu" in window.layer_panels and "pool" in window.layer_panels
     assert window.result.target_index == 2
