@@ -17,7 +17,7 @@ CLASS_LIMIT = 400
 OVER: dict[str, int] = {
     "actviz/ui/panels/canvas.py": 1256,
     "actviz/workspace/session_file.py": 1115,
-    "actviz/ui/live/playback.py": 993,
+    "actviz/ui/live/playback.py": 942,
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/sessions/feature.py": 902,
     "actviz/ui/panels/feature_map.py": 899,
@@ -30,7 +30,7 @@ OVER: dict[str, int] = {
     "actviz/ui/window/file_opening.py": 798,
     "actviz/ui/window/result_display.py::ResultDisplay": 798,
     "actviz/ui/live/frames.py": 797,
-    "actviz/ui/live/playback.py::LiveController": 794,
+    "actviz/ui/live/playback.py::LiveController": 777,
     "actviz/ui/compare/feature.py::CompareController": 768,
     "actviz/core/edit_kinds.py": 750,
     "actviz/data/atlas_map.py": 748,
@@ -41,7 +41,7 @@ OVER: dict[str, int] = {
     "actviz/display/prepare.py": 688,
     "actviz/ui/window/file_opening.py::FileOpening": 673,
     "actviz/ui/effects/feature.py": 669,
-    "actviz/ui/live/dock.py": 650,
+    "actviz/ui/live/dock.py": 649,
     "actviz/analysis/effects.py": 641,
     "actviz/ui/window/dialogs.py": 634,
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
@@ -56,7 +56,7 @@ OVER: dict[str, int] = {
     "actviz/ui/compare/view.py::CompareView": 446,
     "actviz/ui/visualize/page.py::PageVisualiser": 446,
     "actviz/ui/visualize/feature.py::VisualizeFeature": 435,
-    "actviz/ui/live/dock.py::LiveControls": 414,
+    "actviz/ui/live/dock.py::LiveControls": 413,
 }
 
 

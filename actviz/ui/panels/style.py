@@ -239,6 +239,10 @@ class SteadyText(QtWidgets.QWidget):
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
+        if self.testAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent):
+            # Set where the parent shows the window's colour (not in a group box, whose
+            # inside differs): a new text then repaints this widget alone, not every parent.
+            painter.fillRect(event.rect(), self.palette().brush(self.backgroundRole()))
         painter.setFont(self.font())
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
         rect, step = self.contentsRect(), self.fontMetrics().lineSpacing()
@@ -250,6 +254,74 @@ class SteadyText(QtWidgets.QWidget):
         tip = self._text if shortened else ""
         if tip != self.toolTip():
             self.setToolTip(tip)
+
+
+class ReadoutText(QtWidgets.QWidget):
+    """One line of text that changes often (a status bar's run time, a frame rate) without
+    relaying out its bar: as wide as the widest text it has shown, repainted alone when a
+    new text fits that width.
+
+    A QLabel's ``setText`` asks its layout again each time; in the status bar that relaid
+    out the bar and the main window and repainted every widget of the bar, a few times a
+    second while live frames play. ``text()``, ``setText()`` and ``clear()`` read as a
+    QLabel's.
+    """
+
+    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._text = text
+        self._width = 0  # the widest text shown so far (pixels)
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Fixed, QtWidgets.QSizePolicy.Policy.Fixed)
+        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
+        self._fits(text)
+
+    def text(self) -> str:
+        return self._text
+
+    def setText(self, text: str) -> None:  # noqa: N802 - QLabel's name, for its callers
+        if text == self._text:
+            return
+        self._text = text
+        if not self._fits(text):
+            self.updateGeometry()
+        self.update()
+
+    def clear(self) -> None:
+        self.setText("")
+
+    def _fits(self, text: str) -> bool:
+        """Whether ``text`` fits the width reserved; widens it (once) when not."""
+        width = self.fontMetrics().horizontalAdvance(text) if text else 0
+        if width <= self._width:
+            return True
+        # A little room to spare, so a digit more ("ran in 98 ms" -> "102 ms") fits too.
+        self._width = width + self.fontMetrics().horizontalAdvance("00")
+        return False
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        margins = self.contentsMargins()
+        return QtCore.QSize(
+            self._width + margins.left() + margins.right() + 4,
+            self.fontMetrics().height() + margins.top() + margins.bottom(),
+        )
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+        return self.sizeHint()
+
+    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        if event.type() == QtCore.QEvent.Type.FontChange:
+            self._width = 0
+            self._fits(self._text)
+            self.updateGeometry()
+        super().changeEvent(event)
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        painter = QtGui.QPainter(self)
+        painter.fillRect(event.rect(), self.palette().brush(self.backgroundRole()))
+        painter.setFont(self.font())
+        painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
+        flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
+        painter.drawText(self.contentsRect().adjusted(2, 0, 0, 0), int(flags), self._text)
 
 
 def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:
