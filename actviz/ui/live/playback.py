@@ -446,18 +446,21 @@ class LiveController(QObject):
         self.player.loop = bool(loop)
 
     def _on_play_timer(self, steps: int = 1, *, pump: bool = True) -> None:
-        index = None
+        index, moved, ended = None, 0, False
         for _ in range(steps):  # more than one: the ticks held over (play_clock)
-            if (index := self.player.advance()) is None:
-                self.pause()
-                return
+            if (step := self.player.advance()) is None:
+                ended = True  # the end of a sequence played once (the last frame offered)
+                break
+            index, moved = step, moved + 1
         if self._webcam is None and index is not None and not self._closed:
             self.coalescer.offer(_Spec(index, self.perturbation))
-            self.coalescer.dropped += steps - 1  # each would have replaced the waiting frame
+            self.coalescer.dropped += moved - 1  # each would have replaced the waiting frame
             if pump:
                 self._pump()
-            if self.coalescer.busy:  # no room: ticks until then would only replace it
+            if self.coalescer.busy and not ended:  # no room: ticks would only replace it
                 self._clock.hold()
+        if ended:
+            self.pause()
 
     # ------------------------------------------------------------------ perturbation
     def set_perturbation(self, perturbation: Perturbation) -> None:
