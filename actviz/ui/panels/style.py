@@ -170,6 +170,35 @@ class ElidedLabel(QtWidgets.QLabel):
         return QtCore.QSize(40, self.fontMetrics().height())
 
 
+class SteadyElidedLabel(ElidedLabel):
+    """An :class:`ElidedLabel` whose new text repaints it alone: one line, as wide as its
+    layout makes it, so no text changes its size. A QLabel's ``setText`` asks the layout
+    again; in the status bar that rebuilt the bar's layout and relaid out the main window
+    (each dock animated) whenever live frames changed the target shown."""
+
+    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(text, parent)  # QLabel's own text stays: one line, for its height
+        self._steady = text
+
+    def text(self) -> str:  # the text shown (QLabel's own is only the first)
+        return self._steady
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
+        self.set_text(text)
+
+    def set_text(
+        self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
+    ) -> None:
+        """As :meth:`ElidedLabel.set_text`, without asking the layout again."""
+        new = (text, tuple(fallbacks), last_resort)
+        if new != (self._steady, self._fallbacks, self._last_resort):
+            self._steady, self._fallbacks, self._last_resort = new
+            self.update()
+
+    def clear(self) -> None:
+        self.set_text("")
+
+
 class SteadyText(QtWidgets.QWidget):
     """Text that changes often (a live frame's caption) without relaying out the window.
 
@@ -206,6 +235,8 @@ class SteadyText(QtWidgets.QWidget):
     def shown_lines(self) -> list[str]:
         """The lines as drawn at the current width (the last one shortened with "…")."""
         metrics, width = self.fontMetrics(), max(1, self.contentsRect().width())
+        if metrics.horizontalAdvance(self._text) <= width and not self._text.startswith(" "):
+            return [self._text] if self._text else []  # one line (a frame's caption): no wrap
         words, lines, line = self._text.split(" "), [], ""
         for i, word in enumerate(words):
             trial = f"{line} {word}" if line else word

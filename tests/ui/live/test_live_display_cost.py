@@ -257,3 +257,38 @@ def test_the_same_run_messages_set_again_change_nothing(qtbot):
     assert banner.texts() == ["w"]
     banner.set_messages("run", [])
     assert banner.texts() == [] and tips.count >= 1
+
+
+def test_the_status_message_changes_without_relaying_out_the_window(qtbot):
+    """A live frame's target changes the status message: the bar keeps its layout (a QLabel's
+    text rebuilt the bar's layout and relaid out the main window and its docks)."""
+    from PySide6.QtWidgets import QMainWindow
+
+    from actviz.ui.panels.style import SteadyElidedLabel
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    label = SteadyElidedLabel("Ready")
+    window.statusBar().addWidget(label, 1)
+    window.resize(400, 300)
+    window.show()
+    qtbot.waitExposed(window)
+    QApplication.processEvents()
+    height = label.height()
+    layouts = _Events(QEvent.Type.LayoutRequest)
+    window.statusBar().installEventFilter(layouts)
+    window.installEventFilter(layouts)
+    for i in range(5):
+        label.setText(f"5 layer(s) · target top-1 logit (class {i * 37})")
+        QApplication.processEvents()
+        assert label.text() == f"5 layer(s) · target top-1 logit (class {i * 37})"
+    assert layouts.count == 0 and label.height() == height
+    long = "Opened " + "/a/long/folder" * 30
+    label.setText(long)
+    QApplication.processEvents()
+    assert label.shown_text().endswith("…") and label.toolTip() == long
+    label.set_text("conv1 · Conv2d · 8x8", ("conv1 · …",))
+    assert label.text() == "conv1 · Conv2d · 8x8"
+    label.clear()
+    QApplication.processEvents()
+    assert label.text() == "" and label.shown_text() == "" and layouts.count == 0
