@@ -38,7 +38,7 @@ OVER: dict[str, int] = {
     "actviz/ui/atlas/view.py": 737,
     "actviz/ui/sessions/feature.py::SessionsFeature": 709,
     "actviz/io/models.py": 700,
-    "actviz/display/prepare.py": 688,
+    "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 673,
     "actviz/ui/effects/feature.py": 669,
     "actviz/ui/live/dock.py": 649,
