@@ -28,7 +28,7 @@ OVER: dict[str, int] = {
     "actviz/ui/compare/feature.py": 859,
     "actviz/data/scan.py": 798,
     "actviz/ui/window/file_opening.py": 798,
-    "actviz/ui/window/result_display.py::ResultDisplay": 798,
+    "actviz/ui/window/result_display.py::ResultDisplay": 797,
     "actviz/ui/live/frames.py": 797,
     "actviz/ui/live/playback.py::LiveController": 780,
     "actviz/ui/compare/feature.py::CompareController": 768,
