@@ -287,72 +287,38 @@ class SteadyText(QtWidgets.QWidget):
             self.setToolTip(tip)
 
 
-class ReadoutText(QtWidgets.QWidget):
-    """One line of text that changes often (a status bar's run time, a frame rate) without
-    relaying out its bar: as wide as the widest text it has shown, repainted alone when a
-    new text fits that width.
+class ReadoutText(QtWidgets.QLabel):
+    """A one-line label that changes often (a status bar's run time, a frame rate) without
+    relaying out its bar: its size is fixed, as wide as the widest text it has shown.
 
-    A QLabel's ``setText`` asks its layout again each time; in the status bar that relaid
-    out the bar and the main window and repainted every widget of the bar, a few times a
-    second while live frames play. ``text()``, ``setText()`` and ``clear()`` read as a
-    QLabel's.
+    A QLabel's ``setText`` asks its layout again, unless the label's size is fixed; in the
+    status bar that relaid out the bar and the main window and repainted every widget of the
+    bar, a few times a second while live frames play. A wider text widens it (once).
     """
 
     def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._text = text
-        self._width = 0  # the widest text shown so far (pixels)
-        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Fixed, QtWidgets.QSizePolicy.Policy.Fixed)
-        self.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
-        self._fits(text)
+        super().__init__(text, parent)
+        self._fit(text)
 
-    def text(self) -> str:
-        return self._text
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
+        if text != self.text():
+            super().setText(text)  # a fixed size: repainted only
+            self._fit(text)
 
-    def setText(self, text: str) -> None:  # noqa: N802 - QLabel's name, for its callers
-        if text == self._text:
-            return
-        self._text = text
-        if not self._fits(text):
-            self.updateGeometry()
-        self.update()
-
-    def clear(self) -> None:
-        self.setText("")
-
-    def _fits(self, text: str) -> bool:
-        """Whether ``text`` fits the width reserved; widens it (once) when not."""
-        width = self.fontMetrics().horizontalAdvance(text) if text else 0
-        if width <= self._width:
-            return True
-        # A little room to spare, so a digit more ("ran in 98 ms" -> "102 ms") fits too.
-        self._width = width + self.fontMetrics().horizontalAdvance("00")
-        return False
-
-    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
+    def _fit(self, text: str) -> None:
         margins = self.contentsMargins()
-        return QtCore.QSize(
-            self._width + margins.left() + margins.right() + 4,
-            self.fontMetrics().height() + margins.top() + margins.bottom(),
-        )
-
-    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        return self.sizeHint()
+        width = self.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + 4
+        height = self.fontMetrics().height() + margins.top() + margins.bottom()
+        if width > self.minimumWidth() or height != self.minimumHeight():
+            # A little room to spare, so a digit more ("ran in 98 ms" -> "102 ms") fits too.
+            width = max(width + self.fontMetrics().horizontalAdvance("00"), self.minimumWidth())
+            self.setFixedSize(width, height)
 
     def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
-        if event.type() == QtCore.QEvent.Type.FontChange:
-            self._width = 0
-            self._fits(self._text)
-            self.updateGeometry()
         super().changeEvent(event)
-
-    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
-        painter = QtGui.QPainter(self)
-        painter.fillRect(event.rect(), self.palette().brush(self.backgroundRole()))
-        painter.setFont(self.font())
-        painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
-        flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
-        painter.drawText(self.contentsRect().adjusted(2, 0, 0, 0), int(flags), self._text)
+        if event.type() == QtCore.QEvent.Type.FontChange:
+            self.setMinimumWidth(0)
+            self._fit(self.text())
 
 
 def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:
