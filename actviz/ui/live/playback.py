@@ -434,6 +434,7 @@ class LiveController(QObject):
         self.request(self.player.step(delta))
 
     def seek(self, index: int) -> None:
+        self._clock.resume()  # held: play on from this frame, not by the ticks held over
         self.request(self.player.seek(index))
 
     def set_speed(self, fps: float) -> None:

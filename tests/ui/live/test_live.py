@@ -1089,6 +1089,7 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
+    win.settle()  # the canvas at its size: the next frame's budget is read from it
     visible = live._visible_layers()
     assert visible == {"conv"}
     canvas = window.layer_panels["conv"].activation_slot.image_canvas
