@@ -15,7 +15,7 @@ MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
 OVER: dict[str, int] = {
-    "actviz/ui/panels/canvas.py": 1256,
+    "actviz/ui/panels/canvas.py": 1255,
     "actviz/workspace/session_file.py": 1115,
     "actviz/ui/live/playback.py": 946,
     "actviz/analysis/visualize.py": 981,

@@ -411,8 +411,7 @@ class TileGrid:
     def _update_labels(self, *_args: object) -> None:
         scene = self.path_item.scene()
         views = scene.views() if scene is not None else []
-        # The viewport's region (the view's own is empty: labels undrawn, asked for each paint).
-        if views and views[0].viewport().visibleRegion().isEmpty():
+        if views and views[0].visibleRegion().isEmpty():
             # Out of view (a panel scrolled away): drawn when it is painted again.
             self.labels_stale = True
             return

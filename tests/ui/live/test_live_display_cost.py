@@ -217,31 +217,6 @@ def test_a_readout_relays_out_only_for_a_wider_text(qtbot):
     assert readout.text() == ""
 
 
-def test_tile_numbers_are_drawn_once_for_a_canvas_in_view(qtbot):
-    import numpy as np
-
-    from actviz.display.mosaic import mosaic
-    from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX, ImageCanvas
-
-    canvas = ImageCanvas()
-    qtbot.addWidget(canvas)
-    canvas.resize(400, 400)
-    canvas.show()
-    qtbot.waitExposed(canvas)
-    m = mosaic(np.random.default_rng(0).standard_normal((4, 8, 8)).astype(np.float32))
-    canvas.set_image(m.indices, (0.0, 1.0), indices=m.indices)
-    canvas.set_tiles(m.rows, m.cols, m.tile_h, m.tile_w, m.pad, m.channels, 0)
-    qtbot.wait(20)
-    QApplication.processEvents()
-    grid = canvas.grid
-    assert grid.tile_screen_px() >= LABEL_MIN_TILE_PX
-    assert [c for c, _ in grid.labels()] == [0, 1, 2, 3]
-    # Drawn (they were left undrawn, asked for again by every paint), and not asked for again.
-    assert not grid.label_item.pixmap().isNull() and not grid.labels_stale
-    canvas.viewport().repaint()
-    assert not grid._labels_later.pending()  # noqa: SLF001
-
-
 def test_the_same_run_messages_set_again_change_nothing(qtbot):
     from actviz.ui.window.banner import MessageBanner
 
