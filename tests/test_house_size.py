@@ -15,8 +15,8 @@ MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
 OVER: dict[str, int] = {
-    "actviz/ui/panels/canvas.py": 1256,
-    "actviz/ui/live/playback.py": 970,
+    "actviz/ui/panels/canvas.py": 1255,
+    "actviz/ui/live/playback.py": 923,
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/sessions/feature.py": 873,
     "actviz/ui/panels/feature_map.py": 898,
@@ -27,9 +27,9 @@ OVER: dict[str, int] = {
     "actviz/ui/compare/feature.py": 855,
     "actviz/data/scan.py": 798,
     "actviz/ui/window/file_opening.py": 796,
-    "actviz/ui/window/result_display.py::ResultDisplay": 798,
+    "actviz/ui/window/result_display.py::ResultDisplay": 797,
     "actviz/ui/live/frames.py": 797,
-    "actviz/ui/live/playback.py::LiveController": 772,
+    "actviz/ui/live/playback.py::LiveController": 759,
     "actviz/ui/compare/feature.py::CompareController": 764,
     "actviz/core/edit_kinds.py": 750,
     "actviz/data/atlas_map.py": 748,
@@ -37,10 +37,10 @@ OVER: dict[str, int] = {
     "actviz/ui/atlas/view.py": 737,
     "actviz/ui/sessions/feature.py::SessionsFeature": 703,
     "actviz/io/models.py": 700,
-    "actviz/display/prepare.py": 688,
+    "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 671,
     "actviz/ui/effects/feature.py": 646,
-    "actviz/ui/live/dock.py": 650,
+    "actviz/ui/live/dock.py": 649,
     "actviz/analysis/effects.py": 641,
     "actviz/ui/window/dialogs.py": 634,
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
@@ -55,7 +55,7 @@ OVER: dict[str, int] = {
     "actviz/ui/compare/view.py::CompareView": 446,
     "actviz/ui/visualize/page.py::PageVisualiser": 441,
     "actviz/ui/visualize/feature.py::VisualizeFeature": 430,
-    "actviz/ui/live/dock.py::LiveControls": 414,
+    "actviz/ui/live/dock.py::LiveControls": 413,
 }
 
 

@@ -58,12 +58,15 @@ def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     capture's kept plan, which is cheap enough to ask once a frame.
     """
     _, modules = model_plan(model)
+    # One flat comprehension (no nested generator): asked on the GUI thread for live frames.
+    groups = [g for m in modules for g in (m._parameters, m._buffers) if g]  # noqa: SLF001
     return tuple(
-        (id(t), t.data_ptr(), t._version)  # noqa: SLF001 - the version counter
-        for module in modules
-        for group in (module._parameters, module._buffers)  # noqa: SLF001
-        for t in group.values()
-        if t is not None
+        [
+            (id(t), t.data_ptr(), t._version)  # noqa: SLF001 - the version counter
+            for group in groups
+            for t in group.values()
+            if t is not None
+        ]
     )
 
 

@@ -139,13 +139,15 @@ def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.
     h, w = int(x.shape[1]), int(x.shape[2])
     if image is not None and image.shape[:2] == (h, w):
         return np.ascontiguousarray(image)
-    arr = x.detach().float().cpu()
+    # In NumPy, in place (every live frame's picture): the float32 steps torch took, bit for bit.
+    arr = x.detach().float().cpu().numpy()
     lo, hi = float(arr.min()), float(arr.max())
-    arr = (arr - lo) / (hi - lo) if hi > lo else torch.zeros_like(arr)
-    arr = (arr.clamp(0, 1) * 255).round().to(torch.uint8)
-    if arr.shape[0] == 1:
-        arr = arr.expand(3, h, w)
-    return np.ascontiguousarray(arr.permute(1, 2, 0).numpy())
+    scaled = np.zeros(arr.shape, np.float32)
+    if hi > lo:
+        np.divide(np.subtract(arr, np.float32(lo), out=scaled), np.float32(hi - lo), out=scaled)
+        np.clip(scaled, 0.0, 1.0, out=scaled)
+    out = np.rint(np.multiply(scaled, np.float32(255.0), out=scaled), out=scaled).astype(np.uint8)
+    return np.ascontiguousarray(np.broadcast_to(out, (3, h, w)).transpose(1, 2, 0))
 
 
 def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any = None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -9,7 +11,15 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["LayerView", "as_numpy", "class_units", "layer_view", "magnitude", "magnitude_view"]
+__all__ = [
+    "LayerView",
+    "LazyLayerView",
+    "as_numpy",
+    "class_units",
+    "layer_view",
+    "magnitude",
+    "magnitude_view",
+]
 
 
 def as_numpy(x: Any) -> np.ndarray:
@@ -75,7 +85,7 @@ def layer_view(
     """
     data = as_numpy(tensor)
     shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)
-    if int(np.prod(shape)) == 1:
+    if math.prod(shape) == 1:
         return LayerView("scalar", np.asarray(data.reshape(()), np.float32), shape, "scalar")
     if len(shape) == 1:
         return LayerView("bars", np.ascontiguousarray(data), shape, f"{shape[0]} values")
@@ -106,8 +116,35 @@ def layer_view(
     return LayerView("heatmap", np.ascontiguousarray(flat), shape, f"{shape} flattened{batch}")
 
 
-def magnitude_view(view: LayerView) -> LayerView:
-    """The same view of ``|values|`` (a gradient's magnitude), same layout and description."""
+class LazyLayerView(LayerView):
+    """A :class:`LayerView` whose ``data`` is made on its first read (then as any other).
+
+    A live frame's ``|gradient|`` of a panel off screen is read only if the panel comes into
+    view or is exported: made at once, it was a fifth of a frame's preparation on ResNet-18
+    at 112 px with 20 layers (16 off screen).
+    """
+
+    def __init__(
+        self, kind: str, make: Callable[[], np.ndarray], shape: tuple[int, ...], description: str
+    ) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "_make", make)
+
+    @cached_property
+    def data(self) -> np.ndarray:  # type: ignore[override]
+        data = self._make()  # type: ignore[attr-defined]
+        object.__setattr__(self, "_make", None)  # let go of what it was made from
+        data.setflags(write=False)
+        return data
+
+
+def magnitude_view(view: LayerView, *, lazy: bool = False) -> LayerView:
+    """The same view of ``|values|`` (a gradient's magnitude), same layout and description;
+    ``lazy``: made on first read (:class:`LazyLayerView`)."""
+    if lazy:
+        return LazyLayerView(view.kind, lambda: np.abs(view.data), view.shape, view.description)
     return LayerView(view.kind, np.abs(view.data), view.shape, view.description)
 
 

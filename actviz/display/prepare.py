@@ -116,8 +116,7 @@ def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
 
 def symmetric_for(colormap: str, view: LayerView | None) -> bool:
     """Whether the activation mosaic of ``view`` is normalised symmetrically about 0: under
-    the :data:`~actviz.display.colormaps.AUTO` colour map, for a signed layer (painted with
-    the diverging map, :func:`~actviz.display.colormaps.resolve`). |gradient| never is."""
+    the :data:`~actviz.display.colormaps.AUTO` colour map, for a signed layer (not |gradient|)."""
     signed = view is not None and view.kind == "maps" and bool(view.signed)
     return colormaps.painting(colormap, signed=signed)[1]
 
@@ -200,18 +199,17 @@ def prepare_layer(
         if host.grad_sample is not None:
             grad_view = layer_view(host.grad_sample, spec.sample, full_shape=shape)
         hist = Lazy.of(host.hist) if host.hist is not None else Lazy(lambda: histogram(tensor))
-    elif fast and not stats_now and tensor.device.type == "cpu":
-        known = {"shape": shape, "grad_norm": grad_norm(rec.grad, exact=False)}
-        known.update(name=rec.name, type=rec.module_type)
-        record_grad = rec.grad
-        stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known)
-        view = layer_view(tensor, spec.sample)
-        grad_view = magnitude_view(layer_view(grad, spec.sample)) if grad is not None else None
-        hist = Lazy(lambda: histogram(tensor))
     else:
-        stats = tensor_stats(tensor, rec.grad, exact=not fast)
+        if fast and not stats_now and tensor.device.type == "cpu":
+            known = {"shape": shape, "grad_norm": grad_norm(rec.grad, exact=False)}
+            known.update(name=rec.name, type=rec.module_type)
+            record_grad = rec.grad
+            stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known)
+        else:
+            stats = tensor_stats(tensor, rec.grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
-        grad_view = magnitude_view(layer_view(grad, spec.sample)) if grad is not None else None
+        g = layer_view(grad, spec.sample) if grad is not None else None  # off screen: lazy |g|
+        grad_view = g and magnitude_view(g, lazy=stand_in is not None)
         hist = Lazy(lambda: histogram(tensor))
     if hist_now:
         hist.get()

@@ -467,3 +467,47 @@ def test_gradcam_is_never_a_1x1_layer_by_default():
     assert pick_gradcam_layer(cap) == "layer4.1.bn2"  # export uses the same rule
     asked = prepare(cap, DisplaySpec(layers=tuple(leaves), image=image, gradcam_layer="avgpool"))
     assert asked.gradcam_default == "avgpool"
+
+
+def test_an_off_screen_layers_gradient_view_is_made_on_its_first_read():
+    """A live frame's |gradient| of a panel off screen waits for a read (a fifth of the
+    preparation on ResNet-18 at 112 px); read, it is exactly a full preparation's."""
+    from actviz.display.layer_views import LazyLayerView
+
+    model, cap, spec = _capture_tiny()
+    first = prepare(cap, spec, fast=True)
+    cap2 = capture(model, _frames(1, seed=6), list(LAYERS))
+    second = prepare(cap2, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
+    fresh = prepare(cap2, spec, fast=True)
+    kept, shown = second.layers["conv2"].grad_view, second.layers["conv1"].grad_view
+    assert isinstance(kept, LazyLayerView) and "data" not in vars(kept)  # not made yet
+    assert not isinstance(shown, LazyLayerView)  # on screen: its mosaic needed it now
+    want = fresh.layers["conv2"].grad_view
+    assert (kept.kind, kept.shape, kept.description) == (want.kind, want.shape, want.description)
+    np.testing.assert_array_equal(kept.data, want.data)
+    np.testing.assert_array_equal(kept.data, np.abs(cap2["conv2"].grad[0].numpy()))
+    assert not kept.data.flags.writeable and kept.data is kept.data  # made once, read-only
+
+
+def test_the_input_picture_is_the_min_max_scaled_input_as_before():
+    """display_image in NumPy (every live frame's picture) gives the torch path's bytes."""
+    from actviz.display.attribution import display_image
+
+    def torch_path(x: torch.Tensor) -> np.ndarray:  # as it was
+        arr = x.detach().float().cpu()
+        lo, hi = float(arr.min()), float(arr.max())
+        arr = (arr - lo) / (hi - lo) if hi > lo else torch.zeros_like(arr)
+        arr = (arr.clamp(0, 1) * 255).round().to(torch.uint8)
+        arr = arr.expand(3, *arr.shape[1:]) if arr.shape[0] == 1 else arr
+        return np.ascontiguousarray(arr.permute(1, 2, 0).numpy())
+
+    for s in range(24):
+        g = torch.Generator().manual_seed(s)
+        x = torch.randn(2, 1 if s % 3 == 0 else 3, 9 + s, 13, generator=g)
+        x = x * 10.0 ** (s % 7 - 3) + s % 4
+        x = torch.full_like(x, 0.5) if s % 10 == 0 else x
+        x = x.double() if s % 11 == 1 else x.half() if s % 13 == 2 else x
+        for sample in (0, 1):
+            got = display_image(x, None, sample)
+            assert got.dtype == np.uint8 and got.flags.c_contiguous and got.shape[2] == 3
+            np.testing.assert_array_equal(got, torch_path(x[sample]))

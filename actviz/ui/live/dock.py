@@ -431,11 +431,10 @@ class LiveControls(QDockWidget):
     def _build_readouts(self) -> QWidget:
         box = QGroupBox("Performance")
         v = QVBoxLayout(box)
-        self.stats_label = QLabel("not running")
-        self.stats_label.setWordWrap(True)
+        # Read-outs that change while playing: lines of their own, no relayout of the dock.
+        self.stats_label = style.SteadyText("not running", lines=3)
         v.addWidget(self.stats_label)
-        self.memory_label = QLabel("")
-        self.memory_label.setWordWrap(True)
+        self.memory_label = style.SteadyText("", lines=2)
         v.addWidget(self.memory_label)
         row = QHBoxLayout()
         row.addWidget(QLabel("memory budget"))

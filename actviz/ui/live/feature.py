@@ -16,11 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea
+from PySide6.QtWidgets import QFrame, QScrollArea
 
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.live.dock import LiveControls, show_dock
 from actviz.ui.live.playback import LiveController
+from actviz.ui.panels.style import ReadoutText
 
 __all__ = ["DOCK_WIDTH", "LiveMode"]
 
@@ -62,7 +63,8 @@ class LiveMode(FeatureBase):
         host.add_menu_action("Live", self.dock.toggleViewAction(), shortcut=False)
         self.dock.toggleViewAction().toggled.connect(self._on_dock_toggled)
         host.session.model_changed.connect(self._on_session_model_changed)
-        self.status_label = QLabel("")
+        # Its rate changes a few times a second: repainted alone, the status bar not relaid out.
+        self.status_label = ReadoutText("")
         self.status_label.setObjectName("liveStatusLabel")
         host.add_status_widget(self.status_label)
         self.controller.status_changed.connect(self._on_status_changed)

@@ -63,6 +63,7 @@ from actviz.core.threads import lower_thread_priority, torch_threads
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepare import prepare, reusable_mosaics
 from actviz.ui.host import WindowHost
+from actviz.ui.live.frame_status import FrameTiming, LiveStatus
 from actviz.ui.live.frames import (
     Coalescer,
     FrameSource,
@@ -76,6 +77,7 @@ from actviz.ui.live.frames import (
     estimate_bytes,
     webcam_status,
 )
+from actviz.ui.live.play_clock import PlayClock
 from actviz.ui.worker import Job, Staged
 from actviz.workspace.budget import (
     DEFAULT_MEMORY_BUDGET,
@@ -113,65 +115,6 @@ __all__ = [
     "parse_bytes",
     "rss_bytes",
 ]
-
-
-@dataclass
-class FrameTiming:
-    """Where one live frame's time went (milliseconds)."""
-
-    index: int = 0
-    load_ms: float = 0.0  # reading the frame and perturbing it (worker)
-    capture_ms: float = 0.0  # actviz.capture (worker)
-    prepare_ms: float = 0.0  # display.prepare (worker)
-    prepare_cpu_ms: float = 0.0  # display.prepare, the preparing thread's CPU time
-    shown_ms: float = 0.0  # job end -> the window has put it on the panels (GUI)
-    total_ms: float = 0.0  # submit -> shown
-
-
-@dataclass
-class LiveStatus:
-    """What the controls display."""
-
-    fps: float = 0.0
-    frames: int = 0
-    dropped: int = 0
-    last: FrameTiming | None = None
-    held_bytes: int = 0
-    copy_bytes: int = 0  # the model's copy for a second capture lane (0: none)
-    rss_bytes: int | None = None
-    budget_bytes: int = DEFAULT_MEMORY_BUDGET
-    playing: bool = False
-    sequence: bool = False  # the source has several frames (it can play or be paused)
-
-    def state_text(self) -> str:
-        """``"2.1 fps"`` while playing, ``"paused"`` for a paused sequence, else ``"still input"``:
-        a rate measured while playing means nothing once it stopped."""
-        if self.playing:
-            return f"{self.fps:.1f} fps"
-        return "paused" if self.sequence else "still input"
-
-    def text(self) -> str:
-        """e.g. ``"2.1 fps · capture 410 ms · prepare 55 ms · shown +20 ms · dropped 3"``,
-        ``"paused · capture 410 ms · ..."`` when paused."""
-        parts = [self.state_text()]
-        if self.last is not None:
-            t = self.last
-            parts.append(f"capture {t.capture_ms:.0f} ms")
-            parts.append(f"prepare {t.prepare_ms:.0f} ms")
-            if t.load_ms >= 1:
-                parts.append(f"load {t.load_ms:.0f} ms")
-            parts.append(f"shown +{t.shown_ms:.0f} ms")
-        parts.append(f"{self.frames} frames")
-        if self.dropped:
-            parts.append(f"dropped {self.dropped}")
-        return " · ".join(parts)
-
-    def memory_text(self) -> str:
-        copy = f" · model copy {fmt_bytes(self.copy_bytes)}" if self.copy_bytes else ""
-        return (
-            f"held {fmt_bytes(self.held_bytes)} of {fmt_bytes(self.budget_bytes)} budget"
-            f"{copy} · process {fmt_bytes(self.rss_bytes)}"
-        )
 
 
 @dataclass
@@ -280,8 +223,7 @@ class LiveController(QObject):
         self._closed = False
         self._webcam: WebcamSource | None = None
 
-        self._play_timer = QTimer(self)
-        self._play_timer.timeout.connect(self._on_play_timer)
+        self._clock = PlayClock(self, self._on_play_timer)
         self._pump_timer = QTimer(self)
         self._pump_timer.setSingleShot(True)
         self._pump_timer.timeout.connect(self._pump)
@@ -459,14 +401,14 @@ class LiveController(QObject):
             return
         self.player.play()
         self.rate.reset()
-        self._play_timer.start(self.player.interval_ms)
+        self._clock.start(self.player.interval_ms)
         self.playing_changed.emit(True)
         self._emit_status()
 
     def pause(self) -> None:
         was = self.player.playing
         self.player.pause()
-        self._play_timer.stop()
+        self._clock.stop()
         if was:
             self.playing_changed.emit(False)
             self._emit_status()
@@ -483,25 +425,34 @@ class LiveController(QObject):
         self.request(self.player.step(delta))
 
     def seek(self, index: int) -> None:
+        self._clock.resume()  # held: play on from this frame, not by the ticks held over
         self.request(self.player.seek(index))
 
     def set_speed(self, fps: float) -> None:
         """Playback speed in frames per second (frames the model cannot keep up with drop)."""
         self.player.set_fps(fps)
-        if self._play_timer.isActive():
-            self._play_timer.setInterval(self.player.interval_ms)
+        self._clock.set_interval(self.player.interval_ms)
         self.speed_changed.emit(float(self.player.fps))
 
     def set_loop(self, loop: bool) -> None:
         self.player.loop = bool(loop)
 
-    def _on_play_timer(self) -> None:
-        index = self.player.advance()
-        if index is None:
+    def _on_play_timer(self, steps: int = 1, *, pump: bool = True) -> None:
+        index, moved, ended = None, 0, False
+        for _ in range(steps):  # more than one: the ticks held over (play_clock)
+            if (step := self.player.advance()) is None:
+                ended = True  # the end of a sequence played once (the last frame offered)
+                break
+            index, moved = step, moved + 1
+        if self._webcam is None and index is not None and not self._closed:
+            self.coalescer.offer(_Spec(index, self.perturbation))
+            self.coalescer.dropped += moved - 1  # each would have replaced the waiting frame
+            if pump:
+                self._pump()
+            if self.coalescer.busy and not ended:  # no room: ticks would only replace it
+                self._clock.hold()
+        if ended:
             self.pause()
-            return
-        if self._webcam is None:
-            self.request(index)
 
     # ------------------------------------------------------------------ perturbation
     def set_perturbation(self, perturbation: Perturbation) -> None:
@@ -542,32 +493,11 @@ class LiveController(QObject):
             return None
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
 
-    def _mosaic_budget(self, visible: set[str] | None) -> int:
-        """Pixels a mosaic of this frame may have: about what its canvas shows on screen.
-
-        A page with more pixels than its canvas is drawn shrunk (filtered) anyway; built
-        that large it cost the preparation and the GUI thread (converting and drawing it)
-        several times the pixels seen. Tiles are then area averages (as for any layer over
-        the budget, :func:`~actviz.display.mosaic.max_tile_for`); the read-outs still read
-        the layer's own values. A full frame (every panel, for export or a pin) keeps the
-        usual budget.
-        """
-        if visible is None:
-            return MAX_MOSAIC_PIXELS
-        panels = self.window.layer_panels
-        most = 0.0
-        for name in visible:
-            slot = getattr(panels.get(name), "activation_slot", None)
-            canvas = getattr(slot, "image_canvas", None)
-            if canvas is None:  # not drawn yet: its size is not known
-                return MAX_MOSAIC_PIXELS
-            ratio = canvas.devicePixelRatioF()
-            most = max(most, canvas.image_area_width() * canvas.height() * ratio * ratio)
-        return int(min(MAX_MOSAIC_PIXELS, max(most, MIN_LIVE_MOSAIC_PIXELS)))
-
     def _pump(self) -> None:
         if self._closed:
             return
+        if self._clock.held and not self.coalescer.busy and (missed := self._clock.resume()):
+            self._on_play_timer(missed, pump=False)  # the ticks held over (play_clock)
         # Playing: the next frame is queued behind the one capturing (see the module docstring).
         ahead = CAPTURES_AHEAD * self._lane_count() if self.player.playing else 1
         self.coalescer.limit = ahead
@@ -612,13 +542,6 @@ class LiveController(QObject):
                 self._refusal = (model, rep.failure)
             self._drop_replica()
             rep = None
-        if rep is not None and rep.twin is not None and not rep.usable():
-            # The weights changed in place, or moved (to another device: ask again).
-            self._drop_replica()
-            self._refusal = None
-            if not self._lanes_wanted(model):
-                return 0, model, None
-            rep = None
         if rep is None:
             rep = self._replica = ModelCopy(model)
         if rep.twin is None:
@@ -631,6 +554,13 @@ class LiveController(QObject):
         for lane in self._capturing.values():
             on[lane] += 1
         lane = 0 if on[0] < on[1] else 1 if on[1] < on[0] else 1 - self._last_lane
+        # The weights changed in place, or moved (to another device: ask again)? Asked only
+        # for a frame the copy would capture (lane 0 runs the model): it reads every tensor.
+        if lane == 1 and not rep.usable():
+            self._drop_replica()
+            self._refusal = None
+            self._replica = ModelCopy(model) if self._lanes_wanted(model) else None
+            return 0, model, self._replica
         self._last_lane = lane
         return lane, (model if lane == 0 else rep.twin), None
 
@@ -696,7 +626,7 @@ class LiveController(QObject):
             visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
             capture_model,
             build,
-            max_pixels=self._mosaic_budget(visible),
+            max_pixels=_mosaic_budget(self.window.layer_panels, visible),
         )
         spec.submitted = time.perf_counter()
         # Two lanes share the worker's threads; one lane has them all.
@@ -953,7 +883,7 @@ class LiveController(QObject):
         self._closed = True
         self._drop_replica()
         self._refusal = None
-        self._play_timer.stop()
+        self._clock.stop()
         self._pump_timer.stop()
         self._stop_webcam()
         for sig, slot in (
@@ -968,3 +898,26 @@ class LiveController(QObject):
         self.window.session.model_changed.disconnect(self._on_session_model_changed)
         self.window.session.result_changed.disconnect(self._on_session_result_changed)
         self.window.session.pins_changed.disconnect(self._on_session_result_changed)
+
+
+def _mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
+    """Pixels a mosaic of this frame may have: about what its canvas shows on screen.
+
+    A page with more pixels than its canvas is drawn shrunk (filtered) anyway; built
+    that large it cost the preparation and the GUI thread (converting and drawing it)
+    several times the pixels seen. Tiles are then area averages (as for any layer over
+    the budget, :func:`~actviz.display.mosaic.max_tile_for`); the read-outs still read
+    the layer's own values. A full frame (every panel, for export or a pin) keeps the
+    usual budget.
+    """
+    if visible is None:
+        return MAX_MOSAIC_PIXELS
+    most = 0.0
+    for name in visible:
+        slot = getattr(panels.get(name), "activation_slot", None)
+        canvas = getattr(slot, "image_canvas", None)
+        if canvas is None:  # not drawn yet: its size is not known
+            return MAX_MOSAIC_PIXELS
+        ratio = canvas.devicePixelRatioF()
+        most = max(most, canvas.image_area_width() * canvas.height() * ratio * ratio)
+    return int(min(MAX_MOSAIC_PIXELS, max(most, MIN_LIVE_MOSAIC_PIXELS)))

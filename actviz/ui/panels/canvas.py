@@ -422,8 +422,7 @@ class TileGrid:
             self.label_item.setPixmap(QtGui.QPixmap())
             return
         view = self._view.viewRect()
-        scene = self.path_item.scene()
-        ratio = scene.views()[0].devicePixelRatioF() if scene is not None else 1.0
+        ratio = views[0].devicePixelRatioF() if views else 1.0
         key = (
             self._tiles,
             self._channel_ids,
@@ -598,10 +597,11 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.addItem(self.view, row=0, col=0)
         self.view.setMouseEnabled(x=not passive, y=not passive)
         self.view.disableAutoRange()
-        # 2-D images are drawn as uint8 indices into a 256-entry table (an indexed QImage, no
-        # per-pixel float work in pyqtgraph). They are not downsampled: averaging indices
-        # would blend the transparent padding index into colours; the item's paint filters
-        # when shrinking instead, which keeps the 1-px tile padding visible as a grid line.
+        # A new image repaints its own rectangle, not 2 px around it too (the bar's strip).
+        self.setOptimizationFlag(QtWidgets.QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing)
+        # 2-D images are uint8 indices into a 256-entry table (an indexed QImage), not
+        # downsampled (averaged indices would blend the padding index into colours): the
+        # item's paint filters when shrinking, which keeps the 1-px padding as a grid line.
         self.image = ClickableImageItem(axisOrder="row-major")
         self._source: np.ndarray | Callable[[], np.ndarray] | None = None
         self._levels: tuple[float, float] | None = None
@@ -1001,8 +1001,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             self._sync_scene_soon.request()
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
-        grid = getattr(self, "grid", None)
-        if grid is not None and grid.labels_stale:
+        if (grid := getattr(self, "grid", None)) is not None and grid.labels_stale:
             grid.request_labels()
         super().paintEvent(event)
 

@@ -777,8 +777,7 @@ class LayerPanel(PanelBase):
 
     def _update_page_bar(self, mosaic: Mosaic | None) -> None:
         if mosaic is not None and mosaic.order is not None:
-            # Tiles in an order of their own: the bar says so (even on a single page), with
-            # the ranks shown; each tile is labelled with its channel.
+            # Tiles in an order of their own: the bar says so (even on one page), with ranks.
             start, total = mosaic.position, len(mosaic.order.channels)
             end = start + mosaic.channels
             self.page_label.setText(f"{mosaic.order.label}: {start + 1}-{end} of {total}")
@@ -790,7 +789,8 @@ class LayerPanel(PanelBase):
             self.next_page_button.setEnabled(end < total)
             self.page_bar.setVisible(True)
             return
-        self.page_label.setToolTip("")
+        if self.page_label.toolTip():  # (each setToolTip sends an event, same text or not)
+            self.page_label.setToolTip("")
         # Only layers with more channels than one mosaic holds get the page bar.
         if mosaic is None or mosaic.channels >= mosaic.total_channels:
             self.page_bar.setVisible(False)

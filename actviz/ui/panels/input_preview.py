@@ -26,6 +26,8 @@ class InputPreview(PanelBase):
         self.content.addWidget(self.stack, 1)
         # Changes with every live frame: a SteadyText repaints without relaying out the dock.
         self.caption_label = style.caption_text()
+        # Nor repaints the Model dock under it (the panel's inside is the window's colour).
+        self.caption_label.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
         self.content.addWidget(self.caption_label)
         self.status_label = style.readout_label()
         self.content.addWidget(self.status_label)

@@ -170,6 +170,35 @@ class ElidedLabel(QtWidgets.QLabel):
         return QtCore.QSize(40, self.fontMetrics().height())
 
 
+class SteadyElidedLabel(ElidedLabel):
+    """An :class:`ElidedLabel` whose new text repaints it alone: one line, as wide as its
+    layout makes it, so no text changes its size. A QLabel's ``setText`` asks the layout
+    again; in the status bar that rebuilt the bar's layout and relaid out the main window
+    (each dock animated) whenever live frames changed the target shown."""
+
+    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(text, parent)  # QLabel's own text stays: one line, for its height
+        self._steady = text
+
+    def text(self) -> str:  # the text shown (QLabel's own is only the first)
+        return self._steady
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
+        self.set_text(text)
+
+    def set_text(
+        self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
+    ) -> None:
+        """As :meth:`ElidedLabel.set_text`, without asking the layout again."""
+        new = (text, tuple(fallbacks), last_resort)
+        if new != (self._steady, self._fallbacks, self._last_resort):
+            self._steady, self._fallbacks, self._last_resort = new
+            self.update()
+
+    def clear(self) -> None:
+        self.set_text("")
+
+
 class SteadyText(QtWidgets.QWidget):
     """Text that changes often (a live frame's caption) without relaying out the window.
 
@@ -206,6 +235,8 @@ class SteadyText(QtWidgets.QWidget):
     def shown_lines(self) -> list[str]:
         """The lines as drawn at the current width (the last one shortened with "…")."""
         metrics, width = self.fontMetrics(), max(1, self.contentsRect().width())
+        if metrics.horizontalAdvance(self._text) <= width and not self._text.startswith(" "):
+            return [self._text] if self._text else []  # one line (a frame's caption): no wrap
         words, lines, line = self._text.split(" "), [], ""
         for i, word in enumerate(words):
             trial = f"{line} {word}" if line else word
@@ -239,6 +270,10 @@ class SteadyText(QtWidgets.QWidget):
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
+        if self.testAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent):
+            # Set where the parent shows the window's colour (not in a group box, whose
+            # inside differs): a new text then repaints this widget alone, not every parent.
+            painter.fillRect(event.rect(), self.palette().brush(self.backgroundRole()))
         painter.setFont(self.font())
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
         rect, step = self.contentsRect(), self.fontMetrics().lineSpacing()
@@ -250,6 +285,40 @@ class SteadyText(QtWidgets.QWidget):
         tip = self._text if shortened else ""
         if tip != self.toolTip():
             self.setToolTip(tip)
+
+
+class ReadoutText(QtWidgets.QLabel):
+    """A one-line label that changes often (a status bar's run time, a frame rate) without
+    relaying out its bar: its size is fixed, as wide as the widest text it has shown.
+
+    A QLabel's ``setText`` asks its layout again, unless the label's size is fixed; in the
+    status bar that relaid out the bar and the main window and repainted every widget of the
+    bar, a few times a second while live frames play. A wider text widens it (once).
+    """
+
+    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self._fit(text)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
+        if text != self.text():
+            super().setText(text)  # a fixed size: repainted only
+            self._fit(text)
+
+    def _fit(self, text: str) -> None:
+        margins = self.contentsMargins()
+        width = self.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + 4
+        height = self.fontMetrics().height() + margins.top() + margins.bottom()
+        if width > self.minimumWidth() or height != self.minimumHeight():
+            # A little room to spare, so a digit more ("ran in 98 ms" -> "102 ms") fits too.
+            width = max(width + self.fontMetrics().horizontalAdvance("00"), self.minimumWidth())
+            self.setFixedSize(width, height)
+
+    def changeEvent(self, event: QtCore.QEvent) -> None:  # noqa: N802 - Qt name
+        super().changeEvent(event)
+        if event.type() == QtCore.QEvent.Type.FontChange:
+            self.setMinimumWidth(0)
+            self._fit(self.text())
 
 
 def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:

@@ -123,7 +123,10 @@ class MessageBanner(QFrame):
     ) -> None:
         """Replace the ``(level, text)`` messages of ``source`` ("error", "warning" or
         "info"); ``details`` (a traceback) is shown by the Details button."""
-        self._messages[source] = list(messages)
+        messages = list(messages)
+        if self._messages.get(source, []) == messages and self._details.get(source, "") == details:
+            return  # as shown (every live frame sets its run's messages again)
+        self._messages[source] = messages
         if details:
             self._details[source] = details
         else:

@@ -32,7 +32,12 @@ from actviz.ui.panels.histogram import HistogramPanel
 from actviz.ui.panels.overlay import OverlayPanel
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import StatsTable
-from actviz.ui.panels.style import PAGE_MARGIN, PANEL_SPACING, ElidedLabel
+from actviz.ui.panels.style import (
+    PAGE_MARGIN,
+    PANEL_SPACING,
+    ReadoutText,
+    SteadyElidedLabel,
+)
 from actviz.ui.window.banner import MessageBanner
 
 #: The window never opens larger than this (a 1600x1000 screen keeps room around it).
@@ -100,7 +105,7 @@ class StatusWidgets:
     #: Busy indicator while a capture, a load or an export runs.
     progress_bar: QProgressBar
     #: The last run's timing and the memory held.
-    timing_label: QLabel
+    timing_label: ReadoutText
 
 
 def build_centre(window: QMainWindow) -> Centre:
@@ -272,14 +277,15 @@ def build_status_bar(window: QMainWindow) -> StatusWidgets:
     status = window.statusBar()
     # Shortened with "…" where it does not fit (its whole text in the tooltip): a plain
     # label's long message ran into "ran in 173 ms" beside it.
-    label = ElidedLabel("Ready")
+    label = SteadyElidedLabel("Ready")  # a live frame's target: no relayout of the window
     status.addWidget(label, 1)
     progress = QProgressBar()
     progress.setRange(0, 0)  # busy indicator: capture has no fraction to report
     progress.setMaximumWidth(140)
     progress.setVisible(False)
     status.addPermanentWidget(progress)
-    timing = QLabel("")
+    # Changes with runs (a few times a second while live frames play): no relayout per text.
+    timing = ReadoutText("")
     status.addPermanentWidget(timing)
     return StatusWidgets(status_label=label, progress_bar=progress, timing_label=timing)
 

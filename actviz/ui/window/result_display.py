@@ -42,8 +42,9 @@ MAPS_PANEL_MIN_HEIGHT = 300
 CHANNEL_VIEW_SHARE = 0.62
 #: From this width of the Layers tab's viewport on, the layer panels go in two columns.
 TWO_COLUMNS_PX = 1300
-#: Layer panels updated per event-loop pass when a result arrives.
-PANELS_PER_PASS = 1
+#: Layer panels updated per display step when a result arrives; steps run in a pass until
+#: it took DISPLAY_PASS_S (a live frame's few panels: one repaint of the window, not one each).
+PANELS_PER_PASS, DISPLAY_PASS_S = 1, 0.004
 #: Time spent making new layer panels per event-loop pass (the rest follow on later passes).
 CREATE_BUDGET_S = 0.04
 
@@ -603,13 +604,12 @@ class ResultDisplay:
         return bool(self._display_steps)
 
     def _run_display_step(self) -> None:
-        steps = self._display_steps
-        while steps:
+        steps, t0, ran = self._display_steps, time.perf_counter(), False
+        while steps and not (ran and time.perf_counter() - t0 >= DISPLAY_PASS_S):
             gen, step = steps.popleft()
-            if gen is not None and gen != self._display_epoch:
-                continue  # a newer result replaced it
-            self._call_step(step)
-            break
+            if gen is None or gen == self._display_epoch:  # else a newer result's came
+                self._call_step(step)
+                ran = True
         if not steps:
             self._display_timer.stop()
 

@@ -1081,7 +1081,7 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     """A frame's on-screen mosaic has about as many pixels as its canvas shows (tiles area
     averaged, as over any budget); the read-outs keep the layer's own values."""
     from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for
-    from actviz.ui.live.playback import MIN_LIVE_MOSAIC_PIXELS
+    from actviz.ui.live.playback import MIN_LIVE_MOSAIC_PIXELS, _mosaic_budget
 
     torch.manual_seed(0)
     model = _WideConv().eval()
@@ -1093,10 +1093,11 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
+    win.settle()  # the canvas at its size: the next frame's budget is read from it
     visible = live._visible_layers()
     assert visible == {"conv"}
     canvas = window.layer_panels["conv"].activation_slot.image_canvas
-    budget = live._mosaic_budget(visible)
+    budget = _mosaic_budget(window.layer_panels, visible)
     shown = canvas.image_area_width() * canvas.height() * canvas.devicePixelRatioF() ** 2
     assert MIN_LIVE_MOSAIC_PIXELS <= budget == int(shown) < MAX_MOSAIC_PIXELS
     shots = live.frames_shown
@@ -1115,4 +1116,4 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     # The values under the mouse are the layer's own, at full resolution.
     np.testing.assert_array_equal(layer.view.data, ref.numpy())
     # Every panel on screen: no full frame follows; a full frame keeps the usual budget.
-    assert live._mosaic_budget(None) == MAX_MOSAIC_PIXELS
+    assert _mosaic_budget(window.layer_panels, None) == MAX_MOSAIC_PIXELS
