@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw
 from actviz.analysis.effects import Effects
 from actviz.io.export import _fmt, _font, _text_w
 
-__all__ = ["OPPOSES_RGB", "SUPPORTS_RGB", "effect_colour", "effects_chart"]
+__all__ = ["OPPOSES_RGB", "SUPPORTS_RGB", "chart_title", "effect_colour", "effects_chart"]
 
 #: Negative effect: setting the channel to the baseline lowers the target.
 SUPPORTS_RGB = (52, 112, 184)
@@ -31,6 +31,18 @@ def effect_colour(value: float, exact: bool = False) -> tuple[int, int, int]:
     """The bar colour of an effect: by sign, darker for an exact value."""
     rgb = SUPPORTS_RGB if value < 0 else OPPOSES_RGB
     return tuple(int(c * 0.6) for c in rgb) if exact else rgb  # type: ignore[return-value]
+
+
+def _unit(eff: Effects, layer: str) -> str:
+    # A layer ranked by a dictionary's concepts: each bar removes one concept (x - z_i d_i).
+    return "concept" if getattr(eff, "dictionaries", {}).get(layer) is not None else "channel"
+
+
+def chart_title(eff: Effects, layer: str) -> str:
+    """What :func:`effects_chart`'s bars of ``layer`` measure, as its title says it."""
+    if _unit(eff, layer) == "concept":
+        return f"{layer}: effect of removing each concept"
+    return f"{layer}: effect of setting each channel to {eff.baseline}"
 
 
 def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
@@ -65,7 +77,7 @@ def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
     zero = y_of(0.0)
     verified = sum(r.exact is not None for r in rows)
     rho = eff.rank_correlation(layer)
-    title = f"{layer}: effect of setting each channel to {eff.baseline}"
+    title, unit = chart_title(eff, layer), _unit(eff, layer)
     sub = f"target {eff.target_description}"
     if verified:
         rho_text = f"{rho:.2f}" if math.isfinite(rho) else "n/a"
@@ -103,7 +115,7 @@ def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
         lx = x0 + (slot - _text_w(draw, label, small)) // 2
         draw.text((lx, top + plot_h + 6 + (i % 2) * 12 * (slot < 26)), label, fill=_INK, font=small)
     draw.line([left - 4, zero, width - 8, zero], fill=_INK)
-    footer = "channel (largest |estimate| first)"
+    footer = f"{unit} (largest |estimate| first)"
     if left_out:
         footer += f"; {left_out} without effect left out"
     draw.text((8, height - 16), footer, fill=_INK, font=small)

@@ -63,6 +63,10 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     assert "remove the top" in section.ablate_button.toolTip()
     captions = [caption for caption, _ in feature.report_part()["figures"]()]
     assert captions == ["Channels that matter: conv1", f"Concepts that matter: {LAYER}"]
+    from actviz.analysis.effects_chart import chart_title
+
+    assert chart_title(feature.effects, LAYER) == f"{LAYER}: effect of removing each concept"
+    assert chart_title(feature.effects, "conv1").startswith("conv1: effect of setting each channel")
 
     # Verify: the exact effect of each top concept is the hand-written removal's.
     with win.qtbot.waitSignal(feature.view.verify_requested):
