@@ -258,7 +258,11 @@ class WindowDriver:
 
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:
-        """Scroll the panel of ``layer`` into view and wait until part of it is on screen."""
+        """Scroll the panel of ``layer`` into view and wait until part of it is on screen.
+
+        The layout settles first: panels still being filled change height, and a panel seen
+        before that may be scrolled away again."""
+        self.settle()
         panel = self.panel(layer)
         self.window.centre.layers_scroll.ensureWidgetVisible(panel)
         self.qtbot.waitUntil(lambda: not panel.visibleRegion().isEmpty(), timeout=UI_TIMEOUT_MS)
