@@ -141,6 +141,7 @@ def test_the_saliency_strip_reads_out_the_token_under_the_mouse(actviz_window, t
     sal = w.centre.saliency_panel
     strip = sal.token_strip
     win.qtbot.waitUntil(lambda: strip.isVisible() and strip.plot.vb.height() > 50)
+    win.settle()  # the strip's rows where the pointer lands, not where they were a pass ago
     tokens = w.result.token_saliency
     win.qtbot.mouseMove(strip.viewport(), strip.row_centre(2))
     want = tokens.describe(2)
