@@ -118,6 +118,23 @@ class AppSettings:
         """Remember an input file."""
         self._push("recent/inputs", source)
 
+    def recent_sessions(self) -> list[str]:
+        """Most recent first: session files opened or saved."""
+        return self._list("recent/sessions")
+
+    def add_recent_session(self, path: str) -> None:
+        """Remember a session file."""
+        self._push("recent/sessions", path)
+
+    @property
+    def restore_on_start(self) -> bool:
+        """Whether a start offers the session kept on quit (default on)."""
+        return _as_bool(self.store.value("sessions/restore_on_start", True))
+
+    @restore_on_start.setter
+    def restore_on_start(self, on: bool) -> None:
+        self.store.setValue("sessions/restore_on_start", bool(on))
+
     def sync(self) -> None:
         """Flush to disk."""
         self.store.sync()

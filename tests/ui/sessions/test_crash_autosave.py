@@ -38,8 +38,8 @@ CHILD = textwrap.dedent(
     window.session.set_ticked(["features.block2"], True)
     window.session.edits.add("features.block1", ablate([0, 3]))
     wait(lambda: not window.is_busy())
-    done = sessions.autosaves
-    wait(lambda: sessions.autosaves > done)  # kept a few seconds after the last change
+    done = sessions.kept.writes
+    wait(lambda: sessions.kept.writes > done)  # kept a few seconds after the last change
     window.session.edits.add("features.block2", ablate([1]))  # the job that is lost
     window.run()
     print("killing", flush=True)
@@ -63,7 +63,7 @@ def test_a_killed_window_reopens_at_its_last_autosave(actviz_window, tmp_path):
     store = QSettings(str(ini), QSettings.Format.IniFormat)
     win = actviz_window(settings=store)
     sessions = win.feature("sessions")
-    assert sessions.autosave_file().is_file() and sessions.can_offer_restore()
+    assert sessions.kept.path.is_file() and sessions.can_offer_restore()
     sessions.ask_restore = lambda *_: True
     assert sessions.offer_restore()
     win.wait_idle(120_000)

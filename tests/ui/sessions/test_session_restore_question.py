@@ -46,7 +46,7 @@ def test_the_restore_question_names_the_session(actviz_window, tmp_path):
     settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
     win = actviz_window(settings=settings)
     sessions = win.feature("sessions")
-    save_state(_state(), sessions.autosave_file())
+    save_state(_state(), sessions.kept.path)
     asked = []
     sessions.ask_restore = lambda _parent, text: asked.append(text) or False
     assert not sessions.offer_restore()

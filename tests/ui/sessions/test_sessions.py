@@ -267,7 +267,7 @@ def test_the_session_is_kept_on_quit_and_offered_at_the_next_start(
     win = actviz_window(settings=settings)
     result = _investigation(win, checkpoint)
     _sessions(win).autosave = True
-    kept = _sessions(win).autosave_file()
+    kept = _sessions(win).kept.path
     assert kept.parent == tmp_path and not kept.exists()
     win.window.close()
     assert kept.is_file()
@@ -287,7 +287,7 @@ def test_the_session_is_kept_on_quit_and_offered_at_the_next_start(
     assert "Restored the last session" in other.status_text()
 
     # The setting turns the offer off: nothing asked.
-    sessions.restore_on_start = False
+    other.window.settings.restore_on_start = False
     asked.clear()
     assert not sessions.offer_restore() and not asked
 
@@ -389,7 +389,7 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
     from PySide6.QtCore import QTimer
 
     from actviz.ui import app as app_module
-    from actviz.ui.sessions import feature as feature_module
+    from actviz.ui.sessions import questions
     from actviz.ui.window.main_window import MainWindow
 
     win = actviz_window()
@@ -420,12 +420,12 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
     QTimer.singleShot(0, close_once_shown)
     assert app_module.run_app(session=str(path)) == 0
     _same_capture(result.capture, shown[0][0])
-    kept = _sessions_of(opened[0]).autosave_file()
+    kept = _sessions_of(opened[0]).kept.path
     assert kept.is_file()  # kept on quit
 
     # The next start without arguments offers it; yes opens it instead of the demo.
     asked = []
-    monkeypatch.setattr(feature_module, "ask_restore", lambda _p, text: asked.append(text) or True)
+    monkeypatch.setattr(questions, "ask_restore", lambda _p, text: asked.append(text) or True)
     QTimer.singleShot(0, close_once_shown)
     assert app_module.run_app() == 0
     assert asked and shown[1][1] == str(checkpoint.resolve())

@@ -1,0 +1,177 @@
+"""The session kept on quit: written a few seconds after each change (off the GUI thread) and
+when the window closes, so a crash loses only the job under way; offered at the next start."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QSettings, QStandardPaths, QTimer
+from PySide6.QtWidgets import QWidget
+
+from actviz.ui.host import WindowHost
+from actviz.ui.sessions.state import ModelOpened, gather_state, model_part
+from actviz.workspace.session_file import (
+    SUFFIX,
+    describe_session_file,
+    pin_capture_bytes,
+    save_state,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AUTOSAVE_DELAY_MS", "AUTOSAVE_PIN_LIMIT", "Autosave", "autosave_path"]
+
+AUTOSAVE_NAME = "autosave" + SUFFIX
+#: Pinned captures bigger than this together are left out of the session kept on quit
+#: (quitting writes it on the GUI thread; their labels are kept).
+AUTOSAVE_PIN_LIMIT = 256 * 2**20
+#: The session is kept this long after its last change (a burst of changes writes once).
+AUTOSAVE_DELAY_MS = 3000
+
+
+def autosave_path(store: QSettings) -> Path:
+    """Where the session is kept on quit: beside an INI settings file (tests point theirs at
+    a temporary folder), else in the user's application data folder."""
+    if store.format() == QSettings.Format.IniFormat and store.fileName():
+        return Path(store.fileName()).parent / AUTOSAVE_NAME
+    # The generic folder plus our own name: the application's name is not always set yet.
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation)
+    return Path(base or Path.home()) / "actviz" / AUTOSAVE_NAME
+
+
+class Autosave(QObject):
+    """Keeps the window's session in :attr:`path` while :attr:`on`.
+
+    Parameters
+    ----------
+    host
+        The window (its session and what it shows).
+    store
+        The settings store: the file sits beside it.
+    paused
+        True while nothing may be written (a session is being opened).
+    """
+
+    def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
+        super().__init__(host.dialog_parent())
+        self.host = host
+        self.session = host.session
+        self._store = store
+        self._paused = paused
+        self._on = False
+        self._closed = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(AUTOSAVE_DELAY_MS)
+        self._timer.timeout.connect(self._write_later)
+        self._thread: threading.Thread | None = None
+        self.writes = 0  # background writes done (tests read it)
+
+    @property
+    def path(self) -> Path:
+        """Where the session is kept (:func:`autosave_path`)."""
+        return autosave_path(self._store)
+
+    @property
+    def on(self) -> bool:
+        """Whether the session is kept (the app turns it on)."""
+        return self._on
+
+    @on.setter
+    def on(self, on: bool) -> None:
+        if bool(on) == self._on:
+            return
+        self._on = bool(on)
+        s = self.session
+        events = (s.model_changed, s.input_changed, s.ticks_changed, s.target_changed,
+                  s.result_changed, s.pins_changed, s.edits_changed)  # fmt: skip
+        for event in events:
+            if on:
+                event.connect(self._changed)
+            else:
+                event.disconnect(self._changed)
+        if not on:
+            self._timer.stop()
+
+    def _changed(self, *_args: Any) -> None:
+        if not self._closed:
+            self._timer.start()
+
+    def _write_later(self) -> None:
+        """Write on a thread of its own (not the feature's worker: it would show the window
+        busy); a write still under way is let finish and this one comes after."""
+        if self._closed or self.session.model is None or self._paused():
+            return
+        if self._thread is not None and self._thread.is_alive():
+            self._timer.start()
+            return
+        try:
+            state = gather_state(self.host, with_model=False)
+        except Exception:  # noqa: BLE001 - keeping a copy must never disturb the user
+            log.exception("could not gather the session to keep it")
+            return
+        opened = ModelOpened.of(self.session)
+        path = self.path
+
+        def write() -> None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                full = model_part(state, opened)
+                # Written after every change: large pinned captures wait for the quit.
+                keep = pin_capture_bytes(full) <= AUTOSAVE_PIN_LIMIT // 8
+                save_state(full, path, pin_captures=keep)
+                self.writes += 1
+            except Exception:  # noqa: BLE001 - logged; the next change tries again
+                log.exception("could not keep the session in %s", path)
+
+        self._thread = threading.Thread(target=write, name="actviz-autosave")
+        self._thread.start()
+
+    def write_now(self) -> Path | None:
+        """Write the session now (on the GUI thread: the window is closing); None when there
+        is nothing to keep (no model) or it failed (logged)."""
+        if self.session.model is None:
+            return None
+        path = self.path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            state = gather_state(self.host)
+            keep = pin_capture_bytes(state) <= AUTOSAVE_PIN_LIMIT
+            save_state(state, path, pin_captures=keep)
+        except Exception:  # noqa: BLE001 - quitting must never fail on the autosave
+            log.exception("could not keep the session on quit")
+            return None
+        return path
+
+    def can_offer(self) -> bool:
+        """Whether a session was kept and the setting lets a start offer it."""
+        return bool(self.host.settings.restore_on_start) and self.path.is_file()
+
+    def offer(
+        self, ask: Callable[[QWidget, str], bool], open_session: Callable[[Path], bool]
+    ) -> bool:
+        """At start: ``ask`` whether to restore the session kept (unless the setting is off);
+        True when the user accepted and ``open_session`` is opening it."""
+        if not self.can_offer():
+            return False
+        what = describe_session_file(self.path)
+        text = "actviz kept your last session when it closed"
+        if not ask(self.host.dialog_parent(), f"{text}{f' ({what})' if what else ''}. Restore it?"):
+            return False
+        return open_session(self.path)
+
+    def close(self) -> None:
+        """The window closes: the write under way ends (the file is replaced whole: never two
+        writers), then the session is kept once more when on."""
+        if self._closed:
+            return
+        self._closed = True
+        self._timer.stop()
+        if self._thread is not None:
+            self._thread.join()
+        if self._on:
+            self.write_now()

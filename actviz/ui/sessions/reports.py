@@ -1,0 +1,206 @@
+"""File > Export report: the result shown as one self-contained HTML file, written on the
+window's capture worker."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog
+
+from actviz.ui.background_loads import describe_error
+from actviz.ui.file_dialogs import start_path
+from actviz.ui.host import WindowHost
+from actviz.ui.sessions.report_job import ReportJob
+
+log = logging.getLogger(__name__)
+
+__all__ = ["REPORT_SOURCE", "ReportExport", "mib"]
+
+#: The banner's source for File > Export report's messages (cleared by the next report written,
+#: leaving a session's own messages as they are).
+REPORT_SOURCE = "report"
+REPORT_FILTER = "HTML reports (*.html)"
+
+
+def mib(nbytes: int) -> str:
+    """A file's size for the status bar."""
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
+
+
+class ReportExport(QObject):
+    """The reports of one window, in order.
+
+    Reports are written on the window's capture worker (one model, one worker: scan sheets
+    measure receptive fields on the model, a transformer's attention is recorded on it). A
+    run submitted after a report supersedes it, and the worker then reports nothing more of
+    it: see :meth:`resume`.
+
+    Signals
+    -------
+    report_written(str)
+        A report was written (its path).
+    """
+
+    report_written = Signal(str)
+    #: A report's job ended (on the worker's thread): see :meth:`resume`.
+    _ended = Signal()
+
+    def __init__(self, host: WindowHost, session_path: Callable[[], Path | None]) -> None:
+        super().__init__(host.dialog_parent())
+        self.host = host
+        self.session = host.session
+        self._session_path = session_path
+        self._reports: dict[ReportJob, None] = {}
+        self._closed = False
+        self._ended.connect(self.resume)
+
+    def is_busy(self) -> bool:
+        """Whether a report is being written (heard of since)."""
+        self.resume()
+        return bool(self._reports)
+
+    def dialog(self) -> bool:
+        """File > Export report…: pick an ``.html`` file and write the report there."""
+        # Beside the session, else where the last file dialog was (not the working folder).
+        saved = self._session_path()
+        start = str(saved.with_suffix(".html")) if saved else start_path("report.html")
+        path, _ = QFileDialog.getSaveFileName(
+            self.host.dialog_parent(), "Export report", start, REPORT_FILTER
+        )
+        if not path:
+            return False
+        return self.export(path if path.endswith(".html") else path + ".html")
+
+    def export(self, path: str | Path, *, wait: bool = False) -> bool:
+        """Write the result shown as one self-contained HTML report (off the GUI thread).
+
+        True when writing started (``wait``: when the report was written; False when it
+        could not be, the banner saying why).
+        """
+        result = self.host.result
+        if result is None or result.capture is None:
+            self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
+            return False
+        out = Path(path)
+        kwargs = self._report_args()
+        # The features' parts: the comparison shown, the scan's sheets (made in the job).
+        parts = self.host.report_parts()
+        self.host.show_status(f"Writing the report {out.name}…")
+        report = ReportJob(out)
+
+        def job(_stop: Any, progress: Callable[[str], None], submission: int) -> Any:
+            from actviz.io.report import write_result_report
+
+            if not report.claim(submission):  # an earlier submission of it began after all
+                return None
+
+            def pages(done: int, total: int, what: str) -> None:
+                progress(f"Report: {what} ({done}/{total})")
+
+            # Runs on the capture worker, so the report's own passes over the model
+            # (attention maps, scan sheets) never overlap a run's or a live frame's capture.
+            try:
+                extra = {k: v() if callable(v) else v for k, v in parts.items()}
+                info = write_result_report(result, out, progress=pages, **kwargs, **extra)
+            except Exception as exc:
+                report.outcome = (None, exc)
+                raise
+            else:
+                report.outcome = (info, None)
+                return info
+            finally:
+                self._ended.emit()
+
+        report.job = job
+        self._submit(report)
+        self.host.refresh_busy()
+        if wait:
+            wait_until = getattr(self.host, "wait_until", None)
+            if wait_until is not None:
+                wait_until(lambda: report not in self._reports)
+            return report.outcome is not None and report.outcome[1] is None
+        return True
+
+    def _report_args(self) -> dict[str, Any]:
+        s = self.session
+        kwargs: dict[str, Any] = {
+            "model": s.loaded_model if s.loaded_model is not None else s.model,
+            "model_name": s.model_name,
+            "input_name": "" if s.input is None else (s.input.source or s.input.description),
+            "title": f"actviz report: {s.model_name}" if s.model_name else "",
+            # The view settings in force now, not the run's (the colour map may have changed
+            # since): the report paints as the window does (actviz.display.colormaps.painting).
+            "cmap": s.colormap,
+            "normalize": s.normalize,
+        }
+        loaded = s.loaded_model
+        if loaded is not None and loaded.model is s.model:
+            from actviz.io.reproduce import run_source
+
+            args = s.model_open_args
+            kwargs["source"] = run_source(
+                loaded,
+                None,
+                arch=args.get("arch"),
+                weights=args.get("weights", "DEFAULT"),
+                trust=bool(args.get("trust", False)),
+                list_input=s.input_as_list,
+                target=s.run_target,
+            )
+        return kwargs
+
+    def _submit(self, report: ReportJob) -> None:
+        self._reports[report] = None
+        report.submit(self.host.worker).on(
+            finished=lambda info: info is not None and self._finished(report, info),
+            failed=lambda error: self._errored(report, error),
+            cancelled=lambda: self._cancelled(report),
+            superseded=self.resume,
+            progress=self.host.show_status,
+        )
+
+    def resume(self) -> None:
+        """Reports a later run superseded: the worker says nothing more of them.
+
+        One that had not begun is skipped by the worker: submit it again (it then runs
+        after the run). One that ended superseded: say so from its outcome. A current one
+        reports through its own handle.
+        """
+        if self._closed:
+            return
+        for report in list(self._reports):
+            if report.to_resubmit():
+                self._submit(report)
+            elif report.ended_unheard():
+                info, error = report.outcome  # type: ignore[misc]
+                if error is not None:
+                    self._errored(report, error)
+                else:
+                    self._finished(report, info)
+
+    def _finished(self, report: ReportJob, info: Any) -> None:
+        if self._reports.pop(report, False) is False:
+            return
+        self.host.clear_messages(REPORT_SOURCE)  # an earlier report's failure is over
+        self.host.refresh_busy(f"Wrote the report {info.path} ({mib(info.nbytes)})")
+        self.report_written.emit(str(info.path))
+
+    def _errored(self, report: ReportJob, error: BaseException) -> None:
+        if self._reports.pop(report, False) is False:
+            return
+        log.error("report failed", exc_info=(type(error), error, error.__traceback__))
+        text = f"Could not write the report: {describe_error(error)}"
+        self.host.show_error(text, REPORT_SOURCE)
+        self.host.refresh_busy("Could not write the report: see the message above")
+
+    def _cancelled(self, report: ReportJob) -> None:
+        if self._reports.pop(report, False) is None:
+            self.host.refresh_busy("The report was cancelled.")
+
+    def close(self) -> None:
+        """The window closes: reports ending later are not told."""
+        self._closed = True
