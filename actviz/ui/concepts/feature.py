@@ -24,7 +24,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu, QScrollArea
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QInputDialog, QMenu
 
 from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts import session_parts as parts
@@ -33,6 +33,7 @@ from actviz.ui.concepts.jobs import ConceptJobs
 from actviz.ui.concepts.training_job import ConceptTraining
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import FeatureBase, WindowHost
+from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
@@ -76,11 +77,8 @@ class ConceptsFeature(FeatureBase, QObject):
         self.view = ConceptView()
         #: The view's jobs (effect, top images, what it wants, scans) on one copy.
         self.jobs = ConceptJobs(host, self.copies, self.view, self)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
         # Its lines wrap to the dock's width (no sideways scrolling).
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(self.view)
+        scroll = scroll_area(self.view, wrap=True)
         self.dock = QDockWidget("Concept", host.dialog_parent())
         self.dock.setObjectName("ConceptDock")
         self.dock.setWidget(scroll)

@@ -39,6 +39,7 @@ from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
 from actviz.ui.effects.view import BarRow, EffectsView, measured_text
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
+from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import Job, Worker
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,10 +109,7 @@ class EffectsFeature(FeatureBase, QObject):
         #: Channels each "Verify" measures per layer.
         self.verify_count = DEFAULT_VERIFY
         self.view = EffectsView(self.verify_count)
-        scroll = _DockScroll()
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(self.view)
+        scroll = scroll_area(self.view, wrap=True, cls=_DockScroll)
         self.dock = QDockWidget(DOCK_TITLE, host.dialog_parent())
         self.dock.setObjectName("ChannelsThatMatterDock")
         self.dock.setWidget(scroll)

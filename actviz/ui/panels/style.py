@@ -399,3 +399,27 @@ def finite_range(values) -> tuple[float, float] | None:
     if finite.size == 0:
         return None
     return float(finite.min()), float(finite.max())
+
+
+def scroll_area(
+    widget: QtWidgets.QWidget | None = None,
+    *,
+    name: str = "",
+    frameless: bool = False,
+    wrap: bool = False,
+    cls: type[QtWidgets.QScrollArea] = QtWidgets.QScrollArea,
+) -> QtWidgets.QScrollArea:
+    """``widget`` in a resizable scroll area (a page or dock smaller than the widget's least
+    size scrolls instead of squeezing it): ``frameless`` draws no frame, ``wrap`` never
+    scrolls sideways (lines wrap to the width); ``cls`` a subclass to make."""
+    area = cls()
+    area.setWidgetResizable(True)
+    if name:
+        area.setObjectName(name)
+    if frameless:
+        area.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+    if wrap:
+        area.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    if widget is not None:
+        area.setWidget(widget)
+    return area

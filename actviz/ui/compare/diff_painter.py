@@ -1,0 +1,242 @@
+"""The Compare tab's difference panels, painted as they come near the area's view.
+
+A comparison arrives, the area is scrolled or resized, the tab is shown: the panels in view
+are painted, then those near it one per event-loop pass, what is in view kept in place (all
+of a ResNet-18's at once blocked the GUI thread for about a second). A panel kept from the
+comparison before shows nothing until painted with this one.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QWidget
+
+from actviz.display.colormaps import AUTO
+from actviz.display.difference import DIFFERENCE_CMAP
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
+from actviz.display.prepare import with_page
+from actviz.display.prepared import PreparedLayer
+from actviz.ui.compare.view import CompareView
+from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
+from actviz.workspace.compare_job import CompareOutcome
+
+__all__ = ["PAINT_MARGIN", "DiffPainter", "panel_title"]
+
+#: Difference panels this far (a fraction of the area's height) above or below the area are
+#: painted after those in it (one per event-loop pass), so that a little scrolling finds them
+#: painted.
+PAINT_MARGIN = 0.5
+
+
+def panel_title(layer: PreparedLayer) -> str:
+    """A difference panel's module type: ``Conv2d · A − B``."""
+    return f"{layer.module_type} · A − B" if layer.module_type else "A − B"
+
+
+def _timer(parent: QObject, slot: object) -> QTimer:
+    timer = QTimer(parent)
+    timer.setSingleShot(True)
+    timer.setInterval(0)
+    timer.timeout.connect(slot)
+    return timer
+
+
+class DiffPainter(QObject):
+    """Paints ``view``'s difference panels (on ``page``, the tab) lazily, with their pages.
+
+    :attr:`pages` (first channel shown) and :attr:`page_sizes` are what a new comparison is
+    prepared with.
+    """
+
+    def __init__(self, view: CompareView, page: QWidget, parent: QObject) -> None:
+        super().__init__(parent)
+        self.view, self.page = view, page
+        self.outcome: CompareOutcome | None = None
+        self.pages: dict[str, int] = {}
+        self.page_sizes: dict[str, int] = {}
+        # Not painted with the comparison shown: painted once they come near the area's view
+        # and the tab is on screen (a canvas filled while hidden keeps its hidden size's range).
+        self.unpainted: set[str] = set()
+        self._reveal_name: str | None = None  # the first divergence, scrolled to once shown
+        self._painting = False
+        self._closed = False
+        self._paint_timer = _timer(self, self.paint_in_view)
+        self._margin_timer = _timer(self, self._paint_near_view)
+        self._width_timer = _timer(self, self._apply_widths)
+        self._new_widths: dict[str, int] = {}
+        view.page_requested.connect(self.turn_page)
+        view.mosaic_width_changed.connect(self._on_width_changed)
+        # Scrolled: painted at once (before the area is drawn); resized: once laid out.
+        view.diff_scrolled.connect(self.paint_in_view)
+        view.diff_resized.connect(self._paint_timer.start)
+
+    def show(self, outcome: CompareOutcome, reveal: str | None) -> None:
+        """Lay out ``outcome``'s panels and paint those in view (scrolled to ``reveal``)."""
+        self.outcome = outcome
+        order = list(outcome.differences)
+        self.view.layout_diff_panels(order)
+        self.unpainted = set(order)
+        self._reveal_name = reveal if reveal in order else None
+        self.paint_in_view()
+        for name in order:
+            if name in self.unpainted:
+                self.view.blank_diff_panel(name, panel_title(outcome.differences[name]))
+
+    def clear(self) -> None:
+        """Forget the comparison shown."""
+        self.outcome = None
+        self.unpainted = set()
+        self._reveal_name = None
+        self.pages.clear()
+
+    def tab_shown(self) -> None:
+        """The tab came on screen: paint on the next pass (its widgets get geometry first)."""
+        if self.unpainted:
+            self._paint_timer.start()
+
+    def paint_in_view(self) -> None:
+        """Paint the panels waiting in the area's view now (scrolling first to the first
+        divergence of a comparison shown for the first time); those near it follow."""
+        if self._closed or self._painting or not self.page.isVisible():
+            return
+        if not self.unpainted and self._reveal_name is None:
+            return
+        self._painting = True
+        try:
+            if self._reveal_name is not None:
+                name, self._reveal_name = self._reveal_name, None
+                self.view.reveal_diff_panel(name)
+            self._paint_each(0)
+        finally:
+            self._painting = False
+        if self._near_view():
+            self._margin_timer.start()
+
+    def _paint_near_view(self) -> None:
+        # One panel near the view a pass: a little scrolling finds it painted.
+        if self._closed or self._painting or not self.page.isVisible():
+            return
+        self._painting = True
+        try:
+            self._paint_each(0)
+            self._paint_each(self._margin_px(), most=1)
+        finally:
+            self._painting = False
+        if self._near_view():
+            self._margin_timer.start()
+
+    def _paint_each(self, margin: int, most: int | None = None) -> None:
+        # One at a time, in depth order: a painted panel takes the height its mosaic asks
+        # for, which moves the others (often out of reach).
+        v = self.view
+        painted = 0
+        while self.unpainted and not self._closed and (most is None or painted < most):
+            names = v.diff_panels_near_view(self.unpainted, margin)
+            if not names:
+                break
+            anchor = v.diff_anchor()  # panels above grow as painted: what is in view stays
+            self.unpainted.discard(names[0])
+            self.paint(names[0])
+            v.keep_diff_anchor(anchor)
+            painted += 1
+
+    def _margin_px(self) -> int:
+        return int(PAINT_MARGIN * self.view.diff_scroll.viewport().height())
+
+    def _near_view(self) -> bool:
+        return bool(
+            self.unpainted and self.view.diff_panels_near_view(self.unpainted, self._margin_px())
+        )
+
+    def pending(self) -> bool:
+        """Whether panels in (or near) the area's view wait to be painted."""
+        if not self.unpainted:
+            return False
+        if not self.page.isVisible() or self._paint_timer.isActive():
+            return True
+        return self._margin_timer.isActive() or self._near_view()
+
+    def waiting(self) -> list[str]:
+        """The layers whose panels wait to be scrolled to, in depth order."""
+        return [name for name in self.view.diff_order() if name in self.unpainted]
+
+    def paint_all(self) -> None:
+        """Paint every panel now (the tab must be on screen)."""
+        for name in self.waiting():
+            self.unpainted.discard(name)
+            self.paint(name)
+
+    def paint(self, name: str) -> None:
+        """Paint layer ``name``'s panel with its page of the comparison shown."""
+        outcome = self.outcome
+        if outcome is None or name not in outcome.differences:
+            return
+        if not self.page.isVisible():
+            self.unpainted.add(name)
+            return
+        layer: PreparedLayer = outcome.differences[name]
+        panel = self.view.diff_panel(name)
+        panel.set_module_type(panel_title(layer))
+        if panel.activation_slot.view is None:
+            # Not the height it held while blank (see CompareView.blank_diff_panel).
+            panel.set_minimum_panel_height(MIN_PANEL_HEIGHT)
+        # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
+        panel.activation_slot.set_colormap(DIFFERENCE_CMAP)
+        panel.gradient_slot.set_colormap(AUTO)
+        size = self.page_sizes.get(name)
+        layer = with_page(layer, self._page_first(name, layer), page_size=size, symmetric=True)
+        if layer.view is None:
+            panel.clear()
+            return
+        panel.set_activation(layer.view, layer.mosaic)
+        panel.set_gradient(layer.grad_view, layer.grad_mosaic)
+
+    def _page_size(self, name: str, layer: PreparedLayer) -> int:
+        size = self.page_sizes.get(name)
+        if size is None:
+            size = layer.mosaic.page_size if layer.mosaic is not None else 1
+        return max(1, int(size))
+
+    def _page_first(self, name: str, layer: PreparedLayer) -> int:
+        size = self._page_size(name, layer)
+        return (max(0, self.pages.get(name, 0)) // size) * size
+
+    def turn_page(self, name: str, step: int) -> bool:
+        """Show the previous (-1) or next (+1) page of layer ``name``'s difference mosaic."""
+        outcome = self.outcome
+        layer = outcome.differences.get(name) if outcome is not None else None
+        if layer is None or layer.mosaic is None:
+            return False
+        first = self._page_first(name, layer) + step * self._page_size(name, layer)
+        if not 0 <= first < layer.mosaic.total_channels:
+            return False
+        self.pages[name] = first
+        if name not in self.unpainted:
+            self.paint(name)
+        return True
+
+    def _on_width_changed(self, name: str, width: int) -> None:
+        self._new_widths[name] = width
+        if not self._width_timer.isActive():
+            self._width_timer.start()
+
+    def _apply_widths(self) -> None:
+        widths, self._new_widths = self._new_widths, {}
+        outcome = self.outcome
+        for name, width in widths.items():
+            if name in self.unpainted:
+                continue  # painted with the page size its width takes once in view
+            layer = outcome.differences.get(name) if outcome is not None else None
+            if layer is None or layer.view is None or layer.view.kind != "maps":
+                continue
+            total, height, tile_w = layer.view.data.shape
+            size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+            if size != self.page_sizes.get(name):
+                self.page_sizes[name] = size
+                self.paint(name)
+
+    def stop(self) -> None:
+        """The window closes: nothing more is painted."""
+        self._closed = True
+        for timer in (self._paint_timer, self._margin_timer, self._width_timer):
+            timer.stop()

@@ -1,0 +1,169 @@
+"""Model B for the Compare tab: opened through the window's Open model dialog (the same
+dialog, model loader and trust question as the main model), on loads of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject
+
+from actviz.ui.background_loads import arch_needed_text, describe_error, short_source
+from actviz.ui.host import WindowHost
+from actviz.ui.worker import Worker
+from actviz.workspace.compare_job import layer_mismatch
+
+__all__ = ["ModelB"]
+
+
+class ModelB(QObject):
+    """Opens model B and keeps it.
+
+    Parameters
+    ----------
+    host
+        The window (its model dialog, loader and trust question).
+    opened
+        ``opened(loaded, source)`` once model B opened and fits.
+    failed
+        ``failed(text)`` when it could not be opened (the dialog, kept open, says it too).
+    """
+
+    def __init__(
+        self,
+        host: WindowHost,
+        parent: QObject,
+        opened: Callable[[Any, str], None],
+        failed: Callable[[str], Any],
+    ) -> None:
+        super().__init__(parent)
+        self.host = host
+        self._opened, self._failed = opened, failed
+        #: Loads of model B (a new module nobody else holds: its own threads).
+        self.loads = Worker(self, max_threads=2)
+        #: Model B (a ``LoadedModel``), once opened.
+        self.model: Any = None
+        #: The Open model B dialog while it is open.
+        self.dialog: Any = None
+        self._load: dict[str, Any] | None = None
+        self._closed = False
+
+    def is_loading(self) -> bool:
+        """Whether model B is being opened."""
+        return self._load is not None
+
+    def open_dialog(self) -> Any:
+        """Show the window's Open model dialog for model B (window-modal, not blocking).
+
+        It stays open while model B loads, closes once it opened and fits run A's layers,
+        and otherwise says why, path kept (as when opening the main model).
+        """
+        if self.dialog is not None:
+            self.dialog.raise_()
+            return self.dialog
+        dialog = self.host.model_dialog(keep_open=True)
+        dialog.setWindowTitle("Open model B (to compare) — actviz")
+        dialog.open_requested.connect(lambda spec: self._load_model(dialog, spec))
+        dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
+        self.dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _load_model(self, dialog: Any, spec: Any, *, trust: bool = False) -> None:
+        if self._closed:
+            return
+        loader = self.host.model_loader
+        load = dict(dialog=dialog, spec=spec, trust=trust)
+        self.loads.submit(
+            lambda stop, progress: loader(
+                spec.source, arch=spec.arch, weights=spec.weights, trust=trust
+            )
+        ).on(
+            finished=lambda loaded: self._on_finished(load, loaded),
+            failed=lambda error: self._on_errored(load, error),
+            cancelled=lambda: self._on_cancelled(load),
+        )
+        self._load = load
+        self.host.refresh_busy(f"Opening model B {short_source(spec.source)}…")
+
+    def _on_finished(self, load: dict[str, Any], loaded: Any) -> None:
+        if load is not self._load:
+            return
+        self._load = None
+        dialog = load["dialog"]
+        text = self._mismatch_with_a(loaded.model)
+        if text:
+            self.host.refresh_busy("Model B does not fit run A")
+            self._fail(dialog, text)
+            return
+        self.model = loaded
+        self.host.refresh_busy(f"Opened model B {loaded.name}")
+        if dialog is not None and dialog is self.dialog:
+            dialog.opened()
+        self._opened(loaded, str(load["spec"].source))
+
+    def _mismatch_with_a(self, model: Any) -> str:
+        """Why ``model`` cannot be model B: run A's (or the ticked) layers it lacks."""
+        result = self.host.session.result
+        if result is not None and result.capture is not None:
+            return layer_mismatch(result.capture, model, list(result.capture.names))
+        names = self.host.session.ticked
+        modules = dict(model.named_modules())
+        missing = [n for n in names if n not in modules]
+        if missing:
+            return (
+                "Model B is not the architecture of the window's model: it has no "
+                + ", ".join(repr(n) for n in missing[:5])
+                + ". Open a checkpoint of the same architecture."
+            )
+        return ""
+
+    def _on_errored(self, load: dict[str, Any], error: BaseException) -> None:
+        from actviz.io.errors import ArchitectureNeededError, UntrustedFileError
+
+        if load is not self._load:
+            return
+        self._load = None
+        dialog, spec = load["dialog"], load["spec"]
+        if isinstance(error, UntrustedFileError) and not load["trust"]:
+            if self.host.confirm_untrusted(self.host.dialog_parent(), error.path, str(error)):
+                self._load_model(dialog, spec, trust=True)
+                return
+            self._fail(dialog, f"Not opened: {error.path} was not trusted.")
+            return
+        if isinstance(error, ArchitectureNeededError):
+            text = arch_needed_text(error, in_dialog=dialog is not None)
+            self._fail(dialog, text, path=error.path, candidates=error.candidates)
+            return
+        text = f"Could not open model B {spec.source!r}: {describe_error(error)}"
+        self._fail(dialog, text, path=spec.source)
+
+    def _on_cancelled(self, load: dict[str, Any]) -> None:
+        if load is self._load:
+            self._load = None
+            self.host.refresh_busy()
+
+    def _fail(
+        self, dialog: Any, text: str, *, path: str = "", candidates: Sequence[Any] = ()
+    ) -> None:
+        self.host.refresh_busy(text)
+        if dialog is not None and dialog is self.dialog:
+            keep = path if path and Path(path).exists() else ""
+            dialog.show_failure(text, path=keep, candidates=candidates)
+        self._failed(text)
+
+    def _on_dialog_finished(self, dialog: Any) -> None:
+        if self.dialog is dialog:
+            self.dialog = None
+        load = self._load
+        if load is not None and load["dialog"] is dialog:
+            self.loads.drop()  # closed while model B was loading
+            self._load = None
+            self.host.refresh_busy()
+        dialog.deleteLater()
+
+    def shutdown(self) -> None:
+        """The window closes: loads stop."""
+        self._closed = True
+        self.loads.shutdown(timeout_ms=0)
