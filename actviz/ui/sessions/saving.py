@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtWidgets import QFileDialog
 
@@ -15,9 +15,6 @@ from actviz.ui.sessions.reports import mib
 from actviz.ui.sessions.state import ModelOpened, gather_state, model_part
 from actviz.ui.worker import Job
 from actviz.workspace.session_file import SUFFIX, SessionFileError, pin_capture_bytes, save_state
-
-if TYPE_CHECKING:
-    from actviz.ui.sessions.feature import SessionsFeature
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +30,7 @@ class SessionSaver:
     pins keep their captures, writes, and says the outcome in the window (never raises into
     Qt)."""
 
-    def __init__(self, feature: SessionsFeature) -> None:
+    def __init__(self, feature: Any) -> None:
         self.feature = feature
         self.host = feature.host
         self.jobs: set[Job] = set()
