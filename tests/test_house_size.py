@@ -20,7 +20,7 @@ OVER: dict[str, int] = {
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/panels/feature_map.py": 898,
     "actviz/workspace/session_state.py": 899,
-    "actviz/io/input_files.py": 884,
+    "actviz/io/input_files.py": 863,
     "actviz/io/export.py": 881,
     "actviz/ui/window/result_display.py": 878,
     "actviz/data/scan.py": 798,

@@ -27,6 +27,7 @@ import torch.utils._pytree as pytree
 
 __all__ = [
     "clone_keep_layout",
+    "describe",
     "first_tensor",
     "iter_tensors",
     "map_leaves",
@@ -172,6 +173,26 @@ def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch
     if node is not None:
         for child, label in zip(node[0], node[2], strict=True):
             yield from named_tensors(child, prefix + label)
+
+
+def describe(obj: Any, most: int = 6) -> str:
+    """One line on what ``obj`` holds: a tensor as ``1x3x64x64 float32``, a mapping as
+    ``{input_ids: 1x8 int64, ...}``, other containers as ``(a, b)``, anything else by its type's
+    name (a container without tensors too: ``list``). A container of more than ``most`` items
+    names its first four and counts the rest."""
+    if isinstance(obj, _Tensor):
+        shape = "x".join(str(s) for s in obj.shape) or "scalar"
+        return f"{shape} {str(obj.dtype).replace('torch.', '')}"
+    node = _children(obj)
+    if node is None or (not isinstance(obj, dict) and first_tensor(obj) is None):
+        return type(obj).__name__
+    parts = [describe(child, most) for child in node[0]]
+    mapping = isinstance(obj, collections.abc.Mapping)
+    if mapping:
+        parts = [f"{k}: {p}" for k, p in zip(obj.keys(), parts, strict=False)]
+    if len(parts) > most:
+        parts = parts[:4] + [f"... ({len(parts) - 4} more)"]
+    return ("{%s}" if mapping else "(%s)") % ", ".join(parts)
 
 
 def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from actviz.core.input_copies import forward_takes_list, list_layout
+from actviz.core.structures import describe, map_tensors
 from actviz.io.checkpoints import FileFormat, extract_weights, one_line, sniff_format
 from actviz.io.errors import InputError, ModelFileAsInputError, ModelLoadError
 
@@ -611,7 +612,7 @@ def _tensor_structure(obj: Any, src: str) -> Any:
             )
         if not any(isinstance(v, torch.Tensor) for v in obj.values()):
             raise InputError(
-                f"{src}: holds a dict of {_summary(obj)[1:-1]}, not tensors; expected a tensor, "
+                f"{src}: holds a dict of {describe(obj)[1:-1]}, not tensors; expected a tensor, "
                 "a tuple/list of tensors or a dict of tensors (keyword inputs)"
             )
         return dict(obj)
@@ -745,34 +746,12 @@ def _display_image(value: Any) -> np.ndarray | None:
 
 
 def _move(value: Any, exp: ExpectedInput) -> Any:
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            return value.to(device=exp.device, dtype=exp.dtype)
-        return value.to(exp.device)
-    if isinstance(value, tuple):
-        return tuple(_move(v, exp) for v in value)
-    if isinstance(value, dict):
-        return {k: _move(v, exp) for k, v in value.items()}
-    return value
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return (
+            t.to(device=exp.device, dtype=exp.dtype) if t.is_floating_point() else t.to(exp.device)
+        )
 
-
-# A tuple or dict with more entries than this is described by its first few (status lines).
-_SUMMARY_ITEMS = 6
-
-
-def _summary(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        shape = "x".join(str(s) for s in value.shape) or "scalar"
-        return f"{shape} {str(value.dtype).replace('torch.', '')}"
-    if isinstance(value, (tuple, dict)):
-        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
-        parts = [
-            f"{k}: {_summary(v)}" if isinstance(value, dict) else _summary(v) for k, v in items
-        ]
-        if len(parts) > _SUMMARY_ITEMS:
-            parts = parts[:4] + [f"... ({len(parts) - 4} more)"]
-        return ("{%s}" if isinstance(value, dict) else "(%s)") % ", ".join(parts)
-    return type(value).__name__
+    return map_tensors(value, move)
 
 
 def _from_value(value: Any, src: str, kind: str, word: str, exp: ExpectedInput) -> LoadedInput:
@@ -782,7 +761,7 @@ def _from_value(value: Any, src: str, kind: str, word: str, exp: ExpectedInput) 
     value = _move(value, exp)
     name = Path(src).name if not src.startswith(("<", "random")) else src
     extra = f" ({', '.join(notes)})" if notes else ""
-    return LoadedInput(value, src, kind, _display_image(value), f"{name}: {_summary(value)}{extra}")
+    return LoadedInput(value, src, kind, _display_image(value), f"{name}: {describe(value)}{extra}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -822,7 +801,7 @@ def _from_random(src: str, exp: ExpectedInput, size: tuple[int, int] | None) -> 
     t, notes = _fit_tensor(t, src, "tensor", exp)
     value = t.to(exp.device)
     extra = f", {', '.join(notes)}" if notes else ""
-    description = f"random: {_summary(value)}, standard normal, seed {seed}{extra}"
+    description = f"random: {describe(value)}, standard normal, seed {seed}{extra}"
     return LoadedInput(value, src, "random", _display_image(value), description)
 
 
@@ -858,7 +837,7 @@ def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -
     value = {"input_ids": ids.to(exp.device), "attention_mask": mask.to(exp.device)}
     tokens = token_strings(tokenizer, ids[0].tolist())
     count = f"{ids.shape[1]} token{'' if ids.shape[1] == 1 else 's'}"
-    description = f"text {_short(text, 40)!r}: {count} ({_summary(value)})"
+    description = f"text {_short(text, 40)!r}: {count} ({describe(value)})"
     return LoadedInput(value, src, "text", None, description, tokens)
 
 

@@ -159,3 +159,17 @@ def test_hugging_face_outputs_keep_their_model_output_type(kind, layer, record_t
     assert rec.grad_output.last_hidden_state.abs().sum() > 0
     if kind == "gpt2":  # the cache is neither a tensor nor a container: kept, not None
         assert type(cap.output.past_key_values).__name__ == "DynamicCache"
+
+
+def test_describe_says_what_a_nested_input_holds_in_one_line():
+    from collections import namedtuple
+
+    from actviz.core.structures import describe
+
+    pair = namedtuple("pair", "a b")
+    x = {"input_ids": torch.zeros(1, 8, dtype=torch.long), "mask": [torch.ones(2, 3)], "n": 3}
+    assert describe(x) == "{input_ids: 1x8 int64, mask: (2x3 float32), n: int}"
+    assert describe(pair(torch.zeros(()), [1, 2])) == "(scalar float32, list)"
+    assert describe(tuple(torch.zeros(1) for _ in range(7))) == (
+        "(1 float32, 1 float32, 1 float32, 1 float32, ... (3 more))"
+    )
