@@ -260,7 +260,7 @@ def scan(
     Parameters
     ----------
     model
-        An ``nn.Module``, a :class:`~actviz.io.models.LoadedModel` (its preprocessing is used:
+        An ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` (its preprocessing is used:
         the same as a single run's) or a model source (``"demo"``, ``"resnet18"``, a file).
     data
         A folder of images (recursive; an ImageFolder layout gives ``class_names``), a list
