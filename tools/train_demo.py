@@ -1,8 +1,8 @@
 """Train the bundled demo CNN and write its weights and sample images into ``resources/demo``.
 
 Everything is generated here (no downloads): coloured shapes on textured backgrounds, drawn by
-:func:`actviz.io.models.demo_model.generate_example`. The run is deterministic for a given seed and thread
-count, CPU only, and takes about three minutes on two cores.
+:func:`actviz.io.models.demo_model.generate_example`. The run is deterministic for a given seed and
+thread count, CPU only, and takes about three minutes on two cores.
 
 Usage::
 

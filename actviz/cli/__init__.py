@@ -351,7 +351,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             list_input=args.list_input,
             target=target,
         ),
-        # Sequence views (token maps, attention, rollout, logit lens): actviz/io/export/token_export.py
+        # Sequence views (token maps, attention, rollout, logit lens):
+        # actviz/io/export/token_export.py
         tokens=getattr(inp, "tokens", None),
         model=loaded.model,
         tokenizer=getattr(loaded, "tokenizer", None),

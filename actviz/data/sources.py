@@ -61,7 +61,8 @@ class ModelSpec:
 
 
 def resolve_model(model: Any, transform: Callable[..., Any] | None = None) -> ModelSpec:
-    """Accept an ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` or a model source.
+    """Accept an ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` or a model
+    source.
 
     Parameters
     ----------

@@ -5,8 +5,8 @@ tuple of positional tensors, a dict of keyword tensors, or a list of ``(C, H, W)
 models whose forward takes a list, such as torchvision's detectors) and, for images, also
 keeps the picture as the model sees it (after resize/crop, before normalisation) for overlays.
 
-What the model expects is read from the :class:`~actviz.io.models.loaded_model.LoadedModel` when there is
-one (preprocessing transforms, input size) and from the model's first convolution
+What the model expects is read from the :class:`~actviz.io.models.loaded_model.LoadedModel` when
+there is one (preprocessing transforms, input size) and from the model's first convolution
 (``in_channels``), so a grayscale photo can feed an RGB network and vice versa, and a
 tensor of the wrong rank or channel count is refused with a message that says why.
 """
@@ -214,7 +214,7 @@ def open_input(
         or PIL image.
     model
         The model the input is for (used to adapt channels and check shapes), or the
-        :class:`~actviz.io.models.loaded_model.LoadedModel` itself (then it stands for ``loaded_model``).
+        :class:`~actviz.io.models.loaded_model.LoadedModel` (then also ``loaded_model``).
     loaded_model
         Result of :func:`actviz.io.models.loading.open_model`: its transforms (torchvision weights,
         demo) preprocess images; its input size sets the resize target.

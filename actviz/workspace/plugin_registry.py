@@ -388,8 +388,8 @@ class PluginRegistry:
         *,
         only: Iterable[str] | None = None,
     ) -> list[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]]:
-        """Writers for :func:`actviz.io.export.capture_export.export_capture`'s ``layer_writers``: each
-        layer view with a ``picture`` writes ``<layer>_<view>.png`` for the layers it
+        """Writers for :func:`actviz.io.export.capture_export.export_capture`'s ``layer_writers``:
+        each layer view with a ``picture`` writes ``<layer>_<view>.png`` for the layers it
         accepts; ``views``: only these ``(layer, view name)`` pairs (the window's);
         ``only``: only the views of these names."""
         chosen = None if views is None else set(views)

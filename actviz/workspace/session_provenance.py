@@ -39,7 +39,8 @@ class ModelSource:
         The source string: a torchvision name, ``timm:NAME``, a Hugging Face folder or hub
         id, a checkpoint path, ``file.py:Class``, ``"demo"``.
     kind
-        :attr:`actviz.io.models.loaded_model.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``, ...).
+        :attr:`actviz.io.models.loaded_model.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``,
+        ...).
     name
         The display name.
     arch, weights
@@ -122,8 +123,8 @@ def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 def model_source_of(
     loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
 ) -> ModelSource:
-    """The :class:`ModelSource` of an :class:`actviz.io.models.loaded_model.LoadedModel` opened with these
-    ``open_model`` arguments; a model from one file gets the file's SHA-256."""
+    """The :class:`ModelSource` of an :class:`actviz.io.models.loaded_model.LoadedModel` opened with
+    these ``open_model`` arguments; a model from one file gets the file's SHA-256."""
     source = str(loaded.source)
     digest = size = None
     path = Path(source)

@@ -5,13 +5,14 @@ a dictionary's concepts is ranked by its concepts instead (issue 41: "channel ef
 concepts"). :func:`estimate_layers` makes the estimates of such a mix from one capture
 (:func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` for the channels,
 :func:`~actviz.analysis.concepts.ranking.concept_estimate_from_capture` for the concepts),
-:func:`verify_layers` adds the exact effects (:func:`~actviz.analysis.effects.channel_effects.verify` for
-the channels, :func:`~actviz.analysis.concepts.ranking.run_concepts_exact` for the
-concepts) and :func:`unit_edit` makes the what-if edit that ablates or keeps a layer's top
-units (channels set to zero; concepts removed, ``x - z_i d_i``).
+:func:`verify_layers` adds the exact effects
+(:func:`~actviz.analysis.effects.channel_effects.verify` for the channels,
+:func:`~actviz.analysis.concepts.ranking.run_concepts_exact` for the concepts) and :func:`unit_edit`
+makes the what-if edit that ablates or keeps a layer's top units (channels set to zero; concepts
+removed, ``x - z_i d_i``).
 
-The result is a :class:`UnitEffects`: an :class:`~actviz.analysis.effects.effect_results.Effects` whose
-``dictionaries`` name the layers ranked by concepts (their "channels" are the concepts).
+The result is a :class:`UnitEffects`: an :class:`~actviz.analysis.effects.effect_results.Effects`
+whose ``dictionaries`` name the layers ranked by concepts (their "channels" are the concepts).
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ def estimate_layers(
     or the concepts of those in ``dictionaries`` (every concept removed in turn).
 
     Without a dictionary among ``layers`` this is
-    :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` (layers without float channels
-    left out); else a :class:`UnitEffects` in the order of ``layers``.
+    :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` (layers without float
+    channels left out); else a :class:`UnitEffects` in the order of ``layers``.
 
     Raises
     ------
@@ -143,8 +144,8 @@ def verify_layers(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Effects:
-    """``eff`` with exact effects added, as :func:`~actviz.analysis.effects.channel_effects.verify` (same
-    ``channels``: None, each layer's top 16; an int; ``{layer: units}``; ``"all"``), the
+    """``eff`` with exact effects added, as :func:`~actviz.analysis.effects.channel_effects.verify`
+    (same ``channels``: None, each layer's top 16; an int; ``{layer: units}``; ``"all"``), the
     layers ranked by concepts measured with the concept removed (``x - z_i d_i``)."""
     dicts = getattr(eff, "dictionaries", None) or {}
     if not dicts:

@@ -6,8 +6,8 @@ channel's mean activation is as high as it can make it, the way Olah et al. desc
 decorrelated colour and robustness transforms (pad, jitter, random scale, random rotation),
 fed through the model's own normalisation. See :mod:`actviz.analysis.visualize.image_param` for the
 image side. Where a channel is silent on the starting grey image, Lucid's redirected ReLU
-gradient gets the picture started (:mod:`~actviz.analysis.visualize.layer_runner`); Lucent has none and leaves such
-channels grey.
+gradient gets the picture started (:mod:`~actviz.analysis.visualize.layer_runner`); Lucent has none
+and leaves such channels grey.
 
 Where the speed comes from (against Lucent's ``render_vis`` with the same settings):
 

@@ -15,7 +15,8 @@ from actviz.core.records import INFERENCE_WEIGHTS_WARNING
 
 
 def unwrap_model(model: Any) -> tuple[nn.Module, Any]:
-    """``(module, loaded)`` from an ``nn.Module`` or a :class:`~actviz.io.models.loaded_model.LoadedModel`."""
+    """``(module, loaded)`` from an ``nn.Module`` or a
+    :class:`~actviz.io.models.loaded_model.LoadedModel`."""
     if isinstance(model, nn.Module):
         return model, None
     inner = getattr(model, "model", None)

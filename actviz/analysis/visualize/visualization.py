@@ -1,5 +1,5 @@
-"""What :func:`~actviz.analysis.visualize.feature_vis.visualize` returns: :class:`Visualization`, its
-errors, and the merging of pages computed chunk by chunk.
+"""What :func:`~actviz.analysis.visualize.feature_vis.visualize` returns: :class:`Visualization`,
+its errors, and the merging of pages computed chunk by chunk.
 """
 
 from __future__ import annotations

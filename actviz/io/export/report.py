@@ -4,8 +4,10 @@ The report holds the model summary, the input, the prediction (before and after 
 layer's activation and |gradient| panels with their colour bars, saliency and Grad-CAM, the
 statistics table, a comparison with another run, scan top-k sheets, further figures (channel
 effects, visualisations), the edit list and the ``reproduce.py`` text. Every picture is the one
-``actviz export`` writes, made by the same functions (:func:`actviz.io.export.typeset.layer_page_images`,
-:func:`actviz.io.export.typeset.attribution_images`), so its pixels are the export's and the window's.
+``actviz export`` writes, made by the same functions
+(:func:`actviz.io.export.typeset.layer_page_images`,
+:func:`actviz.io.export.typeset.attribution_images`), so its pixels are the export's and the
+window's.
 
 The file needs nothing else: pictures are embedded PNGs (``data:`` URIs), the CSS is inline,
 there is no script, and a Content-Security-Policy forbids any network request. Layers are
@@ -130,7 +132,8 @@ def write_report(
     path
         The ``.html`` file (written atomically).
     image, categories, model_name, input_name, cmap, normalize, gradcam_layer, layers, source
-        As :func:`actviz.io.export.capture_export.export_capture` takes them: the same pictures result.
+        As :func:`actviz.io.export.capture_export.export_capture` takes them: the same pictures
+        result.
     model
         The model (an ``nn.Module`` or a ``LoadedModel``) for the summary (parameters,
         dtypes) and for sequence views; None: the summary comes from the capture.
@@ -228,7 +231,8 @@ def write_report(
         anchor = anchor_id("layer", name)
         page.sub(anchor, name or "(model)")
         t = rec.tensor
-        meta = f"{rec.module_type} · {shape_text(tuple(t.shape)) if t is not None else 'no tensor output'}"
+        shape = shape_text(tuple(t.shape)) if t is not None else "no tensor output"
+        meta = f"{rec.module_type} · {shape}"
         page.add(
             f'<details id="{esc(anchor)}" open><summary>{esc(name or "(model)")} '
             f'<span class="meta">{esc(meta)}</span></summary>'

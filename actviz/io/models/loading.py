@@ -146,8 +146,8 @@ def open_model(
         and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
     device_map, max_memory, offload_folder
         Place a model larger than one device with Hugging Face ``accelerate`` (the extra
-        ``actviz[big]``; see :mod:`actviz.io.models.big`): ``device_map="auto"`` (or a dict of module
-        name -> device, ``"cpu"`` or ``"disk"``), ``max_memory`` per device (``{0: "10GiB",
+        ``actviz[big]``; see :mod:`actviz.io.models.big`): ``device_map="auto"`` (or a dict of
+        module name -> device, ``"cpu"`` or ``"disk"``), ``max_memory`` per device (``{0: "10GiB",
         "cpu": "30GiB"}``), and the folder for what goes to disk. Hugging Face models go
         through ``from_pretrained``; any other module is placed after it is built.
         ``device`` is then ignored.

@@ -2,8 +2,9 @@
 missing checkpoint; refused files leave the window as it was; the session kept on quit; the
 HTML report of File > Export report.
 
-The model is the demo's architecture saved as a state dict (``arch=actviz.io.models.demo_model:DemoNet``):
-a checkpoint file, so its SHA-256 is kept and checked, small enough for a few seconds a test.
+The model is the demo's architecture saved as a state dict
+(``arch=actviz.io.models.demo_model:DemoNet``): a checkpoint file, so its SHA-256 is kept and
+checked, small enough for a few seconds a test.
 """
 
 from __future__ import annotations
