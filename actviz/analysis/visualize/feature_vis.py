@@ -39,6 +39,7 @@ import torch
 from actviz.analysis.visualize.image_model import (
     check_image_model,
     fixed_size,
+    model_layer,
     model_normalisation,
     unwrap_model,
 )
@@ -50,7 +51,6 @@ from actviz.analysis.visualize.visualization import (
     VisualizeError,
     frozen,
 )
-from actviz.core.capture import resolve_layers
 from actviz.core.guards import ModelState
 
 __all__ = [
@@ -238,11 +238,7 @@ def visualize(
     else:
         if not layer:
             raise VisualizeError("give a layer to visualise (or target= for a class logit)")
-        try:
-            (layer,) = resolve_layers(net, [layer])
-        except ValueError as exc:
-            raise VisualizeError(str(exc)) from None
-        module = dict(net.named_modules())[layer]
+        layer, module = model_layer(net, layer)
         if channels is None:
             keys = [0]
         elif isinstance(channels, (int, np.integer)):
@@ -344,11 +340,7 @@ def layer_channels(
     """
     net, loaded = unwrap_model(model)
     device, dtype = check_image_model(net, loaded)
-    try:
-        (layer,) = resolve_layers(net, [layer])
-    except ValueError as exc:
-        raise VisualizeError(str(exc)) from None
-    module = dict(net.named_modules())[layer]
+    layer, module = model_layer(net, layer)
     settings = visualize_settings(size=size, input_size=input_size)
     state = ModelState(net, out_of_place=False)
     runner = LayerRunner(net, module, layer, redirect=False)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from actviz.analysis.visualize.visualization import VisualizeError
+from actviz.core.capture import resolve_layers
 from actviz.core.records import INFERENCE_WEIGHTS_WARNING
 
 
@@ -101,3 +102,12 @@ def check_image_model(model: nn.Module, loaded: Any) -> tuple[torch.device, torc
     if any(p.is_inference() for p in model.parameters()):
         raise VisualizeError(INFERENCE_WEIGHTS_WARNING.replace("no gradients", "no pictures"))
     return exp.device, exp.dtype
+
+
+def model_layer(net: nn.Module, layer: str) -> tuple[str, nn.Module]:
+    """The qualified name and module of ``layer`` (:func:`~actviz.core.capture.resolve_layers`)."""
+    try:
+        (layer,) = resolve_layers(net, [layer])
+    except ValueError as exc:
+        raise VisualizeError(str(exc)) from None
+    return layer, dict(net.named_modules())[layer]
