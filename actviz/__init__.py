@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import module_tree
     from actviz.data.scan import scan
     from actviz.io.input_files import load_input
-    from actviz.io.models import load_model
+    from actviz.io.models.loading import load_model
     from actviz.ui.explore import explore
 
 # Imported lazily so `import actviz` stays cheap and never pulls in Qt for scripts.
@@ -45,12 +45,12 @@ _LAZY = {
     "capture": "actviz.core.capture",
     "compare": "actviz.core.compare",
     "module_tree": "actviz.core.tree",
-    "load_model": "actviz.io.models",
+    "load_model": "actviz.io.models.loading",
     "load_input": "actviz.io.input_files",
     "explore": "actviz.ui.explore",
     "scan": "actviz.data.scan",
-    "visualize": "actviz.analysis.visualize",
-    "effects": "actviz.analysis.effects",
+    "visualize": "actviz.analysis.visualize.feature_vis",
+    "effects": "actviz.analysis.effects.channel_effects",
     "tune_allocator": "actviz.core.allocator",
     "release_memory": "actviz.core.pool",
 }

@@ -312,7 +312,7 @@ def load_checkpoint(path: str, *, trust: bool = False) -> Any:
     """``torch.load`` ``path`` on the CPU with the built-in openers' trust gate: plain tensors
     and containers always; arbitrary objects (a pickled module) only with ``trust=True``,
     else :class:`UntrustedFileError` (the window then asks the user)."""
-    from actviz.io.checkpoints import torch_load_guarded
+    from actviz.io.models.checkpoints import torch_load_guarded
 
     return torch_load_guarded(path, trust=trust)
 

@@ -34,7 +34,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")
 
-    from actviz.io.demo import DEMO_CLASSES, generate_image
+    from actviz.io.models.demo_model import DEMO_CLASSES, generate_image
     from actviz.ui.explore import ensure_app
     from actviz.ui.window.main_window import MainWindow
 

@@ -38,7 +38,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp())
     os.environ["XDG_CACHE_HOME"] = str(folder / "cache")  # the scan's cache, thrown away
 
-    from actviz.io.demo import demo_samples
+    from actviz.io.models.demo_model import demo_samples
     from actviz.ui.dataset.dialog import ScanSpec
     from actviz.ui.explore import ensure_app
     from actviz.ui.window.main_window import MainWindow

@@ -1,8 +1,8 @@
 """Train the bundled demo CNN and write its weights and sample images into ``resources/demo``.
 
 Everything is generated here (no downloads): coloured shapes on textured backgrounds, drawn by
-:func:`actviz.io.demo.generate_example`. The run is deterministic for a given seed and thread
-count, CPU only, and takes about three minutes on two cores.
+:func:`actviz.io.models.demo_model.generate_example`. The run is deterministic for a given seed and
+thread count, CPU only, and takes about three minutes on two cores.
 
 Usage::
 
@@ -12,7 +12,7 @@ Usage::
 Outputs
 -------
 ``demo_cnn.pt``
-    float32 ``state_dict`` of :class:`actviz.io.demo.DemoNet` (about 250 kB).
+    float32 ``state_dict`` of :class:`actviz.io.models.demo_model.DemoNet` (about 250 kB).
 ``samples/<class>.png``
     One off-centre example per class; the file name is the true class.
 ``samples/boxes.json``
@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from actviz.io.demo import (
+from actviz.io.models.demo_model import (
     DEMO_CLASSES,
     DEMO_GRADCAM_LAYER,
     build_demo_model,

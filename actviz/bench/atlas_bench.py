@@ -75,7 +75,7 @@ def scan_embed_pairs(
     import torchvision
 
     from actviz.data.scan import scan
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
 
     source: Any = open_model("demo") if model == "demo" else None
     if source is None:

@@ -4,11 +4,11 @@
   ``layer1``..``layer4``) against the capture it runs, alone: ``capture`` of the same layers
   with the same options (gradients, no input gradients, no layer inputs). What is left is the
   cost of the estimate itself. Target: at most 1.05.
-* ``effects_exact_per_channel``: :func:`actviz.analysis.effects.verify` of the top 16 channels
-  of each of the four layers (a batch of 16 per layer, as "Verify top 16" does), per channel,
-  against one bare single-image forward pass (``no_grad``). Batches share the modules before
-  their layer (:mod:`actviz.analysis.effects_exact`), so deeper layers cost less. Target: at
-  most 0.5.
+* ``effects_exact_per_channel``: :func:`actviz.analysis.effects.channel_effects.verify` of the top
+  16 channels of each of the four layers (a batch of 16 per layer, as "Verify top 16" does), per
+  channel, against one bare single-image forward pass (``no_grad``). Batches share the modules
+  before their layer (:mod:`actviz.analysis.effects.exact`), so deeper layers cost less. Target:
+  at most 0.5.
 
 Both are medians of per-pair ratios of interleaved runs (:func:`actviz.bench.timing.paired`).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torchvision
 
-from actviz.analysis.effects import effects, verify
+from actviz.analysis.effects.channel_effects import effects, verify
 from actviz.bench.timing import Paired, paired
 from actviz.core.capture import capture
 

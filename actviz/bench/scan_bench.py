@@ -194,7 +194,7 @@ def _bare(net: nn.Module, loader: DataLoader, on_batch: Callable[[], None] | Non
 
 
 def _model(name: str) -> tuple[nn.Module, Any]:
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
 
     if name == "demo":
         loaded = open_model("demo")

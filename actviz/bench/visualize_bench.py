@@ -448,7 +448,7 @@ def run(quick: bool, summary: dict) -> None:
     )
     # The same comparison on a trained model, the demo CNN at its own 64 px (Lucent resizes
     # to 224 before the model, as its render_vis does; no normalisation, as the demo has none).
-    from actviz.io.demo import load_demo_model
+    from actviz.io.models.demo_model import load_demo_model
 
     demo_steps = 8 if quick else 64
     ours_demo, ref_demo = objectives(

@@ -192,9 +192,9 @@ def _weights(value: str) -> Any:
 
 
 def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
-    from actviz.io.big import parse_max_memory
     from actviz.io.errors import ArchitectureNeededError
-    from actviz.io.models import open_model
+    from actviz.io.models.big import parse_max_memory
+    from actviz.io.models.loading import open_model
 
     t0 = time.perf_counter()
     _progress(f"opening {args.model} ...")
@@ -294,10 +294,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     import actviz
-    from actviz.io.export import export_capture, with_input_embedding
+    from actviz.io.export.capture_export import export_capture, with_input_embedding
+    from actviz.io.export.reproduce import run_source
     from actviz.io.files import check_out_folder
     from actviz.io.input_files import open_input
-    from actviz.io.reproduce import run_source
     from actviz.workspace.plugin_registry import installed_plugins
 
     check_out_folder(args.out)  # before the model runs
@@ -351,7 +351,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             list_input=args.list_input,
             target=target,
         ),
-        # Sequence views (token maps, attention, rollout, logit lens): actviz/io/token_export.py
+        # Sequence views (token maps, attention, rollout, logit lens):
+        # actviz/io/export/token_export.py
         tokens=getattr(inp, "tokens", None),
         model=loaded.model,
         tokenizer=getattr(loaded, "tokenizer", None),

@@ -79,11 +79,11 @@ def run(
     progress: Callable[[str], None],
 ) -> int:
     """Run ``actviz effects``; ``progress`` writes a line to stderr, results go to stdout."""
-    from actviz.analysis.effects import effects
-    from actviz.analysis.effects_chart import effects_chart
+    from actviz.analysis.effects.channel_effects import effects
+    from actviz.analysis.effects.effects_chart import effects_chart
     from actviz.core.targets import parse_target
     from actviz.io.errors import InputError
-    from actviz.io.export import safe_name
+    from actviz.io.export.typeset import safe_name
     from actviz.io.input_files import open_input
 
     layers = [s.strip() for s in args.layers.split(",") if s.strip()]

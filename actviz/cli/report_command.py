@@ -94,10 +94,10 @@ def _from_model(
     import actviz
     from actviz.core.targets import parse_target
     from actviz.io.errors import ActvizError
-    from actviz.io.export import with_input_embedding
+    from actviz.io.export.capture_export import with_input_embedding
+    from actviz.io.export.report import write_report
+    from actviz.io.export.reproduce import run_source
     from actviz.io.input_files import open_input
-    from actviz.io.report import write_report
-    from actviz.io.reproduce import run_source
 
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
@@ -150,8 +150,8 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
     import actviz
     from actviz.core.edit_kinds import enabled_edits
     from actviz.io.errors import ActvizError
-    from actviz.io.report import write_report
-    from actviz.io.reproduce import RunSource
+    from actviz.io.export.report import write_report
+    from actviz.io.export.reproduce import RunSource
     from actviz.workspace.session_file import (
         load_state,
         open_model_source,

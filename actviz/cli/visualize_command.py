@@ -116,8 +116,8 @@ def run(
     """Run ``actviz visualize``; 0 on success (errors are raised, the CLI prints them)."""
     from pathlib import Path
 
-    from actviz.analysis.visualize import layer_channels, visualize, visualize_settings
-    from actviz.analysis.visualize_export import write_visualization
+    from actviz.analysis.visualize.feature_vis import layer_channels, visualize, visualize_settings
+    from actviz.analysis.visualize.picture_files import write_visualization
 
     if args.target and args.layer:
         raise ValueError("give --layer or --target, not both")
@@ -144,7 +144,7 @@ def run(
         except OSError as exc:
             raise ValueError(f"--out: cannot make the folder {args.out}: {exc.strerror}") from None
     loaded = open_model(args)
-    from actviz.io.reproduce import run_source
+    from actviz.io.export.reproduce import run_source
 
     # Random weights (a torchvision name without weights, model code) are new in every process:
     # their cache entries could never be read again, only pile up in the user's cache folder.

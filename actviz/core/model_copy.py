@@ -5,7 +5,7 @@ Hooks are per-module state (one model, one capture at a time), so a job on anoth
 
 * A copy leaves out the hooks and forward wrappers of an actviz capture that may be running
   on the original; hooks the user registered are kept (their functions shared).
-* An accelerate-placed model (:mod:`actviz.io.big`) shares its hooks' weights maps (the
+* An accelerate-placed model (:mod:`actviz.io.models.big`) shares its hooks' weights maps (the
   offloaded weights, read one module at a time) instead of copying them: the copy costs
   the weights on devices, never the offloaded ones.
 * The copy keeps the original's train/eval flags, or is put in eval mode (``to_eval``).

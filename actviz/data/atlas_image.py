@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
-from actviz.io.export import _font, _text_w
+from actviz.io.export.typeset import _font, _text_w
 
 __all__ = ["SELECTED_RGB", "atlas_image", "class_colours", "splat_dots"]
 

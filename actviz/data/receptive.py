@@ -312,7 +312,7 @@ def receptive_box(
     Parameters
     ----------
     model
-        ``nn.Module``, :class:`~actviz.io.models.LoadedModel` or model source.
+        ``nn.Module``, :class:`~actviz.io.models.loaded_model.LoadedModel` or model source.
     layer
         Qualified module name.
     input_shape

@@ -260,8 +260,8 @@ def scan(
     Parameters
     ----------
     model
-        An ``nn.Module``, a :class:`~actviz.io.models.LoadedModel` (its preprocessing is used:
-        the same as a single run's) or a model source (``"demo"``, ``"resnet18"``, a file).
+        An ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` (its preprocessing
+        is used: the same as a single run's) or a model source (``"demo"``, ``"resnet18"``, a file).
     data
         A folder of images (recursive; an ImageFolder layout gives ``class_names``), a list
         of image paths, an ``(N, C, H, W)`` tensor or array, a ``.pt``/``.npy`` file of N

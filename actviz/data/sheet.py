@@ -20,7 +20,7 @@ from actviz.data.receptive import _load, _square, receptive_field
 from actviz.data.scan_result import Scan
 from actviz.data.sources import resolve_model
 from actviz.io.errors import InputError
-from actviz.io.export import _font, _text_w, _titled, safe_name
+from actviz.io.export.typeset import _font, _text_w, _titled, safe_name
 
 __all__ = ["contact_sheet", "write_scan"]
 

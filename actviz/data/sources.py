@@ -21,7 +21,6 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from actviz.io.checkpoints import sniff_format
 from actviz.io.errors import InputError
 from actviz.io.input_files import (
     _TENSOR_FORMATS,
@@ -33,6 +32,7 @@ from actviz.io.input_files import (
     _read_tensor_file,
     expected_input,
 )
+from actviz.io.models.checkpoints import sniff_format
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -61,17 +61,19 @@ class ModelSpec:
 
 
 def resolve_model(model: Any, transform: Callable[..., Any] | None = None) -> ModelSpec:
-    """Accept an ``nn.Module``, a :class:`~actviz.io.models.LoadedModel` or a model source.
+    """Accept an ``nn.Module``, a :class:`~actviz.io.models.loaded_model.LoadedModel` or a model
+    source.
 
     Parameters
     ----------
     model
         Module, loaded model (its transforms and input size are used) or anything
-        :func:`actviz.io.models.open_model` opens (``"demo"``, ``"resnet18"``, a file...).
+        :func:`actviz.io.models.loading.open_model` opens (``"demo"``, ``"resnet18"``, a file...).
     transform
         Replaces the model's own preprocessing: a callable PIL image -> ``(C, H, W)`` tensor.
     """
-    from actviz.io.models import LoadedModel, open_model
+    from actviz.io.models.loaded_model import LoadedModel
+    from actviz.io.models.loading import open_model
 
     if isinstance(model, (str, os.PathLike)):
         model = open_model(model)

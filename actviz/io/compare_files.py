@@ -22,12 +22,9 @@ from actviz.core.records import Capture
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
 from actviz.display.prepared import DisplaySpec
 from actviz.io.errors import ActvizError
-from actviz.io.export import (
-    EXPORT_PAGE_CHANNELS,
-    safe_name,
-    write_pages,
-)
-from actviz.io.reproduce import run_source, write_compare_reproduce
+from actviz.io.export.capture_export import write_pages
+from actviz.io.export.reproduce import run_source, write_compare_reproduce
+from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, safe_name
 
 __all__ = ["run_compare", "write_comparison"]
 

@@ -40,7 +40,7 @@ class ArchitectureNeededError(ModelLoadError):
     path
         The weights file.
     candidates
-        Architectures that fit best, best first (:class:`actviz.io.arch_guess.ArchGuess`);
+        Architectures that fit best, best first (:class:`actviz.io.models.arch_guess.ArchGuess`);
         empty when none is close. A caller asks the user to pick one and opens the file again
         with ``arch=candidate.name``.
     """

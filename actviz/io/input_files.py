@@ -5,8 +5,8 @@ tuple of positional tensors, a dict of keyword tensors, or a list of ``(C, H, W)
 models whose forward takes a list, such as torchvision's detectors) and, for images, also
 keeps the picture as the model sees it (after resize/crop, before normalisation) for overlays.
 
-What the model expects is read from the :class:`~actviz.io.models.LoadedModel` when there is
-one (preprocessing transforms, input size) and from the model's first convolution
+What the model expects is read from the :class:`~actviz.io.models.loaded_model.LoadedModel` when
+there is one (preprocessing transforms, input size) and from the model's first convolution
 (``in_channels``), so a grayscale photo can feed an RGB network and vice versa, and a
 tensor of the wrong rank or channel count is refused with a message that says why.
 """
@@ -29,13 +29,13 @@ from torch import nn
 
 from actviz.core.input_copies import forward_takes_list, list_layout
 from actviz.core.structures import describe, map_tensors
-from actviz.io.checkpoints import FileFormat, extract_weights, one_line, sniff_format
 from actviz.io.errors import InputError, ModelFileAsInputError, ModelLoadError
+from actviz.io.models.checkpoints import FileFormat, extract_weights, one_line, sniff_format
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from actviz.io.models import LoadedModel
+    from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
     "LoadedInput",
@@ -142,7 +142,7 @@ def expected_input(
     model
         The module (taken from ``loaded_model`` when not given).
     loaded_model
-        Result of :func:`actviz.io.models.open_model`, for input size and recorded shape.
+        Result of :func:`actviz.io.models.loading.open_model`, for input size and recorded shape.
 
     Returns
     -------
@@ -215,9 +215,9 @@ def open_input(
         or PIL image.
     model
         The model the input is for (used to adapt channels and check shapes), or the
-        :class:`~actviz.io.models.LoadedModel` itself (then it stands for ``loaded_model``).
+        :class:`~actviz.io.models.loaded_model.LoadedModel` (then also ``loaded_model``).
     loaded_model
-        Result of :func:`actviz.io.models.open_model`: its transforms (torchvision weights,
+        Result of :func:`actviz.io.models.loading.open_model`: its transforms (torchvision weights,
         demo) preprocess images; its input size sets the resize target.
     size
         ``(H, W)`` (or one int for square) to resize images to when the model does not say.

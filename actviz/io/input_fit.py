@@ -80,7 +80,7 @@ def input_misfit(
     Parameters
     ----------
     loaded_model
-        What :func:`actviz.io.models.open_model` returned (or None for a bare module).
+        What :func:`actviz.io.models.loading.open_model` returned (or None for a bare module).
     value, source
         The current input and where it came from (``""`` for one made in memory).
     model

@@ -32,7 +32,7 @@ def load_model_source(
     source: str, *, arch: str | None = None, weights: str | None = "DEFAULT", trust: bool = False
 ) -> Any:
     """Default model loader: :func:`actviz.io.models.open_model` (runs on a loader thread)."""
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
 
     return open_model(source, arch=arch, weights=weights, trust=trust)
 

@@ -352,7 +352,7 @@ class PluginRegistry:
         none matches). An opener with ``needs_trust`` runs only with ``trust`` (else
         ``UntrustedFileError``: the window asks the user, then opens it again trusted)."""
         from actviz.io.errors import ModelLoadError, UntrustedFileError
-        from actviz.io.models import LoadedModel
+        from actviz.io.models.loaded_model import LoadedModel
 
         for record, opener in self.model_openers():
             if not self.guard(record, opener.matches, f"model opener {opener.name}", False)(source):
@@ -388,8 +388,8 @@ class PluginRegistry:
         *,
         only: Iterable[str] | None = None,
     ) -> list[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]]:
-        """Writers for :func:`actviz.io.export.export_capture`'s ``layer_writers``: each
-        layer view with a ``picture`` writes ``<layer>_<view>.png`` for the layers it
+        """Writers for :func:`actviz.io.export.capture_export.export_capture`'s ``layer_writers``:
+        each layer view with a ``picture`` writes ``<layer>_<view>.png`` for the layers it
         accepts; ``views``: only these ``(layer, view name)`` pairs (the window's);
         ``only``: only the views of these names."""
         chosen = None if views is None else set(views)

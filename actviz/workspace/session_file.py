@@ -116,7 +116,8 @@ class SessionState:
         How to open the model again and the embedded input (None: none was open).
     model_weights
         The model's ``state_dict()`` when opening it again gives other weights (a random
-        init, model code: :attr:`actviz.io.models.LoadedModel.kind` ``"code"``), else None.
+        init, model code: :attr:`actviz.io.models.loaded_model.LoadedModel.kind` ``"code"``), else
+        None.
     ticked
         Ticked layers, in tree order.
     target

@@ -31,7 +31,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ModelSource:
-    """How the model was opened (what :func:`actviz.io.models.open_model` took).
+    """How the model was opened (what :func:`actviz.io.models.loading.open_model` took).
 
     Attributes
     ----------
@@ -39,7 +39,8 @@ class ModelSource:
         The source string: a torchvision name, ``timm:NAME``, a Hugging Face folder or hub
         id, a checkpoint path, ``file.py:Class``, ``"demo"``.
     kind
-        :attr:`actviz.io.models.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``, ...).
+        :attr:`actviz.io.models.loaded_model.LoadedModel.kind` (``"torchvision"``, ``"state_dict"``,
+        ...).
     name
         The display name.
     arch, weights
@@ -122,8 +123,8 @@ def file_sha256(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 def model_source_of(
     loaded: Any, *, arch: str | None = None, weights: Any = "DEFAULT", trust: bool = False
 ) -> ModelSource:
-    """The :class:`ModelSource` of an :class:`actviz.io.models.LoadedModel` opened with these
-    ``open_model`` arguments; a model from one file gets the file's SHA-256."""
+    """The :class:`ModelSource` of an :class:`actviz.io.models.loaded_model.LoadedModel` opened with
+    these ``open_model`` arguments; a model from one file gets the file's SHA-256."""
     source = str(loaded.source)
     digest = size = None
     path = Path(source)
@@ -147,7 +148,7 @@ def model_source_of(
 def _absolute_code_ref(text: str) -> str:
     """``"/abs/path/mynet.py:MyNet"`` for a ``"mynet.py:MyNet"`` found from the working folder
     (a session opens again from another one); anything else as it is."""
-    from actviz.io.user_code import parse_code_ref
+    from actviz.io.models.user_code import parse_code_ref
 
     ref = parse_code_ref(text)
     if ref is None or not ref.is_file or Path(ref.target).is_absolute():
@@ -159,8 +160,8 @@ def _absolute_code_ref(text: str) -> str:
 def weights_to_keep(loaded: Any) -> dict[str, torch.Tensor] | None:
     """The weights a session must hold for an opened model (``SessionState.model_weights``):
     its ``state_dict()`` when opening it again would give other weights (random init, model
-    code; the rule of :func:`actviz.io.reproduce.run_source`), else None."""
-    from actviz.io.reproduce import run_source
+    code; the rule of :func:`actviz.io.export.reproduce.run_source`), else None."""
+    from actviz.io.export.reproduce import run_source
 
     state = run_source(loaded, None).state
     return None if state is None else dict(state)
@@ -186,7 +187,7 @@ def open_model_source(
     trust: bool = False,
     device: str = "cpu",
 ) -> Any:
-    """Open the session's model again: :func:`actviz.io.models.open_model` with the saved
+    """Open the session's model again: :func:`actviz.io.models.loading.open_model` with the saved
     arguments, then the saved weights when the session holds them (a random init).
 
     ``path``: where the user located a checkpoint that moved. Check a checkpoint with
@@ -195,7 +196,7 @@ def open_model_source(
     someone else must not open a pickle or run model code unasked). Returns the
     ``LoadedModel``; raises what ``open_model`` raises (``UntrustedFileError`` included).
     """
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
 
     src = state.model
     if src is None:

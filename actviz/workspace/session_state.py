@@ -529,7 +529,7 @@ class Session:
         self.model_changed.emit()
 
     def set_loaded_model(self, loaded: Any, **kwargs: Any) -> None:
-        """Adopt an :class:`actviz.io.models.LoadedModel`."""
+        """Adopt an :class:`actviz.io.models.loaded_model.LoadedModel`."""
         self.set_model(
             loaded.model,
             name=loaded.name,

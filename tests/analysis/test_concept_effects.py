@@ -175,7 +175,7 @@ def test_concept_atlas_places_decoder_directions():
 
 
 def test_feature_visualisation_of_a_concepts_direction():
-    from actviz.analysis.visualize import visualize
+    from actviz.analysis.visualize.feature_vis import visualize
 
     net, c = Net(), dictionary()
     i = 5

@@ -15,7 +15,8 @@ from actviz.analysis.concepts.layer_effects import (
     unit_name,
     verify_layers,
 )
-from actviz.analysis.effects import Effects, estimate_from_capture, verify
+from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
+from actviz.analysis.effects.effect_results import Effects
 from tests.analysis.test_concept_effects import LAYER, Net, dictionary, hand_removed
 
 

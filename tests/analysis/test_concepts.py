@@ -341,7 +341,7 @@ def test_concept_maps_equal_encode_with_and_without_onednn(architecture, monkeyp
 
 @pytest.mark.parametrize("scale", [0.0, 0.5])
 def test_concept_edit_equals_a_hand_written_hook(scale):
-    from actviz.io.demo import demo_sample_tensor, load_demo_model
+    from actviz.io.models.demo_model import demo_sample_tensor, load_demo_model
 
     net = load_demo_model()
     x, _ = demo_sample_tensor()

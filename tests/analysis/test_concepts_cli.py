@@ -10,7 +10,7 @@ from PIL import Image
 
 import actviz
 from actviz.cli import main
-from actviz.io.demo import generate_image
+from actviz.io.models.demo_model import generate_image
 
 LAYER = "features.block3"
 

@@ -13,10 +13,11 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.analysis.effects import Effects, effects, estimate_from_capture, spearman, verify
+from actviz.analysis.effects.channel_effects import effects, estimate_from_capture, verify
+from actviz.analysis.effects.effect_results import Effects, spearman
 from actviz.core.records import CaptureCancelled
 from actviz.edits import ablate, custom, patch
-from actviz.io.demo import demo_sample_tensor, generate_image, load_demo_model
+from actviz.io.models.demo_model import demo_sample_tensor, generate_image, load_demo_model
 
 # In ResNet's BasicBlock one ReLU(inplace=True) runs twice: a reused module and an in-place one.
 RESNET_LAYERS = ["layer1.0.relu", "layer2", "layer3.1.conv2", "layer4"]
@@ -177,7 +178,7 @@ def test_exact_zero_baseline_equals_single_ablations_on_reused_inplace_relu(resn
 def test_exact_scan_mean_baseline_equals_single_edits_on_the_demo():
     model = load_demo_model()
     rng = np.random.default_rng(3)
-    from actviz.io.demo import demo_transform
+    from actviz.io.models.demo_model import demo_transform
 
     images = torch.stack([demo_transform(generate_image(c, rng)) for c in range(6)])
     layers = ["features.block3", "features.block4.relu"]

@@ -14,10 +14,11 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.analysis.visualize import VisualizeError, layer_channels, visualize
-from actviz.analysis.visualize_image import ImageParam, RobustTransforms, sample_seed
+from actviz.analysis.visualize.feature_vis import layer_channels, visualize
+from actviz.analysis.visualize.image_param import ImageParam, RobustTransforms, sample_seed
+from actviz.analysis.visualize.visualization import VisualizeError
 from actviz.core.records import CaptureCancelled
-from actviz.io.demo import demo_sample_tensor, demo_samples, load_demo_model
+from actviz.io.models.demo_model import demo_sample_tensor, demo_samples, load_demo_model
 
 
 @pytest.fixture(scope="module")
@@ -456,8 +457,8 @@ def test_hugging_face_vit_token_layer_and_logit():
 
 
 def test_select_merge_and_reproduce_give_the_same_pictures(demo):
-    from actviz.analysis.visualize import merge_visualizations
-    from actviz.analysis.visualize_export import reproduce
+    from actviz.analysis.visualize.picture_files import reproduce
+    from actviz.analysis.visualize.visualization import merge_visualizations
 
     vis = visualize(demo, "features.block3", [0, 1, 2, 5], steps=3, size=24, seed=4)
     picked = vis.select([5, 1])

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from torch import nn
 
-from actviz.analysis.visualize import VisualizeError, layer_channels, visualize
-from actviz.io.demo import load_demo_model
+from actviz.analysis.visualize.feature_vis import layer_channels, visualize
+from actviz.analysis.visualize.visualization import VisualizeError
+from actviz.io.models.demo_model import load_demo_model
 from tests.display.seq_models import tiny_bert_encoder
 
 

@@ -66,7 +66,7 @@ def test_export_resnet18_state_dict_with_image(tmp_path):
     import actviz
     from actviz.display import attribution as views
     from actviz.io.input_files import open_input
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
 
     loaded = open_model(str(ckpt), arch="resnet18")
     inp = open_input(str(img), loaded_model=loaded)

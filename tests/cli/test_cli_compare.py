@@ -15,7 +15,7 @@ import actviz
 from actviz.cli import main
 from actviz.display.difference import DIFFERENCE_CMAP, prepare_difference
 from actviz.display.prepared import DisplaySpec
-from actviz.io.export import EXPORT_PAGE_CHANNELS, mosaic_rgb
+from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, mosaic_rgb
 
 TINY = """
 from torch import nn

@@ -68,7 +68,7 @@ def test_every_option_says_what_it_does():
 
 def test_many_channels_run_in_batches_by_default(tmp_path, monkeypatch):
     # All channels were one batch: --channels 0-511 of a large layer asked for tens of GB.
-    import actviz.analysis.visualize as engine
+    import actviz.analysis.visualize.feature_vis as engine
 
     asked = {}
     real = engine.visualize

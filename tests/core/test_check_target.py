@@ -7,7 +7,7 @@ import torch
 
 from actviz.core.capture import capture
 from actviz.core.targets import check_target, parse_target
-from actviz.io.demo import DEMO_CLASSES, build_demo_model
+from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model
 
 
 def test_an_out_of_range_class_is_refused_with_the_runs_own_message():

@@ -201,7 +201,7 @@ def test_a_copy_carries_no_edit_and_applies_the_edits_its_run_is_given():
 
 def test_an_offloaded_model_shares_its_offloaded_weights(tmp_path):
     pytest.importorskip("accelerate")
-    from actviz.io import big
+    from actviz.io.models import big
 
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(4)]).eval()

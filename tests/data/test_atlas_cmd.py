@@ -13,7 +13,7 @@ from actviz.cli import main
 from actviz.data import scan
 from actviz.data.atlas_image import SELECTED_RGB, atlas_image, class_colours
 from actviz.data.atlas_map import project
-from actviz.io.models import open_model
+from actviz.io.models.loading import open_model
 
 
 def test_atlas_command_writes_the_picture_the_arrays_and_the_summary(

@@ -10,8 +10,8 @@ from PIL import Image
 
 from actviz.cli import main
 from actviz.data import scan, top_views
-from actviz.io import demo
-from actviz.io.models import open_model
+from actviz.io.models import demo_model as demo
+from actviz.io.models.loading import open_model
 
 
 @pytest.fixture

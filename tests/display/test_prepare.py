@@ -462,7 +462,7 @@ def test_gradcam_is_never_a_1x1_layer_by_default():
     assert cap["layer4.1.bn2"].tensor.shape[-2:] == (2, 2)
     cam = result.grad_cams[result.gradcam_default]
     assert cam.shape == (64, 64) and cam.max() == pytest.approx(1.0) and cam.std() > 0
-    from actviz.io.export import pick_gradcam_layer
+    from actviz.io.export.typeset import pick_gradcam_layer
 
     assert pick_gradcam_layer(cap) == "layer4.1.bn2"  # export uses the same rule
     asked = prepare(cap, DisplaySpec(layers=tuple(leaves), image=image, gradcam_layer="avgpool"))

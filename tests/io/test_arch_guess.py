@@ -11,16 +11,16 @@ import torch
 import torchvision
 from torch import nn
 
-from actviz.io import arch_guess, zoo
-from actviz.io.arch_guess import (
+from actviz.io.errors import ArchitectureNeededError, ModelLoadError
+from actviz.io.models import arch_guess, zoo
+from actviz.io.models.arch_guess import (
     ArchGuess,
     compare_architecture,
     confident_guess,
     guess_architecture,
 )
-from actviz.io.checkpoints import best_prefix
-from actviz.io.errors import ArchitectureNeededError, ModelLoadError
-from actviz.io.models import load_model, open_model
+from actviz.io.models.checkpoints import best_prefix
+from actviz.io.models.loading import load_model, open_model
 
 
 @functools.cache

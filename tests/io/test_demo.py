@@ -17,7 +17,7 @@ from PIL import Image
 
 import actviz
 from actviz.display.attribution import grad_cam
-from actviz.io.demo import (
+from actviz.io.models.demo_model import (
     DEMO_CLASSES,
     DEMO_GRADCAM_LAYER,
     DEMO_INPUT_SIZE,
@@ -342,7 +342,7 @@ def test_demo_resources_survive_a_non_editable_install(tmp_path: Path) -> None:
     run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)])
     script = (
         "import json, actviz, torch\n"
-        "from actviz.io import demo\n"
+        "from actviz.io.models import demo_model as demo\n"
         "m = demo.load_demo_model()\n"
         "x, _ = demo.demo_sample_tensor('star')\n"
         "print(json.dumps({'file': actviz.__file__,\n"

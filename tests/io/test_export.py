@@ -13,7 +13,8 @@ from PIL import Image
 import actviz
 from actviz.display.colormaps import DEFAULT_ACTIVATION_CMAP, OVERLAY_CMAP, table
 from actviz.display.mosaic import mosaic
-from actviz.io.export import channel_pages, export_capture, pick_gradcam_layer, render_layer_png
+from actviz.io.export.capture_export import export_capture
+from actviz.io.export.typeset import channel_pages, pick_gradcam_layer, render_layer_png
 from tests.core.seed_models import SeedMLP
 
 

@@ -8,7 +8,7 @@ import json
 import torch
 
 from actviz.core.capture import capture
-from actviz.io.export import export_capture
+from actviz.io.export.capture_export import export_capture
 from tests.ui.tiny_models import TinyCNN
 
 

@@ -14,8 +14,8 @@ from PIL import Image
 
 import actviz
 from actviz.display.attribution import TokenSaliency
-from actviz.io.export import export_capture, with_input_embedding
-from actviz.io.token_export import heat_png
+from actviz.io.export.capture_export import export_capture, with_input_embedding
+from actviz.io.export.token_export import heat_png
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
@@ -257,7 +257,7 @@ def test_the_report_shows_the_exports_saliency_strip(gpt2, tmp_path):
     import io
     import re
 
-    from actviz.io.report import write_report
+    from actviz.io.export.report import write_report
 
     model, tok, ids = gpt2
     cap = actviz.capture(model, {"input_ids": ids}, LAYERS)

@@ -24,7 +24,7 @@ from actviz.io.errors import (  # noqa: E402
     UntrustedFileError,
 )
 from actviz.io.input_files import open_input  # noqa: E402
-from actviz.io.models import open_model  # noqa: E402
+from actviz.io.models.loading import open_model  # noqa: E402
 from tests.io.hf_tiny import (  # noqa: E402
     LABELS,
     remote_code_sandbox,

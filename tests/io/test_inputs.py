@@ -11,7 +11,7 @@ from torch import nn
 
 from actviz.io.errors import InputError
 from actviz.io.input_files import expected_input, load_input, open_input
-from actviz.io.models import LoadedModel
+from actviz.io.models.loaded_model import LoadedModel
 from tests.io.conftest import tiny_namespace
 
 
@@ -218,7 +218,7 @@ def test_gray_image_through_torchvision_transforms(tmp_path, r18_loaded):
 
 
 def test_custom_pil_transform_like_the_demo(tmp_path):
-    from actviz.io import demo
+    from actviz.io.models import demo_model as demo
 
     loaded_model = LoadedModel(
         demo.build_demo_model().eval(),

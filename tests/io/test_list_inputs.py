@@ -10,7 +10,7 @@ from torch import nn
 from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
 
 from actviz.io.input_files import forward_takes_list, open_input
-from actviz.io.models import LoadedModel
+from actviz.io.models.loaded_model import LoadedModel
 
 
 class ListNet(nn.Module):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from actviz.io.errors import ModelLoadError
-from actviz.io.models import open_model
+from actviz.io.models.loading import open_model
 from tests.io.conftest import TINY_SOURCE, tiny_namespace
 
 

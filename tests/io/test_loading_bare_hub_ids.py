@@ -12,7 +12,7 @@ pytest.importorskip("transformers", reason="needs the hf extra (transformers)")
 pytest.importorskip("tokenizers", reason="needs the hf extra (tokenizers)")
 
 from actviz.io.errors import ModelLoadError  # noqa: E402
-from actviz.io.models import open_model  # noqa: E402
+from actviz.io.models.loading import open_model  # noqa: E402
 from tests.io.hf_tiny import save_tiny_gpt2  # noqa: E402
 
 

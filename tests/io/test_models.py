@@ -14,7 +14,8 @@ import torchvision
 from torch import nn
 
 from actviz.io.errors import ActvizError, ModelLoadError, UntrustedFileError
-from actviz.io.models import LoadedModel, load_model, open_model
+from actviz.io.models.loaded_model import LoadedModel
+from actviz.io.models.loading import load_model, open_model
 from tests.io.conftest import Payload, tiny_namespace
 
 
@@ -612,7 +613,7 @@ def test_model_instance_passes_through_in_eval_mode(tiny_ref):
 
 
 def test_demo_model():
-    from actviz.io import demo
+    from actviz.io.models import demo_model as demo
 
     weights = demo.demo_weights_path()
     if not weights.is_file():

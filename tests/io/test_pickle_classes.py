@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from actviz.io.errors import ModelLoadError
-from actviz.io.models import open_model
+from actviz.io.models.loading import open_model
 
 NET_SOURCE = """
 from torch import nn

@@ -14,8 +14,8 @@ from PIL import Image
 
 import actviz
 from actviz.core.edit_kinds import ablate, scale
-from actviz.io.export import export_capture
-from actviz.io.report import write_report
+from actviz.io.export.capture_export import export_capture
+from actviz.io.export.report import write_report
 
 
 class _Collect(HTMLParser):
@@ -173,7 +173,7 @@ def test_report_without_model_image_or_gradients(tmp_path):
 def test_report_of_a_window_result(run, tmp_path):
     from actviz.display.prepare import prepare
     from actviz.display.prepared import DisplaySpec
-    from actviz.io.report import write_result_report
+    from actviz.io.export.report import write_result_report
 
     model, cap, baseline, image = run
     spec = DisplaySpec(

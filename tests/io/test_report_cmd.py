@@ -11,7 +11,7 @@ import torch
 import actviz
 from actviz.cli import main
 from actviz.core.edit_kinds import ablate
-from actviz.io.models import open_model
+from actviz.io.models.loading import open_model
 from actviz.workspace.session_file import (
     InputSource,
     PinState,

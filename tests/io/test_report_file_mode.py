@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.io.report import write_report
+from actviz.io.export.report import write_report
 from actviz.workspace.session_file import SessionState, save_state
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.io.report import write_report
+from actviz.io.export.report import write_report
 
 
 class _Net(nn.Module):

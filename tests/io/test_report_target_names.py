@@ -12,7 +12,7 @@ from torch import nn
 
 import actviz
 from actviz.core.edit_kinds import scale
-from actviz.io.report import write_report
+from actviz.io.export.report import write_report
 
 NAMES = ["ant", "dog", "cat", "eel"]
 

@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 
 import actviz
-from actviz.io.report import write_report
+from actviz.io.export.report import write_report
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("PySide6.QtWebEngineWidgets") is None,

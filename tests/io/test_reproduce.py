@@ -13,9 +13,9 @@ import torch.nn.functional as F
 
 import actviz
 from actviz.edits import ablate, clamp, custom, patch, scale
-from actviz.io.export import export_capture
-from actviz.io.models import open_model
-from actviz.io.reproduce import RunSource, reproduce_script, run_source
+from actviz.io.export.capture_export import export_capture
+from actviz.io.export.reproduce import RunSource, reproduce_script, run_source
+from actviz.io.models.loading import open_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

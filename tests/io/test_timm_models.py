@@ -17,11 +17,11 @@ timm = pytest.importorskip("timm", reason="needs the timm extra")
 
 from PIL import Image  # noqa: E402
 
-from actviz.io import arch_guess, timm_models  # noqa: E402
 from actviz.io.errors import ModelLoadError  # noqa: E402
 from actviz.io.input_files import open_input  # noqa: E402
-from actviz.io.models import open_model  # noqa: E402
-from actviz.io.timm_models import TimmTransform, resolve_name  # noqa: E402
+from actviz.io.models import arch_guess, timm_models  # noqa: E402
+from actviz.io.models.loading import open_model  # noqa: E402
+from actviz.io.models.timm_models import TimmTransform, resolve_name  # noqa: E402
 
 
 def _same_output(a: torch.nn.Module, b: torch.nn.Module, size: int = 160) -> bool:

@@ -10,7 +10,7 @@ from PIL import Image
 
 import actviz
 from actviz.display.attention import capture_attention
-from actviz.io.export import export_capture
+from actviz.io.export.capture_export import export_capture
 from tests.display.seq_models import tiny_gpt2, tiny_vit
 
 IDS = torch.tensor([[3, 7, 1, 9, 4]])

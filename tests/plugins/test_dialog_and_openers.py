@@ -126,10 +126,10 @@ def test_the_import_check_sees_a_private_import(tmp_path):
             import json, numpy
             from actviz.plugins import LayerView
             from actviz.ui.host import FeatureBase
-            import actviz.io.export
+            import actviz.io.export.capture_export
             def f():
                 import requests
             """
         )
     )
-    assert not_allowed(path) == ["actviz.ui.host", "actviz.io.export", "requests"]
+    assert not_allowed(path) == ["actviz.ui.host", "actviz.io.export.capture_export", "requests"]

@@ -60,9 +60,10 @@ def tiny_cnn() -> torch.nn.Module:
 @pytest.fixture
 def demo_resources(tmp_path_factory, monkeypatch):
     """The bundled demo when its weights are built; otherwise the same network with random
-    weights and generated samples put where ``actviz.io.demo`` looks, so the demo flows run."""
-    from actviz.io import demo
-    from actviz.io.demo import build_demo_model, demo_weights_path, generate_image
+    weights and generated samples put where ``actviz.io.models.demo_model`` looks, so the demo flows
+    run."""
+    from actviz.io.models import demo_model as demo
+    from actviz.io.models.demo_model import build_demo_model, demo_weights_path, generate_image
 
     if demo_weights_path().is_file() and demo.demo_samples():
         return True

@@ -13,7 +13,7 @@ from PySide6.QtCore import QSettings, QTimer
 from torch import nn
 
 import actviz
-from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui import app as app_module
 from actviz.ui import explore as explore_module

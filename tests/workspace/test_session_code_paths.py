@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from actviz.io.models import open_model
+from actviz.io.models.loading import open_model
 from actviz.workspace.session_file import (
     SessionState,
     load_state,

@@ -487,7 +487,7 @@ def test_public_module_saves_states_and_windows(run, tmp_path):
 
 
 def test_random_init_model_reopens_with_its_weights(tmp_path):
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
     from actviz.workspace.session_file import open_model_source, weights_to_keep
     from tests.io.conftest import TINY_SOURCE
 
@@ -530,7 +530,7 @@ def test_captures_keep_the_edits_they_ran_with(run, tmp_path):
 
 def test_a_saved_trust_flag_does_not_open_a_pickle(tmp_path):
     from actviz.io.errors import UntrustedFileError
-    from actviz.io.models import open_model
+    from actviz.io.models.loading import open_model
     from actviz.workspace.session_file import open_model_source
 
     torch.save(nn.Sequential(nn.Linear(3, 2)), tmp_path / "full.pt")  # a whole pickled module

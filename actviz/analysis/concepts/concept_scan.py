@@ -192,7 +192,7 @@ def scan_concepts(
         raise ValueError(f"k must be at least 1, not {k}")
     layer = layer or concepts.hook_name
     if isinstance(model, (str, os.PathLike)):
-        from actviz.io.models import open_model
+        from actviz.io.models.loading import open_model
 
         model = open_model(model)
     spec = resolve_model(model)

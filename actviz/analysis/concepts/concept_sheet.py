@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw
 
 from actviz.analysis.concepts.concept_scan import ConceptScan, top_heatmaps
 from actviz.analysis.concepts.dictionary import Concepts
-from actviz.io.export import _font, _titled
+from actviz.io.export.typeset import _font, _titled
 
 __all__ = ["concept_sheet", "overlay"]
 

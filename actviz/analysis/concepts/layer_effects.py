@@ -3,15 +3,16 @@
 The window's "Channels that matter" dock ranks each ticked layer; a layer whose panel shows
 a dictionary's concepts is ranked by its concepts instead (issue 41: "channel effects ranking
 concepts"). :func:`estimate_layers` makes the estimates of such a mix from one capture
-(:func:`~actviz.analysis.effects.estimate_from_capture` for the channels,
+(:func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` for the channels,
 :func:`~actviz.analysis.concepts.ranking.concept_estimate_from_capture` for the concepts),
-:func:`verify_layers` adds the exact effects (:func:`~actviz.analysis.effects.verify` for
-the channels, :func:`~actviz.analysis.concepts.ranking.run_concepts_exact` for the
-concepts) and :func:`unit_edit` makes the what-if edit that ablates or keeps a layer's top
-units (channels set to zero; concepts removed, ``x - z_i d_i``).
+:func:`verify_layers` adds the exact effects
+(:func:`~actviz.analysis.effects.channel_effects.verify` for the channels,
+:func:`~actviz.analysis.concepts.ranking.run_concepts_exact` for the concepts) and :func:`unit_edit`
+makes the what-if edit that ablates or keeps a layer's top units (channels set to zero; concepts
+removed, ``x - z_i d_i``).
 
-The result is a :class:`UnitEffects`: an :class:`~actviz.analysis.effects.Effects` whose
-``dictionaries`` name the layers ranked by concepts (their "channels" are the concepts).
+The result is a :class:`UnitEffects`: an :class:`~actviz.analysis.effects.effect_results.Effects`
+whose ``dictionaries`` name the layers ranked by concepts (their "channels" are the concepts).
 """
 
 from __future__ import annotations
@@ -33,17 +34,10 @@ from actviz.analysis.concepts.ranking import (
     concept_estimate_from_capture,
     run_concepts_exact,
 )
-from actviz.analysis.effects import (
-    DEFAULT_BATCH,
-    Effects,
-    _Context,
-    _frozen,
-    _jobs,
-    estimate_from_capture,
-    verify,
-)
-from actviz.analysis.effects_baseline import resolve_baseline
-from actviz.analysis.effects_exact import TargetReader
+from actviz.analysis.effects.baseline import resolve_baseline
+from actviz.analysis.effects.channel_effects import _jobs, estimate_from_capture, verify
+from actviz.analysis.effects.effect_results import DEFAULT_BATCH, Effects, RunContext, frozen
+from actviz.analysis.effects.exact import TargetReader
 
 __all__ = ["UnitEffects", "estimate_layers", "unit_edit", "unit_name", "verify_layers"]
 
@@ -102,8 +96,8 @@ def estimate_layers(
     or the concepts of those in ``dictionaries`` (every concept removed in turn).
 
     Without a dictionary among ``layers`` this is
-    :func:`~actviz.analysis.effects.estimate_from_capture` (layers without float channels
-    left out); else a :class:`UnitEffects` in the order of ``layers``.
+    :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` (layers without float
+    channels left out); else a :class:`UnitEffects` in the order of ``layers``.
 
     Raises
     ------
@@ -135,7 +129,7 @@ def estimate_layers(
         target_index=cap.target_index,
         warnings=tuple(warnings),
         elapsed_s=time.perf_counter() - start,
-        context=_Context(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names)),
+        context=RunContext(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names)),
         dictionaries=types.MappingProxyType(dicts),
     )
 
@@ -150,8 +144,8 @@ def verify_layers(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Effects:
-    """``eff`` with exact effects added, as :func:`~actviz.analysis.effects.verify` (same
-    ``channels``: None, each layer's top 16; an int; ``{layer: units}``; ``"all"``), the
+    """``eff`` with exact effects added, as :func:`~actviz.analysis.effects.channel_effects.verify`
+    (same ``channels``: None, each layer's top 16; an int; ``{layer: units}``; ``"all"``), the
     layers ranked by concepts measured with the concept removed (``x - z_i d_i``)."""
     dicts = getattr(eff, "dictionaries", None) or {}
     if not dicts:
@@ -205,7 +199,7 @@ def verify_layers(
         for i, value in zip(chosen, values, strict=True):
             exact[i] = value - clean
             verified[i] = True
-        results[name] = dataclasses.replace(res, exact=_frozen(exact), verified=_frozen(verified))
+        results[name] = dataclasses.replace(res, exact=frozen(exact), verified=frozen(verified))
         done, seconds, forwards = done + len(chosen), seconds + took, forwards + passes
     return dataclasses.replace(
         eff,

@@ -1,5 +1,6 @@
 """Which concepts matter: a dictionary's concepts ranked by their effect on the target, as
-:mod:`actviz.analysis.effects` ranks channels (estimated from one capture, verified exactly).
+:mod:`actviz.analysis.effects.channel_effects` ranks channels (estimated from one capture, verified
+exactly).
 
 Removing concept ``i`` from a layer changes its output's vectors ``x`` to ``x - z_i d_i``
 (``z = concepts.encode(x)``, ``d_i`` the concept's decoder direction), what
@@ -14,9 +15,10 @@ target.
   ``j`` with its own concept removed by a forward hook; for a one-sample input the modules
   before the layer run once, as the channels' exact pass does).
 
-The results are :class:`~actviz.analysis.effects.Effects` of one layer whose "channels" are
-the concepts: ``.top(layer, k)``, ``.order()``, ``.rank_correlation(layer)``, ``.to_dict()``
-work as for channels (:func:`~actviz.analysis.effects.verify` does not: it replaces channels).
+The results are :class:`~actviz.analysis.effects.effect_results.Effects` of one layer whose
+"channels" are the concepts: ``.top(layer, k)``, ``.order()``, ``.rank_correlation(layer)``,
+``.to_dict()`` work as for channels (:func:`~actviz.analysis.effects.channel_effects.verify` does
+not: it replaces channels).
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ import torch
 from torch import nn
 
 from actviz.analysis.concepts.dictionary import Concepts
-from actviz.analysis.effects import DEFAULT_BATCH, DEFAULT_VERIFY, Effects, LayerEffects
-from actviz.analysis.effects_exact import TargetReader, repeat_inputs
+from actviz.analysis.effects.effect_results import (
+    DEFAULT_BATCH,
+    DEFAULT_VERIFY,
+    Effects,
+    LayerEffects,
+)
+from actviz.analysis.effects.exact import TargetReader, repeat_inputs
 from actviz.core.capture import capture
 from actviz.core.edit_kinds import EditHooks, channel_dim, normalize_edits
 from actviz.core.guards import ModelState

@@ -139,7 +139,7 @@ class ConceptJobs(QObject):
         """Synthesise what the concept shown wants: the picture that maximises its decoder
         direction at the layer (:func:`actviz.analysis.visualize.visualize`, a direction
         objective), on the view's copy of the model."""
-        from actviz.analysis.visualize import visualize
+        from actviz.analysis.visualize.feature_vis import visualize
 
         if self.view.shown is None:
             return

@@ -34,7 +34,7 @@ from PySide6.QtCore import QObject, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 
 from actviz.analysis.concepts import layer_effects as units
-from actviz.analysis.effects import DEFAULT_VERIFY
+from actviz.analysis.effects.effect_results import DEFAULT_VERIFY
 from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
 from actviz.ui.effects.view import BarRow, EffectsView, measured_text
@@ -43,7 +43,7 @@ from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import Job, Worker
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.analysis.effects import Effects
+    from actviz.analysis.effects.effect_results import Effects
     from actviz.display.prepared import RunResult
 
 __all__ = ["DOCK_TITLE", "EffectsFeature"]
@@ -198,7 +198,7 @@ class EffectsFeature(FeatureBase, QObject):
             return {}
 
         def charts() -> list[tuple[str, Any]]:
-            from actviz.analysis.effects_chart import effects_chart as chart
+            from actviz.analysis.effects.effects_chart import effects_chart as chart
 
             what = {n: units.unit_name(eff, n).title() for n in eff.results}  # or "Concept"
             return [(f"{what[n]}s that matter: {n}", chart(eff, n, k)) for n in eff.results]

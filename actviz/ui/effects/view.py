@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.analysis.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
+from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
 
 __all__ = ["BarRow", "EffectBars", "EffectsSection", "EffectsView", "bar_text"]
 

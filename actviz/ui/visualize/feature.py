@@ -24,7 +24,8 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu
 
-from actviz.analysis.visualize import Visualization, visualize
+from actviz.analysis.visualize.feature_vis import visualize
+from actviz.analysis.visualize.visualization import Visualization
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
@@ -144,7 +145,7 @@ class VisualizeFeature(FeatureBase, QObject):
             figures.append((caption, vis.image_uint8(0)))
         page = self.page.result()
         if page is not None:
-            from actviz.analysis.visualize_export import contact_sheet
+            from actviz.analysis.visualize.picture_files import contact_sheet
 
             s = page.settings
             caption = (
@@ -221,8 +222,8 @@ class VisualizeFeature(FeatureBase, QObject):
         ``page/`` and the channel view's picture in ``channel/`` (each: a PNG per channel, a
         contact sheet and ``visualize.json`` with the settings, the model and how to make
         them again). Returns the files written (none when nothing is shown)."""
-        from actviz.analysis.visualize_cache import model_fingerprint
-        from actviz.analysis.visualize_export import reproduce, write_visualization
+        from actviz.analysis.visualize.picture_cache import model_fingerprint
+        from actviz.analysis.visualize.picture_files import reproduce, write_visualization
 
         loaded = self.session.loaded_model
         source = getattr(loaded, "source", None) if loaded is not None else None
@@ -236,7 +237,7 @@ class VisualizeFeature(FeatureBase, QObject):
             extra["weights"] = model_fingerprint(model)
         note = ""
         if loaded is not None and source:
-            from actviz.io.reproduce import run_source
+            from actviz.io.export.reproduce import run_source
 
             # Random weights (a torchvision name without weights, model code): reopening the
             # source gives other weights, so its command line would make other pictures.

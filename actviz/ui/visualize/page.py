@@ -31,12 +31,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from actviz.analysis.visualize import (
-    Visualization,
-    layer_channels,
-    merge_visualizations,
-    visualize,
-)
+from actviz.analysis.visualize.feature_vis import layer_channels, visualize
+from actviz.analysis.visualize.visualization import Visualization, merge_visualizations
 from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.visualize.picture_mosaic import MosaicDock

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.analysis.visualize import visualize_settings
+from actviz.analysis.visualize.feature_vis import visualize_settings
 from actviz.ui.host import StepsAndLine
 from actviz.ui.panels import style
 

@@ -103,7 +103,7 @@ def confirm_untrusted_file(
 def torchvision_model_names() -> list[str]:
     """Every torchvision model name (no weights are touched)."""
     try:
-        from actviz.io.zoo import torchvision_names
+        from actviz.io.models.zoo import torchvision_names
 
         return sorted(torchvision_names())
     except Exception:  # noqa: BLE001 - an empty list still leaves the file tab usable
@@ -116,7 +116,7 @@ def build_model_names() -> tuple[list[str], list[str]]:
     Slow on first use (it imports torchvision's model registry and timm): the dialog calls it
     on a thread of its own, once per process (see :func:`prefetch_model_names`).
     """
-    from actviz.io.timm_models import timm_names
+    from actviz.io.models.timm_models import timm_names
 
     return torchvision_model_names(), sorted(timm_names())
 
@@ -530,7 +530,7 @@ def _show_names(
     starting with it: :func:`~actviz.io.timm_models.rank_matches`), then a "loading" row
     while ``loading``. ``select``: select the first name; otherwise the selected name stays
     selected when it is still listed."""
-    from actviz.io.timm_models import rank_matches
+    from actviz.io.models.timm_models import rank_matches
 
     current = widget.currentItem()
     kept = current.text() if current is not None and _is_name(current) else None

@@ -19,7 +19,7 @@ from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from actviz.io.errors import ActvizError
-from actviz.io.export import safe_name
+from actviz.io.export.typeset import safe_name
 from actviz.ui.background_loads import describe_error
 from actviz.ui.file_dialogs import remember, start_folder, start_path
 from actviz.ui.window.actions import WindowActions
@@ -148,7 +148,7 @@ class ExportActions:
                 return bool(request is not None and request.succeeded)
             return True
         try:
-            from actviz.io.export import export_capture
+            from actviz.io.export.capture_export import export_capture
         except ImportError:
             self.show_error("Export is not available in this build (actviz.io.export missing).")
             return False
@@ -277,7 +277,7 @@ class ExportActions:
         s = self.session
         if s.loaded_model is None:
             return None
-        from actviz.io.reproduce import run_source
+        from actviz.io.export.reproduce import run_source
 
         inp = s.input
         named = getattr(result, "origin", None) is None and inp is not None and inp.source

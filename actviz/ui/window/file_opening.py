@@ -210,7 +210,7 @@ class FileOpening:
         if not self.open_model_source("demo"):
             return False
         try:
-            from actviz.io.demo import demo_samples
+            from actviz.io.models.demo_model import demo_samples
 
             samples = demo_samples()
         except Exception:  # noqa: BLE001 - the model alone is still worth showing
@@ -446,7 +446,7 @@ class FileOpening:
         self.banner.clear()
         gradcam = None
         if loaded.source == "demo" or loaded.kind == "demo":
-            from actviz.io.demo import DEMO_GRADCAM_LAYER
+            from actviz.io.models.demo_model import DEMO_GRADCAM_LAYER
 
             gradcam = DEMO_GRADCAM_LAYER
         # The input is re-read so the new model's transforms (size, normalisation) apply, or
@@ -738,7 +738,7 @@ class FileOpening:
 
     def _fill_samples(self) -> None:
         try:
-            from actviz.io.demo import demo_samples
+            from actviz.io.models.demo_model import demo_samples
 
             self.samples = demo_samples()
         except Exception:  # noqa: BLE001 - no samples is fine
@@ -770,7 +770,7 @@ def guessed_arch_text(loaded: Any) -> str:
     guesses = getattr(loaded, "arch_guesses", ())
     if not guesses:
         return ""
-    from actviz.io.arch_guess import confident_guess
+    from actviz.io.models.arch_guess import confident_guess
 
     used = confident_guess(guesses)
     return f"architecture guessed: {used.name} ({used.reason})" if used is not None else ""

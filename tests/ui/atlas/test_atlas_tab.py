@@ -13,7 +13,7 @@ from PIL import Image
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 
 from actviz.data.atlas_map import project, query_vector, separating_channels
-from actviz.io.demo import DEMO_CLASSES
+from actviz.io.models.demo_model import DEMO_CLASSES
 from actviz.ui.atlas.colours import colouring, model_labels
 from actviz.ui.atlas.feature import classifier_layer
 from actviz.ui.atlas.view import EMPTY_TEXT

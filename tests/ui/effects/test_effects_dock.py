@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from actviz.analysis.effects import estimate_from_capture, verify
+from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
 from actviz.ui.effects.view import BarRow
 from tests.ui.tiny_models import TinyCNN
 

@@ -10,7 +10,7 @@ import torch
 from PySide6.QtCore import QPoint, Qt
 from torch import nn
 
-from actviz.analysis.effects import estimate_from_capture, verify
+from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
 from actviz.display.mosaic import mosaic
 
 

@@ -365,8 +365,8 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
     a random-init torchvision R3D-18 gets a random clip of its shape, said in one line."""
     import torchvision
 
-    from actviz.io.demo import demo_samples
     from actviz.io.input_fit import input_misfit
+    from actviz.io.models.demo_model import demo_samples
 
     r3d = torchvision.models.video.r3d_18()
     picture = str(demo_samples()[0])

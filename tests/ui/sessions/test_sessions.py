@@ -2,8 +2,9 @@
 missing checkpoint; refused files leave the window as it was; the session kept on quit; the
 HTML report of File > Export report.
 
-The model is the demo's architecture saved as a state dict (``arch=actviz.io.demo:DemoNet``):
-a checkpoint file, so its SHA-256 is kept and checked, small enough for a few seconds a test.
+The model is the demo's architecture saved as a state dict
+(``arch=actviz.io.models.demo_model:DemoNet``): a checkpoint file, so its SHA-256 is kept and
+checked, small enough for a few seconds a test.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import torch
 
 import actviz
 from actviz.core.edit_kinds import ablate, patch, scale
-from actviz.io.demo import DemoNet
+from actviz.io.models.demo_model import DemoNet
 
-ARCH = "actviz.io.demo:DemoNet"
+ARCH = "actviz.io.models.demo_model:DemoNet"
 LAYERS = ["features.block1", "features.block3", "fc"]
 
 

@@ -15,7 +15,7 @@ from PySide6 import QtCore
 from torch import nn
 
 from actviz.core.tree import module_tree
-from actviz.io.demo import build_demo_model
+from actviz.io.models.demo_model import build_demo_model
 from actviz.workspace.session_state import default_layers
 
 transformers = pytest.importorskip("transformers")

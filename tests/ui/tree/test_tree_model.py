@@ -10,7 +10,7 @@ from torch import nn
 
 from actviz.core.capture import capture
 from actviz.core.tree import module_tree
-from actviz.io.demo import build_demo_model
+from actviz.io.models.demo_model import build_demo_model
 from actviz.ui.tree.model import (
     NAME,
     PARAMS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actviz.analysis.visualize import visualize
+from actviz.analysis.visualize.feature_vis import visualize
 from tests.ui.conftest import frame
 
 

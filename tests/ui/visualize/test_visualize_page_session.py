@@ -10,7 +10,7 @@ import torch
 from PySide6.QtCore import QSettings
 
 import actviz
-from actviz.analysis.visualize import visualize
+from actviz.analysis.visualize.feature_vis import visualize
 from actviz.ui.visualize.page import STATE_KEY
 
 LAYER = "features.block1"

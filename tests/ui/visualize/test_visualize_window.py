@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtGui
 
-from actviz.analysis.visualize import layer_channels, visualize
+from actviz.analysis.visualize.feature_vis import layer_channels, visualize
 from tests.ui.conftest import frame
 
 LAYERS = ["conv1", "conv2"]

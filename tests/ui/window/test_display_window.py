@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from actviz.display.mosaic import mosaic
-from actviz.io.export import MOSAIC_BACKGROUND
+from actviz.io.export.typeset import MOSAIC_BACKGROUND
 
 SIZE = (1400, 900)
 

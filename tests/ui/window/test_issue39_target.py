@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from PySide6.QtCore import Qt
 
-from actviz.analysis.effects import estimate_from_capture
+from actviz.analysis.effects.channel_effects import estimate_from_capture
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2"]

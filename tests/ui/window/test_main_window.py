@@ -16,7 +16,7 @@ from torch import nn
 
 from actviz.core.capture import capture
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, mosaic, page_channels_for
-from actviz.io.demo import DEMO_CLASSES, build_demo_model, generate_image
+from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model, generate_image
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from actviz.ui.tree.model import NameRole
 from actviz.ui.window.main_window import MainWindow
@@ -871,7 +871,7 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
     win.run_and_wait()
     window = win.window
     threads = []
-    import actviz.io.export as export_module
+    import actviz.io.export.capture_export as export_module
 
     real = export_module.export_capture
 

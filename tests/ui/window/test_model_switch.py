@@ -72,7 +72,7 @@ def test_fit_rules_on_real_models():
     import torch
     import torchvision
 
-    from actviz.io.demo import demo_samples
+    from actviz.io.models.demo_model import demo_samples
 
     resnet = torchvision.models.resnet18()
     vit = timm.create_model("vit_tiny_patch16_224", pretrained=False)

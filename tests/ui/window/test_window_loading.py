@@ -14,9 +14,9 @@ import pytest
 import torch
 from PySide6.QtCore import QTimer
 
-from actviz.io.demo import generate_image
 from actviz.io.errors import ModelLoadError
-from actviz.io.models import LoadedModel
+from actviz.io.models.demo_model import generate_image
+from actviz.io.models.loaded_model import LoadedModel
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from tests.ui.conftest import LOAD_TIMEOUT_MS
 from tests.ui.tiny_models import TinyCNN
@@ -375,7 +375,7 @@ def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tm
 
 
 def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, monkeypatch):
-    import actviz.io.export as export_module
+    import actviz.io.export.capture_export as export_module
 
     win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
     # On the Overview the run has its saliency: the export starts at once, no re-run.

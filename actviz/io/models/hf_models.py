@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.io.checkpoints import one_line
 from actviz.io.errors import ModelLoadError, TrustNeededError
+from actviz.io.models.checkpoints import one_line
 
 __all__ = [
     "HFModel",

@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from actviz.io import zoo
-from actviz.io.checkpoints import best_prefix, drop_compile_prefix
+from actviz.io.models import zoo
+from actviz.io.models.checkpoints import best_prefix, drop_compile_prefix
 
 __all__ = [
     "ArchGuess",

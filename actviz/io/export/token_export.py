@@ -1,8 +1,9 @@
 """Export of the sequence views: token heat maps, attention maps, rollout, logit lens.
 
-Called by :func:`actviz.io.export.export_capture` with the prepared result (the window's own
-preparation), so the files show what the window shows: the same arrays, colour maps
-(:func:`actviz.display.colormaps.resolve`) and levels (:func:`actviz.display.token_maps.heat_levels`).
+Called by :func:`actviz.io.export.capture_export.export_capture` with the prepared result (the
+window's own preparation), so the files show what the window shows: the same arrays, colour maps
+(:func:`actviz.display.colormaps.resolve`) and levels
+(:func:`actviz.display.token_maps.heat_levels`).
 Written per run:
 
 * ``{layer}_tokens.png`` / ``.npz`` for every token layer: the token x feature heat map with the

@@ -2,7 +2,7 @@
 
 Names are accepted as ``timm:NAME`` or ``timm/NAME`` (the hub's spelling) and, where no
 torchvision model has that name, as a bare ``NAME``; internally they are ``timm/NAME``
-(:data:`actviz.io.zoo.TIMM_PREFIX`), which :func:`actviz.io.zoo.construct` builds.
+(:data:`actviz.io.models.zoo.TIMM_PREFIX`), which :func:`actviz.io.models.zoo.construct` builds.
 
 Preprocessing is timm's: :func:`timm.data.resolve_data_config` and
 :func:`timm.data.create_transform`, wrapped in :class:`TimmTransform` so the input pipeline
@@ -19,9 +19,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.io.checkpoints import one_line
 from actviz.io.errors import ModelLoadError
-from actviz.io.zoo import (
+from actviz.io.models.checkpoints import one_line
+from actviz.io.models.zoo import (
     OFFLINE_ENV,
     TIMM_PREFIX,
     ZooModel,

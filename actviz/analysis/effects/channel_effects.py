@@ -11,9 +11,9 @@ against it.
   from the activations ``a`` and gradients ``dT/da`` of one capture: nothing beyond what the
   capture computes, for every channel of every layer at once.
 * ``exact``: the true change, for chosen channels (default: the top 16 of each layer by
-  ``|estimate|``), ``batch`` of them per forward pass (:mod:`actviz.analysis.effects_exact`).
+  ``|estimate|``), ``batch`` of them per forward pass (:mod:`actviz.analysis.effects.exact`).
 
-Baselines (:mod:`actviz.analysis.effects_baseline`): zero, a dataset scan's channel means, or
+Baselines (:mod:`actviz.analysis.effects.baseline`): zero, a dataset scan's channel means, or
 another run's activations (patching). Channels are the edits' channels
 (:func:`actviz.core.edit_kinds.channel_dim`): dimension 1 of ``(N, C, ...)``, the last of
 ``(N, T, D)``. The target's choices (the top-1 class, a segmenter's pixels, the next token)
@@ -33,292 +33,34 @@ import math
 import time
 import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from actviz.analysis.effects_baseline import Baseline, resolve_baseline
-from actviz.analysis.effects_exact import TargetReader, run_exact
+from actviz.analysis.effects.baseline import Baseline, resolve_baseline
+from actviz.analysis.effects.effect_results import (
+    DEFAULT_BATCH,
+    DEFAULT_VERIFY,
+    Effects,
+    LayerEffects,
+    RunContext,
+    frozen,
+)
+from actviz.analysis.effects.exact import TargetReader, run_exact
 from actviz.core.capture import capture, resolve_layers
 from actviz.core.edit_kinds import channel_dim
 from actviz.core.records import Capture
 from actviz.core.structures import first_tensor
 
 __all__ = [
-    "DEFAULT_BATCH",
-    "DEFAULT_VERIFY",
-    "EffectRow",
-    "Effects",
-    "LayerEffects",
     "effects",
     "estimate_from_capture",
-    "spearman",
     "verify",
 ]
 
-#: Channels verified per layer when ``channels`` is not given.
-DEFAULT_VERIFY = 16
-#: Samples per forward pass of the exact method.
-DEFAULT_BATCH = 16
 METHODS = ("estimate", "exact")
-
-
-class EffectRow(NamedTuple):
-    """One channel's figures: ``exact`` is None where it was not verified."""
-
-    layer: str
-    channel: int
-    estimate: float
-    exact: float | None
-
-    @property
-    def has_effect(self) -> bool:
-        """Whether the channel has a bar to draw: its estimate or its exact effect is not
-        zero (a classifier's scores other than the target's have neither; an estimate that
-        the exact value contradicts is worth seeing)."""
-        return self.estimate != 0.0 or (self.exact is not None and self.exact != 0.0)
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=np.float64) if a.dtype != bool else np.array(a)
-    a.flags.writeable = False
-    return a
-
-
-@dataclass(frozen=True)
-class LayerEffects:
-    """One layer's effects (read-only arrays, one entry per channel).
-
-    Attributes
-    ----------
-    layer
-        Qualified module name.
-    estimate
-        ``(C,)`` float64: the first-order change of the target per channel.
-    exact
-        ``(C,)`` float64: the true change where ``verified``, NaN elsewhere.
-    verified
-        ``(C,)`` bool: channels whose exact effect was measured.
-    channel_dim
-        The dimension of the layer's output holding the channels.
-    shape
-        The output's shape (first call).
-    calls
-        How many times the module ran in the forward pass (its effects sum over calls).
-    """
-
-    layer: str
-    estimate: np.ndarray
-    exact: np.ndarray
-    verified: np.ndarray
-    channel_dim: int
-    shape: tuple[int, ...]
-    calls: int
-
-    @property
-    def channels(self) -> int:
-        """Number of channels."""
-        return int(self.estimate.shape[0])
-
-    def row(self, channel: int) -> EffectRow:
-        """The figures of one channel."""
-        exact = float(self.exact[channel]) if self.verified[channel] else None
-        return EffectRow(self.layer, int(channel), float(self.estimate[channel]), exact)
-
-    def order(self, by: str = "estimate") -> np.ndarray:
-        """Channels by decreasing ``|effect|`` (``by``: ``"estimate"`` or ``"exact"``; channels
-        not verified go last for ``"exact"``); ties keep channel order."""
-        if by == "estimate":
-            key = np.abs(self.estimate)
-        elif by == "exact":
-            key = np.where(self.verified, np.abs(np.nan_to_num(self.exact, nan=np.inf)), -1.0)
-        else:
-            raise ValueError(f"by must be 'estimate' or 'exact', not {by!r}")
-        key = np.nan_to_num(key, nan=-1.0)
-        return np.argsort(-key, kind="stable")
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What :func:`verify` needs from the clean run (not part of the results' equality)."""
-
-    inputs: Any
-    output: Any
-    target: Any
-    baseline: Baseline
-    edits: Mapping[str, tuple]
-    #: Layers in the order they first ran: batches then mix neighbours only, which keeps
-    #: their shared prefix long (see :mod:`actviz.analysis.effects_exact`).
-    run_order: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Effects:
-    """The result of :func:`effects`: per layer and channel, estimated (and exact) effects.
-
-    Attributes
-    ----------
-    layers
-        The layers, in the order asked.
-    results
-        ``{layer: LayerEffects}`` (read-only).
-    method
-        ``"estimate"``, or ``"exact"`` once channels were verified.
-    baseline
-        What channels were set to, in words.
-    target_value, target_description, target_index
-        The clean run's target, what it is, and its class (or token, or detected label) when
-        it has one.
-    warnings
-        Things to know (a layer the target does not depend on, ...).
-    elapsed_s
-        Seconds in total; ``exact_s`` of them on exact passes, in ``forwards`` forward passes.
-    """
-
-    layers: tuple[str, ...]
-    results: Mapping[str, LayerEffects] = field(repr=False)
-    method: str
-    baseline: str
-    target_value: float
-    target_description: str
-    target_index: int | None = None
-    warnings: tuple[str, ...] = ()
-    elapsed_s: float = 0.0
-    exact_s: float = 0.0
-    forwards: int = 0
-    context: _Context | None = field(default=None, repr=False, compare=False)
-
-    def __getitem__(self, layer: str) -> LayerEffects:
-        try:
-            return self.results[layer]
-        except KeyError:
-            raise KeyError(
-                f"layer {layer!r} has no effects (layers: {', '.join(self.layers)})"
-            ) from None
-
-    def __iter__(self) -> Any:
-        return iter(self.layers)
-
-    def __len__(self) -> int:
-        return len(self.layers)
-
-    def estimate(self, layer: str) -> np.ndarray:
-        """``(C,)`` estimated effects of ``layer``."""
-        return self[layer].estimate
-
-    def exact(self, layer: str) -> np.ndarray:
-        """``(C,)`` exact effects of ``layer`` (NaN where not verified)."""
-        return self[layer].exact
-
-    def top(
-        self, layer: str, k: int = DEFAULT_VERIFY, by: str = "estimate"
-    ) -> tuple[EffectRow, ...]:
-        """The ``k`` channels of ``layer`` with the largest ``|effect|``, largest first.
-
-        Parameters
-        ----------
-        layer
-            A layer of these effects.
-        k
-            How many.
-        by
-            ``"estimate"`` or ``"exact"`` (verified channels first).
-        """
-        res = self[layer]
-        return tuple(res.row(int(c)) for c in res.order(by)[: max(0, int(k))])
-
-    def top_channels(self, layer: str, k: int, by: str = "estimate") -> tuple[int, ...]:
-        """The channels of :meth:`top`, e.g. for ``actviz.edits.ablate`` or ``keep``."""
-        return tuple(row.channel for row in self.top(layer, k, by))
-
-    def table(self) -> tuple[EffectRow, ...]:
-        """One row per channel of every layer (layers in order, channels in order)."""
-        return tuple(
-            self.results[layer].row(c)
-            for layer in self.layers
-            for c in range(self.results[layer].channels)
-        )
-
-    def rank_correlation(self, layer: str) -> float:
-        """Spearman's rank correlation of estimate and exact over ``layer``'s verified
-        channels; NaN with fewer than two, or when either side is constant."""
-        res = self[layer]
-        mask = res.verified
-        return spearman(res.estimate[mask], res.exact[mask])
-
-    def to_dict(self, top: int = DEFAULT_VERIFY) -> dict[str, Any]:
-        """A JSON-ready summary (what ``effects.json`` holds): every channel's estimate, the
-        exact values by channel, the rank correlation and the ``top`` channels per layer."""
-
-        def num(v: float) -> float | None:
-            return float(v) if math.isfinite(v) else None
-
-        layers = {}
-        for name in self.layers:
-            res = self.results[name]
-            verified = np.flatnonzero(res.verified)
-            layers[name] = {
-                "channels": res.channels,
-                "channel_dim": res.channel_dim,
-                "shape": list(res.shape),
-                "calls": res.calls,
-                "estimate": [float(v) for v in res.estimate],
-                "exact": {str(int(c)): num(res.exact[c]) for c in verified},
-                "rank_correlation": num(self.rank_correlation(name)),
-                "top": [row._asdict() for row in self.top(name, top)],
-            }
-        return {
-            "method": self.method,
-            "baseline": self.baseline,
-            "target": {
-                "value": self.target_value,
-                "description": self.target_description,
-                "index": self.target_index,
-            },
-            "sign": "effect = target with the channel replaced - target; negative: the channel "
-            "supports the target",
-            "elapsed_s": self.elapsed_s,
-            "exact_s": self.exact_s,
-            "forwards": self.forwards,
-            "warnings": list(self.warnings),
-            "layers": layers,
-        }
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks from 0, ties given their average rank."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x), dtype=np.float64)
-    sorted_x = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0
-        i = j + 1
-    return ranks
-
-
-def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """Spearman's rank correlation of ``x`` and ``y`` (ties: average ranks).
-
-    NaN where it is undefined: fewer than two pairs, a constant side, or a non-finite value.
-    """
-    a = np.asarray(x, dtype=np.float64).reshape(-1)
-    b = np.asarray(y, dtype=np.float64).reshape(-1)
-    if a.shape != b.shape:
-        raise ValueError(f"spearman needs two sequences of one length, got {a.shape} and {b.shape}")
-    if a.size < 2 or not (np.isfinite(a).all() and np.isfinite(b).all()):
-        return math.nan
-    ra, rb = _ranks(a), _ranks(b)
-    ra -= ra.mean()
-    rb -= rb.mean()
-    denom = math.sqrt(float((ra * ra).sum()) * float((rb * rb).sum()))
-    return float((ra * rb).sum() / denom) if denom > 0 else math.nan
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,9 +116,9 @@ def _layer_estimate(
     size = est.shape[0]
     return LayerEffects(
         layer,
-        _frozen(est),
-        _frozen(np.full(size, np.nan)),
-        _frozen(np.zeros(size, dtype=bool)),
+        frozen(est),
+        frozen(np.full(size, np.nan)),
+        frozen(np.zeros(size, dtype=bool)),
         dim,
         shape,
         len(recs),
@@ -443,7 +185,7 @@ def estimate_from_capture(
         target_index=cap.target_index,
         warnings=tuple(warnings),
         elapsed_s=time.perf_counter() - start,
-        context=_Context(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names)),
+        context=RunContext(cap.inputs, cap.output, target, base, dict(cap.edits), tuple(cap.names)),
     )
 
 
@@ -542,7 +284,7 @@ def verify(
         verified[layer][channel] = True
     results = {
         layer: dataclasses.replace(
-            eff.results[layer], exact=_frozen(exact[layer]), verified=_frozen(verified[layer])
+            eff.results[layer], exact=frozen(exact[layer]), verified=frozen(verified[layer])
         )
         for layer in eff.layers
     }

@@ -13,8 +13,8 @@ import math
 import numpy as np
 from PIL import Image, ImageDraw
 
-from actviz.analysis.effects import Effects
-from actviz.io.export import _fmt, _font, _text_w
+from actviz.analysis.effects.effect_results import Effects
+from actviz.io.export.typeset import _fmt, _font, _text_w
 
 __all__ = ["OPPOSES_RGB", "SUPPORTS_RGB", "chart_title", "effect_colour", "effects_chart"]
 

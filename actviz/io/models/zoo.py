@@ -22,8 +22,8 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from actviz.io.checkpoints import one_line
 from actviz.io.errors import ModelLoadError
+from actviz.io.models.checkpoints import one_line
 
 __all__ = [
     "OFFLINE_ENV",

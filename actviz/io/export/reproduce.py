@@ -1,6 +1,6 @@
 """``reproduce.py``: a short script, written into every export, that rebuilds the run.
 
-The script uses only the public API (``actviz.io.models.open_model``, ``actviz.load_input``,
+The script uses only the public API (``actviz.io.models.loading.open_model``, ``actviz.load_input``,
 ``actviz.capture``, ``actviz.edits``) to rebuild the same model, input, target, ticked layers
 and edits, and saves the same per-layer arrays the export wrote (``<layer>.npz``: ``output``,
 ``grad_output``, ``grad_input<i>``, prefixed ``call<k>_`` for reused modules) into a folder
@@ -54,7 +54,7 @@ class RunSource:
     Attributes
     ----------
     model
-        What :func:`actviz.io.models.open_model` took: a torchvision name, a file,
+        What :func:`actviz.io.models.loading.open_model` took: a torchvision name, a file,
         ``file.py:Class``, ``package.module:factory``, ``"demo"``. None: unknown (the script
         then says so and stops).
     arch, weights, trust, device
@@ -94,7 +94,7 @@ def run_source(
     list_input: bool | None = None,
     target: Any = None,
 ) -> RunSource:
-    """The :class:`RunSource` of a model opened with :func:`actviz.io.models.open_model`
+    """The :class:`RunSource` of a model opened with :func:`actviz.io.models.loading.open_model`
     (``loaded``) with these arguments; its weights are kept when a new open would give other
     ones (random init: a torchvision name without weights, model code)."""
     random = loaded.kind == "code" or (
@@ -259,7 +259,7 @@ def reproduce_script(
         "",
         "import actviz",
         "from actviz.edits import Edit, ablate, clamp, custom, keep, patch, scale  # noqa: F401",
-        "from actviz.io.models import open_model",
+        "from actviz.io.models.loading import open_model",
         "",
         "HERE = Path(__file__).resolve().parent",
         'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',
@@ -439,7 +439,7 @@ def compare_script(
         "import torch",
         "",
         "import actviz",
-        "from actviz.io.models import open_model",
+        "from actviz.io.models.loading import open_model",
         "",
         "HERE = Path(__file__).resolve().parent",
         'OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "reproduced"',

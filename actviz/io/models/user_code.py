@@ -18,8 +18,8 @@ from typing import Any
 
 from torch import nn
 
-from actviz.io.checkpoints import one_line
 from actviz.io.errors import ModelLoadError
+from actviz.io.models.checkpoints import one_line
 
 __all__ = ["CodeRef", "parse_code_ref", "build_from_code", "module_classes_in_file"]
 

@@ -1,0 +1,171 @@
+"""Writing feature visualisations to disk: one PNG per channel, a numbered contact sheet and
+``visualize.json`` (the CLI's output and the window's export, one path). No Qt."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from actviz.analysis.visualize.visualization import Visualization
+from actviz.io.export.typeset import _font, safe_name
+
+__all__ = ["contact_sheet", "reproduce", "write_visualization"]
+
+_GAP = 6
+_LABEL_H = 16
+_BG = (250, 250, 250)
+_INK = (30, 30, 30)
+
+
+def contact_sheet(
+    vis: Visualization, columns: int | None = None, tile: int | None = None
+) -> np.ndarray:
+    """All images of ``vis`` in a grid, each under its channel number: ``(H, W, 3)`` uint8.
+
+    Parameters
+    ----------
+    vis
+        The visualisation.
+    columns
+        Tiles per row; None: about square.
+    tile
+        Side of a tile in pixels; None: the images' own size (at least 64, so the numbers
+        fit).
+    """
+    k = len(vis.channels)
+    cols = columns or max(1, math.ceil(math.sqrt(k)))
+    rows = math.ceil(k / cols)
+    h, w = vis.images.shape[2:]
+    side = tile or max(64, max(h, w))
+    th, tw = (side, round(side * w / h)) if h >= w else (round(side * h / w), side)
+    sheet = Image.new(
+        "RGB",
+        (cols * (tw + _GAP) + _GAP, rows * (th + _LABEL_H + _GAP) + _GAP),
+        _BG,
+    )
+    draw = ImageDraw.Draw(sheet)
+    font = _font(12)
+    for i, channel in enumerate(vis.channels):
+        r, c = divmod(i, cols)
+        x = _GAP + c * (tw + _GAP)
+        y = _GAP + r * (th + _LABEL_H + _GAP)
+        draw.text((x, y), str(channel), fill=_INK, font=font)
+        picture = Image.fromarray(vis.image_uint8(i))
+        if picture.size != (tw, th):
+            picture = picture.resize((tw, th), Image.BILINEAR)
+        sheet.paste(picture, (x, y + _LABEL_H))
+    return np.asarray(sheet)
+
+
+def _channel_ranges(channels: tuple[int, ...]) -> str:
+    """``0-3,7`` for the CLI's ``--channels``."""
+    runs: list[list[int]] = []
+    for c in channels:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
+
+
+def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
+    """How to make ``vis`` again: the :func:`~actviz.visualize` keyword arguments its settings
+    hold (``kwargs``), that call as Python, and the ``actviz visualize`` command line when
+    ``source`` (what the model was opened from) is known and the CLI can express the settings.
+
+    The same call on the same weights gives the same images bit for bit (same device and
+    thread count); a window's export puts this beside the pictures. An objective given as a
+    callable or a direction is named, not included (it is not in the settings).
+    """
+    s = dict(vis.settings)
+    name = str(s["objective"] or "")
+    base = name.lstrip("-")
+    logit = base == "logit"
+    kwargs: dict[str, Any] = {
+        "steps": s["steps"],
+        "size": list(s["size"]),
+        "param": s["param"],
+        "decorrelate": s["decorrelate"],
+        "transforms": s["transforms"],
+        "lr": s["lr"],
+        "seed": s["seed"],
+        "negative": bool(s["negative"]),
+        "mean": s["mean"],
+        "std": s["std"],
+        "input_size": s["input_size"],
+        "redirect_relu": s.get("redirect_relu", True),
+    }
+    if logit:
+        kwargs["target"] = list(vis.channels)
+    elif base in ("channel", "neuron", "layer"):
+        kwargs = {"objective": base, **kwargs}
+    shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    where = "None" if logit else repr(vis.layer)
+    out: dict[str, Any] = {
+        "kwargs": kwargs,
+        "python": f"actviz.visualize(model, {where}, {list(vis.channels)!r}, {shown})",
+    }
+    if base not in ("channel", "neuron", "layer", "logit"):
+        out["objective"] = name or "a callable"
+        return out
+    square = s["size"][0] == s["size"][1]
+    if source and square and kwargs["redirect_relu"]:
+        cli = ["actviz", "visualize", "--model", source]
+        cli += ["--target"] if logit else ["--layer", vis.layer, "--objective", base]
+        cli += ["--channels", _channel_ranges(vis.channels)]
+        if kwargs["negative"]:
+            cli.append("--negative")
+        cli += ["--steps", str(s["steps"]), "--size", str(s["size"][0])]
+        cli += ["--lr", repr(s["lr"]), "--seed", str(s["seed"]), "--param", s["param"]]
+        cli += ["--transforms", s["transforms"]]
+        if not s["decorrelate"]:
+            cli.append("--no-decorrelate")
+        out["cli"] = " ".join([*cli, "--out", "OUT"])
+    return out
+
+
+def write_visualization(
+    vis: Visualization, out: str | Path, extra: Mapping[str, Any] | None = None
+) -> list[Path]:
+    """Write ``vis`` into folder ``out``; returns the files written.
+
+    Files: ``<layer>_<channel>.png`` per image (``logit_<class>.png`` for a class target),
+    ``<layer>_sheet.png`` (the numbered contact sheet) and ``visualize.json`` (layer,
+    channels, settings, final activations, objective curves, file names, plus ``extra``, e.g.
+    the model's name).
+    """
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = safe_name(vis.layer) if vis.layer else "logit"
+    files: list[Path] = []
+    names = []
+    for i, channel in enumerate(vis.channels):
+        path = folder / f"{stem}_{channel}.png"
+        Image.fromarray(vis.image_uint8(i)).save(path)
+        files.append(path)
+        names.append(path.name)
+    sheet = folder / f"{stem}_sheet.png"
+    Image.fromarray(contact_sheet(vis)).save(sheet)
+    files.append(sheet)
+    meta = {
+        **(dict(extra) if extra else {}),
+        "layer": vis.layer,
+        "channels": list(vis.channels),
+        "settings": dict(vis.settings),
+        "activations": [float(a) for a in vis.activations],
+        "objective": {str(c): vis.objective[:, i].tolist() for i, c in enumerate(vis.channels)},
+        "from_cache": list(vis.from_cache),
+        "elapsed_s": vis.elapsed_s,
+        "images": names,
+        "contact_sheet": sheet.name,
+    }
+    path = folder / "visualize.json"
+    path.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    files.append(path)
+    return files

@@ -1,0 +1,416 @@
+"""An HTML report of a run: one self-contained file anyone can open, without actviz or the model.
+
+The report holds the model summary, the input, the prediction (before and after edits), every
+layer's activation and |gradient| panels with their colour bars, saliency and Grad-CAM, the
+statistics table, a comparison with another run, scan top-k sheets, further figures (channel
+effects, visualisations), the edit list and the ``reproduce.py`` text. Every picture is the one
+``actviz export`` writes, made by the same functions
+(:func:`actviz.io.export.typeset.layer_page_images`,
+:func:`actviz.io.export.typeset.attribution_images`), so its pixels are the export's and the
+window's.
+
+The file needs nothing else: pictures are embedded PNGs (``data:`` URIs), the CSS is inline,
+there is no script, and a Content-Security-Policy forbids any network request. Layers are
+collapsible (``<details>``) and a table of contents links every section. No Qt here.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from actviz.core.records import Capture
+from actviz.display import colormaps
+from actviz.io.export.capture_export import prepare_export
+from actviz.io.export.report_page import (
+    Page,
+    anchor_id,
+    comparison_section,
+    esc,
+    html_table,
+    model_summary,
+    no_layers_text,
+    png_bytes,
+    prediction_section,
+    sequence_views,
+    shape_text,
+    stats_table,
+)
+from actviz.io.export.reproduce import RunSource, reproduce_script
+from actviz.io.export.typeset import attribution_images, layer_page_images, safe_name
+from actviz.io.files import atomic_write, check_out_file
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ReportInfo", "png_bytes", "write_report", "write_result_report"]
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class ReportInfo:
+    """What :func:`write_report` wrote.
+
+    Attributes
+    ----------
+    path
+        The HTML file.
+    nbytes
+        Its size in bytes.
+    panels
+        ``(id, title)`` of every embedded picture, in page order (``"features:<layer>"``,
+        ``"grad:<layer>"``, ``"saliency"``, ``"gradcam"``, ``"input"``, ...).
+    """
+
+    path: Path
+    nbytes: int
+    panels: tuple[tuple[str, str], ...]
+
+
+def _reproduce_text(cap: Capture, source: RunSource | None, names: Sequence[str]) -> str:
+    # The script export writes beside its arrays, under the same file names.
+    saved: dict[str, str] = {}
+    if source is None or source.input is None:
+        saved["inputs"] = "reproduce_inputs.pt"
+    if source is not None and source.state is not None:
+        saved["weights"] = "reproduce_weights.pt"
+    index = 0
+    for items in cap.edits.values():
+        for edit in items:
+            if edit.kind == "patch":
+                saved[f"patch{index}"] = f"reproduce_patch{index}.pt"
+                index += 1
+    files = {name: f"{safe_name(name)}.npz" for name in names}
+    return reproduce_script(cap, source, names, files=files, saved=saved)
+
+
+def write_report(
+    cap: Capture,
+    path: str | os.PathLike[str],
+    *,
+    image: np.ndarray | None = None,
+    categories: Sequence[str] | None = None,
+    model_name: str = "",
+    model: Any = None,
+    input_name: str = "",
+    cmap: str = colormaps.DEFAULT_ACTIVATION_CMAP,
+    normalize: str = "channel",
+    gradcam_layer: str | None = None,
+    layers: Sequence[str] | None = None,
+    source: RunSource | None = None,
+    baseline: Capture | None = None,
+    comparison: Any = None,
+    comparison_label: str = "",
+    scan_sheets: Mapping[str, Image.Image | np.ndarray | bytes] | None = None,
+    figures: Sequence[tuple[str, Image.Image | np.ndarray | bytes]] = (),
+    tokens: Sequence[str] | None = None,
+    tokenizer: Any = None,
+    layout: Any = None,
+    token_saliency: Any = None,
+    title: str = "",
+    notes: Sequence[str] = (),
+    progress: ProgressFn | None = None,
+) -> ReportInfo:
+    """Write one self-contained HTML report of ``cap`` to ``path``.
+
+    Parameters
+    ----------
+    cap
+        The capture (its edits are listed; with ``baseline`` the prediction is shown before
+        and after them).
+    path
+        The ``.html`` file (written atomically).
+    image, categories, model_name, input_name, cmap, normalize, gradcam_layer, layers, source
+        As :func:`actviz.io.export.capture_export.export_capture` takes them: the same pictures
+        result.
+    model
+        The model (an ``nn.Module`` or a ``LoadedModel``) for the summary (parameters,
+        dtypes) and for sequence views; None: the summary comes from the capture.
+    baseline
+        The unedited capture of the same input (the window's before/after).
+    comparison, comparison_label
+        A :class:`actviz.core.compare.Comparison` of this run with another (its chart), and a
+        sentence saying which runs.
+    scan_sheets
+        ``{layer: contact sheet}`` of a dataset scan's top-k images
+        (:func:`actviz.data.sheet.contact_sheet`).
+    figures
+        Further ``(title, picture)`` pairs shown at the time: channel effects,
+        visualisations.
+    tokens, tokenizer, layout, token_saliency
+        A text input's tokens, its tokenizer, a ViT's patch layout and a text input's saliency
+        per token computed already (as export takes them).
+    title
+        The page title (default: "actviz report: <model>").
+    notes
+        Lines shown under the title (e.g. a session's warnings).
+    progress
+        Called as ``progress(done, total, what)``.
+
+    Returns
+    -------
+    ReportInfo
+        The file, its size and the panels embedded.
+    """
+    out = Path(path)
+    names = list(layers) if layers is not None else list(cap.names)
+    module = getattr(model, "model", model)
+    if isinstance(module, torch.nn.Module):
+        cap = _with_input_gradient(cap, module)
+    cap, prepared = prepare_export(
+        cap,
+        names,
+        image=image,
+        categories=categories,
+        cmap=cmap,
+        normalize=normalize,
+        gradcam_layer=gradcam_layer,
+        tokens=tokens,
+        model=module if isinstance(module, torch.nn.Module) else None,
+        tokenizer=tokenizer,
+        layout=layout,
+        token_saliency=token_saliency,
+    )
+    total = len(names) + 2
+    page = Page()
+    model_summary(page, cap, module, names, model_name)
+    for line in notes:
+        page.add(f'<p class="warn">{esc(line)}</p>')
+
+    page.section("input", "Input")
+    page.add(f"<p>{esc(input_name or '–')}</p>")
+    if image is not None:
+        page.figure(
+            "input", image, f"the input as the model sees it ({image.shape[1]}×{image.shape[0]})"
+        )
+    page.add(f'<p class="muted">input shapes: {esc(_input_shapes(cap.inputs))}</p>')
+
+    prediction_section(page, prepared, cap, baseline, categories)
+
+    if progress is not None:
+        progress(0, total, "saliency and Grad-CAM")
+    pictures, attribution = attribution_images(cap, prepared, image, gradcam_layer)
+    if pictures or attribution.get("gradcam_error"):
+        page.section("attribution", "Saliency and Grad-CAM")
+        for key, (picture, _values) in pictures.items():
+            page.figure(
+                key,
+                picture,
+                {
+                    "saliency": attribution.get("saliency_of", "saliency |d target / d input|"),
+                    "gradcam": f"Grad-CAM at {attribution.get('gradcam_layer')}",
+                    "rollout": "attention rollout",
+                }[key],
+            )
+        if attribution.get("gradcam_error"):
+            page.add(f'<p class="warn">Grad-CAM: {esc(attribution["gradcam_error"])}</p>')
+
+    page.section("layers", f"Layers ({len(names)})")
+    page.add(
+        '<p class="muted">Activations (each tile its own colour scale unless stated) and '
+        "|d target / d output| per layer, as <code>actviz export</code> draws them.</p>"
+        if names
+        else no_layers_text(cap)
+    )
+    for i, name in enumerate(names):
+        if progress is not None:
+            progress(i + 1, total, name)
+        rec = cap[name]
+        layer = prepared.layers.get(name)
+        anchor = anchor_id("layer", name)
+        page.sub(anchor, name or "(model)")
+        t = rec.tensor
+        shape = shape_text(tuple(t.shape)) if t is not None else "no tensor output"
+        meta = f"{rec.module_type} · {shape}"
+        page.add(
+            f'<details id="{esc(anchor)}" open><summary>{esc(name or "(model)")} '
+            f'<span class="meta">{esc(meta)}</span></summary>'
+        )
+        base = safe_name(name)
+        if layer is not None and layer.view is not None:
+            for suffix, picture in layer_page_images(
+                base, "features", layer, cmap, normalize=normalize
+            ):
+                if not suffix.endswith("_1x"):
+                    page.figure(
+                        f"features:{name}{suffix}",
+                        picture,
+                        f"{name or '(model)'} activations{suffix}",
+                    )
+        if rec.grad is not None:
+            grad = layer if layer is not None and layer.grad_view is not None else rec.grad
+            for suffix, picture in layer_page_images(
+                base,
+                "grad",
+                grad,
+                cmap,
+                title=f"|d target / d {name or 'output'}|",
+                normalize=normalize,
+            ):
+                if not suffix.endswith("_1x"):
+                    page.figure(
+                        f"grad:{name}{suffix}", picture, f"{name or '(model)'} |gradient|{suffix}"
+                    )
+        if layer is None or (layer.view is None and rec.grad is None):
+            page.add('<p class="muted">Nothing to draw for this output.</p>')
+        page.add("</details>")
+
+    sequence_views(page, prepared, names)
+    stats_table(page, prepared, names, cap)
+    if comparison is not None:
+        comparison_section(page, comparison, comparison_label)
+    if scan_sheets:
+        page.section("scan", "Dataset scan: top-k images")
+        for layer_name, sheet in scan_sheets.items():
+            page.figure(f"scan:{layer_name}", sheet, f"{layer_name}: top images per channel")
+    if figures:
+        page.section("figures", "Further views")
+        for i, (caption, picture) in enumerate(figures):
+            page.figure(f"figure:{i}", picture, caption)
+
+    page.section("edits", "Edits")
+    if cap.edits:
+        rows = [
+            (esc(layer), esc(edit.describe()))
+            for layer, items in cap.edits.items()
+            for edit in items
+        ]
+        page.add(html_table(("layer", "edit"), rows, left=2))
+    else:
+        page.add('<p class="muted">No edits: the model as it is.</p>')
+    page.section("reproduce", "reproduce.py")
+    page.add(
+        "<p>The script <code>actviz export</code> writes beside its arrays; it rebuilds this run "
+        "with actviz's public API.</p>"
+    )
+    page.add(f"<pre>{esc(_reproduce_text(cap, source, names))}</pre>")
+    _reproduce_files(page, cap, source)
+
+    if progress is not None:
+        progress(total - 1, total, "writing")
+    title = title or f"actviz report: {model_name or 'model'}"
+    subtitle = " · ".join(
+        x
+        for x in (
+            input_name,
+            prepared.target_text or cap.target_description,
+            f"{len(names)} layers",
+        )
+        if x
+    )
+    text = page.html(title, subtitle)
+    check_out_file(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    if progress is not None:
+        progress(total, total, "done")
+    return ReportInfo(out, out.stat().st_size, tuple(page.panels))
+
+
+#: The largest input tensors the report carries for reproduce.py (bytes, before base64).
+CARRIED_INPUT_BYTES = 32 * 2**20
+
+
+def _reproduce_files(page: Page, cap: Capture, source: RunSource | None) -> None:
+    """The files reproduce.py reads that only a report can carry: the input tensors, when
+    the input has no file to reopen (the script read ``reproduce_inputs.pt``, which the
+    report did not hold), as a link that saves them."""
+    if source is not None and source.input is not None:
+        return
+    buf = io.BytesIO()
+    try:
+        torch.save(cap.inputs, buf)
+    except Exception:  # noqa: BLE001 - an input torch cannot save: said, not carried
+        page.add('<p class="warn">The input cannot be saved for reproduce.py.</p>')
+        return
+    data = buf.getvalue()
+    if len(data) > CARRIED_INPUT_BYTES:
+        page.add(
+            '<p class="muted">The input is too large to carry here '
+            f"({len(data) / 2**20:.0f} MiB): <code>actviz export</code> writes "
+            "<code>reproduce_inputs.pt</code> beside the script.</p>"
+        )
+        return
+    href = "data:application/octet-stream;base64," + base64.b64encode(data).decode("ascii")
+    page.add(
+        f'<p>The script reads the input from <a download="reproduce_inputs.pt" href="{href}">'
+        "reproduce_inputs.pt</a>: save it beside the script.</p>"
+    )
+
+
+def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
+    """``cap`` with its input gradient, for the saliency: a window's run skips it while no
+    saliency is on screen (the Overview never shown), and the report then had none. Taken
+    again with the run's target and edits; ``cap`` as it is when that cannot be had or
+    would differ (another target resolved, a failure)."""
+    from actviz.core.targets import fixed_default
+
+    if cap.input_grads is not None or not cap.gradients or cap.inputs is None:
+        return cap
+    # A one-row classifier's class is an int target whether chosen or auto (held to the
+    # unedited top-1); elsewhere the run's target is the default.
+    target = cap.target_index if fixed_default(cap.output) is not None else None
+    try:
+        from actviz.core.capture import capture
+
+        again = capture(model, cap.inputs, [], target=target, edits=cap.edits or None)
+    except Exception:  # noqa: BLE001 - the report goes on without a saliency
+        log.debug("no input gradient for the report's saliency", exc_info=True)
+        return cap
+    if again.input_grads is None or again.target_index != cap.target_index:
+        return cap
+    return dataclasses.replace(cap, input_grads=again.input_grads)
+
+
+def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any) -> ReportInfo:
+    """:func:`write_report` of a prepared run as the window shows it
+    (:class:`actviz.display.prepared.RunResult`): its capture, input image, panels (layers),
+    colour map, normalisation, Grad-CAM layer, class names and, for an edited run, the
+    unedited one. ``kwargs`` adds or overrides :func:`write_report`'s arguments (``model``,
+    ``model_name``, ``source``, ``comparison``, ``figures``, ...).
+
+    Raises
+    ------
+    ValueError
+        When the result holds no capture (it was freed).
+    """
+    if result.capture is None:
+        raise ValueError("this result holds no capture to report")
+    spec = result.spec
+    args: dict[str, Any] = {
+        "image": result.image,
+        "categories": spec.categories,
+        "cmap": spec.colormap,
+        "normalize": spec.normalize,
+        "gradcam_layer": spec.gradcam_layer,
+        "layers": [n for n in (result.shown or spec.layers) if n in result.capture],
+        "baseline": result.baseline,
+        "tokens": spec.tokens,
+        "tokenizer": spec.tokenizer,
+        "layout": spec.layout,
+        "token_saliency": result.token_saliency,
+    }
+    args.update(kwargs)
+    return write_report(result.capture, path, **args)
+
+
+def _input_shapes(obj: Any) -> str:
+    if isinstance(obj, torch.Tensor):
+        return f"{shape_text(tuple(obj.shape))} {str(obj.dtype).replace('torch.', '')}"
+    if isinstance(obj, dict):
+        return ", ".join(f"{k}: {_input_shapes(v)}" for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return "(" + ", ".join(_input_shapes(v) for v in obj) + ")"
+    return type(obj).__name__

@@ -1,0 +1,510 @@
+"""The bundled demo model: a small CNN trained by the project on shapes it draws itself.
+
+``actviz`` with no arguments opens this model on one of its sample images, fully offline.
+Everything here is plain torch / numpy / PIL (no Qt): the weights and the sample PNGs live in
+the ``actviz.resources`` package (``resources/demo`` in the repository) and are located with
+:mod:`importlib.resources`, so they are found after a regular (non-editable) install too.
+
+The same image generator serves the training script (``tools/train_demo.py``) and the tests:
+each image is one coloured shape (random position, size, rotation and colour) on a textured
+background (gradient, stripes, smooth noise), so early feature maps show edges and
+textures while only the object tells the classes apart, which is what makes Grad-CAM land on it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import pathlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DEMO_CLASSES",
+    "DEMO_INPUT_SIZE",
+    "DEMO_GRADCAM_LAYER",
+    "DemoNet",
+    "GeneratedImage",
+    "build_demo_model",
+    "load_demo_model",
+    "demo_transform",
+    "demo_samples",
+    "demo_sample_boxes",
+    "demo_sample_tensor",
+    "demo_weights_path",
+    "generate_image",
+    "generate_example",
+]
+
+#: Class names, index = logit index. The sample files are named ``<class>.png``.
+#: "background" (texture only, no object) is a class of its own: it soaks up the evidence that
+#: the texture alone carries, so no shape class can be predicted "by default" from the
+#: background, and Grad-CAM for a shape has to come from the shape.
+DEMO_CLASSES: list[str] = [
+    "background",
+    "circle",
+    "square",
+    "triangle",
+    "star",
+    "cross",
+    "ring",
+    "arrow",
+]
+
+#: (height, width) of the model input; images are RGB, values in [0, 1], no normalisation.
+DEMO_INPUT_SIZE: tuple[int, int] = (64, 64)
+
+#: The last conv block, where Grad-CAM is meaningful (8x8 maps, one cell = 8x8 input pixels).
+DEMO_GRADCAM_LAYER = "features.block4"
+
+_RESOURCE_DIR = "demo"
+_WEIGHTS_NAME = "demo_cnn.pt"
+_SAMPLES_DIR = "samples"
+_BOXES_NAME = "boxes.json"
+
+# Shapes are rasterised this many times larger and box-filtered down: smooth (antialiased)
+# edges, so first-layer filters learn edges rather than staircase artefacts.
+_SUPERSAMPLE = 4
+
+
+# --------------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------------
+
+
+class ConvBlock(nn.Module):
+    """``conv -> bn -> relu``: one stage of :class:`DemoNet`.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+        Channel counts of the 3x3 convolution (padding 1, so the spatial size is kept).
+    inplace : bool
+        Use an in-place ReLU. The last block does, on purpose: an in-place op overwrites the
+        batch-norm output that a naive forward hook would have kept a reference to.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, *, inplace: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(out_channels)
+        self.relu = nn.ReLU(inplace=inplace)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.relu(self.bn(self.conv(x)))
+
+
+class DemoNet(nn.Module):
+    """Small CNN for the demo: four conv blocks (maps of 64, 32, 16 and 8 pixels), GAP, ``fc``.
+
+    Module tree::
+
+        features            Sequential
+          block1            ConvBlock(3 -> 16)    64x64
+          pool1             MaxPool2d             32x32
+          block2            ConvBlock(16 -> 32)   32x32
+          pool2             MaxPool2d             16x16
+          block3            ConvBlock(32 -> 64)   16x16
+          pool3             MaxPool2d              8x8
+          block4            ConvBlock(64 -> 64, in-place ReLU)  8x8
+        pool                AdaptiveAvgPool2d(1)
+        flatten             Flatten
+        fc                  Linear(64 -> len(DEMO_CLASSES))
+
+    Parameters
+    ----------
+    num_classes : int
+        Number of output logits.
+    widths : tuple of int
+        Output channels of the four conv blocks.
+    """
+
+    def __init__(
+        self, num_classes: int = len(DEMO_CLASSES), widths: tuple[int, ...] = (16, 32, 64, 64)
+    ) -> None:
+        super().__init__()
+        w1, w2, w3, w4 = widths
+        self.features = nn.Sequential(
+            OrderedDict(
+                [
+                    ("block1", ConvBlock(3, w1)),
+                    ("pool1", nn.MaxPool2d(2)),
+                    ("block2", ConvBlock(w1, w2)),
+                    ("pool2", nn.MaxPool2d(2)),
+                    ("block3", ConvBlock(w2, w3)),
+                    ("pool3", nn.MaxPool2d(2)),
+                    ("block4", ConvBlock(w3, w4, inplace=True)),
+                ]
+            )
+        )
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(w4, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(self.flatten(self.pool(self.features(x))))
+
+
+def build_demo_model() -> DemoNet:
+    """Return a freshly initialised :class:`DemoNet` (random weights, train mode).
+
+    Returns
+    -------
+    DemoNet
+        The demo architecture for ``len(DEMO_CLASSES)`` classes.
+    """
+    return DemoNet(num_classes=len(DEMO_CLASSES))
+
+
+def _resource_dir() -> Traversable:
+    return resources.files("actviz.resources") / _RESOURCE_DIR
+
+
+def demo_weights_path() -> Traversable:
+    """Return the location of the bundled weight file (a float32 ``state_dict``).
+
+    Returns
+    -------
+    importlib.resources.abc.Traversable
+        ``actviz.resources/demo/demo_cnn.pt``; a real path for normal installs.
+    """
+    return _resource_dir() / _WEIGHTS_NAME
+
+
+def load_demo_model() -> DemoNet:
+    """Build :class:`DemoNet` and load the bundled trained weights.
+
+    Returns
+    -------
+    DemoNet
+        The trained model, in eval mode, on the CPU.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the weight file is missing from the installed resources.
+    """
+    weights = demo_weights_path()
+    if not weights.is_file():
+        raise FileNotFoundError(
+            f"demo weights not found at {weights}; run `python tools/train_demo.py` to create them"
+        )
+    # Traversable.open works for zipped installs as well as plain directories.
+    with weights.open("rb") as fh:
+        state = torch.load(fh, map_location="cpu", weights_only=True)
+    model = build_demo_model()
+    model.load_state_dict(state)
+    model.eval()
+    return model
+
+
+def demo_transform(image: Image.Image) -> Tensor:
+    """Turn a PIL image into the demo model's input.
+
+    Parameters
+    ----------
+    image : PIL.Image.Image
+        Any mode and size; converted to RGB and resized (bilinear) to :data:`DEMO_INPUT_SIZE`.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(3, H, W)`` float32 in [0, 1] (the model was trained without mean/std normalisation).
+    """
+    h, w = DEMO_INPUT_SIZE
+    image = image.convert("RGB")
+    if image.size != (w, h):
+        image = image.resize((w, h), Image.BILINEAR)
+    array = np.asarray(image, dtype=np.float32) / 255.0
+    return torch.from_numpy(np.ascontiguousarray(array.transpose(2, 0, 1)))
+
+
+def demo_samples() -> list[pathlib.Path]:
+    """Return the bundled sample images, sorted by name.
+
+    Each file is named after its true class (``circle.png``, ``star.png``, ...).
+
+    Returns
+    -------
+    list of pathlib.Path
+        Paths of the sample PNGs (empty if the resources are missing).
+    """
+    samples = _resource_dir() / _SAMPLES_DIR
+    if not samples.is_dir():
+        return []
+    return sorted(
+        (pathlib.Path(str(entry)) for entry in samples.iterdir() if entry.name.endswith(".png")),
+        key=lambda p: p.name,
+    )
+
+
+def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
+    """Return the object bounding box of each sample, as written by the training script.
+
+    Returns
+    -------
+    dict
+        ``file name -> (x0, y0, x1, y1)`` in input pixels, ``x1``/``y1`` exclusive; None for
+        the "background" sample, which has no object.
+    """
+    boxes = _resource_dir() / _SAMPLES_DIR / _BOXES_NAME
+    data = json.loads(boxes.read_text(encoding="utf-8"))
+    return {name: None if box is None else tuple(int(v) for v in box) for name, box in data.items()}
+
+
+def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
+    """Load one bundled sample, ready for the demo model and for display.
+
+    Parameters
+    ----------
+    name : str, optional
+        Sample file name (``"star.png"``) or stem / class name (``"star"``). ``None`` picks the
+        first sample.
+
+    Returns
+    -------
+    x : torch.Tensor
+        ``(1, 3, H, W)`` float32 in [0, 1].
+    rgb : numpy.ndarray
+        ``(H, W, 3)`` uint8, the same pixels for overlays.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there are no samples, or none matches ``name``.
+    """
+    samples = demo_samples()
+    if not samples:
+        raise FileNotFoundError("no demo samples in actviz.resources/demo/samples")
+    if name is None:
+        path = samples[0]
+    else:
+        matches = [p for p in samples if name in (p.name, p.stem)]
+        if not matches:
+            known = ", ".join(p.stem for p in samples)
+            raise FileNotFoundError(f"no demo sample named {name!r}; known: {known}")
+        path = matches[0]
+    with Image.open(path) as image:
+        x = demo_transform(image)
+    rgb = np.ascontiguousarray((x.permute(1, 2, 0).numpy() * 255.0).round().astype(np.uint8))
+    return x.unsqueeze(0), rgb
+
+
+# --------------------------------------------------------------------------------------------
+# Image generator
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GeneratedImage:
+    """One generated example.
+
+    Attributes
+    ----------
+    image : PIL.Image.Image
+        RGB image of :data:`DEMO_INPUT_SIZE`.
+    label : int
+        Index into :data:`DEMO_CLASSES`.
+    mask : numpy.ndarray
+        ``(H, W)`` bool, pixels where the object covers at least half the pixel (all False for
+        the "background" class).
+    box : tuple of int or None
+        ``(x0, y0, x1, y1)`` bounding box of ``mask`` (``x1``, ``y1`` exclusive); None when
+        there is no object.
+    center : tuple of float
+        ``(cx, cy)`` where the shape was placed, in pixels.
+    """
+
+    image: Image.Image
+    label: int
+    mask: np.ndarray
+    box: tuple[int, int, int, int] | None
+    center: tuple[float, float]
+
+
+def _regular_polygon(
+    cx: float, cy: float, r: float, n: int, angle: float
+) -> list[tuple[float, float]]:
+    return [
+        (
+            cx + r * math.cos(angle + 2 * math.pi * k / n),
+            cy + r * math.sin(angle + 2 * math.pi * k / n),
+        )
+        for k in range(n)
+    ]
+
+
+def _transform(
+    points: list[tuple[float, float]], cx: float, cy: float, r: float, angle: float
+) -> list[tuple[float, float]]:
+    """Scale unit-frame points by ``r``, rotate by ``angle`` and move them to ``(cx, cy)``."""
+    c, s = math.cos(angle), math.sin(angle)
+    return [(cx + r * (x * c - y * s), cy + r * (x * s + y * c)) for x, y in points]
+
+
+def _draw_shape(
+    draw: ImageDraw.ImageDraw, cls: str, cx: float, cy: float, r: float, angle: float
+) -> None:
+    """Draw class ``cls`` filled with 255 on an ``L`` canvas; ``r`` is the outer radius."""
+
+    def ellipse(radius: float, fill: int, ox: float = 0.0, oy: float = 0.0) -> None:
+        draw.ellipse(
+            (cx + ox - radius, cy + oy - radius, cx + ox + radius, cy + oy + radius), fill=fill
+        )
+
+    if cls == "background":
+        pass  # texture only
+    elif cls == "circle":
+        ellipse(r * 0.85, 255)
+    elif cls == "square":
+        draw.polygon(_regular_polygon(cx, cy, r, 4, angle), fill=255)
+    elif cls == "triangle":
+        draw.polygon(_regular_polygon(cx, cy, r, 3, angle), fill=255)
+    elif cls == "star":
+        pts = []
+        for k in range(10):
+            rad = r if k % 2 == 0 else r * 0.42
+            a = angle + math.pi * k / 5
+            pts.append((cx + rad * math.cos(a), cy + rad * math.sin(a)))
+        draw.polygon(pts, fill=255)
+    elif cls == "cross":
+        t = 0.3  # half-width of the arms, as a fraction of r
+        unit = [(t, -1), (t, -t), (1, -t), (1, t), (t, t), (t, 1), (-t, 1), (-t, t), (-1, t),
+                (-1, -t), (-t, -t), (-t, -1)]  # fmt: skip
+        draw.polygon(_transform(unit, cx, cy, r, angle), fill=255)
+    elif cls == "ring":
+        ellipse(r * 0.9, 255)
+        ellipse(r * 0.5, 0)
+    elif cls == "arrow":
+        unit = [(-1, -0.22), (0.15, -0.22), (0.15, -0.6), (1, 0), (0.15, 0.6), (0.15, 0.22),
+                (-1, 0.22)]  # fmt: skip
+        draw.polygon(_transform(unit, cx, cy, r, angle), fill=255)
+    else:
+        raise ValueError(f"unknown demo class {cls!r}; expected one of {DEMO_CLASSES}")
+
+
+def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """Return an ``(h, w, 3)`` float background in [0, 1]: two colours mixed by a pattern."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    # No textures with corners or blobs (checks, dots): those look like the classes themselves
+    # and would pull the class evidence off the object.
+    kind = rng.integers(3)
+    theta = rng.uniform(0, 2 * math.pi)
+    u = (xx * math.cos(theta) + yy * math.sin(theta)) / max(h, w)
+    if kind == 0:  # linear gradient
+        t = u - u.min()
+        t /= max(float(t.max()), 1e-6)
+    elif kind == 1:  # soft stripes
+        period = rng.uniform(6.0, 16.0) / max(h, w)
+        t = 0.5 + 0.5 * np.sin(2 * math.pi * u / period + rng.uniform(0, 2 * math.pi))
+    else:  # smooth blotchy noise: coarse random grid upsampled bicubically
+        cells = int(rng.integers(3, 9))
+        coarse = rng.uniform(0, 255, size=(cells, cells)).astype(np.uint8)
+        t = np.asarray(Image.fromarray(coarse).resize((w, h), Image.BICUBIC), np.float32) / 255
+    c1 = rng.uniform(0.0, 1.0, size=3)
+    # The second colour stays near the first: the texture is visible but weaker than the object.
+    c2 = np.clip(c1 + rng.uniform(-0.3, 0.3, size=3), 0, 1)
+    return c1 * (1 - t[..., None]) + c2 * t[..., None]
+
+
+def generate_example(
+    cls: str | int, rng: np.random.Generator, *, min_offset: float = 0.0
+) -> GeneratedImage:
+    """Draw one example of class ``cls`` with its mask and bounding box.
+
+    Parameters
+    ----------
+    cls : str or int
+        Class name from :data:`DEMO_CLASSES`, or its index.
+    rng : numpy.random.Generator
+        Source of every random choice (position, size, rotation, colours, texture, noise).
+    min_offset : float
+        Minimum distance in pixels between the object's centre and the image centre; the
+        bundled samples use it to keep objects off-centre.
+
+    Returns
+    -------
+    GeneratedImage
+        Image, label, mask and box.
+
+    Raises
+    ------
+    ValueError
+        If ``cls`` is not a demo class.
+    """
+    if isinstance(cls, str):
+        if cls not in DEMO_CLASSES:
+            raise ValueError(f"unknown demo class {cls!r}; expected one of {DEMO_CLASSES}")
+        label = DEMO_CLASSES.index(cls)
+    else:
+        label = int(cls)
+        if not 0 <= label < len(DEMO_CLASSES):
+            raise ValueError(
+                f"unknown demo class index {label}; expected 0..{len(DEMO_CLASSES) - 1}"
+            )
+    name = DEMO_CLASSES[label]
+    h, w = DEMO_INPUT_SIZE
+    r = float(rng.uniform(0.16, 0.30) * min(h, w))  # outer radius: objects 20..38 px across
+    for _ in range(100):
+        cx = float(rng.uniform(r, w - r))
+        cy = float(rng.uniform(r, h - r))
+        if math.hypot(cx - w / 2, cy - h / 2) >= min_offset:
+            break
+    angle = float(rng.uniform(0, 2 * math.pi))
+
+    s = _SUPERSAMPLE
+    canvas = Image.new("L", (w * s, h * s), 0)
+    _draw_shape(ImageDraw.Draw(canvas), name, cx * s, cy * s, r * s, angle)
+    alpha = np.asarray(canvas.resize((w, h), Image.BOX), np.float32) / 255.0
+
+    background = _background(rng, h, w)
+    # The object colour must stand out from the background under it, else the label is noise.
+    under = background[alpha > 0.5].mean(axis=0) if (alpha > 0.5).any() else background.mean((0, 1))
+    colour = rng.uniform(0, 1, size=3)
+    for _ in range(50):
+        if np.abs(colour - under).sum() > 0.6:
+            break
+        colour = rng.uniform(0, 1, size=3)
+    # A slight shading across the object so its inside is not perfectly flat.
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    shade = 1.0 + 0.15 * ((xx - cx) * math.cos(angle) + (yy - cy) * math.sin(angle)) / r
+    fg = np.clip(colour[None, None, :] * shade[..., None], 0, 1)
+
+    image = background * (1 - alpha[..., None]) + fg * alpha[..., None]
+    image += rng.normal(0.0, rng.uniform(0.01, 0.05), size=image.shape)
+    rgb = (np.clip(image, 0, 1) * 255.0 + 0.5).astype(np.uint8)
+
+    mask = alpha >= 0.5
+    box = None
+    if mask.any():
+        ys, xs = np.nonzero(mask)
+        box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1)
+    return GeneratedImage(Image.fromarray(rgb, "RGB"), label, mask, box, (cx, cy))
+
+
+def generate_image(cls: str | int, rng: np.random.Generator) -> Image.Image:
+    """Draw one RGB image of class ``cls`` (see :func:`generate_example` for details).
+
+    Parameters
+    ----------
+    cls : str or int
+        Class name from :data:`DEMO_CLASSES`, or its index.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    PIL.Image.Image
+        RGB image of :data:`DEMO_INPUT_SIZE`.
+    """
+    return generate_example(cls, rng).image

@@ -1,0 +1,119 @@
+"""What an opened model is (:class:`LoadedModel`), and the messages shared by opening by name and
+from files.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+
+from actviz.io.models import timm_models, zoo
+from actviz.io.models.arch_guess import ArchGuess
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to explore, with what is known about how to feed it.
+
+    Attributes
+    ----------
+    model
+        The module, in eval mode, on the requested device.
+    name
+        Short display name (e.g. ``"resnet18"``, ``"model.pt (resnet18)"``).
+    source
+        The source string as given.
+    kind
+        ``"demo"``, ``"torchvision"``, ``"timm"``, ``"hf"`` (Hugging Face transformers),
+        ``"code"``, ``"module"``, ``"state_dict"``, ``"safetensors"``, ``"torchscript"``,
+        ``"export"`` or ``"pickle"``.
+    categories
+        Class names indexed like the output logits, when known.
+    transforms
+        Preprocessing callable (PIL image or tensor -> tensor (C, H, W)), when known.
+    input_size
+        ``(height, width)`` the model expects, when known.
+    warnings
+        Things the user should be told (random weights, no hooks in TorchScript, ...).
+    input_shape
+        Full input shape when the file records it (``torch.export`` programs), else None.
+    arch_guesses
+        When the architecture of a weights-only file was guessed: the ranked guesses, the
+        one used first; empty otherwise.
+    task
+        What the model does, when known: ``"causal-lm"`` (next-token logits), ``"classifier"``,
+        ``"vision"`` (an image model without a classification head), else None. (``kind``
+        above says where the model came from.)
+    tokenizer
+        The Hugging Face tokenizer of the model folder, when it has one: ``text:`` inputs
+        need it (:func:`actviz.io.input_files.open_input`).
+    processor
+        The Hugging Face image processor of the model folder, when it has one (``transforms``
+        then applies it).
+    weights_from
+        Where in a checkpoint the weights were taken from, when not the top level (e.g.
+        ``"['state_dict_ema'] (EMA)"``); "" otherwise.
+    """
+
+    model: nn.Module
+    name: str
+    source: str
+    kind: str
+    categories: list[str] | None = None
+    transforms: Callable[..., Any] | None = None
+    input_size: tuple[int, int] | None = None
+    warnings: list[str] = field(default_factory=list)
+    input_shape: tuple[int, ...] | None = None
+    arch_guesses: tuple[ArchGuess, ...] = ()
+    task: str | None = None
+    tokenizer: Any | None = None
+    processor: Any | None = None
+    weights_from: str = ""
+
+
+#: The forms a model or an architecture may be named in, for error messages.
+ACCEPTED_FORMS = (
+    "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "
+    "saved with save_pretrained, file.py:ClassName or package.module:factory"
+)
+
+
+def unknown_name_message(name: str, what: str) -> str:
+    """The one-line error for a name that is no known model, with the closest known names.
+
+    Parameters
+    ----------
+    name
+        What the user typed.
+    what
+        ``"model"`` (a source) or ``"architecture"`` (``arch=``).
+    """
+    lowered = name.lower()
+    torchvision = zoo.torchvision_names()
+    known = list(dict.fromkeys([*torchvision, *timm_models.timm_names()]))
+    if what == "model":
+        known.append("demo")
+    close = difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)
+    # timm's names are typed with their prefix where torchvision has no model of that name.
+    shown = [c if c in torchvision or c == "demo" else f"timm:{c}" for c in close]
+    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
+    lead = (
+        f"{name}: unknown model: not a file, 'demo', "
+        if what == "model"
+        else f"arch {name!r}: unknown architecture: give "
+    )
+    forms = ACCEPTED_FORMS
+    if what == "model":
+        forms = forms.replace(" or package.module:factory", ", package.module:factory")
+        forms += " or a Hugging Face hub id already in the local cache (openai-community/gpt2)"
+    return f"{lead}{forms}{hint}"
+
+
+def ignore_arch(loaded: LoadedModel, arch: str | None) -> LoadedModel:
+    if arch:
+        loaded.warnings.append(f"arch={arch!r} ignored: {loaded.source} already defines the model")
+    return loaded

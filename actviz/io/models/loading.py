@@ -1,0 +1,321 @@
+"""Opening a model from whatever the user names: the demo, a torchvision name, code, or a file.
+
+``open_model`` is the one entry point (the CLI, the GUI and scripts all use it); it returns
+the model in eval mode on the requested device, together with what is known about its
+preprocessing and labels, and any warnings the user should see.
+
+Sources, in the order they are tried:
+
+* ``"demo"`` - the bundled demo CNN (:mod:`actviz.io.models.demo_model`).
+* an existing file - its format is read from its content: state_dict / training checkpoint /
+  Lightning ``.ckpt`` or ``.safetensors`` (the architecture comes from ``arch=``, else it is
+  guessed from the key names and shapes, see :mod:`actviz.io.models.arch_guess`), TorchScript,
+  ``torch.export`` ``.pt2``, or a whole pickled module (needs ``trust=True``).
+* a folder written by ``save_pretrained`` - a Hugging Face transformers model
+  (:mod:`actviz.io.models.hf_models`), with its tokenizer or image processor.
+* ``"timm:NAME"`` / ``"timm/NAME"`` - a timm model (:mod:`actviz.io.models.timm_models`).
+* ``"path/file.py:Name"`` or ``"package.module:name"`` - code the user points at.
+* a torchvision model name (``resnet18``, ``vit_b_16``, ...), else a bare timm name.
+* ``"org/name"`` - a Hugging Face hub id, only when it is in the local cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io.errors import ModelLoadError
+from actviz.io.models import hf_models, timm_models, zoo
+from actviz.io.models.checkpoints import one_line
+from actviz.io.models.loaded_model import LoadedModel, ignore_arch, unknown_name_message
+from actviz.io.models.model_files import open_file
+from actviz.io.models.user_code import build_from_code, module_classes_in_file, parse_code_ref
+
+__all__ = ["open_model", "load_model", "resolve_device"]
+
+log = logging.getLogger(__name__)
+
+_MODEL_SUFFIXES = {".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pt2", ".pkl", ".tar", ".py"}
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """Check that ``device`` exists on this machine.
+
+    Parameters
+    ----------
+    device
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a ``torch.device``; None means CPU.
+
+    Returns
+    -------
+    torch.device
+
+    Raises
+    ------
+    ModelLoadError
+        Unknown device string, or an accelerator that is not available.
+    """
+    try:
+        dev = torch.device(device if device is not None else "cpu")
+    except (RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"device {device!r}: not a device name ({one_line(exc)})") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                f"device {device!r}: CUDA is not available on this machine (use device='cpu')"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(
+                f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+            )
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ModelLoadError(f"device {device!r}: MPS is not available on this machine")
+    return dev
+
+
+def load_model(
+    source: str | os.PathLike[str] | nn.Module,
+    *,
+    arch: str | None = None,
+    weights: Any = "DEFAULT",
+    trust: bool = False,
+    device: str | torch.device = "cpu",
+    guess: bool = True,
+    device_map: Any = None,
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
+) -> nn.Module:
+    """Open a model and return only the module; see :func:`open_model`."""
+    return open_model(
+        source,
+        arch=arch,
+        weights=weights,
+        trust=trust,
+        device=device,
+        guess=guess,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+    ).model
+
+
+def open_model(
+    source: str | os.PathLike[str] | nn.Module,
+    *,
+    arch: str | None = None,
+    weights: Any = "DEFAULT",
+    trust: bool = False,
+    device: str | torch.device = "cpu",
+    guess: bool = True,
+    device_map: Any = None,
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
+) -> LoadedModel:
+    """Open a model from a name, code reference or file.
+
+    Parameters
+    ----------
+    source
+        ``"demo"``; a torchvision model name; ``"timm:NAME"`` (or a bare timm name);
+        ``"file.py:Class"`` or ``"pkg.mod:factory"``; a checkpoint file (state_dict,
+        training dict, Lightning ckpt, safetensors, TorchScript, torch.export ``.pt2``,
+        pickled module); a Hugging Face model folder or a hub id already in the local
+        cache; or an ``nn.Module``.
+    arch
+        Architecture for files that hold only weights: a torchvision name, ``timm:NAME``
+        (or ``timm/NAME``, or a bare timm name) or a ``file.py:Class`` / ``pkg.mod:factory``
+        reference. A torchvision or timm model
+        gets the checkpoint's number of classes when only its classifier head differs.
+    weights
+        For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
+    trust
+        Allow files that run code when unpickled (whole pickled modules, training dicts
+        holding Python objects), and Hugging Face models that ship their own code. Only for
+        files from a trusted source.
+    device
+        Where the model goes (``"cpu"`` by default).
+    guess
+        For weights without ``arch``: guess the architecture from the key names and shapes
+        and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
+    device_map, max_memory, offload_folder
+        Place a model larger than one device with Hugging Face ``accelerate`` (the extra
+        ``actviz[big]``; see :mod:`actviz.io.models.big`): ``device_map="auto"`` (or a dict of
+        module name -> device, ``"cpu"`` or ``"disk"``), ``max_memory`` per device (``{0: "10GiB",
+        "cpu": "30GiB"}``), and the folder for what goes to disk. Hugging Face models go
+        through ``from_pretrained``; any other module is placed after it is built.
+        ``device`` is then ignored.
+
+    Returns
+    -------
+    LoadedModel
+        The model is in eval mode on ``device``.
+
+    Raises
+    ------
+    ModelLoadError
+        Any failure; the message names the source and the cause.
+    ArchitectureNeededError
+        Weights without ``arch`` whose architecture is not certain; its ``candidates`` are
+        the best guesses, to offer the user.
+    UntrustedFileError
+        The file needs ``trust=True`` (:class:`~actviz.io.errors.TrustNeededError`, a
+        subclass, for a model folder's own code).
+    """
+    from actviz.io.models import big
+
+    where = big.placement(device_map, max_memory, offload_folder)
+    dev = resolve_device(device)
+    if isinstance(source, nn.Module):
+        loaded = LoadedModel(source, type(source).__name__, type(source).__name__, "module")
+    else:
+        src = os.fspath(source)
+        with hf_models.placed(where):
+            loaded = _open_source(src, arch=arch, weights=weights, trust=trust, guess=guess)
+    try:
+        if where is not None:
+            big.dispatch(loaded.model, where)
+        else:
+            loaded.model.to(dev)
+    except Exception as exc:  # exotic modules (TorchScript, quantized) refuse some devices
+        raise ModelLoadError(
+            f"{loaded.source}: cannot move the model to {dev} ({one_line(exc)})"
+        ) from exc
+    _set_eval(loaded)
+    # Callers show .warnings themselves (CLI on stderr, GUI in its status bar); logging them
+    # at WARNING too would print each one twice through logging's last-resort handler.
+    for message in loaded.warnings:
+        log.info("%s", message)
+    return loaded
+
+
+def _set_eval(loaded: LoadedModel) -> None:
+    try:
+        loaded.model.eval()
+    except (NotImplementedError, RuntimeError) as exc:
+        loaded.warnings.append(f"{loaded.name}: cannot switch to eval mode ({one_line(exc)})")
+
+
+def _open_source(
+    src: str, *, arch: str | None, weights: Any, trust: bool, guess: bool
+) -> LoadedModel:
+    if src == "demo":
+        return ignore_arch(_open_demo(), arch)
+    path = Path(src)
+    if path.exists():
+        if path.is_dir():
+            return ignore_arch(_open_folder(path, src, trust=trust), arch)
+        if path.suffix == ".py":
+            classes = module_classes_in_file(path)
+            hint = f" (classes in it: {', '.join(classes[:8])})" if classes else ""
+            raise ModelLoadError(
+                f"{src}: name the model inside the file as {src}:ClassName or "
+                f"{src}:factory_function{hint}"
+            )
+        return open_file(path, src, arch=arch, trust=trust, guess=guess)
+    # Before code references: "timm:NAME" has the form of "package.module:name".
+    timm_name = timm_models.resolve_name(src, bare=False)
+    if timm_name is not None:
+        return ignore_arch(_open_timm(timm_name, src, weights), arch)
+    ref = parse_code_ref(src)
+    if ref is not None:
+        model = build_from_code(ref)
+        return ignore_arch(LoadedModel(model, f"{ref.attr} ({ref.target})", src, "code"), arch)
+    names = zoo.torchvision_names()
+    lowered = src.lower()
+    if lowered in names:
+        return ignore_arch(_open_torchvision(lowered, src, weights), arch)
+    timm_name = timm_models.resolve_name(src)
+    if timm_name is not None:
+        return ignore_arch(_open_timm(timm_name, src, weights), arch)
+    if hf_models.looks_like_hub_id(src):
+        return ignore_arch(_open_hf(src, None, trust=trust), arch)
+    if path.suffix.lower() in _MODEL_SUFFIXES or os.sep in src or "/" in src:
+        raise ModelLoadError(f"{src}: file not found")
+    if hf_models.cached_hub_folder(src) is not None:
+        # A canonical hub id without an organisation (gpt2, bert-base-uncased), cached.
+        return ignore_arch(_open_hf(src, None, trust=trust), arch)
+    raise ModelLoadError(unknown_name_message(src, "model"))
+
+
+def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
+    if hf_models.is_model_folder(path):
+        return _open_hf(src, path, trust=trust)
+    found = sorted(p.name for p in path.iterdir() if p.suffix in _MODEL_SUFFIXES)[:5]
+    hint = f" (model files in it: {', '.join(found)})" if found else ""
+    raise ModelLoadError(
+        f"{src}: is a folder without config.json, so not a Hugging Face model folder; "
+        f"give a model file, a name or file.py:Class{hint}"
+    )
+
+
+def _open_hf(src: str, folder: Path | None, *, trust: bool) -> LoadedModel:
+    built = hf_models.open_hf(src, folder=folder, trust=trust)
+    return _from_built(
+        built,
+        built.name,
+        src,
+        "hf",
+        task=built.task,
+        tokenizer=built.tokenizer,
+        processor=built.processor,
+    )
+
+
+def _from_built(built: Any, name: str, src: str, kind: str, **extra: Any) -> LoadedModel:
+    """The LoadedModel of a zoo's build result (torchvision, timm, Hugging Face)."""
+    return LoadedModel(
+        built.model,
+        name,
+        src,
+        kind,
+        categories=built.categories,
+        transforms=built.transforms,
+        input_size=built.input_size,
+        warnings=list(built.warnings),
+        **extra,
+    )
+
+
+def _open_timm(name: str, src: str, weights: Any) -> LoadedModel:
+    built = timm_models.build_timm(name, weights)
+    suffix = built.weights_name or "random init"
+    task = "classifier" if built.categories else None
+    return _from_built(built, f"{name} ({suffix})", src, "timm", task=task)
+
+
+def _open_demo() -> LoadedModel:
+    from actviz.io.models import demo_model as demo
+
+    try:
+        model = demo.load_demo_model()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ModelLoadError(
+            f"demo: the bundled demo model is unavailable ({one_line(exc)})"
+        ) from exc
+    return LoadedModel(
+        model,
+        "demo",
+        "demo",
+        "demo",
+        categories=list(demo.DEMO_CLASSES),
+        transforms=getattr(demo, "demo_transform", None),
+        input_size=tuple(demo.DEMO_INPUT_SIZE),
+    )
+
+
+def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
+    built = zoo.build_torchvision(name, weights)
+    suffix = built.weights_name.rsplit(".", 1)[-1] if built.weights_name else "random init"
+    return _from_built(built, f"{name} ({suffix})", src, "torchvision")
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------------

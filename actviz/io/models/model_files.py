@@ -1,0 +1,290 @@
+"""Opening a model file: its format read from its content (state_dict, training checkpoint,
+safetensors, TorchScript, ``torch.export`` .pt2, a pickled module), the architecture given,
+recorded or guessed for bare weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings as pywarnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.io.errors import ArchitectureNeededError, ModelLoadError, UntrustedFileError
+from actviz.io.models import timm_models, zoo
+from actviz.io.models.arch_guess import (
+    ArchGuess,
+    compare_architecture,
+    confident_guess,
+    guess_architecture,
+)
+from actviz.io.models.checkpoints import (
+    FileFormat,
+    apply_state_dict,
+    export_needs_trust,
+    extract_weights,
+    one_line,
+    sniff_format,
+    torch_load_guarded,
+)
+from actviz.io.models.loaded_model import LoadedModel, ignore_arch, unknown_name_message
+from actviz.io.models.user_code import CodeRef, build_from_code, parse_code_ref
+
+log = logging.getLogger(__name__)
+
+
+def open_file(path: Path, src: str, *, arch: str | None, trust: bool, guess: bool) -> LoadedModel:
+    fmt = sniff_format(path)
+    if fmt == FileFormat.EMPTY:
+        raise ModelLoadError(f"{src}: file is empty")
+    if fmt == FileFormat.BAD_ZIP:
+        raise ModelLoadError(f"{src}: damaged or truncated zip archive (cannot read its index)")
+    if fmt in (FileFormat.UNKNOWN, FileFormat.ZIP_OTHER, FileFormat.NPY, FileFormat.NPZ):
+        what = {
+            FileFormat.NPY: "a numpy array (an input, not a model)",
+            FileFormat.NPZ: "numpy arrays (an input, not a model)",
+            FileFormat.ZIP_OTHER: "a zip archive of another kind",
+        }.get(fmt, "unrecognised content")
+        raise ModelLoadError(
+            f"{src}: not a model file ({what}); expected a torch.save checkpoint, safetensors, "
+            "TorchScript or torch.export .pt2 file"
+        )
+    if fmt == FileFormat.TORCHSCRIPT:
+        return ignore_arch(_open_torchscript(path, src), arch)
+    if fmt == FileFormat.EXPORT:
+        return ignore_arch(_open_export(path, src, trust=trust), arch)
+    if fmt == FileFormat.SAFETENSORS:
+        return _open_safetensors(path, src, arch=arch, guess=guess)
+    obj = torch_load_guarded(path, trust=trust)
+    return _from_checkpoint_object(obj, path, src, arch=arch, guess=guess)
+
+
+def _from_checkpoint_object(
+    obj: Any, path: Path, src: str, *, arch: str | None, guess: bool
+) -> LoadedModel:
+    found, where = extract_weights(obj, src)
+    if isinstance(found, nn.Module):
+        name = f"{path.name} ({type(found).__name__})"
+        if where:
+            log.info("%s: model taken from %s", src, where)
+        return ignore_arch(LoadedModel(found, name, src, "pickle"), arch)
+    if arch is None and isinstance(obj, dict) and isinstance(obj.get("arch"), str):
+        stored = obj["arch"]
+        # timm's training script records its model name there too.
+        if stored.lower() in zoo.torchvision_names():
+            arch = stored.lower()
+        else:
+            arch = timm_models.resolve_name(stored)
+        if arch is not None:
+            log.info("%s: using the architecture recorded in the file: %s", src, arch)
+    if where:
+        log.info("%s: weights taken from %s", src, where)
+    loaded = _build_with_weights(found, path, src, arch=arch, kind="state_dict", guess=guess)
+    if where:
+        loaded.weights_from = where + (" (EMA)" if "ema" in where.lower() else "")
+        if "ema" in where.lower():
+            # Say it where users look: the name shows in the title, status bar and CLI.
+            loaded.name = loaded.name[:-1] + ", EMA weights)"
+    return loaded
+
+
+def _build_with_weights(
+    state_dict: dict[str, torch.Tensor],
+    path: Path,
+    src: str,
+    *,
+    arch: str | None,
+    kind: str,
+    guess: bool,
+) -> LoadedModel:
+    guesses: tuple[ArchGuess, ...] = ()
+    if not arch:
+        arch, guesses = _guess_arch(state_dict, src, guess=guess)
+    loaded, fit = _build_arch(arch, state_dict, beside=path.parent)
+    notes = apply_state_dict(loaded.model, state_dict, src, arch)
+    loaded.name = f"{path.name} ({loaded.name})"  # the canonical name (timm/NAME)
+    loaded.source = src
+    loaded.kind = kind
+    loaded.arch_guesses = guesses
+    if fit is not None and fit.num_classes is not None:
+        head = fit.reason.split(";")[0]
+        loaded.warnings.append(f"{path.name}: its {arch} {head}, so the class names are unknown")
+    if notes:
+        log.info("%s: %s", src, "; ".join(notes))
+    return loaded
+
+
+_HOW_TO_NAME_ARCH = (
+    "pass the architecture with --arch on the command line or arch= in Python "
+    "(a torchvision name such as resnet18, timm:NAME, or file.py:ClassName)"
+)
+
+
+def _guess_arch(
+    state_dict: dict[str, torch.Tensor], src: str, *, guess: bool
+) -> tuple[str, tuple[ArchGuess, ...]]:
+    """The architecture to use for bare weights, or ArchitectureNeededError with candidates."""
+    count = f"{len(state_dict)} tensor{'s' if len(state_dict) != 1 else ''}"
+    lead = f"{src}: holds only weights ({count}), not the architecture"
+    if not guess:
+        raise ArchitectureNeededError(f"{lead}; {_HOW_TO_NAME_ARCH}", src)
+    guesses = tuple(guess_architecture(state_dict))
+    best = confident_guess(guesses)
+    if best is not None:
+        log.info("%s: architecture guessed from the weights: %s", src, best.describe())
+        return best.name, guesses
+    if not guesses:
+        found = "no known architecture matches its keys and shapes"
+    elif guesses[0].fits:
+        tied = [g.name for g in guesses if g.fits and g.score == guesses[0].score]
+        found = f"these fit equally well: {', '.join(tied)}"
+    else:
+        found = "closest: " + ", ".join(f"{g.name} (score {g.score:.2f})" for g in guesses[:3])
+    raise ArchitectureNeededError(f"{lead}; {found}; {_HOW_TO_NAME_ARCH}", src, guesses)
+
+
+def _build_arch(
+    arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
+) -> tuple[LoadedModel, ArchGuess | None]:
+    """Build ``arch`` randomly initialised; for zoo names, sized for the checkpoint's head.
+
+    A relative ``file.py:Class`` is looked for in the working folder, then in ``beside`` (the
+    checkpoint's folder). Returns the model and, for zoo names, how the weights compare with
+    it.
+    """
+    # Before code references: "timm:NAME" has the form of "package.module:name".
+    timm_name = timm_models.resolve_name(arch, bare=False)
+    if timm_name is None:
+        ref = parse_code_ref(arch)
+        if ref is not None:
+            return LoadedModel(build_from_code(_code_beside(ref, beside)), arch, arch, "code"), None
+    name = arch.lower()
+    names = zoo.torchvision_names()
+    if timm_name is None and name not in names:
+        timm_name = timm_models.resolve_name(arch)
+    if timm_name is not None:
+        fit = compare_architecture(state_dict, timm_name)
+        built = timm_models.build_timm(
+            timm_name, None, num_classes=fit.num_classes if fit else None
+        )
+        loaded = LoadedModel(
+            built.model,
+            timm_name,
+            arch,
+            "timm",
+            categories=built.categories,
+            transforms=built.transforms,
+            input_size=built.input_size,
+            task="classifier" if built.categories else None,
+        )
+        return loaded, fit
+    if name in names:
+        # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
+        fit = compare_architecture(state_dict, name)
+        built = zoo.build_torchvision(name, None, num_classes=fit.num_classes if fit else None)
+        loaded = LoadedModel(
+            built.model,
+            name,
+            arch,
+            "torchvision",
+            categories=built.categories,
+            transforms=built.transforms,
+            input_size=built.input_size,
+        )
+        return loaded, fit
+    raise ModelLoadError(unknown_name_message(arch, "architecture"))
+
+
+def _code_beside(ref: CodeRef, beside: Path | None) -> CodeRef:
+    """``ref`` itself, or the same file name beside the checkpoint when the working folder
+    has none: the window is often started from a launcher, whose working folder is home."""
+    target = Path(ref.target)
+    if not ref.is_file or beside is None or target.is_absolute() or target.is_file():
+        return ref
+    near = beside / target
+    if near.is_file():
+        return CodeRef(str(near), ref.attr, is_file=True)
+    raise ModelLoadError(
+        f"{ref.target}: file not found (looked in the working folder {Path.cwd()} and beside "
+        f"the checkpoint, in {beside})"
+    )
+
+
+def _open_safetensors(path: Path, src: str, *, arch: str | None, guess: bool) -> LoadedModel:
+    try:
+        from safetensors.torch import load_file
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"{src}: reading .safetensors needs the 'safetensors' package (pip install safetensors)"
+        ) from exc
+    try:
+        state_dict = load_file(str(path), device="cpu")
+    except Exception as exc:  # safetensors raises its own SafetensorError for damaged files
+        raise ModelLoadError(f"{src}: corrupt safetensors file ({one_line(exc)})") from exc
+    return _build_with_weights(state_dict, path, src, arch=arch, kind="safetensors", guess=guess)
+
+
+def _open_torchscript(path: Path, src: str) -> LoadedModel:
+    try:
+        with pywarnings.catch_warnings():
+            # torch.jit is deprecated upstream, but existing files still deserve to open.
+            pywarnings.simplefilter("ignore", FutureWarning)
+            model = torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:  # torch.jit raises RuntimeError or C++-derived errors
+        raise ModelLoadError(f"{src}: corrupt TorchScript archive ({one_line(exc)})") from exc
+    loaded = LoadedModel(model, f"{path.name} (TorchScript)", src, "torchscript")
+    from actviz.core.capture import TORCHSCRIPT_WARNING
+
+    # The sentence each of its captures warns too (the window's banner shows it once).
+    loaded.warnings.append(TORCHSCRIPT_WARNING)
+    return loaded
+
+
+def _open_export(path: Path, src: str, *, trust: bool) -> LoadedModel:
+    reason = export_needs_trust(path)
+    if reason and not trust:
+        raise UntrustedFileError(src, reason)
+    try:
+        program = torch.export.load(str(path))
+    except Exception as exc:  # deserialisation errors come from many layers
+        raise ModelLoadError(f"{src}: cannot read torch.export program ({one_line(exc)})") from exc
+    try:
+        # unflatten restores the original submodule hierarchy, so hooks fire per layer.
+        model = torch.export.unflatten(program)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{src}: cannot rebuild the module tree of the exported program ({one_line(exc)})"
+        ) from exc
+    input_shape = _export_input_shape(program)
+    input_size = input_shape[-2:] if input_shape is not None and len(input_shape) == 4 else None
+    loaded = LoadedModel(
+        model,
+        f"{path.name} (torch.export)",
+        src,
+        "export",
+        input_size=input_size,
+        input_shape=input_shape,
+    )
+    loaded.warnings.append(
+        f"{path.name} is a torch.export program: it replays the graph recorded at export time "
+        "(train/eval mode is fixed, inputs must match the exported shapes)"
+    )
+    return loaded
+
+
+def _export_input_shape(program: Any) -> tuple[int, ...] | None:
+    """Shape of the first user input of an exported program, if static."""
+    try:
+        user_inputs = list(program.graph_signature.user_inputs)
+        if not user_inputs:
+            return None
+        for node in program.graph.nodes:
+            if node.op == "placeholder" and node.name == user_inputs[0]:
+                val = node.meta.get("val")
+                return tuple(int(s) for s in val.shape)
+    except Exception:  # symbolic (dynamic) sizes cannot become ints
+        return None
+    return None
