@@ -1,7 +1,7 @@
 """What the window's background loads run, and the requests that track them.
 
 Qt-free helpers shared by the window and its features (Compare opens a model B the same way).
-The window never calls :func:`actviz.io.models.open_model` or
+The window never calls :func:`actviz.io.models.loading.open_model` or
 :func:`actviz.io.input_files.open_input` on its own thread: a torchvision name may probe the network
 for a few seconds and a large checkpoint takes a while to unpickle. The functions here run on a
 loader thread; they receive everything they need as arguments (no Qt, no window), so a test can
@@ -31,7 +31,7 @@ InputLoader = Callable[..., Any]
 def load_model_source(
     source: str, *, arch: str | None = None, weights: str | None = "DEFAULT", trust: bool = False
 ) -> Any:
-    """Default model loader: :func:`actviz.io.models.open_model` (runs on a loader thread)."""
+    """Default model loader: :func:`actviz.io.models.loading.open_model` (on a loader thread)."""
     from actviz.io.models.loading import open_model
 
     return open_model(source, arch=arch, weights=weights, trust=trust)

@@ -45,7 +45,7 @@ def explore(
     Parameters
     ----------
     model
-        An ``nn.Module`` (or any source ``actviz.io.models.open_model`` accepts, e.g.
+        An ``nn.Module`` (or any source ``actviz.io.models.loading.open_model`` accepts, e.g.
         ``"resnet18"`` or a checkpoint path).
     inputs
         A tensor, a tuple/list of tensors, a dict of tensors, or a path / ``"random:..."``

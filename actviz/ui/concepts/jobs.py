@@ -137,8 +137,8 @@ class ConceptJobs(QObject):
 
     def what_it_wants(self) -> None:
         """Synthesise what the concept shown wants: the picture that maximises its decoder
-        direction at the layer (:func:`actviz.analysis.visualize.visualize`, a direction
-        objective), on the view's copy of the model."""
+        direction at the layer (:func:`actviz.analysis.visualize.feature_vis.visualize`, a
+        direction objective), on the view's copy of the model."""
         from actviz.analysis.visualize.feature_vis import visualize
 
         if self.view.shown is None:

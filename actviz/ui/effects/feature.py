@@ -4,13 +4,14 @@
 :class:`~actviz.ui.host.WindowHost`; it attaches only through it:
 
 * estimates come from the capture of the result the window shows (``session.result``), with
-  :func:`~actviz.analysis.effects.estimate_from_capture`: no model run, one multiply and sum
-  per layer, made each time a result arrives (every run and every live frame) while the dock
-  is on screen. They run on a thread of their own (the model is not touched, the capture is
-  only read): every leaf of ResNet-18 at 224 px takes ~0.2 s, too long for the GUI thread;
-  a newer result's estimates replace those still being made;
-* "Verify top 16" runs :func:`~actviz.analysis.effects.verify` on the window's capture worker
-  (one model, one worker), as this feature's own job, with progress and Cancel (Esc); a run started meanwhile replaces it;
+  :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture`: no model run, one
+  multiply and sum per layer, made each time a result arrives (every run and every live
+  frame) while the dock is on screen. They run on a thread of their own (the model is not
+  touched, the capture is only read): every leaf of ResNet-18 at 224 px takes ~0.2 s, too
+  long for the GUI thread; a newer result's estimates replace those still being made;
+* "Verify top 16" runs :func:`~actviz.analysis.effects.channel_effects.verify` on the window's
+  capture worker (one model, one worker), as this feature's own job, with progress and
+  Cancel (Esc); a run started meanwhile replaces it;
 * "Ablate top" / "Keep only top" add what-if edits to ``session.edits`` and run again;
 * optionally each layer's top channels are outlined in its layer panel, which turns to the
   page holding the first;

@@ -2,7 +2,8 @@
 
 :class:`EffectBars` paints the top channels of one layer as horizontal bars from a zero line:
 the estimated effect, and beside it (darker, below) the exact one where it was verified,
-coloured by sign as ``actviz effects`` draws its charts (:mod:`actviz.analysis.effects_chart`).
+coloured by sign as ``actviz effects`` draws its charts
+(:mod:`actviz.analysis.effects.effects_chart`).
 Hovering a bar shows its numbers; clicking it asks for that channel to be opened.
 :class:`EffectsView` holds the controls (top k, Verify, Cancel, marking the layer panels), a
 progress bar, a message line and the sections.
@@ -70,7 +71,7 @@ def bar_text(
 
 def measured_text(eff: Any, measured: Mapping[str, Sequence[int]]) -> str:
     """What the dock says after "Measure the effect of ...": each channel's (or concept's)
-    numbers in ``eff`` (an :class:`~actviz.analysis.effects.Effects`)."""
+    numbers in ``eff`` (an :class:`~actviz.analysis.effects.effect_results.Effects`)."""
     from actviz.analysis.concepts.layer_effects import unit_name
 
     lines = []

@@ -93,7 +93,7 @@ class ReportExport(QObject):
         report = ReportJob(out)
 
         def job(_stop: Any, progress: Callable[[str], None], submission: int) -> Any:
-            from actviz.io.report import write_result_report
+            from actviz.io.export.report import write_result_report
 
             if not report.claim(submission):  # an earlier submission of it began after all
                 return None
@@ -139,7 +139,7 @@ class ReportExport(QObject):
         }
         loaded = s.loaded_model
         if loaded is not None and loaded.model is s.model:
-            from actviz.io.reproduce import run_source
+            from actviz.io.export.reproduce import run_source
 
             args = s.model_open_args
             kwargs["source"] = run_source(

@@ -1,7 +1,7 @@
 """Feature visualisation in the window: the channel view's "What it wants" section, the
 "What channels want" dock (a layer's page of channels, :mod:`actviz.ui.visualize.page`) and
 File > Export visualisations (PNGs, a contact sheet and ``visualize.json`` with what makes
-them again, :func:`actviz.analysis.visualize_export.reproduce`).
+them again, :func:`actviz.analysis.visualize.picture_files.reproduce`).
 
 For the channel shown, "What it wants" runs :func:`actviz.visualize` with progress and Cancel
 (Esc) on a worker of its own, on a private copy of the model made on the capture worker
@@ -472,7 +472,8 @@ class VisualizeFeature(FeatureBase, QObject):
 
 def _visualize_key(model: Any, key: tuple[Any, ...], **kwargs: Any) -> Visualization:
     """The cached visualisation of ``key`` (:meth:`VisualizeFeature.key`), made when
-    ``only_cached`` is not given; ``kwargs`` go to :func:`~actviz.analysis.visualize.visualize`."""
+    ``only_cached`` is not given; ``kwargs`` go to
+    :func:`~actviz.analysis.visualize.feature_vis.visualize`."""
     layer, channel, objective, steps, size = key
     return visualize(
         model, layer, [channel], objective=objective, steps=steps, size=size, cache=True, **kwargs

@@ -369,7 +369,7 @@ class OpenModelDialog(QDialog):
 
     def show_failure(self, text: str, *, path: str = "", candidates: Sequence[Any] = ()) -> None:
         """Opening failed: say why here and keep the path; list ``candidates``
-        (:class:`~actviz.io.arch_guess.ArchGuess`, best first) to choose an architecture."""
+        (:class:`~actviz.io.models.arch_guess.ArchGuess`, best first) to choose an architecture."""
         self.set_busy(False)
         if path:
             self.tabs.setCurrentIndex(1)
@@ -527,7 +527,7 @@ def _show_names(
     widget: QListWidget, names: Sequence[str], text: str, *, loading: bool, select: bool
 ) -> None:
     """List the ``names`` containing ``text`` (any case), best match first (exact, then those
-    starting with it: :func:`~actviz.io.timm_models.rank_matches`), then a "loading" row
+    starting with it: :func:`~actviz.io.models.timm_models.rank_matches`), then a "loading" row
     while ``loading``. ``select``: select the first name; otherwise the selected name stays
     selected when it is still listed."""
     from actviz.io.models.timm_models import rank_matches

@@ -105,7 +105,7 @@ class ExportActions:
         self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
         self._export_request: ExportRequest | None = None
         #: ``() -> writers`` of pictures beyond the panels' (the plugins' layer views open):
-        #: :func:`~actviz.io.export.export_capture`'s ``layer_writers``.
+        #: :func:`~actviz.io.export.capture_export.export_capture`'s ``layer_writers``.
         self.layer_writers: Callable[[], list[Any]] | None = None
         actions.export_all_action.triggered.connect(self._on_export_all_triggered)
         actions.export_png_action.triggered.connect(self._on_export_png_triggered)

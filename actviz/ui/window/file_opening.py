@@ -158,7 +158,7 @@ class FileOpening:
         Parameters
         ----------
         source, arch, weights, trust
-            As for :func:`actviz.io.models.open_model`.
+            As for :func:`actviz.io.models.loading.open_model`.
         wait
             Block (running a local event loop, so the window keeps painting) until the model
             is adopted or the load failed. Scripts (``explore``) use it; the window does not.
@@ -349,7 +349,7 @@ class FileOpening:
         if request.dialog is not None:
             request.dialog.opened()
         self._adopt_model(loaded)
-        # How it was opened, for the export's reproduce.py (actviz.io.reproduce.run_source).
+        # How it was opened, for the export's reproduce.py (actviz.io.export.reproduce.run_source).
         self.session.model_open_args = dict(
             arch=request.arch, weights=request.weights, trust=request.trust
         )
