@@ -5,10 +5,9 @@
 
 * estimates come from the capture of the result the window shows (``session.result``), with
   :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture`: no model run, one
-  multiply and sum per layer, made each time a result arrives (every run and every live
-  frame) while the dock is on screen. They run on a thread of their own (the model is not
-  touched, the capture is only read): every leaf of ResNet-18 at 224 px takes ~0.2 s, too
-  long for the GUI thread; a newer result's estimates replace those still being made;
+  multiply and sum per layer, made for each result while the dock is on screen, on a thread
+  of their own (every leaf of ResNet-18 at 224 px takes ~0.2 s): a newer result's replace
+  those still being made;
 * "Verify top 16" runs :func:`~actviz.analysis.effects.channel_effects.verify` on the window's
   capture worker (one model, one worker), as this feature's own job, with progress and
   Cancel (Esc); a run started meanwhile replaces it;
