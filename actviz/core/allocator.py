@@ -31,6 +31,7 @@ __all__ = [
     "ENV",
     "MMAP_THRESHOLD",
     "TRIM_THRESHOLD",
+    "arena_max",
     "heap_in_use_mib",
     "release_freed_memory",
     "rss_mib",
@@ -44,6 +45,7 @@ ENV = "ACTVIZ_TUNE_ALLOCATOR"
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
 # Allocations up to this size come from the heap (and are reused) instead of fresh mmaps.
 MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.
@@ -60,8 +62,9 @@ def _refused() -> bool:
 def tune_allocator() -> bool:
     """Make glibc keep freed memory in this process, so repeated captures do not page-fault.
 
-    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB, for the rest of
-    the process (Linux with glibc only; elsewhere nothing happens). Call it once at the start
+    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB and limits its
+    arenas to one per core (:func:`arena_max`), for the rest of the process (Linux with glibc
+    only; elsewhere nothing happens). Call it once at the start
     of an application that captures repeatedly (the actviz window does); a library call never
     does it by itself. ``ACTVIZ_TUNE_ALLOCATOR=0`` turns it into a no-op.
 
@@ -84,8 +87,21 @@ def tune_allocator() -> bool:
     _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+    # Each thread that allocates otherwise gets an arena of its own (up to 8 per core), whose
+    # free fragments serve no other thread and stay resident after a trim: one per core.
+    mallopt(_M_ARENA_MAX, arena_max())
     log.debug("glibc malloc thresholds raised: %s", _tuned)
     return _tuned
+
+
+def arena_max() -> int:
+    """How many malloc arenas a tuned process may have: one per core it may run on (at least
+    two: the GUI thread's and the workers')."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 2
+    return max(2, cores)
 
 
 def tuned() -> bool:

@@ -97,3 +97,46 @@ def test_tuned_repeated_captures_do_not_page_fault():
     # every leaf of ResNet-18 held at once: thousands of fresh pages per capture by default
     assert untuned > 1000
     assert tuned < untuned / 10
+
+
+# Threads allocating at once, each holding 1 MiB from malloc: how many thread arenas (64 MiB
+# aligned anonymous mappings) the process made. One core allowed: a tuned process makes one.
+ARENAS_SCRIPT = r"""
+import ctypes, os, re, sys, threading
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from actviz.core import allocator
+if sys.argv[1] == "tuned":
+    assert allocator.tune_allocator()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+barrier = threading.Barrier(6)
+def work():
+    p = libc.malloc(2**20)
+    ctypes.memset(p, 1, 2**20)
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+n = 0
+for line in open("/proc/self/maps"):
+    start, end = (int(x, 16) for x in line.split()[0].split("-"))
+    if len(line.split()) == 5 and start % 2**26 == 0 and end - start <= 2**26:
+        n += 1
+print(n)
+"""
+
+
+def test_a_tuned_process_has_one_malloc_arena_per_core():
+    def arenas(how: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", ARENAS_SCRIPT, how], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "ACTVIZ_TUNE_ALLOCATOR": ""},
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.strip().splitlines()[-1])
+
+    from actviz.core.allocator import arena_max
+
+    assert arena_max() >= 2
+    assert arenas("plain") >= 4  # glibc's default: an arena per thread, up to 8 per core
+    assert arenas("tuned") <= 1  # two arenas: the main one (brk) and one mapped
