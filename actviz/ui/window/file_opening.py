@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import SignalInstance
-from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from actviz.ui.background_loads import (
-    IMAGE_FILTER,
     MODEL_SUFFIXES,
-    TENSOR_FILTER,
     InputLoader,
     InputRequest,
     ModelLoader,
@@ -35,15 +33,16 @@ from actviz.ui.background_loads import (
     error_details,
     short_source,
 )
-from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
-from actviz.ui.window.settings import AppSettings, split_recent_model
+from actviz.ui.window.input_swap import InputSwap
+from actviz.ui.window.open_menus import OpenMenus
+from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Job, Worker
 from actviz.workspace.session_state import Session
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
+    from actviz.ui.window.dialogs import OpenModelDialog
 
 log = logging.getLogger(__name__)
 
@@ -107,41 +106,21 @@ class FileOpening:
         self.window = window
         self.session = window.session
         self.settings = window.settings
-        #: More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers.
-        self.extra_input_filters: list[str] = []
         self.model_loads = model_loads
         self.input_loads = input_loads
         self.banner = banner
         self.status_label = status_label
-        self.sample_combo = actions.sample_combo
-        self.recent_models_menu = actions.recent_models_menu
-        self.recent_inputs_menu = actions.recent_inputs_menu
         self.show_error = window.show_error
         self.show_warning = window.show_warning
         self._refresh_busy = window.refresh_busy
         self._wait_until = window.wait_until
         self._stop_current_run = window.stop_current_run
         self._run_if_due = window.run_if_due
-        #: The bundled sample images, as the sample picker lists them.
-        self.samples: list[Path] = []
-        #: The Open model dialog while it is open (None otherwise).
-        self.model_dialog: OpenModelDialog | None = None
         self._model_request: ModelRequest | None = None
         self._input_request: InputRequest | None = None
-        #: Inputs a newly opened model could not take, by kind ("text", "image", "tensor"),
-        #: given back when a model that takes them is opened.
-        self._kept_inputs: dict[str, Any] = {}
-        #: The input the user asked for last and why it did not open (None: it did); the input put
-        #: in its place says so, since opening that one clears the error.
-        self._input_failure: tuple[str, str] | None = None
-        #: The status bar note shown about the model adopted last (its guessed architecture),
-        #: taken down when another model is adopted.
-        self._note = ""
-        actions.open_model_action.triggered.connect(self._on_open_model_triggered)
-        actions.open_input_action.triggered.connect(self._on_open_input_triggered)
-        actions.sample_combo.activated.connect(self._on_sample_activated)
-        self._fill_samples()
-        self._refresh_recent_menus()
+        self.menus = OpenMenus(self, actions)
+        #: What a model switch does with an input the new model cannot take.
+        self.swap = InputSwap(self.session, banner, window.show_warning, lambda: self.samples)
 
     # ========================================================================== public API
     def open_model_source(
@@ -176,7 +155,7 @@ class FileOpening:
         request = ModelRequest(
             str(source), arch=arch, weights=weights, trust=trust, remember=source != "demo"
         )
-        self._start_model_load(request)
+        self.start_model_load(request)
         if not wait:
             return True
         self._wait_until(lambda: request.succeeded is not None)
@@ -305,7 +284,8 @@ class FileOpening:
         self._model_request = self._input_request = None
 
     # ========================================================================== model loads
-    def _start_model_load(self, request: ModelRequest) -> None:
+    def start_model_load(self, request: ModelRequest) -> None:
+        """Open the model ``request`` names on a loader thread (it supersedes one loading)."""
         previous = self._model_request
         if previous is not None and previous is not request:
             previous.succeeded = False  # superseded: its result will be dropped
@@ -355,12 +335,12 @@ class FileOpening:
         )
         if request.remember:
             self.settings.add_recent_model(request.source, request.arch)
-            self._refresh_recent_menus()
+            self.menus.refresh_recent()
         guessed = guessed_arch_text(loaded) if not request.arch else ""
         self._refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
         # The status text changes with the first run; the status bar message stays a while,
         # and only while the model it is about is shown.
-        self._show_note(guessed)
+        self.menus.show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
     def _on_model_load_errored(self, job: Job, error: BaseException) -> None:
@@ -370,12 +350,12 @@ class FileOpening:
         if request is None or job is not request.job:
             return
         if isinstance(error, UntrustedFileError) and not request.trust:
-            trusted = self.window.confirm_untrusted(self._parent(), error.path, str(error))
+            trusted = self.window.confirm_untrusted(self.menus.parent(), error.path, str(error))
             if self._model_request is not request:
                 return  # another model was opened while the question was up
             if trusted:
                 request.trust = True
-                self._start_model_load(request)
+                self.start_model_load(request)
                 return
             text = f"Not opened: {error.path} was not trusted."
             if self._fail_in_dialog(request, text):
@@ -454,7 +434,7 @@ class FileOpening:
         # model changes, so the automatic run waits for it.
         reread, restore = self._input_request, None
         if reread is None:
-            reread, restore = self._input_for(loaded)
+            reread, restore = self.swap.input_for(loaded)
         elif reread.quiet and self.session.input is None:
             # The start-up default waited for this model: its natural input (a text model
             # gets a prompt, not the sample picture it cannot read).
@@ -462,50 +442,9 @@ class FileOpening:
         self._input_request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
         if restore is not None:
-            self._restore_input(restore)
+            self.swap.restore(restore)
         if reread is not None:
             self._start_input_load(reread)
-
-    def _input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
-        """What the new model gets as its input: ``(request to read, state to restore)``.
-
-        The current input when it fits (a file is read again with the new transforms);
-        otherwise the user's last input of a kind this model takes, kept from an earlier
-        switch, else the model's natural default (a prompt, a sample image, a random tensor
-        of its shape). The input that did not fit is kept for a later switch back.
-        """
-        from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
-
-        inp = self.session.input
-        if inp is None:
-            return None, None
-        why = input_misfit(loaded, inp.value, inp.source)
-        if why is None:
-            path = self.session.input_path
-            if path:
-                return InputRequest(str(path), remember=False, swap=True), None
-            if inp.source and input_kind(inp.value, inp.source) == "text" and ":" in inp.source:
-                # Token ids are the old tokenizer's (another vocabulary, other special
-                # tokens): the text is read again with the new model's.
-                return InputRequest(inp.source, remember=False, swap=True), None
-            return None, None
-        self._kept_inputs[input_kind(inp.value, inp.source)] = inp
-        for kept in list(self._kept_inputs.values()):
-            if input_misfit(loaded, kept.value, kept.source) is None:
-                del self._kept_inputs[input_kind(kept.value, kept.source)]
-                self._note_input_swap(loaded, why, kept.source or kept.description)
-                if kept.source and (Path(kept.source).is_file() or ":" in kept.source):
-                    return InputRequest(kept.source, remember=False, swap=True), None
-                return None, kept
-        source = natural_input_source(loaded, self.samples)
-        if source is None:
-            failed = self._take_input_failure(loaded)
-            self.show_warning(
-                f"{failed}The input does not fit {loaded.name} ({why}): open an input."
-            )
-            return None, None
-        self._note_input_swap(loaded, why, source)
-        return InputRequest(source, remember=False, quiet=True, swap=True), None
 
     def _refit_input(self) -> None:
         """After an input that did not open: the input still held may be the previous
@@ -518,36 +457,11 @@ class FileOpening:
             return
         if input_misfit(loaded, inp.value, inp.source) is None:
             return
-        request, restore = self._input_for(loaded)
+        request, restore = self.swap.input_for(loaded)
         if restore is not None:
-            self._restore_input(restore)
+            self.swap.restore(restore)
         if request is not None:
             self._request_input(request)
-
-    def _restore_input(self, kept: Any) -> None:
-        """Hold a kept input again as it was (made in memory: nothing to read again)."""
-        self.session.set_input(
-            kept.value, source=kept.source, kind=kept.kind, image=kept.image,
-            description=kept.description, tokens=kept.tokens,
-        )  # fmt: skip
-
-    def _note_input_swap(self, loaded: Any, why: str, shown: str) -> None:
-        shown = shown.removeprefix("text:")
-        name = Path(shown).name if Path(shown).is_file() else shown
-        failed = self._take_input_failure(loaded)
-        text = (
-            f"{failed}The input does not fit {loaded.name} ({why}): showing {name!r} instead; "
-            "the previous input comes back when a model that takes it is opened."
-        )
-        self.banner.set_messages("input", [("warning" if failed else "info", text)])
-
-    def _take_input_failure(self, loaded: Any) -> str:
-        """The sentence naming the input the user asked for that did not open ("" when none)."""
-        failure, self._input_failure = self._input_failure, None
-        if failure is None:
-            return ""
-        name, reason = failure
-        return f"{name} could not be opened for {loaded.name}: {reason}. "
 
     # ========================================================================== input loads
     def _request_input(self, request: InputRequest) -> None:
@@ -609,7 +523,7 @@ class FileOpening:
         self.session.set_loaded_input(loaded)
         if request.remember:
             self.settings.add_recent_input(request.source)
-            self._refresh_recent_menus()
+            self.menus.refresh_recent()
         self._refresh_busy(f"Opened {short_source(request.source)}")
         self.window.input_loaded.emit(request.source)
         self._run_if_due()
@@ -635,11 +549,11 @@ class FileOpening:
             text = f"Could not open input {source!r}: {_reason(error, source)}"
             self.show_error(text, details=error_details(error))
             reason = _reason(error, source).rstrip(".")
-            self._input_failure = (repr(short_source(source.removeprefix("text:"))), reason)
+            self.swap.failure = (repr(short_source(source.removeprefix("text:"))), reason)
         self._refresh_busy(text if request.quiet else _failed_status(request.source))
         self.window.input_load_failed.emit(text)
         self._refit_input()
-        self._input_failure = None  # said by the input put in its place, or not needed
+        self.swap.failure = None  # said by the input put in its place, or not needed
         self._run_if_due()
 
     def _on_input_load_cancelled(self, job: Job) -> None:
@@ -650,107 +564,34 @@ class FileOpening:
             self._run_if_due()
 
     # ========================================================================== menus, dialogs
-    def _on_open_model_triggered(self) -> None:
-        self.open_model_dialog()
+    @property
+    def samples(self) -> list[Path]:
+        """The bundled sample images, as the sample picker lists them."""
+        return self.menus.samples
+
+    @property
+    def model_dialog(self) -> OpenModelDialog | None:
+        """The Open model dialog while it is open (None otherwise)."""
+        return self.menus.model_dialog
+
+    @property
+    def extra_input_filters(self) -> list[str]:
+        """More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers."""
+        return self.menus.extra_input_filters
+
+    @extra_input_filters.setter
+    def extra_input_filters(self, filters: list[str]) -> None:
+        self.menus.extra_input_filters = list(filters)
 
     def open_model_dialog(self) -> OpenModelDialog:
-        """Show the Open model dialog (window-modal, not blocking) and return it.
+        """Show the Open model dialog (:meth:`OpenMenus.open_model_dialog`)."""
+        return self.menus.open_model_dialog()
 
-        It stays open while the chosen model loads: it closes when the model opened, and
-        otherwise says why with the path kept, listing candidate architectures for weights
-        whose architecture is not certain.
-        """
-        from actviz.ui.window.dialogs import OpenModelDialog
-
-        if self.model_dialog is not None:
-            self.model_dialog.raise_()
-            return self.model_dialog
-        dialog = OpenModelDialog(
-            self._parent(), recent=self.settings.recent_models(), keep_open=True
-        )
-        dialog.open_requested.connect(lambda spec: self._open_from_dialog(dialog, spec))
-        dialog.finished.connect(lambda code: self._on_model_dialog_finished(dialog, code))
-        self.model_dialog = dialog
-        dialog.open()
-        return dialog
-
-    def _open_from_dialog(self, dialog: OpenModelDialog, spec: ModelSpec) -> None:
-        if self.window.is_closed():
-            return
-        request = ModelRequest(
-            spec.source, arch=spec.arch, weights=spec.weights, remember=spec.source != "demo"
-        )
-        request.dialog = dialog
-        self._start_model_load(request)
-
-    def _on_model_dialog_finished(self, dialog: OpenModelDialog, code: int) -> None:
-        if self.model_dialog is dialog:
-            self.model_dialog = None
+    def dialog_closed(self, dialog: OpenModelDialog) -> None:
+        """The Open model dialog closed: a model it asked for that is still loading goes."""
         request = self._model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
             self._drop_model_load()  # closed (Cancel, Esc) while its model was loading
-        dialog.deleteLater()
-
-    def _show_note(self, text: str) -> None:
-        """Show ``text`` about the model just adopted in the status bar for 20 s ("": none);
-        the previous model's note goes, a message of anything else stays."""
-        parent = self._parent()
-        bar = parent.statusBar() if parent is not None and hasattr(parent, "statusBar") else None
-        if bar is None:
-            return
-        if text:
-            bar.showMessage(text, 20_000)
-        elif self._note and bar.currentMessage() == self._note:
-            bar.clearMessage()
-        self._note = text
-
-    def _on_open_input_triggered(self) -> None:
-        start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
-        path, _ = QFileDialog.getOpenFileName(
-            self._parent(),
-            "Open input",
-            start_folder(start),
-            ";;".join([IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]),
-        )
-        if path:
-            remember(path)
-            self.open_input_source(path)
-
-    def _on_sample_activated(self, index: int) -> None:
-        if index <= 0 or index > len(self.samples):
-            return
-        self.open_input_source(str(self.samples[index - 1]), remember=False)
-        self.sample_combo.setCurrentIndex(0)
-
-    def _refresh_recent_menus(self) -> None:
-        self.recent_models_menu.clear()
-        for entry in self.settings.recent_models():
-            source, arch = split_recent_model(entry)
-            text = f"{source}  (arch {arch})" if arch else source
-            self.recent_models_menu.addAction(
-                text, lambda s=source, a=arch: self.open_model_source(s, arch=a)
-            )
-        self.recent_models_menu.setEnabled(not self.recent_models_menu.isEmpty())
-        self.recent_inputs_menu.clear()
-        for source in self.settings.recent_inputs():
-            self.recent_inputs_menu.addAction(source, lambda s=source: self.open_input_source(s))
-        self.recent_inputs_menu.setEnabled(not self.recent_inputs_menu.isEmpty())
-
-    def _fill_samples(self) -> None:
-        try:
-            from actviz.io.models.demo_model import demo_samples
-
-            self.samples = demo_samples()
-        except Exception:  # noqa: BLE001 - no samples is fine
-            self.samples = []
-        self.sample_combo.clear()
-        self.sample_combo.addItem("Sample…")
-        for path in self.samples:
-            self.sample_combo.addItem(path.stem)
-        self.sample_combo.setEnabled(bool(self.samples))
-
-    def _parent(self) -> QWidget | None:
-        return self.window if isinstance(self.window, QWidget) else None
 
 
 def _failed_status(source: str) -> str:

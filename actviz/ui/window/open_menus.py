@@ -1,0 +1,146 @@
+"""The window's ways to ask for a model or an input: File > Open model (the dialog), File >
+Open input (a file dialog), the sample picker, Recent models / Recent inputs, and the status
+bar's note on the model adopted last. What they ask for is opened by
+:class:`~actviz.ui.window.file_opening.FileOpening`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from actviz.ui.background_loads import IMAGE_FILTER, TENSOR_FILTER, ModelRequest
+from actviz.ui.file_dialogs import remember, start_folder
+from actviz.ui.window.actions import WindowActions
+from actviz.ui.window.settings import split_recent_model
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
+
+__all__ = ["OpenMenus"]
+
+
+class OpenMenus:
+    """The Open actions, the sample picker and the recent menus of ``files`` (a
+    :class:`~actviz.ui.window.file_opening.FileOpening`), connected and filled here."""
+
+    def __init__(self, files: Any, actions: WindowActions) -> None:
+        self.files = files
+        self.settings = files.settings
+        self.sample_combo = actions.sample_combo
+        self.recent_models_menu = actions.recent_models_menu
+        self.recent_inputs_menu = actions.recent_inputs_menu
+        #: More File > Open input filters ("Plugin inputs (*.wav)"): the plugins' openers.
+        self.extra_input_filters: list[str] = []
+        #: The bundled sample images, as the sample picker lists them.
+        self.samples: list[Path] = []
+        #: The Open model dialog while it is open (None otherwise).
+        self.model_dialog: OpenModelDialog | None = None
+        self._note = ""
+        actions.open_model_action.triggered.connect(lambda _=False: self.open_model_dialog())
+        actions.open_input_action.triggered.connect(lambda _=False: self._open_input())
+        actions.sample_combo.activated.connect(self._on_sample_activated)
+        self._fill_samples()
+        self.refresh_recent()
+
+    def parent(self) -> QWidget | None:
+        """The window, as the dialogs' parent."""
+        window = self.files.window
+        return window if isinstance(window, QWidget) else None
+
+    def open_model_dialog(self) -> OpenModelDialog:
+        """Show the Open model dialog (window-modal, not blocking) and return it.
+
+        It stays open while the chosen model loads: it closes when the model opened, and
+        otherwise says why with the path kept, listing candidate architectures for weights
+        whose architecture is not certain.
+        """
+        from actviz.ui.window.dialogs import OpenModelDialog
+
+        if self.model_dialog is not None:
+            self.model_dialog.raise_()
+            return self.model_dialog
+        dialog = OpenModelDialog(
+            self.parent(), recent=self.settings.recent_models(), keep_open=True
+        )
+        dialog.open_requested.connect(lambda spec: self._open_from_dialog(dialog, spec))
+        dialog.finished.connect(lambda _code: self._on_dialog_finished(dialog))
+        self.model_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _open_from_dialog(self, dialog: OpenModelDialog, spec: ModelSpec) -> None:
+        if self.files.window.is_closed():
+            return
+        request = ModelRequest(
+            spec.source, arch=spec.arch, weights=spec.weights, remember=spec.source != "demo"
+        )
+        request.dialog = dialog
+        self.files.start_model_load(request)
+
+    def _on_dialog_finished(self, dialog: OpenModelDialog) -> None:
+        if self.model_dialog is dialog:
+            self.model_dialog = None
+        self.files.dialog_closed(dialog)
+        dialog.deleteLater()
+
+    def show_note(self, text: str) -> None:
+        """Show ``text`` about the model just adopted in the status bar for 20 s ("": none);
+        the previous model's note goes, a message of anything else stays."""
+        parent = self.parent()
+        bar = parent.statusBar() if parent is not None and hasattr(parent, "statusBar") else None
+        if bar is None:
+            return
+        if text:
+            bar.showMessage(text, 20_000)
+        elif self._note and bar.currentMessage() == self._note:
+            bar.clearMessage()
+        self._note = text
+
+    def _open_input(self) -> None:
+        start = self.settings.recent_inputs()[0] if self.settings.recent_inputs() else ""
+        path, _ = QFileDialog.getOpenFileName(
+            self.parent(),
+            "Open input",
+            start_folder(start),
+            ";;".join([IMAGE_FILTER, TENSOR_FILTER, *self.extra_input_filters, "All files (*)"]),
+        )
+        if path:
+            remember(path)
+            self.files.open_input_source(path)
+
+    def _on_sample_activated(self, index: int) -> None:
+        if index <= 0 or index > len(self.samples):
+            return
+        self.files.open_input_source(str(self.samples[index - 1]), remember=False)
+        self.sample_combo.setCurrentIndex(0)
+
+    def refresh_recent(self) -> None:
+        """Fill Recent models and Recent inputs from the settings."""
+        files = self.files
+        self.recent_models_menu.clear()
+        for entry in self.settings.recent_models():
+            source, arch = split_recent_model(entry)
+            text = f"{source}  (arch {arch})" if arch else source
+            self.recent_models_menu.addAction(
+                text, lambda s=source, a=arch: files.open_model_source(s, arch=a)
+            )
+        self.recent_models_menu.setEnabled(not self.recent_models_menu.isEmpty())
+        self.recent_inputs_menu.clear()
+        for source in self.settings.recent_inputs():
+            self.recent_inputs_menu.addAction(source, lambda s=source: files.open_input_source(s))
+        self.recent_inputs_menu.setEnabled(not self.recent_inputs_menu.isEmpty())
+
+    def _fill_samples(self) -> None:
+        try:
+            from actviz.io.models.demo_model import demo_samples
+
+            self.samples = demo_samples()
+        except Exception:  # noqa: BLE001 - no samples is fine
+            self.samples = []
+        self.sample_combo.clear()
+        self.sample_combo.addItem("Sample…")
+        for path in self.samples:
+            self.sample_combo.addItem(path.stem)
+        self.sample_combo.setEnabled(bool(self.samples))
