@@ -138,6 +138,7 @@ class CompareController(FeatureBase, QObject):
         self._refresh_input_choices()
         v.clear(FIRST_NOTE)
         host.add_tab(self.page, TAB_TITLE)
+        host.offer_pin_comparison(self.compare_with_pin)
 
     # ========================================================================== public API
     def cancel(self) -> bool:

@@ -370,8 +370,8 @@ class WindowAPI:
 
     def compare_with_pin(self, pin: Any) -> bool:
         """Show the Compare tab comparing the latest run with ``pin`` (Pinned results menu)."""
-        compare = self.features.get("compare")
-        return compare is not None and compare.compare_with_pin(pin)  # type: ignore[attr-defined]
+        compare = self.pins_ui.compare_with  # offered by the Compare feature, if built
+        return compare is not None and bool(compare(pin))
 
     # ------------------------------------------------------------------ sessions
     def adopt_model(

@@ -9,7 +9,7 @@ window's parts, so a feature never touches a widget it did not make.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -215,6 +215,12 @@ class HostSlots:
         if new_row:
             main.addToolBarBreak()
         main.addToolBar(toolbar)
+
+    def offer_pin_comparison(self, compare: Callable[[Any], object]) -> None:
+        """Run > Pinned results offers "Compare with the latest run": ``compare(pin)``."""
+        pins_ui = self.pins_ui  # type: ignore[attr-defined]
+        pins_ui.compare_with = compare
+        pins_ui.refresh_pins_menu()
 
     def add_status_widget(self, widget: QWidget) -> None:
         """A permanent widget at the right of the status bar."""

@@ -183,7 +183,6 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         self.plugins = attach_plugins(self, plugins)  # after the built-ins, as they are built
         self._dropped = ""
         self._open_dropped_soon = DeferredCall(self, lambda: self.open_dropped(self._dropped))
-        self.pins_ui.compare_with = self.compare_with_pin
         self.pins_ui.refresh_pins_menu()
         self.commands.quit_action.triggered.connect(self.close)
         self.commands.reset_layout_action.triggered.connect(self.reset_layout)
