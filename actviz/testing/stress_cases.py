@@ -116,6 +116,13 @@ def child(args: argparse.Namespace) -> int:
     os.environ.setdefault("ACTVIZ_OFFLINE", "1")
     torch.set_num_threads(args.threads)
     from actviz.bench.ui_bench import ensure_qt_app
+    from actviz.core.allocator import tune_allocator
+    from actviz.core.threads import parallel_in_workers_only
+
+    # The process as the app sets up its own (ui/app.py run_app): glibc keeps freed memory
+    # (one arena per core), torch runs in parallel on the worker threads only.
+    tune_allocator()
+    parallel_in_workers_only()
     from actviz.testing.stress import StressDriver
 
     ensure_qt_app()
