@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from actviz.core.compare import compare
+from tests.helpers import frame
 
 TIMEOUT_MS = 60_000
 #: Enough layers that the last ones are well below the difference area at 1280x720.
@@ -28,20 +29,16 @@ LAYERS = [
 ]
 
 
-def _image(seed: int) -> torch.Tensor:
-    return torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
-
-
-def _setup(actviz_window, resnet, seeds=(1,)):
+def _pinned_window(actviz_window, resnet, seeds=(1,)):
     """A window on ResNet-18 with a pin per seed, then run on seed 99 (run A)."""
     win = actviz_window(resnet, None, LAYERS)
     window = win.window
     pins = []
     for seed in seeds:
-        win.set_input(_image(seed))
+        win.set_input(frame(seed, 32))
         win.run_and_wait(TIMEOUT_MS)
         pins.append(window.pin_result())
-    win.set_input(_image(99))
+    win.set_input(frame(99, 32))
     win.run_and_wait(TIMEOUT_MS)
     return win, pins
 
@@ -91,9 +88,9 @@ def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
 
 
 def _compared(qtbot, actviz_window, resnet):
-    """:func:`_setup` with one pin, then run A compared with it: the window, the pin, the
+    """:func:`_pinned_window` with one pin, then run A compared with it: the window, the pin, the
     Compare feature, its view and the two captures."""
-    win, (pin,) = _setup(actviz_window, resnet)
+    win, (pin,) = _pinned_window(actviz_window, resnet)
     ctrl = win.window.features["compare"]
     _compare_with(qtbot, win.window, pin)
     return win, pin, ctrl, ctrl.view, win.window.result.capture, pin.result.capture
@@ -137,7 +134,7 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
 
 
 def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, resnet):
-    win, (first, second) = _setup(actviz_window, resnet, seeds=(1, 2))
+    win, (first, second) = _pinned_window(actviz_window, resnet, seeds=(1, 2))
     window = win.window
     ctrl = window.features["compare"]
     view = ctrl.view
@@ -172,7 +169,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
 
 
 def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, resnet):
-    win, (pin,) = _setup(actviz_window, resnet)
+    win, (pin,) = _pinned_window(actviz_window, resnet)
     window = win.window
     ctrl = window.features["compare"]
     view = ctrl.view
@@ -292,10 +289,10 @@ def test_the_first_divergence_text_stays_inside_a_narrow_chart(qtbot, where):
 def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actviz_window, resnet):
     win = actviz_window(resnet, None, LAYERS, size=(1024, 640))
     window = win.window
-    win.set_input(_image(1))
+    win.set_input(frame(1, 32))
     win.run_and_wait(TIMEOUT_MS)
     pin = window.pin_result()
-    win.set_input(_image(2))
+    win.set_input(frame(2, 32))
     win.run_and_wait(TIMEOUT_MS)
     _compare_with(qtbot, window, pin)
     chart = window.features["compare"].view.chart

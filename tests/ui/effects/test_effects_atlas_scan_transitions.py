@@ -12,27 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from PySide6.QtCore import Qt
 
 from actviz.ui.atlas.feature import FAR_OFF_MAP
 from actviz.ui.atlas.view import EMPTY_TEXT
 from actviz.ui.dataset.dialog import ScanSpec
-from tests.ui.tiny_models import TinyCNN
+from tests.helpers import frame
+from tests.ui.tiny_models import seeded_tiny_cnn
 
 LAYERS = ["conv1", "conv2"]
 DEMO_LAYER = "features.block3"
 TIMEOUT_MS = 30_000
-
-
-def _tiny(seed: int = 0) -> TinyCNN:
-    torch.manual_seed(seed)
-    return TinyCNN().eval()
-
-
-def _input() -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
 
 
 def _write_images(folder, count: int = 6) -> None:
@@ -69,7 +60,7 @@ def _demo_with_atlas(win, qtbot, tmp_path):
 
 
 def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
-    win = actviz_window(_tiny(), _input(), LAYERS)
+    win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
@@ -77,7 +68,7 @@ def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
     assert feature.effects is not None and set(feature.view.sections) == set(LAYERS)
 
     # Another model, not run yet: the old model's bars and target must not stay on show.
-    win.set_model(_tiny(1), LAYERS)
+    win.set_model(seeded_tiny_cnn(1), LAYERS)
     assert feature.effects is None
     assert feature.view.sections == {}
     assert feature.view.message.text().startswith("Run the model")
@@ -90,7 +81,7 @@ def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
 def test_another_model_leaves_no_line_of_the_map_before(actviz_window, qtbot, tmp_path):
     win = actviz_window()
     atlas = _demo_with_atlas(win, qtbot, tmp_path)
-    win.set_model(_tiny(), LAYERS)
+    win.set_model(seeded_tiny_cnn(), LAYERS)
     view = atlas.view
     assert atlas.atlas is None and view.stack.currentIndex() == 0
     assert view.empty_label.text() == EMPTY_TEXT
@@ -203,7 +194,7 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
         qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
         assert window.commands.cancel_action.isEnabled()
-        win.set_model(_tiny(), LAYERS)
+        win.set_model(seeded_tiny_cnn(), LAYERS)
         gate.active = False
         gate.open.set()
         dock = dataset.dock
@@ -248,7 +239,7 @@ def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, t
 
 
 def test_channels_without_effect_get_no_bar(actviz_window):
-    win = actviz_window(_tiny(), _input(), [*LAYERS, "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(3), [*LAYERS, "fc"])
     win.run_and_wait()
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
@@ -318,7 +309,7 @@ def test_the_scan_dialog_follows_another_model(actviz_window, qtbot, tmp_path):
     dialog.folder_edit.setText(str(folder))
     # Another model while the dialog is open: it listed the demo's layers, and scanning
     # them failed ("unknown layer 'features.block1'").
-    win.set_model(_tiny(), LAYERS)
+    win.set_model(seeded_tiny_cnn(), LAYERS)
     assert dataset.dialog is dialog and dialog.isVisible()
     listed = [dialog.layer_list.item(i).text() for i in range(dialog.layer_list.count())]
     assert set(listed) == {n.name for n in window.session.tree if n.name}
@@ -402,7 +393,7 @@ def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tm
 def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window):
     from actviz.ui.effects.feature import INTERRUPTED
 
-    win = actviz_window(_tiny(), _input(), LAYERS)
+    win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
     feature = win.feature("effects")
     win.open_dock("Channels that matter")

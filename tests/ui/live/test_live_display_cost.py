@@ -22,7 +22,7 @@ class _Paints(QObject):
         return False
 
 
-def _painted(qtbot, label: ElidedLabel, change) -> int:
+def _paint_count(qtbot, label: ElidedLabel, change) -> int:
     paints = _Paints()
     label.installEventFilter(paints)
     try:
@@ -45,13 +45,13 @@ def test_an_elided_label_set_to_the_same_text_is_not_repainted(qtbot):
     qtbot.waitExposed(label)
     QApplication.processEvents()
     same = ("features.block2 · ConvBlock · 32×32×32", ("features.block2 · …",))
-    assert _painted(qtbot, label, lambda: label.set_text(*same)) == 0
+    assert _paint_count(qtbot, label, lambda: label.set_text(*same)) == 0
     assert label.shown_text() == "features.block2 · …"
-    assert _painted(qtbot, label, lambda: label.set_text("conv1", ("c…",))) >= 1
+    assert _paint_count(qtbot, label, lambda: label.set_text("conv1", ("c…",))) >= 1
     assert label.shown_text() == "conv1"
     # setText: the same text, no repaint; after set_text's fallbacks, the text is drawn whole.
-    assert _painted(qtbot, label, lambda: label.setText("conv1")) >= 1  # fallbacks forgotten
-    assert _painted(qtbot, label, lambda: label.setText("conv1")) == 0
+    assert _paint_count(qtbot, label, lambda: label.setText("conv1")) >= 1  # fallbacks forgotten
+    assert _paint_count(qtbot, label, lambda: label.setText("conv1")) == 0
     label.set_text("a long title that does not fit here", ("short",))
     QApplication.processEvents()
     assert label.shown_text() == "short"
