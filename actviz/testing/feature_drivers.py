@@ -143,10 +143,11 @@ class DatasetDriver(FeatureDriver):
         return self.feature.start(spec)
 
     def scan_and_wait(self, spec: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
-        """Scan ``spec``, wait for ``scan_finished`` and return the scan shown."""
-        with self.driver.qtbot.waitSignal(self.scans.scan_finished, timeout=timeout_ms):
+        """Scan ``spec``, wait for ``scan_finished`` and return the finished scan (its
+        argument: a saved one comes back ``from_cache``)."""
+        with self.driver.qtbot.waitSignal(self.scans.scan_finished, timeout=timeout_ms) as done:
             self.start(spec)
-        return self.scan
+        return done.args[0]
 
     def open_dialog(self) -> Any:
         """Open the scan dialog (Data > Scan dataset…) and return it."""
@@ -180,6 +181,24 @@ class CompareDriver(FeatureDriver):
         feature = self.feature
         with self.driver.qtbot.waitSignal(feature.compare_finished, timeout=timeout_ms):
             assert feature.compare_with_input(source), f"could not compare with {source!r}"
+        return feature.view
+
+    def compare_with_pin(self, pin: Any, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
+        """Compare the result shown with the pinned result ``pin`` (Pinned results > Compare
+        with) and wait for ``compare_finished``; returns the view."""
+        feature = self.feature
+        with self.driver.qtbot.waitSignal(feature.compare_finished, timeout=timeout_ms):
+            assert feature.compare_with_pin(pin), f"could not compare with {pin!r}"
+        return feature.view
+
+    def click_compare(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
+        """Click the view's Compare button with the mouse and wait for ``compare_finished``;
+        returns the view."""
+        from PySide6.QtCore import Qt
+
+        feature = self.feature
+        with self.driver.qtbot.waitSignal(feature.compare_finished, timeout=timeout_ms):
+            self.driver.qtbot.mouseClick(feature.view.compare_button, Qt.MouseButton.LeftButton)
         return feature.view
 
     def wait_diff_panels(self, timeout_ms: int = SHOW_TIMEOUT_MS) -> None:

@@ -41,7 +41,7 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
     assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_classes(folder)
-    feature = _scan(qtbot, window, folder)
+    feature = _scan(win, folder)
     atlas, view = feature.atlas, feature.view
     window.show_tab(view)
     win.settle()
@@ -124,7 +124,7 @@ def test_a_restore_waits_for_its_scan_and_another_scan_drops_it(qtbot, actviz_wi
     assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_classes(folder)
-    feature = _scan(qtbot, window, folder)
+    feature = _scan(win, folder)
     scan = window.session.scan
     saved = {
         "layer": "fc",

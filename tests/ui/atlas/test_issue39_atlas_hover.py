@@ -18,7 +18,7 @@ def test_the_hover_thumbnail_stays_while_the_pointer_rests(qtbot, actviz_window,
     assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_classes(folder)
-    _scan(qtbot, window, folder)
+    _scan(win, folder)
     view = atlas_ui.view
     window.show_tab(view)
     win.settle()

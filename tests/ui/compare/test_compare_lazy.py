@@ -43,11 +43,9 @@ def _pinned_window(actviz_window, resnet, seeds=(1,)):
     return win, pins
 
 
-def _compare_with(qtbot, window, pin) -> None:
-    ctrl = window.features["compare"]
-    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
-        assert window.compare_with_pin(pin)
-    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+def _compare_with(win, pin) -> None:
+    win.compare.compare_with_pin(pin, TIMEOUT_MS)
+    win.compare.wait_diff_panels(5000)
 
 
 def _scroll_down_until(qtbot, view, condition) -> None:
@@ -91,8 +89,8 @@ def _compared(qtbot, actviz_window, resnet):
     """:func:`_pinned_window` with one pin, then run A compared with it: the window, the pin, the
     Compare feature, its view and the two captures."""
     win, (pin,) = _pinned_window(actviz_window, resnet)
-    ctrl = win.window.features["compare"]
-    _compare_with(qtbot, win.window, pin)
+    ctrl = win.compare.feature
+    _compare_with(win, pin)
     return win, pin, ctrl, ctrl.view, win.window.result.capture, pin.result.capture
 
 
@@ -136,9 +134,9 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
 def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, resnet):
     win, (first, second) = _pinned_window(actviz_window, resnet, seeds=(1, 2))
     window = win.window
-    ctrl = window.features["compare"]
+    ctrl = win.compare.feature
     view = ctrl.view
-    _compare_with(qtbot, window, first)
+    _compare_with(win, first)
     cap_a = window.result.capture
     bar = view.diff_scroll.verticalScrollBar()
     bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
@@ -146,7 +144,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     panels = dict(view.diff_panels)
     bar.setValue(0)
 
-    _compare_with(qtbot, window, second)
+    _compare_with(win, second)
     cap_b = second.result.capture
     # The same panels, kept: those in view show the second comparison, the others nothing.
     assert view.diff_panels == panels
@@ -171,7 +169,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
 def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, resnet):
     win, (pin,) = _pinned_window(actviz_window, resnet)
     window = win.window
-    ctrl = window.features["compare"]
+    ctrl = win.compare.feature
     view = ctrl.view
     # Compared while the Layers tab is shown: nothing is painted until the tab is.
     ctrl.view.set_source("pin")
@@ -294,9 +292,9 @@ def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actvi
     pin = window.pin_result()
     win.set_input(frame(2, 32))
     win.run_and_wait(TIMEOUT_MS)
-    _compare_with(qtbot, window, pin)
-    chart = window.features["compare"].view.chart
-    view = window.features["compare"].view
+    _compare_with(win, pin)
+    chart = win.compare.view.chart
+    view = win.compare.view
     win.settle()
     assert chart.divergence == 0 and chart.divergence_text.isVisible()
     assert _text_inside(chart)

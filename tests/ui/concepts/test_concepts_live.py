@@ -42,7 +42,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
 
     monkeypatch.setattr("actviz.ui.window.result_display.current_mosaics", current)
     win.reveal(LAYER)
-    live = window.features["live"].configure(max_fps=1000)
+    live = win.live.configure(max_fps=1000)
     # No settling full frame (it builds every mosaic): the frames alone.
     offer = live.coalescer.offer
     monkeypatch.setattr(live.coalescer, "offer", lambda spec: None if spec.full else offer(spec))

@@ -263,7 +263,7 @@ def test_a_live_frames_number_is_the_same_in_summary_json_and_the_window(actviz_
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "fc"], auto_run=True)
     win.run_and_wait(flush=False)
     w = win.window
-    live = w.features["live"]
+    live = win.live.feature
     frames = torch.randn(5, 3, 16, 16, generator=torch.Generator().manual_seed(3))
     live.controller.set_source(TensorFrames(frames, "clip"))
     win.qtbot.waitUntil(lambda: live.controller.frames_shown >= 1, timeout=LOAD_MS)

@@ -91,8 +91,8 @@ def _prepare(win) -> str:
     from actviz.core.edit_kinds import ablate
 
     with win.expect_run():
-        window.features["whatif"].add_edit(maps[0], ablate([0]))
-    compare = window.features["compare"]
+        win.whatif.add_edit(maps[0], ablate([0]))
+    compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=RUN_TIMEOUT_MS):
         assert window.compare_with_pin(pin)
     _settle_with_compare(win)
@@ -240,7 +240,7 @@ def test_the_atlas_tab_holds_over_sizes_and_docks(scanned, demo_resources, actvi
     if scanned:
         folder = tmp_path / "images"
         write_classes(folder)
-        _scan(win.qtbot, win.window, folder)
+        _scan(win, folder)
         assert atlas.atlas is not None and atlas.view.dots.count() == 10
     new, known = walk(
         win,

@@ -229,7 +229,7 @@ def test_the_tile_menu_visualises_the_panels_page_in_its_order(actviz_window, ti
     # The panel's tiles sorted (as by effect): the page follows that order.
     session.set_channel_order("conv2", ChannelOrder((5, 3, 1, 0, 2, 4), "by effect"))
     session.set_page_channels("conv2", 3)
-    menu = win.window.features["whatif"].tile_menu("conv2", [1])
+    menu = win.whatif.feature.tile_menu("conv2", [1])
     (action,) = [a for a in menu.actions() if a.text() == "Visualise channels"]
     action.trigger()
     wait_not_busy(win.qtbot, feature.page)

@@ -24,7 +24,7 @@ from actviz.ui.window.settings import AppSettings
 from tests.core.seed_models import SeedMLP
 from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
-from tests.ui.tiny_models import seeded_tiny_cnn
+from tests.ui.tiny_models import TinyCNN, seeded_tiny_cnn  # noqa: F401 - an arch string names it here
 
 LEFT = Qt.MouseButton.LeftButton
 
@@ -998,15 +998,15 @@ def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     assert window.session.memory_budget == 1 << 30
-    assert window.features["live"].controller.memory_budget == 1 << 30
-    assert window.features["live"].dock.budget_spin.value() == 1024  # MiB
+    assert win.live.controller.memory_budget == 1 << 30
+    assert win.live.dock.budget_spin.value() == 1024  # MiB
     window.close()
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "512MiB")
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     assert window.session.memory_budget == 512 << 20
-    assert window.features["live"].controller.memory_budget == 512 << 20
-    assert window.features["live"].dock.budget_spin.value() == 512
+    assert win.live.controller.memory_budget == 512 << 20
+    assert win.live.dock.budget_spin.value() == 512
     window.close()
     # A budget from the environment is obeyed: one 64x64x64 map (1 MiB) is over 200 kB.
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")

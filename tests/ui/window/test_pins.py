@@ -187,7 +187,7 @@ def test_showing_a_pin_pauses_live_playback(qtbot, actviz_window, tiny_cnn):
     window.set_input(frame(1))
     win.run_and_wait()
     pin = window.pin_result()
-    live = window.features["live"].controller
+    live = win.live.controller
     live.set_source(TensorFrames(torch.cat([frame(s) for s in range(4)]), "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
     live.set_speed(30)
