@@ -285,8 +285,10 @@ class SessionsDriver(FeatureDriver):
 
     def save(self, path: Any) -> None:
         """Save the session to ``path`` and wait until it is written."""
-        assert self.feature.save_session(path, wait=True), f"could not save {path}"
+        saved = self.feature.save_session(path, wait=True)
+        assert saved, f"could not save {path}: {self.driver.banner_messages()}"
 
     def open(self, path: Any) -> None:
         """Open the session file ``path`` and wait until it is shown."""
-        assert self.feature.open_session(path, wait=True), f"could not open {path}"
+        opened = self.feature.open_session(path, wait=True)
+        assert opened, f"could not open {path}: {self.driver.banner_messages()}"

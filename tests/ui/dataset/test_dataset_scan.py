@@ -54,6 +54,14 @@ def _progress(win) -> list[tuple[int, int]]:
     return seen
 
 
+def _demo_window(actviz_window):
+    """A window on the demo model (opened and run), scanning in process."""
+    win = actviz_window()
+    win.dataset.in_process()  # no loader processes for 16 tiny images
+    assert win.window.open_model_source("demo", wait=True)
+    return win
+
+
 def _click_row(qtbot, table, row: int) -> None:
     index = table.proxy.index(row, 0)
     table.scrollTo(index)
@@ -63,10 +71,8 @@ def _click_row(qtbot, table, row: int) -> None:
 def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_folder(folder, broken=True)
     win.dataset.feature.scan_action.trigger()
@@ -165,10 +171,8 @@ def _gated_folder(window, tmp_path):
 
 
 def test_escape_stops_a_scan_too(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder, gate, handle = _gated_folder(window, tmp_path)
     seen = _progress(win)
     try:
@@ -193,10 +197,8 @@ def test_escape_stops_a_scan_too(qtbot, actviz_window, tmp_path):
 
 
 def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder, gate, handle = _gated_folder(window, tmp_path)
     spec = ScanSpec(str(folder), (LAYER,), 3, BATCH)
     seen = _progress(win)
@@ -312,10 +314,8 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
 def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_folder(folder)
     scan = win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), 5, 8), TIMEOUT_MS)
@@ -398,10 +398,7 @@ def test_tile_heat_runs_from_zero_to_each_tiles_maximum():
 
 def test_the_window_scans_in_the_background_priority(qtbot, actviz_window, tmp_path, monkeypatch):
     """The scan's thread and loaders run below the GUI (live lag holds while a scan runs)."""
-    win = actviz_window()
-    window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
+    win = _demo_window(actviz_window)
     import os
     import sys
 
@@ -436,10 +433,7 @@ def test_the_windows_scan_has_its_loaders_forked_by_the_server(
     """Forking loader processes from the window's (large) process stalled the GUI thread
     15-120 ms: the window's scan asks actviz's fork server for them (started while the dialog
     is open), and its result is the engine's."""
-    win = actviz_window()
-    window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
+    win = _demo_window(actviz_window)
     import sys
 
     from actviz.data import fork_server as loaders
@@ -479,10 +473,8 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
 ):
     """Widening the dock at every scan start re-laid out every panel (75-135 ms of the GUI
     thread beside live mode): it is widened when it opens, never while shown."""
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     from actviz.ui.dataset.dock import PREFERRED_WIDTH
 
     folder = tmp_path / "images"

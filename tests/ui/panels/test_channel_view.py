@@ -35,6 +35,15 @@ def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
     QApplication.processEvents()
 
 
+def _channel_opened(actviz_window, resnet, name: str, channel: int):
+    """A window on ResNet-18 (the noise picture), run, with ``channel`` of ``name`` opened by
+    a click on its tile; returns the driver and the channel view."""
+    win = actviz_window(resnet, noise_picture(), LAYERS)
+    win.run_and_wait()
+    _open_by_click(win.qtbot, win.window, name, channel)
+    return win, win.window.centre.channel_view
+
+
 def _wheel_once(canvas, steps: int = 2) -> None:
     """A real wheel event over the middle of the canvas (zoom in)."""
     viewport = canvas.viewport()
@@ -53,11 +62,8 @@ def _wheel_once(canvas, steps: int = 2) -> None:
 
 
 def test_clicking_a_tile_opens_the_channel_large(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, noise_picture(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 5)
     window = win.window
-    _open_by_click(qtbot, window, "layer2", 5)
-    view = window.centre.channel_view
     layer = window.result.layers["layer2"]
     assert (view.name, view.channel, view.channels) == ("layer2", 5, 128)
     np.testing.assert_array_equal(view.activation, layer.view.data[5])
@@ -75,11 +81,7 @@ def test_clicking_a_tile_opens_the_channel_large(qtbot, actviz_window, resnet):
 
 
 def test_zoom_is_aspect_locked_and_linked(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, noise_picture(), LAYERS)
-    win.run_and_wait()
-    window = win.window
-    _open_by_click(qtbot, window, "layer2", 3)
-    view = window.centre.channel_view
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 3)
     act, grad = view.activation_canvas, view.gradient_canvas
     before = act.view.viewRect()
     _wheel_once(act)
@@ -102,11 +104,8 @@ def test_zoom_is_aspect_locked_and_linked(qtbot, actviz_window, resnet):
 
 
 def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, noise_picture(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 10)
     window = win.window
-    _open_by_click(qtbot, window, "layer2", 10)
-    view = window.centre.channel_view
     layer = window.result.layers["layer2"]
     view.setFocus()
     qtbot.keyClick(view, Qt.Key.Key_BracketRight)
@@ -133,11 +132,8 @@ def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
 
 
 def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, noise_picture(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "conv1", 7)
     window = win.window
-    _open_by_click(qtbot, window, "conv1", 7)
-    view = window.centre.channel_view
     data = window.result.layers["conv1"].view.data[7].astype(np.float64)
     stats = view.stats
     assert stats["min"] == data.min() and stats["max"] == data.max()
@@ -179,11 +175,8 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     """Unticking Gradients hides |gradient| in every view: the layer panels and the open
     channel, which then draws its activation larger; a channel opened while it is off opens
     without it, and ticking it again brings the same gradient back."""
-    win = actviz_window(resnet, noise_picture(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 5)
     window = win.window
-    _open_by_click(qtbot, window, "layer2", 5)
-    view = window.centre.channel_view
     assert view.gradient_shown()
     before = view.activation_canvas.image_rect_on_screen()
     window.commands.gradients_action.setChecked(False)

@@ -56,6 +56,21 @@ class GatedLoader:
         return _loaded(source, self.models[source])
 
 
+def _tiny_run(actviz_window, model: torch.nn.Module | None = None):
+    """A window on the tiny CNN (or ``model``) with its layers ticked, run once."""
+    model = model if model is not None else seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    return win
+
+
+def _gated_loader(window) -> GatedLoader:
+    """A :class:`GatedLoader` the window opens its models with from now on."""
+    loader = GatedLoader()
+    window.model_loader = loader
+    return loader
+
+
 def _png(tmp_path, size: int = 16):
     path = tmp_path / f"star{size}.png"
     generate_image("star", np.random.default_rng(0)).resize((size, size)).save(path)
@@ -65,12 +80,10 @@ def _png(tmp_path, size: int = 16):
 # -------------------------------------------------------------------------------- responsive
 def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
     old = seeded_tiny_cnn()
-    win = actviz_window(old, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window, old)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("resnet18")
-    window.model_loader = loader
     ticks = []
     timer = QTimer()
     timer.setInterval(10)
@@ -116,8 +129,7 @@ def _loader_threads(window) -> list[bool]:
 
 
 def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_window):
-    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     threads = _loader_threads(window)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
@@ -131,8 +143,7 @@ def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_w
 
 # -------------------------------------------------------------------------------- stale / failed
 def test_a_stale_model_load_is_dropped(qtbot, actviz_window):
-    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     loader = GatedLoader()
     first_gate = loader.gate("first")
@@ -156,12 +167,10 @@ def test_a_stale_model_load_is_dropped(qtbot, actviz_window):
 
 def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
     old = seeded_tiny_cnn()
-    win = actviz_window(old, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window, old)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("broken.pt")
-    window.model_loader = loader
     previous = window.result
     window.open_model_source("broken.pt")
     assert loader.started["broken.pt"].wait(5)
@@ -179,12 +188,10 @@ def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
 
 def test_cancel_drops_a_model_load(qtbot, actviz_window):
     old = seeded_tiny_cnn()
-    win = actviz_window(old, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window, old)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("slow")
-    window.model_loader = loader
     window.open_model_source("slow")
     assert loader.started["slow"].wait(5)
     with qtbot.waitSignal(window.model_load_failed, timeout=2000) as failed:
@@ -198,12 +205,10 @@ def test_cancel_drops_a_model_load(qtbot, actviz_window):
 
 
 def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
-    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("slow")
-    window.model_loader = loader
     window.open_model_source("slow")
     assert loader.started["slow"].wait(5)
     mine = seeded_tiny_cnn()
@@ -217,8 +222,7 @@ def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
 def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    loader = GatedLoader()
-    window.model_loader = loader
+    loader = _gated_loader(window)
     assert window.open_model_source("quick", wait=True) is True
     assert window.session.model is loader.models["quick"]
     assert window.open_model_source("broken", wait=True) is False
@@ -293,8 +297,7 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
 def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     real = window.input_loader
     release_a, a_started = threading.Event(), threading.Event()
@@ -338,8 +341,7 @@ def test_load_demo_opens_model_and_sample_in_the_background(qtbot, actviz_window
 
 
 def test_input_files_open_with_tensors_too(qtbot, actviz_window, tmp_path):
-    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     path = tmp_path / "x.pt"
     x = frame(7)
@@ -351,8 +353,7 @@ def test_input_files_open_with_tensors_too(qtbot, actviz_window, tmp_path):
 
 
 def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tmp_path):
-    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     release, started = threading.Event(), threading.Event()
     real = window.input_loader
