@@ -100,6 +100,16 @@ class LiveDriver(FeatureDriver):
         live = self.controller
         self.driver.qtbot.waitUntil(lambda: live.idle, timeout=timeout_ms)
 
+    def occlude(self, timeout_ms: int = JOB_TIMEOUT_MS) -> Any:
+        """Show the live dock and tick its occlusion patch, as a user does: the input is
+        occluded and run as a live frame. Waits for that run and for live mode to be idle;
+        returns the result shown."""
+        dock = self.show_dock()
+        with self.driver.expect_run(timeout_ms):
+            dock.occlusion_check.setChecked(True)
+        self.wait_idle(timeout_ms)
+        return self.driver.window.result
+
     def status_text(self) -> str:
         """The live rate in the status bar ("12.0 fps", "live paused", or empty)."""
         return self.feature.status_label.text()

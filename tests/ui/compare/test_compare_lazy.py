@@ -217,11 +217,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
     window = win.window
     # Live mode on (an occlusion patch): frames of another input replace the latest run.
-    live = win.feature("live")
-    live.dock.show()
-    with win.expect_run(TIMEOUT_MS):
-        live.dock.occlusion_check.setChecked(True)
-    qtbot.waitUntil(lambda: live.controller.idle, timeout=TIMEOUT_MS)
+    win.live.occlude(TIMEOUT_MS)
     assert window.result.capture is not cap_a
     assert view.message().startswith(STALE_NOTE)
     window.show_tab(ctrl.page)
@@ -229,7 +225,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
     _assert_panels_show(ctrl, cap_a, cap_b)
     # Live mode off again: still that comparison.
-    live.dock.close()
+    win.live.dock.close()
     win.wait_idle()
     view.diff_scroll.verticalScrollBar().setValue(view.diff_scroll.verticalScrollBar().maximum())
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)

@@ -155,12 +155,12 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
     feature.view.name_edit.editingFinished.emit()
     assert win.session.concepts[LAYER].names == {first: "bright blob"}
     path = tmp_path / "concepts.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
 
     torch.manual_seed(0)
     other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
     assert other.session.concepts == {}
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     other.window.flush_panel_updates()
     att = other.session.concepts[LAYER]
@@ -184,11 +184,11 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
         win.qtbot.mouseClick(feature.view.remove_button, Qt.MouseButton.LeftButton)
     edited = win.window.result.capture.output.clone()
     path = tmp_path / "removed.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
 
     torch.manual_seed(0)
     other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     entries = list(other.session.edits)
     assert len(entries) == 1 and entries[0].layer == LAYER

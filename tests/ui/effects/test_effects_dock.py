@@ -134,12 +134,7 @@ def test_keep_only_top_k_and_marking_the_panels(actviz_window):
 def test_live_frames_update_the_estimates(actviz_window):
     win, model, result, feature = _tiny_with_effects(actviz_window)
     clean = feature.effects.estimate("conv1").copy()
-    live = win.feature("live")
-    live.dock.show()
-    with win.expect_run():
-        live.dock.occlusion_check.setChecked(True)  # a live frame: the input occluded
-    win.qtbot.waitUntil(lambda: live.controller.idle, timeout=60_000)
-    shown = win.window.result
+    shown = win.live.occlude()  # a live frame: the input occluded
     assert shown is not result and shown.origin is not None
     win.effects.wait_estimates()
     expected = estimate_from_capture(model, shown.capture, LAYERS)

@@ -172,12 +172,7 @@ def test_live_frames_re_sort_the_tiles(actviz_window):
     win, model, feature = _wide_with_effects(actviz_window)
     feature.view.sort_check.setChecked(True)
     first = _shown(win).tile_channels
-    live = win.feature("live")
-    live.dock.show()
-    with win.expect_run():
-        live.dock.occlusion_check.setChecked(True)  # a live frame: the input occluded
-    win.qtbot.waitUntil(lambda: live.controller.idle, timeout=60_000)
-    shown = win.window.result
+    shown = win.live.occlude()  # a live frame: the input occluded
     assert shown.origin is not None
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
     expected = estimate_from_capture(model, shown.capture, ["conv2"])

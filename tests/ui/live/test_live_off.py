@@ -10,11 +10,7 @@ from tests.ui.tiny_models import seeded_tiny_cnn
 
 
 def _occlude(win, live):
-    dock = win.feature("live").dock
-    dock.show()
-    with win.expect_run():
-        dock.occlusion_check.setChecked(True)
-    win.qtbot.waitUntil(lambda: live.idle, timeout=60_000)
+    win.live.occlude()
     assert not live.perturbation.is_identity()
     assert not torch.equal(win.window.result.capture.inputs, win.window.session.input.value)
 
@@ -22,11 +18,11 @@ def _occlude(win, live):
 def test_closing_the_live_dock_drops_the_occlusion_patch(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"])
     win.run_and_wait()
-    live = win.feature("live").controller
+    live = win.live.controller
     _occlude(win, live)
-    win.feature("live").dock.close()
+    win.live.dock.close()
     assert live.perturbation.is_identity()
-    assert not win.feature("live").dock.occlusion_check.isChecked()
+    assert not win.live.dock.occlusion_check.isChecked()
     win.wait_idle()
     result = win.run_and_wait()
     assert torch.equal(result.capture.inputs, win.window.session.input.value)
@@ -35,7 +31,7 @@ def test_closing_the_live_dock_drops_the_occlusion_patch(actviz_window):
 def test_another_model_runs_on_the_unperturbed_input(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"])
     win.run_and_wait()
-    live = win.feature("live").controller
+    live = win.live.controller
     _occlude(win, live)
     with win.expect_run():
         win.set_model(seeded_tiny_cnn(), layers=["conv1"])

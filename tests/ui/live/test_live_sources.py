@@ -31,7 +31,7 @@ def _pick(win, dock, index):
 def test_a_folder_of_class_subfolders_plays(actviz_window, tmp_path):
     win = _running_window(actviz_window)
     dock = win.open_dock("Live")
-    live = win.feature("live").controller
+    live = win.live.controller
     for label, colour in (("cats", (200, 40, 40)), ("dogs", (40, 40, 200))):
         (tmp_path / label).mkdir()
         for i in range(2):
@@ -57,7 +57,7 @@ def test_back_to_the_opened_input_shows_it_at_once(actviz_window, tmp_path):
     win = _running_window(actviz_window)
     window = win.window
     dock = win.open_dock("Live")
-    live = win.feature("live").controller
+    live = win.live.controller
     opened = window.session.input.value.clone()
     for i in range(2):
         Image.new("RGB", (16, 16), (100 * i, 80, 20)).save(tmp_path / f"f{i}.png")

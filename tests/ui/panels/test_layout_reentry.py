@@ -146,7 +146,7 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
                 win.settle()
                 assert not window.display.channel_view.isVisible()
                 if edit:
-                    win.feature("whatif").dock.clear_button.click()
+                    win.whatif.dock.clear_button.click()
                     win.wait_idle()
                 win.resize(size[0] - 40, size[1])
                 win.resize(*size)

@@ -44,7 +44,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert saved["open"] is True and saved["layer"] == LAYER and saved["first"] == 4
     assert saved["settings"] == SETTINGS and saved["size"] == len(channels)
     path = tmp_path / "page.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
     assert actviz.session.load(path).settings[STATE_KEY] == saved
 
     # A fresh window with other settings: the session puts the page and its settings back.
@@ -52,7 +52,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     again = other.feature("visualize")
     again.section.set_settings({"objective": "channel", "steps": 9, "size": 32})
     assert not again.page.dock.isVisible()
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     wait_not_busy(other.qtbot, again.page)
     restored = again.page

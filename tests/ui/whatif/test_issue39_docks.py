@@ -28,7 +28,7 @@ def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
         win.context_action("conv2", 1, "Ablate")
     assert dock.isVisible() and len(win.window.session.edits.entries) == 1
     assert dock.width() <= PREFERRED_WIDTH
-    clear = win.feature("whatif").dock.clear_button
+    clear = win.whatif.dock.clear_button
     with win.expect_run():
         win.qtbot.mouseClick(clear, Qt.MouseButton.LeftButton)
     assert not win.window.session.edits.entries
