@@ -26,7 +26,7 @@ def _feature_names(win) -> set[str]:
 def test_a_window_builds_only_the_features_it_names(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], features=["live", "compare"])
     assert _feature_names(win) == {"live", "compare"}
-    assert win.live.feature is win.window.features["live"]
+    assert win.live.feature is win.feature("live")
     with pytest.raises(KeyError, match="no feature 'whatif'"):
         win.whatif.add_edit("conv1", None)
     assert _feature_names(actviz_window(features=[])) == set()

@@ -32,7 +32,8 @@ class Wide(nn.Module):
 def _wide_with_effects(actviz_window):
     torch.manual_seed(0)
     model = Wide().eval()
-    win = actviz_window(model, frame(3), ["conv2"])
+    # Only what these tests use: the effects dock, and live mode for a live frame.
+    win = actviz_window(model, frame(3), ["conv2"], features=["effects", "live"])
     win.run_and_wait()
     feature = win.feature("effects")
     win.effects.open()  # the estimates made (asserted)

@@ -16,7 +16,7 @@ def _occlude(win, live):
 
 
 def test_closing_the_live_dock_drops_the_occlusion_patch(actviz_window):
-    win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"], features=["live"])
     win.run_and_wait()
     live = win.live.controller
     _occlude(win, live)
@@ -29,7 +29,7 @@ def test_closing_the_live_dock_drops_the_occlusion_patch(actviz_window):
 
 
 def test_another_model_runs_on_the_unperturbed_input(actviz_window):
-    win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"], features=["live"])
     win.run_and_wait()
     live = win.live.controller
     _occlude(win, live)
