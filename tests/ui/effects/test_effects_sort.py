@@ -32,8 +32,9 @@ class Wide(nn.Module):
 def _wide_with_effects(actviz_window):
     torch.manual_seed(0)
     model = Wide().eval()
-    # Only what these tests use: the effects dock, and live mode for a live frame.
-    win = actviz_window(model, frame(3), ["conv2"], features=["effects", "live"])
+    # Only what these tests use: the effects dock, live mode (a live frame), what-if (the
+    # tile menu, the difference view).
+    win = actviz_window(model, frame(3), ["conv2"], features=["effects", "live", "whatif"])
     win.run_and_wait()
     feature = win.feature("effects")
     win.effects.open()  # the estimates made (asserted)
