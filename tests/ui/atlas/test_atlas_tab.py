@@ -46,6 +46,16 @@ def _scan(win, folder):
     return atlas
 
 
+def scanned_demo(actviz_window, tmp_path):
+    """A window on the demo with the ten class images of :func:`write_classes` scanned and
+    mapped; returns the driver and the atlas feature."""
+    win = actviz_window()
+    assert win.window.open_model_source("demo", wait=True)
+    folder = tmp_path / "images"
+    write_classes(folder)
+    return win, _scan(win, folder)
+
+
 def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_path):
     win = actviz_window()
     window = win.window

@@ -34,6 +34,16 @@ class OtherNet(nn.Module):
         self.fc = nn.Linear(4, 5)
 
 
+def _compare_tab_after_a_run(actviz_window, tiny_cnn):
+    """A window on the tiny CNN showing its Compare tab, run once on ``frame(1)``; returns the
+    driver and the Compare view."""
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    win.compare.show_page()
+    win.window.set_input(frame(1))
+    win.run_and_wait(TIMEOUT_MS)
+    return win, win.compare.view
+
+
 def _assert_chart_is(view, expected) -> None:
     chart = view.chart
     assert chart.names == [d.name for d in expected.layers]
@@ -47,12 +57,8 @@ def _assert_chart_is(view, expected) -> None:
 
 
 def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
-    win = actviz_window(tiny_cnn, None, LAYERS)
+    win, view = _compare_tab_after_a_run(actviz_window, tiny_cnn)
     window = win.window
-    view = win.compare.view
-    win.compare.show_page()
-    window.set_input(frame(1))
-    win.run_and_wait(TIMEOUT_MS)
     # No pin yet: said in red, nothing runs.
     view.set_source(PIN)
     qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
@@ -180,12 +186,8 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
 def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     qtbot, actviz_window, tiny_cnn, tmp_path
 ):
-    win = actviz_window(tiny_cnn, None, LAYERS)
+    win, view = _compare_tab_after_a_run(actviz_window, tiny_cnn)
     window = win.window
-    view = win.compare.view
-    win.compare.show_page()
-    window.set_input(frame(1))
-    win.run_and_wait(TIMEOUT_MS)
     other = tmp_path / "other.pt"
     torch.save(OtherNet().state_dict(), other)
     changed = TinyCNN().eval()

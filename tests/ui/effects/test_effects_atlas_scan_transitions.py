@@ -8,6 +8,7 @@ folders are a few tiny PNGs written in tmp_path.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -180,10 +181,13 @@ def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
     assert dock.message_label.text().startswith(f"fc ch {channel} has no maps to open large")
 
 
-def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
+@contextlib.contextmanager
+def _held_scan(win, tmp_path):
+    """Start a scan of 16 images on the demo and hold it in its first batch (the model's
+    forward waits at a gate); yields the dataset feature and the gate, which is opened and
+    unhooked on leaving."""
     from tests.ui.dataset.test_dataset_scan import Gate, write_folder
 
-    win = actviz_window()
     window = win.window
     dataset = _demo_dataset(win)
     folder = tmp_path / "images"
@@ -192,7 +196,17 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
     handle = window.session.model.register_forward_pre_hook(gate)
     try:
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
-        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        win.qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        yield dataset, gate
+    finally:
+        gate.open.set()
+        handle.remove()
+
+
+def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    window = win.window
+    with _held_scan(win, tmp_path) as (dataset, gate):
         assert window.commands.cancel_action.isEnabled()
         win.set_model(seeded_tiny_cnn(), LAYERS)
         gate.active = False
@@ -206,9 +220,6 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
         )
         assert dock.message_label.isVisible()
         assert not window.commands.cancel_action.isEnabled()
-    finally:
-        gate.open.set()
-        handle.remove()
 
 
 def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, tmp_path):
@@ -364,25 +375,13 @@ def test_a_map_fitted_before_shows_at_once_behind_a_slow_fit(
 
 
 def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tmp_path):
-    from tests.ui.dataset.test_dataset_scan import Gate, write_folder
-
     win = actviz_window()
-    window = win.window
-    dataset, atlas = _demo_dataset(win), win.feature("atlas")
-    folder = tmp_path / "images"
-    write_folder(folder)
-    gate = Gate(window.session.model)
-    handle = window.session.model.register_forward_pre_hook(gate)
-    try:
-        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
-        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+    atlas = win.feature("atlas")
+    with _held_scan(win, tmp_path) as (dataset, gate):
         with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
             dataset.cancel()
             gate.active = False
             gate.open.set()
-    finally:
-        gate.open.set()
-        handle.remove()
     assert atlas.atlas.scan.count == 4
     # "features.block3: 4 images (PCA)" read as the whole folder's map.
     assert atlas.view.status_label.text().startswith(
