@@ -93,6 +93,11 @@ class Prediction:
 class WindowDriver:
     """Drive one actviz window as a user would, from a test.
 
+    Each feature of the window has a small driver of its own on this one, named as the
+    feature: ``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
+    ``win.whatif``, ``win.tokens``, ``win.sessions``
+    (:mod:`actviz.testing.feature_drivers`).
+
     Parameters
     ----------
     window
