@@ -9,7 +9,7 @@ from torch import nn
 from actviz.bench import cuda_bench
 
 
-def _tiny() -> nn.Module:
+def _conv_flatten_linear() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
         nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)
@@ -17,7 +17,9 @@ def _tiny() -> nn.Module:
 
 
 def test_same_device_capture_compares_every_tensor_as_equal():
-    got = cuda_bench.compare_devices("tiny", _tiny(), torch.randn(1, 3, 8, 8), None, "cpu")
+    got = cuda_bench.compare_devices(
+        "tiny", _conv_flatten_linear(), torch.randn(1, 3, 8, 8), None, "cpu"
+    )
     # 4 leaves x (output, grad_output) + the input gradient
     assert (got["layers"], got["tensors"], got["ok"]) == (4, 9, True)
     assert got["out_rel"] == got["grad_rel"] == got["vs_bare_rel"] == got["bare_grad_rel"] == 0.0

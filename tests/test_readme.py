@@ -228,7 +228,8 @@ def test_the_testing_page_examples_pass_as_a_user_runs_them(tmp_path):
     if not any(ep.value == "actviz.testing.plugin" for ep in entry_points(group="pytest11")):
         pytest.skip("actviz's pytest11 entry point is not installed (pip install -e . again)")
     blocks = re.findall(r"```python\n(.*?)```", (DOCS / "testing.md").read_text(), re.DOTALL)
-    assert len(blocks) == 3  # the first test, a window of your own, the layout check's
+    # the first test, a per-feature driver's, a window of your own, the layout check's
+    assert len(blocks) == 4
     (tmp_path / "test_example.py").write_text("\n\n".join(blocks))
     # This checkout's actviz (the entry point names the module; the path says which copy).
     env = {
@@ -246,7 +247,7 @@ def test_the_testing_page_examples_pass_as_a_user_runs_them(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert re.search(r"\b4 passed\b", proc.stdout), proc.stdout[-2000:]
+    assert re.search(r"\b5 passed\b", proc.stdout), proc.stdout[-2000:]
 
 
 # -- docs/performance.md ----------------------------------------------------------------------

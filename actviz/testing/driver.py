@@ -21,6 +21,16 @@ from PySide6.QtCore import QCoreApplication, QPoint, QPointF, Qt
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import QApplication, QDockWidget, QMenu
 
+from actviz.testing.feature_drivers import (
+    CompareDriver,
+    DatasetDriver,
+    EffectsDriver,
+    LiveDriver,
+    SessionsDriver,
+    TokensDriver,
+    WhatIfDriver,
+)
+
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.window.main_window import MainWindow
@@ -82,6 +92,11 @@ class Prediction:
 
 class WindowDriver:
     """Drive one actviz window as a user would, from a test.
+
+    Each feature of the window has a small driver of its own on this one, named as the
+    feature: ``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
+    ``win.whatif``, ``win.tokens``, ``win.sessions``
+    (:mod:`actviz.testing.feature_drivers`).
 
     Parameters
     ----------
@@ -255,6 +270,43 @@ class WindowDriver:
                 raise KeyError(f"no feature {name!r}; the window has {sorted(features)}")
             return features[name]
         return getattr(self.window, name)
+
+    # ------------------------------------------------------------------ per-feature drivers
+    @property
+    def live(self) -> LiveDriver:
+        """Live mode's driver (:class:`~actviz.testing.feature_drivers.LiveDriver`)."""
+        return LiveDriver(self)
+
+    @property
+    def compare(self) -> CompareDriver:
+        """The Compare tab's driver (:class:`~actviz.testing.feature_drivers.CompareDriver`)."""
+        return CompareDriver(self)
+
+    @property
+    def dataset(self) -> DatasetDriver:
+        """Dataset scans' driver (:class:`~actviz.testing.feature_drivers.DatasetDriver`)."""
+        return DatasetDriver(self)
+
+    @property
+    def effects(self) -> EffectsDriver:
+        """The "Channels that matter" driver
+        (:class:`~actviz.testing.feature_drivers.EffectsDriver`)."""
+        return EffectsDriver(self)
+
+    @property
+    def whatif(self) -> WhatIfDriver:
+        """What-if edits' driver (:class:`~actviz.testing.feature_drivers.WhatIfDriver`)."""
+        return WhatIfDriver(self)
+
+    @property
+    def tokens(self) -> TokensDriver:
+        """Token views' driver (:class:`~actviz.testing.feature_drivers.TokensDriver`)."""
+        return TokensDriver(self)
+
+    @property
+    def sessions(self) -> SessionsDriver:
+        """Session files' driver (:class:`~actviz.testing.feature_drivers.SessionsDriver`)."""
+        return SessionsDriver(self)
 
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:

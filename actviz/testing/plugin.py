@@ -100,6 +100,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         settings: Any = None,
         show: bool = True,
         plugins: Any = None,
+        features: Sequence[Any] | None = None,
         **window_kwargs: Any,
     ) -> WindowDriver:
         if settings is None:  # one file per test: a second window reads what the first wrote
@@ -112,6 +113,7 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
             debounce_ms=debounce_ms,
             auto_run=auto_run,
             plugins=plugins,
+            features=None if features is None else feature_classes(features),
             **window_kwargs,
         )
         # Not given to qtbot.addWidget: a test may delete its window itself; the plugin's
@@ -132,6 +134,28 @@ def window_factory(qtbot: Any, tmp_path: Path, drivers: list) -> Callable[..., A
         return driver
 
     return make
+
+
+def feature_classes(features: Sequence[Any]) -> list[Any]:
+    """The feature classes ``features`` names: each a default feature's name ("live",
+    "compare", ...) or a feature class (passed as it is); in the order given.
+
+    Raises
+    ------
+    ValueError
+        For a name no default feature has (the message lists the names there are).
+    """
+    from actviz.ui.window.features import default_features
+
+    by_name = {make.name: make for make in default_features()}
+    classes = []
+    for feature in features:
+        if isinstance(feature, str):
+            if feature not in by_name:
+                raise ValueError(f"no feature {feature!r}; the features are {sorted(by_name)}")
+            feature = by_name[feature]
+        classes.append(feature)
+    return classes
 
 
 def leftovers(
@@ -184,9 +208,10 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     """Give a factory of :class:`~actviz.testing.WindowDriver` s over shown actviz windows.
 
     ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720),
-    debounce_ms=20, auto_run=False, settings=None, show=True, plugins=None, **window_kwargs)``
-    builds a
-    ``MainWindow`` (``window_kwargs`` go to it) on a scratch settings file in ``tmp_path``
+    debounce_ms=20, auto_run=False, settings=None, show=True, plugins=None, features=None,
+    **window_kwargs)`` builds a ``MainWindow`` (``window_kwargs`` go to it) with only the
+    ``features`` named (``["live"]``, ``["compare", "whatif"]``; feature classes also do;
+    None: all of them; ``[]``: none) on a scratch settings file in ``tmp_path``
     (``settings``: your own ``QSettings``), resizes it (``size=None``: its own default size)
     and shows it (``show=False``: not),
     with ``plugins`` loaded (a list of ``actviz.plugins.Plugin`` objects or contributions,

@@ -20,7 +20,7 @@ from actviz.analysis.effects.effect_results import Effects
 from tests.analysis.test_concept_effects import LAYER, Net, dictionary, hand_removed
 
 
-def _setup():
+def _captured_net():
     net = Net().eval()
     x = torch.rand(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
     cap = actviz.capture(net, x, ["conv", LAYER], target=1)
@@ -28,7 +28,7 @@ def _setup():
 
 
 def test_without_a_dictionary_it_is_the_channels_ranking():
-    net, _, cap, c = _setup()
+    net, _, cap, c = _captured_net()
     eff = estimate_layers(net, cap, ["conv", LAYER], {"other": c}, target=1)
     assert not isinstance(eff, UnitEffects) and unit_name(eff, LAYER) == "channel"
     want = estimate_from_capture(net, cap, ["conv", LAYER], target=1)
@@ -36,7 +36,7 @@ def test_without_a_dictionary_it_is_the_channels_ranking():
 
 
 def test_a_layer_with_a_dictionary_is_ranked_by_its_concepts_estimate_and_exact():
-    net, x, cap, c = _setup()
+    net, x, cap, c = _captured_net()
     eff = estimate_layers(net, cap, ["conv", LAYER], {LAYER: c}, target=1)
     assert isinstance(eff, UnitEffects) and eff.layers == ("conv", LAYER)
     assert unit_name(eff, LAYER) == "concept" and unit_name(eff, "conv") == "channel"
@@ -67,7 +67,7 @@ def test_a_layer_with_a_dictionary_is_ranked_by_its_concepts_estimate_and_exact(
 
 
 def test_the_edits_remove_the_top_concepts_or_all_but_them():
-    net, x, cap, c = _setup()
+    net, x, cap, c = _captured_net()
     eff = estimate_layers(net, cap, [LAYER], {LAYER: c}, target=1)
     top = [int(i) for i in eff[LAYER].order()[:2]]
     ablate = unit_edit(eff, LAYER, top, keep=False)

@@ -9,13 +9,13 @@ import actviz
 from tests.conftest import assert_no_hooks
 
 
-def _model() -> nn.Sequential:
+def _mlp() -> nn.Sequential:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)).eval()
 
 
 def test_forward_left_as_found():
-    model = _model()
+    model = _mlp()
     own = model[2].forward  # an instance attribute of its own, as accelerate sets
     model[2].forward = own
     before = {i: dict(vars(m)).get("forward") for i, m in enumerate(model)}
@@ -29,7 +29,7 @@ def test_forward_left_as_found():
 
 
 def test_forward_left_as_found_when_forward_raises():
-    model = _model()
+    model = _mlp()
     try:
         actviz.capture(model, torch.randn(3, 5))  # wrong width: the first Linear raises
     except RuntimeError:
@@ -39,7 +39,7 @@ def test_forward_left_as_found_when_forward_raises():
 
 
 def test_a_users_forward_hook_still_runs_before_the_record():
-    model = _model()
+    model = _mlp()
     handle = model[1].register_forward_hook(lambda _m, _a, out: out * 2)
     try:
         x = torch.randn(3, 4)
@@ -56,7 +56,7 @@ def test_a_users_forward_hook_still_runs_before_the_record():
 
 
 def test_a_users_pre_hook_runs_before_the_wrapped_forward():
-    model = _model()
+    model = _mlp()
     handle = model[2].register_forward_pre_hook(lambda _m, args: (args[0] + 1,))
     try:
         x = torch.randn(3, 4)

@@ -15,7 +15,7 @@ from actviz.core.capture import leaf_names
 from tests.conftest import assert_no_hooks
 
 
-def _net() -> nn.Sequential:
+def _conv_bn_net() -> nn.Sequential:
     torch.manual_seed(0)
     return nn.Sequential(
         nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True), nn.Conv2d(4, 2, 1)
@@ -23,7 +23,7 @@ def _net() -> nn.Sequential:
 
 
 def test_a_changed_module_tree_is_seen_by_the_next_capture():
-    net = _net()
+    net = _conv_bn_net()
     x = torch.randn(1, 3, 6, 6)
     assert actviz.capture(net, x).names == ["0", "1", "2", "3"]
     net[3] = nn.Sequential(nn.Conv2d(4, 2, 1), nn.Tanh())  # replaced by a container
@@ -39,7 +39,7 @@ def test_a_changed_module_tree_is_seen_by_the_next_capture():
 
 
 def test_kept_state_does_not_keep_the_model_alive():
-    net = _net()
+    net = _conv_bn_net()
     actviz.capture(net, torch.randn(1, 3, 6, 6), mode="train")
     ref = weakref.ref(net)
     del net
@@ -73,7 +73,7 @@ def test_buffers_are_put_back_bit_for_bit():
 
 
 def test_buffers_replaced_or_resized_between_captures_are_saved_afresh():
-    net = _net()
+    net = _conv_bn_net()
     x = torch.randn(2, 3, 6, 6)
     actviz.capture(net, x, mode="train")
     bn = net[1]
@@ -89,7 +89,7 @@ def test_buffers_replaced_or_resized_between_captures_are_saved_afresh():
 
 
 def test_an_inplace_flag_flipped_between_captures_is_left_as_the_user_set_it():
-    net = _net()
+    net = _conv_bn_net()
     x = torch.randn(1, 3, 6, 6)
     actviz.capture(net, x)
     net[2].inplace = False

@@ -25,7 +25,7 @@ MODES = {
 }
 
 
-def _tiny() -> nn.Module:
+def _conv_stack() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
         nn.Conv2d(3, 6, 3, padding=1),
@@ -45,7 +45,7 @@ def _resnet() -> nn.Module:
 
 #: name -> (model factory, layers recorded, input shape)
 NETS = {
-    "tiny": (_tiny, ["0", "2"], (1, 3, 12, 12)),
+    "tiny": (_conv_stack, ["0", "2"], (1, 3, 12, 12)),
     "resnet18": (_resnet, ["layer1.0", "layer3"], (1, 3, 32, 32)),
 }
 
@@ -56,7 +56,7 @@ def net(request):
     return make(), layers, shape
 
 
-def _input(shape: tuple[int, ...], mode: str) -> torch.Tensor:
+def _input_made_in(shape: tuple[int, ...], mode: str) -> torch.Tensor:
     # Made inside the mode, as a caller's code makes it (an inference tensor there).
     with MODES[mode]():
         return torch.randn(*shape, generator=torch.Generator().manual_seed(1))
@@ -84,8 +84,8 @@ def _assert_same_capture(got, want, layers):
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_capture_input_and_layer_gradients_in_every_grad_mode(net, mode):
     model, layers, shape = net
-    want = actviz.capture(model, _input(shape, "plain"), layers)
-    got = _in_mode(mode, actviz.capture, model, _input(shape, mode), layers)
+    want = actviz.capture(model, _input_made_in(shape, "plain"), layers)
+    got = _in_mode(mode, actviz.capture, model, _input_made_in(shape, mode), layers)
     _assert_same_capture(got, want, layers)
     # The mode is the caller's again afterwards.
     assert torch.is_grad_enabled()
@@ -95,8 +95,8 @@ def test_capture_input_and_layer_gradients_in_every_grad_mode(net, mode):
 def test_capture_with_edits_in_every_grad_mode(net, mode):
     model, layers, shape = net
     edits = {layers[0]: actviz.edits.ablate([0, 1])}
-    want = actviz.capture(model, _input(shape, "plain"), layers, edits=edits)
-    got = _in_mode(mode, actviz.capture, model, _input(shape, mode), layers, edits=edits)
+    want = actviz.capture(model, _input_made_in(shape, "plain"), layers, edits=edits)
+    got = _in_mode(mode, actviz.capture, model, _input_made_in(shape, mode), layers, edits=edits)
     _assert_same_capture(got, want, layers)
     assert set(got.edits) == {layers[0]}
 
@@ -104,9 +104,9 @@ def test_capture_with_edits_in_every_grad_mode(net, mode):
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_exact_effects_in_every_grad_mode(net, mode):
     model, layers, shape = net
-    want = actviz.effects(model, _input(shape, "plain"), layers, method="exact", channels=4)
+    want = actviz.effects(model, _input_made_in(shape, "plain"), layers, method="exact", channels=4)
     got = _in_mode(
-        mode, actviz.effects, model, _input(shape, mode), layers, method="exact", channels=4
+        mode, actviz.effects, model, _input_made_in(shape, mode), layers, method="exact", channels=4
     )
     for name in layers:
         np.testing.assert_array_equal(got[name].estimate, want[name].estimate)
@@ -147,13 +147,13 @@ def test_weights_made_in_inference_mode_warn_why_there_are_no_gradients():
     # Such weights can never join autograd: the capture says so instead of raising from
     # inside the model, and effects and visualize refuse with the reason.
     with torch.inference_mode():
-        model = _tiny()
+        model = _conv_stack()
     x = torch.randn(1, 3, 12, 12)
     cap = actviz.capture(model, x, ["0"])
     assert cap.input_grads is None and cap["0"].grad_output is None
     assert any("inference_mode" in w and "autograd" in w for w in cap.warnings)
     with torch.no_grad():
-        reference = _tiny()(x)
+        reference = _conv_stack()(x)
     assert torch.equal(cap.output, reference)
     with pytest.raises(ValueError, match="inference_mode"):
         actviz.effects(model, x, ["0"])

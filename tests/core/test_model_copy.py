@@ -23,7 +23,7 @@ from actviz.core.model_copy import (
 )
 
 
-def _net() -> nn.Module:
+def _conv_bn_flatten() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten()).eval()
 
@@ -64,7 +64,7 @@ def test_the_copy_captures_exactly_what_the_model_does():
 
 
 def test_a_change_to_the_copy_leaves_the_original_alone():
-    model = _net()
+    model = _conv_bn_flatten()
     before = model[0].weight.detach().clone()
     twin = private_copy(model)
     with torch.no_grad():
@@ -75,7 +75,7 @@ def test_a_change_to_the_copy_leaves_the_original_alone():
 
 
 def test_an_in_place_change_or_a_swapped_module_makes_the_copy_stale():
-    model = _net()
+    model = _conv_bn_flatten()
     rep = ModelCopy(model)
     rep.build()
     assert rep.usable()
@@ -111,16 +111,16 @@ def test_an_uncopyable_model_is_refused_with_its_reason_not_raised():
 
 
 def test_refusals_name_the_reason():
-    assert copy_refusal(_net()) is None
-    assert copy_refusal(_net(), max_bytes=100) == "the model's weights take 0 MiB"
-    scripted = torch.jit.script(_net())
+    assert copy_refusal(_conv_bn_flatten()) is None
+    assert copy_refusal(_conv_bn_flatten(), max_bytes=100) == "the model's weights take 0 MiB"
+    scripted = torch.jit.script(_conv_bn_flatten())
     assert copy_refusal(scripted) == "a TorchScript model is not copied"
     meta = nn.Linear(2, 2, device="meta")  # an offloaded part's parameters sit on "meta"
     assert copy_refusal(meta) == "the model is not on the CPU"
 
 
 def test_train_and_eval_flags_are_kept_or_set_to_eval_when_asked():
-    model = _net().train()
+    model = _conv_bn_flatten().train()
     model[1].eval()  # a frozen norm inside a model that trains
     kept = private_copy(model)
     assert [m.training for m in kept.modules()] == [m.training for m in model.modules()]
@@ -132,7 +132,7 @@ def test_train_and_eval_flags_are_kept_or_set_to_eval_when_asked():
 
 def test_the_cache_reuses_a_copy_until_the_weights_or_the_model_change():
     copies = ModelCopies()
-    model = _net()
+    model = _conv_bn_flatten()
     first = copies.get("scan", model)
     assert copies.get("scan", model) is first
     views = copies.get("views", model)  # another purpose (thread): a copy of its own
@@ -143,7 +143,7 @@ def test_the_cache_reuses_a_copy_until_the_weights_or_the_model_change():
     second = copies.get("scan", model)
     assert second is not first and torch.equal(second[0].bias, model[0].bias)
 
-    other = _net()  # another model: its own copy
+    other = _conv_bn_flatten()  # another model: its own copy
     third = copies.get("scan", other)
     assert third is not second and copies.get("scan", other) is third
     assert copies.get("scan", model) is not second  # one copy per purpose: made again
@@ -161,7 +161,7 @@ def test_the_cache_reuses_a_copy_until_the_weights_or_the_model_change():
 
 
 def test_a_copy_made_during_a_capture_leaves_its_hooks_out_and_keeps_the_users():
-    model = _net()
+    model = _conv_bn_flatten()
     made: list[nn.Module] = []
     user_calls: list[int] = []
 
@@ -186,7 +186,7 @@ def test_a_copy_made_during_a_capture_leaves_its_hooks_out_and_keeps_the_users()
 
 
 def test_a_copy_carries_no_edit_and_applies_the_edits_its_run_is_given():
-    model = _net()
+    model = _conv_bn_flatten()
     twin = ModelCopies().get("live", model)
     x = torch.randn(1, 3, 6, 6)
     edits = {"0": (ablate([1, 2]),)}
@@ -226,8 +226,10 @@ def test_with_loading_puts_the_copy_in_the_loaded_models_place():
         model: nn.Module
         size: int = 224
 
-    model, twin = _net(), _net()
+    model, twin = _conv_bn_flatten(), _conv_bn_flatten()
     loaded = Loaded(model, 96)
     assert with_loading(twin, model, loaded) == Loaded(twin, 96)
-    assert with_loading(twin, model, Loaded(_net())) is twin  # another model's: the copy alone
+    assert (
+        with_loading(twin, model, Loaded(_conv_bn_flatten())) is twin
+    )  # another model's: the copy alone
     assert with_loading(twin, model, None) is twin

@@ -10,7 +10,7 @@ from actviz.core import allocator, pool
 from actviz.core.capture import capture
 
 
-def _net() -> nn.Module:
+def _wide_conv_net() -> nn.Module:
     torch.manual_seed(0)
     # 16 x 64 x 64 float32 = 256 KiB per map: above the pool's threshold.
     return nn.Sequential(
@@ -21,7 +21,7 @@ def _net() -> nn.Module:
 def test_pooled_records_are_exact_copies_with_their_strides(monkeypatch) -> None:
     monkeypatch.setattr(allocator, "_tuned", False)
     monkeypatch.setattr(pool, "MODE", "always")
-    model = _net().to(memory_format=torch.channels_last)
+    model = _wide_conv_net().to(memory_format=torch.channels_last)
     x = torch.randn(1, 3, 64, 64).to(memory_format=torch.channels_last)
     with torch.no_grad():
         a = model[0](x)
@@ -38,7 +38,7 @@ def test_pooled_records_are_exact_copies_with_their_strides(monkeypatch) -> None
 def test_a_buffer_is_reused_only_once_nothing_views_it(monkeypatch) -> None:
     monkeypatch.setattr(allocator, "_tuned", False)
     monkeypatch.setattr(pool, "MODE", "always")
-    model = _net()
+    model = _wide_conv_net()
     x1, x2 = torch.randn(1, 3, 64, 64), torch.randn(1, 3, 64, 64)
     first = capture(model, x1, ["2"], gradients=False)
     kept = first["2"].output[0, :4]  # a view: keeps the whole buffer alive
@@ -56,7 +56,7 @@ def test_a_buffer_is_reused_only_once_nothing_views_it(monkeypatch) -> None:
 def test_release_memory_gives_back_free_buffers(monkeypatch) -> None:
     monkeypatch.setattr(allocator, "_tuned", False)
     monkeypatch.setattr(pool, "MODE", "always")
-    capture(_net(), torch.randn(1, 3, 64, 64), None, gradients=False)
+    capture(_wide_conv_net(), torch.randn(1, 3, 64, 64), None, gradients=False)
     assert pool.POOL.free_bytes >= 2 * 16 * 64 * 64 * 4
     assert pool.release_memory() > 0
     assert pool.POOL.free_bytes == 0
@@ -67,7 +67,7 @@ def test_a_tuned_process_keeps_references(monkeypatch) -> None:
     monkeypatch.setattr(allocator, "_tuned", True)
     monkeypatch.setattr(pool, "MODE", "always")
     before = (pool.POOL.made, pool.POOL.reused)
-    cap = capture(_net(), torch.randn(1, 3, 64, 64), None, gradients=False)
+    cap = capture(_wide_conv_net(), torch.randn(1, 3, 64, 64), None, gradients=False)
     assert (pool.POOL.made, pool.POOL.reused) == before
     assert cap["2"].output.shape == (1, 16, 64, 64)
 
@@ -83,7 +83,7 @@ def test_small_and_gapped_tensors_are_not_pooled() -> None:
 def test_a_model_gets_the_pin_then_the_pool_after_captures_that_fault(monkeypatch) -> None:
     monkeypatch.setattr(allocator, "_tuned", False)
     monkeypatch.setattr(pool, "HEAP_PIN", pool.HeapPin())
-    faulty, quiet = _net(), _net()
+    faulty, quiet = _wide_conv_net(), _wide_conv_net()
     mib = 2**20
     # The first capture always touches new memory: not counted.
     pool.observe(faulty, faults=mib // 4096, nbytes=mib)
@@ -108,7 +108,7 @@ def test_a_model_gets_the_pin_then_the_pool_after_captures_that_fault(monkeypatc
 def test_auto_mode_pools_a_model_whose_captures_fault(monkeypatch) -> None:
     monkeypatch.setattr(allocator, "_tuned", False)
     monkeypatch.setattr(pool, "HEAP_PIN", pool.HeapPin())
-    model = _net()
+    model = _wide_conv_net()
     x = torch.randn(1, 3, 64, 64)
     counts = iter([0, 10**6] * 6)  # every forward faults a lot
     monkeypatch.setattr(pool, "minor_faults", lambda: next(counts))
@@ -141,7 +141,7 @@ def test_pinned_records_are_the_forwards_own_and_stay_intact(monkeypatch) -> Non
     monkeypatch.setattr(allocator, "_tuned", False)
     monkeypatch.setattr(pool, "MODE", "pin")
     monkeypatch.setattr(pool, "HEAP_PIN", pool.HeapPin())
-    model = _net()
+    model = _wide_conv_net()
     x1, x2 = torch.randn(2, 3, 64, 64), torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         a = model[0](x1)
@@ -178,7 +178,7 @@ def test_a_capture_larger_than_the_pool_keeps_lets_the_pin_go(monkeypatch) -> No
     monkeypatch.setattr(pool, "HEAP_PIN", pool.HeapPin())
     if not pool.HEAP_PIN.available():
         pytest.skip("no glibc [heap] here: nothing is ever pinned")
-    model, x = _net(), torch.randn(2, 3, 64, 64)
+    model, x = _wide_conv_net(), torch.randn(2, 3, 64, 64)
     cap = capture(model, x, ["0", "2"], gradients=False)
     assert pool.HEAP_PIN.storage is not None
     monkeypatch.setattr(pool, "MAX_KEEP", cap.nbytes - 1)

@@ -121,7 +121,7 @@ def test_segmentation_output_stays_an_ordered_dict():
         assert torch.equal(cap.output["out"], model(x)["out"])
 
 
-def _tiny(kind: str) -> nn.Module:
+def _tiny_transformer(kind: str) -> nn.Module:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if kind == "gpt2":
@@ -145,7 +145,7 @@ def _tiny(kind: str) -> nn.Module:
     ],
 )  # fmt: skip
 def test_hugging_face_outputs_keep_their_model_output_type(kind, layer, record_type, output_type):
-    model = _tiny(kind)
+    model = _tiny_transformer(kind)
     ids = torch.randint(0, 40, (2, 6), generator=torch.Generator().manual_seed(0))
     cap = actviz.capture(model, {"input_ids": ids}, layers=[layer])
     assert type(cap.output).__name__ == output_type

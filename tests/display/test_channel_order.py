@@ -12,13 +12,13 @@ from actviz.display.prepare import with_page
 from actviz.display.prepared import DisplaySpec, PreparedLayer
 
 
-def _maps(c: int = 10, h: int = 4, w: int = 4) -> np.ndarray:
+def _normal_maps(c: int = 10, h: int = 4, w: int = 4) -> np.ndarray:
     rng = np.random.default_rng(1)
     return rng.normal(size=(c, h, w)).astype(np.float32)
 
 
 def test_ordered_page_tiles_the_ordered_channels():
-    x = _maps()
+    x = _normal_maps()
     order = ChannelOrder((7, 2, 9, 0, 5, 1, 3, 4, 6, 8), "by effect")
     m = mosaic(x, first_channel=4, max_channels=4, order=order, pad=0)
     assert m.tile_channels == (5, 1, 3, 4)
@@ -40,7 +40,7 @@ def test_ordered_page_tiles_the_ordered_channels():
 
 
 def test_natural_mosaic_is_unchanged_and_bad_orders():
-    x = _maps()
+    x = _normal_maps()
     m = mosaic(x, first_channel=4, max_channels=4)
     assert m.order is None and m.position == 4 and m.tile_channels == (4, 5, 6, 7)
     # An order naming channels the layer lacks (another model's) falls back to the natural one.
@@ -61,7 +61,7 @@ def test_page_rule_counts_positions_in_the_order():
 
 
 def test_with_page_reorders_and_goes_back():
-    x = _maps()
+    x = _normal_maps()
     view = LayerView("maps", x, (1, *x.shape), "")
     layer = PreparedLayer("a", "Conv2d", (1, *x.shape), 1, view, mosaic(x, max_channels=4),
                           None, None, {})  # fmt: skip

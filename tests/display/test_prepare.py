@@ -27,19 +27,16 @@ from actviz.display.prepare import (
 )
 from actviz.display.prepared import DisplaySpec, LazyMap, LazyStats
 from actviz.display.stats import histogram, layer_stats, tensor_stats
+from tests.helpers import random_frames
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ("conv1", "relu", "conv2", "fc")
 
 
-def _frames(t: int = 1, seed: int = 5, size: int = 16) -> torch.Tensor:
-    return torch.randn(t, 3, size, size, generator=torch.Generator().manual_seed(seed))
-
-
 def _capture_tiny(batch: int = 1):
     torch.manual_seed(0)
     model = TinyCNN().eval()
-    x = _frames(batch)
+    x = random_frames(batch, 5)
     cap = capture(model, x, list(LAYERS))
     return model, cap, DisplaySpec(layers=LAYERS)
 
@@ -344,7 +341,7 @@ def test_every_path_shows_the_channel_page_asked_for():
 def test_off_screen_layers_keep_their_mosaics_until_shown():
     model, cap, spec = _capture_tiny()
     first = prepare(cap, spec, fast=True)
-    cap2 = capture(model, _frames(1, seed=6), list(LAYERS))
+    cap2 = capture(model, random_frames(1, 6), list(LAYERS))
     second = prepare(cap2, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
     assert second.layers["conv2"].mosaic is first.layers["conv2"].mosaic  # off screen: reused
     assert second.layers["conv2"].grad_mosaic is first.layers["conv2"].grad_mosaic
@@ -362,7 +359,7 @@ def test_off_screen_layers_keep_their_mosaics_until_shown():
 def test_a_kept_mosaic_is_marked_and_made_again_from_this_frames_views():
     model, cap, spec = _capture_tiny()
     first = prepare(cap, spec, fast=True)
-    cap2 = capture(model, _frames(1, seed=6), list(LAYERS))
+    cap2 = capture(model, random_frames(1, 6), list(LAYERS))
     second = prepare(cap2, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
     fresh = prepare(cap2, spec, fast=True)
     assert not second.layers["conv1"].stale_mosaics
@@ -476,7 +473,7 @@ def test_an_off_screen_layers_gradient_view_is_made_on_its_first_read():
 
     model, cap, spec = _capture_tiny()
     first = prepare(cap, spec, fast=True)
-    cap2 = capture(model, _frames(1, seed=6), list(LAYERS))
+    cap2 = capture(model, random_frames(1, 6), list(LAYERS))
     second = prepare(cap2, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
     fresh = prepare(cap2, spec, fast=True)
     kept, shown = second.layers["conv2"].grad_view, second.layers["conv1"].grad_view

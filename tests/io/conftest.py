@@ -108,3 +108,11 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list:
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))
     monkeypatch.setattr("socket.create_connection", refuse)
     return calls
+
+
+def same_output(model: nn.Module, ref: nn.Module | torch.Tensor, x: torch.Tensor) -> bool:
+    """Whether ``model(x)`` equals ``ref(x)`` (or ``ref`` itself when it is the output), to
+    float tolerance."""
+    with torch.no_grad():
+        expected = ref if isinstance(ref, torch.Tensor) else ref(x)
+        return torch.allclose(model(x), expected, atol=1e-5, rtol=1e-4)

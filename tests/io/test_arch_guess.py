@@ -21,6 +21,7 @@ from actviz.io.models.arch_guess import (
 )
 from actviz.io.models.checkpoints import best_prefix
 from actviz.io.models.loading import load_model, open_model
+from tests.io.conftest import same_output
 
 
 @functools.cache
@@ -37,11 +38,6 @@ def _meta_state_dict(name: str, num_classes: int = 1000, **kwargs) -> dict[str, 
 
 def _prefixed(state_dict: dict, prefix: str) -> dict:
     return {prefix + k: v for k, v in state_dict.items()}
-
-
-def _same_output(model: nn.Module, ref: nn.Module, x: torch.Tensor) -> bool:
-    with torch.no_grad():
-        return torch.allclose(model(x), ref(x), atol=1e-5, rtol=1e-4)
 
 
 # The architectures of the issue, each with a close relative it must be told apart from.
@@ -178,8 +174,8 @@ def test_resnet18_file_opens_without_arch(tmp_path):
     assert loaded.categories is not None and len(loaded.categories) == 1000
     assert loaded.warnings == []
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
-    assert _same_output(loaded.model, ref, x)
-    assert _same_output(load_model(path), ref, x)
+    assert same_output(loaded.model, ref, x)
+    assert same_output(load_model(path), ref, x)
 
 
 def test_ten_class_mobilenet_file_opens_without_arch(tmp_path):
@@ -197,7 +193,7 @@ def test_ten_class_mobilenet_file_opens_without_arch(tmp_path):
         "so the class names are unknown"
     ]
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(4))
-    assert _same_output(loaded.model, ref, x)
+    assert same_output(loaded.model, ref, x)
 
 
 def test_explicit_arch_adapts_to_a_retrained_head(tmp_path):
@@ -210,7 +206,7 @@ def test_explicit_arch_adapts_to_a_retrained_head(tmp_path):
     assert loaded.model.fc.out_features == 10 and loaded.categories is None
     assert "head has 10 classes instead of 1000" in loaded.warnings[0]
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(5))
-    assert _same_output(loaded.model, ref, x)
+    assert same_output(loaded.model, ref, x)
 
 
 def test_near_miss_asks_with_candidates(tmp_path, monkeypatch, fresh_timm_listing):
@@ -325,7 +321,7 @@ def test_timm_models_are_guessed_and_loaded_when_installed(
     torch.save(ref.state_dict(), path)
     loaded = open_model(path)
     assert loaded.name == "fake.pt (timm/fakenet_big)"
-    assert _same_output(loaded.model, ref, torch.randn(2, 3, 8, 8))
+    assert same_output(loaded.model, ref, torch.randn(2, 3, 8, 8))
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,14 +16,7 @@ from torch import nn
 from actviz.io.errors import ActvizError, ModelLoadError, UntrustedFileError
 from actviz.io.models.loaded_model import LoadedModel
 from actviz.io.models.loading import load_model, open_model
-from tests.io.conftest import Payload, tiny_namespace
-
-
-def _same_output(model: nn.Module, ref: nn.Module | torch.Tensor, x: torch.Tensor) -> bool:
-    """Whether ``model(x)`` equals ``ref(x)`` (or ``ref`` itself when it is the output)."""
-    with torch.no_grad():
-        expected = ref if isinstance(ref, torch.Tensor) else ref(x)
-        return torch.allclose(model(x), expected, atol=1e-5, rtol=1e-4)
+from tests.io.conftest import Payload, same_output, tiny_namespace
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +83,7 @@ def test_tiny_state_dict_variants_load_exact_weights(
     assert loaded.name == "tiny.ckpt" + f" ({tiny_file}:TinyNet)"
     assert loaded.model.training is False
     assert all(not m.training for m in loaded.model.modules())
-    assert _same_output(loaded.model, tiny_ref, fixed_input)
+    assert same_output(loaded.model, tiny_ref, fixed_input)
 
 
 def test_tiny_from_dataparallel_and_compile_prefixes(tmp_path, tiny_file, tiny_ref, fixed_input):
@@ -107,7 +100,7 @@ def test_tiny_from_dataparallel_and_compile_prefixes(tmp_path, tiny_file, tiny_r
         path = tmp_path / f"{name}.pth"
         torch.save(state, path)
         model = load_model(path, arch=f"{tiny_file}:TinyNet")
-        assert _same_output(model, tiny_ref, fixed_input), name
+        assert same_output(model, tiny_ref, fixed_input), name
 
 
 def test_lightning_entries_outside_model_prefix_are_ignored(
@@ -118,7 +111,7 @@ def test_lightning_entries_outside_model_prefix_are_ignored(
     path = tmp_path / "lit.ckpt"
     torch.save({"state_dict": state, "epoch": 1}, path)
     model = load_model(path, arch=f"{tiny_file}:TinyNet")
-    assert _same_output(model, tiny_ref, fixed_input)
+    assert same_output(model, tiny_ref, fixed_input)
 
 
 def test_arch_whose_own_keys_start_with_model_keeps_them(
@@ -149,7 +142,7 @@ def test_arch_whose_own_keys_start_with_model_keeps_them(
     finally:
         sys.modules.pop("actviz_test_sibling", None)
     assert str(tmp_path) not in sys.path
-    assert _same_output(model, tiny_ref, fixed_input)
+    assert same_output(model, tiny_ref, fixed_input)
 
 
 def test_arch_recorded_in_checkpoint_is_used(tmp_path, r18, r18_x, r18_out):
@@ -157,7 +150,7 @@ def test_arch_recorded_in_checkpoint_is_used(tmp_path, r18, r18_x, r18_out):
     torch.save({"arch": "resnet18", "epoch": 90, "state_dict": r18.state_dict()}, path)
     loaded = open_model(path)
     assert loaded.name == "imagenet_example.pth.tar (resnet18)"
-    assert _same_output(loaded.model, r18_out, r18_x)
+    assert same_output(loaded.model, r18_out, r18_x)
 
 
 @pytest.mark.parametrize("variant", ["bare", "module", "lightning", "orig_mod"])
@@ -178,7 +171,7 @@ def test_resnet18_state_dict_variants(variant, tmp_path, r18, r18_x, r18_out):
     assert loaded.categories is not None and len(loaded.categories) == 1000
     assert loaded.categories[1] == "goldfish"
     assert not loaded.model.training
-    assert _same_output(loaded.model, r18_out, r18_x)
+    assert same_output(loaded.model, r18_out, r18_x)
 
 
 def test_legacy_non_zip_torch_save(tmp_path, tiny_file, tiny_ref, fixed_input):
@@ -186,7 +179,7 @@ def test_legacy_non_zip_torch_save(tmp_path, tiny_file, tiny_ref, fixed_input):
     torch.save(tiny_ref.state_dict(), path, _use_new_zipfile_serialization=False)
     assert path.read_bytes()[:1] == b"\x80"
     model = load_model(path, arch=f"{tiny_file}:TinyNet")
-    assert _same_output(model, tiny_ref, fixed_input)
+    assert same_output(model, tiny_ref, fixed_input)
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,13 +198,13 @@ def test_safetensors_tiny_and_resnet18_detected_by_content(
     )
     loaded = open_model(tiny_path, arch=f"{tiny_file}:TinyNet")
     assert loaded.kind == "safetensors"
-    assert _same_output(loaded.model, tiny_ref, fixed_input)
+    assert same_output(loaded.model, tiny_ref, fixed_input)
 
     r18_path = tmp_path / "r18.safetensors"
     save_file(r18.state_dict(), str(r18_path))
     loaded = open_model(r18_path, arch="resnet18")
     assert loaded.kind == "safetensors"
-    assert _same_output(loaded.model, r18_out, r18_x)
+    assert same_output(loaded.model, r18_out, r18_x)
 
 
 def test_safetensors_without_arch_asks_for_it(tmp_path, tiny_ref):
@@ -251,7 +244,7 @@ def test_torchscript_tiny_and_resnet18(tmp_path, tiny_ref, fixed_input, r18, r18
         # The module tree is still there to browse.
         names = [n for n, _ in loaded.model.named_modules()]
         assert set(names) == {n for n, _ in ref.named_modules()}
-        assert _same_output(loaded.model, expected, x)
+        assert same_output(loaded.model, expected, x)
 
 
 def test_torch_export_program_is_unflattened_and_hookable(tmp_path, tiny_ref, fixed_input):
@@ -262,7 +255,7 @@ def test_torch_export_program_is_unflattened_and_hookable(tmp_path, tiny_ref, fi
     assert loaded.kind == "export"
     assert loaded.input_shape == (1, 3, 32, 32)
     assert loaded.input_size == (32, 32)
-    assert _same_output(loaded.model, tiny_ref, fixed_input)
+    assert same_output(loaded.model, tiny_ref, fixed_input)
     # Hooks fire on the original submodule names, which is what capture relies on.
     seen: dict[str, tuple] = {}
     modules = dict(loaded.model.named_modules())
@@ -337,7 +330,7 @@ def test_whole_pickled_module_needs_trust(tmp_path, fixed_input):
     loaded = open_model(path, trust=True)
     assert loaded.kind == "pickle"
     assert not loaded.model.training
-    assert _same_output(loaded.model, ref.eval(), fixed_input)
+    assert same_output(loaded.model, ref.eval(), fixed_input)
 
 
 def test_malicious_pickle_runs_nothing_unless_trusted(tmp_path, fixed_input):
@@ -359,7 +352,7 @@ def test_malicious_pickle_runs_nothing_unless_trusted(tmp_path, fixed_input):
     loaded = open_model(path, trust=True)
     assert marker.exists()  # trusting really unpickles (the code ran)
     del ref.payload
-    assert _same_output(loaded.model, ref.eval(), fixed_input)
+    assert same_output(loaded.model, ref.eval(), fixed_input)
 
 
 def test_training_dict_holding_a_module_needs_trust(tmp_path, fixed_input):
@@ -370,7 +363,7 @@ def test_training_dict_holding_a_module_needs_trust(tmp_path, fixed_input):
     with pytest.raises(UntrustedFileError):
         load_model(path)
     model = load_model(path, trust=True)
-    assert _same_output(model, ref.eval(), fixed_input)
+    assert same_output(model, ref.eval(), fixed_input)
 
 
 # --------------------------------------------------------------------------------------------
@@ -475,7 +468,7 @@ def test_torchvision_weights_from_cache_without_network(offline, monkeypatch, r1
     assert offline == []
     assert loaded.warnings == []
     assert loaded.name == "resnet18 (IMAGENET1K_V1)"
-    assert _same_output(loaded.model, r18_out, r18_x)
+    assert same_output(loaded.model, r18_out, r18_x)
 
 
 def test_unknown_weights_name_lists_choices(offline):

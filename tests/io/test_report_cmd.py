@@ -68,7 +68,7 @@ def test_report_from_model_and_input(tiny, tmp_path, capsys):
     assert "class 2" in text and "TinyNet" in text
 
 
-def _session(tiny, tmp_path, *, with_capture: bool):
+def _saved_session(tiny, tmp_path, *, with_capture: bool):
     loaded = open_model(tiny, trust=True)
     x = torch.rand(1, 3, 16, 16)
     layers = ["conv", "act", "fc"]
@@ -95,7 +95,7 @@ def _session(tiny, tmp_path, *, with_capture: bool):
 
 @pytest.mark.parametrize("with_capture", [True, False])
 def test_report_from_a_session(tiny, tmp_path, capsys, with_capture):
-    path, cap, loaded = _session(tiny, tmp_path, with_capture=with_capture)
+    path, cap, loaded = _saved_session(tiny, tmp_path, with_capture=with_capture)
     out = tmp_path / "r.html"
     assert main(["report", "--session", str(path), "-o", str(out)]) == 0, capsys.readouterr().err
     text = out.read_text()

@@ -24,7 +24,7 @@ from actviz.io.models.loading import open_model  # noqa: E402
 from actviz.io.models.timm_models import TimmTransform, resolve_name  # noqa: E402
 
 
-def _same_output(a: torch.nn.Module, b: torch.nn.Module, size: int = 160) -> bool:
+def _equal_outputs(a: torch.nn.Module, b: torch.nn.Module, size: int = 160) -> bool:
     x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         return torch.equal(a.eval()(x), b.eval()(x))
@@ -97,7 +97,7 @@ def test_pretrained_weights_come_from_the_hub_cache(monkeypatch, tmp_path, vit_r
     loaded = open_model("timm:test_vit")
     assert loaded.name == "timm/test_vit (cached timm/test_vit.r160_in1k)"
     assert loaded.warnings == []
-    assert _same_output(loaded.model, vit_ref)
+    assert _equal_outputs(loaded.model, vit_ref)
 
 
 def test_checkpoint_with_prefix_ema_and_recorded_arch(tmp_path, vit_ref):
@@ -116,7 +116,7 @@ def test_checkpoint_with_prefix_ema_and_recorded_arch(tmp_path, vit_ref):
     assert loaded.name == "checkpoint.pth.tar (timm/test_vit, EMA weights)"
     assert loaded.weights_from == "['state_dict_ema'] (EMA)"
     assert isinstance(loaded.transforms, TimmTransform) and loaded.input_size == (160, 160)
-    assert _same_output(loaded.model, vit_ref)
+    assert _equal_outputs(loaded.model, vit_ref)
 
 
 def test_safetensors_with_model_prefix_and_a_new_head(tmp_path):
@@ -129,7 +129,7 @@ def test_safetensors_with_model_prefix_and_a_new_head(tmp_path):
     loaded = open_model(path, arch="timm:test_convnext")
     assert loaded.name == "convnext.safetensors (timm/test_convnext)"
     assert loaded.model.num_classes == 5 and loaded.categories is None
-    assert _same_output(loaded.model, ref)
+    assert _equal_outputs(loaded.model, ref)
     with pytest.raises(ModelLoadError, match=r"arch 'test_convnextt': unknown architecture"):
         open_model(path, arch="test_convnextt")
 

@@ -184,13 +184,13 @@ def test_a_session_keeps_the_wav_by_its_path_and_reopens_the_same_run(
     win.run_and_wait()
     first = win.window.result.layers["conv1"].view.data.copy()
     path = tmp_path / "audio.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
     win.close()
     # Sessions embed what the model was given (they open without the file, as for images)
     # and show where it came from: the .wav's path and the plugin's description.
     wav.unlink()
     other = actviz_window(model, None, ["conv1"], plugins="installed")
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     inp = other.window.session.input
     assert inp.source == str(wav) and "tone.wav: mono, 8000 Hz, 0.25 s" in inp.description
@@ -207,13 +207,13 @@ def test_a_session_opens_the_plugin_views_again(actviz_window, installed_example
     win.context_action("conv2", 0, "Show Channel correlation")
     matrix = win.window.plugins.docks[("conv2", "correlation/correlation")].last_data.matrix
     path = tmp_path / "views.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
     win.close()
 
     other = actviz_window(model, x, ["conv1", "conv2"], plugins="installed")
     other.run_and_wait()
     other.window.plugins.open_view("conv1", "correlation")  # not in the session: closed
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     docks = other.window.plugins.docks
     assert list(docks) == [("conv2", "correlation/correlation")]
@@ -224,7 +224,7 @@ def test_a_session_opens_the_plugin_views_again(actviz_window, installed_example
 
     # Without the plugin the session still opens, and says which view it could not show.
     bare = actviz_window(model, x, ["conv1", "conv2"])
-    assert bare.feature("sessions").open_session(path, wait=True)
+    bare.sessions.open(path)
     bare.wait_idle()
     (note,) = [m for m in bare.banner_messages() if "Plugin views not restored" in m]
     assert "correlation/correlation of conv2" in note

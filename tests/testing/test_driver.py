@@ -9,21 +9,13 @@ import torch
 
 import actviz
 from actviz.testing import Prediction
-from tests.ui.tiny_models import TinyCNN
-
-
-def _model() -> TinyCNN:
-    torch.manual_seed(0)
-    return TinyCNN().eval()
-
-
-def _input() -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+from tests.helpers import frame
+from tests.ui.tiny_models import seeded_tiny_cnn
 
 
 @pytest.mark.parametrize("form", ["names", "list"])
 def test_tick_takes_names_or_a_list_on_the_driver_and_the_window(actviz_window, form):
-    win = actviz_window(_model(), _input(), ["conv1"])
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"])
     args = ("conv2", "fc") if form == "names" else (["conv2", "fc"],)
     win.tick(*args)
     assert set(win.session.ticked) >= {"conv1", "conv2", "fc"}
@@ -37,7 +29,7 @@ def test_tick_takes_names_or_a_list_on_the_driver_and_the_window(actviz_window, 
 
 @pytest.mark.parametrize("who", ["driver", "window"])
 def test_an_unknown_layer_name_raises_with_close_matches(actviz_window, who):
-    win = actviz_window(_model(), _input(), ["conv1"])
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"])
     target = win if who == "driver" else win.window
     with pytest.raises(ValueError, match=r"'conv3'.*did you mean 'conv\d', 'conv\d'"):
         target.tick("conv3")
@@ -50,7 +42,7 @@ def test_an_unknown_layer_name_raises_with_close_matches(actviz_window, who):
 
 
 def test_wait_idle_answers_on_the_driver_and_the_window(actviz_window):
-    win = actviz_window(_model(), _input(), ["conv1"], auto_run=True, debounce_ms=400)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], auto_run=True, debounce_ms=400)
     win.window.schedule_run()
     # A run is due: no time to wait gives False on both, then both wait for it and say True.
     assert win.window.wait_idle(0) is False
@@ -61,7 +53,7 @@ def test_wait_idle_answers_on_the_driver_and_the_window(actviz_window):
 
 
 def test_channels_counts_what_each_panel_pages_through(actviz_window):
-    win = actviz_window(_model(), _input(), ["conv1", "conv2", "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1", "conv2", "fc"])
     win.run_and_wait()
     assert [win.channels(n) for n in ("conv1", "conv2", "fc")] == [4, 6, 5]
     with pytest.raises(KeyError, match="relu"):
@@ -69,7 +61,7 @@ def test_channels_counts_what_each_panel_pages_through(actviz_window):
 
 
 def test_prediction_before_and_after_an_ablation(actviz_window):
-    model, x = _model(), _input()
+    model, x = seeded_tiny_cnn(), frame(1)
     win = actviz_window()
     win.set_model(model, ["conv2", "fc"], categories=list("abcde"))
     win.set_input(x)
@@ -96,7 +88,7 @@ def test_prediction_before_and_after_an_ablation(actviz_window):
 
 
 def test_settle_waits_for_the_layout_after_a_resize(actviz_window):
-    win = actviz_window(_model(), _input(), ["conv1", "conv2"], size=(1280, 720))
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1", "conv2"], size=(1280, 720))
     win.run_and_wait()
     panel = win.panel("conv1")
     wide = panel.width()

@@ -2,7 +2,8 @@
 
 Windows come from the ``actviz_window`` fixture of :mod:`actviz.testing` (the plugin actviz
 installs for pytest), which also runs and waits and checks what a test leaves behind; here are
-only what several test files feed it: ``frame`` (the seeded 16x16 input of the tiny CNN tests),
+only what several test files feed it: ``frame`` (the seeded 16x16 input of the tiny CNN tests,
+from :mod:`tests.helpers`),
 the ``tiny_cnn`` and ``resnet`` models, ``demo_resources`` and ``LOAD_TIMEOUT_MS``.
 """
 
@@ -11,6 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
+from tests.helpers import frame
+
+__all__ = ["LOAD_TIMEOUT_MS", "frame", "small_conv_window"]
 
 #: How long a test waits for a model or an input to open.
 LOAD_TIMEOUT_MS = 30_000
@@ -23,11 +28,6 @@ def _nothing_left_behind(request):
     if "actviz_window" not in request.fixturenames:
         request.getfixturevalue("actviz_leak_check")
     yield
-
-
-def frame(seed: int) -> torch.Tensor:
-    """A random 1x3x16x16 input, the same for the same ``seed``."""
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 def small_conv_window(actviz_window):
@@ -51,10 +51,9 @@ def resnet() -> torch.nn.Module:
 @pytest.fixture
 def tiny_cnn() -> torch.nn.Module:
     """The tiny CNN of :mod:`tests.ui.tiny_models` (seed 0) in eval mode."""
-    from tests.ui.tiny_models import TinyCNN
+    from tests.ui.tiny_models import seeded_tiny_cnn
 
-    torch.manual_seed(0)
-    return TinyCNN().eval()
+    return seeded_tiny_cnn(0)
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def close_explored_windows(monkeypatch):
     assert explore_module._OPEN_WINDOWS == []
 
 
-def _model() -> nn.Module:
+def _conv_classifier() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
         nn.Conv2d(3, 4, 3, padding=1),
@@ -68,7 +68,7 @@ def _model() -> nn.Module:
 
 
 def test_explore_non_blocking_returns_a_running_window(qtbot):
-    model = _model()
+    model = _conv_classifier()
     x = torch.randn(1, 3, 12, 12)
     window = actviz.explore(model, x, layers=["0", "4"], block=False, categories=["a", "b", "c"])
     qtbot.addWidget(window)
@@ -89,12 +89,12 @@ def test_explore_non_blocking_returns_a_running_window(qtbot):
 
 def test_explore_checks_layer_names(qtbot):
     with pytest.raises(ValueError, match="did you mean"):
-        actviz.explore(_model(), torch.randn(1, 3, 8, 8), layers=["4x"], block=False)
+        actviz.explore(_conv_classifier(), torch.randn(1, 3, 8, 8), layers=["4x"], block=False)
     assert explore_module._OPEN_WINDOWS == []
 
 
 def test_explore_without_inputs_waits_for_one(qtbot):
-    window = actviz.explore(_model(), block=False)
+    window = actviz.explore(_conv_classifier(), block=False)
     qtbot.addWidget(window)
     assert window.session.input is None
     assert window.result is None
@@ -125,7 +125,7 @@ def test_explore_blocks_until_the_window_closes(qtbot):
             window.close()
 
     QTimer.singleShot(300, close_soon)
-    assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
+    assert actviz.explore(_conv_classifier(), torch.randn(1, 3, 8, 8)) is None
     assert len(closed) == 1
 
 
@@ -138,7 +138,7 @@ def test_explore_gives_the_process_its_switch_interval_back(qtbot):
     from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
 
     sys.setswitchinterval(0.005)  # CPython's default; the autouse fixture restores the real one
-    window = actviz.explore(_model(), torch.randn(1, 3, 8, 8), block=False)
+    window = actviz.explore(_conv_classifier(), torch.randn(1, 3, 8, 8), block=False)
     qtbot.addWidget(window)
     assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
     window.close()
@@ -156,7 +156,7 @@ def test_explore_gives_the_process_its_switch_interval_back(qtbot):
         shown[0].close()
 
     QTimer.singleShot(0, close_when_open)
-    assert actviz.explore(_model(), torch.randn(1, 3, 8, 8)) is None
+    assert actviz.explore(_conv_classifier(), torch.randn(1, 3, 8, 8)) is None
     assert during == [pytest.approx(GIL_SWITCH_INTERVAL_S)]
     assert sys.getswitchinterval() == 0.004
 
@@ -184,7 +184,7 @@ def _close_when(ready, seen, timeout_s: float = 30.0):
 
 def test_run_app_opens_a_model_in_the_background_and_returns_the_exit_code(qtbot, tmp_path):
     path = tmp_path / "scripted.pt"
-    torch.jit.script(_model()).save(str(path))
+    torch.jit.script(_conv_classifier()).save(str(path))
     seen = []
     # The input waits for the model; the automatic run follows once both are in.
     _close_when(lambda w: w.result is not None, seen)
@@ -337,7 +337,7 @@ def test_explore_writes_no_settings_unless_asked(qtbot):
     import os
     from pathlib import Path
 
-    model, x = _model(), torch.randn(1, 3, 12, 12)
+    model, x = _conv_classifier(), torch.randn(1, 3, 12, 12)
     # The user's settings are read (their colour map), never written: not by a view change,
     # not by the geometry saved on close.
     AppSettings().colormap = "gray"
@@ -368,7 +368,7 @@ def test_explore_writes_no_settings_unless_asked(qtbot):
 def test_a_driver_wraps_an_explore_window_without_qtbot():
     from actviz.testing import WindowDriver
 
-    model, x = _model(), torch.randn(1, 3, 12, 12)
+    model, x = _conv_classifier(), torch.randn(1, 3, 12, 12)
     win = WindowDriver(actviz.explore(model, x, layers=["0"], block=False, categories=list("abc")))
     try:
         assert win.wait_idle()

@@ -1,6 +1,10 @@
-"""A tiny CNN shared by the window tests, with switches for the bad-forward cases."""
+"""A tiny CNN shared by the window tests, with switches for the bad-forward cases, and the
+windows several test files open on it."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -27,3 +31,20 @@ class TinyCNN(nn.Module):
         if self.poison:
             out = out * float("nan")
         return out
+
+
+def seeded_tiny_cnn(seed: int = 0) -> TinyCNN:
+    """A :class:`TinyCNN` made after ``torch.manual_seed(seed)``, in eval mode."""
+    torch.manual_seed(seed)
+    return TinyCNN().eval()
+
+
+def tiny_window(
+    actviz_window: Any, layers: Sequence[str] = ("conv1", "conv2"), **kwargs: Any
+) -> Any:
+    """A window on :func:`seeded_tiny_cnn` (seed 0) and the next ``torch.randn(1, 3, 16, 16)``
+    of the global generator, ``layers`` ticked, run once; ``kwargs`` go to ``actviz_window``."""
+    model = seeded_tiny_cnn(0)
+    win = actviz_window(model, torch.randn(1, 3, 16, 16), list(layers), **kwargs)
+    win.run_and_wait()
+    return win

@@ -36,7 +36,7 @@ class Net(nn.Module):
         return self.head(self.act(self.conv(x)))
 
 
-def _dictionary(architecture: str = "topk", seed: int = 0) -> actviz.concepts.Concepts:
+def _random_dictionary(architecture: str = "topk", seed: int = 0) -> actviz.concepts.Concepts:
     g = torch.Generator().manual_seed(seed)
     w_dec = F.normalize(torch.randn(20, 8, generator=g), dim=1)
     return actviz.concepts.Concepts(
@@ -50,7 +50,7 @@ def _dictionary(architecture: str = "topk", seed: int = 0) -> actviz.concepts.Co
 def test_concept_edits_round_trip_bit_for_bit(tmp_path):
     net = Net().eval()
     x = torch.rand(1, 3, 10, 10, generator=torch.Generator().manual_seed(1))
-    c, j = _dictionary(), _dictionary("jumprelu", seed=4)
+    c, j = _random_dictionary(), _random_dictionary("jumprelu", seed=4)
     edits = {
         "act": (concept(c, [1, 3]), concept(c, [5], scale=0.5), ablate([7])),
         "conv": (concept(j, [2], scale=2.0),),
@@ -95,7 +95,7 @@ def test_concept_edits_round_trip_bit_for_bit(tmp_path):
 
 
 def test_a_concept_row_without_its_dictionary_is_left_out_with_a_warning():
-    c = _dictionary()
+    c = _random_dictionary()
     rows, warnings = edits_to_json({"act": (concept(c, [2]),)}, dictionaries=(kept := []))
     assert warnings == [] and kept == [c] and rows[0]["concepts"] == 0
     back, warnings = edits_from_json(rows, dictionaries=kept)

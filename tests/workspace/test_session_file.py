@@ -33,6 +33,7 @@ from actviz.workspace.session_file import (
     unsaved_warnings,
     verify_model_source,
 )
+from tests.helpers import rewrite_zip
 
 
 class Branchy(nn.Module):
@@ -62,7 +63,7 @@ def run():
     return model, x, cap, other
 
 
-def _state(run, **changes):
+def _full_state(run, **changes):
     model, x, cap, other = run
     pin = PinState("run B", 123.5, other)
     image = (np.arange(8 * 8 * 3) % 256).astype(np.uint8).reshape(8, 8, 3)
@@ -112,7 +113,7 @@ def _same_structure(a, b):
         assert a == b
 
 
-def _same_capture(a, b):
+def _same_capture_in_full(a, b):
     assert a.names == b.names
     for name in a.names:
         assert len(a.records[name]) == len(b.records[name])
@@ -142,12 +143,12 @@ def _same_capture(a, b):
 
 
 def test_round_trip_bit_for_bit(run, tmp_path):
-    state = _state(run)
+    state = _full_state(run)
     path = tmp_path / "s.actviz"
     assert save_state(state, path) == []
     back = load_state(path)
-    _same_capture(state.capture, back.capture)
-    _same_capture(state.pins[0].capture, back.pins[0].capture)
+    _same_capture_in_full(state.capture, back.capture)
+    _same_capture_in_full(state.pins[0].capture, back.pins[0].capture)
     _same_structure(state.input.value, back.input.value)
     assert (
         np.array_equal(back.input.image, state.input.image) and back.input.image.dtype == np.uint8
@@ -179,7 +180,7 @@ def test_round_trip_bit_for_bit(run, tmp_path):
 def test_restored_capture_rebuilds_the_same_result(run, tmp_path):
     """Edits read back apply as before: the same edited capture, bit for bit."""
     model, x, cap, other = run
-    state = _state(run)
+    state = _full_state(run)
     save_state(state, tmp_path / "s.actviz")
     back = load_state(tmp_path / "s.actviz")
     layers = ["conv", "act", "fc"]
@@ -233,7 +234,7 @@ def test_structures_and_dtypes(tmp_path):
 def test_custom_and_orphan_patch_edits_are_warned_and_left_out(run, tmp_path):
     model, x, cap, other = run
     stray = actviz.capture(model, x, ["fc"])
-    state = _state(
+    state = _full_state(
         run,
         edits={"conv": (ablate(1), custom(lambda t: t * 2)), "fc": (patch(stray),)},
     )
@@ -245,7 +246,7 @@ def test_custom_and_orphan_patch_edits_are_warned_and_left_out(run, tmp_path):
     back = load_state(tmp_path / "s.actviz")
     assert list(back.edits) == ["conv"] and [e.kind for e in back.edits["conv"]] == ["ablate"]
     # without the pins' captures the patch from run B cannot be kept either
-    state = _state(run)
+    state = _full_state(run)
     assert len(unsaved_warnings(state, pin_captures=False)) == 1
     save_state(state, tmp_path / "light.actviz", pin_captures=False)
     back = load_state(tmp_path / "light.actviz")
@@ -270,7 +271,7 @@ def test_edits_json_round_trip_disabled_and_dim():
 
 
 def test_size_before_saving(run, tmp_path):
-    state = _state(run)
+    state = _full_state(run)
     size = saved_size(state)
     extra = pin_capture_bytes(state)
     assert extra > run[3].nbytes * 0.9  # the pinned capture's arrays
@@ -291,7 +292,7 @@ def test_size_before_saving(run, tmp_path):
 
 def test_atomic_save_keeps_the_old_file(run, tmp_path, monkeypatch):
     path = tmp_path / "s.actviz"
-    save_state(_state(run), path)
+    save_state(_full_state(run), path)
     before = path.read_bytes()
     import actviz.workspace.session_file as sf
 
@@ -300,32 +301,22 @@ def test_atomic_save_keeps_the_old_file(run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sf.os, "replace", boom)
     with pytest.raises(SessionFileError, match="disk full"):
-        save_state(_state(run, target=3), path)
+        save_state(_full_state(run, target=3), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.actviz"]  # no temporary left
     monkeypatch.undo()
     with pytest.raises(SessionFileError, match="not plain JSON data"):
-        save_state(_state(run, settings={"x": object()}), path)
+        save_state(_full_state(run, settings={"x": object()}), path)
     with pytest.raises(SessionFileError, match="not plain JSON data"):
-        save_state(_state(run, comparison={"tol": float("nan")}), path)
+        save_state(_full_state(run, comparison={"tol": float("nan")}), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.actviz"]
-
-
-def _rewrite(src, dst, change):
-    """Copy session file ``src`` to ``dst`` with ``change(members: dict)`` applied."""
-    with zipfile.ZipFile(src) as zf:
-        members = {n: zf.read(n) for n in zf.namelist()}
-    change(members)
-    with zipfile.ZipFile(dst, "w") as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
 
 
 @pytest.fixture()
 def saved(run, tmp_path):
     path = tmp_path / "good.actviz"
-    save_state(_state(run), path)
+    save_state(_full_state(run), path)
     return path
 
 
@@ -339,7 +330,7 @@ def test_future_and_unknown_versions_are_refused(saved, tmp_path):
         d["format"] = FORMAT_VERSION + 1
         m["manifest.json"] = json.dumps(d)
 
-    _rewrite(saved, tmp_path / "f.actviz", future)
+    rewrite_zip(saved, tmp_path / "f.actviz", future)
     with pytest.raises(SessionFileError, match="newer actviz") as err:
         load_state(tmp_path / "f.actviz")
     assert "\n" not in str(err.value) and isinstance(err.value, ActvizError)
@@ -349,7 +340,7 @@ def test_future_and_unknown_versions_are_refused(saved, tmp_path):
         d["format"] = "one"
         m["manifest.json"] = json.dumps(d)
 
-    _rewrite(saved, tmp_path / "u.actviz", unknown)
+    rewrite_zip(saved, tmp_path / "u.actviz", unknown)
     with pytest.raises(SessionFileError, match="unknown session format 'one'"):
         load_state(tmp_path / "u.actviz")
 
@@ -360,14 +351,14 @@ def test_pickles_are_refused(saved, tmp_path):
     def extra_member(m):
         m["payload.pkl"] = evil
 
-    _rewrite(saved, tmp_path / "p1.actviz", extra_member)
+    rewrite_zip(saved, tmp_path / "p1.actviz", extra_member)
     with pytest.raises(SessionFileError, match="payload.pkl is a pickle member"):
         load_state(tmp_path / "p1.actviz")
 
     def pickle_as_npz(m):
         m["capture.npz"] = evil
 
-    _rewrite(saved, tmp_path / "p2.actviz", pickle_as_npz)
+    rewrite_zip(saved, tmp_path / "p2.actviz", pickle_as_npz)
     with pytest.raises(SessionFileError, match="capture.npz holds a pickle"):
         load_state(tmp_path / "p2.actviz")
 
@@ -376,14 +367,14 @@ def test_pickles_are_refused(saved, tmp_path):
         np.savez(buf, a0=np.array([{"x": 1}], dtype=object))
         m["input.npz"] = buf.getvalue()
 
-    _rewrite(saved, tmp_path / "p3.actviz", object_array)
+    rewrite_zip(saved, tmp_path / "p3.actviz", object_array)
     with pytest.raises(SessionFileError, match="input.npz holds a pickle"):
         load_state(tmp_path / "p3.actviz")
 
     def unknown_member(m):
         m["notes.txt"] = b"hello"
 
-    _rewrite(saved, tmp_path / "p4.actviz", unknown_member)
+    rewrite_zip(saved, tmp_path / "p4.actviz", unknown_member)
     with pytest.raises(SessionFileError, match="notes.txt is unknown member"):
         load_state(tmp_path / "p4.actviz")
 
@@ -406,7 +397,7 @@ def test_damaged_and_incomplete_files_are_refused(saved, tmp_path):
     def missing(m):
         del m["pin0.npz"]
 
-    _rewrite(saved, tmp_path / "m.actviz", missing)
+    rewrite_zip(saved, tmp_path / "m.actviz", missing)
     with pytest.raises(SessionFileError, match="pin0.npz is missing"):
         load_state(tmp_path / "m.actviz")
 
@@ -415,7 +406,7 @@ def test_damaged_and_incomplete_files_are_refused(saved, tmp_path):
         del d["ticked"]
         m["manifest.json"] = json.dumps(d)
 
-    _rewrite(saved, tmp_path / "k.actviz", missing_key)
+    rewrite_zip(saved, tmp_path / "k.actviz", missing_key)
     with pytest.raises(SessionFileError, match="'ticked' is missing"):
         load_state(tmp_path / "k.actviz")
 
@@ -424,7 +415,7 @@ def test_damaged_and_incomplete_files_are_refused(saved, tmp_path):
         np.savez(buf, zz=np.zeros(2))
         m["input.npz"] = buf.getvalue()
 
-    _rewrite(saved, tmp_path / "a.actviz", missing_array)
+    rewrite_zip(saved, tmp_path / "a.actviz", missing_array)
     with pytest.raises(SessionFileError, match="damaged session file"):
         load_state(tmp_path / "a.actviz")
     (tmp_path / "plain.actviz").write_text("hello")
@@ -469,7 +460,7 @@ def test_checkpoint_check(tmp_path):
 def test_public_module_saves_states_and_windows(run, tmp_path):
     import actviz.session
 
-    state = _state(run)
+    state = _full_state(run)
 
     class Window:  # anything whose session can describe itself
         class session:  # noqa: N801
@@ -517,7 +508,7 @@ def test_captures_keep_the_edits_they_ran_with(run, tmp_path):
     model, x, cap, other = run
     edits = {"conv": (ablate([0]), custom(lambda t: t)), "fc": (patch(other, [1]),)}
     edited = actviz.capture(model, x, ["conv", "act", "fc"], edits=edits, target=2)
-    state = _state(run, capture=edited, edits={"conv": (ablate([0]),)})
+    state = _full_state(run, capture=edited, edits={"conv": (ablate([0]),)})
     warnings = unsaved_warnings(state)
     assert len(warnings) == 1 and warnings[0].startswith("the current run: edit 'custom")
     assert save_state(state, tmp_path / "s.actviz") == warnings
@@ -525,7 +516,7 @@ def test_captures_keep_the_edits_they_ran_with(run, tmp_path):
     assert [e.describe() for e in back.capture.edits["conv"]] == ["ablate ch 0"]
     (p,) = back.capture.edits["fc"]
     assert p.source is back.pins[0].capture and p.channels == (1,)
-    _same_capture(edited, back.capture)
+    _same_capture_in_full(edited, back.capture)
 
 
 def test_a_saved_trust_flag_does_not_open_a_pickle(tmp_path):

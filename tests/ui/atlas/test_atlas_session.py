@@ -15,7 +15,7 @@ import actviz
 from actviz.data.atlas_image import class_colours
 from actviz.data.atlas_map import points_in_polygon
 from actviz.ui.atlas.view import RasterDots
-from tests.ui.atlas.test_atlas_tab import LAYER, LEFT, _scan, write_classes
+from tests.ui.atlas.test_atlas_tab import LAYER, LEFT, scanned_demo
 
 
 def lasso(qtbot, view, shape: np.ndarray) -> None:
@@ -36,12 +36,8 @@ def lasso(qtbot, view, shape: np.ndarray) -> None:
 
 
 def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win, feature = scanned_demo(actviz_window, tmp_path)
     window = win.window
-    assert window.open_model_source("demo", wait=True)
-    folder = tmp_path / "images"
-    write_classes(folder)
-    feature = _scan(qtbot, window, folder)
     atlas, view = feature.atlas, feature.view
     window.show_tab(view)
     win.settle()
@@ -119,12 +115,8 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
 
 
 def test_a_restore_waits_for_its_scan_and_another_scan_drops_it(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win, feature = scanned_demo(actviz_window, tmp_path)
     window = win.window
-    assert window.open_model_source("demo", wait=True)
-    folder = tmp_path / "images"
-    write_classes(folder)
-    feature = _scan(qtbot, window, folder)
     scan = window.session.scan
     saved = {
         "layer": "fc",

@@ -38,13 +38,22 @@ def write_classes(folder, per_class: int = 5) -> list[str]:
     return names
 
 
-def _scan(qtbot, window, folder):
-    dataset = window.features["dataset"]
-    dataset.scans.num_workers = 0  # no loader processes for ten tiny images
-    atlas = window.features["atlas"]
-    with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
-        dataset.start(ScanSpec(str(folder), (LAYER, "fc"), 3, batch_size=4))
+def _scan(win, folder):
+    win.dataset.in_process()  # no loader processes for ten tiny images
+    atlas = win.feature("atlas")
+    with win.qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
+        win.dataset.start(ScanSpec(str(folder), (LAYER, "fc"), 3, batch_size=4))
     return atlas
+
+
+def scanned_demo(actviz_window, tmp_path):
+    """A window on the demo with the ten class images of :func:`write_classes` scanned and
+    mapped; returns the driver and the atlas feature."""
+    win = actviz_window()
+    assert win.window.open_model_source("demo", wait=True)
+    folder = tmp_path / "images"
+    write_classes(folder)
+    return win, _scan(win, folder)
 
 
 def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_path):
@@ -56,9 +65,9 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     assert LAYER in window.session.ticked
     folder = tmp_path / "images"
     write_classes(folder)
-    _scan(qtbot, window, folder)
+    _scan(win, folder)
     scan = window.session.scan
-    assert scan is window.features["dataset"].scan and scan.count == 10
+    assert scan is win.dataset.scan and scan.count == 10
     assert set(scan.embedding_layers) == {LAYER, "fc"}
     atlas = atlas_ui.atlas
     # The feature maps the layer before the classifier, with predictions from the classifier.

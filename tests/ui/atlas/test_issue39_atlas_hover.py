@@ -8,17 +8,12 @@ from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QToolTip
 
 from actviz.ui.atlas.view import HOVER_HINT
-from tests.ui.atlas.test_atlas_tab import _scan, write_classes
+from tests.ui.atlas.test_atlas_tab import scanned_demo
 
 
 def test_the_hover_thumbnail_stays_while_the_pointer_rests(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win, atlas_ui = scanned_demo(actviz_window, tmp_path)
     window = win.window
-    atlas_ui = win.feature("atlas")
-    assert window.open_model_source("demo", wait=True)
-    folder = tmp_path / "images"
-    write_classes(folder)
-    _scan(qtbot, window, folder)
     view = atlas_ui.view
     window.show_tab(view)
     win.settle()

@@ -18,7 +18,7 @@ def test_the_divergence_name_clears_the_points(actviz_window):
     w = win.window
     pin = w.pin_result()
     with win.expect_run():
-        win.feature("whatif").add_edit("relu", ablate([0, 1]))
+        win.whatif.add_edit("relu", ablate([0, 1]))
         w.run()
     win.open_dock("Edits")
     compare = win.feature("compare")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from actviz.core.compare import compare
+from tests.helpers import frame
 
 TIMEOUT_MS = 60_000
 #: Enough layers that the last ones are well below the difference area at 1280x720.
@@ -28,29 +29,23 @@ LAYERS = [
 ]
 
 
-def _image(seed: int) -> torch.Tensor:
-    return torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
-
-
-def _setup(actviz_window, resnet, seeds=(1,)):
+def _pinned_window(actviz_window, resnet, seeds=(1,)):
     """A window on ResNet-18 with a pin per seed, then run on seed 99 (run A)."""
     win = actviz_window(resnet, None, LAYERS)
     window = win.window
     pins = []
     for seed in seeds:
-        win.set_input(_image(seed))
+        win.set_input(frame(seed, 32))
         win.run_and_wait(TIMEOUT_MS)
         pins.append(window.pin_result())
-    win.set_input(_image(99))
+    win.set_input(frame(99, 32))
     win.run_and_wait(TIMEOUT_MS)
     return win, pins
 
 
-def _compare_with(qtbot, window, pin) -> None:
-    ctrl = window.features["compare"]
-    with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
-        assert window.compare_with_pin(pin)
-    qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
+def _compare_with(win, pin) -> None:
+    win.compare.compare_with_pin(pin, TIMEOUT_MS)
+    win.compare.wait_diff_panels(5000)
 
 
 def _scroll_down_until(qtbot, view, condition) -> None:
@@ -91,11 +86,11 @@ def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
 
 
 def _compared(qtbot, actviz_window, resnet):
-    """:func:`_setup` with one pin, then run A compared with it: the window, the pin, the
+    """:func:`_pinned_window` with one pin, then run A compared with it: the window, the pin, the
     Compare feature, its view and the two captures."""
-    win, (pin,) = _setup(actviz_window, resnet)
-    ctrl = win.window.features["compare"]
-    _compare_with(qtbot, win.window, pin)
+    win, (pin,) = _pinned_window(actviz_window, resnet)
+    ctrl = win.compare.feature
+    _compare_with(win, pin)
     return win, pin, ctrl, ctrl.view, win.window.result.capture, pin.result.capture
 
 
@@ -137,11 +132,11 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
 
 
 def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, resnet):
-    win, (first, second) = _setup(actviz_window, resnet, seeds=(1, 2))
+    win, (first, second) = _pinned_window(actviz_window, resnet, seeds=(1, 2))
     window = win.window
-    ctrl = window.features["compare"]
+    ctrl = win.compare.feature
     view = ctrl.view
-    _compare_with(qtbot, window, first)
+    _compare_with(win, first)
     cap_a = window.result.capture
     bar = view.diff_scroll.verticalScrollBar()
     bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
@@ -149,7 +144,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     panels = dict(view.diff_panels)
     bar.setValue(0)
 
-    _compare_with(qtbot, window, second)
+    _compare_with(win, second)
     cap_b = second.result.capture
     # The same panels, kept: those in view show the second comparison, the others nothing.
     assert view.diff_panels == panels
@@ -172,9 +167,9 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
 
 
 def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, resnet):
-    win, (pin,) = _setup(actviz_window, resnet)
+    win, (pin,) = _pinned_window(actviz_window, resnet)
     window = win.window
-    ctrl = window.features["compare"]
+    ctrl = win.compare.feature
     view = ctrl.view
     # Compared while the Layers tab is shown: nothing is painted until the tab is.
     ctrl.view.set_source("pin")
@@ -222,11 +217,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
     window = win.window
     # Live mode on (an occlusion patch): frames of another input replace the latest run.
-    live = win.feature("live")
-    live.dock.show()
-    with win.expect_run(TIMEOUT_MS):
-        live.dock.occlusion_check.setChecked(True)
-    qtbot.waitUntil(lambda: live.controller.idle, timeout=TIMEOUT_MS)
+    win.live.occlude(TIMEOUT_MS)
     assert window.result.capture is not cap_a
     assert view.message().startswith(STALE_NOTE)
     window.show_tab(ctrl.page)
@@ -234,7 +225,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
     _assert_panels_show(ctrl, cap_a, cap_b)
     # Live mode off again: still that comparison.
-    live.dock.close()
+    win.live.dock.close()
     win.wait_idle()
     view.diff_scroll.verticalScrollBar().setValue(view.diff_scroll.verticalScrollBar().maximum())
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
@@ -292,14 +283,14 @@ def test_the_first_divergence_text_stays_inside_a_narrow_chart(qtbot, where):
 def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actviz_window, resnet):
     win = actviz_window(resnet, None, LAYERS, size=(1024, 640))
     window = win.window
-    win.set_input(_image(1))
+    win.set_input(frame(1, 32))
     win.run_and_wait(TIMEOUT_MS)
     pin = window.pin_result()
-    win.set_input(_image(2))
+    win.set_input(frame(2, 32))
     win.run_and_wait(TIMEOUT_MS)
-    _compare_with(qtbot, window, pin)
-    chart = window.features["compare"].view.chart
-    view = window.features["compare"].view
+    _compare_with(win, pin)
+    chart = win.compare.view.chart
+    view = win.compare.view
     win.settle()
     assert chart.divergence == 0 and chart.divergence_text.isVisible()
     assert _text_inside(chart)

@@ -29,7 +29,7 @@ def test_a_comparison_of_a_text_model_holds_the_ticked_layers_only(actviz_window
     assert extra, "the run recorded no layer beyond the ticked ones: nothing tested"
     pin = w.pin_result()
     with win.expect_run():
-        win.feature("whatif").add_edit("bert.encoder.layer.0", ablate([1]))
+        win.whatif.add_edit("bert.encoder.layer.0", ablate([1]))
         w.run()
     compare = win.feature("compare")
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):

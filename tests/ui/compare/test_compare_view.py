@@ -17,7 +17,6 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.compare import compare
 from actviz.io.input_files import open_input
-from actviz.ui.window.main_window import MainWindow
 from actviz.workspace.compare_job import MODEL, PIN
 from tests.ui.conftest import frame
 from tests.ui.tiny_models import TinyCNN
@@ -35,10 +34,14 @@ class OtherNet(nn.Module):
         self.fc = nn.Linear(4, 5)
 
 
-def _click_compare(qtbot, window: MainWindow) -> None:
-    view = window.features["compare"].view
-    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
-        qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
+def _compare_tab_after_a_run(actviz_window, tiny_cnn):
+    """A window on the tiny CNN showing its Compare tab, run once on ``frame(1)``; returns the
+    driver and the Compare view."""
+    win = actviz_window(tiny_cnn, None, LAYERS)
+    win.compare.show_page()
+    win.window.set_input(frame(1))
+    win.run_and_wait(TIMEOUT_MS)
+    return win, win.compare.view
 
 
 def _assert_chart_is(view, expected) -> None:
@@ -54,12 +57,8 @@ def _assert_chart_is(view, expected) -> None:
 
 
 def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
-    win = actviz_window(tiny_cnn, None, LAYERS)
+    win, view = _compare_tab_after_a_run(actviz_window, tiny_cnn)
     window = win.window
-    view = window.features["compare"].view
-    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
-    window.set_input(frame(1))
-    win.run_and_wait(TIMEOUT_MS)
     # No pin yet: said in red, nothing runs.
     view.set_source(PIN)
     qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
@@ -68,7 +67,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
     window.set_input(frame(2))
     win.run_and_wait(TIMEOUT_MS)
-    _click_compare(qtbot, window)
+    win.compare.click_compare(TIMEOUT_MS)
 
     cap_a, cap_b = window.result.capture, pin.result.capture
     expected = compare(cap_a, cap_b)
@@ -125,7 +124,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
     qtbot.waitUntil(window.centre.channel_box.isVisible, timeout=2000)
     assert (window.centre.channel_view.name, window.centre.channel_view.channel) == ("conv2", 3)
-    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
+    win.compare.show_page()
 
     # Hover names the layer; a click on its point shows its panel in the Layers tab.
     chart = view.chart
@@ -143,14 +142,14 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
 ):
     win = actviz_window(tiny_cnn, None, LAYERS)
     window = win.window
-    view = window.features["compare"].view
+    view = win.compare.view
     window.set_input(frame(1))
     win.run_and_wait(TIMEOUT_MS)
     # Asked while a run is on its way: run A is that run's result.
     window.set_input(frame(3))
-    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
         window.run()
-        assert window.features["compare"].compare_with_input("random:1x3x16x16:5")
+        assert win.compare.feature.compare_with_input("random:1x3x16x16:5")
         assert "Waiting" in view.message()
     model = window.session.model
     cap_a = window.result.capture
@@ -160,26 +159,26 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
     assert "input B: random" in view.message()
     # Compared while the Layers tab was shown: the difference panels are filled once the
     # Compare tab is on screen (a canvas filled while hidden keeps its hidden size's range).
-    assert window.features["compare"].diff_panels_pending()
-    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
-    qtbot.waitUntil(lambda: not window.features["compare"].diff_panels_pending(), timeout=2000)
+    assert win.compare.feature.diff_panels_pending()
+    win.compare.show_page()
+    win.compare.wait_diff_panels(2000)
     diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
     np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
     # An input that cannot be read: the reason, in red; the comparison shown stays.
-    with qtbot.waitSignal(window.features["compare"].compare_failed, timeout=TIMEOUT_MS) as failed:
-        window.features["compare"].compare_with_input(str(tmp_path / "missing.png"))
+    with qtbot.waitSignal(win.compare.feature.compare_failed, timeout=TIMEOUT_MS) as failed:
+        win.compare.feature.compare_with_input(str(tmp_path / "missing.png"))
     assert view.is_error() and "Could not compare" in failed.args[0]
     assert view.chart.names == LAYERS
     # A run started meanwhile replaces the comparison (never shown): said, not left hanging.
-    assert window.features["compare"].compare_with_input("random:1x3x16x16:6")
+    assert win.compare.feature.compare_with_input("random:1x3x16x16:6")
     with win.expect_run(TIMEOUT_MS, flush=False):
         window.run()
         assert "A new run replaced the comparison" in view.message()
-    assert not window.features["compare"].is_busy() and view.compare_button.isEnabled()
+    assert not win.compare.feature.is_busy() and view.compare_button.isEnabled()
     # Cancel (Esc) stops a comparison like a run; the window's panels are not touched.
     shown = window.result
-    assert window.features["compare"].compare_with_input("random:1x3x16x16:7")
-    with qtbot.waitSignal(window.features["compare"].compare_failed, timeout=TIMEOUT_MS) as failed:
+    assert win.compare.feature.compare_with_input("random:1x3x16x16:7")
+    with qtbot.waitSignal(win.compare.feature.compare_failed, timeout=TIMEOUT_MS) as failed:
         window.cancel()
     assert "cancelled" in failed.args[0] and window.result is shown
 
@@ -187,12 +186,8 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
 def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     qtbot, actviz_window, tiny_cnn, tmp_path
 ):
-    win = actviz_window(tiny_cnn, None, LAYERS)
+    win, view = _compare_tab_after_a_run(actviz_window, tiny_cnn)
     window = win.window
-    view = window.features["compare"].view
-    window.centre.tabs.setCurrentWidget(window.features["compare"].page)
-    window.set_input(frame(1))
-    win.run_and_wait(TIMEOUT_MS)
     other = tmp_path / "other.pt"
     torch.save(OtherNet().state_dict(), other)
     changed = TinyCNN().eval()
@@ -203,30 +198,30 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     torch.save(changed.state_dict(), weights)
 
     qtbot.mouseClick(view.open_model_button, Qt.MouseButton.LeftButton)
-    dialog = window.features["compare"].model_dialog
+    dialog = win.compare.feature.model_dialog
     assert dialog is not None and dialog.isVisible()
     dialog.tabs.setCurrentIndex(1)
     # Another architecture: refused in the dialog, which stays open with the path.
     dialog.file_edit.setText(str(other))
     dialog.arch_combo.setEditText(f"{__name__}:OtherNet")
-    with qtbot.waitSignal(window.features["compare"].compare_failed, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(win.compare.feature.compare_failed, timeout=TIMEOUT_MS):
         qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
     assert dialog.isVisible()
     assert "not the architecture of run A" in dialog.message()
     assert "'conv2'" in dialog.message() and "conv1 (Linear, not Conv2d)" in dialog.message()
-    assert window.features["compare"].model_b is None and window.session.model is not None
+    assert win.compare.feature.model_b is None and window.session.model is not None
 
     dialog.file_edit.setText(str(weights))
     dialog.arch_combo.setEditText("tests.ui.tiny_models:TinyCNN")
-    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
         qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
-    assert window.features["compare"].model_dialog is None and view.source == MODEL
+    assert win.compare.feature.model_dialog is None and view.source == MODEL
     assert isinstance(window.session.model, TinyCNN)  # the window's model stays
     chart = view.chart
     assert chart.names == LAYERS
     assert chart.cosine[0] == pytest.approx(1.0) and chart.rel_l2[0] == 0.0
     assert chart.rel_l2[1] > 1e-3 and chart.divergence == 1  # conv2: where weights changed
-    qtbot.waitUntil(lambda: not window.features["compare"].diff_panels_pending(), timeout=2000)
+    win.compare.wait_diff_panels(2000)
     np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
     cap_b = capture(changed, frame(1), LAYERS)
     _assert_chart_is(view, compare(window.result.capture, cap_b))
@@ -254,11 +249,11 @@ def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, actviz_window, t
     entries = {a.text(): a for a in window.commands.pins_menu.actions()}
     sub = entries["Compare the latest run with"].menu()
     assert [a.text() for a in sub.actions()] == [first.label, second.label]
-    assert window.centre.tabs.currentWidget() is not window.features["compare"].page
-    with qtbot.waitSignal(window.features["compare"].compare_finished, timeout=TIMEOUT_MS):
+    assert window.centre.tabs.currentWidget() is not win.compare.page
+    with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
         sub.actions()[0].trigger()
-    view = window.features["compare"].view
-    assert window.centre.tabs.currentWidget() is window.features["compare"].page
+    view = win.compare.view
+    assert window.centre.tabs.currentWidget() is win.compare.page
     assert view.source == PIN and view.pin_combo.currentIndex() == 0
     _assert_chart_is(view, compare(window.result.capture, first.result.capture))
     # Unpinned, it leaves the menu.
@@ -277,7 +272,7 @@ def test_unpinning_while_a_comparison_waits_refuses_it_in_one_line(qtbot, actviz
     window.set_input(frame(1))
     win.run_and_wait()
     pin = window.pin_result()
-    compare = window.features["compare"]
+    compare = win.compare.feature
     window.set_input(frame(2))
     with qtbot.waitSignal(compare.compare_failed, timeout=TIMEOUT_MS) as failed:
         assert window.run() is not None  # run A on its way: the comparison waits for it

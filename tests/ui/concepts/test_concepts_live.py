@@ -15,13 +15,13 @@ from actviz.display import prepare as prepare_module
 from actviz.display.mosaic import mosaic
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
-from tests.ui.concepts.test_concepts_window import LAYER, _opened
+from tests.ui.concepts.test_concepts_window import LAYER, _concepts_opened
 
 
 def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     actviz_window, tmp_path, monkeypatch
 ):
-    win, model, feature, _c, _folder = _opened(actviz_window, tmp_path)
+    win, model, feature, _c, _folder = _concepts_opened(actviz_window, tmp_path)
     window = win.window
     att = win.session.concepts[LAYER]
     asked: list[object] = []
@@ -42,7 +42,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
 
     monkeypatch.setattr("actviz.ui.window.result_display.current_mosaics", current)
     win.reveal(LAYER)
-    live = window.features["live"].configure(max_fps=1000)
+    live = win.live.configure(max_fps=1000)
     # No settling full frame (it builds every mosaic): the frames alone.
     offer = live.coalescer.offer
     monkeypatch.setattr(live.coalescer, "offer", lambda spec: None if spec.full else offer(spec))

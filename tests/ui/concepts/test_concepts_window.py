@@ -25,7 +25,7 @@ def _frame(seed: int = 0) -> torch.Tensor:
     return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
-def _dictionary(tmp_path):
+def _trained_dictionary(tmp_path):
     """A 12-concept TopK dictionary (k = 2) of conv2's 6-value vectors, trained on random
     vectors (fast) and written as a SAELens folder."""
     vectors = torch.randn(3000, 6, generator=torch.Generator().manual_seed(1)).abs()
@@ -41,13 +41,13 @@ def _menu_action(win, menu: str, text: str):
     raise AssertionError(f"no {text!r} in the {menu} menu")
 
 
-def _opened(actviz_window, tmp_path):
+def _concepts_opened(actviz_window, tmp_path):
     torch.manual_seed(0)
     model = TinyCNN().eval()
     # Auto-run on: an edit re-runs as it does for a user.
     win = actviz_window(model, _frame(), ["conv1", LAYER], auto_run=True)
     win.run_and_wait()
-    c, folder = _dictionary(tmp_path)
+    c, folder = _trained_dictionary(tmp_path)
     feature = win.feature("concepts")
     feature.ask_folder = lambda *_a: str(folder)
     _menu_action(win, "Data", "Open concepts…").trigger()  # the result shown has conv2
@@ -63,7 +63,7 @@ def _painted_equals(win, m):
     np.testing.assert_array_equal(painted[..., :3], expected[..., :3])
 
 
-def _click_tile(win, concept: int) -> None:
+def _click_concept_tile(win, concept: int) -> None:
     panel = win.reveal(LAYER)
     slot = panel.activation_slot
     y0, x0 = slot.mosaic.tile_origin(concept)
@@ -73,7 +73,7 @@ def _click_tile(win, concept: int) -> None:
 
 
 def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
-    win, model, feature, c, folder = _opened(actviz_window, tmp_path)
+    win, model, feature, c, folder = _concepts_opened(actviz_window, tmp_path)
     session = win.session
     assert session.concepts[LAYER].folder == str(folder)
     panel = win.panel(LAYER)
@@ -95,7 +95,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
 
     # A click on the second tile opens the Concept dock on that concept.
     second = order[1]
-    _click_tile(win, second)
+    _click_concept_tile(win, second)
     win.qtbot.waitUntil(lambda: feature.view.shown == (LAYER, second), timeout=5000)
     assert feature.dock.isVisible()
     assert f"Concept {second} of 12" in feature.view.title.text()
@@ -148,19 +148,19 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
 
 
 def test_session_keeps_the_dictionary(actviz_window, tmp_path):
-    win, _model, feature, c, folder = _opened(actviz_window, tmp_path)
+    win, _model, feature, c, folder = _concepts_opened(actviz_window, tmp_path)
     first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]
     feature.open_concept(LAYER, first)
     feature.view.name_edit.setText("bright blob")
     feature.view.name_edit.editingFinished.emit()
     assert win.session.concepts[LAYER].names == {first: "bright blob"}
     path = tmp_path / "concepts.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
 
     torch.manual_seed(0)
     other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
     assert other.session.concepts == {}
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     other.window.flush_panel_updates()
     att = other.session.concepts[LAYER]
@@ -175,7 +175,7 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
 
 
 def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
-    win, _model, feature, c, folder = _opened(actviz_window, tmp_path)
+    win, _model, feature, c, folder = _concepts_opened(actviz_window, tmp_path)
     second = win.panel(LAYER).activation_slot.mosaic.tile_channels[1]
     feature.open_concept(LAYER, second)
     win.qtbot.waitUntil(lambda: "Removing it" in feature.view.effect_label.text(), timeout=10_000)
@@ -184,11 +184,11 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
         win.qtbot.mouseClick(feature.view.remove_button, Qt.MouseButton.LeftButton)
     edited = win.window.result.capture.output.clone()
     path = tmp_path / "removed.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
 
     torch.manual_seed(0)
     other = actviz_window(TinyCNN().eval(), _frame(), ["conv1", LAYER])
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
     entries = list(other.session.edits)
     assert len(entries) == 1 and entries[0].layer == LAYER
@@ -255,7 +255,7 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     assert win.panel(LAYER).tile_unit() == "concept"
     # Its concept view: the top images of the scan made after training, and what it wants.
     first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]
-    _click_tile(win, first)
+    _click_concept_tile(win, first)
     view = feature.view
     win.qtbot.waitUntil(lambda: view.top_label.text().startswith("Its top"), timeout=20_000)
     assert view.top_count == len(att.scan.top(first)) > 0

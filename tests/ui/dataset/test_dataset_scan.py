@@ -46,12 +46,20 @@ def write_folder(folder, count: int = IMAGES, *, broken: bool = False):
     return paths
 
 
-def _progress(window) -> list[tuple[int, int]]:
+def _progress(win) -> list[tuple[int, int]]:
     seen: list[tuple[int, int]] = []
-    window.features["dataset"].scans.scan_progressed.connect(
+    win.dataset.scans.scan_progressed.connect(
         lambda done, total, _ips, _eta: seen.append((done, total))
     )
     return seen
+
+
+def _demo_window(actviz_window):
+    """A window on the demo model (opened and run), scanning in process."""
+    win = actviz_window()
+    win.dataset.in_process()  # no loader processes for 16 tiny images
+    assert win.window.open_model_source("demo", wait=True)
+    return win
 
 
 def _click_row(qtbot, table, row: int) -> None:
@@ -63,14 +71,12 @@ def _click_row(qtbot, table, row: int) -> None:
 def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_folder(folder, broken=True)
-    window.features["dataset"].scan_action.trigger()
-    dialog = window.features["dataset"].dialog
+    win.dataset.feature.scan_action.trigger()
+    dialog = win.dataset.feature.dialog
     assert dialog is not None and dialog.isVisible()
     # The window's ticked layers come first, checked.
     ticked = window.session.ticked
@@ -83,13 +89,11 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     dialog.set_checked([LAYER])
     dialog.k_spin.setValue(4)
     dialog.batch_spin.setValue(BATCH)
-    seen = _progress(window)
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-    ) as done:
+    seen = _progress(win)
+    with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
         qtbot.mouseClick(dialog.scan_button, LEFT)
     scan = done.args[0]
-    assert window.features["dataset"].dialog is None  # closed (and deleted) once the scan started
+    assert win.dataset.feature.dialog is None  # closed (and deleted) once the scan started
     # One report per batch of 4 readable images (the unreadable file counts as done too).
     assert seen and all(total == IMAGES + 1 for _, total in seen)
     assert seen[-1][0] == IMAGES + 1 and len(seen) >= IMAGES // BATCH
@@ -100,7 +104,7 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
         assert [(e.source, e.location) for e in scan.top(LAYER, channel)] == [
             (e.source, e.location) for e in direct.top(LAYER, channel)
         ]
-    dock = window.features["dataset"].dock
+    dock = win.dataset.dock
     assert dock.isVisible() and not dock.progress_box.isVisible()
     assert f"{IMAGES} images" in dock.summary_label.text()
     assert dock.message_label.text().startswith("Skipped 1 unreadable file: broken.png")
@@ -117,24 +121,19 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     best = table.channel_at(0)
     assert scan.top(LAYER, best)[0].value == max(scan.top(LAYER, c)[0].value for c in range(32))
     # The same folder again: the saved result, no forward pass.
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-    ) as again:
-        window.features["dataset"].start(ScanSpec(str(folder), (LAYER,), 4, BATCH))
-    assert again.args[0].from_cache and "saved result" in dock.summary_label.text()
+    again = win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), 4, BATCH), TIMEOUT_MS)
+    assert again.from_cache and "saved result" in dock.summary_label.text()
     assert_no_hooks(window.session.model)
     # Opening the model again (a restart, too: the folder is in the settings) shows the saved
     # result at once, running nothing.
     seen.clear()
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-    ) as saved:
+    with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
         assert window.open_model_source("demo", wait=True)
     assert saved.args[0].from_cache and saved.args[0].count == IMAGES and seen == []
     assert "saved result" in dock.summary_label.text() and table.proxy.rowCount() == 32
     # The next dialog (also after a restart: the window's settings) offers the same folder.
     assert window.settings.store.value("dataset/folder") == str(folder)
-    dialog = window.features["dataset"].open_dialog()
+    dialog = win.dataset.open_dialog()
     assert (dialog.folder_edit.text(), dialog.k_spin.value()) == (str(folder), 4)
     dialog.reject()
     # View > Reset window layout closes the dock (on the right, where it first opens).
@@ -172,29 +171,25 @@ def _gated_folder(window, tmp_path):
 
 
 def test_escape_stops_a_scan_too(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder, gate, handle = _gated_folder(window, tmp_path)
-    seen = _progress(window)
+    seen = _progress(win)
     try:
         assert not window.commands.cancel_action.isEnabled()  # nothing to cancel yet
-        window.features["dataset"].start(ScanSpec(str(folder), (LAYER,), 3, BATCH))
+        win.dataset.start(ScanSpec(str(folder), (LAYER,), 3, BATCH))
         qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
         # Only a scan runs: the window's busy bar stays hidden, but Esc is live.
         assert window.commands.cancel_action.isEnabled() and not window.is_busy()
         assert window.commands.cancel_action.shortcut().toString() == "Esc"
-        with qtbot.waitSignal(window.features["dataset"].scans.scan_cancelled, timeout=TIMEOUT_MS):
+        with qtbot.waitSignal(win.dataset.scans.scan_cancelled, timeout=TIMEOUT_MS):
             window.activateWindow()
             qtbot.keyClick(window, Qt.Key.Key_Escape)
-            assert (
-                window.features["dataset"].dock.rate_label.text() == "Cancelling after this batch…"
-            )
+            assert win.dataset.dock.rate_label.text() == "Cancelling after this batch…"
             gate.active = False
             gate.open.set()
         assert seen == [(4, 16)]
-        assert window.features["dataset"].scan.count == 4
+        assert win.dataset.scan.count == 4
         qtbot.waitUntil(lambda: not window.commands.cancel_action.isEnabled(), timeout=TIMEOUT_MS)
     finally:
         gate.open.set()
@@ -202,54 +197,46 @@ def test_escape_stops_a_scan_too(qtbot, actviz_window, tmp_path):
 
 
 def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, actviz_window, tmp_path):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder, gate, handle = _gated_folder(window, tmp_path)
     spec = ScanSpec(str(folder), (LAYER,), 3, BATCH)
-    seen = _progress(window)
-    dock = window.features["dataset"].dock
+    seen = _progress(win)
+    dock = win.dataset.dock
     try:
-        window.features["dataset"].start(spec)
+        win.dataset.start(spec)
         # The first batch waits at the gate; the window is not blocked meanwhile: it runs
         # captures on its own model (the scan has a copy, so their hooks never mix).
         qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
-        assert window.features["dataset"].scans.is_scanning() and dock.progress_box.isVisible()
+        assert win.dataset.scans.is_scanning() and dock.progress_box.isVisible()
         assert dock.rate_label.text() == "Scanning images…"
         assert dock.summary_label.text() == "images: scanning…"
         window.set_input(torch.rand(1, 3, 64, 64))
         with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
             assert window.run() is not None
         assert set(window.result.layers) == set(window.session.ticked)
-        assert window.features["dataset"].scans.is_scanning() and seen == []
-        with qtbot.waitSignal(window.features["dataset"].scans.scan_cancelled, timeout=TIMEOUT_MS):
+        assert win.dataset.scans.is_scanning() and seen == []
+        with qtbot.waitSignal(win.dataset.scans.scan_cancelled, timeout=TIMEOUT_MS):
             qtbot.mouseClick(dock.cancel_button, LEFT)
             assert dock.rate_label.text() == "Cancelling after this batch…"
             gate.active = False
             gate.open.set()
         assert seen == [(4, 16)]  # stopped after the batch it was in
         assert not dock.progress_box.isVisible()
-        partial = window.features["dataset"].scan
+        partial = win.dataset.scan
         assert partial.count == 4 and "partial" in dock.summary_label.text()
         assert "cancelled after 4 of 16" in dock.message_label.text()
         # Opening the model again shows the saved partial scan at once (nothing is run).
-        with qtbot.waitSignal(
-            window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-        ) as saved:
+        with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
             assert window.open_model_source("demo", wait=True)
         assert saved.args[0].count == 4 and seen == [(4, 16)]
         assert "partial" in dock.summary_label.text() and "finish" in dock.message_label.text()
         # Scanning again resumes at image 5.
         seen.clear()
-        with qtbot.waitSignal(
-            window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-        ) as done:
-            window.features["dataset"].start(spec)
+        resumed = win.dataset.scan_and_wait(spec, TIMEOUT_MS)
     finally:
         handle.remove()
     assert seen == [(8, 16), (12, 16), (16, 16)]
-    resumed = done.args[0]
     whole = engine_scan("demo", folder, [LAYER], k=3, cache=False, num_workers=0)
     assert resumed.count == whole.count == IMAGES
     for channel in range(0, 32, 7):
@@ -281,18 +268,14 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
 ):
     win = actviz_window()
     window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
+    win.dataset.in_process()  # no loader processes for 16 tiny images
     folder = tmp_path / "images"
     write_folder(folder)
     window.set_model(DeadNet().eval(), layers=["relu"])
     window.set_input(torch.rand(1, 3, 24, 24))
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-    ) as done:
-        window.features["dataset"].start(ScanSpec(str(folder), ("relu",), 3, 8))
-    scan = done.args[0]
+    scan = win.dataset.scan_and_wait(ScanSpec(str(folder), ("relu",), 3, 8), TIMEOUT_MS)
     assert list(scan.dead("relu")) == [2]
-    table = window.features["dataset"].dock.table
+    table = win.dataset.dock.table
     model = table.table_model
     dead_column = 5
     marks = [model.index(c, dead_column).data() for c in range(4)]
@@ -300,7 +283,7 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     assert model.index(2, 1).data(Qt.ItemDataRole.BackgroundRole) is not None
     assert model.index(1, 1).data(Qt.ItemDataRole.BackgroundRole) is None
     assert model.index(2, 3).data() == "0 %"
-    assert "1 dead" in window.features["dataset"].dock.hint_label.text()
+    assert "1 dead" in win.dataset.dock.hint_label.text()
     # A row opens its channel: the layer is run first (nothing was run yet).
     row = table.row_of(2)
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
@@ -310,52 +293,39 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     # A folder without images: said in one line (banner and dock); the scan shown stays.
     empty = tmp_path / "empty"
     empty.mkdir()
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.scan_failed, timeout=TIMEOUT_MS
-    ) as failed:
-        window.features["dataset"].start(ScanSpec(str(empty), ("relu",), 3, 8))
+    with qtbot.waitSignal(win.dataset.scans.scan_failed, timeout=TIMEOUT_MS) as failed:
+        win.dataset.start(ScanSpec(str(empty), ("relu",), 3, 8))
     text = failed.args[0]
     assert text.startswith("Scan failed: ") and "no images" in text and "\n" not in text
     assert ("error", text) in window.centre.banner.messages()
-    assert window.features["dataset"].dock.message_label.text() == text
-    assert (
-        window.features["dataset"].scan is scan
-        and not window.features["dataset"].dock.progress_box.isVisible()
-    )
-    assert window.features["dataset"].dock.summary_label.text() == "images: 16 images · top 3"
+    assert win.dataset.dock.message_label.text() == text
+    assert win.dataset.scan is scan and not win.dataset.dock.progress_box.isVisible()
+    assert win.dataset.dock.summary_label.text() == "images: 16 images · top 3"
     # Another model: the scan belongs to the old one and is forgotten.
     window.set_model(DeadNet().eval(), layers=["relu"])
-    assert window.features["dataset"].scan is None and table.proxy.rowCount() == 0
-    assert window.features["dataset"].dock.summary_label.text() == "No dataset scanned"
+    assert win.dataset.scan is None and table.proxy.rowCount() == 0
+    assert win.dataset.dock.summary_label.text() == "No dataset scanned"
     # A model too big to copy unasked: its saved scan is not looked up when it opens.
     assert model_bytes(window.session.model) == (4 * 3 * 9 + 4 + 3 * 4 + 3) * 4
     monkeypatch.setattr(scans_module, "PEEK_COPY_LIMIT", 500)
-    assert window.features["dataset"].scans.peek(ScanSpec(str(folder), ("relu",), 3)) is None
+    assert win.dataset.scans.peek(ScanSpec(str(folder), ("relu",), 3)) is None
 
 
 def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_folder(folder)
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS
-    ) as done:
-        window.features["dataset"].start(ScanSpec(str(folder), (LAYER,), 5, 8))
-    scan = done.args[0]
+    scan = win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), 5, 8), TIMEOUT_MS)
     channel = int(np.argmax(scan.stats(LAYER).std))
-    grid = window.features["dataset"].grid
+    grid = win.dataset.feature.grid
     # No input is open: the table's row opens the channel's best image, runs the layer and
     # opens the channel; then its top-k arrive.
     assert window.session.input is None
-    table = window.features["dataset"].dock.table
-    with qtbot.waitSignal(
-        window.features["dataset"].scans.views_ready, timeout=TIMEOUT_MS
-    ) as ready:
+    table = win.dataset.dock.table
+    with qtbot.waitSignal(win.dataset.scans.views_ready, timeout=TIMEOUT_MS) as ready:
         _click_row(qtbot, table, table.row_of(channel))
     assert ready.args[:2] == [LAYER, channel]
     assert window.session.input.source == scan.top(LAYER, channel)[0].source
@@ -428,10 +398,7 @@ def test_tile_heat_runs_from_zero_to_each_tiles_maximum():
 
 def test_the_window_scans_in_the_background_priority(qtbot, actviz_window, tmp_path, monkeypatch):
     """The scan's thread and loaders run below the GUI (live lag holds while a scan runs)."""
-    win = actviz_window()
-    window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
+    win = _demo_window(actviz_window)
     import os
     import sys
 
@@ -452,8 +419,7 @@ def test_the_window_scans_in_the_background_priority(qtbot, actviz_window, tmp_p
     monkeypatch.setattr(actviz.data, "scan", spy)
     folder = tmp_path / "images"
     write_folder(folder)
-    with qtbot.waitSignal(window.features["dataset"].scans.scan_finished, timeout=TIMEOUT_MS):
-        window.features["dataset"].start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
+    win.dataset.scan_and_wait(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH), TIMEOUT_MS)
     ((background, scan_nice, ident),) = seen
     assert background is True and ident != threading.get_ident()
     if sys.platform.startswith("linux"):
@@ -467,10 +433,7 @@ def test_the_windows_scan_has_its_loaders_forked_by_the_server(
     """Forking loader processes from the window's (large) process stalled the GUI thread
     15-120 ms: the window's scan asks actviz's fork server for them (started while the dialog
     is open), and its result is the engine's."""
-    win = actviz_window()
-    window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
+    win = _demo_window(actviz_window)
     import sys
 
     from actviz.data import fork_server as loaders
@@ -484,16 +447,16 @@ def test_the_windows_scan_has_its_loaders_forked_by_the_server(
     monkeypatch.setattr(sys.modules["actviz.data.scan"], "loader_context", spy)
     prestarts = []
     monkeypatch.setattr(loaders, "prestart", lambda: prestarts.append(True))
-    scans = window.features["dataset"].scans
-    window.features["dataset"].open_dialog().reject()
+    scans = win.dataset.scans
+    win.dataset.open_dialog().reject()
     assert prestarts == []  # no loader processes (the fixture's num_workers=0): no server
     scans.num_workers = 1
-    window.features["dataset"].open_dialog().reject()
+    win.dataset.open_dialog().reject()
     assert prestarts == [True]
     folder = tmp_path / "images"
     write_folder(folder)
     with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS) as done:
-        window.features["dataset"].start(ScanSpec(str(folder), (LAYER,), k=3, batch_size=BATCH))
+        win.dataset.start(ScanSpec(str(folder), (LAYER,), k=3, batch_size=BATCH))
     # The demo's dataset (its preprocessing included) pickles: it went to the server.
     assert len(contexts) == 1 and isinstance(contexts[0], loaders.LoaderContext)
     got = done.args[0]
@@ -510,18 +473,16 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
 ):
     """Widening the dock at every scan start re-laid out every panel (75-135 ms of the GUI
     thread beside live mode): it is widened when it opens, never while shown."""
-    win = actviz_window()
+    win = _demo_window(actviz_window)
     window = win.window
-    window.features["dataset"].scans.num_workers = 0  # no loader processes for 16 tiny images
-    assert window.open_model_source("demo", wait=True)
     from actviz.ui.dataset.dock import PREFERRED_WIDTH
 
     folder = tmp_path / "images"
     write_folder(folder)
-    w, dock, scans = window, window.features["dataset"].dock, window.features["dataset"].scans
+    w, dock, scans = window, win.dataset.dock, win.dataset.scans
     assert not dock.isVisible()
     with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS):
-        w.features["dataset"].start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
+        win.dataset.start(ScanSpec(str(folder), (LAYER,), k=2, batch_size=BATCH))
     # Opened: made readable, at its content's width up to the width the feature asks for.
     assert dock.isVisible() and dock.width() >= min(PREFERRED_WIDTH, dock.sizeHint().width())
     chosen = (
@@ -531,9 +492,7 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
     qtbot.waitUntil(lambda: dock.width() == chosen)
     central = w.centralWidget().size()
     with qtbot.waitSignal(scans.scan_finished, timeout=TIMEOUT_MS):
-        w.features["dataset"].start(
-            ScanSpec(str(folder), ("features.block3",), k=2, batch_size=BATCH)
-        )
+        win.dataset.start(ScanSpec(str(folder), ("features.block3",), k=2, batch_size=BATCH))
         # A long progress line wraps rather than widening the dock.
         dock.show_progress(123_456, 9_876_543, 12_345.6, 86_400.0 * 3)
         qtbot.wait(50)
@@ -544,7 +503,7 @@ def test_a_scan_start_leaves_a_shown_docks_width_and_the_panels_alone(
 def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz_window, tmp_path):
     win = actviz_window()
     window = win.window
-    dataset = window.features["dataset"]
+    dataset = win.dataset.feature
     dataset.scans.num_workers = 0
     assert window.open_model_source("demo", wait=True)
     folder = tmp_path / "images"

@@ -8,31 +8,23 @@ folders are a few tiny PNGs written in tmp_path.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from PySide6.QtCore import Qt
 
 from actviz.ui.atlas.feature import FAR_OFF_MAP
 from actviz.ui.atlas.view import EMPTY_TEXT
 from actviz.ui.dataset.dialog import ScanSpec
-from tests.ui.tiny_models import TinyCNN
+from tests.helpers import frame
+from tests.ui.tiny_models import seeded_tiny_cnn
 
 LAYERS = ["conv1", "conv2"]
 DEMO_LAYER = "features.block3"
 TIMEOUT_MS = 30_000
-
-
-def _tiny(seed: int = 0) -> TinyCNN:
-    torch.manual_seed(seed)
-    return TinyCNN().eval()
-
-
-def _input() -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
 
 
 def _write_images(folder, count: int = 6) -> None:
@@ -69,7 +61,7 @@ def _demo_with_atlas(win, qtbot, tmp_path):
 
 
 def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
-    win = actviz_window(_tiny(), _input(), LAYERS)
+    win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
@@ -77,7 +69,7 @@ def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
     assert feature.effects is not None and set(feature.view.sections) == set(LAYERS)
 
     # Another model, not run yet: the old model's bars and target must not stay on show.
-    win.set_model(_tiny(1), LAYERS)
+    win.set_model(seeded_tiny_cnn(1), LAYERS)
     assert feature.effects is None
     assert feature.view.sections == {}
     assert feature.view.message.text().startswith("Run the model")
@@ -90,7 +82,7 @@ def test_another_model_clears_the_channels_of_the_model_before(actviz_window):
 def test_another_model_leaves_no_line_of_the_map_before(actviz_window, qtbot, tmp_path):
     win = actviz_window()
     atlas = _demo_with_atlas(win, qtbot, tmp_path)
-    win.set_model(_tiny(), LAYERS)
+    win.set_model(seeded_tiny_cnn(), LAYERS)
     view = atlas.view
     assert atlas.atlas is None and view.stack.currentIndex() == 0
     assert view.empty_label.text() == EMPTY_TEXT
@@ -189,10 +181,13 @@ def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
     assert dock.message_label.text().startswith(f"fc ch {channel} has no maps to open large")
 
 
-def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
+@contextlib.contextmanager
+def _held_scan(win, tmp_path):
+    """Start a scan of 16 images on the demo and hold it in its first batch (the model's
+    forward waits at a gate); yields the dataset feature and the gate, which is opened and
+    unhooked on leaving."""
     from tests.ui.dataset.test_dataset_scan import Gate, write_folder
 
-    win = actviz_window()
     window = win.window
     dataset = _demo_dataset(win)
     folder = tmp_path / "images"
@@ -201,9 +196,19 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
     handle = window.session.model.register_forward_pre_hook(gate)
     try:
         dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
-        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        win.qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+        yield dataset, gate
+    finally:
+        gate.open.set()
+        handle.remove()
+
+
+def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
+    win = actviz_window()
+    window = win.window
+    with _held_scan(win, tmp_path) as (dataset, gate):
         assert window.commands.cancel_action.isEnabled()
-        win.set_model(_tiny(), LAYERS)
+        win.set_model(seeded_tiny_cnn(), LAYERS)
         gate.active = False
         gate.open.set()
         dock = dataset.dock
@@ -215,9 +220,6 @@ def test_another_model_stops_a_scan_and_says_so(actviz_window, qtbot, tmp_path):
         )
         assert dock.message_label.isVisible()
         assert not window.commands.cancel_action.isEnabled()
-    finally:
-        gate.open.set()
-        handle.remove()
 
 
 def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, tmp_path):
@@ -248,7 +250,7 @@ def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, t
 
 
 def test_channels_without_effect_get_no_bar(actviz_window):
-    win = actviz_window(_tiny(), _input(), [*LAYERS, "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(3), [*LAYERS, "fc"])
     win.run_and_wait()
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
@@ -318,7 +320,7 @@ def test_the_scan_dialog_follows_another_model(actviz_window, qtbot, tmp_path):
     dialog.folder_edit.setText(str(folder))
     # Another model while the dialog is open: it listed the demo's layers, and scanning
     # them failed ("unknown layer 'features.block1'").
-    win.set_model(_tiny(), LAYERS)
+    win.set_model(seeded_tiny_cnn(), LAYERS)
     assert dataset.dialog is dialog and dialog.isVisible()
     listed = [dialog.layer_list.item(i).text() for i in range(dialog.layer_list.count())]
     assert set(listed) == {n.name for n in window.session.tree if n.name}
@@ -373,25 +375,13 @@ def test_a_map_fitted_before_shows_at_once_behind_a_slow_fit(
 
 
 def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tmp_path):
-    from tests.ui.dataset.test_dataset_scan import Gate, write_folder
-
     win = actviz_window()
-    window = win.window
-    dataset, atlas = _demo_dataset(win), win.feature("atlas")
-    folder = tmp_path / "images"
-    write_folder(folder)
-    gate = Gate(window.session.model)
-    handle = window.session.model.register_forward_pre_hook(gate)
-    try:
-        dataset.start(ScanSpec(str(folder), (DEMO_LAYER,), 3, 4))
-        qtbot.waitUntil(gate.entered.is_set, timeout=TIMEOUT_MS)
+    atlas = win.feature("atlas")
+    with _held_scan(win, tmp_path) as (dataset, gate):
         with qtbot.waitSignal(atlas.fitted, timeout=TIMEOUT_MS):
             dataset.cancel()
             gate.active = False
             gate.open.set()
-    finally:
-        gate.open.set()
-        handle.remove()
     assert atlas.atlas.scan.count == 4
     # "features.block3: 4 images (PCA)" read as the whole folder's map.
     assert atlas.view.status_label.text().startswith(
@@ -402,7 +392,7 @@ def test_the_map_of_a_cancelled_scan_says_it_is_partial(actviz_window, qtbot, tm
 def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window):
     from actviz.ui.effects.feature import INTERRUPTED
 
-    win = actviz_window(_tiny(), _input(), LAYERS)
+    win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     win.run_and_wait()
     feature = win.feature("effects")
     win.open_dock("Channels that matter")

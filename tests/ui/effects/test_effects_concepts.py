@@ -12,12 +12,7 @@ from PySide6.QtCore import QPoint, Qt
 from actviz.analysis.concepts.ranking import concept_estimate_from_capture
 from actviz.analysis.effects.channel_effects import estimate_from_capture
 from actviz.ui.effects.view import BarRow
-from tests.ui.concepts.test_concepts_window import LAYER, _frame, _opened
-
-
-def _estimated(win, feature):
-    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
-    assert feature.effects is not None
+from tests.ui.concepts.test_concepts_window import LAYER, _concepts_opened, _frame
 
 
 def _removed(model, c, concepts):
@@ -38,11 +33,11 @@ def _removed(model, c, concepts):
 
 
 def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_path):
-    win, model, concepts_feature, _c, _folder = _opened(actviz_window, tmp_path)
+    win, model, concepts_feature, _c, _folder = _concepts_opened(actviz_window, tmp_path)
     c = win.session.concepts[LAYER].concepts
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     cap = win.window.result.capture
     eff = feature.effects
     assert eff.layers == ("conv1", LAYER)
@@ -101,7 +96,7 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     # Channels again: the layer is ranked by its 6 channels.
     concepts_feature.set_shown(LAYER, False)
     win.wait_idle()
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     assert feature.effects[LAYER].channels == 6
     assert feature.view.sections[LAYER].bars.unit == "channel"
     assert feature.view.sections[LAYER].info.text().startswith("6 channels")

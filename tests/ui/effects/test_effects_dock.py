@@ -9,39 +9,24 @@ import torch
 
 from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
 from actviz.ui.effects.view import BarRow
-from tests.ui.tiny_models import TinyCNN
+from tests.helpers import frame
+from tests.ui.tiny_models import seeded_tiny_cnn
 
 LAYERS = ["conv1", "conv2"]
 
 
-def _tiny():
-    torch.manual_seed(0)
-    return TinyCNN().eval()
-
-
-def _input():
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
-
-
-def _estimated(win, feature):
-    """Wait for the estimates of the result shown (made off the GUI thread)."""
-    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
-    assert feature.effects is not None
-
-
-def _opened(actviz_window):
-    model = _tiny()
-    win = actviz_window(model, _input(), LAYERS)
+def _tiny_with_effects(actviz_window):
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(3), LAYERS)
     result = win.run_and_wait()
     feature = win.feature("effects")
     assert feature.effects is None  # nothing is estimated while the dock is closed
-    win.open_dock("Channels that matter")
-    _estimated(win, feature)
+    win.effects.open()  # the estimates made (asserted)
     return win, model, result, feature
 
 
 def test_bars_are_the_estimates_of_the_result_shown(actviz_window):
-    win, model, result, feature = _opened(actviz_window)
+    win, model, result, feature = _tiny_with_effects(actviz_window)
     expected = estimate_from_capture(model, result.capture, LAYERS)
     eff = feature.effects
     assert eff is not None and eff.layers == tuple(LAYERS)
@@ -64,7 +49,7 @@ def test_bars_are_the_estimates_of_the_result_shown(actviz_window):
 
 
 def test_a_bar_click_opens_the_channel(actviz_window):
-    win, _model, _result, feature = _opened(actviz_window)
+    win, _model, _result, feature = _tiny_with_effects(actviz_window)
     bars = feature.view.sections["conv1"].bars
     channel = bars.rows[1].channel
     with win.qtbot.waitSignal(bars.channel_clicked):
@@ -76,18 +61,18 @@ def test_a_bar_click_opens_the_channel(actviz_window):
 
 
 def test_a_new_result_updates_the_estimates(actviz_window):
-    win, model, _result, feature = _opened(actviz_window)
+    win, model, _result, feature = _tiny_with_effects(actviz_window)
     before = feature.effects.estimate("conv2").copy()
-    win.set_input(_input() * -2.0)
+    win.set_input(frame(3) * -2.0)
     result = win.run_and_wait()
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     expected = estimate_from_capture(model, result.capture, LAYERS)
     np.testing.assert_array_equal(feature.effects.estimate("conv2"), expected.estimate("conv2"))
     assert not np.array_equal(before, expected.estimate("conv2"))
 
 
 def test_verify_shows_the_exact_effects(actviz_window):
-    win, model, result, feature = _opened(actviz_window)
+    win, model, result, feature = _tiny_with_effects(actviz_window)
     expected = verify(model, estimate_from_capture(model, result.capture, LAYERS), channels=16)
     assert feature.verify()
     assert feature.is_busy() and not feature.view.verify_button.isEnabled()
@@ -108,7 +93,7 @@ def test_verify_shows_the_exact_effects(actviz_window):
 
 
 def test_cancel_stops_the_verification(actviz_window):
-    win, _model, _result, feature = _opened(actviz_window)
+    win, _model, _result, feature = _tiny_with_effects(actviz_window)
     assert feature.verify()
     win.window.cancel()  # Esc
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
@@ -118,13 +103,13 @@ def test_cancel_stops_the_verification(actviz_window):
 
 
 def test_ablate_top_three_changes_the_prediction(actviz_window):
-    win, model, result, feature = _opened(actviz_window)
+    win, model, result, feature = _tiny_with_effects(actviz_window)
     top = feature.effects.top_channels("conv2", 3)
     before = result.capture.output.detach().clone()
     with win.expect_run():
         assert feature.ablate_top("conv2", 3)
     after = win.window.result
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     entries = win.window.session.edits.entries
     assert [(e.layer, e.edit.kind) for e in entries] == [("conv2", "ablate")]
     assert tuple(after.capture.edits["conv2"][0].channels) == tuple(top)
@@ -135,7 +120,7 @@ def test_ablate_top_three_changes_the_prediction(actviz_window):
 
 
 def test_keep_only_top_k_and_marking_the_panels(actviz_window):
-    win, _model, _result, feature = _opened(actviz_window)
+    win, _model, _result, feature = _tiny_with_effects(actviz_window)
     top = list(feature.effects.top_channels("conv1", 2))
     feature.view.top_spin.setValue(2)
     feature.view.mark_check.setChecked(True)
@@ -147,41 +132,35 @@ def test_keep_only_top_k_and_marking_the_panels(actviz_window):
 
 
 def test_live_frames_update_the_estimates(actviz_window):
-    win, model, result, feature = _opened(actviz_window)
+    win, model, result, feature = _tiny_with_effects(actviz_window)
     clean = feature.effects.estimate("conv1").copy()
-    live = win.feature("live")
-    live.dock.show()
-    with win.expect_run():
-        live.dock.occlusion_check.setChecked(True)  # a live frame: the input occluded
-    win.qtbot.waitUntil(lambda: live.controller.idle, timeout=60_000)
-    shown = win.window.result
+    shown = win.live.occlude()  # a live frame: the input occluded
     assert shown is not result and shown.origin is not None
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     expected = estimate_from_capture(model, shown.capture, LAYERS)
     np.testing.assert_array_equal(feature.effects.estimate("conv1"), expected.estimate("conv1"))
     assert not np.array_equal(clean, expected.estimate("conv1"))
 
 
 def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
-    win = actviz_window(_tiny(), _input(), LAYERS)
+    win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     feature = win.feature("effects")
     feature.view.top_spin.setValue(5)
     feature.view.mark_check.setChecked(True)
     parts = win.window.session_parts()
     assert parts["effects"] == {"top": 5, "mark": True, "sort": False}
-    other = actviz_window(_tiny(), _input(), LAYERS)
+    other = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     other.window.restore_session_parts(parts)
     assert other.feature("effects").view.top == 5
     assert other.feature("effects").view.mark_check.isChecked()
 
 
 def test_logits_layer_and_verifying_an_edited_run(actviz_window):
-    model = _tiny()
-    win = actviz_window(model, _input(), ["conv2", "fc"])
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(3), ["conv2", "fc"])
     result = win.run_and_wait()
     feature = win.feature("effects")
-    win.open_dock("Channels that matter")
-    _estimated(win, feature)
+    win.effects.open()  # the estimates made (asserted)
     # fc's channels are the logits: zeroing the target's logit changes the target by -logit,
     # and no other logit moves it.
     cap = result.capture
@@ -193,7 +172,7 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
     # An edited run is verified with its edits applied.
     with win.expect_run():
         feature.ablate_top("conv2", 1)
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     edited = win.window.result.capture
     assert edited.edits
     assert feature.verify()
@@ -213,7 +192,7 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
 
 
 def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
-    win, _model, _result, feature = _opened(actviz_window)
+    win, _model, _result, feature = _tiny_with_effects(actviz_window)
     parts = win.window.report_parts()
     figures = parts["figures"]()
     captions = [caption for caption, _ in figures]
@@ -225,7 +204,7 @@ def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
 
 
 def test_the_dock_fits_its_width(actviz_window):
-    win, _model, _result, feature = _opened(actviz_window)
+    win, _model, _result, feature = _tiny_with_effects(actviz_window)
     win.settle()
     viewport = feature.dock.widget().viewport().width()
     # No line sets a least width beyond the dock's (its scroll area never scrolls sideways,

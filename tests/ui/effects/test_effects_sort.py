@@ -12,6 +12,7 @@ from torch import nn
 
 from actviz.analysis.effects.channel_effects import estimate_from_capture, verify
 from actviz.display.mosaic import mosaic
+from tests.helpers import frame
 
 
 class Wide(nn.Module):
@@ -28,19 +29,15 @@ class Wide(nn.Module):
         return self.head(self.conv2(self.relu(self.conv1(x))))
 
 
-def _input(seed: int = 3) -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
-def _opened(actviz_window):
+def _wide_with_effects(actviz_window):
     torch.manual_seed(0)
     model = Wide().eval()
-    win = actviz_window(model, _input(), ["conv2"])
+    # Only what these tests use: the effects dock, live mode (a live frame), what-if (the
+    # tile menu, the difference view).
+    win = actviz_window(model, frame(3), ["conv2"], features=["effects", "live", "whatif"])
     win.run_and_wait()
     feature = win.feature("effects")
-    win.open_dock("Channels that matter")
-    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
-    assert feature.effects is not None
+    win.effects.open()  # the estimates made (asserted)
     return win, model, feature
 
 
@@ -50,7 +47,7 @@ def _shown(win):
 
 
 def test_sort_by_effect_pages_and_back(actviz_window):
-    win, model, feature = _opened(actviz_window)
+    win, model, feature = _wide_with_effects(actviz_window)
     window, session = win.window, win.window.session
     panel = win.panel("conv2")
     natural = _shown(win)
@@ -86,7 +83,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     assert window.turn_page("conv2", 1)
 
     # A new input: re-sorted by its own effects, on the same page of the order.
-    win.set_input(_input(seed=9))
+    win.set_input(frame(9))
     result = win.run_and_wait()
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
     expected = estimate_from_capture(model, result.capture, ["conv2"])
@@ -121,7 +118,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
 
 
 def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
-    win, model, feature = _opened(actviz_window)
+    win, model, feature = _wide_with_effects(actviz_window)
     result = win.window.result
     eff = feature.effects
     # The least of the tiles shown, far from the top: shown after the top ones once measured.
@@ -157,11 +154,11 @@ def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
 
 
 def test_a_session_keeps_the_sorting(actviz_window):
-    win, _model, feature = _opened(actviz_window)
+    win, _model, feature = _wide_with_effects(actviz_window)
     feature.view.sort_check.setChecked(True)
     parts = win.window.session_parts()
     assert parts["effects"]["sort"] is True
-    other = actviz_window(Wide().eval(), _input(), ["conv2"])
+    other = actviz_window(Wide().eval(), frame(3), ["conv2"])
     other.window.restore_session_parts(parts)
     theirs = other.feature("effects")
     assert theirs.view.sort_check.isChecked()
@@ -174,15 +171,10 @@ def test_a_session_keeps_the_sorting(actviz_window):
 
 
 def test_live_frames_re_sort_the_tiles(actviz_window):
-    win, model, feature = _opened(actviz_window)
+    win, model, feature = _wide_with_effects(actviz_window)
     feature.view.sort_check.setChecked(True)
     first = _shown(win).tile_channels
-    live = win.feature("live")
-    live.dock.show()
-    with win.expect_run():
-        live.dock.occlusion_check.setChecked(True)  # a live frame: the input occluded
-    win.qtbot.waitUntil(lambda: live.controller.idle, timeout=60_000)
-    shown = win.window.result
+    shown = win.live.occlude()  # a live frame: the input occluded
     assert shown.origin is not None
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
     expected = estimate_from_capture(model, shown.capture, ["conv2"])
@@ -195,7 +187,7 @@ def test_live_frames_re_sort_the_tiles(actviz_window):
 
 
 def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
-    win, _model, feature = _opened(actviz_window)
+    win, _model, feature = _wide_with_effects(actviz_window)
     feature.view.sort_check.setChecked(True)
     top = feature.effects.top_channels("conv2", 3)
     with win.expect_run():
@@ -222,7 +214,7 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
 
 
 def test_the_channel_view_steps_through_the_effect_order(actviz_window):
-    win, _model, feature = _opened(actviz_window)
+    win, _model, feature = _wide_with_effects(actviz_window)
     window = win.window
     view = window.channel_view
 
@@ -244,7 +236,7 @@ def test_the_channel_view_steps_through_the_effect_order(actviz_window):
 def test_measuring_with_the_dock_closed_estimates_first(actviz_window):
     torch.manual_seed(0)
     model = Wide().eval()
-    win = actviz_window(model, _input(), ["conv2"])
+    win = actviz_window(model, frame(3), ["conv2"])
     result = win.run_and_wait()
     feature = win.feature("effects")
     assert feature.effects is None and not feature.dock.isVisible()

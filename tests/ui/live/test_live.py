@@ -34,28 +34,21 @@ from actviz.ui.live.frames import (
 )
 from actviz.ui.live.playback import LiveStatus
 from actviz.workspace.budget import parse_bytes
-from tests.ui.tiny_models import TinyCNN
-
-
-def _tiny() -> TinyCNN:
-    torch.manual_seed(0)
-    return TinyCNN().eval()
-
-
-def _frames(t: int = 5, seed: int = 0, size: int = 16) -> torch.Tensor:
-    return torch.randn(t, 3, size, size, generator=torch.Generator().manual_seed(seed))
+from tests.helpers import random_frames
+from tests.ui.live.live_windows import LIVE_LAYERS, live_window
+from tests.ui.tiny_models import seeded_tiny_cnn
 
 
 # ============================================================================ perturbations
 def test_identity_perturbation_returns_the_same_objects():
-    x = _frames(1)
+    x = random_frames(1, 0)
     img = np.zeros((16, 16, 3), np.uint8)
     value, image = Perturbation().apply(x, img)
     assert value is x and image is img
 
 
 def test_occlusion_fills_the_patch_with_each_channels_mean_and_leaves_the_rest():
-    x = _frames(1)
+    x = random_frames(1, 0)
     before = x.clone()
     p = Perturbation(occlusion=(0.25, 0.5), occlusion_size=0.25)
     assert p.patch_box(16, 16) == (6, 10, 2, 6)
@@ -77,7 +70,7 @@ def test_patch_is_clipped_at_the_border_and_vanishes_outside():
 
 
 def test_noise_is_one_fixed_pattern_scaled_by_the_level():
-    x = _frames(1)
+    x = random_frames(1, 0)
     a, _ = Perturbation(noise=0.2, seed=3).apply(x)
     b, _ = Perturbation(noise=0.4, seed=3).apply(x)
     c, _ = Perturbation(noise=0.2, seed=4).apply(x)
@@ -88,7 +81,7 @@ def test_noise_is_one_fixed_pattern_scaled_by_the_level():
 
 
 def test_brightness_and_contrast_are_relative_to_the_frame():
-    x = _frames(1)
+    x = random_frames(1, 0)
     span = float(x.amax() - x.amin())
     bright, _ = Perturbation(brightness=0.1).apply(x)
     torch.testing.assert_close(bright - x, torch.full_like(x, 0.1 * span))
@@ -100,7 +93,7 @@ def test_brightness_and_contrast_are_relative_to_the_frame():
 
 
 def test_the_picture_gets_the_same_patch_and_noise_pattern():
-    x = _frames(1)
+    x = random_frames(1, 0)
     img = (np.arange(16 * 16 * 3) % 251).astype(np.uint8).reshape(16, 16, 3)
     p = Perturbation(occlusion=(0.5, 0.5), occlusion_size=0.25)
     _, out = p.apply(x, img)
@@ -118,7 +111,7 @@ def test_the_picture_gets_the_same_patch_and_noise_pattern():
 
 
 def test_tuple_and_dict_inputs_perturb_their_image_tensor_only():
-    x = _frames(1)
+    x = random_frames(1, 0)
     ids = torch.arange(4)
     p = Perturbation(brightness=0.5)
     out_t, _ = p.apply((ids, x))
@@ -191,7 +184,7 @@ def test_coalescer_with_a_limit_of_two_starts_a_second_item_before_the_first_end
 
 # ============================================================================ sources
 def test_tensor_frames_give_one_batch_of_one_per_frame(tmp_path):
-    frames = _frames(4)
+    frames = random_frames(4, 0)
     src = TensorFrames(frames, "clip")
     assert len(src) == 4
     f = src.frame(6)  # wraps
@@ -199,7 +192,7 @@ def test_tensor_frames_give_one_batch_of_one_per_frame(tmp_path):
     assert f.image.shape == (16, 16, 3) and f.image.dtype == np.uint8
     path = tmp_path / "clip.pt"
     torch.save(frames, path)
-    loaded = TensorFrames.from_file(path, _tiny())
+    loaded = TensorFrames.from_file(path, seeded_tiny_cnn())
     assert len(loaded) == 4 and torch.equal(loaded.frame(1).value, frames[1:2])
     torch.save((frames, frames), tmp_path / "pair.pt")
     with pytest.raises(ValueError, match=r"\(T, C, H, W\)"):
@@ -212,7 +205,7 @@ def test_image_folder_plays_images_in_name_order_at_the_models_size(tmp_path):
     for name, colour in (("b.png", (0, 255, 0)), ("a.png", (255, 0, 0)), ("c.jpg", (0, 0, 255))):
         Image.new("RGB", (20, 12), colour).save(tmp_path / name)
     (tmp_path / "notes.txt").write_text("not an image")
-    src = ImageFolder(tmp_path, _tiny())
+    src = ImageFolder(tmp_path, seeded_tiny_cnn())
     assert [p.name for p in src.files] == ["a.png", "b.png", "c.jpg"]
     first = src.frame(0)
     assert first.label == "a.png" and first.value.shape[:2] == (1, 3)
@@ -247,7 +240,6 @@ def test_memory_estimate_and_budget_parsing():
 
 
 # ============================================================================ controller + window
-LAYERS = ["conv1", "conv2", "fc"]
 
 
 def _wait_frames(qtbot, live, count: int) -> None:
@@ -258,21 +250,14 @@ def _wait_idle(qtbot, live) -> None:
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
 
 
-def _live_window(actviz_window):
-    """A window on the tiny CNN that runs by itself, after its first run (on its own input)."""
-    win = actviz_window(_tiny(), _frames(1, seed=9), LAYERS, size=(1200, 800), auto_run=True)
-    win.run_and_wait(flush=False)
-    return win.window
-
-
-def _fast_clip(qtbot, window, seed: int):
+def _fast_clip(win, seed: int):
     """Live mode at up to 1000 fps on an 8-frame clip: its first frame shown, then idle.
     Returns the controller and the frames."""
-    live = window.features["live"].configure(max_fps=1000)
-    frames = _frames(8, seed=seed)
+    live = win.live.configure(max_fps=1000)
+    frames = random_frames(8, seed)
     live.set_source(TensorFrames(frames, "clip"))
-    _wait_frames(qtbot, live, 1)
-    _wait_idle(qtbot, live)
+    win.live.wait_frames(1)
+    win.live.wait_idle()
     return live, frames
 
 
@@ -295,9 +280,10 @@ def _play_through_in_order(qtbot, window, live, frames) -> None:
 
 
 def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    frames = _frames(6, seed=2)
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    frames = random_frames(6, 2)
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
     seen = {}
@@ -306,7 +292,7 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_
     )
     live.set_speed(60)
     # A speed set in code shows in the dock.
-    assert window.features["live"].dock.speed_spin.value() == 60
+    assert win.live.dock.speed_spin.value() == 60
     live.play()
     assert live.playing
     qtbot.waitUntil(lambda: len(seen) >= 3, timeout=RUN_TIMEOUT_MS)
@@ -320,12 +306,12 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_
     status = live.status()
     assert status.frames >= 3 and status.last.capture_ms > 0
     # Paused: no stale rate from when it played.
-    assert window.features["live"].dock.stats_label.text().startswith("paused · capture ")
-    assert "fps" not in window.features["live"].dock.stats_label.text()
-    assert "held" in window.features["live"].dock.memory_label.text()
-    assert window.features["live"].status_label.text() == "live paused"
+    assert win.live.stats_text().startswith("paused · capture ")
+    assert "fps" not in win.live.stats_text()
+    assert "held" in win.live.memory_text()
+    assert win.live.status_text() == "live paused"
     view_menu = next(a.menu() for a in window.menuBar().actions() if "View" in a.text())
-    assert window.features["live"].dock.toggleViewAction() in view_menu.actions()
+    assert win.live.dock.toggleViewAction() in view_menu.actions()
     # The session keeps the opened input: live frames do not replace it.
     assert window.session.input.value.shape == (1, 3, 16, 16)
 
@@ -333,7 +319,8 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_
 def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
     qtbot, actviz_window, monkeypatch
 ):
-    window = _live_window(actviz_window)
+    win = live_window(actviz_window)
+    window = win.window
     from actviz.ui.live import playback as live_mode
 
     real_prepare = live_mode.prepare
@@ -343,7 +330,7 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
         return real_prepare(*args, **kwargs)
 
     monkeypatch.setattr(live_mode, "prepare", slow_prepare)
-    live, frames = _fast_clip(qtbot, window, seed=4)
+    live, frames = _fast_clip(win, seed=4)
     submits = []
     real_submit = window.worker.submit
 
@@ -359,7 +346,8 @@ def test_playing_pipelines_the_next_capture_behind_the_frame_being_prepared(
 
 
 def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_window, monkeypatch):
-    window = _live_window(actviz_window)
+    win = live_window(actviz_window)
+    window = win.window
     import actviz.core.capture as core_capture
 
     real_capture = core_capture.capture
@@ -372,7 +360,7 @@ def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_wi
         return out
 
     monkeypatch.setattr(core_capture, "capture", slow_capture)
-    live, frames = _fast_clip(qtbot, window, seed=5)
+    live, frames = _fast_clip(win, seed=5)
     live.capture_threads = window.worker.threads  # one lane (two: see the test below)
     submitted: list[int] = []
     waiting_at_submit: list[int] = []  # our captures not yet done when each frame was submitted
@@ -401,11 +389,12 @@ def test_playing_queues_the_next_capture_behind_the_one_running(qtbot, actviz_wi
 
 
 def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
-    window = _live_window(actviz_window)
+    win = live_window(actviz_window)
+    window = win.window
     torch.manual_seed(0)
     window.set_model(nn.Sequential(nn.Conv2d(3, 300, 3, padding=1)).eval(), layers=["0"])
-    live = window.features["live"].controller
-    frames = _frames(6, seed=4)
+    live = win.live.controller
+    frames = random_frames(6, 4)
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
     live.set_speed(60)
@@ -448,9 +437,10 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
 
 
 def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    frames = _frames(4, seed=3)
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    frames = random_frames(4, 3)
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
     live.step(2)
@@ -462,9 +452,7 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
     live.seek(1)
     # Wait for frame 1 itself: the panels fitting their page size to the width may re-show the
     # current frame once, so "the next frame shown" is not necessarily the one sought.
-    qtbot.waitUntil(
-        lambda: window.features["live"].dock.frame_slider.value() == 1, timeout=RUN_TIMEOUT_MS
-    )
+    qtbot.waitUntil(lambda: win.live.dock.frame_slider.value() == 1, timeout=RUN_TIMEOUT_MS)
     _wait_idle(qtbot, live)
     assert live.player.index == 1
     np.testing.assert_allclose(
@@ -473,9 +461,10 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
 
 
 def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    dock = window.features["live"].dock
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    dock = win.live.dock
     menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Live")
     assert [a.text() for a in menu.actions() if a.text()] == [
         "Play / pause",
@@ -485,7 +474,7 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
         "Live",
     ]
     assert not dock.play_action.isEnabled()  # one still input: nothing to play
-    live.set_source(TensorFrames(_frames(4, seed=3)))
+    live.set_source(TensorFrames(random_frames(4, 3)))
     _wait_frames(qtbot, live, 1)
     assert dock.play_action.isEnabled() and dock.next_action.isEnabled()
     window.activateWindow()
@@ -498,7 +487,7 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
     assert live.player.index == 1
     _wait_idle(qtbot, live)
     np.testing.assert_array_equal(
-        window.result.capture.inputs.numpy(), _frames(4, seed=3)[1:2].numpy()
+        window.result.capture.inputs.numpy(), random_frames(4, 3)[1:2].numpy()
     )
     qtbot.keyClick(window, Qt.Key.Key_Space, ctrl)
     assert live.playing
@@ -512,9 +501,10 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
 
 
 def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    dock = window.features["live"].dock
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    dock = win.live.dock
     pad = dock.pad
     pad.resize(160, 160)
     x = window.session.input.value
@@ -560,9 +550,10 @@ def _move_event(point):
 
 
 def test_sliders_perturb_the_current_input(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    dock = window.features["live"].dock
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    dock = win.live.dock
     x = window.session.input.value
     dock.noise_slider.setValue(50)
     dock.brightness_slider.setValue(20)
@@ -577,15 +568,16 @@ def test_sliders_perturb_the_current_input(qtbot, actviz_window):
 
 
 def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].configure(memory_budget=1024)
-    live.set_source(TensorFrames(_frames(3)))
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.configure(memory_budget=1024)
+    live.set_source(TensorFrames(random_frames(3, 0)))
     _wait_idle(qtbot, live)
-    text = window.features["live"].dock.message_label.text()
+    text = win.live.message_text()
     assert "Refused" in text and "budget" in text
     assert not live.playing and window.isVisible()
     # Raising the budget lets the next frame through.
-    window.features["live"].dock.budget_spin.setValue(64)
+    win.live.dock.budget_spin.setValue(64)
     assert live.memory_budget == 64 << 20
     before = live.frames_shown
     live.step(1)
@@ -593,22 +585,24 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, act
 
 
 def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
     # No earlier shapes to estimate from: the capture itself refuses.
     window.session.result = None
     live.memory_budget = 512
-    live.set_source(TensorFrames(_frames(2)))
+    live.set_source(TensorFrames(random_frames(2, 0)))
     qtbot.waitUntil(
-        lambda: "Refused" in window.features["live"].dock.message_label.text(),
+        lambda: "Refused" in win.live.message_text(),
         timeout=RUN_TIMEOUT_MS,
     )
-    assert "512 B" in window.features["live"].dock.message_label.text()
+    assert "512 B" in win.live.message_text()
 
 
 def test_run_while_perturbing_refreshes_the_live_frame(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
     live.update_perturbation(brightness=0.3)
     _wait_idle(qtbot, live)
     shown = live.frames_shown
@@ -620,9 +614,10 @@ def test_run_while_perturbing_refreshes_the_live_frame(qtbot, actviz_window):
 
 
 def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    live.set_source(TensorFrames(_frames(6)))
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    live.set_source(TensorFrames(random_frames(6, 0)))
     _wait_frames(qtbot, live, 1)
     refs = [weakref.ref(window.result.capture)]
     for _ in range(3):
@@ -641,8 +636,9 @@ def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
 
 
 def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
     window.centre.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
     qtbot.waitUntil(lambda: live._visible_layers() == set(), timeout=2000)
     before = len(live.timings)
@@ -667,9 +663,9 @@ def test_the_webcam_entry_says_why_it_is_missing(qtbot, actviz_window, monkeypat
 
     # Before the window: its live dock reads the webcam's status when it is made.
     monkeypatch.setattr(live_controls, "webcam_status", lambda: (False, WEBCAM_MISSING))
-    window = actviz_window().window
-    live = window.features["live"].controller
-    dock = window.features["live"].dock
+    win = actviz_window()
+    live = win.live.controller
+    dock = win.live.dock
     item = dock.source_combo.model().item(live_controls._WEBCAM)
     assert not item.isEnabled() and WEBCAM_MISSING in item.text()
     assert dock.webcam_label.text() == WEBCAM_MISSING
@@ -679,13 +675,13 @@ def test_the_webcam_entry_says_why_it_is_missing(qtbot, actviz_window, monkeypat
 
 
 def test_folder_and_tensor_choices_go_through_injected_choosers(qtbot, actviz_window, tmp_path):
-    window = _live_window(actviz_window)
+    win = live_window(actviz_window)
     from actviz.ui.live import dock as live_controls
 
     for i in range(3):
         Image.new("RGB", (16, 16), (80 * i, 40, 200)).save(tmp_path / f"f{i}.png")
-    live = window.features["live"].controller
-    dock = window.features["live"].dock
+    live = win.live.controller
+    dock = win.live.dock
     dock.choose_folder = lambda parent: str(tmp_path)
     dock._on_source_activated(live_controls._FOLDER)
     assert isinstance(live.source, ImageFolder) and len(live.source) == 3
@@ -715,9 +711,10 @@ def test_still_frame_source_and_status_text():
 
 
 def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, actviz_window):
-    window = _live_window(actviz_window)
-    live = window.features["live"].controller
-    frames = _frames(3, seed=2)
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    frames = random_frames(3, 2)
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
@@ -737,11 +734,12 @@ def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, a
 
 
 def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, actviz_window):
-    window = _live_window(actviz_window)
+    win = live_window(actviz_window)
+    window = win.window
     centre = window.centre
     assert centre.tabs.currentWidget() is centre.layers_splitter
-    live = window.features["live"].controller
-    live.set_source(TensorFrames(_frames(3, seed=2), "clip"))
+    live = win.live.controller
+    live.set_source(TensorFrames(random_frames(3, 2), "clip"))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
 
@@ -793,8 +791,10 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
 def test_frames_capture_on_the_workers_count_or_the_one_set(qtbot, actviz_window, monkeypatch):
     import actviz.core.capture as core_capture
 
-    window = _live_window(actviz_window)
-    live, frames = _fast_clip(qtbot, window, seed=21)
+    win = live_window(actviz_window)
+
+    window = win.window
+    live, frames = _fast_clip(win, seed=21)
     counts: list[int] = []
     real = core_capture.capture
 
@@ -825,8 +825,9 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     """Playing, frames alternate between the model (lane 0) and a copy (lane 1), each capture
     on half the threads; frames still show in order with the model's exact values. A weight
     changed in place is copied again before a frame uses the copy; a model switch drops it."""
-    window = _live_window(actviz_window)
-    live, frames = _fast_clip(qtbot, window, seed=31)
+    win = live_window(actviz_window)
+    window = win.window
+    live, frames = _fast_clip(win, seed=31)
     assert window.worker.threads >= 2  # the suite runs torch on two threads
     lanes: list[int] = []
     real_submit = window.worker.submit
@@ -874,7 +875,7 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     live.step(1)
     _wait_idle(qtbot, live)
     assert lanes == [0]
-    window.set_model(_tiny(), layers=LAYERS)
+    window.set_model(seeded_tiny_cnn(), layers=LIVE_LAYERS)
     assert live._replica is None  # noqa: SLF001
     assert "model copy" not in live.status().memory_text()
     assert not any(h for m in model.modules() for h in m._forward_hooks.values())  # noqa: SLF001
@@ -883,8 +884,9 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
 def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbot, actviz_window):
     """No "Running…" per frame and no timing read-out per frame while a sequence plays (each
     one changes 30 times a second); once it stops, the read-out is the last frame's."""
-    window = _live_window(actviz_window)
-    live, frames = _fast_clip(qtbot, window, seed=41)
+    win = live_window(actviz_window)
+    window = win.window
+    live, frames = _fast_clip(win, seed=41)
     status, timing = window.status.status_label, window.status.timing_label
     texts: list[str] = []
     timings: list[tuple[float, str]] = []
@@ -947,8 +949,10 @@ def test_frames_capture_below_the_gui_threads_priority(qtbot, actviz_window, mon
     import actviz.core.capture as core_capture
     from actviz.ui.live.playback import CAPTURE_NICE
 
-    window = _live_window(actviz_window)
-    live, frames = _fast_clip(qtbot, window, seed=51)
+    win = live_window(actviz_window)
+
+    window = win.window
+    live, frames = _fast_clip(win, seed=51)
     gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen: list[int] = []
     real = core_capture.capture
@@ -966,8 +970,9 @@ def test_frames_capture_below_the_gui_threads_priority(qtbot, actviz_window, mon
 def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_again(
     qtbot, actviz_window
 ):
-    window = _live_window(actviz_window)
-    live, _frames_ = _fast_clip(qtbot, window, seed=61)
+    win = live_window(actviz_window)
+    window = win.window
+    live, _frames_ = _fast_clip(win, seed=61)
     model = window.session.model
     live.player.playing = True  # as while a sequence plays (no timer: nothing is submitted)
     try:
@@ -987,9 +992,10 @@ def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_aga
 def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
     qtbot, actviz_window
 ):
-    window = _live_window(actviz_window)
-    feature = window.features["live"]
-    live, frames = _fast_clip(qtbot, window, seed=71)
+    win = live_window(actviz_window)
+    window = win.window
+    feature = win.live.feature
+    live, frames = _fast_clip(win, seed=71)
     feature.dock.show()
     _play_through_in_order(qtbot, window, live, frames)
     assert live.status().copy_bytes > 0
@@ -1019,12 +1025,12 @@ def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
     """Frames build only the mosaics on screen; a panel scrolled to afterwards shows the
     frame on screen, not the earlier frame whose mosaic it kept (issue 39)."""
     layers = ["conv1", "relu", "conv2", "fc"]
-    model = _tiny()
-    win = actviz_window(model, _frames(1, seed=9), layers, size=(900, 520), auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, random_frames(1, 9), layers, size=(900, 520), auto_run=True)
     win.run_and_wait(flush=False)
     window = win.window
-    live = window.features["live"].configure(max_fps=1000)
-    frames = _frames(6, seed=4)
+    live = win.live.configure(max_fps=1000)
+    frames = random_frames(6, 4)
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
@@ -1089,7 +1095,7 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     win = actviz_window(model, frames[:1], ["conv"], size=(1000, 700), auto_run=True)
     win.run_and_wait(flush=False)
     window = win.window
-    live = window.features["live"].configure(max_fps=1000)
+    live = win.live.configure(max_fps=1000)
     live.set_source(TensorFrames(frames, "clip"))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)

@@ -22,7 +22,7 @@ class _Paints(QObject):
         return False
 
 
-def _painted(qtbot, label: ElidedLabel, change) -> int:
+def _paint_count(qtbot, label: ElidedLabel, change) -> int:
     paints = _Paints()
     label.installEventFilter(paints)
     try:
@@ -45,13 +45,13 @@ def test_an_elided_label_set_to_the_same_text_is_not_repainted(qtbot):
     qtbot.waitExposed(label)
     QApplication.processEvents()
     same = ("features.block2 · ConvBlock · 32×32×32", ("features.block2 · …",))
-    assert _painted(qtbot, label, lambda: label.set_text(*same)) == 0
+    assert _paint_count(qtbot, label, lambda: label.set_text(*same)) == 0
     assert label.shown_text() == "features.block2 · …"
-    assert _painted(qtbot, label, lambda: label.set_text("conv1", ("c…",))) >= 1
+    assert _paint_count(qtbot, label, lambda: label.set_text("conv1", ("c…",))) >= 1
     assert label.shown_text() == "conv1"
     # setText: the same text, no repaint; after set_text's fallbacks, the text is drawn whole.
-    assert _painted(qtbot, label, lambda: label.setText("conv1")) >= 1  # fallbacks forgotten
-    assert _painted(qtbot, label, lambda: label.setText("conv1")) == 0
+    assert _paint_count(qtbot, label, lambda: label.setText("conv1")) >= 1  # fallbacks forgotten
+    assert _paint_count(qtbot, label, lambda: label.setText("conv1")) == 0
     label.set_text("a long title that does not fit here", ("short",))
     QApplication.processEvents()
     assert label.shown_text() == "short"
@@ -118,7 +118,7 @@ def test_a_slow_capture_holds_the_play_timer_and_every_frame_is_shown_or_dropped
     frames = torch.randn(40, 3, 16, 16, generator=torch.Generator().manual_seed(3))
     win = actviz_window(TinyCNN().eval(), frames[:1], ["conv1", "conv2"], size=(1200, 800))
     win.run_and_wait(flush=False)
-    live = win.window.features["live"].configure(max_fps=1000)
+    live = win.live.configure(max_fps=1000)
     live.set_source(TensorFrames(frames, "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=30_000)
     monkeypatch.setattr(core_capture, "capture", slow_capture)
@@ -157,10 +157,10 @@ def test_playing_relays_out_neither_the_status_bar_nor_the_model_dock(qtbot, act
     win = actviz_window(TinyCNN().eval(), frames[:1], ["conv1", "conv2"], size=(1200, 800))
     win.run_and_wait(flush=False)
     window = win.window
-    live = window.features["live"].configure(max_fps=1000)
+    live = win.live.configure(max_fps=1000)
     live.set_source(TensorFrames(frames, "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=30_000)
-    timing, rate = window.status.timing_label, window.features["live"].status_label
+    timing, rate = window.status.timing_label, win.live.feature.status_label
     layouts = _Events(QEvent.Type.LayoutRequest)
     window.statusBar().installEventFilter(layouts)
     dock_paints = _Events(QEvent.Type.Paint)

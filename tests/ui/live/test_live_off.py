@@ -5,48 +5,36 @@ from __future__ import annotations
 
 import torch
 
-from tests.ui.tiny_models import TinyCNN
-
-
-def _tiny():
-    torch.manual_seed(0)
-    return TinyCNN().eval()
-
-
-def _input():
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
+from tests.helpers import frame
+from tests.ui.tiny_models import seeded_tiny_cnn
 
 
 def _occlude(win, live):
-    dock = win.feature("live").dock
-    dock.show()
-    with win.expect_run():
-        dock.occlusion_check.setChecked(True)
-    win.qtbot.waitUntil(lambda: live.idle, timeout=60_000)
+    win.live.occlude()
     assert not live.perturbation.is_identity()
     assert not torch.equal(win.window.result.capture.inputs, win.window.session.input.value)
 
 
 def test_closing_the_live_dock_drops_the_occlusion_patch(actviz_window):
-    win = actviz_window(_tiny(), _input(), ["conv1", "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"], features=["live"])
     win.run_and_wait()
-    live = win.feature("live").controller
+    live = win.live.controller
     _occlude(win, live)
-    win.feature("live").dock.close()
+    win.live.dock.close()
     assert live.perturbation.is_identity()
-    assert not win.feature("live").dock.occlusion_check.isChecked()
+    assert not win.live.dock.occlusion_check.isChecked()
     win.wait_idle()
     result = win.run_and_wait()
     assert torch.equal(result.capture.inputs, win.window.session.input.value)
 
 
 def test_another_model_runs_on_the_unperturbed_input(actviz_window):
-    win = actviz_window(_tiny(), _input(), ["conv1", "fc"])
+    win = actviz_window(seeded_tiny_cnn(), frame(3), ["conv1", "fc"], features=["live"])
     win.run_and_wait()
-    live = win.feature("live").controller
+    live = win.live.controller
     _occlude(win, live)
     with win.expect_run():
-        win.set_model(_tiny(), layers=["conv1"])
+        win.set_model(seeded_tiny_cnn(), layers=["conv1"])
         win.window.run()
     win.wait_idle()
     assert live.perturbation.is_identity()

@@ -105,7 +105,7 @@ def test_pad_says_why_it_has_no_picture_and_shows_it_again(qtbot, actviz_window,
     win.set_input(torch.randn(1, 48))
     _says(pad, NOT_AN_IMAGE_TEXT)
     # A perturbation runs live frames of it: still no picture, still the line.
-    live = window.features["live"].controller
+    live = win.live.controller
     shown = live.frames_shown
     dock.noise_slider.setValue(30)
     qtbot.waitUntil(lambda: live.frames_shown > shown and live.idle, timeout=RUN_TIMEOUT_MS)
@@ -131,7 +131,7 @@ def test_frames_without_a_picture_replace_the_last_picture(qtbot, actviz_window)
     win.run_and_wait()
     np.testing.assert_array_equal(pad.rgb, display_image(picture, None))
 
-    live = window.features["live"].controller
+    live = win.live.controller
     live.set_source(TensorFrames(torch.randn(3, 48), "vectors"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=RUN_TIMEOUT_MS)
     _says(pad, NOT_AN_IMAGE_TEXT)

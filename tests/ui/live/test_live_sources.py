@@ -13,7 +13,7 @@ from actviz.ui.live.frames import ImageFolder
 from tests.ui.tiny_models import TinyCNN
 
 
-def _window(actviz_window):
+def _running_window(actviz_window):
     torch.manual_seed(0)
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(9))
     win = actviz_window(TinyCNN().eval(), x, ["conv1"], size=(1280, 720), auto_run=True)
@@ -29,9 +29,9 @@ def _pick(win, dock, index):
 
 
 def test_a_folder_of_class_subfolders_plays(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _running_window(actviz_window)
     dock = win.open_dock("Live")
-    live = win.feature("live").controller
+    live = win.live.controller
     for label, colour in (("cats", (200, 40, 40)), ("dogs", (40, 40, 200))):
         (tmp_path / label).mkdir()
         for i in range(2):
@@ -54,10 +54,10 @@ def test_a_folder_of_class_subfolders_plays(actviz_window, tmp_path):
 
 
 def test_back_to_the_opened_input_shows_it_at_once(actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _running_window(actviz_window)
     window = win.window
     dock = win.open_dock("Live")
-    live = win.feature("live").controller
+    live = win.live.controller
     opened = window.session.input.value.clone()
     for i in range(2):
         Image.new("RGB", (16, 16), (100 * i, 80, 20)).save(tmp_path / f"f{i}.png")

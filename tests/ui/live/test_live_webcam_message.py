@@ -33,6 +33,6 @@ def broken_multimedia(monkeypatch):
 
 def test_a_missing_system_library_is_named_in_words(broken_multimedia, actviz_window):
     want = "webcam unavailable: Qt's camera support needs libpulse.so.0, which is not installed"
-    dock = actviz_window().window.features["live"].dock
+    dock = actviz_window().live.dock
     assert dock.webcam_label.text() == want
     assert "cannot open shared object file" not in dock.source_combo.itemText(3)

@@ -99,12 +99,12 @@ def _check(win, failures: list[str], ticks: list[str], title: str) -> None:
         assert not [text for text in visible if stale in text], (stale, visible)
 
 
-def _painted(win, layer: str) -> None:
+def _assert_painted(win, layer: str) -> None:
     pixels = win.shown_pixels(layer)
     assert len(np.unique(pixels.reshape(-1, 4), axis=0)) > 8, f"{layer} is not painted"
 
 
-def _window(actviz_window, **kwargs):
+def _window_noting_failures(actviz_window, **kwargs):
     """A window and the list its failed runs are written to."""
     win = actviz_window(**kwargs)
     failures: list[str] = []
@@ -112,7 +112,7 @@ def _window(actviz_window, **kwargs):
     return win, failures
 
 
-def _open(win, failures, source: str, **kwargs) -> None:
+def _open_and_wait(win, failures, source: str, **kwargs) -> None:
     w = win.window
     with win.expect_run(LOAD_MS):
         assert w.open_model_source(source, **kwargs)
@@ -141,7 +141,7 @@ def _export(win, out) -> tuple[dict, int]:
 def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
     bert = save_tiny_bert(tmp_path / "bert")
-    win, failures = _window(actviz_window, auto_run=True, size=(1280, 720))
+    win, failures = _window_noting_failures(actviz_window, auto_run=True, size=(1280, 720))
     w = win.window
     w.show_tab(w.centre.overview_tab)
     with win.expect_run(LOAD_MS):
@@ -149,23 +149,23 @@ def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     win.wait_idle(LOAD_MS)
     image = w.session.input.source
     _check(win, failures, DEMO_TICKS, "demo")
-    _painted(win, "features.block1")
+    _assert_painted(win, "features.block1")
     assert w.result.saliency is not None and w.result.saliency.shape == (64, 64)
 
-    _open(win, failures, "resnet18", weights=None)
+    _open_and_wait(win, failures, "resnet18", weights=None)
     _check(win, failures, ["layer1", "layer2", "layer3", "layer4", "fc"], "resnet18 (random init)")
     assert w.session.input.source == image and w.result.image.shape == (224, 224, 3)
     assert win.banner_messages() == []  # the image fits: read again at 224 x 224
-    _painted(win, "layer1")
+    _assert_painted(win, "layer1")
 
-    _open(win, failures, "timm:vit_tiny_patch16_224", weights="none")
+    _open_and_wait(win, failures, "timm:vit_tiny_patch16_224", weights="none")
     _check(win, failures, VIT_TICKS, "timm/vit_tiny_patch16_224 (random init)")
     assert tuple(w.session.input.value.shape) == (1, 3, 224, 224)
     assert w.result.rollout is not None
-    _painted(win, "blocks.1")
+    _assert_painted(win, "blocks.1")
 
     # A text model after an image: a prompt, said in one line; the image is kept aside.
-    _open(win, failures, str(gpt2))
+    _open_and_wait(win, failures, str(gpt2))
     _check(
         win, failures, ["transformer.h.0", "transformer.h.1", "lm_head"], "gpt2 (GPT2LMHeadModel)"
     )
@@ -199,7 +199,7 @@ def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     assert summary["target"]["text"] == f"logit of token {mat} 'mat' at the last position"
 
     # Text to text: the prompt is read again with BERT's tokenizer, no note.
-    _open(win, failures, str(bert))
+    _open_and_wait(win, failures, str(bert))
     _check(
         win,
         failures,
@@ -215,12 +215,12 @@ def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     assert (tmp_path / "bert-out" / "token_saliency.csv").is_file()
 
     # Back to an image model: the image the user had comes back.
-    _open(win, failures, "demo")
+    _open_and_wait(win, failures, "demo")
     _check(win, failures, DEMO_TICKS, "demo")
     assert w.session.input.source == image
     [note] = win.banner_messages()
     assert note.startswith("The input does not fit demo (it does not read text): showing 'arrow")
-    _painted(win, "features.block4")
+    _assert_painted(win, "features.block4")
     summary, runs = _export(win, tmp_path / "demo-out")
     assert summary["attribution"]["saliency"] == "saliency.png"
     assert summary["target"]["chosen"] == "top prediction" and summary["target"]["label"] == "arrow"
@@ -230,7 +230,7 @@ def test_a_text_model_opened_at_start_up_gets_a_prompt(actviz_window, tmp_path):
     """``actviz --model <text model>`` opens the model, then the default input: a prompt, not
     the sample picture it cannot read."""
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
-    win, failures = _window(actviz_window, auto_run=True)
+    win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
         assert w.open_model_source(str(gpt2))
@@ -263,7 +263,7 @@ def test_a_live_frames_number_is_the_same_in_summary_json_and_the_window(actviz_
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "fc"], auto_run=True)
     win.run_and_wait(flush=False)
     w = win.window
-    live = w.features["live"]
+    live = win.live.feature
     frames = torch.randn(5, 3, 16, 16, generator=torch.Generator().manual_seed(3))
     live.controller.set_source(TensorFrames(frames, "clip"))
     win.qtbot.waitUntil(lambda: live.controller.frames_shown >= 1, timeout=LOAD_MS)
@@ -285,13 +285,13 @@ def test_an_input_that_cannot_open_for_the_new_model_leaves_no_stale_input_to_ru
     """Text typed while the demo opens after BERT: the text cannot open (the demo has no
     tokenizer), and BERT's token ids must not reach the demo either."""
     bert = save_tiny_bert(tmp_path / "bert")
-    win, failures = _window(actviz_window, auto_run=True)
+    win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
         w.load_demo()
     win.wait_idle(LOAD_MS)
     image = w.session.input.source
-    _open(win, failures, str(bert))
+    _open_and_wait(win, failures, str(bert))
     assert w.session.input.source.startswith("text:")
     with win.expect_run(LOAD_MS):
         assert w.open_model_source("demo")
@@ -308,7 +308,7 @@ def test_an_input_that_cannot_open_for_the_new_model_leaves_no_stale_input_to_ru
 
 def test_a_run_of_an_input_the_model_cannot_take_is_refused_in_one_line(actviz_window, tmp_path):
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
-    win, failures = _window(actviz_window, auto_run=False)
+    win, failures = _window_noting_failures(actviz_window, auto_run=False)
     w = win.window
     assert w.open_model_source(str(gpt2), wait=True)
     w.set_input(torch.rand(1, 3, 32, 32), description="a picture")
@@ -373,13 +373,13 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
     assert input_misfit(None, torch.rand(1, 3, 64, 64), picture, model=r3d) == (
         "it takes 5-D inputs, not a picture"
     )
-    win, failures = _window(actviz_window, auto_run=True)
+    win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
         w.load_demo()
     win.wait_idle(LOAD_MS)
     image = w.session.input.source
-    _open(win, failures, "r3d_18", weights=None)
+    _open_and_wait(win, failures, "r3d_18", weights=None)
     assert failures == []
     assert w.session.input.source == "random:1x3x32x32x32"
     [note] = win.banner_messages()
@@ -387,7 +387,7 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
         "The input does not fit r3d_18 (random init) (it takes 5-D inputs, not a picture)"
     )
     assert tuple(w.result.capture.inputs.shape) == (1, 3, 32, 32, 32)
-    _open(win, failures, "demo")
+    _open_and_wait(win, failures, "demo")
     _check(win, failures, DEMO_TICKS, "demo")
     assert w.session.input.source == image
 
@@ -411,15 +411,15 @@ def test_a_hugging_face_vit_ticks_its_blocks_and_reads_the_picture(actviz_window
     blocks = [name for name, m in model.named_modules() if type(m).__name__ == "ViTLayer"]
     assert len(blocks) == 2
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
-    win, failures = _window(actviz_window, auto_run=True)
+    win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
         w.load_demo()
     win.wait_idle(LOAD_MS)
-    _open(win, failures, str(folder))
+    _open_and_wait(win, failures, str(folder))
     _check(win, failures, [*blocks, "classifier"], "hf-vit (ViTForImageClassification)")
     assert tuple(w.session.input.value.shape) == (1, 3, 32, 32)
-    _open(win, failures, str(gpt2))
-    _open(win, failures, str(folder))
+    _open_and_wait(win, failures, str(gpt2))
+    _open_and_wait(win, failures, str(folder))
     _check(win, failures, [*blocks, "classifier"], "hf-vit (ViTForImageClassification)")
     assert w.session.input.source.endswith(".png")

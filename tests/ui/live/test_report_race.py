@@ -94,7 +94,7 @@ def test_a_report_started_during_live_playback_never_captures_beside_a_frame(
     win.set_model(model, layers=["blocks.0", "blocks.1"])
     win.set_input(torch.randn(1, 3, 32, 32))
     win.run_and_wait()
-    live = win.window.features["live"].controller
+    live = win.live.controller
     live.set_source(TensorFrames(torch.randn(8, 3, 32, 32), "clip"))
     live.set_speed(60)
     win.qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)

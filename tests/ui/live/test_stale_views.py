@@ -5,7 +5,9 @@ from __future__ import annotations
 import pathlib
 
 from actviz.testing import RUN_TIMEOUT_MS
+from tests.helpers import random_frames  # noqa: E402
 from tests.ui.conftest import frame
+from tests.ui.live.live_windows import live_window  # noqa: E402
 
 
 def _normalisations(window) -> dict[str, str]:
@@ -55,20 +57,6 @@ from PySide6.QtWidgets import QDialogButtonBox  # noqa: E402
 import actviz.core.capture as core_capture  # noqa: E402
 from actviz.ui.live.frames import ImageFolder, TensorFrames  # noqa: E402
 from actviz.ui.window.dialogs import ExportFolderDialog  # noqa: E402
-from tests.ui.live import test_live  # noqa: E402
-
-
-def _live_window(actviz_window):
-    """The live tests' window: the tiny model on one frame, run once."""
-    win = actviz_window(
-        test_live._tiny(),
-        test_live._frames(1, seed=9),
-        test_live.LAYERS,
-        size=(1200, 800),
-        auto_run=True,
-    )
-    win.run_and_wait(flush=False)
-    return win
 
 
 def _record_captures(monkeypatch) -> list[torch.Tensor]:
@@ -94,17 +82,18 @@ def _minmax_picture(clean: torch.Tensor, value: torch.Tensor) -> np.ndarray:
 def test_the_perturbation_preview_is_the_input_the_model_receives(
     qtbot, actviz_window, monkeypatch
 ):
-    window = _live_window(actviz_window).window
-    live = window.features["live"].controller
-    dock = window.features["live"].dock
-    frames = test_live._frames(3, seed=4)
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
+    dock = win.live.dock
+    frames = random_frames(3, 4)
     live.set_source(TensorFrames(frames, "clip"))
-    test_live._wait_idle(qtbot, live)
+    win.live.wait_idle()
     seen = _record_captures(monkeypatch)
     dock.noise_slider.setValue(20)
     dock.brightness_slider.setValue(10)
     dock.pad.moved.emit(0.25, 0.5)  # a click on the pad: the occlusion patch there
-    test_live._wait_idle(qtbot, live)
+    win.live.wait_idle()
     received = seen[-1]
     assert live.perturbation.noise == 0.2 and live.perturbation.brightness == 0.1
     expected_value, _ = live.perturbation.apply(frames[0:1])
@@ -122,11 +111,11 @@ def test_the_perturbation_preview_is_the_input_the_model_receives(
 
 
 def test_perturbation_sliders_show_their_values(qtbot, actviz_window):
-    window = _live_window(actviz_window).window
-    dock = window.features["live"].dock
+    win = live_window(actviz_window)
+    dock = win.live.dock
     assert (dock.noise_value.text(), dock.brightness_value.text()) == ("0%", "+0%")
     assert (dock.contrast_value.text(), dock.size_value.text()) == ("100%", "25%")
-    window.features["live"].dock.show()
+    win.live.dock.show()
     for slider, label in (
         (dock.noise_slider, dock.noise_value),
         (dock.brightness_slider, dock.brightness_value),
@@ -147,12 +136,13 @@ def test_perturbation_sliders_show_their_values(qtbot, actviz_window):
 
 
 def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_window):
-    window = _live_window(actviz_window).window
-    live = window.features["live"].configure(max_fps=1000)
-    frames = test_live._frames(6, seed=5)
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.configure(max_fps=1000)
+    frames = random_frames(6, 5)
     source = TensorFrames(frames, "clip")
     live.set_source(source)
-    test_live._wait_idle(qtbot, live)
+    win.live.wait_idle()
     mismatches, checked = [], []
 
     def on_frame(index: int, length: int, label: str) -> None:
@@ -168,7 +158,7 @@ def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_windo
     live.play()
     qtbot.waitUntil(lambda: len(checked) >= 5, timeout=RUN_TIMEOUT_MS)
     live.pause()
-    test_live._wait_idle(qtbot, live)
+    win.live.wait_idle()
     assert mismatches == []
     # Once every display step ran, the preview still names the last frame shown.
     last = live.status().last.index
@@ -179,17 +169,17 @@ def test_the_input_preview_shows_the_frame_the_counter_names(qtbot, actviz_windo
 
 
 def test_read_outs_say_paused_when_paused(qtbot, actviz_window):
-    window = _live_window(actviz_window).window
-    live = window.features["live"].configure(max_fps=1000)
-    live.set_source(TensorFrames(test_live._frames(4, seed=6), "clip"))
+    win = live_window(actviz_window)
+    live = win.live.configure(max_fps=1000)
+    live.set_source(TensorFrames(random_frames(4, 6), "clip"))
     live.set_speed(60)
     live.play()
-    test_live._wait_frames(qtbot, live, 3)
-    assert window.features["live"].status_label.text().endswith(" fps")
+    win.live.wait_frames(3)
+    assert win.live.status_text().endswith(" fps")
     live.pause()
-    test_live._wait_idle(qtbot, live)
-    assert window.features["live"].status_label.text() == "live paused"
-    text = window.features["live"].dock.stats_label.text()
+    win.live.wait_idle()
+    assert win.live.status_text() == "live paused"
+    text = win.live.stats_text()
     assert text.startswith("paused · capture ") and "fps" not in text
 
 
@@ -206,14 +196,15 @@ def _folder(tmp_path, count: int = 9):
 def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
     qtbot, actviz_window, tmp_path
 ):
-    window = _live_window(actviz_window).window
-    live = window.features["live"].controller
+    win = live_window(actviz_window)
+    window = win.window
+    live = win.live.controller
     folder = _folder(tmp_path)
     assert live.open_folder(folder)
-    test_live._wait_idle(qtbot, live)
+    win.live.wait_idle()
     live.update_perturbation(noise=0.2, brightness=0.1, occlusion=(0.5, 0.25))
     live.seek(7)
-    test_live._wait_idle(qtbot, live)
+    win.live.wait_idle()
     window.flush_panel_updates()
     assert window.result.origin["index"] == 7
     out = tmp_path / "new" / "export"  # does not exist yet
@@ -240,7 +231,8 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
 
 
 def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, tmp_path):
-    window = _live_window(actviz_window).window
+    win = live_window(actviz_window)
+    window = win.window
     assert window.result.origin is None
     assert window.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -249,7 +241,8 @@ def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, 
 
 
 def test_export_everything_accepts_a_folder_that_does_not_exist_yet(qtbot, actviz_window, tmp_path):
-    window = _live_window(actviz_window).window
+    win = live_window(actviz_window)
+    window = win.window
     target = tmp_path / "results" / "run1"
     dialog = ExportFolderDialog(window, str(tmp_path))
     qtbot.addWidget(dialog)

@@ -112,7 +112,7 @@ def test_the_live_docks_stats_start_over_with_another_model(actviz_window):
     torch.manual_seed(0)
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "fc"])
     win.run_and_wait(flush=False)
-    live_feature = win.window.features["live"]
+    live_feature = win.live.feature
     live = live_feature.controller
     live.set_source(TensorFrames(torch.randn(6, 3, 16, 16), "clip"))
     live.set_speed(60)

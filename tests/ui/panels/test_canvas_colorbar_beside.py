@@ -7,15 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QRectF
-from PySide6.QtWidgets import QApplication
 
 from actviz.testing.layout_check import layout_problems
 from actviz.ui.panels.canvas import ImageCanvas
-
-
-def _settle(rounds: int = 8) -> None:
-    for _ in range(rounds):
-        QApplication.processEvents()
+from tests.ui.qt_helpers import process_events
 
 
 def _sides(canvas: ImageCanvas) -> tuple[float, float, float]:
@@ -38,7 +33,7 @@ def test_the_channel_views_bars_sit_beside_their_maps(qtbot, size, stacked):
     view.resize(*size)
     view.show()
     qtbot.waitExposed(view)
-    _settle()
+    process_events(8)
     assert view.is_stacked() == stacked
     for canvas in (view.activation_canvas, view.gradient_canvas):
         left, between, right = _sides(canvas)
@@ -59,7 +54,7 @@ def test_resizing_and_zooming_keep_the_bar_beside_a_whole_image(qtbot):
     canvas.resize(700, 200)
     canvas.show()
     qtbot.waitExposed(canvas)
-    _settle()
+    process_events(8)
     left, between, right = _sides(canvas)
     assert left > 100 and -1 <= between <= 4 and abs(left - right) <= 3
     # A zoom draws the image as wide as the room allows (twice as wide here, not cut to its
@@ -67,17 +62,17 @@ def test_resizing_and_zooming_keep_the_bar_beside_a_whole_image(qtbot):
     bar_before = canvas.colorbar.sceneBoundingRect()
     width_before = canvas.image_rect_on_screen().width()
     canvas.view.scaleBy((0.5, 0.5))
-    _settle()
+    process_events(8)
     left, between, right = _sides(canvas)
     assert canvas.image_rect_on_screen().width() == pytest.approx(2 * width_before, abs=3)
     assert -1 <= between <= 4 and abs(left - right) <= 3
     canvas.reset_view()
-    _settle()
+    process_events(8)
     assert canvas.colorbar.sceneBoundingRect() == bar_before
     # Narrower than the image's room: no margins left, the image fills the width beside its
     # bar and nothing is cut (margins fitted to the wider canvas would hold the scene wide).
     canvas.resize(260, 200)
-    _settle()
+    process_events(8)
     left, between, right = _sides(canvas)
     assert left <= 2 and right <= 2 and -1 <= between <= 4
     assert canvas.image_rect_on_screen().width() >= canvas.image_area_width() - 2
@@ -85,7 +80,7 @@ def test_resizing_and_zooming_keep_the_bar_beside_a_whole_image(qtbot):
     # A heatmap (aspect not kept) fills its canvas: no margins either.
     canvas.resize(700, 200)
     canvas.set_image(np.zeros((5, 50), np.float32), (0.0, 1.0), lock_aspect=False)
-    _settle()
+    process_events(8)
     assert canvas._side == 0
     assert canvas.image_rect_on_screen().width() >= canvas.image_area_width() - 2
     assert not layout_problems(canvas)

@@ -9,7 +9,7 @@ from PySide6 import QtGui
 from actviz.ui.panels.canvas import ClickableImageItem, ImageCanvas
 
 
-def _pixels(qimage: QtGui.QImage) -> np.ndarray:
+def _rgba_pixels(qimage: QtGui.QImage) -> np.ndarray:
     image = qimage.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
     height, width = image.height(), image.width()
     data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
@@ -27,9 +27,9 @@ def test_a_small_picture_renders_the_pixels_pyqtgraph_would(qtbot):
         item.setImage(picture, autoLevels=False, levels=(0.0, 255.0))
         item.lut = np.zeros((256, 4), np.uint8)  # a 2-D image's table: ignored for pictures
         assert item._render_rgb()  # noqa: SLF001
-        fast = _pixels(item.qimage)
+        fast = _rgba_pixels(item.qimage)
         pg.ImageItem.render(item)  # pyqtgraph's own path, on the same item
-        np.testing.assert_array_equal(fast, _pixels(item.qimage))
+        np.testing.assert_array_equal(fast, _rgba_pixels(item.qimage))
         np.testing.assert_array_equal(fast[..., :3], picture[..., :3])
 
 
@@ -49,4 +49,4 @@ def test_the_input_preview_shows_a_live_sized_frame_exactly(qtbot):
     frame = np.random.default_rng(5).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     canvas.set_image(frame, (0.0, 255.0))
     canvas.grab()  # paint: renders the item
-    np.testing.assert_array_equal(_pixels(canvas.image.qimage)[..., :3], frame)
+    np.testing.assert_array_equal(_rgba_pixels(canvas.image.qimage)[..., :3], frame)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
@@ -13,17 +12,12 @@ from PySide6.QtWidgets import QApplication
 from actviz.display.colormaps import to_indices
 from actviz.ui.panels.channel_view import OVERLAY_OPACITY
 from actviz.ui.window.main_window import MainWindow
+from tests.helpers import noise_picture
 
 LEFT = Qt.MouseButton.LeftButton
 
 
 LAYERS = ["conv1", "layer2"]
-
-
-def _image() -> torch.Tensor:
-    """A random 96x96 picture as a 1x3x96x96 tensor in [0, 1]."""
-    image = (np.random.default_rng(4).random((96, 96, 3)) * 255).astype(np.uint8)
-    return torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255
 
 
 def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
@@ -41,7 +35,16 @@ def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
     QApplication.processEvents()
 
 
-def _wheel(canvas, steps: int = 2) -> None:
+def _channel_opened(actviz_window, resnet, name: str, channel: int):
+    """A window on ResNet-18 (the noise picture), run, with ``channel`` of ``name`` opened by
+    a click on its tile; returns the driver and the channel view."""
+    win = actviz_window(resnet, noise_picture(), LAYERS)
+    win.run_and_wait()
+    _open_by_click(win.qtbot, win.window, name, channel)
+    return win, win.window.centre.channel_view
+
+
+def _wheel_once(canvas, steps: int = 2) -> None:
     """A real wheel event over the middle of the canvas (zoom in)."""
     viewport = canvas.viewport()
     pos = QPointF(viewport.width() / 2, viewport.height() / 2)
@@ -59,11 +62,8 @@ def _wheel(canvas, steps: int = 2) -> None:
 
 
 def test_clicking_a_tile_opens_the_channel_large(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 5)
     window = win.window
-    _open_by_click(qtbot, window, "layer2", 5)
-    view = window.centre.channel_view
     layer = window.result.layers["layer2"]
     assert (view.name, view.channel, view.channels) == ("layer2", 5, 128)
     np.testing.assert_array_equal(view.activation, layer.view.data[5])
@@ -81,14 +81,10 @@ def test_clicking_a_tile_opens_the_channel_large(qtbot, actviz_window, resnet):
 
 
 def test_zoom_is_aspect_locked_and_linked(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), LAYERS)
-    win.run_and_wait()
-    window = win.window
-    _open_by_click(qtbot, window, "layer2", 3)
-    view = window.centre.channel_view
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 3)
     act, grad = view.activation_canvas, view.gradient_canvas
     before = act.view.viewRect()
-    _wheel(act)
+    _wheel_once(act)
     after = act.view.viewRect()
     assert after.width() < before.width() * 0.9  # zoomed in ...
     # ... on both axes alike (square pixels) ...
@@ -102,17 +98,14 @@ def test_zoom_is_aspect_locked_and_linked(qtbot, actviz_window, resnet):
     assert min(g.width(), g.height()) == pytest.approx(min(after.width(), after.height()), rel=0.03)
     assert view.linked()
     # Zooming the gradient zooms the activation too.
-    _wheel(grad)
+    _wheel_once(grad)
     a = act.view.viewRect()
     assert a.width() < after.width() * 0.9 and view.linked()
 
 
 def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 10)
     window = win.window
-    _open_by_click(qtbot, window, "layer2", 10)
-    view = window.centre.channel_view
     layer = window.result.layers["layer2"]
     view.setFocus()
     qtbot.keyClick(view, Qt.Key.Key_BracketRight)
@@ -139,11 +132,8 @@ def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
 
 
 def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "conv1", 7)
     window = win.window
-    _open_by_click(qtbot, window, "conv1", 7)
-    view = window.centre.channel_view
     data = window.result.layers["conv1"].view.data[7].astype(np.float64)
     stats = view.stats
     assert stats["min"] == data.min() and stats["max"] == data.max()
@@ -185,11 +175,8 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     """Unticking Gradients hides |gradient| in every view: the layer panels and the open
     channel, which then draws its activation larger; a channel opened while it is off opens
     without it, and ticking it again brings the same gradient back."""
-    win = actviz_window(resnet, _image(), LAYERS)
-    win.run_and_wait()
+    win, view = _channel_opened(actviz_window, resnet, "layer2", 5)
     window = win.window
-    _open_by_click(qtbot, window, "layer2", 5)
-    view = window.centre.channel_view
     assert view.gradient_shown()
     before = view.activation_canvas.image_rect_on_screen()
     window.commands.gradients_action.setChecked(False)

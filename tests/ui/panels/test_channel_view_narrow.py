@@ -16,7 +16,7 @@ def test_the_statistics_line_keeps_range_and_zeros_when_narrow(actviz_window):
     win.run_and_wait()
     w = win.window
     with win.expect_run():
-        win.feature("whatif").add_edit("conv2", ablate([1]))
+        win.whatif.add_edit("conv2", ablate([1]))
         w.run()
     win.open_dock("Edits")
     assert w.open_channel("conv2", 1)

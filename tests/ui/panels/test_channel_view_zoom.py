@@ -8,7 +8,6 @@ gradient following, and zooming out or a double click brings the fitted square b
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
@@ -16,22 +15,14 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 from torch import nn
 
+from tests.helpers import noise_picture
+from tests.ui.qt_helpers import process_events
+
 #: pyqtgraph zooms 1.02 ** (delta / 8) per wheel event (its wheelScaleFactor is -1/8).
 STEP = 1.02 ** (120 / 8)
 
 
-def _image() -> torch.Tensor:
-    """A random 96x96 picture as a 1x3x96x96 tensor in [0, 1]."""
-    image = (np.random.default_rng(4).random((96, 96, 3)) * 255).astype(np.uint8)
-    return torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255
-
-
-def _settle() -> None:
-    for _ in range(6):
-        QApplication.processEvents()
-
-
-def _wheel(canvas, steps: int) -> None:
+def _wheel_steps(canvas, steps: int) -> None:
     """``abs(steps)`` real wheel events over the middle of the canvas (> 0: zoom in)."""
     viewport = canvas.viewport()
     pos = QPointF(viewport.width() / 2, viewport.height() / 2)
@@ -47,7 +38,7 @@ def _wheel(canvas, steps: int) -> None:
             False,
         )
         QApplication.sendEvent(viewport, event)
-        _settle()
+        process_events()
 
 
 def _scale(canvas) -> tuple[float, float]:
@@ -92,7 +83,7 @@ class _SideBranch(nn.Module):
 
 def test_a_zoomed_map_uses_the_room_beside_it(qtbot, actviz_window):
     torch.manual_seed(0)
-    win = actviz_window(_SideBranch().eval(), _image(), ["side"], size=(1600, 720))
+    win = actviz_window(_SideBranch().eval(), noise_picture(), ["side"], size=(1600, 720))
     window = win.window
     win.run_and_wait()
     assert window.open_channel("side", 2)
@@ -110,7 +101,7 @@ def test_a_zoomed_map_uses_the_room_beside_it(qtbot, actviz_window):
 
     # Zoomed in (about the middle) by less than the room allows: the whole width of the map
     # is drawn, wider than the fitted square, at the scale of the wheel, the bar beside it.
-    _wheel(act, 1)
+    _wheel_steps(act, 1)
     scale = _scale(act)[0]
     assert scale == pytest.approx(fit_scale * STEP, rel=0.01)
     zoomed = _check_beside(act)
@@ -119,32 +110,32 @@ def test_a_zoomed_map_uses_the_room_beside_it(qtbot, actviz_window):
     assert zoomed.height() == pytest.approx(fitted.height(), abs=2)  # cut at the top and bottom
 
     # Zoomed in beyond the room: the map fills the room, the bar at its edge.
-    _wheel(act, 2)
+    _wheel_steps(act, 2)
     assert _scale(act)[0] == pytest.approx(fit_scale * STEP**3, rel=0.01)
     full = _check_beside(act)
     assert full.width() >= room - 3
 
     # Zooming out goes back step by step (no jump) to the fitted square.
-    _wheel(act, -2)
+    _wheel_steps(act, -2)
     assert _scale(act)[0] == pytest.approx(scale, rel=0.01)
     assert _check_beside(act).width() == pytest.approx(zoomed.width(), abs=2)
-    _wheel(act, -1)
+    _wheel_steps(act, -1)
     assert _scale(act)[0] == pytest.approx(fit_scale, rel=0.01)
     assert _check_beside(act).width() == pytest.approx(fitted.width(), abs=2)
 
     # A double click fits the map again from any zoom.
-    _wheel(act, 4)
+    _wheel_steps(act, 4)
     qtbot.mouseDClick(act.viewport(), Qt.MouseButton.LeftButton)
-    _settle()
+    process_events()
     assert _scale(act)[0] == pytest.approx(fit_scale, rel=0.01)
     assert _check_beside(act).width() == pytest.approx(fitted.width(), abs=2)
 
     # Zoomed in, the window narrower and wide again: the map keeps to the room, its bar
     # beside it (no blank shown beside a map cut on its other side).
-    _wheel(act, 3)
+    _wheel_steps(act, 3)
     for width in (1200, 1600):
         win.resize(width, 720)
-        _settle()
+        process_events()
         drawn = _check_beside(act)
         assert drawn.width() == pytest.approx(
             min(act.image_area_width(), 12 * _scale(act)[0]), abs=3
@@ -156,7 +147,7 @@ def test_maps_one_above_the_other_zoom_together_across_the_room(qtbot, actviz_wi
     """A tall view puts the activation above its gradient: two canvases wider than their
     square maps. A zoom in one widens both alike (the same scale, the same region), each bar
     beside its map."""
-    win = actviz_window(resnet, _image(), ["layer2"], size=(1400, 1400))
+    win = actviz_window(resnet, noise_picture(), ["layer2"], size=(1400, 1400))
     window = win.window
     win.run_and_wait()
     assert window.open_channel("layer2", 3)
@@ -170,7 +161,7 @@ def test_maps_one_above_the_other_zoom_together_across_the_room(qtbot, actviz_wi
     assert _check_beside(grad).width() == pytest.approx(fitted, abs=2)
     assert fitted < room - 30
     fit_scale = _scale(act)[0]
-    _wheel(grad, 1)  # the gradient this time: the activation follows
+    _wheel_steps(grad, 1)  # the gradient this time: the activation follows
     for canvas in (act, grad):
         assert _scale(canvas)[0] == pytest.approx(fit_scale * STEP, rel=0.01)
         drawn = _check_beside(canvas).width()

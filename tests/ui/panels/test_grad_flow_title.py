@@ -28,7 +28,7 @@ def test_the_axis_title_fits_under_the_bars(actviz_window):
     win.settle()
     assert panel.plot.vb.sceneBoundingRect().width() < panel._title_px  # narrow: tested
     assert panel.axis.labelText == SHORT_AXIS_TITLE and _title_fits(panel)
-    win.feature("whatif").dock.close()
+    win.whatif.dock.close()
     w.resize(1920, 1080)
     win.settle()
     win.qtbot.waitUntil(lambda: panel.axis.labelText == AXIS_TITLE, timeout=5000)

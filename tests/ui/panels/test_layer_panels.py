@@ -20,7 +20,7 @@ from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX
 from actviz.ui.window.main_window import MainWindow
 
 
-def _image(size: int = 224) -> torch.Tensor:
+def _uniform_image(size: int = 224) -> torch.Tensor:
     return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1))
 
 
@@ -50,7 +50,7 @@ def _tile_on_screen(canvas, m, channel: int) -> tuple[float, float]:
 
 
 def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), ["layer2"], size=(1280, 720))
+    win = actviz_window(resnet, _uniform_image(), ["layer2"], size=(1280, 720))
     win.run_and_wait()
     window = win.window
     _settled(qtbot, window, "layer2")
@@ -110,7 +110,7 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
 
 
 def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), ["layer2"], size=(1280, 720))
+    win = actviz_window(resnet, _uniform_image(), ["layer2"], size=(1280, 720))
     win.run_and_wait()
     window = win.window
     _settled(qtbot, window, "layer2")
@@ -156,7 +156,7 @@ def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
 def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
     qtbot, actviz_window, resnet
 ):
-    win = actviz_window(resnet, _image(64), ["conv1", "relu"], size=(1280, 720))
+    win = actviz_window(resnet, _uniform_image(64), ["conv1", "relu"], size=(1280, 720))
     window = win.window
     assert window.commands.colormap_combo.currentText() == "auto"  # the default
     win.run_and_wait()

@@ -9,14 +9,9 @@ import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
 
 from actviz.testing.layout_check import layout_problems
-
-
-def _settle(widget, rounds: int = 6) -> None:
-    for _ in range(rounds):
-        QApplication.processEvents()
+from tests.ui.qt_helpers import process_events
 
 
 def _show_small(qtbot, window) -> None:
@@ -24,7 +19,7 @@ def _show_small(qtbot, window) -> None:
     window.resize(300, 200)
     window.show()
     qtbot.waitExposed(window)
-    _settle(window)
+    process_events()
 
 
 def test_canvas_scene_follows_the_canvas_down_after_a_tall_image(qtbot):
@@ -36,10 +31,10 @@ def test_canvas_scene_follows_the_canvas_down_after_a_tall_image(qtbot):
     canvas.resize(300, 600)  # the wide image letterboxed in a tall canvas: wide bar margins
     canvas.show()
     qtbot.waitExposed(canvas)
-    _settle(canvas)
+    process_events()
     assert sum(canvas.colorbar.margins) > 300
     canvas.resize(300, 90)
-    _settle(canvas)
+    process_events()
     scene = canvas.ci.geometry().size().toSize()
     assert (scene.width(), scene.height()) == (300, 90)
     assert canvas.image_rect_on_screen().bottom() <= 90
@@ -75,7 +70,7 @@ def test_layer_panel_stacks_its_sides_when_narrow(qtbot, width, narrow):
     panel.resize(width, 400)
     panel.show()
     qtbot.waitExposed(panel)
-    _settle(panel)
+    process_events()
     assert panel.is_narrow() == narrow
     assert panel.minimumSizeHint().width() == NARROW_MIN_PX  # whatever the arrangement
     act = panel.activation_slot.image_canvas
@@ -108,10 +103,10 @@ def test_channel_view_stacks_its_columns_when_narrow(qtbot):
     view.resize(NARROW_VIEW_PX + 200, 500)
     view.show()
     qtbot.waitExposed(view)
-    _settle(view)
+    process_events()
     assert not view.is_narrow()
     view.resize(340, 640)
-    _settle(view)
+    process_events()
     assert view.is_narrow()
     act, grad = view.activation_canvas, view.gradient_canvas
     assert (
@@ -133,7 +128,7 @@ def test_channel_view_fills_a_tall_view(qtbot, tall):
     view.resize(*((560, 900) if tall else (1000, 560)))
     view.show()
     qtbot.waitExposed(view)
-    _settle(view)
+    process_events()
     assert not view.is_narrow() and view.is_stacked() == tall
     act, grad = view.activation_canvas, view.gradient_canvas
     images = [c.image_rect_on_screen() for c in (act, grad)]
@@ -158,7 +153,7 @@ def test_channel_view_fills_a_tall_view(qtbot, tall):
         section = QWidget()
         section.setFixedHeight(420)
         view.add_section(section)
-        _settle(view)
+        process_events()
         assert not view.is_stacked()
         assert not [p for p in layout_problems(view) if p.kind == "blank"]
 
@@ -180,7 +175,7 @@ def test_the_check_finds_blank_bands_in_a_view_to_be_filled(qtbot):
     window.resize(520, 900)  # two square maps side by side in a tall view
     window.show()
     qtbot.waitExposed(window)
-    _settle(window)
+    process_events()
 
     def blank() -> list:
         return [p for p in layout_problems(window) if p.kind == "blank"]
@@ -191,11 +186,11 @@ def test_the_check_finds_blank_bands_in_a_view_to_be_filled(qtbot):
     assert len(found) == 2 and "above and below" in found[0].detail, found
     assert "side by side in a view taller than wide (520x900)" in found[0].detail
     row.setDirection(QBoxLayout.Direction.TopToBottom)  # one above the other: filled
-    _settle(window)
+    process_events()
     assert not blank()
     canvases[1].hide()  # one image alone: its bands are its shape's, not the arrangement's
     row.setDirection(QBoxLayout.Direction.LeftToRight)
-    _settle(window)
+    process_events()
     assert not blank()
 
 
@@ -224,7 +219,7 @@ def test_module_details_fit_a_narrow_dock(qtbot):
     details.show()
     qtbot.waitExposed(details)
     details.show_node(module_tree(model)["1"])  # parameters and buffers: five rows
-    _settle(details)
+    process_events()
     table = details.table
     assert table.rowCount() == 5
     assert table.horizontalScrollBar().maximum() == 0
@@ -249,11 +244,11 @@ def test_compare_tab_fits_a_narrow_page_without_scrolling_sideways(qtbot):
     page.resize(1200, 600)
     page.show()
     qtbot.waitExposed(page)
-    _settle(page)
+    process_events()
     assert not view._bar_split
     assert view.top_splitter.orientation() == Qt.Orientation.Horizontal
     page.resize(380, 600)
-    _settle(page)
+    process_events()
     assert view._bar_split  # the source and Compare on a second line
     assert view.top_splitter.orientation() == Qt.Orientation.Vertical
     assert page.horizontalScrollBar().maximum() == 0
@@ -273,13 +268,13 @@ def test_atlas_tab_puts_its_strips_under_the_map_on_a_narrow_page(qtbot):
     view.resize(NARROW_TAB_PX + 400, 560)
     view.show()
     qtbot.waitExposed(view)
-    _settle(view)
+    process_events()
     assert not view.is_narrow()
     plot, strip = view.plot, view.nearest_strip
     # Beside it: the map takes most of the width (the strips' title wraps, not widens them).
     assert plot.width() > 2 * strip.width()
     view.resize(360, 560)  # a 1024 px window's tab with three docks
-    _settle(view)
+    process_events()
     assert view.is_narrow()
     assert (
         strip.mapTo(view, strip.rect().topLeft()).y()
@@ -305,7 +300,7 @@ def test_the_check_finds_a_page_scrolling_sideways(qtbot):
     found = [p for p in layout_problems(window) if p.kind == "page scroll bar"]
     assert len(found) == 1 and "800 px wide" in found[0].detail
     wide.setMinimumWidth(100)
-    _settle(window)
+    process_events()
     assert not [p for p in layout_problems(window) if p.kind == "page scroll bar"]
 
 

@@ -41,7 +41,7 @@ def _known(problem: LayoutProblem) -> bool:
     return any(problem.kind == k and re.search(p, problem.widget) for k, p in KNOWN)
 
 
-def _settle(win) -> None:
+def _settle_with_compare(win) -> None:
     window = win.window
     compare = window.features.get("compare")
     for _ in range(2):
@@ -91,11 +91,11 @@ def _prepare(win) -> str:
     from actviz.core.edit_kinds import ablate
 
     with win.expect_run():
-        window.features["whatif"].add_edit(maps[0], ablate([0]))
-    compare = window.features["compare"]
+        win.whatif.add_edit(maps[0], ablate([0]))
+    compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=RUN_TIMEOUT_MS):
         assert window.compare_with_pin(pin)
-    _settle(win)
+    _settle_with_compare(win)
     return maps[0]
 
 
@@ -126,12 +126,12 @@ def walk(win, label: str, sizes, dock_sets, tabs, channels) -> tuple[list[str], 
         _set_channel(win, layer, channel)
         for tab in tabs:
             _set_tab(win, tab)
-            _settle(win)
+            _settle_with_compare(win)
             w, h = win.window.width(), win.window.height()
             check(f"{w}x{h} docks={docks} tab={tab} channel={'open' if channel else 'closed'}")
             for size in sizes:
                 win.resize(*size)
-                _settle(win)
+                _settle_with_compare(win)
                 check(
                     f"{size[0]}x{size[1]} (after a resize) docks={docks} tab={tab} "
                     f"channel={'open' if channel else 'closed'}"
@@ -139,7 +139,7 @@ def walk(win, label: str, sizes, dock_sets, tabs, channels) -> tuple[list[str], 
     return new, known
 
 
-def _demo_window(actviz_window):
+def _demo_run_window(actviz_window):
     win = actviz_window(size=(1280, 720), auto_run=True)
     with win.expect_run():
         assert win.window.load_demo()
@@ -157,13 +157,13 @@ def _resnet_window(actviz_window):
     return win
 
 
-def _report(new: list[str], known: list[str]) -> None:
+def _report_problems(new: list[str], known: list[str]) -> None:
     for line in sorted(set(known)):
         print("known:", line)
     assert not new, "layout problems:\n" + "\n".join(new)
 
 
-@pytest.mark.parametrize("make", [_demo_window, _resnet_window], ids=["demo", "resnet18"])
+@pytest.mark.parametrize("make", [_demo_run_window, _resnet_window], ids=["demo", "resnet18"])
 def test_layout_holds_at_1280x720_with_and_without_docks(make, demo_resources, actviz_window):
     win = make(actviz_window)
     new, known = walk(
@@ -174,11 +174,11 @@ def test_layout_holds_at_1280x720_with_and_without_docks(make, demo_resources, a
         tabs=("Layers", "Overview"),
         channels=CHANNEL,
     )
-    _report(new, known)
+    _report_problems(new, known)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("make", [_demo_window, _resnet_window], ids=["demo", "resnet18"])
+@pytest.mark.parametrize("make", [_demo_run_window, _resnet_window], ids=["demo", "resnet18"])
 def test_layout_holds_over_the_whole_matrix(make, demo_resources, actviz_window):
     win = make(actviz_window)
     new, known = walk(
@@ -189,7 +189,7 @@ def test_layout_holds_over_the_whole_matrix(make, demo_resources, actviz_window)
         tabs=TABS,
         channels=CHANNEL,
     )
-    _report(new, known)
+    _report_problems(new, known)
 
 
 def test_the_check_finds_a_cut_label_and_a_dock_scroll_bar(actviz_window, tiny_cnn):
@@ -235,12 +235,12 @@ def test_the_atlas_tab_holds_over_sizes_and_docks(scanned, demo_resources, actvi
     ten-image scan (with its legend, the input's nearest images and the dataset dock's table)."""
     from tests.ui.atlas.test_atlas_tab import _scan, write_classes
 
-    win = _demo_window(actviz_window)
+    win = _demo_run_window(actviz_window)
     atlas = win.feature("atlas")
     if scanned:
         folder = tmp_path / "images"
         write_classes(folder)
-        _scan(win.qtbot, win.window, folder)
+        _scan(win, folder)
         assert atlas.atlas is not None and atlas.view.dots.count() == 10
     new, known = walk(
         win,
@@ -256,23 +256,23 @@ def test_the_atlas_tab_holds_over_sizes_and_docks(scanned, demo_resources, actvi
     assert view.stack.currentIndex() == (1 if scanned else 0)
     if scanned:
         assert view.nearest_strip.count() > 0
-    _report(new, known)
+    _report_problems(new, known)
 
 
 def test_the_channel_view_fills_a_tall_window(demo_resources, actviz_window):
     """At 1280x1080 the channel view is taller than wide: its images go one above the other
     (side by side they left blank bands above and below, which the check calls 'blank')."""
-    win = _demo_window(actviz_window)
+    win = _demo_run_window(actviz_window)
     layer = next(n for n in win.window.result.shown if n.startswith("features."))
     _set_channel(win, layer, True)
     win.resize(1280, 1080)
-    _settle(win)
+    _settle_with_compare(win)
     view = win.window.centre.channel_view
     problems = layout_problems(win.window)
     assert not problems, "\n".join(map(str, problems))
     assert view.height() > view.width() and view.is_stacked()
     win.resize(1920, 1080)  # wide again: side by side
-    _settle(win)
+    _settle_with_compare(win)
     assert not view.is_stacked()
     problems = layout_problems(win.window)
     assert not problems, "\n".join(map(str, problems))

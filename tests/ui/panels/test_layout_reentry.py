@@ -97,7 +97,7 @@ def test_the_layers_grid_is_relaid_after_the_pass(qtbot):
     assert widths == [scroll.viewport().width()]
 
 
-def _click_tile(win, name: str, rank: int = 0) -> int:
+def _click_ranked_tile(win, name: str, rank: int = 0) -> int:
     panel = win.reveal(name)
     slot = panel.activation_slot
     channel = slot.mosaic.tile_channels[rank]
@@ -138,7 +138,7 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
                     mosaic = win.panel("layer4.1.conv2").activation_slot.mosaic
                     win.context_action("layer4.1.conv2", mosaic.tile_channels[0], "Ablate")
                     win.wait_idle()
-                channel = _click_tile(win, first)
+                channel = _click_ranked_tile(win, first)
                 assert window.display._open_channel == (first, channel)
                 assert window.display.channel_view.isVisible()
                 win.wait_idle()
@@ -146,7 +146,7 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
                 win.settle()
                 assert not window.display.channel_view.isVisible()
                 if edit:
-                    win.feature("whatif").dock.clear_button.click()
+                    win.whatif.dock.clear_button.click()
                     win.wait_idle()
                 win.resize(size[0] - 40, size[1])
                 win.resize(*size)

@@ -19,17 +19,9 @@ from actviz.ui.panels.grad_flow import GradFlowPanel, _short
 from actviz.ui.panels.prediction import PredictionPanel
 from actviz.ui.panels.stats_table import COLUMNS, StatsTable
 from actviz.ui.window.result_display import default_selected_layer
+from tests.ui.qt_helpers import show_widget
 
 OWL = "great grey owl, great gray owl, Strix nebulosa"
-
-
-def _show(qtbot, widget, width: int, height: int):
-    qtbot.addWidget(widget)
-    widget.resize(width, height)
-    widget.show()
-    qtbot.waitExposed(widget)
-    QCoreApplication.processEvents()
-    return widget
 
 
 def _resnet_layer_names() -> list[str]:
@@ -41,7 +33,7 @@ def _resnet_layer_names() -> list[str]:
     return names
 
 
-def _label_rects(panel: GradFlowPanel) -> list[tuple[object, str]]:
+def _scene_label_rects(panel: GradFlowPanel) -> list[tuple[object, str]]:
     """The bottom axis's tick labels as drawn: (rect in scene coordinates, text)."""
     image = QImage(8, 8, QImage.Format.Format_ARGB32)
     painter = QPainter(image)
@@ -56,10 +48,10 @@ def _label_rects(panel: GradFlowPanel) -> list[tuple[object, str]]:
 def test_gradient_flow_labels_never_overlap(qtbot, width):
     names = _resnet_layer_names()
     assert len(names) == 20
-    panel = _show(qtbot, GradFlowPanel(), width, 260)
+    panel = show_widget(qtbot, GradFlowPanel(), width, 260)
     panel.set_norms(names, np.logspace(-4, 0, len(names)))
     QCoreApplication.processEvents()
-    labels = _label_rects(panel)
+    labels = _scene_label_rects(panel)
     assert len(labels) >= 3  # some bars are named at every width
     for (a, _), (b, _) in itertools.combinations(labels, 2):
         assert not a.intersects(b), (a, b)
@@ -78,7 +70,7 @@ def test_gradient_flow_labels_never_overlap(qtbot, width):
     before = step
     panel.plot.setXRange(-0.6, 5.4, padding=0)
     QCoreApplication.processEvents()
-    zoomed = _label_rects(panel)
+    zoomed = _scene_label_rects(panel)
     assert panel.axis.step <= before
     for (a, _), (b, _) in itertools.combinations(zoomed, 2):
         assert not a.intersects(b)
@@ -87,20 +79,20 @@ def test_gradient_flow_labels_never_overlap(qtbot, width):
 
 
 def test_gradient_flow_names_every_bar_when_they_fit(qtbot):
-    panel = _show(qtbot, GradFlowPanel(), 700, 260)
+    panel = show_widget(qtbot, GradFlowPanel(), 700, 260)
     panel.set_norms(["conv1", "layer1", "fc"], np.array([0.1, 0.2, 0.3]))
     QCoreApplication.processEvents()
-    assert [text for _, text in _label_rects(panel)] == ["conv1", "layer1", "fc"]
+    assert [text for _, text in _scene_label_rects(panel)] == ["conv1", "layer1", "fc"]
     assert panel.axis.step == 1
 
 
 def test_gradient_flow_names_each_of_the_demos_five_bars_at_its_window_width(qtbot):
     # 269 px: the Overview's gradient-flow panel in a 1280x720 window with the demo open.
     names = ["features.block1", "features.block2", "features.block3", "features.block4", "fc"]
-    panel = _show(qtbot, GradFlowPanel(), 269, 297)
+    panel = show_widget(qtbot, GradFlowPanel(), 269, 297)
     panel.set_norms(names, np.array([1.2, 1.1, 2.4, 0.27, 1.0]))
     QCoreApplication.processEvents()
-    labels = _label_rects(panel)
+    labels = _scene_label_rects(panel)
     texts = [text for _, text in labels]
     assert len(texts) == 5 and panel.axis.step == 1
     # Each keeps the number that tells it from its neighbours, even when cut short.
@@ -124,7 +116,7 @@ def _value_label_rects(panel: GradFlowPanel) -> list[tuple[object, str]]:
 @pytest.mark.parametrize("height", [180, 297, 480])
 @pytest.mark.parametrize("span", ["empty", "one decade", "six decades"])
 def test_gradient_flow_value_labels_never_overlap_or_stick_out(qtbot, height, span):
-    panel = _show(qtbot, GradFlowPanel(), 269, height)
+    panel = show_widget(qtbot, GradFlowPanel(), 269, height)
     if span == "one decade":
         panel.set_norms(list("abcde"), np.array([0.3, 0.5, 0.9, 1.5, 2.0]))
     elif span == "six decades":
@@ -144,7 +136,7 @@ def test_gradient_flow_value_labels_never_overlap_or_stick_out(qtbot, height, sp
 
 
 def test_long_class_names_elide_with_the_full_name_as_tooltip(qtbot):
-    panel = _show(qtbot, PredictionPanel(), 240, 220)
+    panel = show_widget(qtbot, PredictionPanel(), 240, 220)
     panel.set_predictions([(24, OWL, 0.61), (1, "goldfish", 0.2)])
     QCoreApplication.processEvents()
     owl, fish = panel._rows[0].label, panel._rows[1].label
@@ -172,7 +164,7 @@ def conv_rows():
 
 
 def test_statistics_table_columns_and_a_frozen_name_column(qtbot, conv_rows):
-    table = _show(qtbot, StatsTable(), 320, 220)
+    table = show_widget(qtbot, StatsTable(), 320, 220)
     table.set_rows(conv_rows)
     QCoreApplication.processEvents()
     horizontal = QtCore.Qt.Orientation.Horizontal

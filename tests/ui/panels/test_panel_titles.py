@@ -43,7 +43,7 @@ def test_a_narrow_panel_keeps_the_layer_name_whole(actviz_window):
     assert label.toolTip() == full
     # Wide again: the whole title, no tooltip.
     w.channel_view.close_requested.emit()
-    win.feature("whatif").dock.close()
+    win.whatif.dock.close()
     win.settle()
     win.qtbot.waitUntil(lambda: label.shown_text() == full, timeout=5000)
     label.repaint()

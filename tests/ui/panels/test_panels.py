@@ -37,6 +37,7 @@ from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.colormap_views import PAD_INDEX, indexed_lut, to_indices
 from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
 from tests.core.seed_models import SeedMLP
+from tests.ui.qt_helpers import show_widget
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
 
@@ -79,21 +80,12 @@ def mlp_capture():
     return capture(SeedMLP(), torch.tensor([[0.05, 0.1]]))
 
 
-def _show(qtbot, widget, width: int = 560, height: int = 260):
-    qtbot.addWidget(widget)
-    widget.resize(width, height)
-    widget.show()
-    qtbot.waitExposed(widget)
-    QtCore.QCoreApplication.processEvents()
-    return widget
-
-
 def _maps_panel(qtbot, cap, name: str = "conv1") -> tuple[LayerPanel, object, object]:
     panel = LayerPanel(name, module_type=cap[name].module_type)
     view = layer_view(cap[name].tensor)
     tiles = mosaic(view.data)
     panel.set_activation(view, tiles)
-    _show(qtbot, panel)
+    show_widget(qtbot, panel)
     return panel, view, tiles
 
 
@@ -245,7 +237,7 @@ def test_layer_panel_bars_for_the_two_unit_seed_mlp(qtbot, mlp_capture):
     view = layer_view(mlp_capture["fc1"].tensor)
     assert view.kind == "bars"
     panel.set_activation(view, None)
-    _show(qtbot, panel)
+    show_widget(qtbot, panel)
     bars = panel.activation_slot.bar_canvas
     assert bars.count() == 2
     np.testing.assert_allclose(bars.bar_heights(), [0.3775, 0.3925], atol=1e-4)
@@ -270,7 +262,7 @@ def test_layer_panel_heatmap_and_scalar(qtbot):
     view = layer_view(tokens)
     assert view.kind == "heatmap"
     panel.set_activation(view, None)
-    _show(qtbot, panel)
+    show_widget(qtbot, panel)
     canvas = panel.activation_slot.image_canvas
     np.testing.assert_array_equal(canvas.source_image(), view.data)
     finite = view.data[np.isfinite(view.data)]
@@ -283,7 +275,7 @@ def test_layer_panel_heatmap_and_scalar(qtbot):
 
     scalar = LayerPanel("loss")
     scalar.set_activation(layer_view(torch.tensor(0.25)), None)
-    _show(qtbot, scalar)
+    show_widget(qtbot, scalar)
     assert scalar.activation_slot.scalar_label.text() == "0.25"
     assert scalar.title() == "loss · scalar"
 
@@ -367,7 +359,7 @@ def test_channel_view_shows_channel_and_gradient(qtbot, conv_capture):
     grad = layer_view(magnitude(conv_capture["conv1"].grad)).data[3]
     panel = ChannelView()
     panel.set_channel("conv1", 3, act, grad)
-    _show(qtbot, panel, 600, 320)
+    show_widget(qtbot, panel, 600, 320)
     np.testing.assert_array_equal(panel.activation_canvas.source_image(), act)
     np.testing.assert_array_equal(panel.gradient_canvas.source_image(), grad)
     # The default "auto" colour map: a signed channel on a range symmetric about 0 in the
@@ -398,7 +390,7 @@ def test_prediction_panel_rows_in_order(qtbot, conv_capture):
     panel = PredictionPanel()
     panel.set_predictions(rows)
     panel.set_target_text(f"target: {conv_capture.target_description}")
-    _show(qtbot, panel, 360, 220)
+    show_widget(qtbot, panel, 360, 220)
     probs = torch.softmax(conv_capture.output[0].double(), 0)
     order = torch.argsort(probs, descending=True)[:5].tolist()
     assert panel.row_texts() == [labels[i] for i in order]
@@ -424,7 +416,7 @@ def test_prediction_change_view_orders_bolds_and_skips_repeats(qtbot, monkeypatc
     view = PredictionChangeView(
         names=("after", "before"), reference_first=True, caption="before → after", framed=False
     )
-    _show(qtbot, view, 320, 300)
+    show_widget(qtbot, view, 320, 300)
     view.set_change(change)
     table = view.table
     headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
@@ -463,7 +455,7 @@ def test_prediction_change_view_orders_bolds_and_skips_repeats(qtbot, monkeypatc
 # -- OverlayPanel ------------------------------------------------------------------------------
 def test_overlay_panel_layer_selector_and_heat(qtbot, conv_capture):
     panel = OverlayPanel("Grad-CAM", with_layer_selector=True)
-    _show(qtbot, panel, 320, 380)
+    show_widget(qtbot, panel, 320, 380)
     with qtbot.assertNotEmitted(panel.layer_changed):
         panel.set_layers(["conv1", "conv2"], "conv2")
     assert panel.current_layer() == "conv2"
@@ -498,7 +490,7 @@ def test_grad_flow_panel_log_scale_with_zero_and_nan(qtbot, conv_capture):
     norms = np.concatenate([norms, [0.0, np.nan]])
     panel = GradFlowPanel()
     panel.set_norms(names, norms)
-    _show(qtbot, panel, 520, 260)
+    show_widget(qtbot, panel, 520, 260)
     assert panel.plot.getAxis("left").logMode
     good = np.isfinite(norms) & (norms > 0)
     np.testing.assert_allclose(panel.finite_bars.opts["y1"], np.log10(norms[good]), rtol=1e-6)
@@ -522,7 +514,7 @@ def test_stats_table_highlights_nan_rows_sorts_and_selects(qtbot, conv_capture):
     nan_row = {**sqrt_stats, "name": "sqrt", "nan": 5, "grad_norm": None}
     table = StatsTable()
     table.set_rows([*rows, nan_row])
-    _show(qtbot, table, 700, 300)
+    show_widget(qtbot, table, 700, 300)
     model = table.model
     assert model.rowCount() == len(rows) + 1
     names = table.names()
@@ -558,7 +550,7 @@ def test_histogram_panel_counts(qtbot, conv_capture):
     counts, edges = histogram(values, bins=32)
     panel = HistogramPanel()
     panel.set_histogram("relu · activation", counts, edges)
-    _show(qtbot, panel, 420, 280)
+    show_widget(qtbot, panel, 420, 280)
     x, y = panel.curve.getData()
     np.testing.assert_array_equal(y, counts)
     np.testing.assert_array_equal(x, edges)
@@ -577,7 +569,7 @@ def _plot_point(panel, x: float, y: float) -> QtCore.QPoint:
 
 def test_plot_panels_read_out_what_is_under_the_mouse(qtbot, conv_capture):
     counts, edges = histogram(conv_capture["relu"].tensor, bins=8)
-    hist = _show(qtbot, HistogramPanel(), 420, 280)
+    hist = show_widget(qtbot, HistogramPanel(), 420, 280)
     hist.set_histogram("relu", counts, edges)
     QtCore.QCoreApplication.processEvents()
     summary = hist.status_label.text()
@@ -594,7 +586,7 @@ def test_plot_panels_read_out_what_is_under_the_mouse(qtbot, conv_capture):
     assert hist.status_label.text() == summary
     assert hist.plot_widget.toolTip() == ""
 
-    flow = _show(qtbot, GradFlowPanel(), 520, 260)
+    flow = show_widget(qtbot, GradFlowPanel(), 520, 260)
     flow.set_norms(["a", "b.0", "c"], np.array([1e-3, 0.0, 2.5]))
     QtCore.QCoreApplication.processEvents()
     assert flow.status_label.text() == "3 layers, 1 with zero gradient"
@@ -612,7 +604,7 @@ def test_input_preview_image_and_placeholder(qtbot):
     rgb[:, 10:, 2] = 255
     panel = InputPreview()
     panel.set_image(rgb, "1×3×12×20")
-    _show(qtbot, panel, 260, 260)
+    show_widget(qtbot, panel, 260, 260)
     np.testing.assert_array_equal(panel.canvas.image.image, rgb)
     assert panel.stack.currentWidget() is panel.canvas
     assert panel.caption_label.text() == "1×3×12×20"
@@ -710,7 +702,7 @@ def test_new_pixels_of_the_same_shape_are_painted_exactly(qtbot):
     drawn is still exactly the new frame, for index images and for pictures."""
     rng = np.random.default_rng(3)
     canvas = ImageCanvas(cmap="viridis")
-    _show(qtbot, canvas, 300, 200)
+    show_widget(qtbot, canvas, 300, 200)
     table = indexed_lut("viridis").astype(np.uint32)
     argb = (table[:, 3] << 24) | (table[:, 0] << 16) | (table[:, 1] << 8) | table[:, 2]
     first = rng.integers(0, 256, (7, 9), dtype=np.uint8)

@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from actviz.display.mosaic import mosaic
+from tests.helpers import tile_pixels
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2"]
@@ -35,11 +36,6 @@ def _report_pictures(path) -> dict[str, np.ndarray]:
         panel: np.asarray(Image.open(io.BytesIO(base64.b64decode(src))).convert("RGB"))
         for panel, src in found
     }
-
-
-def _tile(pixels: np.ndarray, m, channel: int) -> np.ndarray:
-    y0, x0 = m.tile_origin(channel)
-    return pixels[y0 : y0 + m.tile_h, x0 : x0 + m.tile_w]
 
 
 def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
@@ -87,5 +83,7 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
             whole = mosaic(view.data, normalize="channel", symmetric=m.symmetric)
             for c in range(m.first_channel, m.last_channel + 1):
                 np.testing.assert_array_equal(
-                    _tile(exported, whole, c), _tile(painted, m, c)[..., :3], err_msg=kind
+                    tile_pixels(exported, whole, c),
+                    tile_pixels(painted, m, c)[..., :3],
+                    err_msg=kind,
                 )

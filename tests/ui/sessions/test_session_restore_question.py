@@ -18,7 +18,7 @@ from actviz.workspace.session_file import (
 )
 
 
-def _state() -> SessionState:
+def _saved_state() -> SessionState:
     return SessionState(
         model=ModelSource("resnet18", kind="torchvision", name="resnet18 (random init)"),
         input=InputSource(
@@ -33,7 +33,7 @@ def _state() -> SessionState:
 
 def test_describe_session_file(tmp_path):
     path = tmp_path / "s.actviz"
-    save_state(_state(), path)
+    save_state(_saved_state(), path)
     stamp = time.mktime((2026, 3, 4, 9, 5, 0, 0, 0, -1))
     os.utime(path, (stamp, stamp))
     text = describe_session_file(path)
@@ -46,7 +46,7 @@ def test_the_restore_question_names_the_session(actviz_window, tmp_path):
     settings = QSettings(str(tmp_path / "actviz.ini"), QSettings.Format.IniFormat)
     win = actviz_window(settings=settings)
     sessions = win.feature("sessions")
-    save_state(_state(), sessions.kept.path)
+    save_state(_saved_state(), sessions.kept.path)
     asked = []
     sessions.ask_restore = lambda _parent, text: asked.append(text) or False
     assert not sessions.offer_restore()

@@ -21,6 +21,7 @@ import torch
 import actviz
 from actviz.core.edit_kinds import ablate, patch, scale
 from actviz.io.models.demo_model import DemoNet
+from tests.helpers import rewrite_zip
 
 ARCH = "actviz.io.models.demo_model:DemoNet"
 LAYERS = ["features.block1", "features.block3", "fc"]
@@ -74,7 +75,7 @@ def _investigation(win, checkpoint):
     return result
 
 
-def _same_capture(a, b):
+def _same_tensors(a, b):
     assert a.names == b.names
     for name in a.names:
         for ra, rb in zip(a.records[name], b.records[name], strict=True):
@@ -109,7 +110,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     o = other.session
     assert not ran, "opening a session showed the saved run, not a new one"
     # The same arrays, bit for bit: the capture and every panel's pictures.
-    _same_capture(result.capture, other.window.result.capture)
+    _same_tensors(result.capture, other.window.result.capture)
     assert list(other.window.result.layers) == list(result.layers)
     for name, layer in result.layers.items():
         shown = other.window.result.layers[name]
@@ -129,7 +130,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     pins = list(o.pins)
     assert [p.label for p in pins] == [p.label for p in s.pins]
     assert pins[0].pinned_at == list(s.pins)[0].pinned_at
-    _same_capture(list(s.pins)[0].result.capture, pins[0].result.capture)
+    _same_tensors(list(s.pins)[0].result.capture, pins[0].result.capture)
     patch_edit = [e for e in o.edits if e.edit.kind == "patch"][0].edit
     assert patch_edit.source is pins[0].result.capture
     assert _dock(other, "Dataset").isVisible()  # the window layout
@@ -201,16 +202,6 @@ def test_a_missing_checkpoint_asks_where_it_is(actviz_window, checkpoint, tmp_pa
     assert other.window.result is not None and len(other.session.pins) == 1
 
 
-def _rewrite(path, out, change):
-    """Copy the session file ``path`` to ``out`` with ``change(members)`` applied."""
-    with zipfile.ZipFile(path) as zf:
-        members = {n: zf.read(n) for n in zf.namelist()}
-    change(members)
-    with zipfile.ZipFile(out, "w") as zf:
-        for name, data in members.items():
-            zf.writestr(name, data)
-
-
 def _future(members):
     manifest = json.loads(members["manifest.json"])
     manifest["format"] = 99
@@ -244,9 +235,9 @@ def test_a_refused_session_file_leaves_the_window_as_it_was(
     assert _sessions(win).save_session(path, wait=True)
     bad = tmp_path / f"{damage}.actviz"
     if damage == "future":
-        _rewrite(path, bad, _future)
+        rewrite_zip(path, bad, _future)
     elif damage == "pickle":
-        _rewrite(path, bad, _pickle_inside)
+        rewrite_zip(path, bad, _pickle_inside)
     else:
         bad.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -282,7 +273,7 @@ def test_the_session_is_kept_on_quit_and_offered_at_the_next_start(
         assert sessions.offer_restore()
     other.wait_idle()
     assert asked
-    _same_capture(result.capture, other.window.result.capture)
+    _same_tensors(result.capture, other.window.result.capture)
     assert other.session.target == 2 and len(other.session.edits) == 3
     assert sessions.path is None  # Ctrl+S asks where: the kept session is not the user's file
     assert "Restored the last session" in other.status_text()
@@ -420,7 +411,7 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
 
     QTimer.singleShot(0, close_once_shown)
     assert app_module.run_app(session=str(path)) == 0
-    _same_capture(result.capture, shown[0][0])
+    _same_tensors(result.capture, shown[0][0])
     kept = _sessions_of(opened[0]).kept.path
     assert kept.is_file()  # kept on quit
 
@@ -430,7 +421,7 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
     QTimer.singleShot(0, close_once_shown)
     assert app_module.run_app() == 0
     assert asked and shown[1][1] == str(checkpoint.resolve())
-    _same_capture(result.capture, shown[1][0])
+    _same_tensors(result.capture, shown[1][0])
     assert len(shown[1][2]) == 1  # (run_app deletes its window when it returns)
 
 
@@ -467,4 +458,4 @@ def test_a_pickled_checkpoint_is_opened_only_when_trusted_now(actviz_window, tmp
     assert _sessions(other).open_session(path, wait=True)
     other.wait_idle()
     assert other.session.model_open_args["trust"] is True
-    _same_capture(win.window.result.capture, other.window.result.capture)
+    _same_tensors(win.window.result.capture, other.window.result.capture)

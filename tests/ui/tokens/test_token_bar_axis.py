@@ -16,7 +16,7 @@ TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
 IDS = torch.tensor([[2, 5, 17, 33, 9, 5, 21, 3]])
 
 
-def _label_rects(axis) -> list[tuple[QRectF, str]]:
+def _axis_label_rects(axis) -> list[tuple[QRectF, str]]:
     """The rectangles and texts the axis draws its tick labels in."""
     image = QImage(10, 10, QImage.Format.Format_ARGB32)
     painter = QPainter(image)
@@ -42,7 +42,7 @@ def test_token_norm_bars_have_labels_that_do_not_overlap(actviz_window):
     panel = win.reveal("bert.encoder.layer.0")
     for canvas in (panel.token_canvas, panel.token_grad_canvas):
         axis = canvas.bars_plot.getAxis("bottom")
-        rects = _label_rects(axis)
+        rects = _axis_label_rects(axis)
         texts = [text for _rect, text in rects]
         assert len(rects) >= 1, texts  # the scale is read: a round value under the bars
         for i, (a, ta) in enumerate(rects):

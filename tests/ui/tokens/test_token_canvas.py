@@ -12,7 +12,7 @@ from actviz.ui.tokens.attention_panel import AttentionPanel
 TOKENS = ["The", "cat", "sat", "on", "the", "mat"]
 
 
-def _maps() -> AttentionMaps:
+def _attention_maps() -> AttentionMaps:
     probs = np.random.default_rng(0).random((1, 2, 6, 6)).astype(np.float32)
     probs /= probs.sum(-1, keepdims=True)
     return AttentionMaps(("h.0.attn", "h.1.attn"), {"h.0.attn": probs, "h.1.attn": probs[:, ::-1]})
@@ -26,7 +26,7 @@ def test_the_attention_map_has_a_colour_bar_spanning_it(qtbot):
     qtbot.waitExposed(panel)
     bar = panel.canvas.colorbar
     assert bar is not None and not bar.isVisible()  # nothing to read before a map
-    maps = _maps()
+    maps = _attention_maps()
     panel.set_attention(maps, TOKENS)
     panel.set_head(1)
     for _ in range(5):

@@ -26,7 +26,7 @@ def test_the_difference_toggle_shows_edited_minus_unedited_on_the_tokens(actviz_
     )
     win.run_and_wait()
     with win.expect_run():
-        win.feature("whatif").add_edit("bert.encoder.layer.0", ablate([0, 3]))
+        win.whatif.add_edit("bert.encoder.layer.0", ablate([0, 3]))
         w.run()
     result = w.result
     edited = result.capture[LAYER].tensor[0].numpy()

@@ -49,10 +49,10 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
 
     # Attention tab: the model's own attentions, per head and the mean; token labels.
     tabs = window.centre.tabs
-    index = tabs.indexOf(window.features["tokens"].attention_page)
+    index = tabs.indexOf(win.tokens.feature.attention_page)
     assert tabs.isTabVisible(index)
     own = capture_attention(model, {"input_ids": IDS})
-    att = window.features["tokens"].attention_panel
+    att = win.tokens.attention_panel
     assert [att.layer_combo.itemText(i) for i in range(att.layer_combo.count())] == list(own.layers)
     assert att.head_combo.itemText(0) == MEAN and att.head_combo.count() == 5
     np.testing.assert_allclose(att.shown_map(), own.mean(own.layers[0]), rtol=1e-6)
@@ -69,7 +69,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     assert "head 2" in att.title()
 
     # Logit lens: one row per block, the last block's top token is the model's prediction.
-    lens = window.features["tokens"].lens_panel
+    lens = win.tokens.lens_panel
     assert lens.position() == len(TOKENS) - 1
     assert lens.table.rowCount() == 2
     logits = model(input_ids=IDS).logits[0, -1]
@@ -95,7 +95,7 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, actviz_window):
     assert view.kind == "maps" and view.data.shape == (48, 2, 2)
     tokens = window.session.result.capture["blocks.0"].tensor[0]
     np.testing.assert_array_equal(view.data[3], tokens[1:, 3].reshape(2, 2).numpy())
-    rollout = window.features["tokens"].rollout_panel
+    rollout = win.tokens.rollout_panel
     assert not rollout.isHidden()  # on the Overview tab (not the current one)
     own = capture_attention(model, x)
     expected = rollout_map(
@@ -103,7 +103,7 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, actviz_window):
     )
     np.testing.assert_allclose(window.session.result.rollout, expected, atol=1e-6)
     assert rollout.parentWidget() is window.centre.gradcam_panel.parentWidget()  # the same row
-    assert window.features["tokens"].attention_panel.labels[:2] == ["cls", "(0,0)"]
+    assert win.tokens.attention_panel.labels[:2] == ["cls", "(0,0)"]
 
 
 def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tmp_path):
@@ -114,7 +114,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tm
     from tests.io.hf_tiny import save_tiny_gpt2
 
     folder = save_tiny_gpt2(tmp_path / "tiny-gpt2")
-    views = window.features["tokens"]
+    views = win.tokens.feature
     assert views.text_bar.isHidden()
     assert window.open_model_source(str(folder), wait=True)
     assert not views.text_bar.isHidden() and views.text_action.isEnabled()
@@ -133,7 +133,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tm
     logits = result.capture.output["logits"][0, -1]  # ModelOutput mapped to a dict
     assert result.target_index == int(logits.argmax())  # the next-token default target
     assert result.target_text.startswith("next-token logit at the last position")
-    lens = window.features["tokens"].lens_panel
+    lens = win.tokens.lens_panel
     assert lens.position_combo.currentText().endswith("'log'")
     assert lens.cell_text(1, 0)  # the tokenizer's strings, not ids
     assert not lens.cell_text(1, 0).startswith("'#")
@@ -166,8 +166,8 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
     window.set_model(TinyCNN(), layers=["conv1"])
     window.session.set_input(torch.rand(1, 3, 16, 16))
     win.run_and_wait()
-    views = window.features["tokens"]
-    whatif = window.features["whatif"]
+    views = win.tokens.feature
+    whatif = win.whatif.feature
     calls: list[str] = []
     monkeypatch.setattr(
         views.attention_panel, "set_attention", lambda *a, **k: calls.append("attention")
@@ -192,7 +192,7 @@ def test_hiding_the_tab_shown_goes_back_to_layers_not_to_compare(actviz_window):
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1"])
     w = win.window
     tabs = w.centre.tabs
-    page = w.features["tokens"].attention_page
+    page = win.tokens.feature.attention_page
     w.set_tab_visible(page, True)
     tabs.setCurrentWidget(page)
     w.set_tab_visible(page, False)  # another model, without attention, was opened

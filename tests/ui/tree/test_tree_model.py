@@ -49,7 +49,7 @@ def _tiny_cnn() -> nn.Module:
     )
 
 
-def _session(model) -> Session:
+def _session_on(model) -> Session:
     s = Session()
     s.set_model(model)
     return s
@@ -58,7 +58,7 @@ def _session(model) -> Session:
 @pytest.mark.parametrize("factory", [_tiny_cnn, SeedMLP, build_demo_model])
 def test_one_row_per_named_module_in_named_modules_order(qtbot, factory):
     model = factory()
-    tm = ModuleTreeModel(_session(model))
+    tm = ModuleTreeModel(_session_on(model))
     expected = [name for name, _ in model.named_modules()]
     names = _all_names(tm)
     assert sorted(names) == sorted(expected)
@@ -68,7 +68,7 @@ def test_one_row_per_named_module_in_named_modules_order(qtbot, factory):
 
 
 def test_resnet18_tree_rows_and_columns(qtbot, resnet):
-    tm = ModuleTreeModel(_session(resnet))
+    tm = ModuleTreeModel(_session_on(resnet))
     assert len(_all_names(tm)) == len(list(resnet.named_modules())) == 68
     conv = tm.index_of("layer1.0.conv1")
     assert conv.data() == "conv1"
@@ -82,7 +82,7 @@ def test_resnet18_tree_rows_and_columns(qtbot, resnet):
 
 
 def test_check_state_is_the_sessions_ticked_set(qtbot):
-    session = _session(_tiny_cnn())
+    session = _session_on(_tiny_cnn())
     tm = ModuleTreeModel(session)
     session.replace_ticked(["0"])
     assert tm.index_of("0").data(CHECK) == Qt.CheckState.Checked
@@ -97,7 +97,7 @@ def test_check_state_is_the_sessions_ticked_set(qtbot):
 
 
 def test_ticks_changed_elsewhere_repaint_the_rows(qtbot):
-    session = _session(_tiny_cnn())
+    session = _session_on(_tiny_cnn())
     tm = ModuleTreeModel(session)
     changed = []
     session.untick_all()
@@ -108,7 +108,7 @@ def test_ticks_changed_elsewhere_repaint_the_rows(qtbot):
 
 
 def test_clicking_the_check_box_in_a_view_ticks_the_layer(qtbot):
-    session = _session(_tiny_cnn())
+    session = _session_on(_tiny_cnn())
     session.untick_all()
     tm = ModuleTreeModel(session)
     view = QTreeView()
@@ -132,7 +132,7 @@ def test_clicking_the_check_box_in_a_view_ticks_the_layer(qtbot):
 
 def test_output_shapes_after_a_run_without_resetting_the_view(qtbot):
     model = _tiny_cnn()
-    session = _session(model)
+    session = _session_on(model)
     tm = ModuleTreeModel(session)
     resets = []
     tm.modelReset.connect(lambda: resets.append(1))
@@ -155,14 +155,14 @@ def test_calls_show_for_modules_run_twice(qtbot):
             return self.lin(self.lin(x))
 
     model = Twice()
-    session = _session(model)
+    session = _session_on(model)
     tm = ModuleTreeModel(session)
     tm.update_tree(module_tree(model, capture(model, torch.randn(1, 2), ["lin"])))
     assert tm.index_of("lin", SHAPE).data() == "1×2  (2 calls)"
 
 
 def test_new_model_resets(qtbot):
-    session = _session(_tiny_cnn())
+    session = _session_on(_tiny_cnn())
     tm = ModuleTreeModel(session)
     resets = []
     tm.modelReset.connect(lambda: resets.append(1))
@@ -172,7 +172,7 @@ def test_new_model_resets(qtbot):
 
 
 def test_filter_by_type_keeps_matches_and_their_ancestors(qtbot, resnet):
-    tm = ModuleTreeModel(_session(resnet))
+    tm = ModuleTreeModel(_session_on(resnet))
     proxy = ModuleFilterProxy()
     proxy.setSourceModel(tm)
     proxy.set_text("Conv2d")
@@ -187,7 +187,7 @@ def test_filter_by_type_keeps_matches_and_their_ancestors(qtbot, resnet):
 
 
 def test_filter_by_name_is_case_insensitive(qtbot, resnet):
-    tm = ModuleTreeModel(_session(resnet))
+    tm = ModuleTreeModel(_session_on(resnet))
     proxy = ModuleFilterProxy()
     proxy.setSourceModel(tm)
     proxy.set_text("LAYER4.1.BN")
@@ -197,7 +197,7 @@ def test_filter_by_name_is_case_insensitive(qtbot, resnet):
 
 
 def test_session_context_actions(resnet):
-    session = _session(resnet)
+    session = _session_on(resnet)
     session.untick_all()
     assert session.ticked == []
     session.tick_leaves_below("layer1.0")
@@ -240,7 +240,7 @@ def test_format_helpers():
 
 def test_update_tree_emits_one_change_per_parent_and_none_when_nothing_changed(qtbot):
     model = _tiny_cnn()
-    session = _session(model)
+    session = _session_on(model)
     tm = ModuleTreeModel(session)
     spans = []
     tm.dataChanged.connect(

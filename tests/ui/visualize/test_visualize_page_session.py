@@ -12,23 +12,20 @@ from PySide6.QtCore import QSettings
 import actviz
 from actviz.analysis.visualize.feature_vis import visualize
 from actviz.ui.visualize.page import STATE_KEY
+from tests.ui.qt_helpers import wait_not_busy
 
 LAYER = "features.block1"
 SETTINGS = {"objective": "neuron", "steps": 3, "size": 16}
 
 
-def _demo_window(actviz_window, tmp_path, name):
+def _window_with_settings(actviz_window, tmp_path, name):
     win = actviz_window(settings=QSettings(str(tmp_path / name), QSettings.Format.IniFormat))
     return win
 
 
-def _page_done(win, page):
-    win.qtbot.waitUntil(lambda: not page.is_busy(), timeout=60_000)
-
-
 @pytest.mark.usefixtures("demo_resources")
 def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
-    win = _demo_window(actviz_window, tmp_path, "a.ini")
+    win = _window_with_settings(actviz_window, tmp_path, "a.ini")
     assert win.window.open_model_source("demo", wait=True)
     win.set_input(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)))
     win.run_and_wait()
@@ -39,7 +36,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert feature.section.settings() == SETTINGS
     win.window.session.set_page_channels(LAYER, 4)
     assert feature.visualise_page(LAYER, 4)
-    _page_done(win, page)
+    wait_not_busy(win.qtbot, page)
     channels = page.channels
     assert len(channels) >= 2 and channels[0] == 4 and page.dock.mosaic.filled() == channels
     made = page.result()
@@ -47,17 +44,17 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert saved["open"] is True and saved["layer"] == LAYER and saved["first"] == 4
     assert saved["settings"] == SETTINGS and saved["size"] == len(channels)
     path = tmp_path / "page.actviz"
-    assert win.feature("sessions").save_session(path, wait=True)
+    win.sessions.save(path)
     assert actviz.session.load(path).settings[STATE_KEY] == saved
 
     # A fresh window with other settings: the session puts the page and its settings back.
-    other = _demo_window(actviz_window, tmp_path, "b.ini")
+    other = _window_with_settings(actviz_window, tmp_path, "b.ini")
     again = other.feature("visualize")
     again.section.set_settings({"objective": "channel", "steps": 9, "size": 32})
     assert not again.page.dock.isVisible()
-    assert other.feature("sessions").open_session(path, wait=True)
+    other.sessions.open(path)
     other.wait_idle()
-    _page_done(other, again.page)
+    wait_not_busy(other.qtbot, again.page)
     restored = again.page
     assert restored.dock.isVisible()
     assert restored.layer == LAYER and restored.channels == channels
@@ -79,7 +76,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     # A page the cache does not hold (other steps): grey tiles, a message and the button.
     fresh = {**saved, "settings": {**SETTINGS, "steps": 2}}
     other.window.restore_session_parts({STATE_KEY: fresh})
-    _page_done(other, restored)
+    wait_not_busy(other.qtbot, restored)
     assert restored.channels == channels and restored.dock.mosaic.filled() == ()
     assert restored.result() is None
     assert restored.dock.message.text() == (
@@ -90,7 +87,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     assert button.isVisibleTo(restored.dock) and button.isEnabled()
     button.click()
     assert restored.is_busy()
-    _page_done(other, restored)
+    wait_not_busy(other.qtbot, restored)
     done = restored.result()
     assert done.channels == channels and not any(done.from_cache)
     assert done.settings["steps"] == 2
@@ -105,5 +102,5 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     # Saved with the dock closed: the page comes back behind a closed dock.
     assert restored.restore({**saved, "open": False})
     assert not restored.dock.isVisible() and restored.layer == LAYER
-    _page_done(other, restored)
+    wait_not_busy(other.qtbot, restored)
     assert restored.dock.mosaic.filled() == channels

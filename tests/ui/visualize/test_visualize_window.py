@@ -8,12 +8,13 @@ from PySide6 import QtGui
 
 from actviz.analysis.visualize.feature_vis import layer_channels, visualize
 from tests.ui.conftest import frame
+from tests.ui.qt_helpers import wait_not_busy
 
 LAYERS = ["conv1", "conv2"]
 SETTINGS = {"objective": "channel", "steps": 6, "size": 24}
 
 
-def _opened(actviz_window, tiny_cnn, channel=2):
+def _visualize_opened(actviz_window, tiny_cnn, channel=2):
     win = actviz_window(tiny_cnn, frame(3), LAYERS)
     win.run_and_wait()
     feature = win.feature("visualize")
@@ -32,7 +33,7 @@ def _looked_up(win, feature):
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
 
 
-def _pixels(section) -> np.ndarray:
+def _picture_pixels(section) -> np.ndarray:
     image = section.picture.pixmap().toImage().convertToFormat(QtGui.QImage.Format.Format_RGB888)
     h, w = image.height(), image.width()
     rows = np.frombuffer(image.constBits(), np.uint8).reshape(h, image.bytesPerLine())
@@ -46,7 +47,7 @@ def _wait_done(win, feature):
 def test_what_it_wants_shows_the_engines_picture_and_reopens_from_the_cache(
     actviz_window, tiny_cnn
 ):
-    win, feature, section = _opened(actviz_window, tiny_cnn)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     assert feature.shown is None and not section.picture.isVisible()  # nothing cached yet
     section.button.click()
     assert feature.is_busy() and section.cancel_button.isVisible()
@@ -57,7 +58,7 @@ def test_what_it_wants_shows_the_engines_picture_and_reopens_from_the_cache(
     np.testing.assert_array_equal(vis.images, want.images)
     np.testing.assert_array_equal(section.image, want.image_uint8(0))
     # The label draws those pixels, each enlarged by a whole factor.
-    shown = _pixels(section)
+    shown = _picture_pixels(section)
     factor = shown.shape[0] // SETTINGS["size"]
     assert factor >= 1 and shown.shape[:2] == (24 * factor, 24 * factor)
     np.testing.assert_array_equal(shown[::factor, ::factor], want.image_uint8(0))
@@ -84,7 +85,7 @@ def test_what_it_wants_shows_the_engines_picture_and_reopens_from_the_cache(
 
 
 def test_a_long_synthesis_cancels_and_the_window_stays_usable(actviz_window, tiny_cnn):
-    win, feature, section = _opened(actviz_window, tiny_cnn, channel=1)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn, channel=1)
     section.steps_spin.setValue(100_000 if section.steps_spin.maximum() >= 100_000 else 4096)
     section.button.click()
     win.qtbot.waitUntil(lambda: feature.job.progress[0] >= 2, timeout=60_000)
@@ -101,7 +102,7 @@ def test_a_long_synthesis_cancels_and_the_window_stays_usable(actviz_window, tin
 
 
 def test_the_report_holds_what_the_channel_wants(actviz_window, tiny_cnn):
-    win, feature, section = _opened(actviz_window, tiny_cnn)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     assert "figures" not in win.window.report_parts()  # nothing shown yet
     section.button.click()
     _wait_done(win, feature)
@@ -110,19 +111,15 @@ def test_the_report_holds_what_the_channel_wants(actviz_window, tiny_cnn):
     np.testing.assert_array_equal(picture, feature.shown.image_uint8(0))
 
 
-def _page_done(win, feature):
-    win.qtbot.waitUntil(lambda: not feature.page.is_busy(), timeout=60_000)
-
-
 def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     actviz_window, tiny_cnn
 ):
-    win, feature, section = _opened(actviz_window, tiny_cnn)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     page, dock = feature.page, feature.page.dock
     size = win.window.page_channels("conv2")
     assert feature.visualise_page("conv2")
     assert dock.isVisible() and feature.is_busy() and dock.cancel_button.isVisible()
-    _page_done(win, feature)
+    wait_not_busy(win.qtbot, feature.page)
     channels = tuple(range(min(size, layer_channels(tiny_cnn, "conv2"))))
     assert len(channels) >= 4
     assert page.channels == channels and dock.mosaic.filled() == channels
@@ -142,7 +139,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     feature.page.forget()  # no copy kept: the next page asks for one
     assert feature.visualise_page("conv2", 0)
     win.window.run()
-    _page_done(win, feature)
+    wait_not_busy(win.qtbot, feature.page)
     assert dock.mosaic.filled() == page.channels
     assert all(page.result().from_cache[: len(channels)])
     assert not tiny_cnn.conv2._forward_hooks and all(p.grad is None for p in tiny_cnn.parameters())
@@ -156,7 +153,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     # Reopened, the channels done come from the cache (the page may hold more now: its size
     # follows the panel's width, which the dock took); a click on a tile opens its channel.
     assert feature.visualise_page("conv2", 0)
-    _page_done(win, feature)
+    wait_not_busy(win.qtbot, feature.page)
     again = page.result()
     assert again.channels[: len(channels)] == channels
     assert all(again.from_cache[: len(channels)]) and dock.mosaic.filled() == page.channels
@@ -166,13 +163,13 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
 
 
 def test_a_page_cancels_keeping_its_tiles_and_pages_on(actviz_window, tiny_cnn):
-    win, feature, section = _opened(actviz_window, tiny_cnn)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     section.steps_spin.setValue(4096)
     win.window.session.set_page_channels("conv2", 4)
     assert feature.visualise_page("conv2", 0)
     win.qtbot.waitUntil(lambda: feature.page.job.progress[0] >= 2, timeout=60_000)
     win.window.cancel()  # Esc
-    _page_done(win, feature)
+    wait_not_busy(win.qtbot, feature.page)
     assert feature.page.result() is None
     n = len(feature.page.channels)
     assert feature.page.dock.message.text() == f"Cancelled (0 of {n} channels done)."
@@ -184,7 +181,7 @@ def test_a_page_cancels_keeping_its_tiles_and_pages_on(actviz_window, tiny_cnn):
     dock, seen = feature.page.dock, []
     while dock.next_button.isEnabled():
         dock.next_button.click()
-        _page_done(win, feature)
+        wait_not_busy(win.qtbot, feature.page)
         page = feature.page.channels
         assert page and page[0] == (seen[-1] + 1 if seen else 4)
         assert feature.page.result().channels == page and dock.mosaic.filled() == page
@@ -198,13 +195,13 @@ def test_export_writes_pngs_and_settings_that_make_them_again(actviz_window, tin
 
     from PIL import Image
 
-    win, feature, section = _opened(actviz_window, tiny_cnn)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     assert feature.export_to(tmp_path / "none") == []  # nothing shown yet
     section.button.click()
     _wait_done(win, feature)
     win.window.session.set_page_channels("conv2", 4)
     assert feature.visualise_page("conv2", 4)
-    _page_done(win, feature)
+    wait_not_busy(win.qtbot, feature.page)
     files = feature.export_to(tmp_path)
     names = {p.relative_to(tmp_path).as_posix() for p in files}
     # TinyCNN's conv2 has 6 channels: the page from channel 4 holds 4 and 5.
@@ -227,15 +224,15 @@ def test_the_tile_menu_visualises_the_panels_page_in_its_order(actviz_window, ti
     from actviz.display.mosaic import ChannelOrder
     from actviz.testing.layout_check import layout_problems
 
-    win, feature, section = _opened(actviz_window, tiny_cnn)
+    win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     session = win.window.session
     # The panel's tiles sorted (as by effect): the page follows that order.
     session.set_channel_order("conv2", ChannelOrder((5, 3, 1, 0, 2, 4), "by effect"))
     session.set_page_channels("conv2", 3)
-    menu = win.window.features["whatif"].tile_menu("conv2", [1])
+    menu = win.whatif.feature.tile_menu("conv2", [1])
     (action,) = [a for a in menu.actions() if a.text() == "Visualise channels"]
     action.trigger()
-    _page_done(win, feature)
+    wait_not_busy(win.qtbot, feature.page)
     page = feature.page
     order, n = (5, 3, 1, 0, 2, 4), len(page.channels)
     # The page the panel shows: the one holding the channel opened (2, at position 4).

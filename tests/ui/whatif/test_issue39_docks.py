@@ -4,26 +4,16 @@ feature asked for); an empty Edits dock takes no more than its hint, and Clear a
 from __future__ import annotations
 
 import pytest
-import torch
 from PySide6.QtCore import Qt
 
 from actviz.ui.whatif.dock import PREFERRED_WIDTH
 from actviz.ui.window.hosting import DOCK_MAX_SHARE
-from tests.ui.tiny_models import TinyCNN
-
-
-def _window(actviz_window, size):
-    torch.manual_seed(0)
-    win = actviz_window(
-        TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "conv2"], size=size, auto_run=True
-    )
-    win.run_and_wait()
-    return win
+from tests.ui.tiny_models import tiny_window
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
 def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
-    win = _window(actviz_window, size)
+    win = tiny_window(actviz_window, size=size, auto_run=True)
     centre = win.window.centralWidget()
     before = centre.width()
     dock = win.open_dock("Edits")  # View > Edits
@@ -38,7 +28,7 @@ def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
         win.context_action("conv2", 1, "Ablate")
     assert dock.isVisible() and len(win.window.session.edits.entries) == 1
     assert dock.width() <= PREFERRED_WIDTH
-    clear = win.feature("whatif").dock.clear_button
+    clear = win.whatif.dock.clear_button
     with win.expect_run():
         win.qtbot.mouseClick(clear, Qt.MouseButton.LeftButton)
     assert not win.window.session.edits.entries
@@ -49,7 +39,7 @@ def test_an_empty_edits_dock_takes_no_more_than_its_hint(actviz_window, size):
 
 @pytest.mark.parametrize("size", [(1280, 720), (1024, 640)])
 def test_every_dock_opens_at_its_content_width(actviz_window, size):
-    win = _window(actviz_window, size)
+    win = tiny_window(actviz_window, size=size, auto_run=True)
     for title in ("Dataset", "Channels that matter"):
         dock = win.open_dock(title)
         win.settle()

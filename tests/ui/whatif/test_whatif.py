@@ -103,7 +103,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     assert window.session.held_bytes() == result.capture.nbytes + first.capture.nbytes
     assert not np.abs(result.layers["conv2"].view.data[1]).any()
     # Before/after side by side: the rows' numbers are the two runs' probabilities and logits.
-    view = window.features["whatif"].change_view
+    view = win.whatif.change_view
     assert not view.isHidden() and not window.centre.prediction_panel.bars_visible()
     # Run A is the edited run (after), B the unedited one (before): changes are after - before.
     p_before, p_after = _softmax(plain.output), _softmax(edited.output)
@@ -127,14 +127,14 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     target = view.target_row()
     assert target is not None and target[0] == plain.target_index
     # One colon ("Target 7: arrow: 94.8 % →" read as two labels).
-    summary = window.features["whatif"].dock.summary.text()
+    summary = win.whatif.dock.summary.text()
     assert summary.startswith(f"Target class {plain.target_index}") and summary.count(":") == 1
     assert "→" in summary
     # Marked: the edited layer's badge, not the others'; the dock lists the edit.
     panels = window.layer_panels
     assert panels["conv2"].edit_badge_text() == "ablate ch 1"
     assert panels["conv1"].edit_badge_text() == ""
-    dock = window.features["whatif"].dock
+    dock = win.whatif.dock
     assert dock.isVisible() and [r.label.text() for r in dock.rows] == ["conv2: ablate ch 1"]
 
     # Off in the dock: the original run is back, exactly (the very capture, re-used).
@@ -166,7 +166,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
             pos=canvas.image_to_widget(x0 + 1.5, y0 + 1.5),
         )
     assert panel1.selected_channels() == [0, 2] and len(canvas.marked()) == 2
-    window.features["whatif"].ask_factor = lambda parent, prompt: 2.0
+    win.whatif.feature.ask_factor = lambda parent, prompt: 2.0
     menu = win.tile_menu("conv1", 2)
     with win.expect_run():
         _click_menu_item(qtbot, menu, "Scale ch 0, 2…")
@@ -190,7 +190,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIFFERENCE_CMAP
     assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
     # The factor edited in the dock re-runs with the new value; the difference follows.
-    dock = window.features["whatif"].dock
+    dock = win.whatif.dock
     with win.expect_run():
         dock.rows[0].value_box.setValue(0.5)
     halved = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 0.5)})
@@ -220,7 +220,7 @@ def test_clamp_from_the_tile_menu(qtbot, actviz_window, tiny_cnn):
         asked.append(prompt)
         return (None, 0.05)
 
-    window.features["whatif"].ask_range = ask
+    win.whatif.feature.ask_range = ask
     menu = win.tile_menu("conv1", 1)
     with win.expect_run():
         _click_menu_item(qtbot, menu, "Clamp ch 1…")
@@ -264,18 +264,18 @@ def test_a_bad_edit_is_a_message_not_a_crash(qtbot, actviz_window, tiny_cnn):
     window = win.window
     first = window.result
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as failed:
-        window.features["whatif"].add_edit("conv2", ablate([99]))
+        win.whatif.add_edit("conv2", ablate([99]))
     assert "99" in failed.args[0]
     assert (
         "99" in " ".join(window.centre.banner.texts())
-        and "99" in window.features["whatif"].dock.error_label.text()
+        and "99" in win.whatif.dock.error_label.text()
     )
     assert window.result is first  # the panels keep the previous result
     with win.expect_run(flush=False):
-        window.features["whatif"].dock.rows[0].remove_button.click()
+        win.whatif.dock.rows[0].remove_button.click()
     assert window.result.capture.edits == {}
     assert torch.equal(window.result.capture.output, first.capture.output)
-    assert window.features["whatif"].dock.error_label.isHidden()
+    assert win.whatif.dock.error_label.isHidden()
 
 
 def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(
@@ -288,10 +288,10 @@ def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(
     with win.expect_run(flush=False):
         assert win.context_action("fc", 2, "Ablate").text() == "Ablate ch 2"
     assert float(window.result.capture.output[0, 2]) == 0.0
-    row = next(r for r in window.features["whatif"].change_view.rows() if r.index == 2)
+    row = next(r for r in win.whatif.change_view.rows() if r.index == 2)
     assert row.logit_a == 0.0  # the logit after the edit (run A is the edited run)
     window.reset_layout()
-    assert window.features["whatif"].dock.isVisible()
+    assert win.whatif.dock.isVisible()
 
 
 def test_patch_from_a_pinned_run(qtbot, actviz_window, tiny_cnn):
@@ -313,7 +313,7 @@ def test_patch_from_a_pinned_run(qtbot, actviz_window, tiny_cnn):
     got = window.result.layers["conv2"].view.data
     np.testing.assert_allclose(got[3], source["conv2"].tensor[0, 3].numpy(), rtol=1e-6)
     np.testing.assert_allclose(got[0], edited["conv2"].tensor[0, 0].numpy(), rtol=1e-6)
-    assert window.features["whatif"].dock.rows[0].label.text().endswith(f"({pinned.label})")
+    assert win.whatif.dock.rows[0].label.text().endswith(f"({pinned.label})")
 
 
 def test_live_frames_apply_the_edits(qtbot, actviz_window, tiny_cnn):
@@ -323,9 +323,9 @@ def test_live_frames_apply_the_edits(qtbot, actviz_window, tiny_cnn):
     from actviz.ui.live.frames import TensorFrames
 
     model = window.session.model
-    live = window.features["live"].controller
+    live = win.live.controller
     with win.expect_run(flush=False):
-        window.features["whatif"].add_edit("conv1", ablate([0, 1]))
+        win.whatif.add_edit("conv1", ablate([0, 1]))
     frames = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
     shown = live.frames_shown
     live.set_source(TensorFrames(frames, "clip"))
@@ -356,7 +356,7 @@ def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits
         assert window.open_model_source(source, wait=True)
     window.tick(["conv2"])
     with win.expect_run(flush=False):
-        window.features["whatif"].add_edit("conv2", ablate([1]))
+        win.whatif.add_edit("conv2", ablate([1]))
     assert window.session.model_open_args["arch"] is None
     assert window.export_all(tmp_path / "out", wait=True)
     script = (tmp_path / "out" / "reproduce.py").read_text()

@@ -50,7 +50,7 @@ def _leaves(menu, prefix=""):
             yield f"{prefix}{menu.title()} > {action.text()}", action
 
 
-def _settle(win) -> None:
+def _wait_or_cancel(win) -> None:
     """Wait for what the command started; a long job (a synthesis) is cancelled with Esc, as
     a user who does not wait for it would."""
     if not win.wait_idle(5_000):
@@ -86,14 +86,14 @@ def test_every_command_with_a_failing_backend(actviz_window, demo_resources, tmp
             if any(path.endswith(s) for s in SKIPPED) or not action.isEnabled():
                 continue
             action.trigger()
-            _settle(win)
+            _wait_or_cancel(win)
             done.append(path)
             assert not raised, f"{path} raised: {raised[0][1]!r}"
         for dock in window.findChildren(QDockWidget):
             for button in dock.findChildren(QPushButton):
                 if button.isEnabled() and button.isVisibleTo(dock):
                     button.click()
-                    _settle(win)
+                    _wait_or_cancel(win)
                     done.append(f"{dock.windowTitle()} > {button.text()}")
                     assert not raised, f"{done[-1]} raised: {raised[0][1]!r}"
     assert len(done) > 30

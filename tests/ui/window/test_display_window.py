@@ -10,16 +10,13 @@ from PIL import Image
 
 from actviz.display.mosaic import mosaic
 from actviz.io.export.typeset import MOSAIC_BACKGROUND
+from tests.helpers import frame, tile_pixels
 
 SIZE = (1400, 900)
 
 
-def _image(size: int = 64) -> torch.Tensor:
-    return torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(3))
-
-
 def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, actviz_window, resnet):
-    win = actviz_window(resnet, _image(), ["layer3", "layer4"], size=SIZE)
+    win = actviz_window(resnet, frame(3, 64), ["layer3", "layer4"], size=SIZE)
     win.run_and_wait()
     window = win.window
     pin = window.pin_result()
@@ -61,11 +58,6 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
     assert pin.result.layers["layer4"].mosaic is before[0]
 
 
-def _tile(pixels: np.ndarray, m, channel: int) -> np.ndarray:
-    y0, x0 = m.tile_origin(channel)
-    return pixels[y0 : y0 + m.tile_h, x0 : x0 + m.tile_w]
-
-
 @pytest.mark.parametrize(
     ("cmap", "normalize", "layers", "painted_with"),
     [
@@ -79,7 +71,7 @@ def _tile(pixels: np.ndarray, m, channel: int) -> np.ndarray:
 def test_exported_mosaic_pixels_are_the_panels_pixels(
     qtbot, actviz_window, resnet, tmp_path, cmap, normalize, layers, painted_with
 ):
-    win = actviz_window(resnet, _image(96), layers, size=SIZE)
+    win = actviz_window(resnet, frame(3, 96), layers, size=SIZE)
     window = win.window
     window.commands.colormap_combo.setCurrentText(cmap)
     window.commands.normalize_combo.setCurrentIndex(
@@ -107,7 +99,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
         assert exported.shape[:2] == whole.image.shape and painted.shape[:2] == m.image.shape
         for channel in range(m.first_channel, m.last_channel + 1):
             np.testing.assert_array_equal(
-                _tile(exported, whole, channel), _tile(painted, m, channel)[..., :3]
+                tile_pixels(exported, whole, channel), tile_pixels(painted, m, channel)[..., :3]
             )
         tiles = painted[..., 3] == 255
         pad = painted[..., 3] == 0

@@ -25,6 +25,6 @@ def test_every_dock_open_at_1280x720_keeps_the_window_height(actviz_window):
     assert all(d.toggleViewAction().isChecked() for d in docks)
     assert w.minimumSizeHint().height() <= 720
     # Closing and opening one again keeps the height too.
-    win.feature("whatif").dock.close()
+    win.whatif.dock.close()
     win.open_dock("Edits")
     win.qtbot.waitUntil(lambda: w.height() == 720, timeout=5000)

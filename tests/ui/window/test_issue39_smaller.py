@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from tests.ui.tiny_models import TinyCNN
-
-
-def _window(actviz_window, size=(1024, 640)):
-    torch.manual_seed(0)
-    win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "conv2"], size=size)
-    win.run_and_wait()
-    return win
+from tests.ui.tiny_models import tiny_window
 
 
 def test_a_long_status_message_stops_before_the_run_time(actviz_window):
-    win = _window(actviz_window)
+    win = tiny_window(actviz_window, size=(1024, 640))
     window = win.window
     timing = window.status.timing_label
     assert timing.text().startswith("ran in")
@@ -77,7 +70,7 @@ def test_file_dialogs_start_at_home_then_where_the_user_was(actviz_window, monke
 
     monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(open_name))
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(save_name))
-    win = _window(actviz_window)
+    win = tiny_window(actviz_window, size=(1024, 640))
     window = win.window
     with win.qtbot.waitSignal(window.input_loaded, timeout=30_000):
         window.commands.open_input_action.trigger()  # File > Open input...
@@ -95,7 +88,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
 
     from actviz.ui.sessions import feature as sessions
 
-    win = _window(actviz_window, (1280, 720))
+    win = tiny_window(actviz_window, size=(1280, 720))
     window = win.window
     # The Overview was never shown: the run skipped the input gradient.
     assert window.result.capture.input_grads is None
@@ -121,7 +114,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
 def test_the_scale_legend_never_splits_a_hyphenated_word(actviz_window):
     from PySide6.QtGui import QTextLayout
 
-    win = _window(actviz_window, (1024, 640))
+    win = tiny_window(actviz_window, size=(1024, 640))
     for name in ("conv1", "conv2"):
         legend = win.reveal(name).activation_slot.legend
         text = legend.text()

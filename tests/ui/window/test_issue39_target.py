@@ -10,21 +10,13 @@ import torch
 from PySide6.QtCore import Qt
 
 from actviz.analysis.effects.channel_effects import estimate_from_capture
+from tests.helpers import frame
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "conv2"]
 #: TinyCNN (seed 0) on this input answers class 2; ablating its top 3 conv2 channels makes
 #: class 1 lead (checked below, so the test cannot pass by the model not changing its mind).
 CLEAN, FLIPPED = 2, 1
-
-
-def _input() -> torch.Tensor:
-    return torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
-
-
-def _estimated(win, feature):
-    win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=30_000)
-    assert feature.effects is not None
 
 
 def _type_target(win, combo, text: str) -> None:
@@ -38,12 +30,12 @@ def _type_target(win, combo, text: str) -> None:
 def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
     torch.manual_seed(0)
     model = TinyCNN().eval()
-    win = actviz_window(model, _input(), LAYERS)
+    win = actviz_window(model, frame(3), LAYERS)
     clean = win.run_and_wait()
     assert clean.target_index == CLEAN
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     section = feature.view.sections["conv2"]
     feature.view.top_spin.setValue(3)
     first = tuple(feature.effects.top_channels("conv2", 3))
@@ -61,7 +53,7 @@ def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
     whatif = win.feature("whatif")
     assert whatif.change_view.target_row().index == CLEAN
     assert whatif.dock.summary.text().startswith(f"Target class {CLEAN}")
-    _estimated(win, feature)
+    win.effects.wait_estimates()
     assert feature.effects.target_index == CLEAN
     # The ranking is of the same class: the estimates of the edited capture for class 2.
     want = estimate_from_capture(model, edited.capture, LAYERS, target=CLEAN)
@@ -79,7 +71,7 @@ def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
 def test_the_user_or_the_input_changes_the_auto_target(actviz_window):
     torch.manual_seed(0)
     model = TinyCNN().eval()
-    win = actviz_window(model, _input(), LAYERS)
+    win = actviz_window(model, frame(3), LAYERS)
     win.run_and_wait()
     session = win.window.session
     assert session.run_target == CLEAN
@@ -93,7 +85,7 @@ def test_the_user_or_the_input_changes_the_auto_target(actviz_window):
     # Back to auto, then another input: its own top-1, described as the top-1.
     _type_target(win, combo, "auto")
     assert session.target is None
-    other = -2.0 * _input()
+    other = -2.0 * frame(3)
     win.set_input(other)
     result = win.run_and_wait()
     top = int(model(other).argmax())

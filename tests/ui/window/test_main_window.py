@@ -22,19 +22,11 @@ from actviz.ui.tree.model import NameRole
 from actviz.ui.window.main_window import MainWindow
 from actviz.ui.window.settings import AppSettings
 from tests.core.seed_models import SeedMLP
+from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
-from tests.ui.tiny_models import TinyCNN
+from tests.ui.tiny_models import TinyCNN, seeded_tiny_cnn  # noqa: F401 - an arch string names it here
 
 LEFT = Qt.MouseButton.LeftButton
-
-
-def _tiny() -> TinyCNN:
-    torch.manual_seed(0)
-    return TinyCNN().eval()
-
-
-def _x(seed: int = 1, shape=(1, 3, 16, 16)) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 TINY_LAYERS = ["conv1", "conv2", "fc"]
@@ -44,14 +36,14 @@ SIZE = (1400, 900)
 
 # -------------------------------------------------------------------------------- basics
 def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     assert "actviz" in window.windowTitle() and "TinyCNN" in window.windowTitle()
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
     result = window.result
-    expected = capture(model, _x(), ["conv1", "conv2", "fc"])
+    expected = capture(model, frame(1), ["conv1", "conv2", "fc"])
     shapes = {"conv1": (4, 16, 16), "conv2": (6, 8, 8), "fc": (5,)}
     for name, shape in shapes.items():
         layer = result.layers[name]
@@ -94,7 +86,7 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
 
 
 def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     with win.expect_run(flush=False):
@@ -107,7 +99,7 @@ def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_
 
 
 def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     started = []
@@ -125,7 +117,7 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
 
 
 def test_stale_results_are_discarded(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     finished = []
@@ -142,7 +134,7 @@ def test_stale_results_are_discarded(qtbot, actviz_window):
 
 
 def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     panel = window.layer_panels["conv2"]
@@ -183,7 +175,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     window.set_model(model, layers=["layer3", "layer4"])
-    window.set_input(_x(shape=(1, 3, 64, 64)))
+    window.set_input(frame(1, 64))
     win.run_and_wait()
     narrow, wide = window.layer_panels["layer3"], window.layer_panels["layer4"]
     # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
@@ -258,12 +250,12 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert window.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
     assert not window.turn_page("layer4", -1)  # no page before the first
     assert not window.turn_page("layer3", -1)
-    window.set_model(_tiny(), layers=["conv1"])
+    window.set_model(seeded_tiny_cnn(), layers=["conv1"])
     assert window.session.channel_pages == {} and window.session.page_channels == {}
 
 
 def test_changing_the_target_changes_the_gradients(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     before = window.result
@@ -288,7 +280,7 @@ def test_target_by_class_name(qtbot, actviz_window):
     window = win.window
     torch.manual_seed(0)
     window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
-    window.set_input(_x(shape=(1, 3, 64, 64)))
+    window.set_input(frame(1, 64))
     win.run_and_wait()
     assert window.commands.target_combo.count() == 1 + len(DEMO_CLASSES)
     with win.expect_run(flush=False):
@@ -312,7 +304,7 @@ def test_resnet18_random_init(qtbot, actviz_window):
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     window.set_model(model)
-    window.set_input(_x(shape=(1, 3, 64, 64)))
+    window.set_input(frame(1, 64))
     win.run_and_wait()
     assert list(window.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
     layers = window.result.layers
@@ -382,8 +374,8 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
 
 # -------------------------------------------------------------------------------- bad input
 def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, actviz_window):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     previous = window.result
@@ -396,14 +388,14 @@ def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, 
     assert window.result is previous
     assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
     assert_no_hooks(model)
-    window.set_input(_x(2))
+    window.set_input(frame(2))
     win.run_and_wait()
     assert not any("Run failed" in t for t in window.centre.banner.texts())
 
 
 def test_a_forward_that_raises_shows_a_message(qtbot, actviz_window):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     model.fail = True
@@ -416,8 +408,8 @@ def test_a_forward_that_raises_shows_a_message(qtbot, actviz_window):
 
 
 def test_nan_outputs_are_reported_and_highlighted(qtbot, actviz_window):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     model.poison = True
@@ -434,8 +426,8 @@ def test_nan_outputs_are_reported_and_highlighted(qtbot, actviz_window):
 
 
 def test_corrupt_checkpoint_keeps_the_current_model(qtbot, actviz_window, tmp_path):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     broken = tmp_path / "broken.pt"
@@ -452,7 +444,7 @@ def test_corrupt_checkpoint_keeps_the_current_model(qtbot, actviz_window, tmp_pa
 
 
 def test_unreadable_input_file_keeps_the_current_input(qtbot, actviz_window, tmp_path):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     bad = tmp_path / "noise.png"
@@ -509,12 +501,12 @@ def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
 
 # -------------------------------------------------------------------------------- model / input
 def test_untrusted_pickle_asks_before_unpickling(qtbot, actviz_window, tmp_path):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     path = tmp_path / "whole_model.pt"
-    torch.save(_tiny(), path)
+    torch.save(seeded_tiny_cnn(), path)
     asked, trusts = [], []
     real_loader = window.model_loader
 
@@ -552,12 +544,12 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     path = tmp_path / "scripted.pt"
-    torch.jit.script(_tiny()).save(str(path))
+    torch.jit.script(seeded_tiny_cnn()).save(str(path))
     assert window.open_model_source(str(path), wait=True)
     assert window.centre.banner.isVisible()
     assert any("TorchScript" in t for t in window.centre.banner.texts())
     # Its runs warn the same sentence: the banner says it once, not once per source.
-    window.set_input(_x())
+    window.set_input(frame(1))
     win.run_and_wait()
     assert window.result is not None and window.result.warnings
     texts = window.centre.banner.texts()
@@ -573,7 +565,7 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
 def test_state_dict_needs_the_architecture_field(qtbot, actviz_window, tmp_path):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    source = _tiny()
+    source = seeded_tiny_cnn()
     path = tmp_path / "weights.pt"
     torch.save(source.state_dict(), path)
     assert window.open_model_source(str(path), wait=True) is False
@@ -601,7 +593,7 @@ def test_unregistered_modules_warning_is_a_visible_banner(qtbot, actviz_window):
 
 
 def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, actviz_window, tmp_path):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     path = tmp_path / "dropped.png"
@@ -635,7 +627,7 @@ def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, actviz_window, tmp_pa
 def test_module_details_and_train_mode(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    model = _tiny()
+    model = seeded_tiny_cnn()
     model.conv2.train()
     window.set_model(model, layers=["conv1"])
     proxy_index = window.model_dock.tree_proxy.mapFromSource(
@@ -786,9 +778,9 @@ def test_bundled_sample_picker(qtbot, demo_resources, actviz_window):
 def test_view_settings_apply_and_persist(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    model = _tiny()
+    model = seeded_tiny_cnn()
     window.set_model(model, layers=["conv1", "conv2"])
-    window.set_input(_x())
+    window.set_input(frame(1))
     win.run_and_wait()
     window.commands.colormap_combo.setCurrentText("magma")
     assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
@@ -814,7 +806,7 @@ def test_view_settings_apply_and_persist(qtbot, actviz_window):
 
 
 def test_shortcuts(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     keys = {a.text(): a.shortcut().toString() for a in window.actions()}
@@ -829,7 +821,7 @@ def test_shortcuts(qtbot, actviz_window):
 
 
 def test_gradcam_layer_is_selectable(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     assert set(window.result.grad_cams) == {"conv1", "conv2"}
@@ -842,8 +834,8 @@ def test_gradcam_layer_is_selectable(qtbot, actviz_window):
 
 # -------------------------------------------------------------------------------- export
 def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
-    model = _tiny()
-    win = actviz_window(model, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    model = seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     window.select_layer("conv2")
@@ -853,7 +845,7 @@ def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
         assert image.width > 100 and image.height > 100
     paths = window.export_layer_npy(tmp_path / "arrays")
     assert sorted(p.name for p in paths) == ["conv2.activation.npy", "conv2.gradient.npy"]
-    expected = capture(model, _x(), ["conv2"])["conv2"]
+    expected = capture(model, frame(1), ["conv2"])["conv2"]
     np.testing.assert_allclose(
         np.load(tmp_path / "arrays" / "conv2.activation.npy"), expected.tensor.numpy(), rtol=1e-6
     )
@@ -867,7 +859,7 @@ def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
 
 
 def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     threads = []
@@ -908,8 +900,8 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
 # -------------------------------------------------------------------------------- lifecycle
 @pytest.mark.slow
 def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, actviz_window):
-    model = _tiny()
-    x = _x()
+    model = seeded_tiny_cnn()
+    x = frame(1)
     for i in range(50):
         win = actviz_window(size=None, debounce_ms=5, auto_run=True, show=False)
         window = win.window
@@ -1006,15 +998,15 @@ def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     assert window.session.memory_budget == 1 << 30
-    assert window.features["live"].controller.memory_budget == 1 << 30
-    assert window.features["live"].dock.budget_spin.value() == 1024  # MiB
+    assert win.live.controller.memory_budget == 1 << 30
+    assert win.live.dock.budget_spin.value() == 1024  # MiB
     window.close()
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "512MiB")
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     assert window.session.memory_budget == 512 << 20
-    assert window.features["live"].controller.memory_budget == 512 << 20
-    assert window.features["live"].dock.budget_spin.value() == 512
+    assert win.live.controller.memory_budget == 512 << 20
+    assert win.live.dock.budget_spin.value() == 512
     window.close()
     # A budget from the environment is obeyed: one 64x64x64 map (1 MiB) is over 200 kB.
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")
@@ -1036,7 +1028,7 @@ def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
 
 
 def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     # after a run the last spatial layer shown is selected (not fc's few values)
@@ -1051,12 +1043,12 @@ def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, a
 def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
     qtbot, actviz_window
 ):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
     window.resize(900, 420)  # room for about one layer panel: the others are off screen
     qtbot.waitUntil(lambda: not window.panel_updates_pending(), timeout=2000)
-    window.set_input(_x(seed=7))
+    window.set_input(frame(7))
     with win.expect_run(flush=False):
         assert window.run() is not None
     result = window.session.result

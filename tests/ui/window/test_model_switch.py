@@ -19,7 +19,7 @@ from tests.io.hf_tiny import save_tiny_gpt2  # noqa: E402
 LOAD_MS = 120_000
 
 
-def _open(win, source: str, **kwargs) -> None:
+def _open_and_check(win, source: str, **kwargs) -> None:
     """Open ``source`` and wait until the window ran it and painted its result."""
     w = win.window
     with win.expect_run(LOAD_MS):
@@ -43,7 +43,7 @@ def test_a_text_model_after_an_image_gets_a_prompt_and_the_image_comes_back(
     image_source = w.session.input.source
     assert image_source.endswith(".png")
 
-    _open(win, str(gpt2))
+    _open_and_check(win, str(gpt2))
     assert w.session.input.source == "text:" + DEFAULT_PROMPT
     assert any("does not fit" in m for m in win.banner_messages())
     # The user's own text then replaces the stand-in: the note about it goes.
@@ -53,17 +53,17 @@ def test_a_text_model_after_an_image_gets_a_prompt_and_the_image_comes_back(
     assert not any("does not fit" in m for m in win.banner_messages())
     assert w.session.input.source == "text:the cat sat on the mat"
 
-    _open(win, "timm:vit_tiny_patch16_224", weights="none")
+    _open_and_check(win, "timm:vit_tiny_patch16_224", weights="none")
     # The text did not fit the ViT: the image comes back (read with the ViT's transforms).
     assert w.session.input.source == image_source
     assert tuple(w.session.input.value.shape) == (1, 3, 224, 224)
 
-    _open(win, "demo")
+    _open_and_check(win, "demo")
     assert w.session.input.source == image_source
 
-    _open(win, str(gpt2))
+    _open_and_check(win, str(gpt2))
     assert w.session.input.source.startswith("text:")
-    _open(win, "demo")
+    _open_and_check(win, "demo")
     assert w.session.input.source == image_source
 
 

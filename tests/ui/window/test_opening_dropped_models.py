@@ -19,13 +19,13 @@ class _Net(nn.Module):
         return self.conv(x).mean((2, 3))
 
 
-def _window(actviz_window):
+def _dropped_net_window(actviz_window):
     torch.manual_seed(0)
     return actviz_window(_Net().eval(), frame(0), layers=["conv"])
 
 
 def test_a_dropped_torchscript_pt_opens_as_the_model(qtbot, actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _dropped_net_window(actviz_window)
     path = tmp_path / "scripted.pt"
     torch.jit.save(torch.jit.script(_Net().eval()), str(path))
     with qtbot.waitSignal(win.window.model_loaded, timeout=LOAD_TIMEOUT_MS):
@@ -35,7 +35,7 @@ def test_a_dropped_torchscript_pt_opens_as_the_model(qtbot, actviz_window, tmp_p
 
 
 def test_a_dropped_state_dict_pt_is_opened_as_the_model(qtbot, actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _dropped_net_window(actviz_window)
     path = tmp_path / "weights.pt"
     torch.save(_Net().state_dict(), path)
     with qtbot.waitSignal(win.window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as blocker:
@@ -46,7 +46,7 @@ def test_a_dropped_state_dict_pt_is_opened_as_the_model(qtbot, actviz_window, tm
 
 
 def test_a_dropped_tensor_pt_is_still_an_input(qtbot, actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _dropped_net_window(actviz_window)
     path = tmp_path / "x.pt"
     torch.save(frame(1), path)
     with qtbot.waitSignal(win.window.input_loaded, timeout=LOAD_TIMEOUT_MS):

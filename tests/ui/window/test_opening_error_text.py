@@ -9,14 +9,14 @@ import torch
 from tests.ui.conftest import LOAD_TIMEOUT_MS, frame
 
 
-def _window(actviz_window):
+def _conv_window(actviz_window):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
     return actviz_window(model, frame(0), layers=["0"])
 
 
 def test_a_model_error_names_the_file_once(qtbot, actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _conv_window(actviz_window)
     path = tmp_path / "empty.pt"
     path.write_bytes(b"")
     with qtbot.waitSignal(win.window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
@@ -28,7 +28,7 @@ def test_a_model_error_names_the_file_once(qtbot, actviz_window, tmp_path):
 
 
 def test_an_input_error_names_the_file_once(qtbot, actviz_window, tmp_path):
-    win = _window(actviz_window)
+    win = _conv_window(actviz_window)
     path = tmp_path / "notes.txt"
     path.write_text("hello")
     with qtbot.waitSignal(win.window.input_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:

@@ -56,7 +56,7 @@ def _press_ctrl_p(qtbot, window: MainWindow) -> None:
     qtbot.keyClick(window, Qt.Key.Key_P, Qt.KeyboardModifier.ControlModifier)
 
 
-def _click_menu_item(qtbot, menu, text: str) -> None:
+def _pop_up_and_click(qtbot, menu, text: str) -> None:
     """Open ``menu`` and click its item ``text`` with the mouse."""
     from PySide6.QtCore import QPoint, Qt
 
@@ -131,14 +131,14 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
     assert window.commands.pins_menu in [a.menu() for a in run_menu.actions()]
     assert window.commands.pins_menu.title() == "Pinned results (3)"
     # The result on screen (seed 3) is pinned: "Unpin this result" lets that one go.
-    _click_menu_item(qtbot, window.commands.pins_menu, "Unpin this result")
+    _pop_up_and_click(qtbot, window.commands.pins_menu, "Unpin this result")
     assert (
         len(window.session.pins) == 2 and window.commands.pins_menu.title() == "Pinned results (2)"
     )
     assert window.session.pins.find(window.result) is None
     assert not window.commands.unpin_action.isEnabled()
     # "Unpin all" lets the other two go: once nothing else holds them, their captures are freed.
-    _click_menu_item(qtbot, window.commands.pins_menu, "Unpin all")
+    _pop_up_and_click(qtbot, window.commands.pins_menu, "Unpin all")
     assert len(window.session.pins) == 0 and window.commands.pins_menu.title() == "Pinned results"
     assert not window.commands.unpin_all_action.isEnabled()
     assert "pinned" not in window.status.timing_label.text()
@@ -187,7 +187,7 @@ def test_showing_a_pin_pauses_live_playback(qtbot, actviz_window, tiny_cnn):
     window.set_input(frame(1))
     win.run_and_wait()
     pin = window.pin_result()
-    live = window.features["live"].controller
+    live = win.live.controller
     live.set_source(TensorFrames(torch.cat([frame(s) for s in range(4)]), "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
     live.set_speed(30)

@@ -128,7 +128,7 @@ def test_model_leftovers_names_hooks_wrapped_forwards_and_changed_flags():
     assert model_leftovers(model, before) == []
 
 
-def _report(model, rss, heap, **kwargs):
+def _stress_report(model, rss, heap, **kwargs):
     samples = tuple(
         Sample(i * 100, {"MainWindow": 1}, r, h)
         for i, (r, h) in enumerate(zip(rss, heap, strict=True))
@@ -146,8 +146,10 @@ def test_stress_bench_reports_every_figure():
 
     crash = Failure(3, "crash", "the process died (exit -11)", ("3:click tile",))
     reports = [
-        _report("demo", [900, 1000, 1100], [200, 210, 220]),
-        _report("gpt2", [900, 950, 950], [200, 200, 200], crashes=(crash,), max_block_ms=150),
+        _stress_report("demo", [900, 1000, 1100], [200, 210, 220]),
+        _stress_report(
+            "gpt2", [900, 950, 950], [200, 200, 200], crashes=(crash,), max_block_ms=150
+        ),
     ]
     # RSS per 1,000 actions: the slope after the warm-up (100 MiB per 100 actions).
     assert reports[0].rss_growth_per_1k_mib == pytest.approx(1000.0)
@@ -164,9 +166,9 @@ def test_stress_bench_reports_every_figure():
     assert summary["stress_hangs"] == 0 and summary["stress_max_block_ms"] == 150
     assert summary["stress_rss_growth_per_1k_mib"] == pytest.approx(1000.0)
     # A long run leaves its warm-up out: 400 MiB in its first 250 actions, then flat.
-    long = _report("demo", [900, 1000, 1300, 1300, 1300, 1300], [200] * 6)
+    long = _stress_report("demo", [900, 1000, 1300, 1300, 1300, 1300], [200] * 6)
     assert long.rss_growth_per_1k_mib == pytest.approx(0.0)
-    assert _report("demo", [900, 1000, 1300], [200] * 3).rss_growth_per_1k_mib > 0
+    assert _stress_report("demo", [900, 1000, 1300], [200] * 3).rss_growth_per_1k_mib > 0
     # A report survives its trip through JSON (how a case process hands it back).
     back = StressReport.from_json(reports[1].to_json())
     assert back == reports[1]

@@ -44,7 +44,7 @@ def test_minimum_size_fits_1024x640_on_every_tab_and_with_any_banner(qtbot, actv
     win = actviz_window(resnet, x, ["layer1", "layer2", "layer3", "layer4", "fc"], size=None)
     win.run_and_wait()
     window = win.window
-    assert window.features["live"].dock is not None and not window.features["live"].dock.isVisible()
+    assert win.live.dock is not None and not win.live.dock.isVisible()
     for index in range(window.centre.tabs.count()):
         window.centre.tabs.setCurrentIndex(index)
         qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
@@ -57,7 +57,7 @@ def test_minimum_size_fits_1024x640_on_every_tab_and_with_any_banner(qtbot, actv
             window.centre.tabs.setCurrentIndex(index)
             _fits(window)
     # The live dock, once opened, scrolls instead of making the window taller.
-    window.features["live"].dock.show()
+    win.live.dock.show()
     _fits(window)
     # And the window really takes that size (no widget forces it larger).
     _resize_to(qtbot, window, MAX_MIN_W, MAX_MIN_H)
@@ -96,8 +96,9 @@ def _view_menu(window: QMainWindow):
 
 
 def test_docks_close_reopen_from_view_and_tab_together(qtbot, actviz_window):
-    window = actviz_window(size=None, auto_run=True).window
-    model, live = window.model_dock, window.features["live"].dock
+    win = actviz_window(size=None, auto_run=True)
+    window = win.window
+    model, live = window.model_dock, win.live.dock
     menu_actions = _view_menu(window).actions()
     for dock in (model, live):
         assert dock.features() & QDockWidget.DockWidgetFeature.DockWidgetClosable
@@ -122,11 +123,12 @@ def test_docks_close_reopen_from_view_and_tab_together(qtbot, actviz_window):
 
 
 def test_live_dock_opens_when_live_mode_is_used(qtbot, actviz_window):
-    window = actviz_window(size=None, auto_run=True).window
+    win = actviz_window(size=None, auto_run=True)
+    window = win.window
     torch.manual_seed(0)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
     window.set_input(torch.randn(1, 3, 16, 16))
-    dock, live = window.features["live"].dock, window.features["live"].controller
+    dock, live = win.live.dock, win.live.controller
     assert not dock.isVisible()
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     live.set_source(TensorFrames(frames, "clip"))  # what the source selector does
@@ -142,53 +144,53 @@ def test_live_dock_opens_when_live_mode_is_used(qtbot, actviz_window):
 def test_the_live_dock_is_read_without_scrolling_sideways_at_1280x720(qtbot, actviz_window):
     """Its source list (sized to its longest item) and its playback row (a frame's name beside
     speed and loop) made its content 411 px wide in a 300 px dock: clipped, a scroll bar."""
-    window = actviz_window(size=None, auto_run=True).window
+    win = actviz_window(size=None, auto_run=True)
+    window = win.window
     window.resize(1280, 720)
     torch.manual_seed(0)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
     window.set_input(torch.randn(1, 3, 16, 16))
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
-    window.features["live"].controller.set_source(
-        TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4")
-    )
-    dock = window.features["live"].dock
+    win.live.controller.set_source(TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4"))
+    dock = win.live.dock
     qtbot.waitUntil(lambda: dock.isVisible() and dock.width() > 0)
     scroll = dock.widget()
     qtbot.waitUntil(lambda: scroll.widget().width() <= scroll.viewport().width())
     assert scroll.widget().minimumSizeHint().width() <= dock.width()
     assert scroll.horizontalScrollBar().maximum() == 0
-    window.features["live"].controller.pause()
+    win.live.controller.pause()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=RUN_TIMEOUT_MS)
     window.close()
 
 
 def test_window_state_is_restored_from_settings(qtbot, actviz_window):
-    window = actviz_window(size=None, auto_run=True).window
+    win = actviz_window(size=None, auto_run=True)
+    window = win.window
     # Inside the offscreen screen (800x600): a restored geometry is kept on screen.
     _resize_to(qtbot, window, 760, 540)
     window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.model_dock)
-    window.features["live"].dock.show()
-    window.tabifyDockWidget(window.model_dock, window.features["live"].dock)
-    qtbot.waitUntil(lambda: window.features["live"].dock.isVisible(), timeout=2000)
+    win.live.dock.show()
+    window.tabifyDockWidget(window.model_dock, win.live.dock)
+    qtbot.waitUntil(lambda: win.live.dock.isVisible(), timeout=2000)
     saved = (window.width(), window.height())
     assert saved[0] == 760  # (tabbed docks may need a little more height)
     window.close()
     window.settings.sync()
 
-    again = actviz_window(size=None, auto_run=True).window
+    other = actviz_window(size=None, auto_run=True)
+    again = other.window
     assert (again.width(), again.height()) == saved
     assert again.dockWidgetArea(again.model_dock) == Qt.DockWidgetArea.RightDockWidgetArea
-    assert again.tabifiedDockWidgets(again.model_dock) == [again.features["live"].dock]
-    assert (
-        again.dockWidgetArea(again.features["live"].dock) == Qt.DockWidgetArea.RightDockWidgetArea
-    )
+    assert again.tabifiedDockWidgets(again.model_dock) == [other.live.dock]
+    assert again.dockWidgetArea(other.live.dock) == Qt.DockWidgetArea.RightDockWidgetArea
     again.close()
 
 
 def test_first_start_without_settings_has_live_closed_and_model_left(qtbot, actviz_window):
-    window = actviz_window(size=None, auto_run=True).window
+    win = actviz_window(size=None, auto_run=True)
+    window = win.window
     assert window.dockWidgetArea(window.model_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
-    assert window.model_dock.isVisible() and not window.features["live"].dock.isVisible()
+    assert window.model_dock.isVisible() and not win.live.dock.isVisible()
     window.close()
 
 

@@ -18,13 +18,14 @@ from actviz.io.errors import ModelLoadError
 from actviz.io.models.demo_model import generate_image
 from actviz.io.models.loaded_model import LoadedModel
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
+from tests.helpers import frame
 from tests.ui.conftest import LOAD_TIMEOUT_MS
-from tests.ui.tiny_models import TinyCNN
-from tests.ui.window.test_main_window import SIZE, TINY_LAYERS, _tiny, _x
+from tests.ui.tiny_models import TinyCNN, seeded_tiny_cnn
+from tests.ui.window.test_main_window import SIZE, TINY_LAYERS
 
 
 def _loaded(source: str, model: torch.nn.Module | None = None, **extra) -> LoadedModel:
-    return LoadedModel(model if model is not None else _tiny(), f"tiny {source}", source, "module",
+    return LoadedModel(model if model is not None else seeded_tiny_cnn(), f"tiny {source}", source, "module",
                        **extra)  # fmt: skip
 
 
@@ -51,8 +52,23 @@ class GatedLoader:
         self.released.append(source)
         if source.startswith("broken"):
             raise ModelLoadError(f"{source}: not a checkpoint")
-        self.models[source] = _tiny()
+        self.models[source] = seeded_tiny_cnn()
         return _loaded(source, self.models[source])
+
+
+def _tiny_run(actviz_window, model: torch.nn.Module | None = None):
+    """A window on the tiny CNN (or ``model``) with its layers ticked, run once."""
+    model = model if model is not None else seeded_tiny_cnn()
+    win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
+    win.run_and_wait()
+    return win
+
+
+def _gated_loader(window) -> GatedLoader:
+    """A :class:`GatedLoader` the window opens its models with from now on."""
+    loader = GatedLoader()
+    window.model_loader = loader
+    return loader
 
 
 def _png(tmp_path, size: int = 16):
@@ -63,13 +79,11 @@ def _png(tmp_path, size: int = 16):
 
 # -------------------------------------------------------------------------------- responsive
 def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
-    old = _tiny()
-    win = actviz_window(old, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    old = seeded_tiny_cnn()
+    win = _tiny_run(actviz_window, old)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("resnet18")
-    window.model_loader = loader
     ticks = []
     timer = QTimer()
     timer.setInterval(10)
@@ -115,8 +129,7 @@ def _loader_threads(window) -> list[bool]:
 
 
 def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     threads = _loader_threads(window)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
@@ -130,8 +143,7 @@ def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_w
 
 # -------------------------------------------------------------------------------- stale / failed
 def test_a_stale_model_load_is_dropped(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     loader = GatedLoader()
     first_gate = loader.gate("first")
@@ -154,13 +166,11 @@ def test_a_stale_model_load_is_dropped(qtbot, actviz_window):
 
 
 def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
-    old = _tiny()
-    win = actviz_window(old, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    old = seeded_tiny_cnn()
+    win = _tiny_run(actviz_window, old)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("broken.pt")
-    window.model_loader = loader
     previous = window.result
     window.open_model_source("broken.pt")
     assert loader.started["broken.pt"].wait(5)
@@ -177,13 +187,11 @@ def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
 
 
 def test_cancel_drops_a_model_load(qtbot, actviz_window):
-    old = _tiny()
-    win = actviz_window(old, _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    old = seeded_tiny_cnn()
+    win = _tiny_run(actviz_window, old)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("slow")
-    window.model_loader = loader
     window.open_model_source("slow")
     assert loader.started["slow"].wait(5)
     with qtbot.waitSignal(window.model_load_failed, timeout=2000) as failed:
@@ -197,15 +205,13 @@ def test_cancel_drops_a_model_load(qtbot, actviz_window):
 
 
 def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
-    loader = GatedLoader()
+    loader = _gated_loader(window)
     gate = loader.gate("slow")
-    window.model_loader = loader
     window.open_model_source("slow")
     assert loader.started["slow"].wait(5)
-    mine = _tiny()
+    mine = seeded_tiny_cnn()
     window.set_model(mine, layers=["conv1"])
     gate.set()
     qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
@@ -216,8 +222,7 @@ def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
 def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    loader = GatedLoader()
-    window.model_loader = loader
+    loader = _gated_loader(window)
     assert window.open_model_source("quick", wait=True) is True
     assert window.session.model is loader.models["quick"]
     assert window.open_model_source("broken", wait=True) is False
@@ -271,7 +276,7 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
 ):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(_tiny(), layers=["conv1"])
+    window.set_model(seeded_tiny_cnn(), layers=["conv1"])
     path = _png(tmp_path, 16)
     with win.expect_run(flush=False):
         assert window.open_input_source(str(path))
@@ -292,8 +297,7 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
 def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
     qtbot, actviz_window, tmp_path
 ):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     real = window.input_loader
     release_a, a_started = threading.Event(), threading.Event()
@@ -337,11 +341,10 @@ def test_load_demo_opens_model_and_sample_in_the_background(qtbot, actviz_window
 
 
 def test_input_files_open_with_tensors_too(qtbot, actviz_window, tmp_path):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     path = tmp_path / "x.pt"
-    x = _x(7)
+    x = frame(7)
     torch.save(x, path)
     with win.expect_run(flush=False):
         assert window.open_input_source(str(path), wait=True) is True
@@ -350,8 +353,7 @@ def test_input_files_open_with_tensors_too(qtbot, actviz_window, tmp_path):
 
 
 def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tmp_path):
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
-    win.run_and_wait()
+    win = _tiny_run(actviz_window)
     window = win.window
     release, started = threading.Event(), threading.Event()
     real = window.input_loader
@@ -377,7 +379,7 @@ def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tm
 def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, monkeypatch):
     import actviz.io.export.capture_export as export_module
 
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     # On the Overview the run has its saliency: the export starts at once, no re-run.
     win.window.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()
@@ -411,7 +413,7 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
     """The real export_capture, held while it writes conv2's first file, then cancelled."""
     from PIL import Image
 
-    win = actviz_window(_tiny(), _x(), TINY_LAYERS, size=SIZE, auto_run=True)
+    win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     # On the Overview the run has its saliency: the export starts at once, no re-run.
     win.window.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()

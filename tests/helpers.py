@@ -1,0 +1,44 @@
+"""Plain helpers several test folders share: seeded inputs, a mosaic tile's pixels, a session
+file rewritten with a change (Qt-free; the window tests' own are in tests/ui)."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def frame(seed: int, size: int = 16) -> torch.Tensor:
+    """A random normal 1x3x``size``x``size`` input, the same for the same ``seed``."""
+    return random_frames(1, seed, size)
+
+
+def random_frames(count: int, seed: int, size: int = 16) -> torch.Tensor:
+    """``count`` random normal 3x``size``x``size`` frames stacked (a clip), seeded."""
+    return torch.randn(count, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def tile_pixels(pixels: np.ndarray, mosaic, channel: int) -> np.ndarray:
+    """The part of a mosaic's painted ``pixels`` that is the tile of ``channel``."""
+    y0, x0 = mosaic.tile_origin(channel)
+    return pixels[y0 : y0 + mosaic.tile_h, x0 : x0 + mosaic.tile_w]
+
+
+def rewrite_zip(src: Path, dst: Path, change: Callable[[dict[str, bytes]], None]) -> None:
+    """Copy the zip file ``src`` (a session file) to ``dst`` with ``change(members)`` applied
+    to its ``{name: bytes}`` members."""
+    with zipfile.ZipFile(src) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    change(members)
+    with zipfile.ZipFile(dst, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+def noise_picture(size: int = 96, seed: int = 4) -> torch.Tensor:
+    """A random ``size`` x ``size`` RGB picture (uint8 noise) as a 1x3xHxW tensor in [0, 1]."""
+    image = (np.random.default_rng(seed).random((size, size, 3)) * 255).astype(np.uint8)
+    return torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255

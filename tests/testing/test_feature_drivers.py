@@ -1,0 +1,88 @@
+"""The per-feature drivers on the public driver (``win.live``, ``win.compare``,
+``win.sessions``, ...) and ``actviz_window(features=[...])`` building only the features named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actviz.core.capture import capture
+from actviz.io.input_files import open_input
+from actviz.testing.plugin import feature_classes
+from actviz.ui.live.frames import TensorFrames
+from actviz.ui.window.features import default_features
+from tests.helpers import frame, random_frames
+from tests.ui.tiny_models import seeded_tiny_cnn
+
+LAYERS = ["conv1", "conv2", "fc"]
+
+
+def _feature_names(win) -> set[str]:
+    """The window's features but the plugin host (always there)."""
+    return set(win.window.features) - {"plugins"}
+
+
+def test_a_window_builds_only_the_features_it_names(actviz_window):
+    win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], features=["live", "compare"])
+    assert _feature_names(win) == {"live", "compare"}
+    assert win.live.feature is win.feature("live")
+    with pytest.raises(KeyError, match="no feature 'whatif'"):
+        win.whatif.add_edit("conv1", None)
+    assert _feature_names(actviz_window(features=[])) == set()
+    assert _feature_names(actviz_window()) == {make.name for make in default_features()}
+
+
+def test_features_are_named_or_given_as_classes_and_a_wrong_name_lists_the_names():
+    live, compare = (
+        next(m for m in default_features() if m.name == n) for n in ("live", "compare")
+    )
+    assert feature_classes(["compare", live]) == [compare, live]
+    with pytest.raises(ValueError, match=r"no feature 'lve'; the features are \[.*'live'"):
+        feature_classes(["lve"])
+
+
+def test_the_live_driver_plays_a_clip_and_reads_out_paused(actviz_window):
+    win = actviz_window(seeded_tiny_cnn(), frame(1), LAYERS, auto_run=True, features=["live"])
+    win.run_and_wait()
+    live = win.live.configure(max_fps=1000)
+    assert live is win.live.controller
+    clip = random_frames(3, 2)
+    live.set_source(TensorFrames(clip, "clip"))
+    win.live.wait_frames(1)
+    win.live.wait_idle()
+    assert live.frames_shown >= 1
+    shown = win.window.result.capture.inputs
+    assert any(torch.equal(shown, clip[i : i + 1]) for i in range(3))
+    live.pause()
+    win.live.wait_idle()
+    assert win.live.status_text() == "live paused"
+    assert win.live.stats_text().startswith("paused · capture ")
+    assert win.live.show_dock().isVisible()
+
+
+def test_the_compare_driver_compares_with_an_input_and_paints_the_differences(actviz_window):
+    win = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS, features=["compare"])
+    win.run_and_wait()
+    view = win.compare.compare_with_input("random:1x3x16x16:5")
+    model = win.session.model
+    cap_a = win.window.result.capture
+    cap_b = capture(model, open_input("random:1x3x16x16:5", model=model).value, LAYERS)
+    assert view.chart.names == LAYERS
+    assert win.compare.show_page() is win.window.centre.tabs.currentWidget()
+    win.compare.wait_diff_panels()
+    diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
+    np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
+
+
+def test_the_sessions_driver_saves_and_opens_a_session(actviz_window, tmp_path):
+    win = actviz_window(seeded_tiny_cnn(), frame(2), ["conv1", "fc"], features=["sessions"])
+    win.run_and_wait()
+    path = tmp_path / "s.actviz"
+    win.sessions.save(path)
+    assert path.is_file()
+    # A model given in code is not in the file: the other window shows the same one.
+    other = actviz_window(seeded_tiny_cnn(), frame(4), ["conv1"], features=["sessions"])
+    other.sessions.open(path)
+    assert other.session.ticked == win.session.ticked
+    assert torch.equal(other.session.input.value, frame(2))

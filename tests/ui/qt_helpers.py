@@ -1,0 +1,29 @@
+"""Plain Qt helpers several window and panel test files share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication
+
+
+def process_events(rounds: int = 6) -> None:
+    """Let Qt handle what is queued, ``rounds`` passes (deferred layouts, posted events)."""
+    for _ in range(rounds):
+        QCoreApplication.processEvents()
+
+
+def show_widget(qtbot: Any, widget: Any, width: int = 560, height: int = 260) -> Any:
+    """Give ``widget`` to ``qtbot``, resize it, show it and wait until it is exposed; returns
+    it."""
+    qtbot.addWidget(widget)
+    widget.resize(width, height)
+    widget.show()
+    qtbot.waitExposed(widget)
+    QCoreApplication.processEvents()
+    return widget
+
+
+def wait_not_busy(qtbot: Any, thing: Any, timeout_ms: int = 60_000) -> None:
+    """Wait until ``thing.is_busy()`` (a page, a feature) says it is done."""
+    qtbot.waitUntil(lambda: not thing.is_busy(), timeout=timeout_ms)
