@@ -525,10 +525,20 @@ class StressDriver(UserActions):
                 ok = self._wait(self._idle, IDLE_TIMEOUT_S)
         else:
             ok = self._wait(self._idle, timeout_s)
-        self.window.flush_panel_updates()
+        self._flush_panels()
         if not ok and timeout_s is None:
             self.note_stuck("the window did not become idle")
         return ok
+
+    def _flush_panels(self) -> None:
+        """Fill every panel, off screen too (later actions see all of it): the driver's doing,
+        not the window's (it fills panels as they scroll in), so not timed, like a restart."""
+        timing = self.probe is not None and self.probe.timer.isActive()
+        if timing:
+            self.probe.stop()
+        self.window.flush_panel_updates()
+        if timing:
+            self.probe.start()
 
     def _leftovers(self) -> list[str]:
         """Hooks and changed flags on every model a window showed (the window idle)."""

@@ -197,12 +197,10 @@ class ResultDisplay:
         layer). Mosaics change their normalisation too where "auto" makes them symmetric
         about 0: new layers from the result's views, no new run; the result is not changed."""
         self.session.set_view(colormap=name)
-        result = self.session.result
-        for panel_name, panel in self.layer_panels.items():
+        for panel in self.layer_panels.values():
             panel.set_colormap(name)
-            if result is not None and panel_name in result.layers:
-                layer = self._pending_panels.pop(panel_name, result.layers[panel_name])
-                self._update_panel(panel, layer)
+        for panel_name in self.layer_panels:  # re-made in the display passes, on screen first
+            self.refresh_panel(panel_name)
         self.channel_view.set_colormap(name)
 
     def set_gradients_visible(self, visible: bool) -> None:
@@ -496,9 +494,10 @@ class ResultDisplay:
         # New panels are filled now while time is left (they have no geometry yet to tell
         # whether they are on screen); the others wait with the pending updates, even the
         # first: making a panel and filling it in one pass blocked the GUI thread for over
-        # 100 ms (a token panel's canvases, a big mosaic's first fit).
+        # 100 ms (a big mosaic's first fit). Token panels always wait: their two plots (~26 ms
+        # of CPU) are built once on screen, one a pass.
         for name in made:
-            if in_budget():
+            if in_budget() and result.layers[name].tokens is None:
                 self._update_panel(self.layer_panels[name], result.layers[name])
                 self._just_made.add(name)
             else:
@@ -663,12 +662,14 @@ class ResultDisplay:
         return class_units(layer.shape, shape, self.session.categories)
 
     def refresh_panel(self, name: str) -> None:
-        """Show layer ``name`` of the current result in its panel again, now."""
+        """Show layer ``name`` of the current result in its panel again, in the display passes
+        (on screen one a pass, off screen once scrolled to): features refresh every panel they
+        decorate at once, which rebuilt them all in one event-loop turn (over a second)."""
         result = self.session.result
-        panel = self.layer_panels.get(name)
-        if result is None or panel is None or name not in result.layers:
+        if result is None or name not in self.layer_panels or name not in result.layers:
             return
-        self._update_panel(panel, self._pending_panels.pop(name, result.layers[name]))
+        self._pending_panels.setdefault(name, result.layers[name])
+        self._schedule_panel_updates()
 
     def _queue_panel_updates(self, pending: dict[str, PreparedLayer]) -> None:
         """Replace the panel updates still waiting (an older result's) with ``pending``."""
