@@ -143,7 +143,6 @@ class ResultDisplay:
         self._create_epoch = 0
         # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
         self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
-        self._just_made: set[str] = set()
         #: Steps waiting for every panel to exist: ``(display epoch, step)``.
         self._after_panels: list[tuple[int, Callable[[], None]]] = []
         self._pending_epoch = 0
@@ -385,13 +384,9 @@ class ResultDisplay:
             if name in self.layer_panels:
                 self._configure_panel(self.layer_panels[name], result.layers[name])
         self._create_panels(self._create_epoch, budget_s=CREATE_BUDGET_S)
-        # Existing panels are filled a few per event-loop pass, on-screen first, so one result
-        # does not paint every canvas in a single event (new ones were filled when made).
-        pending = {
-            name: result.layers[name]
-            for name in result.shown
-            if name in self.layer_panels and name not in self._just_made
-        }
+        # Panels are filled a few per event-loop pass, on-screen first, so one result does not
+        # paint every canvas in a single event.
+        pending = {name: result.layers[name] for name in result.shown if name in self.layer_panels}
         self._queue_panel_updates(pending)
 
         # Overview: the predictions now, the rest in steps (see the module docstring). A live
@@ -458,11 +453,11 @@ class ResultDisplay:
 
     def _create_panels(self, epoch: int, budget_s: float | None) -> None:
         """Make the panels still missing for the result shown, for at most ``budget_s``
-        seconds (None: all), fill them, lay the grid out; the rest on the next pass."""
+        seconds (None: all) and lay the grid out (the rest on the next pass); the passes after
+        fill them."""
         if epoch != self._create_epoch:
             return  # a newer result decides which panels to make
         result = self.session.result
-        self._just_made = set()
         if result is None:
             self._to_create = []
             return
@@ -491,17 +486,11 @@ class ResultDisplay:
             n: self.layer_panels[n] for n in result.shown if n in self.layer_panels
         }
         self._layout_panels(list(self.layer_panels))
-        # New panels are filled now while time is left (they have no geometry yet to tell
-        # whether they are on screen); the others wait with the pending updates, even the
-        # first: making a panel and filling it in one pass blocked the GUI thread for over
-        # 100 ms (a big mosaic's first fit). Token panels always wait: their two plots (~26 ms
-        # of CPU) are built once on screen, one a pass.
+        # New panels are filled in later passes with the other waiting updates, on screen
+        # first, one a pass: making panels and filling some in the same pass blocked the GUI
+        # thread over 100 ms (a mosaic's canvases and first fit, a token panel's two plots).
         for name in made:
-            if in_budget() and result.layers[name].tokens is None:
-                self._update_panel(self.layer_panels[name], result.layers[name])
-                self._just_made.add(name)
-            else:
-                self._pending_panels[name] = result.layers[name]
+            self._pending_panels[name] = result.layers[name]
         self._schedule_panel_updates()
         if not self._to_create:
             self._release_after_panels()

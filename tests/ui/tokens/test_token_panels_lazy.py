@@ -11,11 +11,13 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from actviz.ui.tokens.token_panel import TokenLayerPanel
+from actviz.ui.window import result_display
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from tests.io.hf_tiny import tiny_tokenizer  # noqa: E402
+from tests.ui.turns import TurnCounter  # noqa: E402
 
 LOAD_MS = 60_000
 BLOCKS = 12
@@ -35,34 +37,11 @@ def _save_gpt2(folder: Path) -> Path:
     return folder
 
 
-class TurnCounter:
-    """Counts event-loop turns (a zero-interval timer fires once a turn) and the token boxes
-    built in each."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.turn = 0
-        self.built: dict[int, list[str]] = {}
-        self.timer = QTimer()
-        self.timer.setInterval(0)
-        self.timer.timeout.connect(self._tick)
-        original = TokenLayerPanel._build_token_box
-        counter = self
-
-        def counted(panel: TokenLayerPanel) -> None:
-            counter.built.setdefault(counter.turn, []).append(panel.name)
-            original(panel)
-
-        monkeypatch.setattr(TokenLayerPanel, "_build_token_box", counted)
-        self.timer.start()
-
-    def _tick(self) -> None:
-        self.turn += 1
-
-    def most_in_a_turn(self) -> int:
-        return max((len(v) for v in self.built.values()), default=0)
-
-    def names(self) -> list[str]:
-        return [n for v in self.built.values() for n in v]
+def _built_boxes(monkeypatch: pytest.MonkeyPatch) -> TurnCounter:
+    """Counts the token panels whose plots are built, per event-loop turn; one display step a
+    pass (a pass runs steps for 4 ms, less than one build takes, on a fast machine too)."""
+    monkeypatch.setattr(result_display, "DISPLAY_PASS_S", 0.0)
+    return TurnCounter(monkeypatch, TokenLayerPanel, "_build_token_box", lambda p: p.name)
 
 
 def _settle(w) -> None:
@@ -89,7 +68,7 @@ def gpt2_window(actviz_window, tmp_path):
 def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, monkeypatch):
     win = gpt2_window
     w = win.window
-    counter = TurnCounter(monkeypatch)
+    counter = _built_boxes(monkeypatch)
     made_in: set[int] = set()  # the turns that made panels
     w.panel_created.connect(lambda _name, _panel: made_in.add(counter.turn))
     with win.expect_run(LOAD_MS, flush=False):
@@ -102,9 +81,9 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
         if isinstance(p, TokenLayerPanel) and w.result.layers[n].tokens is not None
     ]
     assert len(tokens) >= BLOCKS
-    assert counter.most_in_a_turn() == 1, counter.built
+    assert counter.most_in_a_turn() == 1, counter.calls
     # Never in a turn that made panels (making them took that turn's budget).
-    assert made_in and not made_in & set(counter.built), (made_in, counter.built)
+    assert made_in and not made_in & set(counter.calls), (made_in, counter.calls)
     # Panels below the fold wait to be scrolled to: not all were built.
     built = set(counter.names())
     assert built and len(built) < len(tokens)
@@ -114,7 +93,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     bar = w.centre.layers_scroll.verticalScrollBar()
     bar.setValue(bar.maximum())
     w.wait_until(lambda: last in counter.names())
-    assert counter.most_in_a_turn() == 1, counter.built
+    assert counter.most_in_a_turn() == 1, counter.calls
     panel = w.layer_panels[last]
     assert panel.token_canvas is not None and panel.token_canvas.heat is not None
     assert panel.token_canvas.heat.shape == w.result.layers[last].tokens.heat.shape
@@ -126,13 +105,13 @@ def test_refreshing_every_panel_builds_none_at_once(gpt2_window, monkeypatch):
     with win.expect_run(LOAD_MS, flush=False):
         assert w.open_input_source("text:the cat sat on the")
     _settle(w)
-    counter = TurnCounter(monkeypatch)
+    counter = _built_boxes(monkeypatch)
     # A feature decorating every panel (the effects dock's outlines) refreshes each.
     for name in list(w.layer_panels):
         w.refresh_panel(name)
     assert counter.names() == []  # nothing built in the calls themselves
     _settle(w)
-    assert counter.most_in_a_turn() <= 1, counter.built
+    assert counter.most_in_a_turn() <= 1, counter.calls
     # Every panel shows the result once flushed (an export, a test reading them).
     w.flush_panel_updates()
     for name, panel in w.layer_panels.items():
