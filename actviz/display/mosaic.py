@@ -322,15 +322,12 @@ def page_channels_for(
     """
     limit = max(1, min(int(total), int(max_channels)))
     floor = max(1, min(int(min_channels), limit))
-    # The largest n whose tiles are large enough, found by bisection: the tile only shrinks
-    # as n grows (never fewer columns); a scan of every n cost a panel ~1.3 ms per resize.
+    # The largest n with tiles large enough, by bisection (tiles only shrink as n grows)
     best, over = 1, limit + 1
     while over - best > 1:
         n = (best + over) // 2
-        if tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px:
-            over = n
-        else:
-            best = n
+        small = tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px
+        best, over = (best, n) if small else (n, over)
     if best >= limit:  # the whole layer, or the cap: the tiles are large enough
         return limit
     cols = grid_shape(best, tile_h, tile_w)[1]

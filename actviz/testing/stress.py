@@ -165,6 +165,17 @@ def dropped_model(name: str, path: str | Path) -> ModelSetup:
     return ModelSetup(name, lambda window: drop_file(window, path))
 
 
+def _untimed(probe: Any, work: Callable[[], None]) -> None:
+    """Do ``work`` with the GUI lag ``probe`` paused: the driver's own (filling every panel, off
+    screen too, for later actions; the window fills them as they scroll in), not the window's."""
+    timing = probe is not None and probe.timer.isActive()
+    if timing:
+        probe.stop()
+    work()
+    if timing:
+        probe.start()
+
+
 class StressDriver(UserActions):
     """Perform seeded random user actions on actviz windows and check after each.
 
@@ -525,20 +536,10 @@ class StressDriver(UserActions):
                 ok = self._wait(self._idle, IDLE_TIMEOUT_S)
         else:
             ok = self._wait(self._idle, timeout_s)
-        self._flush_panels()
+        _untimed(self.probe, self.window.flush_panel_updates)
         if not ok and timeout_s is None:
             self.note_stuck("the window did not become idle")
         return ok
-
-    def _flush_panels(self) -> None:
-        """Fill every panel, off screen too (later actions see all of it): the driver's doing,
-        not the window's (it fills panels as they scroll in), so not timed, like a restart."""
-        timing = self.probe is not None and self.probe.timer.isActive()
-        if timing:
-            self.probe.stop()
-        self.window.flush_panel_updates()
-        if timing:
-            self.probe.start()
 
     def _leftovers(self) -> list[str]:
         """Hooks and changed flags on every model a window showed (the window idle)."""
