@@ -473,8 +473,8 @@ class ResultDisplay:
             if layer is None or name in self.layer_panels:
                 continue
             panel = TokenLayerPanel(name, module_type=layer.module_type)
-            panel.channel_clicked.connect(self._on_panel_channel_clicked)
-            panel.page_requested.connect(self._on_panel_page_requested)
+            panel.channel_clicked.connect(self.open_channel)
+            panel.page_requested.connect(self.turn_page)
             panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
             self.layer_panels[name] = panel
             for hook in self.panel_created:
@@ -829,21 +829,21 @@ class ResultDisplay:
         self.histogram_panel.set_layers(list(result.layers) if result is not None else [], name)
 
     def selected_panel(self) -> QWidget:
-        """The selected layer's panel (the current tab without one), as an export shows it."""
-        self.flush_panel_updates()  # an export shows the current result, not an older one
+        """The selected layer's panel (the current tab without one), as an export shows it:
+        showing the current result, not an older one (only it: filling every waiting panel
+        for one panel's picture took seconds with many token panels)."""
+        name = self.selected_layer
+        if self.tabs.currentWidget() is self.layers_splitter and name in self.layer_panels:
+            self._flush_display_steps()
+            if name in self._pending_panels:
+                self._update_panel(self.layer_panels[name], self._pending_panels.pop(name))
+            return self.layer_panels[name]
+        self.flush_panel_updates()
         if self.tabs.currentWidget() is self.layers_splitter:
-            if self.selected_layer in self.layer_panels:
-                return self.layer_panels[self.selected_layer]
             return self.layers_scroll.widget()
         return self.tabs.currentWidget()
 
     # ========================================================================== panel events
-    def _on_panel_channel_clicked(self, name: str, channel: int) -> None:
-        self.open_channel(name, channel)
-
-    def _on_panel_page_requested(self, name: str, step: int) -> None:
-        self.turn_page(name, step)
-
     def _on_stats_layer_selected(self, name: str) -> None:
         self.select_layer(name)
 

@@ -117,3 +117,22 @@ def test_refreshing_every_panel_builds_none_at_once(gpt2_window, monkeypatch):
     for name, panel in w.layer_panels.items():
         if w.result.layers[name].tokens is not None:
             assert panel.token_canvas is not None and panel.token_canvas.heat is not None
+
+
+def test_a_panel_export_fills_only_that_panel(gpt2_window, monkeypatch, tmp_path):
+    win = gpt2_window
+    w = win.window
+    with win.expect_run(LOAD_MS, flush=False):
+        assert w.open_input_source("text:the cat sat on the")
+    _settle(w)
+    waiting = [n for n in w.layer_panels if w.layer_panels[n].token_canvas is None]
+    assert len(waiting) >= 2  # off screen: not built yet
+    counter = _built_boxes(monkeypatch)
+    w.select_layer(waiting[-1], reveal=False)
+    path = w.export_panel_png(tmp_path / "panel.png")
+    # The exported panel shows the result; the others still wait to be scrolled to (filling
+    # them all for one picture took seconds).
+    assert counter.names() == [waiting[-1]]
+    assert path is not None and path.stat().st_size > 0
+    canvas = w.layer_panels[waiting[-1]].token_canvas
+    assert canvas.heat.shape == w.result.layers[waiting[-1]].tokens.heat.shape
