@@ -54,6 +54,16 @@ class TokenLayerPanel(LayerPanel):
         self.content.insertWidget(0, box, 1)
         self.token_box = box
 
+    def prepare_tokens(self, view: TokenView | None) -> bool:
+        """Build the token plots ``view`` needs, if they are not built yet: True when built now
+        (the tokens are shown by :meth:`set_tokens` on a later event-loop pass: both in one
+        blocked the GUI thread ~60 ms of CPU), False when there is nothing to build."""
+        if view is None or self.token_box is not None:
+            return False
+        self._build_token_box()
+        self.token_box.setVisible(False)  # type: ignore[union-attr]  # until set_tokens
+        return True
+
     def _slots_stretch(self, stretch: int) -> None:
         # The row of mosaic slots keeps its stretch even when its widgets are hidden, so it
         # would take half the panel from the token maps.

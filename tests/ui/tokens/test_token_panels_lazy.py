@@ -69,6 +69,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     win = gpt2_window
     w = win.window
     counter = _built_boxes(monkeypatch)
+    shown = TurnCounter(monkeypatch, TokenLayerPanel, "set_tokens", lambda p, v: p.name)
     made_in: set[int] = set()  # the turns that made panels
     w.panel_created.connect(lambda _name, _panel: made_in.add(counter.turn))
     with win.expect_run(LOAD_MS, flush=False):
@@ -94,6 +95,14 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     bar.setValue(bar.maximum())
     w.wait_until(lambda: last in counter.names())
     assert counter.most_in_a_turn() == 1, counter.calls
+    w.wait_until(lambda: w.layer_panels[last].token_box.isVisible())
+    # A panel's plots are built in one turn, its tokens shown in a later one (~60 ms of CPU
+    # both together), never with another panel's.
+    built_in = {n: t for t, names in counter.calls.items() for n in names}
+    shown_in = {n: t for t, names in shown.calls.items() for n in names if n in built_in}
+    assert set(shown_in) == set(built_in)
+    assert all(shown_in[n] > built_in[n] for n in built_in), (built_in, shown_in)
+    assert not set(built_in.values()) & set(shown_in.values())
     panel = w.layer_panels[last]
     assert panel.token_canvas is not None and panel.token_canvas.heat is not None
     assert panel.token_canvas.heat.shape == w.result.layers[last].tokens.heat.shape
