@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QTimer
 
+from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.window import result_display
 
@@ -70,6 +71,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     w = win.window
     counter = _built_boxes(monkeypatch)
     shown = TurnCounter(monkeypatch, TokenLayerPanel, "set_tokens", lambda p, v: p.name)
+    plots = TurnCounter(monkeypatch, LabelledHeatCanvas, "__init__")  # ~19 ms of CPU each
     made_in: set[int] = set()  # the turns that made panels
     w.panel_created.connect(lambda _name, _panel: made_in.add(counter.turn))
     with win.expect_run(LOAD_MS, flush=False):
@@ -103,6 +105,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     assert set(shown_in) == set(built_in)
     assert all(shown_in[n] > built_in[n] for n in built_in), (built_in, shown_in)
     assert not set(built_in.values()) & set(shown_in.values())
+    assert plots.most_in_a_turn() == 1 and plots.count() >= 2 * len(built_in), plots.calls
     panel = w.layer_panels[last]
     assert panel.token_canvas is not None and panel.token_canvas.heat is not None
     assert panel.token_canvas.heat.shape == w.result.layers[last].tokens.heat.shape
