@@ -322,11 +322,12 @@ def page_channels_for(
     """
     limit = max(1, min(int(total), int(max_channels)))
     floor = max(1, min(int(min_channels), limit))
-    best = 1
-    for n in range(2, limit + 1):  # the tile only shrinks as n grows (never fewer columns)
-        if tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px:
-            break
-        best = n
+    # The largest n with tiles large enough, by bisection (tiles only shrink as n grows)
+    best, over = 1, limit + 1
+    while over - best > 1:
+        n = (best + over) // 2
+        small = tile_screen_px(n, tile_h, tile_w, width_px) < min_tile_px
+        best, over = (best, n) if small else (n, over)
     if best >= limit:  # the whole layer, or the cap: the tiles are large enough
         return limit
     cols = grid_shape(best, tile_h, tile_w)[1]

@@ -44,15 +44,31 @@ class TokenLayerPanel(LayerPanel):
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(6)
         self.token_canvas = LabelledHeatCanvas(x_label="feature", bars_label="norm")
-        self.token_grad_canvas = LabelledHeatCanvas(
-            x_label="feature", bars_label="|grad| norm", bar_color=style.BAR_GRADIENT
-        )
         self.token_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, False))
-        self.token_grad_canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, True))
         row.addWidget(self.token_canvas, 1)
-        row.addWidget(self.token_grad_canvas, 1)
         self.content.insertWidget(0, box, 1)
         self.token_box = box
+
+    def _build_token_grad_canvas(self) -> None:
+        self.token_grad_canvas = canvas = LabelledHeatCanvas(
+            x_label="feature", bars_label="|grad| norm", bar_color=style.BAR_GRADIENT
+        )
+        canvas.hovered.connect(lambda r, c: self._on_token_hovered(r, c, True))
+        canvas.setVisible(False)  # until set_tokens shows a gradient
+        self.token_box.layout().addWidget(canvas, 1)  # type: ignore[union-attr]
+
+    def prepare_tokens(self, view: TokenView | None) -> bool:
+        """Build one of the token plots ``view`` needs, if not built yet: True when one was
+        built now (one an event-loop pass, the tokens shown by :meth:`set_tokens` on a later
+        one: all in one blocked the GUI thread ~60 ms of CPU), False when all are there."""
+        if view is None or self.token_grad_canvas is not None:
+            return False
+        if self.token_box is None:
+            self._build_token_box()
+            self.token_box.setVisible(False)  # type: ignore[union-attr]  # until set_tokens
+        else:
+            self._build_token_grad_canvas()
+        return True
 
     def _slots_stretch(self, stretch: int) -> None:
         # The row of mosaic slots keeps its stretch even when its widgets are hidden, so it
@@ -75,6 +91,8 @@ class TokenLayerPanel(LayerPanel):
             return
         if self.token_box is None:
             self._build_token_box()
+        if self.token_grad_canvas is None:
+            self._build_token_grad_canvas()
         assert self.token_canvas is not None and self.token_grad_canvas is not None
         self.activation_slot.setVisible(False)
         self.gradient_slot.setVisible(False)

@@ -143,7 +143,6 @@ class ResultDisplay:
         self._create_epoch = 0
         # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
         self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
-        self._just_made: set[str] = set()
         #: Steps waiting for every panel to exist: ``(display epoch, step)``.
         self._after_panels: list[tuple[int, Callable[[], None]]] = []
         self._pending_epoch = 0
@@ -197,12 +196,10 @@ class ResultDisplay:
         layer). Mosaics change their normalisation too where "auto" makes them symmetric
         about 0: new layers from the result's views, no new run; the result is not changed."""
         self.session.set_view(colormap=name)
-        result = self.session.result
-        for panel_name, panel in self.layer_panels.items():
+        for panel in self.layer_panels.values():
             panel.set_colormap(name)
-            if result is not None and panel_name in result.layers:
-                layer = self._pending_panels.pop(panel_name, result.layers[panel_name])
-                self._update_panel(panel, layer)
+        for panel_name in self.layer_panels:  # re-made in the display passes, on screen first
+            self.refresh_panel(panel_name)
         self.channel_view.set_colormap(name)
 
     def set_gradients_visible(self, visible: bool) -> None:
@@ -387,13 +384,9 @@ class ResultDisplay:
             if name in self.layer_panels:
                 self._configure_panel(self.layer_panels[name], result.layers[name])
         self._create_panels(self._create_epoch, budget_s=CREATE_BUDGET_S)
-        # Existing panels are filled a few per event-loop pass, on-screen first, so one result
-        # does not paint every canvas in a single event (new ones were filled when made).
-        pending = {
-            name: result.layers[name]
-            for name in result.shown
-            if name in self.layer_panels and name not in self._just_made
-        }
+        # Panels are filled a few per event-loop pass, on-screen first, so one result does not
+        # paint every canvas in a single event.
+        pending = {name: result.layers[name] for name in result.shown if name in self.layer_panels}
         self._queue_panel_updates(pending)
 
         # Overview: the predictions now, the rest in steps (see the module docstring). A live
@@ -460,11 +453,11 @@ class ResultDisplay:
 
     def _create_panels(self, epoch: int, budget_s: float | None) -> None:
         """Make the panels still missing for the result shown, for at most ``budget_s``
-        seconds (None: all), fill them, lay the grid out; the rest on the next pass."""
+        seconds (None: all) and lay the grid out (the rest on the next pass); the passes after
+        fill them."""
         if epoch != self._create_epoch:
             return  # a newer result decides which panels to make
         result = self.session.result
-        self._just_made = set()
         if result is None:
             self._to_create = []
             return
@@ -480,8 +473,8 @@ class ResultDisplay:
             if layer is None or name in self.layer_panels:
                 continue
             panel = TokenLayerPanel(name, module_type=layer.module_type)
-            panel.channel_clicked.connect(self._on_panel_channel_clicked)
-            panel.page_requested.connect(self._on_panel_page_requested)
+            panel.channel_clicked.connect(self.open_channel)
+            panel.page_requested.connect(self.turn_page)
             panel.mosaic_width_changed.connect(self._on_mosaic_width_changed)
             self.layer_panels[name] = panel
             for hook in self.panel_created:
@@ -493,16 +486,11 @@ class ResultDisplay:
             n: self.layer_panels[n] for n in result.shown if n in self.layer_panels
         }
         self._layout_panels(list(self.layer_panels))
-        # New panels are filled now while time is left (they have no geometry yet to tell
-        # whether they are on screen); the others wait with the pending updates, even the
-        # first: making a panel and filling it in one pass blocked the GUI thread for over
-        # 100 ms (a token panel's canvases, a big mosaic's first fit).
+        # New panels are filled in later passes with the other waiting updates, on screen
+        # first, one a pass: making panels and filling some in the same pass blocked the GUI
+        # thread over 100 ms (a mosaic's canvases and first fit, a token panel's two plots).
         for name in made:
-            if in_budget():
-                self._update_panel(self.layer_panels[name], result.layers[name])
-                self._just_made.add(name)
-            else:
-                self._pending_panels[name] = result.layers[name]
+            self._pending_panels[name] = result.layers[name]
         self._schedule_panel_updates()
         if not self._to_create:
             self._release_after_panels()
@@ -663,12 +651,14 @@ class ResultDisplay:
         return class_units(layer.shape, shape, self.session.categories)
 
     def refresh_panel(self, name: str) -> None:
-        """Show layer ``name`` of the current result in its panel again, now."""
+        """Show layer ``name`` of the current result in its panel again, in the display passes
+        (on screen one a pass, off screen once scrolled to): features refresh every panel they
+        decorate at once, which rebuilt them all in one event-loop turn (over a second)."""
         result = self.session.result
-        panel = self.layer_panels.get(name)
-        if result is None or panel is None or name not in result.layers:
+        if result is None or name not in self.layer_panels or name not in result.layers:
             return
-        self._update_panel(panel, self._pending_panels.pop(name, result.layers[name]))
+        self._pending_panels.setdefault(name, result.layers[name])
+        self._schedule_panel_updates()
 
     def _queue_panel_updates(self, pending: dict[str, PreparedLayer]) -> None:
         """Replace the panel updates still waiting (an older result's) with ``pending``."""
@@ -711,17 +701,16 @@ class ResultDisplay:
             return  # a newer result replaced these updates
         self._pending_scheduled = False
         pending = self._pending_panels
-        on_screen = [
-            name
-            for name in list(pending)
-            if name in self.layer_panels and self._panel_on_screen(self.layer_panels[name])
-        ]
-        for name in [n for n in pending if n not in self.layer_panels]:
+        panels = self.layer_panels
+        on_screen = [n for n in list(pending) if n in panels and self._panel_on_screen(panels[n])]
+        for name in [n for n in pending if n not in panels]:
             del pending[name]
-        # Off-screen panels wait until they are scrolled into view (scroll bar signal).
+        # Off-screen panels wait until they are scrolled into view (scroll bar signal). A token
+        # panel's first pass builds its plots, the next shows the tokens (~60 ms of CPU in one).
         for name in on_screen[:PANELS_PER_PASS]:
-            self._update_panel(self.layer_panels[name], pending.pop(name))
-        if len(on_screen) > PANELS_PER_PASS:
+            if not panels[name].prepare_tokens(pending[name].tokens):
+                self._update_panel(panels[name], pending.pop(name))
+        if any(name in pending for name in on_screen):
             self._schedule_panel_updates()
 
     def update_placeholder(self, running: bool) -> None:
@@ -839,21 +828,21 @@ class ResultDisplay:
         self.histogram_panel.set_layers(list(result.layers) if result is not None else [], name)
 
     def selected_panel(self) -> QWidget:
-        """The selected layer's panel (the current tab without one), as an export shows it."""
-        self.flush_panel_updates()  # an export shows the current result, not an older one
+        """The selected layer's panel (the current tab without one), as an export shows it:
+        showing the current result, not an older one (only it: filling every waiting panel
+        for one panel's picture took seconds with many token panels)."""
+        name = self.selected_layer
+        if self.tabs.currentWidget() is self.layers_splitter and name in self.layer_panels:
+            self._flush_display_steps()
+            if name in self._pending_panels:
+                self._update_panel(self.layer_panels[name], self._pending_panels.pop(name))
+            return self.layer_panels[name]
+        self.flush_panel_updates()
         if self.tabs.currentWidget() is self.layers_splitter:
-            if self.selected_layer in self.layer_panels:
-                return self.layer_panels[self.selected_layer]
             return self.layers_scroll.widget()
         return self.tabs.currentWidget()
 
     # ========================================================================== panel events
-    def _on_panel_channel_clicked(self, name: str, channel: int) -> None:
-        self.open_channel(name, channel)
-
-    def _on_panel_page_requested(self, name: str, step: int) -> None:
-        self.turn_page(name, step)
-
     def _on_stats_layer_selected(self, name: str) -> None:
         self.select_layer(name)
 

@@ -195,6 +195,7 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
     # A named map overrides: both sides, min..max, no new run.
     held = window.result
     window.commands.colormap_combo.setCurrentText("magma")
+    win.wait_idle()  # mosaics made anew in the display passes, on-screen panels first
     assert window.result is held
     for panel in (conv, relu):
         assert panel.activation_slot.image_canvas.colormap_name() == "magma"
@@ -202,5 +203,6 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
         assert not panel.activation_slot.mosaic.symmetric
     assert held.layers["conv1"].mosaic.symmetric  # the result is not edited
     window.commands.colormap_combo.setCurrentText("auto")
+    win.wait_idle()
     assert conv.activation_slot.mosaic.symmetric
     assert conv.activation_slot.image_canvas.colormap_name() == "CET-D1"

@@ -29,7 +29,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     cap = result.capture
 
     # Token panel: labels on the axis, the layer's values, norms, |gradient|; hover read-out.
-    panel = window.layer_panels["transformer.ln_f"]
+    panel = win.reveal("transformer.ln_f")  # built in a display pass: hovered once laid out
     assert panel.token_view is not None and panel.token_box.isVisible()
     assert not panel.activation_slot.isVisible()
     canvas = panel.token_canvas

@@ -181,6 +181,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
         "viridis"
     )  # a difference is diverging whatever the map
     qtbot.mouseClick(panel2.difference_button, LEFT)
+    win.wait_idle()  # the panel is shown anew in the next display pass
     assert panel2.difference_shown()
     want = (edited["conv2"].tensor - plain["conv2"].tensor)[0].numpy()
     slot = panel2.activation_slot
@@ -200,6 +201,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     np.testing.assert_allclose(slot.view.data, want, rtol=1e-5, atol=1e-6)
     # Off again: the edited activation itself.
     qtbot.mouseClick(panel2.difference_button, LEFT)
+    win.wait_idle()
     assert not panel2.difference_shown()
     np.testing.assert_array_equal(slot.view.data, window.result.layers["conv2"].view.data)
     # Clear all: no edits, no toggle, the plain run.

@@ -1,0 +1,150 @@
+"""Token panels build their plots in the display passes, one per event-loop turn, and only
+once on screen: a run with 12 ticked GPT-2 blocks built them all in a few turns (each token
+panel's two heat-map canvases cost ~26 ms of CPU: ~0.9 s blocks in the stress run), and a
+feature refreshing every panel (effects' outlines) built the ones still waiting in one go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QTimer
+
+from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
+from actviz.ui.tokens.token_panel import TokenLayerPanel
+from actviz.ui.window import result_display
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from tests.io.hf_tiny import tiny_tokenizer  # noqa: E402
+from tests.ui.turns import TurnCounter  # noqa: E402
+
+LOAD_MS = 60_000
+BLOCKS = 12
+
+
+def _save_gpt2(folder: Path) -> Path:
+    import torch
+
+    tok = tiny_tokenizer(bert=False)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok), n_positions=32, n_embd=16, n_layer=BLOCKS, n_head=2,
+        bos_token_id=None, eos_token_id=None,
+    )  # fmt: skip
+    transformers.GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _built_boxes(monkeypatch: pytest.MonkeyPatch) -> TurnCounter:
+    """Counts the token panels whose plots are built, per event-loop turn; one display step a
+    pass (a pass runs steps for 4 ms, less than one build takes, on a fast machine too)."""
+    monkeypatch.setattr(result_display, "DISPLAY_PASS_S", 0.0)
+    return TurnCounter(monkeypatch, TokenLayerPanel, "_build_token_box", lambda p: p.name)
+
+
+def _settle(w) -> None:
+    """Wait for the display passes to end, without putting the result on every panel."""
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.start(LOAD_MS)
+    w.wait_until(lambda: not timer.isActive() or not w._pending_work())
+    assert not w._pending_work()
+
+
+@pytest.fixture
+def gpt2_window(actviz_window, tmp_path):
+    folder = _save_gpt2(tmp_path / "gpt2")
+    win = actviz_window(auto_run=True)
+    w = win.window
+    win.resize(1200, 800)
+    assert w.open_model_source(str(folder))
+    _settle(w)
+    assert not w.layer_panels  # no run before a text is given
+    return win
+
+
+def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, monkeypatch):
+    win = gpt2_window
+    w = win.window
+    counter = _built_boxes(monkeypatch)
+    shown = TurnCounter(monkeypatch, TokenLayerPanel, "set_tokens", lambda p, v: p.name)
+    plots = TurnCounter(monkeypatch, LabelledHeatCanvas, "__init__")  # ~19 ms of CPU each
+    made_in: set[int] = set()  # the turns that made panels
+    w.panel_created.connect(lambda _name, _panel: made_in.add(counter.turn))
+    with win.expect_run(LOAD_MS, flush=False):
+        assert w.open_input_source("text:the cat sat on the")
+    _settle(w)
+    assert len(w.layer_panels) == BLOCKS + 1
+    tokens = [
+        n
+        for n, p in w.layer_panels.items()
+        if isinstance(p, TokenLayerPanel) and w.result.layers[n].tokens is not None
+    ]
+    assert len(tokens) >= BLOCKS
+    assert counter.most_in_a_turn() == 1, counter.calls
+    # Never in a turn that made panels (making them took that turn's budget).
+    assert made_in and not made_in & set(counter.calls), (made_in, counter.calls)
+    # Panels below the fold wait to be scrolled to: not all were built.
+    built = set(counter.names())
+    assert built and len(built) < len(tokens)
+    last = tokens[-1]
+    assert last not in built
+    # Scrolled to, the last one builds (in a display pass) and shows its tokens.
+    bar = w.centre.layers_scroll.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    w.wait_until(lambda: last in counter.names())
+    assert counter.most_in_a_turn() == 1, counter.calls
+    w.wait_until(lambda: w.layer_panels[last].token_box.isVisible())
+    # A panel's plots are built in one turn, its tokens shown in a later one (~60 ms of CPU
+    # both together), never with another panel's.
+    built_in = {n: t for t, names in counter.calls.items() for n in names}
+    shown_in = {n: t for t, names in shown.calls.items() for n in names if n in built_in}
+    assert set(shown_in) == set(built_in)
+    assert all(shown_in[n] > built_in[n] for n in built_in), (built_in, shown_in)
+    assert not set(built_in.values()) & set(shown_in.values())
+    assert plots.most_in_a_turn() == 1 and plots.count() >= 2 * len(built_in), plots.calls
+    panel = w.layer_panels[last]
+    assert panel.token_canvas is not None and panel.token_canvas.heat is not None
+    assert panel.token_canvas.heat.shape == w.result.layers[last].tokens.heat.shape
+
+
+def test_refreshing_every_panel_builds_none_at_once(gpt2_window, monkeypatch):
+    win = gpt2_window
+    w = win.window
+    with win.expect_run(LOAD_MS, flush=False):
+        assert w.open_input_source("text:the cat sat on the")
+    _settle(w)
+    counter = _built_boxes(monkeypatch)
+    # A feature decorating every panel (the effects dock's outlines) refreshes each.
+    for name in list(w.layer_panels):
+        w.refresh_panel(name)
+    assert counter.names() == []  # nothing built in the calls themselves
+    _settle(w)
+    assert counter.most_in_a_turn() <= 1, counter.calls
+    # Every panel shows the result once flushed (an export, a test reading them).
+    w.flush_panel_updates()
+    for name, panel in w.layer_panels.items():
+        if w.result.layers[name].tokens is not None:
+            assert panel.token_canvas is not None and panel.token_canvas.heat is not None
+
+
+def test_a_panel_export_fills_only_that_panel(gpt2_window, monkeypatch, tmp_path):
+    win = gpt2_window
+    w = win.window
+    with win.expect_run(LOAD_MS, flush=False):
+        assert w.open_input_source("text:the cat sat on the")
+    _settle(w)
+    waiting = [n for n in w.layer_panels if w.layer_panels[n].token_canvas is None]
+    assert len(waiting) >= 2  # off screen: not built yet
+    counter = _built_boxes(monkeypatch)
+    w.select_layer(waiting[-1], reveal=False)
+    path = w.export_panel_png(tmp_path / "panel.png")
+    # The exported panel shows the result; the others still wait to be scrolled to (filling
+    # them all for one picture took seconds).
+    assert counter.names() == [waiting[-1]]
+    assert path is not None and path.stat().st_size > 0
+    canvas = w.layer_panels[waiting[-1]].token_canvas
+    assert canvas.heat.shape == w.result.layers[waiting[-1]].tokens.heat.shape
