@@ -21,13 +21,16 @@ def test_clear_all_edits_takes_the_difference_caption_away(actviz_window):
     with win.expect_run():
         whatif.add_edit("conv1", ablate([0]))
         win.window.run()
+    assert win.wait_idle()  # the panels are re-shown in the display passes after the run
     panel = win.panel("conv2")
     panel.difference_button.setChecked(True)
+    assert win.wait_idle()  # the panel shows the difference in the next display pass
     assert panel.difference_shown()
     assert panel.activation_slot.caption.text() == "edited − unedited"
     with win.expect_run():
         whatif.clear_edits()
         win.window.run()
+    assert win.wait_idle()
     assert not panel.difference_shown()
     assert panel.activation_slot.caption.text() != "edited − unedited"
 
