@@ -15,7 +15,7 @@ MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
 OVER: dict[str, int] = {
-    "actviz/ui/panels/canvas.py": 1255,
+    "actviz/ui/panels/canvas.py": 1252,
     "actviz/ui/live/playback.py": 923,
     "actviz/analysis/visualize.py": 981,
     "actviz/ui/sessions/feature.py": 873,
@@ -44,7 +44,7 @@ OVER: dict[str, int] = {
     "actviz/analysis/effects.py": 641,
     "actviz/ui/window/dialogs.py": 634,
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
-    "actviz/ui/panels/canvas.py::ImageCanvas": 583,
+    "actviz/ui/panels/canvas.py::ImageCanvas": 578,
     "actviz/ui/effects/feature.py::EffectsFeature": 540,
     "actviz/ui/panels/feature_map.py::LayerPanel": 522,
     "actviz/workspace/session_state.py::Session": 510,

@@ -735,7 +735,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             and item._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
         ):
             return False
-        self._swap_pixels(indices)
+        self._light.swap(indices)
         return True
 
     def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
@@ -756,19 +756,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             and item._xp is np  # noqa: SLF001
         ):
             return False
-        self._swap_pixels(image)
+        self._light.swap(image)
         return True
-
-    def _swap_pixels(self, image: np.ndarray) -> None:
-        """What ``ImageItem.setImage`` does with new pixels of the same shape and options."""
-        item = self.image
-        item.image = image.view()
-        item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
-        item._imageNanLocations = None  # noqa: SLF001
-        item._renderRequired = True  # noqa: SLF001
-        # Painted by the canvas without its scene where it can (light_paint; same pixels).
-        if not self._light.request():
-            item.update()
 
     def set_tiles(
         self,
@@ -791,8 +780,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
 
     def set_marks(self, rects: list[QtCore.QRectF]) -> None:
         """Outline these rectangles (image coordinates: selected tiles); [] removes them."""
-        marked = [QtCore.QRectF(r) for r in rects]
-        if marked == self._marked:
+        if (marked := [QtCore.QRectF(r) for r in rects]) == self._marked:
             return  # set again with every frame: an unchanged path is no scene update
         self._marked = marked
         path = QtGui.QPainterPath()

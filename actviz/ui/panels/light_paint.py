@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,6 +54,17 @@ class LightPaint:
         height, width = image.shape[:2]
         drawn = transform.mapRect(QtCore.QRectF(0.0, 0.0, float(width), float(height)))
         return transform, drawn.intersected(clip)
+
+    def swap(self, image: np.ndarray) -> None:
+        """New pixels for the image item (same shape and options): what ``setImage`` does
+        then, painted here after this pass where :meth:`request` can, else by the scene."""
+        item = self._canvas.image
+        item.image = image.view()
+        item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
+        item._imageNanLocations = None  # noqa: SLF001
+        item._renderRequired = True  # noqa: SLF001 - rendered when painted, here or there
+        if not self.request():
+            item.update()
 
     def request(self) -> bool:
         """Repaint the image's rectangle with its new pixels after this pass; False: the
