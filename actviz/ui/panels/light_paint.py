@@ -75,8 +75,10 @@ class LightPaint:
         geometry = self.geometry()
         if geometry is None:
             return False
-        if self._geometry is not None and self.pending is not None and geometry != self._geometry:
-            return False  # moved since the last request: the scene repaints both
+        if self.pending is not None and geometry != self._geometry:
+            # Moved since the last request: the scene repaints both rectangles.
+            self.pending = self._geometry = None
+            return False
         rect = geometry[1].toAlignedRect().intersected(canvas.viewport().rect())
         if rect.isEmpty():
             return True  # panned or zoomed off the image: nothing of it is on screen
@@ -91,7 +93,10 @@ class LightPaint:
         pending, self.pending = self.pending, None
         if pending is None or not event.region().subtracted(QtGui.QRegion(pending)).isEmpty():
             return False
-        painter = QtGui.QPainter(self._canvas.viewport())
+        canvas = self._canvas
+        if canvas.image.deviceTransform(canvas.viewportTransform()) != self._geometry[0]:
+            return False  # the view moved since (a zoom, a pan): the scene paints it
+        painter = QtGui.QPainter(canvas.viewport())
         try:
             return self.paint(painter, self._geometry)
         finally:

@@ -95,3 +95,21 @@ def test_a_new_shape_or_a_hidden_canvas_goes_through_the_scene(qtbot):
     qtbot.waitExposed(canvas)
     grabbed = _pixels(canvas.grab().toImage())
     assert grabbed.shape[0] > 0 and not canvas.image._renderRequired  # noqa: SLF001
+
+
+def test_a_view_moved_before_the_paint_is_painted_by_the_scene(qtbot):
+    canvas = _canvas(qtbot)
+    light = canvas._light  # noqa: SLF001
+    before = light.painted
+    canvas.set_image(_mosaic(4), (0.0, 1.0))
+    assert light.pending is not None
+    canvas.view.scaleBy((0.5, 0.5))  # zoomed in before the new pixels were painted
+    _settle()
+    assert light.painted == before  # the scene painted the frame and the zoom together
+    # A new frame in the moved view is painted light again, where the scene paints it.
+    canvas.set_image(_mosaic(5), (0.0, 1.0))
+    qtbot.waitUntil(lambda: light.painted > before, timeout=2000)
+    screen = QtWidgets.QApplication.primaryScreen().grabWindow(canvas.winId()).toImage()
+    viewport = canvas.viewport()
+    shown = _pixels(screen.copy(viewport.geometry()))
+    np.testing.assert_array_equal(shown, _pixels(viewport.grab().toImage()))
