@@ -3,15 +3,19 @@
 A live frame changes only an image's pixels: same shape, same place, same grid. Through
 pyqtgraph that costs a scene update (Python ``boundingRect`` calls up the item's parents, the
 scene's dirty-item pass) and a scene paint (pyqtgraph's ``paintEvent`` and ``prepareForPaint``,
-the view box, the image item, each in Python): about 0.3 ms per canvas, several canvases per
-frame, all on the GUI thread. :class:`LightPaint` asks the viewport to repaint the image's
+the view box, the image item, each in Python), several canvases per frame, all on the GUI
+thread. Measured in one process, frames alternating (ResNet-18 at 64 px, 5 layers, ~5.6 canvas
+paints a frame, loaded machine): 4.53 -> 3.86 ms of GUI CPU per frame, median of 10 blocks
+each way. :class:`LightPaint` asks the viewport to repaint the image's
 rectangle itself and paints there what the scene would: the background, the image (the item's
 own ``paint``), the tile gaps, the channel numbers and the marked tiles, in the scene's order,
 clipped to the view box as the scene clips them. Anything else in the same repaint (a colour
 bar's new range, a resize, a zoom) leaves it to the scene, which then paints the new pixels too
 (the item is told to render them).
 
-Qt objects only: nothing here keeps a Python object the scene would call back while painting.
+The item's own pixels stay current (``image``, render flag): hover read-outs, clicks, a scene
+repaint and export read the frame shown. Nothing here is a scene item: no Python object is
+left for the scene to call back while painting.
 """
 
 from __future__ import annotations
