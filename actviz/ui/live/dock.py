@@ -136,8 +136,8 @@ class OcclusionPad(QWidget):
         else:
             self._rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
             h, w = self._rgb.shape[:2]
-            # QImage does not own the buffer: self._rgb keeps it alive.
-            self._qimage = QImage(self._rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888)
+            rgb = QImage(self._rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888)
+            self._qimage = rgb.convertToFormat(QImage.Format.Format_RGB32)  # once, not per paint
         self.update()
 
     def set_patch(self, centre: tuple[float, float] | None, size: float) -> None:

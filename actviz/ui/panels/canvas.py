@@ -23,6 +23,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.colormap_views import DEFAULT_ACTIVATION_CMAP, indexed_lut, lut, to_indices
 from actviz.ui.panels.deferred import DeferredCall
+from actviz.ui.panels.light_paint import LightPaint
 
 _COLORBAR_WIDTH = 10
 _COLORBAR_AXIS_WIDTH = 46
@@ -411,7 +412,8 @@ class TileGrid:
     def _update_labels(self, *_args: object) -> None:
         scene = self.path_item.scene()
         views = scene.views() if scene is not None else []
-        if views and views[0].visibleRegion().isEmpty():
+        # The viewport's region: the view's own is empty (its viewport covers it all).
+        if views and views[0].viewport().visibleRegion().isEmpty():
             # Out of view (a panel scrolled away): drawn when it is painted again.
             self.labels_stale = True
             return
@@ -620,6 +622,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.marks.setZValue(12)
         self.view.addItem(self.marks, ignoreBounds=True)
         self._marked: list[QtCore.QRectF] = []
+        self._light = LightPaint(self)
 
         self.colorbar: ColorBar | None = None
         if colorbar:
@@ -732,7 +735,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             and item._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
         ):
             return False
-        self._swap_pixels(indices)
+        self._light.swap(indices)
         return True
 
     def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
@@ -753,18 +756,8 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             and item._xp is np  # noqa: SLF001
         ):
             return False
-        self._swap_pixels(image)
+        self._light.swap(image)
         return True
-
-    def _swap_pixels(self, image: np.ndarray) -> None:
-        """What ``ImageItem.setImage`` does with new pixels of the same shape and options."""
-        item = self.image
-        item.image = image.view()
-        item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
-        item._imageNanLocations = None  # noqa: SLF001
-        item._renderRequired = True  # noqa: SLF001
-        item.update()
-        item.sigImageChanged.emit()
 
     def set_tiles(
         self,
@@ -787,7 +780,9 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
 
     def set_marks(self, rects: list[QtCore.QRectF]) -> None:
         """Outline these rectangles (image coordinates: selected tiles); [] removes them."""
-        self._marked = [QtCore.QRectF(r) for r in rects]
+        if (marked := [QtCore.QRectF(r) for r in rects]) == self._marked:
+            return  # set again with every frame: an unchanged path is no scene update
+        self._marked = marked
         path = QtGui.QPainterPath()
         for rect in self._marked:
             path.addRect(rect)
@@ -1003,7 +998,9 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         if (grid := getattr(self, "grid", None)) is not None and grid.labels_stale:
             grid.request_labels()
-        super().paintEvent(event)
+        light = getattr(self, "_light", None)
+        if light is None or not light.paint_event(event):
+            super().paintEvent(event)
 
     def _sync_scene(self) -> None:
         if self.closed or not self.isVisible():

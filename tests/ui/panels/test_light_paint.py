@@ -1,0 +1,115 @@
+"""A canvas repaints new pixels of the same image without its scene, and they come out as
+the scene paints them: image, tile gaps, channel numbers, marked tiles (light_paint)."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX, ImageCanvas
+
+
+def _pixels(qimage: QtGui.QImage) -> np.ndarray:
+    image = qimage.convertToFormat(QtGui.QImage.Format.Format_RGBA8888)
+    height, width = image.height(), image.width()
+    data = np.frombuffer(image.constBits(), np.uint8, count=image.sizeInBytes())
+    rows = data.reshape(height, image.bytesPerLine())[:, : width * 4]
+    return rows.reshape(height, width, 4).copy()
+
+
+def _settle(rounds: int = 6) -> None:
+    for _ in range(rounds):
+        QtWidgets.QApplication.processEvents()
+
+
+def _mosaic(seed: int, rows: int = 2, cols: int = 3, tile: int = 8, pad: int = 1) -> np.ndarray:
+    """uint8 indices of a ``rows x cols`` mosaic with 255 (transparent) in its gaps."""
+    rng = np.random.default_rng(seed)
+    out = np.full((rows * (tile + pad) - pad, cols * (tile + pad) - pad), 255, np.uint8)
+    for r in range(rows):
+        for c in range(cols):
+            y, x = r * (tile + pad), c * (tile + pad)
+            out[y : y + tile, x : x + tile] = rng.integers(0, 255, (tile, tile), dtype=np.uint8)
+    return out
+
+
+def _canvas(qtbot, size: tuple[int, int] = (420, 300)) -> ImageCanvas:
+    canvas = ImageCanvas(passive=True, colorbar=True)
+    qtbot.addWidget(canvas)
+    canvas.resize(*size)
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    canvas.set_image(_mosaic(0), (0.0, 1.0))
+    canvas.set_tiles(2, 3, 8, 8, 1, 6, 10)
+    canvas.set_marks([QtCore.QRectF(9, 0, 8, 8)])
+    _settle()
+    canvas.grab()
+    return canvas
+
+
+def test_new_pixels_are_painted_without_the_scene_as_the_scene_paints_them(qtbot):
+    canvas = _canvas(qtbot)
+    assert canvas.grid.tile_screen_px() >= LABEL_MIN_TILE_PX
+    light = canvas._light  # noqa: SLF001
+    before = light.painted
+    canvas.set_image(_mosaic(1), (0.0, 1.0))
+    pending = light.pending
+    assert pending is not None and not pending.isEmpty()
+    qtbot.waitUntil(lambda: light.painted > before, timeout=2000)
+    # What the light path paints, on an image of the viewport ...
+    viewport = canvas.viewport()
+    mine = QtGui.QImage(viewport.size(), QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+    mine.fill(QtGui.QColor(1, 2, 3))
+    painter = QtGui.QPainter(mine)
+    assert light.paint(painter)
+    painter.end()
+    # ... is what the scene paints there (the whole viewport through the scene).
+    scene = viewport.grab().toImage()
+    x0, y0, w, h = pending.x(), pending.y(), pending.width(), pending.height()
+    a = _pixels(mine)[y0 : y0 + h, x0 : x0 + w]
+    b = _pixels(scene)[y0 : y0 + h, x0 : x0 + w]
+    np.testing.assert_array_equal(a, b)
+    # The new frame's pixels, its gaps, a mark and the channel numbers are in it.
+    assert len({tuple(p) for p in a.reshape(-1, 4)}) > 50
+    assert not canvas.grid.label_item.pixmap().isNull()
+
+
+def test_the_channel_numbers_of_large_tiles_are_drawn(qtbot):
+    canvas = _canvas(qtbot)
+    assert [c for c, _ in canvas.grid.labels()] == list(range(10, 16))
+    # Drawn into the pixmap the scene shows (the view's own visible region is empty: its
+    # viewport covers it, so the numbers were left "stale" for ever).
+    qtbot.waitUntil(lambda: not canvas.grid.label_item.pixmap().isNull(), timeout=2000)
+    assert not canvas.grid.labels_stale
+
+
+def test_a_new_shape_or_a_hidden_canvas_goes_through_the_scene(qtbot):
+    canvas = _canvas(qtbot)
+    light = canvas._light  # noqa: SLF001
+    canvas.set_image(_mosaic(2, rows=3), (0.0, 1.0))  # reshaped: the view is fitted again
+    assert light.pending is None
+    canvas.hide()
+    canvas.set_image(_mosaic(3, rows=3), (0.0, 1.0))
+    assert light.pending is None and canvas.image._renderRequired  # noqa: SLF001
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    grabbed = _pixels(canvas.grab().toImage())
+    assert grabbed.shape[0] > 0 and not canvas.image._renderRequired  # noqa: SLF001
+
+
+def test_a_view_moved_before_the_paint_is_painted_by_the_scene(qtbot):
+    canvas = _canvas(qtbot)
+    light = canvas._light  # noqa: SLF001
+    before = light.painted
+    canvas.set_image(_mosaic(4), (0.0, 1.0))
+    assert light.pending is not None
+    canvas.view.scaleBy((0.5, 0.5))  # zoomed in before the new pixels were painted
+    _settle()
+    assert light.painted == before  # the scene painted the frame and the zoom together
+    # A new frame in the moved view is painted light again, where the scene paints it.
+    canvas.set_image(_mosaic(5), (0.0, 1.0))
+    qtbot.waitUntil(lambda: light.painted > before, timeout=2000)
+    screen = QtWidgets.QApplication.primaryScreen().grabWindow(canvas.winId()).toImage()
+    viewport = canvas.viewport()
+    shown = _pixels(screen.copy(viewport.geometry()))
+    np.testing.assert_array_equal(shown, _pixels(viewport.grab().toImage()))
