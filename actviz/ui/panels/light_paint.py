@@ -20,13 +20,10 @@ left for the scene to call back while painting.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.panels.canvas import ImageCanvas
 
 __all__ = ["LightPaint"]
 
@@ -34,7 +31,7 @@ __all__ = ["LightPaint"]
 class LightPaint:
     """The image rectangle of ``canvas``, repainted by the canvas without its scene."""
 
-    def __init__(self, canvas: ImageCanvas) -> None:
+    def __init__(self, canvas: Any) -> None:  # an ImageCanvas (it imports this module)
         self._canvas = canvas
         #: The viewport rectangle asked for since the last paint (None: nothing asked).
         self.pending: QtCore.QRect | None = None
