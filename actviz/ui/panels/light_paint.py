@@ -4,9 +4,7 @@ A live frame changes only an image's pixels: same shape, same place, same grid. 
 pyqtgraph that costs a scene update (Python ``boundingRect`` calls up the item's parents, the
 scene's dirty-item pass) and a scene paint (pyqtgraph's ``paintEvent`` and ``prepareForPaint``,
 the view box, the image item, each in Python), several canvases per frame, all on the GUI
-thread. Measured in one process, frames alternating (ResNet-18 at 64 px, 5 layers, ~5.6 canvas
-paints a frame, loaded machine): 4.53 -> 3.86 ms of GUI CPU per frame, median of 10 blocks
-each way. :class:`LightPaint` asks the viewport to repaint the image's
+thread (docs/performance.md). :class:`LightPaint` asks the viewport to repaint the image's
 rectangle itself and paints there what the scene would: the background, the image (the item's
 own ``paint``), the tile gaps, the channel numbers and the marked tiles, in the scene's order,
 clipped to the view box as the scene clips them. Anything else in the same repaint (a colour
