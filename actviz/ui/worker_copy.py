@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,9 @@ COPY_IDLE_S = 60.0
 # References to a held copy's module when only its entry holds it: the entry's attribute and
 # getrefcount's own argument.
 _HELD_REFS = 2
+
+# Every copier of each window: one asking for a copy takes a sibling's that nobody uses.
+_SIBLINGS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[WorkerCopy]] = weakref.WeakKeyDictionary()
 
 
 class _CopySignals(QObject):
@@ -67,6 +71,10 @@ class WorkerCopy(QObject):
         memory = getattr(host, "memory", None)
         if memory is not None:
             memory.idle.connect(self._on_window_idle)
+        try:
+            _SIBLINGS.setdefault(host, weakref.WeakSet()).add(self)
+        except TypeError:  # a host that cannot be weakly referenced: no sharing
+            pass
 
     def is_held(self) -> bool:
         """Whether a usable copy of the model shown now is at hand (:meth:`get` calls back
@@ -79,7 +87,7 @@ class WorkerCopy(QObject):
         held), or ``failed(error)``. Every ``then`` asked for meanwhile is called once."""
         if self._closed:
             return
-        if self.is_held():
+        if self.is_held() or self._borrow():
             assert self._held is not None
             self._used_at = time.monotonic()
             then(self._held.twin)
@@ -89,6 +97,26 @@ class WorkerCopy(QObject):
         self._failed = failed
         if not self.pending:
             self._submit()
+
+    def _borrow(self) -> bool:
+        """Take a usable copy of the model shown from another copier of the window that holds
+        one no job uses (only its entry refers to it): a window keeps one copy of its model
+        where it can, not one per feature (each is as large as the model)."""
+        model = self.session.model
+        for other in list(_SIBLINGS.get(self.host, ())):
+            held = other._held
+            if other is self or other.pending or held is None or held.original is not model:
+                continue
+            if not held.usable() or sys.getrefcount(held.twin) > _HELD_REFS:
+                continue
+            # The flags this copier hands out: all eval, or the model's own.
+            flags = [m.training for m in held.twin.modules()]
+            wanted = [False] * len(flags) if self.to_eval else [m.training for m in model.modules()]
+            if flags != wanted:
+                continue
+            self._held, other._held = held, None
+            return True
+        return False
 
     def engine_model(self, twin: Any) -> Any:
         """``twin`` with the opened model's preprocessing and input size (what engines read)."""

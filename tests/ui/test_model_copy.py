@@ -96,3 +96,46 @@ def test_a_copy_nobody_uses_goes_when_the_window_is_idle_unless_a_job_runs_on_it
     copies.get(got.append, lambda error: got.append(error))  # wanted again: made again
     win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
     assert isinstance(got[0], torch.nn.Module) and got[0] is not tiny_cnn
+
+
+def test_a_feature_takes_the_copy_another_feature_holds_when_no_job_uses_it(
+    actviz_window, tiny_cnn
+):
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    concepts = win.feature("concepts").copies  # eval copies
+    visualize = win.feature("visualize").copy  # the model's own flags (all eval here)
+    got: list = []
+    concepts.get(got.append, got.append)
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    twin = got.pop()  # held here, as a job holds the copy it runs on
+    made = win.window.worker.submitted
+    # A job still runs on the Concept dock's copy (it holds it): Visualise makes its own.
+    visualize.get(got.append, got.append)
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    own = got.pop()
+    assert own is not twin and concepts.is_held() and visualize.is_held()
+    assert win.window.worker.submitted == made + 1  # one more copy job
+    del own
+    visualize.forget()
+    import weakref
+
+    dock_copy = weakref.ref(twin)
+    del twin
+    # Nobody uses the dock's copy now: Visualise takes it, no copy is made.
+    visualize.get(got.append, got.append)
+    assert len(got) == 1 and got[0] is dock_copy()
+    assert visualize.is_held() and not concepts.is_held()
+    assert win.window.worker.submitted == made + 1
+    got.clear()
+    # A model in training mode: the Concept dock still takes the eval copy, but Visualise
+    # hands out the model's own flags, so it makes a copy of its own.
+    tiny_cnn.train()
+    concepts.get(got.append, got.append)
+    assert len(got) == 1 and got[0] is dock_copy() and not visualize.is_held()
+    got.clear()
+    visualize.get(got.append, got.append)
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    assert got[0] is not dock_copy() and all(m.training for m in got[0].modules())
+    assert concepts.is_held()
+    tiny_cnn.eval()
