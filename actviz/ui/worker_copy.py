@@ -71,6 +71,9 @@ class WorkerCopy(QObject):
         memory = getattr(host, "memory", None)
         if memory is not None:
             memory.idle.connect(self._on_window_idle)
+        # Another model: a copy of the old one (and so the old model, its original) goes now,
+        # not a minute later.
+        self.session.model_changed.connect(self._on_model_changed)
         try:
             _SIBLINGS.setdefault(host, weakref.WeakSet()).add(self)
         except TypeError:  # a host that cannot be weakly referenced: no sharing
@@ -143,10 +146,16 @@ class WorkerCopy(QObject):
             return
         self._held = None
 
+    def _on_model_changed(self, *_args: Any) -> None:
+        held = self._held
+        if held is not None and held.original is not self.session.model:
+            self._held = None
+
     def close(self) -> None:
         """The window is closing: nothing more is asked for or handed over."""
         self._closed = True
         self.forget()
+        self.session.model_changed.disconnect(self._on_model_changed)
 
     # ------------------------------------------------------------------ the capture worker
     def _submit(self) -> None:

@@ -139,3 +139,23 @@ def test_a_feature_takes_the_copy_another_feature_holds_when_no_job_uses_it(
     assert got[0] is not dock_copy() and all(m.training for m in got[0].modules())
     assert concepts.is_held()
     tiny_cnn.eval()
+
+
+def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_window, tiny_cnn):
+    import gc
+    import weakref
+
+    from tests.ui.tiny_models import TinyCNN
+
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    copies = win.feature("concepts").copies
+    got: list = []
+    copies.get(got.append, got.append)
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    gone = weakref.ref(got.pop())
+    assert copies.is_held() and gone() is not None
+    win.set_model(TinyCNN().eval(), layers=["conv1"])
+    gc.collect()
+    assert not copies.is_held() and copies._held is None  # noqa: SLF001 - not kept a minute
+    assert gone() is None  # the old model's copy is freed at once
