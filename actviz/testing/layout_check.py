@@ -181,6 +181,7 @@ def _canvas_problems(window: QWidget) -> list[LayoutProblem]:
         if not _showing(canvas) or canvas._shape is None:
             continue
         where = widget_path(canvas)
+        canvas.ensure_scene()  # off screen, its scene follows at the paint that shows it
         box = QRectF(canvas.rect())
         scene = canvas.ci.geometry().size().toSize()
         if abs(scene.width() - canvas.width()) > 1 or abs(scene.height() - canvas.height()) > 1:

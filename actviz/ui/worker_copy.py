@@ -136,15 +136,25 @@ class WorkerCopy(QObject):
         self.abandon()
         self._held = None
 
+    def _idle_copy(self) -> bool:
+        """Whether a copy is held that no job uses."""
+        held = self._held
+        if held is None or self.pending:
+            return False
+        return held.twin is None or sys.getrefcount(held.twin) <= _HELD_REFS
+
     def _on_window_idle(self) -> None:
         # A copy is as large as the model: one not used for a while goes back to the system
         # with the window's idle trim, unless a job still runs on it (it holds a reference).
-        held = self._held
-        if held is None or self.pending or time.monotonic() - self._used_at < COPY_IDLE_S:
+        # A window keeps one idle copy at most, the one used last (others borrow it).
+        if not self._idle_copy():
             return
-        if held.twin is not None and sys.getrefcount(held.twin) > _HELD_REFS:
-            return
-        self._held = None
+        newer = any(
+            other is not self and other._idle_copy() and other._used_at > self._used_at
+            for other in list(_SIBLINGS.get(self.host, ()))
+        )
+        if newer or time.monotonic() - self._used_at >= COPY_IDLE_S:
+            self._held = None
 
     def _on_model_changed(self, *_args: Any) -> None:
         held = self._held

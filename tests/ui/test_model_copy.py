@@ -159,3 +159,53 @@ def test_a_copy_of_the_model_shown_before_goes_with_the_model_switch(actviz_wind
     gc.collect()
     assert not copies.is_held() and copies._held is None  # noqa: SLF001 - not kept a minute
     assert gone() is None  # the old model's copy is freed at once
+
+
+def test_a_window_keeps_one_idle_copy_the_one_used_last(actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    concepts = win.feature("concepts").copies
+    visualize = win.feature("visualize").copy
+    got: list = []
+    concepts.get(got.append, got.append)
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    visualize.get(got.append, got.append)  # a job still runs on the dock's: a copy of its own
+    win.qtbot.waitUntil(lambda: len(got) == 2, timeout=10_000)
+    assert got[0] is not got[1] and concepts.is_held() and visualize.is_held()
+    got.clear()  # both jobs ended
+    win.window.memory.idle.emit()
+    # Both were used a moment ago (the old rule kept both a minute); the one used last stays.
+    assert visualize.is_held() and not concepts.is_held()
+    concepts.get(got.append, got.append)  # borrowed, not made again
+    assert len(got) == 1 and concepts.is_held() and not visualize.is_held()
+
+
+def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, tmp_path):
+    import gc
+    import weakref
+
+    from PIL import Image
+
+    from actviz.ui.dataset.dialog import ScanSpec
+
+    for i in range(3):
+        Image.new("RGB", (16, 16), (40 * i, 80, 120)).save(tmp_path / f"{i}.png")
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    scans = win.feature("dataset").scans
+    scans.num_workers = 0
+    made: list = []
+    copies = scans._copies  # noqa: SLF001 - what it holds is the point
+    get = copies.get
+
+    def spy(purpose, model, **kwargs):
+        twin = get(purpose, model, **kwargs)
+        made.append(weakref.ref(twin))
+        return twin
+
+    copies.get = spy
+    job = scans.start(ScanSpec(folder=str(tmp_path), layers=("conv1",), k=2, batch_size=2))
+    win.qtbot.waitUntil(lambda: bool(job.outcome), timeout=30_000)
+    assert job.outcome == "finished" and scans.scan is not None and scans.scan.count == 3
+    gc.collect()
+    assert made and made[0]() is None  # the old code kept the copy until the model changed

@@ -222,6 +222,9 @@ class DatasetScans(QObject):
                 # The cancelled signal carries no value: the partial result waits here.
                 self._partial[holder[0]] = exc.partial
                 raise
+            finally:
+                # A copy is as large as the model; scans are long, so the next makes its own.
+                self._copies.release("scan")
 
         # Each scan supersedes the one before: what reports is the latest.
         handle = self._scan_job = holder[0] = self.scan_worker.submit(job)

@@ -804,6 +804,7 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         """The image's rectangle in this widget's pixels (clipped to the view)."""
         if self._shape is None:
             return QtCore.QRectF()
+        self.ensure_scene()
         height, width = self._shape
         scene = self.view.mapViewToScene(QtCore.QRectF(0, 0, width, height)).boundingRect()
         scene = scene.intersected(self.view.sceneBoundingRect())
@@ -969,13 +970,41 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             # only the view follows; the fitting below runs once, in the outer call.
             super().resizeEvent(event)
             return
+        if hasattr(self, "_fit_width") and not self.on_screen():
+            # Off screen (scrolled away, or not yet shown): a layout change resizes every
+            # panel's canvas in one turn, so the scene follows when this one is next painted
+            # or read (:meth:`ensure_scene`); whoever follows the width hears of it now.
+            self._scene_stale = True
+            self.resized.emit()
+            return
+        self._scene_stale = False
         self._resizing = True
         try:
             self._resize(event)
         finally:
             self._resizing = False
 
-    def _resize(self, event: QtGui.QResizeEvent) -> None:
+    def on_screen(self) -> bool:
+        """Whether part of the canvas is on screen (its viewport covers the canvas itself, so
+        the canvas's own visible region is always empty)."""
+        return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
+
+    def ensure_scene(self) -> None:
+        """Fit the scene to the canvas's size when a resize off screen left that for later
+        (what its next paint does)."""
+        if not getattr(self, "_scene_stale", False) or getattr(self, "_resizing", False):
+            return
+        self._scene_stale = False
+        if self.closed:
+            return
+        old = self.ci.geometry().size().toSize()
+        self._resizing = True
+        try:
+            self._resize(QtGui.QResizeEvent(self.size(), old), announce=False)
+        finally:
+            self._resizing = False
+
+    def _resize(self, event: QtGui.QResizeEvent, *, announce: bool = True) -> None:
         bar = getattr(self, "colorbar", None)
         if bar is not None and event.size().height() < event.oldSize().height():
             # The bar's margins (which make it span the letterboxed image) are part of the
@@ -989,13 +1018,15 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
             self._fit_sides(event.size())
         super().resizeEvent(event)
         if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
-            self.resized.emit()
+            if announce:
+                self.resized.emit()
             # A size set while this event was being handled (the fitted height, the layout
             # answering it) can leave pyqtgraph's scene at the previous size: the image then
             # sits off-centre and is cut. Check once control is back in the event loop.
             self._sync_scene_soon.request()
 
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        self.ensure_scene()
         if (grid := getattr(self, "grid", None)) is not None and grid.labels_stale:
             grid.request_labels()
         light = getattr(self, "_light", None)
@@ -1079,11 +1110,17 @@ class ImageCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
 
     def image_to_widget(self, x: float, y: float) -> QtCore.QPoint:
         """Map image pixel (x, y) to a point in this widget's viewport (for tests and tools)."""
+        self.ensure_scene()
         scene_point = self.image.mapToScene(QtCore.QPointF(x, y))
         return self.mapFromScene(scene_point)
 
     # -- mouse -----------------------------------------------------------------------------
+    def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        self.ensure_scene()
+        super().mousePressEvent(event)
+
     def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
+        self.ensure_scene()
         super().mouseMoveEvent(event)
         # The scene's sigMouseMoved is rate-limited and can drop the last move before the
         # mouse stops, leaving a stale read-out; every view event is handled here instead.

@@ -297,6 +297,9 @@ def test_every_mosaic_scene_matches_its_canvas_after_the_demo_opens_at_1280x720(
     assert len(canvases) >= 4
 
     def scenes_fit() -> bool:
+        for c in canvases:
+            if not c.on_screen():
+                c.ensure_scene()  # off screen: what the paint that shows it does
         return all(c.ci.geometry().size().toSize() == c.size() for c in canvases)
 
     qtbot.waitUntil(scenes_fit, timeout=2000)
