@@ -369,8 +369,7 @@ _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str,
 class UnregisteredCheck:
     """:class:`UnregisteredModules` on a model's first capture only, the verdict reused after.
 
-    A global module hook sends every module call through PyTorch's slow hook path: on
-    ResNet-50 it alone cost ~5 % of a Grad-CAM capture. What it finds depends on how the model
+    A global module hook sends every module call through PyTorch's slow hook path. What it finds depends on how the model
     holds its modules, which does not change between captures, so the hook watches a model's
     first capture (and again whenever its set of modules changes, or when ``watch`` asks, e.g.
     a cancellable run that wants a stop check between modules); later captures report the same

@@ -7,9 +7,8 @@ forward hook, when the layer's output is produced (two passes over the maps: the
 its position, and the mean), then merged into the state with one ``lexsort`` over the
 ``(C', k + B)`` candidates of the channels ``C'`` that gain an entry (a scan merges all its
 layers as one state, see :meth:`LayerState.joined`); no loop over channels or images runs in
-Python. The state is numpy: its merge is dozens of operations on arrays of a few thousand
-numbers, where numpy's per-call cost is a fraction of torch's (the torch version took 1.7 ms
-a batch for the demo model's five layers, this one about 0.5 ms).
+Python. The state is numpy: its merge is dozens of operations on small arrays, where numpy's
+per-call cost is a fraction of torch's.
 
 Definitions (what :class:`~actviz.data.Scan` reports):
 

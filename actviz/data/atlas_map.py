@@ -412,9 +412,8 @@ def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
     For a few axes of a wide matrix, block subspace iteration, stopped only once every pair's
     residual ``|c v - l v|`` is below ``1e-11 x trace(c)`` (as exact as a full solver); else,
-    or when it does not get there, the full ``eigh``. Under load on two cores LAPACK's full
-    solver of a 512 x 512 matrix took 1.5-4.7 s with two BLAS threads (0.2 s with one); the
-    iteration is a few dozen small products.
+    or when it does not get there, the full ``eigh`` (slow under load with several BLAS
+    threads; the iteration is a few dozen small products).
     """
     d = c.shape[0]
     if d > 64 and 4 * k <= d:

@@ -180,10 +180,8 @@ class _Group:
     """Layers merged as one state: their batches are merged in one go, not one per layer.
 
     A scan's layers normally see the same images in every batch; merging costs a few dozen
-    array operations whatever the channel count, and paying them once instead of once per
-    layer saved about 0.6 ms a batch on the demo model's five layers (some 2 % of its scan
-    throughput). A group holds layers that
-    had the same images done when it was formed; it is dissolved (each layer gets its own
+    array operations whatever the channel count, so they are paid once. A group holds layers
+    that had the same images done when it was formed; it is dissolved (each layer gets its own
     copy of its part) the first time a member does not fire or has some of a batch done.
     """
 
@@ -498,13 +496,6 @@ def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor 
         if t is not None:
             return t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
     return None
-
-
-def layer_widths(net: nn.Module, sample: torch.Tensor, names: Sequence[str]) -> dict[str, int]:
-    """Values per image each of ``names`` would record as an embedding, from one forward pass
-    of ``sample`` in eval mode (training flags restored after); layers that do not run or
-    give no tensor with a channel dimension are left out."""
-    return _probe_forward(net, sample, names)[1]
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:

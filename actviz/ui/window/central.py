@@ -56,9 +56,7 @@ def default_window_size(available: QSize | None) -> QSize:
 
     :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen so the title
     bar and the edges stay on screen, but never below :data:`MINIMUM_SIZE` (or the whole
-    available area, when that is smaller): 90 % of a 1024x640 screen was 921x576, the
-    toolbar folded into a chevron and the module tree cut (None: no screen known, the
-    preferred size).
+    available area, when that is smaller); None: no screen known, the preferred size.
     """
     if available is None or available.isEmpty():
         return QSize(PREFERRED_SIZE)
