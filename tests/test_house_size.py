@@ -40,7 +40,7 @@ OVER: dict[str, int] = {
     "actviz/ui/panels/feature_map.py::LayerPanel": 522,
     "actviz/workspace/session_state.py::Session": 510,
     "actviz/ui/atlas/feature.py::AtlasFeature": 496,
-    "actviz/ui/dataset/feature.py::DatasetScanUI": 489,
+    "actviz/ui/dataset/feature.py::DatasetScanUI": 488,
     "actviz/ui/panels/channel_view.py::ChannelView": 447,
     "actviz/ui/concepts/feature.py::ConceptsFeature": 405,
     "actviz/ui/compare/view.py::CompareView": 446,

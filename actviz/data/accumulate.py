@@ -111,9 +111,7 @@ def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """The maximum of each map of ``flat`` ``(B, C, L)`` (float64) and where it first occurs.
 
     One pass; NaN never hides a real maximum (a map of NaN only gives ``-inf`` at 0). On the
-    CPU this is numpy's ``argmax``, about as fast as torch's ``amax``, where torch's
-    ``max(dim)`` and ``argmax`` took 7-9 times as long; torch's ``amax`` plus numpy's
-    ``argmax`` of only the maps that enter a top-k was no faster inside a scan (tried).
+    CPU numpy's ``argmax`` (torch's ``max(dim)`` and ``argmax`` are far slower).
     """
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):

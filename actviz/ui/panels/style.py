@@ -204,8 +204,7 @@ class SteadyText(QtWidgets.QWidget):
 
     A QLabel's ``setText`` calls ``updateGeometry``; with word wrap its height-for-width
     changes with the text, and the request climbs through every enclosing layout up to the
-    main window's (the Model dock's caption under live frames cost ~1.3 ms of GUI time a
-    frame). This widget reserves ``lines`` lines, wraps the text into them, ends the last
+    main window's. This widget reserves ``lines`` lines, wraps the text into them, ends the last
     with "…" when it does not fit (the whole text is then its tooltip) and only repaints when
     the text changes.
     """
