@@ -27,7 +27,7 @@ OVER: dict[str, int] = {
     "actviz/ui/live/frames.py": 797,
     "actviz/ui/live/playback.py::LiveController": 759,
     "actviz/core/edit_kinds.py": 750,
-    "actviz/data/atlas_map.py": 747,
+    "actviz/data/atlas_map.py": 745,
     "actviz/ui/atlas/view.py": 737,
     "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 513,

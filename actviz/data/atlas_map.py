@@ -292,10 +292,8 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         and opts.get("metric", "euclidean") == "euclidean"
         and "precomputed_knn" not in opts
     ):
-        # umap's own neighbour search (pynndescent) was compiled again for minutes in every
-        # process, its numba cache notwithstanding (a profile: all of the first fit's time in
-        # NNDescent's compile); an exact search with torch takes about a second for 10,000
-        # vectors and places new ones as well.
+        # umap's own neighbour search (pynndescent) compiles for minutes in every process;
+        # an exact search with torch is fast at this size and places new ones as well.
         index = ExactNeighbours(x)
         knn, dist = index.query(x, int(opts["n_neighbors"]))
         opts["precomputed_knn"] = (knn, dist, index)
