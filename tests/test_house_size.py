@@ -28,7 +28,7 @@ OVER: dict[str, int] = {
     "actviz/ui/live/playback.py::LiveController": 759,
     "actviz/core/edit_kinds.py": 750,
     "actviz/data/atlas_map.py": 745,
-    "actviz/ui/atlas/view.py": 737,
+    "actviz/ui/atlas/view.py": 730,
     "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 513,
     "actviz/ui/effects/feature.py": 640,

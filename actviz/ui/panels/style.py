@@ -422,3 +422,20 @@ def scroll_area(
     if widget is not None:
         area.setWidget(widget)
     return area
+
+
+def rgb_image(rgb: np.ndarray) -> QtGui.QImage:
+    """An ``(H, W, 3+)`` uint8 picture as a QImage of its own (not pointing into ``rgb``)."""
+    a = np.ascontiguousarray(np.asarray(rgb)[..., :3], dtype=np.uint8)
+    h, w = a.shape[:2]
+    return QtGui.QImage(a.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888).copy()
+
+
+def rgb_pixmap(rgb: np.ndarray, side: int | None = None, smooth: bool = True) -> QtGui.QPixmap:
+    """:func:`rgb_image` as a pixmap, fitted in ``side`` x ``side`` when given."""
+    pixmap = QtGui.QPixmap.fromImage(rgb_image(rgb))
+    if side is None:
+        return pixmap
+    mode = QtCore.Qt.TransformationMode
+    how = mode.SmoothTransformation if smooth else mode.FastTransformation
+    return pixmap.scaled(side, side, QtCore.Qt.AspectRatioMode.KeepAspectRatio, how)
