@@ -21,7 +21,7 @@ OVER: dict[str, int] = {
     "actviz/workspace/session_state.py": 899,
     "actviz/io/input_files.py": 863,
     "actviz/ui/window/result_display.py": 867,
-    "actviz/data/scan.py": 789,
+    "actviz/data/scan.py": 786,
     "actviz/ui/window/file_opening.py": 637,
     "actviz/ui/window/result_display.py::ResultDisplay": 786,
     "actviz/ui/live/frames.py": 797,

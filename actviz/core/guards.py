@@ -126,8 +126,7 @@ class _Group:
     """Contiguous buffers on one device, saved as bytes into one flat copy.
 
     On the CPU a save is one ``bytes.join`` over memoryviews of the buffers' memory, made once
-    (~15 us for ResNet-18's 60 buffers just after a forward pass, where ``np.concatenate``
-    takes ~57 us and ``torch.cat`` more: both check and convert every input), and the check
+    (cheaper than ``np.concatenate`` or ``torch.cat``, which check every input), and the check
     after the capture is one more join compared with ``==`` (a ``memcmp``). Other devices use
     ``torch.cat`` and ``torch.equal``. Bytes are compared and copied exactly either way.
     """

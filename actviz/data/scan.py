@@ -621,11 +621,8 @@ def default_workers(
     items: ScanData, pending: int, batch_size: int, background: bool = False
 ) -> int:
     """``min(2, cores)`` for files worth it (more than two batches), else 0; a background scan
-    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1.
-
-    In the window on two cores, one loader process instead of two scanned the demo model's
-    2,000 images as fast or faster (2.1-2.8 s against 2.2-3.3 s), and with the window idle the
-    GUI stall of forking them shrank (GUI timer lag max 4-17 ms against 13-52 ms).
+    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1 (as fast, and a
+    shorter GUI stall when they are forked).
     """
     if not items.files or pending <= 2 * batch_size:
         return 0

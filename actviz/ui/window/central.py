@@ -273,8 +273,8 @@ def build_status_bar(window: QMainWindow) -> StatusWidgets:
     """Status text, a busy bar (runs, loads, exports) and the last run's timing, in the status
     bar of ``window``."""
     status = window.statusBar()
-    # Shortened with "…" where it does not fit (its whole text in the tooltip): a plain
-    # label's long message ran into "ran in 173 ms" beside it.
+    # Shortened with "…" where it does not fit (its whole text in the tooltip), so a long
+    # message does not run into the timing beside it.
     label = SteadyElidedLabel("Ready")  # a live frame's target: no relayout of the window
     status.addWidget(label, 1)
     progress = QProgressBar()
