@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from actviz.cli import command_kit as kit
 from actviz.display.text import format_count
 
 EXIT_ERROR = 2
@@ -140,12 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
         "scan", help="scan a dataset: per channel, the images that excite it most"
     )
     _add_model_args(scan, required=True)
-    scan.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    kit.add_data_args(scan, workers=False)
     scan.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
     scan.add_argument("--k", type=int, default=9, help="top images kept per channel (default 9)")
     scan.add_argument("--out", "-o", required=True, help="folder for contact sheets + scan.json")
-    scan.add_argument("--batch-size", type=int, help="images per batch (default: memory budget)")
-    scan.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
+    kit.add_data_args(scan, data=False)
     scan.add_argument("--tile", type=int, default=48, help="crop size in the contact sheets")
     scan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     scan.add_argument(
@@ -187,10 +187,6 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _weights(value: str) -> Any:
-    return None if value.lower() in ("none", "random") else value
-
-
 def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
     from actviz.io.errors import ArchitectureNeededError
     from actviz.io.models.big import parse_max_memory
@@ -204,7 +200,7 @@ def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
         loaded = loaded or open_model(
             args.model,
             arch=args.arch,
-            weights=_weights(args.weights),
+            weights=kit.weights_arg(args.weights),
             trust=args.trust,
             device=args.device,
             device_map=getattr(args, "device_map", None),
@@ -219,8 +215,7 @@ def _open(args: argparse.Namespace, plugins: Any = None) -> Any:
         name = loaded.arch_guesses[0].name
         _progress(f"architecture guessed: {name}; pass --arch to choose another")
     _progress(f"opened {loaded.name} ({loaded.kind}) in {time.perf_counter() - t0:.1f} s")
-    for w in loaded.warnings:
-        _progress(f"warning: {w}")
+    kit.say_each(_progress, loaded.warnings)
     return loaded
 
 
@@ -229,18 +224,6 @@ def _print_arch_guesses(guesses: Sequence[Any]) -> None:
         _progress("architectures matching the weights:")
     for guess in guesses:
         _progress(f"  {guess.describe()}")
-
-
-def _parse_target(
-    text: str | None, categories: list[str] | None, tokenizer: Any = None
-) -> int | None:
-    from actviz.core.targets import parse_target
-    from actviz.io.errors import ActvizError
-
-    try:
-        return parse_target(text, categories, tokenizer)
-    except ValueError as exc:
-        raise ActvizError(f"--target: {exc}") from None
 
 
 def _add_list_input(p: argparse.ArgumentParser) -> None:
@@ -265,8 +248,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         _progress(f"running {inp.description} ...")
         every = [name for name, _ in loaded.model.named_modules()]
         cap = actviz.capture(loaded.model, inp.value, every, gradients=False, keep_inputs=False)
-        for w in cap.warnings:
-            _progress(f"warning: {w}")
+        kit.say_each(_progress, cap.warnings)
     tree = actviz.module_tree(loaded.model, cap)
     rows = []
     for node in tree:
@@ -303,16 +285,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_out_folder(args.out)  # before the model runs
     # Plugins: their model and input openers, and their layer views' pictures.
     plugins = installed_plugins(off=args.no_plugins)
-    for record in plugins.records:
-        if record.status in ("failed", "refused"):
-            _progress(f"warning: {record.error}")
+    kit.say_each(_progress, [r.error for r in plugins.records if r.status in ("failed", "refused")])
     loaded = _open(args, plugins)
     inp = plugins.open_input(args.input) or open_input(
         args.input, loaded_model=loaded, as_list=args.list_input
     )
     views = args.plugin_views.split(",") if args.plugin_views else None
-    layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
-    target = _parse_target(args.target, loaded.categories, loaded.tokenizer)
+    layers = kit.layer_names(args.layers or None)
+    target = kit.target_arg(args.target, loaded)
     _progress(f"capturing {inp.description} ...")
     # A text input's saliency is read at the input embedding: captured, not written.
     captured = with_input_embedding(loaded.model, inp.value, layers)
@@ -322,8 +302,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     _progress(
         f"captured {len(cap.names)} layers in {cap.elapsed_s:.2f} s ({cap.nbytes / 2**20:.1f} MiB)"
     )
-    for w in cap.warnings:
-        _progress(f"warning: {w}")
+    kit.say_each(_progress, cap.warnings)
 
     def progress(done: int, total: int, what: str) -> None:
         if done < total:
@@ -345,7 +324,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             loaded,
             str(args.input),
             arch=args.arch,
-            weights=_weights(args.weights),
+            weights=kit.weights_arg(args.weights),
             trust=args.trust,
             device=args.device,
             list_input=args.list_input,
@@ -365,7 +344,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from actviz.io.compare_files import run_compare
 
-    return run_compare(args, _open, _progress, _parse_target)
+    return run_compare(args, _open, _progress, kit.target_arg)
 
 
 def cmd_scan(args: argparse.Namespace) -> int:

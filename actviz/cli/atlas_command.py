@@ -14,6 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actviz.cli import command_kit as kit
+from actviz.cli.command_kit import Opener, Say
+
 __all__ = ["add_parser", "run"]
 
 
@@ -24,7 +27,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
         help="map a dataset as one layer sees it: atlas.png (by class), atlas.npz, atlas.json",
     )
     add_model_args(p, True)
-    p.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    kit.add_data_args(p, workers=False)
     p.add_argument("--layer", "-l", required=True, help="the layer whose space is mapped")
     p.add_argument("--out", "-o", required=True, help="output folder")
     p.add_argument(
@@ -35,8 +38,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     )
     p.add_argument("--dims", type=int, default=2, help="dimensions of the coordinates (default 2)")
     p.add_argument("--seed", type=int, default=0, help="UMAP's random seed (default 0)")
-    p.add_argument("--batch-size", type=int, help="images per batch (default: memory budget)")
-    p.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
+    kit.add_data_args(p, data=False)
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument(
         "--memory-budget",
@@ -58,11 +60,7 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
-def run(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-) -> int:
+def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz atlas``; ``progress`` writes a line to stderr, results go to stdout."""
     import numpy as np
 
@@ -70,20 +68,15 @@ def run(
     from actviz.data.atlas_map import project, umap_available
     from actviz.data.scan import estimate_memory, scan
     from actviz.io.errors import InputError
-    from actviz.workspace.budget import default_budget, parse_bytes
+    from actviz.workspace.budget import default_budget
 
-    data = Path(args.data)
-    if not data.exists():
-        raise InputError(f"{args.data}: no such folder or file")
+    data = kit.existing(args.data)
     if args.method == "umap" and not umap_available():
         raise InputError("--method umap needs umap-learn: pip install 'actviz[atlas]'")
     if args.dims < 1:
         raise InputError(f"--dims must be at least 1, got {args.dims}")
     size = _size(args.size)
-    try:
-        budget = parse_bytes(args.memory_budget) if args.memory_budget else default_budget()
-    except ValueError as exc:
-        raise InputError(f"--memory-budget: {exc}") from None
+    budget = kit.budget_arg(args.memory_budget) if args.memory_budget else default_budget()
     loaded = open_model(args)
     layer = args.layer
     try:
@@ -91,33 +84,18 @@ def run(
     except ValueError as exc:  # an unknown layer
         raise InputError(str(exc)) from None
     progress(need.describe())
-    last = [0.0]
-
-    def scan_progress(done: int, total: int, rate: float) -> None:
-        now = time.perf_counter()
-        if done < total and now - last[0] < 1.0:
-            return
-        last[0] = now
-        eta = f", {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
-        progress(f"scanned {done}/{total} images ({rate:.0f} images/s{eta})")
-
     result = scan(
         loaded,
         data,
         [layer],
         batch_size=args.batch_size,
-        progress=scan_progress,
+        progress=kit.scan_progress(progress),
         cache=not args.no_cache,
         num_workers=args.workers,
         embeddings=True,
         memory_budget=budget,
     )
-    if result.from_cache:
-        progress(f"from the cache: {result.cache_path}")
-    for w in result.warnings:
-        progress(f"warning: {w}")
-    for source, reason in result.skipped:
-        progress(f"skipped {source}: {reason}")
+    kit.report_scan(result, progress)
     emb = result.embeddings(layer)
     if len(emb) == 0:
         raise InputError(f"layer {layer!r} gave no vector for any image")

@@ -9,10 +9,11 @@ draws the top concepts with heatmaps. torch is imported inside :func:`run` only.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from actviz.cli.command_kit import Opener, Say, Throttle, add_data_args, budget_arg, existing
 
 __all__ = ["add_parser", "run"]
 
@@ -26,7 +27,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     what = p.add_subparsers(dest="concepts_command", required=True)
     t = what.add_parser("train", help="learn a dictionary on a layer's activations")
     add_model_args(t, True)
-    t.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    add_data_args(t, workers=False)
     t.add_argument("--layer", "-l", required=True, help="the layer (or blocks.N.hook_resid_*)")
     t.add_argument("--out", "-o", required=True, help="folder for cfg.json + sae_weights")
     t.add_argument("--n", type=int, help="concepts (default: 8 x the layer's channels)")
@@ -48,7 +49,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     s = what.add_parser("show", help="a sheet of the top concepts with their top images")
     add_model_args(s, True)
     s.add_argument("--concepts", "-c", required=True, help="a dictionary folder (SAELens)")
-    s.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    add_data_args(s, workers=False)
     s.add_argument("--layer", "-l", help="the layer it reads (default: its hook_name)")
     s.add_argument("--out", "-o", required=True, help="the sheet (.png)")
     s.add_argument("--top", type=int, default=24, help="concepts shown (default 24)")
@@ -62,41 +63,11 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
 
 
-def _bytes(text: str) -> int:
-    from actviz.io.errors import InputError
-
-    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    s = text.strip().lower().replace(" ", "").removesuffix("b").removesuffix("i")
-    unit = s[-1] if s and s[-1].isalpha() else ""
-    try:
-        value = float(s[:-1] if unit else s) * units[unit]
-    except (KeyError, ValueError):
-        raise InputError(f"--memory-budget: not a size: {text!r} (e.g. 512MiB)") from None
-    if value < 1 << 16:
-        raise InputError(f"--memory-budget: at least 64KiB, got {text!r}")
-    return int(value)
-
-
-class _Throttle:
-    """Lets a progress line through once a second (and always the last)."""
-
-    def __init__(self, say: Callable[[str], None]) -> None:
-        self.say = say
-        self.last = 0.0
-
-    def __call__(self, text: str, final: bool = False) -> None:
-        now = time.perf_counter()
-        if final or now - self.last >= 1.0:
-            self.last = now
-            self.say(text)
-
-
 def _train(args: argparse.Namespace, open_model: Callable, progress: Callable) -> int:
     from actviz.analysis.concepts.training import TrainProgress, train
     from actviz.io.errors import InputError
 
-    if not Path(args.data).exists():
-        raise InputError(f"{args.data}: no such folder or file")
+    existing(args.data)
     for flag, value in (
         ("--k", args.k),
         ("--epochs", args.epochs),
@@ -106,9 +77,9 @@ def _train(args: argparse.Namespace, open_model: Callable, progress: Callable) -
             raise InputError(f"{flag} must be at least 1, got {value}")
     if args.n is not None and args.n < 1:
         raise InputError(f"--n must be at least 1, got {args.n}")
-    budget = _bytes(args.memory_budget)
+    budget = budget_arg(args.memory_budget, least=1 << 16)
     loaded = open_model(args)
-    say = _Throttle(progress)
+    say = Throttle(progress)
 
     def step(p: TrainProgress) -> None:
         eta = f", {p.eta_s:.0f} s left" if p.eta_s is not None and p.done < p.total else ""
@@ -159,8 +130,7 @@ def _show(args: argparse.Namespace, open_model: Callable, progress: Callable) ->
     from actviz.analysis.concepts.dictionary import load
     from actviz.io.errors import InputError
 
-    if not Path(args.data).exists():
-        raise InputError(f"{args.data}: no such folder or file")
+    existing(args.data)
     if args.k < 1 or args.top < 1 or args.tile < 8:
         raise InputError("--k and --top must be at least 1, --tile at least 8")
     try:
@@ -168,7 +138,7 @@ def _show(args: argparse.Namespace, open_model: Callable, progress: Callable) ->
     except (OSError, ValueError) as exc:
         raise InputError(f"--concepts: {exc}") from None
     loaded = open_model(args)
-    say = _Throttle(progress)
+    say = Throttle(progress)
     try:
         result = scan_concepts(
             loaded,
@@ -204,11 +174,7 @@ def _show(args: argparse.Namespace, open_model: Callable, progress: Callable) ->
     return 0
 
 
-def run(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-) -> int:
+def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz concepts train|show``; progress lines go to stderr, results to stdout."""
     if args.concepts_command == "train":
         return _train(args, open_model, progress)

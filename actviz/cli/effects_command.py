@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from actviz.cli.command_kit import Opener, Say, Throttle, layer_names, say_each, target_arg
 
 __all__ = ["add_parser", "run"]
 
@@ -62,41 +63,31 @@ def _baseline(text: str, loaded: Any, layers: list[str], say: Callable[[str], No
     if kind == "scan" and rest:
         from actviz.data.scan import scan
 
-        last = [0.0]
+        throttle = Throttle(say)
 
         def progress(done: int, total: int, rate: float) -> None:
-            if done == total or time.perf_counter() - last[0] > 1.0:
-                last[0] = time.perf_counter()
-                say(f"baseline scan: {done}/{total} images ({rate:.0f} images/s)")
+            throttle(f"baseline scan: {done}/{total} images ({rate:.0f} images/s)", done == total)
 
         return scan(loaded, rest, layers, progress=progress)
     raise InputError(f"--baseline: zero, input:FILE or scan:FOLDER, not {text!r}")
 
 
-def run(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-) -> int:
+def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz effects``; ``progress`` writes a line to stderr, results go to stdout."""
     from actviz.analysis.effects.channel_effects import effects
     from actviz.analysis.effects.effects_chart import effects_chart
-    from actviz.core.targets import parse_target
     from actviz.io.errors import InputError
     from actviz.io.export.typeset import safe_name
     from actviz.io.input_files import open_input
 
-    layers = [s.strip() for s in args.layers.split(",") if s.strip()]
+    layers = layer_names(args.layers) or []
     if not layers:
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.verify < 0 or args.batch < 1 or args.top < 1:
         raise InputError("--verify must be >= 0, --batch and --top >= 1")
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded)
-    try:
-        target = parse_target(args.target, loaded.categories, getattr(loaded, "tokenizer", None))
-    except ValueError as exc:
-        raise InputError(f"--target: {exc}") from None
+    target = target_arg(args.target, loaded)
     baseline = _baseline(args.baseline, loaded, layers, progress)
     progress(f"estimating the effects of every channel of {len(layers)} layer(s) ...")
 
@@ -114,8 +105,7 @@ def run(
         batch=args.batch,
         progress=exact_progress,
     )
-    for w in result.warnings:
-        progress(f"warning: {w}")
+    say_each(progress, result.warnings)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = result.to_dict(top=args.top)

@@ -12,6 +12,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from actviz.cli.command_kit import Opener, Say, layer_names, say_each, target_arg, weights_arg
+
 __all__ = ["add_parser", "run"]
 
 
@@ -53,15 +55,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--no-gradients", action="store_true", help="forward only")
 
 
-def _layers(text: str | None) -> list[str] | None:
-    return [s.strip() for s in text.split(",") if s.strip()] if text else None
-
-
-def run(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-) -> int:
+def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz report``; ``progress`` writes a line to stderr, the result goes to stdout."""
     from actviz.io.errors import ActvizError
     from actviz.io.files import check_out_file
@@ -86,14 +80,8 @@ def _pages(progress: Callable[[str], None]) -> Callable[[int, int, str], None]:
     return report
 
 
-def _from_model(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-) -> Callable[[], Any]:
+def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> Callable[[], Any]:
     import actviz
-    from actviz.core.targets import parse_target
-    from actviz.io.errors import ActvizError
     from actviz.io.export.capture_export import with_input_embedding
     from actviz.io.export.report import write_report
     from actviz.io.export.reproduce import run_source
@@ -101,12 +89,9 @@ def _from_model(
 
     loaded = open_model(args)
     inp = open_input(args.input, loaded_model=loaded, as_list=args.list_input)
-    try:
-        target = parse_target(args.target, loaded.categories, loaded.tokenizer)
-    except ValueError as exc:
-        raise ActvizError(f"--target: {exc}") from None
+    target = target_arg(args.target, loaded)
     progress(f"capturing {inp.description} ...")
-    layers = _layers(args.layers)
+    layers = layer_names(args.layers or None)
     cap = actviz.capture(
         loaded.model,
         inp.value,
@@ -115,13 +100,12 @@ def _from_model(
         target=target,
         gradients=not args.no_gradients,
     )
-    for w in cap.warnings:
-        progress(f"warning: {w}")
+    say_each(progress, cap.warnings)
     source = run_source(
         loaded,
         str(args.input),
         arch=args.arch,
-        weights=None if str(args.weights).lower() in ("none", "random") else args.weights,
+        weights=weights_arg(args.weights),
         trust=args.trust,
         device=args.device,
         list_input=args.list_input,
@@ -165,7 +149,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
     loaded = None
     # The model is opened only when the saved capture is not enough: none saved, or edits
     # whose "before" prediction needs the unedited run.
-    if state.model is not None and (cap is None or edits or _layers(args.layers)):
+    if state.model is not None and (cap is None or edits or layer_names(args.layers or None)):
         check = verify_model_source(state, args.model)
         if check.status == "missing":
             if cap is None:
@@ -176,12 +160,12 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
                 progress(f"warning: {check.message}")
                 notes.append(check.message)
             loaded = open_model_source(state, args.model, trust=args.trust, device=args.device)
-    if cap is None or (loaded is not None and _layers(args.layers)):
+    if cap is None or (loaded is not None and layer_names(args.layers or None)):
         if loaded is None or state.input is None:
             raise ActvizError(
                 f"{args.session}: the session holds no saved run, and no model and input to run"
             )
-        layers = _layers(args.layers) or list(state.ticked) or None
+        layers = layer_names(args.layers or None) or list(state.ticked) or None
         progress(f"capturing {state.input.description or 'the session input'} ...")
         cap = actviz.capture(
             loaded.model,
@@ -209,7 +193,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
             target=state.target,
             state=state.model_weights,
         )
-    names = [n for n in (_layers(args.layers) or state.ticked or cap.names) if n in cap]
+    names = [n for n in (layer_names(args.layers or None) or state.ticked or cap.names) if n in cap]
     inp = state.input
     return lambda: write_report(
         cap,

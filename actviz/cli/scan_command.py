@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actviz.cli.command_kit import Opener, Say, existing, layer_names, report_scan, scan_progress
 from actviz.io.errors import InputError
 
 __all__ = ["cmd_scan"]
 
 
-def _silent(open_model: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> Any:
+def _silent(open_model: Opener, args: argparse.Namespace) -> Any:
     """Open the model without the opener's lines on stderr (ranks other than 0)."""
     import contextlib
     import io
@@ -22,11 +21,7 @@ def _silent(open_model: Callable[[argparse.Namespace], Any], args: argparse.Name
         return open_model(args)
 
 
-def cmd_scan(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    say: Callable[[str], None],
-) -> int:
+def cmd_scan(args: argparse.Namespace, open_model: Opener, say: Say) -> int:
     """Run ``actviz scan``: cache, one contact sheet per layer, ``scan.json``.
 
     Parameters
@@ -39,10 +34,8 @@ def cmd_scan(
     say
         Writes a progress line to stderr.
     """
-    data = Path(args.data)
-    if not data.exists():
-        raise InputError(f"{args.data}: no such folder or file")
-    layers = [s.strip() for s in (args.layers or "").split(",") if s.strip()]
+    data = existing(args.data)
+    layers = layer_names(args.layers or "")
     if args.layers is not None and not layers:
         raise InputError("--layers: give at least one layer name (see `actviz info`)")
     if args.k < 1:
@@ -89,8 +82,8 @@ def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
 
 def _scan(
     args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    say: Callable[[str], None],
+    open_model: Opener,
+    say: Say,
     data: Path,
     layers: list[str],
     rank: int,
@@ -104,21 +97,15 @@ def _scan(
     if not layers:
         layers = leaf_names(loaded.model)
         say(f"scanning every leaf module: {len(layers)} layers (--layers picks some)")
-    last = [0.0]
     first: list[int] = []
-    ranks = f" on {world} ranks" if world > 1 else ""
+    lines = scan_progress(say, f" on {world} ranks" if world > 1 else "")
 
     def progress(done: int, total: int, rate: float) -> None:
         if not first:
             first.append(done)
             if args.resume:
                 say(f"resuming: {done} of {total} images were done before")
-        now = time.perf_counter()
-        if done < total and now - last[0] < 1.0:
-            return
-        last[0] = now
-        eta = f", {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
-        say(f"scanned {done}/{total} images{ranks} ({rate:.0f} images/s{eta})")
+        lines(done, total, rate)
 
     result = scan(
         loaded,
@@ -140,12 +127,7 @@ def _scan(
 
         # The whole scan beside its rows: the window opens it (Data > Open a saved scan…).
         say(f"saved the scan in {save_scan(result, rows).parent} (the window opens it)")
-    if result.from_cache:
-        say(f"from the cache: {result.cache_path}")
-    for w in result.warnings:
-        say(f"warning: {w}")
-    for source, reason in result.skipped:
-        say(f"skipped {source}: {reason}")
+    report_scan(result, say)
     files = write_scan(
         loaded,
         result,

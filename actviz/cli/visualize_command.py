@@ -12,6 +12,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from actviz.cli.command_kit import Opener, Say
+
 __all__ = ["add_parser", "parse_channels", "run"]
 
 _DEFAULT_CHANNELS = 16
@@ -108,11 +110,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--out", "-o", required=True, help="output folder")
 
 
-def run(
-    args: argparse.Namespace,
-    open_model: Callable[[argparse.Namespace], Any],
-    progress: Callable[[str], None],
-) -> int:
+def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz visualize``; 0 on success (errors are raised, the CLI prints them)."""
     from pathlib import Path
 

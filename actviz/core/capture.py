@@ -259,8 +259,8 @@ def capture(
             check_edits(dict(zip(plan.names, module_list, strict=True)), applied)
     tune_if_asked()  # the process-wide allocator change is opt-in (core/allocator.py)
     start = time.perf_counter()
-    # Hooks are per-module state: two captures of one model at once (two windows on it, a
-    # script beside its window) took each other's records. So they take turns.
+    # Hooks are per-module state: two captures of one model at once would take each other's
+    # records. So they take turns.
     with model_lock(model):
         attempt = 0
         while attempt < _MAX_ATTEMPTS:

@@ -3,9 +3,8 @@
 Why: a capture keeps every recorded activation (and gradient) alive until the caller drops
 it, where bare inference frees each one as soon as the next layer has run. With glibc's
 default thresholds the heap those tensors grew is handed back to the OS when they are freed,
-so the next capture's forward writes its outputs into fresh pages: ~4,700 minor page faults
-(~1.1 us each) for the 17 blocks of ResNet-18 at 224 px, ~9,600 for its 52 leaves, a third of
-a bare forward's time. Raising glibc's thresholds (:func:`actviz.tune_allocator`) removes them
+so the next capture's forward writes its outputs into fresh pages (page faults worth a
+large share of a bare forward's time). Raising glibc's thresholds (:func:`actviz.tune_allocator`) removes them
 but changes the whole process, so a library call must not do it by default.
 
 What this does instead, in forward-only captures of a model whose captures were seen to
@@ -13,9 +12,8 @@ fault (:func:`wanted`): a recorded CPU tensor of at least :data:`MIN_BYTES` is c
 buffer actviz owns (same sizes and strides), and the forward's own tensor is freed at once, as
 in a bare pass, into memory glibc reuses while it is warm. When every tensor viewing a buffer
 is gone (a record, any view of it, a ``numpy()`` of it), the buffer comes back here and the
-next capture of the same shapes writes into pages already mapped. Copying warm memory costs
-less than faulting the same bytes in: on ResNet-18 and ResNet-50 every-leaf captures the
-overhead over a bare forward fell by about half (``capture_all_ratio``). With gradients,
+next capture of the same shapes writes into pages already mapped: copying warm memory costs
+less than faulting the same bytes in (``capture_all_ratio``). With gradients,
 autograd holds the activations until the backward pass anyway, so a copy would free nothing
 early: those captures keep references.
 
@@ -39,8 +37,7 @@ the OS; it trims only the top, so while one record's storage stays alive above t
 threshold, 32 MiB, since larger ones are mapped apart), the memory below it stays in malloc's
 free lists, warm, and the next forward's tensors are made there. Records are then the
 forward's own tensors, as in any capture without the pool (references checked against their
-version counters), and nothing is copied: on the offloaded tiny model of the scale bench the
-copies were 36 MiB per capture. A model whose captures still fault with the pin
+version counters), and nothing is copied. A model whose captures still fault with the pin
 (:data:`FAULT_STREAK` in a row) gets the copies. Linux with glibc's ``[heap]`` only.
 """
 

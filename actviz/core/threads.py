@@ -1,32 +1,18 @@
 """torch's intra-op thread count (held for a block, or chosen by trying) and background priority.
 
-Under OpenMP (torch's CPU backend in the wheels) ``torch.set_num_threads`` sets the count of
-the *calling* thread: a count set on a worker thread leaves running threads alone (checked on
-torch 2.14). The last count set anywhere is also what a thread takes at its first parallel op,
-so while a scan runs on fewer threads, a thread started then (a new pool thread of the window)
-runs on as few. Both tools here put the count back when they are done, which puts that default
-back too.
+``torch.set_num_threads`` sets the *calling* thread's count (OpenMP), and the last count set
+is what new threads start with: both tools here put the count back when done.
 
-One team at a time: under libgomp every thread that runs a parallel op on more than one thread
-gets its own team of OpenMP threads, kept until that thread exits; once the process holds more
-of those threads than it has cores, idle ones stop spinning and every parallel region wakes its
-threads from sleep (a capture runs about 1.5x slower, for the rest of the process). So a
-pipeline's helper threads run torch on one thread (:func:`torch_threads` ``(1)``; the window's
-second stages, :mod:`actviz.ui.worker`), and the app's own process keeps its GUI thread to one
-(:func:`parallel_in_workers_only`) while its workers run their jobs at the count the process had.
+One team at a time: under libgomp each thread running parallel ops keeps its own OpenMP team;
+more team threads than cores make every parallel region wake threads from sleep. So helper
+threads run torch on one thread (:func:`torch_threads` ``(1)``) and the app keeps its GUI
+thread to one (:func:`parallel_in_workers_only`).
 
-Chosen by trying (:class:`ThreadTuner`, used by dataset scans): a scan that reads image files
-runs DataLoader worker processes beside the model; when torch's threads and the workers together
-want more cores than there are, a forward pass waits at each parallel region for a thread a
-worker pushed off its core. Whether fewer torch threads win depends on how the model's forward
-weighs against the decoding (the demo model: faster with one; ResNet-18: slower), which no rule
-read off the model predicts, so the scan tries a few batches at the current count and a few at
-``cores - workers`` and keeps the faster.
+:class:`ThreadTuner`: with DataLoader workers beside the model, whether fewer torch threads win
+depends on the model, so a scan tries both counts and keeps the faster.
 
-Background priority (:func:`lower_thread_priority`, :func:`lower_process_priority`): a dataset
-scan in the window shares the cores with the GUI thread and live mode, so its thread and its
-loader processes run niced, and the loaders come from a fork server
-(:mod:`actviz.data.fork_server`): forking them from the window's process stalls the GUI.
+Background priority: a scan in the window runs its thread and loader processes niced, and the
+loaders come from a fork server (:mod:`actviz.data.fork_server`), so the GUI keeps its cores.
 """
 
 from __future__ import annotations
@@ -63,11 +49,8 @@ BACKGROUND_NICE = 10
 
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with torch's intra-op pool at ``n`` threads (None: unchanged).
-
-    For callers that work alone: on a loaded 2-core machine, waking a second OpenMP thread for
-    each small reduction costs more than the work. The calling thread's count is put back.
-    """
+    """Run the block with torch's intra-op pool at ``n`` threads (None: unchanged); the
+    calling thread's count is put back."""
     if n is None:
         yield
         return
@@ -114,8 +97,7 @@ def parallel_in_workers_only() -> Callable[[], None]:
 
 
 # Native thread id -> the priority it was lowered to. Not a ``threading.local``: a Qt pool
-# thread gets a new Python thread state (and so empty thread-local data) each time Python is
-# entered from it, so every live frame or scan lowered its thread again, down to 19.
+# thread gets a new Python thread state each time Python is entered from it.
 _lowered: dict[int, int] = {}
 
 
@@ -247,10 +229,8 @@ class ThreadTuner:
         if not self.active:
             return
         w, t = self.WARMUP, self.TRIAL
-        # Batches 1..w: warm-up (the loader's queue fills); then t timed at the original
-        # count and up to t at the candidate count, given up after the first if it is far
-        # slower (a forward-bound model such as ResNet-18 on two cores: each batch at the
-        # wrong count costs it 70 %). A batch of unreadable files only is not timed.
+        # Batches 1..w: warm-up; then t timed at the original count and up to t at the
+        # candidate, given up after the first if far slower. Unreadable-only batches: untimed.
         if self._seen <= w or images == 0:
             return
         self._timed += 1

@@ -7,9 +7,8 @@ forward hook, when the layer's output is produced (two passes over the maps: the
 its position, and the mean), then merged into the state with one ``lexsort`` over the
 ``(C', k + B)`` candidates of the channels ``C'`` that gain an entry (a scan merges all its
 layers as one state, see :meth:`LayerState.joined`); no loop over channels or images runs in
-Python. The state is numpy: its merge is dozens of operations on arrays of a few thousand
-numbers, where numpy's per-call cost is a fraction of torch's (the torch version took 1.7 ms
-a batch for the demo model's five layers, this one about 0.5 ms).
+Python. The state is numpy: its merge is dozens of operations on small arrays, where numpy's
+per-call cost is a fraction of torch's.
 
 Definitions (what :class:`~actviz.data.Scan` reports):
 
@@ -112,9 +111,7 @@ def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """The maximum of each map of ``flat`` ``(B, C, L)`` (float64) and where it first occurs.
 
     One pass; NaN never hides a real maximum (a map of NaN only gives ``-inf`` at 0). On the
-    CPU this is numpy's ``argmax``, about as fast as torch's ``amax``, where torch's
-    ``max(dim)`` and ``argmax`` took 7-9 times as long; torch's ``amax`` plus numpy's
-    ``argmax`` of only the maps that enter a top-k was no faster inside a scan (tried).
+    CPU numpy's ``argmax`` (torch's ``max(dim)`` and ``argmax`` are far slower).
     """
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):

@@ -30,8 +30,7 @@ _BASE = (
 )
 _UNLABELLED = (110, 110, 110)
 #: The frame of a selected dot (the window's map and the report's picture): black, far from
-#: every class colour (orange, the first choice, was the second class's own colour, so a
-#: selection of that class did not show).
+#: every class colour.
 SELECTED_RGB = (0, 0, 0)
 _INK = (30, 30, 30)
 _FRAME = (200, 200, 200)

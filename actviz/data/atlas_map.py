@@ -292,10 +292,8 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         and opts.get("metric", "euclidean") == "euclidean"
         and "precomputed_knn" not in opts
     ):
-        # umap's own neighbour search (pynndescent) was compiled again for minutes in every
-        # process, its numba cache notwithstanding (a profile: all of the first fit's time in
-        # NNDescent's compile); an exact search with torch takes about a second for 10,000
-        # vectors and places new ones as well.
+        # umap's own neighbour search (pynndescent) compiles for minutes in every process;
+        # an exact search with torch is fast at this size and places new ones as well.
         index = ExactNeighbours(x)
         knn, dist = index.query(x, int(opts["n_neighbors"]))
         opts["precomputed_knn"] = (knn, dist, index)
@@ -412,9 +410,8 @@ def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
     For a few axes of a wide matrix, block subspace iteration, stopped only once every pair's
     residual ``|c v - l v|`` is below ``1e-11 x trace(c)`` (as exact as a full solver); else,
-    or when it does not get there, the full ``eigh``. Under load on two cores LAPACK's full
-    solver of a 512 x 512 matrix took 1.5-4.7 s with two BLAS threads (0.2 s with one); the
-    iteration is a few dozen small products.
+    or when it does not get there, the full ``eigh`` (slow under load with several BLAS
+    threads; the iteration is a few dozen small products).
     """
     d = c.shape[0]
     if d > 64 and 4 * k <= d:

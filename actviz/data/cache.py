@@ -12,8 +12,7 @@ directory; in it, per layer (the layer is part of the key):
   ``<layer>/...`` keys of the folder's state file, written once per batch for all layers
   together. The file has two slots, ``state.0.bin`` and ``state.1.bin``, written in turn and
   in place, each with a sequence number and a checksum of its contents; the newest whole
-  slot is the state. (A ``.npz`` written to a temporary file and renamed over the old one,
-  the first version, cost 2-3 ms a batch: some 5 % of the demo model's scan throughput.)
+  slot is the state (cheaper per batch than renaming a new ``.npz`` over the old one).
 
 A killed process therefore loses at most the batch being written (its slot fails its
 checksum and the other slot, one batch older, is used), and a log line not yet covered by the

@@ -2,12 +2,11 @@
 
 A DataLoader forks its worker processes from the calling process. ``fork`` copies the page
 tables of the whole process and makes every page of it copy-on-write, with the address space
-locked meanwhile. In the window (a process of several hundred MB to GBs, whose GUI thread keeps
-writing memory) that stalled the GUI thread at every scan start: 15-20 ms for a 650 MB process,
-35-50 ms with 1 GB more, 120 ms in the benchmark's larger process, growing with the model.
+locked meanwhile: in the window that stalls the GUI thread at every scan start, the longer
+the larger the process.
 
 A background scan therefore asks a **fork server** for its loaders: a process of its own,
-started once per session by ``vfork`` + ``exec`` (0.3 ms for the caller, whatever its size),
+started once per session by ``vfork`` + ``exec`` (cheap for the caller, whatever its size),
 which imports torch and actviz's data sources and then forks each loader from itself. The
 caller only pickles the dataset to it.
 

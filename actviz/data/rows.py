@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +211,3 @@ def attach_rows(runs: list[Any], folder: Any, n: int, ctx: Any = None) -> None:
 def new_vectors(n: int, dim: int) -> np.ndarray:
     """In-memory rows (the default): NaN until written."""
     return np.full((n, dim), np.nan, dtype=np.float16)
-
-
-Factory = Callable[[int, int], Any]

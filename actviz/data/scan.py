@@ -180,10 +180,8 @@ class _Group:
     """Layers merged as one state: their batches are merged in one go, not one per layer.
 
     A scan's layers normally see the same images in every batch; merging costs a few dozen
-    array operations whatever the channel count, and paying them once instead of once per
-    layer saved about 0.6 ms a batch on the demo model's five layers (some 2 % of its scan
-    throughput). A group holds layers that
-    had the same images done when it was formed; it is dissolved (each layer gets its own
+    array operations whatever the channel count, so they are paid once. A group holds layers
+    that had the same images done when it was formed; it is dissolved (each layer gets its own
     copy of its part) the first time a member does not fire or has some of a batch done.
     """
 
@@ -500,13 +498,6 @@ def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor 
     return None
 
 
-def layer_widths(net: nn.Module, sample: torch.Tensor, names: Sequence[str]) -> dict[str, int]:
-    """Values per image each of ``names`` would record as an embedding, from one forward pass
-    of ``sample`` in eval mode (training flags restored after); layers that do not run or
-    give no tensor with a channel dimension are left out."""
-    return _probe_forward(net, sample, names)[1]
-
-
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
     """Each item's class index: its folder in an ImageFolder layout, or a dataset's
     ``targets``; None when the data gives no classes."""
@@ -630,11 +621,8 @@ def default_workers(
     items: ScanData, pending: int, batch_size: int, background: bool = False
 ) -> int:
     """``min(2, cores)`` for files worth it (more than two batches), else 0; a background scan
-    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1.
-
-    In the window on two cores, one loader process instead of two scanned the demo model's
-    2,000 images as fast or faster (2.1-2.8 s against 2.2-3.3 s), and with the window idle the
-    GUI stall of forking them shrank (GUI timer lag max 4-17 ms against 13-52 ms).
+    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1 (as fast, and a
+    shorter GUI stall when they are forked).
     """
     if not items.files or pending <= 2 * batch_size:
         return 0

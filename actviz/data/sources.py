@@ -249,8 +249,8 @@ def folder_images(root: Path) -> tuple[list[str], tuple[str, ...] | None]:
     names. The one listing of an image folder: scans and live mode's frames read it."""
     files: list[tuple[str, str]] = []
     base = os.fspath(root)
-    # os.path, not pathlib: listing is part of a scan's time, and pathlib parsed each name
-    # three times (70 ms for 2,000 files; 12 ms now, signatures included).
+    # os.path, not pathlib: listing is part of a scan's time, and pathlib parses each name
+    # several times.
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel_dir = os.path.relpath(dirpath, base)

@@ -237,12 +237,6 @@ class Mosaic:
             self.tile_w + self.pad
         )
 
-    def pixel_in_tile(self, x: float, y: float) -> tuple[int, int]:
-        """``(ty, tx)`` inside its tile, in source pixels, for image pixel ``(x, y)``."""
-        tx = int(x) % (self.tile_w + self.pad)
-        ty = int(y) % (self.tile_h + self.pad)
-        return ty * self.scale, tx * self.scale
-
 
 def _tile_grid(rows: int, cols: int, h: int, w: int, pad: int, fill: Any) -> np.ndarray:
     """An empty ``(rows, h + pad, cols, w + pad)`` grid of tiles (float32 NaN or uint8)."""

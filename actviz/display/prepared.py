@@ -65,8 +65,7 @@ class LazyStats(Mapping[str, Any]):
     """A layer's statistics, read-only, computed on the first read of a key not ``known``.
 
     A live frame's preparation leaves them for later while nothing shows them (the Overview's
-    statistics table is hidden): on ResNet-18 at 112 px with 20 layers they were a third of a
-    frame's preparation. ``known`` (name, type, shape, the gradient's norm, which the gradient
+    statistics table is hidden). ``known`` (name, type, shape, the gradient's norm, which the gradient
     flow needs at once) is returned without computing, and wins over the computed values.
     """
 

@@ -145,7 +145,7 @@ def run_compare(
     if args.input_b:
         inp_b = open_input(args.input_b, loaded_model=loaded_b, as_list=args.list_input)
     layers = [s.strip() for s in args.layers.split(",") if s.strip()] if args.layers else None
-    target = parse_target(args.target, loaded_a.categories)
+    target = parse_target(args.target, loaded_a)
     caps = []
     for tag, loaded, inp in (("A", loaded_a, inp_a), ("B", loaded_b, inp_b)):
         progress(f"run {tag}: {loaded.name} on {inp.description} ...")

@@ -238,8 +238,8 @@ def leaked_widgets(before: Collection[int]) -> list[QWidget]:
         return []
     known = set(before)
     # The collector runs here, outside Qt's event handling. The young generations first (what
-    # the test made, when automatic collection was off during it: a few ms); a full collection
-    # (some 300 ms in a large process) only when something still looks left behind.
+    # the test made, when automatic collection was off during it); a full collection (slow in
+    # a large process) only when something still looks left behind.
     for generation in (1, 2):
         flush_deletes()
         gc.collect(generation)

@@ -272,41 +272,15 @@ class WindowDriver:
         return getattr(self.window, name)
 
     # ------------------------------------------------------------------ per-feature drivers
-    @property
-    def live(self) -> LiveDriver:
-        """Live mode's driver (:class:`~actviz.testing.feature_drivers.LiveDriver`)."""
-        return LiveDriver(self)
-
-    @property
-    def compare(self) -> CompareDriver:
-        """The Compare tab's driver (:class:`~actviz.testing.feature_drivers.CompareDriver`)."""
-        return CompareDriver(self)
-
-    @property
-    def dataset(self) -> DatasetDriver:
-        """Dataset scans' driver (:class:`~actviz.testing.feature_drivers.DatasetDriver`)."""
-        return DatasetDriver(self)
-
-    @property
-    def effects(self) -> EffectsDriver:
-        """The "Channels that matter" driver
-        (:class:`~actviz.testing.feature_drivers.EffectsDriver`)."""
-        return EffectsDriver(self)
-
-    @property
-    def whatif(self) -> WhatIfDriver:
-        """What-if edits' driver (:class:`~actviz.testing.feature_drivers.WhatIfDriver`)."""
-        return WhatIfDriver(self)
-
-    @property
-    def tokens(self) -> TokensDriver:
-        """Token views' driver (:class:`~actviz.testing.feature_drivers.TokensDriver`)."""
-        return TokensDriver(self)
-
-    @property
-    def sessions(self) -> SessionsDriver:
-        """Session files' driver (:class:`~actviz.testing.feature_drivers.SessionsDriver`)."""
-        return SessionsDriver(self)
+    # (:mod:`actviz.testing.feature_drivers`: live, compare, dataset, effects, whatif, tokens,
+    # sessions)
+    live = property(LiveDriver)
+    compare = property(CompareDriver)
+    dataset = property(DatasetDriver)
+    effects = property(EffectsDriver)
+    whatif = property(WhatIfDriver)
+    tokens = property(TokensDriver)
+    sessions = property(SessionsDriver)
 
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:

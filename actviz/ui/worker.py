@@ -50,15 +50,9 @@ GIL_SWITCH_INTERVAL_S = 0.001
 
 
 def favour_gui_thread() -> None:
-    """Let the GUI thread take the GIL within ~1 ms while workers run Python.
-
-    With CPython's default 5 ms switch interval, each time the GUI thread needs the GIL while a
-    capture's hooks or a frame's preparation run Python, it may wait up to 5 ms; a paint makes
-    many such entries. Measured on ResNet-50 live (3 paired runs on a noisy 2-core machine):
-    timer lag p99 11.5/6.2/8.4 ms -> 9.4/5.6/6.4 ms, max 37/32/25 ms -> 39/13/18 ms, with no
-    loss of throughput. The interval is process-wide; this only ever lowers it, and the last
-    :func:`release_gui_thread` of a window that called this puts the caller's value back.
-    """
+    """Let the GUI thread take the GIL within ~1 ms while workers run Python (the default
+    5 ms interval delays every paint). Process-wide; only ever lowered, and the last
+    :func:`release_gui_thread` puts the caller's value back."""
     global _favour_count, _interval_before
     if _favour_count == 0:
         _interval_before = sys.getswitchinterval()

@@ -238,15 +238,6 @@ class PluginRegistry:
         if record.status == "active":
             record.status = "disabled"
 
-    def record_of(self, contribution: Any) -> PluginRecord | None:
-        """The record of the plugin that contributes ``contribution``."""
-        for record in self.records:
-            if record.plugin is not None and any(
-                c is contribution for c in record.plugin.contributions
-            ):
-                return record
-        return None
-
     def modules_of(self, record: PluginRecord) -> set[str]:
         """The modules whose code is ``record``'s: an installed plugin's whole top-level
         package, and the module of each callable it contributes."""

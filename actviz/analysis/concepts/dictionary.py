@@ -46,8 +46,7 @@ def _onednn_linear(x: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor) -> to
     """``x @ w_t.T + bias`` through oneDNN, or None where it cannot run.
 
     On the CPU, torch's float32 ``addmm`` goes to MKL, which on AMD processors runs about
-    half as fast as oneDNN's own kernels (1.9 against 0.9 ms for the live frame's 196 x 256 x
-    2,048 product on one thread) and whose OpenMP threads spin badly on a busy machine.
+    half as fast as oneDNN's own kernels and whose OpenMP threads spin on a busy machine.
     Only for no-grad float32 CPU work (maps): results agree with ``addmm`` to rounding.
     """
     if not _ONEDNN["ok"] or x.device.type != "cpu" or x.dtype != torch.float32:

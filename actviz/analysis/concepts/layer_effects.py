@@ -1,8 +1,7 @@
 """Effects of a mix of layers, some ranked by channels and some by concepts (no Qt).
 
 The window's "Channels that matter" dock ranks each ticked layer; a layer whose panel shows
-a dictionary's concepts is ranked by its concepts instead (issue 41: "channel effects ranking
-concepts"). :func:`estimate_layers` makes the estimates of such a mix from one capture
+a dictionary's concepts is ranked by its concepts instead. :func:`estimate_layers` makes the estimates of such a mix from one capture
 (:func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` for the channels,
 :func:`~actviz.analysis.concepts.ranking.concept_estimate_from_capture` for the concepts),
 :func:`verify_layers` adds the exact effects

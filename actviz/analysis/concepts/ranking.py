@@ -40,21 +40,16 @@ from actviz.analysis.effects.effect_results import (
     DEFAULT_VERIFY,
     Effects,
     LayerEffects,
+    frozen,
 )
-from actviz.analysis.effects.exact import TargetReader, repeat_inputs
+from actviz.analysis.effects.exact import TargetReader, repeat_inputs, run_batches
 from actviz.core.capture import capture
 from actviz.core.edit_kinds import EditHooks, channel_dim, normalize_edits
 from actviz.core.guards import ModelState
-from actviz.core.records import Capture, CaptureCancelled
+from actviz.core.records import Capture
 from actviz.core.structures import first_tensor, iter_tensors, replace_first
 
 __all__ = ["concept_effects", "concept_estimate_from_capture", "run_concepts_exact"]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a)
-    a.flags.writeable = False
-    return a
 
 
 def _description(scale: float) -> str:
@@ -136,16 +131,7 @@ def concept_estimate_from_capture(
             along = gv @ w_dec.T
             total += (z.cpu().double() * along).sum(0)
     est = (-(1.0 - float(scale)) * total).numpy()
-    size = concepts.d_sae
-    result = LayerEffects(
-        layer,
-        _frozen(est),
-        _frozen(np.full(size, np.nan)),
-        _frozen(np.zeros(size, dtype=bool)),
-        dim,
-        shape,
-        len(recs),
-    )
+    result = LayerEffects.estimated(layer, est, dim, shape, len(recs))
     return Effects(
         layers=(layer,),
         results=types.MappingProxyType({layer: result}),
@@ -233,9 +219,6 @@ def run_concepts_exact(
     extra = normalize_edits(edits) if edits else {}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
     share = _one_sample(inputs) and not isinstance(inputs, list)
-    values: list[float] = []
-    forwards = 0
-    batch = max(1, int(batch))
     start = time.perf_counter()
 
     def run(chunk: Sequence[int], expand: bool) -> list[float]:
@@ -256,23 +239,9 @@ def run_concepts_exact(
 
     try:
         state.apply(train=False)
-        for lo in range(0, len(chosen), batch):
-            if should_stop is not None and should_stop():
-                raise CaptureCancelled("exact concept effects cancelled")
-            chunk = list(chosen[lo : lo + batch])
-            expand = share and len(chunk) > 1
-            try:
-                got = run(chunk, expand)
-            except Exception:  # noqa: BLE001 - retried below without the shared prefix
-                if not expand:
-                    raise
-                share = False
-                forwards += 1
-                got = run(chunk, False)
-            values.extend(got)
-            forwards += 1
-            if progress is not None:
-                progress(len(values), len(chosen))
+        values, forwards = run_batches(
+            chosen, batch, run, share, progress, should_stop, "exact concept"
+        )
     finally:
         state.restore()
     return values, forwards, time.perf_counter() - start
@@ -371,7 +340,7 @@ def concept_effects(
     for i, value in zip(chosen, values, strict=True):
         exact[i] = value - clean
         verified[i] = True
-    result = dataclasses.replace(res, exact=_frozen(exact), verified=_frozen(verified))
+    result = dataclasses.replace(res, exact=frozen(exact), verified=frozen(verified))
     return dataclasses.replace(
         est,
         results=types.MappingProxyType({layer: result}),

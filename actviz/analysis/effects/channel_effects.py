@@ -112,17 +112,7 @@ def _layer_estimate(
             + ": its estimates there are 0"
         )
     assert total is not None
-    est = total.cpu().numpy()
-    size = est.shape[0]
-    return LayerEffects(
-        layer,
-        frozen(est),
-        frozen(np.full(size, np.nan)),
-        frozen(np.zeros(size, dtype=bool)),
-        dim,
-        shape,
-        len(recs),
-    )
+    return LayerEffects.estimated(layer, total.cpu().numpy(), dim, shape, len(recs))
 
 
 def estimate_from_capture(

@@ -75,6 +75,15 @@ class LayerEffects:
     shape: tuple[int, ...]
     calls: int
 
+    @classmethod
+    def estimated(
+        cls, layer: str, estimate: np.ndarray, dim: int, shape: tuple[int, ...], calls: int
+    ) -> LayerEffects:
+        """Estimates only, no channel verified yet."""
+        n = len(estimate)
+        nan, no = np.full(n, np.nan), np.zeros(n, dtype=bool)
+        return cls(layer, frozen(estimate), frozen(nan), frozen(no), dim, shape, calls)
+
     @property
     def channels(self) -> int:
         """Number of channels."""

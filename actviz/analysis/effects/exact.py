@@ -301,11 +301,7 @@ def run_exact(
     hooks = {layer: _SampleEdit(layer, modules[layer], baseline) for layer, _ in jobs}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
     handles: list[Any] = []
-    values: list[float] = []
-    forwards = 0
-    share = _one_sample(inputs, model)
     start = time.perf_counter()
-    batch = max(1, int(batch))
 
     def run(chunk: Sequence[tuple[str, int]], expand: bool) -> list[float]:
         b = len(chunk)
@@ -330,27 +326,49 @@ def run_exact(
 
     try:
         state.apply(train=False)
-        for lo in range(0, len(jobs), batch):
-            if should_stop is not None and should_stop():
-                raise CaptureCancelled("exact effects cancelled")
-            chunk = jobs[lo : lo + batch]
-            expand = share and len(chunk) > 1
-            try:
-                got = run(chunk, expand)
-            except Exception as exc:  # noqa: BLE001 - retried below without the shared prefix
-                if not expand:
-                    raise
-                log.debug("shared prefix failed (%s); repeating the whole input", exc)
-                share = False
-                forwards += 1
-                got = run(chunk, False)
-            values.extend(got)
-            forwards += 1
-            if progress is not None:
-                progress(len(values), len(jobs))
+        share = _one_sample(inputs, model)
+        values, forwards = run_batches(jobs, batch, run, share, progress, should_stop, "exact")
     finally:
         for h in handles:
             h.remove()
         state.restore()
         baseline.release()
     return values, forwards, time.perf_counter() - start
+
+
+def run_batches(
+    jobs: Sequence[Any],
+    batch: int,
+    run: Callable[[list[Any], bool], list[float]],
+    share: bool,
+    progress: Callable[[int, int], None] | None,
+    should_stop: Callable[[], bool] | None,
+    what: str,
+) -> tuple[list[float], int]:
+    """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time: the values and forward passes.
+
+    ``expand`` (one sample expanded at the layer, not the input repeated) is tried while
+    ``share`` holds; once it fails, the whole input is repeated from then on.
+    """
+    values: list[float] = []
+    forwards = 0
+    batch = max(1, int(batch))
+    for lo in range(0, len(jobs), batch):
+        if should_stop is not None and should_stop():
+            raise CaptureCancelled(f"{what} effects cancelled")
+        chunk = list(jobs[lo : lo + batch])
+        expand = share and len(chunk) > 1
+        try:
+            got = run(chunk, expand)
+        except Exception as exc:  # noqa: BLE001 - retried below without the shared prefix
+            if not expand:
+                raise
+            log.debug("shared prefix failed (%s); repeating the whole input", exc)
+            share = False
+            forwards += 1
+            got = run(chunk, False)
+        values.extend(got)
+        forwards += 1
+        if progress is not None:
+            progress(len(values), len(jobs))
+    return values, forwards

@@ -117,10 +117,8 @@ class LayerRunner:
 
 
 #: Steps an image takes the redirected gradient at every ReLU once its gradient was exactly
-#: zero. Once per image: after them the plain gradient (and Adam's momentum) carries on.
-#: On the demo's silent channels 4 started every one within ~15 steps; 16 (the span
-#: torchbearer's port uses) took twice as long, and redirecting again whenever the gradient
-#: was zero kept images from settling.
+#: zero. Once per image: after them the plain gradient (and Adam's momentum) carries on
+#: (more steps, or redirecting whenever the gradient is zero, keep images from settling).
 _REDIRECT_STEPS = 4
 
 

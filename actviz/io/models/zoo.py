@@ -29,7 +29,6 @@ __all__ = [
     "OFFLINE_ENV",
     "ZooModel",
     "torchvision_names",
-    "is_torchvision_name",
     "resolve_weights",
     "cached_weights_file",
     "network_available",
@@ -65,11 +64,6 @@ def torchvision_names() -> list[str]:
     import torchvision.models
 
     return list(torchvision.models.list_models())
-
-
-def is_torchvision_name(name: str) -> bool:
-    """Whether ``name`` is a torchvision model name."""
-    return name in torchvision_names()
 
 
 def _offline_by_env() -> bool:

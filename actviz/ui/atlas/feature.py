@@ -420,13 +420,13 @@ class AtlasFeature(FeatureBase, QObject):
         try:
             from PIL import Image
 
-            from actviz.ui.atlas.view import pixmap_of
+            from actviz.ui.panels.style import rgb_pixmap
 
             with Image.open(path) as im:
                 im.draft("RGB", (THUMB, THUMB))  # JPEGs decode at a fraction of their size
                 im = im.convert("RGB")
                 im.thumbnail((THUMB, THUMB))
-                pixmap = pixmap_of(np.asarray(im))
+                pixmap = rgb_pixmap(np.asarray(im))
         except (OSError, ValueError):
             pixmap = None
         if len(self._thumbs) > 512:

@@ -726,12 +726,5 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def pixmap_of(rgb: np.ndarray) -> QPixmap:
-    """A pixmap of an ``(H, W, 3)`` uint8 image (copied)."""
-    a = np.ascontiguousarray(rgb[..., :3].astype(np.uint8))
-    image = QImage(a.data, a.shape[1], a.shape[0], a.shape[1] * 3, QImage.Format.Format_RGB888)
-    return QPixmap.fromImage(image.copy())
-
-
 def swatch(rgb: Sequence[int]) -> QColor:
     return QColor(*(int(v) for v in rgb[:3]))

@@ -9,11 +9,11 @@ its decoder direction). A passive widget: the feature fills it and hears its sig
 from __future__ import annotations
 
 import numpy as np
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
 
-__all__ = ["ConceptView", "pixmap_of"]
+__all__ = ["ConceptView"]
 
 #: Side of the concept's picture in the view (screen pixels, at most).
 PICTURE_PX = 240
@@ -21,19 +21,6 @@ PICTURE_PX = 240
 THUMB_PX = 76
 #: Top images per row.
 THUMB_COLUMNS = 3
-
-
-def pixmap_of(rgb: np.ndarray, side: int) -> QtGui.QPixmap:
-    """An ``(H, W, 3)`` uint8 picture as a pixmap fitted in ``side`` x ``side``."""
-    a = np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8)[..., :3])
-    h, w = a.shape[:2]
-    image = QtGui.QImage(a.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888).copy()
-    return QtGui.QPixmap.fromImage(image).scaled(
-        side,
-        side,
-        QtCore.Qt.AspectRatioMode.KeepAspectRatio,
-        QtCore.Qt.TransformationMode.SmoothTransformation,
-    )
 
 
 class ConceptView(QtWidgets.QWidget):
@@ -153,7 +140,7 @@ class ConceptView(QtWidgets.QWidget):
         self.title.set_text(f"Concept {concept} of {concepts} · {layer}")
         self.name_edit.setText(name)
         self.picture_array = np.asarray(picture)
-        self.picture.setPixmap(pixmap_of(picture, PICTURE_PX))
+        self.picture.setPixmap(style.rgb_pixmap(picture, PICTURE_PX))
         self.stats_label.setText(stats)
         for button in (self.remove_button, self.scale_button, self.wants_button):
             button.setEnabled(True)
@@ -174,7 +161,7 @@ class ConceptView(QtWidgets.QWidget):
                 item.widget().deleteLater()
         for i, rgb in enumerate(pictures):
             label = QtWidgets.QLabel()
-            label.setPixmap(pixmap_of(rgb, THUMB_PX))
+            label.setPixmap(style.rgb_pixmap(rgb, THUMB_PX))
             self.top_row.addWidget(label, i // THUMB_COLUMNS, i % THUMB_COLUMNS)
         self.top_count = len(pictures)
         self.top_label.setText(text)
@@ -184,7 +171,7 @@ class ConceptView(QtWidgets.QWidget):
         if picture is None:
             self.wants_picture.clear()
         else:
-            self.wants_picture.setPixmap(pixmap_of(picture, THUMB_PX + 40))
+            self.wants_picture.setPixmap(style.rgb_pixmap(picture, THUMB_PX + 40))
         self.wants_label.setText(text)
 
     def clear(self) -> None:

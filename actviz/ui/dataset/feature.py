@@ -265,8 +265,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
         self.window.refresh_busy()
         # Widened when it opens, never while shown: the width is then the user's (or shared
-        # with the live dock), and resizing the central area re-lays every panel out (beside
-        # live mode that stalled the GUI thread 75-120 ms at each scan start).
+        # with the live dock), and resizing the central area re-lays every panel out.
         if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
             self.window.resize_dock(self.dock, PREFERRED_WIDTH)
 

@@ -67,20 +67,6 @@ def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
     return out
 
 
-def _pixmap(rgb: np.ndarray, side: int) -> QtGui.QPixmap:
-    rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
-    height, width = rgb.shape[:2]
-    image = QtGui.QImage(rgb.data, width, height, 3 * width, QtGui.QImage.Format.Format_RGB888)
-    # copy(): the QImage borrows the numpy buffer, which goes away with this frame.
-    pixmap = QtGui.QPixmap.fromImage(image.copy())
-    return pixmap.scaled(
-        side,
-        side,
-        QtCore.Qt.AspectRatioMode.KeepAspectRatio,
-        QtCore.Qt.TransformationMode.FastTransformation,
-    )
-
-
 class TopKGrid(QtWidgets.QWidget):
     """The top-k images of one channel: caption line above a wrapping grid of tiles.
 
@@ -139,7 +125,9 @@ class TopKGrid(QtWidgets.QWidget):
             entry = view.entry
             name = source_name(entry.source)
             item = QtWidgets.QListWidgetItem(
-                QtGui.QIcon(_pixmap(picture, TILE_PX)),  # scaled down to the icon size
+                QtGui.QIcon(
+                    style.rgb_pixmap(picture, TILE_PX, smooth=False)
+                ),  # scaled down to the icon size
                 f"{style.format_value(entry.value)}\n{name}",
             )
             item.setData(SOURCE_ROLE, entry.source)

@@ -6,7 +6,7 @@
 * estimates come from the capture of the result the window shows (``session.result``), with
   :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture`: no model run, one
   multiply and sum per layer, made for each result while the dock is on screen, on a thread
-  of their own (every leaf of ResNet-18 at 224 px takes ~0.2 s): a newer result's replace
+  of their own: a newer result's replace
   those still being made;
 * "Verify top 16" runs :func:`~actviz.analysis.effects.channel_effects.verify` on the window's
   capture worker (one model, one worker), as this feature's own job, with progress and
@@ -64,12 +64,8 @@ ORDER_LABEL = "by effect"
 
 
 class _DockScroll(QScrollArea):
-    """The dock's scroll area, asking for the height of its controls and a layer's bars.
-
-    Opened under another dock on the right (the Dataset dock), a dock is given a share of
-    the height by what it asks for: a bare scroll area asked for little and got ~140 px at
-    1280x720 (and 1920x1080), the controls and no bar at all.
-    """
+    """The dock's scroll area, asking for the height of its controls and a layer's bars
+    (a dock stacked under another gets a share of the height by what it asks for)."""
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt name
         return QSize(PREFERRED_WIDTH, PREFERRED_HEIGHT)

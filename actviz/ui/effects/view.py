@@ -350,7 +350,7 @@ class EffectsView(QtWidgets.QWidget):
             "darker: exact"
         )
         legend.setStyleSheet("color: gray;")
-        legend.setWordWrap(True)  # one line would set the dock's least width (it was cut off)
+        legend.setWordWrap(True)  # one line would set the dock's least width
         outer.addWidget(legend)
         self.sections_box = QtWidgets.QVBoxLayout()
         self.sections_box.setSpacing(0)

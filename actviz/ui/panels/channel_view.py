@@ -423,10 +423,6 @@ class ChannelView(PanelBase):
         self.overlay_box.setEnabled(self.image is not None)
         self._update_overlay()
 
-    def set_overlay(self, on: bool) -> None:
-        """Show (or hide) the input picture under the activation."""
-        self.overlay_box.setChecked(bool(on))
-
     def overlay_shown(self) -> bool:
         """Whether the input picture is drawn under the activation now."""
         return self.backdrop.isVisible()

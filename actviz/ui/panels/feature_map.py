@@ -341,9 +341,6 @@ class _BadgeLabel(QtWidgets.QLabel):
         self.updateGeometry()
         self._elide()
 
-    def _padding(self) -> int:
-        return self.width() - self.contentsRect().width()
-
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
         hint = super().sizeHint()
         width = self.fontMetrics().horizontalAdvance(self._full) + 12

@@ -204,8 +204,7 @@ class SteadyText(QtWidgets.QWidget):
 
     A QLabel's ``setText`` calls ``updateGeometry``; with word wrap its height-for-width
     changes with the text, and the request climbs through every enclosing layout up to the
-    main window's (the Model dock's caption under live frames cost ~1.3 ms of GUI time a
-    frame). This widget reserves ``lines`` lines, wraps the text into them, ends the last
+    main window's. This widget reserves ``lines`` lines, wraps the text into them, ends the last
     with "…" when it does not fit (the whole text is then its tooltip) and only repaints when
     the text changes.
     """
@@ -423,3 +422,20 @@ def scroll_area(
     if widget is not None:
         area.setWidget(widget)
     return area
+
+
+def rgb_image(rgb: np.ndarray) -> QtGui.QImage:
+    """An ``(H, W, 3+)`` uint8 picture as a QImage of its own (not pointing into ``rgb``)."""
+    a = np.ascontiguousarray(np.asarray(rgb)[..., :3], dtype=np.uint8)
+    h, w = a.shape[:2]
+    return QtGui.QImage(a.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888).copy()
+
+
+def rgb_pixmap(rgb: np.ndarray, side: int | None = None, smooth: bool = True) -> QtGui.QPixmap:
+    """:func:`rgb_image` as a pixmap, fitted in ``side`` x ``side`` when given."""
+    pixmap = QtGui.QPixmap.fromImage(rgb_image(rgb))
+    if side is None:
+        return pixmap
+    mode = QtCore.Qt.TransformationMode
+    how = mode.SmoothTransformation if smooth else mode.FastTransformation
+    return pixmap.scaled(side, side, QtCore.Qt.AspectRatioMode.KeepAspectRatio, how)

@@ -432,11 +432,6 @@ class SessionsFeature(FeatureBase, QObject):
         self.host.refresh_busy(text if level is None else status)
         self.session_failed.emit(text)
 
-    # ========================================================================== reports
-    def export_report_dialog(self) -> bool:
-        """File > Export report…: pick an ``.html`` file and write the report there."""
-        return self.reports.dialog()
-
     def export_report(self, path: str | Path, *, wait: bool = False) -> bool:
         """Write the result shown as one HTML report (:meth:`ReportExport.export`)."""
         return self.reports.export(path, wait=wait)

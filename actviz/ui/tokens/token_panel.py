@@ -59,8 +59,8 @@ class TokenLayerPanel(LayerPanel):
 
     def prepare_tokens(self, view: TokenView | None) -> bool:
         """Build one of the token plots ``view`` needs, if not built yet: True when one was
-        built now (one an event-loop pass, the tokens shown by :meth:`set_tokens` on a later
-        one: all in one blocked the GUI thread ~60 ms of CPU), False when all are there."""
+        built now (one an event-loop pass, so the GUI thread is not blocked by all at once),
+        False when all are there."""
         if view is None or self.token_grad_canvas is not None:
             return False
         if self.token_box is None:

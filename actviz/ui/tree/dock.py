@@ -114,8 +114,7 @@ class ModelDock(QDockWidget):
         # A model set before the window is shown is fitted once the tree has its real width.
         self._fit_pending = False
         # The width each of Type, Output shape and Params wants, measured once per change of
-        # the rows shown (not per resize): sizeHintForColumn asks the model ~10 roles per
-        # cell, each a Python call waiting for the GIL while a worker runs (a 114 ms block).
+        # the rows shown (not per resize): sizeHintForColumn asks the model for every cell.
         self._wanted: dict[int, int] | None = None
         for signal in (
             self.tree_proxy.modelReset,

@@ -4,10 +4,9 @@ A page can take minutes on a CPU (one image per channel, hundreds of steps each)
 not run on the window's capture worker, which would hold up every run meanwhile. It runs on a
 worker of its own, on a private copy of the model (hooks are per-module state: one model, one
 worker), at the priority of the channel view's "What it wants": a page is 16 of those pictures
-and must cost no more than 16 of them. Lowered (nice 10, as scans run), it lost every time
-slice to the other processes of a shared machine and took ~35 s a channel where the channel
-view took ~7 s (issue 39). The window's runs and live frames still come first: between two
-optimisation steps the page waits while the capture worker has a job (:data:`YIELD_S`). The copy is made *on* the
+and must cost no more than 16 of them (so it is not niced as scans are). The window's runs
+and live frames still come first: between two optimisation steps the page waits while the
+capture worker has a job (:data:`YIELD_S`). The copy is made *on* the
 capture worker, as a short job of its own, so that no capture's hooks are inside the model
 while it is copied.
 

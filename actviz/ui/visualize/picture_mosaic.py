@@ -60,12 +60,7 @@ class WantsMosaic(QtWidgets.QWidget):
         """The picture of ``channel``: ``(H, W, 3)`` uint8."""
         if int(channel) not in self.channels:
             return
-        rgb = np.ascontiguousarray(image, dtype=np.uint8)
-        h, w = rgb.shape[:2]
-        # Copied: the QImage must not point into an array that may go.
-        self._images[int(channel)] = QtGui.QImage(
-            rgb.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888
-        ).copy()
+        self._images[int(channel)] = style.rgb_image(image)
         self.update()
 
     def filled(self) -> tuple[int, ...]:

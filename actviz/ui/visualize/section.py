@@ -7,7 +7,7 @@ tells it what the user asked for through signals.
 from __future__ import annotations
 
 import numpy as np
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from actviz.analysis.visualize.feature_vis import visualize_settings
 from actviz.ui.host import StepsAndLine
@@ -160,19 +160,10 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
             return
         self.image = np.ascontiguousarray(image, dtype=np.uint8)
         h, w = self.image.shape[:2]
-        qimage = QtGui.QImage(
-            self.image.data, w, h, 3 * w, QtGui.QImage.Format.Format_RGB888
-        ).copy()  # the QImage must not point into an array that may go
-        pixmap = QtGui.QPixmap.fromImage(qimage)
+        pixmap = style.rgb_pixmap(self.image, MAX_SHOWN if max(h, w) > MAX_SHOWN else None)
         factor = max(1, -(-MIN_SHOWN // max(1, min(h, w))))
         tip = ""
         if max(h, w) > MAX_SHOWN:
-            pixmap = pixmap.scaled(
-                MAX_SHOWN,
-                MAX_SHOWN,
-                QtCore.Qt.AspectRatioMode.KeepAspectRatio,
-                QtCore.Qt.TransformationMode.SmoothTransformation,
-            )
             tip = (
                 f"{w}x{h} px, drawn at {pixmap.width()}x{pixmap.height()} (Export writes it whole)"
             )

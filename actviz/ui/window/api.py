@@ -166,9 +166,8 @@ class WindowAPI:
     def refresh_busy(self, text: str = "") -> None:
         """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
         busy = self.is_busy()
-        # A stream's frames (live mode playing) have their own rate read-out; an animated busy
-        # bar beside it repainted the status bar ~60 times a second (~2.5 ms of GUI time per
-        # frame on ResNet-18 at 64 px). Anything else busy meanwhile (a load, an export) shows it.
+        # A stream's frames (live mode) have their own rate read-out; an animated busy bar
+        # would repaint the status bar constantly. Anything else busy meanwhile shows it.
         self.status.progress_bar.setVisible(busy and not self._only_streaming())
         self.commands.cancel_action.setEnabled(self._cancellable())
         self.display.update_placeholder(busy)

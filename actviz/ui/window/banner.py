@@ -148,11 +148,6 @@ class MessageBanner(QFrame):
         box.open()
         return box
 
-    def add_message(self, source: str, level: str, text: str) -> None:
-        """Append one ``(level, text)`` message to ``source``."""
-        self._messages.setdefault(source, []).append((level, text))
-        self._refresh()
-
     def clear(self, source: str | None = None) -> None:
         """Remove the messages of ``source`` (all of them when None)."""
         if source is None:

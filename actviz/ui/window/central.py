@@ -56,9 +56,7 @@ def default_window_size(available: QSize | None) -> QSize:
 
     :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen so the title
     bar and the edges stay on screen, but never below :data:`MINIMUM_SIZE` (or the whole
-    available area, when that is smaller): 90 % of a 1024x640 screen was 921x576, the
-    toolbar folded into a chevron and the module tree cut (None: no screen known, the
-    preferred size).
+    available area, when that is smaller); None: no screen known, the preferred size.
     """
     if available is None or available.isEmpty():
         return QSize(PREFERRED_SIZE)
@@ -275,8 +273,8 @@ def build_status_bar(window: QMainWindow) -> StatusWidgets:
     """Status text, a busy bar (runs, loads, exports) and the last run's timing, in the status
     bar of ``window``."""
     status = window.statusBar()
-    # Shortened with "…" where it does not fit (its whole text in the tooltip): a plain
-    # label's long message ran into "ran in 173 ms" beside it.
+    # Shortened with "…" where it does not fit (its whole text in the tooltip), so a long
+    # message does not run into the timing beside it.
     label = SteadyElidedLabel("Ready")  # a live frame's target: no relayout of the window
     status.addWidget(label, 1)
     progress = QProgressBar()

@@ -294,7 +294,7 @@ class OpenModelDialog(QDialog):
             _show_names(self.timm_list, [], "", loading=True, select=False)
 
         # Why the last attempt failed, or "Opening ..." while it loads; an error belongs to
-        # the tab it was said on (it stayed under every other tab the user switched to).
+        # the tab it was said on.
         self._error_tab: int | None = None
         self.tabs.currentChanged.connect(self._on_tab_changed)
         self.message_label = QLabel("")

@@ -1,0 +1,109 @@
+"""What the ``actviz`` commands share: common options, argument checks, progress lines.
+
+Imports nothing heavy at module level: the commands build their parsers without torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+#: Writes one progress line to stderr.
+Say = Callable[[str], None]
+#: The CLI's model opener (prints what it opens).
+Opener = Callable[[argparse.Namespace], Any]
+
+
+def add_data_args(p: argparse.ArgumentParser, *, data: bool = True, workers: bool = True) -> None:
+    """``--data``, and ``--batch-size`` and ``--workers`` (as scan and atlas take them)."""
+    if data:
+        p.add_argument("--data", "-d", required=True, help="folder of images, or .pt/.npy samples")
+    if workers:
+        p.add_argument("--batch-size", type=int, help="images per batch (default: memory budget)")
+        p.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
+
+
+def layer_names(text: str | None) -> list[str] | None:
+    """``"a, b,"`` -> ``["a", "b"]``; None for no ``--layers``."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text is not None else None
+
+
+def existing(text: str) -> Path:
+    """``--data``: the folder or file, which must exist."""
+    if not Path(text).exists():
+        from actviz.io.errors import InputError
+
+        raise InputError(f"{text}: no such folder or file")
+    return Path(text)
+
+
+def target_arg(text: str | None, loaded: Any) -> int | None:
+    """``--target`` read against the model's categories (and tokenizer)."""
+    from actviz.core.targets import parse_target
+    from actviz.io.errors import InputError
+
+    try:
+        return parse_target(text, loaded.categories, getattr(loaded, "tokenizer", None))
+    except ValueError as exc:
+        raise InputError(f"--target: {exc}") from None
+
+
+def weights_arg(value: str) -> Any:
+    """``--weights``: None for none/random, else the name."""
+    return None if str(value).lower() in ("none", "random") else value
+
+
+def budget_arg(text: str, least: int = 1) -> int:
+    """``--memory-budget`` in bytes, at least ``least``."""
+    from actviz.io.errors import InputError
+    from actviz.workspace.budget import parse_bytes
+
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise InputError(f"--memory-budget: {exc}") from None
+    if value < least:
+        raise InputError(f"--memory-budget: at least {least >> 10}KiB, got {text!r}")
+    return value
+
+
+def say_each(say: Say, lines: Iterable[Any], prefix: str = "warning: ") -> None:
+    for line in lines:
+        say(f"{prefix}{line}")
+
+
+class Throttle:
+    """Lets a progress line through once a second (and always a ``final`` one)."""
+
+    def __init__(self, say: Say) -> None:
+        self.say = say
+        self.last = 0.0
+
+    def __call__(self, text: str, final: bool = False) -> None:
+        now = time.perf_counter()
+        if final or now - self.last >= 1.0:
+            self.last = now
+            self.say(text)
+
+
+def scan_progress(say: Say, where: str = "") -> Callable[[int, int, float], None]:
+    """A scan's ``progress(done, total, rate)``: a line a second, with the time left."""
+    throttle = Throttle(say)
+
+    def progress(done: int, total: int, rate: float) -> None:
+        eta = f", {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
+        throttle(f"scanned {done}/{total} images{where} ({rate:.0f} images/s{eta})", done >= total)
+
+    return progress
+
+
+def report_scan(result: Any, say: Say) -> None:
+    """Say where a scan came from, its warnings and the items it skipped."""
+    if result.from_cache:
+        say(f"from the cache: {result.cache_path}")
+    say_each(say, result.warnings)
+    for source, reason in result.skipped:
+        say(f"skipped {source}: {reason}")
