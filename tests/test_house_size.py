@@ -15,7 +15,6 @@ MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
 OVER: dict[str, int] = {
-    "actviz/ui/panels/canvas.py": 1252,
     "actviz/ui/live/playback.py": 923,
     "actviz/ui/panels/feature_map.py": 895,
     "actviz/workspace/session_state.py": 899,
@@ -35,9 +34,8 @@ OVER: dict[str, int] = {
     "actviz/ui/live/dock.py": 649,
     "actviz/ui/window/dialogs.py": 634,
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
-    "actviz/ui/panels/canvas.py::ImageCanvas": 578,
     "actviz/ui/effects/feature.py::EffectsFeature": 537,
-    "actviz/ui/panels/feature_map.py::LayerPanel": 522,
+    "actviz/ui/panels/feature_map.py::LayerPanel": 521,
     "actviz/workspace/session_state.py::Session": 510,
     "actviz/ui/atlas/feature.py::AtlasFeature": 496,
     "actviz/ui/dataset/feature.py::DatasetScanUI": 488,

@@ -11,8 +11,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
+from actviz.ui.panels.bar_canvas import BarCanvas
 from actviz.ui.panels.base import PanelBase
-from actviz.ui.panels.canvas import BarCanvas, ImageCanvas
+from actviz.ui.panels.canvas import ImageCanvas
 from actviz.ui.panels.deferred import DeferredCall
 
 if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
@@ -467,9 +468,8 @@ class LayerPanel(PanelBase):
         layout.setSpacing(6)
         layout.addWidget(self.title_label, 1)
         outer.insertLayout(position, layout)
-        # The badge goes on the read-out line at the bottom (see __init__): beside the title
-        # it would squeeze a long layer name to nothing, and a line of its own would change
-        # the panel's height.
+        # The badge goes on the read-out line (see __init__): beside the title it would squeeze
+        # a long layer name to nothing; a line of its own would change the panel's height.
         self.edit_badge = _BadgeLabel()
         self.edit_badge.setStyleSheet(
             f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"

@@ -19,7 +19,7 @@ from actviz.display.colormaps import resolve
 from actviz.display.text import MAX_TICKS, axis_ticks
 from actviz.display.token_maps import heat_levels
 from actviz.ui.panels import style
-from actviz.ui.panels.canvas import ColorBar
+from actviz.ui.panels.colorbar import ColorBar
 from actviz.ui.panels.colormap_views import lut
 
 __all__ = ["MAX_TICKS", "LabelledHeatCanvas", "axis_ticks"]

@@ -16,7 +16,7 @@ from actviz.display.mosaic import (
     mosaic,
     page_channels_for,
 )
-from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX
+from actviz.ui.panels.tile_grid import LABEL_MIN_TILE_PX
 from actviz.ui.window.main_window import MainWindow
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from actviz.ui.panels.canvas import LABEL_MIN_TILE_PX, ImageCanvas
+from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.tile_grid import LABEL_MIN_TILE_PX
 
 
 def _pixels(qimage: QtGui.QImage) -> np.ndarray:

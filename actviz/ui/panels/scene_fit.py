@@ -1,0 +1,248 @@
+"""How an :class:`~actviz.ui.panels.canvas.ImageCanvas` fits its room: the height for a width,
+equal sides around an image narrower than its room, the colour bar's margins (as tall as the
+image), and the scene's size, fitted off screen only when the canvas is next painted or read.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6 import QtCore, QtGui
+
+from actviz.ui.panels.colorbar import ColorBar
+
+__all__ = ["SceneFit"]
+
+#: Canvas margins (left/right, top/bottom: room for the colour bar's end labels) and the
+#: spacing between the image and its colour bar, in pixels.
+_CANVAS_MARGIN = 1
+_CANVAS_MARGIN_V = 7
+_CANVAS_SPACING = 2
+
+
+class SceneFit:
+    """The geometry half of :class:`~actviz.ui.panels.canvas.ImageCanvas` (a mixin over its
+    ``view``, ``ci``, ``colorbar``, ``_shape`` and sizing flags)."""
+
+    def _fits(self) -> bool:
+        return self._fit_width and self._shape is not None and self._lock_aspect
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
+        """The height at which the image fills ``width`` (``fit_width`` canvases showing an
+        aspect-locked image); otherwise the height the canvas prefers."""
+        if not self._fits():
+            return max(self.minimumHeight(), self.sizeHint().height())
+        height, image_width = self._shape[:2]
+        needed = math.ceil(self.image_area_width(width) * height / max(image_width, 1))
+        return max(needed + 2 * _CANVAS_MARGIN_V, 40, self.minimumHeight())
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt name
+        return self._fits()
+
+    def _fit_height(self) -> None:
+        """``fit_width`` canvases ask for the height at which the image fills their width.
+
+        Through height-for-width, which layouts resolve in one pass from the width they give
+        (the Layers grid, the panel's slots and stack): a minimum height set after each resize
+        lagged one layout pass behind, and a grid laid out by height-for-width ignores it (the
+        mosaic was cut at the bottom, taller than its panel)."""
+        if not self._fit_width:
+            return
+        fits = self._fits()
+        policy = self.sizePolicy()
+        if policy.hasHeightForWidth() != fits:
+            # Box and stacked layouts ask the size policy whether a child has one.
+            policy.setHeightForWidth(fits)
+            self.setSizePolicy(policy)
+        else:
+            self.updateGeometry()
+
+    def _sides_follow(self) -> bool:
+        """Whether the sides are fitted: an aspect-locked image beside a colour bar."""
+        return self.colorbar is not None and self._shape is not None and self._lock_aspect
+
+    def _set_side(self, side: int, *, now: bool) -> None:
+        if side != self._side:
+            self._side = side
+            self.ci.setContentsMargins(
+                _CANVAS_MARGIN + side, _CANVAS_MARGIN_V, _CANVAS_MARGIN + side, _CANVAS_MARGIN_V
+            )
+            if now:
+                # The view gets its width at once: a wheel step before the next layout pass
+                # would zoom from the range shown in the old width.
+                self.ci.layout.activate()
+
+    def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
+        """Keep the colour bar next to its image, and let a zoomed image use the room.
+
+        An aspect-locked image narrower than the room beside its bar (a wide canvas, e.g. the
+        channel view's maps one above the other) would be centred in the view with a band
+        between it and the bar; equal margins left and right take that band instead, so the
+        image and its bar are centred together. The view is as wide as the image is drawn at
+        the scale the range asked for shows it (that range fitted into the whole room): the
+        fitted image or, zoomed in, the zoomed image up to the whole room, so a zoom shows
+        more of the map instead of cutting it at the fitted image's edges. The range is set
+        to what that view shows at that scale, so the scale stays as the view's width
+        changes; an image no wider than its view is centred across it (there is nothing to
+        pan to). Computed from the canvas's ``size`` (default: its own): before a resize, so
+        margins fitted to a wider canvas never hold the scene wider than this one.
+        """
+        now = size is None  # a size given: before a resize (the layout follows it)
+        if not self._sides_follow():
+            self._set_side(0, now=now)
+            return
+        size = self.size() if size is None else size
+        height, width = self._shape[:2]  # type: ignore[index]
+        room_w = self.image_area_width(size.width())
+        room_h = size.height() - 2 * _CANVAS_MARGIN_V
+        target = self.view.targetRect()
+        if height <= 0 or width <= 0 or room_h <= 0:
+            self._set_side(0, now=now)
+            return
+        fit = min(room_w / width, room_h / height)
+        if target.width() > 0 and target.height() > 0:
+            scale = min(room_w / target.width(), room_h / target.height())
+        else:
+            scale = fit
+        drawn = min(float(room_w), max(width * fit, scale * width))
+        side = max(0, math.floor((room_w - drawn) / 2))
+        self._fitting_sides = True
+        try:
+            self._set_side(side, now=now)
+            view_w = room_w - 2 * side
+            if scale <= fit * (1 + 1e-6) and target.width() * scale <= view_w + 1:
+                return  # not zoomed in, and all of the range fits: it stays (a resize refits)
+            # Otherwise the range becomes what the view shows at that scale: a range wider
+            # than the view (zoomed out from a wider view) would be fitted in, shrinking the
+            # image further than the zoom asked. Across, it stays on the image: a view that
+            # grew wider (a zoom, a wider window) shows more of the image, not blank beside
+            # it while the image's other side stays cut.
+            half = view_w / scale / 2
+            centre_x = width / 2
+            if width > 2 * half + 1 / scale:
+                centre_x = min(max(target.center().x(), half), width - half)
+            wanted = QtCore.QRectF(0.0, 0.0, view_w / scale, room_h / scale)
+            wanted.moveCenter(QtCore.QPointF(centre_x, target.center().y()))
+            tolerance = 1e-6 * max(wanted.width(), wanted.height())
+            if any(
+                abs(a - b) > tolerance
+                for a, b in (
+                    (wanted.left(), target.left()),
+                    (wanted.top(), target.top()),
+                    (wanted.width(), target.width()),
+                    (wanted.height(), target.height()),
+                )
+            ):
+                self.view.setRange(wanted, padding=0.0)
+        finally:
+            self._fitting_sides = False
+
+    def _on_view_range_changed(self, *_args: object) -> None:
+        """A zoom, a pan or a range set in code: fit the sides (and the range) to it."""
+        if self._fitting_sides or self.centralWidget is None:
+            return  # (no central widget: the canvas is closing, its scene being cleared)
+        self._fit_sides()
+
+    def _fit_colorbar(self, *_args: object) -> None:
+        bar = self.colorbar
+        if bar is None:
+            return
+        if self._fitting_colorbar:
+            self._colorbar_fit.request()
+            return
+        self._fitting_colorbar = True
+        try:
+            self._fit_colorbar_now(bar)
+        finally:
+            self._fitting_colorbar = False
+
+    def _fit_colorbar_now(self, bar: ColorBar) -> None:
+        if self._shape is None:
+            bar.set_margins(4.0, 4.0)
+            return
+        height, width = self._shape
+        image = self.view.mapViewToScene(QtCore.QRectF(0, 0, width, height)).boundingRect()
+        image = image.intersected(self.view.sceneBoundingRect())
+        cell = bar.sceneBoundingRect()
+        if image.isEmpty() or cell.isEmpty():
+            return
+        top = max(0.0, image.top() - cell.top())
+        bottom = max(0.0, cell.bottom() - image.bottom())
+        # The margins count in the scene's minimum height: never more than the canvas holds
+        # (fitted to an image letterboxed in a scene taller than the canvas, they would keep
+        # the scene that tall).
+        room = max(0.0, self.height() - 2 * _CANVAS_MARGIN_V - 8.0)
+        if top + bottom > room:
+            scale = room / (top + bottom)
+            top, bottom = top * scale, bottom * scale
+        if abs(bar.margins[0] - top) > 0.5 or abs(bar.margins[1] - bottom) > 0.5:
+            bar.set_margins(top, bottom)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        if getattr(self, "_resizing", False):
+            # Re-entered from inside its own pass (a layout answering a size set here):
+            # only the view follows; the fitting below runs once, in the outer call.
+            super().resizeEvent(event)
+            return
+        if hasattr(self, "_fit_width") and not self.on_screen():
+            # Off screen (scrolled away, or not yet shown): a layout change resizes every
+            # panel's canvas in one turn, so the scene follows when this one is next painted
+            # or read (:meth:`ensure_scene`); whoever follows the width hears of it now.
+            self._scene_stale = True
+            self.resized.emit()
+            return
+        self._scene_stale = False
+        self._resizing = True
+        try:
+            self._resize(event)
+        finally:
+            self._resizing = False
+
+    def on_screen(self) -> bool:
+        """Whether part of the canvas is on screen (its viewport covers the canvas itself, so
+        the canvas's own visible region is always empty)."""
+        return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
+
+    def ensure_scene(self) -> None:
+        """Fit the scene to the canvas's size when a resize off screen left that for later
+        (what its next paint does)."""
+        if not getattr(self, "_scene_stale", False) or getattr(self, "_resizing", False):
+            return
+        self._scene_stale = False
+        if self.closed:
+            return
+        old = self.ci.geometry().size().toSize()
+        self._resizing = True
+        try:
+            self._resize(QtGui.QResizeEvent(self.size(), old), announce=False)
+        finally:
+            self._resizing = False
+
+    def _resize(self, event: QtGui.QResizeEvent, *, announce: bool = True) -> None:
+        bar = getattr(self, "colorbar", None)
+        if bar is not None and event.size().height() < event.oldSize().height():
+            # The bar's margins (which make it span the letterboxed image) are part of the
+            # scene's minimum height: margins fitted to a taller canvas would keep the scene
+            # taller than the canvas, cutting the image and the bar. The view's resize fits
+            # them again.
+            bar.set_margins(0.0, 0.0)
+        if hasattr(self, "_side"):
+            # Before the scene is resized: margins fitted to a wider canvas would hold the
+            # scene wider than this one.
+            self._fit_sides(event.size())
+        super().resizeEvent(event)
+        if hasattr(self, "_fit_width"):  # pyqtgraph resizes while the base class is built
+            if announce:
+                self.resized.emit()
+            # A size set while this event was being handled (the fitted height, the layout
+            # answering it) can leave pyqtgraph's scene at the previous size: the image then
+            # sits off-centre and is cut. Check once control is back in the event loop.
+            self._sync_scene_soon.request()
+
+    def _sync_scene(self) -> None:
+        if self.closed or not self.isVisible():
+            return
+        if self.ci.geometry().size().toSize() != self.size():
+            if self.colorbar is not None:
+                self.colorbar.set_margins(0.0, 0.0)  # see resizeEvent
+            super().resizeEvent(QtGui.QResizeEvent(self.size(), self.size()))

@@ -1,0 +1,242 @@
+"""The gaps between a mosaic's tiles and the channel numbers on them, over an image canvas."""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from actviz.ui.panels import style
+from actviz.ui.panels.deferred import DeferredCall
+
+__all__ = ["LABEL_MIN_TILE_PX", "MAX_TILE_LABELS", "TileGrid"]
+
+#: Channel numbers are drawn on tiles at least this many screen pixels wide ...
+LABEL_MIN_TILE_PX = 40
+#: ... on at most this many tiles (those in view).
+MAX_TILE_LABELS = 256
+
+
+class TileGrid:
+    """Lines between the tiles of a mosaic and channel numbers on tiles large enough.
+
+    The lines are one ``QGraphicsPathItem`` with a cosmetic pen in the background colour, in
+    the image's own coordinates: a gap of at least one screen pixel at every zoom (the mosaic's
+    one-pixel NaN padding alone vanishes when the image is drawn smaller than its pixels).
+    Channel numbers are drawn in screen pixels at each tile's corner when a tile is at least
+    :data:`LABEL_MIN_TILE_PX` wide on screen (at most :data:`MAX_TILE_LABELS`, those in view),
+    into one pixmap shown by a ``QGraphicsPixmapItem`` that ignores the view's scaling; it is
+    redrawn when the tiles or the view's transform change, not on every paint.
+
+    Both items are plain Qt items: no Python runs while a scene paints, so a scene painting
+    after its canvas was dropped (a closed window's last paint) cannot call into a freed object.
+    """
+
+    def __init__(self, view: pg.ViewBox) -> None:
+        self._view = view
+        self._pen = pg.mkPen(style.PLOT_BACKGROUND, width=1)
+        self._pen.setCosmetic(True)
+        self._lines: list[QtCore.QLineF] = []
+        self._rect = QtCore.QRectF()
+        self._tiles: tuple[int, int, int, int, int, int, int] | None = None
+        # The channel of each tile when they are not consecutive (sorted by effect).
+        self._channel_ids: tuple[int, ...] | None = None
+        self._font = QtGui.QFont()
+        self._font.setPointSize(style.TICK_POINT_SIZE - 1)
+        self.path_item = QtWidgets.QGraphicsPathItem()
+        self.path_item.setPen(self._pen)
+        self.path_item.setZValue(10)
+        self.label_item = QtWidgets.QGraphicsPixmapItem()
+        self.label_item.setFlag(
+            QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True
+        )
+        self.label_item.setZValue(11)
+        view.addItem(self.path_item, ignoreBounds=True)
+        view.addItem(self.label_item, ignoreBounds=True)
+        #: What the label pixmap was drawn for: redrawn only when it changes.
+        self._label_key: tuple | None = None
+        #: The labels wait for the canvas to come into view (see :meth:`_update_labels`).
+        self.labels_stale = False
+        # Drawn once after the pass that moved the view (a resize changes its transform a few
+        # times per canvas; drawing each time took most of a window resize).
+        self._labels_later = DeferredCall(view, self._update_labels)
+        view.sigTransformChanged.connect(self._labels_later.request)
+
+    def set_tiles(
+        self,
+        rows: int,
+        cols: int,
+        tile_h: int,
+        tile_w: int,
+        pad: int,
+        channels: int,
+        first_channel: int,
+        channel_ids: tuple[int, ...] | None = None,
+    ) -> None:
+        """Lay the grid over a mosaic of ``rows x cols`` tiles of ``tile_h x tile_w`` pixels
+        ``pad`` apart, showing ``channels`` channels from ``first_channel`` (or the channels
+        ``channel_ids``, in tile order: the numbers drawn are theirs)."""
+        tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
+        if tiles == self._tiles and channel_ids == self._channel_ids:
+            return
+        self._tiles = tiles
+        self._channel_ids = channel_ids
+        width = cols * (tile_w + pad) - pad
+        height = rows * (tile_h + pad) - pad
+        half = pad / 2.0
+        lines = [
+            QtCore.QLineF(c * (tile_w + pad) - half, 0.0, c * (tile_w + pad) - half, height)
+            for c in range(1, cols)
+        ]
+        lines += [
+            QtCore.QLineF(0.0, r * (tile_h + pad) - half, width, r * (tile_h + pad) - half)
+            for r in range(1, rows)
+        ]
+        self._lines = lines
+        self._rect = QtCore.QRectF(0.0, 0.0, float(width), float(height))
+        path = QtGui.QPainterPath()
+        for line in lines:
+            path.moveTo(line.p1())
+            path.lineTo(line.p2())
+        self.path_item.setPath(path)
+        self._update_labels()
+
+    def clear(self) -> None:
+        """No grid (an image that is not a mosaic)."""
+        if self._tiles is None:
+            return
+        self._tiles = None
+        self._lines = []
+        self._rect = QtCore.QRectF()
+        self.path_item.setPath(QtGui.QPainterPath())
+        self._update_labels()
+
+    def lines(self) -> list[QtCore.QLineF]:
+        """The grid lines, in image coordinates."""
+        return list(self._lines)
+
+    def _device_transform(self) -> QtGui.QTransform | None:
+        """Image coordinates to the viewport's pixels, as painted now (None: not in a view)."""
+        scene = self.path_item.scene()
+        views = scene.views() if scene is not None else []
+        if not views:
+            return None
+        return self.path_item.sceneTransform() * views[0].viewportTransform()
+
+    def tile_screen_px(self, transform: QtGui.QTransform | None = None) -> float:
+        """Screen width of one tile under ``transform`` (default: as the item is drawn now)."""
+        if self._tiles is None:
+            return 0.0
+        if transform is None:
+            transform = self._device_transform()
+            if transform is None:
+                return 0.0
+        scale = math.hypot(transform.m11(), transform.m12())
+        return scale * self._tiles[3]
+
+    def labels(self, transform: QtGui.QTransform | None = None) -> list[tuple[int, QtCore.QPointF]]:
+        """``(channel, screen point of its tile's corner)`` for the numbers drawn now: none
+        when tiles are under :data:`LABEL_MIN_TILE_PX`, else the tiles in view (capped)."""
+        if transform is None:
+            transform = self._device_transform()
+        if self._tiles is None or transform is None:
+            return []
+        if self.tile_screen_px(transform) < LABEL_MIN_TILE_PX:
+            return []
+        rows, cols, tile_h, tile_w, pad, channels, first = self._tiles
+        visible = self._view.viewRect()
+        out: list[tuple[int, QtCore.QPointF]] = []
+        for i in range(channels):
+            x0 = (i % cols) * (tile_w + pad)
+            y0 = (i // cols) * (tile_h + pad)
+            if not visible.intersects(QtCore.QRectF(x0, y0, tile_w, tile_h)):
+                continue
+            channel = self._channel_ids[i] if self._channel_ids is not None else first + i
+            out.append((channel, transform.map(QtCore.QPointF(x0, y0))))
+            if len(out) >= MAX_TILE_LABELS:
+                break
+        return out
+
+    def _update_labels(self, *_args: object) -> None:
+        scene = self.path_item.scene()
+        views = scene.views() if scene is not None else []
+        # The viewport's region: the view's own is empty (its viewport covers it all).
+        if views and views[0].viewport().visibleRegion().isEmpty():
+            # Out of view (a panel scrolled away): drawn when it is painted again.
+            self.labels_stale = True
+            return
+        self.labels_stale = False
+        transform = self._device_transform()
+        if transform is None or self._tiles is None:
+            self._label_key = None
+            self.label_item.setPixmap(QtGui.QPixmap())
+            return
+        view = self._view.viewRect()
+        ratio = views[0].devicePixelRatioF() if views else 1.0
+        key = (
+            self._tiles,
+            self._channel_ids,
+            tuple(round(v, 4) for v in (transform.m11(), transform.m12(), transform.m21(),
+                                        transform.m22(), transform.dx(), transform.dy())),
+            (view.x(), view.y(), view.width(), view.height()),
+            ratio,
+        )  # fmt: skip
+        if key == self._label_key:
+            return
+        self._label_key = key
+        labels = self.labels(transform)
+        if not labels:
+            self.label_item.setPixmap(QtGui.QPixmap())
+            return
+        pixmap, top_left = self._render_labels(labels, ratio)
+        # The item sits at the image's origin and ignores the view's scaling: its own
+        # coordinates are screen pixels from where that origin is drawn.
+        origin = transform.map(QtCore.QPointF(0.0, 0.0))
+        self.label_item.setPos(0.0, 0.0)
+        self.label_item.setOffset(top_left - origin)
+        self.label_item.setPixmap(pixmap)
+
+    def request_labels(self) -> None:
+        """Draw the channel numbers after this event-loop pass."""
+        self._labels_later.request()
+
+    def _render_labels(
+        self, labels: list[tuple[int, QtCore.QPointF]], ratio: float
+    ) -> tuple[QtGui.QPixmap, QtCore.QPointF]:
+        """Draw the channel numbers once into a transparent pixmap (screen pixels)."""
+        metrics = QtGui.QFontMetrics(self._font)
+        rects = [
+            (
+                str(channel),
+                QtCore.QRectF(
+                    corner.x() + 1,
+                    corner.y() + 1,
+                    metrics.horizontalAdvance(str(channel)) + 4,
+                    metrics.height(),
+                ),
+            )
+            for channel, corner in labels
+        ]
+        bounds = QtCore.QRectF(rects[0][1])
+        for _, rect in rects[1:]:
+            bounds = bounds.united(rect)
+        bounds = bounds.toAlignedRect()
+        pixmap = QtGui.QPixmap(
+            max(1, math.ceil(bounds.width() * ratio)), max(1, math.ceil(bounds.height() * ratio))
+        )
+        pixmap.setDevicePixelRatio(ratio)
+        pixmap.fill(QtCore.Qt.GlobalColor.transparent)
+        p = QtGui.QPainter(pixmap)
+        try:
+            p.translate(-bounds.x(), -bounds.y())
+            p.setFont(self._font)
+            p.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+            back = QtGui.QColor(255, 255, 255, 190)
+            p.setPen(QtGui.QColor(style.TEXT))
+            for text, rect in rects:
+                p.fillRect(rect, back)
+                p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        finally:
+            p.end()
+        return pixmap, QtCore.QPointF(bounds.topLeft())
