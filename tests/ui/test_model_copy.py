@@ -209,3 +209,16 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
     assert job.outcome == "finished" and scans.scan is not None and scans.scan.count == 3
     gc.collect()
     assert made and made[0]() is None  # the old code kept the copy until the model changed
+
+    # The top views run on the window's shared copy: once they are made, another feature
+    # takes that copy instead of making its own.
+    with win.qtbot.waitSignal(scans.views_ready, timeout=30_000) as ready:
+        assert scans.request_views("conv1", 0)
+    assert ready.args[0] == "conv1" and len(ready.args[2]) == 2
+    assert scans.views_copy.is_held() and len(made) == 1  # no "views" copy of its own
+    concepts = win.feature("concepts").copies
+    submitted = win.window.worker.submitted
+    got: list = []
+    concepts.get(got.append, got.append)
+    assert len(got) == 1 and concepts.is_held() and not scans.views_copy.is_held()
+    assert win.window.worker.submitted == submitted

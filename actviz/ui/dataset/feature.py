@@ -57,7 +57,7 @@ class DatasetScanUI(FeatureBase, QObject):
         window = host
         self.window = host
         self.session = window.session
-        self.scans = DatasetScans(self.session, self)
+        self.scans = DatasetScans(host, self)
         self.dialog: ScanDialog | None = None
         # The last folder and k, kept with the window's settings for the next start.
         self._store = window.settings.store

@@ -2,9 +2,10 @@
 
 A scan is long: it runs on its own single-thread :class:`~actviz.ui.worker.Worker` while the
 window keeps running captures on its model. Hooks are per-module state, so the scan runs on a
-private copy of the model (:class:`~actviz.core.model_copy.ModelCopies`), and the top-k
-views (which re-run the model on k images) on a second copy and worker, so a channel's grid
-can be computed while a scan runs. The engine's ``progress(done, total, images_per_s)`` is
+private copy of the model (:class:`~actviz.core.model_copy.ModelCopies`, let go of when it
+ends), and the top-k views (which re-run the model on k images) on a second worker with the
+window's shared copy (:class:`~actviz.ui.worker_copy.WorkerCopy`), so a channel's grid can be
+computed while a scan runs. The engine's ``progress(done, total, images_per_s)`` is
 called on the scan's thread; it reaches the GUI thread through a queued signal. Cancel is
 cooperative: the engine polls ``should_stop`` once per batch, saves what it has and raises
 ``ScanCancelled``; scanning the same folder again resumes.
@@ -23,7 +24,9 @@ from torch import nn
 
 from actviz.core.model_copy import ModelCopies, model_bytes, with_loading
 from actviz.ui.dataset.dialog import ScanSpec
+from actviz.ui.host import WindowHost
 from actviz.ui.worker import Job, Worker
+from actviz.ui.worker_copy import WorkerCopy
 from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
@@ -90,9 +93,11 @@ class DatasetScans(QObject):
     views_ready = Signal(str, int, object)
     views_failed = Signal(str, int, str)
 
-    def __init__(self, session: Session, parent: QObject | None = None) -> None:
+    def __init__(self, host: WindowHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.session = session
+        self.session: Session = host.session
+        #: The top-k views' model copy: the window's copy service (one idle copy a window).
+        self.views_copy = WorkerCopy(host, self, to_eval=True)
         #: The last finished scan of the session's model (None before one).
         self.scan: Any = None
         #: What the scan running now (else :attr:`scan`) was asked for.
@@ -109,7 +114,7 @@ class DatasetScans(QObject):
         self._partial: dict[Job, Any] = {}
         self._views_key: tuple[str, int] | None = None
         self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
-        # Model copies by purpose ("scan", "views"): each purpose has its own thread.
+        # The scan's model copy (its own thread), let go of when the scan ends.
         self._copies = ModelCopies()
         #: The last progress: done, total, images/s.
         self.progress: tuple[int, int, float] = (0, 0, 0.0)
@@ -250,12 +255,14 @@ class DatasetScans(QObject):
         self._views_key = None
         self._views_cache.clear()
         self._copies.release()
+        self.views_copy.forget()
 
     def shutdown(self) -> None:
         """Stop both workers and wait for them (no hook of a copy outlives the window)."""
         self.scan_worker.shutdown()
         self.views_worker.shutdown()
         self._copies.release()
+        self.views_copy.close()
 
     def _on_progressed(self, job: Job | None, done: int, total: int, ips: float) -> None:
         # A cancelled scan still reports the batch it finished (that work is saved).
@@ -330,18 +337,23 @@ class DatasetScans(QObject):
             return False
         loaded = self.session.loaded_model
 
-        def job(_should_stop: Any, _progress: Any) -> Any:
-            from actviz.data import top_views
+        def submit(twin: Any) -> None:
+            if self._views_key != (layer, int(channel)) or self.scan is not scan:
+                return  # another channel (or scan) was asked for while the copy was made
 
-            # The scan's preprocessing again, so the crops are what the scan saw.
-            twin = self._copies.get("views", model, to_eval=True)
-            target = with_loading(twin, model, loaded)
-            return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
+            def job(_should_stop: Any, _progress: Any) -> Any:
+                from actviz.data import top_views
 
-        # Each request supersedes (and silences) the one before.
-        self.views_worker.submit(job).on(
-            finished=self._on_views_finished, failed=self._on_views_errored
-        )
+                # The scan's preprocessing again, so the crops are what the scan saw.
+                target = with_loading(twin, model, loaded)
+                return key, top_views(target, scan, layer, int(channel), size=VIEW_SIZE)
+
+            # Each request supersedes (and silences) the one before.
+            self.views_worker.submit(job).on(
+                finished=self._on_views_finished, failed=self._on_views_errored
+            )
+
+        self.views_copy.get(submit, self._on_views_errored)
         return True
 
     def _on_views_finished(self, result: Any) -> None:
