@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.host import StepsAndLine
+from actviz.ui.panels.style import ProgressBar
 
 __all__ = ["TrainConceptsDialog", "TrainSpec"]
 
@@ -82,7 +83,7 @@ class TrainConceptsDialog(StepsAndLine, QtWidgets.QDialog):
 
         outer = QtWidgets.QVBoxLayout(self)
         outer.addLayout(form)
-        self.progress = QtWidgets.QProgressBar()
+        self.progress = ProgressBar()
         self.progress.setRange(0, 0)
         self.progress.setVisible(False)
         outer.addWidget(self.progress)

@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
     QLabel,
-    QProgressBar,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -82,7 +81,7 @@ class DatasetDock(QDockWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(1)
         bar_row = QHBoxLayout()
-        self.progress_bar = QProgressBar()
+        self.progress_bar = style.ProgressBar()
         self.progress_bar.setRange(0, 0)
         self.progress_bar.setTextVisible(False)
         self.cancel_button = QPushButton("Cancel")

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.analysis.effects.effects_chart import OPPOSES_RGB, SUPPORTS_RGB
+from actviz.ui.panels.style import ProgressBar
 
 __all__ = ["BarRow", "EffectBars", "EffectsSection", "EffectsView", "bar_text"]
 
@@ -338,7 +339,7 @@ class EffectsView(QtWidgets.QWidget):
         )
         self.sort_check.toggled.connect(self.sort_toggled.emit)
         outer.addWidget(self.sort_check)
-        self.progress = QtWidgets.QProgressBar()
+        self.progress = ProgressBar()
         self.progress.setVisible(False)
         outer.addWidget(self.progress)
         self.message = QtWidgets.QLabel()

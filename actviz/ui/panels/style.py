@@ -7,7 +7,7 @@ so the look does not depend on (or leak into) global pyqtgraph state.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -439,3 +439,30 @@ def rgb_pixmap(rgb: np.ndarray, side: int | None = None, smooth: bool = True) ->
     mode = QtCore.Qt.TransformationMode
     how = mode.SmoothTransformation if smooth else mode.FastTransformation
     return pixmap.scaled(side, side, QtCore.Qt.AspectRatioMode.KeepAspectRatio, how)
+
+
+class ProgressBar(QtWidgets.QProgressBar):
+    """A progress bar that is repainted with the rest of the window.
+
+    ``QProgressBar.setValue`` (and ``setRange``) repaint at once when the bar visibly moves, and
+    a widget's immediate repaint paints every widget of the window waiting for a paint (a
+    result's canvases, a live frame's): a progress step could block the GUI thread for a
+    whole window's paint. Here a change asks for the bar's paint like any other widget.
+    """
+
+    def _later(self, change: Callable[[], None]) -> None:
+        was = self.updatesEnabled()
+        self.setUpdatesEnabled(False)
+        try:
+            change()
+        finally:
+            self.setUpdatesEnabled(was)  # enabled again: an update() of the bar, not a paint
+
+    def setValue(self, value: int) -> None:  # noqa: N802 - Qt name
+        self._later(lambda: super(ProgressBar, self).setValue(value))
+
+    def setRange(self, minimum: int, maximum: int) -> None:  # noqa: N802 - Qt name
+        self._later(lambda: super(ProgressBar, self).setRange(minimum, maximum))
+
+    def reset(self) -> None:
+        self._later(super().reset)

@@ -209,7 +209,7 @@ class MosaicDock(QtWidgets.QDockWidget, StepsAndLine):
         self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
         if settings_menu is not None:
             self.settings_button.setMenu(settings_menu)
-        self.progress = QtWidgets.QProgressBar()
+        self.progress = style.ProgressBar()
         self.progress.setMaximumHeight(12)
         self.progress.setTextVisible(False)
         self.cancel_button = QtWidgets.QPushButton("Cancel")

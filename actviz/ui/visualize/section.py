@@ -88,7 +88,7 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         self.settings_button.setToolTip("Objective, steps and image size")
         self.settings_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
         self.settings_button.setMenu(self.settings_menu)
-        self.progress = QtWidgets.QProgressBar()
+        self.progress = style.ProgressBar()
         self.progress.setMaximumHeight(12)
         self.progress.setTextVisible(False)
         self.cancel_button = QtWidgets.QPushButton("Cancel")

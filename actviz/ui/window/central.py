@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QLabel,
     QMainWindow,
-    QProgressBar,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -35,6 +34,7 @@ from actviz.ui.panels.stats_table import StatsTable
 from actviz.ui.panels.style import (
     PAGE_MARGIN,
     PANEL_SPACING,
+    ProgressBar,
     ReadoutText,
     SteadyElidedLabel,
 )
@@ -101,7 +101,7 @@ class StatusWidgets:
     #: What the window is doing or did last.
     status_label: QLabel
     #: Busy indicator while a capture, a load or an export runs.
-    progress_bar: QProgressBar
+    progress_bar: ProgressBar
     #: The last run's timing and the memory held.
     timing_label: ReadoutText
 
@@ -277,7 +277,7 @@ def build_status_bar(window: QMainWindow) -> StatusWidgets:
     # message does not run into the timing beside it.
     label = SteadyElidedLabel("Ready")  # a live frame's target: no relayout of the window
     status.addWidget(label, 1)
-    progress = QProgressBar()
+    progress = ProgressBar()
     progress.setRange(0, 0)  # busy indicator: capture has no fraction to report
     progress.setMaximumWidth(140)
     progress.setVisible(False)
