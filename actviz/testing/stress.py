@@ -559,6 +559,9 @@ class StressDriver(UserActions):
         counts: dict[str, int] = {}
         # A cancelled job is no longer the window's (it is idle) but may still be finishing on
         # its pool thread: its runner goes when it returns, so give it a moment.
+        # Every object the collector could free is garbage here, frozen or not (the window
+        # freezes what survives its idle collection).
+        gc.unfreeze()
         for _ in range(10):
             flush_deletes()
             gc.collect()

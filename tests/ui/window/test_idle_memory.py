@@ -20,3 +20,32 @@ def test_memory_is_trimmed_after_a_run_once_idle(actviz_window, monkeypatch):
     assert len(trims) == 1  # once per idle stretch, not on a timer
     win.run_and_wait()
     win.qtbot.waitUntil(lambda: idle.trims >= 2, timeout=5000)
+
+
+def test_cyclic_garbage_is_collected_when_idle_and_the_rest_frozen_until_the_close(
+    actviz_window, monkeypatch
+):
+    import gc
+    import weakref
+
+    monkeypatch.setattr(memory, "IDLE_MS", 50)
+    win = small_conv_window(actviz_window)
+    idle = win.window.memory
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: only the collector frees it
+    gone = weakref.ref(a)
+    gc.disable()  # nothing but the idle moment collects it
+    try:
+        del a, b
+        idle.touch()
+        win.qtbot.waitUntil(lambda: gone() is None, timeout=5000)
+        # Everything alive at that moment is out of Python's own collections until the next.
+        assert gc.get_freeze_count() > 10_000
+    finally:
+        gc.enable()
+    win.window.close()
+    assert gc.get_freeze_count() == 0  # the process is left as it was found
