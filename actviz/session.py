@@ -31,10 +31,11 @@ def _state_of(window_or_state: Any) -> SessionState:
     if isinstance(window_or_state, SessionState):
         return window_or_state
     # The window (or anything holding a session) says what it shows as a SessionState.
-    features = getattr(window_or_state, "features", None)
-    owners = [window_or_state, getattr(window_or_state, "session", None)]
-    if isinstance(features, dict):
-        owners.append(features.get("sessions"))  # the window's File > Save session part
+    owners = [
+        window_or_state,
+        getattr(window_or_state, "session", None),
+        getattr(window_or_state, "session_store", None),  # the window's session files' part
+    ]
     for owner in owners:
         make = getattr(owner, "session_state", None)
         if callable(make):

@@ -557,11 +557,8 @@ class StressDriver(UserActions):
     def _sample(self, action: int) -> Sample:
         self.settle()
         counts: dict[str, int] = {}
-        # A cancelled job is no longer the window's (it is idle) but may still be finishing on
-        # its pool thread: its runner goes when it returns, so give it a moment.
-        # Every object the collector could free is garbage here, frozen or not (the window
-        # freezes what survives its idle collection).
-        gc.unfreeze()
+        # A cancelled job may still be finishing on its pool thread: give its runner a moment.
+        gc.unfreeze()  # what the window's idle collection froze is counted too
         for _ in range(10):
             flush_deletes()
             gc.collect()

@@ -79,20 +79,20 @@ def _run(
     window = MainWindow(plugins="installed" if plugins else None)
     # Everything opens in the background while the window is already on screen; an input
     # waits for the model being opened, and the automatic run starts once both are in.
-    sessions = window.features.get("sessions")
+    sessions = window.session_store
     if sessions is not None:
-        sessions.autosave = True  # type: ignore[attr-defined]
+        sessions.autosave = True
     if session is not None and sessions is not None:
-        sessions.open_session(session)  # type: ignore[attr-defined]
+        sessions.open_session(session)
     elif (
         model is None
         and input is None
         and sessions is not None
         and os.environ.get(EXIT_AFTER_SHOW_ENV) != "1"
-        and sessions.can_offer_restore()  # type: ignore[attr-defined]
+        and sessions.can_offer_restore()
     ):
         # Asked over the window once it is on screen; declined, the demo opens as usual.
-        QTimer.singleShot(0, lambda: sessions.offer_restore() or window.load_demo())  # type: ignore[attr-defined]
+        QTimer.singleShot(0, lambda: sessions.offer_restore() or window.load_demo())
     elif model is None:
         window.load_demo()
     else:

@@ -118,6 +118,7 @@ class SessionsFeature(FeatureBase, QObject):
         #: ``report_written(str)``: File > Export report wrote that file.
         self.report_written = self.reports.report_written
         self._build_menu()
+        host.offer_session_store(self)
 
     # ========================================================================== menus
     def _action(self, text: str, slot: Callable[[], Any], shortcut: Any = None) -> QAction:

@@ -3,7 +3,8 @@
 :class:`WindowAPI` is mixed into :class:`~actviz.ui.window.main_window.MainWindow`. Everything
 here is a short call into the part that does the work; the widgets themselves are reached
 through the parts (``window.commands``, ``window.centre``, ``window.status``,
-``window.model_dock``) and the features through ``window.features[name]``.
+``window.model_dock``) and the features through ``window.features[name]`` (tests and scripts;
+window code reaches a feature's part through what it offers the host, e.g. ``session_store``).
 """
 
 from __future__ import annotations

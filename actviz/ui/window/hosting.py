@@ -222,6 +222,12 @@ class HostSlots:
         pins_ui.compare_with = compare
         pins_ui.refresh_pins_menu()
 
+    def offer_session_store(self, store: Any) -> None:
+        """The part that saves and opens session files (``session_state()``, ``open_session``,
+        the autosave and the start's restore offer): what :func:`actviz.session.save` and the
+        app reach through ``window.session_store`` (None without one)."""
+        self.session_store = store
+
     def add_status_widget(self, widget: QWidget) -> None:
         """A permanent widget at the right of the status bar."""
         self.statusBar().addPermanentWidget(widget)  # type: ignore[attr-defined]

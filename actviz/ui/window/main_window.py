@@ -163,6 +163,8 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         self.display.panel_created.append(lambda p: self.panel_created.emit(p.name, p))
         self.display.panel_updated.append(lambda p, layer: self.panel_shown.emit(p.name, p, layer))
         self.features: dict[str, Feature] = {}
+        #: Session files' part, offered by a feature (:meth:`offer_session_store`).
+        self.session_store: Any = None
         self.runs = RunControl(self, debounce_ms=debounce_ms, auto_run=auto_run)
         self.files = FileOpening(
             self, self.model_loads, self.input_loads, self.commands, self.centre.banner,

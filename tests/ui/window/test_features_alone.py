@@ -46,3 +46,24 @@ def test_each_default_feature_alone(actviz_window, make):
     feature = next(iter(_own(win).values()))
     assert not feature.is_busy()
     win.window.cancel()
+
+
+def test_session_files_are_reached_through_the_part_the_sessions_feature_offers(
+    actviz_window, tmp_path
+):
+    import actviz.session
+    from actviz.ui.sessions.feature import SessionsFeature
+
+    bare = _run_alone(actviz_window, ())
+    assert bare.window.session_store is None
+    with pytest.raises(TypeError, match="cannot save a session"):
+        actviz.session.save(bare.window, tmp_path / "none.actviz")
+    bare.close()
+
+    win = _run_alone(actviz_window, (SessionsFeature,))
+    store = win.window.session_store
+    assert isinstance(store, SessionsFeature)
+    written = actviz.session.save(win.window, tmp_path / "one.actviz")
+    assert (tmp_path / "one.actviz").is_file() and written == []
+    state = actviz.session.load(tmp_path / "one.actviz")
+    assert tuple(state.ticked) == ("0", "1")
