@@ -9,7 +9,6 @@ workers of their own, so a run or a live frame never interrupts them.
 from __future__ import annotations
 
 import sys
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -20,11 +19,7 @@ from actviz.core.model_copy import ModelCopy, with_loading
 from actviz.ui.host import WindowHost
 from actviz.ui.worker import Job
 
-__all__ = ["COPY_IDLE_S", "WorkerCopy"]
-
-#: A copy nobody used for this long goes when the window is idle (made again when wanted).
-COPY_IDLE_S = 60.0
-
+__all__ = ["WorkerCopy"]
 
 # References to a held copy's module when only its entry holds it: the entry's attribute and
 # getrefcount's own argument.
@@ -67,7 +62,6 @@ class WorkerCopy(QObject):
         self._closed = False
         self._signals = _CopySignals(self)
         self._signals.copied.connect(self._on_copied)
-        self._used_at = 0.0  # time.monotonic() when the copy held was last handed out
         memory = getattr(host, "memory", None)
         if memory is not None:
             memory.idle.connect(self._on_window_idle)
@@ -92,7 +86,6 @@ class WorkerCopy(QObject):
             return
         if self.is_held() or self._borrow():
             assert self._held is not None
-            self._used_at = time.monotonic()
             then(self._held.twin)
             return
         if then not in self._then:
@@ -136,25 +129,16 @@ class WorkerCopy(QObject):
         self.abandon()
         self._held = None
 
-    def _idle_copy(self) -> bool:
-        """Whether a copy is held that no job uses."""
+    def _on_window_idle(self) -> None:
+        # A copy is as large as the model: one no job uses goes back to the system with the
+        # window's idle trim (made again when wanted, on the capture worker); a job still
+        # running on it holds a reference.
         held = self._held
         if held is None or self.pending:
-            return False
-        return held.twin is None or sys.getrefcount(held.twin) <= _HELD_REFS
-
-    def _on_window_idle(self) -> None:
-        # A copy is as large as the model: one not used for a while goes back to the system
-        # with the window's idle trim, unless a job still runs on it (it holds a reference).
-        # A window keeps one idle copy at most, the one used last (others borrow it).
-        if not self._idle_copy():
             return
-        newer = any(
-            other is not self and other._idle_copy() and other._used_at > self._used_at
-            for other in list(_SIBLINGS.get(self.host, ()))
-        )
-        if newer or time.monotonic() - self._used_at >= COPY_IDLE_S:
-            self._held = None
+        if held.twin is not None and sys.getrefcount(held.twin) > _HELD_REFS:
+            return
+        self._held = None
 
     def _on_model_changed(self, *_args: Any) -> None:
         held = self._held
@@ -206,6 +190,5 @@ class WorkerCopy(QObject):
                 self._failed(entry.error)
             return
         self._held = entry
-        self._used_at = time.monotonic()
         for call in then:
             call(entry.twin)
