@@ -530,8 +530,7 @@ class StressDriver(UserActions):
         if timeout_s is None:
             ok = self._wait(self._idle, PATIENCE_S)
             if not ok:
-                # A long job (a synthesis, a scan) a user does not sit through: Esc, as they
-                # would; stuck only if the window is still busy after that.
+                # A long job a user does not sit through: Esc; stuck if still busy after that.
                 self.window.cancel()
                 ok = self._wait(self._idle, IDLE_TIMEOUT_S)
         else:
@@ -574,6 +573,7 @@ class StressDriver(UserActions):
             trims = memory.trims
             memory.touch()
             self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
+        gc.unfreeze()  # the arrays the window's idle collection froze are counted too
         breakdown = {**memory_breakdown_mib(), **python_heap_mib(), **live_array_mib()}
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
 

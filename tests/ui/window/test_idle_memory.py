@@ -31,20 +31,36 @@ def test_cyclic_garbage_is_collected_when_idle_and_the_rest_frozen_until_the_clo
     monkeypatch.setattr(memory, "IDLE_MS", 50)
     win = small_conv_window(actviz_window)
     idle = win.window.memory
+    # Built: what exists is frozen, out of the collections Python starts on its own.
+    assert gc.get_freeze_count() > 10_000 and idle.frozen_after_full > 10_000
 
     class Node:
         pass
 
-    a, b = Node(), Node()
-    a.other, b.other = b, a  # a cycle: only the collector frees it
-    gone = weakref.ref(a)
-    gc.disable()  # nothing but the idle moment collects it
+    def cycle() -> weakref.ref:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # only the collector frees them
+        return weakref.ref(a)
+
+    gc.disable()  # nothing but the idle moment collects
     try:
-        del a, b
+        young = cycle()
+        idle.touch()
+        win.qtbot.waitUntil(lambda: young() is None, timeout=5000)
+        # A cycle frozen while alive, garbage later: freed once the frozen objects grew by
+        # half since the last full collection (here: said to have), at the next idle moment.
+        old = Node()
+        old.me = old
+        gone = weakref.ref(old)
+        gc.freeze()
+        del old
+        idle.touch()
+        win.qtbot.wait(300)
+        assert gone() is not None  # the idle collection walks only the unfrozen objects
+        half = idle.frozen_after_full = gc.get_freeze_count() // 2
         idle.touch()
         win.qtbot.waitUntil(lambda: gone() is None, timeout=5000)
-        # Everything alive at that moment is out of Python's own collections until the next.
-        assert gc.get_freeze_count() > 10_000
+        assert idle.frozen_after_full > half  # counted again after the full collection
     finally:
         gc.enable()
     win.window.close()
