@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from PySide6.QtCore import QMetaMethod, QObject, QThreadPool, Signal, Slot
 
+from actviz.core.capture import CaptureCancelled
 from actviz.core.threads import torch_threads, worker_threads
 
 log = logging.getLogger(__name__)
@@ -268,8 +269,6 @@ class _Runner:
         error: BaseException | None = None
         try:
             if job is None or self.should_stop():
-                from actviz.core.capture import CaptureCancelled
-
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
                 signals.started.emit(gen)
@@ -549,8 +548,6 @@ class Worker(QObject):
             self._report(first, *self._held.pop(first))
 
     def _report(self, gen: int, result: object, error: object, seconds: float) -> None:
-        from actviz.core.capture import CaptureCancelled
-
         with self._lock:
             current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled
