@@ -57,7 +57,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from actviz.core.capture import CaptureCancelled, capture
 from actviz.core.input_copies import list_layout
 from actviz.core.model_copy import ModelCopy, copy_refusal
 from actviz.core.threads import lower_thread_priority, torch_threads
@@ -661,6 +660,8 @@ class LiveController(QObject):
         *,
         max_pixels: int = MAX_MOSAIC_PIXELS,
     ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
+        from actviz.core.capture import CaptureCancelled, capture
+
         selected = self.window.selected_layer
         # With the Overview hidden, its panels wait for the tab (the window fills them when it
         # shows), so the frame's histogram and Grad-CAM map wait too: computed on first read.
