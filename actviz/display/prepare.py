@@ -175,8 +175,8 @@ def prepare_layer(
     hist_now
         Compute the histogram now (else on first read).
     stats_now
-        Compute the statistics now; else (fast variant, values on the CPU) only the
-        gradient's norm now and the rest on first read (:class:`LazyStats`).
+        Compute the statistics now; else (fast variant, values on the CPU) on first read,
+        the gradient's norm on its own first read (:class:`LazyStats`).
     host
         This layer's numbers already copied from its device (:func:`copy_to_host`).
     stand_in
@@ -201,10 +201,11 @@ def prepare_layer(
         hist = Lazy.of(host.hist) if host.hist is not None else Lazy(lambda: histogram(tensor))
     else:
         if fast and not stats_now and tensor.device.type == "cpu":
-            known = {"shape": shape, "grad_norm": grad_norm(rec.grad, exact=False)}
-            known.update(name=rec.name, type=rec.module_type)
+            known = {"shape": shape, "name": rec.name, "type": rec.module_type}
             record_grad = rec.grad
-            stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known)
+            # The gradient's norm waits too: only the Overview's panels show it.
+            norm = {"grad_norm": Lazy(lambda: grad_norm(record_grad, exact=False))}
+            stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known, norm)
         else:
             stats = tensor_stats(tensor, rec.grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
@@ -467,7 +468,7 @@ def prepare(
         Layers whose histogram is computed now; None: every layer.
     eager_stats
         Layers whose statistics are computed now (the fast variant computes the others on
-        first read, the gradients' norms now); None: every layer.
+        first read, a gradient's norm alone too); None: every layer.
     eager_cams
         Layers whose Grad-CAM map is computed now (the others on first read, exactly the
         same); None: every candidate, in the fast variant the default layer's.
@@ -656,7 +657,6 @@ def _assemble(
         # A language model's target token, named by its text as the predictions are.
         text = token_texts(spec.tokenizer, [cap.target_index])[0]
         target_text = name_token(target_text, cap.target_index, text)
-    norms = [layers[n].stats.get("grad_norm") for n in order]
     return RunResult(
         layers=layers,
         shown=tuple(order),
@@ -672,9 +672,6 @@ def _assemble(
         grad_cams=grad_cams,
         gradcam_default=gradcam_default,
         grad_norm_names=tuple(order),
-        grad_norms=np.asarray(
-            [float("nan") if v is None else float(v) for v in norms], dtype=np.float64
-        ),
         output_shapes=shapes,
         warnings=tuple(cap.warnings),
         errors=tuple(errors),

@@ -10,7 +10,7 @@ one fixed value.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -29,7 +29,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.logit_lens import LogitLens
     from actviz.display.token_maps import SequenceLayout, TokenView
 
-__all__ = ["DisplaySpec", "Lazy", "LazyMap", "LazyStats", "PreparedLayer", "RunResult"]
+__all__ = [
+    "DisplaySpec",
+    "Lazy",
+    "LazyMap",
+    "LazyStats",
+    "PreparedLayer",
+    "RunResult",
+    "grad_norms_of",
+]
 
 T = TypeVar("T")
 
@@ -65,14 +73,25 @@ class LazyStats(Mapping[str, Any]):
     """A layer's statistics, read-only, computed on the first read of a key not ``known``.
 
     A live frame's preparation leaves them for later while nothing shows them (the Overview's
-    statistics table is hidden). ``known`` (name, type, shape, the gradient's norm, which the gradient
-    flow needs at once) is returned without computing, and wins over the computed values.
+    statistics table is hidden). ``known`` (name, type, shape) is returned without computing, and wins
+    over the computed values; ``lazy`` values (the gradient's norm, which only the gradient
+    flow reads alone) are computed on their own first read, and win too.
     """
 
-    def __init__(self, compute: Callable[[], Mapping[str, Any]], known: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        compute: Callable[[], Mapping[str, Any]],
+        known: Mapping[str, Any],
+        lazy: Mapping[str, Lazy[Any]] | None = None,
+    ) -> None:
         self._known = dict(known)
-        known_ = self._known
-        self._all: Lazy[Mapping[str, Any]] = Lazy(lambda: MappingProxyType({**compute(), **known_}))
+        self._lazy = dict(lazy or {})
+        known_, lazy_ = self._known, self._lazy
+        self._all: Lazy[Mapping[str, Any]] = Lazy(
+            lambda: MappingProxyType(
+                {**compute(), **known_, **{k: v.get() for k, v in lazy_.items()}}
+            )
+        )
 
     def _values(self) -> Mapping[str, Any]:
         values = self._all.get()
@@ -82,6 +101,8 @@ class LazyStats(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         if key in self._known:
             return self._known[key]
+        if key in self._lazy:
+            return self._lazy[key].get()
         return self._values()[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -94,6 +115,11 @@ class LazyStats(Mapping[str, Any]):
     def ready(self) -> bool:
         """Whether every statistic exists already (tests, diagnostics)."""
         return self._all.ready
+
+    def ready_for(self, key: str) -> bool:
+        """Whether reading ``key`` computes nothing (tests, diagnostics)."""
+        lazy = self._lazy.get(key)
+        return key in self._known or self._all.ready or (lazy is not None and lazy.ready)
 
 
 class LazyMap(Mapping[str, np.ndarray]):
@@ -224,6 +250,12 @@ class PreparedLayer:
         return self.hist_lazy.ready
 
 
+def grad_norms_of(layers: Mapping[str, PreparedLayer], order: Sequence[str]) -> np.ndarray:
+    """Each of ``order``'s layers' ``grad_norm`` statistic (NaN: no gradient), float64."""
+    values = [layers[n].stats.get("grad_norm") for n in order]
+    return np.asarray([float("nan") if v is None else float(v) for v in values], np.float64)
+
+
 @dataclass(frozen=True)
 class RunResult:
     """A prepared run: numpy arrays for the panels plus the raw capture (immutable).
@@ -242,7 +274,6 @@ class RunResult:
     grad_cams: Mapping[str, np.ndarray]
     gradcam_default: str | None
     grad_norm_names: tuple[str, ...]
-    grad_norms: np.ndarray
     output_shapes: Mapping[str, tuple[int, ...]]
     warnings: tuple[str, ...]
     errors: tuple[str, ...]
@@ -268,13 +299,33 @@ class RunResult:
     #: What ``predictions`` rank: ``"class"``, ``"token"`` (a language model's next token,
     #: labelled with its text) or ``"detection"``.
     prediction_kind: str = "class"
+    #: :attr:`grad_norms`, from the layers' statistics on first read (a live frame's
+    #: Overview may be hidden); made anew for a copy (``dataclasses.replace``).
+    _grad_norms: Lazy[np.ndarray] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", MappingProxyType(dict(self.layers)))
         object.__setattr__(self, "output_shapes", MappingProxyType(dict(self.output_shapes)))
-        for arr in (self.saliency, self.grad_norms):  # made here; the image is the input's
-            if arr is not None and arr.flags.writeable:
-                arr.setflags(write=False)
+        layers, names = self.layers, self.grad_norm_names  # not self: no reference cycle
+        object.__setattr__(self, "_grad_norms", Lazy(lambda: grad_norms_of(layers, names)))
+        sal = self.saliency  # made here; the image is the input's
+        if sal is not None and sal.flags.writeable:
+            sal.setflags(write=False)
+
+    @property
+    def grad_norms(self) -> np.ndarray:
+        """The L2 norm of each layer's gradient, in :attr:`grad_norm_names`' order (NaN: no
+        gradient); read-only."""
+        arr = self._grad_norms.get()
+        assert arr is not None
+        if arr.flags.writeable:
+            arr.setflags(write=False)
+        return arr
+
+    @property
+    def grad_norms_ready(self) -> bool:
+        """Whether :attr:`grad_norms` exists already (tests, diagnostics)."""
+        return self._grad_norms.ready
 
     def stats_rows(self) -> list[dict]:
         """Rows for the statistics table, in execution order."""

@@ -29,14 +29,14 @@ import logging
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
+from PySide6.QtCore import QMetaMethod, QObject, QThreadPool, Signal, Slot
 
+from actviz.core.capture import CaptureCancelled
 from actviz.core.threads import torch_threads, worker_threads
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,8 @@ class Job(QObject):
         self.lane = lane
         #: How it ended: "", "finished", "failed", "cancelled" or "superseded".
         self.outcome = ""
+        # Slots given to :meth:`on`, by signal name: called directly, not through Qt.
+        self._slots: dict[str, list[Callable[..., Any]]] = {}
 
     @property
     def done(self) -> bool:
@@ -156,24 +158,56 @@ class Job(QObject):
         return self._number > other._number
 
     def on(self, **slots: Callable[..., Any]) -> Job:
-        """Connect ``signal=slot`` pairs (``finished=self._show``); returns the job."""
+        """Connect ``signal=slot`` pairs (``finished=self._show``); returns the job.
+
+        The slots are called directly (before any slot connected through Qt), in the order
+        given: a live frame's job had ~14 Qt connections made and undone per frame, a good
+        part of the GUI thread's time per frame on small models. Once the job has ended,
+        nothing is kept (nothing more comes)."""
         for name, slot in slots.items():
-            getattr(self, name).connect(slot)
+            if name not in _SIGNALS:
+                raise AttributeError(f"a job has no signal {name!r}")
+            if not self.outcome:
+                self._slots.setdefault(name, []).append(slot)
         return self
+
+    def _emit(self, name: str, *args: Any) -> None:
+        """Signal ``name``: the slots given to :meth:`on`, then Qt's (if any)."""
+        for slot in list(self._slots.get(name, ())):
+            try:
+                slot(*args)
+            except Exception:  # noqa: BLE001 - as Qt does for a slot: reported, others run
+                sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]
+        if self.isSignalConnected(_SIGNAL_METHODS[name]):
+            getattr(self, name).emit(*args)
 
     def _end(self, outcome: str, *args: Any, quietly: bool = False) -> None:
         self.outcome = outcome
         if not quietly:
-            getattr(self, outcome).emit(*args)
+            self._emit(outcome, *args)
         # Nothing more is emitted: let go of the slots, and of what their closures hold (a
         # slot that names its job makes a cycle through Qt that the collector cannot see).
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a signal nobody connected to
-            for name in _SIGNALS:
-                getattr(self, name).disconnect()
+        self._slots.clear()
+        connected = [n for n in _SIGNALS if self.isSignalConnected(_SIGNAL_METHODS[n])]
+        for name in connected:
+            getattr(self, name).disconnect()
 
 
 _SIGNALS = ("started", "staged", "progress", "finished", "failed", "cancelled", "superseded")
+
+
+def _signal_methods() -> dict[str, QMetaMethod]:
+    meta = Job.staticMetaObject
+    methods = {}
+    for i in range(meta.methodOffset(), meta.methodCount()):
+        method = meta.method(i)
+        if method.methodType() == QMetaMethod.MethodType.Signal:
+            methods[bytes(method.name().data()).decode()] = method
+    return methods
+
+
+#: Each of a job's signals as Qt knows it (to ask whether anything is connected).
+_SIGNAL_METHODS = _signal_methods()
 
 
 class _RunnerSignals(QObject):
@@ -229,8 +263,6 @@ class _Runner:
         error: BaseException | None = None
         try:
             if job is None or self.should_stop():
-                from actviz.core.capture import CaptureCancelled
-
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
                 signals.started.emit(gen)
@@ -306,7 +338,14 @@ class Worker(QObject):
         self._floor = 0  # generations below it are stale (superseded or dropped)
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
-        self._runners: dict[int, _RunnerSignals] = {}  # by generation, until ``done``
+        self._runners: set[int] = set()  # generations queued or running, until ``done``
+        # Every job's runner reports through this one object (queued to the GUI thread,
+        # each report naming its job): no QObject made, connected and deleted per job.
+        self._signals = _RunnerSignals(self)
+        self._signals.started.connect(self._on_runner_started)
+        self._signals.staged.connect(self._on_runner_staged)
+        self._signals.progress.connect(self._on_runner_progress)
+        self._signals.done.connect(self._on_runner_done)
         # Handles of the jobs that will still report (current), by generation.
         self._jobs: dict[int, Job] = {}
         # Results of current jobs that ended before an earlier current job: reported after it.
@@ -385,22 +424,15 @@ class Worker(QObject):
             if supersede:
                 self._floor = gen
         handle = Job(self, gen, lane)
-        # Parented to the worker: a job's last reference to its signals may go on a pool
-        # thread, and a QObject of the GUI thread must be deleted there (deleteLater at done).
-        signals = _RunnerSignals(self)
-        signals.started.connect(self._on_runner_started)
-        signals.staged.connect(self._on_runner_staged)
-        signals.progress.connect(self._on_runner_progress)
-        signals.done.connect(self._on_runner_done)
         runner = _Runner(
             gen,
             job,
             lambda: not self._is_current(gen),
-            signals,
+            self._signals,
             second_stage=self._second,
             threads=self.threads if threads is None else max(1, int(threads)),
         )
-        self._runners[gen] = signals
+        self._runners.add(gen)
         self._running.add(gen)
         self._jobs[gen] = handle
         pool.start(runner.run)
@@ -480,26 +512,23 @@ class Worker(QObject):
     def _on_runner_started(self, gen: int) -> None:
         job = self._current_job(gen)
         if job is not None:
-            job.started.emit()
+            job._emit("started")  # noqa: SLF001 - the worker signals its jobs
 
     @Slot(int)
     def _on_runner_staged(self, gen: int) -> None:
         job = self._current_job(gen)
         if job is not None:
-            job.staged.emit()
+            job._emit("staged")  # noqa: SLF001
 
     @Slot(int, str)
     def _on_runner_progress(self, gen: int, message: str) -> None:
         job = self._current_job(gen)
         if job is not None:
-            job.progress.emit(message)
+            job._emit("progress", message)  # noqa: SLF001
 
     @Slot(int, object, object, float)
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
-        signals = self._runners.pop(gen, None)
-        if signals is not None:
-            # ``done`` is the last thing a job emits: its signals object can go.
-            signals.deleteLater()
+        self._runners.discard(gen)
         self._running.discard(gen)
         self._held[gen] = (result, error, seconds)
         # In submission order: a result waits for every earlier current job (another lane's,
@@ -513,8 +542,6 @@ class Worker(QObject):
             self._report(first, *self._held.pop(first))
 
     def _report(self, gen: int, result: object, error: object, seconds: float) -> None:
-        from actviz.core.capture import CaptureCancelled
-
         with self._lock:
             current = self._floor <= gen <= self._generation
             was_cancelled = gen in self._cancelled

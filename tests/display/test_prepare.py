@@ -160,8 +160,9 @@ def test_fast_variant_agrees_with_the_exact_one_on_resnet18():
 
 
 def test_statistics_can_wait_for_their_first_read_with_the_same_values():
-    """Live frames with the Overview hidden: every statistic but the gradient's norm waits,
-    then reads exactly what an eager fast preparation gives; the gradient flow is there."""
+    """Live frames with the Overview hidden: every statistic waits, the gradient's norm too
+    (on its own: the gradient flow reads it alone), then reads exactly what an eager fast
+    preparation gives."""
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(2))
@@ -174,12 +175,22 @@ def test_statistics_can_wait_for_their_first_read_with_the_same_values():
     for name in ("conv1", "layer3", "fc"):
         stats = lazy.layers[name].stats
         assert isinstance(stats, LazyStats) and not stats.ready
-        # Known without computing: what the panels and the gradient flow read per frame.
+        # Known without computing: what the panels read per frame.
         assert stats["name"] == name and stats["shape"] == eager.layers[name].stats["shape"]
+        assert not stats.ready_for("grad_norm")  # nothing read it yet
+    assert not lazy.grad_norms_ready and not eager.grad_norms_ready
+    np.testing.assert_array_equal(lazy.grad_norms, eager.grad_norms)  # the gradient flow's read
+    assert lazy.grad_norms_ready and lazy.grad_norms.min() > 0
+    for name in ("conv1", "layer3", "fc"):
+        stats = lazy.layers[name].stats
+        assert stats.ready_for("grad_norm") and not stats.ready  # the norm alone was computed
         assert stats["grad_norm"] == eager.layers[name].stats["grad_norm"] > 0
-        assert not stats.ready
-    np.testing.assert_array_equal(lazy.grad_norms, eager.grad_norms)
-    assert not lazy.layers["conv1"].stats.ready
+    # A copy (a page turn, the live frame's origin) reads its own layers' norms.
+    moved = dataclasses.replace(lazy, origin={"input": "frame"})
+    assert not moved.grad_norms_ready
+    np.testing.assert_array_equal(moved.grad_norms, eager.grad_norms)
+    with pytest.raises(ValueError):
+        lazy.grad_norms[0] = 0.0
     assert lazy.stats_rows() == eager.stats_rows()  # read: computed, the same values
     assert all(lazy.layers[n].stats.ready for n in ("conv1", "layer3", "fc"))
     assert dict(lazy.layers["layer3"].stats)["mean"] == eager.layers["layer3"].stats["mean"]

@@ -486,8 +486,9 @@ def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actv
             win.run_and_wait(flush=False)
         window.flush_panel_updates()
         _flush_deletes()
-        # While the window is open: only the jobs of the last moments may still be pending.
-        assert _live(_Runner) <= 2 and _live(_RunnerSignals) <= 2
+        # While the window is open: only the jobs of the last moments may still be pending,
+        # and each worker has one object its runners report through, not one per job.
+        assert _live(_Runner) <= 2 and _live(_RunnerSignals) == _live(Worker)
         del window
         win.delete()  # closed and deleted; nothing holds its Python side
     assert _live(_Runner) == 0
@@ -668,3 +669,49 @@ def test_a_pool_thread_is_lowered_once_however_many_jobs_ask(qtbot, worker):
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     got = [wait_result(qtbot, worker, job) for _ in range(3)]
     assert got == [min(19, base + 3)] * 3
+
+
+def test_slots_given_to_on_are_called_in_order_without_qt_connections(qtbot, worker, monkeypatch):
+    """A live frame's job made and undid ~14 Qt connections per frame: ``on``'s slots are
+    called directly, in order, a raising one reported (as Qt does) without stopping the
+    others; a slot connected through Qt still hears the job, and nothing is kept after."""
+    from actviz.ui.worker import _SIGNAL_METHODS
+
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "excepthook", lambda _t, exc, _tb: reported.append(exc))
+    calls: list[tuple] = []
+
+    def boom(value):
+        calls.append(("boom", value))
+        raise RuntimeError("a slot's bug")
+
+    job = worker.submit(lambda stop, progress: (progress("half"), 42)[1])
+    job.on(progress=lambda m: calls.append(("progress", m)), finished=boom)
+    job.on(finished=lambda v: calls.append(("second", v)), staged=calls.append)
+    assert not any(job.isSignalConnected(m) for m in _SIGNAL_METHODS.values())
+    with qtbot.waitSignal(job.finished, timeout=10_000) as blocker:  # a Qt connection too
+        pass
+    assert blocker.args == [42]
+    assert calls == [("progress", "half"), ("boom", 42), ("second", 42)]
+    assert [str(e) for e in reported] == ["a slot's bug"]
+    assert job.outcome == "finished" and job._slots == {}  # noqa: SLF001
+    assert not any(job.isSignalConnected(m) for m in _SIGNAL_METHODS.values())
+    job.on(finished=calls.append)  # ended: nothing more comes, nothing is kept
+    assert job._slots == {}  # noqa: SLF001
+    with pytest.raises(AttributeError):
+        job.on(finishd=calls.append)
+
+
+def test_superseded_jobs_tell_their_on_slots_once(qtbot, worker):
+    gate = threading.Event()
+    seen: list[str] = []
+    first = worker.submit(lambda stop, progress: gate.wait(5)).on(
+        superseded=lambda: seen.append("first superseded"), finished=lambda v: seen.append("x")
+    )
+    second = worker.submit(lambda stop, progress: "b").on(finished=seen.append)
+    assert seen == ["first superseded"] and first.outcome == "superseded"
+    gate.set()
+    with qtbot.waitSignal(second.finished, timeout=10_000):
+        pass
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=10_000)
+    assert seen == ["first superseded", "b"]

@@ -7,7 +7,6 @@ never open a blocking dialog.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -46,11 +45,10 @@ from PySide6.QtWidgets import (
 )
 
 from actviz.display.attribution import display_image
+from actviz.ui.live.frame_status import SpacedReadout
 from actviz.ui.live.frames import Perturbation, webcam_status
 from actviz.ui.live.playback import LiveController, LiveStatus
 from actviz.ui.panels import style
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "NO_INPUT_TEXT",
@@ -261,7 +259,7 @@ class LiveControls(QDockWidget):
 
         c = controller
         c.status_changed.connect(self._on_controller_status_changed)
-        c.frame_changed.connect(self._on_controller_frame_changed)
+        c.frame_changed.connect(SpacedReadout(self._show_frame, c, self).offer)
         c.input_image_changed.connect(self._on_controller_input_image_changed)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
@@ -556,7 +554,7 @@ class LiveControls(QDockWidget):
         self.stats_label.setText(status.text())
         self.memory_label.setText(status.memory_text())
 
-    def _on_controller_frame_changed(self, index: int, length: int, label: str) -> None:
+    def _show_frame(self, index: int, length: int, label: str) -> None:
         with QSignalBlocker(self.frame_slider):
             self.frame_slider.setRange(0, max(0, length - 1))
             self.frame_slider.setValue(index)

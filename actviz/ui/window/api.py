@@ -170,7 +170,8 @@ class WindowAPI:
         # A stream's frames (live mode) have their own rate read-out; an animated busy bar
         # would repaint the status bar constantly. Anything else busy meanwhile shows it.
         self.status.progress_bar.setVisible(busy and not self._only_streaming())
-        self.commands.cancel_action.setEnabled(self._cancellable())
+        # (Twice a live frame: the workers are asked once.)
+        self.commands.cancel_action.setEnabled(self._cancellable(busy))
         self.display.update_placeholder(busy)
         if text:
             self.show_status(text)  # type: ignore[attr-defined]
@@ -182,8 +183,9 @@ class WindowAPI:
             return False
         return self.runs.streaming()
 
-    def _cancellable(self) -> bool:
-        return self.is_busy() or any(f.is_busy() for f in self.features.values())
+    def _cancellable(self, busy: bool | None = None) -> bool:
+        busy = self.is_busy() if busy is None else busy
+        return busy or any(f.is_busy() for f in self.features.values())
 
     def _update_enabled(self) -> None:
         self.display.update_placeholder(self.is_busy())

@@ -24,7 +24,9 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QWidget
 
 from actviz.core.capture import format_bytes
+from actviz.core.structures import first_tensor
 from actviz.display.attribution import last_spatial_layer
+from actviz.display.layer_views import class_units
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
 from actviz.display.prepare import current_mosaics, symmetric_for, with_page
 from actviz.display.prepared import PreparedLayer, RunResult
@@ -641,9 +643,6 @@ class ResultDisplay:
 
     def _class_units(self, layer: PreparedLayer) -> tuple[str, ...] | None:
         """The class names of ``layer``'s bars when it outputs the model's class scores."""
-        from actviz.core.structures import first_tensor
-        from actviz.display.layer_views import class_units
-
         result = self.session.result
         cap = result.capture if result is not None else None
         out = first_tensor(cap.output) if cap is not None else None
