@@ -96,7 +96,7 @@ class DatasetScans(QObject):
     def __init__(self, host: WindowHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.session: Session = host.session
-        #: The top-k views' model copy: the window's copy service (one idle copy a window).
+        #: The top-k views' model copy: the window's copy service (gone when the window idles).
         self.views_copy = WorkerCopy(host, self, to_eval=True)
         #: The last finished scan of the session's model (None before one).
         self.scan: Any = None
