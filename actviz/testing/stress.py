@@ -16,10 +16,8 @@ every ``sample_every`` actions, the objects of kinds that used to leak and the p
 resident memory and heap in use. After the last, that no top-level widget is left.
 
 Every action is recorded as ``(name, params)`` (:attr:`StressReport.steps`): ``run(steps=...)``
-replays a list without the random generator, which is how
-:mod:`actviz.testing.stress_cases` shrinks a failure to its shortest list. Crashes and hangs
-are found there too: it runs each case in its own process (``python -m actviz.testing.stress_cases_cases
---case demo --seed 3 --actions 300``)::
+replays a list, which is how :mod:`actviz.testing.stress_cases` shrinks a failure; it runs each
+case in its own process, so crashes and hangs are counted (``--case demo --seed 3``)::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
     assert not report.exceptions, report.describe()
@@ -288,8 +286,7 @@ class StressDriver(UserActions):
         params = {
             "r": [round(float(v), 4) for v in self.rng.random(5)],
             "answer": "accept" if self.rng.random() < 0.7 else "reject",
-            # Between actions the event loop runs a little, often too little for the run an
-            # action started: the next action lands while it is in flight.
+            # The event loop runs a little between actions: the next lands while a run is out.
             "spin": float(self.rng.choice([0.0, 0.005, 0.02, 0.08])),
             "settle": bool(self.rng.random() < 0.25),
         }
@@ -566,8 +563,7 @@ class StressDriver(UserActions):
             if counts["_Runner"] == 0:
                 break
             self.spin(0.1)
-        # Memory as the idle window leaves it: it hands freed memory back once it has been
-        # idle a moment (a user pauses; the actions rarely do), so wait for that trim.
+        # Memory as the idle window leaves it, after its idle trim (a user pauses; actions not).
         memory = getattr(self.window, "memory", None)
         if memory is not None:
             trims = memory.trims
@@ -575,6 +571,8 @@ class StressDriver(UserActions):
             self._wait(lambda: memory.trims > trims, timeout_s=MEMORY_IDLE_WAIT_S)
         gc.unfreeze()  # the arrays the window's idle collection froze are counted too
         breakdown = {**memory_breakdown_mib(), **python_heap_mib(), **live_array_mib()}
+        if memory is not None:  # frozen again, as the window's full collection leaves them
+            memory.collect_cycles(full=True)
         return Sample(action, counts, rss_mib(), heap_in_use_mib(), breakdown)
 
 

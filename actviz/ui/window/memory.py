@@ -81,11 +81,11 @@ class IdleMemory(QObject):
         self._timer.stop()
         gc.unfreeze()
 
-    def collect_cycles(self) -> None:
+    def collect_cycles(self, *, full: bool = False) -> None:
         """Collect the cyclic garbage among the objects made since the last idle moment, then
-        freeze the survivors; every object (a full collection) when the frozen ones grew by
-        half since the last full one."""
-        if gc.get_freeze_count() > 1.5 * self.frozen_after_full:
+        freeze the survivors; every object (a ``full`` collection) when the frozen ones grew
+        by half since the last full one."""
+        if full or gc.get_freeze_count() > 1.5 * self.frozen_after_full:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
