@@ -18,6 +18,7 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
 )
+from PySide6.QtGui import QFont
 
 from actviz.display.text import format_count as format_count
 from actviz.display.text import format_shape as format_shape
@@ -51,6 +52,10 @@ class ModuleTreeModel(QAbstractItemModel):
         self._tree: ModuleTree | None = None
         self._row_of: dict[str, int] = {}
         self._id_of: dict[str, int] = {}
+        #: Ticked layers inside each module (a collapsed row still says it holds ticks).
+        self._inside: dict[str, int] | None = None
+        self._bold = QFont()
+        self._bold.setBold(True)
         self._reload()
         session.model_changed.connect(self._on_session_model_changed)
         session.ticks_changed.connect(self._on_session_ticks_changed)
@@ -67,6 +72,7 @@ class ModuleTreeModel(QAbstractItemModel):
 
     def _reload(self) -> None:
         self._tree = self._session.tree
+        self._inside = None
         self._row_of.clear()
         self._id_of.clear()
         if self._tree is None:
@@ -151,9 +157,14 @@ class ModuleTreeModel(QAbstractItemModel):
                 if self._session.is_ticked(node.name)
                 else Qt.CheckState.Unchecked
             )
+        elif role == Qt.ItemDataRole.FontRole and column == NAME:
+            # (The model itself holds every tick: its row says nothing by being bold.)
+            return self._bold if node.name and self._ticked_inside(node.name) else None
         elif role == Qt.ItemDataRole.ToolTipRole:
             label = node.name or "(the model itself)"
             lines = [f"{label} · {node.type_name}"]
+            if inside := self._ticked_inside(node.name):
+                lines.append(f"{inside} ticked layer{'s' if inside > 1 else ''} inside")
             if node.extra_repr:
                 lines.append(node.extra_repr)
             lines.append(f"{node.own_params:,} own parameters, {node.total_params:,} in total")
@@ -237,8 +248,28 @@ class ModuleTreeModel(QAbstractItemModel):
         self._reload()
         self.endResetModel()
 
+    def _ticked_inside(self, name: str) -> int:
+        """How many ticked layers ``name`` holds below itself (its name shows in bold)."""
+        if self._inside is None:
+            self._inside = {}
+            tree = self._tree
+            for ticked in self._session.ticked if tree is not None else ():
+                parent = tree[ticked].parent if ticked in tree else None  # type: ignore[index, operator]
+                while parent is not None:
+                    self._inside[parent] = self._inside.get(parent, 0) + 1
+                    parent = tree[parent].parent  # type: ignore[index]
+        return self._inside.get(name, 0)
+
     def _on_session_ticks_changed(self, names: set[str]) -> None:
-        for name in names:
+        self._inside = None
+        rows = set(names)
+        tree = self._tree
+        for name in names:  # and the modules that hold them (their bold name)
+            parent = tree[name].parent if tree is not None and name in tree else None
+            while parent is not None and parent not in rows:
+                rows.add(parent)
+                parent = tree[parent].parent  # type: ignore[index]
+        for name in rows:
             self._emit_row_changed(name)
 
 

@@ -103,8 +103,30 @@ def test_ticks_changed_elsewhere_repaint_the_rows(qtbot):
     session.untick_all()
     tm.dataChanged.connect(lambda top, bottom, roles=(): changed.append(top.data(NameRole)))
     session.tick_type("Conv2d")
-    assert sorted(changed) == ["0", "2.0"]
+    # The ticked rows, and the modules holding them (their names turn bold).
+    assert sorted(changed) == ["", "0", "2", "2.0"]
     assert tm.index_of("2.0").data(CHECK) == Qt.CheckState.Checked
+
+
+def test_a_module_holding_ticked_layers_says_so_when_collapsed(qtbot, resnet):
+    session = _session_on(resnet)
+    tm = ModuleTreeModel(session)
+    session.untick_all()
+    font = Qt.ItemDataRole.FontRole
+    tip = Qt.ItemDataRole.ToolTipRole
+    assert tm.index_of("layer1").data(font) is None
+    session.set_ticked(["layer1.0.conv1", "layer1.1.conv2"])
+    for holder in ("layer1", "layer1.0", "layer1.1"):
+        assert tm.index_of(holder).data(font).bold(), holder
+    assert tm.index_of("").data(font) is None  # the model itself holds every tick
+    assert "2 ticked layers inside" in tm.index_of("").data(tip)
+    assert "2 ticked layers inside" in tm.index_of("layer1").data(tip)
+    assert "1 ticked layer inside" in tm.index_of("layer1.0").data(tip)
+    for other in ("layer2", "layer1.0.conv1", "layer1.0.bn1"):
+        assert tm.index_of(other).data(font) is None, other
+    assert "inside" not in tm.index_of("layer2").data(tip)
+    session.set_ticked(["layer1.0.conv1", "layer1.1.conv2"], False)
+    assert tm.index_of("layer1").data(font) is None
 
 
 def test_clicking_the_check_box_in_a_view_ticks_the_layer(qtbot):
