@@ -118,11 +118,13 @@ def child(args: argparse.Namespace) -> int:
     from actviz.bench.ui_bench import ensure_qt_app
     from actviz.core.allocator import tune_allocator
     from actviz.core.threads import parallel_in_workers_only
+    from actviz.ui.window.memory import keep_collector_off_clicks
 
     # The process as the app sets up its own (ui/app.py run_app): glibc keeps freed memory
     # (one arena per core), torch runs in parallel on the worker threads only.
     tune_allocator()
     parallel_in_workers_only()
+    keep_collector_off_clicks()  # and Python's full collections at idle moments (memory.py)
     from actviz.testing.stress import StressDriver
 
     ensure_qt_app()

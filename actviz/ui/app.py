@@ -11,6 +11,7 @@ from actviz.core.allocator import tune_allocator
 from actviz.core.threads import parallel_in_workers_only
 from actviz.ui.explore import ensure_app
 from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.memory import keep_collector_off_clicks
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,11 @@ def run_app(
     # Torch in parallel on the worker threads only: one OpenMP team (core/threads.py); put
     # back when the window closes (run_app may be called from a script or a test).
     undo_threads = parallel_in_workers_only()
+    keep_collector_off_clicks()  # Python's full collections at idle moments, not mid-click
     try:
         return _run(model, arch, input, trust, session, plugins)
     finally:
+        keep_collector_off_clicks(False)
         undo_threads()
 
 

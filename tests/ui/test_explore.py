@@ -203,6 +203,19 @@ def test_run_app_with_a_broken_model_still_opens_the_window(qtbot, tmp_path):
 
 
 @pytest.mark.usefixtures("demo_resources")
+def test_run_app_keeps_pythons_collector_off_clicks_in_its_own_process_only(qtbot):
+    import gc
+
+    from actviz.ui.window import memory
+
+    seen, frozen = [], []
+    _close_when(lambda w: frozen.append(w.memory.freezes) or w.result is not None, seen)
+    assert run_app() == 0
+    assert frozen and all(frozen)  # the app's window collects when idle and freezes the rest
+    assert memory._FREEZE == [False] and gc.get_freeze_count() == 0  # put back at the end
+
+
+@pytest.mark.usefixtures("demo_resources")
 def test_run_app_without_arguments_opens_the_demo_already_run(qtbot):
     seen = []
     _close_when(lambda w: w.result is not None, seen)

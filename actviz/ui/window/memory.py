@@ -5,12 +5,14 @@ which without this would hold an afternoon's peak for good. After a result is sh
 the window has stayed idle for :data:`IDLE_MS`, a background thread compares the resident size
 with the heap in use and trims what malloc keeps beyond :data:`SLACK_MIB`.
 
-Python's cyclic collector is kept off the GUI's critical path: a full collection walks every
-object (~400k with ResNet-18 in the window, ~0.2 s), and Python started them in the middle of
-clicks. What exists when the window is built, and what survives each idle moment's collection
-of the objects made since, is frozen (``gc.freeze``), so Python's own collections walk only
-what is new. The frozen objects are walked again (a full collection) at an idle moment once
-they have grown by half since the last full one, so cyclic garbage among them is bounded.
+In the app's own process (:func:`keep_collector_off_clicks`, called by ``run_app``), Python's
+cyclic collector is kept off the GUI's critical path: a full collection walks every object
+(~400k with ResNet-18 in the window, ~0.2 s), and Python started them in the middle of clicks.
+What exists when the window is built, and what survives each idle moment's collection of the
+objects made since, is frozen (``gc.freeze``), so Python's own collections walk only what is
+new. The frozen objects are walked again (a full collection) at an idle moment once they have
+grown by half since the last full one, so cyclic garbage among them is bounded. A script's or a
+test's process keeps Python's own schedule.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from actviz.core import allocator
 IDLE_MS = 2000
 #: Freed memory kept beyond the heap in use before a trim is worth its few milliseconds.
 SLACK_MIB = 64.0
+
+
+_FREEZE = [False]
+
+
+def keep_collector_off_clicks(on: bool = True) -> None:
+    """Windows made from now on collect Python's garbage when idle and freeze the rest (the
+    app's own process); ``on=False`` leaves it to Python again."""
+    _FREEZE[0] = bool(on)
 
 
 class IdleMemory(QObject):
@@ -49,9 +60,12 @@ class IdleMemory(QObject):
         self._timer.timeout.connect(self._on_idle)
         self._thread: threading.Thread | None = None
         self.trims = 0  # trims done (tests read it)
+        #: Whether this window freezes what survives its collections (see the module).
+        self.freezes = _FREEZE[0]
         #: Objects frozen after the last full collection (the window's start counts as one).
-        gc.freeze()
-        self.frozen_after_full = gc.get_freeze_count()
+        self.frozen_after_full = 0
+        if self.freezes:
+            self.collect_cycles(full=True)
 
     def touch(self, *_args: Any) -> None:
         """Something changed: trim once the window is idle again."""
@@ -79,12 +93,15 @@ class IdleMemory(QObject):
         """The window closes: no more trims (one under way finishes on its own), and Python's
         collector sees every object again."""
         self._timer.stop()
-        gc.unfreeze()
+        if self.freezes:
+            gc.unfreeze()
 
     def collect_cycles(self, *, full: bool = False) -> None:
         """Collect the cyclic garbage among the objects made since the last idle moment, then
         freeze the survivors; every object (a ``full`` collection) when the frozen ones grew
-        by half since the last full one."""
+        by half since the last full one. Nothing in a process that keeps Python's schedule."""
+        if not self.freezes:
+            return
         if full or gc.get_freeze_count() > 1.5 * self.frozen_after_full:
             gc.unfreeze()
             gc.collect()
