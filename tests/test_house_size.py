@@ -17,7 +17,6 @@ CLASS_LIMIT = 400
 OVER: dict[str, int] = {
     "actviz/ui/live/playback.py": 923,
     "actviz/ui/panels/feature_map.py": 895,
-    "actviz/workspace/session_state.py": 899,
     "actviz/io/input_files.py": 863,
     "actviz/ui/window/result_display.py": 867,
     "actviz/data/scan.py": 786,
@@ -36,7 +35,6 @@ OVER: dict[str, int] = {
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
     "actviz/ui/effects/feature.py::EffectsFeature": 537,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
-    "actviz/workspace/session_state.py::Session": 510,
     "actviz/ui/atlas/feature.py::AtlasFeature": 496,
     "actviz/ui/dataset/feature.py::DatasetScanUI": 488,
     "actviz/ui/panels/channel_view.py::ChannelView": 447,
