@@ -17,7 +17,6 @@ CLASS_LIMIT = 400
 OVER: dict[str, int] = {
     "actviz/ui/live/playback.py": 923,
     "actviz/ui/panels/feature_map.py": 895,
-    "actviz/io/input_files.py": 863,
     "actviz/ui/window/result_display.py": 867,
     "actviz/data/scan.py": 786,
     "actviz/ui/window/file_opening.py": 637,
