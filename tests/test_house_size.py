@@ -23,7 +23,6 @@ OVER: dict[str, int] = {
     "actviz/ui/window/result_display.py::ResultDisplay": 786,
     "actviz/ui/live/frames.py": 797,
     "actviz/ui/live/playback.py::LiveController": 759,
-    "actviz/ui/atlas/view.py": 730,
     "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 513,
     "actviz/ui/effects/feature.py": 640,
