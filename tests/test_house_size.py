@@ -27,7 +27,6 @@ OVER: dict[str, int] = {
     "actviz/ui/window/file_opening.py::FileOpening": 513,
     "actviz/ui/effects/feature.py": 640,
     "actviz/ui/live/dock.py": 649,
-    "actviz/ui/window/dialogs.py": 634,
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
     "actviz/ui/effects/feature.py::EffectsFeature": 537,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
