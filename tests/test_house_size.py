@@ -25,10 +25,8 @@ OVER: dict[str, int] = {
     "actviz/ui/live/playback.py::LiveController": 759,
     "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 513,
-    "actviz/ui/effects/feature.py": 640,
     "actviz/ui/live/dock.py": 649,
     "actviz/core/capture.py": 626,  # +3: captures of one model take turns
-    "actviz/ui/effects/feature.py::EffectsFeature": 537,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
     "actviz/ui/atlas/feature.py::AtlasFeature": 496,
     "actviz/ui/dataset/feature.py::DatasetScanUI": 488,
