@@ -18,7 +18,6 @@ OVER: dict[str, int] = {
     "actviz/ui/live/playback.py": 923,
     "actviz/ui/panels/feature_map.py": 895,
     "actviz/ui/window/result_display.py": 867,
-    "actviz/data/scan.py": 786,
     "actviz/ui/window/file_opening.py": 637,
     "actviz/ui/window/result_display.py::ResultDisplay": 786,
     "actviz/ui/live/frames.py": 797,
@@ -26,7 +25,6 @@ OVER: dict[str, int] = {
     "actviz/display/prepare.py": 686,
     "actviz/ui/window/file_opening.py::FileOpening": 513,
     "actviz/ui/live/dock.py": 649,
-    "actviz/core/capture.py": 626,  # +3: captures of one model take turns
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
     "actviz/ui/atlas/feature.py::AtlasFeature": 496,
     "actviz/ui/dataset/feature.py::DatasetScanUI": 488,
