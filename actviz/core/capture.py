@@ -18,16 +18,18 @@ How it stays exact (each point is a trap other tools fall into):
   flows through that module only, like ``register_full_backward_hook``'s grad_input.
 * Every hook handle is removed in ``finally``; ``training`` flags and buffers are restored, so
   the model's ``state_dict()`` and hook dictionaries are untouched even when forward raises.
+
+Layer names are checked by :mod:`actviz.core.layer_names` (``leaf_names`` and
+``resolve_layers`` are importable from here too).
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -38,7 +40,8 @@ from actviz.core.allocator import tune_if_asked
 from actviz.core.edit_kinds import EditError, EditHooks, check_edits, enabled_edits, normalize_edits
 from actviz.core.guards import ModelState, UnregisteredCheck, model_lock
 from actviz.core.input_copies import PreparedInputs, align_grads, prepare_inputs
-from actviz.core.plan import ModelPlan, is_leaf, model_plan
+from actviz.core.layer_names import _resolve, leaf_names, resolve_layers
+from actviz.core.plan import ModelPlan, model_plan
 from actviz.core.recorder import NEEDS_COPY, NEEDS_GRAD_HOOK, Recorder, Retry, format_bytes
 from actviz.core.records import (
     INFERENCE_WEIGHTS_WARNING,
@@ -67,72 +70,6 @@ __all__ = [
 ]
 
 _MAX_ATTEMPTS = 3
-
-
-def leaf_names(model: nn.Module, modules: dict[str, nn.Module] | None = None) -> list[str]:
-    """Qualified names of the modules without children (the root if it has none).
-
-    ``modules``: ``dict(model.named_modules())`` when the caller has it already.
-    """
-    if modules is not None:
-        return [name for name, mod in modules.items() if is_leaf(mod)]
-    plan, _modules = model_plan(model)
-    return plan.leaf_names()
-
-
-def resolve_layers(
-    model: nn.Module,
-    layers: Sequence[str] | str | None,
-    modules: dict[str, nn.Module] | None = None,
-) -> list[str]:
-    """Check ``layers`` against ``model.named_modules()``.
-
-    Parameters
-    ----------
-    model
-        The model.
-    layers
-        Qualified names; None means every leaf module.
-    modules
-        ``dict(model.named_modules())`` when the caller has it already.
-
-    Returns
-    -------
-    list of str
-        The names, deduplicated, in the order given.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name, naming it and suggesting close matches.
-    """
-    if modules is None:
-        plan, _modules = model_plan(model)
-        return _resolve(plan.index, plan.leaf_names, layers, type(model).__name__)
-    return _resolve(modules, lambda: leaf_names(model, modules), layers, type(model).__name__)
-
-
-def _resolve(
-    known: Mapping[str, Any],
-    leaves: Callable[[], list[str]],
-    layers: Sequence[str] | str | None,
-    model_type: str,
-) -> list[str]:
-    if layers is None:
-        return leaves()
-    if isinstance(layers, str):
-        layers = [layers]
-    out: dict[str, None] = {}  # ordered and deduplicated
-    for name in layers:
-        if name not in known:
-            close = difflib.get_close_matches(name, [n for n in known if n], n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(
-                f"unknown layer {name!r}{hint} (names come from model.named_modules(); "
-                f"{model_type} has {len(known)} modules)"
-            )
-        out[name] = None
-    return list(out)
 
 
 # --------------------------------------------------------------------------- capture

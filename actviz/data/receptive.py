@@ -432,7 +432,8 @@ def _square(box: tuple[int, int, int, int], hw: tuple[int, int]) -> tuple[int, i
 
 def _load(spec: ModelSpec, entry: TopEntry, data: Any) -> tuple[torch.Tensor, np.ndarray]:
     """The model input ``(C, H, W)`` and the picture as shown, for one entry."""
-    from actviz.io.input_files import _display_image, _from_image, _open_image
+    from actviz.io.input_images import _from_image, _open_image
+    from actviz.io.input_tensors import _display_image
 
     if isinstance(entry.source, str):
         img = _open_image(Path(entry.source), entry.source)

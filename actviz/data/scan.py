@@ -8,6 +8,10 @@ saved (see :mod:`actviz.data.cache`), so a cancelled or killed scan resumes wher
 a folder that grew is scanned for its new images only. With loader worker processes on a CPU
 whose cores they and torch's threads oversubscribe, the first batches try fewer torch threads
 and the faster count is kept for the rest of the scan (see :mod:`actviz.core.threads`).
+
+Each layer's bookkeeping during a scan is in :mod:`actviz.data.scan_layers`; sizing a scan
+(memory, batch size, loader workers) in :mod:`actviz.data.scan_sizing`, whose public names are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -23,216 +27,35 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from actviz.core.capture import format_bytes, model_device, resolve_layers
+from actviz.core.capture import format_bytes, resolve_layers
 from actviz.core.edit_kinds import channel_dim
-from actviz.core.threads import ThreadTuner, available_cores, background_loader_init
-from actviz.data.accumulate import LayerState, Reduced, first_tensor, reduce_output
-from actviz.data.cache import LayerCache, ScanStore, cache_dir, log_line, weights_fingerprint
+from actviz.core.threads import ThreadTuner, background_loader_init
+from actviz.data.accumulate import Reduced, first_tensor, reduce_output
+from actviz.data.cache import LayerCache, ScanStore, cache_dir, weights_fingerprint
 from actviz.data.distributed import run_sharded, shard_context
 from actviz.data.fork_server import loader_context
-from actviz.data.rows import attach_rows, new_vectors
-from actviz.data.scan_result import Scan, ScanCancelled, ScanMemory, ScanTooLarge, layer_result
+from actviz.data.rows import attach_rows
+from actviz.data.scan_layers import _Group, _joinable, _LayerRun
+from actviz.data.scan_layers import log_lines as log_lines  # its old home
+from actviz.data.scan_result import Scan, ScanCancelled, ScanTooLarge, layer_result
+from actviz.data.scan_sizing import (
+    ACTIVATION_BUDGET,
+    MAX_BATCH,
+    _batch_for,
+    _embedding_layers,
+    _estimate,
+    _model_device,
+    _probe,
+    default_workers,
+    estimate_memory,
+)
+from actviz.data.scan_sizing import choose_batch_size as choose_batch_size  # its old home
 from actviz.data.sources import ModelSpec, ScanData, collate, open_data, preprocessing_id
 from actviz.data.sources import resolve_model as resolve_model
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ACTIVATION_BUDGET", "MAX_BATCH", "estimate_memory", "scan"]
-
-#: Bytes of layer outputs one batch may produce when the batch size is chosen automatically.
-ACTIVATION_BUDGET = 256 << 20
-#: Largest automatic batch size.
-MAX_BATCH = 64
-
-
-class _LayerRun:
-    """One layer during a scan: its state, what is done, and its cache files."""
-
-    def __init__(
-        self,
-        name: str,
-        k: int,
-        n: int,
-        cache: LayerCache | None,
-        data: ScanData,
-        embed: bool = False,
-    ):
-        self.name = name
-        self.cache = cache
-        self._state = LayerState(k)
-        self.group: _Group | None = None
-        self.spatial: tuple[int, ...] | None = None
-        self.done = np.zeros(n, dtype=bool)
-        self.skipped: dict[int, str] = {}
-        self.log_of_index = np.full(n, -1, dtype=np.int64)
-        self.lines: list[str] = []
-        self.loaded = False
-        #: Record each image's pooled vector (``vectors``, by data index; NaN rows: none yet).
-        self.embed = embed
-        self.vectors: Any = None  # an array, or DiskRows (see actviz.data.rows)
-        self.new_vectors: Callable[[int, int], Any] = new_vectors
-        self.axis: int | None = None
-        #: The data indices of ``lines``, in order (their embedding rows follow the log).
-        self.line_indices: list[np.ndarray] = []
-        if cache is not None:
-            loaded = cache.load(k, data.sources, data.signatures, embeddings=embed)
-            if loaded is None:
-                cache.reset()
-            else:
-                self._state = loaded.state
-                self.spatial = loaded.state.spatial
-                self.done = loaded.done
-                self.skipped = loaded.skipped
-                self.log_of_index = loaded.log_of_index
-                self.vectors, self.axis = loaded.vectors, loaded.axis
-                self.loaded = True
-
-    @property
-    def state(self) -> LayerState:
-        """This layer's figures (a view into its group's state while it has one)."""
-        return self._state if self.group is None else self.group.part(self)
-
-    def add(self, reduced: Reduced, indices: np.ndarray, data: ScanData) -> None:
-        rows = ~self.done[indices]
-        if not rows.any():
-            return
-        if not rows.all():
-            sel = np.flatnonzero(rows)
-            reduced = reduced.select(sel)
-            indices = indices[sel]
-        self._state.update(reduced, indices)
-        self.spatial = self._state.spatial
-        self.put_vectors(reduced, indices)
-        self._mark(indices, "D", data)
-
-    def put_vectors(self, reduced: Reduced, indices: np.ndarray) -> None:
-        """Keep the images' pooled vectors (float16) when this layer records embeddings."""
-        if not self.embed or reduced.embedding is None:
-            return
-        rows = reduced.embedding
-        if self.vectors is None:
-            self.vectors = self.new_vectors(len(self.done), rows.shape[1])
-        elif rows.shape[1] != self.vectors.shape[1]:
-            raise ValueError(
-                f"layer {self.name!r} gave vectors of {rows.shape[1]} values, "
-                f"earlier images {self.vectors.shape[1]}"
-            )
-        self.vectors[indices] = rows
-
-    def mark_run(self, indices: np.ndarray, data: ScanData) -> None:
-        """The images ``indices`` ran but this layer gave nothing to merge."""
-        self._mark(indices[~self.done[indices]], "D", data)
-
-    def scanned(self) -> int:
-        """Images done for this layer, skipped ones excluded."""
-        return int(self.done.sum()) - len(self.skipped)
-
-    def skip(self, bad: list[tuple[int, str]], data: ScanData) -> None:
-        for i, reason in bad:
-            if not self.done[i]:
-                self.skipped[i] = reason
-                self._mark(np.array([i]), "S", data, reason)
-
-    def _mark(
-        self,
-        indices: np.ndarray,
-        kind: str,
-        data: ScanData,
-        reason: str = "",
-        lines: list[str] | None = None,
-    ) -> None:
-        """``indices`` are done; ``lines``: their log lines when already made (a group's
-        layers share them)."""
-        self.done[indices] = True
-        if self.cache is None:
-            return  # the log lines and their numbers only serve the cache
-        base = self.cache.lines + len(self.lines)
-        self.log_of_index[indices] = np.arange(base, base + len(indices))
-        self.lines.extend(lines if lines is not None else log_lines(indices, kind, data, reason))
-        if self.embed:
-            self.line_indices.append(indices)
-
-    def save(self) -> bool:
-        """Put what is new into the store (the caller writes it); True when there was some."""
-        new = bool(self.lines)
-        if self.cache is not None and new:
-            embedding = None
-            if self.embed:
-                embedding = (-1, -1)
-                if self.vectors is not None:
-                    # Rows follow the log: appended before the state that counts them.
-                    order = np.concatenate(self.line_indices)
-                    self.cache.save_rows(self.vectors[order], self.cache.lines)
-                    embedding = (int(self.vectors.shape[1]), int(self.axis or 1))
-            self.cache.save(self.state, self.lines, self.log_of_index, embedding)
-        self.lines = []
-        self.line_indices = []
-        return new
-
-
-def log_lines(indices: np.ndarray, kind: str, data: ScanData, reason: str = "") -> list[str]:
-    """The log lines of data items ``indices``."""
-    sources, signatures = data.sources, data.signatures
-    return [log_line(kind, sources[i], signatures[i], reason) for i in indices.tolist()]
-
-
-class _Group:
-    """Layers merged as one state: their batches are merged in one go, not one per layer.
-
-    A scan's layers normally see the same images in every batch; merging costs a few dozen
-    array operations whatever the channel count, so they are paid once. A group holds layers
-    that had the same images done when it was formed; it is dissolved (each layer gets its own
-    copy of its part) the first time a member does not fire or has some of a batch done.
-    """
-
-    def __init__(self, runs: list[_LayerRun], reduced: dict[str, Reduced]) -> None:
-        self.runs = runs
-        self.bounds: dict[str, tuple[int, int]] = {}
-        lo = 0
-        for r in runs:
-            if r._state.channels is None:
-                r._state._allocate(reduced[r.name].maxima.shape[1])
-            hi = lo + int(r._state.channels or 0)
-            self.bounds[r.name] = (lo, hi)
-            lo = hi
-        self.state = LayerState.joined([r._state for r in runs])
-        for r in runs:
-            r.group = self
-
-    def part(self, run: _LayerRun) -> LayerState:
-        lo, hi = self.bounds[run.name]
-        return self.state.part(lo, hi, run.spatial)
-
-    def takes(self, reduced: dict[str, Reduced], indices: np.ndarray) -> bool:
-        """Whether every member fired and has none of ``indices`` done."""
-        return all(r.name in reduced and not r.done[indices].any() for r in self.runs)
-
-    def add(self, reduced: dict[str, Reduced], indices: np.ndarray, data: ScanData) -> None:
-        self.state.update(Reduced.joined([reduced[r.name] for r in self.runs]), indices)
-        lines = log_lines(indices, "D", data) if self.runs[0].cache is not None else None
-        for r in self.runs:
-            r.spatial = reduced[r.name].spatial or r.spatial
-            r.put_vectors(reduced[r.name], indices)
-            r._mark(indices, "D", data, lines=lines)
-
-    def dissolve(self) -> None:
-        for r in self.runs:
-            r._state = self.part(r).copy()
-            r.group = None
-
-
-def _joinable(runs: list[_LayerRun], reduced: dict[str, Reduced], indices: np.ndarray) -> list:
-    """The layers that can form a group at this batch: fired, none of it done, the same
-    images done before (the first such layer's) and as many counted."""
-    fired = [r for r in runs if r.name in reduced and not r.done[indices].any()]
-    if not fired:
-        return []
-    first = fired[0]
-    return [
-        r
-        for r in fired
-        if r._state.count == first._state.count and np.array_equal(r.done, first.done)
-    ]
 
 
 def scan(
@@ -421,83 +244,6 @@ def scan(
     return _result(runs, k, items, from_cache, folder, warnings, threads, labels)
 
 
-def _embedding_layers(net: nn.Module, names: list[str], embeddings: Any) -> set[str]:
-    """The scanned layers that record embeddings."""
-    if embeddings is True:
-        return set(names)
-    if not embeddings:
-        return set()
-    wanted = resolve_layers(net, [embeddings] if isinstance(embeddings, str) else embeddings)
-    missing = [name for name in wanted if name not in names]
-    if missing:
-        raise ValueError(
-            f"embeddings asked for layers that are not scanned: {', '.join(map(repr, missing))}"
-        )
-    return set(wanted)
-
-
-def estimate_memory(
-    model: Any,
-    data: Any,
-    layers: Sequence[str] | str,
-    *,
-    embeddings: bool | Sequence[str] = True,
-    transform: Callable[..., Any] | None = None,
-) -> ScanMemory:
-    """What a scan with ``embeddings`` will hold for them, before it starts.
-
-    Lists the data and runs the model once on its first readable item to learn each layer's
-    width (the model's training flags are restored after). For a window's worker thread:
-    it runs the model, so not at the same time as another job on the same model.
-
-    Parameters
-    ----------
-    model, data, layers, embeddings, transform
-        As for :func:`scan`.
-
-    Returns
-    -------
-    ScanMemory
-        Per layer the values per image, and the bytes (``images x values x 2``).
-    """
-    spec = resolve_model(model, transform)
-    names = resolve_layers(spec.model, layers)
-    embed = _embedding_layers(spec.model, names, embeddings)
-    items = open_data(data, spec)
-    return _estimate(spec, items, [name for name in names if name in embed], None)[0]
-
-
-def _estimate(
-    spec: ModelSpec, items: ScanData, names: list[str], store: ScanStore | None
-) -> tuple[ScanMemory, int | None]:
-    """Widths from the cache where it has them, else from one forward pass of one item; and
-    that pass's output bytes (for the batch size), None when none ran."""
-    widths: dict[str, int] = {}
-    for name in names:
-        saved = store.get(name) if store is not None else None
-        if saved is not None and int(saved.get("embed_dim", -1)) >= 0:
-            widths[name] = int(saved["embed_dim"])
-    unknown = [name for name in names if name not in widths]
-    total = None
-    if unknown:
-        sample = _first_sample(items, range(min(8, len(items.sources))), spec)
-        if sample is not None:
-            total, found = _probe_forward(spec.model, sample, unknown)
-            widths.update(found)
-    n = len(items.sources)
-    return ScanMemory(n, widths, n * sum(widths.values()) * 2), total
-
-
-def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor | None:
-    """The first readable of items ``order`` as a batch of one, on the model's device."""
-    device, dtype = _model_device(spec.model), spec.expected.dtype
-    for i in order:
-        _, t, _ = items.dataset[int(i)]
-        if t is not None:
-            return t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
-    return None
-
-
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
     """Each item's class index: its folder in an ImageFolder layout, or a dataset's
     ``targets``; None when the data gives no classes."""
@@ -563,71 +309,6 @@ def _result(
         pooled_axis=axes,
         labels=labels,
     )
-
-
-def _model_device(net: nn.Module) -> torch.device:
-    return model_device(net) or torch.device("cpu")
-
-
-def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
-    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`.
-
-    Runs the model once on ``sample`` (one input, ``(1, C, ...)``) and adds up the bytes of
-    every module's tensor output.
-    """
-    return _batch_for(_probe_forward(net, sample, ())[0])
-
-
-def _batch_for(total: int) -> int:
-    return int(max(1, min(MAX_BATCH, ACTIVATION_BUDGET // max(total, 1))))
-
-
-def _probe_forward(
-    net: nn.Module, sample: torch.Tensor, names: Sequence[str]
-) -> tuple[int, dict[str, int]]:
-    """One forward pass of ``sample`` in eval mode (training flags restored after): the bytes
-    of every module's tensor output, and the embedding width of each of ``names`` (layers that
-    do not run or give no tensor with a channel dimension are left out)."""
-    total = 0
-    widths: dict[str, int] = {}
-    wanted = {id(m): name for name, m in net.named_modules() if name in set(names)}
-
-    def hook(module: nn.Module, _args: Any, output: Any) -> None:
-        nonlocal total
-        t = first_tensor(output)
-        if t is None:
-            return
-        total += t.numel() * t.element_size()
-        name = wanted.get(id(module))
-        if name is not None and name not in widths and t.ndim >= 2:
-            widths[name] = int(t.shape[channel_dim(module, t)])
-
-    training = [(m, m.training) for m in net.modules()]
-    handles = [m.register_forward_hook(hook) for m in net.modules()]
-    try:
-        net.eval()
-        with torch.no_grad():
-            net(sample)
-    finally:
-        for h in handles:
-            h.remove()
-        for m, flag in training:
-            if m.training != flag:
-                m.training = flag
-    return total, widths
-
-
-def default_workers(
-    items: ScanData, pending: int, batch_size: int, background: bool = False
-) -> int:
-    """``min(2, cores)`` for files worth it (more than two batches), else 0; a background scan
-    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1 (as fast, and a
-    shorter GUI stall when they are forked).
-    """
-    if not items.files or pending <= 2 * batch_size:
-        return 0
-    cores = available_cores()
-    return max(1, min(2, cores - 1 if background else cores))
 
 
 def _run(
@@ -773,14 +454,3 @@ def _run(
 def _folder(runs: list[_LayerRun]) -> Any:
     cache = runs[0].cache
     return None if cache is None else cache.folder
-
-
-def _probe(
-    net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
-) -> int:
-    for i in pending[:8].tolist():
-        _, t, _ = items.dataset[i]
-        if t is not None:
-            sample = t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
-            return choose_batch_size(net, sample)
-    return MAX_BATCH

@@ -1,7 +1,7 @@
 """What a scan reads: a folder of images, a list of paths, N samples in a tensor or file, or any
 ``torch.utils.data.Dataset``, each turned into a dataset of preprocessed ``(C, H, W)`` tensors.
 
-Images go through exactly the preprocessing of a single run (:func:`actviz.io.input_files._from_image`
+Images go through exactly the preprocessing of a single run (:func:`actviz.io.input_images._from_image`
 with the model's transforms and expected input), so a channel's top images in a scan and the
 same image opened alone give the same activations. An unreadable item is not fatal: the
 dataset yields ``None`` with the reason, and the scan counts it as skipped.
@@ -22,16 +22,10 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from actviz.io.errors import InputError
-from actviz.io.input_files import (
-    _TENSOR_FORMATS,
-    ExpectedInput,
-    _fit_tensor,
-    _from_image,
-    _is_pil_image,
-    _open_image,
-    _read_tensor_file,
-    expected_input,
-)
+from actviz.io.input_files import _is_pil_image
+from actviz.io.input_images import _from_image, _open_image
+from actviz.io.input_tensors import _TENSOR_FORMATS, _fit_tensor, _read_tensor_file
+from actviz.io.loaded_input import ExpectedInput, expected_input
 from actviz.io.models.checkpoints import sniff_format
 
 __all__ = [

@@ -1,7 +1,7 @@
 """An edited run's two captures: the edited one and the unedited one of the same input.
 
 :func:`capture_pair` runs on the worker thread (inside
-:func:`actviz.workspace.session_state.run_job`). The unedited capture is taken from the session's
+:func:`actviz.workspace.run_request.run_job`). The unedited capture is taken from the session's
 :class:`~actviz.workspace.edits_board.BaselineCache` while the model, the input, the layers, the
 target and the input-gradient choice stay the same, so toggling an edit costs one forward and
 backward, and switching every edit off shows the very capture seen before the edits.

@@ -1,7 +1,7 @@
 """What a run needs for the sequence views: token strings, patch layout, attention, lens, and
 the input embedding a text input's saliency is read at.
 
-Called by :meth:`actviz.workspace.session_state.Session.make_request` on the GUI thread; the walk over
+Called by :func:`actviz.workspace.run_request.request_of` on the GUI thread; the walk over
 the model's modules happens once per model (cached weakly), not once per run.
 """
 

@@ -275,7 +275,7 @@ def test_umap_of_many_vectors_fits_a_sample_and_places_the_rest(monkeypatch, tmp
     import sys
     import types
 
-    from actviz.data import atlas_map as atlas
+    from actviz.data import atlas_projection as atlas
 
     fake = types.ModuleType("umap")
     fake.UMAP = _FakeUMAP

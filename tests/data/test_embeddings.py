@@ -244,7 +244,7 @@ def test_scan_writes_more_images_in_the_same_vectors_when_the_folder_grows(tmp_p
 def test_one_probe_sizes_the_batches_and_the_embeddings(image_folder, monkeypatch):
     import importlib
 
-    scan_module = importlib.import_module("actviz.data.scan")  # the module, not the function
+    scan_module = importlib.import_module("actviz.data.scan_sizing")  # where the probe is
     calls = []
     real = scan_module._probe_forward
     monkeypatch.setattr(scan_module, "_probe_forward", lambda *a: calls.append(a[2]) or real(*a))

@@ -98,7 +98,7 @@ def test_a_background_scan_leaves_a_core_to_the_foreground(
     from actviz.data.scan import default_workers
     from actviz.data.sources import open_data, resolve_model
 
-    scan_module = sys.modules["actviz.data.scan"]
+    scan_module = sys.modules["actviz.data.scan_sizing"]  # default_workers' module
     monkeypatch.setattr(scan_module, "available_cores", lambda: cores)
     folder = tmp_path / "images"
     write_images(folder, 12)

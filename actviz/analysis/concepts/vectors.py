@@ -201,7 +201,7 @@ def stream_batches(
     from torch.utils.data import DataLoader
 
     from actviz.analysis.concepts.hooks import resolve_hook
-    from actviz.data.scan import MAX_BATCH, _model_device, _probe, default_workers
+    from actviz.data.scan_sizing import MAX_BATCH, _model_device, _probe, default_workers
     from actviz.data.sources import collate, open_data, resolve_model
 
     spec = resolve_model(model, transform)

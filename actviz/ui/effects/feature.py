@@ -22,6 +22,10 @@
 * a layer whose panel shows a dictionary's concepts is ranked by its concepts instead
   (:mod:`actviz.analysis.concepts.layer_effects`: estimate, Verify, Ablate / Keep only remove
   concepts, a bar's click opens the concept).
+
+The feature owns two collaborators: :class:`~actviz.ui.effects.verifying.Verification`
+(Verify and the tile menu's measurements, its one job) and
+:class:`~actviz.ui.effects.panel_marks.PanelMarks` (the panels' outlines and sort orders).
 """
 
 from __future__ import annotations
@@ -35,10 +39,14 @@ from PySide6.QtWidgets import QDockWidget, QMenu, QScrollArea
 
 from actviz.analysis.concepts import layer_effects as units
 from actviz.analysis.effects.effect_results import DEFAULT_VERIFY
-from actviz.display.mosaic import ChannelOrder, page_start
 from actviz.ui.background_loads import describe_error
-from actviz.ui.effects.view import BarRow, EffectsView, measured_text
-from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
+from actviz.ui.effects.panel_marks import ORDER_LABEL as ORDER_LABEL  # re-exported
+from actviz.ui.effects.panel_marks import PanelMarks
+from actviz.ui.effects.verifying import INTERRUPTED as INTERRUPTED  # re-exported
+from actviz.ui.effects.verifying import Verification
+from actviz.ui.effects.verifying import channels_text as channels_text  # re-exported
+from actviz.ui.effects.view import BarRow, EffectsView
+from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker import Job, Worker
 
@@ -57,10 +65,6 @@ PREFERRED_HEIGHT = 520
 MIN_HEIGHT = 160
 #: What the dock says before a result of the model shown.
 RUN_FIRST = "Run the model: the channels of each ticked layer are ranked here."
-#: What the dock says when a run replaced the verification (until Verify is pressed again).
-INTERRUPTED = "A new run replaced the verification: press Verify again (live mode: pause it first)."
-#: What the page read-out of a sorted layer panel calls the order.
-ORDER_LABEL = "by effect"
 
 
 class _DockScroll(QScrollArea):
@@ -72,13 +76,6 @@ class _DockScroll(QScrollArea):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt name
         return QSize(super().minimumSizeHint().width(), MIN_HEIGHT)
-
-
-def channels_text(channels: tuple[int, ...]) -> str:
-    """``ch 3`` / ``ch 3, 5, 7`` / ``12 channels`` (menu entries and messages)."""
-    if len(channels) <= 4:
-        return "ch " + ", ".join(str(c) for c in channels)
-    return f"{len(channels)} channels"
 
 
 class EffectsFeature(FeatureBase, QObject):
@@ -114,45 +111,24 @@ class EffectsFeature(FeatureBase, QObject):
         self.effects: Effects | None = None
         # The result the effects were made from (weak: the dock must not keep a capture).
         self._source: weakref.ref[Any] | None = None
-        self._closed = False
-        #: Channels the user asked to measure, per layer: shown after the top ones.
-        self.asked: dict[str, tuple[int, ...]] = {}
-        # A measurement asked for before the estimates of the result shown were made.
-        self._pending_measure: tuple[str, tuple[int, ...]] | None = None
-        # Layers this feature sorted, with the channel their page held before (unsorting
-        # puts it back).
-        self._sorted: dict[str, int | None] = {}
-        #: {layer: channels} outlined by "Mark the top channels" (cleared when unticked).
-        self._marked: dict[str, list[int]] = {}
+        #: The window has closed (nothing starts any more).
+        self.closed = False
+        #: The outlines and orders this dock gave the layer panels.
+        self.marks = PanelMarks(host, self.session)
+        #: "Verify" and "Measure the effect of ch N": the feature's one job.
+        self.verification = Verification(self, host)
+        self.job = self.verification.job
 
         v = self.view
         v.verify_requested.connect(self.verify)
         v.cancel_requested.connect(self.cancel)
-        v.top_changed.connect(lambda _k: self._show())
+        v.top_changed.connect(lambda _k: self.show_effects())
         v.mark_toggled.connect(lambda _on: self._mark_panels())
         v.sort_toggled.connect(self.sort_panels)
         v.channel_clicked.connect(self.open_channel)
         v.ablate_requested.connect(lambda layer: self.ablate_top(layer))
         v.keep_requested.connect(lambda layer: self.keep_top(layer))
         self.dock.visibilityChanged.connect(self._on_dock_visibility)
-        #: The verification on the capture worker; its context: (the effects verified, what
-        #: it measures: None, each layer's top; else {layer: channels}).
-        self.job = FeatureJob(
-            self,
-            host,
-            self.view,
-            failed="Could not verify",
-            failed_status="Verification failed",
-            cancelled="The verification was cancelled (the estimates stay).",
-            cancelled_status="Verification cancelled",
-            interrupted=INTERRUPTED,
-            log_as="verifying channel effects",
-            on_finished=self._on_verified,
-            on_failed=self._on_job_failed,
-        )
-        # Said under the next result's bars too (that result's estimates replaced the red
-        # line within a moment, and a verification seemed to have done nothing).
-        self._note = ""
         self.session.result_changed.connect(self._on_result_changed)
         self.session.model_changed.connect(self._on_model_changed)
         self.session.concepts_changed.connect(self._on_concepts_changed)
@@ -214,9 +190,9 @@ class EffectsFeature(FeatureBase, QObject):
 
     def shutdown(self) -> None:
         """The window closes: let go of the session's events."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self.estimates.shutdown(timeout_ms=10_000)
         self.session.result_changed.disconnect(self._on_result_changed)
         self.session.model_changed.disconnect(self._on_model_changed)
@@ -234,7 +210,7 @@ class EffectsFeature(FeatureBase, QObject):
     def refresh(self) -> bool:
         """Start estimating the effects of the result shown (in the background; False, saying
         why, when it cannot). Nothing starts when the effects shown are of that result."""
-        if self._closed:
+        if self.closed:
             return False
         result = self.session.result
         if self._source is not None and result is not None and self._source() is result:
@@ -263,84 +239,25 @@ class EffectsFeature(FeatureBase, QObject):
 
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
         """Measure the exact effect of each layer's top channels in the background
-        (``channels``: of these channels per layer instead, see :meth:`measure`)."""
-        if self._closed or self.job.running:
-            return False
-        eff = self.effects
-        if eff is None:
-            self.view.set_message("No estimates to verify yet: run the model.", error=True)
-            return False
-        model = self.session.model
-        assert eff is not None and eff.context is not None
-        inputs = eff.context.inputs
-        if inputs is None and self.session.input is not None:
-            # Not the run's own inputs: the session's, through the one input gate.
-            problem = self.session.input_problem()
-            if problem:
-                self.view.set_message(problem, error=True)
-                return False
-            inputs = self.session.input.value
-        count: Any = self.verify_count if channels is None else channels
-        self._note = ""
-        tracked = self.job
-        tracked.progress = (0, 0)
-
-        def job(should_stop: Any, report: Any) -> Effects:
-            def step(done: int, total: int) -> None:
-                tracked.progress = (done, total)
-                report(f"Verified {done}/{total} channels")
-
-            return units.verify_layers(
-                model, eff, channels=count, inputs=inputs, progress=step, should_stop=should_stop
-            )
-
-        if channels is None:
-            message = f"Verifying the top {count} channels of each layer…"
-        else:
-            asked = "; ".join(f"{layer} {channels_text(c)}" for layer, c in channels.items())
-            message = f"Measuring the effect of {asked}…"
-        self.job.start(
-            job,
-            message=message,
-            status="Verifying channel effects…",
-            done="Channel effects verified",
-            context=(eff, None if channels is None else dict(channels)),
-        )
-        return True
+        (``channels``: of these per layer instead): :meth:`Verification.verify
+        <actviz.ui.effects.verifying.Verification.verify>`."""
+        return self.verification.verify(channels)
 
     def measure(self, layer: str, channels: Any) -> bool:
-        """Measure the exact effect of ``channels`` of ``layer`` (each set to the baseline
-        alone) in the background and show them in the dock, after the top channels (the tile
-        menu's "Measure the effect of ch N"). The dock opens; when the estimates of the
-        result shown are still to be made, the measurement starts once they are."""
-        chosen = tuple(dict.fromkeys(int(c) for c in channels))
-        if self._closed or not chosen:
-            return False
-        if self.job.running:
-            self.view.set_message(
-                "A verification is running: measure again when it ends (or Cancel it).",
-                error=True,
-            )
-            return False
-        self.asked[layer] = tuple(dict.fromkeys([*self.asked.get(layer, ()), *chosen]))
-        self.dock.show()
-        self.dock.raise_()
+        """Measure the exact effect of ``channels`` of ``layer`` and show them in the dock
+        (the tile menu's entry): :meth:`Verification.measure
+        <actviz.ui.effects.verifying.Verification.measure>`."""
+        return self.verification.measure(layer, channels)
+
+    @property
+    def asked(self) -> dict[str, tuple[int, ...]]:
+        """Channels the user asked to measure, per layer: shown after the top ones."""
+        return self.verification.asked
+
+    def shows_result(self) -> bool:
+        """Whether the effects held are of the result the window shows."""
         result = self.session.result
-        current = self._source is not None and result is not None and self._source() is result
-        if self.effects is None or not current or self.estimating():
-            if not self.estimating():
-                self.refresh()
-            if self.estimating():
-                self._pending_measure = (layer, chosen)  # measured once they are made
-                return True
-            current = self._source is not None and self._source() is result
-            if self.effects is None or not current:
-                return False  # refresh said why
-        if layer not in self.effects.results:
-            self.view.set_message(f"{layer} has no channels ranked here.", error=True)
-            return False
-        self._show()
-        return self.verify({layer: chosen})
+        return self._source is not None and result is not None and self._source() is result
 
     def sort_panels(self, on: bool = True) -> None:
         """Order the tiles of each ranked layer's panel by ``|estimated effect|`` (``on``),
@@ -356,16 +273,11 @@ class EffectsFeature(FeatureBase, QObject):
             else:
                 self.refresh()
             return
-        s = self.session
-        sorted_, self._sorted = self._sorted, {}
-        for layer, before in sorted_.items():
-            s.set_channel_order(layer, None)
-            s.set_channel_page(layer, before or 0)
-            self.window.refresh_panel(layer)
+        self.marks.unsort()
 
     def sorted_layers(self) -> list[str]:
         """Layers whose panels this feature sorted by effect."""
-        return list(self._sorted)
+        return list(self.marks.sorted)
 
     def ablate_top(self, layer: str, k: int | None = None) -> bool:
         """Add a what-if edit ablating the top ``k`` channels of ``layer`` (removing its top
@@ -404,7 +316,9 @@ class EffectsFeature(FeatureBase, QObject):
         ]
         shown = {r.channel for r in rows}
         res = eff[layer]
-        for c in self.asked.get(layer, ()):  # measured from the tile menu: after the top ones
+        for c in self.verification.asked.get(
+            layer, ()
+        ):  # measured from the tile menu: after the top ones
             if c not in shown and 0 <= c < res.channels:
                 r = res.row(c)
                 rows.append(BarRow(r.channel, r.estimate, r.exact))
@@ -412,7 +326,8 @@ class EffectsFeature(FeatureBase, QObject):
         return rows
 
     # ========================================================================== estimates
-    def _show(self) -> None:
+    def show_effects(self) -> None:
+        """Show the effects held: each layer's bars and the lines under them."""
         eff = self.effects
         if eff is None:
             return
@@ -442,70 +357,29 @@ class EffectsFeature(FeatureBase, QObject):
         text = " · ".join(parts)
         if eff.warnings:
             text += "\n" + "; ".join(eff.warnings)
-        if self._note:
-            text += "\n" + self._note
+        if self.verification.note:
+            text += "\n" + self.verification.note
         v.set_message(text)
         self._apply_order()
         self._mark_panels()
 
     def _mark_panels(self) -> None:
-        eff = self.effects
-        if eff is None or not self.view.mark_check.isChecked() or not self.dock.isVisible():
+        if (
+            self.effects is None
+            or not self.view.mark_check.isChecked()
+            or not self.dock.isVisible()
+        ):
             # Unticked or the dock closed: the outlines this dock drew go with it (they stayed,
             # and a right click then offered "Ablate 8 channels" of a ranking no longer shown).
-            self._unmark_panels()
+            self.marks.unmark()
             return
-        s = self.session
-        for layer in eff.layers:
-            panel = self.window.panel(layer)
-            if panel is None:
-                continue
-            top = list(eff.top_channels(layer, self.view.top))
-            panel.set_selected_channels(top)
-            self._marked[layer] = panel.selected_channels()
-            if not top or units.dictionary_of(eff, layer) is not None:
-                continue  # concept tiles have no pages: the most active come first
-            size = max(1, self.window.page_channels(layer))
-            order = s.channel_orders.get(layer)
-            if page_start(top[0], size, order) != s.page_start(layer, size):
-                s.set_channel_page(layer, top[0])
-                self.window.refresh_panel(layer)
-
-    def _unmark_panels(self) -> None:
-        """Clear the outlines :meth:`_mark_panels` drew, where the user has not picked other
-        channels since."""
-        marked, self._marked = self._marked, {}
-        for layer, channels in marked.items():
-            panel = self.window.panel(layer)
-            if panel is not None and panel.selected_channels() == channels:
-                panel.set_selected_channels([])
+        self.marks.mark(self.effects, self.view.top)
 
     def _apply_order(self) -> None:
-        """Sorting on: give each ranked layer with a mosaic its order by effect, keeping the
-        page (its place in the order) the user is on; the first time, the first page."""
+        """Sorting on: give each ranked layer with a mosaic its order by effect."""
         eff, result = self.effects, self.session.result
-        if eff is None or result is None or not self.view.sort_check.isChecked():
-            return
-        s = self.session
-        for layer in eff.layers:
-            shown = result.layers.get(layer)
-            if shown is None or shown.mosaic is None or units.dictionary_of(eff, layer):
-                continue  # bars, a token view, concepts (most active first): not ordered
-            order = ChannelOrder(tuple(int(c) for c in eff[layer].order()), ORDER_LABEL)
-            if not order.fits(shown.mosaic.total_channels):
-                continue
-            old = s.channel_orders.get(layer)
-            if order == old:
-                continue
-            if layer in self._sorted and old is not None:
-                size = max(1, self.window.page_channels(layer))
-                at = min(s.page_start(layer, size), len(order.channels) - 1)
-            else:
-                self._sorted[layer] = s.channel_pages.get(layer)
-                at = 0
-            s.set_channel_order(layer, order)
-            s.set_channel_page(layer, order.channels[at])
-            self.window.refresh_panel(layer)
+        if eff is not None and result is not None and self.view.sort_check.isChecked():
+            self.marks.sort(eff, result)
 
     def _fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
         """The tile menu's entries of this feature (see ``host.add_tile_menu_entries``)."""
@@ -552,14 +426,14 @@ class EffectsFeature(FeatureBase, QObject):
     def _on_estimate_finished(self, eff: Effects) -> None:
         self._estimate = None
         self.effects = eff
-        self._show()
-        pending, self._pending_measure = self._pending_measure, None
+        self.show_effects()
+        pending, self.verification.pending = self.verification.pending, None
         if pending is not None:
             self.measure(*pending)
 
     def _on_estimate_errored(self, error: BaseException) -> None:
         self._estimate = None
-        self._pending_measure = None
+        self.verification.pending = None
         self.effects = None
         self.view.set_sections([])
         self.view.set_message(describe_error(error), error=True)
@@ -569,7 +443,7 @@ class EffectsFeature(FeatureBase, QObject):
             self.refresh()
             self._mark_panels()  # the effects shown may be of this result already
         else:
-            self._unmark_panels()
+            self.marks.unmark()
 
     def _on_result_changed(self) -> None:
         # Only while the dock is on screen or the panels are sorted by effect: otherwise
@@ -582,16 +456,10 @@ class EffectsFeature(FeatureBase, QObject):
         self._source = None
         self._on_result_changed()
 
-    def _on_job_failed(self, text: str) -> None:
-        # Failures and cancels are answers to the user; a replaced verification is not.
-        self._note = text if text == INTERRUPTED else ""
-
     def _on_model_changed(self) -> None:
         # Another model: its channels are others (the session dropped the orders itself).
-        self._note = ""
-        self.asked = {}
-        self._sorted = {}
-        self._pending_measure = None
+        self.verification.forget()
+        self.marks.sorted = {}
         # The bars, target and rho shown were the old model's; the session dropped its
         # result without announcing one, so they would stay until the new model's first
         # result (a slow first run showed another model's channels meanwhile).
@@ -606,18 +474,6 @@ class EffectsFeature(FeatureBase, QObject):
         self.sort_panels(on)
         if on:
             self.show_panel()
-
-    def _on_verified(self, value: Effects, context: Any) -> None:
-        verifying, measured = context or (None, None)
-        if verifying is not None and verifying is self.effects:
-            self.effects = value
-            self._show()
-            if measured:
-                self.view.set_message(measured_text(value, measured))
-        else:
-            self.view.set_message(
-                "The verification was of an earlier run: press Verify again.", error=True
-            )
 
 
 def _what_to_estimate(session: Any, result: RunResult | None) -> tuple[Any, ...]:

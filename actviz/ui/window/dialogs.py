@@ -1,5 +1,6 @@
-"""Dialogs: open a model (searchable torchvision list, file + architecture, recents), the
-explicit confirmation before an untrusted pickle is unpickled, and the export folder.
+"""Dialogs: open a model (searchable torchvision list, file + architecture, recents) and the
+explicit confirmation before an untrusted pickle is unpickled. The export folder's dialog is
+in :mod:`actviz.ui.window.export_folder` (its names are importable from here too).
 
 The Open model dialog, as the window uses it (``keep_open``), stays open while the model
 loads: a failure is shown in it with the path kept, and weights whose architecture is not
@@ -43,6 +44,10 @@ from PySide6.QtWidgets import (
 
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.panels import style
+from actviz.ui.window.export_folder import (  # re-exported: their old home
+    ExportFolderDialog as ExportFolderDialog,
+)
+from actviz.ui.window.export_folder import ask_export_folder as ask_export_folder
 from actviz.ui.window.settings import split_recent_model
 
 log = logging.getLogger(__name__)
@@ -559,76 +564,3 @@ def _chosen_name(widget: QListWidget) -> str | None:
         return item.text()
     listed = _listed(widget)
     return listed[0] if len(listed) == 1 else None
-
-
-class ExportFolderDialog(QDialog):
-    """Where "Export everything" writes: a folder typed or browsed to; it may not exist yet
-    (the export creates it), which a plain folder picker refuses.
-
-    Parameters
-    ----------
-    parent
-        Parent window.
-    start
-        Folder shown at first (e.g. the last export's).
-    """
-
-    def __init__(self, parent: QWidget | None = None, start: str = "") -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Export everything — actviz")
-        self.resize(520, 140)
-        layout = QVBoxLayout(self)
-        layout.addWidget(QLabel("Folder to write the pictures, arrays and summary.json into:"))
-        row = QHBoxLayout()
-        self.folder_edit = QLineEdit(start)
-        self.folder_edit.setPlaceholderText("e.g. ~/actviz-export (created if missing)")
-        self.folder_edit.textChanged.connect(self._on_text_changed)
-        row.addWidget(self.folder_edit, 1)
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._on_browse_clicked)
-        row.addWidget(browse)
-        layout.addLayout(row)
-        self.note_label = QLabel("")
-        self.note_label.setWordWrap(True)
-        layout.addWidget(self.note_label)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
-        )
-        self.buttons.button(QDialogButtonBox.StandardButton.Save).setText("Export")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
-        layout.addWidget(self.buttons)
-        self._on_text_changed(start)
-
-    def folder(self) -> str:
-        """The folder chosen, with ``~`` expanded ("" when none)."""
-        text = self.folder_edit.text().strip()
-        return str(Path(text).expanduser()) if text else ""
-
-    def _on_text_changed(self, _text: str) -> None:
-        folder = self.folder()
-        path = Path(folder) if folder else None
-        if path is None:
-            note = ""
-        elif path.is_dir():
-            note = "Files already there with the same names are replaced."
-        elif path.exists():
-            note = "This is a file, not a folder."
-        else:
-            note = "This folder does not exist yet: it will be created."
-        self.note_label.setText(note)
-        ok = path is not None and not (path.exists() and not path.is_dir())
-        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(ok)
-
-    def _on_browse_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Export to folder", self.folder())
-        if folder:
-            self.folder_edit.setText(folder)
-
-
-def ask_export_folder(parent: QWidget | None, start: str = "") -> str:
-    """Ask where to export (a new folder is fine); "" when cancelled."""
-    dialog = ExportFolderDialog(parent, start)
-    if dialog.exec() != QDialog.DialogCode.Accepted:
-        return ""
-    return dialog.folder()

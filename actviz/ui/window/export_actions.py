@@ -101,7 +101,7 @@ class ExportActions:
         #: Files written by the last finished "export everything".
         self.last_export: list[Path] = []
         #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests
-        #: replace it; the default is :func:`~actviz.ui.window.dialogs.ask_export_folder`).
+        #: replace it; the default is :func:`~actviz.ui.window.export_folder.ask_export_folder`).
         self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
         self._export_request: ExportRequest | None = None
         #: ``() -> writers`` of pictures beyond the panels' (the plugins' layer views open):
@@ -449,7 +449,7 @@ def _lacks_saliency(result: Any) -> bool:
 
 
 def _ask_export_folder(parent: QWidget | None, start: str) -> str:
-    from actviz.ui.window.dialogs import ask_export_folder
+    from actviz.ui.window.export_folder import ask_export_folder
 
     return ask_export_folder(parent, start)
 

@@ -1,0 +1,215 @@
+"""Applying edits during the forward pass: :class:`EditHooks`, the forward hooks of one capture
+attempt, and the one-edit appliers they hold (index and factor tensors made once per capture).
+
+How an edit changes an output (never in place, connected in the autograd graph, on the
+module's channel axis) is described in :mod:`actviz.core.edit_kinds`; this module is that
+description's code, kept apart from the edits' constructors and checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from actviz.core.channel_axis import channel_dim
+from actviz.core.edit_spec import Edit, EditError
+from actviz.core.structures import first_tensor, replace_first
+
+__all__ = ["EditHooks"]
+
+
+class _Applied:
+    """One edit on one module, with its index/factor tensors made once per capture."""
+
+    def __init__(self, name: str, module: nn.Module, edit: Edit) -> None:
+        self.name = name
+        self.module = module
+        self.edit = edit
+        self.cache: dict[tuple, Any] = {}
+
+    def _fail(self, message: str) -> EditError:
+        return EditError(f"{self.edit.describe()} on layer {self.name!r}: {message}")
+
+    def _dim(self, t: torch.Tensor) -> int:
+        edit = self.edit
+        if edit.dim is not None:
+            if not -t.ndim <= edit.dim < t.ndim:
+                raise self._fail(
+                    f"dim {edit.dim} does not exist in an output of shape {tuple(t.shape)}"
+                )
+            return edit.dim % t.ndim
+        if t.ndim < 2:
+            if edit.channels is not None:
+                raise self._fail(f"the output of shape {tuple(t.shape)} has no channel dimension")
+            return 0
+        return channel_dim(self.module, t)
+
+    def _check(self, t: torch.Tensor, dim: int) -> None:
+        channels = self.edit.channels
+        if channels is not None and t.ndim > 0:
+            size = t.shape[dim]
+            bad = [c for c in channels if c >= size]
+            if bad:
+                raise self._fail(
+                    f"channel {bad[0]} is out of range; the output {tuple(t.shape)} has {size} "
+                    f"channels along dim {dim} (0..{size - 1})"
+                )
+
+    def _index(self, t: torch.Tensor, dim: int, complement: bool = False) -> torch.Tensor:
+        key = ("index", t.shape[dim] if t.ndim else 0, t.device, complement)
+        idx = self.cache.get(key)
+        if idx is None:
+            size = t.shape[dim] if t.ndim else 1
+            chosen = torch.zeros(size, dtype=torch.bool)
+            chosen[list(self.edit.channels or range(size))] = True
+            if complement:
+                chosen = ~chosen
+            idx = torch.nonzero(chosen).flatten().to(t.device)
+            self.cache[key] = idx
+        return idx
+
+    def _shaped(self, vec: torch.Tensor, t: torch.Tensor, dim: int) -> torch.Tensor:
+        shape = [1] * t.ndim
+        if t.ndim:
+            shape[dim] = -1
+        return vec.view(shape)
+
+    def _mask(self, t: torch.Tensor, dim: int) -> torch.Tensor:
+        key = ("mask", t.ndim, dim, t.shape[dim] if t.ndim else 0, t.device)
+        mask = self.cache.get(key)
+        if mask is None:
+            size = t.shape[dim] if t.ndim else 1
+            flat = torch.zeros(size, dtype=torch.bool)
+            flat[list(self.edit.channels or range(size))] = True
+            mask = self._shaped(flat.to(t.device), t, dim)
+            self.cache[key] = mask
+        return mask
+
+    def _factor(self, t: torch.Tensor, dim: int) -> torch.Tensor:
+        key = ("factor", t.ndim, dim, t.shape[dim], t.device, t.dtype)
+        vec = self.cache.get(key)
+        if vec is None:
+            flat = torch.ones(t.shape[dim], dtype=t.dtype)
+            flat[list(self.edit.channels)] = self.edit.factor  # type: ignore[index]
+            vec = self._shaped(flat.to(t.device), t, dim)
+            self.cache[key] = vec
+        return vec
+
+    def _source(self, t: torch.Tensor, index: int) -> torch.Tensor:
+        key = ("source", index, t.device, t.dtype)
+        src = self.cache.get(key)
+        if src is None:
+            source = self.edit.source
+            assert source is not None
+            calls = source.records.get(self.name, [])
+            if index >= len(calls):
+                raise self._fail(
+                    f"the source run recorded {len(calls)} call(s) of this layer, but call "
+                    f"{index} ran here"
+                )
+            src = first_tensor(calls[index].output)
+            if src is None or tuple(src.shape) != tuple(t.shape):
+                got = None if src is None else tuple(src.shape)
+                raise self._fail(
+                    f"shape mismatch: the source run's output is {got}, this run's is "
+                    f"{tuple(t.shape)} (patch from the same layer of a run with the same "
+                    f"input size and batch)"
+                )
+            src = src.detach().to(device=t.device, dtype=t.dtype)
+            self.cache[key] = src
+        return src
+
+    def _concept(self, t: torch.Tensor, dim: int) -> torch.Tensor:
+        """``t`` less ``(1 - scale)`` times the edit's concepts' part of it."""
+        edit = self.edit
+        c = edit.concepts
+        if t.shape[dim] != int(c.d_in):
+            raise self._fail(
+                f"the output {tuple(t.shape)} has {t.shape[dim]} channels along dim {dim}; the "
+                f"dictionary reads vectors of {c.d_in}"
+            )
+        x = t.movedim(dim, -1)
+        part = c.contribution(x, list(edit.channels or ())).to(t.dtype)
+        return (x - (1.0 - edit.factor) * part).movedim(-1, dim)  # type: ignore[operator]
+
+    def apply(self, output: Any, index: int) -> Any:
+        """The edited output of call ``index`` (a new object; ``output`` is not written)."""
+        edit = self.edit
+        if edit.kind == "custom":
+            result = edit.fn(output)  # type: ignore[misc]
+            return output if result is None else result
+        t = first_tensor(output)
+        if t is None:
+            raise self._fail(f"the output ({type(output).__name__}) holds no tensor")
+        dim = self._dim(t)
+        if edit.kind == "concept":
+            return replace_first(output, self._concept(t, dim))
+        self._check(t, dim)
+        if edit.kind == "patch":
+            src = self._source(t, index)
+        if edit.kind == "ablate":
+            new = t.index_fill(dim, self._index(t, dim), 0) if t.ndim else torch.zeros_like(t)
+        elif edit.kind == "keep":
+            new = t.index_fill(dim, self._index(t, dim, complement=True), 0)
+        elif edit.kind == "scale":
+            if edit.channels is None:
+                new = t * edit.factor
+            else:
+                new = t * self._factor(t, dim)
+        elif edit.kind == "clamp":
+            clamped = t.clamp(edit.min, edit.max)
+            new = clamped if edit.channels is None else torch.where(self._mask(t, dim), clamped, t)
+        else:  # patch: connected to t, so earlier layers get an exact zero gradient
+            new = torch.where(self._mask(t, dim), src, t)
+        if not t.is_floating_point() and edit.kind != "ablate":
+            new = new.to(t.dtype)
+        return replace_first(output, new)
+
+
+class EditHooks:
+    """The forward hooks of one capture attempt: one per edited module, counting its calls.
+
+    Registered before the recorder's hooks, so the recorder sees (and records) the edited
+    output. Made afresh for every attempt, so call counts start at 0.
+    """
+
+    def __init__(
+        self, modules: Mapping[str, nn.Module], edits: Mapping[str, tuple[Edit, ...]]
+    ) -> None:
+        self.edited: dict[nn.Module, list[_Applied]] = {}
+        for name, items in edits.items():
+            module = modules[name]
+            self.edited.setdefault(module, []).extend(_Applied(name, module, e) for e in items)
+        self.calls: dict[nn.Module, int] = {}
+
+    def register(self) -> list[Any]:
+        """Register the hooks; the caller removes the handles (in ``finally``)."""
+        return [module.register_forward_hook(self.hook) for module in self.edited]
+
+    def warnings(self) -> list[str]:
+        """Edits that never applied: their module did not run, or ran fewer times."""
+        out = []
+        for module, items in self.edited.items():
+            ran = self.calls.get(module, 0)
+            for applied in items:
+                call = applied.edit.call
+                if ran == 0 or (call is not None and call >= ran):
+                    times = "did not run" if ran == 0 else f"ran {ran} time(s)"
+                    out.append(
+                        f"edit {applied.edit.describe()!r} on layer {applied.name!r} was not "
+                        f"applied: the module {times} during this forward pass"
+                    )
+        return out
+
+    def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
+        index = self.calls.get(module, 0)
+        self.calls[module] = index + 1
+        result = output
+        for applied in self.edited[module]:
+            call = applied.edit.call
+            if call is None or call == index:
+                result = applied.apply(result, index)
+        return None if result is output else result

@@ -1,0 +1,219 @@
+"""One edit, as a record: :class:`Edit` (its kind, channels and parameters, checked when it is
+made, and its text for the Edits panel), :class:`EditError` and :data:`KINDS`.
+
+Kept apart from the constructors (:mod:`actviz.core.edit_kinds`) and from how edits are
+applied (:mod:`actviz.core.edit_hooks`) so both can read the record without importing each
+other.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from actviz.core.records import Capture
+
+__all__ = ["KINDS", "Edit", "EditError"]
+
+#: Every kind of edit.
+KINDS = ("ablate", "scale", "keep", "clamp", "patch", "custom", "concept")
+
+
+class EditError(ValueError):
+    """An edit that cannot be applied: bad layer, channel out of range, patch shape mismatch."""
+
+
+def _channels(channels: Any) -> tuple[int, ...] | None:
+    if channels is None:
+        return None
+    if isinstance(channels, numbers.Integral) or (
+        isinstance(channels, torch.Tensor) and channels.ndim == 0
+    ):
+        channels = [channels]
+    out: list[int] = []
+    for c in channels:
+        if isinstance(c, bool) or not isinstance(c, (numbers.Integral, torch.Tensor)):
+            raise EditError(f"channels must be integers, not {c!r}")
+        c = int(c)
+        if c < 0:
+            raise EditError(f"channel {c} is negative; channels count from 0")
+        if c not in out:
+            out.append(c)
+    if not out:
+        raise EditError("no channels given (use channels=None for every channel)")
+    return tuple(out)
+
+
+def _ch_text(channels: tuple[int, ...] | None) -> str:
+    if channels is None:
+        return "all"
+    shown = ", ".join(str(c) for c in channels[:6])
+    more = f", ... (+{len(channels) - 6})" if len(channels) > 6 else ""
+    return f"ch {shown}{more}"
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclass(frozen=True, eq=False)
+class Edit:
+    """One change to a module's output; make them with :func:`ablate`, :func:`scale`,
+    :func:`keep`, :func:`clamp`, :func:`patch`, :func:`custom` or :func:`concept`.
+
+    Attributes
+    ----------
+    kind
+        ``"ablate"`` | ``"scale"`` | ``"keep"`` | ``"clamp"`` | ``"patch"`` | ``"custom"`` |
+        ``"concept"``.
+    channels
+        The channels edited (sorted as given, no duplicates); None: every channel. For
+        ``concept``: the concepts (indices into the dictionary).
+    factor
+        ``scale``'s factor; ``concept``'s scale of the concepts' contribution (0: removed).
+    min, max
+        ``clamp``'s bounds (either may be None).
+    source
+        ``patch``'s source run: the same layer's output (same call) in that capture.
+    fn
+        ``custom``'s callable ``f(output) -> output`` (None back: output unchanged).
+    call
+        None: every call of the module; ``k``: only its ``k``-th call (0 = first).
+    enabled
+        The window's on/off box: a capture skips disabled edits.
+    dim
+        The channel dimension; None: 1 for ``(N, C, ...)``, the last for ``(N, T, D)``
+        (see :func:`channel_dim`).
+    concepts
+        ``concept``'s dictionary (:class:`actviz.analysis.concepts.Concepts`, or anything with
+        ``d_in``, ``d_sae`` and ``contribution(x, indices)``).
+
+    Equality compares every field, ``source``, ``fn`` and ``concepts`` by identity.
+    """
+
+    kind: str
+    channels: tuple[int, ...] | None = None
+    factor: float | None = None
+    min: float | None = None
+    max: float | None = None
+    source: Capture | None = None
+    fn: Callable | None = None
+    call: int | None = None
+    enabled: bool = True
+    dim: int | None = None
+    concepts: Any = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise EditError(f"unknown edit kind {self.kind!r}; one of {', '.join(KINDS)}")
+        object.__setattr__(self, "channels", _channels(self.channels))
+        if self.call is not None:
+            if isinstance(self.call, bool) or not isinstance(self.call, numbers.Integral):
+                raise EditError(f"call must be an integer or None, not {self.call!r}")
+            if self.call < 0:
+                raise EditError(
+                    f"call must be >= 0 (0 is the module's first call), not {self.call}"
+                )
+            object.__setattr__(self, "call", int(self.call))
+        if self.dim is not None:
+            object.__setattr__(self, "dim", int(self.dim))
+        if self.kind == "scale":
+            if self.factor is None or not math.isfinite(float(self.factor)):
+                raise EditError(f"scale needs a finite factor, not {self.factor!r}")
+            object.__setattr__(self, "factor", float(self.factor))
+        if self.kind == "clamp":
+            if self.min is None and self.max is None:
+                raise EditError("clamp needs min, max or both")
+            for bound in ("min", "max"):
+                value = getattr(self, bound)
+                if value is not None:
+                    if math.isnan(float(value)):
+                        raise EditError(f"clamp {bound} is NaN")
+                    object.__setattr__(self, bound, float(value))
+            if self.min is not None and self.max is not None and self.min > self.max:
+                raise EditError(f"clamp min {self.min:g} is above max {self.max:g}")
+        if self.kind == "patch" and not isinstance(self.source, Capture):
+            raise EditError(
+                f"patch needs a source Capture (actviz.capture of another run), "
+                f"not {type(self.source).__name__}"
+            )
+        if self.kind == "custom" and not callable(self.fn):
+            raise EditError(f"a custom edit needs a callable f(output) -> output, not {self.fn!r}")
+        if self.kind == "keep" and not self.channels:
+            raise EditError("keep needs the channels to keep")
+        if self.kind == "concept":
+            _check_concepts(self)
+
+    def _key(self) -> tuple:
+        return (
+            self.kind,
+            self.channels,
+            self.factor,
+            self.min,
+            self.max,
+            id(self.source),
+            id(self.fn),
+            self.call,
+            self.enabled,
+            self.dim,
+            id(self.concepts),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Edit):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def describe(self) -> str:
+        """Short text for the Edits panel: ``"ablate ch 3, 7"``, ``"scale ch 5 x0.5"``."""
+        if self.kind == "ablate":
+            text = f"ablate {_ch_text(self.channels)}"
+        elif self.kind == "keep":
+            text = f"keep {_ch_text(self.channels)}"
+        elif self.kind == "scale":
+            text = f"scale {_ch_text(self.channels)} x{_num(self.factor)}"  # type: ignore[arg-type]
+        elif self.kind == "clamp":
+            lo = "-inf" if self.min is None else _num(self.min)
+            hi = "inf" if self.max is None else _num(self.max)
+            text = f"clamp {_ch_text(self.channels)} to [{lo}, {hi}]"
+        elif self.kind == "patch":
+            text = f"patch {_ch_text(self.channels)} from another run"
+        elif self.kind == "concept":
+            what = _ch_text(self.channels).replace("ch ", "concept ", 1)
+            text = f"remove {what}" if self.factor == 0 else f"scale {what} x{_num(self.factor)}"
+        else:
+            text = f"custom {getattr(self.fn, '__name__', type(self.fn).__name__)}"
+        if self.call is not None:
+            text += f" (call {self.call})"
+        if not self.enabled:
+            text += " (off)"
+        return text
+
+    def __repr__(self) -> str:
+        return f"Edit({self.describe()!r})"
+
+
+def _check_concepts(edit: Edit) -> None:
+    c = edit.concepts
+    if c is None or not callable(getattr(c, "contribution", None)):
+        raise EditError(f"a concept edit needs a dictionary (actviz.concepts.Concepts), not {c!r}")
+    if not edit.channels:
+        raise EditError("a concept edit needs the concepts to change")
+    bad = [i for i in edit.channels if i >= int(c.d_sae)]
+    if bad:
+        raise EditError(
+            f"concept {bad[0]} is out of range; the dictionary has {c.d_sae} concepts "
+            f"(0..{int(c.d_sae) - 1})"
+        )
+    factor = 0.0 if edit.factor is None else float(edit.factor)
+    if not math.isfinite(factor):
+        raise EditError(f"a concept edit needs a finite scale, not {edit.factor!r}")
+    object.__setattr__(edit, "factor", factor)

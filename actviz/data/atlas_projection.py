@@ -1,0 +1,389 @@
+"""The atlas's projection: fitting a layer's pooled vectors to a few dimensions (:func:`project`:
+PCA, exact, or UMAP through the optional ``umap-learn``) and placing new vectors with the same
+fit (:class:`Projection`), with UMAP's exact neighbour search and its compile cache.
+
+Numpy only, no Qt, no state shared between calls. Kept apart from the vector search
+(:mod:`actviz.data.atlas_vectors`) and the map (:mod:`actviz.data.atlas_map`): the concept
+directions project with it too.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.data.atlas_vectors import _chunks, _frozen, _rows
+
+__all__ = [
+    "METHODS",
+    "ExactNeighbours",
+    "Projection",
+    "cache_umap_compiles",
+    "project",
+    "umap_available",
+]
+
+#: Projection methods :func:`project` knows.
+METHODS = ("pca", "umap")
+
+#: UMAP's default epochs for up to 10,000 vectors are 500 (200 above); 200, its own choice
+#: for larger sets, take two fifths of the layout time.
+UMAP_EPOCHS = 200
+#: Vectors wider than this go through PCA to this many values before UMAP.
+UMAP_PCA_DIMS = 50
+#: Up to this many vectors UMAP's neighbours are found exactly (:class:`ExactNeighbours`).
+UMAP_EXACT_MAX = 50_000
+#: UMAP fits at most this many vectors: a larger set (a scan of a million images) is fitted on
+#: a seeded random sample of this many and the others are placed by the fit's ``transform``
+#: (:attr:`Projection.fitted_on` says so). Its neighbour search stays the exact one.
+UMAP_FIT_MAX = UMAP_EXACT_MAX
+#: Vectors placed by one ``transform`` call of a sampled UMAP fit.
+_PLACE_CHUNK = 50_000
+
+
+def umap_available() -> bool:
+    """Whether ``umap-learn`` (the ``actviz[atlas]`` extra) is installed, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("umap") is not None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A fitted projection of pooled vectors to a few dimensions.
+
+    Attributes
+    ----------
+    method
+        ``"pca"`` or ``"umap"``.
+    coords
+        ``(N, dims)`` float64: where the fitted vectors land.
+    mean
+        ``(D,)`` the fitted vectors' mean (PCA; None for UMAP).
+    components
+        ``(dims, D)`` orthonormal principal axes, largest variance first, each signed so that
+        its largest loading is positive (PCA; None for UMAP).
+    explained
+        ``(dims,)`` share of the total variance along each axis (PCA; None for UMAP).
+    seed
+        The seed the fit used.
+    """
+
+    method: str
+    coords: np.ndarray
+    mean: np.ndarray | None = None
+    components: np.ndarray | None = None
+    explained: np.ndarray | None = None
+    seed: int = 0
+    #: UMAP of more than :data:`UMAP_FIT_MAX` vectors: how many it was fitted on (a sample;
+    #: the others were placed by its ``transform``); None: fitted on every vector.
+    fitted_on: int | None = None
+    _model: Any = field(default=None, repr=False, compare=False)
+    #: UMAP of wide vectors: the PCA that narrowed them first (new vectors go through it too).
+    _pre: Projection | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def dims(self) -> int:
+        return int(self.coords.shape[1])
+
+    def transform(self, vectors: Any) -> np.ndarray:
+        """Place new vectors with this fit: ``(D,)`` -> ``(dims,)``, ``(M, D)`` -> ``(M, dims)``.
+
+        PCA: ``(vectors - mean) @ components.T``, exactly; UMAP: ``umap``'s own ``transform``
+        (the new points are placed among the fitted ones, which do not move).
+        """
+        a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
+        a = np.asarray(a)
+        one = a.ndim == 1
+        a = _rows(a[None] if one else a)
+        if self.mean is not None:
+            width: int | None = self.mean.shape[0]
+        elif self._pre is not None and self._pre.mean is not None:
+            width = self._pre.mean.shape[0]
+        else:
+            width = self._model_width()
+        if width is not None and a.shape[1] != width:
+            raise ValueError(
+                f"vectors of {a.shape[1]} values; the projection was fitted on {width}"
+            )
+        if self.method == "pca":
+            assert self.mean is not None and self.components is not None
+            out = (a.astype(np.float64) - self.mean) @ self.components.T
+        else:
+            if self._pre is not None:
+                a = self._pre.transform(a)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = np.asarray(self._model.transform(a.astype(np.float32)), dtype=np.float64)
+        return out[0] if one else out
+
+    def _model_width(self) -> int | None:
+        raw = getattr(self._model, "_raw_data", None)
+        return None if raw is None else int(raw.shape[1])
+
+
+def project(
+    vectors: Any, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
+) -> Projection:
+    """Fit a projection of ``vectors`` to ``dims`` dimensions and place them.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, D)`` (e.g. :attr:`Embeddings.vectors <actviz.data.scan_result.Embeddings.vectors>`,
+        float16 is fine: it is converted a few thousand rows at a time).
+    method
+        ``"pca"``: the exact principal components (an eigendecomposition of the ``D x D``
+        covariance, or of the ``N x N`` Gram matrix when ``N < D``, in float64; the same axes
+        as an SVD of the centred vectors). ``"umap"``: UMAP (the ``actviz[atlas]`` extra,
+        ``umap-learn``), its neighbour count capped below ``N``, 200 epochs, vectors wider
+        than 50 values narrowed by PCA to 50 first (``pca_dims=0`` in ``options``: not);
+        numba's compiled code is kept on disk (:func:`cache_umap_compiles`), so only the
+        first fit on a machine waits for the compile. Over :data:`UMAP_FIT_MAX` vectors it
+        is fitted on a seeded sample of that many and the rest are placed by its transform
+        (``Projection.fitted_on``).
+    dims
+        Output dimensions.
+    seed
+        UMAP's random state (PCA is deterministic).
+    options
+        Passed to ``umap.UMAP`` (e.g. ``n_neighbors``, ``min_dist``, ``n_epochs``), except
+        ``pca_dims`` (the width PCA narrows the vectors to first; 0: none).
+
+    Returns
+    -------
+    Projection
+        ``.coords`` ``(N, dims)`` and ``.transform(new)``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method, ``dims`` below 1 or above what the vectors allow, NaN in the
+        vectors.
+    ImportError
+        ``"umap"`` without ``umap-learn`` installed.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown projection method {method!r} (known: {', '.join(METHODS)})")
+    a = _rows(vectors)
+    n, d = a.shape
+    dims = int(dims)
+    if dims < 1 or dims > d:
+        raise ValueError(f"dims must be between 1 and the {d} values per vector, got {dims}")
+    if n == 0:
+        raise ValueError("no vectors to project")
+    if a.dtype.kind == "f" and any(np.isnan(c).any() for _, c in _chunks(a)):
+        raise ValueError("the vectors hold NaN; leave those rows out")
+    if method == "pca":
+        return _pca(a, dims)
+    return _umap(a, dims, int(seed), options)
+
+
+def _pca(a: np.ndarray, dims: int) -> Projection:
+    n, d = a.shape
+    mean = np.zeros(d)
+    for _, c in _chunks(a):
+        mean += c.sum(axis=0)
+    mean /= n
+    if n >= d:
+        cov = np.zeros((d, d))
+        for _, c in _chunks(a):
+            c -= mean
+            cov += c.T @ c
+        top, vecs = _top_eigen(cov, dims)
+        components = vecs.T
+        total = float(np.trace(cov))
+    else:
+        centred = a.astype(np.float64) - mean
+        gram = centred @ centred.T
+        values, vecs = np.linalg.eigh(gram)
+        order = np.argsort(values)[::-1][:dims]
+        top = values[order]
+        total = float(np.maximum(values, 0).sum())
+        components = np.zeros((dims, d))
+        for j, (v, u) in enumerate(zip(top, vecs[:, order].T, strict=True)):
+            if v > 1e-12 * max(float(values[-1]), 1e-300):
+                components[j] = (centred.T @ u) / np.sqrt(v)  # beyond the rank: zero
+    # One sign per axis, whatever the solver gave: its largest loading positive.
+    big = np.argmax(np.abs(components), axis=1)
+    signs = np.sign(components[np.arange(len(components)), big])
+    components *= np.where(signs == 0, 1.0, signs)[:, None]
+    coords = np.empty((n, dims))
+    for lo, c in _chunks(a):
+        coords[lo : lo + len(c)] = (c - mean) @ components.T
+    explained = np.maximum(top, 0) / total if total > 0 else np.zeros(dims)
+    return Projection(
+        "pca", _frozen(coords), _frozen(mean), _frozen(components), _frozen(explained)
+    )
+
+
+def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    try:
+        import umap
+    except ImportError as exc:
+        raise ImportError(
+            "method='umap' needs umap-learn: pip install 'actviz[atlas]' (or use method='pca')"
+        ) from exc
+    cache_umap_compiles()
+    n = a.shape[0]
+    if n < 3:
+        raise ValueError(f"UMAP needs at least 3 vectors, got {n}")
+    if n > UMAP_FIT_MAX:
+        return _umap_sampled(a, dims, seed, options)
+    opts: dict[str, Any] = {"n_neighbors": min(15, n - 1), "n_epochs": UMAP_EPOCHS}
+    opts.update(options)
+    opts["n_neighbors"] = min(int(opts["n_neighbors"]), n - 1)
+    pre_dims = int(opts.pop("pca_dims", UMAP_PCA_DIMS) or 0)
+    pre = None
+    if 0 < pre_dims < a.shape[1] and pre_dims < n:
+        # The neighbour search's cost grows with the width; the first 50 principal axes keep
+        # the neighbourhoods of pooled activations (scanpy's and umap's own advice).
+        pre = _pca(a, pre_dims)
+        a = pre.coords
+    x = np.ascontiguousarray(a, dtype=np.float32)
+    if (
+        n <= UMAP_EXACT_MAX
+        and opts.get("metric", "euclidean") == "euclidean"
+        and "precomputed_knn" not in opts
+    ):
+        # umap's own neighbour search (pynndescent) compiles for minutes in every process;
+        # an exact search with torch is fast at this size and places new ones as well.
+        index = ExactNeighbours(x)
+        knn, dist = index.query(x, int(opts["n_neighbors"]))
+        opts["precomputed_knn"] = (knn, dist, index)
+    reducer = umap.UMAP(n_components=dims, random_state=seed, **opts)
+    with warnings.catch_warnings():
+        # A fixed random_state turns off umap's parallelism, and it says so every time; a
+        # search index of our own makes it warn that transform is unavailable (it is not).
+        warnings.simplefilter("ignore")
+        coords = reducer.fit_transform(x)
+    return Projection(
+        "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
+    )
+
+
+def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
+    """UMAP fitted on :data:`UMAP_FIT_MAX` of the vectors of ``a`` (a seeded sample, in data
+    order), the others placed by its ``transform`` a chunk at a time (``a`` may be a memory
+    map: only the sample and one chunk are in memory as float32)."""
+    n = a.shape[0]
+    sample = np.sort(np.random.default_rng(seed).choice(n, UMAP_FIT_MAX, replace=False))
+    fit = _umap(np.asarray(a[sample]), dims, seed, options)
+    coords = np.empty((n, dims))
+    coords[sample] = fit.coords
+    rest = np.ones(n, dtype=bool)
+    rest[sample] = False
+    others = np.flatnonzero(rest)
+    for lo in range(0, len(others), _PLACE_CHUNK):
+        rows = others[lo : lo + _PLACE_CHUNK]
+        coords[rows] = fit.transform(np.asarray(a[rows]))
+    return replace(fit, coords=_frozen(coords), fitted_on=UMAP_FIT_MAX)
+
+
+class ExactNeighbours:
+    """Exact Euclidean nearest neighbours among fitted vectors, in the shape umap-learn asks
+    of its search index (``query(x, k) -> (indices, distances)``): what :func:`project`
+    gives UMAP instead of pynndescent's approximate search for up to
+    :data:`UMAP_EXACT_MAX` vectors, for the fit and to place new points.
+
+    Parameters
+    ----------
+    data
+        ``(N, D)`` the fitted vectors.
+    """
+
+    #: umap reads it to pick its search's epsilon (angular trees: cosine-like metrics).
+    _angular_trees = False
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float64))
+        self._norms = (self._data * self._data).sum(dim=1)
+
+    def query(self, x: Any, k: int, epsilon: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest fitted vectors of each row of ``x``, nearest first (equal
+        distances in any order): ``(M, k)`` int32 indices and float32 Euclidean distances.
+        ``epsilon`` (umap's search slack) is not needed by an exact search."""
+        q = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(len(x), -1))
+        n = self._data.shape[0]
+        k = min(int(k), n)
+        rows = max(1, 8_000_000 // max(n, 1))  # at most 64 MB of distances at a time
+        indices = np.empty((len(q), k), np.int32)
+        dists = np.empty((len(q), k), np.float32)
+        for lo in range(0, len(q), rows):
+            c = q[lo : lo + rows]
+            # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b in float64: exact enough that an image's
+            # distance to itself is 0 to ~1e-6 against neighbours a unit or more away.
+            d2 = (c * c).sum(dim=1, keepdim=True) + self._norms[None, :] - 2.0 * (c @ self._data.T)
+            d2.clamp_(min=0.0)
+            vals, idx = torch.topk(d2, k, dim=1, largest=False, sorted=True)
+            indices[lo : lo + len(c)] = idx.numpy().astype(np.int32)
+            dists[lo : lo + len(c)] = vals.sqrt().numpy().astype(np.float32)
+        return indices, dists
+
+
+def cache_umap_compiles() -> int:
+    """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
+    (those already on are left alone, so a second call turns on none).
+
+    Most of umap's numba functions are not declared ``cache=True`` (pynndescent's are), so
+    every process's first fit compiled them again (tens of seconds on two busy cores). Caching them
+    changes no result, only where the machine code comes from: numba writes it beside the
+    module, or under the user's cache directory when that is read-only, and only the first
+    fit on a machine (or after umap-learn is upgraded) pays for the compile. Closures made
+    inside umap's functions cannot be cached and are still compiled each time.
+    """
+    import sys
+
+    try:
+        from numba.core.caching import NullCache
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:  # umap-learn without numba cannot be; a stand-in module can
+        return 0
+
+    turned = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "umap" or name.startswith("umap.")):
+            continue
+        for value in list(vars(module).values()):
+            if (
+                isinstance(value, Dispatcher)
+                and isinstance(getattr(value, "_cache", None), NullCache)
+                and getattr(value.py_func, "__module__", "").startswith("umap")
+            ):
+                try:
+                    value.enable_caching()
+                    turned += 1
+                except (RuntimeError, OSError):  # nowhere writable: compiled each time
+                    pass
+    return turned
+
+
+def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest eigenvalues (descending) and their unit eigenvectors (columns) of the
+    symmetric positive semi-definite ``c``.
+
+    For a few axes of a wide matrix, block subspace iteration, stopped only once every pair's
+    residual ``|c v - l v|`` is below ``1e-11 x trace(c)`` (as exact as a full solver); else,
+    or when it does not get there, the full ``eigh`` (slow under load with several BLAS
+    threads; the iteration is a few dozen small products).
+    """
+    d = c.shape[0]
+    if d > 64 and 4 * k <= d:
+        width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]
+        q = np.linalg.qr(np.random.default_rng(0).standard_normal((d, width)))[0]
+        tol = 1e-11 * max(float(np.trace(c)), 1e-300)
+        for step in range(1, 301):
+            q = np.linalg.qr(c @ q)[0]
+            if step % 5 == 0:
+                w, v = np.linalg.eigh(q.T @ c @ q)
+                order = np.argsort(w)[::-1][:k]
+                lam, vec = w[order], q @ v[:, order]
+                if np.all(np.linalg.norm(c @ vec - vec * lam, axis=0) <= tol):
+                    return lam, vec
+    w, v = np.linalg.eigh(c)  # ascending
+    order = np.argsort(w)[::-1][:k]
+    return w[order], v[:, order]

@@ -1,0 +1,265 @@
+"""The exact maths on a layer's pooled vectors of a scan: row norms, the cosine
+nearest-neighbour search (:func:`cosine_top`) and its query (:func:`query_vector`), the lasso
+(:func:`points_in_polygon`) and the channels that set a selection apart
+(:func:`separating_channels`).
+
+Numpy only, chunk by chunk (float16 vectors of many images stay float16). Kept apart from the
+map's projection (:mod:`actviz.data.atlas_projection`): a scan's neighbours and a selection's
+channels need no map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.data.accumulate import pool
+
+__all__ = [
+    "ChannelSplit",
+    "cosine_top",
+    "points_in_polygon",
+    "query_vector",
+    "row_norms",
+    "separating_channels",
+]
+
+#: Rows converted to float64 at a time: float16 vectors of 100,000 images stay float16 and
+#: the float64 working copy stays a few MB.
+_CHUNK = 4096
+
+
+def _rows(vectors: Any) -> np.ndarray:
+    """``vectors`` as a 2-D numpy array (any float dtype kept: converted chunk by chunk)."""
+    if isinstance(vectors, torch.Tensor):
+        vectors = vectors.detach().cpu().numpy()
+    a = np.asarray(vectors)
+    if a.ndim != 2:
+        raise ValueError(f"vectors must be (N, D), got shape {a.shape}")
+    if a.dtype.kind not in "fiu":
+        raise ValueError(f"vectors must be numbers, got {a.dtype}")
+    return a
+
+
+def _chunks(a: np.ndarray) -> Any:
+    for lo in range(0, a.shape[0], _CHUNK):
+        yield lo, a[lo : lo + _CHUNK].astype(np.float64)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+# -- nearest images
+
+
+def row_norms(vectors: Any) -> np.ndarray:
+    """``(N,)`` float64 Euclidean norm of each row (chunk by chunk)."""
+    a = _rows(vectors)
+    out = np.empty(a.shape[0])
+    for lo, c in _chunks(a):
+        out[lo : lo + len(c)] = np.sqrt(np.einsum("nd,nd->n", c, c))
+    return out
+
+
+def cosine_top(
+    vectors: Any, query: Any, k: int, norms: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` rows of ``vectors`` most cosine-similar to ``query``, exactly, best first.
+
+    Ties go to the earlier row; a zero vector (row or query) has similarity 0 to everything.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, D)``.
+    query
+        ``(D,)``.
+    k
+        Rows wanted (all of them when fewer).
+    norms
+        ``row_norms(vectors)`` when already known (saves a pass).
+
+    Returns
+    -------
+    rows, similarities
+        ``(min(k, N),)`` int64 row indices and float64 cosine similarities.
+    """
+    a = _rows(vectors)
+    q = np.asarray(query.detach().cpu().numpy() if isinstance(query, torch.Tensor) else query)
+    q = q.astype(np.float64).reshape(-1)
+    if q.shape[0] != a.shape[1]:
+        raise ValueError(f"a query of {q.shape[0]} values; the vectors have {a.shape[1]}")
+    if int(k) < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    norms = row_norms(a) if norms is None else np.asarray(norms, dtype=np.float64)
+    qn = float(np.linalg.norm(q))
+    sims = np.empty(a.shape[0])
+    for lo, c in _chunks(a):
+        sims[lo : lo + len(c)] = c @ q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = sims / (norms * qn)
+    sims[~np.isfinite(sims)] = 0.0
+    k = min(int(k), len(sims))
+    if k < len(sims):
+        # The k-th largest value, then every row at least that large (ties kept, then cut).
+        kth = np.partition(sims, len(sims) - k)[len(sims) - k]
+        cand = np.flatnonzero(sims >= kth)
+    else:
+        cand = np.arange(len(sims))
+    order = cand[np.lexsort((cand, -sims[cand]))][:k]
+    return order.astype(np.int64), sims[order]
+
+
+def query_vector(query: Any, layer: str, axis: int = 1) -> np.ndarray:
+    """A query for :func:`cosine_top` in ``layer``'s space: a vector ``(D,)`` as it is; a
+    capture (holding ``layer``), a run result with a ``capture``, a layer record or the
+    layer's output for one input pooled along ``axis`` as the scan pooled its images."""
+    capture = getattr(query, "capture", None)
+    if capture is not None and not isinstance(query, (torch.Tensor, np.ndarray)):
+        query = capture
+    if hasattr(query, "records") and hasattr(query, "__getitem__"):  # an actviz Capture
+        query = query[layer]
+    if hasattr(query, "tensor") and hasattr(query, "output"):  # a LayerRecord
+        t = query.tensor
+        if t is None:
+            raise ValueError(f"the capture of {layer!r} holds no tensor")
+        query = t
+    if isinstance(query, np.ndarray):
+        if query.ndim == 1:
+            return query.astype(np.float64)
+        query = torch.from_numpy(np.array(query))  # a copy: the array may be read-only
+    if not isinstance(query, torch.Tensor):
+        raise TypeError(
+            f"query must be a vector, a capture or a layer output, not {type(query).__name__}"
+        )
+    if query.ndim == 1:
+        return query.detach().cpu().double().numpy()
+    if query.shape[0] != 1:
+        raise ValueError(f"a layer output for one input is (1, ...), got {tuple(query.shape)}")
+    return pool(query, axis)[0]
+
+
+# -- what sets a selection apart
+
+
+def points_in_polygon(points: Any, polygon: Any) -> np.ndarray:
+    """``(N,)`` bool: which ``points`` lie inside ``polygon`` (a lasso drawn on the map).
+
+    Even-odd rule (a self-crossing lasso leaves out what it wraps twice); the polygon closes
+    itself from its last vertex to its first. Points exactly on an edge may fall either way.
+
+    Parameters
+    ----------
+    points
+        ``(N, 2)`` (only the first two columns are used).
+    polygon
+        ``(K, 2)`` vertices in order; fewer than 3: nothing is inside.
+    """
+    p = np.asarray(points, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(f"points must be (N, 2), got shape {p.shape}")
+    p = p[:, :2]
+    poly = np.asarray(polygon, dtype=np.float64).reshape(-1, 2)
+    poly = poly[np.isfinite(poly).all(axis=1)]
+    inside = np.zeros(len(p), dtype=bool)
+    if len(poly) < 3 or not len(p):
+        return inside
+    lo, hi = poly.min(axis=0), poly.max(axis=0)
+    # Only the points in the polygon's bounding box are tested against its edges.
+    cand = np.flatnonzero(
+        (p[:, 0] >= lo[0]) & (p[:, 0] <= hi[0]) & (p[:, 1] >= lo[1]) & (p[:, 1] <= hi[1])
+    )
+    x, y = p[cand, 0], p[cand, 1]
+    odd = np.zeros(len(cand), dtype=bool)
+    xj, yj = poly[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for xi, yi in poly:
+            # The edge crosses the point's horizontal line to the right of the point.
+            crosses = (yi > y) != (yj > y)
+            if crosses.any():
+                at = xi + (y - yi) * (xj - xi) / (yj - yi)
+                odd ^= crosses & (x < at)
+            xj, yj = xi, yi
+    inside[cand] = odd
+    return inside
+
+
+@dataclass(frozen=True)
+class ChannelSplit:
+    """One channel's difference between a selection of images and the rest.
+
+    Attributes
+    ----------
+    channel
+        The channel (a column of the vectors).
+    score
+        ``(mean_in - mean_out) / pooled std``: how many standard deviations apart.
+    mean_in, mean_out
+        Its mean over the selected images and over the others.
+    """
+
+    channel: int
+    score: float
+    mean_in: float
+    mean_out: float
+
+
+def separating_channels(
+    vectors: Any, selected: Sequence[int] | np.ndarray, k: int = 10
+) -> tuple[ChannelSplit, ...]:
+    """The ``k`` channels whose mean activation sets ``selected`` apart from the other rows
+    most (largest ``|score|``, see :class:`ChannelSplit`), strongest first.
+
+    Parameters
+    ----------
+    vectors
+        ``(N, C)`` pooled vectors (per image, each channel's mean activation).
+    selected
+        Row indices, or an ``(N,)`` boolean mask.
+    k
+        Channels wanted.
+    """
+    a = _rows(vectors)
+    n, c = a.shape
+    sel = np.asarray(selected)
+    mask = sel.astype(bool) if sel.dtype == bool else np.isin(np.arange(n), sel)
+    if mask.shape != (n,):
+        raise ValueError(f"a mask of {mask.shape} for {n} vectors")
+    n_in, n_out = int(mask.sum()), int(n - mask.sum())
+    if n_in == 0 or n_out == 0:
+        raise ValueError("select some of the images, not none or all")
+    s_in, s_out = np.zeros(c), np.zeros(c)
+    q_in, q_out = np.zeros(c), np.zeros(c)
+    for lo, chunk in _chunks(a):
+        m = mask[lo : lo + len(chunk)]
+        s_in += chunk[m].sum(axis=0)
+        s_out += chunk[~m].sum(axis=0)
+        q_in += (chunk[m] ** 2).sum(axis=0)
+        q_out += (chunk[~m] ** 2).sum(axis=0)
+    mean_in, mean_out = s_in / n_in, s_out / n_out
+    var_in = np.maximum(q_in / n_in - mean_in**2, 0)
+    var_out = np.maximum(q_out / n_out - mean_out**2, 0)
+    pooled = np.sqrt((n_in * var_in + n_out * var_out) / n)
+    diff = mean_in - mean_out
+    score = np.zeros(c)
+    spread = pooled > 0
+    score[spread] = diff[spread] / pooled[spread]
+    # No spread at all but different means: as far apart as it gets.
+    score[~spread & (diff > 0)] = np.inf
+    score[~spread & (diff < 0)] = -np.inf
+    # Ties (infinite scores of channels without spread, in a map of a few images) go to the
+    # larger difference of the means, then to the lower channel (they went by channel).
+    order = np.lexsort((np.arange(c), -np.abs(diff), -np.abs(score)))[: int(k)]
+    return tuple(
+        ChannelSplit(int(i), float(score[i]), float(mean_in[i]), float(mean_out[i])) for i in order
+    )
+
+
+# -- everything a map of one layer needs

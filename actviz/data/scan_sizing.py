@@ -1,0 +1,190 @@
+"""Sizing a scan before it runs: what its embeddings will hold (:func:`estimate_memory`), the
+batch size from one probing forward pass (:func:`choose_batch_size`) and the loader's worker
+processes (:func:`default_workers`).
+
+Kept apart from the scan's loop (:mod:`actviz.data.scan`, which re-exports these names):
+concept training sizes its own passes with the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from actviz.core.capture import model_device, resolve_layers
+from actviz.core.edit_kinds import channel_dim
+from actviz.core.threads import available_cores
+from actviz.data.accumulate import first_tensor
+from actviz.data.cache import ScanStore
+from actviz.data.scan_result import ScanMemory
+from actviz.data.sources import ModelSpec, ScanData, open_data, resolve_model
+
+__all__ = [
+    "ACTIVATION_BUDGET",
+    "MAX_BATCH",
+    "choose_batch_size",
+    "default_workers",
+    "estimate_memory",
+]
+
+#: Bytes of layer outputs one batch may produce when the batch size is chosen automatically.
+ACTIVATION_BUDGET = 256 << 20
+#: Largest automatic batch size.
+MAX_BATCH = 64
+
+
+def _embedding_layers(net: nn.Module, names: list[str], embeddings: Any) -> set[str]:
+    """The scanned layers that record embeddings."""
+    if embeddings is True:
+        return set(names)
+    if not embeddings:
+        return set()
+    wanted = resolve_layers(net, [embeddings] if isinstance(embeddings, str) else embeddings)
+    missing = [name for name in wanted if name not in names]
+    if missing:
+        raise ValueError(
+            f"embeddings asked for layers that are not scanned: {', '.join(map(repr, missing))}"
+        )
+    return set(wanted)
+
+
+def estimate_memory(
+    model: Any,
+    data: Any,
+    layers: Sequence[str] | str,
+    *,
+    embeddings: bool | Sequence[str] = True,
+    transform: Callable[..., Any] | None = None,
+) -> ScanMemory:
+    """What a scan with ``embeddings`` will hold for them, before it starts.
+
+    Lists the data and runs the model once on its first readable item to learn each layer's
+    width (the model's training flags are restored after). For a window's worker thread:
+    it runs the model, so not at the same time as another job on the same model.
+
+    Parameters
+    ----------
+    model, data, layers, embeddings, transform
+        As for :func:`scan`.
+
+    Returns
+    -------
+    ScanMemory
+        Per layer the values per image, and the bytes (``images x values x 2``).
+    """
+    spec = resolve_model(model, transform)
+    names = resolve_layers(spec.model, layers)
+    embed = _embedding_layers(spec.model, names, embeddings)
+    items = open_data(data, spec)
+    return _estimate(spec, items, [name for name in names if name in embed], None)[0]
+
+
+def _estimate(
+    spec: ModelSpec, items: ScanData, names: list[str], store: ScanStore | None
+) -> tuple[ScanMemory, int | None]:
+    """Widths from the cache where it has them, else from one forward pass of one item; and
+    that pass's output bytes (for the batch size), None when none ran."""
+    widths: dict[str, int] = {}
+    for name in names:
+        saved = store.get(name) if store is not None else None
+        if saved is not None and int(saved.get("embed_dim", -1)) >= 0:
+            widths[name] = int(saved["embed_dim"])
+    unknown = [name for name in names if name not in widths]
+    total = None
+    if unknown:
+        sample = _first_sample(items, range(min(8, len(items.sources))), spec)
+        if sample is not None:
+            total, found = _probe_forward(spec.model, sample, unknown)
+            widths.update(found)
+    n = len(items.sources)
+    return ScanMemory(n, widths, n * sum(widths.values()) * 2), total
+
+
+def _first_sample(items: ScanData, order: Any, spec: ModelSpec) -> torch.Tensor | None:
+    """The first readable of items ``order`` as a batch of one, on the model's device."""
+    device, dtype = _model_device(spec.model), spec.expected.dtype
+    for i in order:
+        _, t, _ = items.dataset[int(i)]
+        if t is not None:
+            return t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
+    return None
+
+
+def _model_device(net: nn.Module) -> torch.device:
+    return model_device(net) or torch.device("cpu")
+
+
+def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
+    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`.
+
+    Runs the model once on ``sample`` (one input, ``(1, C, ...)``) and adds up the bytes of
+    every module's tensor output.
+    """
+    return _batch_for(_probe_forward(net, sample, ())[0])
+
+
+def _batch_for(total: int) -> int:
+    return int(max(1, min(MAX_BATCH, ACTIVATION_BUDGET // max(total, 1))))
+
+
+def _probe_forward(
+    net: nn.Module, sample: torch.Tensor, names: Sequence[str]
+) -> tuple[int, dict[str, int]]:
+    """One forward pass of ``sample`` in eval mode (training flags restored after): the bytes
+    of every module's tensor output, and the embedding width of each of ``names`` (layers that
+    do not run or give no tensor with a channel dimension are left out)."""
+    total = 0
+    widths: dict[str, int] = {}
+    wanted = {id(m): name for name, m in net.named_modules() if name in set(names)}
+
+    def hook(module: nn.Module, _args: Any, output: Any) -> None:
+        nonlocal total
+        t = first_tensor(output)
+        if t is None:
+            return
+        total += t.numel() * t.element_size()
+        name = wanted.get(id(module))
+        if name is not None and name not in widths and t.ndim >= 2:
+            widths[name] = int(t.shape[channel_dim(module, t)])
+
+    training = [(m, m.training) for m in net.modules()]
+    handles = [m.register_forward_hook(hook) for m in net.modules()]
+    try:
+        net.eval()
+        with torch.no_grad():
+            net(sample)
+    finally:
+        for h in handles:
+            h.remove()
+        for m, flag in training:
+            if m.training != flag:
+                m.training = flag
+    return total, widths
+
+
+def default_workers(
+    items: ScanData, pending: int, batch_size: int, background: bool = False
+) -> int:
+    """``min(2, cores)`` for files worth it (more than two batches), else 0; a background scan
+    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1 (as fast, and a
+    shorter GUI stall when they are forked).
+    """
+    if not items.files or pending <= 2 * batch_size:
+        return 0
+    cores = available_cores()
+    return max(1, min(2, cores - 1 if background else cores))
+
+
+def _probe(
+    net: nn.Module, items: ScanData, pending: np.ndarray, device: torch.device, dtype: Any
+) -> int:
+    for i in pending[:8].tolist():
+        _, t, _ = items.dataset[i]
+        if t is not None:
+            sample = t[None].to(device=device, dtype=dtype if t.is_floating_point() else None)
+            return choose_batch_size(net, sample)
+    return MAX_BATCH

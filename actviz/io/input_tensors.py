@@ -1,0 +1,310 @@
+"""Tensors as model inputs: reading tensor files (.pt, .npy, .npz, .safetensors), refusing
+what is not an input (a checkpoint, Python objects, keyword or positional inputs the forward
+does not take), fitting a tensor to the model (:func:`_fit_tensor`) and seeded ``random:``
+tensors.
+
+Used by :func:`actviz.io.input_files.open_input` and by a dataset scan's sources; kept apart
+from the images and the dispatch over sources because these rules are about tensors alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from actviz.core.input_copies import forward_takes_list
+from actviz.core.structures import describe, map_tensors
+from actviz.io.errors import InputError, ModelFileAsInputError, ModelLoadError
+from actviz.io.input_images import _to_uint8_rgb
+from actviz.io.loaded_input import ExpectedInput, LoadedInput
+from actviz.io.models.checkpoints import FileFormat, extract_weights, one_line
+
+#: Seed of ``random:`` inputs when none is given, so runs repeat.
+RANDOM_SEED = 0
+_TENSOR_FORMATS = (
+    FileFormat.TORCH_ZIP,
+    FileFormat.PICKLE,
+    FileFormat.NPY,
+    FileFormat.NPZ,
+    FileFormat.SAFETENSORS,
+)
+
+
+def _array_to_tensor(arr: np.ndarray, src: str) -> torch.Tensor:
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise InputError(f"{src}: holds a {arr.dtype} array; expected numbers")
+    try:
+        return torch.from_numpy(np.array(arr, copy=True, order="C"))
+    except TypeError as exc:  # dtypes torch lacks (e.g. uint32 on old torch, complex256)
+        raise InputError(f"{src}: unsupported array dtype {arr.dtype} ({one_line(exc)})") from exc
+
+
+def _read_tensor_file(path: Path, src: str, fmt: str) -> tuple[Any, str]:
+    """Read .pt / .npy / .npz / .safetensors content; returns (value, word for messages)."""
+    if fmt == FileFormat.NPY:
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except ValueError as exc:
+            raise InputError(f"{src}: holds Python objects, not numbers ({one_line(exc)})") from exc
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{src}: damaged .npy file ({one_line(exc)})") from exc
+        return _array_to_tensor(arr, src), "array"
+    if fmt == FileFormat.NPZ:
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {name: _array_to_tensor(npz[name], src) for name in npz.files}
+        except ValueError as exc:
+            raise InputError(f"{src}: holds Python objects, not numbers ({one_line(exc)})") from exc
+        except (OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{src}: damaged .npz file ({one_line(exc)})") from exc
+        if not arrays:
+            raise InputError(f"{src}: the .npz archive holds no arrays")
+        if len(arrays) == 1:
+            return next(iter(arrays.values())), "array"
+        positional = [f"arr_{i}" for i in range(len(arrays))]
+        if set(arrays) == set(positional):
+            # np.savez(f, a, b) names unnamed arrays arr_0, arr_1: the forward's positional
+            # inputs, in order (a .pt file's tuple).
+            return tuple(arrays[name] for name in positional), "array"
+        return arrays, "array"
+    if fmt == FileFormat.SAFETENSORS:
+        try:
+            from safetensors.torch import load_file
+
+            tensors = load_file(str(path), device="cpu")
+        except Exception as exc:  # ImportError or safetensors' own SafetensorError
+            raise InputError(f"{src}: cannot read safetensors file ({one_line(exc)})") from exc
+        if not tensors:
+            raise InputError(f"{src}: the safetensors file holds no tensors")
+        return (next(iter(tensors.values())) if len(tensors) == 1 else tensors), "tensor"
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise InputError(
+            f"{src}: holds Python objects, not just tensors; inputs are read with "
+            "weights_only=True, so save a tensor, a tuple/list of tensors or a dict of tensors"
+        ) from exc
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise InputError(f"{src}: damaged tensor file ({one_line(exc)})") from exc
+    return _tensor_structure(obj, src), "tensor"
+
+
+def _tensor_structure(obj: Any, src: str) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, (tuple, list)):
+        if not obj or not any(isinstance(v, torch.Tensor) for v in obj):
+            raise InputError(f"{src}: holds a {type(obj).__name__} without tensors")
+        return tuple(obj)
+    if isinstance(obj, dict):
+        if not obj or not all(isinstance(k, str) for k in obj):
+            raise InputError(f"{src}: holds a dict whose keys are not all argument names")
+        weights = _model_weights(obj)
+        if weights:
+            # A checkpoint picked in Open input by mistake: it would be passed as keyword
+            # inputs and fail in the model's forward with an unexpected keyword argument.
+            raise ModelFileAsInputError(
+                f"{src}: holds {weights}, not an input; open it as the model "
+                "(File > Open model…, or --model on the command line)"
+            )
+        if not any(isinstance(v, torch.Tensor) for v in obj.values()):
+            raise InputError(
+                f"{src}: holds a dict of {describe(obj)[1:-1]}, not tensors; expected a tensor, "
+                "a tuple/list of tensors or a dict of tensors (keyword inputs)"
+            )
+        return dict(obj)
+    raise InputError(
+        f"{src}: holds a {type(obj).__name__}; expected a tensor, a tuple/list of tensors "
+        "(positional inputs) or a dict of tensors (keyword inputs)"
+    )
+
+
+# Parameter names ending the keys of a state_dict (a dict of keyword inputs has none of them).
+_WEIGHT_KEY = re.compile(
+    r"\.(weight|bias|running_mean|running_var|num_batches_tracked|in_proj_\w+)$"
+)
+
+
+def _model_weights(obj: dict[str, Any]) -> str:
+    """What model weights ``obj`` holds, e.g. "model weights (a state_dict of 122 tensors,
+    e.g. conv1.weight)"; "" when it does not look like a checkpoint."""
+    try:
+        found, where = extract_weights(obj, "")
+    except ModelLoadError:
+        return ""
+    if not isinstance(found, dict):
+        return f"a whole model ({type(found).__name__})"
+    if where:
+        return f"a training checkpoint (model weights under {where})"
+    named = [k for k in found if _WEIGHT_KEY.search(k)]
+    if not named or len(named) * 2 < len(found):
+        return ""
+    return f"model weights (a state_dict of {len(found)} tensors, e.g. {', '.join(named[:2])})"
+
+
+def _check_keywords(value: dict[str, Any], src: str, model: Any) -> None:
+    """Refuse keyword inputs the model's forward does not take, before the run fails."""
+    module = getattr(model, "model", model)
+    if not isinstance(module, nn.Module):
+        return
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in params if p.kind in kinds]
+    unknown = [k for k in value if k not in names]
+    if not unknown:
+        return
+    cls = getattr(module, "original_name", None) or type(module).__name__
+    shown = ", ".join(repr(k) for k in unknown[:4]) + (", ..." if len(unknown) > 4 else "")
+    takes = ", ".join(names) if names else "no keyword inputs"
+    raise InputError(
+        f"{src}: holds keyword inputs {shown}, but {cls}.forward takes {takes}; "
+        "save a tensor (or a dict keyed by those names)"
+    )
+
+
+def _check_positional(value: tuple[Any, ...], src: str, model: Any) -> None:
+    """Refuse more (or fewer) positional inputs than the model's forward takes."""
+    module = getattr(model, "model", model)
+    if not isinstance(module, nn.Module) or forward_takes_list(module):
+        return  # a detector's tuple of images is its one list argument
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):  # TorchScript methods and builtins have no signature
+        return
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    count = len(value)
+    if len(required) <= count <= len(positional):
+        return
+    cls = getattr(module, "original_name", None) or type(module).__name__
+    many = f"{len(required)} to {len(positional)}" if len(required) < len(positional) else ""
+    names = ", ".join(p.name for p in positional)
+    raise InputError(
+        f"{src}: holds {count} positional input{'' if count == 1 else 's'}, but {cls}.forward "
+        f"takes {many or len(positional)} ({names})"
+    )
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _fit_tensor(
+    t: torch.Tensor, src: str, word: str, exp: ExpectedInput
+) -> tuple[torch.Tensor, list[str]]:
+    """Check a single tensor against the model; add a missing batch dimension."""
+    notes: list[str] = []
+    if t.is_floating_point():
+        t = t.to(exp.dtype)
+    if exp.channels is None or exp.spatial_dims is None:
+        return t, notes
+    rank = exp.spatial_dims + 2
+    c = exp.channels
+    layout = f"(N, {c}" + ", D, H, W"[-3 * exp.spatial_dims :] + ")"
+    article = "an" if word[0] in "aeiou" else "a"
+    if t.ndim == rank - 1 and t.shape[0] == c:
+        t = t.unsqueeze(0)
+        notes.append("added a batch dimension")
+    elif t.ndim != rank:
+        raise InputError(
+            f"{src}: model expects {c} input channels ({exp.layer}), got a {t.ndim}-D {word} "
+            f"of shape {_shape_text(tuple(t.shape))}; expected {rank}-D {layout}"
+        )
+    if t.shape[1] != c:
+        raise InputError(
+            f"{src}: model expects {c} input channels ({exp.layer}), got {article} {word} of "
+            f"shape {_shape_text(tuple(t.shape))} with {t.shape[1]} channel"
+            f"{'' if t.shape[1] == 1 else 's'}; expected {layout}"
+        )
+    return t, notes
+
+
+def _display_image(value: Any) -> np.ndarray | None:
+    """A min-max view of the first sample when the input is an (N, 1|3, H, W) tensor."""
+    if not isinstance(value, torch.Tensor) or value.ndim != 4 or value.shape[1] not in (1, 3):
+        return None
+    if not (value.is_floating_point() or value.dtype == torch.uint8):
+        return None
+    x = value[0].detach().to("cpu", torch.float32)
+    finite = x[torch.isfinite(x)]
+    if finite.numel() == 0:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    x = torch.nan_to_num((x - lo) / (hi - lo) if hi > lo else torch.zeros_like(x))
+    return _to_uint8_rgb(x)
+
+
+def _move(value: Any, exp: ExpectedInput) -> Any:
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return (
+            t.to(device=exp.device, dtype=exp.dtype) if t.is_floating_point() else t.to(exp.device)
+        )
+
+    return map_tensors(value, move)
+
+
+def _from_value(value: Any, src: str, kind: str, word: str, exp: ExpectedInput) -> LoadedInput:
+    notes: list[str] = []
+    if isinstance(value, torch.Tensor):
+        value, notes = _fit_tensor(value, src, word, exp)
+    value = _move(value, exp)
+    name = Path(src).name if not src.startswith(("<", "random")) else src
+    extra = f" ({', '.join(notes)})" if notes else ""
+    return LoadedInput(value, src, kind, _display_image(value), f"{name}: {describe(value)}{extra}")
+
+
+# --------------------------------------------------------------------------------------------
+# Random
+# --------------------------------------------------------------------------------------------
+
+
+def _from_random(src: str, exp: ExpectedInput, size: tuple[int, int] | None) -> LoadedInput:
+    spec = src[len("random") :].lstrip(":")
+    shape_text, _, seed_text = spec.partition(":")
+    seed = RANDOM_SEED
+    if seed_text:
+        try:
+            seed = int(seed_text)
+        except ValueError:
+            raise InputError(f"{src}: seed {seed_text!r} is not an integer") from None
+    if shape_text:
+        try:
+            shape = tuple(int(s) for s in re.split(r"[x,*]", shape_text.lower()))
+        except ValueError:
+            raise InputError(
+                f"{src}: cannot read the shape {shape_text!r}; write it like random:1x3x224x224"
+            ) from None
+        if not shape or any(s <= 0 for s in shape):
+            raise InputError(f"{src}: every dimension must be a positive integer")
+    else:
+        hw = exp.size or size
+        if hw is None or exp.spatial_dims not in (None, 2):
+            raise InputError(
+                f"{src}: the model's input size is unknown; give a shape like random:1x3x224x224"
+            )
+        shape = (1, exp.channels or 3, *hw)
+    if int(np.prod(shape)) > 2**31:
+        raise InputError(f"{src}: {np.prod(shape):.3g} elements is too many for one input")
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.randn(shape, generator=gen, dtype=torch.float32)
+    t, notes = _fit_tensor(t, src, "tensor", exp)
+    value = t.to(exp.device)
+    extra = f", {', '.join(notes)}" if notes else ""
+    description = f"random: {describe(value)}, standard normal, seed {seed}{extra}"
+    return LoadedInput(value, src, "random", _display_image(value), description)

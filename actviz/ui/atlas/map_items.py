@@ -1,0 +1,276 @@
+"""The Atlas map's graphics items: :class:`SelectBox` (the view box whose drag selects by
+rectangle or lasso) and :class:`RasterDots` (every image's dot, drawn as one cached raster).
+
+Kept apart from the tab's widgets (:mod:`actviz.ui.atlas.view`): these are pyqtgraph items
+with their own painting and pointer rules, reused by the atlas benchmark on their own.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QImage, QPainterPath, QPen, QTransform
+from PySide6.QtWidgets import QGraphicsPathItem
+
+__all__ = ["RasterDots", "SelectBox"]
+
+
+class SelectBox(pg.ViewBox):
+    """A view box whose left drag selects while :attr:`mode` is ``"rect"`` (a rectangle:
+    ``rect_selected(QRectF)``) or ``"lasso"`` (a free shape: ``lasso_selected(ndarray)``,
+    its ``(K, 2)`` vertices); ``""``: the drag pans as usual. View coordinates throughout."""
+
+    rect_selected = Signal(object)
+    lasso_selected = Signal(object)
+
+    #: Screen pixels the pointer moves before the lasso takes another vertex.
+    LASSO_STEP_PX = 3.0
+
+    def __init__(self) -> None:
+        # No context menu: pyqtgraph's menus are top-level widgets that outlive the window.
+        super().__init__(enableMenu=False)
+        self.mode = ""
+        self._lasso: list[QPointF] = []  # vertices, view coordinates
+        self._last_px: QPointF | None = None
+        self.lasso_line = QGraphicsPathItem()
+        pen = QPen(QColor(255, 140, 0), 1.5)
+        pen.setCosmetic(True)
+        pen.setStyle(Qt.PenStyle.DashLine)
+        self.lasso_line.setPen(pen)
+        self.lasso_line.setZValue(20)
+        self.lasso_line.hide()
+        self.addItem(self.lasso_line, ignoreBounds=True)
+
+    @property
+    def selecting(self) -> bool:
+        return bool(self.mode)
+
+    def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802 (Qt's name)
+        if not self.mode or ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseDragEvent(ev, axis)
+            return
+        ev.accept()
+        if self.mode == "lasso":
+            self._lasso_drag(ev)
+            return
+        if ev.isFinish():
+            self.rbScaleBox.hide()
+            a = self.mapToView(ev.buttonDownPos())
+            b = self.mapToView(ev.pos())
+            self.rect_selected.emit(QRectF(a, b).normalized())
+        else:
+            self.updateScaleBox(ev.buttonDownPos(), ev.pos())
+
+    def _lasso_drag(self, ev: Any) -> None:
+        if ev.isStart():
+            self._lasso = [self.mapToView(ev.buttonDownPos())]
+            self._last_px = QPointF(ev.buttonDownPos())
+        pos = QPointF(ev.pos())
+        last = self._last_px
+        if last is None or (pos - last).manhattanLength() >= self.LASSO_STEP_PX or ev.isFinish():
+            self._lasso.append(self.mapToView(pos))
+            self._last_px = pos
+        if ev.isFinish():
+            self.lasso_line.hide()
+            shape = np.array([(p.x(), p.y()) for p in self._lasso], dtype=np.float64)
+            self._lasso, self._last_px = [], None
+            self.lasso_selected.emit(shape)
+            return
+        path = QPainterPath(self._lasso[0])
+        for p in self._lasso[1:]:
+            path.lineTo(p)
+        path.closeSubpath()
+        self.lasso_line.setPath(path)
+        self.lasso_line.show()
+
+
+class RasterDots(pg.GraphicsObject):
+    """Every dot of the map painted as one image, splatted in numpy once per zoom level.
+
+    The image covers the dots around the view (up to :attr:`MARGIN` of the view's size on
+    each side, all of them when they fit): a pan only draws it moved, and the dots are
+    splatted again when the zoom, the dots or their colours change, or a pan leaves what the
+    image covers. Once the view rests (:attr:`IDLE_MS`) an image that has less than half
+    its margin left around the view, or none (made while zooming), is splatted again around
+    it, so the next pan starts with room. Faster than a ``ScatterPlotItem`` with a brush per point for tens of
+    thousands of dots (what ``python -m actviz.bench atlas`` measures as
+    ``atlas_pan_p95_ms``); hover and selection read the coordinates, not the item.
+    """
+
+    #: Pixels splatted beyond each side of the view, as a share of its width and height.
+    MARGIN = 0.5
+    #: Largest image splatted (pixels): the margins shrink on a very large view.
+    MAX_PIXELS = 12_000_000
+    #: Milliseconds the view rests before the image is splatted again around it.
+    IDLE_MS = 150
+
+    def __init__(self, dot: int = 5) -> None:
+        super().__init__()
+        self.dot = int(dot)
+        self.xy = np.zeros((0, 2), np.float64)
+        self._bgra = np.zeros((0, 4), np.uint8)
+        self._rect = QRectF()
+        self._raster: _Raster | None = None
+        #: How many times the dots were splatted into a new image (the rest were moves).
+        self.renders = 0
+        self._last: tuple[QTransform, int, int] | None = None  # the last paint's view
+        self._idle = QTimer(self)
+        self._idle.setSingleShot(True)
+        self._idle.setInterval(self.IDLE_MS)
+        self._idle.timeout.connect(self._on_idle)
+
+    def set_data(self, xy: np.ndarray, rgb: np.ndarray) -> None:
+        """Dots at ``xy`` (M, 2) in ``rgb`` (M, 3) uint8 colours."""
+        self.prepareGeometryChange()
+        self.xy = np.asarray(xy, np.float64)[:, :2]
+        rgb = np.asarray(rgb, np.uint8)[:, :3]
+        # Qt's native ARGB32 is B, G, R, A bytes on little-endian machines.
+        order = rgb[:, ::-1] if sys.byteorder == "little" else rgb
+        alpha = np.full((len(rgb), 1), 255, np.uint8)
+        self._bgra = np.ascontiguousarray(np.concatenate([order, alpha], axis=1))
+        if len(self.xy):
+            lo, hi = self.xy.min(axis=0), self.xy.max(axis=0)
+            span = np.maximum(hi - lo, 1e-9)
+            self._rect = QRectF(lo[0], lo[1], span[0], span[1])
+        else:
+            self._rect = QRectF()
+        self._raster = None
+        self.update()
+
+    def count(self) -> int:
+        return len(self.xy)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
+        return self._rect
+
+    def paint(self, painter: Any, *_args: Any) -> None:
+        if not len(self.xy):
+            return
+        t = painter.transform()  # data -> device pixels
+        w, h = painter.device().width(), painter.device().height()
+        if w <= 0 or h <= 0:
+            return
+        raster = self._raster
+        if raster is None or not raster.covers(t, w, h):
+            # While the zoom changes (a wheel turning) only the view is splatted, a smaller
+            # image; the first pan after it splats the margins too.
+            wide = raster is None or raster.same_scale(t)
+            raster = self._raster = self._render(t, w, h, self.MARGIN if wide else 0.0)
+        if raster.image is None:
+            return
+        # The same zoom: the image moves by whole pixels (no resampling).
+        ox = round(t.dx() - raster.dx) + raster.left
+        oy = round(t.dy() - raster.dy) + raster.top
+        painter.save()
+        painter.resetTransform()
+        painter.drawImage(QPoint(ox, oy), raster.image)
+        painter.restore()
+        if not raster.covers(t, w, h, self._slack(w, h)):
+            self._last = (QTransform(t), w, h)
+            self._idle.start()
+
+    def _slack(self, w: int, h: int) -> tuple[int, int]:
+        return int(w * self.MARGIN / 2), int(h * self.MARGIN / 2)
+
+    def _on_idle(self) -> None:
+        # The view has not moved since the last paint: the same pixels, with room around.
+        last, raster = self._last, self._raster
+        self._last = None
+        if last is None or raster is None or not len(self.xy):
+            return
+        t, w, h = last
+        if raster.same_scale(t) and not raster.covers(t, w, h, self._slack(w, h)):
+            self._raster = self._render(t, w, h, self.MARGIN)
+
+    def _render(self, t: Any, w: int, h: int, margin: float) -> _Raster:
+        from actviz.data.atlas_image import splat_dots
+
+        self.renders += 1
+        xy = self.xy
+        x = xy[:, 0] * t.m11() + xy[:, 1] * t.m21() + t.dx()
+        y = xy[:, 0] * t.m12() + xy[:, 1] * t.m22() + t.dy()
+        pad = self.dot
+        # The dots' own extent in device pixels, and the part of it near the view.
+        finite = np.isfinite(x) & np.isfinite(y)
+        if not finite.any():
+            return _Raster(t, (0, 0, 0, 0), 0, 0, None, None)
+        bounds = (
+            int(np.floor(x[finite].min())) - pad,
+            int(np.floor(y[finite].min())) - pad,
+            int(np.ceil(x[finite].max())) + pad + 1,
+            int(np.ceil(y[finite].max())) + pad + 1,
+        )
+        # At most MAX_PIXELS in all (a 4K view's margins would take 130 MB).
+        share = min(margin, max(0.0, (np.sqrt(self.MAX_PIXELS / (w * h)) - 1) / 2))
+        mx, my = int(w * share) + pad, int(h * share) + pad
+        left, top = max(bounds[0], -mx), max(bounds[1], -my)
+        right, bottom = min(bounds[2], w + mx), min(bounds[3], h + my)
+        if right <= left or bottom <= top:
+            return _Raster(t, bounds, left, top, None, None, (right, bottom))
+        buf = np.zeros((bottom - top, right - left, 4), dtype=np.uint8)
+        splat_dots(x - left, y - top, self._bgra, right - left, bottom - top, self.dot, out=buf)
+        # Alpha is 0 or 255, so premultiplied or not is the same: no conversion of the image.
+        image = QImage(
+            buf.data, buf.shape[1], buf.shape[0], buf.shape[1] * 4,
+            QImage.Format.Format_ARGB32_Premultiplied,
+        )  # fmt: skip
+        return _Raster(t, bounds, left, top, image, buf, (right, bottom))
+
+
+class _Raster:
+    """One splatted image of :class:`RasterDots`: made at transform ``t``, covering device
+    pixels ``[left, right) x [top, bottom)`` of it; the dots span ``bounds`` there."""
+
+    def __init__(
+        self,
+        t: Any,
+        bounds: tuple[int, int, int, int],
+        left: int,
+        top: int,
+        image: QImage | None,
+        buffer: np.ndarray | None,
+        end: tuple[int, int] | None = None,
+    ) -> None:
+        self.scale = (t.m11(), t.m12(), t.m21(), t.m22())
+        self.dx, self.dy = t.dx(), t.dy()
+        self.bounds = bounds
+        self.left, self.top = left, top
+        self.right, self.bottom = end if end is not None else (left, top)
+        self.image = image
+        self.buffer = buffer  # the image's pixels (QImage does not own them)
+
+    def same_scale(self, t: Any) -> bool:
+        """Whether transform ``t`` has this image's zoom (it may be moved)."""
+        scale = (t.m11(), t.m12(), t.m21(), t.m22())
+        # A pan recomputes the scale from the moved range: equal to a few parts in 1e15.
+        return all(
+            abs(a - b) <= 1e-7 * max(abs(b), 1e-300) for a, b in zip(scale, self.scale, strict=True)
+        )
+
+    def covers(self, t: Any, w: int, h: int, slack: tuple[int, int] = (0, 0)) -> bool:
+        """Whether drawing this image moved to transform ``t`` shows every dot a ``w`` x ``h``
+        device would (the same zoom, and the dots in view inside the image); ``slack``: and
+        every dot that far around the view."""
+        if not self.same_scale(t):
+            return False
+        ox, oy = round(t.dx() - self.dx), round(t.dy() - self.dy)
+        sx, sy = slack
+        # What must be drawn, in this image's pixels: the view and the dots' extent overlap.
+        need = (
+            max(-ox - sx, self.bounds[0]),
+            max(-oy - sy, self.bounds[1]),
+            min(w - ox + sx, self.bounds[2]),
+            min(h - oy + sy, self.bounds[3]),
+        )
+        if need[2] <= need[0] or need[3] <= need[1]:
+            return True  # no dot in view
+        return (
+            need[0] >= self.left
+            and need[1] >= self.top
+            and need[2] <= self.right
+            and need[3] <= self.bottom
+        )

@@ -1,0 +1,125 @@
+"""Which layers a fresh model gets ticked: :func:`default_layers` (each block's output and the
+head; a text model's transformer blocks) and its walks over the module tree.
+
+A rule about models, not about the session's state: the session calls it when a model is
+opened, the tests and the text-model views call it on trees of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.core.tree import ModuleTree
+
+
+#: Default ticks are capped at this many layers so the first run stays quick to look at.
+DEFAULT_TICK_LIMIT = 8
+#: Generic containers: their outputs are their last child's output, so they are walked through.
+_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
+#: A text model's default ticks are every block (spread over this many when there are more).
+DEFAULT_BLOCK_LIMIT = 48
+
+
+def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
+    """A few interesting layers to tick on a fresh model: each block's output, plus the head.
+
+    Blocks are the non-container modules with children found by walking through
+    ``Sequential``/``ModuleList``/``ModuleDict`` (ResNet's ``BasicBlock``, the demo's
+    ``ConvBlock``). Models made only of leaves get their leaves (convolutions first when
+    there are many). At most ``limit`` names, spread evenly, the last leaf always kept.
+
+    A model in one wrapper (fewer than two such blocks) gets the blocks of its outermost
+    ``ModuleList`` (a Hugging Face ViT's ``vit.encoder.layer.N``) when it has two or more.
+    A text model (its first module an embedding table) gets every transformer block's output
+    instead (:func:`_text_blocks`: ``transformer.h.N``, ``encoder.layer.N``,
+    ``model.layers.N``), up to :data:`DEFAULT_BLOCK_LIMIT`, plus the head.
+    """
+    text_blocks = _text_blocks(tree)
+    if text_blocks:
+        head = tree.leaves()[-1]
+        picks = [b for b in text_blocks if b != head]
+        return _in_tree_order(tree, _spread(picks, DEFAULT_BLOCK_LIMIT) + [head])
+    # Containers are walked through; any other module with children is a block.
+    blocks = _walk_blocks(tree, lambda node: None if node.type_name in _CONTAINERS else [node.name])
+    leaves = tree.leaves()
+    if not leaves or leaves == [""]:
+        return [""] if "" in tree else []
+    head = leaves[-1]
+    if len(blocks) < 2:
+        # One wrapper with all inside (a Hugging Face image model's ``vit``): its list of
+        # blocks, rather than its first convolution (``vit.embeddings...projection``).
+        listed = _listed_blocks(tree)
+        blocks = listed if len(listed) >= 2 else blocks
+    if len(blocks) > limit - 1:
+        # Too many blocks (ResNet's 8 BasicBlocks): show the stages that group them instead.
+        parents = list(dict.fromkeys(tree[b].parent or "" for b in blocks))
+        if len(parents) >= 2 and "" not in parents:
+            blocks = parents
+    if len(blocks) >= 2:
+        picks = blocks
+    else:
+        picks = [n for n in leaves if "Conv" in tree[n].type_name] if len(leaves) > limit else []
+        picks = picks or leaves
+    picks = [p for p in picks if p != head]
+    return _in_tree_order(tree, _spread(picks, limit - 1) + [head])
+
+
+def _in_tree_order(tree: ModuleTree, names: list[str]) -> list[str]:
+    """``names`` without repeats in tree order, so panels appear top to bottom as the data
+    flows."""
+    order = {node.name: i for i, node in enumerate(tree.nodes)}
+    return sorted(dict.fromkeys(names), key=order.__getitem__)
+
+
+def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> list[str]:
+    """The names ``pick(node)`` gives for the modules with children, from the root down:
+    a list (maybe empty) is taken and that module's children are not walked, None walks
+    into them."""
+    blocks: list[str] = []
+
+    def walk(name: str) -> None:
+        for child in tree[name].children:
+            node = tree[child]
+            if node.is_leaf:
+                continue
+            found = pick(node)
+            if found is None:
+                walk(child)
+            else:
+                blocks.extend(found)
+
+    walk("")
+    return blocks
+
+
+def _text_blocks(tree: ModuleTree) -> list[str]:
+    """The blocks of a text model: the children of its outermost lists of blocks
+    (``transformer.h``, ``encoder.layer``; an encoder-decoder's two), when its first module
+    is an embedding table (token ids come in); [] for any other model. Lists inside a block
+    (a mixture of experts) are parts of it, not blocks."""
+    leaves = tree.leaves()
+    if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
+        return []
+    return _listed_blocks(tree)
+
+
+def _listed_blocks(tree: ModuleTree) -> list[str]:
+    """The children with children of the outermost ``ModuleList``s (a transformer's
+    ``encoder.layer``, a Hugging Face CNN's ``encoder.stages``)."""
+
+    def pick(node: Any) -> list[str] | None:
+        inner = [c for c in node.children if not tree[c].is_leaf]
+        return inner if node.type_name == "ModuleList" and inner else None
+
+    return _walk_blocks(tree, pick)
+
+
+def _spread(items: list[str], n: int) -> list[str]:
+    if n <= 0:
+        return []
+    if len(items) <= n:
+        return list(items)
+    step = (len(items) - 1) / max(n - 1, 1)
+    return [items[round(i * step)] for i in range(n)]

@@ -1,0 +1,106 @@
+"""How the feature maps are shown, without widgets: :class:`DisplaySettings`, the part of
+the :class:`~actviz.workspace.session_state.Session` that holds the colour map, the normalisation,
+the Grad-CAM layer and each layer's mosaic pages and channel order.
+
+A collaborator the session owns (``session.display_settings``): these settings change together, are
+announced through one event (``view_changed(what)``) and are reset together with the model;
+the session forwards its old attribute and setter names here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from actviz.display.colormaps import AUTO
+from actviz.display.mosaic import ChannelOrder, page_start
+
+__all__ = ["VIEW_FIELDS", "DisplaySettings"]
+
+#: The settings a :class:`DisplaySettings` holds, by their (and the session's) attribute names.
+VIEW_FIELDS = (
+    "colormap",
+    "normalize",
+    "gradcam_layer",
+    "channel_pages",
+    "page_channels",
+    "channel_orders",
+)
+
+
+class DisplaySettings:
+    """The display settings of one session; ``changed(what)`` announces each change, with
+    ``what`` the name of the setting (one of :data:`VIEW_FIELDS`)."""
+
+    def __init__(self, changed: Callable[[str], Any]) -> None:
+        self._changed = changed
+        #: The colour-map choice of the feature maps ("auto": one per layer).
+        self.colormap = AUTO
+        self.normalize = "channel"
+        self.gradcam_layer: str | None = None
+        # {layer: first channel} of the mosaic page the user turned to (layers with more
+        # channels than one mosaic shows); kept across runs, cleared with the model.
+        self.channel_pages: dict[str, int] = {}
+        # {layer: channels per page}: the window's choice from its panels' widths.
+        self.page_channels: dict[str, int] = {}
+        #: ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (sorted
+        #: by effect); cleared with the model.
+        self.channel_orders: dict[str, ChannelOrder] = {}
+
+    def reset_for_model(self, gradcam_layer: str | None) -> None:
+        """Forget what named the layers of the model before (pages, page sizes, orders) and
+        take ``gradcam_layer``; colour map and normalisation stay. Announces nothing: the
+        model change is announced instead."""
+        self.gradcam_layer = gradcam_layer
+        self.channel_pages = {}
+        self.page_channels = {}
+        self.channel_orders = {}
+
+    def set_view(
+        self,
+        *,
+        colormap: str | None = None,
+        normalize: str | None = None,
+        gradcam_layer: str | None | type[Ellipsis] = ...,
+    ) -> None:
+        """Change view settings (None / ``...`` leaves one as it is); announce each change."""
+        changed = []
+        if colormap is not None and colormap != self.colormap:
+            self.colormap = colormap
+            changed.append("colormap")
+        if normalize is not None and normalize != self.normalize:
+            self.normalize = normalize
+            changed.append("normalize")
+        if gradcam_layer is not ... and gradcam_layer != self.gradcam_layer:
+            self.gradcam_layer = gradcam_layer  # type: ignore[assignment]
+            changed.append("gradcam_layer")
+        for what in changed:
+            self._changed(what)
+
+    def set_channel_page(self, layer: str, first: int) -> None:
+        """Show the mosaic page of ``layer`` that starts at channel ``first``."""
+        if self.channel_pages.get(layer) != first:
+            self.channel_pages[layer] = first
+            self._changed("channel_pages")
+
+    def set_channel_order(self, layer: str, order: ChannelOrder | None) -> None:
+        """Tile ``layer``'s channels in ``order`` (None: the natural order) and announce it.
+        The page shown is the one holding the channel ``channel_pages[layer]`` names."""
+        if order is None:
+            if self.channel_orders.pop(layer, None) is not None:
+                self._changed("channel_orders")
+        elif self.channel_orders.get(layer) != order:
+            self.channel_orders[layer] = order
+            self._changed("channel_orders")
+
+    def page_start(self, layer: str, size: int) -> int:
+        """Where the page of ``size`` channels shown of ``layer`` starts: a channel, or a
+        position in its channel order (:func:`~actviz.display.mosaic.page_start`)."""
+        at = self.channel_pages.get(layer, 0)
+        return page_start(at, size, self.channel_orders.get(layer))
+
+    def set_page_channels(self, layer: str, count: int) -> None:
+        """Channels per mosaic page of ``layer`` (the window's choice from the panel width)."""
+        if self.page_channels.get(layer) != count:
+            self.page_channels[layer] = count
+            self._changed("page_channels")
