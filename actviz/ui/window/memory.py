@@ -9,10 +9,10 @@ In the app's own process (:func:`keep_collector_off_clicks`, called by ``run_app
 cyclic collector is kept off the GUI's critical path: a full collection walks every object
 (~400k with ResNet-18 in the window, ~0.2 s), and Python started them in the middle of clicks.
 What exists when the window is built, and what survives each idle moment's collection of the
-objects made since, is frozen (``gc.freeze``), so Python's own collections walk only what is
-new. The frozen objects are walked again (a full collection) at an idle moment once they have
-grown by half since the last full one, so cyclic garbage among them is bounded. A script's or a
-test's process keeps Python's own schedule.
+youngest objects (a few milliseconds), is frozen (``gc.freeze``), so Python's own collections
+walk only what is new. Everything is walked again (a full collection) once the frozen objects
+have grown by half since the last full one, after :data:`FULL_IDLE_MS` without a result, so
+cyclic garbage among them is bounded. A script's or a test's process keeps Python's schedule.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from actviz.core import allocator
 IDLE_MS = 2000
 #: Freed memory kept beyond the heap in use before a trim is worth its few milliseconds.
 SLACK_MIB = 64.0
+#: How long the window must stay idle before a due full collection (~0.2 s) runs.
+FULL_IDLE_MS = 20_000
 
 
 _FREEZE = [False]
@@ -64,12 +66,22 @@ class IdleMemory(QObject):
         self.freezes = _FREEZE[0]
         #: Objects frozen after the last full collection (the window's start counts as one).
         self.frozen_after_full = 0
+        self._full_timer = QTimer(self)
+        self._full_timer.setSingleShot(True)
+        self._full_timer.timeout.connect(self._on_long_idle)
         if self.freezes:
             self.collect_cycles(full=True)
 
     def touch(self, *_args: Any) -> None:
         """Something changed: trim once the window is idle again."""
         self._timer.start()
+        self._full_timer.stop()
+
+    def _on_long_idle(self) -> None:
+        if self._busy():
+            self._full_timer.start()
+            return
+        self.collect_cycles(full=True)
 
     def _on_idle(self) -> None:
         if self._busy():
@@ -93,20 +105,24 @@ class IdleMemory(QObject):
         """The window closes: no more trims (one under way finishes on its own), and Python's
         collector sees every object again."""
         self._timer.stop()
+        self._full_timer.stop()
         if self.freezes:
             gc.unfreeze()
 
     def collect_cycles(self, *, full: bool = False) -> None:
-        """Collect the cyclic garbage among the objects made since the last idle moment, then
-        freeze the survivors; every object (a ``full`` collection) when the frozen ones grew
-        by half since the last full one. Nothing in a process that keeps Python's schedule."""
+        """Collect the cyclic garbage among the youngest objects, then freeze the survivors;
+        every object (``full``) when asked. A full collection once the frozen objects grew by
+        half is left for :data:`FULL_IDLE_MS` of idleness. Nothing in a process that keeps
+        Python's schedule."""
         if not self.freezes:
             return
-        if full or gc.get_freeze_count() > 1.5 * self.frozen_after_full:
+        if full:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
             self.frozen_after_full = gc.get_freeze_count()
             return
-        gc.collect()  # the frozen objects are not walked
+        gc.collect(1)  # the two young generations: the older objects are frozen unwalked
         gc.freeze()
+        if gc.get_freeze_count() > 1.5 * self.frozen_after_full:
+            self._full_timer.start(FULL_IDLE_MS)
