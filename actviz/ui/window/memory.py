@@ -10,9 +10,9 @@ cyclic collector is kept off the GUI's critical path: a full collection walks ev
 (~400k with ResNet-18 in the window, ~0.2 s), and Python started them in the middle of clicks.
 What exists when the window is built, and what survives each idle moment's collection of the
 youngest objects (a few milliseconds), is frozen (``gc.freeze``), so Python's own collections
-walk only what is new. Everything is walked again (a full collection) once the frozen objects
-have grown by half since the last full one, after :data:`FULL_IDLE_MS` without a result, so
-cyclic garbage among them is bounded. A script's or a test's process keeps Python's schedule.
+walk only what is new. Everything is walked again (a full collection) every :data:`FULL_EVERY` idle
+moments, once the window has been idle :data:`FULL_IDLE_MS`, so cyclic garbage among the
+frozen objects is bounded. A script's or a test's process keeps Python's schedule.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ IDLE_MS = 2000
 SLACK_MIB = 64.0
 #: How long the window must stay idle before a due full collection (~0.2 s) runs.
 FULL_IDLE_MS = 20_000
+#: Idle moments between two full collections (counting them is free; counting the frozen
+#: objects walks them all).
+FULL_EVERY = 50
 
 
 _FREEZE = [False]
@@ -64,8 +67,8 @@ class IdleMemory(QObject):
         self.trims = 0  # trims done (tests read it)
         #: Whether this window freezes what survives its collections (see the module).
         self.freezes = _FREEZE[0]
-        #: Objects frozen after the last full collection (the window's start counts as one).
-        self.frozen_after_full = 0
+        #: Idle moments before a full collection is due (the window's start makes one).
+        self.idles_before_full = FULL_EVERY
         self._full_timer = QTimer(self)
         self._full_timer.setSingleShot(True)
         self._full_timer.timeout.connect(self._on_long_idle)
@@ -111,8 +114,8 @@ class IdleMemory(QObject):
 
     def collect_cycles(self, *, full: bool = False) -> None:
         """Collect the cyclic garbage among the youngest objects, then freeze the survivors;
-        every object (``full``) when asked. A full collection once the frozen objects grew by
-        half is left for :data:`FULL_IDLE_MS` of idleness. Nothing in a process that keeps
+        every object (``full``) when asked. A full collection every :data:`FULL_EVERY` idle
+        moments is left for :data:`FULL_IDLE_MS` of idleness. Nothing in a process that keeps
         Python's schedule."""
         if not self.freezes:
             return
@@ -120,9 +123,10 @@ class IdleMemory(QObject):
             gc.unfreeze()
             gc.collect()
             gc.freeze()
-            self.frozen_after_full = gc.get_freeze_count()
+            self.idles_before_full = FULL_EVERY
             return
         gc.collect(1)  # the two young generations: the older objects are frozen unwalked
         gc.freeze()
-        if gc.get_freeze_count() > 1.5 * self.frozen_after_full:
+        self.idles_before_full -= 1
+        if self.idles_before_full <= 0:
             self._full_timer.start(FULL_IDLE_MS)
