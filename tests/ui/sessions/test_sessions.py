@@ -423,6 +423,9 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
     assert asked and shown[1][1] == str(checkpoint.resolve())
     _same_tensors(result.capture, shown[1][0])
     assert len(shown[1][2]) == 1  # (run_app deletes its window when it returns)
+    # Qt keeps the class it made for ``Recorded`` alive, and with it this list: let the two
+    # windows' Python side go now, not with the process.
+    opened.clear()
 
 
 def _sessions_of(window):
