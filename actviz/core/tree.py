@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -13,15 +14,41 @@ from actviz.core.capture import Capture
 __all__ = ["ModuleNode", "ModuleTree", "ParamInfo", "module_tree"]
 
 
-@dataclass(frozen=True)
 class ParamInfo:
-    """A parameter or buffer of one module (its own, not its children's)."""
+    """A parameter or buffer of one module (its own, not its children's).
 
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    requires_grad: bool
-    norm: float
+    ``norm`` (the L2 norm) is read from the tensor when first asked for, not when the tree is
+    built: the tree is built on the GUI thread at every model switch, and a norm walks every
+    weight (seconds for a large checkpoint) while only the details pane of one module shows it.
+    """
+
+    __slots__ = ("name", "shape", "dtype", "requires_grad", "_norm", "_tensor")
+
+    def __init__(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        requires_grad: bool,
+        norm: float | None = None,
+        tensor: torch.Tensor | None = None,
+    ) -> None:
+        self.name, self.shape, self.dtype, self.requires_grad = name, shape, dtype, requires_grad
+        self._norm = norm
+        # A weak reference: the tree must not keep a switched-away model's weights alive.
+        self._tensor = weakref.ref(tensor) if tensor is not None else None
+
+    @property
+    def norm(self) -> float:
+        """The tensor's L2 norm (NaN when empty, uninitialised, or freed before it was read)."""
+        if self._norm is None:
+            tensor = self._tensor() if self._tensor is not None else None
+            self._norm = _norm(tensor) if tensor is not None else float("nan")
+            self._tensor = None
+        return self._norm
+
+    def __repr__(self) -> str:
+        return f"ParamInfo({self.name!r}, {self.shape}, {self.dtype!r})"
 
     @property
     def numel(self) -> int:
@@ -107,14 +134,15 @@ def _info(name: str, t: torch.Tensor) -> ParamInfo:
     if isinstance(t, nn.parameter.UninitializedTensorMixin):
         # Lazy modules (nn.LazyLinear...) have no shape until their first forward.
         return ParamInfo(name, (), "uninitialized", t.requires_grad, float("nan"))
+    dtype = str(t.dtype).replace("torch.", "")
+    return ParamInfo(name, tuple(t.shape), dtype, t.requires_grad, tensor=t)
+
+
+def _norm(t: torch.Tensor) -> float:
     with torch.no_grad():
         if t.numel() and (t.is_floating_point() or t.is_complex()):
-            norm = float(torch.linalg.vector_norm(t.detach().float()))
-        else:
-            norm = float("nan") if t.numel() == 0 else float(t.detach().double().norm())
-    return ParamInfo(
-        name, tuple(t.shape), str(t.dtype).replace("torch.", ""), t.requires_grad, norm
-    )
+            return float(torch.linalg.vector_norm(t.detach().float()))
+        return float("nan") if t.numel() == 0 else float(t.detach().double().norm())
 
 
 def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:

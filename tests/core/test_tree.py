@@ -37,6 +37,32 @@ def test_resnet18_tree():
     ]
 
 
+def test_the_tree_reads_no_weights_until_a_norm_is_asked_for_and_keeps_none_alive(monkeypatch):
+    """Built at every model switch on the GUI thread: no pass over the weights there."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    norms = []
+    real = torch.linalg.vector_norm
+    monkeypatch.setattr(
+        torch.linalg, "vector_norm", lambda *a, **k: norms.append(1) or real(*a, **k)
+    )
+    tree = actviz.module_tree(model)
+    assert norms == []  # 62 parameters, none read
+    fc = tree["fc"].parameters[0]
+    assert fc.norm == float(real(model.fc.weight.detach())) and len(norms) == 1
+    assert fc.norm == fc.norm and len(norms) == 1  # read once
+    conv = tree["layer1.0.conv1"]
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None  # the tree holds no weights of a model the window let go
+    assert tree["conv1"].parameters[0].numel == 9408 and conv.own_params == 36864
+    assert str(tree["conv1"].parameters[0].norm) == "nan"  # freed before it was read
+
+
 def test_tree_with_capture_has_shapes_and_calls():
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
