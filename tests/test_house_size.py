@@ -24,7 +24,6 @@ OVER: dict[str, int] = {
     "actviz/display/prepare.py": 683,
     "actviz/ui/live/dock.py": 647,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
-    "actviz/ui/panels/channel_view.py::ChannelView": 447,
     "actviz/ui/concepts/feature.py::ConceptsFeature": 405,
     "actviz/ui/compare/view.py::CompareView": 446,
     "actviz/ui/visualize/page.py::PageVisualiser": 441,
