@@ -25,7 +25,7 @@ OVER: dict[str, int] = {
     "actviz/ui/live/dock.py": 647,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
     "actviz/ui/concepts/feature.py::ConceptsFeature": 405,
-    "actviz/ui/visualize/page.py::PageVisualiser": 441,
+
     "actviz/ui/visualize/feature.py::VisualizeFeature": 430,
     "actviz/ui/live/dock.py::LiveControls": 413,
 }
