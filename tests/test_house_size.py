@@ -26,7 +26,6 @@ OVER: dict[str, int] = {
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
     "actviz/ui/concepts/feature.py::ConceptsFeature": 405,
 
-    "actviz/ui/visualize/feature.py::VisualizeFeature": 430,
     "actviz/ui/live/dock.py::LiveControls": 413,
 }
 
