@@ -104,7 +104,7 @@ class AtlasFeature(FeatureBase, QObject):
         # The plot's own tooltip event (Qt's hover delay, ~0.7 s after the pointer stops) found
         # no item tooltip in the scene and hid the thumbnail: the map answers it here.
         v.plot.viewport().installEventFilter(self)
-        v.clicked.connect(self._on_clicked)
+        v.clicked.connect(self._open_row)
         v.rect_selected.connect(self._on_rect)
         v.lasso_selected.connect(self._on_lasso)
         v.nearest_strip.activated_row.connect(self._open_row)
@@ -319,9 +319,6 @@ class AtlasFeature(FeatureBase, QObject):
         self.hover_text = self._describe(row, thumbnail=True)
         self.view.hover_label.setText(self._describe(row))
         QToolTip.showText(QCursor.pos(), self.hover_text, self.view.plot)
-
-    def _on_clicked(self, row: int) -> None:
-        self._open_row(row)
 
     def _open_row(self, row: int) -> None:
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):

@@ -94,7 +94,7 @@ class VisualizeFeature(FeatureBase, QObject):
         )
         # The section's Cancel stops its own synthesis only; Esc (:meth:`cancel`) stops the
         # page in the What channels want dock too.
-        self.section.cancel_requested.connect(self._on_section_cancel_requested)
+        self.section.cancel_requested.connect(self._cancel_synthesis)
         self.session.model_changed.connect(self._on_model_changed)
 
         #: The "What channels want" dock and its background synthesis.
@@ -379,9 +379,6 @@ class VisualizeFeature(FeatureBase, QObject):
         if key[1] in vis.channels:
             self._forget_lookup()
             self._show_cached()  # from the cache the page has just written
-
-    def _on_section_cancel_requested(self) -> None:
-        self._cancel_synthesis()
 
     def _forget_lookup(self) -> None:
         self._asked, self._pending = None, False

@@ -107,12 +107,6 @@ class FileOpening:
         self.model_loads = model_loads
         self.banner = banner
         self.status_label = status_label
-        self.show_error = window.show_error
-        self.show_warning = window.show_warning
-        self._refresh_busy = window.refresh_busy
-        self._wait_until = window.wait_until
-        self._stop_current_run = window.stop_current_run
-        self._run_if_due = window.run_if_due
         self._model_request: ModelRequest | None = None
         self.menus = OpenMenus(self, actions)
         #: What a model switch does with an input the new model cannot take.
@@ -155,7 +149,7 @@ class FileOpening:
         self.start_model_load(request)
         if not wait:
             return True
-        self._wait_until(lambda: request.succeeded is not None)
+        self.window.wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
@@ -174,7 +168,7 @@ class FileOpening:
         self.inputs.ask(request)
         if not wait:
             return True
-        self._wait_until(lambda: request.succeeded is not None)
+        self.window.wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
 
     def load_demo(self, sample: str | None = None) -> bool:
@@ -271,7 +265,7 @@ class FileOpening:
         if self.inputs.request is not None:
             source = short_source(self.inputs.request.source)
             self.inputs.drop(f"Opening {source} was cancelled; the input stays.")
-            self._run_if_due()
+            self.window.run_if_due()
             cancelled = True
         return cancelled
 
@@ -300,7 +294,7 @@ class FileOpening:
             cancelled=lambda: self._on_model_load_cancelled(job),
             progress=self.status_label.setText,
         )
-        self._refresh_busy(f"Opening {short_source(source)}…")
+        self.window.refresh_busy(f"Opening {short_source(source)}…")
 
     def _drop_model_load(self, status: str = "") -> None:
         request = self._model_request
@@ -336,7 +330,7 @@ class FileOpening:
             self.settings.add_recent_model(request.source, request.arch)
             self.menus.refresh_recent()
         guessed = guessed_arch_text(loaded) if not request.arch else ""
-        self._refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
+        self.window.refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
         # The status text changes with the first run; the status bar message stays a while,
         # and only while the model it is about is shown.
         self.menus.show_note(guessed)
@@ -405,16 +399,16 @@ class FileOpening:
         if not text:
             text = f"Opening {short_source(request.source)} was cancelled; the model stays."
         if level == "error":
-            self.show_error(text, details=details)
+            self.window.show_error(text, details=details)
         elif level == "warning":
-            self.show_warning(text)
+            self.window.show_warning(text)
         # An error's whole sentence is in the banner; the one-line status bar would cut it.
-        self._refresh_busy(failed_status(request.source) if level == "error" else text)
+        self.window.refresh_busy(failed_status(request.source) if level == "error" else text)
         self.window.model_load_failed.emit(text)
         self.inputs.model_failed()
 
     def _adopt_model(self, loaded: Any) -> None:
-        self._stop_current_run()
+        self.window.stop_current_run()
         self.banner.clear()
         gradcam = None
         if loaded.source == "demo" or loaded.kind == "demo":
