@@ -24,7 +24,6 @@ OVER: dict[str, int] = {
     "actviz/display/prepare.py": 683,
     "actviz/ui/live/dock.py": 647,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
-
     "actviz/ui/live/dock.py::LiveControls": 413,
 }
 
