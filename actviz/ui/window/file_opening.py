@@ -241,18 +241,6 @@ class FileOpening:
         """True while a model is being opened."""
         return self._model_request is not None
 
-    def drop_model_load(self, status: str) -> None:
-        """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
-        self._drop_model_load(status)
-
-    def read_waiting_input(self) -> None:
-        """Read an input that waited for a model being opened for the session's model now."""
-        self.inputs.start_waiting()
-
-    def drop_input_load(self) -> None:
-        """Forget the input being opened (an in-memory input replaced it)."""
-        self.inputs.drop()
-
     def cancel(self) -> bool:
         """Cancel the model and input loads; True when one was running.
 
@@ -260,7 +248,7 @@ class FileOpening:
         """
         cancelled = False
         if self._model_request is not None:
-            self._drop_model_load()
+            self.drop_model_load()
             cancelled = True
         if self.inputs.request is not None:
             source = short_source(self.inputs.request.source)
@@ -296,7 +284,8 @@ class FileOpening:
         )
         self.window.refresh_busy(f"Opening {short_source(source)}…")
 
-    def _drop_model_load(self, status: str = "") -> None:
+    def drop_model_load(self, status: str = "") -> None:
+        """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
         request = self._model_request
         if request is None:
             return
@@ -460,7 +449,7 @@ class FileOpening:
         """The Open model dialog closed: a model it asked for that is still loading goes."""
         request = self._model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
-            self._drop_model_load()  # closed (Cancel, Esc) while its model was loading
+            self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
 
 
 def guessed_arch_text(loaded: Any) -> str:
