@@ -137,6 +137,17 @@ def error_details(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
+def failed_status(source: str) -> str:
+    """The status bar's line for a failed open; the banner above holds the reason."""
+    return f"Could not open {short_source(source)}: see the message above"
+
+
+def failure_reason(error: BaseException, source: str) -> str:
+    """Why opening ``source`` failed, without the file name the error starts with (the
+    sentence around it names the file already)."""
+    return describe_error(error).removeprefix(f"{source}: ")
+
+
 def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
     """What the window says about an ``ArchitectureNeededError`` (no command-line advice).
 
@@ -186,6 +197,8 @@ __all__ = [
     "ModelRequest",
     "arch_needed_text",
     "describe_error",
+    "failed_status",
+    "failure_reason",
     "load_input_source",
     "load_model_source",
     "local_files",

@@ -72,7 +72,7 @@ def test_the_compare_driver_compares_with_an_input_and_paints_the_differences(ac
     assert win.compare.show_page() is win.window.centre.tabs.currentWidget()
     win.compare.wait_diff_panels()
     diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
-    np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
+    np.testing.assert_allclose(view.diffs.panels["conv2"].activation_slot.view.data, diff)
 
 
 def test_the_sessions_driver_saves_and_opens_a_session(actviz_window, tmp_path):

@@ -10,7 +10,6 @@ set it apart (a click opens that channel's view).
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,25 @@ from PySide6.QtCore import QEvent, QObject, QRectF, Signal
 from PySide6.QtGui import QCursor, QHelpEvent, QPixmap
 from PySide6.QtWidgets import QListWidgetItem, QToolTip
 
-from actviz.data.atlas_map import NO_ATLAS_NOTE, build_atlas, query_vector, umap_available
+from actviz.data.atlas_map import build_atlas, query_vector, umap_available
+from actviz.ui.atlas.captions import (
+    colour_caption,
+    describe_row,
+    map_summary,
+    no_map_text,
+    selection_text,
+    separating_texts,
+)
 from actviz.ui.atlas.colours import colouring
-from actviz.ui.atlas.view import EMPTY_TEXT, HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
+from actviz.ui.atlas.saved_map import (
+    apply_choices,
+    as_int,
+    made_of,
+    rows_of,
+    rows_of_indices,
+    saved_map,
+)
+from actviz.ui.atlas.view import HOVER_HINT, SELECTION_HINT, THUMB, AtlasView
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.worker import Job, Worker
 
@@ -89,7 +104,7 @@ class AtlasFeature(FeatureBase, QObject):
         # The plot's own tooltip event (Qt's hover delay, ~0.7 s after the pointer stops) found
         # no item tooltip in the scene and hid the thumbnail: the map answers it here.
         v.plot.viewport().installEventFilter(self)
-        v.clicked.connect(self._on_clicked)
+        v.clicked.connect(self._open_row)
         v.rect_selected.connect(self._on_rect)
         v.lasso_selected.connect(self._on_lasso)
         v.nearest_strip.activated_row.connect(self._open_row)
@@ -109,7 +124,7 @@ class AtlasFeature(FeatureBase, QObject):
 
     def _on_scan_changed(self) -> None:
         scan = self.session.scan
-        if scan is not None and self._restoring is not None and not self._matches(scan):
+        if scan is not None and self._restoring is not None and not made_of(self._restoring, scan):
             self._restoring = None  # another scan than the session's: its map is not restored
         layers = tuple(scan.embedding_layers) if scan is not None else ()
         if scan is not self._fitted_scan:
@@ -120,7 +135,7 @@ class AtlasFeature(FeatureBase, QObject):
             # Its line named the map before (another model's, after a model switch).
             self.view.status_label.setText("")
             self.view.set_choices(self.view.layer_combo, (), None)
-            self.view.show_empty(_no_map_text(scan))
+            self.view.show_empty(no_map_text(scan))
             return
         self.logits = classifier_layer(scan, self.session.categories)
         # A layer other than the classifier is the more telling map; the one shown stays.
@@ -128,7 +143,7 @@ class AtlasFeature(FeatureBase, QObject):
         keep = self.layer if self.layer in layers else mapped[-1]
         if self._restoring is not None and self._restoring.get("layer") in layers:
             keep = str(self._restoring["layer"])
-            self._apply_choices(self._restoring)
+            apply_choices(self.view, self._restoring)
         self.view.set_choices(self.view.layer_combo, layers, keep)
         self.rebuild()
 
@@ -169,14 +184,14 @@ class AtlasFeature(FeatureBase, QObject):
         # A session's map being restored: this one, if it is of the saved scan and layer.
         saved = self._restoring
         if saved is not None and (
-            saved.get("layer") != atlas.layer or not self._matches(atlas.scan)
+            saved.get("layer") != atlas.layer or not made_of(saved, atlas.scan)
         ):
             saved = None
         spin = self.view.channel_spin
         spin.blockSignals(True)
         try:
             spin.setMaximum(max(int(atlas.embeddings.vectors.shape[1]) - 1, 0))
-            if saved is not None and _as_int(saved.get("channel")) is not None:
+            if saved is not None and as_int(saved.get("channel")) is not None:
                 spin.setValue(int(saved["channel"]))
         finally:
             spin.blockSignals(False)
@@ -189,27 +204,12 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.channel_list.clear()
         self.view.selection_title.setText(SELECTION_HINT)
         self.view.show_map()
-        p = atlas.projection
-        share = (
-            f" · axes explain {100 * float(np.sum(p.explained)):.0f}% of the variance"
-            if p.explained is not None
-            else ""
-        )
-        scan = atlas.scan
-        total = len(scan.sources) - len(scan.skipped)
-        # A cancelled scan's map is of the images scanned so far: said, or it read as the
-        # whole folder's.
-        images = f"{len(atlas.coords):,} image{'' if len(atlas.coords) == 1 else 's'}"
-        if int(scan.count) < total:
-            images = f"{len(atlas.coords):,} of {total:,} images, a partial scan"
-        if p.fitted_on is not None:  # a million points: UMAP fitted on a sample
-            share += f" · fitted on {p.fitted_on:,} sampled points, the others placed by the fit"
-        text = f"{atlas.layer}: {images} ({p.method.upper()}){share}"
+        text = map_summary(atlas)
         self.view.status_label.setText(text)
         self.host.show_status(f"Atlas ready: {text}")
         if saved is not None:
             self._restoring = None
-            self.select_rows(self._rows_of_indices(saved.get("selection") or ()))
+            self.select_rows(rows_of_indices(atlas, saved.get("selection") or ()))
         self._on_result()
 
     def _on_build_failed(self, error: BaseException) -> None:
@@ -273,7 +273,7 @@ class AtlasFeature(FeatureBase, QObject):
     def _show_input(self, xy: np.ndarray | None, nearest: tuple[Any, ...]) -> None:
         in_view = self.view.set_marker(xy)
         self.nearest = tuple(nearest)
-        row_of = self._row_of()
+        row_of = rows_of(self.atlas)
         rows = [row_of.get(int(n.index), -1) for n in self.nearest]
         self.view.mark_rows(self.view.neighbour_dots, [r for r in rows if r >= 0])
         self.view.nearest_strip.set_items(
@@ -292,31 +292,12 @@ class AtlasFeature(FeatureBase, QObject):
             title += f" · {FAR_OFF_MAP}"
         self.view.nearest_title.setText(title)
 
-    def _row_of(self) -> dict[int, int]:
-        indices = self.atlas.embeddings.indices
-        return {int(i): r for r, i in enumerate(indices)}
-
     # -- pointing at the map ---------------------------------------------------------------
     def source(self, row: int) -> str:
         return str(self.atlas.embeddings.sources[row])
 
     def _describe(self, row: int, *, thumbnail: bool = False) -> str:
-        atlas = self.atlas
-        emb = atlas.embeddings
-        path = self.source(row)
-        lines = [f"<b>{html.escape(Path(path).name)}</b>", html.escape(path)]
-        if emb.labels is not None and emb.class_names and emb.labels[row] >= 0:
-            lines.append(f"class: {html.escape(emb.class_names[int(emb.labels[row])])}")
-        if atlas.predictions is not None and atlas.predictions[row] >= 0:
-            p = int(atlas.predictions[row])
-            cats = self.session.categories
-            name = cats[p] if cats and p < len(cats) else str(p)
-            lines.append(f"prediction: {html.escape(name)}")
-        head = ""
-        if thumbnail and Path(path).is_file():
-            src = html.escape(Path(path).resolve().as_uri())
-            head = f'<img src="{src}" width="{2 * THUMB}"><br>'
-        return head + "<br>".join(lines)
+        return describe_row(self.atlas, row, self.session.categories, thumbnail=thumbnail)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
         """Keep the hovered dot's thumbnail up when the plot's tooltip event comes."""
@@ -338,9 +319,6 @@ class AtlasFeature(FeatureBase, QObject):
         self.hover_text = self._describe(row, thumbnail=True)
         self.view.hover_label.setText(self._describe(row))
         QToolTip.showText(QCursor.pos(), self.hover_text, self.view.plot)
-
-    def _on_clicked(self, row: int) -> None:
-        self._open_row(row)
 
     def _open_row(self, row: int) -> None:
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):
@@ -364,7 +342,7 @@ class AtlasFeature(FeatureBase, QObject):
         self.view.mark_rows(self.view.selected_dots, rows)
         n = len(atlas.coords)
         self.separating = atlas.separating(rows, SEPARATING_K) if 0 < len(rows) < n else ()
-        self.view.selection_title.setText(self._selection_text(rows))
+        self.view.selection_title.setText(selection_text(atlas, rows))
         self.view.selection_strip.set_items(
             [
                 (
@@ -378,35 +356,12 @@ class AtlasFeature(FeatureBase, QObject):
         )
         self.view.channel_list.clear()
         for split in self.separating:
-            item = QListWidgetItem(
-                f"ch {split.channel}: d {split.score:+.2f} ({split.mean_in:.3g} vs "
-                f"{split.mean_out:.3g})"
-            )
-            item.setToolTip(
-                f"Channel {split.channel} of {atlas.layer}: mean {split.mean_in:.4g} in the "
-                f"selection, {split.mean_out:.4g} outside; d = the difference over the pooled "
-                "standard deviation. Click: its channel view"
-            )
+            text, tip = separating_texts(split, atlas.layer)
+            item = QListWidgetItem(text)
+            item.setToolTip(tip)
             item.setData(0x0100, int(split.channel))
             self.view.channel_list.addItem(item)
         return self.separating
-
-    def _selection_text(self, rows: np.ndarray) -> str:
-        """``Selection: 12 of 400 images · cat 9, dog 3`` (its three largest classes)."""
-        if not len(rows):
-            return "Selection: none"
-        emb = self.atlas.embeddings
-        text = f"Selection: {len(rows):,} of {len(self.atlas.coords):,} images"
-        if emb.labels is not None and emb.class_names:
-            labels = np.asarray(emb.labels)[rows]
-            labels = labels[(labels >= 0) & (labels < len(emb.class_names))]
-            counts = np.bincount(labels, minlength=len(emb.class_names))
-            top = [int(c) for c in np.argsort(-counts, kind="stable")[:3] if counts[c] > 0]
-            if top:
-                text += " · " + ", ".join(f"{emb.class_names[c]} {counts[c]}" for c in top)
-                others = len(np.flatnonzero(counts)) - len(top)
-                text += f", +{others} classes" if others > 0 else ""
-        return text
 
     def _on_channel_clicked(self, item: QListWidgetItem) -> None:
         if self.atlas is not None:
@@ -436,24 +391,11 @@ class AtlasFeature(FeatureBase, QObject):
 
     # -- sessions and reports -------------------------------------------------------------
     def session_part(self) -> dict[str, Any]:
-        """What a session file keeps of the map: its layer, method and colouring, and the
-        selection (as the images' indices in the scan, which stay when the map is fitted
-        again), with the scan they belong to (its cache key and image count)."""
+        """What a session file keeps of the map (:func:`~actviz.ui.atlas.saved_map.saved_map`)."""
         atlas = self.atlas
         if atlas is None:
             return {}
-        key = getattr(atlas.scan, "cache_path", None)
-        return {
-            "atlas": {
-                "layer": atlas.layer,
-                "method": atlas.projection.method,
-                "colour": self.view.colour_combo.currentText(),
-                "channel": int(self.view.channel_spin.value()),
-                "selection": [int(i) for i in atlas.embeddings.indices[self.selection]],
-                "scan_key": str(key) if key else None,
-                "images": int(atlas.scan.count),
-            }
-        }
+        return {"atlas": saved_map(atlas, self.view, self.selection)}
 
     def restore_session_part(self, parts: Any) -> None:
         """Put back :meth:`session_part`'s map once the session's scan is shown (the dataset
@@ -465,40 +407,10 @@ class AtlasFeature(FeatureBase, QObject):
             return
         self._restoring = dict(saved)
         scan = self.session.scan
-        if scan is not None and self._matches(scan) and saved["layer"] in scan.embedding_layers:
-            self._apply_choices(saved)
+        if scan is not None and made_of(saved, scan) and saved["layer"] in scan.embedding_layers:
+            apply_choices(self.view, saved)
             self.view.set_choices(self.view.layer_combo, scan.embedding_layers, saved["layer"])
             self.rebuild()
-
-    def _matches(self, scan: Any) -> bool:
-        """Whether ``scan`` is the one the map being restored was made of."""
-        saved = self._restoring or {}
-        key = saved.get("scan_key")
-        if key and str(getattr(scan, "cache_path", None) or "") != str(key):
-            return False
-        return _as_int(saved.get("images")) in (None, int(scan.count))
-
-    def _apply_choices(self, saved: dict[str, Any]) -> None:
-        """The saved method and colouring in the controls (without rebuilding)."""
-        view = self.view
-        method = str(saved.get("method", "")).upper()
-        methods = [view.method_combo.itemText(i) for i in range(view.method_combo.count())]
-        if method in methods:
-            view.set_choices(view.method_combo, methods, method)
-        colour = saved.get("colour")
-        if isinstance(colour, str) and view.colour_combo.findText(colour) >= 0:
-            view.colour_combo.blockSignals(True)
-            try:
-                view.colour_combo.setCurrentText(colour)
-            finally:
-                view.colour_combo.blockSignals(False)
-            view.channel_spin.setEnabled(colour == "Channel")
-
-    def _rows_of_indices(self, indices: Any) -> np.ndarray:
-        """Map rows of the images at data ``indices`` (those without a row left out)."""
-        row_of = self._row_of()
-        rows = [row_of.get(i) for i in (_as_int(v) for v in indices) if i is not None]
-        return np.array([r for r in rows if r is not None], np.int64)
 
     def report_part(self) -> dict[str, Any]:
         """File > Export report: the map as the tab colours it, with the input's marker and
@@ -507,12 +419,13 @@ class AtlasFeature(FeatureBase, QObject):
         if atlas is None:
             return {}
         colours = self._colouring()
+        mode = self.view.colour_combo.currentText()
         marker = self.view.marker_position()
         selection = self.selection.copy()
         p = atlas.projection
         caption = (
             f"Atlas of {atlas.layer}: {len(atlas.coords):,} images ({p.method.upper()}), "
-            f"coloured by {self._colour_caption()}"
+            f"coloured by {colour_caption(mode, self.view.channel_spin.value())}"
         )
         if len(selection):
             caption += f"; {len(selection):,} selected"
@@ -532,12 +445,6 @@ class AtlasFeature(FeatureBase, QObject):
 
         return {"figures": figures}
 
-    def _colour_caption(self) -> str:
-        mode = self.view.colour_combo.currentText()
-        if mode == "Channel":
-            return f"channel {self.view.channel_spin.value()}'s mean activation"
-        return {"Correct": "correctness"}.get(mode, mode.lower())
-
     # -- the window's calls ----------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the map's worker (waited for) and let the session go."""
@@ -547,26 +454,3 @@ class AtlasFeature(FeatureBase, QObject):
         self.atlas = None
         self._fitted, self._fitted_scan = {}, None
         self._thumbs.clear()
-
-
-def _no_map_text(scan: Any) -> str:
-    """Why the tab has no map of ``scan`` (None: nothing scanned yet)."""
-    if scan is None:
-        return EMPTY_TEXT
-    # A scan whose embeddings were over the memory budget says so (scanning again as it was
-    # would be refused again).
-    for note in getattr(scan, "warnings", ()) or ():
-        if str(note).startswith(NO_ATLAS_NOTE):
-            return str(note)
-    return "The scan has no embeddings: scan the dataset again (Data > Scan a dataset…)"
-
-
-def _as_int(value: Any) -> int | None:
-    """``value`` as an int when it is one (JSON from a session file), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None

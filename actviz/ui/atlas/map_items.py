@@ -45,10 +45,6 @@ class SelectBox(pg.ViewBox):
         self.lasso_line.hide()
         self.addItem(self.lasso_line, ignoreBounds=True)
 
-    @property
-    def selecting(self) -> bool:
-        return bool(self.mode)
-
     def mouseDragEvent(self, ev: Any, axis: Any = None) -> None:  # noqa: N802 (Qt's name)
         if not self.mode or ev.button() != Qt.MouseButton.LeftButton:
             super().mouseDragEvent(ev, axis)

@@ -67,20 +67,20 @@ class DiffPainter(QObject):
         view.page_requested.connect(self.turn_page)
         view.mosaic_width_changed.connect(self._on_width_changed)
         # Scrolled: painted at once (before the area is drawn); resized: once laid out.
-        view.diff_scrolled.connect(self.paint_in_view)
-        view.diff_resized.connect(self._paint_timer.start)
+        view.diffs.scrolled.connect(self.paint_in_view)
+        view.diffs.resized.connect(self._paint_timer.start)
 
     def show(self, outcome: CompareOutcome, reveal: str | None) -> None:
         """Lay out ``outcome``'s panels and paint those in view (scrolled to ``reveal``)."""
         self.outcome = outcome
         order = list(outcome.differences)
-        self.view.layout_diff_panels(order)
+        self.view.diffs.layout_panels(order)
         self.unpainted = set(order)
         self._reveal_name = reveal if reveal in order else None
         self.paint_in_view()
         for name in order:
             if name in self.unpainted:
-                self.view.blank_diff_panel(name, panel_title(outcome.differences[name]))
+                self.view.diffs.blank(name, panel_title(outcome.differences[name]))
 
     def clear(self) -> None:
         """Forget the comparison shown."""
@@ -105,7 +105,7 @@ class DiffPainter(QObject):
         try:
             if self._reveal_name is not None:
                 name, self._reveal_name = self._reveal_name, None
-                self.view.reveal_diff_panel(name)
+                self.view.diffs.reveal(name)
             self._paint_each(0)
         finally:
             self._painting = False
@@ -131,22 +131,20 @@ class DiffPainter(QObject):
         v = self.view
         painted = 0
         while self.unpainted and not self._closed and (most is None or painted < most):
-            names = v.diff_panels_near_view(self.unpainted, margin)
+            names = v.diffs.near_view(self.unpainted, margin)
             if not names:
                 break
-            anchor = v.diff_anchor()  # panels above grow as painted: what is in view stays
+            anchor = v.diffs.anchor()  # panels above grow as painted: what is in view stays
             self.unpainted.discard(names[0])
             self.paint(names[0])
-            v.keep_diff_anchor(anchor)
+            v.diffs.keep_anchor(anchor)
             painted += 1
 
     def _margin_px(self) -> int:
-        return int(PAINT_MARGIN * self.view.diff_scroll.viewport().height())
+        return int(PAINT_MARGIN * self.view.diffs.viewport().height())
 
     def _near_view(self) -> bool:
-        return bool(
-            self.unpainted and self.view.diff_panels_near_view(self.unpainted, self._margin_px())
-        )
+        return bool(self.unpainted and self.view.diffs.near_view(self.unpainted, self._margin_px()))
 
     def pending(self) -> bool:
         """Whether panels in (or near) the area's view wait to be painted."""
@@ -158,7 +156,7 @@ class DiffPainter(QObject):
 
     def waiting(self) -> list[str]:
         """The layers whose panels wait to be scrolled to, in depth order."""
-        return [name for name in self.view.diff_order() if name in self.unpainted]
+        return [name for name in self.view.diffs.order() if name in self.unpainted]
 
     def paint_all(self) -> None:
         """Paint every panel now (the tab must be on screen)."""
@@ -175,10 +173,10 @@ class DiffPainter(QObject):
             self.unpainted.add(name)
             return
         layer: PreparedLayer = outcome.differences[name]
-        panel = self.view.diff_panel(name)
+        panel = self.view.diffs.panel(name)
         panel.set_module_type(panel_title(layer))
         if panel.activation_slot.view is None:
-            # Not the height it held while blank (see CompareView.blank_diff_panel).
+            # Not the height it held while blank (see DifferenceArea.blank).
             panel.set_minimum_panel_height(MIN_PANEL_HEIGHT)
         # A - B on the diverging map, |A - B| on the sequential one |gradient| takes.
         panel.activation_slot.set_colormap(DIFFERENCE_CMAP)

@@ -31,7 +31,7 @@ from actviz.ui.concepts import session_parts as parts
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.concepts.jobs import ConceptJobs
 from actviz.ui.concepts.training_job import ConceptTraining
-from actviz.ui.concepts.view import ConceptView
+from actviz.ui.concepts.view import ConceptView, concept_stats
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import scroll_area
 from actviz.ui.worker_copy import WorkerCopy
@@ -331,23 +331,13 @@ class ConceptsFeature(FeatureBase, QObject):
         result = self.session.result
         if tiles is None or att is None or concept >= tiles.peaks.shape[0]:
             return
-        m = tiles.view.data[concept]
-        fired = int((m > 0).sum())
-        rank = tiles.order.index(concept) + 1 if concept in tiles.order else None
-        where = f"{rank} of {tiles.active} firing" if rank and tiles.active else "not firing"
-        stats = (
-            f"peak {float(tiles.peaks[concept]):.4g} · fires at {fired} of {m.size} positions "
-            f"· {where} on this input"
-        )
-        if att.scan is not None:
-            stats += f" · fires on {100 * float(att.scan.image_rate[concept]):.0f}% of images"
         image = result.image if result is not None else None
         self.view.set_concept(
             layer,
             concept,
-            concept_picture(image, m),
+            concept_picture(image, tiles.view.data[concept]),
             name=att.names.get(concept, ""),
-            stats=stats,
+            stats=concept_stats(tiles, att.scan, concept),
             concepts=int(att.concepts.d_sae),
         )
         self.view.top_button.setVisible(att.scan is None)
@@ -380,10 +370,6 @@ class ConceptsFeature(FeatureBase, QObject):
     def open_train_dialog(self) -> TrainConceptsDialog:
         """Data > Train concepts…: the dialog, shown."""
         return self.training_.open_dialog()
-
-    def train(self, spec: TrainSpec) -> None:
-        """Train as ``spec`` says, in the background (see :class:`ConceptTraining`)."""
-        self.training_.train(spec)
 
     def training(self) -> bool:
         """Whether a training runs now (or waits for its copy of the model)."""

@@ -8,12 +8,14 @@ its decoder direction). A passive widget: the feature fills it and hears its sig
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
 
-__all__ = ["ConceptView"]
+__all__ = ["ConceptView", "concept_stats"]
 
 #: Side of the concept's picture in the view (screen pixels, at most).
 PICTURE_PX = 240
@@ -21,6 +23,22 @@ PICTURE_PX = 240
 THUMB_PX = 76
 #: Top images per row.
 THUMB_COLUMNS = 3
+
+
+def concept_stats(tiles: Any, scan: Any, concept: int) -> str:
+    """The view's line on ``concept`` of ``tiles`` (``concept_tiles``' answer): its peak,
+    where it fires on the input, its rank and (with a concept ``scan``) on how many images."""
+    m = tiles.view.data[concept]
+    fired = int((m > 0).sum())
+    rank = tiles.order.index(concept) + 1 if concept in tiles.order else None
+    where = f"{rank} of {tiles.active} firing" if rank and tiles.active else "not firing"
+    stats = (
+        f"peak {float(tiles.peaks[concept]):.4g} · fires at {fired} of {m.size} positions "
+        f"· {where} on this input"
+    )
+    if scan is not None:
+        stats += f" · fires on {100 * float(scan.image_rate[concept]):.0f}% of images"
+    return stats
 
 
 class ConceptView(QtWidgets.QWidget):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -26,6 +28,8 @@ from actviz.ui.panels.overlay import MiddleElidedComboBox
 
 #: Width the dock asks for (the table's six columns stay readable).
 PREFERRED_WIDTH = 330
+#: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
+SKIPPED_NAMED = 3
 
 
 def format_eta(seconds: float) -> str:
@@ -42,6 +46,41 @@ def progress_text(done: int, total: int, images_per_s: float, eta: float) -> str
     """``"120 / 2,000 images · 85.3 images/s · ETA 0:22"``."""
     rate = f"{images_per_s:.1f} images/s" if images_per_s > 0 else "starting…"
     return f"{done:,} / {total:,} images · {rate} · ETA {format_eta(eta)}"
+
+
+def is_partial(scan: Any) -> bool:
+    """Whether ``scan`` covers only part of its data (it was cancelled)."""
+    return int(scan.count) + len(scan.skipped) < len(scan.sources)
+
+
+def kept(scan: Any) -> int:
+    """Images kept per channel: the scan's k, or all of them when it scanned fewer ("8
+    images · top 9" read as if a ninth were missing)."""
+    return min(int(scan.k), int(scan.count))
+
+
+def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
+    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``.
+
+    Files that failed for the same reason share it (a folder's stray files usually do: the
+    reason said once per file filled the dock with the same words); the reason drops the
+    file's path or name (beside it, the name is enough; the tooltip has them all).
+    """
+    named = skipped[:SKIPPED_NAMED]
+    groups: dict[str, list[str]] = {}
+    for path, reason in named:
+        name = Path(path).name
+        text = str(reason)
+        for who in (path, name):
+            for quoted in (f"'{who}'", f'"{who}"', who):
+                text = text.replace(quoted, "")
+        text = " ".join(text.split()).strip(" :,") or "unreadable"
+        groups.setdefault(text, []).append(name)
+    listed = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in groups.items())
+    more = len(skipped) - len(named)
+    rest = f" and {more} more" if more > 0 else ""
+    files = "file" if len(skipped) == 1 else "files"
+    return f"Skipped {len(skipped)} unreadable {files}: {listed}{rest}."
 
 
 class DatasetDock(QDockWidget):
@@ -127,6 +166,29 @@ class DatasetDock(QDockWidget):
         self.summary_label.setText(text)
         self.summary_label.setToolTip(tooltip or text)
 
+    def show_scan(self, scan: Any, spec: Any) -> None:
+        """The summary of ``scan`` (of ``spec``, None: not known) and its notes (skipped
+        files, warnings)."""
+        folder = Path(spec.folder).name if spec else "dataset"
+        saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
+        saved = " (partial)" if is_partial(scan) else saved
+        self.set_summary(
+            f"{folder}: {scan.count:,} image{'' if scan.count == 1 else 's'} · top {kept(scan)}"
+            f"{saved}",
+            f"{spec.folder if spec else ''}\n{scan.count} images, layers {', '.join(scan.layers)}"
+            + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
+        )
+        skipped = tuple(getattr(scan, "skipped", ()) or ())
+        notes = list(getattr(scan, "warnings", ()) or ())
+        # In the dock (raised when the scan started), not the banner: a few unreadable
+        # files in a large folder are expected and the scan itself succeeded.
+        text = " ".join(([skipped_text(skipped)] if skipped else []) + notes)
+        self.set_message(
+            text,
+            error=bool(text),
+            tooltip="\n".join([f"{path}: {reason}" for path, reason in skipped] + notes),
+        )
+
     def show_progress(self, done: int, total: int, images_per_s: float, eta: float) -> None:
         """Show the running scan's progress (a busy bar until the total is known)."""
         self.progress_box.setVisible(True)
@@ -193,4 +255,12 @@ class DatasetDock(QDockWidget):
             self.layer_chosen.emit(name)
 
 
-__all__ = ["PREFERRED_WIDTH", "DatasetDock", "format_eta", "progress_text"]
+__all__ = [
+    "PREFERRED_WIDTH",
+    "DatasetDock",
+    "format_eta",
+    "is_partial",
+    "kept",
+    "progress_text",
+    "skipped_text",
+]

@@ -17,13 +17,13 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 
+from actviz.ui.dataset.channel_opening import ChannelOpening
 from actviz.ui.dataset.dialog import DEFAULT_K, ScanDialog, ScanSpec
-from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock
+from actviz.ui.dataset.dock import PREFERRED_WIDTH, DatasetDock, is_partial, kept
 from actviz.ui.dataset.scans import DatasetScans
 from actviz.ui.dataset.table import layer_figures
 from actviz.ui.dataset.topk import TopKGrid, source_name
 from actviz.ui.host import FeatureBase, WindowHost
-from actviz.ui.panels import style
 from actviz.ui.worker import Job
 
 log = logging.getLogger(__name__)
@@ -34,10 +34,6 @@ BANNER_SOURCE = "scan"
 FOLDER_KEY = "dataset/folder"
 K_KEY = "dataset/k"
 LAYERS_KEY = "dataset/layers"
-#: Skipped files named in the dock's note; the rest are counted (all are in its tooltip).
-SKIPPED_NAMED = 3
-#: Top images named in the dock for a channel without maps to open.
-TOP_NAMED = 5
 
 
 class DatasetScanUI(FeatureBase, QObject):
@@ -63,12 +59,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self._store = window.settings.store
         self._last_folder = str(self._store.value(FOLDER_KEY, "") or "")
         self._last_k = _as_int(self._store.value(K_KEY, DEFAULT_K), DEFAULT_K)
-        #: (layer, channel) to open once the run that captures its layer finished.
-        self._pending_open: tuple[str, int] | None = None
         # Whether the scan under way was asked for (Scan…), not a saved one shown on opening.
         self._asked_scan = False
-        #: A channel's top image is being opened as the input, to run and open the channel.
-        self._awaiting_input = False
         #: (layer, channel) the grid shows or waits for.
         self._grid_key: tuple[str, int] | None = None
 
@@ -108,9 +100,7 @@ class DatasetScanUI(FeatureBase, QObject):
         s.scan_cancelled.connect(self._on_scan_cancelled)
         s.views_ready.connect(self._on_views_ready)
         s.views_failed.connect(self._on_views_failed)
-        window.run_finished.connect(self._on_run_finished)
-        window.input_loaded.connect(self._on_input_loaded)
-        window.input_load_failed.connect(self._on_input_load_failed)
+        self.opening = ChannelOpening(host, self.scans, self.dock)
         self.session.model_changed.connect(self._on_model_changed)
 
     # -- public --------------------------------------------------------------------------------
@@ -215,36 +205,7 @@ class DatasetScanUI(FeatureBase, QObject):
         channel's best image when no input is open yet); the channel opens when that run
         finished. Returns True when it opened now.
         """
-        self.window.show_tab(None)
-        if self.window.open_channel(layer, channel):
-            self._pending_open = None
-            return True
-        result = self.session.result
-        if result is not None and layer in result.layers:
-            # Shown, but not as maps (a classifier's scores, a token sequence): running
-            # again would open nothing either (it re-ran and nothing happened).
-            self._pending_open = None
-            self._say_no_maps(layer, channel)
-            return False
-        self._pending_open = (layer, int(channel))
-        if not self.session.is_ticked(layer):
-            self.session.set_ticked([layer], True)
-        if self.session.input is None and self._open_top_image(layer, channel):
-            return False  # the run follows the image (see _on_input_loaded)
-        if self.window.run() is None:
-            self._pending_open = None
-        return False
-
-    def _open_top_image(self, layer: str, channel: int) -> bool:
-        """No input yet: open the channel's best image (then run); False when there is none."""
-        scan = self.scans.scan
-        if scan is None or layer not in tuple(scan.layers):
-            return False
-        top = scan.top(layer, channel)
-        if not top or not isinstance(top[0].source, str):
-            return False
-        self._awaiting_input = True
-        return self.window.open_input_source(top[0].source, remember=False)
+        return self.opening.open(layer, channel)
 
     def shutdown(self) -> None:
         """Stop the scan and views (waited for) and let the session go."""
@@ -284,27 +245,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self._asked_scan = False
 
     def _show_scan(self, scan: Any) -> None:
-        spec = self.scans.spec
-        folder = Path(spec.folder).name if spec else "dataset"
-        saved = " (saved result)" if getattr(scan, "from_cache", False) else ""
-        saved = " (partial)" if is_partial(scan) else saved
+        self.dock.show_scan(scan, self.scans.spec)
         layers = tuple(scan.layers)
-        self.dock.set_summary(
-            f"{folder}: {scan.count:,} image{'' if scan.count == 1 else 's'} · top {kept(scan)}"
-            f"{saved}",
-            f"{spec.folder if spec else ''}\n{scan.count} images, layers {', '.join(layers)}"
-            + (f"\ncache: {scan.cache_path}" if getattr(scan, "cache_path", None) else ""),
-        )
-        skipped = tuple(getattr(scan, "skipped", ()) or ())
-        notes = list(getattr(scan, "warnings", ()) or ())
-        if skipped or notes:
-            text = " ".join(([skipped_text(skipped)] if skipped else []) + notes)
-            tip = "\n".join([f"{path}: {reason}" for path, reason in skipped] + notes)
-            # In the dock (raised when the scan started), not the banner: a few unreadable
-            # files in a large folder are expected and the scan itself succeeded.
-            self.dock.set_message(text, error=True, tooltip=tip)
-        else:
-            self.dock.set_message("")
         current = self.dock.current_layer()
         keep = current if current in layers else None
         if keep is None and self.channel_view.name in layers:
@@ -364,8 +306,7 @@ class DatasetScanUI(FeatureBase, QObject):
                 "The batches scanned are saved for the model before; Scan… scans the folder "
                 "with this one."
             )
-        self._pending_open = None
-        self._awaiting_input = False
+        self.opening.forget()
         self._grid_key = None
         self.grid.clear()
         self.grid.setVisible(False)
@@ -432,40 +373,6 @@ class DatasetScanUI(FeatureBase, QObject):
         return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
 
     # -- channel view and grid -----------------------------------------------------------------
-    def _on_input_loaded(self, _source: str) -> None:
-        if self._awaiting_input:
-            self._awaiting_input = False
-            if self._pending_open is not None and self.window.run() is None:
-                self._pending_open = None
-
-    def _on_input_load_failed(self, _text: str) -> None:
-        if self._awaiting_input:
-            self._awaiting_input = False
-            self._pending_open = None
-
-    def _on_run_finished(self) -> None:
-        pending, self._pending_open = self._pending_open, None
-        if pending is not None and not self.window.open_channel(*pending):
-            self._say_no_maps(*pending)
-
-    def _say_no_maps(self, layer: str, channel: int) -> None:
-        """Say in the dock that ``layer``'s channel cannot open large, with its top images
-        (the channel view shows maps only; the dataset's answer is still worth reading)."""
-        result = self.session.result
-        prepared = result.layers.get(layer) if result is not None else None
-        shape = getattr(prepared, "shape", None)
-        what = f" (its output is {tuple(shape)})" if shape else ""
-        text = f"{layer} ch {channel} has no maps to open large{what}."
-        scan = self.scans.scan
-        if scan is not None and layer in tuple(scan.layers):
-            top = scan.top(layer, channel)[:TOP_NAMED]
-            if top:
-                named = ", ".join(
-                    f"{source_name(e.source)} ({style.format_value(e.value)})" for e in top
-                )
-                text += f" Its top images: {named}."
-        self.dock.set_message(text)
-
     def _on_channel_changed(self, layer: str, channel: int) -> None:
         if channel < 0 or not self.scans.covers(layer):
             self._grid_key = None
@@ -530,17 +437,6 @@ class DatasetScanUI(FeatureBase, QObject):
         dialog.deleteLater()
 
 
-def is_partial(scan: Any) -> bool:
-    """Whether ``scan`` covers only part of its data (it was cancelled)."""
-    return int(scan.count) + len(scan.skipped) < len(scan.sources)
-
-
-def kept(scan: Any) -> int:
-    """Images kept per channel: the scan's k, or all of them when it scanned fewer ("8
-    images · top 9" read as if a ninth were missing)."""
-    return min(int(scan.k), int(scan.count))
-
-
 def _as_int(value: object, default: int) -> int:
     try:
         return max(1, int(value))  # type: ignore[call-overload]
@@ -548,28 +444,4 @@ def _as_int(value: object, default: int) -> int:
         return default
 
 
-def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
-    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``.
-
-    Files that failed for the same reason share it (a folder's stray files usually do: the
-    reason said once per file filled the dock with the same words); the reason drops the
-    file's path or name (beside it, the name is enough; the tooltip has them all).
-    """
-    named = skipped[:SKIPPED_NAMED]
-    groups: dict[str, list[str]] = {}
-    for path, reason in named:
-        name = Path(path).name
-        text = str(reason)
-        for who in (path, name):
-            for quoted in (f"'{who}'", f'"{who}"', who):
-                text = text.replace(quoted, "")
-        text = " ".join(text.split()).strip(" :,") or "unreadable"
-        groups.setdefault(text, []).append(name)
-    listed = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in groups.items())
-    more = len(skipped) - len(named)
-    rest = f" and {more} more" if more > 0 else ""
-    files = "file" if len(skipped) == 1 else "files"
-    return f"Skipped {len(skipped)} unreadable {files}: {listed}{rest}."
-
-
-__all__ = ["BANNER_SOURCE", "DatasetScanUI", "skipped_text"]
+__all__ = ["BANNER_SOURCE", "DatasetScanUI"]

@@ -18,6 +18,7 @@ from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.base import PanelBase
 from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.image_column import ImageColumn
 
 #: Below this width the view shows the activation above the gradient, not beside it.
 NARROW_VIEW_PX = 480
@@ -35,16 +36,6 @@ STEP_KEYS = {
     QtCore.Qt.Key.Key_Left: -1,
     QtCore.Qt.Key.Key_Right: 1,
 }
-
-
-def _levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
-    levels = style.finite_range(data) or (0.0, 1.0)
-    if symmetric:
-        bound = max(abs(levels[0]), abs(levels[1])) or 1.0
-        return -bound, bound
-    if levels[1] <= levels[0]:
-        return levels[0], levels[0] + 1.0
-    return levels
 
 
 def _close(a: QtCore.QRectF, b: QtCore.QRectF, tol: float = 0.02) -> bool:
@@ -75,68 +66,17 @@ def channel_stats(data: np.ndarray) -> dict[str, float]:
     }
 
 
-class LevelControls(QtWidgets.QWidget):
-    """Low and high display levels of an image (two spin boxes) and an "auto" reset.
-
-    Signals
-    -------
-    changed(float, float)
-        The user set new levels.
-    """
-
-    changed = QtCore.Signal(float, float)
-
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
-        row = QtWidgets.QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(3)
-        row.addWidget(style.caption_label("levels"))
-        self.low = self._spin("value drawn in the lowest colour")
-        self.high = self._spin("value drawn in the highest colour")
-        row.addWidget(self.low, 1)
-        row.addWidget(style.caption_label("to"))
-        row.addWidget(self.high, 1)
-        self.auto_button = QtWidgets.QToolButton()
-        self.auto_button.setText("auto")
-        self.auto_button.setToolTip("Back to the channel's own range")
-        self.auto_button.setAutoRaise(True)
-        row.addWidget(self.auto_button)
-        self._auto = (0.0, 1.0)
-        self.auto_button.clicked.connect(lambda: self.set_levels(*self._auto, emit=True))
-        for spin in (self.low, self.high):
-            spin.editingFinished.connect(self._on_edited)
-
-    def _spin(self, tip: str) -> QtWidgets.QDoubleSpinBox:
-        spin = QtWidgets.QDoubleSpinBox()
-        spin.setRange(-1e12, 1e12)
-        spin.setDecimals(6)
-        spin.setStepType(QtWidgets.QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
-        spin.setKeyboardTracking(False)
-        spin.setToolTip(tip)
-        spin.valueChanged.connect(self._on_edited)
-        return spin
-
-    def set_auto(self, low: float, high: float) -> None:
-        """The range "auto" goes back to; also shown now."""
-        self._auto = (float(low), float(high))
-        self.set_levels(low, high)
-
-    def set_levels(self, low: float, high: float, *, emit: bool = False) -> None:
-        for spin, value in ((self.low, low), (self.high, high)):
-            spin.blockSignals(True)
-            spin.setValue(float(value))
-            spin.blockSignals(False)
-        if emit:
-            self._on_edited()
-
-    def levels(self) -> tuple[float, float]:
-        return float(self.low.value()), float(self.high.value())
-
-    def _on_edited(self, *_args: object) -> None:
-        low, high = self.levels()
-        if high > low:
-            self.changed.emit(low, high)
+def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
+    """The statistics' line, and narrower versions of it for a narrow view."""
+    f = style.format_value
+    low, high, mean, std = f(s["min"]), f(s["max"]), f(s["mean"]), f(s["std"])
+    zeros = f"zeros {100 * s['zero_frac']:.1f} %"
+    # The narrower versions keep the range and the zeros (an ablated channel reads
+    # "zeros 100.0 %").
+    return f"min {low}  max {high}  mean {mean}  std {std}  {zeros}", [
+        f"min {low} max {high} mean {mean} std {std} {zeros}",
+        f"min {low} max {high} … {zeros}",
+    ]
 
 
 class ChannelView(PanelBase):
@@ -180,12 +120,12 @@ class ChannelView(PanelBase):
         self._columns = row
         self._narrow = False
         self._stacked = False
-        self._act_box, self.activation_canvas, self._act_caption, self.activation_levels = (
-            self._column("activation")
+        self._act_box = ImageColumn(
+            "activation", lambda: resolve(self._choice, signed=self._signed)
         )
-        self._grad_box, self.gradient_canvas, self._grad_caption, self.gradient_levels = (
-            self._column("|gradient|")
-        )
+        self._grad_box = ImageColumn("|gradient|", lambda: resolve(self._choice, gradient=True))
+        self.activation_canvas, self.activation_levels = self._act_box.canvas, self._act_box.levels
+        self.gradient_canvas, self.gradient_levels = self._grad_box.canvas, self._grad_box.levels
         row.addWidget(self._act_box, 1)
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
@@ -224,8 +164,6 @@ class ChannelView(PanelBase):
             canvas.hovered.connect(self._on_canvas_hovered)
             canvas.hover_left.connect(self._show_summary)
             canvas.installEventFilter(self)
-        self.activation_levels.changed.connect(self._on_activation_levels)
-        self.gradient_levels.changed.connect(self._on_gradient_levels)
         self.setMinimumSize(320, 240)
         # The layout check holds the view to using its room for its images.
         self.setProperty("layoutFill", True)
@@ -246,7 +184,7 @@ class ChannelView(PanelBase):
         self.position_label = style.caption_label()
         self.overlay_box = QtWidgets.QCheckBox("input overlay")
         self.overlay_box.setToolTip("Show the input picture under the activation")
-        self.overlay_box.toggled.connect(self._on_overlay_toggled)
+        self.overlay_box.toggled.connect(lambda _on: self._update_overlay())
         self.close_button = QtWidgets.QToolButton()
         self.close_button.setText("✕")
         self.close_button.setAutoRaise(True)
@@ -258,21 +196,6 @@ class ChannelView(PanelBase):
         row.addWidget(self.overlay_box)
         row.addWidget(self.close_button)
         return row
-
-    def _column(
-        self, caption: str
-    ) -> tuple[QtWidgets.QWidget, ImageCanvas, QtWidgets.QLabel, LevelControls]:
-        box = QtWidgets.QWidget()
-        layout = QtWidgets.QVBoxLayout(box)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(1)
-        label = style.caption_label(caption)
-        canvas = ImageCanvas(passive=False)
-        levels = LevelControls()
-        layout.addWidget(label)
-        layout.addWidget(canvas, 1)
-        layout.addWidget(levels)
-        return box, canvas, label, levels
 
     # -- data ----------------------------------------------------------------------------------
     def set_channel(
@@ -317,13 +240,8 @@ class ChannelView(PanelBase):
         self.activation, self.gradient = activation, gradient
         self._signed = bool((activation < 0).any()) if signed is None else bool(signed)
         self.stats = channel_stats(activation)
-        self.activation_levels.set_auto(*_levels(activation, self._symmetric()))
-        self._show_activation()
-        if gradient is None:
-            self.gradient_canvas.clear_image()
-        else:
-            self.gradient_levels.set_auto(*_levels(gradient))
-            self._show_gradient()
+        self._act_box.set_data(activation, symmetric=self._symmetric())
+        self._grad_box.set_data(gradient)
         self._update_gradient_visibility()
         self.set_image(image)
         height, width = activation.shape
@@ -379,7 +297,7 @@ class ChannelView(PanelBase):
     def _update_gradient_visibility(self) -> None:
         hidden = self.gradient is None or not self._gradients_visible
         self._grad_box.setHidden(hidden)
-        self._act_caption.setHidden(hidden)
+        self._act_box.caption.setHidden(hidden)
         self._arrange()  # the map's shape decides which arrangement draws it larger
 
     def _stacking_gain(self) -> float:
@@ -391,7 +309,9 @@ class ChannelView(PanelBase):
         height, width = self.activation.shape
         canvas = self.activation_canvas
         # What a column holds besides its canvas: the caption and the level controls.
-        chrome = self._act_caption.sizeHint().height() + self.activation_levels.sizeHint().height()
+        chrome = (
+            self._act_box.caption.sizeHint().height() + self.activation_levels.sizeHint().height()
+        )
         chrome += 2 * self._act_box.layout().spacing() + 14  # the canvas's own top and bottom
         gap = self._columns.spacing()
 
@@ -435,8 +355,7 @@ class ChannelView(PanelBase):
         self.activation_canvas.set_colormap(resolve(choice, signed=self._signed))
         self.gradient_canvas.set_colormap(resolve(choice, gradient=True))
         if self.activation is not None and self._symmetric() != symmetric_before:
-            self.activation_levels.set_auto(*_levels(self.activation, self._symmetric()))
-            self._show_activation()
+            self._act_box.set_data(self.activation, symmetric=self._symmetric())
 
     def levels(self) -> tuple[float, float] | None:
         """The activation's display levels."""
@@ -457,12 +376,12 @@ class ChannelView(PanelBase):
         self.name, self.channel, self.channels = "", None, 0
         self.activation = self.gradient = self.image = None
         self.stats = {}
-        self.activation_canvas.clear_image()
-        self.gradient_canvas.clear_image()
+        self._act_box.set_data(None)
+        self._grad_box.set_data(None)
         self.backdrop.clear()
         self.backdrop.setVisible(False)
         self._grad_box.setHidden(True)
-        self._act_caption.setHidden(True)
+        self._act_box.caption.setHidden(True)
         self.set_title("Channel")
         self.position_label.setText("")
         self.stats_label.setText("")
@@ -472,20 +391,6 @@ class ChannelView(PanelBase):
     # -- drawing -------------------------------------------------------------------------------
     def _symmetric(self) -> bool:
         return self._choice == AUTO and self._signed
-
-    def _show_activation(self) -> None:
-        if self.activation is None:
-            return
-        levels = self.activation_levels.levels()
-        self.activation_canvas.set_image(self.activation, levels, levels)
-        self.activation_canvas.set_colormap(resolve(self._choice, signed=self._signed))
-
-    def _show_gradient(self) -> None:
-        if self.gradient is None:
-            return
-        levels = self.gradient_levels.levels()
-        self.gradient_canvas.set_image(self.gradient, levels, levels)
-        self.gradient_canvas.set_colormap(resolve(self._choice, gradient=True))
 
     def linked(self) -> bool:
         """Whether both images show the same region (the zoom and pan are linked)."""
@@ -497,15 +402,6 @@ class ChannelView(PanelBase):
     def _copy_range(source: ImageCanvas, target: ImageCanvas) -> None:
         if target.image_shape() is not None:
             target.view.setRange(rect=source.view.viewRect(), padding=0.0)
-
-    def _on_activation_levels(self, _low: float, _high: float) -> None:
-        self._show_activation()
-
-    def _on_gradient_levels(self, _low: float, _high: float) -> None:
-        self._show_gradient()
-
-    def _on_overlay_toggled(self, _on: bool) -> None:
-        self._update_overlay()
 
     def _update_overlay(self) -> None:
         on = self.overlay_box.isChecked() and self.image is not None
@@ -539,22 +435,10 @@ class ChannelView(PanelBase):
         self.status_label.setText(self.hover_text(int(x), int(y)))
 
     def _show_stats(self) -> None:
-        s = self.stats
-        if not s:
+        if self.stats:
+            self.stats_label.set_text(*stats_lines(self.stats))
+        else:
             self.stats_label.setText("")
-            return
-        f = style.format_value
-        low, high, mean, std = f(s["min"]), f(s["max"]), f(s["mean"]), f(s["std"])
-        zeros = f"zeros {100 * s['zero_frac']:.1f} %"
-        # Where the line does not fit, the narrower versions keep the range and the zeros
-        # (an ablated channel reads "zeros 100.0 %").
-        self.stats_label.set_text(
-            f"min {low}  max {high}  mean {mean}  std {std}  {zeros}",
-            [
-                f"min {low} max {high} mean {mean} std {std} {zeros}",
-                f"min {low} max {high} … {zeros}",
-            ],
-        )
 
     def _show_summary(self) -> None:
         if self.activation is None:

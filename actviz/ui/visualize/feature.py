@@ -29,6 +29,7 @@ from actviz.analysis.visualize.visualization import Visualization
 from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
+from actviz.ui.visualize.picture_export import report_figures, write_pictures
 from actviz.ui.visualize.section import WantsSection
 from actviz.ui.worker import Worker
 from actviz.ui.worker_copy import WorkerCopy
@@ -93,7 +94,7 @@ class VisualizeFeature(FeatureBase, QObject):
         )
         # The section's Cancel stops its own synthesis only; Esc (:meth:`cancel`) stops the
         # page in the What channels want dock too.
-        self.section.cancel_requested.connect(self._on_section_cancel_requested)
+        self.section.cancel_requested.connect(self._cancel_synthesis)
         self.session.model_changed.connect(self._on_model_changed)
 
         #: The "What channels want" dock and its background synthesis.
@@ -135,24 +136,7 @@ class VisualizeFeature(FeatureBase, QObject):
     def report_part(self) -> dict[str, Any]:
         """File > Export report: the picture the channel view shows ("What it wants") and the
         page of "What channels want" as a numbered sheet."""
-        figures = []
-        vis = self.shown
-        if vis is not None:
-            caption = (
-                f"What {vis.layer} ch {vis.channels[0]} wants "
-                f"({vis.settings['objective']}, {vis.settings['steps']} steps)"
-            )
-            figures.append((caption, vis.image_uint8(0)))
-        page = self.page.result()
-        if page is not None:
-            from actviz.analysis.visualize.picture_files import contact_sheet
-
-            s = page.settings
-            caption = (
-                f"What {page.layer} ch {page.channels[0]}-{page.channels[-1]} want "
-                f"({s['objective']}, {s['steps']} steps)"
-            )
-            figures.append((caption, contact_sheet(page)))
+        figures = report_figures(self.shown, self.page.result())
         return {"figures": figures} if figures else {}
 
     def session_part(self) -> dict[str, Any]:
@@ -222,40 +206,8 @@ class VisualizeFeature(FeatureBase, QObject):
         ``page/`` and the channel view's picture in ``channel/`` (each: a PNG per channel, a
         contact sheet and ``visualize.json`` with the settings, the model and how to make
         them again). Returns the files written (none when nothing is shown)."""
-        from actviz.analysis.visualize.picture_cache import model_fingerprint
-        from actviz.analysis.visualize.picture_files import reproduce, write_visualization
-
-        loaded = self.session.loaded_model
-        source = getattr(loaded, "source", None) if loaded is not None else None
-        model = self.session.model
-        extra: dict[str, Any] = {
-            "model": getattr(loaded, "name", None) or type(model).__name__,
-            "source": source,
-        }
-        if model is not None:
-            # Remembered from the cache's look-ups: no second hashing of the weights.
-            extra["weights"] = model_fingerprint(model)
-        note = ""
-        if loaded is not None and source:
-            from actviz.io.export.reproduce import run_source
-
-            # Random weights (a torchvision name without weights, model code): reopening the
-            # source gives other weights, so its command line would make other pictures.
-            if run_source(loaded, None).state is not None:
-                note = (
-                    f"{extra['model']} has random weights: opening {source!r} again gives "
-                    "other weights and other pictures; the call makes these with these "
-                    "weights (the fingerprint above)"
-                )
-                source = None
-        files: list[Path] = []
-        for sub, vis in (("page", self.page.result()), ("channel", self.shown)):
-            if vis is not None:
-                again = reproduce(vis, source)
-                if note:
-                    again["note"] = note
-                files += write_visualization(vis, Path(folder) / sub, {**extra, "reproduce": again})
-        return files
+        pictures = {"page": self.page.result(), "channel": self.shown}
+        return write_pictures(self.session, pictures, folder)
 
     def export_dialog(self) -> None:
         """File > Export visualisations: ask for a folder and write the pictures there."""
@@ -427,9 +379,6 @@ class VisualizeFeature(FeatureBase, QObject):
         if key[1] in vis.channels:
             self._forget_lookup()
             self._show_cached()  # from the cache the page has just written
-
-    def _on_section_cancel_requested(self) -> None:
-        self._cancel_synthesis()
 
     def _forget_lookup(self) -> None:
         self._asked, self._pending = None, False

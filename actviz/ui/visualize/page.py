@@ -6,7 +6,7 @@ worker of its own, on a private copy of the model (hooks are per-module state: o
 worker), at the priority of the channel view's "What it wants": a page is 16 of those pictures
 and must cost no more than 16 of them (so it is not niced as scans are). The window's runs
 and live frames still come first: between two optimisation steps the page waits while the
-capture worker has a job (:data:`YIELD_S`). The copy is made *on* the
+capture worker has a job (:data:`~actviz.ui.visualize.page_job.YIELD_S`). The copy is made *on* the
 capture worker, as a short job of its own, so that no capture's hooks are inside the model
 while it is copied.
 
@@ -24,26 +24,22 @@ what the cache holds of it and says what is left to synthesise, without running 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from actviz.analysis.visualize.feature_vis import layer_channels, visualize
 from actviz.analysis.visualize.visualization import Visualization, merge_visualizations
 from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
+from actviz.ui.visualize.page_job import page_job
 from actviz.ui.visualize.picture_mosaic import MosaicDock
 from actviz.ui.visualize.section import OBJECTIVES
 from actviz.ui.worker import Worker
 from actviz.ui.worker_copy import WorkerCopy
 
-__all__ = ["CHUNK", "STATE_KEY", "YIELD_S", "PageVisualiser"]
+__all__ = ["STATE_KEY", "PageVisualiser"]
 
-#: Channels synthesised together (one batch): small enough that tiles appear every few
-#: seconds, large enough that a GPU is kept busy.
-CHUNK = 4
 #: The dock's width when first shown.
 DOCK_WIDTH = 340
 #: Channels per page of a layer whose panel has no pages (a Linear layer's outputs).
@@ -52,10 +48,6 @@ VECTOR_PAGE = 16
 #: channels of a ViT block, 512 of a ResNet's layer4): synthesised at the default settings
 #: that is an hour of CPU behind one click, in tiles too small to see in the dock.
 MAX_PAGE = 32
-#: The longest one optimisation step of the page waits for the capture worker's job (a run, a
-#: live frame) to end before it goes on beside it: the window's own work comes first, and a
-#: page beside live mode still moves.
-YIELD_S = 1.0
 #: The page's key among a session file's parts.
 STATE_KEY = "visualize_page"
 
@@ -294,13 +286,7 @@ class PageVisualiser(QObject):
         """Show the page of :meth:`state` again: its tiles (those the visualisation cache
         holds are filled, asked off the GUI thread) and, for the others, a message that the
         Visualise button makes them. Nothing runs the model. False (and nothing changes but
-        the dock's visibility) when ``state`` names no layer of the model shown.
-
-        Returns
-        -------
-        bool
-            True when the page was put back.
-        """
+        the dock's visibility) when ``state`` names no layer of the model shown."""
         if not isinstance(state, dict) or self._closed:
             return False
         if isinstance(state.get("open"), bool):
@@ -389,56 +375,18 @@ class PageVisualiser(QObject):
     def _page_job(self, target: Any, *, compute: bool) -> Callable[[Any, Any], None]:
         """The job filling the page shown: the cache's pictures first, then (``compute``)
         the others synthesised on ``target`` a few channels at a time."""
-        token, layer, channels = self._token, self.layer, list(self.channels)
-        s = dict(self._settings)
-        need_total = compute and not self.total
-        signals = self._signals
-        tracked = self.job
-        steps = int(s["steps"])
-        capture_worker = self.host.worker
-
-        def job(should_stop: Any, report: Any) -> None:
-            def stop_or_yield() -> bool:
-                # Before each step: the window's run or live frame first (a bounded wait).
-                if capture_worker.is_busy():
-                    deadline = time.monotonic() + YIELD_S
-                    while capture_worker.is_busy() and time.monotonic() < deadline:
-                        if should_stop():
-                            return True
-                        time.sleep(0.002)
-                return bool(should_stop())
-
-            kwargs = {"objective": s["objective"], "steps": steps, "size": s["size"]}
-            todo = channels
-            if need_total:
-                total = layer_channels(target, layer, size=int(s["size"]))
-                signals.part.emit(token, "total", total)
-                todo = [c for c in todo if c < total]
-            found = visualize(target, layer, todo, cache=True, only_cached=True, **kwargs)
-            if found.channels:
-                signals.part.emit(token, "part", found)
-            if not compute:
-                return
-            todo = [c for c in todo if c not in found.channels]
-            chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
-            for n, part in enumerate(chunks):
-
-                def step(done: int, _total: int, n: int = n) -> None:
-                    tracked.progress = (n * steps + done, len(chunks) * steps)
-                    report(f"Visualising channels: step {n * steps + done}")
-
-                vis = visualize(
-                    target,
-                    layer,
-                    part,
-                    cache=True,
-                    progress=step,
-                    should_stop=stop_or_yield,
-                    **kwargs,
-                )
-                signals.part.emit(token, "part", vis)
-
-        return job
+        token, signals, tracked = self._token, self._signals, self.job
+        return page_job(
+            target,
+            self.layer,
+            list(self.channels),
+            self._settings,
+            compute=compute,
+            need_total=compute and not self.total,
+            emit=lambda kind, value: signals.part.emit(token, kind, value),
+            set_progress=lambda progress: setattr(tracked, "progress", progress),
+            capture_worker=self.host.worker,
+        )
 
     # ========================================================================== events
     def _on_worker_errored(self, _error: BaseException) -> None:

@@ -209,13 +209,13 @@ class WindowAPI:
         self.files.drop_model_load("Opening the model was replaced by an in-memory model.")
         self.clear_messages()  # type: ignore[attr-defined]
         self.session.set_model(model, name=name, categories=categories, ticks=layers)
-        self.files.read_waiting_input()
+        self.files.inputs.start_waiting()
 
     def set_input(
         self, value: Any, *, image: np.ndarray | None = None, description: str = ""
     ) -> None:
         """Use an in-memory tensor (or tuple/dict of tensors) as the input."""
-        self.files.drop_input_load()
+        self.files.inputs.drop()
         self.session.set_input(
             value, source="", kind="tensor", image=image, description=description
         )
@@ -389,7 +389,7 @@ class WindowAPI:
         ``open_model`` arch, weights and trust it was opened with (reproduce.py)."""
         self.stop_current_run()
         self.files.drop_model_load("Opening the model was replaced by a session's model.")
-        self.files.drop_input_load()
+        self.files.inputs.drop()
         self.clear_messages()  # type: ignore[attr-defined]
         self.session.set_loaded_model(loaded, ticks=ticks, gradcam_layer=gradcam_layer)
         self.session.model_open_args = dict(open_args or {})

@@ -8,8 +8,7 @@ the previous model stays. A full pickle is first loaded without trust; the loade
 request is loaded again with ``trust=True``; a Hugging Face model folder whose own code would
 run raises its subclass ``TrustNeededError`` and is asked about the same way.
 
-An input asked for while a model is loading waits for that model (its transforms decide the
-size and normalisation); an input being read when a new model arrives is read again for it.
+Inputs are read by :class:`~actviz.ui.window.input_loads.InputLoads`.
 """
 
 from __future__ import annotations
@@ -29,12 +28,14 @@ from actviz.ui.background_loads import (
     ModelLoader,
     ModelRequest,
     arch_needed_text,
-    describe_error,
     error_details,
+    failed_status,
+    failure_reason,
     short_source,
 )
 from actviz.ui.window.actions import WindowActions
 from actviz.ui.window.banner import MessageBanner
+from actviz.ui.window.input_loads import InputLoads
 from actviz.ui.window.input_swap import InputSwap
 from actviz.ui.window.open_menus import OpenMenus
 from actviz.ui.window.settings import AppSettings
@@ -45,9 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.window.dialogs import OpenModelDialog
 
 log = logging.getLogger(__name__)
-
-#: Files dropped with these suffixes open as models; anything else opens as an input.
-INPUT_HINT = "Open an input (Ctrl+I), drop a file on the window, or pick a sample."
 
 #: ``confirm_untrusted(parent, path, message) -> bool``: may the file be unpickled?
 ConfirmUntrusted = Callable[[QWidget, str, str], bool]
@@ -107,20 +105,13 @@ class FileOpening:
         self.session = window.session
         self.settings = window.settings
         self.model_loads = model_loads
-        self.input_loads = input_loads
         self.banner = banner
         self.status_label = status_label
-        self.show_error = window.show_error
-        self.show_warning = window.show_warning
-        self._refresh_busy = window.refresh_busy
-        self._wait_until = window.wait_until
-        self._stop_current_run = window.stop_current_run
-        self._run_if_due = window.run_if_due
         self._model_request: ModelRequest | None = None
-        self._input_request: InputRequest | None = None
         self.menus = OpenMenus(self, actions)
         #: What a model switch does with an input the new model cannot take.
         self.swap = InputSwap(self.session, banner, window.show_warning, lambda: self.samples)
+        self.inputs = InputLoads(self, input_loads)
 
     # ========================================================================== public API
     def open_model_source(
@@ -158,7 +149,7 @@ class FileOpening:
         self.start_model_load(request)
         if not wait:
             return True
-        self._wait_until(lambda: request.succeeded is not None)
+        self.window.wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
@@ -174,10 +165,10 @@ class FileOpening:
         if self.window.is_closed():
             return False
         request = InputRequest(str(source), remember=remember)
-        self._request_input(request)
+        self.inputs.ask(request)
         if not wait:
             return True
-        self._wait_until(lambda: request.succeeded is not None)
+        self.window.wait_until(lambda: request.succeeded is not None)
         return bool(request.succeeded)
 
     def load_demo(self, sample: str | None = None) -> bool:
@@ -215,7 +206,7 @@ class FileOpening:
             source = self._natural_source(self.session.loaded_model, source)
         # While a model is being opened, the source is chosen for it once it is adopted.
         request = InputRequest(source, remember=False, quiet=True)
-        self._request_input(request)
+        self.inputs.ask(request)
         return True
 
     def _natural_source(self, loaded: Any, fallback: str) -> str:
@@ -235,30 +226,20 @@ class FileOpening:
             return self.open_model_source(str(path))
         if self.window.is_closed():
             return False
-        self._request_input(InputRequest(str(path), dropped=True))
+        self.inputs.ask(InputRequest(str(path), dropped=True))
         return True
 
     def is_loading(self) -> bool:
         """True while a model or an input is being opened."""
-        return self._model_request is not None or self._input_request is not None
+        return self._model_request is not None or self.inputs.request is not None
 
     def input_loading(self) -> bool:
         """True while an input is being opened (or waits for the model being opened)."""
-        return self._input_request is not None
+        return self.inputs.request is not None
 
-    def drop_model_load(self, status: str) -> None:
-        """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
-        self._drop_model_load(status)
-
-    def read_waiting_input(self) -> None:
-        """Read an input that waited for a model being opened for the session's model now."""
-        pending = self._input_request
-        if pending is not None and pending.job is None:
-            self._start_input_load(pending)  # it waited for a model: this is the one
-
-    def drop_input_load(self) -> None:
-        """Forget the input being opened (an in-memory input replaced it)."""
-        self._drop_input_load()
+    def model_loading(self) -> bool:
+        """True while a model is being opened."""
+        return self._model_request is not None
 
     def cancel(self) -> bool:
         """Cancel the model and input loads; True when one was running.
@@ -267,21 +248,21 @@ class FileOpening:
         """
         cancelled = False
         if self._model_request is not None:
-            self._drop_model_load()
+            self.drop_model_load()
             cancelled = True
-        if self._input_request is not None:
-            source = short_source(self._input_request.source)
-            self._drop_input_load(f"Opening {source} was cancelled; the input stays.")
-            self._run_if_due()
+        if self.inputs.request is not None:
+            source = short_source(self.inputs.request.source)
+            self.inputs.drop(f"Opening {source} was cancelled; the input stays.")
+            self.window.run_if_due()
             cancelled = True
         return cancelled
 
     def abandon(self) -> None:
         """Forget the loads running now (the window closes): they end as not succeeded."""
-        for request in (self._model_request, self._input_request):
+        for request in (self._model_request, self.inputs.request):
             if request is not None and request.succeeded is None:
                 request.succeeded = False
-        self._model_request = self._input_request = None
+        self._model_request = self.inputs.request = None
 
     # ========================================================================== model loads
     def start_model_load(self, request: ModelRequest) -> None:
@@ -301,9 +282,10 @@ class FileOpening:
             cancelled=lambda: self._on_model_load_cancelled(job),
             progress=self.status_label.setText,
         )
-        self._refresh_busy(f"Opening {short_source(source)}…")
+        self.window.refresh_busy(f"Opening {short_source(source)}…")
 
-    def _drop_model_load(self, status: str = "") -> None:
+    def drop_model_load(self, status: str = "") -> None:
+        """Forget the model being opened (an in-memory model replaced it; ``status`` says so)."""
         request = self._model_request
         if request is None:
             return
@@ -337,7 +319,7 @@ class FileOpening:
             self.settings.add_recent_model(request.source, request.arch)
             self.menus.refresh_recent()
         guessed = guessed_arch_text(loaded) if not request.arch else ""
-        self._refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
+        self.window.refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
         # The status text changes with the first run; the status bar message stays a while,
         # and only while the model it is about is shown.
         self.menus.show_note(guessed)
@@ -371,7 +353,7 @@ class FileOpening:
                 return
             self._fail_model_load(request, text, level="error")
             return
-        text = f"Could not open model {request.source!r}: {_reason(error, request.source)}"
+        text = f"Could not open model {request.source!r}: {failure_reason(error, request.source)}"
         if self._fail_in_dialog(request, text, path=request.source):
             return
         self._fail_model_load(request, text, level="error", details=error_details(error))
@@ -406,23 +388,16 @@ class FileOpening:
         if not text:
             text = f"Opening {short_source(request.source)} was cancelled; the model stays."
         if level == "error":
-            self.show_error(text, details=details)
+            self.window.show_error(text, details=details)
         elif level == "warning":
-            self.show_warning(text)
+            self.window.show_warning(text)
         # An error's whole sentence is in the banner; the one-line status bar would cut it.
-        self._refresh_busy(_failed_status(request.source) if level == "error" else text)
+        self.window.refresh_busy(failed_status(request.source) if level == "error" else text)
         self.window.model_load_failed.emit(text)
-        pending = self._input_request
-        if pending is not None and pending.job is None:
-            # It waited for the model that failed: read it for the current one instead.
-            if pending.quiet and self.session.model is None:
-                self._input_request = None
-                pending.succeeded = False
-            else:
-                self._start_input_load(pending)
+        self.inputs.model_failed()
 
     def _adopt_model(self, loaded: Any) -> None:
-        self._stop_current_run()
+        self.window.stop_current_run()
         self.banner.clear()
         gradcam = None
         if loaded.source == "demo" or loaded.kind == "demo":
@@ -432,136 +407,19 @@ class FileOpening:
         # The input is re-read so the new model's transforms (size, normalisation) apply, or
         # replaced when the new model cannot take it. The request is registered before the
         # model changes, so the automatic run waits for it.
-        reread, restore = self._input_request, None
+        reread, restore = self.inputs.request, None
         if reread is None:
             reread, restore = self.swap.input_for(loaded)
         elif reread.quiet and self.session.input is None:
             # The start-up default waited for this model: its natural input (a text model
             # gets a prompt, not the sample picture it cannot read).
             reread.source = self._natural_source(loaded, reread.source)
-        self._input_request = reread
+        self.inputs.request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
         if restore is not None:
             self.swap.restore(restore)
         if reread is not None:
-            self._start_input_load(reread)
-
-    def _refit_input(self) -> None:
-        """After an input that did not open: the input still held may be the previous
-        model's (the failed one waited for a model switch and took the place of the input read
-        for it). One the model cannot take is kept aside and replaced, as on a switch."""
-        from actviz.io.input_fit import input_misfit
-
-        loaded, inp = self.session.loaded_model, self.session.input
-        if loaded is None or inp is None or self._input_request is not None:
-            return
-        if input_misfit(loaded, inp.value, inp.source) is None:
-            return
-        request, restore = self.swap.input_for(loaded)
-        if restore is not None:
-            self.swap.restore(restore)
-        if request is not None:
-            self._request_input(request)
-
-    # ========================================================================== input loads
-    def _request_input(self, request: InputRequest) -> None:
-        previous = self._input_request
-        if previous is not None and previous is not request:
-            previous.succeeded = False
-        self._input_request = request
-        if self._model_request is not None:
-            # Wait for the model being opened: its transforms decide how the input is read.
-            self.input_loads.drop()
-            request.job = None
-            return
-        self._start_input_load(request)
-
-    def _start_input_load(self, request: InputRequest) -> None:
-        self._input_request = request
-        loader = self.window.input_loader
-        model, loaded_model = self.session.model, self.session.loaded_model
-        request.model = model
-        source = request.source
-        job = request.job = self.input_loads.submit(
-            lambda stop, progress: loader(source, model=model, loaded_model=loaded_model)
-        )
-        job.on(
-            finished=lambda loaded: self._on_input_load_finished(job, loaded),
-            failed=lambda error: self._on_input_load_errored(job, error),
-            cancelled=lambda: self._on_input_load_cancelled(job),
-            progress=self.status_label.setText,
-        )
-        self._refresh_busy(f"Opening {short_source(source)}…")
-
-    def _drop_input_load(self, text: str = "") -> None:
-        """Forget the input being opened; with ``text``, report it as cancelled."""
-        request = self._input_request
-        if request is None:
-            return
-        self.input_loads.drop()
-        self._input_request = None
-        request.succeeded = False
-        if text:
-            self._refresh_busy(text)
-            self.window.input_load_failed.emit(text)
-
-    def _on_input_load_finished(self, job: Job, loaded: Any) -> None:
-        request = self._input_request
-        if request is None or job is not request.job:
-            return
-        if request.model is not self.session.model:
-            # The model changed while the input was read: read it again for the new one.
-            self._start_input_load(request)
-            return
-        self._input_request = None
-        request.succeeded = True
-        self.banner.clear("action")
-        if not (request.quiet or request.swap):
-            # An input the user opened: a note that another input stands in for theirs
-            # (a model switch's swap) is no longer true.
-            self.banner.clear("input")
-        self.session.set_loaded_input(loaded)
-        if request.remember:
-            self.settings.add_recent_input(request.source)
-            self.menus.refresh_recent()
-        self._refresh_busy(f"Opened {short_source(request.source)}")
-        self.window.input_loaded.emit(request.source)
-        self._run_if_due()
-
-    def _on_input_load_errored(self, job: Job, error: BaseException) -> None:
-        from actviz.io.errors import ModelFileAsInputError
-
-        request = self._input_request
-        if request is None or job is not request.job:
-            return
-        self._input_request = None
-        request.succeeded = False
-        if request.dropped and isinstance(error, ModelFileAsInputError):
-            # ".pt" names inputs and models alike: what the file holds decides.
-            self.open_model_source(request.source)
-            return
-        if request.quiet:
-            log.info("no default input: %s", error)
-            text = INPUT_HINT
-            self.show_warning(text)
-        else:
-            source = request.source
-            text = f"Could not open input {source!r}: {_reason(error, source)}"
-            self.show_error(text, details=error_details(error))
-            reason = _reason(error, source).rstrip(".")
-            self.swap.failure = (repr(short_source(source.removeprefix("text:"))), reason)
-        self._refresh_busy(text if request.quiet else _failed_status(request.source))
-        self.window.input_load_failed.emit(text)
-        self._refit_input()
-        self.swap.failure = None  # said by the input put in its place, or not needed
-        self._run_if_due()
-
-    def _on_input_load_cancelled(self, job: Job) -> None:
-        request = self._input_request
-        if request is not None and job is request.job:
-            self._drop_input_load(f"Opening {short_source(request.source)} was cancelled.")
-            self._refit_input()
-            self._run_if_due()
+            self.inputs.start(reread)
 
     # ========================================================================== menus, dialogs
     @property
@@ -591,18 +449,7 @@ class FileOpening:
         """The Open model dialog closed: a model it asked for that is still loading goes."""
         request = self._model_request
         if request is not None and request.dialog is dialog and request.succeeded is None:
-            self._drop_model_load()  # closed (Cancel, Esc) while its model was loading
-
-
-def _failed_status(source: str) -> str:
-    """The status bar's line for a failed open; the banner above holds the reason."""
-    return f"Could not open {short_source(source)}: see the message above"
-
-
-def _reason(error: BaseException, source: str) -> str:
-    """Why opening ``source`` failed, without the file name the error starts with (the
-    sentence around it names the file already)."""
-    return describe_error(error).removeprefix(f"{source}: ")
+            self.drop_model_load()  # closed (Cancel, Esc) while its model was loading
 
 
 def guessed_arch_text(loaded: Any) -> str:

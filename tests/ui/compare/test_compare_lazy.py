@@ -51,7 +51,7 @@ def _compare_with(win, pin) -> None:
 def _scroll_down_until(qtbot, view, condition) -> None:
     """Scroll the difference area down a page at a time, as a user would, until
     ``condition()`` holds."""
-    bar = view.diff_scroll.verticalScrollBar()
+    bar = view.diffs.verticalScrollBar()
     while not condition():
         assert bar.value() < bar.maximum(), "scrolled to the end"
         bar.setValue(bar.value() + bar.pageStep())
@@ -67,8 +67,8 @@ def _assert_panels_show(ctrl, cap_a, cap_b) -> list[str]:
     made yet). Returns the painted panels' names."""
     unpainted = set(ctrl.diff_panels_unpainted())
     painted = []
-    for name in ctrl.view.diff_order():
-        panel = ctrl.view.diff_panels.get(name)
+    for name in ctrl.view.diffs.order():
+        panel = ctrl.view.diffs.panels.get(name)
         if panel is None:
             assert name in unpainted, f"{name} was painted without a panel"
             continue
@@ -97,17 +97,17 @@ def _compared(qtbot, actviz_window, resnet):
 def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, resnet):
     win, pin, ctrl, view, cap_a, cap_b = _compared(qtbot, actviz_window, resnet)
     expected = compare(cap_a, cap_b)
-    assert view.diff_order() == LAYERS
+    assert view.diffs.order() == LAYERS
     painted = _assert_panels_show(ctrl, cap_a, cap_b)
     # The first panels (the first divergence, conv1, scrolled to) are painted; the deep
     # ones, far below the area, are not yet (nor made).
-    assert painted and painted[0] == "conv1" and view.diff_panels["conv1"].is_selected()
-    assert "layer3" in ctrl.diff_panels_unpainted() and "layer3" not in view.diff_panels
+    assert painted and painted[0] == "conv1" and view.diffs.panels["conv1"].is_selected()
+    assert "layer3" in ctrl.diff_panels_unpainted() and "layer3" not in view.diffs.panels
     assert len(painted) < len(LAYERS)
 
-    _scroll_down_until(qtbot, view, lambda: "layer3" in view.diff_panels)
-    panel = view.diff_panels["layer3"]
-    view.diff_scroll.ensureWidgetVisible(panel)
+    _scroll_down_until(qtbot, view, lambda: "layer3" in view.diffs.panels)
+    panel = view.diffs.panels["layer3"]
+    view.diffs.ensureWidgetVisible(panel)
     qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
     shown = panel.activation_slot.view.data
     diff = _difference(cap_a, cap_b, "layer3")
@@ -123,7 +123,7 @@ def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, r
     _assert_panels_show(ctrl, cap_a, cap_b)
 
     # Scrolled to the end: every panel on the way there has been painted, right.
-    bar = view.diff_scroll.verticalScrollBar()
+    bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())
     qtbot.waitUntil(lambda: "fc" not in ctrl.diff_panels_unpainted(), timeout=5000)
     assert len(_assert_panels_show(ctrl, cap_a, cap_b)) > len(painted)
@@ -138,19 +138,19 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     view = ctrl.view
     _compare_with(win, first)
     cap_a = window.result.capture
-    bar = view.diff_scroll.verticalScrollBar()
+    bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
     qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
-    panels = dict(view.diff_panels)
+    panels = dict(view.diffs.panels)
     bar.setValue(0)
 
     _compare_with(win, second)
     cap_b = second.result.capture
     # The same panels, kept: those in view show the second comparison, the others nothing.
-    assert view.diff_panels == panels
+    assert view.diffs.panels == panels
     assert "layer3" in ctrl.diff_panels_unpainted()
-    assert view.diff_panels["layer3"].activation_slot.view is None
-    assert view.diff_panels["layer3"].title_label.text().startswith("layer3 · ")
+    assert view.diffs.panels["layer3"].activation_slot.view is None
+    assert view.diffs.panels["layer3"].title_label.text().startswith("layer3 · ")
     painted = _assert_panels_show(ctrl, cap_a, cap_b)
     assert "conv1" in painted
     with pytest.raises(AssertionError):  # (the two comparisons differ where it is checked)
@@ -160,7 +160,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
 
     _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
     np.testing.assert_allclose(
-        view.diff_panels["layer3"].activation_slot.view.data,
+        view.diffs.panels["layer3"].activation_slot.view.data,
         _difference(cap_a, cap_b, "layer3"),
     )
     _assert_panels_show(ctrl, cap_a, cap_b)
@@ -194,7 +194,7 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     # Wide enough for two columns: the panels go side by side, those now in view painted.
     win.resize(2200, 1400)
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
-    conv1, bn1 = view.diff_panels["conv1"], view.diff_panels["bn1"]
+    conv1, bn1 = view.diffs.panels["conv1"], view.diffs.panels["bn1"]
     assert conv1.y() == bn1.y() and conv1.x() < bn1.x()
     assert len(_assert_panels_show(ctrl, cap_a, cap_b)) >= len(after)
     # Every panel at once (what a report or a test reading them all asks for).
@@ -207,7 +207,7 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     import torchvision
 
     win.set_model(torchvision.models.resnet18(weights=None).eval(), ["conv1", "layer1"])
-    assert view.diff_panels == {} and ctrl.diff_panels_unpainted() == []
+    assert view.diffs.panels == {} and ctrl.diff_panels_unpainted() == []
     assert not ctrl.diff_panels_pending()
 
 
@@ -227,7 +227,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     # Live mode off again: still that comparison.
     win.live.dock.close()
     win.wait_idle()
-    view.diff_scroll.verticalScrollBar().setValue(view.diff_scroll.verticalScrollBar().maximum())
+    view.diffs.verticalScrollBar().setValue(view.diffs.verticalScrollBar().maximum())
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
     _assert_panels_show(ctrl, cap_a, cap_b)
 

@@ -76,19 +76,19 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     assert not view.is_error() and "first divergence: conv1" in view.message()
     # A - B of the sample shown, per layer, in the layer panels the Layers tab uses.
     # (each panel painted as it comes near the area's view: conv1 and conv2 are there)
-    assert view.diff_order() == LAYERS
+    assert view.diffs.order() == LAYERS
     # Panels in view are painted in the pass that shows the result, those near it one per
     # event-loop pass after.
-    qtbot.waitUntil(lambda: {"conv1", "conv2"} <= set(view.diff_panels), timeout=2000)
+    qtbot.waitUntil(lambda: {"conv1", "conv2"} <= set(view.diffs.panels), timeout=2000)
     for name in ("conv1", "conv2"):
-        shown = view.diff_panels[name].activation_slot.view.data
+        shown = view.diffs.panels[name].activation_slot.view.data
         diff = (cap_a[name].tensor - cap_b[name].tensor)[0].numpy()
         np.testing.assert_allclose(shown, diff)
-        assert view.diff_panels[name].activation_slot.mosaic.symmetric
+        assert view.diffs.panels[name].activation_slot.mosaic.symmetric
         # |A - B| beside it, where the Layers tab shows |gradient|.
-        np.testing.assert_allclose(view.diff_panels[name].gradient_slot.view.data, np.abs(diff))
+        np.testing.assert_allclose(view.diffs.panels[name].gradient_slot.view.data, np.abs(diff))
     # The first divergence's panel is selected and scrolled to.
-    qtbot.waitUntil(lambda: view.diff_panels["conv1"].is_selected(), timeout=2000)
+    qtbot.waitUntil(lambda: view.diffs.panels["conv1"].is_selected(), timeout=2000)
     # Both predictions: A's and B's probabilities of every class listed.
     p_a = torch.softmax(cap_a.output[0].double(), 0).numpy()
     p_b = torch.softmax(cap_b.output[0].double(), 0).numpy()
@@ -111,8 +111,8 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     ]
 
     # A difference tile reads out A - B and |A - B|; a click opens run A's channel large.
-    panel = view.diff_panels["conv2"]
-    view.diff_scroll.ensureWidgetVisible(panel)
+    panel = view.diffs.panels["conv2"]
+    view.diffs.ensureWidgetVisible(panel)
     m, canvas = panel.activation_slot.mosaic, panel.activation_slot.image_canvas
     y0, x0 = m.tile_origin(3)
     point = canvas.image_to_widget(x0 + m.tile_w / 2, y0 + m.tile_h / 2)
@@ -163,7 +163,7 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
     win.compare.show_page()
     win.compare.wait_diff_panels(2000)
     diff = (cap_a["conv2"].tensor - cap_b["conv2"].tensor)[0].numpy()
-    np.testing.assert_allclose(view.diff_panels["conv2"].activation_slot.view.data, diff)
+    np.testing.assert_allclose(view.diffs.panels["conv2"].activation_slot.view.data, diff)
     # An input that cannot be read: the reason, in red; the comparison shown stays.
     with qtbot.waitSignal(win.compare.feature.compare_failed, timeout=TIMEOUT_MS) as failed:
         win.compare.feature.compare_with_input(str(tmp_path / "missing.png"))
@@ -222,7 +222,7 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     assert chart.cosine[0] == pytest.approx(1.0) and chart.rel_l2[0] == 0.0
     assert chart.rel_l2[1] > 1e-3 and chart.divergence == 1  # conv2: where weights changed
     win.compare.wait_diff_panels(2000)
-    np.testing.assert_array_equal(view.diff_panels["conv1"].activation_slot.view.data, 0.0)
+    np.testing.assert_array_equal(view.diffs.panels["conv1"].activation_slot.view.data, 0.0)
     cap_b = capture(changed, frame(1), LAYERS)
     _assert_chart_is(view, compare(window.result.capture, cap_b))
     # A new run: the comparison shown says it is of an older run A, and holds no capture.

@@ -20,8 +20,7 @@ from actviz.display.colormaps import OVERLAY_CMAP, colorize
 from actviz.testing import assert_no_hooks
 from actviz.ui.dataset import scans as scans_module
 from actviz.ui.dataset.dialog import ScanSpec
-from actviz.ui.dataset.dock import format_eta, progress_text
-from actviz.ui.dataset.feature import skipped_text
+from actviz.ui.dataset.dock import format_eta, progress_text, skipped_text
 from actviz.ui.dataset.scans import eta_seconds, model_bytes
 from actviz.ui.dataset.topk import HEAT_ALPHA, tile_pictures
 
