@@ -15,7 +15,9 @@ Figures: ``stress_actions``, ``stress_crashes``, ``stress_hangs``, ``stress_exce
 growth of a kind that must stay flat), ``stress_rss_growth_mib``, ``stress_heap_growth_mib``
 (memory malloc handed out and did not get back: what a leak grows, where the resident size
 also holds freed memory glibc keeps), ``stress_rss_growth_per_1k_mib`` (the largest slope of a
-process's RSS after its warm-up, MiB per 1,000 actions), ``stress_rss_over_heap`` /
+process's RSS after its warm-up, MiB per 1,000 actions: the median of its checkpoints' pairwise
+slopes, robust to one checkpoint's state; ``stress_rss_growth_per_1k_ls_mib`` the least-squares
+one), ``stress_rss_over_heap`` /
 ``stress_anon_over_heap`` (a process's resident / anonymous memory at its end over malloc's
 heap in use), ``stress_rss_over_heaps`` / ``stress_anon_over_heaps`` (the same over malloc's
 and Python's object heap together), ``stress_errors_shown``,
@@ -72,7 +74,7 @@ def print_table(reports: Sequence[Any]) -> None:
     print(
         f"{'model':<10} {'seed':>5} {'actions':>7} {'crash':>5} {'hang':>4} {'exc':>4} "
         f"{'hooks':>5} {'stuck':>5} {'max block ms':>12} {'>limit':>6} {'obj growth':>10} "
-        f"{'rss MiB/1k':>10} {'heap MiB/1k':>11} {'s':>6}"
+        f"{'rss MiB/1k':>10} {'(l.sq.)':>8} {'heap MiB/1k':>11} {'s':>6}"
     )
     for r in reports:
         heap = r.heap_growth_per_1k_mib
@@ -80,7 +82,8 @@ def print_table(reports: Sequence[Any]) -> None:
             f"{r.model:<10} {r.seed:>5} {r.actions:>7} {len(r.crashes):>5} {len(r.hangs):>4} "
             f"{len(r.exceptions):>4} {len(r.leaked_hooks):>5} {len(r.stuck):>5} "
             f"{r.max_block_ms:>12.0f} {len(r.blocks):>6} {r.objects_growth:>10} "
-            f"{r.rss_growth_per_1k_mib:>10.1f} {_mib(heap):>11} {r.seconds:>6.0f}"
+            f"{r.rss_growth_per_1k_mib:>10.1f} {r.rss_growth_per_1k_ls_mib:>8.1f} "
+            f"{_mib(heap):>11} {r.seconds:>6.0f}"
         )
     for r in reports:
         print(r.describe())
@@ -113,6 +116,9 @@ def summarise(reports: Sequence[Any], summary: dict) -> None:
     summary["stress_heap_growth_mib"] = max(heaps, default=None)
     summary["stress_rss_growth_per_1k_mib"] = max(
         (r.rss_growth_per_1k_mib for r in reports), default=0.0
+    )
+    summary["stress_rss_growth_per_1k_ls_mib"] = max(
+        (r.rss_growth_per_1k_ls_mib for r in reports), default=0.0
     )
     # What the resident size is made of at each process's end: RSS / heap in use, and the
     # anonymous memory (RSS less the mapped libraries) / heap in use.

@@ -362,7 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             threads=args.threads,
         )  # fmt: skip
         print(report.describe())
-        print(f"rss growth per 1k actions: {report.rss_growth_per_1k_mib:.1f} MiB")
+        print(
+            f"rss growth per 1k actions: {report.rss_growth_per_1k_mib:.1f} MiB (median slope; "
+            f"least squares {report.rss_growth_per_1k_ls_mib:.1f})"
+        )
         found = [f for f in report.findings() if f.kind not in ("block",)] or report.findings()
         if args.shrink and found:
             shrunk, runs = shrink_failure(report, found[0], replay, max_runs=args.shrink_runs)

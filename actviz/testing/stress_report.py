@@ -162,9 +162,16 @@ class StressReport:
 
     @property
     def rss_growth_per_1k_mib(self) -> float:
-        """How fast resident memory grew after the warm-up: the least-squares slope of the
-        checkpoints' RSS (:meth:`_after_warm_up`), in MiB per 1,000 actions (0 with fewer than
-        3)."""
+        """How fast resident memory grew after the warm-up, in MiB per 1,000 actions: the
+        median of the slopes between every two checkpoints (:meth:`_after_warm_up`; Theil-Sen).
+        A checkpoint's RSS holds what is shown at that moment (one with a large input's capture
+        is hundreds of MiB above its neighbours); the median follows the trend, not that one
+        state, where a least-squares line (:attr:`rss_growth_per_1k_ls_mib`) tilts with it."""
+        return _median_per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
+
+    @property
+    def rss_growth_per_1k_ls_mib(self) -> float:
+        """The least-squares slope of the same checkpoints (MiB per 1,000 actions)."""
         return _per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
 
     @property
@@ -262,6 +269,20 @@ def describe_referrer(ref: Any) -> str:
 _MEMORY_KEYS = (
     "rss", "files", "anonymous", "heap_in_use", "heap_free", "python_heap", "tensors", "arrays",
 )  # fmt: skip
+
+
+def _median_per_1k(points: Sequence[tuple[int, float]]) -> float:
+    slopes = sorted(
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    )
+    if not slopes:
+        return 0.0
+    mid = len(slopes) // 2
+    median = slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
+    return 1000.0 * median
 
 
 def _per_1k(points: Sequence[tuple[int, float]]) -> float:

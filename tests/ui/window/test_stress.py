@@ -169,6 +169,13 @@ def test_stress_bench_reports_every_figure():
     long = _stress_report("demo", [900, 1000, 1300, 1300, 1300, 1300], [200] * 6)
     assert long.rss_growth_per_1k_mib == pytest.approx(0.0)
     assert _stress_report("demo", [900, 1000, 1300], [200] * 3).rss_growth_per_1k_mib > 0
+    # One checkpoint holding a large capture (700 MiB over its neighbours) is that moment's
+    # state, not growth: the median slope stays at the trend, the least-squares line tilts.
+    spike = _stress_report("demo", [900, 1000, 1000, 1010, 1020, 1030, 1700, 1050], [200] * 8)
+    assert spike.rss_growth_per_1k_mib == pytest.approx(100.0)
+    assert spike.rss_growth_per_1k_ls_mib > 400
+    assert stress_bench.summarise([spike], summary) is None
+    assert summary["stress_rss_growth_per_1k_ls_mib"] == spike.rss_growth_per_1k_ls_mib
     # A report survives its trip through JSON (how a case process hands it back).
     back = StressReport.from_json(reports[1].to_json())
     assert back == reports[1]
