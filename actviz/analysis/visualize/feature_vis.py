@@ -1,29 +1,13 @@
 """Feature visualisation: the image a channel wants to see, by activation maximisation.
 
-``actviz.visualize(model, "layer3", range(8))`` optimises one image per channel so that the
-channel's mean activation is as high as it can make it, the way Olah et al. describe it
-("Feature Visualization", Distill 2017): a Fourier parameterisation with 1/f scaling,
-decorrelated colour and robustness transforms (pad, jitter, random scale, random rotation),
-fed through the model's own normalisation. See :mod:`actviz.analysis.visualize.image_param` for the
-image side. Where a channel is silent on the starting grey image, Lucid's redirected ReLU
-gradient gets the picture started (:mod:`~actviz.analysis.visualize.layer_runner`); Lucent has none
-and leaves such channels grey.
-
-Where the speed comes from (against Lucent's ``render_vis`` with the same settings):
-
-* the forward stops at the layer: a hook takes the activation and raises, so later layers
-  never run (unless the objective is a class logit);
-* the model's parameters are switched to ``requires_grad=False`` for the run, so the backward
-  pass computes the image's gradient only (no weight gradients, none of their buffers);
-* hooks on the layer (and the ``nn.ReLU`` modules), not on every module;
-* the transforms of all samples are one affine resampling per step, drawn up front;
-* several channels run as one batch (one image per channel), each from its own seed, so a
-  channel's picture does not depend on which others share its batch.
-
-The model is left exactly as found (training flags, buffers, ``requires_grad``, ``.grad``,
-hooks), after success, cancel and error alike (:class:`~actviz.core.guards.ModelState`).
-Nothing here imports Qt; a window calls :func:`visualize` from a worker thread with
-``progress`` and ``should_stop``.
+``actviz.visualize(model, "layer3", range(8))`` optimises one image per channel as Olah et al.
+describe ("Feature Visualization", Distill 2017): Fourier parameterisation with 1/f scaling,
+decorrelated colour, robustness transforms (:mod:`actviz.analysis.visualize.image_param`), and
+Lucid's redirected ReLU for channels silent on the start image
+(:mod:`~actviz.analysis.visualize.layer_runner`). It is faster than Lucent's ``render_vis``
+because the forward stops at the layer, weights take no gradient, transforms are one affine
+resampling per step and channels run as one batch (each from its own seed). The model is left
+as found (:class:`~actviz.core.guards.ModelState`); no Qt here.
 """
 
 from __future__ import annotations
