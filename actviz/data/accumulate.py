@@ -1,25 +1,15 @@
 """Per-layer running figures of a dataset scan, merged one batch at a time.
 
-For every channel of a layer the state holds the ``k`` largest per-image maxima (with the data
-index of the image and the ``(y, x)`` of the maximum) and the running mean, spread and
-positive count of the per-image figures. Memory is ``O(k x C)``: each batch is reduced in the
-forward hook, when the layer's output is produced (two passes over the maps: the maximum with
-its position, and the mean), then merged into the state with one ``lexsort`` over the
-``(C', k + B)`` candidates of the channels ``C'`` that gain an entry (a scan merges all its
-layers as one state, see :meth:`LayerState.joined`); no loop over channels or images runs in
-Python. The state is numpy: its merge is dozens of operations on small arrays, where numpy's
-per-call cost is a fraction of torch's.
+Per channel: the ``k`` largest per-image maxima (with image index and ``(y, x)``), and the
+running mean, spread and positive count. Each batch is reduced in the forward hook and merged
+with one ``lexsort`` over the candidates of the channels that gain an entry, so memory is
+``O(k x C)`` and nothing loops over channels or images in Python; numpy, not torch, because
+the merge is many small operations.
 
-Definitions (what :class:`~actviz.data.Scan` reports):
-
-* per-image value of a channel: the maximum of its map over all positions (its only value for
-  a ``(N, C)`` layer); its location is the first maximum in row-major order (``argmax``);
-* ``mean`` / ``std``: over images, of the per-image *spatial mean* of the channel (population
-  standard deviation, i.e. divided by the number of images);
-* ``frac_positive``: the fraction of images whose per-image maximum is above zero, i.e. where
-  the channel is above zero somewhere.
-
-Ties between equal values are broken by data order: the image that comes first wins.
+Definitions (what :class:`~actviz.data.Scan` reports): the per-image value is the map's
+maximum (first in row-major order); ``mean`` / ``std`` are over images of the spatial mean
+(population std); ``frac_positive`` is the share of images whose maximum is above zero. Ties
+go to the image that comes first.
 """
 
 from __future__ import annotations

@@ -252,25 +252,12 @@ class StepsAndLine:
 class FeatureJob(QObject):
     """The one job at a time a feature runs on a worker, and the feature's view kept in step.
 
-    The view has ``set_busy(bool)`` (the progress bar, Cancel and the buttons that start a
-    job) and ``set_message(text, *, error=False)``; with ``steps``, ``set_progress(done,
-    total)`` too. :meth:`start` makes the view busy, says ``message`` and submits the job
-    without superseding (a run already queued still reports; a later run replaces this job).
-    Then, from the job's handle:
-
-    * progress: the view shows :attr:`progress` (``(done, total)``, written by the job's
-      thread, read here on the GUI thread: one tuple); on the window's worker, the status bar
-      shows the job's message;
-    * finished: the view is freed, the window's status says ``done`` (given to
-      :meth:`start`), then ``on_finished(value, context)``;
-    * failed (logged at INFO on the feature's module logger as ``"<log_as> failed"``) or
-      cancelled: the view is freed, the status says ``failed_status`` / ``cancelled_status``
-      and the view says ``"<failed>: <the error>"`` / ``cancelled`` in red (``cancelled`` may
-      be a function giving the text when the cancel is shown: what was done by then);
-    * superseded (``interrupted`` given: the worker started a newer job, or the window a run,
-      so this one never reports): the view is freed and says ``interrupted`` in red.
-
-    Each red message also goes to ``on_failed(text)`` when given.
+    The view has ``set_busy(bool)`` and ``set_message(text, *, error=False)`` (with ``steps``,
+    ``set_progress(done, total)`` too). :meth:`start` makes it busy and submits the job without
+    superseding; progress, finish (``on_finished(value, context)``), failure, cancel and
+    supersession (``interrupted``) each free the view and say so in it and in the status bar,
+    red messages also going to ``on_failed(text)``. Failures are logged at INFO as
+    ``"<log_as> failed"``.
 
     Parameters
     ----------

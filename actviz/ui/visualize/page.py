@@ -1,25 +1,12 @@
 """Visualising a layer's page of channels in the background: the "What channels want" dock.
 
-A page can take minutes on a CPU (one image per channel, hundreds of steps each), so it does
-not run on the window's capture worker, which would hold up every run meanwhile. It runs on a
-worker of its own, on a private copy of the model (hooks are per-module state: one model, one
-worker), at the priority of the channel view's "What it wants": a page is 16 of those pictures
-and must cost no more than 16 of them (so it is not niced as scans are). The window's runs
-and live frames still come first: between two optimisation steps the page waits while the
-capture worker has a job (:data:`~actviz.ui.visualize.page_job.YIELD_S`). The copy is made *on* the
-capture worker, as a short job of its own, so that no capture's hooks are inside the model
-while it is copied.
-
-The page's channels come from the cache first (shown at once), then the others are
-synthesised a few at a time and each batch is shown as it finishes; Cancel keeps what is done.
-Everything goes to the user's visualisation cache, shared with the channel view's "What it
-wants" (same weights, same settings: the same picture). The synthesis on the page's worker is
-tracked by :class:`~actviz.ui.host.FeatureJob` (busy dock, progress, Cancel, messages), as the
-window's other features track theirs; the model copy before it is the page's own step.
-
-A session file keeps the page (:meth:`PageVisualiser.state`: layer, position, order, settings,
-whether the dock was open); opened again (:meth:`PageVisualiser.restore`), the page shows
-what the cache holds of it and says what is left to synthesise, without running the model.
+A page can take minutes on a CPU, so it runs on a worker of its own with a private copy of the
+model (hooks are per-module state: one model, one worker), made on the capture worker so no
+capture's hooks are inside it while copied. Window runs come first: between optimisation steps
+the page waits while the capture worker is busy. Cached channels show at once, the rest are
+synthesised a few at a time into the shared visualisation cache; Cancel keeps what is done.
+The synthesis is tracked by :class:`~actviz.ui.host.FeatureJob`; a session file keeps the page
+(:meth:`PageVisualiser.state` / :meth:`PageVisualiser.restore`, which never runs the model).
 """
 
 from __future__ import annotations
