@@ -1,19 +1,12 @@
 """The one way a feature plugs into the explorer window: the :class:`WindowHost` protocol.
 
-A feature (live mode, what-if edits, the Compare tab, dataset scans, token views, and those to
-come) is one class constructed with the host and nothing else. It reads and changes the state
-of the investigation through ``host.session`` (:class:`~actviz.workspace.session_state.Session`, whose
-events it listens to), runs its jobs on ``host.worker`` (one capture at a time per model), adds
-its widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ``add_toolbar`` /
-``add_status_widget`` and the panel slots, and tells the user things with ``show_error`` /
-``show_warning`` / ``show_status``. It never imports ``actviz.ui.window`` nor another feature's
-package, so features can be added, removed and tested one at a time.
-
-The window calls each feature back through :class:`Feature`: Esc cancels, busy state, "Reset
-window layout" and shutdown. A feature connects to the :class:`~actviz.ui.worker.Job` each
-``submit`` returns: nobody else hears of it. A feature that runs one job at a
-time with a progress bar, a Cancel button and a message line keeps them in step with the job
-through :class:`FeatureJob` (and :func:`show_steps` / :func:`show_line` for the bar and line).
+A feature is one class constructed with the host and nothing else: state through
+``host.session`` (:class:`~actviz.workspace.session_state.Session` and its events), jobs on
+``host.worker``, widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ... and
+messages through ``show_error`` / ``show_warning`` / ``show_status``. It never imports
+``actviz.ui.window`` or another feature, so features are added, removed and tested one at a
+time. The window calls features back through :class:`Feature`; :class:`FeatureJob` keeps a
+one-job-at-a-time view in step with its job.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Hugging Face transformers models: a ``save_pretrained`` folder, or a hub id already cached.
 
-Nothing here downloads: a hub id opens only when its files are in the local Hugging Face
-cache, and every ``from_pretrained`` call gets ``local_files_only=True``. Models whose folder
-ships its own Python code (``auto_map`` in ``config.json``) need ``trust=True``
-(:class:`~actviz.io.errors.TrustNeededError` otherwise).
-
-Models load with the eager attention implementation (``attn_implementation="eager"``): its
-softmax probabilities exist as tensors, so attention maps can be captured (add
-``output_attentions=True`` to the input dict, or set ``model.config.output_attentions``: the
-output then holds ``attentions``, one ``(N, heads, T, T)`` tensor per layer, and targets
-still use the ``logits``), and its outputs agree with the default SDPA kernels to float
-rounding (about 1e-6 on float32). ``use_cache`` is switched off: one forward needs no
-key/value cache.
-
-transformers is imported only when such a model is opened: ``import actviz`` and the base
-install never need it (``pip install actviz[hf]`` adds it).
+Nothing downloads (``local_files_only=True``); folders with their own code (``auto_map``) need
+``trust=True``. Models load with eager attention, so attention probabilities exist as tensors
+to capture (with ``output_attentions``), agreeing with SDPA to float rounding; ``use_cache`` is
+off. transformers is imported only when such a model is opened (``pip install actviz[hf]``).
 """
 
 from __future__ import annotations
