@@ -1,18 +1,11 @@
 """torch's intra-op thread count (held for a block, or chosen by trying) and background priority.
 
-``torch.set_num_threads`` sets the *calling* thread's count (OpenMP), and the last count set
-is what new threads start with: both tools here put the count back when done.
-
-One team at a time: under libgomp each thread running parallel ops keeps its own OpenMP team;
-more team threads than cores make every parallel region wake threads from sleep. So helper
-threads run torch on one thread (:func:`torch_threads` ``(1)``) and the app keeps its GUI
-thread to one (:func:`parallel_in_workers_only`).
-
-:class:`ThreadTuner`: with DataLoader workers beside the model, whether fewer torch threads win
-depends on the model, so a scan tries both counts and keeps the faster.
-
-Background priority: a scan in the window runs its thread and loader processes niced, and the
-loaders come from a fork server (:mod:`actviz.data.fork_server`), so the GUI keeps its cores.
+``torch.set_num_threads`` sets the calling thread's count and what new threads start with, so
+both tools here put it back. Under libgomp each thread running parallel ops keeps its own
+OpenMP team, and more team threads than cores make every region wake sleepers: helper threads
+run torch on one thread and the app keeps its GUI thread to one
+(:func:`parallel_in_workers_only`). :class:`ThreadTuner` tries two counts for a scan and keeps
+the faster. Scans in the window run niced, their loaders from :mod:`actviz.data.fork_server`.
 """
 
 from __future__ import annotations

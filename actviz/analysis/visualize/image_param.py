@@ -1,18 +1,10 @@
 """The image side of feature visualisation: how an image is parameterised and transformed.
 
-* :class:`ImageParam`: ``K`` images, one per sample, each from its own seed. The Fourier
-  parameterisation (Olah et al., "Feature Visualization", Distill 2017) stores a spectrum
-  scaled by 1/f, so a gradient step moves low frequencies as much as high ones and the
-  picture is not drowned in high-frequency noise; colours are decorrelated with the square
-  root of ImageNet's colour covariance and squashed into [0, 1] by a sigmoid. The constants are
-  Lucid's (and Lucent's), so settings carry over.
-* :class:`RobustTransforms`: the standard robustness transforms (pad, jitter, random scale,
-  random rotation, jitter) of every sample and step, drawn up front from each sample's own
-  generator and composed into *one* affine map per sample, so a step costs one
-  ``affine_grid`` + ``grid_sample`` for the whole batch instead of five resampling passes,
-  and every image keeps one output size whatever scale it drew (the batch stays one tensor).
-
-Everything is plain torch; nothing here touches a model.
+:class:`ImageParam` holds ``K`` images, each from its own seed, as a 1/f-scaled Fourier
+spectrum with decorrelated colour and a sigmoid (Olah et al., Distill 2017; Lucid's constants,
+so settings carry over). :class:`RobustTransforms` draws every sample's transforms up front and
+composes them into one affine map per sample: one ``grid_sample`` per step for the batch, one
+output size for all. Plain torch; no model here.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""Feature visualisation in the window: the channel view's "What it wants" section, the
-"What channels want" dock (a layer's page of channels, :mod:`actviz.ui.visualize.page`) and
-File > Export visualisations (PNGs, a contact sheet and ``visualize.json`` with what makes
-them again, :func:`actviz.analysis.visualize.picture_files.reproduce`).
+"""Feature visualisation in the window: "What it wants", the "What channels want" dock
+(:mod:`actviz.ui.visualize.page`) and File > Export visualisations.
 
-For the channel shown, "What it wants" runs :func:`actviz.visualize` with progress and Cancel
-(Esc) on a worker of its own, on a private copy of the model made on the capture worker
-between two of its jobs (:class:`~actviz.ui.worker_copy.WorkerCopy`; one model, one
-worker: the synthesis adds hooks to the model it runs). So the window's runs and live frames
-go on meanwhile, and none of them replaces the synthesis. Results go to the user's
-visualisation cache, so a channel opened again shows its picture at once: on every channel
-shown the cache is asked first (``only_cached=True``: the weights' fingerprint and a file
-read, no forward pass and no hooks), on a thread of its own so that hashing a large model's
-weights the first time does not stall the window.
+"What it wants" runs :func:`actviz.visualize` on a worker of its own, on a private copy of
+the model made between the capture worker's jobs (:class:`~actviz.ui.worker_copy.WorkerCopy`:
+the synthesis hooks the model it runs), so window runs go on and never replace it. Results go
+to the visualisation cache, asked first for every channel shown (``only_cached=True``) on a
+thread of its own, since the first hash of a large model's weights takes a while.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Freed memory goes back to the system once the window has been idle a moment.
 
-The app keeps freed memory for the next capture (:func:`~actviz.core.allocator.tune_allocator`),
-which without this would hold an afternoon's peak for good. After a result is shown and
-the window has stayed idle for :data:`IDLE_MS`, a background thread compares the resident size
-with the heap in use and trims what malloc keeps beyond :data:`SLACK_MIB`.
-
-In the app's own process (:func:`keep_collector_off_clicks`, called by ``run_app``), Python's
-cyclic collector is kept off the GUI's critical path: a full collection walks every object
-(~400k with ResNet-18 in the window, ~0.2 s), and Python started them in the middle of clicks.
-What exists when the window is built, and what survives each idle moment's collection of the
-youngest objects (a few milliseconds), is frozen (``gc.freeze``), so Python's own collections
-walk only what is new. Everything is walked again (a full collection) every :data:`FULL_EVERY` idle
-moments, once the window has been idle :data:`FULL_IDLE_MS`, so cyclic garbage among the
-frozen objects is bounded. A script's or a test's process keeps Python's schedule.
+The app keeps freed memory for the next capture (:func:`~actviz.core.allocator.tune_allocator`);
+after :data:`IDLE_MS` idle, a background thread trims what malloc keeps beyond
+:data:`SLACK_MIB`. In the app's own process (:func:`keep_collector_off_clicks`) Python's cyclic
+collector is kept off clicks: surviving objects are frozen (``gc.freeze``) at idle moments, so
+collections walk only what is new, and a full collection runs every :data:`FULL_EVERY` idle
+moments to bound cyclic garbage. Scripts and tests keep Python's schedule.
 """
 
 from __future__ import annotations
