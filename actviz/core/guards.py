@@ -24,18 +24,11 @@ log = logging.getLogger(__name__)
 class ModelState:
     """Training flags, ``inplace`` flags and buffers, saved before a capture, put back after.
 
-    While a capture runs, torch.nn's in-place modules (``ReLU(inplace=True)``, ``Dropout``...)
-    run out of place: the values are identical, and the tensor they would have overwritten (the
-    previous layer's output, which a record holds) stays intact without a copy. Only those
-    registered from ``inplace_from`` on (the first captured module) are switched: a module
-    registered before every captured one hardly ever consumes a captured output, and running
-    all of them out of place costs an allocation each (a few % of a one-layer capture). A
-    module that writes into a held tensor anyway is caught by the recorder's version checks.
-
-    Modes are switched with the model's own ``train()`` / ``eval()`` (a model may override
-    them: timm's LeViT clears its attention-bias cache there) and put back the same way, module
-    by module, so a model whose submodules were in mixed modes gets each flag back.
-    TorchScript modules work the same way (their buffers live in an ``OrderedDictWrapper``).
+    During a capture torch.nn's in-place modules from ``inplace_from`` on run out of place: same
+    values, and the tensor a record holds stays intact without a copy (earlier ones rarely consume
+    a record, and switching them costs an allocation each; the recorder's version checks catch the
+    rest). Modes are switched with the model's own ``train()`` / ``eval()`` (a model may override
+    them) and restored module by module, so mixed modes come back as they were.
 
     Parameters
     ----------

@@ -1,17 +1,10 @@
 """The one walker over the nested inputs and outputs of models, types kept.
 
-Built on PyTorch's own pytree (``torch.utils._pytree``), which knows tuples, lists, dicts,
-``OrderedDict``, ``defaultdict``, ``deque``, namedtuples and every type registered with it (the
-``ModelOutput`` classes of Hugging Face transformers register themselves), plus dataclasses and
-other mappings (``UserDict``, a tokenizer's ``BatchEncoding``) that are not registered.
-Rebuilding keeps each container's type (``cap.output.logits`` still works); anything that is
-neither a tensor nor a container (an ``ImageList``, a ``Cache``, a string) is a leaf, kept as
-it was.
-
-Every other walk over outputs or inputs (records, gradients, edits, inputs, targets, live
-frames, scans) goes through :func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors`
-or :func:`named_tensors`, so they all agree on what the tensors of a structure are and in
-which order they come.
+Built on PyTorch's pytree (which Hugging Face ``ModelOutput`` classes register with), plus
+dataclasses and unregistered mappings (``BatchEncoding``). Rebuilding keeps container types
+(``cap.output.logits`` still works); anything else is a leaf. Every walk in actviz goes through
+:func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors` or :func:`named_tensors`, so all
+agree on which tensors a structure holds and in which order.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """``actviz.scan``: run a model over a dataset and keep, per channel, the images that excite it most.
 
-The scan reads the data through a ``torch.utils.data.DataLoader`` (worker processes when the
-data is image files), runs the model under ``torch.no_grad()`` with one forward hook per
-scanned layer, and reduces each layer's output in the hook (see
-:mod:`actviz.data.accumulate`): no activation outlives its batch. After each batch the state is
-saved (see :mod:`actviz.data.cache`), so a cancelled or killed scan resumes where it stopped and
-a folder that grew is scanned for its new images only. With loader worker processes on a CPU
-whose cores they and torch's threads oversubscribe, the first batches try fewer torch threads
-and the faster count is kept for the rest of the scan (see :mod:`actviz.core.threads`).
-
-Each layer's bookkeeping during a scan is in :mod:`actviz.data.scan_layers`; sizing a scan
-(memory, batch size, loader workers) in :mod:`actviz.data.scan_sizing`, whose public names are
-importable from here too.
+Data comes through a ``DataLoader``; the model runs under ``no_grad`` with one hook per layer
+that reduces the output at once (:mod:`actviz.data.accumulate`), so no activation outlives its
+batch. The state is saved after each batch (:mod:`actviz.data.cache`): a stopped scan resumes
+and a grown folder scans only new images. With loader workers oversubscribing the cores, the
+first batches try fewer torch threads (:mod:`actviz.core.threads`). Per-layer bookkeeping is in
+:mod:`actviz.data.scan_layers`, sizing in :mod:`actviz.data.scan_sizing` (re-exported here).
 """
 
 from __future__ import annotations
