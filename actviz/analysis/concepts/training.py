@@ -189,11 +189,9 @@ def train(
     Parameters
     ----------
     source
-        A tensor of vectors ``(N, d)`` (or ``(..., d)``); an iterable of such tensors
-        (streamed: only a sample within ``memory_budget`` is kept); or, with ``model``, data as
-        :func:`actviz.scan` takes it (a folder of images, paths, samples, a ``Dataset``, or a
-        :class:`~actviz.data.Scan` of files), streamed through the model: every spatial
-        position of a conv layer is a vector of its channels, every token of a sequence layer.
+        A tensor of vectors ``(..., d)``; an iterable of them (streamed, sampled within
+        ``memory_budget``); or, with ``model``, data as :func:`actviz.scan` takes it, streamed
+        through the model (each spatial position or token is a vector).
     layer
         The module whose output is learned (a ``blocks.N.hook_resid_pre|post`` name reads a
         block's input or output). Recorded as the dictionary's ``hook_name``.

@@ -124,15 +124,12 @@ def visualize(
     ----------
     model
         A ``torch.nn.Module`` taking ``(N, 3, H, W)`` float images, or an opened model
-        (:func:`actviz.io.models.loading.open_model`), whose preprocessing's mean/std and input size
-        are then used.
+        (:func:`actviz.io.models.loading.open_model`, whose normalisation and size are used).
     layer
         Qualified module name (``model.named_modules()``); None or "" with ``target=``.
     channels
-        The channels to visualise, one image each (an int is one channel). For objectives
-        without channels (``"layer"``, a callable, one direction) the values only key the
-        samples' seeds: ``range(4)`` gives four pictures from four starts. None: ``[0]``.
-        With ``target=`` they are replaced by the target classes.
+        The channels to visualise, one image each (an int is one channel; None: ``[0]``).
+        For objectives without channels the values only key the seeds.
     objective
         ``"channel"`` (the channel's mean activation), ``"neuron"`` (its centre position),
         ``"layer"`` (the layer's mean square, DeepDream), a direction tensor ``(C,)`` (dot
@@ -156,29 +153,23 @@ def visualize(
         Adam's learning rate.
     seed
         The run's seed; each sample's seed comes from it and the sample's key, so a channel
-        gives the same image alone or batched, and the same seed gives the same image bit for
-        bit (same device and thread count).
+        gives the same image alone or batched.
     target
         A class index (or several): maximise that logit of the model's output instead.
     negative
         Minimise the objective instead (what the channel responds to least).
     mean, std
-        The normalisation to apply to the image; by default the opened model's preprocessing
-        (none for a bare module, as the window feeds it).
+        The normalisation to apply; by default the opened model's (none for a bare module).
     input_size
-        ``(H, W)`` the model must be fed (vision transformers); by default the opened model's
-        or its config's when the image with its padding does not run.
+        ``(H, W)`` the model must be fed (vision transformers); by default the opened model's.
     redirect_relu
-        Let the gradient through ``nn.ReLU`` modules where a whole image is off (Lucid's
-        redirected ReLU gradient; the forward values are unchanged), so channels that are
-        silent on the starting grey image still get a picture.
+        Lucid's redirected ReLU gradient, so channels silent on the starting image still
+        get a picture (forward values unchanged).
     cache
-        Read and write results in the user's cache folder, keyed by the weights' content,
-        layer, channel and settings (:mod:`actviz.analysis.visualize.picture_cache`); only channels
-        not found there are computed.
+        Read and write results in the user's cache
+        (:mod:`actviz.analysis.visualize.picture_cache`); only missing channels are computed.
     only_cached
-        With ``cache``: return at once with only the channels the cache holds (possibly
-        none), computing nothing; a window shows those while it computes the rest.
+        With ``cache``: return only the channels the cache holds, computing nothing.
     progress
         ``progress(done, total)`` after each step, on the calling thread.
     should_stop

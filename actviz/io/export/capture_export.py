@@ -165,15 +165,13 @@ def export_capture(
     input_path
         The input's full path, recorded as ``"input_path"`` ("" when not a file).
     frame
-        Index of the frame in its sequence (0 = first), recorded as ``"frame"``, and as
-        ``"frame_number"`` counted from 1 as the window shows it ("frame 67/200" is index 66);
-        None: not a sequence.
+        Index of the frame in its sequence (0 = first; also ``"frame_number"`` from 1, as the
+        window shows it); None: not a sequence.
     perturbation
         Every perturbation applied to the input with its value, recorded as
         ``"perturbation"`` (``{}``: the input as opened), e.g. ``{"noise": 0.2}``.
     cmap
-        Colormap of the feature-map PNGs; "auto": per layer as the window does (diverging and
-        symmetric about 0 for signed activations, sequential otherwise).
+        Colormap of the feature-map PNGs; "auto": per layer, as the window chooses.
     normalize
         ``"channel"`` (each tile its own min..max) or ``"shared"`` normalisation of the
         feature-map mosaics (|gradient| mosaics always share one range).
@@ -185,19 +183,15 @@ def export_capture(
         Called as ``progress(done, total, what)`` while writing.
     source
         How the model and input were opened, for ``reproduce.py``
-        (:mod:`actviz.io.export.reproduce`), which rebuilds the run, its target and its edits
-        (``cap.edits``); None: the script says the model is unknown.
+        (:mod:`actviz.io.export.reproduce`); None: the script says the model is unknown.
     tokens, model, tokenizer, logit_lens, layout
-        Sequence views (:mod:`actviz.io.export.token_export`): the input's token strings; the model
-        (its ViT patch layout, attention maps when ``cap.extra`` has none, the logit lens);
-        the tokenizer (lens strings); a logit lens computed already and a ViT patch layout
-        (the window's, which passes no model: its capture worker may be using it).
+        Sequence views (:mod:`actviz.io.export.token_export`): token strings, the model (patch
+        layout, attention maps, logit lens), the tokenizer, and a lens and layout computed
+        already (the window passes no model: its worker may be using it).
     token_saliency
-        A text input's saliency per token computed already (the window's result holds it);
-        without it, it is computed with ``model`` when the capture recorded the model's input
-        embedding with its gradient (:func:`actviz.display.attribution.token_saliency`).
-        Written as ``saliency.png`` (a strip of the tokens), ``saliency.npy``,
-        ``token_saliency.json`` and ``token_saliency.csv``.
+        A text input's saliency per token computed already; else computed with ``model``
+        when the capture has the input embedding's gradient
+        (:func:`actviz.display.attribution.token_saliency`).
     layer_writers
         More pictures per layer (plugins' layer views):
         ``write(out, base, prepared_layer, spec) -> files written``.

@@ -119,10 +119,9 @@ def open_model(
         pickled module); a Hugging Face model folder or a hub id already in the local
         cache; or an ``nn.Module``.
     arch
-        Architecture for files that hold only weights: a torchvision name, ``timm:NAME``
-        (or ``timm/NAME``, or a bare timm name) or a ``file.py:Class`` / ``pkg.mod:factory``
-        reference. A torchvision or timm model
-        gets the checkpoint's number of classes when only its classifier head differs.
+        Architecture for files that hold only weights: a torchvision name, ``timm:NAME`` or a
+        ``file.py:Class`` / ``pkg.mod:factory`` reference (given the checkpoint's number of
+        classes when only the head differs).
     weights
         For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
     trust
@@ -135,11 +134,9 @@ def open_model(
         For weights without ``arch``: guess the architecture from the key names and shapes
         and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
     device_map, max_memory, offload_folder
-        Place a model larger than one device with Hugging Face ``accelerate`` (the extra
-        ``actviz[big]``; see :mod:`actviz.io.models.big`): ``device_map="auto"`` (or a dict of
-        module name -> device, ``"cpu"`` or ``"disk"``), ``max_memory`` per device (``{0: "10GiB",
-        "cpu": "30GiB"}``), and the folder for what goes to disk. Hugging Face models go
-        through ``from_pretrained``; any other module is placed after it is built.
+        Place a model larger than one device with ``accelerate`` (``actviz[big]``,
+        :mod:`actviz.io.models.big`): ``device_map="auto"`` or a dict, ``max_memory`` per
+        device (``{0: "10GiB", "cpu": "30GiB"}``), the folder for what goes to disk.
         ``device`` is then ignored.
 
     Returns
