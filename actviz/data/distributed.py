@@ -215,13 +215,11 @@ def run_sharded(
     cached: bool,
     warnings: list[str],
 ) -> Any:
-    """Scan this rank's shard of ``pending`` with ``run(indices, progress, should_stop)``, then
-    merge every rank's figures into ``runs`` on rank 0 and return ``result(from_cache,
-    threads)`` (the merged scan on rank 0; this rank's own part elsewhere).
+    """Scan this rank's shard of ``pending`` with ``run(indices, progress, should_stop)``, merge
+    every rank's figures on rank 0, and return ``result(from_cache, threads)``.
 
-    ``cached``: this rank's layers all came from its cache (nothing is pending when it was
-    opened, the scan counts as from the cache). ``warnings``: the list ``run`` adds to; on
-    rank 0 it gets every rank's (each once).
+    ``cached``: this rank's layers all came from its cache. ``warnings`` gets every rank's on
+    rank 0.
     """
     mine = np.intersect1d(pending, ctx.shard(n))
     ctx.already = sum(ctx.all_gather(int(len(ctx.shard(n)) - len(mine))))

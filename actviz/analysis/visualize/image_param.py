@@ -29,10 +29,8 @@ _INIT_SD = 0.01
 
 
 def sample_seed(seed: int, key: int) -> int:
-    """The seed of one sample: a function of the run's seed and the sample's key (its channel).
-
-    Each sample draws its start and its transforms from its own generator, so a channel gives
-    the same picture whether it runs alone or batched with others.
+    """The seed of one sample, from the run's seed and the sample's key (its channel), so a
+    channel gives the same picture alone or batched.
     """
     return (int(seed) * 1_000_003 + int(key) * 7_919 + 12_345) % (2**63 - 1)
 
@@ -211,10 +209,7 @@ class RobustTransforms:
         return torch.cat([a, b[:, :, None]], dim=2)
 
     def __call__(self, images: torch.Tensor, step: int, fill: float = 0.5) -> torch.Tensor:
-        """The images as the model sees them at ``step``: ``(K, 3, H, W)``.
-
-        Outside the image (the padding, corners uncovered by a rotation) is ``fill``.
-        """
+        """The images as the model sees them at ``step``: ``(K, 3, H, W)``, ``fill`` outside."""
         if self.identity:
             return images
         theta = self.thetas[step]
