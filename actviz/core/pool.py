@@ -167,13 +167,11 @@ POOL = RecordPool()
 
 
 class HeapPin:
-    """The storage of one past record kept alive at the top of glibc's main heap, so that the
-    freed records below it stay in malloc's free lists (warm) instead of going back to the OS.
+    """One past record's storage kept alive at the top of glibc's main heap, so the freed records
+    below it stay warm in malloc's free lists instead of going back to the OS.
 
-    Only storages inside the ``[heap]`` mapping (from its start to the program break) count:
-    glibc trims nothing else, and a mapped chunk (over its mmap threshold) goes back on its
-    own. The pin only rises: a new record above it takes its place, so the region the records
-    are made in never shrinks under the next capture's forward.
+    Only storages inside ``[heap]`` count (glibc trims nothing else). The pin only rises, so the
+    region records are made in never shrinks under the next forward.
     """
 
     def __init__(self) -> None:
@@ -327,10 +325,8 @@ except ImportError:  # not on Unix: no fault counts, no pool
 
 
 def release_memory() -> int:
-    """Give back the memory actviz keeps for the next capture's records (bytes freed).
-
-    Buffers still viewed by a record are not touched; they are freed with their last tensor.
-    The heap pin goes too (glibc may then trim the heap under it).
+    """Give back the memory actviz keeps for the next capture's records (bytes freed), and the
+    heap pin; buffers a record still views are freed with their last tensor.
     """
     HEAP_PIN.release()
     return POOL.release()

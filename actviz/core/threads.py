@@ -72,9 +72,8 @@ def parallel_in_workers_only() -> Callable[[], None]:
     """Run torch on one thread on the calling (GUI) thread, and the window's worker jobs at the
     count it had; returns a function that undoes both.
 
-    The app's own process calls it at start: a tensor op the GUI thread runs in parallel would
-    give it an OpenMP team for good, and slow every capture after it (module docstring).
-    ``actviz.explore`` leaves a script's threads as they are.
+    A parallel op on the GUI thread would give it an OpenMP team for good and slow every capture
+    after it. The app's process calls this at start; ``actviz.explore`` leaves a script's threads.
     """
     global _worker_threads
     before = torch.get_num_threads()
@@ -124,11 +123,10 @@ def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
 
 
 def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
-    """Run this process :data:`BACKGROUND_NICE` below the priority (nice value) ``base``, at
-    least (a DataLoader ``worker_init_fn``: loader processes of a background scan). A loader
-    forked by a server or by a lowered thread starts lowered already: its priority is set, not
-    lowered again, and never raised (that needs privileges). Nothing where it is missing or
-    refused."""
+    """Run this process at least :data:`BACKGROUND_NICE` below the nice value ``base`` (a
+    DataLoader ``worker_init_fn``). Set, not lowered again, and never raised (that needs
+    privileges); nothing where refused.
+    """
     target = min(19, base + BACKGROUND_NICE)
     try:
         if os.getpriority(os.PRIO_PROCESS, 0) < target:

@@ -224,10 +224,8 @@ class LayerCache:
         signatures: tuple[str, ...],
         embeddings: bool = False,
     ) -> Loaded | None:
-        """The saved state when it can be reused for ``sources``, else None.
-
-        With ``embeddings``, a state saved without its embedding rows (a scan that did not
-        record them, or rows lost) cannot be reused either.
+        """The saved state when it can be reused for ``sources`` (with ``embeddings``: only with its
+        rows), else None.
         """
         arrays = self.store.get(self.layer)
         if arrays is None or not self.log_path.exists():
@@ -369,13 +367,12 @@ class LayerCache:
         log_of_index: np.ndarray,
         embedding: tuple[int, int] | None = None,
     ) -> None:
-        """Append ``new_lines`` to the log and put the state in the store.
+        """Append ``new_lines`` to the log and put the state in the store (the caller writes the
+        store once for all layers: :meth:`ScanStore.write`).
 
-        ``log_of_index`` must already give the log line of every data index the state holds.
-        ``embedding``: ``(values per image, channel axis)`` when the scan records embeddings
-        (``(-1, -1)`` while none is known), their rows already saved (:meth:`save_rows`);
-        None: this save has none, and the saved rows no longer cover the log.
-        The caller then writes the store (:meth:`ScanStore.write`), once for all layers.
+        ``log_of_index`` must already cover every data index the state holds. ``embedding``:
+        ``(values per image, channel axis)`` with rows saved by :meth:`save_rows`; None: the saved
+        rows no longer cover the log.
         """
         if self._log is None:
             self.store.make_folder()

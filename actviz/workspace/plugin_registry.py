@@ -64,11 +64,9 @@ def plugins_off_by_env() -> bool:
 
 @dataclass(eq=False)
 class PluginRecord:
-    """One plugin found: where from, what it is, whether it runs.
-
-    ``status`` is ``"active"``, ``"failed"`` (at import, construction or in a call: see
-    ``error`` and ``details``), ``"refused"`` (another API version) or ``"disabled"`` (by the
-    user, in Help > Plugins).
+    """One plugin found: where from, what it is, whether it runs (``status``: ``"active"``,
+    ``"failed"`` with ``error`` and ``details``, ``"refused"`` for another API version, or
+    ``"disabled"`` by the user).
     """
 
     name: str

@@ -66,12 +66,10 @@ def write_pages(
     symmetric: bool | None = None,
     stem: str | None = None,
 ) -> list[Path]:
-    """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages:
-    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic
-    (the pictures of :func:`layer_page_images`).
-
-    ``symmetric`` overrides the window's rule (a difference is always symmetric about 0) and
-    ``stem`` the file names' ``<base>_<kind>`` (``actviz compare``'s ``diff_<layer>``)."""
+    """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages: the
+    readable PNG and, for maps, the one-pixel-per-value ``_1x.png``. ``symmetric`` and ``stem``
+    override the window's rule and the file names (``actviz compare``'s ``diff_<layer>``).
+    """
     written = []
     stem = stem or f"{base}_{kind}"
     for suffix, picture in layer_page_images(
@@ -373,13 +371,9 @@ def prepare_export(
 def target_record(
     cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    """What ``summary.json`` says of the target: the class or token index, its name (a class
-    name, a token's text), the window's sentence for it, its value, and how it was chosen.
-
-    ``chosen`` is ``"top prediction"`` when the target is the output's default (the one rule
-    of :func:`actviz.core.targets.resolve_target`, asked again of the capture's output),
-    ``"picked"`` for a class, token or detection named by the user, ``"custom"`` for a target
-    function and ``"none"`` when the run had no target.
+    """What ``summary.json`` says of the target: index, name, the window's sentence, value, and
+    ``chosen``: ``"top prediction"`` (the output's default), ``"picked"``, ``"custom"`` or
+    ``"none"``.
     """
     index = cap.target_index
     kind = prepared.prediction_kind
@@ -416,10 +410,9 @@ def _how_chosen(cap: Capture) -> str:
 def with_input_embedding(
     model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None
 ) -> list[str] | None:
-    """The layers to capture for an export of ``layers``: for token ids, the model's input
-    embedding first (a text input's saliency is read at it, |gradient x embedding| per
-    token, as the window's runs record it); None (every leaf, the embedding among them) and
-    other inputs' layers as they are."""
+    """The layers to capture for an export of ``layers``: for token ids the input embedding first
+    (a text input's saliency is read there); otherwise ``layers`` as they are.
+    """
     if layers is None or not token_input(inputs):
         return None if layers is None else list(layers)
     embedding = input_embedding(model)

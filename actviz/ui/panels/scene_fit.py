@@ -42,10 +42,9 @@ class SceneFit:
     def _fit_height(self) -> None:
         """``fit_width`` canvases ask for the height at which the image fills their width.
 
-        Through height-for-width, which layouts resolve in one pass from the width they give
-        (the Layers grid, the panel's slots and stack): a minimum height set after each resize
-        lagged one layout pass behind, and a grid laid out by height-for-width ignores it (the
-        mosaic was cut at the bottom, taller than its panel)."""
+        Through height-for-width, which layouts resolve in the same pass as the width; a minimum
+        height set after a resize would lag a pass behind and be ignored by such grids.
+        """
         if not self._fit_width:
             return
         fits = self._fits()
@@ -75,11 +74,10 @@ class SceneFit:
     def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
         """Keep the colour bar next to its image, and let a zoomed image use the room.
 
-        Equal side margins take the band an aspect-locked image would leave between itself and its
-        bar, so the two are centred together. Zoomed in, the image may widen up to the whole room, so a
-        zoom shows more of the map rather than cutting it at the fitted edges; the range keeps the
-        scale as the width changes. Computed from ``size`` (before a resize), so margins fitted to a
-        wider canvas never hold the scene wider than this one.
+        Equal side margins take the band an aspect-locked image would leave beside its bar, so the
+        two are centred together. Zoomed in, the image may widen to the whole room, and the range keeps
+        the scale as the width changes. Computed from ``size`` (before a resize), so margins fitted to
+        a wider canvas never hold the scene wider than this one.
         """
         now = size is None  # a size given: before a resize (the layout follows it)
         if not self._sides_follow():

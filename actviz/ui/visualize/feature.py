@@ -196,10 +196,9 @@ class VisualizeFeature(FeatureBase, QObject):
 
     # ========================================================================== export
     def export_to(self, folder: str | Path) -> list[Path]:
-        """Write the pictures shown into ``folder``: the page of "What channels want" in
-        ``page/`` and the channel view's picture in ``channel/`` (each: a PNG per channel, a
-        contact sheet and ``visualize.json`` with the settings, the model and how to make
-        them again). Returns the files written (none when nothing is shown)."""
+        """Write the pictures shown into ``folder`` (``page/`` and ``channel/``: PNGs, a contact
+        sheet and ``visualize.json``); returns the files written.
+        """
         pictures = {"page": self.page.result(), "channel": self.shown}
         return write_pictures(self.session, pictures, folder)
 
@@ -234,10 +233,9 @@ class VisualizeFeature(FeatureBase, QObject):
         return (view.name, int(view.channel), s["objective"], s["steps"], s["size"])
 
     def synthesise(self) -> bool:
-        """Synthesise the channel shown's picture in the background; False when not started.
-
-        The synthesis starts once the capture worker made the model's copy (between two of
-        its jobs: at once unless a run is going on)."""
+        """Synthesise the shown channel's picture in the background, once the capture worker has
+        copied the model; False when not started.
+        """
         key = self.key()
         if self._closed or self.is_synthesising() or key is None:
             return False

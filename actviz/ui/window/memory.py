@@ -42,9 +42,8 @@ def keep_collector_off_clicks(on: bool = True) -> None:
 class IdleMemory(QObject):
     """Trims freed memory off the GUI thread when ``busy()`` has been False for a while.
 
-    ``touch()`` (connected to the session's result and model events) says something happened;
-    nothing is trimmed twice for the same idle stretch. ``idle`` is emitted first (on the GUI
-    thread): what the window keeps only to be quick next time (a model copy) may go with it.
+    ``touch()`` says something happened; nothing is trimmed twice in one idle stretch. ``idle`` is
+    emitted first, so what is kept only for speed (a model copy) may go too.
     """
 
     idle = Signal()
@@ -106,10 +105,10 @@ class IdleMemory(QObject):
             gc.unfreeze()
 
     def collect_cycles(self, *, full: bool = False) -> None:
-        """Collect the cyclic garbage among the youngest objects, then freeze the survivors;
-        every object (``full``) when asked. A full collection every :data:`FULL_EVERY` idle
-        moments is left for :data:`FULL_IDLE_MS` of idleness. Nothing in a process that keeps
-        Python's schedule."""
+        """Collect cyclic garbage among the youngest objects and freeze the survivors; every
+        object with ``full`` (at most every :data:`FULL_EVERY` idle moments, after
+        :data:`FULL_IDLE_MS`). Nothing in a process that keeps Python's schedule.
+        """
         if not self.freezes:
             return
         if full:
