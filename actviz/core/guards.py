@@ -118,10 +118,8 @@ KEEP_COPIES_BYTES = 64 * 2**20
 class _Group:
     """Contiguous buffers on one device, saved as bytes into one flat copy.
 
-    On the CPU a save is one ``bytes.join`` over memoryviews of the buffers' memory, made once
-    (cheaper than ``np.concatenate`` or ``torch.cat``, which check every input), and the check
-    after the capture is one more join compared with ``==`` (a ``memcmp``). Other devices use
-    ``torch.cat`` and ``torch.equal``. Bytes are compared and copied exactly either way.
+    On the CPU one ``bytes.join`` over memoryviews saves them and another, compared with ``==``,
+    checks them (cheaper than ``torch.cat``); other devices use ``torch.cat`` and ``torch.equal``.
     """
 
     __slots__ = ("chunks", "members", "saved", "saved_bytes", "scratch", "views", "windows")
@@ -361,12 +359,10 @@ _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str,
 class UnregisteredCheck:
     """:class:`UnregisteredModules` on a model's first capture only, the verdict reused after.
 
-    A global module hook sends every module call through PyTorch's slow hook path. What it finds depends on how the model
-    holds its modules, which does not change between captures, so the hook watches a model's
-    first capture (and again whenever its set of modules changes, or when ``watch`` asks, e.g.
-    a cancellable run that wants a stop check between modules); later captures report the same
-    warnings without it. A forward that runs an unregistered module only for some inputs is
-    reported when it first does so during a watched capture.
+    Its global hook sends every call through PyTorch's slow path, and how a model holds its
+    modules does not change, so it watches the first capture (again when the module set changes
+    or ``watch`` asks). An unregistered module run only for some inputs is reported when a
+    watched capture first runs it.
     """
 
     def __init__(

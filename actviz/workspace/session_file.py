@@ -180,11 +180,8 @@ class SessionState:
 
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
-    """What saving ``state`` would leave out, one line each (shown before saving).
-
-    Custom edits (Python callables) and patch edits whose source run is not a pinned capture
-    that is saved too cannot be stored: the session's edits, and those the current run and
-    the pinned runs ran with.
+    """What saving ``state`` would leave out, one line each: custom edits and patch edits whose
+    source is not a saved pin.
     """
     pins = state.pins if pin_captures else ()
     _, warnings = edits_to_json(state.edits, pins)

@@ -74,10 +74,8 @@ class TargetReader:
                 self.weights.append(None if g is None else g.detach().to(torch.float64))
 
     def clean_value(self, captured: float) -> float:
-        """The target of the clean output, read the way :meth:`values` reads each sample.
-
-        A callable target gets ``captured`` (its value in the capture): the capture called it
-        on the model's own output object, whose type the kept output may not have.
+        """The target of the clean output, read as :meth:`values` reads each sample; a callable
+        target gets ``captured``, its value on the model's own output object.
         """
         if self.callable:
             return float(captured)
@@ -142,11 +140,8 @@ def _rows(obj: Any, i: int, b: int) -> Any:
 
 
 def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
-    """``inputs`` (capture's forms) repeated ``b`` times along dimension 0, as new tensors.
-
-    Every tensor is copied even for ``b == 1``, so a model that writes into its input never
-    reaches the caller's tensors. A list argument of a model that takes a list of images
-    (:func:`~actviz.core.input_copies.forward_takes_list`) is repeated as a list.
+    """``inputs`` repeated ``b`` times along dimension 0, always as new tensors (a model that
+    writes into its input never reaches the caller's); a list argument stays a list.
     """
     device = model_device(model)
 
@@ -336,10 +331,8 @@ def run_batches(
     should_stop: Callable[[], bool] | None,
     what: str,
 ) -> tuple[list[float], int]:
-    """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time: the values and forward passes.
-
-    ``expand`` (one sample expanded at the layer, not the input repeated) is tried while
-    ``share`` holds; once it fails, the whole input is repeated from then on.
+    """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time; ``expand`` is tried while
+    ``share`` holds, and after a failure the whole input is repeated.
     """
     values: list[float] = []
     forwards = 0

@@ -107,9 +107,8 @@ def looks_like_hub_id(text: str) -> bool:
 
 
 def cached_hub_folder(repo_id: str) -> Path | None:
-    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None.
-
-    Only the cache is read (``HF_HUB_CACHE``, ``HF_HOME``); the network is never asked.
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None (the network
+    is never asked).
     """
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -306,10 +305,8 @@ def _processor(transformers: Any, folder: Path, trust: bool, warnings: list[str]
 
 
 class ProcessorTransform:
-    """A Hugging Face image processor as actviz preprocessing: PIL image -> ``(C, H, W)``.
-
-    ``mean``/``std``/``crop_size`` are exposed like torchvision presets, so the input
-    pipeline can undo the normalisation for overlays and describe what it did.
+    """A Hugging Face image processor as actviz preprocessing: PIL image -> ``(C, H, W)``, with
+    ``mean``/``std``/``crop_size`` exposed like torchvision presets (overlays undo them).
     """
 
     def __init__(self, processor: Any) -> None:

@@ -169,10 +169,8 @@ class CompareController(FeatureBase, QObject):
         return self.compare()
 
     def compare(self) -> bool:
-        """Start comparing the latest run with the chosen run B.
-
-        Returns False (and says why in the tab) when it cannot start: no run yet, no pin,
-        no input or no second model chosen.
+        """Start comparing the latest run with the chosen run B; False (saying why in the tab) when
+        it cannot start.
         """
         if self._closed:
             return False

@@ -214,8 +214,8 @@ class PredictionChangeView(PanelBase):
         new_rows = list(rows)
         shown = (tuple(new_rows), target, top_a, top_b, message)
         if shown == self._shown:
-            # Live frames call this every frame, mostly with nothing new (a CNN's frames all
-            # clear the table): rebuilding it still relaid out the panel, GUI time per frame.
+            # Live frames call this every frame, mostly with nothing new; a rebuild relays
+            # out the panel.
             return
         self._shown = shown
         self._rows = new_rows
