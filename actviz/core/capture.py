@@ -232,11 +232,8 @@ def _strip(name: str, prefix: str) -> str:
 
 
 def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
-    """The device of the first parameter (else buffer) in ``modules`` (default: the model's);
-    None for a model that holds neither (the one answer for every part of actviz).
-
-    A model placed by accelerate (``hf_device_map``; parts offloaded to the CPU or disk hold
-    ``meta`` tensors) answers the device its inputs go to: its top hook's execution device.
+    """The device of the first parameter (else buffer) in ``modules`` (default: the model's), or
+    None; a model placed by accelerate answers its top hook's execution device.
     """
     if getattr(model, "hf_device_map", None):
         hook = getattr(model, "_hf_hook", None)
@@ -298,11 +295,8 @@ def _global_hooks() -> bool:
 
 
 class _ForwardWrapper:
-    """``module.forward`` replaced by a call through the recorder, until :meth:`remove`.
-
-    The instance attribute is set in ``module.__dict__`` (no ``Module.__setattr__``
-    bookkeeping) and removed, or put back where the module had one of its own, on
-    :meth:`remove`, like a hook handle.
+    """``module.forward`` replaced by a call through the recorder until :meth:`remove`, set in
+    ``module.__dict__`` directly and removed (or the module's own put back) like a hook handle.
     """
 
     __slots__ = ("module", "own")

@@ -85,9 +85,8 @@ def clamp(
 def patch(source: Capture, channels: Any = None, *, call: int | None = None) -> Edit:
     """Replace the output (or ``channels`` of it) by the same layer's output in ``source``.
 
-    Activation patching: ``source`` is the capture of another run (another input, another
-    checkpoint of the same architecture) that recorded this layer; with ``call=None`` each
-    call takes the source's record of the same call. Shapes must match.
+    Activation patching: ``source`` is another run's capture that recorded this layer (with
+    ``call=None``, call by call). Shapes must match.
     """
     return Edit("patch", channels=channels, source=source, call=call)
 
@@ -95,10 +94,8 @@ def patch(source: Capture, channels: Any = None, *, call: int | None = None) -> 
 def concept(concepts: Any, indices: Any, scale: float = 0.0, *, call: int | None = None) -> Edit:
     """Remove (``scale=0``) or scale concepts of a dictionary in the output.
 
-    The output's vectors ``x`` (along the channel axis) become ``x - (1 - scale) *
-    sum_i z_i d_i`` over the concepts ``i`` of ``indices``, where ``z = concepts.encode(x)``
-    and ``d_i`` is concept ``i``'s decoder direction: what the rest of the network sees
-    without (or with a scaled) concept. Give it the layer the dictionary was trained on:
+    The vectors ``x`` become ``x - (1 - scale) * sum_i z_i d_i`` over ``indices``
+    (``z = concepts.encode(x)``). Use the layer the dictionary was trained on:
     ``edits={"layer3": concept(c, [5])}``.
     """
     return Edit("concept", channels=indices, factor=scale, concepts=concepts, call=call)

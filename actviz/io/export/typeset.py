@@ -363,12 +363,9 @@ def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> I
 def attribution_images(
     cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
 ) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
-    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture (over the
-    input ``image`` when it has one), as export writes them and the HTML report embeds them.
-
-    Returns ``({"saliency" | "gradcam" | "rollout": (picture, values)}, notes)``; ``notes``
-    holds ``gradcam_layer`` or ``gradcam_error``, and ``saliency_of`` when the saliency is a
-    text input's, per token (:func:`token_saliency_picture`).
+    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture, as export
+    writes them and the report embeds them: ``({name: (picture, values)}, notes)``, ``notes``
+    holding ``gradcam_layer`` or ``gradcam_error`` and ``saliency_of`` for a text input.
     """
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}
