@@ -1,14 +1,10 @@
 """Writing a capture to disk: readable PNGs, raw arrays and a summary.json.
 
-Per layer: a feature-map mosaic PNG (colormap, channel numbers, colour bar), a gradient-magnitude
-PNG in the same layout, the same mosaics at one pixel per value (``_1x.png``: exactly the pixels a
-window panel paints for that layer, colour map and normalisation), and the raw arrays (``.npz``).
-Everything shown is prepared by :func:`actviz.display.prepare.prepare`, the window's own path. For
-the model: saliency and Grad-CAM overlaid on the input image (a text input: |gradient x input
-embedding| per token, as a strip and as ``token_saliency.json`` / ``.csv``), and ``summary.json``
-(shapes, statistics, prediction, the target with its name and how it was chosen, the edits the run
-was made with, warnings, the files written). No Qt here: the GUI and the CLI both call
-:func:`export_capture`.
+Per layer: activation and |gradient| mosaics, their one-pixel-per-value ``_1x.png`` (exactly the
+window's pixels) and the raw ``.npz``, all prepared by :func:`actviz.display.prepare.prepare`,
+the window's own path. For the model: saliency and Grad-CAM (per token for text) and
+``summary.json`` (shapes, statistics, prediction, target, edits, warnings, files). No Qt: the
+GUI and the CLI both call :func:`export_capture`.
 """
 
 from __future__ import annotations

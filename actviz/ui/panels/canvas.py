@@ -1,15 +1,9 @@
 """Reusable pyqtgraph canvases the panels are built from.
 
-- :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it
-  (as tall as the image and right next to it: an image narrower than its canvas is centred
-  together with its bar; zoomed in, it widens up to the whole canvas), optionally a
-  :class:`TileGrid` over a mosaic (gaps and channel numbers) and a height that follows its
-  width (``fit_width``: the image fills the width).
-- :class:`~actviz.ui.panels.bar_canvas.BarCanvas` (its own module) is built on the same cell
-  base: a bar chart of a 1-D vector.
-
-Both can be *passive* (for cells of a scrollable grid): mouse wheel events are left to the
-scroll area instead of zooming, and there is no context menu.
+:class:`ImageCanvas` is one ImageItem in an aspect-locked ViewBox with a colour bar beside it,
+optionally a :class:`TileGrid` over a mosaic and a height that follows its width;
+:class:`~actviz.ui.panels.bar_canvas.BarCanvas` shares its cell base. Both can be *passive*
+(grid cells): the wheel scrolls the area instead of zooming, and there is no context menu.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Opening models and inputs off the GUI thread: menus, recents, samples, drops, the demo.
 
-A load runs on a loader :class:`~actviz.ui.worker.Worker` while the window stays usable; the
-status bar says "Opening resnet18…" beside a busy bar. Only the latest request is adopted
-(opening another model meanwhile makes the first one stale), a failure goes to the banner and
-the previous model stays. A full pickle is first loaded without trust; the loader raises
-``UntrustedFileError`` and the question is asked here, on the GUI thread, before the same
-request is loaded again with ``trust=True``; a Hugging Face model folder whose own code would
-run raises its subclass ``TrustNeededError`` and is asked about the same way.
-
-Inputs are read by :class:`~actviz.ui.window.input_loads.InputLoads`.
+A load runs on a loader :class:`~actviz.ui.worker.Worker`; only the latest request is adopted,
+and a failure goes to the banner with the previous model kept. A file that needs trust raises
+``UntrustedFileError`` (``TrustNeededError`` for a model folder's own code); the question is
+asked here on the GUI thread and the request loaded again with ``trust=True``. Inputs are read
+by :class:`~actviz.ui.window.input_loads.InputLoads`.
 """
 
 from __future__ import annotations
