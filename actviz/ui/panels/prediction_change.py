@@ -1,13 +1,8 @@
 """PredictionChangeView: the predictions of two runs side by side, with their change.
 
-One table for every before/after of class predictions: the Compare tab (run A against run B)
-and the what-if table under the prediction bars (after the edits against before) both show a
-:class:`~actviz.display.difference.PredictionChange`, as
-:func:`actviz.display.difference.prediction_change` makes it. A passive panel: the controllers
-push changes in.
-
-Each class takes two lines, its name above its numbers, so a narrow panel keeps both readable;
-the table is as tall as its rows (whatever holds the panel scrolls, never the table).
+One passive table for every before/after (Compare, and what-if under the prediction bars),
+showing a :class:`~actviz.display.difference.PredictionChange`. Each class takes two lines
+(name above numbers) so a narrow panel stays readable; the table is as tall as its rows.
 """
 
 from __future__ import annotations
