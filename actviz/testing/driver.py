@@ -93,19 +93,15 @@ class Prediction:
 class WindowDriver:
     """Drive one actviz window as a user would, from a test.
 
-    Each feature of the window has a small driver of its own on this one, named as the
-    feature: ``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
-    ``win.whatif``, ``win.tokens``, ``win.sessions``
-    (:mod:`actviz.testing.feature_drivers`).
+    Each feature has a driver of its own here (``win.live``, ``win.compare``, ...:
+    :mod:`actviz.testing.feature_drivers`).
 
     Parameters
     ----------
     window
         The window (shown), e.g. from ``actviz.explore(model, x, block=False)``.
     qtbot
-        pytest-qt's bot of the test (register the window with ``qtbot.addWidget``). None:
-        the driver waits and clicks with Qt alone (:class:`~actviz.testing.bot.EventBot`),
-        in a plain test or a script.
+        pytest-qt's bot of the test; None: Qt alone (:class:`~actviz.testing.bot.EventBot`).
 
     Attributes
     ----------

@@ -185,11 +185,10 @@ class StressDriver(UserActions):
     block_limit_ms
         A GUI-thread block longer than this is a finding.
     hang_s
-        With a value, a GUI thread that does not serve the event loop for this long dumps every
-        thread's stack and ends the process (``faulthandler``): for the case processes only.
+        A GUI thread silent this long dumps every stack and ends the process
+        (``faulthandler``): for case processes only.
     log_path
-        A file each step is appended to (JSON lines) before it is performed, so the steps up
-        to a crash or a hang are known.
+        A JSON-lines file each step is appended to before it runs (known up to a crash).
     """
 
     def __init__(

@@ -81,9 +81,8 @@ class PredictionChangeView(PanelBase):
     """Per class: its name, then its probability in both runs and the changes (A minus B) of
     probability and logit.
 
-    The target's row is in bold (and added last when it is not among the top classes); so is
-    each run's top class's probability in that run's column. A message line says why there are no rows.
-    With neither rows nor a message the view hides itself, so an empty table takes no room.
+    The target's row and each run's top probability are bold; with neither rows nor a message
+    the view hides itself.
 
     Parameters
     ----------

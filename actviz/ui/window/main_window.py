@@ -72,9 +72,8 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
     features
         Feature classes to host, each constructed with the window (default: all of them).
     plugins
-        Plugins to load (:func:`actviz.ui.plugins.build_registry`): None (none, as for a
-        script's window), ``"installed"`` (what ``actviz`` starts with), or plugins given as
-        objects, ``"module:attr"`` strings or installed names.
+        Plugins to load (:func:`actviz.ui.plugins.build_registry`): None, ``"installed"``,
+        or plugin objects, ``"module:attr"`` strings or installed names.
 
     Signals: ``run_started``, ``run_finished`` (a result is on the panels), ``run_failed(str)``,
     ``run_cancelled``, ``model_loaded(str)``, ``model_load_failed(str)``, ``input_loaded(str)``,
