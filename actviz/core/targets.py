@@ -443,9 +443,7 @@ def check_target(target: Any, output: Any) -> None:
         resolve_target(output, target)
 
 
-# --------------------------------------------------------------------------------------------
-# What users type
-# --------------------------------------------------------------------------------------------
+# --- What users type ---
 
 
 def parse_target(

@@ -219,9 +219,7 @@ def _is_pil_image(obj: Any) -> bool:
     return isinstance(obj, Image.Image)
 
 
-# --------------------------------------------------------------------------------------------
-# Text
-# --------------------------------------------------------------------------------------------
+# --- Text ---
 
 
 def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -> LoadedInput:

@@ -159,9 +159,7 @@ class _Signature:
     patterns: frozenset[str]
 
 
-# --------------------------------------------------------------------------------------------
-# Signatures
-# --------------------------------------------------------------------------------------------
+# --- Signatures ---
 
 
 def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
@@ -257,9 +255,7 @@ def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shap
     return None if sig is None else sig.shapes
 
 
-# --------------------------------------------------------------------------------------------
-# Candidates: families per zoo
-# --------------------------------------------------------------------------------------------
+# --- Candidates: families per zoo ---
 
 
 # Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
@@ -353,9 +349,7 @@ def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
     return chosen
 
 
-# --------------------------------------------------------------------------------------------
-# Comparison
-# --------------------------------------------------------------------------------------------
+# --- Comparison ---
 
 
 def _checkpoint_shapes(state_dict: Mapping[str, Any]) -> dict[str, Shape]:

@@ -303,6 +303,4 @@ def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
     return _from_built(built, f"{name} ({suffix})", src, "torchvision")
 
 
-# --------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------
+# --- Files ---
