@@ -226,17 +226,14 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
 
 @pytest.fixture
 def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
-    """Fail a test that builds its own widgets if it leaves top-level widgets behind or
-    changes the switch interval or torch's thread count (the checks ``actviz_window`` runs,
-    less the model hooks).
-
-    Use it for panels and dialogs built directly, e.g. for a whole folder from its conftest::
+    """Fail a test that builds its own widgets if it leaves top-level widgets behind or changes
+    the switch interval or torch's thread count (``actviz_window``'s checks less the hooks)::
 
         @pytest.fixture(autouse=True)
         def _leaks(actviz_leak_check):
             yield
 
-    ``@pytest.mark.actviz_allow_leaks`` opts a test out as for ``actviz_window``.
+    ``@pytest.mark.actviz_allow_leaks`` opts a test out.
     """
     from actviz.testing.checks import ProcessState, describe_widget, leaked_widgets
     from actviz.testing.checks import top_level_widgets as tops

@@ -88,15 +88,10 @@ class _Forward:
 class Session:
     """Pure-Python explorer state shared by the window, the tree model and the worker.
 
-    Events (plain callbacks, emitted on the thread that changes the session, i.e. the GUI):
-    ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
-    ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``,
-    ``view_changed(what: str)`` (``"colormap"``, ``"normalize"``, ``"gradcam_layer"``,
-    ``"channel_pages"``, ``"page_channels"``, ``"channel_orders"``), ``scan_changed()``,
-    ``concepts_changed(layer: str)``.
-
-    Every piece of state the display depends on changes through a setter here and is
-    announced, so whatever shows it (panels, live mode, exports, a saved session) hears of it.
+    Every piece of state the display depends on changes through a setter and is announced by a
+    plain callback event on the changing (GUI) thread: ``model_changed``, ``input_changed``,
+    ``ticks_changed(names)``, ``target_changed``, ``result_changed``, ``pins_changed``,
+    ``edits_changed``, ``view_changed(what)``, ``scan_changed``, ``concepts_changed(layer)``.
     """
 
     def __init__(self) -> None:
