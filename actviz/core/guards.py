@@ -181,13 +181,10 @@ class _Group:
 class _SavedBuffers:
     """A model's buffers, saved before a capture and put back after it.
 
-    Contiguous buffers are saved with one concatenation of their bytes per device into a flat
-    copy, and written back only if a second one finds their bytes changed (a capture in eval
-    mode changes none): ResNet-18's 60 buffers cost two joins and one compare instead of 120
-    copies, each with its own TensorIterator. The byte views are kept (weakly, per model) and
-    reused by its next capture while it holds the same buffer tensors over the same memory.
-    Other buffers (non-contiguous, sparse, quantized, meta) are cloned and copied back one by
-    one. Inference tensors are left out: nothing outside inference mode can write to them.
+    Contiguous buffers are saved as one byte join per device and written back only if a second
+    join finds them changed (eval captures change none): two joins and a compare rather than a
+    copy per buffer. The byte views are kept weakly per model for its next capture. Other buffers
+    are cloned one by one; inference tensors are left out (nothing else can write them).
     """
 
     __slots__ = ("busy", "groups", "key", "loose", "ptrs", "tensors")

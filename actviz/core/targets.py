@@ -451,13 +451,10 @@ def parse_target(
 ) -> int | None:
     """Turn a typed target into ``capture``'s ``target`` (None = the output's default).
 
-    Accepts ``""``/``None``/``"auto..."`` (None), an integer (``"207"``, a class, a token id
-    or, for a detector, a detection), an entry of :func:`target_choices` (``"207: golden
-    retriever"``, ``"score of detection 3: label 18 (dog), 0.912"``), ``"detection 3"``, a
-    class name searched in ``categories`` (exact match first, case-insensitive, then the only
-    name that contains the text), or, for a model without categories but with a
-    ``tokenizer`` (a language model), a token's text: a vocabulary entry (``"Ġworld"``) or
-    text that encodes to one token; quote it to keep spaces (``"' world'"``).
+    Accepts ``""`` / ``"auto..."``, an integer, an entry of :func:`target_choices`,
+    ``"detection 3"``, a class name from ``categories`` (exact, then case-insensitive, then the
+    only one containing the text), or, with a ``tokenizer`` and no categories, a token's text
+    (a vocabulary entry or text encoding to one token; quote to keep spaces: ``"' world'"``).
 
     Raises
     ------

@@ -325,14 +325,10 @@ class ExactNeighbours:
 
 def cache_umap_compiles() -> int:
     """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
-    (those already on are left alone, so a second call turns on none).
+    (none on a second call).
 
-    Most of umap's numba functions are not declared ``cache=True`` (pynndescent's are), so
-    every process's first fit compiled them again (tens of seconds on two busy cores). Caching them
-    changes no result, only where the machine code comes from: numba writes it beside the
-    module, or under the user's cache directory when that is read-only, and only the first
-    fit on a machine (or after umap-learn is upgraded) pays for the compile. Closures made
-    inside umap's functions cannot be cached and are still compiled each time.
+    Most of umap's numba functions are not ``cache=True``, so every process's first fit compiles
+    them again (tens of seconds). Caching changes no result; only closures are still compiled.
     """
     import sys
 
