@@ -129,7 +129,8 @@ def visualize(
         Qualified module name (``model.named_modules()``); None or "" with ``target=``.
     channels
         The channels to visualise, one image each (an int is one channel; None: ``[0]``).
-        For objectives without channels the values only key the seeds.
+        For objectives without channels the values only key the seeds; ``target=`` replaces
+        them by the target classes.
     objective
         ``"channel"`` (the channel's mean activation), ``"neuron"`` (its centre position),
         ``"layer"`` (the layer's mean square, DeepDream), a direction tensor ``(C,)`` (dot
