@@ -1,12 +1,10 @@
 """The dataset atlas: where a layer puts every image of a dataset, and where a new input lands.
 
-``scan = actviz.scan(model, folder, ["layer4"], embeddings=True)`` records each image's pooled
-vector; ``emb = scan.embeddings("layer4")`` returns them (``.vectors``, ``.sources``,
-``.labels``); ``p = actviz.atlas.project(emb.vectors, method="pca")`` lays them out
-(``p.coords``) and places a new input with the same fit (``p.transform(vector)``);
-``scan.neighbours("layer4", capture, k=9)`` gives the most similar images;
-``actviz.atlas.build_atlas(scan, "layer4")`` bundles it all for one layer (a window's map).
-See :mod:`actviz.data.atlas_map` for the details.
+``scan = actviz.scan(model, folder, ["layer4"], embeddings=True)``;
+``emb = scan.embeddings("layer4")``; ``p = actviz.atlas.project(emb.vectors, method="pca")``
+lays them out (``p.coords``, ``p.transform(vector)``); ``scan.neighbours("layer4", capture,
+k=9)``; ``actviz.atlas.build_atlas(scan, "layer4")`` bundles it all. Details in
+:mod:`actviz.data.atlas_map`.
 """
 
 from __future__ import annotations

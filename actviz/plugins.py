@@ -1,30 +1,15 @@
 """The public plugin API of actviz (version :data:`API_VERSION`).
 
-A plugin is a Python package that declares, in its ``pyproject.toml``::
+A plugin is a package declaring ``[project.entry-points."actviz.plugins"]`` with
+``name = "pkg.module:plugin"``, where ``plugin`` is a :class:`Plugin` listing its
+contributions: :class:`LayerView` (another way to show a layer), :class:`InputOpener`,
+:class:`ModelOpener` (``needs_trust`` before unpickling) and :class:`WindowFeature` (built with
+the window's :class:`WindowHost`, as the built-in features are).
 
-    [project.entry-points."actviz.plugins"]
-    my-plugin = "my_package.module:plugin"
-
-where ``plugin`` is a :class:`Plugin` listing what it contributes:
-
-* :class:`LayerView` - another way to show one layer's output (chosen per layer from the layer
-  panel's menu, painted by a widget the plugin returns, written by File > Export and by
-  ``actviz export``);
-* :class:`InputOpener` - reads files (by suffix or a test) into the tensor(s) a model takes;
-* :class:`ModelOpener` - opens a model from a file or a name (no unpickling without the
-  user's consent: ``needs_trust``);
-* :class:`WindowFeature` - a class constructed with the window's host
-  (:class:`WindowHost`), exactly as the built-in features are.
-
-Everything a plugin may use is here: the contribution types, :class:`LayerData` and
-:class:`ViewSettings` (what a layer view is given), :func:`paint` (the window's colour maps),
-:func:`load_checkpoint` (the trust gate of the built-in openers) and, imported on first use
-so that ``import actviz.plugins`` stays Qt-free, the host protocol :class:`WindowHost`,
-:class:`Feature` / :class:`FeatureBase` and :class:`Session` with the events listed in
-:data:`SESSION_EVENTS`. Every other module of actviz is private to plugins.
-
-Plugins are loaded only by the window (``actviz``) and by CLI commands that use a
-contribution (``actviz export``); never by ``import actviz`` or ``actviz.capture``.
+Everything a plugin may use is here; the Qt-side names (:class:`WindowHost`,
+:class:`Feature`, :class:`FeatureBase`, :class:`Session`) are imported on first use so that
+``import actviz.plugins`` stays Qt-free. Plugins are loaded only by the window and by CLI
+commands that use a contribution, never by ``import actviz``.
 """
 
 from __future__ import annotations

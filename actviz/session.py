@@ -1,13 +1,10 @@
 """Session files in scripts: ``actviz.session.save(window, "study.actviz")`` and
 ``state = actviz.session.load("study.actviz")``.
 
-A session file (``.actviz``) holds a whole investigation: how to open the model again (with
-its checkpoint's SHA-256), the input itself, ticked layers, target, display settings, edits,
-pins (with their captures), the comparison set-up, the scan's cache key, the window layout and
-the current run's capture. It is a zip of JSON and ``.npz`` arrays, never a pickle. See
-:mod:`actviz.workspace.session_file` for the format and :class:`SessionState` for its fields;
-``actviz study.actviz`` opens one in the window, ``actviz report --session study.actviz``
-turns one into an HTML report.
+A session file holds a whole investigation (model source with its SHA-256, input, settings,
+edits, pins, layout, the current capture) as a zip of JSON and ``.npz``, never a pickle; see
+:mod:`actviz.workspace.session_file`. ``actviz study.actviz`` opens one in the window,
+``actviz report --session study.actviz`` makes a report of it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """An opt-in for processes that capture again and again: keep freed memory in the process.
 
-A capture holds every recorded activation until it returns; bare inference frees each one as
-soon as the next layer has run. With glibc's defaults the larger heap a capture needs is
-trimmed back to the OS when the capture's tensors are freed, so the next capture touches fresh
-pages again: about 5,000 minor page faults per ResNet-18 capture at 320 px on the benchmark
-machine. Raising glibc's trim and mmap thresholds keeps those pages, and the faults drop to zero.
-
-That is a change to the whole process (a training script would keep up to 1 GiB of freed
-memory), so a library call never makes it on its own: :func:`tune_allocator` does, once, when
-called, and the actviz window calls it at start. ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first
-capture call it; ``ACTVIZ_TUNE_ALLOCATOR=0`` (or the older ``ACTVIZ_MALLOC_TUNING=0``) refuses
-it everywhere, the window included.
-
-Kept memory must come back: :func:`release_freed_memory` hands what malloc keeps free back to
-the system (``malloc_trim``); the window calls it once it has been idle a moment, so a long
-afternoon's RSS follows the heap in use instead of its peak.
+With glibc's defaults the heap a capture grew is trimmed back to the OS when its tensors are
+freed, so the next capture page-faults it in again (docs/performance.md). Raising glibc's trim
+and mmap thresholds keeps it, but changes the whole process, so :func:`tune_allocator` runs only
+when called (the window does at start); ``ACTVIZ_TUNE_ALLOCATOR=1`` makes the first capture
+call it, ``=0`` (or ``ACTVIZ_MALLOC_TUNING=0``) refuses it everywhere.
+:func:`release_freed_memory` (``malloc_trim``) gives kept memory back; the window calls it
+when idle.
 """
 
 from __future__ import annotations

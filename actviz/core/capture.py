@@ -1,26 +1,14 @@
 """Exact activations and gradients from any ``nn.Module``, leaving the model as it was found.
 
-How it stays exact (each point is a trap other tools fall into):
-
-* Values are the tensors as they were when the hook fired: a later ``ReLU(inplace=True)`` or
-  ``out += identity`` cannot change them. Tensors are kept by reference and every reference is
-  checked against the tensor's version counter after the forward pass; a module whose tensors
-  were written to later is remembered and its values are copied when the hook fires (the capture
-  runs again once when a write is first seen). A module input that is the very tensor another
-  hooked module produced (same object, same version) shares that record instead of a copy.
-* Gradients come from tensor hooks registered in the forward hooks plus one
-  ``torch.autograd.grad`` call. Tensor hooks registered before an in-place modification receive
-  the gradient of the value *before* it, which is what the record holds. Nothing is accumulated
-  into ``.grad`` and ``register_full_backward_hook`` (which breaks on in-place ops, pytorch#61519)
-  and the deprecated ``register_backward_hook`` (wrong grad_input) are never used.
-* Each hooked module receives its tensor inputs through a fresh autograd node (a free view, or a
-  clone for modules that modify their input in place), so ``grad_inputs`` is the gradient that
-  flows through that module only, like ``register_full_backward_hook``'s grad_input.
-* Every hook handle is removed in ``finally``; ``training`` flags and buffers are restored, so
-  the model's ``state_dict()`` and hook dictionaries are untouched even when forward raises.
-
-Layer names are checked by :mod:`actviz.core.layer_names` (``leaf_names`` and
-``resolve_layers`` are importable from here too).
+* Values are as they were when the hook fired: references are checked against the tensor's
+  version counter after the forward, and modules whose tensors were written to later get
+  copies (the capture runs again once when such a write is first seen).
+* Gradients come from tensor hooks plus one ``torch.autograd.grad`` call; nothing goes into
+  ``.grad`` and ``register_full_backward_hook`` (breaks on in-place ops, pytorch#61519) is
+  never used. Each hooked module gets its inputs through a fresh autograd node, so
+  ``grad_inputs`` is the gradient through that module only.
+* Every hook is removed in ``finally``; ``training`` flags and buffers are restored even when
+  forward raises.
 """
 
 from __future__ import annotations
@@ -203,7 +191,7 @@ def capture(
         while attempt < _MAX_ATTEMPTS:
             try:
                 # Inside a caller's inference_mode, tensors made here could not join autograd
-                # (entering the context costs ~15 us after a forward pass: only when needed).
+                # (entered only when needed: it is not free after a forward pass).
                 with torch.inference_mode(False) if torch.is_inference_mode_enabled() else _NULL:
                     return _capture_once(
                         model,
@@ -244,11 +232,8 @@ def _strip(name: str, prefix: str) -> str:
 
 
 def model_device(model: nn.Module, modules: list[nn.Module] | None = None) -> torch.device | None:
-    """The device of the first parameter (else buffer) in ``modules`` (default: the model's);
-    None for a model that holds neither (the one answer for every part of actviz).
-
-    A model placed by accelerate (``hf_device_map``; parts offloaded to the CPU or disk hold
-    ``meta`` tensors) answers the device its inputs go to: its top hook's execution device.
+    """The device of the first parameter (else buffer) in ``modules`` (default: the model's), or
+    None; a model placed by accelerate answers its top hook's execution device.
     """
     if getattr(model, "hf_device_map", None):
         hook = getattr(model, "_hf_hook", None)
@@ -280,11 +265,8 @@ _NULL = contextlib.nullcontext()
 def _wrappable(module: nn.Module) -> bool:
     """Whether the recorder may wrap ``module.forward`` instead of registering two hooks.
 
-    Calling the recorder from inside ``forward`` is what a pre-hook and a forward hook
-    registered last would do, in the same order, when nothing else hooks the module's output
-    (forward hooks of its own, global forward hooks, backward hooks) and the module is not
-    compiled on its own. It keeps PyTorch's fast call path and makes no handles: a few
-    microseconds less per hooked call.
+    Equivalent to a pre-hook and a forward hook registered last when nothing else hooks the
+    module's output and it is not compiled on its own; it keeps PyTorch's fast call path.
     """
     d = module.__dict__  # dictionary lookups: cheaper than attribute lookups on a Module
     try:
@@ -313,11 +295,8 @@ def _global_hooks() -> bool:
 
 
 class _ForwardWrapper:
-    """``module.forward`` replaced by a call through the recorder, until :meth:`remove`.
-
-    The instance attribute is set in ``module.__dict__`` (no ``Module.__setattr__``
-    bookkeeping) and removed, or put back where the module had one of its own, on
-    :meth:`remove`, like a hook handle.
+    """``module.forward`` replaced by a call through the recorder until :meth:`remove`, set in
+    ``module.__dict__`` directly and removed (or the module's own put back) like a hook handle.
     """
 
     __slots__ = ("module", "own")
@@ -371,7 +350,6 @@ def _capture_once(
     # Forward-only captures: with gradients, autograd keeps the activations alive for the
     # backward pass anyway, so a copy would add work without letting the forward's memory go.
     recorder.pool = pooled = not gradients and bool(names) and pool.wanted(model)
-    # (a capture of no layer records nothing the pool could hold)
     watch_faults = not gradients and not pooled and bool(names)
     scripted = isinstance(model, torch.jit.ScriptModule)
     # In-place modules run out of place from the first recorded one on; with nothing recorded
@@ -475,7 +453,7 @@ def _capture_once(
         )
         if not gradients and target is None:
             # The default target of a capture without gradients is resolved from its output
-            # on first read (~35 us just after a forward pass, whose caches are cold).
+            # on first read.
             result.defer_target(functools.partial(target_numbers, out_cpu))
         return result
     finally:
@@ -529,8 +507,7 @@ def _backward(
 
 
 def _host(t: torch.Tensor) -> torch.Tensor:
-    """``t`` detached, on the CPU; ``t`` itself when it already is (no op dispatched: each
-    costs ~15 us just after a forward pass)."""
+    """``t`` detached, on the CPU; ``t`` itself when it already is (no op dispatched)."""
     return t if t.is_cpu and not t.requires_grad else t.detach().cpu()
 
 

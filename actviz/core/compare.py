@@ -1,23 +1,11 @@
 """Compare two runs layer by layer: ``actviz.compare(cap_a, cap_b)``.
 
-The runs may differ in anything (an edit, the input, the checkpoint): every layer and call both
-captures recorded, with outputs of the same shape, gets four figures, computed in float64 on
-the first tensor of the output (what the window shows), over the whole batch:
-
-* ``cosine``: ``<a, b> / (|a| |b|)`` of the flattened outputs; 1.0 when both are zero, 0.0 when
-  only one is;
-* ``rel_l2``: ``|a - b| / |b|``, the distance relative to run B (the reference: the unedited
-  run, the pin, the first checkpoint); 0.0 when both are zero, ``inf`` when only B is;
-* ``max_abs``: ``max |a - b|``;
-* ``cka``: linear CKA over the batch (Kornblith et al. 2019) when ``N > 1``: with ``X`` and ``Y``
-  the ``(N, features)`` outputs centred over the batch, ``K = X X^T``, ``L = Y Y^T``,
-  ``<K, L>_F / (|K|_F |L|_F)``; None for a batch of one or when either run has no variance
-  over the batch.
-
-``first_divergence`` is the first compared layer call, in run A's execution order (the order
-the calls finished, so a module run twice is placed by each call), whose ``rel_l2`` exceeds
-``tol``. Layers recorded by both runs with different shapes (another input size) are
-listed in ``Comparison.skipped`` with the reason.
+Every layer call both captures recorded with same-shaped outputs gets, in float64 over the
+whole batch of the first output tensor: ``cosine`` (1.0 when both are zero, 0.0 when one is),
+``rel_l2`` = ``|a - b| / |b|`` (run B is the reference; ``inf`` when only B is zero),
+``max_abs``, and ``cka`` (linear CKA over the batch, Kornblith et al. 2019; None for a batch
+of one or no variance). ``first_divergence`` is the first call in run A's execution order
+whose ``rel_l2`` exceeds ``tol``; layers of different shapes go to ``Comparison.skipped``.
 """
 
 from __future__ import annotations

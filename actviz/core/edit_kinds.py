@@ -1,44 +1,18 @@
 """What-if edits: change a module's output during a capture (ablate, scale, keep, clamp, patch).
 
-``actviz.capture(model, x, layers, edits={"layer1.0.conv1": ablate([3, 7])})`` runs the model
-with the edits applied to those modules' outputs. What the edited network does is what the
-capture reports: every later layer sees the edited output, and so do the records, the model
-output, the target and every gradient.
+``actviz.capture(model, x, layers, edits={"layer1.0.conv1": ablate([3, 7])})`` reports what
+the edited network does: later layers, records, output, target and gradients all see the edit.
 
-How an edit is applied (each choice is what a plain ``register_forward_hook`` returning the
-modified output does, which the tests compare against to 1e-6):
+An edit behaves as a plain ``register_forward_hook`` returning the modified output (the tests
+compare to 1e-6): it runs before the recorder's hook, never writes into the module's output
+(a module may return its input or a tensor saved for backward), and stays in the autograd
+graph, so an ablated channel's gradient is exactly zero, not None. Channels are on
+:func:`channel_dim`'s axis; a tuple/dict output has its first tensor edited. Errors are
+``EditError`` (a ``ValueError``), raised before the forward where the module tells enough.
 
-* An edit is a forward hook registered before the recorder's, so the record of the edited
-  layer holds the *edited* output (what the network used) and its ``grad_output`` is the
-  gradient with respect to the edited output.
-* Edits never write into the module's output: each makes a new tensor (one pass over the
-  output: ``index_fill``, a multiply by a per-channel factor, ``torch.where``). A module may
-  return its input (``Identity``, an in-place ReLU) or a tensor autograd saved for backward,
-  and writing into those would change what other paths see or break the backward pass.
-  Index and factor tensors are made once per capture, not per call.
-* The new tensor stays connected to the module's output in the autograd graph, so an ablated
-  or patched channel gives earlier layers a gradient of exactly zero there (not None).
-* Channels are where the module puts them (:func:`channel_dim`): dimension 1 of
-  ``(N, C, ...)`` outputs, the last dimension of ``(N, T, D)`` sequences and of channels-last
-  ``(N, H, W, C)`` outputs (a ``LayerNorm`` or ``Linear`` on such an input, timm's Swin
-  blocks); 3-D outputs of channel-first modules (``Conv1d``, ``BatchNorm1d``, 1-D pooling)
-  use dimension 1. ``Edit.dim`` overrides the choice. A 2-D ``(N, C)`` output has its
-  channels in dimension 1.
-* A module with a tuple/dict output (``MultiheadAttention``, an LSTM) has its first tensor
-  edited (the one the window shows); a custom callable receives the whole output.
-* A disabled edit (``enabled=False``, the window's on/off box) is skipped; ``Capture.edits``
-  holds the edits that were applied.
-
-Errors are ``EditError`` (a ``ValueError``): a bad layer name, a channel out of range where the
-module tells its channel count (``out_channels``, ``num_features``, ``num_channels``) or a
-patch source without the layer are found before the forward runs; anything that needs the
-output's shape (a channel beyond another module's output, a patch of another shape) when the
-module first runs, before that output is changed. The model is left as it was found either way.
-
-The record an edit is (:class:`Edit`, :class:`EditError`) lives in :mod:`actviz.core.edit_spec`,
-the hooks that apply edits (:class:`EditHooks`) in :mod:`actviz.core.edit_hooks` and the rule
-for the channel axis (:func:`channel_dim`) in :mod:`actviz.core.channel_axis`; this module
-makes and checks edits, and every name above is importable from here.
+The edit record lives in :mod:`actviz.core.edit_spec`, the hooks in
+:mod:`actviz.core.edit_hooks`, the channel axis in :mod:`actviz.core.channel_axis`; this module
+makes and checks edits and re-exports those names.
 """
 
 from __future__ import annotations
@@ -111,9 +85,8 @@ def clamp(
 def patch(source: Capture, channels: Any = None, *, call: int | None = None) -> Edit:
     """Replace the output (or ``channels`` of it) by the same layer's output in ``source``.
 
-    Activation patching: ``source`` is the capture of another run (another input, another
-    checkpoint of the same architecture) that recorded this layer; with ``call=None`` each
-    call takes the source's record of the same call. Shapes must match.
+    Activation patching: ``source`` is another run's capture that recorded this layer (with
+    ``call=None``, call by call). Shapes must match.
     """
     return Edit("patch", channels=channels, source=source, call=call)
 
@@ -121,10 +94,8 @@ def patch(source: Capture, channels: Any = None, *, call: int | None = None) -> 
 def concept(concepts: Any, indices: Any, scale: float = 0.0, *, call: int | None = None) -> Edit:
     """Remove (``scale=0``) or scale concepts of a dictionary in the output.
 
-    The output's vectors ``x`` (along the channel axis) become ``x - (1 - scale) *
-    sum_i z_i d_i`` over the concepts ``i`` of ``indices``, where ``z = concepts.encode(x)``
-    and ``d_i`` is concept ``i``'s decoder direction: what the rest of the network sees
-    without (or with a scaled) concept. Give it the layer the dictionary was trained on:
+    The vectors ``x`` become ``x - (1 - scale) * sum_i z_i d_i`` over ``indices``
+    (``z = concepts.encode(x)``). Use the layer the dictionary was trained on:
     ``edits={"layer3": concept(c, [5])}``.
     """
     return Edit("concept", channels=indices, factor=scale, concepts=concepts, call=call)

@@ -24,18 +24,11 @@ log = logging.getLogger(__name__)
 class ModelState:
     """Training flags, ``inplace`` flags and buffers, saved before a capture, put back after.
 
-    While a capture runs, torch.nn's in-place modules (``ReLU(inplace=True)``, ``Dropout``...)
-    run out of place: the values are identical, and the tensor they would have overwritten (the
-    previous layer's output, which a record holds) stays intact without a copy. Only those
-    registered from ``inplace_from`` on (the first captured module) are switched: a module
-    registered before every captured one hardly ever consumes a captured output, and running
-    all of them out of place costs an allocation each (a few % of a one-layer capture). A
-    module that writes into a held tensor anyway is caught by the recorder's version checks.
-
-    Modes are switched with the model's own ``train()`` / ``eval()`` (a model may override
-    them: timm's LeViT clears its attention-bias cache there) and put back the same way, module
-    by module, so a model whose submodules were in mixed modes gets each flag back.
-    TorchScript modules work the same way (their buffers live in an ``OrderedDictWrapper``).
+    During a capture torch.nn's in-place modules from ``inplace_from`` on run out of place: same
+    values, and the tensor a record holds stays intact without a copy (earlier ones rarely consume
+    a record, and switching them costs an allocation each; the recorder's version checks catch the
+    rest). Modes are switched with the model's own ``train()`` / ``eval()`` (a model may override
+    them) and restored module by module, so mixed modes come back as they were.
 
     Parameters
     ----------
@@ -125,10 +118,8 @@ KEEP_COPIES_BYTES = 64 * 2**20
 class _Group:
     """Contiguous buffers on one device, saved as bytes into one flat copy.
 
-    On the CPU a save is one ``bytes.join`` over memoryviews of the buffers' memory, made once
-    (cheaper than ``np.concatenate`` or ``torch.cat``, which check every input), and the check
-    after the capture is one more join compared with ``==`` (a ``memcmp``). Other devices use
-    ``torch.cat`` and ``torch.equal``. Bytes are compared and copied exactly either way.
+    On the CPU one ``bytes.join`` over memoryviews saves them and another, compared with ``==``,
+    checks them (cheaper than ``torch.cat``); other devices use ``torch.cat`` and ``torch.equal``.
     """
 
     __slots__ = ("chunks", "members", "saved", "saved_bytes", "scratch", "views", "windows")
@@ -190,13 +181,10 @@ class _Group:
 class _SavedBuffers:
     """A model's buffers, saved before a capture and put back after it.
 
-    Contiguous buffers are saved with one concatenation of their bytes per device into a flat
-    copy, and written back only if a second one finds their bytes changed (a capture in eval
-    mode changes none): ResNet-18's 60 buffers cost two joins and one compare instead of 120
-    copies, each with its own TensorIterator. The byte views are kept (weakly, per model) and
-    reused by its next capture while it holds the same buffer tensors over the same memory.
-    Other buffers (non-contiguous, sparse, quantized, meta) are cloned and copied back one by
-    one. Inference tensors are left out: nothing outside inference mode can write to them.
+    Contiguous buffers are saved as one byte join per device and written back only if a second
+    join finds them changed (eval captures change none): two joins and a compare rather than a
+    copy per buffer. The byte views are kept weakly per model for its next capture. Other buffers
+    are cloned one by one; inference tensors are left out (nothing else can write them).
     """
 
     __slots__ = ("busy", "groups", "key", "loose", "ptrs", "tensors")
@@ -368,12 +356,10 @@ _CHECKED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[int, ...], tuple[str,
 class UnregisteredCheck:
     """:class:`UnregisteredModules` on a model's first capture only, the verdict reused after.
 
-    A global module hook sends every module call through PyTorch's slow hook path. What it finds depends on how the model
-    holds its modules, which does not change between captures, so the hook watches a model's
-    first capture (and again whenever its set of modules changes, or when ``watch`` asks, e.g.
-    a cancellable run that wants a stop check between modules); later captures report the same
-    warnings without it. A forward that runs an unregistered module only for some inputs is
-    reported when it first does so during a watched capture.
+    Its global hook sends every call through PyTorch's slow path, and how a model holds its
+    modules does not change, so it watches the first capture (again when the module set changes
+    or ``watch`` asks). An unregistered module run only for some inputs is reported when a
+    watched capture first runs it.
     """
 
     def __init__(

@@ -28,11 +28,7 @@ _LIST_TYPES = (list, collections.abc.Sequence, collections.abc.Iterable)
 
 def forward_takes_list(model: nn.Module) -> bool:
     """Whether ``model.forward``'s first argument is annotated as a list (``list[Tensor]``,
-    ``List[Tensor]``, ``Sequence[...]``): the model takes a list of images, not a batch.
-
-    torchvision's detection models (``images: list[Tensor]``) are; a plain CNN (``x: Tensor``)
-    or a forward without annotations is not. Used to read ``inputs=[img]`` as one list
-    argument, and by :func:`actviz.io.input_files.open_input` to load an image as ``[image]``.
+    ``Sequence[...]``): the model takes a list of images (torchvision's detectors), not a batch.
     """
     try:
         params = list(inspect.signature(model.forward).parameters.values())
@@ -172,10 +168,7 @@ def _one_list_argument(inputs: list, model: nn.Module | None) -> bool:
 
 
 def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
-    """Put the per-tensor gradients (structure order) back into the caller's structure.
-
-    Non-tensor entries become None, so ``input_grads`` mirrors ``inputs`` position by position.
-    """
+    """Put the per-tensor gradients back into the caller's structure (None for non-tensors)."""
     it = iter(grads)
     return map_leaves(copies, lambda leaf: next(it) if isinstance(leaf, torch.Tensor) else None)
 
@@ -183,10 +176,8 @@ def align_grads(copies: Any, grads: list[torch.Tensor | None]) -> Any:
 def list_layout(value: Any, as_list: bool) -> Any:
     """``value`` as one list of images (``as_list``) or as one batch tensor.
 
-    A batch tensor ``(N, ...)`` becomes a list of its N samples (each with its own storage,
-    like separate images); a list or tuple of same-shaped tensors becomes their stack. Anything
-    else (a dict of keyword inputs, a scalar, a list of differently sized images asked to be
-    a batch) is returned as it is.
+    A batch becomes a list of its samples (own storage each); same-shaped tensors are stacked;
+    anything else is returned as it is.
     """
     if as_list:
         if isinstance(value, torch.Tensor) and value.ndim >= 2:

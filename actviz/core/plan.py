@@ -1,17 +1,10 @@
 """What a capture needs to know about a model's module tree, walked once and reused.
 
-``dict(model.named_modules())``, the leaves, each module's position and the in-place modules
-cost a walk of the whole tree (a generator frame and a name string per module). The tree
-only changes when a module is added, removed or replaced, so the walk is kept per model and
-checked before each use: every module's child dictionary is compared with the one seen when
-the plan was made (one C-level dictionary comparison per module). The same children under the
-same names in every module give the same ``named_modules()``, up to order: a child deleted
-and put back under its own name moves to the end of its parent's children unnoticed, which
-only changes the order of the leaves and the positions that decide which in-place modules run
-out of place (the recorder's version checks keep values exact either way).
-
-A plan holds no strong reference to any module (weak references and proxies only), so keeping
-it for a model never keeps that model, or any part of it, alive.
+Walking ``named_modules()`` costs a frame and a string per module, and the tree rarely
+changes, so the walk is kept per model and checked before use by comparing every module's
+child dictionary (one C-level comparison each). A child deleted and put back under its name is
+missed; that only reorders leaves, and the recorder's version checks keep values exact. A plan
+holds only weak references, so it never keeps a model alive.
 """
 
 from __future__ import annotations

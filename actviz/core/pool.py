@@ -1,44 +1,13 @@
 """Warm memory for large CPU records, reused from one capture to the next.
 
-Why: a capture keeps every recorded activation (and gradient) alive until the caller drops
-it, where bare inference frees each one as soon as the next layer has run. With glibc's
-default thresholds the heap those tensors grew is handed back to the OS when they are freed,
-so the next capture's forward writes its outputs into fresh pages (page faults worth a
-large share of a bare forward's time). Raising glibc's thresholds (:func:`actviz.tune_allocator`) removes them
-but changes the whole process, so a library call must not do it by default.
-
-What this does instead, in forward-only captures of a model whose captures were seen to
-fault (:func:`wanted`): a recorded CPU tensor of at least :data:`MIN_BYTES` is copied into a
-buffer actviz owns (same sizes and strides), and the forward's own tensor is freed at once, as
-in a bare pass, into memory glibc reuses while it is warm. When every tensor viewing a buffer
-is gone (a record, any view of it, a ``numpy()`` of it), the buffer comes back here and the
-next capture of the same shapes writes into pages already mapped: copying warm memory costs
-less than faulting the same bytes in (``capture_all_ratio``). With gradients,
-autograd holds the activations until the backward pass anyway, so a copy would free nothing
-early: those captures keep references.
-
-What it keeps: free buffers up to :attr:`RecordPool.keep_bytes` (the larger of the last
-capture's pooled bytes and :data:`MIN_KEEP`, at most :data:`MAX_KEEP`), never more; memory
-that actviz itself holds, not a process setting, and :func:`release_memory` gives it all
-back. A process that tuned glibc (the window) does not need it: there, records stay
-references. Where glibc happens to reuse the freed records anyway (smaller models), the copy
-would only add work, so each model starts without the pool and gets it after
-:data:`FAULT_STREAK` captures whose forward faulted in at least :data:`FAULT_SHARE` of what it
-recorded (:func:`observe`).
-
-A buffer is reused only after the storage of every tensor on it has been freed (a weak
-reference to the numpy array that storage owns), so a record is never overwritten while
-anything can still read it: results stay immutable.
-
-Before copying, a model whose captures fault is first tried without copies (:data:`HEAP_PIN`):
-the faults come from glibc trimming the top of its heap, where the freed records lay, back to
-the OS; it trims only the top, so while one record's storage stays alive above the others
-(actviz keeps the highest large record of glibc's main heap: one tensor, at most glibc's mmap
-threshold, 32 MiB, since larger ones are mapped apart), the memory below it stays in malloc's
-free lists, warm, and the next forward's tensors are made there. Records are then the
-forward's own tensors, as in any capture without the pool (references checked against their
-version counters), and nothing is copied. A model whose captures still fault with the pin
-(:data:`FAULT_STREAK` in a row) gets the copies. Linux with glibc's ``[heap]`` only.
+A capture keeps every record alive, so glibc hands the heap back to the OS when they are freed
+and the next forward faults its pages in again. Changing glibc's thresholds
+(:func:`actviz.tune_allocator`) fixes that process-wide, which a library call must not do; this
+module fixes it per model instead, only for models whose captures were seen to fault
+(:func:`observe`). First :data:`HEAP_PIN` keeps the highest large record alive, so glibc cannot
+trim the heap below it (Linux/glibc ``[heap]`` only); where that is not enough, large records
+are copied into buffers of :data:`POOL`, reused once every tensor on them is gone (so a record
+is never overwritten while readable). :func:`release_memory` gives everything back.
 """
 
 from __future__ import annotations
@@ -198,13 +167,11 @@ POOL = RecordPool()
 
 
 class HeapPin:
-    """The storage of one past record kept alive at the top of glibc's main heap, so that the
-    freed records below it stay in malloc's free lists (warm) instead of going back to the OS.
+    """One past record's storage kept alive at the top of glibc's main heap, so the freed records
+    below it stay warm in malloc's free lists instead of going back to the OS.
 
-    Only storages inside the ``[heap]`` mapping (from its start to the program break) count:
-    glibc trims nothing else, and a mapped chunk (over its mmap threshold) goes back on its
-    own. The pin only rises: a new record above it takes its place, so the region the records
-    are made in never shrinks under the next capture's forward.
+    Only storages inside ``[heap]`` count (glibc trims nothing else). The pin only rises, so the
+    region records are made in never shrinks under the next forward.
     """
 
     def __init__(self) -> None:
@@ -287,10 +254,9 @@ _VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary
 def wanted(model: Any) -> bool:
     """Whether a capture of ``model`` should copy its large records into :data:`POOL`.
 
-    Never in a process whose glibc keeps freed memory already (:func:`actviz.tune_allocator`,
-    the window), where a reference costs nothing. Otherwise only for a model whose captures
-    were seen to fault (:func:`observe`): where glibc happens to reuse the freed records
-    (MobileNetV3-small at 224 px keeps ~15 MB and faults none), a copy would only add work.
+    Never where glibc keeps freed memory already (:func:`actviz.tune_allocator`); otherwise only
+    for a model whose captures were seen to fault (:func:`observe`), since elsewhere a copy only
+    adds work.
     """
     return _state(model) == _COPY
 
@@ -359,10 +325,8 @@ except ImportError:  # not on Unix: no fault counts, no pool
 
 
 def release_memory() -> int:
-    """Give back the memory actviz keeps for the next capture's records (bytes freed).
-
-    Buffers still viewed by a record are not touched; they are freed with their last tensor.
-    The heap pin goes too (glibc may then trim the heap under it).
+    """Give back the memory actviz keeps for the next capture's records (bytes freed), and the
+    heap pin; buffers a record still views are freed with their last tensor.
     """
     HEAP_PIN.release()
     return POOL.release()

@@ -106,12 +106,10 @@ class Recorder:
     def snapshot(self, t: torch.Tensor, owner: nn.Module) -> torch.Tensor:
         """The value of ``t`` now, shared with any earlier snapshot of the same tensor version.
 
-        Where the capture turned :attr:`pool` on (forward-only captures of a model seen to
-        page-fault, :mod:`actviz.core.pool`), large dense CPU tensors are copied into pooled
-        memory. Otherwise a copy only where needed: for modules
-        known to see their tensors changed later, and for views into a larger storage (a
-        reference would pin all of it); else a reference, verified after the forward pass
-        (see :meth:`stale_owners`).
+        With :attr:`pool` on, large dense CPU tensors are copied into pooled memory; otherwise a copy
+        only for modules known to see their tensors changed later and for views of a larger storage
+        (a reference would pin all of it), else a reference checked after the forward
+        (:meth:`stale_owners`).
         """
         entry = self._snaps.get(id(t))
         version = t._version
@@ -166,10 +164,8 @@ class Recorder:
 
     # -- hooks
     def call(self, module: nn.Module, forward: Callable, *args: Any, **kwargs: Any) -> Any:
-        """``forward(*args, **kwargs)`` recorded: the wrapped-forward path (one frame per call).
-
-        What :meth:`pre_hook` and :meth:`forward_hook` registered last would do, without the
-        per-module stack of pending calls (this frame holds the call's state).
+        """``forward(*args, **kwargs)`` recorded: what :meth:`pre_hook` and :meth:`forward_hook`
+        would do, with the call's state in this frame instead of a per-module stack.
         """
         index, inputs, taps, new_args = self._begin(module, args)
         output = forward(*(args if new_args is None else new_args), **kwargs)

@@ -1,17 +1,10 @@
 """The one walker over the nested inputs and outputs of models, types kept.
 
-Built on PyTorch's own pytree (``torch.utils._pytree``), which knows tuples, lists, dicts,
-``OrderedDict``, ``defaultdict``, ``deque``, namedtuples and every type registered with it (the
-``ModelOutput`` classes of Hugging Face transformers register themselves), plus dataclasses and
-other mappings (``UserDict``, a tokenizer's ``BatchEncoding``) that are not registered.
-Rebuilding keeps each container's type (``cap.output.logits`` still works); anything that is
-neither a tensor nor a container (an ``ImageList``, a ``Cache``, a string) is a leaf, kept as
-it was.
-
-Every other walk over outputs or inputs (records, gradients, edits, inputs, targets, live
-frames, scans) goes through :func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors`
-or :func:`named_tensors`, so they all agree on what the tensors of a structure are and in
-which order they come.
+Built on PyTorch's pytree (which Hugging Face ``ModelOutput`` classes register with), plus
+dataclasses and unregistered mappings (``BatchEncoding``). Rebuilding keeps container types
+(``cap.output.logits`` still works); anything else is a leaf. Every walk in actviz goes through
+:func:`iter_tensors`, :func:`first_tensor`, :func:`map_tensors` or :func:`named_tensors`, so all
+agree on which tensors a structure holds and in which order.
 """
 
 from __future__ import annotations
@@ -42,11 +35,7 @@ _ATOMS = (str, bytes, int, float, complex, type(None), torch.Size, torch.dtype, 
 
 
 def _children(obj: Any) -> tuple[list[Any], Callable[[list[Any]], Any], list[str]] | None:
-    """``(children, rebuild, labels)`` of a container; None for a leaf.
-
-    ``rebuild(new_children)`` makes a new container of the same type; ``labels`` are the
-    children's path steps (``[0]``, ``['out']``, ``.logits``).
-    """
+    """``(children, rebuild, labels)`` of a container, None for a leaf; ``labels`` are path steps."""
     if isinstance(obj, _ATOMS):
         return None
     node = pytree.SUPPORTED_NODES.get(pytree._get_node_type(obj))
@@ -120,9 +109,7 @@ def first_tensor(obj: Any) -> torch.Tensor | None:
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     """Rebuild ``obj`` with ``fn`` applied to every tensor, in :func:`iter_tensors` order.
 
-    Containers keep their type (a namedtuple stays one, a ``ModelOutput`` keeps ``.logits``,
-    an ``OrderedDict`` stays ordered, a dataclass is copied with its fields replaced);
-    anything that is neither a tensor nor a container is kept as it is.
+    Containers keep their type (namedtuple, ``ModelOutput``, dataclass); other leaves are kept.
     """
     if isinstance(obj, _Tensor):
         return fn(obj)
@@ -161,10 +148,8 @@ def replace_first(obj: Any, new: torch.Tensor) -> Any:
 
 
 def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield ``(path, tensor)`` for every tensor inside ``obj``, in :func:`iter_tensors` order.
-
-    Paths read like Python: ``output[0]``, ``output['out']``, ``output.logits`` (mappings,
-    ``ModelOutput`` included, by key; other dataclasses by attribute).
+    """Yield ``(path, tensor)`` for every tensor inside ``obj`` (``output[0]``,
+    ``output['out']``, ``output.logits``), in :func:`iter_tensors` order.
     """
     if isinstance(obj, _Tensor):
         yield prefix, obj
@@ -176,10 +161,9 @@ def named_tensors(obj: Any, prefix: str = "output") -> Iterator[tuple[str, torch
 
 
 def describe(obj: Any, most: int = 6) -> str:
-    """One line on what ``obj`` holds: a tensor as ``1x3x64x64 float32``, a mapping as
-    ``{input_ids: 1x8 int64, ...}``, other containers as ``(a, b)``, anything else by its type's
-    name (a container without tensors too: ``list``). A container of more than ``most`` items
-    names its first four and counts the rest."""
+    """One line on what ``obj`` holds (``1x3x64x64 float32``, ``{input_ids: 1x8 int64, ...}``,
+    ``(a, b)``, a type name); past ``most`` items, the first four and a count.
+    """
     if isinstance(obj, _Tensor):
         shape = "x".join(str(s) for s in obj.shape) or "scalar"
         return f"{shape} {str(obj.dtype).replace('torch.', '')}"
@@ -198,10 +182,8 @@ def describe(obj: Any, most: int = 6) -> str:
 def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:
     """A copy of ``t`` with the same sizes and strides (memory format), autograd included.
 
-    ``clone()`` keeps the strides of a dense tensor (channels-last, permuted) but makes a
-    gapped view (a slice of channels, every other column) dense, and kernels can round
-    differently on another layout. Such a view gets a copy with its very strides (the gaps
-    are allocated, never read). Overlapping views (``expand``) are copied densely.
+    ``clone()`` makes a gapped view dense, and kernels may round differently on another layout;
+    such a view gets its very strides (gaps allocated, never read). Overlaps are copied densely.
     """
     copy = t.clone()
     if copy.stride() == t.stride() or not _non_overlapping(t):

@@ -68,10 +68,8 @@ class Target:
 
 
 def detections(output: Any) -> list[Mapping[str, torch.Tensor]] | None:
-    """The per-image detection dicts of a detector's output, or None for other outputs.
-
-    A detection output is a non-empty list/tuple of dicts that each hold ``boxes``,
-    ``scores`` and ``labels`` tensors (torchvision's detection models in eval mode).
+    """The per-image detection dicts of a detector's output (``boxes``, ``scores``, ``labels``),
+    or None for other outputs.
     """
     if not isinstance(output, (list, tuple)) or not output:
         return None
@@ -184,11 +182,9 @@ def _logits(output: Any) -> torch.Tensor | None:
 
 
 def sequence_logits(output: Any) -> torch.Tensor | None:
-    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position (a Hugging
-    Face language model's, token classifier's or masked LM's ``logits``), else None.
+    """The ``(N, T, V)`` logits :func:`resolve_target` reads at the last position, else None.
 
-    The one rule for "this output scores tokens at each position": the predictions shown
-    for it are the last position's, as its default target is.
+    The one rule for outputs that score tokens: predictions shown are the last position's.
     """
     if isinstance(output, Mapping) and _is_map(output.get("out")):
         return None  # a segmenter's map comes first in resolve_target
@@ -221,11 +217,7 @@ def _next_token(output: Any) -> bool:
 def _sequence_target(
     out: torch.Tensor, target: int | None, next_token: bool = True
 ) -> tuple[torch.Tensor, int, str]:
-    """A token's logit at the last position of (N, T, V) logits: the next-token prediction.
-
-    The default token is the top-1 at the last position (summed over the batch rows, each
-    its own top-1), as a classifier's default is its top-1 class.
-    """
+    """A token's logit at the last position of (N, T, V) logits; default: each row's top-1, summed."""
     last = out[:, -1, :]  # (N, V)
     vocab = last.shape[1]
     if target is None:
@@ -249,10 +241,8 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])`` for the top-1 of a one-row float output, read through numpy (the
-    first of ties, a NaN before any number, as ``torch.argmax``); None where numpy cannot read
-    it (another device, a dtype numpy lacks, a tensor that needs grad). Just after a forward
-    pass (cold caches) this is several times cheaper than the same in tensor ops.
+    """``(k, out[0, k])`` for the top-1 of a one-row float output, read through numpy (ties and NaN
+    as ``torch.argmax``: cheaper than tensor ops on cold caches); None where numpy cannot read it.
     """
     try:
         row = out.numpy()[0]
@@ -263,10 +253,8 @@ def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
 
 
 def top1_target(output: Any) -> tuple[float, int, str] | None:
-    """What :func:`resolve_target` gives a plain one-row classifier output with no target, as
-    ``(value, index, description)`` without a tensor; None for any other output.
-
-    For captures without gradients, which need the numbers only.
+    """:func:`resolve_target`'s default for a one-row classifier output, as
+    ``(value, index, description)`` without a tensor (for captures without gradients); else None.
     """
     if (
         not isinstance(output, torch.Tensor)
@@ -283,10 +271,8 @@ def top1_target(output: Any) -> tuple[float, int, str] | None:
 
 
 def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int | None, str]:
-    """The target of a capture without gradients: ``(value, index, description)``.
-
-    What :func:`resolve_target` gives, as numbers; ``(None, None, "no target (why)")`` where
-    it raises.
+    """The target of a capture without gradients: ``(value, index, description)``, or
+    ``(None, None, "no target (why)")`` where :func:`resolve_target` raises.
     """
     if target is None and (quick := top1_target(output)) is not None:
         return quick
@@ -298,12 +284,11 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
 
 
 def fixed_default(output: Any) -> int | None:
-    """The int target that picks the very scalar the default target of ``output`` picks, so a
-    later run (an edited one) can be held to the same class; None where no int does (a
-    detector, a segmenter, a batch of rows each with its own top-1, a single value).
+    """The int target that picks the scalar the default target of ``output`` picks, or None
+    where no int does (detector, segmenter, several rows, a single value).
 
-    The window's auto target is this, read from the unedited run: edits that change the top-1
-    would otherwise move the target from one run to the next.
+    The window holds its auto target to this, read from the unedited run, so edits that change
+    the top-1 do not move the target.
     """
     if isinstance(output, torch.Tensor):
         out = output
@@ -362,9 +347,8 @@ def _class_target(out: torch.Tensor, k: int) -> tuple[torch.Tensor, int | None, 
 
 
 def _segmentation_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
-    """A class's logit summed over the pixels predicted as that class.
-
-    The default class is the one predicted at the most pixels (over the whole batch).
+    """A class's logit summed over the pixels predicted as that class (default: the class
+    predicted at the most pixels).
     """
     n_classes = out.shape[1]
     predicted = out.detach().argmax(dim=1)  # (N, H, W)
@@ -459,9 +443,7 @@ def check_target(target: Any, output: Any) -> None:
         resolve_target(output, target)
 
 
-# --------------------------------------------------------------------------------------------
-# What users type
-# --------------------------------------------------------------------------------------------
+# --- What users type ---
 
 
 def parse_target(
@@ -469,13 +451,10 @@ def parse_target(
 ) -> int | None:
     """Turn a typed target into ``capture``'s ``target`` (None = the output's default).
 
-    Accepts ``""``/``None``/``"auto..."`` (None), an integer (``"207"``, a class, a token id
-    or, for a detector, a detection), an entry of :func:`target_choices` (``"207: golden
-    retriever"``, ``"score of detection 3: label 18 (dog), 0.912"``), ``"detection 3"``, a
-    class name searched in ``categories`` (exact match first, case-insensitive, then the only
-    name that contains the text), or, for a model without categories but with a
-    ``tokenizer`` (a language model), a token's text: a vocabulary entry (``"Ġworld"``) or
-    text that encodes to one token; quote it to keep spaces (``"' world'"``).
+    Accepts ``""`` / ``"auto..."``, an integer, an entry of :func:`target_choices`,
+    ``"detection 3"``, a class name from ``categories`` (exact, then case-insensitive, then the
+    only one containing the text), or, with a ``tokenizer`` and no categories, a token's text
+    (a vocabulary entry or text encoding to one token; quote to keep spaces: ``"' world'"``).
 
     Raises
     ------

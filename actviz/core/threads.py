@@ -1,18 +1,11 @@
 """torch's intra-op thread count (held for a block, or chosen by trying) and background priority.
 
-``torch.set_num_threads`` sets the *calling* thread's count (OpenMP), and the last count set
-is what new threads start with: both tools here put the count back when done.
-
-One team at a time: under libgomp each thread running parallel ops keeps its own OpenMP team;
-more team threads than cores make every parallel region wake threads from sleep. So helper
-threads run torch on one thread (:func:`torch_threads` ``(1)``) and the app keeps its GUI
-thread to one (:func:`parallel_in_workers_only`).
-
-:class:`ThreadTuner`: with DataLoader workers beside the model, whether fewer torch threads win
-depends on the model, so a scan tries both counts and keeps the faster.
-
-Background priority: a scan in the window runs its thread and loader processes niced, and the
-loaders come from a fork server (:mod:`actviz.data.fork_server`), so the GUI keeps its cores.
+``torch.set_num_threads`` sets the calling thread's count and what new threads start with, so
+both tools here put it back. Under libgomp each thread running parallel ops keeps its own
+OpenMP team, and more team threads than cores make every region wake sleepers: helper threads
+run torch on one thread and the app keeps its GUI thread to one
+(:func:`parallel_in_workers_only`). :class:`ThreadTuner` tries two counts for a scan and keeps
+the faster. Scans in the window run niced, their loaders from :mod:`actviz.data.fork_server`.
 """
 
 from __future__ import annotations
@@ -79,9 +72,8 @@ def parallel_in_workers_only() -> Callable[[], None]:
     """Run torch on one thread on the calling (GUI) thread, and the window's worker jobs at the
     count it had; returns a function that undoes both.
 
-    The app's own process calls it at start: a tensor op the GUI thread runs in parallel would
-    give it an OpenMP team for good, and slow every capture after it (module docstring).
-    ``actviz.explore`` leaves a script's threads as they are.
+    A parallel op on the GUI thread would give it an OpenMP team for good and slow every capture
+    after it. The app's process calls this at start; ``actviz.explore`` leaves a script's threads.
     """
     global _worker_threads
     before = torch.get_num_threads()
@@ -131,11 +123,10 @@ def lower_thread_priority(increment: int = BACKGROUND_NICE) -> bool:
 
 
 def lower_process_priority(_worker_id: int = 0, *, base: int = 0) -> None:
-    """Run this process :data:`BACKGROUND_NICE` below the priority (nice value) ``base``, at
-    least (a DataLoader ``worker_init_fn``: loader processes of a background scan). A loader
-    forked by a server or by a lowered thread starts lowered already: its priority is set, not
-    lowered again, and never raised (that needs privileges). Nothing where it is missing or
-    refused."""
+    """Run this process at least :data:`BACKGROUND_NICE` below the nice value ``base`` (a
+    DataLoader ``worker_init_fn``). Set, not lowered again, and never raised (that needs
+    privileges); nothing where refused.
+    """
     target = min(19, base + BACKGROUND_NICE)
     try:
         if os.getpriority(os.PRIO_PROCESS, 0) < target:

@@ -1,16 +1,10 @@
 """Records to the host: every device tensor copied once, in one transfer per device and dtype.
 
-A capture on a GPU hands back CPU tensors (:class:`~actviz.core.records.LayerRecord`). Copying
-them one by one costs a synchronising transfer each, and a tensor that is both a module's output
-and the next module's input (the usual case) was copied twice. Here each distinct tensor is
-flattened into one device buffer per dtype (a copy at device bandwidth), the buffer crosses
-once, and the host tensors are views into it: the records of one capture then share one host
-allocation, as long as any of them lives.
-
-From a CUDA device the buffer crosses through a small page-locked staging buffer
-(:data:`STAGING_BYTES`), chunk by chunk: several times faster than a plain copy to pageable
-memory, and the records never hold page-locked memory themselves. PyTorch's host cache keeps the staging
-buffer for reuse after the first GPU capture.
+Copying records one by one costs a synchronising transfer each, and a tensor that is one
+module's output and the next one's input would cross twice. Each distinct tensor is packed into
+one device buffer per dtype, the buffer crosses once, and host records are views into it. From
+CUDA it crosses chunk by chunk through a small page-locked staging buffer
+(:data:`STAGING_BYTES`): much faster than pageable copies, and records never hold pinned memory.
 """
 
 from __future__ import annotations

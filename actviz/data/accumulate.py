@@ -1,25 +1,15 @@
 """Per-layer running figures of a dataset scan, merged one batch at a time.
 
-For every channel of a layer the state holds the ``k`` largest per-image maxima (with the data
-index of the image and the ``(y, x)`` of the maximum) and the running mean, spread and
-positive count of the per-image figures. Memory is ``O(k x C)``: each batch is reduced in the
-forward hook, when the layer's output is produced (two passes over the maps: the maximum with
-its position, and the mean), then merged into the state with one ``lexsort`` over the
-``(C', k + B)`` candidates of the channels ``C'`` that gain an entry (a scan merges all its
-layers as one state, see :meth:`LayerState.joined`); no loop over channels or images runs in
-Python. The state is numpy: its merge is dozens of operations on small arrays, where numpy's
-per-call cost is a fraction of torch's.
+Per channel: the ``k`` largest per-image maxima (with image index and ``(y, x)``), and the
+running mean, spread and positive count. Each batch is reduced in the forward hook and merged
+with one ``lexsort`` over the candidates of the channels that gain an entry, so memory is
+``O(k x C)`` and nothing loops over channels or images in Python; numpy, not torch, because
+the merge is many small operations.
 
-Definitions (what :class:`~actviz.data.Scan` reports):
-
-* per-image value of a channel: the maximum of its map over all positions (its only value for
-  a ``(N, C)`` layer); its location is the first maximum in row-major order (``argmax``);
-* ``mean`` / ``std``: over images, of the per-image *spatial mean* of the channel (population
-  standard deviation, i.e. divided by the number of images);
-* ``frac_positive``: the fraction of images whose per-image maximum is above zero, i.e. where
-  the channel is above zero somewhere.
-
-Ties between equal values are broken by data order: the image that comes first wins.
+Definitions (what :class:`~actviz.data.Scan` reports): the per-image value is the map's
+maximum (first in row-major order); ``mean`` / ``std`` are over images of the spatial mean
+(population std); ``frac_positive`` is the share of images whose maximum is above zero. Ties
+go to the image that comes first.
 """
 
 from __future__ import annotations
@@ -108,10 +98,8 @@ def _without_nan(t: torch.Tensor) -> torch.Tensor:
 
 
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """The maximum of each map of ``flat`` ``(B, C, L)`` (float64) and where it first occurs.
-
-    One pass; NaN never hides a real maximum (a map of NaN only gives ``-inf`` at 0). On the
-    CPU numpy's ``argmax`` (torch's ``max(dim)`` and ``argmax`` are far slower).
+    """The maximum of each map of ``flat`` ``(B, C, L)`` and where it first occurs, in one numpy
+    pass (torch's is far slower on the CPU); NaN never hides a real maximum.
     """
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):
@@ -141,13 +129,10 @@ def _numpy64(t: torch.Tensor) -> np.ndarray:
 
 
 def pool(t: torch.Tensor, axis: int = 1) -> np.ndarray:
-    """Each sample's pooled vector: the mean of ``t`` over every dimension but the batch
-    (0) and the channels (``axis``), float64 ``(B, D)``.
+    """Each sample's pooled vector: the mean of ``t`` over every dimension but the batch and
+    ``axis``, float64 ``(B, D)``.
 
-    The one definition of a scan's embeddings (``(B, C, H, W)``: the spatial mean of each
-    channel; ``(B, T, D)`` with ``axis=2``: the mean over tokens), also used to place a
-    single capture among them. The mean runs in the tensor's own precision, like the
-    scan's statistics.
+    The one definition of a scan's embeddings, also used to place a single capture among them.
     """
     t = t.detach()
     if t.ndim < 2:
@@ -248,10 +233,7 @@ class LayerState:
         self.positive = np.zeros(c, dtype=np.int64)
 
     def update(self, reduced: Reduced, indices: np.ndarray) -> None:
-        """Merge one reduced batch whose rows are the images ``indices`` (data positions).
-
-        The arrays are changed in place: take a copy to keep a state (see :meth:`arrays`).
-        """
+        """Merge one reduced batch of images ``indices`` in place (copy to keep: :meth:`arrays`)."""
         maxima, means = reduced.maxima, reduced.means
         b, c = maxima.shape
         if b == 0:
@@ -306,11 +288,8 @@ class LayerState:
     # -- several layers merged as one
     @classmethod
     def joined(cls, states: Sequence[LayerState]) -> LayerState:
-        """One state over the channels of ``states`` side by side.
-
-        All must be allocated and hold the same images (the same ``count``): merging a batch
-        into the joined state is then the same as merging it into each, in a few array
-        operations instead of a few per layer.
+        """One state over the channels of ``states`` side by side (same images each), so a batch
+        merges in a few array operations instead of a few per layer.
         """
         first = states[0]
         joined = cls(first.k)

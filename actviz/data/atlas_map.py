@@ -1,22 +1,10 @@
 """The dataset atlas: a layer's pooled vectors of every scanned image, laid out as a 2-D map.
 
-Numpy only (UMAP through the optional ``umap-learn``), no Qt, no state shared between calls:
-a window can run every function here on a worker thread.
-
-* :func:`project` fits a projection (PCA, exact; or UMAP) and places the vectors; the
-  :class:`Projection` it returns places new vectors (a live input) with the same fit.
-* :func:`cosine_top` is the exact nearest-neighbour search behind :meth:`Scan.neighbours
-  <actviz.data.scan_result.Scan.neighbours>`; :func:`query_vector` pools a capture the way the
-  scan pooled its images.
-* :func:`separating_channels` ranks the channels that set a selection of images apart from
-  the rest.
-* :func:`build_atlas` does all of it for one scanned layer and returns an :class:`Atlas`,
-  what a window's map needs: coordinates, classes, predictions, a live input's place and its
-  nearest images.
-
-The projection lives in :mod:`actviz.data.atlas_projection`, the search and the selection's
-maths in :mod:`actviz.data.atlas_vectors`; this module builds the map of one layer, and every
-name above is importable from here.
+Numpy only (UMAP through the optional ``umap-learn``), no Qt, no shared state, so a window may
+call anything here from a worker thread. :func:`build_atlas` makes an :class:`Atlas` of one
+scanned layer (coordinates, classes, predictions, a live input's place and neighbours). The
+projection lives in :mod:`actviz.data.atlas_projection`, the search and selection maths in
+:mod:`actviz.data.atlas_vectors`; their names are importable from here.
 """
 
 from __future__ import annotations

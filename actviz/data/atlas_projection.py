@@ -91,10 +91,8 @@ class Projection:
         return int(self.coords.shape[1])
 
     def transform(self, vectors: Any) -> np.ndarray:
-        """Place new vectors with this fit: ``(D,)`` -> ``(dims,)``, ``(M, D)`` -> ``(M, dims)``.
-
-        PCA: ``(vectors - mean) @ components.T``, exactly; UMAP: ``umap``'s own ``transform``
-        (the new points are placed among the fitted ones, which do not move).
+        """Place new vectors with this fit (``(D,)`` or ``(M, D)``): PCA exactly, UMAP by its own
+        ``transform`` (fitted points do not move).
         """
         a = vectors.detach().cpu().numpy() if isinstance(vectors, torch.Tensor) else vectors
         a = np.asarray(a)
@@ -327,14 +325,10 @@ class ExactNeighbours:
 
 def cache_umap_compiles() -> int:
     """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
-    (those already on are left alone, so a second call turns on none).
+    (none on a second call).
 
-    Most of umap's numba functions are not declared ``cache=True`` (pynndescent's are), so
-    every process's first fit compiled them again (tens of seconds on two busy cores). Caching them
-    changes no result, only where the machine code comes from: numba writes it beside the
-    module, or under the user's cache directory when that is read-only, and only the first
-    fit on a machine (or after umap-learn is upgraded) pays for the compile. Closures made
-    inside umap's functions cannot be cached and are still compiled each time.
+    Most of umap's numba functions are not ``cache=True``, so every process's first fit compiles
+    them again (tens of seconds). Caching changes no result; only closures are still compiled.
     """
     import sys
 
@@ -363,13 +357,10 @@ def cache_umap_compiles() -> int:
 
 
 def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest eigenvalues (descending) and their unit eigenvectors (columns) of the
-    symmetric positive semi-definite ``c``.
+    """The ``k`` largest eigenvalues and unit eigenvectors (columns) of the PSD matrix ``c``.
 
-    For a few axes of a wide matrix, block subspace iteration, stopped only once every pair's
-    residual ``|c v - l v|`` is below ``1e-11 x trace(c)`` (as exact as a full solver); else,
-    or when it does not get there, the full ``eigh`` (slow under load with several BLAS
-    threads; the iteration is a few dozen small products).
+    Block subspace iteration to a residual below ``1e-11 x trace(c)`` for a few axes of a wide
+    matrix (``eigh`` is slow under load with several BLAS threads); else, or unconverged, ``eigh``.
     """
     d = c.shape[0]
     if d > 64 and 4 * k <= d:

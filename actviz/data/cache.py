@@ -1,23 +1,12 @@
 """Where scans are saved between runs, so reopening is instant and a scan resumes or grows.
 
-One folder per (weights fingerprint, preprocessing, data identity) under the user's cache
-directory; in it, per layer (the layer is part of the key):
-
-* ``<layer>.log``: one line per item done, in the order scanned (``D`` or ``S`` for skipped,
-  the source, its signature, the reason); appended before the state is replaced;
-* ``<layer>.f16``, when the scan records embeddings: one row of float16 per log line (the
-  image's pooled vector; NaN for a skipped item), appended like the log and cut back to the
-  lines the state covers when it is opened;
-* its running state (top-k, statistics) and how many log lines it covers, under
-  ``<layer>/...`` keys of the folder's state file, written once per batch for all layers
-  together. The file has two slots, ``state.0.bin`` and ``state.1.bin``, written in turn and
-  in place, each with a sequence number and a checksum of its contents; the newest whole
-  slot is the state (cheaper per batch than renaming a new ``.npz`` over the old one).
-
-A killed process therefore loses at most the batch being written (its slot fails its
-checksum and the other slot, one batch older, is used), and a log line not yet covered by the
-state is ignored on the next open. When a done item has changed (another size or time)
-or vanished, or the weights changed (another key), the layer's cache is not used.
+One folder per (weights fingerprint, preprocessing, data identity) in the user's cache; per
+layer a ``<layer>.log`` of items done (appended before the state), an optional ``<layer>.f16``
+of pooled embeddings (one row per log line), and the running state in a two-slot state file
+(``state.0.bin`` / ``state.1.bin``, written in turn with a sequence number and checksum:
+cheaper per batch than renaming a new ``.npz``). A killed process loses at most one batch;
+log lines the state does not cover are ignored. Changed or vanished items, or other weights,
+make the layer's cache unused.
 """
 
 from __future__ import annotations
@@ -235,10 +224,8 @@ class LayerCache:
         signatures: tuple[str, ...],
         embeddings: bool = False,
     ) -> Loaded | None:
-        """The saved state when it can be reused for ``sources``, else None.
-
-        With ``embeddings``, a state saved without its embedding rows (a scan that did not
-        record them, or rows lost) cannot be reused either.
+        """The saved state when it can be reused for ``sources`` (with ``embeddings``: only with its
+        rows), else None.
         """
         arrays = self.store.get(self.layer)
         if arrays is None or not self.log_path.exists():
@@ -380,13 +367,12 @@ class LayerCache:
         log_of_index: np.ndarray,
         embedding: tuple[int, int] | None = None,
     ) -> None:
-        """Append ``new_lines`` to the log and put the state in the store.
+        """Append ``new_lines`` to the log and put the state in the store (the caller writes the
+        store once for all layers: :meth:`ScanStore.write`).
 
-        ``log_of_index`` must already give the log line of every data index the state holds.
-        ``embedding``: ``(values per image, channel axis)`` when the scan records embeddings
-        (``(-1, -1)`` while none is known), their rows already saved (:meth:`save_rows`);
-        None: this save has none, and the saved rows no longer cover the log.
-        The caller then writes the store (:meth:`ScanStore.write`), once for all layers.
+        ``log_of_index`` must already cover every data index the state holds. ``embedding``:
+        ``(values per image, channel axis)`` with rows saved by :meth:`save_rows`; None: the saved
+        rows no longer cover the log.
         """
         if self._log is None:
             self.store.make_folder()

@@ -1,21 +1,11 @@
 """One dataset scan over the ranks of a ``torch.distributed`` process group (gloo or NCCL).
 
-Every rank opens the same data and scans a deterministic shard of it: items ``rank, rank +
-world, rank + 2 * world, ...`` (what ``DistributedSampler(shuffle=False)`` gives, without its
-padding duplicates, so an uneven tail is simply one item shorter on the last ranks). Each rank
-runs its own loader workers, keeps its own cache folder (the key carries ``rank/world``, so a
-rank killed mid-scan resumes its shard) and its partial figures. At the end the partials go to
-rank 0 through ``gather_object`` and are merged there exactly:
-
-* top-k: the ``k`` best of every rank's ``k`` per channel, ordered by value then data index (a
-  channel's global top-k entries are each in their rank's top-k, so the merge is exact);
-* moments: Chan et al.'s parallel merge of ``(count, mean, M2)``; positive counts add up;
-* embeddings: rows by data index (through the collective, or, with an ``embeddings_dir`` on
-  a folder every rank can reach, from each rank's shard file, interleaved in chunks).
-
-Progress: every rank adds its images to a counter in the process group's store; rank 0 reports
-the sum. A rank that fails writes its error to the store; the others stop at their next batch
-and every rank raises :class:`RankFailed` with that rank's error.
+Rank ``r`` scans items ``r, r + world, ...`` (``DistributedSampler(shuffle=False)`` without its
+padding duplicates) with its own loaders and cache folder (keyed by ``rank/world``, so a killed
+rank resumes its shard). Rank 0 gathers the partials and merges them exactly: top-k of every
+rank's top-k, moments by Chan et al.'s parallel merge, embeddings by data index. Progress is a
+counter in the group's store; a failing rank writes its error there and every rank raises
+:class:`RankFailed` with it.
 """
 
 from __future__ import annotations
@@ -225,13 +215,11 @@ def run_sharded(
     cached: bool,
     warnings: list[str],
 ) -> Any:
-    """Scan this rank's shard of ``pending`` with ``run(indices, progress, should_stop)``, then
-    merge every rank's figures into ``runs`` on rank 0 and return ``result(from_cache,
-    threads)`` (the merged scan on rank 0; this rank's own part elsewhere).
+    """Scan this rank's shard of ``pending`` with ``run(indices, progress, should_stop)``, merge
+    every rank's figures on rank 0, and return ``result(from_cache, threads)``.
 
-    ``cached``: this rank's layers all came from its cache (nothing is pending when it was
-    opened, the scan counts as from the cache). ``warnings``: the list ``run`` adds to; on
-    rank 0 it gets every rank's (each once).
+    ``cached``: this rank's layers all came from its cache. ``warnings`` gets every rank's on
+    rank 0.
     """
     mine = np.intersect1d(pending, ctx.shard(n))
     ctx.already = sum(ctx.all_gather(int(len(ctx.shard(n)) - len(mine))))

@@ -1,27 +1,12 @@
 """Where a background scan's DataLoader worker processes come from: a small fork server.
 
-A DataLoader forks its worker processes from the calling process. ``fork`` copies the page
-tables of the whole process and makes every page of it copy-on-write, with the address space
-locked meanwhile: in the window that stalls the GUI thread at every scan start, the longer
-the larger the process.
-
-A background scan therefore asks a **fork server** for its loaders: a process of its own,
-started once per session by ``vfork`` + ``exec`` (cheap for the caller, whatever its size),
-which imports torch and actviz's data sources and then forks each loader from itself. The
-caller only pickles the dataset to it.
-
-Two things the standard library's ``forkserver`` start method does are avoided here:
-
-- It re-runs the caller's ``__main__`` in every child (as ``__mp_main__``). A script that calls
-  ``actviz.explore(model)`` without an ``if __name__ == "__main__":`` guard would open a second
-  window in every loader (and fails: "bootstrapping phase"). The children here do not import
-  ``__main__`` at all; a dataset that needs it (a class defined in the script) is not sent.
-- Its server is shared with the caller's own ``forkserver`` use and its preload list is global.
-  This one is a separate server with its own preload list.
-
-Anything that cannot go to the server (a dataset that does not pickle or refers to
-``__main__``, a platform without ``forkserver``, a frozen app) falls back to the DataLoader's
-default: fork.
+Forking from the window stalls its GUI thread (the page tables of the whole process are
+copied), so a background scan's loaders are forked by a server process started once per
+session by ``vfork`` + ``exec``, which preloads torch and actviz's data sources. Unlike the
+standard ``forkserver`` it never re-runs the caller's ``__main__`` (a script without a
+``__main__`` guard would open a window per loader) and keeps its own preload list. Whatever
+cannot go to the server (unpicklable dataset, ``__main__`` classes, no ``forkserver``) falls
+back to plain fork.
 """
 
 from __future__ import annotations

@@ -138,10 +138,8 @@ class ReceptiveField:
     def _template(self) -> tuple | None:
         """The gradient support of one position, measured once and shifted for the others.
 
-        Measured at the centre of the map of an input three times larger, so that the box is
-        not cut by the border (a deep layer can see more than the whole input); each other
-        position gets it shifted by its distance times the layer's stride. None when the model
-        does not take the larger input (each position is then measured on its own).
+        Measured at the centre of an input three times larger, so the border does not cut it; None
+        where the model does not take that input (each position is then measured on its own).
         """
         cached = self._cache.get("template", False)
         if cached is not False:
@@ -349,10 +347,8 @@ def receptive_box(
 def _gradient_box(
     net: nn.Module, layer: str, shape: tuple[int, ...], location: tuple[int, int]
 ) -> tuple[int, int, int, int]:
-    """Bounding box of the input pixels with a nonzero gradient of the map at ``location``.
-
-    A ReLU or max-pool passes gradient only where it is active, so one input can show less
-    than the whole support: the union over a few random inputs is taken.
+    """Bounding box of the input pixels with a nonzero gradient of the map at ``location``,
+    over a few random inputs (a ReLU passes gradient only where active).
     """
     module = dict(net.named_modules())[layer]
     params = next(net.parameters(), None)

@@ -1,19 +1,11 @@
 """A scan's per-image rows (embeddings) on disk instead of in memory.
 
-For a million images the pooled vectors of one 512-channel layer are 1 GB of float16; a scan
-with ``embeddings_dir`` writes them a batch at a time into ``<dir>/<layer>.f16`` (raw
-little-endian float16, ``(N, D)``, row ``i`` = data item ``i``; NaN rows: no vector) with
-positional writes (``os.pwrite``: the rows pass through the page cache, not this process's
-memory) and hands them back as a read-only ``np.memmap``, which :meth:`Scan.embeddings`,
-:meth:`Scan.neighbours` and the atlas read like an array. ``<dir>/rows.json`` records each
-layer's shape and channel axis so :func:`open_rows` reopens them.
-
-Precision: float16 (as the in-memory embeddings): about 3 significant digits, values up to
-65504; the scan's statistics and top-k are float64 and do not go through these rows.
-
-In a distributed scan each rank writes its shard's rows to ``<layer>.rank<R>of<W>.f16`` (row
-``j`` = data item ``R + j * W``); rank 0 interleaves them into ``<layer>.f16`` in blocks of
-:data:`BLOCK_BYTES` and removes them, so the folder must be one every rank reaches.
+A million images of a 512-channel layer is 1 GB of float16, so a scan with ``embeddings_dir``
+writes ``<dir>/<layer>.f16`` (raw little-endian ``(N, D)`` float16, NaN rows for no vector)
+with ``os.pwrite`` (through the page cache, not this process's memory) and reads it back as a
+read-only ``np.memmap``; ``rows.json`` lets :func:`open_rows` reopen them. A distributed scan
+writes per-rank shards that rank 0 interleaves in :data:`BLOCK_BYTES` blocks, so the folder
+must be reachable by every rank.
 """
 
 from __future__ import annotations

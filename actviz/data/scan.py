@@ -1,17 +1,11 @@
 """``actviz.scan``: run a model over a dataset and keep, per channel, the images that excite it most.
 
-The scan reads the data through a ``torch.utils.data.DataLoader`` (worker processes when the
-data is image files), runs the model under ``torch.no_grad()`` with one forward hook per
-scanned layer, and reduces each layer's output in the hook (see
-:mod:`actviz.data.accumulate`): no activation outlives its batch. After each batch the state is
-saved (see :mod:`actviz.data.cache`), so a cancelled or killed scan resumes where it stopped and
-a folder that grew is scanned for its new images only. With loader worker processes on a CPU
-whose cores they and torch's threads oversubscribe, the first batches try fewer torch threads
-and the faster count is kept for the rest of the scan (see :mod:`actviz.core.threads`).
-
-Each layer's bookkeeping during a scan is in :mod:`actviz.data.scan_layers`; sizing a scan
-(memory, batch size, loader workers) in :mod:`actviz.data.scan_sizing`, whose public names are
-importable from here too.
+Data comes through a ``DataLoader``; the model runs under ``no_grad`` with one hook per layer
+that reduces the output at once (:mod:`actviz.data.accumulate`), so no activation outlives its
+batch. The state is saved after each batch (:mod:`actviz.data.cache`): a stopped scan resumes
+and a grown folder scans only new images. With loader workers oversubscribing the cores, the
+first batches try fewer torch threads (:mod:`actviz.core.threads`). Per-layer bookkeeping is in
+:mod:`actviz.data.scan_layers`, sizing in :mod:`actviz.data.scan_sizing` (re-exported here).
 """
 
 from __future__ import annotations
@@ -107,38 +101,25 @@ def scan(
         the layer and the data) and reuse what is saved; False: neither; a string: cache a
         ``Dataset`` (which has no identity of its own) under this name.
     num_workers
-        DataLoader worker processes; None: ``min(2, cores)`` for image files (see
-        ``background``), else 0.
-        With workers, on a CPU, the scan may run on fewer torch threads than the caller's
-        (tried on its first batches, the faster kept: ``Scan.threads``); the calling thread's
-        count is restored when the scan returns or raises.
+        DataLoader worker processes; None: ``min(2, cores)`` for image files, else 0. With
+        workers the scan may keep fewer torch threads if faster (``Scan.threads``).
     background
-        Leave room for interactive work on the same cores (a window, live mode): the loader
-        worker processes run at a lower CPU priority, are forked by a small server process
-        rather than by this one (forking a large process stalls its other threads; see
-        :mod:`actviz.data.fork_server`) and, by default, one core is left to the foreground
-        (``min(2, cores - 1)`` workers). The window's scans set it.
+        Leave room for interactive work (the window sets it): loaders run niced, forked by
+        :mod:`actviz.data.fork_server`, and one core is left free by default.
     embeddings
-        Also record each image's pooled vector (:func:`actviz.data.accumulate.pool`: the
-        spatial mean of each channel; the mean over tokens of an ``(N, T, D)`` output, whose
-        channels :func:`actviz.core.edit_kinds.channel_dim` names), for every scanned layer
-        (True) or the layers listed; :meth:`Scan.embeddings` returns them. They take
-        ``N x channels x 2`` bytes (float16; :func:`estimate_memory` says how much before a
-        scan), in memory and in the cache, and resume like the rest. The means are the ones
-        the scan computes anyway for channels in dimension 1 (no extra pass over the maps).
+        Also record each image's pooled vector (:func:`actviz.data.accumulate.pool`) for
+        every scanned layer (True) or those listed; :meth:`Scan.embeddings` returns them.
+        ``N x channels x 2`` bytes (float16; see :func:`estimate_memory`).
     memory_budget
         Bytes the embeddings may take; a scan that would need more is refused before any
         image runs (:class:`ScanTooLarge`). None: no limit.
     distributed
-        None: when called inside an initialised ``torch.distributed`` process group of more
-        than one rank, scan one shard per rank and merge on rank 0 (see
-        :mod:`actviz.data.distributed`; every rank must call ``scan`` with the same
-        arguments); False: scan everything in this process; True: require a group.
-        Rank 0 returns the merged scan, the other ranks the figures of their own shard.
+        None: inside a ``torch.distributed`` group of several ranks, one shard per rank,
+        merged on rank 0 (:mod:`actviz.data.distributed`; every rank calls with the same
+        arguments); False: all in this process; True: require a group.
     embeddings_dir
-        Keep the embeddings in files in this folder (``<layer>.f16``, float16, written a batch
-        at a time, read memory-mapped: see :mod:`actviz.data.rows`) instead of in memory;
-        in a distributed scan every rank must reach it (a shared folder).
+        Keep the embeddings memory-mapped in this folder (:mod:`actviz.data.rows`) instead of
+        in memory; every rank of a distributed scan must reach it.
 
     Returns
     -------

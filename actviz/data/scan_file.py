@@ -1,15 +1,9 @@
 """A finished scan in one folder, reopened without the model or the data (a million images).
 
-:func:`save_scan` writes ``<folder>/scan.json`` (what the scan was: layers, k, counts, sources,
-class names, warnings), ``<folder>/scan.npz`` (per layer the top-k arrays and statistics, the
-labels) and each embedding layer's rows as ``<layer>.f16`` (see :mod:`actviz.data.rows`: rows
-a scan with ``embeddings_dir=folder`` wrote there are kept as they are, others are copied a
-block at a time). :func:`open_scan` gives the :class:`~actviz.data.scan_result.Scan` back with its
-embeddings memory-mapped, so opening a scan of a million images reads a few MB of top-k
-arrays and maps the rows; the atlas then reads them where they lie.
-
-No pickle: the arrays are loaded with ``allow_pickle=False`` and the rest is JSON, so a scan
-folder from someone else cannot run code.
+:func:`save_scan` writes ``scan.json``, ``scan.npz`` (top-k arrays and statistics) and each
+embedding layer's ``<layer>.f16`` rows (:mod:`actviz.data.rows`); :func:`open_scan` returns the
+:class:`~actviz.data.scan_result.Scan` with its rows memory-mapped, so opening reads a few MB.
+No pickle (``allow_pickle=False``, the rest JSON): a folder from someone else cannot run code.
 """
 
 from __future__ import annotations

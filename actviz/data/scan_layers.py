@@ -153,12 +153,9 @@ def log_lines(indices: np.ndarray, kind: str, data: ScanData, reason: str = "") 
 
 
 class _Group:
-    """Layers merged as one state: their batches are merged in one go, not one per layer.
-
-    A scan's layers normally see the same images in every batch; merging costs a few dozen
-    array operations whatever the channel count, so they are paid once. A group holds layers
-    that had the same images done when it was formed; it is dissolved (each layer gets its own
-    copy of its part) the first time a member does not fire or has some of a batch done.
+    """Layers merged as one state, since a merge costs a few dozen array operations whatever the
+    channel count. Formed of layers with the same images done; dissolved (each layer copying its
+    part) the first time a member does not fire or has part of a batch done.
     """
 
     def __init__(self, runs: list[_LayerRun], reduced: dict[str, Reduced]) -> None:

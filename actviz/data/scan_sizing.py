@@ -119,10 +119,8 @@ def _model_device(net: nn.Module) -> torch.device:
 
 
 def choose_batch_size(net: nn.Module, sample: torch.Tensor) -> int:
-    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`.
-
-    Runs the model once on ``sample`` (one input, ``(1, C, ...)``) and adds up the bytes of
-    every module's tensor output.
+    """Images per batch so that one batch's layer outputs stay within :data:`ACTIVATION_BUDGET`,
+    from one run on ``sample`` (``(1, C, ...)``) summing every module's output bytes.
     """
     return _batch_for(_probe_forward(net, sample, ())[0])
 
@@ -170,8 +168,7 @@ def default_workers(
     items: ScanData, pending: int, batch_size: int, background: bool = False
 ) -> int:
     """``min(2, cores)`` for files worth it (more than two batches), else 0; a background scan
-    leaves one core to the foreground: ``min(2, cores - 1)``, at least 1 (as fast, and a
-    shorter GUI stall when they are forked).
+    leaves one core to the foreground (at least 1 worker).
     """
     if not items.files or pending <= 2 * batch_size:
         return 0

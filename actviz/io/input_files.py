@@ -1,19 +1,12 @@
 """Opening model inputs: images, tensor files (.pt/.npy/.npz) and seeded random tensors.
 
-``open_input`` turns a source into exactly what the model's forward takes (a tensor, a
-tuple of positional tensors, a dict of keyword tensors, or a list of ``(C, H, W)`` images for
-models whose forward takes a list, such as torchvision's detectors) and, for images, also
-keeps the picture as the model sees it (after resize/crop, before normalisation) for overlays.
-
-What the model expects is read from the :class:`~actviz.io.models.loaded_model.LoadedModel` when
-there is one (preprocessing transforms, input size) and from the model's first convolution
-(``in_channels``), so a grayscale photo can feed an RGB network and vice versa, and a
-tensor of the wrong rank or channel count is refused with a message that says why.
-
-The openers of each kind live in modules of their own: images in :mod:`actviz.io.input_images`,
-tensor files and ``random:`` in :mod:`actviz.io.input_tensors`, the records they make in
-:mod:`actviz.io.loaded_input`; this module dispatches over sources and opens text. Their
-names are importable from here too.
+``open_input`` turns a source into exactly what the model's forward takes (a tensor, a tuple,
+a dict, or a list of images for models that take one) and keeps an image as the model sees it
+(before normalisation) for overlays. Channels and size come from the
+:class:`~actviz.io.models.loaded_model.LoadedModel` and the first convolution, so grayscale and
+RGB convert, and a wrong rank or channel count is refused saying why. Images live in
+:mod:`actviz.io.input_images`, tensors and ``random:`` in :mod:`actviz.io.input_tensors`,
+records in :mod:`actviz.io.loaded_input`; this module dispatches and opens text.
 """
 
 from __future__ import annotations
@@ -226,9 +219,7 @@ def _is_pil_image(obj: Any) -> bool:
     return isinstance(obj, Image.Image)
 
 
-# --------------------------------------------------------------------------------------------
-# Text
-# --------------------------------------------------------------------------------------------
+# --- Text ---
 
 
 def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -> LoadedInput:

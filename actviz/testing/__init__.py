@@ -1,19 +1,15 @@
 """Test your models and extensions in the actviz window: a driver and a pytest plugin.
 
-``pip install actviz`` registers the plugin with pytest (a ``pytest11`` entry point); with
-pytest-qt installed, any test can ask for the ``actviz_window`` fixture::
+``pip install actviz`` registers the plugin with pytest; with pytest-qt installed, any test
+can ask for the ``actviz_window`` fixture::
 
     def test_conv1_is_shown(actviz_window):
         win = actviz_window(MyNet().eval(), torch.randn(1, 3, 32, 32), ["conv1"])
         win.run_and_wait()
         pixels = win.shown_pixels("conv1")  # (H, W, 4) uint8, as painted
 
-The fixture fails a test that leaves top-level widgets, model hooks, or a changed
-``sys.getswitchinterval()`` / ``torch.get_num_threads()`` behind
-(``@pytest.mark.actviz_allow_leaks`` opts out). See :class:`WindowDriver` for what the driver
-does, and :mod:`actviz.testing.checks` for the checks, which a test may call itself.
-
-Only the driver needs Qt: ``from actviz.testing import assert_no_hooks`` does not import it.
+See :class:`WindowDriver` and :mod:`actviz.testing.checks`. Only the driver needs Qt:
+``from actviz.testing import assert_no_hooks`` does not import it.
 """
 
 from __future__ import annotations

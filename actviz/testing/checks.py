@@ -117,10 +117,9 @@ class ProcessState:
 
 
 def live_array_mib() -> dict[str, float]:
-    """What the live tensors and numpy arrays hold, in MiB (``tensors``, ``arrays``): each
-    storage or buffer counted once. Arrays are found through the objects the garbage
-    collector tracks (an array only C++ holds is missed). Slow (every object is visited):
-    for checkpoints of a long run."""
+    """MiB held by live tensors and numpy arrays (``tensors``, ``arrays``), each storage counted
+    once; arrays only C++ holds are missed. Slow: for checkpoints of a long run.
+    """
     import gc
 
     import numpy as np
@@ -146,10 +145,9 @@ def live_array_mib() -> dict[str, float]:
 
 
 def python_heap_mib() -> dict[str, float]:
-    """Python's own object heap, which malloc's figures leave out (small objects live in
-    pymalloc's arenas, mapped directly): ``python_arenas`` (arenas held) and ``python_heap``
-    (bytes in its allocated blocks), in MiB; empty where CPython does not say. Reads
-    ``sys._debugmallocstats``, which writes to the C stderr: for checkpoints of a long run."""
+    """Python's own object heap in MiB (``python_arenas``, ``python_heap``), which malloc's figures
+    leave out; empty where CPython does not say. Writes to the C stderr: for checkpoints only.
+    """
     import os
     import tempfile
 
@@ -201,10 +199,8 @@ def _address(widget: QWidget) -> int:
 
 
 def top_level_widgets() -> frozenset[int]:
-    """The C++ addresses of the application's top-level widgets now (empty without an app).
-
-    Addresses rather than the widgets themselves: holding a Python wrapper of a widget that
-    Python owns would keep it alive.
+    """The C++ addresses of the application's top-level widgets now (empty without an app);
+    addresses, since holding a Python wrapper would keep a widget alive.
     """
     from PySide6.QtWidgets import QApplication
 

@@ -93,19 +93,15 @@ class Prediction:
 class WindowDriver:
     """Drive one actviz window as a user would, from a test.
 
-    Each feature of the window has a small driver of its own on this one, named as the
-    feature: ``win.live``, ``win.compare``, ``win.dataset``, ``win.effects``,
-    ``win.whatif``, ``win.tokens``, ``win.sessions``
-    (:mod:`actviz.testing.feature_drivers`).
+    Each feature has a driver of its own here (``win.live``, ``win.compare``, ...:
+    :mod:`actviz.testing.feature_drivers`).
 
     Parameters
     ----------
     window
         The window (shown), e.g. from ``actviz.explore(model, x, block=False)``.
     qtbot
-        pytest-qt's bot of the test (register the window with ``qtbot.addWidget``). None:
-        the driver waits and clicks with Qt alone (:class:`~actviz.testing.bot.EventBot`),
-        in a plain test or a script.
+        pytest-qt's bot of the test; None: Qt alone (:class:`~actviz.testing.bot.EventBot`).
 
     Attributes
     ----------
@@ -159,9 +155,7 @@ class WindowDriver:
     def expect_run(self, timeout_ms: int = RUN_TIMEOUT_MS, *, flush: bool = True) -> Iterator[None]:
         """Wait, after the ``with`` body, for the window's next ``run_finished``.
 
-        For runs that something in the body starts (a combo box changed, an edit made, a
-        run already scheduled). ``flush``: then put the result on every panel at once
-        (panels off screen are otherwise refreshed a few per event-loop pass).
+        ``flush``: then put the result on every panel at once.
         """
         with self.qtbot.waitSignal(self.window.run_finished, timeout=timeout_ms):
             yield
@@ -173,9 +167,7 @@ class WindowDriver:
     ) -> RunResult:
         """Start a run now, wait for its ``run_finished`` and return the result shown.
 
-        Fails if the run cannot start (no model or no input). ``flush``: put the result on
-        every panel at once. ``start=False``: start nothing, wait for the run already due
-        (an auto-run window after a change).
+        ``flush``: put the result on every panel at once. ``start=False``: wait for the run already due.
         """
         with self.expect_run(timeout_ms, flush=flush):
             if start:
@@ -205,11 +197,8 @@ class WindowDriver:
         return panels[layer]
 
     def shown_pixels(self, layer: str, *, gradient: bool = False) -> np.ndarray:
-        """The RGBA pixels (``(H, W, 4)`` uint8) the panel of ``layer`` paints for its maps.
-
-        The activation side (``gradient``: the gradient side); one pixel per mosaic pixel,
-        with the panel's levels and colour map applied. Fails for a layer shown as bars or a
-        number.
+        """The RGBA pixels (``(H, W, 4)`` uint8) the panel of ``layer`` paints for its maps
+        (``gradient``: the gradient side), levels and colour map applied.
         """
         panel = self.panel(layer)
         slot = panel.gradient_slot if gradient else panel.activation_slot
@@ -284,10 +273,9 @@ class WindowDriver:
 
     # ------------------------------------------------------------------ doing
     def reveal(self, layer: str) -> LayerPanel:
-        """Scroll the panel of ``layer`` into view and wait until part of it is on screen.
-
-        The layout settles first: panels still being filled change height, and a panel seen
-        before that may be scrolled away again."""
+        """Scroll the panel of ``layer`` into view once the layout has settled, and wait until part
+        of it is on screen.
+        """
         self.settle()
         panel = self.panel(layer)
         self.window.centre.layers_scroll.ensureWidgetVisible(panel)
@@ -324,10 +312,8 @@ class WindowDriver:
         return menu[0]
 
     def context_action(self, layer: str, channel: int, text: str) -> QAction:
-        """Click the item ``text`` of the tile menu of ``channel`` in ``layer``.
-
-        ``text`` is the item's text or its first word(s): "Ablate" clicks "Ablate ch 1". The
-        item is clicked with the mouse, as a user does; returns its action.
+        """Click, with the mouse, the item of the tile menu of ``channel`` in ``layer`` whose text
+        starts with ``text`` ("Ablate" clicks "Ablate ch 1"); returns its action.
         """
         menu = self.tile_menu(layer, channel)
         action = _find_action(menu, text)
@@ -402,10 +388,8 @@ class WindowDriver:
             self.window.close()
 
     def delete(self) -> None:
-        """Close the window and delete it now, and let go of it (``window`` becomes None).
-
-        For tests that count what a closed window leaves alive: nothing in the driver or the
-        fixture holds its Python side afterwards.
+        """Close and delete the window now and let go of it (``window`` becomes None), for tests
+        that count what a closed window leaves alive.
         """
         import shiboken6
 

@@ -1,24 +1,9 @@
 """A layout check of a shown actviz window: is everything on screen readable and whole?
 
-:func:`layout_problems` looks at every visible widget of a window and returns what a user
-would see cut:
-
-* an image (a mosaic, a saliency map, the channel view) or its colour bar that does not lie
-  inside its canvas, a canvas whose scene is not the canvas's size, or a canvas clipped by the
-  widgets around it (sideways out of its scroll area's viewport);
-* a label whose text is wider than the label (a plain ``QLabel``, or an
-  :class:`~actviz.ui.panels.style.ElidedLabel` shortened without "…" or a tooltip), a
-  word-wrapped label whose lines do not fit its height, a button whose text does not fit,
-  a table cell shortened without a tooltip;
-* a dock with a horizontal scroll bar, or a tab's page scrolling sideways;
-* a layer's mosaic whose tiles are under :data:`MIN_TILE_PX` on screen, and smaller than its
-  maps, without a page control;
-* in a view meant to be filled by its images (a widget with the Qt property
-  :data:`FILL_PROPERTY` set, e.g. the channel view), images laid out across the view's shorter
-  side that leave most of their canvases blank (a tall view's images side by side: bands above
-  and below them, the view's height spent on nothing).
-
-Tests call it after putting the window in a state (a size, docks, a tab)::
+:func:`layout_problems` returns what a user would see cut: images or colour bars outside their
+canvas, labels, buttons and table cells whose text does not fit (without "…" or a tooltip),
+docks scrolling sideways, mosaic tiles under :data:`MIN_TILE_PX` without a page control, and
+views marked :data:`FILL_PROPERTY` whose images leave most of the view blank::
 
     problems = layout_problems(window)
     assert not problems, "\\n".join(map(str, problems))

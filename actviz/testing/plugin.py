@@ -1,23 +1,16 @@
 """The actviz pytest plugin: the ``actviz_window`` fixture and its leak checks.
 
-Installed with actviz (a ``pytest11`` entry point), so any project's tests can write::
+Installed with actviz (a ``pytest11`` entry point; needs pytest-qt)::
 
     def test_my_model(actviz_window):
         win = actviz_window(MyNet().eval(), torch.randn(1, 3, 32, 32), ["conv1"])
         win.run_and_wait()
         assert win.shown_pixels("conv1").shape[2] == 4
 
-It needs pytest-qt (``qtbot``). When a test that used ``actviz_window`` ends, its windows are
-closed and deleted, and the test fails (an error at teardown) if it left behind
-
-* a top-level widget (a dialog, menu or window not deleted with the windows),
-* a hook on a model it showed (forward, pre-forward, backward or full backward hooks, on any
-  submodule, or a new global module hook),
-* a changed ``sys.getswitchinterval()`` or ``torch.get_num_threads()``.
-
-A test that leaves one on purpose says so with ``@pytest.mark.actviz_allow_leaks`` (all checks
-off) or ``@pytest.mark.actviz_allow_leaks("widgets")`` (named ones off: "widgets", "hooks",
-"process"). A test that failed is not checked again at teardown.
+At teardown the windows are closed, and the test errors if it left a top-level widget, a hook
+on a shown model (or a new global hook), or a changed switch interval or torch thread count.
+``@pytest.mark.actviz_allow_leaks`` turns all checks off, ``("widgets")``, ``("hooks")`` or
+``("process")`` named ones. A failed test is not checked again.
 """
 
 from __future__ import annotations
@@ -209,21 +202,11 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
 
     ``actviz_window(model=None, inputs=None, layers=None, *, size=(1280, 720),
     debounce_ms=20, auto_run=False, settings=None, show=True, plugins=None, features=None,
-    **window_kwargs)`` builds a ``MainWindow`` (``window_kwargs`` go to it) with only the
-    ``features`` named (``["live"]``, ``["compare", "whatif"]``; feature classes also do;
-    None: all of them; ``[]``: none) on a scratch settings file in ``tmp_path``
-    (``settings``: your own ``QSettings``), resizes it (``size=None``: its own default size)
-    and shows it (``show=False``: not),
-    with ``plugins`` loaded (a list of ``actviz.plugins.Plugin`` objects or contributions,
-    ``"package.module:plugin"`` strings, names of installed plugins, or ``"installed"``: every
-    installed one; None: none, whatever is installed),
-    then shows ``model`` with ``layers`` ticked (None: the window's default choice) and
-    ``inputs`` as its input. Nothing runs until you ask (``auto_run=False``): call
-    :meth:`~actviz.testing.WindowDriver.run_and_wait`.
-
-    When the test ends the windows are closed and deleted, and the test fails if it left
-    top-level widgets, model hooks, or a changed switch interval or torch thread count
-    (``@pytest.mark.actviz_allow_leaks`` opts out).
+    **window_kwargs)`` builds a ``MainWindow`` with only the ``features`` named (None: all;
+    ``[]``: none) on a scratch settings file, sized and shown, with ``plugins`` loaded
+    (contributions, ``"pkg.mod:plugin"`` strings, installed names or ``"installed"``), showing
+    ``model`` on ``inputs``. Nothing runs until
+    :meth:`~actviz.testing.WindowDriver.run_and_wait`. Leak checks follow at teardown.
     """
     from actviz.testing.checks import ProcessState, top_level_widgets
 
@@ -243,17 +226,14 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
 
 @pytest.fixture
 def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
-    """Fail a test that builds its own widgets if it leaves top-level widgets behind or
-    changes the switch interval or torch's thread count (the checks ``actviz_window`` runs,
-    less the model hooks).
-
-    Use it for panels and dialogs built directly, e.g. for a whole folder from its conftest::
+    """Fail a test that builds its own widgets if it leaves top-level widgets behind or changes
+    the switch interval or torch's thread count (``actviz_window``'s checks less the hooks)::
 
         @pytest.fixture(autouse=True)
         def _leaks(actviz_leak_check):
             yield
 
-    ``@pytest.mark.actviz_allow_leaks`` opts a test out as for ``actviz_window``.
+    ``@pytest.mark.actviz_allow_leaks`` opts a test out.
     """
     from actviz.testing.checks import ProcessState, describe_widget, leaked_widgets
     from actviz.testing.checks import top_level_widgets as tops

@@ -1,23 +1,12 @@
 """Seeded random user actions on a real actviz window, with checks after each one.
 
-:class:`StressDriver` opens a window on a model and acts on it as a user does, through real
-input events only (:mod:`actviz.testing.stress_actions`: clicks on tiles, bars, tree rows,
-dock buttons and menu items, key presses, the menu bar's actions, combo boxes stepped with the
-keyboard, files dropped on the window, modal dialogs answered with a click), combining the
-features: sorting by effect, edits from the tile menu, pins and comparisons, live mode, dataset
-scans, "What channels want", the channel view, docks, resizes and model switches (an image
-model, a text model, a checkpoint), many of them while a run is still in flight.
-
-After every action it checks that no exception reached ``sys.excepthook`` /
-``threading.excepthook`` and that Qt logged no critical message, and that the GUI thread was
-not blocked over ``block_limit_ms`` (a :class:`~actviz.bench.ui_bench.LagProbe`); whenever the
-window is idle, that no model it showed holds a hook, a wrapped ``forward`` or changed flags;
-every ``sample_every`` actions, the objects of kinds that used to leak and the process's
-resident memory and heap in use. After the last, that no top-level widget is left.
-
-Every action is recorded as ``(name, params)`` (:attr:`StressReport.steps`): ``run(steps=...)``
-replays a list, which is how :mod:`actviz.testing.stress_cases` shrinks a failure; it runs each
-case in its own process, so crashes and hangs are counted (``--case demo --seed 3``)::
+:class:`StressDriver` acts on a window through real input events only
+(:mod:`actviz.testing.stress_actions`), combining the features, many while a run is in flight.
+After every action it checks for uncaught exceptions, critical Qt messages and GUI blocks over
+``block_limit_ms``; when idle, that no shown model holds a hook, a wrapped ``forward`` or
+changed flags; every ``sample_every`` actions, object counts and memory. Steps are recorded
+(:attr:`StressReport.steps`) so ``run(steps=...)`` replays them, which is how
+:mod:`actviz.testing.stress_cases` shrinks a failure (one process per case)::
 
     report = StressDriver(demo_model(), seed=3, folder=tmp).run(300)
     assert not report.exceptions, report.describe()
@@ -196,11 +185,10 @@ class StressDriver(UserActions):
     block_limit_ms
         A GUI-thread block longer than this is a finding.
     hang_s
-        With a value, a GUI thread that does not serve the event loop for this long dumps every
-        thread's stack and ends the process (``faulthandler``): for the case processes only.
+        A GUI thread silent this long dumps every stack and ends the process
+        (``faulthandler``): for case processes only.
     log_path
-        A file each step is appended to (JSON lines) before it is performed, so the steps up
-        to a crash or a hang are known.
+        A JSON-lines file each step is appended to before it runs (known up to a crash).
     """
 
     def __init__(

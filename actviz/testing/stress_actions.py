@@ -1,20 +1,11 @@
 """What the stress driver does to the window, as a user does it: real input events only.
 
-:class:`UserActions` is mixed into :class:`actviz.testing.stress.StressDriver`. Every action
-is ``act_NAME(params) -> str``: ``params`` holds a few uniform numbers (``"r"``) drawn once
-from the seed, from which the action picks its target among what the window shows *now*
-(a tile, a bar, a menu item, a dock button); what it picked is written back into ``params``
-(``"layer"``, ``"channel"``, ``"item"``, ...) so that a replay of the recorded list clicks the
-same thing where it is there again, without the random generator. The text returned names
-what was done.
-
-What a user reaches is reached the same way: mouse clicks (``QTest``) on the tiles of the
-mosaics, the bars of "Channels that matter", the rows of the module tree, the docks' buttons
-and check boxes and the items of the menus that pop up; key presses (Esc, Ctrl+R, Ctrl+P and
-the channel view's [ ] / PageUp / PageDown); the menu bar's actions triggered; combo boxes
-stepped with the arrow keys; files dropped on the window. Modal dialogs are answered by
-:class:`DialogAnswerer` as a person would (a button clicked), the file pickers return paths
-in the scratch folder, so no ``exec`` is ever left blocking.
+:class:`UserActions` is mixed into :class:`actviz.testing.stress.StressDriver`. Each action is
+``act_NAME(params) -> str``: it picks its target among what the window shows now from uniform
+numbers in ``params["r"]`` and writes what it picked back into ``params``, so a replay clicks
+the same thing without the random generator. Clicks, key presses, menu actions, combo steps
+and file drops go through ``QTest`` and Qt events; modal dialogs are answered by
+:class:`DialogAnswerer` and file pickers return scratch paths, so no ``exec`` blocks.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Stress cases, each in a process of its own; a failure shrunk to its shortest action list.
 
-A case is a model the window opens with (``demo``, ``resnet18``: a random-init ResNet-18 on a
-1x3x64x64 input, ``gpt2``: a tiny random GPT-2 folder dropped on the window, ``checkpoint``: a
-ResNet-18 ``state_dict`` file dropped on the window), a seed and a number of actions; the
-other models are what the "switch model" action opens. :func:`run_case` runs one in a child
-process (``python -m actviz.testing.stress_cases --child ...``) under ``faulthandler``: a segfault
-is counted as a crash and a GUI thread that does not return within ``hang_s`` as a hang, each
-with the stack faulthandler printed and the steps logged before it. :func:`shrink` replays
-sub-lists of the steps (delta debugging: drop chunks, keep what still fails the same way)::
+A case is a starting model (``demo``, ``resnet18``, ``gpt2``, ``checkpoint``), a seed and a
+number of actions. :func:`run_case` runs it in a child process under ``faulthandler``, so a
+segfault counts as a crash and a GUI thread silent for ``hang_s`` as a hang, each with its
+stack and steps. :func:`shrink` delta-debugs the steps::
 
     python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink
 """

@@ -45,11 +45,8 @@ def drop_file(window: Any, path: str | Path) -> None:
 
 
 class DialogAnswerer:
-    """Answers modal dialogs and popped-up menus, from a 15 ms timer (it also fires inside a
-    dialog's or a menu's own ``exec``), with real clicks and key presses.
-
-    The driver's current action says how (``params["answer"]``: ``"accept"`` or
-    ``"reject"``; menus: which item, ``params["items"]``).
+    """Answers modal dialogs and popped-up menus with real clicks and key presses, from a timer
+    that also fires inside their own ``exec``; the current action's ``params`` say how.
     """
 
     def __init__(self, driver: Any) -> None:

@@ -43,9 +43,8 @@ def run_app(
     trust
         Allow unpickling a file that runs code (``--trust``); without it the window asks.
     session
-        A session file (``.actviz``) to open instead of a model and input. Without any of
-        them, the session kept when actviz last closed is offered first (a setting turns
-        the offer off); on quit the session is kept again.
+        A session file (``.actviz``) to open instead of a model and input; without any, the
+        session kept at the last quit is offered.
     plugins
         Load the installed plugins (``actviz.plugins`` entry points); False (``--no-plugins``)
         or ``ACTVIZ_NO_PLUGINS=1``: none.
@@ -53,10 +52,9 @@ def run_app(
     Returns
     -------
     int
-        The event loop's exit code (0 on a normal close). A model or input that fails to
-        open does not stop the window: the banner says why. With ``ACTVIZ_EXIT_AFTER_SHOW=1``
-        the window closes itself after painting its first result (exit 0) or after the first
-        failure (exit 1), so a headless machine can prove the app opens.
+        The event loop's exit code (0 on a normal close; a failed load only shows in the
+        banner). ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first result (0) or failure
+        (1), so a headless machine can prove the app opens.
     """
     tune_allocator()  # the app's own process captures again and again: keep freed memory
     # Torch in parallel on the worker threads only: one OpenMP team (core/threads.py); put

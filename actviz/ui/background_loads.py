@@ -1,12 +1,9 @@
 """What the window's background loads run, and the requests that track them.
 
-Qt-free helpers shared by the window and its features (Compare opens a model B the same way).
-The window never calls :func:`actviz.io.models.loading.open_model` or
-:func:`actviz.io.input_files.open_input` on its own thread: a torchvision name may probe the network
-for a few seconds and a large checkpoint takes a while to unpickle. The functions here run on a
-loader thread; they receive everything they need as arguments (no Qt, no window), so a test can
-swap in a deliberately slow or failing loader through ``MainWindow.model_loader`` /
-``MainWindow.input_loader``.
+Opening a model or an input can take seconds (a network probe, a large unpickle), so the window
+and its features never do it on the GUI thread. These Qt-free functions run on a loader thread
+with everything passed in, so a test can swap in a slow or failing loader through
+``MainWindow.model_loader`` / ``MainWindow.input_loader``.
 """
 
 from __future__ import annotations

@@ -48,9 +48,8 @@ def explore(
         An ``nn.Module`` (or any source ``actviz.io.models.loading.open_model`` accepts, e.g.
         ``"resnet18"`` or a checkpoint path).
     inputs
-        A tensor, a tuple/list of tensors, a dict of tensors, or a path / ``"random:..."``
-        spec opened with ``actviz.io.input_files.open_input``. None: open the window without an
-        input (drop one on it, or pick a sample).
+        A tensor, a tuple/list or dict of tensors, or a path / ``"random:..."`` spec
+        (``actviz.io.input_files.open_input``). None: no input yet.
     layers
         Module names (from ``named_modules()``) to tick; None ticks a few block outputs.
     block
@@ -59,11 +58,9 @@ def explore(
     categories
         Class names of the output logits, for the prediction panel and the target selector.
     settings
-        Where the window keeps its settings (colour map, normalisation, geometry, recent
-        files). None (default): it starts from the user's settings and writes nothing back,
-        so scripts and tests leave the user's settings file as it was. True: the user's
-        settings, written as the app writes them. A ``QSettings`` or an
-        :class:`~actviz.ui.window.settings.AppSettings`: that store.
+        Where the window keeps its settings. None: start from the user's and write nothing
+        back (scripts leave the user's file as it was); True: the user's, written back; a
+        ``QSettings`` or :class:`~actviz.ui.window.settings.AppSettings`: that store.
 
     Returns
     -------

@@ -1,19 +1,12 @@
 """The one way a feature plugs into the explorer window: the :class:`WindowHost` protocol.
 
-A feature (live mode, what-if edits, the Compare tab, dataset scans, token views, and those to
-come) is one class constructed with the host and nothing else. It reads and changes the state
-of the investigation through ``host.session`` (:class:`~actviz.workspace.session_state.Session`, whose
-events it listens to), runs its jobs on ``host.worker`` (one capture at a time per model), adds
-its widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ``add_toolbar`` /
-``add_status_widget`` and the panel slots, and tells the user things with ``show_error`` /
-``show_warning`` / ``show_status``. It never imports ``actviz.ui.window`` nor another feature's
-package, so features can be added, removed and tested one at a time.
-
-The window calls each feature back through :class:`Feature`: Esc cancels, busy state, "Reset
-window layout" and shutdown. A feature connects to the :class:`~actviz.ui.worker.Job` each
-``submit`` returns: nobody else hears of it. A feature that runs one job at a
-time with a progress bar, a Cancel button and a message line keeps them in step with the job
-through :class:`FeatureJob` (and :func:`show_steps` / :func:`show_line` for the bar and line).
+A feature is one class constructed with the host and nothing else: state through
+``host.session`` (:class:`~actviz.workspace.session_state.Session` and its events), jobs on
+``host.worker``, widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ... and
+messages through ``show_error`` / ``show_warning`` / ``show_status``. It never imports
+``actviz.ui.window`` or another feature, so features are added, removed and tested one at a
+time. The window calls features back through :class:`Feature`; :class:`FeatureJob` keeps a
+one-job-at-a-time view in step with its job.
 """
 
 from __future__ import annotations
@@ -252,25 +245,12 @@ class StepsAndLine:
 class FeatureJob(QObject):
     """The one job at a time a feature runs on a worker, and the feature's view kept in step.
 
-    The view has ``set_busy(bool)`` (the progress bar, Cancel and the buttons that start a
-    job) and ``set_message(text, *, error=False)``; with ``steps``, ``set_progress(done,
-    total)`` too. :meth:`start` makes the view busy, says ``message`` and submits the job
-    without superseding (a run already queued still reports; a later run replaces this job).
-    Then, from the job's handle:
-
-    * progress: the view shows :attr:`progress` (``(done, total)``, written by the job's
-      thread, read here on the GUI thread: one tuple); on the window's worker, the status bar
-      shows the job's message;
-    * finished: the view is freed, the window's status says ``done`` (given to
-      :meth:`start`), then ``on_finished(value, context)``;
-    * failed (logged at INFO on the feature's module logger as ``"<log_as> failed"``) or
-      cancelled: the view is freed, the status says ``failed_status`` / ``cancelled_status``
-      and the view says ``"<failed>: <the error>"`` / ``cancelled`` in red (``cancelled`` may
-      be a function giving the text when the cancel is shown: what was done by then);
-    * superseded (``interrupted`` given: the worker started a newer job, or the window a run,
-      so this one never reports): the view is freed and says ``interrupted`` in red.
-
-    Each red message also goes to ``on_failed(text)`` when given.
+    The view has ``set_busy(bool)`` and ``set_message(text, *, error=False)`` (with ``steps``,
+    ``set_progress(done, total)`` too). :meth:`start` makes it busy and submits the job without
+    superseding; progress, finish (``on_finished(value, context)``), failure, cancel and
+    supersession (``interrupted``) each free the view and say so in it and in the status bar,
+    red messages also going to ``on_failed(text)``. Failures are logged at INFO as
+    ``"<log_as> failed"``.
 
     Parameters
     ----------

@@ -1,12 +1,9 @@
 """What a comparison runs off the GUI thread, and what it hands back (no Qt).
 
-A :class:`CompareRequest` is a snapshot taken on the GUI thread; :func:`compare_job` runs on
-the window's capture worker (one model, one worker: run B's capture may hook the window's own
-model): it reads run B (a pin's capture as it is, or a new forward-only capture of another
-input or another model), compares it with run A through :func:`actviz.core.compare.compare`,
-makes the difference mosaics through :func:`actviz.display.difference.prepare_difference` and
-the predictions side by side through :func:`actviz.display.difference.prediction_change`. The
-:class:`CompareOutcome` holds numpy pictures and figures only: no capture outlives the job.
+A :class:`CompareRequest` is a snapshot taken on the GUI thread; :func:`compare_job` runs on the
+window's capture worker (run B may hook the window's own model), reads or captures run B, and
+compares, diffs and sets predictions side by side. The :class:`CompareOutcome` holds numpy
+pictures and figures only: no capture outlives the job.
 """
 
 from __future__ import annotations

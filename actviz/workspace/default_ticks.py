@@ -25,16 +25,11 @@ DEFAULT_BLOCK_LIMIT = 48
 def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
     """A few interesting layers to tick on a fresh model: each block's output, plus the head.
 
-    Blocks are the non-container modules with children found by walking through
-    ``Sequential``/``ModuleList``/``ModuleDict`` (ResNet's ``BasicBlock``, the demo's
-    ``ConvBlock``). Models made only of leaves get their leaves (convolutions first when
-    there are many). At most ``limit`` names, spread evenly, the last leaf always kept.
-
-    A model in one wrapper (fewer than two such blocks) gets the blocks of its outermost
-    ``ModuleList`` (a Hugging Face ViT's ``vit.encoder.layer.N``) when it has two or more.
-    A text model (its first module an embedding table) gets every transformer block's output
-    instead (:func:`_text_blocks`: ``transformer.h.N``, ``encoder.layer.N``,
-    ``model.layers.N``), up to :data:`DEFAULT_BLOCK_LIMIT`, plus the head.
+    Blocks are non-container modules with children, found through ``Sequential`` / ``ModuleList``
+    / ``ModuleDict``; models of leaves only get leaves (convolutions first). At most ``limit``,
+    spread evenly, the last leaf kept. A single wrapper gets its outermost ``ModuleList``'s blocks;
+    a text model (first module an embedding) every transformer block (:func:`_text_blocks`, up to
+    :data:`DEFAULT_BLOCK_LIMIT`) plus the head.
     """
     text_blocks = _text_blocks(tree)
     if text_blocks:

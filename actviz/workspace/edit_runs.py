@@ -34,15 +34,13 @@ def capture_pair(
     max_bytes: int | None = None,
 ) -> tuple[Capture, Capture | None]:
     """``(capture, unedited)``: the capture with ``edits`` applied and the unedited one of the
-    same input (None when there are no edits: the capture is the unedited one).
+    same input (None without edits).
 
-    The unedited capture comes from ``cache`` when it holds one for the same model, input,
-    layers, target and ``input_grads``; a new one is put there. Without edits, a cached one
-    is returned only when ``reuse`` (the user has edits, all switched off: the very run seen
-    before them); otherwise the run is a fresh capture, kept in the cache. With ``target``
-    None the edited capture's target is the unedited one's default class
-    (:func:`~actviz.core.targets.fixed_default`), not the edited output's own top-1. Raises what
-    :func:`actviz.core.capture.capture` raises (bad edits: ``ValueError`` before the forward).
+    The unedited capture comes from ``cache`` when it matches (model, input, layers, target,
+    ``input_grads``), else is made and cached; without edits a cached one is returned only with
+    ``reuse`` (edits all off). With ``target`` None the edited run is held to the unedited default
+    class (:func:`~actviz.core.targets.fixed_default`). Raises what
+    :func:`actviz.core.capture.capture` raises.
     """
     from actviz.core.capture import capture
 

@@ -31,14 +31,11 @@ class InputState:
 
 
 def input_problem(session: Any, value: Any = None, source: str | None = None) -> str:
-    """Why an input cannot run on ``session``'s model ("" when it can): the one gate the
-    window's runs, live frames, exports, reports, effects and scans go through
-    (:meth:`Session.input_problem <actviz.workspace.session_state.Session.input_problem>`).
+    """Why an input cannot run on ``session``'s model ("" when it can): the one gate every run,
+    live frame, export, report, effect and scan goes through.
 
-    ``value`` and ``source`` default to the input held; a live sequence passes
-    ``source="frames"`` for its pictures, a dataset scan ``source="images"`` for its
-    folder's. A model given in memory is not checked: nothing was recorded of what it
-    reads.
+    ``value`` and ``source`` default to the input held (live sequences pass ``"frames"``, scans
+    ``"images"``). A model given in memory is not checked: nothing is known of what it reads.
     """
     from actviz.io.input_fit import input_misfit, reads_text
 

@@ -1,17 +1,10 @@
 """Plugins found, loaded and kept apart: the Qt-free side of :mod:`actviz.plugins`.
 
-:class:`PluginRegistry` reads the ``actviz.plugins`` entry points (or is given plugins), loads
-each one, refuses one written for another API version, and keeps a :class:`PluginRecord` per
-plugin: its version, what it contributes, its status and, for one that failed, a sentence and
-the traceback. Every call into a plugin goes through :meth:`PluginRegistry.guard`: an exception
-is caught, reported once to the registry's listeners and the plugin is disabled for the
-session (nothing of it runs again), so the window, the other plugins and the run go on.
-
-Openers are the exception: an opener that raises failed to read *that file* (a corrupt
-``.wav``), which the window reports as for any file; the plugin stays.
-
-The window (:mod:`actviz.ui.plugins`) and ``actviz export`` use this module; library calls
-(``actviz.capture``) never load a plugin.
+:class:`PluginRegistry` loads the ``actviz.plugins`` entry points, refuses other API versions
+and keeps a :class:`PluginRecord` per plugin. Every call into a plugin goes through
+:meth:`PluginRegistry.guard`: an exception is reported once and the plugin disabled for the
+session, so the rest goes on. An opener that raises failed on that file only, and stays
+enabled. Only the window and ``actviz export`` load plugins.
 """
 
 from __future__ import annotations
@@ -71,11 +64,9 @@ def plugins_off_by_env() -> bool:
 
 @dataclass(eq=False)
 class PluginRecord:
-    """One plugin found: where from, what it is, whether it runs.
-
-    ``status`` is ``"active"``, ``"failed"`` (at import, construction or in a call: see
-    ``error`` and ``details``), ``"refused"`` (another API version) or ``"disabled"`` (by the
-    user, in Help > Plugins).
+    """One plugin found: where from, what it is, whether it runs (``status``: ``"active"``,
+    ``"failed"`` with ``error`` and ``details``, ``"refused"`` for another API version, or
+    ``"disabled"`` by the user).
     """
 
     name: str

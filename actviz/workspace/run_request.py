@@ -180,10 +180,9 @@ def run_job(
 
 
 def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
-    """The result's target line when an edited run's auto target is held to the unedited
-    top-1 class (:func:`~actviz.workspace.edit_runs.capture_pair`): ``top-1 logit before the
-    edits (class 4): star`` rather than ``class 4: star``, which reads as a class the user
-    chose; None to keep ``text``."""
+    """The target line of an edited run held to the unedited top-1 (``top-1 logit before the
+    edits (class 4): star``, not a class the user chose); None to keep ``text``.
+    """
     from actviz.core.targets import auto_description
 
     index = cap.target_index
@@ -197,11 +196,9 @@ def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
 
 
 def request_of(session: Any, *, allow_no_input: bool = False) -> RunRequest:
-    """Snapshot ``session`` (a :class:`~actviz.workspace.session_state.Session`) for a run:
-    :meth:`Session.make_request <actviz.workspace.session_state.Session.make_request>`.
-
-    Raises RuntimeError when there is no model, or no input unless ``allow_no_input``
-    (live mode supplies each frame's input itself; ``inputs`` and ``image`` are then None).
+    """Snapshot ``session`` for a run (:meth:`Session.make_request
+    <actviz.workspace.session_state.Session.make_request>`); RuntimeError without a model, or
+    without an input unless ``allow_no_input`` (live mode).
     """
     if session.model is None:
         raise RuntimeError("open a model first")

@@ -1,22 +1,11 @@
 """Session files (``.actviz``): an investigation saved whole and opened again exactly. No Qt.
 
-A session file is a zip holding ``manifest.json`` (every setting, as JSON) and ``.npz``
-members (every array: the embedded input, the current capture, pinned captures). It never
-holds a pickle: arrays are read with ``np.load(allow_pickle=False)``, and a member that is not
-the manifest or an ``.npz`` named by it is refused, so opening a session file cannot run code.
-
-:class:`SessionState` is what the window saves and restores (the window turns its session into
-one and back); :func:`save_state` writes it atomically (a temporary file renamed over the
-target, so a failed save leaves the old file as it was) and :func:`load_state` reads it or
-raises :class:`SessionFileError` with one line (an unknown or newer format, a damaged zip, a
-pickle inside, a missing member) without changing anything. :func:`verify_model_source` tells
-whether a checkpoint is still the one the session was saved with (its SHA-256).
-
-Edits are stored as JSON (ablate, scale, keep, clamp; a patch edit names the pin whose capture
-is its source run; a concept edit names a dictionary kept in the file's ``concepts.npz``, its
-weights and ``cfg.json``, so it removes the same concepts when opened again, wherever the
-dictionary's folder went); custom edits (Python callables) cannot be stored, and
-:func:`unsaved_warnings` says so before saving.
+A zip of ``manifest.json`` (settings) and ``.npz`` members (arrays), never a pickle: arrays are
+read with ``allow_pickle=False`` and unknown members are refused, so opening cannot run code.
+:func:`save_state` writes a :class:`SessionState` atomically; :func:`load_state` reads one or
+raises :class:`SessionFileError` in one line; :func:`verify_model_source` checks a
+checkpoint's SHA-256. Edits are stored as JSON (a patch names its pin, a concept edit a
+dictionary kept in the file); custom callables cannot be, and :func:`unsaved_warnings` says so.
 """
 
 from __future__ import annotations
@@ -101,9 +90,7 @@ _MANIFEST = "manifest.json"
 _CONCEPTS_MEMBER = "concepts.npz"
 
 
-# --------------------------------------------------------------------------------------------
-# What a session holds
-# --------------------------------------------------------------------------------------------
+# --- What a session holds ---
 
 
 @dataclass(frozen=True)
@@ -180,22 +167,15 @@ class SessionState:
     warnings: tuple[str, ...] = ()
 
 
-# --------------------------------------------------------------------------------------------
-# Model and input sources
-# --------------------------------------------------------------------------------------------
+# --- Model and input sources ---
 
 
-# --------------------------------------------------------------------------------------------
-# Edits as JSON
-# --------------------------------------------------------------------------------------------
+# --- Edits as JSON ---
 
 
 def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[str]:
-    """What saving ``state`` would leave out, one line each (shown before saving).
-
-    Custom edits (Python callables) and patch edits whose source run is not a pinned capture
-    that is saved too cannot be stored: the session's edits, and those the current run and
-    the pinned runs ran with.
+    """What saving ``state`` would leave out, one line each: custom edits and patch edits whose
+    source is not a saved pin.
     """
     pins = state.pins if pin_captures else ()
     _, warnings = edits_to_json(state.edits, pins)
@@ -208,14 +188,10 @@ def unsaved_warnings(state: SessionState, *, pin_captures: bool = True) -> list[
     return warnings
 
 
-# --------------------------------------------------------------------------------------------
-# Arrays: nested tensors <-> JSON structure + npz members
-# --------------------------------------------------------------------------------------------
+# --- Arrays: nested tensors <-> JSON structure + npz members ---
 
 
-# --------------------------------------------------------------------------------------------
-# Saving
-# --------------------------------------------------------------------------------------------
+# --- Saving ---
 
 
 def _versions() -> tuple[str, str]:
@@ -377,9 +353,7 @@ def save_state(
     return warnings
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
+# --- Loading ---
 
 
 def describe_session_file(path: str | os.PathLike[str]) -> str:

@@ -187,14 +187,12 @@ def open_model_source(
     trust: bool = False,
     device: str = "cpu",
 ) -> Any:
-    """Open the session's model again: :func:`actviz.io.models.loading.open_model` with the saved
-    arguments, then the saved weights when the session holds them (a random init).
+    """Open the session's model again (:func:`actviz.io.models.loading.open_model` with the saved
+    arguments, then any saved weights) and return the ``LoadedModel``.
 
-    ``path``: where the user located a checkpoint that moved. Check a checkpoint with
-    :func:`verify_model_source` first. ``trust`` is the user's answer now, never the file's:
-    ``ModelSource.trust`` only says the model needed it when saved (a session file from
-    someone else must not open a pickle or run model code unasked). Returns the
-    ``LoadedModel``; raises what ``open_model`` raises (``UntrustedFileError`` included).
+    ``path``: where the user located a moved checkpoint (check it first with
+    :func:`verify_model_source`). ``trust`` is the user's answer now, never the file's, so a
+    session from someone else cannot open a pickle unasked. Raises what ``open_model`` raises.
     """
     from actviz.io.models.loading import open_model
 

@@ -1,15 +1,11 @@
 """The explorer's state, without widgets: model, input, ticked layers, target, view settings.
 
-The window is a thin layer over one :class:`Session`: widgets change the session, the session
-announces changes through plain-Python :class:`Event` objects (like napari's components), and
-:func:`run_job` captures a :class:`RunRequest` snapshot and hands it to the one preparation path,
-:func:`actviz.display.prepare.prepare`. ``run_job`` is what the worker thread executes.
-
-The session owns collaborators for its parts with rules of their own: the view settings
-(:mod:`actviz.workspace.display_settings`), the target (:mod:`actviz.workspace.target_choice`),
-pins and edits; the run request and job live in :mod:`actviz.workspace.run_request`, the
-default ticks in :mod:`actviz.workspace.default_ticks`, the input's rules in
-:mod:`actviz.workspace.input_state`. Their public names are importable from here too.
+The window is a thin layer over one :class:`Session`: widgets change it, it announces changes
+through plain-Python :class:`Event` objects, and :func:`run_job` (on the worker thread) captures
+a :class:`RunRequest` snapshot through :func:`actviz.display.prepare.prepare`. Parts with rules
+of their own live in :mod:`~actviz.workspace.display_settings`,
+:mod:`~actviz.workspace.target_choice`, :mod:`~actviz.workspace.run_request`,
+:mod:`~actviz.workspace.default_ticks` and :mod:`~actviz.workspace.input_state` (re-exported).
 """
 
 from __future__ import annotations
@@ -92,15 +88,10 @@ class _Forward:
 class Session:
     """Pure-Python explorer state shared by the window, the tree model and the worker.
 
-    Events (plain callbacks, emitted on the thread that changes the session, i.e. the GUI):
-    ``model_changed()``, ``input_changed()``, ``ticks_changed(names: set[str])``,
-    ``target_changed()``, ``result_changed()``, ``pins_changed()``, ``edits_changed()``,
-    ``view_changed(what: str)`` (``"colormap"``, ``"normalize"``, ``"gradcam_layer"``,
-    ``"channel_pages"``, ``"page_channels"``, ``"channel_orders"``), ``scan_changed()``,
-    ``concepts_changed(layer: str)``.
-
-    Every piece of state the display depends on changes through a setter here and is
-    announced, so whatever shows it (panels, live mode, exports, a saved session) hears of it.
+    Every piece of state the display depends on changes through a setter and is announced by a
+    plain callback event on the changing (GUI) thread: ``model_changed``, ``input_changed``,
+    ``ticks_changed(names)``, ``target_changed``, ``result_changed``, ``pins_changed``,
+    ``edits_changed``, ``view_changed(what)``, ``scan_changed``, ``concepts_changed(layer)``.
     """
 
     def __init__(self) -> None:

@@ -1,16 +1,11 @@
 """Concepts: sparse dictionaries (sparse autoencoders) on a layer's activations (Qt-free).
 
-``c = actviz.concepts.train(vectors_or_data, "layer3", model=model, n_concepts=2048, k=16)``
-learns a TopK dictionary; ``c.encode(x)``, ``c.decode(z)``, ``c.fvu(x)``, ``c.maps(capture,
-"layer3")``; ``c.save(folder)`` and ``actviz.concepts.load(folder)`` use the SAELens folder
-format, so published SAELens dictionaries (standard, topk, jumprelu) load too.
-``actviz.edits.concept(c, [i])`` removes a concept from a layer's output during a capture;
-:func:`scan_concepts` finds each concept's top images in a dataset; :func:`concept_effects`
-ranks the concepts by their effect on the target (estimate and exact, as channels are
-ranked); :func:`concept_atlas` lays them out by their decoder directions.
-
-The names are imported on first use: the command line
-(:mod:`actviz.cli.concepts_command`) builds its parser without importing torch.
+``c = actviz.concepts.train(data, "layer3", model=model, n_concepts=2048, k=16)`` learns a TopK
+dictionary; ``c.save`` / ``actviz.concepts.load`` use the SAELens folder format (published
+dictionaries load too). ``actviz.edits.concept(c, [i])`` removes a concept during a capture;
+:func:`scan_concepts`, :func:`concept_effects` and :func:`concept_atlas` find top images, rank
+by effect and lay concepts out. Names are imported on first use, so the CLI's parser is built
+without torch.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """A concept scan: per concept of a dictionary, the dataset images where it fires most.
 
-:func:`scan_concepts` streams the data through the model, encodes every position of the layer
-and reduces each concept's maps with the channel scan's own machinery
-(:class:`actviz.data.accumulate.LayerState`: top-k per-image maxima with where they are, and
-per-concept statistics), so memory is ``O(k x concepts)`` whatever the data. It also counts
-how often each concept fires: on how many images (anywhere in them) and at how many positions.
-:func:`top_heatmaps` runs a concept's top images again and gives each picture with the map of
-where the concept fires, upsampled onto it (Overcomplete's figures). The result is cached in
-the scan's cache folder for that model and data (``concepts/<key>.npz``), keyed by the
-dictionary's weights, the layer and ``k``.
+:func:`scan_concepts` encodes every position of the layer and reduces each concept with the
+channel scan's :class:`actviz.data.accumulate.LayerState` (memory ``O(k x concepts)``), also
+counting how often each fires. :func:`top_heatmaps` reruns a concept's top images with its map
+upsampled onto them. Results are cached per model, data, dictionary, layer and ``k``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """A sparse dictionary of concepts (:class:`Concepts`) and its SAELens folder format.
 
-A dictionary encodes a layer's activation vector ``x`` (``d_in`` values: one spatial position
-of a conv layer, one token of a sequence) into ``d_sae`` concept activations ``z``, few of them
-non-zero, and decodes ``x_hat = z @ W_dec + b_dec``. Encoding (SAELens's definitions, so that a
-published dictionary encodes here as it does there)::
+It encodes a layer's activation vector ``x`` (``d_in``) into ``d_sae`` sparse concept
+activations ``z`` and decodes ``x_hat = z @ W_dec + b_dec``, with SAELens's definitions so a
+published dictionary encodes here as there::
 
     pre = (x - b_dec * apply_b_dec_to_input) @ W_enc + b_enc
     standard: z = relu(pre)
     topk:     the k largest of pre, relu'd, the rest 0
     jumprelu: z = relu(pre) where pre > threshold, else 0
 
-A folder holds ``cfg.json`` (``d_in``, ``d_sae``, ``architecture``, ``hook_name``, ``k``,
-``apply_b_dec_to_input``, ...) and ``sae_weights.safetensors`` (``W_enc [d_in, d_sae]``,
-``W_dec [d_sae, d_in]``, ``b_enc``, ``b_dec``, and ``threshold`` for jumprelu).
+A folder holds ``cfg.json`` and ``sae_weights.safetensors``.
 """
 
 from __future__ import annotations

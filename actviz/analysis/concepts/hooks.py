@@ -1,12 +1,9 @@
 """Where a dictionary reads its vectors: a module's output or input, from a ``hook_name``.
 
-Our own dictionaries name a module (``"layer3"``: its output). SAELens dictionaries name
-TransformerLens hook points; the residual-stream ones map onto a block of a Hugging Face or
-similar model: ``blocks.N.hook_resid_pre`` is the input of block N, ``blocks.N.hook_resid_post``
-its output (``blocks.N.hook_resid_mid`` has no module boundary and is refused). Block N is
-found as ``transformer.h.N`` (GPT-2), ``model.layers.N`` (LLaMA, Mistral, Qwen),
-``gpt_neox.layers.N``, ``model.decoder.layers.N``, ``encoder.layer.N`` or ``blocks.N``, with
-any prefix (a wrapper's ``model.``).
+Our dictionaries name a module (its output). SAELens's residual-stream hook points map onto a
+block: ``blocks.N.hook_resid_pre`` is block N's input, ``hook_resid_post`` its output
+(``hook_resid_mid`` is refused). Block N is found under the usual names (``transformer.h.N``,
+``model.layers.N``, ``gpt_neox.layers.N``, ``encoder.layer.N``, ``blocks.N``, ...), any prefix.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Effects of a mix of layers, some ranked by channels and some by concepts (no Qt).
 
-The window's "Channels that matter" dock ranks each ticked layer; a layer whose panel shows
-a dictionary's concepts is ranked by its concepts instead. :func:`estimate_layers` makes the estimates of such a mix from one capture
-(:func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` for the channels,
-:func:`~actviz.analysis.concepts.ranking.concept_estimate_from_capture` for the concepts),
-:func:`verify_layers` adds the exact effects
-(:func:`~actviz.analysis.effects.channel_effects.verify` for the channels,
-:func:`~actviz.analysis.concepts.ranking.run_concepts_exact` for the concepts) and :func:`unit_edit`
-makes the what-if edit that ablates or keeps a layer's top units (channels set to zero; concepts
-removed, ``x - z_i d_i``).
-
-The result is a :class:`UnitEffects`: an :class:`~actviz.analysis.effects.effect_results.Effects`
-whose ``dictionaries`` name the layers ranked by concepts (their "channels" are the concepts).
+A layer whose panel shows a dictionary's concepts is ranked by concepts. :func:`estimate_layers`
+estimates such a mix from one capture, :func:`verify_layers` adds exact effects, and
+:func:`unit_edit` ablates or keeps a layer's top units. The result is a :class:`UnitEffects`
+whose ``dictionaries`` name the layers ranked by concepts.
 """
 
 from __future__ import annotations

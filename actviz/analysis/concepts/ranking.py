@@ -1,24 +1,11 @@
-"""Which concepts matter: a dictionary's concepts ranked by their effect on the target, as
-:mod:`actviz.analysis.effects.channel_effects` ranks channels (estimated from one capture, verified
-exactly).
+"""Which concepts matter: a dictionary's concepts ranked by their effect on the target.
 
-Removing concept ``i`` from a layer changes its output's vectors ``x`` to ``x - z_i d_i``
-(``z = concepts.encode(x)``, ``d_i`` the concept's decoder direction), what
-``actviz.edits.concept(concepts, [i])`` does; with ``scale=s`` to ``x - (1 - s) z_i d_i``.
-The effect is ``target(edited) - target(clean)``: negative when the concept supports the
-target.
-
-* estimate: the first-order change, ``-(1 - s) sum_p z_i(p) (d_i . dT/dx(p))`` over every
-  position (every batch row, every call), from one capture with gradients: every concept at
-  once, for the cost of one ``(positions, d_in) x (d_in, d_sae)`` product.
-* exact: the true change, ``batch`` concepts per forward pass (the input repeated, sample
-  ``j`` with its own concept removed by a forward hook; for a one-sample input the modules
-  before the layer run once, as the channels' exact pass does).
-
-The results are :class:`~actviz.analysis.effects.effect_results.Effects` of one layer whose
-"channels" are the concepts: ``.top(layer, k)``, ``.order()``, ``.rank_correlation(layer)``,
-``.to_dict()`` work as for channels (:func:`~actviz.analysis.effects.channel_effects.verify` does
-not: it replaces channels).
+As :mod:`actviz.analysis.effects.channel_effects` does for channels: removing concept ``i``
+turns ``x`` into ``x - (1 - s) z_i d_i`` (``actviz.edits.concept``), and the effect is
+``target(edited) - target(clean)``. The estimate is first-order from one capture with
+gradients (one matrix product for every concept); exact runs ``batch`` concepts per forward
+pass. Results are :class:`~actviz.analysis.effects.effect_results.Effects` whose "channels"
+are the concepts.
 """
 
 from __future__ import annotations

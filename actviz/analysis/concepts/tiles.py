@@ -1,12 +1,9 @@
-"""What the window shows of a dictionary for one input (no Qt): concept tiles, one concept's map
-over the input picture, and a concept's effect on the prediction.
+"""What the window shows of a dictionary for one input (no Qt).
 
-:func:`concept_tiles` turns a capture into a layer panel's concept page: each concept's map
-(:meth:`Concepts.maps`), the concepts most active for this input sorted by their peak, and the
-mosaic of the first ``page`` of them, made by the one mosaic rule
-(:func:`actviz.display.mosaic.mosaic`, with a :class:`ChannelOrder` of concept numbers).
-:func:`concept_picture` draws a concept's map over the input as the concept sheets do;
-:func:`concept_effect` measures the prediction with a concept removed (or scaled).
+:func:`concept_tiles` makes a layer panel's concept page (the concepts most active for this
+input, by peak, through the one mosaic rule :func:`actviz.display.mosaic.mosaic`);
+:func:`concept_picture` draws a concept's map over the input; :func:`concept_effect` measures
+the prediction with a concept removed or scaled.
 """
 
 from __future__ import annotations

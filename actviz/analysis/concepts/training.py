@@ -1,25 +1,11 @@
 """Training a sparse dictionary on a layer's activation vectors: :func:`train`.
 
-The method (TopK by default, Gao et al. 2024; BatchTopK and ReLU + L1 as options):
-
-* the vectors are scaled so that their spread is 1 per value (the scale is folded back into
-  the biases at the end: the dictionary encodes the layer's own values), ``b_dec`` starts at
-  their mean, the decoder's rows are random unit directions and the encoder starts as the
-  decoder's transpose;
-* Adam on ``||x - x_hat||^2`` (summed over values, averaged over the batch; plus ``l1 * |z|``
-  for ReLU); after every step the decoder's rows are set back to unit norm (and the part of
-  their gradient along themselves is removed before it, so the step is not spent on a norm
-  the projection undoes);
-* a concept that has not fired for a while (``dead_after`` vectors) is resampled: its decoder
-  row becomes the residual of one of the batch's worst-reconstructed vectors, its encoder row
-  that direction at half the live rows' norm, its Adam state cleared. Not in the last fifth of
-  training, so every concept left has been trained;
-* a fixed seed gives the same dictionary on the same data (same order, same draws).
-
-TopK steps do not use autograd: the encoder's matrix product is the only dense one; the
-decoder, its gradient and the encoder's gradient touch only the ``k`` active concepts of each
-vector (a CSR product, a sampled product and two sparse products), where a dense TopK step
-runs five ``B x d x n`` products. See :mod:`actviz.bench.concepts_bench` for the figures.
+TopK by default (Gao et al. 2024; BatchTopK and ReLU + L1 as options): inputs scaled to unit
+spread (folded back into the biases at the end), Adam on the reconstruction error, decoder
+rows kept at unit norm, dead concepts resampled from badly reconstructed vectors (not in the
+last fifth, so every concept left is trained), and a fixed seed gives the same dictionary.
+TopK steps skip autograd and touch only the ``k`` active concepts per vector (sparse
+products); :mod:`actviz.bench.concepts_bench` has the figures.
 """
 
 from __future__ import annotations
@@ -203,11 +189,9 @@ def train(
     Parameters
     ----------
     source
-        A tensor of vectors ``(N, d)`` (or ``(..., d)``); an iterable of such tensors
-        (streamed: only a sample within ``memory_budget`` is kept); or, with ``model``, data as
-        :func:`actviz.scan` takes it (a folder of images, paths, samples, a ``Dataset``, or a
-        :class:`~actviz.data.Scan` of files), streamed through the model: every spatial
-        position of a conv layer is a vector of its channels, every token of a sequence layer.
+        A tensor of vectors ``(..., d)``; an iterable of them (streamed, sampled within
+        ``memory_budget``); or, with ``model``, data as :func:`actviz.scan` takes it, streamed
+        through the model (each spatial position or token is a vector).
     layer
         The module whose output is learned (a ``blocks.N.hook_resid_pre|post`` name reads a
         block's input or output). Recorded as the dictionary's ``hook_name``.

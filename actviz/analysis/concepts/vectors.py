@@ -1,13 +1,9 @@
 """Activation vectors of a layer: from a tensor, a capture, or a dataset streamed through a model.
 
-A conv layer's ``(N, C, H, W)`` output gives ``N x H x W`` vectors of ``C`` values, a sequence
-layer's ``(N, T, D)`` output ``N x T`` vectors of ``D``, an ``(N, C)`` output ``N`` vectors;
-the channel axis is :func:`actviz.core.edit_kinds.channel_dim`'s.
-
-Streaming never holds the dataset's vectors: each batch's vectors go into a
-:class:`Reservoir` of bounded size (a uniform sample of every vector seen, Vitter's
-algorithm R), and a share of the images (every ``holdout_every``-th) feed a second, smaller
-reservoir that training never sees.
+Each position (or token) is a vector along :func:`actviz.core.edit_kinds.channel_dim`'s axis.
+Streaming never holds the dataset's vectors: they go into a bounded :class:`Reservoir`
+(Vitter's algorithm R), and every ``holdout_every``-th image feeds a second one training never
+sees.
 """
 
 from __future__ import annotations

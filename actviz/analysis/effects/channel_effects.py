@@ -1,29 +1,13 @@
-"""Which channels matter: every channel ranked by its effect on the target, estimated from one
-capture with gradients and verified exactly by batched ablations.
+"""Which channels matter: every channel ranked by its effect on the target.
 
-The effect of channel ``c`` of a layer is the change of the target when that channel alone is
-replaced by a baseline, ``target(replaced) - target(clean)``: negative when the channel
-supports the target (setting it to the baseline lowers the target), positive when it works
-against it.
-
-* ``estimate`` (attribution patching): the first-order change, ``sum((b - a) * dT/da)`` over
-  the channel's positions (every batch row, every call of a module that runs several times),
-  from the activations ``a`` and gradients ``dT/da`` of one capture: nothing beyond what the
-  capture computes, for every channel of every layer at once.
-* ``exact``: the true change, for chosen channels (default: the top 16 of each layer by
-  ``|estimate|``), ``batch`` of them per forward pass (:mod:`actviz.analysis.effects.exact`).
-
-Baselines (:mod:`actviz.analysis.effects.baseline`): zero, a dataset scan's channel means, or
-another run's activations (patching). Channels are the edits' channels
-(:func:`actviz.core.edit_kinds.channel_dim`): dimension 1 of ``(N, C, ...)``, the last of
-``(N, T, D)``. The target's choices (the top-1 class, a segmenter's pixels, the next token)
-are made on the clean run and kept for every replaced run, so estimate and exact measure the
-same quantity. The model is left exactly as found.
-
-For a window: :func:`effects` and :func:`verify` take ``progress`` and ``should_stop`` and
-return frozen results, so a worker thread can run them; :func:`estimate_from_capture` turns a
-capture the window already has (live mode) into estimates without running the model, and
-:func:`verify` adds exact values to any :class:`Effects` later.
+The effect of channel ``c`` is ``target(c replaced by a baseline) - target(clean)``: negative
+when the channel supports the target. ``estimate`` is the first-order change
+(attribution patching, ``sum((b - a) * dT/da)``) from one capture with gradients, for every
+channel at once; ``exact`` measures chosen channels by batched ablations
+(:mod:`actviz.analysis.effects.exact`). Baselines are in :mod:`actviz.analysis.effects.baseline`;
+channels are the edits' channels (:func:`actviz.core.edit_kinds.channel_dim`). The target's
+choices are fixed on the clean run, so estimate and exact measure the same quantity.
+:func:`effects` and :func:`verify` take ``progress`` / ``should_stop`` for worker threads.
 """
 
 from __future__ import annotations
@@ -63,9 +47,7 @@ __all__ = [
 METHODS = ("estimate", "exact")
 
 
-# --------------------------------------------------------------------------------------------
-# estimate
-# --------------------------------------------------------------------------------------------
+# --- estimate ---
 
 
 def _layer_estimate(
@@ -179,9 +161,7 @@ def estimate_from_capture(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# exact
-# --------------------------------------------------------------------------------------------
+# --- exact ---
 
 
 def _jobs(eff: Effects, channels: Any) -> list[tuple[str, int]]:

@@ -46,11 +46,8 @@ def chart_title(eff: Effects, layer: str) -> str:
 
 
 def effects_chart(eff: Effects, layer: str, k: int = 32) -> Image.Image:
-    """The ``k`` channels of ``layer`` with the largest ``|estimate|`` as bars, largest first
-    (those without effect, :attr:`EffectRow.has_effect` False, left out and counted).
-
-    Each channel has its estimate bar and, where verified, its exact bar beside it; the title
-    names the layer, the target, the baseline and the rank correlation of the verified ones.
+    """The ``k`` channels of ``layer`` with the largest ``|estimate|`` as bars, largest first,
+    with exact bars where verified; channels without effect are left out and counted.
     """
     top_rows = eff.top(layer, k)
     # As in the window: a channel without effect gets no empty slot (a classifier's other

@@ -1,22 +1,13 @@
 """Exact channel effects in batches: one forward pass measures up to ``batch`` channels.
 
-A batch is the input repeated ``b`` times along dimension 0; sample ``i`` gets its own channel
-set to the baseline by a forward hook on that channel's module (on every call of the module,
-as an ``ablate`` edit without ``call=`` does). The hook builds a new tensor (``torch.where``
-over a per-sample mask), never writing into the module's output, which may be the module's
-input (an in-place ReLU) or a tensor another branch still reads. Samples of one batch may
-belong to different layers: each layer's hook edits only its own rows. Everything runs under
-``no_grad``, with the model in eval mode and its buffers put back afterwards.
+The input is repeated ``b`` times; sample ``i`` has its own channel set to the baseline by a
+forward hook that builds a new tensor (``torch.where``), never writing into the module's
+output. Runs under ``no_grad`` in eval mode, buffers put back.
 
-Shared prefix: for a single-sample input (dimension 0 of size 1) every sample of a batch is
-the same until the first edited module runs, so the batch starts as that one sample and the
-first edited module's output is repeated ``b`` times there (its hook edits the copies). The
-modules before it run once instead of ``b`` times: for ``layer3`` of a ResNet that is most of
-the network. Tensors made before that point and used after it (a residual branch) have one
-row and broadcast against the ``b`` rows, which is exact since all ``b`` samples share them.
-Code that does not broadcast (a batch size read from the input and used after the point, a
-concatenation along the batch) fails or returns an output without ``b`` rows; the batch is
-then run again with the whole input repeated, and so is every later batch.
+For a single-sample input, the modules before the first edited one run once and its output is
+repeated ``b`` times there (earlier tensors broadcast, which is exact since all samples share
+them). Code that does not broadcast fails or returns the wrong rows; that batch and every later
+one then run with the whole input repeated.
 """
 
 from __future__ import annotations
@@ -83,10 +74,8 @@ class TargetReader:
                 self.weights.append(None if g is None else g.detach().to(torch.float64))
 
     def clean_value(self, captured: float) -> float:
-        """The target of the clean output, read the way :meth:`values` reads each sample.
-
-        A callable target gets ``captured`` (its value in the capture): the capture called it
-        on the model's own output object, whose type the kept output may not have.
+        """The target of the clean output, read as :meth:`values` reads each sample; a callable
+        target gets ``captured``, its value on the model's own output object.
         """
         if self.callable:
             return float(captured)
@@ -151,11 +140,8 @@ def _rows(obj: Any, i: int, b: int) -> Any:
 
 
 def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
-    """``inputs`` (capture's forms) repeated ``b`` times along dimension 0, as new tensors.
-
-    Every tensor is copied even for ``b == 1``, so a model that writes into its input never
-    reaches the caller's tensors. A list argument of a model that takes a list of images
-    (:func:`~actviz.core.input_copies.forward_takes_list`) is repeated as a list.
+    """``inputs`` repeated ``b`` times along dimension 0, always as new tensors (a model that
+    writes into its input never reaches the caller's); a list argument stays a list.
     """
     device = model_device(model)
 
@@ -345,10 +331,8 @@ def run_batches(
     should_stop: Callable[[], bool] | None,
     what: str,
 ) -> tuple[list[float], int]:
-    """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time: the values and forward passes.
-
-    ``expand`` (one sample expanded at the layer, not the input repeated) is tried while
-    ``share`` holds; once it fails, the whole input is repeated from then on.
+    """``run(chunk, expand)`` over ``jobs``, ``batch`` at a time; ``expand`` is tried while
+    ``share`` holds, and after a failure the whole input is repeated.
     """
     values: list[float] = []
     forwards = 0

@@ -1,29 +1,13 @@
 """Feature visualisation: the image a channel wants to see, by activation maximisation.
 
-``actviz.visualize(model, "layer3", range(8))`` optimises one image per channel so that the
-channel's mean activation is as high as it can make it, the way Olah et al. describe it
-("Feature Visualization", Distill 2017): a Fourier parameterisation with 1/f scaling,
-decorrelated colour and robustness transforms (pad, jitter, random scale, random rotation),
-fed through the model's own normalisation. See :mod:`actviz.analysis.visualize.image_param` for the
-image side. Where a channel is silent on the starting grey image, Lucid's redirected ReLU
-gradient gets the picture started (:mod:`~actviz.analysis.visualize.layer_runner`); Lucent has none
-and leaves such channels grey.
-
-Where the speed comes from (against Lucent's ``render_vis`` with the same settings):
-
-* the forward stops at the layer: a hook takes the activation and raises, so later layers
-  never run (unless the objective is a class logit);
-* the model's parameters are switched to ``requires_grad=False`` for the run, so the backward
-  pass computes the image's gradient only (no weight gradients, none of their buffers);
-* hooks on the layer (and the ``nn.ReLU`` modules), not on every module;
-* the transforms of all samples are one affine resampling per step, drawn up front;
-* several channels run as one batch (one image per channel), each from its own seed, so a
-  channel's picture does not depend on which others share its batch.
-
-The model is left exactly as found (training flags, buffers, ``requires_grad``, ``.grad``,
-hooks), after success, cancel and error alike (:class:`~actviz.core.guards.ModelState`).
-Nothing here imports Qt; a window calls :func:`visualize` from a worker thread with
-``progress`` and ``should_stop``.
+``actviz.visualize(model, "layer3", range(8))`` optimises one image per channel as Olah et al.
+describe ("Feature Visualization", Distill 2017): Fourier parameterisation with 1/f scaling,
+decorrelated colour, robustness transforms (:mod:`actviz.analysis.visualize.image_param`), and
+Lucid's redirected ReLU for channels silent on the start image
+(:mod:`~actviz.analysis.visualize.layer_runner`). It is faster than Lucent's ``render_vis``
+because the forward stops at the layer, weights take no gradient, transforms are one affine
+resampling per step and channels run as one batch (each from its own seed). The model is left
+as found (:class:`~actviz.core.guards.ModelState`); no Qt here.
 """
 
 from __future__ import annotations
@@ -140,15 +124,13 @@ def visualize(
     ----------
     model
         A ``torch.nn.Module`` taking ``(N, 3, H, W)`` float images, or an opened model
-        (:func:`actviz.io.models.loading.open_model`), whose preprocessing's mean/std and input size
-        are then used.
+        (:func:`actviz.io.models.loading.open_model`, whose normalisation and size are used).
     layer
         Qualified module name (``model.named_modules()``); None or "" with ``target=``.
     channels
-        The channels to visualise, one image each (an int is one channel). For objectives
-        without channels (``"layer"``, a callable, one direction) the values only key the
-        samples' seeds: ``range(4)`` gives four pictures from four starts. None: ``[0]``.
-        With ``target=`` they are replaced by the target classes.
+        The channels to visualise, one image each (an int is one channel; None: ``[0]``).
+        For objectives without channels the values only key the seeds; ``target=`` replaces
+        them by the target classes.
     objective
         ``"channel"`` (the channel's mean activation), ``"neuron"`` (its centre position),
         ``"layer"`` (the layer's mean square, DeepDream), a direction tensor ``(C,)`` (dot
@@ -172,29 +154,23 @@ def visualize(
         Adam's learning rate.
     seed
         The run's seed; each sample's seed comes from it and the sample's key, so a channel
-        gives the same image alone or batched, and the same seed gives the same image bit for
-        bit (same device and thread count).
+        gives the same image alone or batched.
     target
         A class index (or several): maximise that logit of the model's output instead.
     negative
         Minimise the objective instead (what the channel responds to least).
     mean, std
-        The normalisation to apply to the image; by default the opened model's preprocessing
-        (none for a bare module, as the window feeds it).
+        The normalisation to apply; by default the opened model's (none for a bare module).
     input_size
-        ``(H, W)`` the model must be fed (vision transformers); by default the opened model's
-        or its config's when the image with its padding does not run.
+        ``(H, W)`` the model must be fed (vision transformers); by default the opened model's.
     redirect_relu
-        Let the gradient through ``nn.ReLU`` modules where a whole image is off (Lucid's
-        redirected ReLU gradient; the forward values are unchanged), so channels that are
-        silent on the starting grey image still get a picture.
+        Lucid's redirected ReLU gradient, so channels silent on the starting image still
+        get a picture (forward values unchanged).
     cache
-        Read and write results in the user's cache folder, keyed by the weights' content,
-        layer, channel and settings (:mod:`actviz.analysis.visualize.picture_cache`); only channels
-        not found there are computed.
+        Read and write results in the user's cache
+        (:mod:`actviz.analysis.visualize.picture_cache`); only missing channels are computed.
     only_cached
-        With ``cache``: return at once with only the channels the cache holds (possibly
-        none), computing nothing; a window shows those while it computes the rest.
+        With ``cache``: return only the channels the cache holds, computing nothing.
     progress
         ``progress(done, total)`` after each step, on the calling thread.
     should_stop

@@ -1,18 +1,10 @@
 """The image side of feature visualisation: how an image is parameterised and transformed.
 
-* :class:`ImageParam`: ``K`` images, one per sample, each from its own seed. The Fourier
-  parameterisation (Olah et al., "Feature Visualization", Distill 2017) stores a spectrum
-  scaled by 1/f, so a gradient step moves low frequencies as much as high ones and the
-  picture is not drowned in high-frequency noise; colours are decorrelated with the square
-  root of ImageNet's colour covariance and squashed into [0, 1] by a sigmoid. The constants are
-  Lucid's (and Lucent's), so settings carry over.
-* :class:`RobustTransforms`: the standard robustness transforms (pad, jitter, random scale,
-  random rotation, jitter) of every sample and step, drawn up front from each sample's own
-  generator and composed into *one* affine map per sample, so a step costs one
-  ``affine_grid`` + ``grid_sample`` for the whole batch instead of five resampling passes,
-  and every image keeps one output size whatever scale it drew (the batch stays one tensor).
-
-Everything is plain torch; nothing here touches a model.
+:class:`ImageParam` holds ``K`` images, each from its own seed, as a 1/f-scaled Fourier
+spectrum with decorrelated colour and a sigmoid (Olah et al., Distill 2017; Lucid's constants,
+so settings carry over). :class:`RobustTransforms` draws every sample's transforms up front and
+composes them into one affine map per sample: one ``grid_sample`` per step for the batch, one
+output size for all. Plain torch; no model here.
 """
 
 from __future__ import annotations
@@ -37,10 +29,8 @@ _INIT_SD = 0.01
 
 
 def sample_seed(seed: int, key: int) -> int:
-    """The seed of one sample: a function of the run's seed and the sample's key (its channel).
-
-    Each sample draws its start and its transforms from its own generator, so a channel gives
-    the same picture whether it runs alone or batched with others.
+    """The seed of one sample, from the run's seed and the sample's key (its channel), so a
+    channel gives the same picture alone or batched.
     """
     return (int(seed) * 1_000_003 + int(key) * 7_919 + 12_345) % (2**63 - 1)
 
@@ -219,10 +209,7 @@ class RobustTransforms:
         return torch.cat([a, b[:, :, None]], dim=2)
 
     def __call__(self, images: torch.Tensor, step: int, fill: float = 0.5) -> torch.Tensor:
-        """The images as the model sees them at ``step``: ``(K, 3, H, W)``.
-
-        Outside the image (the padding, corners uncovered by a rotation) is ``fill``.
-        """
+        """The images as the model sees them at ``step``: ``(K, 3, H, W)``, ``fill`` outside."""
         if self.identity:
             return images
         theta = self.thetas[step]

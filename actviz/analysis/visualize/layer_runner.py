@@ -22,13 +22,10 @@ class _Reached(Exception):
 class _RedirectedReLU(torch.autograd.Function):
     """ReLU whose gradient is not lost where units are off (Lucid's ``redirected_relu_grad``).
 
-    Forward: ``max(x, 0)``, the value the module computed. Backward, per image: the plain ReLU
-    gradient if any of it got through, else the gradient passed where it would turn off units
-    on (Lucid's rule). Images in ``stuck`` (whose previous step's gradient was exactly zero)
-    get the redirected gradient at every ReLU: a channel that answers only to the padding's
-    edge (not part of the image) gives the image no gradient at all, although some of it gets
-    through each ReLU, and would stay grey. Plain activation maximisation (Lucent's) stays
-    stuck in both cases.
+    Forward: ``max(x, 0)``. Backward, per image: the plain gradient if any got through, else the
+    gradient that would turn units on. Images in ``stuck`` (last step's gradient exactly zero, as
+    for a channel that answers only to the padding's edge) get the redirected gradient at every
+    ReLU, where plain activation maximisation would stay grey.
     """
 
     @staticmethod

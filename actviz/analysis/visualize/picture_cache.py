@@ -1,12 +1,9 @@
 """Where feature visualisations are kept between runs, so a channel opened again shows at once.
 
-One small ``.npz`` per (weights' content, layer, channel, settings) under ``actviz/visualize``
-in the user's cache directory, beside the scans' folder (:func:`actviz.data.cache.cache_root`).
-The weights are hashed as the scan cache hashes them
-(:func:`actviz.data.cache.weights_fingerprint`); the hash is remembered per model while its
-tensors are unchanged, so asking for the next page of a layer does not hash the weights again.
-Files are written to a temporary name and renamed, so a reader never sees half a file, and an
-unreadable file counts as missing. No Qt.
+One ``.npz`` per (weights, layer, channel, settings) under ``actviz/visualize`` in the user's
+cache. The weights' hash (:func:`actviz.data.cache.weights_fingerprint`) is remembered per model
+while its tensors are unchanged. Writes are atomic and an unreadable file counts as missing.
+No Qt.
 """
 
 from __future__ import annotations

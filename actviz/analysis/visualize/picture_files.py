@@ -75,13 +75,11 @@ def _channel_ranges(channels: tuple[int, ...]) -> str:
 
 
 def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
-    """How to make ``vis`` again: the :func:`~actviz.visualize` keyword arguments its settings
-    hold (``kwargs``), that call as Python, and the ``actviz visualize`` command line when
-    ``source`` (what the model was opened from) is known and the CLI can express the settings.
+    """How to make ``vis`` again: the :func:`~actviz.visualize` keyword arguments (``kwargs``),
+    that call as Python, and the ``actviz visualize`` command line when ``source`` is known.
 
-    The same call on the same weights gives the same images bit for bit (same device and
-    thread count); a window's export puts this beside the pictures. An objective given as a
-    callable or a direction is named, not included (it is not in the settings).
+    The same call on the same weights gives the same images; a callable or direction objective
+    is named, not included.
     """
     s = dict(vis.settings)
     name = str(s["objective"] or "")
@@ -133,12 +131,8 @@ def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
 def write_visualization(
     vis: Visualization, out: str | Path, extra: Mapping[str, Any] | None = None
 ) -> list[Path]:
-    """Write ``vis`` into folder ``out``; returns the files written.
-
-    Files: ``<layer>_<channel>.png`` per image (``logit_<class>.png`` for a class target),
-    ``<layer>_sheet.png`` (the numbered contact sheet) and ``visualize.json`` (layer,
-    channels, settings, final activations, objective curves, file names, plus ``extra``, e.g.
-    the model's name).
+    """Write ``vis`` into folder ``out`` (a PNG per image, a numbered contact sheet and
+    ``visualize.json`` with settings, curves and ``extra``); returns the files written.
     """
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)

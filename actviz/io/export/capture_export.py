@@ -1,14 +1,10 @@
 """Writing a capture to disk: readable PNGs, raw arrays and a summary.json.
 
-Per layer: a feature-map mosaic PNG (colormap, channel numbers, colour bar), a gradient-magnitude
-PNG in the same layout, the same mosaics at one pixel per value (``_1x.png``: exactly the pixels a
-window panel paints for that layer, colour map and normalisation), and the raw arrays (``.npz``).
-Everything shown is prepared by :func:`actviz.display.prepare.prepare`, the window's own path. For
-the model: saliency and Grad-CAM overlaid on the input image (a text input: |gradient x input
-embedding| per token, as a strip and as ``token_saliency.json`` / ``.csv``), and ``summary.json``
-(shapes, statistics, prediction, the target with its name and how it was chosen, the edits the run
-was made with, warnings, the files written). No Qt here: the GUI and the CLI both call
-:func:`export_capture`.
+Per layer: activation and |gradient| mosaics, their one-pixel-per-value ``_1x.png`` (exactly the
+window's pixels) and the raw ``.npz``, all prepared by :func:`actviz.display.prepare.prepare`,
+the window's own path. For the model: saliency and Grad-CAM (per token for text) and
+``summary.json`` (shapes, statistics, prediction, target, edits, warnings, files). No Qt: the
+GUI and the CLI both call :func:`export_capture`.
 """
 
 from __future__ import annotations
@@ -66,12 +62,10 @@ def write_pages(
     symmetric: bool | None = None,
     stem: str | None = None,
 ) -> list[Path]:
-    """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages:
-    the readable PNG and, for maps, the one-pixel-per-value ``_1x.png`` of the same mosaic
-    (the pictures of :func:`layer_page_images`).
-
-    ``symmetric`` overrides the window's rule (a difference is always symmetric about 0) and
-    ``stem`` the file names' ``<base>_<kind>`` (``actviz compare``'s ``diff_<layer>``)."""
+    """Write one layer's activation (``kind="features"``) or |gradient| (``"grad"``) pages: the
+    readable PNG and, for maps, the one-pixel-per-value ``_1x.png``. ``symmetric`` and ``stem``
+    override the window's rule and the file names (``actviz compare``'s ``diff_<layer>``).
+    """
     written = []
     stem = stem or f"{base}_{kind}"
     for suffix, picture in layer_page_images(
@@ -165,15 +159,13 @@ def export_capture(
     input_path
         The input's full path, recorded as ``"input_path"`` ("" when not a file).
     frame
-        Index of the frame in its sequence (0 = first), recorded as ``"frame"``, and as
-        ``"frame_number"`` counted from 1 as the window shows it ("frame 67/200" is index 66);
-        None: not a sequence.
+        Index of the frame in its sequence (0 = first; also ``"frame_number"`` from 1, as the
+        window shows it); None: not a sequence.
     perturbation
         Every perturbation applied to the input with its value, recorded as
         ``"perturbation"`` (``{}``: the input as opened), e.g. ``{"noise": 0.2}``.
     cmap
-        Colormap of the feature-map PNGs; "auto": per layer as the window does (diverging and
-        symmetric about 0 for signed activations, sequential otherwise).
+        Colormap of the feature-map PNGs; "auto": per layer, as the window chooses.
     normalize
         ``"channel"`` (each tile its own min..max) or ``"shared"`` normalisation of the
         feature-map mosaics (|gradient| mosaics always share one range).
@@ -185,19 +177,15 @@ def export_capture(
         Called as ``progress(done, total, what)`` while writing.
     source
         How the model and input were opened, for ``reproduce.py``
-        (:mod:`actviz.io.export.reproduce`), which rebuilds the run, its target and its edits
-        (``cap.edits``); None: the script says the model is unknown.
+        (:mod:`actviz.io.export.reproduce`); None: the script says the model is unknown.
     tokens, model, tokenizer, logit_lens, layout
-        Sequence views (:mod:`actviz.io.export.token_export`): the input's token strings; the model
-        (its ViT patch layout, attention maps when ``cap.extra`` has none, the logit lens);
-        the tokenizer (lens strings); a logit lens computed already and a ViT patch layout
-        (the window's, which passes no model: its capture worker may be using it).
+        Sequence views (:mod:`actviz.io.export.token_export`): token strings, the model (patch
+        layout, attention maps, logit lens), the tokenizer, and a lens and layout computed
+        already (the window passes no model: its worker may be using it).
     token_saliency
-        A text input's saliency per token computed already (the window's result holds it);
-        without it, it is computed with ``model`` when the capture recorded the model's input
-        embedding with its gradient (:func:`actviz.display.attribution.token_saliency`).
-        Written as ``saliency.png`` (a strip of the tokens), ``saliency.npy``,
-        ``token_saliency.json`` and ``token_saliency.csv``.
+        A text input's saliency per token computed already; else computed with ``model``
+        when the capture has the input embedding's gradient
+        (:func:`actviz.display.attribution.token_saliency`).
     layer_writers
         More pictures per layer (plugins' layer views):
         ``write(out, base, prepared_layer, spec) -> files written``.
@@ -379,13 +367,9 @@ def prepare_export(
 def target_record(
     cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    """What ``summary.json`` says of the target: the class or token index, its name (a class
-    name, a token's text), the window's sentence for it, its value, and how it was chosen.
-
-    ``chosen`` is ``"top prediction"`` when the target is the output's default (the one rule
-    of :func:`actviz.core.targets.resolve_target`, asked again of the capture's output),
-    ``"picked"`` for a class, token or detection named by the user, ``"custom"`` for a target
-    function and ``"none"`` when the run had no target.
+    """What ``summary.json`` says of the target: index, name, the window's sentence, value, and
+    ``chosen``: ``"top prediction"`` (the output's default), ``"picked"``, ``"custom"`` or
+    ``"none"``.
     """
     index = cap.target_index
     kind = prepared.prediction_kind
@@ -422,10 +406,9 @@ def _how_chosen(cap: Capture) -> str:
 def with_input_embedding(
     model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None
 ) -> list[str] | None:
-    """The layers to capture for an export of ``layers``: for token ids, the model's input
-    embedding first (a text input's saliency is read at it, |gradient x embedding| per
-    token, as the window's runs record it); None (every leaf, the embedding among them) and
-    other inputs' layers as they are."""
+    """The layers to capture for an export of ``layers``: for token ids the input embedding first
+    (a text input's saliency is read there); otherwise ``layers`` as they are.
+    """
     if layers is None or not token_input(inputs):
         return None if layers is None else list(layers)
     embedding = input_embedding(model)

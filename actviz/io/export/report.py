@@ -1,17 +1,10 @@
 """An HTML report of a run: one self-contained file anyone can open, without actviz or the model.
 
-The report holds the model summary, the input, the prediction (before and after edits), every
-layer's activation and |gradient| panels with their colour bars, saliency and Grad-CAM, the
-statistics table, a comparison with another run, scan top-k sheets, further figures (channel
-effects, visualisations), the edit list and the ``reproduce.py`` text. Every picture is the one
-``actviz export`` writes, made by the same functions
-(:func:`actviz.io.export.typeset.layer_page_images`,
-:func:`actviz.io.export.typeset.attribution_images`), so its pixels are the export's and the
-window's.
-
-The file needs nothing else: pictures are embedded PNGs (``data:`` URIs), the CSS is inline,
-there is no script, and a Content-Security-Policy forbids any network request. Layers are
-collapsible (``<details>``) and a table of contents links every section. No Qt here.
+It holds the model summary, input, predictions, every layer's panels, saliency, statistics,
+comparisons, scan sheets, further figures, edits and ``reproduce.py``; every picture is made by
+the export's own functions (:mod:`actviz.io.export.typeset`), so its pixels are the export's.
+Pictures are embedded PNGs, CSS is inline, there is no script, and a Content-Security-Policy
+forbids network requests. No Qt here.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """``reproduce.py``: a short script, written into every export, that rebuilds the run.
 
-The script uses only the public API (``actviz.io.models.loading.open_model``, ``actviz.load_input``,
-``actviz.capture``, ``actviz.edits``) to rebuild the same model, input, target, ticked layers
-and edits, and saves the same per-layer arrays the export wrote (``<layer>.npz``: ``output``,
-``grad_output``, ``grad_input<i>``, prefixed ``call<k>_`` for reused modules) into a folder
-of its own, so the two can be compared file by file (``python reproduce.py OUT``).
-
-What cannot be rebuilt from a name is saved beside it and loaded by the script:
-
-* the input tensors (``reproduce_inputs.pt``) when the input has no source to reopen (a live
-  frame, a perturbed input, a tensor made in Python);
-* the weights (``reproduce_weights.pt``, a state_dict) when the model was randomly initialised
-  (a torchvision name without weights, ``file.py:Class``): a fresh random init differs;
-* a patch edit's source run: its input tensors (``reproduce_patch<i>.pt``); the script captures
-  the source run again with the same model (so it assumes the source ran this model; a patch
-  from another checkpoint is said so in the script, and so are edits of the source run).
-
-A custom edit (a Python callable) is imported by its qualified name when it lives in an
-importable module; otherwise the script defines a stand-in that raises, naming the layer.
+It uses only the public API (``open_model``, ``actviz.load_input``, ``actviz.capture``,
+``actviz.edits``) and saves the same per-layer ``.npz`` arrays as the export into a folder of
+its own, so the two compare file by file (``python reproduce.py OUT``). What a name cannot
+rebuild is saved beside it: input tensors without a source, the weights of a randomly
+initialised model, a patch edit's source input. A custom edit is imported by qualified name
+when importable; otherwise the script defines a stand-in that raises, naming the layer.
 """
 
 from __future__ import annotations

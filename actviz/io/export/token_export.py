@@ -1,16 +1,9 @@
 """Export of the sequence views: token heat maps, attention maps, rollout, logit lens.
 
-Called by :func:`actviz.io.export.capture_export.export_capture` with the prepared result (the
-window's own preparation), so the files show what the window shows: the same arrays, colour maps
-(:func:`actviz.display.colormaps.resolve`) and levels
-(:func:`actviz.display.token_maps.heat_levels`).
-Written per run:
-
-* ``{layer}_tokens.png`` / ``.npz`` for every token layer: the token x feature heat map with the
-  token strings and the per-token norms (``|gradient|`` the same, below), and the arrays;
-* ``attention_{layer}.png`` (mean over heads, then every head, token labels on both axes) and
-  ``attention.npz`` (``(N, heads, T, T)`` per layer);
-* ``rollout.png`` / ``.npy`` (vision transformers) and ``logit_lens.json`` (language models).
+Called by :func:`actviz.io.export.capture_export.export_capture` with the window's own prepared
+result, so the files show the window's arrays, colour maps and levels: ``{layer}_tokens.png`` /
+``.npz`` per token layer, ``attention_{layer}.png`` and ``attention.npz``, ``rollout.png`` /
+``.npy`` (vision transformers) and ``logit_lens.json`` (language models).
 """
 
 from __future__ import annotations

@@ -195,12 +195,10 @@ def render_layer_png(
 ) -> Image.Image:
     """Render one layer output (or gradient, with ``magnitude=True``) as a readable image.
 
-    Maps become a channel mosaic with channel numbers and a colour bar (``max_channels`` of
-    them from ``first_channel``: see :func:`channel_pages`); 1-D outputs a bar chart;
-    sequences a heat map; scalars a bar of one. ``tensor`` may be a prepared
-    :class:`~actviz.display.layer_views.LayerView` (of sample 0 of the output). ``cmap`` may be
-    "auto" (one map per layer, :func:`actviz.display.colormaps.resolve`); ``symmetric``
-    normalises about 0 (None: as "auto" does, for a signed activation).
+    Maps become a channel mosaic with numbers and a colour bar (see :func:`channel_pages`), 1-D
+    outputs a bar chart, sequences a heat map, scalars one bar. ``tensor`` may be a prepared
+    :class:`~actviz.display.layer_views.LayerView`; ``cmap="auto"`` and ``symmetric=None`` choose
+    as the window does.
     """
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     if magnitude and not isinstance(tensor, LayerView):
@@ -258,10 +256,8 @@ def page_mosaic(
 def channel_pages(
     tensor: torch.Tensor | LayerView, page: int = EXPORT_PAGE_CHANNELS
 ) -> list[tuple[int, str]]:
-    """``(first channel, file-name suffix)`` of each mosaic page of a layer output.
-
-    Maps with more than ``page`` channels are written as several PNGs: the first keeps the
-    plain name, the others say their channels (``_ch1024-2047``). Other outputs: one page.
+    """``(first channel, file-name suffix)`` of each mosaic page of a layer output: the first page
+    keeps the plain name, the others name their channels (``_ch1024-2047``).
     """
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     total = int(view.data.shape[0]) if view.kind == "maps" else 0
@@ -367,12 +363,9 @@ def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> I
 def attribution_images(
     cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
 ) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
-    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture (over the
-    input ``image`` when it has one), as export writes them and the HTML report embeds them.
-
-    Returns ``({"saliency" | "gradcam" | "rollout": (picture, values)}, notes)``; ``notes``
-    holds ``gradcam_layer`` or ``gradcam_error``, and ``saliency_of`` when the saliency is a
-    text input's, per token (:func:`token_saliency_picture`).
+    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture, as export
+    writes them and the report embeds them: ``({name: (picture, values)}, notes)``, ``notes``
+    holding ``gradcam_layer`` or ``gradcam_error`` and ``saliency_of`` for a text input.
     """
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}

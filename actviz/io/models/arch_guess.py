@@ -1,19 +1,10 @@
 """Guessing the architecture of a bare state_dict from its key names and tensor shapes.
 
-A state_dict names every tensor by its module path (``layer1.0.conv1.weight``) and the shapes
-fix the widths, so comparing them with the *signature* (key -> shape) of each known
-architecture usually identifies the network exactly, even among close relatives (ResNet-18 vs
-34, ViT-B/16 vs B/32, whose keys are the same but whose patch convolution is not).
-
-Signatures are read without allocating weights: models are built on the ``meta`` device with
-their random initialisers skipped, and cached for the life of the process. Architectures are
-grouped by family (the module that defines them); one model per family is built first, and
-only families whose key patterns overlap the checkpoint's are built in full.
-
-Zoos: torchvision (classification, segmentation, detection) always; timm when it is
-installed, through the same family filter, restricted to :data:`TIMM_SHORTLIST` (popular
-architectures of each family): timm has well over a thousand, and building them all, even
-on ``meta``, takes minutes.
+Key names and shapes, compared with each known architecture's signature (key -> shape),
+usually identify the network exactly, even close relatives (ResNet-18 vs 34, ViT-B/16 vs B/32).
+Signatures are built on the ``meta`` device without initialisers and cached; only families
+whose key patterns overlap the checkpoint's are built in full. torchvision always; timm when
+installed, restricted to :data:`TIMM_SHORTLIST` (building all of timm takes minutes).
 """
 
 from __future__ import annotations
@@ -168,9 +159,7 @@ class _Signature:
     patterns: frozenset[str]
 
 
-# --------------------------------------------------------------------------------------------
-# Signatures
-# --------------------------------------------------------------------------------------------
+# --- Signatures ---
 
 
 def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
@@ -266,9 +255,7 @@ def signature(name: str, *, num_classes: int | None = None) -> Mapping[str, Shap
     return None if sig is None else sig.shapes
 
 
-# --------------------------------------------------------------------------------------------
-# Candidates: families per zoo
-# --------------------------------------------------------------------------------------------
+# --- Candidates: families per zoo ---
 
 
 # Name parts that give a model's size, not its structure (``large``, ``400mf``, ``b0`` -> ``b``).
@@ -362,9 +349,7 @@ def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
     return chosen
 
 
-# --------------------------------------------------------------------------------------------
-# Comparison
-# --------------------------------------------------------------------------------------------
+# --- Comparison ---
 
 
 def _checkpoint_shapes(state_dict: Mapping[str, Any]) -> dict[str, Shape]:

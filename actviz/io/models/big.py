@@ -1,12 +1,9 @@
-"""Models larger than one device: placement over GPUs, CPU and disk with Hugging Face
-``accelerate`` (the optional extra ``actviz[big]``, imported only when asked for).
+"""Models larger than one device: placement over GPUs, CPU and disk with ``accelerate``
+(the optional extra ``actviz[big]``, imported only when asked for).
 
-A Hugging Face model is placed by ``from_pretrained(device_map=..., max_memory=...,
-offload_folder=...)`` (its weights are never all in memory at once); any other module is
-placed after it is built, with ``infer_auto_device_map`` + ``dispatch_model``. accelerate puts
-its hooks in ``module.forward`` (an ``AlignDevicesHook`` per module that moves inputs and
-loads offloaded weights); actviz's captures wrap that forward and put it back after, so the
-placement is untouched; records are copied to the CPU as they are made.
+Hugging Face models are placed by ``from_pretrained(device_map=...)``; other modules after they
+are built (``infer_auto_device_map`` + ``dispatch_model``). accelerate's hooks live in
+``module.forward``; captures wrap that forward and put it back, so placement is untouched.
 """
 
 from __future__ import annotations

@@ -211,11 +211,8 @@ def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> 
 
 
 def _load_trusted(path: str) -> Any:
-    """Fully unpickle ``path``, looking for the classes' modules beside it too.
-
-    A pickle names its classes by module. The ``actviz`` console script's ``sys.path``
-    starts at its own folder, not the folder the user works in, so ``mynet.py`` next to the
-    checkpoint (or in the working folder) is tried before giving up.
+    """Fully unpickle ``path``, looking for the classes' modules beside it and in the working
+    folder too (the console script's ``sys.path`` starts at its own folder).
     """
     try:
         return torch.load(path, map_location="cpu", weights_only=False)

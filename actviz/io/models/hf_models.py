@@ -1,20 +1,9 @@
 """Hugging Face transformers models: a ``save_pretrained`` folder, or a hub id already cached.
 
-Nothing here downloads: a hub id opens only when its files are in the local Hugging Face
-cache, and every ``from_pretrained`` call gets ``local_files_only=True``. Models whose folder
-ships its own Python code (``auto_map`` in ``config.json``) need ``trust=True``
-(:class:`~actviz.io.errors.TrustNeededError` otherwise).
-
-Models load with the eager attention implementation (``attn_implementation="eager"``): its
-softmax probabilities exist as tensors, so attention maps can be captured (add
-``output_attentions=True`` to the input dict, or set ``model.config.output_attentions``: the
-output then holds ``attentions``, one ``(N, heads, T, T)`` tensor per layer, and targets
-still use the ``logits``), and its outputs agree with the default SDPA kernels to float
-rounding (about 1e-6 on float32). ``use_cache`` is switched off: one forward needs no
-key/value cache.
-
-transformers is imported only when such a model is opened: ``import actviz`` and the base
-install never need it (``pip install actviz[hf]`` adds it).
+Nothing downloads (``local_files_only=True``); folders with their own code (``auto_map``) need
+``trust=True``. Models load with eager attention, so attention probabilities exist as tensors
+to capture (with ``output_attentions``), agreeing with SDPA to float rounding; ``use_cache`` is
+off. transformers is imported only when such a model is opened (``pip install actviz[hf]``).
 """
 
 from __future__ import annotations
@@ -118,9 +107,8 @@ def looks_like_hub_id(text: str) -> bool:
 
 
 def cached_hub_folder(repo_id: str) -> Path | None:
-    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None.
-
-    Only the cache is read (``HF_HUB_CACHE``, ``HF_HOME``); the network is never asked.
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or None (the network
+    is never asked).
     """
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -317,10 +305,8 @@ def _processor(transformers: Any, folder: Path, trust: bool, warnings: list[str]
 
 
 class ProcessorTransform:
-    """A Hugging Face image processor as actviz preprocessing: PIL image -> ``(C, H, W)``.
-
-    ``mean``/``std``/``crop_size`` are exposed like torchvision presets, so the input
-    pipeline can undo the normalisation for overlays and describe what it did.
+    """A Hugging Face image processor as actviz preprocessing: PIL image -> ``(C, H, W)``, with
+    ``mean``/``std``/``crop_size`` exposed like torchvision presets (overlays undo them).
     """
 
     def __init__(self, processor: Any) -> None:

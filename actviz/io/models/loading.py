@@ -1,22 +1,12 @@
 """Opening a model from whatever the user names: the demo, a torchvision name, code, or a file.
 
-``open_model`` is the one entry point (the CLI, the GUI and scripts all use it); it returns
-the model in eval mode on the requested device, together with what is known about its
-preprocessing and labels, and any warnings the user should see.
-
-Sources, in the order they are tried:
-
-* ``"demo"`` - the bundled demo CNN (:mod:`actviz.io.models.demo_model`).
-* an existing file - its format is read from its content: state_dict / training checkpoint /
-  Lightning ``.ckpt`` or ``.safetensors`` (the architecture comes from ``arch=``, else it is
-  guessed from the key names and shapes, see :mod:`actviz.io.models.arch_guess`), TorchScript,
-  ``torch.export`` ``.pt2``, or a whole pickled module (needs ``trust=True``).
-* a folder written by ``save_pretrained`` - a Hugging Face transformers model
-  (:mod:`actviz.io.models.hf_models`), with its tokenizer or image processor.
-* ``"timm:NAME"`` / ``"timm/NAME"`` - a timm model (:mod:`actviz.io.models.timm_models`).
-* ``"path/file.py:Name"`` or ``"package.module:name"`` - code the user points at.
-* a torchvision model name (``resnet18``, ``vit_b_16``, ...), else a bare timm name.
-* ``"org/name"`` - a Hugging Face hub id, only when it is in the local cache.
+``open_model`` is the one entry point (CLI, GUI, scripts): the model in eval mode on the
+device, with its preprocessing, labels and warnings. Sources, in the order tried: ``"demo"``;
+an existing file (format read from its content; architecture from ``arch=`` or guessed by
+:mod:`actviz.io.models.arch_guess`; a pickled module needs ``trust=True``); a
+``save_pretrained`` folder (:mod:`actviz.io.models.hf_models`); ``"timm:NAME"``;
+``"file.py:Name"`` / ``"pkg.mod:name"``; a torchvision name, else a timm name; a Hugging Face
+hub id in the local cache.
 """
 
 from __future__ import annotations
@@ -129,10 +119,9 @@ def open_model(
         pickled module); a Hugging Face model folder or a hub id already in the local
         cache; or an ``nn.Module``.
     arch
-        Architecture for files that hold only weights: a torchvision name, ``timm:NAME``
-        (or ``timm/NAME``, or a bare timm name) or a ``file.py:Class`` / ``pkg.mod:factory``
-        reference. A torchvision or timm model
-        gets the checkpoint's number of classes when only its classifier head differs.
+        Architecture for files that hold only weights: a torchvision name, ``timm:NAME`` or a
+        ``file.py:Class`` / ``pkg.mod:factory`` reference (given the checkpoint's number of
+        classes when only the head differs).
     weights
         For torchvision names: ``"DEFAULT"``, a weights name, or None for random init.
     trust
@@ -145,11 +134,9 @@ def open_model(
         For weights without ``arch``: guess the architecture from the key names and shapes
         and use it when exactly one fits (:attr:`LoadedModel.arch_guesses` holds the guesses).
     device_map, max_memory, offload_folder
-        Place a model larger than one device with Hugging Face ``accelerate`` (the extra
-        ``actviz[big]``; see :mod:`actviz.io.models.big`): ``device_map="auto"`` (or a dict of
-        module name -> device, ``"cpu"`` or ``"disk"``), ``max_memory`` per device (``{0: "10GiB",
-        "cpu": "30GiB"}``), and the folder for what goes to disk. Hugging Face models go
-        through ``from_pretrained``; any other module is placed after it is built.
+        Place a model larger than one device with ``accelerate`` (``actviz[big]``,
+        :mod:`actviz.io.models.big`): ``device_map="auto"`` or a dict, ``max_memory`` per
+        device (``{0: "10GiB", "cpu": "30GiB"}``), the folder for what goes to disk.
         ``device`` is then ignored.
 
     Returns
@@ -316,6 +303,4 @@ def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
     return _from_built(built, f"{name} ({suffix})", src, "torchvision")
 
 
-# --------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------
+# --- Files ---

@@ -1,13 +1,9 @@
 """timm models by name: name forms, timm's own preprocessing, pretrained weights from the cache.
 
-Names are accepted as ``timm:NAME`` or ``timm/NAME`` (the hub's spelling) and, where no
-torchvision model has that name, as a bare ``NAME``; internally they are ``timm/NAME``
-(:data:`actviz.io.models.zoo.TIMM_PREFIX`), which :func:`actviz.io.models.zoo.construct` builds.
-
-Preprocessing is timm's: :func:`timm.data.resolve_data_config` and
-:func:`timm.data.create_transform`, wrapped in :class:`TimmTransform` so the input pipeline
-feeds it a PIL image (what timm's transforms are written for) and can undo its normalisation
-for overlays. timm is imported only here, and only when a timm model is asked for.
+``timm:NAME``, ``timm/NAME`` or a bare ``NAME`` no torchvision model has are all ``timm/NAME``
+inside (:data:`actviz.io.models.zoo.TIMM_PREFIX`). Preprocessing is timm's own, wrapped in
+:class:`TimmTransform` so it gets a PIL image and its normalisation can be undone for overlays.
+timm is imported only here, when asked for.
 """
 
 from __future__ import annotations

@@ -87,14 +87,10 @@ class SelectBox(pg.ViewBox):
 class RasterDots(pg.GraphicsObject):
     """Every dot of the map painted as one image, splatted in numpy once per zoom level.
 
-    The image covers the dots around the view (up to :attr:`MARGIN` of the view's size on
-    each side, all of them when they fit): a pan only draws it moved, and the dots are
-    splatted again when the zoom, the dots or their colours change, or a pan leaves what the
-    image covers. Once the view rests (:attr:`IDLE_MS`) an image that has less than half
-    its margin left around the view, or none (made while zooming), is splatted again around
-    it, so the next pan starts with room. Faster than a ``ScatterPlotItem`` with a brush per point for tens of
-    thousands of dots (what ``python -m actviz.bench atlas`` measures as
-    ``atlas_pan_p95_ms``); hover and selection read the coordinates, not the item.
+    The image covers a margin around the view (:attr:`MARGIN`), so a pan only moves it; it is
+    splatted again when zoom, dots or colours change, a pan leaves it, or, once the view rests
+    (:attr:`IDLE_MS`), its margin runs low. Much faster than a ``ScatterPlotItem`` for tens of
+    thousands of dots (``atlas_pan_p95_ms``); hover and selection read the coordinates.
     """
 
     #: Pixels splatted beyond each side of the view, as a share of its width and height.

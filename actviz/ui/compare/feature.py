@@ -1,23 +1,11 @@
 """The Compare tab's logic: choose run B, run the comparison on the capture worker, show it.
 
-Run A is the latest result the window shows (``session.result``, maybe a pin shown again).
-Run B is one of:
-
-* a pinned result: its capture is kept with the pin (pins count in the memory held);
-* another input: the window's model on an input opened by the window's input loader;
-* another model: opened through the window's Open model dialog (the same
-  :class:`~actviz.ui.window.dialogs.OpenModelDialog`, the same model loader and trust
-  question) and run on run A's input. A model without run A's layers is refused in the
-  dialog, which stays open.
-
-Captures go to the window's capture worker (one model, one worker: run B may hook the window's
-own model), submitted without superseding what runs there; the comparison's job handle
-reports to this controller alone. A comparison asked for while a run is on
-its way waits for it, so run A is the newest result. The outcome keeps pictures and figures
-only: run B's capture is freed once compared.
-
-Difference panels are painted as they come near the area's view (:mod:`.diff_painter`); model
-B opens on loads of its own (:mod:`.model_b`).
+Run A is the result the window shows; run B is a pin, another input, or another model opened
+through :class:`~actviz.ui.window.dialogs.OpenModelDialog` (refused there without run A's
+layers). Captures run on the window's capture worker (run B may hook the window's own model)
+without superseding; a comparison asked for during a run waits for it, so run A is newest.
+Only pictures and figures are kept. Panels are painted near the view (:mod:`.diff_painter`);
+model B has its own loads (:mod:`.model_b`).
 """
 
 from __future__ import annotations
@@ -181,10 +169,8 @@ class CompareController(FeatureBase, QObject):
         return self.compare()
 
     def compare(self) -> bool:
-        """Start comparing the latest run with the chosen run B.
-
-        Returns False (and says why in the tab) when it cannot start: no run yet, no pin,
-        no input or no second model chosen.
+        """Start comparing the latest run with the chosen run B; False (saying why in the tab) when
+        it cannot start.
         """
         if self._closed:
             return False

@@ -1,20 +1,11 @@
 """Concepts in the window: a layer panel shows a dictionary's concepts instead of channels.
 
-:class:`ConceptsFeature` attaches through the host only:
-
-* Data > Train concepts… (a dialog; the training runs on a worker of the feature's own, on a
-  copy of the model, with progress and Cancel; the dictionary is saved as a SAELens folder
-  and, with its data folder, scanned for each concept's top images) and Data > Open
-  concepts… (a SAELens folder) attach a dictionary to its layer in the session
-  (``session.set_concepts``);
-* the tile menu of a layer with a dictionary gets "Show concepts" / "Show channels"; a panel
-  showing concepts (``panel_shown``) gets the concepts most active for the input as tiles
-  (:func:`actviz.analysis.concepts.tiles.concept_tiles`), and its tile clicks open the
-  Concept dock (:class:`~actviz.ui.concepts.view.ConceptView`): the map over the input, a
-  name, Remove / Scale (an ``actviz.edits.concept`` edit on the session's edits board: the
-  what-if machinery re-runs), the effect on the prediction, top images, "What it wants";
-* sessions keep each layer's dictionary folder, the names and the choice; reports show the
-  concept tiles of each layer with a dictionary, named.
+:class:`ConceptsFeature` attaches through the host only. Data > Train concepts… (on a worker
+of its own, on a copy of the model) and Data > Open concepts… attach a dictionary to a layer
+(``session.set_concepts``); such a panel can show the concepts most active for the input as
+tiles (:func:`actviz.analysis.concepts.tiles.concept_tiles`), whose clicks open the Concept
+dock (:class:`~actviz.ui.concepts.view.ConceptView`: map, name, Remove / Scale edits, effect,
+top images). Sessions and reports keep the dictionaries and names.
 """
 
 from __future__ import annotations

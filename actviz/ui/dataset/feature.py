@@ -199,11 +199,8 @@ class DatasetScanUI(FeatureBase, QObject):
         return True
 
     def open_channel(self, layer: str, channel: int) -> bool:
-        """Open ``channel`` of ``layer`` in the channel view (Layers tab).
-
-        When the result shown does not hold the layer, it is ticked and run first (on the
-        channel's best image when no input is open yet); the channel opens when that run
-        finished. Returns True when it opened now.
+        """Open ``channel`` of ``layer`` in the channel view; a layer not in the result is ticked
+        and run first. True when it opened now.
         """
         return self.opening.open(layer, channel)
 
@@ -315,11 +312,8 @@ class DatasetScanUI(FeatureBase, QObject):
         self.show_saved()
 
     def show_saved(self) -> Job | None:
-        """Show the last folder's saved scan for the session's model, if there is one.
-
-        Nothing is run: a scan saved for these weights, preprocessing, layers and files
-        appears at once (a partial one says so); otherwise nothing changes. Returns the
-        job (None: no last folder, or its layers are not in this model).
+        """Show the last folder's saved scan for the session's model without running anything;
+        returns the job (None: no last folder, or its layers are not in this model).
         """
         folder = self._last_folder
         text = str(self._store.value(LAYERS_KEY, "") or "")

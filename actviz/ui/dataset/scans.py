@@ -1,14 +1,10 @@
 """DatasetScans: runs dataset scans and top-k views off the GUI thread (no widgets here).
 
-A scan is long: it runs on its own single-thread :class:`~actviz.ui.worker.Worker` while the
-window keeps running captures on its model. Hooks are per-module state, so the scan runs on a
-private copy of the model (:class:`~actviz.core.model_copy.ModelCopies`, let go of when it
-ends), and the top-k views (which re-run the model on k images) on a second worker with the
-window's shared copy (:class:`~actviz.ui.worker_copy.WorkerCopy`), so a channel's grid can be
-computed while a scan runs. The engine's ``progress(done, total, images_per_s)`` is
-called on the scan's thread; it reaches the GUI thread through a queued signal. Cancel is
-cooperative: the engine polls ``should_stop`` once per batch, saves what it has and raises
-``ScanCancelled``; scanning the same folder again resumes.
+A scan runs on its own worker on a private copy of the model
+(:class:`~actviz.core.model_copy.ModelCopies`; hooks are per-module state), and top-k views on a
+second worker with the window's shared copy (:class:`~actviz.ui.worker_copy.WorkerCopy`), so
+both go on beside the window's captures. Progress reaches the GUI thread by a queued signal;
+Cancel is polled once per batch and the scan saves what it has, so scanning again resumes.
 """
 
 from __future__ import annotations

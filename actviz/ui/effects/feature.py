@@ -1,31 +1,14 @@
 """Which channels matter, in the window: the "Channels that matter" dock.
 
-:class:`EffectsFeature` is a feature constructed with the window's
-:class:`~actviz.ui.host.WindowHost`; it attaches only through it:
-
-* estimates come from the capture of the result the window shows (``session.result``), with
-  :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture`: no model run, one
-  multiply and sum per layer, made for each result while the dock is on screen, on a thread
-  of their own: a newer result's replace
-  those still being made;
-* "Verify top 16" runs :func:`~actviz.analysis.effects.channel_effects.verify` on the window's
-  capture worker (one model, one worker), as this feature's own job, with progress and
-  Cancel (Esc); a run started meanwhile replaces it;
-* "Ablate top" / "Keep only top" add what-if edits to ``session.edits`` and run again;
-* optionally each layer's top channels are outlined in its layer panel, which turns to the
-  page holding the first;
-* "Sort the panels' tiles by effect" gives each ranked layer a channel order
-  (``session.set_channel_order``): its tiles by ``|estimate|``, largest first, re-sorted with
-  each new result (the page kept); unticked, the natural order and the page from before;
-* the layer panels' tile menu (``host.add_tile_menu_entries``) gets "Measure the effect of
-  ch N" (an exact ablation of those channels, shown in the dock) and "Sort tiles by effect";
-* a layer whose panel shows a dictionary's concepts is ranked by its concepts instead
-  (:mod:`actviz.analysis.concepts.layer_effects`: estimate, Verify, Ablate / Keep only remove
-  concepts, a bar's click opens the concept).
-
-The feature owns two collaborators: :class:`~actviz.ui.effects.verifying.Verification`
-(Verify and the tile menu's measurements, its one job) and
-:class:`~actviz.ui.effects.panel_marks.PanelMarks` (the panels' outlines and sort orders).
+:class:`EffectsFeature` attaches through the window's :class:`~actviz.ui.host.WindowHost`.
+Estimates come from the capture the window shows
+(:func:`~actviz.analysis.effects.channel_effects.estimate_from_capture`, no model run) on a
+thread of their own; "Verify top 16" runs exact ablations on the capture worker as this
+feature's job; "Ablate top" / "Keep only top" add what-if edits; the panels can be outlined
+and sorted by effect, and their tile menu measures chosen channels. Layers showing a
+dictionary's concepts are ranked by concepts (:mod:`actviz.analysis.concepts.layer_effects`).
+Verify and measurements live in :class:`~actviz.ui.effects.verifying.Verification`, outlines
+and sort orders in :class:`~actviz.ui.effects.panel_marks.PanelMarks`.
 """
 
 from __future__ import annotations

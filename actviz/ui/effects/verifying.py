@@ -28,10 +28,8 @@ def channels_text(channels: tuple[int, ...]) -> str:
 
 
 class Verification:
-    """The exact measurements of one effects dock.
-
-    ``feature`` is the :class:`~actviz.ui.effects.feature.EffectsFeature` (its effects, the
-    result they are of, its view, dock and estimates are read here); ``host`` the window.
+    """The exact measurements of one effects dock (``feature``: the
+    :class:`~actviz.ui.effects.feature.EffectsFeature`; ``host``: the window).
     """
 
     def __init__(self, feature: Any, host: Any) -> None:
@@ -115,10 +113,10 @@ class Verification:
         return True
 
     def measure(self, layer: str, channels: Any) -> bool:
-        """Measure the exact effect of ``channels`` of ``layer`` (each set to the baseline
-        alone) in the background and show them in the dock, after the top channels (the tile
-        menu's "Measure the effect of ch N"). The dock opens; when the estimates of the
-        result shown are still to be made, the measurement starts once they are."""
+        """Measure, in the background, the exact effect of each of ``channels`` of ``layer`` and
+        show them in the dock (the tile menu's "Measure the effect of ch N"); it waits for the
+        result's estimates when they are still to be made.
+        """
         f = self._feature
         chosen = tuple(dict.fromkeys(int(c) for c in channels))
         if f.closed or not chosen:

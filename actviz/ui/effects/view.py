@@ -1,12 +1,8 @@
 """The "Channels that matter" dock's widgets: one section of bars per layer (no torch).
 
-:class:`EffectBars` paints the top channels of one layer as horizontal bars from a zero line:
-the estimated effect, and beside it (darker, below) the exact one where it was verified,
-coloured by sign as ``actviz effects`` draws its charts
-(:mod:`actviz.analysis.effects.effects_chart`).
-Hovering a bar shows its numbers; clicking it asks for that channel to be opened.
-:class:`EffectsView` holds the controls (top k, Verify, Cancel, marking the layer panels), a
-progress bar, a message line and the sections.
+:class:`EffectBars` paints a layer's top channels as bars from zero, estimate and (where
+verified) exact, coloured by sign as ``actviz effects`` draws them; hover shows numbers, a click
+opens the channel. :class:`EffectsView` holds the controls, progress, message and sections.
 """
 
 from __future__ import annotations

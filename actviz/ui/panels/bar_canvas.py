@@ -15,9 +15,9 @@ __all__ = ["BarCanvas"]
 class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
     """A bar chart of a vector, one bar per entry, redrawn in place.
 
-    Positive and negative entries are two BarGraphItems with one brush each, which keeps
-    updates cheap for thousands of bars (no per-bar brush list). Built from a ViewBox and two
-    AxisItems rather than a PlotItem, whose menus make it ~5x slower to construct.
+    Positive and negative entries are two BarGraphItems with one brush each (cheap updates for
+    thousands of bars); built from a ViewBox and two AxisItems, since a PlotItem's menus make it
+    much slower to construct.
 
     Signals
     -------

@@ -1,15 +1,9 @@
 """Reusable pyqtgraph canvases the panels are built from.
 
-- :class:`ImageCanvas`: one ImageItem in an aspect-locked ViewBox with a colour bar beside it
-  (as tall as the image and right next to it: an image narrower than its canvas is centred
-  together with its bar; zoomed in, it widens up to the whole canvas), optionally a
-  :class:`TileGrid` over a mosaic (gaps and channel numbers) and a height that follows its
-  width (``fit_width``: the image fills the width).
-- :class:`~actviz.ui.panels.bar_canvas.BarCanvas` (its own module) is built on the same cell
-  base: a bar chart of a 1-D vector.
-
-Both can be *passive* (for cells of a scrollable grid): mouse wheel events are left to the
-scroll area instead of zooming, and there is no context menu.
+:class:`ImageCanvas` is one ImageItem in an aspect-locked ViewBox with a colour bar beside it,
+optionally a :class:`TileGrid` over a mosaic and a height that follows its width;
+:class:`~actviz.ui.panels.bar_canvas.BarCanvas` shares its cell base. Both can be *passive*
+(grid cells): the wheel scrolls the area instead of zooming, and there is no context menu.
 """
 
 from __future__ import annotations
@@ -51,15 +45,14 @@ class ClickableImageItem(pg.ImageItem):
         super().render()
         qimage = self.qimage
         if qimage is not None and qimage.format() == QtGui.QImage.Format.Format_Indexed8:
-            # pyqtgraph turns a uint8 image with a table into an indexed QImage; Qt draws that
-            # through its slow generic path (converting on every scaled draw, ~5-10 ms for a
-            # large mosaic). Converting once per update to premultiplied ARGB is ~1 ms.
+            # Qt draws an indexed QImage through its slow generic path on every scaled draw;
+            # converting once per update to premultiplied ARGB is far cheaper.
             self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
 
     def _render_indexed(self) -> bool:
         """Render a uint8 index image through its 256-entry table without pyqtgraph's
-        general path (level checks, a Python colour-table build per render): ~0.3 ms instead
-        of ~1 ms for a 512x512 mosaic, on the GUI thread of every live frame."""
+        general path (level checks, a colour table built in Python per render): every live
+        frame pays it on the GUI thread."""
         image, table = self.image, self.lut
         if not (
             isinstance(image, np.ndarray)
@@ -86,10 +79,9 @@ class ClickableImageItem(pg.ImageItem):
         return True
 
     def _render_rgb(self) -> bool:
-        """Render a small (H, W, 3|4) uint8 picture shown at its full 0-255 range straight
-        into a QImage: pyqtgraph's general path rescales it through its levels first (~0.5 ms
-        for a 64x64 live frame in the input preview, every frame). Large pictures keep that
-        path, which downsamples them to the screen first."""
+        """Render a small (H, W, 3|4) uint8 picture shown at 0-255 straight into a QImage,
+        skipping pyqtgraph's rescale through levels (the input preview of every live frame);
+        large pictures keep that path, which downsamples them first."""
         image, levels = self.image, self.levels
         if not (
             isinstance(image, np.ndarray)

@@ -59,10 +59,9 @@ def _short(name: str) -> str:
 
 
 class LayerAxis(pg.AxisItem):
-    """A bottom axis naming the bars: every bar where a few characters of each name fit
-    (names elided keeping the number that tells ``block1`` from ``block2``),
-    otherwise every k-th bar, with k the smallest step at which they fit side by side, so
-    labels never overlap; zooming in shows more. The hover read-out names every bar in full."""
+    """A bottom axis naming the bars: every bar where a few characters fit (elided, keeping the
+    number), else every k-th, so labels never overlap; the hover read-out names every bar.
+    """
 
     def __init__(self) -> None:
         super().__init__("bottom")
@@ -120,10 +119,9 @@ class LayerAxis(pg.AxisItem):
 
 
 class LogValueAxis(pg.AxisItem):
-    """A left axis for log-scaled values: labels on whole decades only, every k-th decade
-    when they would crowd, with unlabelled ticks at 2..9 times each decade where there is
-    room. pyqtgraph's own log axis also labels those minor ticks, and near the top of each
-    decade they overlap."""
+    """A left log axis labelled on whole decades only (every k-th when crowded), with unlabelled
+    minor ticks; pyqtgraph's own labels its minor ticks, which overlap.
+    """
 
     def __init__(self) -> None:
         super().__init__("left")
@@ -178,10 +176,8 @@ def _decade(power: int) -> str:
 class GradFlowPanel(PlotPanel):
     """Bar chart of the gradient norm of each layer in execution order, y in log10 scale.
 
-    Bars are drawn in log10 space from a floor half a decade under the smallest positive
-    norm; zero norms are grey stubs at the floor and NaN/Inf norms are full-height red bars,
-    so a broken layer is impossible to miss. Bars are named under the axis as far as the names
-    fit without overlapping (see :class:`LayerAxis`); hover names the layer and its norm.
+    Zero norms are grey stubs at the floor, NaN/Inf norms full-height red bars, so a broken layer
+    is impossible to miss.
     """
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:

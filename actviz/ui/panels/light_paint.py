@@ -1,19 +1,10 @@
 """New pixels of an :class:`~actviz.ui.panels.canvas.ImageCanvas` painted without its scene.
 
-A live frame changes only an image's pixels: same shape, same place, same grid. Through
-pyqtgraph that costs a scene update (Python ``boundingRect`` calls up the item's parents, the
-scene's dirty-item pass) and a scene paint (pyqtgraph's ``paintEvent`` and ``prepareForPaint``,
-the view box, the image item, each in Python), several canvases per frame, all on the GUI
-thread (docs/performance.md). :class:`LightPaint` asks the viewport to repaint the image's
-rectangle itself and paints there what the scene would: the background, the image (the item's
-own ``paint``), the tile gaps, the channel numbers and the marked tiles, in the scene's order,
-clipped to the view box as the scene clips them. Anything else in the same repaint (a colour
-bar's new range, a resize, a zoom) leaves it to the scene, which then paints the new pixels too
-(the item is told to render them).
-
-The item's own pixels stay current (``image``, render flag): hover read-outs, clicks, a scene
-repaint and export read the frame shown. Nothing here is a scene item: no Python object is
-left for the scene to call back while painting.
+A live frame changes only pixels, yet through pyqtgraph it costs a scene update and paint in
+Python, per canvas, on the GUI thread (docs/performance.md). :class:`LightPaint` repaints the
+image's rectangle of the viewport itself, painting what the scene would in its order and clip;
+any other change in the same repaint (a colour bar range, a resize, a zoom) leaves it to the
+scene. The item's own pixels stay current, so read-outs, clicks and export see the frame shown.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """PredictionChangeView: the predictions of two runs side by side, with their change.
 
-One table for every before/after of class predictions: the Compare tab (run A against run B)
-and the what-if table under the prediction bars (after the edits against before) both show a
-:class:`~actviz.display.difference.PredictionChange`, as
-:func:`actviz.display.difference.prediction_change` makes it. A passive panel: the controllers
-push changes in.
-
-Each class takes two lines, its name above its numbers, so a narrow panel keeps both readable;
-the table is as tall as its rows (whatever holds the panel scrolls, never the table).
+One passive table for every before/after (Compare, and what-if under the prediction bars),
+showing a :class:`~actviz.display.difference.PredictionChange`. Each class takes two lines
+(name above numbers) so a narrow panel stays readable; the table is as tall as its rows.
 """
 
 from __future__ import annotations
@@ -86,9 +81,8 @@ class PredictionChangeView(PanelBase):
     """Per class: its name, then its probability in both runs and the changes (A minus B) of
     probability and logit.
 
-    The target's row is in bold (and added last when it is not among the top classes); so is
-    each run's top class's probability in that run's column. A message line says why there are no rows.
-    With neither rows nor a message the view hides itself, so an empty table takes no room.
+    The target's row and each run's top probability are bold; with neither rows nor a message
+    the view hides itself.
 
     Parameters
     ----------
@@ -214,8 +208,8 @@ class PredictionChangeView(PanelBase):
         new_rows = list(rows)
         shown = (tuple(new_rows), target, top_a, top_b, message)
         if shown == self._shown:
-            # Live frames call this every frame, mostly with nothing new (a CNN's frames all
-            # clear the table): rebuilding it still relaid out the panel, GUI time per frame.
+            # Live frames call this every frame, mostly with nothing new; a rebuild relays
+            # out the panel.
             return
         self._shown = shown
         self._rows = new_rows

@@ -42,10 +42,9 @@ class SceneFit:
     def _fit_height(self) -> None:
         """``fit_width`` canvases ask for the height at which the image fills their width.
 
-        Through height-for-width, which layouts resolve in one pass from the width they give
-        (the Layers grid, the panel's slots and stack): a minimum height set after each resize
-        lagged one layout pass behind, and a grid laid out by height-for-width ignores it (the
-        mosaic was cut at the bottom, taller than its panel)."""
+        Through height-for-width, which layouts resolve in the same pass as the width; a minimum
+        height set after a resize would lag a pass behind and be ignored by such grids.
+        """
         if not self._fit_width:
             return
         fits = self._fits()
@@ -75,17 +74,10 @@ class SceneFit:
     def _fit_sides(self, size: QtCore.QSize | None = None) -> None:
         """Keep the colour bar next to its image, and let a zoomed image use the room.
 
-        An aspect-locked image narrower than the room beside its bar (a wide canvas, e.g. the
-        channel view's maps one above the other) would be centred in the view with a band
-        between it and the bar; equal margins left and right take that band instead, so the
-        image and its bar are centred together. The view is as wide as the image is drawn at
-        the scale the range asked for shows it (that range fitted into the whole room): the
-        fitted image or, zoomed in, the zoomed image up to the whole room, so a zoom shows
-        more of the map instead of cutting it at the fitted image's edges. The range is set
-        to what that view shows at that scale, so the scale stays as the view's width
-        changes; an image no wider than its view is centred across it (there is nothing to
-        pan to). Computed from the canvas's ``size`` (default: its own): before a resize, so
-        margins fitted to a wider canvas never hold the scene wider than this one.
+        Equal side margins take the band an aspect-locked image would leave beside its bar, so the
+        two are centred together. Zoomed in, the image may widen to the whole room, and the range keeps
+        the scale as the width changes. Computed from ``size`` (before a resize), so margins fitted to
+        a wider canvas never hold the scene wider than this one.
         """
         now = size is None  # a size given: before a resize (the layout follows it)
         if not self._sides_follow():

@@ -155,9 +155,8 @@ class StatsModel(QtCore.QAbstractTableModel):
 class StatsTable(PanelBase):
     """Per-layer statistics, sortable by any column; selecting a row emits ``layer_selected``.
 
-    The layer names stay in view while the numbers scroll sideways: ``name_view`` is a second
-    view of the same model (same rows, same selection) showing only the name column, laid over
-    the left edge of ``view`` (as in Qt's frozen-column example).
+    The names stay in view while numbers scroll sideways: ``name_view`` shows only the name column
+    of the same model, laid over ``view``'s left edge (Qt's frozen-column example).
 
     Signals
     -------

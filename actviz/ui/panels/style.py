@@ -78,9 +78,8 @@ def style_plot(
 class ElidedLabel(QtWidgets.QLabel):
     """A one-line label that shortens its text with "…" instead of widening the layout.
 
-    A plain QLabel's minimum width is its whole text, so one long layer name would widen
-    every cell of a grid. ``text()`` keeps the full text, which is also the tooltip when
-    the label is too narrow to show it.
+    A QLabel's minimum width is its whole text; ``text()`` keeps the full text, also the tooltip
+    when it does not fit.
     """
 
     def __init__(
@@ -115,13 +114,10 @@ class ElidedLabel(QtWidgets.QLabel):
     def set_text(
         self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
     ) -> None:
-        """Show ``text``, or where it does not fit the first of ``fallbacks`` that does (each
-        marked with "…" where it leaves something out), else ``last_resort`` (default: the
-        last fallback) shortened with "…".
+        """Show ``text``, or where it does not fit the first of ``fallbacks`` that does, else
+        ``last_resort`` (default: the last fallback) shortened with "…".
 
-        A panel title "features.block2 · ConvBlock · 32×32×32" in a narrow column keeps the
-        layer's name whole ("features.block2 · … · 32×32×32", "features.block2 · …") instead
-        of cutting it to "featu…32×32".
+        So a narrow panel title keeps the layer's name whole ("features.block2 · …").
         """
         fallbacks = tuple(fallbacks)
         if (text, fallbacks, last_resort) == (self.text(), self._fallbacks, self._last_resort):
@@ -171,10 +167,9 @@ class ElidedLabel(QtWidgets.QLabel):
 
 
 class SteadyElidedLabel(ElidedLabel):
-    """An :class:`ElidedLabel` whose new text repaints it alone: one line, as wide as its
-    layout makes it, so no text changes its size. A QLabel's ``setText`` asks the layout
-    again; in the status bar that rebuilt the bar's layout and relaid out the main window
-    (each dock animated) whenever live frames changed the target shown."""
+    """An :class:`ElidedLabel` whose new text repaints it alone (its size never changes), since
+    a QLabel's ``setText`` relays out the layout around it.
+    """
 
     def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(text, parent)  # QLabel's own text stays: one line, for its height
@@ -202,11 +197,9 @@ class SteadyElidedLabel(ElidedLabel):
 class SteadyText(QtWidgets.QWidget):
     """Text that changes often (a live frame's caption) without relaying out the window.
 
-    A QLabel's ``setText`` calls ``updateGeometry``; with word wrap its height-for-width
-    changes with the text, and the request climbs through every enclosing layout up to the
-    main window's. This widget reserves ``lines`` lines, wraps the text into them, ends the last
-    with "…" when it does not fit (the whole text is then its tooltip) and only repaints when
-    the text changes.
+    It reserves ``lines`` lines, wraps the text into them (the last ending in "…" with the whole
+    text as tooltip) and only repaints, where a word-wrapped QLabel's ``setText`` relays out every
+    enclosing layout.
     """
 
     def __init__(
@@ -287,12 +280,10 @@ class SteadyText(QtWidgets.QWidget):
 
 
 class ReadoutText(QtWidgets.QLabel):
-    """A one-line label that changes often (a status bar's run time, a frame rate) without
-    relaying out its bar: its size is fixed, as wide as the widest text it has shown.
+    """A one-line label that changes often (a run time, a frame rate) without relaying out its bar.
 
-    A QLabel's ``setText`` asks its layout again, unless the label's size is fixed; in the
-    status bar that relaid out the bar and the main window and repainted every widget of the
-    bar, a few times a second while live frames play. A wider text widens it (once).
+    Its size is fixed, as wide as the widest text shown (a wider text widens it once), since a
+    QLabel's ``setText`` relays out any label whose size is not fixed.
     """
 
     def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
@@ -444,10 +435,8 @@ def rgb_pixmap(rgb: np.ndarray, side: int | None = None, smooth: bool = True) ->
 class ProgressBar(QtWidgets.QProgressBar):
     """A progress bar that is repainted with the rest of the window.
 
-    ``QProgressBar.setValue`` (and ``setRange``) repaint at once when the bar visibly moves, and
-    a widget's immediate repaint paints every widget of the window waiting for a paint (a
-    result's canvases, a live frame's): a progress step could block the GUI thread for a
-    whole window's paint. Here a change asks for the bar's paint like any other widget.
+    ``QProgressBar.setValue`` repaints at once, and an immediate repaint paints every widget
+    waiting for one (a whole window of canvases); here a change asks for a paint like any widget.
     """
 
     def _later(self, change: Callable[[], None]) -> None:

@@ -21,16 +21,11 @@ MAX_TILE_LABELS = 256
 class TileGrid:
     """Lines between the tiles of a mosaic and channel numbers on tiles large enough.
 
-    The lines are one ``QGraphicsPathItem`` with a cosmetic pen in the background colour, in
-    the image's own coordinates: a gap of at least one screen pixel at every zoom (the mosaic's
-    one-pixel NaN padding alone vanishes when the image is drawn smaller than its pixels).
-    Channel numbers are drawn in screen pixels at each tile's corner when a tile is at least
-    :data:`LABEL_MIN_TILE_PX` wide on screen (at most :data:`MAX_TILE_LABELS`, those in view),
-    into one pixmap shown by a ``QGraphicsPixmapItem`` that ignores the view's scaling; it is
-    redrawn when the tiles or the view's transform change, not on every paint.
-
-    Both items are plain Qt items: no Python runs while a scene paints, so a scene painting
-    after its canvas was dropped (a closed window's last paint) cannot call into a freed object.
+    The lines are one cosmetic-pen path in image coordinates, so a gap stays at least one screen
+    pixel at every zoom (the NaN padding alone vanishes when shrunk). Numbers are drawn into one
+    unscaled pixmap on tiles of at least :data:`LABEL_MIN_TILE_PX` (at most
+    :data:`MAX_TILE_LABELS`), redrawn only when tiles or the view's transform change. Both are
+    plain Qt items, so a scene painting after its canvas was dropped cannot call into Python.
     """
 
     def __init__(self, view: pg.ViewBox) -> None:

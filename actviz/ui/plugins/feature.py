@@ -1,19 +1,11 @@
 """The plugins in the window: one feature, built with the host like the others.
 
-:class:`PluginsFeature` takes a :class:`~actviz.workspace.plugin_registry.PluginRegistry` and wires each
-kind of contribution into the window:
-
-* layer views: "Show <title>" in a layer panel's tile menu (right click on its maps) opens a
-  dock (:class:`~actviz.ui.plugins.view_docks.PluginViewDock`) that follows the panel's results
-  and the session's colour map, normalisation and channel page; File > Export writes it;
-* input openers: the window's input loader asks them first (File > Open input lists their
-  suffixes; the Model dock shows their description);
-* model openers: the window's model loader asks them first (with the trust question of a
-  full pickle for one that unpickles);
-* window features: constructed with a :class:`~actviz.ui.plugins.guarded.PluginHost`.
-
-A plugin that fails is reported once (a banner message with its traceback under Details, and
-Help > Plugins), and everything it added is withdrawn.
+:class:`PluginsFeature` wires a :class:`~actviz.workspace.plugin_registry.PluginRegistry`'s
+contributions in: layer views as tile-menu docks
+(:class:`~actviz.ui.plugins.view_docks.PluginViewDock`, exported too), input and model openers
+asked first by the window's loaders, window features built with a
+:class:`~actviz.ui.plugins.guarded.PluginHost`. A plugin that fails is reported once (banner,
+Help > Plugins) and everything it added is withdrawn.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
-"""File > Save session / Open session / Recent sessions; Export report and the autosave are its
-parts (:mod:`.reports`, :mod:`.autosave`).
+"""File > Save session / Open session / Recent sessions; reports and autosave are its parts
+(:mod:`.reports`, :mod:`.autosave`).
 
-:class:`SessionsFeature` saves what the window shows as a session file (``.actviz``,
-:mod:`actviz.workspace.session_file`) and opens one again into the same view: the model (its
-checkpoint checked against the saved SHA-256, the trust question asked as the window asks
-it), the embedded input, ticks, target, view settings, pages, edits, pins with their
-captures, the features' parts (comparison set-up, scan), the layout, and the saved run's
-arrays shown as they were, without running the model. Reading, writing, hashing, opening the
-model and preparing the saved captures run on the feature's own worker; the window stays
-usable and the status bar says what happens. A file that cannot be opened (damaged, newer,
-a pickle inside) gives one line in the banner and changes nothing.
-
-The next start offers the session kept on quit (:meth:`SessionsFeature.offer_restore`)
-unless the ``sessions/restore_on_start`` setting is off. The questions are attributes
-(``ask_restore``, ``ask_pin_captures``, ``confirm_changed``, ``locate_checkpoint``), so tests
-and scripts answer them.
+:class:`SessionsFeature` saves what the window shows as a session file
+(:mod:`actviz.workspace.session_file`) and opens one into the same view, the saved arrays shown
+without running the model (a checkpoint is checked against its SHA-256; the trust question is
+asked as the window asks it). File and model work runs on the feature's own worker. A file
+that cannot be opened says so in one line and changes nothing. The questions it asks are
+attributes (``ask_restore``, ``ask_pin_captures``, ``confirm_changed``, ``locate_checkpoint``)
+so tests and scripts can answer them.
 """
 
 from __future__ import annotations

@@ -34,10 +34,8 @@ def mib(nbytes: int) -> str:
 class ReportExport(QObject):
     """The reports of one window, in order.
 
-    Reports are written on the window's capture worker (one model, one worker: scan sheets
-    measure receptive fields on the model, a transformer's attention is recorded on it). A
-    run submitted after a report supersedes it, and the worker then reports nothing more of
-    it: see :meth:`resume`.
+    Written on the window's capture worker, since they run the model (receptive fields,
+    attention); a later run supersedes a report, which then needs :meth:`resume`.
 
     Signals
     -------

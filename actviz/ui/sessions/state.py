@@ -56,10 +56,8 @@ def _channel_view(host: WindowHost) -> dict[str, Any] | None:
 
 
 def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
-    """What ``host`` shows, as a :class:`SessionState` (GUI thread).
-
-    ``with_model``: fill in the model's source now (hashes a checkpoint file: the window
-    leaves it to :func:`model_part` on its worker instead).
+    """What ``host`` shows, as a :class:`SessionState` (GUI thread); ``with_model`` fills in the
+    model's source now (hashing a checkpoint: the window does that on its worker instead).
     """
     s = host.session
     result = s.result

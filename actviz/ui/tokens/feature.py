@@ -1,16 +1,8 @@
 """The window's sequence views, wired to the session: text box, Attention tab, rollout.
 
-:class:`TokenViews` is built once by the main window. It adds
-
-* a *Text* tool bar (and *File > Type text...*) shown while the model has a tokenizer: the text
-  typed opens as the input ``text:...`` through the window's ordinary input loading
-  (:func:`actviz.io.input_files.open_input` with the loaded model);
-* an *Attention* tab (attention maps with head selector | logit-lens table), shown while a
-  result has either;
-* an *Attention rollout* overlay beside Grad-CAM in the Overview, shown for vision
-  transformers.
-
-Token layers themselves are shown in the Layers grid by
+:class:`TokenViews` adds a *Text* tool bar (and *File > Type text...*) while the model has a
+tokenizer, an *Attention* tab while a result has attention maps or a logit lens, and an
+*Attention rollout* overlay for vision transformers. Token layers are shown by
 :class:`~actviz.ui.tokens.token_panel.TokenLayerPanel`.
 """
 

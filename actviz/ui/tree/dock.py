@@ -166,13 +166,10 @@ class ModelDock(QDockWidget):
         return view.header().sectionSize(0)
 
     def fit_columns(self) -> None:
-        """Fit the columns to the tree's width: no sideways scrolling in a narrow dock.
+        """Fit the columns to the tree's width, so a narrow dock never scrolls sideways.
 
-        The Name column keeps its fitted width; Type, Output shape and Params follow at the
-        width their contents need, the last one shown taking what is left. Params, then
-        Output shape, are hidden when they do not fit (the details under the tree show both);
-        with Type alone still too wide, Type is shortened down to :data:`TYPE_COLUMN_MIN_PX`,
-        then Name gives way down to :data:`NAME_COLUMN_MIN_PX`.
+        Params, then Output shape, are hidden when they do not fit (the details show both); then
+        Type shrinks to :data:`TYPE_COLUMN_MIN_PX` and Name to :data:`NAME_COLUMN_MIN_PX`.
         """
         view = self.tree_view
         header = view.header()

@@ -1,17 +1,11 @@
-"""Feature visualisation in the window: the channel view's "What it wants" section, the
-"What channels want" dock (a layer's page of channels, :mod:`actviz.ui.visualize.page`) and
-File > Export visualisations (PNGs, a contact sheet and ``visualize.json`` with what makes
-them again, :func:`actviz.analysis.visualize.picture_files.reproduce`).
+"""Feature visualisation in the window: "What it wants", the "What channels want" dock
+(:mod:`actviz.ui.visualize.page`) and File > Export visualisations.
 
-For the channel shown, "What it wants" runs :func:`actviz.visualize` with progress and Cancel
-(Esc) on a worker of its own, on a private copy of the model made on the capture worker
-between two of its jobs (:class:`~actviz.ui.worker_copy.WorkerCopy`; one model, one
-worker: the synthesis adds hooks to the model it runs). So the window's runs and live frames
-go on meanwhile, and none of them replaces the synthesis. Results go to the user's
-visualisation cache, so a channel opened again shows its picture at once: on every channel
-shown the cache is asked first (``only_cached=True``: the weights' fingerprint and a file
-read, no forward pass and no hooks), on a thread of its own so that hashing a large model's
-weights the first time does not stall the window.
+"What it wants" runs :func:`actviz.visualize` on a worker of its own, on a private copy of
+the model made between the capture worker's jobs (:class:`~actviz.ui.worker_copy.WorkerCopy`:
+the synthesis hooks the model it runs), so window runs go on and never replace it. Results go
+to the visualisation cache, asked first for every channel shown (``only_cached=True``) on a
+thread of its own, since the first hash of a large model's weights takes a while.
 """
 
 from __future__ import annotations
@@ -202,10 +196,9 @@ class VisualizeFeature(FeatureBase, QObject):
 
     # ========================================================================== export
     def export_to(self, folder: str | Path) -> list[Path]:
-        """Write the pictures shown into ``folder``: the page of "What channels want" in
-        ``page/`` and the channel view's picture in ``channel/`` (each: a PNG per channel, a
-        contact sheet and ``visualize.json`` with the settings, the model and how to make
-        them again). Returns the files written (none when nothing is shown)."""
+        """Write the pictures shown into ``folder`` (``page/`` and ``channel/``: PNGs, a contact
+        sheet and ``visualize.json``); returns the files written.
+        """
         pictures = {"page": self.page.result(), "channel": self.shown}
         return write_pictures(self.session, pictures, folder)
 
@@ -240,10 +233,9 @@ class VisualizeFeature(FeatureBase, QObject):
         return (view.name, int(view.channel), s["objective"], s["steps"], s["size"])
 
     def synthesise(self) -> bool:
-        """Synthesise the channel shown's picture in the background; False when not started.
-
-        The synthesis starts once the capture worker made the model's copy (between two of
-        its jobs: at once unless a run is going on)."""
+        """Synthesise the shown channel's picture in the background, once the capture worker has
+        copied the model; False when not started.
+        """
         key = self.key()
         if self._closed or self.is_synthesising() or key is None:
             return False

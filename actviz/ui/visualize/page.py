@@ -1,25 +1,12 @@
 """Visualising a layer's page of channels in the background: the "What channels want" dock.
 
-A page can take minutes on a CPU (one image per channel, hundreds of steps each), so it does
-not run on the window's capture worker, which would hold up every run meanwhile. It runs on a
-worker of its own, on a private copy of the model (hooks are per-module state: one model, one
-worker), at the priority of the channel view's "What it wants": a page is 16 of those pictures
-and must cost no more than 16 of them (so it is not niced as scans are). The window's runs
-and live frames still come first: between two optimisation steps the page waits while the
-capture worker has a job (:data:`~actviz.ui.visualize.page_job.YIELD_S`). The copy is made *on* the
-capture worker, as a short job of its own, so that no capture's hooks are inside the model
-while it is copied.
-
-The page's channels come from the cache first (shown at once), then the others are
-synthesised a few at a time and each batch is shown as it finishes; Cancel keeps what is done.
-Everything goes to the user's visualisation cache, shared with the channel view's "What it
-wants" (same weights, same settings: the same picture). The synthesis on the page's worker is
-tracked by :class:`~actviz.ui.host.FeatureJob` (busy dock, progress, Cancel, messages), as the
-window's other features track theirs; the model copy before it is the page's own step.
-
-A session file keeps the page (:meth:`PageVisualiser.state`: layer, position, order, settings,
-whether the dock was open); opened again (:meth:`PageVisualiser.restore`), the page shows
-what the cache holds of it and says what is left to synthesise, without running the model.
+A page can take minutes on a CPU, so it runs on a worker of its own with a private copy of the
+model (hooks are per-module state: one model, one worker), made on the capture worker so no
+capture's hooks are inside it while copied. Window runs come first: between optimisation steps
+the page waits while the capture worker is busy. Cached channels show at once, the rest are
+synthesised a few at a time into the shared visualisation cache; Cancel keeps what is done.
+The synthesis is tracked by :class:`~actviz.ui.host.FeatureJob`; a session file keeps the page
+(:meth:`PageVisualiser.state` / :meth:`PageVisualiser.restore`, which never runs the model).
 """
 
 from __future__ import annotations
@@ -141,10 +128,10 @@ class PageVisualiser(QObject):
 
     # ========================================================================== actions
     def visualise(self, layer: str, first: int | None = None, *, size: int | None = None) -> bool:
-        """Show the dock and fill it with a page of ``layer``'s channels starting at position
-        ``first`` of the layer's order (its panel's: by effect when sorted, else the channel
-        numbers; None: the page its panel shows); ``size`` channels (None: its panel's page
-        size, at most :data:`MAX_PAGE`). False when there is nothing to visualise."""
+        """Show the dock and fill it with ``size`` channels of ``layer`` from position ``first`` of
+        its panel's order (None: the panel's page and page size, at most :data:`MAX_PAGE`). False
+        when there is nothing to visualise.
+        """
         if self._closed or self.session.model is None or not layer:
             return False
         size = self._page_size(layer) if size is None else max(1, int(size))
@@ -261,10 +248,9 @@ class PageVisualiser(QObject):
 
     # ========================================================================== sessions
     def state(self) -> dict[str, Any] | None:
-        """What a session file keeps of the page (JSON-able; None when no page was shown
-        and the dock is closed): the layer, its order (when the panel's own), the page's
-        first position and size, the layer's channel count, the settings its pictures are
-        made with and whether the dock is open."""
+        """What a session file keeps of the page (JSON-able; None when no page was shown and the
+        dock is closed).
+        """
         is_open = self.dock.toggleViewAction().isChecked()
         if not self.layer and not is_open:
             return None
@@ -283,10 +269,9 @@ class PageVisualiser(QObject):
         return state
 
     def restore(self, state: Any) -> bool:
-        """Show the page of :meth:`state` again: its tiles (those the visualisation cache
-        holds are filled, asked off the GUI thread) and, for the others, a message that the
-        Visualise button makes them. Nothing runs the model. False (and nothing changes but
-        the dock's visibility) when ``state`` names no layer of the model shown."""
+        """Show the page of :meth:`state` again from the visualisation cache, without running the
+        model. False (only the dock's visibility changes) when ``state`` names no layer shown.
+        """
         if not isinstance(state, dict) or self._closed:
             return False
         if isinstance(state.get("open"), bool):
@@ -345,10 +330,9 @@ class PageVisualiser(QObject):
 
     # ========================================================================== the jobs
     def _page_size(self, layer: str) -> int:
-        """Channels per page: the layer panel's page, at most :data:`MAX_PAGE`; a layer
-        without a paged panel (a vector such as a Linear layer's logits, drawn as bars, or a
-        layer selected in the tree but not ticked) would give pages of one channel each, so
-        it gets :data:`VECTOR_PAGE` (the CLI's default count)."""
+        """Channels per page: the panel's page, at most :data:`MAX_PAGE`; :data:`VECTOR_PAGE`
+        for a layer without a paged panel (bars, or not ticked), which would give pages of one.
+        """
         result = self.host.result
         prepared = result.layers.get(layer) if result is not None else None
         if getattr(prepared, "mosaic", None) is None and layer not in self.session.page_channels:

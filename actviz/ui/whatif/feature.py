@@ -1,16 +1,11 @@
 """What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
 
-:class:`WhatIfController` is a feature constructed with the window's
-:class:`~actviz.ui.host.WindowHost`; it attaches only through it:
-
-* the edits live in ``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`); every run
-  request carries them (``RunRequest.edits``) and the unedited capture of the same input comes
-  back as ``result.baseline`` (:mod:`actviz.workspace.edit_runs`); live frames apply them too;
-* a change of the edits re-runs through the window's own run path (``schedule_run``);
-* layer panels get their tile menu when the window makes them (``panel_created``), and their
-  badge and difference view each time a panel shows a layer (``panel_shown``);
-* the prediction panel gets a before/after table (``add_prediction_widget``)
-  (:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`, the Compare tab's too).
+:class:`WhatIfController` attaches through the :class:`~actviz.ui.host.WindowHost`. Edits live in
+``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`) and ride on every run
+request, which also brings back the unedited capture as ``result.baseline``
+(:mod:`actviz.workspace.edit_runs`); a change re-runs through ``schedule_run``. Panels get the
+tile menu, badge and difference view; the prediction panel a before/after table
+(:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`).
 """
 
 from __future__ import annotations

@@ -108,10 +108,8 @@ class WindowAPI:
         self.runs.stop()
 
     def cancel(self) -> None:
-        """Cancel the running capture, load, export, comparison or scan (Esc).
-
-        The panels keep the previous result, a cancelled load keeps the previous model and a
-        cancelled scan keeps what it scanned (scanning again resumes).
+        """Cancel the running capture, load, export, comparison or scan (Esc); what was shown or
+        scanned before is kept.
         """
         self.runs.halt()
         cancelled = self.worker.cancel()
@@ -201,9 +199,8 @@ class WindowAPI:
         categories: Sequence[str] | None = None,
         layers: Sequence[str] | None = None,
     ) -> None:
-        """Show an in-memory ``nn.Module`` (``explore``); ``layers`` are ticked (None: defaults).
-
-        A model still being opened from a file is dropped: this one is the latest choice.
+        """Show an in-memory ``nn.Module`` with ``layers`` ticked (None: defaults); a model still
+        being opened from a file is dropped.
         """
         self.stop_current_run()
         self.files.drop_model_load("Opening the model was replaced by an in-memory model.")

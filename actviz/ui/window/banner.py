@@ -33,10 +33,8 @@ _ZERO_WIDTH_SPACE = "\u200b"
 
 
 def level_icon(level: str) -> QIcon:
-    """The style's own icon for a message level ("error", "warning", else information).
-
-    Drawn by the style, so it renders whatever fonts are installed (a glyph like "⛔" is a
-    missing-glyph box in many fonts).
+    """The style's own icon for a message level ("error", "warning", else information): it
+    renders whatever fonts are installed, where a glyph like "⛔" may not.
     """
     pixmap = {
         "error": QStyle.StandardPixmap.SP_MessageBoxCritical,
@@ -46,10 +44,8 @@ def level_icon(level: str) -> QIcon:
 
 
 def breakable(text: str) -> str:
-    """``text`` with zero-width break opportunities inside long runs without spaces.
-
-    A word-wrapped label is at least as wide as its longest word; a long path in an error
-    would otherwise widen the whole window.
+    """``text`` with zero-width break opportunities inside long runs without spaces, so a long
+    path cannot widen a word-wrapped label (and the window).
     """
 
     def soften(word: str) -> str:
@@ -63,9 +59,8 @@ def breakable(text: str) -> str:
 class MessageBanner(QFrame):
     """Warnings and errors under the toolbar; visible until dismissed or replaced.
 
-    Messages are grouped by source ("action": the last thing the user did, "model": load
-    warnings, "run": the last run's warnings and errors), so a new run replaces only its own.
-    The banner never widens the window: long texts wrap (paths too).
+    Grouped by source ("action", "model", "run"), so a new run replaces only its own; long texts
+    wrap, so the banner never widens the window.
     """
 
     _COLOURS = {

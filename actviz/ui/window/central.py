@@ -52,11 +52,9 @@ MINIMUM_SIZE = QSize(1024, 640)
 
 
 def default_window_size(available: QSize | None) -> QSize:
-    """The window's first size on a screen whose available area is ``available``.
-
-    :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen so the title
-    bar and the edges stay on screen, but never below :data:`MINIMUM_SIZE` (or the whole
-    available area, when that is smaller); None: no screen known, the preferred size.
+    """The window's first size on a screen whose available area is ``available``:
+    :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen but not below
+    :data:`MINIMUM_SIZE` (or the whole area); None: no screen known.
     """
     if available is None or available.isEmpty():
         return QSize(PREFERRED_SIZE)

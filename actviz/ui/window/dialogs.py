@@ -1,14 +1,10 @@
-"""Dialogs: open a model (searchable torchvision list, file + architecture, recents) and the
-explicit confirmation before an untrusted pickle is unpickled. The export folder's dialog is
-in :mod:`actviz.ui.window.export_folder` (its names are importable from here too).
+"""Dialogs: open a model (searchable list, file + architecture, recents) and the confirmation
+before an untrusted pickle is unpickled; the export folder's is in
+:mod:`actviz.ui.window.export_folder` (re-exported).
 
-The Open model dialog, as the window uses it (``keep_open``), stays open while the model
-loads: a failure is shown in it with the path kept, and weights whose architecture is not
-certain list the candidate architectures (score and reason) to choose from.
-
-Its lists of model names are built once per process on a thread of their own: importing
-torchvision's model registry and timm takes seconds on a first open, which the GUI thread
-must not wait for. Until they are there, the lists show a "loading model list…" row.
+The Open model dialog stays open while the model loads, showing failures and, for an uncertain
+architecture, the candidates. Its model lists are built once per process on a thread of their
+own (importing torchvision's registry and timm takes seconds).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Opening models and inputs off the GUI thread: menus, recents, samples, drops, the demo.
 
-A load runs on a loader :class:`~actviz.ui.worker.Worker` while the window stays usable; the
-status bar says "Opening resnet18…" beside a busy bar. Only the latest request is adopted
-(opening another model meanwhile makes the first one stale), a failure goes to the banner and
-the previous model stays. A full pickle is first loaded without trust; the loader raises
-``UntrustedFileError`` and the question is asked here, on the GUI thread, before the same
-request is loaded again with ``trust=True``; a Hugging Face model folder whose own code would
-run raises its subclass ``TrustNeededError`` and is asked about the same way.
-
-Inputs are read by :class:`~actviz.ui.window.input_loads.InputLoads`.
+A load runs on a loader :class:`~actviz.ui.worker.Worker`; only the latest request is adopted,
+and a failure goes to the banner with the previous model kept. A file that needs trust raises
+``UntrustedFileError`` (``TrustNeededError`` for a model folder's own code); the question is
+asked here on the GUI thread and the request loaded again with ``trust=True``. Inputs are read
+by :class:`~actviz.ui.window.input_loads.InputLoads`.
 """
 
 from __future__ import annotations
@@ -52,10 +48,8 @@ ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
 class FileHost(Protocol):
-    """What opening files uses of the window (the window is also its dialogs' parent).
-
-    The loaders and the trust question are read from the window at each load: tests and
-    scripts may replace them after the window is built.
+    """What opening files uses of the window; loaders and the trust question are read at each load
+    so tests may replace them.
     """
 
     session: Session
@@ -172,10 +166,8 @@ class FileOpening:
         return bool(request.succeeded)
 
     def load_demo(self, sample: str | None = None) -> bool:
-        """Open the bundled demo model and one of its samples (the first when None).
-
-        Both load in the background (the sample waits for the model); returns False only
-        when the window is closed.
+        """Open the bundled demo model and one of its samples (the first when None), in the
+        background; False only when the window is closed.
         """
         if not self.open_model_source("demo"):
             return False
@@ -194,10 +186,8 @@ class FileOpening:
         return True
 
     def open_default_input(self) -> bool:
-        """Open the first bundled sample for the current (or loading) model, quietly.
-
-        Used at start-up when no input was given: when the sample does not fit the model a
-        hint replaces the error. Returns True when the load started.
+        """Open the first bundled sample for the current (or loading) model, quietly (a hint
+        replaces a misfit's error); True when the load started.
         """
         if not self.samples or (self.session.model is None and self._model_request is None):
             return False
@@ -242,10 +232,7 @@ class FileOpening:
         return self._model_request is not None
 
     def cancel(self) -> bool:
-        """Cancel the model and input loads; True when one was running.
-
-        A cancelled load keeps the previous model or input.
-        """
+        """Cancel the model and input loads (the previous ones stay); True when one was running."""
         cancelled = False
         if self._model_request is not None:
             self.drop_model_load()
@@ -465,10 +452,8 @@ def guessed_arch_text(loaded: Any) -> str:
 
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
-    """Default trust confirmation: a Yes/No question, No by default.
-
-    A folder is a Hugging Face model whose own code would run
-    (:class:`actviz.io.errors.TrustNeededError`, raised for the folder); a file is a pickle.
+    """Default trust confirmation: a Yes/No question, No by default (a folder runs its own code;
+    a file is a pickle).
     """
     from actviz.ui.window.dialogs import confirm_untrusted_file
 

@@ -49,10 +49,8 @@ class InputSwap:
     def input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
         """What the new model gets as its input: ``(request to read, state to restore)``.
 
-        The current input when it fits (a file is read again with the new transforms);
-        otherwise the user's last input of a kind this model takes, kept from an earlier
-        switch, else the model's natural default (a prompt, a sample image, a random tensor
-        of its shape). The input that did not fit is kept for a later switch back.
+        The current input when it fits, else the user's last input of a kind this model takes, else
+        the model's natural default; the misfit is kept for a later switch back.
         """
         from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
 

@@ -1,22 +1,12 @@
 """The explorer window: assembles its parts and hosts the features.
 
-The window is a thin layer over a :class:`~actviz.workspace.session_state.Session`: widgets change the
-session, its events schedule a debounced run (:mod:`actviz.ui.window.runs`), the capture worker
-runs it off the GUI thread and the numpy-only result goes to passive panels. It is built from:
-
-* ``commands`` (:mod:`~actviz.ui.window.actions`) - actions, toolbar, menus;
-* ``centre``, ``status`` (:mod:`~actviz.ui.window.central`) - banner, tabs and their panels,
-  status bar;
-* ``model_dock`` (:mod:`~actviz.ui.tree.dock`) - module tree, module details, input preview;
-* ``display`` (:mod:`~actviz.ui.window.result_display`) - a result into the panels;
-* ``runs`` (:mod:`~actviz.ui.window.runs`) - when runs start and where results go;
-* ``files``, ``exports``, ``pins_ui`` - opening models / inputs, exports, pins;
-* ``features`` - live mode, what-if, Compare, dataset scans, token views: each one class
-  constructed with the window as its :class:`~actviz.ui.host.WindowHost` (the attach points
-  are in :mod:`~actviz.ui.window.hosting`).
-
-Scripts (``actviz.explore()`` returns the window) and tests (``actviz.testing``) use the methods
-below; widgets are reached through the part that owns them.
+A thin layer over a :class:`~actviz.workspace.session_state.Session`: widgets change the
+session, its events schedule a debounced run (:mod:`actviz.ui.window.runs`), the capture
+worker runs it off the GUI thread and the result goes to passive panels. The parts
+(``commands``, ``centre``, ``status``, ``model_dock``, ``display``, ``runs``, ``files``,
+``exports``, ``pins_ui``) each own their widgets; ``features`` are classes built with the
+window as their :class:`~actviz.ui.host.WindowHost` (:mod:`~actviz.ui.window.hosting`).
+Scripts and tests use the methods below.
 """
 
 from __future__ import annotations
@@ -82,9 +72,8 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
     features
         Feature classes to host, each constructed with the window (default: all of them).
     plugins
-        Plugins to load (:func:`actviz.ui.plugins.build_registry`): None (none, as for a
-        script's window), ``"installed"`` (what ``actviz`` starts with), or plugins given as
-        objects, ``"module:attr"`` strings or installed names.
+        Plugins to load (:func:`actviz.ui.plugins.build_registry`): None, ``"installed"``,
+        or plugin objects, ``"module:attr"`` strings or installed names.
 
     Signals: ``run_started``, ``run_finished`` (a result is on the panels), ``run_failed(str)``,
     ``run_cancelled``, ``model_loaded(str)``, ``model_load_failed(str)``, ``input_loaded(str)``,

@@ -1,18 +1,11 @@
 """Freed memory goes back to the system once the window has been idle a moment.
 
-The app keeps freed memory for the next capture (:func:`~actviz.core.allocator.tune_allocator`),
-which without this would hold an afternoon's peak for good. After a result is shown and
-the window has stayed idle for :data:`IDLE_MS`, a background thread compares the resident size
-with the heap in use and trims what malloc keeps beyond :data:`SLACK_MIB`.
-
-In the app's own process (:func:`keep_collector_off_clicks`, called by ``run_app``), Python's
-cyclic collector is kept off the GUI's critical path: a full collection walks every object
-(~400k with ResNet-18 in the window, ~0.2 s), and Python started them in the middle of clicks.
-What exists when the window is built, and what survives each idle moment's collection of the
-youngest objects (a few milliseconds), is frozen (``gc.freeze``), so Python's own collections
-walk only what is new. Everything is walked again (a full collection) every :data:`FULL_EVERY` idle
-moments, once the window has been idle :data:`FULL_IDLE_MS`, so cyclic garbage among the
-frozen objects is bounded. A script's or a test's process keeps Python's schedule.
+The app keeps freed memory for the next capture (:func:`~actviz.core.allocator.tune_allocator`);
+after :data:`IDLE_MS` idle, a background thread trims what malloc keeps beyond
+:data:`SLACK_MIB`. In the app's own process (:func:`keep_collector_off_clicks`) Python's cyclic
+collector is kept off clicks: surviving objects are frozen (``gc.freeze``) at idle moments, so
+collections walk only what is new, and a full collection runs every :data:`FULL_EVERY` idle
+moments to bound cyclic garbage. Scripts and tests keep Python's schedule.
 """
 
 from __future__ import annotations
@@ -49,9 +42,8 @@ def keep_collector_off_clicks(on: bool = True) -> None:
 class IdleMemory(QObject):
     """Trims freed memory off the GUI thread when ``busy()`` has been False for a while.
 
-    ``touch()`` (connected to the session's result and model events) says something happened;
-    nothing is trimmed twice for the same idle stretch. ``idle`` is emitted first (on the GUI
-    thread): what the window keeps only to be quick next time (a model copy) may go with it.
+    ``touch()`` says something happened; nothing is trimmed twice in one idle stretch. ``idle`` is
+    emitted first, so what is kept only for speed (a model copy) may go too.
     """
 
     idle = Signal()
@@ -113,10 +105,10 @@ class IdleMemory(QObject):
             gc.unfreeze()
 
     def collect_cycles(self, *, full: bool = False) -> None:
-        """Collect the cyclic garbage among the youngest objects, then freeze the survivors;
-        every object (``full``) when asked. A full collection every :data:`FULL_EVERY` idle
-        moments is left for :data:`FULL_IDLE_MS` of idleness. Nothing in a process that keeps
-        Python's schedule."""
+        """Collect cyclic garbage among the youngest objects and freeze the survivors; every
+        object with ``full`` (at most every :data:`FULL_EVERY` idle moments, after
+        :data:`FULL_IDLE_MS`). Nothing in a process that keeps Python's schedule.
+        """
         if not self.freezes:
             return
         if full:

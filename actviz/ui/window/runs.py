@@ -1,12 +1,11 @@
 """The window's runs: when one starts, what it captures, and where its result or error goes.
 
-:class:`RunControl` owns the debounce timer and the capture worker's slots. Changes of the
-session (model, input, ticks, target) schedule a run after a short delay; Ctrl+R runs at once.
-A result goes to :class:`~actviz.ui.window.result_display.ResultDisplay`; an error becomes one
-readable sentence in the banner (the traceback goes to the log). Jobs a feature put on the
-shared worker (a comparison) are left to that feature. The toolbar's view settings (target,
-colour map, normalisation, gradients) are written to the session here, through its setters, and
-re-prepare the result shown without a new forward pass where they can.
+:class:`RunControl` owns the debounce timer and the capture worker's slots: session changes
+schedule a run, Ctrl+R runs at once; results go to
+:class:`~actviz.ui.window.result_display.ResultDisplay`, errors to the banner as one sentence
+(traceback to the log). Features' jobs on the shared worker are left to them. Toolbar view
+settings are written to the session here and re-prepare the result without a forward pass
+where they can.
 """
 
 from __future__ import annotations

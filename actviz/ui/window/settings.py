@@ -27,10 +27,8 @@ def ensure_app_identity() -> None:
 def user_settings() -> QSettings:
     """The user's actviz settings: ``actviz/actviz`` in the default format and folder.
 
-    Named explicitly rather than by ``QSettings()``, which follows the application's name:
-    Qt takes that from ``argv[0]`` (``__main__.py`` under ``python -m actviz``,
-    ``ipykernel_launcher`` in a notebook), and :func:`ensure_app_identity` leaves a name that
-    is set alone.
+    Named explicitly, since ``QSettings()`` follows the application name Qt takes from
+    ``argv[0]`` (``__main__.py``, ``ipykernel_launcher``).
     """
     return QSettings(
         QSettings.defaultFormat(), QSettings.Scope.UserScope, ORGANIZATION, APPLICATION
