@@ -46,14 +46,19 @@ def test_lag_probe_sees_a_blocked_event_loop(qtbot, monkeypatch):
     probe.stop()
     assert not probe.timer.isActive()
     # The lag arithmetic, on a clock the test controls: timeouts due every 5 ms, one 80 ms late.
+    # The GUI thread's CPU clock beside it: 10 ms of CPU in the late interval (it waited).
     clock = iter([10.000, 10.005, 10.010, 10.095, 10.100])
-    monkeypatch.setattr(ui_bench, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    cpu = iter([1.000, 1.001, 1.002, 1.012, 1.013])
+    fake = SimpleNamespace(perf_counter=lambda: next(clock), thread_time=lambda: next(cpu))
+    monkeypatch.setattr(ui_bench, "time", fake)
     probe.lags.clear()
+    probe.cpu.clear()
     probe.start()
     probe.stop()  # only (re)sets the first timeout; the calls below are the timeouts
     for _ in range(5):
         probe._on_timeout()
     assert probe.lags == pytest.approx([0.0, 0.0, 0.080, 0.0], abs=1e-9)
+    assert probe.cpu == pytest.approx([0.001, 0.001, 0.010, 0.001], abs=1e-9)
     s = probe.summary()
     assert s["n"] == 4 and s["max_ms"] == pytest.approx(80.0) and s["p50_ms"] == pytest.approx(0.0)
 

@@ -93,7 +93,11 @@ class LagProbe:
 
         self.interval_s = interval_ms / 1000.0
         self.lags: list[float] = []
+        #: The GUI thread's CPU time over each lag's interval (s): a block with little of it
+        #: waited (for the GIL, for a core) rather than worked.
+        self.cpu: list[float] = []
         self._last: float | None = None
+        self._last_cpu = 0.0
         self.timer = QTimer()
         self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(interval_ms)
@@ -108,10 +112,11 @@ class LagProbe:
         self._last = None
 
     def _on_timeout(self) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         if self._last is not None:
             self.lags.append(max(0.0, now - self._last - self.interval_s))
-        self._last = now
+            self.cpu.append(cpu - self._last_cpu)
+        self._last, self._last_cpu = now, cpu
 
     def summary(self) -> dict[str, float]:
         """p50 / p99 / max lag in milliseconds and the number of samples."""
