@@ -515,9 +515,10 @@ def mosaic(
             bound_c = np.maximum(np.abs(lo_c), np.abs(hi_c))
             bound_c = np.where(bound_c > 0, bound_c, 1.0)  # an all-zero tile: mid-scale
             lo_c, hi_c = -bound_c, bound_c
-        span_c = (hi_c - lo_c).astype(np.float32)
-        lo = lo_c.astype(np.float32)
-        mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
+        lo = lo_c.astype(np.float32, copy=False)
+        span_c = np.subtract(hi_c, lo, dtype=np.float32)
+        # 1 / span where there is one, else 0 (float32 throughout; fewer small-array passes).
+        mul = np.divide(1.0, span_c, out=np.zeros(c, np.float32), where=span_c > 0)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
         constant = (span_c == 0) & (lo_c != 0)
     # A tile of one value other than 0 has no contrast to stretch: it paints mid-scale. At
@@ -546,7 +547,7 @@ def mosaic(
     )
     if c and h and w and finite:
         # Every value finite (live frames, nearly always): one pass over the page's tiles
-        # to [0, 1], then straight to the painted indices in a uint8 grid. The float image
+        # to [0, 1], then straight to the painted indices in the uint8 image. The float image
         # (NaN padding) is made from the same [0, 1] tiles only if someone reads it.
         norm = np.subtract(flat, lo[:, None], dtype=np.float32)
         norm *= mul[:, None]
@@ -582,12 +583,27 @@ def mosaic(
     return Mosaic(_image=_crop(grid, pad), **meta)
 
 
+def _tile_view(image: np.ndarray, rows: int, cols: int, h: int, w: int, pad: int) -> np.ndarray:
+    """The ``(rows, h, cols, w)`` tile pixels of a cropped mosaic ``image`` (a strided view:
+    padding left out, the padding after the last row and column included nowhere)."""
+    s0, s1 = image.strides
+    return np.lib.stride_tricks.as_strided(
+        image, shape=(rows, h, cols, w), strides=((h + pad) * s0, s0, (w + pad) * s1, s1)
+    )
+
+
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
     """The painted indices of tiles normalised to [0, 1]: exactly
-    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps)."""
+    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps).
+
+    Written straight into the cropped uint8 image through a strided view of its tiles (no
+    padded grid to crop and copy). ``clip(x, 0, 254)`` is ``minimum(x, 254)`` for the
+    products here (all >= 0), at a third of its cost in numpy.
+    """
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
-    np.minimum(work, PAD_INDEX - 1, out=work)
+    np.clip(work, 0.0, PAD_INDEX - 1, out=work)
     c, h, w = norm.shape
-    grid = _tile_grid(rows, cols, h, w, pad, PAD_INDEX)
-    _place(grid, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
-    return _crop(grid, pad)
+    image = np.full((rows * (h + pad) - pad, cols * (w + pad) - pad), PAD_INDEX, np.uint8)
+    # The float-to-uint8 cast truncates, as to_indices does.
+    _place(_tile_view(image, rows, cols, h, w, pad), work, rows, cols)
+    return image
