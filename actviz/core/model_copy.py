@@ -87,22 +87,22 @@ _address_of = torch.Tensor.data_ptr
 @dataclass(frozen=True)
 class _Weights:
     """What :func:`weights_signature` says, kept so that it is checked without building it
-    again: the modules' plan and dictionaries, their tensors (by identity), the tensors'
-    version counters and addresses. No tuple per tensor: ~25% less time on the GUI thread,
-    and next to nothing for the collector to count."""
+    again: the modules' plan and dictionaries, then the tensors' identities, version counters
+    and addresses as three lists. No tuple per tensor: a quarter less time on the GUI thread,
+    and next to nothing for the collector to count. Identities, not the tensors: a replaced
+    weight is not kept alive here."""
 
     plan: Any
     dicts: list[dict[str, Any]]
-    tensors: list[torch.Tensor]
+    ids: list[int]
     versions: list[int]
     addresses: list[int]
 
     @classmethod
     def of(cls, plan: Any, dicts: list[dict[str, Any]]) -> _Weights:
         tensors = [t for group in dicts for t in group.values() if t is not None]
-        return cls(
-            plan, dicts, tensors, list(map(_version_of, tensors)), list(map(_address_of, tensors))
-        )
+        versions, addresses = map(_version_of, tensors), map(_address_of, tensors)
+        return cls(plan, dicts, list(map(id, tensors)), list(versions), list(addresses))
 
     def unchanged(self, plan: Any, modules: list[nn.Module]) -> bool:
         """Whether the model of ``plan`` (its ``modules``) still has these very tensors, at
@@ -111,8 +111,7 @@ class _Weights:
         dicts = self.dicts if plan is self.plan else _weight_dicts(modules)
         tensors = [t for group in dicts for t in group.values() if t is not None]
         return (
-            len(tensors) == len(self.tensors)
-            and all(map(operator.is_, tensors, self.tensors))
+            list(map(id, tensors)) == self.ids
             and list(map(_version_of, tensors)) == self.versions
             and list(map(_address_of, tensors)) == self.addresses
         )

@@ -48,7 +48,7 @@ from actviz.display.attribution import (
     top_predictions,
 )
 from actviz.display.device import HostLayer, copy_to_host
-from actviz.display.layer_views import LayerView, LazyLayerView, layer_view, magnitude_view
+from actviz.display.layer_views import LayerView, grad_view_like, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import (
     MAX_MOSAIC_CHANNELS,
@@ -208,16 +208,8 @@ def prepare_layer(
         else:
             stats = tensor_stats(tensor, record_grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
-        grad_view = None
-        if grad is not None and stand_in is not None:
-            # Off screen: |g| made on first read. The gradient has the activation's shape, so
-            # its view's kind and description are the activation's: nothing is read now.
-            sample = spec.sample
-            grad_view = LazyLayerView(
-                view.kind, lambda: np.abs(layer_view(grad, sample).data), shape, view.description
-            )
-        elif grad is not None:
-            grad_view = magnitude_view(layer_view(grad, spec.sample))
+        lazy = stand_in is not None  # off screen: |g| made on first read
+        grad_view = grad_view_like(view, grad, spec.sample, lazy=lazy) if grad is not None else None
         hist = Lazy(lambda: histogram(tensor))
     if hist_now:
         hist.get()
