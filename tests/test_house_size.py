@@ -21,7 +21,7 @@ OVER: dict[str, int] = {
     "actviz/ui/window/result_display.py::ResultDisplay": 783,
     "actviz/ui/live/frames.py": 797,
     "actviz/ui/live/playback.py::LiveController": 759,
-    "actviz/display/prepare.py": 682,
+    "actviz/display/prepare.py": 683,
     "actviz/ui/live/dock.py": 647,
     "actviz/ui/panels/feature_map.py::LayerPanel": 521,
     "actviz/ui/live/dock.py::LiveControls": 413,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import operator
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -58,63 +57,17 @@ def weights_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     out (a capture sets them for its run and puts them back). The modules come from the
     capture's kept plan, which is cheap enough to ask once a frame.
     """
-    return _signature(_weight_dicts(model_plan(model)[1]))
-
-
-def _weight_dicts(modules: list[nn.Module]) -> list[dict[str, Any]]:
-    """Every module's parameter and buffer dictionaries, empty ones included (a tensor
-    registered later lands in one of them)."""
-    return [g for m in modules for g in (m._parameters, m._buffers)]  # noqa: SLF001
-
-
-def _signature(dicts: list[dict[str, Any]]) -> tuple[tuple[int, int, int], ...]:
-    """:func:`weights_signature` of the tensors now in ``dicts`` (read afresh each call)."""
+    _, modules = model_plan(model)
     # One flat comprehension (no nested generator): asked on the GUI thread for live frames.
+    groups = [g for m in modules for g in (m._parameters, m._buffers) if g]  # noqa: SLF001
     return tuple(
         [
             (id(t), t.data_ptr(), t._version)  # noqa: SLF001 - the version counter
-            for group in dicts
+            for group in groups
             for t in group.values()
             if t is not None
         ]
     )
-
-
-_version_of = operator.attrgetter("_version")
-_address_of = torch.Tensor.data_ptr
-
-
-@dataclass(frozen=True)
-class _Weights:
-    """What :func:`weights_signature` says, kept so that it is checked without building it
-    again: the modules' plan and dictionaries, then the tensors' identities, version counters
-    and addresses as three lists. No tuple per tensor: a quarter less time on the GUI thread,
-    and next to nothing for the collector to count. Identities, not the tensors: a replaced
-    weight is not kept alive here."""
-
-    plan: Any
-    dicts: list[dict[str, Any]]
-    ids: list[int]
-    versions: list[int]
-    addresses: list[int]
-
-    @classmethod
-    def of(cls, plan: Any, dicts: list[dict[str, Any]]) -> _Weights:
-        tensors = [t for group in dicts for t in group.values() if t is not None]
-        versions, addresses = map(_version_of, tensors), map(_address_of, tensors)
-        return cls(plan, dicts, list(map(id, tensors)), list(versions), list(addresses))
-
-    def unchanged(self, plan: Any, modules: list[nn.Module]) -> bool:
-        """Whether the model of ``plan`` (its ``modules``) still has these very tensors, at
-        the same addresses and versions: exactly ``weights_signature`` comparing equal."""
-        # The modules again only once the tree changed (walking them is a third of the check).
-        dicts = self.dicts if plan is self.plan else _weight_dicts(modules)
-        tensors = [t for group in dicts for t in group.values() if t is not None]
-        return (
-            list(map(id, tensors)) == self.ids
-            and list(map(_version_of, tensors)) == self.versions
-            and list(map(_address_of, tensors)) == self.addresses
-        )
 
 
 def model_bytes(model: nn.Module) -> int:
@@ -229,9 +182,6 @@ class ModelCopy:
     signature: tuple[tuple[int, int, int], ...] = field(default=(), repr=False)
     nbytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    #: What :attr:`signature` was made from, checked by :meth:`usable` (asked on the GUI
-    #: thread for live frames) without making a signature again.
-    _weights: _Weights | None = field(default=None, repr=False)
 
     def build(self) -> None:
         """Copy the model (once); a failure is kept in :attr:`error`, never raised."""
@@ -239,25 +189,18 @@ class ModelCopy:
             if self.twin is not None or self.error is not None:
                 return
             try:
-                plan, modules = model_plan(self.original)
-                dicts = _weight_dicts(modules)
-                signature = _signature(dicts)
-                weights = _Weights.of(plan, dicts)
+                signature = weights_signature(self.original)
                 twin = private_copy(self.original, to_eval=self.to_eval)
             except Exception as exc:  # noqa: BLE001 - the caller says why, or runs without
                 self.error, self.failure = exc, f"{type(exc).__name__}: {exc}"
                 return
             self.signature = signature
-            self._weights = weights
             self.nbytes = model_bytes(twin)
             self.twin = twin
 
     def usable(self) -> bool:
         """Whether the copy is built and the original still has the weights it was made from."""
-        weights = self._weights
-        if self.twin is None or weights is None:
-            return False
-        return weights.unchanged(*model_plan(self.original))
+        return self.twin is not None and weights_signature(self.original) == self.signature
 
 
 class ModelCopies:

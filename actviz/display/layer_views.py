@@ -16,7 +16,6 @@ __all__ = [
     "LazyLayerView",
     "as_numpy",
     "class_units",
-    "grad_view_like",
     "layer_view",
     "magnitude",
     "magnitude_view",
@@ -147,19 +146,6 @@ def magnitude_view(view: LayerView, *, lazy: bool = False) -> LayerView:
     if lazy:
         return LazyLayerView(view.kind, lambda: np.abs(view.data), view.shape, view.description)
     return LayerView(view.kind, np.abs(view.data), view.shape, view.description)
-
-
-def grad_view_like(view: LayerView, grad: Any, sample: int = 0, *, lazy: bool = False) -> LayerView:
-    """The view of ``|grad|`` for a layer whose activation ``view`` has the gradient's shape
-    (same kind, shape and description); ``lazy``: made on first read, from ``grad`` itself,
-    so nothing of it is read now (a live frame's panel off screen)."""
-    if not lazy:
-        return magnitude_view(layer_view(grad, sample))
-
-    def make() -> np.ndarray:
-        return np.abs(layer_view(grad, sample).data)
-
-    return LazyLayerView(view.kind, make, view.shape, view.description)
 
 
 def magnitude(grad: Any) -> np.ndarray:

@@ -178,9 +178,9 @@ class Mosaic:
         """The float image (see the class docstring), made on first read when the mosaic was
         built straight to :attr:`indices`; the same values either way."""
         if self._image is None:
-            image, tiles = _blank(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
-            _place(tiles, self._norm, self.rows, self.cols)
-            object.__setattr__(self, "_image", _frozen(image))
+            grid = _tile_grid(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
+            _place(grid, self._norm, self.rows, self.cols)
+            object.__setattr__(self, "_image", _frozen(_crop(grid, self.pad)))
             object.__setattr__(self, "_norm", None)
         return self._image  # type: ignore[return-value]
 
@@ -238,18 +238,10 @@ class Mosaic:
         )
 
 
-def _blank(
-    rows: int, cols: int, h: int, w: int, pad: int, fill: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """A mosaic image of ``fill`` (float32 NaN or uint8), less the padding after the last row
-    and column, and the ``(rows, h, cols, w)`` strided view of its tiles' pixels: tiles are
-    written in place, with no padded grid to crop and copy."""
+def _tile_grid(rows: int, cols: int, h: int, w: int, pad: int, fill: Any) -> np.ndarray:
+    """An empty ``(rows, h + pad, cols, w + pad)`` grid of tiles (float32 NaN or uint8)."""
     dtype = np.uint8 if isinstance(fill, (int, np.integer)) else np.float32
-    n, m = rows * (h + pad), cols * (w + pad)
-    image = np.full((n - pad or n, m - pad or m), fill, dtype=dtype)
-    s0, s1 = image.strides
-    strides = ((h + pad) * s0, s0, (w + pad) * s1, s1)
-    return image, np.lib.stride_tricks.as_strided(image, (rows, h, cols, w), strides)
+    return np.full((rows, h + pad, cols, w + pad), fill, dtype=dtype)
 
 
 def _place(grid: np.ndarray, tiles: np.ndarray, rows: int, cols: int) -> None:
@@ -263,6 +255,15 @@ def _place(grid: np.ndarray, tiles: np.ndarray, rows: int, cols: int) -> None:
     if rest:
         n = full * cols
         grid[full, :h, :rest, :w] = tiles[n:].transpose(1, 0, 2)
+
+
+def _crop(grid: np.ndarray, pad: int) -> np.ndarray:
+    """The grid as one C-contiguous image, less the padding after the last row and column."""
+    rows, th, cols, tw = grid.shape
+    image = grid.reshape(rows * th, cols * tw)
+    return np.ascontiguousarray(
+        image[: image.shape[0] - pad or None, : image.shape[1] - pad or None]
+    )
 
 
 def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> tuple[int, int]:
@@ -514,10 +515,9 @@ def mosaic(
             bound_c = np.maximum(np.abs(lo_c), np.abs(hi_c))
             bound_c = np.where(bound_c > 0, bound_c, 1.0)  # an all-zero tile: mid-scale
             lo_c, hi_c = -bound_c, bound_c
-        lo = lo_c.astype(np.float32, copy=False)
-        span_c = np.subtract(hi_c, lo, dtype=np.float32)
-        # 1 / span where there is one, else 0 (float32 throughout; fewer small-array passes).
-        mul = np.divide(1.0, span_c, out=np.zeros(c, np.float32), where=span_c > 0)
+        span_c = (hi_c - lo_c).astype(np.float32)
+        lo = lo_c.astype(np.float32)
+        mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
         constant = (span_c == 0) & (lo_c != 0)
     # A tile of one value other than 0 has no contrast to stretch: it paints mid-scale. At
@@ -546,7 +546,7 @@ def mosaic(
     )
     if c and h and w and finite:
         # Every value finite (live frames, nearly always): one pass over the page's tiles
-        # to [0, 1], then straight to the painted indices in the uint8 image. The float image
+        # to [0, 1], then straight to the painted indices in a uint8 grid. The float image
         # (NaN padding) is made from the same [0, 1] tiles only if someone reads it.
         norm = np.subtract(flat, lo[:, None], dtype=np.float32)
         norm *= mul[:, None]
@@ -555,7 +555,7 @@ def mosaic(
         np.clip(norm, 0.0, 1.0, out=norm)
         norm = norm.reshape(c, h, w)
         return Mosaic(_image=None, indices=_indices_of(norm, rows, cols, pad), _norm=norm, **meta)
-    image, grid = _blank(rows, cols, h, w, pad, np.nan)
+    grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
 
     def fill(
         dst: np.ndarray, src: np.ndarray, lo_: np.ndarray, mul_: np.ndarray, mid_: Any
@@ -573,22 +573,21 @@ def mosaic(
     if full:
         n = full * cols
         part = mid[:n] if mid is not None else None
-        fill(grid[:full], shown[:n], lo[:n], mul[:n], part)
+        fill(grid[:full, :h, :, :w], shown[:n], lo[:n], mul[:n], part)
     rest = c - full * cols
     if rest:
         n = full * cols
         part = mid[n:] if mid is not None else None
-        fill(grid[full : full + 1, :, :rest], shown[n:], lo[n:], mul[n:], part)
-    return Mosaic(_image=image, **meta)
+        fill(grid[full : full + 1, :h, :rest, :w], shown[n:], lo[n:], mul[n:], part)
+    return Mosaic(_image=_crop(grid, pad), **meta)
 
 
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
     """The painted indices of tiles normalised to [0, 1]: exactly
-    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps).
-    ``clip(x, 0, 254)`` is ``minimum(x, 254)`` for these products (all >= 0), at a third of
-    its cost in numpy."""
+    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps)."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
-    np.clip(work, 0.0, PAD_INDEX - 1, out=work)
-    image, tiles = _blank(rows, cols, norm.shape[1], norm.shape[2], pad, PAD_INDEX)
-    _place(tiles, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
-    return image
+    np.minimum(work, PAD_INDEX - 1, out=work)
+    c, h, w = norm.shape
+    grid = _tile_grid(rows, cols, h, w, pad, PAD_INDEX)
+    _place(grid, work, rows, cols)  # the float-to-uint8 cast truncates, as to_indices does
+    return _crop(grid, pad)

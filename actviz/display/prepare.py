@@ -48,7 +48,7 @@ from actviz.display.attribution import (
     top_predictions,
 )
 from actviz.display.device import HostLayer, copy_to_host
-from actviz.display.layer_views import LayerView, grad_view_like, layer_view, magnitude_view
+from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.logit_lens import token_texts
 from actviz.display.mosaic import (
     MAX_MOSAIC_CHANNELS,
@@ -104,8 +104,9 @@ def reusable_mosaics(result: RunResult | None) -> dict[str, ReusableMosaics]:
 
 def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
     """Output shape of every captured layer (the tree's shape column, memory estimates)."""
-    # Each record's tensor read once (a property that looks through the output each time).
-    return {name: tuple(t.shape) for name in cap.names if (t := cap[name].tensor) is not None}
+    return {
+        name: tuple(cap[name].tensor.shape) for name in cap.names if cap[name].tensor is not None
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,8 +191,7 @@ def prepare_layer(
             name, rec.module_type, None, calls, None, None, None, None, {"shape": None}
         )
     shape = tuple(tensor.shape)
-    record_grad = rec.grad  # read once: the property looks through the record's output
-    grad = record_grad if record_grad is not None and record_grad.shape == tensor.shape else None
+    grad = rec.grad if rec.grad is not None and rec.grad.shape == tensor.shape else None
     if host is not None:
         stats = dict(host.stats)
         view = layer_view(host.sample, spec.sample, full_shape=shape)
@@ -202,14 +202,15 @@ def prepare_layer(
     else:
         if fast and not stats_now and tensor.device.type == "cpu":
             known = {"shape": shape, "name": rec.name, "type": rec.module_type}
+            record_grad = rec.grad
             # The gradient's norm waits too: only the Overview's panels show it.
             norm = {"grad_norm": Lazy(lambda: grad_norm(record_grad, exact=False))}
             stats = LazyStats(lambda: tensor_stats(tensor, record_grad, exact=False), known, norm)
         else:
-            stats = tensor_stats(tensor, record_grad, exact=not fast)
+            stats = tensor_stats(tensor, rec.grad, exact=not fast)
         view = layer_view(tensor, spec.sample)
-        lazy = stand_in is not None  # off screen: |g| made on first read
-        grad_view = grad_view_like(view, grad, spec.sample, lazy=lazy) if grad is not None else None
+        g = layer_view(grad, spec.sample) if grad is not None else None  # off screen: lazy |g|
+        grad_view = g and magnitude_view(g, lazy=stand_in is not None)
         hist = Lazy(lambda: histogram(tensor))
     if hist_now:
         hist.get()

@@ -17,7 +17,6 @@ from actviz.core.capture import capture
 from actviz.display import device as device_module
 from actviz.display.colormaps import to_indices
 from actviz.display.device import copy_to_host
-from actviz.display.layer_views import LazyLayerView
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for, mosaic
 from actviz.display.prepare import (
     current_mosaics,
@@ -366,25 +365,6 @@ def test_off_screen_layers_keep_their_mosaics_until_shown():
     shared = dataclasses.replace(spec, normalize="shared")
     third = prepare(cap2, shared, fast=True, mosaic_layers=set(), reuse=reusable_mosaics(first))
     assert third.layers["conv2"].mosaic.normalize == "shared"
-
-
-def test_an_off_screen_layers_gradient_view_is_made_on_first_read_the_same():
-    model, cap, spec = _capture_tiny()
-    first = prepare(cap, spec, fast=True)
-    cap2 = capture(model, random_frames(1, 6), list(LAYERS))
-    second = prepare(cap2, spec, fast=True, mosaic_layers={"conv1"}, reuse=reusable_mosaics(first))
-    fresh = prepare(cap2, spec, fast=True)
-    lazy, eager = second.layers["conv2"].grad_view, fresh.layers["conv2"].grad_view
-    assert isinstance(lazy, LazyLayerView) and "data" not in lazy.__dict__  # nothing read yet
-    assert not isinstance(second.layers["conv1"].grad_view, LazyLayerView)  # on screen: made
-    assert (lazy.kind, lazy.shape, lazy.description) == (
-        eager.kind,
-        eager.shape,
-        eager.description,
-    )
-    np.testing.assert_array_equal(lazy.data, eager.data)  # |this frame's gradient|
-    np.testing.assert_array_equal(lazy.data, np.abs(cap2["conv2"].grad[0].numpy()))
-    assert lazy.data.dtype == np.float32 and not lazy.data.flags.writeable
 
 
 def test_a_kept_mosaic_is_marked_and_made_again_from_this_frames_views():
