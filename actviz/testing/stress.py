@@ -354,11 +354,9 @@ class StressDriver(UserActions):
                     exceptions.extend(self._failure(i, "exception", t) for t in catcher.take())
                     where = sampler.take()
                     if len(probe.lags) > mark:
-                        lag, k = max((v, j) for j, v in enumerate(probe.lags[mark:]))
-                        ms = lag * 1e3
-                        # Working or waiting (the GIL, a core): its CPU time in that interval.
-                        cpu = f"{probe.cpu[mark + k] * 1e3:.0f} ms on CPU"
-                        seen = f" [GUI thread {cpu}{' in ' + where if where else ''}]"
+                        ms, k = max((v * 1e3, j) for j, v in enumerate(probe.lags[mark:]))
+                        cpu = probe.cpu[mark + k] * 1e3  # working, or waiting (GIL, a core)?
+                        seen = f" [GUI thread {cpu:.0f} ms on CPU{' in ' + where if where else ''}]"
                         worst = sorted([*worst, (ms, f"{i}:{text}{seen}")])[-WORST_BLOCKS:]
                         if ms > self.block_limit_ms:
                             blocks.append(self._failure(i, "block", f"{ms:.0f} ms at {text}{seen}"))
