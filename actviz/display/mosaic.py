@@ -509,6 +509,8 @@ def mosaic(
         lo = np.full(c, lo_s, np.float32)
         mul = np.full(c, 1.0 / span if span > 0 else 0.0, np.float32)
         scale_range = (float(lo_s), float(hi_s))
+        if span == 0:  # one value: the bar needs a range, with the value where it paints
+            scale_range = (0.0, 1.0) if lo_s == 0 else (lo_s - abs(lo_s), lo_s + abs(lo_s))
         constant = np.full(c, span == 0 and lo_s != 0, bool)
     else:
         if symmetric:

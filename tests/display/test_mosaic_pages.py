@@ -50,6 +50,20 @@ def test_symmetric_normalisation_puts_zero_at_mid_scale():
     np.testing.assert_array_equal(zeros.image, 0.5)
 
 
+def test_one_value_on_a_shared_scale_reads_on_the_bar_where_it_is_painted():
+    """Comparing a run with itself gives |A - B| all zeros: its bar read -1..1 (a range of
+    zero width left the canvas's previous one) over black tiles."""
+    zeros = mosaic(np.zeros((4, 3, 3), np.float32), normalize="shared", pad=0)
+    painted = zeros.image[np.isfinite(zeros.image)]  # (empty grid cells are NaN)
+    assert painted.size == 36 and np.all(painted == 0.0)  # at the bottom of the scale...
+    assert zeros.scale_range == (0.0, 1.0)  # ...which reads 0
+    for value, bar in ((2.0, (0.0, 4.0)), (-3.0, (-6.0, 0.0))):
+        one = mosaic(np.full((2, 3, 3), value, np.float32), normalize="shared", pad=0)
+        painted = one.image[np.isfinite(one.image)]
+        assert painted.size == 18 and np.all(painted == 0.5)  # mid-scale...
+        assert one.scale_range == bar and sum(bar) / 2 == value  # ...which reads the value
+
+
 def test_shared_scale_is_the_layers_on_every_page():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(10, 4, 4)).astype(np.float32)

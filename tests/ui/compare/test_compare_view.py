@@ -280,3 +280,21 @@ def test_unpinning_while_a_comparison_waits_refuses_it_in_one_line(qtbot, actviz
         window.unpin_all()
     assert "was unpinned" in failed.args[0]
     win.wait_idle()
+
+
+def test_a_run_compared_with_its_own_pin_reads_zero_on_every_bar(qtbot, actviz_window, tiny_cnn):
+    """No difference anywhere: A - B sits mid-scale on -1..1 and |A - B| at the bottom of a bar
+    that reads 0 there (a zero-width shared range left the bar at -1..1)."""
+    win = actviz_window(tiny_cnn, frame(1), LAYERS)
+    window = win.window
+    win.run_and_wait()
+    window.pin_result()
+    entries = {a.text(): a for a in window.commands.pins_menu.actions()}
+    with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
+        entries["Compare the latest run with"].menu().actions()[0].trigger()
+    win.compare.wait_diff_panels()
+    panel = win.compare.view.diffs.panel("conv1")
+    difference, magnitude = panel.activation_slot, panel.gradient_slot
+    assert magnitude.mosaic.value_range == (0.0, 0.0)
+    assert difference.image_canvas.colorbar.levels() == (-1.0, 1.0)
+    assert magnitude.image_canvas.colorbar.levels() == (0.0, 1.0)
