@@ -46,6 +46,7 @@ class BlockSampler:
         self._gui = threading.main_thread().ident
         self._samples: Counter[str] = Counter()
         self._stacks: dict[str, str] = {}
+        self._others: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -66,12 +67,14 @@ class BlockSampler:
         """Where the GUI thread was most often in the blocks since the last call: ``"file:line
         in function"`` with the actviz frames that led there (outermost first), or ``""``."""
         with self._lock:
-            samples, stacks = self._samples, self._stacks
-            self._samples, self._stacks = Counter(), {}
+            samples, stacks, others = self._samples, self._stacks, self._others
+            self._samples, self._stacks, self._others = Counter(), {}, {}
         if not samples:
             return ""
         where, _ = samples.most_common(1)[0]
-        return stacks[where]
+        # A GUI thread that waited (for the GIL, for malloc's lock) shows who held it here.
+        beside = f"; other threads in {others[where]}" if others.get(where) else ""
+        return stacks[where] + beside
 
     def _loop(self) -> None:
         # faulthandler reads the stacks as a crash report does, without making frame objects
@@ -87,7 +90,8 @@ class BlockSampler:
                 faulthandler.dump_traceback(out, all_threads=True)
                 out.flush()
                 out.seek(0)
-                stack = _gui_stack(out.read(), self._gui)
+                dump = out.read()
+                stack = _gui_stack(dump, self._gui)
                 if not stack:
                     continue
                 where = stack[0]
@@ -95,6 +99,7 @@ class BlockSampler:
                 with self._lock:
                     self._samples[where] += 1
                     self._stacks.setdefault(where, where + (f" <- {path}" if path else ""))
+                    self._others.setdefault(where, ", ".join(_other_threads(dump, self._gui)))
 
 
 def _gui_stack(dump: str, ident: int | None) -> list[str]:
@@ -116,6 +121,27 @@ def _gui_stack(dump: str, ident: int | None) -> list[str]:
             continue
         found.append(f"{_short(filename)}:{lineno} in {name}" if not found else name)
     return found
+
+
+def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
+    """The innermost frame (``"file.py:line in function"``) of each thread but the GUI thread,
+    the sampler and the driver's own, in a faulthandler dump, threads waiting in ``threading``
+    left out; at most ``most`` of them."""
+    found: list[str] = []
+    inside = False
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            # The sampler dumps from its own thread: "Current thread" is never a worker.
+            inside = not _is(line, ident) and not line.startswith("Current")
+            continue
+        match = _FRAME.match(line) if inside else None
+        if match is None:
+            continue
+        inside = False  # the innermost frame only
+        filename, lineno, name = match.groups()
+        if "actviz/testing/" not in filename and not filename.endswith("threading.py"):
+            found.append(f"{filename.rsplit('/', 1)[-1]}:{lineno} in {name}")
+    return found[:most]
 
 
 def _is(header: str, ident: int | None) -> bool:

@@ -7,7 +7,7 @@ import importlib.util
 import threading
 import time
 
-from actviz.testing.stress_blocks import BlockSampler, _gui_stack
+from actviz.testing.stress_blocks import BlockSampler, _gui_stack, _other_threads
 
 
 class _Probe:
@@ -43,8 +43,11 @@ def test_a_dump_is_read_for_the_gui_thread_only():
     ident = threading.main_thread().ident
     dump = (
         "Thread 0x00000000000000aa (most recent call first):\n"
-        '  File "/x/actviz/ui/live/dock.py", line 9 in other\n\n'
-        f"Current thread 0x{ident:016x} (most recent call first):\n"
+        '  File "/x/actviz/ui/live/dock.py", line 9 in other\n'
+        '  File "/x/actviz/ui/worker.py", line 3 in run\n\n'
+        "Thread 0x00000000000000bb (most recent call first):\n"
+        '  File "/x/actviz/core/allocator.py", line 190 in release_freed_memory\n\n'
+        f"Thread 0x{ident:016x} (most recent call first):\n"
         '  File "/x/site-packages/pyqtgraph/AxisItem.py", line 999 in paint\n'
         '  File "/x/actviz/ui/panels/canvas.py", line 928 in paintEvent\n'
         '  File "/x/actviz/testing/stress.py", line 5 in settle\n'
@@ -53,4 +56,10 @@ def test_a_dump_is_read_for_the_gui_thread_only():
     assert _gui_stack(dump, ident) == [
         "actviz/ui/panels/canvas.py:928 in paintEvent",
         "apply_result",
+    ]
+    # Who else ran: each other thread's innermost frame (a GUI thread that waited for the GIL
+    # or malloc's lock shows the holder there).
+    assert _other_threads(dump, ident) == [
+        "dock.py:9 in other",
+        "allocator.py:190 in release_freed_memory",
     ]
