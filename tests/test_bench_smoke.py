@@ -113,6 +113,8 @@ def test_live_small_bench_reports_each_case_and_the_lowest_ratio():
     assert [(row["size"], row["layers"]) for row in r["rows"]] == [(32, 3), (40, 5)]
     assert all(row["bare_fps"] > 0 and row["live_fps"] > 0 for row in r["rows"])
     assert r["live_small_ratio"] == min(row["live_throughput_ratio"] for row in r["rows"])
+    # No lag probe there: its timer's GUI time would count as the display's CPU per frame.
+    assert all(row["lag_samples"] == 0 and row["gui_cpu_ms"] > 0 for row in r["rows"])
     assert live_bench.SMALL_CASES == (("resnet18", 64, 5), ("resnet18", 112, 20))
 
 

@@ -40,6 +40,8 @@ class RunControl:
         self.auto_run = auto_run
         # The latest job started on the worker is a frame of a stream (live mode playing).
         self._stream_started = False
+        #: The busy state on screen is a stream's (live frames): its next frames change none of it.
+        self._stream_shown = False
         #: The request of the latest run or view update (re-prepared by view settings).
         self.last_request: RunRequest | None = None
         #: What the window's latest job is: "run" (a capture) or "prepare" (new views).
@@ -173,12 +175,22 @@ class RunControl:
 
     def _on_started(self, streamed: bool) -> None:
         self._stream_started = streamed
+        if streamed and self._stream_shown:
+            return  # the stream's next frame: what the busy bar and Cancel show still holds
         # A stream's frames keep the status text steady (the stream has its own read-out).
         self.window.refresh_busy("" if streamed else "Running…")
+        self._stream_shown = streamed
+
+    def _refresh_after_job(self) -> None:
+        """The busy state after a job's end: kept while a stream's next frame runs."""
+        if self._stream_shown and self.streaming():
+            return
+        self._stream_shown = False
+        self.window.refresh_busy()
 
     def _on_finished(self, result: RunResult) -> None:
         w = self.window
-        w.refresh_busy()
+        self._refresh_after_job()
         try:
             w.display.apply_result(result)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
@@ -197,6 +209,7 @@ class RunControl:
 
     def _on_failed(self, error: BaseException, kind: str) -> None:
         w = self.window
+        self._stream_shown = False
         w.refresh_busy()
         log.error("run failed", exc_info=(type(error), error, error.__traceback__))
         # The label names the failing job's kind, not the window's last one.
@@ -207,6 +220,7 @@ class RunControl:
         w.run_failed.emit(text)
 
     def _on_cancelled(self) -> None:
+        self._stream_shown = False
         self.window.refresh_busy("Cancelled; the panels show the previous result.")
         self.window.run_cancelled.emit()
 

@@ -893,6 +893,9 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     status.setText("before")
 
     bar_seen: list[bool] = []
+    busy_refreshes: list[str] = []
+    refresh_busy = window.refresh_busy
+    window.refresh_busy = lambda text="": (busy_refreshes.append(text), refresh_busy(text))[1]
 
     def watch() -> None:
         texts.append(status.text())
@@ -908,7 +911,9 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     live.set_loop(True)
     live.set_speed(200)
     live.play()
-    _wait_frames(qtbot, live, live.frames_shown + 20)
+    first = live.frames_shown
+    _wait_frames(qtbot, live, first + 20)
+    played, shown = len(busy_refreshes), live.frames_shown - first
     live.pause()
     _wait_idle(qtbot, live)
     qtbot.wait(300)  # the trailing read-out
@@ -916,6 +921,9 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     assert "Running…" not in texts and texts[-1].startswith("3 layer(s)")
     # No animated busy bar either (the stream has its rate read-out).
     assert bar_seen and not any(bar_seen)
+    # Not worked out twice a frame: a frame ending while the next one runs changes nothing.
+    assert played < shown, (played, shown)
+    assert not window.commands.cancel_action.isEnabled()
     played_s = time.perf_counter() - t0
     changes = len(timings)
     assert changes <= played_s / 0.25 + 3, (changes, played_s)
