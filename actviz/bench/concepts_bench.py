@@ -131,8 +131,9 @@ def live_ratio(
     from actviz.analysis.concepts.tiles import concept_tiles
     from actviz.bench.timing import Paired
     from actviz.display.mosaic import MAX_MOSAIC_CHANNELS
-    from actviz.display.prepare import prepare, reusable_mosaics
+    from actviz.display.prepare import prepare
     from actviz.display.prepared import DisplaySpec
+    from actviz.display.repage import reusable_mosaics
 
     torch.manual_seed(0)
     net = torchvision.models.resnet18(weights=None).eval()

@@ -3,8 +3,8 @@
 Read in this order:
 
 * :mod:`~actviz.display.prepare` -- :func:`~actviz.display.prepare.prepare`, the entry point
-  used by single runs, live frames, pins and export; :func:`~actviz.display.prepare.with_page`
-  and :func:`~actviz.display.prepare.renormalised` make new results for page turns and
+  used by single runs, live frames, pins and export; :func:`~actviz.display.repage.with_page`
+  and :func:`~actviz.display.repage.renormalised` make new results for page turns and
   normalisation changes;
 * :mod:`~actviz.display.layer_views` -- one sample of a layer shaped as maps, bars or a heat map;
 * :mod:`~actviz.display.mosaic` -- channel mosaics: paging, downsampling, **normalisation**;

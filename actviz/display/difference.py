@@ -6,7 +6,7 @@ before/after predictions (the window's difference toggle, its compare view, ``ac
   come from the same :func:`~actviz.display.mosaic.mosaic` as every other panel, normalised
   symmetrically about 0 (``symmetric=True``: 0 is mid-scale) and painted with
   :data:`DIFFERENCE_CMAP`, a diverging map. Page turns and normalisation changes go through
-  :func:`~actviz.display.prepare.with_page` like any prepared layer (it keeps ``symmetric``).
+  :func:`~actviz.display.repage.with_page` like any prepared layer (it keeps ``symmetric``).
 * :func:`prediction_change`: the top classes of both outputs (a language model's next
   tokens) with their change in probability and logit, and the target's row.
 """

@@ -231,7 +231,7 @@ class PreparedLayer:
     #: A token sequence's view (token x feature heat map, norms), shown instead of a mosaic.
     tokens: TokenView | None = field(default=None, repr=False, compare=False)
     #: The mosaics are an earlier frame's, kept for a panel off screen (live frames build
-    #: only the panels on screen); :func:`~actviz.display.prepare.current_mosaics` makes
+    #: only the panels on screen); :func:`~actviz.display.repage.current_mosaics` makes
     #: this frame's from the views when the panel is shown.
     stale_mosaics: bool = field(default=False, compare=False)
 

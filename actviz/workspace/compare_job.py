@@ -219,7 +219,7 @@ def compare_job(
 def with_magnitude(layer: PreparedLayer) -> PreparedLayer:
     """``layer`` (a difference) with ``|A - B|`` beside it, where the gradient magnitude goes
     in a layer panel: where the runs differ at all, whatever the sign, on a sequential map.
-    Its mosaic pages with the difference's (:func:`~actviz.display.prepare.with_page`)."""
+    Its mosaic pages with the difference's (:func:`~actviz.display.repage.with_page`)."""
     view, m = layer.view, layer.mosaic
     if view is None or m is None or view.kind != "maps":
         return layer

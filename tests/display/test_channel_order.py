@@ -8,8 +8,8 @@ import pytest
 
 from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, mosaic, page_start
-from actviz.display.prepare import with_page
 from actviz.display.prepared import DisplaySpec, PreparedLayer
+from actviz.display.repage import with_page
 
 
 def _normal_maps(c: int = 10, h: int = 4, w: int = 4) -> np.ndarray:

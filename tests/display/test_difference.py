@@ -11,8 +11,8 @@ import actviz
 from actviz.display.colormaps import DIVERGING_CMAP
 from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepare_difference
 from actviz.display.mosaic import mosaic
-from actviz.display.prepare import with_page
 from actviz.display.prepared import DisplaySpec
+from actviz.display.repage import with_page
 from actviz.edits import ablate
 from tests.core.test_compare import make_capture
 

@@ -18,14 +18,9 @@ from actviz.display import device as device_module
 from actviz.display.colormaps import to_indices
 from actviz.display.device import copy_to_host
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS, max_tile_for, mosaic
-from actviz.display.prepare import (
-    current_mosaics,
-    prepare,
-    renormalised,
-    reusable_mosaics,
-    with_page,
-)
+from actviz.display.prepare import prepare
 from actviz.display.prepared import DisplaySpec, LazyMap, LazyStats
+from actviz.display.repage import current_mosaics, renormalised, reusable_mosaics, with_page
 from actviz.display.stats import histogram, layer_stats, tensor_stats
 from tests.helpers import random_frames
 from tests.ui.tiny_models import TinyCNN

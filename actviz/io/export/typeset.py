@@ -26,8 +26,8 @@ from actviz.display.attribution import (
 )
 from actviz.display.layer_views import LayerView, layer_view, magnitude_view
 from actviz.display.mosaic import Mosaic, mosaic
-from actviz.display.prepare import symmetric_for
 from actviz.display.prepared import PreparedLayer, RunResult
+from actviz.display.repage import symmetric_for
 
 __all__ = [
     "EXPORT_PAGE_CHANNELS",

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QWidget
 from actviz.display.colormaps import AUTO
 from actviz.display.difference import DIFFERENCE_CMAP
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
-from actviz.display.prepare import with_page
 from actviz.display.prepared import PreparedLayer
+from actviz.display.repage import with_page
 from actviz.ui.compare.view import CompareView
 from actviz.ui.panels.feature_map import MIN_PANEL_HEIGHT
 from actviz.workspace.compare_job import CompareOutcome

@@ -10,18 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import (
     QAction,
-    QColor,
     QIcon,
-    QImage,
     QKeySequence,
-    QMouseEvent,
-    QPainter,
-    QPaintEvent,
-    QPen,
 )
 from PySide6.QtWidgets import (
     QApplication,
@@ -35,7 +28,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSizePolicy,
     QSlider,
     QSpinBox,
     QStyle,
@@ -46,8 +38,10 @@ from PySide6.QtWidgets import (
 
 from actviz.display.attribution import display_image
 from actviz.ui.live.frame_status import SpacedReadout
-from actviz.ui.live.frames import Perturbation, webcam_status
+from actviz.ui.live.pad import NO_INPUT_TEXT, NOT_AN_IMAGE_TEXT, OcclusionPad, slider, with_value
+from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.playback import LiveController, LiveStatus
+from actviz.ui.live.webcam import webcam_status
 from actviz.ui.panels import style
 
 __all__ = [
@@ -59,20 +53,12 @@ __all__ = [
     "show_dock",
 ]
 
+#: The disabled perturbation controls' tooltip when the opened input has no image tensor.
+NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none (token ids?)"
 #: Entries of the source selector, in order.
 SOURCE_ITEMS = ("Opened input", "Image folder…", "Tensor frames (T, C, H, W)…", "Webcam")
 _STILL, _FOLDER, _TENSOR, _WEBCAM = range(4)
 
-#: What the perturbation pad says before there is an input.
-NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
-#: What it says when the input (or a frame) has no picture: token ids, a feature vector, a
-#: tensor that is not (C, H, W) with 1 or 3 channels. The perturbations change image-like
-#: tensors only, so an image is what the user needs.
-NOT_AN_IMAGE_TEXT = "No picture: not an image"
-#: The disabled perturbation controls' tooltip when the opened input has no image tensor.
-NO_PERTURBATION_TEXT = "Perturbations change an image input; this input has none (token ids?)"
-#: Light grey on the pad's dark background.
-_PLACEHOLDER_TEXT = "#bdc1c6"
 
 #: ``chooser(parent) -> path or ""``
 Chooser = Callable[[QWidget], str]
@@ -90,134 +76,6 @@ def _ask_tensor_file(parent: QWidget) -> str:
         "Tensors (*.pt *.pth *.npy *.npz *.safetensors);;All files (*)",
     )
     return path
-
-
-class OcclusionPad(QWidget):
-    """The current frame as the model receives it (perturbed), with the occlusion patch
-    outlined; press and drag to move the patch.
-
-    Signals
-    -------
-    moved(float, float)
-        New patch centre as fractions of the image width and height.
-    """
-
-    moved = Signal(float, float)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._rgb: np.ndarray | None = None
-        self._qimage: QImage | None = None
-        #: What the pad says while it has no picture (why, and what to do).
-        self.placeholder = NO_INPUT_TEXT
-        self._centre: tuple[float, float] | None = None
-        self._size = 0.25
-        self.setMinimumSize(120, 120)  # small enough for the dock at 1280x720
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self.setCursor(Qt.CursorShape.CrossCursor)
-        self.setToolTip("Press and drag to move the occlusion patch over the input")
-        # paintEvent fills every pixel: Qt need not repaint the group box behind the pad for
-        # each new frame (a tenth of the GUI thread's painting while playing).
-        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-
-    @property
-    def rgb(self) -> np.ndarray | None:
-        """The picture shown ((H, W, 3) uint8), or None while the placeholder shows."""
-        return self._rgb
-
-    def set_image(self, rgb: np.ndarray | None, placeholder: str = NOT_AN_IMAGE_TEXT) -> None:
-        """Show ``rgb`` ((H, W, 3) uint8); None shows ``placeholder``, a line saying why
-        there is no picture (an empty dark box told the user nothing)."""
-        if rgb is None:
-            self._rgb = self._qimage = None
-            self.placeholder = placeholder
-        else:
-            self._rgb = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8)
-            h, w = self._rgb.shape[:2]
-            rgb = QImage(self._rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888)
-            self._qimage = rgb.convertToFormat(QImage.Format.Format_RGB32)  # once, not per paint
-        self.update()
-
-    def set_patch(self, centre: tuple[float, float] | None, size: float) -> None:
-        self._centre, self._size = centre, size
-        self.update()
-
-    def image_rect(self) -> QRectF:
-        """Where the picture is drawn (aspect kept, centred)."""
-        if self._rgb is None:
-            return QRectF(self.rect())
-        h, w = self._rgb.shape[:2]
-        scale = min(self.width() / w, self.height() / h)
-        dw, dh = w * scale, h * scale
-        return QRectF((self.width() - dw) / 2, (self.height() - dh) / 2, dw, dh)
-
-    def to_fraction(self, pos: QPointF) -> tuple[float, float]:
-        r = self.image_rect()
-        fx = (pos.x() - r.x()) / max(r.width(), 1e-9)
-        fy = (pos.y() - r.y()) / max(r.height(), 1e-9)
-        return min(max(fx, 0.0), 1.0), min(max(fy, 0.0), 1.0)
-
-    def from_fraction(self, fx: float, fy: float) -> QPointF:
-        r = self.image_rect()
-        return QPointF(r.x() + fx * r.width(), r.y() + fy * r.height())
-
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt name
-        painter = QPainter(self)
-        painter.fillRect(self.rect(), QColor("#202124"))
-        r = self.image_rect()
-        if self._qimage is not None:
-            painter.drawImage(r, self._qimage)
-        elif self.placeholder:
-            painter.setPen(QColor(_PLACEHOLDER_TEXT))
-            flags = Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap
-            painter.drawText(QRectF(self.rect()).adjusted(8, 8, -8, -8), flags, self.placeholder)
-        if self._centre is not None and self._rgb is not None:
-            h, w = self._rgb.shape[:2]
-            side = self._size * min(h, w) * r.width() / w
-            c = self.from_fraction(*self._centre)
-            painter.setPen(QPen(QColor("#ff5252"), 2))
-            painter.drawRect(QRectF(c.x() - side / 2, c.y() - side / 2, side, side))
-        painter.end()
-
-    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
-        if event.button() == Qt.MouseButton.LeftButton:
-            self.moved.emit(*self.to_fraction(event.position()))
-            event.accept()
-        else:
-            super().mousePressEvent(event)
-
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
-        if event.buttons() & Qt.MouseButton.LeftButton:
-            self.moved.emit(*self.to_fraction(event.position()))
-            event.accept()
-        else:
-            super().mouseMoveEvent(event)
-
-
-def _slider(lo: int, hi: int, value: int, tip: str) -> QSlider:
-    s = QSlider(Qt.Orientation.Horizontal)
-    s.setRange(lo, hi)
-    s.setValue(value)
-    s.setToolTip(tip)
-    return s
-
-
-def _with_value(slider: QSlider, label: QLabel, fmt: str, parent: QWidget) -> QWidget:
-    """``slider`` with ``label`` beside it showing its value (``fmt``), kept in step.
-
-    ``parent`` owns the row at once: a form layout not yet on a widget does not, and a row
-    owned by nobody is deleted with its Python reference."""
-    row = QWidget(parent)
-    h = QHBoxLayout(row)
-    h.setContentsMargins(0, 0, 0, 0)
-    h.addWidget(slider, 1)
-    # Wide enough for the longest value, so the slider does not jump as the text changes.
-    label.setMinimumWidth(label.fontMetrics().horizontalAdvance(fmt.format(-100) + "0"))
-    label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-    h.addWidget(label)
-    slider.valueChanged.connect(lambda v: label.setText(fmt.format(v)))
-    label.setText(fmt.format(slider.value()))
-    return row
 
 
 class LiveControls(QDockWidget):
@@ -260,7 +118,8 @@ class LiveControls(QDockWidget):
         c = controller
         c.status_changed.connect(self._on_controller_status_changed)
         c.frame_changed.connect(SpacedReadout(self._show_frame, c, self).offer)
-        c.input_image_changed.connect(self._on_controller_input_image_changed)
+        # None is news too: a frame without a picture must not leave the last one up.
+        c.input_image_changed.connect(self.pad.set_image)
         c.playing_changed.connect(self._on_controller_playing_changed)
         c.source_changed.connect(self._on_controller_source_changed)
         c.message.connect(self._on_controller_message)
@@ -394,32 +253,30 @@ class LiveControls(QDockWidget):
         self.occlusion_check = QCheckBox("occlusion patch")
         self.occlusion_check.setToolTip("Grey out a square; drag it over the picture above")
         self.occlusion_check.toggled.connect(self._on_occlusion_toggled)
-        self.size_slider = _slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
+        self.size_slider = slider(2, 100, round(p.occlusion_size * 100), "Patch side, % of image")
         self.size_slider.valueChanged.connect(self._on_size_changed)
         self.size_value = QLabel()
-        form.addRow(
-            self.occlusion_check, _with_value(self.size_slider, self.size_value, "{}%", box)
-        )
-        self.noise_slider = _slider(0, 200, 0, "Gaussian noise, % of the input's std")
+        form.addRow(self.occlusion_check, with_value(self.size_slider, self.size_value, "{}%", box))
+        self.noise_slider = slider(0, 200, 0, "Gaussian noise, % of the input's std")
         self.noise_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(noise=v / 100.0)
         )
         self.noise_value = QLabel()
-        form.addRow("noise", _with_value(self.noise_slider, self.noise_value, "{}%", box))
-        self.brightness_slider = _slider(-100, 100, 0, "Brightness shift, % of the value range")
+        form.addRow("noise", with_value(self.noise_slider, self.noise_value, "{}%", box))
+        self.brightness_slider = slider(-100, 100, 0, "Brightness shift, % of the value range")
         self.brightness_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(brightness=v / 100.0)
         )
         self.brightness_value = QLabel()
         form.addRow(
-            "brightness", _with_value(self.brightness_slider, self.brightness_value, "{:+d}%", box)
+            "brightness", with_value(self.brightness_slider, self.brightness_value, "{:+d}%", box)
         )
-        self.contrast_slider = _slider(0, 300, 100, "Contrast, % (100 = unchanged)")
+        self.contrast_slider = slider(0, 300, 100, "Contrast, % (100 = unchanged)")
         self.contrast_slider.valueChanged.connect(
             lambda v: self.controller.update_perturbation(contrast=v / 100.0)
         )
         self.contrast_value = QLabel()
-        form.addRow("contrast", _with_value(self.contrast_slider, self.contrast_value, "{}%", box))
+        form.addRow("contrast", with_value(self.contrast_slider, self.contrast_value, "{}%", box))
         v.addLayout(form)
         self.reset_button = QPushButton("Reset perturbation")
         self.reset_button.clicked.connect(self.reset_perturbation)
@@ -492,7 +349,8 @@ class LiveControls(QDockWidget):
         self._sync_transport()
 
     def _source_index(self) -> int:
-        from actviz.ui.live.frames import ImageFolder, TensorFrames, WebcamSource
+        from actviz.ui.live.frames import ImageFolder, TensorFrames
+        from actviz.ui.live.webcam import WebcamSource
 
         src = self.controller.source
         if isinstance(src, ImageFolder):
@@ -560,10 +418,6 @@ class LiveControls(QDockWidget):
             self.frame_slider.setValue(index)
         self.frame_label.setText(f"frame {index + 1}/{length} · {label}")
 
-    def _on_controller_input_image_changed(self, image: Any) -> None:
-        # None is news too: a frame without a picture must not leave the last one up.
-        self.pad.set_image(image)
-
     def _on_controller_playing_changed(self, playing: bool) -> None:
         self.play_button.setIcon(_icon("SP_MediaPause" if playing else "SP_MediaPlay"))
 
@@ -594,20 +448,10 @@ class LiveControls(QDockWidget):
 
     def _sync_perturbation_enabled(self) -> None:
         """Perturbations change an image-like tensor only: with the opened input holding none
-        (token ids, a feature vector) their controls are disabled and say why. Enabled, they
-        moved, the frames were re-run and exports named a noise that changed nothing."""
-        from actviz.ui.live.frames import StillFrame, image_tensor
-
-        c = self.controller
-        if c.source is not None and not isinstance(c.source, StillFrame):
-            usable = True  # sequences are pictures
-        else:
-            inp = c.window.session.input
-            problem = c.window.session.input_problem() if inp is not None else ""
-            usable = inp is None or (image_tensor(inp.value) is not None and not problem)
-        tip = "" if usable else (problem or NO_PERTURBATION_TEXT)
+        (token ids, a feature vector) their controls are disabled and say why."""
+        tip = perturbation_refusal(self.controller)
         for widget in self.perturbation_controls():
-            widget.setEnabled(usable)
+            widget.setEnabled(not tip)
             widget.setToolTip(tip or widget.property("enabledTip") or "")
 
     def _show_still_input(self) -> None:
@@ -633,6 +477,25 @@ class LiveControls(QDockWidget):
         # Closing the dock pauses playback; perturbations stay until reset.
         self.controller.pause()
         super().closeEvent(event)
+
+
+def perturbation_refusal(controller: LiveController) -> str:
+    """Why the perturbations cannot change what live mode plays ("" when they can): the opened
+    input holds no image-like tensor (token ids, a feature vector), or the model refuses it.
+    Enabled there, they moved, the frames were re-run and exports named a noise that changed
+    nothing."""
+    from actviz.ui.live.frames import StillFrame
+    from actviz.ui.live.perturbation import image_tensor
+
+    if controller.source is not None and not isinstance(controller.source, StillFrame):
+        return ""  # sequences are pictures
+    session = controller.window.session
+    if session.input is None:
+        return ""
+    problem = session.input_problem()
+    if image_tensor(session.input.value) is not None and not problem:
+        return ""
+    return problem or NO_PERTURBATION_TEXT
 
 
 def show_dock(dock: QDockWidget) -> None:

@@ -49,36 +49,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from actviz.core.input_copies import list_layout
-from actviz.core.model_copy import ModelCopy, copy_refusal
-from actviz.core.threads import lower_thread_priority, torch_threads
-from actviz.display.mosaic import MAX_MOSAIC_PIXELS
-from actviz.display.prepare import prepare, reusable_mosaics
+from actviz.core.model_copy import ModelCopy
 from actviz.ui.host import WindowHost
+from actviz.ui.live.frame_job import FrameSpec, frame_job, mosaic_budget
 from actviz.ui.live.frame_status import FrameTiming, LiveStatus
 from actviz.ui.live.frames import (
     Coalescer,
     FrameSource,
     ImageFolder,
-    Perturbation,
     Player,
     RateMeter,
     StillFrame,
     TensorFrames,
-    WebcamSource,
     estimate_bytes,
-    webcam_status,
 )
+from actviz.ui.live.lanes import FrameLanes
+from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.play_clock import PlayClock
-from actviz.ui.worker import Job, Staged
+from actviz.ui.live.webcam import WebcamSource, webcam_status
+from actviz.ui.worker import Job
 from actviz.workspace.budget import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
@@ -88,7 +82,7 @@ from actviz.workspace.budget import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.workspace.session_state import RunRequest, RunResult
+    from actviz.workspace.session_state import RunRequest
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +92,6 @@ CAPTURES_AHEAD = 2
 #: Least time between two status read-outs while playing (seconds): each one reads the
 #: process's memory and relays out the dock's labels.
 STATUS_INTERVAL_S = 0.25
-#: How much lower than the GUI thread the capture threads run (nice steps, Linux). With both
-#: cores capturing (two lanes), a GUI thread at the same priority waits for a time slice: the
-#: bench's 5 ms timer lagged p99 22 ms / max 29 ms on ResNet-18 at 112 px, 5 / 8 ms lowered,
-#: at the same frame rate (the GUI's work per frame is the same; it only runs sooner).
-CAPTURE_NICE = 5
-#: Least pixel budget of a live frame's mosaic (a canvas not laid out yet is tiny).
-MIN_LIVE_MOSAIC_PIXELS = 128 * 128
 
 
 __all__ = [
@@ -115,28 +102,6 @@ __all__ = [
     "parse_bytes",
     "rss_bytes",
 ]
-
-
-@dataclass
-class _Spec:
-    """One requested frame and what its job reports back (written on the worker thread)."""
-
-    index: int
-    perturbation: Perturbation
-    full: bool = False  # every mosaic, not only the panels on screen
-    partial: bool = False  # set at submit: some off-screen mosaics were reused
-    submitted: float = 0.0
-    timing: dict[str, float] = field(default_factory=dict)
-    frame: Any = None
-    image: np.ndarray | None = None
-    base_image: np.ndarray | None = None
-    payload: dict[str, Any] | None = field(default=None, repr=False)
-
-    def release(self) -> None:
-        """Drop what the job would have needed (it ended, or will never run)."""
-        if self.payload is not None:
-            self.payload.clear()
-            self.payload = None
 
 
 class LiveController(QObject):
@@ -208,16 +173,10 @@ class LiveController(QObject):
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
         # Frames submitted and not yet reported, oldest first (job -> spec); those not
-        # captured yet are in ``_capturing`` with their lane (one, or CAPTURES_AHEAD per lane
-        # while playing), the others are being prepared.
-        self._inflight: dict[Job, _Spec] = {}
-        self._capturing: dict[Job, int] = {}  # job -> lane
-        # The model's copy for lane 1 (None: not made, or not wanted), and why the model gets
-        # none (None: not asked yet for this model).
-        self._replica: ModelCopy | None = None
-        self._build_job: Job | None = None  # the frame whose job copies the model
-        self._refusal: tuple[Any, str] | None = None
-        self._last_lane = 1
+        # captured yet are in ``lanes.capturing`` with their lane (one, or CAPTURES_AHEAD per
+        # lane while playing), the others are being prepared.
+        self._inflight: dict[Job, FrameSpec] = {}
+        self.lanes = FrameLanes()
         self._status_at = -1.0
         self._shown_index = 0
         self._closed = False
@@ -279,7 +238,7 @@ class LiveController(QObject):
             dropped=self.coalescer.dropped,
             last=self.last_timing,
             held_bytes=self.window.session.held_bytes(),  # pinned results included
-            copy_bytes=self._replica.nbytes if self._replica is not None else 0,
+            copy_bytes=self.lanes.replica.nbytes if self.lanes.replica is not None else 0,
             rss_bytes=rss_bytes(),
             budget_bytes=self.memory_budget,
             playing=self.player.playing,
@@ -292,7 +251,7 @@ class LiveController(QObject):
         self.pause()
         self._stop_webcam()
         if source is None:
-            self._drop_replica()  # back to the still input: no sequence to play on two lanes
+            self.lanes.drop()  # back to the still input: no sequence to play on two lanes
         self.source = source
         self.player.set_length(len(source) if source is not None else 1)
         self.player.seek(0)
@@ -376,14 +335,13 @@ class LiveController(QObject):
     def drop_model_copy(self) -> None:
         """Let go of the model's copy for the second lane (live mode switched off); playing
         again makes a new one."""
-        self._drop_replica()
+        self.lanes.drop()
         self._emit_status()
 
     def _on_session_model_changed(self) -> None:
         # Frames were prepared for the old model (size, transforms): back to the still input.
         self.pause()
-        self._drop_replica()
-        self._refusal = None
+        self.lanes.drop(forget_refusal=True)
         self._stop_webcam()
         self.coalescer.clear()
         if self.source is not None:
@@ -445,7 +403,7 @@ class LiveController(QObject):
                 break
             index, moved = step, moved + 1
         if self._webcam is None and index is not None and not self._closed:
-            self.coalescer.offer(_Spec(index, self.perturbation))
+            self.coalescer.offer(FrameSpec(index, self.perturbation))
             self.coalescer.dropped += moved - 1  # each would have replaced the waiting frame
             if pump:
                 self._pump()
@@ -483,7 +441,7 @@ class LiveController(QObject):
             return
         if index is None:
             index = self.player.index
-        self.coalescer.offer(_Spec(int(index), self.perturbation, full=full))
+        self.coalescer.offer(FrameSpec(int(index), self.perturbation, full=full))
         self._pump()
 
     def _visible_layers(self) -> set[str] | None:
@@ -499,7 +457,7 @@ class LiveController(QObject):
         if self._clock.held and not self.coalescer.busy and (missed := self._clock.resume()):
             self._on_play_timer(missed, pump=False)  # the ticks held over (play_clock)
         # Playing: the next frame is queued behind the one capturing (see the module docstring).
-        ahead = CAPTURES_AHEAD * self._lane_count() if self.player.playing else 1
+        ahead = CAPTURES_AHEAD * self.lanes.count(True) if self.player.playing else 1
         self.coalescer.limit = ahead
         if len(self._inflight) > ahead:
             return  # captures under way and one being prepared: the next waits for it to show
@@ -511,58 +469,15 @@ class LiveController(QObject):
             self._pump_timer.start(max(1, int(self.coalescer.wait_s() * 1000) + 1))
 
     # ------------------------------------------------------------------ lanes
-    def _lanes_wanted(self, model: Any) -> bool:
-        """Whether frames should alternate between ``model`` and a copy (see the module
-        docstring): a sequence playing, more than one thread, no count forced, a small CPU
-        model that can be copied."""
-        if not self.player.playing or self.capture_threads is not None:
-            return False
-        if self.worker.threads < 2:
-            return False
-        if self._refusal is None or self._refusal[0] is not model:
-            self._refusal = (model, copy_refusal(model) or "")
-        return not self._refusal[1]
-
-    def _lane_count(self) -> int:
-        rep = self._replica
-        return 2 if self.player.playing and rep is not None and rep.twin is not None else 1
-
-    def _drop_replica(self) -> None:
-        self._replica = None
-        self._build_job = None
-
     def _choose_lane(self, model: Any) -> tuple[int, Any, ModelCopy | None]:
-        """``(lane, model to capture, replica to build first)`` for the next frame."""
-        if not self._lanes_wanted(model):
-            return 0, model, None
-        rep = self._replica
-        if rep is not None and (rep.original is not model or rep.failure):
-            if rep.failure and rep.original is model:
-                log.info("live frames stay on one lane: %s", rep.failure)
-                self._refusal = (model, rep.failure)
-            self._drop_replica()
-            rep = None
-        if rep is None:
-            rep = self._replica = ModelCopy(model)
-        if rep.twin is None:
-            # Asked for already, by a frame still on its way (a frame dropped before its job
-            # ran never made the copy: ask again).
-            if self._build_job in self._inflight:
-                return 0, model, None
-            return 0, model, rep  # lane 0 copies the model between two of its captures
-        on = [0, 0]
-        for lane in self._capturing.values():
-            on[lane] += 1
-        lane = 0 if on[0] < on[1] else 1 if on[1] < on[0] else 1 - self._last_lane
-        # The weights changed in place, or moved (to another device: ask again)? Asked only
-        # for a frame the copy would capture (lane 0 runs the model): it reads every tensor.
-        if lane == 1 and not rep.usable():
-            self._drop_replica()
-            self._refusal = None
-            self._replica = ModelCopy(model) if self._lanes_wanted(model) else None
-            return 0, model, self._replica
-        self._last_lane = lane
-        return lane, (model if lane == 0 else rep.twin), None
+        """``(lane, model to capture, copy to build first)`` for the next frame."""
+        return self.lanes.choose(
+            model,
+            self._inflight,
+            playing=self.player.playing,
+            threads=self.worker.threads,
+            forced=self.capture_threads is not None,
+        )
 
     def _base_request(self) -> RunRequest | None:
         s = self.window.session
@@ -579,7 +494,7 @@ class LiveController(QObject):
             return s.input_problem() if s.input is not None else ""
         return s.input_problem(source="frames")
 
-    def _submit(self, spec: _Spec) -> None:
+    def _submit(self, spec: FrameSpec) -> None:
         source = self.source
         if source is None:
             source = self._still_source()
@@ -616,7 +531,7 @@ class LiveController(QObject):
         visible = None if spec.full else self._visible_layers()
         spec.partial = visible is not None and bool(set(layers) - visible)
         lane, capture_model, build = self._choose_lane(base.model)
-        job = self._make_job(
+        job = frame_job(
             spec,
             source,
             base,
@@ -626,11 +541,19 @@ class LiveController(QObject):
             visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
             capture_model,
             build,
-            max_pixels=_mosaic_budget(self.window.layer_panels, visible),
+            max_pixels=mosaic_budget(self.window.layer_panels, visible),
+            selected=self.window.selected_layer,
+            # With the Overview hidden, its panels wait for the tab (the window fills them
+            # when it shows), so the frame's histogram and Grad-CAM map wait for a read too.
+            overview=self.window.session.saliency_wanted,
+            budget=self.memory_budget,
+            capture_threads=self.capture_threads,
         )
         spec.submitted = time.perf_counter()
         # Two lanes share the worker's threads; one lane has them all.
-        threads = max(1, self.worker.threads // 2) if self._lane_count() == 2 else None
+        threads = (
+            max(1, self.worker.threads // 2) if self.lanes.count(self.player.playing) == 2 else None
+        )
         # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
         gen = self.worker.submit(job, supersede=not self._inflight, lane=lane, threads=threads)
         # The window shows the frame as a run's result first; a stream's, quietly.
@@ -643,153 +566,23 @@ class LiveController(QObject):
             superseded=lambda: self._forget(gen),  # a window run replaced it
         )
         self._inflight[gen] = spec
-        self._capturing[gen] = lane
-        if build is not None:
-            self._build_job = gen
-
-    def _make_job(
-        self,
-        spec: _Spec,
-        source: FrameSource,
-        base: RunRequest,
-        layers: list[str],
-        previous: RunResult | None,
-        visible: set[str] | None,
-        capture_model: Any = None,
-        build: ModelCopy | None = None,
-        *,
-        max_pixels: int = MAX_MOSAIC_PIXELS,
-    ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
-        from actviz.core.capture import CaptureCancelled, capture
-
-        selected = self.window.selected_layer
-        # With the Overview hidden, its panels wait for the tab (the window fills them when it
-        # shows), so the frame's histogram and Grad-CAM map wait too: computed on first read.
-        overview = self.window.session.saliency_wanted
-        # Everything the job needs travels in a one-shot dict that is emptied when the job
-        # starts (and by the controller when the frame is dropped before it ran): the
-        # worker's thread pool keeps finished runnables, and so this closure, alive, and the
-        # closure must not pin frames, requests or mosaics.
-        payload: dict[str, Any] = {
-            "spec": spec,
-            "source": source,
-            "base": base,
-            "layers": layers,
-            "previous_shapes": previous.output_shapes if previous is not None else None,
-            # Only the mosaics, not the result: the previous capture must be free to go.
-            "previous_mosaics": reusable_mosaics(previous) if visible is not None else None,
-            "visible": visible,
-            "eager": [selected] if selected and overview else [],
-            "cams": None if overview else [],
-            # The statistics table is on the Overview too: hidden, they wait for a read.
-            "stats": None if overview else [],
-            "budget": self.memory_budget,
-            "capture_threads": self.capture_threads,
-            "length": len(source),
-            # The model this frame's capture runs on (the session's, or its copy on lane 1).
-            "capture_model": capture_model if capture_model is not None else base.model,
-            "build": build,
-            "max_pixels": max_pixels,
-        }
-        spec.payload = payload
-
-        def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> Staged:
-            p = dict(payload)
-            payload.clear()
-            if not p:
-                raise CaptureCancelled("the live frame was dropped before it started")
-            spec_: _Spec = p["spec"]
-            base_: RunRequest = p["base"]
-            # For good on this thread (and the torch threads it starts): the window's own runs
-            # on lane 0 then leave the GUI thread first call on a core too.
-            lower_thread_priority(CAPTURE_NICE)
-            if p["build"] is not None:
-                p["build"].build()  # on lane 0, between two captures of the model
-            t0 = time.perf_counter()
-            frame = p["source"].frame(spec_.index)
-            value, image = spec_.perturbation.apply(frame.value, frame.image)
-            if base_.input_as_list:  # a detector takes its frame as a list of one image
-                value = list_layout(value, True)
-            t1 = time.perf_counter()
-            with torch_threads(p["capture_threads"]):
-                cap = capture(
-                    p["capture_model"],
-                    value,
-                    p["layers"],
-                    target=base_.target,
-                    should_stop=should_stop,
-                    max_bytes=p["budget"],
-                    # On a GPU, prepare reduces there and copies once per frame.
-                    keep_on_device=True,
-                    input_grads=base_.input_grads,
-                    # The Edits dock's edits apply to every frame (actviz.ui.whatif).
-                    edits=base_.edits or None,
-                )
-            t2 = time.perf_counter()
-            spec_.frame = frame
-            spec_.base_image = frame.image
-            origin = {
-                "input": Path(frame.path).name if frame.path else frame.label,
-                "path": frame.path,
-                "index": frame.index if p["length"] > 1 else None,
-                "frames": p["length"],
-                "label": frame.label,
-                "perturbation": spec_.perturbation.as_dict(),
-            }
-            spec_.timing.update(load=t1 - t0, capture=t2 - t1)
-            request = dataclasses.replace(base_, inputs=value, image=image)
-            # The second stage holds only what it needs (not the source, nor this payload).
-            shapes, eager, cams, stats = p["previous_shapes"], p["eager"], p["cams"], p["stats"]
-            visible_, stand_ins, budget = p["visible"], p["previous_mosaics"], p["max_pixels"]
-            p.clear()
-
-            def finish(
-                should_stop: Callable[[], bool], progress: Callable[[str], None]
-            ) -> RunResult:
-                t3 = time.perf_counter()
-                c3 = time.thread_time()
-                result = prepare(
-                    cap,
-                    request.display_spec(),
-                    fast=True,
-                    model=request.model,
-                    previous_shapes=shapes,
-                    eager_hist=eager,
-                    eager_cams=cams,
-                    eager_stats=stats,
-                    should_stop=should_stop,
-                    mosaic_layers=visible_,
-                    reuse=stand_ins,
-                    max_pixels=budget,
-                )
-                t4 = time.perf_counter()
-                # Export and the read-outs name this frame, not the opened input.
-                result = dataclasses.replace(result, origin=origin)
-                spec_.image = result.image
-                spec_.timing.update(
-                    prepare=t4 - t3, prepare_cpu=time.thread_time() - c3, wait=t3 - t2, end=t4
-                )
-                return result
-
-            return Staged(finish)
-
-        return job
+        self.lanes.started(gen, lane, build)
 
     # ------------------------------------------------------------------ worker events
-    def _forget(self, gen: Job) -> _Spec | None:
+    def _forget(self, gen: Job) -> FrameSpec | None:
         spec = self._inflight.pop(gen, None)
         if spec is not None:
             spec.release()
-        if self._capturing.pop(gen, None) is not None:
+        if self.lanes.captured(gen):
             self.coalescer.finish()
         return spec
 
-    def _take_inflight(self, gen: Job) -> _Spec | None:
+    def _take_inflight(self, gen: Job) -> FrameSpec | None:
         """The spec of our frame ``gen`` (None once forgotten)."""
         return self._forget(gen)
 
     def _on_worker_staged(self, gen: Job) -> None:
-        if self._capturing.pop(gen, None) is not None:
+        if self.lanes.captured(gen):
             # Captured: the model is free, so the next frame may start while this one is
             # prepared.
             self.coalescer.finish()
@@ -837,7 +630,7 @@ class LiveController(QObject):
             and not self._inflight
         ):
             # Settled: bring the off-screen panels up to date too (one more frame).
-            self.coalescer.offer(_Spec(spec.index, spec.perturbation, full=True))
+            self.coalescer.offer(FrameSpec(spec.index, spec.perturbation, full=True))
         self._pump()
 
     def _on_worker_errored(self, gen: Job, error: BaseException) -> None:
@@ -881,8 +674,7 @@ class LiveController(QObject):
         if self._closed:
             return
         self._closed = True
-        self._drop_replica()
-        self._refusal = None
+        self.lanes.drop(forget_refusal=True)
         self._clock.stop()
         self._pump_timer.stop()
         self._stop_webcam()
@@ -898,26 +690,3 @@ class LiveController(QObject):
         self.window.session.model_changed.disconnect(self._on_session_model_changed)
         self.window.session.result_changed.disconnect(self._on_session_result_changed)
         self.window.session.pins_changed.disconnect(self._on_session_result_changed)
-
-
-def _mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
-    """Pixels a mosaic of this frame may have: about what its canvas shows on screen.
-
-    A page with more pixels than its canvas is drawn shrunk (filtered) anyway; built
-    that large it cost the preparation and the GUI thread (converting and drawing it)
-    several times the pixels seen. Tiles are then area averages (as for any layer over
-    the budget, :func:`~actviz.display.mosaic.max_tile_for`); the read-outs still read
-    the layer's own values. A full frame (every panel, for export or a pin) keeps the
-    usual budget.
-    """
-    if visible is None:
-        return MAX_MOSAIC_PIXELS
-    most = 0.0
-    for name in visible:
-        slot = getattr(panels.get(name), "activation_slot", None)
-        canvas = getattr(slot, "image_canvas", None)
-        if canvas is None:  # not drawn yet: its size is not known
-            return MAX_MOSAIC_PIXELS
-        ratio = canvas.devicePixelRatioF()
-        most = max(most, canvas.image_area_width() * canvas.height() * ratio * ratio)
-    return int(min(MAX_MOSAIC_PIXELS, max(most, MIN_LIVE_MOSAIC_PIXELS)))

@@ -28,8 +28,8 @@ from actviz.core.structures import first_tensor
 from actviz.display.attribution import last_spatial_layer
 from actviz.display.layer_views import class_units
 from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
-from actviz.display.prepare import current_mosaics, symmetric_for, with_page
 from actviz.display.prepared import PreparedLayer, RunResult
+from actviz.display.repage import current_mosaics, symmetric_for, with_page
 from actviz.ui.panels.feature_map import LayerPanel
 from actviz.ui.tokens.token_panel import TokenLayerPanel
 from actviz.ui.tree.dock import ModelDock

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QTimer
 
 from actviz.core.targets import detections, target_choices
-from actviz.display.prepare import renormalised
+from actviz.display.repage import renormalised
 from actviz.ui.background_loads import describe_error, error_details
 from actviz.workspace.session_state import RunRequest, RunResult, run_job
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import actviz.ui.live.playback as playback
+import actviz.ui.live.frame_job as frame_job
 from actviz.analysis.concepts.tiles import concept_tiles
 from actviz.core.capture import capture
-from actviz.display import prepare as prepare_module
+from actviz.display import repage
 from actviz.display.mosaic import mosaic
 from actviz.testing import RUN_TIMEOUT_MS
 from actviz.ui.live.frames import TensorFrames
@@ -25,15 +25,15 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     window = win.window
     att = win.session.concepts[LAYER]
     asked: list[object] = []
-    real_prepare = playback.prepare
+    real_prepare = frame_job.prepare
 
     def spy(*args, **kwargs):
         asked.append(kwargs.get("mosaic_layers"))
         return real_prepare(*args, **kwargs)
 
-    monkeypatch.setattr(playback, "prepare", spy)
+    monkeypatch.setattr(frame_job, "prepare", spy)
     remade: list[str] = []
-    real_current = prepare_module.current_mosaics
+    real_current = repage.current_mosaics
 
     def current(layer):
         if layer.stale_mosaics:

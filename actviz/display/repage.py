@@ -1,0 +1,193 @@
+"""Pages of a prepared result: a layer's mosaics made again for another page, page size,
+normalisation or tile order from the views it already holds (no capture needed, nothing held is
+edited), and the mosaics a live frame keeps for its panels off screen."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from actviz.display import colormaps
+from actviz.display.layer_views import LayerView
+from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, ChannelOrder, Mosaic, mosaic
+from actviz.display.prepared import PreparedLayer, RunResult
+
+__all__ = [
+    "ReusableMosaics",
+    "current_mosaics",
+    "layer_mosaics",
+    "renormalised",
+    "reusable_mosaics",
+    "symmetric_for",
+    "with_page",
+]
+
+
+@dataclass(frozen=True)
+class ReusableMosaics:
+    """A layer's mosaics as shown now, for a panel off screen: no tensor, no capture."""
+
+    shape: tuple[int, ...] | None
+    mosaic: Mosaic
+    grad_mosaic: Mosaic | None
+
+
+def reusable_mosaics(result: RunResult | None) -> dict[str, ReusableMosaics]:
+    """The mosaics of ``result``'s layers (for :func:`prepare`'s ``reuse``)."""
+    if result is None:
+        return {}
+    return {
+        name: ReusableMosaics(layer.shape, layer.mosaic, layer.grad_mosaic)
+        for name, layer in result.layers.items()
+        if layer.mosaic is not None
+    }
+
+
+def symmetric_for(colormap: str, view: LayerView | None) -> bool:
+    """Whether the activation mosaic of ``view`` is normalised symmetrically about 0: under
+    the :data:`~actviz.display.colormaps.AUTO` colour map, for a signed layer (not |gradient|)."""
+    signed = view is not None and view.kind == "maps" and bool(view.signed)
+    return colormaps.painting(colormap, signed=signed)[1]
+
+
+def layer_mosaics(
+    view: LayerView | None,
+    grad_view: LayerView | None,
+    normalize: str,
+    first: int,
+    max_tile: int | None = None,
+    max_pixels: int | None = None,
+    page: int = MAX_MOSAIC_CHANNELS,
+    symmetric: bool = False,
+    order: ChannelOrder | None = None,
+) -> tuple[Mosaic | None, Mosaic | None]:
+    if view is None or view.kind != "maps":
+        return None, None
+    options = dict(
+        normalize=normalize,
+        first_channel=first,
+        max_channels=page,
+        max_tile=max_tile,
+        max_pixels=max_pixels,
+        order=order,
+    )
+    grad = None
+    if grad_view is not None and grad_view.kind == "maps":
+        grad = mosaic(grad_view.data, **options)  # type: ignore[arg-type]
+    return mosaic(view.data, symmetric=symmetric, **options), grad  # type: ignore[arg-type]
+
+
+def _max_tile_of_scale(side: int, scale: int) -> int | None:
+    """The ``max_tile`` that downsamples a ``side``-pixel tile by exactly ``scale``."""
+    if scale <= 1:
+        return None
+    return next(t for t in range(side, 0, -1) if math.ceil(side / t) >= scale)
+
+
+def with_page(
+    layer: PreparedLayer,
+    first_channel: int,
+    normalize: str | None = None,
+    *,
+    page_size: int | None = None,
+    symmetric: bool | None = None,
+    order: ChannelOrder | None | Any = ...,
+) -> PreparedLayer:
+    """``layer`` showing the channel page from ``first_channel`` (and ``normalize``, pages of
+    ``page_size`` channels, ``symmetric`` normalisation, tiles in ``order``: None is the
+    natural order, ``first_channel`` then a position in the order): a new layer, built from
+    its views with the same tile downsampling; ``layer`` itself when nothing changes or it
+    has no mosaic. Unset options keep the layer's."""
+    old, view = layer.mosaic, layer.view
+    if old is None or view is None or view.kind != "maps":
+        return layer
+    c, h, w = view.data.shape
+    order = old.order if order is ... else order
+    if order is not None and not order.fits(c):
+        order = None  # another layer's order: the natural one (as mosaic() does)
+    last = len(order.channels) if order is not None else c
+    first = max(0, min(int(first_channel), last - 1))
+    normalize = normalize or old.normalize
+    page = old.page_size if page_size is None else max(1, int(page_size))
+    symmetric = old.symmetric if symmetric is None else bool(symmetric)
+    if (first, normalize, page, symmetric, order) == (
+        old.position,
+        old.normalize,
+        old.page_size,
+        old.symmetric,
+        old.order,
+    ):
+        return layer
+    tile = _max_tile_of_scale(max(h, w), old.scale)
+    act_m, grad_m = layer_mosaics(
+        view,
+        layer.grad_view,
+        normalize,
+        first,
+        max_tile=tile,
+        page=page,
+        symmetric=symmetric,
+        order=order,
+    )
+    return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
+
+
+def current_mosaics(layer: PreparedLayer) -> PreparedLayer:
+    """``layer`` with mosaics of its own views: a new layer when it kept an earlier frame's
+    (:attr:`~actviz.display.prepared.PreparedLayer.stale_mosaics`, a live frame's panel off
+    screen), rebuilt with the same page, normalisation and tile scale; else ``layer``."""
+    old, view = layer.mosaic, layer.view
+    if not layer.stale_mosaics or old is None or view is None or view.kind != "maps":
+        return layer
+    _, h, w = view.data.shape
+    act_m, grad_m = layer_mosaics(
+        view,
+        layer.grad_view,
+        old.normalize,
+        old.position,
+        max_tile=_max_tile_of_scale(max(h, w), old.scale),
+        page=old.page_size,
+        symmetric=old.symmetric,
+        order=old.order,
+    )
+    return replace(layer, mosaic=act_m, grad_mosaic=grad_m, stale_mosaics=False)
+
+
+def renormalised(
+    result: RunResult,
+    normalize: str,
+    pages: Mapping[str, int] | None = None,
+    *,
+    page_channels: Mapping[str, int] | None = None,
+    colormap: str | None = None,
+) -> RunResult:
+    """``result`` with every mosaic normalised by ``normalize`` (on ``pages`` of
+    ``page_channels``, symmetric as ``colormap`` asks: :func:`symmetric_for`): a new result;
+    ``result`` is left as it is (it may be pinned). Unset options keep the result's spec."""
+    pages = dict(result.spec.channel_pages) if pages is None else dict(pages)
+    sizes = dict(result.spec.page_channels) if page_channels is None else dict(page_channels)
+    colormap = result.spec.colormap if colormap is None else colormap
+    spec = replace(
+        result.spec,
+        normalize=normalize,
+        channel_pages=pages,
+        page_channels=sizes,
+        colormap=colormap,
+    )
+    layers = {}
+    for name, layer in result.layers.items():
+        if name in pages:
+            first = spec.first_channel(name)  # the page holding the channel asked for
+        else:
+            first = layer.mosaic.position if layer.mosaic else 0
+        layers[name] = with_page(
+            layer,
+            first,
+            normalize,
+            page_size=spec.page_size(name),
+            symmetric=symmetric_for(colormap, layer.view),
+            order=spec.channel_orders.get(name),
+        )
+    return replace(result, layers=layers, spec=spec)

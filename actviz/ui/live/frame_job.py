@@ -1,0 +1,212 @@
+"""One live frame as a worker job: what it carries, the job that loads, perturbs, captures and
+prepares it, and the pixel budget of its mosaics."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from actviz.core.input_copies import list_layout
+from actviz.core.model_copy import ModelCopy
+from actviz.core.threads import lower_thread_priority, torch_threads
+from actviz.display.mosaic import MAX_MOSAIC_PIXELS
+from actviz.display.prepare import prepare
+from actviz.display.repage import reusable_mosaics
+from actviz.ui.live.frames import FrameSource
+from actviz.ui.live.perturbation import Perturbation
+from actviz.ui.worker import Staged
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.workspace.session_state import RunRequest, RunResult
+
+__all__ = ["CAPTURE_NICE", "MIN_LIVE_MOSAIC_PIXELS", "FrameSpec", "frame_job", "mosaic_budget"]
+
+#: How much lower than the GUI thread the capture threads run (nice steps, Linux): with both
+#: cores capturing (two lanes), a GUI thread at the same priority waits for a time slice.
+CAPTURE_NICE = 5
+#: Least pixel budget of a live frame's mosaic (a canvas not laid out yet is tiny).
+MIN_LIVE_MOSAIC_PIXELS = 128 * 128
+
+
+@dataclass
+class FrameSpec:
+    """One requested frame and what its job reports back (written on the worker thread)."""
+
+    index: int
+    perturbation: Perturbation
+    full: bool = False  # every mosaic, not only the panels on screen
+    partial: bool = False  # set at submit: some off-screen mosaics were reused
+    submitted: float = 0.0
+    timing: dict[str, float] = field(default_factory=dict)
+    frame: Any = None
+    image: np.ndarray | None = None
+    base_image: np.ndarray | None = None
+    payload: dict[str, Any] | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Drop what the job would have needed (it ended, or will never run)."""
+        if self.payload is not None:
+            self.payload.clear()
+            self.payload = None
+
+
+def frame_job(
+    spec: FrameSpec,
+    source: FrameSource,
+    base: RunRequest,
+    layers: list[str],
+    previous: RunResult | None,
+    visible: set[str] | None,
+    capture_model: Any = None,
+    build: ModelCopy | None = None,
+    *,
+    max_pixels: int = MAX_MOSAIC_PIXELS,
+    selected: str | None = None,
+    overview: bool = True,
+    budget: int | None = None,
+    capture_threads: int | None = None,
+) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
+    """The worker job of one live frame: load and perturb it, capture it (on ``capture_model``,
+    after building ``build``'s copy) and stage its preparation (the fast variant of
+    :func:`~actviz.display.prepare.prepare`, only the ``visible`` layers' mosaics).
+
+    ``selected`` is the layer whose histogram is made now, when the Overview is shown
+    (``overview``); hidden, its histograms, Grad-CAM maps and statistics wait for a read.
+    """
+    from actviz.core.capture import CaptureCancelled, capture
+
+    # Everything the job needs travels in a one-shot dict that is emptied when the job
+    # starts (and by the controller when the frame is dropped before it ran): the
+    # worker's thread pool keeps finished runnables, and so this closure, alive, and the
+    # closure must not pin frames, requests or mosaics.
+    payload: dict[str, Any] = {
+        "spec": spec,
+        "source": source,
+        "base": base,
+        "layers": layers,
+        "previous_shapes": previous.output_shapes if previous is not None else None,
+        # Only the mosaics, not the result: the previous capture must be free to go.
+        "previous_mosaics": reusable_mosaics(previous) if visible is not None else None,
+        "visible": visible,
+        "eager": [selected] if selected and overview else [],
+        "cams": None if overview else [],
+        # The statistics table is on the Overview too: hidden, they wait for a read.
+        "stats": None if overview else [],
+        "budget": budget,
+        "capture_threads": capture_threads,
+        "length": len(source),
+        # The model this frame's capture runs on (the session's, or its copy on lane 1).
+        "capture_model": capture_model if capture_model is not None else base.model,
+        "build": build,
+        "max_pixels": max_pixels,
+    }
+    spec.payload = payload
+
+    def job(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> Staged:
+        p = dict(payload)
+        payload.clear()
+        if not p:
+            raise CaptureCancelled("the live frame was dropped before it started")
+        spec_: FrameSpec = p["spec"]
+        base_: RunRequest = p["base"]
+        # For good on this thread (and the torch threads it starts): the window's own runs
+        # on lane 0 then leave the GUI thread first call on a core too.
+        lower_thread_priority(CAPTURE_NICE)
+        if p["build"] is not None:
+            p["build"].build()  # on lane 0, between two captures of the model
+        t0 = time.perf_counter()
+        frame = p["source"].frame(spec_.index)
+        value, image = spec_.perturbation.apply(frame.value, frame.image)
+        if base_.input_as_list:  # a detector takes its frame as a list of one image
+            value = list_layout(value, True)
+        t1 = time.perf_counter()
+        with torch_threads(p["capture_threads"]):
+            cap = capture(
+                p["capture_model"],
+                value,
+                p["layers"],
+                target=base_.target,
+                should_stop=should_stop,
+                max_bytes=p["budget"],
+                # On a GPU, prepare reduces there and copies once per frame.
+                keep_on_device=True,
+                input_grads=base_.input_grads,
+                # The Edits dock's edits apply to every frame (actviz.ui.whatif).
+                edits=base_.edits or None,
+            )
+        t2 = time.perf_counter()
+        spec_.frame = frame
+        spec_.base_image = frame.image
+        origin = {
+            "input": Path(frame.path).name if frame.path else frame.label,
+            "path": frame.path,
+            "index": frame.index if p["length"] > 1 else None,
+            "frames": p["length"],
+            "label": frame.label,
+            "perturbation": spec_.perturbation.as_dict(),
+        }
+        spec_.timing.update(load=t1 - t0, capture=t2 - t1)
+        request = dataclasses.replace(base_, inputs=value, image=image)
+        # The second stage holds only what it needs (not the source, nor this payload).
+        shapes, eager, cams, stats = p["previous_shapes"], p["eager"], p["cams"], p["stats"]
+        visible_, stand_ins, budget = p["visible"], p["previous_mosaics"], p["max_pixels"]
+        p.clear()
+
+        def finish(should_stop: Callable[[], bool], progress: Callable[[str], None]) -> RunResult:
+            t3 = time.perf_counter()
+            c3 = time.thread_time()
+            result = prepare(
+                cap,
+                request.display_spec(),
+                fast=True,
+                model=request.model,
+                previous_shapes=shapes,
+                eager_hist=eager,
+                eager_cams=cams,
+                eager_stats=stats,
+                should_stop=should_stop,
+                mosaic_layers=visible_,
+                reuse=stand_ins,
+                max_pixels=budget,
+            )
+            t4 = time.perf_counter()
+            # Export and the read-outs name this frame, not the opened input.
+            result = dataclasses.replace(result, origin=origin)
+            spec_.image = result.image
+            spec_.timing.update(
+                prepare=t4 - t3, prepare_cpu=time.thread_time() - c3, wait=t3 - t2, end=t4
+            )
+            return result
+
+        return Staged(finish)
+
+    return job
+
+
+def mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
+    """Pixels a mosaic of this frame may have: about what its canvas shows on screen.
+
+    A page with more pixels than its canvas is drawn shrunk (filtered) anyway; built
+    that large it cost the preparation and the GUI thread (converting and drawing it)
+    several times the pixels seen. Tiles are then area averages (as for any layer over
+    the budget, :func:`~actviz.display.mosaic.max_tile_for`); the read-outs still read
+    the layer's own values. A full frame (every panel, for export or a pin) keeps the
+    usual budget.
+    """
+    if visible is None:
+        return MAX_MOSAIC_PIXELS
+    most = 0.0
+    for name in visible:
+        slot = getattr(panels.get(name), "activation_slot", None)
+        canvas = getattr(slot, "image_canvas", None)
+        if canvas is None:  # not drawn yet: its size is not known
+            return MAX_MOSAIC_PIXELS
+        ratio = canvas.devicePixelRatioF()
+        most = max(most, canvas.image_area_width() * canvas.height() * ratio * ratio)
+    return int(min(MAX_MOSAIC_PIXELS, max(most, MIN_LIVE_MOSAIC_PIXELS)))

@@ -1,0 +1,236 @@
+"""What a perturbation does to a live frame: an occlusion patch, noise, brightness and contrast,
+applied to the model input *and* to its picture, so what the panels show is what the model saw."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from actviz.core.structures import iter_tensors, map_tensors
+
+__all__ = ["Perturbation", "image_tensor", "picture_of"]
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """Changes applied to the current frame before the model sees it.
+
+    All amounts are relative, so one setting means the same on any input scale (raw pixels,
+    ImageNet-normalised tensors, ...).
+
+    Attributes
+    ----------
+    occlusion
+        Centre ``(x, y)`` of a square patch, as fractions of the width and height; None: off.
+    occlusion_size
+        Patch side as a fraction of the shorter image side.
+    noise
+        Gaussian noise, standard deviation as a fraction of the frame's own std (0 = off).
+    brightness
+        Shift as a fraction of the frame's value range (-1 .. 1).
+    contrast
+        Factor around each channel's mean (1 = unchanged, 0 = flat).
+    seed
+        Seed of the noise pattern: fixed, so moving the noise slider scales one pattern
+        instead of flickering.
+    """
+
+    occlusion: tuple[float, float] | None = None
+    occlusion_size: float = 0.25
+    noise: float = 0.0
+    brightness: float = 0.0
+    contrast: float = 1.0
+    seed: int = 0
+
+    def is_identity(self) -> bool:
+        return (
+            self.occlusion is None
+            and self.noise == 0.0
+            and self.brightness == 0.0
+            and self.contrast == 1.0
+        )
+
+    def describe(self) -> str:
+        """e.g. ``"occlusion 25% at (0.40, 0.60), noise 10%"``; "none" when nothing applies."""
+        parts = []
+        if self.occlusion is not None:
+            x, y = self.occlusion
+            parts.append(f"occlusion {self.occlusion_size:.0%} at ({x:.2f}, {y:.2f})")
+        if self.noise:
+            parts.append(f"noise {self.noise:.0%}")
+        if self.brightness:
+            parts.append(f"brightness {self.brightness:+.0%}")
+        if self.contrast != 1.0:
+            parts.append(f"contrast {self.contrast:.0%}")
+        return ", ".join(parts) or "none"
+
+    # -- geometry ----------------------------------------------------------------------------
+    def patch_box(self, height: int, width: int) -> tuple[int, int, int, int] | None:
+        """``(y0, y1, x0, x1)`` of the occlusion patch in an image of that size (clipped)."""
+        if self.occlusion is None:
+            return None
+        side = max(1, round(self.occlusion_size * min(height, width)))
+        cx, cy = self.occlusion[0] * width, self.occlusion[1] * height
+        # floor(... + 0.5): plain rounding, not Python's round-half-to-even.
+        x0 = math.floor(cx - side / 2 + 0.5)
+        y0 = math.floor(cy - side / 2 + 0.5)
+        x0c, y0c = max(0, x0), max(0, y0)
+        x1c, y1c = min(width, x0 + side), min(height, y0 + side)
+        if x1c <= x0c or y1c <= y0c:
+            return None
+        return y0c, y1c, x0c, x1c
+
+    # -- application -------------------------------------------------------------------------
+    def apply(self, value: Any, image: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
+        """Perturb a model input and its display image the same way.
+
+        Parameters
+        ----------
+        value
+            A tensor ``(N, C, H, W)`` (or ``(C, H, W)``), or a tuple/list/dict whose first such
+            float tensor is perturbed; anything else is returned unchanged.
+        image
+            ``(H', W', 3)`` uint8 display picture, or None.
+
+        Returns
+        -------
+        tuple
+            New ``(value, image)``; inputs are never modified in place.
+        """
+        if self.is_identity():
+            return value, image
+        noise_field: torch.Tensor | None = None
+        new_value = value
+        new_image = None
+        target = image_tensor(value)
+        if target is not None:
+            perturbed, noise_field = self._apply_tensor(target)
+            new_value = _replace_image_tensor(value, perturbed)
+            if image is not None:
+                # The picture of exactly the tensor the model gets, in the picture's colours.
+                new_image = picture_of(perturbed, target, image)
+        if new_image is None and image is not None:
+            new_image = self._apply_image(image, noise_field)
+        return new_value, new_image
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every perturbation that applies, with its value (``{}`` when none does), e.g.
+        ``{"noise": 0.2, "seed": 0, "brightness": 0.1, "occlusion": {"x": .., "y": .., "size": ..}}``."""
+        out: dict[str, Any] = {}
+        if self.occlusion is not None:
+            x, y = self.occlusion
+            out["occlusion"] = {"x": float(x), "y": float(y), "size": float(self.occlusion_size)}
+        if self.noise:
+            out["noise"] = float(self.noise)
+            out["seed"] = int(self.seed)  # the noise pattern, so the frame can be rebuilt
+        if self.brightness:
+            out["brightness"] = float(self.brightness)
+        if self.contrast != 1.0:
+            out["contrast"] = float(self.contrast)
+        return out
+
+    def _apply_tensor(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        squeeze = x.dim() == 3
+        t = (x[None] if squeeze else x).detach()
+        dtype = t.dtype
+        t = t.float().clone()
+        dims = (2, 3)
+        if self.contrast != 1.0:
+            mean = t.mean(dim=dims, keepdim=True)
+            t = mean + self.contrast * (t - mean)
+        if self.brightness:
+            span = t.amax(dim=(1, 2, 3), keepdim=True) - t.amin(dim=(1, 2, 3), keepdim=True)
+            t = t + self.brightness * span
+        field = None
+        if self.noise:
+            gen = torch.Generator(device="cpu").manual_seed(self.seed)
+            field = torch.randn(t.shape, generator=gen).to(t.device)
+            std = t.std(dim=(1, 2, 3), keepdim=True)
+            t = t + self.noise * std * field
+        box = self.patch_box(t.shape[2], t.shape[3])
+        if box is not None:
+            y0, y1, x0, x1 = box
+            # Each channel's mean: the "grey" of this input's own scale.
+            fill = t.mean(dim=dims, keepdim=True).expand(-1, -1, y1 - y0, x1 - x0)
+            t[:, :, y0:y1, x0:x1] = fill
+        t = t.to(dtype)
+        return (t[0] if squeeze else t), field
+
+    def _apply_image(self, image: np.ndarray, field: torch.Tensor | None) -> np.ndarray:
+        img = np.asarray(image)[..., :3].astype(np.float32)
+        h, w = img.shape[:2]
+        if self.contrast != 1.0:
+            mean = img.mean(axis=(0, 1), keepdims=True)
+            img = mean + self.contrast * (img - mean)
+        if self.brightness:
+            img = img + self.brightness * 255.0
+        if self.noise:
+            if field is not None and tuple(field.shape[2:]) == (h, w):
+                # The same pattern the model got, so the picture shows what it saw.
+                z = field[0].permute(1, 2, 0).cpu().numpy()
+                if z.shape[2] != 3:
+                    z = np.repeat(z[..., :1], 3, axis=2)
+            else:
+                z = np.random.default_rng(self.seed).standard_normal((h, w, 3)).astype(np.float32)
+            img = img + self.noise * float(img.std()) * z
+        box = self.patch_box(h, w)
+        if box is not None:
+            y0, y1, x0, x1 = box
+            img[y0:y1, x0:x1] = img.mean(axis=(0, 1))
+        return np.ascontiguousarray(np.clip(img + 0.5, 0, 255).astype(np.uint8))
+
+
+def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> np.ndarray | None:
+    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``.
+
+    A frame's picture is, channel by channel, an affine map of its tensor (a min-max view,
+    or the model's normalisation undone, rounded to uint8). That map is fitted on the clean
+    pair and applied to ``tensor``, so the picture shows exactly what the model receives:
+    brightness as brighter, noise and the patch where they are. Returns None when ``image``
+    is not such a view of ``clean`` (another size, another picture), so the caller can fall
+    back to perturbing the picture itself.
+    """
+    if tensor.dim() == 4:
+        tensor, clean = tensor[0], clean[0]
+    if tensor.dim() != 3 or clean.shape != tensor.shape or tensor.shape[0] not in (1, 3):
+        return None
+    img = np.asarray(image)
+    if img.ndim != 3 or img.shape[:2] != tuple(tensor.shape[1:]) or img.shape[2] < 3:
+        return None
+    x = clean.detach().to("cpu", torch.float64).numpy()
+    t = tensor.detach().to("cpu", torch.float64).numpy()
+    out = np.empty(img.shape[:2] + (3,), np.uint8)
+    for c in range(3):
+        k = min(c, x.shape[0] - 1)
+        xc, yc = x[k].ravel(), img[..., c].ravel().astype(np.float64)
+        inside = (yc > 0) & (yc < 255)  # clipped pixels say nothing about the map
+        if inside.sum() < 2 or np.ptp(xc[inside]) == 0:
+            return None
+        a, b = np.polyfit(xc[inside], yc[inside], 1)
+        fit = a * xc + b
+        if np.abs(fit[inside] - yc[inside]).max() > 1.0:
+            return None  # not a view of this tensor
+        if np.any(fit[yc == 0] > 1.0) or np.any(fit[yc == 255] < 254.0):
+            return None
+        out[..., c] = np.clip(np.round(a * t[k] + b), 0, 255).astype(np.uint8)
+    return out
+
+
+def _is_image_tensor(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() in (3, 4)
+
+
+def image_tensor(value: Any) -> torch.Tensor | None:
+    """The tensor a perturbation applies to: the input itself or the first image-like one
+    (float, 3 or 4 dimensions); None when ``value`` holds none (token ids, features)."""
+    return next((t for t in iter_tensors(value) if _is_image_tensor(t)), None)
+
+
+def _replace_image_tensor(value: Any, new: torch.Tensor) -> Any:
+    """``value`` with its first image-like tensor replaced by ``new`` (types kept)."""
+    old = image_tensor(value)
+    return map_tensors(value, lambda t: new if t is old else t)
