@@ -277,7 +277,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import actviz
     from actviz.io.export.capture_export import export_capture, with_input_embedding
-    from actviz.io.export.reproduce import run_source
+    from actviz.io.export.reproduce import args_source
     from actviz.io.files import check_out_folder
     from actviz.io.input_files import open_input
     from actviz.workspace.plugin_registry import installed_plugins
@@ -320,16 +320,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         gradcam_layer=args.gradcam_layer,
         layers=layers,
         progress=progress,
-        source=run_source(
-            loaded,
-            str(args.input),
-            arch=args.arch,
-            weights=kit.weights_arg(args.weights),
-            trust=args.trust,
-            device=args.device,
-            list_input=args.list_input,
-            target=target,
-        ),
+        source=args_source(loaded, args, str(args.input), target),
         # Sequence views (token maps, attention, rollout, logit lens):
         # actviz/io/export/token_export.py
         tokens=getattr(inp, "tokens", None),
