@@ -181,10 +181,11 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
     raise TypeError(f"inputs must be a tensor, a tuple/list or a dict, not {type(inputs).__name__}")
 
 
-def _one_sample(inputs: Any, model: nn.Module) -> bool:
+def one_sample(inputs: Any, model: nn.Module | None = None) -> bool:
     """Whether every input tensor holds one sample (dimension 0 of size 1): then a batch
-    can share the modules before its first edit (see the module docstring)."""
-    if isinstance(inputs, list) and forward_takes_list(model):
+    can share the modules before its first edit (see the module docstring). A list is one
+    argument of images for ``model`` (any list, without a model)."""
+    if isinstance(inputs, list) and (model is None or forward_takes_list(model)):
         return False
     tensors = list(iter_tensors(inputs))
     return bool(tensors) and all(t.ndim >= 1 and t.shape[0] == 1 for t in tensors)
@@ -312,7 +313,7 @@ def run_exact(
 
     try:
         state.apply(train=False)
-        share = _one_sample(inputs, model)
+        share = one_sample(inputs, model)
         values, forwards = run_batches(jobs, batch, run, share, progress, should_stop, "exact")
     finally:
         for h in handles:
