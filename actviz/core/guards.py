@@ -9,16 +9,29 @@ import logging
 import operator
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules"]
+__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules", "eval_mode"]
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode for the duration; every module's training flag put back after."""
+    flags = [(m, m.training) for m in model.modules()]
+    try:
+        model.eval()
+        yield
+    finally:
+        for m, flag in flags:
+            if m.training != flag:
+                m.training = flag
 
 
 class ModelState:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.core.guards import eval_mode
 from actviz.data.accumulate import first_tensor
 from actviz.data.scan_result import Scan, TopEntry
 from actviz.data.sources import ModelSpec, resolve_model
@@ -176,7 +177,7 @@ def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, 
     device = params.device if params is not None else torch.device("cpu")
     handle = module.register_forward_hook(hook)
     try:
-        with _Eval(net), torch.no_grad():
+        with eval_mode(net), torch.no_grad():
             net(torch.zeros(shape, dtype=dtype, device=device))
     finally:
         handle.remove()
@@ -194,23 +195,6 @@ def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]
             f"input_shape {tuple(input_shape)}: give (H, W), (C, H, W) or (N, C, H, W)"
         )
     return (1, *shape[1:])
-
-
-class _Eval:
-    """Eval mode for the duration, training flags put back after."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
-        self.flags = [(m, m.training) for m in model.modules()]
-
-    def __enter__(self) -> _Eval:
-        self.model.eval()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for m, flag in self.flags:
-            if m.training != flag:
-                m.training = flag
 
 
 #: Per model, the fields already worked out: the window asks again for every channel it shows.
@@ -263,7 +247,7 @@ def _receptive_field(
     x = torch.zeros(shape, dtype=spec.expected.dtype, device=spec.expected.device)
     keep.append(x)
     try:
-        with _Eval(net), torch.no_grad():
+        with eval_mode(net), torch.no_grad():
             net(x)
     finally:
         for h in handles:
@@ -365,7 +349,7 @@ def _gradient_box(
 
     handle = module.register_forward_hook(hook)
     try:
-        with _Eval(net), torch.enable_grad():
+        with eval_mode(net), torch.enable_grad():
             net(x)
             out = got[0]
             y, xx = int(location[0]), int(location[1])
