@@ -9,14 +9,14 @@ import logging
 import operator
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules", "eval_mode"]
+__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules", "eval_mode", "forward_hooks"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,17 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
         for m, flag in flags:
             if m.training != flag:
                 m.training = flag
+
+
+@contextlib.contextmanager
+def forward_hooks(modules: Iterable[nn.Module], hook: Callable[..., Any]) -> Iterator[None]:
+    """``hook`` a forward hook of every module in ``modules`` for the duration."""
+    handles = [m.register_forward_hook(hook) for m in modules]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 class ModelState:

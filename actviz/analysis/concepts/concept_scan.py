@@ -21,7 +21,7 @@ import torch
 
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.concepts.vectors import stream_batches, to_vectors
-from actviz.core.guards import eval_mode
+from actviz.core.guards import eval_mode, forward_hooks
 from actviz.data.accumulate import EMPTY_INDEX, LayerState, reduce_output
 from actviz.data.scan_result import TopEntry
 
@@ -296,26 +296,22 @@ def top_heatmaps(
         if not got:
             got.append(first_tensor(args[0] if point.side == "input" else output).detach().clone())
 
-    handle = module.register_forward_hook(hook)
-    try:
-        with eval_mode(net):
-            for entry in entries:
-                tensor, picture = _load(spec, entry, data)
-                got.clear()
-                with torch.no_grad():
-                    net(tensor[None].to(device=spec.expected.device, dtype=spec.expected.dtype))
-                vectors, spatial = to_vectors(got[0], concepts.d_in)
-                with torch.no_grad():
-                    z = concepts.encode(vectors)[:, concept]
-                if len(spatial) == 2:
-                    heat = z.reshape(1, 1, *spatial).float()
-                    heat = F.interpolate(
-                        heat, size=picture.shape[:2], mode="bilinear", align_corners=False
-                    )[0, 0]
-                else:  # tokens or a vector: one value over the whole picture
-                    heat = torch.full(picture.shape[:2], float(z.max()))
-                heat = (heat / peak if peak > 0 else heat).clamp(0, 1)
-                out.append((entry, picture, heat.cpu().numpy().astype(np.float32)))
-    finally:
-        handle.remove()
+    with forward_hooks([module], hook), eval_mode(net):
+        for entry in entries:
+            tensor, picture = _load(spec, entry, data)
+            got.clear()
+            with torch.no_grad():
+                net(tensor[None].to(device=spec.expected.device, dtype=spec.expected.dtype))
+            vectors, spatial = to_vectors(got[0], concepts.d_in)
+            with torch.no_grad():
+                z = concepts.encode(vectors)[:, concept]
+            if len(spatial) == 2:
+                heat = z.reshape(1, 1, *spatial).float()
+                heat = F.interpolate(
+                    heat, size=picture.shape[:2], mode="bilinear", align_corners=False
+                )[0, 0]
+            else:  # tokens or a vector: one value over the whole picture
+                heat = torch.full(picture.shape[:2], float(z.max()))
+            heat = (heat / peak if peak > 0 else heat).clamp(0, 1)
+            out.append((entry, picture, heat.cpu().numpy().astype(np.float32)))
     return out
