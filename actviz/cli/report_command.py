@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, layer_names, say_each, target_arg
+from actviz.cli.command_kit import Opener, Say, add_list_input, layer_names, say_each, target_arg
 
 __all__ = ["add_parser", "run"]
 
@@ -37,12 +37,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
     p.add_argument("--out", "-o", required=True, help="the HTML file to write")
     p.add_argument("--target", "-t", help="class index or class name (as actviz export)")
-    p.add_argument(
-        "--list-input",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="give the model a list of (C, H, W) images (as actviz export)",
-    )
+    add_list_input(p)
     p.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
     p.add_argument(
         "--cmap", help="colour map of the feature maps (default: viridis; a session's own)"
