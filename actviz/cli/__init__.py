@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--input", "-i", help="also run it (any --input of export) and print each output shape"
     )
-    _add_list_input(info)
+    kit.add_list_input(info)
 
     exp = sub.add_parser("export", help="write feature maps, gradients, saliency, Grad-CAM, arrays")
     _add_model_args(exp, required=True)
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a language model, a token id or text (default: top-1 class, top detection, a "
         "segmenter's top class, or the next token)",
     )
-    _add_list_input(exp)
+    kit.add_list_input(exp)
     exp.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
     exp.add_argument("--cmap", default="viridis", help="colour map of the feature maps")
     exp.add_argument(
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--tol", type=float, default=1e-4, help="first divergence: rel. L2 above")
     cmp.add_argument("--target", "-t", help="class index or name for the predictions' row")
     cmp.add_argument("--normalize", choices=("channel", "shared"), default="channel")
-    _add_list_input(cmp)
+    kit.add_list_input(cmp)
     scan = sub.add_parser(
         "scan", help="scan a dataset: per channel, the images that excite it most"
     )
@@ -226,16 +226,6 @@ def _print_arch_guesses(guesses: Sequence[Any]) -> None:
         _progress(f"  {guess.describe()}")
 
 
-def _add_list_input(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--list-input",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="give the model a list of (C, H, W) images, as detection models take "
-        "(default: when the model's forward is annotated to take a list)",
-    )
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     import actviz
 
@@ -277,7 +267,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import actviz
     from actviz.io.export.capture_export import export_capture, with_input_embedding
-    from actviz.io.export.reproduce import run_source
+    from actviz.io.export.reproduce import args_source
     from actviz.io.files import check_out_folder
     from actviz.io.input_files import open_input
     from actviz.workspace.plugin_registry import installed_plugins
@@ -320,16 +310,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         gradcam_layer=args.gradcam_layer,
         layers=layers,
         progress=progress,
-        source=run_source(
-            loaded,
-            str(args.input),
-            arch=args.arch,
-            weights=kit.weights_arg(args.weights),
-            trust=args.trust,
-            device=args.device,
-            list_input=args.list_input,
-            target=target,
-        ),
+        source=args_source(loaded, args, str(args.input), target),
         # Sequence views (token maps, attention, rollout, logit lens):
         # actviz/io/export/token_export.py
         tokens=getattr(inp, "tokens", None),

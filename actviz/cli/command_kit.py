@@ -26,6 +26,17 @@ def add_data_args(p: argparse.ArgumentParser, *, data: bool = True, workers: boo
         p.add_argument("--workers", type=int, help="DataLoader worker processes (default 2)")
 
 
+def add_list_input(p: argparse.ArgumentParser) -> None:
+    """``--list-input`` / ``--no-list-input``, as every command running a model takes it."""
+    p.add_argument(
+        "--list-input",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give the model a list of (C, H, W) images, as detection models take "
+        "(default: when the model's forward is annotated to take a list)",
+    )
+
+
 def layer_names(text: str | None) -> list[str] | None:
     """``"a, b,"`` -> ``["a", "b"]``; None for no ``--layers``."""
     return [s.strip() for s in text.split(",") if s.strip()] if text is not None else None

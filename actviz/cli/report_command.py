@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from actviz.cli.command_kit import Opener, Say, layer_names, say_each, target_arg, weights_arg
+from actviz.cli.command_kit import Opener, Say, add_list_input, layer_names, say_each, target_arg
 
 __all__ = ["add_parser", "run"]
 
@@ -37,12 +37,7 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
     p.add_argument("--layers", "-l", help="comma-separated layer names (default: every leaf)")
     p.add_argument("--out", "-o", required=True, help="the HTML file to write")
     p.add_argument("--target", "-t", help="class index or class name (as actviz export)")
-    p.add_argument(
-        "--list-input",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="give the model a list of (C, H, W) images (as actviz export)",
-    )
+    add_list_input(p)
     p.add_argument("--gradcam-layer", help="layer for Grad-CAM (default: last spatial layer)")
     p.add_argument(
         "--cmap", help="colour map of the feature maps (default: viridis; a session's own)"
@@ -84,7 +79,7 @@ def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> 
     import actviz
     from actviz.io.export.capture_export import with_input_embedding
     from actviz.io.export.report import write_report
-    from actviz.io.export.reproduce import run_source
+    from actviz.io.export.reproduce import args_source
     from actviz.io.input_files import open_input
 
     loaded = open_model(args)
@@ -101,16 +96,7 @@ def _from_model(args: argparse.Namespace, open_model: Opener, progress: Say) -> 
         gradients=not args.no_gradients,
     )
     say_each(progress, cap.warnings)
-    source = run_source(
-        loaded,
-        str(args.input),
-        arch=args.arch,
-        weights=weights_arg(args.weights),
-        trust=args.trust,
-        device=args.device,
-        list_input=args.list_input,
-        target=target,
-    )
+    source = args_source(loaded, args, str(args.input), target)
     return lambda: write_report(
         cap,
         args.out,

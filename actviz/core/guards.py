@@ -9,16 +9,40 @@ import logging
 import operator
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules"]
+__all__ = ["ModelState", "UnregisteredCheck", "UnregisteredModules", "eval_mode", "forward_hooks"]
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode for the duration; every module's training flag put back after."""
+    flags = [(m, m.training) for m in model.modules()]
+    try:
+        model.eval()
+        yield
+    finally:
+        for m, flag in flags:
+            if m.training != flag:
+                m.training = flag
+
+
+@contextlib.contextmanager
+def forward_hooks(modules: Iterable[nn.Module], hook: Callable[..., Any]) -> Iterator[None]:
+    """``hook`` a forward hook of every module in ``modules`` for the duration."""
+    handles = [m.register_forward_hook(hook) for m in modules]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 class ModelState:

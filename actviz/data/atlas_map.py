@@ -26,8 +26,8 @@ from actviz.data.atlas_projection import (
 )
 from actviz.data.atlas_vectors import (
     ChannelSplit,
-    _frozen,
     cosine_top,
+    frozen,
     points_in_polygon,
     query_vector,
     row_norms,
@@ -156,5 +156,5 @@ def build_atlas(
         row_of = np.full(len(scan.sources), -1, dtype=np.int64)  # data index -> scores row
         row_of[scores.indices] = np.arange(len(scores))
         j = row_of[emb.indices]
-        predictions = _frozen(np.where(j >= 0, best[np.maximum(j, 0)], -1).astype(np.int64))
+        predictions = frozen(np.where(j >= 0, best[np.maximum(j, 0)], -1).astype(np.int64))
     return Atlas(scan, layer, emb, projection, predictions)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from actviz.data.atlas_vectors import _chunks, _frozen, _rows
+from actviz.data.atlas_vectors import _chunks, _rows, frozen
 
 __all__ = [
     "METHODS",
@@ -214,9 +214,7 @@ def _pca(a: np.ndarray, dims: int) -> Projection:
     for lo, c in _chunks(a):
         coords[lo : lo + len(c)] = (c - mean) @ components.T
     explained = np.maximum(top, 0) / total if total > 0 else np.zeros(dims)
-    return Projection(
-        "pca", _frozen(coords), _frozen(mean), _frozen(components), _frozen(explained)
-    )
+    return Projection("pca", frozen(coords), frozen(mean), frozen(components), frozen(explained))
 
 
 def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
@@ -260,7 +258,7 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
         warnings.simplefilter("ignore")
         coords = reducer.fit_transform(x)
     return Projection(
-        "umap", _frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
+        "umap", frozen(np.asarray(coords, dtype=np.float64)), seed=seed, _model=reducer, _pre=pre
     )
 
 
@@ -279,7 +277,7 @@ def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) 
     for lo in range(0, len(others), _PLACE_CHUNK):
         rows = others[lo : lo + _PLACE_CHUNK]
         coords[rows] = fit.transform(np.asarray(a[rows]))
-    return replace(fit, coords=_frozen(coords), fitted_on=UMAP_FIT_MAX)
+    return replace(fit, coords=frozen(coords), fitted_on=UMAP_FIT_MAX)
 
 
 class ExactNeighbours:

@@ -50,7 +50,8 @@ def _chunks(a: np.ndarray) -> Any:
         yield lo, a[lo : lo + _CHUNK].astype(np.float64)
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` contiguous and read-only."""
     a = np.ascontiguousarray(a)
     a.flags.writeable = False
     return a

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from actviz.data.accumulate import EMPTY_INDEX, LayerState
+from actviz.data.rows import _safe
 
 __all__ = ["LayerCache", "ScanStore", "cache_dir", "cache_root", "weights_fingerprint"]
 
@@ -81,10 +82,6 @@ def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
 def cache_dir(weights: str, preprocessing: str, identity: str) -> Path:
     key = hashlib.sha1(f"{_FORMAT}|{weights}|{preprocessing}|{identity}".encode()).hexdigest()
     return cache_root() / key[:24]
-
-
-def _safe(layer: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", layer or "_model") or "_model"
 
 
 @dataclass

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actviz.core.guards import eval_mode, forward_hooks
 from actviz.data.accumulate import first_tensor
 from actviz.data.scan_result import Scan, TopEntry
 from actviz.data.sources import ModelSpec, resolve_model
@@ -174,12 +175,8 @@ def _map_size(net: nn.Module, layer: str, shape: tuple[int, ...]) -> tuple[int, 
     params = next(net.parameters(), None)
     dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32
     device = params.device if params is not None else torch.device("cpu")
-    handle = module.register_forward_hook(hook)
-    try:
-        with _Eval(net), torch.no_grad():
-            net(torch.zeros(shape, dtype=dtype, device=device))
-    finally:
-        handle.remove()
+    with forward_hooks([module], hook), eval_mode(net), torch.no_grad():
+        net(torch.zeros(shape, dtype=dtype, device=device))
     return (int(got[0][-2]), int(got[0][-1])) if got and len(got[0]) == 4 else None
 
 
@@ -194,23 +191,6 @@ def _input_shape(spec: ModelSpec, input_shape: Sequence[int]) -> tuple[int, ...]
             f"input_shape {tuple(input_shape)}: give (H, W), (C, H, W) or (N, C, H, W)"
         )
     return (1, *shape[1:])
-
-
-class _Eval:
-    """Eval mode for the duration, training flags put back after."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
-        self.flags = [(m, m.training) for m in model.modules()]
-
-    def __enter__(self) -> _Eval:
-        self.model.eval()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for m, flag in self.flags:
-            if m.training != flag:
-                m.training = flag
 
 
 #: Per model, the fields already worked out: the window asks again for every channel it shows.
@@ -258,16 +238,11 @@ def _receptive_field(
             layer_out.append(out.shape)
 
     leaves = [m for m in net.modules() if next(m.children(), None) is None]
-    handles = [m.register_forward_hook(leaf_hook) for m in leaves]
-    handles.append(target.register_forward_hook(layer_hook))
     x = torch.zeros(shape, dtype=spec.expected.dtype, device=spec.expected.device)
     keep.append(x)
-    try:
-        with _Eval(net), torch.no_grad():
+    with forward_hooks(leaves, leaf_hook), forward_hooks([target], layer_hook):
+        with eval_mode(net), torch.no_grad():
             net(x)
-    finally:
-        for h in handles:
-            h.remove()
     input_hw = (shape[2], shape[3])
     if not layer_out:
         raise ValueError(f"layer {layer!r} did not run for an input of shape {shape}")
@@ -363,16 +338,12 @@ def _gradient_box(
         if not got:
             got.append(first_tensor(output))
 
-    handle = module.register_forward_hook(hook)
-    try:
-        with _Eval(net), torch.enable_grad():
-            net(x)
-            out = got[0]
-            y, xx = int(location[0]), int(location[1])
-            value = out[:, :, y, xx].abs().sum()
-            (grad,) = torch.autograd.grad(value, x, allow_unused=True)
-    finally:
-        handle.remove()
+    with forward_hooks([module], hook), eval_mode(net), torch.enable_grad():
+        net(x)
+        out = got[0]
+        y, xx = int(location[0]), int(location[1])
+        value = out[:, :, y, xx].abs().sum()
+        (grad,) = torch.autograd.grad(value, x, allow_unused=True)
     h, w = shape[2], shape[3]
     if grad is None:
         return (0, h, 0, w)

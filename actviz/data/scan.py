@@ -121,10 +121,6 @@ def scan(
         Keep the embeddings memory-mapped in this folder (:mod:`actviz.data.rows`) instead of
         in memory; every rank of a distributed scan must reach it.
 
-    Returns
-    -------
-    Scan
-
     Raises
     ------
     actviz.io.errors.InputError

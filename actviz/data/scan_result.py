@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from actviz.core.records import CaptureTooLarge
+from actviz.data.atlas_vectors import frozen
 
 __all__ = [
     "ChannelStats",
@@ -211,12 +212,6 @@ def _rows_with_vectors(full: np.ndarray) -> np.ndarray:
     )
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.flags.writeable = False
-    return a
-
-
 @dataclass(frozen=True)
 class Scan:
     """A dataset scan: per layer and channel, the images that excite it most, and statistics.
@@ -342,12 +337,12 @@ class Scan:
             )
         full = self.pooled[layer]
         rows = _rows_with_vectors(full)
-        vectors = full if len(rows) == len(full) else _frozen(full[rows])
-        labels = None if self.labels is None else _frozen(self.labels[rows])
+        vectors = full if len(rows) == len(full) else frozen(full[rows])
+        labels = None if self.labels is None else frozen(self.labels[rows])
         out = Embeddings(
             layer,
             vectors,
-            _frozen(rows.astype(np.int64)),
+            frozen(rows.astype(np.int64)),
             tuple(self.sources[i] for i in rows.tolist()),
             labels,
             self.class_names,
@@ -440,14 +435,14 @@ def layer_result(state: Any) -> LayerResult:
 
     if state.channels is None:
         empty = np.zeros((0, state.k))
-        stats = ChannelStats(*(_frozen(np.zeros(0)) for _ in range(3)), count=0)
+        stats = ChannelStats(*(frozen(np.zeros(0)) for _ in range(3)), count=0)
         return LayerResult(
-            _frozen(empty),
-            _frozen(empty.astype(np.int64)),
-            _frozen(np.zeros((0, state.k, 2), dtype=np.int64)),
+            frozen(empty),
+            frozen(empty.astype(np.int64)),
+            frozen(np.zeros((0, state.k, 2), dtype=np.int64)),
             stats,
             None,
-            _frozen(np.zeros(0, dtype=np.int64)),
+            frozen(np.zeros(0, dtype=np.int64)),
         )
     indices = state.indices.copy()
     indices[indices == EMPTY_INDEX] = -1
@@ -455,16 +450,16 @@ def layer_result(state: Any) -> LayerResult:
     positive = state.positive.copy()
     frac = positive / count if count else np.zeros(len(positive))
     stats = ChannelStats(
-        _frozen(state.mean.copy()),
-        _frozen(state.std()),
-        _frozen(frac.astype(np.float64)),
+        frozen(state.mean.copy()),
+        frozen(state.std()),
+        frozen(frac.astype(np.float64)),
         count,
     )
     return LayerResult(
-        _frozen(state.values.copy()),
-        _frozen(indices),
-        _frozen(state.locations.copy()),
+        frozen(state.values.copy()),
+        frozen(indices),
+        frozen(state.locations.copy()),
         stats,
         state.spatial,
-        _frozen(positive),
+        frozen(positive),
     )

@@ -17,6 +17,7 @@ from torch import nn
 
 from actviz.core.capture import model_device, resolve_layers
 from actviz.core.edit_kinds import channel_dim
+from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.threads import available_cores
 from actviz.data.accumulate import first_tensor
 from actviz.data.cache import ScanStore
@@ -149,18 +150,8 @@ def _probe_forward(
         if name is not None and name not in widths and t.ndim >= 2:
             widths[name] = int(t.shape[channel_dim(module, t)])
 
-    training = [(m, m.training) for m in net.modules()]
-    handles = [m.register_forward_hook(hook) for m in net.modules()]
-    try:
-        net.eval()
-        with torch.no_grad():
-            net(sample)
-    finally:
-        for h in handles:
-            h.remove()
-        for m, flag in training:
-            if m.training != flag:
-                m.training = flag
+    with forward_hooks(net.modules(), hook), eval_mode(net), torch.no_grad():
+        net(sample)
     return total, widths
 
 

@@ -170,9 +170,7 @@ class ImageFiles(Dataset):
         try:
             img = _open_image(Path(src), src)
             loaded = _from_image(img, src, self.expected, self.transforms, self.size)
-        except InputError as exc:
-            return i, None, _reason(exc, src)
-        except (OSError, ValueError) as exc:  # vanished file, permissions
+        except (InputError, OSError, ValueError) as exc:  # OSError: vanished file, permissions
             return i, None, _reason(exc, src)
         return i, loaded.value[0], ""
 

@@ -78,10 +78,6 @@ def layer_view(
     full_shape
         When ``tensor`` is already the one-sample slice ``output[sample:sample + 1]`` (the
         device path copies only that), the whole output's shape.
-
-    Returns
-    -------
-    LayerView
     """
     data = as_numpy(tensor)
     shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)

@@ -452,10 +452,6 @@ def mosaic(
         Tile the channels in this order (:class:`ChannelOrder`): ``first_channel`` then
         counts positions in it. An order naming channels the layer lacks (another model's)
         is ignored: the natural order.
-
-    Returns
-    -------
-    Mosaic
     """
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")

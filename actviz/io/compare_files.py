@@ -23,7 +23,7 @@ from actviz.display.difference import DIFFERENCE_CMAP, prediction_change, prepar
 from actviz.display.prepared import DisplaySpec
 from actviz.io.errors import ActvizError
 from actviz.io.export.capture_export import write_pages
-from actviz.io.export.reproduce import run_source, write_compare_reproduce
+from actviz.io.export.reproduce import args_source, write_compare_reproduce
 from actviz.io.export.typeset import EXPORT_PAGE_CHANNELS, safe_name
 
 __all__ = ["run_compare", "write_comparison"]
@@ -178,15 +178,7 @@ def run_compare(
         runs=runs,
     )
     sources = [
-        run_source(
-            loaded,
-            inp_src,
-            arch=args.arch,
-            weights=None if str(args.weights).lower() in ("none", "random") else args.weights,
-            trust=args.trust,
-            device=args.device,
-            list_input=args.list_input,
-        )
+        args_source(loaded, args, inp_src)
         for loaded, inp_src in ((loaded_a, args.input), (loaded_b, args.input_b or args.input))
     ]
     if loaded_b is loaded_a:  # one model: opened once by the script

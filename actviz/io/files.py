@@ -117,11 +117,6 @@ def check_out_folder(path: str | os.PathLike[str]) -> Path:
     path
         The folder to export into (made when missing).
 
-    Returns
-    -------
-    Path
-        ``path``.
-
     Raises
     ------
     WriteError
@@ -149,11 +144,6 @@ def check_out_file(path: str | os.PathLike[str], example: str = "report.html") -
         The file to write.
     example
         The file name suggested inside that folder.
-
-    Returns
-    -------
-    Path
-        ``path``.
 
     Raises
     ------

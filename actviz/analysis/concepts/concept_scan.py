@@ -21,6 +21,7 @@ import torch
 
 from actviz.analysis.concepts.dictionary import Concepts
 from actviz.analysis.concepts.vectors import stream_batches, to_vectors
+from actviz.core.guards import eval_mode, forward_hooks
 from actviz.data.accumulate import EMPTY_INDEX, LayerState, reduce_output
 from actviz.data.scan_result import TopEntry
 
@@ -295,10 +296,7 @@ def top_heatmaps(
         if not got:
             got.append(first_tensor(args[0] if point.side == "input" else output).detach().clone())
 
-    training = [(m, m.training) for m in net.modules()]
-    handle = module.register_forward_hook(hook)
-    try:
-        net.eval()
+    with forward_hooks([module], hook), eval_mode(net):
         for entry in entries:
             tensor, picture = _load(spec, entry, data)
             got.clear()
@@ -316,9 +314,4 @@ def top_heatmaps(
                 heat = torch.full(picture.shape[:2], float(z.max()))
             heat = (heat / peak if peak > 0 else heat).clamp(0, 1)
             out.append((entry, picture, heat.cpu().numpy().astype(np.float32)))
-    finally:
-        handle.remove()
-        for m, flag in training:
-            if m.training != flag:
-                m.training = flag
     return out

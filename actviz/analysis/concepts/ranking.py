@@ -29,12 +29,12 @@ from actviz.analysis.effects.effect_results import (
     LayerEffects,
     frozen,
 )
-from actviz.analysis.effects.exact import TargetReader, repeat_inputs, run_batches
+from actviz.analysis.effects.exact import TargetReader, one_sample, repeat_inputs, run_batches
 from actviz.core.capture import capture
 from actviz.core.edit_kinds import EditHooks, channel_dim, normalize_edits
 from actviz.core.guards import ModelState
 from actviz.core.records import Capture
-from actviz.core.structures import first_tensor, iter_tensors, replace_first
+from actviz.core.structures import first_tensor, replace_first
 
 __all__ = ["concept_effects", "concept_estimate_from_capture", "run_concepts_exact"]
 
@@ -176,11 +176,6 @@ class _RemoveOne:
         return replace_first(output, new)
 
 
-def _one_sample(inputs: Any) -> bool:
-    tensors = list(iter_tensors(inputs))
-    return bool(tensors) and all(t.ndim >= 1 and t.shape[0] == 1 for t in tensors)
-
-
 def run_concepts_exact(
     model: nn.Module,
     inputs: Any,
@@ -205,7 +200,7 @@ def run_concepts_exact(
     hook = _RemoveOne(layer, concepts, float(scale))
     extra = normalize_edits(edits) if edits else {}
     state = ModelState(model, out_of_place=False, modules=list(modules.values()))
-    share = _one_sample(inputs) and not isinstance(inputs, list)
+    share = one_sample(inputs)
     start = time.perf_counter()
 
     def run(chunk: Sequence[int], expand: bool) -> list[float]:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from actviz.core.edit_kinds import channel_dim
+from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.structures import first_tensor
 
 __all__ = [
@@ -218,10 +219,7 @@ def stream_batches(
             axis = channel_dim(m if point.side == "output" else None, t)
             got.append((t.detach().clone(), axis))
 
-    training = [(m, m.training) for m in net.modules()]
-    handle = module.register_forward_hook(hook)
-    try:
-        net.eval()
+    with forward_hooks([module], hook), eval_mode(net):
         pending = np.arange(n)
         if batch_size is None:
             batch_size = min(MAX_BATCH, _probe(net, items, pending, device, dtype))
@@ -249,11 +247,6 @@ def stream_batches(
             yield indices.numpy(), t, axis
             if progress is not None:
                 progress(done, n)
-    finally:
-        handle.remove()
-        for m, flag in training:
-            if m.training != flag:
-                m.training = flag
 
 
 class StreamCancelled(Exception):

@@ -118,25 +118,17 @@ def _scalar(value: Any) -> torch.Tensor:
 
 def _rows(obj: Any, i: int, b: int) -> Any:
     """Sample ``i``'s rows of every tensor in ``obj`` (containers' types kept)."""
-    if isinstance(obj, torch.Tensor):
-        n = obj.shape[0] // b if obj.ndim else 0
-        if obj.ndim == 0 or obj.shape[0] != n * b:
+
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        n = t.shape[0] // b if t.ndim else 0
+        if t.ndim == 0 or t.shape[0] != n * b:
             raise ValueError(
-                f"an output tensor of shape {tuple(obj.shape)} does not hold a batch of {b} in "
+                f"an output tensor of shape {tuple(t.shape)} does not hold a batch of {b} in "
                 "dimension 0 (pass batch=1)"
             )
-        return obj[i * n : (i + 1) * n]
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_rows(v, i, b) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_rows(v, i, b) for v in obj)
-    if isinstance(obj, Mapping):
-        items = {k: _rows(v, i, b) for k, v in obj.items()}
-        try:
-            return type(obj)(items)
-        except TypeError:
-            return items
-    return obj
+        return t[i * n : (i + 1) * n]
+
+    return map_tensors(obj, rows)
 
 
 def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
@@ -153,17 +145,6 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
             return t.clone()
         return t.repeat(b, *([1] * (t.ndim - 1)))
 
-    def walk(obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor):
-            return rep(obj)
-        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-            return type(obj)(*(walk(v) for v in obj))
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(walk(v) for v in obj)
-        if isinstance(obj, Mapping):
-            return {k: walk(v) for k, v in obj.items()}
-        return obj
-
     if isinstance(inputs, torch.Tensor):
         return (rep(inputs),), {}
     if (
@@ -175,16 +156,17 @@ def repeat_inputs(inputs: Any, b: int, model: nn.Module) -> tuple[tuple, dict]:
         images = [v.detach().to(device or v.device) for v in inputs]
         return ([v.clone() for _ in range(b) for v in images],), {}
     if isinstance(inputs, (list, tuple)):
-        return tuple(walk(v) for v in inputs), {}
+        return tuple(map_tensors(v, rep) for v in inputs), {}
     if isinstance(inputs, Mapping):
-        return (), {k: walk(v) for k, v in inputs.items()}
+        return (), {k: map_tensors(v, rep) for k, v in inputs.items()}
     raise TypeError(f"inputs must be a tensor, a tuple/list or a dict, not {type(inputs).__name__}")
 
 
-def _one_sample(inputs: Any, model: nn.Module) -> bool:
+def one_sample(inputs: Any, model: nn.Module | None = None) -> bool:
     """Whether every input tensor holds one sample (dimension 0 of size 1): then a batch
-    can share the modules before its first edit (see the module docstring)."""
-    if isinstance(inputs, list) and forward_takes_list(model):
+    can share the modules before its first edit (see the module docstring). A list is one
+    argument of images for ``model`` (any list, without a model)."""
+    if isinstance(inputs, list) and (model is None or forward_takes_list(model)):
         return False
     tensors = list(iter_tensors(inputs))
     return bool(tensors) and all(t.ndim >= 1 and t.shape[0] == 1 for t in tensors)
@@ -312,7 +294,7 @@ def run_exact(
 
     try:
         state.apply(train=False)
-        share = _one_sample(inputs, model)
+        share = one_sample(inputs, model)
         values, forwards = run_batches(jobs, batch, run, share, progress, should_stop, "exact")
     finally:
         for h in handles:

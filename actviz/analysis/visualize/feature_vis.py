@@ -176,10 +176,6 @@ def visualize(
     should_stop
         Polled before each step; True raises :class:`~actviz.core.records.CaptureCancelled`.
 
-    Returns
-    -------
-    Visualization
-
     Raises
     ------
     VisualizeError

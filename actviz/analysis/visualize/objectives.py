@@ -24,7 +24,6 @@ class Objective:
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     name: str | None
     has_channels: bool
-    needs_output: bool  # a class logit: the whole forward runs
 
 
 def channels_first(act: torch.Tensor, module: nn.Module | None) -> torch.Tensor:
@@ -52,7 +51,7 @@ def make_objective(
                 )
             return sign * out.gather(1, keys[:, None])[:, 0]
 
-        return Objective(logit, "-logit" if negative else "logit", True, True)
+        return Objective(logit, "-logit" if negative else "logit", True)
     if isinstance(objective, (torch.Tensor, np.ndarray)):
         vec = torch.as_tensor(np.asarray(objective, dtype=np.float32))
         if vec.dim() not in (1, 2):
@@ -80,7 +79,7 @@ def make_objective(
             return sign * (a * v[:, :, None]).sum(1).mean(1)
 
         name = f"direction:{digest}"
-        return Objective(direction, ("-" if negative else "") + name, False, False)
+        return Objective(direction, ("-" if negative else "") + name, False)
     if callable(objective) and not isinstance(objective, str):
         user = objective
 
@@ -96,7 +95,7 @@ def make_objective(
                 )
             return sign * value.reshape(-1).expand(act.shape[0])
 
-        return Objective(custom, None, False, False)
+        return Objective(custom, None, False)
     if objective == "channel":
 
         def channel(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -104,7 +103,7 @@ def make_objective(
             a = a.reshape(a.shape[0], a.shape[1], -1)
             return sign * a.gather(1, keys[:, None, None].expand(-1, 1, a.shape[2])).mean((1, 2))
 
-        return Objective(channel, ("-" if negative else "") + "channel", True, False)
+        return Objective(channel, ("-" if negative else "") + "channel", True)
     if objective == "neuron":
 
         def neuron(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -113,13 +112,13 @@ def make_objective(
             a = a[(slice(None), slice(None), *centre)]
             return sign * a.gather(1, keys[:, None])[:, 0]
 
-        return Objective(neuron, ("-" if negative else "") + "neuron", True, False)
+        return Objective(neuron, ("-" if negative else "") + "neuron", True)
     if objective == "layer":
 
         def layer(act: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
             return sign * per_sample(act.pow(2))
 
-        return Objective(layer, ("-" if negative else "") + "layer", False, False)
+        return Objective(layer, ("-" if negative else "") + "layer", False)
     raise VisualizeError(
         f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, a direction tensor or a "
         f"callable of the layer output, not {objective!r}"

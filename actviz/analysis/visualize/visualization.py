@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from actviz.data.atlas_vectors import frozen
 from actviz.io.errors import ActvizError
 
 #: Objectives by name: a channel's mean activation, its centre neuron, the layer's mean square
@@ -85,12 +86,6 @@ class Visualization:
             elapsed_s=self.elapsed_s,
             from_cache=tuple(self.from_cache[r] for r in rows) if self.from_cache else (),
         )
-
-
-def frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.setflags(write=False)
-    return a
 
 
 def merge_visualizations(parts: Sequence[Visualization]) -> Visualization:

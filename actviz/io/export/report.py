@@ -24,6 +24,7 @@ import torch
 from PIL import Image
 
 from actviz.core.records import Capture
+from actviz.core.structures import describe
 from actviz.display import colormaps
 from actviz.io.export.capture_export import prepare_export
 from actviz.io.export.report_page import (
@@ -187,7 +188,7 @@ def write_report(
         page.figure(
             "input", image, f"the input as the model sees it ({image.shape[1]}×{image.shape[0]})"
         )
-    page.add(f'<p class="muted">input shapes: {esc(_input_shapes(cap.inputs))}</p>')
+    page.add(f'<p class="muted">input shapes: {esc(describe(cap.inputs))}</p>')
 
     prediction_section(page, prepared, cap, baseline, categories)
 
@@ -397,13 +398,3 @@ def write_result_report(result: Any, path: str | os.PathLike[str], **kwargs: Any
     }
     args.update(kwargs)
     return write_report(result.capture, path, **args)
-
-
-def _input_shapes(obj: Any) -> str:
-    if isinstance(obj, torch.Tensor):
-        return f"{shape_text(tuple(obj.shape))} {str(obj.dtype).replace('torch.', '')}"
-    if isinstance(obj, dict):
-        return ", ".join(f"{k}: {_input_shapes(v)}" for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return "(" + ", ".join(_input_shapes(v) for v in obj) + ")"
-    return type(obj).__name__

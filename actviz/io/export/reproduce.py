@@ -102,6 +102,21 @@ def run_source(
     )
 
 
+def args_source(loaded: Any, args: Any, input: str | None, target: Any = None) -> RunSource:
+    """:func:`run_source` with the ``actviz`` command's model options (``args``)."""
+    weights = None if str(args.weights).lower() in ("none", "random") else args.weights
+    return run_source(
+        loaded,
+        input,
+        arch=args.arch,
+        weights=weights,
+        trust=args.trust,
+        device=args.device,
+        list_input=args.list_input,
+        target=target,
+    )
+
+
 def _absolute(source: str | None) -> str | None:
     """A file source made absolute, so the script runs from any folder; others as given."""
     if source is None:

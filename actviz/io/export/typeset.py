@@ -207,7 +207,13 @@ def render_layer_png(
         symmetric = not magnitude and symmetric_for(cmap, view)
     if view.kind == "maps":
         cmap = colormaps.resolve(cmap, signed=symmetric, gradient=magnitude)
-        m = page_mosaic(view, normalize, first_channel, max_channels, symmetric=symmetric)
+        m = mosaic(
+            view.data,
+            normalize=normalize,
+            first_channel=first_channel,
+            max_channels=max_channels,
+            symmetric=symmetric,
+        )
         shown = (
             f"channels {m.first_channel}-{m.last_channel} of {m.total_channels}"
             if m.channels < m.total_channels
@@ -232,25 +238,6 @@ def render_layer_png(
     values = np.atleast_1d(view.data).astype(np.float32)
     color = (200, 80, 40) if magnitude else (40, 110, 180)
     return _bars_png(values, f"{title}  ({view.description})", color)
-
-
-def page_mosaic(
-    view: LayerView,
-    normalize: str = "channel",
-    first_channel: int = 0,
-    max_channels: int | None = EXPORT_PAGE_CHANNELS,
-    *,
-    symmetric: bool = False,
-) -> Mosaic:
-    """The exported mosaic of a page of ``view``'s channels: the window's mosaic (same function,
-    full resolution) with pages of ``max_channels``."""
-    return mosaic(
-        view.data,
-        normalize=normalize,
-        first_channel=first_channel,
-        max_channels=max_channels,
-        symmetric=symmetric,
-    )
 
 
 def channel_pages(
@@ -334,7 +321,13 @@ def layer_page_images(
             )
         )
         if view.kind == "maps":
-            m = page_mosaic(view, normalize, first, symmetric=symmetric)
+            m = mosaic(
+                view.data,
+                normalize=normalize,
+                first_channel=first,
+                max_channels=EXPORT_PAGE_CHANNELS,
+                symmetric=symmetric,
+            )
             pictures.append((f"{suffix}_1x", Image.fromarray(mosaic_rgb(m, painted))))
     return pictures
 

@@ -371,10 +371,6 @@ def open_hf(src: str, *, folder: Path | None = None, trust: bool = False) -> HFM
     trust
         Allow the folder's own Python code (``trust_remote_code``) to run.
 
-    Returns
-    -------
-    HFModel
-
     Raises
     ------
     ModelLoadError

@@ -75,6 +75,21 @@ class LoadedModel:
     weights_from: str = ""
 
 
+def from_built(built: Any, name: str, src: str, kind: str, **extra: Any) -> LoadedModel:
+    """The LoadedModel of a zoo's build result (torchvision, timm, Hugging Face)."""
+    return LoadedModel(
+        built.model,
+        name,
+        src,
+        kind,
+        categories=built.categories,
+        transforms=built.transforms,
+        input_size=built.input_size,
+        warnings=list(built.warnings),
+        **extra,
+    )
+
+
 #: The forms a model or an architecture may be named in, for error messages.
 ACCEPTED_FORMS = (
     "a torchvision name (resnet18), timm:NAME (timm:vit_tiny_patch16_224), a model folder "

@@ -22,7 +22,12 @@ from torch import nn
 from actviz.io.errors import ModelLoadError
 from actviz.io.models import hf_models, timm_models, zoo
 from actviz.io.models.checkpoints import one_line
-from actviz.io.models.loaded_model import LoadedModel, ignore_arch, unknown_name_message
+from actviz.io.models.loaded_model import (
+    LoadedModel,
+    from_built,
+    ignore_arch,
+    unknown_name_message,
+)
 from actviz.io.models.model_files import open_file
 from actviz.io.models.user_code import build_from_code, module_classes_in_file, parse_code_ref
 
@@ -40,10 +45,6 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     ----------
     device
         ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a ``torch.device``; None means CPU.
-
-    Returns
-    -------
-    torch.device
 
     Raises
     ------
@@ -70,30 +71,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-def load_model(
-    source: str | os.PathLike[str] | nn.Module,
-    *,
-    arch: str | None = None,
-    weights: Any = "DEFAULT",
-    trust: bool = False,
-    device: str | torch.device = "cpu",
-    guess: bool = True,
-    device_map: Any = None,
-    max_memory: dict | None = None,
-    offload_folder: str | os.PathLike[str] | None = None,
-) -> nn.Module:
-    """Open a model and return only the module; see :func:`open_model`."""
-    return open_model(
-        source,
-        arch=arch,
-        weights=weights,
-        trust=trust,
-        device=device,
-        guess=guess,
-        device_map=device_map,
-        max_memory=max_memory,
-        offload_folder=offload_folder,
-    ).model
+def load_model(source: str | os.PathLike[str] | nn.Module, **options: Any) -> nn.Module:
+    """Open a model and return only the module; ``options`` as for :func:`open_model`."""
+    return open_model(source, **options).model
 
 
 def open_model(
@@ -244,7 +224,7 @@ def _open_folder(path: Path, src: str, *, trust: bool) -> LoadedModel:
 
 def _open_hf(src: str, folder: Path | None, *, trust: bool) -> LoadedModel:
     built = hf_models.open_hf(src, folder=folder, trust=trust)
-    return _from_built(
+    return from_built(
         built,
         built.name,
         src,
@@ -255,26 +235,11 @@ def _open_hf(src: str, folder: Path | None, *, trust: bool) -> LoadedModel:
     )
 
 
-def _from_built(built: Any, name: str, src: str, kind: str, **extra: Any) -> LoadedModel:
-    """The LoadedModel of a zoo's build result (torchvision, timm, Hugging Face)."""
-    return LoadedModel(
-        built.model,
-        name,
-        src,
-        kind,
-        categories=built.categories,
-        transforms=built.transforms,
-        input_size=built.input_size,
-        warnings=list(built.warnings),
-        **extra,
-    )
-
-
 def _open_timm(name: str, src: str, weights: Any) -> LoadedModel:
     built = timm_models.build_timm(name, weights)
     suffix = built.weights_name or "random init"
     task = "classifier" if built.categories else None
-    return _from_built(built, f"{name} ({suffix})", src, "timm", task=task)
+    return from_built(built, f"{name} ({suffix})", src, "timm", task=task)
 
 
 def _open_demo() -> LoadedModel:
@@ -300,7 +265,7 @@ def _open_demo() -> LoadedModel:
 def _open_torchvision(name: str, src: str, weights: Any) -> LoadedModel:
     built = zoo.build_torchvision(name, weights)
     suffix = built.weights_name.rsplit(".", 1)[-1] if built.weights_name else "random init"
-    return _from_built(built, f"{name} ({suffix})", src, "torchvision")
+    return from_built(built, f"{name} ({suffix})", src, "torchvision")
 
 
 # --- Files ---

@@ -30,7 +30,12 @@ from actviz.io.models.checkpoints import (
     sniff_format,
     torch_load_guarded,
 )
-from actviz.io.models.loaded_model import LoadedModel, ignore_arch, unknown_name_message
+from actviz.io.models.loaded_model import (
+    LoadedModel,
+    from_built,
+    ignore_arch,
+    unknown_name_message,
+)
 from actviz.io.models.user_code import CodeRef, build_from_code, parse_code_ref
 
 log = logging.getLogger(__name__)
@@ -170,31 +175,13 @@ def _build_arch(
         built = timm_models.build_timm(
             timm_name, None, num_classes=fit.num_classes if fit else None
         )
-        loaded = LoadedModel(
-            built.model,
-            timm_name,
-            arch,
-            "timm",
-            categories=built.categories,
-            transforms=built.transforms,
-            input_size=built.input_size,
-            task="classifier" if built.categories else None,
-        )
-        return loaded, fit
+        task = "classifier" if built.categories else None
+        return from_built(built, timm_name, arch, "timm", task=task), fit
     if name in names:
         # A fine-tuned head (10 classes instead of 1000) is the one difference worth adapting.
         fit = compare_architecture(state_dict, name)
         built = zoo.build_torchvision(name, None, num_classes=fit.num_classes if fit else None)
-        loaded = LoadedModel(
-            built.model,
-            name,
-            arch,
-            "torchvision",
-            categories=built.categories,
-            transforms=built.transforms,
-            input_size=built.input_size,
-        )
-        return loaded, fit
+        return from_built(built, name, arch, "torchvision"), fit
     raise ModelLoadError(unknown_name_message(arch, "architecture"))
 
 

@@ -45,10 +45,6 @@ def parse_code_ref(source: str) -> CodeRef | None:
     ----------
     source
         The user's source string.
-
-    Returns
-    -------
-    CodeRef or None
     """
     target, sep, attr = source.rpartition(":")
     if not sep or not target or not _DOTTED.match(attr):
@@ -140,10 +136,6 @@ def build_from_code(ref: CodeRef) -> nn.Module:
     ----------
     ref
         Parsed reference.
-
-    Returns
-    -------
-    nn.Module
 
     Raises
     ------

@@ -159,10 +159,6 @@ def network_available(host: str = _DEFAULT_HOST, timeout: float = PROBE_TIMEOUT_
         Host the weights would come from.
     timeout
         Seconds before giving up; keeps a dead network from hanging the caller.
-
-    Returns
-    -------
-    bool
     """
     if _offline_by_env():
         return False
@@ -187,10 +183,6 @@ def construct(name: str, *, num_classes: int | None = None) -> nn.Module:
         A torchvision model name, or ``timm/<name>`` for a timm model (timm must be installed).
     num_classes
         Size of the classifier head when it differs from the architecture's default.
-
-    Returns
-    -------
-    nn.Module
 
     Raises
     ------
