@@ -71,9 +71,30 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-def load_model(source: str | os.PathLike[str] | nn.Module, **options: Any) -> nn.Module:
-    """Open a model and return only the module; ``options`` as for :func:`open_model`."""
-    return open_model(source, **options).model
+def load_model(
+    source: str | os.PathLike[str] | nn.Module,
+    *,
+    arch: str | None = None,
+    weights: Any = "DEFAULT",
+    trust: bool = False,
+    device: str | torch.device = "cpu",
+    guess: bool = True,
+    device_map: Any = None,
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
+) -> nn.Module:
+    """Open a model and return only the module; see :func:`open_model`."""
+    return open_model(
+        source,
+        arch=arch,
+        weights=weights,
+        trust=trust,
+        device=device,
+        guess=guess,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+    ).model
 
 
 def open_model(
