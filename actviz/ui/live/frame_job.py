@@ -49,6 +49,15 @@ class FrameSpec:
     base_image: np.ndarray | None = None
     payload: dict[str, Any] | None = field(default=None, repr=False)
 
+    def caption(self, length: int) -> str:
+        """The frame's caption under the input preview (its place in a sequence of
+        ``length``, its label, the perturbation)."""
+        label = self.frame.label if self.frame is not None else ""
+        caption = label if length == 1 else f"frame {self.index + 1}/{length} · {label}"
+        if not self.perturbation.is_identity():
+            caption += f" · {self.perturbation.describe()}"
+        return caption
+
     def release(self) -> None:
         """Drop what the job would have needed (it ended, or will never run)."""
         if self.payload is not None:

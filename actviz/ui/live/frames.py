@@ -111,6 +111,15 @@ class StillFrame(FrameSource):
         self.name = label
         self.path = path
 
+    @classmethod
+    def of_input(cls, inp: Any) -> StillFrame | None:
+        """The session's opened input (a ``LoadedInput``) as a source; None without one."""
+        if inp is None:
+            return None
+        name = Path(inp.source).name if inp.source else "input"
+        path = inp.source if inp.source and Path(inp.source).is_file() else ""
+        return cls(inp.value, inp.image, name, path)
+
     def __len__(self) -> int:
         return 1
 

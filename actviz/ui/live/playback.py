@@ -52,11 +52,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
-from actviz.core.model_copy import ModelCopy
 from actviz.ui.host import WindowHost
-from actviz.ui.live.frame_job import FrameSpec, frame_job, mosaic_budget
+from actviz.ui.live.frame_job import FrameSpec
+from actviz.ui.live.frame_runner import FrameRunner
 from actviz.ui.live.frame_status import FrameTiming, LiveStatus
 from actviz.ui.live.frames import (
     Coalescer,
@@ -66,29 +66,24 @@ from actviz.ui.live.frames import (
     RateMeter,
     StillFrame,
     TensorFrames,
-    estimate_bytes,
 )
 from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.play_clock import PlayClock
 from actviz.ui.live.webcam import WebcamSource, webcam_status
-from actviz.ui.worker import Job
 from actviz.workspace.budget import (
     DEFAULT_MEMORY_BUDGET,
     default_budget,
-    fmt_bytes,
     parse_bytes,
     rss_bytes,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.workspace.session_state import RunRequest
+    pass
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 60.0
-#: Frames captured or queued for capture at once while a sequence plays (1 when paused).
-CAPTURES_AHEAD = 2
 #: Least time between two status read-outs while playing (seconds): each one reads the
 #: process's memory and relays out the dock's labels.
 STATUS_INTERVAL_S = 0.25
@@ -172,20 +167,15 @@ class LiveController(QObject):
         self.frames_shown = 0
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
-        # Frames submitted and not yet reported, oldest first (job -> spec); those not
-        # captured yet are in ``lanes.capturing`` with their lane (one, or CAPTURES_AHEAD per
-        # lane while playing), the others are being prepared.
-        self._inflight: dict[Job, FrameSpec] = {}
         self.lanes = FrameLanes()
         self._status_at = -1.0
         self._shown_index = 0
-        self._closed = False
+        self.closed = False
         self._webcam: WebcamSource | None = None
 
         self._clock = PlayClock(self, self._on_play_timer)
-        self._pump_timer = QTimer(self)
-        self._pump_timer.setSingleShot(True)
-        self._pump_timer.timeout.connect(self._pump)
+        #: Submits the frames and follows their jobs (:mod:`actviz.ui.live.frame_runner`).
+        self.runner = FrameRunner(self)
 
         window.run_started.connect(self._on_window_run_started)
         window.pinned_shown.connect(self.pause)  # the next frame would replace it at once
@@ -200,7 +190,7 @@ class LiveController(QObject):
     @property
     def engaged(self) -> bool:
         """Whether live frames replace the window's own runs (a sequence, or a perturbation)."""
-        return not self._closed and (
+        return not self.closed and (
             (self.source is not None and not isinstance(self.source, StillFrame))
             or not self.perturbation.is_identity()
         )
@@ -213,7 +203,7 @@ class LiveController(QObject):
     def idle(self) -> bool:
         """Nothing in flight, nothing waiting, and the last frame fully on screen (its display
         steps done)."""
-        busy = self.coalescer.busy or self.coalescer.has_pending or self._inflight
+        busy = self.coalescer.busy or self.coalescer.has_pending or self.runner.inflight
         return not busy and not self.window.display_pending()
 
     @property
@@ -229,7 +219,7 @@ class LiveController(QObject):
         self.memory_budget = int(nbytes)
         # Ordinary runs (Run, Ctrl+R, re-runs after a tick) obey the same budget.
         self.window.session.memory_budget = self.memory_budget
-        self._emit_status()
+        self.emit_status()
 
     def status(self) -> LiveStatus:
         return LiveStatus(
@@ -268,7 +258,7 @@ class LiveController(QObject):
                 self.window.run()
             else:
                 self.request(0)
-        self._emit_status()
+        self.emit_status()
 
     def open_folder(self, folder: str | Path) -> bool:
         """Play the images of ``folder``; False (and a message) when it holds none."""
@@ -316,27 +306,19 @@ class LiveController(QObject):
             self._webcam.stop()
             self._webcam = None
 
-    def _still_source(self) -> StillFrame | None:
-        inp = self.window.session.input
-        if inp is None:
-            return None
-        name = Path(inp.source).name if inp.source else "input"
-        path = inp.source if inp.source and Path(inp.source).is_file() else ""
-        return StillFrame(inp.value, inp.image, name, path)
-
     def _on_session_input_changed(self) -> None:
         if self.source is None or isinstance(self.source, StillFrame):
             self.source = None  # rebuilt from the new input on the next request
 
     def _on_session_result_changed(self, *_args: object) -> None:
         if not self.player.playing:  # while playing, every shown frame reports (spaced)
-            self._emit_status()
+            self.emit_status()
 
     def drop_model_copy(self) -> None:
         """Let go of the model's copy for the second lane (live mode switched off); playing
         again makes a new one."""
         self.lanes.drop()
-        self._emit_status()
+        self.emit_status()
 
     def _on_session_model_changed(self) -> None:
         # Frames were prepared for the old model (size, transforms): back to the still input.
@@ -351,7 +333,7 @@ class LiveController(QObject):
         # The read-outs measured the old model: they start over with the new one.
         self.frames_shown, self.last_timing, self.coalescer.dropped = 0, None, 0
         self.rate.reset()
-        self._emit_status()
+        self.emit_status()
 
     # ------------------------------------------------------------------ transport
     def play(self) -> None:
@@ -361,7 +343,7 @@ class LiveController(QObject):
         self.rate.reset()
         self._clock.start(self.player.interval_ms)
         self.playing_changed.emit(True)
-        self._emit_status()
+        self.emit_status()
 
     def pause(self) -> None:
         was = self.player.playing
@@ -369,7 +351,7 @@ class LiveController(QObject):
         self._clock.stop()
         if was:
             self.playing_changed.emit(False)
-            self._emit_status()
+            self.emit_status()
 
     def toggle(self) -> None:
         if self.player.playing:
@@ -402,11 +384,11 @@ class LiveController(QObject):
                 ended = True  # the end of a sequence played once (the last frame offered)
                 break
             index, moved = step, moved + 1
-        if self._webcam is None and index is not None and not self._closed:
+        if self._webcam is None and index is not None and not self.closed:
             self.coalescer.offer(FrameSpec(index, self.perturbation))
             self.coalescer.dropped += moved - 1  # each would have replaced the waiting frame
             if pump:
-                self._pump()
+                self.runner.pump()
             if self.coalescer.busy and not ended:  # no room: ticks would only replace it
                 self._clock.hold()
         if ended:
@@ -437,172 +419,20 @@ class LiveController(QObject):
         build the mosaics of the panels on screen only (off-screen ones keep the previous
         frame's) unless ``full``; once nothing more is coming, a full frame follows.
         """
-        if self._closed:
+        if self.closed:
             return
         if index is None:
             index = self.player.index
         self.coalescer.offer(FrameSpec(int(index), self.perturbation, full=full))
-        self._pump()
-
-    def _visible_layers(self) -> set[str] | None:
-        """Layers whose panel is on screen now (None: unknown, build every mosaic)."""
-        panels = self.window.layer_panels
-        if not panels:
-            return None
-        return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
-
-    def _pump(self) -> None:
-        if self._closed:
-            return
-        if self._clock.held and not self.coalescer.busy and (missed := self._clock.resume()):
-            self._on_play_timer(missed, pump=False)  # the ticks held over (play_clock)
-        # Playing: the next frame is queued behind the one capturing (see the module docstring).
-        ahead = CAPTURES_AHEAD * self.lanes.count(True) if self.player.playing else 1
-        self.coalescer.limit = ahead
-        if len(self._inflight) > ahead:
-            return  # captures under way and one being prepared: the next waits for it to show
-        ok, spec = self.coalescer.take()
-        if ok:
-            self._submit(spec)
-            return
-        if self.coalescer.has_pending and not self.coalescer.busy:
-            self._pump_timer.start(max(1, int(self.coalescer.wait_s() * 1000) + 1))
+        self.runner.pump()
 
     # ------------------------------------------------------------------ lanes
-    def _choose_lane(self, model: Any) -> tuple[int, Any, ModelCopy | None]:
-        """``(lane, model to capture, copy to build first)`` for the next frame."""
-        return self.lanes.choose(
-            model,
-            self._inflight,
-            playing=self.player.playing,
-            threads=self.worker.threads,
-            forced=self.capture_threads is not None,
-        )
-
-    def _base_request(self) -> RunRequest | None:
-        s = self.window.session
-        if s.model is None:
-            self.message.emit("Open a model first.")
-            return None
-        # Each frame brings its own input: the still input may be missing.
-        return s.make_request(allow_no_input=True)
-
-    def _frame_problem(self, source: FrameSource) -> str:
-        """Why frames of ``source`` cannot run on the model ("" when they can)."""
-        s = self.window.session
-        if isinstance(source, StillFrame):
-            return s.input_problem() if s.input is not None else ""
-        return s.input_problem(source="frames")
-
-    def _submit(self, spec: FrameSpec) -> None:
-        source = self.source
-        if source is None:
-            source = self._still_source()
-            if source is None:
-                self.coalescer.finish()
-                self.message.emit("Open an input or a frame sequence first.")
-                return
-            self.source = source
-        base = self._base_request()
-        if base is None:
-            self.coalescer.finish()
-            return
-        problem = self._frame_problem(source)
-        if problem:  # what the window refuses to run, live frames refuse too
-            self.coalescer.finish()
-            self.coalescer.clear()
-            self.pause()
-            self.message.emit(problem)
-            return
-        layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
-        result = self.window.result
-        if result is not None:
-            need = estimate_bytes(result.output_shapes, layers)
-            if need is not None and need > self.memory_budget:
-                self.coalescer.finish()
-                self.coalescer.clear()
-                self.pause()
-                self.message.emit(
-                    f"Refused: the {len(layers)} selected layers need about {fmt_bytes(need)}, "
-                    f"over the {fmt_bytes(self.memory_budget)} memory budget. Untick some layers "
-                    "or raise the budget."
-                )
-                return
-        visible = None if spec.full else self._visible_layers()
-        spec.partial = visible is not None and bool(set(layers) - visible)
-        lane, capture_model, build = self._choose_lane(base.model)
-        job = frame_job(
-            spec,
-            source,
-            base,
-            layers,
-            result,
-            # Panels showing concepts (not channels) keep their last channel mosaics.
-            visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
-            capture_model,
-            build,
-            max_pixels=mosaic_budget(self.window.layer_panels, visible),
-            selected=self.window.selected_layer,
-            # With the Overview hidden, its panels wait for the tab (the window fills them
-            # when it shows), so the frame's histogram and Grad-CAM map wait for a read too.
-            overview=self.window.session.saliency_wanted,
-            budget=self.memory_budget,
-            capture_threads=self.capture_threads,
-        )
-        spec.submitted = time.perf_counter()
-        # Two lanes share the worker's threads; one lane has them all.
-        threads = (
-            max(1, self.worker.threads // 2) if self.lanes.count(self.player.playing) == 2 else None
-        )
-        # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
-        gen = self.worker.submit(job, supersede=not self._inflight, lane=lane, threads=threads)
-        # The window shows the frame as a run's result first; a stream's, quietly.
-        self.window.show_run(gen, streamed=self.player.playing)
-        gen.on(
-            staged=lambda: self._on_worker_staged(gen),
-            finished=lambda result: self._on_worker_finished(gen, result),
-            failed=lambda error: self._on_worker_errored(gen, error),
-            cancelled=lambda: self._on_worker_cancelled(gen),
-            superseded=lambda: self._forget(gen),  # a window run replaced it
-        )
-        self._inflight[gen] = spec
-        self.lanes.started(gen, lane, build)
 
     # ------------------------------------------------------------------ worker events
-    def _forget(self, gen: Job) -> FrameSpec | None:
-        spec = self._inflight.pop(gen, None)
-        if spec is not None:
-            spec.release()
-        if self.lanes.captured(gen):
-            self.coalescer.finish()
-        return spec
 
-    def _take_inflight(self, gen: Job) -> FrameSpec | None:
-        """The spec of our frame ``gen`` (None once forgotten)."""
-        return self._forget(gen)
-
-    def _on_worker_staged(self, gen: Job) -> None:
-        if self.lanes.captured(gen):
-            # Captured: the model is free, so the next frame may start while this one is
-            # prepared.
-            self.coalescer.finish()
-            self._pump()
-
-    def _on_worker_finished(self, gen: Job, result: Any) -> None:
-        spec = self._take_inflight(gen)
-        if spec is None:
-            return
-        now = time.perf_counter()
-        t = spec.timing
-        timing = FrameTiming(
-            index=spec.index,
-            load_ms=t.get("load", 0.0) * 1e3,
-            capture_ms=t.get("capture", 0.0) * 1e3,
-            prepare_ms=t.get("prepare", 0.0) * 1e3,
-            prepare_cpu_ms=t.get("prepare_cpu", 0.0) * 1e3,
-            shown_ms=(now - t.get("end", now)) * 1e3,
-            total_ms=(now - spec.submitted) * 1e3,
-        )
+    def frame_shown(self, spec: FrameSpec, timing: FrameTiming, now: float) -> None:
+        """Frame ``spec`` reached the panels (the window's own slot showed its result): the
+        read-outs, the input preview and the dock follow."""
         self.last_timing = timing
         self.timings.append(timing)
         del self.timings[:-500]
@@ -611,50 +441,29 @@ class LiveController(QObject):
         self._shown_index = spec.index
         label = spec.frame.label if spec.frame is not None else ""
         length = len(self.source) if self.source is not None else 1
-        caption = label if length == 1 else f"frame {spec.index + 1}/{length} · {label}"
-        if not spec.perturbation.is_identity():
-            caption += f" · {spec.perturbation.describe()}"
         if spec.image is not None:
             # At once, not as a display step: a step is skipped when the next frame arrives
             # first, so while playing the preview would lag the frame counter.
-            self.window.show_input_image(spec.image, caption)
+            self.window.show_input_image(spec.image, spec.caption(length))
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self.input_image_changed.emit(spec.image)
         if not self.player.playing or now - self._status_at >= STATUS_INTERVAL_S:
-            self._emit_status()
+            self.emit_status()
         if (
             spec.partial
             and not self.player.playing
             and not self.coalescer.has_pending
-            and not self._inflight
+            and not self.runner.inflight
         ):
             # Settled: bring the off-screen panels up to date too (one more frame).
             self.coalescer.offer(FrameSpec(spec.index, spec.perturbation, full=True))
-        self._pump()
+        self.runner.pump()
 
-    def _on_worker_errored(self, gen: Job, error: BaseException) -> None:
-        spec = self._take_inflight(gen)
-        if spec is None:
-            return
-        from actviz.core.capture import CaptureTooLarge
-
-        self.pause()
-        self.coalescer.clear()
-        if isinstance(error, CaptureTooLarge):
-            self.message.emit(
-                f"Refused: {error}. The memory budget is {fmt_bytes(self.memory_budget)}; "
-                "untick some layers or raise the budget."
-            )
-        else:
-            self.message.emit(
-                f"Live frame {spec.index + 1} failed: {type(error).__name__}: {error}"
-            )
-        self._emit_status()
-
-    def _on_worker_cancelled(self, gen: Job) -> None:
-        if self._take_inflight(gen) is not None:
-            self._pump()
+    def play_held_ticks(self) -> None:
+        """Offer the frames of the play ticks held while the coalescer had no room."""
+        if self._clock.held and (missed := self._clock.resume()):
+            self._on_play_timer(missed, pump=False)  # the ticks held over (play_clock)
 
     def _on_window_run_started(self) -> None:
         # Our frame in flight (if any) was superseded by the window's run; while engaged, the
@@ -662,7 +471,7 @@ class LiveController(QObject):
         if self.engaged:
             self.request()
 
-    def _emit_status(self) -> None:
+    def emit_status(self) -> None:
         status = self.status()
         # Read-outs are spaced while playing from the first one that has a frame to report.
         self._status_at = time.perf_counter() if status.frames and status.playing else -1.0
@@ -671,12 +480,12 @@ class LiveController(QObject):
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
         """Stop timers and the camera, and let go of the window's signals."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self.lanes.drop(forget_refusal=True)
         self._clock.stop()
-        self._pump_timer.stop()
+        self.runner.stop()
         self._stop_webcam()
         for sig, slot in (
             (self.window.run_started, self._on_window_run_started),

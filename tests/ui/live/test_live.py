@@ -641,7 +641,7 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, actviz_
     window = win.window
     live = win.live.controller
     window.centre.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
-    qtbot.waitUntil(lambda: live._visible_layers() == set(), timeout=2000)
+    qtbot.waitUntil(lambda: live.runner.visible_layers() == set(), timeout=2000)
     before = len(live.timings)
     old = window.result.layers["conv1"].mosaic
     live.update_perturbation(brightness=0.2)
@@ -978,15 +978,15 @@ def test_a_copy_asked_for_by_a_frame_dropped_before_its_job_ran_is_asked_for_aga
     model = window.session.model
     live.player.playing = True  # as while a sequence plays (no timer: nothing is submitted)
     try:
-        lane, captured, build = live._choose_lane(model)  # noqa: SLF001
+        lane, captured, build = live.runner.choose_lane(model)  # noqa: SLF001
         assert (lane, captured) == (0, model) and build is live.lanes.replica  # noqa: SLF001
         live.lanes.build_job = object()  # noqa: SLF001 - never in flight
         # That frame was dropped: the next one carries the copy again, not lane 0 for good.
-        lane, captured, again = live._choose_lane(model)  # noqa: SLF001
+        lane, captured, again = live.runner.choose_lane(model)  # noqa: SLF001
         assert again is build and build.twin is None
-        live._inflight[live.lanes.build_job] = None  # noqa: SLF001 - now it is on its way
-        assert live._choose_lane(model)[2] is None  # noqa: SLF001
-        del live._inflight[live.lanes.build_job]  # noqa: SLF001
+        live.runner.inflight[live.lanes.build_job] = None  # noqa: SLF001 - now it is on its way
+        assert live.runner.choose_lane(model)[2] is None  # noqa: SLF001
+        del live.runner.inflight[live.lanes.build_job]  # noqa: SLF001
     finally:
         live.player.playing = False
 
@@ -1040,8 +1040,8 @@ def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
     offer = live.coalescer.offer
     monkeypatch.setattr(live.coalescer, "offer", lambda spec: None if spec.full else offer(spec))
     window.centre.layers_scroll.verticalScrollBar().setValue(0)
-    qtbot.waitUntil(lambda: "conv1" in live._visible_layers(), timeout=2000)
-    off = [n for n in ("relu", "conv2") if n not in live._visible_layers()]
+    qtbot.waitUntil(lambda: "conv1" in live.runner.visible_layers(), timeout=2000)
+    off = [n for n in ("relu", "conv2") if n not in live.runner.visible_layers()]
     assert off, "a maps panel must be off screen for this test"
     name = off[-1]
     shown = live.frames_shown
@@ -1102,7 +1102,7 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
     win.settle()  # the canvas at its size: the next frame's budget is read from it
-    visible = live._visible_layers()
+    visible = live.runner.visible_layers()
     assert visible == {"conv"}
     canvas = window.layer_panels["conv"].activation_slot.image_canvas
     budget = mosaic_budget(window.layer_panels, visible)

@@ -1,0 +1,238 @@
+"""The worker side of live mode: which frame goes next, on which lane, as which job, and what
+each job's end means for the frames in flight.
+
+:class:`FrameRunner` belongs to a :class:`~actviz.ui.live.playback.LiveController`: the
+controller offers frames (a tick, a slider, a perturbation) to its coalescer and asks the
+runner to :meth:`~FrameRunner.pump`; the runner submits them to the window's worker, and hands
+each frame shown back to the controller (:meth:`LiveController.frame_shown`), which updates
+the read-outs, the preview and the dock.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QTimer
+
+from actviz.core.model_copy import ModelCopy
+from actviz.ui.live.frame_job import FrameSpec, frame_job, mosaic_budget
+from actviz.ui.live.frame_status import FrameTiming
+from actviz.ui.live.frames import FrameSource, StillFrame, estimate_bytes
+from actviz.ui.worker import Job
+from actviz.workspace.budget import fmt_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.live.playback import LiveController
+    from actviz.workspace.session_state import RunRequest
+
+__all__ = ["CAPTURES_AHEAD", "FrameRunner"]
+
+#: Frames captured or queued for capture at once while a sequence plays (1 when paused).
+CAPTURES_AHEAD = 2
+
+
+class FrameRunner:
+    """Submits a live controller's frames to the window's worker and follows their jobs."""
+
+    def __init__(self, live: LiveController) -> None:
+        self.live = live
+        self.window = live.window
+        self.worker = live.worker
+        self.coalescer = live.coalescer
+        self.lanes = live.lanes
+        # Frames submitted and not yet reported, oldest first (job -> spec); those not
+        # captured yet are in ``lanes.capturing`` with their lane (one, or CAPTURES_AHEAD per
+        # lane while playing), the others are being prepared.
+        self.inflight: dict[Job, FrameSpec] = {}
+        self._pump_timer = QTimer(live)
+        self._pump_timer.setSingleShot(True)
+        self._pump_timer.timeout.connect(self.pump)
+
+    def stop(self) -> None:
+        """No more pumping (the controller shuts down)."""
+        self._pump_timer.stop()
+
+    def visible_layers(self) -> set[str] | None:
+        """Layers whose panel is on screen now (None: unknown, build every mosaic)."""
+        panels = self.window.layer_panels
+        if not panels:
+            return None
+        return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
+
+    def pump(self) -> None:
+        if self.live.closed:
+            return
+        if not self.coalescer.busy:
+            self.live.play_held_ticks()
+        # Playing: the next frame is queued behind the one capturing (see the module docstring).
+        ahead = CAPTURES_AHEAD * self.lanes.count(True) if self.live.player.playing else 1
+        self.coalescer.limit = ahead
+        if len(self.inflight) > ahead:
+            return  # captures under way and one being prepared: the next waits for it to show
+        ok, spec = self.coalescer.take()
+        if ok:
+            self.submit(spec)
+            return
+        if self.coalescer.has_pending and not self.coalescer.busy:
+            self._pump_timer.start(max(1, int(self.coalescer.wait_s() * 1000) + 1))
+
+    def choose_lane(self, model: Any) -> tuple[int, Any, ModelCopy | None]:
+        """``(lane, model to capture, copy to build first)`` for the next frame."""
+        return self.lanes.choose(
+            model,
+            self.inflight,
+            playing=self.live.player.playing,
+            threads=self.worker.threads,
+            forced=self.live.capture_threads is not None,
+        )
+
+    def _base_request(self) -> RunRequest | None:
+        s = self.window.session
+        if s.model is None:
+            self.live.message.emit("Open a model first.")
+            return None
+        # Each frame brings its own input: the still input may be missing.
+        return s.make_request(allow_no_input=True)
+
+    def _frame_problem(self, source: FrameSource) -> str:
+        """Why frames of ``source`` cannot run on the model ("" when they can)."""
+        s = self.window.session
+        if isinstance(source, StillFrame):
+            return s.input_problem() if s.input is not None else ""
+        return s.input_problem(source="frames")
+
+    def submit(self, spec: FrameSpec) -> None:
+        source = self.live.source
+        if source is None:
+            source = StillFrame.of_input(self.window.session.input)
+            if source is None:
+                self.coalescer.finish()
+                self.live.message.emit("Open an input or a frame sequence first.")
+                return
+            self.live.source = source
+        base = self._base_request()
+        if base is None:
+            self.coalescer.finish()
+            return
+        problem = self._frame_problem(source)
+        if problem:  # what the window refuses to run, live frames refuse too
+            self.coalescer.finish()
+            self.coalescer.clear()
+            self.live.pause()
+            self.live.message.emit(problem)
+            return
+        layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
+        result = self.window.result
+        if result is not None:
+            need = estimate_bytes(result.output_shapes, layers)
+            if need is not None and need > self.live.memory_budget:
+                self.coalescer.finish()
+                self.coalescer.clear()
+                self.live.pause()
+                self.live.message.emit(
+                    f"Refused: the {len(layers)} selected layers need about {fmt_bytes(need)}, "
+                    f"over the {fmt_bytes(self.live.memory_budget)} memory budget. Untick some layers "
+                    "or raise the budget."
+                )
+                return
+        visible = None if spec.full else self.visible_layers()
+        spec.partial = visible is not None and bool(set(layers) - visible)
+        lane, capture_model, build = self.choose_lane(base.model)
+        job = frame_job(
+            spec,
+            source,
+            base,
+            layers,
+            result,
+            # Panels showing concepts (not channels) keep their last channel mosaics.
+            visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
+            capture_model,
+            build,
+            max_pixels=mosaic_budget(self.window.layer_panels, visible),
+            selected=self.window.selected_layer,
+            # With the Overview hidden, its panels wait for the tab (the window fills them
+            # when it shows), so the frame's histogram and Grad-CAM map wait for a read too.
+            overview=self.window.session.saliency_wanted,
+            budget=self.live.memory_budget,
+            capture_threads=self.live.capture_threads,
+        )
+        spec.submitted = time.perf_counter()
+        # Two lanes share the worker's threads; one lane has them all.
+        threads = (
+            max(1, self.worker.threads // 2)
+            if self.lanes.count(self.live.player.playing) == 2
+            else None
+        )
+        # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
+        gen = self.worker.submit(job, supersede=not self.inflight, lane=lane, threads=threads)
+        # The window shows the frame as a run's result first; a stream's, quietly.
+        self.window.show_run(gen, streamed=self.live.player.playing)
+        gen.on(
+            staged=lambda: self.on_staged(gen),
+            finished=lambda result: self.on_finished(gen, result),
+            failed=lambda error: self.on_errored(gen, error),
+            cancelled=lambda: self.on_cancelled(gen),
+            superseded=lambda: self.forget(gen),  # a window run replaced it
+        )
+        self.inflight[gen] = spec
+        self.lanes.started(gen, lane, build)
+
+    def forget(self, gen: Job) -> FrameSpec | None:
+        spec = self.inflight.pop(gen, None)
+        if spec is not None:
+            spec.release()
+        if self.lanes.captured(gen):
+            self.coalescer.finish()
+        return spec
+
+    def take_inflight(self, gen: Job) -> FrameSpec | None:
+        """The spec of our frame ``gen`` (None once forgotten)."""
+        return self.forget(gen)
+
+    def on_staged(self, gen: Job) -> None:
+        if self.lanes.captured(gen):
+            # Captured: the model is free, so the next frame may start while this one is
+            # prepared.
+            self.coalescer.finish()
+            self.pump()
+
+    def on_errored(self, gen: Job, error: BaseException) -> None:
+        spec = self.take_inflight(gen)
+        if spec is None:
+            return
+        from actviz.core.capture import CaptureTooLarge
+
+        self.live.pause()
+        self.coalescer.clear()
+        if isinstance(error, CaptureTooLarge):
+            self.live.message.emit(
+                f"Refused: {error}. The memory budget is {fmt_bytes(self.live.memory_budget)}; "
+                "untick some layers or raise the budget."
+            )
+        else:
+            self.live.message.emit(
+                f"Live frame {spec.index + 1} failed: {type(error).__name__}: {error}"
+            )
+        self.live.emit_status()
+
+    def on_finished(self, gen: Job, result: Any) -> None:
+        spec = self.take_inflight(gen)
+        if spec is None:
+            return
+        now = time.perf_counter()
+        t = spec.timing
+        timing = FrameTiming(
+            index=spec.index,
+            load_ms=t.get("load", 0.0) * 1e3,
+            capture_ms=t.get("capture", 0.0) * 1e3,
+            prepare_ms=t.get("prepare", 0.0) * 1e3,
+            prepare_cpu_ms=t.get("prepare_cpu", 0.0) * 1e3,
+            shown_ms=(now - t.get("end", now)) * 1e3,
+            total_ms=(now - spec.submitted) * 1e3,
+        )
+        self.live.frame_shown(spec, timing, now)
+
+    def on_cancelled(self, gen: Job) -> None:
+        if self.take_inflight(gen) is not None:
+            self.pump()
