@@ -15,10 +15,8 @@ MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
 OVER: dict[str, int] = {
-    "actviz/ui/panels/feature_map.py": 895,
     "actviz/ui/window/result_display.py": 866,
     "actviz/ui/window/result_display.py::ResultDisplay": 783,
-    "actviz/ui/panels/feature_map.py::LayerPanel": 521,
 }
 
 

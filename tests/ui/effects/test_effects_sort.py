@@ -64,7 +64,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     # The first page holds the channels that matter, each tile its own channel.
     assert m.tile_channels == order[:size] and m.order.label == "by effect"
     assert panel.page_text() == f"by effect: 1-{size} of 300"
-    assert not panel.prev_page_button.isEnabled() and panel.next_page_button.isEnabled()
+    assert not panel.page_bar.prev_button.isEnabled() and panel.page_bar.next_button.isEnabled()
     assert panel.activation_slot.image_canvas.grid._channel_ids == order[:size]
     data = window.result.layers["conv2"].view.data
     np.testing.assert_allclose(

@@ -62,7 +62,7 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     size = m.page_size
     assert MIN_PAGE_CHANNELS <= size < 128 and m.channels == size
     assert panel.page_text() == f"ch 0-{size - 1} of 128"
-    assert panel.next_page_button.isEnabled()
+    assert panel.page_bar.next_button.isEnabled()
     # Every tile at least 32 screen pixels, square pixels.
     for channel in (0, size - 1):
         w, h = _tile_on_screen(canvas, m, channel)

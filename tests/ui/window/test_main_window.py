@@ -188,13 +188,13 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert window.session.page_channels == {"layer3": n3, "layer4": size}
     assert narrow.page_text() == f"ch 0-{n3 - 1} of 256"
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
-    assert not wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
+    assert not wide.page_bar.prev_button.isEnabled() and wide.page_bar.next_button.isEnabled()
     window.centre.layers_scroll.ensureWidgetVisible(wide)
-    qtbot.waitUntil(lambda: not wide.next_page_button.visibleRegion().isEmpty(), timeout=2000)
-    qtbot.mouseClick(wide.next_page_button, LEFT)
+    qtbot.waitUntil(lambda: not wide.page_bar.next_button.visibleRegion().isEmpty(), timeout=2000)
+    qtbot.mouseClick(wide.page_bar.next_button, LEFT)
     layer = window.result.layers["layer4"]
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
-    assert wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
+    assert wide.page_bar.prev_button.isEnabled() and wide.page_bar.next_button.isEnabled()
     assert window.session.channel_pages == {"layer4": size}
     # The result is not edited (it may be pinned): the panel shows a new page of its views.
     assert layer.mosaic.first_channel == 0
@@ -244,7 +244,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     win.run_and_wait()
     assert window.result.layers["layer4"].mosaic.first_channel == size
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
-    qtbot.mouseClick(wide.prev_page_button, LEFT)
+    qtbot.mouseClick(wide.page_bar.prev_button, LEFT)
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert wide.activation_slot.mosaic.first_channel == 0
     assert window.result.layers["layer4"].mosaic.first_channel == size  # held, not edited

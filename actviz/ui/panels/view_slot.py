@@ -1,0 +1,430 @@
+"""The two sides of a layer panel (:class:`ViewSlot`: a mosaic, a heat map, bars or a value,
+with its colour bar and legend) and what the mouse reads on them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from PySide6 import QtCore, QtWidgets
+
+from actviz.display.colormaps import AUTO, resolve
+from actviz.ui.panels import style
+from actviz.ui.panels.bar_canvas import BarCanvas
+from actviz.ui.panels.canvas import ImageCanvas
+
+if TYPE_CHECKING:  # the panels never import torch at run time
+    from actviz.display.layer_views import LayerView
+    from actviz.display.mosaic import Mosaic
+
+__all__ = [
+    "Location",
+    "TileSelection",
+    "ViewSlot",
+    "data_shape",
+    "hover_text",
+    "locate_in_mosaic",
+    "scale_legend",
+    "short_value",
+    "value_at",
+]
+
+logger = logging.getLogger(__name__)
+
+#: A hyphen a wrapped line never breaks after (U+2011): "min-max" wrapped as "min-" / "max".
+NB_HYPHEN = "\u2011"
+
+
+def scale_legend(mosaic: Mosaic) -> str:
+    """What a mosaic's colour bar means, in words (shown under the mosaic; its hyphenated
+    words never split over two lines)."""
+    if mosaic.normalize == "channel":
+        if mosaic.symmetric:
+            return f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
+        return f"per{NB_HYPHEN}channel: each tile 0-1 of its own min{NB_HYPHEN}max"
+    if mosaic.symmetric:
+        return "shared: one scale for all tiles, symmetric about 0"
+    return "shared: one scale for all tiles"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where the mouse is, in the data of a view (not in mosaic pixels)."""
+
+    kind: str  # "maps" | "heatmap" | "bars"
+    channel: int | None = None  # maps: channel; bars: unit
+    x: int = 0
+    y: int = 0
+
+
+def locate_in_mosaic(view: LayerView, mosaic: Mosaic, x: float, y: float) -> Location | None:
+    """Map mosaic pixel (x, y) to (channel, column, row) in ``view.data`` (C, H, W)."""
+    channel = mosaic.channel_at(x, y)
+    if channel is None or channel >= view.data.shape[0]:
+        return None
+    height, width = view.data.shape[1], view.data.shape[2]
+    y0, x0 = mosaic.tile_origin(channel)
+    # Tiles can be downsampled (max_tile): one tile pixel covers scale x scale data pixels.
+    scale = getattr(mosaic, "scale", None)
+    if scale is None:
+        scale_y, scale_x = height / mosaic.tile_h, width / mosaic.tile_w
+    else:
+        scale_y = scale_x = scale
+    data_y = min(int(int(y - y0) * scale_y), height - 1)
+    data_x = min(int(int(x - x0) * scale_x), width - 1)
+    if data_y < 0 or data_x < 0:
+        return None
+    return Location("maps", channel, data_x, data_y)
+
+
+def value_at(view: LayerView | None, loc: Location) -> float | None:
+    """Raw value of ``view`` at ``loc`` if the view has that kind and the index exists."""
+    if view is None or view.kind != loc.kind:
+        return None
+    data = view.data
+    try:
+        if loc.kind == "maps":
+            return float(data[loc.channel, loc.y, loc.x])
+        if loc.kind == "heatmap":
+            return float(data[loc.y, loc.x])
+        if loc.kind == "bars":
+            return float(data[loc.channel])
+    except IndexError:
+        return None
+    return None
+
+
+def data_shape(view: LayerView) -> tuple[int, ...]:
+    """Per-sample shape for titles: the original shape without its batch dimension."""
+    if view.kind == "scalar":
+        return ()
+    shape = tuple(int(d) for d in view.shape)
+    return shape[1:] if len(shape) >= 2 else shape
+
+
+class ViewSlot(QtWidgets.QWidget):
+    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases.
+
+    Canvases are created on first use and then only updated, so a layer that always shows
+    maps owns exactly one ImageItem for its whole life.
+    """
+
+    hovered = QtCore.Signal(object)  # Location
+    hover_left = QtCore.Signal()
+    clicked = QtCore.Signal(object)  # Location
+    select_clicked = QtCore.Signal(object, bool)  # Location, extend (Shift)
+    context_requested = QtCore.Signal(object, QtCore.QPoint)  # Location, screen position
+    resized = QtCore.Signal()
+
+    def __init__(
+        self,
+        caption: str,
+        bar_color: str,
+        parent: QtWidgets.QWidget | None = None,
+        *,
+        gradient: bool = False,
+    ):
+        super().__init__(parent)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(1)
+        self.caption = style.caption_label(caption)
+        layout.addWidget(self.caption)
+        self.stack = QtWidgets.QStackedWidget()
+        layout.addWidget(self.stack, 1)
+        self.placeholder = style.caption_label("no data")
+        self.placeholder.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+        self.stack.addWidget(self.placeholder)
+        #: What the colour bar means (mosaics only).
+        self.legend = style.caption_label()
+        self.legend.setWordWrap(True)
+        self.legend.setVisible(False)
+        layout.addWidget(self.legend)
+        self._bar_color = bar_color
+        self._unit_label = "unit"
+        self._gradient = gradient
+        self._choice = AUTO
+        self.image_canvas: ImageCanvas | None = None
+        self.bar_canvas: BarCanvas | None = None
+        self.scalar_label: QtWidgets.QLabel | None = None
+        self.view: LayerView | None = None
+        self.mosaic: Mosaic | None = None
+
+    # -- lazily built pages ------------------------------------------------------------------
+    def _images(self) -> ImageCanvas:
+        if self.image_canvas is None:
+            self.image_canvas = ImageCanvas(passive=True, cmap=self.colormap(), fit_width=True)
+            self.image_canvas.resized.connect(self.resized)
+            self.image_canvas.hovered.connect(self._on_image_hovered)
+            self.image_canvas.hover_left.connect(self.hover_left)
+            self.image_canvas.clicked.connect(self._on_image_clicked)
+            self.image_canvas.select_clicked.connect(self._on_image_select_clicked)
+            self.image_canvas.context_requested.connect(self._on_image_context)
+            self.stack.addWidget(self.image_canvas)
+        return self.image_canvas
+
+    def _bars(self) -> BarCanvas:
+        if self.bar_canvas is None:
+            self.bar_canvas = BarCanvas(
+                passive=True,
+                positive_color=self._bar_color,
+                x_label=self._unit_label,
+            )
+            self.bar_canvas.hovered.connect(
+                lambda index: self.hovered.emit(Location("bars", int(index)))
+            )
+            self.bar_canvas.hover_left.connect(self.hover_left)
+            self.bar_canvas.context_requested.connect(
+                lambda index, pos: self.context_requested.emit(Location("bars", int(index)), pos)
+            )
+            self.stack.addWidget(self.bar_canvas)
+        return self.bar_canvas
+
+    def set_unit_label(self, label: str) -> None:
+        """The bars' axis label ("unit", or "class" for the model's class scores)."""
+        self._unit_label = label
+        if self.bar_canvas is not None:
+            style.style_axis(self.bar_canvas.bottom_axis, label)
+
+    def _scalar(self) -> QtWidgets.QLabel:
+        if self.scalar_label is None:
+            self.scalar_label = QtWidgets.QLabel()
+            font = self.scalar_label.font()
+            font.setPointSize(22)
+            font.setBold(True)
+            self.scalar_label.setFont(font)
+            self.scalar_label.setStyleSheet(f"color: {style.TEXT};")
+            self.scalar_label.setAlignment(QtCore.Qt.AlignmentFlag.AlignCenter)
+            self.scalar_label.setTextInteractionFlags(
+                QtCore.Qt.TextInteractionFlag.TextSelectableByMouse
+            )
+            self.stack.addWidget(self.scalar_label)
+        return self.scalar_label
+
+    # -- data ----------------------------------------------------------------------------------
+    def show_view(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
+        self.view, self.mosaic = view, mosaic
+        if view is None:
+            self.stack.setCurrentWidget(self.placeholder)
+            return
+        if view.kind == "maps":
+            if mosaic is None:
+                logger.warning("maps view without a mosaic: nothing to draw")
+                self.placeholder.setText("no mosaic")
+                self.stack.setCurrentWidget(self.placeholder)
+                return
+            canvas = self._images()
+            canvas.set_colormap(self.colormap())
+            # Shared: the layer's values on the bar. Per channel: every tile has its own
+            # scale, so the bar reads 0..1 (-1..1) of a tile's own range, and the legend says so.
+            # The painted indices; the float image is made only if someone reads it.
+            canvas.set_image(
+                mosaic.indices,
+                mosaic.levels,
+                mosaic.scale_range,
+                lock_aspect=True,
+                source=lambda m=mosaic: m.image,
+            )
+            canvas.set_tiles(
+                mosaic.rows,
+                mosaic.cols,
+                mosaic.tile_h,
+                mosaic.tile_w,
+                mosaic.pad,
+                mosaic.channels,
+                mosaic.first_channel,
+                mosaic.tile_channels if mosaic.order is not None else None,
+            )
+            self.legend.setText(scale_legend(mosaic))
+            self.legend.setVisible(True)
+            self.stack.setCurrentWidget(canvas)
+        elif view.kind == "heatmap":
+            data = np.ascontiguousarray(view.data, dtype=np.float32)
+            levels = style.finite_range(data) or (0.0, 1.0)
+            if levels[1] <= levels[0]:
+                levels = (levels[0], levels[0] + 1.0)
+            canvas = self._images()
+            canvas.clear_tiles()
+            canvas.set_colormap(self.colormap())
+            canvas.set_image(data, levels, levels, lock_aspect=False)
+            self.legend.setVisible(False)
+            self.stack.setCurrentWidget(canvas)
+        elif view.kind == "bars":
+            canvas = self._bars()
+            canvas.set_values(view.data)
+            self.stack.setCurrentWidget(canvas)
+        elif view.kind == "scalar":
+            label = self._scalar()
+            label.setText(f"{float(np.asarray(view.data).reshape(-1)[0]):.6g}")
+            self.stack.setCurrentWidget(label)
+        else:
+            logger.warning("unknown view kind %r", view.kind)
+            self.placeholder.setText(f"cannot show {view.kind!r}")
+            self.stack.setCurrentWidget(self.placeholder)
+
+    def show_difference(self, view: LayerView, mosaic: Mosaic | None, colormap: str) -> None:
+        """Show ``view`` (edited minus unedited) painted with ``colormap`` whatever the
+        colour-map choice, which stays for the next view."""
+        choice, self._choice = self._choice, colormap
+        try:
+            self.show_view(view, mosaic)
+        finally:
+            self._choice = choice
+
+    def image_width(self) -> int:
+        """Screen pixels the image (a mosaic) fills across (0 while it is not shown)."""
+        canvas = self.image_canvas
+        if canvas is None or not canvas.isVisible():
+            return 0
+        return canvas.image_area_width()
+
+    def mark_channels(self, channels: list[int]) -> None:
+        """Outline the tiles of ``channels`` on the mosaic shown ([] removes the outlines)."""
+        canvas, mosaic = self.image_canvas, self.mosaic
+        if canvas is None:
+            return
+        rects = []
+        if mosaic is not None and self.view is not None and self.view.kind == "maps":
+            for channel in channels:
+                if mosaic.shows(channel):
+                    y0, x0 = mosaic.tile_origin(channel)
+                    rects.append(QtCore.QRectF(x0, y0, mosaic.tile_w, mosaic.tile_h))
+        canvas.set_marks(rects)
+
+    def colormap(self) -> str:
+        """The map this side paints with: the choice, resolved for what it shows."""
+        mosaic = self.mosaic if self.view is not None and self.view.kind == "maps" else None
+        signed = mosaic is not None and mosaic.symmetric
+        return resolve(self._choice, signed=signed, gradient=self._gradient)
+
+    def set_colormap(self, choice: str) -> None:
+        """Paint with ``choice``: a map's name, or "auto" (see :func:`resolve`)."""
+        self._choice = choice
+        if self.image_canvas is not None:
+            self.image_canvas.set_colormap(self.colormap())
+
+    def clear(self) -> None:
+        self.view = self.mosaic = None
+        self.legend.setVisible(False)
+        if self.image_canvas is not None:
+            self.image_canvas.clear_image()
+        if self.bar_canvas is not None:
+            self.bar_canvas.set_values(np.zeros(0, dtype=np.float32))
+        self.placeholder.setText("no data")
+        self.stack.setCurrentWidget(self.placeholder)
+
+    def locate(self, x: float, y: float) -> Location | None:
+        """Map a pixel of the image canvas to a location in the view's data."""
+        view = self.view
+        if view is None:
+            return None
+        if view.kind == "maps" and self.mosaic is not None:
+            return locate_in_mosaic(view, self.mosaic, x, y)
+        if view.kind == "heatmap":
+            rows, cols = view.data.shape
+            if 0 <= int(y) < rows and 0 <= int(x) < cols:
+                return Location("heatmap", None, int(x), int(y))
+        return None
+
+    def _on_image_hovered(self, x: float, y: float) -> None:
+        loc = self.locate(x, y)
+        if loc is None:
+            self.hover_left.emit()
+        else:
+            self.hovered.emit(loc)
+
+    def _on_image_clicked(self, x: float, y: float) -> None:
+        loc = self.locate(x, y)
+        if loc is not None:
+            self.clicked.emit(loc)
+
+    def _on_image_select_clicked(self, x: float, y: float, extend: bool) -> None:
+        loc = self.locate(x, y)
+        if loc is not None:
+            self.select_clicked.emit(loc, extend)
+
+    def _on_image_context(self, x: float, y: float, screen: QtCore.QPoint) -> None:
+        loc = self.locate(x, y)
+        if loc is not None:
+            self.context_requested.emit(loc, screen)
+
+
+def short_value(value: float) -> str:
+    """:func:`~actviz.ui.panels.style.format_value` in fewer characters (a narrow read-out):
+    three significant digits in scientific notation, its exponent without padding
+    (``2.74e-6`` for ``2.743e-06``)."""
+    text = style.format_value(value)
+    if "e" not in text or "n" in text:  # ordinary magnitudes, nan and inf stay
+        return text
+    mantissa, exponent = f"{float(value):.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def hover_text(
+    loc: Location,
+    activation: LayerView | None,
+    gradient: LayerView | None,
+    *,
+    tile_unit: str = "",
+    unit_names: tuple[str, ...] = (),
+    short: bool = False,
+) -> str:
+    """The read-out for a data location of ``activation`` (and ``gradient``, when shown), e.g. ``ch 12  (x=3, y=7)  value 0.532``;
+    ``short``: the same numbers in fewer characters (``ch 12 (3,7) 0.532 |g| 0.1``), for
+    a narrow panel (the column beside the channel view)."""
+    if loc.kind == "maps":
+        unit = tile_unit or "ch"
+        where = (
+            f"{unit} {loc.channel} ({loc.x},{loc.y})"
+            if short
+            else f"{unit} {loc.channel}  (x={loc.x}, y={loc.y})"
+        )
+    elif loc.kind == "heatmap":
+        where = f"({loc.y},{loc.x})" if short else f"(row={loc.y}, col={loc.x})"
+    elif unit_names and loc.channel is not None and loc.channel < len(unit_names):
+        where = f"class {loc.channel}: {unit_names[loc.channel]}"
+    else:
+        where = f"unit {loc.channel}"
+    parts = [where]
+    value = value_at(activation, loc)
+    if value is not None:
+        parts.append(short_value(value) if short else f"value {style.format_value(value)}")
+    if gradient is not None:
+        grad = value_at(gradient, loc)
+        if grad is not None:
+            parts.append(
+                f"|g| {short_value(grad)}" if short else f"|grad| {style.format_value(grad)}"
+            )
+    return (" " if short else "  ").join(parts)
+
+
+class TileSelection:
+    """Channels picked with Ctrl+click (one toggled) and Shift+click (a range from the last
+    one picked), in channel order."""
+
+    def __init__(self) -> None:
+        self.channels: list[int] = []
+        self.anchor: int | None = None
+
+    def set(self, channels: list[int]) -> None:
+        """Pick exactly ``channels``."""
+        self.channels = sorted(dict.fromkeys(int(c) for c in channels))
+        self.anchor = self.channels[-1] if self.channels else None
+
+    def click(self, channel: int, extend: bool) -> None:
+        """Toggle ``channel``; ``extend``: add the range from the last channel picked."""
+        chosen = list(self.channels)
+        if extend and self.anchor is not None:
+            low, high = sorted((self.anchor, channel))
+            anchor = self.anchor
+            chosen = sorted(set(chosen) | set(range(low, high + 1)))
+        else:
+            anchor = channel
+            if channel in chosen:
+                chosen.remove(channel)
+            else:
+                chosen.append(channel)
+        self.set(chosen)
+        self.anchor = anchor
