@@ -53,7 +53,7 @@ def measure(size: int = 64, repeats: int = 2, model: Any = None) -> dict[str, An
             blocks[key] = probe.summary()["max_ms"]
         probe = LagProbe(5)
         probe.start()
-        window.show_tab(window.features["compare"].page)
+        window.host.show_tab(window.features["compare"].page)
         wait_until(lambda: False, 0.5)
         probe.stop()
         blocks["compare_tab"] = probe.summary()["max_ms"]

@@ -368,7 +368,7 @@ def page_ratio(
             fresh_cache()
             t0 = time.perf_counter()
             for c in range(channels):
-                window.open_channel(layer, c)
+                window.display.open_channel(layer, c)
                 app.processEvents()
                 if not feature.synthesise():
                     raise RuntimeError(f"What it wants did not start for channel {c}")

@@ -160,7 +160,7 @@ class WindowDriver:
         with self.qtbot.waitSignal(self.window.run_finished, timeout=timeout_ms):
             yield
         if flush:
-            self.window.flush_panel_updates()
+            self.window.display.flush_panel_updates()
 
     def run_and_wait(
         self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True, *, start: bool = True
@@ -191,7 +191,7 @@ class WindowDriver:
     # ------------------------------------------------------------------ reading
     def panel(self, layer: str) -> LayerPanel:
         """The layer panel of ``layer`` (KeyError naming the panels there are)."""
-        panels = self.window.layer_panels
+        panels = self.window.host.layer_panels
         if layer not in panels:
             raise KeyError(f"no panel for {layer!r}; the window shows {list(panels)}")
         return panels[layer]
@@ -347,12 +347,16 @@ class WindowDriver:
             QCoreApplication.processEvents()
             self.qtbot.wait(1)
             shape = self._geometry()
-            if shape == last and not w.display_pending() and w.panel_updates_pending():
+            if (
+                shape == last
+                and not w.display.display_pending()
+                and w.display.panel_updates_pending()
+            ):
                 # Panels out of view wait to be scrolled to: put the result on them now.
-                w.flush_panel_updates()
+                w.display.flush_panel_updates()
                 last, still = None, 0
                 continue
-            pending = w.display_pending() or w.panel_updates_pending()
+            pending = w.display.display_pending() or w.display.panel_updates_pending()
             still = still + 1 if shape == last and not pending else 0
             if still >= 2:
                 return True
@@ -362,7 +366,7 @@ class WindowDriver:
     def _geometry(self) -> tuple:
         w = self.window
         widgets = [w, w.centre.layers_scroll.viewport(), *w.findChildren(QDockWidget)]
-        widgets += list(w.layer_panels.values())
+        widgets += list(w.host.layer_panels.values())
         return tuple((x.isVisible(), x.geometry().getRect()) for x in widgets)
 
     def open_dock(self, name: str) -> QDockWidget:

@@ -123,7 +123,7 @@ def demo_model() -> ModelSetup:
     """The bundled demo model and its first sample image, opened as File > Demo does."""
 
     def open_demo(window: Any) -> None:
-        assert window.load_demo(), "the demo could not be opened"
+        assert window.files.load_demo(), "the demo could not be opened"
 
     return ModelSetup("demo", open_demo)
 
@@ -503,7 +503,7 @@ class StressDriver(UserActions):
             w.is_busy()
             or w.is_loading()
             or w.runs.is_due()
-            or w.display_pending()
+            or w.display.display_pending()
             or any(f.is_busy() for f in w.features.values())
         )
 
@@ -521,7 +521,7 @@ class StressDriver(UserActions):
                 ok = self._wait(self._idle, IDLE_TIMEOUT_S)
         else:
             ok = self._wait(self._idle, timeout_s)
-        _untimed(self.probe, self.window.flush_panel_updates)
+        _untimed(self.probe, self.window.display.flush_panel_updates)
         if not ok and timeout_s is None:
             self.note_stuck("the window did not become idle")
         return ok

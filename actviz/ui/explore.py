@@ -91,7 +91,7 @@ def explore(
             window.set_model(model, categories=categories, layers=layers)
         else:
             # Scripts expect the model to be there on return: wait for the background load.
-            if not window.open_model_source(os.fspath(model), wait=True):
+            if not window.files.open_model_source(os.fspath(model), wait=True):
                 raise ValueError(
                     window.centre.banner.texts()[-1] if window.centre.banner.texts() else model
                 )
@@ -141,7 +141,7 @@ def _set_inputs(window: MainWindow, inputs: Any) -> None:
     import torch
 
     if isinstance(inputs, (str, os.PathLike)):
-        if not window.open_input_source(os.fspath(inputs), remember=False, wait=True):
+        if not window.files.open_input_source(os.fspath(inputs), remember=False, wait=True):
             raise ValueError(window.centre.banner.texts()[-1])
         return
     if isinstance(inputs, torch.Tensor) or isinstance(inputs, (tuple, list, dict)):

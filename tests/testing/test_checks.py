@@ -102,7 +102,7 @@ def test_the_driver_ticks_runs_and_reads_what_the_panels_paint(actviz_window):
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     win = actviz_window(model, x, ["conv1"])
     result = win.run_and_wait()
-    assert list(win.window.layer_panels) == ["conv1"] and win.status_text()
+    assert list(win.window.host.layer_panels) == ["conv1"] and win.status_text()
     win.tick("conv2", "fc")
     result = win.run_and_wait()
     assert list(result.layers) == LAYERS

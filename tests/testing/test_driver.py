@@ -43,7 +43,7 @@ def test_an_unknown_layer_name_raises_with_close_matches(actviz_window, who):
 
 def test_wait_idle_answers_on_the_driver_and_the_window(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], auto_run=True, debounce_ms=400)
-    win.window.schedule_run()
+    win.window.runs.schedule_run()
     # A run is due: no time to wait gives False on both, then both wait for it and say True.
     assert win.window.wait_idle(0) is False
     assert win.wait_idle(0) is False

@@ -77,7 +77,7 @@ def test_explore_non_blocking_returns_a_running_window(qtbot):
     assert "actviz" in window.windowTitle()
     assert window in explore_module._OPEN_WINDOWS
     qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
-    assert list(window.layer_panels) == ["0", "4"]
+    assert list(window.host.layer_panels) == ["0", "4"]
     assert window.result.layers["0"].view.data.shape == (4, 12, 12)
     predictions = window.centre.prediction_panel.predictions()
     assert {label for _, label, _ in predictions} == {"a", "b", "c"}
@@ -172,7 +172,7 @@ def _close_when(ready, seen, timeout_s: float = 30.0):
                 QTimer.singleShot(50, check)
                 return
             seen.append(
-                (window.windowTitle(), window.centre.banner.texts(), list(window.layer_panels),
+                (window.windowTitle(), window.centre.banner.texts(), list(window.host.layer_panels),
                  window.session.input.source if window.session.input else None)
             )  # fmt: skip
             window.close()
@@ -243,7 +243,7 @@ def test_explore_a_model_by_name_waits_for_the_background_load(qtbot):
     assert tuple(window.session.input.value.shape) == (1, 3, 32, 32)
     assert window.session.ticked == ["layer1"]
     qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
-    assert list(window.layer_panels) == ["layer1"]
+    assert list(window.host.layer_panels) == ["layer1"]
     window.close()
 
 
@@ -360,9 +360,9 @@ def test_explore_writes_no_settings_unless_asked(qtbot):
     before = {f: (Path(os.environ["XDG_CONFIG_HOME"]) / f).read_bytes() for f in written}
     window = actviz.explore(model, x, layers=["0"], block=False)
     qtbot.addWidget(window)
-    assert window.colormap == "gray"
+    assert window.commands.colormap == "gray"
     assert window.wait_idle()
-    window.set_view_settings(colormap="magma", normalize="shared")
+    window.host.set_view_settings(colormap="magma", normalize="shared")
     assert window.settings.colormap == "magma"
     window.resize(700, 500)
     window.close()
@@ -373,7 +373,7 @@ def test_explore_writes_no_settings_unless_asked(qtbot):
     # Asked for, the user's settings are the window's, as in the app.
     window = actviz.explore(model, x, layers=["0"], block=False, settings=True)
     qtbot.addWidget(window)
-    window.set_view_settings(colormap="magma")
+    window.host.set_view_settings(colormap="magma")
     window.close()
     assert AppSettings().colormap == "magma"
 

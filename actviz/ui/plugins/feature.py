@@ -129,14 +129,11 @@ class PluginsFeature(QObject, FeatureBase):
         host.add_tile_menu_entries(self._fill_tile_menu)
         host.panel_shown.connect(self._on_panel_shown)
         host.session.view_changed.connect(self._on_session_view_changed)
-        exports = getattr(host, "exports", None)
-        if exports is not None:
-            exports.layer_writers = self.export_writers
-        files = getattr(host, "files", None)
+        host.offer_export_writers(self.export_writers)
         suffixes = registry.input_suffixes()
-        if files is not None and suffixes:
+        if suffixes:
             names = " ".join(f"*{s}" for s in suffixes)
-            files.extra_input_filters = [f"Plugin inputs ({names})"]
+            host.offer_input_filters([f"Plugin inputs ({names})"])
         self._construct_features()
         # A slot of a plugin's own widget (a button it connected itself, a paintEvent it
         # overrides) is called by Qt, not through the host: what it raises reaches

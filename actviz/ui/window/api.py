@@ -1,60 +1,88 @@
 """The window's public surface: what a script (``actviz.explore()``) and a test driver call.
 
-:class:`WindowAPI` is mixed into :class:`~actviz.ui.window.main_window.MainWindow`. Everything
-here is a short call into the part that does the work; the widgets themselves are reached
-through the parts (``window.commands``, ``window.centre``, ``window.status``,
-``window.model_dock``) and the features through ``window.features[name]`` (tests and scripts;
-window code reaches a feature's part through what it offers the host, e.g. ``session_store``).
+:class:`WindowAPI` is mixed into :class:`~actviz.ui.window.main_window.MainWindow`: runs,
+waiting, the model, the input and the ticks. Everything else is reached through the part that
+does it (``window.files``, ``window.exports``, ``window.pins_ui``, ``window.display``,
+``window.host``, ...); the names that moved there still work for one release, with a
+:class:`MovedWarning`.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
-from pathlib import Path
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QEventLoop, QTimer
-from PySide6.QtWidgets import QMenu, QWidget
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
     from actviz.ui.host import Feature
-    from actviz.ui.tree.dock import ModelDock
+    from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.window.actions import WindowActions
-    from actviz.ui.window.central import Centre, StatusWidgets
-    from actviz.ui.window.export_actions import ExportActions
+    from actviz.ui.window.central import StatusWidgets
     from actviz.ui.window.file_opening import FileOpening
-    from actviz.ui.window.pin_actions import PinActions
+    from actviz.ui.window.hosting import Host
     from actviz.ui.window.result_display import ResultDisplay
     from actviz.ui.window.runs import RunControl
     from actviz.ui.worker import Job, Worker
-    from actviz.workspace.pins import Pin
     from actviz.workspace.session_state import Session
 
-__all__ = ["WindowAPI"]
+__all__ = ["MOVED", "MovedWarning", "WindowAPI"]
+
+
+class MovedWarning(DeprecationWarning):
+    """A window method that moved to one of its parts was called on the window."""
+
+
+_MOVED_TO = {
+    "host": "layer_panels channel_view show_tab set_tab_visible current_tab menu show_error "
+    "show_warning clear_messages show_status model_dialog report_parts session_parts "
+    "restore_session_parts refresh_panel page_channels show_input_image resize_dock "
+    "dock_back add_tab add_dock add_menu_action add_toolbar add_status_widget reveal_panel "
+    "fit_dock_width layout_state restore_layout_state sample_inputs dialog_parent "
+    "fill_tile_menu add_tile_menu_entries offer_pin_comparison offer_session_store "
+    "add_prediction_widget set_prediction_bars_visible add_overview_widget show_run "
+    "stop_current_run adopt_model set_view_settings show_result",
+    "runs": "schedule_run run_if_due",
+    "files": "open_model_source open_input_source load_demo open_default_input open_dropped",
+    "display": "selected_layer gradients_visible select_layer open_channel turn_page "
+    "defer_display display_pending panel_updates_pending flush_panel_updates",
+    "exports": "last_export export_all export_panel_png export_layer_npy",
+    "pins_ui": "pin_result show_pinned unpin_shown unpin_all compare_with_pin",
+    "commands": "colormap",
+    "model_dock": "tree_context_menu",
+}
+#: Names that moved from the window to a part: ``{name: part}`` (``window.<part>.<name>``).
+MOVED: Mapping[str, str] = {n: part for part, names in _MOVED_TO.items() for n in names.split()}
 
 
 class WindowAPI:
-    """Runs, models, inputs, exports and pins of the window (a mixin; see the module docs)."""
+    """Runs, waiting, the model, the input and the ticks (a mixin; see the module docs)."""
 
     session: Session
+    host: Host
     runs: RunControl
     display: ResultDisplay
     files: FileOpening
-    exports: ExportActions
-    pins_ui: PinActions
     commands: WindowActions
-    centre: Centre
     status: StatusWidgets
-    model_dock: ModelDock
     features: dict[str, Feature]
     worker: Worker
     model_loads: Worker
     input_loads: Worker
     export_worker: Worker
     _closed: bool
+
+    def __getattr__(self, name: str) -> Any:
+        # Only names not found otherwise: the deprecated ones that moved to a part.
+        part = MOVED.get(name)
+        if part is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warnings.warn(f"window.{name} moved: use window.{part}.{name}", MovedWarning, stacklevel=2)
+        return getattr(getattr(self, part), name)
 
     # ------------------------------------------------------------------ runs
     @property
@@ -71,41 +99,13 @@ class WindowAPI:
         """The result the panels show (None before the first run)."""
         return self.session.result
 
-    @property
-    def colormap(self) -> str:
-        """The colour map of the feature maps."""
-        return self.commands.colormap
-
-    @property
-    def gradients_visible(self) -> bool:
-        """Whether gradient magnitudes are shown beside activations."""
-        return self.display.gradients_visible
-
-    @property
-    def selected_layer(self) -> str | None:
-        """The layer the histogram and the single-layer exports are about."""
-        return self.display.selected_layer
+    def panel(self, layer: str) -> LayerPanel | None:
+        """The panel showing ``layer`` (None when it has none)."""
+        return self.display.layer_panels.get(layer)
 
     def run(self) -> Job | None:
         """Start a run now (Ctrl+R); returns its job, or None when it cannot run."""
         return self.runs.run()
-
-    def show_run(self, job: Job, *, streamed: bool = False) -> None:
-        """Show ``job``'s end as a run's (a live frame): its result in the panels, its error
-        in the banner; ``streamed``: a stream's frame, quiet in the status bar."""
-        self.runs.watch(job, kind="frame", streamed=streamed)
-
-    def schedule_run(self) -> None:
-        """Re-run after the debounce delay (restarted by every further change)."""
-        self.runs.schedule_run()
-
-    def run_if_due(self) -> None:
-        """Schedule the run that waited for an input being opened, once none is."""
-        self.runs.run_if_due()
-
-    def stop_current_run(self) -> None:
-        """Stop the pending automatic run and cancel the running capture."""
-        self.runs.stop()
 
     def cancel(self) -> None:
         """Cancel the running capture, load, export, comparison or scan (Esc); what was shown or
@@ -118,7 +118,7 @@ class WindowAPI:
         for feature in self.features.values():
             cancelled = feature.cancel() or cancelled
         if cancelled and self.worker.has_current_job():
-            self.show_status("Cancelling…")  # type: ignore[attr-defined]
+            self.host.show_status("Cancelling…")
 
     def is_busy(self) -> bool:
         """True while a capture, a load or an export is running (stale jobs aside)."""
@@ -148,7 +148,7 @@ class WindowAPI:
             self.is_busy()
             or self.runs.is_due()
             or self.display.display_pending()
-            or any(f.is_busy() for f in self.features.values())
+            or self.host.features_busy()
         )
 
     def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
@@ -167,28 +167,23 @@ class WindowAPI:
         busy = self.is_busy()
         # A stream's frames (live mode) have their own rate read-out; an animated busy bar
         # would repaint the status bar constantly. Anything else busy meanwhile shows it.
-        self.status.progress_bar.setVisible(busy and not self._only_streaming())
-        # (Twice a live frame: the workers are asked once.)
-        self.commands.cancel_action.setEnabled(self._cancellable(busy))
+        others = (self.model_loads, self.input_loads, self.export_worker)
+        only_streaming = (
+            not any(w.has_current_job() for w in others)
+            and not self.files.is_loading()
+            and self.runs.streaming()
+        )
+        self.status.progress_bar.setVisible(busy and not only_streaming)
+        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
         self.display.update_placeholder(busy)
         if text:
-            self.show_status(text)  # type: ignore[attr-defined]
-
-    def _only_streaming(self) -> bool:
-        """Whether the only work under way is a stream's frames on the capture worker."""
-        others = (self.model_loads, self.input_loads, self.export_worker)
-        if any(w.has_current_job() for w in others) or self.files.is_loading():
-            return False
-        return self.runs.streaming()
-
-    def _cancellable(self, busy: bool | None = None) -> bool:
-        busy = self.is_busy() if busy is None else busy
-        return busy or any(f.is_busy() for f in self.features.values())
+            self.host.show_status(text)
 
     def _update_enabled(self) -> None:
-        self.display.update_placeholder(self.is_busy())
+        busy = self.is_busy()
+        self.display.update_placeholder(busy)
         self.commands.run_action.setEnabled(self.session.can_run())
-        self.commands.cancel_action.setEnabled(self._cancellable())
+        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
 
     # ------------------------------------------------------------------ model, input, target
     def set_model(
@@ -202,9 +197,9 @@ class WindowAPI:
         """Show an in-memory ``nn.Module`` with ``layers`` ticked (None: defaults); a model still
         being opened from a file is dropped.
         """
-        self.stop_current_run()
+        self.runs.stop()
         self.files.drop_model_load("Opening the model was replaced by an in-memory model.")
-        self.clear_messages()  # type: ignore[attr-defined]
+        self.host.clear_messages()
         self.session.set_model(model, name=name, categories=categories, ticks=layers)
         self.files.inputs.start_waiting()
 
@@ -222,10 +217,10 @@ class WindowAPI:
         try:
             self.session.set_target_text(text)
         except ValueError as exc:
-            self.show_error(f"Target: {exc}")  # type: ignore[attr-defined]
+            self.host.show_error(f"Target: {exc}")
             self.runs.sync_target_combo()  # the box shows the target in force, not the refused one
             return False
-        self.clear_messages("action")  # type: ignore[attr-defined]
+        self.host.clear_messages("action")
         self.runs.sync_target_combo()
         return True
 
@@ -269,144 +264,3 @@ class WindowAPI:
                     f"unknown layer {name!r}{hint} (the model has {len(known)} modules)"
                 )
         return flat
-
-    def tree_context_menu(self, name: str | None) -> QMenu:
-        """The module tree's context menu for row ``name`` (built, not shown)."""
-        return self.model_dock.tree_context_menu(name)
-
-    def open_model_source(
-        self,
-        source: str,
-        *,
-        arch: str | None = None,
-        weights: str | None = "DEFAULT",
-        trust: bool = False,
-        wait: bool = False,
-    ) -> bool:
-        """Open a model from ``source`` in the background (see :class:`FileOpening`)."""
-        return self.files.open_model_source(
-            source, arch=arch, weights=weights, trust=trust, wait=wait
-        )
-
-    def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
-        """Open an input (image, tensor file, ``text:...``) in the background."""
-        return self.files.open_input_source(source, remember=remember, wait=wait)
-
-    def load_demo(self, sample: str | None = None) -> bool:
-        """Open the bundled demo model and one of its sample images."""
-        return self.files.load_demo(sample)
-
-    def open_default_input(self) -> bool:
-        """Open the model's natural default input (a sample image, a prompt)."""
-        return self.files.open_default_input()
-
-    def open_dropped(self, path: str | Path) -> bool:
-        """Open a dropped file: a model or an input, by its kind."""
-        return self.files.open_dropped(path)
-
-    # ------------------------------------------------------------------ the panels
-    def select_layer(self, name: str | None, *, reveal: bool = True) -> None:
-        """Make ``name`` the selected layer (histogram, single-layer exports)."""
-        self.display.select_layer(name, reveal=reveal)
-
-    def open_channel(self, name: str, channel: int) -> bool:
-        """Show one channel of a layer, large, in the channel view."""
-        return self.display.open_channel(name, channel)
-
-    def turn_page(self, name: str, step: int) -> bool:
-        """Turn a layer's mosaic ``step`` pages on."""
-        return self.display.turn_page(name, step)
-
-    def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
-        """Run ``step`` after the display steps of the result being shown."""
-        self.display.defer_display(step, stale_ok=stale_ok)
-
-    def display_pending(self) -> bool:
-        """True while display steps of a result wait to run."""
-        return self.display.display_pending()
-
-    def panel_updates_pending(self) -> bool:
-        """True while layer panels still show an older result (filled a few per pass)."""
-        return self.display.panel_updates_pending()
-
-    def flush_panel_updates(self) -> None:
-        """Put the latest result on every layer panel now."""
-        self.display.flush_panel_updates()
-
-    # ------------------------------------------------------------------ exports and pins
-    @property
-    def last_export(self) -> list[Path]:
-        """Files written by the last finished "export everything"."""
-        return self.exports.last_export
-
-    def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
-        """Write every panel, array and ``reproduce.py`` to ``out_dir`` in the background."""
-        return self.exports.export_all(out_dir, wait=wait)
-
-    def export_panel_png(self, path: str | Path, panel: QWidget | None = None) -> Path | None:
-        """Save one panel (default: the selected layer's) as a PNG."""
-        return self.exports.export_panel_png(path, panel)
-
-    def export_layer_npy(self, out_dir: str | Path, name: str | None = None) -> list[Path]:
-        """Save one layer's activation and gradient as ``.npy`` files."""
-        return self.exports.export_layer_npy(out_dir, name)
-
-    def pin_result(self) -> Pin | None:
-        """Keep the result shown beside the latest one (Pinned results menu)."""
-        return self.pins_ui.pin_result()
-
-    def show_pinned(self, pin: Pin) -> bool:
-        """Show a pinned result in the panels (live mode pauses)."""
-        return self.pins_ui.show_pinned(pin)
-
-    def unpin_shown(self) -> bool:
-        """Unpin the result shown."""
-        return self.pins_ui.unpin_shown()
-
-    def unpin_all(self) -> None:
-        """Unpin every result."""
-        self.pins_ui.unpin_all()
-
-    def compare_with_pin(self, pin: Any) -> bool:
-        """Show the Compare tab comparing the latest run with ``pin`` (Pinned results menu)."""
-        compare = self.pins_ui.compare_with  # offered by the Compare feature, if built
-        return compare is not None and bool(compare(pin))
-
-    # ------------------------------------------------------------------ sessions
-    def adopt_model(
-        self,
-        loaded: Any,
-        *,
-        ticks: Sequence[str] | None = None,
-        gradcam_layer: str | None = None,
-        open_args: dict[str, Any] | None = None,
-    ) -> None:
-        """Show a model already opened (a session's ``LoadedModel``) with ``ticks`` ticked:
-        what opening one ends with, the input left as it is. ``open_args`` are the
-        ``open_model`` arch, weights and trust it was opened with (reproduce.py)."""
-        self.stop_current_run()
-        self.files.drop_model_load("Opening the model was replaced by a session's model.")
-        self.files.inputs.drop()
-        self.clear_messages()  # type: ignore[attr-defined]
-        self.session.set_loaded_model(loaded, ticks=ticks, gradcam_layer=gradcam_layer)
-        self.session.model_open_args = dict(open_args or {})
-
-    def set_view_settings(
-        self, *, colormap: str | None = None, normalize: str | None = None
-    ) -> None:
-        """Choose the colour map and the normalisation as the toolbar does (None: unchanged)."""
-        a = self.commands
-        if colormap is not None and a.colormap_combo.findText(colormap) >= 0:
-            a.colormap_combo.setCurrentText(colormap)
-        if normalize is not None and a.normalize_combo.findData(normalize) >= 0:
-            a.normalize_combo.setCurrentIndex(a.normalize_combo.findData(normalize))
-
-    def show_result(self, result: RunResult, request: Any = None) -> None:
-        """Show a result prepared elsewhere (a session's saved run) instead of running;
-        ``request`` (its ``RunRequest``) lets view changes re-prepare it."""
-        self.runs.halt()
-        if request is not None:
-            self.runs.last_request = request
-        self.display.apply_result(result)
-        self.refresh_busy()
-        self.display.after_panels(self.run_finished.emit)  # type: ignore[attr-defined]

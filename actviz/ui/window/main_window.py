@@ -5,8 +5,8 @@ session, its events schedule a debounced run (:mod:`actviz.ui.window.runs`), the
 worker runs it off the GUI thread and the result goes to passive panels. The parts
 (``commands``, ``centre``, ``status``, ``model_dock``, ``display``, ``runs``, ``files``,
 ``exports``, ``pins_ui``) each own their widgets; ``features`` are classes built with the
-window as their :class:`~actviz.ui.host.WindowHost` (:mod:`~actviz.ui.window.hosting`).
-Scripts and tests use the methods below.
+window's ``host`` (a :class:`~actviz.ui.window.hosting.Host`, the
+:class:`~actviz.ui.host.WindowHost` the features see). Scripts use :class:`WindowAPI`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
 from actviz.ui.background_loads import (
@@ -38,7 +38,7 @@ from actviz.ui.window.central import build_centre, build_status_bar, default_win
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
-from actviz.ui.window.hosting import HostSlots
+from actviz.ui.window.hosting import Host
 from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
@@ -53,7 +53,7 @@ DEFAULT_DEBOUNCE_MS = 300
 LEFT, RIGHT = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
 
 
-class MainWindow(WindowAPI, HostSlots, QMainWindow):
+class MainWindow(WindowAPI, QMainWindow):
     """The actviz explorer.
 
     Parameters
@@ -70,7 +70,8 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
     model_loader, input_loader
         What the loader threads run (:mod:`actviz.ui.background_loads`); tests inject others.
     features
-        Feature classes to host, each constructed with the window (default: all of them).
+        Feature classes to host, each constructed with the window's :class:`Host` (default:
+        all of them).
     plugins
         Plugins to load (:func:`actviz.ui.plugins.build_registry`): None, ``"installed"``,
         or plugin objects, ``"module:attr"`` strings or installed names.
@@ -108,18 +109,22 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         auto_run: bool = True,
         model_loader: ModelLoader | None = None,
         input_loader: InputLoader | None = None,
-        features: Sequence[Callable[[MainWindow], Feature]] | None = None,
+        features: Sequence[Callable[[Host], Feature]] | None = None,
         plugins: Any = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        #: What the features get: attach points, the session, the worker, the signals.
+        self.host = Host(self)
+        self.features: dict[str, Feature] = self.host.features
         self.session = session or Session()
         self.settings = settings if isinstance(settings, AppSettings) else AppSettings(settings)
         self.confirm_untrusted: ConfirmUntrusted = confirm_untrusted or ask_untrusted
         self.model_loader: ModelLoader = model_loader or load_model_source
         self.input_loader: InputLoader = input_loader or load_input_source
         self._closed = False
-        self._chosen_height = 0  # see HostSlots._fit_dock
+        #: The last height not forced by the docks' minimum heights (0: none yet; Host._fit_dock).
+        self.chosen_height = 0
         # One capture at a time on the model; loads build objects nobody else holds yet, so a
         # new model load need not wait for a stale one; exports only read finished captures.
         favour_gui_thread()  # the workers below run Python beside the GUI thread
@@ -147,11 +152,10 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         self.status = build_status_bar(self)
         self.display = ResultDisplay(
             self.session, self.centre, self.status, self.commands, self.model_dock,
-            self.show_error, self,
+            self.host.show_error, self,
         )  # fmt: skip
         self.display.panel_created.append(lambda p: self.panel_created.emit(p.name, p))
         self.display.panel_updated.append(lambda p, layer: self.panel_shown.emit(p.name, p, layer))
-        self.features: dict[str, Feature] = {}
         #: Session files' part, offered by a feature (:meth:`offer_session_store`).
         self.session_store: Any = None
         self.runs = RunControl(self, debounce_ms=debounce_ms, auto_run=auto_run)
@@ -164,16 +168,16 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         )
         self.pins_ui = PinActions(
             self.session, self.display, self.commands, self.centre.banner,
-            self.status.status_label, self.show_warning, self.pinned_shown,
+            self.status.status_label, self.host.show_warning, self.pinned_shown,
         )  # fmt: skip
         # Before the features: a feature's model copy lets go of it when the window is idle.
-        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
+        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display.display_pending())
         for make in features if features is not None else default_features():
-            feature = make(self)
+            feature = make(self.host)
             self.features[feature.name] = feature
-        self.plugins = attach_plugins(self, plugins)  # after the built-ins, as they are built
+        self.plugins = attach_plugins(self.host, plugins)  # after the built-ins, as they are built
         self._dropped = ""
-        self._open_dropped_soon = DeferredCall(self, lambda: self.open_dropped(self._dropped))
+        self._open_dropped_soon = DeferredCall(self, lambda: self.files.open_dropped(self._dropped))
         self.pins_ui.refresh_pins_menu()
         self.commands.quit_action.triggered.connect(self.close)
         self.commands.reset_layout_action.triggered.connect(self.reset_layout)
@@ -199,7 +203,7 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             (s.model_changed, self._on_session_model_changed),
             (s.input_changed, self._on_session_input_changed),
             (s.ticks_changed, self._on_session_ticks_changed),
-            (s.target_changed, self.schedule_run),
+            (s.target_changed, self.runs.schedule_run),
             (s.result_changed, self.memory.touch),
             (s.pins_changed, self.pins_ui.on_session_pins_changed),
             (s.view_changed, self.runs.on_session_view_changed),
@@ -217,9 +221,9 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         action.setChecked(s.input_as_list)
         action.blockSignals(False)
         self.centre.banner.set_messages("model", [("warning", w) for w in s.model_warnings])
-        self.clear_messages("run")
+        self.host.clear_messages("run")
         self._update_enabled()
-        self.schedule_run()
+        self.runs.schedule_run()
 
     def _on_session_input_changed(self) -> None:
         inp = self.session.input
@@ -227,13 +231,13 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             caption = inp.description or inp.source
             if inp.source and Path(inp.source).name not in caption:
                 caption = f"{Path(inp.source).name} · {caption}"
-            self.show_input_image(inp.image, caption)
+            self.host.show_input_image(inp.image, caption)
         self._update_enabled()
-        self.schedule_run()
+        self.runs.schedule_run()
 
     def _on_session_ticks_changed(self, _names: set[str]) -> None:
         self._update_enabled()
-        self.schedule_run()
+        self.runs.schedule_run()
 
     def _saliency_shown(self) -> bool:
         return self.centre.tabs.currentWidget() is self.centre.overview_tab
@@ -244,16 +248,21 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
 
     def _on_dock_module_selected(self, name: str) -> None:
         if self.result is not None and name in self.result.layers:
-            self.select_layer(name)
+            self.display.select_layer(name)
 
     def reset_layout(self) -> None:
         """Put the docks where a first start puts them: Model on the left at its default width,
         the features' docks where they first appear."""
-        self.dock_back(self.model_dock, LEFT)
+        self.host.dock_back(self.model_dock, LEFT)
         self.model_dock.show()
         for feature in self.features.values():
             feature.reset_layout()
-        self.resize_dock(self.model_dock, MODEL_DOCK_WIDTH)
+        self.host.resize_dock(self.model_dock, MODEL_DOCK_WIDTH)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        if event.size().height() > self.minimumSizeHint().height():
+            self.chosen_height = event.size().height()
 
     # ========================================================================== Qt events
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802

@@ -77,13 +77,13 @@ class RunControl:
             return None
         if not self.session.can_run():
             what = "a model" if self.session.model is None else "an input"
-            w.show_warning(f"Open {what} first, then press Run.", source="run")
+            w.host.show_warning(f"Open {what} first, then press Run.", source="run")
             return None
         misfit = self._input_misfit()
         if misfit:
             # Refused here, in one line, rather than failing in the model's forward with
             # torch's own words (token ids into a CNN, an image into a language model).
-            w.show_warning(misfit, source="run")
+            w.host.show_warning(misfit, source="run")
             return None
         request = self.session.make_request()
         if input_grads is not None:
@@ -104,7 +104,7 @@ class RunControl:
             self._job_kind = kind
         job.on(
             started=lambda: self._on_started(streamed),
-            progress=self.window.show_status,
+            progress=self.window.host.show_status,
             finished=self._on_finished,
             failed=lambda error: self._on_failed(error, kind),
             cancelled=self._on_cancelled,
@@ -160,7 +160,7 @@ class RunControl:
             action.blockSignals(True)
             action.setChecked(self.session.input_as_list)
             action.blockSignals(False)
-            self.window.show_error(f"Not fed as a list: {exc}.")
+            self.window.host.show_error(f"Not fed as a list: {exc}.")
 
     def _on_auto_run_toggled(self, on: bool) -> None:
         self.auto_run = on
@@ -183,7 +183,7 @@ class RunControl:
             w.display.apply_result(result)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
             log.exception("could not display the result")
-            w.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
+            w.host.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
             w.run_failed.emit(str(exc))
             return
         # A detector's target list names its detections, which change with every result.
@@ -202,8 +202,8 @@ class RunControl:
         # The label names the failing job's kind, not the window's last one.
         what = "Could not update the views" if kind == "prepare" else "Run failed"
         text = f"{what}: {describe_error(error)}. The panels still show the previous result."
-        w.show_error(text, source="run", details=error_details(error))
-        w.show_status(what)
+        w.host.show_error(text, source="run", details=error_details(error))
+        w.host.show_status(what)
         w.run_failed.emit(text)
 
     def _on_cancelled(self) -> None:

@@ -37,7 +37,7 @@ def _pinned_window(actviz_window, resnet, seeds=(1,)):
     for seed in seeds:
         win.set_input(frame(seed, 32))
         win.run_and_wait(TIMEOUT_MS)
-        pins.append(window.pin_result())
+        pins.append(window.pins_ui.pin_result())
     win.set_input(frame(99, 32))
     win.run_and_wait(TIMEOUT_MS)
     return win, pins
@@ -173,13 +173,13 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     view = ctrl.view
     # Compared while the Layers tab is shown: nothing is painted until the tab is.
     ctrl.view.set_source("pin")
-    window.show_tab(None)
+    window.host.show_tab(None)
     with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
         assert ctrl.compare()
     assert ctrl.diff_panels_pending() and ctrl.diff_panels_unpainted() == LAYERS
     cap_a, cap_b = window.result.capture, pin.result.capture
     _assert_panels_show(ctrl, cap_a, cap_b)
-    window.show_tab(ctrl.page)
+    window.host.show_tab(ctrl.page)
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
     before = _assert_panels_show(ctrl, cap_a, cap_b)
     assert before and len(before) < len(LAYERS)
@@ -220,7 +220,7 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     win.live.occlude(TIMEOUT_MS)
     assert window.result.capture is not cap_a
     assert view.message().startswith(STALE_NOTE)
-    window.show_tab(ctrl.page)
+    window.host.show_tab(ctrl.page)
     # Panels painted now show the comparison made, not the live frame.
     _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
     _assert_panels_show(ctrl, cap_a, cap_b)
@@ -285,7 +285,7 @@ def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actvi
     window = win.window
     win.set_input(frame(1, 32))
     win.run_and_wait(TIMEOUT_MS)
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     win.set_input(frame(2, 32))
     win.run_and_wait(TIMEOUT_MS)
     _compare_with(win, pin)

@@ -63,7 +63,7 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     view.set_source(PIN)
     qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
     assert view.is_error() and "No pinned result" in view.message()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
     window.set_input(frame(2))
     win.run_and_wait(TIMEOUT_MS)
@@ -133,8 +133,8 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     qtbot.waitUntil(lambda: "conv2" in chart.status_label.text(), timeout=2000)
     qtbot.mouseClick(chart.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=where)
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
-    assert window.selected_layer == "conv2"
-    assert window.layer_panels["conv2"].is_selected()
+    assert window.display.selected_layer == "conv2"
+    assert window.host.layer_panels["conv2"].is_selected()
 
 
 def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
@@ -240,10 +240,10 @@ def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, actviz_window, t
     window = win.window
     window.set_input(frame(1))
     win.run_and_wait()
-    first = window.pin_result()
+    first = window.pins_ui.pin_result()
     window.set_input(frame(2))
     win.run_and_wait()
-    second = window.pin_result()
+    second = window.pins_ui.pin_result()
     window.set_input(frame(3))
     win.run_and_wait()
     entries = {a.text(): a for a in window.commands.pins_menu.actions()}
@@ -271,13 +271,13 @@ def test_unpinning_while_a_comparison_waits_refuses_it_in_one_line(qtbot, actviz
     window = win.window
     window.set_input(frame(1))
     win.run_and_wait()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     compare = win.compare.feature
     window.set_input(frame(2))
     with qtbot.waitSignal(compare.compare_failed, timeout=TIMEOUT_MS) as failed:
         assert window.run() is not None  # run A on its way: the comparison waits for it
         assert compare.compare_with_pin(pin) and compare._waiting
-        window.unpin_all()
+        window.pins_ui.unpin_all()
     assert "was unpinned" in failed.args[0]
     win.wait_idle()
 
@@ -288,7 +288,7 @@ def test_a_run_compared_with_its_own_pin_reads_zero_on_every_bar(qtbot, actviz_w
     win = actviz_window(tiny_cnn, frame(1), LAYERS)
     window = win.window
     win.run_and_wait()
-    window.pin_result()
+    window.pins_ui.pin_result()
     entries = {a.text(): a for a in window.commands.pins_menu.actions()}
     with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
         entries["Compare the latest run with"].menu().actions()[0].trigger()

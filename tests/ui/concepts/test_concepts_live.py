@@ -54,7 +54,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     live.seek(2)
     win.qtbot.waitUntil(lambda: live.frames_shown > shown, timeout=RUN_TIMEOUT_MS)
     win.qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
 
     # The frames' preparations were told the concept panel needs no channel mosaic.
     partial = [m for m in asked if m is not None]
@@ -67,7 +67,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     panel = win.panel(LAYER)
     assert panel.tile_unit() == "concept"
     want = concept_tiles(
-        att.concepts, result.capture, LAYER, page=window.page_channels(LAYER),
+        att.concepts, result.capture, LAYER, page=window.host.page_channels(LAYER),
         normalize=win.session.normalize,
     )  # fmt: skip
     got = panel.activation_slot.mosaic
@@ -76,7 +76,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
 
     # Channels again: this frame's channel mosaic, made now.
     feature.set_shown(LAYER, False)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     assert panel.tile_unit() == ""
     assert LAYER in remade
     ref = capture(model, frames[2:3], [LAYER])[LAYER].tensor[0]

@@ -35,7 +35,7 @@ def _trained_dictionary(tmp_path):
 
 
 def _menu_action(win, menu: str, text: str):
-    for action in win.window.menu(menu).actions():
+    for action in win.window.host.menu(menu).actions():
         if action.text().replace("&", "") == text:
             return action
     raise AssertionError(f"no {text!r} in the {menu} menu")
@@ -51,7 +51,7 @@ def _concepts_opened(actviz_window, tmp_path):
     feature = win.feature("concepts")
     feature.ask_folder = lambda *_a: str(folder)
     _menu_action(win, "Data", "Open concepts…").trigger()  # the result shown has conv2
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     return win, model, feature, c, folder
 
 
@@ -139,11 +139,11 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     win.context_action(
         LAYER, win.panel(LAYER).activation_slot.mosaic.tile_channels[0], "Show channels"
     )
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     assert panel.tile_unit() == "" and panel.activation_slot.mosaic.order is None
     # And "Show concepts" from a channel tile's menu.
     win.context_action(LAYER, 0, "Show concepts")
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     assert panel.tile_unit() == "concept"
 
 
@@ -251,7 +251,7 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     loaded = actviz.concepts.load(tmp_path / "trained")
     assert torch.equal(loaded.W_dec, att.concepts.W_dec)
     win.wait_idle()
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     assert win.panel(LAYER).tile_unit() == "concept"
     # Its concept view: the top images of the scan made after training, and what it wants.
     first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]

@@ -57,7 +57,7 @@ def _demo_window(actviz_window):
     """A window on the demo model (opened and run), scanning in process."""
     win = actviz_window()
     win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert win.window.open_model_source("demo", wait=True)
+    assert win.window.files.open_model_source("demo", wait=True)
     return win
 
 
@@ -127,7 +127,7 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     # result at once, running nothing.
     seen.clear()
     with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
-        assert window.open_model_source("demo", wait=True)
+        assert window.files.open_model_source("demo", wait=True)
     assert saved.args[0].from_cache and saved.args[0].count == IMAGES and seen == []
     assert "saved result" in dock.summary_label.text() and table.proxy.rowCount() == 32
     # The next dialog (also after a restart: the window's settings) offers the same folder.
@@ -227,7 +227,7 @@ def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, actviz_window, tm
         assert "cancelled after 4 of 16" in dock.message_label.text()
         # Opening the model again shows the saved partial scan at once (nothing is run).
         with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
-            assert window.open_model_source("demo", wait=True)
+            assert window.files.open_model_source("demo", wait=True)
         assert saved.args[0].count == 4 and seen == [(4, 16)]
         assert "partial" in dock.summary_label.text() and "finish" in dock.message_label.text()
         # Scanning again resumes at image 5.
@@ -354,7 +354,7 @@ def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
     window.tick(["features.block1"])
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
         window.run()
-    assert window.open_channel("features.block1", 0)
+    assert window.display.open_channel("features.block1", 0)
     assert not grid.isVisible()
 
 
@@ -504,7 +504,7 @@ def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz
     window = win.window
     dataset = win.dataset.feature
     dataset.scans.num_workers = 0
-    assert window.open_model_source("demo", wait=True)
+    assert window.files.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_folder(folder, count=4)
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
@@ -514,7 +514,7 @@ def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz
     # The model opened again: its saved scan is found and shown in the dock, which stays
     # closed (it popped open at every model opened).
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
-        assert window.open_model_source("demo", wait=True)
+        assert window.files.open_model_source("demo", wait=True)
     assert done.args[0].from_cache
     win.settle()
     assert not dataset.dock.isVisible()

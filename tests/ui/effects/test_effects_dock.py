@@ -56,7 +56,7 @@ def test_a_bar_click_opens_the_channel(actviz_window):
         from PySide6.QtCore import QPoint, Qt
 
         win.qtbot.mouseClick(bars, Qt.MouseButton.LeftButton, pos=QPoint(100, 4 + 20 + 10))
-    view = win.window.channel_view
+    view = win.window.host.channel_view
     assert (view.name, view.channel) == ("conv1", channel)
 
 
@@ -147,7 +147,7 @@ def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
     feature = win.feature("effects")
     feature.view.top_spin.setValue(5)
     feature.view.mark_check.setChecked(True)
-    parts = win.window.session_parts()
+    parts = win.window.host.session_parts()
     assert parts["effects"] == {"top": 5, "mark": True, "sort": False}
     other = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
     other.window.restore_session_parts(parts)
@@ -193,7 +193,7 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
 
 def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
     win, _model, _result, feature = _tiny_with_effects(actviz_window)
-    parts = win.window.report_parts()
+    parts = win.window.host.report_parts()
     figures = parts["figures"]()
     captions = [caption for caption, _ in figures]
     assert captions == [f"Channels that matter: {layer}" for layer in feature.effects.results]

@@ -400,26 +400,26 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     live.set_speed(60)
     live.play()
     _wait_frames(qtbot, live, 2)
-    panel = window.layer_panels["0"]
+    panel = window.host.layer_panels["0"]
     # The page size follows the panel's width (tiles >= 32 px; the frames ask for it too).
     qtbot.waitUntil(lambda: "0" in window.session.page_channels, timeout=5000)
     size = window.session.page_channels["0"]
     assert MIN_PAGE_CHANNELS <= size < 150
     qtbot.waitUntil(lambda: window.result.layers["0"].mosaic.page_size == size, timeout=5000)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     assert panel.page_text() == f"ch 0-{size - 1} of 300"
     live.pause()
     _wait_idle(qtbot, live)
-    pin = window.pin_result()  # a result made on page 0
+    pin = window.pins_ui.pin_result()  # a result made on page 0
     live.play()
     _wait_frames(qtbot, live, live.frames_shown + 1)
     assert window.result is not pin.result
-    assert window.turn_page("0", 1)  # while frames requested on page 0 are in flight
+    assert window.display.turn_page("0", 1)  # while frames requested on page 0 are in flight
     shown = live.frames_shown
     _wait_frames(qtbot, live, shown + 3)
     live.pause()
     _wait_idle(qtbot, live)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     layer = window.result.layers["0"]
     assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
     assert panel.activation_slot.mosaic is layer.mosaic
@@ -429,8 +429,8 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     ref = mosaic(layer.view.data[size : 2 * size], pad=1, symmetric=True)
     np.testing.assert_allclose(layer.mosaic.image, ref.image, atol=1e-6, equal_nan=True)
     # Results made before the turn are shown on the page the user chose, and not edited.
-    assert window.show_pinned(pin)
-    window.flush_panel_updates()
+    assert window.pins_ui.show_pinned(pin)
+    window.display.flush_panel_updates()
     assert pin.result.layers["0"].mosaic.first_channel == 0
     assert panel.activation_slot.mosaic.first_channel == size
     assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
@@ -744,7 +744,7 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
     _wait_idle(qtbot, live)
 
     def overview_shows(result) -> bool:
-        selected = window.selected_layer
+        selected = window.display.selected_layer
         return (
             np.allclose(centre.grad_flow_panel.norms, result.grad_norms)
             and centre.prediction_panel.predictions() == list(result.predictions)
@@ -761,13 +761,13 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
     # frame's Grad-CAM and histogram were not computed for them.
     frame = window.result
     assert frame.origin and frame.grad_cams.computed() == []
-    assert not frame.layers[window.selected_layer].hist_ready
+    assert not frame.layers[window.display.selected_layer].hist_ready
     # Nor its statistics (the table is on the Overview), but for the gradients' norms.
     assert not any(layer.stats.ready for layer in frame.layers.values())
     assert all(layer.stats["grad_norm"] is not None for layer in frame.layers.values())
     assert not np.allclose(centre.grad_flow_panel.norms, frame.grad_norms)
     # Export and tests flush: the Overview then shows the frame, exactly.
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     assert overview_shows(frame)
     # The next frame waits again, until the tab is shown.
     n = live.frames_shown
@@ -1049,7 +1049,7 @@ def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
     layer = window.result.layers[name]
     if not layer.stale_mosaics:  # timing: the frame was made while the panel was on screen
         pytest.skip("the frame built this panel's mosaic: nothing was kept to be made again")
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
     window.centre.layers_scroll.ensureWidgetVisible(panel)
     ref = capture(model, frames[3:4], [name])[name].tensor[0]
 
@@ -1102,8 +1102,8 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     win.settle()  # the canvas at its size: the next frame's budget is read from it
     visible = live._visible_layers()
     assert visible == {"conv"}
-    canvas = window.layer_panels["conv"].activation_slot.image_canvas
-    budget = _mosaic_budget(window.layer_panels, visible)
+    canvas = window.host.layer_panels["conv"].activation_slot.image_canvas
+    budget = _mosaic_budget(window.host.layer_panels, visible)
     shown = canvas.image_area_width() * canvas.height() * canvas.devicePixelRatioF() ** 2
     assert MIN_LIVE_MOSAIC_PIXELS <= budget == int(shown) < MAX_MOSAIC_PIXELS
     shots = live.frames_shown
@@ -1122,4 +1122,4 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     # The values under the mouse are the layer's own, at full resolution.
     np.testing.assert_array_equal(layer.view.data, ref.numpy())
     # Every panel on screen: no full frame follows; a full frame keeps the usual budget.
-    assert _mosaic_budget(window.layer_panels, None) == MAX_MOSAIC_PIXELS
+    assert _mosaic_budget(window.host.layer_panels, None) == MAX_MOSAIC_PIXELS

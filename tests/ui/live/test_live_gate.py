@@ -20,7 +20,7 @@ LOAD_MS = 60_000
 def _text_window(actviz_window, tmp_path):
     folder = save_tiny_gpt2(tmp_path / "gpt2")
     win = actviz_window(size=(1280, 720))
-    assert win.window.open_model_source(str(folder))
+    assert win.window.files.open_model_source(str(folder))
     win.wait_idle(LOAD_MS)
     return win
 

@@ -54,7 +54,7 @@ def _shows(pad, rgb: np.ndarray) -> None:
 
 
 def _open_demo(qtbot, window) -> None:
-    assert window.load_demo()
+    assert window.files.load_demo()
     qtbot.waitUntil(
         lambda: (
             window.session.input is not None

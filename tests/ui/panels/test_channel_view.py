@@ -21,10 +21,10 @@ LAYERS = ["conv1", "layer2"]
 
 
 def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
     window.centre.layers_scroll.ensureWidgetVisible(panel)
     qtbot.waitUntil(lambda: panel.activation_slot.mosaic.page_size > 1, timeout=5000)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     m = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     y0, x0 = m.tile_origin(channel)
@@ -123,7 +123,7 @@ def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
     qtbot.keyClick(view.activation_canvas, Qt.Key.Key_Left)
     assert view.channel == 10
     # The layer's mosaic shows the page holding the channel opened.
-    m = window.layer_panels["layer2"].activation_slot.mosaic
+    m = window.host.layer_panels["layer2"].activation_slot.mosaic
     assert m.first_channel <= 10 <= m.last_channel
     # No channel before the first.
     window.display.open_channel("layer2", 0)
@@ -181,7 +181,7 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     before = view.activation_canvas.image_rect_on_screen()
     window.commands.gradients_action.setChecked(False)
     QApplication.processEvents()
-    assert not window.layer_panels["layer2"].gradient_shown()
+    assert not window.host.layer_panels["layer2"].gradient_shown()
     assert not view.gradient_shown()
     qtbot.waitUntil(
         lambda: view.activation_canvas.image_rect_on_screen().width() > before.width() + 10,

@@ -47,7 +47,7 @@ def _settle_with_compare(win) -> None:
     for _ in range(2):
         win.settle()
         win.qtbot.waitUntil(lambda: not window._pending_work(), timeout=RUN_TIMEOUT_MS)
-        window.flush_panel_updates()
+        window.display.flush_panel_updates()
         if compare is not None and compare.page.isVisible():  # painted while it is shown
             win.qtbot.waitUntil(lambda: not compare.diff_panels_pending(), timeout=RUN_TIMEOUT_MS)
     win.settle()
@@ -74,7 +74,7 @@ def _set_channel(win, layer: str, shown: bool) -> None:
     centre = win.window.centre
     _set_tab(win, "Layers")  # the channel view is on it: hidden with it otherwise
     if shown and centre.channel_box.isHidden():
-        assert win.window.open_channel(layer, 0)
+        assert win.window.display.open_channel(layer, 0)
     elif not shown and not centre.channel_box.isHidden():
         centre.channel_view.close_button.click()
     assert centre.channel_box.isHidden() != shown
@@ -87,14 +87,14 @@ def _prepare(win) -> str:
     result = win.window.result
     maps = [n for n, layer in result.layers.items() if layer.shape and len(layer.shape) == 4]
     assert maps
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     from actviz.core.edit_kinds import ablate
 
     with win.expect_run():
         win.whatif.add_edit(maps[0], ablate([0]))
     compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.compare_with_pin(pin)
+        assert window.pins_ui.compare_with_pin(pin)
     _settle_with_compare(win)
     return maps[0]
 
@@ -142,7 +142,7 @@ def walk(win, label: str, sizes, dock_sets, tabs, channels) -> tuple[list[str], 
 def _demo_run_window(actviz_window):
     win = actviz_window(size=(1280, 720), auto_run=True)
     with win.expect_run():
-        assert win.window.load_demo()
+        assert win.window.files.load_demo()
     return win
 
 

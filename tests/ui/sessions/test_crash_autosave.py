@@ -32,7 +32,7 @@ CHILD = textwrap.dedent(
             time.sleep(0.01)
             assert time.monotonic() < end, "timed out"
 
-    assert window.load_demo()
+    assert window.files.load_demo()
     wait(lambda: window.session.model is not None and window.session.input is not None)
     wait(lambda: window.wait_idle())
     window.session.set_ticked(["features.block2"], True)

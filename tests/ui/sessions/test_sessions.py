@@ -47,7 +47,7 @@ def _sessions(win):
 
 
 def _open_model(win, path):
-    assert win.window.open_model_source(str(path), arch=ARCH, wait=True)
+    assert win.window.files.open_model_source(str(path), arch=ARCH, wait=True)
     win.wait_idle()
 
 
@@ -60,9 +60,9 @@ def _investigation(win, checkpoint):
     win.set_input(x, image=image, description="the test input")
     s.replace_ticked(LAYERS)
     assert w.set_target_text("2")
-    w.set_view_settings(colormap="magma", normalize="shared")
+    w.host.set_view_settings(colormap="magma", normalize="shared")
     first = win.run_and_wait()
-    pin = w.pin_result()
+    pin = w.pins_ui.pin_result()
     assert pin is not None
     s.edits.add("features.block3", ablate([1, 3]))
     s.edits.add("features.block3", scale(0, 0.5))
@@ -92,7 +92,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     result = _investigation(win, checkpoint)
     s = win.session
     win.open_dock("Dataset")
-    assert win.window.open_channel("features.block3", 17)
+    assert win.window.display.open_channel("features.block3", 17)
     path = tmp_path / "study.actviz"
     sessions = _sessions(win)
     asked = []
@@ -309,11 +309,11 @@ def test_file_menu_lists_the_session_entries(actviz_window, tmp_path):
     from PySide6.QtCore import Qt
 
     win = actviz_window()
-    texts = [a.text() for a in win.window.menu("File").actions()]
+    texts = [a.text() for a in win.window.host.menu("File").actions()]
     for entry in ("Open session…", "Recent sessions", "Save session", "Save session as…",
                   "Export report…"):  # fmt: skip
         assert entry in texts
-    save = next(a for a in win.window.menu("File").actions() if a.text() == "Save session")
+    save = next(a for a in win.window.host.menu("File").actions() if a.text() == "Save session")
     assert save.shortcut().toString() == "Ctrl+S"
     # Ctrl+S saves to the session's file once it has one.
     sessions = _sessions(win)
@@ -443,7 +443,7 @@ def test_a_pickled_checkpoint_is_opened_only_when_trusted_now(actviz_window, tmp
     pickled = tmp_path / "whole_model.pt"
     torch.save(DemoNet().eval(), pickled)  # a full pickle: opening it runs code
     win = actviz_window()
-    assert win.window.open_model_source(str(pickled), trust=True, wait=True)
+    assert win.window.files.open_model_source(str(pickled), trust=True, wait=True)
     win.set_input(_inputs()[0])
     win.run_and_wait()
     path = tmp_path / "pickled.actviz"

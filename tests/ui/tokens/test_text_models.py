@@ -30,10 +30,10 @@ TEXT = "the cat sat on the"
 
 def _open_text_model(win, folder) -> None:
     w = win.window
-    assert w.open_model_source(str(folder))
+    assert w.files.open_model_source(str(folder))
     win.wait_idle(LOAD_MS)
     with win.expect_run(LOAD_MS):
-        assert w.open_input_source("text:" + TEXT)
+        assert w.files.open_input_source("text:" + TEXT)
     win.wait_idle(LOAD_MS)
     assert not [m for m in win.banner_messages() if "rror" in m or "Could not" in m]
 
@@ -99,7 +99,7 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     emb, grad = cap["transformer.wte"].tensor, cap["transformer.wte"].grad
     want = (emb * grad).sum(dim=-1).abs()[0].numpy()
     np.testing.assert_allclose(sal.token_strip.values, want, rtol=1e-5, atol=1e-9)
-    assert "transformer.wte" not in w.layer_panels  # recorded for saliency, not shown
+    assert "transformer.wte" not in w.host.layer_panels  # recorded for saliency, not shown
 
     # The statistics table shortens long names in the middle, the full name on hover.
     stats = w.centre.stats_table
@@ -195,7 +195,7 @@ def test_the_export_lists_the_same_next_tokens_as_the_window(actviz_window, tmp_
     w = win.window
     _open_text_model(win, folder)
     out = tmp_path / "out"
-    assert w.export_all(out, wait=True)
+    assert w.exports.export_all(out, wait=True)
     summary = json.loads((out / "summary.json").read_text())
     rows = [(r["index"], r["label"], r["probability"]) for r in summary["prediction"]]
     shown = w.centre.prediction_panel.predictions()

@@ -89,7 +89,7 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, actviz_window):
     window.set_model(model, layers=["blocks.0"])
     window.set_input(x, image=image)
     win.run_and_wait()
-    panel = window.layer_panels["blocks.0"]
+    panel = window.host.layer_panels["blocks.0"]
     assert panel.token_view is None
     view = panel.activation_slot.view
     assert view.kind == "maps" and view.data.shape == (48, 2, 2)
@@ -116,7 +116,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tm
     folder = save_tiny_gpt2(tmp_path / "tiny-gpt2")
     views = win.tokens.feature
     assert views.text_bar.isHidden()
-    assert window.open_model_source(str(folder), wait=True)
+    assert window.files.open_model_source(str(folder), wait=True)
     assert not views.text_bar.isHidden() and views.text_action.isEnabled()
     window.tick(["transformer.h.0"])
     with qtbot.waitSignal(window.input_loaded, timeout=RUN_TIMEOUT_MS):
@@ -125,7 +125,7 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tm
     assert window.session.input.tokens == ("the", "cat", "sat", "on", "a", "log")
     win.run_and_wait()
     result = window.session.result
-    panel = window.layer_panels["transformer.h.0"]
+    panel = window.host.layer_panels["transformer.h.0"]
     assert panel.token_canvas.row_labels == ("the", "cat", "sat", "on", "a", "log")
     np.testing.assert_array_equal(
         panel.token_canvas.heat, result.capture["transformer.h.0"].tensor[0].numpy()
@@ -193,7 +193,7 @@ def test_hiding_the_tab_shown_goes_back_to_layers_not_to_compare(actviz_window):
     w = win.window
     tabs = w.centre.tabs
     page = win.tokens.feature.attention_page
-    w.set_tab_visible(page, True)
+    w.host.set_tab_visible(page, True)
     tabs.setCurrentWidget(page)
-    w.set_tab_visible(page, False)  # another model, without attention, was opened
+    w.host.set_tab_visible(page, False)  # another model, without attention, was opened
     assert tabs.currentIndex() == 0 and tabs.tabText(0) == "Layers"

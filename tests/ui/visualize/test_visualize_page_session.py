@@ -26,7 +26,7 @@ def _window_with_settings(actviz_window, tmp_path, name):
 @pytest.mark.usefixtures("demo_resources")
 def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     win = _window_with_settings(actviz_window, tmp_path, "a.ini")
-    assert win.window.open_model_source("demo", wait=True)
+    assert win.window.files.open_model_source("demo", wait=True)
     win.set_input(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)))
     win.run_and_wait()
     feature = win.feature("visualize")

@@ -50,7 +50,7 @@ def test_what_it_wants_cancel_button_leaves_the_page_running(actviz_window, tiny
     section.steps_spin.setValue(4096)
     assert feature.visualise_page("conv2", 0)
     win.qtbot.waitUntil(lambda: page.job.progress[0] >= 1, timeout=60_000)
-    assert win.window.open_channel("conv2", 1)
+    assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     section.button.click()
     win.qtbot.waitUntil(lambda: feature.job.progress[0] >= 1, timeout=60_000)

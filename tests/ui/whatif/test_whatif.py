@@ -84,7 +84,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     window = win.window
     model, x = window.session.model, window.session.input.value
     first = window.result
-    first_mosaic = window.layer_panels["conv2"].activation_slot.mosaic
+    first_mosaic = window.host.layer_panels["conv2"].activation_slot.mosaic
     menu = win.tile_menu("conv2", 1)
     texts = [a.text() for a in menu.actions()]
     assert texts[1:4] == ["Ablate ch 1", "Scale ch 1…", "Keep only ch 1"]
@@ -131,7 +131,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     assert summary.startswith(f"Target class {plain.target_index}") and summary.count(":") == 1
     assert "→" in summary
     # Marked: the edited layer's badge, not the others'; the dock lists the edit.
-    panels = window.layer_panels
+    panels = window.host.layer_panels
     assert panels["conv2"].edit_badge_text() == "ablate ch 1"
     assert panels["conv1"].edit_badge_text() == ""
     dock = win.whatif.dock
@@ -154,7 +154,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     window = win.window
     model, x = window.session.model, window.session.input.value
     # Ctrl+click two tiles of conv1, then right-click one of them: the menu is about both.
-    panel1 = window.layer_panels["conv1"]
+    panel1 = window.host.layer_panels["conv1"]
     canvas = panel1.activation_slot.image_canvas
     m = panel1.activation_slot.mosaic
     for channel in (0, 2):
@@ -175,7 +175,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     assert torch.equal(window.result.capture.output, edited.output)
 
     # The difference of a later layer: edited minus unedited, symmetric, diverging colours.
-    panel2 = window.layer_panels["conv2"]
+    panel2 = window.host.layer_panels["conv2"]
     assert panel2.difference_button.isVisible() and panel2.difference_button.isEnabled()
     window.commands.colormap_combo.setCurrentText(
         "viridis"
@@ -189,7 +189,9 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     expected = mosaic(want, normalize="channel", symmetric=True)
     np.testing.assert_allclose(slot.mosaic.image, expected.image, rtol=1e-5, atol=1e-6)
     assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIFFERENCE_CMAP
-    assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
+    assert (
+        window.host.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
+    )
     # The factor edited in the dock re-runs with the new value; the difference follows.
     dock = win.whatif.dock
     with win.expect_run():
@@ -234,7 +236,7 @@ def test_clamp_from_the_tile_menu(qtbot, actviz_window, tiny_cnn):
     assert got["conv1"].tensor[0, 1].max() <= 0.05 < plain["conv1"].tensor[0, 1].max()
     assert torch.equal(got["conv1"].tensor[0, 0], plain["conv1"].tensor[0, 0])  # others kept
     assert torch.equal(got.output, edited.output)
-    assert "clamp" in window.layer_panels["conv1"].edit_badge_text()
+    assert "clamp" in window.host.layer_panels["conv1"].edit_badge_text()
 
 
 def test_range_dialog_says_what_is_wrong_and_stays_open(qtbot):
@@ -301,7 +303,7 @@ def test_patch_from_a_pinned_run(qtbot, actviz_window, tiny_cnn):
     win.run_and_wait()
     window = win.window
     model = window.session.model
-    pinned = window.pin_result()
+    pinned = window.pins_ui.pin_result()
     assert pinned is not None
     window.set_input(frame(2))
     win.run_and_wait(start=False)
@@ -340,7 +342,7 @@ def test_live_frames_apply_the_edits(qtbot, actviz_window, tiny_cnn):
     np.testing.assert_allclose(
         result.layers["conv2"].view.data, want["conv2"].tensor[0].numpy(), rtol=1e-5, atol=1e-6
     )
-    assert window.layer_panels["conv1"].edit_badge_text() == "ablate ch 0, 1"
+    assert window.host.layer_panels["conv1"].edit_badge_text() == "ablate ch 0, 1"
 
 
 def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits(
@@ -355,11 +357,11 @@ def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits
 
     source = f"{Path(tiny.__file__).resolve()}:TinyCNN"
     with win.expect_run(flush=False):
-        assert window.open_model_source(source, wait=True)
+        assert window.files.open_model_source(source, wait=True)
     window.tick(["conv2"])
     with win.expect_run(flush=False):
         win.whatif.add_edit("conv2", ablate([1]))
     assert window.session.model_open_args["arch"] is None
-    assert window.export_all(tmp_path / "out", wait=True)
+    assert window.exports.export_all(tmp_path / "out", wait=True)
     script = (tmp_path / "out" / "reproduce.py").read_text()
     assert "tiny_models.py:TinyCNN" in script and "ablate([1])" in script

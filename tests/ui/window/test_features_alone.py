@@ -27,7 +27,7 @@ def _run_alone(actviz_window, features):
     win = actviz_window(_conv(), frame(0), layers=["0", "1"], features=features)
     result = win.run_and_wait()
     assert set(result.layers) >= {"0", "1"}
-    assert set(win.window.layer_panels) == {"0", "1"}
+    assert set(win.window.host.layer_panels) == {"0", "1"}
     assert win.wait_idle()
     return win
 

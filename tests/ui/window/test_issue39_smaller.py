@@ -13,7 +13,7 @@ def test_a_long_status_message_stops_before_the_run_time(actviz_window):
     timing = window.status.timing_label
     assert timing.text().startswith("ran in")
     long = "Opened " + "/very/long/folder/name" * 12 + "/model.pt and its 1000 class names"
-    window.show_status(long)
+    window.host.show_status(long)
     win.settle()
     label = window.status.status_label
     assert label.text() == long  # the whole message, for tests and the tooltip

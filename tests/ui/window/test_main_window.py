@@ -41,13 +41,13 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
     win.run_and_wait()
     window = win.window
     assert "actviz" in window.windowTitle() and "TinyCNN" in window.windowTitle()
-    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
+    assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
     result = window.result
     expected = capture(model, frame(1), ["conv1", "conv2", "fc"])
     shapes = {"conv1": (4, 16, 16), "conv2": (6, 8, 8), "fc": (5,)}
     for name, shape in shapes.items():
         layer = result.layers[name]
-        panel = window.layer_panels[name]
+        panel = window.host.layer_panels[name]
         assert layer.view.data.shape == shape
         assert panel.activation_slot.view is layer.view
         np.testing.assert_allclose(layer.view.data, expected[name].tensor[0].numpy(), rtol=1e-5)
@@ -91,11 +91,11 @@ def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_
     window = win.window
     with win.expect_run(flush=False):
         window.tick(["relu"])  # no explicit run: the debounce timer starts it
-    assert list(window.layer_panels) == ["conv1", "relu", "conv2", "fc"]
+    assert list(window.host.layer_panels) == ["conv1", "relu", "conv2", "fc"]
     assert window.result.layers["relu"].view.data.min() >= 0
     with win.expect_run(flush=False):
         window.untick("conv1", "fc")
-    assert list(window.layer_panels) == ["relu", "conv2"]
+    assert list(window.host.layer_panels) == ["relu", "conv2"]
 
 
 def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
@@ -112,7 +112,7 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
     # Every change had been made before the timer fired: one capture was ever submitted.
     assert window.worker.submitted == submitted + 1
     assert started == [1] and not window.worker.is_busy()
-    assert "relu" in window.layer_panels and "pool" in window.layer_panels
+    assert "relu" in window.host.layer_panels and "pool" in window.host.layer_panels
     assert window.result.target_index == 2
 
 
@@ -137,7 +137,7 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    panel = window.layer_panels["conv2"]
+    panel = window.host.layer_panels["conv2"]
     mosaic = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     window.centre.layers_scroll.ensureWidgetVisible(panel)
@@ -151,14 +151,14 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
     assert window.centre.channel_view.channel == 4
     np.testing.assert_array_equal(window.centre.channel_view.activation, layer.view.data[4])
     np.testing.assert_array_equal(window.centre.channel_view.gradient, layer.grad_view.data[4])
-    assert window.selected_layer == "conv2"
+    assert window.display.selected_layer == "conv2"
     assert window.centre.histogram_panel.counts.sum() == 6 * 8 * 8
 
 
 def _page_fits_width(window: MainWindow, name: str) -> int:
     """Wait-able: the page size layer ``name`` shows once its panel's width is known (0
     before), checked against the rule: tiles >= 32 px, at least MIN_PAGE_CHANNELS channels."""
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
     m = panel.activation_slot.mosaic
     width = panel.mosaic_width()
     if m is None or not width:
@@ -177,7 +177,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     window.set_model(model, layers=["layer3", "layer4"])
     window.set_input(frame(1, 64))
     win.run_and_wait()
-    narrow, wide = window.layer_panels["layer3"], window.layer_panels["layer4"]
+    narrow, wide = window.host.layer_panels["layer3"], window.host.layer_panels["layer4"]
     # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=5000)
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") > 0, timeout=5000)
@@ -248,8 +248,8 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert wide.activation_slot.mosaic.first_channel == 0
     assert window.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
-    assert not window.turn_page("layer4", -1)  # no page before the first
-    assert not window.turn_page("layer3", -1)
+    assert not window.display.turn_page("layer4", -1)  # no page before the first
+    assert not window.display.turn_page("layer3", -1)
     window.set_model(seeded_tiny_cnn(), layers=["conv1"])
     assert window.session.channel_pages == {} and window.session.page_channels == {}
 
@@ -306,7 +306,7 @@ def test_resnet18_random_init(qtbot, actviz_window):
     window.set_model(model)
     window.set_input(frame(1, 64))
     win.run_and_wait()
-    assert list(window.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
+    assert list(window.host.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
     layers = window.result.layers
     assert layers["layer1"].view.data.shape == (64, 16, 16)
     assert layers["layer3"].view.data.shape == (256, 4, 4)
@@ -335,11 +335,11 @@ def test_seed_mlp_two_units_per_layer(qtbot, actviz_window):
     window.set_model(model)
     window.set_input(torch.tensor([0.05, 0.1]))
     win.run_and_wait()
-    assert list(window.layer_panels) == ["fc1", "s1", "fc2", "s2"]
+    assert list(window.host.layer_panels) == ["fc1", "s1", "fc2", "s2"]
     for name in ("fc1", "s1", "fc2", "s2"):
         layer = window.result.layers[name]
         assert layer.view.kind == "bars" and layer.view.data.shape == (2,)
-        assert window.layer_panels[name].activation_slot.bar_canvas.count() == 2
+        assert window.host.layer_panels[name].activation_slot.bar_canvas.count() == 2
     np.testing.assert_allclose(window.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5)
     assert len(window.centre.prediction_panel.predictions()) == 2
     assert window.result.saliency is None  # a 1-D input has no image to overlay
@@ -367,7 +367,7 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
     assert layers["score"].view.kind == "heatmap" and layers["score"].view.data.shape == (5, 1)
     assert layers[""].view.kind == "scalar"
     assert float(layers[""].view.data) == pytest.approx(float(window.result.capture.output))
-    assert window.layer_panels[""].activation_slot.scalar_label.text() != ""
+    assert window.host.layer_panels[""].activation_slot.scalar_label.text() != ""
     assert window.result.predictions == ()  # a scalar output has no classes
     assert "single output" in window.result.target_text
 
@@ -386,7 +386,7 @@ def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, 
     assert any("Run failed" in t and "channels" in t for t in window.centre.banner.texts())
     assert window.centre.banner.isVisible()
     assert window.result is previous
-    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
+    assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert_no_hooks(model)
     window.set_input(frame(2))
     win.run_and_wait()
@@ -433,13 +433,13 @@ def test_corrupt_checkpoint_keeps_the_current_model(qtbot, actviz_window, tmp_pa
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"PK\x03\x04 this is not really a checkpoint")
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        assert window.open_model_source(str(broken)) is True  # started in the background
+        assert window.files.open_model_source(str(broken)) is True  # started in the background
     assert "broken.pt" in failed.args[0]
     assert any("broken.pt" in t for t in window.centre.banner.texts())
     assert window.session.model is model
     assert not window.status.progress_bar.isVisible() and not window.is_loading()
     win.run_and_wait()
-    assert window.open_model_source(str(broken), wait=True) is False
+    assert window.files.open_model_source(str(broken), wait=True) is False
     assert window.session.model is model
 
 
@@ -451,11 +451,11 @@ def test_unreadable_input_file_keeps_the_current_input(qtbot, actviz_window, tmp
     bad.write_bytes(b"\x89PNG definitely not an image")
     value = window.session.input.value
     with qtbot.waitSignal(window.input_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        window.open_input_source(str(bad))
+        window.files.open_input_source(str(bad))
     assert "noise.png" in failed.args[0]
     assert any("noise.png" in t for t in window.centre.banner.texts())
     assert window.session.input.value is value
-    assert window.open_input_source(str(bad), wait=True) is False
+    assert window.files.open_input_source(str(bad), wait=True) is False
 
 
 def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
@@ -525,14 +525,14 @@ def test_untrusted_pickle_asks_before_unpickling(qtbot, actviz_window, tmp_path)
     window.model_loader = loader
     window.confirm_untrusted = ask(False)
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source(str(path))
+        window.files.open_model_source(str(path))
     assert asked == [(str(path), True)]
     assert trusts == [(False, False)]  # loaded once, off the GUI thread, without trust
     assert window.session.model is model
     assert any("not trusted" in t for t in window.centre.banner.texts())
     window.confirm_untrusted = ask(True)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
-        window.open_model_source(str(path))
+        window.files.open_model_source(str(path))
     assert loaded.args == [str(path)]
     assert len(asked) == 2 and asked[1] == (str(path), True)
     assert trusts[1:] == [(False, False), (True, False)]  # asked, then loaded with trust
@@ -545,7 +545,7 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
     window = win.window
     path = tmp_path / "scripted.pt"
     torch.jit.script(seeded_tiny_cnn()).save(str(path))
-    assert window.open_model_source(str(path), wait=True)
+    assert window.files.open_model_source(str(path), wait=True)
     assert window.centre.banner.isVisible()
     assert any("TorchScript" in t for t in window.centre.banner.texts())
     # Its runs warn the same sentence: the banner says it once, not once per source.
@@ -568,9 +568,9 @@ def test_state_dict_needs_the_architecture_field(qtbot, actviz_window, tmp_path)
     source = seeded_tiny_cnn()
     path = tmp_path / "weights.pt"
     torch.save(source.state_dict(), path)
-    assert window.open_model_source(str(path), wait=True) is False
+    assert window.files.open_model_source(str(path), wait=True) is False
     assert any("weights.pt" in t and "arch" in t for t in window.centre.banner.texts())
-    assert window.open_model_source(
+    assert window.files.open_model_source(
         str(path), arch="tests.ui.window.test_main_window:TinyCNN", wait=True
     )
     loaded = window.session.model
@@ -712,8 +712,8 @@ def test_banner_dismiss_button_clears_it(qtbot, actviz_window):
 
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.show_error("first")
-    window.show_warning("second", source="model")
+    window.host.show_error("first")
+    window.host.show_warning("second", source="model")
     assert window.centre.banner.texts() == ["first", "second"] and window.centre.banner.isVisible()
     assert isinstance(window.centre.banner.close_button, QToolButton)
     window.centre.banner.close_button.click()
@@ -727,7 +727,9 @@ def test_tree_context_actions_and_filter(qtbot, actviz_window):
     torch.manual_seed(0)
     window.set_model(torchvision.models.resnet18(weights=None).eval())
     actions = {
-        a.text(): a for a in window.tree_context_menu("layer1.0.conv1").actions() if a.text()
+        a.text(): a
+        for a in window.model_dock.tree_context_menu("layer1.0.conv1").actions()
+        if a.text()
     }
     assert set(actions) == {
         "Tick all leaves below layer1.0.conv1", "Tick all Conv2d modules",
@@ -737,7 +739,7 @@ def test_tree_context_actions_and_filter(qtbot, actviz_window):
     assert window.session.ticked == []
     actions["Tick all Conv2d modules"].trigger()
     assert len(window.session.ticked) == 20
-    menu = window.tree_context_menu("layer2.1")
+    menu = window.model_dock.tree_context_menu("layer2.1")
     next(a for a in menu.actions() if a.text().startswith("Tick all leaves")).trigger()
     assert "layer2.1.bn2" in window.session.ticked and "layer2.1" not in window.session.ticked
     window.model_dock.filter_edit.setText("bn2")
@@ -783,9 +785,9 @@ def test_view_settings_apply_and_persist(qtbot, actviz_window):
     window.set_input(frame(1))
     win.run_and_wait()
     window.commands.colormap_combo.setCurrentText("magma")
-    assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
+    assert window.host.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
     window.commands.gradients_action.setChecked(False)
-    assert not window.layer_panels["conv1"].gradient_shown()
+    assert not window.host.layer_panels["conv1"].gradient_shown()
     with win.expect_run(flush=False):
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
@@ -795,10 +797,10 @@ def test_view_settings_apply_and_persist(qtbot, actviz_window):
     window.close()
     # A second window on the same settings file (the fixture's, in tmp_path).
     again = actviz_window(size=None, show=False, auto_run=True).window
-    assert again.colormap == "magma"
+    assert again.commands.colormap == "magma"
     assert again.commands.colormap_actions["magma"].isChecked()
     assert again.commands.normalize_combo.currentData() == "shared"
-    assert again.gradients_visible is False
+    assert again.display.gradients_visible is False
     assert again.settings.geometry is not None
     # (The offscreen platform clamps restored sizes to its small virtual screen.)
     assert again.restoreGeometry(again.settings.geometry)
@@ -838,12 +840,12 @@ def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
     win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    window.select_layer("conv2")
-    png = window.export_panel_png(tmp_path / "panel.png")
+    window.display.select_layer("conv2")
+    png = window.exports.export_panel_png(tmp_path / "panel.png")
     assert png is not None and png.is_file()
     with Image.open(png) as image:
         assert image.width > 100 and image.height > 100
-    paths = window.export_layer_npy(tmp_path / "arrays")
+    paths = window.exports.export_layer_npy(tmp_path / "arrays")
     assert sorted(p.name for p in paths) == ["conv2.activation.npy", "conv2.gradient.npy"]
     expected = capture(model, frame(1), ["conv2"])["conv2"]
     np.testing.assert_allclose(
@@ -853,7 +855,7 @@ def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
         np.load(tmp_path / "arrays" / "conv2.gradient.npy"), expected.grad.numpy(), rtol=1e-5
     )
     window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
-    overview = window.export_panel_png(tmp_path / "overview.png")
+    overview = window.exports.export_panel_png(tmp_path / "overview.png")
     with Image.open(overview) as image:
         assert image.width > 300
 
@@ -874,7 +876,7 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
     export_module.export_capture = export_capture
     try:
         with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS) as done:
-            assert window.export_all(tmp_path / "all") is True
+            assert window.exports.export_all(tmp_path / "all") is True
             assert (
                 window.status.progress_bar.isVisible()
                 and "Exporting" in window.status.status_label.text()
@@ -883,16 +885,16 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
         export_module.export_capture = real
     paths = done.args[0]
     assert threads == [False]  # written off the GUI thread
-    assert paths == window.last_export and all(p.exists() for p in paths)
+    assert paths == window.exports.last_export and all(p.exists() for p in paths)
     assert {"conv1", "conv2", "fc"} <= {p.name.split(".")[0] for p in paths if p.suffix == ".npz"}
     assert paths[-1].name == "summary.json"
     assert f"Exported {len(paths)} files" in window.status.status_label.text()
     assert not window.status.progress_bar.isVisible()
     # Blocking form (scripts), and the failure path: a file where the folder should be.
-    assert window.export_all(tmp_path / "again", wait=True) is True
+    assert window.exports.export_all(tmp_path / "again", wait=True) is True
     (tmp_path / "blocked").write_text("not a folder")
     with qtbot.waitSignal(window.export_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        window.export_all(tmp_path / "blocked" / "sub")
+        window.exports.export_all(tmp_path / "blocked" / "sub")
     assert "Export failed" in failed.args[0]
     assert any("Export failed" in t for t in window.centre.banner.texts())
 
@@ -932,8 +934,8 @@ def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, actviz_
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     with win.expect_run(flush=False):
-        assert window.load_demo()
-    window.flush_panel_updates()  # grab() below paints synchronously
+        assert window.files.load_demo()
+    window.display.flush_panel_updates()  # grab() below paints synchronously
     shot = tmp_path / "main_window.png"
     assert window.grab().save(str(shot), "PNG")
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
@@ -941,7 +943,7 @@ def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, actviz_
     assert pixels.std() > 20
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 500  # colour maps, not flat widgets
     # The first layer panel's mosaic is rendered (not an empty canvas).
-    canvas = next(iter(window.layer_panels.values())).activation_slot.image_canvas
+    canvas = next(iter(window.host.layer_panels.values())).activation_slot.image_canvas
     tile = tmp_path / "canvas.png"
     assert canvas.grab().save(str(tile), "PNG")
     assert np.asarray(Image.open(tile).convert("RGB"), dtype=np.int16).std() > 20
@@ -951,8 +953,8 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     with win.expect_run(flush=False):
-        assert window.load_demo()
-    assert list(window.layer_panels) == [
+        assert window.files.load_demo()
+    assert list(window.host.layer_panels) == [
         "features.block1", "features.block2", "features.block3", "features.block4", "fc",
     ]  # fmt: skip
     labels = [label for _, label, _ in window.centre.prediction_panel.predictions()]
@@ -1032,12 +1034,12 @@ def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, a
     win.run_and_wait()
     window = win.window
     # after a run the last spatial layer shown is selected (not fc's few values)
-    assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["conv2"]
-    window.select_layer("fc")
-    assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["fc"]
-    assert all(p.styleSheet() == "" for p in window.layer_panels.values())
-    window.select_layer(None)
-    assert not any(p.is_selected() for p in window.layer_panels.values())
+    assert [n for n, p in window.host.layer_panels.items() if p.is_selected()] == ["conv2"]
+    window.display.select_layer("fc")
+    assert [n for n, p in window.host.layer_panels.items() if p.is_selected()] == ["fc"]
+    assert all(p.styleSheet() == "" for p in window.host.layer_panels.values())
+    window.display.select_layer(None)
+    assert not any(p.is_selected() for p in window.host.layer_panels.values())
 
 
 def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
@@ -1047,25 +1049,25 @@ def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
     win.run_and_wait()
     window = win.window
     window.resize(900, 420)  # room for about one layer panel: the others are off screen
-    qtbot.waitUntil(lambda: not window.panel_updates_pending(), timeout=2000)
+    qtbot.waitUntil(lambda: not window.display.panel_updates_pending(), timeout=2000)
     window.set_input(frame(7))
     with win.expect_run(flush=False):
         assert window.run() is not None
     result = window.session.result
 
     def current(name: str) -> bool:
-        return window.layer_panels[name].activation_slot.view is result.layers[name].view
+        return window.host.layer_panels[name].activation_slot.view is result.layers[name].view
 
     def on_screen(name: str) -> bool:
-        return not window.layer_panels[name].visibleRegion().isEmpty()
+        return not window.host.layer_panels[name].visibleRegion().isEmpty()
 
-    names = list(window.layer_panels)
+    names = list(window.host.layer_panels)
     qtbot.waitUntil(lambda: all(current(n) for n in names if on_screen(n)), timeout=2000)
     hidden = [n for n in names if not on_screen(n)]
     assert hidden, "the test needs an off-screen panel"
     assert not any(current(n) for n in hidden)  # not painted while nobody can see them
-    assert window.panel_updates_pending()
-    window.centre.layers_scroll.ensureWidgetVisible(window.layer_panels[hidden[-1]])
+    assert window.display.panel_updates_pending()
+    window.centre.layers_scroll.ensureWidgetVisible(window.host.layer_panels[hidden[-1]])
     qtbot.waitUntil(lambda: current(hidden[-1]), timeout=2000)
-    window.flush_panel_updates()
-    assert all(current(n) for n in names) and not window.panel_updates_pending()
+    window.display.flush_panel_updates()
+    assert all(current(n) for n in names) and not window.display.panel_updates_pending()

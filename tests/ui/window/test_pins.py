@@ -98,11 +98,11 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, actviz_window, tin
     [pin] = list(window.session.pins)
     show = next(a for a in window.commands.pins_menu.actions() if a.text().startswith(pin.label))
     show.trigger()
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     assert window.result is pinned_result
     expected = capture(window.session.model, frame(1), ["conv1"])["conv1"].tensor[0]
     np.testing.assert_allclose(
-        window.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
+        window.host.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
     )
     assert window.commands.unpin_action.isEnabled()
     # Unpinning the result on screen keeps it on screen until the next run, then frees it.
@@ -155,7 +155,7 @@ def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, t
     window.set_input(frame(1))
     win.run_and_wait()
     window.session.memory_budget = window.result.nbytes // 2
-    assert window.pin_result() is None
+    assert window.pins_ui.pin_result() is None
     assert len(window.session.pins) == 0
     assert "over the" in " ".join(window.centre.banner.texts()) and "memory budget" in " ".join(
         window.centre.banner.texts()
@@ -167,7 +167,7 @@ def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny
     window = win.window
     window.set_input(frame(1))
     win.run_and_wait()
-    window.pin_result()
+    window.pins_ui.pin_result()
     torch.manual_seed(1)
     window.set_model(TinyCNN().eval(), layers=["conv1"])
     assert len(window.session.pins) == 0
@@ -177,7 +177,7 @@ def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny
 def test_nothing_to_pin_before_a_run(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
-    assert window.pin_result() is None
+    assert window.pins_ui.pin_result() is None
     assert "run the model first" in " ".join(window.centre.banner.texts())
 
 
@@ -186,14 +186,14 @@ def test_showing_a_pin_pauses_live_playback(qtbot, actviz_window, tiny_cnn):
     window = win.window
     window.set_input(frame(1))
     win.run_and_wait()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     live = win.live.controller
     live.set_source(TensorFrames(torch.cat([frame(s) for s in range(4)]), "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
     live.set_speed(30)
     live.play()
     assert live.playing
-    window.show_pinned(pin)
+    window.pins_ui.show_pinned(pin)
     assert not live.playing
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
     # The memory the live dock reports includes the pin.
