@@ -132,15 +132,17 @@ def module_model(
     name: str, model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None = None
 ) -> ModelSetup:
     """An in-memory model (e.g. a random-init ``torchvision.models.resnet18()``) and its input,
-    shown as a script does (``window.set_model`` / ``set_input``).
+    shown as a script does (``window.script.set_model`` / ``set_input``).
 
     The same model object is shown in every window the driver opens, so a hook left by one
     window is found by the next check.
     """
 
     def open_module(window: Any) -> None:
-        window.set_model(model, name=name, layers=list(layers) if layers is not None else None)
-        window.set_input(inputs)
+        window.script.set_model(
+            model, name=name, layers=list(layers) if layers is not None else None
+        )
+        window.script.set_input(inputs)
 
     return ModelSetup(name, open_module, tuple(layers) if layers is not None else None)
 
@@ -449,8 +451,8 @@ class StressDriver(UserActions):
         self.setup.open(window)
         self._wait(lambda: window.session.model is not None and not window.is_loading())
         window.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
-        if window.result is None and window.session.can_run():
-            window.run()
+        if window.session.result is None and window.session.can_run():
+            window.runs.run()
         self.settle()
 
     def close_window(self) -> None:

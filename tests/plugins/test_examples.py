@@ -129,7 +129,7 @@ def test_a_wav_opens_in_the_window_and_runs_through_an_audio_model(
     caption = win.window.model_dock.input_preview.caption_label.text()
     assert "tone.wav: mono, 8000 Hz, 0.50 s, 16-bit -> 1x4000" in caption
     win.run_and_wait()
-    layer = win.window.result.layers["conv1"]
+    layer = win.window.session.result.layers["conv1"]
     assert layer.shape == (1, 4, (samples.size - 9) // 4 + 1)
     with torch.no_grad():
         direct = model.conv1(torch.from_numpy(samples)[None, None])[0].numpy()
@@ -182,7 +182,7 @@ def test_a_session_keeps_the_wav_by_its_path_and_reopens_the_same_run(
     win = actviz_window(model, None, ["conv1"], plugins="installed")
     assert win.window.files.open_input_source(str(wav), wait=True)
     win.run_and_wait()
-    first = win.window.result.layers["conv1"].view.data.copy()
+    first = win.window.session.result.layers["conv1"].view.data.copy()
     path = tmp_path / "audio.actviz"
     win.sessions.save(path)
     win.close()
@@ -196,7 +196,7 @@ def test_a_session_keeps_the_wav_by_its_path_and_reopens_the_same_run(
     assert inp.source == str(wav) and "tone.wav: mono, 8000 Hz, 0.25 s" in inp.description
     np.testing.assert_array_equal(inp.value.numpy(), samples[None])
     other.run_and_wait()
-    np.testing.assert_array_equal(other.window.result.layers["conv1"].view.data, first)
+    np.testing.assert_array_equal(other.window.session.result.layers["conv1"].view.data, first)
 
 
 def test_a_session_opens_the_plugin_views_again(actviz_window, installed_examples, tmp_path):

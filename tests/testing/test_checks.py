@@ -131,8 +131,8 @@ def test_the_driver_ablates_from_the_tile_menu_and_opens_docks(actviz_window):
     with win.expect_run():
         action = win.context_action("conv2", 1, "Ablate")
     assert action.text() == "Ablate ch 1"
-    assert not np.abs(win.window.result.layers["conv2"].view.data[1]).any()
-    assert win.window.result.layers["conv2"].view.data[0].any()
+    assert not np.abs(win.window.session.result.layers["conv2"].view.data[1]).any()
+    assert win.window.session.result.layers["conv2"].view.data[0].any()
     whatif = win.feature("whatif")
     assert whatif.dock.isVisible()
     dock = win.open_dock("Model")

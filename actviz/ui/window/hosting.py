@@ -9,7 +9,7 @@ never hands itself to a feature.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
-__all__ = ["Host"]
+__all__ = ["Host", "report_parts"]
 
 #: The window's signals a feature may connect to (see WindowHost), re-exposed by the host.
 SIGNALS = (
@@ -173,7 +173,16 @@ class Host:
         return self._w.files.open_input_source(source, remember=remember)
 
     def set_target_text(self, text: str) -> bool:
-        return self._w.set_target_text(text)
+        """Set the target from text like the selector's ("auto", "3", "3: star", "star")."""
+        try:
+            self._w.session.set_target_text(text)
+        except ValueError as exc:
+            self.show_error(f"Target: {exc}")
+            self._w.runs.sync_target_combo()  # the box shows the target in force, not the refused
+            return False
+        self.clear_messages("action")
+        self._w.runs.sync_target_combo()
+        return True
 
     def adopt_model(
         self,
@@ -251,6 +260,10 @@ class Host:
     def fit_dock_width(self, dock: QDockWidget) -> None:
         """Give ``dock`` the width of its content (see :class:`Docks`)."""
         self._docks.fit_dock_width(dock)
+
+    def remove_dock(self, dock: QDockWidget) -> None:
+        """Take ``dock`` out of the window (a disabled plugin's view)."""
+        self._w.removeDockWidget(dock)
 
     def resize_dock(self, dock: QDockWidget, width: int) -> None:
         """Give ``dock`` this width (its area's other docks follow)."""
@@ -404,25 +417,8 @@ class Host:
         return parts
 
     def report_parts(self) -> dict[str, object]:
-        """What the features add to File > Export report: each feature with a
-        ``report_part()`` gives ``write_report`` arguments (a comparison, scan sheets); a
-        value may be a function, called on the capture worker when the report is written."""
-        parts: dict[str, object] = {}
-        figures: list[object] = []  # several features add figures: all of them go in
-        for feature in self.features.values():
-            part = getattr(feature, "report_part", None)
-            if callable(part):
-                given = dict(part() or {})
-                if "figures" in given:
-                    figures.append(given.pop("figures"))
-                parts.update(given)
-        if figures:
-
-            def all_figures() -> list[object]:
-                return [f for given in figures for f in (given() if callable(given) else given)]
-
-            parts["figures"] = all_figures
-        return parts
+        """What the features add to File > Export report (see :func:`report_parts`)."""
+        return report_parts(self.features.values())
 
     def restore_session_parts(self, parts: Mapping[str, object]) -> None:
         """Give each feature with a ``restore_session_part(parts)`` the parts it saved."""
@@ -448,3 +444,25 @@ class Host:
     def show_status(self, text: str) -> None:
         """Set the status bar's text."""
         self._w.status.status_label.setText(text)
+
+
+def report_parts(features: Iterable[Any]) -> dict[str, object]:
+    """What the features add to File > Export report: each feature with a
+    ``report_part()`` gives ``write_report`` arguments (a comparison, scan sheets); a
+    value may be a function, called on the capture worker when the report is written."""
+    parts: dict[str, object] = {}
+    figures: list[object] = []  # several features add figures: all of them go in
+    for feature in features:
+        part = getattr(feature, "report_part", None)
+        if callable(part):
+            given = dict(part() or {})
+            if "figures" in given:
+                figures.append(given.pop("figures"))
+            parts.update(given)
+    if figures:
+
+        def all_figures() -> list[object]:
+            return [f for given in figures for f in (given() if callable(given) else given)]
+
+        parts["figures"] = all_figures
+    return parts

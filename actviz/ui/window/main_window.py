@@ -6,7 +6,8 @@ worker runs it off the GUI thread and the result goes to passive panels. The par
 (``commands``, ``centre``, ``status``, ``model_dock``, ``display``, ``runs``, ``files``,
 ``exports``, ``pins_ui``) each own their widgets; ``features`` are classes built with the
 window's ``host`` (a :class:`~actviz.ui.window.hosting.Host`, the
-:class:`~actviz.ui.host.WindowHost` the features see). Scripts use :class:`WindowAPI`.
+:class:`~actviz.ui.host.WindowHost` the features see). A script holds ``script`` (an
+:class:`~actviz.ui.window.script.Explorer`, what ``actviz.explore()`` returns).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
@@ -33,7 +34,6 @@ from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import build_actions
-from actviz.ui.window.api import WindowAPI
 from actviz.ui.window.central import build_centre, build_status_bar, default_window_size
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
@@ -43,6 +43,7 @@ from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import RunControl
+from actviz.ui.window.script import Explorer, moved
 from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
 from actviz.workspace.session_state import Session
@@ -53,7 +54,7 @@ DEFAULT_DEBOUNCE_MS = 300
 LEFT, RIGHT = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
 
 
-class MainWindow(WindowAPI, QMainWindow):
+class MainWindow(QMainWindow):
     """The actviz explorer.
 
     Parameters
@@ -117,6 +118,8 @@ class MainWindow(WindowAPI, QMainWindow):
         #: What the features get: attach points, the session, the worker, the signals.
         self.host = Host(self)
         self.features: dict[str, Feature] = self.host.features
+        #: What a script holds (``actviz.explore()`` returns it).
+        self.script = Explorer(self)
         self.session = session or Session()
         self.settings = settings if isinstance(settings, AppSettings) else AppSettings(settings)
         self.confirm_untrusted: ConfirmUntrusted = confirm_untrusted or ask_untrusted
@@ -197,6 +200,72 @@ class MainWindow(WindowAPI, QMainWindow):
             self._on_session_input_changed()
         self._update_enabled()
 
+    def __getattr__(self, name: str) -> Any:
+        # Only names not found otherwise: those that moved to a part warn (one release).
+        return moved(self, name)
+
+    # ========================================================================== busy and idle
+    def cancel(self) -> None:
+        """Cancel the running capture, load, export, comparison or scan (Esc); what was shown or
+        scanned before is kept."""
+        self.runs.halt()
+        cancelled = self.worker.cancel()
+        cancelled = self.export_worker.cancel() or cancelled
+        cancelled = self.files.cancel() or cancelled
+        for feature in self.features.values():
+            cancelled = feature.cancel() or cancelled
+        if cancelled and self.worker.has_current_job():
+            self.host.show_status("Cancelling…")
+
+    def is_busy(self) -> bool:
+        """True while a capture, a load or an export is running (stale jobs aside)."""
+        workers = (self.worker, self.model_loads, self.input_loads, self.export_worker)
+        return any(w.has_current_job() for w in workers) or self.files.is_loading()
+
+    def is_loading(self) -> bool:
+        """True while a model or an input is being opened."""
+        return self.files.is_loading()
+
+    def is_closed(self) -> bool:
+        """True once the window closed (its workers are shut down)."""
+        return self._closed
+
+    def pending_work(self) -> bool:
+        """Whether anything runs, a run is due or the panels wait for the latest result."""
+        d = self.display
+        busy = self.is_busy() or self.host.features_busy()
+        return busy or self.runs.is_due() or d.display_pending()
+
+    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
+        """Run a local event loop until ``done()`` (or the window closes)."""
+        if done() or self._closed:
+            return
+        loop, timer = QEventLoop(), QTimer()
+        timer.setInterval(poll_ms)
+        timer.timeout.connect(lambda: (done() or self._closed) and loop.quit())
+        timer.start()
+        loop.exec()
+        timer.stop()
+
+    def refresh_busy(self, text: str = "") -> None:
+        """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
+        busy = self.is_busy()
+        # A stream's frames (live mode) have their own rate read-out; an animated busy bar
+        # would repaint the status bar constantly. Anything else busy meanwhile shows it.
+        others = (self.model_loads, self.input_loads, self.export_worker)
+        loading = any(w.has_current_job() for w in others) or self.files.is_loading()
+        self.status.progress_bar.setVisible(busy and (loading or not self.runs.streaming()))
+        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
+        self.display.update_placeholder(busy)
+        if text:
+            self.host.show_status(text)
+
+    def _update_enabled(self) -> None:
+        busy = self.is_busy()
+        self.display.update_placeholder(busy)
+        self.commands.run_action.setEnabled(self.session.can_run())
+        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
+
     def _session_slots(self) -> list[tuple[Any, Callable[..., None]]]:
         s = self.session
         return [
@@ -247,7 +316,7 @@ class MainWindow(WindowAPI, QMainWindow):
         self.tab_changed.emit(self.centre.tabs.currentWidget())
 
     def _on_dock_module_selected(self, name: str) -> None:
-        if self.result is not None and name in self.result.layers:
+        if self.session.result is not None and name in self.session.result.layers:
             self.display.select_layer(name)
 
     def reset_layout(self) -> None:

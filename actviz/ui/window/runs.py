@@ -52,15 +52,15 @@ class RunControl:
         self._debounce.setInterval(debounce_ms)
         self._debounce.timeout.connect(self._on_debounce_timeout)
         a = window.commands
-        a.run_action.triggered.connect(window.run)
+        a.run_action.triggered.connect(lambda: self.run())
         a.cancel_action.triggered.connect(window.cancel)
         a.input_list_action.toggled.connect(self._on_input_list_toggled)
         a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
         a.target_combo.activated.connect(
-            lambda i: window.set_target_text(a.target_combo.itemText(i))
+            lambda i: window.host.set_target_text(a.target_combo.itemText(i))
         )
         a.target_combo.lineEdit().returnPressed.connect(
-            lambda: window.set_target_text(a.target_combo.currentText())
+            lambda: window.host.set_target_text(a.target_combo.currentText())
         )
         a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
@@ -150,7 +150,7 @@ class RunControl:
             self._run_due = True  # the input being opened will start it
             return
         if self.auto_run and self.session.can_run():
-            self.window.run()
+            self.run()
 
     def _on_input_list_toggled(self, as_list: bool) -> None:
         try:
@@ -258,7 +258,7 @@ class RunControl:
         self.session.set_view(normalize=mode)
         result, request = self.session.result, self.last_request
         if self.worker.is_busy() and self._job_kind == "run":
-            w.run()  # a newer capture is on its way: redo it with the new setting
+            self.run()  # a newer capture is on its way: redo it with the new setting
             return
         if result is None or request is None:
             return

@@ -102,7 +102,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
         qtbot.mouseClick(view.plot.viewport(), LEFT, pos=pos)
     assert opened.args == [source] and window.session.input.source == source
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-        window.run()
+        window.runs.run()
     qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=5000)
     # float16 embeddings against the run's float32 capture: the same place to ~1e-2.
     assert np.allclose(view.marker_position(), atlas.coords[row], atol=2e-2)
@@ -160,7 +160,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     with qtbot.waitSignal(window.input_loaded, timeout=TIMEOUT_MS):
         window.files.open_input_source(atlas_ui.source(other), remember=False)
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-        window.run()
+        window.runs.run()
     assert np.allclose(view.marker_position(), atlas.coords[row], atol=2e-2)
     window.host.show_tab(view)
     assert np.allclose(view.marker_position(), atlas.coords[other], atol=2e-2)

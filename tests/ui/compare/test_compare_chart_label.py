@@ -19,7 +19,7 @@ def test_the_divergence_name_clears_the_points(actviz_window):
     pin = w.pins_ui.pin_result()
     with win.expect_run():
         win.whatif.add_edit("relu", ablate([0, 1]))
-        w.run()
+        w.runs.run()
     win.open_dock("Edits")
     compare = win.feature("compare")
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):

@@ -59,7 +59,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     # The frames' preparations were told the concept panel needs no channel mosaic.
     partial = [m for m in asked if m is not None]
     assert partial and all(LAYER not in m for m in partial), asked
-    result = window.result
+    result = window.session.result
     torch.testing.assert_close(result.capture.inputs, frames[2:3], rtol=0, atol=0)
     assert result.layers[LAYER].stale_mosaics  # the channel mosaic is an earlier frame's
     assert LAYER not in remade  # and the GUI thread did not make it again

@@ -37,7 +37,7 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     tops = {name: effects.effects.top_channels(name, effects.view.top)[0] for name in LAYERS}
     for name in LAYERS:
         size = w.display.page_size(name)
-        last = (w.result.layers[name].mosaic.total_channels - 1) // size * size
+        last = (w.session.result.layers[name].mosaic.total_channels - 1) // size * size
         w.display.turn_page(name, last // size - w.display.page_first(name) // size)
         assert w.display.page_first(name) == last > tops[name], name
     assert win.wait_idle()

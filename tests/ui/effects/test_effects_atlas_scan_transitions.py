@@ -399,7 +399,7 @@ def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window)
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
     assert feature.verify()
     with win.expect_run():
-        assert win.window.run() is not None  # replaces the verification
+        assert win.window.runs.run() is not None  # replaces the verification
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
     win.qtbot.waitUntil(
         lambda: (

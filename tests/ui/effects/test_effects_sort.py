@@ -66,7 +66,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     assert panel.page_text() == f"by effect: 1-{size} of 300"
     assert not panel.prev_page_button.isEnabled() and panel.next_page_button.isEnabled()
     assert panel.activation_slot.image_canvas.grid._channel_ids == order[:size]
-    data = window.result.layers["conv2"].view.data
+    data = window.session.result.layers["conv2"].view.data
     np.testing.assert_allclose(
         m.image, mosaic(data[list(order[:size])], symmetric=m.symmetric).image, atol=1e-6,
         equal_nan=True,
@@ -119,7 +119,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
 
 def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
     win, model, feature = _wide_with_effects(actviz_window)
-    result = win.window.result
+    result = win.window.session.result
     eff = feature.effects
     # The least of the tiles shown, far from the top: shown after the top ones once measured.
     page = win.panel("conv2").activation_slot.mosaic.tile_channels
@@ -159,14 +159,14 @@ def test_a_session_keeps_the_sorting(actviz_window):
     parts = win.window.host.session_parts()
     assert parts["effects"]["sort"] is True
     other = actviz_window(Wide().eval(), frame(3), ["conv2"])
-    other.window.restore_session_parts(parts)
+    other.window.host.restore_session_parts(parts)
     theirs = other.feature("effects")
     assert theirs.view.sort_check.isChecked()
     # Sorted without opening the dock: the estimates are made for the sorting.
     other.run_and_wait()
     other.qtbot.waitUntil(lambda: theirs.sorted_layers() == ["conv2"], timeout=30_000)
     order = tuple(int(c) for c in theirs.effects["conv2"].order())
-    other.window.flush_panel_updates()
+    other.window.display.flush_panel_updates()
     assert other.panel("conv2").activation_slot.mosaic.tile_channels[0] == order[0]
 
 
@@ -204,7 +204,7 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
     diff = panel.activation_slot.mosaic
     assert diff.order == order and diff.tile_channels == shown.tile_channels
     assert panel.page_text().startswith("by effect: 1-")
-    result = win.window.result
+    result = win.window.session.result
     a = result.capture["conv2"].tensor[0] - result.baseline["conv2"].tensor[0]
     c = diff.tile_channels[0]
     y0, x0 = diff.tile_origin(c)

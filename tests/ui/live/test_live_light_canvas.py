@@ -82,7 +82,7 @@ def test_live_frames_on_screen_are_what_the_scene_paints_and_the_hover_reads_the
     m = panel.activation_slot.mosaic
     y0, x0 = m.tile_origin(4)
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 2.5, y0 + 1.5))
-    value = window.result.layers["conv2"].view.data[4, 1, 2]
+    value = window.session.result.layers["conv2"].view.data[4, 1, 2]
     want = f"ch 4  (x=2, y=1)  value {_format(value)}"
     qtbot.waitUntil(lambda: panel.status_label.text().startswith(want), timeout=5000)
     index = live.status().last.index
@@ -99,13 +99,13 @@ def test_a_stopped_live_session_leaves_the_pixels_of_a_normal_run(qtbot, actviz_
     after_live = [_pixels(c.viewport()) for c in canvases]
     # The same frame through a normal run: the window's own input, live mode off.
     live.set_source(None)
-    window.set_input(frames[index : index + 1].clone())
-    window.run()
+    window.script.set_input(frames[index : index + 1].clone())
+    window.runs.run()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=RUN_TIMEOUT_MS)
-    window.wait_idle()
+    window.script.wait_idle()
     for _ in range(5):
         QApplication.processEvents()
-    torch.testing.assert_close(window.result.capture.inputs, frames[index : index + 1])
+    torch.testing.assert_close(window.session.result.capture.inputs, frames[index : index + 1])
     for canvas, live_pixels in zip(canvases, after_live, strict=True):
         np.testing.assert_array_equal(live_pixels, _pixels(canvas.viewport()))
 

@@ -42,7 +42,7 @@ def test_scale_changed_on_the_overview_reaches_the_layer_panels_without_a_run(
     )
     for name, panel in window.host.layer_panels.items():
         if panel.activation_slot.mosaic is not None:
-            assert panel.activation_slot.mosaic is window.result.layers[name].mosaic
+            assert panel.activation_slot.mosaic is window.session.result.layers[name].mosaic
     assert captures == []  # no new capture: the result's views were re-normalised
 
 
@@ -206,7 +206,7 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
     live.seek(7)
     win.live.wait_idle()
     window.display.flush_panel_updates()
-    assert window.result.origin["index"] == 7
+    assert window.session.result.origin["index"] == 7
     out = tmp_path / "new" / "export"  # does not exist yet
     assert window.exports.export_all(out, wait=True)
     summary = json.loads((out / "summary.json").read_text())
@@ -227,13 +227,13 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    assert window.result.origin["input"] == "frame_007.png"
+    assert window.session.result.origin["input"] == "frame_007.png"
 
 
 def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, tmp_path):
     win = live_window(actviz_window)
     window = win.window
-    assert window.result.origin is None
+    assert window.session.result.origin is None
     assert window.exports.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["input"] == "tensor" and summary["frame"] is None

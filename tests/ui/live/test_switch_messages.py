@@ -30,13 +30,15 @@ def test_overview_saliency_after_a_layers_tab_run_is_computed_not_misnamed(actvi
     w = win.window
     sal = w.centre.saliency_panel
     # The result shown says why it has no saliency: not a reason that is false here.
-    text = w.result.saliency_message
+    text = w.session.result.saliency_message
     assert "not a float tensor" not in text and "did not differentiate" in text
     # Shown: the window runs again with the input gradient, and the map is painted.
     with win.expect_run():
         w.host.show_tab(w.centre.overview_tab)
     win.wait_idle()
-    assert w.result.capture.input_grads is not None and w.result.saliency is not None
+    assert (
+        w.session.result.capture.input_grads is not None and w.session.result.saliency is not None
+    )
     assert "not a float tensor" not in sal.message_label.text()
 
 
@@ -94,7 +96,7 @@ def test_a_model_with_fewer_classes_leaves_no_old_label_in_the_prediction_panel(
     categories = [f"old class {i}" for i in range(5)]
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "fc"])
     w = win.window
-    w.set_model(w.session.model, layers=["conv1", "fc"], categories=categories)
+    w.script.set_model(w.session.model, layers=["conv1", "fc"], categories=categories)
     win.run_and_wait()
     panel = w.centre.prediction_panel
     assert len(panel.predictions()) == 5 and "old class" in " ".join(panel.row_texts())

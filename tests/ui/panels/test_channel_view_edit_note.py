@@ -21,7 +21,7 @@ def test_the_channel_view_names_the_layers_edits(actviz_window):
     whatif = win.feature("whatif")
     with win.expect_run():
         whatif.add_edit("conv2", ablate([1]))
-        w.run()
+        w.runs.run()
     win.wait_idle()
     assert w.display.open_channel("conv2", 1)
     assert view.edit_label.isVisible()
@@ -32,6 +32,6 @@ def test_the_channel_view_names_the_layers_edits(actviz_window):
     assert w.display.open_channel("conv2", 1)
     with win.expect_run():
         whatif.clear_edits()
-        w.run()
+        w.runs.run()
     win.wait_idle()
     assert view.name == "conv2" and not view.edit_label.isVisible()

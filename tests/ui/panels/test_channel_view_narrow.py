@@ -17,7 +17,7 @@ def test_the_statistics_line_keeps_range_and_zeros_when_narrow(actviz_window):
     w = win.window
     with win.expect_run():
         win.whatif.add_edit("conv2", ablate([1]))
-        w.run()
+        w.runs.run()
     win.open_dock("Edits")
     assert w.display.open_channel("conv2", 1)
     win.settle()

@@ -103,7 +103,7 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     assert m2.first_channel == size and panel.page_text().startswith(f"ch {size}-")
     np.testing.assert_allclose(
         m2.image,
-        mosaic(window.result.layers["layer2"].view.data[size : 2 * size]).image,
+        mosaic(window.session.result.layers["layer2"].view.data[size : 2 * size]).image,
         atol=1e-6,
         equal_nan=True,
     )
@@ -117,7 +117,7 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_
     panel = window.host.layer_panels["layer2"]
     small_width = panel.activation_slot.image_canvas.image_rect_on_screen().width()
     small_page = window.session.page_channels["layer2"]
-    held = window.result.layers["layer2"].mosaic
+    held = window.session.result.layers["layer2"].mosaic
     window.resize(1600, 1000)
     qtbot.waitUntil(lambda: panel.mosaic_width() > small_width + 50, timeout=5000)
     _settled(qtbot, window, "layer2")
@@ -127,7 +127,7 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_
     m = panel.activation_slot.mosaic
     assert _tile_on_screen(canvas, m, 0)[0] >= MIN_TILE_SCREEN_PX
     # Re-paged from the result's views: the result (and its mosaic) are not changed.
-    assert window.result.layers["layer2"].mosaic is held
+    assert window.session.result.layers["layer2"].mosaic is held
 
 
 def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
@@ -161,8 +161,8 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
     assert window.commands.colormap_combo.currentText() == "auto"  # the default
     win.run_and_wait()
     conv, relu = window.host.layer_panels["conv1"], window.host.layer_panels["relu"]
-    layer = window.result.layers["conv1"]
-    assert layer.view.data.min() < 0 <= window.result.layers["relu"].view.data.min()
+    layer = window.session.result.layers["conv1"]
+    assert layer.view.data.min() < 0 <= window.session.result.layers["relu"].view.data.min()
     # The convolution's output is signed: diverging map, symmetric about 0 (0 mid-scale).
     m = conv.activation_slot.mosaic
     assert m.symmetric and conv.activation_slot.image_canvas.colormap_name() == "CET-D1"
@@ -193,10 +193,10 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
         "shared: one scale for all tiles, symmetric about 0"
     )
     # A named map overrides: both sides, min..max, no new run.
-    held = window.result
+    held = window.session.result
     window.commands.colormap_combo.setCurrentText("magma")
     win.wait_idle()  # mosaics made anew in the display passes, on-screen panels first
-    assert window.result is held
+    assert window.session.result is held
     for panel in (conv, relu):
         assert panel.activation_slot.image_canvas.colormap_name() == "magma"
         assert panel.gradient_slot.image_canvas.colormap_name() == "magma"

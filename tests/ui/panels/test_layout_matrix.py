@@ -46,7 +46,7 @@ def _settle_with_compare(win) -> None:
     compare = window.features.get("compare")
     for _ in range(2):
         win.settle()
-        win.qtbot.waitUntil(lambda: not window._pending_work(), timeout=RUN_TIMEOUT_MS)
+        win.qtbot.waitUntil(lambda: not window.pending_work(), timeout=RUN_TIMEOUT_MS)
         window.display.flush_panel_updates()
         if compare is not None and compare.page.isVisible():  # painted while it is shown
             win.qtbot.waitUntil(lambda: not compare.diff_panels_pending(), timeout=RUN_TIMEOUT_MS)
@@ -84,7 +84,7 @@ def _prepare(win) -> str:
     """A result with an edit (the Edits dock has a row), a pin compared with (the Compare tab
     has panels); returns a layer shown as maps (for the channel view)."""
     window = win.window
-    result = win.window.result
+    result = win.window.session.result
     maps = [n for n, layer in result.layers.items() if layer.shape and len(layer.shape) == 4]
     assert maps
     pin = window.pins_ui.pin_result()
@@ -263,7 +263,7 @@ def test_the_channel_view_fills_a_tall_window(demo_resources, actviz_window):
     """At 1280x1080 the channel view is taller than wide: its images go one above the other
     (side by side they left blank bands above and below, which the check calls 'blank')."""
     win = _demo_run_window(actviz_window)
-    layer = next(n for n in win.window.result.shown if n.startswith("features."))
+    layer = next(n for n in win.window.session.result.shown if n.startswith("features."))
     _set_channel(win, layer, True)
     win.resize(1280, 1080)
     _settle_with_compare(win)

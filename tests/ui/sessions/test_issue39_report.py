@@ -50,7 +50,7 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
     combo = window.commands.colormap_combo
     combo.setCurrentIndex(combo.findText("turbo"))
     win.settle()
-    assert window.session.colormap == "turbo" and window.result.spec.colormap != "turbo"
+    assert window.session.colormap == "turbo" and window.session.result.spec.colormap != "turbo"
     # File > Export report..., the file picked in the dialog.
     out = tmp_path / "r.html"
     from actviz.ui.sessions import feature as sessions
@@ -78,8 +78,8 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
             exported = np.asarray(
                 Image.open(tmp_path / "e" / f"{name}_{kind}_1x.png").convert("RGB")
             )
-            view = window.result.layers[name].grad_view if gradient else None
-            view = view or window.result.layers[name].view
+            view = window.session.result.layers[name].grad_view if gradient else None
+            view = view or window.session.result.layers[name].view
             whole = mosaic(view.data, normalize="channel", symmetric=m.symmetric)
             for c in range(m.first_channel, m.last_channel + 1):
                 np.testing.assert_array_equal(

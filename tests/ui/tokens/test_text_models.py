@@ -66,7 +66,7 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     w = win.window
     _open_text_model(win, folder)
     assert w.session.ticked == ["transformer.h.0", "transformer.h.1", "lm_head"]
-    result = w.result
+    result = w.session.result
     tok = w.session.loaded_model.tokenizer
     ids = w.session.input.value["input_ids"]
     model = w.session.model
@@ -142,7 +142,7 @@ def test_the_saliency_strip_reads_out_the_token_under_the_mouse(actviz_window, t
     strip = sal.token_strip
     win.qtbot.waitUntil(lambda: strip.isVisible() and strip.plot.vb.height() > 50)
     win.settle()  # the strip's rows where the pointer lands, not where they were a pass ago
-    tokens = w.result.token_saliency
+    tokens = w.session.result.token_saliency
     win.qtbot.mouseMove(strip.viewport(), strip.row_centre(2))
     want = tokens.describe(2)
     assert want.startswith(f"token 2 {tokens.tokens[2]!r}: |grad × embedding| ")

@@ -50,8 +50,8 @@ def _settle(w) -> None:
     timer = QTimer()
     timer.setSingleShot(True)
     timer.start(LOAD_MS)
-    w.wait_until(lambda: not timer.isActive() or not w._pending_work())
-    assert not w._pending_work()
+    w.wait_until(lambda: not timer.isActive() or not w.pending_work())
+    assert not w.pending_work()
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     tokens = [
         n
         for n, p in w.host.layer_panels.items()
-        if isinstance(p, TokenLayerPanel) and w.result.layers[n].tokens is not None
+        if isinstance(p, TokenLayerPanel) and w.session.result.layers[n].tokens is not None
     ]
     assert len(tokens) >= BLOCKS
     assert counter.most_in_a_turn() == 1, counter.calls
@@ -108,7 +108,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     assert plots.most_in_a_turn() == 1 and plots.count() >= 2 * len(built_in), plots.calls
     panel = w.host.layer_panels[last]
     assert panel.token_canvas is not None and panel.token_canvas.heat is not None
-    assert panel.token_canvas.heat.shape == w.result.layers[last].tokens.heat.shape
+    assert panel.token_canvas.heat.shape == w.session.result.layers[last].tokens.heat.shape
 
 
 def test_refreshing_every_panel_builds_none_at_once(gpt2_window, monkeypatch):
@@ -127,7 +127,7 @@ def test_refreshing_every_panel_builds_none_at_once(gpt2_window, monkeypatch):
     # Every panel shows the result once flushed (an export, a test reading them).
     w.display.flush_panel_updates()
     for name, panel in w.host.layer_panels.items():
-        if w.result.layers[name].tokens is not None:
+        if w.session.result.layers[name].tokens is not None:
             assert panel.token_canvas is not None and panel.token_canvas.heat is not None
 
 
@@ -147,4 +147,4 @@ def test_a_panel_export_fills_only_that_panel(gpt2_window, monkeypatch, tmp_path
     assert counter.names() == [waiting[-1]]
     assert path is not None and path.stat().st_size > 0
     canvas = w.host.layer_panels[waiting[-1]].token_canvas
-    assert canvas.heat.shape == w.result.layers[waiting[-1]].tokens.heat.shape
+    assert canvas.heat.shape == w.session.result.layers[waiting[-1]].tokens.heat.shape

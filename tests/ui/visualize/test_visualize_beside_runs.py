@@ -37,7 +37,7 @@ def test_a_run_during_what_it_wants_leaves_it_running_and_it_finishes(actviz_win
     # (the copy has the model's weights), and the window's model has no hooks left.
     section.steps_spin.setValue(5)
     section.button.click()
-    win.window.run()
+    win.window.runs.run()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     want = visualize(tiny_cnn, "conv2", [1], objective="channel", steps=5, size=16)
     assert feature.shown is not None, section.message.text()

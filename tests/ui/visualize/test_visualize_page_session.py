@@ -75,7 +75,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
 
     # A page the cache does not hold (other steps): grey tiles, a message and the button.
     fresh = {**saved, "settings": {**SETTINGS, "steps": 2}}
-    other.window.restore_session_parts({STATE_KEY: fresh})
+    other.window.host.restore_session_parts({STATE_KEY: fresh})
     wait_not_busy(other.qtbot, restored)
     assert restored.channels == channels and restored.dock.mosaic.filled() == ()
     assert restored.result() is None

@@ -138,7 +138,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     # worker: the page still gets its copy and fills.
     feature.page.forget()  # no copy kept: the next page asks for one
     assert feature.visualise_page("conv2", 0)
-    win.window.run()
+    win.window.runs.run()
     wait_not_busy(win.qtbot, feature.page)
     assert dock.mosaic.filled() == page.channels
     assert all(page.result().from_cache[: len(channels)])

@@ -41,7 +41,7 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
         )
     shown = panel.activation_slot.mosaic
     assert (shown.normalize, shown.first_channel) == ("shared", size)
-    assert window.result is not pin.result  # the window shows a new result
+    assert window.session.result is not pin.result  # the window shows a new result
     # The pin: same objects, same pixels, page 0, per-channel normalisation.
     held = pin.result.layers["layer4"]
     assert held.mosaic is before[0] and held.grad_mosaic is before[1]
@@ -84,7 +84,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
     assert window.exports.export_all(tmp_path / "out", wait=True)
     for name in layers:
         panel = window.host.layer_panels[name]
-        layer = window.result.layers[name]
+        layer = window.session.result.layers[name]
         view = layer.view
         m = panel.activation_slot.mosaic
         signed = painted_with[name] == "CET-D1"
@@ -107,7 +107,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
         assert (exported[np.isnan(whole.image)] == MOSAIC_BACKGROUND).all()
         # And the mosaic is the layer's output, normalised as asked.
         ref = mosaic(
-            window.result.capture[name].tensor[0],
+            window.session.result.capture[name].tensor[0],
             normalize=normalize,
             first_channel=m.first_channel,
             max_channels=m.page_size,
@@ -146,8 +146,8 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, actvi
         f"score of detection 3: label {int(reference['labels'][3])}"
     )
     top = int(reference["scores"].argmax())
-    assert window.result.target_text.startswith(f"score of detection {top}")
-    rows = window.result.predictions
+    assert window.session.result.target_text.startswith(f"score of detection {top}")
+    rows = window.session.result.predictions
     assert [
         r[1].endswith(f"(detection {i})")
         for r, i in zip(
@@ -160,8 +160,10 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, actvi
     combo.activated.emit(4)
     assert window.session.target == 3
     win.run_and_wait()
-    assert window.result.target_text.startswith("score of detection 3")
-    assert window.result.capture.target_value == pytest.approx(float(reference["scores"][3]))
+    assert window.session.result.target_text.startswith("score of detection 3")
+    assert window.session.result.capture.target_value == pytest.approx(
+        float(reference["scores"][3])
+    )
     assert combo.currentIndex() == 4  # the list was rebuilt for the new result, choice kept
     # Unticking the menu entry feeds the batch tensor again.
     window.commands.input_list_action.setChecked(False)

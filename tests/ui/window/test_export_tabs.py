@@ -19,7 +19,7 @@ def test_export_from_the_layers_tab_writes_the_saliency_too(actviz_window, tmp_p
     assert "saliency.png" in from_layers and "saliency.npy" in from_layers
     w.host.show_tab(w.centre.overview_tab)
     win.run_and_wait()
-    assert w.result.capture.input_grads is not None
+    assert w.session.result.capture.input_grads is not None
     assert w.exports.export_all(tmp_path / "overview", wait=True)
     from_overview = sorted(p.name for p in (tmp_path / "overview").rglob("*") if p.is_file())
     assert from_layers == from_overview

@@ -91,7 +91,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
     win = tiny_window(actviz_window, size=(1280, 720))
     window = win.window
     # The Overview was never shown: the run skipped the input gradient.
-    assert window.result.capture.input_grads is None
+    assert window.session.result.capture.input_grads is None
     out = tmp_path / "r.html"
     monkeypatch.setattr(
         sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))

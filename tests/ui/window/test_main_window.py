@@ -20,6 +20,7 @@ from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model, generate
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from actviz.ui.tree.model import NameRole
 from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.script import MovedWarning
 from actviz.ui.window.settings import AppSettings
 from tests.core.seed_models import SeedMLP
 from tests.helpers import frame
@@ -42,7 +43,7 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
     window = win.window
     assert "actviz" in window.windowTitle() and "TinyCNN" in window.windowTitle()
     assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
-    result = window.result
+    result = window.session.result
     expected = capture(model, frame(1), ["conv1", "conv2", "fc"])
     shapes = {"conv1": (4, 16, 16), "conv2": (6, 8, 8), "fc": (5,)}
     for name, shape in shapes.items():
@@ -66,12 +67,15 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
     assert np.all(window.centre.grad_flow_panel.norms > 0)
     # With the Layers tab shown there is no saliency view: the backward stopped at conv1.
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
-    assert window.result.capture.input_grads is None and window.centre.saliency_panel.heat is None
-    layer_grads = {n: window.result.capture[n].grad.clone() for n in ("conv1", "conv2")}
+    assert (
+        window.session.result.capture.input_grads is None
+        and window.centre.saliency_panel.heat is None
+    )
+    layer_grads = {n: window.session.result.capture[n].grad.clone() for n in ("conv1", "conv2")}
     # Showing the Overview re-runs with the input gradient; the layers' gradients are the same.
     with win.expect_run(flush=False):
         window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
-    cap = window.result.capture
+    cap = window.session.result.capture
     assert window.centre.saliency_panel.heat.shape == (16, 16)
     assert window.centre.saliency_panel.message_label.text() == ""  # not "Computing saliency…"
     expected = cap.input_grads.abs()[0].amax(0)
@@ -90,11 +94,11 @@ def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_
     win.run_and_wait()
     window = win.window
     with win.expect_run(flush=False):
-        window.tick(["relu"])  # no explicit run: the debounce timer starts it
+        window.script.tick(["relu"])  # no explicit run: the debounce timer starts it
     assert list(window.host.layer_panels) == ["conv1", "relu", "conv2", "fc"]
-    assert window.result.layers["relu"].view.data.min() >= 0
-    with win.expect_run(flush=False):
-        window.untick("conv1", "fc")
+    assert window.session.result.layers["relu"].view.data.min() >= 0
+    with win.expect_run(flush=False), pytest.warns(MovedWarning, match="ticked=False"):
+        window.script.untick("conv1", "fc")  # deprecated for tick(..., ticked=False)
     assert list(window.host.layer_panels) == ["relu", "conv2"]
 
 
@@ -106,14 +110,14 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
     window.run_started.connect(lambda: started.append(1))
     submitted = window.worker.submitted
     with win.expect_run(flush=False):
-        window.tick(["relu"])
-        window.tick(["pool"])
-        window.set_target_text("2")
+        window.script.tick(["relu"])
+        window.script.tick(["pool"])
+        window.host.set_target_text("2")
     # Every change had been made before the timer fired: one capture was ever submitted.
     assert window.worker.submitted == submitted + 1
     assert started == [1] and not window.worker.is_busy()
     assert "relu" in window.host.layer_panels and "pool" in window.host.layer_panels
-    assert window.result.target_index == 2
+    assert window.session.result.target_index == 2
 
 
 def test_stale_results_are_discarded(qtbot, actviz_window):
@@ -121,12 +125,12 @@ def test_stale_results_are_discarded(qtbot, actviz_window):
     win.run_and_wait()
     window = win.window
     finished = []
-    window.run_finished.connect(lambda: finished.append(window.result.target_index))
-    window.run()
+    window.run_finished.connect(lambda: finished.append(window.session.result.target_index))
+    window.runs.run()
     window.session.target = 1
-    window.run()
+    window.runs.run()
     window.session.target = 3
-    window.run()
+    window.runs.run()
     # The worker is idle only once all three results reached it: the two stale ones were
     # dropped there, and the window shows the latest.
     qtbot.waitUntil(lambda: not window.worker.is_busy() and bool(finished), timeout=RUN_TIMEOUT_MS)
@@ -147,7 +151,7 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
     with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
     assert window.centre.channel_box.isVisible()
-    layer = window.result.layers["conv2"]
+    layer = window.session.result.layers["conv2"]
     assert window.centre.channel_view.channel == 4
     np.testing.assert_array_equal(window.centre.channel_view.activation, layer.view.data[4])
     np.testing.assert_array_equal(window.centre.channel_view.gradient, layer.grad_view.data[4])
@@ -174,8 +178,8 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     window = win.window
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
-    window.set_model(model, layers=["layer3", "layer4"])
-    window.set_input(frame(1, 64))
+    window.script.set_model(model, layers=["layer3", "layer4"])
+    window.script.set_input(frame(1, 64))
     win.run_and_wait()
     narrow, wide = window.host.layer_panels["layer3"], window.host.layer_panels["layer4"]
     # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
@@ -192,7 +196,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     window.centre.layers_scroll.ensureWidgetVisible(wide)
     qtbot.waitUntil(lambda: not wide.next_page_button.visibleRegion().isEmpty(), timeout=2000)
     qtbot.mouseClick(wide.next_page_button, LEFT)
-    layer = window.result.layers["layer4"]
+    layer = window.session.result.layers["layer4"]
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     assert wide.prev_page_button.isEnabled() and wide.next_page_button.isEnabled()
     assert window.session.channel_pages == {"layer4": size}
@@ -207,7 +211,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    layer = window.result.layers["layer4"]
+    layer = window.session.result.layers["layer4"]
     m = layer.mosaic
     assert (m.normalize, m.first_channel, m.channels) == ("shared", size, size)
     assert wide.activation_slot.mosaic is m
@@ -242,15 +246,15 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     # The page holds for the next run; the first page is one click back.
     win.run_and_wait()
-    assert window.result.layers["layer4"].mosaic.first_channel == size
+    assert window.session.result.layers["layer4"].mosaic.first_channel == size
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     qtbot.mouseClick(wide.prev_page_button, LEFT)
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert wide.activation_slot.mosaic.first_channel == 0
-    assert window.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
+    assert window.session.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
     assert not window.display.turn_page("layer4", -1)  # no page before the first
     assert not window.display.turn_page("layer3", -1)
-    window.set_model(seeded_tiny_cnn(), layers=["conv1"])
+    window.script.set_model(seeded_tiny_cnn(), layers=["conv1"])
     assert window.session.channel_pages == {} and window.session.page_channels == {}
 
 
@@ -258,12 +262,12 @@ def test_changing_the_target_changes_the_gradients(qtbot, actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    before = window.result
+    before = window.session.result
     auto = before.target_index
     other = (auto + 1) % 5
     with win.expect_run(flush=False):
-        assert window.set_target_text(str(other))
-    after = window.result
+        assert window.host.set_target_text(str(other))
+    after = window.session.result
     assert after.target_index == other
     assert f"class {other}" in after.target_text
     np.testing.assert_array_equal(after.layers["conv1"].view.data, before.layers["conv1"].view.data)
@@ -279,17 +283,17 @@ def test_target_by_class_name(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
-    window.set_input(frame(1, 64))
+    window.script.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
+    window.script.set_input(frame(1, 64))
     win.run_and_wait()
     assert window.commands.target_combo.count() == 1 + len(DEMO_CLASSES)
     with win.expect_run(flush=False):
-        assert window.set_target_text("star")
-    assert window.result.target_index == DEMO_CLASSES.index("star")
-    assert window.result.target_text.endswith(": star")
+        assert window.host.set_target_text("star")
+    assert window.session.result.target_index == DEMO_CLASSES.index("star")
+    assert window.session.result.target_text.endswith(": star")
     assert window.commands.target_combo.currentText() == f"{DEMO_CLASSES.index('star')}: star"
     # An unknown name leaves the target as it was and says why.
-    assert not window.set_target_text("hexagon")
+    assert not window.host.set_target_text("hexagon")
     assert window.session.target == DEMO_CLASSES.index("star")
     assert any("hexagon" in t for t in window.centre.banner.texts())
     # Back to auto via the combo's first entry.
@@ -303,11 +307,11 @@ def test_resnet18_random_init(qtbot, actviz_window):
     window = win.window
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
-    window.set_model(model)
-    window.set_input(frame(1, 64))
+    window.script.set_model(model)
+    window.script.set_input(frame(1, 64))
     win.run_and_wait()
     assert list(window.host.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
-    layers = window.result.layers
+    layers = window.session.result.layers
     assert layers["layer1"].view.data.shape == (64, 16, 16)
     assert layers["layer3"].view.data.shape == (256, 4, 4)
     assert layers["layer4"].mosaic.channels == 256 and layers["layer4"].mosaic.total_channels == 512
@@ -321,7 +325,7 @@ def test_resnet18_random_init(qtbot, actviz_window):
     assert layers["layer4"].grad_mosaic.pad == 0
     assert np.isnan(layers["layer2"].mosaic.image).any()  # 8x8 tiles keep their 1 px gap
     assert layers["fc"].view.data.shape == (1000,)
-    assert window.result.gradcam_default == "layer4"
+    assert window.session.result.gradcam_default == "layer4"
     assert window.centre.gradcam_panel.heat.shape == (64, 64)
     # Tree: one row per named module, shapes filled for the captured ones.
     assert window.model_dock.tree_model.index_of("layer2", 2).data() == "1×128×8×8"
@@ -332,17 +336,19 @@ def test_seed_mlp_two_units_per_layer(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     model = SeedMLP()
-    window.set_model(model)
-    window.set_input(torch.tensor([0.05, 0.1]))
+    window.script.set_model(model)
+    window.script.set_input(torch.tensor([0.05, 0.1]))
     win.run_and_wait()
     assert list(window.host.layer_panels) == ["fc1", "s1", "fc2", "s2"]
     for name in ("fc1", "s1", "fc2", "s2"):
-        layer = window.result.layers[name]
+        layer = window.session.result.layers[name]
         assert layer.view.kind == "bars" and layer.view.data.shape == (2,)
         assert window.host.layer_panels[name].activation_slot.bar_canvas.count() == 2
-    np.testing.assert_allclose(window.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5)
+    np.testing.assert_allclose(
+        window.session.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5
+    )
     assert len(window.centre.prediction_panel.predictions()) == 2
-    assert window.result.saliency is None  # a 1-D input has no image to overlay
+    assert window.session.result.saliency is None  # a 1-D input has no image to overlay
 
 
 def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
@@ -359,17 +365,17 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(Seq(), layers=["proj", "score", ""])
-    window.set_input(torch.randn(1, 5, 8))
+    window.script.set_model(Seq(), layers=["proj", "score", ""])
+    window.script.set_input(torch.randn(1, 5, 8))
     win.run_and_wait()
-    layers = window.result.layers
+    layers = window.session.result.layers
     assert layers["proj"].view.kind == "heatmap" and layers["proj"].view.data.shape == (5, 6)
     assert layers["score"].view.kind == "heatmap" and layers["score"].view.data.shape == (5, 1)
     assert layers[""].view.kind == "scalar"
-    assert float(layers[""].view.data) == pytest.approx(float(window.result.capture.output))
+    assert float(layers[""].view.data) == pytest.approx(float(window.session.result.capture.output))
     assert window.host.layer_panels[""].activation_slot.scalar_label.text() != ""
-    assert window.result.predictions == ()  # a scalar output has no classes
-    assert "single output" in window.result.target_text
+    assert window.session.result.predictions == ()  # a scalar output has no classes
+    assert "single output" in window.session.result.target_text
 
 
 # -------------------------------------------------------------------------------- bad input
@@ -378,17 +384,17 @@ def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, 
     win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    previous = window.result
+    previous = window.session.result
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as blocker:
-        window.set_input(torch.randn(1, 5, 16, 16))
-        window.run()
+        window.script.set_input(torch.randn(1, 5, 16, 16))
+        window.runs.run()
     assert "Run failed" in blocker.args[0]
     assert any("Run failed" in t and "channels" in t for t in window.centre.banner.texts())
     assert window.centre.banner.isVisible()
-    assert window.result is previous
+    assert window.session.result is previous
     assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert_no_hooks(model)
-    window.set_input(frame(2))
+    window.script.set_input(frame(2))
     win.run_and_wait()
     assert not any("Run failed" in t for t in window.centre.banner.texts())
 
@@ -400,7 +406,7 @@ def test_a_forward_that_raises_shows_a_message(qtbot, actviz_window):
     window = win.window
     model.fail = True
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
-        window.run()
+        window.runs.run()
     assert any("kaputt" in t for t in window.centre.banner.texts())
     assert_no_hooks(model)
     model.fail = False
@@ -416,7 +422,7 @@ def test_nan_outputs_are_reported_and_highlighted(qtbot, actviz_window):
     win.run_and_wait()
     assert any("NaN" in t for t in window.centre.banner.texts())
     assert window.centre.banner.messages()[0][0] == "error"
-    stats = {row["name"]: row for row in window.result.stats_rows()}
+    stats = {row["name"]: row for row in window.session.result.stats_rows()}
     assert stats["conv1"]["nan"] == 0
     # Predictions survive NaN logits: no crash, no NaN probabilities shown.
     assert all(np.isfinite(p) for _, _, p in window.centre.prediction_panel.predictions())
@@ -479,14 +485,14 @@ def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     model = Gated()
-    window.set_model(model, layers=["layers.0"])
-    window.set_input(torch.randn(1, 4))
+    window.script.set_model(model, layers=["layers.0"])
+    window.script.set_input(torch.randn(1, 4))
     win.run_and_wait()
-    previous = window.result
+    previous = window.session.result
     model.gated = True
     try:
         with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
-            window.run()
+            window.runs.run()
             assert model.entered.wait(10)  # the capture is inside the forward
             qtbot.waitUntil(window.status.progress_bar.isVisible, timeout=5000)
             assert window.commands.cancel_action.isEnabled()
@@ -494,7 +500,7 @@ def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
             model.release.set()
     finally:
         model.release.set()
-    assert window.result is previous
+    assert window.session.result is previous
     assert not window.status.progress_bar.isVisible()
     assert_no_hooks(model)
 
@@ -549,13 +555,13 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
     assert window.centre.banner.isVisible()
     assert any("TorchScript" in t for t in window.centre.banner.texts())
     # Its runs warn the same sentence: the banner says it once, not once per source.
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    assert window.result is not None and window.result.warnings
+    assert window.session.result is not None and window.session.result.warnings
     texts = window.centre.banner.texts()
     assert sum("TorchScript" in t for t in texts) == 1, texts
     # Nothing ticked (no hook reaches its layers), and the Layers tab says why it stays empty.
-    assert not window.session.ticked and not window.result.layers
+    assert not window.session.ticked and not window.session.result.layers
     placeholder = window.centre.layers_placeholder
     assert placeholder.isVisibleTo(window) and "TorchScript" in placeholder.text()
     assert AppSettings(window.settings.store).recent_models()[0] == str(path)
@@ -585,8 +591,8 @@ def test_unregistered_modules_warning_is_a_visible_banner(qtbot, actviz_window):
 
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(PowLogListModel())
-    window.set_input((torch.tensor([2.0, 3.0]), torch.tensor([2.0, 2.0])))
+    window.script.set_model(PowLogListModel())
+    window.script.set_input((torch.tensor([2.0, 3.0]), torch.tensor([2.0, 2.0])))
     win.run_and_wait()
     assert window.centre.banner.isVisible()
     assert any("not registered" in t for t in window.centre.banner.texts())
@@ -611,9 +617,9 @@ def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, actviz_window, tmp_pa
     with win.expect_run(flush=False):
         QApplication.sendEvent(window, drop)
     assert window.session.input.source == str(path)
-    assert window.result.image.shape == (16, 16, 3)
+    assert window.session.result.image.shape == (16, 16, 3)
     expected = np.asarray(Image.open(path).convert("RGB"))
-    np.testing.assert_array_equal(window.result.image, expected)
+    np.testing.assert_array_equal(window.session.result.image, expected)
     # Text drags are refused.
     text = QMimeData()
     text.setText("hello")
@@ -629,7 +635,7 @@ def test_module_details_and_train_mode(qtbot, actviz_window):
     window = win.window
     model = seeded_tiny_cnn()
     model.conv2.train()
-    window.set_model(model, layers=["conv1"])
+    window.script.set_model(model, layers=["conv1"])
     proxy_index = window.model_dock.tree_proxy.mapFromSource(
         window.model_dock.tree_model.index_of("conv1")
     )
@@ -668,13 +674,13 @@ def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, actviz_window):
     # A name wider than 170 px but inside 60 % of the tree: the column fits it exactly.
     target = (170 + cap) // 2 - 4 * view.indentation()
     medium = "e" * max(1, target // max(fm.horizontalAdvance("e"), 1))
-    window.set_model(_named(medium, "head"))
+    window.script.set_model(_named(medium, "head"))
     wanted = view.sizeHintForColumn(0)
     assert 170 < wanted < cap
     assert header.sectionSize(0) == wanted
     assert header.sectionSize(0) >= fm.horizontalAdvance(medium) + view.indentation()
     # A name wider than the tree is capped at 60 % of it.
-    window.set_model(_named("x" * 400))
+    window.script.set_model(_named("x" * 400))
     assert view.sizeHintForColumn(0) > cap
     assert header.sectionSize(0) == cap
     assert window.model_dock.fit_name_column(max_fraction=0.3) == max(140, int(cap / 0.6 * 0.3))
@@ -723,9 +729,9 @@ def test_banner_dismiss_button_clears_it(qtbot, actviz_window):
 def test_tree_context_actions_and_filter(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.auto_run = False
+    window.runs.auto_run = False
     torch.manual_seed(0)
-    window.set_model(torchvision.models.resnet18(weights=None).eval())
+    window.script.set_model(torchvision.models.resnet18(weights=None).eval())
     actions = {
         a.text(): a
         for a in window.model_dock.tree_context_menu("layer1.0.conv1").actions()
@@ -768,11 +774,11 @@ def test_bundled_sample_picker(qtbot, demo_resources, actviz_window):
     window = win.window
     assert window.commands.sample_combo.isEnabled() and window.commands.sample_combo.count() >= 3
     torch.manual_seed(0)
-    window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
+    window.script.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
     with win.expect_run(flush=False):
         window.commands.sample_combo.activated.emit(2)
     assert window.session.input.source == str(window.files.samples[1])
-    assert window.result.image.shape == (64, 64, 3)
+    assert window.session.result.image.shape == (64, 64, 3)
     assert window.commands.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
 
 
@@ -781,8 +787,8 @@ def test_view_settings_apply_and_persist(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     model = seeded_tiny_cnn()
-    window.set_model(model, layers=["conv1", "conv2"])
-    window.set_input(frame(1))
+    window.script.set_model(model, layers=["conv1", "conv2"])
+    window.script.set_input(frame(1))
     win.run_and_wait()
     window.commands.colormap_combo.setCurrentText("magma")
     assert window.host.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
@@ -792,7 +798,7 @@ def test_view_settings_apply_and_persist(qtbot, actviz_window):
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    assert window.result.layers["conv1"].mosaic.normalize == "shared"
+    assert window.session.result.layers["conv1"].mosaic.normalize == "shared"
     window.resize(1111, 777)
     window.close()
     # A second window on the same settings file (the fixture's, in tmp_path).
@@ -826,10 +832,10 @@ def test_gradcam_layer_is_selectable(qtbot, actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    assert set(window.result.grad_cams) == {"conv1", "conv2"}
+    assert set(window.session.result.grad_cams) == {"conv1", "conv2"}
     window.centre.gradcam_panel.layer_changed.emit("conv1")
     np.testing.assert_array_equal(
-        window.centre.gradcam_panel.heat, window.result.grad_cams["conv1"]
+        window.centre.gradcam_panel.heat, window.session.result.grad_cams["conv1"]
     )
     assert window.session.gradcam_layer == "conv1"
 
@@ -908,14 +914,14 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, actviz_window):
         win = actviz_window(size=None, debounce_ms=5, auto_run=True, show=False)
         window = win.window
         try:
-            window.set_model(model, layers=["conv1", "conv2", "fc"])
-            window.set_input(x)
+            window.script.set_model(model, layers=["conv1", "conv2", "fc"])
+            window.script.set_input(x)
             window.show()
             if i % 5 == 4:
-                window.run()  # close while the capture may still be running
+                window.runs.run()  # close while the capture may still be running
             else:
                 with win.expect_run(flush=False):
-                    window.run()
+                    window.runs.run()
         finally:
             window.close()
         assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
@@ -959,15 +965,15 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, actviz_window):
     ]  # fmt: skip
     labels = [label for _, label, _ in window.centre.prediction_panel.predictions()]
     assert set(labels) <= set(DEMO_CLASSES)
-    assert window.result.gradcam_default == "features.block4"
+    assert window.session.result.gradcam_default == "features.block4"
     assert window.session.input.image is not None
     assert window.session.input.source == str(window.files.samples[0])
     assert window.windowTitle() == "actviz — demo"
     assert window.centre.banner.texts() == []
     # The demo's categories feed the target selector: a class name re-runs on that class.
     with win.expect_run(flush=False):
-        assert window.set_target_text("ring")
-    assert window.result.target_index == DEMO_CLASSES.index("ring")
+        assert window.host.set_target_text("ring")
+    assert window.session.result.target_index == DEMO_CLASSES.index("ring")
 
 
 def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, actviz_window):
@@ -980,16 +986,16 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, act
     model = nn.Sequential(
         nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)
     )
-    window.set_model(model)
-    window.set_input(torch.randn(1, 3, 64, 64))
+    window.script.set_model(model)
+    window.script.set_input(torch.randn(1, 3, 64, 64))
     window.session.memory_budget = 200_000  # one 64x64x64 map is 1 MiB
     with qtbot.waitSignal(window.run_failed, timeout=30_000):
-        window.run()
+        window.runs.run()
     assert any("memory budget" in t for t in window.centre.banner.texts())
     window.session.memory_budget = 1 << 30
     with qtbot.waitSignal(window.run_finished, timeout=30_000):
-        window.run()
-    assert window.result is not None
+        window.runs.run()
+    assert window.session.result is not None
     window.shutdown()
 
 
@@ -1014,11 +1020,11 @@ def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
-    window.set_input(torch.randn(1, 3, 64, 64))
+    window.script.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
+    window.script.set_input(torch.randn(1, 3, 64, 64))
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
-        window.run()
-    assert window.result is None
+        window.runs.run()
+    assert window.session.result is None
     assert any("memory budget" in t for t in window.centre.banner.texts())
     window.close()
     # Nonsense is ignored with a warning, not a crash: the default holds.
@@ -1050,9 +1056,9 @@ def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
     window = win.window
     window.resize(900, 420)  # room for about one layer panel: the others are off screen
     qtbot.waitUntil(lambda: not window.display.panel_updates_pending(), timeout=2000)
-    window.set_input(frame(7))
+    window.script.set_input(frame(7))
     with win.expect_run(flush=False):
-        assert window.run() is not None
+        assert window.runs.run() is not None
     result = window.session.result
 
     def current(name: str) -> bool:

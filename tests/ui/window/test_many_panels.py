@@ -24,8 +24,8 @@ def test_panels_are_made_over_several_passes_in_execution_order(actviz_window, m
     w.display.defer_display(lambda: None)  # (the timer runs while steps wait)
     w.display._display_timer.timeout.connect(lambda: passes.append(len(w.host.layer_panels)))
     with win.expect_run(flush=False):
-        w.run()
-    result = w.result
+        w.runs.run()
+    result = w.session.result
     # run_finished promises every panel exists; they were made over several passes.
     assert list(w.host.layer_panels) == list(result.shown)
     assert made_per_pass == list(range(1, len(result.shown) + 1))  # one more each time
@@ -43,7 +43,7 @@ def test_a_newer_result_replaces_the_panels_still_to_be_made(actviz_window, monk
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
     w = win.window
     with win.expect_run(flush=False):
-        w.run()
+        w.runs.run()
     win.untick("relu", "pool", "flatten")
     win.run_and_wait()  # flushes: every panel of the new result, none of the old one
     assert list(w.host.layer_panels) == ["conv1", "conv2", "fc"]

@@ -26,8 +26,8 @@ def _open_and_check(win, source: str, **kwargs) -> None:
         assert w.files.open_model_source(source, **kwargs)
     win.wait_idle(LOAD_MS)
     assert not [m for m in win.banner_messages() if "rror" in m or "Could not" in m]
-    assert w.result is not None and w.result.layers, "no layer was shown"
-    shown = [name for name in w.result.layers if name in w.host.layer_panels]
+    assert w.session.result is not None and w.session.result.layers, "no layer was shown"
+    shown = [name for name in w.session.result.layers if name in w.host.layer_panels]
     assert shown, "no panel"
 
 

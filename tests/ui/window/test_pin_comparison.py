@@ -21,7 +21,7 @@ def test_the_pinned_results_menu_compares_only_with_the_compare_feature(actviz_w
     window = win.window
     assert window.files.load_demo()
     win.wait_idle()
-    window.run()
+    window.runs.run()
     win.wait_idle()
     pin = window.pins_ui.pin_result()
     assert pin is not None

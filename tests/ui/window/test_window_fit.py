@@ -126,8 +126,8 @@ def test_live_dock_opens_when_live_mode_is_used(qtbot, actviz_window):
     win = actviz_window(size=None, auto_run=True)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(TinyCNN().eval(), layers=["conv1"])
-    window.set_input(torch.randn(1, 3, 16, 16))
+    window.script.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.script.set_input(torch.randn(1, 3, 16, 16))
     dock, live = win.live.dock, win.live.controller
     assert not dock.isVisible()
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
@@ -148,8 +148,8 @@ def test_the_live_dock_is_read_without_scrolling_sideways_at_1280x720(qtbot, act
     window = win.window
     window.resize(1280, 720)
     torch.manual_seed(0)
-    window.set_model(TinyCNN().eval(), layers=["conv1"])
-    window.set_input(torch.randn(1, 3, 16, 16))
+    window.script.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.script.set_input(torch.randn(1, 3, 16, 16))
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     win.live.controller.set_source(TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4"))
     dock = win.live.dock

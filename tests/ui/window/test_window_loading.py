@@ -171,18 +171,18 @@ def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
     window = win.window
     loader = _gated_loader(window)
     gate = loader.gate("broken.pt")
-    previous = window.result
+    previous = window.session.result
     window.files.open_model_source("broken.pt")
     assert loader.started["broken.pt"].wait(5)
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         gate.set()
     assert "'broken.pt': not a checkpoint" in failed.args[0]
     assert any("Could not open model 'broken.pt'" in t for t in window.centre.banner.texts())
-    assert window.session.model is old and window.result is previous
+    assert window.session.model is old and window.session.result is previous
     assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert not window.status.progress_bar.isVisible()
     win.run_and_wait()
-    assert window.result is not previous
+    assert window.session.result is not previous
     assert_no_hooks(old)
 
 
@@ -212,7 +212,7 @@ def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
     window.files.open_model_source("slow")
     assert loader.started["slow"].wait(5)
     mine = seeded_tiny_cnn()
-    window.set_model(mine, layers=["conv1"])
+    window.script.set_model(mine, layers=["conv1"])
     gate.set()
     qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert "slow" in loader.models  # the replaced load finished and was dropped
@@ -267,7 +267,7 @@ def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, actviz
     assert window.session.model_name == "demo"
     assert window.session.input.source == str(path)
     assert tuple(window.session.input.value.shape) == (1, 3, 64, 64)
-    assert window.result.image.shape == (64, 64, 3)
+    assert window.session.result.image.shape == (64, 64, 3)
     assert failures == []
 
 
@@ -276,7 +276,7 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
 ):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(seeded_tiny_cnn(), layers=["conv1"])
+    window.script.set_model(seeded_tiny_cnn(), layers=["conv1"])
     path = _png(tmp_path, 16)
     with win.expect_run(flush=False):
         assert window.files.open_input_source(str(path))
@@ -286,12 +286,14 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
     window.run_failed.connect(failures.append)
     with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS):
         window.files.open_model_source("demo")
-    qtbot.waitUntil(lambda: window.result is not None and bool(runs), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: window.session.result is not None and bool(runs), timeout=RUN_TIMEOUT_MS
+    )
     qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
     # Only runs on the re-read 64x64 input: none with the old 16x16 tensor on the new model.
     assert runs and set(runs) == {(1, 3, 64, 64)}
     assert failures == []
-    assert window.result.layers["features.block1"].view.data.shape == (16, 64, 64)
+    assert window.session.result.layers["features.block1"].view.data.shape == (16, 64, 64)
 
 
 def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
@@ -336,7 +338,7 @@ def test_load_demo_opens_model_and_sample_in_the_background(qtbot, actviz_window
         assert window.files.load_demo(sample="square") is True
     assert threads == [False]
     assert window.session.input.source.endswith("square.png")
-    assert window.result.gradcam_default == "features.block4"
+    assert window.session.result.gradcam_default == "features.block4"
     assert window.settings.recent_models() == []  # the demo is not a "recent" model
 
 
@@ -418,7 +420,7 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
     win.window.host.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()
     window = win.window
-    cap = window.result.capture
+    cap = window.session.result.capture
     out = tmp_path / "out"
     writing, release = threading.Event(), threading.Event()
     real_save = Image.Image.save
