@@ -8,15 +8,12 @@ made it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget
 
 from actviz.ui.panels.deferred import DeferredCall
-
-if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.window.main_window import MainWindow
 
 __all__ = ["DOCK_MAX_SHARE", "Docks"]
 
@@ -27,7 +24,7 @@ DOCK_MAX_SHARE = 0.3
 class Docks:
     """The docks of ``window`` (its ``chosen_height`` and View menu are used)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:
         self._w = window
         self._docks_to_fit: list[QDockWidget] = []
         # One timer of the window's, not a ``QTimer.singleShot`` per dock (see _fit_dock_soon).

@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import Feature
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
-    from actviz.ui.window.main_window import MainWindow
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
@@ -59,7 +58,7 @@ class Host:
         parts are reached when called, so the host is made before them).
     """
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:
         self._w = window
         #: The features hosted, by name (the window's ``features``; plugins add theirs).
         self.features: dict[str, Feature] = {}

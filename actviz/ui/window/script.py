@@ -21,7 +21,6 @@ from PySide6.QtCore import QTimer
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
     from actviz.ui.panels.feature_map import LayerPanel
-    from actviz.ui.window.main_window import MainWindow
     from actviz.ui.worker import Job
     from actviz.workspace.session_state import Session
 
@@ -65,7 +64,7 @@ def moved(window: Any, name: str) -> Any:
     return getattr(getattr(window, part), name)
 
 
-def window_of(shown: Any) -> MainWindow:
+def window_of(shown: Any) -> Any:
     """The window of an :class:`Explorer` (a window is its own)."""
     return shown._window if isinstance(shown, Explorer) else shown
 
@@ -79,7 +78,7 @@ class Explorer:
         The :class:`~actviz.ui.window.main_window.MainWindow` shown.
     """
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:
         self._window = window
 
     def __repr__(self) -> str:
