@@ -268,8 +268,8 @@ class LiveControls(QDockWidget):
             widget.setProperty("enabledTip", widget.toolTip())
         self._sync_transport()
         self._show_still_input()
-        c.window.session.input_changed.connect(self._on_session_input_changed)
-        c.window.closed.connect(self._on_window_closed)
+        c.host.session.input_changed.connect(self._on_session_input_changed)
+        c.host.closed.connect(self._on_window_closed)
 
     # ------------------------------------------------------------------ construction
     def _build_actions(self) -> None:
@@ -602,8 +602,8 @@ class LiveControls(QDockWidget):
         if c.source is not None and not isinstance(c.source, StillFrame):
             usable = True  # sequences are pictures
         else:
-            inp = c.window.session.input
-            problem = c.window.session.input_problem() if inp is not None else ""
+            inp = c.host.session.input
+            problem = c.host.session.input_problem() if inp is not None else ""
             usable = inp is None or (image_tensor(inp.value) is not None and not problem)
         tip = "" if usable else (problem or NO_PERTURBATION_TEXT)
         for widget in self.perturbation_controls():
@@ -614,7 +614,7 @@ class LiveControls(QDockWidget):
         """The opened input on the pad as the model will get it (the current perturbation
         applied), until a frame computed from it arrives."""
         c = self.controller
-        inp = c.window.session.input
+        inp = c.host.session.input
         if c.source is not None or inp is None:
             if inp is None and c.source is None:
                 self.pad.set_image(None, NO_INPUT_TEXT)
@@ -627,7 +627,7 @@ class LiveControls(QDockWidget):
         self.pad.set_image(display_image(value, image))
 
     def _on_window_closed(self) -> None:
-        self.controller.window.session.input_changed.disconnect(self._on_session_input_changed)
+        self.controller.host.session.input_changed.disconnect(self._on_session_input_changed)
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt name
         # Closing the dock pauses playback; perturbations stay until reset.

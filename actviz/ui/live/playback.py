@@ -144,8 +144,8 @@ class LiveController(QObject):
 
     Parameters
     ----------
-    window
-        The window whose worker and panels it drives (its :class:`~actviz.ui.host.WindowHost`).
+    host
+        The window's :class:`~actviz.ui.host.WindowHost`: the worker and panels it drives.
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
@@ -185,20 +185,20 @@ class LiveController(QObject):
 
     def __init__(
         self,
-        window: WindowHost,
+        host: WindowHost,
         *,
         max_fps: float = DEFAULT_MAX_FPS,
         capture_threads: int | None = None,
         memory_budget: int | None = None,
         parent: QObject | None = None,
     ) -> None:
-        super().__init__(parent if parent is not None else window)  # type: ignore[arg-type]
-        self.window = window
-        self.worker = window.worker
+        super().__init__(parent if parent is not None else host)  # type: ignore[arg-type]
+        self.host = host
+        self.worker = host.worker
         self.capture_threads = capture_threads
         # The thread count being tried (or chosen) for the frames playing, and what it is for.
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
-        self.window.session.memory_budget = self.memory_budget
+        self.host.session.memory_budget = self.memory_budget
         self.source: FrameSource | None = None
         self.perturbation = Perturbation()
         self.player = Player()
@@ -228,14 +228,14 @@ class LiveController(QObject):
         self._pump_timer.setSingleShot(True)
         self._pump_timer.timeout.connect(self._pump)
 
-        window.run_started.connect(self._on_window_run_started)
-        window.pinned_shown.connect(self.pause)  # the next frame would replace it at once
-        window.closed.connect(self.shutdown)
-        window.session.input_changed.connect(self._on_session_input_changed)
-        window.session.model_changed.connect(self._on_session_model_changed)
+        host.run_started.connect(self._on_window_run_started)
+        host.pinned_shown.connect(self.pause)  # the next frame would replace it at once
+        host.closed.connect(self.shutdown)
+        host.session.input_changed.connect(self._on_session_input_changed)
+        host.session.model_changed.connect(self._on_session_model_changed)
         # The dock's memory line says what the session holds: a run or a pin changes it.
-        window.session.result_changed.connect(self._on_session_result_changed)
-        window.session.pins_changed.connect(self._on_session_result_changed)
+        host.session.result_changed.connect(self._on_session_result_changed)
+        host.session.pins_changed.connect(self._on_session_result_changed)
 
     # ------------------------------------------------------------------ state
     @property
@@ -255,7 +255,7 @@ class LiveController(QObject):
         """Nothing in flight, nothing waiting, and the last frame fully on screen (its display
         steps done)."""
         busy = self.coalescer.busy or self.coalescer.has_pending or self._inflight
-        return not busy and not self.window.display_pending()
+        return not busy and not self.host.display_pending()
 
     @property
     def max_fps(self) -> float:
@@ -269,7 +269,7 @@ class LiveController(QObject):
             raise ValueError("the memory budget must be positive")
         self.memory_budget = int(nbytes)
         # Ordinary runs (Run, Ctrl+R, re-runs after a tick) obey the same budget.
-        self.window.session.memory_budget = self.memory_budget
+        self.host.session.memory_budget = self.memory_budget
         self._emit_status()
 
     def status(self) -> LiveStatus:
@@ -278,7 +278,7 @@ class LiveController(QObject):
             frames=self.frames_shown,
             dropped=self.coalescer.dropped,
             last=self.last_timing,
-            held_bytes=self.window.session.held_bytes(),  # pinned results included
+            held_bytes=self.host.session.held_bytes(),  # pinned results included
             copy_bytes=self._replica.nbytes if self._replica is not None else 0,
             rss_bytes=rss_bytes(),
             budget_bytes=self.memory_budget,
@@ -302,18 +302,18 @@ class LiveController(QObject):
         self.message.emit("")
         if source is not None:
             self.request(0)
-        elif self.window.session.can_run():
+        elif self.host.session.can_run():
             # Back to the opened input: its own frame now (perturbed, or a plain run), never
             # the last frame of the sequence left in the maps.
             if self.perturbation.is_identity():
-                self.window.run()
+                self.host.run()
             else:
                 self.request(0)
         self._emit_status()
 
     def open_folder(self, folder: str | Path) -> bool:
         """Play the images of ``folder``; False (and a message) when it holds none."""
-        s = self.window.session
+        s = self.host.session
         try:
             source = ImageFolder(folder, s.model, s.loaded_model)
         except ValueError as exc:
@@ -325,7 +325,7 @@ class LiveController(QObject):
     def open_tensor_file(self, path: str | Path) -> bool:
         """Play the frames of a ``(T, C, H, W)`` tensor file; False (and a message) if not one."""
         try:
-            source = TensorFrames.from_file(path, self.window.session.model)
+            source = TensorFrames.from_file(path, self.host.session.model)
         except Exception as exc:  # noqa: BLE001 - InputError, ValueError: shown, not raised
             self.message.emit(f"Could not open {Path(path).name} as frames: {exc}")
             return False
@@ -338,7 +338,7 @@ class LiveController(QObject):
         if not ok:
             self.message.emit(why)
             return False
-        s = self.window.session
+        s = self.host.session
         try:
             cam = WebcamSource(s.model, s.loaded_model)
         except Exception as exc:  # noqa: BLE001 - a camera that fails to open is reported
@@ -358,7 +358,7 @@ class LiveController(QObject):
             self._webcam = None
 
     def _still_source(self) -> StillFrame | None:
-        inp = self.window.session.input
+        inp = self.host.session.input
         if inp is None:
             return None
         name = Path(inp.source).name if inp.source else "input"
@@ -488,7 +488,7 @@ class LiveController(QObject):
 
     def _visible_layers(self) -> set[str] | None:
         """Layers whose panel is on screen now (None: unknown, build every mosaic)."""
-        panels = self.window.layer_panels
+        panels = self.host.layer_panels
         if not panels:
             return None
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
@@ -565,7 +565,7 @@ class LiveController(QObject):
         return lane, (model if lane == 0 else rep.twin), None
 
     def _base_request(self) -> RunRequest | None:
-        s = self.window.session
+        s = self.host.session
         if s.model is None:
             self.message.emit("Open a model first.")
             return None
@@ -574,7 +574,7 @@ class LiveController(QObject):
 
     def _frame_problem(self, source: FrameSource) -> str:
         """Why frames of ``source`` cannot run on the model ("" when they can)."""
-        s = self.window.session
+        s = self.host.session
         if isinstance(source, StillFrame):
             return s.input_problem() if s.input is not None else ""
         return s.input_problem(source="frames")
@@ -600,7 +600,7 @@ class LiveController(QObject):
             self.message.emit(problem)
             return
         layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
-        result = self.window.result
+        result = self.host.result
         if result is not None:
             need = estimate_bytes(result.output_shapes, layers)
             if need is not None and need > self.memory_budget:
@@ -623,10 +623,10 @@ class LiveController(QObject):
             layers,
             result,
             # Panels showing concepts (not channels) keep their last channel mosaics.
-            visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
+            visible and {n for n in visible if not self.host.layer_panels[n].tile_unit()},
             capture_model,
             build,
-            max_pixels=_mosaic_budget(self.window.layer_panels, visible),
+            max_pixels=_mosaic_budget(self.host.layer_panels, visible),
         )
         spec.submitted = time.perf_counter()
         # Two lanes share the worker's threads; one lane has them all.
@@ -634,7 +634,7 @@ class LiveController(QObject):
         # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
         gen = self.worker.submit(job, supersede=not self._inflight, lane=lane, threads=threads)
         # The window shows the frame as a run's result first; a stream's, quietly.
-        self.window.show_run(gen, streamed=self.player.playing)
+        self.host.show_run(gen, streamed=self.player.playing)
         gen.on(
             staged=lambda: self._on_worker_staged(gen),
             finished=lambda result: self._on_worker_finished(gen, result),
@@ -662,10 +662,10 @@ class LiveController(QObject):
     ) -> Callable[[Callable[[], bool], Callable[[str], None]], Any]:
         from actviz.core.capture import CaptureCancelled, capture
 
-        selected = self.window.selected_layer
+        selected = self.host.selected_layer
         # With the Overview hidden, its panels wait for the tab (the window fills them when it
         # shows), so the frame's histogram and Grad-CAM map wait too: computed on first read.
-        overview = self.window.session.saliency_wanted
+        overview = self.host.session.saliency_wanted
         # Everything the job needs travels in a one-shot dict that is emptied when the job
         # starts (and by the controller when the frame is dropped before it ran): the
         # worker's thread pool keeps finished runnables, and so this closure, alive, and the
@@ -824,7 +824,7 @@ class LiveController(QObject):
         if spec.image is not None:
             # At once, not as a display step: a step is skipped when the next frame arrives
             # first, so while playing the preview would lag the frame counter.
-            self.window.show_input_image(spec.image, caption)
+            self.host.show_input_image(spec.image, caption)
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self.input_image_changed.emit(spec.image)
@@ -887,17 +887,17 @@ class LiveController(QObject):
         self._pump_timer.stop()
         self._stop_webcam()
         for sig, slot in (
-            (self.window.run_started, self._on_window_run_started),
-            (self.window.pinned_shown, self.pause),
+            (self.host.run_started, self._on_window_run_started),
+            (self.host.pinned_shown, self.pause),
         ):
             try:
                 sig.disconnect(slot)
             except (RuntimeError, TypeError):  # already gone with the window
                 pass
-        self.window.session.input_changed.disconnect(self._on_session_input_changed)
-        self.window.session.model_changed.disconnect(self._on_session_model_changed)
-        self.window.session.result_changed.disconnect(self._on_session_result_changed)
-        self.window.session.pins_changed.disconnect(self._on_session_result_changed)
+        self.host.session.input_changed.disconnect(self._on_session_input_changed)
+        self.host.session.model_changed.disconnect(self._on_session_model_changed)
+        self.host.session.result_changed.disconnect(self._on_session_result_changed)
+        self.host.session.pins_changed.disconnect(self._on_session_result_changed)
 
 
 def _mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
