@@ -27,7 +27,9 @@ __all__ = ["ModelCheck", "SessionFileError", "SessionState", "load", "save", "ve
 def _state_of(window_or_state: Any) -> SessionState:
     if isinstance(window_or_state, SessionState):
         return window_or_state
-    # The window (or anything holding a session) says what it shows as a SessionState.
+    # The window (or anything holding a session) says what it shows as a SessionState;
+    # actviz.explore()'s façade stands for its window.
+    window_or_state = getattr(window_or_state, "_window", window_or_state)
     owners = [
         window_or_state,
         getattr(window_or_state, "session", None),

@@ -87,6 +87,7 @@ def test_the_block_runs_as_written(script, qtbot, monkeypatch, tmp_path):
     if script.no_run:
         pytest.skip(f"marked no-run: {script.no_run}")
     from actviz.ui import explore as explore_module
+    from actviz.ui.window.script import window_of
 
     opened = []
     real_explore = explore_module.explore
@@ -94,7 +95,7 @@ def test_the_block_runs_as_written(script, qtbot, monkeypatch, tmp_path):
     def explore_and_return(*args, **kwargs):
         kwargs["block"] = False
         window = real_explore(*args, **kwargs)
-        qtbot.addWidget(window)
+        qtbot.addWidget(window_of(window))  # the façade's window
         opened.append(window)
         return window
 

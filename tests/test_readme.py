@@ -189,6 +189,7 @@ def test_readme_script_runs_as_written(qtbot, monkeypatch):
     import torch
 
     from actviz.ui import explore as explore_module
+    from actviz.ui.window.script import window_of
 
     (script,) = re.findall(r"```python\n(.*?)```", section(readme(), "From a script"), re.DOTALL)
     assert len(script.strip().splitlines()) <= 12
@@ -197,7 +198,7 @@ def test_readme_script_runs_as_written(qtbot, monkeypatch):
 
     def explore_and_return(*args, **kwargs):
         window = real_explore(*args, block=False, **kwargs)
-        qtbot.addWidget(window)
+        qtbot.addWidget(window_of(window))  # the façade's window
         opened.append(window)
 
     monkeypatch.setattr(explore_module, "explore", explore_and_return)

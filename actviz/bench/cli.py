@@ -115,7 +115,7 @@ def _capture(pairs: int, quick: bool, summary: dict) -> None:
     app = ensure_qt_app()
     window = MainWindow(settings=scratch_settings(), auto_run=False)
     window.show()
-    window.set_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)))
+    window.script.set_model(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)))
     app.processEvents()
     try:
         with_window = capture_bench.run(("resnet18",), pairs=pairs, size=224)

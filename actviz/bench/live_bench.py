@@ -76,8 +76,8 @@ class LiveRig:
         self.window = MainWindow(settings=scratch_settings(), auto_run=False)
         self.window.resize(1400, 900)
         self.window.show()
-        self.window.set_model(self.model, layers=self.layers)
-        self.window.set_input(self.frames[:1].clone())
+        self.window.script.set_model(self.model, layers=self.layers)
+        self.window.script.set_input(self.frames[:1].clone())
         self.live = self.window.features["live"].controller
         self.live.set_source(TensorFrames(self.frames, "bench"))
         self.live.set_speed(60.0)

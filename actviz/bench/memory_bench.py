@@ -56,7 +56,7 @@ def run(
             live.play()
         live.pause()
         rig.wait_idle(timeout_s)
-        held = rig.window.result.nbytes if rig.window.result is not None else 0
+        held = rig.window.session.result.nbytes if rig.window.session.result is not None else 0
     finally:
         rig.close()
     a, b = checkpoints

@@ -214,7 +214,7 @@ def _window_child(folder: Path) -> dict:
     window.resize(1280, 800)
     window.show()
     feature = window.features["atlas"]
-    window.show_tab(feature.view)
+    window.host.show_tab(feature.view)
     app.processEvents()
     started = time.perf_counter() - started
     wait_until(lambda: False, 0.3)  # the window's first layout and paint, before the clock

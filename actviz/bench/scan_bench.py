@@ -396,7 +396,7 @@ def window_lag(folder: Path, batch_size: int = 32) -> dict[str, dict[str, float]
     try:
         w.resize(1280, 720)
         w.show()
-        if not w.open_model_source("demo", wait=True):
+        if not w.files.open_model_source("demo", wait=True):
             raise RuntimeError("the demo model did not open")
         done: list[Any] = []
         w.features["dataset"].scans.scan_finished.connect(done.append)

@@ -155,7 +155,7 @@ def child_main(plugins: str | None = None) -> int:  # pragma: no cover - runs in
 
     window.run_finished.connect(lambda: QTimer.singleShot(0, painted))
     window.run_failed.connect(failed)
-    window.load_demo()
+    window.files.load_demo()
     window.show()
     QTimer.singleShot(120_000, lambda: failed("no result within 120 s"))
     return int(app.exec())

@@ -32,8 +32,8 @@ def measure(size: int = 64, repeats: int = 2, model: Any = None) -> dict[str, An
     window.resize(1280, 720)
     window.show()
     layers = leaf_names(model)
-    window.set_model(model, name="resnet18", layers=layers)
-    window.set_input(torch.randn(1, 3, size, size))
+    window.script.set_model(model, name="resnet18", layers=layers)
+    window.script.set_input(torch.randn(1, 3, size, size))
     blocks: dict[str, float] = {}
     shown: list[int] = []
     window.run_finished.connect(lambda: shown.append(1))
@@ -44,7 +44,7 @@ def measure(size: int = 64, repeats: int = 2, model: Any = None) -> dict[str, An
             # From the submit: the capture runs on the worker (the GUI thread idles), then
             # the result reaches the panels on the GUI thread, which is what is measured.
             probe.start()
-            window.run()
+            window.runs.run()
             # Every panel made and the on-screen ones filled (off-screen ones fill on scroll).
             wait_until(lambda: bool(shown) and not window.display.panels_pending(), 300)
             wait_until(lambda: False, 0.2)  # a last few timer ticks after the panels
@@ -53,7 +53,7 @@ def measure(size: int = 64, repeats: int = 2, model: Any = None) -> dict[str, An
             blocks[key] = probe.summary()["max_ms"]
         probe = LagProbe(5)
         probe.start()
-        window.show_tab(window.features["compare"].page)
+        window.host.show_tab(window.features["compare"].page)
         wait_until(lambda: False, 0.5)
         probe.stop()
         blocks["compare_tab"] = probe.summary()["max_ms"]

@@ -356,10 +356,10 @@ def page_ratio(
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cache-", dir=scratch_dir())
 
     try:
-        window.set_model(model, layers=[layer])
-        window.set_input(torch.rand(1, 3, size, size))
-        window.run()
-        window.wait_idle(120_000)
+        window.script.set_model(model, layers=[layer])
+        window.script.set_input(torch.rand(1, 3, size, size))
+        window.runs.run()
+        window.script.wait_idle(120_000)
         feature = window.features["visualize"]
         feature.section.steps_spin.setValue(steps)
         feature.section.size_spin.setValue(size)
@@ -368,7 +368,7 @@ def page_ratio(
             fresh_cache()
             t0 = time.perf_counter()
             for c in range(channels):
-                window.open_channel(layer, c)
+                window.display.open_channel(layer, c)
                 app.processEvents()
                 if not feature.synthesise():
                     raise RuntimeError(f"What it wants did not start for channel {c}")

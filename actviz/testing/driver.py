@@ -34,6 +34,7 @@ from actviz.testing.feature_drivers import (
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.panels.feature_map import LayerPanel
     from actviz.ui.window.main_window import MainWindow
+    from actviz.ui.window.script import Explorer
     from actviz.workspace.session_state import RunResult
 
 #: How long the driver waits for one run of a small model (ms): generous, for loaded CI machines.
@@ -117,11 +118,14 @@ class WindowDriver:
         checks each has no hook left when the test ends.
     """
 
-    def __init__(self, window: MainWindow, qtbot: Any = None) -> None:
+    def __init__(self, window: MainWindow | Explorer, qtbot: Any = None) -> None:
         if qtbot is None:
             from actviz.testing.bot import EventBot
 
             qtbot = EventBot()
+        from actviz.ui.window.script import window_of
+
+        window = window_of(window)  # actviz.explore()'s façade: its window
         self.window = window
         self.qtbot = qtbot
         #: Kept beside the window: its model is checked for hooks after the window is deleted.
@@ -133,22 +137,22 @@ class WindowDriver:
 
     # ------------------------------------------------------------------ model, input, layers
     def set_model(self, model: Any, layers: list[str] | None = None, **kwargs: Any) -> None:
-        """Show ``model`` (``window.set_model``); ``layers`` ticked (None: the defaults)."""
+        """Show ``model`` (``window.script.set_model``); ``layers`` ticked (None: the defaults)."""
         self.models.append(model)
-        self.window.set_model(model, layers=layers, **kwargs)
+        self.window.script.set_model(model, layers=layers, **kwargs)
 
     def set_input(self, value: Any, **kwargs: Any) -> None:
         """Use ``value`` (a tensor, or a tuple / dict of them) as the input."""
-        self.window.set_input(value, **kwargs)
+        self.window.script.set_input(value, **kwargs)
 
     def tick(self, *names: str | Sequence[str]) -> None:
         """Tick layers: ``tick("conv1", "fc")`` (a list of names also does); as
-        ``window.tick``. ``ValueError`` for a name the model lacks, with close matches."""
-        self.window.tick(*names)
+        ``window.script.tick``. ``ValueError`` for a name the model lacks, with close matches."""
+        self.window.script.tick(*names)
 
     def untick(self, *names: str | Sequence[str]) -> None:
         """Untick layers (as :meth:`tick`)."""
-        self.window.untick(*names)
+        self.window.script.tick(*names, ticked=False)
 
     # ------------------------------------------------------------------ runs
     @contextlib.contextmanager
@@ -160,7 +164,7 @@ class WindowDriver:
         with self.qtbot.waitSignal(self.window.run_finished, timeout=timeout_ms):
             yield
         if flush:
-            self.window.flush_panel_updates()
+            self.window.display.flush_panel_updates()
 
     def run_and_wait(
         self, timeout_ms: int = RUN_TIMEOUT_MS, flush: bool = True, *, start: bool = True
@@ -171,14 +175,14 @@ class WindowDriver:
         """
         with self.expect_run(timeout_ms, flush=flush):
             if start:
-                assert self.window.run() is not None, "the window could not start a run"
-        result = self.window.result
+                assert self.window.runs.run() is not None, "the window could not start a run"
+        result = self.window.session.result
         assert result is not None
         return result
 
     def wait_idle(self, timeout_ms: int = RUN_TIMEOUT_MS) -> bool:
         """Wait until nothing runs (run, load, export, a feature's job), no run is due and
-        every display step is done, then put the result on every panel (``window.wait_idle``).
+        every display step is done, then put the result on every panel (``window.script.wait_idle``).
 
         Returns
         -------
@@ -186,12 +190,12 @@ class WindowDriver:
             True when idle; False when ``timeout_ms`` passed first (``assert
             win.wait_idle()`` fails a test there).
         """
-        return self.window.wait_idle(timeout_ms)
+        return self.window.script.wait_idle(timeout_ms)
 
     # ------------------------------------------------------------------ reading
     def panel(self, layer: str) -> LayerPanel:
         """The layer panel of ``layer`` (KeyError naming the panels there are)."""
-        panels = self.window.layer_panels
+        panels = self.window.host.layer_panels
         if layer not in panels:
             raise KeyError(f"no panel for {layer!r}; the window shows {list(panels)}")
         return panels[layer]
@@ -213,7 +217,7 @@ class WindowDriver:
         result on the panels: a map layer's feature maps, a vector's units, a token layer's
         features; 1 for a single number."""
         self.panel(layer)  # KeyError naming the panels there are
-        result = self.window.result
+        result = self.window.session.result
         prepared = None if result is None else result.layers.get(layer)
         if prepared is None:
             raise ValueError(f"{layer!r} has no result on its panel yet (run first)")
@@ -231,7 +235,7 @@ class WindowDriver:
     def predictions(self) -> tuple[Prediction, ...]:
         """The model's top answers for the result shown (``RunResult.predictions``), best
         first; after what-if edits, the edited model's. Empty before a run."""
-        result = self.window.result
+        result = self.window.session.result
         if result is None:
             return ()
         return tuple(Prediction(int(i), str(label), float(p)) for i, label, p in result.predictions)
@@ -347,12 +351,16 @@ class WindowDriver:
             QCoreApplication.processEvents()
             self.qtbot.wait(1)
             shape = self._geometry()
-            if shape == last and not w.display_pending() and w.panel_updates_pending():
+            if (
+                shape == last
+                and not w.display.display_pending()
+                and w.display.panel_updates_pending()
+            ):
                 # Panels out of view wait to be scrolled to: put the result on them now.
-                w.flush_panel_updates()
+                w.display.flush_panel_updates()
                 last, still = None, 0
                 continue
-            pending = w.display_pending() or w.panel_updates_pending()
+            pending = w.display.display_pending() or w.display.panel_updates_pending()
             still = still + 1 if shape == last and not pending else 0
             if still >= 2:
                 return True
@@ -362,7 +370,7 @@ class WindowDriver:
     def _geometry(self) -> tuple:
         w = self.window
         widgets = [w, w.centre.layers_scroll.viewport(), *w.findChildren(QDockWidget)]
-        widgets += list(w.layer_panels.values())
+        widgets += list(w.host.layer_panels.values())
         return tuple((x.isVisible(), x.geometry().getRect()) for x in widgets)
 
     def open_dock(self, name: str) -> QDockWidget:

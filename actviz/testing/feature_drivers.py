@@ -105,7 +105,7 @@ class LiveDriver(FeatureDriver):
         with self.driver.expect_run(timeout_ms):
             dock.occlusion_check.setChecked(True)
         self.wait_idle(timeout_ms)
-        return self.driver.window.result
+        return self.driver.window.session.result
 
     def status_text(self) -> str:
         """The live rate in the status bar ("12.0 fps", "live paused", or empty)."""

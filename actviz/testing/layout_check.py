@@ -433,7 +433,8 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
     from actviz.ui.panels.feature_map import LayerPanel
 
     out = []
-    panels: dict[str, Any] = getattr(window, "layer_panels", {}) or {}
+    host = getattr(window, "host", None)  # the explorer window's: its layer panels
+    panels: dict[str, Any] = (host.layer_panels if host is not None else {}) or {}
     for name, panel in panels.items():
         if not isinstance(panel, LayerPanel) or not _showing(panel):
             continue

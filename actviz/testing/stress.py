@@ -123,7 +123,7 @@ def demo_model() -> ModelSetup:
     """The bundled demo model and its first sample image, opened as File > Demo does."""
 
     def open_demo(window: Any) -> None:
-        assert window.load_demo(), "the demo could not be opened"
+        assert window.files.load_demo(), "the demo could not be opened"
 
     return ModelSetup("demo", open_demo)
 
@@ -132,15 +132,17 @@ def module_model(
     name: str, model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None = None
 ) -> ModelSetup:
     """An in-memory model (e.g. a random-init ``torchvision.models.resnet18()``) and its input,
-    shown as a script does (``window.set_model`` / ``set_input``).
+    shown as a script does (``window.script.set_model`` / ``set_input``).
 
     The same model object is shown in every window the driver opens, so a hook left by one
     window is found by the next check.
     """
 
     def open_module(window: Any) -> None:
-        window.set_model(model, name=name, layers=list(layers) if layers is not None else None)
-        window.set_input(inputs)
+        window.script.set_model(
+            model, name=name, layers=list(layers) if layers is not None else None
+        )
+        window.script.set_input(inputs)
 
     return ModelSetup(name, open_module, tuple(layers) if layers is not None else None)
 
@@ -449,8 +451,8 @@ class StressDriver(UserActions):
         self.setup.open(window)
         self._wait(lambda: window.session.model is not None and not window.is_loading())
         window.features["dataset"].scans.num_workers = 0  # no loader processes for 8 images
-        if window.result is None and window.session.can_run():
-            window.run()
+        if window.session.result is None and window.session.can_run():
+            window.runs.run()
         self.settle()
 
     def close_window(self) -> None:
@@ -503,7 +505,7 @@ class StressDriver(UserActions):
             w.is_busy()
             or w.is_loading()
             or w.runs.is_due()
-            or w.display_pending()
+            or w.display.display_pending()
             or any(f.is_busy() for f in w.features.values())
         )
 
@@ -521,7 +523,7 @@ class StressDriver(UserActions):
                 ok = self._wait(self._idle, IDLE_TIMEOUT_S)
         else:
             ok = self._wait(self._idle, timeout_s)
-        _untimed(self.probe, self.window.flush_panel_updates)
+        _untimed(self.probe, self.window.display.flush_panel_updates)
         if not ok and timeout_s is None:
             self.note_stuck("the window did not become idle")
         return ok

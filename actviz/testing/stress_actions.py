@@ -123,7 +123,7 @@ class UserActions:
     def _maps(self) -> list[str]:
         """Layers whose panel shows a mosaic of tiles now."""
         out = []
-        for name, panel in self.window.layer_panels.items():
+        for name, panel in self.window.host.layer_panels.items():
             slot = panel.activation_slot
             view = slot.view
             if view is not None and view.kind == "maps" and slot.mosaic is not None:
@@ -136,7 +136,7 @@ class UserActions:
         name = choose(p, "layer", self._maps(), 0)
         if name is None:
             return None
-        panel = self.window.layer_panels[name]
+        panel = self.window.host.layer_panels[name]
         slot = panel.activation_slot
         mosaic, canvas = slot.mosaic, slot.image_canvas
         channel = choose(p, "channel", [int(c) for c in mosaic.tile_channels], 1)

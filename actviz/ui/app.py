@@ -93,15 +93,15 @@ def _run(
         and sessions.can_offer_restore()
     ):
         # Asked over the window once it is on screen; declined, the demo opens as usual.
-        QTimer.singleShot(0, lambda: sessions.offer_restore() or window.load_demo())
+        QTimer.singleShot(0, lambda: sessions.offer_restore() or window.files.load_demo())
     elif model is None:
-        window.load_demo()
+        window.files.load_demo()
     else:
-        window.open_model_source(model, arch=arch, trust=trust)
+        window.files.open_model_source(model, arch=arch, trust=trust)
     if session is None and input is not None:
-        window.open_input_source(input)  # replaces the demo's own sample
+        window.files.open_input_source(input)  # replaces the demo's own sample
     elif session is None and model is not None:
-        window.open_default_input()
+        window.files.open_default_input()
     if os.environ.get(EXIT_AFTER_SHOW_ENV) == "1":
         _exit_after_first_result(app, window)
     window.show()
@@ -119,10 +119,10 @@ def _exit_after_first_result(app: QCoreApplication, window: MainWindow) -> None:
         if ended:
             return
         ended.append(0)
-        window.flush_panel_updates()
+        window.display.flush_panel_updates()
         window.repaint()  # synchronous: the panels are drawn before the loop ends
         print(
-            f"actviz: painted {len(window.layer_panels)} layer panels; exiting ({EXIT_AFTER_SHOW_ENV}=1)"
+            f"actviz: painted {len(window.host.layer_panels)} layer panels; exiting ({EXIT_AFTER_SHOW_ENV}=1)"
         )
         app.exit(0)
 

@@ -13,6 +13,7 @@ from PySide6.QtCore import QEventLoop, QSettings
 from PySide6.QtWidgets import QApplication
 
 from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.script import Explorer
 from actviz.ui.window.settings import AppSettings, ensure_app_identity, user_settings
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def explore(
     block: bool = True,
     categories: Sequence[str] | None = None,
     settings: AppSettings | QSettings | bool | None = None,
-) -> MainWindow | None:
+) -> Explorer | None:
     """Open the actviz explorer on ``model``.
 
     Parameters
@@ -64,8 +65,10 @@ def explore(
 
     Returns
     -------
-    MainWindow or None
-        The window when ``block`` is False; None after a blocking call returns.
+    Explorer or None
+        The window's script façade (:class:`~actviz.ui.window.script.Explorer`: ``session``,
+        ``result``, ``run``, ``tick``, ``set_model``, ``set_input``, ``panel``, ``wait_idle``,
+        ``close``) when ``block`` is False; None after a blocking call returns.
 
     Raises
     ------
@@ -88,10 +91,10 @@ def explore(
         window._explore_scratch = scratch  # type: ignore[attr-defined]
     try:
         if isinstance(model, nn.Module):
-            window.set_model(model, categories=categories, layers=layers)
+            window.script.set_model(model, categories=categories, layers=layers)
         else:
             # Scripts expect the model to be there on return: wait for the background load.
-            if not window.open_model_source(os.fspath(model), wait=True):
+            if not window.files.open_model_source(os.fspath(model), wait=True):
                 raise ValueError(
                     window.centre.banner.texts()[-1] if window.centre.banner.texts() else model
                 )
@@ -108,11 +111,11 @@ def explore(
     window.show()
     window.raise_()
     if window.session.can_run():
-        window.run()
+        window.runs.run()
     if not block:
         _OPEN_WINDOWS.append(window)
         window.closed.connect(lambda: _forget(window))
-        return window
+        return window.script
     # A local loop ends with this window (not with the last window of the app) and also works
     # when an application event loop is already running (IPython's %gui qt).
     loop = QEventLoop()
@@ -141,11 +144,11 @@ def _set_inputs(window: MainWindow, inputs: Any) -> None:
     import torch
 
     if isinstance(inputs, (str, os.PathLike)):
-        if not window.open_input_source(os.fspath(inputs), remember=False, wait=True):
+        if not window.files.open_input_source(os.fspath(inputs), remember=False, wait=True):
             raise ValueError(window.centre.banner.texts()[-1])
         return
     if isinstance(inputs, torch.Tensor) or isinstance(inputs, (tuple, list, dict)):
-        window.set_input(inputs)
+        window.script.set_input(inputs)
         return
     # numpy arrays, PIL images: let open_input adapt them to the model.
     from actviz.io.input_files import open_input

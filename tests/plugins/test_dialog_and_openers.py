@@ -21,7 +21,7 @@ def test_help_plugins_lists_them_and_a_tick_is_kept(
     install_plugin("broken-dialog", {"broken": "broken_dialog:plugin"}, src)
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     win = actviz_window(plugins="installed", settings=settings)
-    menu = win.window.menu("Help")
+    menu = win.window.host.menu("Help")
     action = next(a for a in menu.actions() if a.text() == "Plugins…")
     action.trigger()
     dialog = win.window.plugins.dialog
@@ -69,9 +69,9 @@ def test_a_model_opener_that_unpickles_asks_first(actviz_window, tmp_path):
         return answers.pop(0)
 
     win = actviz_window(plugins=[Plugin("lab", contributions=[opener])], confirm_untrusted=confirm)
-    assert not win.window.open_model_source(str(path), wait=True)
+    assert not win.window.files.open_model_source(str(path), wait=True)
     assert calls == [] and "net.lab" in asked[0]  # refused: never unpickled
-    assert win.window.open_model_source(str(path), wait=True)
+    assert win.window.files.open_model_source(str(path), wait=True)
     assert calls == [True]
     assert type(win.window.session.model).__name__ == "TinyConvNet"
     assert win.window.session.model_name == "net.lab (lab)"

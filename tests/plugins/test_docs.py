@@ -57,7 +57,7 @@ def test_the_walkthrough_gives_a_working_view(actviz_window, install_plugin, tmp
     assert "energy" not in [v for _, v in win.window.plugins.views_for("2")]  # Flatten: bars
     pixmap = dock.widget_of_view.pixmap()
     assert (pixmap.width(), pixmap.height()) == (24 * 5, 24)
-    assert win.window.export_all(tmp_path / "out", wait=True)
+    assert win.window.exports.export_all(tmp_path / "out", wait=True)
     assert (tmp_path / "out" / "0_energy.png").is_file()
     # The doc's own test, with this fixture.
     importlib.import_module("test_energy").test_energy_view(actviz_window)

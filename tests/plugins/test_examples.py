@@ -62,15 +62,15 @@ def test_the_correlation_view_is_painted_for_a_ticked_layer_and_exported(
             c = image.pixelColor(widget.cell_center(i, j))
             assert (c.red(), c.green(), c.blue()) == tuple(expected[i, j]), (i, j)
     # The view follows the session's colour map.
-    win.window.set_view_settings(colormap="viridis")
+    win.window.host.set_view_settings(colormap="viridis")
     win.wait_idle()
     assert dock.last_data.colormap == "viridis"
     np.testing.assert_array_equal(np.asarray(widget._pixels), expected_pixels(maps, "viridis"))
     # File > Export writes it beside the panels' pictures.
     out = tmp_path / "export"
-    assert win.window.export_all(out, wait=True)
+    assert win.window.exports.export_all(out, wait=True)
     png = out / "conv1_correlation.png"
-    assert png in win.window.last_export
+    assert png in win.window.exports.last_export
     written = np.asarray(Image.open(png).convert("RGB"))
     scale = written.shape[0] // 6
     np.testing.assert_array_equal(
@@ -122,14 +122,14 @@ def test_a_wav_opens_in_the_window_and_runs_through_an_audio_model(
     samples = write_tone(wav)
     model = TinyAudioNet().eval()
     win = actviz_window(model, None, ["conv1", "conv2"], plugins="installed")
-    assert win.window.open_input_source(str(wav), wait=True)
+    assert win.window.files.open_input_source(str(wav), wait=True)
     inp = win.window.session.input
     assert inp.source == str(wav)  # a session keeps the file's path
     np.testing.assert_allclose(inp.value.numpy(), samples[None], atol=1e-6)
     caption = win.window.model_dock.input_preview.caption_label.text()
     assert "tone.wav: mono, 8000 Hz, 0.50 s, 16-bit -> 1x4000" in caption
     win.run_and_wait()
-    layer = win.window.result.layers["conv1"]
+    layer = win.window.session.result.layers["conv1"]
     assert layer.shape == (1, 4, (samples.size - 9) // 4 + 1)
     with torch.no_grad():
         direct = model.conv1(torch.from_numpy(samples)[None, None])[0].numpy()
@@ -180,9 +180,9 @@ def test_a_session_keeps_the_wav_by_its_path_and_reopens_the_same_run(
     samples = write_tone(wav, seconds=0.25)
     model = TinyAudioNet().eval()
     win = actviz_window(model, None, ["conv1"], plugins="installed")
-    assert win.window.open_input_source(str(wav), wait=True)
+    assert win.window.files.open_input_source(str(wav), wait=True)
     win.run_and_wait()
-    first = win.window.result.layers["conv1"].view.data.copy()
+    first = win.window.session.result.layers["conv1"].view.data.copy()
     path = tmp_path / "audio.actviz"
     win.sessions.save(path)
     win.close()
@@ -196,7 +196,7 @@ def test_a_session_keeps_the_wav_by_its_path_and_reopens_the_same_run(
     assert inp.source == str(wav) and "tone.wav: mono, 8000 Hz, 0.25 s" in inp.description
     np.testing.assert_array_equal(inp.value.numpy(), samples[None])
     other.run_and_wait()
-    np.testing.assert_array_equal(other.window.result.layers["conv1"].view.data, first)
+    np.testing.assert_array_equal(other.window.session.result.layers["conv1"].view.data, first)
 
 
 def test_a_session_opens_the_plugin_views_again(actviz_window, installed_examples, tmp_path):

@@ -33,9 +33,9 @@ def banner_about(win, name: str) -> list[str]:
 
 def assert_keeps_working(win) -> None:
     """A run still reaches the panels, and the example plugin beside the broken one works."""
-    before = win.window.result
+    before = win.window.session.result
     win.run_and_wait()
-    assert win.window.result is not before and "conv1" in win.window.result.layers
+    assert win.window.session.result is not before and "conv1" in win.window.session.result.layers
     dock = win.window.plugins.open_view("conv1", "correlation")
     assert dock is not None and dock.last_data.matrix.shape == (6, 6)
 

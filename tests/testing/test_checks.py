@@ -102,7 +102,7 @@ def test_the_driver_ticks_runs_and_reads_what_the_panels_paint(actviz_window):
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     win = actviz_window(model, x, ["conv1"])
     result = win.run_and_wait()
-    assert list(win.window.layer_panels) == ["conv1"] and win.status_text()
+    assert list(win.window.host.layer_panels) == ["conv1"] and win.status_text()
     win.tick("conv2", "fc")
     result = win.run_and_wait()
     assert list(result.layers) == LAYERS
@@ -131,8 +131,8 @@ def test_the_driver_ablates_from_the_tile_menu_and_opens_docks(actviz_window):
     with win.expect_run():
         action = win.context_action("conv2", 1, "Ablate")
     assert action.text() == "Ablate ch 1"
-    assert not np.abs(win.window.result.layers["conv2"].view.data[1]).any()
-    assert win.window.result.layers["conv2"].view.data[0].any()
+    assert not np.abs(win.window.session.result.layers["conv2"].view.data[1]).any()
+    assert win.window.session.result.layers["conv2"].view.data[0].any()
     whatif = win.feature("whatif")
     assert whatif.dock.isVisible()
     dock = win.open_dock("Model")

@@ -21,35 +21,38 @@ def test_tick_takes_names_or_a_list_on_the_driver_and_the_window(actviz_window, 
     assert set(win.session.ticked) >= {"conv1", "conv2", "fc"}
     win.untick(*args)
     assert not {"conv2", "fc"} & set(win.session.ticked)
-    win.window.tick(*args)
+    win.window.script.tick(*args)
     assert set(win.session.ticked) >= {"conv2", "fc"}
-    win.window.untick(*args)
+    win.window.script.tick(*args, ticked=False)  # untick() is deprecated on the façade
     assert win.session.ticked == ["conv1"]
 
 
 @pytest.mark.parametrize("who", ["driver", "window"])
 def test_an_unknown_layer_name_raises_with_close_matches(actviz_window, who):
     win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"])
-    target = win if who == "driver" else win.window
+    target = win if who == "driver" else win.window.script
     with pytest.raises(ValueError, match=r"'conv3'.*did you mean 'conv\d', 'conv\d'"):
         target.tick("conv3")
     with pytest.raises(ValueError, match="'fcc'.*'fc'"):
-        target.untick(["conv1", "fcc"])
+        if who == "driver":
+            target.untick(["conv1", "fcc"])
+        else:
+            target.tick(["conv1", "fcc"], ticked=False)
     # Nothing changed: the check comes before any tick.
     assert win.session.ticked == ["conv1"]
     with pytest.raises(TypeError, match="untick"):
-        win.window.tick(["conv1"], False)  # the old (names, ticked) form says what to use
+        win.window.script.tick(["conv1"], False)  # the old (names, ticked) form says what to use
 
 
 def test_wait_idle_answers_on_the_driver_and_the_window(actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), ["conv1"], auto_run=True, debounce_ms=400)
-    win.window.schedule_run()
+    win.window.runs.schedule_run()
     # A run is due: no time to wait gives False on both, then both wait for it and say True.
-    assert win.window.wait_idle(0) is False
+    assert win.window.script.wait_idle(0) is False
     assert win.wait_idle(0) is False
     assert win.wait_idle() is True
-    assert win.window.wait_idle() is True
-    assert win.window.result is not None
+    assert win.window.script.wait_idle() is True
+    assert win.window.session.result is not None
 
 
 def test_channels_counts_what_each_panel_pages_through(actviz_window):

@@ -52,7 +52,7 @@ def test_the_live_driver_plays_a_clip_and_reads_out_paused(actviz_window):
     win.live.wait_frames(1)
     win.live.wait_idle()
     assert live.frames_shown >= 1
-    shown = win.window.result.capture.inputs
+    shown = win.window.session.result.capture.inputs
     assert any(torch.equal(shown, clip[i : i + 1]) for i in range(3))
     live.pause()
     win.live.wait_idle()
@@ -66,7 +66,7 @@ def test_the_compare_driver_compares_with_an_input_and_paints_the_differences(ac
     win.run_and_wait()
     view = win.compare.compare_with_input("random:1x3x16x16:5")
     model = win.session.model
-    cap_a = win.window.result.capture
+    cap_a = win.window.session.result.capture
     cap_b = capture(model, open_input("random:1x3x16x16:5", model=model).value, LAYERS)
     assert view.chart.names == LAYERS
     assert win.compare.show_page() is win.window.centre.tabs.currentWidget()

@@ -20,6 +20,7 @@ from actviz.ui import explore as explore_module
 from actviz.ui.app import run_app
 from actviz.ui.window.dialogs import ModelSpec, OpenModelDialog
 from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.script import Explorer, MovedWarning, window_of
 from actviz.ui.window.settings import AppSettings, split_recent_model
 
 _OPENED: list[MainWindow] = []
@@ -70,21 +71,50 @@ def _conv_classifier() -> nn.Module:
 def test_explore_non_blocking_returns_a_running_window(qtbot):
     model = _conv_classifier()
     x = torch.randn(1, 3, 12, 12)
-    window = actviz.explore(model, x, layers=["0", "4"], block=False, categories=["a", "b", "c"])
+    shown = actviz.explore(model, x, layers=["0", "4"], block=False, categories=["a", "b", "c"])
+    window = window_of(shown)
     qtbot.addWidget(window)
-    assert isinstance(window, MainWindow)
+    assert isinstance(shown, Explorer) and isinstance(window, MainWindow)
     assert window.isVisible()
     assert "actviz" in window.windowTitle()
     assert window in explore_module._OPEN_WINDOWS
-    qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
-    assert list(window.layer_panels) == ["0", "4"]
-    assert window.result.layers["0"].view.data.shape == (4, 12, 12)
+    qtbot.waitUntil(lambda: shown.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert list(window.host.layer_panels) == ["0", "4"]
+    assert shown.result.layers["0"].view.data.shape == (4, 12, 12)
     predictions = window.centre.prediction_panel.predictions()
     assert {label for _, label, _ in predictions} == {"a", "b", "c"}
-    window.close()
+    shown.close()
     assert window not in explore_module._OPEN_WINDOWS
     for module in model.modules():
         assert not module._forward_hooks and not module._forward_pre_hooks
+
+
+def test_explore_returns_a_small_facade_and_the_window_s_other_names_warn(qtbot):
+    model = _conv_classifier()
+    x = torch.randn(1, 3, 8, 8)
+    shown = actviz.explore(model, x, layers=["0"], block=False)
+    window = window_of(shown)
+    qtbot.addWidget(window)
+    public = {n for n in dir(Explorer) if not n.startswith("_")}
+    assert public == {
+        "session", "result", "run", "tick", "untick", "set_model", "set_input", "panel",
+        "wait_idle", "close",
+    }  # fmt: skip
+    assert shown.wait_idle(RUN_TIMEOUT_MS)
+    assert shown.session is window.session and shown.result is window.session.result
+    assert shown.panel("0") is window.host.layer_panels["0"]
+    shown.tick("4")
+    assert shown.wait_idle(RUN_TIMEOUT_MS) and list(shown.result.layers) == ["0", "4"]
+    with pytest.warns(MovedWarning, match="ticked=False"):
+        shown.untick("4")  # the documented name, for one release
+    assert shown.wait_idle(RUN_TIMEOUT_MS) and list(shown.result.layers) == ["0"]
+    with pytest.warns(MovedWarning, match="'commands' is the window's"):
+        assert shown.commands is window.commands  # what explore() returned before: the window
+    with pytest.warns(MovedWarning, match="use window.files.open_input_source"):
+        assert window.open_input_source == window.files.open_input_source
+    with pytest.raises(AttributeError):
+        window.no_such_name  # noqa: B018
+    assert shown.close() and not window.isVisible()
 
 
 def test_explore_checks_layer_names(qtbot):
@@ -94,12 +124,13 @@ def test_explore_checks_layer_names(qtbot):
 
 
 def test_explore_without_inputs_waits_for_one(qtbot):
-    window = actviz.explore(_conv_classifier(), block=False)
+    shown = actviz.explore(_conv_classifier(), block=False)
+    window = window_of(shown)
     qtbot.addWidget(window)
     assert window.session.input is None
-    assert window.result is None
+    assert shown.result is None
     assert not window.commands.run_action.isEnabled()
-    assert window.run() is None
+    assert shown.run() is None
     assert any("input" in t for t in window.centre.banner.texts())
 
 
@@ -107,13 +138,14 @@ def test_explore_with_an_image_path(qtbot, tmp_path):
     path = tmp_path / "star.png"
     generate_image("star", np.random.default_rng(0)).save(path)
     torch.manual_seed(0)
-    window = actviz.explore(
+    shown = actviz.explore(
         build_demo_model().eval(), str(path), block=False, categories=DEMO_CLASSES
     )
+    window = window_of(shown)
     qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
-    assert window.result.image.shape == (64, 64, 3)
-    assert window.result.layers["features.block1"].view.data.shape == (16, 64, 64)
+    qtbot.waitUntil(lambda: shown.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert shown.result.image.shape == (64, 64, 3)
+    assert shown.result.layers["features.block1"].view.data.shape == (16, 64, 64)
 
 
 def test_explore_blocks_until_the_window_closes(qtbot):
@@ -138,7 +170,8 @@ def test_explore_gives_the_process_its_switch_interval_back(qtbot):
     from actviz.ui.worker import GIL_SWITCH_INTERVAL_S
 
     sys.setswitchinterval(0.005)  # CPython's default; the autouse fixture restores the real one
-    window = actviz.explore(_conv_classifier(), torch.randn(1, 3, 8, 8), block=False)
+    shown = actviz.explore(_conv_classifier(), torch.randn(1, 3, 8, 8), block=False)
+    window = window_of(shown)
     qtbot.addWidget(window)
     assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_INTERVAL_S)
     window.close()
@@ -172,7 +205,7 @@ def _close_when(ready, seen, timeout_s: float = 30.0):
                 QTimer.singleShot(50, check)
                 return
             seen.append(
-                (window.windowTitle(), window.centre.banner.texts(), list(window.layer_panels),
+                (window.windowTitle(), window.centre.banner.texts(), list(window.host.layer_panels),
                  window.session.input.source if window.session.input else None)
             )  # fmt: skip
             window.close()
@@ -187,7 +220,7 @@ def test_run_app_opens_a_model_in_the_background_and_returns_the_exit_code(qtbot
     torch.jit.script(_conv_classifier()).save(str(path))
     seen = []
     # The input waits for the model; the automatic run follows once both are in.
-    _close_when(lambda w: w.result is not None, seen)
+    _close_when(lambda w: w.session.result is not None, seen)
     assert run_app(model=str(path), input="random:1x3x8x8") == 0
     ((title, banner, _, source),) = seen
     assert "actviz" in title and "scripted" in title
@@ -209,7 +242,7 @@ def test_run_app_keeps_pythons_collector_off_clicks_in_its_own_process_only(qtbo
     from actviz.ui.window import memory
 
     seen, frozen = [], []
-    _close_when(lambda w: frozen.append(w.memory.freezes) or w.result is not None, seen)
+    _close_when(lambda w: frozen.append(w.memory.freezes) or w.session.result is not None, seen)
     assert run_app() == 0
     assert frozen and all(frozen)  # the app's window collects when idle and freezes the rest
     assert memory._FREEZE == [False] and gc.get_freeze_count() == 0  # put back at the end
@@ -218,7 +251,7 @@ def test_run_app_keeps_pythons_collector_off_clicks_in_its_own_process_only(qtbo
 @pytest.mark.usefixtures("demo_resources")
 def test_run_app_without_arguments_opens_the_demo_already_run(qtbot):
     seen = []
-    _close_when(lambda w: w.result is not None, seen)
+    _close_when(lambda w: w.session.result is not None, seen)
     assert run_app() == 0
     title, _, panels, source = seen[0]
     assert "actviz" in title and len(panels) == 5
@@ -230,20 +263,23 @@ def test_run_app_demo_with_an_input_uses_that_input(qtbot, tmp_path):
     path = tmp_path / "ring.png"
     generate_image("ring", np.random.default_rng(3)).save(path)
     seen = []
-    _close_when(lambda w: w.result is not None and w.session.input.source == str(path), seen)
+    _close_when(
+        lambda w: w.session.result is not None and w.session.input.source == str(path), seen
+    )
     assert run_app(input=str(path)) == 0
     assert seen[0][3] == str(path)
 
 
 def test_explore_a_model_by_name_waits_for_the_background_load(qtbot):
-    window = actviz.explore("resnet18", "random:1x3x32x32", layers=["layer1"], block=False)
+    shown = actviz.explore("resnet18", "random:1x3x32x32", layers=["layer1"], block=False)
+    window = window_of(shown)
     qtbot.addWidget(window)
     # On return the model and input are there (explore waited for both loads).
     assert type(window.session.model).__name__ == "ResNet"
     assert tuple(window.session.input.value.shape) == (1, 3, 32, 32)
     assert window.session.ticked == ["layer1"]
-    qtbot.waitUntil(lambda: window.result is not None, timeout=RUN_TIMEOUT_MS)
-    assert list(window.layer_panels) == ["layer1"]
+    qtbot.waitUntil(lambda: shown.result is not None, timeout=RUN_TIMEOUT_MS)
+    assert list(window.host.layer_panels) == ["layer1"]
     window.close()
 
 
@@ -358,11 +394,12 @@ def test_explore_writes_no_settings_unless_asked(qtbot):
     written = _config_files()
     assert written and all(f.startswith("actviz") for f in written)
     before = {f: (Path(os.environ["XDG_CONFIG_HOME"]) / f).read_bytes() for f in written}
-    window = actviz.explore(model, x, layers=["0"], block=False)
+    shown = actviz.explore(model, x, layers=["0"], block=False)
+    window = window_of(shown)
     qtbot.addWidget(window)
-    assert window.colormap == "gray"
-    assert window.wait_idle()
-    window.set_view_settings(colormap="magma", normalize="shared")
+    assert window.commands.colormap == "gray"
+    assert shown.wait_idle()
+    window.host.set_view_settings(colormap="magma", normalize="shared")
     assert window.settings.colormap == "magma"
     window.resize(700, 500)
     window.close()
@@ -371,9 +408,10 @@ def test_explore_writes_no_settings_unless_asked(qtbot):
     assert after == before
     assert not list(Path(os.environ["TMPDIR"]).glob("actviz-explore-*"))  # its own file too
     # Asked for, the user's settings are the window's, as in the app.
-    window = actviz.explore(model, x, layers=["0"], block=False, settings=True)
+    shown = actviz.explore(model, x, layers=["0"], block=False, settings=True)
+    window = window_of(shown)
     qtbot.addWidget(window)
-    window.set_view_settings(colormap="magma")
+    window.host.set_view_settings(colormap="magma")
     window.close()
     assert AppSettings().colormap == "magma"
 

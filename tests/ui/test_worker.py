@@ -486,7 +486,7 @@ def test_closed_windows_leave_no_runner_signals_or_thread_pool_alive(qtbot, actv
         window = win.window
         for _ in range(50):
             win.run_and_wait(flush=False)
-        window.flush_panel_updates()
+        window.display.flush_panel_updates()
         _flush_deletes()
         # While the window is open: only the jobs of the last moments may still be pending,
         # and each worker has one object its runners report through, not one per job.

@@ -75,7 +75,7 @@ class CompareController(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost, view: CompareView | None = None) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.window = host
+        self.host = host
         self.session = host.session
         self.worker = host.worker
         self.view = view or CompareView()
@@ -157,7 +157,7 @@ class CompareController(FeatureBase, QObject):
         pins = list(self.session.pins)
         if pin not in pins:
             return False
-        self.window.show_tab(self.page)
+        self.host.show_tab(self.page)
         self.view.set_source(PIN)
         self._refresh_pins(current=pins.index(pin))
         return self.compare()
@@ -201,7 +201,7 @@ class CompareController(FeatureBase, QObject):
 
     def go_to_layer(self, name: str) -> bool:
         """Show layer ``name``'s panel in the Layers tab, selected (a chart point's click)."""
-        panels = self.window.layer_panels
+        panels = self.host.layer_panels
         if name not in panels:
             self.view.set_message(
                 f"{name or '(model)'} has no panel in the Layers tab: tick it in the module "
@@ -209,8 +209,8 @@ class CompareController(FeatureBase, QObject):
                 error=True,
             )
             return False
-        self.window.show_tab(None)
-        self.window.select_layer(name)
+        self.host.show_tab(None)
+        self.host.select_layer(name)
         # Once the tab is laid out, bring the panel into view for sure (a timer of this
         # feature's: a single shot's function would outlive the window it closes over).
         self._to_reveal = name
@@ -220,16 +220,16 @@ class CompareController(FeatureBase, QObject):
     def open_channel(self, name: str, channel: int) -> bool:
         """Open channel ``channel`` of run A's layer ``name`` large in the Layers tab (a
         difference tile's click)."""
-        if name not in self.window.layer_panels:
+        if name not in self.host.layer_panels:
             return self.go_to_layer(name)
-        self.window.show_tab(None)
-        return bool(self.window.open_channel(name, channel))
+        self.host.show_tab(None)
+        return bool(self.host.open_channel(name, channel))
 
     def browse_input(self) -> str:
         """Pick input B with a file dialog (the window's image and tensor filters)."""
-        recent = self.window.settings.recent_inputs()
+        recent = self.host.settings.recent_inputs()
         path, _ = QFileDialog.getOpenFileName(
-            self.window.dialog_parent(),
+            self.host.dialog_parent(),
             "Open input B",
             start_folder(recent[0] if recent else None),
             ";;".join([IMAGE_FILTER, TENSOR_FILTER, "All files (*)"]),
@@ -317,7 +317,7 @@ class CompareController(FeatureBase, QObject):
             v.source,
             pin_index=v.pin_combo.currentIndex(),
             input_text=v.input_combo.currentText().strip(),
-            input_loader=self.window.input_loader,
+            input_loader=self.host.input_loader,
             model_b=self.model_b,
             pages=painter.pages,
             page_sizes=painter.page_sizes,
@@ -378,7 +378,7 @@ class CompareController(FeatureBase, QObject):
         v.set_message(describe_outcome(outcome, self._label_b))
 
     def _on_tab_changed(self, _widget: object) -> None:
-        if self.window.current_tab() is self.page:
+        if self.host.current_tab() is self.page:
             self.painter.tab_shown()
 
     def diff_panels_pending(self) -> bool:
@@ -403,7 +403,7 @@ class CompareController(FeatureBase, QObject):
 
     def _reveal(self, name: str) -> None:
         if not self._closed:
-            self.window.reveal_panel(name)
+            self.host.reveal_panel(name)
 
     # ========================================================================== choices
     def _on_view_source_changed(self, source: str) -> None:
@@ -417,8 +417,8 @@ class CompareController(FeatureBase, QObject):
 
     def _refresh_input_choices(self) -> None:
         choices: list[str] = []
-        choices += [str(p) for p in self.window.sample_inputs()]
-        choices += [r for r in self.window.settings.recent_inputs() if r not in choices]
+        choices += [str(p) for p in self.host.sample_inputs()]
+        choices += [r for r in self.host.settings.recent_inputs() if r not in choices]
         inp = self.session.input
         value = inp.value if inp is not None else None
         shape = getattr(value, "shape", None)

@@ -18,23 +18,23 @@ class ChannelOpening:
     """Opens channels of the dataset feature's scans (``scans``); the ``dock`` says when
     one has no maps to open large."""
 
-    def __init__(self, window: Any, scans: Any, dock: Any) -> None:
-        self.window = window
-        self.session = window.session
+    def __init__(self, host: Any, scans: Any, dock: Any) -> None:
+        self.host = host
+        self.session = host.session
         self.scans = scans
         self.dock = dock
         #: (layer, channel) to open once the run that captures its layer finished.
         self.pending: tuple[str, int] | None = None
         #: A channel's top image is being opened as the input, to run and open the channel.
         self.awaiting_input = False
-        window.run_finished.connect(self._on_run_finished)
-        window.input_loaded.connect(self._on_input_loaded)
-        window.input_load_failed.connect(self._on_input_load_failed)
+        host.run_finished.connect(self._on_run_finished)
+        host.input_loaded.connect(self._on_input_loaded)
+        host.input_load_failed.connect(self._on_input_load_failed)
 
     def open(self, layer: str, channel: int) -> bool:
         """Open ``channel`` of ``layer`` now (True) or once its layer ran (False)."""
-        self.window.show_tab(None)
-        if self.window.open_channel(layer, channel):
+        self.host.show_tab(None)
+        if self.host.open_channel(layer, channel):
             self.pending = None
             return True
         result = self.session.result
@@ -49,7 +49,7 @@ class ChannelOpening:
             self.session.set_ticked([layer], True)
         if self.session.input is None and self._open_top_image(layer, channel):
             return False  # the run follows the image (see _on_input_loaded)
-        if self.window.run() is None:
+        if self.host.run() is None:
             self.pending = None
         return False
 
@@ -67,12 +67,12 @@ class ChannelOpening:
         if not top or not isinstance(top[0].source, str):
             return False
         self.awaiting_input = True
-        return self.window.open_input_source(top[0].source, remember=False)
+        return self.host.open_input_source(top[0].source, remember=False)
 
     def _on_input_loaded(self, _source: str) -> None:
         if self.awaiting_input:
             self.awaiting_input = False
-            if self.pending is not None and self.window.run() is None:
+            if self.pending is not None and self.host.run() is None:
                 self.pending = None
 
     def _on_input_load_failed(self, _text: str) -> None:
@@ -81,7 +81,7 @@ class ChannelOpening:
 
     def _on_run_finished(self) -> None:
         pending, self.pending = self.pending, None
-        if pending is not None and not self.window.open_channel(*pending):
+        if pending is not None and not self.host.open_channel(*pending):
             self._say_no_maps(*pending)
 
     def _say_no_maps(self, layer: str, channel: int) -> None:

@@ -42,7 +42,7 @@ class DatasetScanUI(FeatureBase, QObject):
     Parameters
     ----------
     host
-        The window: its session, the channel view, ``open_channel``, ``open_input_source``,
+        The window's host: its session, the channel view, ``open_channel``, ``open_input_source``,
         ``run``, a dock and the Data menu.
     """
 
@@ -51,7 +51,7 @@ class DatasetScanUI(FeatureBase, QObject):
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
         window = host
-        self.window = host
+        self.host = host
         self.session = window.session
         self.scans = DatasetScans(host, self)
         self.dialog: ScanDialog | None = None
@@ -113,12 +113,12 @@ class DatasetScanUI(FeatureBase, QObject):
         """Show the scan saved in ``folder`` (asked for when None); False when there is none
         or a scan is running. Its embeddings stay memory-mapped (see actviz.data.scan_file)."""
         if self.scans.is_scanning():
-            self.window.show_warning("A scan is running: cancel it first.", BANNER_SOURCE)
+            self.host.show_warning("A scan is running: cancel it first.", BANNER_SOURCE)
             return False
         if folder is None:
             from PySide6.QtWidgets import QFileDialog
 
-            parent = self.window.dialog_parent()
+            parent = self.host.dialog_parent()
             folder = QFileDialog.getExistingDirectory(parent, "Open a saved scan")
             if not folder:
                 return False
@@ -127,7 +127,7 @@ class DatasetScanUI(FeatureBase, QObject):
         try:
             scan = open_scan(folder)
         except (OSError, ValueError, KeyError) as exc:
-            self.window.show_warning(f"No saved scan in {folder}: {exc}", BANNER_SOURCE)
+            self.host.show_warning(f"No saved scan in {folder}: {exc}", BANNER_SOURCE)
             return False
         self.scans.show_saved(scan)
         return True
@@ -135,7 +135,7 @@ class DatasetScanUI(FeatureBase, QObject):
     def open_dialog(self) -> ScanDialog | None:
         """Show the Scan a dataset dialog (non-modal) and return it; None without a model."""
         if self.session.model is None:
-            self.window.show_warning("Open a model first, then scan a dataset.", BANNER_SOURCE)
+            self.host.show_warning("Open a model first, then scan a dataset.", BANNER_SOURCE)
             return None
         if self._refuse_text_model():
             return None
@@ -144,7 +144,7 @@ class DatasetScanUI(FeatureBase, QObject):
             return self.dialog
         spec = self.scans.spec
         dialog = ScanDialog(
-            self.window.dialog_parent(),
+            self.host.dialog_parent(),
             self._layers(),
             self.session.ticked,
             folder=self._last_folder,
@@ -169,7 +169,7 @@ class DatasetScanUI(FeatureBase, QObject):
         problem = self.session.input_problem(source="images") if self.session.model else ""
         if not problem:
             return False
-        self.window.show_warning(problem, BANNER_SOURCE)
+        self.host.show_warning(problem, BANNER_SOURCE)
         return True
 
     def _layers(self) -> list[str]:
@@ -179,7 +179,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def start(self, spec: ScanSpec) -> Job | None:
         """Scan ``spec`` in the background; returns the scan's job (None: not started)."""
-        if self.window.is_closed() or self._refuse_text_model():
+        if self.host.is_closed() or self._refuse_text_model():
             return None
         self._last_folder, self._last_k = spec.folder, spec.k
         self._store.setValue(FOLDER_KEY, spec.folder)
@@ -214,21 +214,21 @@ class DatasetScanUI(FeatureBase, QObject):
     # -- scan events ---------------------------------------------------------------------------
     def _on_scan_started(self, spec: ScanSpec) -> None:
         self._asked_scan = True
-        self.window.clear_messages(BANNER_SOURCE)
+        self.host.clear_messages(BANNER_SOURCE)
         shown = self.dock.isVisible()
         self.dock.show()
         self.dock.raise_()
         self.dock.set_message("")
         self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
         self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
-        self.window.refresh_busy()
+        self.host.refresh_busy()
         # Widened when it opens, never while shown: the width is then the user's (or shared
         # with the live dock), and resizing the central area re-lays every panel out.
         if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
-            self.window.resize_dock(self.dock, PREFERRED_WIDTH)
+            self.host.resize_dock(self.dock, PREFERRED_WIDTH)
 
     def _on_scan_finished(self, scan: Any) -> None:
-        self.window.refresh_busy()  # Esc cancels a scan only while one runs
+        self.host.refresh_busy()  # Esc cancels a scan only while one runs
         self.dock.stop_progress()
         self._show_scan(scan)
         if is_partial(scan):  # a saved partial scan, shown when the model opened
@@ -257,18 +257,18 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def _on_scan_failed(self, text: str) -> None:
         self._asked_scan = False
-        self.window.refresh_busy()
+        self.host.refresh_busy()
         self.dock.stop_progress()
         if self.scans.scan is not None:
             self._show_scan(self.scans.scan)  # the scan shown before stays
         else:
             self.dock.set_summary("No dataset scanned")
         self.dock.set_message(text, error=True)
-        self.window.show_error(text, BANNER_SOURCE)
+        self.host.show_error(text, BANNER_SOURCE)
 
     def _on_scan_cancelled(self) -> None:
         self._asked_scan = False
-        self.window.refresh_busy()
+        self.host.refresh_busy()
         self.dock.stop_progress()
         done, total, _ips = self.scans.progress
         where = f" after {done:,} of {total:,} images" if total else ""
@@ -297,7 +297,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.scans.forget()
         self.dock.clear()
         if stopped is not None:
-            self.window.refresh_busy()  # Esc no longer has a scan to stop
+            self.host.refresh_busy()  # Esc no longer has a scan to stop
             self.dock.set_message(
                 f"The scan of {Path(stopped.folder).name} stopped: another model was opened. "
                 "The batches scanned are saved for the model before; Scan… scans the folder "
@@ -414,15 +414,15 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def _on_grid_source_clicked(self, source: Any) -> None:
         if isinstance(source, str):
-            self.window.open_input_source(source)
+            self.host.open_input_source(source)
         else:
-            self.window.show_warning(
+            self.host.show_warning(
                 f"Sample {source_name(source)} is not a file to open.", BANNER_SOURCE
             )
 
     def reset_layout(self) -> None:
         """View > Reset window layout: where a first start puts it (right, closed)."""
-        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
         self.dock.hide()
 
     def _on_dialog_finished(self, dialog: ScanDialog) -> None:

@@ -67,7 +67,7 @@ class EffectsFeature(FeatureBase, QObject):
     Parameters
     ----------
     host
-        The window: its session (result, model, edits), capture worker, ``open_channel``,
+        The window's host: its session (result, model, edits), capture worker, ``open_channel``,
         layer panels and a dock on the right.
     """
 
@@ -75,7 +75,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.window = host
+        self.host = host
         self.session = host.session
         self.worker = host.worker
         #: Estimates (no model run, no hooks: a thread of their own, newest result wins).
@@ -129,8 +129,8 @@ class EffectsFeature(FeatureBase, QObject):
 
     def reset_layout(self) -> None:
         """Dock it back on the right (closed, as on a first start)."""
-        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)  # type: ignore[attr-defined]
-        self.window.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)  # type: ignore[attr-defined]
+        self.host.resize_dock(self.dock, PREFERRED_WIDTH)
         self.dock.setVisible(False)
 
     def session_part(self) -> dict[str, Any]:
@@ -274,14 +274,14 @@ class EffectsFeature(FeatureBase, QObject):
     def open_channel(self, layer: str, channel: int) -> bool:
         """Open ``channel`` of ``layer`` in the channel view (a bar's click); a concept opens
         as a click on its tile does (the Concept dock)."""
-        panel = self.window.panel(layer)
+        panel = self.host.panel(layer)
         if units.dictionary_of(self.effects, layer) is not None and panel is not None:
             panel.tile_clicked.emit(layer, int(channel))
             return True
-        self.window.show_tab(None)
-        if self.window.open_channel(layer, channel):
+        self.host.show_tab(None)
+        if self.host.open_channel(layer, channel):
             return True
-        self.window.show_status(f"{layer} ch {channel} has no maps to open large")
+        self.host.show_status(f"{layer} ch {channel} has no maps to open large")
         return False
 
     def rows(self, layer: str) -> list[BarRow]:
@@ -398,11 +398,11 @@ class EffectsFeature(FeatureBase, QObject):
         try:
             edit = units.unit_edit(eff, layer, channels, keep=verb == "kept")
         except (TypeError, ValueError) as exc:
-            self.window.show_error(f"Could not make the edit: {exc}")
+            self.host.show_error(f"Could not make the edit: {exc}")
             return False
         what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
         self.session.edits.add(layer, edit, f"top {len(channels)}{what} by effect, {verb}")
-        self.window.run()
+        self.host.run()
         return True
 
     # ========================================================================== events

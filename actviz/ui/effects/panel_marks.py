@@ -26,13 +26,13 @@ class PanelMarks:
     Parameters
     ----------
     host
-        The window: its ``panel(layer)``, ``page_channels(layer)`` and ``refresh_panel``.
+        The window's host: its ``panel(layer)``, ``page_channels(layer)`` and ``refresh_panel``.
     session
         The window's session (channel orders and pages).
     """
 
     def __init__(self, host: Any, session: Any) -> None:
-        self.window = host
+        self.host = host
         self.session = session
         #: Layers sorted by effect, with the channel their page held before (unsorting puts
         #: it back).
@@ -45,7 +45,7 @@ class PanelMarks:
         mosaic to the page holding the first."""
         s = self.session
         for layer in eff.layers:
-            panel = self.window.panel(layer)
+            panel = self.host.panel(layer)
             if panel is None:
                 continue
             top = list(eff.top_channels(layer, k))
@@ -53,18 +53,18 @@ class PanelMarks:
             self.marked[layer] = panel.selected_channels()
             if not top or units.dictionary_of(eff, layer) is not None:
                 continue  # concept tiles have no pages: the most active come first
-            size = max(1, self.window.page_channels(layer))
+            size = max(1, self.host.page_channels(layer))
             order = s.channel_orders.get(layer)
             if page_start(top[0], size, order) != s.page_start(layer, size):
                 s.set_channel_page(layer, top[0])
-                self.window.refresh_panel(layer)
+                self.host.refresh_panel(layer)
 
     def unmark(self) -> None:
         """Clear the outlines :meth:`mark` drew, where the user has not picked other channels
         since."""
         marked, self.marked = self.marked, {}
         for layer, channels in marked.items():
-            panel = self.window.panel(layer)
+            panel = self.host.panel(layer)
             if panel is not None and panel.selected_channels() == channels:
                 panel.set_selected_channels([])
 
@@ -83,14 +83,14 @@ class PanelMarks:
             if order == old:
                 continue
             if layer in self.sorted and old is not None:
-                size = max(1, self.window.page_channels(layer))
+                size = max(1, self.host.page_channels(layer))
                 at = min(s.page_start(layer, size), len(order.channels) - 1)
             else:
                 self.sorted[layer] = s.channel_pages.get(layer)
                 at = 0
             s.set_channel_order(layer, order)
             s.set_channel_page(layer, order.channels[at])
-            self.window.refresh_panel(layer)
+            self.host.refresh_panel(layer)
 
     def unsort(self) -> None:
         """Put back the natural order and the page shown before in every sorted panel."""
@@ -99,4 +99,4 @@ class PanelMarks:
         for layer, before in sorted_.items():
             s.set_channel_order(layer, None)
             s.set_channel_page(layer, before or 0)
-            self.window.refresh_panel(layer)
+            self.host.refresh_panel(layer)

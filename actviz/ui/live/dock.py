@@ -127,8 +127,8 @@ class LiveControls(QDockWidget):
             widget.setProperty("enabledTip", widget.toolTip())
         self._sync_transport()
         self._show_still_input()
-        c.window.session.input_changed.connect(self._on_session_input_changed)
-        c.window.closed.connect(self._on_window_closed)
+        c.host.session.input_changed.connect(self._on_session_input_changed)
+        c.host.closed.connect(self._on_window_closed)
 
     # ------------------------------------------------------------------ construction
     def _build_actions(self) -> None:
@@ -458,7 +458,7 @@ class LiveControls(QDockWidget):
         """The opened input on the pad as the model will get it (the current perturbation
         applied), until a frame computed from it arrives."""
         c = self.controller
-        inp = c.window.session.input
+        inp = c.host.session.input
         if c.source is not None or inp is None:
             if inp is None and c.source is None:
                 self.pad.set_image(None, NO_INPUT_TEXT)
@@ -471,7 +471,7 @@ class LiveControls(QDockWidget):
         self.pad.set_image(display_image(value, image))
 
     def _on_window_closed(self) -> None:
-        self.controller.window.session.input_changed.disconnect(self._on_session_input_changed)
+        self.controller.host.session.input_changed.disconnect(self._on_session_input_changed)
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt name
         # Closing the dock pauses playback; perturbations stay until reset.
@@ -489,7 +489,7 @@ def perturbation_refusal(controller: LiveController) -> str:
 
     if controller.source is not None and not isinstance(controller.source, StillFrame):
         return ""  # sequences are pictures
-    session = controller.window.session
+    session = controller.host.session
     if session.input is None:
         return ""
     problem = session.input_problem()

@@ -44,7 +44,8 @@ class LiveMode(FeatureBase):
 
     def __init__(self, host: WindowHost, **kwargs: Any) -> None:
         self.host = host
-        self.controller = LiveController(host, **kwargs)
+        self.controller = LiveController(host, parent=host.dialog_parent(), **kwargs)
+        host.offer_run_override(lambda: self.controller.engaged)
         self.dock = LiveControls(self.controller, host.dialog_parent())
         # Scrolls rather than making the window taller than a laptop screen.
         scroll = QScrollArea()

@@ -37,7 +37,7 @@ class FrameRunner:
 
     def __init__(self, live: LiveController) -> None:
         self.live = live
-        self.window = live.window
+        self.host = live.host
         self.worker = live.worker
         self.coalescer = live.coalescer
         self.lanes = live.lanes
@@ -55,7 +55,7 @@ class FrameRunner:
 
     def visible_layers(self) -> set[str] | None:
         """Layers whose panel is on screen now (None: unknown, build every mosaic)."""
-        panels = self.window.layer_panels
+        panels = self.host.layer_panels
         if not panels:
             return None
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
@@ -88,7 +88,7 @@ class FrameRunner:
         )
 
     def _base_request(self) -> RunRequest | None:
-        s = self.window.session
+        s = self.host.session
         if s.model is None:
             self.live.message.emit("Open a model first.")
             return None
@@ -97,7 +97,7 @@ class FrameRunner:
 
     def _frame_problem(self, source: FrameSource) -> str:
         """Why frames of ``source`` cannot run on the model ("" when they can)."""
-        s = self.window.session
+        s = self.host.session
         if isinstance(source, StillFrame):
             return s.input_problem() if s.input is not None else ""
         return s.input_problem(source="frames")
@@ -105,7 +105,7 @@ class FrameRunner:
     def submit(self, spec: FrameSpec) -> None:
         source = self.live.source
         if source is None:
-            source = StillFrame.of_input(self.window.session.input)
+            source = StillFrame.of_input(self.host.session.input)
             if source is None:
                 self.coalescer.finish()
                 self.live.message.emit("Open an input or a frame sequence first.")
@@ -123,7 +123,7 @@ class FrameRunner:
             self.live.message.emit(problem)
             return
         layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
-        result = self.window.result
+        result = self.host.result
         if result is not None:
             need = estimate_bytes(result.output_shapes, layers)
             if need is not None and need > self.live.memory_budget:
@@ -146,14 +146,14 @@ class FrameRunner:
             layers,
             result,
             # Panels showing concepts (not channels) keep their last channel mosaics.
-            visible and {n for n in visible if not self.window.layer_panels[n].tile_unit()},
+            visible and {n for n in visible if not self.host.layer_panels[n].tile_unit()},
             capture_model,
             build,
-            max_pixels=mosaic_budget(self.window.layer_panels, visible),
-            selected=self.window.selected_layer,
+            max_pixels=mosaic_budget(self.host.layer_panels, visible),
+            selected=self.host.selected_layer,
             # With the Overview hidden, its panels wait for the tab (the window fills them
             # when it shows), so the frame's histogram and Grad-CAM map wait for a read too.
-            overview=self.window.session.saliency_wanted,
+            overview=self.host.session.saliency_wanted,
             budget=self.live.memory_budget,
             capture_threads=self.live.capture_threads,
         )
@@ -167,7 +167,7 @@ class FrameRunner:
         # Behind our own frames, pipelined; otherwise it replaces whatever the window runs.
         gen = self.worker.submit(job, supersede=not self.inflight, lane=lane, threads=threads)
         # The window shows the frame as a run's result first; a stream's, quietly.
-        self.window.show_run(gen, streamed=self.live.player.playing)
+        self.host.show_run(gen, streamed=self.live.player.playing)
         gen.on(
             staged=lambda: self.on_staged(gen),
             finished=lambda result: self.on_finished(gen, result),

@@ -4,11 +4,11 @@
 (:class:`~actviz.ui.live.dock.LiveControls`) in the window, through its
 :class:`~actviz.ui.host.WindowHost`:
 
-* frames run on ``window.worker`` (one model, one worker: hooks are per-module state), as jobs
+* frames run on ``host.worker`` (one model, one worker: hooks are per-module state), as jobs
   that load the frame, perturb it, capture and prepare (the fast variant of
   :func:`~actviz.display.prepare.prepare`); the window's own ``finished`` slot puts each result on the panels, exactly as
   for a normal run;
-* the layers, target, normalisation and Grad-CAM layer come from ``window.session`` at each
+* the layers, target, normalisation and Grad-CAM layer come from ``host.session`` at each
   submit, so ticking a layer while playing takes effect on the next frame;
 * the session's input is left alone: a live frame is shown (input preview, panels, export of
   the result) but does not replace the opened input.
@@ -104,8 +104,8 @@ class LiveController(QObject):
 
     Parameters
     ----------
-    window
-        The window whose worker and panels it drives (its :class:`~actviz.ui.host.WindowHost`).
+    host
+        The window's :class:`~actviz.ui.host.WindowHost`: the worker and panels it drives.
     max_fps
         Upper bound of frames started per second (and so of repaints).
     capture_threads
@@ -145,20 +145,20 @@ class LiveController(QObject):
 
     def __init__(
         self,
-        window: WindowHost,
+        host: WindowHost,
         *,
         max_fps: float = DEFAULT_MAX_FPS,
         capture_threads: int | None = None,
         memory_budget: int | None = None,
         parent: QObject | None = None,
     ) -> None:
-        super().__init__(parent if parent is not None else window)  # type: ignore[arg-type]
-        self.window = window
-        self.worker = window.worker
+        super().__init__(parent if parent is not None else host)  # type: ignore[arg-type]
+        self.host = host
+        self.worker = host.worker
         self.capture_threads = capture_threads
         # The thread count being tried (or chosen) for the frames playing, and what it is for.
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
-        self.window.session.memory_budget = self.memory_budget
+        self.host.session.memory_budget = self.memory_budget
         self.source: FrameSource | None = None
         self.perturbation = Perturbation()
         self.player = Player()
@@ -177,14 +177,14 @@ class LiveController(QObject):
         #: Submits the frames and follows their jobs (:mod:`actviz.ui.live.frame_runner`).
         self.runner = FrameRunner(self)
 
-        window.run_started.connect(self._on_window_run_started)
-        window.pinned_shown.connect(self.pause)  # the next frame would replace it at once
-        window.closed.connect(self.shutdown)
-        window.session.input_changed.connect(self._on_session_input_changed)
-        window.session.model_changed.connect(self._on_session_model_changed)
+        host.run_started.connect(self._on_window_run_started)
+        host.pinned_shown.connect(self.pause)  # the next frame would replace it at once
+        host.closed.connect(self.shutdown)
+        host.session.input_changed.connect(self._on_session_input_changed)
+        host.session.model_changed.connect(self._on_session_model_changed)
         # The dock's memory line says what the session holds: a run or a pin changes it.
-        window.session.result_changed.connect(self._on_session_result_changed)
-        window.session.pins_changed.connect(self._on_session_result_changed)
+        host.session.result_changed.connect(self._on_session_result_changed)
+        host.session.pins_changed.connect(self._on_session_result_changed)
 
     # ------------------------------------------------------------------ state
     @property
@@ -204,7 +204,7 @@ class LiveController(QObject):
         """Nothing in flight, nothing waiting, and the last frame fully on screen (its display
         steps done)."""
         busy = self.coalescer.busy or self.coalescer.has_pending or self.runner.inflight
-        return not busy and not self.window.display_pending()
+        return not busy and not self.host.display_pending()
 
     @property
     def max_fps(self) -> float:
@@ -218,7 +218,7 @@ class LiveController(QObject):
             raise ValueError("the memory budget must be positive")
         self.memory_budget = int(nbytes)
         # Ordinary runs (Run, Ctrl+R, re-runs after a tick) obey the same budget.
-        self.window.session.memory_budget = self.memory_budget
+        self.host.session.memory_budget = self.memory_budget
         self.emit_status()
 
     def status(self) -> LiveStatus:
@@ -227,7 +227,7 @@ class LiveController(QObject):
             frames=self.frames_shown,
             dropped=self.coalescer.dropped,
             last=self.last_timing,
-            held_bytes=self.window.session.held_bytes(),  # pinned results included
+            held_bytes=self.host.session.held_bytes(),  # pinned results included
             copy_bytes=self.lanes.replica.nbytes if self.lanes.replica is not None else 0,
             rss_bytes=rss_bytes(),
             budget_bytes=self.memory_budget,
@@ -251,18 +251,18 @@ class LiveController(QObject):
         self.message.emit("")
         if source is not None:
             self.request(0)
-        elif self.window.session.can_run():
+        elif self.host.session.can_run():
             # Back to the opened input: its own frame now (perturbed, or a plain run), never
             # the last frame of the sequence left in the maps.
             if self.perturbation.is_identity():
-                self.window.run()
+                self.host.run()
             else:
                 self.request(0)
         self.emit_status()
 
     def open_folder(self, folder: str | Path) -> bool:
         """Play the images of ``folder``; False (and a message) when it holds none."""
-        s = self.window.session
+        s = self.host.session
         try:
             source = ImageFolder(folder, s.model, s.loaded_model)
         except ValueError as exc:
@@ -274,7 +274,7 @@ class LiveController(QObject):
     def open_tensor_file(self, path: str | Path) -> bool:
         """Play the frames of a ``(T, C, H, W)`` tensor file; False (and a message) if not one."""
         try:
-            source = TensorFrames.from_file(path, self.window.session.model)
+            source = TensorFrames.from_file(path, self.host.session.model)
         except Exception as exc:  # noqa: BLE001 - InputError, ValueError: shown, not raised
             self.message.emit(f"Could not open {Path(path).name} as frames: {exc}")
             return False
@@ -287,7 +287,7 @@ class LiveController(QObject):
         if not ok:
             self.message.emit(why)
             return False
-        s = self.window.session
+        s = self.host.session
         try:
             cam = WebcamSource(s.model, s.loaded_model)
         except Exception as exc:  # noqa: BLE001 - a camera that fails to open is reported
@@ -444,7 +444,7 @@ class LiveController(QObject):
         if spec.image is not None:
             # At once, not as a display step: a step is skipped when the next frame arrives
             # first, so while playing the preview would lag the frame counter.
-            self.window.show_input_image(spec.image, spec.caption(length))
+            self.host.show_input_image(spec.image, spec.caption(length))
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
         self.input_image_changed.emit(spec.image)
@@ -488,14 +488,14 @@ class LiveController(QObject):
         self.runner.stop()
         self._stop_webcam()
         for sig, slot in (
-            (self.window.run_started, self._on_window_run_started),
-            (self.window.pinned_shown, self.pause),
+            (self.host.run_started, self._on_window_run_started),
+            (self.host.pinned_shown, self.pause),
         ):
             try:
                 sig.disconnect(slot)
             except (RuntimeError, TypeError):  # already gone with the window
                 pass
-        self.window.session.input_changed.disconnect(self._on_session_input_changed)
-        self.window.session.model_changed.disconnect(self._on_session_model_changed)
-        self.window.session.result_changed.disconnect(self._on_session_result_changed)
-        self.window.session.pins_changed.disconnect(self._on_session_result_changed)
+        self.host.session.input_changed.disconnect(self._on_session_input_changed)
+        self.host.session.model_changed.disconnect(self._on_session_model_changed)
+        self.host.session.result_changed.disconnect(self._on_session_result_changed)
+        self.host.session.pins_changed.disconnect(self._on_session_result_changed)

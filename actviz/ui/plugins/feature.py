@@ -129,14 +129,11 @@ class PluginsFeature(QObject, FeatureBase):
         host.add_tile_menu_entries(self._fill_tile_menu)
         host.panel_shown.connect(self._on_panel_shown)
         host.session.view_changed.connect(self._on_session_view_changed)
-        exports = getattr(host, "exports", None)
-        if exports is not None:
-            exports.layer_writers = self.export_writers
-        files = getattr(host, "files", None)
+        host.offer_export_writers(self.export_writers)
         suffixes = registry.input_suffixes()
-        if files is not None and suffixes:
+        if suffixes:
             names = " ".join(f"*{s}" for s in suffixes)
-            files.extra_input_filters = [f"Plugin inputs ({names})"]
+            host.offer_input_filters([f"Plugin inputs ({names})"])
         self._construct_features()
         # A slot of a plugin's own widget (a button it connected itself, a paintEvent it
         # overrides) is called by Qt, not through the host: what it raises reaches
@@ -165,30 +162,30 @@ class PluginsFeature(QObject, FeatureBase):
 
     # ------------------------------------------------------------------ openers
     def _wrap_loaders(self) -> None:
-        window: Any = self.host
+        host: Any = self.host
         registry = self.registry
         if registry.input_openers():
-            builtin_input = window.input_loader
+            builtin_input = host.input_loader
 
             def load_input(source: str, **kwargs: Any) -> Any:
                 loaded = registry.open_input(source)
                 return loaded if loaded is not None else builtin_input(source, **kwargs)
 
-            window.input_loader = load_input
+            host.input_loader = load_input
         if registry.model_openers():
-            builtin_model = window.model_loader
+            builtin_model = host.model_loader
 
             def load_model(source: str, **kwargs: Any) -> Any:
                 loaded = registry.open_model(source, trust=bool(kwargs.get("trust", False)))
                 return loaded if loaded is not None else builtin_model(source, **kwargs)
 
-            window.model_loader = load_model
+            host.model_loader = load_model
 
     # ------------------------------------------------------------------ window features
     def _construct_features(self) -> None:
-        window: Any = self.host
+        host: Any = self.host
         for record, contribution in self.registry.window_features():
-            phost = PluginHost(window, self.registry, record)
+            phost = PluginHost(host, self.registry, record)
             self.hosts.setdefault(record.name, []).append(phost)
             make = self.registry.guard(
                 record, contribution.factory, f"construction of {contribution.name}"
@@ -197,7 +194,7 @@ class PluginsFeature(QObject, FeatureBase):
             if feature is None or not record.active:
                 continue
             key = f"plugin:{record.name}:{contribution.name}"
-            window.features[key] = GuardedFeature(feature, key, self.registry, record)
+            host.features[key] = GuardedFeature(feature, key, self.registry, record)
 
     # ------------------------------------------------------------------ layer views
     def views_for(self, layer: str) -> list[tuple[str, str]]:
@@ -240,11 +237,11 @@ class PluginsFeature(QObject, FeatureBase):
         key = (layer, view_key(record, view))
         dock = self.docks.get(key)
         if dock is None:
-            window: Any = self.host
+            host: Any = self.host
             context = ViewContext(
-                layer, lambda channel: bool(window.open_channel(layer, int(channel))), window
+                layer, lambda channel: bool(host.open_channel(layer, int(channel))), host
             )
-            dock = PluginViewDock(self.registry, record, view, layer, context, window)
+            dock = PluginViewDock(self.registry, record, view, layer, context, host.dialog_parent())
             if not record.active:  # its widget failed to build
                 dock.deleteLater()
                 return None
@@ -367,8 +364,7 @@ class PluginsFeature(QObject, FeatureBase):
     def _drop_dock(self, dock: PluginViewDock) -> None:
         dock.hide()
         dock.toggleViewAction().setVisible(False)
-        window: Any = self.host
-        window.removeDockWidget(dock)
+        self.host.remove_dock(dock)
         dock.deleteLater()
 
     def disabled(self) -> set[str]:

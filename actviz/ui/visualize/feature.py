@@ -40,14 +40,14 @@ class VisualizeFeature(FeatureBase, QObject):
     Parameters
     ----------
     host
-        The window: its session (model), capture worker and channel view.
+        The window's host: its session (model), capture worker and channel view.
     """
 
     name = "visualize"
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.window = host
+        self.host = host
         self.session = host.session
         self.worker = host.worker
         self.channel_view = host.channel_view
@@ -154,7 +154,7 @@ class VisualizeFeature(FeatureBase, QObject):
     def reset_layout(self) -> None:
         """Put the What channels want dock back on the right, closed."""
         area = Qt.DockWidgetArea.RightDockWidgetArea
-        self.window.dock_back(self.page.dock, area, width=DOCK_WIDTH)  # type: ignore[attr-defined]
+        self.host.dock_back(self.page.dock, area, width=DOCK_WIDTH)  # type: ignore[attr-defined]
         self.page.dock.setVisible(False)
 
     def shutdown(self) -> None:
@@ -178,11 +178,11 @@ class VisualizeFeature(FeatureBase, QObject):
     def visualise_selected(self) -> bool:
         """Run > Visualise channels: the selected layer's page (else the channel view's)."""
         if self.session.model is None:
-            self.window.show_warning("Open a model first, then visualise a layer's channels.")
+            self.host.show_warning("Open a model first, then visualise a layer's channels.")
             return False
-        layer = self.window.selected_layer or self.channel_view.name
+        layer = self.host.selected_layer or self.channel_view.name
         if not layer:
-            self.window.show_warning("Select a layer first, then visualise its channels.")
+            self.host.show_warning("Select a layer first, then visualise its channels.")
             return False
         return self.visualise_page(layer)
 
@@ -205,13 +205,13 @@ class VisualizeFeature(FeatureBase, QObject):
     def export_dialog(self) -> None:
         """File > Export visualisations: ask for a folder and write the pictures there."""
         if self.page.result() is None and self.shown is None:
-            self.window.show_warning(
+            self.host.show_warning(
                 "Nothing to export yet: synthesise What it wants or visualise a layer's "
                 "channels first."
             )
             return
         folder = QFileDialog.getExistingDirectory(
-            self.window.dialog_parent(), "Export visualisations into folder", start_folder()
+            self.host.dialog_parent(), "Export visualisations into folder", start_folder()
         )
         if not folder:
             return
@@ -219,9 +219,9 @@ class VisualizeFeature(FeatureBase, QObject):
         try:
             files = self.export_to(folder)
         except OSError as exc:
-            self.window.show_error(f"Could not export the visualisations: {exc}")
+            self.host.show_error(f"Could not export the visualisations: {exc}")
             return
-        self.window.show_status(f"Wrote {len(files)} files to {folder}")
+        self.host.show_status(f"Wrote {len(files)} files to {folder}")
 
     # ========================================================================== actions
     def key(self) -> tuple[Any, ...] | None:
@@ -242,7 +242,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._waiting = key
         self.section.set_busy(True)
         self.section.set_message(f"Synthesising what ch {key[1]} wants…")
-        self.window.refresh_busy("Synthesising what the channel wants…")
+        self.host.refresh_busy("Synthesising what the channel wants…")
         self.copy.get(self._start, self._on_copy_failed)
         return True
 
@@ -280,7 +280,7 @@ class VisualizeFeature(FeatureBase, QObject):
             self.copy.abandon()
             self.section.set_busy(False)
             self.section.set_message("Cancelled.", error=True)
-            self.window.refresh_busy("What it wants cancelled")
+            self.host.refresh_busy("What it wants cancelled")
             return True
         return self.job.cancel()
 
@@ -290,7 +290,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self._waiting = None
         self.section.set_busy(False)
         self.section.set_message(f"Could not copy the model: {describe_error(error)}", error=True)
-        self.window.refresh_busy("What it wants failed")
+        self.host.refresh_busy("What it wants failed")
 
     # ========================================================================== helpers
     def _model(self) -> Any:

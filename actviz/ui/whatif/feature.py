@@ -59,14 +59,14 @@ class WhatIfController(FeatureBase, QObject):
     Parameters
     ----------
     host
-        The window (its session, panels, prediction panel and run path are used).
+        The window's host (its session, panels, prediction panel and run path are used).
     """
 
     name = "whatif"
 
     def __init__(self, host: WindowHost) -> None:
         QObject.__init__(self, host.dialog_parent())
-        self.window = host
+        self.host = host
         self.session = host.session
         self.ask_factor: AskFactor = ask_factor
         #: Asks for a clamp range (tests replace it; the real one is a modal dialog).
@@ -107,8 +107,8 @@ class WhatIfController(FeatureBase, QObject):
 
     def reset_layout(self) -> None:
         """Put the Edits dock back on the right, at its width; shown while there are edits."""
-        self.window.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.window.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.host.resize_dock(self.dock, PREFERRED_WIDTH)
         self.dock.setVisible(len(self.session.edits) > 0)
 
     reset_dock = reset_layout
@@ -136,7 +136,7 @@ class WhatIfController(FeatureBase, QObject):
         try:
             self.session.edits.set_value(key, value)
         except (KeyError, ValueError) as exc:
-            self.window.show_error(f"Edit: {exc}")
+            self.host.show_error(f"Edit: {exc}")
 
     def _on_dock_remove_requested(self, key: int) -> None:
         try:
@@ -151,13 +151,13 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.set_error("")
         if not len(board):
             # Empty, it takes no more than its hint (the hint line) beside the panels.
-            self.window.fit_dock_width(self.dock)
-            for name, panel in self.window.layer_panels.items():
+            self.host.fit_dock_width(self.dock)
+            for name, panel in self.host.layer_panels.items():
                 shown = panel.difference_shown()
                 panel.hide_difference_toggle()
                 if shown:  # no edits, no difference: the plain activation, now
-                    self.window.refresh_panel(name)
-        self.window.schedule_run()
+                    self.host.refresh_panel(name)
+        self.host.schedule_run()
 
     # ------------------------------------------------------------------ tile menu
     def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
@@ -174,7 +174,7 @@ class WhatIfController(FeatureBase, QObject):
 
         channels = tuple(int(c) for c in channels)
         what = channels_text(channels)
-        menu = QMenu(self.window.dialog_parent())
+        menu = QMenu(self.host.dialog_parent())
         menu.setToolTipsVisible(True)
         menu.addSection(f"{layer} · {what}")
 
@@ -213,14 +213,14 @@ class WhatIfController(FeatureBase, QObject):
                     action.setToolTip(f"this pinned run did not capture {layer}")
                 else:
                     action.setToolTip(f"{what} of {layer} take their values in {pin.label}")
-        self.window.fill_tile_menu(menu, layer, channels)  # other features' entries
+        self.host.fill_tile_menu(menu, layer, channels)  # other features' entries
         return menu
 
     def _ask_and_scale(self, layer: str, channels: tuple[int, ...]) -> None:
         from actviz.core import edit_kinds as E
 
         factor = self.ask_factor(
-            self.window.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
+            self.host.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
         )
         if factor is not None:
             self._add_made(layer, lambda: E.scale(channels, factor))
@@ -229,7 +229,7 @@ class WhatIfController(FeatureBase, QObject):
         from actviz.core import edit_kinds as E
 
         bounds = self.ask_range(
-            self.window.dialog_parent(),
+            self.host.dialog_parent(),
             f"Clamp {channels_text(channels)} of {layer} to (empty: no bound):",
         )
         if bounds is not None:
@@ -240,7 +240,7 @@ class WhatIfController(FeatureBase, QObject):
         try:
             edit = make()
         except (TypeError, ValueError) as exc:
-            self.window.show_error(f"Could not make the edit: {exc}")
+            self.host.show_error(f"Could not make the edit: {exc}")
             return
         self.add_edit(layer, edit, note)
 
@@ -254,7 +254,7 @@ class WhatIfController(FeatureBase, QObject):
         result = self.session.result
         if result is None or result.baseline is None or result.capture is None:
             self.change_view.clear()
-            self.window.set_prediction_bars_visible(True)
+            self.host.set_prediction_bars_visible(True)
             self.dock.set_summary("")
             if result is not None and self.session.edits.active() and result.origin:
                 self.dock.set_summary("Live frames apply the edits (no unedited twin).")
@@ -263,12 +263,12 @@ class WhatIfController(FeatureBase, QObject):
         change = self.prediction_change(result)
         if not change.rows:  # not a classifier: the bars stay, the dock says why (no table)
             self.change_view.clear()
-            self.window.set_prediction_bars_visible(True)
+            self.host.set_prediction_bars_visible(True)
             message = change.message
             self.dock.set_summary(f"No before/after predictions: {message}" if message else "")
             return
         self.change_view.set_change(change)
-        self.window.set_prediction_bars_visible(False)  # the table has "after" too
+        self.host.set_prediction_bars_visible(False)  # the table has "after" too
         self.dock.set_summary(_summary(change))
 
     def prediction_change(self, result: RunResult) -> PredictionChange:
@@ -300,7 +300,7 @@ class WhatIfController(FeatureBase, QObject):
         result = self.session.result
         applied = _applied_edits(result.capture if result is not None else None)
         edits = applied.get(name, ()) if name else ()
-        self.window.channel_view.set_edit_note("; ".join(e.describe() for e in edits))
+        self.host.channel_view.set_edit_note("; ".join(e.describe() for e in edits))
 
     def _on_panel_updated(self, _name: str, panel: LayerPanel, layer: PreparedLayer) -> None:
         result = self.session.result
@@ -349,13 +349,13 @@ class WhatIfController(FeatureBase, QObject):
         try:
             diff = prepare_difference(result.capture, result.baseline, spec, layers=[name])
         except (ValueError, KeyError) as exc:
-            self.window.show_error(f"Difference of {name}: {exc}")
+            self.host.show_error(f"Difference of {name}: {exc}")
             return None
         self._diff_cache[key] = diff[name]
         return diff[name]
 
     def _on_difference_toggled(self, name: str, on: bool) -> None:
-        self.window.refresh_panel(name)
+        self.host.refresh_panel(name)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

@@ -94,8 +94,8 @@ class ExportActions:
         self.display = display
         self.gradcam_panel = centre.gradcam_panel
         self.status_label = status.status_label
-        self.show_error = window.show_error
-        self.show_warning = window.show_warning
+        self.show_error = window.host.show_error
+        self.show_warning = window.host.show_warning
         self._refresh_busy = window.refresh_busy
         self._wait_until = window.wait_until
         #: Files written by the last finished "export everything".
@@ -217,7 +217,7 @@ class ExportActions:
             or runs.last_request.input_grads
             or getattr(result, "origin", None) is not None  # a live frame: exported as shown
             or self.session.pins.find(result) is not None  # a pinned result: the same
-            or self._live_engaged()  # live frames replace the window's runs
+            or self.window.host.runs_replaced()  # live frames replace the window's runs
         ):
             return False
         request = ExportRequest(Path(out_dir))
@@ -265,10 +265,6 @@ class ExportActions:
             return False
         self._refresh_busy(f"Exporting to {request.out}: running once more for the saliency…")
         return True
-
-    def _live_engaged(self) -> bool:
-        live = getattr(self.window, "features", {}).get("live")
-        return live is not None and bool(live.controller.engaged)
 
     def _run_source(self, result: Any) -> Any:
         """How the model and input were opened, for ``reproduce.py`` (its edits are the
@@ -327,7 +323,7 @@ class ExportActions:
         except Exception as exc:  # noqa: BLE001
             self.show_error(f"PNG export failed: {describe_error(exc)}", BANNER_SOURCE)
             return None
-        self.window.clear_messages(BANNER_SOURCE)
+        self.window.host.clear_messages(BANNER_SOURCE)
         self.status_label.setText(f"Saved {path}")
         return path
 
@@ -360,7 +356,7 @@ class ExportActions:
                 text = f"{out}: {exc.strerror or exc}"
             self.show_error(f"Could not save the arrays of {name}: {text}", BANNER_SOURCE)
             return []
-        self.window.clear_messages(BANNER_SOURCE)
+        self.window.host.clear_messages(BANNER_SOURCE)
         self.status_label.setText(f"Saved {len(written)} arrays of {name} to {out}")
         return written
 
@@ -386,7 +382,7 @@ class ExportActions:
             return
         request.paths = list(paths)
         self.last_export = list(paths)
-        self.window.clear_messages(BANNER_SOURCE)  # an earlier export's failure is over
+        self.window.host.clear_messages(BANNER_SOURCE)  # an earlier export's failure is over
         self._refresh_busy(f"Exported {len(paths)} files to {request.out}")
         self.window.export_finished.emit(list(paths))
 

@@ -104,7 +104,7 @@ class FileOpening:
         self._model_request: ModelRequest | None = None
         self.menus = OpenMenus(self, actions)
         #: What a model switch does with an input the new model cannot take.
-        self.swap = InputSwap(self.session, banner, window.show_warning, lambda: self.samples)
+        self.swap = InputSwap(self.session, banner, window.host.show_warning, lambda: self.samples)
         self.inputs = InputLoads(self, input_loads)
 
     # ========================================================================== public API
@@ -240,7 +240,7 @@ class FileOpening:
         if self.inputs.request is not None:
             source = short_source(self.inputs.request.source)
             self.inputs.drop(f"Opening {source} was cancelled; the input stays.")
-            self.window.run_if_due()
+            self.window.runs.run_if_due()
             cancelled = True
         return cancelled
 
@@ -375,16 +375,16 @@ class FileOpening:
         if not text:
             text = f"Opening {short_source(request.source)} was cancelled; the model stays."
         if level == "error":
-            self.window.show_error(text, details=details)
+            self.window.host.show_error(text, details=details)
         elif level == "warning":
-            self.window.show_warning(text)
+            self.window.host.show_warning(text)
         # An error's whole sentence is in the banner; the one-line status bar would cut it.
         self.window.refresh_busy(failed_status(request.source) if level == "error" else text)
         self.window.model_load_failed.emit(text)
         self.inputs.model_failed()
 
     def _adopt_model(self, loaded: Any) -> None:
-        self.window.stop_current_run()
+        self.window.runs.stop()
         self.banner.clear()
         gradcam = None
         if loaded.source == "demo" or loaded.kind == "demo":

@@ -139,7 +139,7 @@ class InputLoads:
             self.files.menus.refresh_recent()
         self.window.refresh_busy(f"Opened {short_source(request.source)}")
         self.window.input_loaded.emit(request.source)
-        self.window.run_if_due()
+        self.window.runs.run_if_due()
 
     def _on_errored(self, job: Job, error: BaseException) -> None:
         from actviz.io.errors import ModelFileAsInputError
@@ -157,25 +157,25 @@ class InputLoads:
         if request.quiet:
             log.info("no default input: %s", error)
             text = INPUT_HINT
-            self.window.show_warning(text)
+            self.window.host.show_warning(text)
         else:
             source = request.source
             reason = failure_reason(error, source)
             text = f"Could not open input {source!r}: {reason}"
-            self.window.show_error(text, details=error_details(error))
+            self.window.host.show_error(text, details=error_details(error))
             swap.failure = (repr(short_source(source.removeprefix("text:"))), reason.rstrip("."))
         self.window.refresh_busy(text if request.quiet else failed_status(request.source))
         self.window.input_load_failed.emit(text)
         self.refit()
         swap.failure = None  # said by the input put in its place, or not needed
-        self.window.run_if_due()
+        self.window.runs.run_if_due()
 
     def _on_cancelled(self, job: Job) -> None:
         request = self.request
         if request is not None and job is request.job:
             self.drop(f"Opening {short_source(request.source)} was cancelled.")
             self.refit()
-            self.window.run_if_due()
+            self.window.runs.run_if_due()
 
 
 __all__ = ["INPUT_HINT", "InputLoads"]

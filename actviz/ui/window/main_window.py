@@ -5,8 +5,9 @@ session, its events schedule a debounced run (:mod:`actviz.ui.window.runs`), the
 worker runs it off the GUI thread and the result goes to passive panels. The parts
 (``commands``, ``centre``, ``status``, ``model_dock``, ``display``, ``runs``, ``files``,
 ``exports``, ``pins_ui``) each own their widgets; ``features`` are classes built with the
-window as their :class:`~actviz.ui.host.WindowHost` (:mod:`~actviz.ui.window.hosting`).
-Scripts and tests use the methods below.
+window's ``host`` (a :class:`~actviz.ui.window.hosting.Host`, the
+:class:`~actviz.ui.host.WindowHost` the features see). A script holds ``script`` (an
+:class:`~actviz.ui.window.script.Explorer`, what ``actviz.explore()`` returns).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
 from actviz.ui.background_loads import (
@@ -33,16 +34,16 @@ from actviz.ui.plugins import attach_plugins
 from actviz.ui.tree.dock import PREFERRED_WIDTH as MODEL_DOCK_WIDTH
 from actviz.ui.tree.dock import ModelDock
 from actviz.ui.window.actions import build_actions
-from actviz.ui.window.api import WindowAPI
 from actviz.ui.window.central import build_centre, build_status_bar, default_window_size
 from actviz.ui.window.export_actions import ExportActions
 from actviz.ui.window.features import default_features
 from actviz.ui.window.file_opening import ConfirmUntrusted, FileOpening, ask_untrusted
-from actviz.ui.window.hosting import HostSlots
+from actviz.ui.window.hosting import Host
 from actviz.ui.window.memory import IdleMemory
 from actviz.ui.window.pin_actions import PinActions
 from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import RunControl
+from actviz.ui.window.script import Explorer, moved
 from actviz.ui.window.settings import AppSettings
 from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
 from actviz.workspace.session_state import Session
@@ -53,7 +54,7 @@ DEFAULT_DEBOUNCE_MS = 300
 LEFT, RIGHT = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
 
 
-class MainWindow(WindowAPI, HostSlots, QMainWindow):
+class MainWindow(QMainWindow):
     """The actviz explorer.
 
     Parameters
@@ -70,7 +71,8 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
     model_loader, input_loader
         What the loader threads run (:mod:`actviz.ui.background_loads`); tests inject others.
     features
-        Feature classes to host, each constructed with the window (default: all of them).
+        Feature classes to host, each constructed with the window's :class:`Host` (default:
+        all of them).
     plugins
         Plugins to load (:func:`actviz.ui.plugins.build_registry`): None, ``"installed"``,
         or plugin objects, ``"module:attr"`` strings or installed names.
@@ -108,18 +110,24 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         auto_run: bool = True,
         model_loader: ModelLoader | None = None,
         input_loader: InputLoader | None = None,
-        features: Sequence[Callable[[MainWindow], Feature]] | None = None,
+        features: Sequence[Callable[[Host], Feature]] | None = None,
         plugins: Any = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        #: What the features get: attach points, the session, the worker, the signals.
+        self.host = Host(self)
+        self.features: dict[str, Feature] = self.host.features
+        #: What a script holds (``actviz.explore()`` returns it).
+        self.script = Explorer(self)
         self.session = session or Session()
         self.settings = settings if isinstance(settings, AppSettings) else AppSettings(settings)
         self.confirm_untrusted: ConfirmUntrusted = confirm_untrusted or ask_untrusted
         self.model_loader: ModelLoader = model_loader or load_model_source
         self.input_loader: InputLoader = input_loader or load_input_source
         self._closed = False
-        self._chosen_height = 0  # see HostSlots._fit_dock
+        #: The last height not forced by the docks' minimum heights (0: none yet; Host._fit_dock).
+        self.chosen_height = 0
         # One capture at a time on the model; loads build objects nobody else holds yet, so a
         # new model load need not wait for a stale one; exports only read finished captures.
         favour_gui_thread()  # the workers below run Python beside the GUI thread
@@ -147,11 +155,10 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         self.status = build_status_bar(self)
         self.display = ResultDisplay(
             self.session, self.centre, self.status, self.commands, self.model_dock,
-            self.show_error, self,
+            self.host.show_error, self,
         )  # fmt: skip
         self.display.panel_created.append(lambda p: self.panel_created.emit(p.name, p))
         self.display.panel_updated.append(lambda p, layer: self.panel_shown.emit(p.name, p, layer))
-        self.features: dict[str, Feature] = {}
         #: Session files' part, offered by a feature (:meth:`offer_session_store`).
         self.session_store: Any = None
         self.runs = RunControl(self, debounce_ms=debounce_ms, auto_run=auto_run)
@@ -164,16 +171,16 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         )
         self.pins_ui = PinActions(
             self.session, self.display, self.commands, self.centre.banner,
-            self.status.status_label, self.show_warning, self.pinned_shown,
+            self.status.status_label, self.host.show_warning, self.pinned_shown,
         )  # fmt: skip
         # Before the features: a feature's model copy lets go of it when the window is idle.
-        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display_pending())
+        self.memory = IdleMemory(self, lambda: self.is_busy() or self.display.display_pending())
         for make in features if features is not None else default_features():
-            feature = make(self)
+            feature = make(self.host)
             self.features[feature.name] = feature
-        self.plugins = attach_plugins(self, plugins)  # after the built-ins, as they are built
+        self.plugins = attach_plugins(self.host, plugins)  # after the built-ins, as they are built
         self._dropped = ""
-        self._open_dropped_soon = DeferredCall(self, lambda: self.open_dropped(self._dropped))
+        self._open_dropped_soon = DeferredCall(self, lambda: self.files.open_dropped(self._dropped))
         self.pins_ui.refresh_pins_menu()
         self.commands.quit_action.triggered.connect(self.close)
         self.commands.reset_layout_action.triggered.connect(self.reset_layout)
@@ -193,13 +200,79 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             self._on_session_input_changed()
         self._update_enabled()
 
+    def __getattr__(self, name: str) -> Any:
+        # Only names not found otherwise: those that moved to a part warn (one release).
+        return moved(self, name)
+
+    # ========================================================================== busy and idle
+    def cancel(self) -> None:
+        """Cancel the running capture, load, export, comparison or scan (Esc); what was shown or
+        scanned before is kept."""
+        self.runs.halt()
+        cancelled = self.worker.cancel()
+        cancelled = self.export_worker.cancel() or cancelled
+        cancelled = self.files.cancel() or cancelled
+        for feature in self.features.values():
+            cancelled = feature.cancel() or cancelled
+        if cancelled and self.worker.has_current_job():
+            self.host.show_status("Cancelling…")
+
+    def is_busy(self) -> bool:
+        """True while a capture, a load or an export is running (stale jobs aside)."""
+        workers = (self.worker, self.model_loads, self.input_loads, self.export_worker)
+        return any(w.has_current_job() for w in workers) or self.files.is_loading()
+
+    def is_loading(self) -> bool:
+        """True while a model or an input is being opened."""
+        return self.files.is_loading()
+
+    def is_closed(self) -> bool:
+        """True once the window closed (its workers are shut down)."""
+        return self._closed
+
+    def pending_work(self) -> bool:
+        """Whether anything runs, a run is due or the panels wait for the latest result."""
+        d = self.display
+        busy = self.is_busy() or self.host.features_busy()
+        return busy or self.runs.is_due() or d.display_pending()
+
+    def wait_until(self, done: Callable[[], bool], poll_ms: int = 5) -> None:
+        """Run a local event loop until ``done()`` (or the window closes)."""
+        if done() or self._closed:
+            return
+        loop, timer = QEventLoop(), QTimer()
+        timer.setInterval(poll_ms)
+        timer.timeout.connect(lambda: (done() or self._closed) and loop.quit())
+        timer.start()
+        loop.exec()
+        timer.stop()
+
+    def refresh_busy(self, text: str = "") -> None:
+        """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
+        busy = self.is_busy()
+        # A stream's frames (live mode) have their own rate read-out; an animated busy bar
+        # would repaint the status bar constantly. Anything else busy meanwhile shows it.
+        others = (self.model_loads, self.input_loads, self.export_worker)
+        loading = any(w.has_current_job() for w in others) or self.files.is_loading()
+        self.status.progress_bar.setVisible(busy and (loading or not self.runs.streaming()))
+        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
+        self.display.update_placeholder(busy)
+        if text:
+            self.host.show_status(text)
+
+    def _update_enabled(self) -> None:
+        busy = self.is_busy()
+        self.display.update_placeholder(busy)
+        self.commands.run_action.setEnabled(self.session.can_run())
+        self.commands.cancel_action.setEnabled(busy or self.host.features_busy())
+
     def _session_slots(self) -> list[tuple[Any, Callable[..., None]]]:
         s = self.session
         return [
             (s.model_changed, self._on_session_model_changed),
             (s.input_changed, self._on_session_input_changed),
             (s.ticks_changed, self._on_session_ticks_changed),
-            (s.target_changed, self.schedule_run),
+            (s.target_changed, self.runs.schedule_run),
             (s.result_changed, self.memory.touch),
             (s.pins_changed, self.pins_ui.on_session_pins_changed),
             (s.view_changed, self.runs.on_session_view_changed),
@@ -217,9 +290,9 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         action.setChecked(s.input_as_list)
         action.blockSignals(False)
         self.centre.banner.set_messages("model", [("warning", w) for w in s.model_warnings])
-        self.clear_messages("run")
+        self.host.clear_messages("run")
         self._update_enabled()
-        self.schedule_run()
+        self.runs.schedule_run()
 
     def _on_session_input_changed(self) -> None:
         inp = self.session.input
@@ -227,13 +300,13 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
             caption = inp.description or inp.source
             if inp.source and Path(inp.source).name not in caption:
                 caption = f"{Path(inp.source).name} · {caption}"
-            self.show_input_image(inp.image, caption)
+            self.host.show_input_image(inp.image, caption)
         self._update_enabled()
-        self.schedule_run()
+        self.runs.schedule_run()
 
     def _on_session_ticks_changed(self, _names: set[str]) -> None:
         self._update_enabled()
-        self.schedule_run()
+        self.runs.schedule_run()
 
     def _saliency_shown(self) -> bool:
         return self.centre.tabs.currentWidget() is self.centre.overview_tab
@@ -243,17 +316,22 @@ class MainWindow(WindowAPI, HostSlots, QMainWindow):
         self.tab_changed.emit(self.centre.tabs.currentWidget())
 
     def _on_dock_module_selected(self, name: str) -> None:
-        if self.result is not None and name in self.result.layers:
-            self.select_layer(name)
+        if self.session.result is not None and name in self.session.result.layers:
+            self.display.select_layer(name)
 
     def reset_layout(self) -> None:
         """Put the docks where a first start puts them: Model on the left at its default width,
         the features' docks where they first appear."""
-        self.dock_back(self.model_dock, LEFT)
+        self.host.dock_back(self.model_dock, LEFT)
         self.model_dock.show()
         for feature in self.features.values():
             feature.reset_layout()
-        self.resize_dock(self.model_dock, MODEL_DOCK_WIDTH)
+        self.host.resize_dock(self.model_dock, MODEL_DOCK_WIDTH)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt name
+        super().resizeEvent(event)
+        if event.size().height() > self.minimumSizeHint().height():
+            self.chosen_height = event.size().height()
 
     # ========================================================================== Qt events
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802

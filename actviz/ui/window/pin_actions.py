@@ -111,9 +111,10 @@ class PinActions:
         """Let every pinned result go."""
         self.session.pins.clear()
 
-    def _compare(self, pin: Pin) -> None:
-        if self.compare_with is not None:
-            self.compare_with(pin)
+    def compare_with_pin(self, pin: Pin) -> bool:
+        """Show the Compare tab comparing the latest run with ``pin`` (False: no comparison
+        is offered, or it did not start)."""
+        return self.compare_with is not None and bool(self.compare_with(pin))
 
     # ------------------------------------------------------------------ helpers
     def _pin_label(self, result) -> str:
@@ -144,7 +145,7 @@ class PinActions:
             for pin in pins:
                 act = sub.addAction(pin.label)
                 act.setToolTip("Layer by layer, in the Compare tab")
-                act.triggered.connect(lambda _=False, p=pin: self._compare(p))
+                act.triggered.connect(lambda _=False, p=pin: self.compare_with_pin(p))
         if pins:
             menu.addSeparator()
         menu.addAction(self.unpin_action)

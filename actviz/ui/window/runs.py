@@ -54,15 +54,15 @@ class RunControl:
         self._debounce.setInterval(debounce_ms)
         self._debounce.timeout.connect(self._on_debounce_timeout)
         a = window.commands
-        a.run_action.triggered.connect(window.run)
+        a.run_action.triggered.connect(lambda: self.run())
         a.cancel_action.triggered.connect(window.cancel)
         a.input_list_action.toggled.connect(self._on_input_list_toggled)
         a.auto_run_action.toggled.connect(self._on_auto_run_toggled)
         a.target_combo.activated.connect(
-            lambda i: window.set_target_text(a.target_combo.itemText(i))
+            lambda i: window.host.set_target_text(a.target_combo.itemText(i))
         )
         a.target_combo.lineEdit().returnPressed.connect(
-            lambda: window.set_target_text(a.target_combo.currentText())
+            lambda: window.host.set_target_text(a.target_combo.currentText())
         )
         a.colormap_combo.currentTextChanged.connect(self._on_colormap_changed)
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
@@ -79,13 +79,13 @@ class RunControl:
             return None
         if not self.session.can_run():
             what = "a model" if self.session.model is None else "an input"
-            w.show_warning(f"Open {what} first, then press Run.", source="run")
+            w.host.show_warning(f"Open {what} first, then press Run.", source="run")
             return None
         misfit = self._input_misfit()
         if misfit:
             # Refused here, in one line, rather than failing in the model's forward with
             # torch's own words (token ids into a CNN, an image into a language model).
-            w.show_warning(misfit, source="run")
+            w.host.show_warning(misfit, source="run")
             return None
         request = self.session.make_request()
         if input_grads is not None:
@@ -106,7 +106,7 @@ class RunControl:
             self._job_kind = kind
         job.on(
             started=lambda: self._on_started(streamed),
-            progress=self.window.show_status,
+            progress=self.window.host.show_status,
             finished=self._on_finished,
             failed=lambda error: self._on_failed(error, kind),
             cancelled=self._on_cancelled,
@@ -152,7 +152,7 @@ class RunControl:
             self._run_due = True  # the input being opened will start it
             return
         if self.auto_run and self.session.can_run():
-            self.window.run()
+            self.run()
 
     def _on_input_list_toggled(self, as_list: bool) -> None:
         try:
@@ -162,7 +162,7 @@ class RunControl:
             action.blockSignals(True)
             action.setChecked(self.session.input_as_list)
             action.blockSignals(False)
-            self.window.show_error(f"Not fed as a list: {exc}.")
+            self.window.host.show_error(f"Not fed as a list: {exc}.")
 
     def _on_auto_run_toggled(self, on: bool) -> None:
         self.auto_run = on
@@ -195,7 +195,7 @@ class RunControl:
             w.display.apply_result(result)
         except Exception as exc:  # noqa: BLE001 - a display bug must not take the window down
             log.exception("could not display the result")
-            w.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
+            w.host.show_error(f"Could not display the result: {describe_error(exc)}", source="run")
             w.run_failed.emit(str(exc))
             return
         # A detector's target list names its detections, which change with every result.
@@ -215,8 +215,8 @@ class RunControl:
         # The label names the failing job's kind, not the window's last one.
         what = "Could not update the views" if kind == "prepare" else "Run failed"
         text = f"{what}: {describe_error(error)}. The panels still show the previous result."
-        w.show_error(text, source="run", details=error_details(error))
-        w.show_status(what)
+        w.host.show_error(text, source="run", details=error_details(error))
+        w.host.show_status(what)
         w.run_failed.emit(text)
 
     def _on_cancelled(self) -> None:
@@ -272,7 +272,7 @@ class RunControl:
         self.session.set_view(normalize=mode)
         result, request = self.session.result, self.last_request
         if self.worker.is_busy() and self._job_kind == "run":
-            w.run()  # a newer capture is on its way: redo it with the new setting
+            self.run()  # a newer capture is on its way: redo it with the new setting
             return
         if result is None or request is None:
             return

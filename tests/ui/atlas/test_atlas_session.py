@@ -39,7 +39,7 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
     win, feature = scanned_demo(actviz_window, tmp_path)
     window = win.window
     atlas, view = feature.atlas, feature.view
-    window.show_tab(view)
+    window.host.show_tab(view)
     win.settle()
 
     # A lasso around one class's dots: a diamond a little larger than the cluster.
@@ -82,7 +82,7 @@ def test_lasso_session_and_report(qtbot, actviz_window, tmp_path):
     assert part["layer"] == LAYER and part["method"] == "pca" and part["colour"] == "Prediction"
     assert part["selection"] == [int(i) for i in atlas.embeddings.indices[inside]]
     with qtbot.waitSignal(win.window.input_loaded, timeout=30_000):
-        window.open_input_source(feature.source(int(cluster[0])), remember=False)
+        window.files.open_input_source(feature.source(int(cluster[0])), remember=False)
     win.run_and_wait()
     win.wait_idle()
 

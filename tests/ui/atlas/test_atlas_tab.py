@@ -50,7 +50,7 @@ def scanned_demo(actviz_window, tmp_path):
     """A window on the demo with the ten class images of :func:`write_classes` scanned and
     mapped; returns the driver and the atlas feature."""
     win = actviz_window()
-    assert win.window.open_model_source("demo", wait=True)
+    assert win.window.files.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_classes(folder)
     return win, _scan(win, folder)
@@ -61,7 +61,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     window = win.window
     atlas_ui = win.feature("atlas")
     assert atlas_ui.view.empty_label.text() == EMPTY_TEXT and atlas_ui.atlas is None
-    assert window.open_model_source("demo", wait=True)
+    assert window.files.open_model_source("demo", wait=True)
     assert LAYER in window.session.ticked
     folder = tmp_path / "images"
     write_classes(folder)
@@ -83,7 +83,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
         (DEMO_CLASSES[0], 5),
         (DEMO_CLASSES[1], 5),
     ]
-    window.show_tab(view)
+    window.host.show_tab(view)
     win.settle()
 
     # Hover: the pointer over a dot names its image.
@@ -102,7 +102,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
         qtbot.mouseClick(view.plot.viewport(), LEFT, pos=pos)
     assert opened.args == [source] and window.session.input.source == source
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-        window.run()
+        window.runs.run()
     qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=5000)
     # float16 embeddings against the run's float32 capture: the same place to ~1e-2.
     assert np.allclose(view.marker_position(), atlas.coords[row], atol=2e-2)
@@ -140,7 +140,7 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
     qtbot.mouseClick(
         view.channel_list.viewport(), LEFT, pos=view.channel_list.visualItemRect(first).center()
     )
-    cv = window.channel_view
+    cv = window.host.channel_view
     assert (cv.name, cv.channel) == (LAYER, want[0].channel)
 
     # Coloured by one channel's mean: a colour bar from its lowest to its highest image.
@@ -155,14 +155,14 @@ def test_the_atlas_maps_a_scan_hover_click_and_select(qtbot, actviz_window, tmp_
 
     # A hidden tab places no result; it catches up on the last one when shown.
     other = next(r for r in range(10) if r != row and atlas.labels[r] != atlas.labels[row])
-    window.show_tab(window.centre.tabs.widget(0))
-    assert window.current_tab() is not view
+    window.host.show_tab(window.centre.tabs.widget(0))
+    assert window.host.current_tab() is not view
     with qtbot.waitSignal(window.input_loaded, timeout=TIMEOUT_MS):
-        window.open_input_source(atlas_ui.source(other), remember=False)
+        window.files.open_input_source(atlas_ui.source(other), remember=False)
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-        window.run()
+        window.runs.run()
     assert np.allclose(view.marker_position(), atlas.coords[row], atol=2e-2)
-    window.show_tab(view)
+    window.host.show_tab(view)
     assert np.allclose(view.marker_position(), atlas.coords[other], atol=2e-2)
     assert atlas_ui.nearest[0].source == atlas_ui.source(other)
 

@@ -15,7 +15,7 @@ def test_the_hover_thumbnail_stays_while_the_pointer_rests(qtbot, actviz_window,
     win, atlas_ui = scanned_demo(actviz_window, tmp_path)
     window = win.window
     view = atlas_ui.view
-    window.show_tab(view)
+    window.host.show_tab(view)
     win.settle()
     row = 3
     pos = view.widget_pos_of(row)

@@ -16,15 +16,15 @@ def test_the_divergence_name_clears_the_points(actviz_window):
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "relu", "conv2", "fc"], size=(1280, 720))
     win.run_and_wait()
     w = win.window
-    pin = w.pin_result()
+    pin = w.pins_ui.pin_result()
     with win.expect_run():
         win.whatif.add_edit("relu", ablate([0, 1]))
-        w.run()
+        w.runs.run()
     win.open_dock("Edits")
     compare = win.feature("compare")
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):
-        assert w.compare_with_pin(pin)
-    w.show_tab(compare.page)
+        assert w.pins_ui.compare_with_pin(pin)
+    w.host.show_tab(compare.page)
     win.settle()
     chart = compare.view.chart
     text = chart.divergence_text

@@ -37,7 +37,7 @@ def _pinned_window(actviz_window, resnet, seeds=(1,)):
     for seed in seeds:
         win.set_input(frame(seed, 32))
         win.run_and_wait(TIMEOUT_MS)
-        pins.append(window.pin_result())
+        pins.append(window.pins_ui.pin_result())
     win.set_input(frame(99, 32))
     win.run_and_wait(TIMEOUT_MS)
     return win, pins
@@ -91,7 +91,7 @@ def _compared(qtbot, actviz_window, resnet):
     win, (pin,) = _pinned_window(actviz_window, resnet)
     ctrl = win.compare.feature
     _compare_with(win, pin)
-    return win, pin, ctrl, ctrl.view, win.window.result.capture, pin.result.capture
+    return win, pin, ctrl, ctrl.view, win.window.session.result.capture, pin.result.capture
 
 
 def test_a_panel_scrolled_into_view_shows_the_comparison(qtbot, actviz_window, resnet):
@@ -137,7 +137,7 @@ def test_a_second_comparison_leaves_no_panel_of_the_first(qtbot, actviz_window, 
     ctrl = win.compare.feature
     view = ctrl.view
     _compare_with(win, first)
-    cap_a = window.result.capture
+    cap_a = window.session.result.capture
     bar = view.diffs.verticalScrollBar()
     bar.setValue(bar.maximum())  # the deep panels painted with the first comparison
     qtbot.waitUntil(lambda: "layer3" not in ctrl.diff_panels_unpainted(), timeout=5000)
@@ -173,13 +173,13 @@ def test_panels_resized_or_shown_into_view_are_painted(qtbot, actviz_window, res
     view = ctrl.view
     # Compared while the Layers tab is shown: nothing is painted until the tab is.
     ctrl.view.set_source("pin")
-    window.show_tab(None)
+    window.host.show_tab(None)
     with qtbot.waitSignal(ctrl.compare_finished, timeout=TIMEOUT_MS):
         assert ctrl.compare()
     assert ctrl.diff_panels_pending() and ctrl.diff_panels_unpainted() == LAYERS
-    cap_a, cap_b = window.result.capture, pin.result.capture
+    cap_a, cap_b = window.session.result.capture, pin.result.capture
     _assert_panels_show(ctrl, cap_a, cap_b)
-    window.show_tab(ctrl.page)
+    window.host.show_tab(ctrl.page)
     qtbot.waitUntil(lambda: not ctrl.diff_panels_pending(), timeout=5000)
     before = _assert_panels_show(ctrl, cap_a, cap_b)
     assert before and len(before) < len(LAYERS)
@@ -218,9 +218,9 @@ def test_panels_painted_during_live_frames_show_the_comparison(qtbot, actviz_win
     window = win.window
     # Live mode on (an occlusion patch): frames of another input replace the latest run.
     win.live.occlude(TIMEOUT_MS)
-    assert window.result.capture is not cap_a
+    assert window.session.result.capture is not cap_a
     assert view.message().startswith(STALE_NOTE)
-    window.show_tab(ctrl.page)
+    window.host.show_tab(ctrl.page)
     # Panels painted now show the comparison made, not the live frame.
     _scroll_down_until(qtbot, view, lambda: "layer3" not in ctrl.diff_panels_unpainted())
     _assert_panels_show(ctrl, cap_a, cap_b)
@@ -285,7 +285,7 @@ def test_the_first_divergence_text_fits_the_compare_tab_at_1024x640(qtbot, actvi
     window = win.window
     win.set_input(frame(1, 32))
     win.run_and_wait(TIMEOUT_MS)
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     win.set_input(frame(2, 32))
     win.run_and_wait(TIMEOUT_MS)
     _compare_with(win, pin)

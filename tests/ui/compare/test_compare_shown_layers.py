@@ -20,20 +20,20 @@ TICKED = ["bert.encoder.layer.0", "bert.encoder.layer.1", "classifier"]
 def test_a_comparison_of_a_text_model_holds_the_ticked_layers_only(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
-    w.set_model(tiny_bert(), layers=TICKED)
+    w.script.set_model(tiny_bert(), layers=TICKED)
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )
     win.run_and_wait()
-    extra = [n for n in w.result.capture.names if n not in w.result.shown]
+    extra = [n for n in w.session.result.capture.names if n not in w.session.result.shown]
     assert extra, "the run recorded no layer beyond the ticked ones: nothing tested"
-    pin = w.pin_result()
+    pin = w.pins_ui.pin_result()
     with win.expect_run():
         win.whatif.add_edit("bert.encoder.layer.0", ablate([1]))
-        w.run()
+        w.runs.run()
     compare = win.feature("compare")
     with win.qtbot.waitSignal(compare.compare_finished, timeout=60_000):
-        assert w.compare_with_pin(pin)
+        assert w.pins_ui.compare_with_pin(pin)
     names = [d.name for d in compare.outcome.comparison.layers]
     assert names == TICKED
     assert compare.view.chart.names == TICKED

@@ -39,7 +39,7 @@ def _compare_tab_after_a_run(actviz_window, tiny_cnn):
     driver and the Compare view."""
     win = actviz_window(tiny_cnn, None, LAYERS)
     win.compare.show_page()
-    win.window.set_input(frame(1))
+    win.window.script.set_input(frame(1))
     win.run_and_wait(TIMEOUT_MS)
     return win, win.compare.view
 
@@ -63,13 +63,13 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     view.set_source(PIN)
     qtbot.mouseClick(view.compare_button, Qt.MouseButton.LeftButton)
     assert view.is_error() and "No pinned result" in view.message()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     assert view.pin_combo.isEnabled() and view.pin_combo.currentText() == pin.label
-    window.set_input(frame(2))
+    window.script.set_input(frame(2))
     win.run_and_wait(TIMEOUT_MS)
     win.compare.click_compare(TIMEOUT_MS)
 
-    cap_a, cap_b = window.result.capture, pin.result.capture
+    cap_a, cap_b = window.session.result.capture, pin.result.capture
     expected = compare(cap_a, cap_b)
     _assert_chart_is(view, expected)
     assert expected.first_divergence.name == "conv1"  # another input: differs from the start
@@ -133,8 +133,8 @@ def test_compare_with_a_pin_and_click_a_point(qtbot, actviz_window, tiny_cnn):
     qtbot.waitUntil(lambda: "conv2" in chart.status_label.text(), timeout=2000)
     qtbot.mouseClick(chart.plot_widget.viewport(), Qt.MouseButton.LeftButton, pos=where)
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
-    assert window.selected_layer == "conv2"
-    assert window.layer_panels["conv2"].is_selected()
+    assert window.display.selected_layer == "conv2"
+    assert window.host.layer_panels["conv2"].is_selected()
 
 
 def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
@@ -143,16 +143,16 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
     win = actviz_window(tiny_cnn, None, LAYERS)
     window = win.window
     view = win.compare.view
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait(TIMEOUT_MS)
     # Asked while a run is on its way: run A is that run's result.
-    window.set_input(frame(3))
+    window.script.set_input(frame(3))
     with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
-        window.run()
+        window.runs.run()
         assert win.compare.feature.compare_with_input("random:1x3x16x16:5")
         assert "Waiting" in view.message()
     model = window.session.model
-    cap_a = window.result.capture
+    cap_a = window.session.result.capture
     np.testing.assert_array_equal(cap_a.inputs.numpy(), frame(3).numpy())
     cap_b = capture(model, open_input("random:1x3x16x16:5", model=model).value, LAYERS)
     _assert_chart_is(view, compare(cap_a, cap_b))
@@ -172,15 +172,15 @@ def test_compare_with_another_input_waits_for_the_run_and_says_what_failed(
     # A run started meanwhile replaces the comparison (never shown): said, not left hanging.
     assert win.compare.feature.compare_with_input("random:1x3x16x16:6")
     with win.expect_run(TIMEOUT_MS, flush=False):
-        window.run()
+        window.runs.run()
         assert "A new run replaced the comparison" in view.message()
     assert not win.compare.feature.is_busy() and view.compare_button.isEnabled()
     # Cancel (Esc) stops a comparison like a run; the window's panels are not touched.
-    shown = window.result
+    shown = window.session.result
     assert win.compare.feature.compare_with_input("random:1x3x16x16:7")
     with qtbot.waitSignal(win.compare.feature.compare_failed, timeout=TIMEOUT_MS) as failed:
         window.cancel()
-    assert "cancelled" in failed.args[0] and window.result is shown
+    assert "cancelled" in failed.args[0] and window.session.result is shown
 
 
 def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
@@ -224,10 +224,10 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
     win.compare.wait_diff_panels(2000)
     np.testing.assert_array_equal(view.diffs.panels["conv1"].activation_slot.view.data, 0.0)
     cap_b = capture(changed, frame(1), LAYERS)
-    _assert_chart_is(view, compare(window.result.capture, cap_b))
+    _assert_chart_is(view, compare(window.session.result.capture, cap_b))
     # A new run: the comparison shown says it is of an older run A, and holds no capture.
-    old = weakref.ref(window.result.capture)
-    window.set_input(frame(2))
+    old = weakref.ref(window.session.result.capture)
+    window.script.set_input(frame(2))
     win.run_and_wait(TIMEOUT_MS)
     gc.collect()
     assert old() is None
@@ -238,13 +238,13 @@ def test_a_second_model_from_the_open_dialog_diverges_where_its_weights_differ(
 def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS)
     window = win.window
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    first = window.pin_result()
-    window.set_input(frame(2))
+    first = window.pins_ui.pin_result()
+    window.script.set_input(frame(2))
     win.run_and_wait()
-    second = window.pin_result()
-    window.set_input(frame(3))
+    second = window.pins_ui.pin_result()
+    window.script.set_input(frame(3))
     win.run_and_wait()
     entries = {a.text(): a for a in window.commands.pins_menu.actions()}
     sub = entries["Compare the latest run with"].menu()
@@ -255,7 +255,7 @@ def test_compare_with_a_pin_from_the_pinned_results_menu(qtbot, actviz_window, t
     view = win.compare.view
     assert window.centre.tabs.currentWidget() is win.compare.page
     assert view.source == PIN and view.pin_combo.currentIndex() == 0
-    _assert_chart_is(view, compare(window.result.capture, first.result.capture))
+    _assert_chart_is(view, compare(window.session.result.capture, first.result.capture))
     # Unpinned, it leaves the menu.
     window.session.pins.unpin(first)
     entries = {a.text(): a for a in window.commands.pins_menu.actions()}
@@ -269,15 +269,15 @@ def test_unpinning_while_a_comparison_waits_refuses_it_in_one_line(qtbot, actviz
     then Unpin all before the comparison starts (it raised IndexError)."""
     win = actviz_window(tiny_cnn, None, LAYERS)
     window = win.window
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     compare = win.compare.feature
-    window.set_input(frame(2))
+    window.script.set_input(frame(2))
     with qtbot.waitSignal(compare.compare_failed, timeout=TIMEOUT_MS) as failed:
-        assert window.run() is not None  # run A on its way: the comparison waits for it
+        assert window.runs.run() is not None  # run A on its way: the comparison waits for it
         assert compare.compare_with_pin(pin) and compare._waiting
-        window.unpin_all()
+        window.pins_ui.unpin_all()
     assert "was unpinned" in failed.args[0]
     win.wait_idle()
 
@@ -288,7 +288,7 @@ def test_a_run_compared_with_its_own_pin_reads_zero_on_every_bar(qtbot, actviz_w
     win = actviz_window(tiny_cnn, frame(1), LAYERS)
     window = win.window
     win.run_and_wait()
-    window.pin_result()
+    window.pins_ui.pin_result()
     entries = {a.text(): a for a in window.commands.pins_menu.actions()}
     with qtbot.waitSignal(win.compare.feature.compare_finished, timeout=TIMEOUT_MS):
         entries["Compare the latest run with"].menu().actions()[0].trigger()

@@ -20,7 +20,7 @@ def test_clear_all_edits_takes_the_difference_caption_away(actviz_window):
     whatif = win.feature("whatif")
     with win.expect_run():
         whatif.add_edit("conv1", ablate([0]))
-        win.window.run()
+        win.window.runs.run()
     assert win.wait_idle()  # the panels are re-shown in the display passes after the run
     panel = win.panel("conv2")
     panel.difference_button.setChecked(True)
@@ -29,7 +29,7 @@ def test_clear_all_edits_takes_the_difference_caption_away(actviz_window):
     assert panel.activation_slot.caption.text() == "edited − unedited"
     with win.expect_run():
         whatif.clear_edits()
-        win.window.run()
+        win.window.runs.run()
     assert win.wait_idle()
     assert not panel.difference_shown()
     assert panel.activation_slot.caption.text() != "edited − unedited"
@@ -66,7 +66,7 @@ def test_the_layers_placeholder_follows_model_ticks_input_and_run(actviz_window)
     assert text().startswith("Open an input")
     win.set_input(torch.randn(1, 3, 16, 16))
     with win.expect_run():
-        assert w.run() is not None
+        assert w.runs.run() is not None
         assert text().startswith("Running the model on 1 ticked layer")
 
 

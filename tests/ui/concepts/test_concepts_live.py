@@ -54,12 +54,12 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     live.seek(2)
     win.qtbot.waitUntil(lambda: live.frames_shown > shown, timeout=RUN_TIMEOUT_MS)
     win.qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
 
     # The frames' preparations were told the concept panel needs no channel mosaic.
     partial = [m for m in asked if m is not None]
     assert partial and all(LAYER not in m for m in partial), asked
-    result = window.result
+    result = window.session.result
     torch.testing.assert_close(result.capture.inputs, frames[2:3], rtol=0, atol=0)
     assert result.layers[LAYER].stale_mosaics  # the channel mosaic is an earlier frame's
     assert LAYER not in remade  # and the GUI thread did not make it again
@@ -67,7 +67,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
     panel = win.panel(LAYER)
     assert panel.tile_unit() == "concept"
     want = concept_tiles(
-        att.concepts, result.capture, LAYER, page=window.page_channels(LAYER),
+        att.concepts, result.capture, LAYER, page=window.host.page_channels(LAYER),
         normalize=win.session.normalize,
     )  # fmt: skip
     got = panel.activation_slot.mosaic
@@ -76,7 +76,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
 
     # Channels again: this frame's channel mosaic, made now.
     feature.set_shown(LAYER, False)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     assert panel.tile_unit() == ""
     assert LAYER in remade
     ref = capture(model, frames[2:3], [LAYER])[LAYER].tensor[0]

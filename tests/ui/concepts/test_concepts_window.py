@@ -35,7 +35,7 @@ def _trained_dictionary(tmp_path):
 
 
 def _menu_action(win, menu: str, text: str):
-    for action in win.window.menu(menu).actions():
+    for action in win.window.host.menu(menu).actions():
         if action.text().replace("&", "") == text:
             return action
     raise AssertionError(f"no {text!r} in the {menu} menu")
@@ -51,7 +51,7 @@ def _concepts_opened(actviz_window, tmp_path):
     feature = win.feature("concepts")
     feature.ask_folder = lambda *_a: str(folder)
     _menu_action(win, "Data", "Open concepts…").trigger()  # the result shown has conv2
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     return win, model, feature, c, folder
 
 
@@ -78,7 +78,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     assert session.concepts[LAYER].folder == str(folder)
     panel = win.panel(LAYER)
     assert panel.tile_unit() == "concept"
-    cap = win.window.result.capture
+    cap = win.window.session.result.capture
     maps = c.maps(cap, LAYER).numpy()
     peaks = maps.reshape(12, -1).max(1)
     firing = [int(i) for i in np.flatnonzero(peaks > 0)]
@@ -108,7 +108,7 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     entries = list(session.edits)
     assert len(entries) == 1 and entries[0].layer == LAYER
     assert entries[0].edit.kind == "concept" and tuple(entries[0].edit.channels) == (second,)
-    edited = win.window.result.capture.output
+    edited = win.window.session.result.capture.output
 
     def hook(_m, _args, out):
         x = out.movedim(1, -1)
@@ -139,11 +139,11 @@ def test_concept_tiles_view_and_remove(actviz_window, tmp_path):
     win.context_action(
         LAYER, win.panel(LAYER).activation_slot.mosaic.tile_channels[0], "Show channels"
     )
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     assert panel.tile_unit() == "" and panel.activation_slot.mosaic.order is None
     # And "Show concepts" from a channel tile's menu.
     win.context_action(LAYER, 0, "Show concepts")
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     assert panel.tile_unit() == "concept"
 
 
@@ -162,7 +162,7 @@ def test_session_keeps_the_dictionary(actviz_window, tmp_path):
     assert other.session.concepts == {}
     other.sessions.open(path)
     other.wait_idle()
-    other.window.flush_panel_updates()
+    other.window.display.flush_panel_updates()
     att = other.session.concepts[LAYER]
     assert att.folder == str(folder) and att.names == {first: "bright blob"} and att.shown
     for name in ("W_enc", "W_dec", "b_enc", "b_dec"):
@@ -182,7 +182,7 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
     shown_effect = feature.view.effect_label.text()
     with win.expect_run():
         win.qtbot.mouseClick(feature.view.remove_button, Qt.MouseButton.LeftButton)
-    edited = win.window.result.capture.output.clone()
+    edited = win.window.session.result.capture.output.clone()
     path = tmp_path / "removed.actviz"
     win.sessions.save(path)
 
@@ -198,12 +198,12 @@ def test_session_keeps_a_concept_edit_bit_for_bit(actviz_window, tmp_path):
         assert torch.equal(edit.concepts.weights()[name], t), name
     assert other.session.concepts[LAYER].concepts.same_as(edit.concepts)
     # The saved result, and a new run with the restored edit: the output bit for bit.
-    assert torch.equal(other.window.result.capture.output, edited)
+    assert torch.equal(other.window.session.result.capture.output, edited)
     other.run_and_wait()
-    assert torch.equal(other.window.result.capture.output, edited)
+    assert torch.equal(other.window.session.result.capture.output, edited)
     # The concept's effect is measured without its own removal (the session's copy of the
     # dictionary counts as the attached one): what the view said before the edit.
-    other.window.flush_panel_updates()
+    other.window.display.flush_panel_updates()
     ofeature = other.feature("concepts")
     ofeature.open_concept(LAYER, second)
     view = ofeature.view
@@ -251,7 +251,7 @@ def test_train_concepts_dialog_runs_and_cancels(actviz_window, tmp_path):
     loaded = actviz.concepts.load(tmp_path / "trained")
     assert torch.equal(loaded.W_dec, att.concepts.W_dec)
     win.wait_idle()
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     assert win.panel(LAYER).tile_unit() == "concept"
     # Its concept view: the top images of the scan made after training, and what it wants.
     first = win.panel(LAYER).activation_slot.mosaic.tile_channels[0]

@@ -37,7 +37,7 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     tops = {name: effects.effects.top_channels(name, effects.view.top)[0] for name in LAYERS}
     for name in LAYERS:
         size = w.display.page_size(name)
-        last = (w.result.layers[name].mosaic.total_channels - 1) // size * size
+        last = (w.session.result.layers[name].mosaic.total_channels - 1) // size * size
         w.display.turn_page(name, last // size - w.display.page_first(name) // size)
         assert w.display.page_first(name) == last > tops[name], name
     assert win.wait_idle()
@@ -50,11 +50,11 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     assert not dataset.isVisible()
     assert shown.count() == 0, shown.calls  # none in the menu's turn
     win.qtbot.waitUntil(lambda: not effects_dock.visibleRegion().isEmpty(), timeout=5_000)
-    win.qtbot.waitUntil(lambda: not w.display_pending(), timeout=30_000)
+    win.qtbot.waitUntil(lambda: not w.display.display_pending(), timeout=30_000)
     assert shown.most_in_a_turn() <= 1, shown.calls
-    w.flush_panel_updates()
+    w.display.flush_panel_updates()
     # Each panel shows the page holding its top channel, outlined.
     for name in LAYERS:
         size = w.display.page_size(name)
         assert w.display.page_first(name) == tops[name] // size * size, name
-        assert tops[name] in w.layer_panels[name].selected_channels()
+        assert tops[name] in w.host.layer_panels[name].selected_channels()

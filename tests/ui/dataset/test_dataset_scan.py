@@ -57,7 +57,7 @@ def _demo_window(actviz_window):
     """A window on the demo model (opened and run), scanning in process."""
     win = actviz_window()
     win.dataset.in_process()  # no loader processes for 16 tiny images
-    assert win.window.open_model_source("demo", wait=True)
+    assert win.window.files.open_model_source("demo", wait=True)
     return win
 
 
@@ -127,7 +127,7 @@ def test_dialog_scans_a_folder_with_progress_and_the_table_lists_channels(
     # result at once, running nothing.
     seen.clear()
     with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
-        assert window.open_model_source("demo", wait=True)
+        assert window.files.open_model_source("demo", wait=True)
     assert saved.args[0].from_cache and saved.args[0].count == IMAGES and seen == []
     assert "saved result" in dock.summary_label.text() and table.proxy.rowCount() == 32
     # The next dialog (also after a restart: the window's settings) offers the same folder.
@@ -210,10 +210,10 @@ def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, actviz_window, tm
         assert win.dataset.scans.is_scanning() and dock.progress_box.isVisible()
         assert dock.rate_label.text() == "Scanning images…"
         assert dock.summary_label.text() == "images: scanning…"
-        window.set_input(torch.rand(1, 3, 64, 64))
+        window.script.set_input(torch.rand(1, 3, 64, 64))
         with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-            assert window.run() is not None
-        assert set(window.result.layers) == set(window.session.ticked)
+            assert window.runs.run() is not None
+        assert set(window.session.result.layers) == set(window.session.ticked)
         assert win.dataset.scans.is_scanning() and seen == []
         with qtbot.waitSignal(win.dataset.scans.scan_cancelled, timeout=TIMEOUT_MS):
             qtbot.mouseClick(dock.cancel_button, LEFT)
@@ -227,7 +227,7 @@ def test_cancel_stops_the_scan_and_a_later_scan_resumes(qtbot, actviz_window, tm
         assert "cancelled after 4 of 16" in dock.message_label.text()
         # Opening the model again shows the saved partial scan at once (nothing is run).
         with qtbot.waitSignal(win.dataset.scans.scan_finished, timeout=TIMEOUT_MS) as saved:
-            assert window.open_model_source("demo", wait=True)
+            assert window.files.open_model_source("demo", wait=True)
         assert saved.args[0].count == 4 and seen == [(4, 16)]
         assert "partial" in dock.summary_label.text() and "finish" in dock.message_label.text()
         # Scanning again resumes at image 5.
@@ -270,8 +270,8 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     win.dataset.in_process()  # no loader processes for 16 tiny images
     folder = tmp_path / "images"
     write_folder(folder)
-    window.set_model(DeadNet().eval(), layers=["relu"])
-    window.set_input(torch.rand(1, 3, 24, 24))
+    window.script.set_model(DeadNet().eval(), layers=["relu"])
+    window.script.set_input(torch.rand(1, 3, 24, 24))
     scan = win.dataset.scan_and_wait(ScanSpec(str(folder), ("relu",), 3, 8), TIMEOUT_MS)
     assert list(scan.dead("relu")) == [2]
     table = win.dataset.dock.table
@@ -301,7 +301,7 @@ def test_table_marks_the_dead_channel_and_a_row_opens_it(
     assert win.dataset.scan is scan and not win.dataset.dock.progress_box.isVisible()
     assert win.dataset.dock.summary_label.text() == "images: 16 images · top 3"
     # Another model: the scan belongs to the old one and is forgotten.
-    window.set_model(DeadNet().eval(), layers=["relu"])
+    window.script.set_model(DeadNet().eval(), layers=["relu"])
     assert win.dataset.scan is None and table.proxy.rowCount() == 0
     assert win.dataset.dock.summary_label.text() == "No dataset scanned"
     # A model too big to copy unasked: its saved scan is not looked up when it opens.
@@ -351,10 +351,10 @@ def test_channel_view_shows_the_top_k_grid_and_a_tile_opens_its_image(
     assert opened.args == [top[1].source]
     assert window.session.input.source == top[1].source
     # Another channel of a layer the scan does not hold: no grid.
-    window.tick(["features.block1"])
+    window.script.tick(["features.block1"])
     with qtbot.waitSignal(window.run_finished, timeout=TIMEOUT_MS):
-        window.run()
-    assert window.open_channel("features.block1", 0)
+        window.runs.run()
+    assert window.display.open_channel("features.block1", 0)
     assert not grid.isVisible()
 
 
@@ -504,7 +504,7 @@ def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz
     window = win.window
     dataset = win.dataset.feature
     dataset.scans.num_workers = 0
-    assert window.open_model_source("demo", wait=True)
+    assert window.files.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     write_folder(folder, count=4)
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS):
@@ -514,7 +514,7 @@ def test_a_saved_scan_found_on_opening_leaves_a_closed_dock_closed(qtbot, actviz
     # The model opened again: its saved scan is found and shown in the dock, which stays
     # closed (it popped open at every model opened).
     with qtbot.waitSignal(dataset.scans.scan_finished, timeout=TIMEOUT_MS) as done:
-        assert window.open_model_source("demo", wait=True)
+        assert window.files.open_model_source("demo", wait=True)
     assert done.args[0].from_cache
     win.settle()
     assert not dataset.dock.isVisible()

@@ -40,7 +40,7 @@ def _write_images(folder, count: int = 6) -> None:
 def _demo_dataset(win):
     """The demo opened in ``win``; returns its dataset feature, scanning without loader
     processes."""
-    assert win.window.open_model_source("demo", wait=True)
+    assert win.window.files.open_model_source("demo", wait=True)
     dataset = win.feature("dataset")
     dataset.scans.num_workers = 0
     return dataset
@@ -49,7 +49,7 @@ def _demo_dataset(win):
 def _demo_with_atlas(win, qtbot, tmp_path):
     """The demo, a folder scanned for DEMO_LAYER and its map built; returns the atlas feature."""
     window = win.window
-    assert window.open_model_source("demo", wait=True)
+    assert window.files.open_model_source("demo", wait=True)
     folder = tmp_path / "images"
     _write_images(folder)
     dataset, atlas = win.feature("dataset"), win.feature("atlas")
@@ -94,13 +94,13 @@ def test_an_input_away_from_the_dataset_is_in_view(actviz_window, qtbot, tmp_pat
     win = actviz_window()
     atlas = _demo_with_atlas(win, qtbot, tmp_path)
     window = win.window
-    window.show_tab(atlas.view)
+    window.host.show_tab(atlas.view)
     win.settle()
     view = atlas.view
     # The window's input placed as every result is (a darker grey than the folder's).
     dark = tmp_path / "dark.png"
     Image.fromarray(np.full((24, 24, 3), 5, np.uint8)).save(dark)
-    assert window.open_input_source(str(dark), wait=True)
+    assert window.files.open_input_source(str(dark), wait=True)
     win.run_and_wait()
     qtbot.waitUntil(lambda: view.marker_position() is not None, timeout=TIMEOUT_MS)
     coords = atlas.atlas.coords
@@ -142,7 +142,7 @@ def test_a_channel_of_a_layer_without_maps_says_so_and_names_its_top_images(
 ):
     win = actviz_window()
     window = win.window
-    window.load_demo()
+    window.files.load_demo()
     qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
     win.wait_idle()
     assert "fc" in window.session.ticked
@@ -227,7 +227,7 @@ def test_embeddings_over_the_budget_leave_the_top_images(actviz_window, qtbot, t
 
     win = actviz_window()
     window = win.window
-    assert window.open_model_source("demo", wait=True)
+    assert window.files.open_model_source("demo", wait=True)
     window.session.memory_budget = 1000  # 16 images x 64 values x 2 bytes = 2 KiB: over it
     dataset, atlas = win.feature("dataset"), win.feature("atlas")
     dataset.scans.num_workers = 0
@@ -287,7 +287,7 @@ def test_a_folder_smaller_than_k_says_its_own_count(actviz_window, qtbot, tmp_pa
 def test_opened_under_the_dataset_dock_its_bars_show(actviz_window, qtbot, tmp_path):
     win = actviz_window()
     window = win.window
-    window.load_demo()
+    window.files.load_demo()
     qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
     win.wait_idle()
     win.run_and_wait()
@@ -399,7 +399,7 @@ def test_a_replaced_verification_is_still_said_under_the_new_bars(actviz_window)
     win.qtbot.waitUntil(lambda: not feature.estimating(), timeout=TIMEOUT_MS)
     assert feature.verify()
     with win.expect_run():
-        assert win.window.run() is not None  # replaces the verification
+        assert win.window.runs.run() is not None  # replaces the verification
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=TIMEOUT_MS)
     win.qtbot.waitUntil(
         lambda: (
@@ -443,7 +443,7 @@ def test_a_text_model_is_told_a_scan_needs_images(actviz_window, qtbot, tmp_path
     save_tiny_gpt2(folder)
     win = actviz_window()
     window = win.window
-    assert window.open_model_source(str(folder), wait=True)
+    assert window.files.open_model_source(str(folder), wait=True)
     dataset = win.feature("dataset")
     dataset.scans.num_workers = 0
     images = tmp_path / "images"
@@ -479,7 +479,7 @@ def test_an_image_gone_since_the_scan_leaves_the_other_top_images(actviz_window,
 
     win = actviz_window()
     window = win.window
-    window.load_demo()
+    window.files.load_demo()
     qtbot.waitUntil(lambda: window.session.input is not None, timeout=TIMEOUT_MS)
     win.wait_idle()
     win.run_and_wait()

@@ -38,7 +38,7 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     feature = win.feature("effects")
     win.open_dock("Channels that matter")
     win.effects.wait_estimates()
-    cap = win.window.result.capture
+    cap = win.window.session.result.capture
     eff = feature.effects
     assert eff.layers == ("conv1", LAYER)
     want = concept_estimate_from_capture(model, cap, c, LAYER)
@@ -91,7 +91,7 @@ def test_a_panel_showing_concepts_is_ranked_by_its_concepts(actviz_window, tmp_p
     assert [(e.layer, e.edit.kind) for e in entries] == [(LAYER, "concept")]
     assert sorted(entries[0].edit.channels) == sorted(top) and entries[0].edit.factor == 0
     assert entries[0].note == "top 2 concepts by effect, ablated"
-    torch.testing.assert_close(win.window.result.capture.output, _removed(model, c, top))
+    torch.testing.assert_close(win.window.session.result.capture.output, _removed(model, c, top))
 
     # Channels again: the layer is ranked by its 6 channels.
     concepts_feature.set_shown(LAYER, False)

@@ -56,7 +56,7 @@ def test_a_bar_click_opens_the_channel(actviz_window):
         from PySide6.QtCore import QPoint, Qt
 
         win.qtbot.mouseClick(bars, Qt.MouseButton.LeftButton, pos=QPoint(100, 4 + 20 + 10))
-    view = win.window.channel_view
+    view = win.window.host.channel_view
     assert (view.name, view.channel) == ("conv1", channel)
 
 
@@ -83,7 +83,7 @@ def test_verify_shows_the_exact_effects(actviz_window):
         assert eff[layer].verified.all()
         np.testing.assert_allclose(eff.exact(layer), expected.exact(layer), rtol=0, atol=1e-9)
     # The window kept its result: the verification was the feature's job.
-    assert win.window.result is result
+    assert win.window.session.result is result
     bars = feature.view.sections["conv2"].bars
     assert all(r.exact is not None for r in bars.rows)
     assert bars.rows[0].exact == expected["conv2"].row(bars.rows[0].channel).exact
@@ -108,7 +108,7 @@ def test_ablate_top_three_changes_the_prediction(actviz_window):
     before = result.capture.output.detach().clone()
     with win.expect_run():
         assert feature.ablate_top("conv2", 3)
-    after = win.window.result
+    after = win.window.session.result
     win.effects.wait_estimates()
     entries = win.window.session.edits.entries
     assert [(e.layer, e.edit.kind) for e in entries] == [("conv2", "ablate")]
@@ -147,10 +147,10 @@ def test_a_session_keeps_the_top_k_and_the_marking(actviz_window):
     feature = win.feature("effects")
     feature.view.top_spin.setValue(5)
     feature.view.mark_check.setChecked(True)
-    parts = win.window.session_parts()
+    parts = win.window.host.session_parts()
     assert parts["effects"] == {"top": 5, "mark": True, "sort": False}
     other = actviz_window(seeded_tiny_cnn(), frame(3), LAYERS)
-    other.window.restore_session_parts(parts)
+    other.window.host.restore_session_parts(parts)
     assert other.feature("effects").view.top == 5
     assert other.feature("effects").view.mark_check.isChecked()
 
@@ -173,7 +173,7 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
     with win.expect_run():
         feature.ablate_top("conv2", 1)
     win.effects.wait_estimates()
-    edited = win.window.result.capture
+    edited = win.window.session.result.capture
     assert edited.edits
     assert feature.verify()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=30_000)
@@ -193,7 +193,7 @@ def test_logits_layer_and_verifying_an_edited_run(actviz_window):
 
 def test_the_report_holds_the_channels_that_matter(actviz_window, tmp_path):
     win, _model, _result, feature = _tiny_with_effects(actviz_window)
-    parts = win.window.report_parts()
+    parts = win.window.host.report_parts()
     figures = parts["figures"]()
     captions = [caption for caption, _ in figures]
     assert captions == [f"Channels that matter: {layer}" for layer in feature.effects.results]

@@ -42,7 +42,7 @@ def _wide_with_effects(actviz_window):
 
 
 def _shown(win):
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     return win.panel("conv2").activation_slot.mosaic
 
 
@@ -53,7 +53,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     natural = _shown(win)
     size = natural.page_size
     assert natural.order is None and 0 < size < 300  # several pages
-    assert window.turn_page("conv2", 1)  # the user is on page 2 before sorting
+    assert window.display.turn_page("conv2", 1)  # the user is on page 2 before sorting
     assert _shown(win).first_channel == size
 
     feature.view.sort_check.setChecked(True)
@@ -66,7 +66,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     assert panel.page_text() == f"by effect: 1-{size} of 300"
     assert not panel.page_bar.prev_button.isEnabled() and panel.page_bar.next_button.isEnabled()
     assert panel.activation_slot.image_canvas.grid._channel_ids == order[:size]
-    data = window.result.layers["conv2"].view.data
+    data = window.session.result.layers["conv2"].view.data
     np.testing.assert_allclose(
         m.image, mosaic(data[list(order[:size])], symmetric=m.symmetric).image, atol=1e-6,
         equal_nan=True,
@@ -74,13 +74,13 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     # The gradient side is in the same order.
     assert panel.gradient_slot.mosaic.tile_channels == order[:size]
     # Next page: ranks size+1.. of the order.
-    assert window.turn_page("conv2", 1)
+    assert window.display.turn_page("conv2", 1)
     m2 = _shown(win)
     assert m2.tile_channels == order[size : 2 * size] and m2.position == size
     assert panel.page_text().startswith(f"by effect: {size + 1}-")
-    assert window.turn_page("conv2", -1) and _shown(win).position == 0
-    assert not window.turn_page("conv2", -1)
-    assert window.turn_page("conv2", 1)
+    assert window.display.turn_page("conv2", -1) and _shown(win).position == 0
+    assert not window.display.turn_page("conv2", -1)
+    assert window.display.turn_page("conv2", 1)
 
     # A new input: re-sorted by its own effects, on the same page of the order.
     win.set_input(frame(9))
@@ -102,8 +102,8 @@ def test_sort_by_effect_pages_and_back(actviz_window):
     win.reveal("conv2")
     pos = canvas.image_to_widget(x0 + 1.5, y0 + 1.5)
     win.qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos))
-    win.qtbot.waitUntil(lambda: window.channel_view.channel == third, timeout=5000)
-    assert window.channel_view.name == "conv2"
+    win.qtbot.waitUntil(lambda: window.host.channel_view.channel == third, timeout=5000)
+    assert window.host.channel_view.name == "conv2"
     # Opening a channel keeps the sorted page holding it (the panel narrows beside the
     # channel view: fewer tiles per page, the page still the one holding it).
     m = _shown(win)
@@ -119,7 +119,7 @@ def test_sort_by_effect_pages_and_back(actviz_window):
 
 def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
     win, model, feature = _wide_with_effects(actviz_window)
-    result = win.window.result
+    result = win.window.session.result
     eff = feature.effects
     # The least of the tiles shown, far from the top: shown after the top ones once measured.
     page = win.panel("conv2").activation_slot.mosaic.tile_channels
@@ -156,17 +156,17 @@ def test_the_tile_menu_measures_a_channel_and_sorts(actviz_window):
 def test_a_session_keeps_the_sorting(actviz_window):
     win, _model, feature = _wide_with_effects(actviz_window)
     feature.view.sort_check.setChecked(True)
-    parts = win.window.session_parts()
+    parts = win.window.host.session_parts()
     assert parts["effects"]["sort"] is True
     other = actviz_window(Wide().eval(), frame(3), ["conv2"])
-    other.window.restore_session_parts(parts)
+    other.window.host.restore_session_parts(parts)
     theirs = other.feature("effects")
     assert theirs.view.sort_check.isChecked()
     # Sorted without opening the dock: the estimates are made for the sorting.
     other.run_and_wait()
     other.qtbot.waitUntil(lambda: theirs.sorted_layers() == ["conv2"], timeout=30_000)
     order = tuple(int(c) for c in theirs.effects["conv2"].order())
-    other.window.flush_panel_updates()
+    other.window.display.flush_panel_updates()
     assert other.panel("conv2").activation_slot.mosaic.tile_channels[0] == order[0]
 
 
@@ -204,7 +204,7 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
     diff = panel.activation_slot.mosaic
     assert diff.order == order and diff.tile_channels == shown.tile_channels
     assert panel.page_text().startswith("by effect: 1-")
-    result = win.window.result
+    result = win.window.session.result
     a = result.capture["conv2"].tensor[0] - result.baseline["conv2"].tensor[0]
     c = diff.tile_channels[0]
     y0, x0 = diff.tile_origin(c)
@@ -216,7 +216,7 @@ def test_the_difference_view_of_a_sorted_panel_keeps_its_order(actviz_window):
 def test_the_channel_view_steps_through_the_effect_order(actviz_window):
     win, _model, feature = _wide_with_effects(actviz_window)
     window = win.window
-    view = window.channel_view
+    view = window.host.channel_view
 
     def step(by: int) -> int:  # the channel view's [ ] keys
         view.step_requested.emit(by)
@@ -224,11 +224,11 @@ def test_the_channel_view_steps_through_the_effect_order(actviz_window):
 
     feature.view.sort_check.setChecked(True)
     order = window.session.channel_orders["conv2"].channels
-    assert window.open_channel("conv2", order[0])
+    assert window.display.open_channel("conv2", order[0])
     assert step(1) == order[1]
     assert step(1) == order[2]
     assert step(-1) == order[1]
-    assert window.open_channel("conv2", order[0]) and step(-1) == order[0]  # the first
+    assert window.display.open_channel("conv2", order[0]) and step(-1) == order[0]  # the first
     feature.view.sort_check.setChecked(False)
     assert step(1) == order[0] + 1  # natural order again
 

@@ -265,7 +265,7 @@ def _play_through_in_order(qtbot, window, live, frames) -> None:
     lost on the way (the last one included)."""
     shown = []
     live.frame_changed.connect(
-        lambda i, n, label: shown.append((i, window.result.capture.inputs.clone()))
+        lambda i, n, label: shown.append((i, window.session.result.capture.inputs.clone()))
     )
     live.set_loop(False)
     live.set_speed(200)
@@ -287,7 +287,9 @@ def test_playing_a_tensor_sequence_updates_the_panels_every_frame(qtbot, actviz_
     _wait_frames(qtbot, live, 1)
     seen = {}
     live.frame_changed.connect(
-        lambda i, n, label: seen.setdefault(i, window.result.layers["conv1"].view.data.copy())
+        lambda i, n, label: seen.setdefault(
+            i, window.session.result.layers["conv1"].view.data.copy()
+        )
     )
     live.set_speed(60)
     # A speed set in code shows in the dock.
@@ -393,7 +395,7 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     win = live_window(actviz_window)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(nn.Sequential(nn.Conv2d(3, 300, 3, padding=1)).eval(), layers=["0"])
+    window.script.set_model(nn.Sequential(nn.Conv2d(3, 300, 3, padding=1)).eval(), layers=["0"])
     live = win.live.controller
     frames = random_frames(6, 4)
     live.set_source(TensorFrames(frames))
@@ -401,27 +403,29 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     live.set_speed(60)
     live.play()
     _wait_frames(qtbot, live, 2)
-    panel = window.layer_panels["0"]
+    panel = window.host.layer_panels["0"]
     # The page size follows the panel's width (tiles >= 32 px; the frames ask for it too).
     qtbot.waitUntil(lambda: "0" in window.session.page_channels, timeout=5000)
     size = window.session.page_channels["0"]
     assert MIN_PAGE_CHANNELS <= size < 150
-    qtbot.waitUntil(lambda: window.result.layers["0"].mosaic.page_size == size, timeout=5000)
-    window.flush_panel_updates()
+    qtbot.waitUntil(
+        lambda: window.session.result.layers["0"].mosaic.page_size == size, timeout=5000
+    )
+    window.display.flush_panel_updates()
     assert panel.page_text() == f"ch 0-{size - 1} of 300"
     live.pause()
     _wait_idle(qtbot, live)
-    pin = window.pin_result()  # a result made on page 0
+    pin = window.pins_ui.pin_result()  # a result made on page 0
     live.play()
     _wait_frames(qtbot, live, live.frames_shown + 1)
-    assert window.result is not pin.result
-    assert window.turn_page("0", 1)  # while frames requested on page 0 are in flight
+    assert window.session.result is not pin.result
+    assert window.display.turn_page("0", 1)  # while frames requested on page 0 are in flight
     shown = live.frames_shown
     _wait_frames(qtbot, live, shown + 3)
     live.pause()
     _wait_idle(qtbot, live)
-    window.flush_panel_updates()
-    layer = window.result.layers["0"]
+    window.display.flush_panel_updates()
+    layer = window.session.result.layers["0"]
     assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
     assert panel.activation_slot.mosaic is layer.mosaic
     assert (layer.mosaic.first_channel, layer.mosaic.channels) == (size, size)
@@ -430,8 +434,8 @@ def test_a_turned_channel_page_stays_while_frames_play(qtbot, actviz_window):
     ref = mosaic(layer.view.data[size : 2 * size], pad=1, symmetric=True)
     np.testing.assert_allclose(layer.mosaic.image, ref.image, atol=1e-6, equal_nan=True)
     # Results made before the turn are shown on the page the user chose, and not edited.
-    assert window.show_pinned(pin)
-    window.flush_panel_updates()
+    assert window.pins_ui.show_pinned(pin)
+    window.display.flush_panel_updates()
     assert pin.result.layers["0"].mosaic.first_channel == 0
     assert panel.activation_slot.mosaic.first_channel == size
     assert panel.page_text() == f"ch {size}-{2 * size - 1} of 300"
@@ -448,7 +452,7 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
     _wait_frames(qtbot, live, 2)
     _wait_idle(qtbot, live)
     np.testing.assert_allclose(
-        window.result.capture.inputs.numpy(), frames[2:3].numpy(), rtol=0, atol=0
+        window.session.result.capture.inputs.numpy(), frames[2:3].numpy(), rtol=0, atol=0
     )
     live.seek(1)
     # Wait for frame 1 itself: the panels fitting their page size to the width may re-show the
@@ -457,7 +461,7 @@ def test_stepping_and_seeking_show_exactly_that_frame(qtbot, actviz_window):
     _wait_idle(qtbot, live)
     assert live.player.index == 1
     np.testing.assert_allclose(
-        window.result.capture.inputs.numpy(), frames[1:2].numpy(), rtol=0, atol=0
+        window.session.result.capture.inputs.numpy(), frames[1:2].numpy(), rtol=0, atol=0
     )
 
 
@@ -488,7 +492,7 @@ def test_the_keyboard_and_the_live_menu_drive_playback(qtbot, actviz_window):
     assert live.player.index == 1
     _wait_idle(qtbot, live)
     np.testing.assert_array_equal(
-        window.result.capture.inputs.numpy(), random_frames(4, 3)[1:2].numpy()
+        window.session.result.capture.inputs.numpy(), random_frames(4, 3)[1:2].numpy()
     )
     qtbot.keyClick(window, Qt.Key.Key_Space, ctrl)
     assert live.playing
@@ -522,18 +526,20 @@ def test_dragging_the_occlusion_patch_reruns_with_the_latest_position_only(qtbot
     assert fx == pytest.approx(0.75, abs=0.02) and fy == pytest.approx(0.75, abs=0.02)
     assert live.frames_shown > start
     assert live.frames_shown - start < 13  # coalesced, not one run per move
-    shown = window.result.capture.inputs
+    shown = window.session.result.capture.inputs
     expected, _ = live.perturbation.apply(x)
     torch.testing.assert_close(shown, expected)
     y0, y1, x0, x1 = live.perturbation.patch_box(16, 16)
     assert torch.allclose(shown[0, :, y0:y1, x0:x1], x.mean(dim=(2, 3))[0, :, None, None])
     # The prediction changed with the input (a real forward ran on the occluded picture).
     ref = capture(window.session.model, expected, ["fc"])
-    torch.testing.assert_close(window.result.capture.output, ref.output)
+    torch.testing.assert_close(window.session.result.capture.output, ref.output)
     # Reset brings the original input back.
     dock.reset_perturbation()
     _wait_idle(qtbot, live)
-    qtbot.waitUntil(lambda: torch.equal(window.result.capture.inputs, x), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: torch.equal(window.session.result.capture.inputs, x), timeout=RUN_TIMEOUT_MS
+    )
 
 
 def _move_event(point):
@@ -564,7 +570,8 @@ def test_sliders_perturb_the_current_input(qtbot, actviz_window):
     assert (p.noise, p.brightness, p.contrast) == (0.5, 0.2, 1.5)
     expected, _ = p.apply(x)
     qtbot.waitUntil(
-        lambda: torch.allclose(window.result.capture.inputs, expected), timeout=RUN_TIMEOUT_MS
+        lambda: torch.allclose(window.session.result.capture.inputs, expected),
+        timeout=RUN_TIMEOUT_MS,
     )
 
 
@@ -607,11 +614,11 @@ def test_run_while_perturbing_refreshes_the_live_frame(qtbot, actviz_window):
     live.update_perturbation(brightness=0.3)
     _wait_idle(qtbot, live)
     shown = live.frames_shown
-    window.run()
+    window.runs.run()
     _wait_frames(qtbot, live, shown + 1)
     _wait_idle(qtbot, live)
     expected, _ = live.perturbation.apply(window.session.input.value)
-    torch.testing.assert_close(window.result.capture.inputs, expected)
+    torch.testing.assert_close(window.session.result.capture.inputs, expected)
 
 
 def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
@@ -620,13 +627,13 @@ def test_only_the_latest_capture_is_kept(qtbot, actviz_window):
     live = win.live.controller
     live.set_source(TensorFrames(random_frames(6, 0)))
     _wait_frames(qtbot, live, 1)
-    refs = [weakref.ref(window.result.capture)]
+    refs = [weakref.ref(window.session.result.capture)]
     for _ in range(3):
         n = live.frames_shown
         live.step(1)
         _wait_frames(qtbot, live, n + 1)
         _wait_idle(qtbot, live)
-        refs.append(weakref.ref(window.result.capture))
+        refs.append(weakref.ref(window.session.result.capture))
     gc.collect()
     alive = [r() is not None for r in refs]
     assert alive[-1] and not any(alive[:-1])
@@ -643,14 +650,14 @@ def test_frames_with_panels_off_screen_are_followed_by_a_full_one(qtbot, actviz_
     window.centre.tabs.setCurrentIndex(1)  # the overview: no layer panel is on screen
     qtbot.waitUntil(lambda: live.runner.visible_layers() == set(), timeout=2000)
     before = len(live.timings)
-    old = window.result.layers["conv1"].mosaic
+    old = window.session.result.layers["conv1"].mosaic
     live.update_perturbation(brightness=0.2)
     qtbot.waitUntil(lambda: len(live.timings) >= before + 2, timeout=RUN_TIMEOUT_MS)
     _wait_idle(qtbot, live)
     # The settling frame rebuilt every mosaic for the perturbed input.
     expected, _ = live.perturbation.apply(window.session.input.value)
     ref = capture(window.session.model, expected, ["conv1"])["conv1"].tensor[0]
-    m = window.result.layers["conv1"].mosaic
+    m = window.session.result.layers["conv1"].mosaic
     assert m is not old
     # "auto" colour map: the signed convolution's mosaic is symmetric about 0.
     assert m.symmetric
@@ -720,17 +727,19 @@ def test_live_frames_skip_the_input_gradient_while_no_saliency_is_shown(qtbot, a
     live.set_source(TensorFrames(frames))
     _wait_frames(qtbot, live, 1)
     _wait_idle(qtbot, live)
-    assert window.result.capture.input_grads is None and window.result.saliency is None
+    assert (
+        window.session.result.capture.input_grads is None and window.session.result.saliency is None
+    )
     window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
     shown = live.frames_shown
     live.step(1)
     _wait_frames(qtbot, live, shown + 1)
     _wait_idle(qtbot, live)
-    grads = window.result.capture.input_grads
+    grads = window.session.result.capture.input_grads
     assert grads is not None and grads.shape == frames[:1].shape
     expected = grads[0].abs().amax(0)
     np.testing.assert_allclose(
-        window.result.saliency, (expected / expected.max()).numpy(), atol=1e-6
+        window.session.result.saliency, (expected / expected.max()).numpy(), atol=1e-6
     )
 
 
@@ -745,7 +754,7 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
     _wait_idle(qtbot, live)
 
     def overview_shows(result) -> bool:
-        selected = window.selected_layer
+        selected = window.display.selected_layer
         return (
             np.allclose(centre.grad_flow_panel.norms, result.grad_norms)
             and centre.prediction_panel.predictions() == list(result.predictions)
@@ -760,33 +769,37 @@ def test_a_hidden_overview_waits_for_its_tab_and_then_shows_the_frame(qtbot, act
 
     # A live frame with the Overview hidden: its panels keep the opened input's run, and the
     # frame's Grad-CAM and histogram were not computed for them.
-    frame = window.result
+    frame = window.session.result
     assert frame.origin and frame.grad_cams.computed() == []
-    assert not frame.layers[window.selected_layer].hist_ready
+    assert not frame.layers[window.display.selected_layer].hist_ready
     # Nor its statistics (the table is on the Overview), but for the gradients' norms.
     assert not any(layer.stats.ready for layer in frame.layers.values())
     assert all(layer.stats["grad_norm"] is not None for layer in frame.layers.values())
     assert not np.allclose(centre.grad_flow_panel.norms, frame.grad_norms)
     # Export and tests flush: the Overview then shows the frame, exactly.
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     assert overview_shows(frame)
     # The next frame waits again, until the tab is shown.
     n = live.frames_shown
     live.step(1)
     _wait_frames(qtbot, live, n + 1)
     _wait_idle(qtbot, live)
-    assert not np.allclose(centre.grad_flow_panel.norms, window.result.grad_norms)
+    assert not np.allclose(centre.grad_flow_panel.norms, window.session.result.grad_norms)
     centre.tabs.setCurrentWidget(centre.overview_tab)
-    qtbot.waitUntil(lambda: live.idle and overview_shows(window.result), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: live.idle and overview_shows(window.session.result), timeout=RUN_TIMEOUT_MS
+    )
     # Shown: later frames fill it as they come, their Grad-CAM computed off the GUI thread.
     n = live.frames_shown
     live.step(1)
     _wait_frames(qtbot, live, n + 1)
     _wait_idle(qtbot, live)
-    assert window.result.grad_cams.computed() == [window.result.gradcam_default]
-    qtbot.waitUntil(lambda: overview_shows(window.result), timeout=RUN_TIMEOUT_MS)
+    assert window.session.result.grad_cams.computed() == [window.session.result.gradcam_default]
+    qtbot.waitUntil(lambda: overview_shows(window.session.result), timeout=RUN_TIMEOUT_MS)
     # Its statistics were computed with the frame, off the GUI thread.
-    assert all(isinstance(layer.stats, MappingProxyType) for layer in window.result.layers.values())
+    assert all(
+        isinstance(layer.stats, MappingProxyType) for layer in window.session.result.layers.values()
+    )
 
 
 def test_frames_capture_on_the_workers_count_or_the_one_set(qtbot, actviz_window, monkeypatch):
@@ -841,7 +854,9 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     model = window.session.model
     seen: dict[int, np.ndarray] = {}
     live.frame_changed.connect(
-        lambda i, n, label: seen.setdefault(i, window.result.layers["conv1"].view.data.copy())
+        lambda i, n, label: seen.setdefault(
+            i, window.session.result.layers["conv1"].view.data.copy()
+        )
     )
     _play_through_in_order(qtbot, window, live, frames)
     assert lanes[0] == 0 and 1 in lanes  # the copy is made on lane 0, then used
@@ -876,7 +891,7 @@ def test_a_sequence_plays_on_two_lanes_the_model_and_its_copy_in_frame_order(qtb
     live.step(1)
     _wait_idle(qtbot, live)
     assert lanes == [0]
-    window.set_model(seeded_tiny_cnn(), layers=LIVE_LAYERS)
+    window.script.set_model(seeded_tiny_cnn(), layers=LIVE_LAYERS)
     assert live.lanes.replica is None  # noqa: SLF001
     assert "model copy" not in live.status().memory_text()
     assert not any(h for m in model.modules() for h in m._forward_hooks.values())  # noqa: SLF001
@@ -923,7 +938,7 @@ def test_playing_keeps_the_status_bar_steady_and_it_ends_on_the_frame_shown(qtbo
     assert changes <= played_s / 0.25 + 3, (changes, played_s)
     from actviz.core.capture import format_bytes
 
-    elapsed_ms = window.result.elapsed_s * 1000
+    elapsed_ms = window.session.result.elapsed_s * 1000
     assert timing.text().startswith(f"ran in {elapsed_ms:.0f} ms")
     assert format_bytes(window.session.held_bytes()) in timing.text()
     # An ordinary run still says it runs.
@@ -1009,12 +1024,12 @@ def test_closing_the_live_dock_drops_the_copy_and_the_memory_line_follows_runs(
     # A run of the window changes what the session holds: the dock's line says so at once.
     live.set_source(None)  # back to the opened input: the window runs it
     qtbot.waitUntil(
-        lambda: live.idle and not window.worker.is_busy() and not window.result.origin,
+        lambda: live.idle and not window.worker.is_busy() and not window.session.result.origin,
         timeout=RUN_TIMEOUT_MS,
     )
-    before, old = len(shown), window.result
-    window.run()
-    qtbot.waitUntil(lambda: window.result is not old, timeout=RUN_TIMEOUT_MS)
+    before, old = len(shown), window.session.result
+    window.runs.run()
+    qtbot.waitUntil(lambda: window.session.result is not old, timeout=RUN_TIMEOUT_MS)
     from actviz.workspace.budget import fmt_bytes
 
     assert len(shown) > before
@@ -1048,10 +1063,10 @@ def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
     live.seek(3)
     _wait_frames(qtbot, live, shown + 1)
     _wait_idle(qtbot, live)
-    layer = window.result.layers[name]
+    layer = window.session.result.layers[name]
     if not layer.stale_mosaics:  # timing: the frame was made while the panel was on screen
         pytest.skip("the frame built this panel's mosaic: nothing was kept to be made again")
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
     window.centre.layers_scroll.ensureWidgetVisible(panel)
     ref = capture(model, frames[3:4], [name])[name].tensor[0]
 
@@ -1069,7 +1084,7 @@ def test_a_panel_scrolled_into_view_after_frames_shows_that_frames_values(
     # The gradient side too: this frame's |gradient|.
     g = panel.gradient_slot.mosaic
     assert g is not None and np.array_equal(g.indices, mosaic(layer.grad_view.data).indices)
-    torch.testing.assert_close(window.result.capture.inputs, frames[3:4], rtol=0, atol=0)
+    torch.testing.assert_close(window.session.result.capture.inputs, frames[3:4], rtol=0, atol=0)
 
 
 class _WideConv(nn.Module):
@@ -1104,15 +1119,15 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     win.settle()  # the canvas at its size: the next frame's budget is read from it
     visible = live.runner.visible_layers()
     assert visible == {"conv"}
-    canvas = window.layer_panels["conv"].activation_slot.image_canvas
-    budget = mosaic_budget(window.layer_panels, visible)
+    canvas = window.host.layer_panels["conv"].activation_slot.image_canvas
+    budget = mosaic_budget(window.host.layer_panels, visible)
     shown = canvas.image_area_width() * canvas.height() * canvas.devicePixelRatioF() ** 2
     assert MIN_LIVE_MOSAIC_PIXELS <= budget == int(shown) < MAX_MOSAIC_PIXELS
     shots = live.frames_shown
     live.seek(2)
     _wait_frames(qtbot, live, shots + 1)
     _wait_idle(qtbot, live)
-    layer = window.result.layers["conv"]
+    layer = window.session.result.layers["conv"]
     m = layer.mosaic
     page = window.session.page_channels.get("conv")
     tile = max_tile_for(16, 96, 96, max_channels=page or 16, max_pixels=budget)
@@ -1124,4 +1139,4 @@ def test_live_mosaics_are_built_at_about_their_canvas_pixels(qtbot, actviz_windo
     # The values under the mouse are the layer's own, at full resolution.
     np.testing.assert_array_equal(layer.view.data, ref.numpy())
     # Every panel on screen: no full frame follows; a full frame keeps the usual budget.
-    assert mosaic_budget(window.layer_panels, None) == MAX_MOSAIC_PIXELS
+    assert mosaic_budget(window.host.layer_panels, None) == MAX_MOSAIC_PIXELS

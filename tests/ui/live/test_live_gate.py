@@ -20,7 +20,7 @@ LOAD_MS = 60_000
 def _text_window(actviz_window, tmp_path):
     folder = save_tiny_gpt2(tmp_path / "gpt2")
     win = actviz_window(size=(1280, 720))
-    assert win.window.open_model_source(str(folder))
+    assert win.window.files.open_model_source(str(folder))
     win.wait_idle(LOAD_MS)
     return win
 
@@ -33,8 +33,8 @@ def test_a_float_tensor_on_a_text_model_is_refused_by_live_frames_too(actviz_win
     errors, messages = [], []
     w.worker.job_submitted.connect(lambda job: job.failed.connect(errors.append))
     live.controller.message.connect(messages.append)
-    w.set_input(torch.randn(1, 3, 16, 16))
-    assert w.run() is None  # the window refuses it
+    w.script.set_input(torch.randn(1, 3, 16, 16))
+    assert w.runs.run() is None  # the window refuses it
     refusal = win.banner_messages()[-1]  # the window's own words
     assert refusal.startswith("The input does not fit") and "reads text" in refusal
     controls = live.dock.perturbation_controls()

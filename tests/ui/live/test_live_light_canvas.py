@@ -52,7 +52,7 @@ def _play(qtbot, window, live, count: int) -> None:
     qtbot.waitUntil(lambda: live.frames_shown >= start + count, timeout=RUN_TIMEOUT_MS)
     live.pause()
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     for _ in range(5):
         QApplication.processEvents()
     assert _light_paints(window) > painted  # the frames went the light way
@@ -61,7 +61,7 @@ def _play(qtbot, window, live, count: int) -> None:
 def _light_paints(window) -> int:
     return sum(
         slot.image_canvas._light.painted  # noqa: SLF001
-        for panel in window.layer_panels.values()
+        for panel in window.host.layer_panels.values()
         for slot in (panel.activation_slot, panel.gradient_slot)
         if slot.image_canvas is not None
     )
@@ -73,7 +73,7 @@ def test_live_frames_on_screen_are_what_the_scene_paints_and_the_hover_reads_the
     frames = torch.randn(6, 3, 16, 16, generator=torch.Generator().manual_seed(4))
     window, live = _window(qtbot, actviz_window, frames)
     _play(qtbot, window, live, 3)
-    panel = window.layer_panels["conv2"]
+    panel = window.host.layer_panels["conv2"]
     canvas = panel.activation_slot.image_canvas
     # On screen (painted by the light path) == painted again by the scene, pixel for pixel.
     shown = _pixels(canvas.viewport())
@@ -82,7 +82,7 @@ def test_live_frames_on_screen_are_what_the_scene_paints_and_the_hover_reads_the
     m = panel.activation_slot.mosaic
     y0, x0 = m.tile_origin(4)
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 2.5, y0 + 1.5))
-    value = window.result.layers["conv2"].view.data[4, 1, 2]
+    value = window.session.result.layers["conv2"].view.data[4, 1, 2]
     want = f"ch 4  (x=2, y=1)  value {_format(value)}"
     qtbot.waitUntil(lambda: panel.status_label.text().startswith(want), timeout=5000)
     index = live.status().last.index
@@ -95,17 +95,17 @@ def test_a_stopped_live_session_leaves_the_pixels_of_a_normal_run(qtbot, actviz_
     window, live = _window(qtbot, actviz_window, frames)
     _play(qtbot, window, live, 3)
     index = live.status().last.index
-    canvases = [window.layer_panels[n].activation_slot.image_canvas for n in LAYERS]
+    canvases = [window.host.layer_panels[n].activation_slot.image_canvas for n in LAYERS]
     after_live = [_pixels(c.viewport()) for c in canvases]
     # The same frame through a normal run: the window's own input, live mode off.
     live.set_source(None)
-    window.set_input(frames[index : index + 1].clone())
-    window.run()
+    window.script.set_input(frames[index : index + 1].clone())
+    window.runs.run()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=RUN_TIMEOUT_MS)
-    window.wait_idle()
+    window.script.wait_idle()
     for _ in range(5):
         QApplication.processEvents()
-    torch.testing.assert_close(window.result.capture.inputs, frames[index : index + 1])
+    torch.testing.assert_close(window.session.result.capture.inputs, frames[index : index + 1])
     for canvas, live_pixels in zip(canvases, after_live, strict=True):
         np.testing.assert_array_equal(live_pixels, _pixels(canvas.viewport()))
 

@@ -12,7 +12,7 @@ from tests.ui.tiny_models import seeded_tiny_cnn
 def _occlude(win, live):
     win.live.occlude()
     assert not live.perturbation.is_identity()
-    assert not torch.equal(win.window.result.capture.inputs, win.window.session.input.value)
+    assert not torch.equal(win.window.session.result.capture.inputs, win.window.session.input.value)
 
 
 def test_closing_the_live_dock_drops_the_occlusion_patch(actviz_window):
@@ -35,7 +35,7 @@ def test_another_model_runs_on_the_unperturbed_input(actviz_window):
     _occlude(win, live)
     with win.expect_run():
         win.set_model(seeded_tiny_cnn(), layers=["conv1"])
-        win.window.run()
+        win.window.runs.run()
     win.wait_idle()
     assert live.perturbation.is_identity()
-    assert torch.equal(win.window.result.capture.inputs, win.window.session.input.value)
+    assert torch.equal(win.window.session.result.capture.inputs, win.window.session.input.value)

@@ -54,7 +54,7 @@ def _shows(pad, rgb: np.ndarray) -> None:
 
 
 def _open_demo(qtbot, window) -> None:
-    assert window.load_demo()
+    assert window.files.load_demo()
     qtbot.waitUntil(
         lambda: (
             window.session.input is not None
@@ -135,4 +135,4 @@ def test_frames_without_a_picture_replace_the_last_picture(qtbot, actviz_window)
     live.set_source(TensorFrames(torch.randn(3, 48), "vectors"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1 and live.idle, timeout=RUN_TIMEOUT_MS)
     _says(pad, NOT_AN_IMAGE_TEXT)
-    assert tuple(window.result.capture.inputs.shape) == (1, 48)
+    assert tuple(window.session.result.capture.inputs.shape) == (1, 48)

@@ -66,12 +66,12 @@ def test_back_to_the_opened_input_shows_it_at_once(actviz_window, tmp_path):
     shown_before = live.frames_shown
     dock.occlusion_check.click()  # the patch on, over a folder frame
     win.qtbot.waitUntil(lambda: live.frames_shown > shown_before and live.idle, timeout=30_000)
-    folder_frame = window.result.capture.inputs.clone()
+    folder_frame = window.session.result.capture.inputs.clone()
     assert not torch.equal(folder_frame, opened)
     before = live.frames_shown
     _pick(win, dock, live_dock._STILL)
     win.qtbot.waitUntil(lambda: live.frames_shown > before and live.idle, timeout=30_000)
-    shown = window.result.capture.inputs
+    shown = window.session.result.capture.inputs
     assert shown.shape == opened.shape and not torch.equal(shown, folder_frame)
     patched, _ = live.perturbation.apply(opened, None)
     torch.testing.assert_close(shown, patched, rtol=0, atol=0)  # the opened input, occluded

@@ -21,7 +21,7 @@ def test_perturbations_are_off_for_token_ids_and_back_for_images(actviz_window):
     w = win.window
     dock = win.open_dock("Live")
     live = win.feature("live")
-    w.set_model(tiny_bert(), layers=["classifier"])
+    w.script.set_model(tiny_bert(), layers=["classifier"])
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)},
         kind="text",
@@ -34,8 +34,8 @@ def test_perturbations_are_off_for_token_ids_and_back_for_images(actviz_window):
     assert live.dock.reset_button.isEnabled()
 
     torch.manual_seed(0)
-    w.set_model(TinyCNN().eval(), layers=["conv1"])
-    w.set_input(torch.randn(1, 3, 16, 16))
+    w.script.set_model(TinyCNN().eval(), layers=["conv1"])
+    w.script.set_input(torch.randn(1, 3, 16, 16))
     assert all(c.isEnabled() for c in controls)
     assert live.dock.noise_slider.toolTip() == "Gaussian noise, % of the input's std"
     with win.expect_run():

@@ -70,9 +70,9 @@ def _check(win, failures: list[str], ticks: list[str], title: str) -> None:
         assert "\n" not in message and not any(raw in message for raw in RAW_ERRORS), message
     assert w.windowTitle() == f"actviz — {title}"
     assert w.session.ticked == ticks
-    result = w.result
+    result = w.session.result
     assert result is not None and list(result.layers) == ticks
-    assert set(w.layer_panels) == set(ticks)
+    assert set(w.host.layer_panels) == set(ticks)
     # The run was of the input the session holds now, not of the previous model's.
     value = w.session.input.value
     first = value["input_ids"] if hasattr(value, "keys") else value
@@ -115,14 +115,14 @@ def _window_noting_failures(actviz_window, **kwargs):
 def _open_and_wait(win, failures, source: str, **kwargs) -> None:
     w = win.window
     with win.expect_run(LOAD_MS):
-        assert w.open_model_source(source, **kwargs)
+        assert w.files.open_model_source(source, **kwargs)
     win.wait_idle(LOAD_MS)
 
 
 def _export(win, out) -> tuple[dict, int]:
     """Export from the Layers tab; the summary and the runs the export started."""
     w = win.window
-    w.show_tab(None)
+    w.host.show_tab(None)
     starts: list[int] = []
 
     def started() -> None:
@@ -130,10 +130,10 @@ def _export(win, out) -> tuple[dict, int]:
 
     w.run_started.connect(started)
     try:
-        assert w.export_all(out, wait=True)
+        assert w.exports.export_all(out, wait=True)
     finally:
         w.run_started.disconnect(started)
-    w.show_tab(w.centre.overview_tab)
+    w.host.show_tab(w.centre.overview_tab)
     return json.loads((out / "summary.json").read_text()), len(starts)
 
 
@@ -143,25 +143,25 @@ def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     bert = save_tiny_bert(tmp_path / "bert")
     win, failures = _window_noting_failures(actviz_window, auto_run=True, size=(1280, 720))
     w = win.window
-    w.show_tab(w.centre.overview_tab)
+    w.host.show_tab(w.centre.overview_tab)
     with win.expect_run(LOAD_MS):
-        w.load_demo()
+        w.files.load_demo()
     win.wait_idle(LOAD_MS)
     image = w.session.input.source
     _check(win, failures, DEMO_TICKS, "demo")
     _assert_painted(win, "features.block1")
-    assert w.result.saliency is not None and w.result.saliency.shape == (64, 64)
+    assert w.session.result.saliency is not None and w.session.result.saliency.shape == (64, 64)
 
     _open_and_wait(win, failures, "resnet18", weights=None)
     _check(win, failures, ["layer1", "layer2", "layer3", "layer4", "fc"], "resnet18 (random init)")
-    assert w.session.input.source == image and w.result.image.shape == (224, 224, 3)
+    assert w.session.input.source == image and w.session.result.image.shape == (224, 224, 3)
     assert win.banner_messages() == []  # the image fits: read again at 224 x 224
     _assert_painted(win, "layer1")
 
     _open_and_wait(win, failures, "timm:vit_tiny_patch16_224", weights="none")
     _check(win, failures, VIT_TICKS, "timm/vit_tiny_patch16_224 (random init)")
     assert tuple(w.session.input.value.shape) == (1, 3, 224, 224)
-    assert w.result.rollout is not None
+    assert w.session.result.rollout is not None
     _assert_painted(win, "blocks.1")
 
     # A text model after an image: a prompt, said in one line; the image is kept aside.
@@ -180,10 +180,10 @@ def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     strip = w.centre.saliency_panel.token_strip
     assert strip is not None and strip.isVisible()
     assert strip.labels == tuple(w.session.input.tokens)
-    sal = w.result.token_saliency
+    sal = w.session.result.token_saliency
     summary, runs = _export(win, tmp_path / "gpt2-out")
     assert runs == 0  # token ids have no input gradient: nothing to run again for
-    assert summary["target"]["text"] == w.result.target_text
+    assert summary["target"]["text"] == w.session.result.target_text
     assert summary["target"]["chosen"] == "top prediction" and summary["target"]["index"] == top
     assert summary["target"]["label"] == tok.decode([top])
     saved = json.loads((tmp_path / "gpt2-out" / "token_saliency.json").read_text())
@@ -191,7 +191,7 @@ def test_demo_resnet_vit_gpt2_bert_and_back(actviz_window, tmp_path):
     np.testing.assert_array_equal([r["saliency"] for r in saved["tokens"]], sal.values)
     # A token the user picks: the export says so and names it.
     with win.expect_run(LOAD_MS):
-        assert w.set_target_text("mat")
+        assert w.host.set_target_text("mat")
     mat = tok.get_vocab()["mat"]
     summary, runs = _export(win, tmp_path / "gpt2-mat")
     assert summary["target"]["chosen"] == "picked" and summary["target"]["index"] == mat
@@ -233,23 +233,23 @@ def test_a_text_model_opened_at_start_up_gets_a_prompt(actviz_window, tmp_path):
     win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
-        assert w.open_model_source(str(gpt2))
-        assert w.open_default_input()  # as run_app does
+        assert w.files.open_model_source(str(gpt2))
+        assert w.files.open_default_input()  # as run_app does
     win.wait_idle(LOAD_MS)
     assert failures == [] and win.banner_messages() == []
     assert w.session.input.source == "text:" + DEFAULT_PROMPT
     assert w.centre.prediction_panel.predictions()
     # With the model open already, the same (the sample picture failed quietly: a hint).
     with win.expect_run(LOAD_MS):
-        assert w.open_default_input()
+        assert w.files.open_default_input()
     win.wait_idle(LOAD_MS)
     assert failures == [] and win.banner_messages() == []
     assert w.session.input.source == "text:" + DEFAULT_PROMPT
     # summary.json names a text input by its text, whole (a slash is no folder).
     with win.expect_run(LOAD_MS):
-        assert w.open_input_source("text:either/or the cat")
+        assert w.files.open_input_source("text:either/or the cat")
     win.wait_idle(LOAD_MS)
-    assert w.export_all(tmp_path / "out", wait=True)
+    assert w.exports.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["input"] == "text:either/or the cat" and summary["input_path"] == ""
 
@@ -270,9 +270,11 @@ def test_a_live_frames_number_is_the_same_in_summary_json_and_the_window(actviz_
     live.controller.step(3)
     win.qtbot.waitUntil(lambda: live.controller.player.index == 3, timeout=LOAD_MS)
     win.qtbot.waitUntil(lambda: live.controller.idle, timeout=LOAD_MS)
-    win.qtbot.waitUntil(lambda: torch.equal(w.result.capture.inputs, frames[3:4]), timeout=LOAD_MS)
+    win.qtbot.waitUntil(
+        lambda: torch.equal(w.session.result.capture.inputs, frames[3:4]), timeout=LOAD_MS
+    )
     assert live.dock.frame_label.text().startswith("frame 4/5")
-    assert w.export_all(tmp_path / "out", wait=True)
+    assert w.exports.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["frame"] == 3 and summary["frame_number"] == 4
     shown = live.dock.frame_label.text().split()[1]
@@ -288,14 +290,14 @@ def test_an_input_that_cannot_open_for_the_new_model_leaves_no_stale_input_to_ru
     win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
-        w.load_demo()
+        w.files.load_demo()
     win.wait_idle(LOAD_MS)
     image = w.session.input.source
     _open_and_wait(win, failures, str(bert))
     assert w.session.input.source.startswith("text:")
     with win.expect_run(LOAD_MS):
-        assert w.open_model_source("demo")
-        assert w.open_input_source("text:the cat")  # waits for the demo, then fails
+        assert w.files.open_model_source("demo")
+        assert w.files.open_input_source("text:the cat")  # waits for the demo, then fails
     win.wait_idle(LOAD_MS)
     assert failures == []
     assert w.session.input.source == image
@@ -310,9 +312,9 @@ def test_a_run_of_an_input_the_model_cannot_take_is_refused_in_one_line(actviz_w
     gpt2 = save_tiny_gpt2(tmp_path / "gpt2")
     win, failures = _window_noting_failures(actviz_window, auto_run=False)
     w = win.window
-    assert w.open_model_source(str(gpt2), wait=True)
-    w.set_input(torch.rand(1, 3, 32, 32), description="a picture")
-    assert w.run() is None
+    assert w.files.open_model_source(str(gpt2), wait=True)
+    w.script.set_input(torch.rand(1, 3, 32, 32), description="a picture")
+    assert w.runs.run() is None
     assert failures == [] and not w.is_busy()
     assert win.banner_messages() == [
         "The input does not fit gpt2 (GPT2LMHeadModel) (it reads text): open another input "
@@ -345,12 +347,12 @@ def test_export_runs_again_for_the_saliency_at_most_once(actviz_window, tmp_path
 
     w.run_started.connect(started)
     for tab, out, runs in ((None, "layers", 1), (w.centre.overview_tab, "overview", 0)):
-        w.show_tab(tab)
+        w.host.show_tab(tab)
         win.run_and_wait()
-        assert w.result.capture.input_grads is None
+        assert w.session.result.capture.input_grads is None
         starts.clear()
         with win.qtbot.waitSignal(w.export_finished, timeout=LOAD_MS):
-            assert w.export_all(tmp_path / out)
+            assert w.exports.export_all(tmp_path / out)
         win.wait_idle(LOAD_MS)
         assert len(starts) == runs, out
         summary = json.loads((tmp_path / out / "summary.json").read_text())
@@ -376,7 +378,7 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
     win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
-        w.load_demo()
+        w.files.load_demo()
     win.wait_idle(LOAD_MS)
     image = w.session.input.source
     _open_and_wait(win, failures, "r3d_18", weights=None)
@@ -386,7 +388,7 @@ def test_a_video_model_gets_a_clip_not_the_picture_and_the_picture_comes_back(
     assert note.startswith(
         "The input does not fit r3d_18 (random init) (it takes 5-D inputs, not a picture)"
     )
-    assert tuple(w.result.capture.inputs.shape) == (1, 3, 32, 32, 32)
+    assert tuple(w.session.result.capture.inputs.shape) == (1, 3, 32, 32, 32)
     _open_and_wait(win, failures, "demo")
     _check(win, failures, DEMO_TICKS, "demo")
     assert w.session.input.source == image
@@ -414,7 +416,7 @@ def test_a_hugging_face_vit_ticks_its_blocks_and_reads_the_picture(actviz_window
     win, failures = _window_noting_failures(actviz_window, auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
-        w.load_demo()
+        w.files.load_demo()
     win.wait_idle(LOAD_MS)
     _open_and_wait(win, failures, str(folder))
     _check(win, failures, [*blocks, "classifier"], "hf-vit (ViTForImageClassification)")

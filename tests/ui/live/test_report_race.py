@@ -71,9 +71,9 @@ def test_a_report_started_during_a_run_never_captures_beside_it(actviz_window, t
     probe.most = probe.calls = 0
     # A run in flight, the report asked meanwhile, then another run: all on one model.
     with win.qtbot.waitSignal(sessions.report_written, timeout=120_000):
-        assert win.window.run() is not None
+        assert win.window.runs.run() is not None
         assert sessions.export_report(out)
-        assert win.window.run() is not None
+        assert win.window.runs.run() is not None
     win.wait_idle()
     assert probe.calls >= 2  # the runs and the report's attention pass went through the model
     assert probe.most == 1, f"{probe.most} forward passes on the model at once"

@@ -13,7 +13,7 @@ from tests.ui.live.live_windows import live_window  # noqa: E402
 def _normalisations(window) -> dict[str, str]:
     return {
         name: panel.activation_slot.mosaic.normalize
-        for name, panel in window.layer_panels.items()
+        for name, panel in window.host.layer_panels.items()
         if panel.activation_slot.mosaic is not None
     }
 
@@ -35,14 +35,14 @@ def test_scale_changed_on_the_overview_reaches_the_layer_panels_without_a_run(
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    qtbot.waitUntil(lambda: not window.display_pending(), timeout=5000)
+    qtbot.waitUntil(lambda: not window.display.display_pending(), timeout=5000)
     window.centre.tabs.setCurrentWidget(window.centre.layers_splitter)
     qtbot.waitUntil(
         lambda: _normalisations(window) == {"conv1": "shared", "conv2": "shared"}, timeout=5000
     )
-    for name, panel in window.layer_panels.items():
+    for name, panel in window.host.layer_panels.items():
         if panel.activation_slot.mosaic is not None:
-            assert panel.activation_slot.mosaic is window.result.layers[name].mosaic
+            assert panel.activation_slot.mosaic is window.session.result.layers[name].mosaic
     assert captures == []  # no new capture: the result's views were re-normalised
 
 
@@ -205,10 +205,10 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
     live.update_perturbation(noise=0.2, brightness=0.1, occlusion=(0.5, 0.25))
     live.seek(7)
     win.live.wait_idle()
-    window.flush_panel_updates()
-    assert window.result.origin["index"] == 7
+    window.display.flush_panel_updates()
+    assert window.session.result.origin["index"] == 7
     out = tmp_path / "new" / "export"  # does not exist yet
-    assert window.export_all(out, wait=True)
+    assert window.exports.export_all(out, wait=True)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"] == "frame_007.png" and summary["frame"] == 7
     assert summary["input_path"] == str(folder / "frame_007.png")
@@ -227,14 +227,14 @@ def test_export_while_playing_a_folder_records_the_frame_and_perturbations(
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    assert window.result.origin["input"] == "frame_007.png"
+    assert window.session.result.origin["input"] == "frame_007.png"
 
 
 def test_export_of_an_ordinary_run_names_the_opened_input(qtbot, actviz_window, tmp_path):
     win = live_window(actviz_window)
     window = win.window
-    assert window.result.origin is None
-    assert window.export_all(tmp_path / "out", wait=True)
+    assert window.session.result.origin is None
+    assert window.exports.export_all(tmp_path / "out", wait=True)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["input"] == "tensor" and summary["frame"] is None
     assert summary["perturbation"] == {} and summary["input_path"] == ""

@@ -19,7 +19,7 @@ def _layers_tab_run(actviz_window, **kwargs):
         TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "conv2", "fc"], **kwargs
     )
     w = win.window
-    w.show_tab(None)  # the Layers tab: runs skip the input gradient
+    w.host.show_tab(None)  # the Layers tab: runs skip the input gradient
     result = win.run_and_wait()
     assert result.capture.input_grads is None
     return win
@@ -30,13 +30,15 @@ def test_overview_saliency_after_a_layers_tab_run_is_computed_not_misnamed(actvi
     w = win.window
     sal = w.centre.saliency_panel
     # The result shown says why it has no saliency: not a reason that is false here.
-    text = w.result.saliency_message
+    text = w.session.result.saliency_message
     assert "not a float tensor" not in text and "did not differentiate" in text
     # Shown: the window runs again with the input gradient, and the map is painted.
     with win.expect_run():
-        w.show_tab(w.centre.overview_tab)
+        w.host.show_tab(w.centre.overview_tab)
     win.wait_idle()
-    assert w.result.capture.input_grads is not None and w.result.saliency is not None
+    assert (
+        w.session.result.capture.input_grads is not None and w.session.result.saliency is not None
+    )
     assert "not a float tensor" not in sal.message_label.text()
 
 
@@ -44,9 +46,9 @@ def test_overview_saliency_without_auto_run_says_why_it_is_missing(actviz_window
     win = _layers_tab_run(actviz_window)
     w = win.window
     w.runs.auto_run = False
-    w.show_tab(w.centre.overview_tab)
+    w.host.show_tab(w.centre.overview_tab)
     win.settle()
-    w.flush_panel_updates()
+    w.display.flush_panel_updates()
     text = w.centre.saliency_panel.message_label.text()
     # The input is a float tensor: the run simply did not differentiate back to it.
     assert "not a float tensor" not in text
@@ -64,13 +66,13 @@ def test_a_typed_input_that_fails_during_a_model_switch_stays_said(actviz_window
     win = actviz_window(auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
-        w.load_demo()
+        w.files.load_demo()
     win.wait_idle(LOAD_MS)
     # The picture typed while GPT-2 opens waits for it, fails, and the demo's picture does
     # not fit GPT-2 either: the model's prompt is shown instead.
     with win.expect_run(LOAD_MS):
-        assert w.open_model_source(str(gpt2))
-        assert w.open_input_source(str(bad))
+        assert w.files.open_model_source(str(gpt2))
+        assert w.files.open_input_source(str(bad))
     win.wait_idle(LOAD_MS)
     assert w.session.input.source == "text:" + DEFAULT_PROMPT
     said = [m for m in win.banner_messages() if "broken.png" in m]
@@ -94,7 +96,7 @@ def test_a_model_with_fewer_classes_leaves_no_old_label_in_the_prediction_panel(
     categories = [f"old class {i}" for i in range(5)]
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), ["conv1", "fc"])
     w = win.window
-    w.set_model(w.session.model, layers=["conv1", "fc"], categories=categories)
+    w.script.set_model(w.session.model, layers=["conv1", "fc"], categories=categories)
     win.run_and_wait()
     panel = w.centre.prediction_panel
     assert len(panel.predictions()) == 5 and "old class" in " ".join(panel.row_texts())

@@ -21,10 +21,10 @@ LAYERS = ["conv1", "layer2"]
 
 
 def _open_by_click(qtbot, window: MainWindow, name: str, channel: int) -> None:
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
     window.centre.layers_scroll.ensureWidgetVisible(panel)
     qtbot.waitUntil(lambda: panel.activation_slot.mosaic.page_size > 1, timeout=5000)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     m = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     y0, x0 = m.tile_origin(channel)
@@ -64,7 +64,7 @@ def _wheel_once(canvas, steps: int = 2) -> None:
 def test_clicking_a_tile_opens_the_channel_large(qtbot, actviz_window, resnet):
     win, view = _channel_opened(actviz_window, resnet, "layer2", 5)
     window = win.window
-    layer = window.result.layers["layer2"]
+    layer = window.session.result.layers["layer2"]
     assert (view.name, view.channel, view.channels) == ("layer2", 5, 128)
     np.testing.assert_array_equal(view.activation, layer.view.data[5])
     np.testing.assert_array_equal(view.gradient, layer.grad_view.data[5])
@@ -106,7 +106,7 @@ def test_zoom_is_aspect_locked_and_linked(qtbot, actviz_window, resnet):
 def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
     win, view = _channel_opened(actviz_window, resnet, "layer2", 10)
     window = win.window
-    layer = window.result.layers["layer2"]
+    layer = window.session.result.layers["layer2"]
     view.setFocus()
     qtbot.keyClick(view, Qt.Key.Key_BracketRight)
     assert view.channel == 11
@@ -123,7 +123,7 @@ def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
     qtbot.keyClick(view.activation_canvas, Qt.Key.Key_Left)
     assert view.channel == 10
     # The layer's mosaic shows the page holding the channel opened.
-    m = window.layer_panels["layer2"].activation_slot.mosaic
+    m = window.host.layer_panels["layer2"].activation_slot.mosaic
     assert m.first_channel <= 10 <= m.last_channel
     # No channel before the first.
     window.display.open_channel("layer2", 0)
@@ -134,7 +134,7 @@ def test_previous_next_keys_step_through_channels(qtbot, actviz_window, resnet):
 def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
     win, view = _channel_opened(actviz_window, resnet, "conv1", 7)
     window = win.window
-    data = window.result.layers["conv1"].view.data[7].astype(np.float64)
+    data = window.session.result.layers["conv1"].view.data[7].astype(np.float64)
     stats = view.stats
     assert stats["min"] == data.min() and stats["max"] == data.max()
     assert stats["mean"] == pytest.approx(data.mean(), rel=1e-12)
@@ -159,7 +159,7 @@ def test_statistics_levels_and_overlay(qtbot, actviz_window, resnet):
     assert view.overlay_box.isEnabled() and not view.overlay_shown()
     view.overlay_box.click()
     assert view.overlay_shown()
-    np.testing.assert_array_equal(view.backdrop.image, window.result.image)
+    np.testing.assert_array_equal(view.backdrop.image, window.session.result.image)
     rect = view.backdrop.mapRectToParent(view.backdrop.boundingRect())
     height, width = view.activation.shape
     assert (rect.width(), rect.height()) == pytest.approx((width, height))
@@ -181,7 +181,7 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     before = view.activation_canvas.image_rect_on_screen()
     window.commands.gradients_action.setChecked(False)
     QApplication.processEvents()
-    assert not window.layer_panels["layer2"].gradient_shown()
+    assert not window.host.layer_panels["layer2"].gradient_shown()
     assert not view.gradient_shown()
     qtbot.waitUntil(
         lambda: view.activation_canvas.image_rect_on_screen().width() > before.width() + 10,
@@ -193,4 +193,6 @@ def test_the_gradients_toggle_hides_the_gradient_in_the_channel_view_too(
     window.commands.gradients_action.setChecked(True)
     QApplication.processEvents()
     assert view.gradient_shown()
-    np.testing.assert_array_equal(view.gradient, window.result.layers["layer2"].grad_view.data[6])
+    np.testing.assert_array_equal(
+        view.gradient, window.session.result.layers["layer2"].grad_view.data[6]
+    )

@@ -15,23 +15,23 @@ def test_the_channel_view_names_the_layers_edits(actviz_window):
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2", "fc"], size=(1280, 720))
     win.run_and_wait()
     w = win.window
-    view = w.channel_view
-    assert w.open_channel("conv2", 1)
+    view = w.host.channel_view
+    assert w.display.open_channel("conv2", 1)
     assert not view.edit_label.isVisible()
     whatif = win.feature("whatif")
     with win.expect_run():
         whatif.add_edit("conv2", ablate([1]))
-        w.run()
+        w.runs.run()
     win.wait_idle()
-    assert w.open_channel("conv2", 1)
+    assert w.display.open_channel("conv2", 1)
     assert view.edit_label.isVisible()
     assert view.edit_label.text() == "edited: ablate ch 1"
     # Another layer, not edited: no note; the edits cleared: none either.
-    assert w.open_channel("conv1", 0)
+    assert w.display.open_channel("conv1", 0)
     assert not view.edit_label.isVisible()
-    assert w.open_channel("conv2", 1)
+    assert w.display.open_channel("conv2", 1)
     with win.expect_run():
         whatif.clear_edits()
-        w.run()
+        w.runs.run()
     win.wait_idle()
     assert view.name == "conv2" and not view.edit_label.isVisible()

@@ -17,11 +17,11 @@ def test_the_statistics_line_keeps_range_and_zeros_when_narrow(actviz_window):
     w = win.window
     with win.expect_run():
         win.whatif.add_edit("conv2", ablate([1]))
-        w.run()
+        w.runs.run()
     win.open_dock("Edits")
-    assert w.open_channel("conv2", 1)
+    assert w.display.open_channel("conv2", 1)
     win.settle()
-    label = w.channel_view.stats_label
+    label = w.host.channel_view.stats_label
     full = label.text()
     assert full.startswith("min 0.000  max 0.000") and full.endswith("zeros 100.0 %")
     shown = label.shown_text()

@@ -86,7 +86,7 @@ def test_a_zoomed_map_uses_the_room_beside_it(qtbot, actviz_window):
     win = actviz_window(_SideBranch().eval(), noise_picture(), ["side"], size=(1600, 720))
     window = win.window
     win.run_and_wait()
-    assert window.open_channel("side", 2)
+    assert window.display.open_channel("side", 2)
     qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=2000)
     win.settle()
     view = window.centre.channel_view
@@ -150,7 +150,7 @@ def test_maps_one_above_the_other_zoom_together_across_the_room(qtbot, actviz_wi
     win = actviz_window(resnet, noise_picture(), ["layer2"], size=(1400, 1400))
     window = win.window
     win.run_and_wait()
-    assert window.open_channel("layer2", 3)
+    assert window.display.open_channel("layer2", 3)
     qtbot.waitUntil(lambda: window.centre.channel_box.isVisible(), timeout=2000)
     win.settle()
     view = window.centre.channel_view

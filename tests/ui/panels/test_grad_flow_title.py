@@ -20,7 +20,7 @@ def test_the_axis_title_fits_under_the_bars(actviz_window):
     x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2", "fc"], size=(1280, 720))
     w = win.window
-    w.show_tab(w.centre.overview_tab)
+    w.host.show_tab(w.centre.overview_tab)
     win.open_dock("Edits")
     win.run_and_wait()
     win.wait_idle()

@@ -26,7 +26,7 @@ def _uniform_image(size: int = 224) -> torch.Tensor:
 
 def _settled(qtbot, window: MainWindow, name: str) -> None:
     """Wait until layer ``name``'s page is the one its panel's width asks for."""
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
 
     def fits() -> bool:
         m, width = panel.activation_slot.mosaic, panel.mosaic_width()
@@ -38,7 +38,7 @@ def _settled(qtbot, window: MainWindow, name: str) -> None:
         return m.page_size == want
 
     qtbot.waitUntil(fits, timeout=5000)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
 
 
 def _tile_on_screen(canvas, m, channel: int) -> tuple[float, float]:
@@ -54,7 +54,7 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     win.run_and_wait()
     window = win.window
     _settled(qtbot, window, "layer2")
-    panel = window.layer_panels["layer2"]
+    panel = window.host.layer_panels["layer2"]
     canvas = panel.activation_slot.image_canvas
     m = panel.activation_slot.mosaic
     assert (m.total_channels, m.tile_h, m.tile_w) == (128, 28, 28)
@@ -98,12 +98,12 @@ def test_resnet_layer2_tiles_are_readable_at_1280x720(qtbot, actviz_window, resn
     qtbot.mouseMove(canvas.viewport(), canvas.image_to_widget(x0 + 3.5, y0 + 2.5))
     qtbot.waitUntil(lambda: panel.status_label.text().startswith("ch 7  (x=3, y=2)"), timeout=2000)
     # Next page: the layer's channels, still readable.
-    assert window.turn_page("layer2", 1)
+    assert window.display.turn_page("layer2", 1)
     m2 = panel.activation_slot.mosaic
     assert m2.first_channel == size and panel.page_text().startswith(f"ch {size}-")
     np.testing.assert_allclose(
         m2.image,
-        mosaic(window.result.layers["layer2"].view.data[size : 2 * size]).image,
+        mosaic(window.session.result.layers["layer2"].view.data[size : 2 * size]).image,
         atol=1e-6,
         equal_nan=True,
     )
@@ -114,10 +114,10 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_
     win.run_and_wait()
     window = win.window
     _settled(qtbot, window, "layer2")
-    panel = window.layer_panels["layer2"]
+    panel = window.host.layer_panels["layer2"]
     small_width = panel.activation_slot.image_canvas.image_rect_on_screen().width()
     small_page = window.session.page_channels["layer2"]
-    held = window.result.layers["layer2"].mosaic
+    held = window.session.result.layers["layer2"].mosaic
     window.resize(1600, 1000)
     qtbot.waitUntil(lambda: panel.mosaic_width() > small_width + 50, timeout=5000)
     _settled(qtbot, window, "layer2")
@@ -127,7 +127,7 @@ def test_mosaics_grow_with_the_window_and_the_result_stays_frozen(qtbot, actviz_
     m = panel.activation_slot.mosaic
     assert _tile_on_screen(canvas, m, 0)[0] >= MIN_TILE_SCREEN_PX
     # Re-paged from the result's views: the result (and its mosaic) are not changed.
-    assert window.result.layers["layer2"].mosaic is held
+    assert window.session.result.layers["layer2"].mosaic is held
 
 
 def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
@@ -138,8 +138,8 @@ def test_large_tiles_carry_their_channel_numbers(qtbot, actviz_window):
     win.run_and_wait()
     window = win.window
     _settled(qtbot, window, "0")
-    canvas = window.layer_panels["0"].activation_slot.image_canvas
-    m = window.layer_panels["0"].activation_slot.mosaic
+    canvas = window.host.layer_panels["0"].activation_slot.image_canvas
+    m = window.host.layer_panels["0"].activation_slot.mosaic
     assert m.channels == 6 and canvas.grid.tile_screen_px() >= LABEL_MIN_TILE_PX
     labels = canvas.grid.labels()
     assert [c for c, _ in labels] == list(range(6))
@@ -160,9 +160,9 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
     window = win.window
     assert window.commands.colormap_combo.currentText() == "auto"  # the default
     win.run_and_wait()
-    conv, relu = window.layer_panels["conv1"], window.layer_panels["relu"]
-    layer = window.result.layers["conv1"]
-    assert layer.view.data.min() < 0 <= window.result.layers["relu"].view.data.min()
+    conv, relu = window.host.layer_panels["conv1"], window.host.layer_panels["relu"]
+    layer = window.session.result.layers["conv1"]
+    assert layer.view.data.min() < 0 <= window.session.result.layers["relu"].view.data.min()
     # The convolution's output is signed: diverging map, symmetric about 0 (0 mid-scale).
     m = conv.activation_slot.mosaic
     assert m.symmetric and conv.activation_slot.image_canvas.colormap_name() == "CET-D1"
@@ -193,10 +193,10 @@ def test_auto_colour_map_diverging_for_signed_layers_sequential_otherwise(
         "shared: one scale for all tiles, symmetric about 0"
     )
     # A named map overrides: both sides, min..max, no new run.
-    held = window.result
+    held = window.session.result
     window.commands.colormap_combo.setCurrentText("magma")
     win.wait_idle()  # mosaics made anew in the display passes, on-screen panels first
-    assert window.result is held
+    assert window.session.result is held
     for panel in (conv, relu):
         assert panel.activation_slot.image_canvas.colormap_name() == "magma"
         assert panel.gradient_slot.image_canvas.colormap_name() == "magma"

@@ -349,7 +349,7 @@ def _tiles_beside_the_channel_view(actviz_window, side: int):
     win = actviz_window(TinyCNN().eval(), x, ["conv1", "conv2"], size=(1024, 640))
     win.run_and_wait()
     win.open_dock("editsDock")
-    assert win.window.open_channel("conv1", 0)
+    assert win.window.display.open_channel("conv1", 0)
     win.resize(1024, 640)
     panel = win.panel("conv1")
     mosaic = panel.activation_slot.mosaic

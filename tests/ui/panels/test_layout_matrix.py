@@ -46,8 +46,8 @@ def _settle_with_compare(win) -> None:
     compare = window.features.get("compare")
     for _ in range(2):
         win.settle()
-        win.qtbot.waitUntil(lambda: not window._pending_work(), timeout=RUN_TIMEOUT_MS)
-        window.flush_panel_updates()
+        win.qtbot.waitUntil(lambda: not window.pending_work(), timeout=RUN_TIMEOUT_MS)
+        window.display.flush_panel_updates()
         if compare is not None and compare.page.isVisible():  # painted while it is shown
             win.qtbot.waitUntil(lambda: not compare.diff_panels_pending(), timeout=RUN_TIMEOUT_MS)
     win.settle()
@@ -74,7 +74,7 @@ def _set_channel(win, layer: str, shown: bool) -> None:
     centre = win.window.centre
     _set_tab(win, "Layers")  # the channel view is on it: hidden with it otherwise
     if shown and centre.channel_box.isHidden():
-        assert win.window.open_channel(layer, 0)
+        assert win.window.display.open_channel(layer, 0)
     elif not shown and not centre.channel_box.isHidden():
         centre.channel_view.close_button.click()
     assert centre.channel_box.isHidden() != shown
@@ -84,17 +84,17 @@ def _prepare(win) -> str:
     """A result with an edit (the Edits dock has a row), a pin compared with (the Compare tab
     has panels); returns a layer shown as maps (for the channel view)."""
     window = win.window
-    result = win.window.result
+    result = win.window.session.result
     maps = [n for n, layer in result.layers.items() if layer.shape and len(layer.shape) == 4]
     assert maps
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     from actviz.core.edit_kinds import ablate
 
     with win.expect_run():
         win.whatif.add_edit(maps[0], ablate([0]))
     compare = win.compare.feature
     with win.qtbot.waitSignal(compare.compare_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.compare_with_pin(pin)
+        assert window.pins_ui.compare_with_pin(pin)
     _settle_with_compare(win)
     return maps[0]
 
@@ -142,7 +142,7 @@ def walk(win, label: str, sizes, dock_sets, tabs, channels) -> tuple[list[str], 
 def _demo_run_window(actviz_window):
     win = actviz_window(size=(1280, 720), auto_run=True)
     with win.expect_run():
-        assert win.window.load_demo()
+        assert win.window.files.load_demo()
     return win
 
 
@@ -263,7 +263,7 @@ def test_the_channel_view_fills_a_tall_window(demo_resources, actviz_window):
     """At 1280x1080 the channel view is taller than wide: its images go one above the other
     (side by side they left blank bands above and below, which the check calls 'blank')."""
     win = _demo_run_window(actviz_window)
-    layer = next(n for n in win.window.result.shown if n.startswith("features."))
+    layer = next(n for n in win.window.session.result.shown if n.startswith("features."))
     _set_channel(win, layer, True)
     win.resize(1280, 1080)
     _settle_with_compare(win)

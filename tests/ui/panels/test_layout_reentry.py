@@ -121,9 +121,9 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
     window, session = win.window, win.window.session
     session.tick_type("Conv2d")  # the tree's "Tick all Conv2d modules"
     win.run_and_wait()
-    assert len(window.layer_panels) >= 20  # the default ticks and every Conv2d
+    assert len(window.host.layer_panels) >= 20  # the default ticks and every Conv2d
     effects = win.feature("effects")
-    first = next(iter(window.layer_panels))
+    first = next(iter(window.host.layer_panels))
     for docks in (False, True):
         if docks:
             win.open_dock("Channels that matter")
@@ -134,7 +134,7 @@ def test_channel_view_in_every_combination(actviz_window, monkeypatch, size):
                 win.settle()
             for edit in (False, True):
                 if edit:
-                    window.flush_panel_updates()
+                    window.display.flush_panel_updates()
                     mosaic = win.panel("layer4.1.conv2").activation_slot.mosaic
                     win.context_action("layer4.1.conv2", mosaic.tile_channels[0], "Ablate")
                     win.wait_idle()

@@ -208,23 +208,23 @@ def test_histogram_defaults_to_the_last_spatial_layer_and_has_a_selector(
     win = actviz_window(resnet, x, layers)
     window = win.window
     win.run_and_wait(flush=False)
-    qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.display.display_pending(), timeout=RUN_TIMEOUT_MS)
     panel = window.centre.histogram_panel
     # layer4 is (1, 512, 2, 2); avgpool's 1x1 maps and fc's logits make poor histograms.
-    assert default_selected_layer(window.result) == "layer4"
-    assert window.selected_layer == "layer4"
+    assert default_selected_layer(window.session.result) == "layer4"
+    assert window.display.selected_layer == "layer4"
     assert panel.current_layer() == "layer4"
     assert panel.title().startswith("layer4")
     assert panel.counts.sum() == 512 * 2 * 2
     combo = panel.layer_combo
-    assert [combo.itemText(i) for i in range(combo.count())] == list(window.result.layers)
+    assert [combo.itemText(i) for i in range(combo.count())] == list(window.session.result.layers)
     with qtbot.waitSignal(panel.layer_changed):
         combo.activated.emit(combo.findText("layer2"))
-    assert panel.current_layer() == "layer2" and window.selected_layer == "layer2"
+    assert panel.current_layer() == "layer2" and window.display.selected_layer == "layer2"
     assert panel.counts.sum() == 128 * 8 * 8
     # A new result keeps the user's choice.
     win.run_and_wait(flush=False)
-    qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.display.display_pending(), timeout=RUN_TIMEOUT_MS)
     assert panel.current_layer() == "layer2" and panel.counts.sum() == 128 * 8 * 8
 
 

@@ -31,7 +31,7 @@ def test_a_narrow_panel_keeps_the_layer_name_whole(actviz_window):
     full = panel.title()
     assert full == "features.block2 · Sequential · 32×16×16"
     win.open_dock("Edits")
-    assert w.open_channel("features.block2", 3)
+    assert w.display.open_channel("features.block2", 3)
     win.settle()
     win.reveal("features.block2")
     label = panel.title_label
@@ -42,7 +42,7 @@ def test_a_narrow_panel_keeps_the_layer_name_whole(actviz_window):
     label.repaint()
     assert label.toolTip() == full
     # Wide again: the whole title, no tooltip.
-    w.channel_view.close_requested.emit()
+    w.host.channel_view.close_requested.emit()
     win.whatif.dock.close()
     win.settle()
     win.qtbot.waitUntil(lambda: label.shown_text() == full, timeout=5000)

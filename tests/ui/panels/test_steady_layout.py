@@ -61,17 +61,17 @@ def test_a_result_with_the_same_panels_does_not_take_the_grid_apart(qtbot, actvi
     removed: list[object] = []
     real = grid.removeWidget
     grid.removeWidget = lambda w: (removed.append(w), real(w))[1]
-    panels = dict(window.layer_panels)
+    panels = dict(window.host.layer_panels)
     win.run_and_wait()
-    assert removed == [] and window.layer_panels == panels
+    assert removed == [] and window.host.layer_panels == panels
     assert [grid.itemAt(i).widget() for i in range(grid.count())] == list(panels.values())
     # Another set of layers: the grid is laid out again, in execution order.
     with win.expect_run():
         win.untick("0")
-    assert list(window.layer_panels) == ["2"]
-    assert [grid.itemAt(i).widget() for i in range(grid.count())] == [window.layer_panels["2"]]
+    assert list(window.host.layer_panels) == ["2"]
+    assert [grid.itemAt(i).widget() for i in range(grid.count())] == [window.host.layer_panels["2"]]
     with win.expect_run():
         win.tick("0")
-    assert list(window.layer_panels) == ["0", "2"]
+    assert list(window.host.layer_panels) == ["0", "2"]
     order = [grid.itemAt(i).widget() for i in range(grid.count())]
-    assert order == [window.layer_panels["0"], window.layer_panels["2"]]
+    assert order == [window.host.layer_panels["0"], window.host.layer_panels["2"]]

@@ -32,16 +32,16 @@ CHILD = textwrap.dedent(
             time.sleep(0.01)
             assert time.monotonic() < end, "timed out"
 
-    assert window.load_demo()
+    assert window.files.load_demo()
     wait(lambda: window.session.model is not None and window.session.input is not None)
-    wait(lambda: window.wait_idle())
+    wait(lambda: window.script.wait_idle())
     window.session.set_ticked(["features.block2"], True)
     window.session.edits.add("features.block1", ablate([0, 3]))
     wait(lambda: not window.is_busy())
     done = sessions.kept.writes
     wait(lambda: sessions.kept.writes > done)  # kept a few seconds after the last change
     window.session.edits.add("features.block2", ablate([1]))  # the job that is lost
-    window.run()
+    window.runs.run()
     print("killing", flush=True)
     os.kill(os.getpid(), 9)
     """

@@ -50,7 +50,7 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
     combo = window.commands.colormap_combo
     combo.setCurrentIndex(combo.findText("turbo"))
     win.settle()
-    assert window.session.colormap == "turbo" and window.result.spec.colormap != "turbo"
+    assert window.session.colormap == "turbo" and window.session.result.spec.colormap != "turbo"
     # File > Export report..., the file picked in the dialog.
     out = tmp_path / "r.html"
     from actviz.ui.sessions import feature as sessions
@@ -61,14 +61,14 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
     reports = win.feature("sessions")
     with win.qtbot.waitSignal(reports.report_written, timeout=60_000):
         reports.report_action.trigger()
-    assert window.export_all(tmp_path / "e", wait=True)
+    assert window.exports.export_all(tmp_path / "e", wait=True)
     shown = _report_pictures(out)
     for name in LAYERS:
         for kind in ("features", "grad"):
             exported = np.asarray(Image.open(tmp_path / "e" / f"{name}_{kind}.png").convert("RGB"))
             np.testing.assert_array_equal(shown[f"{kind}:{name}"], exported, err_msg=kind + name)
         # The export's pixels are the panel's: turbo, and |gradient| per channel.
-        panel = window.layer_panels[name]
+        panel = window.host.layer_panels[name]
         for gradient, kind in ((False, "features"), (True, "grad")):
             slot = panel.gradient_slot if gradient else panel.activation_slot
             assert slot.image_canvas.colormap_name() == "turbo"
@@ -78,8 +78,8 @@ def test_the_report_paints_with_the_colour_map_chosen_after_the_run(
             exported = np.asarray(
                 Image.open(tmp_path / "e" / f"{name}_{kind}_1x.png").convert("RGB")
             )
-            view = window.result.layers[name].grad_view if gradient else None
-            view = view or window.result.layers[name].view
+            view = window.session.result.layers[name].grad_view if gradient else None
+            view = view or window.session.result.layers[name].view
             whole = mosaic(view.data, normalize="channel", symmetric=m.symmetric)
             for c in range(m.first_channel, m.last_channel + 1):
                 np.testing.assert_array_equal(

@@ -32,7 +32,7 @@ def test_saving_a_session_to_a_folder_or_a_missing_folder(actviz_window, tmp_pat
 def test_a_written_report_clears_the_last_reports_failure(actviz_window, tmp_path):
     win = small_conv_window(actviz_window)
     sessions = win.feature("sessions")
-    win.window.show_warning("a session note", "session")
+    win.window.host.show_warning("a session note", "session")
     assert not sessions.export_report(tmp_path, wait=True)
     assert any(
         t.startswith(f"Could not write the report: {tmp_path}: is a folder")

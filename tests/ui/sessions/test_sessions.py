@@ -47,7 +47,7 @@ def _sessions(win):
 
 
 def _open_model(win, path):
-    assert win.window.open_model_source(str(path), arch=ARCH, wait=True)
+    assert win.window.files.open_model_source(str(path), arch=ARCH, wait=True)
     win.wait_idle()
 
 
@@ -59,10 +59,10 @@ def _investigation(win, checkpoint):
     x, image = _inputs()
     win.set_input(x, image=image, description="the test input")
     s.replace_ticked(LAYERS)
-    assert w.set_target_text("2")
-    w.set_view_settings(colormap="magma", normalize="shared")
+    assert w.host.set_target_text("2")
+    w.host.set_view_settings(colormap="magma", normalize="shared")
     first = win.run_and_wait()
-    pin = w.pin_result()
+    pin = w.pins_ui.pin_result()
     assert pin is not None
     s.edits.add("features.block3", ablate([1, 3]))
     s.edits.add("features.block3", scale(0, 0.5))
@@ -92,7 +92,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     result = _investigation(win, checkpoint)
     s = win.session
     win.open_dock("Dataset")
-    assert win.window.open_channel("features.block3", 17)
+    assert win.window.display.open_channel("features.block3", 17)
     path = tmp_path / "study.actviz"
     sessions = _sessions(win)
     asked = []
@@ -110,10 +110,10 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     o = other.session
     assert not ran, "opening a session showed the saved run, not a new one"
     # The same arrays, bit for bit: the capture and every panel's pictures.
-    _same_tensors(result.capture, other.window.result.capture)
-    assert list(other.window.result.layers) == list(result.layers)
+    _same_tensors(result.capture, other.window.session.result.capture)
+    assert list(other.window.session.result.layers) == list(result.layers)
     for name, layer in result.layers.items():
-        shown = other.window.result.layers[name]
+        shown = other.window.session.result.layers[name]
         if layer.view is not None:
             assert np.array_equal(layer.view.data, shown.view.data), name
     assert o.ticked == s.ticked and o.target == 2
@@ -134,7 +134,7 @@ def test_saved_session_opens_in_a_fresh_window_with_the_same_view(
     patch_edit = [e for e in o.edits if e.edit.kind == "patch"][0].edit
     assert patch_edit.source is pins[0].result.capture
     assert _dock(other, "Dataset").isVisible()  # the window layout
-    channel_view = other.window.channel_view
+    channel_view = other.window.host.channel_view
     assert (channel_view.name, channel_view.channel) == ("features.block3", 17)
     assert channel_view.isVisibleTo(other.window)
     # The comparison set-up: run B was another input.
@@ -169,7 +169,7 @@ def test_a_changed_checkpoint_is_named_and_the_user_chooses(actviz_window, check
     sessions.confirm_changed = lambda *_: True
     assert sessions.open_session(path, wait=True)
     other.wait_idle()
-    assert other.session.model is not None and other.window.result is not None
+    assert other.session.model is not None and other.window.session.result is not None
     assert any("changed" in m for m in other.banner_messages())
     # Pins saved without captures cannot be shown again: said, not restored.
     assert not len(other.session.pins)
@@ -199,7 +199,7 @@ def test_a_missing_checkpoint_asks_where_it_is(actviz_window, checkpoint, tmp_pa
     assert sessions.open_session(path, wait=True)
     other.wait_idle()
     assert other.session.model_source == str(moved)
-    assert other.window.result is not None and len(other.session.pins) == 1
+    assert other.window.session.result is not None and len(other.session.pins) == 1
 
 
 def _future(members):
@@ -273,7 +273,7 @@ def test_the_session_is_kept_on_quit_and_offered_at_the_next_start(
         assert sessions.offer_restore()
     other.wait_idle()
     assert asked
-    _same_tensors(result.capture, other.window.result.capture)
+    _same_tensors(result.capture, other.window.session.result.capture)
     assert other.session.target == 2 and len(other.session.edits) == 3
     assert sessions.path is None  # Ctrl+S asks where: the kept session is not the user's file
     assert "Restored the last session" in other.status_text()
@@ -309,11 +309,11 @@ def test_file_menu_lists_the_session_entries(actviz_window, tmp_path):
     from PySide6.QtCore import Qt
 
     win = actviz_window()
-    texts = [a.text() for a in win.window.menu("File").actions()]
+    texts = [a.text() for a in win.window.host.menu("File").actions()]
     for entry in ("Open session…", "Recent sessions", "Save session", "Save session as…",
                   "Export report…"):  # fmt: skip
         assert entry in texts
-    save = next(a for a in win.window.menu("File").actions() if a.text() == "Save session")
+    save = next(a for a in win.window.host.menu("File").actions() if a.text() == "Save session")
     assert save.shortcut().toString() == "Ctrl+S"
     # Ctrl+S saves to the session's file once it has one.
     sessions = _sessions(win)
@@ -403,10 +403,10 @@ def test_the_app_opens_a_session_keeps_it_on_quit_and_offers_it_next_time(
 
     def close_once_shown():
         w = opened[-1] if opened else None
-        if w is None or w.result is None or w.is_busy() or len(shown) >= len(opened):
+        if w is None or w.session.result is None or w.is_busy() or len(shown) >= len(opened):
             QTimer.singleShot(20, close_once_shown)
             return
-        shown.append((w.result.capture, w.session.model_source, list(w.session.pins)))
+        shown.append((w.session.result.capture, w.session.model_source, list(w.session.pins)))
         w.close()
 
     QTimer.singleShot(0, close_once_shown)
@@ -443,7 +443,7 @@ def test_a_pickled_checkpoint_is_opened_only_when_trusted_now(actviz_window, tmp
     pickled = tmp_path / "whole_model.pt"
     torch.save(DemoNet().eval(), pickled)  # a full pickle: opening it runs code
     win = actviz_window()
-    assert win.window.open_model_source(str(pickled), trust=True, wait=True)
+    assert win.window.files.open_model_source(str(pickled), trust=True, wait=True)
     win.set_input(_inputs()[0])
     win.run_and_wait()
     path = tmp_path / "pickled.actviz"
@@ -461,4 +461,4 @@ def test_a_pickled_checkpoint_is_opened_only_when_trusted_now(actviz_window, tmp
     assert _sessions(other).open_session(path, wait=True)
     other.wait_idle()
     assert other.session.model_open_args["trust"] is True
-    _same_tensors(win.window.result.capture, other.window.result.capture)
+    _same_tensors(win.window.session.result.capture, other.window.session.result.capture)

@@ -30,10 +30,10 @@ TEXT = "the cat sat on the"
 
 def _open_text_model(win, folder) -> None:
     w = win.window
-    assert w.open_model_source(str(folder))
+    assert w.files.open_model_source(str(folder))
     win.wait_idle(LOAD_MS)
     with win.expect_run(LOAD_MS):
-        assert w.open_input_source("text:" + TEXT)
+        assert w.files.open_input_source("text:" + TEXT)
     win.wait_idle(LOAD_MS)
     assert not [m for m in win.banner_messages() if "rror" in m or "Could not" in m]
 
@@ -66,7 +66,7 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     w = win.window
     _open_text_model(win, folder)
     assert w.session.ticked == ["transformer.h.0", "transformer.h.1", "lm_head"]
-    result = w.result
+    result = w.session.result
     tok = w.session.loaded_model.tokenizer
     ids = w.session.input.value["input_ids"]
     model = w.session.model
@@ -99,7 +99,7 @@ def test_a_causal_lm_gets_token_predictions_saliency_and_block_ticks(actviz_wind
     emb, grad = cap["transformer.wte"].tensor, cap["transformer.wte"].grad
     want = (emb * grad).sum(dim=-1).abs()[0].numpy()
     np.testing.assert_allclose(sal.token_strip.values, want, rtol=1e-5, atol=1e-9)
-    assert "transformer.wte" not in w.layer_panels  # recorded for saliency, not shown
+    assert "transformer.wte" not in w.host.layer_panels  # recorded for saliency, not shown
 
     # The statistics table shortens long names in the middle, the full name on hover.
     stats = w.centre.stats_table
@@ -142,7 +142,7 @@ def test_the_saliency_strip_reads_out_the_token_under_the_mouse(actviz_window, t
     strip = sal.token_strip
     win.qtbot.waitUntil(lambda: strip.isVisible() and strip.plot.vb.height() > 50)
     win.settle()  # the strip's rows where the pointer lands, not where they were a pass ago
-    tokens = w.result.token_saliency
+    tokens = w.session.result.token_saliency
     win.qtbot.mouseMove(strip.viewport(), strip.row_centre(2))
     want = tokens.describe(2)
     assert want.startswith(f"token 2 {tokens.tokens[2]!r}: |grad × embedding| ")
@@ -195,7 +195,7 @@ def test_the_export_lists_the_same_next_tokens_as_the_window(actviz_window, tmp_
     w = win.window
     _open_text_model(win, folder)
     out = tmp_path / "out"
-    assert w.export_all(out, wait=True)
+    assert w.exports.export_all(out, wait=True)
     summary = json.loads((out / "summary.json").read_text())
     rows = [(r["index"], r["label"], r["probability"]) for r in summary["prediction"]]
     shown = w.centre.prediction_panel.predictions()

@@ -31,7 +31,7 @@ def _axis_label_rects(axis) -> list[tuple[QRectF, str]]:
 def test_token_norm_bars_have_labels_that_do_not_overlap(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
-    w.set_model(tiny_bert(), layers=["bert.encoder.layer.0", "classifier"])
+    w.script.set_model(tiny_bert(), layers=["bert.encoder.layer.0", "classifier"])
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )

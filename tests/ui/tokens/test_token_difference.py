@@ -20,15 +20,15 @@ LAYER = "bert.encoder.layer.1"
 def test_the_difference_toggle_shows_edited_minus_unedited_on_the_tokens(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
-    w.set_model(tiny_bert(), layers=["bert.encoder.layer.0", LAYER, "classifier"])
+    w.script.set_model(tiny_bert(), layers=["bert.encoder.layer.0", LAYER, "classifier"])
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )
     win.run_and_wait()
     with win.expect_run():
         win.whatif.add_edit("bert.encoder.layer.0", ablate([0, 3]))
-        w.run()
-    result = w.result
+        w.runs.run()
+    result = w.session.result
     edited = result.capture[LAYER].tensor[0].numpy()
     unedited = result.baseline[LAYER].tensor[0].numpy()
     assert not np.allclose(edited, unedited)

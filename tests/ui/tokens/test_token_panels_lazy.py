@@ -50,8 +50,8 @@ def _settle(w) -> None:
     timer = QTimer()
     timer.setSingleShot(True)
     timer.start(LOAD_MS)
-    w.wait_until(lambda: not timer.isActive() or not w._pending_work())
-    assert not w._pending_work()
+    w.wait_until(lambda: not timer.isActive() or not w.pending_work())
+    assert not w.pending_work()
 
 
 @pytest.fixture
@@ -60,9 +60,9 @@ def gpt2_window(actviz_window, tmp_path):
     win = actviz_window(auto_run=True)
     w = win.window
     win.resize(1200, 800)
-    assert w.open_model_source(str(folder))
+    assert w.files.open_model_source(str(folder))
     _settle(w)
-    assert not w.layer_panels  # no run before a text is given
+    assert not w.host.layer_panels  # no run before a text is given
     return win
 
 
@@ -75,13 +75,13 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     made_in: set[int] = set()  # the turns that made panels
     w.panel_created.connect(lambda _name, _panel: made_in.add(counter.turn))
     with win.expect_run(LOAD_MS, flush=False):
-        assert w.open_input_source("text:the cat sat on the")
+        assert w.files.open_input_source("text:the cat sat on the")
     _settle(w)
-    assert len(w.layer_panels) == BLOCKS + 1
+    assert len(w.host.layer_panels) == BLOCKS + 1
     tokens = [
         n
-        for n, p in w.layer_panels.items()
-        if isinstance(p, TokenLayerPanel) and w.result.layers[n].tokens is not None
+        for n, p in w.host.layer_panels.items()
+        if isinstance(p, TokenLayerPanel) and w.session.result.layers[n].tokens is not None
     ]
     assert len(tokens) >= BLOCKS
     assert counter.most_in_a_turn() == 1, counter.calls
@@ -97,7 +97,7 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     bar.setValue(bar.maximum())
     w.wait_until(lambda: last in counter.names())
     assert counter.most_in_a_turn() == 1, counter.calls
-    w.wait_until(lambda: w.layer_panels[last].token_box.isVisible())
+    w.wait_until(lambda: w.host.layer_panels[last].token_box.isVisible())
     # A panel's plots are built in one turn, its tokens shown in a later one (~60 ms of CPU
     # both together), never with another panel's.
     built_in = {n: t for t, names in counter.calls.items() for n in names}
@@ -106,28 +106,28 @@ def test_a_run_builds_one_token_panel_a_turn_and_none_off_screen(gpt2_window, mo
     assert all(shown_in[n] > built_in[n] for n in built_in), (built_in, shown_in)
     assert not set(built_in.values()) & set(shown_in.values())
     assert plots.most_in_a_turn() == 1 and plots.count() >= 2 * len(built_in), plots.calls
-    panel = w.layer_panels[last]
+    panel = w.host.layer_panels[last]
     assert panel.token_canvas is not None and panel.token_canvas.heat is not None
-    assert panel.token_canvas.heat.shape == w.result.layers[last].tokens.heat.shape
+    assert panel.token_canvas.heat.shape == w.session.result.layers[last].tokens.heat.shape
 
 
 def test_refreshing_every_panel_builds_none_at_once(gpt2_window, monkeypatch):
     win = gpt2_window
     w = win.window
     with win.expect_run(LOAD_MS, flush=False):
-        assert w.open_input_source("text:the cat sat on the")
+        assert w.files.open_input_source("text:the cat sat on the")
     _settle(w)
     counter = _built_boxes(monkeypatch)
     # A feature decorating every panel (the effects dock's outlines) refreshes each.
-    for name in list(w.layer_panels):
-        w.refresh_panel(name)
+    for name in list(w.host.layer_panels):
+        w.host.refresh_panel(name)
     assert counter.names() == []  # nothing built in the calls themselves
     _settle(w)
     assert counter.most_in_a_turn() <= 1, counter.calls
     # Every panel shows the result once flushed (an export, a test reading them).
-    w.flush_panel_updates()
-    for name, panel in w.layer_panels.items():
-        if w.result.layers[name].tokens is not None:
+    w.display.flush_panel_updates()
+    for name, panel in w.host.layer_panels.items():
+        if w.session.result.layers[name].tokens is not None:
             assert panel.token_canvas is not None and panel.token_canvas.heat is not None
 
 
@@ -135,16 +135,16 @@ def test_a_panel_export_fills_only_that_panel(gpt2_window, monkeypatch, tmp_path
     win = gpt2_window
     w = win.window
     with win.expect_run(LOAD_MS, flush=False):
-        assert w.open_input_source("text:the cat sat on the")
+        assert w.files.open_input_source("text:the cat sat on the")
     _settle(w)
-    waiting = [n for n in w.layer_panels if w.layer_panels[n].token_canvas is None]
+    waiting = [n for n in w.host.layer_panels if w.host.layer_panels[n].token_canvas is None]
     assert len(waiting) >= 2  # off screen: not built yet
     counter = _built_boxes(monkeypatch)
-    w.select_layer(waiting[-1], reveal=False)
-    path = w.export_panel_png(tmp_path / "panel.png")
+    w.display.select_layer(waiting[-1], reveal=False)
+    path = w.exports.export_panel_png(tmp_path / "panel.png")
     # The exported panel shows the result; the others still wait to be scrolled to (filling
     # them all for one picture took seconds).
     assert counter.names() == [waiting[-1]]
     assert path is not None and path.stat().st_size > 0
-    canvas = w.layer_panels[waiting[-1]].token_canvas
-    assert canvas.heat.shape == w.result.layers[waiting[-1]].tokens.heat.shape
+    canvas = w.host.layer_panels[waiting[-1]].token_canvas
+    assert canvas.heat.shape == w.session.result.layers[waiting[-1]].tokens.heat.shape

@@ -20,7 +20,7 @@ def test_token_layers_attention_and_lens_of_a_language_model(qtbot, actviz_windo
     win = actviz_window()
     window = win.window
     model = tiny_gpt2()
-    window.set_model(model, layers=["transformer.h.1.mlp", "transformer.ln_f"])
+    window.script.set_model(model, layers=["transformer.h.1.mlp", "transformer.ln_f"])
     window.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )
@@ -86,10 +86,10 @@ def test_vit_patch_maps_and_rollout_beside_gradcam(qtbot, actviz_window):
     model = tiny_vit()
     x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(3))
     image = (np.random.default_rng(0).random((32, 32, 3)) * 255).astype(np.uint8)
-    window.set_model(model, layers=["blocks.0"])
-    window.set_input(x, image=image)
+    window.script.set_model(model, layers=["blocks.0"])
+    window.script.set_input(x, image=image)
     win.run_and_wait()
-    panel = window.layer_panels["blocks.0"]
+    panel = window.host.layer_panels["blocks.0"]
     assert panel.token_view is None
     view = panel.activation_slot.view
     assert view.kind == "maps" and view.data.shape == (48, 2, 2)
@@ -116,16 +116,16 @@ def test_typed_text_shows_token_views_of_a_model_folder(qtbot, actviz_window, tm
     folder = save_tiny_gpt2(tmp_path / "tiny-gpt2")
     views = win.tokens.feature
     assert views.text_bar.isHidden()
-    assert window.open_model_source(str(folder), wait=True)
+    assert window.files.open_model_source(str(folder), wait=True)
     assert not views.text_bar.isHidden() and views.text_action.isEnabled()
-    window.tick(["transformer.h.0"])
+    window.script.tick(["transformer.h.0"])
     with qtbot.waitSignal(window.input_loaded, timeout=RUN_TIMEOUT_MS):
         qtbot.keyClicks(views.text_edit, "the cat sat on a log")
         qtbot.keyClick(views.text_edit, Qt.Key.Key_Return)
     assert window.session.input.tokens == ("the", "cat", "sat", "on", "a", "log")
     win.run_and_wait()
     result = window.session.result
-    panel = window.layer_panels["transformer.h.0"]
+    panel = window.host.layer_panels["transformer.h.0"]
     assert panel.token_canvas.row_labels == ("the", "cat", "sat", "on", "a", "log")
     np.testing.assert_array_equal(
         panel.token_canvas.heat, result.capture["transformer.h.0"].tensor[0].numpy()
@@ -163,7 +163,7 @@ def test_repeated_results_of_a_cnn_leave_the_attention_views_and_bars_alone(
     # redraw was GUI-thread time per frame: lag p99 7.9 -> 5.5 ms when they stopped).
     from tests.ui.tiny_models import TinyCNN
 
-    window.set_model(TinyCNN(), layers=["conv1"])
+    window.script.set_model(TinyCNN(), layers=["conv1"])
     window.session.set_input(torch.rand(1, 3, 16, 16))
     win.run_and_wait()
     views = win.tokens.feature
@@ -193,7 +193,7 @@ def test_hiding_the_tab_shown_goes_back_to_layers_not_to_compare(actviz_window):
     w = win.window
     tabs = w.centre.tabs
     page = win.tokens.feature.attention_page
-    w.set_tab_visible(page, True)
+    w.host.set_tab_visible(page, True)
     tabs.setCurrentWidget(page)
-    w.set_tab_visible(page, False)  # another model, without attention, was opened
+    w.host.set_tab_visible(page, False)  # another model, without attention, was opened
     assert tabs.currentIndex() == 0 and tabs.tabText(0) == "Layers"

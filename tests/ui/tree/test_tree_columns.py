@@ -13,7 +13,7 @@ from tests.display.seq_models import tiny_bert  # noqa: E402
 def test_a_long_root_type_does_not_cut_the_names_below(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
-    w.set_model(tiny_bert(), layers=["classifier"])
+    w.script.set_model(tiny_bert(), layers=["classifier"])
     win.settle()
     dock = w.model_dock
     view, header = dock.tree_view, dock.tree_view.header()

@@ -46,7 +46,7 @@ def test_the_channel_view_shows_the_picture_the_page_made(actviz_window, tiny_cn
     section, page = feature.section, feature.page
     section.size_spin.setValue(16)
     section.steps_spin.setValue(STEPS)
-    assert win.window.open_channel("conv2", 1)
+    assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     win.qtbot.mouseClick(section.button, LEFT)
     win.qtbot.waitUntil(lambda: feature.job.progress[0] >= 1, timeout=60_000)

@@ -16,7 +16,7 @@ def test_a_run_during_what_it_wants_leaves_it_running_and_it_finishes(actviz_win
     section = feature.section
     section.size_spin.setValue(16)
     section.steps_spin.setValue(4096)
-    assert win.window.open_channel("conv2", 1)
+    assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     section.button.click()
     assert feature.is_busy() and section.cancel_button.isVisible()
@@ -37,7 +37,7 @@ def test_a_run_during_what_it_wants_leaves_it_running_and_it_finishes(actviz_win
     # (the copy has the model's weights), and the window's model has no hooks left.
     section.steps_spin.setValue(5)
     section.button.click()
-    win.window.run()
+    win.window.runs.run()
     win.qtbot.waitUntil(lambda: not feature.is_busy(), timeout=60_000)
     want = visualize(tiny_cnn, "conv2", [1], objective="channel", steps=5, size=16)
     assert feature.shown is not None, section.message.text()
@@ -57,7 +57,7 @@ def test_a_channel_without_a_picture_says_what_the_button_does_with_which_settin
     section = feature.section
     section.size_spin.setValue(16)
     section.steps_spin.setValue(40)
-    assert win.window.open_channel("conv2", 1)
+    assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     text = section.message.text()
     assert section.message.isVisible()

@@ -10,7 +10,7 @@ import json
 def test_random_weights_get_no_reopening_command_line_and_say_why(actviz_window, tmp_path):
     win = actviz_window()
     window = win.window
-    assert window.open_model_source("squeezenet1_1", weights="none", wait=True)
+    assert window.files.open_model_source("squeezenet1_1", weights="none", wait=True)
     win.models.append(window.session.model)
     feature = win.feature("visualize")
     feature.section.steps_spin.setValue(1)

@@ -26,7 +26,7 @@ def _window_with_settings(actviz_window, tmp_path, name):
 @pytest.mark.usefixtures("demo_resources")
 def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     win = _window_with_settings(actviz_window, tmp_path, "a.ini")
-    assert win.window.open_model_source("demo", wait=True)
+    assert win.window.files.open_model_source("demo", wait=True)
     win.set_input(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)))
     win.run_and_wait()
     feature = win.feature("visualize")
@@ -75,7 +75,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
 
     # A page the cache does not hold (other steps): grey tiles, a message and the button.
     fresh = {**saved, "settings": {**SETTINGS, "steps": 2}}
-    other.window.restore_session_parts({STATE_KEY: fresh})
+    other.window.host.restore_session_parts({STATE_KEY: fresh})
     wait_not_busy(other.qtbot, restored)
     assert restored.channels == channels and restored.dock.mosaic.filled() == ()
     assert restored.result() is None

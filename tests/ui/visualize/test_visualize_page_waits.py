@@ -21,7 +21,7 @@ def test_a_page_asked_for_during_a_run_says_it_waits_then_synthesises(actviz_win
     gate = threading.Event()
     handle = tiny_cnn.conv1.register_forward_pre_hook(lambda _m, _a: gate.wait(30) and None)
     try:
-        win.window.run()
+        win.window.runs.run()
         win.qtbot.waitUntil(win.window.worker.is_busy, timeout=10_000)
         assert feature.visualise_page("conv2", 0)
         text = dock.message.text()
@@ -50,7 +50,7 @@ def test_what_it_wants_cancel_button_leaves_the_page_running(actviz_window, tiny
     section.steps_spin.setValue(4096)
     assert feature.visualise_page("conv2", 0)
     win.qtbot.waitUntil(lambda: page.job.progress[0] >= 1, timeout=60_000)
-    assert win.window.open_channel("conv2", 1)
+    assert win.window.display.open_channel("conv2", 1)
     win.qtbot.waitUntil(lambda: not feature.looking_up(), timeout=30_000)
     section.button.click()
     win.qtbot.waitUntil(lambda: feature.job.progress[0] >= 1, timeout=60_000)
@@ -117,7 +117,7 @@ def test_the_page_runs_at_what_it_wants_priority_and_gives_way_to_runs(
     gate = threading.Event()
     handle = tiny_cnn.conv1.register_forward_pre_hook(lambda _m, _a: gate.wait(30) and None)
     try:
-        win.window.run()
+        win.window.runs.run()
         win.qtbot.waitUntil(win.window.worker.is_busy, timeout=10_000)
         win.qtbot.wait(50)  # the step in flight ends
         before = page.job.progress[0]

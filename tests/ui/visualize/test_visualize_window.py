@@ -22,7 +22,7 @@ def _visualize_opened(actviz_window, tiny_cnn, channel=2):
     section.objective_box.setCurrentText(SETTINGS["objective"])
     section.steps_spin.setValue(SETTINGS["steps"])
     section.size_spin.setValue(SETTINGS["size"])
-    assert win.window.open_channel("conv2", channel)
+    assert win.window.display.open_channel("conv2", channel)
     assert section.isVisible()
     _looked_up(win, feature)
     return win, feature, section
@@ -65,10 +65,10 @@ def test_what_it_wants_shows_the_engines_picture_and_reopens_from_the_cache(
     assert want.image_uint8(0).std() > 0
 
     # Another channel: nothing cached for it; back to channel 2: shown at once, from the cache.
-    assert win.window.open_channel("conv2", 3)
+    assert win.window.display.open_channel("conv2", 3)
     _looked_up(win, feature)
     assert feature.shown is None and not section.picture.isVisible()
-    assert win.window.open_channel("conv2", 2)
+    assert win.window.display.open_channel("conv2", 2)
     assert feature.shown is None  # until the cache answered
     _looked_up(win, feature)
     vis = feature.shown
@@ -103,10 +103,10 @@ def test_a_long_synthesis_cancels_and_the_window_stays_usable(actviz_window, tin
 
 def test_the_report_holds_what_the_channel_wants(actviz_window, tiny_cnn):
     win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
-    assert "figures" not in win.window.report_parts()  # nothing shown yet
+    assert "figures" not in win.window.host.report_parts()  # nothing shown yet
     section.button.click()
     _wait_done(win, feature)
-    ((caption, picture),) = win.window.report_parts()["figures"]()
+    ((caption, picture),) = win.window.host.report_parts()["figures"]()
     assert caption.startswith("What conv2 ch 2 wants")
     np.testing.assert_array_equal(picture, feature.shown.image_uint8(0))
 
@@ -116,7 +116,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
 ):
     win, feature, section = _visualize_opened(actviz_window, tiny_cnn)
     page, dock = feature.page, feature.page.dock
-    size = win.window.page_channels("conv2")
+    size = win.window.host.page_channels("conv2")
     assert feature.visualise_page("conv2")
     assert dock.isVisible() and feature.is_busy() and dock.cancel_button.isVisible()
     wait_not_busy(win.qtbot, feature.page)
@@ -138,7 +138,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     # worker: the page still gets its copy and fills.
     feature.page.forget()  # no copy kept: the next page asks for one
     assert feature.visualise_page("conv2", 0)
-    win.window.run()
+    win.window.runs.run()
     wait_not_busy(win.qtbot, feature.page)
     assert dock.mosaic.filled() == page.channels
     assert all(page.result().from_cache[: len(channels)])
@@ -146,7 +146,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     win.run_and_wait()
 
     # The channel view's "What it wants" finds the page's picture in the shared cache.
-    assert win.window.open_channel("conv2", 1)
+    assert win.window.display.open_channel("conv2", 1)
     _looked_up(win, feature)
     assert feature.shown is not None and feature.shown.from_cache == (True,)
     np.testing.assert_array_equal(feature.shown.images[0], want.images[1])
@@ -159,7 +159,7 @@ def test_visualise_channels_fills_the_page_mosaic_from_the_engine_and_the_cache(
     assert all(again.from_cache[: len(channels)]) and dock.mosaic.filled() == page.channels
     assert f"{sum(again.from_cache)} saved before" in dock.message.text()
     dock.mosaic.tile_clicked.emit(3)
-    assert win.window.channel_view.channel == 3
+    assert win.window.host.channel_view.channel == 3
 
 
 def test_a_page_cancels_keeping_its_tiles_and_pages_on(actviz_window, tiny_cnn):
@@ -215,7 +215,7 @@ def test_export_writes_pngs_and_settings_that_make_them_again(actviz_window, tin
         png = np.asarray(Image.open(tmp_path / "page" / f"conv2_{c}.png"))
         np.testing.assert_array_equal(png, again.image_uint8(i))
     # The report holds the page's numbered sheet beside the channel's picture.
-    captions = [c for c, _ in win.window.report_parts()["figures"]()]
+    captions = [c for c, _ in win.window.host.report_parts()["figures"]()]
     assert captions[-1].startswith("What conv2 ch 4-5 want")
     assert any(c.startswith("What conv2 ch 2 wants") for c in captions)
 

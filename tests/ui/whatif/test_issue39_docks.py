@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from actviz.ui.whatif.dock import PREFERRED_WIDTH
-from actviz.ui.window.hosting import DOCK_MAX_SHARE
+from actviz.ui.window.docking import DOCK_MAX_SHARE
 from tests.ui.tiny_models import tiny_window
 
 

@@ -83,8 +83,8 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     win.run_and_wait()
     window = win.window
     model, x = window.session.model, window.session.input.value
-    first = window.result
-    first_mosaic = window.layer_panels["conv2"].activation_slot.mosaic
+    first = window.session.result
+    first_mosaic = window.host.layer_panels["conv2"].activation_slot.mosaic
     menu = win.tile_menu("conv2", 1)
     texts = [a.text() for a in menu.actions()]
     assert texts[1:4] == ["Ablate ch 1", "Scale ch 1…", "Keep only ch 1"]
@@ -93,7 +93,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
 
     with win.expect_run():
         _click_menu_item(qtbot, menu, "Ablate ch 1")
-    result = window.result
+    result = window.session.result
     assert [e.describe() for e in result.capture.edits["conv2"]] == ["ablate ch 1"]
     # The window's run is the edited network's, exactly; the unedited twin is kept.
     edited = capture(model, x, LAYERS, edits={"conv2": ablate([1])})
@@ -131,7 +131,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     assert summary.startswith(f"Target class {plain.target_index}") and summary.count(":") == 1
     assert "→" in summary
     # Marked: the edited layer's badge, not the others'; the dock lists the edit.
-    panels = window.layer_panels
+    panels = window.host.layer_panels
     assert panels["conv2"].edit_badge_text() == "ablate ch 1"
     assert panels["conv1"].edit_badge_text() == ""
     dock = win.whatif.dock
@@ -140,7 +140,7 @@ def test_ablate_by_right_click_changes_the_prediction_and_unticking_brings_it_ba
     # Off in the dock: the original run is back, exactly (the very capture, re-used).
     with win.expect_run():
         dock.rows[0].enabled_box.click()
-    assert window.result.capture is first.capture and window.result.baseline is None
+    assert window.session.result.capture is first.capture and window.session.result.baseline is None
     shown = panels["conv2"].activation_slot.mosaic
     assert np.array_equal(shown.image, first_mosaic.image, equal_nan=True)
     assert panels["conv2"].edit_badge_text() == ""
@@ -154,7 +154,7 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     window = win.window
     model, x = window.session.model, window.session.input.value
     # Ctrl+click two tiles of conv1, then right-click one of them: the menu is about both.
-    panel1 = window.layer_panels["conv1"]
+    panel1 = window.host.layer_panels["conv1"]
     canvas = panel1.activation_slot.image_canvas
     m = panel1.activation_slot.mosaic
     for channel in (0, 2):
@@ -172,10 +172,10 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
         _click_menu_item(qtbot, menu, "Scale ch 0, 2…")
     edited = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 2.0)})
     plain = capture(model, x, LAYERS)
-    assert torch.equal(window.result.capture.output, edited.output)
+    assert torch.equal(window.session.result.capture.output, edited.output)
 
     # The difference of a later layer: edited minus unedited, symmetric, diverging colours.
-    panel2 = window.layer_panels["conv2"]
+    panel2 = window.host.layer_panels["conv2"]
     assert panel2.difference_button.isVisible() and panel2.difference_button.isEnabled()
     window.commands.colormap_combo.setCurrentText(
         "viridis"
@@ -189,13 +189,15 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     expected = mosaic(want, normalize="channel", symmetric=True)
     np.testing.assert_allclose(slot.mosaic.image, expected.image, rtol=1e-5, atol=1e-6)
     assert slot.mosaic.symmetric and slot.image_canvas.colormap_name() == DIFFERENCE_CMAP
-    assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
+    assert (
+        window.host.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "viridis"
+    )
     # The factor edited in the dock re-runs with the new value; the difference follows.
     dock = win.whatif.dock
     with win.expect_run():
         dock.rows[0].value_box.setValue(0.5)
     halved = capture(model, x, LAYERS, edits={"conv1": scale([0, 2], 0.5)})
-    assert torch.equal(window.result.capture.output, halved.output)
+    assert torch.equal(window.session.result.capture.output, halved.output)
     assert panel2.difference_shown()
     want = (halved["conv2"].tensor - plain["conv2"].tensor)[0].numpy()
     np.testing.assert_allclose(slot.view.data, want, rtol=1e-5, atol=1e-6)
@@ -203,11 +205,11 @@ def test_difference_toggle_scale_value_and_selection(qtbot, actviz_window, tiny_
     qtbot.mouseClick(panel2.difference_button, LEFT)
     win.wait_idle()
     assert not panel2.difference_shown()
-    np.testing.assert_array_equal(slot.view.data, window.result.layers["conv2"].view.data)
+    np.testing.assert_array_equal(slot.view.data, window.session.result.layers["conv2"].view.data)
     # Clear all: no edits, no toggle, the plain run.
     with win.expect_run(flush=False):
         qtbot.mouseClick(dock.clear_button, LEFT)
-    assert not dock.rows and not window.result.capture.edits
+    assert not dock.rows and not window.session.result.capture.edits
     assert panel2.difference_button.isHidden()
 
 
@@ -229,12 +231,12 @@ def test_clamp_from_the_tile_menu(qtbot, actviz_window, tiny_cnn):
     assert asked == ["Clamp ch 1 of conv1 to (empty: no bound):"]
     edited = capture(model, x, LAYERS, edits={"conv1": clamp(None, 0.05, channels=[1])})
     plain = capture(model, x, LAYERS)
-    got = window.result.capture
+    got = window.session.result.capture
     assert torch.equal(got["conv1"].tensor, edited["conv1"].tensor)
     assert got["conv1"].tensor[0, 1].max() <= 0.05 < plain["conv1"].tensor[0, 1].max()
     assert torch.equal(got["conv1"].tensor[0, 0], plain["conv1"].tensor[0, 0])  # others kept
     assert torch.equal(got.output, edited.output)
-    assert "clamp" in window.layer_panels["conv1"].edit_badge_text()
+    assert "clamp" in window.host.layer_panels["conv1"].edit_badge_text()
 
 
 def test_range_dialog_says_what_is_wrong_and_stays_open(qtbot):
@@ -264,7 +266,7 @@ def test_a_bad_edit_is_a_message_not_a_crash(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, frame(1), LAYERS, size=(1400, 900), auto_run=True)
     win.run_and_wait()
     window = win.window
-    first = window.result
+    first = window.session.result
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as failed:
         win.whatif.add_edit("conv2", ablate([99]))
     assert "99" in failed.args[0]
@@ -272,11 +274,11 @@ def test_a_bad_edit_is_a_message_not_a_crash(qtbot, actviz_window, tiny_cnn):
         "99" in " ".join(window.centre.banner.texts())
         and "99" in win.whatif.dock.error_label.text()
     )
-    assert window.result is first  # the panels keep the previous result
+    assert window.session.result is first  # the panels keep the previous result
     with win.expect_run(flush=False):
         win.whatif.dock.rows[0].remove_button.click()
-    assert window.result.capture.edits == {}
-    assert torch.equal(window.result.capture.output, first.capture.output)
+    assert window.session.result.capture.edits == {}
+    assert torch.equal(window.session.result.capture.output, first.capture.output)
     assert win.whatif.dock.error_label.isHidden()
 
 
@@ -289,7 +291,7 @@ def test_right_click_on_a_bar_ablates_that_unit_and_layout_reset_keeps_the_dock(
     # A real right click on bar 2 of the (N, C) output, then its menu's first item.
     with win.expect_run(flush=False):
         assert win.context_action("fc", 2, "Ablate").text() == "Ablate ch 2"
-    assert float(window.result.capture.output[0, 2]) == 0.0
+    assert float(window.session.result.capture.output[0, 2]) == 0.0
     row = next(r for r in win.whatif.change_view.rows() if r.index == 2)
     assert row.logit_a == 0.0  # the logit after the edit (run A is the edited run)
     window.reset_layout()
@@ -301,9 +303,9 @@ def test_patch_from_a_pinned_run(qtbot, actviz_window, tiny_cnn):
     win.run_and_wait()
     window = win.window
     model = window.session.model
-    pinned = window.pin_result()
+    pinned = window.pins_ui.pin_result()
     assert pinned is not None
-    window.set_input(frame(2))
+    window.script.set_input(frame(2))
     win.run_and_wait(start=False)
     menu = win.tile_menu("conv2", 3)
     sub = next(a for a in menu.actions() if a.text() == "Patch from pin").menu()
@@ -312,7 +314,7 @@ def test_patch_from_a_pinned_run(qtbot, actviz_window, tiny_cnn):
         sub.actions()[0].trigger()
     source = capture(model, frame(1), LAYERS)
     edited = capture(model, frame(2), LAYERS)
-    got = window.result.layers["conv2"].view.data
+    got = window.session.result.layers["conv2"].view.data
     np.testing.assert_allclose(got[3], source["conv2"].tensor[0, 3].numpy(), rtol=1e-6)
     np.testing.assert_allclose(got[0], edited["conv2"].tensor[0, 0].numpy(), rtol=1e-6)
     assert win.whatif.dock.rows[0].label.text().endswith(f"({pinned.label})")
@@ -333,14 +335,14 @@ def test_live_frames_apply_the_edits(qtbot, actviz_window, tiny_cnn):
     live.set_source(TensorFrames(frames, "clip"))
     qtbot.waitUntil(lambda: live.frames_shown > shown, timeout=RUN_TIMEOUT_MS)
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
-    result = window.result
+    result = window.session.result
     assert result.origin is not None  # a live frame
     assert [e.describe() for e in result.capture.edits["conv1"]] == ["ablate ch 0, 1"]
     want = capture(model, frames[:1], LAYERS, edits={"conv1": ablate([0, 1])})
     np.testing.assert_allclose(
         result.layers["conv2"].view.data, want["conv2"].tensor[0].numpy(), rtol=1e-5, atol=1e-6
     )
-    assert window.layer_panels["conv1"].edit_badge_text() == "ablate ch 0, 1"
+    assert window.host.layer_panels["conv1"].edit_badge_text() == "ablate ch 0, 1"
 
 
 def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits(
@@ -355,11 +357,11 @@ def test_window_export_writes_a_reproduce_script_with_the_model_source_and_edits
 
     source = f"{Path(tiny.__file__).resolve()}:TinyCNN"
     with win.expect_run(flush=False):
-        assert window.open_model_source(source, wait=True)
-    window.tick(["conv2"])
+        assert window.files.open_model_source(source, wait=True)
+    window.script.tick(["conv2"])
     with win.expect_run(flush=False):
         win.whatif.add_edit("conv2", ablate([1]))
     assert window.session.model_open_args["arch"] is None
-    assert window.export_all(tmp_path / "out", wait=True)
+    assert window.exports.export_all(tmp_path / "out", wait=True)
     script = (tmp_path / "out" / "reproduce.py").read_text()
     assert "tiny_models.py:TinyCNN" in script and "ablate([1])" in script

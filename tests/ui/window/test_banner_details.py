@@ -15,7 +15,7 @@ def test_a_failing_run_says_one_line_and_keeps_the_traceback_for_details(actviz_
     win.run_and_wait()
     model.fail = True
     with win.qtbot.waitSignal(win.window.run_failed, timeout=60_000):
-        win.window.run()
+        win.window.runs.run()
     banner = win.window.centre.banner
     (text,) = banner.texts()
     assert "kaputt" in text and "\n" not in text and "Traceback" not in text

@@ -29,9 +29,9 @@ def test_two_pins_in_one_second_save(actviz_window, tmp_path, monkeypatch):
 
     monkeypatch.setattr(pin_actions.time, "strftime", lambda *_a: "12:00:00")  # one second
     window = win.window
-    first = window.pin_result()
+    first = window.pins_ui.pin_result()
     win.run_and_wait()
-    second = window.pin_result()
+    second = window.pins_ui.pin_result()
     assert first is not None and second is not None and first is not second
     assert second.label == first.label + " (2)"
     sessions = win.feature("sessions")
@@ -62,7 +62,7 @@ def _wait_or_cancel(win) -> None:
 def test_every_command_with_a_failing_backend(actviz_window, demo_resources, tmp_path, monkeypatch):
     win = actviz_window(size=(1280, 720))
     window = win.window
-    assert window.load_demo()
+    assert window.files.load_demo()
     win.wait_idle()
     win.run_and_wait()
     unwritable = "/proc/actviz-nowhere/out"  # neither a file nor a folder can be made there

@@ -19,7 +19,7 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
     win = actviz_window(resnet, frame(3, 64), ["layer3", "layer4"], size=SIZE)
     win.run_and_wait()
     window = win.window
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     held = pin.result.layers["layer4"]
     before = (
         held.mosaic,
@@ -27,13 +27,13 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
         held.mosaic.image.copy(),
         held.grad_mosaic.image.copy(),
     )
-    panel = window.layer_panels["layer4"]
+    panel = window.host.layer_panels["layer4"]
     # The page size follows the panel's width (re-paged from the views, the pin untouched).
     qtbot.waitUntil(lambda: "layer4" in window.session.page_channels, timeout=5000)
-    window.flush_panel_updates()
+    window.display.flush_panel_updates()
     size = window.session.page_channels["layer4"]
     assert panel.activation_slot.mosaic.page_size == size and size < 512
-    assert window.turn_page("layer4", 1)
+    assert window.display.turn_page("layer4", 1)
     assert panel.page_text() == f"ch {size}-{min(2 * size, 512) - 1} of 512"
     with win.expect_run():
         window.commands.normalize_combo.setCurrentIndex(
@@ -41,7 +41,7 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
         )
     shown = panel.activation_slot.mosaic
     assert (shown.normalize, shown.first_channel) == ("shared", size)
-    assert window.result is not pin.result  # the window shows a new result
+    assert window.session.result is not pin.result  # the window shows a new result
     # The pin: same objects, same pixels, page 0, per-channel normalisation.
     held = pin.result.layers["layer4"]
     assert held.mosaic is before[0] and held.grad_mosaic is before[1]
@@ -49,8 +49,8 @@ def test_a_pinned_result_is_unchanged_by_page_turns_and_normalisation(qtbot, act
     np.testing.assert_array_equal(held.mosaic.image, before[2])
     np.testing.assert_array_equal(held.grad_mosaic.image, before[3])
     # Shown again, the pin is drawn on the page and normalisation chosen since, as a new view.
-    assert window.show_pinned(pin)
-    window.flush_panel_updates()
+    assert window.pins_ui.show_pinned(pin)
+    window.display.flush_panel_updates()
     assert (panel.activation_slot.mosaic.first_channel, panel.activation_slot.mosaic.normalize) == (
         size,
         "channel",
@@ -80,11 +80,11 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
     win.run_and_wait()
     # Pages sized to the panels' widths (the export writes whole layers: compare tile by tile).
     qtbot.waitUntil(lambda: set(window.session.page_channels) == set(layers), timeout=5000)
-    window.flush_panel_updates()
-    assert window.export_all(tmp_path / "out", wait=True)
+    window.display.flush_panel_updates()
+    assert window.exports.export_all(tmp_path / "out", wait=True)
     for name in layers:
-        panel = window.layer_panels[name]
-        layer = window.result.layers[name]
+        panel = window.host.layer_panels[name]
+        layer = window.session.result.layers[name]
         view = layer.view
         m = panel.activation_slot.mosaic
         signed = painted_with[name] == "CET-D1"
@@ -107,7 +107,7 @@ def test_exported_mosaic_pixels_are_the_panels_pixels(
         assert (exported[np.isnan(whole.image)] == MOSAIC_BACKGROUND).all()
         # And the mosaic is the layer's output, normalised as asked.
         ref = mosaic(
-            window.result.capture[name].tensor[0],
+            window.session.result.capture[name].tensor[0],
             normalize=normalize,
             first_channel=m.first_channel,
             max_channels=m.page_size,
@@ -146,8 +146,8 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, actvi
         f"score of detection 3: label {int(reference['labels'][3])}"
     )
     top = int(reference["scores"].argmax())
-    assert window.result.target_text.startswith(f"score of detection {top}")
-    rows = window.result.predictions
+    assert window.session.result.target_text.startswith(f"score of detection {top}")
+    rows = window.session.result.predictions
     assert [
         r[1].endswith(f"(detection {i})")
         for r, i in zip(
@@ -160,8 +160,10 @@ def test_a_detector_takes_a_list_and_its_detections_are_the_targets(qtbot, actvi
     combo.activated.emit(4)
     assert window.session.target == 3
     win.run_and_wait()
-    assert window.result.target_text.startswith("score of detection 3")
-    assert window.result.capture.target_value == pytest.approx(float(reference["scores"][3]))
+    assert window.session.result.target_text.startswith("score of detection 3")
+    assert window.session.result.capture.target_value == pytest.approx(
+        float(reference["scores"][3])
+    )
     assert combo.currentIndex() == 4  # the list was rebuilt for the new result, choice kept
     # Unticking the menu entry feeds the batch tensor again.
     window.commands.input_list_action.setChecked(False)

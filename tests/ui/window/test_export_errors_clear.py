@@ -14,7 +14,7 @@ def test_a_successful_export_clears_the_last_failure(actviz_window, tmp_path):
     blocker.write_text("a file, not a folder")
     assert not exports.export_all(blocker, wait=True)
     assert any(t.startswith("Export failed:") for t in win.banner_messages())
-    win.window.show_warning("a session note", "session")
+    win.window.host.show_warning("a session note", "session")
     assert exports.export_all(tmp_path / "out", wait=True)
     assert not any(t.startswith("Export failed:") for t in win.banner_messages())
     assert "a session note" in win.banner_messages()

@@ -27,7 +27,7 @@ def _run_alone(actviz_window, features):
     win = actviz_window(_conv(), frame(0), layers=["0", "1"], features=features)
     result = win.run_and_wait()
     assert set(result.layers) >= {"0", "1"}
-    assert set(win.window.layer_panels) == {"0", "1"}
+    assert set(win.window.host.layer_panels) == {"0", "1"}
     assert win.wait_idle()
     return win
 
@@ -67,3 +67,30 @@ def test_session_files_are_reached_through_the_part_the_sessions_feature_offers(
     assert (tmp_path / "one.actviz").is_file() and written == []
     state = actviz.session.load(tmp_path / "one.actviz")
     assert tuple(state.ticked) == ("0", "1")
+
+
+def test_features_get_the_host_and_the_window_looks_none_up_by_name(actviz_window):
+    """Every default feature is given the window's ``Host`` (a ``WindowHost``), never the
+    window; window code reaches what a feature offers through the host, not by its name."""
+    import pathlib
+    import re
+
+    import actviz
+    from actviz.ui.host import WindowHost
+    from actviz.ui.window.hosting import Host
+
+    win = actviz_window(_conv(), frame(0), layers=["0"])
+    host = win.window.host
+    assert isinstance(host, Host) and isinstance(host, WindowHost)
+    assert host.features is win.window.features
+    own = _own(win)
+    assert len(own) == len(FEATURES)
+    assert all(feature.host is host for feature in own.values())
+    root = pathlib.Path(actviz.__file__).parent
+    window_code = [
+        *(root / "ui" / "window").glob("*.py"),
+        root / "ui" / "app.py",
+        root / "session.py",
+    ]
+    by_name = re.compile(r"features(\[|\.get\()\s*[\"']")
+    assert [p.name for p in window_code if by_name.search(p.read_text())] == []

@@ -16,7 +16,7 @@ IDS = torch.tensor([[2, 5, 17, 33, 3]])
 def test_a_text_input_from_a_script_is_not_called_no_input(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
-    w.set_model(tiny_bert(), layers=["classifier"])
+    w.script.set_model(tiny_bert(), layers=["classifier"])
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)},
         kind="text",

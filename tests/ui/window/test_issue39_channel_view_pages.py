@@ -36,9 +36,9 @@ def test_the_layer_column_beside_the_channel_view_keeps_readable_pages(actviz_wi
     win = actviz_window(resnet, x, LAYERS, size=size)
     win.run_and_wait()
     display = win.window.display
-    assert win.window.open_channel("layer2", 5)
+    assert win.window.display.open_channel("layer2", 5)
     win.settle()
-    win.window.flush_panel_updates()
+    win.window.display.flush_panel_updates()
     win.settle()
     assert display.channel_box.isVisible()
     least = 16 if size == (1280, 720) else 12

@@ -13,7 +13,7 @@ def test_a_long_status_message_stops_before_the_run_time(actviz_window):
     timing = window.status.timing_label
     assert timing.text().startswith("ran in")
     long = "Opened " + "/very/long/folder/name" * 12 + "/model.pt and its 1000 class names"
-    window.show_status(long)
+    window.host.show_status(long)
     win.settle()
     label = window.status.status_label
     assert label.text() == long  # the whole message, for tests and the tooltip
@@ -91,7 +91,7 @@ def test_the_report_has_the_saliency_and_carries_the_input(actviz_window, tmp_pa
     win = tiny_window(actviz_window, size=(1280, 720))
     window = win.window
     # The Overview was never shown: the run skipped the input gradient.
-    assert window.result.capture.input_grads is None
+    assert window.session.result.capture.input_grads is None
     out = tmp_path / "r.html"
     monkeypatch.setattr(
         sessions.QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), ""))

@@ -41,7 +41,7 @@ def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
     first = tuple(feature.effects.top_channels("conv2", 3))
     with win.expect_run():
         win.qtbot.mouseClick(section.ablate_button, Qt.MouseButton.LeftButton)
-    edited = win.window.result
+    edited = win.window.session.result
     assert edited.capture.edits["conv2"][0].channels == first
     # The edited model now answers another class ...
     assert int(edited.capture.output.argmax()) == FLIPPED
@@ -64,8 +64,8 @@ def test_an_ablation_that_changes_the_top1_keeps_the_target(actviz_window):
         win.qtbot.mouseClick(
             feature.view.sections["conv1"].ablate_button, Qt.MouseButton.LeftButton
         )
-    assert win.window.result.capture.edits["conv1"][0].channels == second
-    assert win.window.result.target_index == CLEAN
+    assert win.window.session.result.capture.edits["conv1"][0].channels == second
+    assert win.window.session.result.target_index == CLEAN
 
 
 def test_the_user_or_the_input_changes_the_auto_target(actviz_window):
@@ -80,8 +80,8 @@ def test_the_user_or_the_input_changes_the_auto_target(actviz_window):
     _type_target(win, combo, str(FLIPPED))
     assert session.target == FLIPPED
     win.run_and_wait()
-    assert win.window.result.target_index == FLIPPED
-    assert "class 1" in win.window.result.target_text
+    assert win.window.session.result.target_index == FLIPPED
+    assert "class 1" in win.window.session.result.target_text
     # Back to auto, then another input: its own top-1, described as the top-1.
     _type_target(win, combo, "auto")
     assert session.target is None

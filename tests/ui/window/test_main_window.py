@@ -20,6 +20,7 @@ from actviz.io.models.demo_model import DEMO_CLASSES, build_demo_model, generate
 from actviz.testing import RUN_TIMEOUT_MS, assert_no_hooks
 from actviz.ui.tree.model import NameRole
 from actviz.ui.window.main_window import MainWindow
+from actviz.ui.window.script import MovedWarning
 from actviz.ui.window.settings import AppSettings
 from tests.core.seed_models import SeedMLP
 from tests.helpers import frame
@@ -41,13 +42,13 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
     win.run_and_wait()
     window = win.window
     assert "actviz" in window.windowTitle() and "TinyCNN" in window.windowTitle()
-    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
-    result = window.result
+    assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
+    result = window.session.result
     expected = capture(model, frame(1), ["conv1", "conv2", "fc"])
     shapes = {"conv1": (4, 16, 16), "conv2": (6, 8, 8), "fc": (5,)}
     for name, shape in shapes.items():
         layer = result.layers[name]
-        panel = window.layer_panels[name]
+        panel = window.host.layer_panels[name]
         assert layer.view.data.shape == shape
         assert panel.activation_slot.view is layer.view
         np.testing.assert_allclose(layer.view.data, expected[name].tensor[0].numpy(), rtol=1e-5)
@@ -66,12 +67,15 @@ def test_title_tree_and_exactly_the_ticked_panels(qtbot, actviz_window):
     assert np.all(window.centre.grad_flow_panel.norms > 0)
     # With the Layers tab shown there is no saliency view: the backward stopped at conv1.
     assert window.centre.tabs.currentWidget() is window.centre.layers_splitter
-    assert window.result.capture.input_grads is None and window.centre.saliency_panel.heat is None
-    layer_grads = {n: window.result.capture[n].grad.clone() for n in ("conv1", "conv2")}
+    assert (
+        window.session.result.capture.input_grads is None
+        and window.centre.saliency_panel.heat is None
+    )
+    layer_grads = {n: window.session.result.capture[n].grad.clone() for n in ("conv1", "conv2")}
     # Showing the Overview re-runs with the input gradient; the layers' gradients are the same.
     with win.expect_run(flush=False):
         window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
-    cap = window.result.capture
+    cap = window.session.result.capture
     assert window.centre.saliency_panel.heat.shape == (16, 16)
     assert window.centre.saliency_panel.message_label.text() == ""  # not "Computing saliency…"
     expected = cap.input_grads.abs()[0].amax(0)
@@ -90,12 +94,12 @@ def test_ticking_reruns_automatically_and_adds_exactly_that_panel(qtbot, actviz_
     win.run_and_wait()
     window = win.window
     with win.expect_run(flush=False):
-        window.tick(["relu"])  # no explicit run: the debounce timer starts it
-    assert list(window.layer_panels) == ["conv1", "relu", "conv2", "fc"]
-    assert window.result.layers["relu"].view.data.min() >= 0
-    with win.expect_run(flush=False):
-        window.untick("conv1", "fc")
-    assert list(window.layer_panels) == ["relu", "conv2"]
+        window.script.tick(["relu"])  # no explicit run: the debounce timer starts it
+    assert list(window.host.layer_panels) == ["conv1", "relu", "conv2", "fc"]
+    assert window.session.result.layers["relu"].view.data.min() >= 0
+    with win.expect_run(flush=False), pytest.warns(MovedWarning, match="ticked=False"):
+        window.script.untick("conv1", "fc")  # deprecated for tick(..., ticked=False)
+    assert list(window.host.layer_panels) == ["relu", "conv2"]
 
 
 def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
@@ -106,14 +110,14 @@ def test_quick_changes_are_debounced_into_one_run(qtbot, actviz_window):
     window.run_started.connect(lambda: started.append(1))
     submitted = window.worker.submitted
     with win.expect_run(flush=False):
-        window.tick(["relu"])
-        window.tick(["pool"])
-        window.set_target_text("2")
+        window.script.tick(["relu"])
+        window.script.tick(["pool"])
+        window.host.set_target_text("2")
     # Every change had been made before the timer fired: one capture was ever submitted.
     assert window.worker.submitted == submitted + 1
     assert started == [1] and not window.worker.is_busy()
-    assert "relu" in window.layer_panels and "pool" in window.layer_panels
-    assert window.result.target_index == 2
+    assert "relu" in window.host.layer_panels and "pool" in window.host.layer_panels
+    assert window.session.result.target_index == 2
 
 
 def test_stale_results_are_discarded(qtbot, actviz_window):
@@ -121,12 +125,12 @@ def test_stale_results_are_discarded(qtbot, actviz_window):
     win.run_and_wait()
     window = win.window
     finished = []
-    window.run_finished.connect(lambda: finished.append(window.result.target_index))
-    window.run()
+    window.run_finished.connect(lambda: finished.append(window.session.result.target_index))
+    window.runs.run()
     window.session.target = 1
-    window.run()
+    window.runs.run()
     window.session.target = 3
-    window.run()
+    window.runs.run()
     # The worker is idle only once all three results reached it: the two stale ones were
     # dropped there, and the window shows the latest.
     qtbot.waitUntil(lambda: not window.worker.is_busy() and bool(finished), timeout=RUN_TIMEOUT_MS)
@@ -137,7 +141,7 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    panel = window.layer_panels["conv2"]
+    panel = window.host.layer_panels["conv2"]
     mosaic = panel.activation_slot.mosaic
     canvas = panel.activation_slot.image_canvas
     window.centre.layers_scroll.ensureWidgetVisible(panel)
@@ -147,18 +151,18 @@ def test_clicking_a_channel_opens_it_beside_its_gradient(qtbot, actviz_window):
     with qtbot.waitSignal(panel.channel_clicked, timeout=2000):
         qtbot.mouseClick(canvas.viewport(), LEFT, pos=point)
     assert window.centre.channel_box.isVisible()
-    layer = window.result.layers["conv2"]
+    layer = window.session.result.layers["conv2"]
     assert window.centre.channel_view.channel == 4
     np.testing.assert_array_equal(window.centre.channel_view.activation, layer.view.data[4])
     np.testing.assert_array_equal(window.centre.channel_view.gradient, layer.grad_view.data[4])
-    assert window.selected_layer == "conv2"
+    assert window.display.selected_layer == "conv2"
     assert window.centre.histogram_panel.counts.sum() == 6 * 8 * 8
 
 
 def _page_fits_width(window: MainWindow, name: str) -> int:
     """Wait-able: the page size layer ``name`` shows once its panel's width is known (0
     before), checked against the rule: tiles >= 32 px, at least MIN_PAGE_CHANNELS channels."""
-    panel = window.layer_panels[name]
+    panel = window.host.layer_panels[name]
     m = panel.activation_slot.mosaic
     width = panel.mosaic_width()
     if m is None or not width:
@@ -174,10 +178,10 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     window = win.window
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
-    window.set_model(model, layers=["layer3", "layer4"])
-    window.set_input(frame(1, 64))
+    window.script.set_model(model, layers=["layer3", "layer4"])
+    window.script.set_input(frame(1, 64))
     win.run_and_wait()
-    narrow, wide = window.layer_panels["layer3"], window.layer_panels["layer4"]
+    narrow, wide = window.host.layer_panels["layer3"], window.host.layer_panels["layer4"]
     # Pages follow the panels' widths: as many 4x4 / 2x2 tiles as stay >= 32 px wide.
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer3") > 0, timeout=5000)
     qtbot.waitUntil(lambda: _page_fits_width(window, "layer4") > 0, timeout=5000)
@@ -192,7 +196,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     window.centre.layers_scroll.ensureWidgetVisible(wide)
     qtbot.waitUntil(lambda: not wide.page_bar.next_button.visibleRegion().isEmpty(), timeout=2000)
     qtbot.mouseClick(wide.page_bar.next_button, LEFT)
-    layer = window.result.layers["layer4"]
+    layer = window.session.result.layers["layer4"]
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     assert wide.page_bar.prev_button.isEnabled() and wide.page_bar.next_button.isEnabled()
     assert window.session.channel_pages == {"layer4": size}
@@ -207,7 +211,7 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    layer = window.result.layers["layer4"]
+    layer = window.session.result.layers["layer4"]
     m = layer.mosaic
     assert (m.normalize, m.first_channel, m.channels) == ("shared", size, size)
     assert wide.activation_slot.mosaic is m
@@ -242,15 +246,15 @@ def test_paging_through_the_channels_of_a_wide_layer(qtbot, actviz_window):
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     # The page holds for the next run; the first page is one click back.
     win.run_and_wait()
-    assert window.result.layers["layer4"].mosaic.first_channel == size
+    assert window.session.result.layers["layer4"].mosaic.first_channel == size
     assert wide.page_text() == f"ch {size}-{2 * size - 1} of 512"
     qtbot.mouseClick(wide.page_bar.prev_button, LEFT)
     assert wide.page_text() == f"ch 0-{size - 1} of 512"
     assert wide.activation_slot.mosaic.first_channel == 0
-    assert window.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
-    assert not window.turn_page("layer4", -1)  # no page before the first
-    assert not window.turn_page("layer3", -1)
-    window.set_model(seeded_tiny_cnn(), layers=["conv1"])
+    assert window.session.result.layers["layer4"].mosaic.first_channel == size  # held, not edited
+    assert not window.display.turn_page("layer4", -1)  # no page before the first
+    assert not window.display.turn_page("layer3", -1)
+    window.script.set_model(seeded_tiny_cnn(), layers=["conv1"])
     assert window.session.channel_pages == {} and window.session.page_channels == {}
 
 
@@ -258,12 +262,12 @@ def test_changing_the_target_changes_the_gradients(qtbot, actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    before = window.result
+    before = window.session.result
     auto = before.target_index
     other = (auto + 1) % 5
     with win.expect_run(flush=False):
-        assert window.set_target_text(str(other))
-    after = window.result
+        assert window.host.set_target_text(str(other))
+    after = window.session.result
     assert after.target_index == other
     assert f"class {other}" in after.target_text
     np.testing.assert_array_equal(after.layers["conv1"].view.data, before.layers["conv1"].view.data)
@@ -279,17 +283,17 @@ def test_target_by_class_name(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
-    window.set_input(frame(1, 64))
+    window.script.set_model(build_demo_model().eval(), categories=DEMO_CLASSES, layers=["fc"])
+    window.script.set_input(frame(1, 64))
     win.run_and_wait()
     assert window.commands.target_combo.count() == 1 + len(DEMO_CLASSES)
     with win.expect_run(flush=False):
-        assert window.set_target_text("star")
-    assert window.result.target_index == DEMO_CLASSES.index("star")
-    assert window.result.target_text.endswith(": star")
+        assert window.host.set_target_text("star")
+    assert window.session.result.target_index == DEMO_CLASSES.index("star")
+    assert window.session.result.target_text.endswith(": star")
     assert window.commands.target_combo.currentText() == f"{DEMO_CLASSES.index('star')}: star"
     # An unknown name leaves the target as it was and says why.
-    assert not window.set_target_text("hexagon")
+    assert not window.host.set_target_text("hexagon")
     assert window.session.target == DEMO_CLASSES.index("star")
     assert any("hexagon" in t for t in window.centre.banner.texts())
     # Back to auto via the combo's first entry.
@@ -303,11 +307,11 @@ def test_resnet18_random_init(qtbot, actviz_window):
     window = win.window
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
-    window.set_model(model)
-    window.set_input(frame(1, 64))
+    window.script.set_model(model)
+    window.script.set_input(frame(1, 64))
     win.run_and_wait()
-    assert list(window.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
-    layers = window.result.layers
+    assert list(window.host.layer_panels) == ["layer1", "layer2", "layer3", "layer4", "fc"]
+    layers = window.session.result.layers
     assert layers["layer1"].view.data.shape == (64, 16, 16)
     assert layers["layer3"].view.data.shape == (256, 4, 4)
     assert layers["layer4"].mosaic.channels == 256 and layers["layer4"].mosaic.total_channels == 512
@@ -321,7 +325,7 @@ def test_resnet18_random_init(qtbot, actviz_window):
     assert layers["layer4"].grad_mosaic.pad == 0
     assert np.isnan(layers["layer2"].mosaic.image).any()  # 8x8 tiles keep their 1 px gap
     assert layers["fc"].view.data.shape == (1000,)
-    assert window.result.gradcam_default == "layer4"
+    assert window.session.result.gradcam_default == "layer4"
     assert window.centre.gradcam_panel.heat.shape == (64, 64)
     # Tree: one row per named module, shapes filled for the captured ones.
     assert window.model_dock.tree_model.index_of("layer2", 2).data() == "1×128×8×8"
@@ -332,17 +336,19 @@ def test_seed_mlp_two_units_per_layer(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     model = SeedMLP()
-    window.set_model(model)
-    window.set_input(torch.tensor([0.05, 0.1]))
+    window.script.set_model(model)
+    window.script.set_input(torch.tensor([0.05, 0.1]))
     win.run_and_wait()
-    assert list(window.layer_panels) == ["fc1", "s1", "fc2", "s2"]
+    assert list(window.host.layer_panels) == ["fc1", "s1", "fc2", "s2"]
     for name in ("fc1", "s1", "fc2", "s2"):
-        layer = window.result.layers[name]
+        layer = window.session.result.layers[name]
         assert layer.view.kind == "bars" and layer.view.data.shape == (2,)
-        assert window.layer_panels[name].activation_slot.bar_canvas.count() == 2
-    np.testing.assert_allclose(window.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5)
+        assert window.host.layer_panels[name].activation_slot.bar_canvas.count() == 2
+    np.testing.assert_allclose(
+        window.session.result.layers["fc1"].view.data, [0.3775, 0.3925], rtol=1e-5
+    )
     assert len(window.centre.prediction_panel.predictions()) == 2
-    assert window.result.saliency is None  # a 1-D input has no image to overlay
+    assert window.session.result.saliency is None  # a 1-D input has no image to overlay
 
 
 def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
@@ -359,17 +365,17 @@ def test_sequences_are_heatmaps_and_scalars_are_numbers(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(Seq(), layers=["proj", "score", ""])
-    window.set_input(torch.randn(1, 5, 8))
+    window.script.set_model(Seq(), layers=["proj", "score", ""])
+    window.script.set_input(torch.randn(1, 5, 8))
     win.run_and_wait()
-    layers = window.result.layers
+    layers = window.session.result.layers
     assert layers["proj"].view.kind == "heatmap" and layers["proj"].view.data.shape == (5, 6)
     assert layers["score"].view.kind == "heatmap" and layers["score"].view.data.shape == (5, 1)
     assert layers[""].view.kind == "scalar"
-    assert float(layers[""].view.data) == pytest.approx(float(window.result.capture.output))
-    assert window.layer_panels[""].activation_slot.scalar_label.text() != ""
-    assert window.result.predictions == ()  # a scalar output has no classes
-    assert "single output" in window.result.target_text
+    assert float(layers[""].view.data) == pytest.approx(float(window.session.result.capture.output))
+    assert window.host.layer_panels[""].activation_slot.scalar_label.text() != ""
+    assert window.session.result.predictions == ()  # a scalar output has no classes
+    assert "single output" in window.session.result.target_text
 
 
 # -------------------------------------------------------------------------------- bad input
@@ -378,17 +384,17 @@ def test_wrong_input_shape_shows_a_message_and_keeps_the_previous_result(qtbot, 
     win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    previous = window.result
+    previous = window.session.result
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS) as blocker:
-        window.set_input(torch.randn(1, 5, 16, 16))
-        window.run()
+        window.script.set_input(torch.randn(1, 5, 16, 16))
+        window.runs.run()
     assert "Run failed" in blocker.args[0]
     assert any("Run failed" in t and "channels" in t for t in window.centre.banner.texts())
     assert window.centre.banner.isVisible()
-    assert window.result is previous
-    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
+    assert window.session.result is previous
+    assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert_no_hooks(model)
-    window.set_input(frame(2))
+    window.script.set_input(frame(2))
     win.run_and_wait()
     assert not any("Run failed" in t for t in window.centre.banner.texts())
 
@@ -400,7 +406,7 @@ def test_a_forward_that_raises_shows_a_message(qtbot, actviz_window):
     window = win.window
     model.fail = True
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
-        window.run()
+        window.runs.run()
     assert any("kaputt" in t for t in window.centre.banner.texts())
     assert_no_hooks(model)
     model.fail = False
@@ -416,7 +422,7 @@ def test_nan_outputs_are_reported_and_highlighted(qtbot, actviz_window):
     win.run_and_wait()
     assert any("NaN" in t for t in window.centre.banner.texts())
     assert window.centre.banner.messages()[0][0] == "error"
-    stats = {row["name"]: row for row in window.result.stats_rows()}
+    stats = {row["name"]: row for row in window.session.result.stats_rows()}
     assert stats["conv1"]["nan"] == 0
     # Predictions survive NaN logits: no crash, no NaN probabilities shown.
     assert all(np.isfinite(p) for _, _, p in window.centre.prediction_panel.predictions())
@@ -433,13 +439,13 @@ def test_corrupt_checkpoint_keeps_the_current_model(qtbot, actviz_window, tmp_pa
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"PK\x03\x04 this is not really a checkpoint")
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        assert window.open_model_source(str(broken)) is True  # started in the background
+        assert window.files.open_model_source(str(broken)) is True  # started in the background
     assert "broken.pt" in failed.args[0]
     assert any("broken.pt" in t for t in window.centre.banner.texts())
     assert window.session.model is model
     assert not window.status.progress_bar.isVisible() and not window.is_loading()
     win.run_and_wait()
-    assert window.open_model_source(str(broken), wait=True) is False
+    assert window.files.open_model_source(str(broken), wait=True) is False
     assert window.session.model is model
 
 
@@ -451,11 +457,11 @@ def test_unreadable_input_file_keeps_the_current_input(qtbot, actviz_window, tmp
     bad.write_bytes(b"\x89PNG definitely not an image")
     value = window.session.input.value
     with qtbot.waitSignal(window.input_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        window.open_input_source(str(bad))
+        window.files.open_input_source(str(bad))
     assert "noise.png" in failed.args[0]
     assert any("noise.png" in t for t in window.centre.banner.texts())
     assert window.session.input.value is value
-    assert window.open_input_source(str(bad), wait=True) is False
+    assert window.files.open_input_source(str(bad), wait=True) is False
 
 
 def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
@@ -479,14 +485,14 @@ def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     model = Gated()
-    window.set_model(model, layers=["layers.0"])
-    window.set_input(torch.randn(1, 4))
+    window.script.set_model(model, layers=["layers.0"])
+    window.script.set_input(torch.randn(1, 4))
     win.run_and_wait()
-    previous = window.result
+    previous = window.session.result
     model.gated = True
     try:
         with qtbot.waitSignal(window.run_cancelled, timeout=RUN_TIMEOUT_MS):
-            window.run()
+            window.runs.run()
             assert model.entered.wait(10)  # the capture is inside the forward
             qtbot.waitUntil(window.status.progress_bar.isVisible, timeout=5000)
             assert window.commands.cancel_action.isEnabled()
@@ -494,7 +500,7 @@ def test_cancel_keeps_the_previous_result(qtbot, actviz_window):
             model.release.set()
     finally:
         model.release.set()
-    assert window.result is previous
+    assert window.session.result is previous
     assert not window.status.progress_bar.isVisible()
     assert_no_hooks(model)
 
@@ -525,14 +531,14 @@ def test_untrusted_pickle_asks_before_unpickling(qtbot, actviz_window, tmp_path)
     window.model_loader = loader
     window.confirm_untrusted = ask(False)
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source(str(path))
+        window.files.open_model_source(str(path))
     assert asked == [(str(path), True)]
     assert trusts == [(False, False)]  # loaded once, off the GUI thread, without trust
     assert window.session.model is model
     assert any("not trusted" in t for t in window.centre.banner.texts())
     window.confirm_untrusted = ask(True)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
-        window.open_model_source(str(path))
+        window.files.open_model_source(str(path))
     assert loaded.args == [str(path)]
     assert len(asked) == 2 and asked[1] == (str(path), True)
     assert trusts[1:] == [(False, False), (True, False)]  # asked, then loaded with trust
@@ -545,17 +551,17 @@ def test_torchscript_warning_is_a_visible_banner_and_recent(qtbot, actviz_window
     window = win.window
     path = tmp_path / "scripted.pt"
     torch.jit.script(seeded_tiny_cnn()).save(str(path))
-    assert window.open_model_source(str(path), wait=True)
+    assert window.files.open_model_source(str(path), wait=True)
     assert window.centre.banner.isVisible()
     assert any("TorchScript" in t for t in window.centre.banner.texts())
     # Its runs warn the same sentence: the banner says it once, not once per source.
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    assert window.result is not None and window.result.warnings
+    assert window.session.result is not None and window.session.result.warnings
     texts = window.centre.banner.texts()
     assert sum("TorchScript" in t for t in texts) == 1, texts
     # Nothing ticked (no hook reaches its layers), and the Layers tab says why it stays empty.
-    assert not window.session.ticked and not window.result.layers
+    assert not window.session.ticked and not window.session.result.layers
     placeholder = window.centre.layers_placeholder
     assert placeholder.isVisibleTo(window) and "TorchScript" in placeholder.text()
     assert AppSettings(window.settings.store).recent_models()[0] == str(path)
@@ -568,9 +574,9 @@ def test_state_dict_needs_the_architecture_field(qtbot, actviz_window, tmp_path)
     source = seeded_tiny_cnn()
     path = tmp_path / "weights.pt"
     torch.save(source.state_dict(), path)
-    assert window.open_model_source(str(path), wait=True) is False
+    assert window.files.open_model_source(str(path), wait=True) is False
     assert any("weights.pt" in t and "arch" in t for t in window.centre.banner.texts())
-    assert window.open_model_source(
+    assert window.files.open_model_source(
         str(path), arch="tests.ui.window.test_main_window:TinyCNN", wait=True
     )
     loaded = window.session.model
@@ -585,8 +591,8 @@ def test_unregistered_modules_warning_is_a_visible_banner(qtbot, actviz_window):
 
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(PowLogListModel())
-    window.set_input((torch.tensor([2.0, 3.0]), torch.tensor([2.0, 2.0])))
+    window.script.set_model(PowLogListModel())
+    window.script.set_input((torch.tensor([2.0, 3.0]), torch.tensor([2.0, 2.0])))
     win.run_and_wait()
     assert window.centre.banner.isVisible()
     assert any("not registered" in t for t in window.centre.banner.texts())
@@ -611,9 +617,9 @@ def test_drop_a_file_url_opens_it_as_input_and_runs(qtbot, actviz_window, tmp_pa
     with win.expect_run(flush=False):
         QApplication.sendEvent(window, drop)
     assert window.session.input.source == str(path)
-    assert window.result.image.shape == (16, 16, 3)
+    assert window.session.result.image.shape == (16, 16, 3)
     expected = np.asarray(Image.open(path).convert("RGB"))
-    np.testing.assert_array_equal(window.result.image, expected)
+    np.testing.assert_array_equal(window.session.result.image, expected)
     # Text drags are refused.
     text = QMimeData()
     text.setText("hello")
@@ -629,7 +635,7 @@ def test_module_details_and_train_mode(qtbot, actviz_window):
     window = win.window
     model = seeded_tiny_cnn()
     model.conv2.train()
-    window.set_model(model, layers=["conv1"])
+    window.script.set_model(model, layers=["conv1"])
     proxy_index = window.model_dock.tree_proxy.mapFromSource(
         window.model_dock.tree_model.index_of("conv1")
     )
@@ -668,13 +674,13 @@ def test_name_column_fits_long_names_up_to_sixty_percent(qtbot, actviz_window):
     # A name wider than 170 px but inside 60 % of the tree: the column fits it exactly.
     target = (170 + cap) // 2 - 4 * view.indentation()
     medium = "e" * max(1, target // max(fm.horizontalAdvance("e"), 1))
-    window.set_model(_named(medium, "head"))
+    window.script.set_model(_named(medium, "head"))
     wanted = view.sizeHintForColumn(0)
     assert 170 < wanted < cap
     assert header.sectionSize(0) == wanted
     assert header.sectionSize(0) >= fm.horizontalAdvance(medium) + view.indentation()
     # A name wider than the tree is capped at 60 % of it.
-    window.set_model(_named("x" * 400))
+    window.script.set_model(_named("x" * 400))
     assert view.sizeHintForColumn(0) > cap
     assert header.sectionSize(0) == cap
     assert window.model_dock.fit_name_column(max_fraction=0.3) == max(140, int(cap / 0.6 * 0.3))
@@ -712,8 +718,8 @@ def test_banner_dismiss_button_clears_it(qtbot, actviz_window):
 
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.show_error("first")
-    window.show_warning("second", source="model")
+    window.host.show_error("first")
+    window.host.show_warning("second", source="model")
     assert window.centre.banner.texts() == ["first", "second"] and window.centre.banner.isVisible()
     assert isinstance(window.centre.banner.close_button, QToolButton)
     window.centre.banner.close_button.click()
@@ -723,11 +729,13 @@ def test_banner_dismiss_button_clears_it(qtbot, actviz_window):
 def test_tree_context_actions_and_filter(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.auto_run = False
+    window.runs.auto_run = False
     torch.manual_seed(0)
-    window.set_model(torchvision.models.resnet18(weights=None).eval())
+    window.script.set_model(torchvision.models.resnet18(weights=None).eval())
     actions = {
-        a.text(): a for a in window.tree_context_menu("layer1.0.conv1").actions() if a.text()
+        a.text(): a
+        for a in window.model_dock.tree_context_menu("layer1.0.conv1").actions()
+        if a.text()
     }
     assert set(actions) == {
         "Tick all leaves below layer1.0.conv1", "Tick all Conv2d modules",
@@ -737,7 +745,7 @@ def test_tree_context_actions_and_filter(qtbot, actviz_window):
     assert window.session.ticked == []
     actions["Tick all Conv2d modules"].trigger()
     assert len(window.session.ticked) == 20
-    menu = window.tree_context_menu("layer2.1")
+    menu = window.model_dock.tree_context_menu("layer2.1")
     next(a for a in menu.actions() if a.text().startswith("Tick all leaves")).trigger()
     assert "layer2.1.bn2" in window.session.ticked and "layer2.1" not in window.session.ticked
     window.model_dock.filter_edit.setText("bn2")
@@ -766,11 +774,11 @@ def test_bundled_sample_picker(qtbot, demo_resources, actviz_window):
     window = win.window
     assert window.commands.sample_combo.isEnabled() and window.commands.sample_combo.count() >= 3
     torch.manual_seed(0)
-    window.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
+    window.script.set_model(build_demo_model().eval(), categories=DEMO_CLASSES)
     with win.expect_run(flush=False):
         window.commands.sample_combo.activated.emit(2)
     assert window.session.input.source == str(window.files.samples[1])
-    assert window.result.image.shape == (64, 64, 3)
+    assert window.session.result.image.shape == (64, 64, 3)
     assert window.commands.sample_combo.currentIndex() == 0  # back to the "Sample…" prompt
 
 
@@ -779,26 +787,26 @@ def test_view_settings_apply_and_persist(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     model = seeded_tiny_cnn()
-    window.set_model(model, layers=["conv1", "conv2"])
-    window.set_input(frame(1))
+    window.script.set_model(model, layers=["conv1", "conv2"])
+    window.script.set_input(frame(1))
     win.run_and_wait()
     window.commands.colormap_combo.setCurrentText("magma")
-    assert window.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
+    assert window.host.layer_panels["conv1"].activation_slot.image_canvas.colormap_name() == "magma"
     window.commands.gradients_action.setChecked(False)
-    assert not window.layer_panels["conv1"].gradient_shown()
+    assert not window.host.layer_panels["conv1"].gradient_shown()
     with win.expect_run(flush=False):
         window.commands.normalize_combo.setCurrentIndex(
             window.commands.normalize_combo.findData("shared")
         )
-    assert window.result.layers["conv1"].mosaic.normalize == "shared"
+    assert window.session.result.layers["conv1"].mosaic.normalize == "shared"
     window.resize(1111, 777)
     window.close()
     # A second window on the same settings file (the fixture's, in tmp_path).
     again = actviz_window(size=None, show=False, auto_run=True).window
-    assert again.colormap == "magma"
+    assert again.commands.colormap == "magma"
     assert again.commands.colormap_actions["magma"].isChecked()
     assert again.commands.normalize_combo.currentData() == "shared"
-    assert again.gradients_visible is False
+    assert again.display.gradients_visible is False
     assert again.settings.geometry is not None
     # (The offscreen platform clamps restored sizes to its small virtual screen.)
     assert again.restoreGeometry(again.settings.geometry)
@@ -824,10 +832,10 @@ def test_gradcam_layer_is_selectable(qtbot, actviz_window):
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    assert set(window.result.grad_cams) == {"conv1", "conv2"}
+    assert set(window.session.result.grad_cams) == {"conv1", "conv2"}
     window.centre.gradcam_panel.layer_changed.emit("conv1")
     np.testing.assert_array_equal(
-        window.centre.gradcam_panel.heat, window.result.grad_cams["conv1"]
+        window.centre.gradcam_panel.heat, window.session.result.grad_cams["conv1"]
     )
     assert window.session.gradcam_layer == "conv1"
 
@@ -838,12 +846,12 @@ def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
     win = actviz_window(model, frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     win.run_and_wait()
     window = win.window
-    window.select_layer("conv2")
-    png = window.export_panel_png(tmp_path / "panel.png")
+    window.display.select_layer("conv2")
+    png = window.exports.export_panel_png(tmp_path / "panel.png")
     assert png is not None and png.is_file()
     with Image.open(png) as image:
         assert image.width > 100 and image.height > 100
-    paths = window.export_layer_npy(tmp_path / "arrays")
+    paths = window.exports.export_layer_npy(tmp_path / "arrays")
     assert sorted(p.name for p in paths) == ["conv2.activation.npy", "conv2.gradient.npy"]
     expected = capture(model, frame(1), ["conv2"])["conv2"]
     np.testing.assert_allclose(
@@ -853,7 +861,7 @@ def test_export_png_and_npy(qtbot, actviz_window, tmp_path):
         np.load(tmp_path / "arrays" / "conv2.gradient.npy"), expected.grad.numpy(), rtol=1e-5
     )
     window.centre.tabs.setCurrentWidget(window.centre.overview_tab)
-    overview = window.export_panel_png(tmp_path / "overview.png")
+    overview = window.exports.export_panel_png(tmp_path / "overview.png")
     with Image.open(overview) as image:
         assert image.width > 300
 
@@ -874,7 +882,7 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
     export_module.export_capture = export_capture
     try:
         with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS) as done:
-            assert window.export_all(tmp_path / "all") is True
+            assert window.exports.export_all(tmp_path / "all") is True
             assert (
                 window.status.progress_bar.isVisible()
                 and "Exporting" in window.status.status_label.text()
@@ -883,16 +891,16 @@ def test_export_everything_runs_in_the_background(qtbot, actviz_window, tmp_path
         export_module.export_capture = real
     paths = done.args[0]
     assert threads == [False]  # written off the GUI thread
-    assert paths == window.last_export and all(p.exists() for p in paths)
+    assert paths == window.exports.last_export and all(p.exists() for p in paths)
     assert {"conv1", "conv2", "fc"} <= {p.name.split(".")[0] for p in paths if p.suffix == ".npz"}
     assert paths[-1].name == "summary.json"
     assert f"Exported {len(paths)} files" in window.status.status_label.text()
     assert not window.status.progress_bar.isVisible()
     # Blocking form (scripts), and the failure path: a file where the folder should be.
-    assert window.export_all(tmp_path / "again", wait=True) is True
+    assert window.exports.export_all(tmp_path / "again", wait=True) is True
     (tmp_path / "blocked").write_text("not a folder")
     with qtbot.waitSignal(window.export_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        window.export_all(tmp_path / "blocked" / "sub")
+        window.exports.export_all(tmp_path / "blocked" / "sub")
     assert "Export failed" in failed.args[0]
     assert any("Export failed" in t for t in window.centre.banner.texts())
 
@@ -906,14 +914,14 @@ def test_open_and_close_fifty_times_leaves_no_hooks(qtbot, actviz_window):
         win = actviz_window(size=None, debounce_ms=5, auto_run=True, show=False)
         window = win.window
         try:
-            window.set_model(model, layers=["conv1", "conv2", "fc"])
-            window.set_input(x)
+            window.script.set_model(model, layers=["conv1", "conv2", "fc"])
+            window.script.set_input(x)
             window.show()
             if i % 5 == 4:
-                window.run()  # close while the capture may still be running
+                window.runs.run()  # close while the capture may still be running
             else:
                 with win.expect_run(flush=False):
-                    window.run()
+                    window.runs.run()
         finally:
             window.close()
         assert not window.worker.is_busy() or window.worker._pool.activeThreadCount() == 0
@@ -932,8 +940,8 @@ def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, actviz_
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     with win.expect_run(flush=False):
-        assert window.load_demo()
-    window.flush_panel_updates()  # grab() below paints synchronously
+        assert window.files.load_demo()
+    window.display.flush_panel_updates()  # grab() below paints synchronously
     shot = tmp_path / "main_window.png"
     assert window.grab().save(str(shot), "PNG")
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
@@ -941,7 +949,7 @@ def test_screenshot_after_a_demo_run_is_not_blank(qtbot, demo_resources, actviz_
     assert pixels.std() > 20
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 500  # colour maps, not flat widgets
     # The first layer panel's mosaic is rendered (not an empty canvas).
-    canvas = next(iter(window.layer_panels.values())).activation_slot.image_canvas
+    canvas = next(iter(window.host.layer_panels.values())).activation_slot.image_canvas
     tile = tmp_path / "canvas.png"
     assert canvas.grab().save(str(tile), "PNG")
     assert np.asarray(Image.open(tile).convert("RGB"), dtype=np.int16).std() > 20
@@ -951,21 +959,21 @@ def test_demo_opens_run_with_labels(qtbot, demo_resources, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     with win.expect_run(flush=False):
-        assert window.load_demo()
-    assert list(window.layer_panels) == [
+        assert window.files.load_demo()
+    assert list(window.host.layer_panels) == [
         "features.block1", "features.block2", "features.block3", "features.block4", "fc",
     ]  # fmt: skip
     labels = [label for _, label, _ in window.centre.prediction_panel.predictions()]
     assert set(labels) <= set(DEMO_CLASSES)
-    assert window.result.gradcam_default == "features.block4"
+    assert window.session.result.gradcam_default == "features.block4"
     assert window.session.input.image is not None
     assert window.session.input.source == str(window.files.samples[0])
     assert window.windowTitle() == "actviz — demo"
     assert window.centre.banner.texts() == []
     # The demo's categories feed the target selector: a class name re-runs on that class.
     with win.expect_run(flush=False):
-        assert window.set_target_text("ring")
-    assert window.result.target_index == DEMO_CLASSES.index("ring")
+        assert window.host.set_target_text("ring")
+    assert window.session.result.target_index == DEMO_CLASSES.index("ring")
 
 
 def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, actviz_window):
@@ -978,16 +986,16 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, act
     model = nn.Sequential(
         nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)
     )
-    window.set_model(model)
-    window.set_input(torch.randn(1, 3, 64, 64))
+    window.script.set_model(model)
+    window.script.set_input(torch.randn(1, 3, 64, 64))
     window.session.memory_budget = 200_000  # one 64x64x64 map is 1 MiB
     with qtbot.waitSignal(window.run_failed, timeout=30_000):
-        window.run()
+        window.runs.run()
     assert any("memory budget" in t for t in window.centre.banner.texts())
     window.session.memory_budget = 1 << 30
     with qtbot.waitSignal(window.run_finished, timeout=30_000):
-        window.run()
-    assert window.result is not None
+        window.runs.run()
+    assert window.session.result is not None
     window.shutdown()
 
 
@@ -1012,11 +1020,11 @@ def test_the_memory_budget_is_1_gib_unless_actviz_memory_budget_says_otherwise(
     monkeypatch.setenv("ACTVIZ_MEMORY_BUDGET", "200000")
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
-    window.set_input(torch.randn(1, 3, 64, 64))
+    window.script.set_model(nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU()))
+    window.script.set_input(torch.randn(1, 3, 64, 64))
     with qtbot.waitSignal(window.run_failed, timeout=RUN_TIMEOUT_MS):
-        window.run()
-    assert window.result is None
+        window.runs.run()
+    assert window.session.result is None
     assert any("memory budget" in t for t in window.centre.banner.texts())
     window.close()
     # Nonsense is ignored with a warning, not a crash: the default holds.
@@ -1032,12 +1040,12 @@ def test_select_layer_highlights_exactly_one_panel_without_style_sheets(qtbot, a
     win.run_and_wait()
     window = win.window
     # after a run the last spatial layer shown is selected (not fc's few values)
-    assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["conv2"]
-    window.select_layer("fc")
-    assert [n for n, p in window.layer_panels.items() if p.is_selected()] == ["fc"]
-    assert all(p.styleSheet() == "" for p in window.layer_panels.values())
-    window.select_layer(None)
-    assert not any(p.is_selected() for p in window.layer_panels.values())
+    assert [n for n, p in window.host.layer_panels.items() if p.is_selected()] == ["conv2"]
+    window.display.select_layer("fc")
+    assert [n for n, p in window.host.layer_panels.items() if p.is_selected()] == ["fc"]
+    assert all(p.styleSheet() == "" for p in window.host.layer_panels.values())
+    window.display.select_layer(None)
+    assert not any(p.is_selected() for p in window.host.layer_panels.values())
 
 
 def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
@@ -1047,25 +1055,25 @@ def test_existing_panels_are_refreshed_in_chunks_and_off_screen_ones_on_scroll(
     win.run_and_wait()
     window = win.window
     window.resize(900, 420)  # room for about one layer panel: the others are off screen
-    qtbot.waitUntil(lambda: not window.panel_updates_pending(), timeout=2000)
-    window.set_input(frame(7))
+    qtbot.waitUntil(lambda: not window.display.panel_updates_pending(), timeout=2000)
+    window.script.set_input(frame(7))
     with win.expect_run(flush=False):
-        assert window.run() is not None
+        assert window.runs.run() is not None
     result = window.session.result
 
     def current(name: str) -> bool:
-        return window.layer_panels[name].activation_slot.view is result.layers[name].view
+        return window.host.layer_panels[name].activation_slot.view is result.layers[name].view
 
     def on_screen(name: str) -> bool:
-        return not window.layer_panels[name].visibleRegion().isEmpty()
+        return not window.host.layer_panels[name].visibleRegion().isEmpty()
 
-    names = list(window.layer_panels)
+    names = list(window.host.layer_panels)
     qtbot.waitUntil(lambda: all(current(n) for n in names if on_screen(n)), timeout=2000)
     hidden = [n for n in names if not on_screen(n)]
     assert hidden, "the test needs an off-screen panel"
     assert not any(current(n) for n in hidden)  # not painted while nobody can see them
-    assert window.panel_updates_pending()
-    window.centre.layers_scroll.ensureWidgetVisible(window.layer_panels[hidden[-1]])
+    assert window.display.panel_updates_pending()
+    window.centre.layers_scroll.ensureWidgetVisible(window.host.layer_panels[hidden[-1]])
     qtbot.waitUntil(lambda: current(hidden[-1]), timeout=2000)
-    window.flush_panel_updates()
-    assert all(current(n) for n in names) and not window.panel_updates_pending()
+    window.display.flush_panel_updates()
+    assert all(current(n) for n in names) and not window.display.panel_updates_pending()

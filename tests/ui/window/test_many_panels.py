@@ -19,22 +19,22 @@ def test_panels_are_made_over_several_passes_in_execution_order(actviz_window, m
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
     w = win.window
     made_per_pass: list[int] = []
-    w.panel_created.connect(lambda name, panel: made_per_pass.append(len(w.layer_panels)))
+    w.panel_created.connect(lambda name, panel: made_per_pass.append(len(w.host.layer_panels)))
     passes: list[int] = []  # panels made when each event-loop pass of the display ran
     w.display.defer_display(lambda: None)  # (the timer runs while steps wait)
-    w.display._display_timer.timeout.connect(lambda: passes.append(len(w.layer_panels)))
+    w.display._display_timer.timeout.connect(lambda: passes.append(len(w.host.layer_panels)))
     with win.expect_run(flush=False):
-        w.run()
-    result = w.result
+        w.runs.run()
+    result = w.session.result
     # run_finished promises every panel exists; they were made over several passes.
-    assert list(w.layer_panels) == list(result.shown)
+    assert list(w.host.layer_panels) == list(result.shown)
     assert made_per_pass == list(range(1, len(result.shown) + 1))  # one more each time
     assert len(set(passes)) >= len(result.shown) - 1
     # A panel made over its pass's budget is filled on a pass of its own (making and filling
     # one in a single pass blocked the GUI thread over 100 ms): once they ran, each shows it.
-    w.flush_panel_updates()
+    w.display.flush_panel_updates()
     for name in result.shown:
-        assert w.layer_panels[name].activation_slot.view is not None
+        assert w.host.layer_panels[name].activation_slot.view is not None
 
 
 def test_a_newer_result_replaces_the_panels_still_to_be_made(actviz_window, monkeypatch):
@@ -43,8 +43,8 @@ def test_a_newer_result_replaces_the_panels_still_to_be_made(actviz_window, monk
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
     w = win.window
     with win.expect_run(flush=False):
-        w.run()
+        w.runs.run()
     win.untick("relu", "pool", "flatten")
     win.run_and_wait()  # flushes: every panel of the new result, none of the old one
-    assert list(w.layer_panels) == ["conv1", "conv2", "fc"]
+    assert list(w.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert not w.display.panels_pending()

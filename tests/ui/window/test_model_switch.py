@@ -23,11 +23,11 @@ def _open_and_check(win, source: str, **kwargs) -> None:
     """Open ``source`` and wait until the window ran it and painted its result."""
     w = win.window
     with win.expect_run(LOAD_MS):
-        assert w.open_model_source(source, **kwargs)
+        assert w.files.open_model_source(source, **kwargs)
     win.wait_idle(LOAD_MS)
     assert not [m for m in win.banner_messages() if "rror" in m or "Could not" in m]
-    assert w.result is not None and w.result.layers, "no layer was shown"
-    shown = [name for name in w.result.layers if name in w.layer_panels]
+    assert w.session.result is not None and w.session.result.layers, "no layer was shown"
+    shown = [name for name in w.session.result.layers if name in w.host.layer_panels]
     assert shown, "no panel"
 
 
@@ -38,7 +38,7 @@ def test_a_text_model_after_an_image_gets_a_prompt_and_the_image_comes_back(
     win = actviz_window(auto_run=True)
     w = win.window
     with win.expect_run(LOAD_MS):
-        w.load_demo()
+        w.files.load_demo()
     win.wait_idle(LOAD_MS)
     image_source = w.session.input.source
     assert image_source.endswith(".png")
@@ -48,7 +48,7 @@ def test_a_text_model_after_an_image_gets_a_prompt_and_the_image_comes_back(
     assert any("does not fit" in m for m in win.banner_messages())
     # The user's own text then replaces the stand-in: the note about it goes.
     with win.expect_run(LOAD_MS):
-        assert w.open_input_source("text:the cat sat on the mat", wait=True)
+        assert w.files.open_input_source("text:the cat sat on the mat", wait=True)
     win.wait_idle(LOAD_MS)
     assert not any("does not fit" in m for m in win.banner_messages())
     assert w.session.input.source == "text:the cat sat on the mat"

@@ -133,7 +133,7 @@ def test_outside_the_dialog_the_banner_points_to_the_dialog_not_the_command_line
     state["extra_head.weight"] = torch.zeros(5, 512)
     path = tmp_path / "custom.pt"
     torch.save(state, path)
-    assert window.open_model_source(str(path), wait=True) is False
+    assert window.files.open_model_source(str(path), wait=True) is False
     (text,) = window.centre.banner.texts()
     assert text == (
         "custom.pt holds only weights, not the architecture, and none fits exactly; closest: "

@@ -41,7 +41,7 @@ def test_remote_code_folder_is_asked_about_and_opens_only_when_trusted(
 
     window.confirm_untrusted = ask(False)
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source(str(remote_folder))
+        window.files.open_model_source(str(remote_folder))
     first = (str(remote_folder), f"{remote_folder}: this model runs Python code shipped with it")
     assert [(p, m.split(" (")[0]) for p, m in asked] == [first]
     assert window.session.model is before
@@ -49,7 +49,7 @@ def test_remote_code_folder_is_asked_about_and_opens_only_when_trusted(
     window.confirm_untrusted = ask(True)
     with remote_code_sandbox(tmp_path):
         with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-            window.open_model_source(str(remote_folder))
+            window.files.open_model_source(str(remote_folder))
     assert len(asked) == 2
     assert type(window.session.model).__name__ == "EvilForCausalLM"
 

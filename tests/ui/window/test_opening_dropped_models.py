@@ -29,7 +29,7 @@ def test_a_dropped_torchscript_pt_opens_as_the_model(qtbot, actviz_window, tmp_p
     path = tmp_path / "scripted.pt"
     torch.jit.save(torch.jit.script(_Net().eval()), str(path))
     with qtbot.waitSignal(win.window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        win.window.open_dropped(path)
+        win.window.files.open_dropped(path)
     assert win.session.model_name == "scripted.pt (TorchScript)"
     assert not any("not an input" in t for t in win.banner_messages())
 
@@ -39,7 +39,7 @@ def test_a_dropped_state_dict_pt_is_opened_as_the_model(qtbot, actviz_window, tm
     path = tmp_path / "weights.pt"
     torch.save(_Net().state_dict(), path)
     with qtbot.waitSignal(win.window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as blocker:
-        win.window.open_dropped(path)
+        win.window.files.open_dropped(path)
     # Opened as a model: the window asks for its architecture (nothing knows _Net).
     assert "holds only weights" in blocker.args[0]
     assert not any("not an input" in t for t in win.banner_messages())
@@ -50,5 +50,5 @@ def test_a_dropped_tensor_pt_is_still_an_input(qtbot, actviz_window, tmp_path):
     path = tmp_path / "x.pt"
     torch.save(frame(1), path)
     with qtbot.waitSignal(win.window.input_loaded, timeout=LOAD_TIMEOUT_MS):
-        win.window.open_dropped(path)
+        win.window.files.open_dropped(path)
     assert win.session.input.source == str(path)

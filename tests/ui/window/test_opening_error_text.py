@@ -20,7 +20,7 @@ def test_a_model_error_names_the_file_once(qtbot, actviz_window, tmp_path):
     path = tmp_path / "empty.pt"
     path.write_bytes(b"")
     with qtbot.waitSignal(win.window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        win.window.open_model_source(str(path))
+        win.window.files.open_model_source(str(path))
     assert failed.args[0] == f"Could not open model {str(path)!r}: file is empty"
     assert failed.args[0] in win.banner_messages()
     # The status bar's one line is not cut mid-sentence: the banner holds the reason.
@@ -32,7 +32,7 @@ def test_an_input_error_names_the_file_once(qtbot, actviz_window, tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("hello")
     with qtbot.waitSignal(win.window.input_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
-        win.window.open_input_source(str(path))
+        win.window.files.open_input_source(str(path))
     assert failed.args[0].startswith(f"Could not open input {str(path)!r}: not a readable image")
     assert failed.args[0].count("notes.txt") == 1
     assert win.status_text() == "Could not open notes.txt: see the message above"

@@ -20,18 +20,18 @@ def test_the_guess_note_goes_when_another_model_is_opened(qtbot, actviz_window, 
     path = tmp_path / "r18.pt"
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), path)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source(str(path))
+        window.files.open_model_source(str(path))
     note = "architecture guessed: resnet18 (all 122 tensors match)"
     assert window.statusBar().currentMessage() == note
 
     # A failed open keeps the model, so the note about it stays true.
     (tmp_path / "empty.pt").write_bytes(b"")
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source(str(tmp_path / "empty.pt"))
+        window.files.open_model_source(str(tmp_path / "empty.pt"))
     assert window.statusBar().currentMessage() == note
 
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source("demo")
+        window.files.open_model_source("demo")
     assert window.session.model_name.startswith("demo")
     assert "guessed" not in window.statusBar().currentMessage()
 
@@ -41,5 +41,5 @@ def test_another_apps_status_message_is_left_alone(qtbot, actviz_window):
     window = win.window
     window.statusBar().showMessage("Saved session to study.actviz", 20_000)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source("demo")
+        window.files.open_model_source("demo")
     assert window.statusBar().currentMessage() == "Saved session to study.actviz"

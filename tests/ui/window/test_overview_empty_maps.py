@@ -20,7 +20,7 @@ def test_gradcam_without_a_map_hides_its_scale_and_controls(actviz_window):
     win = actviz_window(size=(1280, 720))
     w = win.window
     w.centre.tabs.setCurrentWidget(w.centre.overview_tab)
-    w.set_model(tiny_bert(), layers=["bert.encoder.layer.0", "classifier"])
+    w.script.set_model(tiny_bert(), layers=["bert.encoder.layer.0", "classifier"])
     w.session.set_input(
         {"input_ids": IDS, "attention_mask": torch.ones_like(IDS)}, kind="text", tokens=TOKENS
     )
@@ -35,8 +35,8 @@ def test_gradcam_without_a_map_hides_its_scale_and_controls(actviz_window):
 
     # An image model with a spatial layer: the map, its colour bar and its controls are back.
     torch.manual_seed(0)
-    w.set_model(TinyCNN().eval(), layers=["conv1", "fc"])
-    w.set_input(torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1)))
+    w.script.set_model(TinyCNN().eval(), layers=["conv1", "fc"])
+    w.script.set_input(torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1)))
     win.run_and_wait()
     win.wait_idle()
     assert panel.heat is not None

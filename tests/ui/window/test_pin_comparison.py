@@ -19,18 +19,18 @@ def test_the_pinned_results_menu_compares_only_with_the_compare_feature(actviz_w
     kwargs = {} if features is None else {"features": features}
     win = actviz_window(**kwargs)
     window = win.window
-    assert window.load_demo()
+    assert window.files.load_demo()
     win.wait_idle()
-    window.run()
+    window.runs.run()
     win.wait_idle()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     assert pin is not None
     if features is None:
         assert _compare_entries(window) == [pin.label]
-        assert window.compare_with_pin(pin)
+        assert window.pins_ui.compare_with_pin(pin)
         win.wait_idle()
         assert window.features["compare"].outcome is not None
     else:
         assert "compare" not in window.features
         assert _compare_entries(window) == []
-        assert not window.compare_with_pin(pin)
+        assert not window.pins_ui.compare_with_pin(pin)

@@ -75,34 +75,34 @@ def _run_menu(window: MainWindow):
 def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    pinned_result = window.result
+    pinned_result = window.session.result
     _press_ctrl_p(qtbot, window)
     assert len(window.session.pins) == 1
     assert window.session.pins.find(pinned_result) is not None
     assert "(1 pinned)" in window.status.timing_label.text()
     assert window.commands.pins_menu.title() == "Pinned results (1)"
-    window.set_input(frame(2))
+    window.script.set_input(frame(2))
     win.run_and_wait()
-    unpinned = weakref.ref(window.result.capture)
-    window.set_input(frame(3))
+    unpinned = weakref.ref(window.session.result.capture)
+    window.script.set_input(frame(3))
     win.run_and_wait()
     gc.collect()
     assert unpinned() is None  # the run in between was freed
     assert window.session.pins.find(pinned_result) is not None
     held = window.session.held_bytes()
-    assert held == pinned_result.nbytes + window.result.nbytes
+    assert held == pinned_result.nbytes + window.session.result.nbytes
     assert window.status.timing_label.text().endswith("held (1 pinned)")
     # Shown again: the panels read the pinned values, not the latest run's.
     [pin] = list(window.session.pins)
     show = next(a for a in window.commands.pins_menu.actions() if a.text().startswith(pin.label))
     show.trigger()
-    window.flush_panel_updates()
-    assert window.result is pinned_result
+    window.display.flush_panel_updates()
+    assert window.session.result is pinned_result
     expected = capture(window.session.model, frame(1), ["conv1"])["conv1"].tensor[0]
     np.testing.assert_allclose(
-        window.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
+        window.host.layer_panels["conv1"].activation_slot.view.data, expected.numpy(), rtol=1e-5
     )
     assert window.commands.unpin_action.isEnabled()
     # Unpinning the result on screen keeps it on screen until the next run, then frees it.
@@ -110,7 +110,7 @@ def test_a_pinned_capture_stays_while_unpinned_ones_go(qtbot, actviz_window, tin
     del pinned_result, pin, show
     window.commands.unpin_action.trigger()
     assert len(window.session.pins) == 0 and "pinned" not in window.status.timing_label.text()
-    window.set_input(frame(4))
+    window.script.set_input(frame(4))
     win.run_and_wait()
     gc.collect()
     assert kept() is None
@@ -122,10 +122,10 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
     window = win.window
     pinned = []
     for seed in (1, 2, 3):
-        window.set_input(frame(seed))
+        window.script.set_input(frame(seed))
         win.run_and_wait()
         _press_ctrl_p(qtbot, window)
-        pinned.append(weakref.ref(window.result.capture))
+        pinned.append(weakref.ref(window.session.result.capture))
     assert len(window.session.pins) == 3
     run_menu = _run_menu(window)
     assert window.commands.pins_menu in [a.menu() for a in run_menu.actions()]
@@ -135,27 +135,27 @@ def test_pins_are_let_go_from_the_run_menu(qtbot, actviz_window, tiny_cnn):
     assert (
         len(window.session.pins) == 2 and window.commands.pins_menu.title() == "Pinned results (2)"
     )
-    assert window.session.pins.find(window.result) is None
+    assert window.session.pins.find(window.session.result) is None
     assert not window.commands.unpin_action.isEnabled()
     # "Unpin all" lets the other two go: once nothing else holds them, their captures are freed.
     _pop_up_and_click(qtbot, window.commands.pins_menu, "Unpin all")
     assert len(window.session.pins) == 0 and window.commands.pins_menu.title() == "Pinned results"
     assert not window.commands.unpin_all_action.isEnabled()
     assert "pinned" not in window.status.timing_label.text()
-    window.set_input(frame(4))
+    window.script.set_input(frame(4))
     win.run_and_wait()
     gc.collect()
     assert [ref() is None for ref in pinned] == [True, True, True]
-    assert window.session.held_bytes() == window.result.nbytes
+    assert window.session.held_bytes() == window.session.result.nbytes
 
 
 def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    window.session.memory_budget = window.result.nbytes // 2
-    assert window.pin_result() is None
+    window.session.memory_budget = window.session.result.nbytes // 2
+    assert window.pins_ui.pin_result() is None
     assert len(window.session.pins) == 0
     assert "over the" in " ".join(window.centre.banner.texts()) and "memory budget" in " ".join(
         window.centre.banner.texts()
@@ -165,11 +165,11 @@ def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, t
 def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    window.pin_result()
+    window.pins_ui.pin_result()
     torch.manual_seed(1)
-    window.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.script.set_model(TinyCNN().eval(), layers=["conv1"])
     assert len(window.session.pins) == 0
     assert window.commands.pins_menu.title() == "Pinned results"
 
@@ -177,23 +177,23 @@ def test_pins_go_with_the_model_they_were_captured_on(qtbot, actviz_window, tiny
 def test_nothing_to_pin_before_a_run(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
-    assert window.pin_result() is None
+    assert window.pins_ui.pin_result() is None
     assert "run the model first" in " ".join(window.centre.banner.texts())
 
 
 def test_showing_a_pin_pauses_live_playback(qtbot, actviz_window, tiny_cnn):
     win = actviz_window(tiny_cnn, None, LAYERS, size=(1200, 800))
     window = win.window
-    window.set_input(frame(1))
+    window.script.set_input(frame(1))
     win.run_and_wait()
-    pin = window.pin_result()
+    pin = window.pins_ui.pin_result()
     live = win.live.controller
     live.set_source(TensorFrames(torch.cat([frame(s) for s in range(4)]), "clip"))
     qtbot.waitUntil(lambda: live.frames_shown >= 1, timeout=RUN_TIMEOUT_MS)
     live.set_speed(30)
     live.play()
     assert live.playing
-    window.show_pinned(pin)
+    window.pins_ui.show_pinned(pin)
     assert not live.playing
     qtbot.waitUntil(lambda: live.idle, timeout=RUN_TIMEOUT_MS)
     # The memory the live dock reports includes the pin.

@@ -17,13 +17,13 @@ def _ran(actviz_window):
 def test_a_target_beyond_the_classes_is_refused_in_the_box(actviz_window):
     win = _ran(actviz_window)
     w = win.window
-    classes = w.result.capture.output.shape[-1]
-    assert not w.set_target_text(str(classes))
+    classes = w.session.result.capture.output.shape[-1]
+    assert not w.host.set_target_text(str(classes))
     assert w.session.target is None
     assert any(f"class {classes} is out of range" in m for m in win.banner_messages())
     assert w.commands.target_combo.currentIndex() == 0  # "auto" again, not the refused text
-    assert not w.set_target_text("-1")
-    assert w.set_target_text(str(classes - 1)) and w.session.target == classes - 1
+    assert not w.host.set_target_text("-1")
+    assert w.host.set_target_text(str(classes - 1)) and w.session.target == classes - 1
     result = win.run_and_wait()
     assert result.capture.target_index == classes - 1
 

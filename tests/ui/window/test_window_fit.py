@@ -47,11 +47,11 @@ def test_minimum_size_fits_1024x640_on_every_tab_and_with_any_banner(qtbot, actv
     assert win.live.dock is not None and not win.live.dock.isVisible()
     for index in range(window.centre.tabs.count()):
         window.centre.tabs.setCurrentIndex(index)
-        qtbot.waitUntil(lambda: not window.display_pending(), timeout=RUN_TIMEOUT_MS)
+        qtbot.waitUntil(lambda: not window.display.display_pending(), timeout=RUN_TIMEOUT_MS)
         _fits(window)
     for text in (LONG_ERROR, UNBROKEN, "short"):
-        window.show_error(text, source="model")
-        window.show_warning(text, source="run")
+        window.host.show_error(text, source="model")
+        window.host.show_warning(text, source="run")
         assert window.centre.banner.isVisible()
         for index in range(window.centre.tabs.count()):
             window.centre.tabs.setCurrentIndex(index)
@@ -126,8 +126,8 @@ def test_live_dock_opens_when_live_mode_is_used(qtbot, actviz_window):
     win = actviz_window(size=None, auto_run=True)
     window = win.window
     torch.manual_seed(0)
-    window.set_model(TinyCNN().eval(), layers=["conv1"])
-    window.set_input(torch.randn(1, 3, 16, 16))
+    window.script.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.script.set_input(torch.randn(1, 3, 16, 16))
     dock, live = win.live.dock, win.live.controller
     assert not dock.isVisible()
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
@@ -148,8 +148,8 @@ def test_the_live_dock_is_read_without_scrolling_sideways_at_1280x720(qtbot, act
     window = win.window
     window.resize(1280, 720)
     torch.manual_seed(0)
-    window.set_model(TinyCNN().eval(), layers=["conv1"])
-    window.set_input(torch.randn(1, 3, 16, 16))
+    window.script.set_model(TinyCNN().eval(), layers=["conv1"])
+    window.script.set_input(torch.randn(1, 3, 16, 16))
     frames = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     win.live.controller.set_source(TensorFrames(frames, "a_clip_with_a_rather_long_name.mp4"))
     dock = win.live.dock
@@ -203,7 +203,7 @@ def _margins(layout) -> tuple[int, int, int, int]:
 def test_banner_icon_is_drawn_by_the_style_not_a_glyph(qtbot, actviz_window):
     window = actviz_window(size=None, auto_run=True).window
     banner = window.centre.banner
-    for level, show in (("error", window.show_error), ("warning", window.show_warning)):
+    for level, show in (("error", window.host.show_error), ("warning", window.host.show_warning)):
         banner.clear()
         show("something happened")
         assert banner.level == level
@@ -222,23 +222,23 @@ def test_an_error_banner_clears_on_the_next_successful_load(qtbot, actviz_window
     window = actviz_window(size=None, auto_run=True).window
     bad = tmp_path / "broken.pt"
     bad.write_bytes(b"not a model at all")
-    assert not window.open_model_source(str(bad), wait=True)
+    assert not window.files.open_model_source(str(bad), wait=True)
     assert any(level == "error" for level, _ in window.centre.banner.messages())
     torch.manual_seed(0)
     good = tmp_path / "tiny.pt"
     torch.save(TinyCNN().eval().state_dict(), good)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source(str(good), arch="tests.ui.tiny_models:TinyCNN")
+        window.files.open_model_source(str(good), arch="tests.ui.tiny_models:TinyCNN")
     assert all(level != "error" for level, _ in window.centre.banner.messages())
     # The same for inputs: a failed input, then one that opens.
-    assert not window.open_input_source(str(tmp_path / "missing.png"), wait=True)
+    assert not window.files.open_input_source(str(tmp_path / "missing.png"), wait=True)
     assert any(level == "error" for level, _ in window.centre.banner.messages())
     from PIL import Image
 
     picture = tmp_path / "ok.png"
     Image.fromarray(np.full((16, 16, 3), 90, np.uint8)).save(picture)
     with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_input_source(str(picture))
+        window.files.open_input_source(str(picture))
     assert all(level != "error" for level, _ in window.centre.banner.messages())
     window.close()
 
@@ -286,11 +286,11 @@ def test_every_mosaic_scene_matches_its_canvas_after_the_demo_opens_at_1280x720(
     window = actviz_window(size=None, auto_run=True).window
     window.resize(1280, 720)
     with qtbot.waitSignal(window.run_finished, timeout=RUN_TIMEOUT_MS):
-        assert window.load_demo()
-    window.flush_panel_updates()
+        assert window.files.load_demo()
+    window.display.flush_panel_updates()
     canvases = [
         slot.image_canvas
-        for panel in window.layer_panels.values()
+        for panel in window.host.layer_panels.values()
         for slot in (panel.activation_slot, panel.gradient_slot)
         if slot.image_canvas is not None and slot.image_canvas.isVisible()
     ]

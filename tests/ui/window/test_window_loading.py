@@ -90,7 +90,7 @@ def test_a_slow_model_load_keeps_the_window_responsive(qtbot, actviz_window):
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
     timer.start()
     try:
-        assert window.open_model_source("resnet18") is True
+        assert window.files.open_model_source("resnet18") is True
         assert loader.started["resnet18"].wait(5)
         # The GUI thread returned at once: status, busy bar and Cancel while the load runs.
         assert window.status.status_label.text() == "Opening resnet18…"
@@ -133,7 +133,7 @@ def test_opening_a_real_torchvision_name_runs_off_the_gui_thread(qtbot, actviz_w
     window = win.window
     threads = _loader_threads(window)
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source("resnet18", weights=None)
+        window.files.open_model_source("resnet18", weights=None)
     assert threads == [False]
     assert type(window.session.model).__name__ == "ResNet"
     assert window.session.model_kind == "torchvision"
@@ -150,11 +150,11 @@ def test_a_stale_model_load_is_dropped(qtbot, actviz_window):
     window.model_loader = loader
     seen = []
     window.model_loaded.connect(seen.append)
-    window.open_model_source("first")
+    window.files.open_model_source("first")
     assert loader.started["first"].wait(5)
     # The user opens another model while the first is still loading: it starts at once.
     with qtbot.waitSignal(window.model_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source("second")
+        window.files.open_model_source("second")
     assert window.session.model is loader.models["second"]
     first_gate.set()
     # The loader is idle only once the stale result has reached the window's worker.
@@ -171,18 +171,18 @@ def test_a_failed_load_keeps_the_previous_model_usable(qtbot, actviz_window):
     window = win.window
     loader = _gated_loader(window)
     gate = loader.gate("broken.pt")
-    previous = window.result
-    window.open_model_source("broken.pt")
+    previous = window.session.result
+    window.files.open_model_source("broken.pt")
     assert loader.started["broken.pt"].wait(5)
     with qtbot.waitSignal(window.model_load_failed, timeout=LOAD_TIMEOUT_MS) as failed:
         gate.set()
     assert "'broken.pt': not a checkpoint" in failed.args[0]
     assert any("Could not open model 'broken.pt'" in t for t in window.centre.banner.texts())
-    assert window.session.model is old and window.result is previous
-    assert list(window.layer_panels) == ["conv1", "conv2", "fc"]
+    assert window.session.model is old and window.session.result is previous
+    assert list(window.host.layer_panels) == ["conv1", "conv2", "fc"]
     assert not window.status.progress_bar.isVisible()
     win.run_and_wait()
-    assert window.result is not previous
+    assert window.session.result is not previous
     assert_no_hooks(old)
 
 
@@ -192,7 +192,7 @@ def test_cancel_drops_a_model_load(qtbot, actviz_window):
     window = win.window
     loader = _gated_loader(window)
     gate = loader.gate("slow")
-    window.open_model_source("slow")
+    window.files.open_model_source("slow")
     assert loader.started["slow"].wait(5)
     with qtbot.waitSignal(window.model_load_failed, timeout=2000) as failed:
         window.cancel()
@@ -209,10 +209,10 @@ def test_set_model_replaces_a_pending_load(qtbot, actviz_window):
     window = win.window
     loader = _gated_loader(window)
     gate = loader.gate("slow")
-    window.open_model_source("slow")
+    window.files.open_model_source("slow")
     assert loader.started["slow"].wait(5)
     mine = seeded_tiny_cnn()
-    window.set_model(mine, layers=["conv1"])
+    window.script.set_model(mine, layers=["conv1"])
     gate.set()
     qtbot.waitUntil(lambda: not window.model_loads.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert "slow" in loader.models  # the replaced load finished and was dropped
@@ -223,9 +223,9 @@ def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, actviz_window):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
     loader = _gated_loader(window)
-    assert window.open_model_source("quick", wait=True) is True
+    assert window.files.open_model_source("quick", wait=True) is True
     assert window.session.model is loader.models["quick"]
-    assert window.open_model_source("broken", wait=True) is False
+    assert window.files.open_model_source("broken", wait=True) is False
     gate = loader.gate("never")
 
     def close_once_reading() -> None:
@@ -236,7 +236,7 @@ def test_wait_returns_the_outcome_and_closing_ends_a_wait(qtbot, actviz_window):
 
     QTimer.singleShot(0, close_once_reading)
     try:
-        assert window.open_model_source("never", wait=True) is False
+        assert window.files.open_model_source("never", wait=True) is False
         # The wait ended while the load was still held at its gate: closing ended it.
         assert loader.started["never"].is_set() and "never" not in loader.released
     finally:
@@ -258,8 +258,8 @@ def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, actviz
     failures = []
     window.run_failed.connect(failures.append)
     path = _png(tmp_path, 16)
-    window.open_model_source("demo")
-    window.open_input_source(str(path))
+    window.files.open_model_source("demo")
+    window.files.open_input_source(str(path))
     assert window.is_loading()
     with win.expect_run(flush=False):
         release.set()
@@ -267,7 +267,7 @@ def test_an_input_waits_for_the_model_being_opened(qtbot, demo_resources, actviz
     assert window.session.model_name == "demo"
     assert window.session.input.source == str(path)
     assert tuple(window.session.input.value.shape) == (1, 3, 64, 64)
-    assert window.result.image.shape == (64, 64, 3)
+    assert window.session.result.image.shape == (64, 64, 3)
     assert failures == []
 
 
@@ -276,22 +276,24 @@ def test_a_new_model_rereads_the_input_before_the_automatic_run(
 ):
     win = actviz_window(size=SIZE, auto_run=True)
     window = win.window
-    window.set_model(seeded_tiny_cnn(), layers=["conv1"])
+    window.script.set_model(seeded_tiny_cnn(), layers=["conv1"])
     path = _png(tmp_path, 16)
     with win.expect_run(flush=False):
-        assert window.open_input_source(str(path))
+        assert window.files.open_input_source(str(path))
     assert tuple(window.session.input.value.shape) == (1, 3, 16, 16)
     runs, failures = [], []
     window.run_started.connect(lambda: runs.append(tuple(window.session.input.value.shape)))
     window.run_failed.connect(failures.append)
     with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS):
-        window.open_model_source("demo")
-    qtbot.waitUntil(lambda: window.result is not None and bool(runs), timeout=RUN_TIMEOUT_MS)
+        window.files.open_model_source("demo")
+    qtbot.waitUntil(
+        lambda: window.session.result is not None and bool(runs), timeout=RUN_TIMEOUT_MS
+    )
     qtbot.waitUntil(lambda: not window.worker.is_busy(), timeout=RUN_TIMEOUT_MS)
     # Only runs on the re-read 64x64 input: none with the old 16x16 tensor on the new model.
     assert runs and set(runs) == {(1, 3, 64, 64)}
     assert failures == []
-    assert window.result.layers["features.block1"].view.data.shape == (16, 64, 64)
+    assert window.session.result.layers["features.block1"].view.data.shape == (16, 64, 64)
 
 
 def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
@@ -314,11 +316,11 @@ def test_a_slow_input_load_is_off_the_gui_thread_and_stale_ones_are_dropped(
     a, b = tmp_path / "a.png", tmp_path / "b.png"
     generate_image("circle", np.random.default_rng(1)).resize((16, 16)).save(a)
     generate_image("square", np.random.default_rng(2)).resize((16, 16)).save(b)
-    window.open_input_source(str(a))
+    window.files.open_input_source(str(a))
     assert window.status.status_label.text() == "Opening a.png…"
     assert a_started.wait(5)  # "a" is being read when "b" is asked for
     with qtbot.waitSignal(window.input_loaded, timeout=LOAD_TIMEOUT_MS) as loaded:
-        window.open_input_source(str(b))
+        window.files.open_input_source(str(b))
     assert loaded.args == [str(b)]
     release_a.set()
     # Idle only once the stale "a" has reached the window's worker (and been dropped).
@@ -333,10 +335,10 @@ def test_load_demo_opens_model_and_sample_in_the_background(qtbot, actviz_window
     window = win.window
     threads = _loader_threads(window)
     with win.expect_run(flush=False):
-        assert window.load_demo(sample="square") is True
+        assert window.files.load_demo(sample="square") is True
     assert threads == [False]
     assert window.session.input.source.endswith("square.png")
-    assert window.result.gradcam_default == "features.block4"
+    assert window.session.result.gradcam_default == "features.block4"
     assert window.settings.recent_models() == []  # the demo is not a "recent" model
 
 
@@ -347,7 +349,7 @@ def test_input_files_open_with_tensors_too(qtbot, actviz_window, tmp_path):
     x = frame(7)
     torch.save(x, path)
     with win.expect_run(flush=False):
-        assert window.open_input_source(str(path), wait=True) is True
+        assert window.files.open_input_source(str(path), wait=True) is True
     assert torch.equal(window.session.input.value, x)
     assert window.settings.recent_inputs()[0] == str(path)
 
@@ -365,7 +367,7 @@ def test_cancel_drops_an_input_load_and_keeps_the_input(qtbot, actviz_window, tm
 
     window.input_loader = slow
     value = window.session.input.value
-    window.open_input_source(str(_png(tmp_path)))
+    window.files.open_input_source(str(_png(tmp_path)))
     assert started.wait(5)
     with qtbot.waitSignal(window.input_load_failed, timeout=2000) as failed:
         window.cancel()
@@ -381,7 +383,7 @@ def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, mo
 
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     # On the Overview the run has its saliency: the export starts at once, no re-run.
-    win.window.show_tab(win.window.centre.overview_tab)
+    win.window.host.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()
     window = win.window
     release, started = threading.Event(), threading.Event()
@@ -396,7 +398,7 @@ def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, mo
         return []
 
     monkeypatch.setattr(export_module, "export_capture", export_capture)
-    window.export_all(tmp_path / "out")
+    window.exports.export_all(tmp_path / "out")
     assert started.wait(5)
     qtbot.waitUntil(
         lambda: window.status.status_label.text() == "Exporting 0/3: conv1", timeout=2000
@@ -406,7 +408,7 @@ def test_cancel_stops_an_export_between_files(qtbot, actviz_window, tmp_path, mo
         release.set()
     assert "cancelled" in failed.args[0]
     assert written == ["conv1"]  # stopped at the next file
-    assert window.last_export == []
+    assert window.exports.last_export == []
 
 
 def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_path, monkeypatch):
@@ -415,10 +417,10 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
 
     win = actviz_window(seeded_tiny_cnn(), frame(1), TINY_LAYERS, size=SIZE, auto_run=True)
     # On the Overview the run has its saliency: the export starts at once, no re-run.
-    win.window.show_tab(win.window.centre.overview_tab)
+    win.window.host.show_tab(win.window.centre.overview_tab)
     win.run_and_wait()
     window = win.window
-    cap = window.result.capture
+    cap = window.session.result.capture
     out = tmp_path / "out"
     writing, release = threading.Event(), threading.Event()
     real_save = Image.Image.save
@@ -433,7 +435,7 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
     failures = []
     window.export_failed.connect(failures.append)
     try:
-        assert window.export_all(out) is True
+        assert window.exports.export_all(out) is True
         assert writing.wait(10)  # conv1 is written, conv2 is being written
         qtbot.waitUntil(
             lambda: window.status.status_label.text() == "Exporting 1/4: conv2", timeout=5000
@@ -443,7 +445,7 @@ def test_cancel_stops_a_real_export_between_layers(qtbot, actviz_window, tmp_pat
         release.set()
     qtbot.waitUntil(lambda: bool(failures), timeout=LOAD_TIMEOUT_MS)
     assert failures == ["Export cancelled; the files written so far stay."]
-    assert not window.is_busy() and window.last_export == []
+    assert not window.is_busy() and window.exports.last_export == []
     # Stopped before the next layer: conv1 and conv2 are complete, fc and the summary never came.
     assert sorted(p.name for p in out.iterdir()) == [
         "conv1.npz", "conv1_features.png", "conv1_features_1x.png", "conv1_grad.png",
