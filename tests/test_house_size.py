@@ -14,10 +14,7 @@ ROOT = Path(__file__).resolve().parents[1] / "actviz"
 MODULE_LIMIT = 600
 CLASS_LIMIT = 400
 #: Over the limits today (lines): these shrink, and go from the list once under.
-OVER: dict[str, int] = {
-    "actviz/ui/window/result_display.py": 866,
-    "actviz/ui/window/result_display.py::ResultDisplay": 783,
-}
+OVER: dict[str, int] = {}
 
 
 def sizes() -> dict[str, int]:

@@ -23,7 +23,6 @@ from actviz.ui.worker import Job
 from actviz.workspace.budget import fmt_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from actviz.ui.live.playback import LiveController
     from actviz.workspace.session_state import RunRequest
 
 __all__ = ["CAPTURES_AHEAD", "FrameRunner"]
@@ -35,7 +34,7 @@ CAPTURES_AHEAD = 2
 class FrameRunner:
     """Submits a live controller's frames to the window's worker and follows their jobs."""
 
-    def __init__(self, live: LiveController) -> None:
+    def __init__(self, live: Any) -> None:
         self.live = live
         self.host = live.host
         self.worker = live.worker

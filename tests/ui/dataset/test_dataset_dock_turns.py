@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 import torchvision
 
-from actviz.ui.window import result_display
-from actviz.ui.window.result_display import ResultDisplay
+from actviz.ui.window import display_steps
+from actviz.ui.window.panel_grid import PanelGrid
 from tests.ui.turns import TurnCounter
 
 LAYERS = ["layer3.0", "layer3.1", "layer4.0", "layer4.1"]
@@ -43,8 +43,8 @@ def test_view_dataset_shows_no_panel_in_its_turn(actviz_window, monkeypatch):
     assert win.wait_idle()
 
     # One display step a pass (a pass otherwise runs steps for 4 ms: these panels are quick).
-    monkeypatch.setattr(result_display, "DISPLAY_PASS_S", 0.0)
-    shown = TurnCounter(monkeypatch, ResultDisplay, "_update_panel", lambda _d, p, _l: p.name)
+    monkeypatch.setattr(display_steps, "DISPLAY_PASS_S", 0.0)
+    shown = TurnCounter(monkeypatch, PanelGrid, "update", lambda _g, p, _l: p.name)
     action = next(a for a in w.commands.view_menu.actions() if a.text() == "Dataset")
     action.trigger()  # View > Dataset: closed, "Channels that matter" in front
     assert not dataset.isVisible()

@@ -12,7 +12,7 @@ from PySide6.QtCore import QTimer
 
 from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 from actviz.ui.tokens.token_panel import TokenLayerPanel
-from actviz.ui.window import result_display
+from actviz.ui.window import display_steps
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
@@ -41,7 +41,7 @@ def _save_gpt2(folder: Path) -> Path:
 def _built_boxes(monkeypatch: pytest.MonkeyPatch) -> TurnCounter:
     """Counts the token panels whose plots are built, per event-loop turn; one display step a
     pass (a pass runs steps for 4 ms, less than one build takes, on a fast machine too)."""
-    monkeypatch.setattr(result_display, "DISPLAY_PASS_S", 0.0)
+    monkeypatch.setattr(display_steps, "DISPLAY_PASS_S", 0.0)
     return TurnCounter(monkeypatch, TokenLayerPanel, "_build_token_box", lambda p: p.name)
 
 

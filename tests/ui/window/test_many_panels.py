@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from actviz.ui.window import result_display
+from actviz.ui.window import display_steps, result_display
 from tests.ui.tiny_models import TinyCNN
 
 LAYERS = ["conv1", "relu", "conv2", "pool", "flatten", "fc"]
@@ -14,7 +14,7 @@ def test_panels_are_made_over_several_passes_in_execution_order(actviz_window, m
     # No time for a second panel per pass: each pass makes exactly one (and runs one step:
     # a pass otherwise runs steps for 4 ms, and these panels are made quicker than that).
     monkeypatch.setattr(result_display, "CREATE_BUDGET_S", 0.0)
-    monkeypatch.setattr(result_display, "DISPLAY_PASS_S", 0.0)
+    monkeypatch.setattr(display_steps, "DISPLAY_PASS_S", 0.0)
     torch.manual_seed(0)
     win = actviz_window(TinyCNN().eval(), torch.randn(1, 3, 16, 16), LAYERS)
     w = win.window
@@ -22,7 +22,7 @@ def test_panels_are_made_over_several_passes_in_execution_order(actviz_window, m
     w.panel_created.connect(lambda name, panel: made_per_pass.append(len(w.host.layer_panels)))
     passes: list[int] = []  # panels made when each event-loop pass of the display ran
     w.display.defer_display(lambda: None)  # (the timer runs while steps wait)
-    w.display._display_timer.timeout.connect(lambda: passes.append(len(w.host.layer_panels)))
+    w.display.steps._timer.timeout.connect(lambda: passes.append(len(w.host.layer_panels)))
     with win.expect_run(flush=False):
         w.runs.run()
     result = w.session.result

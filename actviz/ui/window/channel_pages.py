@@ -1,0 +1,184 @@
+"""The channel view and the pages of the layer panels' mosaics: opening a channel large,
+stepping through a layer's channels (in its own order when sorted), turning pages, and the
+page size that follows a panel's width."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+
+from actviz.display.mosaic import MIN_PAGE_CHANNELS, page_channels_for
+
+__all__ = ["CHANNEL_VIEW_SHARE", "ChannelPages"]
+
+#: Share of the Layers tab's width the channel view takes when it opens.
+CHANNEL_VIEW_SHARE = 0.62
+
+
+class ChannelPages:
+    """The channel opened in the channel view and the mosaic pages of ``display``'s panels.
+
+    Parameters
+    ----------
+    display
+        The result display whose panels and channel view these are.
+    parent
+        Owner of the timer that applies new panel widths (the window).
+    """
+
+    def __init__(self, display: Any, parent: QObject) -> None:
+        self.display = display
+        self.session = display.session
+        #: ``(layer, channel)`` shown in the channel view (None: none opened).
+        self.opened: tuple[str, int] | None = None
+        # Panels' new mosaic widths, applied together on the next pass.
+        self._new_widths: dict[str, int] = {}
+        self._width_timer = QTimer(parent)
+        self._width_timer.setSingleShot(True)
+        self._width_timer.setInterval(0)
+        self._width_timer.timeout.connect(self._apply_new_widths)
+        display.channel_view.step_requested.connect(self.step_channel)
+
+    def keep_open(self) -> None:
+        """After a new result: the channel opened shows its new values (closed if it is gone)."""
+        if self.display.channel_box.isVisible() and self.opened is not None:
+            if not self.open_channel(*self.opened):
+                self.display.channel_box.setVisible(False)
+                self.opened = None
+
+    def open_channel(self, name: str, channel: int) -> bool:
+        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude,
+        with the input picture for its overlay; the channel view takes most of the tab."""
+        result = self.session.result
+        if result is None or name not in result.layers:
+            return False
+        layer = result.layers[name]
+        view = layer.view
+        if view is None or view.kind != "maps" or not 0 <= channel < view.data.shape[0]:
+            return False
+        grad = None
+        if layer.grad_view is not None and layer.grad_view.kind == "maps":
+            grad = layer.grad_view.data[channel]
+        self.display.channel_view.set_colormap(self.display.colormap)
+        self.display.channel_view.set_gradients_visible(self.display.gradients_visible)
+        self.display.channel_view.set_channel(
+            name,
+            channel,
+            view.data[channel],
+            grad,
+            channels=int(view.data.shape[0]),
+            signed=view.signed,
+            image=result.image,
+        )
+        self.opened = (name, channel)
+        # The layer's mosaic shows the page holding the channel opened (keys step past pages).
+        before = self.page_first(name)
+        if self.session.channel_pages.get(name, 0) != channel:
+            self.session.set_channel_page(name, channel)
+        panel = self.display.layer_panels.get(name)
+        if panel is not None and self.page_first(name) != before:
+            self.display.grid.pending.pop(name, None)
+            self.display.grid.update(panel, layer)
+        if not self.display.channel_box.isVisible():
+            self.display.channel_box.setVisible(True)
+            width = max(self.display.layers_splitter.width(), 600)
+            # The channel large (CHANNEL_VIEW_SHARE of the tab), the mosaics beside it.
+            share = int(width * CHANNEL_VIEW_SHARE)
+            self.display.layers_splitter.setSizes([width - share, share])
+        self.display.select_layer(name)
+        return True
+
+    def step_channel(self, step: int) -> bool:
+        """Open the previous (``step`` -1) or next (+1) channel of the layer in the channel
+        view (its [ ] / PageUp PageDown / arrow keys); in a layer sorted by effect, the
+        previous or next in that order (the tiles' order)."""
+        if self.opened is None:
+            return False
+        name, channel = self.opened
+        order = self.session.channel_orders.get(name)
+        at = order.position(channel) if order is not None else None
+        if order is not None and at is not None:
+            if not 0 <= at + step < len(order.channels):
+                return False
+            return self.open_channel(name, order.channels[at + step])
+        return self.open_channel(name, channel + step)
+
+    def turn_page(self, name: str, step: int) -> bool:
+        """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels.
+
+        A page holds :meth:`page_size` channels (chosen from the panel's width); the page is
+        built from the result's views at once (no new run) as a new layer, so the result
+        itself (maybe pinned) is not changed, and kept for later runs and live frames of this
+        model. Returns False when there is no such page.
+        """
+        result = self.session.result
+        layer = result.layers.get(name) if result is not None else None
+        if layer is None or layer.mosaic is None:
+            return False
+        first = self.page_first(name) + step * self.page_size(name)
+        order = self.session.channel_orders.get(name)
+        if order is not None:  # pages of the layer's own order: its channel at that place
+            if not 0 <= first < len(order.channels):
+                return False
+            self.session.set_channel_page(name, order.channels[first])
+        elif not 0 <= first < layer.mosaic.total_channels:
+            return False
+        else:
+            self.session.set_channel_page(name, first)
+        panel = self.display.layer_panels.get(name)
+        if panel is not None:
+            self.display.grid.pending.pop(name, None)
+            self.display.grid.update(panel, layer)
+        return True
+
+    def page_size(self, name: str) -> int:
+        """Channels per mosaic page of layer ``name``: the window's choice for its panel, else
+        the page of the mosaic shown."""
+        size = self.session.page_channels.get(name)
+        if size is None:
+            result = self.session.result
+            layer = result.layers.get(name) if result is not None else None
+            mosaic = layer.mosaic if layer is not None else None
+            size = mosaic.page_size if mosaic is not None else 1
+        return max(1, int(size))
+
+    def page_first(self, name: str) -> int:
+        """First channel of the page shown of layer ``name``: the page of :meth:`page_size`
+        channels holding ``session.channel_pages[name]`` (the channel the user turned or
+        stepped to), so a page size that follows the width keeps that channel in view. A
+        layer with a channel order (sorted by effect): the position in it."""
+        return self.session.page_start(name, self.page_size(name))
+
+    def on_mosaic_width_changed(self, name: str, width: int) -> None:
+        # Handled on the next pass: the width changes while a panel is being filled (its
+        # canvas is shown), and resizing the window sends many in a row.
+        self._new_widths[name] = width
+        if not self._width_timer.isActive():
+            self._width_timer.start()
+
+    def _apply_new_widths(self) -> None:
+        widths, self._new_widths = self._new_widths, {}
+        for name, width in widths.items():
+            self.fit_page_to_width(name, width)
+
+    def fit_page_to_width(self, name: str, width: int) -> None:
+        """Layer ``name``'s mosaic fills ``width`` screen pixels: pick the page size that
+        keeps tiles readable (at least :data:`~actviz.display.mosaic.MIN_TILE_SCREEN_PX`,
+        at least :data:`MIN_PAGE_CHANNELS` channels) and re-page from the result's views (no
+        new run); the page still holds the channel the user turned or stepped to."""
+        result = self.session.result
+        layer = result.layers.get(name) if result is not None else None
+        if layer is None or layer.view is None or layer.view.kind != "maps":
+            return
+        total, height, tile_w = layer.view.data.shape
+        size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
+        if size == self.session.page_channels.get(name):
+            return
+        # The page shown is still the one holding session.channel_pages[name] (page_first).
+        self.session.set_page_channels(name, size)
+        if name in self.display.layer_panels:
+            # Re-paged with the other waiting updates, on-screen panels first: a resize that
+            # changes every panel's width must not repaint them all in one event.
+            self.display.grid.pending.setdefault(name, layer)
+            self.display.grid.schedule()

@@ -1,0 +1,175 @@
+"""The Overview tab's side of showing a result: predictions, saliency, Grad-CAM, gradient flow,
+statistics and the selected layer's histogram.
+
+A live frame leaves a hidden Overview as it is until the tab is shown: painting its panels for
+nobody cost a tenth of the GUI thread's time per frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QWidget
+
+from actviz.display.prepared import RunResult
+from actviz.ui.panels.input_preview import InputPreview
+from actviz.ui.window.central import Centre
+from actviz.ui.window.display_steps import DisplaySteps
+from actviz.workspace.session_state import Session
+
+__all__ = ["OverviewDisplay"]
+
+
+class OverviewDisplay:
+    """Fills the Overview's panels from the session's result, in display steps.
+
+    Parameters
+    ----------
+    session
+        The window's session: its result is what the panels show.
+    centre
+        The tabs and the Overview's panels.
+    input_preview
+        The Model dock's input picture (a tensor input that looks like an image shows there).
+    steps
+        The display steps the Overview's parts are queued on.
+    selected_layer
+        ``() -> name``: the layer the histogram is about.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        centre: Centre,
+        input_preview: InputPreview,
+        steps: DisplaySteps,
+        selected_layer: Callable[[], str | None],
+    ) -> None:
+        self.session = session
+        self.centre = centre
+        self.input_preview = input_preview
+        self.steps = steps
+        self._selected_layer = selected_layer
+        #: Live frames left the hidden Overview waiting: filled when it shows.
+        self.waiting = False
+        centre.tabs.currentChanged.connect(self.show_waiting)
+        centre.gradcam_panel.layer_changed.connect(self._on_gradcam_layer_changed)
+
+    def shown(self) -> bool:
+        """Whether the Overview is the tab on screen."""
+        return self.centre.tabs.currentWidget() is self.centre.overview_tab
+
+    def show(self, result: RunResult) -> None:
+        """Show ``result``: the predictions now, the rest in steps; a live frame (it has an
+        origin) leaves a hidden Overview waiting."""
+        self.waiting = bool(result.origin) and not self.shown()
+        if self.waiting:
+            return
+        self._show_predictions(result)
+        for step in self._steps(result):
+            self.steps.defer(step)
+
+    def show_waiting(self, *_args: object, now: bool = False) -> None:
+        """Fill the Overview left waiting by live frames, once it is shown (``now``: at once)."""
+        result = self.session.result
+        if not self.waiting or result is None or not (now or self.shown()):
+            return
+        self.waiting = False
+        self._show_predictions(result)
+        for step in (*self._steps(result), self.show_histogram):
+            if now:
+                self.steps.call(step)
+            else:
+                self.steps.defer(step)
+
+    def show_histogram(self) -> None:
+        """The selected layer's histogram (a hidden Overview: with the rest, when it shows)."""
+        if self.waiting:
+            return
+        result = self.session.result
+        name = self._selected_layer()
+        layer = result.layers.get(name) if result is not None and name is not None else None
+        panel = self.centre.histogram_panel
+        if layer is None or layer.hist is None:
+            panel.clear()
+        else:
+            counts, edges = layer.hist
+            panel.set_histogram(f"{name} · values", counts, edges)
+        panel.set_layers(list(result.layers) if result is not None else [], name)
+
+    def clear(self) -> None:
+        """Empty every Overview panel (another model was opened)."""
+        self.waiting = False
+        c = self.centre
+        for panel in (
+            c.prediction_panel,
+            c.saliency_panel,
+            c.gradcam_panel,
+            c.grad_flow_panel,
+            c.stats_table,
+            c.histogram_panel,
+        ):
+            panel.clear()
+
+    def _show_predictions(self, result: RunResult) -> None:
+        panel = self.centre.prediction_panel
+        panel.set_predictions(result.predictions, kind=result.prediction_kind)
+        panel.set_target_text(f"Gradients of: {result.target_text}")
+
+    def _steps(self, result: RunResult) -> tuple[Callable[[], None], ...]:
+        c = self.centre
+        return (
+            lambda: self._show_saliency(result),
+            lambda: self._show_gradcam_result(result),
+            lambda: c.grad_flow_panel.set_norms(result.grad_norm_names, result.grad_norms),
+            lambda: c.stats_table.set_rows(result.stats_rows()),
+        )
+
+    @staticmethod
+    def _show_picture(panel: QWidget, result: RunResult) -> None:
+        if result.image is not None:
+            panel.set_image(result.image)  # type: ignore[attr-defined]
+        else:
+            panel.clear()  # type: ignore[attr-defined]  # no stale picture from an earlier input
+
+    def _show_saliency(self, result: RunResult) -> None:
+        panel = self.centre.saliency_panel
+        self._show_picture(panel, result)
+        inp = self.session.input
+        if inp is not None and inp.image is None and result.image is not None and not result.origin:
+            # A tensor input that looks like an image: preview it as the overlays show it
+            # (a live frame's preview is live mode's: its own frame, not the opened input).
+            self.input_preview.set_image(result.image, inp.description or "tensor input")
+        tokens = result.token_saliency
+        if result.saliency is not None:
+            panel.set_heat(result.saliency)
+        elif tokens is not None:  # a text input: |gradient x embedding| on its tokens
+            described = [tokens.describe(i) for i in range(len(tokens.tokens))]
+            panel.set_token_values(tokens.tokens, tokens.values, described)
+        else:
+            panel.set_heat(None)
+            panel.set_message(result.saliency_message)
+
+    def _show_gradcam_result(self, result: RunResult) -> None:
+        panel = self.centre.gradcam_panel
+        self._show_picture(panel, result)
+        panel.set_layers(list(result.grad_cams), result.gradcam_default)
+        self._show_gradcam(result.gradcam_default)
+
+    def _show_gradcam(self, name: str | None) -> None:
+        result = self.session.result
+        if result is None:
+            return
+        panel = self.centre.gradcam_panel
+        if name is None or name not in result.grad_cams:
+            panel.set_heat(None)
+            panel.set_message(
+                "Grad-CAM needs a ticked layer with a spatial (N, C, H, W) output and an image input."
+            )
+            return
+        panel.set_heat(result.grad_cams[name])
+
+    def _on_gradcam_layer_changed(self, name: str) -> None:
+        if name:
+            self.session.set_view(gradcam_layer=name)
+            self._show_gradcam(name)

@@ -1,0 +1,214 @@
+"""The grid of layer panels: where each panel goes, and panels filled with the result shown a
+few per display pass, on screen first (those off screen once scrolled to)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from PySide6.QtWidgets import QWidget
+
+from actviz.core.structures import first_tensor
+from actviz.display.layer_views import class_units
+from actviz.display.prepared import PreparedLayer
+from actviz.display.repage import current_mosaics, symmetric_for, with_page
+from actviz.ui.tokens.token_panel import TokenLayerPanel
+
+__all__ = [
+    "MAPS_PANEL_MIN_HEIGHT",
+    "PANELS_PER_PASS",
+    "TWO_COLUMNS_PX",
+    "PanelGrid",
+    "grid_columns",
+]
+
+#: Minimum height of a layer panel showing a heatmap, in pixels (a mosaic's panel is as high
+#: as its width needs: the mosaic fills the width).
+MAPS_PANEL_MIN_HEIGHT = 300
+#: From this width of the Layers tab's viewport on, the layer panels go in two columns.
+TWO_COLUMNS_PX = 1300
+#: Layer panels updated per display step when a result arrives.
+PANELS_PER_PASS = 1
+
+
+def grid_columns(width: int) -> int:
+    """Columns of layer panels in a Layers tab ``width`` pixels wide."""
+    return 2 if width >= TWO_COLUMNS_PX else 1
+
+
+class PanelGrid:
+    """Lays out ``display``'s layer panels and fills them with the result shown."""
+
+    def __init__(self, display: Any) -> None:
+        self.display = display
+        self.session = display.session
+        #: Layer panels still showing an older result, filled a few per pass, on-screen first.
+        self.pending: dict[str, PreparedLayer] = {}
+        self._epoch = 0
+        self._scheduled = False
+        # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
+        self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
+        # Two columns of panels on a wide tab, one beside the channel view or on a small
+        # screen: laid out again when the tab's width crosses the line.
+        self._columns = 1
+        scroll = display.layers_scroll
+        for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
+            bar.valueChanged.connect(self.schedule)
+            # A resized window changes the range: it may bring waiting panels on screen.
+            bar.rangeChanged.connect(self.schedule)
+        # Back on the Layers tab, panels a change made on another tab left waiting come on
+        # screen without scrolling: fill them now (else they keep a stale scale).
+        display.tabs.currentChanged.connect(self.schedule)
+        scroll.viewport_resized.connect(self._on_width_changed)
+
+    def flush(self) -> None:
+        """Fill every waiting panel now (on screen or not)."""
+        pending, self.pending = self.pending, {}
+        panels = self.display.layer_panels
+        for name, layer in pending.items():
+            if name in panels:
+                self.update(panels[name], layer)
+
+    def configure(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
+        panel.set_module_type(layer.module_type)
+        panel.set_colormap(self.display.colormap)
+        # Heatmaps need room to read; a mosaic's canvas asks for the height its width needs;
+        # bars and numbers are fine at the panel's own minimum.
+        if layer.view is not None and layer.view.kind == "heatmap":
+            panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
+
+    def update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
+        # The page the user is on (a frame requested before a page turn, or a pinned result
+        # made before it, holds the old page), its size and the colour map's symmetric range:
+        # a new layer, the result is not changed. Mosaics kept from an earlier live frame (panel
+        # off screen) are made for this one, except under concept tiles (no channels shown).
+        layer = with_page(
+            layer if panel.tile_unit() else current_mosaics(layer),
+            self.display.page_first(layer.name),
+            page_size=self.session.page_channels.get(layer.name),
+            symmetric=symmetric_for(self.display.colormap, layer.view),
+            order=self.session.channel_orders.get(layer.name),
+        )
+        if layer.view is not None:
+            panel.set_unit_names(self._class_units(layer))
+            panel.set_activation(layer.view, layer.mosaic)
+            panel.set_gradient(layer.grad_view, layer.grad_mosaic)
+        else:
+            panel.clear()
+        panel.set_tokens(layer.tokens)  # a token sequence: its token view (ui/tokens)
+        panel.set_gradients_visible(self.display.gradients_visible)
+        for hook in self.display.panel_updated:
+            hook(panel, layer)
+
+    def _class_units(self, layer: PreparedLayer) -> tuple[str, ...] | None:
+        """The class names of ``layer``'s bars when it outputs the model's class scores."""
+        result = self.session.result
+        cap = result.capture if result is not None else None
+        out = first_tensor(cap.output) if cap is not None else None
+        shape = tuple(out.shape) if out is not None else None
+        return class_units(layer.shape, shape, self.session.categories)
+
+    def refresh(self, name: str) -> None:
+        """Show layer ``name`` of the current result in its panel again, in the display passes
+        (on screen one a pass, off screen once scrolled to): features refresh every panel they
+        decorate at once, which rebuilt them all in one event-loop turn (over a second)."""
+        result = self.session.result
+        if result is None or name not in self.display.layer_panels or name not in result.layers:
+            return
+        self.pending.setdefault(name, result.layers[name])
+        self.schedule()
+
+    def queue(self, pending: dict[str, PreparedLayer]) -> None:
+        """Replace the panel updates still waiting (an older result's) with ``pending``."""
+        self.pending = pending
+        self._epoch += 1
+        self._scheduled = False
+        self.schedule()
+
+    def _on_screen(self, panel: QWidget) -> bool:
+        return panel.isVisible() and not panel.visibleRegion().isEmpty()
+
+    def schedule(self, *_args: object) -> None:
+        pending = self.pending
+        if not pending or self._scheduled:
+            return
+        self._scheduled = True
+        epoch = self._epoch
+        self.display.defer_display(lambda: self._apply_chunk(epoch), stale_ok=True)
+
+    def _apply_chunk(self, epoch: int) -> None:
+        if epoch != self._epoch:
+            return  # a newer result replaced these updates
+        self._scheduled = False
+        pending = self.pending
+        panels = self.display.layer_panels
+        on_screen = [n for n in list(pending) if n in panels and self._on_screen(panels[n])]
+        for name in [n for n in pending if n not in panels]:
+            del pending[name]
+        # Off-screen panels wait until they are scrolled into view (scroll bar signal). A token
+        # panel's first pass builds its plots, the next shows the tokens (~60 ms of CPU in one).
+        for name in on_screen[:PANELS_PER_PASS]:
+            if not panels[name].prepare_tokens(pending[name].tokens):
+                self.update(panels[name], pending.pop(name))
+        if any(name in pending for name in on_screen):
+            self.schedule()
+
+    def update_placeholder(self, running: bool) -> None:
+        """Say what the empty Layers tab waits for: a model, ticks, an input, or the run."""
+        s = self.session
+        if s.model is None:
+            text = "Open a model (Ctrl+O) or drop a checkpoint on the window."
+        elif isinstance(s.model, torch.jit.ScriptModule):
+            text = (
+                "A TorchScript model runs its layers inside compiled code, where they cannot be "
+                "recorded: Run shows its output and the input gradients (Overview tab)."
+            )
+        elif not s.ticked:
+            text = (
+                "Tick layers in the module tree and press Run (Ctrl+R) to see their feature maps."
+            )
+        elif s.input is None:
+            text = "Open an input (Ctrl+I) or pick a sample to run the ticked layers."
+        elif running:
+            text = f"Running the model on {len(s.ticked)} ticked layer(s)…"
+        else:
+            text = "Press Run (Ctrl+R) to see the ticked layers."
+        self.display.layers_placeholder.setText(text)
+
+    def layout(self, order: Sequence[str]) -> None:
+        columns = grid_columns(self.display.layers_scroll.viewport().width()) if order else 0
+        placed = (tuple((name, id(self.display.layer_panels[name])) for name in order), columns)
+        if placed == self._placed:
+            # Every result (each live frame) comes here: taking the grid apart and putting it
+            # back the same relaid out the Layers tab and cost ~1 ms of GUI time a frame.
+            return
+        self._placed = placed
+        while self.display.layers_grid.count():
+            widget = self.display.layers_grid.itemAt(0).widget()
+            if widget is not None:
+                # removeWidget deletes the layout item: a widget whose old item is still
+                # alive (takeAt hands it to Python) is never tied to its new one, whose
+                # cached height-for-width then never hears of the widget's changes (a panel
+                # re-laid out at another width kept the height of its old arrangement).
+                self.display.layers_grid.removeWidget(widget)
+            else:
+                self.display.layers_grid.takeAt(0)
+        self.display.layers_placeholder.setVisible(not order)
+        if not order:
+            self.display.layers_grid.addWidget(self.display.layers_placeholder, 0, 0)
+            return
+        self._columns = columns
+        grid = self.display.layers_grid
+        for row in range(grid.rowCount()):
+            grid.setRowStretch(row, 0)
+        for i, name in enumerate(order):
+            grid.addWidget(self.display.layer_panels[name], i // columns, i % columns)
+            self.display.layer_panels[name].setVisible(True)
+        # Spare height goes below the last row: panels keep the height their mosaics ask
+        # for (stretched rows were mostly blank, and a mosaic in them sat in a white band).
+        grid.setRowStretch((len(order) + columns - 1) // columns, 1)
+
+    def _on_width_changed(self, width: int) -> None:
+        if self.display.layer_panels and grid_columns(width) != self._columns:
+            self.layout(list(self.display.layer_panels))
