@@ -26,6 +26,7 @@ __all__ = [
     "arena_max",
     "heap_in_use_mib",
     "release_freed_memory",
+    "rss_anon_mib",
     "rss_mib",
     "tune_allocator",
     "tune_if_asked",
@@ -120,6 +121,19 @@ def rss_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def rss_anon_mib() -> float | None:
+    """The process's resident anonymous memory in MiB (``RssAnon`` of /proc/self/status): RSS
+    less mapped files (libraries, memory-mapped weights) and shared memory; None without it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [
         (name, ctypes.c_size_t)
@@ -156,7 +170,8 @@ def memory_breakdown_mib() -> dict[str, float]:
     code and data, memory-mapped weights); ``anonymous`` (the process's own: malloc's heap,
     Python's object arenas, thread stacks); ``heap_in_use`` and ``heap_free`` (malloc's bytes
     handed out, and kept free for reuse: what :func:`release_freed_memory` gives back).
-    Keys whose source is missing (no /proc, no glibc) are left out."""
+    ``rss_anon`` (``RssAnon``, :func:`rss_anon_mib`). Keys whose source is missing (no /proc,
+    no glibc) are left out."""
     out: dict[str, float] = {}
     try:
         with open("/proc/self/smaps_rollup") as f:
@@ -166,6 +181,9 @@ def memory_breakdown_mib() -> dict[str, float]:
         out.update(rss=rss, anonymous=anon, files=max(0.0, rss - anon))
     except (OSError, ValueError, KeyError, IndexError):
         out["rss"] = rss_mib()
+    anon_rss = rss_anon_mib()
+    if anon_rss is not None:
+        out["rss_anon"] = anon_rss
     libc = _libc()
     fn = getattr(libc, "mallinfo2", None) if libc is not None else None
     if fn is not None:
