@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ENV",
+    "MIN_ARENAS",
     "MMAP_THRESHOLD",
     "TRIM_THRESHOLD",
     "arena_max",
@@ -43,6 +44,10 @@ _M_ARENA_MAX = -8
 MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.
 TRIM_THRESHOLD = 1 * 2**30
+#: Arenas a tuned process may have at least: more than the threads that allocate in the
+#: window's process (the GUI thread, Qt's pools, the workers, OpenMP's team, the trim thread:
+#: ~10), so no other thread shares the GUI thread's (glibc's main) arena (:func:`arena_max`).
+MIN_ARENAS = 16
 
 _tuned: bool | None = None  # None: not tried yet in this process
 _asked: bool | None = None
@@ -55,9 +60,9 @@ def _refused() -> bool:
 def tune_allocator() -> bool:
     """Make glibc keep freed memory in this process, so repeated captures do not page-fault.
 
-    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB and limits its
-    arenas to one per core (:func:`arena_max`), for the rest of the process (Linux with glibc
-    only; elsewhere nothing happens). Call it once at the start
+    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB and sets its
+    arena cap (:func:`arena_max`), for the rest of the process (Linux with glibc only;
+    elsewhere nothing happens). Call it once at the start
     of an application that captures repeatedly (the actviz window does); a library call never
     does it by itself. ``ACTVIZ_TUNE_ALLOCATOR=0`` turns it into a no-op.
 
@@ -80,21 +85,28 @@ def tune_allocator() -> bool:
     _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
-    # Each thread that allocates otherwise gets an arena of its own (up to 8 per core), whose
-    # free fragments serve no other thread and stay resident after a trim: one per core.
+    # Enough arenas that no worker shares the GUI thread's: a trim holds each arena's lock
+    # while it hands that arena's free memory back (set here, whatever MALLOC_ARENA_MAX says).
     mallopt(_M_ARENA_MAX, arena_max())
     log.debug("glibc malloc thresholds raised: %s", _tuned)
     return _tuned
 
 
 def arena_max() -> int:
-    """How many malloc arenas a tuned process may have: one per core it may run on (at least
-    two: the GUI thread's and the workers')."""
+    """How many malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core
+    where that is more.
+
+    One per core (two on two cores) made the window's capture thread share the GUI thread's
+    main arena about every other start (glibc hands a new thread the arenas in turn once the
+    cap is reached): the idle trim then held the GUI thread's arena lock for as long as it
+    took to hand a capture's freed heap back, and a click's first ``malloc`` waited as long
+    (104 ms for ~550 MiB, against 2 ms with an arena of its own; see docs/performance.md).
+    """
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 2
-    return max(2, cores)
+    return max(MIN_ARENAS, 2 * cores)
 
 
 def tuned() -> bool:
