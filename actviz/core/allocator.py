@@ -16,16 +16,19 @@ import ctypes.util
 import logging
 import os
 import sys
+import threading
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "ENV",
+    "MARK_BYTES",
     "MIN_ARENAS",
     "MMAP_THRESHOLD",
     "TRIM_THRESHOLD",
     "arena_max",
     "heap_in_use_mib",
+    "mark_arena",
     "release_freed_memory",
     "rss_anon_mib",
     "rss_mib",
@@ -206,16 +209,67 @@ def memory_breakdown_mib() -> dict[str, float]:
     return out
 
 
-def release_freed_memory() -> bool:
-    """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``).
+# Per thread that called mark_arena: a block of malloc's from that thread's arena.
+_marks: dict[int, int] = {}
+_marks_lock = threading.Lock()
+#: A mark's size: past glibc's FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), so its free makes
+#: glibc look at the top of its arena (``heap_trim``).
+MARK_BYTES = 256 * 1024
+# The trim threshold while a trim frees the marks: a thread arena's top beyond it goes back.
+_TRIM_LOW = 1 * 2**20
 
-    Safe from any thread; it takes the arenas' locks for a few milliseconds per hundred MiB
-    kept, so the window calls it off the GUI thread when idle. False where there is no glibc.
+
+def mark_arena() -> None:
+    """Leave a small block in the calling thread's malloc arena, for :func:`release_freed_memory`
+    to free (threads that allocate much: the window's workers call it after each job).
+
+    ``malloc_trim`` hands back the free chunks of every arena but not the free top of a
+    thread's arena (glibc trims a thread arena's top only in ``free``, past the trim threshold
+    that :func:`tune_allocator` raised to 1 GiB): up to 64 MiB per worker stayed resident.
+    Freeing a block of that arena with the threshold lowered makes glibc trim its top, with that
+    arena's lock, not the GUI thread's. Nothing happens in an untuned process or where this
+    thread's mark is still there.
+    """
+    if not _tuned:
+        return
+    ident = threading.get_ident()
+    if ident in _marks:
+        return
+    libc = _libc()
+    if libc is None:
+        return
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    block = libc.malloc(MARK_BYTES)
+    if block:
+        with _marks_lock:
+            _marks[ident] = block
+
+
+def release_freed_memory() -> bool:
+    """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``, and the
+    tops of the arenas :func:`mark_arena` marked).
+
+    Safe from any thread; it takes each arena's lock in turn for a few milliseconds per hundred
+    MiB that arena keeps, so the window calls it off the GUI thread when idle (and no other
+    thread shares the GUI thread's arena: :func:`arena_max`). False where there is no glibc.
     """
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is None:
         return False
+    with _marks_lock:
+        marks = list(_marks.values())
+        _marks.clear()
+    if marks:
+        libc.free.argtypes = [ctypes.c_void_p]
+        # Only for these frees: a capture that frees its intermediates keeps them for the next.
+        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_LOW)
+        try:
+            for block in marks:
+                libc.free(block)
+        finally:
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     trim.argtypes = [ctypes.c_size_t]
     trim(0)
     return True
