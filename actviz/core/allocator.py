@@ -103,7 +103,7 @@ def arena_max() -> int:
     main arena about every other start (glibc hands a new thread the arenas in turn once the
     cap is reached): the idle trim then held the GUI thread's arena lock for as long as it
     took to hand a capture's freed heap back, and a click's first ``malloc`` waited as long
-    (104 ms for ~550 MiB, against 2 ms with an arena of its own; see docs/performance.md).
+    (104 ms for ~550 MiB, against 2 ms with an arena of its own; CHANGELOG, #37).
     """
     try:
         cores = len(os.sched_getaffinity(0))
