@@ -106,6 +106,10 @@ def test_a_recorded_step_replays_to_what_it_clicked_first(qapp, tmp_path):
     driver.weights = {n: (1.0 if n == "tile_click" else 0.0) for n in driver.actions}
     first = driver.run(3)
     assert [n for n, _ in first.steps] == ["tile_click"] * 3
+    # The lag probe's samples go once each action's block is read (they grew with the run, in
+    # the memory the run measures); the run's longest lag is kept.
+    assert driver.probe.lags == [] and driver.probe.cpu == []
+    assert first.max_block_ms >= max(ms for ms, _ in first.worst_blocks) > 0
     again = StressDriver(_tiny_setup(), folder=tmp_path / "b", sample_every=100).run(
         steps=first.steps
     )
