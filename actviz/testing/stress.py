@@ -304,10 +304,6 @@ class StressDriver(UserActions):
         samples: list[Sample] = []
         worst: list[tuple[float, str]] = []
         probe = self.probe = LagProbe(5)
-        # The longest lag so far (s): the probe's lists are emptied after each action (two
-        # floats per 5 ms tick grew the run's own Python heap by a few MiB per 1,000 actions,
-        # counted in the very memory slope the run reports).
-        peak = 0.0
         sampler = BlockSampler(probe)
         started = time.perf_counter()
         catcher = _Catcher()
@@ -364,10 +360,7 @@ class StressDriver(UserActions):
                         worst = sorted([*worst, (ms, f"{i}:{text}{seen}")])[-WORST_BLOCKS:]
                         if ms > self.block_limit_ms:
                             blocks.append(self._failure(i, "block", f"{ms:.0f} ms at {text}{seen}"))
-                    peak = max(peak, *probe.lags) if probe.lags else peak
-                    probe.lags.clear()
-                    probe.cpu.clear()
-                    probe.stop()  # the checks are the driver's time, not the window's
+                    probe.stop(drain=True)  # read; the checks are the driver's time
                     if self._idle():
                         leaks.extend(self._failure(i, "hook", t) for t in self._leftovers())
                     if i % self.sample_every == 0 or i == total:
@@ -376,7 +369,6 @@ class StressDriver(UserActions):
                     if len(leaks) > 20:
                         break
                 probe.stop()
-                peak = max(peak, *probe.lags) if probe.lags else peak
                 self.close_window()
                 exceptions.extend(self._failure(total, "exception", t) for t in catcher.take())
         finally:
@@ -394,7 +386,7 @@ class StressDriver(UserActions):
             leaked_hooks=tuple(leaks),
             stuck=tuple(self._stuck),
             errors_shown=tuple(sorted(self.errors_shown)),
-            max_block_ms=peak * 1e3,
+            max_block_ms=probe.peak * 1e3,
             samples=tuple(samples),
             widgets_left=widgets,
             seconds=time.perf_counter() - started,
