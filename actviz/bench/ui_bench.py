@@ -96,7 +96,7 @@ class LagProbe:
         #: The GUI thread's CPU time over each lag's interval (s): a block with little of it
         #: waited (for the GIL, for a core) rather than worked.
         self.cpu: list[float] = []
-        #: The longest lag so far (s), kept through :meth:`drain`.
+        #: The longest lag so far (s), kept when :meth:`stop` drains the samples.
         self.peak = 0.0
         self._last: float | None = None
         self._last_cpu = 0.0

@@ -117,7 +117,7 @@ def child(args: argparse.Namespace) -> int:
     from actviz.ui.window.memory import keep_collector_off_clicks
 
     # The process as the app sets up its own (ui/app.py run_app): glibc keeps freed memory
-    # (one arena per core), torch runs in parallel on the worker threads only.
+    # (an arena per thread), torch runs in parallel on the worker threads only.
     tune_allocator()
     parallel_in_workers_only()
     keep_collector_off_clicks()  # and Python's full collections at idle moments (memory.py)

@@ -61,7 +61,7 @@ class Sample:
         """Resident anonymous memory (``RssAnon``: RSS less the mapped libraries and files)
         over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory is in
         use; above it, memory freed but kept (malloc's free lists, pymalloc's part-empty
-        arenas) or outside both heaps (thread stacks, Qt's and the GPU driver's own mmaps)."""
+        arenas) or outside both heaps (thread stacks, the libraries' ``.bss`` and own mmaps)."""
         anon = (self.breakdown or {}).get("rss_anon")
         heap = self.heap_counted_mib
         if anon is None or not heap:
