@@ -61,6 +61,9 @@ def test_lag_probe_sees_a_blocked_event_loop(qtbot, monkeypatch):
     assert probe.cpu == pytest.approx([0.001, 0.001, 0.010, 0.001], abs=1e-9)
     s = probe.summary()
     assert s["n"] == 4 and s["max_ms"] == pytest.approx(80.0) and s["p50_ms"] == pytest.approx(0.0)
+    # Drained (a long run, once it read them): the samples go, the longest lag stays.
+    probe.stop(drain=True)
+    assert probe.lags == [] == probe.cpu and probe.peak == pytest.approx(0.080, abs=1e-9)
 
 
 def test_paired_reads_the_median_of_per_pair_differences(monkeypatch):

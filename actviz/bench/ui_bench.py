@@ -96,6 +96,8 @@ class LagProbe:
         #: The GUI thread's CPU time over each lag's interval (s): a block with little of it
         #: waited (for the GIL, for a core) rather than worked.
         self.cpu: list[float] = []
+        #: The longest lag so far (s), kept when :meth:`stop` drains the samples.
+        self.peak = 0.0
         self._last: float | None = None
         self._last_cpu = 0.0
         self.timer = QTimer()
@@ -107,15 +109,22 @@ class LagProbe:
         self._last = None
         self.timer.start()
 
-    def stop(self) -> None:
+    def stop(self, *, drain: bool = False) -> None:
+        """Stop timing; ``drain``: let the samples go too (:attr:`peak` stays), so a long run
+        that reads each stretch's samples does not grow its own heap with them."""
         self.timer.stop()
         self._last = None
+        if drain:
+            self.lags.clear()
+            self.cpu.clear()
 
     def _on_timeout(self) -> None:
         now, cpu = time.perf_counter(), time.thread_time()
         if self._last is not None:
-            self.lags.append(max(0.0, now - self._last - self.interval_s))
+            lag = max(0.0, now - self._last - self.interval_s)
+            self.lags.append(lag)
             self.cpu.append(cpu - self._last_cpu)
+            self.peak = max(self.peak, lag)
         self._last, self._last_cpu = now, cpu
 
     def summary(self) -> dict[str, float]:

@@ -16,16 +16,21 @@ import ctypes.util
 import logging
 import os
 import sys
+import threading
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "ENV",
+    "MARK_BYTES",
+    "MIN_ARENAS",
     "MMAP_THRESHOLD",
     "TRIM_THRESHOLD",
     "arena_max",
     "heap_in_use_mib",
+    "mark_arena",
     "release_freed_memory",
+    "rss_anon_mib",
     "rss_mib",
     "tune_allocator",
     "tune_if_asked",
@@ -42,6 +47,10 @@ _M_ARENA_MAX = -8
 MMAP_THRESHOLD = 32 * 2**20
 # Freed memory at the top of the heap is returned to the OS only past this much.
 TRIM_THRESHOLD = 1 * 2**30
+#: Arenas a tuned process may have at least: more than the threads that allocate in the
+#: window's process (the GUI thread, Qt's pools, the workers, OpenMP's team, the trim thread:
+#: ~10), so no other thread shares the GUI thread's (glibc's main) arena (:func:`arena_max`).
+MIN_ARENAS = 16
 
 _tuned: bool | None = None  # None: not tried yet in this process
 _asked: bool | None = None
@@ -54,9 +63,9 @@ def _refused() -> bool:
 def tune_allocator() -> bool:
     """Make glibc keep freed memory in this process, so repeated captures do not page-fault.
 
-    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB and limits its
-    arenas to one per core (:func:`arena_max`), for the rest of the process (Linux with glibc
-    only; elsewhere nothing happens). Call it once at the start
+    Raises glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB and sets its
+    arena cap (:func:`arena_max`), for the rest of the process (Linux with glibc only;
+    elsewhere nothing happens). Call it once at the start
     of an application that captures repeatedly (the actviz window does); a library call never
     does it by itself. ``ACTVIZ_TUNE_ALLOCATOR=0`` turns it into a no-op.
 
@@ -79,21 +88,28 @@ def tune_allocator() -> bool:
     _tuned = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
-    # Each thread that allocates otherwise gets an arena of its own (up to 8 per core), whose
-    # free fragments serve no other thread and stay resident after a trim: one per core.
+    # Enough arenas that no worker shares the GUI thread's: a trim holds each arena's lock
+    # while it hands that arena's free memory back (set here, whatever MALLOC_ARENA_MAX says).
     mallopt(_M_ARENA_MAX, arena_max())
     log.debug("glibc malloc thresholds raised: %s", _tuned)
     return _tuned
 
 
 def arena_max() -> int:
-    """How many malloc arenas a tuned process may have: one per core it may run on (at least
-    two: the GUI thread's and the workers')."""
+    """How many malloc arenas a tuned process may have: :data:`MIN_ARENAS`, or two per core
+    where that is more.
+
+    One per core (two on two cores) made the window's capture thread share the GUI thread's
+    main arena about every other start (glibc hands a new thread the arenas in turn once the
+    cap is reached): the idle trim then held the GUI thread's arena lock for as long as it
+    took to hand a capture's freed heap back, and a click's first ``malloc`` waited as long
+    (104 ms for ~550 MiB, against 2 ms with an arena of its own; CHANGELOG, #37).
+    """
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 2
-    return max(2, cores)
+    return max(MIN_ARENAS, 2 * cores)
 
 
 def tuned() -> bool:
@@ -118,6 +134,19 @@ def rss_mib() -> float:
     except (OSError, ValueError, IndexError):
         return 0.0
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def rss_anon_mib() -> float | None:
+    """The process's resident anonymous memory in MiB (``RssAnon`` of /proc/self/status): RSS
+    less mapped files (libraries, memory-mapped weights) and shared memory; None without it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -156,7 +185,8 @@ def memory_breakdown_mib() -> dict[str, float]:
     code and data, memory-mapped weights); ``anonymous`` (the process's own: malloc's heap,
     Python's object arenas, thread stacks); ``heap_in_use`` and ``heap_free`` (malloc's bytes
     handed out, and kept free for reuse: what :func:`release_freed_memory` gives back).
-    Keys whose source is missing (no /proc, no glibc) are left out."""
+    ``rss_anon`` (``RssAnon``, :func:`rss_anon_mib`). Keys whose source is missing (no /proc,
+    no glibc) are left out."""
     out: dict[str, float] = {}
     try:
         with open("/proc/self/smaps_rollup") as f:
@@ -166,6 +196,9 @@ def memory_breakdown_mib() -> dict[str, float]:
         out.update(rss=rss, anonymous=anon, files=max(0.0, rss - anon))
     except (OSError, ValueError, KeyError, IndexError):
         out["rss"] = rss_mib()
+    anon_rss = rss_anon_mib()
+    if anon_rss is not None:
+        out["rss_anon"] = anon_rss
     libc = _libc()
     fn = getattr(libc, "mallinfo2", None) if libc is not None else None
     if fn is not None:
@@ -176,16 +209,67 @@ def memory_breakdown_mib() -> dict[str, float]:
     return out
 
 
-def release_freed_memory() -> bool:
-    """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``).
+# Per thread that called mark_arena: a block of malloc's from that thread's arena.
+_marks: dict[int, int] = {}
+_marks_lock = threading.Lock()
+#: A mark's size: past glibc's FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), so its free makes
+#: glibc look at the top of its arena (``heap_trim``).
+MARK_BYTES = 256 * 1024
+# The trim threshold while a trim frees the marks: a thread arena's top beyond it goes back.
+_TRIM_LOW = 1 * 2**20
 
-    Safe from any thread; it takes the arenas' locks for a few milliseconds per hundred MiB
-    kept, so the window calls it off the GUI thread when idle. False where there is no glibc.
+
+def mark_arena() -> None:
+    """Leave a small block in the calling thread's malloc arena, for :func:`release_freed_memory`
+    to free (threads that allocate much: the window's workers call it after each job).
+
+    ``malloc_trim`` hands back the free chunks of every arena but not the free top of a
+    thread's arena (glibc trims a thread arena's top only in ``free``, past the trim threshold
+    that :func:`tune_allocator` raised to 1 GiB): up to 64 MiB per worker stayed resident.
+    Freeing a block of that arena with the threshold lowered makes glibc trim its top, with that
+    arena's lock, not the GUI thread's. Nothing happens in an untuned process or where this
+    thread's mark is still there.
+    """
+    if not _tuned:
+        return
+    ident = threading.get_ident()
+    if ident in _marks:
+        return
+    libc = _libc()
+    if libc is None:
+        return
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    block = libc.malloc(MARK_BYTES)
+    if block:
+        with _marks_lock:
+            _marks[ident] = block
+
+
+def release_freed_memory() -> bool:
+    """Give the memory malloc keeps free back to the system (glibc's ``malloc_trim(0)``, and the
+    tops of the arenas :func:`mark_arena` marked).
+
+    Safe from any thread; it takes each arena's lock in turn for a few milliseconds per hundred
+    MiB that arena keeps, so the window calls it off the GUI thread when idle (and no other
+    thread shares the GUI thread's arena: :func:`arena_max`). False where there is no glibc.
     """
     libc = _libc()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is None:
         return False
+    with _marks_lock:
+        marks = list(_marks.values())
+        _marks.clear()
+    if marks:
+        libc.free.argtypes = [ctypes.c_void_p]
+        # Only for these frees: a capture that frees its intermediates keeps them for the next.
+        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_LOW)
+        try:
+            for block in marks:
+                libc.free(block)
+        finally:
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     trim.argtypes = [ctypes.c_size_t]
     trim(0)
     return True

@@ -117,7 +117,7 @@ def child(args: argparse.Namespace) -> int:
     from actviz.ui.window.memory import keep_collector_off_clicks
 
     # The process as the app sets up its own (ui/app.py run_app): glibc keeps freed memory
-    # (one arena per core), torch runs in parallel on the worker threads only.
+    # (an arena per thread), torch runs in parallel on the worker threads only.
     tune_allocator()
     parallel_in_workers_only()
     keep_collector_off_clicks()  # and Python's full collections at idle moments (memory.py)
@@ -362,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             f"rss growth per 1k actions: {report.rss_growth_per_1k_mib:.1f} MiB (median slope; "
             f"least squares {report.rss_growth_per_1k_ls_mib:.1f})"
         )
+        if report.samples and report.samples[-1].rss_anon_over_heap is not None:
+            print(
+                f"RssAnon over heaps in use at the end: {report.samples[-1].rss_anon_over_heap:.2f}"
+            )
         found = [f for f in report.findings() if f.kind not in ("block",)] or report.findings()
         if args.shrink and found:
             shrunk, runs = shrink_failure(report, found[0], replay, max_runs=args.shrink_runs)

@@ -45,6 +45,29 @@ class Sample:
     #: malloc's free bytes): what the resident size is made of.
     breakdown: dict[str, float] | None = None
 
+    @property
+    def heap_counted_mib(self) -> float | None:
+        """The heap in use counted fully, in MiB: malloc's bytes handed out (its mmapped
+        blocks too; torch's CPU tensors and numpy's arrays come from malloc) plus Python's
+        object heap (pymalloc's blocks in use, mapped outside malloc). None where either
+        figure is missing."""
+        python = (self.breakdown or {}).get("python_heap")
+        if self.heap_mib is None or python is None:
+            return None
+        return self.heap_mib + python
+
+    @property
+    def rss_anon_over_heap(self) -> float | None:
+        """Resident anonymous memory (``RssAnon``: RSS less the mapped libraries and files)
+        over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory is in
+        use; above it, memory freed but kept (malloc's free lists, pymalloc's part-empty
+        arenas) or outside both heaps (thread stacks, the libraries' ``.bss`` and own mmaps)."""
+        anon = (self.breakdown or {}).get("rss_anon")
+        heap = self.heap_counted_mib
+        if anon is None or not heap:
+            return None
+        return anon / heap
+
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
@@ -267,7 +290,8 @@ def describe_referrer(ref: Any) -> str:
 
 #: The columns of :meth:`StressReport.describe`'s memory table.
 _MEMORY_KEYS = (
-    "rss", "files", "anonymous", "heap_in_use", "heap_free", "python_heap", "tensors", "arrays",
+    "rss", "files", "anonymous", "rss_anon", "heap_in_use", "heap_free", "python_heap", "tensors",
+    "arrays",
 )  # fmt: skip
 
 

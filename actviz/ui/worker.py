@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from PySide6.QtCore import QMetaMethod, QObject, QThreadPool, Signal, Slot
 
+from actviz.core.allocator import mark_arena
 from actviz.core.capture import CaptureCancelled
 from actviz.core.threads import torch_threads, worker_threads
 
@@ -283,12 +284,15 @@ class _Runner:
                 self.release()
                 signals.staged.emit(gen)
                 second_stage.start(continuation.run)
+                mark_arena()
                 return
         except BaseException as exc:  # noqa: BLE001 - reported to the GUI, never swallowed
             error = exc
         # Nothing of the job stays with the runner once it has reported.
         self.release()
         del job
+        # What the job freed in this thread's malloc arena can go back at the idle trim.
+        mark_arena()
         signals.done.emit(gen, result, error, time.perf_counter() - start)
 
     def release(self) -> None:

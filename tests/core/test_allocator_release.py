@@ -63,6 +63,52 @@ def test_the_breakdown_adds_up_and_sees_the_heap_grow():
         out.stdout.rsplit("]", 1)[0] + "]",
         *out.stdout.rsplit("]", 1)[1].split(),
     )
-    assert keys == "['anonymous', 'files', 'heap_free', 'heap_in_use', 'rss']"
+    assert keys == "['anonymous', 'files', 'heap_free', 'heap_in_use', 'rss', 'rss_anon']"
     assert abs(float(gap)) < 1e-6
     assert int(heap) >= 63 and int(anon) >= 60
+
+
+TOP = textwrap.dedent(
+    """
+    import ctypes, sys, threading
+    from actviz.core import allocator
+    assert allocator.tune_allocator()
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    def job():  # a worker's job: 40 MiB from its own arena, freed before it ends
+        blocks = [libc.malloc(2**20) for _ in range(40)]
+        for b in blocks:
+            ctypes.memset(b, 1, 2**20)
+        for b in blocks:
+            libc.free(b)
+        if sys.argv[1] == "marked":
+            allocator.mark_arena()
+            allocator.mark_arena()  # once per thread until the next trim
+            assert len(allocator._marks) == 1
+    t = threading.Thread(target=job)
+    t.start()
+    t.join()
+    before = allocator.rss_anon_mib()
+    assert allocator.release_freed_memory()
+    print(round(before - allocator.rss_anon_mib()), len(allocator._marks))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_the_free_top_of_a_workers_arena_goes_back_once_it_marked_it():
+    def released(how: str) -> tuple[int, int]:
+        out = subprocess.run(
+            [sys.executable, "-c", TOP, how], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        mib, marks = out.stdout.split()
+        return int(mib), int(marks)
+
+    # malloc_trim leaves a thread arena's free top resident (the 1 GiB trim threshold)...
+    assert released("plain")[0] < 5
+    # ...a mark's free, with the threshold lowered for it, hands it back; the mark is gone.
+    mib, marks = released("marked")
+    assert mib >= 30 and marks == 0

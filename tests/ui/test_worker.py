@@ -717,3 +717,36 @@ def test_superseded_jobs_tell_their_on_slots_once(qtbot, worker):
         pass
     qtbot.waitUntil(lambda: not worker.is_busy(), timeout=10_000)
     assert seen == ["first superseded", "b"]
+
+
+def test_each_stages_thread_marks_its_malloc_arena_for_the_idle_trim(qtbot, worker, monkeypatch):
+    import ctypes
+
+    from actviz.core import allocator
+
+    # As in the window's tuned process (the marks are only made there); this process's
+    # allocator itself is left as it is: the marks are freed here, not by a trim.
+    monkeypatch.setattr(allocator, "_tuned", True)
+    monkeypatch.setattr(allocator, "_marks", {})
+    threads = []
+
+    def then(stop, progress):
+        threads.append(threading.get_ident())
+        return "done"
+
+    def first(stop, progress):
+        threads.append(threading.get_ident())
+        return Staged(then)
+
+    try:
+        assert wait_result(qtbot, worker, first) == "done"
+        qtbot.waitUntil(lambda: len(allocator._marks) == 2, timeout=5000)
+        # The capture's thread and the second stage's: one mark each, from their own arenas.
+        assert sorted(allocator._marks) == sorted(threads) and len(set(threads)) == 2
+        assert wait_result(qtbot, worker, first) == "done"
+        assert len(allocator._marks) == 2  # still the same two: once per thread until a trim
+    finally:
+        free = ctypes.CDLL(None).free
+        free.argtypes = [ctypes.c_void_p]
+        for block in allocator._marks.values():
+            free(block)

@@ -5,6 +5,8 @@ that causes it; the checks themselves are shown to catch what they look for."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -104,6 +106,10 @@ def test_a_recorded_step_replays_to_what_it_clicked_first(qapp, tmp_path):
     driver.weights = {n: (1.0 if n == "tile_click" else 0.0) for n in driver.actions}
     first = driver.run(3)
     assert [n for n, _ in first.steps] == ["tile_click"] * 3
+    # The lag probe's samples go once each action's block is read (they grew with the run, in
+    # the memory the run measures); the run's longest lag is kept.
+    assert driver.probe.lags == [] and driver.probe.cpu == []
+    assert first.max_block_ms >= max(ms for ms, _ in first.worst_blocks) > 0
     again = StressDriver(_tiny_setup(), folder=tmp_path / "b", sample_every=100).run(
         steps=first.steps
     )
@@ -176,6 +182,18 @@ def test_stress_bench_reports_every_figure():
     assert spike.rss_growth_per_1k_ls_mib > 400
     assert stress_bench.summarise([spike], summary) is None
     assert summary["stress_rss_growth_per_1k_ls_mib"] == spike.rss_growth_per_1k_ls_mib
+    # RssAnon over malloc's and Python's heaps in use, at each process's end; the worst one.
+    assert summary["stress_rss_anon_over_heap"] is None  # no breakdown: not made up
+    ends = [
+        Sample(0, {}, 900, 200, {"rss_anon": 500.0, "python_heap": 50.0}),
+        Sample(0, {}, 900, 300, {"rss_anon": 700.0, "python_heap": 100.0}),
+    ]
+    with_anon = [_stress_report("demo", [900], [200]), _stress_report("demo", [900], [200])]
+    with_anon = [dataclasses.replace(r, samples=(s,)) for r, s in zip(with_anon, ends, strict=True)]
+    assert ends[0].heap_counted_mib == 250 and ends[0].rss_anon_over_heap == pytest.approx(2.0)
+    stress_bench.summarise(with_anon, summary)
+    assert summary["stress_rss_anon_over_heap"] == pytest.approx(2.0)
+    assert Sample(0, {}, 900, 200, {"rss_anon": 500.0}).rss_anon_over_heap is None
     # A report survives its trip through JSON (how a case process hands it back).
     back = StressReport.from_json(reports[1].to_json())
     assert back == reports[1]
