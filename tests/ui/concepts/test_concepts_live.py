@@ -40,7 +40,7 @@ def test_live_frames_make_no_channel_mosaics_under_concept_tiles(
             remade.append(layer.name)
         return real_current(layer)
 
-    monkeypatch.setattr("actviz.ui.window.result_display.current_mosaics", current)
+    monkeypatch.setattr("actviz.ui.window.panel_grid.current_mosaics", current)
     win.reveal(LAYER)
     live = win.live.configure(max_fps=1000)
     # No settling full frame (it builds every mosaic): the frames alone.
