@@ -293,7 +293,7 @@ def prepare(
         Layers whose panels are on screen: only their mosaics are built, the others keep
         ``reuse``'s (same shape, page and normalisation). None builds every mosaic.
     reuse
-        :func:`reusable_mosaics` of the result shown now.
+        :func:`~actviz.display.repage.reusable_mosaics` of the result shown now.
     device
         Reduce on the records' device with one host copy; None: when they are not on the CPU.
     max_pixels

@@ -63,6 +63,8 @@ def layer_mosaics(
     symmetric: bool = False,
     order: ChannelOrder | None = None,
 ) -> tuple[Mosaic | None, Mosaic | None]:
+    """The activation and |gradient| mosaics of one page of a maps layer (``None`` for a layer
+    that is not maps, or without a gradient): both on the same page, tile size and order."""
     if view is None or view.kind != "maps":
         return None, None
     options = dict(

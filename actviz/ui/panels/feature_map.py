@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -17,8 +16,6 @@ from actviz.ui.panels.view_slot import Location, TileSelection, ViewSlot, data_s
 if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
     from actviz.display.layer_views import LayerView
     from actviz.display.mosaic import Mosaic
-
-logger = logging.getLogger(__name__)
 
 MIN_PANEL_HEIGHT = 220
 #: A panel of mosaics may be this low: its canvases ask for the height their width needs.

@@ -71,6 +71,7 @@ class PanelGrid:
                 self.update(panels[name], layer)
 
     def configure(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
+        """Set ``panel`` up for ``layer`` (its type, colour map, least height)."""
         panel.set_module_type(layer.module_type)
         panel.set_colormap(self.display.colormap)
         # Heatmaps need room to read; a mosaic's canvas asks for the height its width needs;
@@ -79,6 +80,7 @@ class PanelGrid:
             panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
 
     def update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
+        """Show ``layer`` in ``panel`` on the user's page and colour map."""
         # The page the user is on (a frame requested before a page turn, or a pinned result
         # made before it, holds the old page), its size and the colour map's symmetric range:
         # a new layer, the result is not changed. Mosaics kept from an earlier live frame (panel
@@ -130,6 +132,7 @@ class PanelGrid:
         return panel.isVisible() and not panel.visibleRegion().isEmpty()
 
     def schedule(self, *_args: object) -> None:
+        """Fill the waiting panels on screen in the next display pass (a scroll, a resize)."""
         pending = self.pending
         if not pending or self._scheduled:
             return
