@@ -60,11 +60,13 @@ class FrameRunner:
         return {name for name, panel in panels.items() if not panel.visibleRegion().isEmpty()}
 
     def pump(self) -> None:
+        """Submit the frame waiting in the coalescer when there is room for it (or come back
+        when its start is due)."""
         if self.live.closed:
             return
         if not self.coalescer.busy:
             self.live.play_held_ticks()
-        # Playing: the next frame is queued behind the one capturing (see the module docstring).
+        # Playing: the next frame is queued behind the one capturing (see actviz.ui.live.playback).
         ahead = CAPTURES_AHEAD * self.lanes.count(True) if self.live.player.playing else 1
         self.coalescer.limit = ahead
         if len(self.inflight) > ahead:
@@ -102,6 +104,7 @@ class FrameRunner:
         return s.input_problem(source="frames")
 
     def submit(self, spec: FrameSpec) -> None:
+        """Submit frame ``spec`` as a job, or say in the dock why it cannot run."""
         source = self.live.source
         if source is None:
             source = StillFrame.of_input(self.host.session.input)
