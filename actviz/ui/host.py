@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.workspace.session_state import Session
 
 __all__ = [
+    "HOST_SIGNALS",
     "Feature",
     "FeatureBase",
     "FeatureJob",
@@ -48,6 +49,25 @@ __all__ = [
     "show_line",
     "show_steps",
 ]
+
+
+#: The window's signals a feature may connect to (see :class:`WindowHost`): the host
+#: re-exposes them, and a plugin's slots connected to them are guarded.
+HOST_SIGNALS = (
+    "run_started",
+    "run_finished",
+    "run_failed",
+    "run_cancelled",
+    "model_loaded",
+    "model_load_failed",
+    "input_loaded",
+    "input_load_failed",
+    "pinned_shown",
+    "panel_created",
+    "panel_shown",
+    "tab_changed",
+    "closed",
+)
 
 
 @runtime_checkable

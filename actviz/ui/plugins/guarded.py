@@ -16,28 +16,14 @@ from typing import Any
 
 from PySide6.QtWidgets import QDockWidget, QToolBar, QWidget
 
+from actviz.ui.host import HOST_SIGNALS
 from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry
 from actviz.workspace.session_state import Event
 
 __all__ = ["GuardedFeature", "PluginHost", "fit_args"]
 
-#: The host's signals (see WindowHost): a slot connected to them is guarded.
-_SIGNALS = frozenset(
-    {
-        "run_started",
-        "run_finished",
-        "run_failed",
-        "run_cancelled",
-        "model_loaded",
-        "input_loaded",
-        "input_load_failed",
-        "pinned_shown",
-        "panel_created",
-        "panel_shown",
-        "tab_changed",
-        "closed",
-    }
-)
+#: The host's signals: a slot connected to them is guarded.
+_SIGNALS = frozenset(HOST_SIGNALS)
 
 
 def fit_args(fn: Callable[..., Any]) -> Callable[..., Any]:

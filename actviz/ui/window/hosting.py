@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
 
+from actviz.ui.host import HOST_SIGNALS
 from actviz.ui.window.docking import Docks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,23 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.workspace.session_state import Session
 
 __all__ = ["Host", "report_parts"]
-
-#: The window's signals a feature may connect to (see WindowHost), re-exposed by the host.
-SIGNALS = (
-    "run_started",
-    "run_finished",
-    "run_failed",
-    "run_cancelled",
-    "model_loaded",
-    "model_load_failed",
-    "input_loaded",
-    "input_load_failed",
-    "pinned_shown",
-    "panel_created",
-    "panel_shown",
-    "tab_changed",
-    "closed",
-)
 
 
 class Host:
@@ -62,7 +46,7 @@ class Host:
         self._w = window
         #: The features hosted, by name (the window's ``features``; plugins add theirs).
         self.features: dict[str, Feature] = {}
-        for name in SIGNALS:
+        for name in HOST_SIGNALS:
             setattr(self, name, getattr(window, name))
         self._docks = Docks(window)
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
