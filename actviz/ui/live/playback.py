@@ -1,47 +1,11 @@
-"""Live mode: play frame sequences and perturb the input, with the window's panels following.
+"""Live mode's controller: play frame sequences and perturb the input, the window's panels
+following each frame as they follow a run.
 
-:class:`~actviz.ui.live.feature.LiveMode` hosts a :class:`LiveController` and its dock
-(:class:`~actviz.ui.live.dock.LiveControls`) in the window, through its
-:class:`~actviz.ui.host.WindowHost`:
-
-* frames run on ``host.worker`` (one model, one worker: hooks are per-module state), as jobs
-  that load the frame, perturb it, capture and prepare (the fast variant of
-  :func:`~actviz.display.prepare.prepare`); the window's own ``finished`` slot puts each result on the panels, exactly as
-  for a normal run;
-* the layers, target, normalisation and Grad-CAM layer come from ``host.session`` at each
-  submit, so ticking a layer while playing takes effect on the next frame;
-* the session's input is left alone: a live frame is shown (input preview, panels, export of
-  the result) but does not replace the opened input.
-
-Pipelining: a frame's job returns :class:`~actviz.ui.worker.Staged` after its capture, so the
-next frame's capture starts while this one is prepared on the worker's second thread (the
-model is free then; preparing reads only the capture). On two cores that hides most of the
-preparation: one core would otherwise idle while the single-threaded preparation runs.
-
-While a sequence plays, the frame after the one capturing is already queued on the worker, so
-a capture ends and the next begins on the worker thread, without waiting for the GUI thread to
-hear of it (it may be painting the frame before). Paused (a slider dragged, a step), only one
-frame is captured at a time, so what is shown follows the latest request closely.
-
-Two lanes: while a sequence plays on a small CPU model, frames alternate between the model
-(the worker's lane 0) and a copy of it (:class:`~actviz.core.model_copy.ModelCopy`, lane 1),
-each capture on half the worker's threads. Measured on two cores against back-to-back bare
-captures on two threads (full bench runs): ResNet-18 at 64 px plays 0.79x as many frames per
-second (0.58x on one lane), at 112 px 0.68x (0.53x), ResNet-50 at 224 px 1.20x (0.77x).
-Small ops parallelise poorly, and painting a frame takes a core from one capture only,
-instead of stalling both threads of one capture at every parallel region; another busy
-process on the machine hurts one lane far more (several times slower) than two. The copy is
-made on lane 0 between two captures, shown in the dock's memory read-out, made again when the
-model's weights change in place or move, and dropped when the model is replaced, live mode
-goes back to the still input or closes; results still show in frame order (the worker
-reports in submission order). Paused, or on a GPU, a large or uncopyable model: one lane.
-
-Coalescing: at most one live frame is captured (two per lane while playing: one queued) and
-one prepared at a time, and one waits; a newer request replaces the waiting one (dropped). Starts
-are spaced by ``1 / max_fps`` so the panels repaint at most ~60 times a second (a display's
-refresh); the dock's read-outs (rate, memory) change at most a few times a second while
-playing. A run the window starts itself (Run, a tick change) while live mode is engaged
-is superseded by the live frame, so Run means "refresh the live frame".
+Frames run as pipelined jobs on the window's worker (:mod:`~actviz.ui.live.frame_runner`),
+alternating between the model and a copy while a small model plays
+(:mod:`~actviz.ui.live.lanes`); the layers, target and views come from the session at each
+submit. A live frame is shown but never replaces the opened input. docs/architecture.md
+("Live mode") explains the pipeline, the lanes and the coalescing.
 """
 
 from __future__ import annotations
@@ -50,7 +14,7 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -78,9 +42,6 @@ from actviz.workspace.budget import (
     rss_bytes,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 60.0
@@ -100,7 +61,7 @@ __all__ = [
 
 
 class LiveController(QObject):
-    """Drives live frames through a window's worker; see the module docstring.
+    """Drives live frames through a window's worker (the module docstring).
 
     Parameters
     ----------
@@ -110,7 +71,7 @@ class LiveController(QObject):
         Upper bound of frames started per second (and so of repaints).
     capture_threads
         torch threads while capturing. None: two lanes at half the worker's count each while a
-        sequence plays (module docstring), else the worker's count. A number: one lane of it.
+        sequence plays, else the worker's count. A number: one lane of it.
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
 
@@ -156,7 +117,6 @@ class LiveController(QObject):
         self.host = host
         self.worker = host.worker
         self.capture_threads = capture_threads
-        # The thread count being tried (or chosen) for the frames playing, and what it is for.
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
         self.host.session.memory_budget = self.memory_budget
         self.source: FrameSource | None = None
@@ -426,10 +386,7 @@ class LiveController(QObject):
         self.coalescer.offer(FrameSpec(int(index), self.perturbation, full=full))
         self.runner.pump()
 
-    # ------------------------------------------------------------------ lanes
-
     # ------------------------------------------------------------------ worker events
-
     def frame_shown(self, spec: FrameSpec, timing: FrameTiming, now: float) -> None:
         """Frame ``spec`` reached the panels (the window's own slot showed its result): the
         read-outs, the input preview and the dock follow."""
