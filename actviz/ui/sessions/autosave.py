@@ -44,17 +44,8 @@ def autosave_path(store: QSettings) -> Path:
 
 
 class Autosave(QObject):
-    """Keeps the window's session in :attr:`path` while :attr:`on`.
-
-    Parameters
-    ----------
-    host
-        The window (its session and what it shows).
-    store
-        The settings store: the file sits beside it.
-    paused
-        True while nothing may be written (a session is being opened).
-    """
+    """Keeps the window's session in :attr:`path` (beside the settings ``store``) while
+    :attr:`on`; ``paused()`` is True while nothing may be written."""
 
     def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
         super().__init__(host.dialog_parent())
