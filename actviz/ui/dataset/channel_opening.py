@@ -39,8 +39,7 @@ class ChannelOpening:
             return True
         result = self.session.result
         if result is not None and layer in result.layers:
-            # Shown, but not as maps (a classifier's scores, a token sequence): running
-            # again would open nothing either (it re-ran and nothing happened).
+            # Shown, but not as maps: running again would open nothing either.
             self.pending = None
             self._say_no_maps(layer, channel)
             return False

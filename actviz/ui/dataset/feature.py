@@ -1,11 +1,8 @@
 """The window's dataset part: Data > Scan a dataset…, the Dataset dock, the channel's top-k.
 
-Built by the window like its other parts (:class:`DatasetScanUI`); the scans run on
-:class:`~actviz.ui.dataset.scans.DatasetScans`' workers, so the window stays usable. When the
-channel view shows a channel of a scanned layer, its top-k images appear under it (made off
-the GUI thread); clicking one opens that image as the window's input. Clicking a row of the
-Dataset dock's table opens the channel (ticking and running its layer first when the result
-shown does not hold it).
+Scans run on :class:`~actviz.ui.dataset.scans.DatasetScans`' workers. A channel of a scanned
+layer shows its top-k images under the channel view (a click opens one as the input); a row of
+the dock's table opens its channel (ticking and running its layer first when needed).
 """
 
 from __future__ import annotations
@@ -37,14 +34,7 @@ LAYERS_KEY = "dataset/layers"
 
 
 class DatasetScanUI(FeatureBase, QObject):
-    """Scan dialog, Dataset dock and top-k grid of one window.
-
-    Parameters
-    ----------
-    host
-        The window's host: its session, the channel view, ``open_channel``, ``open_input_source``,
-        ``run``, a dock and the Data menu.
-    """
+    """Scan dialog, Dataset dock and top-k grid of one window."""
 
     name = "dataset"
 
@@ -155,17 +145,14 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dialog = dialog
         dialog.open()
         if self.scans.num_workers != 0:
-            # The scan's loader processes come from a server that imports torch first: start
-            # it while the user picks a folder (a background thread; see actviz.data.fork_server).
+            # Start the loaders' fork server while the user picks a folder.
             from actviz.data.fork_server import prestart
 
             prestart()
         return dialog
 
     def _refuse_text_model(self) -> bool:
-        """Say so and return True when the session's model cannot take the scan's images
-        (it reads text: a scan failed in its embedding layer with torch's "Expected tensor
-        for argument #1 'indices'..."): the session's one input gate decides."""
+        """Say so and return True when the session's model cannot take the scan's images."""
         problem = self.session.input_problem(source="images") if self.session.model else ""
         if not problem:
             return False
@@ -199,9 +186,8 @@ class DatasetScanUI(FeatureBase, QObject):
         return True
 
     def open_channel(self, layer: str, channel: int) -> bool:
-        """Open ``channel`` of ``layer`` in the channel view; a layer not in the result is ticked
-        and run first. True when it opened now.
-        """
+        """Open ``channel`` of ``layer`` (ticked and run first when not in the result); True
+        when it opened now."""
         return self.opening.open(layer, channel)
 
     def shutdown(self) -> None:
@@ -222,8 +208,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
         self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
         self.host.refresh_busy()
-        # Widened when it opens, never while shown: the width is then the user's (or shared
-        # with the live dock), and resizing the central area re-lays every panel out.
+        # Widened when it opens, never while shown: the width is then the user's.
         if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
             self.host.resize_dock(self.dock, PREFERRED_WIDTH)
 
@@ -235,8 +220,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_message(
                 "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
             )
-        # A scan asked for shows its end even if the dock was closed meanwhile; a saved scan
-        # found when a model opens waits in the dock a user closed.
+        # A scan asked for shows its end even in a closed dock; a saved one found waits there.
         if self._asked_scan and not self.dock.isVisible():
             self.dock.show()
         self._asked_scan = False
@@ -291,8 +275,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_message(f"No channel figures for {layer}: {exc}", error=True)
 
     def _on_model_changed(self) -> None:
-        # A scan of the model before stops with it (its copy's results would not be this
-        # model's); said, or the dock just went blank mid-scan.
+        # A scan of the model before stops with it, and says so.
         stopped = self.scans.spec if self.scans.is_scanning() else None
         self.scans.forget()
         self.dock.clear()
@@ -313,8 +296,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def show_saved(self) -> Job | None:
         """Show the last folder's saved scan for the session's model without running anything;
-        returns the job (None: no last folder, or its layers are not in this model).
-        """
+        returns the job (None: nothing to show)."""
         folder = self._last_folder
         text = str(self._store.value(LAYERS_KEY, "") or "")
         layers = tuple(n for n in text.split(",") if n)
@@ -339,8 +321,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def report_part(self) -> dict[str, Any]:
         """The scan shown, for File > Export report: each layer's contact sheet of top-k
-        images, made when the report is written (on the capture worker: it reads images and
-        measures the receptive field on the model)."""
+        images, made when the report is written."""
         scan, model = self.scan, self.session.loaded_model or self.session.model
         if scan is None or model is None:
             return {}
