@@ -1,11 +1,6 @@
-"""The plugins in the window: one feature, built with the host like the others.
-
-:class:`PluginsFeature` wires a :class:`~actviz.workspace.plugin_registry.PluginRegistry`'s
-contributions in: layer views as tile-menu docks
-(:class:`~actviz.ui.plugins.view_docks.PluginViewDock`, exported too), input and model openers
-asked first by the window's loaders, window features built with a
-:class:`~actviz.ui.plugins.guarded.PluginHost`. A plugin that fails is reported once (banner,
-Help > Plugins) and everything it added is withdrawn.
+"""The plugins in the window: one feature wiring a registry's contributions in (layer views
+as tile-menu docks, input and model openers, window features on a guarded host). A plugin that
+fails is reported once and everything it added is withdrawn.
 """
 
 from __future__ import annotations
@@ -35,9 +30,8 @@ __all__ = ["DISABLED_KEY", "PluginsFeature"]
 DISABLED_KEY = "plugins/disabled"
 
 
-# The windows whose plugins may raise from a slot of their own widgets, read through weak
-# references by the hooks: a hook that held a window (a bound method) would keep a closed
-# window alive whenever another hook had been put over it.
+# The windows whose plugins may raise from a slot of their own widgets (weak: a hook must not
+# keep a closed window alive).
 _claimants: weakref.WeakSet[PluginsFeature] = weakref.WeakSet()
 _our_hook: Any = None
 
@@ -93,17 +87,8 @@ def disabled_plugins(settings: Any) -> set[str]:
 
 
 class PluginsFeature(QObject, FeatureBase):
-    """The plugins of one window (see the module docs).
-
-    Attributes
-    ----------
-    registry
-        The plugins found and their status.
-    docks
-        The layer views open, by ``(layer, "plugin/view")``.
-    reports
-        ``(plugin, where)`` of each failure reported (once per plugin).
-    """
+    """The plugins of one window: their ``registry``, the layer view ``docks`` open by
+    ``(layer, "plugin/view")`` and the failures ``reports``\\ ed."""
 
     name = "plugins"
 
@@ -135,9 +120,8 @@ class PluginsFeature(QObject, FeatureBase):
             names = " ".join(f"*{s}" for s in suffixes)
             host.offer_input_filters([f"Plugin inputs ({names})"])
         self._construct_features()
-        # A slot of a plugin's own widget (a button it connected itself, a paintEvent it
-        # overrides) is called by Qt, not through the host: what it raises reaches
-        # sys.excepthook, where it is recognised by its frames and the plugin disabled.
+        # A slot of a plugin's own widget is called by Qt, not through the host: what it
+        # raises reaches sys.excepthook, where its frames name the plugin.
         self._closed = False
         if any(r.plugin is not None for r in registry.records):
             _claim_exceptions(self)

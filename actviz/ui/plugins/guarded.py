@@ -1,11 +1,8 @@
 """What a plugin's window feature is given: the window's host, with every call back guarded.
 
-:class:`PluginHost` is the window (a :class:`~actviz.ui.host.WindowHost`, nothing more and
-nothing less) seen through a proxy that wraps what the plugin hands back to it: slots
-connected to the host's signals and to the session's events, tile-menu fillers and deferred
-display steps. An exception in one of them is caught, reported once and the plugin disabled
-(:meth:`~actviz.workspace.plugin_registry.PluginRegistry.guard`); the proxy also remembers the tabs,
-docks, actions, toolbars and status widgets the plugin added, so they go when it is disabled.
+:class:`PluginHost` wraps what the plugin hands back (slots, tile-menu fillers, display steps):
+an exception in one is reported once and the plugin disabled. It remembers what the plugin
+added (tabs, docks, actions, toolbars, status widgets) so they go when it is disabled.
 """
 
 from __future__ import annotations
