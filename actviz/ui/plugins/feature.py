@@ -88,7 +88,7 @@ def disabled_plugins(settings: Any) -> set[str]:
 
 class PluginsFeature(QObject, FeatureBase):
     """The plugins of one window: their ``registry``, the layer view ``docks`` open by
-    ``(layer, "plugin/view")`` and the failures ``reports``\\ ed."""
+    ``(layer, "plugin/view")`` and the failure ``reports``."""
 
     name = "plugins"
 
