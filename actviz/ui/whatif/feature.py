@@ -1,11 +1,7 @@
 """What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
 
-:class:`WhatIfController` attaches through the :class:`~actviz.ui.host.WindowHost`. Edits live in
-``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`) and ride on every run
-request, which also brings back the unedited capture as ``result.baseline``
-(:mod:`actviz.workspace.edit_runs`); a change re-runs through ``schedule_run``. Panels get the
-tile menu, badge and difference view; the prediction panel a before/after table
-(:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`).
+Edits live in ``session.edits`` and ride on every run request, which brings back the unedited
+capture as ``result.baseline``; a change re-runs through ``schedule_run``.
 """
 
 from __future__ import annotations
@@ -54,13 +50,7 @@ def channels_text(channels: Sequence[int]) -> str:
 
 
 class WhatIfController(FeatureBase, QObject):
-    """Edits made from the window's tiles, listed in the Edits dock, shown before/after.
-
-    Parameters
-    ----------
-    host
-        The window's host (its session, panels, prediction panel and run path are used).
-    """
+    """Edits made from the window's tiles, listed in the Edits dock, shown before/after."""
 
     name = "whatif"
 
@@ -272,9 +262,7 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.set_summary(_summary(change))
 
     def prediction_change(self, result: RunResult) -> PredictionChange:
-        """The predictions of ``result`` (edited, run A) against its unedited twin (run B):
-        rows, the target's row, or why there are none
-        (:func:`actviz.display.difference.prediction_change`)."""
+        """The predictions of ``result`` (edited) against its unedited twin."""
         from actviz.display.difference import prediction_change
 
         before, after = result.baseline, result.capture
