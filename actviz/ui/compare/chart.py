@@ -170,8 +170,7 @@ class SimilarityChart(PlotPanel):
         self.set_summary(self._summary_text())
 
     def _fit_divergence_text(self, *_args: object) -> None:
-        """Name the first divergence beside its line, on the side with room: the whole text,
-        else the name cut in the middle, else nothing."""
+        """Name the first divergence beside its line, cut to the room there is."""
         item = self.divergence_text
         d = self.divergence
         vb = self.plot.vb
@@ -203,8 +202,7 @@ class SimilarityChart(PlotPanel):
         item.setVisible(True)
 
     def _fit_text_band(self, text_px: float) -> float:
-        """Make the band above the highest point at least ``text_px`` tall on screen (the
-        name is not written over the cosine line); returns the plot's height in pixels."""
+        """Keep ``text_px`` free above the highest point; returns the plot's height in pixels."""
         span_px = max(self.plot.vb.sceneBoundingRect().height(), 1.0)
         low, high = self._y_low, self._y_high
         top = self._y_top

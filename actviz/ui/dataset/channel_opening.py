@@ -84,8 +84,7 @@ class ChannelOpening:
             self._say_no_maps(*pending)
 
     def _say_no_maps(self, layer: str, channel: int) -> None:
-        """Say in the dock that ``layer``'s channel cannot open large, with its top images
-        (the channel view shows maps only; the dataset's answer is still worth reading)."""
+        """Say in the dock that ``layer``'s channel cannot open large (maps only)."""
         result = self.session.result
         prepared = result.layers.get(layer) if result is not None else None
         shape = getattr(prepared, "shape", None)

@@ -344,7 +344,6 @@ class EffectsFeature(FeatureBase, QObject):
             self.marks.sort(eff, result)
 
     def _fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
-        """The tile menu's entries of this feature (see ``host.add_tile_menu_entries``)."""
         if not channels:
             return
         what = channels_text(channels)
@@ -437,8 +436,7 @@ class EffectsFeature(FeatureBase, QObject):
 
 
 def _what_to_estimate(session: Any, result: RunResult | None) -> tuple[Any, ...]:
-    """What the estimates of ``result`` need: the model, the capture, the layers, the target
-    and the dictionaries of the layers shown as concepts; ValueError says why not."""
+    """What the estimates of ``result`` need; ValueError says why they cannot be made."""
     if result is None:
         raise ValueError(RUN_FIRST)
     cap = result.capture

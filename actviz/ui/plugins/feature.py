@@ -37,8 +37,7 @@ _our_hook: Any = None
 
 
 def _hook_over(before: Any) -> Any:
-    """A ``sys.excepthook`` that lets the live windows claim an exception, else calls
-    ``before``. One per install, so a chain that passes through an old one never loops."""
+    """A ``sys.excepthook`` that lets the live windows claim an exception, else calls ``before``."""
 
     def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         if isinstance(exc, Exception):
@@ -235,15 +234,6 @@ class PluginsFeature(QObject, FeatureBase):
         dock.raise_()
         self._update_dock(dock)
         return dock
-
-    def close_view(self, layer: str, name: str) -> bool:
-        """Close a layer view opened with :meth:`open_view`."""
-        found = self._find_view(name)
-        dock = self.docks.pop((layer, view_key(*found)), None) if found else None
-        if dock is None:
-            return False
-        self._drop_dock(dock)
-        return True
 
     def settings_for(self, layer: str) -> ViewSettings:
         """The view settings of ``layer`` now (the session's and its panel's page)."""

@@ -93,8 +93,7 @@ class Autosave(QObject):
             self._timer.start()
 
     def _write_later(self) -> None:
-        """Write on a thread of its own (not the feature's worker: it would show the window
-        busy); a write still under way is let finish and this one comes after."""
+        """Write on a thread of its own (the worker would show the window busy), in order."""
         if self._closed or self.session.model is None or self._paused():
             return
         if self._thread is not None and self._thread.is_alive():

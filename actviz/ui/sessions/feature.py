@@ -165,8 +165,7 @@ class SessionsFeature(FeatureBase, QObject):
         then: Callable[[Any], None],
         failed: Callable[[_Opening, BaseException], None] | None = None,
     ) -> None:
-        """Run one step of ``opening`` on the worker; ``then(value)`` on the GUI thread while
-        it is still the session being opened (else ``failed``, or the banner says why)."""
+        """Run one step of ``opening`` on the worker, ``then(value)`` while still current."""
         handle = self.worker.submit(job, supersede=False)
         self._jobs[handle] = opening
 

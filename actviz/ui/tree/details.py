@@ -23,8 +23,7 @@ MIN_COLUMN_PX = 36
 
 
 def _shrink_to(wanted: list[int], room: int, floor: int) -> list[int]:
-    """Widths for columns that want ``wanted`` pixels in ``room``: as wanted when they fit,
-    else the widest shortened first (each no narrower than ``floor``)."""
+    """Widths of columns wanting ``wanted`` pixels in ``room``, the widest shortened first."""
     widths = list(wanted)
     excess = sum(widths) - room
     while excess > 0:

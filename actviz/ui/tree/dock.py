@@ -180,8 +180,7 @@ class ModelDock(QDockWidget):
         self._wanted = None
 
     def _wanted_widths(self) -> dict[int, int]:
-        """Columns 1-3: the widest text of the rows shown (or the header's), plus the item's
-        margins; one data() call per cell, kept until the rows shown change."""
+        """Columns 1-3: the widest text of the rows shown (or the header's) plus margins."""
         if self._wanted is None:
             view, header = self.tree_view, self.tree_view.header()
             metrics = view.fontMetrics()

@@ -159,8 +159,7 @@ class EditsDock(QDockWidget):
 
 
 def _set_note(label: QLabel, text: str) -> None:
-    """A label shown only when it says something; untouched when it already says ``text``
-    (every live frame sets the summary)."""
+    """A label shown only when it says something (untouched when unchanged)."""
     if label.text() != text:
         label.setText(text)
     if label.isHidden() == bool(text):

@@ -361,8 +361,7 @@ def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
 
 
 def _summary(change: PredictionChange) -> str:
-    """``Target class 2 (star): 83.1 % → 12.0 % (-71.1 pp)`` for the dock: before → after
-    (B → A); ``Target class 2: ...`` for a class without a name."""
+    """``Target class 2 (star): 83.1 % → 12.0 % (-71.1 pp)``: before → after, for the dock."""
     row = change.target if change.target is not None else next(iter(change.rows), None)
     if row is None:
         return ""

@@ -72,8 +72,6 @@ def build_actions(window: QMainWindow, *, auto_run: bool = True) -> WindowAction
 
 
 def _actions(window: QMainWindow) -> dict[str, QAction]:
-    """The ``QAction``\\ s (open, run, cancel, export, quit, pins, gradients), by field name."""
-
     def action(text: str, shortcut: Any = None, tip: str = "") -> QAction:
         act = QAction(text, window)
         if shortcut is not None:

@@ -496,8 +496,7 @@ def _is_name(item: QListWidgetItem) -> bool:
 def _show_names(
     widget: QListWidget, names: Sequence[str], text: str, *, loading: bool, select: bool
 ) -> None:
-    """List the ``names`` containing ``text``, best match first, then a loading row while
-    ``loading``; select the first (``select``) or keep the selection when still listed."""
+    """List the ``names`` containing ``text``, best first (then a row while ``loading``)."""
     from actviz.io.models.timm_models import rank_matches
 
     current = widget.currentItem()

@@ -83,8 +83,7 @@ class Docks:
             self.resize_dock(dock, width)
 
     def _fit_dock(self, dock: QDockWidget) -> None:
-        """A dock that makes the window taller than the user made it is tabbed with the
-        tallest dock of its area instead, in front, and the window gets its height back."""
+        """A dock that makes the window taller than the user made it is tabbed instead."""
         main = self._w
         self.fit_dock_width(dock)
         chosen = self._w.chosen_height

@@ -229,8 +229,7 @@ class ExportActions:
         return True
 
     def _run_source(self, result: Any) -> Any:
-        """How the model and input were opened, for ``reproduce.py`` (None for a model given
-        in memory; a live frame's input is saved, not named)."""
+        """How the model and input were opened, for ``reproduce.py`` (None: in memory)."""
         s = self.session
         if s.loaded_model is None:
             return None
