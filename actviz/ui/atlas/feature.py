@@ -112,7 +112,6 @@ class AtlasFeature(FeatureBase, QObject):
         self._result_pending = False
         self._on_scan_changed()
 
-    # -- building the map ------------------------------------------------------------------
     @property
     def layer(self) -> str:
         return self.view.layer_combo.currentText()
@@ -230,7 +229,6 @@ class AtlasFeature(FeatureBase, QObject):
         if self.atlas is not None:
             self.view.set_colours(self._colouring())
 
-    # -- the input on the map --------------------------------------------------------------
     def _on_tab_changed(self, widget: Any) -> None:
         if widget is self.view and self._result_pending:
             self._on_result()
@@ -285,7 +283,6 @@ class AtlasFeature(FeatureBase, QObject):
             title += f" · {FAR_OFF_MAP}"
         self.view.nearest_title.setText(title)
 
-    # -- pointing at the map ---------------------------------------------------------------
     def source(self, row: int) -> str:
         return str(self.atlas.embeddings.sources[row])
 
@@ -317,7 +314,6 @@ class AtlasFeature(FeatureBase, QObject):
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):
             self.host.open_input_source(self.source(row), remember=False)
 
-    # -- selection -------------------------------------------------------------------------
     def _on_rect(self, rect: QRectF) -> None:
         self.select_rows(self.view.rows_in(rect))
 
@@ -360,7 +356,6 @@ class AtlasFeature(FeatureBase, QObject):
         if self.atlas is not None:
             self.host.open_channel(self.atlas.layer, int(item.data(0x0100)))
 
-    # -- thumbnails ------------------------------------------------------------------------
     def _thumb(self, path: str) -> QPixmap | None:
         if path in self._thumbs:
             return self._thumbs[path]
@@ -382,7 +377,6 @@ class AtlasFeature(FeatureBase, QObject):
         self._thumbs[path] = pixmap
         return pixmap
 
-    # -- sessions and reports -------------------------------------------------------------
     def session_part(self) -> dict[str, Any]:
         """What a session file keeps of the map (:func:`~actviz.ui.atlas.saved_map.saved_map`)."""
         atlas = self.atlas
@@ -437,7 +431,6 @@ class AtlasFeature(FeatureBase, QObject):
 
         return {"figures": figures}
 
-    # -- the window's calls ----------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the map's worker (waited for) and let the session go."""
         self.session.scan_changed.disconnect(self._on_scan_changed)

@@ -259,7 +259,6 @@ class AtlasView(QWidget):
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
         self._hovered = -1
 
-    # -- fitting -----------------------------------------------------------------------------
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
         self._fit(event.size().width())
@@ -278,7 +277,6 @@ class AtlasView(QWidget):
         """Whether the strips are under the map (a tab under :data:`NARROW_TAB_PX` wide)."""
         return self.split.orientation() == Qt.Orientation.Vertical
 
-    # -- state -----------------------------------------------------------------------------
     def show_empty(self, text: str = EMPTY_TEXT) -> None:
         """The message instead of a map."""
         self.empty_label.setText(text)
@@ -373,7 +371,6 @@ class AtlasView(QWidget):
         else:
             item.setData([], [])
 
-    # -- pointer ---------------------------------------------------------------------------
     def row_at(self, view: QPointF) -> int:
         """The dot nearest ``view`` (view coordinates) within :data:`HOVER_PX`, else -1."""
         if not len(self.coords):

@@ -100,7 +100,6 @@ class SimilarityChart(PlotPanel):
         hint = super().minimumSizeHint()
         return QtCore.QSize(max(hint.width(), MIN_CHART_PX), hint.height())
 
-    # ------------------------------------------------------------------ data
     def set_comparison(self, comparison: Any) -> None:
         """Show ``comparison`` (:class:`actviz.core.compare.Comparison`): one point per
         layer and call, in its (depth) order."""
@@ -219,7 +218,6 @@ class SimilarityChart(PlotPanel):
         self.set_values([], [], [], [])
         self.set_summary("no comparison yet")
 
-    # ------------------------------------------------------------------ read-outs
     def _label(self, index: int) -> str:
         name = self.names[index] or "(model)"
         calls = self.calls
@@ -268,7 +266,6 @@ class SimilarityChart(PlotPanel):
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(float(index), float(self.cosine[index])))
         return self.plot_widget.mapFromScene(scene)
 
-    # ------------------------------------------------------------------ events
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
         if (
             watched is self.plot_widget.viewport()

@@ -203,7 +203,6 @@ class CompareView(QtWidgets.QWidget):
         # The least height: the page scrolls only when the tab is smaller than the minimum.
         return self.minimumSizeHint().height()
 
-    # ------------------------------------------------------------------ setters
     @property
     def source(self) -> str:
         """The kind of run B chosen."""

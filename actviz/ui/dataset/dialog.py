@@ -120,7 +120,6 @@ class ScanDialog(QDialog):
             )
             self.layer_list.addItem(item)
 
-    # -- reading --------------------------------------------------------------------------
     def checked_layers(self) -> list[str]:
         """The checked layers, in list order (the window's ticked ones first)."""
         items = (self.layer_list.item(i) for i in range(self.layer_list.count()))
@@ -147,7 +146,6 @@ class ScanDialog(QDialog):
         batch = self.batch_spin.value() or None
         return ScanSpec(str(Path(folder).expanduser()), tuple(layers), self.k_spin.value(), batch)
 
-    # -- slots ----------------------------------------------------------------------------
     def _on_browse_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Folder of images", self.folder_edit.text())
         if folder:

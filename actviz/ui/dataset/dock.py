@@ -144,7 +144,6 @@ class DatasetDock(QDockWidget):
         self.setWidget(body)
         self._quiet = False
 
-    # -- setters -------------------------------------------------------------------------------
     def set_summary(self, text: str, tooltip: str = "") -> None:
         self.summary_label.setText(text)
         self.summary_label.setToolTip(tooltip or text)

@@ -93,7 +93,6 @@ class DatasetScanUI(FeatureBase, QObject):
         self.opening = ChannelOpening(host, self.scans, self.dock)
         self.session.model_changed.connect(self._on_model_changed)
 
-    # -- public --------------------------------------------------------------------------------
     @property
     def scan(self) -> Any:
         """The scan the dock and the grid show (None before one finished)."""
@@ -197,7 +196,6 @@ class DatasetScanUI(FeatureBase, QObject):
         if self.dialog is not None:
             self.dialog.close()
 
-    # -- scan events ---------------------------------------------------------------------------
     def _on_scan_started(self, spec: ScanSpec) -> None:
         self._asked_scan = True
         self.host.clear_messages(BANNER_SOURCE)
@@ -347,7 +345,6 @@ class DatasetScanUI(FeatureBase, QObject):
             return None
         return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
 
-    # -- channel view and grid -----------------------------------------------------------------
     def _on_channel_changed(self, layer: str, channel: int) -> None:
         if channel < 0 or not self.scans.covers(layer):
             self._grid_key = None

@@ -105,7 +105,6 @@ class EffectsFeature(FeatureBase, QObject):
         host.add_tile_menu_entries(self._fill_tile_menu)
         v.set_message(RUN_FIRST)
 
-    # ========================================================================== Feature
     def cancel(self) -> bool:
         """Esc / Cancel: stop the verification (the estimates stay)."""
         return self.job.cancel()
@@ -170,7 +169,6 @@ class EffectsFeature(FeatureBase, QObject):
         self.effects = None
         self.job.context = None
 
-    # ========================================================================== public API
     def show_panel(self) -> None:
         """Open the dock (its estimates are made for the result shown)."""
         self.dock.show()
@@ -288,7 +286,6 @@ class EffectsFeature(FeatureBase, QObject):
                 shown.add(c)
         return rows
 
-    # ========================================================================== estimates
     def show_effects(self) -> None:
         """Show the effects held: each layer's bars and the lines under them."""
         eff = self.effects
@@ -365,7 +362,6 @@ class EffectsFeature(FeatureBase, QObject):
         )
         sort.toggled.connect(self._on_sort_action_toggled)
 
-    # ========================================================================== edits
     def _edit(self, layer: str, k: int | None, verb: str) -> bool:
         eff = self.effects
         if eff is None or layer not in eff.results:
@@ -383,7 +379,6 @@ class EffectsFeature(FeatureBase, QObject):
         self.host.run()
         return True
 
-    # ========================================================================== events
     def _on_estimate_finished(self, eff: Effects) -> None:
         self._estimate = None
         self.effects = eff

@@ -143,7 +143,6 @@ class PluginsFeature(QObject, FeatureBase):
         self.host.session.model_changed.disconnect(self._on_first_model)
         self._show_at_start()
 
-    # ------------------------------------------------------------------ openers
     def _wrap_loaders(self) -> None:
         host: Any = self.host
         registry = self.registry
@@ -164,7 +163,6 @@ class PluginsFeature(QObject, FeatureBase):
 
             host.model_loader = load_model
 
-    # ------------------------------------------------------------------ window features
     def _construct_features(self) -> None:
         host: Any = self.host
         for record, contribution in self.registry.window_features():
@@ -179,7 +177,6 @@ class PluginsFeature(QObject, FeatureBase):
             key = f"plugin:{record.name}:{contribution.name}"
             host.features[key] = GuardedFeature(feature, key, self.registry, record)
 
-    # ------------------------------------------------------------------ layer views
     def views_for(self, layer: str) -> list[tuple[str, str]]:
         """``("plugin/view", title)`` of the layer views offered for ``layer`` in the result
         shown (those whose ``accepts`` takes it)."""
@@ -270,7 +267,6 @@ class PluginsFeature(QObject, FeatureBase):
         """``(layer, view name)`` of the active views open (what File > Export writes)."""
         return [(d.layer, d.view.name) for d in self.docks.values() if d.record.active]
 
-    # ------------------------------------------------------------------ sessions
     def session_part(self) -> dict[str, Any]:
         """The layer views open, ``[[layer, "plugin/view"], ...]``: a session opens them
         again."""
@@ -307,7 +303,6 @@ class PluginsFeature(QObject, FeatureBase):
         views = self.open_views()
         return self.registry.export_writers(views=views) if views else []
 
-    # ------------------------------------------------------------------ failures, settings
     def _on_plugin_failed(self, record: PluginRecord) -> None:
         self._report(record)
         self._withdraw(record)

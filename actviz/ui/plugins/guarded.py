@@ -120,14 +120,12 @@ class PluginHost:
             return self._signals[name]
         return getattr(self._window, name)
 
-    # ------------------------------------------------------------------ callbacks, guarded
     def add_tile_menu_entries(self, fill: Callable[..., None]) -> None:
         self._window.add_tile_menu_entries(self._wrap(fill))
 
     def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
         self._window.defer_display(self._wrap(step), stale_ok=stale_ok)
 
-    # ------------------------------------------------------------------ what it adds, kept
     def add_tab(self, widget: QWidget, title: str) -> None:
         self._window.add_tab(widget, title)
         self.added.append(("tab", widget))

@@ -97,7 +97,6 @@ class SessionsFeature(FeatureBase, QObject):
         self._build_menu()
         host.offer_session_store(self)
 
-    # ========================================================================== menus
     def _action(self, text: str, slot: Callable[[], Any], shortcut: Any = None) -> QAction:
         act = QAction(text, self.host.dialog_parent())
         if shortcut is not None:
@@ -139,7 +138,6 @@ class SessionsFeature(FeatureBase, QObject):
             menu.addAction(entry, lambda p=entry: self.open_session(p))
         menu.setEnabled(not menu.isEmpty())
 
-    # ========================================================================== state
     def session_state(self) -> SessionState:
         """What the window shows, as a :class:`SessionState` (``actviz.session.save``)."""
         return gather_state(self.host)
@@ -204,7 +202,6 @@ class SessionsFeature(FeatureBase, QObject):
         if wait_until is not None:
             wait_until(done)
 
-    # ========================================================================== saving
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
         """Save the session (Ctrl+S) to ``path``, else the file last used, else ask; True when
         saving started (``wait``: when the file was written)."""
@@ -219,7 +216,6 @@ class SessionsFeature(FeatureBase, QObject):
         self.path = path
         self._remember(path)
 
-    # ========================================================================== opening
     def open_session_dialog(self) -> bool:
         """File > Open session…: pick a session file and open it."""
         start = self.recent_sessions()[:1]
@@ -408,7 +404,6 @@ class SessionsFeature(FeatureBase, QObject):
         """Write the result shown as one HTML report (:meth:`ReportExport.export`)."""
         return self.reports.export(path, wait=wait)
 
-    # ========================================================================== autosave
     @property
     def autosave(self) -> bool:
         """Whether the session is kept in :meth:`autosave_file` (the app turns it on)."""

@@ -86,7 +86,6 @@ class TokenViews(FeatureBase):
         for event, slot in self._session_slots():
             event.disconnect(slot)
 
-    # -- text ----------------------------------------------------------------------------
     def has_tokenizer(self) -> bool:
         return getattr(self.session.loaded_model, "tokenizer", None) is not None
 
@@ -102,7 +101,6 @@ class TokenViews(FeatureBase):
             return False
         return self.host.open_input_source(TEXT_PREFIX + text, remember=False)
 
-    # -- session events ------------------------------------------------------------------
     def _on_session_model_changed(self) -> None:
         text = self.has_tokenizer()
         self.text_bar.setVisible(text)

@@ -118,7 +118,6 @@ class ModelDock(QDockWidget):
         # The viewport narrows when the vertical scroll bar comes: the columns follow.
         self.tree_view.viewport().installEventFilter(self)
 
-    # -- called by the window ------------------------------------------------------------------
     def show_model(self) -> None:
         """After a new model: expand the tree, fit the Name column, show the model's details."""
         tree = self.session.tree
@@ -247,7 +246,6 @@ class ModelDock(QDockWidget):
                 self.fit_columns()
         return super().eventFilter(watched, event)
 
-    # -- slots ---------------------------------------------------------------------------------
     def _on_filter_changed(self, text: str) -> None:
         self.tree_proxy.set_text(text)
         if text:

@@ -55,7 +55,6 @@ class ModuleTreeModel(QAbstractItemModel):
         self._session.model_changed.disconnect(self._on_session_model_changed)
         self._session.ticks_changed.disconnect(self._on_session_ticks_changed)
 
-    # -- structure -----------------------------------------------------------------------------
     @property
     def tree(self) -> ModuleTree | None:
         return self._tree
@@ -123,7 +122,6 @@ class ModuleTreeModel(QAbstractItemModel):
             return COLUMNS[section]
         return None
 
-    # -- data ----------------------------------------------------------------------------------
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         node = self._node(index)
         if node is None:
@@ -186,7 +184,6 @@ class ModuleTreeModel(QAbstractItemModel):
             flags |= Qt.ItemFlag.ItemIsUserCheckable
         return flags
 
-    # -- updates -------------------------------------------------------------------------------
     def update_tree(self, tree: ModuleTree) -> None:
         """Adopt a tree with output shapes (after a run) without resetting the view (reset when
         the names differ)."""

@@ -103,7 +103,6 @@ class WhatIfController(FeatureBase, QObject):
 
     reset_dock = reset_layout
 
-    # ------------------------------------------------------------------ edits
     def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
         """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""
         self.session.edits.add(layer, edit, note)
@@ -149,7 +148,6 @@ class WhatIfController(FeatureBase, QObject):
                     self.host.refresh_panel(name)
         self.host.schedule_run()
 
-    # ------------------------------------------------------------------ tile menu
     def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
         panel.channels_context_requested.connect(self._on_channels_context_requested)
         panel.difference_toggled.connect(self._on_difference_toggled)
@@ -234,7 +232,6 @@ class WhatIfController(FeatureBase, QObject):
             return
         self.add_edit(layer, edit, note)
 
-    # ------------------------------------------------------------------ results
     def _on_run_failed(self, text: str) -> None:
         if len(self.session.edits):
             self.dock.set_error(text)
@@ -345,7 +342,6 @@ class WhatIfController(FeatureBase, QObject):
     def _on_difference_toggled(self, name: str, on: bool) -> None:
         self.host.refresh_panel(name)
 
-    # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
         if self._closed:
             return
