@@ -62,14 +62,12 @@ class DatasetScanUI(FeatureBase, QObject):
         self.channel_view = host.channel_view
         self.channel_view.add_section(self.grid)
 
-        #: Data > Scan a dataset…
         self.scan_action = QAction("Scan a dataset…", host.dialog_parent())
         self.scan_action.setToolTip(
             "Run the model over a folder of images and find each channel's top images"
         )
         host.add_menu_action("Data", self.scan_action, shortcut=False)
         self.scan_action.triggered.connect(self.open_dialog)
-        #: Data > Open a saved scan… (a folder save_scan wrote: the atlas of a million images)
         self.open_scan_action = QAction("Open a saved scan…", host.dialog_parent())
         self.open_scan_action.setToolTip(
             "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"

@@ -22,8 +22,7 @@ class PanelMarks:
     def __init__(self, host: Any, session: Any) -> None:
         self.host = host
         self.session = session
-        #: Layers sorted by effect, with the channel their page held before (unsorting puts
-        #: it back).
+        #: Layers sorted by effect, with the channel their page held before.
         self.sorted: dict[str, int | None] = {}
         #: ``{layer: channels}`` outlined by "Mark the top channels" (cleared when unticked).
         self.marked: dict[str, list[int]] = {}

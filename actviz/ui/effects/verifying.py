@@ -32,8 +32,7 @@ class Verification:
     def __init__(self, feature: Any, host: Any) -> None:
         self._feature = feature
         self.session = host.session
-        #: The verification on the capture worker; its context: (the effects verified, what
-        #: it measures: None, each layer's top; else {layer: channels}).
+        #: Its context: (the effects verified, None or {layer: channels} measured).
         self.job = FeatureJob(
             feature,
             host,

@@ -83,8 +83,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.ask_pin_captures: questions.AskCaptures = questions.ask_pin_captures
         self.confirm_changed: questions.Ask = questions.confirm_changed
         self.locate_checkpoint: questions.Locate = questions.locate_checkpoint
-        #: Reads, writes, hashes, model opening and preparation (no capture: the window's
-        #: worker keeps its model's hooks to itself).
+        #: Reads, writes, hashes, model opening and preparation (never a capture).
         self.worker = Worker(self)
         self._jobs: dict[Job, _Opening] = {}
         self._opening: _Opening | None = None

@@ -28,11 +28,9 @@ class InputSwap:
     ) -> None:
         self.session, self.banner = session, banner
         self._warn, self._samples = warn, samples
-        #: Inputs a newly opened model could not take, by kind ("text", "image", "tensor"),
-        #: given back when a model that takes them is opened.
+        #: Inputs a newly opened model could not take, by kind, until one takes them.
         self.kept: dict[str, Any] = {}
-        #: The input the user asked for last and why it did not open (None: it did); the input
-        #: put in its place says so, since opening that one clears the error.
+        #: The input asked for last and why it did not open (None: it did).
         self.failure: tuple[str, str] | None = None
 
     def input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
