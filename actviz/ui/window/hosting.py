@@ -26,6 +26,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Host", "report_parts"]
 
 
+def _window_attr(name: str, *, settable: bool = False) -> Any:
+    """A property reading (``settable``: and writing) the window's attribute ``name``."""
+
+    def write(host: Host, value: Any) -> None:
+        setattr(host._w, name, value)
+
+    return property(lambda host: getattr(host._w, name), write if settable else None)
+
+
 class Host:
     """What the window gives its features, over ``window``'s parts (reached when called, so the
     host is made before them)."""
@@ -40,42 +49,14 @@ class Host:
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
         self.runs_replaced: Callable[[], bool] = lambda: False
 
-    @property
-    def session(self) -> Session:
-        return self._w.session
-
-    @property
-    def settings(self) -> Any:
-        return self._w.settings
-
-    @property
-    def worker(self) -> Worker:
-        return self._w.worker
-
-    @property
-    def memory(self) -> Any:
-        """The window's idle-memory watch (its ``idle`` signal: let go of model copies)."""
-        return self._w.memory
-
-    @property
-    def model_loader(self) -> Callable[..., Any]:
-        return self._w.model_loader
-
-    @model_loader.setter
-    def model_loader(self, loader: Callable[..., Any]) -> None:
-        self._w.model_loader = loader
-
-    @property
-    def input_loader(self) -> Callable[..., Any]:
-        return self._w.input_loader
-
-    @input_loader.setter
-    def input_loader(self, loader: Callable[..., Any]) -> None:
-        self._w.input_loader = loader
-
-    @property
-    def confirm_untrusted(self) -> Callable[[QWidget, str, str], bool]:
-        return self._w.confirm_untrusted
+    session: Session = _window_attr("session")
+    settings: Any = _window_attr("settings")
+    worker: Worker = _window_attr("worker")
+    #: The window's idle-memory watch (its ``idle`` signal: let go of model copies).
+    memory: Any = _window_attr("memory")
+    model_loader: Callable[..., Any] = _window_attr("model_loader", settable=True)
+    input_loader: Callable[..., Any] = _window_attr("input_loader", settable=True)
+    confirm_untrusted: Callable[[QWidget, str, str], bool] = _window_attr("confirm_untrusted")
 
     def features_busy(self) -> bool:
         """Whether a feature runs something the user can cancel."""
