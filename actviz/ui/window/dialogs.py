@@ -201,8 +201,8 @@ class OpenModelDialog(QDialog):
         self.search_edit, self.zoo_list, self.random_check = self._add_list_tab(
             "torchvision", "Search torchvision models, e.g. resnet, vit, mobilenet"
         )
-        self.search_edit.textChanged.connect(self._on_search_changed)
-        _show_names(self.zoo_list, self._zoo_names(), "", loading=names is None, select=False)
+        self.search_edit.textChanged.connect(lambda _text: self._refill_zoo(select=True))
+        self._refill_zoo(select=False)
 
         # file + architecture
         file_tab = QWidget()
@@ -264,8 +264,8 @@ class OpenModelDialog(QDialog):
             self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
                 "timm", "Search timm models, e.g. convnext, vit_small, efficientnet"
             )
-            self.timm_search.textChanged.connect(self._on_timm_search_changed)
-            _show_names(self.timm_list, [], "", loading=True, select=False)
+            self.timm_search.textChanged.connect(lambda _text: self._refill_timm(select=True))
+            self._refill_timm(select=False)
 
         # Why the last attempt failed, or "Opening ..." while it loads; an error belongs to
         # the tab it was said on.
@@ -447,17 +447,22 @@ class OpenModelDialog(QDialog):
         self._names_ready = True
         if self._given_names is None:
             self._names = list(_MODEL_NAMES.torchvision)
-            text = self.search_edit.text()
-            _show_names(self.zoo_list, self._zoo_names(), text, loading=False, select=bool(text))
+            self._refill_zoo(select=bool(self.search_edit.text()))
             self._fill_arch_combo()
         if self.timm_list is not None:
             self._timm_names = list(_MODEL_NAMES.timm)
-            text = self.timm_search.text()
-            _show_names(self.timm_list, self._timm_names, text, loading=False, select=bool(text))
+            self._refill_timm(select=bool(self.timm_search.text()))
         self.names_loaded.emit()
 
-    def _zoo_names(self) -> list[str]:
-        return ["demo", *self._names]
+    def _refill_zoo(self, *, select: bool) -> None:
+        loading = not self._names_ready and self._given_names is None
+        names = ["demo", *self._names]
+        _show_names(self.zoo_list, names, self.search_edit.text(), loading=loading, select=select)
+
+    def _refill_timm(self, *, select: bool) -> None:
+        if self.timm_list is not None:
+            text, loading = self.timm_search.text(), not self._names_ready
+            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
 
     def _fill_arch_combo(self) -> None:
         text = self.arch_combo.currentText()
@@ -469,15 +474,6 @@ class OpenModelDialog(QDialog):
         completer.setFilterMode(Qt.MatchFlag.MatchContains)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.arch_combo.setCompleter(completer)
-
-    def _on_search_changed(self, text: str) -> None:
-        loading = not self._names_ready and self._given_names is None
-        _show_names(self.zoo_list, self._zoo_names(), text, loading=loading, select=True)
-
-    def _on_timm_search_changed(self, text: str) -> None:
-        if self.timm_list is not None:
-            loading = not self._names_ready
-            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=True)
 
     def _on_browse_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
