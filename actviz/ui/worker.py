@@ -438,26 +438,23 @@ class Worker(QObject):
             log.warning("a capture was still running after %d ms", timeout_ms)
         return done
 
-    def _current_job(self, gen: int) -> Job | None:
-        return self._jobs.get(gen) if self._is_current(gen) else None
+    def _relay(self, gen: int, name: str, *args: Any) -> None:
+        """Signal ``name`` on job ``gen`` if it is current."""
+        job = self._jobs.get(gen) if self._is_current(gen) else None
+        if job is not None:
+            job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
 
     @Slot(int)
     def _on_runner_started(self, gen: int) -> None:
-        job = self._current_job(gen)
-        if job is not None:
-            job._emit("started")  # noqa: SLF001 - the worker signals its jobs
+        self._relay(gen, "started")
 
     @Slot(int)
     def _on_runner_staged(self, gen: int) -> None:
-        job = self._current_job(gen)
-        if job is not None:
-            job._emit("staged")  # noqa: SLF001
+        self._relay(gen, "staged")
 
     @Slot(int, str)
     def _on_runner_progress(self, gen: int, message: str) -> None:
-        job = self._current_job(gen)
-        if job is not None:
-            job._emit("progress", message)  # noqa: SLF001
+        self._relay(gen, "progress", message)
 
     @Slot(int, object, object, float)
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:
