@@ -4,6 +4,7 @@ detached tensors, so it may overlap the next capture), one panel as PNG, one lay
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -207,20 +208,17 @@ class ExportActions:
             failed("the run for the saliency was cancelled")
 
         def disconnect() -> None:
-            pairs = (
-                (window.run_finished, finished),
-                (window.run_failed, failed),
-                (window.run_cancelled, cancelled),
-            )
             for signal, slot in pairs:
-                try:
+                with contextlib.suppress(RuntimeError, TypeError):
                     signal.disconnect(slot)
-                except (RuntimeError, TypeError):
-                    pass
 
-        window.run_finished.connect(finished)
-        window.run_failed.connect(failed)
-        window.run_cancelled.connect(cancelled)
+        pairs = [
+            (window.run_finished, finished),
+            (window.run_failed, failed),
+            (window.run_cancelled, cancelled),
+        ]
+        for signal, slot in pairs:
+            signal.connect(slot)
         if runs.run(input_grads=True) is None:
             disconnect()
             self._export_request = None
