@@ -115,8 +115,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def reset_layout(self) -> None:
         """Dock it back on the right (closed, as on a first start)."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)  # type: ignore[attr-defined]
-        self.host.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         self.dock.setVisible(False)
 
     def session_part(self) -> dict[str, Any]:

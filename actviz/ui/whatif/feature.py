@@ -97,8 +97,7 @@ class WhatIfController(FeatureBase, QObject):
 
     def reset_layout(self) -> None:
         """Put the Edits dock back on the right, at its width; shown while there are edits."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.host.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         self.dock.setVisible(len(self.session.edits) > 0)
 
     reset_dock = reset_layout
