@@ -43,22 +43,18 @@ def run_app(
     trust
         Allow unpickling a file that runs code (``--trust``); without it the window asks.
     session
-        A session file (``.actviz``) to open instead of a model and input; without any, the
-        session kept at the last quit is offered.
+        A session file (``.actviz``) to open instead; without any, the last one is offered.
     plugins
-        Load the installed plugins (``actviz.plugins`` entry points); False (``--no-plugins``)
-        or ``ACTVIZ_NO_PLUGINS=1``: none.
+        Load the installed plugins (``actviz.plugins`` entry points).
 
     Returns
     -------
     int
-        The event loop's exit code (0 on a normal close; a failed load only shows in the
-        banner). ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first result (0) or failure
-        (1), so a headless machine can prove the app opens.
+        The event loop's exit code; ``ACTVIZ_EXIT_AFTER_SHOW=1`` closes after the first
+        result (0) or failure (1), so a headless machine can prove the app opens.
     """
     tune_allocator()  # the app's own process captures again and again: keep freed memory
-    # Torch in parallel on the worker threads only: one OpenMP team (core/threads.py); put
-    # back when the window closes (run_app may be called from a script or a test).
+    # Torch in parallel on the worker threads only (core/threads.py), until the window closes.
     undo_threads = parallel_in_workers_only()
     keep_collector_off_clicks()  # Python's full collections at idle moments, not mid-click
     try:
@@ -78,8 +74,7 @@ def _run(
 ) -> int:
     app = ensure_app()
     window = MainWindow(plugins="installed" if plugins else None)
-    # Everything opens in the background while the window is already on screen; an input
-    # waits for the model being opened, and the automatic run starts once both are in.
+    # Everything opens in the background while the window is already on screen.
     sessions = window.session_store
     if sessions is not None:
         sessions.autosave = True
@@ -113,7 +108,7 @@ def _run(
 
 def _exit_after_first_result(app: QCoreApplication, window: MainWindow) -> None:
     """Quit ``app`` after ``window`` painted its first result (0) or after a failure (1)."""
-    ended: list[int] = []  # the first outcome decides the exit code
+    ended: list[int] = []
 
     def painted() -> None:
         if ended:

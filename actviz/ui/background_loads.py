@@ -1,9 +1,5 @@
-"""What the window's background loads run, and the requests that track them.
-
-Opening a model or an input can take seconds (a network probe, a large unpickle), so the window
-and its features never do it on the GUI thread. These Qt-free functions run on a loader thread
-with everything passed in, so a test can swap in a slow or failing loader through
-``MainWindow.model_loader`` / ``MainWindow.input_loader``.
+"""What the window's background loads run, and the requests that track them: Qt-free loaders
+given everything they need, so a test can swap in a slow or failing one.
 """
 
 from __future__ import annotations
@@ -35,11 +31,8 @@ def load_model_source(
 
 
 def load_input_source(source: str, *, model: Any = None, loaded_model: Any = None) -> Any:
-    """Default input loader: :func:`actviz.io.input_files.open_input` (runs on a loader thread).
-
-    It reads only the model's parameters' dtype/device and first convolution, never runs it, so
-    it may overlap a capture on that model.
-    """
+    """Default input loader: :func:`actviz.io.input_files.open_input` (never runs the model, so
+    it may overlap a capture)."""
     from actviz.io.input_files import open_input
 
     return open_input(source, model=model, loaded_model=loaded_model)
@@ -47,20 +40,8 @@ def load_input_source(source: str, *, model: Any = None, loaded_model: Any = Non
 
 @dataclass(eq=False)
 class ModelRequest:
-    """One "open this model" request, from the click until it is adopted or fails.
-
-    Attributes
-    ----------
-    remember
-        Add it to the recent models when it opens.
-    job
-        The loader's job running it (a retry after the trust question gets a new one).
-    succeeded
-        None while pending, then True or False.
-    dialog
-        The Open model dialog it came from (None: a menu, a drop, a script): a failure is
-        shown there, and the dialog stays open to choose again, instead of in the banner.
-    """
+    """One "open this model" request, from the click until it is adopted or fails
+    (``succeeded`` None until then); ``dialog``: the Open model dialog that shows its failure."""
 
     source: str
     arch: str | None = None
@@ -76,17 +57,8 @@ class ModelRequest:
 class InputRequest:
     """One "open this input" request.
 
-    Attributes
-    ----------
-    quiet
-        A start-up default: failure shows a hint, not an error.
-    model
-        The model it is being read for (None while it waits for a model being opened).
-    dropped
-        A file dropped on the window: one that holds a model opens as the model instead.
-    swap
-        Read by the window itself for a model just opened (the input again with its
-        preprocessing, or one standing in for an input it cannot take), not asked for.
+    ``quiet``: a start-up default (a hint on failure); ``dropped``: a file that holds a model
+    opens as the model; ``swap``: read by the window for a model just opened, not asked for.
     """
 
     source: str
@@ -113,9 +85,8 @@ MAX_ERROR_CHARS = 240
 
 
 def describe_error(exc: BaseException) -> str:
-    """One readable line for the banner: actviz errors, value errors (a bad layer name, a bad
-    argument) and OS errors (their text names the file and the reason) as they are; others
-    with their type, which is part of what they say ("RuntimeError: mat1 and mat2 shapes...")."""
+    """One readable line for the banner: actviz, value and OS errors as they are; others with
+    their type ("RuntimeError: mat1 and mat2 shapes...")."""
     from actviz.io.errors import ActvizError
 
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -140,18 +111,13 @@ def failed_status(source: str) -> str:
 
 
 def failure_reason(error: BaseException, source: str) -> str:
-    """Why opening ``source`` failed, without the file name the error starts with (the
-    sentence around it names the file already)."""
+    """Why opening ``source`` failed, without the file name the error starts with."""
     return describe_error(error).removeprefix(f"{source}: ")
 
 
 def arch_needed_text(error: Any, *, in_dialog: bool = False) -> str:
-    """What the window says about an ``ArchitectureNeededError`` (no command-line advice).
-
-    ``"weights.pt holds only weights (12 tensors), not the architecture, and these fit
-    equally well: a, b. Choose one in Open model (Ctrl+O)."``; ``in_dialog``: the dialog
-    lists the candidates itself, so the sentence asks to choose from them.
-    """
+    """What the window says about an ``ArchitectureNeededError`` (no command-line advice;
+    ``in_dialog``: asks to choose from the candidates the dialog lists)."""
     name = Path(error.path).name or error.path
     candidates = list(getattr(error, "candidates", ()) or ())
     lead = f"{name} holds only weights, not the architecture"

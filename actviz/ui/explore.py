@@ -66,9 +66,8 @@ def explore(
     Returns
     -------
     Explorer or None
-        The window's script façade (:class:`~actviz.ui.window.script.Explorer`: ``session``,
-        ``result``, ``run``, ``tick``, ``set_model``, ``set_input``, ``panel``, ``wait_idle``,
-        ``close``) when ``block`` is False; None after a blocking call returns.
+        The window's script façade (:class:`~actviz.ui.window.script.Explorer`) when
+        ``block`` is False; None after a blocking call returns.
 
     Raises
     ------
@@ -116,8 +115,7 @@ def explore(
         _OPEN_WINDOWS.append(window)
         window.closed.connect(lambda: _forget(window))
         return window.script
-    # A local loop ends with this window (not with the last window of the app) and also works
-    # when an application event loop is already running (IPython's %gui qt).
+    # A local loop ends with this window, and works inside a running loop (IPython's %gui qt).
     loop = QEventLoop()
     window.closed.connect(loop.quit)
     loop.exec()

@@ -1,9 +1,5 @@
-"""Where the window's file dialogs start: the folder last used in one of them, else home.
-
-With no start given, a Qt file dialog opens in the process's working folder (wherever the
-app was started from, often the source tree). One rule for every dialog of the window: each
-starts where the user last opened or saved something, and the first one at home.
-"""
+"""Where the window's file dialogs start: the folder last used in one of them, else home (not
+the process's working folder, Qt's default)."""
 
 from __future__ import annotations
 
@@ -44,7 +40,6 @@ def remember(path: str | Path | None) -> None:
 
 
 def forget() -> None:
-    """Start the next dialog at home again (a test's fresh window: what an earlier test
-    chose is not this one's)."""
+    """Start the next dialog at home again (a test's fresh window)."""
     global _last
     _last = None

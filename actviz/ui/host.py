@@ -1,12 +1,8 @@
 """The one way a feature plugs into the explorer window: the :class:`WindowHost` protocol.
 
-A feature is one class constructed with the host and nothing else: state through
-``host.session`` (:class:`~actviz.workspace.session_state.Session` and its events), jobs on
-``host.worker``, widgets through ``add_tab`` / ``add_dock`` / ``add_menu_action`` / ... and
-messages through ``show_error`` / ``show_warning`` / ``show_status``. It never imports
-``actviz.ui.window`` or another feature, so features are added, removed and tested one at a
-time. The window calls features back through :class:`Feature`; :class:`FeatureJob` keeps a
-one-job-at-a-time view in step with its job.
+A feature is one class constructed with the host and nothing else (session, worker, widgets,
+messages); it never imports ``actviz.ui.window`` or another feature, so features are added,
+removed and tested one at a time. :class:`FeatureJob` keeps a one-job view in step with its job.
 """
 
 from __future__ import annotations
@@ -51,8 +47,7 @@ __all__ = [
 ]
 
 
-#: The window's signals a feature may connect to (see :class:`WindowHost`): the host
-#: re-exposes them, and a plugin's slots connected to them are guarded.
+#: The window's signals a feature may connect to: the host re-exposes them (plugins' guarded).
 HOST_SIGNALS = (
     "run_started",
     "run_finished",
@@ -113,7 +108,6 @@ class WindowHost(Protocol):
     tab_changed: SignalInstance
     closed: SignalInstance
 
-    # ------------------------------------------------------------------ runs and results
     @property
     def result(self) -> RunResult | None: ...
     @property
@@ -140,7 +134,6 @@ class WindowHost(Protocol):
     ) -> None: ...
     def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None: ...
 
-    # ------------------------------------------------------------------ where features attach
     def add_tab(self, widget: QWidget, title: str) -> None: ...
     def set_tab_visible(self, widget: QWidget, visible: bool) -> None: ...
     def show_tab(self, widget: QWidget | None = None) -> None: ...
@@ -180,7 +173,6 @@ class WindowHost(Protocol):
     def sample_inputs(self) -> list[str]: ...
     def dialog_parent(self) -> QWidget: ...
 
-    # ------------------------------------------------------------------ sessions
     def set_target_text(self, text: str) -> bool: ...
     def stop_current_run(self) -> None: ...
     def adopt_model(
@@ -201,7 +193,6 @@ class WindowHost(Protocol):
     def restore_session_parts(self, parts: Mapping[str, Any]) -> None: ...
     def report_parts(self) -> dict[str, Any]: ...
 
-    # ------------------------------------------------------------------ messages
     def show_error(self, text: str, source: str = "action", *, details: str = "") -> None: ...
     def show_warning(self, text: str, source: str = "action") -> None: ...
     def clear_messages(self, source: str | None = None) -> None: ...
@@ -255,9 +246,7 @@ def show_line(label: QLabel, text: str, *, error: bool = False) -> None:
 
 
 class StepsAndLine:
-    """``set_progress`` and ``set_message`` (what :class:`FeatureJob` tells a view) of a widget
-    with a ``progress`` bar and a ``message`` line, by :func:`show_steps` and
-    :func:`show_line`."""
+    """:class:`FeatureJob`'s view calls over a ``progress`` bar and a ``message`` line."""
 
     progress: QProgressBar
     message: QLabel
@@ -274,21 +263,10 @@ class StepsAndLine:
 class FeatureJob(QObject):
     """The one job at a time a feature runs on a worker, and the feature's view kept in step.
 
-    The view has ``set_busy(bool)`` and ``set_message(text, *, error=False)`` (with ``steps``,
-    ``set_progress(done, total)`` too). :meth:`start` makes it busy and submits the job without
-    superseding; progress, finish (``on_finished(value, context)``), failure, cancel and
-    supersession (``interrupted``) each free the view and say so in it and in the status bar,
-    red messages also going to ``on_failed(text)``. Failures are logged at INFO as
-    ``"<log_as> failed"``.
-
-    Parameters
-    ----------
-    parent
-        The feature (its module's logger logs failures).
-    host
-        The window: its ``refresh_busy``; its capture worker is the default ``worker``.
-    view
-        What shows the job (see above).
+    The view has ``set_busy(bool)``, ``set_message(text, *, error=False)`` and (with ``steps``)
+    ``set_progress(done, total)``. Finish (``on_finished(value, context)``), failure, cancel and
+    supersession (``interrupted``) each free the view and say so in it and the status bar; red
+    messages also go to ``on_failed(text)``. ``parent`` (the feature) names the failures' logger.
     """
 
     def __init__(
@@ -347,9 +325,8 @@ class FeatureJob(QObject):
         failed: str | None = None,
         context: Any = None,
     ) -> Job:
-        """Submit ``job(should_stop, report)``; the view says ``message``, the window's status
-        ``status`` now and ``done`` once it finished (``failed``: this job's failure prefix
-        instead of the one given at construction). Returns its handle."""
+        """Submit ``job(should_stop, report)``: the view says ``message``, the status bar
+        ``status`` then ``done`` (``failed``: this job's failure prefix). Returns its handle."""
         self.context = context
         self._failed = failed if failed is not None else self._failed_default
         self._done = done
@@ -381,15 +358,12 @@ class FeatureJob(QObject):
         return True
 
     def drop(self) -> None:
-        """Forget the running job without showing an end: every job on :attr:`worker` turns
-        stale and reports nothing, and the view is left as it is. For a worker of the
-        feature's own whose next job replaces this one (a job of the shared worker is made
-        stale by a run instead: ``interrupted``)."""
+        """Forget the running job without showing an end (every job on a feature's own
+        :attr:`worker` turns stale; the view is left as it is)."""
         self.job = None
         self.context = None
         self.worker.drop()
 
-    # ------------------------------------------------------------------ the job's signals
     def _free(self, status: str) -> Any:
         context = self.context
         self.job = None
@@ -439,8 +413,7 @@ class FeatureJob(QObject):
 
 
 def step_message(message: str, done: int, total: int, elapsed_s: float) -> str:
-    """``message`` with the steps done and an estimate of the time left, from the first step
-    on: "Synthesising what 16 channels want… Step 40 of 800, about 2 min left."."""
+    """``message`` + "Step 40 of 800, about 2 min left." (the estimate from the first step)."""
     text = f"{message} Step {done} of {total}"
     if 0 < done < total and elapsed_s > 0:
         left = elapsed_s / done * (total - done)

@@ -1,26 +1,14 @@
 """Background jobs as handles: stale results dropped, cooperative cancel.
 
-:meth:`Worker.submit` returns a :class:`Job`; whoever submits connects to its signals and
-nobody else hears of it (the shape of superqt's ``WorkerBase``). Hooks are per-module state, so
-two captures on one model at the same time would mix their records: a capture worker owns a
-single-thread ``QThreadPool`` and runs jobs strictly one after the other. Loading a model builds
-a new module nobody else holds yet, so the window's model loader may use two threads: a new load
-starts at once while a stale one finishes unseen. By default a submitted job supersedes every
-earlier one: those emit ``superseded`` at once, are asked to stop (their ``should_stop`` turns
-True, which ``actviz.capture`` polls before every module call) and whatever they return is
-dropped, so the window only ever shows the result of the latest request. Errors are emitted,
-never swallowed. The numbers that order jobs stay inside this module.
+:meth:`Worker.submit` returns a :class:`Job`; only whoever submits connects to it (the shape of
+superqt's ``WorkerBase``). Hooks are per-module state, so a capture worker runs jobs one after
+the other on one thread. By default a job supersedes every earlier one: those emit
+``superseded``, their ``should_stop`` turns True and their results are dropped. Errors are
+emitted, never swallowed.
 
-Pipelining: a job may return :class:`Staged` once it no longer needs the model (live mode
-returns it after the capture). Its ``then`` finishes the job on a second thread, in submission
-order, while the next job's capture starts on the first. A job submitted with
-``supersede=False`` leaves the earlier ones current, so a frame being finished still reports
-while the next one is captured.
-
-Lanes: a job that captures a model nobody else uses (live mode's copy of the model, see
-:mod:`actviz.core.model_copy`) may run on a second first-stage thread (``submit(lane=1)``) beside
-the model's own. Results are reported in submission order whatever lane or stage ends first: a
-result waits while an earlier current job still runs.
+A job may return :class:`Staged` once it no longer needs the model: its ``then`` runs on a
+second thread while the next capture starts. ``submit(lane=1)`` runs a capture of a model copy
+beside the model's own thread. Results are reported in submission order whatever ends first.
 """
 
 from __future__ import annotations
@@ -51,9 +39,8 @@ GIL_SWITCH_INTERVAL_S = 0.001
 
 
 def favour_gui_thread() -> None:
-    """Let the GUI thread take the GIL within ~1 ms while workers run Python (the default
-    5 ms interval delays every paint). Process-wide; only ever lowered, and the last
-    :func:`release_gui_thread` puts the caller's value back."""
+    """Let the GUI thread take the GIL within ~1 ms while workers run Python (process-wide,
+    only lowered; the last :func:`release_gui_thread` puts the value back)."""
     global _favour_count, _interval_before
     if _favour_count == 0:
         _interval_before = sys.getswitchinterval()
@@ -65,11 +52,8 @@ def favour_gui_thread() -> None:
 
 
 def release_gui_thread() -> None:
-    """Undo one :func:`favour_gui_thread`; the last one restores the switch interval.
-
-    A script or notebook that calls ``actviz.explore`` gets its process back as it was. An
-    interval changed by someone else meanwhile is left as they set it.
-    """
+    """Undo one :func:`favour_gui_thread`; the last one restores the switch interval (unless
+    someone else changed it meanwhile)."""
     global _favour_count, _interval_before
     if _favour_count == 0:
         return
@@ -87,15 +71,8 @@ _interval_before: float | None = None
 
 @dataclass
 class Staged:
-    """Returned by a job whose first stage is done: ``then`` is run on the worker's second
-    thread and its return value is the job's result.
-
-    Attributes
-    ----------
-    then
-        A :data:`JobFn` (``then(should_stop, progress)``). It must not touch the model: the next
-        job's capture may run meanwhile.
-    """
+    """Returned by a job whose first stage is done: ``then(should_stop, progress)`` runs on the
+    second thread (it must not touch the model) and returns the job's result."""
 
     then: JobFn
 
@@ -103,9 +80,8 @@ class Staged:
 class Job(QObject):
     """One job submitted to a :class:`Worker`: connect to its signals, ask it to stop.
 
-    Whoever submits connects to its own job (the shape of superqt's ``WorkerBase``): nobody
-    else hears of it. Exactly one of ``finished``, ``failed``, ``cancelled`` and
-    ``superseded`` is emitted, once, on the GUI thread.
+    Exactly one of ``finished``, ``failed``, ``cancelled`` and ``superseded`` is emitted, once,
+    on the GUI thread.
 
     Signals
     -------
@@ -161,10 +137,8 @@ class Job(QObject):
     def on(self, **slots: Callable[..., Any]) -> Job:
         """Connect ``signal=slot`` pairs (``finished=self._show``); returns the job.
 
-        The slots are called directly (before any slot connected through Qt), in the order
-        given: a live frame's job had ~14 Qt connections made and undone per frame, a good
-        part of the GUI thread's time per frame on small models. Once the job has ended,
-        nothing is kept (nothing more comes)."""
+        The slots are called directly, before Qt's, in the order given (cheaper than Qt
+        connections made and undone per live frame)."""
         for name, slot in slots.items():
             if name not in _SIGNALS:
                 raise AttributeError(f"a job has no signal {name!r}")
@@ -173,7 +147,6 @@ class Job(QObject):
         return self
 
     def _emit(self, name: str, *args: Any) -> None:
-        """Signal ``name``: the slots given to :meth:`on`, then Qt's (if any)."""
         for slot in list(self._slots.get(name, ())):
             try:
                 slot(*args)
@@ -224,14 +197,8 @@ def _stopped() -> bool:
 
 
 class _Runner:
-    """One job on a pool thread: started with ``pool.start(runner.run)``, not as a QRunnable.
-
-    PySide6's ``QThreadPool.start(QRunnable)`` ties the runnable to the pool's wrapper for the
-    pool's whole life (Qt keeps a runnable with auto-delete off; one with it on is deleted on
-    the pool thread), so every job would stay alive with its signals. A plain callable is
-    released by PySide once it has run, and the worker drops its own reference when the job's
-    ``done`` is handled: nothing a job made outlives it.
-    """
+    """One job on a pool thread, started as a plain callable (``pool.start(runner.run)``): PySide
+    keeps a QRunnable alive as long as its pool, a callable only until it has run."""
 
     def __init__(
         self,
@@ -267,17 +234,15 @@ class _Runner:
                 raise CaptureCancelled("superseded before it started")
             if not self.is_second_stage:
                 signals.started.emit(gen)
-            # A second stage runs torch on one thread: a second OpenMP team in the process
-            # would slow every parallel region of the capture beside it (core/threads.py). A
-            # first stage runs at the worker's count.
+            # A second stage runs torch on one thread: a second OpenMP team would slow the
+            # capture beside it (core/threads.py).
             with torch_threads(1 if self.is_second_stage else self.threads):
                 result = job(self.should_stop, lambda msg: signals.progress.emit(gen, msg))
             if isinstance(result, Staged):
                 second_stage = self.second_stage
                 if second_stage is None:
                     raise TypeError("a Staged job's `then` returned Staged again")
-                # Handed over from this thread, not via the GUI thread: a busy event loop
-                # must not delay the next capture.
+                # Handed over from this thread: a busy event loop must not delay the capture.
                 continuation = _Runner(
                     gen, result.then, self.should_stop, signals, started_at=start
                 )
@@ -303,23 +268,11 @@ class _Runner:
 
 
 class Worker(QObject):
-    """Runs jobs one at a time off the GUI thread; only current jobs report.
-
-    A job is current from :meth:`submit` until a later ``submit`` (with ``supersede``),
-    :meth:`drop` or its end. :class:`Staged` second stages run on a second thread. The
-    numbers that order jobs stay in here: callers hold :class:`Job` handles.
-
-    Parameters
-    ----------
-    parent
-        Qt parent (the window), so the worker dies with it.
-    max_threads
-        Jobs that may run at once. Keep 1 for captures (one model, one worker: hooks are
-        per-module state); jobs that touch no shared model (loading a new one) may use more.
+    """Runs jobs off the GUI thread; only current jobs (not superseded, dropped or ended)
+    report. ``max_threads``: 1 for captures (hooks are per-module state); loads may use more.
     """
 
-    #: Every job as it is submitted (before the caller connects to it): for whoever watches
-    #: the worker as a whole rather than one job of its own (tests, benchmarks).
+    #: Every job as it is submitted, for whoever watches the whole worker (tests, benchmarks).
     job_submitted = Signal(object)
 
     def __init__(self, parent: QObject | None = None, *, max_threads: int = 1) -> None:
@@ -332,9 +285,7 @@ class Worker(QObject):
         # Lane 1 (a copy of the model). Its thread starts on first use only.
         self._lane = QThreadPool(self)
         self._lane.setMaxThreadCount(1)
-        # Jobs run at the count the app's process gave its workers, else at the count of the
-        # thread that made this worker: a pool thread would otherwise take torch's last count
-        # set anywhere (one while a second stage runs) at its first parallel op, for good.
+        # Set explicitly: a pool thread would otherwise keep torch's last count set anywhere.
         self.threads = worker_threads() or torch.get_num_threads()
         self._lock = threading.Lock()
         self._generation = 0  # number of the latest job submitted (or drop)
@@ -343,8 +294,7 @@ class Worker(QObject):
         self._cancelled: set[int] = set()
         self._running: set[int] = set()
         self._runners: set[int] = set()  # generations queued or running, until ``done``
-        # Every job's runner reports through this one object (queued to the GUI thread,
-        # each report naming its job): no QObject made, connected and deleted per job.
+        # Every runner reports through this one object, queued to the GUI thread.
         self._signals = _RunnerSignals(self)
         self._signals.started.connect(self._on_runner_started)
         self._signals.staged.connect(self._on_runner_staged)
@@ -356,15 +306,13 @@ class Worker(QObject):
         self._held: dict[int, tuple[object, object, float]] = {}
         self.last_elapsed_s = 0.0
 
-    # -- state ---------------------------------------------------------------------------------
     @property
     def submitted(self) -> int:
         """How many jobs were submitted so far."""
         return self._submitted
 
     def jobs(self) -> list[Job]:
-        """The jobs that will still report (current: neither ended nor superseded), oldest
-        first."""
+        """The jobs that will still report, oldest first."""
         return list(self._jobs.values())
 
     def is_busy(self) -> bool:
@@ -378,16 +326,12 @@ class Worker(QObject):
         return any(gen >= floor for gen in self._running)
 
     def _is_current(self, generation: int) -> bool:
-        # No lock: a capture polls this before every module call, and each read is atomic
-        # under the GIL; a change racing with the read is seen at the next poll.
+        # No lock: polled before every module call; each read is atomic under the GIL.
         return self._floor <= generation <= self._generation and generation not in self._cancelled
 
-    # -- control -------------------------------------------------------------------------------
     def run_unreported(self, fn: Callable[[], None]) -> None:
-        """Run ``fn()`` on this worker's thread after the jobs queued, outside the jobs:
-        nothing is reported, nothing supersedes it. For a benchmark that must run on the
-        thread live mode captures on (one OpenMP team, :mod:`actviz.core.threads`), at the
-        thread count of a job; ``fn`` reports back itself and must not raise."""
+        """Run ``fn()`` (which must not raise) on this worker's thread after the jobs queued,
+        unreported and unsuperseded: for benchmarks on live mode's capture thread."""
 
         def run() -> None:
             with torch_threads(self.threads):
@@ -417,8 +361,7 @@ class Worker(QObject):
         Returns
         -------
         Job
-            The handle to connect to. The earlier jobs it supersedes have emitted
-            ``superseded`` when this returns.
+            The handle; the jobs it supersedes have emitted ``superseded`` by then.
         """
         pool = self._lane_pool(lane)
         with self._lock:
@@ -452,7 +395,6 @@ class Worker(QObject):
         return self._lane
 
     def _supersede(self, *, emit: bool = True) -> None:
-        """Jobs below the floor end as ``superseded`` (once each)."""
         stale = [gen for gen in self._jobs if gen < self._floor]
         for gen in stale:
             # A slot of an earlier one may have submitted (and so ended this one) already.
@@ -461,9 +403,7 @@ class Worker(QObject):
                 job._end("superseded", quietly=not emit)  # noqa: SLF001 - the worker ends it
 
     def cancel(self, job: Job | None = None) -> bool:
-        """Ask the current jobs to stop (only ``job`` when given: a feature's Cancel leaves
-        the other jobs queued on the same worker alone); True when one was queued or
-        running."""
+        """Ask the current jobs (or only ``job``) to stop; True when one was queued or running."""
         with self._lock:
             current = {gen for gen in self._running if gen >= self._floor}
             if job is not None:
@@ -480,18 +420,8 @@ class Worker(QObject):
         self._supersede(emit=not quietly)
 
     def shutdown(self, timeout_ms: int = 30000) -> bool:
-        """Cancel everything and wait for the thread to finish (the model's hooks are then gone).
-
-        Parameters
-        ----------
-        timeout_ms
-            How long to wait; 0 does not wait (jobs that hold no hooks, like loads).
-
-        Returns
-        -------
-        bool
-            False if a job was still running after ``timeout_ms``.
-        """
+        """Cancel everything and wait up to ``timeout_ms`` (0: not at all) for the threads to
+        finish; False if a job was still running."""
         self.drop(quietly=True)
         pools = [self._pool, self._lane]
         if timeout_ms <= 0:
@@ -508,27 +438,23 @@ class Worker(QObject):
             log.warning("a capture was still running after %d ms", timeout_ms)
         return done
 
-    # -- runner callbacks (GUI thread) ---------------------------------------------------------
-    def _current_job(self, gen: int) -> Job | None:
-        return self._jobs.get(gen) if self._is_current(gen) else None
+    def _relay(self, gen: int, name: str, *args: Any) -> None:
+        """Signal ``name`` on job ``gen`` if it is current."""
+        job = self._jobs.get(gen) if self._is_current(gen) else None
+        if job is not None:
+            job._emit(name, *args)  # noqa: SLF001 - the worker signals its jobs
 
     @Slot(int)
     def _on_runner_started(self, gen: int) -> None:
-        job = self._current_job(gen)
-        if job is not None:
-            job._emit("started")  # noqa: SLF001 - the worker signals its jobs
+        self._relay(gen, "started")
 
     @Slot(int)
     def _on_runner_staged(self, gen: int) -> None:
-        job = self._current_job(gen)
-        if job is not None:
-            job._emit("staged")  # noqa: SLF001
+        self._relay(gen, "staged")
 
     @Slot(int, str)
     def _on_runner_progress(self, gen: int, message: str) -> None:
-        job = self._current_job(gen)
-        if job is not None:
-            job._emit("progress", message)  # noqa: SLF001
+        self._relay(gen, "progress", message)
 
     @Slot(int, object, object, float)
     def _on_runner_done(self, gen: int, result: object, error: object, seconds: float) -> None:

@@ -52,8 +52,7 @@ def map_summary(atlas: Any) -> str:
     )
     scan = atlas.scan
     total = len(scan.sources) - len(scan.skipped)
-    # A cancelled scan's map is of the images scanned so far: said, or it read as the
-    # whole folder's.
+    # A cancelled scan's map is of the images scanned so far: said.
     images = f"{len(atlas.coords):,} image{'' if len(atlas.coords) == 1 else 's'}"
     if int(scan.count) < total:
         images = f"{len(atlas.coords):,} of {total:,} images, a partial scan"
@@ -102,8 +101,7 @@ def no_map_text(scan: Any) -> str:
     """Why the tab has no map of ``scan`` (None: nothing scanned yet)."""
     if scan is None:
         return EMPTY_TEXT
-    # A scan whose embeddings were over the memory budget says so (scanning again as it was
-    # would be refused again).
+    # A scan whose embeddings were over the memory budget says so.
     for note in getattr(scan, "warnings", ()) or ():
         if str(note).startswith(NO_ATLAS_NOTE):
             return str(note)

@@ -24,21 +24,9 @@ LEVELS = 64
 
 @dataclass(frozen=True)
 class Colouring:
-    """Per-dot colours and what they mean.
-
-    Attributes
-    ----------
-    index
-        ``(M,)`` each dot's entry in ``palette``.
-    palette
-        ``(P, 3)`` uint8 RGB colours.
-    legend
-        ``(name, rgb, count)`` for each category shown (empty for a channel).
-    scale
-        ``(low, high)`` of a channel's colour bar, else None.
-    note
-        Why a mode shows nothing useful ("" when it does).
-    """
+    """Per-dot colours and what they mean: each dot's ``index`` in ``palette`` (``(P, 3)``
+    uint8 RGB), the ``legend``'s ``(name, rgb, count)`` rows, a channel's ``scale`` (low, high)
+    and a ``note`` on why a mode shows nothing useful."""
 
     index: np.ndarray
     palette: np.ndarray
@@ -90,17 +78,9 @@ def colouring(
 ) -> Colouring:
     """Colours of ``count`` dots for one of :data:`COLOUR_MODES`.
 
-    Parameters
-    ----------
-    mode
-        "Class" (the folder's classes), "Prediction" (the model's), "Correct" (prediction ==
-        the folder's class, matched by name) or "Channel" (``channel_values``, on a scale).
-    labels, class_names
-        The folder's class of each dot and the class names (ImageFolder), or None.
-    predictions, categories
-        The model's predicted class of each dot and its class names, or None.
-    channel_values
-        ``(count,)`` one channel's mean activation per dot (mode "Channel").
+    ``mode``: "Class" (the folder's ``labels`` and ``class_names``), "Prediction" (the model's
+    ``predictions`` and ``categories``), "Correct" (prediction == class, by name) or "Channel"
+    (``channel_values``, one per dot, on a scale).
     """
     grey = Colouring(np.zeros(count, np.int64), GREY[None])
     if mode == "Class":

@@ -1,11 +1,8 @@
 """The Atlas tab as a window feature: the dataset scan's map of one layer, with the input on it.
 
-The scan comes from the session (``session.scan``, set by whatever ran it: the dataset
-feature); the map is fitted on this feature's own worker (a projection needs no model, so the
-model's worker stays free). Each result moves the input's marker (its capture placed with the
-fitted projection) and refreshes its nearest images; hovering a dot names its image, clicking
-one opens it as the input, and a dragged rectangle lists the selection and the channels that
-set it apart (a click opens that channel's view).
+The map of ``session.scan`` is fitted on this feature's own worker (no model needed). Each
+result moves the input's marker and refreshes its nearest images; a dot's click opens its image
+as the input; a selection lists the channels that set it apart.
 """
 
 from __future__ import annotations
@@ -90,8 +87,7 @@ class AtlasFeature(FeatureBase, QObject):
         self._restoring: dict[str, Any] | None = None
         #: The hover text last shown (the tooltip's HTML).
         self.hover_text = ""
-        # Maps fitted of the scan shown, by (layer, method, logits layer): shown again at
-        # once. A map holds its coordinates only (the vectors are the scan's).
+        # Maps fitted of the scan shown, by (layer, method, logits layer): shown again at once.
         self._fitted: dict[tuple[str, str, str | None], Any] = {}
         self._fitted_scan: Any = None
         self._thumbs: dict[str, QPixmap | None] = {}
@@ -101,8 +97,7 @@ class AtlasFeature(FeatureBase, QObject):
         v.options_changed.connect(self.rebuild)
         v.colour_changed.connect(self._recolour)
         v.hovered.connect(self._on_hovered)
-        # The plot's own tooltip event (Qt's hover delay, ~0.7 s after the pointer stops) found
-        # no item tooltip in the scene and hid the thumbnail: the map answers it here.
+        # The map answers the plot's own tooltip event (else it hides the thumbnail).
         v.plot.viewport().installEventFilter(self)
         v.clicked.connect(self._open_row)
         v.rect_selected.connect(self._on_rect)
@@ -117,7 +112,6 @@ class AtlasFeature(FeatureBase, QObject):
         self._result_pending = False
         self._on_scan_changed()
 
-    # -- building the map ------------------------------------------------------------------
     @property
     def layer(self) -> str:
         return self.view.layer_combo.currentText()
@@ -156,8 +150,7 @@ class AtlasFeature(FeatureBase, QObject):
         method, logits = self.view.method_combo.currentText().lower() or "pca", self.logits
         fitted = self._fitted.get((layer, method, logits))
         if fitted is not None and fitted.scan is scan:
-            # Fitted before (PCA again after trying UMAP, a layer shown before): at once. A
-            # UMAP fit still running cannot be stopped, and this waited behind it.
+            # Fitted before: at once (not behind a UMAP fit still running).
             self.worker.drop()
             self._on_built(fitted)
             return None
@@ -236,14 +229,12 @@ class AtlasFeature(FeatureBase, QObject):
         if self.atlas is not None:
             self.view.set_colours(self._colouring())
 
-    # -- the input on the map --------------------------------------------------------------
     def _on_tab_changed(self, widget: Any) -> None:
         if widget is self.view and self._result_pending:
             self._on_result()
 
     def _on_result(self) -> None:
-        # Live mode sends results many times a second: a hidden map places none of them (the
-        # neighbours are a pass over every image's vector), the last one once it shows.
+        # A hidden map places no live frame; the last one once it shows.
         if self.host.current_tab() is not self.view:
             self._result_pending = True
             return
@@ -292,7 +283,6 @@ class AtlasFeature(FeatureBase, QObject):
             title += f" · {FAR_OFF_MAP}"
         self.view.nearest_title.setText(title)
 
-    # -- pointing at the map ---------------------------------------------------------------
     def source(self, row: int) -> str:
         return str(self.atlas.embeddings.sources[row])
 
@@ -324,7 +314,6 @@ class AtlasFeature(FeatureBase, QObject):
         if self.atlas is not None and 0 <= row < len(self.atlas.coords):
             self.host.open_input_source(self.source(row), remember=False)
 
-    # -- selection -------------------------------------------------------------------------
     def _on_rect(self, rect: QRectF) -> None:
         self.select_rows(self.view.rows_in(rect))
 
@@ -367,7 +356,6 @@ class AtlasFeature(FeatureBase, QObject):
         if self.atlas is not None:
             self.host.open_channel(self.atlas.layer, int(item.data(0x0100)))
 
-    # -- thumbnails ------------------------------------------------------------------------
     def _thumb(self, path: str) -> QPixmap | None:
         if path in self._thumbs:
             return self._thumbs[path]
@@ -389,7 +377,6 @@ class AtlasFeature(FeatureBase, QObject):
         self._thumbs[path] = pixmap
         return pixmap
 
-    # -- sessions and reports -------------------------------------------------------------
     def session_part(self) -> dict[str, Any]:
         """What a session file keeps of the map (:func:`~actviz.ui.atlas.saved_map.saved_map`)."""
         atlas = self.atlas
@@ -398,9 +385,8 @@ class AtlasFeature(FeatureBase, QObject):
         return {"atlas": saved_map(atlas, self.view, self.selection)}
 
     def restore_session_part(self, parts: Any) -> None:
-        """Put back :meth:`session_part`'s map once the session's scan is shown (the dataset
-        feature shows it again from its saved arrays): the same layer, method, colouring and
-        selection. Another scan arriving first drops it; nothing is run on the model."""
+        """Put back :meth:`session_part`'s map (layer, method, colouring, selection) once the
+        session's scan is shown; another scan arriving first drops it."""
         saved = parts.get("atlas")
         if not isinstance(saved, dict) or not isinstance(saved.get("layer"), str):
             self._restoring = None
@@ -445,7 +431,6 @@ class AtlasFeature(FeatureBase, QObject):
 
         return {"figures": figures}
 
-    # -- the window's calls ----------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the map's worker (waited for) and let the session go."""
         self.session.scan_changed.disconnect(self._on_scan_changed)

@@ -1,8 +1,5 @@
-"""The Atlas map's graphics items: :class:`SelectBox` (the view box whose drag selects by
+"""The Atlas map's pyqtgraph items: :class:`SelectBox` (the view box whose drag selects by
 rectangle or lasso) and :class:`RasterDots` (every image's dot, drawn as one cached raster).
-
-Kept apart from the tab's widgets (:mod:`actviz.ui.atlas.view`): these are pyqtgraph items
-with their own painting and pointer rules, reused by the atlas benchmark on their own.
 """
 
 from __future__ import annotations
@@ -85,12 +82,11 @@ class SelectBox(pg.ViewBox):
 
 
 class RasterDots(pg.GraphicsObject):
-    """Every dot of the map painted as one image, splatted in numpy once per zoom level.
+    """Every dot of the map painted as one image, splatted in numpy once per zoom level (far
+    faster than a ``ScatterPlotItem`` for tens of thousands of dots).
 
-    The image covers a margin around the view (:attr:`MARGIN`), so a pan only moves it; it is
-    splatted again when zoom, dots or colours change, a pan leaves it, or, once the view rests
-    (:attr:`IDLE_MS`), its margin runs low. Much faster than a ``ScatterPlotItem`` for tens of
-    thousands of dots (``atlas_pan_p95_ms``); hover and selection read the coordinates.
+    The image covers a :attr:`MARGIN` around the view, so a pan only moves it; it is splatted
+    again when zoom, dots or colours change, a pan leaves it, or its margin runs low at rest.
     """
 
     #: Pixels splatted beyond each side of the view, as a share of its width and height.
@@ -148,8 +144,7 @@ class RasterDots(pg.GraphicsObject):
             return
         raster = self._raster
         if raster is None or not raster.covers(t, w, h):
-            # While the zoom changes (a wheel turning) only the view is splatted, a smaller
-            # image; the first pan after it splats the margins too.
+            # While the zoom changes only the view is splatted; the first pan adds the margins.
             wide = raster is None or raster.same_scale(t)
             raster = self._raster = self._render(t, w, h, self.MARGIN if wide else 0.0)
         if raster.image is None:
@@ -244,9 +239,8 @@ class _Raster:
         )
 
     def covers(self, t: Any, w: int, h: int, slack: tuple[int, int] = (0, 0)) -> bool:
-        """Whether drawing this image moved to transform ``t`` shows every dot a ``w`` x ``h``
-        device would (the same zoom, and the dots in view inside the image); ``slack``: and
-        every dot that far around the view."""
+        """Whether this image, moved to transform ``t``, shows every dot a ``w`` x ``h`` device
+        would (and, with ``slack``, every dot that far around the view)."""
         if not self.same_scale(t):
             return False
         ox, oy = round(t.dx() - self.dx), round(t.dy() - self.dy)

@@ -1,8 +1,5 @@
-"""The Atlas map a session file keeps: what is saved, and how it is matched and put back.
-
-The selection is saved as the images' indices in the scan (they stay when the map is fitted
-again), with the scan they belong to (its cache key and image count).
-"""
+"""The Atlas map a session file keeps, and how it is matched and put back (the selection as
+image indices in the scan, with the scan's cache key and image count)."""
 
 from __future__ import annotations
 

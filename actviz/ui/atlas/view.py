@@ -1,8 +1,5 @@
-"""The Atlas tab's widgets: the map (a pyqtgraph scatter with rectangle selection), its
-controls, colour legend and bar, and the thumbnail strips (nearest images, the selection).
-
-The map's graphics items (:class:`SelectBox`, :class:`RasterDots`) live in
-:mod:`actviz.ui.atlas.map_items` and are importable from here too."""
+"""The Atlas tab's widgets: the map, its controls, colour legend and bar, and the thumbnail
+strips (nearest images, the selection)."""
 
 from __future__ import annotations
 
@@ -97,20 +94,9 @@ _ROW = Qt.ItemDataRole.UserRole
 class AtlasView(QWidget):
     """The tab: controls, the map, its legend, and the strips beside it.
 
-    Signals
-    -------
-    options_changed()
-        The layer or the method changed (the map is built again).
-    colour_changed()
-        The colour-by mode or its channel changed.
-    hovered(int)
-        The dot under the pointer (-1: none).
-    clicked(int)
-        A dot was clicked.
-    rect_selected(QRectF)
-        A rectangle was dragged with Select on (view coordinates).
-    lasso_selected(ndarray)
-        A free shape was drawn with Lasso on: its ``(K, 2)`` vertices (view coordinates).
+    Signals: ``options_changed`` (layer or method), ``colour_changed``, ``hovered(int)`` (-1:
+    none), ``clicked(int)``, ``rect_selected(QRectF)``, ``lasso_selected(ndarray)`` (``(K, 2)``
+    vertices), in view coordinates.
     """
 
     options_changed = Signal()
@@ -123,16 +109,14 @@ class AtlasView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.coords = np.zeros((0, 2), np.float64)
-        # Everything in a scroll area: a small window scrolls the tab instead of taking room
-        # from the other tabs and docks (a tab's minimum size is every tab's).
+        # A small window scrolls the tab (a tab's minimum size is every tab's).
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         root = QVBoxLayout(self)
         root.setContentsMargins(0, 0, 0, 0)
         root.addWidget(scroll)
-        # Below the least size its layout asks (the bars, the map's least size, the strips'
-        # one row of thumbnails) the tab scrolls: no widget is squeezed under its own.
+        # Below its layout's least size the tab scrolls: no widget is squeezed.
         content = QWidget()
         scroll.setWidget(content)
         outer = QVBoxLayout(content)
@@ -161,8 +145,7 @@ class AtlasView(QWidget):
         self.lasso_button.setToolTip(
             "Draw a free shape around images on the map to select them (off: drag pans)"
         )
-        # No captions beside the controls (their tooltips say what they are) and the status
-        # on a line of its own: the tab must fit a 1024 px wide window with its docks.
+        # Tooltips, not captions, and the status on its own line: narrow windows fit.
         self.layer_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -203,8 +186,7 @@ class AtlasView(QWidget):
         self.neighbour_dots = pg.ScatterPlotItem(
             size=11, pen=pg.mkPen("k", width=1.5), brush=pg.mkBrush(0, 0, 0, 0)
         )
-        # The selection as a black square under each selected dot (a frame around it): one
-        # image like the dots, so a selection of thousands pans as fast as the map.
+        # The selection: a black square under each selected dot, one image like the dots.
         self.selected_dots = RasterDots(dot=9)
         self.selected_dots.setZValue(-1)
         self.marker = pg.ScatterPlotItem(
@@ -277,7 +259,6 @@ class AtlasView(QWidget):
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
         self._hovered = -1
 
-    # -- fitting -----------------------------------------------------------------------------
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
         self._fit(event.size().width())
@@ -296,7 +277,6 @@ class AtlasView(QWidget):
         """Whether the strips are under the map (a tab under :data:`NARROW_TAB_PX` wide)."""
         return self.split.orientation() == Qt.Orientation.Vertical
 
-    # -- state -----------------------------------------------------------------------------
     def show_empty(self, text: str = EMPTY_TEXT) -> None:
         """The message instead of a map."""
         self.empty_label.setText(text)
@@ -353,11 +333,8 @@ class AtlasView(QWidget):
             self.colour_bar.hide()
 
     def set_marker(self, xy: np.ndarray | None) -> bool:
-        """The current input's place (None: not on the map). Returns whether the star is in
-        view. A place outside the view widens the view to hold it (an input unlike the
-        dataset lands away from its dots, and a star off screen looked like no star at all),
-        unless that would make the view more than :data:`MAX_WIDEN` times as large: the dots
-        would shrink to a speck, so the view stays and the star is out of it."""
+        """The current input's place (None: not on the map); returns whether the star is in
+        view. The view widens to hold it, at most :data:`MAX_WIDEN` times."""
         if xy is None:
             self.marker.setData([], [])
             return False
@@ -368,8 +345,7 @@ class AtlasView(QWidget):
         (x0, x1), (y0, y1) = self.box.viewRange()
         if x0 <= x <= x1 and y0 <= y <= y1:
             return True
-        # The view grows (never shrinks): the dots seen so far stay seen, the star at a
-        # margin of MARKER_MARGIN of the new span from the edge.
+        # The view grows (never shrinks), the star MARKER_MARGIN from the edge.
         nx0, nx1 = min(x0, x), max(x1, x)
         ny0, ny1 = min(y0, y), max(y1, y)
         mx, my = MARKER_MARGIN * (nx1 - nx0), MARKER_MARGIN * (ny1 - ny0)
@@ -395,7 +371,6 @@ class AtlasView(QWidget):
         else:
             item.setData([], [])
 
-    # -- pointer ---------------------------------------------------------------------------
     def row_at(self, view: QPointF) -> int:
         """The dot nearest ``view`` (view coordinates) within :data:`HOVER_PX`, else -1."""
         if not len(self.coords):

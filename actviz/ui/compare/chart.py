@@ -1,8 +1,5 @@
-"""SimilarityChart: how alike two runs are, layer by layer in depth order.
-
-Cosine similarity and relative L2 distance of every compared layer (a point per layer, joined
-by lines), the first layer past the tolerance marked by a red line; hover names the layer and
-its figures, a click on a point announces its layer (the window goes to its panel).
+"""SimilarityChart: cosine similarity and relative L2 distance of two runs, layer by layer in
+depth order, the first divergence marked; a click on a point announces its layer.
 """
 
 from __future__ import annotations
@@ -47,13 +44,7 @@ def fmt(value: float) -> str:
 
 
 class SimilarityChart(PlotPanel):
-    """Cosine similarity and relative L2 distance per layer, in depth order.
-
-    Signals
-    -------
-    layer_clicked(str)
-        A point (or the column of a layer) was clicked: that layer's name.
-    """
+    """Cosine similarity and relative L2 distance per layer, in depth order (``layer_clicked``)."""
 
     layer_clicked = QtCore.Signal(str)
 
@@ -109,7 +100,6 @@ class SimilarityChart(PlotPanel):
         hint = super().minimumSizeHint()
         return QtCore.QSize(max(hint.width(), MIN_CHART_PX), hint.height())
 
-    # ------------------------------------------------------------------ data
     def set_comparison(self, comparison: Any) -> None:
         """Show ``comparison`` (:class:`actviz.core.compare.Comparison`): one point per
         layer and call, in its (depth) order."""
@@ -179,10 +169,7 @@ class SimilarityChart(PlotPanel):
         self.set_summary(self._summary_text())
 
     def _fit_divergence_text(self, *_args: object) -> None:
-        """Name the first divergence beside its line, at the top of the plot, inside it:
-        on the side with room (the right one for a line in the left half), the whole text
-        where it fits, else the layer's name cut in the middle, else nothing (the summary
-        and the hover name it too)."""
+        """Name the first divergence beside its line, cut to the room there is."""
         item = self.divergence_text
         d = self.divergence
         vb = self.plot.vb
@@ -214,9 +201,7 @@ class SimilarityChart(PlotPanel):
         item.setVisible(True)
 
     def _fit_text_band(self, text_px: float) -> float:
-        """Make the band above the highest point at least ``text_px`` tall on screen (a fixed
-        share of the range can be too thin for the name, which would then be written over the
-        cosine line at 1.0). Returns the plot's height in pixels (> 0)."""
+        """Keep ``text_px`` free above the highest point; returns the plot's height in pixels."""
         span_px = max(self.plot.vb.sceneBoundingRect().height(), 1.0)
         low, high = self._y_low, self._y_high
         top = self._y_top
@@ -233,7 +218,6 @@ class SimilarityChart(PlotPanel):
         self.set_values([], [], [], [])
         self.set_summary("no comparison yet")
 
-    # ------------------------------------------------------------------ read-outs
     def _label(self, index: int) -> str:
         name = self.names[index] or "(model)"
         calls = self.calls
@@ -282,7 +266,6 @@ class SimilarityChart(PlotPanel):
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(float(index), float(self.cosine[index])))
         return self.plot_widget.mapFromScene(scene)
 
-    # ------------------------------------------------------------------ events
     def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
         if (
             watched is self.plot_widget.viewport()

@@ -1,9 +1,5 @@
-"""The Compare tab's difference panels, painted as they come near the area's view.
-
-A comparison arrives, the area is scrolled or resized, the tab is shown: the panels in view
-are painted, then those near it one per event-loop pass, what is in view kept in place (all
-of a ResNet-18's at once blocked the GUI thread for about a second). A panel kept from the
-comparison before shows nothing until painted with this one.
+"""The Compare tab's difference panels, painted as they come near the area's view: those in
+view first, then those near it one per event-loop pass, what is in view kept in place.
 """
 
 from __future__ import annotations
@@ -54,8 +50,7 @@ class DiffPainter(QObject):
         self.outcome: CompareOutcome | None = None
         self.pages: dict[str, int] = {}
         self.page_sizes: dict[str, int] = {}
-        # Not painted with the comparison shown: painted once they come near the area's view
-        # and the tab is on screen (a canvas filled while hidden keeps its hidden size's range).
+        # Painted once near the view with the tab on screen (a hidden canvas keeps its size).
         self.unpainted: set[str] = set()
         self._reveal_name: str | None = None  # the first divergence, scrolled to once shown
         self._painting = False
@@ -126,8 +121,7 @@ class DiffPainter(QObject):
             self._margin_timer.start()
 
     def _paint_each(self, margin: int, most: int | None = None) -> None:
-        # One at a time, in depth order: a painted panel takes the height its mosaic asks
-        # for, which moves the others (often out of reach).
+        # One at a time, in depth order: a painted panel's height moves the others.
         v = self.view
         painted = 0
         while self.unpainted and not self._closed and (most is None or painted < most):

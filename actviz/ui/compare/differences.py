@@ -46,17 +46,8 @@ class _StandIn(QtWidgets.QWidget):
 
 
 class DifferenceArea(QtWidgets.QScrollArea):
-    """The difference panels of a comparison, in depth order, in a scroll area.
-
-    Signals
-    -------
-    page_requested(str, int), mosaic_width_changed(str, int), channel_clicked(str, int)
-        A difference panel's (see :class:`~actviz.ui.panels.feature_map.LayerPanel`).
-    scrolled()
-        The area scrolled: other panels may have come into view.
-    resized()
-        The area's viewport or its scroll range changed size.
-    """
+    """The difference panels of a comparison, in depth order, in a scroll area; ``scrolled``
+    and ``resized`` say other panels may have come into view."""
 
     page_requested = QtCore.Signal(str, int)
     mosaic_width_changed = QtCore.Signal(str, int)
@@ -82,8 +73,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         bar.valueChanged.connect(self.scrolled)
         bar.rangeChanged.connect(self.resized)
         self.viewport().installEventFilter(self)
-        # What the grid holds, in depth order: each layer's panel or, until it is made, its
-        # stand-in (making every panel of a deep model at once blocked the GUI thread).
+        # What the grid holds, in depth order: each layer's panel or, until made, a stand-in.
         self.cells: dict[str, QtWidgets.QWidget] = {}
         self._order: list[str] = []
         self._columns_now = 1
@@ -140,10 +130,8 @@ class DifferenceArea(QtWidgets.QScrollArea):
             self.verticalScrollBar().setValue(cell.y())
 
     def layout_panels(self, order: Sequence[str]) -> None:
-        """Give exactly the layers of ``order`` a place (one column, two on a wide area);
-        the other panels are deleted. Panels of layers already there are kept as they are
-        (with what they show: see :meth:`blank`); the others are made when
-        first painted."""
+        """Give exactly the layers of ``order`` a place (the other panels are deleted; new
+        ones are made when first painted)."""
         order = list(order)
         for name in [n for n in self.panels if n not in order]:
             panel = self.panels.pop(name)
@@ -175,8 +163,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         while grid.count():
             widget = grid.itemAt(0).widget()
             if widget is not None:
-                # removeWidget, not takeAt: a widget whose old layout item stays alive is
-                # never tied to its new one, whose cached height-for-width then goes stale.
+                # removeWidget, not takeAt: the old layout item would keep a stale height.
                 grid.removeWidget(widget)
             else:
                 grid.takeAt(0)
@@ -196,9 +183,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
         grid.setRowStretch((len(order) + columns - 1) // columns, 1)
 
     def blank(self, name: str, title: str = "") -> None:
-        """Empty layer ``name``'s panel, if made (it waits to be painted), keeping its
-        height so that the panels around it stay where they are; ``title``: the module type
-        it names."""
+        """Empty layer ``name``'s panel, if made, keeping its height (the others stay put)."""
         panel = self.panels.get(name)
         if panel is None:
             return
@@ -214,9 +199,7 @@ class DifferenceArea(QtWidgets.QScrollArea):
             QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.LayoutRequest)
 
     def near_view(self, names: Sequence[str] | set[str], margin: int) -> list[str]:
-        """Those of ``names`` whose panels (or their stand-ins) are in the difference area's
-        viewport or within ``margin`` pixels of it, in depth order (the layout is settled
-        first)."""
+        """Those of ``names`` whose panels are within ``margin`` pixels of the viewport."""
         self.settle()
         top = self.verticalScrollBar().value() - margin
         bottom = top + self.viewport().height() + 2 * margin

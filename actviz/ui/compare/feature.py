@@ -1,11 +1,8 @@
 """The Compare tab's logic: choose run B, run the comparison on the capture worker, show it.
 
-Run A is the result the window shows; run B is a pin, another input, or another model opened
-through :class:`~actviz.ui.window.dialogs.OpenModelDialog` (refused there without run A's
-layers). Captures run on the window's capture worker (run B may hook the window's own model)
-without superseding; a comparison asked for during a run waits for it, so run A is newest.
-Only pictures and figures are kept. Panels are painted near the view (:mod:`.diff_painter`);
-model B has its own loads (:mod:`.model_b`).
+Run A is the result the window shows; run B is a pin, another input, or another model. The
+comparison runs on the capture worker without superseding; one asked for during a run waits for
+it, so run A is the newest. Only pictures and figures are kept.
 """
 
 from __future__ import annotations
@@ -55,17 +52,8 @@ STALE_NOTE = "Run A changed since this comparison: press Compare to compare the 
 
 
 class CompareController(FeatureBase, QObject):
-    """Drives the Compare tab of ``window`` (see the module docstring).
-
-    Signals
-    -------
-    compare_finished()
-        A comparison is shown.
-    compare_failed(str)
-        A comparison could not be made (the message, also shown in the tab).
-    model_b_loaded(str)
-        The second model opened from that source (and fits run A's layers).
-    """
+    """Drives the Compare tab: ``compare_finished``, ``compare_failed(message)`` and
+    ``model_b_loaded(source)`` say how it went."""
 
     compare_finished = Signal()
     compare_failed = Signal(str)
@@ -79,13 +67,11 @@ class CompareController(FeatureBase, QObject):
         self.session = host.session
         self.worker = host.worker
         self.view = view or CompareView()
-        #: The tab's page: the view, scrolled when the window is smaller than its minimum
-        #: (as the Overview's), so the Compare tab never sets the window's minimum size.
+        #: The tab's page scrolls, so it never sets the window's minimum size.
         self.page = scroll_area(self.view, name="comparePage", frameless=True)
         self._to_reveal = ""
         self._reveal_soon = DeferredCall(self, lambda: self._reveal(self._to_reveal))
         self.painter = DiffPainter(self.view, self.page, self)
-        #: Model B, opened in the window's Open model dialog.
         self.b = ModelB(host, self, self._on_model_b, self._refuse)
         #: The comparison shown (None before the first).
         self.outcome: CompareOutcome | None = None
@@ -102,7 +88,6 @@ class CompareController(FeatureBase, QObject):
         v.open_model_requested.connect(self.open_model_dialog)
         v.chart.layer_clicked.connect(self.go_to_layer)
         v.channel_clicked.connect(self.open_channel)
-        #: The comparison on the capture worker.
         self.job = FeatureJob(
             self,
             host,
@@ -128,7 +113,6 @@ class CompareController(FeatureBase, QObject):
         host.add_tab(self.page, TAB_TITLE)
         host.offer_pin_comparison(self.compare_with_pin)
 
-    # ========================================================================== public API
     def cancel(self) -> bool:
         """Esc: a comparison waiting for the run before it never starts."""
         if not self._waiting:
@@ -169,9 +153,7 @@ class CompareController(FeatureBase, QObject):
         return self.compare()
 
     def compare(self) -> bool:
-        """Start comparing the latest run with the chosen run B; False (saying why in the tab) when
-        it cannot start.
-        """
+        """Start comparing the latest run with run B; False (saying why) when it cannot start."""
         if self._closed:
             return False
         result = self.session.result
@@ -211,22 +193,20 @@ class CompareController(FeatureBase, QObject):
             return False
         self.host.show_tab(None)
         self.host.select_layer(name)
-        # Once the tab is laid out, bring the panel into view for sure (a timer of this
-        # feature's: a single shot's function would outlive the window it closes over).
+        # Once the tab is laid out, bring the panel into view.
         self._to_reveal = name
         self._reveal_soon.request()
         return True
 
     def open_channel(self, name: str, channel: int) -> bool:
-        """Open channel ``channel`` of run A's layer ``name`` large in the Layers tab (a
-        difference tile's click)."""
+        """Open channel ``channel`` of run A's layer ``name`` large in the Layers tab."""
         if name not in self.host.layer_panels:
             return self.go_to_layer(name)
         self.host.show_tab(None)
         return bool(self.host.open_channel(name, channel))
 
     def browse_input(self) -> str:
-        """Pick input B with a file dialog (the window's image and tensor filters)."""
+        """Pick input B with a file dialog."""
         recent = self.host.settings.recent_inputs()
         path, _ = QFileDialog.getOpenFileName(
             self.host.dialog_parent(),
@@ -240,7 +220,7 @@ class CompareController(FeatureBase, QObject):
         return path
 
     def open_model_dialog(self) -> Any:
-        """Show the window's Open model dialog for model B (:meth:`ModelB.open_dialog`)."""
+        """Show the window's Open model dialog for model B."""
         return self.b.open_dialog()
 
     def clear(self, message: str = "") -> None:
@@ -250,7 +230,7 @@ class CompareController(FeatureBase, QObject):
         self.view.clear(message)
 
     def session_part(self) -> dict[str, Any]:
-        """The comparison set-up a session file keeps (:func:`setup_of`)."""
+        """The comparison set-up a session file keeps."""
         return {"comparison": setup_of(self.view, self.session.pins, self.model_b)}
 
     def report_part(self) -> dict[str, Any]:
@@ -286,7 +266,6 @@ class CompareController(FeatureBase, QObject):
         ):
             event.disconnect(slot)
 
-    # ========================================================================== running
     def _refuse(self, text: str) -> bool:
         self.view.set_message(text, error=True)
         self.compare_failed.emit(text)
@@ -333,7 +312,7 @@ class CompareController(FeatureBase, QObject):
         self.compare_finished.emit()
 
     def _await_worker(self) -> None:
-        """Try again when each job now on the capture worker ends (run A is on its way)."""
+        """Try again when each job now on the capture worker ends."""
         for job in self.worker.jobs():
             job.on(
                 finished=self._start_if_waiting,
@@ -361,7 +340,6 @@ class CompareController(FeatureBase, QObject):
         if self._waiting and not self._closed:
             self._start()
 
-    # ========================================================================== showing
     def _show(self, outcome: CompareOutcome) -> None:
         self.outcome = outcome
         v = self.view
@@ -373,7 +351,6 @@ class CompareController(FeatureBase, QObject):
         else:
             v.predictions.set_change(change)
         first = comparison.first_divergence
-        # Where the runs part is what one looks at first.
         self.painter.show(outcome, first.name if first is not None else None)
         v.set_message(describe_outcome(outcome, self._label_b))
 
@@ -382,19 +359,15 @@ class CompareController(FeatureBase, QObject):
             self.painter.tab_shown()
 
     def diff_panels_pending(self) -> bool:
-        """Whether difference panels in (or near) the area's view wait to be painted: the
-        Compare tab is not on screen, or has not been laid out since (the others are painted
-        when scrolled to, see :meth:`diff_panels_unpainted`)."""
+        """Whether difference panels in (or near) the area's view wait to be painted."""
         return self.painter.pending()
 
     def diff_panels_unpainted(self) -> list[str]:
-        """The layers whose difference panels wait to be scrolled to (or for the tab to
-        show), in depth order: they show nothing until painted."""
+        """The layers whose difference panels wait to be scrolled to, in depth order."""
         return self.painter.waiting()
 
     def paint_diff_panels(self) -> None:
-        """Paint every difference panel now (the tab must be on screen), e.g. before reading
-        them all."""
+        """Paint every difference panel now (the tab must be on screen)."""
         self.painter.paint_all()
 
     def turn_page(self, name: str, step: int) -> bool:
@@ -405,7 +378,6 @@ class CompareController(FeatureBase, QObject):
         if not self._closed:
             self.host.reveal_panel(name)
 
-    # ========================================================================== choices
     def _on_view_source_changed(self, source: str) -> None:
         if source == MODEL and self.model_b is None:
             self.view.set_message("Open model B: a checkpoint of the same architecture.")
@@ -436,13 +408,11 @@ class CompareController(FeatureBase, QObject):
             )
 
     def _on_session_model_changed(self) -> None:
-        # Another model: comparisons of the old one no longer match the tree or the panels.
         had = self.outcome is not None or self.view.is_error()
         self.clear("Another model was opened: compare its runs anew." if had else FIRST_NOTE)
         self.painter.page_sizes.clear()
         self._waiting = False
 
-    # ========================================================================== model B
     def _on_model_b(self, loaded: Any, source: str) -> None:
         self.view.set_model_text(f"model B: {loaded.name}")
         self.view.model_label.setToolTip(source)

@@ -18,17 +18,8 @@ __all__ = ["ModelB"]
 
 
 class ModelB(QObject):
-    """Opens model B and keeps it.
-
-    Parameters
-    ----------
-    host
-        The window (its model dialog, loader and trust question).
-    opened
-        ``opened(loaded, source)`` once model B opened and fits.
-    failed
-        ``failed(text)`` when it could not be opened (the dialog, kept open, says it too).
-    """
+    """Opens model B and keeps it: ``opened(loaded, source)`` once it opened and fits run A's
+    layers, else ``failed(text)``."""
 
     def __init__(
         self,
@@ -54,11 +45,7 @@ class ModelB(QObject):
         return self._load is not None
 
     def open_dialog(self) -> Any:
-        """Show the window's Open model dialog for model B (window-modal, not blocking).
-
-        It stays open while model B loads, closes once it opened and fits run A's layers,
-        and otherwise says why, path kept (as when opening the main model).
-        """
+        """Show the window's Open model dialog for model B (open while model B loads)."""
         if self.dialog is not None:
             self.dialog.raise_()
             return self.dialog

@@ -25,13 +25,8 @@ def request_for(
     pages: Mapping[str, int],
     page_sizes: Mapping[str, int],
 ) -> tuple[CompareRequest, str]:
-    """The comparison of the session's latest run (A) with run B, and B's label.
-
-    Raises
-    ------
-    ValueError
-        Run B cannot be had (the pin went, holds no capture; run A kept no input).
-    """
+    """The comparison of the session's latest run (A) with run B, and B's label; ValueError
+    when run B cannot be had."""
     s = session
     result = s.result
     assert result is not None and result.capture is not None
@@ -39,8 +34,7 @@ def request_for(
     spec = result.spec
     spec = DisplaySpec(
         layers=tuple(n for n in result.shown if n in cap_a),
-        # One scale per layer: per-channel scales would blow float noise in an unchanged
-        # channel up to full colour beside a channel that really changed.
+        # One scale per layer: per-channel scales would blow float noise up to full colour.
         normalize="shared",
         sample=spec.sample,
         categories=spec.categories,

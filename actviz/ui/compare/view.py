@@ -1,9 +1,6 @@
-"""CompareView: the Compare tab's widgets (passive: the controller fills them).
-
-Top: where run B comes from (a pinned result, another input, another model) and the Compare
-button, then a line saying what is compared or what went wrong. Below, in splitters the user
-can drag: the similarity-by-depth chart beside both predictions, and the difference mosaics
-(A - B) per layer (:class:`~actviz.ui.compare.differences.DifferenceArea`).
+"""CompareView: the Compare tab's widgets (passive: the controller fills them): where run B
+comes from, a message line, the similarity chart beside both predictions, and the difference
+mosaics (A - B) per layer.
 """
 
 from __future__ import annotations
@@ -28,21 +25,7 @@ NARROW_TAB_PX = 560
 
 
 class CompareView(QtWidgets.QWidget):
-    """The Compare tab.
-
-    Signals
-    -------
-    compare_requested()
-        Compare was pressed.
-    source_changed(str)
-        Another kind of run B was chosen (:data:`~actviz.workspace.compare_job.PIN`, ...).
-    browse_input_requested()
-        "Browse…" beside the input B.
-    open_model_requested()
-        "Open model B…".
-    page_requested(str, int), mosaic_width_changed(str, int), channel_clicked(str, int)
-        A difference panel's (see :class:`~actviz.ui.panels.feature_map.LayerPanel`).
-    """
+    """The Compare tab; its signals are its buttons' and its difference panels'."""
 
     compare_requested = QtCore.Signal()
     page_requested = QtCore.Signal(str, int)
@@ -58,8 +41,7 @@ class CompareView(QtWidgets.QWidget):
         outer.setContentsMargins(*[style.PAGE_MARGIN] * 4)
         outer.setSpacing(style.PAGE_MARGIN)
         outer.addLayout(self._source_bar())
-        # The bar's second half (the source's own row and Compare) goes under the first when
-        # the tab is too narrow for one line (docks open on a small screen).
+        # The bar's second half goes under the first when the tab is too narrow.
         self._bar_second = QtWidgets.QHBoxLayout()
         self._bar_second.setSpacing(6)
         outer.addLayout(self._bar_second)
@@ -78,8 +60,7 @@ class CompareView(QtWidgets.QWidget):
             caption="Changes are A − B (Δp in percentage points).",
             empty_text="no comparison yet",
         )
-        # The table is as tall as its rows (up to both top-5s and the target): the pane
-        # scrolls rather than holding the splitter open to that height.
+        # The pane scrolls rather than holding the splitter open to the table's height.
         predictions_scroll = QtWidgets.QScrollArea()
         predictions_scroll.setWidgetResizable(True)
         predictions_scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
@@ -167,8 +148,7 @@ class CompareView(QtWidgets.QWidget):
 
     def event(self, event: QtCore.QEvent) -> bool:
         if event.type() == QtCore.QEvent.Type.ParentChange and self.parentWidget() is not None:
-            # In the tab's page the view is never narrower than its minimum, so the room
-            # there is the viewport's width: the bar follows the viewport.
+            # In the tab's page the room is the viewport's width.
             self.parentWidget().installEventFilter(self)
         return super().event(event)
 
@@ -220,12 +200,9 @@ class CompareView(QtWidgets.QWidget):
         return page
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt name
-        # The page (a scroll area) asks this of a layout with a wrapped label: answer the
-        # least height, so the page scrolls only when the tab is smaller than the minimum
-        # rather than whenever the preferred height does not fit.
+        # The least height: the page scrolls only when the tab is smaller than the minimum.
         return self.minimumSizeHint().height()
 
-    # ------------------------------------------------------------------ setters
     @property
     def source(self) -> str:
         """The kind of run B chosen."""

@@ -39,8 +39,7 @@ class ChannelOpening:
             return True
         result = self.session.result
         if result is not None and layer in result.layers:
-            # Shown, but not as maps (a classifier's scores, a token sequence): running
-            # again would open nothing either (it re-ran and nothing happened).
+            # Shown, but not as maps: running again would open nothing either.
             self.pending = None
             self._say_no_maps(layer, channel)
             return False
@@ -85,8 +84,7 @@ class ChannelOpening:
             self._say_no_maps(*pending)
 
     def _say_no_maps(self, layer: str, channel: int) -> None:
-        """Say in the dock that ``layer``'s channel cannot open large, with its top images
-        (the channel view shows maps only; the dataset's answer is still worth reading)."""
+        """Say in the dock that ``layer``'s channel cannot open large (maps only)."""
         result = self.session.result
         prepared = result.layers.get(layer) if result is not None else None
         shape = getattr(prepared, "shape", None)

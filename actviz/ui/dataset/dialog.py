@@ -1,9 +1,4 @@
-"""The "Scan a dataset" dialog: a folder, the layers to scan (the ticked ones first), k.
-
-Non-modal and never blocking: it emits :attr:`ScanDialog.scan_requested` with a
-:class:`ScanSpec` and closes; what is wrong with the choice (no folder, no layer) is said in
-the dialog, which stays open.
-"""
+"""The "Scan a dataset" dialog (non-modal): a folder, the layers to scan, k."""
 
 from __future__ import annotations
 
@@ -49,22 +44,8 @@ class ScanSpec:
 
 
 class ScanDialog(QDialog):
-    """Pick a folder, the layers and k, then "Scan".
-
-    Parameters
-    ----------
-    layers
-        Every layer that may be scanned, in model order.
-    ticked
-        The layers ticked in the window: listed first and checked.
-    folder, k
-        The last choice, shown again.
-
-    Signals
-    -------
-    scan_requested(object)
-        A valid :class:`ScanSpec` (the dialog then closes).
-    """
+    """Pick a folder, the ``layers`` (the ``ticked`` ones first, checked) and k, then "Scan":
+    ``scan_requested(ScanSpec)`` and the dialog closes; a wrong choice is said in it."""
 
     scan_requested = Signal(object)
 
@@ -127,9 +108,7 @@ class ScanDialog(QDialog):
         self.scan_button.setDefault(True)
 
     def set_layers(self, layers: Sequence[str], ticked: Sequence[str]) -> None:
-        """List ``layers`` (the ``ticked`` ones first, checked): the window's model's, again
-        when another model opens while the dialog is open (its layers were the model's
-        before, and scanning them failed with "unknown layer")."""
+        """List ``layers`` (the ``ticked`` ones first, checked), again when another model opens."""
         self.layer_list.clear()
         ticked_set = set(ticked)
         order = [n for n in layers if n in ticked_set] + [n for n in layers if n not in ticked_set]
@@ -141,7 +120,6 @@ class ScanDialog(QDialog):
             )
             self.layer_list.addItem(item)
 
-    # -- reading --------------------------------------------------------------------------
     def checked_layers(self) -> list[str]:
         """The checked layers, in list order (the window's ticked ones first)."""
         items = (self.layer_list.item(i) for i in range(self.layer_list.count()))
@@ -168,7 +146,6 @@ class ScanDialog(QDialog):
         batch = self.batch_spin.value() or None
         return ScanSpec(str(Path(folder).expanduser()), tuple(layers), self.k_spin.value(), batch)
 
-    # -- slots ----------------------------------------------------------------------------
     def _on_browse_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Folder of images", self.folder_edit.text())
         if folder:

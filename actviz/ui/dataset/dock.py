@@ -1,8 +1,4 @@
-"""DatasetDock: the scan's summary and progress, and the per-layer channel table.
-
-Passive: the window part (:mod:`actviz.ui.dataset.feature`) pushes the progress and the scan's
-figures in; the dock reports its buttons, the layer chosen and the channel clicked.
-"""
+"""DatasetDock (passive): the scan's summary and progress, and the per-layer channel table."""
 
 from __future__ import annotations
 
@@ -60,12 +56,8 @@ def kept(scan: Any) -> int:
 
 
 def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
-    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``.
-
-    Files that failed for the same reason share it (a folder's stray files usually do: the
-    reason said once per file filled the dock with the same words); the reason drops the
-    file's path or name (beside it, the name is enough; the tooltip has them all).
-    """
+    """``"Skipped 3 unreadable files: a.png, b.jpg (cannot identify image file); c.txt (...)"``:
+    files that failed for the same reason share it, said without their path."""
     named = skipped[:SKIPPED_NAMED]
     groups: dict[str, list[str]] = {}
     for path, reason in named:
@@ -84,17 +76,8 @@ def skipped_text(skipped: tuple[tuple[str, str], ...]) -> str:
 
 
 class DatasetDock(QDockWidget):
-    """Dataset: what was scanned, the running scan's progress and Cancel, channels by mean.
-
-    Signals
-    -------
-    scan_clicked()
-        "Scan a dataset…" was pressed.
-    cancel_clicked()
-        The running scan's Cancel was pressed.
-    layer_chosen(str)
-        Another scanned layer was picked for the table.
-    """
+    """Dataset: what was scanned, the running scan's progress and Cancel, channels by mean
+    (``scan_clicked``, ``cancel_clicked``, ``layer_chosen(layer)``)."""
 
     scan_clicked = Signal()
     cancel_clicked = Signal()
@@ -161,7 +144,6 @@ class DatasetDock(QDockWidget):
         self.setWidget(body)
         self._quiet = False
 
-    # -- setters -------------------------------------------------------------------------------
     def set_summary(self, text: str, tooltip: str = "") -> None:
         self.summary_label.setText(text)
         self.summary_label.setToolTip(tooltip or text)
@@ -180,8 +162,7 @@ class DatasetDock(QDockWidget):
         )
         skipped = tuple(getattr(scan, "skipped", ()) or ())
         notes = list(getattr(scan, "warnings", ()) or ())
-        # In the dock (raised when the scan started), not the banner: a few unreadable
-        # files in a large folder are expected and the scan itself succeeded.
+        # In the dock, not the banner: the scan itself succeeded.
         text = " ".join(([skipped_text(skipped)] if skipped else []) + notes)
         self.set_message(
             text,

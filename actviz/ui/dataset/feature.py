@@ -1,11 +1,8 @@
 """The window's dataset part: Data > Scan a dataset…, the Dataset dock, the channel's top-k.
 
-Built by the window like its other parts (:class:`DatasetScanUI`); the scans run on
-:class:`~actviz.ui.dataset.scans.DatasetScans`' workers, so the window stays usable. When the
-channel view shows a channel of a scanned layer, its top-k images appear under it (made off
-the GUI thread); clicking one opens that image as the window's input. Clicking a row of the
-Dataset dock's table opens the channel (ticking and running its layer first when the result
-shown does not hold it).
+Scans run on :class:`~actviz.ui.dataset.scans.DatasetScans`' workers. A channel of a scanned
+layer shows its top-k images under the channel view (a click opens one as the input); a row of
+the dock's table opens its channel (ticking and running its layer first when needed).
 """
 
 from __future__ import annotations
@@ -37,14 +34,7 @@ LAYERS_KEY = "dataset/layers"
 
 
 class DatasetScanUI(FeatureBase, QObject):
-    """Scan dialog, Dataset dock and top-k grid of one window.
-
-    Parameters
-    ----------
-    host
-        The window's host: its session, the channel view, ``open_channel``, ``open_input_source``,
-        ``run``, a dock and the Data menu.
-    """
+    """Scan dialog, Dataset dock and top-k grid of one window."""
 
     name = "dataset"
 
@@ -72,14 +62,12 @@ class DatasetScanUI(FeatureBase, QObject):
         self.channel_view = host.channel_view
         self.channel_view.add_section(self.grid)
 
-        #: Data > Scan a dataset…
         self.scan_action = QAction("Scan a dataset…", host.dialog_parent())
         self.scan_action.setToolTip(
             "Run the model over a folder of images and find each channel's top images"
         )
         host.add_menu_action("Data", self.scan_action, shortcut=False)
         self.scan_action.triggered.connect(self.open_dialog)
-        #: Data > Open a saved scan… (a folder save_scan wrote: the atlas of a million images)
         self.open_scan_action = QAction("Open a saved scan…", host.dialog_parent())
         self.open_scan_action.setToolTip(
             "Show a scan saved in a folder (scan.json): its top images, statistics and atlas"
@@ -103,7 +91,6 @@ class DatasetScanUI(FeatureBase, QObject):
         self.opening = ChannelOpening(host, self.scans, self.dock)
         self.session.model_changed.connect(self._on_model_changed)
 
-    # -- public --------------------------------------------------------------------------------
     @property
     def scan(self) -> Any:
         """The scan the dock and the grid show (None before one finished)."""
@@ -155,17 +142,14 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dialog = dialog
         dialog.open()
         if self.scans.num_workers != 0:
-            # The scan's loader processes come from a server that imports torch first: start
-            # it while the user picks a folder (a background thread; see actviz.data.fork_server).
+            # Start the loaders' fork server while the user picks a folder.
             from actviz.data.fork_server import prestart
 
             prestart()
         return dialog
 
     def _refuse_text_model(self) -> bool:
-        """Say so and return True when the session's model cannot take the scan's images
-        (it reads text: a scan failed in its embedding layer with torch's "Expected tensor
-        for argument #1 'indices'..."): the session's one input gate decides."""
+        """Say so and return True when the session's model cannot take the scan's images."""
         problem = self.session.input_problem(source="images") if self.session.model else ""
         if not problem:
             return False
@@ -199,9 +183,8 @@ class DatasetScanUI(FeatureBase, QObject):
         return True
 
     def open_channel(self, layer: str, channel: int) -> bool:
-        """Open ``channel`` of ``layer`` in the channel view; a layer not in the result is ticked
-        and run first. True when it opened now.
-        """
+        """Open ``channel`` of ``layer`` (ticked and run first when not in the result); True
+        when it opened now."""
         return self.opening.open(layer, channel)
 
     def shutdown(self) -> None:
@@ -211,7 +194,6 @@ class DatasetScanUI(FeatureBase, QObject):
         if self.dialog is not None:
             self.dialog.close()
 
-    # -- scan events ---------------------------------------------------------------------------
     def _on_scan_started(self, spec: ScanSpec) -> None:
         self._asked_scan = True
         self.host.clear_messages(BANNER_SOURCE)
@@ -222,8 +204,7 @@ class DatasetScanUI(FeatureBase, QObject):
         self.dock.set_summary(f"{Path(spec.folder).name}: scanning…", spec.folder)
         self.dock.start_progress(f"Scanning {Path(spec.folder).name}…")
         self.host.refresh_busy()
-        # Widened when it opens, never while shown: the width is then the user's (or shared
-        # with the live dock), and resizing the central area re-lays every panel out.
+        # Widened when it opens, never while shown: the width is then the user's.
         if not shown and self.dock.width() < PREFERRED_WIDTH and not self.dock.isFloating():
             self.host.resize_dock(self.dock, PREFERRED_WIDTH)
 
@@ -235,8 +216,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_message(
                 "A partial scan, saved when it was cancelled: Scan… the folder to finish it."
             )
-        # A scan asked for shows its end even if the dock was closed meanwhile; a saved scan
-        # found when a model opens waits in the dock a user closed.
+        # A scan asked for shows its end even in a closed dock; a saved one found waits there.
         if self._asked_scan and not self.dock.isVisible():
             self.dock.show()
         self._asked_scan = False
@@ -291,8 +271,7 @@ class DatasetScanUI(FeatureBase, QObject):
             self.dock.set_message(f"No channel figures for {layer}: {exc}", error=True)
 
     def _on_model_changed(self) -> None:
-        # A scan of the model before stops with it (its copy's results would not be this
-        # model's); said, or the dock just went blank mid-scan.
+        # A scan of the model before stops with it, and says so.
         stopped = self.scans.spec if self.scans.is_scanning() else None
         self.scans.forget()
         self.dock.clear()
@@ -313,8 +292,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def show_saved(self) -> Job | None:
         """Show the last folder's saved scan for the session's model without running anything;
-        returns the job (None: no last folder, or its layers are not in this model).
-        """
+        returns the job (None: nothing to show)."""
         folder = self._last_folder
         text = str(self._store.value(LAYERS_KEY, "") or "")
         layers = tuple(n for n in text.split(",") if n)
@@ -339,8 +317,7 @@ class DatasetScanUI(FeatureBase, QObject):
 
     def report_part(self) -> dict[str, Any]:
         """The scan shown, for File > Export report: each layer's contact sheet of top-k
-        images, made when the report is written (on the capture worker: it reads images and
-        measures the receptive field on the model)."""
+        images, made when the report is written."""
         scan, model = self.scan, self.session.loaded_model or self.session.model
         if scan is None or model is None:
             return {}
@@ -366,7 +343,6 @@ class DatasetScanUI(FeatureBase, QObject):
             return None
         return self.scans.peek(ScanSpec(folder, layers, _as_int(saved.get("k"), DEFAULT_K)))
 
-    # -- channel view and grid -----------------------------------------------------------------
     def _on_channel_changed(self, layer: str, channel: int) -> None:
         if channel < 0 or not self.scans.covers(layer):
             self._grid_key = None

@@ -1,8 +1,5 @@
-"""ChannelTable: a scanned layer's channels, sortable by mean, std, fraction > 0 and best value.
-
-Dead channels (never above zero on the scanned data) are marked in their own column and drawn
-on a red row. The table is a thin Qt model over numpy arrays taken from a ``Scan``.
-"""
+"""ChannelTable: a scanned layer's channels, sortable by mean, std, fraction > 0 and best value;
+dead channels (never above zero) on a red row."""
 
 from __future__ import annotations
 
@@ -36,10 +33,7 @@ class LayerFigures:
 
 
 def layer_figures(scan: Any, layer: str) -> LayerFigures:
-    """The per-channel figures of ``layer`` in ``scan`` (the engine's ``Scan``).
-
-    ``best`` is each channel's largest value (its first top entry; NaN with no entry).
-    """
+    """The per-channel figures of ``layer`` in ``scan`` (``best``: NaN without a top entry)."""
     stats = scan.stats(layer)
     mean = np.asarray(stats.mean, dtype=np.float64)
     best = np.full(mean.shape, np.nan)
@@ -142,13 +136,7 @@ class ChannelTableModel(QtCore.QAbstractTableModel):
 
 
 class ChannelTable(QtWidgets.QTableView):
-    """The sortable channel table of one layer (mean descending first).
-
-    Signals
-    -------
-    channel_clicked(str, int)
-        A row was clicked: layer name and channel.
-    """
+    """The sortable channel table of one layer, mean descending first (``channel_clicked``)."""
 
     channel_clicked = QtCore.Signal(str, int)
 

@@ -1,9 +1,5 @@
-"""TopKGrid: a channel's top-k dataset images, each cropped around its maximum, heat overlaid.
-
-A passive widget: :meth:`TopKGrid.set_views` takes the engine's ``TopView`` tuples (numpy
-crops and heat maps); clicking a tile emits the image it came from. The tiles are a
-``QListWidget`` in icon mode, so they wrap to the width, scroll, and keep their caption (value
-and image name) under each picture.
+"""TopKGrid: a channel's top-k dataset images, each cropped around its maximum, heat overlaid,
+in a wrapping ``QListWidget`` (a click emits the image it came from).
 """
 
 from __future__ import annotations
@@ -38,23 +34,8 @@ def source_name(source: str | int) -> str:
 
 
 def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
-    """The tiles' pictures: each crop with its channel's activation blended over it.
-
-    Each tile's heat runs from 0 to its own maximum (where the channel fires in that crop;
-    the value under the tile compares the images); negative values show no heat. A pixel's
-    opacity grows with its heat (at most :data:`HEAT_ALPHA`), in the overlay colour map, so
-    the picture stays visible where the channel is silent.
-
-    Parameters
-    ----------
-    views
-        ``TopView`` s (``image`` (S, S, 3) uint8, ``heat`` (S, S) float32).
-
-    Returns
-    -------
-    list of numpy.ndarray
-        ``(S, S, 3)`` uint8 pictures, one per view, in order.
-    """
+    """Each ``TopView``'s ``(S, S, 3)`` crop with its heat blended over it, from 0 to the
+    tile's own maximum, opacity growing with heat (at most :data:`HEAT_ALPHA`)."""
     out = []
     for view in views:
         heat = np.nan_to_num(np.asarray(view.heat, dtype=np.float32), nan=0.0)
@@ -68,13 +49,8 @@ def tile_pictures(views: Sequence[Any]) -> list[np.ndarray]:
 
 
 class TopKGrid(QtWidgets.QWidget):
-    """The top-k images of one channel: caption line above a wrapping grid of tiles.
-
-    Signals
-    -------
-    source_clicked(object)
-        A tile was clicked: its image path (str) or sample index (int).
-    """
+    """The top-k images of one channel: caption line above a wrapping grid of tiles
+    (``source_clicked``: a tile's image path or sample index)."""
 
     source_clicked = QtCore.Signal(object)
 
@@ -83,8 +59,7 @@ class TopKGrid(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 0)
         layout.setSpacing(1)
-        # One line cut with "…" (whole on hover): a long folder name, or a note of images
-        # gone since the scan, must not widen the channel view.
+        # One line cut with "…": it must not widen the channel view.
         self.caption = style.caption_text(lines=1)
         layout.addWidget(self.caption)
         self.tiles = QtWidgets.QListWidget()

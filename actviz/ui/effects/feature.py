@@ -1,14 +1,8 @@
 """Which channels matter, in the window: the "Channels that matter" dock.
 
-:class:`EffectsFeature` attaches through the window's :class:`~actviz.ui.host.WindowHost`.
-Estimates come from the capture the window shows
-(:func:`~actviz.analysis.effects.channel_effects.estimate_from_capture`, no model run) on a
-thread of their own; "Verify top 16" runs exact ablations on the capture worker as this
-feature's job; "Ablate top" / "Keep only top" add what-if edits; the panels can be outlined
-and sorted by effect, and their tile menu measures chosen channels. Layers showing a
-dictionary's concepts are ranked by concepts (:mod:`actviz.analysis.concepts.layer_effects`).
-Verify and measurements live in :class:`~actviz.ui.effects.verifying.Verification`, outlines
-and sort orders in :class:`~actviz.ui.effects.panel_marks.PanelMarks`.
+Estimates come from the capture shown (no model run) on a thread of their own; "Verify" runs
+exact ablations on the capture worker (:mod:`.verifying`); "Ablate top" / "Keep only top" add
+what-if edits; the panels can be outlined and sorted by effect (:mod:`.panel_marks`).
 """
 
 from __future__ import annotations
@@ -62,14 +56,7 @@ class _DockScroll(QScrollArea):
 
 
 class EffectsFeature(FeatureBase, QObject):
-    """The "Channels that matter" dock of one window (see the module docstring).
-
-    Parameters
-    ----------
-    host
-        The window's host: its session (result, model, edits), capture worker, ``open_channel``,
-        layer panels and a dock on the right.
-    """
+    """The "Channels that matter" dock of one window (see the module docstring)."""
 
     name = "effects"
 
@@ -118,7 +105,6 @@ class EffectsFeature(FeatureBase, QObject):
         host.add_tile_menu_entries(self._fill_tile_menu)
         v.set_message(RUN_FIRST)
 
-    # ========================================================================== Feature
     def cancel(self) -> bool:
         """Esc / Cancel: stop the verification (the estimates stay)."""
         return self.job.cancel()
@@ -129,8 +115,7 @@ class EffectsFeature(FeatureBase, QObject):
 
     def reset_layout(self) -> None:
         """Dock it back on the right (closed, as on a first start)."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)  # type: ignore[attr-defined]
-        self.host.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         self.dock.setVisible(False)
 
     def session_part(self) -> dict[str, Any]:
@@ -183,7 +168,6 @@ class EffectsFeature(FeatureBase, QObject):
         self.effects = None
         self.job.context = None
 
-    # ========================================================================== public API
     def show_panel(self) -> None:
         """Open the dock (its estimates are made for the result shown)."""
         self.dock.show()
@@ -221,15 +205,11 @@ class EffectsFeature(FeatureBase, QObject):
         return self._estimate is not None
 
     def verify(self, channels: dict[str, tuple[int, ...]] | None = None) -> bool:
-        """Measure the exact effect of each layer's top channels in the background
-        (``channels``: of these per layer instead): :meth:`Verification.verify
-        <actviz.ui.effects.verifying.Verification.verify>`."""
+        """Measure the exact effect of each layer's top (or given) channels in the background."""
         return self.verification.verify(channels)
 
     def measure(self, layer: str, channels: Any) -> bool:
-        """Measure the exact effect of ``channels`` of ``layer`` and show them in the dock
-        (the tile menu's entry): :meth:`Verification.measure
-        <actviz.ui.effects.verifying.Verification.measure>`."""
+        """Measure the exact effect of ``channels`` of ``layer`` and show them in the dock."""
         return self.verification.measure(layer, channels)
 
     @property
@@ -243,9 +223,8 @@ class EffectsFeature(FeatureBase, QObject):
         return self._source is not None and result is not None and self._source() is result
 
     def sort_panels(self, on: bool = True) -> None:
-        """Order the tiles of each ranked layer's panel by ``|estimated effect|`` (``on``),
-        re-sorted with each new result; or put back the natural order and the page shown
-        before. Ticks the dock's box, whose switch calls this (so both stay in step)."""
+        """Order the tiles of each ranked layer's panel by ``|estimated effect|`` with each new
+        result (``on``), or put back the natural order and page; the dock's box follows."""
         v = self.view
         if v.sort_check.isChecked() != bool(on):
             v.sort_check.setChecked(bool(on))  # its signal comes back here
@@ -289,9 +268,7 @@ class EffectsFeature(FeatureBase, QObject):
         if self.effects is None or layer not in self.effects.results:
             return []
         eff = self.effects
-        # A channel without effect is not one that matters, however it ranks: a classifier
-        # layer's scores other than the target's drew a row of empty bars (in the colour of
-        # "works against").
+        # A channel without effect is not one that matters, however it ranks.
         rows = [
             BarRow(r.channel, r.estimate, r.exact)
             for r in eff.top(layer, self.view.top)
@@ -308,7 +285,6 @@ class EffectsFeature(FeatureBase, QObject):
                 shown.add(c)
         return rows
 
-    # ========================================================================== estimates
     def show_effects(self) -> None:
         """Show the effects held: each layer's bars and the lines under them."""
         eff = self.effects
@@ -352,8 +328,7 @@ class EffectsFeature(FeatureBase, QObject):
             or not self.view.mark_check.isChecked()
             or not self.dock.isVisible()
         ):
-            # Unticked or the dock closed: the outlines this dock drew go with it (they stayed,
-            # and a right click then offered "Ablate 8 channels" of a ranking no longer shown).
+            # Unticked or the dock closed: the outlines this dock drew go with it.
             self.marks.unmark()
             return
         self.marks.mark(self.effects, self.view.top)
@@ -365,7 +340,6 @@ class EffectsFeature(FeatureBase, QObject):
             self.marks.sort(eff, result)
 
     def _fill_tile_menu(self, menu: QMenu, layer: str, channels: tuple[int, ...]) -> None:
-        """The tile menu's entries of this feature (see ``host.add_tile_menu_entries``)."""
         if not channels:
             return
         what = channels_text(channels)
@@ -387,7 +361,6 @@ class EffectsFeature(FeatureBase, QObject):
         )
         sort.toggled.connect(self._on_sort_action_toggled)
 
-    # ========================================================================== edits
     def _edit(self, layer: str, k: int | None, verb: str) -> bool:
         eff = self.effects
         if eff is None or layer not in eff.results:
@@ -405,7 +378,6 @@ class EffectsFeature(FeatureBase, QObject):
         self.host.run()
         return True
 
-    # ========================================================================== events
     def _on_estimate_finished(self, eff: Effects) -> None:
         self._estimate = None
         self.effects = eff
@@ -443,9 +415,7 @@ class EffectsFeature(FeatureBase, QObject):
         # Another model: its channels are others (the session dropped the orders itself).
         self.verification.forget()
         self.marks.sorted = {}
-        # The bars, target and rho shown were the old model's; the session dropped its
-        # result without announcing one, so they would stay until the new model's first
-        # result (a slow first run showed another model's channels meanwhile).
+        # The bars shown were the old model's (no result_changed announces their end).
         self.effects = None
         self._source = None
         self._estimate = None
@@ -460,8 +430,7 @@ class EffectsFeature(FeatureBase, QObject):
 
 
 def _what_to_estimate(session: Any, result: RunResult | None) -> tuple[Any, ...]:
-    """What the estimates of ``result`` need: the model, the capture, the layers, the target
-    and the dictionaries of the layers shown as concepts; ValueError says why not."""
+    """What the estimates of ``result`` need; ValueError says why they cannot be made."""
     if result is None:
         raise ValueError(RUN_FIRST)
     cap = result.capture

@@ -1,10 +1,6 @@
 """The layer panels as the "Channels that matter" dock changes them: :class:`PanelMarks`
 outlines each ranked layer's top channels (turning to the page holding the first) and sorts
 its tiles by effect, and puts back what was there before.
-
-A collaborator the :class:`~actviz.ui.effects.feature.EffectsFeature` owns: these rules are
-about the panels and the session's channel orders and pages, not about estimating or
-verifying effects.
 """
 
 from __future__ import annotations
@@ -21,21 +17,12 @@ ORDER_LABEL = "by effect"
 
 
 class PanelMarks:
-    """The outlines and orders one effects dock gave the window's layer panels.
-
-    Parameters
-    ----------
-    host
-        The window's host: its ``panel(layer)``, ``page_channels(layer)`` and ``refresh_panel``.
-    session
-        The window's session (channel orders and pages).
-    """
+    """The outlines and orders one effects dock gave the window's layer panels."""
 
     def __init__(self, host: Any, session: Any) -> None:
         self.host = host
         self.session = session
-        #: Layers sorted by effect, with the channel their page held before (unsorting puts
-        #: it back).
+        #: Layers sorted by effect, with the channel their page held before.
         self.sorted: dict[str, int | None] = {}
         #: ``{layer: channels}`` outlined by "Mark the top channels" (cleared when unticked).
         self.marked: dict[str, list[int]] = {}

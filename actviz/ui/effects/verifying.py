@@ -1,9 +1,6 @@
 """The "Channels that matter" dock's exact measurements: :class:`Verification` runs "Verify
 top N" and the tile menu's "Measure the effect of ch N" as the feature's one job on the
-window's capture worker, and keeps the channels the user asked to measure.
-
-A collaborator the :class:`~actviz.ui.effects.feature.EffectsFeature` owns: a measurement
-runs the model (the estimates never do), with progress, Cancel and its own messages.
+capture worker (they run the model; the estimates never do).
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ class Verification:
     def __init__(self, feature: Any, host: Any) -> None:
         self._feature = feature
         self.session = host.session
-        #: The verification on the capture worker; its context: (the effects verified, what
-        #: it measures: None, each layer's top; else {layer: channels}).
+        #: Its context: (the effects verified, None or {layer: channels} measured).
         self.job = FeatureJob(
             feature,
             host,
@@ -54,8 +50,7 @@ class Verification:
         self.asked: dict[str, tuple[int, ...]] = {}
         # A measurement asked for before the estimates of the result shown were made.
         self.pending: tuple[str, tuple[int, ...]] | None = None
-        # Said under the next result's bars too (that result's estimates replaced the red
-        # line within a moment, and a verification seemed to have done nothing).
+        # Said under the next result's bars too.
         self.note = ""
 
     def forget(self) -> None:
@@ -113,10 +108,8 @@ class Verification:
         return True
 
     def measure(self, layer: str, channels: Any) -> bool:
-        """Measure, in the background, the exact effect of each of ``channels`` of ``layer`` and
-        show them in the dock (the tile menu's "Measure the effect of ch N"); it waits for the
-        result's estimates when they are still to be made.
-        """
+        """Measure the exact effect of each of ``channels`` of ``layer`` in the background
+        (after the result's estimates) and show them in the dock."""
         f = self._feature
         chosen = tuple(dict.fromkeys(int(c) for c in channels))
         if f.closed or not chosen:

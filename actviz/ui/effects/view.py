@@ -1,8 +1,5 @@
-"""The "Channels that matter" dock's widgets: one section of bars per layer (no torch).
-
-:class:`EffectBars` paints a layer's top channels as bars from zero, estimate and (where
-verified) exact, coloured by sign as ``actviz effects`` draws them; hover shows numbers, a click
-opens the channel. :class:`EffectsView` holds the controls, progress, message and sections.
+"""The "Channels that matter" dock's widgets (no torch): controls, progress, a message and one
+section of bars per layer (estimate and, where verified, exact, coloured by sign).
 """
 
 from __future__ import annotations
@@ -89,13 +86,8 @@ def _colour(value: float, exact: bool) -> QtGui.QColor:
 
 
 class EffectBars(QtWidgets.QWidget):
-    """Horizontal bars of one layer's top channels, largest ``|effect|`` first.
-
-    Signals
-    -------
-    channel_clicked(str, int)
-        A bar was clicked: the layer and the channel.
-    """
+    """Horizontal bars of one layer's top channels, largest ``|effect|`` first (a click:
+    ``channel_clicked(layer, channel)``)."""
 
     channel_clicked = QtCore.Signal(str, int)
 
@@ -197,13 +189,7 @@ class EffectBars(QtWidgets.QWidget):
 
 
 class EffectsSection(QtWidgets.QWidget):
-    """One layer: its name, the rank correlation once verified, Ablate / Keep only, the bars.
-
-    Signals
-    -------
-    ablate_requested(str), keep_requested(str)
-        The layer whose top channels should be ablated / kept alone.
-    """
+    """One layer: its name, the rank correlation once verified, Ablate / Keep only, the bars."""
 
     ablate_requested = QtCore.Signal(str)
     keep_requested = QtCore.Signal(str)
@@ -246,9 +232,8 @@ class EffectsSection(QtWidgets.QWidget):
         unit: str = "channel",
         names: Mapping[int, str] | None = None,
     ) -> None:
-        """Show ``rows``; ``info`` beside the name; the buttons act on the top ``k``;
-        ``unit``: ``"channel"`` or ``"concept"`` (the layer's panel shows a dictionary's
-        concepts: the bars are concepts, the buttons remove concepts)."""
+        """Show ``rows`` (``info`` beside the name; the buttons act on the top ``k`` of
+        ``unit``: ``"channel"`` or ``"concept"``)."""
         self.bars.set_rows(rows, unit, names)
         self.info.setText(info)
         self.ablate_button.setText(f"Ablate top {k}")
@@ -270,21 +255,8 @@ class EffectsSection(QtWidgets.QWidget):
 
 
 class EffectsView(QtWidgets.QWidget):
-    """The dock's content: controls, progress, a message and one section per layer.
-
-    Signals
-    -------
-    verify_requested(), cancel_requested()
-        The Verify / Cancel buttons.
-    top_changed(int)
-        The number of channels shown per layer changed.
-    mark_toggled(bool)
-        "Mark in the layer panels" was switched.
-    sort_toggled(bool)
-        "Sort the panels' tiles by effect" was switched.
-    channel_clicked(str, int), ablate_requested(str), keep_requested(str)
-        From the sections.
-    """
+    """The dock's content: controls, progress, a message and one section per layer; its
+    signals are its controls' and its sections'."""
 
     verify_requested = QtCore.Signal()
     cancel_requested = QtCore.Signal()

@@ -17,10 +17,9 @@ INSTALLED = "installed"
 
 
 def build_registry(plugins: Any, *, disabled: Iterable[str] = ()) -> PluginRegistry:
-    """The registry of ``plugins``: None (none), :data:`INSTALLED` (every installed plugin,
-    none under ``ACTVIZ_NO_PLUGINS=1``), a registry as it is, or a list of plugins given as
-    objects (``Plugin``, contributions), ``"package.module:attr"`` strings or the names of
-    installed entry points."""
+    """The registry of ``plugins``: None, :data:`INSTALLED` (none under
+    ``ACTVIZ_NO_PLUGINS=1``), a registry, or a list of plugin objects, ``"module:attr"``
+    strings or installed entry-point names."""
     if isinstance(plugins, PluginRegistry):
         return plugins
     registry = PluginRegistry()

@@ -1,11 +1,6 @@
-"""The plugins in the window: one feature, built with the host like the others.
-
-:class:`PluginsFeature` wires a :class:`~actviz.workspace.plugin_registry.PluginRegistry`'s
-contributions in: layer views as tile-menu docks
-(:class:`~actviz.ui.plugins.view_docks.PluginViewDock`, exported too), input and model openers
-asked first by the window's loaders, window features built with a
-:class:`~actviz.ui.plugins.guarded.PluginHost`. A plugin that fails is reported once (banner,
-Help > Plugins) and everything it added is withdrawn.
+"""The plugins in the window: one feature wiring a registry's contributions in (layer views
+as tile-menu docks, input and model openers, window features on a guarded host). A plugin that
+fails is reported once and everything it added is withdrawn.
 """
 
 from __future__ import annotations
@@ -35,16 +30,14 @@ __all__ = ["DISABLED_KEY", "PluginsFeature"]
 DISABLED_KEY = "plugins/disabled"
 
 
-# The windows whose plugins may raise from a slot of their own widgets, read through weak
-# references by the hooks: a hook that held a window (a bound method) would keep a closed
-# window alive whenever another hook had been put over it.
+# The windows whose plugins may raise from a slot of their own widgets (weak: a hook must not
+# keep a closed window alive).
 _claimants: weakref.WeakSet[PluginsFeature] = weakref.WeakSet()
 _our_hook: Any = None
 
 
 def _hook_over(before: Any) -> Any:
-    """A ``sys.excepthook`` that lets the live windows claim an exception, else calls
-    ``before``. One per install, so a chain that passes through an old one never loops."""
+    """A ``sys.excepthook`` that lets the live windows claim an exception, else calls ``before``."""
 
     def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         if isinstance(exc, Exception):
@@ -93,17 +86,8 @@ def disabled_plugins(settings: Any) -> set[str]:
 
 
 class PluginsFeature(QObject, FeatureBase):
-    """The plugins of one window (see the module docs).
-
-    Attributes
-    ----------
-    registry
-        The plugins found and their status.
-    docks
-        The layer views open, by ``(layer, "plugin/view")``.
-    reports
-        ``(plugin, where)`` of each failure reported (once per plugin).
-    """
+    """The plugins of one window: their ``registry``, the layer view ``docks`` open by
+    ``(layer, "plugin/view")`` and the failure ``reports``."""
 
     name = "plugins"
 
@@ -135,9 +119,8 @@ class PluginsFeature(QObject, FeatureBase):
             names = " ".join(f"*{s}" for s in suffixes)
             host.offer_input_filters([f"Plugin inputs ({names})"])
         self._construct_features()
-        # A slot of a plugin's own widget (a button it connected itself, a paintEvent it
-        # overrides) is called by Qt, not through the host: what it raises reaches
-        # sys.excepthook, where it is recognised by its frames and the plugin disabled.
+        # A slot of a plugin's own widget is called by Qt, not through the host: what it
+        # raises reaches sys.excepthook, where its frames name the plugin.
         self._closed = False
         if any(r.plugin is not None for r in registry.records):
             _claim_exceptions(self)
@@ -160,7 +143,6 @@ class PluginsFeature(QObject, FeatureBase):
         self.host.session.model_changed.disconnect(self._on_first_model)
         self._show_at_start()
 
-    # ------------------------------------------------------------------ openers
     def _wrap_loaders(self) -> None:
         host: Any = self.host
         registry = self.registry
@@ -181,7 +163,6 @@ class PluginsFeature(QObject, FeatureBase):
 
             host.model_loader = load_model
 
-    # ------------------------------------------------------------------ window features
     def _construct_features(self) -> None:
         host: Any = self.host
         for record, contribution in self.registry.window_features():
@@ -196,7 +177,6 @@ class PluginsFeature(QObject, FeatureBase):
             key = f"plugin:{record.name}:{contribution.name}"
             host.features[key] = GuardedFeature(feature, key, self.registry, record)
 
-    # ------------------------------------------------------------------ layer views
     def views_for(self, layer: str) -> list[tuple[str, str]]:
         """``("plugin/view", title)`` of the layer views offered for ``layer`` in the result
         shown (those whose ``accepts`` takes it)."""
@@ -252,15 +232,6 @@ class PluginsFeature(QObject, FeatureBase):
         self._update_dock(dock)
         return dock
 
-    def close_view(self, layer: str, name: str) -> bool:
-        """Close a layer view opened with :meth:`open_view`."""
-        found = self._find_view(name)
-        dock = self.docks.pop((layer, view_key(*found)), None) if found else None
-        if dock is None:
-            return False
-        self._drop_dock(dock)
-        return True
-
     def settings_for(self, layer: str) -> ViewSettings:
         """The view settings of ``layer`` now (the session's and its panel's page)."""
         s = self.host.session
@@ -296,7 +267,6 @@ class PluginsFeature(QObject, FeatureBase):
         """``(layer, view name)`` of the active views open (what File > Export writes)."""
         return [(d.layer, d.view.name) for d in self.docks.values() if d.record.active]
 
-    # ------------------------------------------------------------------ sessions
     def session_part(self) -> dict[str, Any]:
         """The layer views open, ``[[layer, "plugin/view"], ...]``: a session opens them
         again."""
@@ -333,7 +303,6 @@ class PluginsFeature(QObject, FeatureBase):
         views = self.open_views()
         return self.registry.export_writers(views=views) if views else []
 
-    # ------------------------------------------------------------------ failures, settings
     def _on_plugin_failed(self, record: PluginRecord) -> None:
         self._report(record)
         self._withdraw(record)

@@ -1,11 +1,8 @@
 """What a plugin's window feature is given: the window's host, with every call back guarded.
 
-:class:`PluginHost` is the window (a :class:`~actviz.ui.host.WindowHost`, nothing more and
-nothing less) seen through a proxy that wraps what the plugin hands back to it: slots
-connected to the host's signals and to the session's events, tile-menu fillers and deferred
-display steps. An exception in one of them is caught, reported once and the plugin disabled
-(:meth:`~actviz.workspace.plugin_registry.PluginRegistry.guard`); the proxy also remembers the tabs,
-docks, actions, toolbars and status widgets the plugin added, so they go when it is disabled.
+:class:`PluginHost` wraps what the plugin hands back (slots, tile-menu fillers, display steps):
+an exception in one is reported once and the plugin disabled. It remembers what the plugin
+added (tabs, docks, actions, toolbars, status widgets) so they go when it is disabled.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtWidgets import QDockWidget, QToolBar, QWidget
+from PySide6.QtWidgets import QWidget
 
 from actviz.ui.host import HOST_SIGNALS
 from actviz.workspace.plugin_registry import PluginRecord, PluginRegistry
@@ -100,6 +97,17 @@ class _GuardedSession:
             event.disconnect_all()
 
 
+def _kept(method: str, kind: str) -> Callable[..., None]:
+    """The window's ``method`` adding ``item``, remembered as ``kind`` (withdrawn later)."""
+
+    def add(host: PluginHost, item: QWidget, *args: Any, **kwargs: Any) -> None:
+        getattr(host._window, method)(item, *args, **kwargs)  # noqa: SLF001
+        host.added.append((kind, item))
+
+    add.__name__ = method
+    return add
+
+
 class PluginHost:
     """The window as one plugin sees it (see the module docs)."""
 
@@ -123,41 +131,22 @@ class PluginHost:
             return self._signals[name]
         return getattr(self._window, name)
 
-    # ------------------------------------------------------------------ callbacks, guarded
     def add_tile_menu_entries(self, fill: Callable[..., None]) -> None:
         self._window.add_tile_menu_entries(self._wrap(fill))
 
     def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
         self._window.defer_display(self._wrap(step), stale_ok=stale_ok)
 
-    # ------------------------------------------------------------------ what it adds, kept
-    def add_tab(self, widget: QWidget, title: str) -> None:
-        self._window.add_tab(widget, title)
-        self.added.append(("tab", widget))
-
-    def add_dock(self, dock: QDockWidget, *args: Any, **kwargs: Any) -> None:
-        self._window.add_dock(dock, *args, **kwargs)
-        self.added.append(("dock", dock))
+    add_tab = _kept("add_tab", "tab")
+    add_dock = _kept("add_dock", "dock")
+    add_toolbar = _kept("add_toolbar", "widget")
+    add_status_widget = _kept("add_status_widget", "widget")
+    add_overview_widget = _kept("add_overview_widget", "widget")
+    add_prediction_widget = _kept("add_prediction_widget", "widget")
 
     def add_menu_action(self, menu: str, action: Any, **kwargs: Any) -> None:
         self._window.add_menu_action(menu, action, **kwargs)
         self.added.append(("action", action))
-
-    def add_toolbar(self, toolbar: QToolBar, **kwargs: Any) -> None:
-        self._window.add_toolbar(toolbar, **kwargs)
-        self.added.append(("widget", toolbar))
-
-    def add_status_widget(self, widget: QWidget) -> None:
-        self._window.add_status_widget(widget)
-        self.added.append(("widget", widget))
-
-    def add_overview_widget(self, widget: QWidget, **kwargs: Any) -> None:
-        self._window.add_overview_widget(widget, **kwargs)
-        self.added.append(("widget", widget))
-
-    def add_prediction_widget(self, widget: QWidget) -> None:
-        self._window.add_prediction_widget(widget)
-        self.added.append(("widget", widget))
 
     def withdraw(self) -> None:
         """Take back what the plugin added and stop its connections (it is disabled)."""

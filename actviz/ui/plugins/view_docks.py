@@ -1,9 +1,6 @@
-"""A plugin's layer view in the window: one dock per (layer, view) the user opened.
-
-The dock holds the plugin's widget. Each time the layer's panel shows a result
-(``host.panel_shown``) or the view settings change, the layer's arrays go through the plugin's
-Qt-free ``prepare`` and the result to the widget's ``set_data``: both guarded, so a view that
-raises is reported once and its plugin disabled, and the panels go on.
+"""A plugin's layer view in the window: one dock per (layer, view) the user opened. With each
+result and view change the layer's arrays go through the plugin's ``prepare`` to its widget's
+``set_data``, both guarded.
 """
 
 from __future__ import annotations
@@ -25,15 +22,8 @@ def view_key(record: PluginRecord, view: LayerView) -> str:
 
 
 class PluginViewDock(QDockWidget):
-    """One plugin layer view of one layer (see the module docs).
-
-    Attributes
-    ----------
-    widget_of_view
-        The plugin's widget (None when building it failed).
-    last_data
-        What ``prepare`` gave for the result shown last (tests, export checks).
-    """
+    """One plugin layer view of one layer: ``widget_of_view`` (None when building it failed)
+    and ``last_data``, what ``prepare`` gave for the result shown last."""
 
     def __init__(
         self,

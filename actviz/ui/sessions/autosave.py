@@ -44,17 +44,8 @@ def autosave_path(store: QSettings) -> Path:
 
 
 class Autosave(QObject):
-    """Keeps the window's session in :attr:`path` while :attr:`on`.
-
-    Parameters
-    ----------
-    host
-        The window (its session and what it shows).
-    store
-        The settings store: the file sits beside it.
-    paused
-        True while nothing may be written (a session is being opened).
-    """
+    """Keeps the window's session in :attr:`path` (beside the settings ``store``) while
+    :attr:`on`; ``paused()`` is True while nothing may be written."""
 
     def __init__(self, host: WindowHost, store: QSettings, paused: Callable[[], bool]) -> None:
         super().__init__(host.dialog_parent())
@@ -102,8 +93,7 @@ class Autosave(QObject):
             self._timer.start()
 
     def _write_later(self) -> None:
-        """Write on a thread of its own (not the feature's worker: it would show the window
-        busy); a write still under way is let finish and this one comes after."""
+        """Write on a thread of its own (the worker would show the window busy), in order."""
         if self._closed or self.session.model is None or self._paused():
             return
         if self._thread is not None and self._thread.is_alive():

@@ -1,13 +1,8 @@
-"""File > Save session / Open session / Recent sessions; reports and autosave are its parts
-(:mod:`.reports`, :mod:`.autosave`).
+"""File > Save session / Open session / Recent sessions; reports and autosave are its parts.
 
-:class:`SessionsFeature` saves what the window shows as a session file
-(:mod:`actviz.workspace.session_file`) and opens one into the same view, the saved arrays shown
-without running the model (a checkpoint is checked against its SHA-256; the trust question is
-asked as the window asks it). File and model work runs on the feature's own worker. A file
-that cannot be opened says so in one line and changes nothing. The questions it asks are
-attributes (``ask_restore``, ``ask_pin_captures``, ``confirm_changed``, ``locate_checkpoint``)
-so tests and scripts can answer them.
+A session opens into the same view, the saved arrays shown without running the model; file and
+model work runs on the feature's own worker; a file that cannot be opened changes nothing. The
+questions it asks are attributes (``ask_restore``, ...) so tests and scripts can answer them.
 """
 
 from __future__ import annotations
@@ -68,19 +63,8 @@ class _Opening:
 
 
 class SessionsFeature(FeatureBase, QObject):
-    """Session files and reports of one window (see the module docstring).
-
-    Signals
-    -------
-    session_saved(str)
-        A session file was written (its path).
-    session_opened(str)
-        A session file was opened and its view is shown.
-    session_failed(str)
-        Saving or opening failed, or was declined (the message).
-    report_written(str)
-        File > Export report wrote that file.
-    """
+    """Session files and reports of one window: ``session_saved(path)``,
+    ``session_opened(path)``, ``session_failed(message)``, ``report_written(path)``."""
 
     session_saved = Signal(str)
     session_opened = Signal(str)
@@ -99,8 +83,7 @@ class SessionsFeature(FeatureBase, QObject):
         self.ask_pin_captures: questions.AskCaptures = questions.ask_pin_captures
         self.confirm_changed: questions.Ask = questions.confirm_changed
         self.locate_checkpoint: questions.Locate = questions.locate_checkpoint
-        #: Reads, writes, hashes, model opening and preparation (no capture: the window's
-        #: worker keeps its model's hooks to itself).
+        #: Reads, writes, hashes, model opening and preparation (never a capture).
         self.worker = Worker(self)
         self._jobs: dict[Job, _Opening] = {}
         self._opening: _Opening | None = None
@@ -113,7 +96,6 @@ class SessionsFeature(FeatureBase, QObject):
         self._build_menu()
         host.offer_session_store(self)
 
-    # ========================================================================== menus
     def _action(self, text: str, slot: Callable[[], Any], shortcut: Any = None) -> QAction:
         act = QAction(text, self.host.dialog_parent())
         if shortcut is not None:
@@ -155,7 +137,6 @@ class SessionsFeature(FeatureBase, QObject):
             menu.addAction(entry, lambda p=entry: self.open_session(p))
         menu.setEnabled(not menu.isEmpty())
 
-    # ========================================================================== state
     def session_state(self) -> SessionState:
         """What the window shows, as a :class:`SessionState` (``actviz.session.save``)."""
         return gather_state(self.host)
@@ -181,8 +162,7 @@ class SessionsFeature(FeatureBase, QObject):
         then: Callable[[Any], None],
         failed: Callable[[_Opening, BaseException], None] | None = None,
     ) -> None:
-        """Run one step of ``opening`` on the worker; ``then(value)`` on the GUI thread while
-        it is still the session being opened (else ``failed``, or the banner says why)."""
+        """Run one step of ``opening`` on the worker, ``then(value)`` while still current."""
         handle = self.worker.submit(job, supersede=False)
         self._jobs[handle] = opening
 
@@ -221,11 +201,9 @@ class SessionsFeature(FeatureBase, QObject):
         if wait_until is not None:
             wait_until(done)
 
-    # ========================================================================== saving
     def save_session(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
-        """Save the session (Ctrl+S): to ``path``, else to the file last saved or opened,
-        else ask where (Save session as). True when saving started (``wait``: when the file
-        was written; False when it could not be, the banner saying why)."""
+        """Save the session (Ctrl+S) to ``path``, else the file last used, else ask; True when
+        saving started (``wait``: when the file was written)."""
         return False if self._closed else self.saver.save(path, wait=wait)
 
     def save_session_as(self, path: str | Path | None = None, *, wait: bool = False) -> bool:
@@ -237,7 +215,6 @@ class SessionsFeature(FeatureBase, QObject):
         self.path = path
         self._remember(path)
 
-    # ========================================================================== opening
     def open_session_dialog(self) -> bool:
         """File > Open session…: pick a session file and open it."""
         start = self.recent_sessions()[:1]
@@ -250,12 +227,8 @@ class SessionsFeature(FeatureBase, QObject):
         return self.open_session(path) if path else False
 
     def open_session(self, path: str | Path, *, wait: bool = False) -> bool:
-        """Open the session file ``path`` into this window, off the GUI thread.
-
-        Without ``wait``: True when opening started. With it: True once the session's view
-        is shown; False when the file could not be opened (the banner says why in one line
-        and the window is as it was), or a question was declined.
-        """
+        """Open the session file ``path`` into this window, off the GUI thread; True when
+        opening started (``wait``: once its view is shown)."""
         if self._closed:
             return False
         if self._opening is not None:
@@ -430,7 +403,6 @@ class SessionsFeature(FeatureBase, QObject):
         """Write the result shown as one HTML report (:meth:`ReportExport.export`)."""
         return self.reports.export(path, wait=wait)
 
-    # ========================================================================== autosave
     @property
     def autosave(self) -> bool:
         """Whether the session is kept in :meth:`autosave_file` (the app turns it on)."""

@@ -13,11 +13,7 @@ __all__ = ["ReportJob"]
 
 
 class ReportJob:
-    """A report's file, its job and each submission of it.
-
-    The job may be submitted again (a later run superseded it before it began); whichever
-    submission begins first claims it, so the file is written once.
-    """
+    """A report's file, its job and each submission of it (the first to begin claims it)."""
 
     def __init__(self, out: Path) -> None:
         self.out = out

@@ -32,16 +32,8 @@ def mib(nbytes: int) -> str:
 
 
 class ReportExport(QObject):
-    """The reports of one window, in order.
-
-    Written on the window's capture worker, since they run the model (receptive fields,
-    attention); a later run supersedes a report, which then needs :meth:`resume`.
-
-    Signals
-    -------
-    report_written(str)
-        A report was written (its path).
-    """
+    """The reports of one window, in order, written on the capture worker (they run the
+    model); a later run supersedes a report, which then needs :meth:`resume`."""
 
     report_written = Signal(str)
     #: A report's job ended (on the worker's thread): see :meth:`resume`.
@@ -74,11 +66,8 @@ class ReportExport(QObject):
         return self.export(path if path.endswith(".html") else path + ".html")
 
     def export(self, path: str | Path, *, wait: bool = False) -> bool:
-        """Write the result shown as one self-contained HTML report (off the GUI thread).
-
-        True when writing started (``wait``: when the report was written; False when it
-        could not be, the banner saying why).
-        """
+        """Write the result shown as one self-contained HTML report (off the GUI thread); True
+        when writing started (``wait``: when the report was written)."""
         result = self.host.result
         if result is None or result.capture is None:
             self.host.show_warning("Nothing to report yet: run the model first.", REPORT_SOURCE)
@@ -99,8 +88,7 @@ class ReportExport(QObject):
             def pages(done: int, total: int, what: str) -> None:
                 progress(f"Report: {what} ({done}/{total})")
 
-            # Runs on the capture worker, so the report's own passes over the model
-            # (attention maps, scan sheets) never overlap a run's or a live frame's capture.
+            # On the capture worker: its passes over the model never overlap a capture.
             try:
                 extra = {k: v() if callable(v) else v for k, v in parts.items()}
                 info = write_result_report(result, out, progress=pages, **kwargs, **extra)
@@ -130,8 +118,7 @@ class ReportExport(QObject):
             "model_name": s.model_name,
             "input_name": "" if s.input is None else (s.input.source or s.input.description),
             "title": f"actviz report: {s.model_name}" if s.model_name else "",
-            # The view settings in force now, not the run's (the colour map may have changed
-            # since): the report paints as the window does (actviz.display.colormaps.painting).
+            # The view settings in force now, not the run's: it paints as the window does.
             "cmap": s.colormap,
             "normalize": s.normalize,
         }
@@ -162,12 +149,8 @@ class ReportExport(QObject):
         )
 
     def resume(self) -> None:
-        """Reports a later run superseded: the worker says nothing more of them.
-
-        One that had not begun is skipped by the worker: submit it again (it then runs
-        after the run). One that ended superseded: say so from its outcome. A current one
-        reports through its own handle.
-        """
+        """Reports a later run superseded: one that had not begun is submitted again, one that
+        ended says so."""
         if self._closed:
             return
         for report in list(self._reports):

@@ -1,11 +1,7 @@
-"""A window's investigation as a :class:`~actviz.workspace.session_file.SessionState`, and back.
-
-:func:`gather_state` reads what the window shows through its host (the session's model,
-input, ticks, target, view settings, pages, edits, pins, the channel opened large, the
-features' own parts, the layout); :func:`model_part` adds how to open the model again (its
-checkpoint's SHA-256, random weights), which reads the checkpoint and so runs off the GUI
-thread. :func:`prepare_saved` turns the saved captures into the results the panels show (on a
-worker); :func:`apply_view` puts a loaded state on the session (GUI thread).
+"""A window's investigation as a :class:`~actviz.workspace.session_file.SessionState`, and back:
+:func:`gather_state` reads it through the host, :func:`model_part` adds how to open the model
+again (off the GUI thread: it hashes the checkpoint), :func:`prepare_saved` turns saved captures
+into results, :func:`apply_view` puts a loaded state on the session.
 """
 
 from __future__ import annotations
@@ -56,9 +52,7 @@ def _channel_view(host: WindowHost) -> dict[str, Any] | None:
 
 
 def gather_state(host: WindowHost, *, with_model: bool = True) -> SessionState:
-    """What ``host`` shows, as a :class:`SessionState` (GUI thread); ``with_model`` fills in the
-    model's source now (hashing a checkpoint: the window does that on its worker instead).
-    """
+    """What ``host`` shows, as a :class:`SessionState` (``with_model``: the model's source now)."""
     s = host.session
     result = s.result
     pins = tuple(PinState(p.label, float(p.pinned_at), p.result.capture) for p in s.pins)

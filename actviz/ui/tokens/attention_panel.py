@@ -1,8 +1,5 @@
-"""Attention probabilities as T x T maps with token labels: a layer and a head selector.
-
-Passive: :meth:`AttentionPanel.set_attention` takes the run's
-:class:`~actviz.display.attention.AttentionMaps` and the token labels; the user picks the
-attention module and a head or the mean over heads.
+"""Attention probabilities as T x T maps with token labels (passive), with a selector of the
+attention module and of a head or the mean over heads.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The window's sequence views, wired to the session: text box, Attention tab, rollout.
-
-:class:`TokenViews` adds a *Text* tool bar (and *File > Type text...*) while the model has a
+"""The window's sequence views, wired to the session: a *Text* tool bar while the model has a
 tokenizer, an *Attention* tab while a result has attention maps or a logit lens, and an
-*Attention rollout* overlay for vision transformers. Token layers are shown by
-:class:`~actviz.ui.tokens.token_panel.TokenLayerPanel`.
+*Attention rollout* overlay for vision transformers.
 """
 
 from __future__ import annotations
@@ -26,13 +23,7 @@ TEXT_PREFIX = "text:"
 
 
 class TokenViews(FeatureBase):
-    """See the module docstring.
-
-    Parameters
-    ----------
-    host
-        The window: its session, a tab, the Overview, a toolbar, input loading.
-    """
+    """The text box, Attention tab and rollout of one window."""
 
     name = "tokens"
 
@@ -95,7 +86,6 @@ class TokenViews(FeatureBase):
         for event, slot in self._session_slots():
             event.disconnect(slot)
 
-    # -- text ----------------------------------------------------------------------------
     def has_tokenizer(self) -> bool:
         return getattr(self.session.loaded_model, "tokenizer", None) is not None
 
@@ -111,7 +101,6 @@ class TokenViews(FeatureBase):
             return False
         return self.host.open_input_source(TEXT_PREFIX + text, remember=False)
 
-    # -- session events ------------------------------------------------------------------
     def _on_session_model_changed(self) -> None:
         text = self.has_tokenizer()
         self.text_bar.setVisible(text)
@@ -135,8 +124,7 @@ class TokenViews(FeatureBase):
             return
         empty = result.attention is None and result.logit_lens is None and result.rollout is None
         if empty and self._shown_empty:
-            # A model without attention (every live frame of a CNN): the panels are already
-            # cleared and hidden; clearing them again cost the GUI thread time each frame.
+            # Already cleared and hidden: not again per live frame.
             return
         self._shown_empty = empty
         spec = result.spec

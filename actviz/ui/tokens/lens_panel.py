@@ -1,9 +1,5 @@
-"""The logit-lens table: top tokens of every block at the chosen position.
-
-Passive: :meth:`LogitLensPanel.set_lens` takes the run's
-:class:`~actviz.display.logit_lens.LogitLens`; the position selector picks the token (the last
-one by default) and the table shows one row per block, ``token (probability)`` per column.
-"""
+"""The logit-lens table (passive): top tokens of every block at the chosen position (the last
+by default), ``token (probability)`` per column."""
 
 from __future__ import annotations
 

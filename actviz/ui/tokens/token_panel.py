@@ -1,11 +1,6 @@
-"""A layer panel that shows a token sequence as a token x feature heat map with norm bars.
-
-:class:`TokenLayerPanel` is a :class:`~actviz.ui.panels.feature_map.LayerPanel` (same signals,
-setters, title and read-out) that also takes :meth:`TokenLayerPanel.set_tokens`: given a
-:class:`~actviz.display.token_maps.TokenView` it replaces the mosaic slots by two labelled heat
-maps, values and ``|gradient|``, each with one bar per token (its L2 norm); hover shows the
-token, the feature and the value. ``set_tokens(None)`` returns to the ordinary panel. The
-token maps are built on first use, so ordinary layers pay nothing.
+"""A layer panel that shows a token sequence as token x feature heat maps (values and
+``|gradient|``) with a norm bar per token; ``set_tokens(None)`` returns to the ordinary panel.
+The token maps are built on first use, so ordinary layers pay nothing.
 """
 
 from __future__ import annotations
@@ -58,9 +53,8 @@ class TokenLayerPanel(LayerPanel):
         self.token_box.layout().addWidget(canvas, 1)  # type: ignore[union-attr]
 
     def prepare_tokens(self, view: TokenView | None) -> bool:
-        """Build one of the token plots ``view`` needs, if not built yet: True when one was
-        built now (one an event-loop pass, so the GUI thread is not blocked by all at once),
-        False when all are there."""
+        """Build one of the token plots ``view`` needs (one per event-loop pass); False when
+        all are there."""
         if view is None or self.token_grad_canvas is not None:
             return False
         if self.token_box is None:
@@ -71,8 +65,7 @@ class TokenLayerPanel(LayerPanel):
         return True
 
     def _slots_stretch(self, stretch: int) -> None:
-        # The row of mosaic slots keeps its stretch even when its widgets are hidden, so it
-        # would take half the panel from the token maps.
+        # The hidden mosaic row would keep its stretch and half the panel.
         for i in range(self.content.count()):
             row = self.content.itemAt(i).layout()
             if row is not None and row.indexOf(self.activation_slot) >= 0:

@@ -23,8 +23,7 @@ MIN_COLUMN_PX = 36
 
 
 def _shrink_to(wanted: list[int], room: int, floor: int) -> list[int]:
-    """Widths for columns that want ``wanted`` pixels in ``room``: as wanted when they fit,
-    else the widest shortened first (each no narrower than ``floor``)."""
+    """Widths of columns wanting ``wanted`` pixels in ``room``, the widest shortened first."""
     widths = list(wanted)
     excess = sum(widths) - room
     while excess > 0:
@@ -63,8 +62,7 @@ class ModuleDetails(QWidget):
         self.table.setHorizontalHeaderLabels(["Name", "Kind", "Shape", "dtype", "L2 norm"])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        # Columns are fitted to the table's width (see fit_columns): a dock never scrolls
-        # sideways; a shortened cell ("features…weight", "torch…32") has its text as tooltip.
+        # Columns fit the table's width (fit_columns); a shortened cell has its text as tooltip.
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -84,16 +82,14 @@ class ModuleDetails(QWidget):
         self._fit_header()
 
     def _fit_header(self) -> None:
-        # A wrapped label's minimum height is not its height at the width it has: ask for
-        # that height, or a short details pane cuts the summary's last line.
+        # A wrapped label's height at its width, or a short pane cuts the summary's last line.
         needed = self.header.heightForWidth(max(1, self.header.width()))
         if needed > 0 and needed != self.header.minimumHeight():
             self.header.setMinimumHeight(needed)
 
     def fit_columns(self) -> None:
-        """Give each column the width its contents need; when they do not all fit the table,
-        shorten the widest ones (in the middle, down to :data:`MIN_COLUMN_PX`) instead of
-        scrolling sideways."""
+        """Give each column the width its contents need, shortening the widest when they do
+        not fit (never a sideways scroll)."""
         table = self.table
         header = table.horizontalHeader()
         room = table.viewport().width()
@@ -102,8 +98,7 @@ class ModuleDetails(QWidget):
             return
         wanted = [max(table.sizeHintForColumn(c), header.sectionSizeHint(c)) for c in range(count)]
         widths = _shrink_to(wanted, room, MIN_COLUMN_PX)
-        # The last column takes what is left (set here: a stretched last section keeps the
-        # header's default width when that is more).
+        # The last column takes what is left.
         widths[-1] = max(MIN_COLUMN_PX, room - sum(widths[:-1]))
         for c, width in enumerate(widths):
             header.resizeSection(c, width)
@@ -128,8 +123,7 @@ class ModuleDetails(QWidget):
         self.header.setText("<br>".join(lines))
         self._fit_header()
         rows = [("parameter", p) for p in node.parameters] + [("buffer", b) for b in node.buffers]
-        # No parameters of its own (a container, the model itself): no empty table under the
-        # summary, which says "0 own parameters".
+        # No parameters of its own: no empty table under the summary.
         self.table.setVisible(bool(rows))
         self.table.setRowCount(len(rows))
         for r, (kind, info) in enumerate(rows):

@@ -44,18 +44,8 @@ EXPAND_LIMIT = 400
 
 
 class ModelDock(QDockWidget):
-    """Module tree (ticks bound to the session), details of the current row, input preview.
-
-    Parameters
-    ----------
-    session
-        Supplies the tree and the ticked set; the context menu's actions change it.
-
-    Signals
-    -------
-    module_selected(str)
-        A row became current; its qualified module name ("" for the model itself).
-    """
+    """Module tree (ticks bound to the session), details of the current row, input preview;
+    ``module_selected(name)`` when a row becomes current ("" for the model itself)."""
 
     module_selected = Signal(str)
 
@@ -86,8 +76,7 @@ class ModelDock(QDockWidget):
         self.tree_view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.tree_view.customContextMenuRequested.connect(self._on_tree_context_menu)
         self.tree_view.selectionModel().currentChanged.connect(self._on_tree_current_changed)
-        # Long names are shortened in the middle ("layer4…conv2"): their start and their
-        # end tell modules apart; the row's tooltip has the whole name.
+        # Long names are shortened in the middle: start and end tell modules apart.
         self.tree_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.tree_view.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
@@ -113,8 +102,7 @@ class ModelDock(QDockWidget):
         self.setMinimumWidth(MIN_WIDTH)
         # A model set before the window is shown is fitted once the tree has its real width.
         self._fit_pending = False
-        # The width each of Type, Output shape and Params wants, measured once per change of
-        # the rows shown (not per resize): sizeHintForColumn asks the model for every cell.
+        # Measured once per change of the rows shown, not per resize (it asks every cell).
         self._wanted: dict[int, int] | None = None
         for signal in (
             self.tree_proxy.modelReset,
@@ -130,7 +118,6 @@ class ModelDock(QDockWidget):
         # The viewport narrows when the vertical scroll bar comes: the columns follow.
         self.tree_view.viewport().installEventFilter(self)
 
-    # -- called by the window ------------------------------------------------------------------
     def show_model(self) -> None:
         """After a new model: expand the tree, fit the Name column, show the model's details."""
         tree = self.session.tree
@@ -148,13 +135,8 @@ class ModelDock(QDockWidget):
             self.fit_columns()  # output shapes and call counts widen their column
 
     def fit_name_column(self, max_fraction: float = NAME_COLUMN_MAX_FRACTION) -> int:
-        """Widen the Name column to its visible contents, at most ``max_fraction`` of the view.
-
-        Returns
-        -------
-        int
-            The new width in pixels.
-        """
+        """Widen the Name column to its visible contents, at most ``max_fraction`` of the view;
+        returns the new width in pixels."""
         view = self.tree_view
         width = view.viewport().width() or view.width()
         cap = max(NAME_COLUMN_MIN_PX, int(width * max_fraction))
@@ -166,11 +148,8 @@ class ModelDock(QDockWidget):
         return view.header().sectionSize(0)
 
     def fit_columns(self) -> None:
-        """Fit the columns to the tree's width, so a narrow dock never scrolls sideways.
-
-        Params, then Output shape, are hidden when they do not fit (the details show both); then
-        Type shrinks to :data:`TYPE_COLUMN_MIN_PX` and Name to :data:`NAME_COLUMN_MIN_PX`.
-        """
+        """Fit the columns to the tree's width (never a sideways scroll): Params, then Output
+        shape, hide; then Type and Name shrink to their minimum widths."""
         view = self.tree_view
         header = view.header()
         room = view.viewport().width()
@@ -184,8 +163,7 @@ class ModelDock(QDockWidget):
         for c in (2, 3):
             header.setSectionHidden(c, c not in shown)
         if name + sum(wanted[c] for c in shown) > room:
-            # Type gives way first: one long type (a Hugging Face model's root row) cut the
-            # names under it to "em…gs" while its own column stayed whole.
+            # Type gives way first: the names matter more.
             name = max(min(name, NAME_COLUMN_MIN_PX), min(name, room - TYPE_COLUMN_MIN_PX))
             header.resizeSection(0, min(name, room - 24))
         header.setStretchLastSection(True)
@@ -201,8 +179,7 @@ class ModelDock(QDockWidget):
         self._wanted = None
 
     def _wanted_widths(self) -> dict[int, int]:
-        """Columns 1-3: the widest text of the rows shown (or the header's), plus the item's
-        margins; one data() call per cell, kept until the rows shown change."""
+        """Columns 1-3: the widest text of the rows shown (or the header's) plus margins."""
         if self._wanted is None:
             view, header = self.tree_view, self.tree_view.header()
             metrics = view.fontMetrics()
@@ -269,7 +246,6 @@ class ModelDock(QDockWidget):
                 self.fit_columns()
         return super().eventFilter(watched, event)
 
-    # -- slots ---------------------------------------------------------------------------------
     def _on_filter_changed(self, text: str) -> None:
         self.tree_proxy.set_text(text)
         if text:

@@ -1,9 +1,5 @@
-"""Qt item model over :func:`actviz.module_tree`, with check boxes bound to the session's ticks.
-
-Like napari's ``_qt/containers/_base_item_model.py``, this is a thin adapter: the tree and the
-ticked set live in the :class:`~actviz.workspace.session_state.Session`; ``CheckStateRole`` reads and writes
-that set directly and the model listens to the session to repaint rows ticked elsewhere
-(context actions, ``explore(layers=...)``).
+"""Qt item model over :func:`actviz.module_tree`, with check boxes bound to the session's ticks
+(a thin adapter, like napari's ``_base_item_model``: the tree and the ticks live in the session).
 """
 
 from __future__ import annotations
@@ -38,13 +34,7 @@ _Index = QModelIndex | QPersistentModelIndex
 
 
 class ModuleTreeModel(QAbstractItemModel):
-    """Tree of ``named_modules()``: one row per module, root (the model itself) on top.
-
-    Parameters
-    ----------
-    session
-        Supplies the tree (``session.tree``) and the ticked set.
-    """
+    """Tree of ``session.tree``: one row per module, root (the model itself) on top."""
 
     def __init__(self, session: Session, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -65,7 +55,6 @@ class ModuleTreeModel(QAbstractItemModel):
         self._session.model_changed.disconnect(self._on_session_model_changed)
         self._session.ticks_changed.disconnect(self._on_session_ticks_changed)
 
-    # -- structure -----------------------------------------------------------------------------
     @property
     def tree(self) -> ModuleTree | None:
         return self._tree
@@ -133,7 +122,6 @@ class ModuleTreeModel(QAbstractItemModel):
             return COLUMNS[section]
         return None
 
-    # -- data ----------------------------------------------------------------------------------
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         node = self._node(index)
         if node is None:
@@ -196,13 +184,9 @@ class ModuleTreeModel(QAbstractItemModel):
             flags |= Qt.ItemFlag.ItemIsUserCheckable
         return flags
 
-    # -- updates -------------------------------------------------------------------------------
     def update_tree(self, tree: ModuleTree) -> None:
-        """Adopt a tree with output shapes (after a run) without resetting the view.
-
-        The structure must be the one shown (same names in the same order); otherwise the
-        model is reset.
-        """
+        """Adopt a tree with output shapes (after a run) without resetting the view (reset when
+        the names differ)."""
         old = self._tree
         if old is None or [n.name for n in old.nodes] != [n.name for n in tree.nodes]:
             self.beginResetModel()
@@ -219,8 +203,7 @@ class ModuleTreeModel(QAbstractItemModel):
                 for before, new in zip(old.nodes, tree.nodes, strict=True)
                 if _shown_fields(before) != _shown_fields(new)
             ]
-        # One dataChanged per parent over the span of its changed rows (a signal per module
-        # is far too slow for live frames).
+        # One dataChanged per parent over its changed rows (one per module is too slow).
         rows_by_parent: dict[str | None, list[int]] = {}
         for node in changed:
             rows_by_parent.setdefault(node.parent, []).append(self._row_of[node.name])

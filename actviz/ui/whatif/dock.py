@@ -1,8 +1,5 @@
-"""The Edits dock: every edit of the session, with an on/off box, its value and a remove button.
-
-A passive view of an :class:`~actviz.workspace.edits_board.EditBoard`: :meth:`EditsDock.set_entries`
-rebuilds the rows (a handful), and the user's changes come out as signals the
-:class:`~actviz.ui.whatif.feature.WhatIfController` applies to the board.
+"""The Edits dock (passive): every edit of the session, with an on/off box, its value and a
+remove button; the user's changes come out as signals.
 """
 
 from __future__ import annotations
@@ -71,19 +68,8 @@ class EditRow(QWidget):
 
 
 class EditsDock(QDockWidget):
-    """The "Edits" dock.
-
-    Signals
-    -------
-    enabled_changed(int, bool)
-        Edit ``key`` was switched on or off.
-    value_changed(int, float)
-        Edit ``key``'s value (a scale's factor) changed.
-    remove_requested(int)
-        Remove edit ``key``.
-    clear_requested()
-        Remove every edit.
-    """
+    """The "Edits" dock: ``enabled_changed(key, on)``, ``value_changed(key, value)``,
+    ``remove_requested(key)``, ``clear_requested``."""
 
     enabled_changed = Signal(int, bool)
     value_changed = Signal(int, float)
@@ -173,8 +159,7 @@ class EditsDock(QDockWidget):
 
 
 def _set_note(label: QLabel, text: str) -> None:
-    """A label shown only when it says something; untouched when it already says ``text``
-    (every live frame sets the summary)."""
+    """A label shown only when it says something (untouched when unchanged)."""
     if label.text() != text:
         label.setText(text)
     if label.isHidden() == bool(text):

@@ -1,11 +1,7 @@
 """What-if in the window: the tile menu, the Edits dock, before/after and the difference view.
 
-:class:`WhatIfController` attaches through the :class:`~actviz.ui.host.WindowHost`. Edits live in
-``session.edits`` (:class:`~actviz.workspace.edits_board.EditBoard`) and ride on every run
-request, which also brings back the unedited capture as ``result.baseline``
-(:mod:`actviz.workspace.edit_runs`); a change re-runs through ``schedule_run``. Panels get the
-tile menu, badge and difference view; the prediction panel a before/after table
-(:class:`~actviz.ui.panels.prediction_change.PredictionChangeView`).
+Edits live in ``session.edits`` and ride on every run request, which brings back the unedited
+capture as ``result.baseline``; a change re-runs through ``schedule_run``.
 """
 
 from __future__ import annotations
@@ -54,13 +50,7 @@ def channels_text(channels: Sequence[int]) -> str:
 
 
 class WhatIfController(FeatureBase, QObject):
-    """Edits made from the window's tiles, listed in the Edits dock, shown before/after.
-
-    Parameters
-    ----------
-    host
-        The window's host (its session, panels, prediction panel and run path are used).
-    """
+    """Edits made from the window's tiles, listed in the Edits dock, shown before/after."""
 
     name = "whatif"
 
@@ -107,13 +97,11 @@ class WhatIfController(FeatureBase, QObject):
 
     def reset_layout(self) -> None:
         """Put the Edits dock back on the right, at its width; shown while there are edits."""
-        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.host.resize_dock(self.dock, PREFERRED_WIDTH)
+        self.host.dock_back(self.dock, Qt.DockWidgetArea.RightDockWidgetArea, width=PREFERRED_WIDTH)
         self.dock.setVisible(len(self.session.edits) > 0)
 
     reset_dock = reset_layout
 
-    # ------------------------------------------------------------------ edits
     def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
         """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""
         self.session.edits.add(layer, edit, note)
@@ -159,7 +147,6 @@ class WhatIfController(FeatureBase, QObject):
                     self.host.refresh_panel(name)
         self.host.schedule_run()
 
-    # ------------------------------------------------------------------ tile menu
     def _on_panel_created(self, _name: str, panel: LayerPanel) -> None:
         panel.channels_context_requested.connect(self._on_channels_context_requested)
         panel.difference_toggled.connect(self._on_difference_toggled)
@@ -244,7 +231,6 @@ class WhatIfController(FeatureBase, QObject):
             return
         self.add_edit(layer, edit, note)
 
-    # ------------------------------------------------------------------ results
     def _on_run_failed(self, text: str) -> None:
         if len(self.session.edits):
             self.dock.set_error(text)
@@ -272,9 +258,7 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.set_summary(_summary(change))
 
     def prediction_change(self, result: RunResult) -> PredictionChange:
-        """The predictions of ``result`` (edited, run A) against its unedited twin (run B):
-        rows, the target's row, or why there are none
-        (:func:`actviz.display.difference.prediction_change`)."""
+        """The predictions of ``result`` (edited) against its unedited twin."""
         from actviz.display.difference import prediction_change
 
         before, after = result.baseline, result.capture
@@ -357,7 +341,6 @@ class WhatIfController(FeatureBase, QObject):
     def _on_difference_toggled(self, name: str, on: bool) -> None:
         self.host.refresh_panel(name)
 
-    # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
         if self._closed:
             return
@@ -373,8 +356,7 @@ def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:
 
 
 def _summary(change: PredictionChange) -> str:
-    """``Target class 2 (star): 83.1 % → 12.0 % (-71.1 pp)`` for the dock: before → after
-    (B → A); ``Target class 2: ...`` for a class without a name."""
+    """``Target class 2 (star): 83.1 % → 12.0 % (-71.1 pp)``: before → after, for the dock."""
     row = change.target if change.target is not None else next(iter(change.rows), None)
     if row is None:
         return ""

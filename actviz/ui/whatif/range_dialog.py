@@ -30,11 +30,8 @@ def _number(text: str) -> float | None:
 
 
 class RangeDialog(QDialog):
-    """Ask for ``[min, max]``; an empty field is no bound, one bound at least.
-
-    What is wrong (not a number, no bound, min above max) is said in the dialog, which stays
-    open: a typo must not cost the user the dialog.
-    """
+    """Ask for ``[min, max]`` (an empty field is no bound; one at least); what is wrong is said
+    in the dialog, which stays open."""
 
     def __init__(self, parent: QWidget | None, prompt: str) -> None:
         super().__init__(parent)

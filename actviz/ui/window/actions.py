@@ -1,8 +1,5 @@
-"""The window's actions, toolbar and menus (built once, like a ``setupUi``).
-
-:func:`build_actions` puts them into the window and returns them in a :class:`WindowActions`;
-it connects no slot of the window: each part of the window connects the actions it drives
-(file opening the Open actions, exports the Export ones, ...).
+"""The window's actions, toolbar and menus, built once like a ``setupUi``; each part of the
+window connects the actions it drives.
 """
 
 from __future__ import annotations
@@ -66,15 +63,8 @@ class WindowActions:
 
 
 def build_actions(window: QMainWindow, *, auto_run: bool = True) -> WindowActions:
-    """Create the actions, the toolbar and the menu bar of ``window``.
-
-    Parameters
-    ----------
-    window
-        The window the actions (and their shortcuts), toolbar and menus are added to.
-    auto_run
-        Whether "Re-run automatically" starts checked.
-    """
+    """Create the actions, the toolbar and the menu bar of ``window`` (``auto_run``: whether
+    "Re-run automatically" starts checked)."""
     actions = _actions(window)
     bar = _toolbar(window, actions)
     menus = _menus(window, actions, bar["colormap_combo"], auto_run)
@@ -82,8 +72,6 @@ def build_actions(window: QMainWindow, *, auto_run: bool = True) -> WindowAction
 
 
 def _actions(window: QMainWindow) -> dict[str, QAction]:
-    """The ``QAction``\\ s (open, run, cancel, export, quit, pins, gradients), by field name."""
-
     def action(text: str, shortcut: Any = None, tip: str = "") -> QAction:
         act = QAction(text, window)
         if shortcut is not None:
@@ -196,7 +184,6 @@ def _target_combo() -> QComboBox:
         "What the gradients are of: auto (top-1 logit), a class index, or a class name"
     )
     combo.addItem(AUTO_TARGET_TEXT)
-    # Typing part of a class name ("retriev") offers the matching "207: golden retriever" rows.
     completer = QCompleter(combo.model(), combo)
     completer.setFilterMode(Qt.MatchFlag.MatchContains)
     completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
@@ -253,8 +240,7 @@ def _menus(
     reset_layout_action.setToolTip(
         "Put the docks back where a first start puts them (Model on the left, Live closed)"
     )
-    # The docks' show/hide entries follow (the window and live mode add them).
-    view_menu.addSeparator()
+    view_menu.addSeparator()  # the docks' show/hide entries follow
     return dict(
         recent_models_menu=recent_models_menu,
         recent_inputs_menu=recent_inputs_menu,

@@ -1,9 +1,6 @@
-"""The window's central area (banner, Layers and Overview tabs), status bar and default size.
-
-Built once, like a ``setupUi``: the builders put the widgets into the window and return them in
-small objects (:class:`Centre`, :class:`StatusWidgets`); the window's parts take the widgets
-they drive from these.
-"""
+"""The window's central area (banner, Layers and Overview tabs), status bar and default size,
+built once like a ``setupUi``: the parts take the widgets they drive from :class:`Centre` and
+:class:`StatusWidgets`."""
 
 from __future__ import annotations
 
@@ -46,16 +43,13 @@ PREFERRED_SIZE = QSize(1360, 820)
 LAYERS_MIN_WIDTH = 180
 #: Share of the screen's available area the window may take at most.
 SCREEN_FRACTION = 0.9
-#: The smallest size the window is laid out for (docs/layers.md: "usable from 1024x640 up"):
-#: a first start never opens it smaller where the screen has the room.
+#: The smallest size the window is laid out for (a first start never opens it smaller).
 MINIMUM_SIZE = QSize(1024, 640)
 
 
 def default_window_size(available: QSize | None) -> QSize:
-    """The window's first size on a screen whose available area is ``available``:
-    :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a smaller screen but not below
-    :data:`MINIMUM_SIZE` (or the whole area); None: no screen known.
-    """
+    """The window's first size: :data:`PREFERRED_SIZE`, shrunk to :data:`SCREEN_FRACTION` of a
+    smaller ``available`` area but not below :data:`MINIMUM_SIZE` (or the whole area)."""
     if available is None or available.isEmpty():
         return QSize(PREFERRED_SIZE)
     fraction = QSize(
@@ -71,7 +65,6 @@ class Centre:
 
     banner: MessageBanner
     tabs: QTabWidget
-    #: Layers tab: scrollable grid of layer panels | the clicked channel, large.
     layers_splitter: QSplitter
     layers_scroll: QScrollArea
     layers_container: QWidget
@@ -79,8 +72,6 @@ class Centre:
     layers_placeholder: QLabel
     channel_box: QWidget
     channel_view: ChannelView
-    #: Overview tab (a scroll area, the tab's page): predictions, saliency, Grad-CAM; gradient
-    #: flow, histogram, statistics.
     overview_tab: QScrollArea
     prediction_panel: PredictionPanel
     saliency_panel: OverlayPanel
@@ -96,12 +87,9 @@ class Centre:
 class StatusWidgets:
     """The status bar's widgets."""
 
-    #: What the window is doing or did last.
     status_label: QLabel
-    #: Busy indicator while a capture, a load or an export runs.
     progress_bar: ProgressBar
-    #: The last run's timing and the memory held.
-    timing_label: ReadoutText
+    timing_label: ReadoutText  # the last run's timing and the memory held
 
 
 def build_centre(window: QMainWindow) -> Centre:
@@ -124,15 +112,11 @@ def build_centre(window: QMainWindow) -> Centre:
 
 
 def _layers_tab() -> dict[str, Any]:
-    # Scrollable grid of LayerPanels | the clicked channel, large.
     splitter = QSplitter(Qt.Orientation.Horizontal)
     scroll = _LayersScroll()
     scroll.setWidgetResizable(True)
-    # Beside the channel view the panels keep one narrow column's width (a panel stacks its
-    # sides below NARROW_PANEL_PX): the splitter would squeeze them to a sliver otherwise.
     scroll.setMinimumWidth(LAYERS_MIN_WIDTH)
-    # Mosaic heights follow their widths and page sizes follow the widths: a scroll bar that
-    # came and went with the height would change the widths back and forth.
+    # Heights follow widths: a scroll bar that came and went would change the widths.
     scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
     container = QWidget()
     grid = QGridLayout(container)
@@ -169,9 +153,7 @@ def _layers_tab() -> dict[str, Any]:
 
 
 def _overview_tab() -> dict[str, Any]:
-    # Predictions, saliency, Grad-CAM on top; gradient flow, histogram, statistics below, in
-    # splitters the user can drag. The page scrolls when the window is smaller than the panels'
-    # minimum, so the Overview never sets the window's minimum size.
+    # The page scrolls, so the Overview never sets the window's minimum size.
     panels = dict(
         prediction_panel=PredictionPanel(),
         saliency_panel=OverlayPanel("Saliency |d target / d input|"),
@@ -190,8 +172,7 @@ def _overview_tab() -> dict[str, Any]:
         bottom.addWidget(panel)
     rows.addWidget(top)
     rows.addWidget(bottom)
-    # Shares, not pixels (a splitter scales them to its size); the statistics table has ten
-    # columns, so it gets the widest share of the bottom row.
+    # Shares, not pixels; the ten-column statistics table gets the widest.
     for splitter, shares in ((top, (1, 1, 1)), (bottom, (2, 2, 3)), (rows, (1, 1))):
         splitter.setSizes([1000 * share for share in shares])
         for index, share in enumerate(shares):
@@ -209,15 +190,13 @@ def _overview_tab() -> dict[str, Any]:
 
 
 class _LayersScroll(QScrollArea):
-    """The Layers tab's scroll area; says when its viewport's width changes (the grid's
-    column count follows it: one column beside the channel view, two on a wide screen)."""
+    """The Layers tab's scroll area; says when its viewport's width changes (grid columns)."""
 
     viewport_resized = Signal(int)
 
     def __init__(self) -> None:
         super().__init__()
-        # The grid is re-laid out after the pass that resized the viewport, not inside it:
-        # re-laying out panels there resized their canvases from within their own resize.
+        # Announced after the resize pass, not within it (canvases resize in the re-layout).
         self._announce = DeferredCall(self, self._announce_width)
         self._announced = -1
 
@@ -233,9 +212,7 @@ class _LayersScroll(QScrollArea):
 
 
 class _OverviewPage(QScrollArea):
-    """The Overview's scrolling page: its rows of panels turn into columns when the page is
-    too narrow for three panels side by side (docks open on a small screen), so it scrolls
-    down, never sideways with a panel out of view."""
+    """The Overview's page: rows turn into columns when too narrow, so it scrolls only down."""
 
     def __init__(self, rows: tuple[QSplitter, ...]) -> None:
         super().__init__()
@@ -268,11 +245,8 @@ def _splitter(orientation: Qt.Orientation) -> QSplitter:
 
 
 def build_status_bar(window: QMainWindow) -> StatusWidgets:
-    """Status text, a busy bar (runs, loads, exports) and the last run's timing, in the status
-    bar of ``window``."""
+    """Status text, a busy bar and the last run's timing, in the status bar of ``window``."""
     status = window.statusBar()
-    # Shortened with "…" where it does not fit (its whole text in the tooltip), so a long
-    # message does not run into the timing beside it.
     label = SteadyElidedLabel("Ready")  # a live frame's target: no relayout of the window
     status.addWidget(label, 1)
     progress = ProgressBar()
@@ -280,7 +254,6 @@ def build_status_bar(window: QMainWindow) -> StatusWidgets:
     progress.setMaximumWidth(140)
     progress.setVisible(False)
     status.addPermanentWidget(progress)
-    # Changes with runs (a few times a second while live frames play): no relayout per text.
     timing = ReadoutText("")
     status.addPermanentWidget(timing)
     return StatusWidgets(status_label=label, progress_bar=progress, timing_label=timing)

@@ -17,15 +17,8 @@ CHANNEL_VIEW_SHARE = 0.62
 
 
 class ChannelPages:
-    """The channel opened in the channel view and the mosaic pages of ``display``'s panels.
-
-    Parameters
-    ----------
-    display
-        The result display whose panels and channel view these are.
-    parent
-        Owner of the timer that applies new panel widths (the window).
-    """
+    """The channel opened in the channel view and the mosaic pages of ``display``'s panels
+    (``parent`` owns the timer that applies new panel widths)."""
 
     def __init__(self, display: Any, parent: QObject) -> None:
         self.display = display
@@ -48,8 +41,7 @@ class ChannelPages:
                 self.opened = None
 
     def open_channel(self, name: str, channel: int) -> bool:
-        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude,
-        with the input picture for its overlay; the channel view takes most of the tab."""
+        """Show channel ``channel`` of layer ``name`` large, beside its gradient magnitude."""
         result = self.session.result
         if result is None or name not in result.layers:
             return False
@@ -83,16 +75,14 @@ class ChannelPages:
         if not self.display.channel_box.isVisible():
             self.display.channel_box.setVisible(True)
             width = max(self.display.layers_splitter.width(), 600)
-            # The channel large (CHANNEL_VIEW_SHARE of the tab), the mosaics beside it.
             share = int(width * CHANNEL_VIEW_SHARE)
             self.display.layers_splitter.setSizes([width - share, share])
         self.display.select_layer(name)
         return True
 
     def step_channel(self, step: int) -> bool:
-        """Open the previous (``step`` -1) or next (+1) channel of the layer in the channel
-        view (its [ ] / PageUp PageDown / arrow keys); in a layer sorted by effect, the
-        previous or next in that order (the tiles' order)."""
+        """Open the previous (``step`` -1) or next (+1) channel in the channel view (in the
+        layer's own order when sorted)."""
         if self.opened is None:
             return False
         name, channel = self.opened
@@ -105,13 +95,8 @@ class ChannelPages:
         return self.open_channel(name, channel + step)
 
     def turn_page(self, name: str, step: int) -> bool:
-        """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels.
-
-        A page holds :meth:`page_size` channels (chosen from the panel's width); the page is
-        built from the result's views at once (no new run) as a new layer, so the result
-        itself (maybe pinned) is not changed, and kept for later runs and live frames of this
-        model. Returns False when there is no such page.
-        """
+        """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels,
+        re-paged from the result's views (no new run); False when there is no such page."""
         result = self.session.result
         layer = result.layers.get(name) if result is not None else None
         if layer is None or layer.mosaic is None:
@@ -133,8 +118,7 @@ class ChannelPages:
         return True
 
     def page_size(self, name: str) -> int:
-        """Channels per mosaic page of layer ``name``: the window's choice for its panel, else
-        the page of the mosaic shown."""
+        """Channels per mosaic page of layer ``name`` (the panel's, else the mosaic's)."""
         size = self.session.page_channels.get(name)
         if size is None:
             result = self.session.result
@@ -144,15 +128,12 @@ class ChannelPages:
         return max(1, int(size))
 
     def page_first(self, name: str) -> int:
-        """First channel of the page shown of layer ``name``: the page of :meth:`page_size`
-        channels holding ``session.channel_pages[name]`` (the channel the user turned or
-        stepped to), so a page size that follows the width keeps that channel in view. A
-        layer with a channel order (sorted by effect): the position in it."""
+        """First channel (or order position) of the page of layer ``name`` that holds the
+        channel the user turned or stepped to."""
         return self.session.page_start(name, self.page_size(name))
 
     def on_mosaic_width_changed(self, name: str, width: int) -> None:
-        # Handled on the next pass: the width changes while a panel is being filled (its
-        # canvas is shown), and resizing the window sends many in a row.
+        # Handled on the next pass: a window resize sends many in a row.
         self._new_widths[name] = width
         if not self._width_timer.isActive():
             self._width_timer.start()
@@ -163,10 +144,8 @@ class ChannelPages:
             self.fit_page_to_width(name, width)
 
     def fit_page_to_width(self, name: str, width: int) -> None:
-        """Layer ``name``'s mosaic fills ``width`` screen pixels: pick the page size that
-        keeps tiles readable (at least :data:`~actviz.display.mosaic.MIN_TILE_SCREEN_PX`,
-        at least :data:`MIN_PAGE_CHANNELS` channels) and re-page from the result's views (no
-        new run); the page still holds the channel the user turned or stepped to."""
+        """Pick the page size whose tiles stay readable in ``width`` screen pixels and re-page
+        layer ``name`` from the result's views (no new run)."""
         result = self.session.result
         layer = result.layers.get(name) if result is not None else None
         if layer is None or layer.view is None or layer.view.kind != "maps":
@@ -175,10 +154,8 @@ class ChannelPages:
         size = page_channels_for(total, height, tile_w, width, min_channels=MIN_PAGE_CHANNELS)
         if size == self.session.page_channels.get(name):
             return
-        # The page shown is still the one holding session.channel_pages[name] (page_first).
         self.session.set_page_channels(name, size)
         if name in self.display.layer_panels:
-            # Re-paged with the other waiting updates, on-screen panels first: a resize that
-            # changes every panel's width must not repaint them all in one event.
+            # With the other waiting updates, on-screen first: not all in one event.
             self.display.grid.pending.setdefault(name, layer)
             self.display.grid.schedule()

@@ -1,10 +1,6 @@
-"""Dialogs: open a model (searchable list, file + architecture, recents) and the confirmation
-before an untrusted pickle is unpickled; the export folder's is in
-:mod:`actviz.ui.window.export_folder` (re-exported).
-
-The Open model dialog stays open while the model loads, showing failures and, for an uncertain
-architecture, the candidates. Its model lists are built once per process on a thread of their
-own (importing torchvision's registry and timm takes seconds).
+"""Dialogs: open a model (searchable lists, file + architecture, recents; it stays open while
+the model loads) and the confirmation before untrusted code runs. The model lists are built
+once per process on a thread of their own (importing torchvision's registry and timm is slow).
 """
 
 from __future__ import annotations
@@ -70,14 +66,8 @@ class ModelSpec:
 def confirm_untrusted_file(
     parent: QWidget | None, path: str, message: str, *, code: bool = False
 ) -> bool:
-    """Ask before unpickling ``path`` (or, with ``code``, before running a model folder's own
-    Python code); the safe answer (No) is the default.
-
-    Returns
-    -------
-    bool
-        True only when the user explicitly chose to trust the file.
-    """
+    """Ask before unpickling ``path`` (or, with ``code``, running a model folder's own code);
+    True only when the user explicitly chose to trust it (Cancel is the default)."""
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Untrusted model code" if code else "Untrusted file")
@@ -112,25 +102,15 @@ def torchvision_model_names() -> list[str]:
 
 
 def build_model_names() -> tuple[list[str], list[str]]:
-    """The torchvision and timm model names the Open model dialog lists, each sorted.
-
-    Slow on first use (it imports torchvision's model registry and timm): the dialog calls it
-    on a thread of its own, once per process (see :func:`prefetch_model_names`).
-    """
+    """The torchvision and timm model names the Open model dialog lists, each sorted (slow:
+    called off the GUI thread, see :func:`prefetch_model_names`)."""
     from actviz.io.models.timm_models import timm_names
 
     return torchvision_model_names(), sorted(timm_names())
 
 
 class _ModelNames(QObject):
-    """The dialog's model names, built once per process off the GUI thread.
-
-    Signals
-    -------
-    loaded()
-        The names are there (emitted from the building thread; receivers on the GUI thread
-        get it queued).
-    """
+    """The dialog's model names, built once per process off the GUI thread (``loaded`` then)."""
 
     loaded = Signal()
 
@@ -142,7 +122,6 @@ class _ModelNames(QObject):
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Begin building the names unless that has begun already."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._build, name="actviz-model-names", daemon=True
@@ -150,7 +129,6 @@ class _ModelNames(QObject):
             self._thread.start()
 
     def ready(self) -> bool:
-        """Whether the names are built."""
         return self._done.is_set()
 
     def _build(self) -> None:
@@ -167,10 +145,7 @@ _MODEL_NAMES: _ModelNames | None = None
 
 
 def prefetch_model_names() -> None:
-    """Start listing the Open model dialog's names in the background (once per process).
-
-    A window may call it when idle, so that the first dialog opens with its lists filled.
-    """
+    """Start listing the Open model dialog's names in the background (once per process)."""
     global _MODEL_NAMES
     if _MODEL_NAMES is None:
         _MODEL_NAMES = _ModelNames()
@@ -182,8 +157,6 @@ class OpenModelDialog(QDialog):
 
     Parameters
     ----------
-    parent
-        Parent window.
     recent
         Recent entries as stored by :class:`~actviz.ui.window.settings.AppSettings` (``source|arch``).
     names
@@ -228,8 +201,8 @@ class OpenModelDialog(QDialog):
         self.search_edit, self.zoo_list, self.random_check = self._add_list_tab(
             "torchvision", "Search torchvision models, e.g. resnet, vit, mobilenet"
         )
-        self.search_edit.textChanged.connect(self._on_search_changed)
-        _show_names(self.zoo_list, self._zoo_names(), "", loading=names is None, select=False)
+        self.search_edit.textChanged.connect(lambda _text: self._refill_zoo(select=True))
+        self._refill_zoo(select=False)
 
         # file + architecture
         file_tab = QWidget()
@@ -291,8 +264,8 @@ class OpenModelDialog(QDialog):
             self.timm_search, self.timm_list, self.timm_random_check = self._add_list_tab(
                 "timm", "Search timm models, e.g. convnext, vit_small, efficientnet"
             )
-            self.timm_search.textChanged.connect(self._on_timm_search_changed)
-            _show_names(self.timm_list, [], "", loading=True, select=False)
+            self.timm_search.textChanged.connect(lambda _text: self._refill_timm(select=True))
+            self._refill_timm(select=False)
 
         # Why the last attempt failed, or "Opening ..." while it loads; an error belongs to
         # the tab it was said on.
@@ -322,7 +295,6 @@ class OpenModelDialog(QDialog):
     def _add_list_tab(
         self, title: str, placeholder: str
     ) -> tuple[QLineEdit, QListWidget, QCheckBox]:
-        """A tab of model names: search box, list (double click opens), random-init box."""
         tab = QWidget()
         layout = QVBoxLayout(tab)
         search = QLineEdit()
@@ -341,7 +313,6 @@ class OpenModelDialog(QDialog):
         self.tabs.addTab(tab, title)
         return search, names, random_check
 
-    # ------------------------------------------------------------------ keep_open flow
     def accept(self) -> None:
         """Open: closes the dialog, or with ``keep_open`` asks for the load (see the class)."""
         if not self.keep_open:
@@ -382,8 +353,7 @@ class OpenModelDialog(QDialog):
         self._say(text, error=True)
 
     def show_cancelled(self, text: str) -> None:
-        """The load asked for was cancelled elsewhere (Esc, the toolbar's Cancel): say so,
-        and Open works again."""
+        """The load was cancelled elsewhere (Esc, Cancel): say so; Open works again."""
         self.set_busy(False)
         self._say(text, error=False)
 
@@ -423,7 +393,7 @@ class OpenModelDialog(QDialog):
         self._error_tab = self.tabs.currentIndex() if error and text else None
 
     def _on_tab_changed(self, index: int) -> None:
-        """An error shows under the tab it was said on only (back there, it shows again)."""
+        # An error shows under the tab it was said on only.
         if self._error_tab is not None and self.message_label.text():
             self.message_label.setVisible(index == self._error_tab)
 
@@ -462,8 +432,7 @@ class OpenModelDialog(QDialog):
         return ModelSpec(source, arch)
 
     def timm_names(self) -> list[str]:
-        """The names the timm tab lists: those its search keeps, best match first (empty
-        until listed, or without timm)."""
+        """The names the timm tab's search keeps, best match first (empty without timm)."""
         if self.timm_list is None:
             return []
         return _listed(self.timm_list)
@@ -478,17 +447,22 @@ class OpenModelDialog(QDialog):
         self._names_ready = True
         if self._given_names is None:
             self._names = list(_MODEL_NAMES.torchvision)
-            text = self.search_edit.text()
-            _show_names(self.zoo_list, self._zoo_names(), text, loading=False, select=bool(text))
+            self._refill_zoo(select=bool(self.search_edit.text()))
             self._fill_arch_combo()
         if self.timm_list is not None:
             self._timm_names = list(_MODEL_NAMES.timm)
-            text = self.timm_search.text()
-            _show_names(self.timm_list, self._timm_names, text, loading=False, select=bool(text))
+            self._refill_timm(select=bool(self.timm_search.text()))
         self.names_loaded.emit()
 
-    def _zoo_names(self) -> list[str]:
-        return ["demo", *self._names]
+    def _refill_zoo(self, *, select: bool) -> None:
+        loading = not self._names_ready and self._given_names is None
+        names = ["demo", *self._names]
+        _show_names(self.zoo_list, names, self.search_edit.text(), loading=loading, select=select)
+
+    def _refill_timm(self, *, select: bool) -> None:
+        if self.timm_list is not None:
+            text, loading = self.timm_search.text(), not self._names_ready
+            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=select)
 
     def _fill_arch_combo(self) -> None:
         text = self.arch_combo.currentText()
@@ -501,15 +475,6 @@ class OpenModelDialog(QDialog):
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.arch_combo.setCompleter(completer)
 
-    def _on_search_changed(self, text: str) -> None:
-        loading = not self._names_ready and self._given_names is None
-        _show_names(self.zoo_list, self._zoo_names(), text, loading=loading, select=True)
-
-    def _on_timm_search_changed(self, text: str) -> None:
-        if self.timm_list is not None:
-            loading = not self._names_ready
-            _show_names(self.timm_list, self._timm_names, text, loading=loading, select=True)
-
     def _on_browse_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
             self, "Open model file", start_folder(self.file_edit.text()), MODEL_FILE_FILTER
@@ -520,17 +485,14 @@ class OpenModelDialog(QDialog):
 
 
 def _is_name(item: QListWidgetItem) -> bool:
-    """Whether a list row is a model name (not the "loading model list…" row)."""
+    """Whether a list row is a model name (not the loading row)."""
     return bool(item.flags() & Qt.ItemFlag.ItemIsEnabled)
 
 
 def _show_names(
     widget: QListWidget, names: Sequence[str], text: str, *, loading: bool, select: bool
 ) -> None:
-    """List the ``names`` containing ``text`` (any case), best match first (exact, then those
-    starting with it: :func:`~actviz.io.models.timm_models.rank_matches`), then a "loading" row
-    while ``loading``. ``select``: select the first name; otherwise the selected name stays
-    selected when it is still listed."""
+    """List the ``names`` containing ``text``, best first (then a row while ``loading``)."""
     from actviz.io.models.timm_models import rank_matches
 
     current = widget.currentItem()
@@ -549,7 +511,6 @@ def _show_names(
 
 
 def _listed(widget: QListWidget) -> list[str]:
-    """The model names a list shows, in its order."""
     return [widget.item(i).text() for i in range(widget.count()) if _is_name(widget.item(i))]
 
 

@@ -1,9 +1,6 @@
-"""The window's docks: where a feature's dock goes, how wide it is, and its fit to the window.
-
-:class:`Docks` is what the :class:`~actviz.ui.window.hosting.Host` adds docks through: a dock
-comes back where a saved layout put it, is listed in the View menu, takes the width of its
-content when shown and is tabbed with another rather than make the window taller than the user
-made it.
+"""The window's docks: a dock comes back where a saved layout put it, is listed in the View
+menu, takes the width of its content when shown and is tabbed with another rather than make the
+window taller than the user made it.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ class Docks:
     def __init__(self, window: Any) -> None:
         self._w = window
         self._docks_to_fit: list[QDockWidget] = []
-        # One timer of the window's, not a ``QTimer.singleShot`` per dock (see _fit_dock_soon).
+        # A timer of the window's: a pending QTimer.singleShot would keep the window alive.
         self._dock_fit_call = DeferredCall(window, self._fit_pending_docks)
 
     def add_dock(
@@ -38,8 +35,7 @@ class Docks:
         width: int | None = None,
         hidden: bool = True,
     ) -> None:
-        """Add ``dock`` where a saved layout put it (else in ``area``, ``width`` wide, hidden
-        unless ``hidden`` is False) and list it in the View menu."""
+        """Add ``dock`` where a saved layout put it (else in ``area``) and list it in View."""
         main = self._w
         if not dock.objectName():
             dock.setObjectName(dock.windowTitle().replace(" ", "") + "Dock")
@@ -48,17 +44,13 @@ class Docks:
             if width is not None:
                 self.resize_dock(dock, width)
             dock.setVisible(not hidden)
-        # A hidden dock keeps no width of its own, so it is sized to what it asks for when
-        # shown, not to Qt's default share of the window.
+        # Sized to what it asks for when shown, not to Qt's default share.
         dock.setProperty("actviz_width", width or 0)
         self._w.commands.view_menu.addAction(dock.toggleViewAction())
         dock.visibilityChanged.connect(lambda shown, d=dock: shown and self._fit_dock_soon(d))
 
     def _fit_dock_soon(self, dock: QDockWidget) -> None:
-        """Fit ``dock``'s width on the next event-loop turn (once it has its geometry). One
-        timer of the window's, not a ``QTimer.singleShot`` per call: PySide keeps a pending
-        single shot's function, and the window it closes over, when its context object is
-        deleted first (a dock shown just before the window closed kept the whole window)."""
+        """Fit ``dock``'s width on the next event-loop turn (once it has its geometry)."""
         if dock not in self._docks_to_fit:
             self._docks_to_fit.append(dock)
         self._dock_fit_call.request()
@@ -72,8 +64,7 @@ class Docks:
                 pass
 
     def fit_dock_width(self, dock: QDockWidget) -> None:
-        """Give ``dock`` the width of its content: its size hint, no more than the width it
-        was added with; a dock tabbed with others or floating is left as it is."""
+        """Give a docked, untabbed ``dock`` its size hint's width (at most the width asked)."""
         main = self._w
         if dock.isFloating() or not dock.isVisible() or main.tabifiedDockWidgets(dock):
             return
@@ -86,17 +77,13 @@ class Docks:
         asked = int(dock.property("actviz_width") or 0)
         if asked > 0:
             width = min(width, asked)
-        # On a small screen the panels keep most of the width (at 1024 px a 380 px dock left
-        # the layer panels a third of the window).
         width = min(width, int(main.width() * DOCK_MAX_SHARE))
         width = max(width, dock.minimumSizeHint().width())
         if width != dock.width():
             self.resize_dock(dock, width)
 
     def _fit_dock(self, dock: QDockWidget) -> None:
-        """A dock shown under others whose minimum heights together make the window taller
-        than the user made it (its bottom would leave a laptop's screen) is tabbed with the
-        tallest of them instead, in front, and the window gets its height back."""
+        """A dock that makes the window taller than the user made it is tabbed instead."""
         main = self._w
         self.fit_dock_width(dock)
         chosen = self._w.chosen_height

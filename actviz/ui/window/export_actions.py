@@ -1,13 +1,10 @@
-"""Export menu actions: everything (in the background), one panel as PNG, one layer's arrays.
-
-"Export everything" writes dozens of PNGs and arrays, so it runs on its own
-:class:`~actviz.ui.worker.Worker`: it reads only the finished capture's detached tensors, never
-the model, so it may overlap the next capture. The single-panel exports are quick and stay on
-the GUI thread (grabbing a widget must).
+"""Export menu actions: everything (on its own worker: it reads only the finished capture's
+detached tensors, so it may overlap the next capture), one panel as PNG, one layer's arrays.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,21 +59,7 @@ BANNER_SOURCE = "export"
 
 class ExportActions:
     """Export everything (in the background on ``export_worker``), a panel as PNG, a layer's
-    arrays as .npy; the Export actions are connected here.
-
-    Parameters
-    ----------
-    window
-        The window (see :class:`ExportHost`).
-    export_worker
-        Runs "export everything"; its signals are connected here.
-    actions
-        The Export actions and the colour map.
-    centre, status
-        The Grad-CAM panel (its layer is exported) and the status text.
-    display
-        The selected layer and its panel.
-    """
+    arrays as .npy; the Export actions are connected here."""
 
     def __init__(
         self,
@@ -100,12 +83,10 @@ class ExportActions:
         self._wait_until = window.wait_until
         #: Files written by the last finished "export everything".
         self.last_export: list[Path] = []
-        #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests
-        #: replace it; the default is :func:`~actviz.ui.window.export_folder.ask_export_folder`).
+        #: ``(parent, start) -> folder or ""``: where "Export everything" writes (tests replace it).
         self.choose_export_folder: Callable[[QWidget | None, str], str] = _ask_export_folder
         self._export_request: ExportRequest | None = None
-        #: ``() -> writers`` of pictures beyond the panels' (the plugins' layer views open):
-        #: :func:`~actviz.io.export.capture_export.export_capture`'s ``layer_writers``.
+        #: ``() -> layer_writers`` for ``export_capture`` (the plugins' layer views).
         self.layer_writers: Callable[[], list[Any]] | None = None
         actions.export_all_action.triggered.connect(self._on_export_all_triggered)
         actions.export_png_action.triggered.connect(self._on_export_png_triggered)
@@ -117,31 +98,17 @@ class ExportActions:
         return self.actions.colormap
 
     def export_all(self, out_dir: str | Path, *, wait: bool = False) -> bool:
-        """Write everything the CLI's ``export`` writes for the current result to ``out_dir``.
+        """Write what the CLI's ``export`` writes for the current result to ``out_dir``, in the
+        background (``export_finished(paths)`` or ``export_failed(message)`` follows).
 
-        Runs in the background; ``export_finished(paths)`` or ``export_failed(message)`` follows
-        and :attr:`last_export` holds the files written.
-
-        Parameters
-        ----------
-        out_dir
-            Folder to write into (created if missing).
-        wait
-            Block (with a local event loop) until the export is done.
-
-        Returns
-        -------
-        bool
-            Without ``wait``: True when the export started. With ``wait``: True when it
-            finished without error.
+        Returns whether it started, or with ``wait`` (a local event loop) whether it succeeded.
         """
         result = self.session.result
         if result is None or result.capture is None:
             self.show_warning("Nothing to export yet: run first (Ctrl+R).")
             return False
         if _lacks_saliency(result) and self._rerun_with_input_grads(out_dir):
-            # Made while no saliency was on screen (no input gradient): the same files whatever
-            # tab is shown, so the run is made again with it first, then exported.
+            # The same files whatever tab is shown: run again with the gradient first.
             if wait:
                 request = self._export_request
                 self._wait_until(lambda: request is None or request.succeeded is not None)
@@ -166,8 +133,7 @@ class ExportActions:
             normalize=self.session.normalize,
             gradcam_layer=gradcam if gradcam in result.grad_cams else None,
             source=self._run_source(result),
-            # Sequence views: what the run showed; never the model (the capture
-            # worker may be running it).
+            # What the run showed; never the model (the capture worker may be running it).
             tokens=result.spec.tokens,
             layout=result.spec.layout,
             tokenizer=result.spec.tokenizer,
@@ -204,17 +170,14 @@ class ExportActions:
         return bool(request.succeeded)
 
     def _rerun_with_input_grads(self, out_dir: str | Path) -> bool:
-        """Run the window's request again with the input gradient, then export; False when
-        no such run can start (a pinned or live result: exported as it is)."""
+        """Run again with the input gradient, then export; False when no such run can start."""
         window: Any = self.window
         runs = getattr(window, "runs", None)
         result = self.session.result
         if (
             runs is None
             or runs.last_request is None
-            # Made with the input gradient asked for already: nothing depends on the input
-            # (running again would not give one, and would run again for ever).
-            or runs.last_request.input_grads
+            or runs.last_request.input_grads  # asked already: running again would loop
             or getattr(result, "origin", None) is not None  # a live frame: exported as shown
             or self.session.pins.find(result) is not None  # a pinned result: the same
             or self.window.host.runs_replaced()  # live frames replace the window's runs
@@ -245,20 +208,17 @@ class ExportActions:
             failed("the run for the saliency was cancelled")
 
         def disconnect() -> None:
-            pairs = (
-                (window.run_finished, finished),
-                (window.run_failed, failed),
-                (window.run_cancelled, cancelled),
-            )
             for signal, slot in pairs:
-                try:
+                with contextlib.suppress(RuntimeError, TypeError):
                     signal.disconnect(slot)
-                except (RuntimeError, TypeError):
-                    pass
 
-        window.run_finished.connect(finished)
-        window.run_failed.connect(failed)
-        window.run_cancelled.connect(cancelled)
+        pairs = [
+            (window.run_finished, finished),
+            (window.run_failed, failed),
+            (window.run_cancelled, cancelled),
+        ]
+        for signal, slot in pairs:
+            signal.connect(slot)
         if runs.run(input_grads=True) is None:
             disconnect()
             self._export_request = None
@@ -267,9 +227,7 @@ class ExportActions:
         return True
 
     def _run_source(self, result: Any) -> Any:
-        """How the model and input were opened, for ``reproduce.py`` (its edits are the
-        capture's own); None for a model given in memory. A live frame's input is saved
-        beside the script rather than named (it may be perturbed or one of a sequence)."""
+        """How the model and input were opened, for ``reproduce.py`` (None: in memory)."""
         s = self.session
         if s.loaded_model is None:
             return None
@@ -289,8 +247,7 @@ class ExportActions:
         )
 
     def _input_record(self, result: Any) -> dict[str, Any]:
-        """What summary.json says about the input of ``result``: the live frame it was made
-        from (file, index in its sequence, perturbations) or else the opened input."""
+        """summary.json's record of the input: the live frame's origin, else the opened input."""
         origin = getattr(result, "origin", None)
         if origin is not None:
             return dict(
@@ -328,8 +285,8 @@ class ExportActions:
         return path
 
     def export_layer_npy(self, out_dir: str | Path, name: str | None = None) -> list[Path]:
-        """Save layer ``name``'s (default: the selected layer's) activation and gradient
-        (full batch, as captured) as ``<name>.activation.npy`` / ``<name>.gradient.npy``."""
+        """Save layer ``name``'s (default: selected) activation and gradient as
+        ``<name>.activation.npy`` / ``<name>.gradient.npy``."""
         result = self.session.result
         name = name if name is not None else self.display.selected_layer
         if result is None or result.capture is None or name is None or name not in result.capture:
@@ -367,7 +324,6 @@ class ExportActions:
             request.succeeded = False
         self._export_request = None
 
-    # ========================================================================== the job's end
     def _settle_export(self, request: ExportRequest, succeeded: bool) -> ExportRequest | None:
         if request is not self._export_request:
             return None
@@ -402,10 +358,8 @@ class ExportActions:
         self._refresh_busy(text)
         self.window.export_failed.emit(text)
 
-    # ========================================================================== dialogs
     def _on_export_all_triggered(self) -> None:
-        # A folder that does not exist yet is fine (export creates it): a folder picker
-        # (QFileDialog.getExistingDirectory) refuses one, so the dialog takes a typed path.
+        # Not QFileDialog.getExistingDirectory: a new folder is fine (export creates it).
         out = self.choose_export_folder(self._parent(), self._last_folder())
         if out:
             self.export_all(out)
@@ -435,9 +389,7 @@ class ExportActions:
 
 
 def _lacks_saliency(result: Any) -> bool:
-    """Whether ``result`` was made without the input gradient its saliency needs. A text
-    input's saliency is read at its embedding, recorded in every run (token ids have no
-    gradient of their own): running again would not add one."""
+    """Whether ``result`` lacks the input gradient its saliency needs (text inputs never do)."""
     from actviz.display.attribution import token_input
 
     cap = result.capture

@@ -1,10 +1,5 @@
-"""The Export everything dialog: :class:`ExportFolderDialog` and :func:`ask_export_folder`,
-where a folder may be typed that does not exist yet (the export creates it), which a plain
-folder picker refuses.
-
-Kept apart from the Open model dialog (:mod:`actviz.ui.window.dialogs`, which re-exports
-these names): exporting and opening share no code.
-"""
+"""The Export everything dialog, where a folder may be typed that does not exist yet (the
+export creates it), which a plain folder picker refuses."""
 
 from __future__ import annotations
 
@@ -26,16 +21,7 @@ __all__ = ["ExportFolderDialog", "ask_export_folder"]
 
 
 class ExportFolderDialog(QDialog):
-    """Where "Export everything" writes: a folder typed or browsed to; it may not exist yet
-    (the export creates it), which a plain folder picker refuses.
-
-    Parameters
-    ----------
-    parent
-        Parent window.
-    start
-        Folder shown at first (e.g. the last export's).
-    """
+    """Where "Export everything" writes: a folder typed or browsed to (``start`` at first)."""
 
     def __init__(self, parent: QWidget | None = None, start: str = "") -> None:
         super().__init__(parent)

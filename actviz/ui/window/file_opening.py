@@ -1,10 +1,8 @@
 """Opening models and inputs off the GUI thread: menus, recents, samples, drops, the demo.
 
-A load runs on a loader :class:`~actviz.ui.worker.Worker`; only the latest request is adopted,
-and a failure goes to the banner with the previous model kept. A file that needs trust raises
-``UntrustedFileError`` (``TrustNeededError`` for a model folder's own code); the question is
-asked here on the GUI thread and the request loaded again with ``trust=True``. Inputs are read
-by :class:`~actviz.ui.window.input_loads.InputLoads`.
+Only the latest request is adopted; a failure goes to the banner and the previous model stays.
+A file that needs trust is asked about here, on the GUI thread, then loaded again with
+``trust=True``.
 """
 
 from __future__ import annotations
@@ -48,9 +46,7 @@ ConfirmUntrusted = Callable[[QWidget, str, str], bool]
 
 
 class FileHost(Protocol):
-    """What opening files uses of the window; loaders and the trust question are read at each load
-    so tests may replace them.
-    """
+    """What opening files uses of the window (loaders and the trust question are read per load)."""
 
     session: Session
     settings: AppSettings
@@ -72,19 +68,7 @@ class FileHost(Protocol):
 
 
 class FileOpening:
-    """Opens models and inputs in the background: the Open actions, recents, samples.
-
-    Parameters
-    ----------
-    window
-        The window (see :class:`FileHost`).
-    model_loads, input_loads
-        The loader workers; their signals are connected here.
-    actions
-        The Open actions, the sample picker and the recent menus (connected and filled here).
-    banner, status_label
-        Cleared when a model or an input is adopted; the loaders' progress.
-    """
+    """Opens models and inputs in the background: the Open actions, recents, samples."""
 
     def __init__(
         self,
@@ -107,7 +91,6 @@ class FileOpening:
         self.swap = InputSwap(self.session, banner, window.host.show_warning, lambda: self.samples)
         self.inputs = InputLoads(self, input_loads)
 
-    # ========================================================================== public API
     def open_model_source(
         self,
         source: str,
@@ -119,21 +102,9 @@ class FileOpening:
     ) -> bool:
         """Open a model (zoo name, file, ``module:attr`` or "demo") in the background.
 
-        Parameters
-        ----------
-        source, arch, weights, trust
-            As for :func:`actviz.io.models.loading.open_model`.
-        wait
-            Block (running a local event loop, so the window keeps painting) until the model
-            is adopted or the load failed. Scripts (``explore``) use it; the window does not.
-
-        Returns
-        -------
-        bool
-            Without ``wait``: True when the load started (False only on a closed window).
-            With ``wait``: True when the model was adopted. The outcome is also announced by
-            ``model_loaded(source)`` or ``model_load_failed(message)``; on failure the banner
-            says why and the previous model stays.
+        ``source, arch, weights, trust`` are as for :func:`actviz.io.models.loading.open_model`.
+        Returns whether the load started, or with ``wait`` (a local event loop runs meanwhile)
+        whether the model was adopted; ``model_loaded`` or ``model_load_failed`` follows.
         """
         if self.window.is_closed():
             return False
@@ -147,15 +118,8 @@ class FileOpening:
         return bool(request.succeeded)
 
     def open_input_source(self, source: str, *, remember: bool = True, wait: bool = False) -> bool:
-        """Open an image or tensor file (or any source ``open_input`` knows) in the background.
-
-        Returns
-        -------
-        bool
-            Without ``wait``: True when the load started (or waits for a model being opened).
-            With ``wait``: True when the input was adopted. ``input_loaded(source)`` or
-            ``input_load_failed(message)`` follows; on failure the old input stays.
-        """
+        """Open an input (any source ``open_input`` knows) in the background; returns as
+        :meth:`open_model_source` does (``input_loaded`` or ``input_load_failed`` follows)."""
         if self.window.is_closed():
             return False
         request = InputRequest(str(source), remember=remember)
@@ -166,9 +130,7 @@ class FileOpening:
         return bool(request.succeeded)
 
     def load_demo(self, sample: str | None = None) -> bool:
-        """Open the bundled demo model and one of its samples (the first when None), in the
-        background; False only when the window is closed.
-        """
+        """Open the demo model and one of its samples (the first when None) in the background."""
         if not self.open_model_source("demo"):
             return False
         try:
@@ -186,9 +148,7 @@ class FileOpening:
         return True
 
     def open_default_input(self) -> bool:
-        """Open the first bundled sample for the current (or loading) model, quietly (a hint
-        replaces a misfit's error); True when the load started.
-        """
+        """Open the current (or loading) model's default input quietly; True when started."""
         if not self.samples or (self.session.model is None and self._model_request is None):
             return False
         source = str(self.samples[0])
@@ -200,8 +160,7 @@ class FileOpening:
         return True
 
     def _natural_source(self, loaded: Any, fallback: str) -> str:
-        """The model's natural default input (a prompt for a text model, a sample image for
-        an image model, a random tensor of its shape), else ``fallback``."""
+        """The model's natural default input (prompt, sample image, random tensor)."""
         from actviz.io.input_fit import natural_input_source
 
         model = getattr(loaded, "model", None)
@@ -209,8 +168,7 @@ class FileOpening:
         return natural_input_source(loaded, self.samples, model=model) or fallback
 
     def open_dropped(self, path: str | Path) -> bool:
-        """Open a dropped file: models by suffix (and model folders), anything else as an input;
-        an input file that turns out to hold a model (a ``.pt`` checkpoint) opens as the model."""
+        """Open a dropped file: a model by suffix or folder, anything else as an input."""
         path = Path(path)
         if path.suffix.lower() in MODEL_SUFFIXES or (path / "config.json").is_file():
             return self.open_model_source(str(path))
@@ -251,7 +209,6 @@ class FileOpening:
                 request.succeeded = False
         self._model_request = self.inputs.request = None
 
-    # ========================================================================== model loads
     def start_model_load(self, request: ModelRequest) -> None:
         """Open the model ``request`` names on a loader thread (it supersedes one loading)."""
         previous = self._model_request
@@ -280,8 +237,7 @@ class FileOpening:
         self._cancel_model_load(request, status)
 
     def _cancel_model_load(self, request: ModelRequest, status: str = "") -> None:
-        """The load ends unfinished; a dialog it came from that is still open says so, and
-        its Open works again."""
+        """The load ends unfinished; a dialog it came from says so and can Open again."""
         dialog = self._dialog_of(request)
         self._fail_model_load(request, status, level=None)
         if dialog is not None:
@@ -298,7 +254,7 @@ class FileOpening:
         if request.dialog is not None:
             request.dialog.opened()
         self._adopt_model(loaded)
-        # How it was opened, for the export's reproduce.py (actviz.io.export.reproduce.run_source).
+        # For the export's reproduce.py.
         self.session.model_open_args = dict(
             arch=request.arch, weights=request.weights, trust=request.trust
         )
@@ -307,8 +263,6 @@ class FileOpening:
             self.menus.refresh_recent()
         guessed = guessed_arch_text(loaded) if not request.arch else ""
         self.window.refresh_busy(f"Opened {loaded.name}" + (f" · {guessed}" if guessed else ""))
-        # The status text changes with the first run; the status bar message stays a while,
-        # and only while the model it is about is shown.
         self.menus.show_note(guessed)
         self.window.model_loaded.emit(request.source)
 
@@ -352,7 +306,7 @@ class FileOpening:
     def _fail_in_dialog(
         self, request: ModelRequest, text: str, *, path: str = "", candidates: Any = ()
     ) -> bool:
-        """Show a failed load in the dialog it came from (still open); False without one."""
+        """Show a failed load in the dialog it came from; False without one."""
         dialog = self._dialog_of(request)
         if dialog is None:
             return False
@@ -391,15 +345,13 @@ class FileOpening:
             from actviz.io.models.demo_model import DEMO_GRADCAM_LAYER
 
             gradcam = DEMO_GRADCAM_LAYER
-        # The input is re-read so the new model's transforms (size, normalisation) apply, or
-        # replaced when the new model cannot take it. The request is registered before the
-        # model changes, so the automatic run waits for it.
+        # The input is re-read with the new model's transforms (or replaced when it cannot
+        # take it), registered before the model changes so the automatic run waits for it.
         reread, restore = self.inputs.request, None
         if reread is None:
             reread, restore = self.swap.input_for(loaded)
         elif reread.quiet and self.session.input is None:
-            # The start-up default waited for this model: its natural input (a text model
-            # gets a prompt, not the sample picture it cannot read).
+            # The start-up default waited for this model: its natural input.
             reread.source = self._natural_source(loaded, reread.source)
         self.inputs.request = reread
         self.session.set_loaded_model(loaded, gradcam_layer=gradcam)
@@ -408,7 +360,6 @@ class FileOpening:
         if reread is not None:
             self.inputs.start(reread)
 
-    # ========================================================================== menus, dialogs
     @property
     def samples(self) -> list[Path]:
         """The bundled sample images, as the sample picker lists them."""
@@ -429,7 +380,7 @@ class FileOpening:
         self.menus.extra_input_filters = list(filters)
 
     def open_model_dialog(self) -> OpenModelDialog:
-        """Show the Open model dialog (:meth:`OpenMenus.open_model_dialog`)."""
+        """Show the Open model dialog."""
         return self.menus.open_model_dialog()
 
     def dialog_closed(self, dialog: OpenModelDialog) -> None:
@@ -440,8 +391,7 @@ class FileOpening:
 
 
 def guessed_arch_text(loaded: Any) -> str:
-    """``"architecture guessed: resnet18 (all 122 tensors match)"`` when ``loaded``'s
-    architecture was recognised from its weights, else ""."""
+    """``"architecture guessed: NAME (reason)"`` when recognised from the weights, else ""."""
     guesses = getattr(loaded, "arch_guesses", ())
     if not guesses:
         return ""
@@ -452,9 +402,7 @@ def guessed_arch_text(loaded: Any) -> str:
 
 
 def ask_untrusted(parent: QWidget, path: str, message: str) -> bool:
-    """Default trust confirmation: a Yes/No question, No by default (a folder runs its own code;
-    a file is a pickle).
-    """
+    """Default trust confirmation (a folder runs its own code; a file is a pickle)."""
     from actviz.ui.window.dialogs import confirm_untrusted_file
 
     return confirm_untrusted_file(parent, path, message, code=Path(path).is_dir())

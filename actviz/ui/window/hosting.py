@@ -1,10 +1,5 @@
-"""The window's side of :class:`~actviz.ui.host.WindowHost`: the :class:`Host` the features get.
-
-The window holds one :class:`Host`, made over its parts: tabs, docks (each with its View-menu
-entry), menu actions, toolbars, status-bar widgets, the prediction panel's and the Overview's
-extra rows, the channel view, messages, the session, the worker and the window's signals. Each
-is a few lines over a part, so a feature never touches a widget it did not make, and the window
-never hands itself to a feature.
+"""The :class:`Host` the features get: :class:`~actviz.ui.host.WindowHost` composed over the
+window's parts, so a feature never touches a widget it did not make.
 """
 
 from __future__ import annotations
@@ -31,16 +26,18 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Host", "report_parts"]
 
 
-class Host:
-    """What the window gives its features (:class:`~actviz.ui.host.WindowHost`), composed
-    over the window's parts.
+def _window_attr(name: str, *, settable: bool = False) -> Any:
+    """A property reading (``settable``: and writing) the window's attribute ``name``."""
 
-    Parameters
-    ----------
-    window
-        The :class:`~actviz.ui.window.main_window.MainWindow` whose parts it attaches to (the
-        parts are reached when called, so the host is made before them).
-    """
+    def write(host: Host, value: Any) -> None:
+        setattr(host._w, name, value)
+
+    return property(lambda host: getattr(host._w, name), write if settable else None)
+
+
+class Host:
+    """What the window gives its features, over ``window``'s parts (reached when called, so the
+    host is made before them)."""
 
     def __init__(self, window: Any) -> None:
         self._w = window
@@ -52,51 +49,21 @@ class Host:
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
         self.runs_replaced: Callable[[], bool] = lambda: False
 
-    # ------------------------------------------------------------------ state and workers
-    @property
-    def session(self) -> Session:
-        return self._w.session
-
-    @property
-    def settings(self) -> Any:
-        return self._w.settings
-
-    @property
-    def worker(self) -> Worker:
-        return self._w.worker
-
-    @property
-    def memory(self) -> Any:
-        """The window's idle-memory watch (its ``idle`` signal: let go of model copies)."""
-        return self._w.memory
-
-    @property
-    def model_loader(self) -> Callable[..., Any]:
-        return self._w.model_loader
-
-    @model_loader.setter
-    def model_loader(self, loader: Callable[..., Any]) -> None:
-        self._w.model_loader = loader
-
-    @property
-    def input_loader(self) -> Callable[..., Any]:
-        return self._w.input_loader
-
-    @input_loader.setter
-    def input_loader(self, loader: Callable[..., Any]) -> None:
-        self._w.input_loader = loader
-
-    @property
-    def confirm_untrusted(self) -> Callable[[QWidget, str, str], bool]:
-        return self._w.confirm_untrusted
+    session: Session = _window_attr("session")
+    settings: Any = _window_attr("settings")
+    worker: Worker = _window_attr("worker")
+    #: The window's idle-memory watch (its ``idle`` signal: let go of model copies).
+    memory: Any = _window_attr("memory")
+    model_loader: Callable[..., Any] = _window_attr("model_loader", settable=True)
+    input_loader: Callable[..., Any] = _window_attr("input_loader", settable=True)
+    confirm_untrusted: Callable[[QWidget, str, str], bool] = _window_attr("confirm_untrusted")
 
     def features_busy(self) -> bool:
         """Whether a feature runs something the user can cancel."""
         return any(f.is_busy() for f in self.features.values())
 
     def offer_run_override(self, engaged: Callable[[], bool]) -> None:
-        """A feature whose frames replace the window's runs while ``engaged()`` (live mode):
-        an export does not run once more for the saliency then."""
+        """A feature whose frames replace the window's runs while ``engaged()`` (live mode)."""
         self.runs_replaced = engaged
 
     def offer_export_writers(self, writers: Any) -> None:
@@ -107,7 +74,6 @@ class Host:
         """Extra name filters of the Open input dialog (plugins' input formats)."""
         self._w.files.extra_input_filters = list(filters)
 
-    # ------------------------------------------------------------------ runs and results
     @property
     def result(self) -> RunResult | None:
         return self._w.session.result
@@ -120,8 +86,7 @@ class Host:
         return self._w.runs.run()
 
     def show_run(self, job: Job, *, streamed: bool = False) -> None:
-        """Show ``job``'s end as a run's (a live frame): its result in the panels, its error
-        in the banner; ``streamed``: a stream's frame, quiet in the status bar."""
+        """Show ``job``'s end as a run's (a live frame; ``streamed``: quiet in the status bar)."""
         self._w.runs.watch(job, kind="frame", streamed=streamed)
 
     def schedule_run(self) -> None:
@@ -161,7 +126,7 @@ class Host:
             self._w.session.set_target_text(text)
         except ValueError as exc:
             self.show_error(f"Target: {exc}")
-            self._w.runs.sync_target_combo()  # the box shows the target in force, not the refused
+            self._w.runs.sync_target_combo()  # back to the target in force
             return False
         self.clear_messages("action")
         self._w.runs.sync_target_combo()
@@ -175,9 +140,8 @@ class Host:
         gradcam_layer: str | None = None,
         open_args: dict[str, Any] | None = None,
     ) -> None:
-        """Show a model already opened (a session's ``LoadedModel``) with ``ticks`` ticked:
-        what opening one ends with, the input left as it is. ``open_args`` are the
-        ``open_model`` arch, weights and trust it was opened with (reproduce.py)."""
+        """Show a model already opened (a session's) with ``ticks`` ticked; the input stays.
+        ``open_args``: the ``open_model`` arguments it was opened with (reproduce.py)."""
         w = self._w
         w.runs.stop()
         w.files.drop_model_load("Opening the model was replaced by a session's model.")
@@ -197,8 +161,7 @@ class Host:
             a.normalize_combo.setCurrentIndex(a.normalize_combo.findData(normalize))
 
     def show_result(self, result: RunResult, request: Any = None) -> None:
-        """Show a result prepared elsewhere (a session's saved run) instead of running;
-        ``request`` (its ``RunRequest``) lets view changes re-prepare it."""
+        """Show a result prepared elsewhere (a saved run); ``request`` lets it be re-prepared."""
         w = self._w
         w.runs.halt()
         if request is not None:
@@ -207,7 +170,6 @@ class Host:
         w.refresh_busy()
         w.display.after_panels(w.run_finished.emit)
 
-    # ------------------------------------------------------------------ tabs and docks
     def add_tab(self, widget: QWidget, title: str) -> None:
         """Add a central tab after the Layers and Overview tabs."""
         self._w.centre.tabs.addTab(widget, title)
@@ -216,8 +178,7 @@ class Host:
         """Show or hide the tab of ``widget`` (a tab with nothing to show is hidden)."""
         tabs = self._w.centre.tabs
         if not visible and tabs.currentWidget() is widget:
-            # Qt would move on to the next visible tab (Compare, empty): back to Layers.
-            tabs.setCurrentIndex(0)
+            tabs.setCurrentIndex(0)  # Layers, not Qt's next visible tab
         tabs.setTabVisible(tabs.indexOf(widget), visible)
 
     def show_tab(self, widget: QWidget | None = None) -> None:
@@ -236,12 +197,11 @@ class Host:
         width: int | None = None,
         hidden: bool = True,
     ) -> None:
-        """Add ``dock`` where a saved layout put it (else in ``area``, ``width`` wide, hidden
-        unless ``hidden`` is False) and list it in the View menu."""
+        """Add ``dock`` where a saved layout put it (else in ``area``) and list it in View."""
         self._docks.add_dock(dock, area, width=width, hidden=hidden)
 
     def fit_dock_width(self, dock: QDockWidget) -> None:
-        """Give ``dock`` the width of its content (see :class:`Docks`)."""
+        """Give ``dock`` the width of its content."""
         self._docks.fit_dock_width(dock)
 
     def remove_dock(self, dock: QDockWidget) -> None:
@@ -258,7 +218,6 @@ class Host:
         """Dock ``dock`` again in ``area`` (Reset window layout): not floating, at ``width``."""
         self._docks.dock_back(dock, area, width=width)
 
-    # ------------------------------------------------------------------ menus, toolbars, status
     def menu(self, title: str) -> QMenu:
         """The menu-bar menu titled ``title`` ("File", "View", ...), made when missing."""
         main = self._w
@@ -271,8 +230,7 @@ class Host:
     def add_menu_action(
         self, menu: str, action: QAction, *, before: str | None = None, shortcut: bool = True
     ) -> None:
-        """Put ``action`` in menu ``menu`` (before the entry whose text is ``before``);
-        ``shortcut``: its shortcut works anywhere in the window, even with its dock closed."""
+        """Put ``action`` in ``menu`` (before entry ``before``); ``shortcut``: window-wide."""
         target = self.menu(menu)
         entries = {a.text().replace("&", ""): a for a in target.actions()}
         if before in entries:
@@ -296,16 +254,13 @@ class Host:
         pins_ui.refresh_pins_menu()
 
     def offer_session_store(self, store: Any) -> None:
-        """The part that saves and opens session files (``session_state()``, ``open_session``,
-        the autosave and the start's restore offer): what :func:`actviz.session.save` and the
-        app reach through ``window.session_store`` (None without one)."""
+        """The part that saves and opens session files (``window.session_store``)."""
         self._w.session_store = store
 
     def add_status_widget(self, widget: QWidget) -> None:
         """A permanent widget at the right of the status bar."""
         self._w.statusBar().addPermanentWidget(widget)
 
-    # ------------------------------------------------------------------ panel slots
     def add_prediction_widget(self, widget: QWidget) -> None:
         """An extra row under the prediction panel's bars (before/after tables)."""
         self._w.centre.prediction_panel.add_row(widget)
@@ -314,8 +269,7 @@ class Host:
         self._w.centre.prediction_panel.set_bars_visible(visible)
 
     def add_overview_widget(self, widget: QWidget, *, row: str = "top") -> None:
-        """An extra panel in the Overview's ``row``: "top" (beside Grad-CAM), "bottom"
-        (beside the statistics) or "new" (a row of its own)."""
+        """An extra panel in the Overview's ``row``: "top", "bottom" or "new"."""
         rows, top, bottom = self._w.centre.overview_splitters
         {"top": top, "bottom": bottom, "new": rows}[row].addWidget(widget)
 
@@ -348,13 +302,11 @@ class Host:
         return self._w.display.page_size(layer)
 
     def add_tile_menu_entries(self, fill: Callable[[QMenu, str, tuple[int, ...]], None]) -> None:
-        """A feature's entries in a layer panel's tile menu (a right click on tiles):
-        ``fill(menu, layer, channels)`` adds them to the menu being built."""
+        """``fill(menu, layer, channels)`` adds a feature's entries to a tile menu."""
         self._w.display.tile_menu_fillers.append(fill)
 
     def fill_tile_menu(self, menu: QMenu, layer: str, channels: Sequence[int]) -> None:
-        """Add every feature's tile-menu entries for ``channels`` of ``layer`` to ``menu``
-        (called by whatever builds the tile menu)."""
+        """Add every feature's tile-menu entries for ``channels`` of ``layer`` to ``menu``."""
         chosen = tuple(int(c) for c in channels)
         for fill in list(self._w.display.tile_menu_fillers):
             fill(menu, layer, chosen)
@@ -378,7 +330,6 @@ class Host:
         """The bundled sample inputs of the model shown (for choosers)."""
         return [str(p) for p in getattr(self._w.files, "samples", [])]
 
-    # ------------------------------------------------------------------ sessions
     def layout_state(self) -> bytes:
         """The window layout (docks, toolbars) as Qt's ``saveState()`` bytes."""
         return bytes(self._w.saveState().data())
@@ -390,8 +341,7 @@ class Host:
         return bool(self._w.restoreState(QByteArray(bytes(data))))
 
     def session_parts(self) -> dict[str, object]:
-        """What the features keep in a session file: each feature with a ``session_part()``
-        gives a ``{key: JSON-able}`` (the comparison set-up, the scan's cache key, ...)."""
+        """What the features keep in a session file (each ``session_part()``'s dict)."""
         parts: dict[str, object] = {}
         for feature in self.features.values():
             part = getattr(feature, "session_part", None)
@@ -410,10 +360,8 @@ class Host:
             if callable(restore):
                 restore(parts)
 
-    # ------------------------------------------------------------------ messages
     def show_error(self, text: str, source: str = "action", *, details: str = "") -> None:
-        """Show ``text`` (one readable sentence) as an error in the banner, never a blocking
-        dialog; ``details`` (a traceback) goes behind its Details button."""
+        """Show ``text`` as an error in the banner (``details`` behind its Details button)."""
         self._w.centre.banner.set_messages(source, [("error", text)], details=details)
 
     def show_warning(self, text: str, source: str = "action") -> None:
@@ -430,11 +378,10 @@ class Host:
 
 
 def report_parts(features: Iterable[Any]) -> dict[str, object]:
-    """What the features add to File > Export report: each feature with a
-    ``report_part()`` gives ``write_report`` arguments (a comparison, scan sheets); a
-    value may be a function, called on the capture worker when the report is written."""
+    """The ``write_report`` arguments the features' ``report_part()`` give (a value may be a
+    function, called when the report is written); their figures all go in."""
     parts: dict[str, object] = {}
-    figures: list[object] = []  # several features add figures: all of them go in
+    figures: list[object] = []
     for feature in features:
         part = getattr(feature, "report_part", None)
         if callable(part):

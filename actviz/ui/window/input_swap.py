@@ -16,19 +16,8 @@ __all__ = ["InputSwap"]
 
 
 class InputSwap:
-    """The inputs kept aside across model switches, and the notes that say so.
-
-    Parameters
-    ----------
-    session
-        The window's session (its input).
-    banner
-        Where a swap is said.
-    warn
-        ``warn(text)``: says an input does not fit and nothing can stand in for it.
-    samples
-        The bundled sample images (a model's natural input may be one).
-    """
+    """The inputs kept aside across model switches, and the notes (in ``banner``) that say so;
+    ``warn(text)`` says an input does not fit and nothing can stand in for it."""
 
     def __init__(
         self,
@@ -39,19 +28,14 @@ class InputSwap:
     ) -> None:
         self.session, self.banner = session, banner
         self._warn, self._samples = warn, samples
-        #: Inputs a newly opened model could not take, by kind ("text", "image", "tensor"),
-        #: given back when a model that takes them is opened.
+        #: Inputs a newly opened model could not take, by kind, until one takes them.
         self.kept: dict[str, Any] = {}
-        #: The input the user asked for last and why it did not open (None: it did); the input
-        #: put in its place says so, since opening that one clears the error.
+        #: The input asked for last and why it did not open (None: it did).
         self.failure: tuple[str, str] | None = None
 
     def input_for(self, loaded: Any) -> tuple[InputRequest | None, Any]:
-        """What the new model gets as its input: ``(request to read, state to restore)``.
-
-        The current input when it fits, else the user's last input of a kind this model takes, else
-        the model's natural default; the misfit is kept for a later switch back.
-        """
+        """``(request to read, state to restore)`` for the new model: the current input when it
+        fits, else a kept one it takes, else its natural default; the misfit is kept."""
         from actviz.io.input_fit import input_kind, input_misfit, natural_input_source
 
         inp = self.session.input
@@ -63,8 +47,7 @@ class InputSwap:
             if path:
                 return InputRequest(str(path), remember=False, swap=True), None
             if inp.source and input_kind(inp.value, inp.source) == "text" and ":" in inp.source:
-                # Token ids are the old tokenizer's (another vocabulary, other special
-                # tokens): the text is read again with the new model's.
+                # Token ids are the old tokenizer's: read the text again with the new one.
                 return InputRequest(inp.source, remember=False, swap=True), None
             return None, None
         self.kept[input_kind(inp.value, inp.source)] = inp

@@ -1,13 +1,8 @@
 """The explorer window: assembles its parts and hosts the features.
 
-A thin layer over a :class:`~actviz.workspace.session_state.Session`: widgets change the
-session, its events schedule a debounced run (:mod:`actviz.ui.window.runs`), the capture
-worker runs it off the GUI thread and the result goes to passive panels. The parts
-(``commands``, ``centre``, ``status``, ``model_dock``, ``display``, ``runs``, ``files``,
-``exports``, ``pins_ui``) each own their widgets; ``features`` are classes built with the
-window's ``host`` (a :class:`~actviz.ui.window.hosting.Host`, the
-:class:`~actviz.ui.host.WindowHost` the features see). A script holds ``script`` (an
-:class:`~actviz.ui.window.script.Explorer`, what ``actviz.explore()`` returns).
+Widgets change the :class:`~actviz.workspace.session_state.Session`; its events schedule a
+debounced run on the capture worker and the result goes to passive panels. Each part owns its
+widgets; features are built with the window's ``host``; a script holds ``script``.
 """
 
 from __future__ import annotations
@@ -59,11 +54,8 @@ class MainWindow(QMainWindow):
 
     Parameters
     ----------
-    session
-        State to show; a new empty :class:`Session` when None.
-    settings
-        An :class:`AppSettings`, a ``QSettings`` (tests point one at a temporary file) or None
-        for the user's settings.
+    session, settings
+        State to show (None: a new one); an :class:`AppSettings`, a ``QSettings`` or None.
     confirm_untrusted
         ``(parent, path, message) -> bool`` asked before a full pickle is unpickled.
     debounce_ms, auto_run
@@ -71,17 +63,12 @@ class MainWindow(QMainWindow):
     model_loader, input_loader
         What the loader threads run (:mod:`actviz.ui.background_loads`); tests inject others.
     features
-        Feature classes to host, each constructed with the window's :class:`Host` (default:
-        all of them).
+        Feature classes to host, each built with the :class:`Host` (default: all of them).
     plugins
-        Plugins to load (:func:`actviz.ui.plugins.build_registry`): None, ``"installed"``,
-        or plugin objects, ``"module:attr"`` strings or installed names.
+        Plugins to load (:func:`actviz.ui.plugins.build_registry`).
 
-    Signals: ``run_started``, ``run_finished`` (a result is on the panels), ``run_failed(str)``,
-    ``run_cancelled``, ``model_loaded(str)``, ``model_load_failed(str)``, ``input_loaded(str)``,
-    ``input_load_failed(str)``, ``export_finished(list)``, ``export_failed(str)``,
-    ``pinned_shown``, ``panel_created(str, LayerPanel)``, ``panel_shown(str, LayerPanel,
-    PreparedLayer)``, ``tab_changed(QWidget)``, ``closed``.
+    The signals are :data:`~actviz.ui.host.HOST_SIGNALS` and ``export_finished(list)``,
+    ``export_failed(str)``.
     """
 
     run_started = Signal()
@@ -126,10 +113,9 @@ class MainWindow(QMainWindow):
         self.model_loader: ModelLoader = model_loader or load_model_source
         self.input_loader: InputLoader = input_loader or load_input_source
         self._closed = False
-        #: The last height not forced by the docks' minimum heights (0: none yet; Host._fit_dock).
+        #: The last height not forced by the docks' minimum heights (0: none yet).
         self.chosen_height = 0
-        # One capture at a time on the model; loads build objects nobody else holds yet, so a
-        # new model load need not wait for a stale one; exports only read finished captures.
+        # One capture at a time on the model; loads build objects nobody else holds yet.
         favour_gui_thread()  # the workers below run Python beside the GUI thread
         self.worker = Worker(self)
         self.model_loads = Worker(self, max_threads=2)
@@ -139,14 +125,12 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         screen = self.screen() or QGuiApplication.primaryScreen()
         self.resize(default_window_size(screen.availableSize() if screen else None))
-        # Docks close, float, tab together and come back from the View menu.
         self.setDockOptions(
             QMainWindow.DockOption.AnimatedDocks
             | QMainWindow.DockOption.AllowNestedDocks
             | QMainWindow.DockOption.AllowTabbedDocks
         )
 
-        # The parts, each given what it drives; each connects its own actions and workers.
         self.commands = build_actions(self, auto_run=auto_run)
         self.centre = build_centre(self)
         self.model_dock = ModelDock(self.session, self)
@@ -204,10 +188,8 @@ class MainWindow(QMainWindow):
         # Only names not found otherwise: those that moved to a part warn (one release).
         return moved(self, name)
 
-    # ========================================================================== busy and idle
     def cancel(self) -> None:
-        """Cancel the running capture, load, export, comparison or scan (Esc); what was shown or
-        scanned before is kept."""
+        """Cancel whatever runs (Esc); what was shown before is kept."""
         self.runs.halt()
         cancelled = self.worker.cancel()
         cancelled = self.export_worker.cancel() or cancelled
@@ -250,8 +232,7 @@ class MainWindow(QMainWindow):
     def refresh_busy(self, text: str = "") -> None:
         """Show the busy bar (and enable Cancel) while anything current runs; set the status."""
         busy = self.is_busy()
-        # A stream's frames (live mode) have their own rate read-out; an animated busy bar
-        # would repaint the status bar constantly. Anything else busy meanwhile shows it.
+        # Live frames have their own rate read-out: no animated bar (it repaints constantly).
         others = (self.model_loads, self.input_loads, self.export_worker)
         loading = any(w.has_current_job() for w in others) or self.files.is_loading()
         self.status.progress_bar.setVisible(busy and (loading or not self.runs.streaming()))
@@ -278,7 +259,6 @@ class MainWindow(QMainWindow):
             (s.view_changed, self.runs.on_session_view_changed),
         ]
 
-    # ========================================================================== session events
     def _on_session_model_changed(self) -> None:
         s = self.session
         self.setWindowTitle(f"actviz — {s.model_name}" if s.model_name else "actviz")
@@ -320,8 +300,7 @@ class MainWindow(QMainWindow):
             self.display.select_layer(name)
 
     def reset_layout(self) -> None:
-        """Put the docks where a first start puts them: Model on the left at its default width,
-        the features' docks where they first appear."""
+        """Put the docks where a first start puts them."""
         self.host.dock_back(self.model_dock, LEFT)
         self.model_dock.show()
         for feature in self.features.values():
@@ -333,7 +312,6 @@ class MainWindow(QMainWindow):
         if event.size().height() > self.minimumSizeHint().height():
             self.chosen_height = event.size().height()
 
-    # ========================================================================== Qt events
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
         event.acceptProposedAction() if local_files(event.mimeData()) else event.ignore()
 
@@ -348,7 +326,6 @@ class MainWindow(QMainWindow):
             return
         event.acceptProposedAction()
         # Deferred: an untrusted pickle asks a question, and the drag source waits for this.
-        # A timer of the window's (not a single shot's function, which would outlive it).
         self._dropped = files[0]
         self._open_dropped_soon.request()
 
@@ -358,11 +335,8 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        """Stop the workers and the features and save settings.
-
-        The capture worker is waited for, so no hook outlives the window; loads and exports
-        hold no hooks and are only made stale (their results are dropped).
-        """
+        """Stop the workers (the capture worker waited for: no hook outlives the window) and
+        the features, and save settings."""
         if self._closed:
             return
         self._closed = True

@@ -1,11 +1,8 @@
 """Freed memory goes back to the system once the window has been idle a moment.
 
-The app keeps freed memory for the next capture (:func:`~actviz.core.allocator.tune_allocator`);
-after :data:`IDLE_MS` idle, a background thread trims what malloc keeps beyond
-:data:`SLACK_MIB`. In the app's own process (:func:`keep_collector_off_clicks`) Python's cyclic
-collector is kept off clicks: surviving objects are frozen (``gc.freeze``) at idle moments, so
-collections walk only what is new, and a full collection runs every :data:`FULL_EVERY` idle
-moments to bound cyclic garbage. Scripts and tests keep Python's schedule.
+After :data:`IDLE_MS` idle, a background thread trims what malloc keeps beyond
+:data:`SLACK_MIB`. In the app's own process Python's cyclic collector runs at idle moments and
+freezes the survivors (``gc.freeze``), with a full collection every :data:`FULL_EVERY`.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ IDLE_MS = 2000
 SLACK_MIB = 64.0
 #: How long the window must stay idle before a due full collection (~0.2 s) runs.
 FULL_IDLE_MS = 20_000
-#: Idle moments between two full collections (counting them is free; counting the frozen
-#: objects walks them all).
+#: Idle moments between two full collections.
 FULL_EVERY = 50
 
 
@@ -34,17 +30,14 @@ _FREEZE = [False]
 
 
 def keep_collector_off_clicks(on: bool = True) -> None:
-    """Windows made from now on collect Python's garbage when idle and freeze the rest (the
-    app's own process); ``on=False`` leaves it to Python again."""
+    """Windows made from now on collect garbage when idle and freeze the rest (the app's
+    process); ``on=False`` leaves it to Python again."""
     _FREEZE[0] = bool(on)
 
 
 class IdleMemory(QObject):
-    """Trims freed memory off the GUI thread when ``busy()`` has been False for a while.
-
-    ``touch()`` says something happened; nothing is trimmed twice in one idle stretch. ``idle`` is
-    emitted first, so what is kept only for speed (a model copy) may go too.
-    """
+    """Trims freed memory off the GUI thread when ``busy()`` has been False for a while, once
+    per idle stretch (:meth:`touch` starts one); ``idle`` first, so model copies may go too."""
 
     idle = Signal()
 
@@ -97,18 +90,15 @@ class IdleMemory(QObject):
             self.trims += 1
 
     def stop(self) -> None:
-        """The window closes: no more trims (one under way finishes on its own), and Python's
-        collector sees every object again."""
+        """The window closes: no more trims; the collector sees every object again."""
         self._timer.stop()
         self._full_timer.stop()
         if self.freezes:
             gc.unfreeze()
 
     def collect_cycles(self, *, full: bool = False) -> None:
-        """Collect cyclic garbage among the youngest objects and freeze the survivors; every
-        object with ``full`` (at most every :data:`FULL_EVERY` idle moments, after
-        :data:`FULL_IDLE_MS`). Nothing in a process that keeps Python's schedule.
-        """
+        """Collect cyclic garbage among the young objects (every object with ``full``) and
+        freeze the survivors; nothing in a process that keeps Python's schedule."""
         if not self.freezes:
             return
         if full:

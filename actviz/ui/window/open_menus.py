@@ -1,7 +1,5 @@
-"""The window's ways to ask for a model or an input: File > Open model (the dialog), File >
-Open input (a file dialog), the sample picker, Recent models / Recent inputs, and the status
-bar's note on the model adopted last. What they ask for is opened by
-:class:`~actviz.ui.window.file_opening.FileOpening`."""
+"""The window's ways to ask for a model or an input: File > Open model / Open input, the sample
+picker, the recent menus, and the status bar's note on the model adopted last."""
 
 from __future__ import annotations
 
@@ -50,12 +48,7 @@ class OpenMenus:
         return window if isinstance(window, QWidget) else None
 
     def open_model_dialog(self) -> OpenModelDialog:
-        """Show the Open model dialog (window-modal, not blocking) and return it.
-
-        It stays open while the chosen model loads: it closes when the model opened, and
-        otherwise says why with the path kept, listing candidate architectures for weights
-        whose architecture is not certain.
-        """
+        """Show the Open model dialog (window-modal, not blocking; open while the model loads)."""
         from actviz.ui.window.dialogs import OpenModelDialog
 
         if self.model_dialog is not None:

@@ -1,8 +1,6 @@
 """The Overview tab's side of showing a result: predictions, saliency, Grad-CAM, gradient flow,
-statistics and the selected layer's histogram.
-
-A live frame leaves a hidden Overview as it is until the tab is shown: painting its panels for
-nobody cost a tenth of the GUI thread's time per frame.
+statistics and the selected layer's histogram. A live frame leaves a hidden Overview as it is
+until the tab is shown (no painting for nobody).
 """
 
 from __future__ import annotations
@@ -21,21 +19,8 @@ __all__ = ["OverviewDisplay"]
 
 
 class OverviewDisplay:
-    """Fills the Overview's panels from the session's result, in display steps.
-
-    Parameters
-    ----------
-    session
-        The window's session: its result is what the panels show.
-    centre
-        The tabs and the Overview's panels.
-    input_preview
-        The Model dock's input picture (a tensor input that looks like an image shows there).
-    steps
-        The display steps the Overview's parts are queued on.
-    selected_layer
-        ``() -> name``: the layer the histogram is about.
-    """
+    """Fills the Overview's panels from the session's result, in display ``steps``;
+    ``selected_layer()`` names the layer the histogram is about."""
 
     def __init__(
         self,
@@ -60,8 +45,7 @@ class OverviewDisplay:
         return self.centre.tabs.currentWidget() is self.centre.overview_tab
 
     def show(self, result: RunResult) -> None:
-        """Show ``result``: the predictions now, the rest in steps; a live frame (it has an
-        origin) leaves a hidden Overview waiting."""
+        """Show ``result``: the predictions now, the rest in steps (a live frame: when shown)."""
         self.waiting = bool(result.origin) and not self.shown()
         if self.waiting:
             return
@@ -137,8 +121,7 @@ class OverviewDisplay:
         self._show_picture(panel, result)
         inp = self.session.input
         if inp is not None and inp.image is None and result.image is not None and not result.origin:
-            # A tensor input that looks like an image: preview it as the overlays show it
-            # (a live frame's preview is live mode's: its own frame, not the opened input).
+            # A tensor input that looks like an image: preview it as the overlays show it.
             self.input_preview.set_image(result.image, inp.description or "tensor input")
         tokens = result.token_saliency
         if result.saliency is not None:

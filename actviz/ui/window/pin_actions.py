@@ -1,8 +1,5 @@
-"""The window's pinned results: Run > Pin this result (Ctrl+P), Run > Pinned results.
-
-Held by the main window as ``pins_ui``; the pins themselves live in ``session.pins``
-(:mod:`actviz.workspace.pins`).
-"""
+"""The window's pinned results (``pins_ui``): Run > Pin this result (Ctrl+P), Run > Pinned
+results; the pins themselves live in ``session.pins``."""
 
 from __future__ import annotations
 
@@ -23,23 +20,7 @@ from actviz.workspace.session_state import Session
 
 
 class PinActions:
-    """Pin, show and unpin results.
-
-    Parameters
-    ----------
-    session
-        The window's session (its ``pins``).
-    display
-        Shows a pinned result again and the memory held.
-    actions
-        The pin actions and the "Pinned results" menu (connected here).
-    banner, status_label
-        Where "Not pinned: ..." and "Pinned: ..." are said.
-    show_warning
-        ``(text, source)``: the window's warning (in the banner).
-    pinned_shown
-        The window's signal emitted before a pinned result replaces the panels' result.
-    """
+    """Pin, show and unpin results (``pinned_shown`` is emitted before a pin is shown)."""
 
     def __init__(
         self,
@@ -58,11 +39,8 @@ class PinActions:
         self.show_warning = show_warning
         self.pinned_shown = pinned_shown
         self.pins_menu = actions.pins_menu
-        #: ``compare_with(pin)``: compare the latest run with a pin (set by the window once its
-        #: Compare tab exists); the menu then offers "Compare the latest run with".
+        #: ``compare_with(pin)``: offered by the Compare feature (the menu then lists it).
         self.compare_with: Callable[[Pin], object] | None = None
-        # One submenu for the whole window's life, emptied and refilled: no menu is created
-        # and deleted per change of the pins.
         self._compare_menu = QMenu("Compare the latest run with", self.pins_menu)
         self._compare_menu.setToolTipsVisible(True)
         self.unpin_action = actions.unpin_action
@@ -73,8 +51,7 @@ class PinActions:
         self.refresh_pins_menu()
 
     def pin_result(self) -> Pin | None:
-        """Keep the result shown now (Ctrl+P); None, with a message, when there is none or
-        the pins would exceed the memory budget."""
+        """Keep the result shown now (Ctrl+P); None, with a message, when refused."""
         result = self.session.result
         if result is None:
             self.show_warning("Nothing to pin yet: run the model first.", "pins")
@@ -112,11 +89,9 @@ class PinActions:
         self.session.pins.clear()
 
     def compare_with_pin(self, pin: Pin) -> bool:
-        """Show the Compare tab comparing the latest run with ``pin`` (False: no comparison
-        is offered, or it did not start)."""
+        """Compare the latest run with ``pin``; False when not offered or not started."""
         return self.compare_with is not None and bool(self.compare_with(pin))
 
-    # ------------------------------------------------------------------ helpers
     def _pin_label(self, result) -> str:
         inp = self.session.input
         source = Path(inp.source).name if inp is not None and inp.source else "input"

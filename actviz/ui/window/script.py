@@ -1,11 +1,6 @@
-"""What a script holds: :class:`Explorer`, the small façade ``actviz.explore()`` returns.
-
-In the spirit of ndv's ``ArrayViewer``: ``session``, ``result``, ``run``, ``tick``,
-``set_model``, ``set_input``, ``panel``, ``wait_idle`` and ``close``, nothing else public. The
-window behind it (``window.script`` is its façade) is reached by tests through
-:class:`~actviz.testing.WindowDriver`. The window's methods that moved to one of its parts
-are listed in :data:`MOVED`; called on the window (or on the façade) they still work for one
-release, with a :class:`MovedWarning`.
+"""What a script holds: :class:`Explorer`, the small façade ``actviz.explore()`` returns (in
+the spirit of ndv's ``ArrayViewer``). The window's names that moved to a part (:data:`MOVED`)
+still work for one release, with a :class:`MovedWarning`.
 """
 
 from __future__ import annotations
@@ -70,13 +65,7 @@ def window_of(shown: Any) -> Any:
 
 
 class Explorer:
-    """The explorer window as a script sees it (``actviz.explore(..., block=False)``).
-
-    Parameters
-    ----------
-    window
-        The :class:`~actviz.ui.window.main_window.MainWindow` shown.
-    """
+    """The explorer window as a script sees it (``actviz.explore(..., block=False)``)."""
 
     def __init__(self, window: Any) -> None:
         self._window = window
@@ -121,9 +110,7 @@ class Explorer:
         categories: Sequence[str] | None = None,
         layers: Sequence[str] | None = None,
     ) -> None:
-        """Show an in-memory ``nn.Module`` with ``layers`` ticked (None: defaults); a model still
-        being opened from a file is dropped.
-        """
+        """Show an in-memory ``nn.Module`` with ``layers`` ticked (None: defaults)."""
         w = self._window
         w.runs.stop()
         w.files.drop_model_load("Opening the model was replaced by an in-memory model.")
@@ -141,14 +128,8 @@ class Explorer:
         )
 
     def tick(self, *names: str | Sequence[str], ticked: bool = True) -> None:
-        """Tick layers by name: ``tick("conv1", "fc")`` (a list of names also does);
-        ``ticked=False`` unticks them.
-
-        Raises
-        ------
-        ValueError
-            A name the model does not have (close matches suggested), or no model is shown.
-        """
+        """Tick layers by name: ``tick("conv1", "fc")`` or a list; ``ticked=False`` unticks.
+        ValueError for an unknown name (close matches suggested) or without a model."""
         self.session.set_ticked(_known_layers(self.session, names), ticked)
 
     def untick(self, *names: str | Sequence[str]) -> None:

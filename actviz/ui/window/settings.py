@@ -1,8 +1,6 @@
 """Persistent view settings (QSettings): colormap, normalisation, gradients, geometry, recents.
 
-The window reads these once at start and writes them back when the user changes them, so they
-survive restarts. Tests inject a ``QSettings`` pointing at a file under ``tmp_path`` so they never
-touch the user's real settings.
+Tests inject a ``QSettings`` at a file under ``tmp_path`` so they never touch the user's own.
 """
 
 from __future__ import annotations
@@ -25,25 +23,32 @@ def ensure_app_identity() -> None:
 
 
 def user_settings() -> QSettings:
-    """The user's actviz settings: ``actviz/actviz`` in the default format and folder.
-
-    Named explicitly, since ``QSettings()`` follows the application name Qt takes from
-    ``argv[0]`` (``__main__.py``, ``ipykernel_launcher``).
-    """
+    """The user's actviz settings, named explicitly (``QSettings()`` would follow ``argv[0]``)."""
     return QSettings(
         QSettings.defaultFormat(), QSettings.Scope.UserScope, ORGANIZATION, APPLICATION
     )
 
 
-class AppSettings:
-    """Typed accessors over a ``QSettings`` store.
+def _flag(key: str) -> property:
+    """A bool setting, on by default."""
+    return property(
+        lambda self: _as_bool(self.store.value(key, True)),
+        lambda self, on: self.store.setValue(key, bool(on)),
+    )
 
-    Parameters
-    ----------
-    store
-        The backing store. ``None``: the user's real settings, always named after actviz
-        (:func:`user_settings`).
-    """
+
+def _bytes(key: str) -> property:
+    """A ``QByteArray`` setting (None when unset)."""
+
+    def get(self: AppSettings) -> QByteArray | None:
+        value = self.store.value(key)
+        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
+
+    return property(get, lambda self, data: self.store.setValue(key, data))
+
+
+class AppSettings:
+    """Typed accessors over a ``QSettings`` store (None: :func:`user_settings`)."""
 
     def __init__(self, store: QSettings | None = None) -> None:
         if store is None:
@@ -51,7 +56,6 @@ class AppSettings:
             store = user_settings()
         self.store = store
 
-    # -- view settings ---------------------------------------------------------------------
     @property
     def colormap(self) -> str:
         value = self.store.value("view/colormap", DEFAULT_COLORMAP)
@@ -72,34 +76,12 @@ class AppSettings:
             raise ValueError(f"normalisation must be one of {NORMALIZATIONS}, not {mode!r}")
         self.store.setValue("view/normalize", mode)
 
-    @property
-    def show_gradients(self) -> bool:
-        return _as_bool(self.store.value("view/show_gradients", True))
+    show_gradients = _flag("view/show_gradients")
+    geometry = _bytes("window/geometry")
+    window_state = _bytes("window/state")
+    #: Whether a start offers the session kept on quit (default on).
+    restore_on_start = _flag("sessions/restore_on_start")
 
-    @show_gradients.setter
-    def show_gradients(self, visible: bool) -> None:
-        self.store.setValue("view/show_gradients", bool(visible))
-
-    # -- window ----------------------------------------------------------------------------
-    @property
-    def geometry(self) -> QByteArray | None:
-        value = self.store.value("window/geometry")
-        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
-
-    @geometry.setter
-    def geometry(self, data: QByteArray) -> None:
-        self.store.setValue("window/geometry", data)
-
-    @property
-    def window_state(self) -> QByteArray | None:
-        value = self.store.value("window/state")
-        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
-
-    @window_state.setter
-    def window_state(self, data: QByteArray) -> None:
-        self.store.setValue("window/state", data)
-
-    # -- recents ---------------------------------------------------------------------------
     def recent_models(self) -> list[str]:
         """Most recent first: model sources as typed (zoo names or file paths)."""
         return self._list("recent/models")
@@ -123,15 +105,6 @@ class AppSettings:
     def add_recent_session(self, path: str) -> None:
         """Remember a session file."""
         self._push("recent/sessions", path)
-
-    @property
-    def restore_on_start(self) -> bool:
-        """Whether a start offers the session kept on quit (default on)."""
-        return _as_bool(self.store.value("sessions/restore_on_start", True))
-
-    @restore_on_start.setter
-    def restore_on_start(self, on: bool) -> None:
-        self.store.setValue("sessions/restore_on_start", bool(on))
 
     def sync(self) -> None:
         """Flush to disk."""
