@@ -299,8 +299,8 @@ class FileOpening:
             request.dialog.opened()
         self._adopt_model(loaded)
         # How it was opened, for the export's reproduce.py (actviz.io.export.reproduce.run_source).
-        self.session.model_open_args = dict(
-            arch=request.arch, weights=request.weights, trust=request.trust
+        self.session.set_model_open_args(
+            dict(arch=request.arch, weights=request.weights, trust=request.trust)
         )
         if request.remember:
             self.settings.add_recent_model(request.source, request.arch)
