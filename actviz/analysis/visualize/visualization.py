@@ -86,6 +86,7 @@ class VisualizeSettings:
     redirect_relu: bool = True
 
     def __post_init__(self) -> None:
+        # Coerced (numpy ints, one side, lists): equal settings compare equal and key alike.
         size = self.size
         hw = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
         given = {"steps": int, "lr": float, "seed": int, "param": str, "transforms": str}
