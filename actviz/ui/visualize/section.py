@@ -31,13 +31,13 @@ def saved_settings(settings: VisualizeSettings) -> dict[str, Any]:
 
 def read_saved_settings(saved: Any) -> VisualizeSettings | None:
     """:func:`saved_settings` read back (None: not valid)."""
+    keys = ("objective", "steps", "size")
     if not isinstance(saved, dict) or saved.get("objective") not in OBJECTIVES:
         return None
-    steps, size = saved.get("steps"), saved.get("size")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (steps, size)):
+    if not all(type(saved.get(k)) is int for k in keys[1:]):  # not bool, not float
         return None
     try:
-        return VisualizeSettings(objective=saved["objective"], steps=steps, size=size)
+        return VisualizeSettings(**{k: saved[k] for k in keys})
     except VisualizeError:
         return None
 
