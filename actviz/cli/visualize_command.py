@@ -112,9 +112,10 @@ def add_parser(sub: Any, add_model_args: Callable[[argparse.ArgumentParser, bool
 
 def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
     """Run ``actviz visualize``; 0 on success (errors are raised, the CLI prints them)."""
+    from dataclasses import fields
     from pathlib import Path
 
-    from actviz.analysis.visualize.feature_vis import layer_channels, visualize, visualize_settings
+    from actviz.analysis.visualize.feature_vis import VisualizeSettings, layer_channels, visualize
     from actviz.analysis.visualize.picture_files import write_visualization
 
     if args.target and args.layer:
@@ -132,7 +133,9 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         )
     # What can be told without the model is told before it is opened and optimised: the
     # settings' values and whether the pictures can be written at all.
-    visualize_settings(steps=args.steps, size=args.size, lr=args.lr)
+    # The options named as VisualizeSettings' fields (--steps, --lr, ...) are its fields.
+    given = {f.name: getattr(args, f.name) for f in fields(VisualizeSettings) if f.name in args}
+    settings = VisualizeSettings(**given, decorrelate=not args.no_decorrelate)
     if args.batch is not None and args.batch < 1:
         raise ValueError(f"--batch: batch must be at least 1 image per pass, not {args.batch}")
     out = Path(args.out)
@@ -175,17 +178,9 @@ def run(args: argparse.Namespace, open_model: Opener, progress: Say) -> int:
         loaded,
         None if args.target else args.layer,
         channels,
-        objective=args.objective,
-        steps=args.steps,
-        size=args.size,
+        settings,
         batch=args.batch,
-        param=args.param,
-        decorrelate=not args.no_decorrelate,
-        transforms=args.transforms,
-        lr=args.lr,
-        seed=args.seed,
         target=channels if args.target else None,
-        negative=args.negative,
         cache=not (args.no_cache or random_weights),
         progress=report,
     )

@@ -27,6 +27,7 @@ __all__ = [
     "map_tensors",
     "named_tensors",
     "replace_first",
+    "shapes",
 ]
 
 _Tensor = torch.Tensor
@@ -177,6 +178,23 @@ def describe(obj: Any, most: int = 6) -> str:
     if len(parts) > most:
         parts = parts[:4] + [f"... ({len(parts) - 4} more)"]
     return ("{%s}" if mapping else "(%s)") % ", ".join(parts)
+
+
+def shapes(obj: Any) -> Any:
+    """The tensor shapes of ``obj`` as JSON: a tensor's shape as a list, a mapping or a dataclass
+    as a dict of its items' shapes, another container as a list of them, anything else None.
+    """
+    if isinstance(obj, _Tensor):
+        return list(obj.shape)
+    node = _children(obj)
+    if node is None:
+        return None
+    values = [shapes(child) for child in node[0]]
+    if isinstance(obj, collections.abc.Mapping):
+        return dict(zip(obj.keys(), values, strict=False))
+    if dataclasses.is_dataclass(obj):
+        return {label[1:]: v for label, v in zip(node[2], values, strict=True)}
+    return values
 
 
 def clone_keep_layout(t: torch.Tensor) -> torch.Tensor:

@@ -98,7 +98,7 @@ def explore(
                     window.centre.banner.texts()[-1] if window.centre.banner.texts() else model
                 )
             if categories:
-                window.session.categories = list(categories)
+                window.session.set_categories(categories)
             if layers is not None:
                 window.session.replace_ticked(_checked_layers(window, layers))
         if inputs is not None:

@@ -11,7 +11,7 @@ of their own live in :mod:`~actviz.workspace.display_settings`,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,10 @@ from actviz.workspace.target_choice import TargetChoice
 
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.tree import ModuleTree
+    from actviz.data.scan_result import Scan
+    from actviz.io.loaded_input import LoadedInput
+    from actviz.io.models.loaded_model import LoadedModel
+    from actviz.workspace.attached_concepts import AttachedConcepts
 
 __all__ = [
     "DEFAULT_BLOCK_LIMIT",
@@ -88,8 +92,9 @@ class _Forward:
 class Session:
     """Pure-Python explorer state shared by the window, the tree model and the worker.
 
-    Every piece of state the display depends on changes through a setter and is announced by a
-    plain callback event on the changing (GUI) thread: ``model_changed``, ``input_changed``,
+    State changes only through the setters (outside :mod:`actviz.workspace`; a test holds
+    that); what the display depends on is announced by a plain callback event on the changing
+    (GUI) thread: ``model_changed``, ``input_changed``,
     ``ticks_changed(names)``, ``target_changed``, ``result_changed``, ``pins_changed``,
     ``edits_changed``, ``view_changed(what)``, ``scan_changed``, ``concepts_changed(layer)``.
     """
@@ -100,10 +105,10 @@ class Session:
         self.model_source = ""
         self.model_kind = ""
         self.categories: list[str] | None = None
-        self.transforms: Any = None
-        self.input_size: Any = None
+        self.transforms: Callable[..., Any] | None = None
+        self.input_size: tuple[int, int] | None = None
         self.model_warnings: list[str] = []
-        self.loaded_model: Any = None
+        self.loaded_model: LoadedModel | None = None
         #: ``open_model``'s arch, weights and trust for :attr:`loaded_model` (reproduce.py).
         self.model_open_args: dict[str, Any] = {}
         self.tree: ModuleTree | None = None
@@ -137,24 +142,24 @@ class Session:
         self.baseline = BaselineCache()
         #: The last finished dataset scan of the model (:class:`~actviz.data.scan_result.Scan`),
         #: or None; set by whatever runs scans, read by the views of the dataset (the atlas).
-        self.scan: Any = None
+        self.scan: Scan | None = None
         #: ``scan_changed()``: :attr:`scan` was replaced (or dropped with the model).
         self.scan_changed = Event()
         #: ``{layer: AttachedConcepts}``: dictionaries attached to layers (trained or opened;
         #: :mod:`actviz.workspace.attached_concepts`); dropped with the model.
-        self.concepts: dict[str, Any] = {}
+        self.concepts: dict[str, AttachedConcepts] = {}
         #: ``concepts_changed(layer: str)``: the dictionary of ``layer`` was attached, changed
         #: (names, shown) or removed.
         self.concepts_changed = Event()
 
     # -- dataset scan ------------------------------------------------------------------------
-    def set_scan(self, scan: Any) -> None:
+    def set_scan(self, scan: Scan | None) -> None:
         """Make ``scan`` the session's dataset scan (None: none) and announce it."""
         self.scan = scan
         self.scan_changed.emit()
 
     # -- concepts ----------------------------------------------------------------------------
-    def set_concepts(self, layer: str, attached: Any) -> None:
+    def set_concepts(self, layer: str, attached: AttachedConcepts | None) -> None:
         """Attach ``attached`` (an :class:`~actviz.workspace.attached_concepts.AttachedConcepts`) to
         ``layer`` (None: detach) and announce it."""
         if attached is None:
@@ -173,12 +178,12 @@ class Session:
         source: str = "",
         kind: str = "module",
         categories: Sequence[str] | None = None,
-        transforms: Any = None,
-        input_size: Any = None,
+        transforms: Callable[..., Any] | None = None,
+        input_size: tuple[int, int] | None = None,
         warnings: Iterable[str] = (),
         ticks: Iterable[str] | None = None,
         gradcam_layer: str | None = None,
-        loaded: Any = None,
+        loaded: LoadedModel | None = None,
     ) -> None:
         """Make ``model`` current; ticks default to :func:`default_layers`.
 
@@ -225,7 +230,7 @@ class Session:
         self._fit_input_layout(undo=was_list and not self.input_as_list)
         self.model_changed.emit()
 
-    def set_loaded_model(self, loaded: Any, **kwargs: Any) -> None:
+    def set_loaded_model(self, loaded: LoadedModel, **kwargs: Any) -> None:
         """Adopt an :class:`actviz.io.models.loaded_model.LoadedModel`."""
         self.set_model(
             loaded.model,
@@ -239,6 +244,22 @@ class Session:
             loaded=loaded,
             **kwargs,
         )
+
+    def set_model_open_args(self, args: Mapping[str, Any]) -> None:
+        """How :attr:`loaded_model` was opened (``open_model``'s arch, weights and trust)."""
+        self.model_open_args = dict(args)
+
+    def set_categories(self, names: Sequence[str] | None) -> None:
+        """Name the model's classes (None: unnamed); the next run's views show them."""
+        self.categories = list(names) if names else None
+
+    def set_memory_budget(self, nbytes: int | None) -> None:
+        """The bytes one capture may hold (None: no limit)."""
+        self.memory_budget = None if nbytes is None else int(nbytes)
+
+    def set_saliency_wanted(self, wanted: bool) -> None:
+        """Whether a saliency view is on screen (without one, runs skip the input gradient)."""
+        self.saliency_wanted = bool(wanted)
 
     # -- input -------------------------------------------------------------------------------
     def set_input(
@@ -302,7 +323,7 @@ class Session:
         self.input = dataclasses.replace(self.input, value=new)  # type: ignore[arg-type]
         return True
 
-    def set_loaded_input(self, loaded: Any) -> None:
+    def set_loaded_input(self, loaded: LoadedInput) -> None:
         """Adopt an :class:`actviz.io.input_files.LoadedInput`."""
         self.set_input(
             loaded.value,

@@ -6,6 +6,7 @@ Small images and few steps so each test takes seconds; the thresholds are the is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch
 from torch import nn
 
 import actviz
-from actviz.analysis.visualize.feature_vis import layer_channels, visualize
+from actviz.analysis.visualize.feature_vis import VisualizeSettings, layer_channels, visualize
 from actviz.analysis.visualize.image_param import ImageParam, RobustTransforms, sample_seed
 from actviz.analysis.visualize.visualization import VisualizeError
 from actviz.core.records import CaptureCancelled
@@ -78,12 +79,24 @@ def test_objective_rises_over_the_steps(demo):
 
 def test_same_seed_same_image_bit_for_bit_and_another_seed_differs(demo):
     a = visualize(demo, "features.block2", [1, 3], steps=6, size=32, seed=7)
-    b = visualize(demo, "features.block2", [1, 3], steps=6, size=32, seed=7)
+    # The same settings as one value, a keyword overriding a field: the same call.
+    b = visualize(demo, "features.block2", [1, 3], VisualizeSettings(steps=6, size=32), seed=7)
     c = visualize(demo, "features.block2", [1, 3], steps=6, size=32, seed=8)
-    assert np.array_equal(a.images, b.images)
+    assert dict(a.settings) == dict(b.settings) and np.array_equal(a.images, b.images)
     assert np.array_equal(a.objective, b.objective)
     assert np.array_equal(a.activations, b.activations)
     assert not np.array_equal(a.images, c.images)
+
+
+def test_settings_are_one_frozen_value_that_compares_equal_when_coerced_alike(demo):
+    s = VisualizeSettings(steps=np.int64(6), size=32, mean=[0.5] * 3, std=[0.25] * 3)
+    assert s == VisualizeSettings(steps=6, size=(32, 32), mean=(0.5,) * 3, std=(0.25,) * 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.steps = 7
+    with pytest.raises(VisualizeError, match="steps must be at least 1"):
+        VisualizeSettings(steps=0)
+    with pytest.raises(TypeError, match="stepz"):
+        visualize(demo, "features.block2", [1], stepz=6)
 
 
 def test_batched_channels_equal_one_at_a_time(demo):

@@ -18,6 +18,7 @@ from actviz.core.structures import (
     map_tensors,
     named_tensors,
     replace_first,
+    shapes,
 )
 
 Pair = collections.namedtuple("Pair", ["features", "logits"])
@@ -173,3 +174,18 @@ def test_describe_says_what_a_nested_input_holds_in_one_line():
     assert describe(tuple(torch.zeros(1) for _ in range(7))) == (
         "(1 float32, 1 float32, 1 float32, 1 float32, ... (3 more))"
     )
+
+
+def test_shapes_are_json_for_every_container_the_walker_knows():
+    from transformers.utils import ModelOutput
+
+    t = torch.zeros(2, 3)
+    nested = {"pair": Pair(t, torch.zeros(4)), "boxes": Boxes(torch.zeros(5, 4))}
+    nested |= {"images": [t, "text"], "out": ModelOutput(logits=torch.zeros(1, 7))}
+    assert shapes(nested) == {
+        "pair": [[2, 3], [4]],
+        "boxes": {"coords": [5, 4], "label": None},
+        "images": [[2, 3], None],
+        "out": {"logits": [1, 7]},
+    }
+    assert shapes(t) == [2, 3] and shapes((t,)) == [[2, 3]] and shapes("x") is None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -33,90 +34,27 @@ from actviz.analysis.visualize.optimise import optimise_images
 from actviz.analysis.visualize.visualization import (
     Visualization,
     VisualizeError,
+    VisualizeSettings,
     frozen,
 )
 from actviz.core.guards import ModelState
 
-__all__ = [
-    "layer_channels",
-    "visualize",
-    "visualize_settings",
-]
-
-
-def visualize_settings(
-    *,
-    objective: Any = "channel",
-    steps: int = 256,
-    size: int | tuple[int, int] = 128,
-    param: str = "fourier",
-    decorrelate: bool = True,
-    transforms: str = "standard",
-    lr: float = 0.05,
-    seed: int = 0,
-    negative: bool = False,
-    mean: Sequence[float] | None = None,
-    std: Sequence[float] | None = None,
-    input_size: tuple[int, int] | None = None,
-    redirect_relu: bool = True,
-) -> dict[str, Any]:
-    """The settings dict :attr:`Visualization.settings` holds for these arguments (before the
-    model's normalisation and input size are filled in); checks their values.
-
-    Raises
-    ------
-    VisualizeError
-        A value out of range.
-    """
-    if int(steps) < 1:
-        raise VisualizeError(f"steps must be at least 1, not {steps}")
-    hw = (int(size), int(size)) if isinstance(size, (int, np.integer)) else tuple(map(int, size))
-    if len(hw) != 2 or min(hw) < 8:
-        raise VisualizeError(f"size must be at least 8 pixels, not {size}")
-    if not float(lr) > 0:
-        raise VisualizeError(f"lr must be positive, not {lr}")
-    name = objective if isinstance(objective, str) else None
-    return {
-        "objective": name,
-        "steps": int(steps),
-        "size": list(hw),
-        "param": str(param),
-        "decorrelate": bool(decorrelate),
-        "transforms": str(transforms),
-        "lr": float(lr),
-        "seed": int(seed),
-        "negative": bool(negative),
-        "mean": list(mean) if mean is not None else None,
-        "std": list(std) if std is not None else None,
-        "input_size": list(input_size) if input_size is not None else None,
-        "redirect_relu": bool(redirect_relu),
-    }
+__all__ = ["VisualizeSettings", "layer_channels", "visualize"]
 
 
 def visualize(
     model: Any,
     layer: str | None,
     channels: int | Iterable[int] | None = None,
+    settings: VisualizeSettings | None = None,
     *,
-    objective: Any = "channel",
-    steps: int = 256,
-    size: int | tuple[int, int] = 128,
-    batch: int | None = None,
-    param: str = "fourier",
-    decorrelate: bool = True,
-    transforms: str = "standard",
-    lr: float = 0.05,
-    seed: int = 0,
     target: int | Sequence[int] | None = None,
-    negative: bool = False,
-    mean: Sequence[float] | None = None,
-    std: Sequence[float] | None = None,
-    input_size: tuple[int, int] | None = None,
-    redirect_relu: bool = True,
+    batch: int | None = None,
     cache: bool = False,
     only_cached: bool = False,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    **overrides: Any,
 ) -> Visualization:
     """Synthesise the image each channel of ``layer`` responds to most (activation maximisation).
 
@@ -131,41 +69,12 @@ def visualize(
         The channels to visualise, one image each (an int is one channel; None: ``[0]``).
         For objectives without channels the values only key the seeds; ``target=`` replaces
         them by the target classes.
-    objective
-        ``"channel"`` (the channel's mean activation), ``"neuron"`` (its centre position),
-        ``"layer"`` (the layer's mean square, DeepDream), a direction tensor ``(C,)`` (dot
-        product with the channel vector at every position, averaged) or ``(K, C)`` (one
-        direction per channel key), or a callable ``f(layer_output) -> (N,)`` or scalar.
-        Token layers ``(N, T, D)`` have their channels last.
-    steps
-        Optimisation steps.
-    size
-        Side (or ``(h, w)``) of the images.
-    batch
-        Images per forward pass; the channels run in chunks of this many. None: all at once.
-    param
-        ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``.
-    decorrelate
-        Decorrelated colour (ImageNet's colour covariance).
-    transforms
-        ``"standard"`` (pad 12, jitter 8, scale 0.9-1.1, rotation +-10 deg, jitter 4) or
-        ``"none"``.
-    lr
-        Adam's learning rate.
-    seed
-        The run's seed; each sample's seed comes from it and the sample's key, so a channel
-        gives the same image alone or batched.
+    settings
+        What shapes the images (:class:`VisualizeSettings`; None: its defaults).
     target
         A class index (or several): maximise that logit of the model's output instead.
-    negative
-        Minimise the objective instead (what the channel responds to least).
-    mean, std
-        The normalisation to apply; by default the opened model's (none for a bare module).
-    input_size
-        ``(H, W)`` the model must be fed (vision transformers); by default the opened model's.
-    redirect_relu
-        Lucid's redirected ReLU gradient, so channels silent on the starting image still
-        get a picture (forward values unchanged).
+    batch
+        Images per forward pass; the channels run in chunks of this many. None: all at once.
     cache
         Read and write results in the user's cache
         (:mod:`actviz.analysis.visualize.picture_cache`); only missing channels are computed.
@@ -175,6 +84,8 @@ def visualize(
         ``progress(done, total)`` after each step, on the calling thread.
     should_stop
         Polled before each step; True raises :class:`~actviz.core.records.CaptureCancelled`.
+    **overrides
+        Fields of :class:`VisualizeSettings` replaced (``steps=16, size=64``).
 
     Raises
     ------
@@ -185,21 +96,7 @@ def visualize(
     """
     t0 = time.perf_counter()
     net, loaded = unwrap_model(model)
-    settings = visualize_settings(
-        objective=objective,
-        steps=steps,
-        size=size,
-        param=param,
-        decorrelate=decorrelate,
-        transforms=transforms,
-        lr=lr,
-        seed=seed,
-        negative=negative,
-        mean=mean,
-        std=std,
-        input_size=input_size,
-        redirect_relu=redirect_relu,
-    )
+    settings = replace(settings or VisualizeSettings(), **overrides)
     device, dtype = check_image_model(net, loaded)
     if target is not None:
         if layer:
@@ -221,14 +118,9 @@ def visualize(
         raise VisualizeError("no channels to visualise")
     if len(set(keys)) != len(keys):
         raise VisualizeError("channels repeat; each channel gives one image")
-    obj = make_objective(objective, target, module, negative)
-    settings["objective"] = obj.name
-    if transforms not in ("standard", "none"):
-        raise VisualizeError(f"transforms must be 'standard' or 'none', not {transforms!r}")
-    if param not in ("fourier", "pixel"):
-        raise VisualizeError(f"param must be 'fourier' or 'pixel', not {param!r}")
-    norm = model_normalisation(loaded, mean, std)
-    settings["mean"], settings["std"] = (list(norm[0]), list(norm[1])) if norm else (None, None)
+    obj = make_objective(settings.objective, target, module, settings.negative)
+    norm = model_normalisation(loaded, settings.mean, settings.std)
+    record = settings.record(obj.name, norm)
     # Objectives without channels (and one direction) repeat the same objective per key.
     if batch is not None and int(batch) < 1:
         raise VisualizeError(f"batch must be at least 1 image per pass, not {batch}")
@@ -241,7 +133,7 @@ def visualize(
     if cache and obj.name is not None:
         from actviz.analysis.visualize.picture_cache import VisualizationCache
 
-        store = VisualizationCache.for_model(net, layer, settings)
+        store = VisualizationCache.for_model(net, layer, record)
         for k in keys:
             hit = store.get(k)
             if hit is not None:
@@ -265,20 +157,19 @@ def visualize(
                 norm,
                 fixed_size(net, loaded),
                 chunk,
-                bool(settings["redirect_relu"]),
                 device,
                 dtype,
                 progress,
                 should_stop,
             )
-        settings["input_size"] = list(fed) if fed is not None else None
+        record["input_size"] = list(fed) if fed is not None else None
         if store is not None:
             for k, value in computed.items():
                 store.put(k, *value, input_size=fed)
     elif found:
-        settings["input_size"] = store.input_size if store is not None else None
+        record["input_size"] = store.input_size if store is not None else None
     rows = [found[k] if k in found else computed[k] for k in keys]
-    hw = settings["size"]
+    hw = settings.size
     return Visualization(
         layer=layer,
         channels=tuple(keys),
@@ -290,10 +181,10 @@ def visualize(
         objective=frozen(
             np.stack([r[1] for r in rows], axis=1).astype(np.float64)
             if rows
-            else np.zeros((settings["steps"], 0))
+            else np.zeros((settings.steps, 0))
         ),
         activations=frozen(np.array([r[2] for r in rows], dtype=np.float64)),
-        settings=MappingProxyType(settings),
+        settings=MappingProxyType(record),
         elapsed_s=time.perf_counter() - t0,
         from_cache=tuple(k in found for k in keys),
     )
@@ -313,14 +204,13 @@ def layer_channels(
     net, loaded = unwrap_model(model)
     device, dtype = check_image_model(net, loaded)
     layer, module = model_layer(net, layer)
-    settings = visualize_settings(size=size, input_size=input_size)
+    settings = VisualizeSettings(size=size, input_size=input_size)
     state = ModelState(net, out_of_place=False)
     runner = LayerRunner(net, module, layer, redirect=False)
     try:
         state.apply(train=False)
-        hw = (settings["size"][0], settings["size"][1])
         _, out = probe_input(
-            runner, lambda x: x.to(dtype), hw, settings, fixed_size(net, loaded), device
+            runner, lambda x: x.to(dtype), settings, fixed_size(net, loaded), device
         )
     finally:
         runner.close()

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from actviz.analysis.visualize.visualization import VisualizeError
+from actviz.analysis.visualize.visualization import VisualizeError, VisualizeSettings
 from actviz.core.structures import first_tensor
 
 
@@ -136,17 +136,16 @@ def next_stuck(grad: torch.Tensor | None, left: torch.Tensor) -> tuple[torch.Ten
 def probe_input(
     runner: LayerRunner,
     feed: Callable[[torch.Tensor], torch.Tensor],
-    hw: tuple[int, int],
-    settings: dict[str, Any],
+    settings: VisualizeSettings,
     known_size: tuple[int, int] | None,
     device: torch.device,
 ) -> tuple[tuple[int, int] | None, torch.Tensor]:
     """One grey image through the model, without gradients: the input size to use (None: the
-    padded image, ``settings["input_size"]`` when given, else the known size when the padded
+    padded image, ``settings.input_size`` when given, else the known size when the padded
     image does not run) and what the objective would read."""
-    pad = 12 if settings["transforms"] == "standard" else 0
-    canvas = (hw[0] + 2 * pad, hw[1] + 2 * pad)
-    asked = settings["input_size"]
+    pad = 12 if settings.transforms == "standard" else 0
+    canvas = (settings.size[0] + 2 * pad, settings.size[1] + 2 * pad)
+    asked = settings.input_size
     tries: list[tuple[int, int] | None] = [tuple(asked)] if asked else [None]
     if not asked and known_size is not None and tuple(known_size) != canvas:
         tries.append(tuple(known_size))

@@ -5,7 +5,6 @@ transforms, the objective read at the layer; the model's parameters frozen for t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
@@ -14,6 +13,7 @@ from torch import nn
 from actviz.analysis.visualize.image_param import ImageParam, RobustTransforms, sample_seed
 from actviz.analysis.visualize.layer_runner import LayerRunner, next_stuck, probe_input
 from actviz.analysis.visualize.objectives import Objective, check_keys
+from actviz.analysis.visualize.visualization import VisualizeSettings
 from actviz.core.guards import ModelState
 from actviz.core.records import CaptureCancelled
 
@@ -24,20 +24,17 @@ def optimise_images(
     layer: str,
     keys: list[int],
     obj: Objective,
-    settings: dict[str, Any],
+    settings: VisualizeSettings,
     norm: tuple[tuple[float, ...], tuple[float, ...]] | None,
     known_size: tuple[int, int] | None,
     chunk: int,
-    redirect: bool,
     device: torch.device,
     dtype: torch.dtype,
     progress: Callable[[int, int], None] | None,
     should_stop: Callable[[], bool] | None,
 ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray, float]], tuple[int, int] | None]:
     """Run the optimisation of ``keys`` in chunks; per key ``(image, curve, activation)``."""
-    steps = int(settings["steps"])
-    hw = (int(settings["size"][0]), int(settings["size"][1]))
-    seed = int(settings["seed"])
+    steps, hw, seed, redirect = settings.steps, settings.size, settings.seed, settings.redirect_relu
     if norm is not None:
         mean_t = torch.tensor(norm[0], device=device).view(1, 3, 1, 1)
         inv_std = 1.0 / torch.tensor(norm[1], device=device).view(1, 3, 1, 1)
@@ -62,17 +59,15 @@ def optimise_images(
             p.requires_grad_(False)
         runner = LayerRunner(net, module, layer, redirect)
         with torch.enable_grad():  # also when the caller is inside no_grad
-            fed, out = probe_input(runner, feed, hw, settings, known_size, device)
+            fed, out = probe_input(runner, feed, settings, known_size, device)
             check_keys(out, keys, obj, module, layer)
             for start in range(0, len(keys), chunk):
                 part = keys[start : start + chunk]
                 seeds = [sample_seed(seed, k) for k in part]
                 key_t = torch.tensor(part, device=device)
-                image = ImageParam(seeds, hw, settings["param"], settings["decorrelate"], device)
-                robust = RobustTransforms(
-                    seeds, steps, hw, fed, settings["transforms"], device=device
-                )
-                optimizer = torch.optim.Adam([image.tensor], lr=float(settings["lr"]))
+                image = ImageParam(seeds, hw, settings.param, settings.decorrelate, device)
+                robust = RobustTransforms(seeds, steps, hw, fed, settings.transforms, device=device)
+                optimizer = torch.optim.Adam([image.tensor], lr=settings.lr)
                 runner.stuck = None
                 left = torch.zeros(len(part), dtype=torch.int64, device=device)
                 curve = torch.empty(steps, len(part), dtype=torch.float64, device=device)

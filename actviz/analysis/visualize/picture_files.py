@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from actviz.analysis.visualize.visualization import Visualization
+from actviz.analysis.visualize.visualization import Visualization, VisualizeSettings
 from actviz.io.export.typeset import _font, safe_name
 
 __all__ = ["contact_sheet", "reproduce", "write_visualization"]
@@ -85,19 +86,9 @@ def reproduce(vis: Visualization, source: str | None = None) -> dict[str, Any]:
     name = str(s["objective"] or "")
     base = name.lstrip("-")
     logit = base == "logit"
+    # Every setting but the objective, in the dataclass's order (older files lack redirect_relu).
     kwargs: dict[str, Any] = {
-        "steps": s["steps"],
-        "size": list(s["size"]),
-        "param": s["param"],
-        "decorrelate": s["decorrelate"],
-        "transforms": s["transforms"],
-        "lr": s["lr"],
-        "seed": s["seed"],
-        "negative": bool(s["negative"]),
-        "mean": s["mean"],
-        "std": s["std"],
-        "input_size": s["input_size"],
-        "redirect_relu": s.get("redirect_relu", True),
+        f.name: s.get(f.name, f.default) for f in fields(VisualizeSettings)[1:]
     }
     if logit:
         kwargs["target"] = list(vis.channels)

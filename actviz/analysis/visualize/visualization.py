@@ -1,11 +1,12 @@
-"""What :func:`~actviz.analysis.visualize.feature_vis.visualize` returns: :class:`Visualization`,
-its errors, and the merging of pages computed chunk by chunk.
+"""What :func:`~actviz.analysis.visualize.feature_vis.visualize` takes and returns: its
+:class:`VisualizeSettings`, the :class:`Visualization`, its errors, and the merging of pages
+computed chunk by chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,95 @@ class VisualizeError(ActvizError, ValueError):
 
     An :class:`~actviz.io.errors.ActvizError`, so a window shows the message as it is (not
     prefixed with the class name), and a ``ValueError`` for scripts."""
+
+
+@dataclass(frozen=True)
+class VisualizeSettings:
+    """What shapes the images of :func:`~actviz.analysis.visualize.feature_vis.visualize`: one
+    frozen value shared by scripts, ``actviz visualize``, the window and the cache key.
+
+    Attributes
+    ----------
+    objective
+        ``"channel"`` (its mean activation), ``"neuron"`` (its centre position), ``"layer"``
+        (the layer's mean square, DeepDream), a direction tensor ``(C,)`` or ``(K, C)`` (one
+        per key) dotted with each position's channel vector, or ``f(layer_output) -> (N,)``.
+        Token layers ``(N, T, D)`` have their channels last.
+    steps, lr
+        Optimisation steps and Adam's learning rate.
+    size
+        Side (or ``(h, w)``) of the images; kept as ``(h, w)``.
+    param, decorrelate
+        ``"fourier"`` (1/f-scaled spectrum) or ``"pixel"``; decorrelated (ImageNet) colour.
+    transforms
+        ``"standard"`` (pad 12, jitter 8, scale 0.9-1.1, rotate +-10 deg, jitter 4) or ``"none"``.
+    seed
+        Each sample's seed comes from it and the sample's key: a channel gives the same image
+        alone or batched.
+    negative
+        Minimise the objective instead (what the channel responds to least).
+    mean, std, input_size
+        The normalisation and the ``(H, W)`` fed (vision transformers); by default the opened
+        model's (no normalisation for a bare module).
+    redirect_relu
+        Lucid's redirected ReLU gradient: channels silent on the start image still get a
+        picture (forward values unchanged).
+
+    Raises
+    ------
+    VisualizeError
+        A value out of range.
+    """
+
+    objective: Any = "channel"
+    steps: int = 256
+    size: int | tuple[int, int] = 128
+    param: str = "fourier"
+    decorrelate: bool = True
+    transforms: str = "standard"
+    lr: float = 0.05
+    seed: int = 0
+    negative: bool = False
+    mean: Sequence[float] | None = None
+    std: Sequence[float] | None = None
+    input_size: tuple[int, int] | None = None
+    redirect_relu: bool = True
+
+    def __post_init__(self) -> None:
+        # Coerced (numpy ints, one side, lists): equal settings compare equal and key alike.
+        size = self.size
+        hw = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
+        given = {"steps": int, "lr": float, "seed": int, "param": str, "transforms": str}
+        given |= dict.fromkeys(("decorrelate", "negative", "redirect_relu"), bool)
+        values: dict[str, Any] = {k: kind(getattr(self, k)) for k, kind in given.items()}
+        values["size"] = tuple(int(v) for v in hw)
+        for k in ("mean", "std", "input_size"):
+            value, kind = getattr(self, k), int if k == "input_size" else float
+            values[k] = None if value is None else tuple(kind(v) for v in value)
+        for k, value in values.items():
+            object.__setattr__(self, k, value)
+        if self.steps < 1:
+            raise VisualizeError(f"steps must be at least 1, not {self.steps}")
+        if len(self.size) != 2 or min(self.size) < 8:
+            raise VisualizeError(f"size must be at least 8 pixels, not {size}")
+        if not self.lr > 0:
+            raise VisualizeError(f"lr must be positive, not {self.lr}")
+        if self.transforms not in ("standard", "none"):
+            raise VisualizeError(
+                f"transforms must be 'standard' or 'none', not {self.transforms!r}"
+            )
+        if self.param not in ("fourier", "pixel"):
+            raise VisualizeError(f"param must be 'fourier' or 'pixel', not {self.param!r}")
+
+    def record(self, objective: str | None, norm: Any = None) -> dict[str, Any]:
+        """The settings as :attr:`Visualization.settings` holds them and the cache is keyed by
+        (JSON-able): ``objective`` the objective's name (None: not nameable), ``norm`` the
+        ``(mean, std)`` applied."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(
+            objective=objective, mean=norm[0] if norm else None, std=norm[1] if norm else None
+        )
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import torch
 from PIL import Image
 
 from actviz.core.capture import Capture, LayerRecord
+from actviz.core.structures import shapes
 from actviz.core.targets import resolve_target
 from actviz.display import colormaps
 from actviz.display.attribution import TokenSaliency, input_embedding, token_input
@@ -286,8 +287,8 @@ def export_capture(
         "frame": frame,
         "frame_number": frame + 1 if frame is not None else None,
         "perturbation": dict(perturbation or {}),
-        "input_shapes": _shapes(cap.inputs),
-        "output_shapes": _shapes(cap.output),
+        "input_shapes": shapes(cap.inputs),
+        "output_shapes": shapes(cap.output),
         "target": target,
         "prediction": [
             {"index": i, "label": label, "probability": p} for i, label, p in prepared.predictions
@@ -462,13 +463,3 @@ def _save_attribution(
     np.save(out / f"{key}.npy", values)
     attribution[key] = path.name
     return [path, out / f"{key}.npy"]
-
-
-def _shapes(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return list(obj.shape)
-    if isinstance(obj, dict):
-        return {k: _shapes(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_shapes(v) for v in obj]
-    return None

@@ -118,7 +118,7 @@ class LiveController(QObject):
         self.worker = host.worker
         self.capture_threads = capture_threads
         self.memory_budget = memory_budget if memory_budget is not None else default_budget()
-        self.host.session.memory_budget = self.memory_budget
+        self.host.session.set_memory_budget(self.memory_budget)
         self.source: FrameSource | None = None
         self.perturbation = Perturbation()
         self.player = Player()
@@ -178,7 +178,7 @@ class LiveController(QObject):
             raise ValueError("the memory budget must be positive")
         self.memory_budget = int(nbytes)
         # Ordinary runs (Run, Ctrl+R, re-runs after a tick) obey the same budget.
-        self.host.session.memory_budget = self.memory_budget
+        self.host.session.set_memory_budget(self.memory_budget)
         self.emit_status()
 
     def status(self) -> LiveStatus:

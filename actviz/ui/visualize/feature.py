@@ -24,7 +24,7 @@ from actviz.ui.file_dialogs import remember, start_folder
 from actviz.ui.host import FeatureBase, FeatureJob, WindowHost
 from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.picture_export import report_figures, write_pictures
-from actviz.ui.visualize.section import WantsSection
+from actviz.ui.visualize.section import WantsSection, read_saved_settings
 from actviz.ui.worker import Worker
 from actviz.ui.worker_copy import WorkerCopy
 
@@ -146,8 +146,8 @@ class VisualizeFeature(FeatureBase, QObject):
         state = parts.get(STATE_KEY)
         if not isinstance(state, dict):
             return
-        settings = state.get("settings")
-        if isinstance(settings, dict):
+        settings = read_saved_settings(state.get("settings"))
+        if settings is not None:
             self.section.set_settings(settings)
         self.page.restore(state)
 
@@ -225,12 +225,11 @@ class VisualizeFeature(FeatureBase, QObject):
 
     # ========================================================================== actions
     def key(self) -> tuple[Any, ...] | None:
-        """``(layer, channel, objective, steps, size)`` of the channel shown, or None."""
+        """``(layer, channel, settings)`` of the channel shown, or None."""
         view = self.channel_view
         if self.session.model is None or not view.name or view.channel is None:
             return None
-        s = self.section.settings()
-        return (view.name, int(view.channel), s["objective"], s["steps"], s["size"])
+        return (view.name, int(view.channel), self.section.settings())
 
     def synthesise(self) -> bool:
         """Synthesise the shown channel's picture in the background, once the capture worker has
@@ -255,9 +254,9 @@ class VisualizeFeature(FeatureBase, QObject):
         if key is None:
             return
         model = self.copy.engine_model(twin)
-        _, channel, _, steps, _ = key
+        _, channel, settings = key
         tracked = self.job
-        tracked.progress = (0, int(steps))
+        tracked.progress = (0, settings.steps)
 
         def job(should_stop: Any, report: Any) -> Visualization:
             def step(done: int, total: int) -> None:
@@ -324,7 +323,7 @@ class VisualizeFeature(FeatureBase, QObject):
     @staticmethod
     def _key_of(vis: Visualization) -> tuple[Any, ...]:
         s = vis.settings
-        return (vis.layer, vis.channels[0], s["objective"], s["steps"], s["size"][0])
+        return (vis.layer, vis.channels[0], read_saved_settings({**s, "size": s["size"][0]}))
 
     def _show(self, vis: Visualization | None) -> None:
         self.shown = vis
@@ -338,8 +337,8 @@ class VisualizeFeature(FeatureBase, QObject):
             self.section.set_message(
                 ""
                 if key is None
-                else f"Synthesises the image ch {key[1]} responds to most: {key[3]} steps, "
-                f"{key[4]} px, {key[2]} objective (⚙)"
+                else f"Synthesises the image ch {key[1]} responds to most: {key[2].steps} "
+                f"steps, {key[2].size[0]} px, {key[2].objective} objective (⚙)"
             )
         else:
             saved = " (saved)" if vis.from_cache[0] else ""
@@ -365,8 +364,8 @@ class VisualizeFeature(FeatureBase, QObject):
             return
         if self.shown is not None and self._key_of(self.shown) == key:
             return
-        s = vis.settings
-        if (vis.layer, s["objective"], s["steps"], s["size"][0]) != (key[0], *key[2:]):
+        layer, _, settings = self._key_of(vis)
+        if (layer, settings) != (key[0], key[2]):
             return
         if key[1] in vis.channels:
             self._forget_lookup()
@@ -415,7 +414,5 @@ def _visualize_key(model: Any, key: tuple[Any, ...], **kwargs: Any) -> Visualiza
     """The cached visualisation of ``key`` (:meth:`VisualizeFeature.key`), made when
     ``only_cached`` is not given; ``kwargs`` go to
     :func:`~actviz.analysis.visualize.feature_vis.visualize`."""
-    layer, channel, objective, steps, size = key
-    return visualize(
-        model, layer, [channel], objective=objective, steps=steps, size=size, cache=True, **kwargs
-    )
+    layer, channel, settings = key
+    return visualize(model, layer, [channel], settings, cache=True, **kwargs)

@@ -16,12 +16,16 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from actviz.analysis.visualize.visualization import Visualization, merge_visualizations
+from actviz.analysis.visualize.visualization import (
+    Visualization,
+    VisualizeSettings,
+    merge_visualizations,
+)
 from actviz.ui.background_loads import describe_error
 from actviz.ui.host import FeatureJob, WindowHost
 from actviz.ui.visualize.page_job import page_job
 from actviz.ui.visualize.picture_mosaic import MosaicDock
-from actviz.ui.visualize.section import OBJECTIVES
+from actviz.ui.visualize.section import read_saved_settings, saved_settings
 from actviz.ui.worker import Worker
 from actviz.ui.worker_copy import WorkerCopy
 
@@ -54,14 +58,14 @@ class PageVisualiser(QObject):
     host
         The window.
     settings
-        ``() -> {"objective", "steps", "size"}`` (the channel view's "What it wants" settings,
-        so both views ask the cache for the same pictures).
+        ``() -> VisualizeSettings`` (the channel view's "What it wants" settings, so both
+        views ask the cache for the same pictures).
     settings_menu
         That settings popover, also offered in the dock.
     """
 
     def __init__(
-        self, host: WindowHost, settings: Callable[[], dict[str, Any]], settings_menu: Any
+        self, host: WindowHost, settings: Callable[[], VisualizeSettings], settings_menu: Any
     ) -> None:
         super().__init__(host.dialog_parent())
         self.host = host
@@ -87,7 +91,7 @@ class PageVisualiser(QObject):
         self._order_label = ""
         self._pos = 0
         self._size = 1
-        self._settings: dict[str, Any] = {}
+        self._settings = VisualizeSettings()
         self._token = 0  # of the page whose parts are shown (a part of another is dropped)
         #: The model's copy the page is synthesised on (made on the capture worker).
         self.copy = WorkerCopy(host, self)
@@ -151,7 +155,7 @@ class PageVisualiser(QObject):
         return self._synthesise(self.layer, self._pos, self._size)
 
     def _synthesise(self, layer: str, first: int, size: int) -> bool:
-        self._new_page(layer, first, size, dict(self.settings()))
+        self._new_page(layer, first, size, self.settings())
         self.dock.setVisible(True)
         self.dock.raise_()
         self.dock.set_busy(True)
@@ -187,7 +191,7 @@ class PageVisualiser(QObject):
             first = max(0, self._pos - size)
         return self.visualise(self.layer, first)
 
-    def _new_page(self, layer: str, first: int, size: int, settings: dict[str, Any]) -> None:
+    def _new_page(self, layer: str, first: int, size: int, settings: VisualizeSettings) -> None:
         # A page turned while one ran: that one stops and its parts are never shown.
         self.job.drop()
         self._token += 1
@@ -261,7 +265,7 @@ class PageVisualiser(QObject):
                 first=self._pos,
                 size=self._size,
                 total=self.total,
-                settings=dict(self._settings),
+                settings=saved_settings(self._settings),
             )
             if self._order is not None:
                 state["order"] = list(self._order)
@@ -277,7 +281,7 @@ class PageVisualiser(QObject):
         if isinstance(state.get("open"), bool):
             self.dock.setVisible(state["open"])
         layer = state.get("layer")
-        settings = _saved_settings(state.get("settings"))
+        settings = read_saved_settings(state.get("settings"))
         tree = self.session.tree
         if (
             not isinstance(layer, str)
@@ -405,7 +409,7 @@ class PageVisualiser(QObject):
         saved = sum(sum(p.from_cache) for p in self._parts)
         # The settings the tiles were made with: the ⚙ popover, shared with What it wants,
         # may say others by now (and a tile opened in the channel view then has no picture).
-        made = f"at {self._settings['steps']} steps, {self._settings['size']} px"
+        made = f"at {self._settings.steps} steps, {self._settings.size[0]} px"
         if kind == "synthesis":
             note = f" ({saved} saved before)" if saved else ""
             self.dock.set_message(f"{_count(filled)} {made}{note}; click one to open it.")
@@ -449,15 +453,3 @@ def _count(n: int) -> str:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _saved_settings(saved: Any) -> dict[str, Any] | None:
-    """A session's page settings as :func:`~actviz.visualize` takes them (None: not valid)."""
-    if not isinstance(saved, dict):
-        return None
-    objective, steps, size = saved.get("objective"), saved.get("steps"), saved.get("size")
-    if objective not in OBJECTIVES or not _is_int(steps) or not _is_int(size):
-        return None
-    if steps < 1 or size < 1:
-        return None
-    return {"objective": objective, "steps": steps, "size": size}

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from actviz.analysis.visualize.feature_vis import layer_channels, visualize
+from actviz.analysis.visualize.feature_vis import VisualizeSettings, layer_channels, visualize
 
 __all__ = ["CHUNK", "YIELD_S", "page_job"]
 
@@ -25,7 +25,7 @@ def page_job(
     target: Any,
     layer: str,
     channels: list[int],
-    settings: dict[str, Any],
+    settings: VisualizeSettings,
     *,
     compute: bool,
     need_total: bool,
@@ -34,13 +34,12 @@ def page_job(
     capture_worker: Any,
 ) -> Callable[[Any, Any], None]:
     """The job (``job(should_stop, report)``) filling ``channels`` of ``layer`` of model
-    ``target`` with ``settings`` (``objective``, ``steps``, ``size``).
+    ``target`` with ``settings``.
 
     ``emit("total", n)`` tells the layer's channel count (with ``need_total``), ``emit("part",
     vis)`` each :class:`~actviz.analysis.visualize.visualization.Visualization` found or made;
     ``set_progress((done, total))`` counts the optimisation steps."""
-    s = dict(settings)
-    steps = int(s["steps"])
+    steps = settings.steps
 
     def job(should_stop: Any, report: Any) -> None:
         def stop_or_yield() -> bool:
@@ -53,13 +52,12 @@ def page_job(
                     time.sleep(0.002)
             return bool(should_stop())
 
-        kwargs = {"objective": s["objective"], "steps": steps, "size": s["size"]}
         todo = channels
         if need_total:
-            total = layer_channels(target, layer, size=int(s["size"]))
+            total = layer_channels(target, layer, size=settings.size[0])
             emit("total", total)
             todo = [c for c in todo if c < total]
-        found = visualize(target, layer, todo, cache=True, only_cached=True, **kwargs)
+        found = visualize(target, layer, todo, settings, cache=True, only_cached=True)
         if found.channels:
             emit("part", found)
         if not compute:
@@ -73,7 +71,7 @@ def page_job(
                 report(f"Visualising channels: step {n * steps + done}")
 
             vis = visualize(
-                target, layer, part, cache=True, progress=step, should_stop=stop_or_yield, **kwargs
+                target, layer, part, settings, cache=True, progress=step, should_stop=stop_or_yield
             )
             emit("part", vis)
 

@@ -6,10 +6,12 @@ tells it what the user asked for through signals.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from PySide6 import QtCore, QtWidgets
 
-from actviz.analysis.visualize.feature_vis import visualize_settings
+from actviz.analysis.visualize.visualization import VisualizeError, VisualizeSettings
 from actviz.ui.host import StepsAndLine
 from actviz.ui.panels import style
 
@@ -20,6 +22,24 @@ MIN_SHOWN = 96
 #: Largest side it is drawn at: a larger image is drawn smaller, so that the channel's maps
 #: above keep their room (the export writes it whole).
 MAX_SHOWN = 192
+
+
+def saved_settings(settings: VisualizeSettings) -> dict[str, Any]:
+    """The settings the window sets as a session file keeps them."""
+    return {"objective": settings.objective, "steps": settings.steps, "size": settings.size[0]}
+
+
+def read_saved_settings(saved: Any) -> VisualizeSettings | None:
+    """:func:`saved_settings` read back (None: not valid)."""
+    keys = ("objective", "steps", "size")
+    if not isinstance(saved, dict) or saved.get("objective") not in OBJECTIVES:
+        return None
+    if not all(type(saved.get(k)) is int for k in keys[1:]):  # not bool, not float
+        return None
+    try:
+        return VisualizeSettings(**{k: saved[k] for k in keys})
+    except VisualizeError:
+        return None
 
 
 class WantsSection(QtWidgets.QWidget, StepsAndLine):
@@ -41,7 +61,7 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        defaults = visualize_settings()
+        defaults = VisualizeSettings()
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.setSpacing(2)
@@ -58,17 +78,17 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         )
         self.steps_spin = QtWidgets.QSpinBox()
         self.steps_spin.setRange(1, 4096)
-        self.steps_spin.setValue(int(defaults["steps"]))
+        self.steps_spin.setValue(defaults.steps)
         self.steps_spin.setToolTip("Optimisation steps")
         self.size_spin = QtWidgets.QSpinBox()
         self.size_spin.setRange(8, 1024)
         self.size_spin.setSingleStep(16)
-        self.size_spin.setValue(int(defaults["size"][0]))
+        self.size_spin.setValue(defaults.size[0])
         self.size_spin.setToolTip("Image side in pixels")
         self.size_spin.setSuffix(" px")
         self.objective_box = QtWidgets.QComboBox()
         self.objective_box.addItems(OBJECTIVES)
-        self.objective_box.setCurrentText(str(defaults["objective"]))
+        self.objective_box.setCurrentText(defaults.objective)
         self.objective_box.setToolTip(
             "channel: the channel's mean activation; neuron: its centre position"
         )
@@ -120,25 +140,19 @@ class WantsSection(QtWidgets.QWidget, StepsAndLine):
         self.show_image(None)
 
     # -- reading -------------------------------------------------------------------------------
-    def settings(self) -> dict[str, object]:
-        """``objective``, ``steps`` and ``size`` as :func:`~actviz.visualize` takes them."""
-        return {
-            "objective": self.objective_box.currentText(),
-            "steps": int(self.steps_spin.value()),
-            "size": int(self.size_spin.value()),
-        }
+    def settings(self) -> VisualizeSettings:
+        """The settings set: ``objective``, ``steps`` and ``size``, the others their defaults."""
+        return VisualizeSettings(
+            objective=self.objective_box.currentText(),
+            steps=self.steps_spin.value(),
+            size=self.size_spin.value(),
+        )
 
-    def set_settings(self, settings: dict[str, object]) -> None:
-        """Put :meth:`settings` back (a session's); values the controls do not offer are left
-        as they are."""
-        objective = settings.get("objective")
-        if isinstance(objective, str) and objective in OBJECTIVES:
-            self.objective_box.setCurrentText(objective)
-        for key, spin in (("steps", self.steps_spin), ("size", self.size_spin)):
-            value = settings.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                if spin.minimum() <= value <= spin.maximum():
-                    spin.setValue(value)
+    def set_settings(self, settings: VisualizeSettings) -> None:
+        """Put :meth:`settings` back (a session's)."""
+        self.objective_box.setCurrentText(settings.objective)
+        self.steps_spin.setValue(settings.steps)
+        self.size_spin.setValue(settings.size[0])
 
     # -- showing -------------------------------------------------------------------------------
     def set_busy(self, busy: bool) -> None:

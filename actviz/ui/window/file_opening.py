@@ -255,8 +255,8 @@ class FileOpening:
             request.dialog.opened()
         self._adopt_model(loaded)
         # For the export's reproduce.py.
-        self.session.model_open_args = dict(
-            arch=request.arch, weights=request.weights, trust=request.trust
+        self.session.set_model_open_args(
+            dict(arch=request.arch, weights=request.weights, trust=request.trust)
         )
         if request.remember:
             self.settings.add_recent_model(request.source, request.arch)

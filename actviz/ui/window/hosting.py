@@ -148,7 +148,7 @@ class Host:
         w.files.inputs.drop()
         self.clear_messages()
         w.session.set_loaded_model(loaded, ticks=ticks, gradcam_layer=gradcam_layer)
-        w.session.model_open_args = dict(open_args or {})
+        w.session.set_model_open_args(open_args or {})
 
     def set_view_settings(
         self, *, colormap: str | None = None, normalize: str | None = None

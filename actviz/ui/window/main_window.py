@@ -171,7 +171,7 @@ class MainWindow(QMainWindow):
         self.model_dock.module_selected.connect(self._on_dock_module_selected)
         self.centre.tabs.currentChanged.connect(self._on_tab_changed)
         self.runs.apply_view_settings()
-        self.session.saliency_wanted = self._saliency_shown()
+        self.session.set_saliency_wanted(self._saliency_shown())
         for event, slot in self._session_slots():
             event.connect(slot)
         if self.settings.geometry is not None:

@@ -295,7 +295,7 @@ class RunControl:
     def on_saliency_shown(self, shown: bool) -> None:
         """Without a saliency view on screen, runs stop the backward at the first captured
         layer (``capture(input_grads=False)``); showing it re-runs a result made that way."""
-        self.session.saliency_wanted = shown
+        self.session.set_saliency_wanted(shown)
         result, request = self.session.result, self.last_request
         if (
             shown

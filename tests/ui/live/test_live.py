@@ -597,7 +597,7 @@ def test_capture_too_large_during_a_frame_is_refused_not_a_crash(qtbot, actviz_w
     window = win.window
     live = win.live.controller
     # No earlier shapes to estimate from: the capture itself refuses.
-    window.session.result = None
+    window.session.set_result(None)
     live.memory_budget = 512
     live.set_source(TensorFrames(random_frames(2, 0)))
     qtbot.waitUntil(

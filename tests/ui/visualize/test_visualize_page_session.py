@@ -10,7 +10,7 @@ import torch
 from PySide6.QtCore import QSettings
 
 import actviz
-from actviz.analysis.visualize.feature_vis import visualize
+from actviz.analysis.visualize.feature_vis import VisualizeSettings, visualize
 from actviz.ui.visualize.page import STATE_KEY
 from tests.ui.qt_helpers import wait_not_busy
 
@@ -32,8 +32,8 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     feature = win.feature("visualize")
     page = feature.page
     assert feature.session_part() == {}  # no page and the dock closed: nothing kept
-    feature.section.set_settings(SETTINGS)
-    assert feature.section.settings() == SETTINGS
+    feature.section.set_settings(VisualizeSettings(**SETTINGS))
+    assert feature.section.settings() == VisualizeSettings(**SETTINGS)
     win.window.session.set_page_channels(LAYER, 4)
     assert feature.visualise_page(LAYER, 4)
     wait_not_busy(win.qtbot, page)
@@ -50,7 +50,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     # A fresh window with other settings: the session puts the page and its settings back.
     other = _window_with_settings(actviz_window, tmp_path, "b.ini")
     again = other.feature("visualize")
-    again.section.set_settings({"objective": "channel", "steps": 9, "size": 32})
+    again.section.set_settings(VisualizeSettings(objective="channel", steps=9, size=32))
     assert not again.page.dock.isVisible()
     other.sessions.open(path)
     other.wait_idle()
@@ -58,7 +58,7 @@ def test_a_saved_page_opens_again_in_a_fresh_window(actviz_window, tmp_path):
     restored = again.page
     assert restored.dock.isVisible()
     assert restored.layer == LAYER and restored.channels == channels
-    assert again.section.settings() == SETTINGS
+    assert again.section.settings() == VisualizeSettings(**SETTINGS)
     assert again.session_part()[STATE_KEY] == saved
     # Its pictures come from the cache, bit for bit, without a synthesis.
     assert restored.dock.mosaic.filled() == channels

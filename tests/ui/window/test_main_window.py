@@ -127,9 +127,9 @@ def test_stale_results_are_discarded(qtbot, actviz_window):
     finished = []
     window.run_finished.connect(lambda: finished.append(window.session.result.target_index))
     window.runs.run()
-    window.session.target = 1
+    window.session.set_target(1)
     window.runs.run()
-    window.session.target = 3
+    window.session.set_target(3)
     window.runs.run()
     # The worker is idle only once all three results reached it: the two stale ones were
     # dropped there, and the window shows the latest.
@@ -988,11 +988,11 @@ def test_a_selection_over_the_memory_budget_is_refused_with_a_message(qtbot, act
     )
     window.script.set_model(model)
     window.script.set_input(torch.randn(1, 3, 64, 64))
-    window.session.memory_budget = 200_000  # one 64x64x64 map is 1 MiB
+    window.session.set_memory_budget(200_000)  # one 64x64x64 map is 1 MiB
     with qtbot.waitSignal(window.run_failed, timeout=30_000):
         window.runs.run()
     assert any("memory budget" in t for t in window.centre.banner.texts())
-    window.session.memory_budget = 1 << 30
+    window.session.set_memory_budget(1 << 30)
     with qtbot.waitSignal(window.run_finished, timeout=30_000):
         window.runs.run()
     assert window.session.result is not None

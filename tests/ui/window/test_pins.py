@@ -154,7 +154,7 @@ def test_pins_over_the_budget_are_refused_with_a_message(qtbot, actviz_window, t
     window = win.window
     window.script.set_input(frame(1))
     win.run_and_wait()
-    window.session.memory_budget = window.session.result.nbytes // 2
+    window.session.set_memory_budget(window.session.result.nbytes // 2)
     assert window.pins_ui.pin_result() is None
     assert len(window.session.pins) == 0
     assert "over the" in " ".join(window.centre.banner.texts()) and "memory budget" in " ".join(
