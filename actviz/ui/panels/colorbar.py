@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
@@ -9,7 +11,14 @@ from PySide6 import QtCore, QtGui
 from actviz.ui.panels import style
 from actviz.ui.panels.colormap_views import lut
 
-__all__ = ["COLORBAR_AXIS_WIDTH", "COLORBAR_WIDTH", "ColorBar", "color_table"]
+__all__ = [
+    "COLORBAR_AXIS_WIDTH",
+    "COLORBAR_WIDTH",
+    "ColorBar",
+    "ValueAxis",
+    "color_table",
+    "nice_ticks",
+]
 
 COLORBAR_WIDTH = 10
 COLORBAR_AXIS_WIDTH = 46
@@ -67,11 +76,130 @@ class _GradientStrip(pg.GraphicsWidget):
         painter.drawRect(rect)
 
 
+#: Least pixels between two labelled values of a colour bar.
+TICK_SPACING_PX = 26
+_TICK_LENGTH = 4
+
+
+def nice_ticks(low: float, high: float, most: int) -> list[float]:
+    """At most ``most`` (at least 2) round values from ``low`` to ``high``: steps of 1, 2 or 5
+    times a power of ten, the ends included where they are round."""
+    span = high - low
+    if not (math.isfinite(span) and span > 0):
+        return [low] if math.isfinite(low) else []
+    most = max(2, most)
+    for step in _steps(span / most):
+        first = math.ceil(low / step - 1e-9)
+        count = math.floor(high / step + 1e-9) - first + 1
+        if count <= most:
+            return [(first + i) * step for i in range(count)]
+    return [low, high]
+
+
+def _steps(least: float) -> list[float]:
+    power = 10.0 ** math.floor(math.log10(least))
+    return [m * power for m in (1.0, 2.0, 5.0, 10.0, 20.0)]
+
+
+def tick_texts(values: list[float], step: float) -> list[str]:
+    """``values`` written alike, with the decimals ``step`` needs (scientific when tiny or
+    huge)."""
+    if values and (max(abs(v) for v in values) >= 1e5 or step < 1e-4):
+        return ["0" if v == 0 else _short_e(f"{v:.2g}") for v in values]
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return ["0" if abs(v) < step * 1e-6 else f"{v:.{decimals}f}" for v in values]
+
+
+def _short_e(text: str) -> str:
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+class ValueAxis(pg.GraphicsWidget):
+    """The values beside a colour bar's strip: round numbers (or two words at the ends),
+    laid out once per size and range. pyqtgraph's AxisItem lays its ticks out again at every
+    paint after a resize, two thirds of a canvas's repaint."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.setFixedWidth(width)
+        self._range = (0.0, 1.0)
+        self._words: tuple[str, str] | None = None
+        self._picture: QtGui.QPicture | None = None
+        self._font = style.tick_font()
+        self._line_pen = pg.mkPen(style.AXIS_PEN)
+        self._text_pen = pg.mkPen(style.TEXT)
+
+    def setRange(self, low: float, high: float) -> None:  # noqa: N802 - AxisItem's name
+        self._range = (float(low), float(high))
+        self._relayout()
+
+    def set_words(self, words: tuple[str, str] | None) -> None:
+        """Write ``words`` at the bottom and top instead of numbers (None: numbers)."""
+        self._words = words
+        self._relayout()
+
+    def ticks(self) -> list[tuple[float, str]]:
+        """``(value, text)`` of what is written, for the current height."""
+        low, high = self._range
+        if self._words is not None:
+            return [(low, self._words[0]), (high, self._words[1])]
+        most = int(self.boundingRect().height() // TICK_SPACING_PX) + 1
+        values = nice_ticks(low, high, most)
+        step = values[1] - values[0] if len(values) > 1 else abs(high - low) or 1.0
+        return list(zip(values, tick_texts(values, step), strict=True))
+
+    def _relayout(self) -> None:
+        self._picture = None
+        self.update()
+
+    def resizeEvent(self, event: object) -> None:  # noqa: N802 - Qt name
+        self._picture = None
+        super().resizeEvent(event)
+
+    def paint(self, painter: QtGui.QPainter, *args: object) -> None:
+        if self._picture is None:
+            self._picture = self._layout()
+        self._picture.play(painter)
+
+    def _layout(self) -> QtGui.QPicture:
+        picture = QtGui.QPicture()
+        painter = QtGui.QPainter(picture)
+        try:
+            rect = self.boundingRect()
+            painter.setPen(self._line_pen)
+            painter.drawLine(QtCore.QPointF(0.0, rect.top()), QtCore.QPointF(0.0, rect.bottom()))
+            low, high = self._range
+            span = high - low
+            painter.setFont(self._font)
+            metrics = QtGui.QFontMetricsF(self._font)
+            half = metrics.height() / 2
+            for value, text in self.ticks():
+                frac = (value - low) / span if span else 0.5
+                y = rect.bottom() - frac * rect.height()
+                painter.setPen(self._line_pen)
+                painter.drawLine(QtCore.QPointF(0.0, y), QtCore.QPointF(_TICK_LENGTH, y))
+                # Kept inside the bar's height: the end values sit at its edges.
+                top = min(max(y - half, rect.top()), rect.bottom() - 2 * half)
+                box = QtCore.QRectF(
+                    _TICK_LENGTH + 2, top, rect.width() - _TICK_LENGTH - 2, 2 * half
+                )
+                painter.setPen(self._text_pen)
+                painter.drawText(
+                    box,
+                    int(QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter),
+                    text,
+                )
+        finally:
+            painter.end()
+        return picture
+
+
 class ColorBar(pg.GraphicsLayout):
     """A light colour bar: the colour map as a strip with a value axis beside it.
 
     pyqtgraph's ColorBarItem is a full PlotItem (about 40 ms to build, with menus); this is a
-    strip and one AxisItem (a few ms), which matters for a grid of dozens of layers.
+    strip and a :class:`ValueAxis`, which matters for a grid of dozens of layers.
     """
 
     def __init__(self, width: int = COLORBAR_WIDTH, axis_width: int = COLORBAR_AXIS_WIDTH):
@@ -80,9 +208,7 @@ class ColorBar(pg.GraphicsLayout):
         self.layout.setContentsMargins(0, 4, 0, 4)
         self.layout.setSpacing(0)
         self.strip = _GradientStrip(width)
-        self.axis = pg.AxisItem("right")
-        style.style_axis(self.axis)
-        self.axis.setWidth(axis_width)
+        self.axis = ValueAxis(axis_width)
         self.addItem(self.strip, row=0, col=0)
         self.addItem(self.axis, row=0, col=1)
         self._levels = (0.0, 1.0)
@@ -108,16 +234,12 @@ class ColorBar(pg.GraphicsLayout):
         """
         low, high = float(values[0]), float(values[1])
         if labels == self._labels and self._close_to_shown(low, high):
-            # Re-laying out the axis costs ~5 ms per canvas; live frames mostly repeat the
-            # same range, and a change under 1% of the span is not readable on the ticks.
+            # Live frames mostly repeat the range; under 1% of the span is not readable.
             return
         self._levels = (low, high)
         self._labels = labels
+        self.axis.set_words(labels)
         self.axis.setRange(*self._levels)
-        if labels is None:
-            self.axis.setTicks(None)
-        else:
-            self.axis.setTicks([[(self._levels[0], labels[0]), (self._levels[1], labels[1])]])
 
     def levels(self) -> tuple[float, float]:
         """The (low, high) values written on the bar."""

@@ -34,6 +34,7 @@ from actviz.ui.panels import (
     lut,
 )
 from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.colorbar import nice_ticks, tick_texts
 from actviz.ui.panels.colormap_views import PAD_INDEX, indexed_lut, to_indices
 from actviz.ui.panels.style import ROW_BAD_BACKGROUND, SELECTION, format_value
 from tests.core.seed_models import SeedMLP
@@ -113,7 +114,8 @@ def test_layer_panel_maps_shows_the_mosaic_with_its_levels_and_title(qtbot, conv
     # (numeric ticks) and the legend under the mosaic says so instead of lying
     assert tiles.normalize == "channel"
     assert canvas.colorbar.levels() == (0.0, 1.0)
-    assert canvas.colorbar.axis._tickLevels is None
+    ticks = canvas.colorbar.axis.ticks()  # numbers: 0..1 of each tile's own range
+    assert ticks[0] == (0.0, "0") and ticks[-1][0] == pytest.approx(1.0) and len(ticks) >= 2
     assert (
         panel.activation_slot.legend.text()
         == "per\u2011channel: each tile 0-1 of its own min\u2011max"
@@ -147,7 +149,7 @@ def test_layer_panel_updates_in_place_without_new_items(qtbot, conv_capture):
     assert canvas.source_image() is doubled.image
     np.testing.assert_array_equal(item.image, to_indices(doubled.image, doubled.levels))
     assert canvas.colorbar.levels() == pytest.approx(doubled.value_range)
-    assert canvas.colorbar.axis._tickLevels is None  # shared scale: real numbers again
+    assert "min" not in dict(canvas.colorbar.axis.ticks()).values()  # shared: numbers again
 
 
 def test_indices_computed_ahead_are_drawn_as_given(qtbot, conv_capture, monkeypatch):
@@ -343,8 +345,36 @@ def test_colour_bar_is_left_alone_when_the_range_barely_moves(qtbot):
     assert calls == [(-2.0, 7.0)] and canvas.colorbar.levels() == (-2.0, 7.0)
     canvas.set_image(image, (0.0, 1.0), (0.0, 1.0), bar_labels=("ch min", "ch max"))
     assert calls[-1] == (0.0, 1.0)
-    labels = [label for _, label in canvas.colorbar.axis._tickLevels[0]]
-    assert labels == ["ch min", "ch max"]
+    assert [text for _, text in canvas.colorbar.axis.ticks()] == ["ch min", "ch max"]
+
+
+def test_colour_bar_values_are_round_numbers_written_alike():
+    assert nice_ticks(0.0, 1.0, 6) == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert nice_ticks(-2.0, 6.0, 5) == pytest.approx([-2.0, 0.0, 2.0, 4.0, 6.0])
+    assert nice_ticks(0.0, 0.0437, 6) == pytest.approx([0.0, 0.01, 0.02, 0.03, 0.04])
+    assert nice_ticks(3.0, 3.0, 6) == [3.0]  # one value: no span to divide
+    assert tick_texts([0.0, 0.01, 0.02], 0.01) == ["0", "0.01", "0.02"]
+    assert tick_texts([-2e-5, 0.0, 2e-5], 2e-5) == ["-2e-5", "0", "2e-5"]
+    assert tick_texts([0.0, 6e4, 1.2e5], 6e4) == ["0", "6e4", "1.2e5"]  # all alike
+    assert tick_texts([-2.0, 0.0, 2.0], 2.0) == ["-2", "0", "2"]
+
+
+def test_colour_bar_lays_its_values_out_once_per_size(qtbot):
+    canvas = ImageCanvas()
+    qtbot.addWidget(canvas)
+    canvas.resize(220, 180)
+    canvas.show()
+    image = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+    canvas.set_image(image, (0.0, 1.0), (-2.0, 6.0))
+    qtbot.waitUntil(lambda: canvas.colorbar.axis._picture is not None)
+    laid_out = canvas.colorbar.axis._picture
+    canvas.viewport().repaint()  # a new frame's paint: the same layout
+    assert canvas.colorbar.axis._picture is laid_out
+    texts = [text for _, text in canvas.colorbar.axis.ticks()]
+    assert texts[0] == "-2" and texts[-1] == "6" and "0" in texts
+    canvas.resize(220, 400)  # taller: laid out again, with more values
+    qtbot.waitUntil(lambda: canvas.colorbar.axis._picture not in (None, laid_out))
+    assert len(canvas.colorbar.axis.ticks()) >= len(texts)
 
 
 def test_panels_never_import_torch():
