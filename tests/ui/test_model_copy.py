@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from actviz.ui.worker_copy import WorkerCopy
+from actviz.ui.private_model import PrivateModel
 from tests.ui.conftest import frame
 
 
@@ -20,7 +20,7 @@ def test_the_copy_is_made_once_for_all_who_wait_and_kept_until_the_weights_chang
     win.run_and_wait()
     feature = win.feature("concepts")
     copies = feature.copies  # the Concept dock's jobs share it (eval mode)
-    assert isinstance(copies, WorkerCopy) and copies.to_eval
+    assert isinstance(copies, PrivateModel) and copies.to_eval
     tiny_cnn.train()
     got: dict[str, list] = {"a": [], "b": []}
     errors: list[BaseException] = []
@@ -192,27 +192,29 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
     scans = win.feature("dataset").scans
     scans.num_workers = 0
     made: list = []
-    copies = scans._copies  # noqa: SLF001 - what it holds is the point
-    get = copies.get
+    copy = scans.scan_copy  # the scan's own copy, from the window's service
+    unbuilt = copy.unbuilt
 
-    def spy(purpose, model, **kwargs):
-        twin = get(purpose, model, **kwargs)
-        made.append(weakref.ref(twin))
-        return twin
+    def spy(model=None):
+        entry = unbuilt(model)
+        made.append(entry)
+        return entry
 
-    copies.get = spy
+    copy.unbuilt = spy
     job = scans.start(ScanSpec(folder=str(tmp_path), layers=("conv1",), k=2, batch_size=2))
     win.qtbot.waitUntil(lambda: bool(job.outcome), timeout=30_000)
     assert job.outcome == "finished" and scans.scan is not None and scans.scan.count == 3
+    assert len(made) == 1 and made[0].original is tiny_cnn and copy.held is None
+    twin = weakref.ref(made.pop().twin)
     gc.collect()
-    assert made and made[0]() is None  # the old code kept the copy until the model changed
+    assert twin() is None  # the old code kept the copy until the model changed
 
     # The top views run on the window's shared copy: once they are made, another feature
     # takes that copy instead of making its own.
     with win.qtbot.waitSignal(scans.views_ready, timeout=30_000) as ready:
         assert scans.request_views("conv1", 0)
     assert ready.args[0] == "conv1" and len(ready.args[2]) == 2
-    assert scans.views_copy.is_held() and len(made) == 1  # no "views" copy of its own
+    assert scans.views_copy.is_held() and not made  # no "views" copy of its own
     concepts = win.feature("concepts").copies
     submitted = win.window.worker.submitted
     got: list = []

@@ -2,9 +2,10 @@
 
 The window holds one :class:`Host`, made over its parts: tabs, docks (each with its View-menu
 entry), menu actions, toolbars, status-bar widgets, the prediction panel's and the Overview's
-extra rows, the channel view, messages, the session, the worker and the window's signals. Each
-is a few lines over a part, so a feature never touches a widget it did not make, and the window
-never hands itself to a feature.
+extra rows, the channel view, messages, the session, the worker, the private copies of the
+model (:meth:`Host.private_model`) and the window's signals. Each is a few lines over a part,
+so a feature never touches a widget it did not make, and the window never hands itself to a
+feature.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import Feature
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.private_model import ModelCopyService, PrivateModel
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
@@ -51,6 +53,7 @@ class Host:
         self._docks = Docks(window)
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
         self.runs_replaced: Callable[[], bool] = lambda: False
+        self._copies: ModelCopyService | None = None
 
     # ------------------------------------------------------------------ state and workers
     @property
@@ -69,6 +72,26 @@ class Host:
     def memory(self) -> Any:
         """The window's idle-memory watch (its ``idle`` signal: let go of model copies)."""
         return self._w.memory
+
+    @property
+    def model_copies(self) -> ModelCopyService:
+        """The window's one model-copy service (made on first use, closed with the window)."""
+        if self._copies is None:
+            from actviz.ui.private_model import ModelCopyService
+
+            w = self._w
+            memory = getattr(w, "memory", None)
+            idle = memory.idle if memory is not None else None
+            self._copies = ModelCopyService(w.session, w.worker, idle, w)
+            w.closed.connect(self._copies.close)
+        return self._copies
+
+    def private_model(
+        self, owner: Any, *, to_eval: bool = False, keep: bool = False
+    ) -> PrivateModel:
+        """A private copy of the session's model for ``owner``, kept in step with the loaded
+        weights and released with the model (see :class:`~actviz.ui.private_model.PrivateModel`)."""
+        return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)
 
     @property
     def model_loader(self) -> Callable[..., Any]:
