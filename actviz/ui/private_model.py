@@ -132,6 +132,7 @@ class PrivateModel(QObject):
         """The copy asked for is no longer wanted: it calls nothing when made."""
         self.pending = False
         self._then = []
+        self._failed = None
 
     def forget(self) -> None:
         """Let go of the copy held: the next :meth:`get` makes a new one (or takes a
@@ -190,9 +191,10 @@ class PrivateModel(QObject):
         self.pending = False
         self._job = None
         then, self._then = self._then, []
+        failed, self._failed = self._failed, None
         if entry.error is not None:
-            if self._failed is not None:
-                self._failed(entry.error)
+            if failed is not None:
+                failed(entry.error)
             return
         self._held = entry
         for call in then:
@@ -230,6 +232,15 @@ class ModelCopyService(QObject):
             idle.connect(self.trim)
         # Another model: a copy of the old one (and so the old model, its original) goes now.
         session.model_changed.connect(self._on_model_changed)
+
+    @classmethod
+    def of_window(cls, window: Any) -> ModelCopyService:
+        """The service of ``window`` (a ``MainWindow``): its session, capture worker and idle
+        watch; closed when the window closes."""
+        memory = getattr(window, "memory", None)
+        service = cls(window.session, window.worker, getattr(memory, "idle", None), window)
+        window.closed.connect(service.close)
+        return service
 
     def private_model(
         self, owner: QObject, *, to_eval: bool = False, keep: bool = False

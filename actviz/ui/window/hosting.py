@@ -19,6 +19,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
 
 from actviz.ui.host import HOST_SIGNALS
+from actviz.ui.private_model import ModelCopyService
 from actviz.ui.window.docking import Docks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import Feature
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
-    from actviz.ui.private_model import ModelCopyService, PrivateModel
+    from actviz.ui.private_model import PrivateModel
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
@@ -53,7 +54,7 @@ class Host:
         self._docks = Docks(window)
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
         self.runs_replaced: Callable[[], bool] = lambda: False
-        self._copies: ModelCopyService | None = None
+        self.model_copies: ModelCopyService | None = None  # the one; at a first private_model()
 
     # ------------------------------------------------------------------ state and workers
     @property
@@ -68,29 +69,12 @@ class Host:
     def worker(self) -> Worker:
         return self._w.worker
 
-    @property
-    def memory(self) -> Any:
-        """The window's idle-memory watch (its ``idle`` signal: let go of model copies)."""
-        return self._w.memory
-
-    @property
-    def model_copies(self) -> ModelCopyService:
-        """The window's one model-copy service (made on first use, closed with the window)."""
-        if self._copies is None:
-            from actviz.ui.private_model import ModelCopyService
-
-            w = self._w
-            memory = getattr(w, "memory", None)
-            idle = memory.idle if memory is not None else None
-            self._copies = ModelCopyService(w.session, w.worker, idle, w)
-            w.closed.connect(self._copies.close)
-        return self._copies
-
     def private_model(
         self, owner: Any, *, to_eval: bool = False, keep: bool = False
     ) -> PrivateModel:
-        """A private copy of the session's model for ``owner``, kept in step with the loaded
-        weights and released with the model (see :class:`~actviz.ui.private_model.PrivateModel`)."""
+        """A private copy of the session's model for ``owner`` (:mod:`actviz.ui.private_model`)."""
+        if self.model_copies is None:  # the window's session and worker exist by now
+            self.model_copies = ModelCopyService.of_window(self._w)
         return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)
 
     @property
