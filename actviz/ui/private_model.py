@@ -114,7 +114,8 @@ class PrivateModel(QObject):
         on like any copy of this owner's (released with the model and the window)."""
         entry = ModelCopy(self.session.model if model is None else model, to_eval=self.to_eval)
         self.abandon()
-        self._held = entry
+        with self.service.lock:  # a job of the owner's may be letting go of the one before
+            self._held = entry
         return entry
 
     def let_go(self, entry: ModelCopy) -> None:
@@ -196,7 +197,8 @@ class PrivateModel(QObject):
             if failed is not None:
                 failed(entry.error)
             return
-        self._held = entry
+        with self.service.lock:
+            self._held = entry
         for call in then:
             call(entry.twin)
 
