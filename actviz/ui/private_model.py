@@ -301,11 +301,6 @@ class ModelCopyService(QObject):
                 continue
             handle._held = None  # noqa: SLF001 - the service's own release
 
-    def release(self) -> None:
-        """Let go of every copy held (the asks in flight are abandoned)."""
-        for handle in self.owners():
-            handle.forget()
-
     def _on_model_changed(self, *_args: Any) -> None:
         model = self.session.model
         for handle in self.owners():
