@@ -30,7 +30,7 @@ FEATURE_MAY_IMPORT = (
     "actviz.ui.host",
     "actviz.ui.panels",
     "actviz.ui.worker",
-    "actviz.ui.worker_copy",
+    "actviz.ui.private_model",
     "actviz.ui.background_loads",
     "actviz.ui.file_dialogs",
 )

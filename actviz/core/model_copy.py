@@ -12,8 +12,9 @@ Hooks are per-module state (one model, one capture at a time), so a job on anoth
 * A copy never carries the window's edits: edits are applied per run
   (``capture(edits=...)``, whose call counts restart at each forward), so a job that wants
   them passes them to its run, exactly as on the original.
-* A copy is stale once the original's weights change (:func:`weights_signature`); a
-  :class:`ModelCopies` cache then makes a new one.
+* A copy is stale once the original's weights change (:func:`weights_signature`:
+  :meth:`ModelCopy.usable`); whoever holds it makes a new one. In the window, the copies are
+  held by its one copy service (``host.private_model``, :mod:`actviz.ui.private_model`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ MAX_COPY_BYTES = 512 * 2**20
 
 __all__ = [
     "MAX_COPY_BYTES",
-    "ModelCopies",
     "ModelCopy",
     "copy_refusal",
     "model_bytes",
@@ -201,42 +201,3 @@ class ModelCopy:
     def usable(self) -> bool:
         """Whether the copy is built and the original still has the weights it was made from."""
         return self.twin is not None and weights_signature(self.original) == self.signature
-
-
-class ModelCopies:
-    """One copy per purpose ("scan", "views", ...), reused while its model and weights are
-    unchanged, made again after either changes, let go of by :meth:`release`. Thread-safe:
-    each purpose is used by one thread at a time (its copy is that thread's model)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, ModelCopy] = {}
-        self._lock = threading.Lock()
-
-    def get(self, purpose: str, model: nn.Module, *, to_eval: bool = False) -> nn.Module:
-        """The kept copy of ``model`` for ``purpose``, or a new one (kept in its place).
-
-        Raises
-        ------
-        Exception
-            Why the model could not be copied.
-        """
-        with self._lock:
-            entry = self._held.get(purpose)
-        if entry is not None and entry.to_eval == to_eval and entry.original is model:
-            if entry.usable():
-                return entry.twin  # type: ignore[return-value]
-        entry = ModelCopy(model, to_eval=to_eval)
-        entry.build()
-        if entry.error is not None:
-            raise entry.error
-        with self._lock:
-            self._held[purpose] = entry
-        return entry.twin  # type: ignore[return-value]
-
-    def release(self, purpose: str | None = None) -> None:
-        """Let go of the copy for ``purpose`` (None: all of them)."""
-        with self._lock:
-            if purpose is None:
-                self._held.clear()
-            else:
-                self._held.pop(purpose, None)

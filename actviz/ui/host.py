@@ -1,8 +1,9 @@
 """The one way a feature plugs into the explorer window: the :class:`WindowHost` protocol.
 
-A feature is one class constructed with the host and nothing else (session, worker, widgets,
-messages); it never imports ``actviz.ui.window`` or another feature, so features are added,
-removed and tested one at a time. :class:`FeatureJob` keeps a one-job view in step with its job.
+A feature is one class constructed with the host and nothing else (session, worker, a
+private copy of the model through ``private_model``, widgets, messages); it never imports
+``actviz.ui.window`` or another feature, so features are added, removed and tested one at a
+time. :class:`FeatureJob` keeps a one-job view in step with its job.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.prepared import RunResult
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.private_model import PrivateModel
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
@@ -107,6 +109,19 @@ class WindowHost(Protocol):
     panel_shown: SignalInstance
     tab_changed: SignalInstance
     closed: SignalInstance
+
+    def private_model(
+        self, owner: QObject, *, to_eval: bool = False, keep: bool = False
+    ) -> PrivateModel:
+        """The one way a feature gets a private copy of the session's model for work beside
+        the window's captures (hooks are per-module state). The handle, a child of ``owner``,
+        hands out a copy made on the capture worker between two jobs (``get(then, failed)``)
+        or one to build in a job of the owner's (``unbuilt()``); a copy whose original's
+        weights changed is made again, a sibling's copy no job uses is shared, and copies go
+        with the model (a switch), the idle window and the window's close. ``to_eval``: copies
+        in eval mode; ``keep``: the owner keeps its copy between its jobs (not shared, not
+        trimmed). Edits are never in a copy: a job passes them to its run."""
+        ...
 
     @property
     def result(self) -> RunResult | None: ...

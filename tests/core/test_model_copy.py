@@ -13,7 +13,6 @@ from torch import nn
 from actviz.core.capture import capture
 from actviz.core.edit_kinds import ablate
 from actviz.core.model_copy import (
-    ModelCopies,
     ModelCopy,
     copy_refusal,
     model_bytes,
@@ -107,7 +106,7 @@ def test_an_uncopyable_model_is_refused_with_its_reason_not_raised():
     assert rep.failure == "TypeError: holds a file handle"
     assert isinstance(rep.error, TypeError)
     with pytest.raises(TypeError, match="holds a file handle"):
-        ModelCopies().get("scan", Uncopyable())
+        private_copy(Uncopyable())
 
 
 def test_refusals_name_the_reason():
@@ -125,39 +124,9 @@ def test_train_and_eval_flags_are_kept_or_set_to_eval_when_asked():
     kept = private_copy(model)
     assert [m.training for m in kept.modules()] == [m.training for m in model.modules()]
     assert [m.training for m in kept.modules()] == [True, True, False, True, True]
-    evaluated = ModelCopies().get("scan", model, to_eval=True)
+    evaluated = private_copy(model, to_eval=True)
     assert not any(m.training for m in evaluated.modules())
     assert [m.training for m in model.modules()] == [True, True, False, True, True]
-
-
-def test_the_cache_reuses_a_copy_until_the_weights_or_the_model_change():
-    copies = ModelCopies()
-    model = _conv_bn_flatten()
-    first = copies.get("scan", model)
-    assert copies.get("scan", model) is first
-    views = copies.get("views", model)  # another purpose (thread): a copy of its own
-    assert views is not first and copies.get("views", model) is views
-
-    with torch.no_grad():
-        model[0].bias.add_(1.0)  # an edit of the weights: the copy is made again
-    second = copies.get("scan", model)
-    assert second is not first and torch.equal(second[0].bias, model[0].bias)
-
-    other = _conv_bn_flatten()  # another model: its own copy
-    third = copies.get("scan", other)
-    assert third is not second and copies.get("scan", other) is third
-    assert copies.get("scan", model) is not second  # one copy per purpose: made again
-    third = copies.get("scan", other)
-    assert copies.get("scan", other, to_eval=True) is not third  # other flags asked for
-
-    kept = copies.get("views", other)
-    copies.release("scan")  # another purpose: the views' copy stays
-    assert copies.get("views", other) is kept
-    copies.release("views")
-    assert copies.get("views", other) is not kept
-    kept = copies.get("views", other)
-    copies.release()
-    assert copies.get("views", other) is not kept
 
 
 def test_a_copy_made_during_a_capture_leaves_its_hooks_out_and_keeps_the_users():
@@ -187,7 +156,7 @@ def test_a_copy_made_during_a_capture_leaves_its_hooks_out_and_keeps_the_users()
 
 def test_a_copy_carries_no_edit_and_applies_the_edits_its_run_is_given():
     model = _conv_bn_flatten()
-    twin = ModelCopies().get("live", model)
+    twin = private_copy(model)
     x = torch.randn(1, 3, 6, 6)
     edits = {"0": (ablate([1, 2]),)}
     plain = capture(model, x, ["2"])

@@ -25,7 +25,6 @@ from actviz.ui.concepts.training_job import ConceptTraining
 from actviz.ui.concepts.view import ConceptView, concept_stats
 from actviz.ui.host import FeatureBase, WindowHost
 from actviz.ui.panels.style import scroll_area
-from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ class ConceptsFeature(FeatureBase, QObject):
         self.host = host
         self.session = host.session
         #: The copy of the model the Concept dock's jobs share.
-        self.copies = WorkerCopy(host, self, to_eval=True)
+        self.copies = host.private_model(self, to_eval=True)
         #: Data > Train concepts… (its dialog, its worker).
         self.training_ = ConceptTraining(host, self._on_trained, self)
         #: The concept tiles each panel shows now (``{layer: ConceptTiles}``).

@@ -14,8 +14,8 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.training_job import TOP_K
 from actviz.ui.concepts.view import ConceptView
 from actviz.ui.host import WindowHost
+from actviz.ui.private_model import PrivateModel
 from actviz.ui.worker import Worker
-from actviz.ui.worker_copy import WorkerCopy
 
 __all__ = ["ConceptJobs", "WANTS_STEPS"]
 
@@ -42,7 +42,7 @@ class ConceptJobs(QObject):
     """
 
     def __init__(
-        self, host: WindowHost, copies: WorkerCopy, view: ConceptView, parent: QObject
+        self, host: WindowHost, copies: PrivateModel, view: ConceptView, parent: QObject
     ) -> None:
         super().__init__(parent)
         self.host = host

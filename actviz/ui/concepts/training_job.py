@@ -16,7 +16,6 @@ from actviz.ui.background_loads import describe_error
 from actviz.ui.concepts.dialog import TrainConceptsDialog, TrainSpec
 from actviz.ui.host import WindowHost
 from actviz.ui.worker import Job, Worker
-from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ class ConceptTraining(QObject):
         self.host = host
         self.session = host.session
         #: The training's own copy of the model (let go of once handed to the job).
-        self.copy = WorkerCopy(host, self, to_eval=True)
+        self.copy = host.private_model(self, to_eval=True)
         self.on_trained = on_trained
         self.worker = Worker(self)
         #: The dialog (made on first use).

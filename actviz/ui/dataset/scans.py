@@ -1,9 +1,9 @@
 """DatasetScans: runs dataset scans and top-k views off the GUI thread (no widgets here).
 
-A scan runs on its own worker on a private copy of the model
-(:class:`~actviz.core.model_copy.ModelCopies`; hooks are per-module state), and top-k views on a
-second worker with the window's shared copy (:class:`~actviz.ui.worker_copy.WorkerCopy`), so
-both go on beside the window's captures. Progress reaches the GUI thread by a queued signal;
+A scan runs on its own worker on a private copy of the model that it builds on that thread,
+and top-k views on a second worker with a copy made on the capture worker and shared with the
+window's other features (both from ``host.private_model``; hooks are per-module state), so both
+go on beside the window's captures. Progress reaches the GUI thread by a queued signal;
 Cancel is polled once per batch and the scan saves what it has, so scanning again resumes.
 """
 
@@ -18,11 +18,10 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from torch import nn
 
-from actviz.core.model_copy import ModelCopies, model_bytes, with_loading
+from actviz.core.model_copy import model_bytes, with_loading
 from actviz.ui.dataset.dialog import ScanSpec
 from actviz.ui.host import WindowHost
 from actviz.ui.worker import Job, Worker
-from actviz.ui.worker_copy import WorkerCopy
 from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
@@ -92,8 +91,10 @@ class DatasetScans(QObject):
     def __init__(self, host: WindowHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.session: Session = host.session
-        #: The top-k views' model copy: the window's copy service (gone when the window idles).
-        self.views_copy = WorkerCopy(host, self, to_eval=True)
+        #: The top-k views' model copy, shared with the window's features (gone when it idles).
+        self.views_copy = host.private_model(self, to_eval=True)
+        #: The scan's own copy, built on the scan's thread and let go of when the scan ends.
+        self.scan_copy = host.private_model(self, to_eval=True, keep=True)
         #: The last finished scan of the session's model (None before one).
         self.scan: Any = None
         #: What the scan running now (else :attr:`scan`) was asked for.
@@ -110,8 +111,6 @@ class DatasetScans(QObject):
         self._partial: dict[Job, Any] = {}
         self._views_key: tuple[str, int] | None = None
         self._views_cache: OrderedDict[tuple[int, str, int], tuple[Any, ...]] = OrderedDict()
-        # The scan's model copy (its own thread), let go of when the scan ends.
-        self._copies = ModelCopies()
         #: The last progress: done, total, images/s.
         self.progress: tuple[int, int, float] = (0, 0, 0.0)
 
@@ -169,6 +168,10 @@ class DatasetScans(QObject):
         num_workers = 0 if peek else self.num_workers
         signals = self._signals
         holder: list[Job | None] = [None]
+        copy = self.scan_copy
+        # Built on the scan's thread (a capture may run on the model: its hooks stay out);
+        # in a box the job empties, so the copy goes when the scan ends.
+        box = [copy.unbuilt(model)]
 
         def progress(done: int, total: int, ips: float) -> None:
             signals.progressed.emit(holder[0], int(done), int(total), float(ips))
@@ -182,8 +185,13 @@ class DatasetScans(QObject):
             # The GUI thread and live mode come first on shared cores (the pool's threads
             # run scans only; see actviz.core.threads).
             lower_thread_priority()
-            twin = self._copies.get("scan", model, to_eval=True)
-            target = with_loading(twin, model, loaded)
+            entry = box[0]
+            entry.build()
+            if entry.twin is None:
+                copy.let_go(box.pop())
+                raise entry.error or RuntimeError("the model could not be copied")
+            target = with_loading(entry.twin, model, loaded)
+            del entry
 
             def run(embeddings: bool) -> Any:
                 return scan(
@@ -225,7 +233,7 @@ class DatasetScans(QObject):
                 raise
             finally:
                 # A copy is as large as the model; scans are long, so the next makes its own.
-                self._copies.release("scan")
+                copy.let_go(box.pop())
 
         # Each scan supersedes the one before: what reports is the latest.
         handle = self._scan_job = holder[0] = self.scan_worker.submit(job)
@@ -250,14 +258,14 @@ class DatasetScans(QObject):
         self._partial.clear()
         self._views_key = None
         self._views_cache.clear()
-        self._copies.release()
+        self.scan_copy.forget()
         self.views_copy.forget()
 
     def shutdown(self) -> None:
         """Stop both workers and wait for them (no hook of a copy outlives the window)."""
         self.scan_worker.shutdown()
         self.views_worker.shutdown()
-        self._copies.release()
+        self.scan_copy.close()
         self.views_copy.close()
 
     def _on_progressed(self, job: Job | None, done: int, total: int, ips: float) -> None:

@@ -3,26 +3,42 @@
 While a sequence plays on a small CPU model, frames alternate between the model and a copy of
 it, so two captures run at once, one per core. Plain logic without Qt: the live controller
 asks :meth:`FrameLanes.choose` for every frame it submits and reports the frames' progress.
+The copy is held by the window's copy service (``host.private_model(..., keep=True)``), which
+lets go of it with the model and the window; lane 0 builds it between two captures.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from actviz.core.model_copy import ModelCopy, copy_refusal
 
-__all__ = ["FrameLanes"]
+__all__ = ["CopyHolder", "FrameLanes"]
 
 log = logging.getLogger(__name__)
 
 
-class FrameLanes:
-    """The model's copy for lane 1 and the frames capturing on each lane."""
+class CopyHolder(Protocol):
+    """Where the lane-1 copy is held (:class:`~actviz.ui.private_model.PrivateModel`)."""
 
-    def __init__(self) -> None:
-        #: The model's copy for lane 1 (None: not made, or not wanted).
-        self.replica: ModelCopy | None = None
+    @property
+    def held(self) -> ModelCopy | None: ...
+    def unbuilt(self, model: Any = None) -> ModelCopy: ...
+    def forget(self) -> None: ...
+
+
+class FrameLanes:
+    """The model's copy for lane 1 and the frames capturing on each lane.
+
+    Parameters
+    ----------
+    copies
+        Holds the copy (the window's copy service: it goes with the model and the window).
+    """
+
+    def __init__(self, copies: CopyHolder) -> None:
+        self.copies = copies
         #: The frame whose job makes the copy (on lane 0, between two captures).
         self.build_job: Any = None
         #: ``(model, why it gets no copy)``; "" when it may have one; None: not asked yet.
@@ -30,6 +46,11 @@ class FrameLanes:
         #: Frames submitted and not captured yet: job -> lane.
         self.capturing: dict[Any, int] = {}
         self._last = 1
+
+    @property
+    def replica(self) -> ModelCopy | None:
+        """The model's copy for lane 1 (None: not made, not wanted, or let go of)."""
+        return self.copies.held
 
     def wanted(self, model: Any, *, playing: bool, threads: int, forced: bool) -> bool:
         """Whether frames should alternate between ``model`` and a copy: a sequence playing,
@@ -46,7 +67,7 @@ class FrameLanes:
 
     def drop(self, *, forget_refusal: bool = False) -> None:
         """Let go of the copy (a model switch, the still input, live mode off)."""
-        self.replica = None
+        self.copies.forget()
         self.build_job = None
         if forget_refusal:
             self.refusal = None
@@ -67,7 +88,7 @@ class FrameLanes:
             self.drop()
             rep = None
         if rep is None:
-            rep = self.replica = ModelCopy(model)
+            rep = self.copies.unbuilt(model)
         if rep.twin is None:
             # Asked for already, by a frame still on its way (a frame dropped before its job
             # ran never made the copy: ask again).
@@ -82,8 +103,8 @@ class FrameLanes:
         # for a frame the copy would capture (lane 0 runs the model): it reads every tensor.
         if lane == 1 and not rep.usable():
             self.drop(forget_refusal=True)
-            self.replica = ModelCopy(model) if self.wanted(model, **options) else None
-            return 0, model, self.replica
+            build = self.copies.unbuilt(model) if self.wanted(model, **options) else None
+            return 0, model, build
         self._last = lane
         return lane, (model if lane == 0 else rep.twin), None
 

@@ -127,7 +127,7 @@ class LiveController(QObject):
         self.frames_shown = 0
         self.last_timing: FrameTiming | None = None
         self.timings: list[FrameTiming] = []  # the last few hundred, for benchmarks
-        self.lanes = FrameLanes()
+        self.lanes = FrameLanes(host.private_model(self, keep=True))
         self._status_at = -1.0
         self._shown_index = 0
         self.closed = False

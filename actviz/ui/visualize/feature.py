@@ -2,8 +2,8 @@
 (:mod:`actviz.ui.visualize.page`) and File > Export visualisations.
 
 "What it wants" runs :func:`actviz.visualize` on a worker of its own, on a private copy of
-the model made between the capture worker's jobs (:class:`~actviz.ui.worker_copy.WorkerCopy`:
-the synthesis hooks the model it runs), so window runs go on and never replace it. Results go
+the model made between the capture worker's jobs (``host.private_model``: the synthesis hooks
+the model it runs), so window runs go on and never replace it. Results go
 to the visualisation cache, asked first for every channel shown (``only_cached=True``) on a
 thread of its own, since the first hash of a large model's weights takes a while.
 """
@@ -26,7 +26,6 @@ from actviz.ui.visualize.page import DOCK_WIDTH, STATE_KEY, PageVisualiser
 from actviz.ui.visualize.picture_export import report_figures, write_pictures
 from actviz.ui.visualize.section import WantsSection, read_saved_settings
 from actviz.ui.worker import Worker
-from actviz.ui.worker_copy import WorkerCopy
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ class VisualizeFeature(FeatureBase, QObject):
         self.channel_view.channel_changed.connect(self._on_channel_changed)
         #: The synthesis: on :attr:`synth_worker`, on the model's copy (:attr:`copy`).
         self.synth_worker = Worker(self)
-        self.copy = WorkerCopy(host, self)
+        self.copy = host.private_model(self)
         # The key asked for while its copy is being made (None: none asked for).
         self._waiting: tuple[Any, ...] | None = None
         #: Its context: the key it computes.

@@ -27,7 +27,6 @@ from actviz.ui.visualize.page_job import page_job
 from actviz.ui.visualize.picture_mosaic import MosaicDock
 from actviz.ui.visualize.section import read_saved_settings, saved_settings
 from actviz.ui.worker import Worker
-from actviz.ui.worker_copy import WorkerCopy
 
 __all__ = ["STATE_KEY", "PageVisualiser"]
 
@@ -94,7 +93,7 @@ class PageVisualiser(QObject):
         self._settings = VisualizeSettings()
         self._token = 0  # of the page whose parts are shown (a part of another is dropped)
         #: The model's copy the page is synthesised on (made on the capture worker).
-        self.copy = WorkerCopy(host, self)
+        self.copy = host.private_model(self)
         self._closed = False
 
         self.dock.page_requested.connect(self.turn)

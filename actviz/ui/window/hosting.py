@@ -13,6 +13,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDialog, QDockWidget, QMenu, QToolBar, QWidget
 
 from actviz.ui.host import HOST_SIGNALS
+from actviz.ui.private_model import ModelCopyService
 from actviz.ui.window.docking import Docks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.ui.host import Feature
     from actviz.ui.panels.channel_view import ChannelView
     from actviz.ui.panels.feature_map import LayerPanel
+    from actviz.ui.private_model import PrivateModel
     from actviz.ui.worker import Job, Worker
     from actviz.workspace.session_state import Session
 
@@ -48,15 +50,22 @@ class Host:
         self._docks = Docks(window)
         #: A feature's ``() -> bool``: whether its frames replace the window's runs now.
         self.runs_replaced: Callable[[], bool] = lambda: False
+        self.model_copies: ModelCopyService | None = None  # the one; at a first private_model()
 
     session: Session = _window_attr("session")
     settings: Any = _window_attr("settings")
     worker: Worker = _window_attr("worker")
-    #: The window's idle-memory watch (its ``idle`` signal: let go of model copies).
-    memory: Any = _window_attr("memory")
     model_loader: Callable[..., Any] = _window_attr("model_loader", settable=True)
     input_loader: Callable[..., Any] = _window_attr("input_loader", settable=True)
     confirm_untrusted: Callable[[QWidget, str, str], bool] = _window_attr("confirm_untrusted")
+
+    def private_model(
+        self, owner: Any, *, to_eval: bool = False, keep: bool = False
+    ) -> PrivateModel:
+        """A private copy of the session's model for ``owner`` (:mod:`actviz.ui.private_model`)."""
+        if self.model_copies is None:  # the window's session and worker exist by now
+            self.model_copies = ModelCopyService.of_window(self._w)
+        return self.model_copies.private_model(owner, to_eval=to_eval, keep=keep)
 
     def features_busy(self) -> bool:
         """Whether a feature runs something the user can cancel."""

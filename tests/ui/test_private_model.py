@@ -3,9 +3,11 @@ jobs, handed to everyone who asked, kept while the weights are unchanged."""
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
-from actviz.ui.worker_copy import WorkerCopy
+from actviz.ui.private_model import PrivateModel
 from tests.ui.conftest import frame
 
 
@@ -20,7 +22,7 @@ def test_the_copy_is_made_once_for_all_who_wait_and_kept_until_the_weights_chang
     win.run_and_wait()
     feature = win.feature("concepts")
     copies = feature.copies  # the Concept dock's jobs share it (eval mode)
-    assert isinstance(copies, WorkerCopy) and copies.to_eval
+    assert isinstance(copies, PrivateModel) and copies.to_eval
     tiny_cnn.train()
     got: dict[str, list] = {"a": [], "b": []}
     errors: list[BaseException] = []
@@ -192,30 +194,175 @@ def test_a_scan_lets_go_of_its_model_copy_when_it_ends(actviz_window, tiny_cnn, 
     scans = win.feature("dataset").scans
     scans.num_workers = 0
     made: list = []
-    copies = scans._copies  # noqa: SLF001 - what it holds is the point
-    get = copies.get
+    copy = scans.scan_copy  # the scan's own copy, from the window's service
+    unbuilt = copy.unbuilt
 
-    def spy(purpose, model, **kwargs):
-        twin = get(purpose, model, **kwargs)
-        made.append(weakref.ref(twin))
-        return twin
+    def spy(model=None):
+        entry = unbuilt(model)
+        made.append(entry)
+        return entry
 
-    copies.get = spy
+    copy.unbuilt = spy
     job = scans.start(ScanSpec(folder=str(tmp_path), layers=("conv1",), k=2, batch_size=2))
     win.qtbot.waitUntil(lambda: bool(job.outcome), timeout=30_000)
     assert job.outcome == "finished" and scans.scan is not None and scans.scan.count == 3
+    assert len(made) == 1 and made[0].original is tiny_cnn and copy.held is None
+    twin = weakref.ref(made.pop().twin)
     gc.collect()
-    assert made and made[0]() is None  # the old code kept the copy until the model changed
+    assert twin() is None  # the old code kept the copy until the model changed
 
     # The top views run on the window's shared copy: once they are made, another feature
     # takes that copy instead of making its own.
     with win.qtbot.waitSignal(scans.views_ready, timeout=30_000) as ready:
         assert scans.request_views("conv1", 0)
     assert ready.args[0] == "conv1" and len(ready.args[2]) == 2
-    assert scans.views_copy.is_held() and len(made) == 1  # no "views" copy of its own
+    assert scans.views_copy.is_held() and not made  # no "views" copy of its own
     concepts = win.feature("concepts").copies
     submitted = win.window.worker.submitted
     got: list = []
     concepts.get(got.append, got.append)
     assert len(got) == 1 and concepts.is_held() and not scans.views_copy.is_held()
     assert win.window.worker.submitted == submitted
+
+
+def _got(win, handle):
+    """The copy ``handle`` hands over (made on the capture worker when none is at hand)."""
+    got: list = []
+    handle.get(got.append, got.append)
+    win.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    assert isinstance(got[0], torch.nn.Module), got[0]
+    return got[0]
+
+
+def test_every_feature_gets_its_model_copy_from_the_hosts_one_service(actviz_window, tiny_cnn):
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    host = win.window.host
+    service = host.model_copies
+    concepts, visualize = win.feature("concepts"), win.feature("visualize")
+    scans, live = win.feature("dataset").scans, win.feature("live").controller
+    # Each part that works on a copy holds a handle of its own, the host's service made it,
+    # with the flags its work needs (eval for the analyses, the model's own for syntheses
+    # and live frames; kept between jobs for a scan and live's second lane).
+    handles = {
+        "concept dock": (concepts.copies, concepts, True, False),
+        "concept training": (concepts.training_.copy, concepts.training_, True, False),
+        "what it wants": (visualize.copy, visualize, False, False),
+        "visualise page": (visualize.page.copy, visualize.page, False, False),
+        "top views": (scans.views_copy, scans, True, False),
+        "scan": (scans.scan_copy, scans, True, True),
+        "live lane 1": (live.lanes.copies, live, False, True),
+    }
+    owners = service.owners()
+    for name, (handle, owner, to_eval, keep) in handles.items():
+        assert isinstance(handle, PrivateModel), name
+        assert handle.service is service and handle in owners, name
+        assert handle.parent() is owner and (handle.to_eval, handle.keep) == (to_eval, keep), name
+    assert len(owners) == len(handles)  # nothing else copies the model
+
+    # Sharing stays within one window: another window on the same model makes its own copy
+    # though this one's copy is free (asked with no event in between: no idle trim either).
+    other = actviz_window(tiny_cnn, frame(1), ["conv1"], features=["concepts"])
+    other.run_and_wait()
+    win.run_and_wait()
+    mine = other.feature("concepts").copies
+    assert mine.service is other.window.host.model_copies and mine.service is not service
+    twin = _got(win, concepts.copies)
+    free = weakref.ref(twin)
+    del twin
+    made = other.window.worker.submitted
+    got: list = []
+    mine.get(got.append, got.append)
+    assert not got and mine.pending and other.window.worker.submitted == made + 1
+    assert not concepts.copies.in_use()  # (asked first: the assertion below holds it)
+    assert concepts.copies.held.twin is free()
+    other.qtbot.waitUntil(lambda: bool(got), timeout=10_000)
+    assert isinstance(got[0], torch.nn.Module) and got[0] is not free()
+
+
+def test_a_copy_follows_the_weights_and_leaves_the_edits_to_the_runs(actviz_window, tiny_cnn):
+    from actviz.core.capture import capture
+    from actviz.core.edit_kinds import ablate
+    from tests.ui.tiny_models import seeded_tiny_cnn
+
+    win = actviz_window(tiny_cnn, frame(1), ["conv1"])
+    win.run_and_wait()
+    concepts = win.feature("concepts").copies
+    views = win.feature("dataset").scans.views_copy  # eval copies too: it may share
+    twin = _got(win, concepts)
+    x = frame(1)
+    plain = capture(tiny_cnn, x, ["conv1"])["conv1"].tensor
+    # An edit on the board is applied by each run (it is passed to it), never put in a copy:
+    # the copy stays, with the model's weights, and runs as the model does without it.
+    win.window.session.edits.add("conv1", ablate([0, 1]))
+    assert concepts.is_held() and _got(win, concepts) is twin
+    torch.testing.assert_close(capture(twin, x, ["conv1"])["conv1"].tensor, plain)
+    edited = capture(twin, x, ["conv1"], edits={"conv1": (ablate([0, 1]),)})["conv1"].tensor
+    assert torch.count_nonzero(edited[:, :2]) == 0 and torch.equal(edited[:, 2:], plain[:, 2:])
+
+    # New weights loaded into the model (what opening a session file does): the copy held is
+    # stale, nobody is handed it, and the next copy has the new weights.
+    new = seeded_tiny_cnn(7).state_dict()
+    tiny_cnn.load_state_dict(new)
+    del twin
+    assert not concepts.is_held()
+    made = win.window.worker.submitted
+    fresh = _got(win, views)  # the dock's copy is free but stale: not taken
+    assert win.window.worker.submitted == made + 1
+    for name, value in new.items():
+        assert torch.equal(fresh.state_dict()[name], value), name
+
+
+def test_every_copy_goes_with_the_model_switch_and_the_window_close(actviz_window):
+    import gc
+
+    from actviz.ui.live.frames import TensorFrames
+    from tests.helpers import random_frames
+    from tests.ui.tiny_models import seeded_tiny_cnn
+
+    model = seeded_tiny_cnn(0)
+    win = actviz_window(
+        model, frame(1), ["conv1"], features=["live", "concepts", "visualize", "dataset"]
+    )
+    win.run_and_wait()
+    window = win.window
+    service = window.host.model_copies
+    assert window.worker.threads >= 2  # the suite runs torch on two threads: two lanes
+    # Live mode plays a clip: its second lane's copy is made (by a frame on lane 0).
+    live = win.live.configure(max_fps=1000)
+    live.set_source(TensorFrames(random_frames(6, 3), "clip"))
+    win.live.wait_frames(1)
+    live.set_loop(False)
+    live.play()
+    win.qtbot.waitUntil(lambda: not live.playing, timeout=30_000)
+    win.live.wait_idle()
+    lane = live.lanes.replica
+    assert lane is not None and lane.twin is not None and lane.original is model
+    concepts = win.feature("concepts").copies
+    visualize = win.feature("visualize").copy
+    in_use = _got(win, concepts)  # a job holds it: Visualise makes its own
+    own = _got(win, visualize)
+    copies = [weakref.ref(t) for t in (lane.twin, in_use, own)]
+    assert len({id(c()) for c in copies}) == 3
+    assert {id(c) for c in service.held()} == {id(lane), id(concepts.held), id(visualize.held)}
+    del lane, in_use, own
+
+    # Another model (the Open model path's end): every copy of the old one goes at once.
+    win.set_model(seeded_tiny_cnn(1), layers=["conv1"])
+    gc.collect()
+    assert service.held() == [] and live.lanes.replica is None
+    assert [c() for c in copies] == [None, None, None]
+
+    # The window closes (File > Quit): every handle is closed, its copy let go of, and the
+    # session no longer calls the service.
+    in_use = _got(win, concepts)
+    twin = weakref.ref(in_use)
+    assert [c.twin for c in service.held()] == [in_use]
+    window.commands.quit_action.trigger()
+    win.qtbot.waitUntil(window.is_closed, timeout=10_000)
+    del in_use  # the job that ran on it ended
+    gc.collect()
+    assert twin() is None and service.held() == [] and service.owners() == []
+    assert service._on_model_changed not in window.session.model_changed._callbacks  # noqa: SLF001
+    late: list = []
+    concepts.get(late.append, late.append)  # a closed handle asks for nothing
+    assert late == [] and not concepts.pending

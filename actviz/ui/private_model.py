@@ -1,0 +1,324 @@
+"""The window's one model-copy service: :meth:`WindowHost.private_model` hands a feature a
+:class:`PrivateModel`, its private copy of the session's model.
+
+Hooks are per-module state, so work beside the window's captures (a synthesis, a concept job,
+a dataset scan, a live lane) runs on a copy (:mod:`actviz.core.model_copy`). The service
+
+* makes a copy *on* the capture worker, as a short job between two of its jobs, so no
+  capture's hooks or flags are inside the model while it is copied (:meth:`PrivateModel.get`),
+  or hands an owner an unbuilt copy to build in a job of its own (:meth:`PrivateModel.unbuilt`:
+  live mode's lane 0, a scan's thread);
+* keeps each copy in step with the loaded weights: a copy whose original's weights changed
+  (in place, replaced or moved: :func:`~actviz.core.model_copy.weights_signature`) is never
+  handed out again, a new one is made;
+* lets the copies of a window be shared: an owner asking for a copy takes a sibling's that no
+  job uses (a copy is as large as the model);
+* releases them with the model: at a model switch, when the window idles (copies no job uses)
+  and when the window closes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Signal
+
+from actviz.core.model_copy import ModelCopy, with_loading
+
+if TYPE_CHECKING:  # pragma: no cover
+    from actviz.ui.worker import Job, Worker
+    from actviz.workspace.session_state import Session
+
+__all__ = ["ModelCopyService", "PrivateModel"]
+
+# References to a held copy's module when only its entry holds it: the entry's attribute and
+# getrefcount's own argument.
+_HELD_REFS = 2
+
+
+class _CopySignals(QObject):
+    """From the capture worker's thread to the GUI thread: ``copied(entry)``."""
+
+    copied = Signal(object)
+
+
+class PrivateModel(QObject):
+    """One owner's private copy of the session's model (made by :class:`ModelCopyService`).
+
+    Parameters
+    ----------
+    service
+        The window's copy service.
+    owner
+        The feature (or its part) the copy is for: the Qt parent.
+    to_eval
+        Hand out copies in eval mode (else they keep the model's train/eval flags).
+    keep
+        The owner keeps the copy it holds between its jobs (a live lane, a scan running):
+        no sibling takes it and the idle trim leaves it; it goes with the model, the window,
+        or :meth:`forget`.
+    """
+
+    def __init__(
+        self, service: ModelCopyService, owner: QObject, *, to_eval: bool, keep: bool
+    ) -> None:
+        super().__init__(owner)
+        self.service = service
+        self.session = service.session
+        self.to_eval = to_eval
+        self.keep = keep
+        #: True from :meth:`get` until the copy asked for is handed over (or abandoned).
+        self.pending = False
+        self._job: Job | None = None  # the copy's job on the capture worker
+        self._held: ModelCopy | None = None
+        self._then: list[Callable[[Any], None]] = []
+        self._failed: Callable[[BaseException], None] | None = None
+        self._closed = False
+        self._signals = _CopySignals(self)
+        self._signals.copied.connect(self._on_copied)
+
+    @property
+    def held(self) -> ModelCopy | None:
+        """The copy held now (built or not; None: none)."""
+        return self._held
+
+    def is_held(self) -> bool:
+        """Whether a usable copy of the model shown now is at hand (:meth:`get` calls back
+        at once)."""
+        held = self._held
+        return held is not None and held.original is self.session.model and held.usable()
+
+    def get(self, then: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
+        """``then(copy)`` once a copy of the session's model is made (at once when one is
+        held or a sibling's is free), or ``failed(error)``. Every ``then`` asked for
+        meanwhile is called once."""
+        if self._closed:
+            return
+        if self.is_held() or self.service.lend_to(self):
+            assert self._held is not None
+            then(self._held.twin)
+            return
+        if then not in self._then:
+            self._then.append(then)
+        self._failed = failed
+        if not self.pending:
+            self._submit()
+
+    def unbuilt(self, model: Any = None) -> ModelCopy:
+        """A copy of ``model`` (None: the session's) to build in a job of the owner's, on a
+        thread where no capture runs on the model (:meth:`ModelCopy.build`). Held from now
+        on like any copy of this owner's (released with the model and the window)."""
+        entry = ModelCopy(self.session.model if model is None else model, to_eval=self.to_eval)
+        self.abandon()
+        with self.service.lock:  # a job of the owner's may be letting go of the one before
+            self._held = entry
+        return entry
+
+    def let_go(self, entry: ModelCopy) -> None:
+        """Stop holding ``entry`` if it is still the copy held (safe from any thread: a job
+        that built its own copy lets go of it when it ends)."""
+        with self.service.lock:
+            if self._held is entry:
+                self._held = None
+
+    def engine_model(self, twin: Any) -> Any:
+        """``twin`` with the opened model's preprocessing and input size (what engines read)."""
+        return with_loading(twin, self.session.model, self.session.loaded_model)
+
+    def abandon(self) -> None:
+        """The copy asked for is no longer wanted: it calls nothing when made."""
+        self.pending = False
+        self._then = []
+        self._failed = None
+
+    def forget(self) -> None:
+        """Let go of the copy held: the next :meth:`get` makes a new one (or takes a
+        sibling's)."""
+        self.abandon()
+        self._held = None
+
+    def close(self) -> None:
+        """The owner is done: nothing more is asked for or handed over."""
+        self._closed = True
+        self.forget()
+        self.service.discard(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def in_use(self) -> bool:
+        """Whether a job (or anything besides this holder) refers to the copy held."""
+        held = self._held
+        return (
+            held is not None and held.twin is not None and sys.getrefcount(held.twin) > _HELD_REFS
+        )
+
+    # ------------------------------------------------------------------ the capture worker
+    def _submit(self) -> None:
+        entry = ModelCopy(self.session.model, to_eval=self.to_eval)
+        signals = self._signals
+
+        def job(_should_stop: Any, _report: Any) -> None:
+            # Handed over by a signal of its own: a run submitted meanwhile makes this job
+            # stale, and the worker would drop its result.
+            entry.build()
+            signals.copied.emit(entry)
+
+        self.pending = True
+        # supersede=False: a run already queued still reports.
+        handle = self._job = self.service.worker.submit(job, supersede=False)
+        # A run superseded the copy's job (maybe before it ran), or a Cancel meant for
+        # another job of the capture worker stopped it: ask again behind it (the first copy
+        # made is taken; abandon() ends the wait).
+        handle.on(
+            superseded=lambda: self._ask_again(handle), cancelled=lambda: self._ask_again(handle)
+        )
+
+    def _ask_again(self, job: Job) -> None:
+        if self.pending and job is self._job and not self._closed:
+            self._submit()
+
+    def _on_copied(self, entry: ModelCopy) -> None:
+        if not self.pending or self._closed:
+            return
+        if entry.original is not self.session.model:
+            self._submit()  # another model opened meanwhile: copy the one shown now
+            return
+        self.pending = False
+        self._job = None
+        then, self._then = self._then, []
+        failed, self._failed = self._failed, None
+        if entry.error is not None:
+            if failed is not None:
+                failed(entry.error)
+            return
+        with self.service.lock:
+            self._held = entry
+        for call in then:
+            call(entry.twin)
+
+
+class ModelCopyService(QObject):
+    """The window's private copies of its model: one :class:`PrivateModel` per owner, all
+    released with the model and the window (see the module docstring).
+
+    Parameters
+    ----------
+    session
+        The window's session (its model is what is copied; a new model releases the copies).
+    worker
+        The capture worker (copies are made on it between its jobs).
+    idle
+        A signal emitted when the window idles (copies no job uses go), or None.
+    parent
+        The Qt parent (the window).
+    """
+
+    def __init__(
+        self, session: Session, worker: Worker, idle: Any = None, parent: QObject | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.worker = worker
+        #: Guards the hand-over of held copies between threads (:meth:`PrivateModel.let_go`).
+        self.lock = threading.Lock()
+        self._owners: weakref.WeakSet[PrivateModel] = weakref.WeakSet()
+        self._closed = False
+        self._idle = idle
+        if idle is not None:
+            idle.connect(self.trim)
+        # Another model: a copy of the old one (and so the old model, its original) goes now.
+        session.model_changed.connect(self._on_model_changed)
+
+    @classmethod
+    def of_window(cls, window: Any) -> ModelCopyService:
+        """The service of ``window`` (a ``MainWindow``): its session, capture worker and idle
+        watch; closed when the window closes."""
+        memory = getattr(window, "memory", None)
+        service = cls(window.session, window.worker, getattr(memory, "idle", None), window)
+        window.closed.connect(service.close)
+        return service
+
+    def private_model(
+        self, owner: QObject, *, to_eval: bool = False, keep: bool = False
+    ) -> PrivateModel:
+        """A new :class:`PrivateModel` for ``owner`` (see its parameters)."""
+        handle = PrivateModel(self, owner, to_eval=to_eval, keep=keep)
+        if not self._closed:
+            self._owners.add(handle)
+        else:
+            handle.close()
+        return handle
+
+    def owners(self) -> list[PrivateModel]:
+        """The open :class:`PrivateModel` handed out (weakly held: an owner gone is gone)."""
+        return [h for h in list(self._owners) if not h.closed]
+
+    def held(self) -> list[ModelCopy]:
+        """The copies held now (one each; a copy shared is listed once)."""
+        seen: dict[int, ModelCopy] = {}
+        for handle in self.owners():
+            if handle.held is not None:
+                seen.setdefault(id(handle.held), handle.held)
+        return list(seen.values())
+
+    def discard(self, handle: PrivateModel) -> None:
+        """``handle`` is closed: it is no longer one of the window's."""
+        self._owners.discard(handle)
+
+    def lend_to(self, taker: PrivateModel) -> bool:
+        """Give ``taker`` a usable copy of the model shown that a sibling holds and no job
+        uses, with the flags ``taker`` hands out (True when it got one): a window keeps one
+        copy of its model where it can, not one per feature."""
+        model = self.session.model
+        for other in self.owners():
+            held = other.held
+            if other is taker or other.keep or other.pending or held is None:
+                continue
+            if held.original is not model or not held.usable() or other.in_use():
+                continue
+            flags = [m.training for m in held.twin.modules()]  # type: ignore[union-attr]
+            wanted = (
+                [False] * len(flags) if taker.to_eval else [m.training for m in model.modules()]
+            )
+            if flags != wanted:
+                continue
+            with self.lock:
+                taker._held, other._held = held, None  # noqa: SLF001 - the service's own hand-over
+            return True
+        return False
+
+    def trim(self) -> None:
+        """Let go of the copies that no job uses and no owner keeps (the window idles: the
+        memory goes back to the system; a copy is made again when wanted)."""
+        for handle in self.owners():
+            if handle.keep or handle.pending or handle.held is None or handle.in_use():
+                continue
+            handle._held = None  # noqa: SLF001 - the service's own release
+
+    def _on_model_changed(self, *_args: Any) -> None:
+        model = self.session.model
+        for handle in self.owners():
+            held = handle.held
+            if held is not None and held.original is not model:
+                handle._held = None  # noqa: SLF001 - the service's own release
+
+    def close(self) -> None:
+        """The window closed: every owner is closed, every copy let go of."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self.owners():
+            handle.close()
+        self._owners = weakref.WeakSet()
+        self.session.model_changed.disconnect(self._on_model_changed)
+        if self._idle is not None:
+            try:
+                self._idle.disconnect(self.trim)
+            except (RuntimeError, TypeError):  # the window's idle watch is gone already
+                pass
