@@ -52,7 +52,7 @@ def run(
             live.pause()
             rig.wait_idle(timeout_s)
             gc.collect()
-            rss_at[target] = rss_bytes() or 0
+            rss_at[target] = rss_bytes(max_age_s=0.0) or 0
             live.play()
         live.pause()
         rig.wait_idle(timeout_s)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.core.capture import Capture
     from actviz.core.edit_kinds import Edit
 
-__all__ = ["BaselineCache", "BaselineKey", "EditBoard", "EditEntry", "edit_value", "with_value"]
+__all__ = [
+    "BaselineCache",
+    "BaselineKey",
+    "EditBoard",
+    "EditEntry",
+    "StaleEditError",
+    "edit_value",
+    "with_value",
+]
+
+#: ``EditBoard.add``'s ``model`` when the caller names none: the edit is of the model shown.
+_SHOWN: Any = object()
+
+
+class StaleEditError(ValueError):
+    """An edit made on another model than the one the board's edits are of (a menu built for
+    the previous model's panel, clicked after a model switch), or on a layer the model lacks:
+    it is refused when made, not left to fail every run after."""
 
 
 @dataclass(frozen=True)
@@ -54,18 +71,26 @@ def with_value(edit: Edit, value: float) -> Edit:
 
 
 class EditBoard:
-    """The edits of one session, in the order they were made.
+    """The edits of one session, in the order they were made, all of one model.
 
     Parameters
     ----------
     on_change
         Called (no arguments) after every change.
+
+    Attributes
+    ----------
+    model
+        The model the edits are of (:meth:`reset` sets it; None: any, unchecked).
     """
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._entries: list[EditEntry] = []
         self._keys = itertools.count(1)
         self.on_change = on_change
+        self.model: Any = None
+        # The layer names edits may name (None: unchecked), the model's module tree.
+        self._layers: Container[str] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -84,9 +109,35 @@ class EditBoard:
                 return entry
         raise KeyError(key)
 
-    def add(self, layer: str, edit: Edit, note: str = "") -> EditEntry:
+    def reset(self, model: Any, layers: Container[str] | None = None) -> None:
+        """Another model is shown: the edits go (they name the old model's layers) and the
+        board takes edits of ``model`` only, on ``layers`` (None: any name)."""
+        self.model, self._layers = model, layers
+        self.clear()
+
+    def add(self, layer: str, edit: Edit, note: str = "", *, model: Any = _SHOWN) -> EditEntry:
         """Add ``edit`` on ``layer`` (applied after the layer's earlier edits); ``note``
-        says where a patch takes its values."""
+        says where a patch takes its values.
+
+        Parameters
+        ----------
+        model
+            The model the edit was made on (the one whose panel or ranking offered it);
+            omitted: the model shown.
+
+        Raises
+        ------
+        StaleEditError
+            ``model`` is not the board's model (it was switched since the edit was offered),
+            or the board's model has no layer ``layer``.
+        """
+        if model is not _SHOWN and model is not self.model:
+            raise StaleEditError(
+                f"the edit of {layer} was offered for the model shown before: "
+                "the model changed since, so it was not made"
+            )
+        if self._layers is not None and layer not in self._layers:
+            raise StaleEditError(f"the model shown has no layer {layer!r}: the edit was not made")
         entry = EditEntry(next(self._keys), layer, edit, note)
         self._entries.append(entry)
         self._changed()

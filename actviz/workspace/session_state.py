@@ -207,7 +207,8 @@ class Session:
         self.result = None
         self.pins.clear()  # captures of another model: their panels would not match the tree
         self.baseline.clear()
-        self.edits.clear()  # edits name this model's layers
+        # Edits name the old model's layers: they go, and only this model's are taken.
+        self.edits.reset(model, self.tree)
         self.targets.reset()
         self.display_settings.reset_for_model(gradcam_layer if gradcam_layer in self.tree else None)
         dropped, self.concepts = list(self.concepts), {}  # they read this model's layers

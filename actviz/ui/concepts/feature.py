@@ -292,8 +292,14 @@ class ConceptsFeature(FeatureBase, QObject):
         except (TypeError, ValueError) as exc:
             self.host.show_error(f"Could not make the edit: {exc}")
             return
+        from actviz.workspace.edits_board import StaleEditError
+
         note = ", ".join(concept_label(c, att.names) for c in concepts)
-        self.session.edits.add(layer, edit, note)
+        try:
+            self.session.edits.add(layer, edit, note)
+        except StaleEditError as exc:  # dictionaries go with their model: a slip to say
+            self.host.show_error(f"Edit not made: {exc}")
+            return
         self.host.schedule_run()
 
     def edit_shown(self, scale: float) -> None:

@@ -373,8 +373,14 @@ class EffectsFeature(FeatureBase, QObject):
         except (TypeError, ValueError) as exc:
             self.host.show_error(f"Could not make the edit: {exc}")
             return False
+        from actviz.workspace.edits_board import StaleEditError
+
         what = " concepts" if units.dictionary_of(eff, layer) is not None else ""
-        self.session.edits.add(layer, edit, f"top {len(channels)}{what} by effect, {verb}")
+        try:
+            self.session.edits.add(layer, edit, f"top {len(channels)}{what} by effect, {verb}")
+        except StaleEditError as exc:  # the ranking is of the model shown: a slip to say
+            self.host.show_error(f"Edit not made: {exc}")
+            return False
         self.host.run()
         return True
 

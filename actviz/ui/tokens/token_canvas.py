@@ -170,8 +170,30 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
             self.plot.getAxis("bottom").setTicks(None)
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
+        if not self._on_screen():
+            # Off screen (scrolled away, not yet shown): a window resize resized every token
+            # panel's two canvases (~0.7 ms of pyqtgraph layout each: 64 ms with 25 GPT-2
+            # panels). The plot follows the size when next painted or read (ensure_layout).
+            self._layout_stale = True
+            return
+        self._layout_stale = False
         super().resizeEvent(event)
         self._update_ticks()
+
+    def _on_screen(self) -> bool:
+        return self.isVisible() and not self.viewport().visibleRegion().isEmpty()
+
+    def ensure_layout(self) -> None:
+        """Fit the plots to the canvas's size when a resize off screen left that for later
+        (its next paint does; so does reading a cell's place)."""
+        if getattr(self, "_layout_stale", False):
+            self._layout_stale = False
+            super().resizeEvent(QtGui.QResizeEvent(self.size(), self.size()))
+            self._update_ticks()
+
+    def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
+        self.ensure_layout()
+        super().paintEvent(event)
 
     def _fit_colorbar(self, *_args: object) -> None:
         """Align the colour bar's strip with the map's top and bottom edges."""
@@ -199,6 +221,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
 
     def cell_at(self, scene_pos: QtCore.QPointF) -> tuple[int, int]:
         """``(row, col)`` of the cell at a scene position, ``(-1, -1)`` outside the map."""
+        self.ensure_layout()
         if self.heat is None or not self.plot.sceneBoundingRect().contains(scene_pos):
             return (-1, -1)
         point = self.plot.vb.mapSceneToView(scene_pos)
@@ -210,6 +233,7 @@ class LabelledHeatCanvas(pg.GraphicsLayoutWidget):
 
     def cell_centre(self, row: int, col: int) -> QtCore.QPoint:
         """Widget coordinates of a cell's centre (tests hover there)."""
+        self.ensure_layout()
         scene = self.plot.vb.mapViewToScene(QtCore.QPointF(col + 0.5, row + 0.5))
         return self.mapFromScene(scene)
 

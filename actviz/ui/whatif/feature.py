@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
@@ -88,6 +89,7 @@ class WhatIfController(FeatureBase, QObject):
         self.dock.clear_requested.connect(self._on_dock_clear_requested)
         self.session.edits_changed.connect(self._on_edits_changed)
         self.session.result_changed.connect(self._on_result_changed)
+        self.session.model_changed.connect(self._on_model_changed)
         host.panel_created.connect(self._on_panel_created)
         host.panel_shown.connect(self._on_panel_updated)
         host.channel_view.channel_changed.connect(self._on_channel_shown)
@@ -102,11 +104,23 @@ class WhatIfController(FeatureBase, QObject):
 
     reset_dock = reset_layout
 
-    def add_edit(self, layer: str, edit: Any, note: str = "") -> None:
-        """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up)."""
-        self.session.edits.add(layer, edit, note)
+    def add_edit(self, layer: str, edit: Any, note: str = "", *, model: Any = None) -> bool:
+        """Add ``edit`` on ``layer`` and re-run (the Edits dock comes up); ``model``: the
+        model whose panel offered the edit (None: the one shown). An edit offered for a
+        model no longer shown is refused and the window says so; False then."""
+        from actviz.workspace.edits_board import StaleEditError
+
+        try:
+            if model is None:
+                self.session.edits.add(layer, edit, note)
+            else:
+                self.session.edits.add(layer, edit, note, model=model)
+        except StaleEditError as exc:
+            self.host.show_warning(f"Edit not made: {exc}.")
+            return False
         self.dock.show()
         self.dock.raise_()
+        return True
 
     def clear_edits(self) -> None:
         """Remove every edit (the next run is the unedited one)."""
@@ -164,18 +178,24 @@ class WhatIfController(FeatureBase, QObject):
         menu = QMenu(self.host.dialog_parent())
         menu.setToolTipsVisible(True)
         menu.addSection(f"{layer} · {what}")
+        # The edits it offers are of this model: a switch while the menu (or the factor
+        # question after it) is up must not put them on the next model's board.
+        model = self.session.model
 
         def adder(make: Callable[[], Any], note: str = "") -> Callable[[], None]:
-            return lambda: self._add_made(layer, make, note)
+            return lambda: self._add_made(layer, make, note, model)
 
         menu.addAction(f"Ablate {what}", adder(lambda: E.ablate(channels))).setToolTip(
             "Set these channels to zero during the forward"
         )
-        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, channels))
+        menu.addAction(f"Scale {what}…", lambda: self._ask_and_scale(layer, channels, model))
         menu.addAction(f"Keep only {what}", adder(lambda: E.keep(channels))).setToolTip(
             "Set every other channel of this layer to zero"
         )
-        menu.addAction(f"Clamp {what}…", lambda: self._ask_and_clamp(layer, channels)).setToolTip(
+        clamp = menu.addAction(
+            f"Clamp {what}…", lambda: self._ask_and_clamp(layer, channels, model)
+        )
+        clamp.setToolTip(
             "Limit these channels to a range during the forward (e.g. only positive values)"
         )
         pins = [p for p in self.session.pins if p.result.capture is not None]
@@ -203,16 +223,16 @@ class WhatIfController(FeatureBase, QObject):
         self.host.fill_tile_menu(menu, layer, channels)  # other features' entries
         return menu
 
-    def _ask_and_scale(self, layer: str, channels: tuple[int, ...]) -> None:
+    def _ask_and_scale(self, layer: str, channels: tuple[int, ...], model: Any = None) -> None:
         from actviz.core import edit_kinds as E
 
         factor = self.ask_factor(
             self.host.dialog_parent(), f"Multiply {channels_text(channels)} of {layer} by:"
         )
         if factor is not None:
-            self._add_made(layer, lambda: E.scale(channels, factor))
+            self._add_made(layer, lambda: E.scale(channels, factor), model=model)
 
-    def _ask_and_clamp(self, layer: str, channels: tuple[int, ...]) -> None:
+    def _ask_and_clamp(self, layer: str, channels: tuple[int, ...], model: Any = None) -> None:
         from actviz.core import edit_kinds as E
 
         bounds = self.ask_range(
@@ -221,15 +241,23 @@ class WhatIfController(FeatureBase, QObject):
         )
         if bounds is not None:
             low, high = bounds
-            self._add_made(layer, lambda: E.clamp(low, high, channels=channels))
+            self._add_made(layer, lambda: E.clamp(low, high, channels=channels), model=model)
 
-    def _add_made(self, layer: str, make: Callable[[], Any], note: str = "") -> None:
+    def _add_made(
+        self, layer: str, make: Callable[[], Any], note: str = "", model: Any = None
+    ) -> None:
         try:
             edit = make()
         except (TypeError, ValueError) as exc:
             self.host.show_error(f"Could not make the edit: {exc}")
             return
-        self.add_edit(layer, edit, note)
+        self.add_edit(layer, edit, note, model=model)
+
+    def _on_model_changed(self) -> None:
+        # The tile menu open was built for the previous model's panel: it goes with it.
+        menu = self.menu
+        if menu is not None and shiboken6.isValid(menu) and menu.isVisible():
+            menu.close()
 
     def _on_run_failed(self, text: str) -> None:
         if len(self.session.edits):
@@ -347,6 +375,7 @@ class WhatIfController(FeatureBase, QObject):
         self._closed = True
         self.session.edits_changed.disconnect(self._on_edits_changed)
         self.session.result_changed.disconnect(self._on_result_changed)
+        self.session.model_changed.disconnect(self._on_model_changed)
 
 
 def _applied_edits(cap: Capture | None) -> dict[str, tuple[Any, ...]]:

@@ -47,3 +47,49 @@ def test_the_attention_map_has_a_colour_bar_spanning_it(qtbot):
     assert axis.right() <= panel.canvas.width() + 0.5
     panel.clear()
     assert not bar.isVisible()
+
+
+def test_a_canvas_off_screen_lays_out_its_plots_when_painted_or_read(qtbot):
+    # A window resize resized every token panel's canvases, on screen or not (~0.7 ms of
+    # pyqtgraph layout each, 64 ms with 25 GPT-2 panels): off screen, the plots follow the
+    # size when the canvas is next painted or a cell's place is read.
+    from PySide6.QtWidgets import QScrollArea, QVBoxLayout, QWidget
+
+    from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
+
+    scroll = QScrollArea()
+    qtbot.addWidget(scroll)
+    scroll.setWidgetResizable(True)
+    column = QWidget()
+    layout = QVBoxLayout(column)
+    canvases = [LabelledHeatCanvas(x_label="feature", bars_label="norm") for _ in range(4)]
+    heat = np.random.default_rng(1).standard_normal((6, 8)).astype(np.float32)
+    for canvas in canvases:
+        canvas.setMinimumHeight(300)
+        canvas.set_heat(heat, TOKENS, bars=np.abs(heat).sum(1))
+        layout.addWidget(canvas)
+    scroll.setWidget(column)
+    scroll.resize(400, 320)
+    scroll.show()
+    qtbot.waitExposed(scroll)
+    for _ in range(5):
+        QCoreApplication.processEvents()
+    first, last = canvases[0], canvases[-1]
+    scroll.resize(520, 320)  # wider: every canvas is resized
+    for _ in range(3):
+        QCoreApplication.processEvents()
+    assert first.width() == last.width() > 400
+    # On screen: laid out at once. Below the fold: not yet (the plot keeps its old width).
+    assert not first._layout_stale
+    assert first.ci.geometry().width() == first.width()
+    assert last._layout_stale and last.ci.geometry().width() < last.width()
+    # Reading a cell's place lays it out first: the centre of a cell is that cell.
+    point = last.cell_centre(4, 5)
+    assert not last._layout_stale and last.ci.geometry().width() == last.width()
+    assert last.cell_at(last.mapToScene(point)) == (4, 5)
+    # Scrolled to, the next one lays out when painted.
+    middle = canvases[2]
+    assert middle._layout_stale
+    scroll.ensureWidgetVisible(middle)
+    qtbot.waitUntil(lambda: not middle._layout_stale, timeout=5000)
+    assert middle.ci.geometry().width() == middle.width()

@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
 
 from actviz.ui.tokens.token_canvas import LabelledHeatCanvas
 from actviz.ui.tokens.token_panel import TokenLayerPanel
@@ -148,3 +150,53 @@ def test_a_panel_export_fills_only_that_panel(gpt2_window, monkeypatch, tmp_path
     assert path is not None and path.stat().st_size > 0
     canvas = w.host.layer_panels[waiting[-1]].token_canvas
     assert canvas.heat.shape == w.session.result.layers[waiting[-1]].tokens.heat.shape
+
+
+class _Resizes(QObject):
+    """Counts the resize events of the widgets it is installed on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, _obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt name
+        if event.type() == QEvent.Type.Resize:
+            self.count += 1
+        return False
+
+
+def test_a_new_result_does_not_resize_the_token_maps(gpt2_window):
+    # Each update of a token panel showed the mosaic's gradient slot and hid it again: Qt lays
+    # out every visible ancestor when a widget is shown, so each token canvas of each panel
+    # was resized twice per result (~90 ms of GUI-thread CPU a run with 25 GPT-2 panels).
+    win = gpt2_window
+    w = win.window
+    with win.expect_run(LOAD_MS):
+        assert w.files.open_input_source("text:the cat sat on the")
+    canvases = [
+        c
+        for p in w.host.layer_panels.values()
+        if isinstance(p, TokenLayerPanel)
+        for c in (p.token_canvas, p.token_grad_canvas)
+        if c is not None and c.isVisible()
+    ]
+    assert len(canvases) >= 4
+    sizes = [c.size() for c in canvases]
+    resizes = _Resizes()
+    for canvas in canvases:
+        canvas.installEventFilter(resizes)
+    try:
+        with win.expect_run(LOAD_MS):
+            QTest.keyClick(w, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)  # Ctrl+R
+        for _ in range(3):
+            QApplication.processEvents()
+    finally:
+        for canvas in canvases:
+            canvas.removeEventFilter(resizes)
+    assert resizes.count == 0
+    # The maps kept their size (before, the first result's maps stayed squeezed to 120 px
+    # tall until a later layout pass).
+    assert [c.size() for c in canvases] == sizes
+    assert all(s.height() > 200 for s in sizes), sizes
+    panel = next(p for p in w.host.layer_panels.values() if isinstance(p, TokenLayerPanel))
+    assert panel.gradient_slot.isHidden() and panel.token_box.isVisible()
