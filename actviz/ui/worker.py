@@ -26,7 +26,7 @@ from PySide6.QtCore import QMetaMethod, QObject, QThreadPool, Signal, Slot
 
 from actviz.core.allocator import mark_arena
 from actviz.core.capture import CaptureCancelled
-from actviz.core.threads import torch_threads, worker_threads
+from actviz.core.threads import lower_thread_priority, torch_threads, worker_threads
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,9 @@ JobFn = Callable[[Callable[[], bool], Callable[[str], None]], Any]
 
 #: How long a thread running Python may keep the GIL while another waits for it (seconds).
 GIL_SWITCH_INTERVAL_S = 0.001
+#: Nice steps the window's capture worker runs below the GUI thread: a capture's two threads
+#: and the GUI thread at one priority share two cores by thirds, and a paint waits.
+CAPTURE_NICE = 5
 
 
 def favour_gui_thread() -> None:
@@ -210,8 +213,10 @@ class _Runner:
         second_stage: QThreadPool | None = None,
         started_at: float | None = None,
         threads: int | None = None,
+        nice: int = 0,
     ) -> None:
         self.generation = generation
+        self.nice = nice
         self.threads = threads  # torch's count for a first stage (None: as the thread has it)
         self.job: JobFn | None = job
         self.should_stop = should_stop
@@ -229,6 +234,8 @@ class _Runner:
         start = self.started_at if self.started_at is not None else time.perf_counter()
         result: Any = None
         error: BaseException | None = None
+        if self.nice:  # before torch's first op: the OpenMP team it starts inherits it
+            lower_thread_priority(self.nice)
         try:
             if job is None or self.should_stop():
                 raise CaptureCancelled("superseded before it started")
@@ -244,7 +251,7 @@ class _Runner:
                     raise TypeError("a Staged job's `then` returned Staged again")
                 # Handed over from this thread: a busy event loop must not delay the capture.
                 continuation = _Runner(
-                    gen, result.then, self.should_stop, signals, started_at=start
+                    gen, result.then, self.should_stop, signals, started_at=start, nice=self.nice
                 )
                 self.release()
                 signals.staged.emit(gen)
@@ -270,13 +277,19 @@ class _Runner:
 class Worker(QObject):
     """Runs jobs off the GUI thread; only current jobs (not superseded, dropped or ended)
     report. ``max_threads``: 1 for captures (hooks are per-module state); loads may use more.
+    ``nice``: its threads run that many steps below the GUI thread (Linux), so a paint never
+    waits for a time slice while a capture's threads fill both cores.
     """
 
     #: Every job as it is submitted, for whoever watches the whole worker (tests, benchmarks).
     job_submitted = Signal(object)
 
-    def __init__(self, parent: QObject | None = None, *, max_threads: int = 1) -> None:
+    def __init__(
+        self, parent: QObject | None = None, *, max_threads: int = 1, nice: int = 0
+    ) -> None:
         super().__init__(parent)
+        #: Nice steps below the GUI thread its threads run at (Linux), from their first job.
+        self.nice = nice
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(max(1, int(max_threads)))
         # Second stages (Staged.then), one at a time and in order, so results arrive in order.
@@ -334,6 +347,8 @@ class Worker(QObject):
         unreported and unsuperseded: for benchmarks on live mode's capture thread."""
 
         def run() -> None:
+            if self.nice:
+                lower_thread_priority(self.nice)
             with torch_threads(self.threads):
                 fn()
 
@@ -378,6 +393,7 @@ class Worker(QObject):
             self._signals,
             second_stage=self._second,
             threads=self.threads if threads is None else max(1, int(threads)),
+            nice=self.nice,
         )
         self._runners.add(gen)
         self._running.add(gen)

@@ -14,7 +14,7 @@ import numpy as np
 
 from actviz.core.input_copies import list_layout
 from actviz.core.model_copy import ModelCopy
-from actviz.core.threads import lower_thread_priority, torch_threads
+from actviz.core.threads import torch_threads
 from actviz.display.mosaic import MAX_MOSAIC_PIXELS
 from actviz.display.prepare import prepare
 from actviz.display.repage import reusable_mosaics
@@ -25,11 +25,8 @@ from actviz.ui.worker import Staged
 if TYPE_CHECKING:  # pragma: no cover
     from actviz.workspace.session_state import RunRequest, RunResult
 
-__all__ = ["CAPTURE_NICE", "MIN_LIVE_MOSAIC_PIXELS", "FrameSpec", "frame_job", "mosaic_budget"]
+__all__ = ["MIN_LIVE_MOSAIC_PIXELS", "FrameSpec", "frame_job", "mosaic_budget"]
 
-#: How much lower than the GUI thread the capture threads run (nice steps, Linux): with both
-#: cores capturing (two lanes), a GUI thread at the same priority waits for a time slice.
-CAPTURE_NICE = 5
 #: Least pixel budget of a live frame's mosaic (a canvas not laid out yet is tiny).
 MIN_LIVE_MOSAIC_PIXELS = 128 * 128
 
@@ -124,9 +121,6 @@ def frame_job(
             raise CaptureCancelled("the live frame was dropped before it started")
         spec_: FrameSpec = p["spec"]
         base_: RunRequest = p["base"]
-        # For good on this thread (and the torch threads it starts): the window's own runs
-        # on lane 0 then leave the GUI thread first call on a core too.
-        lower_thread_priority(CAPTURE_NICE)
         if p["build"] is not None:
             p["build"].build()  # on lane 0, between two captures of the model
         t0 = time.perf_counter()

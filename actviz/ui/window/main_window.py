@@ -40,7 +40,7 @@ from actviz.ui.window.result_display import ResultDisplay
 from actviz.ui.window.runs import RunControl
 from actviz.ui.window.script import Explorer, moved
 from actviz.ui.window.settings import AppSettings
-from actviz.ui.worker import Worker, favour_gui_thread, release_gui_thread
+from actviz.ui.worker import CAPTURE_NICE, Worker, favour_gui_thread, release_gui_thread
 from actviz.workspace.session_state import Session
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ class MainWindow(QMainWindow):
         self.chosen_height = 0
         # One capture at a time on the model; loads build objects nobody else holds yet.
         favour_gui_thread()  # the workers below run Python beside the GUI thread
-        self.worker = Worker(self)
+        self.worker = Worker(self, nice=CAPTURE_NICE)
         self.model_loads = Worker(self, max_threads=2)
         self.input_loads = Worker(self, max_threads=2)
         self.export_worker = Worker(self)

@@ -964,7 +964,7 @@ def test_frames_capture_below_the_gui_threads_priority(qtbot, actviz_window, mon
     import threading
 
     import actviz.core.capture as core_capture
-    from actviz.ui.live.frame_job import CAPTURE_NICE
+    from actviz.ui.worker import CAPTURE_NICE
 
     win = live_window(actviz_window)
 
