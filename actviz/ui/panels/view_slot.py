@@ -14,6 +14,7 @@ from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.bar_canvas import BarCanvas
 from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.image_column import auto_levels
 
 if TYPE_CHECKING:  # the panels never import torch at run time
     from actviz.display.layer_views import LayerView
@@ -38,8 +39,7 @@ NB_HYPHEN = "\u2011"
 
 
 def scale_legend(mosaic: Mosaic) -> str:
-    """What a mosaic's colour bar means, in words (shown under the mosaic; its hyphenated
-    words never split over two lines)."""
+    """What a mosaic's colour bar means, in words (hyphens never split over two lines)."""
     if mosaic.normalize == "channel":
         if mosaic.symmetric:
             return f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
@@ -105,11 +105,8 @@ def data_shape(view: LayerView) -> tuple[int, ...]:
 
 
 class ViewSlot(QtWidgets.QWidget):
-    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases.
-
-    Canvases are created on first use and then only updated, so a layer that always shows
-    maps owns exactly one ImageItem for its whole life.
-    """
+    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases,
+    each created on first use and then only updated."""
 
     hovered = QtCore.Signal(object)  # Location
     hover_left = QtCore.Signal()
@@ -217,9 +214,7 @@ class ViewSlot(QtWidgets.QWidget):
                 return
             canvas = self._images()
             canvas.set_colormap(self.colormap())
-            # Shared: the layer's values on the bar. Per channel: every tile has its own
-            # scale, so the bar reads 0..1 (-1..1) of a tile's own range, and the legend says so.
-            # The painted indices; the float image is made only if someone reads it.
+            # The float image is made only if someone reads it.
             canvas.set_image(
                 mosaic.indices,
                 mosaic.levels,
@@ -242,9 +237,7 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.setCurrentWidget(canvas)
         elif view.kind == "heatmap":
             data = np.ascontiguousarray(view.data, dtype=np.float32)
-            levels = style.finite_range(data) or (0.0, 1.0)
-            if levels[1] <= levels[0]:
-                levels = (levels[0], levels[0] + 1.0)
+            levels = auto_levels(data)
             canvas = self._images()
             canvas.clear_tiles()
             canvas.set_colormap(self.colormap())
@@ -352,9 +345,7 @@ class ViewSlot(QtWidgets.QWidget):
 
 
 def short_value(value: float) -> str:
-    """:func:`~actviz.ui.panels.style.format_value` in fewer characters (a narrow read-out):
-    three significant digits in scientific notation, its exponent without padding
-    (``2.74e-6`` for ``2.743e-06``)."""
+    """``format_value`` in fewer characters (``2.74e-6`` for ``2.743e-06``)."""
     text = style.format_value(value)
     if "e" not in text or "n" in text:  # ordinary magnitudes, nan and inf stay
         return text
@@ -371,9 +362,8 @@ def hover_text(
     unit_names: tuple[str, ...] = (),
     short: bool = False,
 ) -> str:
-    """The read-out for a data location of ``activation`` (and ``gradient``, when shown), e.g. ``ch 12  (x=3, y=7)  value 0.532``;
-    ``short``: the same numbers in fewer characters (``ch 12 (3,7) 0.532 |g| 0.1``), for
-    a narrow panel (the column beside the channel view)."""
+    """The read-out at ``loc``, e.g. ``ch 12  (x=3, y=7)  value 0.532``; ``short``: fewer
+    characters (``ch 12 (3,7) 0.532 |g| 0.1``)."""
     if loc.kind == "maps":
         unit = tile_unit or "ch"
         where = (
@@ -401,8 +391,7 @@ def hover_text(
 
 
 class TileSelection:
-    """Channels picked with Ctrl+click (one toggled) and Shift+click (a range from the last
-    one picked), in channel order."""
+    """Channels picked with Ctrl+click (toggle) and Shift+click (range), in channel order."""
 
     def __init__(self) -> None:
         self.channels: list[int] = []
