@@ -125,16 +125,15 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
             module.fused_attn = False
         yield
     finally:
-        for config, value in saved_configs:
-            if value is _MISSING:
-                config.__dict__.pop("_attn_implementation_internal", None)
-            else:
-                config.__dict__["_attn_implementation_internal"] = value
-        for module, value in saved_fused:
-            if value is _MISSING:
-                module.__dict__.pop("fused_attn", None)
-            else:
-                module.__dict__["fused_attn"] = value
+        for key, saved in (
+            ("_attn_implementation_internal", saved_configs),
+            ("fused_attn", saved_fused),
+        ):
+            for obj, value in saved:
+                if value is _MISSING:
+                    obj.__dict__.pop(key, None)
+                else:
+                    obj.__dict__[key] = value
 
 
 @dataclass(frozen=True)

@@ -155,9 +155,7 @@ class Mosaic:
     @property
     def last_channel(self) -> int:
         """The layer channel of the last tile (``first_channel - 1`` when empty)."""
-        if self.order is not None and self.channels:
-            return self.order.channels[self.position + self.channels - 1]
-        return self.first_channel + self.channels - 1
+        return self.tile_channels[-1] if self.channels else self.first_channel - 1
 
     @property
     def tile_channels(self) -> tuple[int, ...]:
@@ -168,9 +166,7 @@ class Mosaic:
 
     def shows(self, channel: int) -> bool:
         """Whether layer channel ``channel`` has a tile on this page."""
-        if self.order is not None:
-            return int(channel) in self.tile_channels
-        return self.first_channel <= int(channel) <= self.last_channel
+        return int(channel) in self.tile_channels
 
     def channel_at(self, x: float, y: float) -> int | None:
         """The layer channel under image pixel ``(x, y)`` (column, row), or None for padding."""
@@ -183,24 +179,16 @@ class Mosaic:
         if x - col * step_x >= self.tile_w or y - row * step_y >= self.tile_h:
             return None
         c = row * self.cols + col
-        if c >= self.channels:
-            return None
-        if self.order is not None:
-            return self.order.channels[self.position + c]
-        return self.first_channel + c
+        return self.tile_channels[c] if c < self.channels else None
 
     def tile_origin(self, channel: int) -> tuple[int, int]:
         """``(y0, x0)`` of layer channel ``channel``'s tile in :attr:`image`."""
-        if self.order is not None:
-            at = self.order.position(channel)
-            c = -1 if at is None else at - self.position
-        else:
-            c = channel - self.first_channel
-        if not 0 <= c < self.channels:
+        if not self.shows(channel):
             raise IndexError(
                 f"channel {channel} is not on this mosaic "
                 f"({self.first_channel}..{self.last_channel})"
             )
+        c = self.tile_channels.index(int(channel))
         return (c // self.cols) * (self.tile_h + self.pad), (c % self.cols) * (
             self.tile_w + self.pad
         )

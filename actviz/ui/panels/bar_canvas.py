@@ -39,16 +39,8 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         negative_color: str = style.BAR_NEGATIVE,
     ) -> None:
         super().__init__(parent)
-        self._passive = passive
         self._count = 0
-        self._inside = False
-        self.setBackground(style.PLOT_BACKGROUND)
-        self.ci.setContentsMargins(2, 4, 6, 2)
-        self.ci.setSpacing(0)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
-        )
-        self.setMinimumSize(90, 80)
+        self._init_cell(passive, (2, 4, 6, 2), 0)
         self.view = pg.ViewBox(enableMenu=False)
         self.view.setMouseEnabled(x=not passive, y=not passive)
         self.view.disableAutoRange()

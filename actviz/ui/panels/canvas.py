@@ -132,6 +132,17 @@ class _GridCellCanvas:
     _inside: bool
     _passive: bool
 
+    def _init_cell(self, passive: bool, margins: tuple[int, int, int, int], spacing: int) -> None:
+        self._passive = passive
+        self._inside = False
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.setContentsMargins(*margins)
+        self.ci.setSpacing(spacing)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
+        )
+        self.setMinimumSize(90, 80)
+
     def _leave(self) -> None:
         if self._inside:
             self._inside = False
@@ -178,22 +189,13 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         fit_width: bool = False,
     ) -> None:
         super().__init__(parent)
-        self._passive = passive
         # Before _fit_width (resizeEvent asks for it once that is set).
         self._sync_scene_soon = DeferredCall(self, self._sync_scene)
         self._fit_width = fit_width
         self._lock_aspect = True
         self._shape: tuple[int, ...] | None = None
-        self._inside = False
-        self.setBackground(style.PLOT_BACKGROUND)
-        self.ci.setContentsMargins(
-            _CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V
-        )
-        self.ci.setSpacing(_CANVAS_SPACING)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
-        )
-        self.setMinimumSize(90, 80)
+        margins = (_CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V)
+        self._init_cell(passive, margins, _CANVAS_SPACING)
 
         # No context menu: it is costly to build per canvas.
         self.view = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)

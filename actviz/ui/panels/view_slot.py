@@ -156,9 +156,13 @@ class ViewSlot(QtWidgets.QWidget):
             self.image_canvas.resized.connect(self.resized)
             self.image_canvas.hovered.connect(self._on_image_hovered)
             self.image_canvas.hover_left.connect(self.hover_left)
-            self.image_canvas.clicked.connect(self._on_image_clicked)
-            self.image_canvas.select_clicked.connect(self._on_image_select_clicked)
-            self.image_canvas.context_requested.connect(self._on_image_context)
+            self.image_canvas.clicked.connect(lambda x, y: self._emit_at(self.clicked, x, y))
+            self.image_canvas.select_clicked.connect(
+                lambda x, y, extend: self._emit_at(self.select_clicked, x, y, extend)
+            )
+            self.image_canvas.context_requested.connect(
+                lambda x, y, screen: self._emit_at(self.context_requested, x, y, screen)
+            )
             self.stack.addWidget(self.image_canvas)
         return self.image_canvas
 
@@ -209,8 +213,7 @@ class ViewSlot(QtWidgets.QWidget):
         if view.kind == "maps":
             if mosaic is None:
                 logger.warning("maps view without a mosaic: nothing to draw")
-                self.placeholder.setText("no mosaic")
-                self.stack.setCurrentWidget(self.placeholder)
+                self._show_placeholder("no mosaic")
                 return
             canvas = self._images()
             canvas.set_colormap(self.colormap())
@@ -254,8 +257,11 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.setCurrentWidget(label)
         else:
             logger.warning("unknown view kind %r", view.kind)
-            self.placeholder.setText(f"cannot show {view.kind!r}")
-            self.stack.setCurrentWidget(self.placeholder)
+            self._show_placeholder(f"cannot show {view.kind!r}")
+
+    def _show_placeholder(self, text: str) -> None:
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
 
     def show_difference(self, view: LayerView, mosaic: Mosaic | None, colormap: str) -> None:
         """Show ``view`` (edited minus unedited) painted with ``colormap`` whatever the
@@ -305,8 +311,7 @@ class ViewSlot(QtWidgets.QWidget):
             self.image_canvas.clear_image()
         if self.bar_canvas is not None:
             self.bar_canvas.set_values(np.zeros(0, dtype=np.float32))
-        self.placeholder.setText("no data")
-        self.stack.setCurrentWidget(self.placeholder)
+        self._show_placeholder("no data")
 
     def locate(self, x: float, y: float) -> Location | None:
         """Map a pixel of the image canvas to a location in the view's data."""
@@ -328,20 +333,10 @@ class ViewSlot(QtWidgets.QWidget):
         else:
             self.hovered.emit(loc)
 
-    def _on_image_clicked(self, x: float, y: float) -> None:
+    def _emit_at(self, signal: QtCore.SignalInstance, x: float, y: float, *extra: object) -> None:
         loc = self.locate(x, y)
         if loc is not None:
-            self.clicked.emit(loc)
-
-    def _on_image_select_clicked(self, x: float, y: float, extend: bool) -> None:
-        loc = self.locate(x, y)
-        if loc is not None:
-            self.select_clicked.emit(loc, extend)
-
-    def _on_image_context(self, x: float, y: float, screen: QtCore.QPoint) -> None:
-        loc = self.locate(x, y)
-        if loc is not None:
-            self.context_requested.emit(loc, screen)
+            signal.emit(loc, *extra)
 
 
 def short_value(value: float) -> str:
