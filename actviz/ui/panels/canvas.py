@@ -244,7 +244,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self._cmap = ""
         self.set_colormap(cmap)
 
-    # -- data ------------------------------------------------------------------------------
     def set_image(
         self,
         image: np.ndarray,
@@ -468,7 +467,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         scene_point = self.image.mapToScene(QtCore.QPointF(x, y))
         return self.mapFromScene(scene_point)
 
-    # -- mouse -----------------------------------------------------------------------------
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         self.ensure_scene()
         super().mousePressEvent(event)

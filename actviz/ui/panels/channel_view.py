@@ -147,7 +147,6 @@ class ChannelView(PanelBase):
         self.setProperty("layoutFill", True)
         self.clear()
 
-    # -- building ------------------------------------------------------------------------------
     def _build_controls(self) -> QtWidgets.QHBoxLayout:
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(4)
@@ -178,7 +177,6 @@ class ChannelView(PanelBase):
         row.addWidget(self.close_button)
         return row
 
-    # -- data ----------------------------------------------------------------------------------
     def set_channel(
         self,
         name: str,
@@ -344,7 +342,6 @@ class ChannelView(PanelBase):
         self.status_label.setText("click a channel in the layer grid")
         self.channel_changed.emit("", -1)
 
-    # -- drawing -------------------------------------------------------------------------------
     def _symmetric(self) -> bool:
         return self._choice == AUTO and self._signed
 
@@ -370,7 +367,6 @@ class ChannelView(PanelBase):
         self.backdrop.setVisible(on)
         self.activation_canvas.image.setOpacity(OVERLAY_OPACITY if on else 1.0)
 
-    # -- read-outs -----------------------------------------------------------------------------
     def hover_text(self, x: int, y: int) -> str:
         """Read-out for pixel (x, y), e.g. ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``."""
         if self.activation is None:
@@ -403,7 +399,6 @@ class ChannelView(PanelBase):
             "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
         )
 
-    # -- keys ----------------------------------------------------------------------------------
     def _step_for(self, event: QtGui.QKeyEvent) -> int:
         return STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0)
 

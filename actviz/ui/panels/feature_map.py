@@ -118,7 +118,6 @@ class LayerPanel(PanelBase):
         )
         layout.addWidget(self.difference_button)
 
-    # -- public setters ------------------------------------------------------------------------
     def set_module_type(self, type_name: str) -> None:
         """Set the module class name shown in the title (e.g. "Conv2d")."""
         if type_name == self._module_type:
@@ -164,7 +163,6 @@ class LayerPanel(PanelBase):
         """What the tiles are when not channels ("" for channels)."""
         return self._tile_unit
 
-    # -- what-if -------------------------------------------------------------------------------
     def set_edit_badge(self, text: str) -> None:
         """Mark the panel as edited (``text``: "ablate ch 3"); "" removes the mark."""
         if text == self._edited:
@@ -318,7 +316,6 @@ class LayerPanel(PanelBase):
         self.page_bar.show_page(None)
         self.status_label.setText("")
 
-    # -- helpers ---------------------------------------------------------------------------
     def _update_title(self) -> None:
         name = self.name or "(model)"
         parts = [name]

@@ -219,7 +219,6 @@ class OverlayPanel(PanelBase):
         self.setMinimumSize(220, 240)
         self.clear()
 
-    # -- setters ---------------------------------------------------------------------------
     def set_token_values(
         self,
         tokens: Sequence[str],
@@ -323,7 +322,6 @@ class OverlayPanel(PanelBase):
         self.set_message("")
         self.status_label.setText("")
 
-    # -- helpers ---------------------------------------------------------------------------
     def _fit(self) -> None:
         """Stretch the heat map over the picture and fit the view to the picture."""
         if self.rgb is not None:

@@ -149,7 +149,6 @@ class ViewSlot(QtWidgets.QWidget):
         self.view: LayerView | None = None
         self.mosaic: Mosaic | None = None
 
-    # -- lazily built pages ------------------------------------------------------------------
     def _images(self) -> ImageCanvas:
         if self.image_canvas is None:
             self.image_canvas = ImageCanvas(passive=True, cmap=self.colormap(), fit_width=True)
@@ -204,7 +203,6 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.addWidget(self.scalar_label)
         return self.scalar_label
 
-    # -- data ----------------------------------------------------------------------------------
     def show_view(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
         self.view, self.mosaic = view, mosaic
         if view is None:
