@@ -1,20 +1,9 @@
 """Attention probabilities per head, and attention rollout.
 
-Fused attention kernels (PyTorch's ``scaled_dot_product_attention``, which Hugging Face's
-``sdpa`` and timm's ``fused_attn`` use) never form the probabilities, so they cannot be hooked.
-:func:`capture_attention` runs the model once more, forward only, with the unfused path its
-authors wrote for exactly this (Hugging Face ``eager`` attention, timm ``fused_attn = False``)
-and records what that path computes:
-
-* Hugging Face: the attention modules the model itself names for ``output_attentions``
-  (``_can_record_outputs["attentions"]``: class, output index, layer name); their output at that
-  index is what ``model(..., output_attentions=True).attentions`` returns, value for value.
-* timm: the output of each ``Attention`` module's ``attn_drop`` (softmax of ``q k^T * scale``;
-  dropout is the identity in eval mode), named by the attention module.
-
-The switch is undone in ``finally`` and the capture run the window shows is never affected: its
-outputs come from the model's own (fused) path. The unfused path agrees with the fused one to
-float32 rounding (about 1e-6 relative on the outputs; the tests check 1e-5).
+Fused attention kernels never form the probabilities, so :func:`capture_attention` runs the
+model once more, forward only, on its unfused path (Hugging Face ``eager``, timm
+``fused_attn = False``) and records the modules the model names for ``output_attentions``
+(Hugging Face) or each ``attn_drop`` output (timm). The switch is undone in ``finally``.
 """
 
 from __future__ import annotations
@@ -136,28 +125,22 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
             module.fused_attn = False
         yield
     finally:
-        for config, value in saved_configs:
-            if value is _MISSING:
-                config.__dict__.pop("_attn_implementation_internal", None)
-            else:
-                config.__dict__["_attn_implementation_internal"] = value
-        for module, value in saved_fused:
-            if value is _MISSING:
-                module.__dict__.pop("fused_attn", None)
-            else:
-                module.__dict__["fused_attn"] = value
+        for key, saved in (
+            ("_attn_implementation_internal", saved_configs),
+            ("fused_attn", saved_fused),
+        ):
+            for obj, value in saved:
+                if value is _MISSING:
+                    obj.__dict__.pop(key, None)
+                else:
+                    obj.__dict__[key] = value
 
 
 @dataclass(frozen=True)
 class AttentionMaps:
     """Attention probabilities of every attention module of one run (arrays read-only).
 
-    Attributes
-    ----------
-    layers
-        The attention modules, in the order they ran.
-    probs
-        ``{module: (N, heads, queries, keys)}`` float32; each row sums to 1.
+    ``probs`` is ``{module: (N, heads, queries, keys)}`` float32 for ``layers`` in run order.
     """
 
     layers: tuple[str, ...]
@@ -189,21 +172,11 @@ def capture_attention(
     should_stop: Callable[[], bool] | None = None,
     max_bytes: int | None = None,
 ) -> AttentionMaps | None:
-    """Record the attention probabilities of every attention module of ``model`` on
-    ``inputs``: one extra forward pass, without gradients, under :func:`eager_attention`
-    (see the module docstring). None when ``model`` has no attention module it knows.
+    """Attention probabilities of every attention module of ``model`` on ``inputs`` (one
+    extra forward pass under :func:`eager_attention`); None for a model it does not know.
 
-    Parameters
-    ----------
-    model
-        A Hugging Face or timm model (others: None).
-    inputs
-        As for :func:`actviz.core.capture.capture`.
-    should_stop
-        Polled before every module call (``CaptureCancelled``).
-    max_bytes
-        Refuse (``CaptureTooLarge``) once the recorded maps would exceed this many bytes
-        (they grow with the square of the sequence length).
+    ``should_stop`` is polled before every module call; ``max_bytes`` refuses
+    (``CaptureTooLarge``) maps larger than that.
     """
     from actviz.core.capture import capture
 
@@ -247,23 +220,9 @@ def capture_attention(
 
 
 def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020) through the layers given, first to last.
-
-    Each layer's heads are averaged, the identity is added (the residual connection) and the
-    rows renormalised to sum to 1; the layers are multiplied through:
-    ``R = A_L' ... A_2' A_1'``. Row ``i`` of the result says how much each input token
-    contributes to token ``i`` at the last layer.
-
-    Parameters
-    ----------
-    attentions
-        One ``(heads, T, T)`` or ``(T, T)`` array (or tensor) per layer, in forward order.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(T, T)`` float64; each row sums to 1.
-    """
+    """Attention rollout (Abnar & Zuidema, 2020): ``R = A_L' ... A_1'`` with each ``A'`` the
+    head mean plus identity, rows renormalised. ``(T, T)`` float64 from one ``(heads, T, T)``
+    or ``(T, T)`` per layer in forward order."""
     if len(attentions) == 0:
         raise ValueError("attention rollout needs at least one layer")
     result: np.ndarray | None = None
@@ -285,9 +244,8 @@ def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
 def rollout_map(
     rollout: np.ndarray, layout: SequenceLayout, size: tuple[int, int] | None = None
 ) -> np.ndarray:
-    """The rollout over the image: the class token's row (the mean row without a prefix
-    token) over the patch tokens, on the patch grid, resized to ``size`` (bilinear, like
-    Grad-CAM) and scaled to [0, 1]."""
+    """The rollout over the image: the class token's row (else the mean row) over the patches,
+    resized to ``size`` and scaled to [0, 1]."""
     rows, cols = layout.grid
     if rollout.shape[0] != layout.tokens:
         raise ValueError(f"a rollout over {rollout.shape[0]} tokens does not fit {layout}")

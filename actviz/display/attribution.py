@@ -1,9 +1,6 @@
 """Pictures about the whole input: the image shown, saliency, Grad-CAM, predictions.
 
-Saliency and Grad-CAM are written once, in torch, so they run where the tensors live (the
-device path packs their results into its single host copy) and return numpy through thin
-wrappers. The rule for the Grad-CAM layer shown by default lives here too
-(:func:`default_gradcam_layer`), for the window, live mode and export alike.
+Saliency and Grad-CAM are written once, in torch, so they run where the tensors live.
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ def _pick(t: torch.Tensor, sample: int) -> torch.Tensor:
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
-    """``x`` scaled so its peak is 1 (zeros when there is no positive peak), no host sync."""
+    """``x`` scaled so its peak is 1 (zeros without a positive peak), with no host sync."""
     peak = x.max() if x.numel() else torch.zeros((), dtype=x.dtype, device=x.device)
     return torch.where(peak > 0, x / torch.where(peak > 0, peak, 1.0), torch.zeros_like(x))
 
@@ -68,8 +65,7 @@ def grad_cam_tensor(
     size: tuple[int, int] | None = None,
     sample: int = 0,
 ) -> torch.Tensor:
-    """Grad-CAM of one sample on the tensors' device: ReLU of the gradient-weighted sum of the
-    channels, resized to ``size``, scaled to [0, 1]. Expects ``(N, C, H, W)`` or ``(C, H, W)``."""
+    """Grad-CAM of one ``(N, C, H, W)`` / ``(C, H, W)`` sample on its device, in [0, 1]."""
     a, g = as_float(activation), as_float(gradient)
     if a.dim() == 4:
         a, g = _pick(a, sample), _pick(g, sample)
@@ -103,8 +99,7 @@ def grad_cam(
 def saliency_tensor(
     input_grad: torch.Tensor, size: tuple[int, int] | None = None, sample: int = 0
 ) -> torch.Tensor:
-    """Saliency of one sample on the gradient's device: max over channels of ``|grad|``, scaled
-    to [0, 1], then resized to ``size``. Other ranks give a 2-D strip."""
+    """Saliency of one sample on its device: max over channels of ``|grad|``, in [0, 1]."""
     g = as_float(input_grad).abs()
     if g.dim() == 4:
         g = _pick(g, sample)
@@ -127,8 +122,8 @@ def saliency(input_grad: Any, sample: int = 0) -> np.ndarray:
 
 
 def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.ndarray | None:
-    """The RGB image overlays are drawn on: the loaded image when it matches the input tensor's
-    size, else one rebuilt from an image-like input tensor (min-max scaled), else None."""
+    """The RGB image overlays are drawn on: the loaded one if its size matches, else one
+    rebuilt from an image-like input tensor (min-max scaled), else None."""
     x = first_tensor(inputs)
     if x is None or not x.is_floating_point():
         return image
@@ -139,7 +134,6 @@ def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.
     h, w = int(x.shape[1]), int(x.shape[2])
     if image is not None and image.shape[:2] == (h, w):
         return np.ascontiguousarray(image)
-    # In NumPy, in place (every live frame's picture): the float32 steps torch took, bit for bit.
     arr = x.detach().float().cpu().numpy()
     lo, hi = float(arr.min()), float(arr.max())
     scaled = np.zeros(arr.shape, np.float32)
@@ -151,8 +145,7 @@ def display_image(inputs: Any, image: np.ndarray | None, sample: int = 0) -> np.
 
 
 def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any = None) -> str:
-    """Why there is no saliency picture for these input gradients ("" when there is one);
-    ``inputs``: the inputs themselves, to word it for token ids."""
+    """Why there is no saliency picture for these input gradients ("" when there is one)."""
     grad = first_tensor(input_grads)
     if grad is None and token_input(inputs):
         return (
@@ -162,8 +155,6 @@ def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any
     if grad is None:
         x = first_tensor(inputs)
         if x is not None and x.is_floating_point():
-            # A float input gets no gradient when the run stopped the backward before it (a
-            # run made with no saliency view shown) or when the output does not depend on it.
             return (
                 "No input gradient in this run: it did not differentiate back to the input "
                 "(press Run with a saliency view shown), or the output does not depend on it."
@@ -176,23 +167,15 @@ def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any
     return ""
 
 
-# --------------------------------------------------------------------------------------------
-# text inputs: saliency per token
-# --------------------------------------------------------------------------------------------
-
-
 def token_input(inputs: Any) -> bool:
-    """Whether the model's (first) input is token ids: an integer tensor, as a tokenizer makes
-    (no gradient reaches it, so saliency is taken at the input embedding instead)."""
+    """Whether the model's (first) input is token ids (an integer tensor)."""
     x = first_tensor(inputs)
     return x is not None and not x.is_floating_point() and not x.is_complex() and x.dim() >= 1
 
 
 def input_embedding(model: nn.Module | None) -> str | None:
-    """The module whose output is the input's token embeddings: a Hugging Face model's
-    ``get_input_embeddings()``, else the first ``nn.Embedding`` (registration order); None
-    when there is none. The run request records it for a text input, and saliency is read
-    from its output and gradient (:func:`token_saliency`)."""
+    """The module whose output is the input's token embeddings (``get_input_embeddings()``,
+    else the first ``nn.Embedding``), where a text input's saliency is read; None if none."""
     if model is None:
         return None
     names = {id(m): n for n, m in model.named_modules()}
@@ -213,8 +196,7 @@ def input_embedding(model: nn.Module | None) -> str | None:
 def token_saliency_tensor(
     embedding: torch.Tensor, gradient: torch.Tensor, sample: int = 0
 ) -> torch.Tensor:
-    """``|gradient x input embedding|`` per token of one sample, where the tensors live: the
-    product summed over the embedding dimension, its magnitude; ``(T,)`` from ``(N, T, D)``."""
+    """``|sum_D gradient x input embedding|`` per token of one sample: ``(T,)`` from ``(N, T, D)``."""
     e, g = as_float(embedding), as_float(gradient)
     if e.dim() == 3:
         e, g = _pick(e, sample), _pick(g, sample)
@@ -226,17 +208,7 @@ def token_saliency_tensor(
 class TokenSaliency:
     """Saliency of a text input: ``|gradient x input embedding|`` per token (arrays read-only).
 
-    Attributes
-    ----------
-    tokens
-        The ``T`` labels (the input's token strings, else positions).
-    values
-        ``(T,)`` float32, the magnitude of each token's embedding times its gradient, summed
-        over the embedding dimension (raw, not scaled).
-    layer
-        The embedding module it was read at.
-    sample
-        The batch element.
+    ``tokens`` labels the ``T`` raw ``values``; ``layer`` is the embedding module read.
     """
 
     tokens: tuple[str, ...]
@@ -271,8 +243,7 @@ class TokenSaliency:
 def token_saliency(
     cap: Any, layer: str | None, tokens: Sequence[str] | None = None, sample: int = 0
 ) -> TokenSaliency | None:
-    """The saliency of a text input from a capture that recorded its embedding ``layer``
-    (:func:`input_embedding`) with a gradient; None for another input or without them."""
+    """A text input's saliency from its embedding ``layer``'s output and gradient, or None."""
     from actviz.display.token_maps import token_labels
 
     if layer is None or layer not in cap or not token_input(cap.inputs):
@@ -302,8 +273,7 @@ def saliency_at_image(
 
 
 def spatial_layers(cap: Any) -> list[str]:
-    """Captured layers with a spatial ``(N, C, H, W)`` output and a gradient of the same shape
-    (the layers Grad-CAM can use), in execution order."""
+    """Captured layers with an ``(N, C, H, W)`` output and a same-shape gradient (Grad-CAM's)."""
     out = []
     for name in cap.names:
         act, grad = cap[name].tensor, cap[name].grad
@@ -314,11 +284,8 @@ def spatial_layers(cap: Any) -> list[str]:
 
 
 def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -> list[str]:
-    """The Grad-CAM layers a window offers: :func:`spatial_layers` for an image-like input,
-    none otherwise (there is no picture to lay the map over). Under a vision transformer's
-    patch ``layout`` (:class:`~actviz.display.token_maps.SequenceLayout`), its token layers too,
-    as maps on the patch grid, when their patch tokens have a gradient (a class-token model's
-    last block has none: only its class token reaches the head)."""
+    """The Grad-CAM layers offered for an image input: :func:`spatial_layers`, plus under a
+    ViT patch ``layout`` the token layers whose patch tokens have a gradient."""
     if image is None:
         return []
     spatial = set(spatial_layers(cap))
@@ -343,12 +310,8 @@ def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -
 def default_gradcam_layer(
     cap: Any, candidates: Iterable[str], requested: str | None = None
 ) -> str | None:
-    """The Grad-CAM layer shown first: ``requested`` when it has a map, else the last captured
-    candidate whose output is larger than 1x1, else None.
-
-    One rule for the window, live mode and export. A 1x1 map (ResNet's ``avgpool``) is one flat
-    colour, so it is never chosen by default; the user can still pick it.
-    """
+    """The Grad-CAM layer shown first: ``requested`` when it has a map, else the last
+    candidate larger than 1x1 (one rule for the window, live mode and export)."""
     names = list(candidates)
     if requested in names:
         return requested
@@ -361,11 +324,8 @@ def default_gradcam_layer(
 def last_spatial_layer(
     names: Sequence[str], shapes: Mapping[str, tuple[int, ...] | None]
 ) -> str | None:
-    """The last of ``names`` whose output is a spatial ``(N, C, H, W)`` map larger than 1x1.
-
-    The rule behind every "most telling layer" default (Grad-CAM, the selected layer and its
-    histogram): a 1x1 map is one flat colour and a classifier's logits make a poor histogram.
-    """
+    """The last of ``names`` with an ``(N, C, H, W)`` output larger than 1x1 (the default
+    "most telling layer": a 1x1 map is one flat colour)."""
     for name in reversed(names):
         shape = shapes.get(name)
         if shape is not None and len(shape) == 4 and shape[-1] * shape[-2] > 1:
@@ -376,11 +336,8 @@ def last_spatial_layer(
 def top_k(
     output: Any, k: int = 5, categories: Sequence[str] | None = None, sample: int = 0
 ) -> list[tuple[int, str, float]]:
-    """Top-k classes of a ``(N, C)`` or ``(C,)`` output as ``(index, label, probability)``.
-
-    Probabilities are the softmax of the logits. Returns [] for outputs that are not class
-    scores (other ranks, or a single value).
-    """
+    """Top-k softmax classes of a ``(N, C)`` / ``(C,)`` output as ``(index, label, p)``;
+    [] for outputs that are not class scores."""
     t = torch.as_tensor(output).detach().cpu()
     if t.is_complex():
         t = t.abs()
@@ -401,9 +358,7 @@ def top_k(
 
 
 def prediction_kind(output: Any, categories: Sequence[str] | None = None) -> str:
-    """What :func:`top_predictions` ranks for this output: ``"detection"``, ``"token"`` (a
-    language model's next token: :func:`~actviz.core.targets.sequence_logits` without class
-    names) or ``"class"``."""
+    """What :func:`top_predictions` ranks: ``"detection"``, ``"token"`` or ``"class"``."""
     if detections(output) is not None:
         return "detection"
     if sequence_logits(output) is not None and not categories:
@@ -420,13 +375,8 @@ def top_predictions(
 ) -> list[tuple[int, str, float]]:
     """The model's top ``k`` answers for one sample as ``(index, label, probability)``.
 
-    A classifier's output (its first tensor): :func:`top_k` with NaN logits ranked last, so a
-    broken output still gives a readable (all-zero) list instead of NaN probabilities. A
-    detector's output: its ``k`` best detections as ``(label, "name (detection i)", score)``.
-    A language model's ``(N, T, V)`` logits (:func:`~actviz.core.targets.sequence_logits`):
-    the last position's, the position its default target reads (the next token of a causal
-    LM), labelled with ``categories`` (a token classifier) or else each token's text quoted
-    (``"' world'"``, :func:`~actviz.display.logit_lens.token_texts` with ``tokenizer``).
+    A classifier's :func:`top_k` (NaN logits ranked last), a detector's best detections, or
+    a language model's next tokens labelled by ``categories`` or their quoted text.
     """
     logits = sequence_logits(output)
     if logits is not None:

@@ -1,10 +1,5 @@
-"""Records on a GPU: everything a frame shows comes to the host in one copy.
-
-The statistics (:func:`~actviz.display.stats.stats_vector`), the histograms asked for, the shown
-sample of each output and of its gradient, and the Grad-CAM and saliency maps are computed where
-the tensors live, without host synchronisation, packed into one byte buffer and copied once
-(not once per layer). The host then prepares the views and mosaics from these arrays exactly as
-it does for CPU records (:mod:`actviz.display.prepare`).
+"""Records on a GPU: everything a frame shows is reduced where it lives and copied to the
+host once (not once per layer), then prepared exactly as CPU records are.
 """
 
 from __future__ import annotations
@@ -69,18 +64,8 @@ def copy_to_host(
 ) -> HostCopy:
     """Reduce ``(name, output, gradient)`` layers where they live and copy the results once.
 
-    Parameters
-    ----------
-    layers
-        ``(name, output tensor, gradient tensor or None)``; entries with no output are skipped.
-    sample
-        The batch element whose output and ``|gradient|`` are brought back.
-    hist_names
-        Layers whose histogram is computed here.
-    bins
-        Histogram bins.
-    extras
-        More float tensors for the same copy (Grad-CAM, saliency).
+    ``sample`` is the batch element brought back; ``hist_names`` the layers whose histogram
+    is computed here; ``extras`` more float tensors for the same copy (Grad-CAM, saliency).
     """
     f64: list[torch.Tensor] = []
     f32: list[torch.Tensor] = []

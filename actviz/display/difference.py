@@ -1,14 +1,5 @@
-"""Differences between two runs, as shown: the one path to difference pictures and to
-before/after predictions (the window's difference toggle, its compare view, ``actviz compare``).
-
-* :func:`prepare_difference`: ``a - b`` per layer (run A minus run B: edited minus unedited,
-  latest minus pin) as :class:`~actviz.display.prepared.PreparedLayer` objects, whose mosaics
-  come from the same :func:`~actviz.display.mosaic.mosaic` as every other panel, normalised
-  symmetrically about 0 (``symmetric=True``: 0 is mid-scale) and painted with
-  :data:`DIFFERENCE_CMAP`, a diverging map. Page turns and normalisation changes go through
-  :func:`~actviz.display.repage.with_page` like any prepared layer (it keeps ``symmetric``).
-* :func:`prediction_change`: the top classes of both outputs (a language model's next
-  tokens) with their change in probability and logit, and the target's row.
+"""Differences between two runs (A minus B): the one path to difference pictures
+(:func:`prepare_difference`) and before/after predictions (:func:`prediction_change`).
 """
 
 from __future__ import annotations
@@ -49,8 +40,7 @@ def _tensor(cap: Any, name: str, call: int) -> torch.Tensor | None:
 
 
 def difference_tensor(cap_a: Any, cap_b: Any, name: str, call: int = 0) -> torch.Tensor | None:
-    """``a - b`` of layer ``name`` (call ``call``) as a float32 CPU tensor; None when either
-    run lacks it or the shapes differ."""
+    """``a - b`` of layer ``name`` as a float32 CPU tensor; None if missing or shapes differ."""
     a, b = _tensor(cap_a, name, call), _tensor(cap_b, name, call)
     if a is None or b is None or tuple(a.shape) != tuple(b.shape):
         return None
@@ -67,29 +57,11 @@ def prepare_difference(
     *,
     call: int = 0,
 ) -> dict[str, PreparedLayer]:
-    """Run A minus run B, per layer, ready for a panel or a PNG.
+    """Run A minus run B per layer as prepared layers (mosaics symmetric about 0, painted
+    with :data:`DIFFERENCE_CMAP`; no gradient views).
 
-    Parameters
-    ----------
-    cap_a, cap_b
-        The two captures (:func:`actviz.capture`); A is "after" (edited, latest), B the
-        reference (unedited, pin).
-    spec
-        The display spec: normalisation, pages, page sizes and the sample shown. Its
-        ``colormap`` is not used: differences always take :data:`DIFFERENCE_CMAP`.
-    layers
-        The layers (None: ``spec.layers``, or every layer both runs recorded when that is
-        empty). Layers that one run lacks or whose shapes differ are left out.
-    call
-        Which call of a reused module.
-
-    Returns
-    -------
-    dict
-        ``{name: PreparedLayer}`` in the order asked: ``view`` of the difference for
-        ``spec.sample``, ``mosaic`` symmetric about 0 (maps only), ``stats`` of the difference
-        over the batch (:func:`~actviz.display.stats.tensor_stats` plus ``max_abs`` and
-        ``colormap``), the histogram on first read. No gradient views.
+    ``layers`` defaults to ``spec.layers`` or every layer both runs recorded; layers one run
+    lacks or whose shapes differ are left out.
     """
     if layers is None:
         layers = spec.layers or [n for n in cap_a.names if n in cap_b.records]
@@ -149,17 +121,8 @@ class PredictionRow(NamedTuple):
 class PredictionChange:
     """How the predictions of run A differ from run B's (one sample).
 
-    Attributes
-    ----------
-    rows
-        The union of both runs' top ``k`` classes, by the larger of the two probabilities
-        (highest first).
-    target
-        The target class's row (also when it is not in ``rows``); None without a target.
-    top_a, top_b
-        Each run's top class (None when there are no predictions).
-    message
-        Why there are no rows (an output that is not a classifier's), else "".
+    ``rows``: both runs' top ``k`` classes, highest probability first; ``target``: the
+    target's row; ``message``: why there are no rows, else "".
     """
 
     rows: tuple[PredictionRow, ...]
@@ -177,8 +140,6 @@ class PredictionChange:
 
 
 def _logits(output: Any, sample: int) -> torch.Tensor | None:
-    # A language model's (N, T, V) logits: the last position's, as its target and the
-    # predictions shown read them.
     seq = sequence_logits(output)
     t = seq[:, -1, :] if seq is not None else first_tensor(output)
     if t is None or not t.is_floating_point() or t.ndim not in (1, 2) or t.numel() == 0:
@@ -202,32 +163,8 @@ def prediction_change(
     sample: int = 0,
     tokenizer: Any = None,
 ) -> PredictionChange:
-    """Top classes of two classifier outputs side by side, with their changes (A minus B).
-
-    A language model's outputs compare their next tokens (the last position), named by
-    their text as the prediction panel names them
-    (:func:`~actviz.display.attribution.top_predictions`).
-
-    Parameters
-    ----------
-    output_a, output_b
-        Model outputs (their first tensor: ``(N, classes)`` logits or ``(classes,)``).
-    k
-        Each run's top ``k`` go into the rows.
-    categories
-        Class names (else ``"class i"``).
-    target
-        A class index whose row is always given (``PredictionChange.target``).
-    sample
-        The batch element.
-    tokenizer
-        Names a language model's tokens by their text (else ``"token i"``).
-
-    Returns
-    -------
-    PredictionChange
-        Empty rows with a ``message`` when the outputs are not comparable logits.
-    """
+    """Top classes (a language model's next tokens) of two outputs side by side, with
+    their changes (A minus B); empty rows with a ``message`` when not comparable logits."""
     a, b = _logits(output_a, sample), _logits(output_b, sample)
     if a is None or b is None:
         return PredictionChange((), None, None, None, k, sample, "no class scores to compare")

@@ -65,19 +65,10 @@ class LayerView:
 def layer_view(
     tensor: Any, sample: int = 0, *, full_shape: tuple[int, ...] | None = None
 ) -> LayerView:
-    """Pick a display for a layer output by its rank.
+    """Pick a display for one sample of a batched layer output by its rank: ``(N, C, H, W)``
+    maps, ``(N, C)`` bars, ``(N, L, D)`` heatmap, 5-D the middle depth slice as maps.
 
-    Parameters
-    ----------
-    tensor
-        A layer output (tensor or array). Batched layouts are assumed: ``(N, C, H, W)`` ->
-        maps, ``(N, C)`` -> bars, ``(N, L, D)`` -> heatmap, ``(N, C, D, H, W)`` -> the middle
-        depth slice as maps; 1-D -> bars, one element -> scalar.
-    sample
-        Which batch element to show (clamped to the batch).
-    full_shape
-        When ``tensor`` is already the one-sample slice ``output[sample:sample + 1]`` (the
-        device path copies only that), the whole output's shape.
+    ``full_shape``: the whole output's shape when ``tensor`` is already the one-sample slice.
     """
     data = as_numpy(tensor)
     shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)
@@ -113,12 +104,7 @@ def layer_view(
 
 
 class LazyLayerView(LayerView):
-    """A :class:`LayerView` whose ``data`` is made on its first read (then as any other).
-
-    A live frame's ``|gradient|`` of a panel off screen is read only if the panel comes into
-    view or is exported: made at once, it was a fifth of a frame's preparation on ResNet-18
-    at 112 px with 20 layers (16 off screen).
-    """
+    """A :class:`LayerView` whose ``data`` is made on first read (off-screen live panels)."""
 
     def __init__(
         self, kind: str, make: Callable[[], np.ndarray], shape: tuple[int, ...], description: str
@@ -154,9 +140,7 @@ def class_units(
     output_shape: tuple[int, ...] | None,
     categories: Any,
 ) -> tuple[str, ...] | None:
-    """The class names of a layer's units when its output is the model's class scores (the
-    shape of the model output, one unit per class); None for any other layer. Its bars then
-    read "class 3: star" rather than "unit 3"."""
+    """The class names of a layer's units when its output is the model's class scores, else None."""
     if not categories or shape is None or output_shape is None or len(shape) != 2:
         return None
     if tuple(shape) != tuple(output_shape) or shape[1] != len(categories):

@@ -1,11 +1,5 @@
-"""The logit lens of a decoder language model: each block's hidden state read out as tokens.
-
-Every block's output goes through the model's own final norm and unembedding (the modules
-themselves, called on the recorded hidden states without gradients), and the top tokens per
-layer and position are kept. The last block's row is the model's own prediction.
-:func:`lens_layers` finds the pieces by structure (Hugging Face ``get_output_embeddings()``,
-the longest ``ModuleList`` of blocks, the last norm after them), so GPT-2, Llama-style and
-similar decoders need nothing model-specific.
+"""The logit lens of a decoder language model: each block's hidden state read out as tokens
+through the model's own final norm and unembedding (found by structure: :func:`lens_layers`).
 """
 
 from __future__ import annotations
@@ -34,12 +28,8 @@ class LensLayers:
 
 
 def lens_layers(model: nn.Module) -> LensLayers | None:
-    """The blocks, final norm and unembedding of a decoder language model, or None.
-
-    The unembedding is ``model.get_output_embeddings()`` (Hugging Face causal LMs); the blocks
-    are the longest ``nn.ModuleList``; the final norm is the last module whose class name
-    contains ``Norm`` that comes after the blocks and outside them.
-    """
+    """The blocks (longest ``ModuleList``), final norm (the last ``*Norm*`` after them) and
+    unembedding (``get_output_embeddings()``) of a decoder language model, or None."""
     getter = getattr(model, "get_output_embeddings", None)
     head = getter() if callable(getter) else None
     if not isinstance(head, nn.Module):
@@ -64,13 +54,9 @@ def lens_layers(model: nn.Module) -> LensLayers | None:
 
 
 def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """Readable strings of token ``ids``: the one rule wherever a token is named by its text
-    (predictions, targets, the lens).
+    """Readable strings of token ``ids`` (the one rule wherever a token is named by its text).
 
-    Each id is decoded on its own and as it is (``" world"``, not byte-level ``"Ġworld"``,
-    spaces kept); where that gives nothing readable (an empty string, a lone part of a
-    multi-byte character, a failing decode) the tokenizer's own token string is used, and
-    ``#id`` without a tokenizer or a string at all.
+    Each id decoded on its own (``" world"``), else the tokenizer's token string, else ``#id``.
     """
     out = []
     for i in ids:
@@ -95,20 +81,7 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
 class LogitLens:
     """Top-``k`` tokens of every block at every position (arrays read-only).
 
-    Attributes
-    ----------
-    layers
-        The blocks, in order (rows).
-    ids
-        ``(layers, T, k)`` token ids, most probable first.
-    probs
-        ``(layers, T, k)`` their softmax probabilities.
-    texts
-        ``(layers, T, k)`` their strings.
-    tokens
-        The input's ``T`` token strings (for the position selector), or None.
-    sample
-        The batch element.
+    ``ids``, ``probs`` and ``texts`` are ``(layers, T, k)``, most probable first.
     """
 
     layers: tuple[str, ...]
@@ -153,32 +126,10 @@ def logit_lens(
     layers: LensLayers | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> LogitLens:
-    """The logit-lens table of a capture that recorded the model's blocks.
+    """The logit-lens table of a capture that recorded the model's blocks (missing ones skipped).
 
-    Parameters
-    ----------
-    model
-        The decoder language model.
-    cap
-        A capture holding the output of every block of :func:`lens_layers` (missing blocks
-        are skipped).
-    position
-        Keep only this position (an index, negative from the end); None keeps every one.
-    k
-        Tokens per layer and position.
-    sample
-        The batch element.
-    tokenizer
-        Turns ids into strings (:func:`token_texts`).
-    tokens
-        The input's token strings, kept for labels.
-    layers
-        The lens modules (default :func:`lens_layers`).
-
-    Raises
-    ------
-    ValueError
-        When the model is no decoder LM or the capture holds none of its blocks.
+    ``position`` keeps one position (negative from the end; None: all). Raises ``ValueError``
+    when the model is no decoder LM or the capture holds none of its blocks.
     """
     lens = layers or lens_layers(model)
     if lens is None:

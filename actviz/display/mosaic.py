@@ -1,9 +1,6 @@
-"""Channel mosaics: every channel of a ``(C, H, W)`` map tiled into one normalised image.
+"""Channel mosaics: a page of a ``(C, H, W)`` map's channels tiled into one normalised image.
 
-This is the only place a mosaic is normalised. :func:`mosaic` pages (``first_channel``,
-``max_channels``), downsamples large tiles (area average, to a tile size or a pixel budget),
-normalises per channel or over one shared range, tiles with NaN padding, and computes the uint8
-colour-table indices the panels and the exporter paint (:func:`actviz.display.colormaps.to_indices`).
+The only place a mosaic is normalised: paging, downsampling, normalising and the painted indices.
 """
 
 from __future__ import annotations
@@ -40,11 +37,9 @@ __all__ = [
 MAX_MOSAIC_CHANNELS = 256
 #: The window picks its page size so a tile is at least this many screen pixels wide.
 MIN_TILE_SCREEN_PX = 32
-#: The fast (live) variant downsamples a mosaic to stay under this many pixels: a grid cell is
-#: a few hundred pixels wide on screen, so more pixels only cost painting time.
+#: The fast (live) variant downsamples to stay under this many pixels (more only costs painting).
 MAX_MOSAIC_PIXELS = 512 * 512
-#: Tiles at most this many pixels on a side are laid out without padding: one NaN pixel between
-#: 2x2 tiles (ResNet's layer4 on a small input) turns the mosaic into speckle.
+#: Tiles at most this many pixels on a side get no padding (it would turn them into speckle).
 TINY_TILE_PX = 3
 
 
@@ -55,16 +50,9 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChannelOrder:
-    """An order of a layer's channels for its mosaic pages (e.g. by effect on the target):
-    page 0 tiles ``channels[0:size]``, page 1 the next ``size``, each tile labelled with its
-    own channel.
+    """An order of a layer's channels for its mosaic pages (e.g. by effect on the target).
 
-    Attributes
-    ----------
-    channels
-        Layer channels in tile order, each once.
-    label
-        What the order is, in words (the page read-out says it: "by effect").
+    ``channels`` lists each layer channel once, in tile order; ``label`` names the order.
     """
 
     channels: tuple[int, ...]
@@ -89,9 +77,7 @@ class ChannelOrder:
 
 
 def page_start(channel: int, size: int, order: ChannelOrder | None = None) -> int:
-    """Where the page of ``size`` tiles holding layer channel ``channel`` starts: a channel
-    number in the natural order, a position in ``order`` (page 0 when it lacks the channel).
-    The one paging rule of the window, live frames and prepared results."""
+    """Start of the page of ``size`` tiles holding ``channel`` (a position when ``order``)."""
     size = max(1, int(size))
     at = max(0, int(channel))
     if order is not None:
@@ -108,39 +94,24 @@ class Mosaic:
     image
         ``(rows*(tile_h+pad)-pad, cols*(tile_w+pad)-pad)`` float32 in [0, 1], NaN in the padding
         and for non-finite values.
-    levels
-        Display levels of ``image``: always ``(0.0, 1.0)``.
     value_range
         Finite min and max of the data shown (for a colour bar legend).
     channels
-        Number of channels shown; the ``i``-th shown channel sits at row ``i // cols``, column
-        ``i % cols``.
-    total_channels
-        Channels in the layer.
+        Channels shown; the ``i``-th sits at row ``i // cols``, column ``i % cols``.
     scale
-        How many source pixels one tile pixel covers (1 unless downsampled).
-    first_channel
-        The layer channel of the first tile.
+        Source pixels per tile pixel (1 unless downsampled).
     indices
         ``image`` as uint8 colour-table indices (what is painted).
     symmetric
-        Normalised symmetrically about 0 (0 is mid-scale, 0.5 in ``image``): per channel over
-        ``[-max|x|, +max|x|]`` of the tile, shared over ``[-M, M]`` of the layer.
-    page_size
-        The most channels one page of this layer shows (the page asked for).
-    order
-        The layer's channel order when it is not the natural one (:class:`ChannelOrder`);
-        tile ``i`` then shows ``order.channels[position + i]``.
-    position
-        Where the first tile is in the layer's order (the natural order: ``first_channel``).
+        Normalised symmetrically about 0 (0 paints mid-scale).
+    order, position
+        The channel order when not the natural one; tile ``i`` shows
+        ``order.channels[position + i]``.
     scale_range
-        The values that map to 0 and 1 in ``image``: the layer's range (``"shared"``, or
-        ``[-M, M]`` when symmetric), else the nominal ``(0, 1)`` of every tile's own min..max
-        (``(-1, 1)`` of its own max|x| when symmetric).
+        The values that map to 0 and 1 in ``image`` (nominal ``(0, 1)`` / ``(-1, 1)`` per channel).
     """
 
-    #: The float image, or None until first read when it is made from ``_norm`` (live frames
-    #: paint ``indices`` only: see :func:`mosaic`).
+    #: None until first read, then made from ``_norm`` (live frames paint ``indices`` only).
     _image: np.ndarray | None = field(repr=False, compare=False)
     levels: tuple[float, float]
     value_range: tuple[float, float]
@@ -160,8 +131,6 @@ class Mosaic:
     indices: np.ndarray = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
     order: ChannelOrder | None = None
     position: int = 0
-    #: The page's tiles normalised to [0, 1], ``(channels, tile_h, tile_w)``, when ``_image``
-    #: is made from them on first read.
     _norm: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -175,8 +144,7 @@ class Mosaic:
 
     @property
     def image(self) -> np.ndarray:
-        """The float image (see the class docstring), made on first read when the mosaic was
-        built straight to :attr:`indices`; the same values either way."""
+        """The float image, made on first read when the mosaic was built straight to indices."""
         if self._image is None:
             grid = _tile_grid(self.rows, self.cols, self.tile_h, self.tile_w, self.pad, np.nan)
             _place(grid, self._norm, self.rows, self.cols)
@@ -187,9 +155,7 @@ class Mosaic:
     @property
     def last_channel(self) -> int:
         """The layer channel of the last tile (``first_channel - 1`` when empty)."""
-        if self.order is not None and self.channels:
-            return self.order.channels[self.position + self.channels - 1]
-        return self.first_channel + self.channels - 1
+        return self.tile_channels[-1] if self.channels else self.first_channel - 1
 
     @property
     def tile_channels(self) -> tuple[int, ...]:
@@ -200,9 +166,7 @@ class Mosaic:
 
     def shows(self, channel: int) -> bool:
         """Whether layer channel ``channel`` has a tile on this page."""
-        if self.order is not None:
-            return int(channel) in self.tile_channels
-        return self.first_channel <= int(channel) <= self.last_channel
+        return int(channel) in self.tile_channels
 
     def channel_at(self, x: float, y: float) -> int | None:
         """The layer channel under image pixel ``(x, y)`` (column, row), or None for padding."""
@@ -215,37 +179,27 @@ class Mosaic:
         if x - col * step_x >= self.tile_w or y - row * step_y >= self.tile_h:
             return None
         c = row * self.cols + col
-        if c >= self.channels:
-            return None
-        if self.order is not None:
-            return self.order.channels[self.position + c]
-        return self.first_channel + c
+        return self.tile_channels[c] if c < self.channels else None
 
     def tile_origin(self, channel: int) -> tuple[int, int]:
         """``(y0, x0)`` of layer channel ``channel``'s tile in :attr:`image`."""
-        if self.order is not None:
-            at = self.order.position(channel)
-            c = -1 if at is None else at - self.position
-        else:
-            c = channel - self.first_channel
-        if not 0 <= c < self.channels:
+        if not self.shows(channel):
             raise IndexError(
                 f"channel {channel} is not on this mosaic "
                 f"({self.first_channel}..{self.last_channel})"
             )
+        c = self.tile_channels.index(int(channel))
         return (c // self.cols) * (self.tile_h + self.pad), (c % self.cols) * (
             self.tile_w + self.pad
         )
 
 
 def _tile_grid(rows: int, cols: int, h: int, w: int, pad: int, fill: Any) -> np.ndarray:
-    """An empty ``(rows, h + pad, cols, w + pad)`` grid of tiles (float32 NaN or uint8)."""
     dtype = np.uint8 if isinstance(fill, (int, np.integer)) else np.float32
     return np.full((rows, h + pad, cols, w + pad), fill, dtype=dtype)
 
 
 def _place(grid: np.ndarray, tiles: np.ndarray, rows: int, cols: int) -> None:
-    """Write ``(c, h, w)`` ``tiles`` into their places of ``grid`` (row-major, casting)."""
     c, h, w = tiles.shape
     full = c // cols if c else 0
     if full:
@@ -275,16 +229,13 @@ def grid_shape(channels: int, tile_h: int, tile_w: int, aspect: float = 1.6) -> 
 
 
 def tile_screen_px(channels: int, tile_h: int, tile_w: int, width_px: float) -> float:
-    """On-screen width of one tile when a page of ``channels`` tiles of ``tile_h x tile_w``
-    (laid out by :func:`grid_shape`, padded by :func:`mosaic_pad`) fills ``width_px`` pixels."""
+    """On-screen width of one tile when a page of ``channels`` tiles fills ``width_px`` pixels."""
     pad = mosaic_pad((tile_h, tile_w))
     _rows, cols = grid_shape(max(1, channels), tile_h, tile_w)
     return float(width_px) * tile_w / max(1, cols * (tile_w + pad) - pad)
 
 
-#: Fewest channels a mosaic page holds in the window, however narrow its panel (the page
-#: control turns through the rest). Small, so a narrow panel (beside the channel view) keeps
-#: tiles big enough to read rather than squeezing 16 of them in.
+#: Fewest channels a mosaic page holds in the window, however narrow its panel.
 MIN_PAGE_CHANNELS = 4
 
 
@@ -298,21 +249,10 @@ def page_channels_for(
     max_channels: int = MAX_MOSAIC_CHANNELS,
     min_channels: int = 1,
 ) -> int:
-    """Channels per page so a mosaic filling ``width_px`` screen pixels has tiles at least
-    ``min_tile_px`` wide.
+    """Channels per page so a mosaic ``width_px`` wide has tiles at least ``min_tile_px`` wide.
 
-    The largest page (at most ``max_channels``, and the whole layer when it fits) whose tiles
-    are that large; when the tile size limits it, rounded down to whole grid rows where that
-    keeps the columns, so a page is a full rectangle. At least one channel (a panel narrower than one tile shows one).
-
-    Parameters
-    ----------
-    total
-        Channels of the layer.
-    tile_h, tile_w
-        One map's size in mosaic pixels.
-    width_px
-        Screen pixels the mosaic's width fills.
+    The largest such page (at most ``max_channels``), rounded down to whole grid rows where that
+    keeps the columns; at least one channel.
     """
     limit = max(1, min(int(total), int(max_channels)))
     floor = max(1, min(int(min_channels), limit))
@@ -365,15 +305,11 @@ def max_tile_for(
 
 
 def downsample(maps: np.ndarray, scale: int) -> np.ndarray:
-    """Area average of ``(C, H, W)`` over ``scale x scale`` blocks (ceil mode at the borders).
-
-    Sides that are multiples of ``scale`` take strided sums (several times faster than
-    ``avg_pool2d`` on one thread); others take ``avg_pool2d(ceil_mode=True)``.
-    """
+    """Area average of ``(C, H, W)`` over ``scale x scale`` blocks (ceil mode at the borders)."""
     if scale <= 1:
         return maps
     c, h, w = maps.shape
-    if h % scale == 0 and w % scale == 0:
+    if h % scale == 0 and w % scale == 0:  # strided sums: faster than avg_pool2d
         out = np.zeros((c, h // scale, w // scale), dtype=np.float32)
         for dy in range(scale):
             for dx in range(scale):
@@ -400,7 +336,6 @@ def _as_maps(fmap: Any) -> np.ndarray:
 
 
 def _channel_ranges(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Per-channel finite min and max, and whether every value is finite."""
     lo_c, hi_c = flat.min(axis=1), flat.max(axis=1)
     if np.isfinite(lo_c).all() and np.isfinite(hi_c).all():  # min/max propagate NaN and Inf
         return lo_c, hi_c, True
@@ -432,26 +367,19 @@ def mosaic(
     fmap
         ``(C, H, W)`` array or tensor (a ``(H, W)`` map counts as one channel).
     normalize
-        ``"channel"``: each tile stretched to its own min..max; ``"shared"``: one range for all.
+        ``"channel"``: each tile over its own min..max; ``"shared"``: one range for the layer.
     first_channel, max_channels
-        The page: at most ``max_channels`` channels from ``first_channel`` (clamped).
-    max_tile
-        Downsample (area average) tiles larger than this many pixels on a side.
-    max_pixels
-        Or: downsample so the page stays under this many pixels (the fast variant).
+        The page (clamped).
+    max_tile, max_pixels
+        Downsample tiles larger than ``max_tile`` on a side, or the page to ``max_pixels``.
     pad
-        Pixels of NaN between tiles; default :func:`mosaic_pad` of the (downsampled) tiles.
+        Pixels of NaN between tiles; default :func:`mosaic_pad`.
     value_range
-        Fixed ``(lo, hi)`` for ``"shared"`` normalisation (e.g. to compare runs); default the
-        whole layer's finite range (every page of a layer on one scale).
+        Fixed ``(lo, hi)`` for ``"shared"``; default the whole layer's finite range.
     symmetric
-        Normalise symmetrically about 0 (signed maps under a diverging colour map): each
-        channel over ``[-max|x|, +max|x|]``, or ``"shared"`` over ``[-M, M]`` with ``M`` the
-        largest ``|x|`` of the layer (of ``value_range``).
+        Normalise about 0 over ``[-max|x|, +max|x|]`` (per channel or shared).
     order
-        Tile the channels in this order (:class:`ChannelOrder`): ``first_channel`` then
-        counts positions in it. An order naming channels the layer lacks (another model's)
-        is ignored: the natural order.
+        Tile in this order (``first_channel`` counts positions); ignored if it does not fit.
     """
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")
@@ -489,6 +417,7 @@ def mosaic(
     else:
         lo_c = hi_c = np.zeros(c, np.float32)
         lo_all = hi_all = 0.0
+        finite = False  # nothing to paint: the indices come from the (empty) image
     if normalize == "shared":
         if value_range is not None:
             lo_s, hi_s = float(value_range[0]), float(value_range[1])
@@ -518,9 +447,7 @@ def mosaic(
         mul = np.where(span_c > 0, 1.0 / np.where(span_c > 0, span_c, 1.0), 0.0).astype(np.float32)
         scale_range = (-1.0, 1.0) if symmetric else (0.0, 1.0)
         constant = (span_c == 0) & (lo_c != 0)
-    # A tile of one value other than 0 has no contrast to stretch: it paints mid-scale. At
-    # the bottom of the scale (where (x - lo) * 0 puts it) a constant gradient read as "no
-    # gradient" (a black tile under inferno); 0 itself stays at the bottom.
+    # A constant tile other than 0 paints mid-scale, so it does not read as "no signal".
     mid = np.where(constant, 0.5, 0.0).astype(np.float32) if constant.any() else None
     rows, cols = grid_shape(c, h, w) if c else (1, 1)
     meta = dict(
@@ -542,47 +469,20 @@ def mosaic(
         order=order,
         position=position,
     )
-    if c and h and w and finite:
-        # Every value finite (live frames, nearly always): one pass over the page's tiles
-        # to [0, 1], then straight to the painted indices in a uint8 grid. The float image
-        # (NaN padding) is made from the same [0, 1] tiles only if someone reads it.
-        norm = np.subtract(flat, lo[:, None], dtype=np.float32)
-        norm *= mul[:, None]
-        if mid is not None:
-            norm += mid[:, None]
-        np.clip(norm, 0.0, 1.0, out=norm)
-        norm = norm.reshape(c, h, w)
-        return Mosaic(_image=None, indices=_indices_of(norm, rows, cols, pad), _norm=norm, **meta)
-    grid = np.full((rows, h + pad, cols, w + pad), np.nan, dtype=np.float32)
-
-    def fill(
-        dst: np.ndarray, src: np.ndarray, lo_: np.ndarray, mul_: np.ndarray, mid_: Any
-    ) -> None:
-        # Normalised values written straight into the (strided) tile grid, in place.
-        r, k = dst.shape[0], dst.shape[2]
-        s4 = src.reshape(r, k, h, w).transpose(0, 2, 1, 3)
-        np.subtract(s4, lo_.reshape(r, 1, k, 1), out=dst)
-        np.multiply(dst, mul_.reshape(r, 1, k, 1), out=dst)
-        if mid_ is not None:  # only with a constant tile: no extra pass otherwise
-            np.add(dst, mid_.reshape(r, 1, k, 1), out=dst)
-        np.clip(dst, 0.0, 1.0, out=dst)
-
-    full = c // cols if c else 0
-    if full:
-        n = full * cols
-        part = mid[:n] if mid is not None else None
-        fill(grid[:full, :h, :, :w], shown[:n], lo[:n], mul[:n], part)
-    rest = c - full * cols
-    if rest:
-        n = full * cols
-        part = mid[n:] if mid is not None else None
-        fill(grid[full : full + 1, :h, :rest, :w], shown[n:], lo[n:], mul[n:], part)
-    return Mosaic(_image=_crop(grid, pad), **meta)
+    # The float image (NaN padding) is made from ``norm`` only when read; all finite (live
+    # frames) goes straight to the painted indices.
+    norm = np.subtract(shown.reshape(c, -1), lo[:, None], dtype=np.float32)
+    norm *= mul[:, None]
+    if mid is not None:
+        norm += mid[:, None]
+    np.clip(norm, 0.0, 1.0, out=norm)
+    norm = norm.reshape(c, h, w)
+    indices = _indices_of(norm, rows, cols, pad) if finite else None
+    return Mosaic(_image=None, indices=indices, _norm=norm, **meta)
 
 
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
-    """The painted indices of tiles normalised to [0, 1]: exactly
-    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps)."""
+    """Exactly ``to_indices(image, (0, 1))`` of the image the [0, 1] tiles make."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
     np.minimum(work, PAD_INDEX - 1, out=work)
     c, h, w = norm.shape

@@ -1,21 +1,9 @@
-"""The one path from a capture to what is shown: :func:`prepare`.
+"""The one path from a capture to what is shown: :func:`prepare` (single runs, live frames,
+export). Steps: the input picture, one host copy for device records, per layer statistics,
+views, mosaics and a histogram, then saliency, Grad-CAM, predictions and gradient norms.
 
-Single runs in the window, live frames (records on the CPU or on a device), the CLI's and the
-window's export all call :func:`prepare`; page turns and normalisation changes call
-:func:`~actviz.display.repage.with_page` and :func:`~actviz.display.repage.renormalised`, which make new objects from the views a result
-already holds (no capture needed, nothing held is edited). The steps, in order:
-
-1. :func:`~actviz.display.attribution.display_image`: the picture of the input (one sample);
-2. records on a device: :func:`~actviz.display.device.copy_to_host` (one copy per frame);
-3. per layer: statistics (:mod:`~actviz.display.stats`), views of the output and of
-   ``|gradient|`` for ``spec.sample`` (:mod:`~actviz.display.layer_views`), mosaics of the page shown
-   (:func:`~actviz.display.mosaic.mosaic`: where normalisation happens), a histogram;
-4. saliency, Grad-CAM (:mod:`~actviz.display.attribution`), predictions, gradient norms.
-
-``fast=False`` (the exact variant: single runs, export) reduces statistics in float64, keeps
-mosaics at full resolution and computes every histogram and Grad-CAM map. ``fast=True`` (live
-frames) takes float32 statistics, keeps mosaics under a pixel budget, and defers histograms and
-Grad-CAM maps nobody looks at until they are read.
+``fast=True`` (live frames) takes float32 statistics, keeps mosaics under a pixel budget and
+defers what nobody looks at until it is read; ``fast=False`` (single runs, export) is exact.
 """
 
 from __future__ import annotations
@@ -74,11 +62,6 @@ def output_shapes(cap: Any) -> dict[str, tuple[int, ...]]:
     }
 
 
-# --------------------------------------------------------------------------------------------
-# layers
-# --------------------------------------------------------------------------------------------
-
-
 def prepare_layer(
     cap: Any,
     name: str,
@@ -93,26 +76,9 @@ def prepare_layer(
 ) -> PreparedLayer:
     """Statistics, views, mosaics and histogram of one captured layer.
 
-    Parameters
-    ----------
-    cap
-        The capture.
-    name
-        The layer.
-    spec
-        Normalisation, the page and the sample shown.
-    fast
-        The fast variant (float32 statistics, mosaics under ``max_pixels``).
-    hist_now
-        Compute the histogram now (else on first read).
-    stats_now
-        Compute the statistics now; else (fast variant, values on the CPU) on first read,
-        the gradient's norm on its own first read (:class:`LazyStats`).
-    host
-        This layer's numbers already copied from its device (:func:`copy_to_host`).
-    stand_in
-        Mosaics to keep instead of building new ones (a panel off screen), used when the
-        shape, page and normalisation match.
+    ``hist_now`` / ``stats_now`` compute those now (else on first read); ``host`` holds the
+    numbers already copied from the device; ``stand_in`` mosaics are kept instead of built
+    when shape, page and normalisation match (a panel off screen).
     """
     rec = cap[name]
     tensor = rec.tensor
@@ -150,8 +116,7 @@ def prepare_layer(
     tokens: TokenView | None = None
     kind = sequence_kind(shape, spec.tokens, spec.layout)
     if kind is not None:
-        # The one place a sequence layer is recognised: ViT tokens become maps on the patch
-        # grid (mosaic path as usual), text tokens a token view instead of a mosaic.
+        # ViT tokens become maps on the patch grid; text tokens a token view, not a mosaic.
         values = host.sample if host is not None else tensor
         grads = host.grad_sample if host is not None else grad
         pick = 0 if host is not None else spec.sample
@@ -227,11 +192,6 @@ def _patch_views(
     return view, grad_view
 
 
-# --------------------------------------------------------------------------------------------
-# the whole result
-# --------------------------------------------------------------------------------------------
-
-
 def _cam_inputs(rec: Any, layout: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """A layer's activation and gradient for Grad-CAM: ViT tokens as maps on the patch grid."""
     act, grad = rec.tensor, rec.grad
@@ -271,37 +231,17 @@ def prepare(
 
     Parameters
     ----------
-    cap
-        The capture (:class:`~actviz.core.capture.Capture`).
-    spec
-        Layers with panels, normalisation, image, categories, Grad-CAM layer, pages, sample.
-    fast
-        The fast variant for live frames (see the module docstring).
     model
-        The model, for the module tree (``result.tree``); None: no tree.
-    previous_shapes
-        The previous frame's ``output_shapes``: when equal, the tree is not rebuilt.
-    eager_hist
-        Layers whose histogram is computed now; None: every layer.
-    eager_stats
-        Layers whose statistics are computed now (the fast variant computes the others on
-        first read, a gradient's norm alone too); None: every layer.
-    eager_cams
-        Layers whose Grad-CAM map is computed now (the others on first read, exactly the
-        same); None: every candidate, in the fast variant the default layer's.
+        For the module tree (``result.tree``), not rebuilt when ``previous_shapes`` match.
+    eager_hist, eager_stats, eager_cams
+        Layers whose histogram, statistics, Grad-CAM map are computed now (the others on
+        first read); None: every one (Grad-CAM in the fast variant: the default layer).
     mosaic_layers
-        Layers whose panels are on screen: only their mosaics are built, the others keep
-        ``reuse``'s (same shape, page and normalisation). None builds every mosaic.
-    reuse
-        :func:`~actviz.display.repage.reusable_mosaics` of the result shown now.
+        Layers on screen: only their mosaics are built, the others keep ``reuse``'s.
     device
-        Reduce on the records' device with one host copy; None: when they are not on the CPU.
-    max_pixels
-        Pixel budget of one mosaic in the fast variant.
+        Reduce on the records' device with one host copy; None: when not on the CPU.
     should_stop
         Polled between layers; True raises ``CaptureCancelled``.
-    progress
-        Receives short status messages.
     """
     from actviz.core.capture import CaptureCancelled
 
@@ -349,8 +289,6 @@ def prepare(
         sal = copied.extras.get("saliency")
     if sal is None:
         sal, sal_msg = saliency_at_image(cap.input_grads, image, spec.sample, cap.inputs)
-    # A text input: |gradient x input embedding| per token, from the embedding's record
-    # (the run request captures it for token ids).
     tok_sal = None
     if sal is None and model is not None and token_input(cap.inputs):
         tok_sal = token_saliency(cap, input_embedding(model), spec.tokens, spec.sample)
@@ -409,9 +347,7 @@ def _sequence_extras(
     image: np.ndarray | None,
     fast: bool,
 ) -> dict[str, Any]:
-    """Attention maps (``cap.extra["attention"]``, recorded by
-    :func:`~actviz.display.attention.capture_attention`), their rollout over the image for a
-    vision transformer, and the logit lens of a language model whose blocks were captured."""
+    """Attention maps, their rollout over a ViT's image, and a language model's logit lens."""
     from actviz.display.attention import attention_rollout, rollout_map
 
     extras: dict[str, Any] = {}

@@ -1,10 +1,7 @@
 """What a prepared run is: frozen layers and results, plus the spec that asks for them.
 
-Results are immutable once made: a page turn or a normalisation change makes a new
-:class:`PreparedLayer` / :class:`RunResult` (:mod:`actviz.display.prepare`), never edits one that
-is held, shown or pinned. Pieces that are costly and rarely looked at (a layer's histogram,
-Grad-CAM maps of layers not on screen) are computed on first read, once: a lazy value is still
-one fixed value.
+Results are immutable: a page turn makes a new one. Costly, rarely read pieces (histograms,
+off-screen Grad-CAM maps) are computed on first read, once.
 """
 
 from __future__ import annotations
@@ -70,13 +67,8 @@ class Lazy(Generic[T]):
 
 
 class LazyStats(Mapping[str, Any]):
-    """A layer's statistics, read-only, computed on the first read of a key not ``known``.
-
-    A live frame's preparation leaves them for later while nothing shows them (the Overview's
-    statistics table is hidden). ``known`` (name, type, shape) is returned without computing, and wins
-    over the computed values; ``lazy`` values (the gradient's norm, which only the gradient
-    flow reads alone) are computed on their own first read, and win too.
-    """
+    """A layer's statistics, read-only, computed on the first read of a key not ``known``;
+    ``lazy`` values are computed on their own first read. Both win over computed values."""
 
     def __init__(
         self,
@@ -150,40 +142,20 @@ class DisplaySpec:
 
     Attributes
     ----------
-    layers
-        Layers that get a panel.
-    normalize
-        ``"channel"`` or ``"shared"`` mosaic normalisation.
     image
         The input as loaded (``(H, W, 3)`` uint8), for overlays; None for tensors.
-    categories
-        Class names of the model's output.
-    gradcam_layer
-        The Grad-CAM layer asked for (None: :func:`~actviz.display.attribution.default_gradcam_layer`).
     channel_pages
-        ``{layer: channel}``: the mosaic page shown is the one holding that channel (the
-        first channel of a page the user turned to, or the channel opened large), so a page
-        size that follows the window's width keeps it in view (absent: page 0).
+        ``{layer: channel}``: the mosaic page shown is the one holding that channel.
     page_channels
-        ``{layer: channels per page}``: the window picks them from a panel's width so tiles
-        are readable (absent: :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS`).
+        ``{layer: channels per page}`` (absent: ``MAX_MOSAIC_CHANNELS``).
     channel_orders
-        ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (by
-        effect); their pages are pages of that order, ``channel_pages`` still names a
-        channel the page holds (absent: the natural order).
+        ``{layer: ChannelOrder}``: layers paged in an order of their own (by effect).
     colormap
-        The colour-map choice: :data:`~actviz.display.colormaps.AUTO` normalises signed
-        activation mosaics symmetrically about 0 (for a diverging map); a named map does not.
+        ``AUTO`` normalises signed mosaics symmetrically about 0; a named map does not.
     sample
-        The batch element every per-sample picture shows (maps, |gradient|, saliency,
-        Grad-CAM, predictions). Statistics, histograms and gradient norms cover the batch.
-    tokens
-        The input's token strings (a text input): ``(N, T, D)`` outputs with ``T`` of them
-        get a token view (:mod:`actviz.display.token_maps`).
-    layout
-        A vision transformer's patch layout: its token layers are shown as maps on the grid.
-    tokenizer
-        Turns token ids into strings (the logit lens).
+        The batch element per-sample pictures show (statistics cover the batch).
+    tokens, layout, tokenizer
+        A text input's token strings, a ViT's patch layout, and the tokenizer (logit lens).
     """
 
     layers: tuple[str, ...] = ()
@@ -201,9 +173,7 @@ class DisplaySpec:
     channel_orders: Mapping[str, ChannelOrder] = field(default_factory=dict)
 
     def first_channel(self, name: str) -> int:
-        """The first channel of layer ``name``'s mosaic page: the page of :meth:`page_size`
-        channels that holds ``channel_pages[name]`` (0 unless the user paged). A layer with
-        a channel order (:attr:`channel_orders`): the position in it where the page starts."""
+        """Where layer ``name``'s mosaic page starts (a position in its channel order, if any)."""
         at = int(self.channel_pages.get(name, 0))
         return page_start(at, self.page_size(name), self.channel_orders.get(name))
 
@@ -230,9 +200,7 @@ class PreparedLayer:
     )
     #: A token sequence's view (token x feature heat map, norms), shown instead of a mosaic.
     tokens: TokenView | None = field(default=None, repr=False, compare=False)
-    #: The mosaics are an earlier frame's, kept for a panel off screen (live frames build
-    #: only the panels on screen); :func:`~actviz.display.repage.current_mosaics` makes
-    #: this frame's from the views when the panel is shown.
+    #: The mosaics are an earlier frame's (a panel off screen); see ``repage.current_mosaics``.
     stale_mosaics: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -282,11 +250,9 @@ class RunResult:
     spec: DisplaySpec = field(default_factory=DisplaySpec, repr=False, compare=False)
     capture: Capture | None = field(default=None, repr=False, compare=False)
     tree: ModuleTree | None = field(default=None, repr=False, compare=False)
-    #: Where the input came from when it is not the opened input (a live frame): ``input``
-    #: (file name), ``path``, ``index`` (None outside a sequence), ``perturbation``.
+    #: Where a live frame's input came from: ``input``, ``path``, ``index``, ``perturbation``.
     origin: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
-    #: The unedited capture of the same input when ``capture`` has edits applied (what-if:
-    #: before/after predictions, difference mosaics); None otherwise.
+    #: The unedited capture of the same input when ``capture`` has edits applied (what-if).
     baseline: Capture | None = field(default=None, repr=False, compare=False)
     #: Attention probabilities of every attention module (models with attention).
     attention: AttentionMaps | None = field(default=None, repr=False, compare=False)
@@ -296,11 +262,9 @@ class RunResult:
     logit_lens: LogitLens | None = field(default=None, repr=False, compare=False)
     #: Saliency of a text input, per token (``saliency`` is the picture of an image input).
     token_saliency: TokenSaliency | None = field(default=None, repr=False, compare=False)
-    #: What ``predictions`` rank: ``"class"``, ``"token"`` (a language model's next token,
-    #: labelled with its text) or ``"detection"``.
+    #: What ``predictions`` rank: ``"class"``, ``"token"`` or ``"detection"``.
     prediction_kind: str = "class"
-    #: :attr:`grad_norms`, from the layers' statistics on first read (a live frame's
-    #: Overview may be hidden); made anew for a copy (``dataclasses.replace``).
+    #: :attr:`grad_norms`, made on first read (anew for a ``dataclasses.replace`` copy).
     _grad_norms: Lazy[np.ndarray] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -314,8 +278,7 @@ class RunResult:
 
     @property
     def grad_norms(self) -> np.ndarray:
-        """The L2 norm of each layer's gradient, in :attr:`grad_norm_names`' order (NaN: no
-        gradient); read-only."""
+        """Each layer's gradient L2 norm in ``grad_norm_names`` order (NaN: none); read-only."""
         arr = self._grad_norms.get()
         assert arr is not None
         if arr.flags.writeable:

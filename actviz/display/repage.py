@@ -1,6 +1,4 @@
-"""Pages of a prepared result: a layer's mosaics made again for another page, page size,
-normalisation or tile order from the views it already holds (no capture needed, nothing held is
-edited), and the mosaics a live frame keeps for its panels off screen."""
+"""Pages of a prepared result: mosaics made again from the views a layer holds (new objects)."""
 
 from __future__ import annotations
 
@@ -97,11 +95,8 @@ def with_page(
     symmetric: bool | None = None,
     order: ChannelOrder | None | Any = ...,
 ) -> PreparedLayer:
-    """``layer`` showing the channel page from ``first_channel`` (and ``normalize``, pages of
-    ``page_size`` channels, ``symmetric`` normalisation, tiles in ``order``: None is the
-    natural order, ``first_channel`` then a position in the order): a new layer, built from
-    its views with the same tile downsampling; ``layer`` itself when nothing changes or it
-    has no mosaic. Unset options keep the layer's."""
+    """A new ``layer`` showing the page from ``first_channel`` (a position in ``order``), with
+    the same tile scale; ``layer`` itself when nothing changes. Unset options keep the layer's."""
     old, view = layer.mosaic, layer.view
     if old is None or view is None or view.kind != "maps":
         return layer
@@ -137,9 +132,7 @@ def with_page(
 
 
 def current_mosaics(layer: PreparedLayer) -> PreparedLayer:
-    """``layer`` with mosaics of its own views: a new layer when it kept an earlier frame's
-    (:attr:`~actviz.display.prepared.PreparedLayer.stale_mosaics`, a live frame's panel off
-    screen), rebuilt with the same page, normalisation and tile scale; else ``layer``."""
+    """``layer`` with mosaics of its own views (a new layer when its mosaics were stale)."""
     old, view = layer.mosaic, layer.view
     if not layer.stale_mosaics or old is None or view is None or view.kind != "maps":
         return layer
@@ -165,9 +158,8 @@ def renormalised(
     page_channels: Mapping[str, int] | None = None,
     colormap: str | None = None,
 ) -> RunResult:
-    """``result`` with every mosaic normalised by ``normalize`` (on ``pages`` of
-    ``page_channels``, symmetric as ``colormap`` asks: :func:`symmetric_for`): a new result;
-    ``result`` is left as it is (it may be pinned). Unset options keep the result's spec."""
+    """A new ``result`` with every mosaic renormalised (``result`` may be pinned: untouched).
+    Unset options keep the result's spec."""
     pages = dict(result.spec.channel_pages) if pages is None else dict(pages)
     sizes = dict(result.spec.page_channels) if page_channels is None else dict(page_channels)
     colormap = result.spec.colormap if colormap is None else colormap

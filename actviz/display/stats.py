@@ -1,11 +1,7 @@
-"""Statistics and histograms of layer outputs: one function each, exact or fast.
+"""Statistics and histograms of layer outputs, computed on the tensor's device.
 
-* :func:`tensor_stats` with ``exact=True`` reduces in float64 with torch on the tensor's own
-  device (:func:`stats_vector`, no host synchronisation until the numbers are read, so the
-  device path packs many layers into one copy); with ``exact=False`` CPU float32 tensors take
-  five cheap single-threaded NumPy passes (relative error below 1e-5, far below the 4 digits
-  shown), falling back to the exact path when a layer holds NaN/Inf.
-* :func:`histogram` bins the finite values, in float64, with torch on the tensor's device.
+:func:`tensor_stats` is exact (float64 torch, no host sync) or fast (float32 NumPy for finite
+CPU tensors, within 1e-5 relative).
 """
 
 from __future__ import annotations
@@ -114,8 +110,7 @@ def _sum_of_squares(a: np.ndarray) -> float:
 def _fast_stats(t: torch.Tensor, g: torch.Tensor | None) -> dict[str, Any] | None:
     """Float32 NumPy statistics of an all-finite CPU float32 tensor; None otherwise.
 
-    Single-threaded NumPy on purpose: torch's reductions would take the cores of the capture
-    running beside a live frame's preparation, and ``torch.count_nonzero`` is slower.
+    NumPy, so it leaves torch's threads to the capture running beside it.
     """
     data = as_float(t)
     if data.device.type != "cpu" or data.numel() == 0:
@@ -152,18 +147,8 @@ def grad_norm(g: torch.Tensor | None, *, exact: bool = True) -> float | None:
 
 
 def tensor_stats(t: Any, g: torch.Tensor | None = None, *, exact: bool = True) -> dict[str, Any]:
-    """Mean, std, min, max (of the finite values), zero fraction, NaN and Inf counts, shape,
-    and the L2 norm of ``g`` (``grad_norm``, None without one).
-
-    Parameters
-    ----------
-    t
-        A tensor or array (the whole batch).
-    g
-        Its gradient, or None.
-    exact
-        float64 reductions (True) or the fast float32 path (within 1e-5 relative).
-    """
+    """Mean, std, min, max (finite values), zero fraction, NaN/Inf counts, shape, and the L2
+    norm of gradient ``g`` (``grad_norm``); ``exact=False`` takes the fast float32 path."""
     t = t if isinstance(t, torch.Tensor) else torch.as_tensor(np.asarray(t, dtype=np.float32))
     if not exact:
         fast = _fast_stats(t, g)
@@ -204,11 +189,7 @@ def histogram_tensor(t: torch.Tensor, bins: int = HIST_BINS) -> torch.Tensor:
 
 
 def histogram(values: Any, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray]:
-    """Histogram of the finite values: float32 ``(counts, edges)``, ``len(edges) == bins + 1``.
-
-    An empty or all-non-finite input gives zero counts over ``[0, 1]``; a constant one a range
-    of one around the value.
-    """
+    """Histogram of the finite values: float32 ``(counts, edges)`` (``[0, 1]`` when none)."""
     t = (
         values
         if isinstance(values, torch.Tensor)

@@ -33,9 +33,7 @@ LABEL_CHARS = 14
 
 
 def axis_ticks(labels: Sequence[str], limit: int = MAX_TICKS) -> list[tuple[float, str]]:
-    """Tick positions (cell centres) and shortened labels of token axes, at most ``limit``
-    of them (every n-th token of a longer sequence): the token views, attention maps and
-    the per-token saliency strip alike."""
+    """Tick positions (cell centres) and shortened labels of a token axis, at most ``limit``."""
     step = max(1, -(-len(labels) // max(1, limit)))
     out = []
     for i in range(0, len(labels), step):

@@ -1,12 +1,7 @@
 """Token sequences: ``(N, T, D)`` layer outputs shown per token, and ViT patch tokens as maps.
 
-A layer output is a *token sequence* when it is ``(N, T, D)`` and the run carries ``T`` token
-strings (``DisplaySpec.tokens``, from a text input): :func:`token_view` makes its token x
-feature heat map and per-token norms (and the same for ``|gradient|``). A vision transformer's
-``(N, T, D)`` output whose ``T`` is its prefix tokens (class, registers) plus the patch grid is
-shown as ``D`` maps over the grid (:func:`patch_maps`), so it pages, normalises and paints
-through the ordinary mosaic path like a convolution's output. :func:`sequence_kind` is the one
-rule that decides which, used by :func:`actviz.display.prepare.prepare_layer`.
+:func:`sequence_kind` decides: a text input's sequence gets a token view (:func:`token_view`),
+a ViT's patch tokens become ``D`` maps over the grid (:func:`patch_maps`) for the mosaic path.
 """
 
 from __future__ import annotations
@@ -38,12 +33,7 @@ __all__ = [
 class SequenceLayout:
     """How a vision transformer's tokens sit on the image.
 
-    Attributes
-    ----------
-    grid
-        ``(rows, columns)`` of the patch grid.
-    prefix
-        Tokens before the patches (class token, registers); they are dropped from the grid.
+    ``grid`` is ``(rows, columns)``; ``prefix`` counts the tokens before the patches.
     """
 
     grid: tuple[int, int]
@@ -56,9 +46,7 @@ class SequenceLayout:
 
 
 def sequence_layout(model: nn.Module | None) -> SequenceLayout | None:
-    """The patch layout of a vision transformer (timm ``patch_embed.grid_size`` and
-    ``num_prefix_tokens``; Hugging Face ViT-style ``config.image_size / patch_size`` with one
-    class token), None for any other model."""
+    """The patch layout of a timm or Hugging Face vision transformer, None for other models."""
     if model is None:
         return None
     embed = getattr(model, "patch_embed", None)
@@ -93,20 +81,8 @@ def sequence_kind(
 class TokenView:
     """One sample of an ``(N, T, D)`` output per token (arrays read-only).
 
-    Attributes
-    ----------
-    tokens
-        The ``T`` token strings (axis labels).
-    heat
-        ``(T, D)`` float32 values.
-    norms
-        ``(T,)`` L2 norm of each token's vector.
-    grad_heat, grad_norms
-        The same for ``|d target / d output|``; None without a gradient.
-    shape
-        The whole output's shape.
-    sample
-        The batch element shown.
+    ``heat`` is ``(T, D)``, ``norms`` each token's L2 norm; ``grad_heat`` and ``grad_norms``
+    the same for ``|gradient|`` (None without one); ``shape`` the whole output's.
     """
 
     tokens: tuple[str, ...]
@@ -146,21 +122,7 @@ def token_view(
 ) -> TokenView:
     """Token x feature heat map and per-token norms of one sample of an ``(N, T, D)`` output.
 
-    Parameters
-    ----------
-    record_tensor
-        The layer output (tensor or array), ``(N, T, D)``.
-    tokens
-        ``T`` token strings.
-    sample
-        The batch element (clamped to the batch).
-    grad
-        d target / d output of the same shape (its magnitude is shown), or None.
-
-    Raises
-    ------
-    ValueError
-        If the output is not ``(N, T, D)`` or ``T`` differs from the number of tokens.
+    Raises ``ValueError`` if the output is not ``(N, T, D)`` with ``T == len(tokens)``.
     """
     heat = _sample(record_tensor, sample)
     if heat.shape[0] != len(tokens):
@@ -182,9 +144,7 @@ def token_view(
 
 
 def patch_maps(record_tensor: Any, layout: SequenceLayout, sample: int = 0) -> np.ndarray:
-    """The patch tokens of one sample of an ``(N, T, D)`` ViT output as ``(D, rows, cols)``
-    maps: the prefix tokens dropped, the rest in row-major patch order (as the patch embedding
-    flattens them)."""
+    """The patch tokens of one sample of an ``(N, T, D)`` ViT output as ``(D, rows, cols)`` maps."""
     data = _sample(record_tensor, sample)
     if data.shape[0] != layout.tokens:
         raise ValueError(

@@ -9,25 +9,20 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from actviz.ui.panels import style
 from actviz.ui.panels.canvas import _GridCellCanvas
 
-__all__ = ["BarCanvas"]
+__all__ = ["BarCanvas", "bar_series"]
+
+
+def bar_series(color: str, **columns: np.ndarray) -> pg.BarGraphItem:
+    """An empty bar series in one colour. Its cosmetic 1-px outline in the fill colour keeps
+    bars narrower than a pixel (1000 logits in a grid cell) drawn."""
+    return pg.BarGraphItem(
+        x=np.zeros(0), width=0.8, brush=color, pen=pg.mkPen(color, width=0), **columns
+    )
 
 
 class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
-    """A bar chart of a vector, one bar per entry, redrawn in place.
-
-    Positive and negative entries are two BarGraphItems with one brush each (cheap updates for
-    thousands of bars); built from a ViewBox and two AxisItems, since a PlotItem's menus make it
-    much slower to construct.
-
-    Signals
-    -------
-    hovered(int)
-        The mouse is over bar ``i``.
-    hover_left()
-        The mouse left the bars.
-    context_requested(int, QPoint)
-        Right click on bar ``i``, at that screen position.
-    """
+    """A bar chart of a vector, one bar per entry, redrawn in place (positive and negative
+    entries are one series each; no PlotItem, whose menus are slow to build)."""
 
     hovered = QtCore.Signal(int)
     hover_left = QtCore.Signal()
@@ -44,16 +39,8 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         negative_color: str = style.BAR_NEGATIVE,
     ) -> None:
         super().__init__(parent)
-        self._passive = passive
         self._count = 0
-        self._inside = False
-        self.setBackground(style.PLOT_BACKGROUND)
-        self.ci.setContentsMargins(2, 4, 6, 2)
-        self.ci.setSpacing(0)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
-        )
-        self.setMinimumSize(90, 80)
+        self._init_cell(passive, (2, 4, 6, 2), 0)
         self.view = pg.ViewBox(enableMenu=False)
         self.view.setMouseEnabled(x=not passive, y=not passive)
         self.view.disableAutoRange()
@@ -68,23 +55,8 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
         self.addItem(self.bottom_axis, row=1, col=1)
         self.zero_line = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen(style.AXIS_PEN))
         self.view.addItem(self.zero_line)
-        empty = np.zeros(0)
-        # A cosmetic 1-px outline in the fill colour: with more bars than pixels (1000 logits
-        # in a grid cell) unoutlined bars narrower than a pixel would simply not be drawn.
-        self.positive = pg.BarGraphItem(
-            x=empty,
-            height=empty,
-            width=0.8,
-            brush=positive_color,
-            pen=pg.mkPen(positive_color, width=0),
-        )
-        self.negative = pg.BarGraphItem(
-            x=empty,
-            height=empty,
-            width=0.8,
-            brush=negative_color,
-            pen=pg.mkPen(negative_color, width=0),
-        )
+        self.positive = bar_series(positive_color, height=np.zeros(0))
+        self.negative = bar_series(negative_color, height=np.zeros(0))
         self.view.addItem(self.positive)
         self.view.addItem(self.negative)
         self.scene().sigMouseClicked.connect(self._on_scene_clicked)
@@ -148,8 +120,7 @@ class BarCanvas(_GridCellCanvas, pg.GraphicsLayoutWidget):
 
     def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         super().mouseMoveEvent(event)
-        # The scene's sigMouseMoved is rate-limited and can drop the last move before the
-        # mouse stops, leaving a stale read-out; every view event is handled here instead.
+        # Not the scene's sigMouseMoved: it is rate-limited and can drop the last move.
         self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
 
     def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:

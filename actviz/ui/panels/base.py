@@ -17,22 +17,9 @@ _EXPORT_FALLBACK_SIZE = QtCore.QSize(480, 320)
 
 
 def export_widget_png(widget: QtWidgets.QWidget, path: str | Path) -> None:
-    """Render ``widget`` (and its children) to a PNG file.
+    """Render ``widget`` (and its children) to a PNG file (``OSError`` if Qt cannot write it).
 
-    A widget that was never shown has no real geometry yet; it is laid out at its size hint
-    (at least 480x320) first so the file is not a few pixels wide.
-
-    Parameters
-    ----------
-    widget
-        The widget to render.
-    path
-        Destination file; parent folders must exist.
-
-    Raises
-    ------
-    OSError
-        If Qt could not write the file.
+    A never-shown widget is laid out at its size hint (at least 480x320) first.
     """
     path = Path(path)
     if not widget.isVisible() and not widget.testAttribute(QtCore.Qt.WidgetAttribute.WA_Resized):
@@ -48,11 +35,8 @@ def export_widget_png(widget: QtWidgets.QWidget, path: str | Path) -> None:
 
 
 class PanelBase(QtWidgets.QFrame):
-    """A framed panel with a bold title line on top and a content layout below it.
-
-    Subclasses add their widgets to ``self.content`` (a QVBoxLayout) and implement
-    :meth:`clear`.
-    """
+    """A framed panel with a bold title line on top and ``self.content`` (a QVBoxLayout)
+    below it; subclasses implement :meth:`clear`."""
 
     def __init__(self, title: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -71,8 +55,7 @@ class PanelBase(QtWidgets.QFrame):
     def set_title(
         self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
     ) -> None:
-        """Replace the panel's title line; ``fallbacks``: shorter titles, in order, for a
-        panel too narrow to show it (see :meth:`ElidedLabel.set_text`)."""
+        """Replace the panel's title line (``fallbacks``: see :meth:`ElidedLabel.set_text`)."""
         self.title_label.set_text(text, fallbacks, last_resort)
 
     def title(self) -> str:
@@ -80,11 +63,7 @@ class PanelBase(QtWidgets.QFrame):
         return self.title_label.text()
 
     def set_selected(self, selected: bool) -> None:
-        """Draw (or remove) a highlight border, e.g. for the selected layer of a grid.
-
-        Painted directly rather than via a style sheet, which would re-polish every child
-        widget of every panel on each selection change.
-        """
+        """Draw (or remove) a highlight border (painted: a style sheet re-polishes children)."""
         if bool(selected) != self._selected:
             self._selected = bool(selected)
             self.update()

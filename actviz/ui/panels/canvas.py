@@ -1,9 +1,5 @@
-"""Reusable pyqtgraph canvases the panels are built from.
-
-:class:`ImageCanvas` is one ImageItem in an aspect-locked ViewBox with a colour bar beside it,
-optionally a :class:`TileGrid` over a mosaic and a height that follows its width;
-:class:`~actviz.ui.panels.bar_canvas.BarCanvas` shares its cell base. Both can be *passive*
-(grid cells): the wheel scrolls the area instead of zooming, and there is no context menu.
+"""Reusable pyqtgraph canvases the panels are built from: :class:`ImageCanvas` (an image with a
+colour bar and an optional tile grid). *Passive* canvases (grid cells) let the wheel scroll.
 """
 
 from __future__ import annotations
@@ -45,14 +41,18 @@ class ClickableImageItem(pg.ImageItem):
         super().render()
         qimage = self.qimage
         if qimage is not None and qimage.format() == QtGui.QImage.Format.Format_Indexed8:
-            # Qt draws an indexed QImage through its slow generic path on every scaled draw;
-            # converting once per update to premultiplied ARGB is far cheaper.
-            self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+            self._show(qimage)
+
+    def _show(self, qimage: QtGui.QImage) -> bool:
+        # Premultiplied ARGB is Qt's fast draw path (an indexed QImage takes the slow one);
+        # the conversion copies, so the array behind ``qimage`` may go.
+        self.qimage = qimage.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        self._renderRequired = False
+        self._unrenderable = False
+        return True
 
     def _render_indexed(self) -> bool:
-        """Render a uint8 index image through its 256-entry table without pyqtgraph's
-        general path (level checks, a colour table built in Python per render): every live
-        frame pays it on the GUI thread."""
+        """Render a uint8 index image through its table, skipping pyqtgraph's general path."""
         image, table = self.image, self.lut
         if not (
             isinstance(image, np.ndarray)
@@ -72,16 +72,11 @@ class ClickableImageItem(pg.ImageItem):
             data.data, width, height, data.strides[0], QtGui.QImage.Format.Format_Indexed8
         )
         indexed.setColorTable(color_table(table))
-        # The conversion copies, so ``data`` may go; drawing premultiplied ARGB is the fast path.
-        self.qimage = indexed.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-        self._renderRequired = False
-        self._unrenderable = False
-        return True
+        return self._show(indexed)
 
     def _render_rgb(self) -> bool:
-        """Render a small (H, W, 3|4) uint8 picture shown at 0-255 straight into a QImage,
-        skipping pyqtgraph's rescale through levels (the input preview of every live frame);
-        large pictures keep that path, which downsamples them first."""
+        """Render a small (H, W, 3|4) uint8 picture at 0-255 straight into a QImage (large
+        ones keep pyqtgraph's path, which downsamples them first)."""
         image, levels = self.image, self.levels
         if not (
             isinstance(image, np.ndarray)
@@ -101,12 +96,7 @@ class ClickableImageItem(pg.ImageItem):
             if channels == 3
             else QtGui.QImage.Format.Format_RGBA8888
         )
-        picture = QtGui.QImage(data.data, width, height, data.strides[0], fmt)
-        # The conversion copies, so ``data`` may go; drawing premultiplied ARGB is the fast path.
-        self.qimage = picture.convertToFormat(QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-        self._renderRequired = False
-        self._unrenderable = False
-        return True
+        return self._show(QtGui.QImage(data.data, width, height, data.strides[0], fmt))
 
     #: Left click with Ctrl (``extend`` False: toggle) or Shift (``extend`` True: range).
     sigSelectClicked = QtCore.Signal(float, float, bool)
@@ -137,14 +127,21 @@ class ClickableImageItem(pg.ImageItem):
 
 
 class _GridCellCanvas:
-    """What image and bar canvases share as grid cells: hover leave, wheel pass-through, size.
-
-    Mixed in before ``pg.GraphicsLayoutWidget``; the class sets ``_inside``, ``_passive`` and
-    has a ``hover_left`` signal.
-    """
+    """Grid-cell behaviour of image and bar canvases: hover leave, wheel pass-through, size."""
 
     _inside: bool
     _passive: bool
+
+    def _init_cell(self, passive: bool, margins: tuple[int, int, int, int], spacing: int) -> None:
+        self._passive = passive
+        self._inside = False
+        self.setBackground(style.PLOT_BACKGROUND)
+        self.ci.setContentsMargins(*margins)
+        self.ci.setSpacing(spacing)
+        self.setSizePolicy(
+            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
+        )
+        self.setMinimumSize(90, 80)
 
     def _leave(self) -> None:
         if self._inside:
@@ -169,36 +166,9 @@ class _GridCellCanvas:
 class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     """A single ImageItem with a colour bar, updated in place.
 
-    Parameters
-    ----------
-    parent
-        Parent widget.
-    passive
-        True for grid cells: no zoom/pan, and wheel events scroll the surrounding area.
-    colorbar
-        Show a colour bar (with value ticks) to the right of the image.
-    cmap
-        Initial colour map name.
-    fit_width
-        Ask for the height at which an aspect-locked image fills the canvas's width (grid
-        cells in a scroll area: the mosaic grows with the window).
-
-    Signals
-    -------
-    hovered(float, float)
-        The mouse is over image pixel (x, y) (x = column, y = row, fractional).
-    hover_left()
-        The mouse left the image.
-    clicked(float, float)
-        Left click on image pixel (x, y).
-    select_clicked(float, float, bool)
-        Ctrl+click (False) or Shift+click (True) on image pixel (x, y).
-    context_requested(float, float, QPoint)
-        Right click on image pixel (x, y), at that screen position.
-    resized()
-        The canvas changed size (a mosaic's page size follows its width).
-    fitted()
-        The user fitted the image again (double click).
+    ``passive``: no zoom/pan, the wheel scrolls the surrounding area. ``fit_width``: ask for
+    the height at which an aspect-locked image fills the width. Signals carry image pixel
+    ``(x, y)`` (column, row); ``select_clicked``'s bool is Shift (range) rather than Ctrl.
     """
 
     hovered = QtCore.Signal(float, float)
@@ -219,34 +189,22 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         fit_width: bool = False,
     ) -> None:
         super().__init__(parent)
-        self._passive = passive
-        # Before _fit_width (resizeEvent asks for it once that is set). A timer of the
-        # canvas's: a QTimer.singleShot's function outlives a canvas deleted before it fires.
+        # Before _fit_width (resizeEvent asks for it once that is set).
         self._sync_scene_soon = DeferredCall(self, self._sync_scene)
         self._fit_width = fit_width
         self._lock_aspect = True
         self._shape: tuple[int, ...] | None = None
-        self._inside = False
-        self.setBackground(style.PLOT_BACKGROUND)
-        self.ci.setContentsMargins(
-            _CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V
-        )
-        self.ci.setSpacing(_CANVAS_SPACING)
-        self.setSizePolicy(
-            QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Expanding
-        )
-        self.setMinimumSize(90, 80)
+        margins = (_CANVAS_MARGIN, _CANVAS_MARGIN_V, _CANVAS_MARGIN, _CANVAS_MARGIN_V)
+        self._init_cell(passive, margins, _CANVAS_SPACING)
 
-        # No context menu: building a ViewBox menu costs ~12 ms per canvas.
+        # No context menu: it is costly to build per canvas.
         self.view = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
         self.addItem(self.view, row=0, col=0)
         self.view.setMouseEnabled(x=not passive, y=not passive)
         self.view.disableAutoRange()
         # A new image repaints its own rectangle, not 2 px around it too (the bar's strip).
         self.setOptimizationFlag(QtWidgets.QGraphicsView.OptimizationFlag.DontAdjustForAntialiasing)
-        # 2-D images are uint8 indices into a 256-entry table (an indexed QImage), not
-        # downsampled (averaged indices would blend the padding index into colours): the
-        # item's paint filters when shrinking, which keeps the 1-px padding as a grid line.
+        # 2-D images are uint8 indices, never downsampled (averaging indices blends colours).
         self.image = ClickableImageItem(axisOrder="row-major")
         self._source: np.ndarray | Callable[[], np.ndarray] | None = None
         self._levels: tuple[float, float] | None = None
@@ -274,8 +232,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
             # The bar spans the image, not the whole canvas (the image is letterboxed).
             self.view.sigResized.connect(self._fit_colorbar)
             self.view.sigRangeChanged.connect(self._fit_colorbar)
-        #: Its margins change the scene's geometry, which resizes the view: a fit asked for
-        #: from inside a fit runs after that pass instead (see :meth:`_fit_colorbar`).
+        #: A fit asked for from inside a fit runs after that pass (see :meth:`_fit_colorbar`).
         self._colorbar_fit = DeferredCall(self, self._fit_colorbar)
         self._fitting_colorbar = False
         #: Extra margin left and right of the image and its bar (see :meth:`_fit_sides`).
@@ -287,7 +244,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         self._cmap = ""
         self.set_colormap(cmap)
 
-    # -- data ------------------------------------------------------------------------------
     def set_image(
         self,
         image: np.ndarray,
@@ -299,31 +255,20 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         indices: np.ndarray | None = None,
         source: Callable[[], np.ndarray] | None = None,
     ) -> None:
-        """Show ``image`` (row-major 2-D float32 or (H, W, 3|4) uint8) with fixed ``levels``.
+        """Show ``image`` (2-D float32, 2-D uint8 indices, or (H, W, 3|4) uint8) at ``levels``.
 
-        The existing ImageItem is updated in place; the view range is reset only when the
-        image shape changes, so repeated updates neither flicker nor lose a user's zoom.
+        Updated in place; the view resets only when the shape changes (no flicker, zoom kept).
 
         Parameters
         ----------
-        image
-            C-contiguous array; NaN pixels are drawn transparent. A 2-D float image is shown
-            as uint8 indices (see :func:`~actviz.ui.panels.colormap_views.to_indices`); a 2-D
-            uint8 image is taken to be such indices already (255 = transparent).
-        levels
-            (low, high) display levels for a 2-D image.
-        bar_range
-            Values written on the colour bar; defaults to ``levels``.
+        bar_range, bar_labels
+            Values (default ``levels``) or words written on the colour bar.
         lock_aspect
-            Keep square pixels (mosaics, pictures) or let the image fill the canvas (heatmaps).
-        bar_labels
-            Words for both ends of the colour bar instead of numbers.
+            Keep square pixels (mosaics, pictures) or fill the canvas (heatmaps).
         indices
-            ``to_indices(image, levels)`` computed ahead (off the GUI thread), for a 2-D image.
+            ``to_indices(image, levels)`` computed off the GUI thread.
         source
-            Makes the float image that ``image`` (uint8 indices) was made from, for
-            :meth:`source_image`: read only if asked for (a live frame's mosaic makes its
-            float image only then).
+            Makes the float image behind ``image``, for :meth:`source_image` (only if read).
         """
         if image.ndim == 2:
             self._source = source if source is not None else image
@@ -359,48 +304,37 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
                 low, high = low - span, high + span
             self.colorbar.setLevels((float(low), float(high)), bar_labels)
             if reshaped:
-                # Same shape: the image sits where it sat, so the bar still spans it (a resize,
-                # a zoom or a pan fit it again through the view's own signals).
-                self._fit_colorbar()
+                self._fit_colorbar()  # same shape: the bar still spans the image
+
+    def _swap(self, pixels: np.ndarray, drawn_alike: bool) -> bool:
+        """Only new pixels of the same shape and drawing (every live frame): swap them in
+        without ``ImageItem.setImage``'s general handling. False: take the general path."""
+        shown = self.image.image
+        if not (
+            drawn_alike
+            and isinstance(shown, np.ndarray)
+            and shown.shape == pixels.shape
+            and shown.dtype == np.uint8
+            and self.image._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
+        ):
+            return False
+        self._light.swap(pixels)
+        return True
 
     def _replace_indices(self, indices: np.ndarray) -> bool:
-        """New pixels for the index image shown, when only the pixels change (same shape,
-        same indexed drawing: every live frame): what ``ImageItem.setImage`` does then,
-        without its generic option and level handling. False: take the general path."""
-        item = self.image
-        shown = item.image
-        if not (
-            isinstance(shown, np.ndarray)
-            and shown.shape == indices.shape
-            and shown.dtype == np.uint8
-            and item.levels is None
-            and not item.autoDownsample
-            and item._xp is np  # noqa: SLF001 - pyqtgraph's array module (cupy or numpy)
-        ):
-            return False
-        self._light.swap(indices)
-        return True
+        return self._swap(indices, self.image.levels is None and not self.image.autoDownsample)
 
     def _replace_picture(self, image: np.ndarray, levels: tuple[float, float]) -> bool:
-        """:meth:`_replace_indices` for a small (H, W, 3|4) uint8 picture shown at 0-255
-        (the input preview of every live frame), which the item draws without downsampling
-        (:meth:`ClickableImageItem._render_rgb`)."""
-        item = self.image
-        shown = item.image
-        if not (
-            isinstance(shown, np.ndarray)
-            and shown.shape == image.shape
-            and shown.dtype == np.uint8
-            and image.dtype == np.uint8
+        # A small picture at 0-255, which the item draws without downsampling (_render_rgb).
+        shown_levels = self.image.levels
+        return self._swap(
+            image,
+            image.dtype == np.uint8
             and image.shape[0] * image.shape[1] <= _RGB_FAST_MAX_PIXELS
             and (float(levels[0]), float(levels[1])) == (0.0, 255.0)
-            and item.levels is not None
-            and np.array_equal(np.asarray(item.levels, dtype=float), [0.0, 255.0])
-            and item._xp is np  # noqa: SLF001
-        ):
-            return False
-        self._light.swap(image)
-        return True
+            and shown_levels is not None
+            and np.array_equal(np.asarray(shown_levels, dtype=float), [0.0, 255.0]),
+        )
 
     def set_tiles(
         self,
@@ -413,7 +347,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         first_channel: int,
         channel_ids: tuple[int, ...] | None = None,
     ) -> None:
-        """Draw the gaps (and channel numbers) of a mosaic over the image: see :class:`TileGrid`."""
+        """Draw the gaps (and channel numbers) of a mosaic over the image (:class:`TileGrid`)."""
         self.grid.set_tiles(rows, cols, tile_h, tile_w, pad, channels, first_channel, channel_ids)
 
     def clear_tiles(self) -> None:
@@ -436,8 +370,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         return list(self._marked)
 
     def image_area_width(self, width: int | None = None) -> int:
-        """Widget pixels the image may fill across in a canvas ``width`` wide (default: the
-        canvas's own width): the canvas less its colour bar."""
+        """Widget pixels the image may fill across in a canvas ``width`` wide, less the bar."""
         width = (self.width() if width is None else int(width)) - 2 * _CANVAS_MARGIN
         if self.colorbar is not None:
             width -= COLORBAR_WIDTH + COLORBAR_AXIS_WIDTH + _CANVAS_SPACING
@@ -534,7 +467,6 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
         scene_point = self.image.mapToScene(QtCore.QPointF(x, y))
         return self.mapFromScene(scene_point)
 
-    # -- mouse -----------------------------------------------------------------------------
     def mousePressEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         self.ensure_scene()
         super().mousePressEvent(event)
@@ -542,8 +474,7 @@ class ImageCanvas(_GridCellCanvas, SceneFit, pg.GraphicsLayoutWidget):
     def mouseMoveEvent(self, event: QtGui.QMouseEvent) -> None:  # noqa: N802 - Qt name
         self.ensure_scene()
         super().mouseMoveEvent(event)
-        # The scene's sigMouseMoved is rate-limited and can drop the last move before the
-        # mouse stops, leaving a stale read-out; every view event is handled here instead.
+        # Not the scene's sigMouseMoved: it is rate-limited and can drop the last move.
         self._on_scene_mouse_moved(self.mapToScene(event.position().toPoint()))
 
     def _on_scene_mouse_moved(self, scene_pos: QtCore.QPointF) -> None:

@@ -1,12 +1,5 @@
-"""ChannelView: one channel of a layer, large, beside its gradient magnitude.
-
-Both images sit in aspect-locked views whose ranges are linked (zoom or pan one, the other
-follows), each with its own level (contrast) controls; the channel's statistics are listed
-under them; ``[`` ``]``, PageUp/PageDown and Left/Right ask for the previous/next channel; the
-input picture can be shown under the activation (stretched onto the map, the activation
-blended over it). The two images go one above the other in a narrow view, and in a tall one
-where that draws them larger (side by side, a tall view left blank bands above and below).
-"""
+"""ChannelView: one channel of a layer, large, beside its gradient magnitude (linked zoom,
+own levels, statistics, key stepping, an optional input overlay)."""
 
 from __future__ import annotations
 
@@ -22,8 +15,7 @@ from actviz.ui.panels.image_column import ImageColumn
 
 #: Below this width the view shows the activation above the gradient, not beside it.
 NARROW_VIEW_PX = 480
-#: Above the gradient in a wider view too when that draws the images at least this many times
-#: larger than side by side (a margin, so a view near the balance does not flip back and forth).
+#: Stacked in a wider view too when that draws the images this many times larger (hysteresis).
 STACK_GAIN = 1.05
 #: Opacity of the activation over the input picture when the overlay is on.
 OVERLAY_OPACITY = 0.6
@@ -71,8 +63,7 @@ def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
     f = style.format_value
     low, high, mean, std = f(s["min"]), f(s["max"]), f(s["mean"]), f(s["std"])
     zeros = f"zeros {100 * s['zero_frac']:.1f} %"
-    # The narrower versions keep the range and the zeros (an ablated channel reads
-    # "zeros 100.0 %").
+    # Narrower versions keep the zeros: an ablated channel reads "zeros 100.0 %".
     return f"min {low}  max {high}  mean {mean}  std {std}  {zeros}", [
         f"min {low} max {high} mean {mean} std {std} {zeros}",
         f"min {low} max {high} … {zeros}",
@@ -82,18 +73,8 @@ def stats_lines(s: dict[str, float]) -> tuple[str, list[str]]:
 class ChannelView(PanelBase):
     """A single channel large: activation and |gradient| side by side with linked zoom.
 
-    Wheel zooms both images about the mouse (square pixels kept), drag pans, double click fits.
-    Hover shows ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``.
-
-    Signals
-    -------
-    step_requested(int)
-        The previous (-1) or next (+1) channel was asked for (keys or buttons).
-    close_requested()
-        The close button was pressed.
-    channel_changed(str, int)
-        A channel was shown (layer name, channel; also again with new values), or ("", -1)
-        when the view was cleared.
+    ``step_requested(int)``: previous (-1) / next (+1) channel asked for;
+    ``channel_changed(str, int)``: a channel shown, ``("", -1)`` when cleared.
     """
 
     step_requested = QtCore.Signal(int)
@@ -129,10 +110,8 @@ class ChannelView(PanelBase):
         row.addWidget(self._act_box, 1)
         row.addWidget(self._grad_box, 1)
         self.content.addLayout(row, 1)
-        # Linked ranges: zooming or panning one image does the same to the other. Not
-        # pyqtgraph's setXLink/setYLink: with both axes linked and aspect locked, each view
-        # copies the other's already widened range and they drift (a stretched, clipped
-        # image). The user's zoom and pan (and a double-click fit) are copied instead.
+        # The user's zoom and pan are copied; pyqtgraph's setXLink/setYLink drift under a
+        # locked aspect.
         for one, other in (
             (self.activation_canvas, self.gradient_canvas),
             (self.gradient_canvas, self.activation_canvas),
@@ -147,8 +126,7 @@ class ChannelView(PanelBase):
         self.backdrop.setVisible(False)
         self.activation_canvas.view.addItem(self.backdrop)
 
-        # What the layer's edits are (what-if): an ablated channel is a flat map, and the
-        # layer panel's badge saying why is out of sight beside this view.
+        # The layer's what-if edits (the layer panel's badge is out of sight here).
         self.edit_label = style.ElidedLabel()
         self.edit_label.setStyleSheet(
             f"color: white; background: {style.EDITED}; border-radius: 3px; padding: 0 4px;"
@@ -169,18 +147,20 @@ class ChannelView(PanelBase):
         self.setProperty("layoutFill", True)
         self.clear()
 
-    # -- building ------------------------------------------------------------------------------
     def _build_controls(self) -> QtWidgets.QHBoxLayout:
         row = QtWidgets.QHBoxLayout()
         row.setSpacing(4)
-        self.prev_button = QtWidgets.QToolButton()
-        self.prev_button.setArrowType(QtCore.Qt.ArrowType.LeftArrow)
-        self.prev_button.setToolTip("Previous channel ([, PageUp, Left)")
-        self.prev_button.clicked.connect(lambda: self.step_requested.emit(-1))
-        self.next_button = QtWidgets.QToolButton()
-        self.next_button.setArrowType(QtCore.Qt.ArrowType.RightArrow)
-        self.next_button.setToolTip("Next channel (], PageDown, Right)")
-        self.next_button.clicked.connect(lambda: self.step_requested.emit(1))
+        arrow = QtCore.Qt.ArrowType
+        self.prev_button = style.arrow_button(
+            arrow.LeftArrow,
+            "Previous channel ([, PageUp, Left)",
+            lambda: self.step_requested.emit(-1),
+        )
+        self.next_button = style.arrow_button(
+            arrow.RightArrow,
+            "Next channel (], PageDown, Right)",
+            lambda: self.step_requested.emit(1),
+        )
         self.position_label = style.caption_label()
         self.overlay_box = QtWidgets.QCheckBox("input overlay")
         self.overlay_box.setToolTip("Show the input picture under the activation")
@@ -197,7 +177,6 @@ class ChannelView(PanelBase):
         row.addWidget(self.close_button)
         return row
 
-    # -- data ----------------------------------------------------------------------------------
     def set_channel(
         self,
         name: str,
@@ -209,25 +188,10 @@ class ChannelView(PanelBase):
         signed: bool | None = None,
         image: np.ndarray | None = None,
     ) -> None:
-        """Show channel ``channel`` of layer ``name``.
+        """Show channel ``channel`` of layer ``name``: ``(H, W)`` activation and |gradient|.
 
-        Parameters
-        ----------
-        name
-            Layer name (for the title).
-        channel
-            Channel index (for the title).
-        activation
-            (H, W) raw activation of that channel.
-        gradient
-            (H, W) gradient magnitude of that channel, or None to show the activation only.
-        channels
-            Channels in the layer (for "ch 12 of 128" and the step buttons); 0: unknown.
-        signed
-            Whether the layer has negative values (under the "auto" colour map: a diverging
-            map on a range symmetric about 0); None: this channel's.
-        image
-            The input picture ``(H, W, 3)`` uint8 for the overlay, or None (no overlay).
+        ``channels``: the layer's count (0: unknown); ``signed``: whether the layer has
+        negative values (None: this channel's); ``image``: the input picture for the overlay.
         """
         activation = np.ascontiguousarray(activation, dtype=np.float32)
         if activation.ndim != 2:
@@ -256,23 +220,18 @@ class ChannelView(PanelBase):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
-        # Side by side, each column's level controls ("levels", two numbers, "to", "auto") and
-        # image would be cut in a narrow view: one above the other instead.
         self._narrow = event.size().width() < NARROW_VIEW_PX
         self._arrange()
 
     def event(self, event: QtCore.QEvent) -> bool:
         handled = super().event(event)
         if event.type() == QtCore.QEvent.Type.LayoutRequest:
-            # A section added or shown under the images (the dataset's top images) takes
-            # height from them without resizing the view: arrange them for what is left.
+            # A section shown under the images takes height without resizing the view.
             self._arrange()
         return handled
 
     def _arrange(self) -> None:
-        """Activation and gradient side by side, or one above the other: above in a narrow
-        view, and wherever that draws the images larger (a tall view: side by side, each
-        square map would fill half the width and leave blank bands above and below)."""
+        """Activation above the gradient in a narrow view or where that draws them larger."""
         stacked = self._narrow or self._stacking_gain() >= (1.0 if self._stacked else STACK_GAIN)
         if stacked == self._stacked:
             return
@@ -285,8 +244,7 @@ class ChannelView(PanelBase):
         self.updateGeometry()  # the layout item around the view caches its old hints
 
     def set_gradients_visible(self, visible: bool) -> None:
-        """Show or hide the |gradient| column (it stays hidden while there is no gradient),
-        as the layer panels do with the toolbar's Gradients toggle."""
+        """Show or hide the |gradient| column (the toolbar's Gradients toggle)."""
         self._gradients_visible = bool(visible)
         self._update_gradient_visibility()
 
@@ -301,8 +259,7 @@ class ChannelView(PanelBase):
         self._arrange()  # the map's shape decides which arrangement draws it larger
 
     def _stacking_gain(self) -> float:
-        """How many times larger the images are drawn one above the other than side by side
-        in the room the columns have now (0 while there is nothing to arrange)."""
+        """How many times larger the images are stacked than side by side (0: nothing to arrange)."""
         rect = self._columns.geometry()
         if self.activation is None or self._grad_box.isHidden() or not rect.isValid():
             return 0.0
@@ -324,13 +281,11 @@ class ChannelView(PanelBase):
         return above / side if side > 0 else 0.0
 
     def is_narrow(self) -> bool:
-        """Whether the view is under :data:`NARROW_VIEW_PX` wide (its images then go one
-        above the other)."""
+        """Whether the view is under :data:`NARROW_VIEW_PX` wide."""
         return self._narrow
 
     def is_stacked(self) -> bool:
-        """Whether the activation is shown above the gradient (a narrow view, or a tall one
-        where that draws the images larger) rather than beside it."""
+        """Whether the activation is shown above the gradient rather than beside it."""
         return self._stacked
 
     def add_section(self, widget: QtWidgets.QWidget) -> None:
@@ -348,8 +303,7 @@ class ChannelView(PanelBase):
         return self.backdrop.isVisible()
 
     def set_colormap(self, choice: str) -> None:
-        """Paint with ``choice`` ("auto": per image, see
-        :func:`actviz.display.colormaps.resolve`)."""
+        """Paint with ``choice`` ("auto": per image, :func:`actviz.display.colormaps.resolve`)."""
         symmetric_before = self._symmetric()
         self._choice = choice
         self.activation_canvas.set_colormap(resolve(choice, signed=self._signed))
@@ -388,7 +342,6 @@ class ChannelView(PanelBase):
         self.status_label.setText("click a channel in the layer grid")
         self.channel_changed.emit("", -1)
 
-    # -- drawing -------------------------------------------------------------------------------
     def _symmetric(self) -> bool:
         return self._choice == AUTO and self._signed
 
@@ -414,7 +367,6 @@ class ChannelView(PanelBase):
         self.backdrop.setVisible(on)
         self.activation_canvas.image.setOpacity(OVERLAY_OPACITY if on else 1.0)
 
-    # -- read-outs -----------------------------------------------------------------------------
     def hover_text(self, x: int, y: int) -> str:
         """Read-out for pixel (x, y), e.g. ``(x=3, y=7)  value 0.532  |grad| 1.2e-04``."""
         if self.activation is None:
@@ -447,7 +399,6 @@ class ChannelView(PanelBase):
             "wheel: zoom both · drag: pan · double click: fit · [ ] PageUp/PageDown: channel"
         )
 
-    # -- keys ----------------------------------------------------------------------------------
     def _step_for(self, event: QtGui.QKeyEvent) -> int:
         return STEP_KEYS.get(QtCore.Qt.Key(event.key()), 0)
 

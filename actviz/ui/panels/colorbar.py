@@ -59,8 +59,7 @@ class _GradientStrip(pg.GraphicsWidget):
         if self._image is None:
             return
         rect = self.boundingRect()
-        # Repainted with every frame of the image beside it: scaled once per size (and map)
-        # into a strip drawn pixel for pixel, not scaled from 1x256 on every paint.
+        # Scaled once per size and map, not on every paint (it repaints with every frame).
         ratio = painter.device().devicePixelRatioF() if painter.device() is not None else 1.0
         size = (max(1, round(rect.width() * ratio)), max(1, round(rect.height() * ratio)))
         sized = getattr(self, "_sized", None)
@@ -196,11 +195,8 @@ class ValueAxis(pg.GraphicsWidget):
 
 
 class ColorBar(pg.GraphicsLayout):
-    """A light colour bar: the colour map as a strip with a value axis beside it.
-
-    pyqtgraph's ColorBarItem is a full PlotItem (about 40 ms to build, with menus); this is a
-    strip and a :class:`ValueAxis`, which matters for a grid of dozens of layers.
-    """
+    """A light colour bar: the colour map as a strip with a :class:`ValueAxis` beside it (a
+    ``pg.ColorBarItem`` is a full PlotItem, slow to build for a grid of dozens of layers)."""
 
     def __init__(self, width: int = COLORBAR_WIDTH, axis_width: int = COLORBAR_AXIS_WIDTH):
         super().__init__()
@@ -227,15 +223,10 @@ class ColorBar(pg.GraphicsLayout):
     def setLevels(  # noqa: N802 - mirrors pg.ColorBarItem
         self, values: tuple[float, float], labels: tuple[str, str] | None = None
     ) -> None:
-        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top).
-
-        ``labels`` replaces the numbers with words at both ends, for scales that are not one
-        value range (per-channel normalisation: each tile has its own min and max).
-        """
+        """Label the bar from ``values[0]`` (bottom) to ``values[1]`` (top), or with ``labels``."""
         low, high = float(values[0]), float(values[1])
         if labels == self._labels and self._close_to_shown(low, high):
-            # Live frames mostly repeat the range; under 1% of the span is not readable.
-            return
+            return  # live frames mostly repeat the range; under 1% is not readable
         self._levels = (low, high)
         self._labels = labels
         self.axis.set_words(labels)

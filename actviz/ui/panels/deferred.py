@@ -1,10 +1,5 @@
-"""One deferred call per event-loop turn, however often it is asked for.
-
-Geometry handlers (a resize, a range change) that change geometry themselves must never run
-inside the pass that called them: Qt would re-enter them from C++ without end (a hang, then a
-stack overflow). They ask for a :class:`DeferredCall` instead, which runs once, after the
-current layout pass, with the state of that moment.
-"""
+"""One deferred call per event-loop turn, however often it is asked for: geometry handlers
+that change geometry run after the layout pass, never inside it (Qt would re-enter them)."""
 
 from __future__ import annotations
 
@@ -14,11 +9,8 @@ from PySide6 import QtCore
 
 
 class DeferredCall:
-    """Run ``fn`` once on the next turn of the event loop after :meth:`request`.
-
-    Requests made before it runs (or while it runs) are folded into that one call, or the
-    next one. The timer belongs to ``owner``, so nothing runs once the owner is deleted.
-    """
+    """Run ``fn`` once on the next event-loop turn after :meth:`request` (requests fold into
+    one call; the timer is ``owner``'s, so nothing runs once it is deleted)."""
 
     def __init__(self, owner: QtCore.QObject, fn: Callable[[], object]) -> None:
         self._fn = fn

@@ -20,8 +20,7 @@ if TYPE_CHECKING:  # the panels never import torch at run time; views.py does
 MIN_PANEL_HEIGHT = 220
 #: A panel of mosaics may be this low: its canvases ask for the height their width needs.
 MIN_MAPS_PANEL_HEIGHT = 120
-#: Below this width a panel stacks its activation over its gradient (and its read-outs): side
-#: by side, each mosaic would get under 200 px, too few for a page of tiles and the read-out.
+#: Below this width a panel stacks its activation over its gradient (and its read-outs).
 NARROW_PANEL_PX = 440
 #: A panel's least width, its sides stacked (one canvas, the page buttons).
 NARROW_MIN_PX = 150
@@ -32,33 +31,11 @@ PREFERRED_PANEL_PX = 500
 class LayerPanel(PanelBase):
     """One layer of the grid: its activation and, beside it, its gradient magnitude.
 
-    Parameters
-    ----------
-    name
-        Qualified module name (as in ``named_modules()``); sent back in ``channel_clicked``.
-    parent
-        Parent widget.
-    module_type
-        Module class name for the title (e.g. "Conv2d"); can be set later with
-        :meth:`set_module_type`.
-
-    Signals
-    -------
-    channel_clicked(str, int)
-        The user clicked channel ``c`` of a mosaic (activation or gradient side).
-    page_requested(str, int)
-        The user asked for the previous (-1) or next (+1) page of channels of a layer with
-        more channels than one mosaic shows.
-    mosaic_width_changed(str, int)
-        The activation mosaic may now fill this many screen pixels across (the window picks
-        the channels per page from it).
-    channels_context_requested(str, list, QPoint)
-        Right click on a tile: its channel, or the selection holding it; on a bar, its unit.
-    difference_toggled(str, bool)
-        The user switched the "difference" view of this layer on or off.
-    tile_clicked(str, int), tiles_context_requested(str, list, QPoint)
-        Sent instead of ``channel_clicked`` / ``channels_context_requested`` while the tiles
-        are units of another kind than channels (:meth:`set_tile_unit`: concepts).
+    Every signal carries the layer ``name`` first. ``mosaic_width_changed``: the screen
+    pixels the activation mosaic may fill (the window sizes pages from it);
+    ``channels_context_requested``: a right-clicked tile's channel or the selection holding it;
+    ``tile_clicked`` / ``tiles_context_requested`` replace the channel signals while the
+    tiles are another unit (:meth:`set_tile_unit`).
     """
 
     channel_clicked = QtCore.Signal(str, int)
@@ -123,8 +100,7 @@ class LayerPanel(PanelBase):
         self._update_gradient_visibility()
 
     def _build_edit_bar(self) -> None:
-        # The title line becomes: title ... [difference] (shown while there are edits); the
-        # "edited: ablate ch 3" badge shows on edited layers.
+        # The title line gets the difference toggle (shown while there are edits).
         outer = self.layout()
         assert isinstance(outer, QtWidgets.QBoxLayout)
         position = outer.indexOf(self.title_label)
@@ -134,8 +110,7 @@ class LayerPanel(PanelBase):
         layout.setSpacing(6)
         layout.addWidget(self.title_label, 1)
         outer.insertLayout(position, layout)
-        # The badge goes on the read-out line (see __init__): beside the title it would squeeze
-        # a long layer name to nothing; a line of its own would change the panel's height.
+        # The badge goes on the read-out line: beside the title it would squeeze a long name.
         self.edit_badge = BadgeLabel.edited()
         self.difference_button = DifferenceToggle(self.title_label.sizeHint().height())
         self.difference_button.toggled.connect(
@@ -143,7 +118,6 @@ class LayerPanel(PanelBase):
         )
         layout.addWidget(self.difference_button)
 
-    # -- public setters ------------------------------------------------------------------------
     def set_module_type(self, type_name: str) -> None:
         """Set the module class name shown in the title (e.g. "Conv2d")."""
         if type_name == self._module_type:
@@ -152,23 +126,14 @@ class LayerPanel(PanelBase):
         self._update_title()
 
     def set_unit_names(self, names: tuple[str, ...] | None) -> None:
-        """Name a bar layer's units (the model's classes, see
-        :func:`actviz.display.layer_views.class_units`): its axis and read-out say "class"."""
+        """Name a bar layer's units (the model's classes): axis and read-out say "class"."""
         self._unit_names = names or ()
         for slot in (self.activation_slot, self.gradient_slot):
             slot.set_unit_label("class" if names else "unit")
 
     def set_activation(self, view: LayerView, mosaic: Mosaic | None) -> None:
-        """Show the layer's activation.
-
-        Parameters
-        ----------
-        view
-            The activation as prepared by ``actviz.display.layer_views.layer_view``; ``view.data`` is kept
-            to read raw values under the mouse.
-        mosaic
-            The mosaic of ``view.data`` for kind "maps" (ignored for other kinds).
-        """
+        """Show the layer's activation (``mosaic``: for kind "maps"; ``view.data`` is read under
+        the mouse)."""
         self._difference_shown = False
         self.activation_slot.show_view(view, mosaic)
         # Back from the difference view: the caption names the activation again.
@@ -187,9 +152,8 @@ class LayerPanel(PanelBase):
         self._show_description()
 
     def set_tile_unit(self, unit: str = "") -> None:
-        """Tiles of another kind than channels (``"concept"``): clicks and right clicks send
-        :attr:`tile_clicked` / :attr:`tiles_context_requested`, the read-out names the unit,
-        the page buttons are off; "" (channels) puts everything back."""
+        """Tiles of another kind than channels (``"concept"``; "" for channels): clicks send the
+        tile signals and the page buttons are off."""
         if unit != self._tile_unit:
             self._tile_unit = unit
             self.set_selected_channels([])
@@ -199,7 +163,6 @@ class LayerPanel(PanelBase):
         """What the tiles are when not channels ("" for channels)."""
         return self._tile_unit
 
-    # -- what-if -------------------------------------------------------------------------------
     def set_edit_badge(self, text: str) -> None:
         """Mark the panel as edited (``text``: "ablate ch 3"); "" removes the mark."""
         if text == self._edited:
@@ -228,8 +191,7 @@ class LayerPanel(PanelBase):
         self, view: LayerView, mosaic: Mosaic | None, colormap: str | None = None
     ) -> None:
         """Show ``view`` (edited minus unedited) in the activation side, painted with
-        ``colormap`` (None: the diverging map "auto" gives a symmetric mosaic) whatever the
-        colour-map choice."""
+        ``colormap`` (None: "auto") whatever the colour-map choice."""
         slot = self.activation_slot
         slot.show_difference(view, mosaic, colormap or AUTO)
         self._difference_shown = True
@@ -263,17 +225,14 @@ class LayerPanel(PanelBase):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802 - Qt name
         super().resizeEvent(event)
-        # Re-arranging the sides changes the panel's height-for-width: done after this
-        # layout pass, so the grid's answer never resizes the panel from inside its resize.
+        # After this layout pass: the arrangement changes the panel's height-for-width.
         self._arrange.request()
 
     def _arrange_to_width(self) -> None:
         self._set_narrow(self.width() < NARROW_PANEL_PX)
 
     def _set_narrow(self, narrow: bool) -> None:
-        """Side by side (activation | gradient; badge, read-out, pages on one line) in a wide
-        panel; one above the other in a narrow one (the column beside the channel view), so
-        the panel's least width is one canvas, not two plus every read-out."""
+        """Sides and read-outs side by side in a wide panel, one above the other in a narrow one."""
         if narrow == self._narrow:
             return
         self._narrow = narrow
@@ -286,9 +245,7 @@ class LayerPanel(PanelBase):
         left = QtCore.Qt.AlignmentFlag.AlignLeft
         for widget in (self.edit_badge, self.page_bar):
             self._readouts.setAlignment(widget, left if narrow else QtCore.Qt.AlignmentFlag(0))
-        # The grid keeps the height-for-width it asked this panel for at this width (cached
-        # by the layout item): the other arrangement needs another height.
-        self.updateGeometry()
+        self.updateGeometry()  # the layout item caches the other arrangement's height
 
     def is_narrow(self) -> bool:
         """Whether the sides are stacked (the panel is under :data:`NARROW_PANEL_PX` wide)."""
@@ -301,12 +258,9 @@ class LayerPanel(PanelBase):
             self.updateGeometry()
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt name
-        # A hint, not setMinimumHeight: an explicit minimum would hide the layout's own
-        # (a mosaic's height follows its width) from the grid around the panel.
+        # A hint, not setMinimumHeight, which would hide the layout's height-for-width. The
+        # width must not follow the arrangement, or the panel would switch back and forth.
         hint = super().minimumSizeHint()
-        # The width does not depend on the sides' arrangement, which follows the width: a
-        # least width that grew as the sides went side by side could make a grid column
-        # narrower again, and the panel would switch back and forth.
         width = hint.width() if self._narrow else min(hint.width(), NARROW_MIN_PX)
         return QtCore.QSize(max(width, NARROW_MIN_PX), max(hint.height(), self._min_height))
 
@@ -338,9 +292,8 @@ class LayerPanel(PanelBase):
         self._show_description()
 
     def set_colormap(self, choice: str) -> None:
-        """Use colour map ``choice`` (a name of ``colormaps.COLORMAPS``) for both sides, or
-        "auto": per side, the diverging map for a symmetric (signed) mosaic, a sequential one
-        otherwise and for |gradient| (:func:`actviz.display.colormaps.resolve`)."""
+        """Use colour map ``choice`` for both sides ("auto": per side, see
+        :func:`actviz.display.colormaps.resolve`)."""
         self.activation_slot.set_colormap(choice)
         self.gradient_slot.set_colormap(choice)
 
@@ -363,7 +316,6 @@ class LayerPanel(PanelBase):
         self.page_bar.show_page(None)
         self.status_label.setText("")
 
-    # -- helpers ---------------------------------------------------------------------------
     def _update_title(self) -> None:
         name = self.name or "(model)"
         parts = [name]

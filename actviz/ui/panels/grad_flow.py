@@ -10,14 +10,14 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from actviz.ui.panels import style
+from actviz.ui.panels.bar_canvas import bar_series
 from actviz.ui.panels.plot_panel import PlotPanel
 
 #: Pixels kept free between two bar labels.
 LABEL_GAP_PX = 6
 #: A label is elided to at most this width, so one long name does not thin out the others.
 MAX_LABEL_PX = 90
-#: A bar is named when this many characters of its name fit (elided keeping its number:
-#: "bl…1"); fewer would not tell bars apart, so then only every k-th bar is named.
+#: A bar is named when this many characters of its name fit, else only every k-th bar.
 MIN_LABEL_CHARS = 3
 #: Pixels kept free between two labels of the log-scaled value axis.
 VALUE_LABEL_GAP_PX = 4
@@ -26,17 +26,8 @@ AXIS_TITLE = "layer (execution order)"
 SHORT_AXIS_TITLE = "layer"
 
 
-def _bars(colour: str) -> pg.BarGraphItem:
-    """An empty bar series in one colour (filled, no outline)."""
-    empty = np.zeros(0)
-    return pg.BarGraphItem(
-        x=empty, y0=empty, y1=empty, width=0.8, brush=colour, pen=pg.mkPen(colour, width=0)
-    )
-
-
 def _elide(name: str, width: float, metrics: QtGui.QFontMetricsF) -> str:
-    """``name`` shortened with "…" to ``width`` pixels, keeping its trailing number
-    ("block1" -> "bl…1"): the number is what tells neighbouring bars apart."""
+    """``name`` shortened to ``width`` pixels, keeping its trailing number ("bl…1")."""
     if metrics.horizontalAdvance(name) <= width:
         return name
     tail = re.search(r"[\d.]{0,4}$", name).group(0)  # type: ignore[union-attr]
@@ -59,9 +50,7 @@ def _short(name: str) -> str:
 
 
 class LayerAxis(pg.AxisItem):
-    """A bottom axis naming the bars: every bar where a few characters fit (elided, keeping the
-    number), else every k-th, so labels never overlap; the hover read-out names every bar.
-    """
+    """A bottom axis naming the bars (every k-th where crowded), labels never overlapping."""
 
     def __init__(self) -> None:
         super().__init__("bottom")
@@ -74,8 +63,7 @@ class LayerAxis(pg.AxisItem):
     def set_names(self, names: list[str]) -> None:
         """Name bar ``i`` after ``names[i]`` (its last dotted component)."""
         self.names = list(names)
-        # Room for the names from the start: an axis that grows on its first paint moves the
-        # plot under the mouse (pyqtgraph keeps the larger height; 10 px less is tolerated).
+        # Room for the names from the start, so the plot does not move on the first paint.
         height = math.ceil(self._metrics().height())
         if height > self.textHeight:
             self.textHeight = height
@@ -92,8 +80,7 @@ class LayerAxis(pg.AxisItem):
             return []
         per_bar = size / (maxVal - minVal)
         metrics = self._metrics()
-        # A typical name sets the spacing, but a slot that shows a few of its characters is
-        # enough: longer names are elided to the slot (hover names them).
+        # A typical name sets the spacing, at most what a few characters need.
         widths = sorted(metrics.horizontalAdvance(_short(name)) for name in self.names)
         readable = metrics.horizontalAdvance("abcd"[: MIN_LABEL_CHARS - 1] + "…")
         typical = min(widths[len(widths) // 2], MAX_LABEL_PX, readable)
@@ -108,7 +95,7 @@ class LayerAxis(pg.AxisItem):
 
     def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
         metrics = self._metrics()
-        # Elided a little under the slot: the painter's text box is rounded up to whole pixels.
+        # A little under the slot: the painter rounds its text box up to whole pixels.
         width = max(self.slot_px - 2.0, 0.0)
         out = []
         for value in values:
@@ -119,9 +106,7 @@ class LayerAxis(pg.AxisItem):
 
 
 class LogValueAxis(pg.AxisItem):
-    """A left log axis labelled on whole decades only (every k-th when crowded), with unlabelled
-    minor ticks; pyqtgraph's own labels its minor ticks, which overlap.
-    """
+    """A left log axis labelled on whole decades only (pyqtgraph's minor labels overlap)."""
 
     def __init__(self) -> None:
         super().__init__("left")
@@ -139,8 +124,7 @@ class LogValueAxis(pg.AxisItem):
             return super().tickValues(minVal, maxVal, size)
         label_px = self._label_px()
         step = max(1, math.ceil(label_px / max(per_decade, 1e-9)))
-        # A label centred on the top edge would be cut by what is above the plot (the
-        # bottom one reaches into the empty corner beside the layer names).
+        # A label centred on the top edge would be cut by what is above the plot.
         top = maxVal - (label_px - VALUE_LABEL_GAP_PX) / 2 / per_decade
         major = [float(v) for v in range(lo, hi + 1) if v % step == 0 and v <= top + 1e-9]
         major = major or [float(lo)]
@@ -174,11 +158,8 @@ def _decade(power: int) -> str:
 
 
 class GradFlowPanel(PlotPanel):
-    """Bar chart of the gradient norm of each layer in execution order, y in log10 scale.
-
-    Zero norms are grey stubs at the floor, NaN/Inf norms full-height red bars, so a broken layer
-    is impossible to miss.
-    """
+    """Bar chart of each layer's gradient norm (execution order, log10 y): zero norms are grey
+    stubs, NaN/Inf norms full-height red bars."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Gradient flow", AXIS_TITLE, "gradient L2 norm", parent)
@@ -195,9 +176,9 @@ class GradFlowPanel(PlotPanel):
         self.plot.getAxis("left").setWidth(64)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.disableAutoRange()
-        self.finite_bars = _bars(style.BAR_GRADIENT)
-        self.zero_bars = _bars(style.BAR_ZERO)
-        self.bad_bars = _bars(style.BAR_BAD)
+        self.finite_bars = bar_series(style.BAR_GRADIENT, y0=np.zeros(0), y1=np.zeros(0))
+        self.zero_bars = bar_series(style.BAR_ZERO, y0=np.zeros(0), y1=np.zeros(0))
+        self.bad_bars = bar_series(style.BAR_BAD, y0=np.zeros(0), y1=np.zeros(0))
         for item in (self.finite_bars, self.zero_bars, self.bad_bars):
             self.plot.addItem(item)
         self.names: list[str] = []
@@ -207,23 +188,14 @@ class GradFlowPanel(PlotPanel):
         self.clear()
 
     def _fit_axis_title(self, *_args: object) -> None:
-        """The whole axis title where it fits under the bars, else "layer" (a cut title
-        reads as a different one)."""
+        """The whole axis title where it fits under the bars, else "layer"."""
         room = self.plot.vb.sceneBoundingRect().width()
         text = AXIS_TITLE if self._title_px <= room else SHORT_AXIS_TITLE
         if self.axis.labelText != text:
             style.style_axis(self.axis, text)
 
     def set_norms(self, names: list[str], norms: np.ndarray) -> None:
-        """Show one bar per layer.
-
-        Parameters
-        ----------
-        names
-            Layer names in execution order.
-        norms
-            Gradient L2 norm per layer (same length); 0, NaN and Inf are allowed.
-        """
+        """Show one bar per layer (``norms`` may hold 0, NaN and Inf)."""
         norms = np.asarray(norms, dtype=np.float64).reshape(-1)
         if len(names) != norms.size:
             raise ValueError(f"{len(names)} names but {norms.size} norms")

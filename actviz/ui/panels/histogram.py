@@ -7,35 +7,19 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from actviz.ui.panels import style
-from actviz.ui.panels.overlay import MiddleElidedComboBox
+from actviz.ui.panels.overlay import layer_row
 from actviz.ui.panels.plot_panel import PlotPanel
 
 
 class HistogramPanel(PlotPanel):
-    """A step histogram (counts per bin) with a hover read-out of the bin under the mouse, and
-    a selector of the layer it shows above it.
-
-    Signals
-    -------
-    layer_changed(str)
-        The user picked another layer in the selector.
-    """
+    """A step histogram (counts per bin) with a bin read-out on hover and a layer selector."""
 
     layer_changed = QtCore.Signal(str)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Histogram", "value", "count", parent)
-        row = QtWidgets.QHBoxLayout()
-        row.addWidget(style.caption_label("layer"))
-        # Long names shortened in the middle ("features…block1.conv"), whole on hover.
-        self.layer_combo = MiddleElidedComboBox()
-        self.layer_combo.setMaxVisibleItems(20)
-        self.layer_combo.setSizeAdjustPolicy(
-            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.layer_combo.setMinimumContentsLength(10)
+        row, self.layer_combo = layer_row(10)
         self.layer_combo.activated.connect(self._on_combo_activated)
-        row.addWidget(self.layer_combo, 1)
         self.content.insertLayout(0, row)
         self.curve = pg.PlotDataItem(
             stepMode="center",

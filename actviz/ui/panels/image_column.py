@@ -26,13 +26,7 @@ def auto_levels(data: np.ndarray, symmetric: bool = False) -> tuple[float, float
 
 
 class LevelControls(QtWidgets.QWidget):
-    """Low and high display levels of an image (two spin boxes) and an "auto" reset.
-
-    Signals
-    -------
-    changed(float, float)
-        The user set new levels.
-    """
+    """Low and high display levels of an image and an "auto" reset; ``changed(low, high)``."""
 
     changed = QtCore.Signal(float, float)
 
@@ -90,8 +84,8 @@ class LevelControls(QtWidgets.QWidget):
 
 
 class ImageColumn(QtWidgets.QWidget):
-    """A caption over an image with its :class:`LevelControls` under it; the image is drawn
-    again with the levels the user sets, in the colour map ``colormap()`` gives."""
+    """A caption over an image with its :class:`LevelControls` under it, painted with
+    ``colormap()``."""
 
     def __init__(self, caption: str, colormap: Callable[[], Any]) -> None:
         super().__init__()

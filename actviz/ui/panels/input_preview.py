@@ -24,9 +24,8 @@ class InputPreview(PanelBase):
         self.stack.addWidget(self.placeholder)
         self.stack.addWidget(self.canvas)
         self.content.addWidget(self.stack, 1)
-        # Changes with every live frame: a SteadyText repaints without relaying out the dock.
+        # Changes with every live frame: repainted alone, without relaying out the dock.
         self.caption_label = style.caption_text()
-        # Nor repaints the Model dock under it (the panel's inside is the window's colour).
         self.caption_label.setAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent)
         self.content.addWidget(self.caption_label)
         self.status_label = style.readout_label()
@@ -45,10 +44,7 @@ class InputPreview(PanelBase):
             self.placeholder.setText("no picture of this input" if caption else "no input")
             self.stack.setCurrentWidget(self.placeholder)
             return
-        rgb = np.ascontiguousarray(rgb)
-        if rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.dtype != np.uint8:
-            raise ValueError(f"expected (H, W, 3) uint8, got {rgb.shape} {rgb.dtype}")
-        self.rgb = rgb
+        self.rgb = rgb = style.checked_rgb(rgb)
         self.canvas.set_image(rgb, (0.0, 255.0))
         self.stack.setCurrentWidget(self.canvas)
 

@@ -1,10 +1,7 @@
 """New pixels of an :class:`~actviz.ui.panels.canvas.ImageCanvas` painted without its scene.
 
-A live frame changes only pixels, yet through pyqtgraph it costs a scene update and paint in
-Python, per canvas, on the GUI thread (docs/performance.md). :class:`LightPaint` repaints the
-image's rectangle of the viewport itself, painting what the scene would in its order and clip;
-any other change in the same repaint (a colour bar range, a resize, a zoom) leaves it to the
-scene. The item's own pixels stay current, so read-outs, clicks and export see the frame shown.
+A live frame changes only pixels; :class:`LightPaint` repaints the image's rectangle itself,
+as the scene would, and leaves any other change to the scene (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ class LightPaint:
         self._canvas = canvas
         #: The viewport rectangle asked for since the last paint (None: nothing asked).
         self.pending: QtCore.QRect | None = None
-        #: The image item's transform to viewport pixels and the view box's clip there, as
-        #: when :attr:`pending` was asked for (a change since repaints through the scene).
+        #: :meth:`geometry` when :attr:`pending` was asked for.
         self._geometry: tuple[QtGui.QTransform, QtCore.QRectF] | None = None
         self._option = QtWidgets.QStyleOptionGraphicsItem()
         #: Paints done here (for tests and benchmarks).
@@ -46,8 +42,7 @@ class LightPaint:
         return transform, drawn.intersected(clip)
 
     def swap(self, image: np.ndarray) -> None:
-        """New pixels for the image item (same shape and options): what ``setImage`` does
-        then, painted here after this pass where :meth:`request` can, else by the scene."""
+        """New pixels for the image item (same shape and options), painted here if possible."""
         item = self._canvas.image
         item.image = image.view()
         item._imageHasNans = None  # noqa: SLF001 - as setImage resets them
@@ -57,8 +52,7 @@ class LightPaint:
             item.update()
 
     def request(self) -> bool:
-        """Repaint the image's rectangle with its new pixels after this pass; False: the
-        scene must (its view is being moved)."""
+        """Repaint the image's rectangle after this pass; False: the scene must (view moving)."""
         canvas = self._canvas
         if not canvas.isVisible():
             return True  # painted in full, through the scene, when it is shown
@@ -78,8 +72,7 @@ class LightPaint:
         return True
 
     def paint_event(self, event: QtGui.QPaintEvent) -> bool:
-        """Paint ``event`` here when it asks for the image's rectangle only; False: the scene
-        paints it (and the image's pixels with it)."""
+        """Paint ``event`` here when it asks for the image's rectangle only; False: the scene does."""
         pending, self.pending = self.pending, None
         if pending is None or not event.region().subtracted(QtGui.QRegion(pending)).isEmpty():
             return False
@@ -97,8 +90,7 @@ class LightPaint:
         painter: QtGui.QPainter,
         geometry: tuple[QtGui.QTransform, QtCore.QRectF] | None = None,
     ) -> bool:
-        """Paint the image's rectangle as the scene would, with ``painter`` on the viewport
-        (or on an image of the viewport's size); False when there is nothing to paint."""
+        """Paint the image's rectangle as the scene would; False when there is nothing to paint."""
         canvas = self._canvas
         geometry = geometry or self.geometry()
         if geometry is None or getattr(canvas.view, "_matrixNeedsUpdate", False):

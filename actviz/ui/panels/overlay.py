@@ -19,15 +19,8 @@ DEFAULT_OPACITY = 0.5
 
 
 class TokenStrip(pg.GraphicsLayoutWidget):
-    """One bar per token, top to bottom, the token texts on the left: each bar as long as
-    the token's value and coloured by its share of the largest (the overlay's colours, so
-    it reads as the heat map an image input gets).
-
-    Signals
-    -------
-    hovered(int)
-        The token under the mouse; -1 when it leaves the bars.
-    """
+    """One bar per token, top to bottom, coloured by its share of the largest in the overlay's
+    colours; ``hovered(int)`` says the token under the mouse (-1: none)."""
 
     hovered = QtCore.Signal(int)
 
@@ -114,9 +107,8 @@ class TokenStrip(pg.GraphicsLayoutWidget):
 
 
 class MiddleElidedComboBox(QtWidgets.QComboBox):
-    """A combo box whose current text, when too long, is shortened in the middle
-    ("transformer…h.3.mlp": a layer name's start and its number stay), with the whole text as
-    its tooltip; the list shortens its entries the same way."""
+    """A combo box that shortens long entries in the middle ("transformer…h.3.mlp"), the whole
+    text as its tooltip."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -151,20 +143,24 @@ class MiddleElidedComboBox(QtWidgets.QComboBox):
             self.setToolTip(self.currentText())
 
 
+def layer_row(min_length: int) -> tuple[QtWidgets.QHBoxLayout, MiddleElidedComboBox]:
+    """A "layer" caption and a layer selector beside it."""
+    row = QtWidgets.QHBoxLayout()
+    row.addWidget(style.caption_label("layer"))
+    combo = MiddleElidedComboBox()
+    combo.setMaxVisibleItems(20)
+    combo.setSizeAdjustPolicy(
+        QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+    )
+    combo.setMinimumContentsLength(min_length)
+    row.addWidget(combo, 1)
+    return row, combo
+
+
 class OverlayPanel(PanelBase):
     """The input picture with a [0, 1] heat map over it, an opacity slider and a colour bar.
 
-    Parameters
-    ----------
-    title
-        Panel title, e.g. "Saliency" or "Grad-CAM".
-    with_layer_selector
-        Add a combo box to pick the layer (Grad-CAM); choosing one emits ``layer_changed``.
-
-    Signals
-    -------
-    layer_changed(str)
-        The user picked another layer in the selector.
+    ``with_layer_selector`` adds a layer selector (Grad-CAM) that emits ``layer_changed``.
     """
 
     layer_changed = QtCore.Signal(str)
@@ -179,20 +175,11 @@ class OverlayPanel(PanelBase):
         self._base_title = title
         self.layer_combo: QtWidgets.QComboBox | None = None
         if with_layer_selector:
-            row = QtWidgets.QHBoxLayout()
-            row.addWidget(style.caption_label("layer"))
-            self.layer_combo = MiddleElidedComboBox()
-            self.layer_combo.setMaxVisibleItems(20)
-            self.layer_combo.setSizeAdjustPolicy(
-                QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-            )
-            self.layer_combo.setMinimumContentsLength(12)
+            row, self.layer_combo = layer_row(12)
             self.layer_combo.currentIndexChanged.connect(self._on_combo_index_changed)
-            row.addWidget(self.layer_combo, 1)
             self.content.addLayout(row)
 
-        # The heat map is the canvas's own ImageItem (it owns the colour bar); the picture
-        # is a second ImageItem underneath it in the same ViewBox.
+        # The heat map is the canvas's own item (with the colour bar), the picture one below.
         self.canvas = ImageCanvas(passive=False, colorbar=True, cmap=OVERLAY_CMAP)
         self.heat_item = self.canvas.image
         self.heat_item.setOpacity(DEFAULT_OPACITY)
@@ -232,7 +219,6 @@ class OverlayPanel(PanelBase):
         self.setMinimumSize(220, 240)
         self.clear()
 
-    # -- setters ---------------------------------------------------------------------------
     def set_token_values(
         self,
         tokens: Sequence[str],
@@ -241,8 +227,8 @@ class OverlayPanel(PanelBase):
         *,
         x_label: str = "|grad × embedding|",
     ) -> None:
-        """Show one value per token (a text input's saliency) as a strip of bars beside the
-        tokens, in place of the picture; ``descriptions`` are the hover texts."""
+        """Show one value per token (a text input's saliency) in place of the picture;
+        ``descriptions`` are the hover texts."""
         if self.token_strip is None:
             self.token_strip = TokenStrip(x_label)
             self.token_strip.hovered.connect(self._on_token_hovered)
@@ -262,8 +248,7 @@ class OverlayPanel(PanelBase):
         self._sync_controls()
 
     def _sync_controls(self) -> None:
-        """The colour bar and the opacity slider only beside a heat map, the layer selector
-        enabled only with layers to choose: around no map they read as a blank one."""
+        """Colour bar and opacity slider only beside a heat map; the selector only with layers."""
         has_heat = self.heat is not None
         if self.canvas.colorbar is not None:
             self.canvas.colorbar.setVisible(has_heat)
@@ -274,18 +259,12 @@ class OverlayPanel(PanelBase):
     def set_image(self, rgb: np.ndarray) -> None:
         """Show the picture, (H, W, 3) uint8 (the input as the model sees it)."""
         self._show_tokens(False)
-        rgb = np.ascontiguousarray(rgb)
-        if rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.dtype != np.uint8:
-            raise ValueError(f"expected (H, W, 3) uint8, got {rgb.shape} {rgb.dtype}")
-        self.rgb = rgb
+        self.rgb = rgb = style.checked_rgb(rgb)
         self.rgb_item.setImage(rgb, autoLevels=False, levels=(0, 255))
         self._fit()
 
     def set_heat(self, heat: np.ndarray | None) -> None:
-        """Draw ``heat`` ((H, W) float32 in [0, 1]) over the picture; None removes it.
-
-        A heat map of another size than the picture (a coarse Grad-CAM) is stretched over it.
-        """
+        """Draw ``heat`` ((H, W) in [0, 1], stretched over the picture); None removes it."""
         if heat is None:
             self.heat = None
             self.heat_item.clear()
@@ -343,7 +322,6 @@ class OverlayPanel(PanelBase):
         self.set_message("")
         self.status_label.setText("")
 
-    # -- helpers ---------------------------------------------------------------------------
     def _fit(self) -> None:
         """Stretch the heat map over the picture and fit the view to the picture."""
         if self.rgb is not None:

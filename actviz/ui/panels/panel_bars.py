@@ -18,9 +18,8 @@ EDIT_BADGE_MAX_PX = 260
 
 
 class BadgeLabel(QtWidgets.QLabel):
-    """The "edited: ..." badge: shortened with "…" to the width it gets (at most
-    :data:`EDIT_BADGE_MAX_PX`), so a long edit never widens its panel beyond a narrow column
-    (a plain label's minimum width is its whole text)."""
+    """The "edited: ..." badge, shortened with "…" to the width it gets, so a long edit never
+    widens its panel (a plain label's minimum width is its whole text)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -70,8 +69,7 @@ class BadgeLabel(QtWidgets.QLabel):
 
 
 class PageBar(QtWidgets.QWidget):
-    """Previous / next page of a mosaic's channels and where the page is (hidden when one
-    page holds every channel)."""
+    """Previous / next page of a mosaic's channels and where the page is (hidden on one page)."""
 
     #: -1 (previous page) or +1 (next page).
     requested = QtCore.Signal(int)
@@ -81,17 +79,14 @@ class PageBar(QtWidgets.QWidget):
         layout = QtWidgets.QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        self.prev_button = QtWidgets.QToolButton()
-        self.prev_button.setArrowType(QtCore.Qt.ArrowType.LeftArrow)
-        self.prev_button.setToolTip("Previous channels")
-        self.prev_button.setAutoRaise(True)
-        self.prev_button.clicked.connect(lambda: self.requested.emit(-1))
+        arrow = QtCore.Qt.ArrowType
+        self.prev_button = style.arrow_button(
+            arrow.LeftArrow, "Previous channels", lambda: self.requested.emit(-1), raised=False
+        )
         self.label = style.caption_label()
-        self.next_button = QtWidgets.QToolButton()
-        self.next_button.setArrowType(QtCore.Qt.ArrowType.RightArrow)
-        self.next_button.setToolTip("Next channels")
-        self.next_button.setAutoRaise(True)
-        self.next_button.clicked.connect(lambda: self.requested.emit(1))
+        self.next_button = style.arrow_button(
+            arrow.RightArrow, "Next channels", lambda: self.requested.emit(1), raised=False
+        )
         for widget in (self.prev_button, self.label, self.next_button):
             layout.addWidget(widget)
         self.setVisible(False)
@@ -134,8 +129,7 @@ class PageBar(QtWidgets.QWidget):
 
 
 class DifferenceToggle(QtWidgets.QToolButton):
-    """The title line's "difference" toggle of an edited run: the edited activation minus the
-    unedited one. Hidden while there are no edits."""
+    """The title line's "difference" toggle (edited minus unedited), hidden without edits."""
 
     def __init__(self, height: int) -> None:
         super().__init__()

@@ -10,11 +10,8 @@ from actviz.ui.panels.base import PanelBase
 
 
 class PlotPanel(PanelBase):
-    """A titled panel with a plot and a read-out line: the summary, or what is under the mouse.
-
-    Subclasses draw into ``self.plot``, call :meth:`set_summary` when their data change and
-    implement :meth:`hover_text` for a position in data coordinates.
-    """
+    """A titled panel with ``self.plot`` and a read-out line: the summary, or what is under the
+    mouse (subclasses implement :meth:`hover_text`)."""
 
     def __init__(
         self, title: str, x_label: str, y_label: str, parent: QtWidgets.QWidget | None = None

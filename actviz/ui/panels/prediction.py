@@ -55,8 +55,7 @@ class ProbabilityBar(QtWidgets.QWidget):
 
 
 class _Row:
-    """The widgets of one prediction: index, class name (the row's width, elided at worst,
-    with the full name as tooltip) and percentage on one line, the bar under the name."""
+    """One prediction: index, name and percentage on one line, the bar under the name."""
 
     def __init__(self, grid: QtWidgets.QGridLayout, row: int) -> None:
         self.index = style.caption_label()
@@ -87,8 +86,7 @@ class _Row:
             widget.setVisible(visible)
 
     def empty(self) -> None:
-        """Hide the row and forget its prediction (a model with fewer classes leaves it
-        unused: it must not keep the previous model's labels)."""
+        """Hide the row and forget its prediction (no stale labels of a previous model)."""
         self.set_visible(False)
         for label in (self.index, self.label, self.percent):
             label.setText("")
@@ -97,10 +95,7 @@ class _Row:
 
 
 class PredictionPanel(PanelBase):
-    """Top-k predictions: class index, label, a bar for the probability, and the percentage.
-
-    The first row is drawn in a stronger colour: it is the model's answer.
-    """
+    """Top-k predictions: index, label, a probability bar (the first, the answer, stronger)."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__("Prediction", parent)
@@ -140,12 +135,8 @@ class PredictionPanel(PanelBase):
         self.content.insertWidget(stretch_at, widget)
 
     def set_predictions(self, rows: list[tuple[int, str, float]], kind: str | None = None) -> None:
-        """Show ``rows`` (index, label, probability in [0, 1]) in the given order.
-
-        ``kind`` says what the index counts (the tooltip's word): ``"class"``, ``"token"`` (a
-        language model's next token, the label its text) or ``"detection"``; None keeps the
-        kind shown.
-        """
+        """Show ``rows`` (index, label, probability) in order; ``kind`` (``"class"``,
+        ``"token"``, ``"detection"``; None: unchanged) names the index in the tooltip."""
         if kind is not None:
             self._kind = str(kind)
         self._data = [(int(i), str(label), float(p)) for i, label, p in rows]

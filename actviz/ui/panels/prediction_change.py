@@ -1,9 +1,5 @@
-"""PredictionChangeView: the predictions of two runs side by side, with their change.
-
-One passive table for every before/after (Compare, and what-if under the prediction bars),
-showing a :class:`~actviz.display.difference.PredictionChange`. Each class takes two lines
-(name above numbers) so a narrow panel stays readable; the table is as tall as its rows.
-"""
+"""PredictionChangeView: the predictions of two runs side by side, with their change (one
+table for every before/after; two lines per class so a narrow panel stays readable)."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - the engine imports torch; panels never d
 
 __all__ = ["ChangeRow", "PredictionChangeView", "format_change", "format_percent"]
 
-#: One class in both runs, as :class:`~actviz.display.difference.PredictionRow` (a NamedTuple
-#: of these): ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)``, changes A minus B.
+#: ``(index, name, p_a, p_b, dp, logit_a, logit_b, dlogit)`` as ``PredictionRow``, A minus B.
 ChangeRow = tuple[int, str, float, float, float, float, float, float]
 
 #: Colours of a change up / down.
@@ -48,22 +43,8 @@ def format_percent(p: float) -> str:
 
 
 def format_change(value: float, *, percent: bool) -> str:
-    """``+12.3`` (percentage points) / ``-0.04``: a signed change, compact for the table.
-
-    Parameters
-    ----------
-    value
-        The change (a probability difference when ``percent``, else a logit difference).
-    percent
-        Write ``value`` in percentage points (one decimal); else a logit change with two
-        decimals below 10, one below 100, none above: at most six characters, so the
-        Overview's narrow column shows it whole.
-
-    Returns
-    -------
-    str
-        The text, always signed; ``nan`` for NaN.
-    """
+    """A signed change, compact for the table: ``+12.3`` percentage points when ``percent``,
+    else a logit change in at most six characters (``-0.04``)."""
     if math.isnan(value):
         return "nan"
     if percent:
@@ -78,30 +59,21 @@ def _class_label(index: int, name: str) -> str:
 
 
 class PredictionChangeView(PanelBase):
-    """Per class: its name, then its probability in both runs and the changes (A minus B) of
-    probability and logit.
-
-    The target's row and each run's top probability are bold; with neither rows nor a message
-    the view hides itself.
+    """Per class: its name, then its probability in both runs and the changes (A minus B);
+    the target and each run's top probability bold. Hidden with neither rows nor a message.
 
     Parameters
     ----------
-    title
-        The panel's title line; none (and no title line) when empty.
-    names
-        Column headers of run A's and run B's probabilities (B is the reference).
-    tips
-        Tooltips of those two headers.
+    names, tips
+        Headers and tooltips of run A's and run B's (the reference's) probabilities.
     reference_first
-        Show run B's column before run A's (``before | after`` when A is the edited run).
+        Show run B's column first (``before | after``).
     caption
-        A line above the table, shown with it (e.g. what the changes are: "A − B").
+        A line above the table, shown with it.
     empty_text
         The message of :meth:`clear`; when empty, a cleared view is hidden.
     framed
-        Draw the panel's frame and margins; without them the view sits inside another panel.
-    parent
-        The parent widget.
+        Draw the panel's frame and margins (False: inside another panel).
     """
 
     def __init__(
@@ -168,13 +140,11 @@ class PredictionChangeView(PanelBase):
         #: What set_rows showed last, to skip a repeat: so far, what clear() shows.
         self._shown: tuple = ((), None, None, None, empty_text)
         if not empty_text:
-            # Hidden until there is something to show (hiding a parentless widget is safe;
-            # showing one would open it as a window, so the first show waits for set_rows).
+            # Hidden until set_rows has something to show.
             self.setVisible(False)
 
     def set_change(self, change: PredictionChange) -> None:
-        """Show a :class:`~actviz.display.difference.PredictionChange`: its rows, its
-        target's row, each run's top class, or its message when it has no rows."""
+        """Show a :class:`~actviz.display.difference.PredictionChange`."""
         self.set_rows(
             change.rows,
             target=change.target,
@@ -192,25 +162,12 @@ class PredictionChangeView(PanelBase):
         top_b: int | None = None,
         message: str = "",
     ) -> None:
-        """Show ``rows`` in the given order, then ``target``'s row when it is not among them.
-
-        Parameters
-        ----------
-        rows
-            One row per class, changes A minus B (:class:`ChangeRow`).
-        target
-            The target class's row (bold; None for no target).
-        top_a, top_b
-            Each run's top class: its probability in that run's column is in bold.
-        message
-            A line under the table (why there are no rows); hidden when empty.
-        """
+        """Show ``rows`` in order, then ``target``'s row when not among them; ``top_a`` /
+        ``top_b`` are bold in their run's column; ``message`` goes under the table."""
         new_rows = list(rows)
         shown = (tuple(new_rows), target, top_a, top_b, message)
         if shown == self._shown:
-            # Live frames call this every frame, mostly with nothing new; a rebuild relays
-            # out the panel.
-            return
+            return  # live frames repeat it; a rebuild relays out the panel
         self._shown = shown
         self._rows = new_rows
         self._target = target

@@ -155,19 +155,12 @@ class StatsModel(QtCore.QAbstractTableModel):
 class StatsTable(PanelBase):
     """Per-layer statistics, sortable by any column; selecting a row emits ``layer_selected``.
 
-    The names stay in view while numbers scroll sideways: ``name_view`` shows only the name column
-    of the same model, laid over ``view``'s left edge (Qt's frozen-column example).
-
-    Signals
-    -------
-    layer_selected(str)
-        The user selected the row of this layer.
+    ``name_view`` keeps the names in view over ``view``'s left edge (Qt's frozen column).
     """
 
     layer_selected = QtCore.Signal(str)
 
-    #: The name column fits its contents within these bounds (pixels; at most this share of
-    #: the table's width), so the numbers keep room beside it.
+    #: Bounds of the name column (pixels, share of the table's width).
     NAME_MIN_PX = 80
     NAME_MAX_FRACTION = 0.45
 
@@ -183,8 +176,7 @@ class StatsTable(PanelBase):
             view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
             view.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
             view.setAlternatingRowColors(True)
-            # A long name keeps its start and its end ("transformer…h.3.mlp"): the block
-            # number at the end is what tells rows apart. The tooltip holds the whole name.
+            # The block number at the end tells rows apart ("transformer…h.3.mlp").
             view.setTextElideMode(_Qt.TextElideMode.ElideMiddle)
             view.verticalHeader().setVisible(False)
             view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
@@ -244,8 +236,7 @@ class StatsTable(PanelBase):
         self._fit_if_needed()
 
     def _fit_if_needed(self) -> None:
-        # Measuring a column asks the model for every cell: done when
-        # the names change and the table is on screen, never for each live frame unseen.
+        # Measuring asks the model for every cell: only for new names on screen.
         names = tuple(self.names())
         if names == self._fitted_names or not self.isVisible():
             return
@@ -280,10 +271,7 @@ class StatsTable(PanelBase):
             self.view.horizontalHeader().setSortIndicator(section, order)
 
     def set_rows(self, rows: list[dict]) -> None:
-        """Show ``rows`` (dicts with name, shape, mean, std, min, max, zero_frac, nan, inf, grad_norm).
-
-        The rows keep the current sort column and order, if the user chose one.
-        """
+        """Show ``rows`` (dicts keyed as :data:`COLUMNS`), in the user's sort order if any."""
         self.model.set_rows(rows)
         header = self.view.horizontalHeader()
         if header.sortIndicatorSection() >= 0:

@@ -1,13 +1,11 @@
-"""The panels' shared look: light plot backgrounds, dark text, small readable fonts.
-
-Panels style their own pyqtgraph items here instead of touching ``pg.setConfigOptions``,
-so the look does not depend on (or leak into) global pyqtgraph state.
-"""
+"""The panels' shared look: light plot backgrounds, dark text, small readable fonts (styled
+per item, never through global ``pg.setConfigOptions``)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pyqtgraph as pg
@@ -67,8 +65,7 @@ def style_plot(
 ) -> None:
     """Style a PlotItem: light look, no context menu or autoscale button, labelled axes."""
     plot.setMenuEnabled(False)
-    # pyqtgraph builds the plot's "Plot Options" menu without a parent: deleted with the plot,
-    # not whenever Python collects the item (a closed window's menus stayed alive until then).
+    # pyqtgraph builds the "Plot Options" menu without a parent: delete it with the plot.
     plot.destroyed.connect(plot.ctrlMenu.deleteLater)
     plot.hideButtons()
     style_axis(plot.getAxis("bottom"), x_label)
@@ -76,11 +73,8 @@ def style_plot(
 
 
 class ElidedLabel(QtWidgets.QLabel):
-    """A one-line label that shortens its text with "…" instead of widening the layout.
-
-    A QLabel's minimum width is its whole text; ``text()`` keeps the full text, also the tooltip
-    when it does not fit.
-    """
+    """A one-line label that shortens its text with "…" instead of widening the layout
+    (``text()`` and the tooltip keep the full text)."""
 
     def __init__(
         self,
@@ -92,8 +86,7 @@ class ElidedLabel(QtWidgets.QLabel):
     ) -> None:
         super().__init__(text, parent)
         self._mode = mode
-        #: Text from the first ``keep_after`` on is never shortened: the part before it is
-        #: shortened in the middle instead ("features…ck1: scale ch 3").
+        #: Text from the first ``keep_after`` on is never shortened ("features…ck1: scale ch 3").
         self._keep_after = keep_after
         self.setSizePolicy(
             QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred
@@ -115,15 +108,10 @@ class ElidedLabel(QtWidgets.QLabel):
         self, text: str, fallbacks: Sequence[str] = (), last_resort: str | None = None
     ) -> None:
         """Show ``text``, or where it does not fit the first of ``fallbacks`` that does, else
-        ``last_resort`` (default: the last fallback) shortened with "…".
-
-        So a narrow panel title keeps the layer's name whole ("features.block2 · …").
-        """
+        ``last_resort`` (default: the last fallback) shortened with "…"."""
         fallbacks = tuple(fallbacks)
         if (text, fallbacks, last_resort) == (self.text(), self._fallbacks, self._last_resort):
-            # Unchanged: no repaint (a panel's title is set again with every live frame, ~8
-            # repaints a frame of a 5-layer window for nothing).
-            return
+            return  # unchanged (set again with every live frame): no repaint
         super().setText(text)
         self._fallbacks = fallbacks
         self._last_resort = last_resort
@@ -167,9 +155,7 @@ class ElidedLabel(QtWidgets.QLabel):
 
 
 class SteadyElidedLabel(ElidedLabel):
-    """An :class:`ElidedLabel` whose new text repaints it alone (its size never changes), since
-    a QLabel's ``setText`` relays out the layout around it.
-    """
+    """An :class:`ElidedLabel` whose new text repaints it alone (no relayout around it)."""
 
     def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(text, parent)  # QLabel's own text stays: one line, for its height
@@ -195,12 +181,8 @@ class SteadyElidedLabel(ElidedLabel):
 
 
 class SteadyText(QtWidgets.QWidget):
-    """Text that changes often (a live frame's caption) without relaying out the window.
-
-    It reserves ``lines`` lines, wraps the text into them (the last ending in "…" with the whole
-    text as tooltip) and only repaints, where a word-wrapped QLabel's ``setText`` relays out every
-    enclosing layout.
-    """
+    """Text that changes often (a live frame's caption) in ``lines`` reserved lines, wrapped
+    and shortened with "…", repainted without relaying out the window."""
 
     def __init__(
         self, text: str = "", parent: QtWidgets.QWidget | None = None, *, lines: int = 2
@@ -263,8 +245,7 @@ class SteadyText(QtWidgets.QWidget):
     def paintEvent(self, event: QtGui.QPaintEvent) -> None:  # noqa: N802 - Qt name
         painter = QtGui.QPainter(self)
         if self.testAttribute(QtCore.Qt.WidgetAttribute.WA_OpaquePaintEvent):
-            # Set where the parent shows the window's colour (not in a group box, whose
-            # inside differs): a new text then repaints this widget alone, not every parent.
+            # A new text then repaints this widget alone, not every parent.
             painter.fillRect(event.rect(), self.palette().brush(self.backgroundRole()))
         painter.setFont(self.font())
         painter.setPen(self.palette().color(QtGui.QPalette.ColorRole.WindowText))
@@ -280,11 +261,8 @@ class SteadyText(QtWidgets.QWidget):
 
 
 class ReadoutText(QtWidgets.QLabel):
-    """A one-line label that changes often (a run time, a frame rate) without relaying out its bar.
-
-    Its size is fixed, as wide as the widest text shown (a wider text widens it once), since a
-    QLabel's ``setText`` relays out any label whose size is not fixed.
-    """
+    """A one-line label that changes often (a run time) at a fixed size (the widest text so
+    far), so a new text does not relay out its bar."""
 
     def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(text, parent)
@@ -300,7 +278,7 @@ class ReadoutText(QtWidgets.QLabel):
         width = self.fontMetrics().horizontalAdvance(text) + margins.left() + margins.right() + 4
         height = self.fontMetrics().height() + margins.top() + margins.bottom()
         if width > self.minimumWidth() or height != self.minimumHeight():
-            # A little room to spare, so a digit more ("ran in 98 ms" -> "102 ms") fits too.
+            # Room for a digit more ("98 ms" -> "102 ms").
             width = max(width + self.fontMetrics().horizontalAdvance("00"), self.minimumWidth())
             self.setFixedSize(width, height)
 
@@ -311,51 +289,47 @@ class ReadoutText(QtWidgets.QLabel):
             self._fit(self.text())
 
 
-def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:
-    """A small muted :class:`SteadyText`, for captions that change with every frame."""
-    widget = SteadyText(text, lines=lines)
-    font = widget.font()
-    font.setPointSize(LABEL_POINT_SIZE)
+_W = TypeVar("_W", bound=QtWidgets.QWidget)
+
+
+def _dress(
+    widget: _W,
+    color: str = MUTED_TEXT,
+    point_size: int = LABEL_POINT_SIZE,
+    font: QtGui.QFont | None = None,
+) -> _W:
+    font = widget.font() if font is None else font
+    font.setPointSize(point_size)
     widget.setFont(font)
-    _set_color(widget, MUTED_TEXT)
+    # A palette (not a style sheet) so ElidedLabel's own painting picks the colour up.
+    palette = widget.palette()
+    palette.setColor(QtGui.QPalette.ColorRole.WindowText, QtGui.QColor(color))
+    widget.setPalette(palette)
     return widget
 
 
-def _set_color(label: QtWidgets.QWidget, color: str) -> None:
-    # A palette (not a style sheet) so ElidedLabel's own painting picks the colour up.
-    palette = label.palette()
-    palette.setColor(QtGui.QPalette.ColorRole.WindowText, QtGui.QColor(color))
-    label.setPalette(palette)
+def caption_text(text: str = "", *, lines: int = 2) -> SteadyText:
+    """A small muted :class:`SteadyText`, for captions that change with every frame."""
+    return _dress(SteadyText(text, lines=lines))
 
 
 def title_label(text: str = "", *, point_size: int = 10) -> ElidedLabel:
     """A bold one-line title; long titles are shortened in the middle (name start, shape end)."""
     label = ElidedLabel(text, mode=QtCore.Qt.TextElideMode.ElideMiddle)
     font = label.font()
-    font.setPointSize(point_size)
     font.setBold(True)
-    label.setFont(font)
-    _set_color(label, TEXT)
-    return label
+    return _dress(label, TEXT, point_size, font)
 
 
 def caption_label(text: str = "") -> QtWidgets.QLabel:
     """A small muted label for captions and notes."""
-    label = QtWidgets.QLabel(text)
-    font = label.font()
-    font.setPointSize(LABEL_POINT_SIZE)
-    label.setFont(font)
-    _set_color(label, MUTED_TEXT)
-    return label
+    return _dress(QtWidgets.QLabel(text))
 
 
 def readout_label() -> ElidedLabel:
     """A one-line fixed-pitch label for hover read-outs (digits do not jiggle as values change)."""
-    label = ElidedLabel()
     font = QtGui.QFontDatabase.systemFont(QtGui.QFontDatabase.SystemFont.FixedFont)
-    font.setPointSize(LABEL_POINT_SIZE)
-    label.setFont(font)
-    _set_color(label, MUTED_TEXT)
+    label = _dress(ElidedLabel(), font=font)
     # Reserve the line even when empty so the layout does not jump while hovering.
     label.setMinimumHeight(label.fontMetrics().height())
     return label
@@ -391,6 +365,19 @@ def finite_range(values) -> tuple[float, float] | None:
     return float(finite.min()), float(finite.max())
 
 
+def arrow_button(
+    arrow: QtCore.Qt.ArrowType, tip: str, on_click: Callable[[], object], *, raised: bool = True
+) -> QtWidgets.QToolButton:
+    """A tool button with an arrow that calls ``on_click``."""
+    button = QtWidgets.QToolButton()
+    button.setArrowType(arrow)
+    button.setToolTip(tip)
+    if not raised:
+        button.setAutoRaise(True)
+    button.clicked.connect(lambda: on_click())
+    return button
+
+
 def scroll_area(
     widget: QtWidgets.QWidget | None = None,
     *,
@@ -399,9 +386,8 @@ def scroll_area(
     wrap: bool = False,
     cls: type[QtWidgets.QScrollArea] = QtWidgets.QScrollArea,
 ) -> QtWidgets.QScrollArea:
-    """``widget`` in a resizable scroll area (a page or dock smaller than the widget's least
-    size scrolls instead of squeezing it): ``frameless`` draws no frame, ``wrap`` never
-    scrolls sideways (lines wrap to the width); ``cls`` a subclass to make."""
+    """``widget`` in a resizable scroll area (``wrap``: never scrolls sideways; ``cls``: a
+    subclass to make)."""
     area = cls()
     area.setWidgetResizable(True)
     if name:
@@ -413,6 +399,14 @@ def scroll_area(
     if widget is not None:
         area.setWidget(widget)
     return area
+
+
+def checked_rgb(rgb: np.ndarray) -> np.ndarray:
+    """``rgb`` as a C-contiguous ``(H, W, 3|4)`` uint8 picture (``ValueError`` otherwise)."""
+    rgb = np.ascontiguousarray(rgb)
+    if rgb.ndim != 3 or rgb.shape[2] not in (3, 4) or rgb.dtype != np.uint8:
+        raise ValueError(f"expected (H, W, 3) uint8, got {rgb.shape} {rgb.dtype}")
+    return rgb
 
 
 def rgb_image(rgb: np.ndarray) -> QtGui.QImage:
@@ -433,11 +427,8 @@ def rgb_pixmap(rgb: np.ndarray, side: int | None = None, smooth: bool = True) ->
 
 
 class ProgressBar(QtWidgets.QProgressBar):
-    """A progress bar that is repainted with the rest of the window.
-
-    ``QProgressBar.setValue`` repaints at once, and an immediate repaint paints every widget
-    waiting for one (a whole window of canvases); here a change asks for a paint like any widget.
-    """
+    """A progress bar repainted with the rest of the window (``QProgressBar.setValue``
+    repaints at once, which paints every widget waiting for a paint)."""
 
     def _later(self, change: Callable[[], None]) -> None:
         was = self.updatesEnabled()

@@ -21,11 +21,9 @@ MAX_TILE_LABELS = 256
 class TileGrid:
     """Lines between the tiles of a mosaic and channel numbers on tiles large enough.
 
-    The lines are one cosmetic-pen path in image coordinates, so a gap stays at least one screen
-    pixel at every zoom (the NaN padding alone vanishes when shrunk). Numbers are drawn into one
-    unscaled pixmap on tiles of at least :data:`LABEL_MIN_TILE_PX` (at most
-    :data:`MAX_TILE_LABELS`), redrawn only when tiles or the view's transform change. Both are
-    plain Qt items, so a scene painting after its canvas was dropped cannot call into Python.
+    The lines are a cosmetic-pen path (a gap stays a screen pixel at every zoom); the numbers
+    one unscaled pixmap, redrawn only when tiles or the transform change. Both are plain Qt
+    items, so a scene painting after its canvas was dropped cannot call into Python.
     """
 
     def __init__(self, view: pg.ViewBox) -> None:
@@ -53,8 +51,7 @@ class TileGrid:
         self._label_key: tuple | None = None
         #: The labels wait for the canvas to come into view (see :meth:`_update_labels`).
         self.labels_stale = False
-        # Drawn once after the pass that moved the view (a resize changes its transform a few
-        # times per canvas; drawing each time took most of a window resize).
+        # Drawn once after the pass that moved the view (a resize moves it several times).
         self._labels_later = DeferredCall(view, self._update_labels)
         view.sigTransformChanged.connect(self._labels_later.request)
 
@@ -69,9 +66,8 @@ class TileGrid:
         first_channel: int,
         channel_ids: tuple[int, ...] | None = None,
     ) -> None:
-        """Lay the grid over a mosaic of ``rows x cols`` tiles of ``tile_h x tile_w`` pixels
-        ``pad`` apart, showing ``channels`` channels from ``first_channel`` (or the channels
-        ``channel_ids``, in tile order: the numbers drawn are theirs)."""
+        """Lay the grid over a mosaic of ``rows x cols`` tiles ``pad`` apart, numbered from
+        ``first_channel`` (or by ``channel_ids`` in tile order)."""
         tiles = (rows, cols, tile_h, tile_w, pad, channels, first_channel)
         if tiles == self._tiles and channel_ids == self._channel_ids:
             return
@@ -131,8 +127,7 @@ class TileGrid:
         return scale * self._tiles[3]
 
     def labels(self, transform: QtGui.QTransform | None = None) -> list[tuple[int, QtCore.QPointF]]:
-        """``(channel, screen point of its tile's corner)`` for the numbers drawn now: none
-        when tiles are under :data:`LABEL_MIN_TILE_PX`, else the tiles in view (capped)."""
+        """``(channel, screen point of its tile's corner)`` for the numbers drawn now."""
         if transform is None:
             transform = self._device_transform()
         if self._tiles is None or transform is None:
@@ -185,8 +180,7 @@ class TileGrid:
             self.label_item.setPixmap(QtGui.QPixmap())
             return
         pixmap, top_left = self._render_labels(labels, ratio)
-        # The item sits at the image's origin and ignores the view's scaling: its own
-        # coordinates are screen pixels from where that origin is drawn.
+        # The item ignores the view's scaling: its offset is in screen pixels from the origin.
         origin = transform.map(QtCore.QPointF(0.0, 0.0))
         self.label_item.setPos(0.0, 0.0)
         self.label_item.setOffset(top_left - origin)

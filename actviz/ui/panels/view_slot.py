@@ -14,6 +14,7 @@ from actviz.display.colormaps import AUTO, resolve
 from actviz.ui.panels import style
 from actviz.ui.panels.bar_canvas import BarCanvas
 from actviz.ui.panels.canvas import ImageCanvas
+from actviz.ui.panels.image_column import auto_levels
 
 if TYPE_CHECKING:  # the panels never import torch at run time
     from actviz.display.layer_views import LayerView
@@ -38,8 +39,7 @@ NB_HYPHEN = "\u2011"
 
 
 def scale_legend(mosaic: Mosaic) -> str:
-    """What a mosaic's colour bar means, in words (shown under the mosaic; its hyphenated
-    words never split over two lines)."""
+    """What a mosaic's colour bar means, in words (hyphens never split over two lines)."""
     if mosaic.normalize == "channel":
         if mosaic.symmetric:
             return f"per{NB_HYPHEN}channel: each tile -1..1 of its own max |x| (0 in the middle)"
@@ -105,11 +105,8 @@ def data_shape(view: LayerView) -> tuple[int, ...]:
 
 
 class ViewSlot(QtWidgets.QWidget):
-    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases.
-
-    Canvases are created on first use and then only updated, so a layer that always shows
-    maps owns exactly one ImageItem for its whole life.
-    """
+    """One side of a LayerPanel (activation or gradient): a caption and a stack of canvases,
+    each created on first use and then only updated."""
 
     hovered = QtCore.Signal(object)  # Location
     hover_left = QtCore.Signal()
@@ -152,16 +149,19 @@ class ViewSlot(QtWidgets.QWidget):
         self.view: LayerView | None = None
         self.mosaic: Mosaic | None = None
 
-    # -- lazily built pages ------------------------------------------------------------------
     def _images(self) -> ImageCanvas:
         if self.image_canvas is None:
             self.image_canvas = ImageCanvas(passive=True, cmap=self.colormap(), fit_width=True)
             self.image_canvas.resized.connect(self.resized)
             self.image_canvas.hovered.connect(self._on_image_hovered)
             self.image_canvas.hover_left.connect(self.hover_left)
-            self.image_canvas.clicked.connect(self._on_image_clicked)
-            self.image_canvas.select_clicked.connect(self._on_image_select_clicked)
-            self.image_canvas.context_requested.connect(self._on_image_context)
+            self.image_canvas.clicked.connect(lambda x, y: self._emit_at(self.clicked, x, y))
+            self.image_canvas.select_clicked.connect(
+                lambda x, y, extend: self._emit_at(self.select_clicked, x, y, extend)
+            )
+            self.image_canvas.context_requested.connect(
+                lambda x, y, screen: self._emit_at(self.context_requested, x, y, screen)
+            )
             self.stack.addWidget(self.image_canvas)
         return self.image_canvas
 
@@ -203,7 +203,6 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.addWidget(self.scalar_label)
         return self.scalar_label
 
-    # -- data ----------------------------------------------------------------------------------
     def show_view(self, view: LayerView | None, mosaic: Mosaic | None) -> None:
         self.view, self.mosaic = view, mosaic
         if view is None:
@@ -212,14 +211,11 @@ class ViewSlot(QtWidgets.QWidget):
         if view.kind == "maps":
             if mosaic is None:
                 logger.warning("maps view without a mosaic: nothing to draw")
-                self.placeholder.setText("no mosaic")
-                self.stack.setCurrentWidget(self.placeholder)
+                self._show_placeholder("no mosaic")
                 return
             canvas = self._images()
             canvas.set_colormap(self.colormap())
-            # Shared: the layer's values on the bar. Per channel: every tile has its own
-            # scale, so the bar reads 0..1 (-1..1) of a tile's own range, and the legend says so.
-            # The painted indices; the float image is made only if someone reads it.
+            # The float image is made only if someone reads it.
             canvas.set_image(
                 mosaic.indices,
                 mosaic.levels,
@@ -242,9 +238,7 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.setCurrentWidget(canvas)
         elif view.kind == "heatmap":
             data = np.ascontiguousarray(view.data, dtype=np.float32)
-            levels = style.finite_range(data) or (0.0, 1.0)
-            if levels[1] <= levels[0]:
-                levels = (levels[0], levels[0] + 1.0)
+            levels = auto_levels(data)
             canvas = self._images()
             canvas.clear_tiles()
             canvas.set_colormap(self.colormap())
@@ -261,8 +255,11 @@ class ViewSlot(QtWidgets.QWidget):
             self.stack.setCurrentWidget(label)
         else:
             logger.warning("unknown view kind %r", view.kind)
-            self.placeholder.setText(f"cannot show {view.kind!r}")
-            self.stack.setCurrentWidget(self.placeholder)
+            self._show_placeholder(f"cannot show {view.kind!r}")
+
+    def _show_placeholder(self, text: str) -> None:
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
 
     def show_difference(self, view: LayerView, mosaic: Mosaic | None, colormap: str) -> None:
         """Show ``view`` (edited minus unedited) painted with ``colormap`` whatever the
@@ -312,8 +309,7 @@ class ViewSlot(QtWidgets.QWidget):
             self.image_canvas.clear_image()
         if self.bar_canvas is not None:
             self.bar_canvas.set_values(np.zeros(0, dtype=np.float32))
-        self.placeholder.setText("no data")
-        self.stack.setCurrentWidget(self.placeholder)
+        self._show_placeholder("no data")
 
     def locate(self, x: float, y: float) -> Location | None:
         """Map a pixel of the image canvas to a location in the view's data."""
@@ -335,26 +331,14 @@ class ViewSlot(QtWidgets.QWidget):
         else:
             self.hovered.emit(loc)
 
-    def _on_image_clicked(self, x: float, y: float) -> None:
+    def _emit_at(self, signal: QtCore.SignalInstance, x: float, y: float, *extra: object) -> None:
         loc = self.locate(x, y)
         if loc is not None:
-            self.clicked.emit(loc)
-
-    def _on_image_select_clicked(self, x: float, y: float, extend: bool) -> None:
-        loc = self.locate(x, y)
-        if loc is not None:
-            self.select_clicked.emit(loc, extend)
-
-    def _on_image_context(self, x: float, y: float, screen: QtCore.QPoint) -> None:
-        loc = self.locate(x, y)
-        if loc is not None:
-            self.context_requested.emit(loc, screen)
+            signal.emit(loc, *extra)
 
 
 def short_value(value: float) -> str:
-    """:func:`~actviz.ui.panels.style.format_value` in fewer characters (a narrow read-out):
-    three significant digits in scientific notation, its exponent without padding
-    (``2.74e-6`` for ``2.743e-06``)."""
+    """``format_value`` in fewer characters (``2.74e-6`` for ``2.743e-06``)."""
     text = style.format_value(value)
     if "e" not in text or "n" in text:  # ordinary magnitudes, nan and inf stay
         return text
@@ -371,9 +355,8 @@ def hover_text(
     unit_names: tuple[str, ...] = (),
     short: bool = False,
 ) -> str:
-    """The read-out for a data location of ``activation`` (and ``gradient``, when shown), e.g. ``ch 12  (x=3, y=7)  value 0.532``;
-    ``short``: the same numbers in fewer characters (``ch 12 (3,7) 0.532 |g| 0.1``), for
-    a narrow panel (the column beside the channel view)."""
+    """The read-out at ``loc``, e.g. ``ch 12  (x=3, y=7)  value 0.532``; ``short``: fewer
+    characters (``ch 12 (3,7) 0.532 |g| 0.1``)."""
     if loc.kind == "maps":
         unit = tile_unit or "ch"
         where = (
@@ -401,8 +384,7 @@ def hover_text(
 
 
 class TileSelection:
-    """Channels picked with Ctrl+click (one toggled) and Shift+click (a range from the last
-    one picked), in channel order."""
+    """Channels picked with Ctrl+click (toggle) and Shift+click (range), in channel order."""
 
     def __init__(self) -> None:
         self.channels: list[int] = []
