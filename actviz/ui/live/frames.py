@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from actviz.data.sources import IMAGE_SUFFIXES
+from actviz.display.attribution import display_image
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,6 @@ __all__ = [
     "TensorFrames",
     "estimate_bytes",
 ]
-
-# --------------------------------------------------------------------------------------------
-# frames and sources
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -92,12 +89,6 @@ class FrameSource:
     def describe(self) -> str:
         """One line for the controls."""
         return f"{self.name}: {len(self)} frame{'s' if len(self) != 1 else ''}"
-
-
-def _display(value: torch.Tensor) -> np.ndarray | None:
-    from actviz.display.attribution import display_image
-
-    return display_image(value, None)
 
 
 class StillFrame(FrameSource):
@@ -202,7 +193,7 @@ class TensorFrames(FrameSource):
         index = int(index) % len(self)
         value = self.frames[index : index + 1]
         if index not in self._images:
-            self._images[index] = _display(value) if value.dim() == 4 else None
+            self._images[index] = display_image(value, None) if value.dim() == 4 else None
         return LiveFrame(value, self._images[index], f"{self.name}[{index}]", index, self.path)
 
 
@@ -268,11 +259,6 @@ class ImageFolder(FrameSource):
         return frame
 
 
-# --------------------------------------------------------------------------------------------
-# player, rate, coalescing
-# --------------------------------------------------------------------------------------------
-
-
 class Player:
     """Play/pause/step/seek over ``length`` frames at ``fps`` frames per second.
 
@@ -326,9 +312,8 @@ class Player:
         """Move ``delta`` frames (wrapping when looping, clamped otherwise)."""
         if self.loop:
             self.index = (self.index + delta) % self.length
-        else:
-            self.index = int(min(max(self.index + delta, 0), self.length - 1))
-        return self.index
+            return self.index
+        return self.seek(self.index + delta)
 
     def advance(self) -> int | None:
         """The next frame while playing; None (and paused) at the end of a non-looping run."""
@@ -433,11 +418,6 @@ class Coalescer:
     @property
     def has_pending(self) -> bool:
         return self._has_pending
-
-
-# --------------------------------------------------------------------------------------------
-# memory estimate
-# --------------------------------------------------------------------------------------------
 
 
 def estimate_bytes(

@@ -68,7 +68,6 @@ class Perturbation:
             parts.append(f"contrast {self.contrast:.0%}")
         return ", ".join(parts) or "none"
 
-    # -- geometry ----------------------------------------------------------------------------
     def patch_box(self, height: int, width: int) -> tuple[int, int, int, int] | None:
         """``(y0, y1, x0, x1)`` of the occlusion patch in an image of that size (clipped)."""
         if self.occlusion is None:
@@ -84,7 +83,6 @@ class Perturbation:
             return None
         return y0c, y1c, x0c, x1c
 
-    # -- application -------------------------------------------------------------------------
     def apply(self, value: Any, image: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
         """Perturb a model input and its display image the same way.
 
@@ -185,14 +183,12 @@ class Perturbation:
 
 
 def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> np.ndarray | None:
-    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``.
+    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``, so the
+    picture shows exactly what the model receives.
 
-    A frame's picture is, channel by channel, an affine map of its tensor (a min-max view,
-    or the model's normalisation undone, rounded to uint8). That map is fitted on the clean
-    pair and applied to ``tensor``, so the picture shows exactly what the model receives:
-    brightness as brighter, noise and the patch where they are. Returns None when ``image``
-    is not such a view of ``clean`` (another size, another picture), so the caller can fall
-    back to perturbing the picture itself.
+    The per-channel affine map from ``clean`` to ``image`` (a min-max view, or the
+    normalisation undone) is fitted and applied to ``tensor``. None when ``image`` is no such
+    view of ``clean``: the caller then perturbs the picture itself.
     """
     if tensor.dim() == 4:
         tensor, clean = tensor[0], clean[0]

@@ -146,7 +146,6 @@ class LiveController(QObject):
         host.session.result_changed.connect(self._on_session_result_changed)
         host.session.pins_changed.connect(self._on_session_result_changed)
 
-    # ------------------------------------------------------------------ state
     @property
     def engaged(self) -> bool:
         """Whether live frames replace the window's own runs (a sequence, or a perturbation)."""
@@ -195,7 +194,6 @@ class LiveController(QObject):
             sequence=(self.source is not None and len(self.source) > 1) or self._webcam is not None,
         )
 
-    # ------------------------------------------------------------------ sources
     def set_source(self, source: FrameSource | None) -> None:
         """Play ``source`` (None: back to the window's own input)."""
         self.pause()
@@ -295,7 +293,6 @@ class LiveController(QObject):
         self.rate.reset()
         self.emit_status()
 
-    # ------------------------------------------------------------------ transport
     def play(self) -> None:
         if self.source is None or len(self.source) < 2:
             return
@@ -354,7 +351,6 @@ class LiveController(QObject):
         if ended:
             self.pause()
 
-    # ------------------------------------------------------------------ perturbation
     def set_perturbation(self, perturbation: Perturbation) -> None:
         """Apply ``perturbation`` to the current frame (re-run at once, coalesced)."""
         if perturbation == self.perturbation:
@@ -371,7 +367,6 @@ class LiveController(QObject):
     def reset_perturbation(self) -> None:
         self.set_perturbation(Perturbation(seed=self.perturbation.seed))
 
-    # ------------------------------------------------------------------ requests
     def request(self, index: int | None = None, *, full: bool = False) -> None:
         """Ask for frame ``index`` (default: the current one) with the current perturbation.
 
@@ -386,7 +381,6 @@ class LiveController(QObject):
         self.coalescer.offer(FrameSpec(int(index), self.perturbation, full=full))
         self.runner.pump()
 
-    # ------------------------------------------------------------------ worker events
     def frame_shown(self, spec: FrameSpec, timing: FrameTiming, now: float) -> None:
         """Frame ``spec`` reached the panels (the window's own slot showed its result): the
         read-outs, the input preview and the dock follow."""
@@ -398,9 +392,7 @@ class LiveController(QObject):
         self._shown_index = spec.index
         label = spec.frame.label if spec.frame is not None else ""
         length = len(self.source) if self.source is not None else 1
-        if spec.image is not None:
-            # At once, not as a display step: a step is skipped when the next frame arrives
-            # first, so while playing the preview would lag the frame counter.
+        if spec.image is not None:  # at once: a display step may be skipped by the next frame
             self.host.show_input_image(spec.image, spec.caption(length))
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
@@ -434,7 +426,6 @@ class LiveController(QObject):
         self._status_at = time.perf_counter() if status.frames and status.playing else -1.0
         self.status_changed.emit(status)
 
-    # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
         """Stop timers and the camera, and let go of the window's signals."""
         if self.closed:

@@ -46,10 +46,7 @@ def webcam_status() -> tuple[bool, str]:
 
 
 def _webcam_failure(exc: BaseException) -> str:
-    """Why Qt's camera support did not load, in words: a missing system library is named
-    ("webcam unavailable: Qt's camera support needs libpulse.so.0, which is not installed")
-    instead of the loader's "libpulse.so.0: cannot open shared object file: No such file or
-    directory"."""
+    """Why Qt's camera support did not load, in words (a missing system library named)."""
     text = str(exc)
     missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", text)
     if missing:
