@@ -22,15 +22,8 @@ DISPLAY_PASS_S = 0.004
 
 
 class DisplaySteps:
-    """The steps waiting to show the result on screen, each tagged with the result's epoch.
-
-    Parameters
-    ----------
-    parent
-        Owner of the step timer (the window).
-    show_error
-        ``(text, source)``: how a failing step reaches the user (the window's banner).
-    """
+    """The steps waiting to show the result on screen, each tagged with the result's epoch;
+    ``parent`` owns the step timer, ``show_error(text, source)`` reports a failing step."""
 
     def __init__(self, parent: QObject, show_error: Callable[[str, str], None]) -> None:
         #: The result shown: a step of an older epoch is skipped.

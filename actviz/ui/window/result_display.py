@@ -54,25 +54,10 @@ def default_selected_layer(result: RunResult) -> str | None:
 
 
 class ResultDisplay:
-    """Shows results in the window's panels: the layer panels, the overview, the channel view.
-
-    Parameters
-    ----------
-    session
-        The window's session: its result is what the panels show.
-    centre
-        The banner, the Layers and Overview tabs and their panels.
-    status
-        The status bar's labels (status text, timing and memory held).
-    actions
-        The window's actions: the colour map, the gradients toggle and "Unpin this result".
-    model_dock
-        The module tree (updated with each result's tree) and the input preview.
-    show_error
-        ``(text, source)``: how a display error reaches the user (the window's banner).
-    parent
-        Owner of the timer that runs the display steps (the window).
-    """
+    """Shows the ``session``'s result in the window's parts: the ``centre``'s tabs and panels,
+    the ``status`` bar's labels, the ``actions`` (colour map, gradients, unpin) and the
+    ``model_dock``'s tree and input preview. ``show_error(text, source)`` reports a display
+    error; ``parent`` owns the display steps' timer."""
 
     def __init__(
         self,
