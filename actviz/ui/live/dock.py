@@ -75,17 +75,8 @@ def _ask_tensor_file(parent: QWidget) -> str:
 
 
 class LiveControls(QDockWidget):
-    """The live-mode dock.
-
-    Parameters
-    ----------
-    controller
-        The :class:`LiveController` it drives.
-    parent
-        The main window.
-    choose_folder, choose_tensor_file
-        ``(parent) -> path or ""``; default to file dialogs (tests inject their own).
-    """
+    """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file``
+    (``(parent) -> path or ""``) default to file dialogs (tests inject their own)."""
 
     def __init__(
         self,

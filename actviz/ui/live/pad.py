@@ -21,14 +21,9 @@ _PLACEHOLDER_TEXT = "#bdc1c6"
 
 class OcclusionPad(QWidget):
     """The current frame as the model receives it (perturbed), with the occlusion patch
-    outlined; press and drag to move the patch.
+    outlined; press and drag to move the patch."""
 
-    Signals
-    -------
-    moved(float, float)
-        New patch centre as fractions of the image width and height.
-    """
-
+    #: New patch centre as fractions of the image width and height.
     moved = Signal(float, float)
 
     def __init__(self, parent: QWidget | None = None) -> None:

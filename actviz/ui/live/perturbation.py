@@ -17,33 +17,16 @@ __all__ = ["Perturbation", "image_tensor", "picture_of"]
 
 @dataclass(frozen=True)
 class Perturbation:
-    """Changes applied to the current frame before the model sees it.
+    """Changes applied to the current frame before the model sees it. All amounts are
+    relative, so one setting means the same on any input scale (pixels, normalised tensors)."""
 
-    All amounts are relative, so one setting means the same on any input scale (raw pixels,
-    ImageNet-normalised tensors, ...).
-
-    Attributes
-    ----------
-    occlusion
-        Centre ``(x, y)`` of a square patch, as fractions of the width and height; None: off.
-    occlusion_size
-        Patch side as a fraction of the shorter image side.
-    noise
-        Gaussian noise, standard deviation as a fraction of the frame's own std (0 = off).
-    brightness
-        Shift as a fraction of the frame's value range (-1 .. 1).
-    contrast
-        Factor around each channel's mean (1 = unchanged, 0 = flat).
-    seed
-        Seed of the noise pattern: fixed, so moving the noise slider scales one pattern
-        instead of flickering.
-    """
-
+    #: Centre ``(x, y)`` of a square patch, as fractions of the width and height; None: off.
     occlusion: tuple[float, float] | None = None
-    occlusion_size: float = 0.25
-    noise: float = 0.0
-    brightness: float = 0.0
-    contrast: float = 1.0
+    occlusion_size: float = 0.25  # patch side, a fraction of the shorter image side
+    noise: float = 0.0  # Gaussian noise, std as a fraction of the frame's own std
+    brightness: float = 0.0  # shift, a fraction of the frame's value range (-1 .. 1)
+    contrast: float = 1.0  # factor around each channel's mean (1 = unchanged, 0 = flat)
+    #: Seed of the noise pattern: fixed, so the noise slider scales one pattern (no flicker).
     seed: int = 0
 
     def is_identity(self) -> bool:
@@ -84,21 +67,10 @@ class Perturbation:
         return y0c, y1c, x0c, x1c
 
     def apply(self, value: Any, image: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
-        """Perturb a model input and its display image the same way.
-
-        Parameters
-        ----------
-        value
-            A tensor ``(N, C, H, W)`` (or ``(C, H, W)``), or a tuple/list/dict whose first such
-            float tensor is perturbed; anything else is returned unchanged.
-        image
-            ``(H', W', 3)`` uint8 display picture, or None.
-
-        Returns
-        -------
-        tuple
-            New ``(value, image)``; inputs are never modified in place.
-        """
+        """Perturb a model input and its ``(H', W', 3)`` uint8 picture (or None) the same way;
+        returns the new ``(value, image)`` (nothing is changed in place). In ``value`` (a
+        tensor, or a tuple, list or dict) the first float ``(N, C, H, W)`` or ``(C, H, W)``
+        tensor is perturbed; without one ``value`` is returned as it is."""
         if self.is_identity():
             return value, image
         noise_field: torch.Tensor | None = None

@@ -17,15 +17,8 @@ __all__ = ["PlayClock"]
 
 
 class PlayClock:
-    """A repeating timer that calls ``tick()`` every ``interval_ms``, or is held.
-
-    Parameters
-    ----------
-    parent
-        Owns the timer (nothing fires once it is deleted).
-    tick
-        Called with no argument on every timer tick.
-    """
+    """A repeating timer of ``parent``'s that calls ``tick()`` every ``interval_ms``, or is
+    held."""
 
     def __init__(self, parent: QObject, tick: Callable[[], None]) -> None:
         self._timer = QTimer(parent)

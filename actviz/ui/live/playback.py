@@ -74,34 +74,22 @@ class LiveController(QObject):
         sequence plays, else the worker's count. A number: one lane of it.
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
-
-    Signals
-    -------
-    status_changed(LiveStatus)
-        After every shown frame, and when the state changes.
-    frame_changed(int, int, str)
-        Index, frame count and label of the frame now shown.
-    base_image_changed(object)
-        The shown frame's picture *before* perturbation ((H, W, 3) uint8 or None).
-    input_image_changed(object)
-        The shown frame's picture *as the model received it* (perturbed; (H, W, 3) uint8
-        or None): what the perturbation pad shows.
-    playing_changed(bool)
-    speed_changed(float)
-        The playback speed (frames per second) was set.
-    source_changed(str)
-        A description of the new source ("" when back to the still input).
-    message(str)
-        A refusal or error for the controls ("" clears).
     """
 
+    #: A :class:`LiveStatus` after every shown frame, and when the state changes.
     status_changed = Signal(object)
+    #: Index, frame count and label of the frame now shown.
     frame_changed = Signal(int, int, str)
+    #: The shown frame's picture before perturbation ((H, W, 3) uint8 or None).
     base_image_changed = Signal(object)
+    #: Its picture as the model received it (what the perturbation pad shows).
     input_image_changed = Signal(object)
     playing_changed = Signal(bool)
+    #: The playback speed (frames per second) was set.
     speed_changed = Signal(float)
+    #: A description of the new source ("" when back to the still input).
     source_changed = Signal(str)
+    #: A refusal or error for the controls ("" clears).
     message = Signal(str)
 
     def __init__(

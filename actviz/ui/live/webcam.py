@@ -20,14 +20,9 @@ WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
 
 
 def webcam_status() -> tuple[bool, str]:
-    """Whether a webcam source can work here, and why not.
-
-    Returns
-    -------
-    tuple
-        ``(True, camera description)``, or ``(False, reason)``: :data:`WEBCAM_MISSING` when
-        QtMultimedia is not installed (PySide6-Essentials lacks it), or "no camera found".
-    """
+    """``(True, camera description)`` where a webcam source can work, else ``(False, why)``:
+    :data:`WEBCAM_MISSING` without QtMultimedia (PySide6-Essentials lacks it), "no camera
+    found", or why Qt's camera support did not load."""
     try:
         spec = importlib.util.find_spec("PySide6.QtMultimedia")
     except (ImportError, ValueError):
