@@ -35,12 +35,7 @@ from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.play_clock import PlayClock
 from actviz.ui.live.webcam import WebcamSource, webcam_status
-from actviz.workspace.budget import (
-    DEFAULT_MEMORY_BUDGET,
-    default_budget,
-    parse_bytes,
-    rss_bytes,
-)
+from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, default_budget, parse_bytes, rss_bytes
 
 log = logging.getLogger(__name__)
 
