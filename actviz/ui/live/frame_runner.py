@@ -147,8 +147,7 @@ class FrameRunner:
             build,
             max_pixels=mosaic_budget(self.host.layer_panels, visible),
             selected=self.host.selected_layer,
-            # With the Overview hidden, its panels wait for the tab (the window fills them
-            # when it shows), so the frame's histogram and Grad-CAM map wait for a read too.
+            # A hidden Overview waits for its tab: so do the frame's histogram and Grad-CAM map.
             overview=self.host.session.saliency_wanted,
             budget=self.live.memory_budget,
             capture_threads=self.live.capture_threads,
