@@ -11,11 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QSignalBlocker, Qt
-from PySide6.QtGui import (
-    QAction,
-    QIcon,
-    QKeySequence,
-)
+from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -79,17 +75,8 @@ def _ask_tensor_file(parent: QWidget) -> str:
 
 
 class LiveControls(QDockWidget):
-    """The live-mode dock.
-
-    Parameters
-    ----------
-    controller
-        The :class:`LiveController` it drives.
-    parent
-        The main window.
-    choose_folder, choose_tensor_file
-        ``(parent) -> path or ""``; default to file dialogs (tests inject their own).
-    """
+    """The live-mode dock over ``controller``; ``choose_folder`` and ``choose_tensor_file``
+    (``(parent) -> path or ""``) default to file dialogs (tests inject their own)."""
 
     def __init__(
         self,
@@ -130,7 +117,6 @@ class LiveControls(QDockWidget):
         c.host.session.input_changed.connect(self._on_session_input_changed)
         c.host.closed.connect(self._on_window_closed)
 
-    # ------------------------------------------------------------------ construction
     def _build_actions(self) -> None:
         """Playback as window actions, so the keyboard drives it wherever the focus is (the
         Live menu lists them). Ctrl+arrows, not bare keys: the module tree and the sliders
@@ -160,15 +146,13 @@ class LiveControls(QDockWidget):
         self.source_combo.addItems(SOURCE_ITEMS)
         self.source_combo.setToolTip("What live mode plays: the opened input, or a sequence")
         ok, why = webcam_status()
-        self.webcam_available = ok
         item = self.source_combo.model().item(_WEBCAM)
         if not ok:
             item.setEnabled(False)
             item.setToolTip(why)
             self.source_combo.setItemText(_WEBCAM, f"Webcam ({why})")
         self.source_combo.activated.connect(self._on_source_activated)
-        # Sized to the dock, not to its longest item (the webcam's reason made it 380 px wide,
-        # wider than the dock: clipped, with a scroll bar); the open list shows items in full.
+        # Sized to the dock, not to its longest item; the open list shows items in full.
         self.source_combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -182,8 +166,7 @@ class LiveControls(QDockWidget):
         self.source_label = QLabel("the opened input")
         self.source_label.setWordWrap(True)
         form.addWidget(self.source_label)
-        # Under the source, where the user looks after choosing one (at the dock's foot it
-        # sat below the visible part at 720 px, and a refused folder looked like nothing).
+        # Under the source, where the user looks after choosing one.
         self.message_label = QLabel("")
         self.message_label.setWordWrap(True)
         self.message_label.setStyleSheet(f"color: {style.ERROR_TEXT};")
@@ -195,30 +178,30 @@ class LiveControls(QDockWidget):
         box = QGroupBox("Playback")
         v = QVBoxLayout(box)
         row = QHBoxLayout()
-        self.back_button = QToolButton()
-        # Standard icons: the media glyphs (⏮ ▶ ⏭) are missing from many fonts.
-        self.back_button.setIcon(_icon("SP_MediaSkipBackward"))
-        self.back_button.setToolTip("Previous frame (Ctrl+Left)")
-        self.back_button.clicked.connect(lambda: self.controller.step(-1))
-        self.play_button = QToolButton()
-        self.play_button.setIcon(_icon("SP_MediaPlay"))
-        self.play_button.setToolTip("Play / pause (Ctrl+Space)")
-        self.play_button.clicked.connect(self.controller.toggle)
-        self.next_button = QToolButton()
-        self.next_button.setIcon(_icon("SP_MediaSkipForward"))
-        self.next_button.setToolTip("Next frame (Ctrl+Right)")
-        self.next_button.clicked.connect(lambda: self.controller.step(1))
-        for b in (self.back_button, self.play_button, self.next_button):
+
+        def button(icon: str, tip: str, slot: Callable[[], None]) -> QToolButton:
+            b = QToolButton()
+            b.setIcon(_icon(icon))
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
             row.addWidget(b)
+            return b
+
+        c = self.controller
+        self.back_button = button(
+            "SP_MediaSkipBackward", "Previous frame (Ctrl+Left)", lambda: c.step(-1)
+        )
+        self.play_button = button("SP_MediaPlay", "Play / pause (Ctrl+Space)", c.toggle)
+        self.next_button = button(
+            "SP_MediaSkipForward", "Next frame (Ctrl+Right)", lambda: c.step(1)
+        )
         self.frame_slider = QSlider(Qt.Orientation.Horizontal)
         self.frame_slider.setRange(0, 0)
         self.frame_slider.setToolTip("Frame")
         self.frame_slider.valueChanged.connect(self._on_frame_slider_changed)
         row.addWidget(self.frame_slider, 1)
         v.addLayout(row)
-        # The frame on a line of its own: beside the speed and loop its name ("bench[1]", a
-        # file's) made the row wider than the dock.
-        # Changes with every frame: a SteadyText repaints without relaying out the dock.
+        # A line of its own (a file's name is long); a SteadyText repaints without a relayout.
         self.frame_label = style.SteadyText("frame 1/1")
         v.addWidget(self.frame_label)
         row2 = QHBoxLayout()
@@ -249,6 +232,7 @@ class LiveControls(QDockWidget):
         self.pad.moved.connect(self._on_pad_moved)
         v.addWidget(self.pad, 1)
         form = QFormLayout()
+        v.addLayout(form)  # on the box now: the value rows' parent (see with_value)
         p = self.controller.perturbation
         self.occlusion_check = QCheckBox("occlusion patch")
         self.occlusion_check.setToolTip("Grey out a square; drag it over the picture above")
@@ -257,31 +241,33 @@ class LiveControls(QDockWidget):
         self.size_slider.valueChanged.connect(self._on_size_changed)
         self.size_value = QLabel()
         form.addRow(self.occlusion_check, with_value(self.size_slider, self.size_value, "{}%", box))
-        self.noise_slider = slider(0, 200, 0, "Gaussian noise, % of the input's std")
-        self.noise_slider.valueChanged.connect(
-            lambda v: self.controller.update_perturbation(noise=v / 100.0)
+        #: ``(slider, value label, format, unperturbed value)`` of the noise, brightness, contrast.
+        self._amounts: list[tuple[QSlider, QLabel, str, int]] = []
+        self.noise_slider, self.noise_value = self._amount(
+            form, "noise", (0, 200, 0), "{}%", "Gaussian noise, % of the input's std"
         )
-        self.noise_value = QLabel()
-        form.addRow("noise", with_value(self.noise_slider, self.noise_value, "{}%", box))
-        self.brightness_slider = slider(-100, 100, 0, "Brightness shift, % of the value range")
-        self.brightness_slider.valueChanged.connect(
-            lambda v: self.controller.update_perturbation(brightness=v / 100.0)
+        self.brightness_slider, self.brightness_value = self._amount(
+            form, "brightness", (-100, 100, 0), "{:+d}%", "Brightness shift, % of the value range"
         )
-        self.brightness_value = QLabel()
-        form.addRow(
-            "brightness", with_value(self.brightness_slider, self.brightness_value, "{:+d}%", box)
+        self.contrast_slider, self.contrast_value = self._amount(
+            form, "contrast", (0, 300, 100), "{}%", "Contrast, % (100 = unchanged)"
         )
-        self.contrast_slider = slider(0, 300, 100, "Contrast, % (100 = unchanged)")
-        self.contrast_slider.valueChanged.connect(
-            lambda v: self.controller.update_perturbation(contrast=v / 100.0)
-        )
-        self.contrast_value = QLabel()
-        form.addRow("contrast", with_value(self.contrast_slider, self.contrast_value, "{}%", box))
-        v.addLayout(form)
         self.reset_button = QPushButton("Reset perturbation")
         self.reset_button.clicked.connect(self.reset_perturbation)
         v.addWidget(self.reset_button)
         return box
+
+    def _amount(
+        self, form: QFormLayout, key: str, span: tuple[int, int, int], fmt: str, tip: str
+    ) -> tuple[QSlider, QLabel]:
+        """A row of ``form``: a slider setting the perturbation's ``key`` in % (``span``: least,
+        most, unperturbed), its value beside."""
+        lo, hi, start = span
+        s, label = slider(lo, hi, start, tip), QLabel()
+        s.valueChanged.connect(lambda v: self.controller.update_perturbation(**{key: v / 100.0}))
+        form.addRow(key, with_value(s, label, fmt, form.parentWidget()))
+        self._amounts.append((s, label, fmt, start))
+        return s, label
 
     def _build_readouts(self) -> QWidget:
         box = QGroupBox("Performance")
@@ -308,20 +294,12 @@ class LiveControls(QDockWidget):
         v.addLayout(row)
         return box
 
-    # ------------------------------------------------------------------ actions
     def reset_perturbation(self) -> None:
         """Back to the unperturbed input (sliders and patch reset)."""
-        for w, value in (
-            (self.noise_slider, 0),
-            (self.brightness_slider, 0),
-            (self.contrast_slider, 100),
-        ):
-            with QSignalBlocker(w):
-                w.setValue(value)
-        # Their signals were blocked: the value labels follow by hand.
-        self.noise_value.setText("0%")
-        self.brightness_value.setText("+0%")
-        self.contrast_value.setText("100%")
+        for s, label, fmt, value in self._amounts:
+            with QSignalBlocker(s):
+                s.setValue(value)
+            label.setText(fmt.format(value))  # its signal was blocked
         with QSignalBlocker(self.occlusion_check):
             self.occlusion_check.setChecked(False)
         self.controller.reset_perturbation()
@@ -364,9 +342,8 @@ class LiveControls(QDockWidget):
     def _on_speed_changed(self, fps: float) -> None:
         # Set from a script or a test: show it without echoing it back to the controller.
         if abs(self.speed_spin.value() - fps) > 1e-9:
-            self.speed_spin.blockSignals(True)
-            self.speed_spin.setValue(fps)
-            self.speed_spin.blockSignals(False)
+            with QSignalBlocker(self.speed_spin):
+                self.speed_spin.setValue(fps)
 
     def _on_frame_slider_changed(self, value: int) -> None:
         if value != self.controller.player.index:
@@ -401,22 +378,21 @@ class LiveControls(QDockWidget):
             w.setEnabled(sequence)
         for act in (self.play_action, self.next_action, self.back_action):
             act.setEnabled(sequence)
-        with QSignalBlocker(self.frame_slider):
-            self.frame_slider.setRange(0, max(0, n - 1))
-            self.frame_slider.setValue(c.player.index)
-        self.frame_label.setText(f"frame {c.player.index + 1}/{n}")
-        self.play_button.setIcon(_icon("SP_MediaPause" if c.playing else "SP_MediaPlay"))
+        self._set_frame(c.player.index, n, f"frame {c.player.index + 1}/{n}")
+        self._on_controller_playing_changed(c.playing)
 
-    # ------------------------------------------------------------------ controller events
     def _on_controller_status_changed(self, status: LiveStatus) -> None:
         self.stats_label.setText(status.text())
         self.memory_label.setText(status.memory_text())
 
     def _show_frame(self, index: int, length: int, label: str) -> None:
+        self._set_frame(index, length, f"frame {index + 1}/{length} · {label}")
+
+    def _set_frame(self, index: int, length: int, text: str) -> None:
         with QSignalBlocker(self.frame_slider):
             self.frame_slider.setRange(0, max(0, length - 1))
             self.frame_slider.setValue(index)
-        self.frame_label.setText(f"frame {index + 1}/{length} · {label}")
+        self.frame_label.setText(text)
 
     def _on_controller_playing_changed(self, playing: bool) -> None:
         self.play_button.setIcon(_icon("SP_MediaPause" if playing else "SP_MediaPlay"))
@@ -465,9 +441,7 @@ class LiveControls(QDockWidget):
             return
         self._sync_perturbation_enabled()
         value, image = c.perturbation.apply(inp.value, inp.image)
-        # The picture a frame of this input gets (display_image, as prepare makes it): an
-        # image-like tensor without a loaded picture is drawn min-max scaled, as the frames,
-        # the overlays and the Model dock's preview draw it; None when it has no picture.
+        # The picture a frame of this input gets (as prepare makes it); None without one.
         self.pad.set_image(display_image(value, image))
 
     def _on_window_closed(self) -> None:
@@ -481,9 +455,7 @@ class LiveControls(QDockWidget):
 
 def perturbation_refusal(controller: LiveController) -> str:
     """Why the perturbations cannot change what live mode plays ("" when they can): the opened
-    input holds no image-like tensor (token ids, a feature vector), or the model refuses it.
-    Enabled there, they moved, the frames were re-run and exports named a noise that changed
-    nothing."""
+    input holds no image-like tensor (token ids, a feature vector), or the model refuses it."""
     from actviz.ui.live.frames import StillFrame
     from actviz.ui.live.perturbation import image_tensor
 
@@ -502,7 +474,7 @@ def show_dock(dock: QDockWidget) -> None:
     """Show ``dock`` in front (when tabbed with another dock)."""
     if not dock.isVisible():
         dock.show()
-    dock.raise_()  # in front when tabbed with another dock
+    dock.raise_()
 
 
 def _icon(name: str) -> QIcon:

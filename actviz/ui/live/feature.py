@@ -1,14 +1,9 @@
 """Live mode as a window feature: the controller, its "Live" dock, menu and status label.
 
-:class:`LiveMode` is constructed with the window's :class:`~actviz.ui.host.WindowHost`. The
-dock starts closed (or where a saved layout put it) and comes up when live mode is used: a
-source chosen or Play pressed. Playback shortcuts work with the dock closed; the frame rate and
-memory held stay in the status bar.
-
-Closing the dock pauses playback and drops every perturbation (noise, brightness, contrast,
-occlusion patch: set in the dock, they must not act unseen), so the window's own runs show the
-opened input again; a sequence stays loaded for the playback shortcuts. Opening another model
-resets the perturbations too: they were set up on the old model's input.
+The dock comes up when live mode is used (a source chosen, Play pressed); the playback
+shortcuts and the status label work with it closed. Closing it pauses playback and drops the
+perturbations (set in the dock, they must not act unseen); a sequence stays loaded. Opening
+another model resets the perturbations too (they were set up on the old model's input).
 """
 
 from __future__ import annotations
@@ -30,15 +25,8 @@ DOCK_WIDTH = 300
 
 
 class LiveMode(FeatureBase):
-    """Live mode in a window (see the module docstring).
-
-    Parameters
-    ----------
-    host
-        The window.
-    **kwargs
-        Passed to :class:`LiveController` (``max_fps``, ``memory_budget``, ...).
-    """
+    """Live mode in a window (see the module docstring); ``kwargs`` go to
+    :class:`LiveController` (``max_fps``, ``memory_budget``, ...)."""
 
     name = "live"
 

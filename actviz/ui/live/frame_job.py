@@ -87,10 +87,8 @@ def frame_job(
     """
     from actviz.core.capture import CaptureCancelled, capture
 
-    # Everything the job needs travels in a one-shot dict that is emptied when the job
-    # starts (and by the controller when the frame is dropped before it ran): the
-    # worker's thread pool keeps finished runnables, and so this closure, alive, and the
-    # closure must not pin frames, requests or mosaics.
+    # A one-shot dict, emptied when the job starts (or its frame is dropped): the closure may
+    # outlive the job and must not pin frames, requests or mosaics.
     payload: dict[str, Any] = {
         "spec": spec,
         "source": source,
@@ -193,14 +191,9 @@ def frame_job(
 
 
 def mosaic_budget(panels: dict[str, Any], visible: set[str] | None) -> int:
-    """Pixels a mosaic of this frame may have: about what its canvas shows on screen.
-
-    A page with more pixels than its canvas is drawn shrunk (filtered) anyway; built
-    that large it cost the preparation and the GUI thread (converting and drawing it)
-    several times the pixels seen. Tiles are then area averages (as for any layer over
-    the budget, :func:`~actviz.display.mosaic.max_tile_for`); the read-outs still read
-    the layer's own values. A full frame (every panel, for export or a pin) keeps the
-    usual budget.
+    """Pixels a mosaic of this frame may have: about what its canvas shows on screen (more
+    would be drawn shrunk anyway). Tiles are then area averages; the read-outs still read the
+    layer's own values. A full frame (``visible`` None: export, a pin) keeps the usual budget.
     """
     if visible is None:
         return MAX_MOSAIC_PIXELS

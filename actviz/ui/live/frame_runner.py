@@ -66,7 +66,7 @@ class FrameRunner:
             return
         if not self.coalescer.busy:
             self.live.play_held_ticks()
-        # Playing: the next frame is queued behind the one capturing (see actviz.ui.live.playback).
+        # Playing: the next frame is queued behind the one capturing (docs/architecture.md).
         ahead = CAPTURES_AHEAD * self.lanes.count(True) if self.live.player.playing else 1
         self.coalescer.limit = ahead
         if len(self.inflight) > ahead:
@@ -119,20 +119,14 @@ class FrameRunner:
             return
         problem = self._frame_problem(source)
         if problem:  # what the window refuses to run, live frames refuse too
-            self.coalescer.finish()
-            self.coalescer.clear()
-            self.live.pause()
-            self.live.message.emit(problem)
+            self._refuse(problem)
             return
         layers = list(dict.fromkeys([*base.layers, *base.extra_layers]))
         result = self.host.result
         if result is not None:
             need = estimate_bytes(result.output_shapes, layers)
             if need is not None and need > self.live.memory_budget:
-                self.coalescer.finish()
-                self.coalescer.clear()
-                self.live.pause()
-                self.live.message.emit(
+                self._refuse(
                     f"Refused: the {len(layers)} selected layers need about {fmt_bytes(need)}, "
                     f"over the {fmt_bytes(self.live.memory_budget)} memory budget. Untick some layers "
                     "or raise the budget."
@@ -153,8 +147,7 @@ class FrameRunner:
             build,
             max_pixels=mosaic_budget(self.host.layer_panels, visible),
             selected=self.host.selected_layer,
-            # With the Overview hidden, its panels wait for the tab (the window fills them
-            # when it shows), so the frame's histogram and Grad-CAM map wait for a read too.
+            # A hidden Overview waits for its tab: so do the frame's histogram and Grad-CAM map.
             overview=self.host.session.saliency_wanted,
             budget=self.live.memory_budget,
             capture_threads=self.live.capture_threads,
@@ -180,7 +173,15 @@ class FrameRunner:
         self.inflight[gen] = spec
         self.lanes.started(gen, lane, build)
 
+    def _refuse(self, text: str) -> None:
+        """The frame taken cannot run: stop playing and say why in the dock."""
+        self.coalescer.finish()
+        self.coalescer.clear()
+        self.live.pause()
+        self.live.message.emit(text)
+
     def forget(self, gen: Job) -> FrameSpec | None:
+        """Let go of our frame ``gen``; its spec (None once forgotten)."""
         spec = self.inflight.pop(gen, None)
         if spec is not None:
             spec.release()
@@ -188,19 +189,13 @@ class FrameRunner:
             self.coalescer.finish()
         return spec
 
-    def take_inflight(self, gen: Job) -> FrameSpec | None:
-        """The spec of our frame ``gen`` (None once forgotten)."""
-        return self.forget(gen)
-
     def on_staged(self, gen: Job) -> None:
-        if self.lanes.captured(gen):
-            # Captured: the model is free, so the next frame may start while this one is
-            # prepared.
+        if self.lanes.captured(gen):  # the model is free: the next frame may start
             self.coalescer.finish()
             self.pump()
 
     def on_errored(self, gen: Job, error: BaseException) -> None:
-        spec = self.take_inflight(gen)
+        spec = self.forget(gen)
         if spec is None:
             return
         from actviz.core.capture import CaptureTooLarge
@@ -219,7 +214,7 @@ class FrameRunner:
         self.live.emit_status()
 
     def on_finished(self, gen: Job, result: Any) -> None:
-        spec = self.take_inflight(gen)
+        spec = self.forget(gen)
         if spec is None:
             return
         now = time.perf_counter()
@@ -236,5 +231,5 @@ class FrameRunner:
         self.live.frame_shown(spec, timing, now)
 
     def on_cancelled(self, gen: Job) -> None:
-        if self.take_inflight(gen) is not None:
+        if self.forget(gen) is not None:
             self.pump()

@@ -81,11 +81,11 @@ class LiveStatus:
 class SpacedReadout(QObject):
     """Calls ``show(*args)`` with the arguments last offered: at once while ``player`` is
     not playing (paused, a step, a seek), else at most every ``interval_s``; the last offered
-    is shown when the interval is over (a timer) or the playing stops, whichever is first.
+    is shown when the interval is over or the playing stops. Numbers that change with every
+    frame cannot be read, and each repaint costs the GUI thread.
 
-    The Live dock's frame counter and slider changed with every frame: their repaints were a
-    tenth of the GUI thread's time per frame on ResNet-18 at 64 px, for numbers nobody reads
-    at 60 frames a second (the input preview's caption names each frame).
+    ``player`` has a bool ``playing`` and a ``playing_changed(bool)`` signal (the
+    :class:`~actviz.ui.live.playback.LiveController`).
     """
 
     def __init__(
@@ -96,8 +96,6 @@ class SpacedReadout(QObject):
         *,
         interval_s: float = READOUT_INTERVAL_S,
     ) -> None:
-        """``player``: a bool ``playing`` and a ``playing_changed(bool)`` signal (the
-        :class:`~actviz.ui.live.playback.LiveController`)."""
         super().__init__(parent)
         self._show, self._player, self.interval_s = show, player, interval_s
         self._pending: tuple[Any, ...] | None = None

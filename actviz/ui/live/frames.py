@@ -1,19 +1,9 @@
-"""Live inputs without widgets: frame sources, the player and the coalescer.
-
-Everything here is plain logic the live controller (:mod:`actviz.ui.live.playback`) drives:
-
-* :class:`FrameSource` and its kinds: the frames of a ``(T, C, H, W)`` tensor
-  (:class:`TensorFrames`), a folder of images (:class:`ImageFolder`), the current input alone
-  (:class:`StillFrame`); a camera is :class:`~actviz.ui.live.webcam.WebcamSource`;
-  perturbations are :mod:`actviz.ui.live.perturbation`'s;
-* :class:`Player`: play/pause/step/seek/speed over a frame count;
-* :class:`Coalescer`: at most ``limit`` frames in flight and one waiting; a newer request
-  replaces the waiting one (counted as dropped) and starts are spaced by a minimum interval,
-  which caps repaints (at ~60 Hz, a display's refresh);
-* :class:`RateMeter`: frames per second over a sliding window.
-
-Frames are loaded on the worker thread (``FrameSource.frame`` is called there), so decoding an
-image never blocks the GUI.
+"""Live inputs without widgets, driven by :mod:`actviz.ui.live.playback`: frame sources (a
+``(T, C, H, W)`` tensor, a folder of images, the current input alone; a camera is
+:mod:`~actviz.ui.live.webcam`'s), the :class:`Player`, the :class:`Coalescer` (at most ``limit``
+frames in flight and the latest one waiting, starts spaced to cap repaints) and a
+:class:`RateMeter`. ``FrameSource.frame`` runs on the worker thread, so decoding an image never
+blocks the GUI.
 """
 
 from __future__ import annotations
@@ -32,6 +22,7 @@ import numpy as np
 import torch
 
 from actviz.data.sources import IMAGE_SUFFIXES
+from actviz.display.attribution import display_image
 
 log = logging.getLogger(__name__)
 
@@ -48,34 +39,16 @@ __all__ = [
     "estimate_bytes",
 ]
 
-# --------------------------------------------------------------------------------------------
-# frames and sources
-# --------------------------------------------------------------------------------------------
-
 
 @dataclass
 class LiveFrame:
-    """One frame ready for the model.
+    """One frame ready for the model."""
 
-    Attributes
-    ----------
-    value
-        The model input (a tensor, usually ``(1, C, H, W)``; tuples/dicts pass through).
-    image
-        ``(H, W, 3)`` uint8 picture of it for overlays, or None (rebuilt from the tensor).
-    label
-        Short text for the controls, e.g. the file name.
-    index
-        Position in the source.
-    path
-        The file it was read from ("" when none: a camera, an in-memory tensor).
-    """
-
-    value: Any
-    image: np.ndarray | None
-    label: str
-    index: int
-    path: str = ""
+    value: Any  # the model input (usually ``(1, C, H, W)``; tuples and dicts pass through)
+    image: np.ndarray | None  # (H, W, 3) uint8 picture for overlays (None: from the tensor)
+    label: str  # short text for the controls, e.g. the file name
+    index: int  # position in the source
+    path: str = ""  # the file it was read from ("" for a camera, an in-memory tensor)
 
 
 class FrameSource:
@@ -92,12 +65,6 @@ class FrameSource:
     def describe(self) -> str:
         """One line for the controls."""
         return f"{self.name}: {len(self)} frame{'s' if len(self) != 1 else ''}"
-
-
-def _display(value: torch.Tensor) -> np.ndarray | None:
-    from actviz.display.attribution import display_image
-
-    return display_image(value, None)
 
 
 class StillFrame(FrameSource):
@@ -128,17 +95,8 @@ class StillFrame(FrameSource):
 
 
 class TensorFrames(FrameSource):
-    """The frames of a ``(T, C, H, W)`` tensor (or ``(T, ...)``), one ``(1, ...)`` input each.
-
-    Parameters
-    ----------
-    frames
-        The stacked frames; frame ``i`` is ``frames[i:i+1]``.
-    name
-        Shown in the controls.
-    device, dtype
-        Where the model lives; float frames get its dtype.
-    """
+    """The frames of a ``(T, C, H, W)`` tensor (or ``(T, ...)``): frame ``i`` is
+    ``frames[i:i+1]``, moved to the model's ``device`` (float frames get its ``dtype``)."""
 
     def __init__(
         self,
@@ -166,15 +124,8 @@ class TensorFrames(FrameSource):
 
     @classmethod
     def from_file(cls, path: str | Path, model: torch.nn.Module | None = None) -> TensorFrames:
-        """Read a tensor file (``.pt``/``.npy``/``.npz``/``.safetensors``) holding ``(T, C, H, W)``.
-
-        Raises
-        ------
-        ValueError
-            The file holds something else (a tuple, a dict, a 1-D tensor).
-        actviz.io.errors.InputError
-            The file cannot be read.
-        """
+        """Read a tensor file (``.pt``/``.npy``/``.npz``/``.safetensors``) holding ``(T, C, H, W)``;
+        ValueError when it holds something else, ``InputError`` when it cannot be read."""
         from actviz.io.input_files import open_input
 
         loaded = open_input(str(path))  # no model: the (T, ...) layout is not checked as (N, ...)
@@ -202,22 +153,13 @@ class TensorFrames(FrameSource):
         index = int(index) % len(self)
         value = self.frames[index : index + 1]
         if index not in self._images:
-            self._images[index] = _display(value) if value.dim() == 4 else None
+            self._images[index] = display_image(value, None) if value.dim() == 4 else None
         return LiveFrame(value, self._images[index], f"{self.name}[{index}]", index, self.path)
 
 
 class ImageFolder(FrameSource):
-    """The images of a folder, in name order, each prepared like an opened input.
-
-    Parameters
-    ----------
-    folder
-        A directory holding image files (:data:`IMAGE_SUFFIXES`).
-    model, loaded_model
-        What ``actviz.io.input_files.open_input`` adapts the images to (size, transforms).
-    cache
-        Frames kept decoded (looping over a short folder then costs nothing).
-    """
+    """The images of a folder (class subfolders included), in name order, each opened as an
+    input for ``model`` / ``loaded_model`` (size, transforms); ``cache`` frames stay decoded."""
 
     def __init__(
         self,
@@ -231,7 +173,7 @@ class ImageFolder(FrameSource):
             raise ValueError(f"{folder}: not a folder")
         from actviz.data.sources import folder_images
 
-        # As a scan reads it: class subfolders included (an ImageFolder layout plays in order).
+        # As a scan reads it (an ImageFolder layout plays in order).
         self.files = [Path(p) for p in folder_images(folder.resolve())[0]]
         if not self.files:
             raise ValueError(
@@ -266,11 +208,6 @@ class ImageFolder(FrameSource):
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return frame
-
-
-# --------------------------------------------------------------------------------------------
-# player, rate, coalescing
-# --------------------------------------------------------------------------------------------
 
 
 class Player:
@@ -326,9 +263,8 @@ class Player:
         """Move ``delta`` frames (wrapping when looping, clamped otherwise)."""
         if self.loop:
             self.index = (self.index + delta) % self.length
-        else:
-            self.index = int(min(max(self.index + delta, 0), self.length - 1))
-        return self.index
+            return self.index
+        return self.seek(self.index + delta)
 
     def advance(self) -> int | None:
         """The next frame while playing; None (and paused) at the end of a non-looping run."""
@@ -433,11 +369,6 @@ class Coalescer:
     @property
     def has_pending(self) -> bool:
         return self._has_pending
-
-
-# --------------------------------------------------------------------------------------------
-# memory estimate
-# --------------------------------------------------------------------------------------------
 
 
 def estimate_bytes(

@@ -12,9 +12,8 @@ __all__ = ["NOT_AN_IMAGE_TEXT", "NO_INPUT_TEXT", "OcclusionPad", "slider", "with
 
 #: What the perturbation pad says before there is an input.
 NO_INPUT_TEXT = "No input yet: open an image (Ctrl+I)"
-#: What it says when the input (or a frame) has no picture: token ids, a feature vector, a
-#: tensor that is not (C, H, W) with 1 or 3 channels. The perturbations change image-like
-#: tensors only, so an image is what the user needs.
+#: What it says when the input (or a frame) has no picture (token ids, a feature vector): the
+#: perturbations change image-like tensors only.
 NOT_AN_IMAGE_TEXT = "No picture: not an image"
 #: Light grey on the pad's dark background.
 _PLACEHOLDER_TEXT = "#bdc1c6"
@@ -22,14 +21,9 @@ _PLACEHOLDER_TEXT = "#bdc1c6"
 
 class OcclusionPad(QWidget):
     """The current frame as the model receives it (perturbed), with the occlusion patch
-    outlined; press and drag to move the patch.
+    outlined; press and drag to move the patch."""
 
-    Signals
-    -------
-    moved(float, float)
-        New patch centre as fractions of the image width and height.
-    """
-
+    #: New patch centre as fractions of the image width and height.
     moved = Signal(float, float)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -44,8 +38,7 @@ class OcclusionPad(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setCursor(Qt.CursorShape.CrossCursor)
         self.setToolTip("Press and drag to move the occlusion patch over the input")
-        # paintEvent fills every pixel: Qt need not repaint the group box behind the pad for
-        # each new frame (a tenth of the GUI thread's painting while playing).
+        # paintEvent fills every pixel: no repaint of the group box behind it per frame.
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     @property
@@ -55,7 +48,7 @@ class OcclusionPad(QWidget):
 
     def set_image(self, rgb: np.ndarray | None, placeholder: str = NOT_AN_IMAGE_TEXT) -> None:
         """Show ``rgb`` ((H, W, 3) uint8); None shows ``placeholder``, a line saying why
-        there is no picture (an empty dark box told the user nothing)."""
+        there is no picture."""
         if rgb is None:
             self._rgb = self._qimage = None
             self.placeholder = placeholder
@@ -108,18 +101,18 @@ class OcclusionPad(QWidget):
         painter.end()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
-        if event.button() == Qt.MouseButton.LeftButton:
-            self.moved.emit(*self.to_fraction(event.position()))
-            event.accept()
-        else:
+        if not self._drag(event, event.button() == Qt.MouseButton.LeftButton):
             super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt name
-        if event.buttons() & Qt.MouseButton.LeftButton:
+        if not self._drag(event, bool(event.buttons() & Qt.MouseButton.LeftButton)):
+            super().mouseMoveEvent(event)
+
+    def _drag(self, event: QMouseEvent, left: bool) -> bool:
+        if left:
             self.moved.emit(*self.to_fraction(event.position()))
             event.accept()
-        else:
-            super().mouseMoveEvent(event)
+        return left
 
 
 def slider(lo: int, hi: int, value: int, tip: str) -> QSlider:

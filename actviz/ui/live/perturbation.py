@@ -17,33 +17,16 @@ __all__ = ["Perturbation", "image_tensor", "picture_of"]
 
 @dataclass(frozen=True)
 class Perturbation:
-    """Changes applied to the current frame before the model sees it.
+    """Changes applied to the current frame before the model sees it. All amounts are
+    relative, so one setting means the same on any input scale (pixels, normalised tensors)."""
 
-    All amounts are relative, so one setting means the same on any input scale (raw pixels,
-    ImageNet-normalised tensors, ...).
-
-    Attributes
-    ----------
-    occlusion
-        Centre ``(x, y)`` of a square patch, as fractions of the width and height; None: off.
-    occlusion_size
-        Patch side as a fraction of the shorter image side.
-    noise
-        Gaussian noise, standard deviation as a fraction of the frame's own std (0 = off).
-    brightness
-        Shift as a fraction of the frame's value range (-1 .. 1).
-    contrast
-        Factor around each channel's mean (1 = unchanged, 0 = flat).
-    seed
-        Seed of the noise pattern: fixed, so moving the noise slider scales one pattern
-        instead of flickering.
-    """
-
+    #: Centre ``(x, y)`` of a square patch, as fractions of the width and height; None: off.
     occlusion: tuple[float, float] | None = None
-    occlusion_size: float = 0.25
-    noise: float = 0.0
-    brightness: float = 0.0
-    contrast: float = 1.0
+    occlusion_size: float = 0.25  # patch side, a fraction of the shorter image side
+    noise: float = 0.0  # Gaussian noise, std as a fraction of the frame's own std
+    brightness: float = 0.0  # shift, a fraction of the frame's value range (-1 .. 1)
+    contrast: float = 1.0  # factor around each channel's mean (1 = unchanged, 0 = flat)
+    #: Seed of the noise pattern: fixed, so the noise slider scales one pattern (no flicker).
     seed: int = 0
 
     def is_identity(self) -> bool:
@@ -68,7 +51,6 @@ class Perturbation:
             parts.append(f"contrast {self.contrast:.0%}")
         return ", ".join(parts) or "none"
 
-    # -- geometry ----------------------------------------------------------------------------
     def patch_box(self, height: int, width: int) -> tuple[int, int, int, int] | None:
         """``(y0, y1, x0, x1)`` of the occlusion patch in an image of that size (clipped)."""
         if self.occlusion is None:
@@ -84,23 +66,11 @@ class Perturbation:
             return None
         return y0c, y1c, x0c, x1c
 
-    # -- application -------------------------------------------------------------------------
     def apply(self, value: Any, image: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
-        """Perturb a model input and its display image the same way.
-
-        Parameters
-        ----------
-        value
-            A tensor ``(N, C, H, W)`` (or ``(C, H, W)``), or a tuple/list/dict whose first such
-            float tensor is perturbed; anything else is returned unchanged.
-        image
-            ``(H', W', 3)`` uint8 display picture, or None.
-
-        Returns
-        -------
-        tuple
-            New ``(value, image)``; inputs are never modified in place.
-        """
+        """Perturb a model input and its ``(H', W', 3)`` uint8 picture (or None) the same way;
+        returns the new ``(value, image)`` (nothing is changed in place). In ``value`` (a
+        tensor, or a tuple, list or dict) the first float ``(N, C, H, W)`` or ``(C, H, W)``
+        tensor is perturbed; without one ``value`` is returned as it is."""
         if self.is_identity():
             return value, image
         noise_field: torch.Tensor | None = None
@@ -185,14 +155,12 @@ class Perturbation:
 
 
 def picture_of(tensor: torch.Tensor, clean: torch.Tensor, image: np.ndarray) -> np.ndarray | None:
-    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``.
+    """``tensor`` (a perturbed ``clean``) drawn the way ``image`` draws ``clean``, so the
+    picture shows exactly what the model receives.
 
-    A frame's picture is, channel by channel, an affine map of its tensor (a min-max view,
-    or the model's normalisation undone, rounded to uint8). That map is fitted on the clean
-    pair and applied to ``tensor``, so the picture shows exactly what the model receives:
-    brightness as brighter, noise and the patch where they are. Returns None when ``image``
-    is not such a view of ``clean`` (another size, another picture), so the caller can fall
-    back to perturbing the picture itself.
+    The per-channel affine map from ``clean`` to ``image`` (a min-max view, or the
+    normalisation undone) is fitted and applied to ``tensor``. None when ``image`` is no such
+    view of ``clean``: the caller then perturbs the picture itself.
     """
     if tensor.dim() == 4:
         tensor, clean = tensor[0], clean[0]

@@ -1,12 +1,9 @@
 """The play timer of a live sequence, held while no frame could start.
 
-While a sequence plays, each tick of the timer (the playback speed, e.g. 60 a second) moves
-to the next frame and offers it; when the model is slower than the speed, a tick can only
-replace the frame waiting for room. Those ticks cost the GUI thread ~70 µs each (a timer
-event, the tick and a pump), five or six per frame shown on ResNet-18 at 64 px on two
-loaded cores. So the controller holds the clock while the frames in flight leave no room,
-and on resuming it moves on by the ticks that would have fired meanwhile: the same frame
-is shown next, and as many frames count as dropped.
+When the model is slower than the playback speed, a tick could only replace the frame waiting
+for room, at a cost to the GUI thread. So the controller holds the clock while the frames in
+flight leave no room, and on resuming moves on by the ticks that would have fired meanwhile:
+the same frame is shown next, and as many count as dropped.
 """
 
 from __future__ import annotations
@@ -20,15 +17,8 @@ __all__ = ["PlayClock"]
 
 
 class PlayClock:
-    """A repeating timer that calls ``tick()`` every ``interval_ms``, or is held.
-
-    Parameters
-    ----------
-    parent
-        Owns the timer (nothing fires once it is deleted).
-    tick
-        Called with no argument on every timer tick.
-    """
+    """A repeating timer of ``parent``'s that calls ``tick()`` every ``interval_ms``, or is
+    held."""
 
     def __init__(self, parent: QObject, tick: Callable[[], None]) -> None:
         self._timer = QTimer(parent)

@@ -35,12 +35,7 @@ from actviz.ui.live.lanes import FrameLanes
 from actviz.ui.live.perturbation import Perturbation
 from actviz.ui.live.play_clock import PlayClock
 from actviz.ui.live.webcam import WebcamSource, webcam_status
-from actviz.workspace.budget import (
-    DEFAULT_MEMORY_BUDGET,
-    default_budget,
-    parse_bytes,
-    rss_bytes,
-)
+from actviz.workspace.budget import DEFAULT_MEMORY_BUDGET, default_budget, parse_bytes, rss_bytes
 
 log = logging.getLogger(__name__)
 
@@ -74,34 +69,22 @@ class LiveController(QObject):
         sequence plays, else the worker's count. A number: one lane of it.
     memory_budget
         Bytes one capture may hold; larger selections are refused with a message.
-
-    Signals
-    -------
-    status_changed(LiveStatus)
-        After every shown frame, and when the state changes.
-    frame_changed(int, int, str)
-        Index, frame count and label of the frame now shown.
-    base_image_changed(object)
-        The shown frame's picture *before* perturbation ((H, W, 3) uint8 or None).
-    input_image_changed(object)
-        The shown frame's picture *as the model received it* (perturbed; (H, W, 3) uint8
-        or None): what the perturbation pad shows.
-    playing_changed(bool)
-    speed_changed(float)
-        The playback speed (frames per second) was set.
-    source_changed(str)
-        A description of the new source ("" when back to the still input).
-    message(str)
-        A refusal or error for the controls ("" clears).
     """
 
+    #: A :class:`LiveStatus` after every shown frame, and when the state changes.
     status_changed = Signal(object)
+    #: Index, frame count and label of the frame now shown.
     frame_changed = Signal(int, int, str)
+    #: The shown frame's picture before perturbation ((H, W, 3) uint8 or None).
     base_image_changed = Signal(object)
+    #: Its picture as the model received it (what the perturbation pad shows).
     input_image_changed = Signal(object)
     playing_changed = Signal(bool)
+    #: The playback speed (frames per second) was set.
     speed_changed = Signal(float)
+    #: A description of the new source ("" when back to the still input).
     source_changed = Signal(str)
+    #: A refusal or error for the controls ("" clears).
     message = Signal(str)
 
     def __init__(
@@ -146,7 +129,6 @@ class LiveController(QObject):
         host.session.result_changed.connect(self._on_session_result_changed)
         host.session.pins_changed.connect(self._on_session_result_changed)
 
-    # ------------------------------------------------------------------ state
     @property
     def engaged(self) -> bool:
         """Whether live frames replace the window's own runs (a sequence, or a perturbation)."""
@@ -195,7 +177,6 @@ class LiveController(QObject):
             sequence=(self.source is not None and len(self.source) > 1) or self._webcam is not None,
         )
 
-    # ------------------------------------------------------------------ sources
     def set_source(self, source: FrameSource | None) -> None:
         """Play ``source`` (None: back to the window's own input)."""
         self.pause()
@@ -295,7 +276,6 @@ class LiveController(QObject):
         self.rate.reset()
         self.emit_status()
 
-    # ------------------------------------------------------------------ transport
     def play(self) -> None:
         if self.source is None or len(self.source) < 2:
             return
@@ -354,7 +334,6 @@ class LiveController(QObject):
         if ended:
             self.pause()
 
-    # ------------------------------------------------------------------ perturbation
     def set_perturbation(self, perturbation: Perturbation) -> None:
         """Apply ``perturbation`` to the current frame (re-run at once, coalesced)."""
         if perturbation == self.perturbation:
@@ -371,7 +350,6 @@ class LiveController(QObject):
     def reset_perturbation(self) -> None:
         self.set_perturbation(Perturbation(seed=self.perturbation.seed))
 
-    # ------------------------------------------------------------------ requests
     def request(self, index: int | None = None, *, full: bool = False) -> None:
         """Ask for frame ``index`` (default: the current one) with the current perturbation.
 
@@ -386,7 +364,6 @@ class LiveController(QObject):
         self.coalescer.offer(FrameSpec(int(index), self.perturbation, full=full))
         self.runner.pump()
 
-    # ------------------------------------------------------------------ worker events
     def frame_shown(self, spec: FrameSpec, timing: FrameTiming, now: float) -> None:
         """Frame ``spec`` reached the panels (the window's own slot showed its result): the
         read-outs, the input preview and the dock follow."""
@@ -398,9 +375,7 @@ class LiveController(QObject):
         self._shown_index = spec.index
         label = spec.frame.label if spec.frame is not None else ""
         length = len(self.source) if self.source is not None else 1
-        if spec.image is not None:
-            # At once, not as a display step: a step is skipped when the next frame arrives
-            # first, so while playing the preview would lag the frame counter.
+        if spec.image is not None:  # at once: a display step may be skipped by the next frame
             self.host.show_input_image(spec.image, spec.caption(length))
         self.frame_changed.emit(spec.index, length, label)
         self.base_image_changed.emit(spec.base_image)
@@ -434,7 +409,6 @@ class LiveController(QObject):
         self._status_at = time.perf_counter() if status.frames and status.playing else -1.0
         self.status_changed.emit(status)
 
-    # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
         """Stop timers and the camera, and let go of the window's signals."""
         if self.closed:

@@ -20,14 +20,9 @@ WEBCAM_MISSING = "webcam needs PySide6-Addons (QtMultimedia)"
 
 
 def webcam_status() -> tuple[bool, str]:
-    """Whether a webcam source can work here, and why not.
-
-    Returns
-    -------
-    tuple
-        ``(True, camera description)``, or ``(False, reason)``: :data:`WEBCAM_MISSING` when
-        QtMultimedia is not installed (PySide6-Essentials lacks it), or "no camera found".
-    """
+    """``(True, camera description)`` where a webcam source can work, else ``(False, why)``:
+    :data:`WEBCAM_MISSING` without QtMultimedia (PySide6-Essentials lacks it), "no camera
+    found", or why Qt's camera support did not load."""
     try:
         spec = importlib.util.find_spec("PySide6.QtMultimedia")
     except (ImportError, ValueError):
@@ -46,10 +41,7 @@ def webcam_status() -> tuple[bool, str]:
 
 
 def _webcam_failure(exc: BaseException) -> str:
-    """Why Qt's camera support did not load, in words: a missing system library is named
-    ("webcam unavailable: Qt's camera support needs libpulse.so.0, which is not installed")
-    instead of the loader's "libpulse.so.0: cannot open shared object file: No such file or
-    directory"."""
+    """Why Qt's camera support did not load, in words (a missing system library named)."""
     text = str(exc)
     missing = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", text)
     if missing:

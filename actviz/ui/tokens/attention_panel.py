@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from PySide6 import QtWidgets
+from PySide6.QtCore import QSignalBlocker
 
 from actviz.display.attention import AttentionMaps
 from actviz.display.token_maps import SequenceLayout, token_labels
@@ -72,11 +73,10 @@ class AttentionPanel(PanelBase):
         self.tokens = tuple(tokens) if tokens is not None else None
         self.layout_info = layout
         layer, head = self.layer_combo.currentText(), self.head_combo.currentIndex()
-        self.layer_combo.blockSignals(True)
-        self.layer_combo.clear()
-        self.layer_combo.addItems(list(maps.layers))
-        self.layer_combo.setCurrentIndex(max(0, self.layer_combo.findText(layer)))
-        self.layer_combo.blockSignals(False)
+        with QSignalBlocker(self.layer_combo):
+            self.layer_combo.clear()
+            self.layer_combo.addItems(list(maps.layers))
+            self.layer_combo.setCurrentIndex(max(0, self.layer_combo.findText(layer)))
         self._fill_heads(head)
         self._show()
 
@@ -104,11 +104,10 @@ class AttentionPanel(PanelBase):
         if self.maps is None or name is None:
             return
         heads = self.maps.heads(name, self.sample).shape[0]
-        self.head_combo.blockSignals(True)
-        self.head_combo.clear()
-        self.head_combo.addItems([MEAN, *[f"head {h}" for h in range(heads)]])
-        self.head_combo.setCurrentIndex(keep if 0 <= keep <= heads else 0)
-        self.head_combo.blockSignals(False)
+        with QSignalBlocker(self.head_combo):
+            self.head_combo.clear()
+            self.head_combo.addItems([MEAN, *[f"head {h}" for h in range(heads)]])
+            self.head_combo.setCurrentIndex(keep if 0 <= keep <= heads else 0)
 
     def _on_layer_changed(self, _index: int) -> None:
         self._fill_heads(self.head_combo.currentIndex())
@@ -146,9 +145,8 @@ class AttentionPanel(PanelBase):
     def clear(self) -> None:
         self.maps = None
         for combo in (self.layer_combo, self.head_combo):
-            combo.blockSignals(True)
-            combo.clear()
-            combo.blockSignals(False)
+            with QSignalBlocker(combo):
+                combo.clear()
         self.canvas.clear_heat()
         self.set_title("Attention")
         self.status_label.setText(

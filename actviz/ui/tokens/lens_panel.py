@@ -40,13 +40,12 @@ class LogitLensPanel(PanelBase):
         self.lens = lens
         keep = self.position_combo.currentIndex()
         tokens = lens.tokens if lens.tokens and len(lens.tokens) == lens.positions else None
-        self.position_combo.blockSignals(True)
-        self.position_combo.clear()
-        for p in range(lens.positions):
-            self.position_combo.addItem(f"{p}  {tokens[p]!r}" if tokens else str(p))
         last = lens.positions - 1
-        self.position_combo.setCurrentIndex(keep if 0 <= keep <= last and keep != -1 else last)
-        self.position_combo.blockSignals(False)
+        with QtCore.QSignalBlocker(self.position_combo):
+            self.position_combo.clear()
+            for p in range(lens.positions):
+                self.position_combo.addItem(f"{p}  {tokens[p]!r}" if tokens else str(p))
+            self.position_combo.setCurrentIndex(keep if 0 <= keep <= last else last)
         self._show()
 
     def position(self) -> int:
@@ -84,9 +83,8 @@ class LogitLensPanel(PanelBase):
 
     def clear(self) -> None:
         self.lens = None
-        self.position_combo.blockSignals(True)
-        self.position_combo.clear()
-        self.position_combo.blockSignals(False)
+        with QtCore.QSignalBlocker(self.position_combo):
+            self.position_combo.clear()
         self.table.clear()
         self.table.setRowCount(0)
         self.table.setColumnCount(0)

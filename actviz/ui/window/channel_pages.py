@@ -68,10 +68,8 @@ class ChannelPages:
         before = self.page_first(name)
         if self.session.channel_pages.get(name, 0) != channel:
             self.session.set_channel_page(name, channel)
-        panel = self.display.layer_panels.get(name)
-        if panel is not None and self.page_first(name) != before:
-            self.display.grid.pending.pop(name, None)
-            self.display.grid.update(panel, layer)
+        if name in self.display.layer_panels and self.page_first(name) != before:
+            self.display.grid.show_now(name, layer)
         if not self.display.channel_box.isVisible():
             self.display.channel_box.setVisible(True)
             width = max(self.display.layers_splitter.width(), 600)
@@ -97,8 +95,7 @@ class ChannelPages:
     def turn_page(self, name: str, step: int) -> bool:
         """Show the previous (``step`` -1) or next (+1) page of layer ``name``'s channels,
         re-paged from the result's views (no new run); False when there is no such page."""
-        result = self.session.result
-        layer = result.layers.get(name) if result is not None else None
+        layer = self._layer(name)
         if layer is None or layer.mosaic is None:
             return False
         first = self.page_first(name) + step * self.page_size(name)
@@ -111,18 +108,15 @@ class ChannelPages:
             return False
         else:
             self.session.set_channel_page(name, first)
-        panel = self.display.layer_panels.get(name)
-        if panel is not None:
-            self.display.grid.pending.pop(name, None)
-            self.display.grid.update(panel, layer)
+        if name in self.display.layer_panels:
+            self.display.grid.show_now(name, layer)
         return True
 
     def page_size(self, name: str) -> int:
         """Channels per mosaic page of layer ``name`` (the panel's, else the mosaic's)."""
         size = self.session.page_channels.get(name)
         if size is None:
-            result = self.session.result
-            layer = result.layers.get(name) if result is not None else None
+            layer = self._layer(name)
             mosaic = layer.mosaic if layer is not None else None
             size = mosaic.page_size if mosaic is not None else 1
         return max(1, int(size))
@@ -132,8 +126,13 @@ class ChannelPages:
         channel the user turned or stepped to."""
         return self.session.page_start(name, self.page_size(name))
 
+    def _layer(self, name: str) -> Any:
+        result = self.session.result
+        return result.layers.get(name) if result is not None else None
+
     def on_mosaic_width_changed(self, name: str, width: int) -> None:
-        # Handled on the next pass: a window resize sends many in a row.
+        """Re-page layer ``name`` for its panel's mosaic ``width``, on the next pass (a
+        resize sends many in a row)."""
         self._new_widths[name] = width
         if not self._width_timer.isActive():
             self._width_timer.start()
@@ -146,8 +145,7 @@ class ChannelPages:
     def fit_page_to_width(self, name: str, width: int) -> None:
         """Pick the page size whose tiles stay readable in ``width`` screen pixels and re-page
         layer ``name`` from the result's views (no new run)."""
-        result = self.session.result
-        layer = result.layers.get(name) if result is not None else None
+        layer = self._layer(name)
         if layer is None or layer.view is None or layer.view.kind != "maps":
             return
         total, height, tile_w = layer.view.data.shape
@@ -155,7 +153,4 @@ class ChannelPages:
         if size == self.session.page_channels.get(name):
             return
         self.session.set_page_channels(name, size)
-        if name in self.display.layer_panels:
-            # With the other waiting updates, on-screen first: not all in one event.
-            self.display.grid.pending.setdefault(name, layer)
-            self.display.grid.schedule()
+        self.display.grid.refresh(name)  # with the other waiting updates, on-screen first

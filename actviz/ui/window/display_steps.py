@@ -1,9 +1,6 @@
-"""Showing a result in small steps, one event-loop pass at a time.
-
-The steps run from a zero-interval timer, not from posted events: Qt handles every posted
-event in one go (and with them the scene updates each step causes), so timers, input and
-painting would wait for the whole result. Measured on ResNet-50 in live mode, applying
-everything at once held the event loop for up to ~28 ms.
+"""Showing a result in small steps, one event-loop pass at a time, so input and painting
+never wait for a whole result. The steps run from a zero-interval timer: Qt would handle
+posted events all in one go.
 """
 
 from __future__ import annotations
@@ -25,15 +22,8 @@ DISPLAY_PASS_S = 0.004
 
 
 class DisplaySteps:
-    """The steps waiting to show the result on screen, each tagged with the result's epoch.
-
-    Parameters
-    ----------
-    parent
-        Owner of the step timer (the window).
-    show_error
-        ``(text, source)``: how a failing step reaches the user (the window's banner).
-    """
+    """The steps waiting to show the result on screen, each tagged with the result's epoch;
+    ``parent`` owns the step timer, ``show_error(text, source)`` reports a failing step."""
 
     def __init__(self, parent: QObject, show_error: Callable[[str, str], None]) -> None:
         #: The result shown: a step of an older epoch is skipped.
@@ -93,7 +83,7 @@ class DisplaySteps:
         steps, t0, ran = self._steps, time.perf_counter(), False
         while steps and not (ran and time.perf_counter() - t0 >= DISPLAY_PASS_S):
             epoch, step = steps.popleft()
-            if epoch is None or epoch == self.epoch:  # else a newer result's came
+            if epoch is None or epoch == self.epoch:  # else a newer result came
                 self.call(step)
                 ran = True
         if not steps:

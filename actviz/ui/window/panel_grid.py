@@ -49,16 +49,13 @@ class PanelGrid:
         self._scheduled = False
         # What the grid holds: ((name, id(panel)), ...) in order, and its column count.
         self._placed: tuple[tuple[tuple[str, int], ...], int] | None = None
-        # Two columns of panels on a wide tab, one beside the channel view or on a small
-        # screen: laid out again when the tab's width crosses the line.
-        self._columns = 1
+        self._columns = 1  # two on a wide tab: laid out again when the width crosses the line
         scroll = display.layers_scroll
         for bar in (scroll.verticalScrollBar(), scroll.horizontalScrollBar()):
             bar.valueChanged.connect(self.schedule)
             # A resized window changes the range: it may bring waiting panels on screen.
             bar.rangeChanged.connect(self.schedule)
-        # Back on the Layers tab, panels a change made on another tab left waiting come on
-        # screen without scrolling: fill them now (else they keep a stale scale).
+        # Back on the Layers tab, panels left waiting come on screen without a scroll.
         display.tabs.currentChanged.connect(self.schedule)
         scroll.viewport_resized.connect(self._on_width_changed)
 
@@ -74,17 +71,15 @@ class PanelGrid:
         """Set ``panel`` up for ``layer`` (its type, colour map, least height)."""
         panel.set_module_type(layer.module_type)
         panel.set_colormap(self.display.colormap)
-        # Heatmaps need room to read; a mosaic's canvas asks for the height its width needs;
-        # bars and numbers are fine at the panel's own minimum.
+        # Heatmaps need room to read; a mosaic asks for the height its width needs.
         if layer.view is not None and layer.view.kind == "heatmap":
             panel.set_minimum_panel_height(MAPS_PANEL_MIN_HEIGHT)
 
     def update(self, panel: TokenLayerPanel, layer: PreparedLayer) -> None:
         """Show ``layer`` in ``panel`` on the user's page and colour map."""
-        # The page the user is on (a frame requested before a page turn, or a pinned result
-        # made before it, holds the old page), its size and the colour map's symmetric range:
-        # a new layer, the result is not changed. Mosaics kept from an earlier live frame (panel
-        # off screen) are made for this one, except under concept tiles (no channels shown).
+        # The user's page, page size and the colour map's symmetric range, as a new layer (the
+        # result may hold an older page). Mosaics kept from an earlier live frame are made for
+        # this one, except under concept tiles (no channels shown).
         layer = with_page(
             layer if panel.tile_unit() else current_mosaics(layer),
             self.display.page_first(layer.name),
@@ -103,6 +98,11 @@ class PanelGrid:
         for hook in self.display.panel_updated:
             hook(panel, layer)
 
+    def show_now(self, name: str, layer: PreparedLayer) -> None:
+        """Show ``layer`` in panel ``name`` now, in place of any waiting update."""
+        self.pending.pop(name, None)
+        self.update(self.display.layer_panels[name], layer)
+
     def _class_units(self, layer: PreparedLayer) -> tuple[str, ...] | None:
         """The class names of ``layer``'s bars when it outputs the model's class scores."""
         result = self.session.result
@@ -113,8 +113,7 @@ class PanelGrid:
 
     def refresh(self, name: str) -> None:
         """Show layer ``name`` of the current result in its panel again, in the display passes
-        (on screen one a pass, off screen once scrolled to): features refresh every panel they
-        decorate at once, which rebuilt them all in one event-loop turn (over a second)."""
+        (on screen one a pass, off screen once scrolled to)."""
         result = self.session.result
         if result is None or name not in self.display.layer_panels or name not in result.layers:
             return
@@ -149,8 +148,8 @@ class PanelGrid:
         on_screen = [n for n in list(pending) if n in panels and self._on_screen(panels[n])]
         for name in [n for n in pending if n not in panels]:
             del pending[name]
-        # Off-screen panels wait until they are scrolled into view (scroll bar signal). A token
-        # panel's first pass builds its plots, the next shows the tokens (~60 ms of CPU in one).
+        # Off-screen panels wait to be scrolled into view. A token panel builds its plots a
+        # pass at a time before it shows the tokens.
         for name in on_screen[:PANELS_PER_PASS]:
             if not panels[name].prepare_tokens(pending[name].tokens):
                 self.update(panels[name], pending.pop(name))
@@ -180,36 +179,32 @@ class PanelGrid:
         self.display.layers_placeholder.setText(text)
 
     def layout(self, order: Sequence[str]) -> None:
+        """Put the panels named in ``order`` in the grid (nothing to do when they are there)."""
+        grid, panels = self.display.layers_grid, self.display.layer_panels
         columns = grid_columns(self.display.layers_scroll.viewport().width()) if order else 0
-        placed = (tuple((name, id(self.display.layer_panels[name])) for name in order), columns)
+        placed = (tuple((name, id(panels[name])) for name in order), columns)
         if placed == self._placed:
-            # Every result (each live frame) comes here: taking the grid apart and putting it
-            # back the same relaid out the Layers tab and cost ~1 ms of GUI time a frame.
-            return
+            return  # every live frame comes here: no relayout of the Layers tab
         self._placed = placed
-        while self.display.layers_grid.count():
-            widget = self.display.layers_grid.itemAt(0).widget()
+        while grid.count():
+            widget = grid.itemAt(0).widget()
             if widget is not None:
-                # removeWidget deletes the layout item: a widget whose old item is still
-                # alive (takeAt hands it to Python) is never tied to its new one, whose
-                # cached height-for-width then never hears of the widget's changes (a panel
-                # re-laid out at another width kept the height of its old arrangement).
-                self.display.layers_grid.removeWidget(widget)
+                # Not takeAt: a layout item Python keeps alive stays tied to the widget, and
+                # its new item's cached height-for-width never hears of its changes.
+                grid.removeWidget(widget)
             else:
-                self.display.layers_grid.takeAt(0)
+                grid.takeAt(0)
         self.display.layers_placeholder.setVisible(not order)
         if not order:
-            self.display.layers_grid.addWidget(self.display.layers_placeholder, 0, 0)
+            grid.addWidget(self.display.layers_placeholder, 0, 0)
             return
         self._columns = columns
-        grid = self.display.layers_grid
         for row in range(grid.rowCount()):
             grid.setRowStretch(row, 0)
         for i, name in enumerate(order):
-            grid.addWidget(self.display.layer_panels[name], i // columns, i % columns)
-            self.display.layer_panels[name].setVisible(True)
-        # Spare height goes below the last row: panels keep the height their mosaics ask
-        # for (stretched rows were mostly blank, and a mosaic in them sat in a white band).
+            grid.addWidget(panels[name], i // columns, i % columns)
+            panels[name].setVisible(True)
+        # Spare height below the last row: panels keep the height their mosaics ask for.
         grid.setRowStretch((len(order) + columns - 1) // columns, 1)
 
     def _on_width_changed(self, width: int) -> None:

@@ -39,8 +39,8 @@ CREATE_BUDGET_S = 0.04
 
 log = logging.getLogger(__name__)
 
-#: Least time between two timing read-outs for live frames (seconds): at 30 frames a second a
-#: number that changes every frame cannot be read, and each change relays out the status bar.
+#: Least time between two timing read-outs for live frames (seconds): readable, and fewer
+#: relayouts of the status bar.
 HELD_TEXT_INTERVAL_S = 0.25
 
 
@@ -54,25 +54,10 @@ def default_selected_layer(result: RunResult) -> str | None:
 
 
 class ResultDisplay:
-    """Shows results in the window's panels: the layer panels, the overview, the channel view.
-
-    Parameters
-    ----------
-    session
-        The window's session: its result is what the panels show.
-    centre
-        The banner, the Layers and Overview tabs and their panels.
-    status
-        The status bar's labels (status text, timing and memory held).
-    actions
-        The window's actions: the colour map, the gradients toggle and "Unpin this result".
-    model_dock
-        The module tree (updated with each result's tree) and the input preview.
-    show_error
-        ``(text, source)``: how a display error reaches the user (the window's banner).
-    parent
-        Owner of the timer that runs the display steps (the window).
-    """
+    """Shows the ``session``'s result in the window's parts: the ``centre``'s tabs and panels,
+    the ``status`` bar's labels, the ``actions`` (colour map, gradients, unpin) and the
+    ``model_dock``'s tree and input preview. ``show_error(text, source)`` reports a display
+    error; ``parent`` owns the display steps' timer."""
 
     def __init__(
         self,
@@ -129,8 +114,8 @@ class ResultDisplay:
         )
         #: The channel view and the mosaic pages (:mod:`~actviz.ui.window.channel_pages`).
         self.pages = ChannelPages(self, parent)
-        centre.stats_table.layer_selected.connect(self._on_stats_layer_selected)
-        centre.histogram_panel.layer_changed.connect(self._on_stats_layer_selected)
+        centre.stats_table.layer_selected.connect(self.select_layer)
+        centre.histogram_panel.layer_changed.connect(self.select_layer)
 
     @property
     def colormap(self) -> str:
@@ -183,14 +168,11 @@ class ResultDisplay:
         """
         self.selected_layer = name
         for panel_name, panel in self.layer_panels.items():
-            # set_selected repaints only a panel whose state changes; a style sheet would
-            # re-polish every child of every panel on each result.
-            panel.set_selected(panel_name == name)
+            panel.set_selected(panel_name == name)  # repaints only a panel that changes
         self.overview.show_histogram()
         if reveal and name is not None and name in self.layer_panels:
             self.layers_scroll.ensureWidgetVisible(self.layer_panels[name])
 
-    # ========================================================================== results
     def apply_result(self, result: RunResult) -> None:
         """Make ``result`` the session's result and show it (in steps, see the module doc)."""
         self.session.set_result(result)
@@ -202,12 +184,8 @@ class ResultDisplay:
 
         # Layer panels: exactly the ticked layers that ran, in execution order.
         for name in [n for n in self.layer_panels if n not in result.layers]:
-            panel = self.layer_panels.pop(name)
-            self.layers_grid.removeWidget(panel)
-            panel.setParent(None)
-            panel.deleteLater()
-        # Panels that exist are kept; missing ones are made a few at a time (each a handful
-        # of plots: 50 at once blocked the GUI thread for a second or more).
+            self._drop_panel(self.layer_panels.pop(name))
+        # Panels that exist are kept; missing ones are made a few per pass (not all in one).
         self._to_create = [name for name in result.shown if name not in self.layer_panels]
         self.steps.drop_held()  # an older result's: it was replaced before it was shown
         self._create_epoch += 1
@@ -215,8 +193,7 @@ class ResultDisplay:
             if name in self.layer_panels:
                 self.grid.configure(self.layer_panels[name], result.layers[name])
         self._create_panels(self._create_epoch, budget_s=CREATE_BUDGET_S)
-        # Panels are filled a few per event-loop pass, on-screen first, so one result does not
-        # paint every canvas in a single event.
+        # Filled a few per pass, on-screen first.
         pending = {name: result.layers[name] for name in result.shown if name in self.layer_panels}
         self.grid.queue(pending)
 
@@ -224,7 +201,7 @@ class ResultDisplay:
             self.selected_layer = default_selected_layer(result)
         self.steps.epoch += 1
         self.overview.show(result)  # the predictions now, the rest in steps
-        self.steps.defer(lambda: self._show_selection(result))
+        self.steps.defer(self._show_selection)
 
         if result.origin:
             self._refresh_held_text_spaced()
@@ -274,9 +251,7 @@ class ResultDisplay:
             n: self.layer_panels[n] for n in result.shown if n in self.layer_panels
         }
         self.grid.layout(list(self.layer_panels))
-        # New panels are filled in later passes with the other waiting updates, on screen
-        # first, one a pass: making panels and filling some in the same pass blocked the GUI
-        # thread over 100 ms (a mosaic's canvases and first fit, a token panel's two plots).
+        # New panels are filled in later passes, not in the pass that made them.
         for name in made:
             self.grid.pending[name] = result.layers[name]
         self.grid.schedule()
@@ -310,11 +285,10 @@ class ResultDisplay:
         self.timing_label.setText(text)
         self.actions.unpin_action.setEnabled(self.session.pins.find(result) is not None)
 
-    def _show_selection(self, result: RunResult) -> None:
+    def _show_selection(self) -> None:
         self.select_layer(self.selected_layer, reveal=False)
         self.pages.keep_open()
 
-    # ========================================================================== display steps
     def defer_display(self, step: Callable[[], None], *, stale_ok: bool = False) -> None:
         """Run ``step`` on a later event-loop pass (:meth:`DisplaySteps.defer`)."""
         self.steps.defer(step, stale_ok=stale_ok)
@@ -331,7 +305,6 @@ class ResultDisplay:
         """Whether steps of showing a result are still waiting (see :meth:`flush_panel_updates`)."""
         return self.steps.pending()
 
-    # ========================================================================== panel updates
     def panel_updates_pending(self) -> bool:
         """Whether some layer panels still show an older result than ``session.result``, or
         are still to be made."""
@@ -359,40 +332,36 @@ class ResultDisplay:
         self.grid.pending = {}
         self.steps.epoch += 1
         for panel in self.layer_panels.values():
-            self.layers_grid.removeWidget(panel)
-            panel.setParent(None)
-            panel.deleteLater()
+            self._drop_panel(panel)
         self.layer_panels.clear()
         self.grid.layout([])
-        # Another model's panels start at the top: a hidden Layers tab keeps its old range
-        # (and offset) until shown, which put the new grid's middle on screen.
+        # Another model's panels start at the top (a hidden tab keeps its scroll offset).
         self.layers_scroll.verticalScrollBar().setValue(0)
         self.layers_scroll.horizontalScrollBar().setValue(0)
         self.channel_box.setVisible(False)
         self.selected_layer = None
         self.overview.clear()
         self.timing_label.clear()
-        # "5 layer(s) · target class 7: arrow" spoke of the previous model's last run.
         self.status_label.clear()
+
+    def _drop_panel(self, panel: QWidget) -> None:
+        self.layers_grid.removeWidget(panel)
+        panel.setParent(None)
+        panel.deleteLater()
 
     def selected_panel(self) -> QWidget:
         """The selected layer's panel (the current tab without one), as an export shows it:
-        showing the current result, not an older one (only it: filling every waiting panel
-        for one panel's picture took seconds with many token panels)."""
+        showing the current result (only that panel is filled)."""
         name = self.selected_layer
         if self.tabs.currentWidget() is self.layers_splitter and name in self.layer_panels:
             self.steps.flush()
             if name in self.grid.pending:
-                self.grid.update(self.layer_panels[name], self.grid.pending.pop(name))
+                self.grid.show_now(name, self.grid.pending[name])
             return self.layer_panels[name]
         self.flush_panel_updates()
         if self.tabs.currentWidget() is self.layers_splitter:
             return self.layers_scroll.widget()
         return self.tabs.currentWidget()
-
-    # ========================================================================== panel events
-    def _on_stats_layer_selected(self, name: str) -> None:
-        self.select_layer(name)
 
 
 __all__ = [

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QSignalBlocker, QTimer
 
 from actviz.core.targets import detections, target_choices
 from actviz.display.repage import renormalised
@@ -68,7 +68,6 @@ class RunControl:
         a.normalize_combo.currentIndexChanged.connect(self._on_normalize_changed)
         a.gradients_action.toggled.connect(self._on_gradients_toggled)
 
-    # ------------------------------------------------------------------ starting runs
     def run(self, *, input_grads: bool | None = None) -> Job | None:
         """Start a run now; its job, or None when it cannot run. ``input_grads``:
         differentiate back to the input whether or not a saliency view is on screen."""
@@ -81,10 +80,9 @@ class RunControl:
             what = "a model" if self.session.model is None else "an input"
             w.host.show_warning(f"Open {what} first, then press Run.", source="run")
             return None
-        misfit = self._input_misfit()
+        # One line here rather than torch's words from inside the model's forward.
+        misfit = self.session.input_problem() if self.session.input is not None else ""
         if misfit:
-            # Refused here, in one line, rather than failing in the model's forward with
-            # torch's own words (token ids into a CNN, an image into a language model).
             w.host.show_warning(misfit, source="run")
             return None
         request = self.session.make_request()
@@ -111,12 +109,6 @@ class RunControl:
             failed=lambda error: self._on_failed(error, kind),
             cancelled=self._on_cancelled,
         )
-
-    def _input_misfit(self) -> str:
-        """Why the opened model cannot take the input held ("" when it can)."""
-        if self.session.input is None:
-            return ""
-        return self.session.input_problem()
 
     def schedule_run(self) -> None:
         """Re-run after the debounce delay; while an input is being opened, after it."""
@@ -159,15 +151,13 @@ class RunControl:
             self.session.set_input_as_list(as_list)
         except ValueError as exc:
             action = self.window.commands.input_list_action
-            action.blockSignals(True)
-            action.setChecked(self.session.input_as_list)
-            action.blockSignals(False)
+            with QSignalBlocker(action):
+                action.setChecked(self.session.input_as_list)
             self.window.host.show_error(f"Not fed as a list: {exc}.")
 
     def _on_auto_run_toggled(self, on: bool) -> None:
         self.auto_run = on
 
-    # ------------------------------------------------------------------ the jobs' ends
     def streaming(self) -> bool:
         """Whether the capture worker's latest job that started is a stream's frame and the
         worker is still busy (frames keep coming until the stream stops)."""
@@ -176,9 +166,8 @@ class RunControl:
     def _on_started(self, streamed: bool) -> None:
         self._stream_started = streamed
         if streamed and self._stream_shown:
-            return  # the stream's next frame: what the busy bar and Cancel show still holds
-        # A stream's frames keep the status text steady (the stream has its own read-out).
-        self.window.refresh_busy("" if streamed else "Running…")
+            return  # a stream's next frame: the busy state shown still holds
+        self.window.refresh_busy("" if streamed else "Running…")  # a stream has its own read-out
         self._stream_shown = streamed
 
     def _refresh_after_job(self) -> None:
@@ -224,7 +213,6 @@ class RunControl:
         self.window.refresh_busy("Cancelled; the panels show the previous result.")
         self.window.run_cancelled.emit()
 
-    # ------------------------------------------------------------------ view settings
     def apply_view_settings(self) -> None:
         """Put the persistent view settings on the toolbar and into the session."""
         s, a = self.window.settings, self.window.commands
@@ -242,9 +230,7 @@ class RunControl:
             current.setChecked(True)
 
     def on_session_view_changed(self, what: str) -> None:
-        """The toolbar follows the Session: a script's ``session.set_view(colormap=...)`` left
-        the combo and the panels on the old setting while a saved session kept the new one
-        (connected with the window's other session slots, let go when it closes)."""
+        """The toolbar follows the Session's view settings (a script's ``session.set_view``)."""
         a = self.window.commands
         if what == "colormap" and a.colormap_combo.currentText() != self.session.colormap:
             a.colormap_combo.setCurrentText(self.session.colormap)  # -> _on_colormap_changed
