@@ -35,26 +35,9 @@ def resolve_layers(
     layers: Sequence[str] | str | None,
     modules: dict[str, nn.Module] | None = None,
 ) -> list[str]:
-    """Check ``layers`` against ``model.named_modules()``.
+    """Check ``layers`` (None: every leaf) against ``model.named_modules()``; deduplicated.
 
-    Parameters
-    ----------
-    model
-        The model.
-    layers
-        Qualified names; None means every leaf module.
-    modules
-        ``dict(model.named_modules())`` when the caller has it already.
-
-    Returns
-    -------
-    list of str
-        The names, deduplicated, in the order given.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name, naming it and suggesting close matches.
+    Raises ``ValueError`` for an unknown name, suggesting close matches.
     """
     if modules is None:
         plan, _modules = model_plan(model)

@@ -1,13 +1,8 @@
-"""Warm memory for large CPU records, reused from one capture to the next.
+"""Warm memory for large CPU records, reused from one capture to the next, per model.
 
-A capture keeps every record alive, so glibc hands the heap back to the OS when they are freed
-and the next forward faults its pages in again. Changing glibc's thresholds
-(:func:`actviz.tune_allocator`) fixes that process-wide, which a library call must not do; this
-module fixes it per model instead, only for models whose captures were seen to fault
-(:func:`observe`). First :data:`HEAP_PIN` keeps the highest large record alive, so glibc cannot
-trim the heap below it (Linux/glibc ``[heap]`` only); where that is not enough, large records
-are copied into buffers of :data:`POOL`, reused once every tensor on them is gone (so a record
-is never overwritten while readable). :func:`release_memory` gives everything back.
+For models whose captures were seen to fault (:func:`observe`), :data:`HEAP_PIN` keeps the
+highest large record alive so glibc cannot trim the heap; else records go into reused
+buffers of :data:`POOL`. :func:`release_memory` gives everything back.
 """
 
 from __future__ import annotations

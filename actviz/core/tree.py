@@ -146,21 +146,8 @@ def _norm(t: torch.Tensor) -> float:
 
 
 def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
-    """Build the module tree of ``model``.
-
-    Parameters
-    ----------
-    model
-        Any ``nn.Module`` (TorchScript modules too: their tree shows even though their layers
-        cannot be hooked).
-    capture
-        A :class:`~actviz.core.capture.Capture` of this model; fills ``output_shape`` and
-        ``calls`` for the layers it recorded.
-
-    Returns
-    -------
-    ModuleTree
-        One node per ``named_modules()`` entry, root (name ``""``) first.
+    """The module tree of ``model`` (TorchScript too): one node per ``named_modules()`` entry, root
+    first; a ``capture`` of this model fills ``output_shape`` and ``calls``.
     """
     named = list(model.named_modules())
     ids = {id(m): name for name, m in named}
