@@ -1,20 +1,9 @@
 """Attention probabilities per head, and attention rollout.
 
-Fused attention kernels (PyTorch's ``scaled_dot_product_attention``, which Hugging Face's
-``sdpa`` and timm's ``fused_attn`` use) never form the probabilities, so they cannot be hooked.
-:func:`capture_attention` runs the model once more, forward only, with the unfused path its
-authors wrote for exactly this (Hugging Face ``eager`` attention, timm ``fused_attn = False``)
-and records what that path computes:
-
-* Hugging Face: the attention modules the model itself names for ``output_attentions``
-  (``_can_record_outputs["attentions"]``: class, output index, layer name); their output at that
-  index is what ``model(..., output_attentions=True).attentions`` returns, value for value.
-* timm: the output of each ``Attention`` module's ``attn_drop`` (softmax of ``q k^T * scale``;
-  dropout is the identity in eval mode), named by the attention module.
-
-The switch is undone in ``finally`` and the capture run the window shows is never affected: its
-outputs come from the model's own (fused) path. The unfused path agrees with the fused one to
-float32 rounding (about 1e-6 relative on the outputs; the tests check 1e-5).
+Fused kernels never form the probabilities, so :func:`capture_attention` runs the model once
+more, forward only, on its unfused path (Hugging Face ``eager``, timm ``fused_attn = False``)
+and records them; the switch is undone in ``finally``. Values agree with
+``output_attentions=True`` (tests: 1e-5).
 """
 
 from __future__ import annotations
@@ -150,14 +139,8 @@ def eager_attention(model: nn.Module) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class AttentionMaps:
-    """Attention probabilities of every attention module of one run (arrays read-only).
-
-    Attributes
-    ----------
-    layers
-        The attention modules, in the order they ran.
-    probs
-        ``{module: (N, heads, queries, keys)}`` float32; each row sums to 1.
+    """Attention probabilities of every attention module of one run (arrays read-only):
+    ``layers`` in run order, ``probs`` ``{module: (N, heads, queries, keys)}`` float32.
     """
 
     layers: tuple[str, ...]
@@ -189,21 +172,9 @@ def capture_attention(
     should_stop: Callable[[], bool] | None = None,
     max_bytes: int | None = None,
 ) -> AttentionMaps | None:
-    """Record the attention probabilities of every attention module of ``model`` on
-    ``inputs``: one extra forward pass, without gradients, under :func:`eager_attention`
-    (see the module docstring). None when ``model`` has no attention module it knows.
-
-    Parameters
-    ----------
-    model
-        A Hugging Face or timm model (others: None).
-    inputs
-        As for :func:`actviz.core.capture.capture`.
-    should_stop
-        Polled before every module call (``CaptureCancelled``).
-    max_bytes
-        Refuse (``CaptureTooLarge``) once the recorded maps would exceed this many bytes
-        (they grow with the square of the sequence length).
+    """Attention probabilities of every attention module of ``model`` (Hugging Face or timm) on
+    ``inputs``: one extra forward without gradients; None when it has none it knows.
+    ``max_bytes`` raises ``CaptureTooLarge`` (maps grow with the square of the length).
     """
     from actviz.core.capture import capture
 
@@ -247,22 +218,10 @@ def capture_attention(
 
 
 def attention_rollout(attentions: Sequence[Any]) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020) through the layers given, first to last.
+    """Attention rollout (Abnar & Zuidema, 2020) through ``attentions`` (one per layer, in order).
 
-    Each layer's heads are averaged, the identity is added (the residual connection) and the
-    rows renormalised to sum to 1; the layers are multiplied through:
-    ``R = A_L' ... A_2' A_1'``. Row ``i`` of the result says how much each input token
-    contributes to token ``i`` at the last layer.
-
-    Parameters
-    ----------
-    attentions
-        One ``(heads, T, T)`` or ``(T, T)`` array (or tensor) per layer, in forward order.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(T, T)`` float64; each row sums to 1.
+    Heads averaged, identity added, rows renormalised, layers multiplied: row ``i`` of the
+    ``(T, T)`` float64 result is how much each input token contributes to token ``i``.
     """
     if len(attentions) == 0:
         raise ValueError("attention rollout needs at least one layer")

@@ -1,9 +1,7 @@
 """Pictures about the whole input: the image shown, saliency, Grad-CAM, predictions.
 
-Saliency and Grad-CAM are written once, in torch, so they run where the tensors live (the
-device path packs their results into its single host copy) and return numpy through thin
-wrappers. The rule for the Grad-CAM layer shown by default lives here too
-(:func:`default_gradcam_layer`), for the window, live mode and export alike.
+Saliency and Grad-CAM are computed in torch where the tensors live; the default Grad-CAM
+layer rule (:func:`default_gradcam_layer`) serves the window, live mode and export.
 """
 
 from __future__ import annotations
@@ -82,13 +80,7 @@ def grad_cam_tensor(
 def grad_cam(
     activation: Any, gradient: Any, size: tuple[int, int] | None = None, sample: int = 0
 ) -> np.ndarray:
-    """Grad-CAM as a float32 ``(H, W)`` array in [0, 1] (see :func:`grad_cam_tensor`).
-
-    Raises
-    ------
-    ValueError
-        If the shapes differ or the layer has no spatial output.
-    """
+    """Grad-CAM as float32 ``(H, W)`` in [0, 1]; ``ValueError`` if the layer has no spatial map."""
     a, g = torch.as_tensor(activation), torch.as_tensor(gradient)
     if a.shape != g.shape:
         raise ValueError(f"activation {tuple(a.shape)} and gradient {tuple(g.shape)} differ")
@@ -224,19 +216,9 @@ def token_saliency_tensor(
 
 @dataclass(frozen=True)
 class TokenSaliency:
-    """Saliency of a text input: ``|gradient x input embedding|`` per token (arrays read-only).
-
-    Attributes
-    ----------
-    tokens
-        The ``T`` labels (the input's token strings, else positions).
-    values
-        ``(T,)`` float32, the magnitude of each token's embedding times its gradient, summed
-        over the embedding dimension (raw, not scaled).
-    layer
-        The embedding module it was read at.
-    sample
-        The batch element.
+    """Saliency of a text input (arrays read-only): ``values`` is ``(T,)`` float32
+    ``|gradient x input embedding|`` summed over the embedding, per token label in ``tokens``,
+    read at embedding module ``layer`` for batch element ``sample``.
     """
 
     tokens: tuple[str, ...]
@@ -420,13 +402,8 @@ def top_predictions(
 ) -> list[tuple[int, str, float]]:
     """The model's top ``k`` answers for one sample as ``(index, label, probability)``.
 
-    A classifier's output (its first tensor): :func:`top_k` with NaN logits ranked last, so a
-    broken output still gives a readable (all-zero) list instead of NaN probabilities. A
-    detector's output: its ``k`` best detections as ``(label, "name (detection i)", score)``.
-    A language model's ``(N, T, V)`` logits (:func:`~actviz.core.targets.sequence_logits`):
-    the last position's, the position its default target reads (the next token of a causal
-    LM), labelled with ``categories`` (a token classifier) or else each token's text quoted
-    (``"' world'"``, :func:`~actviz.display.logit_lens.token_texts` with ``tokenizer``).
+    Classifiers rank NaN logits last; detectors give their best detections; language models
+    their last position's tokens, named by ``categories`` or their text.
     """
     logits = sequence_logits(output)
     if logits is not None:

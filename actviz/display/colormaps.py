@@ -1,11 +1,7 @@
-"""The one colour-map registry: exact tables shared by the window and the exporter (no Qt).
+"""The one colour-map registry, shared by the window and the exporter (no Qt).
 
-The tables are sampled once from pyqtgraph's map data (``tools/make_colormaps.py``) and shipped
-in ``resources/colormaps.npz``. Images are painted in two steps everywhere: a float image in
-``[lo, hi]`` becomes uint8 indices (:func:`to_indices`, 0..254, :data:`PAD_INDEX` for padding
-and non-finite pixels), then indices become colours through :func:`indexed_table`. The panels
-hand the same indices and table to pyqtgraph, and the exporter uses :func:`paint`, so an
-exported mosaic has exactly the pixels the panel shows.
+Images are painted in two steps: floats become uint8 indices (:func:`to_indices`), indices
+become colours (:func:`indexed_table`), so an exported mosaic has the panel's exact pixels.
 """
 
 from __future__ import annotations
@@ -65,13 +61,8 @@ COLORMAPS: list[str] = _names()
 
 
 def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str:
-    """The colour map that paints a layer under the user's ``choice``.
-
-    A named map is used as it is. :data:`AUTO` picks per layer: |gradient| maps get the
-    sequential :data:`DEFAULT_GRADIENT_CMAP`, signed activations (a convolution or BatchNorm
-    output before its ReLU) the diverging :data:`DIVERGING_CMAP` (their mosaics are then
-    normalised symmetrically about 0, see :func:`actviz.display.mosaic.mosaic`), non-negative
-    ones the sequential :data:`DEFAULT_ACTIVATION_CMAP`.
+    """The colour map for a layer under the user's ``choice``: a named map as is; :data:`AUTO`
+    gives |gradient| and non-negative maps a sequential map, signed activations a diverging one.
     """
     if choice != AUTO:
         return choice
@@ -81,12 +72,10 @@ def resolve(choice: str, *, signed: bool = False, gradient: bool = False) -> str
 
 
 def painting(choice: str, *, signed: bool = False, gradient: bool = False) -> tuple[str, bool]:
-    """``(map, symmetric)``: how one side of a layer is painted under the user's ``choice``.
+    """``(map, symmetric)`` for one side of a layer: the rule of panels, export and report alike.
 
-    The one rule the window's panels, "Export everything" and the HTML report follow: the
-    map is :func:`resolve`'s, a mosaic is symmetric about 0 only for a signed activation
-    under :data:`AUTO`, and both sides (activation and |gradient|) are scaled with the same
-    normalisation, the user's (per channel by default), never one of their own.
+    Symmetric about 0 only for a signed activation under :data:`AUTO`; both sides use the user's
+    normalisation.
     """
     symmetric = choice == AUTO and signed and not gradient
     return resolve(choice, signed=symmetric, gradient=gradient), symmetric
@@ -101,13 +90,7 @@ def _get(name: str, n: int) -> np.ndarray:
 
 
 def table(name: str) -> np.ndarray:
-    """The ``(256, 3)`` uint8 table of map ``name`` (shared, read-only).
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not in :data:`COLORMAPS`.
-    """
+    """The ``(256, 3)`` uint8 table of map ``name`` (read-only); ``ValueError`` if unknown."""
     return _get(name, 256)
 
 
@@ -126,23 +109,10 @@ def indexed_table(name: str) -> np.ndarray:
 
 
 def to_indices(image: np.ndarray, levels: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
-    """Map a 2-D float image to uint8 indices of :func:`indexed_table`.
+    """A 2-D float image as C-contiguous uint8 indices of :func:`indexed_table`.
 
-    ``levels[0]`` maps to 0 and ``levels[1]`` to 254 (values beyond are clipped); NaN and
-    infinite pixels map to :data:`PAD_INDEX`. Drawing uint8 indices through a 256-entry table is
-    several times faster in pyqtgraph than its float path, so the worker computes these.
-
-    Parameters
-    ----------
-    image
-        2-D float array.
-    levels
-        (low, high) values of the first and last colour.
-
-    Returns
-    -------
-    np.ndarray
-        C-contiguous uint8 array of the same shape.
+    ``levels`` map to 0 and 254 (clipped beyond); non-finite pixels to :data:`PAD_INDEX`.
+    Indices are several times faster for pyqtgraph to draw than floats.
     """
     low, high = float(levels[0]), float(levels[1])
     scale = PAD_INDEX / (high - low) if high > low else 0.0

@@ -1,10 +1,7 @@
 """Records on a GPU: everything a frame shows comes to the host in one copy.
 
-The statistics (:func:`~actviz.display.stats.stats_vector`), the histograms asked for, the shown
-sample of each output and of its gradient, and the Grad-CAM and saliency maps are computed where
-the tensors live, without host synchronisation, packed into one byte buffer and copied once
-(not once per layer). The host then prepares the views and mosaics from these arrays exactly as
-it does for CPU records (:mod:`actviz.display.prepare`).
+Statistics, histograms, the shown sample, Grad-CAM and saliency are reduced on the device,
+packed into one buffer and copied once; the host then prepares as for CPU records.
 """
 
 from __future__ import annotations
@@ -69,18 +66,8 @@ def copy_to_host(
 ) -> HostCopy:
     """Reduce ``(name, output, gradient)`` layers where they live and copy the results once.
 
-    Parameters
-    ----------
-    layers
-        ``(name, output tensor, gradient tensor or None)``; entries with no output are skipped.
-    sample
-        The batch element whose output and ``|gradient|`` are brought back.
-    hist_names
-        Layers whose histogram is computed here.
-    bins
-        Histogram bins.
-    extras
-        More float tensors for the same copy (Grad-CAM, saliency).
+    ``sample`` is the batch element brought back; ``hist_names`` get histograms of ``bins``;
+    ``extras`` are more float tensors for the same copy.
     """
     f64: list[torch.Tensor] = []
     f32: list[torch.Tensor] = []

@@ -1,14 +1,8 @@
-"""Differences between two runs, as shown: the one path to difference pictures and to
-before/after predictions (the window's difference toggle, its compare view, ``actviz compare``).
+"""Differences between two runs, as shown (difference toggle, compare view, ``actviz compare``).
 
-* :func:`prepare_difference`: ``a - b`` per layer (run A minus run B: edited minus unedited,
-  latest minus pin) as :class:`~actviz.display.prepared.PreparedLayer` objects, whose mosaics
-  come from the same :func:`~actviz.display.mosaic.mosaic` as every other panel, normalised
-  symmetrically about 0 (``symmetric=True``: 0 is mid-scale) and painted with
-  :data:`DIFFERENCE_CMAP`, a diverging map. Page turns and normalisation changes go through
-  :func:`~actviz.display.repage.with_page` like any prepared layer (it keeps ``symmetric``).
-* :func:`prediction_change`: the top classes of both outputs (a language model's next
-  tokens) with their change in probability and logit, and the target's row.
+:func:`prepare_difference` makes ``a - b`` prepared layers through the ordinary mosaic path,
+symmetric about 0 under :data:`DIFFERENCE_CMAP`; :func:`prediction_change` compares the top
+classes of both outputs.
 """
 
 from __future__ import annotations
@@ -67,29 +61,11 @@ def prepare_difference(
     *,
     call: int = 0,
 ) -> dict[str, PreparedLayer]:
-    """Run A minus run B, per layer, ready for a panel or a PNG.
+    """Run A minus run B (the reference), per layer, as ``{name: PreparedLayer}``.
 
-    Parameters
-    ----------
-    cap_a, cap_b
-        The two captures (:func:`actviz.capture`); A is "after" (edited, latest), B the
-        reference (unedited, pin).
-    spec
-        The display spec: normalisation, pages, page sizes and the sample shown. Its
-        ``colormap`` is not used: differences always take :data:`DIFFERENCE_CMAP`.
-    layers
-        The layers (None: ``spec.layers``, or every layer both runs recorded when that is
-        empty). Layers that one run lacks or whose shapes differ are left out.
-    call
-        Which call of a reused module.
-
-    Returns
-    -------
-    dict
-        ``{name: PreparedLayer}`` in the order asked: ``view`` of the difference for
-        ``spec.sample``, ``mosaic`` symmetric about 0 (maps only), ``stats`` of the difference
-        over the batch (:func:`~actviz.display.stats.tensor_stats` plus ``max_abs`` and
-        ``colormap``), the histogram on first read. No gradient views.
+    ``spec`` gives normalisation, pages and sample (its colormap is ignored); ``layers`` defaults
+    to ``spec.layers`` or every layer both runs recorded; layers one run lacks or of differing
+    shapes are left out. Mosaics are symmetric about 0; no gradient views.
     """
     if layers is None:
         layers = spec.layers or [n for n in cap_a.names if n in cap_b.records]
@@ -147,19 +123,8 @@ class PredictionRow(NamedTuple):
 
 @dataclass(frozen=True)
 class PredictionChange:
-    """How the predictions of run A differ from run B's (one sample).
-
-    Attributes
-    ----------
-    rows
-        The union of both runs' top ``k`` classes, by the larger of the two probabilities
-        (highest first).
-    target
-        The target class's row (also when it is not in ``rows``); None without a target.
-    top_a, top_b
-        Each run's top class (None when there are no predictions).
-    message
-        Why there are no rows (an output that is not a classifier's), else "".
+    """How run A's predictions differ from run B's (one sample): ``rows`` (both top-``k``, by the
+    larger probability), the ``target`` row, each run's top class, and a ``message`` when empty.
     """
 
     rows: tuple[PredictionRow, ...]
@@ -202,31 +167,10 @@ def prediction_change(
     sample: int = 0,
     tokenizer: Any = None,
 ) -> PredictionChange:
-    """Top classes of two classifier outputs side by side, with their changes (A minus B).
+    """Top classes of two outputs side by side, with their changes (A minus B).
 
-    A language model's outputs compare their next tokens (the last position), named by
-    their text as the prediction panel names them
-    (:func:`~actviz.display.attribution.top_predictions`).
-
-    Parameters
-    ----------
-    output_a, output_b
-        Model outputs (their first tensor: ``(N, classes)`` logits or ``(classes,)``).
-    k
-        Each run's top ``k`` go into the rows.
-    categories
-        Class names (else ``"class i"``).
-    target
-        A class index whose row is always given (``PredictionChange.target``).
-    sample
-        The batch element.
-    tokenizer
-        Names a language model's tokens by their text (else ``"token i"``).
-
-    Returns
-    -------
-    PredictionChange
-        Empty rows with a ``message`` when the outputs are not comparable logits.
+    A language model's outputs compare their next tokens, named by ``tokenizer``. Outputs that
+    are not comparable logits give empty rows and a ``message``.
     """
     a, b = _logits(output_a, sample), _logits(output_b, sample)
     if a is None or b is None:

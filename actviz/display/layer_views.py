@@ -65,19 +65,10 @@ class LayerView:
 def layer_view(
     tensor: Any, sample: int = 0, *, full_shape: tuple[int, ...] | None = None
 ) -> LayerView:
-    """Pick a display for a layer output by its rank.
+    """Pick a display for a layer output by its rank: ``(N, C, H, W)`` maps, ``(N, C)`` bars,
+    ``(N, L, D)`` heat map, 5-D the middle depth slice, one element a scalar.
 
-    Parameters
-    ----------
-    tensor
-        A layer output (tensor or array). Batched layouts are assumed: ``(N, C, H, W)`` ->
-        maps, ``(N, C)`` -> bars, ``(N, L, D)`` -> heatmap, ``(N, C, D, H, W)`` -> the middle
-        depth slice as maps; 1-D -> bars, one element -> scalar.
-    sample
-        Which batch element to show (clamped to the batch).
-    full_shape
-        When ``tensor`` is already the one-sample slice ``output[sample:sample + 1]`` (the
-        device path copies only that), the whole output's shape.
+    ``full_shape`` is the whole output's shape when ``tensor`` is already one sample.
     """
     data = as_numpy(tensor)
     shape = tuple(full_shape) if full_shape is not None else tuple(data.shape)

@@ -1,11 +1,7 @@
 """The logit lens of a decoder language model: each block's hidden state read out as tokens.
 
-Every block's output goes through the model's own final norm and unembedding (the modules
-themselves, called on the recorded hidden states without gradients), and the top tokens per
-layer and position are kept. The last block's row is the model's own prediction.
-:func:`lens_layers` finds the pieces by structure (Hugging Face ``get_output_embeddings()``,
-the longest ``ModuleList`` of blocks, the last norm after them), so GPT-2, Llama-style and
-similar decoders need nothing model-specific.
+Blocks go through the model's own final norm and unembedding; :func:`lens_layers` finds them
+by structure, so GPT-2 and Llama-style decoders need nothing model-specific.
 """
 
 from __future__ import annotations
@@ -64,13 +60,8 @@ def lens_layers(model: nn.Module) -> LensLayers | None:
 
 
 def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    """Readable strings of token ``ids``: the one rule wherever a token is named by its text
-    (predictions, targets, the lens).
-
-    Each id is decoded on its own and as it is (``" world"``, not byte-level ``"Ġworld"``,
-    spaces kept); where that gives nothing readable (an empty string, a lone part of a
-    multi-byte character, a failing decode) the tokenizer's own token string is used, and
-    ``#id`` without a tokenizer or a string at all.
+    """Readable strings of token ``ids``, decoded one by one (``" world"``), falling back to the
+    tokenizer's token string, or ``#id`` without a tokenizer.
     """
     out = []
     for i in ids:
@@ -93,22 +84,8 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
 
 @dataclass(frozen=True)
 class LogitLens:
-    """Top-``k`` tokens of every block at every position (arrays read-only).
-
-    Attributes
-    ----------
-    layers
-        The blocks, in order (rows).
-    ids
-        ``(layers, T, k)`` token ids, most probable first.
-    probs
-        ``(layers, T, k)`` their softmax probabilities.
-    texts
-        ``(layers, T, k)`` their strings.
-    tokens
-        The input's ``T`` token strings (for the position selector), or None.
-    sample
-        The batch element.
+    """Top-``k`` tokens of every block at every position (arrays read-only): ``ids``, ``probs``
+    and ``texts`` are ``(layers, T, k)``, most probable first.
     """
 
     layers: tuple[str, ...]
@@ -153,32 +130,10 @@ def logit_lens(
     layers: LensLayers | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> LogitLens:
-    """The logit-lens table of a capture that recorded the model's blocks.
+    """The logit-lens table of a capture that recorded the model's blocks (missing ones skipped).
 
-    Parameters
-    ----------
-    model
-        The decoder language model.
-    cap
-        A capture holding the output of every block of :func:`lens_layers` (missing blocks
-        are skipped).
-    position
-        Keep only this position (an index, negative from the end); None keeps every one.
-    k
-        Tokens per layer and position.
-    sample
-        The batch element.
-    tokenizer
-        Turns ids into strings (:func:`token_texts`).
-    tokens
-        The input's token strings, kept for labels.
-    layers
-        The lens modules (default :func:`lens_layers`).
-
-    Raises
-    ------
-    ValueError
-        When the model is no decoder LM or the capture holds none of its blocks.
+    ``position`` keeps one position (negative from the end). Raises ``ValueError`` when the
+    model is no decoder LM or the capture holds none of its blocks.
     """
     lens = layers or lens_layers(model)
     if lens is None:

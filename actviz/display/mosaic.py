@@ -1,9 +1,7 @@
-"""Channel mosaics: every channel of a ``(C, H, W)`` map tiled into one normalised image.
+"""Channel mosaics: a ``(C, H, W)`` map's channels tiled into one normalised image.
 
-This is the only place a mosaic is normalised. :func:`mosaic` pages (``first_channel``,
-``max_channels``), downsamples large tiles (area average, to a tile size or a pixel budget),
-normalises per channel or over one shared range, tiles with NaN padding, and computes the uint8
-colour-table indices the panels and the exporter paint (:func:`actviz.display.colormaps.to_indices`).
+The only place a mosaic is normalised: pages, downsamples, normalises, pads with NaN and
+makes the colour indices both the panels and the exporter paint.
 """
 
 from __future__ import annotations
@@ -55,16 +53,8 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ChannelOrder:
-    """An order of a layer's channels for its mosaic pages (e.g. by effect on the target):
-    page 0 tiles ``channels[0:size]``, page 1 the next ``size``, each tile labelled with its
-    own channel.
-
-    Attributes
-    ----------
-    channels
-        Layer channels in tile order, each once.
-    label
-        What the order is, in words (the page read-out says it: "by effect").
+    """An order of a layer's channels for its mosaic pages (e.g. by effect): page 0 tiles
+    ``channels[0:size]``; ``label`` says the order in words.
     """
 
     channels: tuple[int, ...]
@@ -103,40 +93,10 @@ def page_start(channel: int, size: int, order: ChannelOrder | None = None) -> in
 class Mosaic:
     """A page of a layer's channels tiled into one image (immutable; arrays read-only).
 
-    Attributes
-    ----------
-    image
-        ``(rows*(tile_h+pad)-pad, cols*(tile_w+pad)-pad)`` float32 in [0, 1], NaN in the padding
-        and for non-finite values.
-    levels
-        Display levels of ``image``: always ``(0.0, 1.0)``.
-    value_range
-        Finite min and max of the data shown (for a colour bar legend).
-    channels
-        Number of channels shown; the ``i``-th shown channel sits at row ``i // cols``, column
-        ``i % cols``.
-    total_channels
-        Channels in the layer.
-    scale
-        How many source pixels one tile pixel covers (1 unless downsampled).
-    first_channel
-        The layer channel of the first tile.
-    indices
-        ``image`` as uint8 colour-table indices (what is painted).
-    symmetric
-        Normalised symmetrically about 0 (0 is mid-scale, 0.5 in ``image``): per channel over
-        ``[-max|x|, +max|x|]`` of the tile, shared over ``[-M, M]`` of the layer.
-    page_size
-        The most channels one page of this layer shows (the page asked for).
-    order
-        The layer's channel order when it is not the natural one (:class:`ChannelOrder`);
-        tile ``i`` then shows ``order.channels[position + i]``.
-    position
-        Where the first tile is in the layer's order (the natural order: ``first_channel``).
-    scale_range
-        The values that map to 0 and 1 in ``image``: the layer's range (``"shared"``, or
-        ``[-M, M]`` when symmetric), else the nominal ``(0, 1)`` of every tile's own min..max
-        (``(-1, 1)`` of its own max|x| when symmetric).
+    ``image`` is float32 in [0, 1] with NaN padding, and ``indices`` its colour indices; tile
+    ``i`` sits at row ``i // cols``. ``value_range`` is the data's finite range, ``scale_range``
+    what maps to 0 and 1. ``symmetric`` puts 0 at mid-scale. With an ``order``, tile ``i`` shows
+    ``order.channels[position + i]``.
     """
 
     #: The float image, or None until first read when it is made from ``_norm`` (live frames
@@ -298,21 +258,9 @@ def page_channels_for(
     max_channels: int = MAX_MOSAIC_CHANNELS,
     min_channels: int = 1,
 ) -> int:
-    """Channels per page so a mosaic filling ``width_px`` screen pixels has tiles at least
-    ``min_tile_px`` wide.
+    """Channels per page so a mosaic ``width_px`` wide has tiles at least ``min_tile_px`` wide.
 
-    The largest page (at most ``max_channels``, and the whole layer when it fits) whose tiles
-    are that large; when the tile size limits it, rounded down to whole grid rows where that
-    keeps the columns, so a page is a full rectangle. At least one channel (a panel narrower than one tile shows one).
-
-    Parameters
-    ----------
-    total
-        Channels of the layer.
-    tile_h, tile_w
-        One map's size in mosaic pixels.
-    width_px
-        Screen pixels the mosaic's width fills.
+    At most ``max_channels``, rounded down to whole rows where that keeps the columns; at least one.
     """
     limit = max(1, min(int(total), int(max_channels)))
     floor = max(1, min(int(min_channels), limit))
@@ -429,29 +377,19 @@ def mosaic(
 
     Parameters
     ----------
-    fmap
-        ``(C, H, W)`` array or tensor (a ``(H, W)`` map counts as one channel).
     normalize
-        ``"channel"``: each tile stretched to its own min..max; ``"shared"``: one range for all.
+        ``"channel"``: each tile its own min..max; ``"shared"``: one range (``value_range``,
+        default the layer's finite range).
     first_channel, max_channels
-        The page: at most ``max_channels`` channels from ``first_channel`` (clamped).
-    max_tile
-        Downsample (area average) tiles larger than this many pixels on a side.
-    max_pixels
-        Or: downsample so the page stays under this many pixels (the fast variant).
+        The page (clamped).
+    max_tile, max_pixels
+        Downsample (area average) tiles above this side, or the page above this many pixels.
     pad
-        Pixels of NaN between tiles; default :func:`mosaic_pad` of the (downsampled) tiles.
-    value_range
-        Fixed ``(lo, hi)`` for ``"shared"`` normalisation (e.g. to compare runs); default the
-        whole layer's finite range (every page of a layer on one scale).
+        NaN pixels between tiles (default :func:`mosaic_pad`).
     symmetric
-        Normalise symmetrically about 0 (signed maps under a diverging colour map): each
-        channel over ``[-max|x|, +max|x|]``, or ``"shared"`` over ``[-M, M]`` with ``M`` the
-        largest ``|x|`` of the layer (of ``value_range``).
+        Normalise about 0: each channel over ``[-max|x|, max|x|]``, or shared over ``[-M, M]``.
     order
-        Tile the channels in this order (:class:`ChannelOrder`): ``first_channel`` then
-        counts positions in it. An order naming channels the layer lacks (another model's)
-        is ignored: the natural order.
+        Tile in this :class:`ChannelOrder` (ignored if it names channels the layer lacks).
     """
     if normalize not in ("channel", "shared"):
         raise ValueError(f"normalize must be 'channel' or 'shared', not {normalize!r}")

@@ -1,21 +1,8 @@
 """The one path from a capture to what is shown: :func:`prepare`.
 
-Single runs in the window, live frames (records on the CPU or on a device), the CLI's and the
-window's export all call :func:`prepare`; page turns and normalisation changes call
-:func:`~actviz.display.repage.with_page` and :func:`~actviz.display.repage.renormalised`, which make new objects from the views a result
-already holds (no capture needed, nothing held is edited). The steps, in order:
-
-1. :func:`~actviz.display.attribution.display_image`: the picture of the input (one sample);
-2. records on a device: :func:`~actviz.display.device.copy_to_host` (one copy per frame);
-3. per layer: statistics (:mod:`~actviz.display.stats`), views of the output and of
-   ``|gradient|`` for ``spec.sample`` (:mod:`~actviz.display.layer_views`), mosaics of the page shown
-   (:func:`~actviz.display.mosaic.mosaic`: where normalisation happens), a histogram;
-4. saliency, Grad-CAM (:mod:`~actviz.display.attribution`), predictions, gradient norms.
-
-``fast=False`` (the exact variant: single runs, export) reduces statistics in float64, keeps
-mosaics at full resolution and computes every histogram and Grad-CAM map. ``fast=True`` (live
-frames) takes float32 statistics, keeps mosaics under a pixel budget, and defers histograms and
-Grad-CAM maps nobody looks at until they are read.
+Single runs, live frames and export all call it; page turns and normalisation changes go
+through :mod:`~actviz.display.repage`. ``fast=True`` (live frames) uses float32 statistics,
+pixel-budgeted mosaics, and defers histograms and Grad-CAM until read.
 """
 
 from __future__ import annotations
@@ -93,26 +80,9 @@ def prepare_layer(
 ) -> PreparedLayer:
     """Statistics, views, mosaics and histogram of one captured layer.
 
-    Parameters
-    ----------
-    cap
-        The capture.
-    name
-        The layer.
-    spec
-        Normalisation, the page and the sample shown.
-    fast
-        The fast variant (float32 statistics, mosaics under ``max_pixels``).
-    hist_now
-        Compute the histogram now (else on first read).
-    stats_now
-        Compute the statistics now; else (fast variant, values on the CPU) on first read,
-        the gradient's norm on its own first read (:class:`LazyStats`).
-    host
-        This layer's numbers already copied from its device (:func:`copy_to_host`).
-    stand_in
-        Mosaics to keep instead of building new ones (a panel off screen), used when the
-        shape, page and normalisation match.
+    ``hist_now``/``stats_now`` compute now instead of on first read; ``host`` is the layer's
+    device copy (:func:`copy_to_host`); ``stand_in`` mosaics are kept when shape, page and
+    normalisation match.
     """
     rec = cap[name]
     tensor = rec.tensor
@@ -271,37 +241,20 @@ def prepare(
 
     Parameters
     ----------
-    cap
-        The capture (:class:`~actviz.core.capture.Capture`).
-    spec
-        Layers with panels, normalisation, image, categories, Grad-CAM layer, pages, sample.
     fast
-        The fast variant for live frames (see the module docstring).
+        The live-frame variant (see the module docstring).
     model
-        The model, for the module tree (``result.tree``); None: no tree.
-    previous_shapes
-        The previous frame's ``output_shapes``: when equal, the tree is not rebuilt.
-    eager_hist
-        Layers whose histogram is computed now; None: every layer.
-    eager_stats
-        Layers whose statistics are computed now (the fast variant computes the others on
-        first read, a gradient's norm alone too); None: every layer.
-    eager_cams
-        Layers whose Grad-CAM map is computed now (the others on first read, exactly the
-        same); None: every candidate, in the fast variant the default layer's.
+        For the module tree (``result.tree``); the tree is not rebuilt when the shapes equal
+        ``previous_shapes``.
+    eager_hist, eager_stats, eager_cams
+        Layers whose histogram, statistics or Grad-CAM are computed now (others on first read);
+        None: all (Grad-CAM in the fast variant: the default layer).
     mosaic_layers
-        Layers whose panels are on screen: only their mosaics are built, the others keep
-        ``reuse``'s (same shape, page and normalisation). None builds every mosaic.
-    reuse
-        :func:`~actviz.display.repage.reusable_mosaics` of the result shown now.
+        Layers on screen: only their mosaics are built, the others keep ``reuse``'s.
     device
-        Reduce on the records' device with one host copy; None: when they are not on the CPU.
-    max_pixels
-        Pixel budget of one mosaic in the fast variant.
+        Reduce on the records' device with one host copy; None: when not on the CPU.
     should_stop
         Polled between layers; True raises ``CaptureCancelled``.
-    progress
-        Receives short status messages.
     """
     from actviz.core.capture import CaptureCancelled
 

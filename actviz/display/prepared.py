@@ -1,10 +1,7 @@
-"""What a prepared run is: frozen layers and results, plus the spec that asks for them.
+"""Frozen prepared layers and results, and the spec that asks for them.
 
-Results are immutable once made: a page turn or a normalisation change makes a new
-:class:`PreparedLayer` / :class:`RunResult` (:mod:`actviz.display.prepare`), never edits one that
-is held, shown or pinned. Pieces that are costly and rarely looked at (a layer's histogram,
-Grad-CAM maps of layers not on screen) are computed on first read, once: a lazy value is still
-one fixed value.
+A page turn or normalisation change makes a new object; costly, rarely read pieces
+(histograms, off-screen Grad-CAM) are computed once, on first read.
 """
 
 from __future__ import annotations
@@ -70,12 +67,9 @@ class Lazy(Generic[T]):
 
 
 class LazyStats(Mapping[str, Any]):
-    """A layer's statistics, read-only, computed on the first read of a key not ``known``.
+    """A layer's statistics, read-only, computed on the first read of a key not in ``known``.
 
-    A live frame's preparation leaves them for later while nothing shows them (the Overview's
-    statistics table is hidden). ``known`` (name, type, shape) is returned without computing, and wins
-    over the computed values; ``lazy`` values (the gradient's norm, which only the gradient
-    flow reads alone) are computed on their own first read, and win too.
+    ``known`` values win without computing; ``lazy`` ones (the gradient's norm) compute alone.
     """
 
     def __init__(
@@ -148,42 +142,11 @@ class LazyMap(Mapping[str, np.ndarray]):
 class DisplaySpec:
     """What to prepare from a capture, and how.
 
-    Attributes
-    ----------
-    layers
-        Layers that get a panel.
-    normalize
-        ``"channel"`` or ``"shared"`` mosaic normalisation.
-    image
-        The input as loaded (``(H, W, 3)`` uint8), for overlays; None for tensors.
-    categories
-        Class names of the model's output.
-    gradcam_layer
-        The Grad-CAM layer asked for (None: :func:`~actviz.display.attribution.default_gradcam_layer`).
-    channel_pages
-        ``{layer: channel}``: the mosaic page shown is the one holding that channel (the
-        first channel of a page the user turned to, or the channel opened large), so a page
-        size that follows the window's width keeps it in view (absent: page 0).
-    page_channels
-        ``{layer: channels per page}``: the window picks them from a panel's width so tiles
-        are readable (absent: :data:`~actviz.display.mosaic.MAX_MOSAIC_CHANNELS`).
-    channel_orders
-        ``{layer: ChannelOrder}``: layers whose tiles follow an order of their own (by
-        effect); their pages are pages of that order, ``channel_pages`` still names a
-        channel the page holds (absent: the natural order).
-    colormap
-        The colour-map choice: :data:`~actviz.display.colormaps.AUTO` normalises signed
-        activation mosaics symmetrically about 0 (for a diverging map); a named map does not.
-    sample
-        The batch element every per-sample picture shows (maps, |gradient|, saliency,
-        Grad-CAM, predictions). Statistics, histograms and gradient norms cover the batch.
-    tokens
-        The input's token strings (a text input): ``(N, T, D)`` outputs with ``T`` of them
-        get a token view (:mod:`actviz.display.token_maps`).
-    layout
-        A vision transformer's patch layout: its token layers are shown as maps on the grid.
-    tokenizer
-        Turns token ids into strings (the logit lens).
+    ``channel_pages`` ``{layer: channel}`` keeps that channel's page in view; ``page_channels``
+    sets channels per page; ``channel_orders`` tiles layers in their own :class:`ChannelOrder`;
+    ``colormap`` :data:`~actviz.display.colormaps.AUTO` normalises signed activations about 0;
+    ``sample`` is the batch element per-sample pictures show (statistics cover the batch);
+    ``tokens``, ``layout`` and ``tokenizer`` serve text and ViT inputs.
     """
 
     layers: tuple[str, ...] = ()

@@ -1,11 +1,7 @@
 """Statistics and histograms of layer outputs: one function each, exact or fast.
 
-* :func:`tensor_stats` with ``exact=True`` reduces in float64 with torch on the tensor's own
-  device (:func:`stats_vector`, no host synchronisation until the numbers are read, so the
-  device path packs many layers into one copy); with ``exact=False`` CPU float32 tensors take
-  five cheap single-threaded NumPy passes (relative error below 1e-5, far below the 4 digits
-  shown), falling back to the exact path when a layer holds NaN/Inf.
-* :func:`histogram` bins the finite values, in float64, with torch on the tensor's device.
+Exact reduces in float64 on the tensor's device; fast (CPU float32) takes NumPy passes within
+1e-5 relative, falling back to exact on NaN/Inf.
 """
 
 from __future__ import annotations
@@ -152,17 +148,8 @@ def grad_norm(g: torch.Tensor | None, *, exact: bool = True) -> float | None:
 
 
 def tensor_stats(t: Any, g: torch.Tensor | None = None, *, exact: bool = True) -> dict[str, Any]:
-    """Mean, std, min, max (of the finite values), zero fraction, NaN and Inf counts, shape,
-    and the L2 norm of ``g`` (``grad_norm``, None without one).
-
-    Parameters
-    ----------
-    t
-        A tensor or array (the whole batch).
-    g
-        Its gradient, or None.
-    exact
-        float64 reductions (True) or the fast float32 path (within 1e-5 relative).
+    """Mean, std, min, max (finite values), zero fraction, NaN and Inf counts, shape, and ``g``'s
+    L2 norm (``grad_norm``); ``exact`` float64, else the fast float32 path.
     """
     t = t if isinstance(t, torch.Tensor) else torch.as_tensor(np.asarray(t, dtype=np.float32))
     if not exact:

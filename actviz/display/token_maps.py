@@ -1,12 +1,7 @@
-"""Token sequences: ``(N, T, D)`` layer outputs shown per token, and ViT patch tokens as maps.
+"""Token sequences: ``(N, T, D)`` outputs shown per token, and ViT patch tokens as maps.
 
-A layer output is a *token sequence* when it is ``(N, T, D)`` and the run carries ``T`` token
-strings (``DisplaySpec.tokens``, from a text input): :func:`token_view` makes its token x
-feature heat map and per-token norms (and the same for ``|gradient|``). A vision transformer's
-``(N, T, D)`` output whose ``T`` is its prefix tokens (class, registers) plus the patch grid is
-shown as ``D`` maps over the grid (:func:`patch_maps`), so it pages, normalises and paints
-through the ordinary mosaic path like a convolution's output. :func:`sequence_kind` is the one
-rule that decides which, used by :func:`actviz.display.prepare.prepare_layer`.
+:func:`sequence_kind` decides: a text run's sequence gets a token x feature view
+(:func:`token_view`); a ViT's patch tokens become ``D`` maps over the grid (:func:`patch_maps`).
 """
 
 from __future__ import annotations
@@ -36,15 +31,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SequenceLayout:
-    """How a vision transformer's tokens sit on the image.
-
-    Attributes
-    ----------
-    grid
-        ``(rows, columns)`` of the patch grid.
-    prefix
-        Tokens before the patches (class token, registers); they are dropped from the grid.
-    """
+    """How a ViT's tokens sit on the image: the patch ``grid`` and ``prefix`` tokens."""
 
     grid: tuple[int, int]
     prefix: int = 0
@@ -91,22 +78,8 @@ def sequence_kind(
 
 @dataclass(frozen=True)
 class TokenView:
-    """One sample of an ``(N, T, D)`` output per token (arrays read-only).
-
-    Attributes
-    ----------
-    tokens
-        The ``T`` token strings (axis labels).
-    heat
-        ``(T, D)`` float32 values.
-    norms
-        ``(T,)`` L2 norm of each token's vector.
-    grad_heat, grad_norms
-        The same for ``|d target / d output|``; None without a gradient.
-    shape
-        The whole output's shape.
-    sample
-        The batch element shown.
+    """One sample of an ``(N, T, D)`` output per token (arrays read-only): ``heat`` ``(T, D)``,
+    ``norms`` ``(T,)``, and the same for ``|gradient|`` (None without one).
     """
 
     tokens: tuple[str, ...]
@@ -146,21 +119,7 @@ def token_view(
 ) -> TokenView:
     """Token x feature heat map and per-token norms of one sample of an ``(N, T, D)`` output.
 
-    Parameters
-    ----------
-    record_tensor
-        The layer output (tensor or array), ``(N, T, D)``.
-    tokens
-        ``T`` token strings.
-    sample
-        The batch element (clamped to the batch).
-    grad
-        d target / d output of the same shape (its magnitude is shown), or None.
-
-    Raises
-    ------
-    ValueError
-        If the output is not ``(N, T, D)`` or ``T`` differs from the number of tokens.
+    Raises ``ValueError`` if the output is not ``(N, T, D)`` or ``T`` differs from ``tokens``.
     """
     heat = _sample(record_tensor, sample)
     if heat.shape[0] != len(tokens):
