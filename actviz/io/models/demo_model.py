@@ -1,14 +1,8 @@
-"""The bundled demo model: a small CNN trained by the project on shapes it draws itself.
+"""The bundled demo model: a small CNN trained on shapes it draws itself, fully offline.
 
-``actviz`` with no arguments opens this model on one of its sample images, fully offline.
-Everything here is plain torch / numpy / PIL (no Qt): the weights and the sample PNGs live in
-the ``actviz.resources`` package (``resources/demo`` in the repository) and are located with
-:mod:`importlib.resources`, so they are found after a regular (non-editable) install too.
-
-The same image generator serves the training script (``tools/train_demo.py``) and the tests:
-each image is one coloured shape (random position, size, rotation and colour) on a textured
-background (gradient, stripes, smooth noise), so early feature maps show edges and
-textures while only the object tells the classes apart, which is what makes Grad-CAM land on it.
+Weights and samples live in ``actviz.resources`` (found through :mod:`importlib.resources`).
+Each image is one coloured shape on a textured background, so early maps show edges and
+textures while only the object tells classes apart (Grad-CAM lands on it).
 """
 
 from __future__ import annotations
@@ -81,15 +75,8 @@ _SUPERSAMPLE = 4
 
 
 class ConvBlock(nn.Module):
-    """``conv -> bn -> relu``: one stage of :class:`DemoNet`.
-
-    Parameters
-    ----------
-    in_channels, out_channels : int
-        Channel counts of the 3x3 convolution (padding 1, so the spatial size is kept).
-    inplace : bool
-        Use an in-place ReLU. The last block does, on purpose: an in-place op overwrites the
-        batch-norm output that a naive forward hook would have kept a reference to.
+    """``conv -> bn -> relu``: one stage of :class:`DemoNet`; the last uses an in-place ReLU on
+    purpose (it overwrites the batch-norm output a naive hook would keep).
     """
 
     def __init__(self, in_channels: int, out_channels: int, *, inplace: bool = False) -> None:
@@ -180,17 +167,8 @@ def demo_weights_path() -> Traversable:
 
 
 def load_demo_model() -> DemoNet:
-    """Build :class:`DemoNet` and load the bundled trained weights.
-
-    Returns
-    -------
-    DemoNet
-        The trained model, in eval mode, on the CPU.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the weight file is missing from the installed resources.
+    """The trained :class:`DemoNet` in eval mode on the CPU (``FileNotFoundError`` without its
+    weights).
     """
     weights = demo_weights_path()
     if not weights.is_file():
@@ -207,17 +185,8 @@ def load_demo_model() -> DemoNet:
 
 
 def demo_transform(image: Image.Image) -> Tensor:
-    """Turn a PIL image into the demo model's input.
-
-    Parameters
-    ----------
-    image : PIL.Image.Image
-        Any mode and size; converted to RGB and resized (bilinear) to :data:`DEMO_INPUT_SIZE`.
-
-    Returns
-    -------
-    torch.Tensor
-        ``(3, H, W)`` float32 in [0, 1] (the model was trained without mean/std normalisation).
+    """A PIL image as the demo's ``(3, H, W)`` float32 input in [0, 1] (RGB, resized; no
+    normalisation).
     """
     h, w = DEMO_INPUT_SIZE
     image = image.convert("RGB")
@@ -416,27 +385,10 @@ def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
 def generate_example(
     cls: str | int, rng: np.random.Generator, *, min_offset: float = 0.0
 ) -> GeneratedImage:
-    """Draw one example of class ``cls`` with its mask and bounding box.
+    """Draw one example of class ``cls`` (name or index) with its mask and bounding box.
 
-    Parameters
-    ----------
-    cls : str or int
-        Class name from :data:`DEMO_CLASSES`, or its index.
-    rng : numpy.random.Generator
-        Source of every random choice (position, size, rotation, colours, texture, noise).
-    min_offset : float
-        Minimum distance in pixels between the object's centre and the image centre; the
-        bundled samples use it to keep objects off-centre.
-
-    Returns
-    -------
-    GeneratedImage
-        Image, label, mask and box.
-
-    Raises
-    ------
-    ValueError
-        If ``cls`` is not a demo class.
+    ``min_offset`` keeps the object's centre that far from the image centre. ``ValueError`` for
+    an unknown class.
     """
     if isinstance(cls, str):
         if cls not in DEMO_CLASSES:
@@ -489,18 +441,5 @@ def generate_example(
 
 
 def generate_image(cls: str | int, rng: np.random.Generator) -> Image.Image:
-    """Draw one RGB image of class ``cls`` (see :func:`generate_example` for details).
-
-    Parameters
-    ----------
-    cls : str or int
-        Class name from :data:`DEMO_CLASSES`, or its index.
-    rng : numpy.random.Generator
-        Source of randomness.
-
-    Returns
-    -------
-    PIL.Image.Image
-        RGB image of :data:`DEMO_INPUT_SIZE`.
-    """
+    """One RGB image of class ``cls`` (see :func:`generate_example`)."""
     return generate_example(cls, rng).image

@@ -127,20 +127,8 @@ def _import_module(name: str) -> Any:
 
 
 def build_from_code(ref: CodeRef) -> nn.Module:
-    """Import the referenced code and return the model it names.
-
-    The attribute may be an ``nn.Module`` subclass or a factory function (called with no
-    arguments), or an ``nn.Module`` instance (used as is).
-
-    Parameters
-    ----------
-    ref
-        Parsed reference.
-
-    Raises
-    ------
-    ModelLoadError
-        File/module/attribute missing, constructor failing, or a result that is not a module.
+    """The model a code reference names: an ``nn.Module`` subclass or factory (called without
+    arguments) or an instance. ``ModelLoadError`` when missing, failing, or not a module.
     """
     if ref.is_file:
         path = Path(ref.target)
