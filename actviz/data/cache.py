@@ -1,12 +1,8 @@
 """Where scans are saved between runs, so reopening is instant and a scan resumes or grows.
 
-One folder per (weights fingerprint, preprocessing, data identity) in the user's cache; per
-layer a ``<layer>.log`` of items done (appended before the state), an optional ``<layer>.f16``
-of pooled embeddings (one row per log line), and the running state in a two-slot state file
-(``state.0.bin`` / ``state.1.bin``, written in turn with a sequence number and checksum:
-cheaper per batch than renaming a new ``.npz``). A killed process loses at most one batch;
-log lines the state does not cover are ignored. Changed or vanished items, or other weights,
-make the layer's cache unused.
+One folder per (weights, preprocessing, data); per layer a ``.log`` of items done, optional
+``.f16`` embeddings and a checksummed two-slot state file. A killed process loses at most one
+batch; changed items or weights make the layer's cache unused.
 """
 
 from __future__ import annotations

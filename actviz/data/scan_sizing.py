@@ -61,21 +61,8 @@ def estimate_memory(
     embeddings: bool | Sequence[str] = True,
     transform: Callable[..., Any] | None = None,
 ) -> ScanMemory:
-    """What a scan with ``embeddings`` will hold for them, before it starts.
-
-    Lists the data and runs the model once on its first readable item to learn each layer's
-    width (the model's training flags are restored after). For a window's worker thread:
-    it runs the model, so not at the same time as another job on the same model.
-
-    Parameters
-    ----------
-    model, data, layers, embeddings, transform
-        As for :func:`scan`.
-
-    Returns
-    -------
-    ScanMemory
-        Per layer the values per image, and the bytes (``images x values x 2``).
+    """What a scan with ``embeddings`` will hold for them, learnt by running the model once on the
+    first readable item (flags restored; not while another job uses the model).
     """
     spec = resolve_model(model, transform)
     names = resolve_layers(spec.model, layers)

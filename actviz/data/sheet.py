@@ -63,20 +63,9 @@ def _crops(model: Any, scan: Scan, layer: str, tile: int, data: Any) -> list[lis
 def contact_sheet(
     model: Any, scan: Scan, layer: str, *, tile: int = 48, data: Any = None
 ) -> Image.Image:
-    """One picture of a layer's scan: per channel (numbered) its top-k crops, best first.
+    """One picture of a layer's scan: per channel (numbered) its top-k crops of side ``tile``.
 
-    Parameters
-    ----------
-    model
-        The scanned model (``nn.Module``, ``LoadedModel`` or source).
-    scan
-        The result of :func:`actviz.scan`.
-    layer
-        A scanned layer.
-    tile
-        Side of one crop in pixels.
-    data
-        The scanned tensor or dataset when the sources are sample indices (else blank tiles).
+    ``data`` is the scanned tensor or dataset when sources are indices (else blank tiles).
     """
     crops = _crops(model, scan, layer, tile, data)
     channels = len(crops)
