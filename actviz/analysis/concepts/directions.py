@@ -29,21 +29,8 @@ def unit_directions(concepts: Concepts) -> np.ndarray:
 def concept_atlas(
     concepts: Concepts, method: str = "pca", dims: int = 2, seed: int = 0, **options: Any
 ) -> Projection:
-    """Lay out the concepts of ``concepts`` by their unit decoder directions.
-
-    Parameters
-    ----------
-    concepts
-        The dictionary.
-    method, dims, seed, options
-        As for :func:`actviz.data.atlas_map.project` (``"pca"``: exact; ``"umap"``: the
-        ``atlas`` extra).
-
-    Returns
-    -------
-    Projection
-        ``.coords`` ``(d_sae, dims)``: row ``i`` is concept ``i``'s place; ``.transform(v)``
-        places any direction of the layer (unit-normalise it first to compare).
+    """Lay out the concepts by their unit decoder directions (arguments as
+    :func:`actviz.data.atlas_map.project`); ``coords`` row ``i`` is concept ``i``'s place.
     """
     return project(unit_directions(concepts), method=method, dims=dims, seed=seed, **options)
 

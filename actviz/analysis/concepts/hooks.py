@@ -33,16 +33,7 @@ _BLOCK_LISTS = (
 
 @dataclass(frozen=True)
 class HookPoint:
-    """A module and which side of it holds the vectors.
-
-    Attributes
-    ----------
-    module
-        Qualified name from ``named_modules()``.
-    side
-        ``"output"`` (what a capture's record holds as ``output``) or ``"input"`` (its first
-        positional input).
-    """
+    """A module and which ``side`` of it (``"output"``, ``"input"``) holds the vectors."""
 
     module: str
     side: str = "output"

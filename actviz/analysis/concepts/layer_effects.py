@@ -83,18 +83,9 @@ def estimate_layers(
     *,
     target: Any = None,
 ) -> Effects:
-    """Estimated effects of ``layers`` from a capture with gradients: the channels of each,
-    or the concepts of those in ``dictionaries`` (every concept removed in turn).
-
-    Without a dictionary among ``layers`` this is
-    :func:`~actviz.analysis.effects.channel_effects.estimate_from_capture` (layers without float
-    channels left out); else a :class:`UnitEffects` in the order of ``layers``.
-
-    Raises
-    ------
-    ValueError
-        A capture without gradients, no layer that can be ranked, or a dictionary whose
-        vectors do not fit its layer.
+    """Estimated effects of ``layers`` from a capture with gradients: channels, or the concepts of
+    layers in ``dictionaries``. ``ValueError`` without gradients, rankable layers or fitting
+    vectors.
     """
     start = time.perf_counter()
     dicts = {n: d for n, d in (dictionaries or {}).items() if n in layers}

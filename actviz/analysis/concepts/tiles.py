@@ -43,22 +43,8 @@ def concept_label(concept: int, names: Mapping[int, str] | None = None) -> str:
 class ConceptTiles:
     """One layer's concepts for one input, as a panel shows them.
 
-    Attributes
-    ----------
-    layer
-        The layer.
-    view
-        ``"maps"`` view of every concept's map, ``(d_sae, H, W)`` (a sequence: ``(d_sae, 1,
-        T)``); read-outs and the concept view read it.
-    mosaic
-        The tiles: the first ``page`` concepts of :attr:`order`, each labelled with its number.
-    order
-        Concept numbers, most active first (peak value over the map); only the concepts that
-        fire on this input, or the first few when none does.
-    peaks
-        ``(d_sae,)`` each concept's largest value on this input.
-    active
-        How many concepts fire somewhere on this input.
+    ``view`` holds every concept's map; ``mosaic`` tiles the first ``page`` of ``order`` (firing
+    concepts, most active first); ``peaks`` each concept's largest value; ``active`` how many fire.
     """
 
     layer: str
@@ -87,23 +73,9 @@ def concept_tiles(
     page: int = 64,
     normalize: str = "channel",
 ) -> ConceptTiles:
-    """The concept page of ``layer`` for sample ``sample`` of ``capture``.
+    """The concept page of ``layer`` for ``sample`` of ``capture`` (at most ``page`` tiles).
 
-    Parameters
-    ----------
-    concepts
-        The dictionary attached to the layer (it reads the layer's output).
-    capture
-        A capture that recorded ``layer``.
-    page
-        Tiles shown at most.
-    normalize
-        The mosaic's normalisation (``"channel"``: each tile its own range).
-
-    Raises
-    ------
-    ValueError
-        The layer was not captured, or its vectors do not have the dictionary's width.
+    ``ValueError`` when the layer was not captured or its width is not the dictionary's.
     """
     got, top = concepts.maps_and_peaks(capture, layer, index=sample)
     maps = _as_maps(got)
@@ -159,18 +131,8 @@ def concept_picture(
 
 @dataclass(frozen=True)
 class ConceptEffect:
-    """The prediction with and without a concept.
-
-    Attributes
-    ----------
-    target
-        The class followed (the unedited run's top class unless one was given).
-    p_before, p_after
-        Its probability without and with the edit.
-    logit_before, logit_after
-        Its logit.
-    top_after
-        The top class with the edit.
+    """The ``target`` class's probability and logit without and with a concept edit, and the
+    top class with it.
     """
 
     target: int

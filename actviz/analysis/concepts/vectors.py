@@ -86,17 +86,10 @@ def layer_tensor(
 
 
 class Reservoir:
-    """A uniform sample of the vectors offered, within ``nbytes`` (algorithm R).
+    """A uniform sample of the vectors offered, within ``nbytes`` (algorithm R, seeded by
+    ``generator``).
 
-    Parameters
-    ----------
-    nbytes
-        Bytes the float32 buffer may take; its capacity (``nbytes // (4 d)`` vectors, at
-        least 1) is set by the first offer, which tells ``d``. The buffer grows (doubling)
-        as vectors come, up to the capacity, so a small stream takes little; while it grows
-        the old buffer and the new one live together for a moment (at most 1.5 x ``nbytes``).
-    generator
-        Draws which vectors replace which (seeded: the same stream gives the same sample).
+    The buffer grows by doubling up to its capacity, set by the first offer's width.
     """
 
     def __init__(self, nbytes: int, generator: torch.Generator) -> None:
