@@ -25,11 +25,8 @@ DEFAULT_BLOCK_LIMIT = 48
 def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[str]:
     """A few interesting layers to tick on a fresh model: each block's output, plus the head.
 
-    Blocks are non-container modules with children, found through ``Sequential`` / ``ModuleList``
-    / ``ModuleDict``; models of leaves only get leaves (convolutions first). At most ``limit``,
-    spread evenly, the last leaf kept. A single wrapper gets its outermost ``ModuleList``'s blocks;
-    a text model (first module an embedding) every transformer block (:func:`_text_blocks`, up to
-    :data:`DEFAULT_BLOCK_LIMIT`) plus the head.
+    At most ``limit``, spread evenly, the last leaf kept; a text model gets every transformer
+    block (up to :data:`DEFAULT_BLOCK_LIMIT`).
     """
     text_blocks = _text_blocks(tree)
     if text_blocks:

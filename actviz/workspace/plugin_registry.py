@@ -1,10 +1,7 @@
 """Plugins found, loaded and kept apart: the Qt-free side of :mod:`actviz.plugins`.
 
-:class:`PluginRegistry` loads the ``actviz.plugins`` entry points, refuses other API versions
-and keeps a :class:`PluginRecord` per plugin. Every call into a plugin goes through
-:meth:`PluginRegistry.guard`: an exception is reported once and the plugin disabled for the
-session, so the rest goes on. An opener that raises failed on that file only, and stays
-enabled. Only the window and ``actviz export`` load plugins.
+Every call into a plugin goes through :meth:`PluginRegistry.guard`: an exception is reported
+once and the plugin disabled for the session (an opener that raises stays enabled).
 """
 
 from __future__ import annotations
@@ -105,14 +102,8 @@ class PluginRecord:
 
 
 class PluginRegistry:
-    """The plugins of one window or one command (see the module docs).
-
-    Attributes
-    ----------
-    records
-        Every plugin found, in the order found.
-    failure_listeners
-        Called with a :class:`PluginRecord` once when it fails (the window's banner).
+    """The plugins of one window or command: ``records`` in the order found, and
+    ``failure_listeners`` called once per failing plugin.
     """
 
     def __init__(self) -> None:

@@ -27,38 +27,11 @@ from actviz.workspace.edits_board import BaselineCache
 class RunRequest:
     """A snapshot of everything a run needs, taken on the GUI thread.
 
-    Attributes
-    ----------
-    layers
-        Layers with a panel (the ticked ones), in module-tree order.
-    extra_layers
-        Layers captured only for Grad-CAM (not shown as panels).
-    channel_pages
-        ``{layer: first channel}`` of the mosaic page shown, for layers with more channels
-        than one mosaic holds (:data:`MAX_MOSAIC_CHANNELS`); absent layers show page 0.
-    sample
-        The batch element the pictures show (see :class:`~actviz.display.prepared.DisplaySpec`).
-    page_channels
-        ``{layer: channels per mosaic page}``, chosen by the window from its panels' widths.
-    channel_orders
-        ``{layer: ChannelOrder}``: layers whose tiles are in an order of their own (sorted
-        by effect); ``channel_pages`` then names a channel of the page in that order.
-    colormap
-        The colour-map choice ("auto" makes signed mosaics symmetric about 0).
-    input_grads
-        Differentiate back to the input (for saliency); False stops the backward at the
-        earliest captured layer (``capture(input_grads=False)``), as when no saliency is shown.
-    input_as_list
-        The model takes its images as one list (live frames are converted to it).
-    edits
-        ``{layer: (Edit, ...)}`` applied during the forward (``capture(edits=)``; the
-        window's Edits dock, live frames too).
-    baseline_cache
-        Where the unedited capture of the latest input is kept (the session's); an edited
-        run's result carries it as ``baseline`` (before/after, differences).
-    reuse_baseline
-        Without edits switched on, show the cached unedited capture instead of a new one
-        (the user has edits, all off: the run seen before them, exactly).
+    ``layers`` have panels (``extra_layers`` are for Grad-CAM only); ``channel_pages``,
+    ``page_channels``, ``channel_orders``, ``colormap`` and ``sample`` are as in
+    :class:`~actviz.display.prepared.DisplaySpec`. ``input_grads`` False stops the backward at
+    the earliest layer (no saliency). ``edits`` apply during the forward; ``baseline_cache``
+    keeps the unedited capture, shown again with ``reuse_baseline`` when every edit is off.
     """
 
     model: nn.Module
