@@ -1,9 +1,6 @@
 """A layout check of a shown actviz window: is everything on screen readable and whole?
 
-:func:`layout_problems` returns what a user would see cut: images or colour bars outside their
-canvas, labels, buttons and table cells whose text does not fit (without "…" or a tooltip),
-docks scrolling sideways, mosaic tiles under :data:`MIN_TILE_PX` without a page control, and
-views marked :data:`FILL_PROPERTY` whose images leave most of the view blank::
+:func:`layout_problems` lists what a user would see cut::
 
     problems = layout_problems(window)
     assert not problems, "\\n".join(map(str, problems))
@@ -58,20 +55,8 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class LayoutProblem:
-    """One thing cut off or squeezed.
-
-    Attributes
-    ----------
-    kind
-        "image", "colour bar", "scene", "clipped", "label", "button", "dock scroll bar" (a
-        dock's content scrolls sideways), "view scroll bar" (a list, table or tree in a dock
-        does), "page scroll bar" (a tab's page does), "cell" (a table cell shortened
-        without a tooltip), "tiles" or "blank" (images across a view to be filled, each
-        covering under :data:`MIN_FILL` of its canvas).
-    widget
-        Where: the widget's path from its dock, panel or tab (see :func:`widget_path`).
-    detail
-        What is cut, with the sizes measured.
+    """One thing cut off or squeezed: its ``kind`` ("image", "label", "cell", "tiles", "blank", a
+    scroll bar...), the ``widget`` path (:func:`widget_path`) and the ``detail`` with sizes.
     """
 
     kind: str
@@ -119,18 +104,7 @@ def _showing(widget: QWidget) -> bool:
 
 
 def layout_problems(window: QWidget) -> list[LayoutProblem]:
-    """Everything cut off, clipped or squeezed among ``window``'s visible widgets.
-
-    Parameters
-    ----------
-    window
-        A shown window (its layouts settled: process the events after a resize first).
-
-    Returns
-    -------
-    list of LayoutProblem
-        Empty when every visible image, colour bar, label, button, dock and mosaic is whole.
-    """
+    """Everything cut off, clipped or squeezed among a shown, settled ``window``'s widgets."""
     problems: list[LayoutProblem] = []
     problems += _canvas_problems(window)
     problems += _label_problems(window)

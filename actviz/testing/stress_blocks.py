@@ -1,11 +1,7 @@
-"""Where the GUI thread was when it blocked: a sampler beside the stress driver's lag probe.
+"""Where the GUI thread was when it blocked: a stack sampler beside the lag probe.
 
-The lag probe (:class:`actviz.bench.ui_bench.LagProbe`) says *how long* the GUI thread served
-no event; it cannot say what it was doing, because it only runs once the block is over. A
-:class:`BlockSampler` thread looks at the probe every few milliseconds and, while a timeout is
-overdue by more than ``after_ms``, samples the GUI thread's stack (with ``faulthandler``).
-Each block keeps the actviz frame seen most often, with the stack that led to it: what to
-make faster or move off the GUI thread.
+While the probe's timeout is overdue by ``after_ms``, :class:`BlockSampler` samples the GUI
+thread's stack; each block keeps its most frequent actviz frame and the stack to it.
 """
 
 from __future__ import annotations
@@ -27,17 +23,7 @@ _FRAME = re.compile(r'\s+File "(.+)", line (\d+) in (.+)$')
 
 
 class BlockSampler:
-    """Samples the GUI thread's stack while ``probe`` is overdue (see the module docs).
-
-    Parameters
-    ----------
-    probe
-        The running lag probe (its ``_last`` timeout time, ``None`` while stopped).
-    after_ms
-        A timeout overdue by more than this is a block being sampled.
-    every_ms
-        Time between samples.
-    """
+    """Samples the GUI thread's stack while ``probe`` is overdue by ``after_ms``."""
 
     def __init__(self, probe: Any, *, after_ms: float = 40.0, every_ms: float = 5.0) -> None:
         self.probe = probe

@@ -1,9 +1,6 @@
 """Stress cases, each in a process of its own; a failure shrunk to its shortest action list.
 
-A case is a starting model (``demo``, ``resnet18``, ``gpt2``, ``checkpoint``), a seed and a
-number of actions. :func:`run_case` runs it in a child process under ``faulthandler``, so a
-segfault counts as a crash and a GUI thread silent for ``hang_s`` as a hang, each with its
-stack and steps. :func:`shrink` delta-debugs the steps::
+A segfault counts as a crash and a silent GUI thread as a hang::
 
     python -m actviz.testing.stress_cases --case resnet18 --seed 3 --actions 300 --shrink
 """

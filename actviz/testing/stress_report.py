@@ -83,46 +83,10 @@ class Failure:
 class StressReport:
     """What a stress run did and found.
 
-    Attributes
-    ----------
-    model, seed
-        The model's name and the seed of the actions.
-    actions
-        How many actions were performed.
-    action_counts
-        How many of each kind.
-    exceptions
-        Unhandled exceptions and Qt critical messages (with the actions before them).
-    leaked_hooks
-        Hooks, wrapped forwards or changed flags found on the model while the window was idle.
-    stuck
-        Waits for the window to become idle that timed out.
-    errors_shown
-        Distinct error messages the window showed (runs, exports, loads that failed): not
-        crashes, but an action a user may take should not cause them.
-    max_block_ms
-        The longest the GUI thread did not serve a 5 ms timer (ms), over the run.
-    samples
-        Live object counts and resident memory at each checkpoint.
-    widgets_left
-        Top-level widgets alive after the last window was closed and deleted.
-    seconds
-        Wall time of the run.
-    windows_kept
-        Closed windows found still alive after ``deleteLater`` and a collection, with what
-        held them.
-    worst_blocks
-        The longest GUI-thread blocks, ``(ms, "index:action")``, longest first: the action
-        during (or just after) which the 5 ms timer was late the most.
-    blocks
-        GUI-thread blocks over ``block_limit_ms``, one per action that caused one.
-    crashes, hangs
-        The process died (a signal: a segfault) or its GUI did not return for the hang limit;
-        filled by :mod:`actviz.testing.stress_cases` from the case's process, with the stack
-        faulthandler printed.
-    steps
-        Every action performed, as ``(name, params)``: replaying them (``StressDriver.run(
-        steps=...)``) does the same again without the random generator.
+    ``exceptions`` (with the actions before them), ``leaked_hooks``, ``stuck`` waits,
+    ``errors_shown``, ``crashes`` and ``hangs`` are findings; ``max_block_ms``, ``worst_blocks``
+    and ``blocks`` time the GUI thread's 5 ms timer; ``samples`` hold object counts and memory;
+    ``widgets_left`` and ``windows_kept`` what outlived the windows; ``steps`` replay the run.
     """
 
     model: str
