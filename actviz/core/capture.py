@@ -1,14 +1,9 @@
 """Exact activations and gradients from any ``nn.Module``, leaving the model as it was found.
 
-* Values are as they were when the hook fired: references are checked against the tensor's
-  version counter after the forward, and modules whose tensors were written to later get
-  copies (the capture runs again once when such a write is first seen).
-* Gradients come from tensor hooks plus one ``torch.autograd.grad`` call; nothing goes into
-  ``.grad`` and ``register_full_backward_hook`` (breaks on in-place ops, pytorch#61519) is
-  never used. Each hooked module gets its inputs through a fresh autograd node, so
-  ``grad_inputs`` is the gradient through that module only.
-* Every hook is removed in ``finally``; ``training`` flags and buffers are restored even when
-  forward raises.
+Records are references checked against version counters after the forward (copies for modules
+written to later); gradients come from tensor hooks and one ``autograd.grad`` (never
+``register_full_backward_hook``, which breaks on in-place ops); every hook is removed and
+flags and buffers restored in ``finally``.
 """
 
 from __future__ import annotations

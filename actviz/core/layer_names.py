@@ -1,9 +1,5 @@
-"""Naming the layers of a model: :func:`leaf_names` (the modules without children) and
-:func:`resolve_layers` (checking names against ``model.named_modules()``, with close matches
-suggested for an unknown one).
-
-The one rule every part of actviz applies to a layer name (captures, edits, scans, the CLI),
-kept apart from the capture itself.
+"""Naming a model's layers, the one rule for captures, edits, scans and the CLI: :func:`leaf_names`
+and :func:`resolve_layers` (with close matches for an unknown name).
 """
 
 from __future__ import annotations

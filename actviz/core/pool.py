@@ -162,11 +162,8 @@ POOL = RecordPool()
 
 
 class HeapPin:
-    """One past record's storage kept alive at the top of glibc's main heap, so the freed records
-    below it stay warm in malloc's free lists instead of going back to the OS.
-
-    Only storages inside ``[heap]`` count (glibc trims nothing else). The pin only rises, so the
-    region records are made in never shrinks under the next forward.
+    """One past record's storage kept alive at the top of glibc's main heap, so freed records below
+    it stay in malloc's free lists; the pin only rises.
     """
 
     def __init__(self) -> None:
@@ -247,11 +244,8 @@ _VERDICTS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary
 
 
 def wanted(model: Any) -> bool:
-    """Whether a capture of ``model`` should copy its large records into :data:`POOL`.
-
-    Never where glibc keeps freed memory already (:func:`actviz.tune_allocator`); otherwise only
-    for a model whose captures were seen to fault (:func:`observe`), since elsewhere a copy only
-    adds work.
+    """Whether a capture of ``model`` should copy its large records into :data:`POOL`: only for a
+    model seen to fault (:func:`observe`) in a process whose allocator is not tuned.
     """
     return _state(model) == _COPY
 

@@ -252,11 +252,8 @@ def target_numbers(output: Any, target: Any = None) -> tuple[float | None, int |
 
 
 def fixed_default(output: Any) -> int | None:
-    """The int target that picks the scalar the default target of ``output`` picks, or None
-    where no int does (detector, segmenter, several rows, a single value).
-
-    The window holds its auto target to this, read from the unedited run, so edits that change
-    the top-1 do not move the target.
+    """The int target picking what ``output``'s default target picks, or None where no int does; the
+    window holds its auto target to it so edits that change the top-1 do not move the target.
     """
     if isinstance(output, torch.Tensor):
         out = output

@@ -65,11 +65,8 @@ def worker_threads() -> int | None:
 
 
 def parallel_in_workers_only() -> Callable[[], None]:
-    """Run torch on one thread on the calling (GUI) thread, and the window's worker jobs at the
-    count it had; returns a function that undoes both.
-
-    A parallel op on the GUI thread would give it an OpenMP team for good and slow every capture
-    after it. The app's process calls this at start; ``actviz.explore`` leaves a script's threads.
+    """Run torch single-threaded on the calling (GUI) thread and the worker jobs at the previous
+    count (an OpenMP team on the GUI thread slows every later capture); returns the undo.
     """
     global _worker_threads
     before = torch.get_num_threads()

@@ -15,11 +15,8 @@ __all__ = ["ModuleNode", "ModuleTree", "ParamInfo", "module_tree"]
 
 
 class ParamInfo:
-    """A parameter or buffer of one module (its own, not its children's).
-
-    ``norm`` (the L2 norm) is read from the tensor when first asked for, not when the tree is
-    built: the tree is built on the GUI thread at every model switch, and a norm walks every
-    weight (seconds for a large checkpoint) while only the details pane of one module shows it.
+    """A parameter or buffer of one module (its own); ``norm`` is computed on first read, as walking
+    every weight at each model switch would stall the GUI thread.
     """
 
     __slots__ = ("name", "shape", "dtype", "requires_grad", "_norm", "_tensor")
