@@ -296,11 +296,9 @@ def spatial_layers(cap: Any) -> list[str]:
 
 
 def gradcam_candidates(cap: Any, image: np.ndarray | None, layout: Any = None) -> list[str]:
-    """The Grad-CAM layers a window offers: :func:`spatial_layers` for an image-like input,
-    none otherwise (there is no picture to lay the map over). Under a vision transformer's
-    patch ``layout`` (:class:`~actviz.display.token_maps.SequenceLayout`), its token layers too,
-    as maps on the patch grid, when their patch tokens have a gradient (a class-token model's
-    last block has none: only its class token reaches the head)."""
+    """The Grad-CAM layers a window offers: :func:`spatial_layers` for an image-like input (else
+    none), plus a ViT's token layers whose patch tokens have a gradient under ``layout``.
+    """
     if image is None:
         return []
     spatial = set(spatial_layers(cap))
@@ -326,10 +324,7 @@ def default_gradcam_layer(
     cap: Any, candidates: Iterable[str], requested: str | None = None
 ) -> str | None:
     """The Grad-CAM layer shown first: ``requested`` when it has a map, else the last captured
-    candidate whose output is larger than 1x1, else None.
-
-    One rule for the window, live mode and export. A 1x1 map (ResNet's ``avgpool``) is one flat
-    colour, so it is never chosen by default; the user can still pick it.
+    candidate larger than 1x1 (a 1x1 map is one flat colour), else None.
     """
     names = list(candidates)
     if requested in names:

@@ -97,11 +97,10 @@ def with_page(
     symmetric: bool | None = None,
     order: ChannelOrder | None | Any = ...,
 ) -> PreparedLayer:
-    """``layer`` showing the channel page from ``first_channel`` (and ``normalize``, pages of
-    ``page_size`` channels, ``symmetric`` normalisation, tiles in ``order``: None is the
-    natural order, ``first_channel`` then a position in the order): a new layer, built from
-    its views with the same tile downsampling; ``layer`` itself when nothing changes or it
-    has no mosaic. Unset options keep the layer's."""
+    """``layer`` showing the page from ``first_channel`` (with ``normalize``, ``page_size``,
+    ``symmetric``, ``order`` changed where given), built from its views with the same tile
+    downsampling; ``layer`` itself when nothing changes or it has no mosaic.
+    """
     old, view = layer.mosaic, layer.view
     if old is None or view is None or view.kind != "maps":
         return layer
