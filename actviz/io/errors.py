@@ -1,8 +1,4 @@
-"""Errors raised by actviz when a model or an input cannot be opened.
-
-Every message is a single readable line that names the file (or source string) and the
-cause, so the CLI can print it as is and the GUI can show it in a dialog.
-"""
+"""Errors for a model or input that cannot be opened: one line naming source and cause."""
 
 from __future__ import annotations
 

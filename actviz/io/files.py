@@ -1,9 +1,6 @@
-"""Writing a file in one step: a temporary file beside it, renamed over it when complete.
-
-Reports and session files are written this way so a failed write leaves the old file as it
-was. ``tempfile.mkstemp`` makes its file readable by its owner only (0600); the finished file
-gets the mode a new file would get (``0666`` less the umask) or, when it replaces a file, that
-file's mode, so a report meant to be shared can be read by others.
+"""Writing a file in one step: a temporary file beside it, renamed over it when complete, so a
+failed write leaves the old file. The result gets the mode a new file (or the replaced one)
+would have, not ``mkstemp``'s 0600.
 """
 
 from __future__ import annotations

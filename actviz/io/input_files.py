@@ -235,11 +235,8 @@ def _from_text(src: str, exp: ExpectedInput, loaded_model: LoadedModel | None) -
 
 
 def token_strings(tokenizer: Any, ids: list[int]) -> list[str]:
-    """One readable string per token id, for axis labels.
-
-    Each id is decoded on its own (``" world"``, not byte-level ``"Ġworld"``); where that gives
-    nothing readable (an empty string, or a lone part of a multi-byte character) the
-    tokenizer's own token string is used.
+    """One readable string per token id for axis labels
+    (:func:`~actviz.display.logit_lens.token_texts`'s rule).
     """
     raw = tokenizer.convert_ids_to_tokens(ids)
     out = []

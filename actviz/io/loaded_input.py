@@ -1,9 +1,5 @@
-"""What an opened input is and what a model expects of one: :class:`LoadedInput` (the value
-for the forward, with its picture and caption), :class:`ExpectedInput` and
-:func:`expected_input` (read from the model's first convolution and its metadata).
-
-The records every opener (images, tensor files, random, text; a dataset scan's sources)
-makes or reads, kept apart so each opener's module can use them without the others.
+"""What an opened input is (:class:`LoadedInput`) and what a model expects (:class:`ExpectedInput`,
+:func:`expected_input`): the records every opener shares.
 """
 
 from __future__ import annotations

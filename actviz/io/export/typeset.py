@@ -1,8 +1,5 @@
-"""Typesetting a capture's pictures: mosaics with titles, colour bars and channel numbers,
-bar charts, heat maps over the input, a text input's saliency strip (PIL only, no Qt).
-
-The same pictures go to files (:mod:`actviz.io.export.capture_export`) and into the HTML report
-(:mod:`actviz.io.export.report`).
+"""Typesetting a capture's pictures (PIL only, no Qt): titled mosaics with colour bars and
+channel numbers, bar charts, heat maps, saliency strips; for files and the HTML report alike.
 """
 
 from __future__ import annotations
@@ -193,12 +190,10 @@ def render_layer_png(
     first_channel: int = 0,
     symmetric: bool | None = None,
 ) -> Image.Image:
-    """Render one layer output (or gradient, with ``magnitude=True``) as a readable image.
+    """Render one layer output (or ``|gradient|`` with ``magnitude=True``) as a readable image.
 
-    Maps become a channel mosaic with numbers and a colour bar (see :func:`channel_pages`), 1-D
-    outputs a bar chart, sequences a heat map, scalars one bar. ``tensor`` may be a prepared
-    :class:`~actviz.display.layer_views.LayerView`; ``cmap="auto"`` and ``symmetric=None`` choose
-    as the window does.
+    Maps: a numbered mosaic with a colour bar; 1-D: bars; sequences: a heat map. ``tensor`` may be a
+    prepared ``LayerView``; ``cmap="auto"`` and ``symmetric=None`` choose as the window does.
     """
     view = tensor if isinstance(tensor, LayerView) else layer_view(tensor)
     if magnitude and not isinstance(tensor, LayerView):

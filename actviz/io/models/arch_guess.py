@@ -160,11 +160,7 @@ def _skipped_initialisers() -> frozenset[Callable[..., Any]]:
 
 
 class _SkipInit(TorchFunctionMode):
-    """Make random initialisers no-ops: only shapes are read, and on ``meta`` they cost most.
-
-    A torch function mode is per thread, so a model built at the same time on another thread
-    is initialised normally.
-    """
+    """Make random initialisers no-ops on this thread: only shapes are read."""
 
     _skipped = _skipped_initialisers()
 

@@ -1,9 +1,6 @@
-"""Reading checkpoint files safely: format sniffing, guarded unpickling, state_dict fitting.
-
-The format of a file is decided from its content, not its extension: users rename files
-freely (``.pth``, ``.bin``, ``.ckpt`` all hold the same zip written by ``torch.save``).
-Pickled data is always read with ``torch.load(weights_only=True)`` first; only a caller
-that has the user's explicit consent (``trust=True``) may fall back to full unpickling.
+"""Reading checkpoint files safely: format sniffing (by content, not extension), guarded
+unpickling (``weights_only=True`` first; full unpickling only with ``trust=True``) and
+state_dict fitting.
 """
 
 from __future__ import annotations

@@ -90,28 +90,8 @@ class ConvBlock(nn.Module):
 
 
 class DemoNet(nn.Module):
-    """Small CNN for the demo: four conv blocks (maps of 64, 32, 16 and 8 pixels), GAP, ``fc``.
-
-    Module tree::
-
-        features            Sequential
-          block1            ConvBlock(3 -> 16)    64x64
-          pool1             MaxPool2d             32x32
-          block2            ConvBlock(16 -> 32)   32x32
-          pool2             MaxPool2d             16x16
-          block3            ConvBlock(32 -> 64)   16x16
-          pool3             MaxPool2d              8x8
-          block4            ConvBlock(64 -> 64, in-place ReLU)  8x8
-        pool                AdaptiveAvgPool2d(1)
-        flatten             Flatten
-        fc                  Linear(64 -> len(DEMO_CLASSES))
-
-    Parameters
-    ----------
-    num_classes : int
-        Number of output logits.
-    widths : tuple of int
-        Output channels of the four conv blocks.
+    """Small CNN for the demo: four ``ConvBlock``s (3 -> 16 -> 32 -> 64 -> 64, max-pooled between;
+    maps of 64, 32, 16 and 8 pixels; the last with an in-place ReLU), global average pool, ``fc``.
     """
 
     def __init__(
@@ -141,13 +121,7 @@ class DemoNet(nn.Module):
 
 
 def build_demo_model() -> DemoNet:
-    """Return a freshly initialised :class:`DemoNet` (random weights, train mode).
-
-    Returns
-    -------
-    DemoNet
-        The demo architecture for ``len(DEMO_CLASSES)`` classes.
-    """
+    """A freshly initialised :class:`DemoNet` (random weights, train mode)."""
     return DemoNet(num_classes=len(DEMO_CLASSES))
 
 
@@ -156,13 +130,7 @@ def _resource_dir() -> Traversable:
 
 
 def demo_weights_path() -> Traversable:
-    """Return the location of the bundled weight file (a float32 ``state_dict``).
-
-    Returns
-    -------
-    importlib.resources.abc.Traversable
-        ``actviz.resources/demo/demo_cnn.pt``; a real path for normal installs.
-    """
+    """The bundled float32 ``state_dict`` file (``actviz.resources/demo/demo_cnn.pt``)."""
     return _resource_dir() / _WEIGHTS_NAME
 
 
@@ -197,15 +165,7 @@ def demo_transform(image: Image.Image) -> Tensor:
 
 
 def demo_samples() -> list[pathlib.Path]:
-    """Return the bundled sample images, sorted by name.
-
-    Each file is named after its true class (``circle.png``, ``star.png``, ...).
-
-    Returns
-    -------
-    list of pathlib.Path
-        Paths of the sample PNGs (empty if the resources are missing).
-    """
+    """The bundled sample PNGs, named after their class, sorted (empty without resources)."""
     samples = _resource_dir() / _SAMPLES_DIR
     if not samples.is_dir():
         return []
@@ -216,13 +176,8 @@ def demo_samples() -> list[pathlib.Path]:
 
 
 def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
-    """Return the object bounding box of each sample, as written by the training script.
-
-    Returns
-    -------
-    dict
-        ``file name -> (x0, y0, x1, y1)`` in input pixels, ``x1``/``y1`` exclusive; None for
-        the "background" sample, which has no object.
+    """``file name -> (x0, y0, x1, y1)`` object box of each sample (exclusive ends; None:
+    background).
     """
     boxes = _resource_dir() / _SAMPLES_DIR / _BOXES_NAME
     data = json.loads(boxes.read_text(encoding="utf-8"))
@@ -230,25 +185,9 @@ def demo_sample_boxes() -> dict[str, tuple[int, int, int, int] | None]:
 
 
 def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
-    """Load one bundled sample, ready for the demo model and for display.
-
-    Parameters
-    ----------
-    name : str, optional
-        Sample file name (``"star.png"``) or stem / class name (``"star"``). ``None`` picks the
-        first sample.
-
-    Returns
-    -------
-    x : torch.Tensor
-        ``(1, 3, H, W)`` float32 in [0, 1].
-    rgb : numpy.ndarray
-        ``(H, W, 3)`` uint8, the same pixels for overlays.
-
-    Raises
-    ------
-    FileNotFoundError
-        If there are no samples, or none matches ``name``.
+    """One bundled sample (file name, stem or class; None: the first) as ``(x, rgb)``: a
+    ``(1, 3, H, W)`` float32 tensor in [0, 1] and the same pixels as uint8.
+    ``FileNotFoundError`` when none matches.
     """
     samples = demo_samples()
     if not samples:
@@ -272,22 +211,8 @@ def demo_sample_tensor(name: str | None = None) -> tuple[Tensor, np.ndarray]:
 
 @dataclass
 class GeneratedImage:
-    """One generated example.
-
-    Attributes
-    ----------
-    image : PIL.Image.Image
-        RGB image of :data:`DEMO_INPUT_SIZE`.
-    label : int
-        Index into :data:`DEMO_CLASSES`.
-    mask : numpy.ndarray
-        ``(H, W)`` bool, pixels where the object covers at least half the pixel (all False for
-        the "background" class).
-    box : tuple of int or None
-        ``(x0, y0, x1, y1)`` bounding box of ``mask`` (``x1``, ``y1`` exclusive); None when
-        there is no object.
-    center : tuple of float
-        ``(cx, cy)`` where the shape was placed, in pixels.
+    """One generated example: the RGB ``image``, its ``label`` index, the object's ``mask`` (pixels
+    at least half covered), its ``box`` (exclusive ends; None for background) and ``center``.
     """
 
     image: Image.Image

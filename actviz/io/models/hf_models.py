@@ -1,9 +1,7 @@
 """Hugging Face transformers models: a ``save_pretrained`` folder, or a hub id already cached.
 
-Nothing downloads (``local_files_only=True``); folders with their own code (``auto_map``) need
-``trust=True``. Models load with eager attention, so attention probabilities exist as tensors
-to capture (with ``output_attentions``), agreeing with SDPA to float rounding; ``use_cache`` is
-off. transformers is imported only when such a model is opened (``pip install actviz[hf]``).
+Nothing downloads; own code (``auto_map``) needs ``trust=True``. Eager attention, so attention
+probabilities exist to capture; ``use_cache`` off. transformers is imported only when needed.
 """
 
 from __future__ import annotations

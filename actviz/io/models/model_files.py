@@ -154,11 +154,8 @@ def _guess_arch(
 def _build_arch(
     arch: str, state_dict: dict[str, torch.Tensor], *, beside: Path | None = None
 ) -> tuple[LoadedModel, ArchGuess | None]:
-    """Build ``arch`` randomly initialised; for zoo names, sized for the checkpoint's head.
-
-    A relative ``file.py:Class`` is looked for in the working folder, then in ``beside`` (the
-    checkpoint's folder). Returns the model and, for zoo names, how the weights compare with
-    it.
+    """Build ``arch`` randomly initialised (zoo names sized for the checkpoint's head; a relative
+    ``file.py:Class`` found in the working folder or ``beside``), and how the weights compare.
     """
     # Before code references: "timm:NAME" has the form of "package.module:name".
     timm_name = timm_models.resolve_name(arch, bare=False)

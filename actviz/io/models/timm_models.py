@@ -1,9 +1,6 @@
-"""timm models by name: name forms, timm's own preprocessing, pretrained weights from the cache.
-
-``timm:NAME``, ``timm/NAME`` or a bare ``NAME`` no torchvision model has are all ``timm/NAME``
-inside (:data:`actviz.io.models.zoo.TIMM_PREFIX`). Preprocessing is timm's own, wrapped in
-:class:`TimmTransform` so it gets a PIL image and its normalisation can be undone for overlays.
-timm is imported only here, when asked for.
+"""timm models by name (``timm:NAME``, ``timm/NAME`` or a bare name torchvision lacks), with
+timm's own preprocessing (:class:`TimmTransform`) and cached pretrained weights. timm is
+imported only here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""torchvision models by name: weights resolution, cache check, offline fallback.
-
-Pretrained weights come through torchvision's own download path (``torch.hub`` cache,
-progress bar on stderr). Before any download the cache is checked and the network probed
-with a short timeout, so a machine without network falls back to random weights at once
-instead of hanging on a socket.
+"""torchvision models by name: weights resolution, cache check, offline fallback (the network is
+probed with a short timeout, so an offline machine gets random weights at once).
 """
 
 from __future__ import annotations
