@@ -271,11 +271,8 @@ class ExactNeighbours:
 
 
 def cache_umap_compiles() -> int:
-    """Have numba keep umap-learn's compiled functions on disk; returns how many it turned on
-    (none on a second call).
-
-    Most of umap's numba functions are not ``cache=True``, so every process's first fit compiles
-    them again (tens of seconds). Caching changes no result; only closures are still compiled.
+    """Have numba cache umap-learn's compiled functions on disk (saves each process's first-fit
+    compile); returns how many it turned on.
     """
     import sys
 

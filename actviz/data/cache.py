@@ -360,12 +360,9 @@ class LayerCache:
         log_of_index: np.ndarray,
         embedding: tuple[int, int] | None = None,
     ) -> None:
-        """Append ``new_lines`` to the log and put the state in the store (the caller writes the
-        store once for all layers: :meth:`ScanStore.write`).
-
-        ``log_of_index`` must already cover every data index the state holds. ``embedding``:
-        ``(values per image, channel axis)`` with rows saved by :meth:`save_rows`; None: the saved
-        rows no longer cover the log.
+        """Append ``new_lines`` to the log and put the state in the store (written once for all
+        layers by :meth:`ScanStore.write`); ``embedding`` None marks saved rows as no longer
+        covering the log.
         """
         if self._log is None:
             self.store.make_folder()

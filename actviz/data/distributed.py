@@ -206,11 +206,8 @@ def run_sharded(
     cached: bool,
     warnings: list[str],
 ) -> Any:
-    """Scan this rank's shard of ``pending`` with ``run(indices, progress, should_stop)``, merge
-    every rank's figures on rank 0, and return ``result(from_cache, threads)``.
-
-    ``cached``: this rank's layers all came from its cache. ``warnings`` gets every rank's on
-    rank 0.
+    """Scan this rank's shard of ``pending`` with ``run``, merge every rank's figures on rank 0, and
+    return ``result(from_cache, threads)``.
     """
     mine = np.intersect1d(pending, ctx.shard(n))
     ctx.already = sum(ctx.all_gather(int(len(ctx.shard(n)) - len(mine))))

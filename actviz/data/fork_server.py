@@ -51,11 +51,8 @@ if _available:
     from multiprocessing import popen_forkserver
 
     class _Popen(popen_forkserver.Popen):
-        """Starts one process through :data:`_SERVER`, without the caller's ``__main__``.
-
-        The launch is the standard library's (Python 3.9-3.13 send the same two pickles to
-        the server: the preparation data, then the process object), with two differences:
-        the preparation data names no main module to import, and the server is ours.
+        """Starts one process through :data:`_SERVER` with the standard library's launch, naming no
+        main module.
         """
 
         def _launch(self, process_obj: Any) -> None:

@@ -1,9 +1,5 @@
-"""One layer during a scan: :class:`_LayerRun` (its running top-k state, what is done or
-skipped, its embedding rows and cache lines) and :class:`_Group` (layers merged as one state
-so a batch is merged once for all of them).
-
-The bookkeeping of :func:`actviz.data.scan.scan`, kept apart from the loop that feeds it and
-from sizing the scan (:mod:`actviz.data.scan_sizing`).
+"""One layer during a scan: :class:`_LayerRun` (top-k state, progress, embedding rows, cache
+lines) and :class:`_Group` (layers merged as one state per batch).
 """
 
 from __future__ import annotations

@@ -26,12 +26,8 @@ __all__ = [
 
 
 class ScanCancelled(Exception):
-    """``should_stop()`` returned True: what was scanned is saved; a later scan resumes.
-
-    Attributes
-    ----------
-    partial
-        The result so far (a :class:`Scan` over the images scanned), or None.
+    """``should_stop()`` returned True: what was scanned is saved (``partial``, or None); a later
+    scan resumes.
     """
 
     def __init__(self, message: str = "scan cancelled", partial: Scan | None = None) -> None:
@@ -40,11 +36,8 @@ class ScanCancelled(Exception):
 
 
 class ScanTooLarge(CaptureTooLarge):
-    """A scan's per-image records (its embeddings) would take more than the memory budget.
-
-    Raised before any image runs; the message says how much was needed and what to change.
-    A kind of :class:`~actviz.core.records.CaptureTooLarge`, so code that reports a refused
-    capture reports this the same way.
+    """A scan's embeddings would exceed the memory budget; raised before any image runs. A
+    :class:`~actviz.core.records.CaptureTooLarge`, so it is reported the same way.
     """
 
 
@@ -235,12 +228,8 @@ class Scan:
         return tuple(name for name in self.layers if name in self.pooled)
 
     def embeddings(self, layer: str) -> Embeddings:
-        """Each scanned image's pooled vector in ``layer`` (see :class:`Embeddings`).
-
-        Raises
-        ------
-        KeyError
-            A layer that was not scanned, or scanned without ``embeddings``.
+        """Each scanned image's pooled vector in ``layer``; ``KeyError`` when not scanned with
+        embeddings.
         """
         memo = self._memo.get(("embeddings", layer))
         if memo is not None:

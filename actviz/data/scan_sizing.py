@@ -1,9 +1,6 @@
-"""Sizing a scan before it runs: what its embeddings will hold (:func:`estimate_memory`), the
-batch size from one probing forward pass (:func:`choose_batch_size`) and the loader's worker
-processes (:func:`default_workers`).
-
-Kept apart from the scan's loop (:mod:`actviz.data.scan`, which re-exports these names):
-concept training sizes its own passes with the same rules.
+"""Sizing a scan before it runs: embedding memory (:func:`estimate_memory`), batch size
+(:func:`choose_batch_size`) and loader workers (:func:`default_workers`); concept training
+uses the same rules.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Writing a scan to disk: one contact sheet PNG per layer and ``scan.json``.
-
-A contact sheet shows, for every channel of a layer (numbered; dead channels marked), its top-k
-images cropped around the receptive field of each maximum, best first, the same crops the
-window's top-k grid shows (:mod:`actviz.data.receptive`). No Qt here.
+"""Writing a scan to disk (no Qt): per layer a contact sheet PNG of each channel's top-k crops (the
+window's own crops), and ``scan.json``.
 """
 
 from __future__ import annotations

@@ -243,13 +243,7 @@ def _tensor_hash(t: torch.Tensor) -> str:
 
 
 def open_data(data: Any, spec: ModelSpec) -> ScanData:
-    """Resolve ``data`` for a scan with the model ``spec``.
-
-    Raises
-    ------
-    InputError
-        A missing folder or file, a folder without images, samples that do not fit the model.
-    """
+    """Resolve ``data`` for a scan with the model ``spec``; ``InputError`` when missing or unfit."""
     exp = spec.expected
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
