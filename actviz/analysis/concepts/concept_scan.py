@@ -1,9 +1,5 @@
-"""A concept scan: per concept of a dictionary, the dataset images where it fires most.
-
-:func:`scan_concepts` encodes every position of the layer and reduces each concept with the
-channel scan's :class:`actviz.data.accumulate.LayerState` (memory ``O(k x concepts)``), also
-counting how often each fires. :func:`top_heatmaps` reruns a concept's top images with its map
-upsampled onto them. Results are cached per model, data, dictionary, layer and ``k``.
+"""A concept scan: per concept, the dataset images where it fires most, through the channel scan's
+:class:`~actviz.data.accumulate.LayerState`; cached per model, data, dictionary, layer and ``k``.
 """
 
 from __future__ import annotations
@@ -237,11 +233,8 @@ def top_heatmaps(
     *,
     data: Any = None,
 ) -> list[tuple[TopEntry, np.ndarray, np.ndarray]]:
-    """Concept ``concept``'s top images: per entry the picture ``(H, W, 3)`` uint8 and where
-    the concept fires on it, ``(H, W)`` float32 in ``[0, 1]`` (its map over the image,
-    bilinearly upsampled, divided by the concept's best value in the scan).
-
-    ``data``: the scanned tensor or dataset when the sources are sample indices.
+    """A concept's top images: per entry the ``(H, W, 3)`` uint8 picture and its map over it,
+    float32 in ``[0, 1]`` (upsampled, divided by the concept's best scan value).
     """
     from torch.nn import functional as F
 

@@ -34,11 +34,8 @@ _ONEDNN = {"ok": True}
 
 
 def _onednn_linear(x: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor) -> torch.Tensor | None:
-    """``x @ w_t.T + bias`` through oneDNN, or None where it cannot run.
-
-    On the CPU, torch's float32 ``addmm`` goes to MKL, which on AMD processors runs about
-    half as fast as oneDNN's own kernels and whose OpenMP threads spin on a busy machine.
-    Only for no-grad float32 CPU work (maps): results agree with ``addmm`` to rounding.
+    """``x @ w_t.T + bias`` through oneDNN (faster than MKL's ``addmm`` on AMD), or None where it
+    cannot run; no-grad float32 CPU only, equal to ``addmm`` to rounding.
     """
     if not _ONEDNN["ok"] or x.device.type != "cpu" or x.dtype != torch.float32:
         return None

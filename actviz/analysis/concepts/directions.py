@@ -1,9 +1,5 @@
-"""Concepts placed by their decoder directions: a 2-D map of a dictionary, and its neighbours.
-
-A concept is a direction of the layer's space (its decoder row ``d_i``), so concepts that
-point the same way sit together: :func:`concept_atlas` lays out the unit directions with the
-atlas's own projection (:func:`actviz.data.atlas_map.project`, PCA or UMAP), and
-:func:`similar_concepts` lists the concepts whose directions are closest (cosine).
+"""Concepts placed by their decoder directions: :func:`concept_atlas` (the atlas's projection of
+the unit directions) and :func:`similar_concepts` (closest by cosine).
 """
 
 from __future__ import annotations

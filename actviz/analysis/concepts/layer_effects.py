@@ -1,9 +1,5 @@
-"""Effects of a mix of layers, some ranked by channels and some by concepts (no Qt).
-
-A layer whose panel shows a dictionary's concepts is ranked by concepts. :func:`estimate_layers`
-estimates such a mix from one capture, :func:`verify_layers` adds exact effects, and
-:func:`unit_edit` ablates or keeps a layer's top units. The result is a :class:`UnitEffects`
-whose ``dictionaries`` name the layers ranked by concepts.
+"""Effects of a mix of layers, some ranked by channels and some by concepts (no Qt):
+:func:`estimate_layers`, :func:`verify_layers`, :func:`unit_edit`, giving :class:`UnitEffects`.
 """
 
 from __future__ import annotations
@@ -35,13 +31,7 @@ __all__ = ["UnitEffects", "estimate_layers", "unit_edit", "unit_name", "verify_l
 
 @dataclass(frozen=True)
 class UnitEffects(Effects):
-    """Effects whose layers in :attr:`dictionaries` are ranked by concepts.
-
-    Attributes
-    ----------
-    dictionaries
-        ``{layer: Concepts}``: those layers' "channels" are the dictionary's concepts.
-    """
+    """Effects whose layers in ``dictionaries`` (``{layer: Concepts}``) are ranked by concepts."""
 
     dictionaries: Mapping[str, Concepts] = field(default_factory=dict, repr=False, compare=False)
 

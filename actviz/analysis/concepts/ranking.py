@@ -166,10 +166,8 @@ def run_concepts_exact(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> tuple[list[float], int, float]:
-    """The target with each concept of ``chosen`` removed (or scaled), ``batch`` per pass.
-
-    Returns the target per concept, the forward passes run and their seconds. The model is
-    left as found (eval mode during the passes, buffers and hooks put back).
+    """The target with each concept of ``chosen`` removed (or scaled), ``batch`` per pass:
+    ``(values, forwards, seconds)``. The model is left as found.
     """
     modules = dict(model.named_modules())
     module = modules[layer]

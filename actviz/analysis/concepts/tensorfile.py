@@ -62,12 +62,8 @@ def write_tensors(
 
 
 def read_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors of a safetensors file (CPU, their stored dtype) and its metadata.
-
-    Raises
-    ------
-    ValueError
-        The file is not a safetensors file (bad header, offsets outside the file).
+    """The tensors (CPU, stored dtype) and metadata of a safetensors file; ``ValueError`` if it is
+    none.
     """
     data = Path(path).read_bytes()
     if len(data) < 8:

@@ -1,9 +1,5 @@
-"""What the window shows of a dictionary for one input (no Qt).
-
-:func:`concept_tiles` makes a layer panel's concept page (the concepts most active for this
-input, by peak, through the one mosaic rule :func:`actviz.display.mosaic.mosaic`);
-:func:`concept_picture` draws a concept's map over the input; :func:`concept_effect` measures
-the prediction with a concept removed or scaled.
+"""What the window shows of a dictionary for one input (no Qt): a panel's concept page
+(:func:`concept_tiles`), a concept's map over the input, and its effect on the prediction.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Activation vectors of a layer: from a tensor, a capture, or a dataset streamed through a model.
-
-Each position (or token) is a vector along :func:`actviz.core.edit_kinds.channel_dim`'s axis.
-Streaming never holds the dataset's vectors: they go into a bounded :class:`Reservoir`
-(Vitter's algorithm R), and every ``holdout_every``-th image feeds a second one training never
-sees.
+"""Activation vectors of a layer (each position or token on :func:`channel_dim`'s axis) from a
+tensor, a capture, or a dataset streamed into a bounded :class:`Reservoir` (with a held-out one).
 """
 
 from __future__ import annotations
@@ -181,12 +177,8 @@ def stream_batches(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> Iterable[tuple[np.ndarray, torch.Tensor, int]]:
-    """Run ``data`` through ``model``; per batch, yield ``(data indices, layer tensor, its
-    channel axis)``.
-
-    The layer's value is taken in a forward hook (its output, or its input for a
-    ``blocks.N.hook_resid_pre`` name) and copied, so a later in-place op cannot change it;
-    nothing else of the forward is kept. ``progress(done, total)`` after each batch.
+    """Run ``data`` through ``model``, yielding per batch ``(data indices, layer tensor, channel
+    axis)``; the layer's value is copied in its hook, so later in-place ops cannot change it.
     """
     from torch.utils.data import DataLoader
 

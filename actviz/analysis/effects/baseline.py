@@ -1,9 +1,7 @@
 """What a channel is set to when its effect is measured: zero, a dataset mean, another run.
 
-One object answers both halves of :mod:`actviz.analysis.effects.channel_effects`: the estimate asks
-for the baseline of one recorded call (:meth:`Baseline.single`), the exact pass for the baseline of
-a batch of ``b`` repeated samples (:meth:`Baseline.batched`). Both come from the same values, so
-estimate and exact always measure the replacement by the same thing.
+One object serves the estimate (:meth:`Baseline.single`) and the exact pass
+(:meth:`Baseline.batched`) from the same values, so both measure the same replacement.
 """
 
 from __future__ import annotations
