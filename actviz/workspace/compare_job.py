@@ -1,9 +1,5 @@
-"""What a comparison runs off the GUI thread, and what it hands back (no Qt).
-
-A :class:`CompareRequest` is a snapshot taken on the GUI thread; :func:`compare_job` runs on the
-window's capture worker (run B may hook the window's own model), reads or captures run B, and
-compares, diffs and sets predictions side by side. The :class:`CompareOutcome` holds numpy
-pictures and figures only: no capture outlives the job.
+"""What a comparison runs off the GUI thread (no Qt): :func:`compare_job` on the capture worker
+reads or captures run B and compares; :class:`CompareOutcome` holds no capture.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Which layers a fresh model gets ticked: :func:`default_layers` (each block's output and the
-head; a text model's transformer blocks) and its walks over the module tree.
-
-A rule about models, not about the session's state: the session calls it when a model is
-opened, the tests and the text-model views call it on trees of their own.
+"""Which layers a fresh model gets ticked (:func:`default_layers`), and its walks over the module
+tree.
 """
 
 from __future__ import annotations

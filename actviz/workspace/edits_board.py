@@ -49,13 +49,7 @@ def with_value(edit: Edit, value: float) -> Edit:
 
 
 class EditBoard:
-    """The edits of one session, in the order they were made.
-
-    Parameters
-    ----------
-    on_change
-        Called (no arguments) after every change.
-    """
+    """The edits of one session in the order made; ``on_change()`` after every change."""
 
     def __init__(self, on_change: Callable[[], Any] | None = None) -> None:
         self._entries: list[EditEntry] = []

@@ -1,9 +1,6 @@
-"""A run's request and its job: :class:`RunRequest` (the snapshot of a session a run needs,
-taken on the GUI thread), :func:`request_of` (takes it) and :func:`run_job` (what the worker
-thread executes: capture, then :func:`actviz.display.prepare.prepare`).
-
-Kept apart from :class:`~actviz.workspace.session_state.Session` because past the snapshot a
-run never sees the session again: it runs on another thread, on numpy and tensors only.
+"""A run's request and its job: :class:`RunRequest` (taken on the GUI thread by
+:func:`request_of`) and :func:`run_job` (capture and prepare on the worker, never touching the
+session again).
 """
 
 from __future__ import annotations
@@ -89,11 +86,8 @@ def run_job(
     should_stop: Callable[[], bool] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Capture ``request.model`` on ``request.inputs`` and prepare every panel's arrays
-    (the exact variant of :func:`actviz.display.prepare.prepare`).
-
-    Runs on the worker thread. Raises the model's own exceptions, ``CaptureCancelled`` when
-    ``should_stop()`` turns True, and ``ValueError`` for bad layer names or targets.
+    """Capture ``request.model`` on ``request.inputs`` and prepare every panel (exact variant), on
+    the worker thread; raises what the capture raises.
     """
     from actviz.core.capture import capture
 

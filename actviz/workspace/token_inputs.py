@@ -1,8 +1,5 @@
-"""What a run needs for the sequence views: token strings, patch layout, attention, lens, and
-the input embedding a text input's saliency is read at.
-
-Called by :func:`actviz.workspace.run_request.request_of` on the GUI thread; the walk over
-the model's modules happens once per model (cached weakly), not once per run.
+"""What a run needs for sequence views (tokens, patch layout, attention, lens, the input embedding
+for saliency), read on the GUI thread with the module walk cached per model.
 """
 
 from __future__ import annotations
