@@ -1,9 +1,5 @@
-"""What a test must leave as it found it: model hooks, top-level widgets, process-wide state.
-
-The functions here are what :mod:`actviz.testing.plugin` runs when an ``actviz_window`` test
-ends; a test may call them itself. Only :func:`leaked_widgets` and :func:`top_level_widgets`
-touch Qt, and import it when called, so ``from actviz.testing import assert_no_hooks`` works
-in tests that never build a widget.
+"""What a test must leave as it found it: model hooks, top-level widgets, process-wide state (the
+plugin's end-of-test checks). Only the widget checks import Qt, when called.
 """
 
 from __future__ import annotations

@@ -433,12 +433,9 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _blank_problems(window: QWidget) -> list[LayoutProblem]:
-    """Images in a view to be filled (:data:`FILL_PROPERTY`) laid out across the view's
-    shorter side (side by side in a view taller than wide, one above the other in a wider one),
-    each covering under :data:`MIN_FILL` of its canvas: the bands left along the view's longer
-    side are room spent on nothing, which the other arrangement would give the images. A
-    single image, or images already laid along the longer side, leave what bands their shape
-    must."""
+    """Images in a fill view (:data:`FILL_PROPERTY`) laid across its shorter side, each covering
+    under :data:`MIN_FILL` of its canvas: the other arrangement would give them the blank bands.
+    """
     from actviz.ui.panels.canvas import ImageCanvas
 
     views = [w for w in window.findChildren(QWidget) if w.property(FILL_PROPERTY) is True]

@@ -118,11 +118,8 @@ def demo_model() -> ModelSetup:
 def module_model(
     name: str, model: torch.nn.Module, inputs: Any, layers: Sequence[str] | None = None
 ) -> ModelSetup:
-    """An in-memory model (e.g. a random-init ``torchvision.models.resnet18()``) and its input,
-    shown as a script does (``window.script.set_model`` / ``set_input``).
-
-    The same model object is shown in every window the driver opens, so a hook left by one
-    window is found by the next check.
+    """An in-memory model and its input, shown as a script does; the same object in every window, so
+    a hook one window leaves is found by the next check.
     """
 
     def open_module(window: Any) -> None:

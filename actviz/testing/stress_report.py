@@ -1,8 +1,5 @@
-"""What a stress run found: its report, the checks' findings, memory and object counts.
-
-Shared by :mod:`actviz.testing.stress` (the driver, in the process that drives the window)
-and :mod:`actviz.testing.stress_cases` (which runs each case in a process of its own and reads
-its report back as JSON).
+"""What a stress run found: its report, findings, memory and object counts (shared by the driver
+and :mod:`actviz.testing.stress_cases`, which reads it back as JSON).
 """
 
 from __future__ import annotations
@@ -149,11 +146,9 @@ class StressReport:
 
     @property
     def rss_growth_per_1k_mib(self) -> float:
-        """How fast resident memory grew after the warm-up, in MiB per 1,000 actions: the
-        median of the slopes between every two checkpoints (:meth:`_after_warm_up`; Theil-Sen).
-        A checkpoint's RSS holds what is shown at that moment (one with a large input's capture
-        is hundreds of MiB above its neighbours); the median follows the trend, not that one
-        state, where a least-squares line (:attr:`rss_growth_per_1k_ls_mib`) tilts with it."""
+        """Resident memory growth after warm-up in MiB per 1,000 actions: the Theil-Sen median slope
+        over checkpoints, which follows the trend rather than one large shown capture.
+        """
         return _median_per_1k([(s.action, s.rss_mib) for s in self._after_warm_up()])
 
     @property
