@@ -63,9 +63,8 @@ class BlockSampler:
         return stacks[where] + beside
 
     def _loop(self) -> None:
-        # faulthandler reads the stacks as a crash report does, without making frame objects
-        # of the running thread: ``sys._current_frames()`` from this thread segfaulted the GUI
-        # thread in paintEvent three times in 180 actions (Python 3.11).
+        # faulthandler reads stacks without making frame objects of the running thread
+        # (``sys._current_frames()`` from here can crash the GUI thread).
         with tempfile.TemporaryFile("w+") as out:
             while not self._stop.wait(self.every_s):
                 last = getattr(self.probe, "_last", None)
