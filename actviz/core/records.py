@@ -13,12 +13,8 @@ from actviz.core.structures import first_tensor
 _TARGET_FIELDS = ("target_value", "target_index", "target_description")
 
 __all__ = [
-    "INFERENCE_WEIGHTS_WARNING",
-    "Capture",
-    "CaptureCancelled",
-    "CaptureTooLarge",
-    "LayerRecord",
-]
+    "INFERENCE_WEIGHTS_WARNING", "Capture", "CaptureCancelled", "CaptureTooLarge", "LayerRecord"
+]  # fmt: skip
 
 
 class CaptureCancelled(RuntimeError):

@@ -17,15 +17,9 @@ import torch
 import torch.utils._pytree as pytree
 
 __all__ = [
-    "clone_keep_layout",
-    "describe",
-    "first_tensor",
-    "iter_tensors",
-    "map_leaves",
-    "map_tensors",
-    "named_tensors",
-    "replace_first",
-]
+    "clone_keep_layout", "describe", "first_tensor", "iter_tensors", "map_leaves", "map_tensors",
+    "named_tensors", "replace_first"
+]  # fmt: skip
 
 _Tensor = torch.Tensor
 # Never containers of tensors (torch.Size is a registered pytree node, rebuilt as a tuple).
