@@ -24,13 +24,9 @@ from actviz.display.layer_views import as_numpy
 from actviz.display.token_maps import SequenceLayout
 
 __all__ = [
-    "AttentionMaps",
-    "attention_modules",
-    "attention_rollout",
-    "capture_attention",
-    "eager_attention",
-    "rollout_map",
-]
+    "AttentionMaps", "attention_modules", "attention_rollout", "capture_attention",
+    "eager_attention", "rollout_map"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 

@@ -21,27 +21,12 @@ from actviz.display.logit_lens import token_texts
 from actviz.display.stats import as_float
 
 __all__ = [
-    "TokenSaliency",
-    "default_gradcam_layer",
-    "display_image",
-    "grad_cam",
-    "grad_cam_tensor",
-    "gradcam_candidates",
-    "gradient_flow",
-    "input_embedding",
-    "last_spatial_layer",
-    "prediction_kind",
-    "saliency",
-    "saliency_at_image",
-    "saliency_tensor",
-    "saliency_unavailable",
-    "spatial_layers",
-    "token_input",
-    "token_saliency",
-    "token_saliency_tensor",
-    "top_k",
-    "top_predictions",
-]
+    "TokenSaliency", "default_gradcam_layer", "display_image", "grad_cam", "grad_cam_tensor",
+    "gradcam_candidates", "gradient_flow", "input_embedding", "last_spatial_layer",
+    "prediction_kind", "saliency", "saliency_at_image", "saliency_tensor", "saliency_unavailable",
+    "spatial_layers", "token_input", "token_saliency", "token_saliency_tensor", "top_k",
+    "top_predictions"
+]  # fmt: skip
 
 
 def _pick(t: torch.Tensor, sample: int) -> torch.Tensor:

@@ -23,13 +23,9 @@ from actviz.display.prepared import DisplaySpec, Lazy, PreparedLayer
 from actviz.display.stats import histogram, tensor_stats
 
 __all__ = [
-    "DIFFERENCE_CMAP",
-    "PredictionChange",
-    "PredictionRow",
-    "difference_tensor",
-    "prediction_change",
-    "prepare_difference",
-]
+    "DIFFERENCE_CMAP", "PredictionChange", "PredictionRow", "difference_tensor",
+    "prediction_change", "prepare_difference"
+]  # fmt: skip
 
 #: The colour map of every difference picture (diverging: 0 in the middle).
 DIFFERENCE_CMAP = DIVERGING_CMAP

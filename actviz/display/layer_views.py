@@ -12,14 +12,9 @@ import numpy as np
 import torch
 
 __all__ = [
-    "LayerView",
-    "LazyLayerView",
-    "as_numpy",
-    "class_units",
-    "layer_view",
-    "magnitude",
-    "magnitude_view",
-]
+    "LayerView", "LazyLayerView", "as_numpy", "class_units", "layer_view", "magnitude",
+    "magnitude_view"
+]  # fmt: skip
 
 
 def as_numpy(x: Any) -> np.ndarray:

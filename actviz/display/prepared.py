@@ -27,14 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from actviz.display.token_maps import SequenceLayout, TokenView
 
 __all__ = [
-    "DisplaySpec",
-    "Lazy",
-    "LazyMap",
-    "LazyStats",
-    "PreparedLayer",
-    "RunResult",
-    "grad_norms_of",
-]
+    "DisplaySpec", "Lazy", "LazyMap", "LazyStats", "PreparedLayer", "RunResult", "grad_norms_of"
+]  # fmt: skip
 
 T = TypeVar("T")
 

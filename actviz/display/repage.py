@@ -15,14 +15,9 @@ from actviz.display.mosaic import MAX_MOSAIC_CHANNELS, ChannelOrder, Mosaic, mos
 from actviz.display.prepared import PreparedLayer, RunResult
 
 __all__ = [
-    "ReusableMosaics",
-    "current_mosaics",
-    "layer_mosaics",
-    "renormalised",
-    "reusable_mosaics",
-    "symmetric_for",
-    "with_page",
-]
+    "ReusableMosaics", "current_mosaics", "layer_mosaics", "renormalised", "reusable_mosaics",
+    "symmetric_for", "with_page"
+]  # fmt: skip
 
 
 @dataclass(frozen=True)

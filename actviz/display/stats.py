@@ -13,17 +13,9 @@ import numpy as np
 import torch
 
 __all__ = [
-    "HIST_BINS",
-    "STAT_FIELDS",
-    "as_float",
-    "grad_norm",
-    "histogram",
-    "histogram_tensor",
-    "layer_stats",
-    "stats_from_vector",
-    "stats_vector",
-    "tensor_stats",
-]
+    "HIST_BINS", "STAT_FIELDS", "as_float", "grad_norm", "histogram", "histogram_tensor",
+    "layer_stats", "stats_from_vector", "stats_vector", "tensor_stats"
+]  # fmt: skip
 
 HIST_BINS = 64
 #: Layout of :func:`stats_vector`.
