@@ -7,15 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "ActvizError",
-    "ModelLoadError",
-    "ArchitectureNeededError",
-    "UntrustedFileError",
-    "TrustNeededError",
-    "InputError",
-    "ModelFileAsInputError",
-    "WriteError",
-]
+    "ActvizError", "ModelLoadError", "ArchitectureNeededError", "UntrustedFileError",
+    "TrustNeededError", "InputError", "ModelFileAsInputError", "WriteError"
+]  # fmt: skip
 
 
 class ActvizError(Exception):

@@ -38,13 +38,9 @@ if TYPE_CHECKING:
     from actviz.io.models.loaded_model import LoadedModel
 
 __all__ = [
-    "LoadedInput",
-    "ExpectedInput",
-    "expected_input",
-    "forward_takes_list",
-    "open_input",
-    "load_input",
-]
+    "LoadedInput", "ExpectedInput", "expected_input", "forward_takes_list", "open_input",
+    "load_input"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,9 @@ from actviz.io.errors import ModelLoadError, TrustNeededError
 from actviz.io.models.checkpoints import one_line
 
 __all__ = [
-    "HFModel",
-    "ProcessorTransform",
-    "cached_hub_folder",
-    "is_model_folder",
-    "looks_like_hub_id",
-    "open_hf",
-    "task_of",
-]
+    "HFModel", "ProcessorTransform", "cached_hub_folder", "is_model_folder", "looks_like_hub_id",
+    "open_hf", "task_of"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 

@@ -24,15 +24,9 @@ from actviz.io.models.zoo import (
 )
 
 __all__ = [
-    "TimmTransform",
-    "build_timm",
-    "data_transform",
-    "imagenet_categories",
-    "rank_matches",
-    "resolve_name",
-    "timm_available",
-    "timm_names",
-]
+    "TimmTransform", "build_timm", "data_transform", "imagenet_categories", "rank_matches",
+    "resolve_name", "timm_available", "timm_names"
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
