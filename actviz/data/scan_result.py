@@ -13,16 +13,9 @@ from actviz.core.records import CaptureTooLarge
 from actviz.data.atlas_vectors import frozen
 
 __all__ = [
-    "ChannelStats",
-    "Embeddings",
-    "LayerResult",
-    "Neighbour",
-    "Scan",
-    "ScanCancelled",
-    "ScanMemory",
-    "ScanTooLarge",
-    "TopEntry",
-]
+    "ChannelStats", "Embeddings", "LayerResult", "Neighbour", "Scan", "ScanCancelled", "ScanMemory",
+    "ScanTooLarge", "TopEntry"
+]  # fmt: skip
 
 
 class ScanCancelled(Exception):
