@@ -16,14 +16,9 @@ from actviz.display.layer_views import LayerView
 from actviz.display.mosaic import ChannelOrder, Mosaic, mosaic
 
 __all__ = [
-    "ConceptEffect",
-    "ConceptTiles",
-    "ORDER_LABEL",
-    "concept_effect",
-    "concept_label",
-    "concept_picture",
-    "concept_tiles",
-]
+    "ConceptEffect", "ConceptTiles", "ORDER_LABEL", "concept_effect", "concept_label",
+    "concept_picture", "concept_tiles"
+]  # fmt: skip
 
 #: What the page read-out calls the concepts' order.
 ORDER_LABEL = "most active"

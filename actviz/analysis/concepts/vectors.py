@@ -19,14 +19,9 @@ from actviz.core.guards import eval_mode, forward_hooks
 from actviz.core.structures import first_tensor
 
 __all__ = [
-    "Reservoir",
-    "StreamStats",
-    "layer_tensor",
-    "StreamCancelled",
-    "collect",
-    "stream_batches",
-    "to_vectors",
-]
+    "Reservoir", "StreamStats", "layer_tensor", "StreamCancelled", "collect", "stream_batches",
+    "to_vectors"
+]  # fmt: skip
 
 
 def to_vectors(
