@@ -16,15 +16,9 @@ JOB_TIMEOUT_MS = 60_000
 SHOW_TIMEOUT_MS = 5_000
 
 __all__ = [
-    "CompareDriver",
-    "DatasetDriver",
-    "EffectsDriver",
-    "FeatureDriver",
-    "LiveDriver",
-    "SessionsDriver",
-    "TokensDriver",
-    "WhatIfDriver",
-]
+    "CompareDriver", "DatasetDriver", "EffectsDriver", "FeatureDriver", "LiveDriver",
+    "SessionsDriver", "TokensDriver", "WhatIfDriver"
+]  # fmt: skip
 
 
 class FeatureDriver:

@@ -372,17 +372,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
-    "CASES",
-    "HANG_S",
-    "case_setups",
-    "finding_key",
-    "main",
-    "run_case",
-    "save_checkpoint",
-    "save_tiny_gpt2",
-    "shrink",
-    "shrink_failure",
-]
+    "CASES", "HANG_S", "case_setups", "finding_key", "main", "run_case", "save_checkpoint",
+    "save_tiny_gpt2", "shrink", "shrink_failure"
+]  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover
