@@ -35,26 +35,11 @@ SESSION_EVENTS = (
 )
 
 __all__ = [
-    "API_VERSION",
-    "ENTRY_POINT_GROUP",
-    "SESSION_EVENTS",
-    "Contribution",
-    "Feature",
-    "FeatureBase",
-    "InputOpener",
-    "LayerData",
-    "LayerView",
-    "ModelOpener",
-    "Plugin",
-    "Session",
-    "UntrustedFileError",
-    "ViewContext",
-    "ViewSettings",
-    "WindowFeature",
-    "WindowHost",
-    "load_checkpoint",
-    "paint",
-]
+    "API_VERSION", "ENTRY_POINT_GROUP", "SESSION_EVENTS", "Contribution", "Feature", "FeatureBase",
+    "InputOpener", "LayerData", "LayerView", "ModelOpener", "Plugin", "Session",
+    "UntrustedFileError", "ViewContext", "ViewSettings", "WindowFeature", "WindowHost",
+    "load_checkpoint", "paint"
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
