@@ -153,9 +153,7 @@ def saliency_unavailable(input_grads: Any, image: np.ndarray | None, inputs: Any
     return ""
 
 
-# --------------------------------------------------------------------------------------------
-# text inputs: saliency per token
-# --------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------- text inputs: saliency per token
 
 
 def token_input(inputs: Any) -> bool:
