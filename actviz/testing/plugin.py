@@ -200,13 +200,7 @@ def actviz_window(request: pytest.FixtureRequest, qtbot: Any, tmp_path: Path) ->
     drivers: list = []
     request.node.stash[_DRIVERS] = drivers
     yield window_factory(qtbot, tmp_path, drivers)
-    problems = leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node))
-    if problems and not request.node.stash.get(_CALL_FAILED, False):
-        pytest.fail(
-            "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
-            + "\n  ".join(problems),
-            pytrace=False,
-        )
+    _fail_on(request, leftovers(drivers, widgets_before, state_before, allowed_leaks(request.node)))
 
 
 @pytest.fixture
@@ -214,19 +208,18 @@ def actviz_leak_check(request: pytest.FixtureRequest, qapp: Any) -> Any:
     """Fail a test that builds its own widgets and leaks top-level widgets or changes process
     settings (``actviz_window``'s checks less hooks); opt out with ``actviz_allow_leaks``.
     """
-    from actviz.testing.checks import ProcessState, describe_widget, leaked_widgets
-    from actviz.testing.checks import top_level_widgets as tops
+    from actviz.testing.checks import ProcessState, top_level_widgets
 
-    state_before, widgets_before = ProcessState.now(), tops()
+    state_before, widgets_before = ProcessState.now(), top_level_widgets()
     yield
-    allowed = allowed_leaks(request.node)
-    problems = []
-    if "process" not in allowed:
-        problems.extend(ProcessState.now().changes_since(state_before))
-    if "widgets" not in allowed:
-        problems.extend(
-            f"top-level widget left: {describe_widget(w)}" for w in leaked_widgets(widgets_before)
-        )
+    _fail_on(
+        request,
+        leftovers([], widgets_before, state_before, {"hooks"} | allowed_leaks(request.node)),
+    )
+
+
+def _fail_on(request: pytest.FixtureRequest, problems: list[str]) -> None:
+    """Fail the test for what it left behind, unless its call failed already."""
     if problems and not request.node.stash.get(_CALL_FAILED, False):
         pytest.fail(
             "the test left things behind (mark it actviz_allow_leaks if on purpose):\n  "
