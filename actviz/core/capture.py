@@ -255,9 +255,7 @@ def _global_hooks() -> bool:
 
 
 class _ForwardWrapper:
-    """``module.forward`` replaced by a call through the recorder until :meth:`remove`, set in
-    ``module.__dict__`` directly and removed (or the module's own put back) like a hook handle.
-    """
+    """``module.forward`` replaced by a call through the recorder, removed like a hook handle."""
 
     __slots__ = ("module", "own")
 

@@ -143,8 +143,7 @@ def layer_diff(name: str, call: int, a: torch.Tensor, b: torch.Tensor) -> LayerD
 
 
 def _first_divergence(cap_a: Capture, diffs: list[LayerDiff], tol: float) -> LayerDiff | None:
-    """The diverging call that finished first in run A (a reused module's calls are
-    interleaved with the others, so grouping by layer would name a later call)."""
+    """The diverging call that finished first in run A (not the first layer: calls interleave)."""
     diverged = [d for d in diffs if d.rel_l2 > tol]
     seqs = [cap_a.records[d.name][d.call_index].seq for d in diverged]
     if not diverged or any(s is None for s in seqs):  # records without their order: layer order

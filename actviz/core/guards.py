@@ -183,11 +183,7 @@ class _Group:
 
 
 class _SavedBuffers:
-    """A model's buffers, saved before a capture and put back after it.
-
-    Contiguous buffers are saved as one byte join per device and written back only if changed;
-    other buffers are cloned; inference tensors are left out.
-    """
+    """A model's buffers, saved before a capture (one byte join if contiguous), put back after."""
 
     __slots__ = ("busy", "groups", "key", "loose", "ptrs", "tensors")
 

@@ -109,9 +109,7 @@ def resolve_target(output: Any, target: Any) -> Target:
 
 
 def _structured(output: Any) -> tuple[str, Any, list, bool, torch.Tensor | None]:
-    """``(path, tensor, tensors, segmentation, logits)`` of a structured output: the tensor
-    the default target reads and where it is. A detector's output gives ``tensor`` None and
-    its detections as ``tensors``."""
+    """``(path, tensor, tensors, segmentation, logits)``: the default target's reading."""
     dets = detections(output)
     if dets is not None:
         return "", None, dets, False, None
@@ -167,8 +165,7 @@ def name_token(description: str, index: int, text: str) -> str:
 
 
 def _next_token(output: Any) -> bool:
-    """Whether (N, T, V) logits predict the next token: not for Hugging Face's masked-LM and
-    token-classification outputs, which score each position itself."""
+    """Whether (N, T, V) logits predict the next token (not masked-LM or token tagging)."""
     name = type(output).__name__
     return "MaskedLM" not in name and "TokenClassifier" not in name
 
@@ -200,9 +197,7 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])`` for the top-1 of a one-row float output, read through numpy (ties and NaN
-    as ``torch.argmax``: cheaper than tensor ops on cold caches); None where numpy cannot read it.
-    """
+    """``(k, out[0, k])`` for the top-1 of a one-row float output via numpy, or None."""
     try:
         row = out.numpy()[0]
     except (RuntimeError, TypeError):
@@ -303,9 +298,7 @@ def _class_target(out: torch.Tensor, k: int) -> tuple[torch.Tensor, int | None, 
 
 
 def _segmentation_target(out: torch.Tensor, target: int | None) -> tuple[torch.Tensor, int, str]:
-    """A class's logit summed over the pixels predicted as that class (default: the class
-    predicted at the most pixels).
-    """
+    """A class's logit summed over its predicted pixels (default: the most predicted class)."""
     n_classes = out.shape[1]
     predicted = out.detach().argmax(dim=1)  # (N, H, W)
     counts = torch.bincount(predicted.flatten(), minlength=n_classes)

@@ -193,8 +193,7 @@ def module_tree(model: nn.Module, capture: Capture | None = None) -> ModuleTree:
 
 
 def _type_name(module: nn.Module) -> str:
-    """The class name a user wrote: a TorchScript module's ``original_name`` (``Conv2d``), not
-    ``RecursiveScriptModule`` for every row of the tree."""
+    """The class name the user wrote (a TorchScript module's ``original_name``)."""
     if isinstance(module, torch.jit.ScriptModule):
         original = getattr(module, "original_name", None)
         if isinstance(original, str) and original:
