@@ -43,8 +43,7 @@ class AttentionSite:
 
 
 def _hf_specs(model: nn.Module) -> list[tuple[type | None, str | None, int, str | None]]:
-    """``(class, class-name suffix, index, layer name)`` of every ``attentions`` recorder the
-    Hugging Face (sub)models of ``model`` declare."""
+    """``(class, suffix, index, layer name)`` of every HF ``attentions`` recorder in ``model``."""
     specs = []
     for module in model.modules():
         table = getattr(type(module), "_can_record_outputs", None)

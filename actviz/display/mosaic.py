@@ -508,8 +508,7 @@ def mosaic(
 
 
 def _indices_of(norm: np.ndarray, rows: int, cols: int, pad: int) -> np.ndarray:
-    """The painted indices of tiles normalised to [0, 1]: exactly
-    ``to_indices(image, (0, 1))`` of the float image they make (same float32 steps)."""
+    """The painted indices of [0, 1]-normalised tiles, equal to ``to_indices(image, (0, 1))``."""
     work = np.multiply(norm, np.float32(PAD_INDEX), dtype=np.float32)
     np.minimum(work, PAD_INDEX - 1, out=work)
     c, h, w = norm.shape

@@ -358,9 +358,7 @@ def _sequence_extras(
     image: np.ndarray | None,
     fast: bool,
 ) -> dict[str, Any]:
-    """Attention maps (``cap.extra["attention"]``, recorded by
-    :func:`~actviz.display.attention.capture_attention`), their rollout over the image for a
-    vision transformer, and the logit lens of a language model whose blocks were captured."""
+    """Attention maps, their rollout over the image (ViT) and the logit lens (language models)."""
     from actviz.display.attention import attention_rollout, rollout_map
 
     extras: dict[str, Any] = {}

@@ -100,11 +100,7 @@ def _sum_of_squares(a: np.ndarray) -> float:
 
 
 def _fast_stats(t: torch.Tensor, g: torch.Tensor | None) -> dict[str, Any] | None:
-    """Float32 NumPy statistics of an all-finite CPU float32 tensor; None otherwise.
-
-    Single-threaded NumPy on purpose: torch's reductions would take the cores of the capture
-    running beside a live frame's preparation, and ``torch.count_nonzero`` is slower.
-    """
+    """Single-threaded float32 NumPy statistics of a finite CPU float32 tensor; None otherwise."""
     data = as_float(t)
     if data.device.type != "cpu" or data.numel() == 0:
         return None
