@@ -129,8 +129,7 @@ _WEIGHT_KEY = re.compile(
 
 
 def _model_weights(obj: dict[str, Any]) -> str:
-    """What model weights ``obj`` holds, e.g. "model weights (a state_dict of 122 tensors,
-    e.g. conv1.weight)"; "" when it does not look like a checkpoint."""
+    """What model weights ``obj`` holds, in words; "" when it is no checkpoint."""
     try:
         found, where = extract_weights(obj, "")
     except ModelLoadError:

@@ -288,9 +288,7 @@ CARRIED_INPUT_BYTES = 32 * 2**20
 
 
 def _reproduce_files(page: Page, cap: Capture, source: RunSource | None) -> None:
-    """The files reproduce.py reads that only a report can carry: the input tensors, when
-    the input has no file to reopen (the script read ``reproduce_inputs.pt``, which the
-    report did not hold), as a link that saves them."""
+    """A link saving the input tensors when the input has no file for reproduce.py to reopen."""
     if source is not None and source.input is not None:
         return
     buf = io.BytesIO()
@@ -315,10 +313,7 @@ def _reproduce_files(page: Page, cap: Capture, source: RunSource | None) -> None
 
 
 def _with_input_gradient(cap: Capture, model: torch.nn.Module) -> Capture:
-    """``cap`` with its input gradient, for the saliency: a window's run skips it while no
-    saliency is on screen (the Overview never shown), and the report then had none. Taken
-    again with the run's target and edits; ``cap`` as it is when that cannot be had or
-    would differ (another target resolved, a failure)."""
+    """``cap`` with its input gradient (re-taken when missing and reproducible), for saliency."""
     from actviz.core.targets import fixed_default
 
     if cap.input_grads is not None or not cap.gradients or cap.inputs is None:

@@ -170,8 +170,7 @@ def _open_lines(
     tag: str = "",
     same_model_as: str | None = None,
 ) -> list[str]:
-    """Lines that open ``loaded{tag}``, ``model{tag}`` and the input ``x{tag}`` (the model
-    of tag ``same_model_as`` again when given)."""
+    """Lines opening ``loaded{tag}``, ``model{tag}`` and input ``x{tag}``."""
     lines: list[str] = []
     model_var, loaded_var, x_var = f"model{tag}", f"loaded{tag}", f"x{tag}"
     if same_model_as is not None:

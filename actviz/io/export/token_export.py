@@ -47,8 +47,7 @@ def _short(label: str) -> str:
 
 
 def _cell(count: int, least: int) -> int:
-    """Pixels per cell: short sides grow to about 240 px (40 px cells at most), long ones
-    shrink to :data:`_MAX_SIDE`."""
+    """Pixels per cell: short sides grow to about 240 px, long ones shrink to :data:`_MAX_SIDE`."""
     count = max(count, 1)
     return max(least, min(max(_CELL, 240 // count), 40, _MAX_SIDE // count))
 

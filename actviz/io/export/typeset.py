@@ -61,8 +61,7 @@ def _text_w(draw: ImageDraw.ImageDraw, text: str, font: Any) -> int:
 def _fit_title(
     draw: ImageDraw.ImageDraw, title: str, font: Any, body_w: int, margin: int
 ) -> tuple[int, str]:
-    """The picture's width (the body's, widened so the title fits, at least 320 px) and the
-    title to draw: whole, or cut with "…" past :data:`_MAX_TITLE_PX`."""
+    """The picture's width (widened for the title, min 320 px) and the title, cut if long."""
     width = max(
         body_w + 2 * margin, 320, min(_text_w(draw, title, font), _MAX_TITLE_PX) + 2 * margin
     )

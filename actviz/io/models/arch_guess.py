@@ -219,8 +219,7 @@ _SIZE_WORDS = frozenset(
 
 
 def _stem(name: str) -> str:
-    """A model name without its sizes: ``fasterrcnn_mobilenet_v3_large_320_fpn`` ->
-    ``fasterrcnn_mobilenet_v_fpn``, ``resnet50`` -> ``resnet``, ``vgg16_bn`` -> ``vgg_bn``."""
+    """A model name without its sizes (``resnet50`` -> ``resnet``, ``vgg16_bn`` -> ``vgg_bn``)."""
     parts = ("".join(c for c in part if not c.isdigit()) for part in name.split("_"))
     return "_".join(p for p in parts if p and p not in _SIZE_WORDS)
 
@@ -285,8 +284,7 @@ def _family_overlap(patterns: frozenset[str], family: tuple[str, ...]) -> float:
 
 
 def _candidates(patterns: frozenset[str], zoo_name: str) -> list[str]:
-    """Architectures of the families whose representative's key patterns overlap the
-    checkpoint's, best overlap first, at most the zoo's limit."""
+    """Architectures of families whose key patterns overlap the checkpoint's, best first."""
     families = _FAMILIES[zoo_name]()
     ranked = []
     for names in families.values():
@@ -440,8 +438,7 @@ def guess_architecture(
 
 
 def _without_twins(guesses: list[ArchGuess]) -> list[ArchGuess]:
-    """Drop a later zoo's copy of an architecture already listed (timm's ``resnet18`` has
-    torchvision's very keys and shapes): it adds a name, not a choice."""
+    """Drop a later zoo's copy of an architecture already listed."""
     kept: list[ArchGuess] = []
     seen: dict[frozenset, str] = {}
     for guess in guesses:

@@ -159,9 +159,7 @@ def torch_load_guarded(path: str | os.PathLike[str], *, trust: bool = False) -> 
 
 
 def _load_trusted(path: str) -> Any:
-    """Fully unpickle ``path``, looking for the classes' modules beside it and in the working
-    folder too (the console script's ``sys.path`` starts at its own folder).
-    """
+    """Fully unpickle ``path``, finding classes beside it and in the working folder."""
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except ModuleNotFoundError as exc:

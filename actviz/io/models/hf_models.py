@@ -194,8 +194,7 @@ def _weights_file(folder: Path, src: str) -> str:
 
 @contextlib.contextmanager
 def _no_progress_bar() -> Iterator[None]:
-    """transformers' own "Loading weights" bar off for the block: actviz says what it opens
-    in its own words (the status bar, the CLI's one line), and the bar cluttered stderr."""
+    """transformers' own loading bar off for the block (actviz reports in its own words)."""
     from transformers.utils import logging as hf_logging
 
     was_on = hf_logging.is_progress_bar_enabled()
