@@ -92,9 +92,7 @@ def _without_nan(t: torch.Tensor) -> torch.Tensor:
 
 
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """The maximum of each map of ``flat`` ``(B, C, L)`` and where it first occurs, in one numpy
-    pass (torch's is far slower on the CPU); NaN never hides a real maximum.
-    """
+    """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position, in one numpy pass."""
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):
             flat = flat.float()  # half types: numpy has no bfloat16

@@ -214,9 +214,7 @@ def _umap(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Proje
 
 
 def _umap_sampled(a: np.ndarray, dims: int, seed: int, options: dict[str, Any]) -> Projection:
-    """UMAP fitted on :data:`UMAP_FIT_MAX` of the vectors of ``a`` (a seeded sample, in data
-    order), the others placed by its ``transform`` a chunk at a time (``a`` may be a memory
-    map: only the sample and one chunk are in memory as float32)."""
+    """UMAP fitted on a seeded sample of :data:`UMAP_FIT_MAX` rows, the rest placed after."""
     n = a.shape[0]
     sample = np.sort(np.random.default_rng(seed).choice(n, UMAP_FIT_MAX, replace=False))
     fit = _umap(np.asarray(a[sample]), dims, seed, options)
@@ -296,11 +294,7 @@ def cache_umap_compiles() -> int:
 
 
 def _top_eigen(c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest eigenvalues and unit eigenvectors (columns) of the PSD matrix ``c``.
-
-    Block subspace iteration to a residual below ``1e-11 x trace(c)`` for a few axes of a wide
-    matrix (``eigh`` is slow under load with several BLAS threads); else, or unconverged, ``eigh``.
-    """
+    """The ``k`` largest eigenpairs of PSD ``c`` (subspace iteration, else ``eigh``)."""
     d = c.shape[0]
     if d > 64 and 4 * k <= d:
         width = min(d, k + 8)  # oversampled: convergence goes with l[k + 8] / l[k]

@@ -61,8 +61,7 @@ def weights_fingerprint(model: nn.Module) -> str:
 
 
 def _offloaded(model: nn.Module, name: str) -> torch.Tensor:
-    """The value of tensor ``name`` that accelerate offloaded (its module's hook's weights
-    map, one tensor at a time); an empty tensor when it cannot be found."""
+    """The value of tensor ``name`` accelerate offloaded; an empty tensor when not found."""
     owner, _, leaf = name.rpartition(".")
     try:
         module = model.get_submodule(owner)
@@ -169,8 +168,7 @@ def _read_slot(path: Path) -> tuple[int, dict[str, np.ndarray]] | None:
 
 
 def _pack(arrays: dict[str, np.ndarray]) -> bytes:
-    """A JSON index (name, kind, shape, byte offset), then every array's bytes as float64 or
-    int64 (little-endian), each copied once."""
+    """A JSON index, then every array's little-endian float64 or int64 bytes."""
     index, chunks = [], []
     offset = 0
     for name, a in arrays.items():
@@ -287,10 +285,7 @@ class LayerCache:
     def _load_rows(
         self, arrays: dict[str, np.ndarray], lines: int, index_of_log: np.ndarray, n: int
     ) -> tuple[np.ndarray | None, int | None] | None:
-        """The saved embedding rows, by data index; None when they cannot be used.
-
-        ``embed_dim`` -1: no image had given a vector yet (its rows are all NaN, none written).
-        """
+        """The saved embedding rows by data index; None when they cannot be used."""
         dim = int(arrays["embed_dim"])
         if dim < 0:
             self.rows = 0

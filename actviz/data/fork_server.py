@@ -51,9 +51,7 @@ if _available:
     from multiprocessing import popen_forkserver
 
     class _Popen(popen_forkserver.Popen):
-        """Starts one process through :data:`_SERVER` with the standard library's launch, naming no
-        main module.
-        """
+        """Starts one process through :data:`_SERVER`, naming no main module."""
 
         def _launch(self, process_obj: Any) -> None:
             prep_data = spawn.get_preparation_data(process_obj._name)

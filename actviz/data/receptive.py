@@ -121,11 +121,7 @@ class ReceptiveField:
         )
 
     def _template(self) -> tuple | None:
-        """The gradient support of one position, measured once and shifted for the others.
-
-        Measured at the centre of an input three times larger, so the border does not cut it; None
-        where the model does not take that input (each position is then measured on its own).
-        """
+        """The gradient support of one position (measured on a 3x input), shifted for the others."""
         cached = self._cache.get("template", False)
         if cached is not False:
             return cached
@@ -288,9 +284,7 @@ def receptive_box(
 def _gradient_box(
     net: nn.Module, layer: str, shape: tuple[int, ...], location: tuple[int, int]
 ) -> tuple[int, int, int, int]:
-    """Bounding box of the input pixels with a nonzero gradient of the map at ``location``,
-    over a few random inputs (a ReLU passes gradient only where active).
-    """
+    """Bounding box of the input pixels where the map at ``location`` has a gradient."""
     module = dict(net.named_modules())[layer]
     params = next(net.parameters(), None)
     dtype = params.dtype if params is not None and params.is_floating_point() else torch.float32

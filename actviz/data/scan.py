@@ -196,8 +196,7 @@ def scan(
 
 
 def _labels(data: Any, items: ScanData) -> np.ndarray | None:
-    """Each item's class index: its folder in an ImageFolder layout, or a dataset's
-    ``targets``; None when the data gives no classes."""
+    """Each item's class index (ImageFolder folder or ``targets``); None without classes."""
     n = len(items.sources)
     if items.class_names is not None and items.files:
         where = {name: i for i, name in enumerate(items.class_names)}

@@ -128,8 +128,7 @@ _BLOCK_VALUES = 1 << 22
 
 
 def _rows_with_vectors(full: np.ndarray) -> np.ndarray:
-    """Indices of the rows of ``full`` that are not all NaN, read a block of rows at a time
-    (``full`` may be a memory map of a million rows: no ``N x D`` temporary)."""
+    """Indices of the rows of ``full`` that are not all NaN, a block of rows at a time."""
     if not full.size:
         return np.zeros(0, np.int64)
     step = max(1, _BLOCK_VALUES // max(1, full.shape[1]))

@@ -67,8 +67,7 @@ def estimate_memory(
 def _estimate(
     spec: ModelSpec, items: ScanData, names: list[str], store: ScanStore | None
 ) -> tuple[ScanMemory, int | None]:
-    """Widths from the cache where it has them, else from one forward pass of one item; and
-    that pass's output bytes (for the batch size), None when none ran."""
+    """Widths (cached, else from one forward pass) and that pass's output bytes (None: none ran)."""
     widths: dict[str, int] = {}
     for name in names:
         saved = store.get(name) if store is not None else None
@@ -113,9 +112,7 @@ def _batch_for(total: int) -> int:
 def _probe_forward(
     net: nn.Module, sample: torch.Tensor, names: Sequence[str]
 ) -> tuple[int, dict[str, int]]:
-    """One forward pass of ``sample`` in eval mode (training flags restored after): the bytes
-    of every module's tensor output, and the embedding width of each of ``names`` (layers that
-    do not run or give no tensor with a channel dimension are left out)."""
+    """One eval-mode forward of ``sample``: every tensor output's bytes and ``names``' widths."""
     total = 0
     widths: dict[str, int] = {}
     wanted = {id(m): name for name, m in net.named_modules() if name in set(names)}
