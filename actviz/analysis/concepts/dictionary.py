@@ -34,9 +34,7 @@ _ONEDNN = {"ok": True}
 
 
 def _onednn_linear(x: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor) -> torch.Tensor | None:
-    """``x @ w_t.T + bias`` through oneDNN (faster than MKL's ``addmm`` on AMD), or None where it
-    cannot run; no-grad float32 CPU only, equal to ``addmm`` to rounding.
-    """
+    """``x @ w_t.T + bias`` through oneDNN (no-grad float32 CPU), or None where it cannot run."""
     if not _ONEDNN["ok"] or x.device.type != "cpu" or x.dtype != torch.float32:
         return None
     op = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
@@ -181,8 +179,7 @@ class Concepts:
         return got
 
     def _encoder_rows(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """``W_enc.T`` contiguous ``(d_sae, d_in)`` (the layout oneDNN's linear takes), made
-        once per device and dtype."""
+        """``W_enc.T`` contiguous (oneDNN's layout), made once per device and dtype."""
         placed = self._placed  # type: ignore[attr-defined]
         key = ("W_enc.T", device, dtype)
         got = placed.get(key)

@@ -47,8 +47,7 @@ def unit_name(eff: Effects | None, layer: str) -> str:
 
 
 def _channel_estimates(model: Any, cap: Any, layers: list[str], target: Any) -> Effects:
-    """The channels' estimates; layers without float channels (an index output, a tuple of
-    scalars) are left out, the rest ranked."""
+    """The channels' estimates, ranked; layers without float channels left out."""
     try:
         return estimate_from_capture(model, cap, layers, target=target)
     except ValueError:
