@@ -56,16 +56,13 @@ def default_layers(tree: ModuleTree, limit: int = DEFAULT_TICK_LIMIT) -> list[st
 
 
 def _in_tree_order(tree: ModuleTree, names: list[str]) -> list[str]:
-    """``names`` without repeats in tree order, so panels appear top to bottom as the data
-    flows."""
+    """``names`` without repeats, in tree order."""
     order = {node.name: i for i, node in enumerate(tree.nodes)}
     return sorted(dict.fromkeys(names), key=order.__getitem__)
 
 
 def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> list[str]:
-    """The names ``pick(node)`` gives for the modules with children, from the root down:
-    a list (maybe empty) is taken and that module's children are not walked, None walks
-    into them."""
+    """Names ``pick(node)`` gives for modules with children, top down (None: walk into them)."""
     blocks: list[str] = []
 
     def walk(name: str) -> None:
@@ -84,10 +81,7 @@ def _walk_blocks(tree: ModuleTree, pick: Callable[[Any], list[str] | None]) -> l
 
 
 def _text_blocks(tree: ModuleTree) -> list[str]:
-    """The blocks of a text model: the children of its outermost lists of blocks
-    (``transformer.h``, ``encoder.layer``; an encoder-decoder's two), when its first module
-    is an embedding table (token ids come in); [] for any other model. Lists inside a block
-    (a mixture of experts) are parts of it, not blocks."""
+    """A text model's blocks (children of its outermost block lists); [] for other models."""
     leaves = tree.leaves()
     if not leaves or leaves == [""] or "Embedding" not in tree[leaves[0]].type_name:
         return []
@@ -95,8 +89,7 @@ def _text_blocks(tree: ModuleTree) -> list[str]:
 
 
 def _listed_blocks(tree: ModuleTree) -> list[str]:
-    """The children with children of the outermost ``ModuleList``s (a transformer's
-    ``encoder.layer``, a Hugging Face CNN's ``encoder.stages``)."""
+    """The children with children of the outermost ``ModuleList``s."""
 
     def pick(node: Any) -> list[str] | None:
         inner = [c for c in node.children if not tree[c].is_leaf]

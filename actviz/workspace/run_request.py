@@ -147,9 +147,7 @@ def run_job(
 
 
 def _auto_target_text(request: RunRequest, cap: Any, text: str) -> str | None:
-    """The target line of an edited run held to the unedited top-1 (``top-1 logit before the
-    edits (class 4): star``, not a class the user chose); None to keep ``text``.
-    """
+    """The target line of an edited run held to the unedited top-1; None to keep ``text``."""
     from actviz.core.targets import auto_description
 
     index = cap.target_index

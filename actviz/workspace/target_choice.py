@@ -76,8 +76,7 @@ class TargetChoice:
         return target
 
     def _target_reference(self) -> Any:
-        """What a target is checked against: the last output, else the number of classes or
-        tokens known from the model (None: nothing is known yet)."""
+        """What a target is checked against: the last output, else the class count, or None."""
         result = self._owner.result
         if result is not None and result.capture is not None:
             return result.capture.output
