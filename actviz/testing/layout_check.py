@@ -176,9 +176,7 @@ def _canvas_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _clipped_by(widget: QWidget) -> str:
-    """How ``widget`` is cut by an ancestor ("" when it is not): wholly inside each parent,
-    and sideways inside the viewport of the scroll area it scrolls in (up and down it may
-    scroll out of view)."""
+    """How ``widget`` is cut by an ancestor or its scroll area's viewport ("" when whole)."""
     child: QWidget = widget
     parent = widget.parentWidget()
     while parent is not None and not parent.isWindow():
@@ -325,8 +323,7 @@ def _dock_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _cell_problems(window: QWidget) -> list[LayoutProblem]:
-    """Table cells in view whose text is wider than their column (drawn shortened) with no
-    tooltip saying it whole."""
+    """Table cells in view drawn shortened without a tooltip saying them whole."""
     out = []
     for table in window.findChildren(QTableView):
         if not _showing(table) or table.model() is None:
@@ -366,8 +363,7 @@ def _cell_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _page_problems(window: QWidget) -> list[LayoutProblem]:
-    """A tab's page (a resizable scroll area outside the docks) scrolling sideways: whatever
-    lies right of its viewport is out of view, cut at the edge."""
+    """A tab's page scrolling sideways (what lies right of its viewport is cut)."""
     out = []
     for area in window.findChildren(QScrollArea):
         if not _showing(area) or not area.widgetResizable() or _in_dock(area):
@@ -395,10 +391,7 @@ def _in_dock(widget: QWidget) -> bool:
 
 
 def _tile_problems(window: QWidget) -> list[LayoutProblem]:
-    """Mosaics whose tiles are under :data:`MIN_TILE_PX` on screen and narrower than the
-    maps they show, with no page control. A map narrower than the tile is drawn at least
-    pixel for pixel (a 16 px map in a 31 px tile is enlarged): nothing is lost, so small
-    tiles of small maps are whole."""
+    """Mosaics with tiles under :data:`MIN_TILE_PX` showing larger maps, with no page control."""
     from actviz.ui.panels.feature_map import LayerPanel
 
     out = []
@@ -428,9 +421,7 @@ def _tile_problems(window: QWidget) -> list[LayoutProblem]:
 
 
 def _blank_problems(window: QWidget) -> list[LayoutProblem]:
-    """Images in a fill view (:data:`FILL_PROPERTY`) laid across its shorter side, each covering
-    under :data:`MIN_FILL` of its canvas: the other arrangement would give them the blank bands.
-    """
+    """Images in a fill view laid across its shorter side, each under :data:`MIN_FILL` of it."""
     from actviz.ui.panels.canvas import ImageCanvas
 
     views = [w for w in window.findChildren(QWidget) if w.property(FILL_PROPERTY) is True]

@@ -139,8 +139,7 @@ def dropped_model(name: str, path: str | Path) -> ModelSetup:
 
 
 def _untimed(probe: Any, work: Callable[[], None]) -> None:
-    """Do ``work`` with the GUI lag ``probe`` paused: the driver's own (filling every panel, off
-    screen too, for later actions; the window fills them as they scroll in), not the window's."""
+    """Do ``work`` with the GUI lag ``probe`` paused (the driver's own work is not the window's)."""
     timing = probe is not None and probe.timer.isActive()
     if timing:
         probe.stop()
@@ -372,8 +371,7 @@ class StressDriver(UserActions):
                 f.write(json.dumps(entry) + "\n")
 
     def _watchdog(self) -> Callable[[], None]:
-        """Re-arm ``faulthandler``'s hang timer from the GUI thread every 100 ms (with
-        ``hang_s``); returns what stops it."""
+        """Re-arm faulthandler's hang timer from the GUI thread; returns what stops it."""
         if self.hang_s is None:
             return lambda: None
         from PySide6.QtCore import QTimer

@@ -51,8 +51,7 @@ class UserActions:
             self._context_menu_event(widget, QPoint(pos) if pos is not None else None)
 
     def _context_menu_event(self, widget: Any, pos: Any) -> None:
-        """What the platform sends after a right click where no menu popped up from the
-        mouse press itself (a widget with a custom context menu waits for this event)."""
+        """The context-menu event the platform sends after a right click that popped no menu."""
         from PySide6.QtGui import QContextMenuEvent
         from PySide6.QtWidgets import QApplication
 

@@ -88,8 +88,7 @@ class BlockSampler:
 
 
 def _gui_stack(dump: str, ident: int | None) -> list[str]:
-    """The GUI thread's actviz frames in a faulthandler dump, innermost first: the first as
-    ``"actviz/...py:line in function"``, the others as function names."""
+    """The GUI thread's actviz frames in a faulthandler dump, innermost first."""
     found: list[str] = []
     inside = False
     for line in dump.splitlines():
@@ -109,9 +108,7 @@ def _gui_stack(dump: str, ident: int | None) -> list[str]:
 
 
 def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
-    """The innermost frame (``"file.py:line in function"``) of each thread but the GUI thread,
-    the sampler and the driver's own, in a faulthandler dump, threads waiting in ``threading``
-    left out; at most ``most`` of them."""
+    """The innermost frame of up to ``most`` other busy threads in a faulthandler dump."""
     found: list[str] = []
     inside = False
     for line in dump.splitlines():
@@ -130,8 +127,7 @@ def _other_threads(dump: str, ident: int | None, most: int = 3) -> list[str]:
 
 
 def _is(header: str, ident: int | None) -> bool:
-    """Whether a dump's thread header (``Thread 0x7f... (most recent call first):``) is
-    thread ``ident``'s."""
+    """Whether a dump's thread header is thread ``ident``'s."""
     word = next((w for w in header.split() if w.startswith("0x")), "")
     try:
         return ident is not None and int(word, 16) == ident

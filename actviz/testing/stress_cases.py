@@ -245,8 +245,7 @@ def _died(
 
 
 def _stack(stderr: str, limit: int = 6000) -> str:
-    """The part of a child's stderr worth reading: from faulthandler's report (or the last
-    traceback) on, cut to ``limit`` characters."""
+    """A child's stderr from faulthandler's report (or last traceback) on, cut to ``limit``."""
     for marker in ("Fatal Python error", "Timeout (", "Traceback (most recent call last)"):
         at = stderr.rfind(marker) if marker.startswith("Traceback") else stderr.find(marker)
         if at >= 0:

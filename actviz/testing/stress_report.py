@@ -138,9 +138,7 @@ class StressReport:
         return self.samples[-1].heap_mib - self.samples[1].heap_mib  # type: ignore[operator]
 
     def _after_warm_up(self) -> tuple[Sample, ...]:
-        """The checkpoints after the warm-up: from :data:`WARM_UP_ACTIONS` on (the first
-        pages, docks, tabs and torch's caches are made in the first few hundred actions), or
-        from the second on where fewer than three are that late (a short run)."""
+        """The checkpoints after the warm-up (:data:`WARM_UP_ACTIONS`), or from the second on."""
         late = tuple(s for s in self.samples[1:] if s.action >= WARM_UP_ACTIONS)
         return late if len(late) >= 3 else self.samples[1:]
 
@@ -298,8 +296,7 @@ def count_objects(names: Sequence[str] = FLAT_TYPES + BOUNDED_TYPES) -> dict[str
 
 
 class _Catcher:
-    """Collects exceptions that reach ``sys.excepthook`` / ``threading.excepthook`` and Qt's
-    critical and fatal messages, while installed."""
+    """Collects uncaught exceptions and Qt critical/fatal messages while installed."""
 
     def __init__(self) -> None:
         self.found: list[str] = []
