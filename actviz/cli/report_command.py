@@ -202,8 +202,7 @@ def _from_session(args: argparse.Namespace, progress: Callable[[str], None]) -> 
 
 
 def _comparison(state: Any, cap: Any) -> tuple[Any, str]:
-    """The session's comparison (``{"a": run, "b": run, "tol": float}``, a run being
-    ``"current"`` or a pin's label) when both runs have captures; else ``(None, "")``."""
+    """The session's comparison when both runs have captures; else ``(None, "")``."""
     setup = state.comparison or {}
     runs = {"current": cap, **{p.label: p.capture for p in state.pins}}
     a, b = runs.get(setup.get("a")), runs.get(setup.get("b"))

@@ -51,9 +51,7 @@ def _quiet(_msg: str) -> None:
 
 
 def _join_group(args: argparse.Namespace) -> tuple[int, int] | None:
-    """``(rank, world)`` after joining the process group torchrun describes in the
-    environment (``WORLD_SIZE`` > 1); None outside one. NCCL with ``--device cuda`` (each rank
-    takes GPU ``LOCAL_RANK``), gloo on the CPU."""
+    """``(rank, world)`` after joining torchrun's process group (NCCL or gloo); None outside one."""
     import os
 
     if int(os.environ.get("WORLD_SIZE", "1")) < 2:
