@@ -197,7 +197,9 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def _top1_row(out: torch.Tensor) -> tuple[int, float] | None:
-    """``(k, out[0, k])`` for the top-1 of a one-row float output via numpy, or None."""
+    """``(k, out[0, k])`` for the top-1 of a one-row float output via numpy (ties and NaN
+    as ``torch.argmax``), or None.
+    """
     try:
         row = out.numpy()[0]
     except (RuntimeError, TypeError):

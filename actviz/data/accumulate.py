@@ -92,7 +92,9 @@ def _without_nan(t: torch.Tensor) -> torch.Tensor:
 
 
 def _max_and_argmax(flat: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position, in one numpy pass."""
+    """Each map's maximum in ``flat`` ``(B, C, L)`` and its first position (one numpy pass; NaN
+    never hides a real maximum).
+    """
     if flat.device.type == "cpu":
         if flat.dtype not in (torch.float32, torch.float64):
             flat = flat.float()  # half types: numpy has no bfloat16
