@@ -101,10 +101,9 @@ def concept_tiles(
 def concept_picture(
     image: np.ndarray | None, concept_map: np.ndarray, *, size: int = 256
 ) -> np.ndarray:
-    """``(H, W, 3)`` uint8: where the concept fires, over the input picture (the map scaled to
-    its own peak, blended in the overlay colours as the window's saliency and Grad-CAM are:
-    :func:`actviz.display.colormaps.overlay`), or on a grey ``size``-pixel square when there is
-    no picture."""
+    """``(H, W, 3)`` uint8: the concept's map (scaled to its peak) blended over the input picture as
+    saliency is, or on a grey ``size``-pixel square without a picture.
+    """
     from actviz.display.colormaps import overlay
 
     heat = np.asarray(concept_map, dtype=np.float32)
