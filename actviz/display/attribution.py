@@ -164,10 +164,9 @@ def token_input(inputs: Any) -> bool:
 
 
 def input_embedding(model: nn.Module | None) -> str | None:
-    """The module whose output is the input's token embeddings: a Hugging Face model's
-    ``get_input_embeddings()``, else the first ``nn.Embedding`` (registration order); None
-    when there is none. The run request records it for a text input, and saliency is read
-    from its output and gradient (:func:`token_saliency`)."""
+    """The module whose output is the input's token embeddings (``get_input_embeddings()``, else the
+    first ``nn.Embedding``), where text saliency is read; None when there is none.
+    """
     if model is None:
         return None
     names = {id(m): n for n, m in model.named_modules()}
