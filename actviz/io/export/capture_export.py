@@ -326,9 +326,8 @@ def prepare_export(
 def target_record(
     cap: Capture, prepared: RunResult, categories: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    """What ``summary.json`` says of the target: index, name, the window's sentence, value, and
-    ``chosen``: ``"top prediction"`` (the output's default), ``"picked"``, ``"custom"`` or
-    ``"none"``.
+    """What ``summary.json`` says of the target: index, name, sentence, value and ``chosen``
+    (``"top prediction"``, ``"picked"``, ``"custom"`` or ``"none"``).
     """
     index = cap.target_index
     kind = prepared.prediction_kind

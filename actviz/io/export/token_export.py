@@ -61,10 +61,8 @@ def sequence_inputs(
     tokenizer: Any = None,
     layout: Any = None,
 ) -> tuple[Any, DisplaySpec]:
-    """``cap`` and ``spec`` ready for the sequence views: the spec gets the token strings, the patch
-    layout (``layout``, else the model's) and the tokenizer; with a model and no attention recorded
-    yet, a copy of ``cap`` gets them (:func:`~actviz.display.attention.capture_attention` on the
-    capture's own inputs; ``cap`` itself is not changed).
+    """``cap`` and ``spec`` ready for the sequence views: the spec gets tokens, patch layout and
+    tokenizer; with a model and no attention yet, a copy of ``cap`` gets it recorded.
     """
     from actviz.display.attention import capture_attention
     from actviz.display.token_maps import sequence_layout

@@ -344,9 +344,8 @@ def token_saliency_picture(tokens: TokenSaliency, title: str | None = None) -> I
 def attribution_images(
     cap: Capture, prepared: RunResult, image: np.ndarray | None, gradcam_layer: str | None = None
 ) -> tuple[dict[str, tuple[Image.Image, np.ndarray]], dict[str, Any]]:
-    """The saliency, Grad-CAM and attention-rollout pictures of a prepared capture, as export
-    writes them and the report embeds them: ``({name: (picture, values)}, notes)``, ``notes``
-    holding ``gradcam_layer`` or ``gradcam_error`` and ``saliency_of`` for a text input.
+    """The saliency, Grad-CAM and rollout pictures of a prepared capture, as export writes them:
+    ``({name: (picture, values)}, notes)``.
     """
     pictures: dict[str, tuple[Image.Image, np.ndarray]] = {}
     notes: dict[str, Any] = {}
