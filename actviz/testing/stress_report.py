@@ -44,10 +44,9 @@ class Sample:
 
     @property
     def heap_counted_mib(self) -> float | None:
-        """The heap in use counted fully, in MiB: malloc's bytes handed out (its mmapped
-        blocks too; torch's CPU tensors and numpy's arrays come from malloc) plus Python's
-        object heap (pymalloc's blocks in use, mapped outside malloc). None where either
-        figure is missing."""
+        """The heap in use in MiB: malloc's bytes handed out plus pymalloc's blocks in use; None
+        where either is missing.
+        """
         python = (self.breakdown or {}).get("python_heap")
         if self.heap_mib is None or python is None:
             return None
@@ -55,10 +54,9 @@ class Sample:
 
     @property
     def rss_anon_over_heap(self) -> float | None:
-        """Resident anonymous memory (``RssAnon``: RSS less the mapped libraries and files)
-        over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory is in
-        use; above it, memory freed but kept (malloc's free lists, pymalloc's part-empty
-        arenas) or outside both heaps (thread stacks, the libraries' ``.bss`` and own mmaps)."""
+        """``RssAnon`` over :attr:`heap_counted_mib`: 1.0 when all the process's own resident memory
+        is in use; above it, memory freed but kept or outside both heaps.
+        """
         anon = (self.breakdown or {}).get("rss_anon")
         heap = self.heap_counted_mib
         if anon is None or not heap:
