@@ -356,10 +356,9 @@ class PluginRegistry:
         *,
         only: Iterable[str] | None = None,
     ) -> list[Callable[[Path, str, PreparedLayer, DisplaySpec], list[Path]]]:
-        """Writers for :func:`actviz.io.export.capture_export.export_capture`'s ``layer_writers``:
-        each layer view with a ``picture`` writes ``<layer>_<view>.png`` for the layers it
-        accepts; ``views``: only these ``(layer, view name)`` pairs (the window's);
-        ``only``: only the views of these names."""
+        """Writers for ``export_capture``'s ``layer_writers``: each view with a ``picture`` writes
+        ``<layer>_<view>.png``, limited to ``views`` pairs or ``only`` these view names.
+        """
         chosen = None if views is None else set(views)
         names = None if only is None else set(only)
         writers = []

@@ -48,10 +48,9 @@ def model_sequences(model: nn.Module) -> ModelSequences:
 
 
 def sequence_request(session: Any, layers: list[str]) -> dict[str, Any]:
-    """The :class:`~actviz.workspace.session_state.RunRequest` fields of the sequence views:
-    ``tokens``, ``layout``, ``tokenizer``, ``attention`` and ``extra_layers`` (the blocks the
-    logit lens reads, and for token ids the input embedding, whose output and gradient make
-    the per-token saliency, captured beside the ticked layers)."""
+    """The run request's sequence-view fields: ``tokens``, ``layout``, ``tokenizer``, ``attention``
+    and ``extra_layers`` (the lens's blocks and the input embedding for saliency).
+    """
     model = session.model
     info = model_sequences(model)
     tokens = session.input.tokens if session.input is not None else None
